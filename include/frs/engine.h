@@ -1,0 +1,153 @@
+// frs/engine.h: the rule engine: map.xml businesses applied to store nodes.
+//
+// An Engine owns the current map (businesses and their rules), decides each
+// request against the node the store keeps for (biz, key), and keeps per-biz
+// daily statistics. It is the one API the server, frsctl and in-process users
+// call; it never throws and never blocks except on a chain lock.
+//
+// Thread safety: Execute/ExecuteBatch/Inspect may run concurrently from many
+// threads and processes. Reload swaps the map atomically for later calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frs/clock.h"
+#include "frs/status.h"
+#include "frs/store.h"
+
+namespace frs {
+
+enum class Cmd : uint8_t { kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats };
+enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket };
+enum class Mode : uint8_t { kEnforce, kShadow, kOff };
+
+const char* CmdName(Cmd);
+const char* AlgoName(Algo);
+const char* ModeName(Mode);
+bool ParseCmd(std::string_view, Cmd*);
+
+inline constexpr size_t kMaxRulesPerBiz = 4;
+inline constexpr int64_t kMaxUses = 2147483647;  // n and count: 1..2^31-1
+
+struct Request {
+  Cmd cmd = Cmd::kQuery;
+  std::string_view biz;     // name or numeric id
+  std::string_view key;
+  int64_t n = 1;
+  int64_t count = 0;        // for kSet
+};
+
+// One rule's verdict. Times are unix seconds.
+struct RuleResult {
+  Algo algo = Algo::kFixed;
+  uint32_t interval = 0;
+  int64_t count = 0;        // uses counted in the current window (tokens used, for token_bucket)
+  int64_t limit = 0;        // allowance of the current window (max - debt; burst for token_bucket)
+  int64_t remaining = 0;
+  int64_t reset = 0;        // when the count next drops (window end / refill of one token)
+  int64_t retry_after = 0;  // seconds until n more uses would be allowed (0 if allowed)
+  int64_t debt = 0;         // borrow owed to the next window
+  bool allowed = true;
+};
+
+// The answer to one request. code 0 = success; otherwise an HTTP status
+// (400, 403, 404, 503) and msg is one readable sentence.
+struct Decision {
+  int code = 0;
+  std::string msg;
+  bool allowed = true;
+  bool shadow = false;      // mode="shadow": counted, never denied
+  bool found = false;       // for kGet: the node exists
+  bool would_deny = false;  // shadow mode: what enforce would have answered
+  int64_t count = 0, limit = 0, remaining = 0, reset = 0, retry_after = 0;  // most restrictive rule
+  uint32_t nrules = 0;
+  RuleResult rules[kMaxRulesPerBiz];
+  uint64_t erased = 0;      // kReset: nodes erased
+};
+
+struct BizStatsDay {
+  uint32_t day = 0;         // days since 1970-01-01 in the engine's time zone
+  uint64_t requests = 0, allowed = 0, denied = 0, new_keys = 0;
+};
+struct BizStats {
+  uint16_t id = 0;
+  std::string name;
+  std::vector<BizStatsDay> days;  // newest first, up to 8
+};
+
+// A node as a human or a script sees it (frsctl explain/get/dump/top).
+struct RuleView {
+  Algo algo = Algo::kFixed;
+  uint32_t interval = 0;
+  int64_t max = 0, burst = 0, borrow = 0;
+  int64_t count = 0;
+  int64_t limit = 0;
+  int64_t window_start_ms = 0, window_end_ms = 0;  // 0 when no window is open
+  int64_t debt = 0;
+  double tokens = 0;            // token_bucket
+  bool denies = false;          // a request of n=1 now would be denied by this rule
+  int64_t next_allowed_ms = 0;  // when n=1 is next allowed (now when allowed)
+};
+struct NodeView {
+  uint16_t biz_id = 0;
+  std::string biz_name;
+  std::string key;              // the stored key bytes (may be a prefix)
+  bool key_truncated = false;
+  Mode mode = Mode::kEnforce;
+  int64_t count = 0;            // of the most restrictive rule
+  std::vector<RuleView> rules;
+  NodeInfo node;
+};
+
+struct EngineOptions {
+  std::string map_path;              // map.xml
+  std::string timezone = "UTC";      // IANA name, for calendar windows and daily stats
+  Store* store = nullptr;            // not owned; must outlive the engine
+  std::string stats_dir;             // where the daily statistics file lives (the store dir)
+  const Clock* clock = nullptr;      // default: SystemClock
+};
+
+class Engine {
+ public:
+  // Loads map.xml; errors are "file:line: message".
+  static Result<std::unique_ptr<Engine>> Open(const EngineOptions& opts);
+  virtual ~Engine() = default;
+
+  virtual Decision Execute(const Request& req) = 0;
+  // A batch: acquires are all-or-nothing (nothing is recorded unless every
+  // member is allowed); other commands run one by one. Returns overall allowed.
+  virtual bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) = 0;
+
+  // Re-reads map.xml (or `path` when given); on error the old map stays and
+  // the error is returned as "file:line: message".
+  virtual Status Reload(const std::string& path = "") = 0;
+
+  virtual std::vector<BizStats> DailyStats() const = 0;
+  // Resolves a name or numeric id; NotFound names the biz.
+  virtual Result<uint16_t> ResolveBiz(std::string_view biz) const = 0;
+  virtual std::vector<std::pair<uint16_t, std::string>> Bizzes() const = 0;
+
+  // Decodes a node for humans and scripts (explain, get, dump, top).
+  virtual Result<NodeView> Inspect(std::string_view biz, std::string_view key) = 0;
+  virtual Result<NodeView> View(const NodeInfo& node) const = 0;
+
+  // Portable text (one JSON object per node, no trailing newline) and back.
+  // Import resolves the biz by name (falling back to id), rehashes into this
+  // store's geometry and keeps every rule's state. NotFound names a biz
+  // missing from this map.
+  virtual Result<std::string> ExportNode(const NodeInfo& node) const = 0;
+  virtual Status ImportNode(std::string_view json_line) = 0;
+
+  virtual Store* store() = 0;
+  virtual const Clock* clock() const = 0;
+
+ protected:
+  Engine() = default;
+};
+
+}  // namespace frs

@@ -1,0 +1,105 @@
+// frs/key.h: the identity of a node, and the generic key types.
+//
+// A node is identified by (biz id, key bytes). The store keeps a 128-bit
+// XXH3 fingerprint of the pair as the node's identity and places the node by
+// hashing that fingerprint, so a node can be moved to a store of another
+// geometry without its original key bytes (export/import). Two distinct keys
+// of one biz share a fingerprint with probability about n^2 / 2^129 for n
+// resident keys: for 10^9 keys, below 1.5e-21. The node also keeps the key's
+// bytes (or their first bytes, when the node has no room for all) so that a
+// human recognizes it in `frsctl dump`.
+//
+// Generic keys: any type K for which KeyTraits<K> supplies `encode` (the
+// canonical bytes, which is also the wire protocol's string form) can be used
+// as a key through MakeKey. The hash (the index estimate) and the equality the
+// store needs both derive from those bytes. Provided: string-like types,
+// unsigned integers (a uid, as decimal) and IPv4/IPv6 addresses (as their
+// canonical text, RFC 5952 for IPv6), so `uid 42` and the wire key "42" are
+// the same node.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace frs {
+
+inline constexpr size_t kMaxKeyBytes = 255;
+
+struct Fingerprint {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  friend bool operator==(const Fingerprint&, const Fingerprint&) = default;
+};
+
+// The fingerprint of (biz, key bytes). Stable across versions and machines:
+// it is part of the file format.
+Fingerprint FingerprintOf(uint16_t biz, std::string_view key_bytes);
+
+// What the store needs of a key: its biz, fingerprint and display bytes.
+struct KeyRef {
+  uint16_t biz = 0;
+  Fingerprint fp;
+  std::string_view bytes;  // full key bytes; may be empty for an import by fingerprint
+  uint8_t key_len = 0;     // length of the full key (bytes.size() unless imported)
+};
+
+// A key held by value (for callers that keep keys around).
+struct Key {
+  uint16_t biz = 0;
+  Fingerprint fp;
+  std::string bytes;
+  KeyRef ref() const { return KeyRef{biz, fp, bytes, static_cast<uint8_t>(bytes.size())}; }
+};
+
+// IPv4 or IPv6 address, network byte order.
+struct IpAddress {
+  bool v6 = false;
+  unsigned char addr[16] = {};
+  // Parses dotted IPv4 or any textual IPv6; false on bad input.
+  static bool Parse(std::string_view text, IpAddress* out);
+};
+
+template <class K>
+struct KeyTraits;  // specialize: static std::string encode(const K&)
+
+template <class K>
+concept KeyType = requires(const K& k) {
+  { KeyTraits<K>::encode(k) } -> std::convertible_to<std::string>;
+};
+
+template <>
+struct KeyTraits<std::string_view> {
+  static std::string encode(std::string_view s) { return std::string(s); }
+};
+template <>
+struct KeyTraits<std::string> {
+  static std::string encode(const std::string& s) { return s; }
+};
+template <std::unsigned_integral U>
+struct KeyTraits<U> {
+  static std::string encode(U v) { return std::to_string(v); }
+};
+template <>
+struct KeyTraits<IpAddress> {
+  static std::string encode(const IpAddress& ip);
+};
+
+// Key validation shared by the protocol and the CLI: 1..255 bytes of valid
+// UTF-8 without control characters. Returns "" when valid, else the reason.
+std::string ValidateKeyBytes(std::string_view bytes);
+
+template <KeyType K>
+Key MakeKey(uint16_t biz, const K& k) {
+  Key out;
+  out.biz = biz;
+  out.bytes = KeyTraits<K>::encode(k);
+  out.fp = FingerprintOf(biz, out.bytes);
+  return out;
+}
+
+}  // namespace frs

@@ -1,0 +1,197 @@
+// frs/store.h: the counter store, a cluster of mmap files of key-nodes.
+//
+// Geometry: `files` files under one directory, each holding `keynodes`
+// key-nodes; a key-node is the head of a conflict chain of `chain` slots of
+// 64 bytes. A node is 1..8 consecutive slots of one chain: a 32-byte header
+// (fingerprint, biz, key length, expiry, last access) then the caller's state
+// bytes, then as many key bytes as fit. A key may live in either of its two
+// key-nodes (both in one file, picked by the fingerprint): lookups scan at most
+// those two chains; inserts move a resident node to its other key-node to make
+// room (one cuckoo step) before evicting anything.
+//
+// Eviction: a node whose expiry has passed, or whose biz is no longer live,
+// is stale and is reused first; when no room can be made, the least recently
+// used live node of the two chains goes. Both are counted in the file headers.
+//
+// Concurrency: one Store object may be used from many threads, and any number
+// of processes may open the same directory at once (frsd workers, frsctl, a
+// program linking this library). Each key-node has a lock word holding the
+// owner's thread id; waiters spin, then sleep on a futex (the kernel
+// semaphore). A waiter that finds the owner dead takes the lock over and
+// first undoes the dead owner's half-done writes from its journal, so nobody
+// ever sees a torn node and no completed update is lost. Mutators run under
+// the chain lock: they must be short and must not call back into the store.
+//
+// Persistence: the files are shared mappings: a completed update is in the
+// page cache and survives the death of every process. Flush() (msync) bounds
+// what an OS crash can take; frsd calls it periodically.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "frs/key.h"
+#include "frs/status.h"
+
+namespace frs {
+
+inline constexpr uint32_t kSlotBytes = 64;
+inline constexpr uint32_t kNodeHeaderBytes = 32;
+inline constexpr uint32_t kMaxSpan = 8;  // slots per node
+inline constexpr uint32_t kMaxStateBytes = kMaxSpan * kSlotBytes - kNodeHeaderBytes;
+
+struct StoreGeometry {
+  uint32_t files = 2;
+  uint32_t keynodes = 65536;
+  uint32_t chain = 8;
+  uint64_t slots() const { return uint64_t{files} * keynodes * chain; }
+  friend bool operator==(const StoreGeometry&, const StoreGeometry&) = default;
+};
+
+struct StoreOptions {
+  std::string dir;
+  StoreGeometry geometry;
+  bool create_if_missing = true;   // false: a missing store is NotFound
+  // Called (rarely) when a dead owner's lock is recovered; may be empty.
+  std::function<void(const std::string& what)> on_recovery;
+};
+
+// What the mutator sees and may change. `state` is a private copy: it is
+// written back only when the mutator returns kWrite.
+struct NodeRef {
+  bool exists = false;            // false: a new node, state zeroed
+  uint8_t* state = nullptr;       // state_bytes writable bytes
+  uint32_t state_bytes = 0;       // as requested by the caller
+  uint32_t stored_state_bytes = 0;  // what the node held before (0 when new)
+  uint32_t expire_s = 0;          // node becomes stale at this unix second (in/out)
+};
+
+enum class Commit : uint8_t { kNone, kWrite, kErase };
+
+// One node as seen by iteration and Get.
+struct NodeInfo {
+  uint32_t file = 0, keynode = 0, slot = 0, span = 0;
+  bool in_alternate = false;  // lives in its second key-node
+  uint16_t biz = 0;
+  Fingerprint fp;
+  uint8_t key_len = 0;        // full key length
+  std::string key;            // stored key bytes (a prefix when shorter than key_len)
+  uint32_t expire_s = 0, last_access_s = 0;
+  std::vector<uint8_t> state;
+};
+
+struct FileStats {
+  uint64_t nodes_used = 0;        // nodes (not slots)
+  uint64_t slots_used = 0;
+  uint64_t evictions_stale = 0;
+  uint64_t evictions_live = 0;
+  uint64_t cuckoo_moves = 0;
+  uint64_t lock_recoveries = 0;
+  uint64_t created_unix = 0;
+};
+
+struct StoreStats {
+  StoreGeometry geometry;
+  uint64_t slots = 0;
+  uint64_t bytes_mapped = 0;
+  FileStats total;
+  std::vector<FileStats> per_file;
+};
+
+struct UpdateResult {
+  bool found = false;      // the node existed before
+  bool created = false;    // a node was created
+  bool evicted_live = false;
+  bool evicted_stale = false;
+};
+
+class Store {
+ public:
+  using Mutator = std::function<Commit(NodeRef&)>;
+  using Visitor = std::function<void(const NodeInfo&)>;
+
+  // Opens the store in opts.dir, creating its files (sparse, mode 0600) when
+  // missing. A store of another geometry or format version, or with a
+  // damaged header, is refused with a message naming the file and the field.
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& opts);
+
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  virtual const StoreGeometry& geometry() const = 0;
+
+  // Find/Create/Update/Erase in one primitive: runs `fn` under the lock of
+  // the key's chain(s) on a copy of the node's state (zeroed when absent),
+  // then writes back, creates (evicting if needed) or erases as it returns.
+  // `now_s` decides staleness and the LRU order.
+  virtual Status Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s,
+                        const Mutator& fn, UpdateResult* result = nullptr) = 0;
+
+  // Several nodes updated atomically: every chain of every key is locked (in
+  // one global order) before `fn` sees any node, and all writes happen before
+  // any lock is released. Items naming the same node share one state buffer.
+  // `commits[i]` says what to do with node i. At most kMaxBatch items.
+  struct BatchItem {
+    KeyRef key;
+    uint32_t state_bytes = 0;
+  };
+  static constexpr size_t kMaxBatch = 64;
+  using BatchMutator = std::function<void(std::span<NodeRef> nodes, std::span<Commit> commits)>;
+  virtual Status UpdateBatch(std::span<const BatchItem> items, uint32_t now_s,
+                             const BatchMutator& fn,
+                             std::vector<UpdateResult>* results = nullptr) = 0;
+
+  // Copies one node out; NotFound when absent.
+  virtual Result<NodeInfo> Get(const KeyRef& key) = 0;
+  virtual Status Erase(const KeyRef& key) = 0;
+
+  // Visits every node (optionally of one file / key-node / biz), one chain
+  // locked at a time; the visitor runs with no lock held.
+  struct Filter {
+    int64_t file = -1, keynode = -1;
+    int32_t biz = -1;
+  };
+  virtual Status ForEach(const Filter& filter, const Visitor& visit) = 0;
+  // Erases every node for which `pred` is true, one chain locked at a time.
+  // Returns the number erased.
+  virtual Result<uint64_t> EraseIf(const Filter& filter,
+                                   const std::function<bool(const NodeInfo&)>& pred) = 0;
+
+  // Bizs for which `live` is false are stale: their nodes are reclaimed by
+  // eviction (a reload removed them). Ids are 1..65535.
+  virtual void SetLiveBizzes(std::vector<bool> live) = 0;
+
+  virtual StoreStats Stats() const = 0;
+
+  // msync of every file; `sync` waits for the disk.
+  virtual Status Flush(bool sync) = 0;
+
+  // Releases every lock held by `pid` (a dead process), undoing its
+  // half-done writes. Returns the number of locks released.
+  virtual Result<uint32_t> RecoverDeadOwner(int32_t pid) = 0;
+
+  // Integrity check of every header and chain; `repair` fixes what it can.
+  // Each problem is one line naming file, key-node and slot.
+  struct VerifyReport {
+    std::vector<std::string> problems;
+    std::vector<std::string> repairs;
+    uint64_t nodes = 0, chains = 0;
+  };
+  virtual Result<VerifyReport> Verify(bool repair) = 0;
+
+  // Test hook, to test death inside a critical section: when set, it is
+  // called with phase 0 while the chain lock(s) are held, after the mutator
+  // ran and before anything is written, and with phase 1 in the middle of
+  // writing a node (its first 16 bytes new, the rest old: a torn node).
+  virtual void SetTestHookInCriticalSection(std::function<void(int phase)> hook) = 0;
+
+ protected:
+  Store() = default;
+};
+
+}  // namespace frs

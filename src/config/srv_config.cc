@@ -1,0 +1,202 @@
+#include "config/srv_config.h"
+
+#include <pugixml.hpp>
+
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "config/xml_location.h"
+
+namespace frs {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Parser {
+ public:
+  Parser(const XmlLines& lines) : lines_(lines) {}
+
+  Status Error(const pugi::xml_node& n, const std::string& msg) const {
+    return Status::InvalidArgument(lines_.At(n.offset_debug(), msg));
+  }
+
+  // Unsigned attribute in [lo, hi]; leaves *out alone when absent.
+  Status UInt(const pugi::xml_node& n, const char* attr, uint64_t lo, uint64_t hi, uint64_t* out) const {
+    pugi::xml_attribute a = n.attribute(attr);
+    if (!a) return Status::OK();
+    return ParseUInt(n, std::string("<") + n.name() + " " + attr + ">", a.value(), lo, hi, out);
+  }
+
+  Status ParseUInt(const pugi::xml_node& n, const std::string& what, std::string_view text, uint64_t lo,
+                   uint64_t hi, uint64_t* out) const {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\n' || text.front() == '\t')) text.remove_prefix(1);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\t')) text.remove_suffix(1);
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || p != text.data() + text.size() || text.empty())
+      return Error(n, what + " must be a whole number, not \"" + std::string(text) + "\"");
+    if (v < lo || v > hi)
+      return Error(n, what + " is " + std::to_string(v) + ", must be from " + std::to_string(lo) + " to " +
+                          std::to_string(hi));
+    *out = v;
+    return Status::OK();
+  }
+
+  Status OnlyAttrs(const pugi::xml_node& n, std::initializer_list<const char*> allowed) const {
+    for (pugi::xml_attribute a : n.attributes()) {
+      bool ok = false;
+      for (const char* name : allowed) ok = ok || std::string_view(a.name()) == name;
+      if (!ok) return Error(n, std::string("<") + n.name() + "> has no attribute \"" + a.name() + "\"");
+    }
+    return Status::OK();
+  }
+
+ private:
+  const XmlLines& lines_;
+};
+
+std::string Resolve(const fs::path& base, const std::string& p) {
+  if (p.empty()) return p;
+  fs::path path(p);
+  if (path.is_relative()) path = base / path;
+  return path.lexically_normal().string();
+}
+
+bool ValidCidr(const std::string& cidr) {
+  auto slash = cidr.find('/');
+  std::string addr = cidr.substr(0, slash);
+  IpAddress ip;
+  if (!IpAddress::Parse(addr, &ip)) return false;
+  if (slash == std::string::npos) return true;
+  std::string bits = cidr.substr(slash + 1);
+  int b = 0;
+  auto [p, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), b);
+  if (ec != std::errc() || p != bits.data() + bits.size() || bits.empty()) return false;
+  return b >= 0 && b <= (ip.v6 ? 128 : 32);
+}
+
+}  // namespace
+
+Result<SrvConfig> LoadSrvConfig(const std::string& path_in) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(path_in, ec);
+  if (ec) return Status::InvalidArgument(path_in + ":1: cannot resolve path: " + ec.message());
+  SrvConfig cfg;
+  cfg.path = abs.lexically_normal().string();
+  const fs::path base = fs::path(cfg.path).parent_path();
+
+  std::string text, err;
+  if (!ReadWholeFile(cfg.path, &text, &err)) return Status::InvalidArgument(err);
+  XmlLines lines(cfg.path, text);
+  pugi::xml_document doc;
+  pugi::xml_parse_result pr = doc.load_buffer(text.data(), text.size(), pugi::parse_default, pugi::encoding_utf8);
+  if (!pr) return Status::InvalidArgument(lines.At(pr.offset, std::string("malformed XML: ") + pr.description()));
+  Parser P(lines);
+  pugi::xml_node root = doc.document_element();
+  if (std::string_view(root.name()) != "frs") return P.Error(root, "the root element must be <frs>, not <" + std::string(root.name()) + ">");
+
+  std::set<std::string> seen;
+  bool have_map = false;
+  for (pugi::xml_node n : root.children()) {
+    if (n.type() != pugi::node_element) continue;
+    std::string name = n.name();
+    if (name != "allow" && !seen.insert(name).second) return P.Error(n, "<" + name + "> appears twice");
+    Status s;
+    uint64_t v = 0;
+    if (name == "listen") {
+      if (!(s = P.OnlyAttrs(n, {"host", "port"})).ok()) return s;
+      if (n.attribute("host")) {
+        cfg.host = n.attribute("host").value();
+        IpAddress ip;
+        if (!IpAddress::Parse(cfg.host, &ip)) return P.Error(n, "<listen host> must be an IPv4 or IPv6 address, not \"" + cfg.host + "\"");
+      }
+      v = cfg.port;
+      if (!(s = P.UInt(n, "port", 1, 65535, &v)).ok()) return s;
+      cfg.port = static_cast<uint16_t>(v);
+    } else if (name == "workers") {
+      if (!(s = P.ParseUInt(n, "<workers>", n.child_value(), 1, 256, &v)).ok()) return s;
+      cfg.workers = static_cast<uint32_t>(v);
+    } else if (name == "map") {
+      std::string m = n.child_value();
+      if (m.empty()) return P.Error(n, "<map> must name the map.xml file");
+      cfg.map_path = Resolve(base, m);
+      have_map = true;
+    } else if (name == "store") {
+      if (!(s = P.OnlyAttrs(n, {"dir", "files", "keynodes", "chain"})).ok()) return s;
+      std::string dir = n.attribute("dir").value();
+      if (dir.empty()) return P.Error(n, "<store dir> is required");
+      cfg.store_dir = Resolve(base, dir);
+      v = cfg.geometry.files;
+      if (!(s = P.UInt(n, "files", 1, 256, &v)).ok()) return s;
+      cfg.geometry.files = static_cast<uint32_t>(v);
+      v = cfg.geometry.keynodes;
+      if (!(s = P.UInt(n, "keynodes", 1, 1u << 26, &v)).ok()) return s;
+      cfg.geometry.keynodes = static_cast<uint32_t>(v);
+      v = cfg.geometry.chain;
+      if (!(s = P.UInt(n, "chain", 1, 64, &v)).ok()) return s;
+      cfg.geometry.chain = static_cast<uint32_t>(v);
+    } else if (name == "timezone") {
+      cfg.timezone = n.child_value();
+      if (cfg.timezone.empty()) return P.Error(n, "<timezone> must be an IANA zone name such as UTC or Asia/Shanghai");
+    } else if (name == "pidfile") {
+      cfg.pidfile = Resolve(base, n.child_value());
+    } else if (name == "log") {
+      if (!(s = P.OnlyAttrs(n, {"file"})).ok()) return s;
+      cfg.logfile = Resolve(base, n.attribute("file").value());
+    } else if (name == "admin") {
+      if (!(s = P.OnlyAttrs(n, {"token"})).ok()) return s;
+      cfg.admin_token = n.attribute("token").value();
+    } else if (name == "allow") {
+      std::string list = n.child_value();
+      for (char& c : list)
+        if (c == ',' || c == '\n' || c == '\t') c = ' ';
+      size_t i = 0;
+      while (i < list.size()) {
+        size_t j = list.find(' ', i);
+        if (j == std::string::npos) j = list.size();
+        std::string item = list.substr(i, j - i);
+        if (!item.empty()) {
+          if (!ValidCidr(item)) return P.Error(n, "<allow> entry \"" + item + "\" is not an address or CIDR range");
+          cfg.allow.push_back(item);
+        }
+        i = j + 1;
+      }
+    } else if (name == "limits") {
+      if (!(s = P.OnlyAttrs(n, {"header_bytes", "body_bytes", "connections", "idle_timeout_ms",
+                                 "request_timeout_ms", "batch"})).ok())
+        return s;
+      struct {
+        const char* attr;
+        uint64_t lo, hi;
+        uint32_t* field;
+      } fields[] = {
+          {"header_bytes", 1024, 1u << 20, &cfg.max_header_bytes},
+          {"body_bytes", 256, 16u << 20, &cfg.max_body_bytes},
+          {"connections", 1, 1000000, &cfg.max_connections},
+          {"idle_timeout_ms", 100, 3600000, &cfg.idle_timeout_ms},
+          {"request_timeout_ms", 100, 3600000, &cfg.request_timeout_ms},
+          {"batch", 1, Store::kMaxBatch, &cfg.max_batch},
+      };
+      for (auto& f : fields) {
+        v = *f.field;
+        if (!(s = P.UInt(n, f.attr, f.lo, f.hi, &v)).ok()) return s;
+        *f.field = static_cast<uint32_t>(v);
+      }
+    } else if (name == "flush") {
+      if (!(s = P.OnlyAttrs(n, {"interval_ms"})).ok()) return s;
+      v = cfg.flush_interval_ms;
+      if (!(s = P.UInt(n, "interval_ms", 10, 3600000, &v)).ok()) return s;
+      cfg.flush_interval_ms = static_cast<uint32_t>(v);
+    } else {
+      return P.Error(n, "unknown element <" + name + ">");
+    }
+  }
+  if (!have_map) return P.Error(root, "<map> is required (the map.xml of businesses)");
+  if (cfg.store_dir.empty()) return P.Error(root, "<store dir=\"...\"/> is required");
+  return cfg;
+}
+
+}  // namespace frs

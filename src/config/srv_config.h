@@ -1,0 +1,42 @@
+// config/srv_config.h: srv.xml, the server's configuration.
+//
+// Paths in srv.xml are relative to srv.xml's folder; LoadSrvConfig resolves
+// them to absolute paths. Every error is one line "file:line: what is wrong".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frs/status.h"
+#include "frs/store.h"
+
+namespace frs {
+
+struct SrvConfig {
+  std::string path;                  // srv.xml, absolute
+  std::string host = "127.0.0.1";
+  uint16_t port = 8300;
+  uint32_t workers = 2;
+  std::string map_path;              // absolute
+  std::string store_dir;             // absolute
+  StoreGeometry geometry;
+  std::string timezone = "UTC";
+  std::string pidfile;               // absolute; "" = none
+  std::string logfile;               // absolute; "" = stderr
+  std::string admin_token;           // "" = admin commands refused over HTTP
+  std::vector<std::string> allow;    // CIDR ranges; empty = every peer
+  // <limits .../>
+  uint32_t max_header_bytes = 16 * 1024;
+  uint32_t max_body_bytes = 64 * 1024;
+  uint32_t max_connections = 10000;  // per worker
+  uint32_t idle_timeout_ms = 60000;
+  uint32_t request_timeout_ms = 10000;
+  uint32_t max_batch = 64;
+  // <flush interval_ms="1000"/>: periodic msync of the store
+  uint32_t flush_interval_ms = 1000;
+};
+
+Result<SrvConfig> LoadSrvConfig(const std::string& path);
+
+}  // namespace frs

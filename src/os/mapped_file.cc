@@ -1,0 +1,81 @@
+#include "os/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <boost/interprocess/file_mapping.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+#include <cerrno>
+
+namespace frs::os {
+
+namespace bip = boost::interprocess;
+
+struct MappedFile::Region {
+  bip::file_mapping mapping;
+  bip::mapped_region region;
+};
+
+MappedFile::~MappedFile() = default;
+
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mode mode,
+                                                     uint64_t create_size) {
+  std::unique_ptr<MappedFile> f(new MappedFile());  // private constructor: make_unique cannot reach it
+  f->path_ = path;
+
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid() && errno == ENOENT && mode == Mode::kCreateIfMissing) {
+    fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (fd.valid()) {
+      // We created it: hold it exclusively until the header is written.
+      if (::flock(fd.get(), LOCK_EX) != 0) return Status::FromErrno(path + ": flock", errno);
+      if (::ftruncate(fd.get(), static_cast<off_t>(create_size)) != 0) {
+        int err = errno;
+        ::unlink(path.c_str());
+        return Status::FromErrno(path + ": ftruncate", err);
+      }
+      f->created_ = true;
+    } else if (errno == EEXIST) {
+      fd.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));  // lost the race: open theirs
+    }
+  }
+  if (!fd.valid()) {
+    if (errno == ENOENT) return Status::NotFound(path + ": no such file");
+    return Status::FromErrno(path, errno);
+  }
+  if (!f->created_) {
+    // Waits while a creator is still writing the header.
+    if (::flock(fd.get(), LOCK_SH) != 0) return Status::FromErrno(path + ": flock", errno);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path + ": fstat", errno);
+  if (st.st_size == 0) return Status::Corruption(path + ": file is empty");
+
+  try {
+    auto r = std::make_unique<Region>();
+    r->mapping = bip::file_mapping(path.c_str(), bip::read_write);
+    r->region = bip::mapped_region(r->mapping, bip::read_write, 0, static_cast<size_t>(st.st_size));
+    f->data_ = static_cast<uint8_t*>(r->region.get_address());
+    f->size_ = r->region.get_size();
+    f->region_ = std::move(r);
+  } catch (const std::exception& e) {
+    return Status::IOError(path + ": cannot map: " + e.what());
+  }
+  f->fd_ = std::move(fd);
+  return f;
+}
+
+Status MappedFile::FinishCreate() {
+  if (!created_) return Status::OK();
+  if (::flock(fd_.get(), LOCK_SH) != 0) return Status::FromErrno(path_ + ": flock", errno);
+  return Status::OK();
+}
+
+Status MappedFile::Sync(bool sync) const {
+  if (::msync(data_, size_, sync ? MS_SYNC : MS_ASYNC) != 0) return Status::FromErrno(path_ + ": msync", errno);
+  return Status::OK();
+}
+
+}  // namespace frs::os

@@ -1,0 +1,55 @@
+// os/mapped_file.h: a file mapped shared and read-write into this process.
+//
+// The mapping is made with Boost.Interprocess (file_mapping + mapped_region);
+// the file is created here (O_CREAT|O_EXCL, mode 0600, sparse by ftruncate)
+// so that two processes racing to create it cannot both initialize it: the
+// creator holds an exclusive flock on the file until it calls
+// FinishCreate(), and every opener takes a shared flock first, so nobody
+// validates a half-written header.
+//
+// Thread safety: the object is immutable after Open; the bytes are shared
+// memory and need the caller's own synchronization.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "frs/status.h"
+#include "os/unique_fd.h"
+
+namespace frs::os {
+
+class MappedFile {
+ public:
+  enum class Mode { kOpenOnly, kCreateIfMissing };
+
+  // Maps `path`. When created, the file is `create_size` bytes of zeros and
+  // created() is true: the caller initializes it and calls FinishCreate().
+  static Result<std::unique_ptr<MappedFile>> Open(const std::string& path, Mode mode,
+                                                  uint64_t create_size);
+  ~MappedFile();
+
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  bool created() const { return created_; }
+
+  // Releases the creator's exclusive lock (keeps a shared one).
+  Status FinishCreate();
+  // msync: `sync` waits for the disk (MS_SYNC), else schedules (MS_ASYNC).
+  Status Sync(bool sync) const;
+
+ private:
+  MappedFile() = default;
+  struct Region;
+  std::unique_ptr<Region> region_;
+  UniqueFd fd_;
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  std::string path_;
+  bool created_ = false;
+};
+
+}  // namespace frs::os

@@ -1,0 +1,147 @@
+// store/format.h: the on-disk (and in-memory) layout of one store file.
+//
+// A store file is a file format first: it outlives processes and builds, and
+// frsctl maps it at another address than frsd, so everything here is
+// fixed-width, explicitly laid out, addressed by offsets, and checked by
+// static_assert. Any change to a struct below changes kLayoutSignature; a
+// change of meaning must also bump kFormatVersion.
+//
+//   [0, 4096)            FileHeader: identity + geometry (checksummed),
+//                        then counters and the recovery lock
+//   [lock_offset, ...)   one uint32 lock word per key-node
+//   [writers_offset,...) kWriterEntries writer entries, each an undo journal
+//   [chains_offset, ...) keynodes x chain slots of 64 bytes
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "frs/store.h"
+
+namespace frs::store {
+
+inline constexpr uint64_t kMagic = 0x45524f5453535246ull;  // "FRSSTORE" read little-endian
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kHeaderBytes = 4096;
+inline constexpr uint32_t kWriterEntries = 32;
+inline constexpr uint32_t kChecksummedBytes = 256;
+
+// Undo records a writer entry can hold: three whole chains (the key's two and
+// one cuckoo destination) plus every slot a maximal batch may touch.
+inline constexpr uint32_t JournalCapacity(uint32_t chain) {
+  return 3 * chain + 2 * static_cast<uint32_t>(Store::kMaxBatch) * kMaxSpan;
+}
+
+struct FileHeader {
+  // --- identity and geometry: written once, covered by `checksum` ---
+  uint64_t magic;               // kMagic; also exposes a byte-order mismatch
+  uint32_t version;             // kFormatVersion
+  uint32_t header_bytes;        // kHeaderBytes
+  uint32_t files;               // geometry of the whole store
+  uint32_t file_index;          // this file's place in it
+  uint32_t keynodes;
+  uint32_t chain;
+  uint32_t slot_bytes;          // kSlotBytes
+  uint32_t node_header_bytes;   // kNodeHeaderBytes
+  uint32_t writer_entries;
+  uint32_t writer_entry_bytes;
+  uint64_t lock_offset;
+  uint64_t writers_offset;
+  uint64_t chains_offset;
+  uint64_t file_bytes;
+  uint64_t created_unix;
+  uint64_t store_id;            // random, equal in every file of one store
+  uint64_t layout_signature;    // kLayoutSignature of the build that made it
+  uint8_t reserved0[kChecksummedBytes - 104];
+  uint64_t checksum;            // XXH3-64 of bytes [0, kChecksummedBytes)
+  uint8_t pad0[56];
+  // --- counters: updated atomically, not checksummed ---
+  alignas(64) uint64_t nodes_used;
+  uint64_t slots_used;
+  uint64_t evictions_stale;
+  uint64_t evictions_live;
+  uint64_t cuckoo_moves;
+  uint64_t lock_recoveries;
+  uint64_t reserved1[2];
+  // The lock held while a dead owner's journal is undone (own cache line).
+  alignas(64) uint32_t recovery_lock;
+  uint8_t pad1[kHeaderBytes - 384 - 4];
+};
+static_assert(sizeof(FileHeader) == kHeaderBytes);
+static_assert(offsetof(FileHeader, version) == 8);
+static_assert(offsetof(FileHeader, lock_offset) == 48);
+static_assert(offsetof(FileHeader, layout_signature) == 96);
+static_assert(offsetof(FileHeader, checksum) == kChecksummedBytes);
+static_assert(offsetof(FileHeader, nodes_used) == 320);
+static_assert(offsetof(FileHeader, recovery_lock) == 384);
+
+// The first 32 bytes of a node's first slot. A slot whose key_len is 0 is
+// free; a node's other span-1 slots carry no header of their own.
+struct NodeHeader {
+  uint64_t fp_lo;          // identity: XXH3-128 of (biz, key)
+  uint64_t fp_hi;
+  uint16_t biz;
+  uint8_t key_len;         // full key length, 1..255; 0 = free slot
+  uint8_t span;            // slots, 1..kMaxSpan
+  uint16_t state_len;      // bytes of caller state after the header
+  uint8_t key_stored;      // key bytes kept after the state (a prefix when < key_len)
+  uint8_t flags;           // bit 0: placed in the key's alternate key-node
+  uint32_t expire_s;       // stale at and after this unix second
+  uint32_t last_access_s;  // for LRU eviction
+};
+static_assert(sizeof(NodeHeader) == kNodeHeaderBytes);
+static_assert(offsetof(NodeHeader, biz) == 16);
+static_assert(offsetof(NodeHeader, expire_s) == 24);
+inline constexpr uint8_t kNodeInAlternate = 1;
+
+struct Slot {
+  uint8_t bytes[kSlotBytes];
+};
+static_assert(sizeof(Slot) == 64);
+
+// One undo record: where a slot lives and what it held before the write.
+struct JournalRecord {
+  uint32_t keynode;
+  uint32_t slot;
+  uint8_t image[kSlotBytes];
+};
+static_assert(sizeof(JournalRecord) == 72);
+
+// A writer entry belongs to one thread (owner tid) while it writes to this
+// file. `active` is set before the first in-place write of a critical section
+// and cleared after the last; while it is set, `count` records are valid.
+struct WriterEntryHeader {
+  uint32_t owner;
+  uint32_t active;
+  uint32_t count;
+  uint32_t reserved[13];
+};
+static_assert(sizeof(WriterEntryHeader) == 64);
+
+inline constexpr uint64_t WriterEntryBytes(uint32_t chain) {
+  return sizeof(WriterEntryHeader) + uint64_t{JournalCapacity(chain)} * sizeof(JournalRecord);
+}
+
+// Folds every layout constant, so files of an incompatible build are refused
+// even if someone forgets to bump kFormatVersion.
+inline constexpr uint64_t kLayoutSignature =
+    (uint64_t{sizeof(FileHeader)} << 48) ^ (uint64_t{sizeof(NodeHeader)} << 40) ^
+    (uint64_t{sizeof(JournalRecord)} << 32) ^ (uint64_t{sizeof(WriterEntryHeader)} << 24) ^
+    (uint64_t{kSlotBytes} << 16) ^ (uint64_t{kMaxSpan} << 8) ^ uint64_t{kWriterEntries};
+
+struct FileLayout {
+  uint64_t lock_offset, writers_offset, chains_offset, file_bytes, writer_entry_bytes;
+};
+
+inline FileLayout LayoutFor(const StoreGeometry& g) {
+  auto align = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
+  FileLayout l;
+  l.lock_offset = kHeaderBytes;
+  l.writers_offset = align(l.lock_offset + uint64_t{g.keynodes} * 4, 4096);
+  l.writer_entry_bytes = align(WriterEntryBytes(g.chain), 64);
+  l.chains_offset = align(l.writers_offset + kWriterEntries * l.writer_entry_bytes, 4096);
+  l.file_bytes = l.chains_offset + uint64_t{g.keynodes} * g.chain * kSlotBytes;
+  return l;
+}
+
+}  // namespace frs::store

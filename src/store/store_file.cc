@@ -1,0 +1,97 @@
+#include "store/store_file.h"
+
+#include <ctime>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace frs::store {
+
+uint64_t HeaderChecksum(const FileHeader& h) { return XXH3_64bits(&h, kChecksummedBytes); }
+
+std::string StoreFile::PathFor(const std::string& dir, uint32_t index) {
+  return dir + "/frs." + std::to_string(index) + ".store";
+}
+
+Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g,
+                              uint32_t index, uint64_t file_size) {
+  if (file_size < sizeof(FileHeader))
+    return Status::Corruption(path + ": file is " + std::to_string(file_size) + " bytes, shorter than its header");
+  if (h.magic != kMagic) {
+    if (__builtin_bswap64(h.magic) == kMagic)
+      return Status::Mismatch(path + ": store written on a machine of the other byte order");
+    return Status::Corruption(path + ": bad magic, not an FRS store file");
+  }
+  if (h.version != kFormatVersion)
+    return Status::Mismatch(path + ": format version " + std::to_string(h.version) + ", this build reads version " +
+                            std::to_string(kFormatVersion) + " (export with the old frsctl, import with the new)");
+  if (HeaderChecksum(h) != h.checksum) return Status::Corruption(path + ": header checksum mismatch (header damaged)");
+  if (h.layout_signature != kLayoutSignature)
+    return Status::Mismatch(path + ": written by a build with another node layout");
+  auto differs = [&](const char* what, uint64_t file, uint64_t want) {
+    return Status::Mismatch(path + ": store has " + what + "=" + std::to_string(file) + " but srv.xml says " + what +
+                            "=" + std::to_string(want) +
+                            " (a store is never reinterpreted: export, recreate and import to change geometry)");
+  };
+  if (h.files != g.files) return differs("files", h.files, g.files);
+  if (h.keynodes != g.keynodes) return differs("keynodes", h.keynodes, g.keynodes);
+  if (h.chain != g.chain) return differs("chain", h.chain, g.chain);
+  if (h.file_index != index)
+    return Status::Corruption(path + ": header says it is file " + std::to_string(h.file_index) + ", expected file " +
+                              std::to_string(index));
+  FileLayout l = LayoutFor(g);
+  if (h.slot_bytes != kSlotBytes || h.node_header_bytes != kNodeHeaderBytes || h.header_bytes != kHeaderBytes ||
+      h.writer_entries != kWriterEntries || h.writer_entry_bytes != l.writer_entry_bytes ||
+      h.lock_offset != l.lock_offset || h.writers_offset != l.writers_offset || h.chains_offset != l.chains_offset ||
+      h.file_bytes != l.file_bytes)
+    return Status::Corruption(path + ": header layout fields disagree with its geometry");
+  if (file_size != l.file_bytes)
+    return Status::Corruption(path + ": file is " + std::to_string(file_size) + " bytes, its header says " +
+                              std::to_string(l.file_bytes) + " (truncated or extended)");
+  return Status::OK();
+}
+
+Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint32_t index, const StoreGeometry& g,
+                                                   bool create, uint64_t store_id) {
+  const std::string path = PathFor(dir, index);
+  const FileLayout l = LayoutFor(g);
+  auto m = os::MappedFile::Open(path, create ? os::MappedFile::Mode::kCreateIfMissing : os::MappedFile::Mode::kOpenOnly,
+                                l.file_bytes);
+  if (!m.ok()) return m.status();
+  std::unique_ptr<StoreFile> f(new StoreFile());  // private constructor
+  f->map_ = std::move(m.value());
+  FileHeader* h = f->header();
+  if (f->map_->created()) {
+    h->magic = kMagic;
+    h->version = kFormatVersion;
+    h->header_bytes = kHeaderBytes;
+    h->files = g.files;
+    h->file_index = index;
+    h->keynodes = g.keynodes;
+    h->chain = g.chain;
+    h->slot_bytes = kSlotBytes;
+    h->node_header_bytes = kNodeHeaderBytes;
+    h->writer_entries = kWriterEntries;
+    h->writer_entry_bytes = static_cast<uint32_t>(l.writer_entry_bytes);
+    h->lock_offset = l.lock_offset;
+    h->writers_offset = l.writers_offset;
+    h->chains_offset = l.chains_offset;
+    h->file_bytes = l.file_bytes;
+    h->created_unix = static_cast<uint64_t>(::time(nullptr));
+    h->store_id = store_id;
+    h->layout_signature = kLayoutSignature;
+    h->checksum = HeaderChecksum(*h);
+    if (Status s = f->map_->Sync(true); !s.ok()) return s;
+    if (Status s = f->map_->FinishCreate(); !s.ok()) return s;
+  } else if (Status s = CheckHeader(path, *h, g, index, f->map_->size()); !s.ok()) {
+    return s;
+  }
+  f->chain_ = g.chain;
+  f->writer_bytes_ = l.writer_entry_bytes;
+  f->locks_ = reinterpret_cast<uint32_t*>(f->map_->data() + l.lock_offset);
+  f->writers_ = f->map_->data() + l.writers_offset;
+  f->chains_ = f->map_->data() + l.chains_offset;
+  return f;
+}
+
+}  // namespace frs::store

@@ -1,0 +1,56 @@
+// store/store_file.h: one mapped file of the cluster: create, validate, address.
+//
+// Thread safety: immutable after Open; accessors return pointers into shared
+// memory whose synchronization is the caller's (chain locks).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "os/mapped_file.h"
+#include "store/format.h"
+
+namespace frs::store {
+
+class StoreFile {
+ public:
+  // Opens (or creates, when allowed) file `index` of the store in `dir`.
+  // `store_id` is the id to write when creating; *store_id_out receives the
+  // file's id so the caller can check every file belongs to one store.
+  static Result<std::unique_ptr<StoreFile>> Open(const std::string& dir, uint32_t index,
+                                                 const StoreGeometry& g, bool create, uint64_t store_id);
+
+  static std::string PathFor(const std::string& dir, uint32_t index);
+  // Validates a header against the expected geometry (used by Open and Verify).
+  static Status CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g,
+                            uint32_t index, uint64_t file_size);
+
+  FileHeader* header() const { return reinterpret_cast<FileHeader*>(map_->data()); }
+  uint32_t* lock(uint32_t keynode) const { return locks_ + keynode; }
+  uint8_t* slot(uint32_t keynode, uint32_t s) const {
+    return chains_ + (uint64_t{keynode} * chain_ + s) * kSlotBytes;
+  }
+  WriterEntryHeader* writer(uint32_t i) const {
+    return reinterpret_cast<WriterEntryHeader*>(writers_ + uint64_t{i} * writer_bytes_);
+  }
+  JournalRecord* records(WriterEntryHeader* w) const {
+    return reinterpret_cast<JournalRecord*>(reinterpret_cast<uint8_t*>(w) + sizeof(WriterEntryHeader));
+  }
+  const std::string& path() const { return map_->path(); }
+  uint64_t bytes() const { return map_->size(); }
+  uint64_t store_id() const { return header()->store_id; }
+  Status Sync(bool sync) const { return map_->Sync(sync); }
+
+ private:
+  StoreFile() = default;
+  std::unique_ptr<os::MappedFile> map_;
+  uint32_t* locks_ = nullptr;
+  uint8_t* writers_ = nullptr;
+  uint8_t* chains_ = nullptr;
+  uint64_t writer_bytes_ = 0;
+  uint32_t chain_ = 0;
+};
+
+uint64_t HeaderChecksum(const FileHeader& h);
+
+}  // namespace frs::store

@@ -1,0 +1,828 @@
+#include "store/store_impl.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "os/shm_lock.h"
+#include "store/txn.h"
+
+namespace frs::store {
+namespace {
+
+std::atomic<uint64_t> g_instances{1};
+
+inline uint32_t FastRange(uint64_t h, uint32_t n) {
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(h) * n) >> 64);
+}
+
+template <class T>
+inline void AtomicAdd(T& field, int64_t delta) {
+  std::atomic_ref<T>(field).fetch_add(static_cast<T>(delta), std::memory_order_relaxed);
+}
+template <class T>
+inline T AtomicLoad(const T& field) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
+}
+
+// Per-thread cache of claimed writer entries: (store instance, file) -> entry.
+struct WriterCacheEntry {
+  uint64_t instance;
+  uint32_t file;
+  uint32_t tid;
+  WriterEntryHeader* w;
+};
+thread_local std::vector<WriterCacheEntry> t_writers;
+
+}  // namespace
+
+StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files)
+    : opts_(std::move(opts)), geo_(opts_.geometry), files_(std::move(files)), instance_(g_instances.fetch_add(1)) {
+  live_ = std::make_shared<const std::vector<bool>>(65536, true);
+}
+
+StoreImpl::~StoreImpl() {
+  // Hand back the writer entries this process claimed (not a parent's, after fork).
+  std::lock_guard<std::mutex> g(claimed_mu_);
+  const pid_t me = ::getpid();
+  for (const Claimed& c : claimed_) {
+    if (c.pid != me) continue;
+    WriterEntryHeader* w = files_[c.file]->writer(c.entry);
+    if (AtomicLoad(w->active) == 0) {
+      uint32_t expected = c.tid;
+      std::atomic_ref<uint32_t>(w->owner).compare_exchange_strong(expected, 0);
+    }
+  }
+}
+
+Location StoreImpl::Locate(const Fingerprint& fp) const {
+  Location l;
+  l.file = FastRange(fp.hi, geo_.files);
+  l.a = FastRange(fp.lo, geo_.keynodes);
+  uint64_t h2 = (fp.lo >> 32 | fp.lo << 32) ^ (fp.hi * 0x9E3779B97F4A7C15ull);
+  l.b = FastRange(h2, geo_.keynodes);
+  if (l.b == l.a && geo_.keynodes > 1) l.b = (l.a + 1) % geo_.keynodes;
+  return l;
+}
+
+uint32_t StoreImpl::SpanFor(uint32_t state_bytes, uint32_t key_len) {
+  // Room for at least the first 8 key bytes, so every node is recognizable.
+  uint32_t bytes = kNodeHeaderBytes + state_bytes + std::min<uint32_t>(key_len, 8);
+  return std::max<uint32_t>(1, (bytes + kSlotBytes - 1) / kSlotBytes);
+}
+
+bool StoreImpl::IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live) {
+  return (h->expire_s != 0 && h->expire_s <= now_s) || !live[h->biz];
+}
+
+void StoreImpl::SetLiveBizzes(std::vector<bool> live) {
+  live.resize(65536, false);
+  auto p = std::make_shared<const std::vector<bool>>(std::move(live));
+  std::lock_guard<std::mutex> g(live_mu_);
+  live_ = std::move(p);
+}
+
+Status StoreImpl::CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t* span) const {
+  if (key.key_len == 0) return Status::InvalidArgument("key is empty");
+  if (key.bytes.size() > key.key_len) return Status::InvalidArgument("key bytes longer than key_len");
+  if (state_bytes > kMaxStateBytes)
+    return Status::InvalidArgument("node state of " + std::to_string(state_bytes) + " bytes exceeds the maximum " +
+                                   std::to_string(kMaxStateBytes));
+  *span = SpanFor(state_bytes, key.key_len);
+  if (*span > geo_.chain)
+    return Status::InvalidArgument("a node of " + std::to_string(state_bytes) + " state bytes needs " +
+                                   std::to_string(*span) + " slots but chains hold " + std::to_string(geo_.chain));
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- locking
+
+WriterEntryHeader* StoreImpl::MyWriter(uint32_t file_index) {
+  const uint32_t tid = os::CurrentTid();
+  for (const WriterCacheEntry& e : t_writers)
+    if (e.instance == instance_ && e.file == file_index && e.tid == tid) return e.w;
+  StoreFile* f = files_[file_index].get();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t i = 0; i < kWriterEntries; ++i) {
+      WriterEntryHeader* w = f->writer(i);
+      std::atomic_ref<uint32_t> owner(w->owner);
+      uint32_t cur = owner.load(std::memory_order_acquire);
+      if (cur == tid) {
+        // A previous Store object of this thread left it claimed; reuse it.
+      } else if (cur != 0) {
+        if (pass == 0 || os::TaskAlive(cur)) continue;
+        // A dead thread's entry: undo whatever it left, then take it.
+        os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
+        (void)lr;
+        if (owner.load(std::memory_order_acquire) == cur) {
+          if (AtomicLoad(w->active)) UndoEntry(f, w);
+          owner.store(0, std::memory_order_release);
+        }
+        os::ShmUnlock(&f->header()->recovery_lock);
+        cur = 0;
+        if (!owner.compare_exchange_strong(cur, tid)) continue;
+      } else if (!owner.compare_exchange_strong(cur, tid)) {
+        continue;
+      }
+      w->active = 0;
+      w->count = 0;
+      t_writers.push_back({instance_, file_index, tid, w});
+      std::lock_guard<std::mutex> g(claimed_mu_);
+      claimed_.push_back({file_index, i, tid, ::getpid()});
+      return w;
+    }
+  }
+  return nullptr;
+}
+
+void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
+  JournalRecord* recs = f->records(w);
+  uint32_t n = std::min<uint32_t>(AtomicLoad(w->count), JournalCapacity(f->header()->chain));
+  // Newest first, so a slot saved twice ends with its oldest image.
+  for (uint32_t i = n; i-- > 0;) {
+    if (recs[i].keynode >= geo_.keynodes || recs[i].slot >= geo_.chain) continue;
+    std::memcpy(f->slot(recs[i].keynode, recs[i].slot), recs[i].image, kSlotBytes);
+  }
+  std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_release);
+  std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_release);
+}
+
+void StoreImpl::RecoverOwnerLocked(StoreFile* f, uint32_t dead) {
+  // The recovery lock serializes undo against anyone else taking over one of
+  // the dead owner's other chains; its own take-over needs no undo.
+  os::ShmLock(&f->header()->recovery_lock);
+  uint32_t undone = 0;
+  for (uint32_t i = 0; i < kWriterEntries; ++i) {
+    WriterEntryHeader* w = f->writer(i);
+    if (AtomicLoad(w->owner) != dead) continue;
+    if (AtomicLoad(w->active)) {
+      UndoEntry(f, w);
+      ++undone;
+    }
+    std::atomic_ref<uint32_t>(w->owner).store(0, std::memory_order_release);
+  }
+  os::ShmUnlock(&f->header()->recovery_lock);
+  AtomicAdd(f->header()->lock_recoveries, 1);
+  if (opts_.on_recovery)
+    opts_.on_recovery("recovered a lock of dead owner " + std::to_string(dead) + " in " + f->path() +
+                      (undone ? " and undid its unfinished write" : ""));
+}
+
+void StoreImpl::LockChain(StoreFile* f, uint32_t keynode) {
+  os::LockResult r = os::ShmLock(f->lock(keynode));
+  if (r.took_over) RecoverOwnerLocked(f, r.dead_owner);
+}
+
+Result<uint32_t> StoreImpl::RecoverDeadOwner(int32_t pid) {
+  if (pid <= 0) return Status::InvalidArgument("pid must be positive");
+  const uint32_t dead = static_cast<uint32_t>(pid);
+  uint32_t released = 0;
+  for (auto& fp : files_) {
+    StoreFile* f = fp.get();
+    bool touched = false;
+    os::ShmLock(&f->header()->recovery_lock);
+    for (uint32_t i = 0; i < kWriterEntries; ++i) {
+      WriterEntryHeader* w = f->writer(i);
+      if (AtomicLoad(w->owner) != dead) continue;
+      if (AtomicLoad(w->active)) {
+        UndoEntry(f, w);
+        touched = true;
+      }
+      std::atomic_ref<uint32_t>(w->owner).store(0, std::memory_order_release);
+    }
+    os::ShmUnlock(&f->header()->recovery_lock);
+    for (uint32_t k = 0; k < geo_.keynodes; ++k) {
+      if (os::ShmOwner(f->lock(k)) == dead && os::ShmForceUnlock(f->lock(k), dead)) {
+        ++released;
+        touched = true;
+      }
+    }
+    if (touched) AtomicAdd(f->header()->lock_recoveries, 1);
+  }
+  return released;
+}
+
+// ---------------------------------------------------------------- nodes
+
+bool StoreImpl::FindInChain(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp,
+                            uint32_t* slot) const {
+  uint32_t i = 0;
+  while (i < geo_.chain) {
+    const NodeHeader* h = HeaderAt(f->slot(keynode, i));
+    if (h->key_len == 0) {
+      ++i;
+      continue;
+    }
+    if (h->fp_lo == fp.lo && h->fp_hi == fp.hi && h->biz == biz) {
+      *slot = i;
+      return true;
+    }
+    i += h->span ? h->span : 1;
+  }
+  return false;
+}
+
+void StoreImpl::ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {
+  NodeHeader* h = HeaderAt(f->slot(keynode, slot));
+  uint32_t span = std::clamp<uint32_t>(h->span, 1, geo_.chain - slot);
+  txn.SaveRange(keynode, slot, span);
+  for (uint32_t k = 0; k < span; ++k) std::memset(f->slot(keynode, slot + k), 0, kSlotBytes);
+  txn.nodes -= 1;
+  txn.slots -= span;
+}
+
+void StoreImpl::WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, const KeyRef& key,
+                          bool alternate, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
+                          uint32_t key_stored, uint32_t expire_s, uint32_t now_s) {
+  txn.SaveRange(keynode, slot, span);
+  // Compose the node privately, then copy it in: the slots are contiguous.
+  alignas(8) uint8_t img[kMaxSpan * kSlotBytes];
+  std::memset(img, 0, span * kSlotBytes);
+  NodeHeader* h = HeaderAt(img);
+  h->fp_lo = key.fp.lo;
+  h->fp_hi = key.fp.hi;
+  h->biz = key.biz;
+  h->key_len = key.key_len;
+  h->span = static_cast<uint8_t>(span);
+  h->state_len = static_cast<uint16_t>(state_bytes);
+  uint32_t room = span * kSlotBytes - kNodeHeaderBytes - state_bytes;
+  key_stored = std::min(key_stored, room);
+  h->key_stored = static_cast<uint8_t>(key_stored);
+  h->flags = alternate ? kNodeInAlternate : 0;
+  h->expire_s = expire_s;
+  h->last_access_s = now_s;
+  std::memcpy(img + kNodeHeaderBytes, state, state_bytes);
+  if (key_stored) std::memcpy(img + kNodeHeaderBytes + state_bytes, key_bytes, key_stored);
+  if (hook_) {
+    std::memcpy(f->slot(keynode, slot), img, 16);
+    hook_(1);
+  }
+  std::memcpy(f->slot(keynode, slot), img, span * kSlotBytes);
+}
+
+void StoreImpl::FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const {
+  const NodeHeader* h = HeaderAt(p);
+  out->file = file;
+  out->keynode = keynode;
+  out->slot = slot;
+  out->span = h->span;
+  out->in_alternate = h->flags & kNodeInAlternate;
+  out->biz = h->biz;
+  out->fp = Fingerprint{h->fp_lo, h->fp_hi};
+  out->key_len = h->key_len;
+  uint32_t cap = std::clamp<uint32_t>(h->span, 1, kMaxSpan) * kSlotBytes - kNodeHeaderBytes;
+  uint32_t sl = std::min<uint32_t>(h->state_len, cap);
+  uint32_t ks = std::min<uint32_t>(h->key_stored, cap - sl);
+  out->key.assign(reinterpret_cast<const char*>(p + kNodeHeaderBytes + sl), ks);
+  out->expire_s = h->expire_s;
+  out->last_access_s = h->last_access_s;
+  out->state.assign(p + kNodeHeaderBytes, p + kNodeHeaderBytes + sl);
+}
+
+StoreImpl::Placement StoreImpl::Place(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s,
+                                      LockSet& locks, const std::vector<std::pair<uint32_t, uint32_t>>* pinned,
+                                      UpdateResult* r) {
+  const uint32_t chain = geo_.chain;
+  const uint32_t cands[2] = {loc.a, loc.b};
+  const int ncand = loc.a == loc.b ? 1 : 2;
+  ChainMap maps[2];
+  for (int c = 0; c < ncand; ++c) maps[c].Build(f->slot(cands[c], 0), chain);
+  auto is_pinned = [&](uint32_t keynode, uint32_t slot) {
+    if (!pinned) return false;
+    for (auto& p : *pinned)
+      if (p.first == keynode && p.second == slot) return true;
+    return false;
+  };
+  std::shared_ptr<const std::vector<bool>> live_snapshot;
+  {
+    std::lock_guard<std::mutex> g(live_mu_);
+    live_snapshot = live_;
+  }
+  const std::vector<bool>& live = *live_snapshot;
+  // Clears every node overlapping the window, counting each as stale or live.
+  auto evict_window = [&](int c, uint32_t s) {
+    const ChainMap& m = maps[c];
+    uint8_t last = ChainMap::kFree;
+    for (uint32_t k = s; k < s + span; ++k) {
+      if (m.start[k] == ChainMap::kFree || m.start[k] == last) continue;
+      last = m.start[k];
+      bool stale = IsStale(HeaderAt(f->slot(cands[c], last)), now_s, live);
+      ClearNode(f, txn, cands[c], last);
+      (stale ? txn.evict_stale : txn.evict_live) += 1;
+      if (r) (stale ? r->evicted_stale : r->evicted_live) = true;
+    }
+  };
+  auto free_run = [&](const ChainMap& m, uint32_t need) -> int {
+    uint32_t run = 0;
+    for (uint32_t i = 0; i < m.n; ++i) {
+      run = m.start[i] == ChainMap::kFree ? run + 1 : 0;
+      if (run == need) return static_cast<int>(i + 1 - need);
+    }
+    return -1;
+  };
+
+  // 1. Free slots: the less loaded of the two chains (two-choice balancing).
+  int best = -1, best_slot = -1;
+  uint32_t best_free = 0;
+  for (int c = 0; c < ncand; ++c) {
+    int s = free_run(maps[c], span);
+    if (s >= 0 && (best < 0 || maps[c].FreeSlots() > best_free)) {
+      best = c;
+      best_slot = s;
+      best_free = maps[c].FreeSlots();
+    }
+  }
+  if (best >= 0) return {cands[best], static_cast<uint32_t>(best_slot), true};
+
+  // 2. Stale nodes (expired, or of a removed biz) are reused before anything live.
+  for (int c = 0; c < ncand; ++c) {
+    for (uint32_t s = 0; s + span <= chain; ++s) {
+      bool ok = true;
+      for (uint32_t k = s; k < s + span && ok; ++k) {
+        uint8_t st = maps[c].start[k];
+        if (st == ChainMap::kFree) continue;
+        ok = IsStale(HeaderAt(f->slot(cands[c], st)), now_s, live) && !is_pinned(cands[c], st);
+      }
+      if (!ok) continue;
+      evict_window(c, s);
+      return {cands[c], s, true};
+    }
+  }
+
+  // 3. One cuckoo step: move a resident of A or B to its other key-node when
+  // that frees a run long enough here.
+  for (int c = 0; c < ncand; ++c) {
+    const ChainMap& m = maps[c];
+    for (uint32_t s = 0; s < chain; ++s) {
+      if (m.start[s] != s || is_pinned(cands[c], s)) continue;
+      uint32_t nspan = m.SpanOf(s);
+      ChainMap without = m;
+      for (uint32_t k = s; k < s + nspan; ++k) without.start[k] = ChainMap::kFree;
+      int here = free_run(without, span);
+      if (here < 0) continue;
+      const NodeHeader* h = HeaderAt(f->slot(cands[c], s));
+      Location nl = Locate(Fingerprint{h->fp_lo, h->fp_hi});
+      if (nl.a == nl.b) continue;
+      uint32_t other = (h->flags & kNodeInAlternate) ? nl.a : nl.b;
+      if (other == cands[c]) continue;
+      bool locked_here = false;
+      if (!locks.Holds(other)) {
+        if (!locks.TryLock(other)) continue;
+        locked_here = true;
+      }
+      ChainMap om;
+      om.Build(f->slot(other, 0), chain);
+      int dest = free_run(om, nspan);
+      if (dest >= 0) {
+        alignas(8) uint8_t img[kMaxSpan * kSlotBytes];
+        std::memcpy(img, f->slot(cands[c], s), nspan * kSlotBytes);
+        NodeHeader* nh = HeaderAt(img);
+        nh->flags = static_cast<uint8_t>((nh->flags & ~kNodeInAlternate) | (other == nl.b ? kNodeInAlternate : 0));
+        txn.SaveRange(other, static_cast<uint32_t>(dest), nspan);
+        std::memcpy(f->slot(other, static_cast<uint32_t>(dest)), img, nspan * kSlotBytes);
+        txn.SaveRange(cands[c], s, nspan);
+        for (uint32_t k = 0; k < nspan; ++k) std::memset(f->slot(cands[c], s + k), 0, kSlotBytes);
+        txn.cuckoo += 1;
+        if (locked_here) locks.Unlock(other);
+        return {cands[c], static_cast<uint32_t>(here), true};
+      }
+      if (locked_here) locks.Unlock(other);
+    }
+  }
+
+  // 4. Evict: the window whose most recently used live occupant is oldest.
+  int ev_c = -1;
+  uint32_t ev_s = 0;
+  uint64_t ev_cost = UINT64_MAX;
+  for (int c = 0; c < ncand; ++c) {
+    const ChainMap& m = maps[c];
+    for (uint32_t s = 0; s + span <= chain; ++s) {
+      uint64_t cost = 0;
+      bool ok = true;
+      for (uint32_t k = s; k < s + span && ok; ++k) {
+        if (m.start[k] == ChainMap::kFree) continue;
+        if (is_pinned(cands[c], m.start[k])) {
+          ok = false;
+          break;
+        }
+        const NodeHeader* h = HeaderAt(f->slot(cands[c], m.start[k]));
+        cost = std::max<uint64_t>(cost, uint64_t{h->last_access_s} + 1);
+      }
+      if (ok && cost < ev_cost) {
+        ev_cost = cost;
+        ev_c = c;
+        ev_s = s;
+      }
+    }
+  }
+  if (ev_c < 0) return {};
+  evict_window(ev_c, ev_s);
+  return {cands[ev_c], ev_s, true};
+}
+
+// ---------------------------------------------------------------- operations
+
+Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
+                         UpdateResult* result) {
+  uint32_t span_new = 0;
+  if (Status s = CheckRequest(key, state_bytes, &span_new); !s.ok()) return s;
+  const Location loc = Locate(key.fp);
+  StoreFile* f = files_[loc.file].get();
+  UpdateResult local;
+  UpdateResult* r = result ? result : &local;
+  *r = UpdateResult{};
+
+  alignas(8) uint8_t buf[kMaxSpan * kSlotBytes];
+  alignas(8) uint8_t keybuf[kMaxKeyBytes];
+  LockSet locks(this, f);
+  locks.Lock(loc.a);
+  bool both = loc.a == loc.b;
+  for (;;) {
+    Pos pos;
+    if (FindInChain(f, loc.a, key.biz, key.fp, &pos.slot)) {
+      pos = {loc.a, pos.slot, true};
+    } else if (!both) {
+      if (!locks.Holds(loc.b)) {
+        if (loc.b > loc.a) {
+          locks.Lock(loc.b);
+        } else if (!locks.TryLock(loc.b)) {
+          // Keep the global order: release A, take B then A, and look again.
+          locks.UnlockAll();
+          locks.Lock(loc.b);
+          locks.Lock(loc.a);
+          continue;
+        }
+      }
+      if (FindInChain(f, loc.b, key.biz, key.fp, &pos.slot)) pos = {loc.b, pos.slot, true};
+    }
+
+    NodeRef ref;
+    ref.state = buf;
+    ref.state_bytes = state_bytes;
+    std::memset(buf, 0, state_bytes);
+    uint32_t old_span = 0, key_stored = 0;
+    const uint8_t* key_src = reinterpret_cast<const uint8_t*>(key.bytes.data());
+    key_stored = static_cast<uint32_t>(key.bytes.size());
+    if (pos.found) {
+      const uint8_t* p = f->slot(pos.keynode, pos.slot);
+      const NodeHeader* h = HeaderAt(p);
+      ref.exists = true;
+      ref.stored_state_bytes = h->state_len;
+      ref.expire_s = h->expire_s;
+      old_span = h->span;
+      std::memcpy(buf, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, state_bytes));
+      if (key.bytes.size() < h->key_stored) {
+        // An import by fingerprint: keep the key bytes the node already has.
+        key_stored = h->key_stored;
+        std::memcpy(keybuf, p + kNodeHeaderBytes + h->state_len, key_stored);
+        key_src = keybuf;
+      }
+    }
+    r->found = pos.found;
+
+    Commit c = fn(ref);
+    if (hook_) hook_(0);
+
+    if (c == Commit::kNone) {
+      if (pos.found) HeaderAt(f->slot(pos.keynode, pos.slot))->last_access_s = now_s;
+      return Status::OK();
+    }
+    Txn txn(this, f, loc.file);
+    if (c == Commit::kErase) {
+      if (pos.found) ClearNode(f, txn, pos.keynode, pos.slot);
+      return Status::OK();
+    }
+    // kWrite
+    if (pos.found) {
+      bool fits = span_new <= old_span;
+      if (!fits) {
+        ChainMap m;
+        m.Build(f->slot(pos.keynode, 0), geo_.chain);
+        fits = pos.slot + span_new <= geo_.chain;
+        for (uint32_t k = pos.slot + old_span; fits && k < pos.slot + span_new; ++k) fits = m.start[k] == ChainMap::kFree;
+      }
+      if (fits) {
+        if (span_new < old_span) {
+          txn.SaveRange(pos.keynode, pos.slot + span_new, old_span - span_new);
+          for (uint32_t k = span_new; k < old_span; ++k) std::memset(f->slot(pos.keynode, pos.slot + k), 0, kSlotBytes);
+        }
+        txn.slots += static_cast<int64_t>(span_new) - old_span;
+        WriteNode(f, txn, pos.keynode, pos.slot, span_new, key, pos.keynode != loc.a, buf, state_bytes, key_src,
+                  key_stored, ref.expire_s, now_s);
+        return Status::OK();
+      }
+      if (!both && !locks.Holds(loc.b)) {
+        // Growing needs the other chain too; take both in order and redo.
+        locks.UnlockAll();
+        if (loc.a < loc.b) {
+          locks.Lock(loc.a);
+          locks.Lock(loc.b);
+        } else {
+          locks.Lock(loc.b);
+          locks.Lock(loc.a);
+        }
+        continue;
+      }
+      ClearNode(f, txn, pos.keynode, pos.slot);
+    }
+    Placement pl = Place(f, txn, loc, span_new, now_s, locks, nullptr, r);
+    if (!pl.ok) return Status::Busy("no room in the key's chains");
+    WriteNode(f, txn, pl.keynode, pl.slot, span_new, key, pl.keynode != loc.a, buf, state_bytes, key_src, key_stored,
+              ref.expire_s, now_s);
+    if (!pos.found) r->created = true;
+    txn.nodes += 1;
+    txn.slots += span_new;
+    return Status::OK();
+  }
+}
+
+Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
+                              std::vector<UpdateResult>* results) {
+  const size_t n = items.size();
+  if (n == 0) return Status::OK();
+  if (n > kMaxBatch) return Status::InvalidArgument("a batch holds at most " + std::to_string(kMaxBatch) + " members");
+  std::vector<uint32_t> spans(n);
+  std::vector<Location> locs(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (Status s = CheckRequest(items[i].key, items[i].state_bytes, &spans[i]); !s.ok()) return s;
+    locs[i] = Locate(items[i].key.fp);
+  }
+  // Every chain of every member, per file, locked in (file, key-node) order.
+  std::vector<std::unique_ptr<LockSet>> lockset(files_.size());
+  {
+    std::vector<std::pair<uint32_t, uint32_t>> chains;
+    for (const Location& l : locs) {
+      chains.emplace_back(l.file, l.a);
+      chains.emplace_back(l.file, l.b);
+    }
+    std::sort(chains.begin(), chains.end());
+    chains.erase(std::unique(chains.begin(), chains.end()), chains.end());
+    for (auto& [file, k] : chains) {
+      if (!lockset[file]) lockset[file] = std::make_unique<LockSet>(this, files_[file].get());
+      lockset[file]->Lock(k);
+    }
+  }
+
+  // Find each member; members naming one node share the first one's buffer.
+  std::vector<Pos> pos(n);
+  std::vector<size_t> owner(n);
+  std::vector<NodeRef> refs(n);
+  std::vector<Commit> commits(n, Commit::kNone);
+  std::vector<std::array<uint8_t, kMaxSpan * kSlotBytes>> bufs(n);
+  std::vector<uint32_t> old_span(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const KeyRef& key = items[i].key;
+    owner[i] = i;
+    for (size_t j = 0; j < i; ++j)
+      if (items[j].key.biz == key.biz && items[j].key.fp == key.fp) {
+        owner[i] = j;
+        break;
+      }
+    if (owner[i] != i) {
+      refs[i] = refs[owner[i]];
+      continue;
+    }
+    StoreFile* f = files_[locs[i].file].get();
+    uint32_t slot;
+    if (FindInChain(f, locs[i].a, key.biz, key.fp, &slot)) pos[i] = {locs[i].a, slot, true};
+    else if (FindInChain(f, locs[i].b, key.biz, key.fp, &slot)) pos[i] = {locs[i].b, slot, true};
+    NodeRef& ref = refs[i];
+    ref.state = bufs[i].data();
+    ref.state_bytes = items[i].state_bytes;
+    std::memset(ref.state, 0, ref.state_bytes);
+    if (pos[i].found) {
+      const uint8_t* p = f->slot(pos[i].keynode, pos[i].slot);
+      const NodeHeader* h = HeaderAt(p);
+      ref.exists = true;
+      ref.stored_state_bytes = h->state_len;
+      ref.expire_s = h->expire_s;
+      old_span[i] = h->span;
+      std::memcpy(ref.state, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, ref.state_bytes));
+    }
+  }
+  fn(std::span<NodeRef>(refs), std::span<Commit>(commits));
+  if (hook_) hook_(0);
+  // Shared members: the owner's node takes the strongest commit asked of it.
+  for (size_t i = 0; i < n; ++i) {
+    if (owner[i] == i) continue;
+    refs[owner[i]].expire_s = refs[i].expire_s;
+    if (commits[i] == Commit::kWrite || (commits[i] == Commit::kErase && commits[owner[i]] == Commit::kNone))
+      commits[owner[i]] = commits[i];
+  }
+  if (results) results->assign(n, UpdateResult{});
+
+  std::vector<std::unique_ptr<Txn>> txns(files_.size());
+  auto txn_for = [&](uint32_t file) -> Txn& {
+    if (!txns[file]) txns[file] = std::make_unique<Txn>(this, files_[file].get(), file);
+    return *txns[file];
+  };
+  // Nodes found or placed by this batch must survive its later insertions.
+  std::vector<std::pair<uint32_t, uint32_t>> pinned;
+  for (size_t i = 0; i < n; ++i)
+    if (owner[i] == i && pos[i].found) pinned.emplace_back(pos[i].keynode, pos[i].slot);
+
+  bool failed = false;
+  for (size_t i = 0; i < n && !failed; ++i) {
+    if (owner[i] != i) continue;
+    StoreFile* f = files_[locs[i].file].get();
+    Txn& txn = txn_for(locs[i].file);
+    const KeyRef& key = items[i].key;
+    UpdateResult* r = results ? &(*results)[i] : nullptr;
+    if (r) r->found = pos[i].found;
+    if (commits[i] == Commit::kNone) {
+      if (pos[i].found) HeaderAt(f->slot(pos[i].keynode, pos[i].slot))->last_access_s = now_s;
+      continue;
+    }
+    if (commits[i] == Commit::kErase) {
+      if (pos[i].found) ClearNode(f, txn, pos[i].keynode, pos[i].slot);
+      continue;
+    }
+    alignas(8) uint8_t keybuf[kMaxKeyBytes];
+    const uint8_t* key_src = reinterpret_cast<const uint8_t*>(key.bytes.data());
+    uint32_t key_stored = static_cast<uint32_t>(key.bytes.size());
+    if (pos[i].found) {
+      const uint8_t* p = f->slot(pos[i].keynode, pos[i].slot);
+      const NodeHeader* h = HeaderAt(p);
+      if (key.bytes.size() < h->key_stored) {
+        key_stored = h->key_stored;
+        std::memcpy(keybuf, p + kNodeHeaderBytes + h->state_len, key_stored);
+        key_src = keybuf;
+      }
+      if (spans[i] <= old_span[i]) {
+        if (spans[i] < old_span[i]) {
+          txn.SaveRange(pos[i].keynode, pos[i].slot + spans[i], old_span[i] - spans[i]);
+          for (uint32_t k = spans[i]; k < old_span[i]; ++k)
+            std::memset(f->slot(pos[i].keynode, pos[i].slot + k), 0, kSlotBytes);
+        }
+        txn.slots += static_cast<int64_t>(spans[i]) - old_span[i];
+        WriteNode(f, txn, pos[i].keynode, pos[i].slot, spans[i], key, pos[i].keynode != locs[i].a, refs[i].state,
+                  refs[i].state_bytes, key_src, key_stored, refs[i].expire_s, now_s);
+        continue;
+      }
+      std::memcpy(keybuf, key_src, key_stored);
+      key_src = keybuf;
+      ClearNode(f, txn, pos[i].keynode, pos[i].slot);
+      std::erase(pinned, std::make_pair(pos[i].keynode, pos[i].slot));
+    }
+    Placement pl = Place(f, txn, locs[i], spans[i], now_s, *lockset[locs[i].file], &pinned, r);
+    if (!pl.ok) {
+      failed = true;
+      break;
+    }
+    WriteNode(f, txn, pl.keynode, pl.slot, spans[i], key, pl.keynode != locs[i].a, refs[i].state, refs[i].state_bytes,
+              key_src, key_stored, refs[i].expire_s, now_s);
+    pinned.emplace_back(pl.keynode, pl.slot);
+    if (r && !pos[i].found) r->created = true;
+    txn.nodes += 1;
+    txn.slots += spans[i];
+  }
+  if (failed) {
+    // Put every touched slot back: the batch is all or nothing.
+    for (auto& t : txns)
+      if (t) t->Rollback();
+    return Status::Busy("the batch's members crowd one chain; nothing was recorded");
+  }
+  return Status::OK();
+}
+
+Result<NodeInfo> StoreImpl::Get(const KeyRef& key) {
+  const Location loc = Locate(key.fp);
+  StoreFile* f = files_[loc.file].get();
+  LockSet locks(this, f);
+  uint32_t slot;
+  locks.Lock(loc.a);
+  NodeInfo info;
+  if (FindInChain(f, loc.a, key.biz, key.fp, &slot)) {
+    FillInfo(loc.file, loc.a, slot, f->slot(loc.a, slot), &info);
+    return info;
+  }
+  if (loc.b == loc.a) return Status::NotFound("no such node");
+  // A node moves between its chains only under both locks, so with A held
+  // and then B, a node absent from A and found in B is really there.
+  if (loc.b > loc.a) {
+    locks.Lock(loc.b);
+  } else if (!locks.TryLock(loc.b)) {
+    locks.UnlockAll();
+    locks.Lock(loc.b);
+    locks.Lock(loc.a);
+    if (FindInChain(f, loc.a, key.biz, key.fp, &slot)) {
+      FillInfo(loc.file, loc.a, slot, f->slot(loc.a, slot), &info);
+      return info;
+    }
+  }
+  if (FindInChain(f, loc.b, key.biz, key.fp, &slot)) {
+    FillInfo(loc.file, loc.b, slot, f->slot(loc.b, slot), &info);
+    return info;
+  }
+  return Status::NotFound("no such node");
+}
+
+Status StoreImpl::Erase(const KeyRef& key) {
+  bool found = false;
+  Status s = Update(key, 0, 0, [&](NodeRef& n) {
+    found = n.exists;
+    return n.exists ? Commit::kErase : Commit::kNone;
+  }, nullptr);
+  if (!s.ok()) return s;
+  return found ? Status::OK() : Status::NotFound("no such node");
+}
+
+Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
+  std::vector<NodeInfo> batch;
+  for (uint32_t fi = 0; fi < files_.size(); ++fi) {
+    if (filter.file >= 0 && filter.file != fi) continue;
+    StoreFile* f = files_[fi].get();
+    for (uint32_t k = 0; k < geo_.keynodes; ++k) {
+      if (filter.keynode >= 0 && filter.keynode != k) continue;
+      batch.clear();
+      {
+        LockChain(f, k);
+        uint32_t i = 0;
+        while (i < geo_.chain) {
+          const NodeHeader* h = HeaderAt(f->slot(k, i));
+          if (h->key_len == 0) {
+            ++i;
+            continue;
+          }
+          if (filter.biz < 0 || filter.biz == h->biz) {
+            batch.emplace_back();
+            FillInfo(fi, k, i, f->slot(k, i), &batch.back());
+          }
+          i += h->span ? h->span : 1;
+        }
+        os::ShmUnlock(f->lock(k));
+      }
+      for (const NodeInfo& n : batch) visit(n);
+    }
+  }
+  return Status::OK();
+}
+
+Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bool(const NodeInfo&)>& pred) {
+  uint64_t erased = 0;
+  NodeInfo info;
+  for (uint32_t fi = 0; fi < files_.size(); ++fi) {
+    if (filter.file >= 0 && filter.file != fi) continue;
+    StoreFile* f = files_[fi].get();
+    for (uint32_t k = 0; k < geo_.keynodes; ++k) {
+      if (filter.keynode >= 0 && filter.keynode != k) continue;
+      LockSet locks(this, f);
+      locks.Lock(k);
+      Txn txn(this, f, fi);
+      uint32_t i = 0;
+      while (i < geo_.chain) {
+        const NodeHeader* h = HeaderAt(f->slot(k, i));
+        if (h->key_len == 0) {
+          ++i;
+          continue;
+        }
+        uint32_t span = h->span ? h->span : 1;
+        if (filter.biz < 0 || filter.biz == h->biz) {
+          FillInfo(fi, k, i, f->slot(k, i), &info);
+          if (!pred || pred(info)) {
+            ClearNode(f, txn, k, i);
+            ++erased;
+          }
+        }
+        i += span;
+      }
+    }
+  }
+  return erased;
+}
+
+StoreStats StoreImpl::Stats() const {
+  StoreStats s;
+  s.geometry = geo_;
+  s.slots = geo_.slots();
+  for (const auto& f : files_) {
+    const FileHeader* h = f->header();
+    FileStats fs;
+    fs.nodes_used = AtomicLoad(h->nodes_used);
+    fs.slots_used = AtomicLoad(h->slots_used);
+    fs.evictions_stale = AtomicLoad(h->evictions_stale);
+    fs.evictions_live = AtomicLoad(h->evictions_live);
+    fs.cuckoo_moves = AtomicLoad(h->cuckoo_moves);
+    fs.lock_recoveries = AtomicLoad(h->lock_recoveries);
+    fs.created_unix = h->created_unix;
+    s.bytes_mapped += f->bytes();
+    s.total.nodes_used += fs.nodes_used;
+    s.total.slots_used += fs.slots_used;
+    s.total.evictions_stale += fs.evictions_stale;
+    s.total.evictions_live += fs.evictions_live;
+    s.total.cuckoo_moves += fs.cuckoo_moves;
+    s.total.lock_recoveries += fs.lock_recoveries;
+    if (s.total.created_unix == 0) s.total.created_unix = fs.created_unix;
+    s.per_file.push_back(fs);
+  }
+  return s;
+}
+
+Status StoreImpl::Flush(bool sync) {
+  for (const auto& f : files_)
+    if (Status s = f->Sync(sync); !s.ok()) return s;
+  return Status::OK();
+}
+
+}  // namespace frs::store

@@ -1,0 +1,104 @@
+// store/store_impl.h: the Store implementation over a cluster of StoreFiles.
+//
+// Placement: the fingerprint picks the file and two key-nodes A (primary) and
+// B (alternate) in it. Lookups lock A and look there first, so the common case
+// (a node in its primary chain) takes one lock; B is locked too only when the
+// node is not in A or something must be inserted. Locks are always taken in
+// increasing key-node order, or with try-lock, so no two writers deadlock.
+//
+// Writes are journaled: before a slot changes, its old image goes into this
+// thread's writer entry of that file. If the writer dies, whoever takes its
+// lock over restores the images, so the chain is exactly as before the
+// interrupted critical section.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "frs/store.h"
+#include "store/chain_map.h"
+#include "store/store_file.h"
+
+namespace frs::store {
+
+struct Location {
+  uint32_t file, a, b;
+};
+
+class StoreImpl final : public Store {
+ public:
+  StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files);
+  ~StoreImpl() override;
+
+  const StoreGeometry& geometry() const override { return geo_; }
+  Status Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
+                UpdateResult* result) override;
+  Status UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
+                     std::vector<UpdateResult>* results) override;
+  Result<NodeInfo> Get(const KeyRef& key) override;
+  Status Erase(const KeyRef& key) override;
+  Status ForEach(const Filter& filter, const Visitor& visit) override;
+  Result<uint64_t> EraseIf(const Filter& filter, const std::function<bool(const NodeInfo&)>& pred) override;
+  void SetLiveBizzes(std::vector<bool> live) override;
+  StoreStats Stats() const override;
+  Status Flush(bool sync) override;
+  Result<uint32_t> RecoverDeadOwner(int32_t pid) override;
+  Result<VerifyReport> Verify(bool repair) override;
+  void SetTestHookInCriticalSection(std::function<void(int)> hook) override { hook_ = std::move(hook); }
+
+  Location Locate(const Fingerprint& fp) const;
+
+ private:
+  class Txn;
+  class LockSet;
+  struct Pos {
+    uint32_t keynode = 0, slot = 0;
+    bool found = false;
+  };
+  struct Placement {
+    uint32_t keynode = 0, slot = 0;
+    bool ok = false;
+  };
+
+  // Lock helpers; take-over of a dead owner runs recovery before returning.
+  void LockChain(StoreFile* f, uint32_t keynode);
+  void RecoverOwnerLocked(StoreFile* f, uint32_t dead);  // REQUIRES: the chain lock taken over
+  void UndoEntry(StoreFile* f, WriterEntryHeader* w);
+  WriterEntryHeader* MyWriter(uint32_t file_index);
+
+  bool FindInChain(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp, uint32_t* slot) const;
+  static bool IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live);
+  static uint32_t SpanFor(uint32_t state_bytes, uint32_t key_len);
+
+  // Finds room for a node of `span` slots in chain A or B (both locked),
+  // reclaiming stale nodes, moving one resident to its other chain, or
+  // evicting the least recently used, in that order. `pinned` nodes (a batch's
+  // members) are never moved or evicted.
+  Placement Place(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s, LockSet& locks,
+                  const std::vector<std::pair<uint32_t, uint32_t>>* pinned, UpdateResult* r);
+  void WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, const KeyRef& key,
+                 bool alternate, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
+                 uint32_t key_stored, uint32_t expire_s, uint32_t now_s);
+  void ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
+  void FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
+
+  Status CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t* span) const;
+
+  StoreOptions opts_;
+  StoreGeometry geo_;
+  std::vector<std::unique_ptr<StoreFile>> files_;
+  const uint64_t instance_;
+  std::shared_ptr<const std::vector<bool>> live_;  // biz id -> live; guarded by live_mu_
+  mutable std::mutex live_mu_;
+  std::function<void(int)> hook_;
+  std::mutex claimed_mu_;
+  struct Claimed {
+    uint32_t file, entry, tid;
+    pid_t pid;
+  };
+  std::vector<Claimed> claimed_;
+};
+
+}  // namespace frs::store

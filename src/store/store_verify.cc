@@ -1,0 +1,136 @@
+// StoreImpl::Verify: checks every header, writer journal and chain, and with
+// `repair` fixes what can be fixed without guessing: dead owners' locks and
+// journals (undone), torn or out-of-place nodes (cleared), duplicate
+// identities (the younger copy cleared) and drifted counters (recounted).
+#include <algorithm>
+#include <cstring>
+#include <sys/stat.h>
+
+#include "os/shm_lock.h"
+#include "store/store_impl.h"
+#include "store/txn.h"
+
+namespace frs::store {
+
+Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
+  VerifyReport rep;
+  for (uint32_t fi = 0; fi < files_.size(); ++fi) {
+    StoreFile* f = files_[fi].get();
+    FileHeader* h = f->header();
+    const std::string& path = f->path();
+    if (Status s = StoreFile::CheckHeader(path, *h, geo_, fi, f->bytes()); !s.ok()) {
+      rep.problems.push_back(s.message());
+      continue;  // nothing else in this file can be trusted
+    }
+    // Writer entries whose owner died with a journal open.
+    for (uint32_t i = 0; i < kWriterEntries; ++i) {
+      WriterEntryHeader* w = f->writer(i);
+      uint32_t owner = std::atomic_ref<uint32_t>(w->owner).load();
+      if (owner == 0 || os::TaskAlive(owner)) continue;
+      bool active = std::atomic_ref<uint32_t>(w->active).load() != 0;
+      if (active)
+        rep.problems.push_back(path + ": writer entry " + std::to_string(i) + " of dead thread " +
+                               std::to_string(owner) + " has an unfinished write");
+      if (repair) {
+        os::ShmLock(&h->recovery_lock);
+        if (std::atomic_ref<uint32_t>(w->owner).load() == owner) {
+          if (active) UndoEntry(f, w);
+          std::atomic_ref<uint32_t>(w->owner).store(0);
+        }
+        os::ShmUnlock(&h->recovery_lock);
+        if (active) rep.repairs.push_back(path + ": undid the unfinished write of dead thread " + std::to_string(owner));
+      }
+    }
+    uint64_t nodes = 0, slots = 0;
+    for (uint32_t k = 0; k < geo_.keynodes; ++k) {
+      uint32_t* lw = f->lock(k);
+      uint32_t owner = os::ShmOwner(lw);
+      if (owner != 0 && !os::TaskAlive(owner)) {
+        rep.problems.push_back(path + ": keynode " + std::to_string(k) + ": lock held by dead pid " +
+                               std::to_string(owner));
+        if (!repair) continue;  // without repair, taking the lock would wait on nobody forever
+      }
+      LockChain(f, k);  // takes over (and undoes) a dead owner's lock
+      if (owner != 0 && !os::TaskAlive(owner) && repair)
+        rep.repairs.push_back(path + ": keynode " + std::to_string(k) + ": released the lock of dead pid " +
+                              std::to_string(owner));
+      ++rep.chains;
+      Txn txn(this, f, fi);
+      uint32_t i = 0;
+      while (i < geo_.chain) {
+        NodeHeader* nh = HeaderAt(f->slot(k, i));
+        if (nh->key_len == 0) {
+          ++i;
+          continue;
+        }
+        std::string where = path + ": keynode " + std::to_string(k) + " slot " + std::to_string(i) + ": ";
+        std::string bad;
+        uint32_t span = nh->span;
+        if (span == 0 || span > kMaxSpan || i + span > geo_.chain) {
+          bad = "span " + std::to_string(span) + " out of range";
+          span = 1;
+        } else if (uint32_t{kNodeHeaderBytes} + nh->state_len + nh->key_stored > span * kSlotBytes) {
+          bad = "state and key bytes overflow the node";
+        } else if (nh->key_stored > nh->key_len) {
+          bad = "more key bytes stored than the key has";
+        } else if (nh->biz == 0) {
+          bad = "biz id 0";
+        } else {
+          Location loc = Locate(Fingerprint{nh->fp_lo, nh->fp_hi});
+          if (loc.file != fi || (k != loc.a && k != loc.b)) bad = "node is in a chain its fingerprint does not map to";
+        }
+        if (bad.empty()) {
+          // The same identity twice in one chain (the other chain is checked when visited).
+          for (uint32_t j = i + span; j < geo_.chain;) {
+            NodeHeader* o = HeaderAt(f->slot(k, j));
+            if (o->key_len == 0) {
+              ++j;
+              continue;
+            }
+            if (o->fp_lo == nh->fp_lo && o->fp_hi == nh->fp_hi && o->biz == nh->biz) {
+              rep.problems.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(j) +
+                                     ": duplicate of the node at slot " + std::to_string(i));
+              if (repair) {
+                ClearNode(f, txn, k, j);
+                rep.repairs.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(j) +
+                                      ": cleared the duplicate");
+              }
+            }
+            j += o->span ? o->span : 1;
+          }
+        }
+        if (!bad.empty()) {
+          rep.problems.push_back(where + bad + " (torn or damaged node)");
+          if (repair) {
+            txn.SaveRange(k, i, span);
+            for (uint32_t s = 0; s < span; ++s) std::memset(f->slot(k, i + s), 0, kSlotBytes);
+            rep.repairs.push_back(where + "cleared the damaged node");
+          }
+          i += span;
+          continue;
+        }
+        ++nodes;
+        slots += span;
+        i += span;
+      }
+      txn.End();
+      os::ShmUnlock(lw);
+    }
+    rep.nodes += nodes;
+    uint64_t hn = std::atomic_ref<uint64_t>(h->nodes_used).load();
+    uint64_t hs = std::atomic_ref<uint64_t>(h->slots_used).load();
+    if (hn != nodes || hs != slots) {
+      rep.problems.push_back(path + ": header counts " + std::to_string(hn) + " nodes / " + std::to_string(hs) +
+                             " slots, the chains hold " + std::to_string(nodes) + " / " + std::to_string(slots) +
+                             " (counter drift, e.g. after a crash)");
+      if (repair) {
+        std::atomic_ref<uint64_t>(h->nodes_used).store(nodes);
+        std::atomic_ref<uint64_t>(h->slots_used).store(slots);
+        rep.repairs.push_back(path + ": recounted nodes_used and slots_used");
+      }
+    }
+  }
+  return rep;
+}
+
+}  // namespace frs::store

@@ -1,0 +1,123 @@
+// store/txn.h: the undo journal of one critical section (Txn) and the set
+// of chain locks one operation holds (LockSet). Private to src/store.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "os/shm_lock.h"
+#include "store/store_impl.h"
+
+namespace frs::store {
+
+// A critical section's undo journal in this thread's writer entry of a file.
+class StoreImpl::Txn {
+ public:
+  Txn(StoreImpl* s, StoreFile* f, uint32_t file_index) : s_(s), f_(f), file_(file_index) {}
+  ~Txn() { End(); }
+  Txn(const Txn&) = delete;
+  Txn& operator=(const Txn&) = delete;
+
+  // Saves the slot's current image unless already saved. Must precede any
+  // write to the slot. Returns false when the journal is full (the caller
+  // aborts and rolls back).
+  bool Save(uint32_t keynode, uint32_t slot) {
+    if (!w_) {
+      w_ = s_->MyWriter(file_);
+      if (!w_) return false;
+      recs_ = f_->records(w_);
+      cap_ = JournalCapacity(f_->header()->chain);
+      w_->count = 0;
+      std::atomic_ref<uint32_t>(w_->active).store(1, std::memory_order_release);
+    }
+    uint32_t n = w_->count;
+    for (uint32_t i = 0; i < n; ++i)
+      if (recs_[i].keynode == keynode && recs_[i].slot == slot) return true;
+    if (n >= cap_) return false;
+    recs_[n].keynode = keynode;
+    recs_[n].slot = slot;
+    std::memcpy(recs_[n].image, f_->slot(keynode, slot), kSlotBytes);
+    std::atomic_ref<uint32_t>(w_->count).store(n + 1, std::memory_order_release);
+    return true;
+  }
+  bool SaveRange(uint32_t keynode, uint32_t slot, uint32_t span) {
+    for (uint32_t k = 0; k < span; ++k)
+      if (!Save(keynode, slot + k)) return false;
+    return true;
+  }
+  // Restores every saved image (used when a batch must be abandoned).
+  void Rollback() {
+    if (w_) s_->UndoEntry(f_, w_);
+    w_ = nullptr;
+    nodes = slots = evict_stale = evict_live = cuckoo = 0;
+  }
+  // Closes the journal, then publishes the header counters: they follow the
+  // data, so a crash can leave them behind (verify recounts) but never ahead.
+  void End() {
+    if (w_) {
+      std::atomic_ref<uint32_t>(w_->active).store(0, std::memory_order_release);
+      w_ = nullptr;
+    }
+    FileHeader* h = f_->header();
+    auto add = [](uint64_t& field, int64_t d) {
+      if (d) std::atomic_ref<uint64_t>(field).fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
+    };
+    add(h->nodes_used, nodes);
+    add(h->slots_used, slots);
+    add(h->evictions_stale, evict_stale);
+    add(h->evictions_live, evict_live);
+    add(h->cuckoo_moves, cuckoo);
+    nodes = slots = evict_stale = evict_live = cuckoo = 0;
+  }
+
+  // Counter changes of this critical section, applied by End().
+  int64_t nodes = 0, slots = 0, evict_stale = 0, evict_live = 0, cuckoo = 0;
+
+ private:
+  StoreImpl* s_;
+  StoreFile* f_;
+  uint32_t file_;
+  WriterEntryHeader* w_ = nullptr;
+  JournalRecord* recs_ = nullptr;
+  uint32_t cap_ = 0;
+};
+
+// The chain locks one operation holds in one file, released on destruction.
+class StoreImpl::LockSet {
+ public:
+  LockSet(StoreImpl* s, StoreFile* f) : s_(s), f_(f) {}
+  ~LockSet() { UnlockAll(); }
+  LockSet(const LockSet&) = delete;
+  LockSet& operator=(const LockSet&) = delete;
+
+  void Lock(uint32_t k) {
+    s_->LockChain(f_, k);
+    held_.push_back(k);
+  }
+  bool TryLock(uint32_t k) {
+    if (!os::ShmTryLock(f_->lock(k))) return false;
+    held_.push_back(k);
+    return true;
+  }
+  bool Holds(uint32_t k) const { return std::find(held_.begin(), held_.end(), k) != held_.end(); }
+  void Unlock(uint32_t k) {
+    auto it = std::find(held_.begin(), held_.end(), k);
+    if (it == held_.end()) return;
+    os::ShmUnlock(f_->lock(k));
+    held_.erase(it);
+  }
+  void UnlockAll() {
+    for (auto it = held_.rbegin(); it != held_.rend(); ++it) os::ShmUnlock(f_->lock(*it));
+    held_.clear();
+  }
+  StoreFile* file() const { return f_; }
+
+ private:
+  StoreImpl* s_;
+  StoreFile* f_;
+  std::vector<uint32_t> held_;
+};
+
+}  // namespace frs::store

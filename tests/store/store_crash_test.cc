@@ -1,0 +1,255 @@
+// The store shared by several processes: exact counts under contention, and
+// processes killed with SIGKILL inside a critical section or at any time.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "common/temp_dir.h"
+#include "frs/store.h"
+
+namespace frs {
+namespace {
+
+using testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+StoreOptions Opts(const std::string& dir, uint32_t files = 2, uint32_t keynodes = 4096, uint32_t chain = 8) {
+  StoreOptions o;
+  o.dir = dir;
+  o.geometry = {files, keynodes, chain};
+  return o;
+}
+
+Status Incr(Store* s, const Key& k, uint64_t by = 1) {
+  return s->Update(k.ref(), 8, 1000, [&](NodeRef& n) {
+    uint64_t v;
+    std::memcpy(&v, n.state, 8);
+    v += by;
+    std::memcpy(n.state, &v, 8);
+    return Commit::kWrite;
+  }, nullptr);
+}
+
+uint64_t CountOf(Store* s, const Key& k) {
+  auto n = s->Get(k.ref());
+  if (!n.ok()) return 0;
+  uint64_t v = 0;
+  std::memcpy(&v, n->state.data(), 8);
+  return v;
+}
+
+// Runs `body` in a child process that opens its own Store; returns its pid.
+template <class F>
+pid_t Spawn(const std::string& dir, F body) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    auto s = Store::Open(Opts(dir));
+    if (!s.ok()) ::_exit(2);
+    int rc = body(s.value().get());
+    s.value().reset();
+    ::_exit(rc);
+  }
+  return pid;
+}
+
+int WaitExit(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void ExpectClean(Store* s) {
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+}
+
+TEST(StoreContention, FourProcessesOneKeyExact) {
+  TempDir d;
+  { ASSERT_TRUE(Store::Open(Opts(d.path())).ok()); }
+  const Key k = MakeKey(1, std::string("hot"));
+  constexpr int kProcs = 4, kIncr = 100000;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; ++p)
+    pids.push_back(Spawn(d.path(), [&](Store* s) {
+      for (int i = 0; i < kIncr; ++i)
+        if (!Incr(s, k).ok()) return 1;
+      return 0;
+    }));
+  for (pid_t pid : pids) EXPECT_EQ(WaitExit(pid), 0);
+  auto s = Store::Open(Opts(d.path()));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(CountOf(s->get(), k), uint64_t{kProcs} * kIncr);
+  ExpectClean(s->get());
+}
+
+TEST(StoreContention, FourProcessesRandomKeysExact) {
+  TempDir d;
+  { ASSERT_TRUE(Store::Open(Opts(d.path())).ok()); }
+  constexpr int kProcs = 4, kIncr = 100000, kKeys = 5000;
+  std::vector<Key> keys;
+  for (int i = 0; i < kKeys; ++i) keys.push_back(MakeKey(1 + i % 3, "r" + std::to_string(i)));
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; ++p)
+    pids.push_back(Spawn(d.path(), [&, p](Store* s) {
+      std::mt19937 rng(1234 + p);
+      for (int i = 0; i < kIncr; ++i)
+        if (!Incr(s, keys[rng() % kKeys], 1 + (i & 3)).ok()) return 1;
+      return 0;
+    }));
+  for (pid_t pid : pids) EXPECT_EQ(WaitExit(pid), 0);
+  // Replay the same sequences to know what every key must hold.
+  std::vector<uint64_t> want(kKeys, 0);
+  for (int p = 0; p < kProcs; ++p) {
+    std::mt19937 rng(1234 + p);
+    for (int i = 0; i < kIncr; ++i) want[rng() % kKeys] += 1 + (i & 3);
+  }
+  auto s = Store::Open(Opts(d.path()));
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < kKeys; ++i) ASSERT_EQ(CountOf(s->get(), keys[i]), want[i]) << "key " << i;
+  EXPECT_EQ(s.value()->Stats().total.nodes_used, uint64_t{kKeys});
+  ExpectClean(s->get());
+}
+
+// A child that stops forever inside the critical section of an update of `k`
+// (phase 0: before writing; phase 1: in the middle of writing the node).
+pid_t SpawnStuck(const std::string& dir, const Key& k, int phase, int ready_fd) {
+  return Spawn(dir, [&, phase, ready_fd](Store* s) {
+    s->SetTestHookInCriticalSection([&, phase, ready_fd](int at) {
+      if (at != phase) return;
+      char c = 'x';
+      (void)!::write(ready_fd, &c, 1);
+      for (;;) ::pause();
+    });
+    (void)Incr(s, k, 1000);
+    return 3;  // never reached
+  });
+}
+
+void KilledHolderTest(int phase) {
+  TempDir d;
+  const Key k = MakeKey(1, std::string("contended"));
+  {
+    auto s = Store::Open(Opts(d.path()));
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(Incr(s->get(), k, 5).ok());
+  }
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t stuck = SpawnStuck(d.path(), k, phase, fds[1]);
+  char c;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);  // the child holds the chain lock now
+
+  constexpr int kProcs = 3, kIncr = 2000;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; ++p)
+    pids.push_back(Spawn(d.path(), [&](Store* s) {
+      for (int i = 0; i < kIncr; ++i)
+        if (!Incr(s, k).ok()) return 1;
+      return 0;
+    }));
+  ::usleep(100 * 1000);  // the others are blocked on the lock
+  auto killed_at = Clock::now();
+  ASSERT_EQ(::kill(stuck, SIGKILL), 0);
+  for (pid_t pid : pids) EXPECT_EQ(WaitExit(pid), 0);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed_at).count();
+  EXPECT_LT(took, 1000) << "survivors took " << took << " ms after the holder died";
+  WaitExit(stuck);
+
+  auto s = Store::Open(Opts(d.path()));
+  ASSERT_TRUE(s.ok());
+  // The dead holder's 1000 were never acknowledged and are not there; every
+  // acknowledged increment is.
+  EXPECT_EQ(CountOf(s->get(), k), 5u + kProcs * kIncr);
+  EXPECT_GE(s.value()->Stats().total.lock_recoveries, 1u);
+  ExpectClean(s->get());
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST(StoreCrash, HolderKilledBeforeWritingIsRecoveredWithinASecond) { KilledHolderTest(0); }
+TEST(StoreCrash, HolderKilledMidWriteIsUndone) { KilledHolderTest(1); }
+
+TEST(StoreCrash, MasterRecoversADeadWorkersLocks) {
+  TempDir d;
+  const Key k = MakeKey(1, std::string("w"));
+  auto s = Store::Open(Opts(d.path()));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(Incr(s->get(), k, 1).ok());
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t stuck = SpawnStuck(d.path(), k, 1, fds[1]);
+  char c;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  ::kill(stuck, SIGKILL);
+  WaitExit(stuck);  // reaped, as the frsd master does on SIGCHLD
+  auto released = s.value()->RecoverDeadOwner(stuck);
+  ASSERT_TRUE(released.ok());
+  EXPECT_GE(*released, 1u);
+  auto t0 = Clock::now();
+  ASSERT_TRUE(Incr(s->get(), k, 1).ok());
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(5));  // no waiting on a dead lock
+  EXPECT_EQ(CountOf(s->get(), k), 2u);
+  ExpectClean(s->get());
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST(StoreCrash, VerifyReportsAndRepairsADeadLock) {
+  TempDir d;
+  const Key k = MakeKey(1, std::string("v"));
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t stuck = SpawnStuck(d.path(), k, 1, fds[1]);
+  char c;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  ::kill(stuck, SIGKILL);
+  WaitExit(stuck);
+  auto s = Store::Open(Opts(d.path()));
+  ASSERT_TRUE(s.ok());
+  auto v = s.value()->Verify(false);
+  ASSERT_TRUE(v.ok());
+  ASSERT_FALSE(v->problems.empty());
+  bool saw_lock = false;
+  for (auto& p : v->problems) saw_lock = saw_lock || p.find("lock held by dead pid " + std::to_string(stuck)) != std::string::npos;
+  EXPECT_TRUE(saw_lock) << v->problems[0];
+  v = s.value()->Verify(true);
+  ASSERT_TRUE(v.ok());
+  EXPECT_FALSE(v->repairs.empty());
+  ExpectClean(s->get());
+  EXPECT_TRUE(s.value()->Get(k.ref()).status().IsNotFound());  // the torn create was undone
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST(StoreCrash, KillNineThenReopenKeepsEveryNode) {
+  TempDir d;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  constexpr int kKeys = 3000;
+  pid_t child = Spawn(d.path(), [&](Store* s) {
+    for (int i = 0; i < kKeys; ++i)
+      if (!Incr(s, MakeKey(1, "kk" + std::to_string(i)), i + 1).ok()) return 1;
+    char c = 'd';
+    (void)!::write(fds[1], &c, 1);
+    for (;;) ::pause();
+  });
+  char c;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  ::kill(child, SIGKILL);
+  WaitExit(child);
+  auto s = Store::Open(Opts(d.path()));
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < kKeys; ++i) ASSERT_EQ(CountOf(s->get(), MakeKey(1, "kk" + std::to_string(i))), uint64_t(i + 1));
+  ExpectClean(s->get());
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+}  // namespace
+}  // namespace frs

@@ -1,0 +1,456 @@
+// Behaviour of the store in one process: create/find/update/erase, geometry
+// and header checks, eviction order, cuckoo placement, batches, iteration.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "common/temp_dir.h"
+#include "frs/store.h"
+#include "store/format.h"
+#include "store/store_file.h"
+
+namespace frs {
+namespace {
+
+using testing::TempDir;
+
+StoreOptions Opts(const std::string& dir, uint32_t files, uint32_t keynodes, uint32_t chain) {
+  StoreOptions o;
+  o.dir = dir;
+  o.geometry = {files, keynodes, chain};
+  return o;
+}
+
+std::unique_ptr<Store> MustOpen(const StoreOptions& o) {
+  auto s = Store::Open(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s.value());
+}
+
+// A counter node: 8 bytes of state, incremented by `by`.
+Status Incr(Store* s, const Key& k, uint64_t by, uint32_t now_s = 1000, uint32_t expire_s = 0,
+            UpdateResult* r = nullptr) {
+  return s->Update(k.ref(), 8, now_s, [&](NodeRef& n) {
+    uint64_t v;
+    std::memcpy(&v, n.state, 8);
+    v += by;
+    std::memcpy(n.state, &v, 8);
+    n.expire_s = expire_s;
+    return Commit::kWrite;
+  }, r);
+}
+
+uint64_t CountOf(Store* s, const Key& k) {
+  auto n = s->Get(k.ref());
+  if (!n.ok()) return 0;
+  uint64_t v = 0;
+  std::memcpy(&v, n->state.data(), std::min<size_t>(8, n->state.size()));
+  return v;
+}
+
+TEST(Store, CreateFindUpdateErase) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 2, 64, 8));
+  Key k = MakeKey(1, std::string("user:42"));
+  EXPECT_TRUE(s->Get(k.ref()).status().IsNotFound());
+  UpdateResult r;
+  ASSERT_TRUE(Incr(s.get(), k, 3, 1000, 0, &r).ok());
+  EXPECT_TRUE(r.created);
+  EXPECT_FALSE(r.found);
+  ASSERT_TRUE(Incr(s.get(), k, 4, 1000, 0, &r).ok());
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(CountOf(s.get(), k), 7u);
+  auto info = s->Get(k.ref());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->key, "user:42");
+  EXPECT_EQ(info->biz, 1);
+  EXPECT_EQ(s->Stats().total.nodes_used, 1u);
+  ASSERT_TRUE(s->Erase(k.ref()).ok());
+  EXPECT_TRUE(s->Get(k.ref()).status().IsNotFound());
+  EXPECT_TRUE(s->Erase(k.ref()).IsNotFound());
+  EXPECT_EQ(s->Stats().total.nodes_used, 0u);
+}
+
+TEST(Store, SameKeyUnderTwoBizzesIsTwoNodes) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 64, 8));
+  Key a = MakeKey(1, std::string("k")), b = MakeKey(2, std::string("k"));
+  ASSERT_TRUE(Incr(s.get(), a, 1).ok());
+  ASSERT_TRUE(Incr(s.get(), b, 5).ok());
+  EXPECT_EQ(CountOf(s.get(), a), 1u);
+  EXPECT_EQ(CountOf(s.get(), b), 5u);
+}
+
+TEST(Store, ReadOnlyMutatorCreatesNothing) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 64, 8));
+  Key k = MakeKey(1, std::string("q"));
+  ASSERT_TRUE(s->Update(k.ref(), 8, 1000, [](NodeRef& n) {
+    EXPECT_FALSE(n.exists);
+    return Commit::kNone;
+  }).ok());
+  EXPECT_EQ(s->Stats().total.nodes_used, 0u);
+}
+
+TEST(Store, GenericKeysShareTheWireForm) {
+  EXPECT_EQ(MakeKey(1, 42u).fp, MakeKey(1, std::string("42")).fp);
+  IpAddress ip;
+  ASSERT_TRUE(IpAddress::Parse("2001:0db8:0000:0000:0000:0000:0000:0001", &ip));
+  EXPECT_EQ(MakeKey(1, ip).bytes, "2001:db8::1");
+  ASSERT_TRUE(IpAddress::Parse("10.1.2.3", &ip));
+  EXPECT_EQ(MakeKey(3, ip).bytes, "10.1.2.3");
+  EXPECT_FALSE(IpAddress::Parse("10.1.2", &ip));
+}
+
+TEST(Store, KeyValidation) {
+  EXPECT_EQ(ValidateKeyBytes("user:42"), "");
+  EXPECT_EQ(ValidateKeyBytes("\xe4\xbd\xa0\xe5\xa5\xbd"), "");
+  EXPECT_NE(ValidateKeyBytes(""), "");
+  EXPECT_NE(ValidateKeyBytes(std::string(256, 'a')), "");
+  EXPECT_EQ(ValidateKeyBytes(std::string(255, 'a')), "");
+  EXPECT_NE(ValidateKeyBytes("a\nb"), "");
+  EXPECT_NE(ValidateKeyBytes("\xc0\xaf"), "");   // overlong
+  EXPECT_NE(ValidateKeyBytes("\xed\xa0\x80"), "");  // surrogate
+  EXPECT_NE(ValidateKeyBytes("\xe4\xbd"), "");    // truncated
+}
+
+TEST(Store, LongKeysKeepAPrefixAndStayDistinct) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 16, 8));
+  std::string base(200, 'x');
+  Key a = MakeKey(1, base + "a"), b = MakeKey(1, base + "b");
+  ASSERT_TRUE(Incr(s.get(), a, 1).ok());
+  ASSERT_TRUE(Incr(s.get(), b, 2).ok());
+  EXPECT_EQ(CountOf(s.get(), a), 1u);
+  EXPECT_EQ(CountOf(s.get(), b), 2u);
+  auto info = s->Get(a.ref());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->key_len, 201);
+  EXPECT_LT(info->key.size(), 201u);
+  EXPECT_EQ(info->key, base.substr(0, info->key.size()));
+}
+
+TEST(Store, StateGrowsAndShrinksAcrossSlots) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 8, 8));
+  Key k = MakeKey(1, std::string("grow"));
+  ASSERT_TRUE(Incr(s.get(), k, 9).ok());
+  // Grow to 200 bytes (4 slots): the first 8 bytes are kept.
+  ASSERT_TRUE(s->Update(k.ref(), 200, 1000, [](NodeRef& n) {
+    EXPECT_TRUE(n.exists);
+    EXPECT_EQ(n.stored_state_bytes, 8u);
+    n.state[199] = 7;
+    return Commit::kWrite;
+  }).ok());
+  auto info = s->Get(k.ref());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state.size(), 200u);
+  EXPECT_EQ(info->span, 4u);
+  EXPECT_EQ(info->state[199], 7);
+  EXPECT_EQ(CountOf(s.get(), k), 9u);
+  EXPECT_EQ(info->key, "grow");
+  ASSERT_TRUE(Incr(s.get(), k, 1).ok());  // back to 8 bytes
+  info = s->Get(k.ref());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->span, 1u);
+  EXPECT_EQ(CountOf(s.get(), k), 10u);
+  EXPECT_EQ(s->Stats().total.slots_used, 1u);
+}
+
+TEST(Store, StateTooLargeForChainIsRefused) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 8, 2));
+  Key k = MakeKey(1, std::string("big"));
+  Status st = s->Update(k.ref(), 300, 1000, [](NodeRef&) { return Commit::kWrite; });
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("chains hold 2"), std::string::npos) << st.message();
+}
+
+// ---- geometry and headers
+
+TEST(StoreHeader, OtherGeometryIsRefusedNamingTheField) {
+  TempDir d;
+  { MustOpen(Opts(d.path(), 2, 64, 8)); }
+  auto r = Store::Open(Opts(d.path(), 2, 64, 4));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kMismatch);
+  EXPECT_NE(r.status().message().find("chain=8 but srv.xml says chain=4"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("frs.0.store"), std::string::npos);
+  r = Store::Open(Opts(d.path(), 2, 128, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("keynodes=64"), std::string::npos) << r.status().message();
+}
+
+void PatchFile(const std::string& path, size_t off, const void* bytes, size_t n) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(off));
+  f.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
+}
+
+TEST(StoreHeader, WrongVersionIsRefused) {
+  TempDir d;
+  { MustOpen(Opts(d.path(), 1, 64, 8)); }
+  uint32_t v = 99;
+  PatchFile(d / "frs.0.store", offsetof(store::FileHeader, version), &v, 4);
+  auto r = Store::Open(Opts(d.path(), 1, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kMismatch);
+  EXPECT_NE(r.status().message().find("format version 99"), std::string::npos) << r.status().message();
+}
+
+TEST(StoreHeader, SmashedChecksumIsRefused) {
+  TempDir d;
+  { MustOpen(Opts(d.path(), 1, 64, 8)); }
+  uint64_t t = 12345;
+  PatchFile(d / "frs.0.store", offsetof(store::FileHeader, created_unix), &t, 8);
+  auto r = Store::Open(Opts(d.path(), 1, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(r.status().message().find("checksum"), std::string::npos) << r.status().message();
+}
+
+TEST(StoreHeader, BadMagicIsRefused) {
+  TempDir d;
+  { MustOpen(Opts(d.path(), 1, 64, 8)); }
+  PatchFile(d / "frs.0.store", 0, "NOTASTOR", 8);
+  auto r = Store::Open(Opts(d.path(), 1, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("bad magic"), std::string::npos) << r.status().message();
+}
+
+TEST(StoreHeader, FilesOfTwoStoresAreNotMixed) {
+  TempDir a, b;
+  { MustOpen(Opts(a.path(), 2, 64, 8)); }
+  { MustOpen(Opts(b.path(), 2, 64, 8)); }
+  std::filesystem::copy_file(b / "frs.1.store", a / "frs.1.store", std::filesystem::copy_options::overwrite_existing);
+  auto r = Store::Open(Opts(a.path(), 2, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("another store"), std::string::npos) << r.status().message();
+}
+
+TEST(StoreHeader, MissingStoreWithoutCreateIsNotFound) {
+  TempDir d;
+  StoreOptions o = Opts(d / "nope", 1, 64, 8);
+  o.create_if_missing = false;
+  auto r = Store::Open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsNotFound());
+}
+
+TEST(Store, FilesAreCreatedSparseAndPrivate) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 1 << 16, 8));
+  struct stat st;
+  ASSERT_EQ(::stat((d / "frs.0.store").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, static_cast<uint64_t>(st.st_size) / 4);
+}
+
+TEST(Store, CloseAndReopenKeepsEveryNode) {
+  TempDir d;
+  std::vector<Key> keys;
+  for (int i = 0; i < 500; ++i) keys.push_back(MakeKey(1, "k" + std::to_string(i)));
+  {
+    auto s = MustOpen(Opts(d.path(), 2, 256, 8));
+    for (int i = 0; i < 500; ++i) ASSERT_TRUE(Incr(s.get(), keys[i], i + 1).ok());
+  }
+  auto s = MustOpen(Opts(d.path(), 2, 256, 8));
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(CountOf(s.get(), keys[i]), uint64_t(i + 1));
+  EXPECT_EQ(s->Stats().total.nodes_used, 500u);
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+}
+
+// ---- eviction and placement
+
+TEST(StoreEviction, StaleFirstThenLeastRecentlyUsed) {
+  TempDir d;
+  // One key-node: both of every key's chains are the same 4-slot chain.
+  auto s = MustOpen(Opts(d.path(), 1, 1, 4));
+  std::vector<Key> k;
+  for (int i = 0; i < 6; ++i) k.push_back(MakeKey(1, "n" + std::to_string(i)));
+  // k0 expires at 1500; k1..k3 live, touched at 1001..1003.
+  ASSERT_TRUE(Incr(s.get(), k[0], 1, 1000, 1500).ok());
+  ASSERT_TRUE(Incr(s.get(), k[1], 1, 1001, 0).ok());
+  ASSERT_TRUE(Incr(s.get(), k[2], 1, 1002, 0).ok());
+  ASSERT_TRUE(Incr(s.get(), k[3], 1, 1003, 0).ok());
+  ASSERT_TRUE(Incr(s.get(), k[1], 1, 1004, 0).ok());  // k1 is now the most recent live
+  UpdateResult r;
+  ASSERT_TRUE(Incr(s.get(), k[4], 1, 2000, 0, &r).ok());  // k0 is stale at 2000
+  EXPECT_TRUE(r.evicted_stale);
+  EXPECT_FALSE(r.evicted_live);
+  EXPECT_TRUE(s->Get(k[0].ref()).status().IsNotFound());
+  EXPECT_EQ(s->Stats().total.evictions_stale, 1u);
+  EXPECT_EQ(s->Stats().total.evictions_live, 0u);
+  ASSERT_TRUE(Incr(s.get(), k[5], 1, 2001, 0, &r).ok());  // no stale: LRU live k2 goes
+  EXPECT_TRUE(r.evicted_live);
+  EXPECT_TRUE(s->Get(k[2].ref()).status().IsNotFound());
+  for (int i : {1, 3, 4, 5}) EXPECT_TRUE(s->Get(k[i].ref()).ok()) << i;
+  EXPECT_EQ(s->Stats().total.evictions_stale, 1u);
+  EXPECT_EQ(s->Stats().total.evictions_live, 1u);
+  EXPECT_EQ(s->Stats().total.nodes_used, 4u);
+}
+
+TEST(StoreEviction, RemovedBizIsStale) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 1, 2));
+  Key a = MakeKey(7, std::string("old")), b = MakeKey(1, std::string("b")), c = MakeKey(1, std::string("c"));
+  ASSERT_TRUE(Incr(s.get(), a, 1, 1000, 0).ok());
+  ASSERT_TRUE(Incr(s.get(), b, 1, 1000, 0).ok());
+  std::vector<bool> live(65536, true);
+  live[7] = false;
+  s->SetLiveBizzes(live);
+  UpdateResult r;
+  ASSERT_TRUE(Incr(s.get(), c, 1, 900, 0, &r).ok());
+  EXPECT_TRUE(r.evicted_stale);
+  EXPECT_TRUE(s->Get(a.ref()).status().IsNotFound());
+  EXPECT_TRUE(s->Get(b.ref()).ok());
+}
+
+TEST(StoreEviction, CuckooMoveAvoidsEviction) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 64, 2));
+  // Fill well past what two-choice without moves would hold; count evictions.
+  int stored = 0;
+  for (int i = 0; i < 110; ++i) {
+    UpdateResult r;
+    ASSERT_TRUE(Incr(s.get(), MakeKey(1, "c" + std::to_string(i)), 1, 1000, 0, &r).ok());
+    if (r.evicted_live) break;
+    ++stored;
+  }
+  auto st = s->Stats();
+  EXPECT_GT(st.total.cuckoo_moves, 0u);
+  EXPECT_GE(stored, 70) << "first live eviction too early";
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+}
+
+TEST(StoreEviction, FullChainNeverFailsARequest) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 4, 2));
+  for (int i = 0; i < 2000; ++i)
+    ASSERT_TRUE(Incr(s.get(), MakeKey(1, "f" + std::to_string(i)), 1, 1000 + i, 0).ok());
+  auto st = s->Stats();
+  EXPECT_EQ(st.total.nodes_used, 8u);
+  EXPECT_EQ(st.total.evictions_live, 2000u - 8u);
+}
+
+// ---- batches
+
+TEST(StoreBatch, AllNodesSeenTogetherAndWrittenTogether) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 2, 64, 8));
+  Key a = MakeKey(1, std::string("a")), b = MakeKey(2, std::string("b"));
+  ASSERT_TRUE(Incr(s.get(), a, 5).ok());
+  std::vector<Store::BatchItem> items = {{a.ref(), 8}, {b.ref(), 8}, {a.ref(), 8}};
+  ASSERT_TRUE(s->UpdateBatch(items, 1000, [](std::span<NodeRef> n, std::span<Commit> c) {
+    ASSERT_EQ(n.size(), 3u);
+    EXPECT_TRUE(n[0].exists);
+    EXPECT_FALSE(n[1].exists);
+    EXPECT_EQ(n[0].state, n[2].state);  // same node, same buffer
+    for (size_t i = 0; i < n.size(); ++i) {
+      uint64_t v;
+      std::memcpy(&v, n[i].state, 8);
+      v += 1;
+      std::memcpy(n[i].state, &v, 8);
+      c[i] = Commit::kWrite;
+    }
+  }).ok());
+  EXPECT_EQ(CountOf(s.get(), a), 7u);
+  EXPECT_EQ(CountOf(s.get(), b), 1u);
+  // A batch that writes nothing leaves everything as it was.
+  ASSERT_TRUE(s->UpdateBatch(items, 1000, [](std::span<NodeRef> n, std::span<Commit> c) {
+    for (size_t i = 0; i < n.size(); ++i) {
+      n[i].state[0] = 99;
+      c[i] = Commit::kNone;
+    }
+  }).ok());
+  EXPECT_EQ(CountOf(s.get(), a), 7u);
+  EXPECT_EQ(CountOf(s.get(), b), 1u);
+}
+
+TEST(StoreBatch, MembersCrowdingOneChainRollBackWhole) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 1, 2));
+  Key x = MakeKey(1, std::string("x"));
+  ASSERT_TRUE(Incr(s.get(), x, 1).ok());
+  std::vector<Key> keys = {MakeKey(1, std::string("p")), MakeKey(1, std::string("q")), MakeKey(1, std::string("r"))};
+  std::vector<Store::BatchItem> items;
+  for (auto& k : keys) items.push_back({k.ref(), 8});
+  Status st = s->UpdateBatch(items, 1000, [](std::span<NodeRef>, std::span<Commit> c) {
+    for (auto& x : c) x = Commit::kWrite;
+  });
+  EXPECT_EQ(st.code(), Status::Code::kBusy);
+  for (auto& k : keys) EXPECT_TRUE(s->Get(k.ref()).status().IsNotFound());
+  EXPECT_EQ(CountOf(s.get(), x), 1u);
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+}
+
+// ---- iteration
+
+TEST(StoreIteration, ForEachFiltersAndEraseIfErasesOneBiz) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 2, 32, 8));
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "a" + std::to_string(i)), 1).ok());
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(2, "b" + std::to_string(i)), 1).ok());
+  size_t all = 0, biz2 = 0, file1 = 0;
+  std::set<std::string> keys;
+  ASSERT_TRUE(s->ForEach({}, [&](const NodeInfo& n) {
+    ++all;
+    keys.insert(std::to_string(n.biz) + n.key);
+  }).ok());
+  ASSERT_TRUE(s->ForEach({-1, -1, 2}, [&](const NodeInfo& n) {
+    EXPECT_EQ(n.biz, 2);
+    ++biz2;
+  }).ok());
+  ASSERT_TRUE(s->ForEach({1, -1, -1}, [&](const NodeInfo& n) {
+    EXPECT_EQ(n.file, 1u);
+    ++file1;
+  }).ok());
+  EXPECT_EQ(all, 80u);
+  EXPECT_EQ(keys.size(), 80u);
+  EXPECT_EQ(biz2, 30u);
+  EXPECT_GT(file1, 0u);
+  auto erased = s->EraseIf({-1, -1, 2}, nullptr);
+  ASSERT_TRUE(erased.ok());
+  EXPECT_EQ(*erased, 30u);
+  EXPECT_EQ(s->Stats().total.nodes_used, 50u);
+}
+
+TEST(StoreVerify, DetectsAndRepairsADamagedNode) {
+  TempDir d;
+  Key k = MakeKey(1, std::string("dmg"));
+  uint32_t keynode = 0, slot = 0;
+  {
+    auto s = MustOpen(Opts(d.path(), 1, 16, 4));
+    ASSERT_TRUE(Incr(s.get(), k, 1).ok());
+    auto info = s->Get(k.ref());
+    keynode = info->keynode;
+    slot = info->slot;
+  }
+  store::FileLayout l = store::LayoutFor({1, 16, 4});
+  uint8_t span = 9;  // out of range
+  PatchFile(d / "frs.0.store", l.chains_offset + (keynode * 4 + slot) * 64 + offsetof(store::NodeHeader, span), &span, 1);
+  auto s = MustOpen(Opts(d.path(), 1, 16, 4));
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  ASSERT_FALSE(v->problems.empty());
+  EXPECT_NE(v->problems[0].find("keynode " + std::to_string(keynode) + " slot " + std::to_string(slot)),
+            std::string::npos)
+      << v->problems[0];
+  v = s->Verify(true);
+  ASSERT_TRUE(v.ok());
+  EXPECT_FALSE(v->repairs.empty());
+  v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+}
+
+}  // namespace
+}  // namespace frs
