@@ -51,6 +51,14 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path + ": fstat", errno);
+  // A creator that has opened the file but not yet taken its lock leaves it
+  // empty for an instant; wait for it rather than call the file damaged.
+  for (int i = 0; st.st_size == 0 && !f->created_ && i < 100; ++i) {
+    ::flock(fd.get(), LOCK_UN);
+    ::usleep(10 * 1000);
+    if (::flock(fd.get(), LOCK_SH) != 0) return Status::FromErrno(path + ": flock", errno);
+    if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path + ": fstat", errno);
+  }
   if (st.st_size == 0) return Status::Corruption(path + ": file is empty");
 
   try {

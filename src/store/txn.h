@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "os/shm_lock.h"
 #include "store/store_impl.h"
 
@@ -117,7 +119,8 @@ class StoreImpl::LockSet {
  private:
   StoreImpl* s_;
   StoreFile* f_;
-  std::vector<uint32_t> held_;
+  // Inline room for the usual one to three chains: no allocation per update.
+  boost::container::small_vector<uint32_t, 4> held_;
 };
 
 }  // namespace frs::store

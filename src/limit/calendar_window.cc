@@ -1,0 +1,96 @@
+#include "limit/calendar_window.h"
+
+namespace frs::limit {
+
+void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start,
+                              int64_t* end) {
+  const int64_t i = interval;
+  const int64_t origin = i % (7 * 86400) == 0 ? 4 * 86400 : 0;  // Monday 1970-01-05
+  const int64_t ls = FloorDiv(tz.ToLocal(t) - origin, i) * i + origin;
+  *start = tz.LocalToUtc(ls);
+  *end = tz.LocalToUtc(ls + i);
+  if (*end > t) return;
+  // t is in the second pass of a repeated local hour: every boundary up to
+  // the end of the repetition happened in the first pass, so t belongs to
+  // the window that ends at the first boundary after the repetition.
+  int64_t at;
+  int32_t offset_before;
+  if (!tz.TransitionAtOrBefore(t, &at, &offset_before)) return;
+  const int64_t le = FloorDiv(at + offset_before - origin + i - 1, i) * i + origin;
+  *start = tz.LocalToUtc(le - i);
+  *end = tz.LocalToUtc(le);
+}
+
+Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const Now& now) {
+  Frame f;
+  f.open = true;
+  WindowOf(*now.tz, spec.interval, now.s, &f.start, &f.end);
+  if (b.start_s != 0 && int64_t{b.start_s} >= f.start) {
+    // The stored window is current, or the clock stepped back out of it: stay in it.
+    if (int64_t{b.start_s} > f.start) WindowOf(*now.tz, spec.interval, b.start_s, &f.start, &f.end);
+    f.count = b.count;
+    f.debt_in = b.debt;
+  } else if (b.start_s != 0 && b.count > 0) {
+    int64_t prev_start, prev_end;
+    WindowOf(*now.tz, spec.interval, b.start_s, &prev_start, &prev_end);
+    if (prev_end == f.start) f.debt_in = DebtOut(spec, b.count, b.debt);
+  }
+  f.next = f.end;
+  f.next_debt = DebtOut(spec, f.count, f.debt_in);
+  if (f.next_debt > 0) {
+    int64_t s2;
+    WindowOf(*now.tz, spec.interval, f.end, &s2, &f.after);
+  }
+  return f;
+}
+
+void CalendarWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n,
+                              RuleResult* out) {
+  CounterBlock b = CounterBlock::Load(block);
+  Frame f = FrameAt(spec, b, now);
+  *out = EvaluateFrame(spec, f, std::max(now.s, f.start), n).r;
+}
+
+void CalendarWindow::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
+  CounterBlock b = CounterBlock::Load(block);
+  Frame f = FrameAt(spec, b, now);
+  if (int64_t{b.start_s} != f.start) {
+    b.start_s = Clamp32(f.start);
+    b.count = 0;
+    b.debt = Clamp32(f.debt_in);
+  }
+  b.count = SatAdd32(b.count, n);
+  b.tag = spec.tag;
+  b.Store(block);
+}
+
+void CalendarWindow::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
+  CounterBlock b = CounterBlock::Load(block);
+  Frame f = FrameAt(spec, b, now);
+  if (int64_t{b.start_s} != f.start) {
+    b.start_s = Clamp32(f.start);
+    b.debt = Clamp32(f.debt_in);
+  }
+  b.count = Clamp32(count);
+  b.tag = spec.tag;
+  b.Store(block);
+}
+
+int64_t CalendarWindow::ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now) {
+  CounterBlock b = CounterBlock::Load(block);
+  if (b.start_s == 0) return 0;
+  int64_t start, end;
+  WindowOf(*now.tz, spec.interval, b.start_s, &start, &end);
+  if (DebtOut(spec, b.count, b.debt) > 0) WindowOf(*now.tz, spec.interval, end, &start, &end);
+  return end;
+}
+
+void CalendarWindow::Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out) {
+  CounterBlock b = CounterBlock::Load(block);
+  Frame f = FrameAt(spec, b, now);
+  Now clamped = now;
+  if (now.s < f.start) clamped = Now{f.start * 1000, f.start, now.tz};
+  ExplainFrame(spec, f, clamped, out);
+}
+
+}  // namespace frs::limit

@@ -1,0 +1,177 @@
+#include "limit/daily_stats.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "os/mapped_file.h"
+
+namespace frs::limit {
+namespace {
+
+constexpr char kMagic[8] = {'F', 'R', 'S', 'S', 'T', 'A', 'T', 'S'};
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kValueMask = (uint64_t{1} << 48) - 1;
+
+uint64_t Fnv1a(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+struct DailyStats::Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint32_t slots;
+  uint32_t days;
+  uint32_t slot_bytes;
+  uint32_t fields;
+  uint64_t checksum;  // of the fields above
+  uint64_t overflow;  // updated atomically
+  uint8_t reserved[16];
+};
+static_assert(sizeof(DailyStats::Header) == 64);
+static_assert(offsetof(DailyStats::Header, checksum) == 32);
+
+struct DailyStats::Slot {
+  uint32_t biz;  // 0: free; claimed by compare-and-swap
+  uint32_t reserved;
+  uint64_t counters[DailyStats::kDays][DailyStats::kFields];
+};
+static_assert(sizeof(DailyStats::Slot) == 8 + 8 * DailyStats::kDays * DailyStats::kFields);
+static_assert(alignof(DailyStats::Slot) == 8);
+
+namespace {
+constexpr uint64_t kFileBytes = sizeof(DailyStats::Header) + uint64_t{DailyStats::kSlots} * sizeof(DailyStats::Slot);
+
+void InitHeader(DailyStats::Header* h) {
+  std::memset(h, 0, sizeof *h);
+  std::memcpy(h->magic, kMagic, sizeof kMagic);
+  h->version = kVersion;
+  h->header_bytes = sizeof(DailyStats::Header);
+  h->slots = DailyStats::kSlots;
+  h->days = DailyStats::kDays;
+  h->slot_bytes = sizeof(DailyStats::Slot);
+  h->fields = DailyStats::kFields;
+  h->checksum = Fnv1a(h, offsetof(DailyStats::Header, checksum));
+}
+}  // namespace
+
+DailyStats::~DailyStats() = default;
+
+DailyStats::Header* DailyStats::header() const { return reinterpret_cast<Header*>(base_); }
+DailyStats::Slot* DailyStats::slot(uint32_t i) const {
+  return reinterpret_cast<Slot*>(base_ + sizeof(Header) + uint64_t{i} * sizeof(Slot));
+}
+
+Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir) {
+  std::unique_ptr<DailyStats> s(new DailyStats());
+  if (dir.empty()) {
+    s->memory_ = std::make_unique<uint64_t[]>(kFileBytes / 8);
+    s->base_ = reinterpret_cast<uint8_t*>(s->memory_.get());
+    InitHeader(s->header());
+    return s;
+  }
+  s->path_ = dir + "/stats.frs";
+  auto f = os::MappedFile::Open(s->path_, os::MappedFile::Mode::kCreateIfMissing, kFileBytes);
+  if (!f.ok()) return f.status();
+  s->file_ = std::move(f.value());
+  s->base_ = s->file_->data();
+  if (s->file_->created()) {
+    InitHeader(s->header());
+    Status st = s->file_->FinishCreate();
+    if (!st.ok()) return st;
+    return s;
+  }
+  if (s->file_->size() < sizeof(Header)) return Status::Corruption(s->path_ + ": shorter than its header");
+  const Header* h = s->header();
+  if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) return Status::Corruption(s->path_ + ": bad magic");
+  if (h->version != kVersion) {
+    return Status::Mismatch(s->path_ + ": format version " + std::to_string(h->version) + ", this build reads " +
+                            std::to_string(kVersion));
+  }
+  if (h->checksum != Fnv1a(h, offsetof(Header, checksum))) return Status::Corruption(s->path_ + ": header checksum");
+  if (h->header_bytes != sizeof(Header) || h->slots != kSlots || h->days != kDays ||
+      h->slot_bytes != sizeof(Slot) || h->fields != kFields) {
+    return Status::Mismatch(s->path_ + ": table layout differs from this build's");
+  }
+  if (s->file_->size() < kFileBytes) return Status::Corruption(s->path_ + ": truncated");
+  return s;
+}
+
+int32_t DailyStats::FindSlot(uint16_t biz) const {
+  uint32_t i = (uint32_t{biz} * 2654435761u) % kSlots;
+  for (uint32_t probe = 0; probe < kSlots; ++probe, i = (i + 1) % kSlots) {
+    uint32_t v = std::atomic_ref<uint32_t>(slot(i)->biz).load(std::memory_order_acquire);
+    if (v == biz) return static_cast<int32_t>(i);
+    if (v == 0) return kNoSlot;
+  }
+  return kNoSlot;
+}
+
+int32_t DailyStats::SlotFor(uint16_t biz) {
+  uint32_t i = (uint32_t{biz} * 2654435761u) % kSlots;
+  for (uint32_t probe = 0; probe < kSlots; ++probe, i = (i + 1) % kSlots) {
+    std::atomic_ref<uint32_t> owner(slot(i)->biz);
+    uint32_t v = owner.load(std::memory_order_acquire);
+    if (v == 0 && owner.compare_exchange_strong(v, biz, std::memory_order_acq_rel)) return static_cast<int32_t>(i);
+    if (v == biz) return static_cast<int32_t>(i);
+  }
+  return kNoSlot;
+}
+
+void DailyStats::Add(int32_t slot_index, uint32_t day, const uint64_t (&delta)[kFields]) {
+  if (slot_index == kNoSlot) {
+    std::atomic_ref<uint64_t>(header()->overflow).fetch_add(delta[kRequests], std::memory_order_relaxed);
+    return;
+  }
+  const uint64_t tag = uint64_t{day & 0xffff} << 48;
+  uint64_t* counters = slot(static_cast<uint32_t>(slot_index))->counters[day % kDays];
+  for (uint32_t f = 0; f < kFields; ++f) {
+    if (delta[f] == 0) continue;
+    std::atomic_ref<uint64_t> c(counters[f]);
+    uint64_t old = c.load(std::memory_order_relaxed);
+    uint64_t next;
+    do {
+      if ((old & ~kValueMask) == tag) next = tag | std::min(kValueMask, (old & kValueMask) + delta[f]);
+      else next = tag | std::min(kValueMask, delta[f]);  // a new day starts this counter over
+    } while (!c.compare_exchange_weak(old, next, std::memory_order_relaxed));
+  }
+}
+
+std::vector<BizStatsDay> DailyStats::Days(uint16_t biz, uint32_t today) const {
+  std::vector<BizStatsDay> out;
+  int32_t i = FindSlot(biz);
+  if (i == kNoSlot) return out;
+  const Slot* s = slot(static_cast<uint32_t>(i));
+  for (uint32_t d = 0; d < kDays; ++d) {
+    uint64_t words[kFields];
+    uint32_t day = 0;
+    for (uint32_t f = 0; f < kFields; ++f) {
+      words[f] = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(s->counters[d][f])).load(std::memory_order_relaxed);
+      if (words[f] != 0) day = std::max<uint32_t>(day, static_cast<uint32_t>(words[f] >> 48));
+    }
+    // Days are kept in 16 bits: compare relative to today.
+    uint32_t age = (today - day) & 0xffff;
+    if (day == 0 || age >= kDays) continue;
+    BizStatsDay e;
+    e.day = today - age;
+    uint64_t* fields[kFields] = {&e.requests, &e.allowed, &e.denied, &e.new_keys};
+    for (uint32_t f = 0; f < kFields; ++f) {
+      if ((words[f] >> 48) == day) *fields[f] = words[f] & kValueMask;
+    }
+    out.push_back(e);
+  }
+  std::sort(out.begin(), out.end(), [](const BizStatsDay& a, const BizStatsDay& b) { return a.day > b.day; });
+  return out;
+}
+
+uint64_t DailyStats::overflow() const {
+  return std::atomic_ref<uint64_t>(header()->overflow).load(std::memory_order_relaxed);
+}
+
+}  // namespace frs::limit

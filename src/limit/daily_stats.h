@@ -1,0 +1,69 @@
+// limit/daily_stats.h: per-biz counters of the last days, in a small mmap file.
+//
+// `stats.frs` in the store directory: a 64-byte header (magic, version, the
+// layout's sizes and a checksum over them: a file of another layout is
+// refused, never reinterpreted), then an open-addressed table of kSlots
+// slots keyed by biz id. A slot holds kDays day entries (a ring indexed by
+// day % kDays) of four counters: requests, allowed, denied, new keys.
+//
+// Every counter word carries its day in its top 16 bits and its value in the
+// low 48, and is updated by a compare-and-swap that restarts it at the new
+// day: no lock, no reset step a dying process could leave half done, and a
+// counter never mixes two days. Any number of processes may update one file.
+//
+// Thread safety: all methods are safe from any thread and process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frs/engine.h"
+#include "frs/status.h"
+
+namespace frs::os {
+class MappedFile;
+}
+
+namespace frs::limit {
+
+class DailyStats {
+ public:
+  static constexpr uint32_t kSlots = 4096;
+  static constexpr uint32_t kDays = 8;
+  static constexpr int32_t kNoSlot = -1;
+  enum Field : uint32_t { kRequests = 0, kAllowed, kDenied, kNewKeys, kFields };
+
+  // Opens (creating when missing) `dir`/stats.frs; an empty dir keeps the
+  // counters in memory only.
+  static Result<std::unique_ptr<DailyStats>> Open(const std::string& dir);
+  ~DailyStats();
+
+  // The slot of `biz`, claimed on first use; kNoSlot when the table is full
+  // (then the biz is counted in overflow()).
+  int32_t SlotFor(uint16_t biz);
+  // Adds to the counters of `day` (days since 1970-01-01, local).
+  void Add(int32_t slot, uint32_t day, const uint64_t (&delta)[kFields]);
+  // The days of `biz` newer than today - kDays, newest first.
+  std::vector<BizStatsDay> Days(uint16_t biz, uint32_t today) const;
+  uint64_t overflow() const;
+  const std::string& path() const { return path_; }
+
+  // The file layout (defined, with static_asserts, in daily_stats.cc).
+  struct Header;
+  struct Slot;
+
+ private:
+  DailyStats() = default;
+  Header* header() const;
+  Slot* slot(uint32_t i) const;
+  int32_t FindSlot(uint16_t biz) const;
+
+  std::unique_ptr<os::MappedFile> file_;
+  std::unique_ptr<uint64_t[]> memory_;
+  uint8_t* base_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace frs::limit

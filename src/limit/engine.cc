@@ -1,0 +1,461 @@
+#include <algorithm>
+#include <cstring>
+
+#include "limit/engine_impl.h"
+
+namespace frs {
+
+const char* CmdName(Cmd c) {
+  switch (c) {
+    case Cmd::kQuery: return "query";
+    case Cmd::kUpdate: return "update";
+    case Cmd::kAcquire: return "acquire";
+    case Cmd::kGet: return "get";
+    case Cmd::kSet: return "set";
+    case Cmd::kDelete: return "delete";
+    case Cmd::kReset: return "reset";
+    case Cmd::kStats: return "stats";
+  }
+  return "?";
+}
+
+const char* AlgoName(Algo a) {
+  switch (a) {
+    case Algo::kFixed: return "fixed";
+    case Algo::kCalendar: return "calendar";
+    case Algo::kSliding: return "sliding";
+    case Algo::kTokenBucket: return "token_bucket";
+  }
+  return "?";
+}
+
+const char* ModeName(Mode m) {
+  switch (m) {
+    case Mode::kEnforce: return "enforce";
+    case Mode::kShadow: return "shadow";
+    case Mode::kOff: return "off";
+  }
+  return "?";
+}
+
+bool ParseCmd(std::string_view s, Cmd* out) {
+  for (Cmd c : {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet, Cmd::kSet, Cmd::kDelete, Cmd::kReset,
+                Cmd::kStats}) {
+    if (s == CmdName(c)) {
+      *out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& opts) {
+  if (opts.store == nullptr) return Status::InvalidArgument("the engine needs a store");
+  auto tz = limit::TimeZone::Load(opts.timezone);
+  if (!tz.ok()) return tz.status();
+  auto map = limit::LoadMapFile(opts.map_path);
+  if (!map.ok()) return map.status();
+  auto stats = limit::DailyStats::Open(opts.stats_dir);
+  if (!stats.ok()) return stats.status();
+  auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(stats.value()));
+  Status s = engine->Install(std::move(map.value()));
+  if (!s.ok()) return s;
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+}  // namespace frs
+
+namespace frs::limit {
+namespace {
+
+std::atomic<uint64_t> next_engine_id{1};
+
+struct MapCache {
+  uint64_t engine = 0;
+  uint64_t generation = 0;
+  std::shared_ptr<const Map> map;
+};
+thread_local MapCache tls_map;
+
+struct DayCache {
+  uint64_t engine = 0;
+  int64_t from_s = 0, until_s = 0;
+  uint32_t day = 0;
+};
+thread_local DayCache tls_day;
+
+Decision Error(int code, std::string msg) {
+  Decision d;
+  d.code = code;
+  d.allowed = false;
+  d.msg = std::move(msg);
+  return d;
+}
+
+bool CountsUses(Cmd c) { return c == Cmd::kQuery || c == Cmd::kUpdate || c == Cmd::kAcquire; }
+
+}  // namespace
+
+const Biz* Map::Find(std::string_view biz) const {
+  if (!biz.empty() && biz.size() <= 5 && std::all_of(biz.begin(), biz.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    uint32_t id = 0;
+    for (char c : biz) id = id * 10 + static_cast<uint32_t>(c - '0');
+    return id <= 65535 ? FindId(static_cast<uint16_t>(id)) : nullptr;
+  }
+  auto it = by_name.find(biz);
+  return it == by_name.end() ? nullptr : &bizzes[it->second];
+}
+
+EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz,
+                       std::unique_ptr<limit::DailyStats> stats)
+    : id_(next_engine_id.fetch_add(1)),
+      store_(opts.store),
+      clock_(opts.clock ? opts.clock : SystemClock::Default()),
+      tz_(std::move(tz)),
+      stats_(std::move(stats)),
+      map_path_(opts.map_path) {}
+
+EngineImpl::~EngineImpl() = default;
+
+Status EngineImpl::Install(MapConfig config) {
+  auto map = std::make_shared<Map>();
+  map->by_id.assign(65536, -1);
+  std::vector<bool> live(65536, false);
+  for (BizConfig& cfg : config.bizzes) {
+    Biz b;
+    b.stats_slot = stats_->SlotFor(cfg.id);
+    b.cfg = cfg;
+    map->by_id[cfg.id] = static_cast<int32_t>(map->bizzes.size());
+    map->by_name.emplace(cfg.name, static_cast<uint32_t>(map->bizzes.size()));
+    live[cfg.id] = true;
+    map->bizzes.push_back(std::move(b));
+  }
+  map->config = std::move(config);
+  // Nodes of a biz the new map lacks become stale: eviction reclaims them.
+  store_->SetLiveBizzes(std::move(live));
+  std::lock_guard<std::mutex> lock(mu_);
+  map_ = std::move(map);
+  generation_.fetch_add(1, std::memory_order_release);
+  return Status::OK();
+}
+
+std::shared_ptr<const Map> EngineImpl::SharedMap() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_;
+}
+
+const Map& EngineImpl::CurrentMap() const {
+  MapCache& c = tls_map;
+  if (c.engine != id_ || c.generation != generation_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    c.map = map_;
+    c.generation = generation_.load(std::memory_order_relaxed);
+    c.engine = id_;
+  }
+  return *c.map;
+}
+
+uint32_t EngineImpl::Today(int64_t now_s) const {
+  DayCache& c = tls_day;
+  if (c.engine != id_ || now_s < c.from_s || now_s >= c.until_s) {
+    int64_t day = tz_->LocalDay(now_s);
+    c.engine = id_;
+    c.day = static_cast<uint32_t>(std::max<int64_t>(day, 0));
+    c.from_s = tz_->DayStart(day);
+    c.until_s = tz_->DayStart(day + 1);
+  }
+  return c.day;
+}
+
+void EngineImpl::Count(const Biz& biz, const Decision& d, bool created, int64_t now_s) {
+  // Shadow mode counts what enforce would have denied as denied.
+  const bool allowed = d.code == 0 && d.allowed && !d.would_deny;
+  uint64_t delta[limit::DailyStats::kFields] = {1, allowed ? 1u : 0u, allowed ? 0u : 1u, created ? 1u : 0u};
+  stats_->Add(biz.stats_slot, Today(now_s), delta);
+}
+
+Status EngineImpl::RunOp(const Biz& biz, std::string_view key, NodeOp* op, UpdateResult* result) {
+  const KeyRef ref{biz.cfg.id, FingerprintOf(biz.cfg.id, key), key, static_cast<uint8_t>(key.size())};
+  const uint32_t now_s = Clamp32(op->now.s);
+  uint32_t bytes = biz.cfg.state_bytes;
+  auto fn = [op](NodeRef& node) { return op->Apply(node); };
+  Status s = store_->Update(ref, bytes, now_s, fn, result);
+  if (s.ok() && op->need_bytes > bytes) {
+    bytes = op->need_bytes;
+    s = store_->Update(ref, bytes, now_s, fn, result);
+  }
+  return s;
+}
+
+Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {
+  Decision d;
+  d.nrules = biz.cfg.nrules;
+  for (uint32_t i = 0; i < biz.cfg.nrules; ++i) {
+    const RuleSpec& spec = biz.cfg.rules[i];
+    RuleResult& r = d.rules[i];
+    r.algo = spec.algo;
+    r.interval = spec.interval;
+    r.limit = spec.algo == Algo::kTokenBucket ? spec.burst : spec.max;
+    r.remaining = r.limit;
+    r.reset = now.s;
+  }
+  Summarize(&d, false);
+  return d;
+}
+
+Decision EngineImpl::Execute(const Request& req) {
+  if (req.cmd == Cmd::kStats) return Decision{};
+  const Map& map = CurrentMap();
+  const Biz* biz = map.Find(req.biz);
+  if (biz == nullptr) return Error(404, "unknown biz '" + std::string(req.biz) + "'");
+  if (req.cmd == Cmd::kReset) {
+    Store::Filter filter;
+    filter.biz = biz->cfg.id;
+    auto erased = store_->EraseIf(filter, [](const NodeInfo&) { return true; });
+    if (!erased.ok()) return Error(503, erased.status().message());
+    Decision d;
+    d.erased = erased.value();
+    return d;
+  }
+  if (std::string why = ValidateKeyBytes(req.key); !why.empty()) return Error(400, "bad key: " + why);
+  if (CountsUses(req.cmd) && (req.n < 1 || req.n > kMaxUses)) {
+    return Error(400, "n must be 1..2147483647, not " + std::to_string(req.n));
+  }
+  if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
+    return Error(400, "count must be 0..2147483647, not " + std::to_string(req.count));
+  }
+  const Now now = NowAt();
+  if (req.cmd == Cmd::kDelete) {
+    Status s = store_->Erase(KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, req.key), req.key,
+                                    static_cast<uint8_t>(req.key.size())});
+    Decision d;
+    if (s.ok()) d.found = true;
+    else if (!s.IsNotFound()) return Error(503, s.message());
+    return d;
+  }
+  if (biz->cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
+    Decision d = AnswerOff(*biz, now);
+    Count(*biz, d, false, now.s);
+    return d;
+  }
+  Decision d;
+  NodeOp op;
+  op.biz = &biz->cfg;
+  op.cmd = req.cmd;
+  op.n = CountsUses(req.cmd) || req.cmd == Cmd::kGet ? std::clamp<int64_t>(req.n, 1, kMaxUses) : 1;
+  op.count = req.count;
+  op.now = now;
+  op.d = &d;
+  UpdateResult result;
+  Status s = RunOp(*biz, req.key, &op, &result);
+  if (!s.ok()) return Error(503, s.message());
+  d.shadow = biz->cfg.mode == Mode::kShadow;
+  if (CountsUses(req.cmd)) Count(*biz, d, result.created, now.s);
+  return d;
+}
+
+bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) {
+  if (out.size() < reqs.size()) return false;
+  // A copy of the map pointer: Execute's per-thread cache may move on if a
+  // reload lands in the middle of the batch.
+  std::shared_ptr<const Map> map = SharedMap();
+  std::vector<size_t> acquires;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i].cmd == Cmd::kAcquire) acquires.push_back(i);
+  }
+  // The acquires are judged together, where the first of them stands.
+  bool acquired = false;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i].cmd != Cmd::kAcquire) {
+      out[i] = Execute(reqs[i]);
+    } else if (!acquired) {
+      ExecuteAcquires(*map, reqs, out, acquires);
+      acquired = true;
+    }
+  }
+  bool all = true;
+  for (size_t i = 0; i < reqs.size(); ++i) all = all && out[i].code == 0 && out[i].allowed;
+  return all;
+}
+
+void EngineImpl::ExecuteAcquires(const Map& map, std::span<const Request> reqs, std::span<Decision> out,
+                                 const std::vector<size_t>& members) {
+  if (members.size() > Store::kMaxBatch) {
+    for (size_t i : members) {
+      out[i] = Error(400, "a batch holds at most " + std::to_string(Store::kMaxBatch) + " acquires");
+    }
+    return;
+  }
+  const Now now = NowAt();
+  struct Member {
+    size_t req;
+    const Biz* biz;
+    int item;  // into items, -1 for mode off
+  };
+  std::vector<Member> ms;
+  std::vector<Store::BatchItem> items;
+  std::vector<const Member*> item_member;
+  bool valid = true;
+  ms.reserve(members.size());
+  for (size_t i : members) {
+    const Request& req = reqs[i];
+    const Biz* biz = map.Find(req.biz);
+    if (biz == nullptr) {
+      out[i] = Error(404, "unknown biz '" + std::string(req.biz) + "'");
+      valid = false;
+      continue;
+    }
+    if (std::string why = ValidateKeyBytes(req.key); !why.empty()) {
+      out[i] = Error(400, "bad key: " + why);
+      valid = false;
+      continue;
+    }
+    if (req.n < 1 || req.n > kMaxUses) {
+      out[i] = Error(400, "n must be 1..2147483647, not " + std::to_string(req.n));
+      valid = false;
+      continue;
+    }
+    out[i] = Decision{};
+    Member m{i, biz, -1};
+    if (biz->cfg.mode != Mode::kOff) {
+      m.item = static_cast<int>(items.size());
+      items.push_back(Store::BatchItem{
+          KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size())},
+          biz->cfg.state_bytes});
+    } else {
+      out[i] = AnswerOff(*biz, now);
+    }
+    ms.push_back(m);
+  }
+  for (const Member& m : ms) {
+    if (m.item >= 0) item_member.push_back(&m);
+  }
+
+  std::vector<uint32_t> need(items.size(), 0);
+  std::vector<UpdateResult> results;
+  auto fn = [&](std::span<NodeRef> nodes, std::span<Commit> commits) {
+    std::fill(commits.begin(), commits.end(), Commit::kNone);
+    std::fill(need.begin(), need.end(), 0);
+    // Members naming one node share its buffer: adopt the layout once.
+    auto first_with = [&](size_t k) {
+      for (size_t j = 0; j < k; ++j) {
+        if (nodes[j].state == nodes[k].state) return false;
+      }
+      return true;
+    };
+    bool short_read = false;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      if (first_with(k) && !AdoptLayout(item_member[k]->biz->cfg, nodes[k], now, &need[k])) short_read = true;
+    }
+    if (short_read) return;
+    std::vector<std::vector<uint8_t>> backup(nodes.size());
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      if (first_with(k)) backup[k].assign(nodes[k].state, nodes[k].state + nodes[k].state_bytes);
+    }
+    bool all = valid;
+    for (size_t k = 0; all && k < nodes.size(); ++k) {
+      const BizConfig& cfg = item_member[k]->biz->cfg;
+      const bool enforce = cfg.mode == Mode::kEnforce;
+      Decision& d = out[item_member[k]->req];
+      const int64_t n = reqs[item_member[k]->req].n;
+      d.found = nodes[k].exists;
+      EvaluateRules(cfg, nodes[k].state, now, n, &d);
+      Summarize(&d, enforce);
+      if (!d.allowed) {
+        all = false;
+        break;
+      }
+      RecordRules(cfg, nodes[k].state, now, n, &d);
+      Summarize(&d, enforce);
+    }
+    if (all) {
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        commits[k] = Commit::kWrite;
+        nodes[k].expire_s = NodeExpireS(item_member[k]->biz->cfg, nodes[k].state, now);
+      }
+      return;
+    }
+    // Nothing is recorded: put the states back and report each member as it stands.
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      if (!backup[k].empty()) std::memcpy(nodes[k].state, backup[k].data(), backup[k].size());
+    }
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const BizConfig& cfg = item_member[k]->biz->cfg;
+      Decision& d = out[item_member[k]->req];
+      d.found = nodes[k].exists;
+      EvaluateRules(cfg, nodes[k].state, now, reqs[item_member[k]->req].n, &d);
+      Summarize(&d, cfg.mode == Mode::kEnforce);
+      d.allowed = false;
+    }
+  };
+
+  Status s = Status::OK();
+  if (!items.empty()) {
+    s = store_->UpdateBatch(items, Clamp32(now.s), fn, &results);
+    bool again = false;
+    for (size_t k = 0; s.ok() && k < items.size(); ++k) {
+      if (need[k] > items[k].state_bytes) {
+        items[k].state_bytes = need[k];
+        again = true;
+      }
+    }
+    if (again) s = store_->UpdateBatch(items, Clamp32(now.s), fn, &results);
+  }
+  for (const Member& m : ms) {
+    Decision& d = out[m.req];
+    if (!s.ok() && m.item >= 0) {
+      d = Error(503, s.message());
+      continue;
+    }
+    if (!s.ok()) d.allowed = false;
+    d.shadow = m.biz->cfg.mode == Mode::kShadow;
+    bool created = m.item >= 0 && static_cast<size_t>(m.item) < results.size() && results[m.item].created;
+    Count(*m.biz, d, created, now.s);
+  }
+}
+
+Status EngineImpl::Reload(const std::string& path) {
+  std::string p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p = path.empty() ? map_path_ : path;
+  }
+  auto config = LoadMapFile(p);
+  if (!config.ok()) return config.status();
+  Status s = Install(std::move(config.value()));
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  map_path_ = p;
+  return Status::OK();
+}
+
+std::vector<BizStats> EngineImpl::DailyStats() const {
+  std::shared_ptr<const Map> map = SharedMap();
+  const uint32_t today = Today(NowAt().s);
+  std::vector<BizStats> out;
+  out.reserve(map->bizzes.size());
+  for (const Biz& b : map->bizzes) {
+    BizStats s;
+    s.id = b.cfg.id;
+    s.name = b.cfg.name;
+    s.days = stats_->Days(b.cfg.id, today);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<uint16_t> EngineImpl::ResolveBiz(std::string_view biz) const {
+  std::shared_ptr<const Map> map = SharedMap();
+  const Biz* b = map->Find(biz);
+  if (b == nullptr) return Status::NotFound("unknown biz '" + std::string(biz) + "'");
+  return b->cfg.id;
+}
+
+std::vector<std::pair<uint16_t, std::string>> EngineImpl::Bizzes() const {
+  std::shared_ptr<const Map> map = SharedMap();
+  std::vector<std::pair<uint16_t, std::string>> out;
+  for (const Biz& b : map->bizzes) out.emplace_back(b.cfg.id, b.cfg.name);
+  return out;
+}
+
+}  // namespace frs::limit

@@ -1,0 +1,94 @@
+// limit/engine_impl.h: the Engine behind frs/engine.h.
+//
+// The map (bizzes by name and id) is an immutable object swapped on reload.
+// Readers reach it through a per-thread cache checked against a generation
+// counter, so the hot path takes no lock and touches no shared refcount;
+// only the first call after a reload copies the new shared_ptr under the
+// mutex.
+//
+// Thread safety: as frs/engine.h says; `mu_` guards `map_`.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "frs/engine.h"
+#include "limit/daily_stats.h"
+#include "limit/map_config.h"
+#include "limit/node_op.h"
+#include "limit/time_zone.h"
+
+namespace frs::limit {
+
+struct Biz {
+  BizConfig cfg;
+  int32_t stats_slot = DailyStats::kNoSlot;
+};
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+struct Map {
+  MapConfig config;
+  std::vector<Biz> bizzes;
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> by_name;
+  std::vector<int32_t> by_id;  // 65536 entries: index into bizzes, or -1
+
+  // A name, or a numeric id (names are never all digits).
+  const Biz* Find(std::string_view biz) const;
+  const Biz* FindId(uint16_t id) const { return by_id[id] < 0 ? nullptr : &bizzes[by_id[id]]; }
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz, std::unique_ptr<limit::DailyStats> stats);
+  ~EngineImpl() override;
+
+  Status Install(MapConfig config);
+
+  Decision Execute(const Request& req) override;
+  bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) override;
+  Status Reload(const std::string& path) override;
+  std::vector<BizStats> DailyStats() const override;
+  Result<uint16_t> ResolveBiz(std::string_view biz) const override;
+  std::vector<std::pair<uint16_t, std::string>> Bizzes() const override;
+  Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
+  Result<NodeView> View(const NodeInfo& node) const override;
+  Result<std::string> ExportNode(const NodeInfo& node) const override;
+  Status ImportNode(std::string_view json_line) override;
+  Store* store() override { return store_; }
+  const Clock* clock() const override { return clock_; }
+
+ private:
+  const Map& CurrentMap() const;
+  std::shared_ptr<const Map> SharedMap() const;
+  Now NowAt() const { return Now::At(clock_->NowMs(), tz_.get()); }
+  uint32_t Today(int64_t now_s) const;
+  void Count(const Biz& biz, const Decision& d, bool created, int64_t now_s);
+  // Runs op against the store, retrying once with the node's full state
+  // when its layout must shrink (see AdoptLayout).
+  Status RunOp(const Biz& biz, std::string_view key, NodeOp* op, UpdateResult* result);
+  Decision AnswerOff(const Biz& biz, const Now& now) const;
+  void ExecuteAcquires(const Map& map, std::span<const Request> reqs, std::span<Decision> out,
+                       const std::vector<size_t>& members);
+
+  const uint64_t id_;  // tells this engine's entries in per-thread caches apart
+  Store* const store_;
+  const Clock* const clock_;
+  const std::shared_ptr<const TimeZone> tz_;
+  const std::unique_ptr<limit::DailyStats> stats_;
+  std::string map_path_;  // GUARDED_BY(mu_)
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const Map> map_;  // GUARDED_BY(mu_)
+  std::atomic<uint64_t> generation_{0};
+};
+
+}  // namespace frs::limit

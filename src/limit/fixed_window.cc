@@ -1,0 +1,76 @@
+#include "limit/fixed_window.h"
+
+namespace frs::limit {
+
+Frame FixedWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, int64_t now_s) {
+  // A clock that stepped back before the window's start stays in that window.
+  const int64_t t = std::max<int64_t>(now_s, b.start_s);
+  const int64_t interval = spec.interval;
+  Frame f;
+  if (b.start_s != 0 && t < int64_t{b.start_s} + interval) {
+    f.open = true;
+    f.start = b.start_s;
+    f.end = f.start + interval;
+    f.count = b.count;
+    f.debt_in = b.debt;
+    f.next = f.end;
+    f.next_debt = DebtOut(spec, f.count, f.debt_in);
+    // Unused for a whole interval after it ends, the next window owes nothing.
+    f.after = f.next_debt > 0 ? f.end + interval : 0;
+    return f;
+  }
+  f.start = t;
+  f.end = t + interval;
+  if (b.start_s != 0 && t < int64_t{b.start_s} + 2 * interval) {
+    f.debt_in = DebtOut(spec, b.count, b.debt);
+    if (f.debt_in > 0) f.next = int64_t{b.start_s} + 2 * interval;
+  }
+  return f;
+}
+
+void FixedWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n,
+                           RuleResult* out) {
+  CounterBlock b = CounterBlock::Load(block);
+  *out = EvaluateFrame(spec, FrameAt(spec, b, now.s), std::max<int64_t>(now.s, b.start_s), n).r;
+}
+
+void FixedWindow::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
+  CounterBlock b = CounterBlock::Load(block);
+  Frame f = FrameAt(spec, b, now.s);
+  if (!f.open) {
+    b.start_s = Clamp32(f.start);
+    b.count = 0;
+    b.debt = Clamp32(f.debt_in);
+  }
+  b.count = SatAdd32(b.count, n);
+  b.tag = spec.tag;
+  b.Store(block);
+}
+
+void FixedWindow::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
+  CounterBlock b = CounterBlock::Load(block);
+  Frame f = FrameAt(spec, b, now.s);
+  if (!f.open) {
+    b.start_s = Clamp32(f.start);
+    b.debt = Clamp32(f.debt_in);
+  }
+  b.count = Clamp32(count);
+  b.tag = spec.tag;
+  b.Store(block);
+}
+
+int64_t FixedWindow::ExpireS(const RuleSpec& spec, const uint8_t* block) {
+  CounterBlock b = CounterBlock::Load(block);
+  if (b.start_s == 0) return 0;
+  int64_t end = int64_t{b.start_s} + spec.interval;
+  return DebtOut(spec, b.count, b.debt) > 0 ? end + spec.interval : end;
+}
+
+void FixedWindow::Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out) {
+  CounterBlock b = CounterBlock::Load(block);
+  Now clamped = now;
+  if (clamped.s < int64_t{b.start_s}) clamped = Now{int64_t{b.start_s} * 1000, b.start_s, now.tz};
+  ExplainFrame(spec, FrameAt(spec, b, now.s), clamped, out);
+}
+
+}  // namespace frs::limit

@@ -1,0 +1,281 @@
+#include "limit/map_config.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <pugixml.hpp>
+#include <unordered_map>
+
+#include "os/unique_fd.h"
+
+namespace frs::limit {
+namespace {
+
+constexpr size_t kMaxMapBytes = 16u << 20;
+
+// Maps byte offsets of the text to 1-based line numbers.
+class Lines {
+ public:
+  explicit Lines(std::string_view text) {
+    starts_.push_back(0);
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '\n') starts_.push_back(i + 1);
+    }
+  }
+  int LineOf(ptrdiff_t offset) const {
+    if (offset < 0) return 0;
+    auto it = std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset));
+    return static_cast<int>(it - starts_.begin());
+  }
+
+ private:
+  std::vector<size_t> starts_;
+};
+
+bool ParseUint(std::string_view s, uint64_t max, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > max) return false;
+  *out = v;
+  return true;
+}
+
+class Parser {
+ public:
+  Parser(std::string_view text, const std::string& path) : text_(text), path_(path), lines_(text) {}
+
+  Result<MapConfig> Run() {
+    pugi::xml_document doc;
+    pugi::xml_parse_result pr = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
+    if (!pr) return Fail(lines_.LineOf(pr.offset), std::string("malformed XML: ") + pr.description());
+    pugi::xml_node root = doc.document_element();
+    if (!root) return Fail(1, "no <map> element");
+    if (std::string_view(root.name()) != "map") {
+      return Fail(LineOf(root), "the root element is <" + std::string(root.name()) + ">, expected <map>");
+    }
+    if (pugi::xml_attribute a = root.first_attribute()) {
+      return Fail(LineOf(root), "<map>: unknown attribute '" + std::string(a.name()) + "'");
+    }
+    MapConfig map;
+    map.path = path_;
+    std::unordered_map<uint16_t, int> id_line;
+    std::unordered_map<std::string, int> name_line;
+    for (pugi::xml_node n : root.children()) {
+      Status s = CheckElement(n, "biz", "<map>");
+      if (!s.ok()) return s;
+      BizConfig biz;
+      s = ParseBiz(n, &biz);
+      if (!s.ok()) return s;
+      if (auto it = id_line.find(biz.id); it != id_line.end()) {
+        return Fail(biz.line, "duplicate biz id " + std::to_string(biz.id) + " (first used at line " +
+                                  std::to_string(it->second) + ")");
+      }
+      if (auto it = name_line.find(biz.name); it != name_line.end()) {
+        return Fail(biz.line, "duplicate biz name '" + biz.name + "' (first used at line " +
+                                  std::to_string(it->second) + ")");
+      }
+      id_line[biz.id] = biz.line;
+      name_line[biz.name] = biz.line;
+      map.bizzes.push_back(std::move(biz));
+    }
+    return map;
+  }
+
+ private:
+  int LineOf(const pugi::xml_node& n) const { return lines_.LineOf(n.offset_debug()); }
+
+  Status Fail(int line, const std::string& msg) const {
+    return Status::InvalidArgument(path_ + ":" + std::to_string(line) + ": " + msg);
+  }
+
+  Status CheckElement(const pugi::xml_node& n, const char* want, const char* parent) const {
+    if (n.type() == pugi::node_element && std::string_view(n.name()) == want) return Status::OK();
+    if (n.type() == pugi::node_element) {
+      return Fail(LineOf(n), "unexpected element <" + std::string(n.name()) + "> in " + parent +
+                                 " (expected <" + want + ">)");
+    }
+    if (n.type() == pugi::node_pcdata || n.type() == pugi::node_cdata) {
+      return Fail(LineOf(n), std::string("unexpected text in ") + parent);
+    }
+    return Fail(LineOf(n), std::string("unexpected node in ") + parent);
+  }
+
+  Status ParseBiz(const pugi::xml_node& n, BizConfig* biz) {
+    biz->line = LineOf(n);
+    bool have_id = false, have_name = false;
+    for (pugi::xml_attribute a : n.attributes()) {
+      std::string_view name = a.name(), value = a.value();
+      if (name == "id") {
+        uint64_t v;
+        if (!ParseUint(value, 65535, &v) || v == 0) {
+          return Fail(biz->line, "biz id '" + std::string(value) + "' is out of range (1..65535)");
+        }
+        biz->id = static_cast<uint16_t>(v);
+        have_id = true;
+      } else if (name == "name") {
+        if (!ValidBizName(value)) {
+          return Fail(biz->line, "biz name '" + std::string(value) +
+                                     "' is invalid (1..64 of letters, digits, '_', '.', '-', not only digits)");
+        }
+        biz->name = std::string(value);
+        have_name = true;
+      } else if (name == "mode") {
+        if (!ParseMode(value, &biz->mode)) {
+          return Fail(biz->line, "unknown mode '" + std::string(value) + "' (enforce, shadow or off)");
+        }
+      } else {
+        return Fail(biz->line, "<biz>: unknown attribute '" + std::string(name) + "'");
+      }
+    }
+    if (!have_id) return Fail(biz->line, "<biz>: missing attribute 'id'");
+    if (!have_name) return Fail(biz->line, "<biz id=\"" + std::to_string(biz->id) + "\">: missing attribute 'name'");
+    const std::string who = "biz '" + biz->name + "'";
+    for (pugi::xml_node r : n.children()) {
+      Status s = CheckElement(r, "rule", ("<biz name=\"" + biz->name + "\">").c_str());
+      if (!s.ok()) return s;
+      if (biz->nrules == kMaxRulesPerBiz) {
+        return Fail(LineOf(r), who + " has more than " + std::to_string(kMaxRulesPerBiz) +
+                                   " rules (a node holds at most " + std::to_string(kMaxRulesPerBiz) + ")");
+      }
+      RuleSpec& spec = biz->rules[biz->nrules];
+      s = ParseRule(r, &spec);
+      if (!s.ok()) return s;
+      spec.offset = biz->state_bytes;
+      biz->state_bytes += spec.bytes;
+      ++biz->nrules;
+    }
+    if (biz->nrules == 0) return Fail(biz->line, who + " has no <rule>");
+    if (biz->state_bytes > kMaxStateBytes) {
+      return Fail(biz->line, who + ": its rules need " + std::to_string(biz->state_bytes) +
+                                 " state bytes, more than a node holds (" + std::to_string(kMaxStateBytes) + ")");
+    }
+    return Status::OK();
+  }
+
+  Status ParseRule(const pugi::xml_node& n, RuleSpec* spec) {
+    spec->line = LineOf(n);
+    bool have_interval = false, have_max = false, have_burst = false, have_borrow = false;
+    uint64_t v;
+    for (pugi::xml_attribute a : n.attributes()) {
+      std::string_view name = a.name(), value = a.value();
+      if (name == "algo") {
+        if (!ParseAlgo(value, &spec->algo)) {
+          return Fail(spec->line, "unknown algo '" + std::string(value) +
+                                      "' (fixed, calendar, sliding or token_bucket)");
+        }
+      } else if (name == "interval") {
+        if (!ParseUint(value, kMaxInterval, &v) || v == 0) {
+          return Fail(spec->line, "rule interval '" + std::string(value) + "' is out of range (1..31536000 s)");
+        }
+        spec->interval = static_cast<uint32_t>(v);
+        have_interval = true;
+      } else if (name == "max" || name == "burst") {
+        if (!ParseUint(value, kMaxUses, &v) || v == 0) {
+          return Fail(spec->line, "rule " + std::string(name) + " '" + std::string(value) +
+                                      "' is out of range (1..2147483647)");
+        }
+        (name == "max" ? spec->max : spec->burst) = static_cast<int64_t>(v);
+        (name == "max" ? have_max : have_burst) = true;
+      } else if (name == "borrow") {
+        if (!ParseUint(value, kMaxUses, &v)) {
+          return Fail(spec->line, "rule borrow '" + std::string(value) + "' is out of range (0..2147483647)");
+        }
+        spec->borrow = static_cast<int64_t>(v);
+        have_borrow = true;
+      } else {
+        return Fail(spec->line, "<rule>: unknown attribute '" + std::string(name) + "'");
+      }
+    }
+    if (!have_interval) return Fail(spec->line, "<rule>: missing attribute 'interval'");
+    if (!have_max) return Fail(spec->line, "<rule>: missing attribute 'max'");
+    bool windows = spec->algo == Algo::kFixed || spec->algo == Algo::kCalendar;
+    if (have_borrow && !windows) {
+      return Fail(spec->line, std::string("borrow needs windows: algo '") + AlgoName(spec->algo) +
+                                  "' has none (use fixed or calendar)");
+    }
+    if (have_burst && spec->algo != Algo::kTokenBucket) {
+      return Fail(spec->line, std::string("burst is only for token_bucket, not algo '") + AlgoName(spec->algo) + "'");
+    }
+    if (!have_burst) spec->burst = spec->max;
+    spec->bytes = BlockBytes(spec->algo, spec->max);
+    spec->tag = MakeTag(spec->algo, spec->interval, spec->bytes);
+    return Status::OK();
+  }
+
+  std::string_view text_;
+  const std::string& path_;
+  Lines lines_;
+};
+
+}  // namespace
+
+bool BizConfig::SameLayout(const BizConfig& o) const {
+  if (nrules != o.nrules) return false;
+  for (uint32_t i = 0; i < nrules; ++i) {
+    if (rules[i].tag != o.rules[i].tag) return false;
+  }
+  return true;
+}
+
+bool ValidBizName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxBizNameBytes) return false;
+  bool digits_only = true;
+  for (char c : name) {
+    bool digit = c >= '0' && c <= '9';
+    bool ok = digit || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+    digits_only = digits_only && digit;
+  }
+  return !digits_only;
+}
+
+bool ParseAlgo(std::string_view s, Algo* out) {
+  for (Algo a : {Algo::kFixed, Algo::kCalendar, Algo::kSliding, Algo::kTokenBucket}) {
+    if (s == AlgoName(a)) {
+      *out = a;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ParseMode(std::string_view s, Mode* out) {
+  for (Mode m : {Mode::kEnforce, Mode::kShadow, Mode::kOff}) {
+    if (s == ModeName(m)) {
+      *out = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<MapConfig> ParseMap(std::string_view text, const std::string& path) { return Parser(text, path).Run(); }
+
+Result<MapConfig> LoadMapFile(const std::string& path) {
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return Status::NotFound(path + ":0: no such file");
+    return Status::FromErrno(path + ":0", errno);
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t got = ::read(fd.get(), buf, sizeof buf);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(path + ":0", errno);
+    }
+    if (got == 0) break;
+    text.append(buf, static_cast<size_t>(got));
+    if (text.size() > kMaxMapBytes) return Status::InvalidArgument(path + ":0: larger than 16 MiB");
+  }
+  return ParseMap(text, path);
+}
+
+}  // namespace frs::limit

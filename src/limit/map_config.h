@@ -1,0 +1,59 @@
+// limit/map_config.h: map.xml, the businesses and their rules.
+//
+//   <map>
+//     <biz id="1" name="login" mode="enforce">
+//       <rule algo="fixed" interval="60" max="5" borrow="2"/>
+//     </biz>
+//   </map>
+//
+// Every error is one line "file:line: message" naming the element, the
+// attribute and the value. Limits: biz id 1..65535, name [A-Za-z0-9_.-]{1,64}
+// and not only digits (so a numeric biz in a request is always an id),
+// 1..kMaxRulesPerBiz rules, interval 1..31536000 s, max and burst
+// 1..2^31-1, borrow 0..2^31-1 (fixed and calendar only), burst for
+// token_bucket only.
+//
+// Thread safety: a MapConfig is a value; parsing touches no global state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frs/engine.h"
+#include "frs/status.h"
+#include "limit/rule_state.h"
+
+namespace frs::limit {
+
+inline constexpr size_t kMaxBizNameBytes = 64;
+
+struct BizConfig {
+  uint16_t id = 0;
+  std::string name;
+  Mode mode = Mode::kEnforce;
+  uint32_t nrules = 0;
+  RuleSpec rules[kMaxRulesPerBiz];
+  uint32_t state_bytes = 0;  // sum of the rules' blocks
+  int line = 0;
+
+  // Same rules in the same order (what a reload may keep as is).
+  bool SameLayout(const BizConfig& o) const;
+};
+
+struct MapConfig {
+  std::string path;
+  std::vector<BizConfig> bizzes;  // in file order
+};
+
+bool ValidBizName(std::string_view name);
+bool ParseAlgo(std::string_view, Algo*);
+bool ParseMode(std::string_view, Mode*);
+
+// Reads and parses `path`.
+Result<MapConfig> LoadMapFile(const std::string& path);
+// Parses map.xml text; messages name `path`.
+Result<MapConfig> ParseMap(std::string_view text, const std::string& path);
+
+}  // namespace frs::limit

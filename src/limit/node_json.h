@@ -1,0 +1,65 @@
+// limit/node_json.h: the tiny, strict JSON used by node export and import.
+//
+// Export writes one object per node; import reads it back. Only what that
+// needs: objects, arrays, strings, integers, true/false/null. The reader
+// rejects anything else (floats, duplicate keys, trailing bytes, nesting
+// deeper than kMaxDepth) with a message naming the byte offset.
+//
+// Thread safety: values; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "frs/status.h"
+
+namespace frs::limit {
+
+class JsonWriter {
+ public:
+  JsonWriter& BeginObject();
+  JsonWriter& EndObject();
+  JsonWriter& BeginArray();
+  JsonWriter& EndArray();
+  JsonWriter& Key(std::string_view k);
+  // Escapes '"', '\\' and control bytes; other bytes pass through, so the
+  // caller gives valid UTF-8 (see Utf8Prefix).
+  JsonWriter& String(std::string_view s);
+  JsonWriter& Int(int64_t v);
+  JsonWriter& Bool(bool v);
+  const std::string& str() const { return out_; }
+
+ private:
+  void Separate();
+  std::string out_;
+  bool first_ = true;  // no value yet at this nesting level
+  bool after_key_ = false;
+};
+
+struct JsonValue {
+  enum class Type { kNull, kBool, kInt, kString, kArray, kObject };
+  Type type = Type::kNull;
+  bool b = false;
+  int64_t i = 0;
+  std::string s;
+  std::vector<JsonValue> array;
+  std::vector<std::pair<std::string, JsonValue>> object;
+
+  // Member lookup; nullptr when absent or not an object.
+  const JsonValue* Find(std::string_view key) const;
+};
+
+inline constexpr int kMaxJsonDepth = 8;
+
+Result<JsonValue> ParseJson(std::string_view text);
+
+// The longest prefix of `s` that is valid UTF-8 (a stored key prefix may end
+// inside a multi-byte character).
+std::string_view Utf8Prefix(std::string_view s);
+std::string HexEncode(std::string_view bytes);
+bool HexDecode(std::string_view hex, std::string* out);
+
+}  // namespace frs::limit

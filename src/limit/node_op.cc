@@ -1,0 +1,146 @@
+#include "limit/node_op.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace frs::limit {
+
+bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes) {
+  if (!ref.exists) return true;
+  const uint32_t have = std::min(ref.stored_state_bytes, ref.state_bytes);
+  bool same = have >= biz.state_bytes;
+  for (uint32_t i = 0; same && i < biz.nrules; ++i) {
+    uint32_t tag = Load32(ref.state + biz.rules[i].offset);
+    same = tag == biz.rules[i].tag || tag == 0;
+  }
+  if (same) return true;
+  if (ref.stored_state_bytes > ref.state_bytes) {
+    *need_bytes = std::min(ref.stored_state_bytes, kMaxStateBytes);
+    return false;
+  }
+  uint8_t old[kMaxStateBytes];
+  std::memcpy(old, ref.state, have);
+  MigrateState(biz, std::span<const uint8_t>(old, have), ref.state, now);
+  std::memset(ref.state + biz.state_bytes, 0, ref.state_bytes - biz.state_bytes);
+  return true;
+}
+
+void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now) {
+  struct OldBlock {
+    uint32_t offset, bytes, tag;
+    bool used;
+  };
+  OldBlock blocks[kMaxStateBytes / kBlockUnit];
+  size_t nblocks = 0;
+  for (uint32_t off = 0; off + kBlockUnit <= old_state.size() && nblocks < std::size(blocks);) {
+    uint32_t tag = Load32(old_state.data() + off);
+    uint32_t bytes = TagBytes(tag);
+    if (tag == 0 || bytes == 0 || off + bytes > old_state.size()) break;
+    blocks[nblocks++] = {off, bytes, tag, false};
+    off += bytes;
+  }
+  std::memset(state, 0, biz.state_bytes);
+  for (uint32_t i = 0; i < biz.nrules; ++i) {
+    const RuleSpec& spec = biz.rules[i];
+    for (size_t k = 0; k < nblocks; ++k) {
+      OldBlock& b = blocks[k];
+      if (b.used || TagIdentity(b.tag) != TagIdentity(spec.tag)) continue;
+      b.used = true;
+      if (!ConvertBlock(spec, old_state.subspan(b.offset, b.bytes), state + spec.offset, now)) {
+        std::memset(state + spec.offset, 0, spec.bytes);
+      }
+      break;
+    }
+  }
+}
+
+void EvaluateRules(const BizConfig& biz, const uint8_t* state, const Now& now, int64_t n, Decision* d) {
+  d->nrules = biz.nrules;
+  for (uint32_t i = 0; i < biz.nrules; ++i) {
+    Evaluate(biz.rules[i], state + biz.rules[i].offset, now, n, &d->rules[i]);
+  }
+}
+
+void Summarize(Decision* d, bool enforce) {
+  uint32_t pick = 0;
+  bool denied = false;
+  for (uint32_t i = 0; i < d->nrules; ++i) {
+    const RuleResult& r = d->rules[i];
+    const RuleResult& p = d->rules[pick];
+    if (!r.allowed) {
+      if (!denied || r.retry_after > p.retry_after) pick = i;
+      denied = true;
+    } else if (!denied && r.remaining < p.remaining) {
+      pick = i;
+    }
+  }
+  const RuleResult& top = d->rules[pick];
+  d->count = top.count;
+  d->limit = top.limit;
+  d->remaining = top.remaining;
+  d->reset = top.reset;
+  d->would_deny = denied;
+  d->allowed = !denied || !enforce;
+  d->retry_after = d->allowed ? 0 : top.retry_after;
+}
+
+uint32_t NodeExpireS(const BizConfig& biz, const uint8_t* state, const Now& now) {
+  int64_t e = 0;
+  for (uint32_t i = 0; i < biz.nrules; ++i) {
+    e = std::max(e, ExpireS(biz.rules[i], state + biz.rules[i].offset, now));
+  }
+  return Clamp32(e);
+}
+
+void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d) {
+  for (uint32_t i = 0; i < biz.nrules; ++i) {
+    const RuleSpec& spec = biz.rules[i];
+    RuleResult& r = d->rules[i];
+    const bool allowed = r.allowed;
+    const int64_t retry = r.retry_after;
+    Record(spec, state + spec.offset, now, n);
+    Evaluate(spec, state + spec.offset, now, n, &r);
+    r.allowed = allowed;
+    r.retry_after = allowed ? 0 : retry;
+  }
+}
+
+Commit NodeOp::Apply(NodeRef& ref) {
+  need_bytes = 0;
+  recorded = false;
+  if (!AdoptLayout(*biz, ref, now, &need_bytes)) return Commit::kNone;
+  const bool enforce = biz->mode == Mode::kEnforce;
+  d->found = ref.exists;
+  switch (cmd) {
+    case Cmd::kQuery:
+    case Cmd::kGet:
+      EvaluateRules(*biz, ref.state, now, n, d);
+      Summarize(d, enforce);
+      return Commit::kNone;
+    case Cmd::kUpdate:
+    case Cmd::kAcquire:
+      EvaluateRules(*biz, ref.state, now, n, d);
+      Summarize(d, enforce);
+      // A denied acquire records nothing (and never creates a node).
+      if (cmd == Cmd::kAcquire && !d->allowed) return Commit::kNone;
+      RecordRules(*biz, ref.state, now, n, d);
+      // The rules keep their verdicts from before recording, so an update
+      // still answers whether its uses were within every rule.
+      Summarize(d, enforce);
+      recorded = true;
+      break;
+    case Cmd::kSet:
+      for (uint32_t i = 0; i < biz->nrules; ++i) {
+        SetCount(biz->rules[i], ref.state + biz->rules[i].offset, now, count);
+      }
+      EvaluateRules(*biz, ref.state, now, 1, d);
+      Summarize(d, enforce);
+      break;
+    default:
+      return Commit::kNone;
+  }
+  ref.expire_s = NodeExpireS(*biz, ref.state, now);
+  return Commit::kWrite;
+}
+
+}  // namespace frs::limit

@@ -1,0 +1,59 @@
+// limit/node_op.h: one command applied to one node's state.
+//
+// The store runs the mutator under the node's chain lock on a private copy of
+// the state; NodeOp is that mutator's body. It first brings the state to the
+// biz's current layout (a reload may have added, removed, reordered or
+// changed rules: blocks are matched by their (algo, interval) tag), then
+// judges the rules together and records on all of them or none.
+//
+// The store may run a mutator more than once for one call (it retries when
+// a node must grow into another chain), so Apply derives everything from
+// the NodeRef it is given and overwrites its outputs.
+//
+// Thread safety: a NodeOp belongs to one call.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "frs/engine.h"
+#include "frs/store.h"
+#include "limit/map_config.h"
+
+namespace frs::limit {
+
+// Brings ref.state to biz's layout. When the node holds more state bytes
+// than were asked for and its layout differs (a rule was removed or
+// shrank), the blocks past the copied prefix are needed: sets *need_bytes
+// to the stored size and returns false (call again with that many bytes).
+bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes);
+// Rebuilds biz's blocks in `state` (biz.state_bytes, zeroed first) from
+// `old_state`, a sequence of tagged blocks of any layout.
+void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now);
+
+// Judges "n more now" on every rule into d->rules / d->nrules.
+void EvaluateRules(const BizConfig& biz, const uint8_t* state, const Now& now, int64_t n, Decision* d);
+// Sets d's top fields from its rules: the denying rule with the largest
+// retry_after, else the one with the least remaining. `enforce` false
+// (shadow): allowed regardless, would_deny tells.
+void Summarize(Decision* d, bool enforce);
+// When the node is equivalent to a fresh one (unix s, clamped to 32 bits).
+uint32_t NodeExpireS(const BizConfig& biz, const uint8_t* state, const Now& now);
+// Records n on every rule, keeping d's pre-record verdicts (allowed,
+// retry_after) and reporting the counts after.
+void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d);
+
+struct NodeOp {
+  const BizConfig* biz = nullptr;
+  Cmd cmd = Cmd::kQuery;
+  int64_t n = 1;
+  int64_t count = 0;  // kSet
+  Now now;
+  Decision* d = nullptr;
+  uint32_t need_bytes = 0;  // out: see AdoptLayout
+  bool recorded = false;    // out: uses were recorded
+
+  Commit Apply(NodeRef& ref);
+};
+
+}  // namespace frs::limit

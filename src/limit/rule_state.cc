@@ -1,0 +1,90 @@
+#include "limit/rule_state.h"
+
+#include <cstring>
+
+#include "limit/calendar_window.h"
+#include "limit/fixed_window.h"
+#include "limit/sliding_window.h"
+#include "limit/token_bucket.h"
+
+namespace frs::limit {
+
+uint32_t BlockBytes(Algo algo, int64_t max) {
+  switch (algo) {
+    case Algo::kFixed: return FixedWindow::kBytes;
+    case Algo::kCalendar: return CalendarWindow::kBytes;
+    case Algo::kSliding: return SlidingWindow::Bytes(max);
+    case Algo::kTokenBucket: return TokenBucket::kBytes;
+  }
+  return kBlockUnit;
+}
+
+void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
+  switch (spec.algo) {
+    case Algo::kFixed: return FixedWindow::Evaluate(spec, block, now, n, out);
+    case Algo::kCalendar: return CalendarWindow::Evaluate(spec, block, now, n, out);
+    case Algo::kSliding: return SlidingWindow::Evaluate(spec, block, now, n, out);
+    case Algo::kTokenBucket: return TokenBucket::Evaluate(spec, block, now, n, out);
+  }
+}
+
+void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
+  switch (spec.algo) {
+    case Algo::kFixed: return FixedWindow::Record(spec, block, now, n);
+    case Algo::kCalendar: return CalendarWindow::Record(spec, block, now, n);
+    case Algo::kSliding: return SlidingWindow::Record(spec, block, now, n);
+    case Algo::kTokenBucket: return TokenBucket::Record(spec, block, now, n);
+  }
+}
+
+void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
+  switch (spec.algo) {
+    case Algo::kFixed: return FixedWindow::SetCount(spec, block, now, count);
+    case Algo::kCalendar: return CalendarWindow::SetCount(spec, block, now, count);
+    case Algo::kSliding: return SlidingWindow::SetCount(spec, block, now, count);
+    case Algo::kTokenBucket: return TokenBucket::SetCount(spec, block, now, count);
+  }
+}
+
+int64_t ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now) {
+  if (Load32(block) == 0) return 0;  // never used
+  switch (spec.algo) {
+    case Algo::kFixed: return FixedWindow::ExpireS(spec, block);
+    case Algo::kCalendar: return CalendarWindow::ExpireS(spec, block, now);
+    case Algo::kSliding: return SlidingWindow::ExpireS(spec, block);
+    case Algo::kTokenBucket: return TokenBucket::ExpireS(spec, block);
+  }
+  return 0;
+}
+
+void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out) {
+  *out = RuleView{};
+  switch (spec.algo) {
+    case Algo::kFixed: FixedWindow::Explain(spec, block, now, out); break;
+    case Algo::kCalendar: CalendarWindow::Explain(spec, block, now, out); break;
+    case Algo::kSliding: SlidingWindow::Explain(spec, block, now, out); break;
+    case Algo::kTokenBucket: TokenBucket::Explain(spec, block, now, out); break;
+  }
+  out->max = spec.max;
+  out->burst = spec.burst;
+  out->borrow = spec.borrow;
+}
+
+bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now) {
+  if (old_block.size() < kBlockUnit) return false;
+  const uint32_t old_tag = Load32(old_block.data());
+  if (TagIdentity(old_tag) != TagIdentity(spec.tag) || TagBytes(old_tag) != old_block.size()) return false;
+  if (spec.algo == Algo::kSliding) {
+    if (old_block.size() > kMaxBlockBytes ||
+        (!SlidingWindow::BytesAreExact(TagBytes(old_tag)) && TagBytes(old_tag) != SlidingWindow::kApproxBytes)) {
+      return false;
+    }
+    SlidingWindow::Convert(spec, old_block, block, now);
+    return true;
+  }
+  if (old_block.size() != spec.bytes) return false;
+  std::memcpy(block, old_block.data(), spec.bytes);
+  return true;
+}
+
+}  // namespace frs::limit

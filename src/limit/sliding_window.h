@@ -1,0 +1,48 @@
+// limit/sliding_window.h: at most `max` uses in any `interval` seconds
+// ending now (second resolution: a use at second u counts while now < u + I).
+//
+// Exact for max <= kExactMax: the block keeps the timestamps (unix s,
+// ascending) of the last `max` counted uses, enough to decide exactly (when
+// fewer than `max` are in the window, every use in it is kept). Block: tag,
+// used, then max timestamps, rounded up to 16 bytes: 16 bytes for max 1..2,
+// 96 for max 22.
+//
+// Above it, a bucketed approximation: kBuckets ring counters of width
+// w = ceil(I / (kBuckets - 1)) seconds, aligned to unix time. A use is
+// counted until its whole bucket has left the span, so the limiter counts the
+// uses of the last I + w - 1 seconds at most and of the last I at least:
+//   - it never admits more than `max` uses in any I seconds (never too lax);
+//   - whatever an exact limiter over I + w - 1 seconds would admit, it admits;
+// i.e. a use is held at most w - 1 < I / 25 seconds longer than exact.
+// Block: 112 bytes (tag, newest bucket index, 26 counters).
+#pragma once
+
+#include <span>
+
+#include "limit/rule_state.h"
+
+namespace frs::limit {
+
+struct SlidingWindow {
+  static constexpr int64_t kExactMax = 22;
+  static constexpr uint32_t kBuckets = 26;
+  static constexpr uint32_t kApproxBytes = 8 + 4 * kBuckets;
+  static_assert(kApproxBytes % kBlockUnit == 0 && kApproxBytes <= kMaxBlockBytes);
+
+  static bool Exact(int64_t max) { return max <= kExactMax; }
+  static uint32_t Bytes(int64_t max);
+  static bool BytesAreExact(uint32_t bytes) { return bytes < kApproxBytes; }
+  static uint32_t BucketWidth(uint32_t interval) { return (interval + kBuckets - 2) / (kBuckets - 1); }
+
+  static void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out);
+  static void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n);
+  static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
+  static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
+  static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
+  // Rebuilds the block for a changed max (exact <-> bucketed when it crosses
+  // kExactMax). Bucketed uses become exact ones at the end of their bucket,
+  // which never grants extra uses.
+  static void Convert(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now);
+};
+
+}  // namespace frs::limit

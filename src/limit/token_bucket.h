@@ -1,0 +1,32 @@
+// limit/token_bucket.h: capacity `burst`, refilled at max/interval per second.
+//
+// Kept as GCRA (the "theoretical arrival time" form of a token bucket): the
+// block holds TAT, the instant at which the bucket would be full again, in
+// exact units of 1/max ms (whole ms plus a fraction numerator), so
+// fractional refill is kept without rounding drift and a clock stepping back
+// only makes the bucket look emptier. With U = interval * 1000 ms (the time
+// `max` tokens take to refill) and D = max(0, TAT - now) in 1/max ms, the
+// tokens in use are D / U:
+//   n more fit  <=>  D + n*U <= burst*U;   recording n: TAT = max(TAT, now) + n*U/max.
+// Block: 16 bytes (tag, TAT ms: 48 bits, max check: 16 bits, fraction: 32 bits).
+// A reload that changes max drops the sub-millisecond fraction (rounding TAT
+// up) and keeps TAT: the bucket is full again at the same instant.
+#pragma once
+
+#include "limit/rule_state.h"
+
+namespace frs::limit {
+
+struct TokenBucket {
+  static constexpr uint32_t kBytes = 16;
+  // Unconditional updates can push TAT at most this far past now (~34 years).
+  static constexpr int64_t kMaxAheadMs = int64_t{1} << 40;
+
+  static void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out);
+  static void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n);
+  static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
+  static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
+  static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
+};
+
+}  // namespace frs::limit

@@ -1,0 +1,166 @@
+#include "limit/calendar_window.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "limit/rule_harness.h"
+
+namespace frs::limit {
+namespace {
+
+using testing::kDay0;
+using testing::RuleHarness;
+
+std::shared_ptr<const TimeZone> Zone(const char* name) {
+  auto z = TimeZone::Load(name);
+  EXPECT_TRUE(z.ok()) << z.status().ToString();
+  return z.value();
+}
+
+TEST(CalendarWindow, DayResetsAtLocalMidnightInShanghai) {
+  // Asia/Shanghai is UTC+8: its 00:00 is 16:00 UTC.
+  auto sh = Zone("Asia/Shanghai");
+  RuleHarness h(Algo::kCalendar, 86400, 3, 0, 0, sh);
+  const int64_t midnight = kDay0 + 16 * 3600;  // 2026-11-23 00:00 in Shanghai
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Acquire((midnight - 10) * 1000).allowed);
+  RuleResult before = h.Acquire((midnight - 1) * 1000 + 999);
+  EXPECT_FALSE(before.allowed);
+  EXPECT_EQ(before.reset, midnight);
+  EXPECT_EQ(before.retry_after, 1);
+  EXPECT_TRUE(h.Acquire(midnight * 1000).allowed);
+  EXPECT_EQ(h.Query(midnight * 1000 + 1000).count, 1);
+  EXPECT_EQ(h.Query(midnight * 1000 + 1000).reset, midnight + 86400);
+}
+
+TEST(CalendarWindow, HourWindowsAlignToTheClockNotToTheFirstUse) {
+  RuleHarness h(Algo::kCalendar, 3600, 1);
+  EXPECT_TRUE(h.Acquire((kDay0 + 3599) * 1000).allowed);
+  EXPECT_TRUE(h.Acquire((kDay0 + 3600) * 1000).allowed);  // a new hour began
+  EXPECT_FALSE(h.Acquire((kDay0 + 7199) * 1000).allowed);
+}
+
+TEST(CalendarWindow, NewYorkDaysAcrossDstAre23And25Hours) {
+  auto ny = Zone("America/New_York");
+  int64_t s, e;
+  // 2026-03-08: clocks spring forward; midnight EST is 05:00 UTC.
+  const int64_t mar8 = 1772946000;  // 2026-03-08 05:00 UTC
+  CalendarWindow::WindowOf(*ny, 86400, mar8 + 12 * 3600, &s, &e);
+  EXPECT_EQ(s, mar8);
+  EXPECT_EQ(e - s, 23 * 3600);
+  // 2026-11-01: clocks fall back; midnight EDT is 04:00 UTC.
+  const int64_t nov1 = 1793505600;  // 2026-11-01 04:00 UTC
+  CalendarWindow::WindowOf(*ny, 86400, nov1 + 20 * 3600, &s, &e);
+  EXPECT_EQ(s, nov1);
+  EXPECT_EQ(e - s, 25 * 3600);
+
+  // A daily cap of 2 resets at local midnight after the 25-hour day.
+  RuleHarness h(Algo::kCalendar, 86400, 2, 0, 0, ny);
+  EXPECT_TRUE(h.Acquire((nov1 + 1) * 1000).allowed);
+  EXPECT_TRUE(h.Acquire((nov1 + 24 * 3600) * 1000).allowed);  // 23:00 EST, same local day
+  EXPECT_FALSE(h.Acquire((nov1 + 25 * 3600 - 1) * 1000).allowed);
+  EXPECT_TRUE(h.Acquire((nov1 + 25 * 3600) * 1000).allowed);
+}
+
+TEST(CalendarWindow, WindowsTileTimeThroughDstChanges) {
+  auto ny = Zone("America/New_York");
+  for (uint32_t interval : {60u, 900u, 1800u, 3600u, 7200u, 86400u, 604800u}) {
+    for (int64_t day : {int64_t{1772946000}, int64_t{1793505600}}) {
+      int64_t s, e;
+      CalendarWindow::WindowOf(*ny, interval, day - 7200, &s, &e);
+      int64_t prev_end = e;
+      for (int64_t t = day - 7200; t < day + 30 * 3600; t += 30) {
+        CalendarWindow::WindowOf(*ny, interval, t, &s, &e);
+        ASSERT_LE(s, t) << interval << " " << t;
+        ASSERT_GT(e, t) << interval << " " << t;
+        if (s >= prev_end) {
+          ASSERT_EQ(s, prev_end) << "gap before " << s << ", interval " << interval;
+        }
+        prev_end = e;
+      }
+    }
+  }
+}
+
+TEST(CalendarWindow, WeeksStartOnMondayAtLocalMidnight) {
+  int64_t s, e;
+  CalendarWindow::WindowOf(*TimeZone::Utc(), 604800, kDay0, &s, &e);  // kDay0 is a Sunday
+  EXPECT_EQ(s, kDay0 - 6 * 86400);
+  EXPECT_EQ(e, kDay0 + 86400);
+}
+
+TEST(CalendarWindow, BorrowIsOwedToTheNextWindowOnly) {
+  RuleHarness h(Algo::kCalendar, 3600, 3, 2);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(h.Acquire(kDay0 * 1000).allowed);
+  EXPECT_EQ(h.Query(kDay0 * 1000).debt, 2);
+  EXPECT_EQ(h.Expire(kDay0 * 1000), kDay0 + 7200);
+  EXPECT_EQ(h.Query((kDay0 + 3600) * 1000).limit, 1);
+  // Skipping the repaying hour clears the debt.
+  EXPECT_TRUE(h.Query((kDay0 + 7200) * 1000, 5).allowed);
+}
+
+TEST(CalendarWindow, ClockSteppingBackStaysInTheNewestWindow) {
+  RuleHarness h(Algo::kCalendar, 60, 1);
+  EXPECT_TRUE(h.Acquire((kDay0 + 120) * 1000).allowed);
+  EXPECT_FALSE(h.Acquire((kDay0 + 30) * 1000).allowed);
+  EXPECT_TRUE(h.Acquire((kDay0 + 180) * 1000).allowed);
+}
+
+// Reference: one counter per window index (local multiples of I in a
+// fixed-offset zone); the debt of window w comes from window w - 1 only.
+class RefCalendar {
+ public:
+  RefCalendar(int64_t interval, int64_t offset, int64_t max, int64_t borrow)
+      : i_(interval), off_(offset), max_(max), k_(borrow) {}
+  bool Use(int64_t t, int64_t n, bool unconditional, int64_t* count_before) {
+    int64_t local = t + off_;
+    int64_t w = (local >= 0 ? local : local - i_ + 1) / i_;
+    int64_t d = DebtIn(w);
+    int64_t allowance = d > 0 ? max_ - std::min(d, max_) : max_ + k_;
+    *count_before = counts_[w];
+    bool allowed = counts_[w] + n <= allowance;
+    if (allowed || unconditional) counts_[w] += n;
+    return allowed;
+  }
+
+ private:
+  int64_t DebtIn(int64_t w) {
+    auto it = counts_.find(w - 1);
+    if (it == counts_.end() || it->second == 0) return 0;
+    int64_t d = DebtIn(w - 1);
+    int64_t base = d > 0 ? max_ - std::min(d, max_) : max_;
+    return std::clamp<int64_t>(it->second - base, 0, k_);
+  }
+  int64_t i_, off_, max_, k_;
+  std::map<int64_t, int64_t> counts_;
+};
+
+TEST(CalendarWindow, RandomSequencesMatchTheReference) {
+  auto sh = Zone("Asia/Shanghai");
+  std::mt19937_64 rng(777);
+  const uint32_t intervals[] = {1, 7, 60, 300, 3600, 7200, 86400, 100000};
+  for (int seq = 0; seq < 1200; ++seq) {
+    const uint32_t interval = intervals[rng() % std::size(intervals)];
+    const int64_t max = std::uniform_int_distribution<int64_t>(1, 8)(rng);
+    const int64_t borrow = rng() % 2 ? std::uniform_int_distribution<int64_t>(0, 5)(rng) : 0;
+    RuleHarness h(Algo::kCalendar, interval, max, borrow, 0, sh);
+    RefCalendar ref(interval, 8 * 3600, max, borrow);
+    int64_t ms = kDay0 * 1000 + std::uniform_int_distribution<int64_t>(0, 86'400'000)(rng);
+    for (int e = 0; e < 120; ++e) {
+      int64_t gap_s = rng() % 4 == 0 ? std::uniform_int_distribution<int64_t>(0, 3 * interval)(rng)
+                                     : std::uniform_int_distribution<int64_t>(0, interval / 4 + 1)(rng);
+      ms += gap_s * 1000 + std::uniform_int_distribution<int64_t>(0, 999)(rng);
+      const int64_t n = std::uniform_int_distribution<int64_t>(1, 3)(rng);
+      const bool update = rng() % 5 == 0;
+      int64_t ref_count;
+      bool want = ref.Use(ms / 1000, n, update, &ref_count);
+      RuleResult got = update ? h.Update(ms, n) : h.Acquire(ms, n);
+      ASSERT_EQ(got.allowed, want) << "seq " << seq << " event " << e << " I=" << interval;
+      ASSERT_EQ(got.count, ref_count) << "seq " << seq << " event " << e;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace frs::limit

@@ -1,0 +1,506 @@
+#include "frs/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "common/temp_dir.h"
+#include "limit/alloc_count.h"
+#include "limit/rule_harness.h"
+
+namespace frs {
+namespace {
+
+using limit::testing::kDay0;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { store_ = OpenStore(dir_ / "store", StoreGeometry{1, 1024, 8}); }
+
+  static std::unique_ptr<Store> OpenStore(const std::string& path, StoreGeometry geo) {
+    StoreOptions o;
+    o.dir = path;
+    o.geometry = geo;
+    auto s = Store::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s.value()) : nullptr;
+  }
+
+  void WriteMap(const std::string& xml, const std::string& name = "map.xml") {
+    std::ofstream(dir_ / name) << xml;
+  }
+
+  std::unique_ptr<Engine> OpenEngine(Store* store = nullptr, const std::string& map = "map.xml",
+                                     const std::string& tz = "UTC") {
+    EngineOptions o;
+    o.map_path = dir_ / map;
+    o.store = store ? store : store_.get();
+    o.stats_dir = dir_ / "store";
+    o.clock = &clock_;
+    o.timezone = tz;
+    auto e = Engine::Open(o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? std::move(e.value()) : nullptr;
+  }
+
+  static Decision Do(Engine& e, Cmd cmd, std::string_view biz, std::string_view key, int64_t n = 1,
+                     int64_t count = 0) {
+    Request r;
+    r.cmd = cmd;
+    r.biz = biz;
+    r.key = key;
+    r.n = n;
+    r.count = count;
+    return e.Execute(r);
+  }
+
+  testing::TempDir dir_;
+  FakeClock clock_{kDay0 * 1000 + 123};
+  std::unique_ptr<Store> store_;
+};
+
+constexpr const char* kAdMap = R"(<map>
+  <biz id="2" name="ad_user">
+    <rule algo="calendar" interval="86400" max="3"/>
+    <rule algo="sliding"  interval="3600"  max="1"/>
+  </biz>
+</map>)";
+
+TEST_F(EngineTest, RulesAreJudgedTogetherAndTheMostRestrictiveAnswers) {
+  WriteMap(kAdMap);
+  auto e = OpenEngine();
+  Decision d = Do(*e, Cmd::kAcquire, "ad_user", "u1");
+  ASSERT_EQ(d.code, 0) << d.msg;
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.nrules, 2u);
+  EXPECT_EQ(d.count, 1);  // sliding: 1 of 1, least remaining
+  EXPECT_EQ(d.remaining, 0);
+
+  clock_.Advance(600'000);
+  d = Do(*e, Cmd::kAcquire, "ad_user", "u1");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 3000);
+  EXPECT_EQ(d.rules[0].count, 1);  // nothing recorded on the calendar rule either
+  EXPECT_TRUE(d.rules[0].allowed);
+  EXPECT_FALSE(d.rules[1].allowed);
+
+  for (int i = 0; i < 2; ++i) {
+    clock_.Advance(3'600'000);
+    ASSERT_TRUE(Do(*e, Cmd::kAcquire, "ad_user", "u1").allowed) << i;
+  }
+  clock_.Advance(3'600'000);
+  d = Do(*e, Cmd::kAcquire, "ad_user", "u1");
+  EXPECT_FALSE(d.allowed);
+  // Both deny; the calendar waits until midnight, longer: it answers.
+  EXPECT_EQ(d.reset, kDay0 + 86400);
+  EXPECT_EQ(d.retry_after, kDay0 + 86400 - clock_.NowMs() / 1000);
+  EXPECT_EQ(d.count, 3);
+  EXPECT_EQ(d.limit, 3);
+}
+
+TEST_F(EngineTest, ErrorsAndNumericIds) {
+  WriteMap(kAdMap);
+  auto e = OpenEngine();
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "nope", "k").code, 404);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "").code, 400);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "a\x01").code, 400);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "k", 0).code, 400);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "k", kMaxUses + 1).code, 400);
+  EXPECT_EQ(Do(*e, Cmd::kSet, "ad_user", "k", 1, -1).code, 400);
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "2", "k").allowed);
+  EXPECT_FALSE(Do(*e, Cmd::kAcquire, "ad_user", "k").allowed);  // the same node
+  EXPECT_EQ(e->ResolveBiz("2").value(), 2);
+  EXPECT_FALSE(e->ResolveBiz("3").ok());
+}
+
+TEST_F(EngineTest, QueryNeverCreatesAndDeniedAcquireNeverCreates) {
+  WriteMap(R"(<map><biz id="1" name="b"><rule interval="60" max="2"/></biz></map>)");
+  auto e = OpenEngine();
+  EXPECT_TRUE(Do(*e, Cmd::kQuery, "b", "k").allowed);
+  EXPECT_FALSE(Do(*e, Cmd::kAcquire, "b", "k", 3).allowed);
+  Decision g = Do(*e, Cmd::kGet, "b", "k");
+  EXPECT_FALSE(g.found);
+  EXPECT_EQ(g.count, 0);
+  EXPECT_EQ(store_->Stats().total.nodes_used, 0u);
+}
+
+TEST_F(EngineTest, UpdateRecordsRegardlessAndTellsWhetherWithin) {
+  WriteMap(R"(<map><biz id="1" name="push"><rule algo="calendar" interval="86400" max="2"/></biz></map>)");
+  auto e = OpenEngine();
+  EXPECT_TRUE(Do(*e, Cmd::kUpdate, "push", "u").allowed);
+  EXPECT_TRUE(Do(*e, Cmd::kUpdate, "push", "u").allowed);
+  Decision d = Do(*e, Cmd::kUpdate, "push", "u");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.count, 3);
+  EXPECT_FALSE(Do(*e, Cmd::kQuery, "push", "u").allowed);
+}
+
+TEST_F(EngineTest, WeightsSumRewards) {
+  WriteMap(R"(<map><biz id="1" name="reward"><rule algo="sliding" interval="600" max="100"/></biz></map>)");
+  auto e = OpenEngine();
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "reward", "u", 60).allowed);
+  EXPECT_FALSE(Do(*e, Cmd::kAcquire, "reward", "u", 41).allowed);
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "reward", "u", 40).allowed);
+  // max 100 is bucketed (24 s buckets for 600 s): uses may be held up to 23 s
+  // longer than exact, never shorter.
+  clock_.Advance(599'000);
+  EXPECT_FALSE(Do(*e, Cmd::kAcquire, "reward", "u", 1).allowed);
+  clock_.Advance(24'000);
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "reward", "u", 100).allowed);
+}
+
+TEST_F(EngineTest, ShadowCountsAndNeverDeniesOffCountsNothing) {
+  WriteMap(R"(<map>
+    <biz id="1" name="s" mode="shadow"><rule interval="60" max="1"/></biz>
+    <biz id="2" name="o" mode="off"><rule interval="60" max="1"/></biz>
+  </map>)");
+  auto e = OpenEngine();
+  Decision d1 = Do(*e, Cmd::kAcquire, "s", "k");
+  EXPECT_TRUE(d1.allowed && d1.shadow && !d1.would_deny);
+  Decision d2 = Do(*e, Cmd::kAcquire, "s", "k");
+  EXPECT_TRUE(d2.allowed && d2.shadow);
+  EXPECT_TRUE(d2.would_deny);
+  EXPECT_FALSE(d2.rules[0].allowed);
+  EXPECT_EQ(d2.retry_after, 0);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "s", "k").count, 2);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(Do(*e, Cmd::kAcquire, "o", "k").allowed);
+  EXPECT_FALSE(Do(*e, Cmd::kGet, "o", "k").found);
+}
+
+TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
+  WriteMap(R"(<map>
+    <biz id="1" name="ip_app"><rule interval="3600" max="10000"/></biz>
+    <biz id="2" name="api_user"><rule interval="3600" max="1"/></biz>
+  </map>)");
+  auto e = OpenEngine();
+  Request reqs[2];
+  reqs[0].cmd = reqs[1].cmd = Cmd::kAcquire;
+  reqs[0].biz = "ip_app";
+  reqs[0].key = "10.1.2.3|app7";
+  reqs[1].biz = "api_user";
+  reqs[1].key = "app7|u42|if3";
+  Decision out[2];
+  EXPECT_TRUE(e->ExecuteBatch(reqs, out));
+  EXPECT_TRUE(out[0].allowed && out[1].allowed);
+  EXPECT_FALSE(e->ExecuteBatch(reqs, out));
+  EXPECT_FALSE(out[0].allowed);
+  EXPECT_TRUE(out[0].rules[0].allowed);  // its own rule would allow, but nothing was recorded
+  EXPECT_FALSE(out[1].allowed);
+  EXPECT_EQ(out[1].retry_after, 3600);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "ip_app", "10.1.2.3|app7").count, 1);
+
+  // The same node twice in one batch sees its own earlier member.
+  reqs[1] = reqs[0];
+  reqs[0].biz = reqs[1].biz = "api_user";
+  reqs[0].key = reqs[1].key = "fresh";
+  EXPECT_FALSE(e->ExecuteBatch(reqs, out));
+  EXPECT_FALSE(Do(*e, Cmd::kGet, "api_user", "fresh").found);
+
+  // An invalid member: nothing recorded either.
+  reqs[0].key = "other";
+  reqs[1].biz = "missing";
+  EXPECT_FALSE(e->ExecuteBatch(reqs, out));
+  EXPECT_EQ(out[1].code, 404);
+  EXPECT_FALSE(Do(*e, Cmd::kGet, "api_user", "other").found);
+}
+
+TEST_F(EngineTest, GetSetDeleteReset) {
+  WriteMap(R"(<map><biz id="4" name="partner"><rule interval="3600" max="1000" borrow="300"/></biz></map>)");
+  auto e = OpenEngine();
+  Decision s = Do(*e, Cmd::kSet, "partner", "p", 1, 1200);
+  ASSERT_EQ(s.code, 0) << s.msg;
+  Decision g = Do(*e, Cmd::kGet, "partner", "p");
+  EXPECT_TRUE(g.found);
+  EXPECT_EQ(g.count, 1200);
+  EXPECT_EQ(g.rules[0].debt, 200);
+  auto view = e->Inspect("partner", "p");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ(view->rules[0].debt, 200);
+  EXPECT_EQ(view->rules[0].window_end_ms - view->rules[0].window_start_ms, 3'600'000);
+  EXPECT_FALSE(view->rules[0].denies);
+  EXPECT_EQ(view->count, 1200);
+  EXPECT_TRUE(Do(*e, Cmd::kDelete, "partner", "p").found);
+  EXPECT_FALSE(Do(*e, Cmd::kGet, "partner", "p").found);
+  EXPECT_TRUE(e->Inspect("partner", "p").status().IsNotFound());
+  for (int i = 0; i < 5; ++i) Do(*e, Cmd::kAcquire, "partner", "k" + std::to_string(i));
+  EXPECT_EQ(Do(*e, Cmd::kReset, "partner", "").erased, 5u);
+  EXPECT_EQ(store_->Stats().total.nodes_used, 0u);
+}
+
+TEST_F(EngineTest, ClockSteppingBackNeverGrantsExtraUses) {
+  WriteMap(R"(<map><biz id="1" name="b">
+    <rule interval="60" max="1"/><rule algo="token_bucket" interval="60" max="2"/>
+    <rule algo="sliding" interval="60" max="1"/><rule algo="calendar" interval="60" max="1"/>
+  </biz></map>)");
+  auto e = OpenEngine();
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
+  clock_.Advance(-3'600'000);
+  EXPECT_FALSE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
+  clock_.Set(0);
+  EXPECT_FALSE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
+}
+
+TEST_F(EngineTest, ReloadKeepsCountsAppliesMaxAndResetsOnlyChangedRules) {
+  WriteMap(R"(<map>
+    <biz id="1" name="a"><rule interval="600" max="5"/><rule algo="calendar" interval="86400" max="10"/></biz>
+    <biz id="2" name="b"><rule interval="600" max="5"/></biz>
+  </map>)");
+  auto e = OpenEngine();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Do(*e, Cmd::kAcquire, "a", "k").allowed);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
+
+  // Unchanged: counts kept.
+  ASSERT_TRUE(e->Reload("").ok());
+  EXPECT_EQ(Do(*e, Cmd::kGet, "a", "k").rules[0].count, 3);
+
+  // b's max lowered to 2: applies at once to the count of 3.
+  // a: the fixed rule's interval changed (fresh), the calendar rule moved first (kept).
+  WriteMap(R"(<map>
+    <biz id="1" name="a"><rule algo="calendar" interval="86400" max="10"/><rule interval="300" max="5"/>
+      <rule algo="sliding" interval="60" max="4"/></biz>
+    <biz id="2" name="b"><rule interval="600" max="2"/></biz>
+  </map>)");
+  ASSERT_TRUE(e->Reload("").ok());
+  Decision b = Do(*e, Cmd::kAcquire, "b", "k");
+  EXPECT_FALSE(b.allowed);
+  EXPECT_EQ(b.count, 3);
+  EXPECT_EQ(b.limit, 2);
+  Decision a = Do(*e, Cmd::kGet, "a", "k");
+  ASSERT_EQ(a.nrules, 3u);
+  EXPECT_EQ(a.rules[0].algo, Algo::kCalendar);
+  EXPECT_EQ(a.rules[0].count, 3);
+  EXPECT_EQ(a.rules[1].count, 0);
+  EXPECT_EQ(a.rules[2].count, 0);
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "a", "k").allowed);
+  a = Do(*e, Cmd::kGet, "a", "k");
+  EXPECT_EQ(a.rules[0].count, 4);
+  EXPECT_EQ(a.rules[1].count, 1);
+
+  // Back to one rule: the node's state shrinks and the kept rule keeps its count.
+  WriteMap(R"(<map><biz id="1" name="a"><rule interval="300" max="5"/></biz>
+    <biz id="2" name="b"><rule interval="600" max="20"/></biz></map>)");
+  ASSERT_TRUE(e->Reload("").ok());
+  Decision shrunk = Do(*e, Cmd::kAcquire, "a", "k");
+  EXPECT_TRUE(shrunk.allowed);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "a", "k").count, 2);
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "b", "k").count, 4);
+}
+
+TEST_F(EngineTest, BrokenMapIsRefusedAndTheOldOneStays) {
+  WriteMap(R"(<map><biz id="1" name="a"><rule interval="600" max="1"/></biz></map>)");
+  auto e = OpenEngine();
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "a", "k").allowed);
+  WriteMap("<map>\n<biz id=\"1\" name=\"a\">\n<rule algo=\"nope\" interval=\"600\" max=\"9\"/></biz></map>");
+  Status s = e->Reload("");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), (dir_ / "map.xml") + ":3: unknown algo 'nope' (fixed, calendar, sliding or token_bucket)");
+  EXPECT_FALSE(Do(*e, Cmd::kAcquire, "a", "k").allowed);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "a", "k").limit, 1);
+}
+
+TEST_F(EngineTest, RemovedBizBecomesStaleAndIsEvictedFirst) {
+  // One chain of 8 slots: 8 one-slot nodes fill it.
+  auto tiny = OpenStore(dir_ / "tiny", StoreGeometry{1, 1, 8});
+  WriteMap(R"(<map><biz id="1" name="old"><rule interval="3600" max="9"/></biz>
+    <biz id="2" name="new"><rule interval="3600" max="9"/></biz></map>)");
+  auto e = OpenEngine(tiny.get());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(Do(*e, Cmd::kAcquire, "old", "k" + std::to_string(i)).allowed);
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "new", "n0").allowed);
+  EXPECT_EQ(tiny->Stats().total.evictions_live, 1u);
+  WriteMap(R"(<map><biz id="2" name="new"><rule interval="3600" max="9"/></biz></map>)");
+  ASSERT_TRUE(e->Reload("").ok());
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "old", "k1").code, 404);
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "new", "n1").allowed);
+  EXPECT_EQ(tiny->Stats().total.evictions_stale, 1u);
+  EXPECT_EQ(tiny->Stats().total.evictions_live, 1u);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "new", "n0").count, 1);
+}
+
+TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
+  WriteMap(R"(<map><biz id="7" name="api"><rule interval="3600" max="100" borrow="5"/>
+    <rule algo="token_bucket" interval="10" max="3"/><rule algo="sliding" interval="600" max="50"/></biz></map>)");
+  auto e = OpenEngine();
+  const std::string long_key(40, 'x');
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "api", "short", 2).allowed);
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "api", long_key, 3).allowed);
+  std::vector<std::string> lines;
+  ASSERT_TRUE(store_->ForEach({}, [&](const NodeInfo& n) {
+                      auto j = e->ExportNode(n);
+                      ASSERT_TRUE(j.ok());
+                      lines.push_back(j.value());
+                    }).ok());
+  ASSERT_EQ(lines.size(), 2u);
+
+  // Another geometry, the same biz under the same id: both keys come back.
+  auto other = OpenStore(dir_ / "other", StoreGeometry{2, 64, 4});
+  auto e2 = OpenEngine(other.get());
+  for (const std::string& l : lines) ASSERT_TRUE(e2->ImportNode(l).ok()) << l;
+  EXPECT_EQ(Do(*e2, Cmd::kGet, "api", "short").count, 2);
+  Decision d = Do(*e2, Cmd::kGet, "api", long_key);
+  EXPECT_TRUE(d.found);
+  EXPECT_EQ(d.rules[0].count, 3);
+  EXPECT_EQ(d.rules[2].count, 3);
+  EXPECT_EQ(d.rules[1].count, 3);
+
+  // Another id: whole keys are fingerprinted again; a truncated one cannot be.
+  WriteMap(R"(<map><biz id="9" name="api"><rule interval="3600" max="100"/></biz></map>)", "map9.xml");
+  auto third = OpenStore(dir_ / "third", StoreGeometry{1, 64, 8});
+  auto e3 = OpenEngine(third.get(), "map9.xml");
+  int imported = 0;
+  for (const std::string& l : lines) {
+    Status s = e3->ImportNode(l);
+    if (s.ok()) ++imported;
+    else EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  }
+  EXPECT_EQ(imported, 1);
+  EXPECT_EQ(Do(*e3, Cmd::kGet, "api", "short").count, 2);
+
+  WriteMap(R"(<map><biz id="3" name="web"><rule interval="60" max="1"/></biz></map>)", "map3.xml");
+  auto e4 = OpenEngine(third.get(), "map3.xml");
+  Status missing = e4->ImportNode(lines[0]);
+  EXPECT_TRUE(missing.IsNotFound());
+  EXPECT_NE(missing.message().find("'api'"), std::string::npos);
+  EXPECT_FALSE(e4->ImportNode("{\"biz\":1}").ok());
+  EXPECT_FALSE(e4->ImportNode("not json").ok());
+}
+
+TEST_F(EngineTest, DailyStatsCountAndSurviveRestart) {
+  WriteMap(R"(<map><biz id="1" name="b"><rule interval="60" max="1"/></biz></map>)");
+  {
+    auto e = OpenEngine();
+    Do(*e, Cmd::kAcquire, "b", "k1");
+    Do(*e, Cmd::kAcquire, "b", "k1");
+    Do(*e, Cmd::kQuery, "b", "k2");
+    Do(*e, Cmd::kGet, "b", "k2");  // not a use: not counted
+  }
+  auto e = OpenEngine();
+  auto stats = e->DailyStats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].name, "b");
+  ASSERT_EQ(stats[0].days.size(), 1u);
+  const BizStatsDay& today = stats[0].days[0];
+  EXPECT_EQ(today.day, kDay0 / 86400);
+  EXPECT_EQ(today.requests, 3u);
+  EXPECT_EQ(today.allowed, 2u);
+  EXPECT_EQ(today.denied, 1u);
+  EXPECT_EQ(today.new_keys, 1u);
+  clock_.Advance(86'400'000);
+  Do(*e, Cmd::kAcquire, "b", "k3");
+  stats = e->DailyStats();
+  ASSERT_EQ(stats[0].days.size(), 2u);
+  EXPECT_EQ(stats[0].days[0].requests, 1u);
+}
+
+TEST_F(EngineTest, CalendarDaysFollowTheEngineTimeZone) {
+  WriteMap(R"(<map><biz id="1" name="push"><rule algo="calendar" interval="86400" max="2"/></biz></map>)");
+  auto e = OpenEngine(nullptr, "map.xml", "Asia/Shanghai");
+  clock_.Set((kDay0 + 16 * 3600 - 60) * 1000);  // 23:59 in Shanghai
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "push", "u").allowed);
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "push", "u").allowed);
+  Decision d = Do(*e, Cmd::kAcquire, "push", "u");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, 60);
+  clock_.Advance(60'000);
+  EXPECT_TRUE(Do(*e, Cmd::kAcquire, "push", "u").allowed);
+}
+
+TEST_F(EngineTest, ConcurrentAcquiresNeverOverAdmitWhileReloading) {
+  WriteMap(R"(<map><biz id="1" name="b"><rule interval="3600" max="1000"/>
+    <rule algo="sliding" interval="3600" max="5000"/></biz></map>)");
+  auto e = OpenEngine();
+  std::atomic<int> allowed{0};
+  std::atomic<bool> stop{false};
+  std::thread reloader([&] {
+    while (!stop) ASSERT_TRUE(e->Reload("").ok());
+  });
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < 600; ++i) allowed += Do(*e, Cmd::kAcquire, "b", "hot").allowed ? 1 : 0;
+    });
+  }
+  for (auto& w : workers) w.join();
+  stop = true;
+  reloader.join();
+  EXPECT_EQ(allowed.load(), 1000);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "b", "hot").count, 1000);
+  auto stats = e->DailyStats();
+  EXPECT_EQ(stats.at(0).days.at(0).requests, 2400u);  // the get is not a use
+}
+
+// A store that keeps nodes in a map: isolates the engine's own cost (the
+// real store's locking is measured by its own tests).
+class MapStore final : public Store {
+ public:
+  const StoreGeometry& geometry() const override { return geo_; }
+  Status Update(const KeyRef& key, uint32_t state_bytes, uint32_t, const Mutator& fn, UpdateResult* r) override {
+    auto it = nodes_.find({key.fp.lo, key.fp.hi});
+    NodeRef ref;
+    uint8_t buf[kMaxStateBytes] = {};
+    ref.state = buf;
+    ref.state_bytes = state_bytes;
+    if (it != nodes_.end()) {
+      ref.exists = true;
+      ref.stored_state_bytes = static_cast<uint32_t>(it->second.size());
+      std::memcpy(buf, it->second.data(), std::min<size_t>(it->second.size(), state_bytes));
+    }
+    if (r) *r = UpdateResult{ref.exists, !ref.exists, false, false};
+    Commit c = fn(ref);
+    if (c == Commit::kWrite) {
+      if (it == nodes_.end()) it = nodes_.emplace(std::make_pair(key.fp.lo, key.fp.hi), std::vector<uint8_t>()).first;
+      it->second.assign(buf, buf + state_bytes);
+    } else if (c == Commit::kErase && it != nodes_.end()) {
+      nodes_.erase(it);
+    }
+    return Status::OK();
+  }
+  Status UpdateBatch(std::span<const BatchItem>, uint32_t, const BatchMutator&, std::vector<UpdateResult>*) override {
+    return Status::Unavailable("not in this fake");
+  }
+  Result<NodeInfo> Get(const KeyRef&) override { return Status::Unavailable("not in this fake"); }
+  Status Erase(const KeyRef&) override { return Status::Unavailable("not in this fake"); }
+  Status ForEach(const Filter&, const Visitor&) override { return Status::Unavailable("not in this fake"); }
+  Result<uint64_t> EraseIf(const Filter&, const std::function<bool(const NodeInfo&)>&) override {
+    return Status::Unavailable("not in this fake");
+  }
+  void SetLiveBizzes(std::vector<bool>) override {}
+  StoreStats Stats() const override { return {}; }
+  Status Flush(bool) override { return Status::OK(); }
+  Result<uint32_t> RecoverDeadOwner(int32_t) override { return Status::Unavailable("not in this fake"); }
+  Result<VerifyReport> Verify(bool) override { return Status::Unavailable("not in this fake"); }
+  void SetTestHookInCriticalSection(std::function<void(int)>) override {}
+
+ private:
+  StoreGeometry geo_;
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint8_t>> nodes_;
+};
+
+TEST_F(EngineTest, HotPathMakesNoHeapAllocation) {
+  WriteMap(R"(<map><biz id="1" name="login"><rule interval="60" max="1000000"/></biz>
+    <biz id="2" name="ad"><rule algo="calendar" interval="86400" max="1000000"/>
+      <rule algo="sliding" interval="3600" max="1000000"/><rule algo="token_bucket" interval="1" max="1000000"/></biz>
+  </map>)");
+  MapStore store;
+  auto e = OpenEngine(&store);
+  for (const char* biz : {"login", "ad"}) {
+    ASSERT_TRUE(Do(*e, Cmd::kAcquire, biz, "user:42").allowed);
+    const int kRounds = 20000;
+    limit::testing::AllocCount allocs;
+    auto start = std::chrono::steady_clock::now();
+    bool all = true;
+    for (int i = 0; i < kRounds; ++i) all = Do(*e, Cmd::kAcquire, biz, "user:42").allowed && all;
+    auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_TRUE(all);
+    EXPECT_EQ(allocs.count(), 0) << biz;
+    RecordProperty(std::string("ns_per_acquire_") + biz,
+                   static_cast<int>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count() / kRounds));
+  }
+}
+
+}  // namespace
+}  // namespace frs

@@ -1,0 +1,101 @@
+#include "limit/map_config.h"
+
+#include <gtest/gtest.h>
+
+namespace frs::limit {
+namespace {
+
+std::string ErrorOf(const std::string& xml) {
+  auto m = ParseMap(xml, "map.xml");
+  return m.ok() ? std::string("OK") : m.status().message();
+}
+
+TEST(MapConfig, ParsesTheContractExample) {
+  auto m = ParseMap(R"(<map>
+  <biz id="1" name="login">
+    <rule interval="60" max="5"/>
+  </biz>
+  <biz id="2" name="ad_user" mode="enforce">
+    <rule algo="calendar" interval="86400" max="3"/>
+    <rule algo="sliding"  interval="3600"  max="1"/>
+  </biz>
+  <biz id="3" name="api">
+    <rule algo="token_bucket" interval="1" max="10" burst="20"/>
+  </biz>
+  <biz id="4" name="partner" mode="shadow">
+    <rule algo="fixed" interval="3600" max="1000" borrow="300"/>
+  </biz>
+</map>)", "map.xml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->bizzes.size(), 4u);
+  const BizConfig& login = m->bizzes[0];
+  EXPECT_EQ(login.rules[0].algo, Algo::kFixed);
+  EXPECT_EQ(login.state_bytes, 16u);  // one fixed rule: 16 bytes, 16 key bytes fit one slot
+  const BizConfig& ad = m->bizzes[1];
+  EXPECT_EQ(ad.nrules, 2u);
+  EXPECT_EQ(ad.rules[1].offset, 16u);
+  EXPECT_EQ(ad.state_bytes, 32u);
+  EXPECT_EQ(m->bizzes[2].rules[0].burst, 20);
+  EXPECT_EQ(m->bizzes[3].rules[0].borrow, 300);
+  EXPECT_EQ(m->bizzes[3].mode, Mode::kShadow);
+}
+
+TEST(MapConfig, ErrorsNameTheFileAndLine) {
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz>\n"
+                    "<biz id=\"1\" name=\"b\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>"),
+            "map.xml:3: duplicate biz id 1 (first used at line 2)");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz>\n\n"
+                    "<biz id=\"2\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>"),
+            "map.xml:4: duplicate biz name 'a' (first used at line 2)");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\">\n  <rule algo=\"leaky\" interval=\"60\" max=\"5\"/>\n</biz></map>"),
+            "map.xml:3: unknown algo 'leaky' (fixed, calendar, sliding or token_bucket)");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"0\" max=\"5\"/></biz></map>"),
+            "map.xml:2: rule interval '0' is out of range (1..31536000 s)");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"31536001\" max=\"5\"/></biz></map>"),
+            "map.xml:2: rule interval '31536001' is out of range (1..31536000 s)");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"6\" max=\"2147483648\"/></biz></map>"),
+            "map.xml:2: rule max '2147483648' is out of range (1..2147483647)");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"sliding\" interval=\"6\" max=\"2\" borrow=\"1\"/></biz></map>"),
+            "map.xml:2: borrow needs windows: algo 'sliding' has none (use fixed or calendar)");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"6\" max=\"2\" burst=\"3\"/></biz></map>"),
+            "map.xml:2: burst is only for token_bucket, not algo 'fixed'");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"6\" max=\"2\" maximum=\"3\"/></biz></map>"),
+            "map.xml:2: <rule>: unknown attribute 'maximum'");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\" owner=\"me\"/></map>"),
+            "map.xml:2: <biz>: unknown attribute 'owner'");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\" mode=\"loud\"/></map>"),
+            "map.xml:2: unknown mode 'loud' (enforce, shadow or off)");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"65536\" name=\"a\"/></map>"),
+            "map.xml:2: biz id '65536' is out of range (1..65535)");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"0\" name=\"a\"/></map>"), "map.xml:2: biz id '0' is out of range (1..65535)");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"3\"/></map>"), "map.xml:2: <biz id=\"3\">: missing attribute 'name'");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"3\" name=\"42\"/></map>"),
+            "map.xml:2: biz name '42' is invalid (1..64 of letters, digits, '_', '.', '-', not only digits)");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"3\" name=\"a\"/></map>"), "map.xml:2: biz 'a' has no <rule>");
+  std::string five = "<map>\n<biz id=\"1\" name=\"a\">\n";
+  for (int i = 0; i < 5; ++i) five += "<rule interval=\"" + std::to_string(60 + i) + "\" max=\"1\"/>\n";
+  five += "</biz></map>";
+  EXPECT_EQ(ErrorOf(five), "map.xml:7: biz 'a' has more than 4 rules (a node holds at most 4)");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\">\n<rule interval=\"6\" max=\"2\">\n</biz></map>"),
+            "map.xml:4: malformed XML: Start-end tags mismatch");
+  EXPECT_EQ(ErrorOf("<limits/>"), "map.xml:1: the root element is <limits>, expected <map>");
+  EXPECT_EQ(ErrorOf("<map>\n<bizz id=\"1\"/></map>"), "map.xml:2: unexpected element <bizz> in <map> (expected <biz>)");
+}
+
+TEST(MapConfig, FourLargestRulesFitANode) {
+  std::string xml = "<map><biz id=\"1\" name=\"a\">";
+  for (int i = 0; i < 4; ++i) xml += "<rule algo=\"sliding\" interval=\"" + std::to_string(60 + i) + "\" max=\"1000\"/>";
+  xml += "</biz></map>";
+  auto m = ParseMap(xml, "map.xml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->bizzes[0].state_bytes, 4 * 112u);
+}
+
+TEST(MapConfig, MissingFileNamesIt) {
+  auto m = LoadMapFile("/nonexistent/map.xml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "/nonexistent/map.xml:0: no such file");
+}
+
+}  // namespace
+}  // namespace frs::limit
