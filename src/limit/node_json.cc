@@ -73,8 +73,8 @@ JsonWriter& JsonWriter::Bool(bool v) {
 
 const JsonValue* JsonValue::Find(std::string_view key) const {
   if (type != Type::kObject) return nullptr;
-  for (const auto& [k, v] : object) {
-    if (k == key) return &v;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == key) return &values[i];
   }
   return nullptr;
 }
@@ -162,7 +162,8 @@ class Reader {
       JsonValue member;
       s = Value(&member, depth + 1);
       if (!s.ok()) return s;
-      v->object.emplace_back(std::move(key), std::move(member));
+      v->keys.push_back(std::move(key));
+      v->values.push_back(std::move(member));
       Ws();
       if (i_ < t_.size() && t_[i_] == ',') {
         ++i_;

@@ -46,7 +46,10 @@ struct JsonValue {
   int64_t i = 0;
   std::string s;
   std::vector<JsonValue> array;
-  std::vector<std::pair<std::string, JsonValue>> object;
+  // An object's members as parallel lists: std::pair of an incomplete type
+  // is not portable (clang rejects it), a vector of one is.
+  std::vector<std::string> keys;
+  std::vector<JsonValue> values;
 
   // Member lookup; nullptr when absent or not an object.
   const JsonValue* Find(std::string_view key) const;

@@ -1,0 +1,127 @@
+#include "server/connection.h"
+
+#include <cstring>
+
+namespace frs::server {
+
+namespace {
+constexpr size_t kMinReadRoom = 2048;
+constexpr size_t kShrinkOutputAbove = 1 << 20;
+}  // namespace
+
+Connection::Connection(os::UniqueFd fd, const ConnectionLimits& limits, Handler* handler)
+    : fd_(std::move(fd)),
+      handler_(handler),
+      parser_(limits.max_header_bytes, limits.max_body_bytes),
+      // Room for one maximal request plus the start of the next.
+      max_buffer_(size_t{limits.max_header_bytes} + limits.max_body_bytes + 4096),
+      in_(std::make_unique<char[]>(kInitialBuffer)),
+      cap_(kInitialBuffer) {}
+
+bool Connection::WantsRead() const {
+  if (state_ == State::kLingering) return true;
+  return state_ == State::kOpen && !peer_closed_ && out_.size() - sent_ < kOutputHighWater;
+}
+
+void Connection::Compact() {
+  if (req_ == end_) {
+    req_ = end_ = 0;
+    return;
+  }
+  if (req_ > 0 && cap_ - end_ < kMinReadRoom) {
+    std::memmove(in_.get(), in_.get() + req_, end_ - req_);
+    end_ -= req_;
+    req_ = 0;
+  }
+}
+
+std::span<char> Connection::ReadSpace() {
+  if (state_ == State::kLingering) return {in_.get(), cap_};  // read to drop
+  if (!WantsRead()) return {};
+  Compact();
+  if (cap_ - end_ < kMinReadRoom && cap_ < max_buffer_) {
+    size_t ncap = std::min(max_buffer_, cap_ * 2);
+    auto nbuf = std::make_unique<char[]>(ncap);
+    std::memcpy(nbuf.get(), in_.get() + req_, end_ - req_);
+    end_ -= req_;
+    req_ = 0;
+    in_ = std::move(nbuf);
+    cap_ = ncap;
+  }
+  return {in_.get() + end_, cap_ - end_};
+}
+
+void Connection::Produced(size_t n, int64_t now_ns) {
+  if (n == 0 || state_ == State::kLingering) return;
+  if (req_ == end_) req_start_ns_ = now_ns;
+  last_read_ns_ = now_ns;
+  end_ += n;
+}
+
+void Connection::PeerClosed() {
+  peer_closed_ = true;
+  if (state_ == State::kLingering) state_ = State::kClosed;
+}
+
+void Connection::Process() {
+  while (state_ == State::kOpen && req_ < end_ && out_.size() - sent_ < kOutputHighWater) {
+    HttpRequestParser::Outcome o = parser_.Feed(in_.get() + req_, end_ - req_);
+    if (o == HttpRequestParser::Outcome::kNeedMore) {
+      const HttpHead& h = parser_.head();
+      if (parser_.header_done() && h.expect_continue && !continue_sent_ && h.version >= 11) {
+        out_.append("HTTP/1.1 100 Continue\r\n\r\n");
+        continue_sent_ = true;
+      }
+      break;
+    }
+    if (o == HttpRequestParser::Outcome::kError) {
+      // The framing is lost: answer and close, never guess where the next
+      // request starts.
+      handler_->HandleFailure(parser_.error_status(), parser_.error_message(), req_start_ns_, &out_);
+      state_ = State::kClosing;
+      linger_ = !peer_closed_;
+      break;
+    }
+    bool keep = parser_.head().keep_alive && !shutting_down_;
+    keep = handler_->Handle(parser_.head(), in_.get() + req_, keep, req_start_ns_, &out_);
+    req_ += parser_.consumed();
+    parser_.Reset();
+    continue_sent_ = false;
+    ++progress_;
+    // Pipelined bytes behind it arrived with the last read.
+    req_start_ns_ = last_read_ns_;
+    if (!keep) state_ = State::kClosing;
+  }
+  if (state_ == State::kOpen && (peer_closed_ || shutting_down_) && (req_ == end_ || peer_closed_)) {
+    // Nothing more can arrive (EOF) or be accepted (shutdown, idle).
+    state_ = State::kClosing;
+  }
+  if (req_ == end_) req_ = end_ = 0;
+}
+
+void Connection::Consumed(size_t n) {
+  sent_ += n;
+  if (n > 0) ++progress_;
+  if (sent_ == out_.size()) {
+    out_.clear();
+    sent_ = 0;
+    if (out_.capacity() > kShrinkOutputAbove) out_.shrink_to_fit();
+  }
+}
+
+void Connection::BeginShutdown() {
+  shutting_down_ = true;
+  if (state_ == State::kOpen && req_ == end_) state_ = State::kClosing;
+}
+
+void Connection::OnTimeout() {
+  if (state_ == State::kOpen && req_ < end_ && !WantsWrite()) {
+    handler_->HandleFailure(408, "the request was not received completely in time", req_start_ns_, &out_);
+    state_ = State::kClosing;
+    linger_ = !peer_closed_;
+    return;
+  }
+  state_ = State::kClosed;
+}
+
+}  // namespace frs::server

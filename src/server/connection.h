@@ -1,0 +1,125 @@
+// server/connection.h: one client connection as an explicit state machine.
+//
+// States:
+//   kOpen     reading and answering requests (keep-alive, pipelining)
+//   kClosing  no further request will be read: the last response is queued
+//             (Connection: close, HTTP/1.0, an error, EOF from the peer, or
+//             shutdown); the connection closes once the output is sent
+//   kLingering the answer to a broken request is sent and our side is shut
+//             down; unread request bytes are read and dropped until the
+//             peer closes (or a short deadline), because closing a socket
+//             with unread input sends a reset that can destroy the answer
+//             before the client reads it
+//   kClosed   close now, whatever is left (timeout of a stalled reader, I/O
+//             error)
+//
+// Input buffer cursors (in_[0, cap)):
+//   [0, req_)        consumed: requests already answered
+//   [req_, end_)     the current request's bytes (and pipelined ones behind
+//                    it); the parser has consumed [req_, req_ + parser.consumed())
+//   [end_, cap)      free space for the next read
+// The current request stays contiguous so the parser's offsets (target,
+// body) hold; when it is complete, req_ advances past it and the parser is
+// reset. When everything is consumed both cursors return to 0 (the common
+// case, no copy); otherwise the partial request is moved to the front when
+// room runs out, and the buffer doubles up to header + body limits.
+//
+// Output: out_[sent_, size) is still to be written. Responses are appended in
+// request order, so pipelined requests are answered in order. Past a high
+// water mark no further request is processed until the client reads
+// (backpressure without unbounded memory).
+//
+// The connection does no I/O itself: the worker reads into ReadSpace() and
+// writes PendingOutput(), so the fuzz target drives exactly this code with
+// in-memory bytes.
+//
+// Thread safety: none; owned by one worker.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "os/unique_fd.h"
+#include "server/deadline_list.h"
+#include "server/handler.h"
+#include "server/http_parser.h"
+
+namespace frs::server {
+
+struct ConnectionLimits {
+  uint32_t max_header_bytes = 16 * 1024;
+  uint32_t max_body_bytes = 64 * 1024;
+};
+
+class Connection : public DeadlineNode {
+ public:
+  enum class State : uint8_t { kOpen, kClosing, kLingering, kClosed };
+  static constexpr size_t kInitialBuffer = 4096;
+  static constexpr size_t kOutputHighWater = 256 * 1024;
+
+  Connection(os::UniqueFd fd, const ConnectionLimits& limits, Handler* handler);
+
+  int fd() const { return fd_.get(); }
+  State state() const { return state_; }
+
+  // --- input
+  // Room to read into; empty when no read should happen now.
+  std::span<char> ReadSpace();
+  // `n` bytes were read into ReadSpace() at `now_ns`.
+  void Produced(size_t n, int64_t now_ns);
+  // The peer shut down its side: answer what is buffered, then close.
+  void PeerClosed();
+  // Parses and answers every complete buffered request, in order.
+  void Process();
+
+  // --- output
+  std::string_view PendingOutput() const { return std::string_view(out_).substr(sent_); }
+  void Consumed(size_t n);
+
+  // --- state for the worker
+  bool WantsRead() const;
+  bool WantsWrite() const { return sent_ < out_.size(); }
+  // A request is partly received, a response is not fully sent, or the
+  // connection lingers: the request timeout applies (else the idle timeout).
+  bool Busy() const { return req_ < end_ || WantsWrite() || state_ == State::kLingering; }
+  // Close now.
+  bool Done() const { return state_ == State::kClosed || (state_ == State::kClosing && !WantsWrite() && !linger_); }
+  // The answer is out; shut our side down and drain (see kLingering).
+  bool NeedsLinger() const { return state_ == State::kClosing && !WantsWrite() && linger_; }
+  void StartLinger() { state_ = State::kLingering; }
+  // Grows when a request completes or output drains: a busy connection that
+  // makes progress gets a fresh request deadline.
+  uint64_t progress() const { return progress_; }
+
+  // Graceful stop: an idle connection closes at once, a busy one after the
+  // response to the request in progress.
+  void BeginShutdown();
+  // The deadline passed: 408 for a partial request, plain close otherwise.
+  void OnTimeout();
+  void Abort() { state_ = State::kClosed; }
+
+ private:
+  void Compact();
+
+  os::UniqueFd fd_;
+  Handler* handler_;
+  HttpRequestParser parser_;
+  size_t max_buffer_;
+  std::unique_ptr<char[]> in_;
+  size_t cap_ = 0, req_ = 0, end_ = 0;
+  std::string out_;
+  size_t sent_ = 0;
+  State state_ = State::kOpen;
+  bool peer_closed_ = false;
+  bool shutting_down_ = false;
+  bool continue_sent_ = false;
+  bool linger_ = false;        // close through kLingering
+  int64_t req_start_ns_ = 0;   // first byte of the current request arrived
+  int64_t last_read_ns_ = 0;
+  uint64_t progress_ = 0;
+};
+
+}  // namespace frs::server

@@ -1,0 +1,72 @@
+#include "server/daemon.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace frs::server {
+
+Status Daemon::Daemonize() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+  pid_t pid = fork();
+  if (pid < 0) return Status::FromErrno("fork", errno);
+  if (pid > 0) {
+    // The original process: wait for the daemon's verdict.
+    ::close(fds[1]);
+    char c = 0;
+    ssize_t n;
+    do {
+      n = ::read(fds[0], &c, 1);
+    } while (n < 0 && errno == EINTR);
+    int st = 0;
+    waitpid(pid, &st, 0);  // the intermediate child exits at once
+    _exit(n == 1 && c == 'R' ? 0 : 1);
+  }
+  ::close(fds[0]);
+  if (setsid() < 0) return Status::FromErrno("setsid", errno);
+  pid = fork();
+  if (pid < 0) return Status::FromErrno("fork", errno);
+  if (pid > 0) _exit(0);
+  notify_fd_ = fds[1];
+  umask(027);
+  if (chdir("/") != 0) return Status::FromErrno("chdir /", errno);
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    if (null > 2) ::close(null);
+  }
+  return Status::OK();
+}
+
+void Daemon::Ready() {
+  if (notify_fd_ < 0) return;
+  char c = 'R';
+  [[maybe_unused]] ssize_t w = ::write(notify_fd_, &c, 1);
+  ::close(notify_fd_);
+  notify_fd_ = -1;
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 2);
+    if (null > 2) ::close(null);
+  }
+}
+
+void Daemon::Failed() {
+  if (notify_fd_ < 0) return;
+  char c = 'F';
+  [[maybe_unused]] ssize_t w = ::write(notify_fd_, &c, 1);
+  ::close(notify_fd_);
+  notify_fd_ = -1;
+}
+
+void Daemon::CloseInChild() {
+  if (notify_fd_ >= 0) ::close(notify_fd_);
+  notify_fd_ = -1;
+}
+
+}  // namespace frs::server

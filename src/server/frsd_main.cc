@@ -1,0 +1,153 @@
+// frsd: the FRS server. `frsd -c PATH/srv.xml [--foreground]`.
+//
+// Start-up order matters: everything that can fail because of the
+// configuration (srv.xml, map.xml, the store, the port, a running frsd) is
+// checked in the foreground, before daemonizing, so the error reaches the
+// terminal as one line and the exit status is non-zero.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "config/srv_config.h"
+#include "frs/engine.h"
+#include "frs/store.h"
+#include "server/allow_list.h"
+#include "server/daemon.h"
+#include "server/listener.h"
+#include "server/logger.h"
+#include "server/master.h"
+#include "server/metrics.h"
+#include "server/pidfile.h"
+
+namespace {
+
+int Usage(const char* argv0, int rc) {
+  std::fprintf(rc ? stderr : stdout,
+               "usage: %s -c PATH/srv.xml [--foreground]\n"
+               "  -c, --config FILE   the server configuration (srv.xml)\n"
+               "  -f, --foreground    stay attached, log to stderr (unless srv.xml names a log file)\n",
+               argv0);
+  return rc;
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "frsd: %s\n", msg.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace frs;
+  using namespace frs::server;
+  std::string config_path;
+  bool foreground = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "-c" || a == "--config") && i + 1 < argc) config_path = argv[++i];
+    else if (a.rfind("--config=", 0) == 0) config_path = a.substr(9);
+    else if (a == "-f" || a == "--foreground") foreground = true;
+    else if (a == "-h" || a == "--help") return Usage(argv[0], 0);
+    else {
+      std::fprintf(stderr, "frsd: unknown argument \"%s\"\n", a.c_str());
+      return Usage(argv[0], 2);
+    }
+  }
+  if (config_path.empty()) return Usage(argv[0], 2);
+
+  // srv.xml: its own errors are already "file:line: message".
+  auto cfg_r = LoadSrvConfig(config_path);
+  if (!cfg_r.ok()) {
+    std::fprintf(stderr, "%s\n", cfg_r.status().message().c_str());
+    return 1;
+  }
+  const SrvConfig cfg = cfg_r.value();
+  auto allow = AllowList::Parse(cfg.allow);
+  if (!allow.ok()) return Fail(cfg.path + ": " + allow.status().message());
+
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.store_dir, ec);
+  if (ec) return Fail("cannot create the store directory " + cfg.store_dir + ": " + ec.message());
+
+  // One frsd per store and per pid file.
+  auto store_lock = LockFile::Acquire(cfg.store_dir + "/frsd.lock", "store");
+  if (!store_lock.ok()) return Fail(store_lock.status().message());
+  std::optional<LockFile> pid_lock;
+  if (!cfg.pidfile.empty()) {
+    auto pl = LockFile::Acquire(cfg.pidfile, "pid file");
+    if (!pl.ok()) return Fail(pl.status().message());
+    pid_lock.emplace(std::move(pl.value()));
+  }
+
+  // A daemon without <log file> logs next to its store.
+  std::string logfile = cfg.logfile;
+  if (logfile.empty() && !foreground) logfile = cfg.store_dir + "/frsd.log";
+  Status s = Logger::Get().Configure(logfile, "master");
+  if (!s.ok()) return Fail(s.message());
+
+  StoreOptions so;
+  so.dir = cfg.store_dir;
+  so.geometry = cfg.geometry;
+  so.create_if_missing = true;
+  so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
+  auto store = Store::Open(so);
+  if (!store.ok()) return Fail(store.status().message());
+  // A lock left by a process that died with the previous frsd is recovered
+  // by whoever meets it; nothing from a dead run needs the master here.
+
+  EngineOptions eo;
+  eo.map_path = cfg.map_path;
+  eo.timezone = cfg.timezone;
+  eo.store = store.value().get();
+  eo.stats_dir = cfg.store_dir;
+  auto engine = Engine::Open(eo);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "%s\n", engine.status().message().c_str());
+    return 1;
+  }
+
+  auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers);
+  if (!listeners.ok()) return Fail(listeners.status().message());
+
+  auto metrics = Metrics::Create(cfg.workers);
+  if (!metrics.ok()) return Fail(metrics.status().message());
+
+  Daemon daemon;
+  if (!foreground) {
+    s = daemon.Daemonize();
+    if (!s.ok()) return Fail(s.message());
+  }
+  pid_t pid = getpid();
+  s = store_lock.value().WritePid(pid);
+  if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
+  if (!s.ok()) {
+    daemon.Failed();
+    return Fail(s.message());
+  }
+
+  FRS_LOG("starting: %s, %u worker(s) on %s:%u, store %s (%llu slots), map %s", cfg.path.c_str(), cfg.workers,
+          cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(),
+          static_cast<unsigned long long>(cfg.geometry.slots()), cfg.map_path.c_str());
+
+  MasterContext mc;
+  mc.config = &cfg;
+  mc.store = store.value().get();
+  mc.engine = engine.value().get();
+  mc.metrics = metrics.value().get();
+  mc.allow = &allow.value();
+  mc.listeners = std::move(listeners.value());
+  mc.in_child = [&] {
+    store_lock.value().CloseInChild();
+    if (pid_lock) pid_lock->CloseInChild();
+    daemon.CloseInChild();
+  };
+  mc.on_ready = [&daemon] { daemon.Ready(); };
+  int rc = RunMaster(std::move(mc));
+  if (rc == 0 && pid_lock) pid_lock->Remove();
+  return rc;
+}

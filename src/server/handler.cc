@@ -1,0 +1,304 @@
+#include "server/handler.h"
+
+#include <charconv>
+#include <cstring>
+#include <ctime>
+
+#include "server/admin_auth.h"
+#include "server/clock_util.h"
+
+namespace frs::server {
+
+namespace {
+
+const char* Reason(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+void AppendNum(int64_t v, std::string* out) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, r.ptr);
+}
+
+constexpr const char* kXml = "application/xml";
+constexpr const char* kText = "text/plain; version=0.0.4; charset=utf-8";
+
+// Statuses the engine may put in a Decision; anything else is our bug.
+int HttpStatusOf(int code) {
+  switch (code) {
+    case 400:
+    case 403:
+    case 404:
+    case 503: return code;
+    default: return 500;
+  }
+}
+
+}  // namespace
+
+struct Handler::Extra {
+  bool rate_headers = false;
+  int64_t limit = 0, remaining = 0, reset_in = 0, retry_after = 0;  // retry_after > 0: Retry-After
+  const char* allow = nullptr;                                       // 405: Allow
+};
+
+Handler::Handler(Engine* engine, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters)
+    : engine_(engine), opts_(opts), metrics_(metrics), counters_(counters) {
+  body_.reserve(4096);
+  biz_buf_.reserve(256);
+  key_buf_.reserve(256);
+  wire_.reserve(opts.max_batch);
+  reqs_.reserve(opts.max_batch);
+  decisions_.resize(opts.max_batch);
+}
+
+const char* Handler::DateHeader() {
+  int64_t now = static_cast<int64_t>(std::time(nullptr));
+  if (now != date_sec_) {
+    date_sec_ = now;
+    time_t t = static_cast<time_t>(now);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(date_, sizeof date_, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+  }
+  return date_;
+}
+
+void Handler::Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra,
+                      bool head_only, std::string* out) {
+  out->append("HTTP/1.1 ");
+  AppendNum(status, out);
+  out->push_back(' ');
+  out->append(Reason(status));
+  out->append("\r\nServer: frsd\r\n");
+  out->append(DateHeader());
+  out->append("Content-Type: ").append(content_type).append("\r\nContent-Length: ");
+  AppendNum(static_cast<int64_t>(body_.size()), out);
+  out->append("\r\n");
+  if (extra) {
+    if (extra->rate_headers) {
+      out->append("RateLimit-Limit: ");
+      AppendNum(extra->limit, out);
+      out->append("\r\nRateLimit-Remaining: ");
+      AppendNum(extra->remaining, out);
+      out->append("\r\nRateLimit-Reset: ");
+      AppendNum(extra->reset_in, out);
+      out->append("\r\n");
+      if (extra->retry_after > 0) {
+        out->append("Retry-After: ");
+        AppendNum(extra->retry_after, out);
+        out->append("\r\n");
+      }
+    }
+    if (extra->allow) out->append("Allow: ").append(extra->allow).append("\r\n");
+  }
+  if (!keep_alive) out->append("Connection: close\r\n");
+  else if (version < 11) out->append("Connection: keep-alive\r\n");
+  out->append("\r\n");
+  if (!head_only) out->append(body_);
+}
+
+void Handler::ErrorBody(int code, std::string_view msg, int* status) {
+  body_.clear();
+  AppendError(code, msg, &body_);
+  *status = code;
+}
+
+void Handler::CountDecision(const WireRequest& r, const Decision& d) {
+  if (!counters_ || d.code != 0) return;
+  if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire) return;
+  auto id = engine_->ResolveBiz(r.biz);
+  if (!id.ok()) return;
+  uint16_t biz = id.value();
+  CounterAdd(d.allowed ? counters_->biz_allowed[biz] : counters_->biz_denied[biz]);
+  if (d.shadow && d.would_deny) CounterAdd(counters_->biz_shadow_denied[biz]);
+}
+
+bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t start_ns, std::string* out) {
+  std::string_view target(base + head.target_off, head.target_len);
+  size_t q = target.find('?');
+  std::string_view path = target.substr(0, q);
+  std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+
+  CmdLabel label = CmdLabel::kNone;
+  int status = 200;
+  const char* ctype = kXml;
+  Extra extra;
+  bool head_only = false;
+  bool is_get = head.method == HttpMethod::kGet;
+
+  if (path == "/frs") {
+    if (head.method != HttpMethod::kPost) {
+      ErrorBody(405, "/frs takes POST with an XML body", &status);
+      extra.allow = "POST";
+    } else {
+      HandlePost(base + head.body_off, head.body_len, &label, &status);
+    }
+  } else if (path == "/acquire" || path == "/query") {
+    Cmd cmd = path == "/acquire" ? Cmd::kAcquire : Cmd::kQuery;
+    label = LabelOf(cmd);
+    if (!is_get) {
+      ErrorBody(405, std::string(path) + " takes GET", &status);
+      extra.allow = "GET";
+    } else {
+      HandleGetForm(cmd, query, &extra, &status);
+    }
+  } else if (path == "/health" || path == "/metrics") {
+    bool health = path == "/health";
+    label = health ? CmdLabel::kHealth : CmdLabel::kMetrics;
+    if (!is_get && head.method != HttpMethod::kHead) {
+      ErrorBody(405, std::string(path) + " takes GET or HEAD", &status);
+      extra.allow = "GET, HEAD";
+    } else {
+      head_only = head.method == HttpMethod::kHead;
+      if (health) {
+        body_.clear();
+        if (shutting_down_) {
+          ErrorBody(503, "the server is shutting down", &status);
+        } else {
+          body_.append("<response code=\"0\" msg=\"serving\"/>\n");
+        }
+      } else {
+        body_.clear();
+        ctype = kText;
+        if (metrics_) {
+          metrics_->Render(*engine_, &body_);
+        } else {
+          body_.append("# metrics are not shared in this process\n");
+        }
+      }
+    }
+  } else {
+    ErrorBody(404, "no such path: use POST /frs, GET /acquire, /query, /health or /metrics", &status);
+  }
+  if (shutting_down_) keep_alive = false;
+  Respond(status, keep_alive, head.version, ctype, &extra, head_only, out);
+  if (counters_) counters_->CountRequest(label, status, static_cast<uint64_t>(MonoNs() - start_ns));
+  return keep_alive;
+}
+
+bool Handler::HandlePost(char* body, size_t len, CmdLabel* label, int* status) {
+  ProtocolError err;
+  bool is_batch = false;
+  if (!decoder_.Decode(body, len, opts_.max_batch, &wire_, &is_batch, &err)) {
+    ErrorBody(err.status, err.msg, status);
+    return false;
+  }
+  *label = is_batch ? CmdLabel::kBatch : LabelOf(wire_[0].cmd);
+  // Authorization and biz resolution first, for every member: a refused
+  // or unknown member fails the whole request before anything executes.
+  for (size_t i = 0; i < wire_.size(); ++i) {
+    const WireRequest& r = wire_[i];
+    if (IsAdmin(r.cmd)) {
+      AdminAuth a = CheckAdminToken(opts_.admin_token, r.token);
+      if (a != AdminAuth::kOk) {
+        std::string msg = a == AdminAuth::kDisabled
+                              ? std::string("admin commands are disabled: srv.xml sets no <admin token>")
+                              : std::string("cmd=\"") + WireCmdName(r.cmd) + "\" needs the admin token, and it is missing or wrong";
+        if (is_batch) msg = "batch member " + std::to_string(i + 1) + ": " + msg;
+        ErrorBody(403, msg, status);
+        return false;
+      }
+    }
+    if (is_batch) {
+      auto id = engine_->ResolveBiz(r.biz);
+      if (!id.ok()) {
+        ErrorBody(id.status().IsNotFound() ? 404 : 400,
+                  "batch member " + std::to_string(i + 1) + ": " + id.status().message(), status);
+        return false;
+      }
+    }
+  }
+
+  body_.clear();
+  if (!is_batch) {
+    const WireRequest& r = wire_[0];
+    if (r.cmd == Cmd::kStats) {
+      AppendStats(engine_->store()->Stats(), engine_->DailyStats(), &body_);
+      *status = 200;
+      return true;
+    }
+    Decision& d = decisions_[0];
+    d = engine_->Execute(r.ToEngine());
+    if (d.code != 0) {
+      ErrorBody(HttpStatusOf(d.code), d.msg, status);
+      return false;
+    }
+    CountDecision(r, d);
+    AppendDecision(r.cmd, d, &body_);
+    *status = 200;
+    return true;
+  }
+
+  reqs_.clear();
+  for (const WireRequest& r : wire_) reqs_.push_back(r.ToEngine());
+  std::span<Decision> out(decisions_.data(), reqs_.size());
+  for (Decision& d : out) d = Decision{};
+  bool allowed = engine_->ExecuteBatch(reqs_, out);
+  for (size_t i = 0; i < wire_.size(); ++i) CountDecision(wire_[i], out[i]);
+  AppendBatch(allowed, wire_, out, &body_);
+  *status = 200;
+  return true;
+}
+
+bool Handler::HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status) {
+  ProtocolError err;
+  WireRequest r;
+  if (!DecodeQuery(query, cmd, &biz_buf_, &key_buf_, &r, &err)) {
+    ErrorBody(err.status, err.msg, status);
+    return false;
+  }
+  Decision& d = decisions_[0];
+  d = engine_->Execute(r.ToEngine());
+  if (d.code != 0) {
+    ErrorBody(HttpStatusOf(d.code), d.msg, status);
+    return false;
+  }
+  CountDecision(r, d);
+  body_.clear();
+  AppendDecision(cmd, d, &body_);
+  int64_t now_s = engine_->clock()->NowMs() / 1000;
+  extra->rate_headers = true;
+  extra->limit = d.limit;
+  extra->remaining = d.remaining;
+  extra->reset_in = d.reset > now_s ? d.reset - now_s : 0;
+  if (d.allowed) {
+    *status = 200;
+  } else {
+    *status = 429;
+    extra->retry_after = d.retry_after > 0 ? d.retry_after : 1;
+  }
+  return true;
+}
+
+void Handler::HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out) {
+  ErrorBody(status, msg, &status);
+  Respond(status, /*keep_alive=*/false, 11, kXml, nullptr, false, out);
+  if (counters_) counters_->CountRequest(CmdLabel::kNone, status, static_cast<uint64_t>(MonoNs() - start_ns));
+}
+
+void Handler::AppendOverloaded(std::string* out) {
+  static constexpr char kBody[] = "<response code=\"503\" msg=\"the server is at its connection limit; retry later\"/>\n";
+  out->append("HTTP/1.1 503 Service Unavailable\r\nServer: frsd\r\nContent-Type: application/xml\r\nContent-Length: ");
+  AppendNum(static_cast<int64_t>(sizeof kBody - 1), out);
+  out->append("\r\nRetry-After: 1\r\nConnection: close\r\n\r\n");
+  out->append(kBody, sizeof kBody - 1);
+}
+
+}  // namespace frs::server

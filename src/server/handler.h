@@ -1,0 +1,82 @@
+// server/handler.h: routes one parsed HTTP request and writes its response.
+//
+// POST /frs          the XML protocol (one <request> or a <batch>)
+// GET  /acquire|/query?biz=B&key=K[&n=N]   the same answer, 200 or 429 with
+//                    RateLimit-* and Retry-After headers
+// GET  /health       200 while serving (503 once shutting down)
+// GET  /metrics      Prometheus text
+//
+// Every response is appended, complete (status line, headers, body), to the
+// connection's output buffer; the body is built in a reused scratch string
+// first so Content-Length is known. Nothing on the acquire path allocates
+// once the buffers have warmed up. Errors answer the contract's XML error
+// with the same HTTP status; a request that fails to decode executes nothing.
+//
+// Thread safety: one Handler per worker (it owns reused scratch buffers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frs/engine.h"
+#include "server/http_parser.h"
+#include "server/metrics.h"
+#include "server/protocol.h"
+
+namespace frs::server {
+
+struct HandlerOptions {
+  std::string admin_token;   // "" = admin commands refused
+  uint32_t max_batch = 64;
+};
+
+class Handler {
+ public:
+  // `metrics` and `counters` may be null (tests, fuzzing): nothing is counted
+  // and /metrics answers without the shared figures.
+  Handler(Engine* engine, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters);
+
+  // Answers the complete request whose bytes start at `base` (the body is
+  // parsed in place, so `base` is writable). `keep_alive` is what the
+  // connection allows; returns whether the connection stays open.
+  bool Handle(const HttpHead& head, char* base, bool keep_alive, int64_t start_ns, std::string* out);
+
+  // A request that could not be parsed (400/411/413/431) or timed out (408):
+  // the answer always closes the connection.
+  void HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out);
+
+  // 503 for a connection over the worker's limit (closes).
+  static void AppendOverloaded(std::string* out);
+
+  void set_shutting_down(bool v) { shutting_down_ = v; }
+  Engine* engine() { return engine_; }
+
+ private:
+  struct Extra;  // additional response headers
+  void Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra, bool head_only,
+               std::string* out);
+  bool HandlePost(char* body, size_t len, CmdLabel* label, int* status);
+  bool HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status);
+  void ErrorBody(int code, std::string_view msg, int* status);
+  void CountDecision(const WireRequest& r, const Decision& d);
+  const char* DateHeader();
+
+  Engine* engine_;
+  HandlerOptions opts_;
+  Metrics* metrics_;
+  WorkerCounters* counters_;
+  bool shutting_down_ = false;
+
+  // Reused per request.
+  std::string body_;
+  std::string biz_buf_, key_buf_;
+  XmlRequestDecoder decoder_;
+  std::vector<WireRequest> wire_;
+  std::vector<Request> reqs_;
+  std::vector<Decision> decisions_;
+  int64_t date_sec_ = -1;
+  char date_[64] = {};
+};
+
+}  // namespace frs::server

@@ -1,0 +1,151 @@
+#include "server/http_parser.h"
+
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
+#include <optional>
+
+namespace frs::server {
+
+namespace http = boost::beast::http;
+using boost::beast::string_view;
+
+// The Beast parser, with callbacks that record offsets into the caller's
+// buffer. Beast's basic_parser parses one message only, so the owner keeps it
+// in an optional and re-emplaces it for every request.
+class HttpRequestParser::Adaptor {
+ public:
+  class Impl final : public http::basic_parser<true> {
+   public:
+    explicit Impl(HttpRequestParser* owner) : owner_(owner) {}
+
+   private:
+    void on_request_impl(http::verb method, string_view, string_view target, int version,
+                         boost::beast::error_code&) override {
+      HttpHead& h = owner_->head_;
+      switch (method) {
+        case http::verb::get: h.method = HttpMethod::kGet; break;
+        case http::verb::head: h.method = HttpMethod::kHead; break;
+        case http::verb::post: h.method = HttpMethod::kPost; break;
+        default: h.method = HttpMethod::kOther; break;
+      }
+      h.version = version;
+      h.target_off = static_cast<size_t>(target.data() - owner_->base_);
+      h.target_len = target.size();
+    }
+    void on_response_impl(int, string_view, int, boost::beast::error_code& ec) override {
+      ec = http::error::bad_method;  // never called for a request parser
+    }
+    void on_field_impl(http::field name, string_view, string_view value,
+                       boost::beast::error_code&) override {
+      if (name == http::field::expect && value.size() == 12 &&
+          boost::beast::iequals(value, string_view("100-continue", 12)))
+        owner_->head_.expect_continue = true;
+    }
+    void on_header_impl(boost::beast::error_code& ec) override {
+      HttpHead& h = owner_->head_;
+      h.keep_alive = keep_alive();
+      owner_->header_done_ = true;
+      if (chunked()) {
+        // The protocol asks for Content-Length (411): a length known up
+        // front lets the 413 limit apply before any body byte is read.
+        owner_->chunked_ = true;
+        ec = http::error::bad_transfer_encoding;
+        return;
+      }
+      auto len = content_length();
+      if (len) {
+        h.has_content_length = true;
+        h.content_length = *len;
+      } else if (h.method == HttpMethod::kPost) {
+        owner_->missing_length_ = true;
+        ec = http::error::bad_content_length;
+      }
+    }
+    void on_body_init_impl(const boost::optional<std::uint64_t>&, boost::beast::error_code&) override {}
+    std::size_t on_body_impl(string_view body, boost::beast::error_code&) override {
+      HttpHead& h = owner_->head_;
+      if (!owner_->body_started_) {
+        owner_->body_started_ = true;
+        h.body_off = static_cast<size_t>(body.data() - owner_->base_);
+      }
+      // The caller keeps the request contiguous, so every piece follows
+      // the previous one.
+      h.body_len += body.size();
+      return body.size();
+    }
+    void on_chunk_header_impl(std::uint64_t, string_view, boost::beast::error_code& ec) override {
+      ec = http::error::bad_transfer_encoding;
+    }
+    std::size_t on_chunk_body_impl(std::uint64_t, string_view, boost::beast::error_code& ec) override {
+      ec = http::error::bad_transfer_encoding;
+      return 0;
+    }
+    void on_finish_impl(boost::beast::error_code&) override {}
+
+    HttpRequestParser* owner_;
+  };
+
+  std::optional<Impl> parser;
+};
+
+HttpRequestParser::HttpRequestParser(uint32_t max_header_bytes, uint32_t max_body_bytes)
+    : adaptor_(std::make_unique<Adaptor>()),
+      max_header_bytes_(max_header_bytes),
+      max_body_bytes_(max_body_bytes) {
+  Reset();
+}
+
+HttpRequestParser::~HttpRequestParser() = default;
+
+void HttpRequestParser::Reset() {
+  head_ = HttpHead{};
+  consumed_ = 0;
+  base_ = nullptr;
+  header_done_ = body_started_ = chunked_ = missing_length_ = false;
+  error_status_ = 0;
+  error_message_ = {};
+  auto& p = adaptor_->parser.emplace(this);
+  p.header_limit(max_header_bytes_);
+  p.body_limit(static_cast<std::uint64_t>(max_body_bytes_));
+  p.eager(true);
+}
+
+HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t available) {
+  if (error_status_ != 0) return Outcome::kError;
+  auto& p = *adaptor_->parser;
+  base_ = base;
+  while (!p.is_done() && consumed_ < available) {
+    boost::beast::error_code ec;
+    size_t n = p.put(boost::asio::const_buffer(base + consumed_, available - consumed_), ec);
+    consumed_ += n;
+    if (ec == http::error::need_more) break;
+    if (ec) {
+      if (missing_length_) {
+        error_status_ = 411;
+        error_message_ = "a POST request needs a Content-Length header";
+      } else if (chunked_) {
+        error_status_ = 411;
+        error_message_ = "chunked request bodies are not accepted: send a Content-Length header";
+      } else if (ec == http::error::header_limit) {
+        error_status_ = 431;
+        error_message_ = "the request line and headers exceed the configured header size limit";
+      } else if (ec == http::error::body_limit) {
+        error_status_ = 413;
+        error_message_ = "the request body exceeds the configured body size limit";
+      } else if (ec == http::error::bad_version) {
+        error_status_ = 400;
+        error_message_ = "the request line has an unsupported HTTP version";
+      } else {
+        error_status_ = 400;
+        error_message_ = "the request is not valid HTTP/1.1";
+      }
+      base_ = nullptr;
+      return Outcome::kError;
+    }
+    if (n == 0) break;
+  }
+  base_ = nullptr;
+  return p.is_done() ? Outcome::kDone : Outcome::kNeedMore;
+}
+
+}  // namespace frs::server

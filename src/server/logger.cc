@@ -1,0 +1,68 @@
+#include "server/logger.h"
+
+#include <fcntl.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <ctime>
+
+namespace frs::server {
+
+Logger& Logger::Get() {
+  static Logger logger;
+  return logger;
+}
+
+Status Logger::Configure(const std::string& path, const std::string& role) {
+  path_ = path;
+  role_ = role;
+  return Reopen();
+}
+
+void Logger::SetRole(const std::string& role) { role_ = role; }
+
+Status Logger::Reopen() {
+  if (path_.empty()) {
+    fd_ = 2;
+    return Status::OK();
+  }
+  int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) return Status::FromErrno("cannot open log file " + path_, errno);
+  int old = fd_;
+  fd_ = fd;
+  if (old > 2) ::close(old);
+  return Status::OK();
+}
+
+void Logger::Log(const char* fmt, ...) {
+  char line[2048];
+  struct timeval tv;
+  gettimeofday(&tv, nullptr);
+  struct tm tm;
+  gmtime_r(&tv.tv_sec, &tm);
+  int n = std::snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ frsd[%d] %s: ",
+                        tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                        tm.tm_sec, static_cast<int>(tv.tv_usec / 1000), static_cast<int>(getpid()),
+                        role_.c_str());
+  if (n < 0) return;
+  size_t len = static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1;
+  va_list ap;
+  va_start(ap, fmt);
+  int m = std::vsnprintf(line + len, sizeof line - len, fmt, ap);
+  va_end(ap);
+  if (m > 0) len += static_cast<size_t>(m) < sizeof line - len ? static_cast<size_t>(m) : sizeof line - len - 1;
+  // Keep one event on one line even when a message carries a newline.
+  for (size_t i = 0; i < len; ++i)
+    if (line[i] == '\n') line[i] = ' ';
+  if (len >= sizeof line - 1) len = sizeof line - 2;
+  line[len++] = '\n';
+  ssize_t w;
+  do {
+    w = ::write(fd_, line, len);
+  } while (w < 0 && errno == EINTR);
+}
+
+}  // namespace frs::server

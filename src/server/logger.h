@@ -1,0 +1,37 @@
+// server/logger.h: one line per event, to stderr or to the log file.
+//
+// Each line is "2026-11-22T01:54:13.123Z frsd[PID] ROLE: text" and is written
+// with a single write(2) on an O_APPEND descriptor, so lines of the master
+// and of every worker interleave whole. Reopen() (SIGUSR1) reopens the file
+// after a log rotation.
+//
+// Thread safety: a process-wide object; Log() may be called from any thread,
+// Configure()/Reopen() only from the main thread.
+#pragma once
+
+#include <string>
+
+#include "frs/status.h"
+
+namespace frs::server {
+
+class Logger {
+ public:
+  static Logger& Get();
+
+  // `path` "" logs to stderr. `role` is "master" or "worker 3".
+  Status Configure(const std::string& path, const std::string& role);
+  void SetRole(const std::string& role);
+  Status Reopen();
+  void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+ private:
+  Logger() = default;
+  std::string path_;
+  std::string role_ = "frsd";
+  int fd_ = 2;
+};
+
+#define FRS_LOG(...) ::frs::server::Logger::Get().Log(__VA_ARGS__)
+
+}  // namespace frs::server

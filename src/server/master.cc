@@ -1,0 +1,259 @@
+#include "server/master.h"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+
+#include "server/clock_util.h"
+#include "server/logger.h"
+#include "server/signals.h"
+#include "server/worker.h"
+
+namespace frs::server {
+
+namespace {
+
+constexpr int64_t kMsNs = 1000000;
+constexpr int64_t kStopGraceNs = 4500 * kMsNs;
+constexpr int64_t kYoungDeathNs = 5000 * kMsNs;
+constexpr int64_t kEvictionReportNs = 60000 * kMsNs;
+
+struct Slot {
+  pid_t pid = 0;
+  int64_t started_ns = 0;
+  int64_t respawn_at_ns = -1;  // >= 0: due for respawn
+  uint32_t young_deaths = 0;
+};
+
+std::string DescribeExit(int st) {
+  if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) {
+    std::string s = "was killed by signal " + std::to_string(WTERMSIG(st)) + " (" + strsignal(WTERMSIG(st)) + ")";
+    if (WCOREDUMP(st)) s += ", core dumped";
+    return s;
+  }
+  return "ended with status " + std::to_string(st);
+}
+
+class Master {
+ public:
+  explicit Master(MasterContext ctx) : ctx_(std::move(ctx)), cfg_(*ctx_.config), slots_(cfg_.workers) {}
+  int Run(const sigset_t* wait_mask);
+
+ private:
+  bool Spawn(uint32_t i);
+  void Reap(bool stopping);
+  void StopWorkers();
+  void Reload();
+  void Tick(int64_t now);
+  size_t Alive() const {
+    return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.pid > 0; }));
+  }
+
+  MasterContext ctx_;
+  const SrvConfig& cfg_;
+  std::vector<Slot> slots_;
+  bool fatal_ = false;
+  int64_t next_flush_ = 0;
+  int64_t next_eviction_report_ = 0;
+  uint64_t evictions_live_seen_ = 0;
+};
+
+bool Master::Spawn(uint32_t i) {
+  pid_t pid = fork();
+  if (pid < 0) {
+    FRS_LOG("cannot fork worker %u: %s", i, std::strerror(errno));
+    return false;
+  }
+  if (pid == 0) {
+    if (ctx_.in_child) ctx_.in_child();
+    for (uint32_t j = 0; j < ctx_.listeners.size(); ++j)
+      if (j != i) ctx_.listeners[j].reset();
+    WorkerContext w;
+    w.config = ctx_.config;
+    w.index = i;
+    w.listener = std::move(ctx_.listeners[i]);
+    w.metrics = ctx_.metrics;
+    w.allow = ctx_.allow;
+    int rc = RunWorker(std::move(w));
+    // _exit: the master's objects copied into this process (its store and
+    // engine) must not run their destructors here.
+    _exit(rc);
+  }
+  slots_[i].pid = pid;
+  slots_[i].started_ns = MonoNs();
+  slots_[i].respawn_at_ns = -1;
+  FRS_LOG("worker %u started (pid %d)", i, static_cast<int>(pid));
+  return true;
+}
+
+void Master::Reap(bool stopping) {
+  for (;;) {
+    int st = 0;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid <= 0) return;
+    auto it = std::find_if(slots_.begin(), slots_.end(), [pid](const Slot& s) { return s.pid == pid; });
+    if (it == slots_.end()) continue;
+    uint32_t i = static_cast<uint32_t>(it - slots_.begin());
+    Slot& s = *it;
+    s.pid = 0;
+    bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (!(stopping && clean)) FRS_LOG("worker %u (pid %d) %s", i, static_cast<int>(pid), DescribeExit(st).c_str());
+    // Release whatever store locks it held before anyone waits on them long.
+    auto rec = ctx_.store->RecoverDeadOwner(pid);
+    if (!rec.ok()) {
+      FRS_LOG("lock recovery for pid %d failed: %s", static_cast<int>(pid), rec.status().ToString().c_str());
+    } else if (rec.value() > 0) {
+      FRS_LOG("recovered %u store lock(s) held by dead worker %u (pid %d)", rec.value(), i, static_cast<int>(pid));
+      if (ctx_.metrics) CounterAdd(ctx_.metrics->master().lock_recoveries, rec.value());
+    }
+    if (stopping) continue;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == kExitFatalConfig) {
+      FRS_LOG("worker %u cannot run with this configuration (see its message above); stopping", i);
+      fatal_ = true;
+      continue;
+    }
+    int64_t now = MonoNs();
+    if (now - s.started_ns < kYoungDeathNs) ++s.young_deaths;
+    else s.young_deaths = 0;
+    int64_t delay = s.young_deaths == 0 ? 0 : std::min<int64_t>(1000, int64_t{50} << std::min<uint32_t>(s.young_deaths - 1, 5));
+    s.respawn_at_ns = now + delay * kMsNs;
+    if (delay > 0) FRS_LOG("worker %u keeps dying; respawning in %lld ms", i, static_cast<long long>(delay));
+  }
+}
+
+void Master::StopWorkers() {
+  for (const Slot& s : slots_)
+    if (s.pid > 0) kill(s.pid, SIGTERM);
+  int64_t deadline = MonoNs() + kStopGraceNs;
+  while (Alive() > 0 && MonoNs() < deadline) {
+    timespec ts{0, 20 * kMsNs};
+    ppoll(nullptr, 0, &ts, nullptr);
+    Reap(/*stopping=*/true);
+  }
+  for (const Slot& s : slots_)
+    if (s.pid > 0) {
+      FRS_LOG("worker pid %d did not stop in time; killing it", static_cast<int>(s.pid));
+      kill(s.pid, SIGKILL);
+    }
+  while (Alive() > 0) {
+    timespec ts{0, 10 * kMsNs};
+    ppoll(nullptr, 0, &ts, nullptr);
+    Reap(/*stopping=*/true);
+  }
+}
+
+void Master::Reload() {
+  Status s = ctx_.engine->Reload(cfg_.map_path);
+  if (!s.ok()) {
+    FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
+    if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reload_failures);
+    return;
+  }
+  if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
+  FRS_LOG("map %s is valid; reloading it in every worker", cfg_.map_path.c_str());
+  for (const Slot& sl : slots_)
+    if (sl.pid > 0) kill(sl.pid, SIGHUP);
+}
+
+void Master::Tick(int64_t now) {
+  if (now >= next_flush_) {
+    Status s = ctx_.store->Flush(false);
+    if (!s.ok()) FRS_LOG("store flush failed: %s", s.ToString().c_str());
+    next_flush_ = now + int64_t{cfg_.flush_interval_ms} * kMsNs;
+  }
+  if (now >= next_eviction_report_) {
+    uint64_t live = ctx_.store->Stats().total.evictions_live;
+    if (next_eviction_report_ != 0 && live > evictions_live_seen_)
+      FRS_LOG("%llu live node(s) evicted in the last minute: the store is too small for the keys in use "
+              "(their limits restarted); raise <store keynodes/chain/files>",
+              static_cast<unsigned long long>(live - evictions_live_seen_));
+    evictions_live_seen_ = live;
+    next_eviction_report_ = now + kEvictionReportNs;
+  }
+}
+
+int Master::Run(const sigset_t* wait_mask) {
+  for (uint32_t i = 0; i < slots_.size(); ++i)
+    if (!Spawn(i)) {
+      StopWorkers();
+      return 1;
+    }
+  if (ctx_.on_ready) ctx_.on_ready();
+  SignalFlags& f = Signals();
+  for (;;) {
+    int64_t now = MonoNs();
+    Tick(now);
+    int64_t wake = std::min(next_flush_, now + 1000 * kMsNs);
+    for (const Slot& s : slots_)
+      if (s.respawn_at_ns >= 0) wake = std::min(wake, s.respawn_at_ns);
+    int64_t wait = std::max<int64_t>(0, wake - now);
+    timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
+    // Signals are blocked except inside ppoll: a flag set before the wait
+    // interrupts it at once, none is lost in between.
+    if (!f.terminate && !f.child && !f.reload && !f.reopen) ppoll(nullptr, 0, &ts, wait_mask);
+    if (f.child) {
+      f.child = 0;
+      Reap(/*stopping=*/false);
+    }
+    if (f.terminate || fatal_) {
+      FRS_LOG(fatal_ ? "stopping after a fatal worker error" : "stopping (signal)");
+      StopWorkers();
+      Status s = ctx_.store->Flush(true);
+      if (!s.ok()) FRS_LOG("final store flush failed: %s", s.ToString().c_str());
+      FRS_LOG("stopped");
+      return fatal_ ? 1 : 0;
+    }
+    if (f.reload) {
+      f.reload = 0;
+      Reload();
+    }
+    if (f.reopen) {
+      f.reopen = 0;
+      Status s = Logger::Get().Reopen();
+      if (!s.ok()) FRS_LOG("cannot reopen the log file: %s", s.ToString().c_str());
+      else FRS_LOG("log file reopened");
+      for (const Slot& sl : slots_)
+        if (sl.pid > 0) kill(sl.pid, SIGUSR1);
+    }
+    now = MonoNs();
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (s.pid == 0 && s.respawn_at_ns >= 0 && now >= s.respawn_at_ns) {
+        if (Spawn(i)) {
+          if (ctx_.metrics) CounterAdd(ctx_.metrics->master().worker_restarts);
+        } else {
+          s.respawn_at_ns = now + 1000 * kMsNs;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int RunMaster(MasterContext ctx) {
+  Logger::Get().SetRole("master");
+  sigset_t wait_mask;
+  Status s = InstallSignalHandlers(/*want_child=*/true, &wait_mask);
+  if (!s.ok()) {
+    FRS_LOG("%s", s.ToString().c_str());
+    return 1;
+  }
+  try {
+    Master m(std::move(ctx));
+    return m.Run(&wait_mask);
+  } catch (const std::exception& e) {
+    // The workers die with us (PR_SET_PDEATHSIG); the store needs no flush
+    // to keep what was acknowledged.
+    FRS_LOG("master stopped by an internal error: %s", e.what());
+    return 1;
+  }
+}
+
+}  // namespace frs::server

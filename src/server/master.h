@@ -1,0 +1,52 @@
+// server/master.h: the master process: forks the workers, respawns the ones
+// that die, relays signals, flushes the store; it never serves requests.
+//
+// - A dead worker's store locks are released (RecoverDeadOwner) before its
+//   replacement starts; the replacement starts at once, or after a back-off
+//   (50 ms doubling to 1 s) when workers keep dying young.
+// - A worker that exits with kExitFatalConfig is not respawned: the master
+//   stops the others and exits 1.
+// - SIGTERM/SIGINT: workers get SIGTERM and finish what is in flight; any
+//   still alive after 4.5 s is killed; the store is flushed (msync) and the
+//   master exits 0.
+// - SIGHUP: map.xml is validated in the master first; a broken map is
+//   logged with file:line and nothing changes, a good one is relayed to every
+//   worker, which reloads it between requests (connections and counts stay).
+// - SIGUSR1: reopen the log file, here and in every worker.
+// - Every flush_interval_ms: Store::Flush(false); every minute, a log line
+//   when live nodes were evicted (the store is too small).
+//
+// Thread safety: single-threaded; signal handlers only set flags.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "config/srv_config.h"
+#include "frs/engine.h"
+#include "frs/store.h"
+#include "os/unique_fd.h"
+#include "server/allow_list.h"
+#include "server/metrics.h"
+
+namespace frs::server {
+
+struct MasterContext {
+  const SrvConfig* config = nullptr;
+  Store* store = nullptr;
+  Engine* engine = nullptr;   // the master's own, to validate reloads
+  Metrics* metrics = nullptr;
+  const AllowList* allow = nullptr;
+  std::vector<os::UniqueFd> listeners;  // one per worker slot
+  // Runs in every forked worker before anything else: closes what workers
+  // must not inherit (the lock files, the daemon's start-up pipe).
+  std::function<void()> in_child;
+  // Called once every worker has been started the first time.
+  std::function<void()> on_ready;
+};
+
+// Runs until stopped; returns the process exit code.
+int RunMaster(MasterContext ctx);
+
+}  // namespace frs::server

@@ -1,0 +1,211 @@
+#include "server/metrics.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <ctime>
+
+namespace frs::server {
+
+namespace {
+
+constexpr const char* kLabelNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset",
+                                       "stats", "batch", "health", "metrics", "none"};
+static_assert(sizeof(kLabelNames) / sizeof(kLabelNames[0]) == static_cast<size_t>(CmdLabel::kCount));
+
+void AppendU64(std::string* out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, r.ptr);
+}
+
+void AppendSeconds(std::string* out, uint64_t us) {
+  char buf[32];
+  int n = std::snprintf(buf, sizeof buf, "%.6g", static_cast<double>(us) / 1e6);
+  out->append(buf, static_cast<size_t>(n));
+}
+
+// Label values are biz names from map.xml: escape what the format demands.
+void AppendLabelValue(std::string* out, std::string_view v) {
+  for (char c : v) {
+    if (c == '\\') out->append("\\\\");
+    else if (c == '"') out->append("\\\"");
+    else if (c == '\n') out->append("\\n");
+    else out->push_back(c);
+  }
+}
+
+void Header(std::string* out, const char* name, const char* type, const char* help) {
+  out->append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+void Simple(std::string* out, const char* name, const char* type, const char* help, uint64_t v) {
+  Header(out, name, type, help);
+  out->append(name).append(" ");
+  AppendU64(out, v);
+  out->append("\n");
+}
+
+}  // namespace
+
+CmdLabel LabelOf(Cmd cmd) {
+  switch (cmd) {
+    case Cmd::kQuery: return CmdLabel::kQuery;
+    case Cmd::kUpdate: return CmdLabel::kUpdate;
+    case Cmd::kAcquire: return CmdLabel::kAcquire;
+    case Cmd::kGet: return CmdLabel::kGet;
+    case Cmd::kSet: return CmdLabel::kSet;
+    case Cmd::kDelete: return CmdLabel::kDelete;
+    case Cmd::kReset: return CmdLabel::kReset;
+    case Cmd::kStats: return CmdLabel::kStats;
+  }
+  return CmdLabel::kNone;
+}
+
+const char* LabelName(CmdLabel label) { return kLabelNames[static_cast<size_t>(label)]; }
+
+size_t StatusSlot(int http_status) {
+  for (size_t i = 0; i < kStatusSlots; ++i)
+    if (kStatusCodes[i] == http_status) return i;
+  return StatusSlot(500);
+}
+
+void WorkerCounters::CountRequest(CmdLabel label, int http_status, uint64_t latency_ns) {
+  CounterAdd(requests[static_cast<size_t>(label)][StatusSlot(http_status)]);
+  uint64_t us = latency_ns / 1000;
+  size_t b = 0;
+  while (b < kLatencyBuckets - 1 && us > kLatencyBoundsUs[b]) ++b;
+  CounterAdd(latency[b]);
+  CounterAdd(latency_sum_ns, latency_ns);
+}
+
+Result<std::unique_ptr<Metrics>> Metrics::Create(uint32_t workers) {
+  size_t bytes = sizeof(MasterCounters) + size_t{workers} * sizeof(WorkerCounters);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return Status::FromErrno("mmap of the metrics region", errno);
+  auto m = std::make_unique<Metrics>(Key{});
+  m->base_ = p;
+  m->bytes_ = bytes;
+  m->workers_ = workers;
+  m->master_ = static_cast<MasterCounters*>(p);
+  m->workers_base_ = reinterpret_cast<WorkerCounters*>(static_cast<char*>(p) + sizeof(MasterCounters));
+  CounterSet(m->master_->started_unix, static_cast<uint64_t>(std::time(nullptr)));
+  return m;
+}
+
+Metrics::~Metrics() {
+  if (base_) munmap(base_, bytes_);
+}
+
+void Metrics::Render(Engine& engine, std::string* out) const {
+  const size_t ncmd = static_cast<size_t>(CmdLabel::kCount);
+  // Sum the worker slots once.
+  uint64_t req[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots] = {};
+  uint64_t lat[kLatencyBuckets] = {};
+  uint64_t lat_sum = 0, acc = 0, refused = 0, overflow = 0, timed_out = 0, open = 0, reloads = 0, reload_fail = 0;
+  for (uint32_t w = 0; w < workers_; ++w) {
+    const WorkerCounters& c = workers_base_[w];
+    for (size_t i = 0; i < ncmd; ++i)
+      for (size_t j = 0; j < kStatusSlots; ++j) req[i][j] += CounterGet(c.requests[i][j]);
+    for (size_t b = 0; b < kLatencyBuckets; ++b) lat[b] += CounterGet(c.latency[b]);
+    lat_sum += CounterGet(c.latency_sum_ns);
+    acc += CounterGet(c.connections_accepted);
+    refused += CounterGet(c.connections_refused);
+    overflow += CounterGet(c.connections_overflow);
+    timed_out += CounterGet(c.connections_timed_out);
+    open += CounterGet(c.connections_open);
+    reloads += CounterGet(c.reloads);
+    reload_fail += CounterGet(c.reload_failures);
+  }
+
+  Header(out, "frs_requests_total", "counter", "Requests answered, by command and HTTP status.");
+  for (size_t i = 0; i < ncmd; ++i)
+    for (size_t j = 0; j < kStatusSlots; ++j) {
+      if (req[i][j] == 0) continue;
+      out->append("frs_requests_total{cmd=\"").append(kLabelNames[i]).append("\",status=\"");
+      AppendU64(out, static_cast<uint64_t>(kStatusCodes[j]));
+      out->append("\"} ");
+      AppendU64(out, req[i][j]);
+      out->append("\n");
+    }
+
+  Header(out, "frs_request_duration_seconds", "histogram",
+         "Time from a request's first byte read to its response queued.");
+  uint64_t cum = 0;
+  for (size_t b = 0; b < kLatencyBuckets; ++b) {
+    cum += lat[b];
+    out->append("frs_request_duration_seconds_bucket{le=\"");
+    if (b + 1 < kLatencyBuckets) AppendSeconds(out, kLatencyBoundsUs[b]);
+    else out->append("+Inf");
+    out->append("\"} ");
+    AppendU64(out, cum);
+    out->append("\n");
+  }
+  char buf[48];
+  int n = std::snprintf(buf, sizeof buf, "%.9f", static_cast<double>(lat_sum) / 1e9);
+  out->append("frs_request_duration_seconds_sum ").append(buf, static_cast<size_t>(n)).append("\n");
+  out->append("frs_request_duration_seconds_count ");
+  AppendU64(out, cum);
+  out->append("\n");
+
+  auto bizzes = engine.Bizzes();
+  struct PerBiz {
+    const char* name;
+    const char* help;
+    size_t offset;
+  };
+  const PerBiz per_biz[] = {
+      {"frs_biz_allowed_total", "Decisions that allowed (query, update, acquire), by biz.", offsetof(WorkerCounters, biz_allowed)},
+      {"frs_biz_denied_total", "Decisions that denied (query, update, acquire), by biz.", offsetof(WorkerCounters, biz_denied)},
+      {"frs_biz_shadow_denied_total", "Shadow-mode decisions that enforce mode would have denied, by biz.",
+       offsetof(WorkerCounters, biz_shadow_denied)},
+  };
+  for (const PerBiz& pb : per_biz) {
+    Header(out, pb.name, "counter", pb.help);
+    for (const auto& [id, name] : bizzes) {
+      uint64_t sum = 0;
+      for (uint32_t w = 0; w < workers_; ++w) {
+        const auto* arr = reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(&workers_base_[w]) + pb.offset);
+        sum += CounterGet(arr[id]);
+      }
+      out->append(pb.name).append("{biz=\"");
+      AppendLabelValue(out, name);
+      out->append("\",id=\"");
+      AppendU64(out, id);
+      out->append("\"} ");
+      AppendU64(out, sum);
+      out->append("\n");
+    }
+  }
+
+  StoreStats st = engine.store()->Stats();
+  Simple(out, "frs_store_slots", "gauge", "Node slots in the store (files x keynodes x chain).", st.slots);
+  Simple(out, "frs_store_nodes_used", "gauge", "Nodes (keys) resident in the store.", st.total.nodes_used);
+  Simple(out, "frs_store_slots_used", "gauge", "Slots occupied by resident nodes.", st.total.slots_used);
+  Simple(out, "frs_store_evictions_stale_total", "counter", "Expired or orphaned nodes reused for new keys.", st.total.evictions_stale);
+  Simple(out, "frs_store_evictions_live_total", "counter",
+         "Live nodes evicted to make room (their limits silently restart): size the store up when this grows.",
+         st.total.evictions_live);
+  Simple(out, "frs_store_cuckoo_moves_total", "counter", "Nodes moved to their alternate key-node to make room.", st.total.cuckoo_moves);
+  Simple(out, "frs_store_lock_recoveries_total", "counter",
+         "Chain locks taken over from dead owners (journal replayed), as recorded in the store files.", st.total.lock_recoveries);
+
+  Simple(out, "frs_worker_restarts_total", "counter", "Workers respawned after they died.", CounterGet(master_->worker_restarts));
+  Simple(out, "frs_lock_recoveries_total", "counter", "Store locks the master released for workers that died holding them.",
+         CounterGet(master_->lock_recoveries));
+  Simple(out, "frs_reloads_total", "counter", "map.xml reloads applied by workers (SIGHUP).", reloads);
+  Simple(out, "frs_reload_failures_total", "counter", "map.xml reloads refused (the old map was kept).",
+         reload_fail + CounterGet(master_->reload_failures));
+  Simple(out, "frs_workers", "gauge", "Configured worker processes.", workers_);
+  Simple(out, "frs_connections_open", "gauge", "Client connections open, all workers.", open);
+  Simple(out, "frs_connections_accepted_total", "counter", "Client connections accepted.", acc);
+  Simple(out, "frs_connections_refused_total", "counter", "Connections closed at accept: the peer is outside <allow>.", refused);
+  Simple(out, "frs_connections_overflow_total", "counter", "Connections answered 503 and closed: the worker was at its connection limit.",
+         overflow);
+  Simple(out, "frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.", timed_out);
+  Simple(out, "frs_start_time_seconds", "gauge", "Unix time the server started.", CounterGet(master_->started_unix));
+}
+
+}  // namespace frs::server

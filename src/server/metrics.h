@@ -1,0 +1,103 @@
+// server/metrics.h: counters shared by the master and every worker.
+//
+// The counters live in one anonymous MAP_SHARED region that the master maps
+// before forking, so every worker (and a respawned one) writes into the same
+// memory and /metrics answered by any worker shows the totals of all of them.
+// Each worker slot has its own cache-line-aligned block with a single writer
+// (the worker, or the master for the header), so an increment is a relaxed
+// load and store with no locked instruction and no cache line bouncing
+// between cores; readers sum the slots with relaxed loads. A respawned worker
+// takes over its predecessor's slot, so totals never go backwards.
+//
+// Per-biz counters are indexed by biz id (1..65535); the pages of ids never
+// used are never touched, so they cost address space only.
+//
+// Thread safety: see above; Render may run concurrently with writers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "frs/engine.h"
+#include "frs/status.h"
+
+namespace frs::server {
+
+// What the `cmd` label of frs_requests_total says.
+enum class CmdLabel : uint8_t {
+  kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats,
+  kBatch, kHealth, kMetrics, kNone,  // kNone: the request never got as far as a command
+  kCount
+};
+CmdLabel LabelOf(Cmd cmd);
+const char* LabelName(CmdLabel label);
+
+inline constexpr int kStatusCodes[] = {200, 400, 403, 404, 405, 408, 411, 413, 429, 431, 500, 503};
+inline constexpr size_t kStatusSlots = sizeof(kStatusCodes) / sizeof(kStatusCodes[0]);
+size_t StatusSlot(int http_status);  // unknown statuses count as 500
+
+// Upper bounds of the latency histogram, in microseconds (+Inf implied).
+inline constexpr uint64_t kLatencyBoundsUs[] = {25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000, 250000, 1000000};
+inline constexpr size_t kLatencyBuckets = sizeof(kLatencyBoundsUs) / sizeof(kLatencyBoundsUs[0]) + 1;
+
+inline void CounterAdd(uint64_t& c, uint64_t v = 1) {
+  std::atomic_ref<uint64_t> a(c);
+  a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
+inline void CounterSet(uint64_t& c, uint64_t v) { std::atomic_ref<uint64_t>(c).store(v, std::memory_order_relaxed); }
+inline uint64_t CounterGet(const uint64_t& c) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(c)).load(std::memory_order_relaxed);
+}
+
+struct alignas(64) WorkerCounters {
+  uint64_t requests[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots];
+  uint64_t latency[kLatencyBuckets];
+  uint64_t latency_sum_ns;
+  uint64_t connections_accepted, connections_refused, connections_overflow, connections_timed_out;
+  uint64_t connections_open;  // a gauge, set by the worker
+  uint64_t reloads, reload_failures;
+  uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];
+
+  void CountRequest(CmdLabel label, int http_status, uint64_t latency_ns);
+};
+
+struct alignas(64) MasterCounters {
+  uint64_t worker_restarts;
+  uint64_t lock_recoveries;   // locks the master recovered from dead workers
+  uint64_t reloads, reload_failures;
+  uint64_t started_unix;
+};
+
+class Metrics {
+ public:
+  // Maps the region for `workers` slots (before fork).
+  static Result<std::unique_ptr<Metrics>> Create(uint32_t workers);
+  struct Key {
+   private:
+    Key() = default;
+    friend class Metrics;
+  };
+  explicit Metrics(Key) {}
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  uint32_t workers() const { return workers_; }
+  WorkerCounters& worker(uint32_t i) { return workers_base_[i]; }
+  MasterCounters& master() { return *master_; }
+
+  // Appends the Prometheus text exposition (version 0.0.4). `engine` gives
+  // the biz names and the store figures.
+  void Render(Engine& engine, std::string* out) const;
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  uint32_t workers_ = 0;
+  MasterCounters* master_ = nullptr;
+  WorkerCounters* workers_base_ = nullptr;
+};
+
+}  // namespace frs::server

@@ -1,0 +1,39 @@
+#include "server/pidfile.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace frs::server {
+
+Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& what) {
+  os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::FromErrno("cannot open the " + what + " lock " + path, errno);
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return Status::FromErrno("cannot lock " + path, errno);
+    char buf[32] = {};
+    ssize_t n = pread(fd.get(), buf, sizeof buf - 1, 0);
+    long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+    std::string who = pid > 0 ? "frsd (pid " + std::to_string(pid) + ")" : "another frsd";
+    return Status::Busy(who + " is already running with the " + what + " " + path);
+  }
+  return LockFile(std::move(fd), path);
+}
+
+Status LockFile::WritePid(pid_t pid) {
+  char buf[32];
+  int n = std::snprintf(buf, sizeof buf, "%d\n", static_cast<int>(pid));
+  if (ftruncate(fd_.get(), 0) != 0) return Status::FromErrno(path_, errno);
+  if (pwrite(fd_.get(), buf, static_cast<size_t>(n), 0) != n) return Status::FromErrno(path_, errno);
+  return Status::OK();
+}
+
+void LockFile::Remove() {
+  if (!path_.empty()) ::unlink(path_.c_str());
+}
+
+}  // namespace frs::server

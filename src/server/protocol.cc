@@ -1,0 +1,412 @@
+#include "server/protocol.h"
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "frs/key.h"
+
+namespace frs::server {
+
+namespace {
+
+constexpr const char* kCmdNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset", "stats"};
+constexpr Cmd kCmds[] = {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet,
+                         Cmd::kSet,   Cmd::kDelete, Cmd::kReset,   Cmd::kStats};
+
+bool CmdFromName(std::string_view s, Cmd* out) {
+  for (size_t i = 0; i < 8; ++i)
+    if (s == kCmdNames[i]) {
+      *out = kCmds[i];
+      return true;
+    }
+  return false;
+}
+
+const char* AlgoText(Algo a) {
+  switch (a) {
+    case Algo::kFixed: return "fixed";
+    case Algo::kCalendar: return "calendar";
+    case Algo::kSliding: return "sliding";
+    case Algo::kTokenBucket: return "token_bucket";
+  }
+  return "fixed";
+}
+
+// Which attributes each command takes (besides cmd and token, which all take).
+struct CmdShape {
+  bool biz, key, n, count;
+};
+CmdShape ShapeOf(Cmd c) {
+  switch (c) {
+    case Cmd::kQuery:
+    case Cmd::kUpdate:
+    case Cmd::kAcquire: return {true, true, true, false};
+    case Cmd::kGet:
+    case Cmd::kDelete: return {true, true, false, false};
+    case Cmd::kSet: return {true, true, false, true};
+    case Cmd::kReset: return {true, false, false, false};
+    case Cmd::kStats: return {false, false, false, false};
+  }
+  return {};
+}
+
+bool Fail(ProtocolError* err, int status, std::string msg) {
+  err->status = status;
+  err->msg = std::move(msg);
+  return false;
+}
+
+// Decimal 0..kMaxUses, nothing else (no sign, no spaces, no hex).
+bool ParseCount(std::string_view s, int64_t* out) {
+  if (s.empty() || s.size() > 10) return false;
+  int64_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0 || v > kMaxUses) return false;
+  if (s[0] == '+' || s[0] == '-') return false;
+  *out = v;
+  return true;
+}
+
+bool CheckKey(std::string_view key, ProtocolError* err) {
+  std::string why = ValidateKeyBytes(key);
+  if (why.empty()) return true;
+  return Fail(err, 400, "bad key: " + why);
+}
+
+// Fills `r` from the attributes of one <request>.
+bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
+  bool have_cmd = false, have_biz = false, have_key = false, have_n = false, have_count = false;
+  std::string_view n_text, count_text;
+  for (pugi::xml_attribute a = node.first_attribute(); a; a = a.next_attribute()) {
+    std::string_view name = a.name();
+    std::string_view value = a.value();
+    bool dup = false;
+    if (name == "cmd") {
+      dup = have_cmd;
+      have_cmd = true;
+      if (!CmdFromName(value, &r->cmd))
+        return Fail(err, 400,
+                    "unknown cmd \"" + std::string(value.substr(0, 64)) +
+                        "\": use query, update, acquire, get, set, delete, reset or stats");
+    } else if (name == "biz") {
+      dup = have_biz;
+      have_biz = true;
+      r->biz = value;
+    } else if (name == "key") {
+      dup = have_key;
+      have_key = true;
+      r->key = value;
+    } else if (name == "n") {
+      dup = have_n;
+      have_n = true;
+      n_text = value;
+    } else if (name == "count") {
+      dup = have_count;
+      have_count = true;
+      count_text = value;
+    } else if (name == "token") {
+      dup = r->has_token;
+      r->has_token = true;
+      r->token = value;
+    } else {
+      return Fail(err, 400, "unknown attribute \"" + std::string(name.substr(0, 64)) + "\" on <request>");
+    }
+    if (dup) return Fail(err, 400, "attribute \"" + std::string(name) + "\" appears twice");
+  }
+  if (!have_cmd) return Fail(err, 400, "<request> needs a cmd attribute");
+  CmdShape shape = ShapeOf(r->cmd);
+  const char* cmd = kCmdNames[static_cast<size_t>(r->cmd)];
+  if (shape.biz && !have_biz) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a biz attribute");
+  if (!shape.biz && have_biz) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no biz attribute");
+  if (have_biz && r->biz.empty()) return Fail(err, 400, "the biz attribute is empty");
+  if (shape.key && !have_key) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a key attribute");
+  if (!shape.key && have_key) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no key attribute");
+  if (have_key && !CheckKey(r->key, err)) return false;
+  if (have_n) {
+    if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");
+    if (!ParseCount(n_text, &r->n) || r->n < 1)
+      return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
+  }
+  if (shape.count && !have_count) return Fail(err, 400, "cmd=\"set\" needs a count attribute");
+  if (have_count) {
+    if (!shape.count) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no count attribute");
+    if (!ParseCount(count_text, &r->count)) return Fail(err, 400, "count must be a whole number from 0 to 2147483647");
+  }
+  return true;
+}
+
+bool HasStrayContent(const pugi::xml_node& node) {
+  for (pugi::xml_node c = node.first_child(); c; c = c.next_sibling()) {
+    if (c.type() == pugi::node_comment) continue;
+    if (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) {
+      for (const char* p = c.value(); *p; ++p)
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') return true;
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
+
+void AppendInt(int64_t v, std::string* out) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, r.ptr);
+}
+
+void Attr(const char* name, int64_t v, std::string* out) {
+  out->push_back(' ');
+  out->append(name);
+  out->append("=\"");
+  AppendInt(v, out);
+  out->push_back('"');
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool PercentDecode(std::string_view in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out->push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+') {
+      out->push_back(' ');
+    } else {
+      out->push_back(c);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool IsAdmin(Cmd cmd) { return cmd == Cmd::kSet || cmd == Cmd::kDelete || cmd == Cmd::kReset; }
+const char* WireCmdName(Cmd cmd) { return kCmdNames[static_cast<size_t>(cmd)]; }
+
+bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out,
+                               bool* is_batch, ProtocolError* err) {
+  out->clear();
+  *is_batch = false;
+  if (len == 0) return Fail(err, 400, "the request body is empty: send <request cmd=\"...\" .../> or <batch>");
+  // parse_escapes only: entity references decode, whitespace in attribute
+  // values stays as sent (a key is compared byte for byte).
+  pugi::xml_parse_result pr = doc_.load_buffer_inplace(body, len, pugi::parse_escapes, pugi::encoding_utf8);
+  if (!pr)
+    return Fail(err, 400,
+                std::string("the body is not well-formed XML (") + pr.description() + " at byte " +
+                    std::to_string(pr.offset) + ")");
+  pugi::xml_node root = doc_.document_element();
+  std::string_view rname = root.name();
+  if (rname == "request") {
+    if (HasStrayContent(root)) return Fail(err, 400, "<request> must be empty");
+    WireRequest r;
+    if (!DecodeOne(root, &r, err)) return false;
+    out->push_back(r);
+    return true;
+  }
+  if (rname != "batch")
+    return Fail(err, 400, "the root element must be <request> or <batch>, not <" + std::string(rname.substr(0, 64)) + ">");
+  if (root.first_attribute()) return Fail(err, 400, "<batch> takes no attributes");
+  *is_batch = true;
+  for (pugi::xml_node c = root.first_child(); c; c = c.next_sibling()) {
+    if (c.type() == pugi::node_comment) continue;
+    if (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) {
+      for (const char* p = c.value(); *p; ++p)
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') return Fail(err, 400, "<batch> holds text; it takes <request> elements only");
+      continue;
+    }
+    if (c.type() != pugi::node_element || std::string_view(c.name()) != "request")
+      return Fail(err, 400, "<batch> takes <request> elements only");
+    if (out->size() >= max_batch)
+      return Fail(err, 400, "the batch has more than " + std::to_string(max_batch) + " requests");
+    if (HasStrayContent(c)) return Fail(err, 400, "<request> must be empty");
+    WireRequest r;
+    if (!DecodeOne(c, &r, err)) {
+      err->msg = "batch member " + std::to_string(out->size() + 1) + ": " + err->msg;
+      return false;
+    }
+    if (r.cmd == Cmd::kStats) return Fail(err, 400, "cmd=\"stats\" cannot be part of a batch");
+    out->push_back(r);
+  }
+  if (out->empty()) return Fail(err, 400, "the batch is empty");
+  return true;
+}
+
+bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
+                 ProtocolError* err) {
+  *out = WireRequest{};
+  out->cmd = cmd;
+  bool have_biz = false, have_key = false, have_n = false;
+  std::string n_buf;
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string_view name = pair.substr(0, eq);
+    std::string_view value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    std::string* dest = nullptr;
+    bool* seen = nullptr;
+    if (name == "biz") {
+      dest = biz_buf;
+      seen = &have_biz;
+    } else if (name == "key") {
+      dest = key_buf;
+      seen = &have_key;
+    } else if (name == "n") {
+      dest = &n_buf;
+      seen = &have_n;
+    } else {
+      return Fail(err, 400, "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\": use biz, key and n");
+    }
+    if (*seen) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" appears twice");
+    *seen = true;
+    if (!PercentDecode(value, dest)) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" has a bad %-escape");
+  }
+  if (!have_biz || biz_buf->empty()) return Fail(err, 400, "the query needs biz=NAME");
+  if (!have_key) return Fail(err, 400, "the query needs key=KEY");
+  out->biz = *biz_buf;
+  out->key = *key_buf;
+  if (!CheckKey(out->key, err)) return false;
+  if (have_n && (!ParseCount(n_buf, &out->n) || out->n < 1))
+    return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
+  return true;
+}
+
+void AppendXmlEscaped(std::string_view text, std::string* out) {
+  for (char c : text) {
+    switch (c) {
+      case '&': out->append("&amp;"); break;
+      case '<': out->append("&lt;"); break;
+      case '>': out->append("&gt;"); break;
+      case '"': out->append("&quot;"); break;
+      case '\'': out->append("&apos;"); break;
+      default:
+        // Control characters cannot appear in XML 1.0 text.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') out->push_back('?');
+        else out->push_back(c);
+    }
+  }
+}
+
+void AppendError(int code, std::string_view msg, std::string* out) {
+  out->append("<response code=\"");
+  AppendInt(code, out);
+  out->append("\" msg=\"");
+  AppendXmlEscaped(msg, out);
+  out->append("\"/>\n");
+}
+
+void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
+  out->append("<response code=\"0\"");
+  if (cmd == Cmd::kDelete) {
+    Attr("found", d.found ? 1 : 0, out);
+    out->append("/>\n");
+    return;
+  }
+  if (cmd == Cmd::kReset) {
+    Attr("erased", static_cast<int64_t>(d.erased), out);
+    out->append("/>\n");
+    return;
+  }
+  Attr("allowed", d.allowed ? 1 : 0, out);
+  Attr("count", d.count, out);
+  Attr("limit", d.limit, out);
+  Attr("remaining", d.remaining, out);
+  Attr("reset", d.reset, out);
+  Attr("retry_after", d.retry_after, out);
+  if (d.shadow) {
+    out->append(" shadow=\"1\"");
+    if (d.would_deny) out->append(" would_deny=\"1\"");
+  }
+  if (cmd == Cmd::kGet || cmd == Cmd::kSet) Attr("found", d.found ? 1 : 0, out);
+  if (d.nrules == 0) {
+    out->append("/>\n");
+    return;
+  }
+  out->append(">\n");
+  for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
+    const RuleResult& r = d.rules[i];
+    out->append("  <rule algo=\"").append(AlgoText(r.algo)).push_back('"');
+    Attr("interval", r.interval, out);
+    Attr("count", r.count, out);
+    Attr("limit", r.limit, out);
+    Attr("remaining", r.remaining, out);
+    Attr("reset", r.reset, out);
+    Attr("allowed", r.allowed ? 1 : 0, out);
+    if (r.debt != 0) Attr("debt", r.debt, out);
+    out->append("/>\n");
+  }
+  out->append("</response>\n");
+}
+
+void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
+                 std::string* out) {
+  out->append("<batch allowed=\"").append(allowed ? "1" : "0").append("\">\n");
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    if (decisions[i].code != 0) AppendError(decisions[i].code, decisions[i].msg, out);
+    else AppendDecision(reqs[i].cmd, decisions[i], out);
+  }
+  out->append("</batch>\n");
+}
+
+void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, std::string* out) {
+  out->append("<response code=\"0\">\n  <store");
+  Attr("files", st.geometry.files, out);
+  Attr("keynodes", st.geometry.keynodes, out);
+  Attr("chain", st.geometry.chain, out);
+  Attr("slots", static_cast<int64_t>(st.slots), out);
+  Attr("nodes_used", static_cast<int64_t>(st.total.nodes_used), out);
+  Attr("slots_used", static_cast<int64_t>(st.total.slots_used), out);
+  char occ[32];
+  double pct = st.slots ? 100.0 * static_cast<double>(st.total.slots_used) / static_cast<double>(st.slots) : 0.0;
+  int n = std::snprintf(occ, sizeof occ, "%.2f", pct);
+  out->append(" occupancy_pct=\"").append(occ, static_cast<size_t>(n)).push_back('"');
+  Attr("evictions_stale", static_cast<int64_t>(st.total.evictions_stale), out);
+  Attr("evictions_live", static_cast<int64_t>(st.total.evictions_live), out);
+  Attr("cuckoo_moves", static_cast<int64_t>(st.total.cuckoo_moves), out);
+  Attr("lock_recoveries", static_cast<int64_t>(st.total.lock_recoveries), out);
+  out->append("/>\n");
+  for (const BizStats& b : bizzes) {
+    out->append("  <biz");
+    Attr("id", b.id, out);
+    out->append(" name=\"");
+    AppendXmlEscaped(b.name, out);
+    out->push_back('"');
+    if (b.days.empty()) {
+      out->append("/>\n");
+      continue;
+    }
+    out->append(">\n");
+    // Newest first: the first <day> is today's once the biz saw traffic today.
+    for (const BizStatsDay& day : b.days) {
+      std::chrono::year_month_day ymd{std::chrono::sys_days{std::chrono::days{day.day}}};
+      char date[16];
+      int dn = std::snprintf(date, sizeof date, "%04d-%02u-%02u", static_cast<int>(ymd.year()),
+                             static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()));
+      out->append("    <day date=\"").append(date, static_cast<size_t>(dn)).push_back('"');
+      Attr("requests", static_cast<int64_t>(day.requests), out);
+      Attr("allowed", static_cast<int64_t>(day.allowed), out);
+      Attr("denied", static_cast<int64_t>(day.denied), out);
+      Attr("new_keys", static_cast<int64_t>(day.new_keys), out);
+      out->append("/>\n");
+    }
+    out->append("  </biz>\n");
+  }
+  out->append("</response>\n");
+}
+
+}  // namespace frs::server

@@ -1,0 +1,82 @@
+// server/protocol.h: the XML protocol: request bodies and query strings in,
+// response XML out.
+//
+// Decoding parses the POST body in place with pugixml (the strings the
+// decoded requests point at live in the body buffer and in the decoder's
+// document, valid until the next Decode). Every error is a ProtocolError
+// with the contract's status and one sentence naming what is wrong; nothing
+// is executed for a request that does not decode.
+//
+// Encoding appends to a caller's reused std::string, in the contract's exact
+// attribute order (code allowed count limit remaining reset retry_after,
+// then shadow/found/... extras), numbers with std::to_chars.
+//
+// Thread safety: a decoder per worker (it reuses its document); the encoders
+// are pure functions.
+#pragma once
+
+#include <pugixml.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frs/engine.h"
+#include "frs/store.h"
+
+namespace frs::server {
+
+struct WireRequest {
+  Cmd cmd = Cmd::kQuery;
+  std::string_view biz, key, token;
+  int64_t n = 1;
+  int64_t count = 0;
+  bool has_token = false;
+
+  Request ToEngine() const {
+    Request r;
+    r.cmd = cmd;
+    r.biz = biz;
+    r.key = key;
+    r.n = n;
+    r.count = count;
+    return r;
+  }
+};
+
+struct ProtocolError {
+  int status = 0;     // HTTP status (400, 404, ...)
+  std::string msg;    // one sentence
+};
+
+bool IsAdmin(Cmd cmd);
+const char* WireCmdName(Cmd cmd);
+
+class XmlRequestDecoder {
+ public:
+  // Decodes `<request .../>` or `<batch>` of 1..max_batch requests from
+  // body[0, len) (modified in place). Returns false with `err` set.
+  bool Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out, bool* is_batch,
+              ProtocolError* err);
+
+ private:
+  pugi::xml_document doc_;
+};
+
+// GET /acquire?biz=B&key=K[&n=N] (cmd is acquire or query). Percent-decodes
+// into the two buffers (reused; `out` points into them). '+' decodes to a
+// space, as in HTML forms: send %2B for a literal plus.
+bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
+                 ProtocolError* err);
+
+void AppendXmlEscaped(std::string_view text, std::string* out);
+void AppendError(int code, std::string_view msg, std::string* out);
+// One <response> for a successful (code 0) decision of `cmd`.
+void AppendDecision(Cmd cmd, const Decision& d, std::string* out);
+void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
+                 std::string* out);
+void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, std::string* out);
+
+}  // namespace frs::server

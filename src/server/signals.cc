@@ -1,0 +1,50 @@
+#include "server/signals.h"
+
+#include <cerrno>
+
+namespace frs::server {
+
+namespace {
+SignalFlags g_flags;
+
+void OnSignal(int sig) {
+  switch (sig) {
+    case SIGTERM:
+    case SIGINT: g_flags.terminate = 1; break;
+    case SIGHUP: g_flags.reload = 1; break;
+    case SIGUSR1: g_flags.reopen = 1; break;
+    case SIGCHLD: g_flags.child = 1; break;
+    default: break;
+  }
+}
+
+constexpr int kHandled[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD};
+}  // namespace
+
+SignalFlags& Signals() { return g_flags; }
+
+Status InstallSignalHandlers(bool want_child, sigset_t* wait_mask) {
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  if (sigaction(SIGPIPE, &ign, nullptr) != 0) return Status::FromErrno("sigaction(SIGPIPE)", errno);
+
+  sigset_t block;
+  sigemptyset(&block);
+  for (int sig : kHandled) {
+    if (sig == SIGCHLD && !want_child) continue;
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(sig, &sa, nullptr) != 0) return Status::FromErrno("sigaction", errno);
+    sigaddset(&block, sig);
+  }
+  sigset_t old;
+  if (sigprocmask(SIG_BLOCK, &block, &old) != 0) return Status::FromErrno("sigprocmask", errno);
+  *wait_mask = old;
+  for (int sig : kHandled) sigdelset(wait_mask, sig);
+  return Status::OK();
+}
+
+}  // namespace frs::server

@@ -1,0 +1,30 @@
+// server/signals.h: signal handlers that only set flags.
+//
+// The master and each worker block the signals they handle and unblock them
+// only inside their wait call (ppoll / epoll_pwait with the mask returned
+// here), so a signal is never lost between checking a flag and sleeping.
+//
+// Thread safety: process-wide state, main thread only.
+#pragma once
+
+#include <signal.h>
+
+#include "frs/status.h"
+
+namespace frs::server {
+
+struct SignalFlags {
+  volatile sig_atomic_t terminate = 0;  // SIGTERM / SIGINT
+  volatile sig_atomic_t reload = 0;     // SIGHUP
+  volatile sig_atomic_t reopen = 0;     // SIGUSR1
+  volatile sig_atomic_t child = 0;      // SIGCHLD
+};
+
+SignalFlags& Signals();
+
+// Installs the flag-setting handlers (SIGCHLD too when `want_child`),
+// ignores SIGPIPE, blocks the handled signals, and fills `wait_mask` with the
+// mask to install while waiting (the previous mask, handled signals open).
+Status InstallSignalHandlers(bool want_child, sigset_t* wait_mask);
+
+}  // namespace frs::server

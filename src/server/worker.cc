@@ -1,0 +1,364 @@
+#include "server/worker.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+
+#include "frs/engine.h"
+#include "frs/store.h"
+#include "server/clock_util.h"
+#include "server/connection.h"
+#include "server/deadline_list.h"
+#include "server/event_loop.h"
+#include "server/handler.h"
+#include "server/logger.h"
+#include "server/signals.h"
+
+namespace frs::server {
+
+namespace {
+
+constexpr int64_t kMsNs = 1000000;
+constexpr int kMaxAcceptsPerWake = 64;
+
+class Worker {
+ public:
+  Worker(WorkerContext ctx, Engine* engine)
+      : ctx_(std::move(ctx)),
+        cfg_(*ctx_.config),
+        counters_(ctx_.metrics ? &ctx_.metrics->worker(ctx_.index) : nullptr),
+        handler_(engine, HandlerOptions{cfg_.admin_token, cfg_.max_batch}, ctx_.metrics, counters_),
+        engine_(engine),
+        limits_{cfg_.max_header_bytes, cfg_.max_body_bytes},
+        idle_(int64_t{cfg_.idle_timeout_ms} * kMsNs),
+        busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {}
+
+  int Run(const sigset_t* wait_mask);
+
+ private:
+  void Accept(int64_t now);
+  void OnEvent(Connection* c, uint32_t events, int64_t now);
+  bool Flush(Connection* c);
+  void Settle(Connection* c, int64_t now);
+  void Close(Connection* c);
+  void BeginShutdown(int64_t now);
+  void HandleSignals(int64_t now);
+  void Expire(int64_t now);
+  void SetOpenGauge() {
+    if (counters_) CounterSet(counters_->connections_open, open_);
+  }
+
+  WorkerContext ctx_;
+  const SrvConfig& cfg_;
+  WorkerCounters* counters_;
+  Handler handler_;
+  Engine* engine_;
+  ConnectionLimits limits_;
+  EventLoop loop_;
+  DeadlineList idle_, busy_;
+  // Indexed by fd; the epoll data pointer is the Connection (null: listener).
+  std::vector<std::unique_ptr<Connection>> conns_;
+  std::vector<uint32_t> interest_;  // registered epoll events, by fd
+  std::vector<uint64_t> progress_seen_;
+  uint64_t open_ = 0;
+  bool stopping_ = false;
+  int64_t stop_deadline_ = 0;
+  pid_t parent_ = getppid();
+  int64_t next_parent_check_ = 0;
+};
+
+int Worker::Run(const sigset_t* wait_mask) {
+  Status s = loop_.Init();
+  if (s.ok()) s = loop_.Add(ctx_.listener.get(), EPOLLIN, nullptr);
+  if (!s.ok()) {
+    FRS_LOG("cannot start the event loop: %s", s.ToString().c_str());
+    return 1;
+  }
+  SetOpenGauge();  // a replacement starts from its predecessor's stale value
+  FRS_LOG("serving (listen socket %d)", ctx_.listener.get());
+  for (;;) {
+    int64_t now = MonoNs();
+    int64_t due = -1;
+    for (int64_t d : {idle_.NextDueIn(now), busy_.NextDueIn(now)})
+      if (d >= 0 && (due < 0 || d < due)) due = d;
+    int timeout_ms = due < 0 ? 1000 : static_cast<int>(std::min<int64_t>(1000, due / kMsNs + 1));
+    if (stopping_) timeout_ms = std::min(timeout_ms, 50);
+    auto events = loop_.Wait(timeout_ms, wait_mask);
+    now = MonoNs();
+    HandleSignals(now);
+    for (const epoll_event& ev : events) {
+      if (ev.data.ptr == nullptr) {
+        if (!stopping_) Accept(now);
+        continue;
+      }
+      auto* c = static_cast<Connection*>(ev.data.ptr);
+      int fd = c->fd();
+      // The exception boundary: nothing thrown while serving one connection
+      // (an allocation failure) may take the worker and its other clients
+      // down; that connection is closed instead.
+      try {
+        OnEvent(c, ev.events, now);
+      } catch (const std::exception& e) {
+        FRS_LOG("closing a connection after an internal error: %s", e.what());
+        size_t idx = static_cast<size_t>(fd);
+        if (idx < conns_.size() && conns_[idx].get() == c) Close(c);
+      }
+    }
+    Expire(now);
+    if (stopping_ && (open_ == 0 || now >= stop_deadline_)) break;
+    // The master died without stopping us (PR_SET_PDEATHSIG covers most
+    // cases; this covers a master that died before we set it).
+    // Reparenting changes getppid() whoever the new parent is.
+    if (now >= next_parent_check_) {
+      next_parent_check_ = now + 1000 * kMsNs;
+      if (getppid() != parent_ && !stopping_) {
+        FRS_LOG("the master is gone; stopping");
+        BeginShutdown(now);
+      }
+    }
+  }
+  if (open_ > 0) FRS_LOG("stopping with %llu connection(s) still busy", static_cast<unsigned long long>(open_));
+  for (auto& c : conns_)
+    if (c) Close(c.get());
+  return 0;
+}
+
+void Worker::HandleSignals(int64_t now) {
+  SignalFlags& f = Signals();
+  if (f.reopen) {
+    f.reopen = 0;
+    Status s = Logger::Get().Reopen();
+    if (!s.ok()) FRS_LOG("cannot reopen the log file: %s", s.ToString().c_str());
+  }
+  if (f.reload) {
+    f.reload = 0;
+    Status s = engine_->Reload(cfg_.map_path);
+    if (s.ok()) {
+      FRS_LOG("reloaded %s", cfg_.map_path.c_str());
+      if (counters_) CounterAdd(counters_->reloads);
+    } else {
+      FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
+      if (counters_) CounterAdd(counters_->reload_failures);
+    }
+  }
+  if (f.terminate && !stopping_) BeginShutdown(now);
+}
+
+void Worker::BeginShutdown(int64_t now) {
+  stopping_ = true;
+  stop_deadline_ = now + int64_t{kDrainMs} * kMsNs;
+  handler_.set_shutting_down(true);
+  loop_.Remove(ctx_.listener.get());
+  ctx_.listener.reset();
+  FRS_LOG("stopping: %llu connection(s) open", static_cast<unsigned long long>(open_));
+  for (auto& slot : conns_) {
+    Connection* c = slot.get();
+    if (!c) continue;
+    c->BeginShutdown();
+    Settle(c, now);
+  }
+}
+
+void Worker::Accept(int64_t now) {
+  for (int i = 0; i < kMaxAcceptsPerWake; ++i) {
+    sockaddr_storage peer;
+    socklen_t plen = sizeof peer;
+    int fd = accept4(ctx_.listener.get(), reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE)
+        FRS_LOG("accept: %s (raise the fd limit or lower <limits connections>)", std::strerror(errno));
+      return;
+    }
+    os::UniqueFd sock(fd);
+    if (ctx_.allow && !ctx_.allow->Allows(reinterpret_cast<sockaddr*>(&peer))) {
+      if (counters_) CounterAdd(counters_->connections_refused);
+      continue;
+    }
+    if (open_ >= cfg_.max_connections) {
+      std::string resp;
+      Handler::AppendOverloaded(&resp);
+      [[maybe_unused]] ssize_t w = send(fd, resp.data(), resp.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (counters_) CounterAdd(counters_->connections_overflow);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    size_t idx = static_cast<size_t>(fd);
+    if (conns_.size() <= idx) {
+      conns_.resize(idx + 1);
+      interest_.resize(idx + 1);
+      progress_seen_.resize(idx + 1);
+    }
+    auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
+    Connection* c = conn.get();
+    if (!loop_.Add(fd, EPOLLIN, c).ok()) continue;  // conn (and fd) dropped here
+    conns_[idx] = std::move(conn);
+    interest_[idx] = EPOLLIN;
+    progress_seen_[idx] = 0;
+    ++open_;
+    if (counters_) CounterAdd(counters_->connections_accepted);
+    SetOpenGauge();
+    idle_.Append(c, now);
+  }
+}
+
+bool Worker::Flush(Connection* c) {
+  while (c->WantsWrite()) {
+    std::string_view out = c->PendingOutput();
+    ssize_t n = send(c->fd(), out.data(), out.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      c->Consumed(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    c->Abort();
+    return false;
+  }
+  return true;
+}
+
+void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+    std::span<char> room = c->ReadSpace();
+    if (!room.empty()) {
+      ssize_t n;
+      do {
+        n = recv(c->fd(), room.data(), room.size(), 0);
+      } while (n < 0 && errno == EINTR);
+      if (n > 0) {
+        c->Produced(static_cast<size_t>(n), now);
+      } else if (n == 0) {
+        c->PeerClosed();
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        c->Abort();
+      }
+    } else if (c->WantsRead() || (events & (EPOLLERR | EPOLLHUP))) {
+      // No room although it wants input: the buffer holds more than any
+      // legal request (the parser would have refused it), so never spin on
+      // a readable socket we cannot read.
+      c->Abort();
+    }
+  }
+  Settle(c, now);
+}
+
+// Runs the state machine to a resting point: answer what is buffered, write
+// what can be written (which may unblock more buffered requests), then close
+// or re-register interest and the deadline.
+void Worker::Settle(Connection* c, int64_t now) {
+  for (int round = 0; round < 4; ++round) {
+    c->Process();
+    if (!Flush(c)) break;
+    if (c->NeedsLinger()) {
+      shutdown(c->fd(), SHUT_WR);
+      c->StartLinger();
+    }
+    // Stop unless draining output made room for more buffered requests.
+    if (c->WantsWrite() || !c->WantsRead() || c->state() != Connection::State::kOpen) break;
+    if (!c->Busy()) break;
+  }
+  if (c->Done()) {
+    Close(c);
+    return;
+  }
+  size_t idx = static_cast<size_t>(c->fd());
+  uint32_t want = (c->WantsRead() ? EPOLLIN : 0u) | (c->WantsWrite() ? EPOLLOUT : 0u);
+  if (want != interest_[idx]) {
+    if (!loop_.Modify(c->fd(), want, c).ok()) {
+      Close(c);
+      return;
+    }
+    interest_[idx] = want;
+  }
+  if (c->Busy()) {
+    // A fresh request deadline only for progress (a request answered, output
+    // drained), never for a trickle of bytes: a slow client cannot hold a
+    // connection forever.
+    if (c->list() != &busy_ || c->progress() != progress_seen_[idx]) busy_.Append(c, now);
+    progress_seen_[idx] = c->progress();
+  } else {
+    idle_.Append(c, now);
+  }
+}
+
+void Worker::Close(Connection* c) {
+  size_t idx = static_cast<size_t>(c->fd());
+  idle_.Remove(c);
+  busy_.Remove(c);
+  loop_.Remove(c->fd());
+  interest_[idx] = 0;
+  conns_[idx].reset();  // closes the fd
+  --open_;
+  SetOpenGauge();
+}
+
+void Worker::Expire(int64_t now) {
+  for (DeadlineList* list : {&idle_, &busy_}) {
+    while (DeadlineNode* n = list->Expired(now)) {
+      auto* c = static_cast<Connection*>(n);
+      list->Remove(c);
+      if (counters_) CounterAdd(counters_->connections_timed_out);
+      c->OnTimeout();
+      Settle(c, now);
+      // Settle re-listed it (a 408 still being written, lingering): its next
+      // deadline is a full timeout away, so the loop ends.
+    }
+  }
+}
+
+}  // namespace
+
+int RunWorker(WorkerContext ctx) {
+  Logger::Get().SetRole("worker " + std::to_string(ctx.index));
+  // Die with the master: a worker must never outlive it (a new master could
+  // not take the store lock while orphans serve the old map).
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  sigset_t wait_mask;
+  Status s = InstallSignalHandlers(/*want_child=*/false, &wait_mask);
+  if (!s.ok()) {
+    FRS_LOG("%s", s.ToString().c_str());
+    return 1;
+  }
+  const SrvConfig& cfg = *ctx.config;
+  StoreOptions so;
+  so.dir = cfg.store_dir;
+  so.geometry = cfg.geometry;
+  so.create_if_missing = false;
+  so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
+  auto store = Store::Open(so);
+  if (!store.ok()) {
+    FRS_LOG("cannot open the store: %s", store.status().message().c_str());
+    return kExitFatalConfig;
+  }
+  EngineOptions eo;
+  eo.map_path = cfg.map_path;
+  eo.timezone = cfg.timezone;
+  eo.store = store.value().get();
+  eo.stats_dir = cfg.store_dir;
+  auto engine = Engine::Open(eo);
+  if (!engine.ok()) {
+    FRS_LOG("cannot load the map: %s", engine.status().message().c_str());
+    return kExitFatalConfig;
+  }
+  int rc = 1;
+  try {
+    Worker w(std::move(ctx), engine.value().get());
+    rc = w.Run(&wait_mask);
+  } catch (const std::exception& e) {
+    FRS_LOG("worker stopped by an internal error: %s", e.what());
+  }
+  engine.value().reset();
+  store.value().reset();
+  return rc;
+}
+
+}  // namespace frs::server

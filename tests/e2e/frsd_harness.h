@@ -1,0 +1,385 @@
+// tests/e2e/frsd_harness.h: runs a real frsd for end-to-end tests.
+//
+// Each test gets a temp dir (mkdtemp) with srv.xml, map.xml and the store,
+// a free loopback port (bind port 0, read it, close, write it into srv.xml;
+// a start that loses the port race is retried on a new port), and an frsd
+// started --foreground from FRSD_PATH. Processes are stopped by pid, never
+// by name. A small blocking HTTP client speaks to it.
+#pragma once
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace frs::e2e {
+
+inline int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline uint16_t FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  bool ok() const { return status != 0; }
+  std::string header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+// A blocking HTTP/1.1 client on one connection (reads by Content-Length).
+class Client {
+ public:
+  Client() = default;
+  explicit Client(uint16_t port, int timeout_ms = 5000) { Connect(port, timeout_ms); }
+  ~Client() { Close(); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  bool Connect(uint16_t port, int timeout_ms = 5000) {
+    Close();
+    timeout_ms_ = timeout_ms;
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      Close();
+      return false;
+    }
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    buf_.clear();
+    return true;
+  }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+
+  bool Send(const std::string& bytes) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // Reads one response; status 0 on EOF, error or timeout.
+  HttpResponse Read() {
+    HttpResponse r;
+    size_t hdr_end;
+    while ((hdr_end = buf_.find("\r\n\r\n")) == std::string::npos)
+      if (!Fill()) return r;
+    std::string head = buf_.substr(0, hdr_end);
+    std::istringstream hs(head);
+    std::string line;
+    std::getline(hs, line);
+    if (line.rfind("HTTP/1.", 0) != 0 || line.size() < 12) return r;
+    int status = std::atoi(line.c_str() + 9);
+    while (std::getline(hs, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      size_t c = line.find(':');
+      if (c == std::string::npos) continue;
+      std::string name = line.substr(0, c);
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      std::string value = line.substr(c + 1);
+      while (!value.empty() && value[0] == ' ') value.erase(0, 1);
+      r.headers[name] = value;
+    }
+    size_t len = static_cast<size_t>(std::atoll(r.header("content-length").c_str()));
+    while (buf_.size() < hdr_end + 4 + len)
+      if (!Fill()) return HttpResponse{};
+    r.body = buf_.substr(hdr_end + 4, len);
+    buf_.erase(0, hdr_end + 4 + len);
+    r.status = status;
+    if (status == 100) return Read();
+    return r;
+  }
+
+  HttpResponse Get(const std::string& target, const std::string& extra = "") {
+    if (!Send("GET " + target + " HTTP/1.1\r\nHost: t\r\n" + extra + "\r\n")) return {};
+    return Read();
+  }
+  HttpResponse Post(const std::string& body, const std::string& path = "/frs") {
+    if (!Send(PostBytes(body, path))) return {};
+    return Read();
+  }
+  static std::string PostBytes(const std::string& body, const std::string& path = "/frs") {
+    return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+  // True when the server closed the connection (EOF) within the timeout.
+  bool WaitClosed() {
+    while (Fill()) {
+    }
+    return eof_;
+  }
+
+ private:
+  bool Fill() {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms_) <= 0) return false;
+    char tmp[65536];
+    ssize_t n = recv(fd_, tmp, sizeof tmp, 0);
+    if (n <= 0) {
+      eof_ = true;
+      return false;
+    }
+    buf_.append(tmp, static_cast<size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  int timeout_ms_ = 5000;
+  bool eof_ = false;
+  std::string buf_;
+};
+
+// <attr>="value" out of an XML answer ("" when absent).
+inline std::string Attr(const std::string& xml, const std::string& name, size_t from = 0) {
+  std::string pat = " " + name + "=\"";
+  size_t p = xml.find(pat, from);
+  if (p == std::string::npos) return "";
+  p += pat.size();
+  return xml.substr(p, xml.find('"', p) - p);
+}
+
+inline const char* kDefaultMap = R"(<map>
+  <biz id="1" name="login">
+    <rule interval="60" max="5"/>
+  </biz>
+  <biz id="2" name="ad_user" mode="enforce">
+    <rule algo="calendar" interval="86400" max="3"/>
+    <rule algo="sliding"  interval="3600"  max="1"/>
+  </biz>
+  <biz id="3" name="api">
+    <rule algo="token_bucket" interval="1" max="10" burst="20"/>
+  </biz>
+  <biz id="4" name="partner">
+    <rule algo="fixed" interval="3600" max="1000" borrow="300"/>
+  </biz>
+  <biz id="5" name="shadowed" mode="shadow">
+    <rule interval="60" max="1"/>
+  </biz>
+  <biz id="6" name="big">
+    <rule interval="3600" max="1000000"/>
+  </biz>
+</map>
+)";
+
+struct ServerOptions {
+  uint32_t workers = 2;
+  std::string token = "s3cret";
+  std::string extra;  // more srv.xml elements
+  std::string map = kDefaultMap;
+};
+
+// One test's frsd, its directory and its port.
+class Frsd {
+ public:
+  explicit Frsd(ServerOptions opts = {}) : opts_(std::move(opts)) {
+    char tmpl[] = "/tmp/frsd-e2e-XXXXXX";
+    dir_ = mkdtemp(tmpl) ? tmpl : "";
+    WriteFile(dir_ + "/map.xml", opts_.map);
+  }
+  ~Frsd() {
+    Kill();
+    std::error_code ec;
+    if (!dir_.empty() && !getenv("FRS_E2E_KEEP")) std::filesystem::remove_all(dir_, ec);
+  }
+  Frsd(const Frsd&) = delete;
+  Frsd& operator=(const Frsd&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  std::string config() const { return dir_ + "/srv.xml"; }
+  std::string log() const { return ReadFile(dir_ + "/frsd.stderr"); }
+
+  void WriteConfig(uint16_t port) {
+    port_ = port;
+    std::ostringstream x;
+    x << "<frs>\n  <listen host=\"127.0.0.1\" port=\"" << port << "\"/>\n  <workers>" << opts_.workers
+      << "</workers>\n  <map>map.xml</map>\n  <store dir=\"data\" files=\"2\" keynodes=\"4096\" chain=\"8\"/>\n"
+      << "  <pidfile>frsd.pid</pidfile>\n  <admin token=\"" << opts_.token << "\"/>\n"
+      << "  <flush interval_ms=\"200\"/>\n"
+      << opts_.extra << "</frs>\n";
+    WriteFile(config(), x.str());
+  }
+
+  // Starts frsd --foreground and waits for /health; retries on a port race.
+  bool Start() {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (port_ == 0 || attempt > 0) WriteConfig(FreePort());
+      if (Spawn() && WaitHealthy(5000)) return true;
+      if (pid_ > 0 && Exited(200)) continue;  // lost the port: try another
+      return false;
+    }
+    return false;
+  }
+
+  // Runs frsd with `args` (no wait for health); returns its pid.
+  pid_t Spawn(std::vector<std::string> args = {}) {
+    if (args.empty()) args = {"-c", config(), "--foreground"};
+    // Everything the child needs is built before fork: other test threads
+    // may hold the allocator's lock at the moment of the fork.
+    std::string err = dir_ + "/frsd.stderr";
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(FRSD_PATH));
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 2);
+        dup2(fd, 1);
+      }
+      execv(FRSD_PATH, argv.data());
+      _exit(127);
+    }
+    pid_ = pid;
+    status_ = -1;
+    return pid;
+  }
+
+  bool WaitHealthy(int timeout_ms) {
+    int64_t end = NowMs() + timeout_ms;
+    while (NowMs() < end) {
+      if (Exited(0)) return false;
+      Client c;
+      if (c.Connect(port_, 1000)) {
+        HttpResponse r = c.Get("/health");
+        if (r.status == 200) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  // True once the frsd process has exited (waits up to timeout_ms).
+  bool Exited(int timeout_ms) {
+    if (pid_ <= 0) return true;
+    int64_t end = NowMs() + timeout_ms;
+    for (;;) {
+      int st = 0;
+      pid_t r = waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        status_ = st;
+        pid_ = 0;
+        return true;
+      }
+      if (NowMs() >= end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  int exit_status() const { return status_; }
+
+  // SIGTERM and wait; returns the exit code (-1 when it had to be killed).
+  int Stop(int timeout_ms = 6000) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    if (Exited(timeout_ms)) return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+    Kill();
+    return -1;
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    std::vector<pid_t> workers = Workers();
+    kill(pid_, SIGKILL);
+    for (pid_t w : workers) kill(w, SIGKILL);
+    Exited(5000);
+  }
+  // kill -9 of every process (master first, then its workers).
+  void KillAll() {
+    std::vector<pid_t> workers = Workers();
+    kill(pid_, SIGKILL);
+    for (pid_t w : workers) kill(w, SIGKILL);
+    Exited(5000);
+    for (pid_t w : workers)
+      for (int i = 0; i < 200 && kill(w, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+  // The master's children, from /proc.
+  std::vector<pid_t> Workers() const {
+    std::vector<pid_t> out;
+    if (pid_ <= 0) return out;
+    DIR* d = opendir("/proc");
+    if (!d) return out;
+    while (dirent* e = readdir(d)) {
+      pid_t p = static_cast<pid_t>(std::atoi(e->d_name));
+      if (p <= 0) continue;
+      std::string stat = ReadFile("/proc/" + std::string(e->d_name) + "/stat");
+      size_t rp = stat.rfind(')');
+      if (rp == std::string::npos) continue;
+      char state = 0;
+      int ppid = 0;
+      if (std::sscanf(stat.c_str() + rp + 1, " %c %d", &state, &ppid) == 2 && ppid == pid_ && state != 'Z')
+        out.push_back(p);
+    }
+    closedir(d);
+    return out;
+  }
+
+  std::string Acquire(Client& c, const std::string& biz, const std::string& key, int n = 1) {
+    return c.Post("<request cmd=\"acquire\" biz=\"" + biz + "\" key=\"" + key + "\" n=\"" + std::to_string(n) + "\"/>").body;
+  }
+
+ private:
+  ServerOptions opts_;
+  std::string dir_;
+  uint16_t port_ = 0;
+  pid_t pid_ = 0;
+  int status_ = -1;
+};
+
+}  // namespace frs::e2e

@@ -1,0 +1,298 @@
+// End to end: the process model of a real frsd: reload, stop, restart, crash,
+// respawn, locking, daemon mode, limits.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+
+#include "frsd_harness.h"
+
+namespace frs::e2e {
+namespace {
+
+std::string Get(Client& c, const std::string& biz, const std::string& key) {
+  return c.Post("<request cmd=\"get\" biz=\"" + biz + "\" key=\"" + key + "\"/>").body;
+}
+
+bool WaitFor(const std::function<bool()>& cond, int timeout_ms) {
+  int64_t end = NowMs() + timeout_ms;
+  while (NowMs() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+TEST(LifecycleE2E, ReloadWithAChangedMapKeepsCounts) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client c(s.port());
+  for (int i = 0; i < 3; ++i) s.Acquire(c, "login", "rl");
+  std::string map = kDefaultMap;
+  map.replace(map.find("max=\"5\""), 7, "max=\"10\"");
+  map.replace(map.find("</map>"), 6, "  <biz id=\"7\" name=\"newbiz\"><rule interval=\"60\" max=\"2\"/></biz>\n</map>");
+  WriteFile(s.dir() + "/map.xml", map);
+  kill(s.pid(), SIGHUP);
+  // Every worker has it once fresh connections (spread over the workers)
+  // all know the new biz.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < 8; ++i) {
+          Client n(s.port());
+          if (n.Get("/query?biz=newbiz&key=x").status != 200) return false;
+        }
+        return true;
+      },
+      5000))
+      << s.log();
+  Client n(s.port());
+  std::string g = Get(n, "login", "rl");
+  EXPECT_EQ(Attr(g, "count"), "3") << g;
+  EXPECT_EQ(Attr(g, "limit"), "10") << g;
+  // The old connection survived the reload.
+  EXPECT_EQ(c.Get("/health").status, 200);
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(LifecycleE2E, ReloadWithABrokenMapKeepsTheOldOne) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client c(s.port());
+  s.Acquire(c, "login", "broken");
+  WriteFile(s.dir() + "/map.xml", "<map>\n  <biz id=\"1\" name=\"login\">\n    <rule interval=\"sixty\" max=\"5\"/>\n  </biz>\n</map>\n");
+  kill(s.pid(), SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return s.log().find("reload refused") != std::string::npos; }, 5000)) << s.log();
+  EXPECT_NE(s.log().find("map.xml:3"), std::string::npos) << s.log();
+  EXPECT_EQ(Attr(Get(c, "login", "broken"), "count"), "1");
+  EXPECT_EQ(c.Get("/acquire?biz=partner&key=p").status, 200);  // a biz the broken map lacks
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(LifecycleE2E, GracefulStopAnswersTheRequestInFlight) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client c(s.port());
+  ASSERT_EQ(c.Get("/health").status, 200);
+  std::string req = Client::PostBytes("<request cmd=\"acquire\" biz=\"login\" key=\"inflight\"/>");
+  ASSERT_TRUE(c.Send(req.substr(0, 30)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int64_t t0 = NowMs();
+  kill(s.pid(), SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(c.Send(req.substr(30)));
+  HttpResponse r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_EQ(Attr(r.body, "allowed"), "1");
+  ASSERT_TRUE(s.Exited(5000));
+  EXPECT_LT(NowMs() - t0, 5000);
+  EXPECT_TRUE(WIFEXITED(s.exit_status()) && WEXITSTATUS(s.exit_status()) == 0) << s.log();
+  EXPECT_FALSE(std::filesystem::exists(s.dir() + "/frsd.pid"));
+  // The acknowledged acquire is in the store.
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client d(s.port());
+  EXPECT_EQ(Attr(Get(d, "login", "inflight"), "count"), "1");
+}
+
+TEST(LifecycleE2E, KilledWorkerIsRespawnedAndNoAcknowledgedUpdateIsLost) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  std::vector<pid_t> before = s.Workers();
+  ASSERT_EQ(before.size(), 2u);
+  std::atomic<bool> stop{false};
+  std::atomic<long> acked{0}, sent{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t)
+    clients.emplace_back([&] {
+      Client c;
+      while (!stop) {
+        if (!c.connected() && !c.Connect(s.port(), 2000)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          continue;
+        }
+        ++sent;
+        HttpResponse r = c.Post("<request cmd=\"update\" biz=\"big\" key=\"killme\"/>");
+        if (r.status == 200) ++acked;
+        else c.Close();
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int64_t killed_at = NowMs();
+  kill(before[0], SIGKILL);
+  bool respawned = WaitFor(
+      [&] {
+        auto now = s.Workers();
+        return now.size() == 2 && std::find(now.begin(), now.end(), before[0]) == now.end();
+      },
+      2000);
+  int64_t respawn_ms = NowMs() - killed_at;
+  long acked_at_kill = acked;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_TRUE(respawned) << s.log();
+  EXPECT_LT(respawn_ms, 1000);
+  EXPECT_GT(acked.load(), acked_at_kill);  // clients kept being served
+  Client c(s.port());
+  long count = std::atol(Attr(Get(c, "big", "killme"), "count").c_str());
+  EXPECT_GE(count, acked.load());
+  EXPECT_LE(count, sent.load());
+  std::string m = c.Get("/metrics").body;
+  EXPECT_NE(m.find("frs_worker_restarts_total 1"), std::string::npos);
+  EXPECT_NE(s.log().find("killed by signal 9"), std::string::npos) << s.log();
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(LifecycleE2E, AWorkerThatCannotLoadTheMapStopsTheServer) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  std::vector<pid_t> workers = s.Workers();
+  ASSERT_FALSE(workers.empty());
+  // The replacement worker will read this map and refuse to run.
+  WriteFile(s.dir() + "/map.xml", "<map>\n  <biz id=\"1\" name=\"login\">\n    <rule max=\"5\"/>\n");
+  kill(workers[0], SIGKILL);
+  ASSERT_TRUE(s.Exited(8000)) << s.log();
+  EXPECT_TRUE(WIFEXITED(s.exit_status()));
+  EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
+  EXPECT_NE(s.log().find("cannot run with this configuration"), std::string::npos) << s.log();
+  EXPECT_NE(s.log().find("map.xml:"), std::string::npos) << s.log();
+}
+
+TEST(LifecycleE2E, CountsSurviveARestartAndAKillOfEveryProcess) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  {
+    Client c(s.port());
+    for (int i = 0; i < 3; ++i) s.Acquire(c, "partner", "keep");
+    c.Post("<request cmd=\"update\" biz=\"api\" key=\"keep\" n=\"4\"/>");
+  }
+  EXPECT_EQ(s.Stop(), 0);
+  ASSERT_TRUE(s.Start()) << s.log();
+  {
+    Client c(s.port());
+    EXPECT_EQ(Attr(Get(c, "partner", "keep"), "count"), "3");
+    s.Acquire(c, "partner", "keep");
+  }
+  s.KillAll();
+  ASSERT_TRUE(s.Start()) << s.log();  // a stale pid file and lock do not block it
+  Client c(s.port());
+  EXPECT_EQ(Attr(Get(c, "partner", "keep"), "count"), "4");
+  std::string api = Get(c, "api", "keep");
+  EXPECT_EQ(Attr(api, "found"), "1") << api;
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(LifecycleE2E, ASecondServerOnTheSameStoreOrPidFileRefuses) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  // Same srv.xml: same store and pid file.
+  Frsd other;
+  std::string cfg = ReadFile(s.config());
+  WriteFile(other.dir() + "/srv.xml", cfg);
+  pid_t p = other.Spawn({"-c", s.config(), "--foreground"});
+  ASSERT_GT(p, 0);
+  ASSERT_TRUE(other.Exited(5000));
+  EXPECT_NE(WEXITSTATUS(other.exit_status()), 0);
+  EXPECT_NE(other.log().find("already running"), std::string::npos) << other.log();
+  EXPECT_NE(other.log().find(std::to_string(s.pid())), std::string::npos) << other.log();
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(LifecycleE2E, BadConfigurationFailsFastWithFileAndLine) {
+  Frsd s;
+  s.WriteConfig(FreePort());
+  std::string cfg = ReadFile(s.config());
+  cfg.replace(cfg.find("<workers>"), 9, "<workers>x");
+  WriteFile(s.config(), cfg);
+  s.Spawn();
+  ASSERT_TRUE(s.Exited(5000));
+  EXPECT_NE(WEXITSTATUS(s.exit_status()), 0);
+  EXPECT_NE(s.log().find("srv.xml:3:"), std::string::npos) << s.log();
+
+  Frsd m;
+  m.WriteConfig(FreePort());
+  WriteFile(m.dir() + "/map.xml", "<map>\n<biz id=\"1\" name=\"a\">\n<rule algo=\"nope\" interval=\"1\" max=\"1\"/>\n</biz>\n</map>\n");
+  m.Spawn();
+  ASSERT_TRUE(m.Exited(5000));
+  EXPECT_NE(WEXITSTATUS(m.exit_status()), 0);
+  EXPECT_NE(m.log().find("map.xml:3"), std::string::npos) << m.log();
+}
+
+TEST(LifecycleE2E, DaemonWritesItsPidFileAndStopsOnSigterm) {
+  Frsd s;
+  s.WriteConfig(FreePort());
+  s.Spawn({"-c", s.config()});
+  ASSERT_TRUE(s.Exited(5000));  // the launcher returns once the daemon serves
+  ASSERT_EQ(WEXITSTATUS(s.exit_status()), 0) << s.log();
+  pid_t daemon = static_cast<pid_t>(std::atoi(ReadFile(s.dir() + "/frsd.pid").c_str()));
+  ASSERT_GT(daemon, 0);
+  Client c(s.port());
+  EXPECT_EQ(c.Get("/health").status, 200);
+  c.Close();
+  kill(daemon, SIGTERM);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::string st = ReadFile("/proc/" + std::to_string(daemon) + "/stat");
+        size_t rp = st.rfind(')');
+        return st.empty() || (rp != std::string::npos && st[rp + 2] == 'Z');
+      },
+      6000));
+  EXPECT_NE(ReadFile(s.dir() + "/data/frsd.log").find("stopped"), std::string::npos);
+}
+
+TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {
+  ServerOptions o;
+  o.extra = "  <allow>10.0.0.0/8</allow>\n";
+  Frsd s(o);
+  s.WriteConfig(FreePort());
+  s.Spawn();
+  Client c;
+  ASSERT_TRUE(WaitFor([&] { return c.Connect(s.port(), 500); }, 5000)) << s.log();
+  EXPECT_TRUE(c.Send("GET /health HTTP/1.1\r\n\r\n") || true);
+  EXPECT_EQ(c.Read().status, 0);
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(LifecycleE2E, LimitsConnectionsAndTimeouts) {
+  ServerOptions o;
+  o.workers = 1;
+  o.extra = "  <limits connections=\"2\" idle_timeout_ms=\"400\" request_timeout_ms=\"300\"/>\n";
+  Frsd s(o);
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client a(s.port()), b(s.port());
+  ASSERT_EQ(a.Get("/health").status, 200);
+  ASSERT_EQ(b.Get("/health").status, 200);
+  Client over(s.port());
+  HttpResponse r = over.Read();
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(Attr(r.body, "code"), "503");
+  // Idle connections are closed after the idle timeout.
+  EXPECT_TRUE(a.WaitClosed());
+  b.Close();
+  // A request that does not complete in time gets 408.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Client slow(s.port());
+  ASSERT_TRUE(slow.Send("GET /heal"));
+  int64_t t0 = NowMs();
+  HttpResponse t = slow.Read();
+  EXPECT_EQ(t.status, 408);
+  EXPECT_LT(NowMs() - t0, 1500);
+  EXPECT_EQ(s.Stop(), 0);
+}
+
+TEST(LifecycleE2E, Sigusr1ReopensTheLogFile) {
+  ServerOptions o;
+  o.extra = "  <log file=\"frsd.log\"/>\n";
+  Frsd s(o);
+  ASSERT_TRUE(s.Start()) << s.log();
+  std::string log = s.dir() + "/frsd.log";
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("serving") != std::string::npos; }, 3000));
+  std::filesystem::rename(log, log + ".1");
+  kill(s.pid(), SIGUSR1);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("log file reopened") != std::string::npos; }, 3000));
+  EXPECT_EQ(s.Stop(), 0);
+  EXPECT_NE(ReadFile(log).find("stopped"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace frs::e2e

@@ -1,0 +1,133 @@
+// tests/server/fake_engine.h: a deterministic in-memory Engine for the
+// server's unit tests: one biz "login" (id 1) and one "api" (id 2), a fixed
+// window of `limit` uses per key that never resets, counts in a std::map.
+// The real engine is exercised by the end-to-end tests.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "frs/engine.h"
+
+namespace frs::server::testing {
+
+class FakeEngine final : public Engine {
+ public:
+  int64_t limit = 5;
+  int64_t now_ms = 1763790000000;
+  std::map<std::pair<uint16_t, std::string>, int64_t> counts;
+  int reloads = 0;
+
+  int64_t Count(uint16_t biz, const std::string& key) const {
+    auto it = counts.find({biz, key});
+    return it == counts.end() ? 0 : it->second;
+  }
+
+  class Clk final : public Clock {
+   public:
+    explicit Clk(const FakeEngine* e) : e_(e) {}
+    int64_t NowMs() const override { return e_->now_ms; }
+    const FakeEngine* e_;
+  };
+  Clk clk{this};
+
+  Decision Execute(const Request& req) override {
+    Decision d;
+    auto id = ResolveBiz(req.biz);
+    if (!id.ok()) {
+      d.code = 404;
+      d.msg = id.status().message();
+      return d;
+    }
+    auto k = std::make_pair(id.value(), std::string(req.key));
+    int64_t& c = counts[k];
+    switch (req.cmd) {
+      case Cmd::kQuery: Fill(&d, c, c + req.n <= limit); break;
+      case Cmd::kUpdate: c += req.n; Fill(&d, c, c <= limit); break;
+      case Cmd::kAcquire:
+        if (c + req.n <= limit) {
+          c += req.n;
+          Fill(&d, c, true);
+        } else {
+          Fill(&d, c, false);
+        }
+        break;
+      case Cmd::kGet: d.found = c > 0; Fill(&d, c, c < limit); break;
+      case Cmd::kSet: c = req.count; d.found = true; Fill(&d, c, c < limit); break;
+      case Cmd::kDelete: d.found = c > 0; counts.erase(k); break;
+      case Cmd::kReset: {
+        uint64_t n = 0;
+        for (auto it = counts.begin(); it != counts.end();)
+          if (it->first.first == id.value()) { it = counts.erase(it); ++n; } else ++it;
+        d.erased = n;
+        break;
+      }
+      case Cmd::kStats: break;
+    }
+    return d;
+  }
+
+  bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) override {
+    // All-or-nothing for acquire: check every acquire first.
+    std::map<std::pair<uint16_t, std::string>, int64_t> want;
+    bool all = true;
+    for (const Request& r : reqs) {
+      if (r.cmd != Cmd::kAcquire) continue;
+      auto id = ResolveBiz(r.biz);
+      if (!id.ok()) return false;
+      auto k = std::make_pair(id.value(), std::string(r.key));
+      want[k] += r.n;
+      if (counts[k] + want[k] > limit) all = false;
+    }
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i].cmd == Cmd::kAcquire && !all) {
+        auto id = ResolveBiz(reqs[i].biz);
+        int64_t c = counts[{id.value(), std::string(reqs[i].key)}];
+        Fill(&out[i], c, c + reqs[i].n <= limit);
+        out[i].allowed = false;
+      } else {
+        out[i] = Execute(reqs[i]);
+      }
+    }
+    return all;
+  }
+
+  Status Reload(const std::string&) override {
+    ++reloads;
+    return Status::OK();
+  }
+  std::vector<BizStats> DailyStats() const override { return {}; }
+  Result<uint16_t> ResolveBiz(std::string_view biz) const override {
+    if (biz == "login" || biz == "1") return uint16_t{1};
+    if (biz == "api" || biz == "2") return uint16_t{2};
+    return Status::NotFound("unknown biz \"" + std::string(biz) + "\"");
+  }
+  std::vector<std::pair<uint16_t, std::string>> Bizzes() const override { return {{1, "login"}, {2, "api"}}; }
+  Result<NodeView> Inspect(std::string_view, std::string_view) override { return Status::NotFound("fake"); }
+  Result<NodeView> View(const NodeInfo&) const override { return Status::NotFound("fake"); }
+  Result<std::string> ExportNode(const NodeInfo&) const override { return Status::NotFound("fake"); }
+  Status ImportNode(std::string_view) override { return Status::NotFound("fake"); }
+  Store* store() override { return nullptr; }
+  const Clock* clock() const override { return &clk; }
+
+ private:
+  void Fill(Decision* d, int64_t c, bool allowed) const {
+    d->allowed = allowed;
+    d->count = c;
+    d->limit = limit;
+    d->remaining = c >= limit ? 0 : limit - c;
+    d->reset = now_ms / 1000 + 60;
+    d->retry_after = allowed ? 0 : 60;
+    d->nrules = 1;
+    RuleResult& r = d->rules[0];
+    r.algo = Algo::kFixed;
+    r.interval = 60;
+    r.count = c;
+    r.limit = limit;
+    r.remaining = d->remaining;
+    r.reset = d->reset;
+    r.allowed = allowed;
+  }
+};
+
+}  // namespace frs::server::testing

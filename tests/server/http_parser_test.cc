@@ -1,0 +1,107 @@
+#include "server/http_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace frs::server {
+namespace {
+
+using Outcome = HttpRequestParser::Outcome;
+
+std::string_view Target(const std::string& buf, const HttpHead& h) { return std::string_view(buf).substr(h.target_off, h.target_len); }
+std::string_view Body(const std::string& buf, const HttpHead& h) { return std::string_view(buf).substr(h.body_off, h.body_len); }
+
+TEST(HttpParser, ParsesGetWithTargetAndKeepAlive) {
+  HttpRequestParser p(16384, 65536);
+  std::string req = "GET /acquire?biz=a&key=b HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(p.Feed(req.data(), req.size()), Outcome::kDone);
+  EXPECT_EQ(p.head().method, HttpMethod::kGet);
+  EXPECT_EQ(Target(req, p.head()), "/acquire?biz=a&key=b");
+  EXPECT_TRUE(p.head().keep_alive);
+  EXPECT_EQ(p.consumed(), req.size());
+}
+
+TEST(HttpParser, ParsesPostBodyFedByteByByte) {
+  HttpRequestParser p(16384, 65536);
+  std::string req = "POST /frs HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello world";
+  Outcome o = Outcome::kNeedMore;
+  for (size_t i = 1; i <= req.size(); ++i) {
+    o = p.Feed(req.data(), i);
+    if (i < req.size()) {
+      ASSERT_EQ(o, Outcome::kNeedMore) << i;
+    }
+  }
+  ASSERT_EQ(o, Outcome::kDone);
+  EXPECT_EQ(p.head().method, HttpMethod::kPost);
+  EXPECT_EQ(Body(req, p.head()), "hello world");
+}
+
+TEST(HttpParser, StopsAtTheEndOfOneRequestWhenPipelined) {
+  HttpRequestParser p(16384, 65536);
+  std::string one = "GET /health HTTP/1.1\r\n\r\n";
+  std::string req = one + one;
+  ASSERT_EQ(p.Feed(req.data(), req.size()), Outcome::kDone);
+  EXPECT_EQ(p.consumed(), one.size());
+  p.Reset();
+  ASSERT_EQ(p.Feed(req.data() + one.size(), one.size()), Outcome::kDone);
+}
+
+TEST(HttpParser, Http10ClosesUnlessKeepAliveAsked) {
+  HttpRequestParser p(16384, 65536);
+  std::string a = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(p.Feed(a.data(), a.size()), Outcome::kDone);
+  EXPECT_FALSE(p.head().keep_alive);
+  EXPECT_EQ(p.head().version, 10);
+  p.Reset();
+  std::string b = "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+  ASSERT_EQ(p.Feed(b.data(), b.size()), Outcome::kDone);
+  EXPECT_TRUE(p.head().keep_alive);
+  p.Reset();
+  std::string c = "GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(p.Feed(c.data(), c.size()), Outcome::kDone);
+  EXPECT_FALSE(p.head().keep_alive);
+}
+
+TEST(HttpParser, HeaderTooLargeIs431) {
+  HttpRequestParser p(1024, 65536);
+  std::string req = "GET / HTTP/1.1\r\nX: " + std::string(2000, 'a') + "\r\n\r\n";
+  EXPECT_EQ(p.Feed(req.data(), req.size()), Outcome::kError);
+  EXPECT_EQ(p.error_status(), 431);
+}
+
+TEST(HttpParser, BodyTooLargeIs413BeforeTheBodyArrives) {
+  HttpRequestParser p(16384, 256);
+  std::string req = "POST /frs HTTP/1.1\r\nContent-Length: 100000\r\n\r\n";
+  EXPECT_EQ(p.Feed(req.data(), req.size()), Outcome::kError);
+  EXPECT_EQ(p.error_status(), 413);
+}
+
+TEST(HttpParser, PostWithoutLengthIs411) {
+  HttpRequestParser p(16384, 65536);
+  std::string req = "POST /frs HTTP/1.1\r\nHost: x\r\n\r\n";
+  EXPECT_EQ(p.Feed(req.data(), req.size()), Outcome::kError);
+  EXPECT_EQ(p.error_status(), 411);
+  p.Reset();
+  std::string chunked = "POST /frs HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+  EXPECT_EQ(p.Feed(chunked.data(), chunked.size()), Outcome::kError);
+  EXPECT_EQ(p.error_status(), 411);
+}
+
+TEST(HttpParser, GarbageIs400) {
+  HttpRequestParser p(16384, 65536);
+  std::string req = "HELLO\x01 there\r\n\r\n";
+  EXPECT_EQ(p.Feed(req.data(), req.size()), Outcome::kError);
+  EXPECT_EQ(p.error_status(), 400);
+}
+
+TEST(HttpParser, SeesExpectContinue) {
+  HttpRequestParser p(16384, 65536);
+  std::string req = "POST /frs HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n";
+  EXPECT_EQ(p.Feed(req.data(), req.size()), Outcome::kNeedMore);
+  EXPECT_TRUE(p.header_done());
+  EXPECT_TRUE(p.head().expect_continue);
+}
+
+}  // namespace
+}  // namespace frs::server

@@ -1,0 +1,158 @@
+#include "server/protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace frs::server {
+namespace {
+
+struct Decoded {
+  bool ok = false;
+  bool batch = false;
+  std::vector<WireRequest> reqs;
+  ProtocolError err;
+};
+
+// The decoder parses in place: keep the text alive in `buf`.
+Decoded DecodeText(XmlRequestDecoder& d, std::string& buf, uint32_t max_batch = 64) {
+  Decoded out;
+  out.ok = d.Decode(buf.data(), buf.size(), max_batch, &out.reqs, &out.batch, &out.err);
+  return out;
+}
+
+TEST(Protocol, DecodesOneRequest) {
+  XmlRequestDecoder d;
+  std::string body = R"(<request cmd="acquire" biz="login" key="user:42" n="3"/>)";
+  Decoded r = DecodeText(d, body);
+  ASSERT_TRUE(r.ok) << r.err.msg;
+  ASSERT_EQ(r.reqs.size(), 1u);
+  EXPECT_FALSE(r.batch);
+  EXPECT_EQ(r.reqs[0].cmd, Cmd::kAcquire);
+  EXPECT_EQ(r.reqs[0].biz, "login");
+  EXPECT_EQ(r.reqs[0].key, "user:42");
+  EXPECT_EQ(r.reqs[0].n, 3);
+}
+
+TEST(Protocol, DecodesEntitiesInKeys) {
+  XmlRequestDecoder d;
+  std::string body = R"(<request cmd="get" biz="1" key="a&amp;b&lt;c"/>)";
+  Decoded r = DecodeText(d, body);
+  ASSERT_TRUE(r.ok) << r.err.msg;
+  EXPECT_EQ(r.reqs[0].key, "a&b<c");
+}
+
+TEST(Protocol, DecodesBatch) {
+  XmlRequestDecoder d;
+  std::string body =
+      "<batch>\n  <request cmd=\"acquire\" biz=\"a\" key=\"k1\"/>\n  <!-- c -->\n  <request cmd=\"query\" biz=\"b\" key=\"k2\"/>\n</batch>";
+  Decoded r = DecodeText(d, body);
+  ASSERT_TRUE(r.ok) << r.err.msg;
+  EXPECT_TRUE(r.batch);
+  ASSERT_EQ(r.reqs.size(), 2u);
+  EXPECT_EQ(r.reqs[1].cmd, Cmd::kQuery);
+}
+
+TEST(Protocol, RejectsBadRequestsWith400AndASentence) {
+  const char* bad[] = {
+      "",                                                        // empty
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\"",            // not well formed
+      "<req cmd=\"acquire\"/>",                                  // wrong root
+      "<request biz=\"a\" key=\"k\"/>",                          // no cmd
+      "<request cmd=\"frobnicate\" biz=\"a\" key=\"k\"/>",       // unknown cmd
+      "<request cmd=\"acquire\" key=\"k\"/>",                    // no biz
+      "<request cmd=\"acquire\" biz=\"a\"/>",                    // no key
+      "<request cmd=\"acquire\" biz=\"a\" key=\"\"/>",           // empty key
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\" n=\"0\"/>",  // n too small
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\" n=\"2147483648\"/>",
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\" n=\"-1\"/>",
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\" n=\"1x\"/>",
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\" color=\"red\"/>",  // unknown attribute
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\" key=\"j\"/>",       // duplicate (malformed XML)
+      "<request cmd=\"set\" biz=\"a\" key=\"k\"/>",                     // set without count
+      "<request cmd=\"get\" biz=\"a\" key=\"k\" n=\"2\"/>",             // n on get
+      "<request cmd=\"acquire\" biz=\"a\" key=\"a&#1;b\"/>",            // control character in key
+      "<batch></batch>",
+      "<batch><request cmd=\"stats\"/></batch>",
+      "<batch><foo/></batch>",
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\">text</request>",
+  };
+  for (const char* text : bad) {
+    XmlRequestDecoder d;
+    std::string body = text;
+    Decoded r = DecodeText(d, body);
+    EXPECT_FALSE(r.ok) << text;
+    EXPECT_EQ(r.err.status, 400) << text;
+    EXPECT_FALSE(r.err.msg.empty()) << text;
+  }
+}
+
+TEST(Protocol, KeyOf255BytesIsFineAnd256IsNot) {
+  XmlRequestDecoder d;
+  std::string ok = "<request cmd=\"acquire\" biz=\"a\" key=\"" + std::string(255, 'k') + "\"/>";
+  EXPECT_TRUE(DecodeText(d, ok).ok);
+  std::string bad = "<request cmd=\"acquire\" biz=\"a\" key=\"" + std::string(256, 'k') + "\"/>";
+  EXPECT_FALSE(DecodeText(d, bad).ok);
+}
+
+TEST(Protocol, BatchLimit) {
+  XmlRequestDecoder d;
+  std::string body = "<batch>";
+  for (int i = 0; i < 3; ++i) body += "<request cmd=\"acquire\" biz=\"a\" key=\"k\"/>";
+  body += "</batch>";
+  std::string copy = body;
+  EXPECT_TRUE(DecodeText(d, copy, 3).ok);
+  Decoded r = DecodeText(d, body, 2);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.err.msg.find("more than 2"), std::string::npos);
+}
+
+TEST(Protocol, DecodesQueryStrings) {
+  std::string biz, key;
+  WireRequest r;
+  ProtocolError err;
+  ASSERT_TRUE(DecodeQuery("biz=login&key=user%3A42+x&n=2", Cmd::kAcquire, &biz, &key, &r, &err)) << err.msg;
+  EXPECT_EQ(r.biz, "login");
+  EXPECT_EQ(r.key, "user:42 x");
+  EXPECT_EQ(r.n, 2);
+  EXPECT_FALSE(DecodeQuery("biz=login", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&x=1", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k%2", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k%0a", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&n=0", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_EQ(err.status, 400);
+}
+
+TEST(Protocol, EncodesTheContractFormatExactly) {
+  Decision d;
+  d.allowed = true;
+  d.count = 3;
+  d.limit = 5;
+  d.remaining = 2;
+  d.reset = 1763790000;
+  d.nrules = 1;
+  d.rules[0] = RuleResult{Algo::kFixed, 60, 3, 5, 2, 1763790000, 0, 0, true};
+  std::string out;
+  AppendDecision(Cmd::kAcquire, d, &out);
+  EXPECT_EQ(out,
+            "<response code=\"0\" allowed=\"1\" count=\"3\" limit=\"5\" remaining=\"2\" reset=\"1763790000\" "
+            "retry_after=\"0\">\n"
+            "  <rule algo=\"fixed\" interval=\"60\" count=\"3\" limit=\"5\" remaining=\"2\" reset=\"1763790000\" "
+            "allowed=\"1\"/>\n"
+            "</response>\n");
+  out.clear();
+  d.shadow = true;
+  d.nrules = 0;
+  AppendDecision(Cmd::kGet, d, &out);
+  EXPECT_NE(out.find("retry_after=\"0\" shadow=\"1\" found=\"0\"/>"), std::string::npos) << out;
+}
+
+TEST(Protocol, EncodesErrorsEscaped) {
+  std::string out;
+  AppendError(404, "unknown biz \"a<b\"", &out);
+  EXPECT_EQ(out, "<response code=\"404\" msg=\"unknown biz &quot;a&lt;b&quot;\"/>\n");
+}
+
+}  // namespace
+}  // namespace frs::server

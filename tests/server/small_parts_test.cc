@@ -1,0 +1,93 @@
+// admin_auth, allow_list, deadline_list: the small pieces.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include "server/admin_auth.h"
+#include "server/allow_list.h"
+#include "server/deadline_list.h"
+
+namespace frs::server {
+namespace {
+
+TEST(AdminAuth, RefusedWhenNoTokenConfigured) {
+  EXPECT_EQ(CheckAdminToken("", ""), AdminAuth::kDisabled);
+  EXPECT_EQ(CheckAdminToken("", "x"), AdminAuth::kDisabled);
+}
+
+TEST(AdminAuth, ComparesWholeTokens) {
+  EXPECT_EQ(CheckAdminToken("s3cret", "s3cret"), AdminAuth::kOk);
+  EXPECT_EQ(CheckAdminToken("s3cret", "s3cre"), AdminAuth::kRefused);
+  EXPECT_EQ(CheckAdminToken("s3cret", "s3cret!"), AdminAuth::kRefused);
+  EXPECT_EQ(CheckAdminToken("s3cret", "S3cret"), AdminAuth::kRefused);
+  EXPECT_EQ(CheckAdminToken("s3cret", ""), AdminAuth::kRefused);
+}
+
+sockaddr_storage V4(const char* a) {
+  sockaddr_storage ss{};
+  auto* s = reinterpret_cast<sockaddr_in*>(&ss);
+  s->sin_family = AF_INET;
+  inet_pton(AF_INET, a, &s->sin_addr);
+  return ss;
+}
+sockaddr_storage V6(const char* a) {
+  sockaddr_storage ss{};
+  auto* s = reinterpret_cast<sockaddr_in6*>(&ss);
+  s->sin6_family = AF_INET6;
+  inet_pton(AF_INET6, a, &s->sin6_addr);
+  return ss;
+}
+
+TEST(AllowList, EmptyAllowsEveryone) {
+  auto l = AllowList::Parse({});
+  ASSERT_TRUE(l.ok());
+  auto a = V4("8.8.8.8");
+  EXPECT_TRUE(l->Allows(reinterpret_cast<sockaddr*>(&a)));
+}
+
+TEST(AllowList, MatchesRanges) {
+  auto l = AllowList::Parse({"10.0.0.0/8", "192.168.1.7", "fd00::/8"});
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  for (const char* ok : {"10.1.2.3", "192.168.1.7"}) {
+    auto a = V4(ok);
+    EXPECT_TRUE(l->Allows(reinterpret_cast<sockaddr*>(&a))) << ok;
+  }
+  for (const char* no : {"11.0.0.1", "192.168.1.8"}) {
+    auto a = V4(no);
+    EXPECT_FALSE(l->Allows(reinterpret_cast<sockaddr*>(&a))) << no;
+  }
+  auto m = V6("::ffff:10.9.9.9");
+  EXPECT_TRUE(l->Allows(reinterpret_cast<sockaddr*>(&m)));
+  auto u = V6("fd12::1");
+  EXPECT_TRUE(l->Allows(reinterpret_cast<sockaddr*>(&u)));
+  auto v = V6("2001:db8::1");
+  EXPECT_FALSE(l->Allows(reinterpret_cast<sockaddr*>(&v)));
+}
+
+TEST(AllowList, RejectsBadEntries) {
+  EXPECT_FALSE(AllowList::Parse({"10.0.0.0/33"}).ok());
+  EXPECT_FALSE(AllowList::Parse({"nonsense"}).ok());
+  EXPECT_FALSE(AllowList::Parse({"10.0.0.0/"}).ok());
+}
+
+struct Node : DeadlineNode {};
+
+TEST(DeadlineList, ExpiresInOrderAndMovesBetweenLists) {
+  DeadlineList a(100), b(1000);
+  Node n1, n2;
+  a.Append(&n1, 0);
+  a.Append(&n2, 10);
+  EXPECT_EQ(a.Expired(50), nullptr);
+  EXPECT_EQ(a.Expired(100), &n1);
+  a.Append(&n1, 100);  // touched: goes to the back
+  EXPECT_EQ(a.Expired(150), &n2);
+  b.Append(&n2, 150);  // moved to the other list
+  EXPECT_EQ(a.Expired(150), nullptr);
+  EXPECT_EQ(a.NextDueIn(150), 50);
+  EXPECT_EQ(b.Expired(1150), &n2);
+  b.Remove(&n2);
+  EXPECT_EQ(b.NextDueIn(0), -1);
+}
+
+}  // namespace
+}  // namespace frs::server
