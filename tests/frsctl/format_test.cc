@@ -1,0 +1,81 @@
+// Tests of frsctl's human formatting and JSON helpers.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "format.h"
+#include "json_in.h"
+#include "json_out.h"
+
+namespace frs::ctl {
+namespace {
+
+TEST(FormatTest, DurationReadsLikeSpeech) {
+  EXPECT_EQ(Duration(0), "0 s");
+  EXPECT_EQ(Duration(45), "45 s");
+  EXPECT_EQ(Duration(90), "1 min 30 s");
+  EXPECT_EQ(Duration(720), "12 min");
+  EXPECT_EQ(Duration(4800), "1 h 20 min");
+  EXPECT_EQ(Duration(3 * 86400 + 4 * 3600), "3 d 4 h");
+  EXPECT_EQ(Duration(3599), "1 h");
+  EXPECT_EQ(Duration(86399), "1 d");
+}
+
+TEST(FormatTest, RelativeSaysInOrAgo) {
+  EXPECT_EQ(Relative(1000000 + 720000, 1000000), "in 12 min");
+  EXPECT_EQ(Relative(1000000, 1000000 + 3 * 3600000), "3 h ago");
+  EXPECT_EQ(Relative(1000200, 1000000), "now");
+}
+
+TEST(FormatTest, LocalTimeUsesTheProcessZone) {
+  ::setenv("TZ", "UTC", 1);
+  ::tzset();
+  EXPECT_EQ(LocalTime(1795356190000), "2026-11-22 14:03:10 UTC");
+}
+
+TEST(FormatTest, GroupedAndPercent) {
+  EXPECT_EQ(Grouped(1048576), "1,048,576");
+  EXPECT_EQ(Grouped(999), "999");
+  EXPECT_EQ(Percent(1, 8), "12.5%");
+  EXPECT_EQ(Percent(0, 0), "0.0%");
+}
+
+TEST(FormatTest, TableAlignsColumns) {
+  Table t({"a", "count"});
+  t.AlignRight({1});
+  t.Row({"long name", "7"});
+  t.Row({"x", "1234"});
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = ::open_memstream(&buf, &len);
+  t.Print(f);
+  std::fclose(f);
+  EXPECT_EQ(std::string(buf, len), "a          count\nlong name      7\nx           1234\n");
+  std::free(buf);
+}
+
+TEST(JsonTest, WriterOutputParsesBack) {
+  JsonOut j;
+  j.Begin().Key("s").Str("a\"b\\c\x01\xff").Key("n").Int(-3).Key("a").BeginArray().Uint(1).Bool(true).Null().EndArray();
+  j.Key("d").Double(0.5).End();
+  Result<JsonValue> v = ParseJson(j.str());
+  ASSERT_TRUE(v.ok()) << v.status().message() << " in " << j.str();
+  EXPECT_EQ(v->Find("s")->text, "a\"b\\c\x01\xc3\xbf");  // \u00ff decodes to UTF-8
+  EXPECT_EQ(v->Find("n")->number, -3);
+  EXPECT_EQ(v->Find("a")->items.size(), 3u);
+  EXPECT_EQ(v->Find("d")->number, 0.5);
+}
+
+TEST(JsonTest, ReaderKeepsByteRangesAndRejectsJunk) {
+  std::string text = R"({"biz":4,"biz_name":"partner","x":[1,2]})";
+  Result<JsonValue> v = ParseJson(text);
+  ASSERT_TRUE(v.ok());
+  const JsonValue* name = v->Find("biz_name");
+  EXPECT_EQ(text.substr(name->begin, name->end - name->begin), "\"partner\"");
+  EXPECT_FALSE(ParseJson("{\"a\":1,}").ok());
+  EXPECT_FALSE(ParseJson("{\"a\":1} x").ok());
+  EXPECT_FALSE(ParseJson("[01]").ok());
+}
+
+}  // namespace
+}  // namespace frs::ctl

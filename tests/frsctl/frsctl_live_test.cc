@@ -1,0 +1,113 @@
+// frsctl against a live frsd: get sees what the server counted, and set/del
+// change what the server answers next, while it serves.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "common/temp_dir.h"
+
+extern char** environ;
+
+namespace frs::ctl {
+namespace {
+
+#ifdef FRSD_PATH
+
+// One GET over a fresh connection; returns the HTTP status (0 when no answer).
+int HttpGet(uint16_t port, const std::string& target) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int status = 0;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    std::string req = "GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      std::string resp;
+      char buf[4096];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) resp.append(buf, static_cast<size_t>(n));
+      if (resp.size() > 12 && resp.compare(0, 5, "HTTP/") == 0) status = std::atoi(resp.c_str() + 9);
+    }
+  }
+  ::close(fd);
+  return status;
+}
+
+int Ctl(const std::string& config, const std::string& args) {
+  std::string cmd = std::string("TZ=UTC '") + FRSCTL_PATH + "' -c '" + config + "' " + args + " >/dev/null 2>&1";
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string CtlOut(const std::string& config, const std::string& args) {
+  std::string cmd = std::string("TZ=UTC '") + FRSCTL_PATH + "' -c '" + config + "' " + args + " 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
+  testing::TempDir dir;
+  const uint16_t port = static_cast<uint16_t>(20000 + ::getpid() % 20000);
+  std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"5\"/></biz></map>\n";
+  std::ofstream(dir / "srv.xml") << "<frs><listen host=\"127.0.0.1\" port=\"" << port
+                                 << "\"/><workers>1</workers><map>map.xml</map>"
+                                    "<store dir=\"data\" files=\"1\" keynodes=\"256\" chain=\"8\"/>"
+                                    "<timezone>UTC</timezone></frs>\n";
+  const std::string config = dir / "srv.xml";
+  std::string frsd = FRSD_PATH;
+  char* argv[] = {frsd.data(), const_cast<char*>("-c"), const_cast<char*>(config.c_str()),
+                  const_cast<char*>("--foreground"), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, frsd.c_str(), nullptr, nullptr, argv, environ), 0);
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = HttpGet(port, "/health") == 200;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (up) {
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(HttpGet(port, "/acquire?biz=login&key=live"), 200);
+    EXPECT_EQ(Ctl(config, "get login live"), 0);
+    EXPECT_NE(CtlOut(config, "get --json login live").find("\"count\":3"), std::string::npos);
+
+    EXPECT_EQ(Ctl(config, "set login live 5"), 0);
+    EXPECT_EQ(HttpGet(port, "/query?biz=login&key=live"), 429);  // the server sees the new count
+    EXPECT_NE(CtlOut(config, "explain login live").find("denied by rule 1"), std::string::npos);
+
+    EXPECT_EQ(Ctl(config, "del login live"), 0);
+    EXPECT_EQ(HttpGet(port, "/query?biz=login&key=live"), 200);
+    EXPECT_EQ(Ctl(config, "get login live"), 1);
+    EXPECT_EQ(Ctl(config, "verify"), 0);
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(up) << "frsd did not answer /health on port " << port;
+}
+
+#else
+
+TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) { GTEST_SKIP() << "frsd is not part of this build"; }
+
+#endif
+
+}  // namespace
+}  // namespace frs::ctl

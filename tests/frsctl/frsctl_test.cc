@@ -1,0 +1,441 @@
+// End-to-end tests of the frsctl binary against real stores in a temporary
+// directory: every command's output and exit code, verify on a damaged file,
+// export -> import into another geometry, and refused imports.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "json_in.h"
+#include "store/format.h"
+
+namespace frs::ctl {
+namespace {
+
+// Rules of every algorithm, slow enough that counts do not move during a test.
+constexpr const char* kMap = R"(<map>
+  <biz id="1" name="login"><rule interval="600" max="5"/></biz>
+  <biz id="2" name="ad_user">
+    <rule algo="calendar" interval="86400" max="3"/>
+    <rule algo="sliding" interval="3600" max="1"/>
+  </biz>
+  <biz id="3" name="api"><rule algo="token_bucket" interval="3600" max="10" burst="20"/></biz>
+  <biz id="4" name="partner"><rule algo="fixed" interval="3600" max="1000" borrow="300"/></biz>
+</map>
+)";
+
+struct CtlRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+JsonValue Parse(const std::string& text) {
+  Result<JsonValue> v = ParseJson(text);
+  EXPECT_TRUE(v.ok()) << v.status().message() << " in: " << text;
+  return v.ok() ? v.value() : JsonValue{};
+}
+
+class FrsctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    WriteConfig("srv.xml", "data", 2, 256, 8);
+    std::ofstream(dir_ / "map.xml") << kMap;
+  }
+
+  void WriteConfig(const std::string& name, const std::string& data, uint32_t files, uint32_t keynodes,
+                   uint32_t chain, const std::string& map = "map.xml") {
+    std::ofstream(dir_ / name) << "<frs>\n  <map>" << map << "</map>\n  <store dir=\"" << data << "\" files=\"" << files
+                               << "\" keynodes=\"" << keynodes << "\" chain=\"" << chain
+                               << "\"/>\n  <timezone>UTC</timezone>\n</frs>\n";
+  }
+
+  // Runs frsctl with `args` (each quoted) and optional standard input text.
+  CtlRun Ctl(const std::vector<std::string>& args, const std::string& config = "srv.xml", const std::string& input = "") {
+    std::string cmd = "TZ=UTC " + Quote(FRSCTL_PATH);
+    if (!config.empty()) cmd += " -c " + Quote(dir_ / config);
+    for (const auto& a : args) cmd += " " + Quote(a);
+    std::ofstream(dir_ / "stdin") << input;
+    cmd += " <" + Quote(dir_ / "stdin") + " >" + Quote(dir_ / "stdout") + " 2>" + Quote(dir_ / "stderr");
+    int status = std::system(cmd.c_str());
+    CtlRun r;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = ReadFile(dir_ / "stdout");
+    r.err = ReadFile(dir_ / "stderr");
+    return r;
+  }
+
+  void CreateStore(const std::string& config = "srv.xml") {
+    CtlRun r = Ctl({"import"}, config, "");
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+
+  void Set(const std::string& biz, const std::string& key, int64_t count, const std::string& config = "srv.xml") {
+    CtlRun r = Ctl({"set", biz, key, std::to_string(count)}, config);
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+
+  // Fills nodes of every algorithm.
+  void Fill(const std::string& config = "srv.xml") {
+    for (int i = 0; i < 5; ++i) {
+      Set("login", "user:" + std::to_string(i), i + 1, config);
+      Set("ad_user", "u" + std::to_string(i), i % 4, config);
+      Set("api", "k" + std::to_string(i), 2 * i + 1, config);
+      Set("partner", "p" + std::to_string(i), 300 * i + 7, config);
+    }
+  }
+
+  // biz/key -> every rule's count, from dump --json.
+  std::map<std::string, std::vector<int64_t>> Counts(const std::string& config) {
+    CtlRun r = Ctl({"dump", "--json"}, config);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    std::map<std::string, std::vector<int64_t>> out;
+    for (const std::string& l : Lines(r.out)) {
+      JsonValue v = Parse(l);
+      std::vector<int64_t> counts;
+      for (const JsonValue& rule : v.Find("rules")->items) counts.push_back(static_cast<int64_t>(rule.Find("count")->number));
+      out[v.Find("biz")->text + "/" + v.Find("key")->text] = counts;
+    }
+    return out;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(FrsctlTest, HelpDocumentsEveryCommandAndOption) {
+  CtlRun r = Ctl({"--help"}, "");
+  EXPECT_EQ(r.rc, 0);
+  for (const char* c : {"stat", "get", "dump", "set", "del", "reset", "verify", "export", "import", "top", "explain"})
+    EXPECT_NE(r.out.find(std::string("  ") + c + " "), std::string::npos) << c;
+  r = Ctl({"dump", "--help"}, "");
+  EXPECT_EQ(r.rc, 0);
+  for (const char* o : {"--file", "--keynode", "--biz", "--json"}) EXPECT_NE(r.out.find(o), std::string::npos) << o;
+  r = Ctl({"import", "--help"}, "");
+  for (const char* o : {"--map-by-name", "--rename-biz", "--dry-run", "FILE"})
+    EXPECT_NE(r.out.find(o), std::string::npos) << o;
+}
+
+TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {
+  CreateStore();
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"get", "nosuch", "k"}, {"set", "login", "k", "-1"}, {"set", "login", "k", "x"}, {"get", "login", ""},
+           {"dump", "--file", "7"}, {"top", "login", "0"}, {"frobnicate"}}) {
+    CtlRun r = Ctl(args);
+    EXPECT_EQ(r.rc, 2) << args[0] << ": " << r.err;
+    EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  CtlRun r = Ctl({"get", "nosuch", "k"});
+  EXPECT_NE(r.err.find("unknown biz \"nosuch\""), std::string::npos) << r.err;
+  r = Ctl({"stat"}, "");
+  EXPECT_EQ(r.rc, 2);
+}
+
+TEST_F(FrsctlTest, MissingStoreIsAnErrorAndIsNotCreated) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"stat"}, {"get", "login", "k"}, {"set", "login", "k", "1"},
+                                                                 {"dump"}, {"verify"}, {"export"}}) {
+    CtlRun r = Ctl(args);
+    EXPECT_EQ(r.rc, 3) << args[0];
+    EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(r.err.find("frsctl import"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "data/frs.0.store"));
+}
+
+TEST_F(FrsctlTest, StoreOfAnotherGeometryIsRefused) {
+  CreateStore();
+  WriteConfig("other.xml", "data", 2, 512, 8);
+  CtlRun r = Ctl({"stat"}, "other.xml");
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("keynodes"), std::string::npos) << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u);
+}
+
+TEST_F(FrsctlTest, SetGetDelAndAbsentKeyExitsOne) {
+  CreateStore();
+  Set("login", "user:42", 3);
+  CtlRun r = Ctl({"get", "login", "user:42"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("count 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("key-node"), std::string::npos) << r.out;
+
+  r = Ctl({"get", "--json", "login", "user:42"});
+  ASSERT_EQ(r.rc, 0);
+  JsonValue v = Parse(r.out);
+  EXPECT_EQ(v.Find("biz")->text, "login");
+  EXPECT_EQ(v.Find("count")->number, 3);
+  ASSERT_EQ(v.Find("rules")->items.size(), 1u);
+  EXPECT_EQ(v.Find("rules")->items[0].Find("count")->number, 3);
+
+  r = Ctl({"get", "1", "user:43"});  // biz by id
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("no such node"), std::string::npos);
+  r = Ctl({"get", "--json", "login", "user:43"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_FALSE(Parse(r.out).Find("found")->boolean);
+
+  r = Ctl({"del", "login", "user:42"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("deleted"), std::string::npos);
+  EXPECT_EQ(Ctl({"get", "login", "user:42"}).rc, 1);
+}
+
+TEST_F(FrsctlTest, ResetErasesEveryNodeOfOneBiz) {
+  CreateStore();
+  Fill();
+  CtlRun r = Ctl({"reset", "--json", "partner"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Parse(r.out).Find("erased")->number, 5);
+  auto counts = Counts("srv.xml");
+  EXPECT_EQ(counts.size(), 15u);
+  for (const auto& [k, c] : counts) EXPECT_EQ(k.rfind("partner/", 0), std::string::npos) << k;
+}
+
+TEST_F(FrsctlTest, StatShowsGeometryHistogramAndCounters) {
+  CreateStore();
+  Fill();
+  CtlRun r = Ctl({"stat", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue v = Parse(r.out);
+  for (const char* f : {"slots", "nodes_used", "evictions_stale", "evictions_live"}) {
+    ASSERT_NE(v.Find(f), nullptr) << f;
+    EXPECT_TRUE(v.Find(f)->IsNumber() && v.Find(f)->text.find_first_of(".eE") == std::string::npos) << f;
+  }
+  EXPECT_EQ(v.Find("slots")->number, 2 * 256 * 8);
+  EXPECT_EQ(v.Find("nodes_used")->number, 20);
+  const JsonValue* hist = v.Find("chain_histogram");
+  ASSERT_EQ(hist->items.size(), 9u);
+  double keynodes = 0, slots = 0;
+  for (size_t i = 0; i < hist->items.size(); ++i) {
+    keynodes += hist->items[i].number;
+    slots += hist->items[i].number * static_cast<double>(i);
+  }
+  EXPECT_EQ(keynodes, 2 * 256);
+  EXPECT_EQ(slots, v.Find("slots_used")->number);
+  EXPECT_EQ(v.Find("per_file")->items.size(), 2u);
+  EXPECT_EQ(v.Find("bizzes")->items.size(), 4u);
+
+  r = Ctl({"stat"});
+  ASSERT_EQ(r.rc, 0);
+  for (const char* s : {"geometry", "2 files x 256 key-nodes x 8 slots", "occupancy", "evictions", "chain length",
+                        "per biz", "partner"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+TEST_F(FrsctlTest, DumpListsNodesWithTheirPositionAndFilters) {
+  CreateStore();
+  Fill();
+  CtlRun r = Ctl({"dump", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 20u);
+  JsonValue first = Parse(lines[0]);
+  for (const char* f : {"file", "keynode", "slot", "span", "alternate", "biz", "key", "count"})
+    EXPECT_NE(first.Find(f), nullptr) << f;
+
+  r = Ctl({"dump", "--biz", "api", "--json"});
+  EXPECT_EQ(Lines(r.out).size(), 5u);
+  r = Ctl({"dump", "--file", "1", "--json"});
+  for (const std::string& l : Lines(r.out)) EXPECT_EQ(Parse(l).Find("file")->number, 1);
+  const std::string keynode = std::to_string(static_cast<int>(first.Find("keynode")->number));
+  const std::string file = std::to_string(static_cast<int>(first.Find("file")->number));
+  r = Ctl({"dump", "--file", file, "--keynode", keynode, "--json"});
+  ASSERT_FALSE(Lines(r.out).empty());
+  for (const std::string& l : Lines(r.out)) EXPECT_EQ(std::to_string(static_cast<int>(Parse(l).Find("keynode")->number)), keynode);
+
+  r = Ctl({"dump", "--biz", "login"});
+  ASSERT_EQ(r.rc, 0);
+  lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 7u);  // header, 5 nodes, total
+  EXPECT_EQ(lines[0].rfind("file", 0), 0u);
+  EXPECT_NE(lines[6].find("5 nodes"), std::string::npos);
+  // Aligned: the key column starts at the same offset on every line.
+  size_t key_col = lines[0].rfind("key");
+  for (size_t i = 1; i < 6; ++i) EXPECT_EQ(lines[i].find("user:"), key_col) << lines[i];
+}
+
+TEST_F(FrsctlTest, TopListsHighestCountsFirst) {
+  CreateStore();
+  Fill();
+  CtlRun r = Ctl({"top", "--json", "partner", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(Parse(lines[0]).Find("key")->text, "p4");
+  EXPECT_EQ(Parse(lines[0]).Find("count")->number, 1207);
+  EXPECT_EQ(Parse(lines[1]).Find("key")->text, "p3");
+  EXPECT_EQ(Parse(lines[2]).Find("key")->text, "p2");
+  r = Ctl({"top", "login"});
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_LT(r.out.find("user:4"), r.out.find("user:0")) << r.out;
+}
+
+TEST_F(FrsctlTest, ExplainSaysWhichRuleDeniesAndUntilWhen) {
+  CreateStore();
+  Set("ad_user", "u", 1);
+  CtlRun r = Ctl({"explain", "ad_user", "u"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("denied by rule 2 (sliding 3600 s, max 1): next allowed at "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(in 1 h)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("count 1 of 3"), std::string::npos) << r.out;
+
+  r = Ctl({"explain", "--json", "ad_user", "u"});
+  JsonValue v = Parse(r.out);
+  EXPECT_FALSE(v.Find("allowed")->boolean);
+  ASSERT_EQ(v.Find("denied_by")->items.size(), 1u);
+  EXPECT_EQ(v.Find("denied_by")->items[0].number, 2);
+  EXPECT_EQ(v.Find("rules")->items.size(), 2u);
+
+  Set("partner", "p", 1200);
+  r = Ctl({"explain", "partner", "p"});
+  EXPECT_NE(r.out.find("borrowed 200 beyond max 1000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("allowed now"), std::string::npos) << r.out;
+
+  r = Ctl({"explain", "login", "never-seen"});
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("never counted"), std::string::npos) << r.out;
+}
+
+TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
+  CreateStore();
+  Fill();
+  CtlRun r = Ctl({"verify"});
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("clean"), std::string::npos);
+
+  r = Ctl({"get", "--json", "partner", "p2"});
+  JsonValue v = Parse(r.out);
+  const int file = static_cast<int>(v.Find("file")->number);
+  const uint64_t keynode = static_cast<uint64_t>(v.Find("keynode")->number);
+  const uint64_t slot = static_cast<uint64_t>(v.Find("slot")->number);
+  const uint64_t off = store::LayoutFor(StoreGeometry{2, 256, 8}).chains_offset + (keynode * 8 + slot) * 64 + 19;
+  {
+    std::fstream f(dir_ / ("data/frs." + std::to_string(file) + ".store"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(off));
+    f.put(9);  // span 9: out of range
+  }
+  const std::string where = "keynode " + std::to_string(keynode) + " slot " + std::to_string(slot);
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("frs." + std::to_string(file) + ".store: " + where + ": span 9"), std::string::npos) << r.out;
+  r = Ctl({"verify", "--json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_FALSE(Parse(r.out).Find("clean")->boolean);
+
+  r = Ctl({"verify", "--repair"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find(where + ": cleared the damaged node"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("clean now"), std::string::npos) << r.out;
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(Ctl({"get", "partner", "p2"}).rc, 1);
+}
+
+TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
+  CreateStore();
+  Fill();
+  CtlRun r = Ctl({"export", dir_ / "backup.jsonl"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Lines(ReadFile(dir_ / "backup.jsonl")).size(), 20u);
+  CtlRun to_stdout = Ctl({"export"});
+  EXPECT_EQ(Lines(to_stdout.out).size(), 20u);
+
+  WriteConfig("big.xml", "big", 3, 1024, 4);
+  r = Ctl({"import", dir_ / "backup.jsonl"}, "big.xml");  // creates the store
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("imported 20 nodes"), std::string::npos) << r.out;
+  auto before = Counts("srv.xml");
+  auto after = Counts("big.xml");
+  EXPECT_EQ(before.size(), 20u);
+  EXPECT_EQ(before, after);
+  // Through standard input, into an existing store.
+  WriteConfig("small.xml", "small", 1, 64, 8);
+  CreateStore("small.xml");
+  r = Ctl({"import", "--json"}, "small.xml", to_stdout.out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Parse(r.out).Find("imported")->number, 20);
+  EXPECT_EQ(Counts("small.xml"), before);
+}
+
+TEST_F(FrsctlTest, ImportOfABizMissingFromTheMapIsRefusedAndChangesNothing) {
+  CreateStore();
+  Fill();
+  ASSERT_EQ(Ctl({"export", dir_ / "backup.jsonl"}).rc, 0);
+  std::string map = kMap;
+  map.replace(map.find("<biz id=\"4\""), map.find("</map>") - map.find("<biz id=\"4\""), "");
+  std::ofstream(dir_ / "map3.xml") << map;
+
+  WriteConfig("new.xml", "new", 1, 512, 8, "map3.xml");
+  CtlRun r = Ctl({"import", dir_ / "backup.jsonl"}, "new.xml");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("biz 'partner' (id 4) is not in"), std::string::npos) << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "new/frs.0.store"));  // not even created
+
+  CreateStore("new.xml");
+  r = Ctl({"import", dir_ / "backup.jsonl"}, "new.xml");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(Counts("new.xml").empty());  // no line applied
+
+  // A bad line anywhere refuses the whole file.
+  std::string text = ReadFile(dir_ / "backup.jsonl");
+  r = Ctl({"import"}, "srv.xml", "{\"biz\":1}\n" + text);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
+
+  // Asked to, partner's nodes go to another biz.
+  r = Ctl({"import", "--rename-biz", "partner=login", dir_ / "backup.jsonl"}, "new.xml");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  auto counts = Counts("new.xml");
+  EXPECT_EQ(counts.size(), 20u);
+  EXPECT_TRUE(counts.count("login/p3"));
+}
+
+TEST_F(FrsctlTest, ImportMapsByNameOnlyWhenAsked) {
+  CreateStore();
+  Fill();
+  ASSERT_EQ(Ctl({"export", dir_ / "backup.jsonl"}).rc, 0);
+  std::string map = kMap;
+  map.replace(map.find("id=\"3\""), 6, "id=\"9\"");
+  std::ofstream(dir_ / "map9.xml") << map;
+  WriteConfig("renum.xml", "renum", 2, 256, 8, "map9.xml");
+  CtlRun r = Ctl({"import", dir_ / "backup.jsonl"}, "renum.xml");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--map-by-name"), std::string::npos) << r.err;
+  r = Ctl({"import", "--map-by-name", dir_ / "backup.jsonl"}, "renum.xml");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Counts("renum.xml"), Counts("srv.xml"));
+}
+
+}  // namespace
+}  // namespace frs::ctl

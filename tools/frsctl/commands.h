@@ -1,0 +1,66 @@
+// frsctl/commands.h: one function per frsctl command.
+//
+// Each takes an opened Session and its parsed arguments, prints its answer
+// on standard output (human text, or JSON when s.json), and returns the exit
+// code (kExitOk, or kExitNo for a "no" answer) or the Status of a failure,
+// which main prints as one line on standard error. A command that fails
+// changes nothing: arguments are checked before anything is written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frs/status.h"
+#include "session.h"
+
+namespace frs::ctl {
+
+struct StatArgs {
+  uint32_t days = 3;  // per-biz daily counters shown (newest first)
+};
+struct NodeArgs {  // get, explain, del
+  std::string biz, key;
+};
+struct SetArgs {
+  std::string biz, key;
+  int64_t count = 0;
+};
+struct ResetArgs {
+  std::string biz;
+};
+struct DumpArgs {
+  int64_t file = -1, keynode = -1;
+  std::string biz;  // "" = every biz
+};
+struct TopArgs {
+  std::string biz;
+  uint32_t n = 10;
+};
+struct VerifyArgs {
+  bool repair = false;
+};
+struct ExportArgs {
+  std::string file;  // "" = standard output
+};
+struct ImportArgs {
+  std::string file;  // "" = standard input
+  bool map_by_name = false;
+  std::vector<std::string> rename;  // "OLD=NEW"
+  bool dry_run = false;
+};
+
+Result<int> RunStat(Session& s, const StatArgs& a);
+Result<int> RunGet(Session& s, const NodeArgs& a);
+Result<int> RunSet(Session& s, const SetArgs& a);
+Result<int> RunDel(Session& s, const NodeArgs& a);
+Result<int> RunReset(Session& s, const ResetArgs& a);
+Result<int> RunDump(Session& s, const DumpArgs& a);
+Result<int> RunTop(Session& s, const TopArgs& a);
+Result<int> RunVerify(Session& s, const VerifyArgs& a);
+Result<int> RunExport(Session& s, const ExportArgs& a);
+// Import opens (or creates) the store itself, after checking every line.
+Result<int> RunImport(Session& s, const ImportArgs& a);
+Result<int> RunExplain(Session& s, const NodeArgs& a);
+
+}  // namespace frs::ctl

@@ -1,0 +1,94 @@
+// frsctl export [FILE]: every node with its whole rule state as JSON lines
+// (Engine::ExportNode), to standard output or to FILE. FILE is written under
+// a temporary name and renamed when complete, so a failed export never
+// leaves a truncated backup under the name asked for.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <set>
+
+#include "commands.h"
+#include "format.h"
+#include "json_out.h"
+
+namespace frs::ctl {
+
+Result<int> RunExport(Session& s, const ExportArgs& a) {
+  FILE* out = stdout;
+  std::string tmp;
+  if (!a.file.empty()) {
+    tmp = a.file + ".tmp." + std::to_string(::getpid());
+    out = std::fopen(tmp.c_str(), "we");
+    if (out == nullptr) return Status::FromErrno(tmp, errno);
+  }
+  auto discard = [&] {
+    if (out != stdout) {
+      std::fclose(out);
+      ::unlink(tmp.c_str());
+    }
+  };
+  uint64_t nodes = 0, nameless = 0;
+  std::set<uint16_t> unknown_ids;
+  Status failed;
+  Status st = s.store->ForEach(Store::Filter{}, [&](const NodeInfo& n) {
+    if (!failed.ok()) return;
+    Result<std::string> line = s.engine->ExportNode(n);
+    if (!line.ok()) {
+      failed = line.status();
+      return;
+    }
+    if (!s.engine->ResolveBiz(std::to_string(n.biz)).ok()) {
+      ++nameless;
+      unknown_ids.insert(n.biz);
+    }
+    std::fwrite(line->data(), 1, line->size(), out);
+    std::fputc('\n', out);
+    ++nodes;
+  });
+  if (st.ok()) st = failed;
+  if (!st.ok()) {
+    discard();
+    return st;
+  }
+  if (std::fflush(out) != 0 || std::ferror(out)) {
+    Status e = Status::FromErrno(a.file.empty() ? "standard output" : tmp, errno);
+    discard();
+    return e;
+  }
+  if (out != stdout) {
+    if (::fsync(::fileno(out)) != 0) {
+      Status e = Status::FromErrno(tmp, errno);
+      discard();
+      return e;
+    }
+    std::fclose(out);
+    if (std::rename(tmp.c_str(), a.file.c_str()) != 0) {
+      Status e = Status::FromErrno(a.file, errno);
+      ::unlink(tmp.c_str());
+      return e;
+    }
+  }
+  std::string ids;
+  for (uint16_t id : unknown_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  if (s.json && !a.file.empty()) {
+    JsonOut j;
+    j.Begin().Key("file").Str(a.file).Key("exported").Uint(nodes).Key("without_biz_name").Uint(nameless);
+    j.Key("unknown_biz_ids").BeginArray();
+    for (uint16_t id : unknown_ids) j.Uint(id);
+    j.EndArray().End();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    // The data may be on standard output: the summary goes to standard error.
+    std::fprintf(stderr, "exported %s node%s%s%s\n", Grouped(nodes).c_str(), nodes == 1 ? "" : "s",
+                 a.file.empty() ? "" : (" to " + a.file).c_str(),
+                 nameless ? (" (" + Grouped(nameless) + " of biz ids not in map.xml: " + ids +
+                             "; import them with --rename-biz ID=NAME)")
+                                .c_str()
+                          : "");
+  }
+  return kExitOk;
+}
+
+}  // namespace frs::ctl

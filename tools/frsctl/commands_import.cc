@@ -1,0 +1,237 @@
+// frsctl import [FILE]: reads `export` lines (standard input without FILE)
+// into this store, whatever its geometry: the way a full store is grown.
+//
+// All or nothing: every line is checked first, by the same biz policy and by
+// importing it into a private scratch store with this store's chain length
+// and this map, and only when every line passed are they applied to the real
+// store (creating it, with srv.xml's geometry, when there is none). The
+// checked lines are spooled in the scratch directory, so standard input is
+// read once.
+//
+// Biz policy: a line's biz must be in map.xml under the same name and id.
+// --map-by-name accepts the same name under another id; --rename-biz OLD=NEW
+// (OLD a name or an id of the export) imports OLD's nodes into NEW.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+#include "format.h"
+#include "json_in.h"
+#include "json_out.h"
+
+namespace frs::ctl {
+namespace {
+
+// A private directory for the scratch store and the spool, removed at scope end.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::error_code ec;
+    std::string tmpl = (std::filesystem::temp_directory_path(ec) / "frsctl-import-XXXXXX").string();
+    if (ec) tmpl = "/tmp/frsctl-import-XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct BizPolicy {
+  bool map_by_name = false;
+  std::map<std::string, std::string> rename;  // export name or id -> name in map.xml
+  std::map<std::string, uint16_t> by_name;    // this map
+  std::map<uint16_t, std::string> by_id;
+  std::string map_path;
+};
+
+Result<BizPolicy> MakePolicy(const Engine& engine, const ImportArgs& a, const std::string& map_path) {
+  BizPolicy p;
+  p.map_by_name = a.map_by_name;
+  p.map_path = map_path;
+  for (const auto& [id, name] : engine.Bizzes()) {
+    p.by_name[name] = id;
+    p.by_id[id] = name;
+  }
+  for (const std::string& r : a.rename) {
+    size_t eq = r.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == r.size())
+      return Status::InvalidArgument("bad --rename-biz \"" + r + "\": expected OLD=NEW");
+    std::string to = r.substr(eq + 1);
+    if (!p.by_name.count(to))
+      return Status::InvalidArgument("bad --rename-biz \"" + r + "\": \"" + to + "\" is not a biz of " + map_path);
+    p.rename[r.substr(0, eq)] = to;
+  }
+  return p;
+}
+
+// Applies the biz policy to one line; returns the line to import (with its
+// biz_name rewritten for a rename) and the name of the biz it goes to.
+Result<std::string> ApplyPolicy(const BizPolicy& p, const std::string& line, std::string* target) {
+  Result<JsonValue> v = ParseJson(line);
+  if (!v.ok()) return v.status();
+  if (!v->IsObject()) return Status::InvalidArgument("not a JSON object");
+  const JsonValue* id_v = v->Find("biz");
+  const JsonValue* name_v = v->Find("biz_name");
+  if (id_v == nullptr || !id_v->IsNumber()) return Status::InvalidArgument("no numeric \"biz\" member");
+  const std::string id_text = id_v->text;
+  const std::string name = name_v && name_v->IsString() ? name_v->text : "";
+  const std::string shown = name.empty() ? "biz id " + id_text : "biz '" + name + "' (id " + id_text + ")";
+  auto renamed = p.rename.find(name);
+  if (name.empty() || renamed == p.rename.end()) renamed = p.rename.find(id_text);
+  if (renamed != p.rename.end()) {
+    *target = renamed->second;
+    std::string quoted;
+    AppendJsonString(renamed->second, &quoted);
+    std::string out = line;
+    if (name_v != nullptr) {
+      out.replace(name_v->begin, name_v->end - name_v->begin, quoted);
+    } else {
+      out.insert(v->begin + 1, "\"biz_name\":" + quoted + ",");
+    }
+    return out;
+  }
+  if (name.empty())
+    return Status::NotFound(shown + " had no name in the exporting map: pass --rename-biz " + id_text + "=NAME");
+  auto here = p.by_name.find(name);
+  if (here == p.by_name.end())
+    return Status::NotFound(shown + " is not in " + p.map_path + ": add it, or pass --rename-biz " + name + "=NAME");
+  if (std::to_string(here->second) != id_text && !p.map_by_name)
+    return Status::InvalidArgument(shown + " has id " + std::to_string(here->second) + " in " + p.map_path +
+                                   ": pass --map-by-name to import it as '" + name + "' (id " +
+                                   std::to_string(here->second) + ")");
+  *target = name;
+  return line;
+}
+
+struct Checked {
+  uint64_t lines = 0;
+  std::map<std::string, uint64_t> per_biz;
+};
+
+// Pass 1: every line through the policy and into the scratch engine; the
+// lines to apply go to `spool`. The first refusal is returned (with the count
+// of the others).
+Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, Engine& scratch, std::ofstream& spool) {
+  Checked c;
+  std::string line, first_error;
+  uint64_t refused = 0, lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    std::string target;
+    Result<std::string> out = ApplyPolicy(policy, line, &target);
+    Status st = out.ok() ? scratch.ImportNode(out.value()) : out.status();
+    if (!st.ok()) {
+      if (refused++ == 0) first_error = "line " + std::to_string(lineno) + ": " + st.message();
+      continue;
+    }
+    spool << out.value() << '\n';
+    ++c.lines;
+    ++c.per_biz[target];
+  }
+  if (in.bad()) return Status::IOError("reading the import input failed");
+  if (refused != 0)
+    return Status::InvalidArgument("import refused, nothing changed: " + first_error +
+                                   (refused > 1 ? " (and " + std::to_string(refused - 1) + " more bad lines)" : ""));
+  if (!spool.flush()) return Status::IOError("cannot write the import spool");
+  return c;
+}
+
+}  // namespace
+
+Result<int> RunImport(Session& s, const ImportArgs& a) {
+  // The real store first: one of another geometry or version is refused
+  // before anything is read; a missing one is created only after the check.
+  Status opened = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/true);
+  const bool create = opened.IsNotFound();
+  if (!opened.ok() && !create) return opened;
+
+  ScratchDir dir;
+  if (dir.path().empty()) return Status::IOError("cannot create a scratch directory for the import check");
+  Session scratch;
+  scratch.cfg = s.cfg;
+  scratch.cfg.store_dir = dir.path() + "/store";
+  scratch.cfg.geometry = StoreGeometry{1, 1024, s.cfg.geometry.chain};
+  if (Status st = OpenStoreAndEngine(&scratch, /*create=*/true, /*engine=*/true); !st.ok()) return st;
+
+  Result<BizPolicy> policy = MakePolicy(*scratch.engine, a, s.cfg.map_path);
+  if (!policy.ok()) return policy.status();
+
+  const std::string spool_path = dir.path() + "/lines.jsonl";
+  std::ofstream spool(spool_path, std::ios::binary | std::ios::trunc);
+  if (!spool) return Status::IOError("cannot create " + spool_path);
+  Result<Checked> checked = Status::IOError("no input");
+  if (a.file.empty()) {
+    checked = CheckAll(std::cin, policy.value(), *scratch.engine, spool);
+  } else {
+    std::ifstream in(a.file, std::ios::binary);
+    if (!in) return Status::NotFound(a.file + ": cannot open the import file");
+    checked = CheckAll(in, policy.value(), *scratch.engine, spool);
+  }
+  if (!checked.ok()) return checked.status();
+  spool.close();
+
+  uint64_t applied = 0, live_before = 0, live_after = 0;
+  if (!a.dry_run) {
+    if (create) {
+      if (Status st = OpenStoreAndEngine(&s, /*create=*/true, /*engine=*/true); !st.ok()) return st;
+    }
+    live_before = s.store->Stats().total.evictions_live;
+    std::ifstream in(spool_path, std::ios::binary);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (Status st = s.engine->ImportNode(line); !st.ok())
+        return Status::IOError("import stopped after " + std::to_string(applied) + " of " +
+                               std::to_string(checked->lines) + " nodes: " + st.message());
+      ++applied;
+    }
+    if (Status st = s.store->Flush(true); !st.ok()) return st;
+    live_after = s.store->Stats().total.evictions_live;
+  }
+  const uint64_t evicted = live_after - live_before;
+  if (s.json) {
+    JsonOut j;
+    j.Begin();
+    j.Key("checked").Uint(checked->lines);
+    j.Key("imported").Uint(applied);
+    j.Key("dry_run").Bool(a.dry_run);
+    j.Key("created_store").Bool(create && !a.dry_run);
+    j.Key("evictions_live").Uint(evicted);
+    j.Key("bizzes").Begin();
+    for (const auto& [name, n] : checked->per_biz) j.Key(name).Uint(n);
+    j.End();
+    j.End();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    const StoreGeometry& g = s.cfg.geometry;
+    if (a.dry_run) {
+      std::printf("checked %s nodes: all can be imported (dry run, nothing changed)\n", Grouped(checked->lines).c_str());
+    } else {
+      std::printf("imported %s nodes into %s%s (%u files x %s key-nodes x %u slots)\n", Grouped(applied).c_str(),
+                  s.cfg.store_dir.c_str(), create ? ", a new store" : "", g.files, Grouped(g.keynodes).c_str(), g.chain);
+    }
+    Table t;
+    t.AlignRight({1});
+    for (const auto& [name, n] : checked->per_biz) t.Row({name, Grouped(n)});
+    t.Print(stdout, 2);
+    if (evicted != 0)
+      std::printf("warning: %s live nodes were evicted to make room: this store is too small for the export\n",
+                  Grouped(evicted).c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace frs::ctl

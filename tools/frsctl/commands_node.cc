@@ -1,0 +1,183 @@
+// frsctl get / set / del / reset: one node's state, and the admin changes,
+// made through the engine exactly as frsd's admin commands make them.
+#include <cstdio>
+
+#include "commands.h"
+#include "format.h"
+#include "frs/key.h"
+#include "json_out.h"
+#include "node_out.h"
+
+namespace frs::ctl {
+namespace {
+
+// Checks a biz and key given on the command line; returns the biz id.
+Result<uint16_t> CheckNodeArgs(const Session& s, const std::string& biz, const std::string& key) {
+  Result<uint16_t> id = ResolveBizArg(s, biz);
+  if (!id.ok()) return id;
+  if (std::string why = ValidateKeyBytes(key); !why.empty())
+    return Status::InvalidArgument("bad key \"" + Printable(key) + "\": " + why);
+  return id;
+}
+
+// An engine answer with a non-zero code, as a Status.
+Status DecisionError(const Decision& d) {
+  if (d.code == 400 || d.code == 404) return Status::InvalidArgument(d.msg);
+  if (d.code == 503) return Status::Unavailable(d.msg);
+  return Status::IOError(d.msg);
+}
+
+void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
+  bool denied = false;
+  for (const RuleView& r : v.rules) denied |= r.denies;
+  std::printf("%s \"%s\"%s (biz %u, mode %s): count %lld, %s\n", v.biz_name.c_str(), Printable(v.key).c_str(),
+              v.key_truncated ? "..." : "", v.biz_id, ModeName(v.mode), static_cast<long long>(v.count),
+              v.mode == Mode::kOff ? "mode off: always allowed" : denied ? "denied now" : "allowed now");
+  Table t({"rule", "algo", "count", "limit", "debt", "window", "next allowed"});
+  t.AlignRight({0, 2, 3, 4});
+  for (size_t i = 0; i < v.rules.size(); ++i) {
+    const RuleView& r = v.rules[i];
+    std::string window = WindowText(r);
+    if (r.algo == Algo::kTokenBucket) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.2f tokens left", r.tokens);
+      window = buf;
+    }
+    t.Row({std::to_string(i + 1), RuleSummary(r), std::to_string(r.count), std::to_string(r.limit),
+           std::to_string(r.debt), window.empty() ? "-" : window,
+           r.denies ? When(r.next_allowed_ms, now_ms) : "now"});
+  }
+  t.Print(stdout, 2);
+  const NodeInfo& n = v.node;
+  std::printf("  node at %s; last use %s; expires %s\n", Position(n).c_str(),
+              When(int64_t{n.last_access_s} * 1000, now_ms).c_str(),
+              n.expire_s == 0 ? "never" : When(int64_t{n.expire_s} * 1000, now_ms).c_str());
+}
+
+void PrintDecisionJson(const std::string& biz, const std::string& key, const char* action,
+                       const Decision& d) {
+  JsonOut j;
+  j.Begin();
+  j.Key("biz").Str(biz);
+  j.Key("key").Str(key);
+  j.Key("action").Str(action);
+  j.Key("count").Int(d.count);
+  j.Key("limit").Int(d.limit);
+  j.Key("remaining").Int(d.remaining);
+  j.Key("allowed").Bool(d.allowed);
+  j.Key("rules").BeginArray();
+  for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
+    const RuleResult& r = d.rules[i];
+    j.Begin();
+    j.Key("algo").Str(AlgoName(r.algo));
+    j.Key("interval").Uint(r.interval);
+    j.Key("count").Int(r.count);
+    j.Key("limit").Int(r.limit);
+    j.Key("remaining").Int(r.remaining);
+    j.Key("reset").Int(r.reset);
+    j.Key("debt").Int(r.debt);
+    j.Key("allowed").Bool(r.allowed);
+    j.End();
+  }
+  j.EndArray();
+  j.End();
+  std::printf("%s\n", j.str().c_str());
+}
+
+}  // namespace
+
+Result<int> RunGet(Session& s, const NodeArgs& a) {
+  Result<uint16_t> id = CheckNodeArgs(s, a.biz, a.key);
+  if (!id.ok()) return id.status();
+  Result<NodeView> v = s.engine->Inspect(a.biz, a.key);
+  if (!v.ok() && !v.status().IsNotFound()) return v.status();
+  if (!v.ok()) {
+    if (s.json) {
+      JsonOut j;
+      j.Begin().Key("biz").Str(a.biz).Key("biz_id").Uint(id.value()).Key("key").Str(a.key);
+      j.Key("found").Bool(false).Key("count").Int(0).Key("rules").BeginArray().EndArray().End();
+      std::printf("%s\n", j.str().c_str());
+    } else {
+      std::printf("%s \"%s\": no such node (never counted, or expired and reclaimed)\n", a.biz.c_str(),
+                  Printable(a.key).c_str());
+    }
+    return kExitNo;
+  }
+  if (s.json) {
+    JsonOut j;
+    j.Begin();
+    j.Key("found").Bool(true);
+    NodeMembers(v.value(), j);
+    j.End();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    PrintNodeHuman(v.value(), s.NowMs());
+  }
+  return kExitOk;
+}
+
+Result<int> RunSet(Session& s, const SetArgs& a) {
+  Result<uint16_t> id = CheckNodeArgs(s, a.biz, a.key);
+  if (!id.ok()) return id.status();
+  if (a.count < 0 || a.count > kMaxUses)
+    return Status::InvalidArgument("bad count " + std::to_string(a.count) + ": must be 0.." + std::to_string(kMaxUses));
+  Request req;
+  req.cmd = Cmd::kSet;
+  req.biz = a.biz;
+  req.key = a.key;
+  req.count = a.count;
+  Decision d = s.engine->Execute(req);
+  if (d.code != 0) return DecisionError(d);
+  if (s.json) {
+    PrintDecisionJson(a.biz, a.key, "set", d);
+  } else {
+    std::printf("%s \"%s\": count set to %lld (limit %lld): %s now\n", a.biz.c_str(), Printable(a.key).c_str(),
+                static_cast<long long>(d.count), static_cast<long long>(d.limit), d.allowed ? "allowed" : "denied");
+  }
+  return kExitOk;
+}
+
+Result<int> RunDel(Session& s, const NodeArgs& a) {
+  Result<uint16_t> id = CheckNodeArgs(s, a.biz, a.key);
+  if (!id.ok()) return id.status();
+  Result<NodeView> before = s.engine->Inspect(a.biz, a.key);
+  if (!before.ok() && !before.status().IsNotFound()) return before.status();
+  Request req;
+  req.cmd = Cmd::kDelete;
+  req.biz = a.biz;
+  req.key = a.key;
+  Decision d = s.engine->Execute(req);
+  if (d.code != 0) return DecisionError(d);
+  bool existed = before.ok() || d.found;
+  if (s.json) {
+    JsonOut j;
+    j.Begin().Key("biz").Str(a.biz).Key("key").Str(a.key).Key("action").Str("del").Key("deleted").Bool(existed).End();
+    std::printf("%s\n", j.str().c_str());
+  } else if (existed) {
+    std::printf("%s \"%s\": deleted (every rule starts afresh)\n", a.biz.c_str(), Printable(a.key).c_str());
+  } else {
+    std::printf("%s \"%s\": no such node, nothing to delete\n", a.biz.c_str(), Printable(a.key).c_str());
+  }
+  return kExitOk;
+}
+
+Result<int> RunReset(Session& s, const ResetArgs& a) {
+  Result<uint16_t> id = ResolveBizArg(s, a.biz);
+  if (!id.ok()) return id.status();
+  Request req;
+  req.cmd = Cmd::kReset;
+  req.biz = a.biz;
+  Decision d = s.engine->Execute(req);
+  if (d.code != 0) return DecisionError(d);
+  if (s.json) {
+    JsonOut j;
+    j.Begin().Key("biz").Str(a.biz).Key("biz_id").Uint(id.value()).Key("action").Str("reset");
+    j.Key("erased").Uint(d.erased).End();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("%s: reset, %s node%s erased\n", a.biz.c_str(), Grouped(d.erased).c_str(), d.erased == 1 ? "" : "s");
+  }
+  return kExitOk;
+}
+
+}  // namespace frs::ctl

@@ -1,0 +1,129 @@
+// frsctl/format.cc: local dates, relative times, numbers and aligned tables.
+#include "format.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace frs::ctl {
+
+std::string LocalTime(int64_t unix_ms) {
+  time_t t = static_cast<time_t>(unix_ms >= 0 ? unix_ms / 1000 : (unix_ms - 999) / 1000);
+  struct tm tm {};
+  if (::localtime_r(&t, &tm) == nullptr) return std::to_string(unix_ms / 1000);
+  char buf[64];
+  size_t n = ::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm);
+  return std::string(buf, n);
+}
+
+std::string Duration(int64_t seconds) {
+  if (seconds < 0) seconds = -seconds;
+  auto two = [](int64_t a, const char* ua, int64_t b, const char* ub) {
+    std::string s = std::to_string(a) + " " + ua;
+    if (b != 0) s += " " + std::to_string(b) + " " + ub;
+    return s;
+  };
+  if (seconds < 60) return std::to_string(seconds) + " s";
+  if (seconds < 600) return two(seconds / 60, "min", seconds % 60, "s");
+  const int64_t minutes = (seconds + 30) / 60;  // rounded, so 3599 s reads "1 h"
+  if (minutes < 60) return std::to_string(minutes) + " min";
+  const int64_t hours = (seconds + 1800) / 3600;
+  if (minutes < 24 * 60) return two(minutes / 60, "h", minutes % 60, "min");
+  if (hours < 30 * 24) return two(hours / 24, "d", hours % 24, "h");
+  return std::to_string((seconds + 43200) / 86400) + " d";
+}
+
+std::string Relative(int64_t when_ms, int64_t now_ms) {
+  int64_t diff = when_ms - now_ms;
+  // Round towards the nearer second so "in 59.6 s" reads "in 60 s" not "59".
+  int64_t s = (diff >= 0 ? diff + 500 : diff - 500) / 1000;
+  if (s == 0) return "now";
+  return s > 0 ? "in " + Duration(s) : Duration(-s) + " ago";
+}
+
+std::string When(int64_t when_ms, int64_t now_ms) {
+  return LocalTime(when_ms) + " (" + Relative(when_ms, now_ms) + ")";
+}
+
+std::string Grouped(uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  int lead = static_cast<int>(digits.size() % 3);
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (static_cast<int>(i) - lead) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string Percent(uint64_t part, uint64_t whole) {
+  double p = whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, p != 0 && p < 0.1 ? "%.3f%%" : "%.1f%%", p);
+  return buf;
+}
+
+std::string Printable(const std::string& bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (unsigned char c : bytes) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// Display width of UTF-8 text: counts code points, not bytes.
+static size_t Width(const std::string& s) {
+  size_t w = 0;
+  for (unsigned char c : s) w += (c & 0xc0) != 0x80;
+  return w;
+}
+
+Table::Table(std::vector<std::string> header) : header_(std::move(header)) {}
+
+void Table::Row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+
+void Table::AlignRight(std::vector<size_t> columns) {
+  for (size_t c : columns) {
+    if (right_.size() <= c) right_.resize(c + 1, false);
+    right_[c] = true;
+  }
+}
+
+void Table::Print(FILE* out, int indent) const {
+  std::vector<size_t> width;
+  auto measure = [&](const std::vector<std::string>& row) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], Width(row[i]));
+  };
+  if (!header_.empty()) measure(header_);
+  for (const auto& r : rows_) measure(r);
+  auto print = [&](const std::vector<std::string>& row) {
+    std::string line(static_cast<size_t>(indent), ' ');
+    for (size_t i = 0; i < row.size(); ++i) {
+      bool last = i + 1 == row.size();
+      size_t pad = width[i] - Width(row[i]);
+      bool right = i < right_.size() && right_[i];
+      if (right) line.append(pad, ' ');
+      line += row[i];
+      if (!right && !last) line.append(pad, ' ');
+      if (!last) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    line += '\n';
+    std::fputs(line.c_str(), out);
+  };
+  if (!header_.empty()) print(header_);
+  for (const auto& r : rows_) print(r);
+}
+
+}  // namespace frs::ctl

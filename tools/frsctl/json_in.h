@@ -1,0 +1,44 @@
+// frsctl/json_in.h: a small strict JSON reader (RFC 8259) for import lines
+// and for the tests' checks of --json output.
+//
+// Every value remembers the byte range it came from, so a caller can splice a
+// replacement into the original text without re-serializing the rest (import
+// --rename-biz rewrites one member and leaves every other byte as exported).
+//
+// Thread safety: values; parsing touches no global state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "frs/status.h"
+
+namespace frs::ctl {
+
+struct JsonValue {
+  enum class Type : uint8_t { kNull, kBool, kNumber, kString, kArray, kObject };
+  Type type = Type::kNull;
+  bool boolean = false;
+  double number = 0;
+  std::string text;  // decoded string, or the number's literal text
+  std::vector<JsonValue> items;                          // kArray
+  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in order
+  size_t begin = 0, end = 0;  // byte range in the parsed text
+
+  // The member named `key` of an object, or nullptr.
+  const JsonValue* Find(std::string_view key) const;
+  bool IsString() const { return type == Type::kString; }
+  bool IsNumber() const { return type == Type::kNumber; }
+  bool IsObject() const { return type == Type::kObject; }
+  bool IsArray() const { return type == Type::kArray; }
+};
+
+// Parses exactly one JSON value (surrounding whitespace allowed). Errors name
+// the byte offset and what was expected.
+Result<JsonValue> ParseJson(std::string_view text);
+
+}  // namespace frs::ctl

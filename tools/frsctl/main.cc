@@ -1,0 +1,167 @@
+// frsctl: the FRS admin CLI. Parses the command line (CLI11), opens what the
+// command needs (session.h) and runs it (commands.h). Failures print one
+// line "frsctl: what went wrong" on standard error; exit codes are in
+// session.h and docs/frsctl.md.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "commands.h"
+#include "session.h"
+
+namespace {
+
+using frs::ctl::Needs;
+using frs::ctl::Session;
+
+struct Command {
+  CLI::App* app = nullptr;
+  Needs needs = Needs::kEngine;
+  std::function<frs::Result<int>(Session&)> run;
+};
+
+int Fail(const std::string& msg, int code) {
+  std::fprintf(stderr, "frsctl: %s\n", msg.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  static char outbuf[1 << 16];
+  std::setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
+
+  CLI::App app{
+      "frsctl: inspect, change, verify, explain, export and import an FRS store.\n"
+      "Works directly on the store files, whether or not frsd runs (same locks, one chain at a time).\n"
+      "Exit codes: 0 done, 1 the answer is no (get: absent; verify: problems), 2 bad arguments, 3 failed.",
+      "frsctl"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::string config;
+  bool json = false;
+  app.add_option("-c,--config", config, "srv.xml of the server whose store to work on")->required();
+  // --json is accepted before or after the command (the command documents it).
+  app.add_flag("--json", json, "machine-readable output (also accepted after the command)");
+
+  std::vector<Command> commands;
+  auto add = [&](const char* name, const char* help, Needs needs) -> Command& {
+    Command& c = commands.emplace_back();
+    c.app = app.add_subcommand(name, help);
+    c.app->add_flag("--json", json, "print JSON: one object (one object per line for listings)");
+    c.needs = needs;
+    return c;
+  };
+
+  frs::ctl::StatArgs stat;
+  add("stat", "geometry, slots, nodes used, occupancy per file, chain-length histogram, evictions, per-biz counters",
+      Needs::kEngine)
+      .run = [&](Session& s) { return RunStat(s, stat); };
+  commands.back().app->add_option("--days", stat.days, "days of per-biz counters to show, newest first (1..8)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+
+  frs::ctl::NodeArgs get;
+  add("get", "one node's state (exit 1 when the key has no node)", Needs::kEngine).run = [&](Session& s) {
+    return RunGet(s, get);
+  };
+  commands.back().app->add_option("BIZ", get.biz, "biz name or id")->required();
+  commands.back().app->add_option("KEY", get.key, "the key, as sent to frsd")->required();
+
+  frs::ctl::DumpArgs dump;
+  add("dump", "every node, one line each, with its chain position (file, key-node, slot, span, alternate)",
+      Needs::kEngine)
+      .run = [&](Session& s) { return RunDump(s, dump); };
+  commands.back().app->add_option("--file", dump.file, "only this store file (0-based)");
+  commands.back().app->add_option("--keynode", dump.keynode, "only this key-node (in every file unless --file)");
+  commands.back().app->add_option("--biz", dump.biz, "only this biz (name or id)");
+
+  frs::ctl::SetArgs set;
+  add("set", "set the count of a node (of every rule), creating it when absent", Needs::kEngine).run =
+      [&](Session& s) { return RunSet(s, set); };
+  commands.back().app->add_option("BIZ", set.biz, "biz name or id")->required();
+  commands.back().app->add_option("KEY", set.key, "the key")->required();
+  commands.back().app->add_option("COUNT", set.count, "the new count (0 .. 2147483647)")->required();
+
+  frs::ctl::NodeArgs del;
+  add("del", "delete a node: every rule of the key starts afresh", Needs::kEngine).run = [&](Session& s) {
+    return RunDel(s, del);
+  };
+  commands.back().app->add_option("BIZ", del.biz, "biz name or id")->required();
+  commands.back().app->add_option("KEY", del.key, "the key")->required();
+
+  frs::ctl::ResetArgs reset;
+  add("reset", "delete every node of a biz", Needs::kEngine).run = [&](Session& s) { return RunReset(s, reset); };
+  commands.back().app->add_option("BIZ", reset.biz, "biz name or id")->required();
+
+  frs::ctl::VerifyArgs verify;
+  add("verify",
+      "check every header (magic, version, geometry, checksum), chain (duplicates, ranges, dead locks, torn nodes) "
+      "and counter; exit 0 when clean, 1 with a report",
+      Needs::kConfig)
+      .run = [&](Session& s) { return RunVerify(s, verify); };
+  commands.back().app->add_flag("--repair", verify.repair,
+                                "fix what can be fixed (release dead locks, clear torn nodes, recount), say what was "
+                                "done, and check again");
+
+  frs::ctl::ExportArgs exp;
+  add("export", "every node with its whole rule state as JSON lines (to back up, or to move to another geometry)",
+      Needs::kEngine)
+      .run = [&](Session& s) { return RunExport(s, exp); };
+  commands.back().app->add_option("FILE", exp.file, "write here (atomically) instead of standard output");
+
+  frs::ctl::ImportArgs imp;
+  add("import",
+      "read export lines into this store, of any geometry (creating it with srv.xml's geometry when missing); "
+      "every line is checked before any is applied",
+      Needs::kConfig)
+      .run = [&](Session& s) { return RunImport(s, imp); };
+  commands.back().app->add_option("FILE", imp.file, "read from here instead of standard input");
+  commands.back().app->add_flag("--map-by-name", imp.map_by_name,
+                                "import a biz whose id differs in map.xml under its name (default: refused)");
+  commands.back().app->add_option("--rename-biz", imp.rename,
+                                  "OLD=NEW: import the nodes of exported biz OLD (name or id) into biz NEW of map.xml; "
+                                  "repeatable")
+      ->allow_extra_args(false);
+  commands.back().app->add_flag("--dry-run", imp.dry_run, "check every line, change nothing");
+
+  frs::ctl::TopArgs top;
+  add("top", "the keys of a biz with the highest counts", Needs::kEngine).run = [&](Session& s) {
+    return RunTop(s, top);
+  };
+  commands.back().app->add_option("BIZ", top.biz, "biz name or id")->required();
+  commands.back().app->add_option("N", top.n, "how many keys")->capture_default_str()->check(CLI::Range(1u, 1000000u));
+
+  frs::ctl::NodeArgs explain;
+  add("explain", "why a key is or is not allowed: per rule count, limit, window, debt, and when next allowed",
+      Needs::kEngine)
+      .run = [&](Session& s) { return RunExplain(s, explain); };
+  commands.back().app->add_option("BIZ", explain.biz, "biz name or id")->required();
+  commands.back().app->add_option("KEY", explain.key, "the key")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return Fail(std::string(e.what()) + " (see frsctl --help)", frs::ctl::kExitUsage);
+  }
+
+  for (Command& c : commands) {
+    if (!c.app->parsed()) continue;
+    Session s;
+    s.json = json;
+    if (frs::Status st = frs::ctl::OpenSession(config, c.needs, &s); !st.ok())
+      return Fail(st.message(), frs::ctl::ExitCodeFor(st));
+    frs::Result<int> r = c.run(s);
+    std::fflush(stdout);
+    if (!r.ok()) return Fail(r.status().message(), frs::ctl::ExitCodeFor(r.status()));
+    return r.value();
+  }
+  return Fail("no command given (see frsctl --help)", frs::ctl::kExitUsage);
+}

@@ -1,0 +1,78 @@
+// frsctl/node_out.cc: NodeView rendering shared by the node commands.
+#include "node_out.h"
+
+#include "format.h"
+
+namespace frs::ctl {
+
+std::string RuleSummary(const RuleView& r) {
+  std::string s = std::string(AlgoName(r.algo)) + " " + std::to_string(r.interval) + " s, max " + std::to_string(r.max);
+  if (r.algo == Algo::kTokenBucket && r.burst != 0 && r.burst != r.max) s += ", burst " + std::to_string(r.burst);
+  if (r.borrow != 0) s += ", borrow " + std::to_string(r.borrow);
+  return s;
+}
+
+std::string WindowText(const RuleView& r) {
+  if (r.window_start_ms == 0 && r.window_end_ms == 0) return "";
+  if (r.algo == Algo::kSliding) return "the last " + Duration(r.interval);
+  return LocalTime(r.window_start_ms) + " .. " + LocalTime(r.window_end_ms);
+}
+
+std::string Position(const NodeInfo& n) {
+  std::string s = "file " + std::to_string(n.file) + ", key-node " + std::to_string(n.keynode) + ", slot " +
+                  std::to_string(n.slot) + ", span " + std::to_string(n.span);
+  if (n.in_alternate) s += " (alternate key-node)";
+  return s;
+}
+
+void RuleJson(const RuleView& r, JsonOut& j) {
+  j.Begin();
+  j.Key("algo").Str(AlgoName(r.algo));
+  j.Key("interval").Uint(r.interval);
+  j.Key("max").Int(r.max);
+  if (r.algo == Algo::kTokenBucket) j.Key("burst").Int(r.burst);
+  j.Key("borrow").Int(r.borrow);
+  j.Key("count").Int(r.count);
+  j.Key("limit").Int(r.limit);
+  j.Key("remaining").Int(r.limit > r.count ? r.limit - r.count : 0);
+  j.Key("window_start_ms").Int(r.window_start_ms);
+  j.Key("window_end_ms").Int(r.window_end_ms);
+  j.Key("debt").Int(r.debt);
+  if (r.algo == Algo::kTokenBucket) j.Key("tokens").Double(r.tokens);
+  j.Key("denies").Bool(r.denies);
+  j.Key("next_allowed_ms").Int(r.next_allowed_ms);
+  j.End();
+}
+
+static void PositionMembers(const NodeInfo& n, JsonOut& j) {
+  j.Key("file").Uint(n.file);
+  j.Key("keynode").Uint(n.keynode);
+  j.Key("slot").Uint(n.slot);
+  j.Key("span").Uint(n.span);
+  j.Key("alternate").Bool(n.in_alternate);
+  j.Key("expire_s").Uint(n.expire_s);
+  j.Key("last_access_s").Uint(n.last_access_s);
+}
+
+void NodeMembers(const NodeView& v, JsonOut& j) {
+  j.Key("biz").Str(v.biz_name);
+  j.Key("biz_id").Uint(v.biz_id);
+  j.Key("key").Str(v.key);
+  j.Key("key_truncated").Bool(v.key_truncated);
+  j.Key("mode").Str(ModeName(v.mode));
+  j.Key("count").Int(v.count);
+  j.Key("rules").BeginArray();
+  for (const RuleView& r : v.rules) RuleJson(r, j);
+  j.EndArray();
+  PositionMembers(v.node, j);
+}
+
+void RawNodeMembers(const NodeInfo& n, JsonOut& j) {
+  j.Key("biz").Null();
+  j.Key("biz_id").Uint(n.biz);
+  j.Key("key").Str(n.key);
+  j.Key("key_truncated").Bool(n.key.size() < n.key_len);
+  PositionMembers(n, j);
+}
+
+}  // namespace frs::ctl

@@ -1,0 +1,58 @@
+// frsctl/session.h: what a command works on: srv.xml, the store it names
+// and the rule engine over it, opened only as far as the command needs.
+//
+// frsctl opens the store with the same API (and so the same chain locks) as
+// frsd; every walk holds at most one chain lock at a time, so it is safe on
+// a live store.
+//
+// Thread safety: one Session per command, used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/srv_config.h"
+#include "frs/engine.h"
+#include "frs/status.h"
+#include "frs/store.h"
+
+namespace frs::ctl {
+
+// Exit codes, documented in docs/frsctl.md.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitNo = 1;     // the answer is "no": get of an absent key, verify found problems
+inline constexpr int kExitUsage = 2;  // bad command line or argument (unknown biz, bad key)
+inline constexpr int kExitFail = 3;   // could not do it: missing store, I/O, store of another version
+
+struct Session {
+  SrvConfig cfg;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Engine> engine;
+  bool json = false;
+
+  int64_t NowMs() const;
+};
+
+enum class Needs : uint8_t {
+  kConfig,  // srv.xml only
+  kStore,   // and the existing store
+  kEngine,  // and the rule engine (map.xml) over it
+};
+
+// Loads srv.xml and opens what `needs` says. A missing store is NotFound
+// with a message saying how to create one; nothing is created.
+Status OpenSession(const std::string& config_path, Needs needs, Session* s);
+
+// Opens the store of s->cfg (creating it when `create`) and, when `engine`,
+// the engine over it. Used by import, which creates the store late.
+Status OpenStoreAndEngine(Session* s, bool create, bool engine);
+
+// Resolves a biz given on the command line (name or id); the error names it
+// and lists the bizs of map.xml.
+Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz);
+
+// Exit code for a failed Status.
+int ExitCodeFor(const Status& s);
+
+}  // namespace frs::ctl
