@@ -2,15 +2,25 @@
 # Installs what is missing, builds, and runs every test with ctest: the
 # optimized build, then the same suite under AddressSanitizer+UBSan, then the
 # store's suite (the one place threads share mapped memory) under
-# ThreadSanitizer. FRS_TEST_PRESETS="release" limits it to one build.
+# ThreadSanitizer, then 60 s of libFuzzer on the request path.
+# FRS_TEST_PRESETS="release" limits it to one build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 jobs=$(nproc)
-for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
+for preset in ${FRS_TEST_PRESETS:-release asan tsan fuzz}; do
   echo "== ${preset}: configure, build, test"
   cmake --preset "$preset" >/dev/null
-  if [ "$preset" = tsan ]; then
+  if [ "$preset" = fuzz ]; then
+    # libFuzzer (with ASan+UBSan) on the whole request path for 60 s, from a
+    # scratch copy of the corpus so the run adds nothing to the tree.
+    cmake --build --preset fuzz -j"$jobs" --target frs_fuzz_request
+    corpus=$(mktemp -d)
+    cp tests/fuzz/corpus/* "$corpus"/
+    build-fuzz/src/server/frs_fuzz_request -max_total_time="${FRS_FUZZ_SECONDS:-60}" -timeout=10 \
+      -rss_limit_mb=4096 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+    rm -rf "$corpus"
+  elif [ "$preset" = tsan ]; then
     cmake --build --preset tsan -j"$jobs" --target store_test
     ctest --preset tsan -j"$jobs" -R '^Store'
   else
