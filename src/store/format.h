@@ -8,7 +8,8 @@
 //
 //   [0, 4096)            FileHeader: identity + geometry (checksummed),
 //                        then counters and the recovery lock
-//   [lock_offset, ...)   one uint32 lock word per key-node
+//   [heads_offset, ...)  one head per key-node: its uint32 lock word, then one
+//                        tag byte per slot (see ChainHead)
 //   [writers_offset,...) kWriterEntries writer entries, each an undo journal
 //   [chains_offset, ...) keynodes x chain slots of 64 bytes
 #pragma once
@@ -29,7 +30,8 @@ inline constexpr uint32_t kChecksummedBytes = 256;
 // Undo records a writer entry can hold: three whole chains (the key's two and
 // one cuckoo destination) plus every slot a maximal batch may touch.
 inline constexpr uint32_t JournalCapacity(uint32_t chain) {
-  return 3 * chain + 2 * static_cast<uint32_t>(Store::kMaxBatch) * kMaxSpan;
+  // Each chain touched also saves its tags once (see ChainHead below).
+  return 3 * (chain + 1) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (kMaxSpan + 1);
 }
 
 struct FileHeader {
@@ -45,14 +47,15 @@ struct FileHeader {
   uint32_t node_header_bytes;   // kNodeHeaderBytes
   uint32_t writer_entries;
   uint32_t writer_entry_bytes;
-  uint64_t lock_offset;
+  uint64_t heads_offset;
   uint64_t writers_offset;
   uint64_t chains_offset;
   uint64_t file_bytes;
   uint64_t created_unix;
   uint64_t store_id;            // random, equal in every file of one store
   uint64_t layout_signature;    // kLayoutSignature of the build that made it
-  uint8_t reserved0[kChecksummedBytes - 104];
+  uint32_t head_bytes;          // HeadBytes(chain)
+  uint8_t reserved0[kChecksummedBytes - 108];
   uint64_t checksum;            // XXH3-64 of bytes [0, kChecksummedBytes)
   uint8_t pad0[56];
   // --- counters: updated atomically, not checksummed ---
@@ -69,7 +72,8 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == kHeaderBytes);
 static_assert(offsetof(FileHeader, version) == 8);
-static_assert(offsetof(FileHeader, lock_offset) == 48);
+static_assert(offsetof(FileHeader, heads_offset) == 48);
+static_assert(offsetof(FileHeader, head_bytes) == 104);
 static_assert(offsetof(FileHeader, layout_signature) == 96);
 static_assert(offsetof(FileHeader, checksum) == kChecksummedBytes);
 static_assert(offsetof(FileHeader, nodes_used) == 320);
@@ -93,6 +97,27 @@ static_assert(sizeof(NodeHeader) == kNodeHeaderBytes);
 static_assert(offsetof(NodeHeader, biz) == 16);
 static_assert(offsetof(NodeHeader, expire_s) == 24);
 inline constexpr uint8_t kNodeInAlternate = 1;
+
+// ChainHead. A key-node's head: the chain's lock word, then tags[chain]: for the first
+// slot of each node a one-byte digest of its fingerprint (never 0), 0 for free
+// and continuation slots. A lookup reads the head (one cache line with the
+// lock) and touches only the slots whose tag matches, instead of walking the
+// chain's lines one miss after another. Tags are written with the node, under
+// the lock and journaled like slots; readers may peek at them without the lock
+// as a hint, confirmed under the lock.
+inline constexpr uint32_t HeadBytes(uint32_t chain) {
+  uint32_t b = 8;
+  while (b < 4 + chain) b *= 2;
+  return b;
+}
+static_assert(HeadBytes(8) == 16 && HeadBytes(60) == 64 && HeadBytes(64) == 128);
+inline uint8_t TagOf(uint64_t fp_hi) {
+  // Bits 8..15: independent of the bits that pick the file and key-nodes.
+  uint8_t t = static_cast<uint8_t>(fp_hi >> 8);
+  return t ? t : 1;
+}
+// Journal records with this slot number hold a key-node's tags, not a slot.
+inline constexpr uint32_t kTagsRecord = 0xFFFFFFFFu;
 
 struct Slot {
   uint8_t bytes[kSlotBytes];
@@ -127,17 +152,20 @@ inline constexpr uint64_t WriterEntryBytes(uint32_t chain) {
 inline constexpr uint64_t kLayoutSignature =
     (uint64_t{sizeof(FileHeader)} << 48) ^ (uint64_t{sizeof(NodeHeader)} << 40) ^
     (uint64_t{sizeof(JournalRecord)} << 32) ^ (uint64_t{sizeof(WriterEntryHeader)} << 24) ^
-    (uint64_t{kSlotBytes} << 16) ^ (uint64_t{kMaxSpan} << 8) ^ uint64_t{kWriterEntries};
+    (uint64_t{kSlotBytes} << 16) ^ (uint64_t{kMaxSpan} << 8) ^ uint64_t{kWriterEntries} ^
+    (uint64_t{HeadBytes(8)} << 56);
 
 struct FileLayout {
-  uint64_t lock_offset, writers_offset, chains_offset, file_bytes, writer_entry_bytes;
+  uint64_t heads_offset, writers_offset, chains_offset, file_bytes, writer_entry_bytes;
+  uint32_t head_bytes;
 };
 
 inline FileLayout LayoutFor(const StoreGeometry& g) {
   auto align = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
   FileLayout l;
-  l.lock_offset = kHeaderBytes;
-  l.writers_offset = align(l.lock_offset + uint64_t{g.keynodes} * 4, 4096);
+  l.heads_offset = kHeaderBytes;
+  l.head_bytes = HeadBytes(g.chain);
+  l.writers_offset = align(l.heads_offset + uint64_t{g.keynodes} * l.head_bytes, 4096);
   l.writer_entry_bytes = align(WriterEntryBytes(g.chain), 64);
   l.chains_offset = align(l.writers_offset + kWriterEntries * l.writer_entry_bytes, 4096);
   l.file_bytes = l.chains_offset + uint64_t{g.keynodes} * g.chain * kSlotBytes;

@@ -42,7 +42,7 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
   FileLayout l = LayoutFor(g);
   if (h.slot_bytes != kSlotBytes || h.node_header_bytes != kNodeHeaderBytes || h.header_bytes != kHeaderBytes ||
       h.writer_entries != kWriterEntries || h.writer_entry_bytes != l.writer_entry_bytes ||
-      h.lock_offset != l.lock_offset || h.writers_offset != l.writers_offset || h.chains_offset != l.chains_offset ||
+      h.heads_offset != l.heads_offset || h.head_bytes != l.head_bytes || h.writers_offset != l.writers_offset || h.chains_offset != l.chains_offset ||
       h.file_bytes != l.file_bytes)
     return Status::Corruption(path + ": header layout fields disagree with its geometry");
   if (file_size != l.file_bytes)
@@ -73,7 +73,8 @@ Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint3
     h->node_header_bytes = kNodeHeaderBytes;
     h->writer_entries = kWriterEntries;
     h->writer_entry_bytes = static_cast<uint32_t>(l.writer_entry_bytes);
-    h->lock_offset = l.lock_offset;
+    h->heads_offset = l.heads_offset;
+    h->head_bytes = l.head_bytes;
     h->writers_offset = l.writers_offset;
     h->chains_offset = l.chains_offset;
     h->file_bytes = l.file_bytes;
@@ -88,7 +89,8 @@ Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint3
   }
   f->chain_ = g.chain;
   f->writer_bytes_ = l.writer_entry_bytes;
-  f->locks_ = reinterpret_cast<uint32_t*>(f->map_->data() + l.lock_offset);
+  f->heads_ = f->map_->data() + l.heads_offset;
+  f->head_bytes_ = l.head_bytes;
   f->writers_ = f->map_->data() + l.writers_offset;
   f->chains_ = f->map_->data() + l.chains_offset;
   return f;

@@ -26,7 +26,10 @@ class StoreFile {
                             uint32_t index, uint64_t file_size);
 
   FileHeader* header() const { return reinterpret_cast<FileHeader*>(map_->data()); }
-  uint32_t* lock(uint32_t keynode) const { return locks_ + keynode; }
+  uint32_t* lock(uint32_t keynode) const {
+    return reinterpret_cast<uint32_t*>(heads_ + uint64_t{keynode} * head_bytes_);
+  }
+  uint8_t* tags(uint32_t keynode) const { return heads_ + uint64_t{keynode} * head_bytes_ + 4; }
   uint8_t* slot(uint32_t keynode, uint32_t s) const {
     return chains_ + (uint64_t{keynode} * chain_ + s) * kSlotBytes;
   }
@@ -44,7 +47,8 @@ class StoreFile {
  private:
   StoreFile() = default;
   std::unique_ptr<os::MappedFile> map_;
-  uint32_t* locks_ = nullptr;
+  uint8_t* heads_ = nullptr;
+  uint32_t head_bytes_ = 0;
   uint8_t* writers_ = nullptr;
   uint8_t* chains_ = nullptr;
   uint64_t writer_bytes_ = 0;

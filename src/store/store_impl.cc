@@ -141,7 +141,13 @@ void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
   uint32_t n = std::min<uint32_t>(AtomicLoad(w->count), JournalCapacity(f->header()->chain));
   // Newest first, so a slot saved twice ends with its oldest image.
   for (uint32_t i = n; i-- > 0;) {
-    if (recs[i].keynode >= geo_.keynodes || recs[i].slot >= geo_.chain) continue;
+    if (recs[i].keynode >= geo_.keynodes) continue;
+    if (recs[i].slot == kTagsRecord) {
+      uint8_t* tags = f->tags(recs[i].keynode);
+      for (uint32_t k = 0; k < geo_.chain; ++k) StoreTag(tags + k, recs[i].image[k]);
+      continue;
+    }
+    if (recs[i].slot >= geo_.chain) continue;
     std::memcpy(f->slot(recs[i].keynode, recs[i].slot), recs[i].image, kSlotBytes);
   }
   std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_release);
@@ -207,20 +213,32 @@ Result<uint32_t> StoreImpl::RecoverDeadOwner(int32_t pid) {
 
 bool StoreImpl::FindInChain(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp,
                             uint32_t* slot) const {
-  uint32_t i = 0;
-  while (i < geo_.chain) {
+  const uint8_t* tags = f->tags(keynode);
+  const uint8_t t = TagOf(fp.hi);
+  for (uint32_t i = 0; i < geo_.chain; ++i) {
+    if (tags[i] != t) continue;
     const NodeHeader* h = HeaderAt(f->slot(keynode, i));
-    if (h->key_len == 0) {
-      ++i;
-      continue;
-    }
-    if (h->fp_lo == fp.lo && h->fp_hi == fp.hi && h->biz == biz) {
+    if (h->fp_lo == fp.lo && h->fp_hi == fp.hi && h->biz == biz && h->key_len != 0) {
       *slot = i;
       return true;
     }
-    i += h->span ? h->span : 1;
   }
   return false;
+}
+
+bool StoreImpl::PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
+  uint8_t* tags = f->tags(keynode);
+  bool any = false;
+  for (uint32_t i = 0; i < geo_.chain; ++i)
+    any |= std::atomic_ref<uint8_t>(tags[i]).load(std::memory_order_relaxed) == tag;
+  return any;
+}
+
+void StoreImpl::SetTags(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
+  txn.Save(keynode, kTagsRecord);
+  uint8_t* tags = f->tags(keynode);
+  StoreTag(tags + slot, tag);
+  for (uint32_t k = 1; k < span; ++k) StoreTag(tags + slot + k, 0);
 }
 
 void StoreImpl::ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {
@@ -228,6 +246,7 @@ void StoreImpl::ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slo
   uint32_t span = std::clamp<uint32_t>(h->span, 1, geo_.chain - slot);
   txn.SaveRange(keynode, slot, span);
   for (uint32_t k = 0; k < span; ++k) std::memset(f->slot(keynode, slot + k), 0, kSlotBytes);
+  SetTags(f, txn, keynode, slot, span, 0);
   txn.nodes -= 1;
   txn.slots -= span;
 }
@@ -259,6 +278,7 @@ void StoreImpl::WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slo
     hook_(1);
   }
   std::memcpy(f->slot(keynode, slot), img, span * kSlotBytes);
+  SetTags(f, txn, keynode, slot, span, TagOf(key.fp.hi));
 }
 
 void StoreImpl::FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const {
@@ -381,8 +401,10 @@ StoreImpl::Placement StoreImpl::Place(StoreFile* f, Txn& txn, const Location& lo
         nh->flags = static_cast<uint8_t>((nh->flags & ~kNodeInAlternate) | (other == nl.b ? kNodeInAlternate : 0));
         txn.SaveRange(other, static_cast<uint32_t>(dest), nspan);
         std::memcpy(f->slot(other, static_cast<uint32_t>(dest)), img, nspan * kSlotBytes);
+        SetTags(f, txn, other, static_cast<uint32_t>(dest), nspan, TagOf(nh->fp_hi));
         txn.SaveRange(cands[c], s, nspan);
         for (uint32_t k = 0; k < nspan; ++k) std::memset(f->slot(cands[c], s + k), 0, kSlotBytes);
+        SetTags(f, txn, cands[c], s, nspan, 0);
         txn.cuckoo += 1;
         if (locked_here) locks.Unlock(other);
         return {cands[c], static_cast<uint32_t>(here), true};
@@ -436,11 +458,32 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
   alignas(8) uint8_t buf[kMaxSpan * kSlotBytes];
   alignas(8) uint8_t keybuf[kMaxKeyBytes];
   LockSet locks(this, f);
-  locks.Lock(loc.a);
-  bool both = loc.a == loc.b;
+  const bool both = loc.a == loc.b;
+  // A peek at both chains' tags without locks (their misses overlap) says
+  // where the node probably is. One that sits in B alone is updated under B's
+  // lock alone: a node moves between its chains only under both locks, so
+  // finding it in B once B is held is proof. Everything else takes A first.
+  __builtin_prefetch(f->lock(loc.a), 1, 3);
+  if (!both) __builtin_prefetch(f->lock(loc.b), 1, 3);
+  Pos hinted;
+  if (!both) {
+    const uint8_t t = TagOf(key.fp.hi);
+    if (PeekTag(f, loc.b, t) && !PeekTag(f, loc.a, t)) {
+      locks.Lock(loc.b);
+      if (FindInChain(f, loc.b, key.biz, key.fp, &hinted.slot)) {
+        hinted = {loc.b, hinted.slot, true};
+      } else {
+        locks.UnlockAll();
+      }
+    }
+  }
+  if (!hinted.found) locks.Lock(loc.a);
   for (;;) {
     Pos pos;
-    if (FindInChain(f, loc.a, key.biz, key.fp, &pos.slot)) {
+    if (hinted.found) {
+      pos = hinted;
+      hinted.found = false;  // a retry below looks again under both locks
+    } else if (FindInChain(f, loc.a, key.biz, key.fp, &pos.slot)) {
       pos = {loc.a, pos.slot, true};
     } else if (!both) {
       if (!locks.Holds(loc.b)) {
@@ -512,7 +555,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
                   key_stored, ref.expire_s, now_s);
         return Status::OK();
       }
-      if (!both && !locks.Holds(loc.b)) {
+      if (!both && !(locks.Holds(loc.a) && locks.Holds(loc.b))) {
         // Growing needs the other chain too; take both in order and redo.
         locks.UnlockAll();
         if (loc.a < loc.b) {

@@ -68,7 +68,13 @@ class StoreImpl final : public Store {
   void UndoEntry(StoreFile* f, WriterEntryHeader* w);
   WriterEntryHeader* MyWriter(uint32_t file_index);
 
+  // REQUIRES: the key-node's lock. Looks only at slots whose tag matches.
   bool FindInChain(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp, uint32_t* slot) const;
+  // Without the lock: whether any slot carries `tag` (a hint).
+  bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const;
+  // Journals, then sets the tags of a node's slots (tag 0 = free).
+  void SetTags(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag);
+  static void StoreTag(uint8_t* p, uint8_t v) { std::atomic_ref<uint8_t>(*p).store(v, std::memory_order_relaxed); }
   static bool IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live);
   static uint32_t SpanFor(uint32_t state_bytes, uint32_t key_len);
 

@@ -113,6 +113,22 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
         slots += span;
         i += span;
       }
+      // The tags must name exactly the nodes the headers describe.
+      ChainMap m;
+      m.Build(f->slot(k, 0), geo_.chain);
+      uint8_t* tags = f->tags(k);
+      for (uint32_t s = 0; s < geo_.chain; ++s) {
+        uint8_t want = m.IsNodeStart(s) ? TagOf(HeaderAt(f->slot(k, s))->fp_hi) : 0;
+        if (tags[s] == want) continue;
+        rep.problems.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(s) +
+                               ": lookup tag disagrees with the node header");
+        if (repair) {
+          txn.Save(k, kTagsRecord);
+          StoreTag(tags + s, want);
+          rep.repairs.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(s) +
+                                ": rewrote the lookup tag");
+        }
+      }
       txn.End();
       os::ShmUnlock(lw);
     }

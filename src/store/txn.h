@@ -22,7 +22,8 @@ class StoreImpl::Txn {
   Txn(const Txn&) = delete;
   Txn& operator=(const Txn&) = delete;
 
-  // Saves the slot's current image unless already saved. Must precede any
+  // Saves the slot's current image (or, for slot kTagsRecord, the key-node's
+  // tags) unless already saved. Must precede any
   // write to the slot. Returns false when the journal is full (the caller
   // aborts and rolls back).
   bool Save(uint32_t keynode, uint32_t slot) {
@@ -40,7 +41,12 @@ class StoreImpl::Txn {
     if (n >= cap_) return false;
     recs_[n].keynode = keynode;
     recs_[n].slot = slot;
-    std::memcpy(recs_[n].image, f_->slot(keynode, slot), kSlotBytes);
+    if (slot == kTagsRecord) {
+      std::memset(recs_[n].image, 0, kSlotBytes);
+      std::memcpy(recs_[n].image, f_->tags(keynode), f_->header()->chain);
+    } else {
+      std::memcpy(recs_[n].image, f_->slot(keynode, slot), kSlotBytes);
+    }
     std::atomic_ref<uint32_t>(w_->count).store(n + 1, std::memory_order_release);
     return true;
   }
