@@ -235,8 +235,12 @@ bool StoreImpl::PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
 }
 
 void StoreImpl::SetTags(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
-  txn.Save(keynode, kTagsRecord);
   uint8_t* tags = f->tags(keynode);
+  // Rewriting a node in place (the common update) leaves its tags as they are.
+  bool same = tags[slot] == tag;
+  for (uint32_t k = 1; same && k < span; ++k) same = tags[slot + k] == 0;
+  if (same) return;
+  txn.Save(keynode, kTagsRecord);
   StoreTag(tags + slot, tag);
   for (uint32_t k = 1; k < span; ++k) StoreTag(tags + slot + k, 0);
 }
