@@ -487,21 +487,8 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
     if (hinted.found) {
       pos = hinted;
       hinted.found = false;  // a retry below looks again under both locks
-    } else if (FindInChain(f, loc.a, key.biz, key.fp, &pos.slot)) {
-      pos = {loc.a, pos.slot, true};
-    } else if (!both) {
-      if (!locks.Holds(loc.b)) {
-        if (loc.b > loc.a) {
-          locks.Lock(loc.b);
-        } else if (!locks.TryLock(loc.b)) {
-          // Keep the global order: release A, take B then A, and look again.
-          locks.UnlockAll();
-          locks.Lock(loc.b);
-          locks.Lock(loc.a);
-          continue;
-        }
-      }
-      if (FindInChain(f, loc.b, key.biz, key.fp, &pos.slot)) pos = {loc.b, pos.slot, true};
+    } else {
+      pos = FindWithA(f, loc, key, locks);
     }
 
     NodeRef ref;
@@ -733,36 +720,37 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
   return Status::OK();
 }
 
+StoreImpl::Pos StoreImpl::FindWithA(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks) {
+  uint32_t slot;
+  if (FindInChain(f, loc.a, key.biz, key.fp, &slot)) return {loc.a, slot, true};
+  if (loc.a == loc.b) return {};
+  if (!locks.Holds(loc.b)) {
+    if (loc.b > loc.a) {
+      locks.Lock(loc.b);
+    } else if (!locks.TryLock(loc.b)) {
+      // Keep the global order: release A, take B then A, and look in A again.
+      locks.UnlockAll();
+      locks.Lock(loc.b);
+      locks.Lock(loc.a);
+      if (FindInChain(f, loc.a, key.biz, key.fp, &slot)) return {loc.a, slot, true};
+    }
+  }
+  // A node moves between its chains only under both locks, so a node absent
+  // from A and found in B while both are held is really there.
+  if (FindInChain(f, loc.b, key.biz, key.fp, &slot)) return {loc.b, slot, true};
+  return {};
+}
+
 Result<NodeInfo> StoreImpl::Get(const KeyRef& key) {
   const Location loc = Locate(key.fp);
   StoreFile* f = files_[loc.file].get();
   LockSet locks(this, f);
-  uint32_t slot;
   locks.Lock(loc.a);
+  Pos pos = FindWithA(f, loc, key, locks);
+  if (!pos.found) return Status::NotFound("no such node");
   NodeInfo info;
-  if (FindInChain(f, loc.a, key.biz, key.fp, &slot)) {
-    FillInfo(loc.file, loc.a, slot, f->slot(loc.a, slot), &info);
-    return info;
-  }
-  if (loc.b == loc.a) return Status::NotFound("no such node");
-  // A node moves between its chains only under both locks, so with A held
-  // and then B, a node absent from A and found in B is really there.
-  if (loc.b > loc.a) {
-    locks.Lock(loc.b);
-  } else if (!locks.TryLock(loc.b)) {
-    locks.UnlockAll();
-    locks.Lock(loc.b);
-    locks.Lock(loc.a);
-    if (FindInChain(f, loc.a, key.biz, key.fp, &slot)) {
-      FillInfo(loc.file, loc.a, slot, f->slot(loc.a, slot), &info);
-      return info;
-    }
-  }
-  if (FindInChain(f, loc.b, key.biz, key.fp, &slot)) {
-    FillInfo(loc.file, loc.b, slot, f->slot(loc.b, slot), &info);
-    return info;
-  }
-  return Status::NotFound("no such node");
+  FillInfo(loc.file, pos.keynode, pos.slot, f->slot(pos.keynode, pos.slot), &info);
+  return info;
 }
 
 Status StoreImpl::Erase(const KeyRef& key) {

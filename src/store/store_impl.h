@@ -68,6 +68,9 @@ class StoreImpl final : public Store {
   void UndoEntry(StoreFile* f, WriterEntryHeader* w);
   WriterEntryHeader* MyWriter(uint32_t file_index);
 
+  // REQUIRES: A's lock. Finds the key's node in A, else (taking B's lock in
+  // order, possibly retaking A) in B. On return A, and B unless found in A, are held.
+  Pos FindWithA(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks);
   // REQUIRES: the key-node's lock. Looks only at slots whose tag matches.
   bool FindInChain(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp, uint32_t* slot) const;
   // Without the lock: whether any slot carries `tag` (a hint).
