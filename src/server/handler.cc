@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "server/admin_auth.h"
+#include "server/buf_writer.h"
 #include "server/clock_util.h"
 
 namespace frs::server {
@@ -33,7 +34,7 @@ const char* Reason(int status) {
 void AppendNum(int64_t v, std::string* out) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out->append(buf, r.ptr);
+  out->append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
 constexpr const char* kXml = "application/xml";
@@ -68,49 +69,62 @@ Handler::Handler(Engine* engine, const HandlerOptions& opts, Metrics* metrics, W
   decisions_.resize(opts.max_batch);
 }
 
-const char* Handler::DateHeader() {
+std::string_view Handler::DateHeader() {
   int64_t now = static_cast<int64_t>(std::time(nullptr));
   if (now != date_sec_) {
     date_sec_ = now;
     time_t t = static_cast<time_t>(now);
     struct tm tm;
     gmtime_r(&t, &tm);
-    strftime(date_, sizeof date_, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    date_len_ = strftime(date_, sizeof date_, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
   }
-  return date_;
+  return {date_, date_len_};
 }
 
 void Handler::Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra,
                       bool head_only, std::string* out) {
-  out->append("HTTP/1.1 ");
-  AppendNum(status, out);
-  out->push_back(' ');
-  out->append(Reason(status));
-  out->append("\r\nServer: frsd\r\n");
-  out->append(DateHeader());
-  out->append("Content-Type: ").append(content_type).append("\r\nContent-Length: ");
-  AppendNum(static_cast<int64_t>(body_.size()), out);
-  out->append("\r\n");
+  // Every response goes through here: the head is written into a stack
+  // buffer and appended once (see buf_writer.h). Worst case: the fixed
+  // text, the Date line (< 64), a content type, an Allow value (short
+  // literals) and six integers of at most 20 digits, far under 1024.
+  char buf[1024];
+  BufWriter w(buf);
+  w.Lit("HTTP/1.1 ");
+  w.Int(status);
+  w.Char(' ');
+  w.Str(Reason(status));
+  w.Lit("\r\nServer: frsd\r\n");
+  w.Str(DateHeader());
+  w.Lit("Content-Type: ");
+  w.Str(content_type);
+  w.Lit("\r\nContent-Length: ");
+  w.Int(static_cast<int64_t>(body_.size()));
+  w.Lit("\r\n");
   if (extra) {
     if (extra->rate_headers) {
-      out->append("RateLimit-Limit: ");
-      AppendNum(extra->limit, out);
-      out->append("\r\nRateLimit-Remaining: ");
-      AppendNum(extra->remaining, out);
-      out->append("\r\nRateLimit-Reset: ");
-      AppendNum(extra->reset_in, out);
-      out->append("\r\n");
+      w.Lit("RateLimit-Limit: ");
+      w.Int(extra->limit);
+      w.Lit("\r\nRateLimit-Remaining: ");
+      w.Int(extra->remaining);
+      w.Lit("\r\nRateLimit-Reset: ");
+      w.Int(extra->reset_in);
+      w.Lit("\r\n");
       if (extra->retry_after > 0) {
-        out->append("Retry-After: ");
-        AppendNum(extra->retry_after, out);
-        out->append("\r\n");
+        w.Lit("Retry-After: ");
+        w.Int(extra->retry_after);
+        w.Lit("\r\n");
       }
     }
-    if (extra->allow) out->append("Allow: ").append(extra->allow).append("\r\n");
+    if (extra->allow) {
+      w.Lit("Allow: ");
+      w.Str(extra->allow);
+      w.Lit("\r\n");
+    }
   }
-  if (!keep_alive) out->append("Connection: close\r\n");
-  else if (version < 11) out->append("Connection: keep-alive\r\n");
-  out->append("\r\n");
+  if (!keep_alive) w.Lit("Connection: close\r\n");
+  else if (version < 11) w.Lit("Connection: keep-alive\r\n");
+  w.Lit("\r\n");
+  w.AppendTo(out);
   if (!head_only) out->append(body_);
 }
 

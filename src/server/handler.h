@@ -60,7 +60,7 @@ class Handler {
   bool HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);
   void CountDecision(const WireRequest& r, const Decision& d);
-  const char* DateHeader();
+  std::string_view DateHeader();  // the Date line, rebuilt once a second
 
   Engine* engine_;
   HandlerOptions opts_;
@@ -77,6 +77,7 @@ class Handler {
   std::vector<Decision> decisions_;
   int64_t date_sec_ = -1;
   char date_[64] = {};
+  size_t date_len_ = 0;
 };
 
 }  // namespace frs::server

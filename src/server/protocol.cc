@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "frs/key.h"
+#include "server/buf_writer.h"
 
 namespace frs::server {
 
@@ -153,7 +154,7 @@ bool HasStrayContent(const pugi::xml_node& node) {
 void AppendInt(int64_t v, std::string* out) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out->append(buf, r.ptr);
+  out->append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
 void Attr(const char* name, int64_t v, std::string* out) {
@@ -172,6 +173,11 @@ int HexValue(char c) {
 }
 
 bool PercentDecode(std::string_view in, std::string* out) {
+  // Most values (a biz name, a plain key) hold nothing to decode: one copy.
+  if (in.find_first_of("%+") == std::string_view::npos) {
+    out->assign(in.data(), in.size());
+    return true;
+  }
   out->clear();
   for (size_t i = 0; i < in.size(); ++i) {
     char c = in[i];
@@ -311,46 +317,65 @@ void AppendError(int code, std::string_view msg, std::string* out) {
 }
 
 void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
-  out->append("<response code=\"0\"");
+  // Hot path (every acquire): written into a stack buffer, appended once
+  // (see buf_writer.h). Worst case: 6 top-level and 7 per-rule integers of
+  // at most 20 digits plus fixed text, well under the buffer.
+  static_assert(kMaxRulesPerBiz <= 8, "resize the buffer below");
+  char buf[4096];
+  BufWriter w(buf);
+  auto attr = [&w](std::string_view name, int64_t v) {
+    w.Char(' ');
+    w.Str(name);
+    w.Lit("=\"");
+    w.Int(v);
+    w.Char('"');
+  };
+  w.Lit("<response code=\"0\"");
   if (cmd == Cmd::kDelete) {
-    Attr("found", d.found ? 1 : 0, out);
-    out->append("/>\n");
+    attr("found", d.found ? 1 : 0);
+    w.Lit("/>\n");
+    w.AppendTo(out);
     return;
   }
   if (cmd == Cmd::kReset) {
-    Attr("erased", static_cast<int64_t>(d.erased), out);
-    out->append("/>\n");
+    attr("erased", static_cast<int64_t>(d.erased));
+    w.Lit("/>\n");
+    w.AppendTo(out);
     return;
   }
-  Attr("allowed", d.allowed ? 1 : 0, out);
-  Attr("count", d.count, out);
-  Attr("limit", d.limit, out);
-  Attr("remaining", d.remaining, out);
-  Attr("reset", d.reset, out);
-  Attr("retry_after", d.retry_after, out);
+  attr("allowed", d.allowed ? 1 : 0);
+  attr("count", d.count);
+  attr("limit", d.limit);
+  attr("remaining", d.remaining);
+  attr("reset", d.reset);
+  attr("retry_after", d.retry_after);
   if (d.shadow) {
-    out->append(" shadow=\"1\"");
-    if (d.would_deny) out->append(" would_deny=\"1\"");
+    w.Lit(" shadow=\"1\"");
+    if (d.would_deny) w.Lit(" would_deny=\"1\"");
   }
-  if (cmd == Cmd::kGet || cmd == Cmd::kSet) Attr("found", d.found ? 1 : 0, out);
+  if (cmd == Cmd::kGet || cmd == Cmd::kSet) attr("found", d.found ? 1 : 0);
   if (d.nrules == 0) {
-    out->append("/>\n");
+    w.Lit("/>\n");
+    w.AppendTo(out);
     return;
   }
-  out->append(">\n");
+  w.Lit(">\n");
   for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
     const RuleResult& r = d.rules[i];
-    out->append("  <rule algo=\"").append(AlgoText(r.algo)).push_back('"');
-    Attr("interval", r.interval, out);
-    Attr("count", r.count, out);
-    Attr("limit", r.limit, out);
-    Attr("remaining", r.remaining, out);
-    Attr("reset", r.reset, out);
-    Attr("allowed", r.allowed ? 1 : 0, out);
-    if (r.debt != 0) Attr("debt", r.debt, out);
-    out->append("/>\n");
+    w.Lit("  <rule algo=\"");
+    w.Str(AlgoText(r.algo));
+    w.Char('"');
+    attr("interval", r.interval);
+    attr("count", r.count);
+    attr("limit", r.limit);
+    attr("remaining", r.remaining);
+    attr("reset", r.reset);
+    attr("allowed", r.allowed ? 1 : 0);
+    if (r.debt != 0) attr("debt", r.debt);
+    w.Lit("/>\n");
   }
-  out->append("</response>\n");
+  w.Lit("</response>\n");
+  w.AppendTo(out);
 }
 
 void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
