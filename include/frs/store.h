@@ -168,6 +168,14 @@ class Store {
 
   virtual StoreStats Stats() const = 0;
 
+  // Backs every page of the files with disk blocks now (fallocate) and maps
+  // them in writable (MADV_POPULATE_WRITE): a full disk is then an error at
+  // start-up instead of a SIGBUS at some later first write into a hole of
+  // the sparse files, and requests do not pay first-touch page faults.
+  // frsd calls it once when it starts; Unavailable names the file when the
+  // disk has no room.
+  virtual Status Reserve() = 0;
+
   // msync of every file; `sync` waits for the disk.
   virtual Status Flush(bool sync) = 0;
 

@@ -81,6 +81,20 @@ Status MappedFile::FinishCreate() {
   return Status::OK();
 }
 
+Status MappedFile::Reserve() const {
+  int err = ::posix_fallocate(fd_.get(), 0, static_cast<off_t>(size_));
+  if (err == ENOSPC) return Status::Unavailable(path_ + ": no space left on the device for the store's " +
+                                                std::to_string(size_) + " bytes");
+  if (err != 0 && err != EOPNOTSUPP && err != EINVAL) return Status::FromErrno(path_ + ": fallocate", err);
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  // Best effort: kernels before 5.14 answer EINVAL and fault pages on demand.
+  if (::madvise(data_, size_, MADV_POPULATE_WRITE) != 0 && errno != EINVAL && errno != EOPNOTSUPP)
+    return Status::FromErrno(path_ + ": madvise(MADV_POPULATE_WRITE)", errno);
+  return Status::OK();
+}
+
 Status MappedFile::Sync(bool sync) const {
   if (::msync(data_, size_, sync ? MS_SYNC : MS_ASYNC) != 0) return Status::FromErrno(path_ + ": msync", errno);
   return Status::OK();

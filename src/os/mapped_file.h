@@ -38,6 +38,9 @@ class MappedFile {
 
   // Releases the creator's exclusive lock (keeps a shared one).
   Status FinishCreate();
+  // Allocates the file's blocks (posix_fallocate) and prefaults the mapping
+  // writable where the kernel supports it.
+  Status Reserve() const;
   // msync: `sync` waits for the disk (MS_SYNC), else schedules (MS_ASYNC).
   Status Sync(bool sync) const;
 

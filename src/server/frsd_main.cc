@@ -97,6 +97,10 @@ int main(int argc, char** argv) {
   so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
   auto store = Store::Open(so);
   if (!store.ok()) return Fail(store.status().message());
+  // Before serving: a disk too small for the store fails here, with its
+  // name, not later as a SIGBUS in a worker; and no request pays first-touch
+  // page faults.
+  if (Status s = store.value()->Reserve(); !s.ok()) return Fail(s.message());
   // A lock left by a process that died with the previous frsd is recovered
   // by whoever meets it; nothing from a dead run needs the master here.
 

@@ -43,6 +43,7 @@ class StoreFile {
   uint64_t bytes() const { return map_->size(); }
   uint64_t store_id() const { return header()->store_id; }
   Status Sync(bool sync) const { return map_->Sync(sync); }
+  Status Reserve() const { return map_->Reserve(); }
 
  private:
   StoreFile() = default;

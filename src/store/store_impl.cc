@@ -854,6 +854,12 @@ StoreStats StoreImpl::Stats() const {
   return s;
 }
 
+Status StoreImpl::Reserve() {
+  for (const auto& f : files_)
+    if (Status s = f->Reserve(); !s.ok()) return s;
+  return Status::OK();
+}
+
 Status StoreImpl::Flush(bool sync) {
   for (const auto& f : files_)
     if (Status s = f->Sync(sync); !s.ok()) return s;

@@ -44,6 +44,7 @@ class StoreImpl final : public Store {
   void SetLiveBizzes(std::vector<bool> live) override;
   StoreStats Stats() const override;
   Status Flush(bool sync) override;
+  Status Reserve() override;
   Result<uint32_t> RecoverDeadOwner(int32_t pid) override;
   Result<VerifyReport> Verify(bool repair) override;
   void SetTestHookInCriticalSection(std::function<void(int)> hook) override { hook_ = std::move(hook); }

@@ -471,6 +471,7 @@ class MapStore final : public Store {
   void SetLiveBizzes(std::vector<bool>) override {}
   StoreStats Stats() const override { return {}; }
   Status Flush(bool) override { return Status::OK(); }
+  Status Reserve() override { return Status::OK(); }
   Result<uint32_t> RecoverDeadOwner(int32_t) override { return Status::Unavailable("not in this fake"); }
   Result<VerifyReport> Verify(bool) override { return Status::Unavailable("not in this fake"); }
   void SetTestHookInCriticalSection(std::function<void(int)>) override {}

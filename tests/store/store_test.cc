@@ -454,3 +454,30 @@ TEST(StoreVerify, DetectsAndRepairsADamagedNode) {
 
 }  // namespace
 }  // namespace frs
+
+namespace frs {
+namespace {
+
+TEST(Store, ReserveBacksTheWholeFileAndKeepsNodes) {
+  testing::TempDir d;
+  StoreOptions o;
+  o.dir = d.path();
+  o.geometry = {1, 4096, 8};
+  auto s = Store::Open(o);
+  ASSERT_TRUE(s.ok());
+  Key k = MakeKey(1, std::string("r"));
+  ASSERT_TRUE(s.value()->Update(k.ref(), 8, 1000, [](NodeRef& n) {
+    n.state[0] = 42;
+    return Commit::kWrite;
+  }).ok());
+  ASSERT_TRUE(s.value()->Reserve().ok());
+  struct stat st;
+  ASSERT_EQ(::stat((d / "frs.0.store").c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, static_cast<uint64_t>(st.st_size));
+  auto n = s.value()->Get(k.ref());
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->state[0], 42);
+}
+
+}  // namespace
+}  // namespace frs
