@@ -107,7 +107,12 @@ Result<SrvConfig> LoadSrvConfig(const std::string& path_in) {
     Status s;
     uint64_t v = 0;
     if (name == "listen") {
-      if (!(s = P.OnlyAttrs(n, {"host", "port"})).ok()) return s;
+      if (!(s = P.OnlyAttrs(n, {"host", "port", "reuseport"})).ok()) return s;
+      if (n.attribute("reuseport")) {
+        v = 0;
+        if (!(s = P.UInt(n, "reuseport", 0, 1, &v)).ok()) return s;
+        cfg.reuseport = v == 1;
+      }
       if (n.attribute("host")) {
         cfg.host = n.attribute("host").value();
         IpAddress ip;

@@ -17,6 +17,9 @@ struct SrvConfig {
   std::string path;                  // srv.xml, absolute
   std::string host = "127.0.0.1";
   uint16_t port = 8300;
+  // <listen reuseport="1">: one SO_REUSEPORT socket per worker instead of
+  // one socket shared by all workers (see docs/protocol.md, process model).
+  bool reuseport = false;
   uint32_t workers = 2;
   std::string map_path;              // absolute
   std::string store_dir;             // absolute

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers);
+  auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers, cfg.reuseport);
   if (!listeners.ok()) return Fail(listeners.status().message());
 
   auto metrics = Metrics::Create(cfg.workers);

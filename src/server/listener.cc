@@ -1,6 +1,7 @@
 #include "server/listener.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -46,7 +47,7 @@ Result<os::UniqueFd> BindOne(const sockaddr_storage& ss, socklen_t len, bool reu
 }  // namespace
 
 Result<std::vector<os::UniqueFd>> OpenListeners(const std::string& host, uint16_t port, uint32_t count,
-                                                int backlog) {
+                                                bool reuseport, int backlog) {
   sockaddr_storage ss;
   socklen_t len = 0;
   Status s = MakeAddress(host, port, &ss, &len);
@@ -59,6 +60,18 @@ Result<std::vector<os::UniqueFd>> OpenListeners(const std::string& host, uint16_
   }
   std::vector<os::UniqueFd> out;
   out.reserve(count);
+  if (!reuseport) {
+    auto fd = BindOne(ss, len, /*reuseport=*/false, what);
+    if (!fd.ok()) return fd.status();
+    if (listen(fd->get(), backlog) != 0) return Status::FromErrno("listen on " + what, errno);
+    for (uint32_t i = 1; i < count; ++i) {
+      os::UniqueFd dup(fcntl(fd->get(), F_DUPFD_CLOEXEC, 0));
+      if (!dup.valid()) return Status::FromErrno("dup of the listening socket", errno);
+      out.push_back(std::move(dup));
+    }
+    out.insert(out.begin(), std::move(fd.value()));
+    return out;
+  }
   for (uint32_t i = 0; i < count; ++i) {
     auto fd = BindOne(ss, len, /*reuseport=*/true, what);
     if (!fd.ok()) return fd.status();

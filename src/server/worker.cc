@@ -76,7 +76,7 @@ class Worker {
 
 int Worker::Run(const sigset_t* wait_mask) {
   Status s = loop_.Init();
-  if (s.ok()) s = loop_.Add(ctx_.listener.get(), EPOLLIN, nullptr);
+  if (s.ok()) s = loop_.Add(ctx_.listener.get(), cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE, nullptr);
   if (!s.ok()) {
     FRS_LOG("cannot start the event loop: %s", s.ToString().c_str());
     return 1;
@@ -167,7 +167,10 @@ void Worker::BeginShutdown(int64_t now) {
 }
 
 void Worker::Accept(int64_t now) {
-  for (int i = 0; i < kMaxAcceptsPerWake; ++i) {
+  // From a shared queue take one connection per wake-up, so the next one
+  // goes to whichever worker is idle rather than to this one.
+  const int max_accepts = cfg_.reuseport ? kMaxAcceptsPerWake : 1;
+  for (int i = 0; i < max_accepts; ++i) {
     sockaddr_storage peer;
     socklen_t plen = sizeof peer;
     int fd = accept4(ctx_.listener.get(), reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
