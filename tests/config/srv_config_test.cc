@@ -1,0 +1,94 @@
+// srv.xml: defaults, resolved paths, and one "file:line: what" per error.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "common/temp_dir.h"
+#include "config/srv_config.h"
+
+namespace frs {
+namespace {
+
+using testing::TempDir;
+
+std::string Write(const TempDir& d, const std::string& body) {
+  std::string p = d / "srv.xml";
+  std::ofstream(p) << body;
+  return p;
+}
+
+TEST(SrvConfig, ContractExampleWithDefaultsAndResolvedPaths) {
+  TempDir d;
+  auto c = LoadSrvConfig(Write(d, R"(<frs>
+  <listen host="127.0.0.1" port="8300"/>
+  <workers>2</workers>
+  <map>map.xml</map>
+  <store dir="data" files="2" keynodes="65536" chain="8"/>
+  <timezone>UTC</timezone>
+  <pidfile>frsd.pid</pidfile>
+  <admin token=""/>
+</frs>)"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->port, 8300);
+  EXPECT_EQ(c->workers, 2u);
+  EXPECT_EQ(c->map_path, d / "map.xml");
+  EXPECT_EQ(c->store_dir, d / "data");
+  EXPECT_EQ(c->pidfile, d / "frsd.pid");
+  EXPECT_EQ(c->geometry, (StoreGeometry{2, 65536, 8}));
+  EXPECT_FALSE(c->reuseport);
+  EXPECT_EQ(c->max_header_bytes, 16384u);
+  EXPECT_EQ(c->max_body_bytes, 65536u);
+  EXPECT_EQ(c->flush_interval_ms, 1000u);
+}
+
+TEST(SrvConfig, Extensions) {
+  TempDir d;
+  auto c = LoadSrvConfig(Write(d, R"(<frs>
+  <listen host="::1" port="9000" reuseport="1"/>
+  <map>/etc/frs/map.xml</map>
+  <store dir="/var/lib/frs" files="1" keynodes="16" chain="4"/>
+  <allow>127.0.0.0/8, ::1</allow>
+  <limits header_bytes="8192" batch="8"/>
+  <flush interval_ms="250"/>
+  <log file="frsd.log"/>
+</frs>)"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->reuseport);
+  EXPECT_EQ(c->host, "::1");
+  EXPECT_EQ(c->map_path, "/etc/frs/map.xml");
+  EXPECT_EQ(c->allow, (std::vector<std::string>{"127.0.0.0/8", "::1"}));
+  EXPECT_EQ(c->max_header_bytes, 8192u);
+  EXPECT_EQ(c->max_batch, 8u);
+  EXPECT_EQ(c->flush_interval_ms, 250u);
+  EXPECT_EQ(c->logfile, d / "frsd.log");
+}
+
+void ExpectError(const std::string& body, const std::string& where, const std::string& what) {
+  TempDir d;
+  std::string p = Write(d, body);
+  auto c = LoadSrvConfig(p);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().rfind(p + ":" + where + ": ", 0), 0u) << c.status().message();
+  EXPECT_NE(c.status().message().find(what), std::string::npos) << c.status().message();
+}
+
+TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" chain=\"99\"/>\n</frs>", "3", "chain> is 99");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<listen port=\"x\"/>\n</frs>", "4", "whole number");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<bogus/>\n</frs>", "4", "unknown element <bogus>");
+  ExpectError("<frs>\n<store dir=\"d\"/>\n</frs>", "1", "<map> is required");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" size=\"1\"/>\n</frs>", "3", "no attribute \"size\"");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<allow>10.0.0.0/33</allow>\n</frs>", "4", "10.0.0.0/33");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<listen reuseport=\"2\"/>\n</frs>", "4", "reuseport");
+  ExpectError("<frs>\n<map>m.xml</map>\n<workers>1</workers>\n<workers>2</workers>\n</frs>", "4", "twice");
+  ExpectError("<frs>\n<map>m.xml<map>\n</frs>", "3", "malformed XML");
+}
+
+TEST(SrvConfig, MissingFileIsAnError) {
+  auto c = LoadSrvConfig("/nonexistent/srv.xml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("/nonexistent/srv.xml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace frs
