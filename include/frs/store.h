@@ -169,7 +169,7 @@ class Store {
   virtual StoreStats Stats() const = 0;
 
   // Backs every page of the files with disk blocks now (fallocate) and maps
-  // them in writable (MADV_POPULATE_WRITE): a full disk is then an error at
+  // them in (writable when the files had holes): a full disk is then an error at
   // start-up instead of a SIGBUS at some later first write into a hole of
   // the sparse files, and requests do not pay first-touch page faults.
   // frsd calls it once when it starts; Unavailable names the file when the

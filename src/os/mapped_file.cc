@@ -82,16 +82,27 @@ Status MappedFile::FinishCreate() {
 }
 
 Status MappedFile::Reserve() const {
+  struct stat st;
+  if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(path_ + ": fstat", errno);
+  const bool had_holes = static_cast<uint64_t>(st.st_blocks) * 512 < size_;
   int err = ::posix_fallocate(fd_.get(), 0, static_cast<off_t>(size_));
   if (err == ENOSPC) return Status::Unavailable(path_ + ": no space left on the device for the store's " +
                                                 std::to_string(size_) + " bytes");
   if (err != 0 && err != EOPNOTSUPP && err != EINVAL) return Status::FromErrno(path_ + ": fallocate", err);
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
+  // A store that had holes is new or mostly so: fault it in writable now, so
+  // requests do not pay the first write of each page. A store already backed
+  // is only read in: faulting it writable would dirty every page and make
+  // each restart write the whole store back to disk.
   // Best effort: kernels before 5.14 answer EINVAL and fault pages on demand.
-  if (::madvise(data_, size_, MADV_POPULATE_WRITE) != 0 && errno != EINVAL && errno != EOPNOTSUPP)
-    return Status::FromErrno(path_ + ": madvise(MADV_POPULATE_WRITE)", errno);
+  int advice = had_holes ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+  if (::madvise(data_, size_, advice) != 0 && errno != EINVAL && errno != EOPNOTSUPP)
+    return Status::FromErrno(path_ + ": madvise(MADV_POPULATE)", errno);
   return Status::OK();
 }
 
