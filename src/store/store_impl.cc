@@ -523,6 +523,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
       return Status::OK();
     }
     Txn txn(this, f, loc.file);
+    if (!txn.Open()) return WritersBusy(f);
     if (c == Commit::kErase) {
       if (pos.found) ClearNode(f, txn, pos.keynode, pos.slot);
       return Status::OK();
@@ -657,10 +658,16 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
     if (owner[i] == i && pos[i].found) pinned.emplace_back(pos[i].keynode, pos[i].slot);
 
   bool failed = false;
+  int64_t busy_file = -1;  // the file whose writer entries were all taken
   for (size_t i = 0; i < n && !failed; ++i) {
     if (owner[i] != i) continue;
     StoreFile* f = files_[locs[i].file].get();
     Txn& txn = txn_for(locs[i].file);
+    if (!txn.Open()) {
+      failed = true;
+      busy_file = static_cast<int64_t>(locs[i].file);
+      break;
+    }
     const KeyRef& key = items[i].key;
     UpdateResult* r = results ? &(*results)[i] : nullptr;
     if (r) r->found = pos[i].found;
@@ -715,6 +722,7 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
     // Put every touched slot back: the batch is all or nothing.
     for (auto& t : txns)
       if (t) t->Rollback();
+    if (busy_file >= 0) return WritersBusy(files_[static_cast<size_t>(busy_file)].get());
     return Status::Busy("the batch's members crowd one chain; nothing was recorded");
   }
   return Status::OK();
@@ -816,6 +824,7 @@ Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bo
         if (filter.biz < 0 || filter.biz == h->biz) {
           FillInfo(fi, k, i, f->slot(k, i), &info);
           if (!pred || pred(info)) {
+            if (!txn.Open()) return WritersBusy(f);
             ClearNode(f, txn, k, i);
             ++erased;
           }
@@ -852,6 +861,11 @@ StoreStats StoreImpl::Stats() const {
     s.per_file.push_back(fs);
   }
   return s;
+}
+
+Status StoreImpl::WritersBusy(StoreFile* f) {
+  return Status::Busy(f->path() + ": all " + std::to_string(kWriterEntries) +
+                      " writer entries are held by live threads; nothing was written");
 }
 
 Status StoreImpl::Reserve() {

@@ -94,6 +94,7 @@ class StoreImpl final : public Store {
   void ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
   void FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
 
+  static Status WritersBusy(StoreFile* f);
   Status CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t* span) const;
 
   StoreOptions opts_;

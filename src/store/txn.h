@@ -27,14 +27,7 @@ class StoreImpl::Txn {
   // write to the slot. Returns false when the journal is full (the caller
   // aborts and rolls back).
   bool Save(uint32_t keynode, uint32_t slot) {
-    if (!w_) {
-      w_ = s_->MyWriter(file_);
-      if (!w_) return false;
-      recs_ = f_->records(w_);
-      cap_ = JournalCapacity(f_->header()->chain);
-      w_->count = 0;
-      std::atomic_ref<uint32_t>(w_->active).store(1, std::memory_order_release);
-    }
+    if (!Open()) return false;
     uint32_t n = w_->count;
     for (uint32_t i = 0; i < n; ++i)
       if (recs_[i].keynode == keynode && recs_[i].slot == slot) return true;
@@ -48,6 +41,20 @@ class StoreImpl::Txn {
       std::memcpy(recs_[n].image, f_->slot(keynode, slot), kSlotBytes);
     }
     std::atomic_ref<uint32_t>(w_->count).store(n + 1, std::memory_order_release);
+    return true;
+  }
+  // Claims this thread's writer entry and opens the journal. Every write
+  // path calls it before its first change, so that when all writer entries
+  // are held by live threads the operation fails whole instead of writing
+  // without an undo record.
+  bool Open() {
+    if (w_) return true;
+    w_ = s_->MyWriter(file_);
+    if (!w_) return false;
+    recs_ = f_->records(w_);
+    cap_ = JournalCapacity(f_->header()->chain);
+    w_->count = 0;
+    std::atomic_ref<uint32_t>(w_->active).store(1, std::memory_order_release);
     return true;
   }
   bool SaveRange(uint32_t keynode, uint32_t slot, uint32_t span) {

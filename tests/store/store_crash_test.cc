@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "common/temp_dir.h"
@@ -280,6 +282,51 @@ TEST(StoreContention, FourThreadsOneStoreExact) {
   uint64_t total = 0;
   for (auto& k : keys) total += CountOf(store, k);
   EXPECT_EQ(total, uint64_t{kThreads} * kIncr);
+}
+
+}  // namespace
+}  // namespace frs
+
+namespace frs {
+namespace {
+
+// Every writer entry of a file held by a live thread: a further writer is
+// refused whole (never writes without an undo record), and gets an entry
+// again once a holder has died.
+TEST(StoreContention, AllWriterEntriesHeldRefusesThenRecovers) {
+  TempDir d;
+  auto s = Store::Open(Opts(d.path(), 1, 64, 4));
+  ASSERT_TRUE(s.ok());
+  Store* store = s.value().get();
+  const Key k = MakeKey(1, std::string("w"));
+  std::mutex mu;
+  std::condition_variable cv;
+  int claimed = 0;
+  bool release = false;
+  std::vector<std::thread> holders;
+  for (int t = 0; t < 32; ++t)
+    holders.emplace_back([&] {
+      EXPECT_TRUE(Incr(store, k).ok());
+      std::unique_lock<std::mutex> l(mu);
+      ++claimed;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+    });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return claimed == 32; });
+  }
+  Status busy = Incr(store, k);
+  EXPECT_EQ(busy.code(), Status::Code::kBusy);
+  EXPECT_NE(busy.message().find("writer entries"), std::string::npos) << busy.message();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& th : holders) th.join();
+  ASSERT_TRUE(Incr(store, k).ok());  // the dead threads' entries are reclaimed
+  EXPECT_EQ(CountOf(store, k), 33u);
 }
 
 }  // namespace
