@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "config/service_options.h"
 #include "config/srv_config.h"
 #include "frs/engine.h"
 #include "frs/store.h"
@@ -90,10 +91,7 @@ int main(int argc, char** argv) {
   Status s = Logger::Get().Configure(logfile, "master");
   if (!s.ok()) return Fail(s.message());
 
-  StoreOptions so;
-  so.dir = cfg.store_dir;
-  so.geometry = cfg.geometry;
-  so.create_if_missing = true;
+  StoreOptions so = StoreOptionsFor(cfg, /*create_if_missing=*/true);
   so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
   auto store = Store::Open(so);
   if (!store.ok()) return Fail(store.status().message());
@@ -104,12 +102,7 @@ int main(int argc, char** argv) {
   // A lock left by a process that died with the previous frsd is recovered
   // by whoever meets it; nothing from a dead run needs the master here.
 
-  EngineOptions eo;
-  eo.map_path = cfg.map_path;
-  eo.timezone = cfg.timezone;
-  eo.store = store.value().get();
-  eo.stats_dir = cfg.store_dir;
-  auto engine = Engine::Open(eo);
+  auto engine = Engine::Open(EngineOptionsFor(cfg, store.value().get()));
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().message().c_str());
     return 1;

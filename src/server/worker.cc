@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 
+#include "config/service_options.h"
 #include "frs/engine.h"
 #include "frs/store.h"
 #include "server/clock_util.h"
@@ -332,22 +333,14 @@ int RunWorker(WorkerContext ctx) {
     return 1;
   }
   const SrvConfig& cfg = *ctx.config;
-  StoreOptions so;
-  so.dir = cfg.store_dir;
-  so.geometry = cfg.geometry;
-  so.create_if_missing = false;
+  StoreOptions so = StoreOptionsFor(cfg, /*create_if_missing=*/false);
   so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
   auto store = Store::Open(so);
   if (!store.ok()) {
     FRS_LOG("cannot open the store: %s", store.status().message().c_str());
     return kExitFatalConfig;
   }
-  EngineOptions eo;
-  eo.map_path = cfg.map_path;
-  eo.timezone = cfg.timezone;
-  eo.store = store.value().get();
-  eo.stats_dir = cfg.store_dir;
-  auto engine = Engine::Open(eo);
+  auto engine = Engine::Open(EngineOptionsFor(cfg, store.value().get()));
   if (!engine.ok()) {
     FRS_LOG("cannot load the map: %s", engine.status().message().c_str());
     return kExitFatalConfig;

@@ -1,6 +1,7 @@
 // frsctl/session.cc: opening srv.xml, the store and the engine for a command.
 #include "session.h"
 
+#include "config/service_options.h"
 #include "frs/clock.h"
 
 namespace frs::ctl {
@@ -10,11 +11,7 @@ int64_t Session::NowMs() const {
 }
 
 Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
-  StoreOptions so;
-  so.dir = s->cfg.store_dir;
-  so.geometry = s->cfg.geometry;
-  so.create_if_missing = create;
-  Result<std::unique_ptr<Store>> store = Store::Open(so);
+  Result<std::unique_ptr<Store>> store = Store::Open(StoreOptionsFor(s->cfg, create));
   if (!store.ok()) {
     const Status& st = store.status();
     if (st.IsNotFound())
@@ -23,12 +20,7 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   }
   s->store = std::move(store).value();
   if (!engine) return Status::OK();
-  EngineOptions eo;
-  eo.map_path = s->cfg.map_path;
-  eo.timezone = s->cfg.timezone;
-  eo.store = s->store.get();
-  eo.stats_dir = s->cfg.store_dir;
-  Result<std::unique_ptr<Engine>> e = Engine::Open(eo);
+  Result<std::unique_ptr<Engine>> e = Engine::Open(EngineOptionsFor(s->cfg, s->store.get()));
   if (!e.ok()) return e.status();
   s->engine = std::move(e).value();
   return Status::OK();
