@@ -248,16 +248,7 @@ bool Handler::HandlePost(char* body, size_t len, CmdLabel* label, int* status) {
       *status = 200;
       return true;
     }
-    Decision& d = decisions_[0];
-    d = engine_->Execute(r.ToEngine());
-    if (d.code != 0) {
-      ErrorBody(HttpStatusOf(d.code), d.msg, status);
-      return false;
-    }
-    CountDecision(r, d);
-    AppendDecision(r.cmd, d, &body_);
-    *status = 200;
-    return true;
+    return ExecuteOne(r, status);
   }
 
   reqs_.clear();
@@ -271,13 +262,7 @@ bool Handler::HandlePost(char* body, size_t len, CmdLabel* label, int* status) {
   return true;
 }
 
-bool Handler::HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status) {
-  ProtocolError err;
-  WireRequest r;
-  if (!DecodeQuery(query, cmd, &biz_buf_, &key_buf_, &r, &err)) {
-    ErrorBody(err.status, err.msg, status);
-    return false;
-  }
+bool Handler::ExecuteOne(const WireRequest& r, int* status) {
   Decision& d = decisions_[0];
   d = engine_->Execute(r.ToEngine());
   if (d.code != 0) {
@@ -285,8 +270,21 @@ bool Handler::HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* 
     return false;
   }
   CountDecision(r, d);
+  AppendDecision(r.cmd, d, &body_);
+  *status = 200;
+  return true;
+}
+
+bool Handler::HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status) {
+  ProtocolError err;
+  WireRequest r;
+  if (!DecodeQuery(query, cmd, &biz_buf_, &key_buf_, &r, &err)) {
+    ErrorBody(err.status, err.msg, status);
+    return false;
+  }
   body_.clear();
-  AppendDecision(cmd, d, &body_);
+  if (!ExecuteOne(r, status)) return false;
+  const Decision& d = decisions_[0];
   int64_t now_s = engine_->clock()->NowMs() / 1000;
   extra->rate_headers = true;
   extra->limit = d.limit;

@@ -58,6 +58,8 @@ class Handler {
                std::string* out);
   bool HandlePost(char* body, size_t len, CmdLabel* label, int* status);
   bool HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status);
+  // Runs one request into decisions_[0] and appends its answer to body_.
+  bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);
   void CountDecision(const WireRequest& r, const Decision& d);
   std::string_view DateHeader();  // the Date line, rebuilt once a second
