@@ -14,6 +14,7 @@ pkgs=(
   tzdata                                 # IANA zones for calendar windows
   clang libclang-rt-14-dev               # libFuzzer target for the request path
   curl procps                            # end-to-end tests and the bench scripts
+  nginx                                  # the cluster ring is checked against nginx's consistent hash
 )
 
 missing=()
@@ -26,7 +27,18 @@ if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Keep Debian from starting a system-wide nginx on port 80: the tests start
+  # their own, on loopback and ephemeral ports.
+  made_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  rc=0
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
+  if [ "$made_policy" = 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
+  if [ "$rc" != 0 ]; then echo "setup: apt-get install failed ($rc)"; exit "$rc"; fi
 else
   echo "setup: all packages present"
 fi

@@ -1,0 +1,108 @@
+#include "frs/ring.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include <boost/crc.hpp>
+
+namespace frs {
+namespace {
+
+// nginx splits a server string at its last ':' when only digits follow it
+// (the port); "unix:" paths and names without a port hash as all host.
+void SplitHostPort(std::string_view s, std::string_view* host, std::string_view* port) {
+  if (s.size() >= 5 && (s.substr(0, 5) == "unix:" || s.substr(0, 5) == "UNIX:")) {
+    *host = s.substr(5);
+    *port = {};
+    return;
+  }
+  for (size_t j = 0; j < s.size(); ++j) {
+    char c = s[s.size() - j - 1];
+    if (c == ':') {
+      *host = s.substr(0, s.size() - j - 1);
+      *port = s.substr(s.size() - j);
+      return;
+    }
+    if (c < '0' || c > '9') break;
+  }
+  *host = s;
+  *port = {};
+}
+
+}  // namespace
+
+uint32_t Ring::HashRoute(std::string_view route) {
+  boost::crc_32_type crc;
+  crc.process_bytes(route.data(), route.size());
+  return crc.checksum();
+}
+
+std::string_view Ring::RouteOf(std::string_view key, std::string_view route_param) {
+  if (!route_param.empty()) return route_param;
+  size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) return key.substr(open + 1, close - open - 1);
+  }
+  return key;
+}
+
+Result<Ring> Ring::Make(std::vector<RingShard> shards) {
+  if (shards.empty()) return Status::InvalidArgument("a cluster needs at least one shard");
+  if (shards.size() > kMaxShards)
+    return Status::InvalidArgument("a cluster holds at most " + std::to_string(kMaxShards) + " shards");
+  std::unordered_set<std::string_view> seen;
+  size_t total_points = 0;
+  for (const RingShard& s : shards) {
+    if (s.name.empty()) return Status::InvalidArgument("a shard's name is empty");
+    if (s.weight == 0 || s.weight > kMaxRingWeight)
+      return Status::InvalidArgument("shard " + s.name + ": weight " + std::to_string(s.weight) +
+                                     " is outside 1.." + std::to_string(kMaxRingWeight));
+    if (!seen.insert(s.name).second) return Status::InvalidArgument("shard " + s.name + " is listed twice");
+    total_points += size_t{s.weight} * kPointsPerWeight;
+  }
+  Ring ring;
+  ring.shards_ = std::move(shards);
+  ring.points_.reserve(total_points);
+  for (uint32_t i = 0; i < ring.shards_.size(); ++i) {
+    std::string_view host, port;
+    SplitHostPort(ring.shards_[i].name, &host, &port);
+    boost::crc_32_type base;
+    base.process_bytes(host.data(), host.size());
+    base.process_byte(0);
+    base.process_bytes(port.data(), port.size());
+    uint32_t prev = 0;
+    const uint32_t n = ring.shards_[i].weight * kPointsPerWeight;
+    for (uint32_t j = 0; j < n; ++j) {
+      boost::crc_32_type c = base;
+      const unsigned char le[4] = {static_cast<unsigned char>(prev), static_cast<unsigned char>(prev >> 8),
+                                   static_cast<unsigned char>(prev >> 16), static_cast<unsigned char>(prev >> 24)};
+      c.process_bytes(le, 4);
+      prev = c.checksum();
+      ring.points_.push_back({prev, i});
+    }
+  }
+  // nginx sorts with glibc's qsort (a merge sort, so stable) and keeps the
+  // first of equal hashes: the earlier server line wins a tie.
+  std::stable_sort(ring.points_.begin(), ring.points_.end(),
+                   [](const Point& a, const Point& b) { return a.hash < b.hash; });
+  ring.points_.erase(std::unique(ring.points_.begin(), ring.points_.end(),
+                                 [](const Point& a, const Point& b) { return a.hash == b.hash; }),
+                     ring.points_.end());
+  return ring;
+}
+
+size_t Ring::OwnerOfHash(uint32_t hash) const {
+  auto it = std::lower_bound(points_.begin(), points_.end(), hash,
+                             [](const Point& p, uint32_t h) { return p.hash < h; });
+  if (it == points_.end()) it = points_.begin();
+  return it->shard;
+}
+
+long Ring::Find(std::string_view name) const {
+  for (size_t i = 0; i < shards_.size(); ++i)
+    if (shards_[i].name == name) return static_cast<long>(i);
+  return -1;
+}
+
+}  // namespace frs
