@@ -190,6 +190,36 @@ Result<SrvConfig> LoadSrvConfig(const std::string& path_in) {
         if (!(s = P.UInt(n, f.attr, f.lo, f.hi, &v)).ok()) return s;
         *f.field = static_cast<uint32_t>(v);
       }
+    } else if (name == "cluster") {
+      if (!(s = P.OnlyAttrs(n, {"self", "enforce"})).ok()) return s;
+      cfg.cluster_self = n.attribute("self").value();
+      if (n.attribute("self") && cfg.cluster_self.empty()) return P.Error(n, "<cluster self> is empty");
+      v = 1;
+      if (!(s = P.UInt(n, "enforce", 0, 1, &v)).ok()) return s;
+      cfg.cluster_enforce = v == 1;
+      for (pugi::xml_node sh : n.children()) {
+        if (sh.type() != pugi::node_element) continue;
+        if (std::string_view(sh.name()) != "shard")
+          return P.Error(sh, "<cluster> holds only <shard> elements, not <" + std::string(sh.name()) + ">");
+        if (!(s = P.OnlyAttrs(sh, {"weight"})).ok()) return s;
+        RingShard shard;
+        shard.name = sh.child_value();
+        const size_t first = shard.name.find_first_not_of(" \t\r\n");
+        shard.name = first == std::string::npos
+                         ? std::string()
+                         : shard.name.substr(first, shard.name.find_last_not_of(" \t\r\n") + 1 - first);
+        v = 1;
+        if (!(s = P.UInt(sh, "weight", 1, Ring::kMaxRingWeight, &v)).ok()) return s;
+        shard.weight = static_cast<uint32_t>(v);
+        if (shard.name.empty() || shard.name.find_first_of(" \t\r\n") != std::string::npos)
+          return P.Error(sh, "<shard> must be host:port exactly as in the proxy's server line, not \"" + shard.name +
+                                 "\"");
+        for (const RingShard& other : cfg.cluster_shards)
+          if (other.name == shard.name) return P.Error(sh, "shard " + shard.name + " is listed twice");
+        cfg.cluster_shards.push_back(std::move(shard));
+      }
+      if (cfg.cluster_shards.empty()) return P.Error(n, "<cluster> needs at least one <shard>");
+      if (auto ring = Ring::Make(cfg.cluster_shards); !ring.ok()) return P.Error(n, ring.status().message());
     } else if (name == "flush") {
       if (!(s = P.OnlyAttrs(n, {"interval_ms"})).ok()) return s;
       v = cfg.flush_interval_ms;
@@ -201,6 +231,11 @@ Result<SrvConfig> LoadSrvConfig(const std::string& path_in) {
   }
   if (!have_map) return P.Error(root, "<map> is required (the map.xml of businesses)");
   if (cfg.store_dir.empty()) return P.Error(root, "<store dir=\"...\"/> is required");
+  if (!cfg.cluster_shards.empty() && cfg.cluster_self.empty()) {
+    // The proxy names servers host:port; an IPv6 host goes in brackets there.
+    cfg.cluster_self = (cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host) + ":" +
+                       std::to_string(cfg.port);
+  }
   return cfg;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "frs/ring.h"
 #include "frs/status.h"
 #include "frs/store.h"
 
@@ -38,6 +39,13 @@ struct SrvConfig {
   uint32_t max_batch = 64;
   // <flush interval_ms="1000"/>: periodic msync of the store
   uint32_t flush_interval_ms = 1000;
+  // <cluster self="host:port" enforce="1"><shard weight="N">host:port</shard>...
+  // Empty shards: a lone server that owns every route. `cluster_self` defaults
+  // to "<listen host>:<listen port>" and need not be a shard: a shard being
+  // removed gets the new list without itself, owns nothing, and hands off.
+  std::vector<RingShard> cluster_shards;
+  std::string cluster_self;
+  bool cluster_enforce = true;
 };
 
 Result<SrvConfig> LoadSrvConfig(const std::string& path);

@@ -84,6 +84,47 @@ TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
   ExpectError("<frs>\n<map>m.xml<map>\n</frs>", "3", "malformed XML");
 }
 
+TEST(SrvConfig, ClusterAsInTheContract) {
+  TempDir d;
+  auto c = LoadSrvConfig(Write(d, R"(<frs>
+  <listen host="127.0.0.1" port="8302"/>
+  <map>map.xml</map>
+  <store dir="data"/>
+  <cluster>
+    <shard>127.0.0.1:8301</shard>
+    <shard> 127.0.0.1:8302 </shard>
+    <shard weight="2">127.0.0.1:8303</shard>
+  </cluster>
+</frs>)"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->cluster_shards.size(), 3u);
+  EXPECT_EQ(c->cluster_shards[1].name, "127.0.0.1:8302");
+  EXPECT_EQ(c->cluster_shards[2].weight, 2u);
+  EXPECT_EQ(c->cluster_self, "127.0.0.1:8302");  // from <listen>
+  EXPECT_TRUE(c->cluster_enforce);
+
+  auto lone = LoadSrvConfig(Write(d, "<frs><map>m.xml</map><store dir=\"d\"/></frs>"));
+  ASSERT_TRUE(lone.ok());
+  EXPECT_TRUE(lone->cluster_shards.empty());
+  EXPECT_TRUE(lone->cluster_self.empty());
+
+  auto leaving = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/>
+<cluster self="10.0.0.9:8300" enforce="0"><shard>10.0.0.1:8300</shard></cluster></frs>)"));
+  ASSERT_TRUE(leaving.ok()) << leaving.status().ToString();
+  EXPECT_EQ(leaving->cluster_self, "10.0.0.9:8300");
+  EXPECT_FALSE(leaving->cluster_enforce);
+}
+
+TEST(SrvConfig, ClusterErrors) {
+  const std::string head = "<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n";
+  ExpectError(head + "<cluster>\n</cluster>\n</frs>", "4", "at least one <shard>");
+  ExpectError(head + "<cluster>\n<shard>a:1</shard>\n<shard>a:1</shard>\n</cluster>\n</frs>", "6", "listed twice");
+  ExpectError(head + "<cluster>\n<shard weight=\"0\">a:1</shard>\n</cluster>\n</frs>", "5", "weight");
+  ExpectError(head + "<cluster>\n<node>a:1</node>\n</cluster>\n</frs>", "5", "only <shard>");
+  ExpectError(head + "<cluster enforce=\"2\">\n<shard>a:1</shard>\n</cluster>\n</frs>", "4", "enforce");
+  ExpectError(head + "<cluster>\n<shard>a b:1</shard>\n</cluster>\n</frs>", "5", "host:port");
+}
+
 TEST(SrvConfig, MissingFileIsAnError) {
   auto c = LoadSrvConfig("/nonexistent/srv.xml");
   ASSERT_FALSE(c.ok());

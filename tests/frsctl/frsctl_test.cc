@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "frs/ring.h"
 #include "json_in.h"
 #include "store/format.h"
 
@@ -143,6 +144,32 @@ TEST_F(FrsctlTest, HelpDocumentsEveryCommandAndOption) {
   r = Ctl({"import", "--help"}, "");
   for (const char* o : {"--map-by-name", "--rename-biz", "--dry-run", "FILE"})
     EXPECT_NE(r.out.find(o), std::string::npos) << o;
+}
+
+TEST_F(FrsctlTest, OwnerPrintsTheRingsShard) {
+  std::ofstream(dir_ / "c.xml") << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"data\"/>\n"
+                                   "<cluster><shard>127.0.0.1:8301</shard><shard>127.0.0.1:8302</shard>"
+                                   "<shard weight=\"2\">127.0.0.1:8303</shard></cluster></frs>\n";
+  auto ring = Ring::Make({{"127.0.0.1:8301", 1}, {"127.0.0.1:8302", 1}, {"127.0.0.1:8303", 2}});
+  ASSERT_TRUE(ring.ok());
+  std::set<std::string> owners;
+  for (int i = 0; i < 12; ++i) {
+    std::string route = "user:" + std::to_string(i);
+    CtlRun r = Ctl({"owner", route}, "c.xml");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, ring->Owner(route) + "\n");
+    owners.insert(r.out);
+  }
+  EXPECT_GT(owners.size(), 1u);
+  CtlRun r = Ctl({"owner", "--key", "{app7}|u42", "--json"}, "c.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue v = Parse(r.out);
+  EXPECT_EQ(v.Find("route")->text, "app7");
+  EXPECT_EQ(v.Find("owner")->text, ring->Owner("app7"));
+  EXPECT_EQ(v.Find("self")->boolean, ring->Owner("app7") == "127.0.0.1:8302");
+  r = Ctl({"owner", "k"});  // srv.xml without <cluster>
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("no <cluster>"), std::string::npos) << r.err;
 }
 
 TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {

@@ -50,7 +50,13 @@ struct ImportArgs {
   bool dry_run = false;
 };
 
+struct OwnerArgs {
+  std::string route;
+  bool is_key = false;  // apply the key's {hash tag} rule first
+};
+
 Result<int> RunStat(Session& s, const StatArgs& a);
+Result<int> RunOwner(Session& s, const OwnerArgs& a);
 Result<int> RunGet(Session& s, const NodeArgs& a);
 Result<int> RunSet(Session& s, const SetArgs& a);
 Result<int> RunDel(Session& s, const NodeArgs& a);

@@ -141,6 +141,14 @@ int main(int argc, char** argv) {
   commands.back().app->add_option("BIZ", explain.biz, "biz name or id")->required();
   commands.back().app->add_option("KEY", explain.key, "the key")->required();
 
+  frs::ctl::OwnerArgs owner;
+  add("owner", "the shard of srv.xml's <cluster> that owns ROUTE (host:port), as nginx's consistent hash picks it",
+      Needs::kConfig)
+      .run = [&](Session& s) { return RunOwner(s, owner); };
+  commands.back().app->add_option("ROUTE", owner.route, "the route, byte for byte as sent")->required();
+  commands.back().app->add_flag("--key", owner.is_key,
+                                "ROUTE is a key: route it by its {hash tag} when it has one, else whole");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
