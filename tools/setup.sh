@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# Installs what FRS needs to build, test and fuzz on Debian 12, with apt-get only.
+# Installs what FRS needs on Debian 12, with apt-get only.
+#   tools/setup.sh          what building and running frsd needs (tools/run.sh)
+#   tools/setup.sh --test   and what the tests need (tools/test.sh)
 # Idempotent: packages already present are left alone, and apt-get update runs
 # only when something is missing.
 set -euo pipefail
 
 pkgs=(
   build-essential cmake g++ pkg-config   # toolchain (C++20, GCC 12)
-  libboost-dev                           # Boost.Interprocess (file mapping), Boost.Beast (HTTP parser)
+  libboost-dev                           # Boost.Interprocess (file mapping), Boost.Beast (HTTP parser), Boost.CRC (the ring)
   libxxhash-dev                          # XXH3 key hashing
   libpugixml-dev                         # srv.xml, map.xml and the XML protocol
   libcli11-dev                           # frsctl / frsbench command lines
-  googletest libgtest-dev libgmock-dev   # unit and end-to-end tests
   tzdata                                 # IANA zones for calendar windows
-  clang libclang-rt-14-dev               # libFuzzer target for the request path
-  curl procps                            # end-to-end tests and the bench scripts
-  nginx                                  # the cluster ring is checked against nginx's consistent hash
 )
+if [ "${1:-}" = --test ]; then
+  pkgs+=(
+    googletest libgtest-dev libgmock-dev # unit and end-to-end tests
+    clang libclang-rt-14-dev             # the libFuzzer target of the request path
+    curl procps                          # end-to-end tests and the bench scripts
+    nginx                                # the cluster ring is checked against nginx's consistent hash
+    prometheus                           # promtool checks the shipped alert rules
+    systemd man-db                       # systemd-analyze verify of frsd.service (it resolves man: links)
+    dpkg-dev adduser                     # cpack -G DEB (dpkg-shlibdeps) and the package's maintainer scripts
+  )
+elif [ -n "${1:-}" ]; then
+  echo "usage: $0 [--test]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -27,8 +39,8 @@ if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  # Keep Debian from starting a system-wide nginx on port 80: the tests start
-  # their own, on loopback and ephemeral ports.
+  # Keep Debian from starting system-wide nginx or prometheus services: the
+  # tests start their own, on loopback and ephemeral ports.
   made_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null

@@ -6,7 +6,7 @@
 # FRS_TEST_PRESETS="release" limits it to one build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
+tools/setup.sh --test
 jobs=$(nproc)
 for preset in ${FRS_TEST_PRESETS:-release asan tsan fuzz}; do
   echo "== ${preset}: configure, build, test"

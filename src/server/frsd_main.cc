@@ -24,6 +24,7 @@
 #include "server/master.h"
 #include "server/metrics.h"
 #include "server/pidfile.h"
+#include "server/sd_notify.h"
 
 namespace {
 
@@ -60,6 +61,8 @@ int main(int argc, char** argv) {
     }
   }
   if (config_path.empty()) return Usage(argv[0], 2);
+  // Taken out of the environment at once: no worker may speak for the service.
+  const SdNotifier notifier = SdNotifier::FromEnvironment();
 
   // srv.xml: its own errors are already "file:line: message".
   auto cfg_r = LoadSrvConfig(config_path);
@@ -144,6 +147,7 @@ int main(int argc, char** argv) {
     daemon.CloseInChild();
   };
   mc.on_ready = [&daemon] { daemon.Ready(); };
+  if (notifier.enabled()) mc.notify = [&notifier](const std::string& state) { notifier.Notify(state); };
   int rc = RunMaster(std::move(mc));
   if (rc == 0 && pid_lock) pid_lock->Remove();
   return rc;

@@ -149,16 +149,19 @@ void Master::StopWorkers() {
 }
 
 void Master::Reload() {
+  if (ctx_.notify) ctx_.notify("RELOADING=1");
   Status s = ctx_.engine->Reload(cfg_.map_path);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
     if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reload_failures);
+    if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=reload refused, the old map stays: " + s.message());
     return;
   }
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   FRS_LOG("map %s is valid; reloading it in every worker", cfg_.map_path.c_str());
   for (const Slot& sl : slots_)
     if (sl.pid > 0) kill(sl.pid, SIGHUP);
+  if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=serving; map reloaded");
 }
 
 void Master::Tick(int64_t now) {
@@ -185,6 +188,9 @@ int Master::Run(const sigset_t* wait_mask) {
       return 1;
     }
   if (ctx_.on_ready) ctx_.on_ready();
+  if (ctx_.notify)
+    ctx_.notify("READY=1\nMAINPID=" + std::to_string(getpid()) + "\nSTATUS=serving on " + cfg_.host + ":" +
+                std::to_string(cfg_.port) + " with " + std::to_string(slots_.size()) + " worker(s)");
   SignalFlags& f = Signals();
   for (;;) {
     int64_t now = MonoNs();
@@ -203,6 +209,7 @@ int Master::Run(const sigset_t* wait_mask) {
     }
     if (f.terminate || fatal_) {
       FRS_LOG(fatal_ ? "stopping after a fatal worker error" : "stopping (signal)");
+      if (ctx_.notify) ctx_.notify("STOPPING=1");
       StopWorkers();
       Status s = ctx_.store->Flush(true);
       if (!s.ok()) FRS_LOG("final store flush failed: %s", s.ToString().c_str());

@@ -44,6 +44,9 @@ struct MasterContext {
   std::function<void()> in_child;
   // Called once every worker has been started the first time.
   std::function<void()> on_ready;
+  // Service manager notifications ("READY=1", "RELOADING=1", "STOPPING=1";
+  // see sd_notify.h); unset: none.
+  std::function<void(const std::string&)> notify;
 };
 
 // Runs until stopped; returns the process exit code.

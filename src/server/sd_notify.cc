@@ -1,0 +1,36 @@
+#include "server/sd_notify.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#include "os/unique_fd.h"
+
+namespace frs::server {
+
+SdNotifier SdNotifier::FromEnvironment() {
+  SdNotifier n;
+  const char* env = std::getenv("NOTIFY_SOCKET");
+  if (env && (env[0] == '/' || env[0] == '@') && std::strlen(env) < sizeof(sockaddr_un::sun_path))
+    n.address_ = env;
+  ::unsetenv("NOTIFY_SOCKET");
+  return n;
+}
+
+void SdNotifier::Notify(const std::string& state) const {
+  if (address_.empty()) return;
+  os::UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, address_.data(), address_.size());
+  if (sa.sun_path[0] == '@') sa.sun_path[0] = '\0';  // the abstract namespace
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size());
+  (void)::sendto(fd.get(), state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&sa), len);
+}
+
+}  // namespace frs::server

@@ -1,0 +1,72 @@
+// The shipped monitoring (conf/monitoring): the alert rules pass promtool's
+// check and their own unit tests, and every frs_ metric that the rules and
+// the Grafana dashboard use is one that a real frsd exports.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+
+#include "e2e/frsd_harness.h"
+
+namespace frs {
+namespace {
+
+const std::string kDir = FRS_MONITORING_DIR;
+
+bool HavePromtool() { return std::system("command -v promtool >/dev/null 2>&1") == 0; }
+
+int RunCmd(const std::string& cmd, std::string* out) {
+  std::string full = cmd + " 2>&1";
+  FILE* p = ::popen(full.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(Monitoring, AlertRulesPassPromtool) {
+  if (!HavePromtool()) GTEST_SKIP() << "promtool is not installed (tools/setup.sh --test installs prometheus)";
+  std::string out;
+  EXPECT_EQ(RunCmd("cd '" + kDir + "' && promtool check rules frs-alerts.yml", &out), 0) << out;
+  out.clear();
+  EXPECT_EQ(RunCmd("cd '" + kDir + "' && promtool test rules frs-alerts.test.yml", &out), 0) << out;
+}
+
+// frs_ names in a file, with a histogram's _bucket/_sum/_count folded.
+std::set<std::string> MetricNames(const std::string& text) {
+  std::set<std::string> names;
+  std::regex re("frs_[a-z_]+");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+    std::string n = it->str();
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      std::string s(suffix);
+      if (n.size() > s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0) n.resize(n.size() - s.size());
+    }
+    names.insert(n);
+  }
+  return names;
+}
+
+TEST(Monitoring, RulesAndDashboardUseOnlyMetricsFrsdExports) {
+  e2e::Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  e2e::Client c(srv.port());
+  e2e::HttpResponse m = c.Get("/metrics");
+  ASSERT_EQ(m.status, 200);
+  std::set<std::string> exported;
+  std::regex help("# HELP (frs_[a-z_]+) ");
+  for (auto it = std::sregex_iterator(m.body.begin(), m.body.end(), help); it != std::sregex_iterator(); ++it)
+    exported.insert((*it)[1]);
+  ASSERT_GT(exported.size(), 10u) << m.body;
+  for (const char* file : {"frs-alerts.yml", "frs-dashboard.json"}) {
+    std::set<std::string> used = MetricNames(e2e::ReadFile(kDir + "/" + file));
+    EXPECT_GT(used.size(), 5u) << file;
+    for (const std::string& name : used) EXPECT_TRUE(exported.count(name)) << file << " uses " << name << ", which frsd does not export";
+  }
+}
+
+}  // namespace
+}  // namespace frs

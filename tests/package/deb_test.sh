@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `cpack -G DEB`: the package's metadata, contents and maintainer scripts,
+# exercised by dpkg in a copy-on-write view of this system (an overlay
+# mount in a private mount namespace, entered with chroot), so that
+# installing, upgrading, removing and purging change nothing outside it.
+# usage: deb_test.sh BUILD_DIR
+set -euo pipefail
+build=$1
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || skip "needs root for the overlay chroot (CI runs as root)"
+command -v dpkg-deb >/dev/null || skip "dpkg-deb is missing"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+(cd "$build" && cpack -G DEB -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; fail "cpack -G DEB failed"; }
+deb=$(ls "$tmp"/pkg/*.deb)
+[ "$(dpkg-deb -f "$deb" Package)" = frs ] || fail "Package is not frs"
+depends=$(dpkg-deb -f "$deb" Depends)
+for d in libc6 libstdc++6 libpugixml1v5 adduser; do
+  echo "$depends" | grep -q "$d" || fail "Depends lacks $d: $depends"
+done
+dpkg-deb -c "$deb" >"$tmp/contents"
+for f in ./usr/sbin/frsd ./usr/sbin/frsctl ./etc/frs/srv.xml ./etc/frs/map.xml ./etc/logrotate.d/frsd \
+         ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8 ./usr/include/frs/service.h; do
+  grep -q " $f\$" "$tmp/contents" || fail "the package lacks $f"
+done
+dpkg-deb -e "$deb" "$tmp/control"
+for f in /etc/frs/srv.xml /etc/frs/map.xml /etc/logrotate.d/frsd; do
+  grep -qx "$f" "$tmp/control/conffiles" || fail "$f is not a conffile"
+done
+
+mkdir -p "$tmp/ovl/up" "$tmp/ovl/work" "$tmp/ovl/root"
+cp "$deb" "$tmp/frs.deb"
+cat >"$tmp/inside.sh" <<'SH'
+set -eu
+fail() { echo "FAIL (inside): $*" >&2; exit 1; }
+deb=$1
+dpkg -i "$deb" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -i"; }
+getent passwd frs >/dev/null || fail "no frs user"
+[ "$(stat -c %U:%a /var/lib/frs)" = frs:750 ] || fail "/var/lib/frs is $(stat -c %U:%a /var/lib/frs)"
+[ "$(stat -c %G /etc/frs/srv.xml)" = frs ] || fail "frs cannot read /etc/frs/srv.xml"
+if command -v systemd-analyze >/dev/null; then
+  systemd-analyze verify /usr/lib/systemd/system/frsd.service >/tmp/verify.log 2>&1 ||
+    { cat /tmp/verify.log; fail "systemd-analyze verify frsd.service"; }
+  echo "systemd-analyze verify frsd.service: ok"
+else
+  echo "systemd-analyze is missing: the unit was not verified"
+fi
+# Counts a running frsd would have kept, and an operator's edit of a conffile.
+echo counts >/var/lib/frs/marker
+echo "<!-- edited -->" >>/etc/frs/map.xml
+dpkg -i "$deb" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "upgrade (reinstall)"; }
+[ -f /var/lib/frs/marker ] || fail "an upgrade lost /var/lib/frs"
+grep -q edited /etc/frs/map.xml || fail "an upgrade overwrote an edited conffile"
+dpkg -r frs >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -r"; }
+[ -f /var/lib/frs/marker ] || fail "remove deleted the counts"
+[ ! -e /usr/sbin/frsd ] || fail "remove left /usr/sbin/frsd"
+dpkg -P frs >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -P"; }
+[ ! -e /var/lib/frs ] || fail "purge left /var/lib/frs"
+[ ! -e /etc/frs ] || fail "purge left /etc/frs"
+echo inside-ok
+SH
+unshare -m --propagation private sh -c "
+  mount -t overlay overlay -o lowerdir=/,upperdir='$tmp/ovl/up',workdir='$tmp/ovl/work' '$tmp/ovl/root' || exit 77
+  mount --bind /proc '$tmp/ovl/root/proc'
+  mount --bind /dev '$tmp/ovl/root/dev'
+  mount -t tmpfs tmpfs '$tmp/ovl/root/tmp'
+  cp '$tmp/frs.deb' '$tmp/inside.sh' '$tmp/ovl/root/tmp/'
+  chroot '$tmp/ovl/root' sh /tmp/inside.sh /tmp/frs.deb
+" >"$tmp/inside.log" 2>&1 || { rc=$?; cat "$tmp/inside.log"; [ $rc = 77 ] && skip "overlay mounts are not allowed here"; fail "in the overlay"; }
+grep -q inside-ok "$tmp/inside.log" || { cat "$tmp/inside.log"; fail "the overlay run did not finish"; }
+grep -v inside-ok "$tmp/inside.log" || true
+echo "deb: ok ($(basename "$deb"); Depends: $depends)"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The man pages stay true: every option and command that `--help` of frsd
+# and frsctl (and of each frsctl command) lists appears in frsd.8 / frsctl.8.
+# usage: manpage_test.sh FRSD FRSCTL MAN_DIR
+set -euo pipefail
+frsd=$1 frsctl=$2 man=$3
+fail=0
+page_text() { sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' "$1"; }
+check() {  # page, help text, what
+  local page=$1 help=$2 what=$3 opt
+  for opt in $(grep -oE '(^|[ ,])--?[a-zA-Z][a-zA-Z-]*' <<<"$help" | tr -d ' ,' | sort -u); do
+    if ! grep -qF -- "$opt" <<<"$page"; then
+      echo "FAIL: $what lists $opt, which $(basename "$4") does not document"
+      fail=1
+    fi
+  done
+}
+frsd_page=$(page_text "$man/frsd.8")
+check "$frsd_page" "$("$frsd" --help)" "frsd --help" "$man/frsd.8"
+ctl_page=$(page_text "$man/frsctl.8")
+top=$("$frsctl" --help)
+check "$ctl_page" "$top" "frsctl --help" "$man/frsctl.8"
+cmds=$(sed -n '/^Subcommands:/,$p' <<<"$top" | awk 'NR > 1 && $1 ~ /^[a-z]+$/ {print $1}')
+[ -n "$cmds" ] || { echo "FAIL: no commands found in frsctl --help"; exit 1; }
+for c in $cmds; do
+  grep -qE "^\.(TP|B|BR|BI)?.*\b$c\b" <<<"$ctl_page" || { echo "FAIL: frsctl $c is not in frsctl.8"; fail=1; }
+  check "$ctl_page" "$("$frsctl" "$c" --help)" "frsctl $c --help" "$man/frsctl.8"
+done
+[ $fail = 0 ] && echo "man pages: ok ($(wc -w <<<"$cmds") frsctl commands)"
+exit $fail

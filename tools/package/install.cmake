@@ -1,0 +1,77 @@
+# What `cmake --install` puts where (GNUInstallDirs; with --prefix /usr the
+# configuration goes to /etc/frs and the store to /var/lib/frs), and the
+# .deb that `cpack -G DEB` makes of it. Included from the top CMakeLists.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# Programs: the daemon and the admin CLI are system administration commands
+# (section 8); frsbench sizes a store before it is deployed.
+foreach(program frsd frsctl)
+  if(TARGET ${program})
+    install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
+  endif()
+endforeach()
+if(TARGET frsbench)
+  install(TARGETS frsbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+
+# The library: one archive, the public headers, a CMake package and a .pc.
+install(FILES ${FRS_ARCHIVE} DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/frs DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
+set(FRS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/frs)
+file(RELATIVE_PATH FRS_RELATIVE_PREFIX "/${FRS_CMAKE_DIR}" "/")
+configure_file(${CMAKE_CURRENT_LIST_DIR}/frsConfig.cmake.in ${PROJECT_BINARY_DIR}/frsConfig.cmake @ONLY)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/frsConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/frsConfig.cmake ${PROJECT_BINARY_DIR}/frsConfigVersion.cmake
+        DESTINATION ${FRS_CMAKE_DIR})
+# Relative to the .pc itself, so the files work under any --prefix.
+file(RELATIVE_PATH FRS_PC_RELATIVE_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+configure_file(${CMAKE_CURRENT_LIST_DIR}/frs.pc.in ${PROJECT_BINARY_DIR}/frs.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/frs.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Configuration files. GNUInstallDirs puts etc/ of the prefixes / and /usr
+# at /etc; the rule runs at install time so that `cmake --install --prefix
+# /usr` (and cpack, which installs with prefix /usr) of a tree configured
+# with the default prefix still gives /etc/frs. /etc/frs/*.xml are conffiles
+# of the .deb.
+install(CODE "
+  if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\" OR CMAKE_INSTALL_PREFIX STREQUAL \"/\")
+    set(_frs_etc /etc)
+  else()
+    set(_frs_etc \"\${CMAKE_INSTALL_PREFIX}/etc\")
+  endif()
+  file(INSTALL DESTINATION \"\${_frs_etc}/frs\" TYPE FILE
+       FILES \"${PROJECT_SOURCE_DIR}/conf/installed/srv.xml\" \"${PROJECT_SOURCE_DIR}/conf/installed/map.xml\")
+  file(INSTALL DESTINATION \"\${_frs_etc}/logrotate.d\" TYPE FILE FILES \"${PROJECT_SOURCE_DIR}/conf/logrotate/frsd\")
+")
+set(FRS_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING "where frsd.service goes, under the prefix")
+install(FILES ${PROJECT_SOURCE_DIR}/conf/systemd/frsd.service DESTINATION ${FRS_SYSTEMD_UNIT_DIR})
+install(FILES ${PROJECT_SOURCE_DIR}/docs/man/frsd.8 ${PROJECT_SOURCE_DIR}/docs/man/frsctl.8
+        DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# The .deb: `cpack -G DEB` in the build directory (docs/install.md).
+set(CPACK_PACKAGE_NAME frs)
+set(CPACK_PACKAGE_VENDOR "FRS")
+set(CPACK_PACKAGE_CONTACT "FRS maintainers <frs@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "frequency restrict service: may this key use this business now?")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)       # Depends from the programs' shared libraries
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, tzdata")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nginx | haproxy, prometheus")
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+    "FRS answers, before a web service, CGI script or ad server serves: may this key use this\n business now? A pre-forked HTTP/XML server over counters kept in memory-mapped files that\n survive restarts, with an admin CLI and a linkable library.")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/tools/package/deb/conffiles
+    ${PROJECT_SOURCE_DIR}/tools/package/deb/postinst
+    ${PROJECT_SOURCE_DIR}/tools/package/deb/prerm
+    ${PROJECT_SOURCE_DIR}/tools/package/deb/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_GENERATOR DEB)
+include(CPack)
