@@ -32,7 +32,8 @@ int Usage(const char* argv0, int rc) {
   std::fprintf(rc ? stderr : stdout,
                "usage: %s -c PATH/srv.xml [--foreground]\n"
                "  -c, --config FILE   the server configuration (srv.xml)\n"
-               "  -f, --foreground    stay attached, log to stderr (unless srv.xml names a log file)\n",
+               "  -f, --foreground    stay attached, log to stderr (unless srv.xml names a log file)\n"
+               "  --version           print the version and exit\n",
                argv0);
   return rc;
 }
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
     else if (a.rfind("--config=", 0) == 0) config_path = a.substr(9);
     else if (a == "-f" || a == "--foreground") foreground = true;
     else if (a == "-h" || a == "--help") return Usage(argv[0], 0);
+    else if (a == "--version") {
+      std::printf("frsd %s\n", FRS_VERSION);
+      return 0;
+    }
     else {
       std::fprintf(stderr, "frsd: unknown argument \"%s\"\n", a.c_str());
       return Usage(argv[0], 2);

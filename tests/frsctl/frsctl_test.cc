@@ -172,6 +172,34 @@ TEST_F(FrsctlTest, OwnerPrintsTheRingsShard) {
   EXPECT_NE(r.err.find("no <cluster>"), std::string::npos) << r.err;
 }
 
+TEST_F(FrsctlTest, VersionAndTheDefaultConfigPath) {
+  CtlRun r = Ctl({"--version"}, "");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out, std::string("frsctl ") + FRS_VERSION + "\n");
+  CreateStore();
+  Set("login", "k", 2);
+  // Without -c: $FRS_CONF.
+  ::setenv("FRS_CONF", (dir_ / "srv.xml").c_str(), 1);
+  r = Ctl({"get", "login", "k", "--json"}, "");
+  ::unsetenv("FRS_CONF");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Parse(r.out).Find("count")->number, 2);
+  // Without either: the installed default, named when it is missing.
+  if (!std::filesystem::exists("/etc/frs/srv.xml")) {
+    r = Ctl({"stat"}, "");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("/etc/frs/srv.xml"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(FrsctlTest, AnUnknownCommandNamesItselfAndTheCommands) {
+  CtlRun r = Ctl({"frobnicate"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stat, get, dump"), std::string::npos) << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u);
+}
+
 TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {
   CreateStore();
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -184,8 +212,6 @@ TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {
   }
   CtlRun r = Ctl({"get", "nosuch", "k"});
   EXPECT_NE(r.err.find("unknown biz \"nosuch\""), std::string::npos) << r.err;
-  r = Ctl({"stat"}, "");
-  EXPECT_EQ(r.rc, 2);
 }
 
 TEST_F(FrsctlTest, MissingStoreIsAnErrorAndIsNotCreated) {
@@ -331,12 +357,13 @@ TEST_F(FrsctlTest, ExplainSaysWhichRuleDeniesAndUntilWhen) {
   CreateStore();
   Set("ad_user", "u", 1);
   CtlRun r = Ctl({"explain", "ad_user", "u"});
-  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.rc, 1) << "denied now is the \"no\" exit code\n" << r.err;
   EXPECT_NE(r.out.find("denied by rule 2 (sliding 3600 s, max 1): next allowed at "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(in 1 h)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("count 1 of 3"), std::string::npos) << r.out;
 
   r = Ctl({"explain", "--json", "ad_user", "u"});
+  EXPECT_EQ(r.rc, 1);
   JsonValue v = Parse(r.out);
   EXPECT_FALSE(v.Find("allowed")->boolean);
   ASSERT_EQ(v.Find("denied_by")->items.size(), 1u);
@@ -345,6 +372,7 @@ TEST_F(FrsctlTest, ExplainSaysWhichRuleDeniesAndUntilWhen) {
 
   Set("partner", "p", 1200);
   r = Ctl({"explain", "partner", "p"});
+  EXPECT_EQ(r.rc, 0);
   EXPECT_NE(r.out.find("borrowed 200 beyond max 1000"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("allowed now"), std::string::npos) << r.out;
 

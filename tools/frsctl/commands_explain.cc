@@ -138,9 +138,12 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
   }
   const NodeView& node = v.value();
   Verdict verdict = Judge(node, now);
+  // Scripts ask "is this key blocked?": the answer "yes, denied now" is the
+  // "no" exit code, as get's "absent" is.
+  const int rc = verdict.denied ? kExitNo : kExitOk;
   if (s.json) {
     PrintJson(node, verdict, now);
-    return kExitOk;
+    return rc;
   }
   std::printf("%s \"%s\"%s (biz %u, mode %s), now %s\n", node.biz_name.c_str(), Printable(node.key).c_str(),
               node.key_truncated ? "..." : "", node.biz_id, ModeName(node.mode), LocalTime(now).c_str());
@@ -155,7 +158,7 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
   }
   t.Print(stdout, 2);
   std::printf("%s\n", verdict.words.c_str());
-  return kExitOk;
+  return rc;
 }
 
 }  // namespace frs::ctl

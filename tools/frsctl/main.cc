@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "commands.h"
 #include "session.h"
@@ -27,6 +29,26 @@ int Fail(const std::string& msg, int code) {
   return code;
 }
 
+// The contract's default: $FRS_CONF, else the installed /etc/frs/srv.xml.
+std::string DefaultConfig() {
+  const char* env = std::getenv("FRS_CONF");
+  return env && *env ? env : "/etc/frs/srv.xml";
+}
+
+// The first word that is not an option (or an option's value): the command.
+std::string_view CommandWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "-c" || a == "--config") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] == '-') continue;
+    return a;
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -36,13 +58,17 @@ int main(int argc, char** argv) {
   CLI::App app{
       "frsctl: inspect, change, verify, explain, export and import an FRS store.\n"
       "Works directly on the store files, whether or not frsd runs (same locks, one chain at a time).\n"
-      "Exit codes: 0 done, 1 the answer is no (get: absent; verify: problems), 2 bad arguments, 3 failed.",
+      "Exit codes: 0 done, 1 the answer is no (get: absent; explain: denied now; verify: problems), 2 bad arguments,\n"
+      "3 failed.",
       "frsctl"};
   app.require_subcommand(1);
   app.fallthrough();
   std::string config;
   bool json = false;
-  app.add_option("-c,--config", config, "srv.xml of the server whose store to work on")->required();
+  config = DefaultConfig();
+  app.add_option("-c,--config", config,
+                 "srv.xml of the server whose store to work on (default: $FRS_CONF, else /etc/frs/srv.xml)");
+  app.set_version_flag("--version", "frsctl " FRS_VERSION, "print the version and exit");
   // --json is accepted before or after the command (the command documents it).
   app.add_flag("--json", json, "machine-readable output (also accepted after the command)");
 
@@ -135,7 +161,9 @@ int main(int argc, char** argv) {
   commands.back().app->add_option("N", top.n, "how many keys")->capture_default_str()->check(CLI::Range(1u, 1000000u));
 
   frs::ctl::NodeArgs explain;
-  add("explain", "why a key is or is not allowed: per rule count, limit, window, debt, and when next allowed",
+  add("explain",
+      "why a key is or is not allowed: per rule count, limit, window, debt, and when next allowed (exit 1 when denied "
+      "now)",
       Needs::kEngine)
       .run = [&](Session& s) { return RunExplain(s, explain); };
   commands.back().app->add_option("BIZ", explain.biz, "biz name or id")->required();
@@ -148,6 +176,19 @@ int main(int argc, char** argv) {
   commands.back().app->add_option("ROUTE", owner.route, "the route, byte for byte as sent")->required();
   commands.back().app->add_flag("--key", owner.is_key,
                                 "ROUTE is a key: route it by its {hash tag} when it has one, else whole");
+
+  // An unknown command names itself and the known ones, instead of CLI11's
+  // "A subcommand is required".
+  if (std::string_view word = CommandWord(argc, argv); !word.empty()) {
+    bool known = false;
+    std::string names;
+    for (const Command& c : commands) {
+      known = known || c.app->get_name() == word;
+      names += (names.empty() ? "" : ", ") + c.app->get_name();
+    }
+    if (!known)
+      return Fail("unknown command \"" + std::string(word) + "\"; the commands are: " + names, frs::ctl::kExitUsage);
+  }
 
   try {
     app.parse(argc, argv);
