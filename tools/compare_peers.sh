@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compare_peers.sh - frsd side by side with nginx limit_req and Redis+Lua: the same load generator,
-# the same measurement protocol (../shared/bench), the same machine, one run.
+# the same measurement protocol (tools/bench), the same machine, one run.
 #
 #   tools/compare_peers.sh                       # full comparison (~10 min with the defaults)
 #   DUR=2 REPS=1 SKIP_PEERS=1 tools/compare_peers.sh   # a quick smoke test of frsd only
@@ -16,14 +16,14 @@
 #
 # Knobs (environment): DUR REPS CONCS KEYSPACE WARM (as in the bench scripts), FRSD (the binary,
 # default build/src/server/frsd), OUT (default /tmp/frs-compare; results, loadgen and run state go
-# there, never into ../shared), PORT (default 17090), SKIP_PEERS=1, SKIP_FRSD=1,
+# there, never into the source tree), PORT (default 17090), SKIP_PEERS=1, SKIP_FRSD=1,
 # PEERS_ONLY (default '^(nginx-limitreq-w[0-9]+|redis-lua)$'), SKIP_INSTALL (passed to run_peers.sh).
 # Every process is started by the bench scripts, recorded and stopped by its PID.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BENCH="${BENCH:-$(cd "$ROOT/../shared/bench" 2>/dev/null && pwd)}"
-[ -n "$BENCH" ] && [ -x "$BENCH/run_target.sh" ] || { echo "compare_peers: ../shared/bench not found (set BENCH=)" >&2; exit 1; }
+BENCH="${BENCH:-$ROOT/tools/bench}"
+[ -x "$BENCH/run_target.sh" ] || { echo "compare_peers: $BENCH/run_target.sh not found (set BENCH=)" >&2; exit 1; }
 FRSD="${FRSD:-$ROOT/build/src/server/frsd}"
 OUT="${OUT:-/tmp/frs-compare}"
 PORT="${PORT:-17090}"

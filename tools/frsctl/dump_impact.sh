@@ -6,7 +6,7 @@
 # running in a loop for the whole run, and without again (to show the noise).
 #
 # Usage: tools/frsctl/dump_impact.sh [BUILD_DIR]     (default: build)
-# Env:   KEYS=1000000 DUR=10 CONNS=16 PORT=18391 BENCH_DIR=../shared/bench
+# Env:   KEYS=1000000 DUR=10 CONNS=16 PORT=18391 BENCH_DIR=tools/bench
 #        PIN=1: frsd (1 worker) on CPU 0; loadgen and frsctl on CPU 1, so the
 #        figure shows lock and memory interference rather than two programs
 #        sharing one core. PIN=0: no affinity, 2 workers.
@@ -21,7 +21,7 @@ DUR=${DUR:-10}
 CONNS=${CONNS:-16}
 PORT=${PORT:-18391}
 PIN=${PIN:-1}
-BENCH_DIR=${BENCH_DIR:-$root/../shared/bench}
+BENCH_DIR=${BENCH_DIR:-$root/tools/bench}
 frsd=$build/src/server/frsd
 frsctl=$build/tools/frsctl/frsctl
 for f in "$frsd" "$frsctl" "$BENCH_DIR/loadgen.c"; do
