@@ -93,7 +93,7 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
   w.Int(status);
   w.Char(' ');
   w.Str(Reason(status));
-  w.Lit("\r\nServer: frsd\r\n");
+  w.Lit("\r\nServer: frsd/" FRS_VERSION "\r\n");
   w.Str(DateHeader());
   w.Lit("Content-Type: ");
   w.Str(content_type);
@@ -307,7 +307,7 @@ void Handler::HandleFailure(int status, std::string_view msg, int64_t start_ns, 
 
 void Handler::AppendOverloaded(std::string* out) {
   static constexpr char kBody[] = "<response code=\"503\" msg=\"the server is at its connection limit; retry later\"/>\n";
-  out->append("HTTP/1.1 503 Service Unavailable\r\nServer: frsd\r\nContent-Type: application/xml\r\nContent-Length: ");
+  out->append("HTTP/1.1 503 Service Unavailable\r\nServer: frsd/" FRS_VERSION "\r\nContent-Type: application/xml\r\nContent-Length: ");
   AppendNum(static_cast<int64_t>(sizeof kBody - 1), out);
   out->append("\r\nRetry-After: 1\r\nConnection: close\r\n\r\n");
   out->append(kBody, sizeof kBody - 1);

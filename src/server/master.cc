@@ -86,6 +86,7 @@ bool Master::Spawn(uint32_t i) {
     _exit(rc);
   }
   slots_[i].pid = pid;
+  if (ctx_.metrics) CounterSet(ctx_.metrics->worker(i).pid, static_cast<uint64_t>(pid));
   slots_[i].started_ns = MonoNs();
   slots_[i].respawn_at_ns = -1;
   FRS_LOG("worker %u started (pid %d)", i, static_cast<int>(pid));
@@ -182,6 +183,7 @@ void Master::Tick(int64_t now) {
 }
 
 int Master::Run(const sigset_t* wait_mask) {
+  if (ctx_.metrics) CounterSet(ctx_.metrics->master().master_pid, static_cast<uint64_t>(getpid()));
   for (uint32_t i = 0; i < slots_.size(); ++i)
     if (!Spawn(i)) {
       StopWorkers();

@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include "server/process_metrics.h"
+
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -206,6 +208,21 @@ void Metrics::Render(Engine& engine, std::string* out) const {
          overflow);
   Simple(out, "frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.", timed_out);
   Simple(out, "frs_start_time_seconds", "gauge", "Unix time the server started.", CounterGet(master_->started_unix));
+
+  Header(out, "frs_build_info", "gauge", "The frsd build: version and compiler (always 1).");
+  out->append("frs_build_info{version=\"" FRS_VERSION "\",compiler=\"");
+#if defined(__clang__)
+  out->append("clang ").append(__clang_version__);
+#elif defined(__GNUC__)
+  out->append("gcc ").append(__VERSION__);
+#endif
+  out->append("\"} 1\n");
+
+  std::vector<ProcessRef> procs;
+  procs.push_back({static_cast<pid_t>(CounterGet(master_->master_pid)), -1});
+  for (uint32_t w = 0; w < workers_; ++w)
+    procs.push_back({static_cast<pid_t>(CounterGet(workers_base_[w].pid)), static_cast<int>(w)});
+  AppendProcessMetrics(procs, out);
 }
 
 }  // namespace frs::server

@@ -58,6 +58,7 @@ struct alignas(64) WorkerCounters {
   uint64_t connections_accepted, connections_refused, connections_overflow, connections_timed_out;
   uint64_t connections_open;  // a gauge, set by the worker
   uint64_t reloads, reload_failures;
+  uint64_t pid;               // set by the master when it starts the slot's worker
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];
 
   void CountRequest(CmdLabel label, int http_status, uint64_t latency_ns);
@@ -68,6 +69,7 @@ struct alignas(64) MasterCounters {
   uint64_t lock_recoveries;   // locks the master recovered from dead workers
   uint64_t reloads, reload_failures;
   uint64_t started_unix;
+  uint64_t master_pid;        // set by the master once it runs (after daemonizing)
 };
 
 class Metrics {

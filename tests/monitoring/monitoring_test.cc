@@ -3,6 +3,7 @@
 // the Grafana dashboard use is one that a real frsd exports.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <regex>
 #include <set>
 #include <string>
@@ -66,6 +67,36 @@ TEST(Monitoring, RulesAndDashboardUseOnlyMetricsFrsdExports) {
     EXPECT_GT(used.size(), 5u) << file;
     for (const std::string& name : used) EXPECT_TRUE(exported.count(name)) << file << " uses " << name << ", which frsd does not export";
   }
+}
+
+double Sample(const std::string& exposition, const std::string& series) {
+  size_t p = exposition.find("\n" + series + " ");
+  if (p == std::string::npos) return -1;
+  return std::atof(exposition.c_str() + p + 1 + series.size() + 1);
+}
+
+TEST(Monitoring, ProcessSeriesForEveryProcessAndBuildInfo) {
+  e2e::Frsd srv;  // two workers
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  e2e::Client c(srv.port());
+  e2e::HttpResponse m = c.Get("/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(m.header("server"), std::string("frsd/") + FRS_VERSION);
+  const double now = static_cast<double>(std::time(nullptr));
+  for (const std::string labels : {"{process=\"master\"}", "{process=\"worker\",slot=\"0\"}",
+                                   "{process=\"worker\",slot=\"1\"}"}) {
+    EXPECT_GE(Sample(m.body, "process_cpu_seconds_total" + labels), 0) << labels << "\n" << m.body;
+    EXPECT_GT(Sample(m.body, "process_resident_memory_bytes" + labels), 1e5) << labels;
+    EXPECT_GE(Sample(m.body, "process_open_fds" + labels), 3) << labels;
+    EXPECT_GT(Sample(m.body, "process_max_fds" + labels), 0) << labels;
+    double start = Sample(m.body, "process_start_time_seconds" + labels);
+    EXPECT_GT(start, now - 120) << labels;
+    EXPECT_LE(start, now + 1) << labels;
+  }
+  EXPECT_NE(m.body.find(std::string("frs_build_info{version=\"") + FRS_VERSION + "\""), std::string::npos) << m.body;
+  // The master's own descriptors: it is the process that holds every listener.
+  std::string fds = "/proc/" + std::to_string(srv.pid()) + "/fd";
+  EXPECT_GT(Sample(m.body, "process_open_fds{process=\"master\"}"), 0) << fds;
 }
 
 }  // namespace
