@@ -18,6 +18,7 @@
 #include "frs/engine.h"
 #include "frs/store.h"
 #include "server/allow_list.h"
+#include "server/config_check.h"
 #include "server/daemon.h"
 #include "server/listener.h"
 #include "server/logger.h"
@@ -30,9 +31,10 @@ namespace {
 
 int Usage(const char* argv0, int rc) {
   std::fprintf(rc ? stderr : stdout,
-               "usage: %s -c PATH/srv.xml [--foreground]\n"
+               "usage: %s -c PATH/srv.xml [--foreground | -t]\n"
                "  -c, --config FILE   the server configuration (srv.xml)\n"
                "  -f, --foreground    stay attached, log to stderr (unless srv.xml names a log file)\n"
+               "  -t, --test          check srv.xml, map.xml and the store's geometry and format, then exit\n"
                "  --version           print the version and exit\n",
                argv0);
   return rc;
@@ -50,11 +52,13 @@ int main(int argc, char** argv) {
   using namespace frs::server;
   std::string config_path;
   bool foreground = false;
+  bool test_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "-c" || a == "--config") && i + 1 < argc) config_path = argv[++i];
     else if (a.rfind("--config=", 0) == 0) config_path = a.substr(9);
     else if (a == "-f" || a == "--foreground") foreground = true;
+    else if (a == "-t" || a == "--test") test_only = true;
     else if (a == "-h" || a == "--help") return Usage(argv[0], 0);
     else if (a == "--version") {
       std::printf("frsd %s\n", FRS_VERSION);
@@ -66,6 +70,7 @@ int main(int argc, char** argv) {
     }
   }
   if (config_path.empty()) return Usage(argv[0], 2);
+  if (test_only) return CheckConfiguration(config_path, stdout, stderr);
   // Taken out of the environment at once: no worker may speak for the service.
   const SdNotifier notifier = SdNotifier::FromEnvironment();
 

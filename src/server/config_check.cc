@@ -1,0 +1,58 @@
+#include "server/config_check.h"
+
+#include <string>
+#include <vector>
+
+#include "config/srv_config.h"
+#include "frs/store.h"
+#include "limit/map_config.h"
+#include "limit/time_zone.h"
+#include "server/allow_list.h"
+#include "store/store_check.h"
+
+namespace frs::server {
+
+int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* err) {
+  Result<SrvConfig> cfg = LoadSrvConfig(srv_xml);
+  if (!cfg.ok()) {
+    std::fprintf(err, "%s\n", cfg.status().message().c_str());
+    return 1;
+  }
+  std::vector<std::string> problems;
+  if (auto allow = AllowList::Parse(cfg->allow); !allow.ok())
+    problems.push_back(cfg->path + ": " + allow.status().message());
+  if (auto tz = limit::TimeZone::Load(cfg->timezone); !tz.ok())
+    problems.push_back(cfg->path + ": <timezone>: " + tz.status().message());
+
+  size_t bizzes = 0;
+  Result<limit::MapConfig> map = limit::LoadMapFile(cfg->map_path);
+  if (!map.ok()) {
+    problems.push_back(map.status().message());
+  } else {
+    bizzes = map->bizzes.size();
+    for (const limit::BizConfig& b : map->bizzes) {
+      // A node holds its header, the rules' state and at least 8 key bytes.
+      const uint32_t bytes = kNodeHeaderBytes + b.state_bytes + 8;
+      const uint32_t slots = (bytes + kSlotBytes - 1) / kSlotBytes;
+      if (slots > cfg->geometry.chain)
+        problems.push_back(cfg->map_path + ":" + std::to_string(b.line) + ": biz \"" + b.name + "\" needs " +
+                           std::to_string(slots) + " slots per key but <store chain> in " + cfg->path + " is " +
+                           std::to_string(cfg->geometry.chain));
+    }
+  }
+
+  std::string store_words;
+  Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
+  if (!sc.ok()) problems.push_back(sc.status().message());
+  else store_words = sc->exists ? "store " + cfg->store_dir + " matches" : "store " + cfg->store_dir + " is new";
+
+  if (!problems.empty()) {
+    for (const std::string& p : problems) std::fprintf(err, "%s\n", p.c_str());
+    return 1;
+  }
+  std::fprintf(out, "frsd: %s: %zu biz(es) in %s, %s; ok\n", cfg->path.c_str(), bizzes, cfg->map_path.c_str(),
+               store_words.c_str());
+  return 0;
+}
+
+}  // namespace frs::server

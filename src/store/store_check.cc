@@ -1,0 +1,45 @@
+#include "store/store_check.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "os/unique_fd.h"
+#include "store/store_file.h"
+
+namespace frs::store {
+
+Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& g) {
+  StoreCheck out;
+  std::string missing;
+  uint64_t id = 0;
+  for (uint32_t i = 0; i < g.files; ++i) {
+    const std::string path = StoreFile::PathFor(dir, i);
+    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) {
+      if (errno != ENOENT) return Status::FromErrno(path, errno);
+      missing += (missing.empty() ? "" : ", ") + path;
+      continue;
+    }
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path, errno);
+    FileHeader h{};
+    ssize_t n = ::pread(fd.get(), &h, sizeof h, 0);
+    if (n < 0) return Status::FromErrno(path, errno);
+    if (static_cast<size_t>(n) < sizeof h)
+      return Status::Corruption(path + ": shorter than a store file header (" + std::to_string(n) + " bytes)");
+    if (Status s = StoreFile::CheckHeader(path, h, g, i, static_cast<uint64_t>(st.st_size)); !s.ok()) return s;
+    if (id == 0) id = h.store_id;
+    else if (h.store_id != id)
+      return Status::Mismatch(path + ": belongs to another store than the other files (store ids differ)");
+    ++out.files_found;
+  }
+  if (out.files_found > 0 && !missing.empty())
+    return Status::NotFound("the store in " + dir + " is incomplete: missing " + missing);
+  out.exists = out.files_found > 0;
+  return out;
+}
+
+}  // namespace frs::store

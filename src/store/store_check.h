@@ -1,0 +1,24 @@
+// store/store_check.h: whether the store a srv.xml names can be opened as
+// it says, without mapping, locking or creating anything (frsd -t).
+//
+// Thread safety: a plain function over the files; safe anywhere.
+#pragma once
+
+#include <string>
+
+#include "frs/status.h"
+#include "frs/store.h"
+
+namespace frs::store {
+
+struct StoreCheck {
+  bool exists = false;  // false: no file of the store yet (frsd creates it)
+  uint32_t files_found = 0;
+};
+
+// Reads each file's header with pread and checks magic, version, layout,
+// checksum and geometry as Open does. A store with some files missing is
+// an error naming them; no file at all is `exists = false`.
+Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& geometry);
+
+}  // namespace frs::store

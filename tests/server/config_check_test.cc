@@ -1,0 +1,105 @@
+// `frsd -t`: one line ending in "ok" and exit 0 for a configuration frsd
+// would start with; one "file:line: what" line per problem and exit 1
+// otherwise; nothing created.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/temp_dir.h"
+
+namespace frs {
+namespace {
+
+struct ProcRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class FrsdCheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteSrv(2, 64, 8);
+    std::ofstream(dir_ / "map.xml") << "<map>\n  <biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n"
+                                       "  <biz id=\"2\" name=\"ad\">\n    <rule algo=\"sliding\" interval=\"3600\" max=\"20\"/>\n"
+                                       "  </biz>\n</map>\n";
+  }
+  void WriteSrv(int files, int keynodes, int chain) {
+    std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n  <store dir=\"data\" files=\""
+                                    << files << "\" keynodes=\"" << keynodes << "\" chain=\"" << chain
+                                    << "\"/>\n</frs>\n";
+  }
+  ProcRun Frsd(const std::string& args) {
+    std::string cmd = std::string(FRSD_PATH) + " " + args + " >" + (dir_ / "out") + " 2>" + (dir_ / "err");
+    int st = std::system(cmd.c_str());
+    return ProcRun{WIFEXITED(st) ? WEXITSTATUS(st) : -1, Slurp(dir_ / "out"), Slurp(dir_ / "err")};
+  }
+  ProcRun Check() { return Frsd("-t -c " + (dir_ / "srv.xml")); }
+  testing::TempDir dir_;
+};
+
+TEST_F(FrsdCheckTest, AGoodConfigurationIsOkAndNothingIsCreated) {
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.substr(r.out.size() - 3), "ok\n") << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "data")) << "-t created the store directory";
+}
+
+TEST_F(FrsdCheckTest, BrokenFilesAreFileLineErrors) {
+  std::ofstream(dir_ / "map.xml") << "<map>\n<biz id=\"1\" name=\"login\">\n<rule interval=\"0\" max=\"5\"/>\n</biz>\n</map>\n";
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err.rfind(dir_ / "map.xml:3: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.out, "");
+
+  std::ofstream(dir_ / "srv.xml") << "<frs>\n<map>map.xml</map>\n<store dir=\"d\" chain=\"0\"/>\n</frs>\n";
+  r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err.rfind(dir_ / "srv.xml:3: ", 0), 0u) << r.err;
+}
+
+TEST_F(FrsdCheckTest, ABizWhoseNodeDoesNotFitTheChainIsNamed) {
+  WriteSrv(2, 64, 1);  // a sliding rule of max 20 needs more than one 64-byte slot
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find(dir_ / "map.xml:3: biz \"ad\" needs "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("<store chain>"), std::string::npos) << r.err;
+}
+
+TEST_F(FrsdCheckTest, AStoreOfAnotherGeometryOrWithAMissingFileIsRefused) {
+  // frsctl import of nothing creates the store with srv.xml's geometry.
+  std::string create = std::string(FRSCTL_PATH) + " -c " + (dir_ / "srv.xml") + " import </dev/null >/dev/null 2>&1";
+  ASSERT_EQ(std::system(create.c_str()), 0);
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "data/frs.1.store"));
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("matches"), std::string::npos) << r.out;
+
+  WriteSrv(2, 128, 8);
+  r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("frs.0.store"), std::string::npos) << r.err;
+
+  WriteSrv(2, 64, 8);
+  std::filesystem::remove(dir_ / "data/frs.1.store");
+  r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("missing " + (dir_ / "data/frs.1.store")), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace frs
