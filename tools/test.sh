@@ -15,11 +15,23 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan fuzz}; do
     # libFuzzer (with ASan+UBSan) on the whole request path for 60 s, from a
     # scratch copy of the corpus so the run adds nothing to the tree.
     cmake --build --preset fuzz -j"$jobs" --target frs_fuzz_request
+    # Crash inputs (-artifact_prefix) go to a scratch directory too, and are
+    # printed, so a failure leaves nothing in the working tree.
     corpus=$(mktemp -d)
+    artifacts=$(mktemp -d)
     cp tests/fuzz/corpus/* "$corpus"/
+    rc=0
     build-fuzz/src/server/frs_fuzz_request -max_total_time="${FRS_FUZZ_SECONDS:-60}" -timeout=10 \
-      -rss_limit_mb=4096 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
-    rm -rf "$corpus"
+      -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" >"$artifacts/log" 2>&1 || rc=$?
+    tail -n 12 "$artifacts/log"
+    if [ "$rc" != 0 ]; then
+      grep -E "ERROR|runtime error|SUMMARY" "$artifacts/log" | head -20
+      for a in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-*; do
+        [ -e "$a" ] && { echo "== $a (base64):"; base64 "$a"; }
+      done
+    fi
+    rm -rf "$corpus" "$artifacts"
+    [ "$rc" = 0 ] || { echo "fuzz: the fuzzer found a failure (exit $rc)"; exit "$rc"; }
   elif [ "$preset" = tsan ]; then
     cmake --build --preset tsan -j"$jobs" --target store_test
     ctest --preset tsan -j"$jobs" -R '^Store'

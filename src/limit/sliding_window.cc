@@ -85,9 +85,15 @@ Counted CountExact(const ExactView& v, int64_t t, int64_t interval, int64_t max,
   k.retry_at_s = t;
   int64_t must_leave = k.count + n - max;
   if (must_leave > 0) {
-    // n > max never fits: wait for the window to empty.
-    int64_t idx = first + std::min(must_leave, k.count) - 1;
-    k.retry_at_s = int64_t{v.ts[idx]} + interval;
+    if (k.count == 0) {
+      // Only n > max gets here, and no wait makes it fit: answer the most
+      // generous wait (an empty window) without indexing a use there is not.
+      k.retry_at_s = t + interval;
+    } else {
+      // n > max never fits: wait for the window to empty.
+      int64_t idx = first + std::min(must_leave, k.count) - 1;
+      k.retry_at_s = int64_t{v.ts[idx]} + interval;
+    }
   }
   return k;
 }
@@ -112,6 +118,8 @@ Counted CountBuckets(const BucketView& v, int64_t t, int64_t interval, int64_t w
     left -= v.Get(i);
     k.retry_at_s = leaves;
   }
+  // n > max on an empty window: as the exact form, a whole interval.
+  if (k.count == 0 && n > max) k.retry_at_s = t + interval;
   return k;
 }
 

@@ -33,6 +33,23 @@ TEST(SlidingWindow, AUseCountsForExactlyIntervalSeconds) {
   EXPECT_FALSE(h.Acquire((kDay0 + 3601) * 1000).allowed);
 }
 
+// The fuzzer's find: more uses than max asked of an empty exact window read
+// ts[-1] (UBSan). Such a request is denied, counts nothing, and says to wait
+// a whole interval; the same with uses in the window and in bucketed form.
+TEST(SlidingWindow, MoreThanMaxOnAnEmptyWindowIsDeniedWithoutReadingOutside) {
+  for (int64_t max : {1, 2, 22, 23, 1000}) {
+    RuleHarness h(Algo::kSliding, 3600, max);
+    RuleResult r = h.Acquire(kDay0 * 1000, max + 1);
+    EXPECT_FALSE(r.allowed) << max;
+    EXPECT_EQ(r.count, 0) << max;
+    EXPECT_EQ(r.retry_after, 3600) << max;
+    EXPECT_TRUE(h.Acquire(kDay0 * 1000 + 1, 1).allowed) << max;
+    r = h.Acquire(kDay0 * 1000 + 2, max + 1);
+    EXPECT_FALSE(r.allowed) << max;
+    EXPECT_GE(r.retry_after, 1) << max;
+  }
+}
+
 TEST(SlidingWindow, ThreeADayIsThreeInAny24Hours) {
   RuleHarness h(Algo::kSliding, 86400, 3);
   EXPECT_TRUE(h.Acquire(kDay0 * 1000).allowed);
