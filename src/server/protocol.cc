@@ -76,6 +76,48 @@ bool CheckKey(std::string_view key, ProtocolError* err) {
   return Fail(err, 400, "bad key: " + why);
 }
 
+// A control character (C0, DEL, or C1 as UTF-8) in a decoded value.
+bool HasControl(std::string_view v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(v[i]);
+    if (c < 0x20 || c == 0x7f) return true;
+    if (c == 0xc2 && i + 1 < v.size() && static_cast<unsigned char>(v[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(v[i + 1]) <= 0x9f)
+      return true;
+  }
+  return false;
+}
+
+// Checks the raw body before pugixml sees it. pugixml keeps values as C
+// strings: a NUL byte, or a reference that decodes to one (&#0;), would cut
+// a value short, so that key="alice&#0;x" counted on "alice". It also keeps
+// an unknown entity (&foo;) as literal text. Both are refused here, as are
+// references to characters XML forbids.
+bool CheckRawBody(std::string_view body, ProtocolError* err) {
+  if (body.find('\0') != std::string_view::npos) return Fail(err, 400, "the body contains a NUL byte");
+  for (size_t i = body.find('&'); i != std::string_view::npos; i = body.find('&', i + 1)) {
+    const size_t semi = body.find(';', i + 1);
+    if (semi == std::string_view::npos || semi - i > 12)
+      return Fail(err, 400, "an '&' at byte " + std::to_string(i) + " starts no entity or character reference");
+    const std::string_view name = body.substr(i + 1, semi - i - 1);
+    if (name == "amp" || name == "lt" || name == "gt" || name == "quot" || name == "apos") continue;
+    if (name.empty() || name[0] != '#')
+      return Fail(err, 400, "undefined entity &" + std::string(name) + "; (only &amp; &lt; &gt; &quot; &apos; and "
+                                "character references are allowed)");
+    const bool hex = name.size() > 1 && (name[1] == 'x' || name[1] == 'X');
+    const std::string_view digits = name.substr(hex ? 2 : 1);
+    uint32_t cp = 0;
+    auto r = std::from_chars(digits.data(), digits.data() + digits.size(), cp, hex ? 16 : 10);
+    if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size())
+      return Fail(err, 400, "bad character reference &" + std::string(name) + ";");
+    const bool xml_char = cp == 0x9 || cp == 0xa || cp == 0xd || (cp >= 0x20 && cp <= 0xd7ff) ||
+                          (cp >= 0xe000 && cp <= 0xfffd) || (cp >= 0x10000 && cp <= 0x10ffff);
+    if (!xml_char)
+      return Fail(err, 400, "character reference &" + std::string(name) + "; is not an XML character");
+  }
+  return true;
+}
+
 // Fills `r` from the attributes of one <request>.
 bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
   bool have_cmd = false, have_biz = false, have_key = false, have_n = false, have_count = false;
@@ -83,6 +125,10 @@ bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
   for (pugi::xml_attribute a = node.first_attribute(); a; a = a.next_attribute()) {
     std::string_view name = a.name();
     std::string_view value = a.value();
+    // After entity decoding, as the value will be used: no attribute of the
+    // protocol may hold a control character (a tab, a newline, DEL, C1).
+    if (HasControl(value))
+      return Fail(err, 400, "attribute \"" + std::string(name.substr(0, 64)) + "\" contains a control character");
     bool dup = false;
     if (name == "cmd") {
       dup = have_cmd;
@@ -141,7 +187,8 @@ bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
 bool HasStrayContent(const pugi::xml_node& node) {
   for (pugi::xml_node c = node.first_child(); c; c = c.next_sibling()) {
     if (c.type() == pugi::node_comment) continue;
-    if (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) {
+    if (c.type() == pugi::node_cdata) return true;  // even an empty or blank CDATA section
+    if (c.type() == pugi::node_pcdata) {
       for (const char* p = c.value(); *p; ++p)
         if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') return true;
       continue;
@@ -206,14 +253,41 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   out->clear();
   *is_batch = false;
   if (len == 0) return Fail(err, 400, "the request body is empty: send <request cmd=\"...\" .../> or <batch>");
-  // parse_escapes only: entity references decode, whitespace in attribute
-  // values stays as sent (a key is compared byte for byte).
-  pugi::xml_parse_result pr = doc_.load_buffer_inplace(body, len, pugi::parse_escapes, pugi::encoding_utf8);
+  if (!CheckRawBody(std::string_view(body, len), err)) return false;
+  // Entity references decode; whitespace in attribute values stays as sent
+  // (a key is compared byte for byte). CDATA, comments, processing
+  // instructions and, as a fragment, text outside the root are all kept in
+  // the tree so that the checks below see them instead of pugixml dropping
+  // them silently.
+  constexpr unsigned kFlags = pugi::parse_escapes | pugi::parse_cdata | pugi::parse_comments | pugi::parse_pi |
+                              pugi::parse_declaration | pugi::parse_fragment;
+  pugi::xml_parse_result pr = doc_.load_buffer_inplace(body, len, kFlags, pugi::encoding_utf8);
   if (!pr)
     return Fail(err, 400,
                 std::string("the body is not well-formed XML (") + pr.description() + " at byte " +
                     std::to_string(pr.offset) + ")");
-  pugi::xml_node root = doc_.document_element();
+  // One element, with nothing but an XML declaration, comments and
+  // whitespace around it.
+  pugi::xml_node root;
+  for (pugi::xml_node c = doc_.first_child(); c; c = c.next_sibling()) {
+    switch (c.type()) {
+      case pugi::node_element:
+        if (root) return Fail(err, 400, "the body holds more than one root element");
+        root = c;
+        break;
+      case pugi::node_comment:
+      case pugi::node_declaration:
+        break;
+      case pugi::node_pcdata:
+        for (const char* p = c.value(); *p; ++p)
+          if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n')
+            return Fail(err, 400, "the body holds text outside its root element");
+        break;
+      default:
+        return Fail(err, 400, "the body holds CDATA or a processing instruction outside its root element");
+    }
+  }
+  if (!root) return Fail(err, 400, "the body holds no element: send <request cmd=\"...\" .../> or <batch>");
   std::string_view rname = root.name();
   if (rname == "request") {
     if (HasStrayContent(root)) return Fail(err, 400, "<request> must be empty");
@@ -228,7 +302,8 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   *is_batch = true;
   for (pugi::xml_node c = root.first_child(); c; c = c.next_sibling()) {
     if (c.type() == pugi::node_comment) continue;
-    if (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) {
+    if (c.type() == pugi::node_cdata) return Fail(err, 400, "<batch> holds CDATA; it takes <request> elements only");
+    if (c.type() == pugi::node_pcdata) {
       for (const char* p = c.value(); *p; ++p)
         if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') return Fail(err, 400, "<batch> holds text; it takes <request> elements only");
       continue;

@@ -43,6 +43,52 @@ TEST(Protocol, DecodesEntitiesInKeys) {
   EXPECT_EQ(r.reqs[0].key, "a&b<c");
 }
 
+// &#0; (or a raw NUL) cut attribute values short, so that key="alice&#0;x"
+// counted on "alice" and a token with &#0;junk after it was accepted. Every
+// attribute holding a control character after decoding, every body that is
+// not exactly one element, and every undefined entity is a 400 now.
+TEST(Protocol, ControlCharactersAndStrayContentAre400) {
+  const std::string bad[] = {
+      R"(<request cmd="acquire" biz="login" key="alice&#0;x"/>)",
+      R"(<request cmd="acquire" biz="login" key="alice&#x0;x"/>)",
+      R"(<request cmd="acquire" biz="login&#0;x" key="alice"/>)",
+      R"(<request cmd="acquire&#0;x" biz="login" key="alice"/>)",
+      R"(<request cmd="reset" biz="login" token="s3cret&#0;junk"/>)",
+      std::string("<request cmd=\"acquire\" biz=\"login\" key=\"alice") + '\0' + "x\"/>",
+      R"(<request cmd="acquire" biz="login" key="a&#9;b"/>)",
+      R"(<request cmd="acquire" biz="log&#10;in" key="a"/>)",
+      R"(<request cmd="reset" biz="login" token="t&#127;"/>)",
+      R"(<request cmd="acquire" biz="login" key="a&#x85;b"/>)",
+      R"(<request cmd="acquire" biz="login" key="a&#1;b"/>)",
+      R"(<request cmd="acquire" biz="login" key="alice"/><request cmd="acquire" biz="login" key="bob"/>)",
+      R"(<request cmd="acquire" biz="login" key="alice"/>trailing)",
+      R"(garbage<request cmd="acquire" biz="login" key="alice"/>)",
+      R"(<request cmd="acquire" biz="login" key="alice"><![CDATA[x]]></request>)",
+      R"(<request cmd="acquire" biz="login" key="alice"><![CDATA[]]></request>)",
+      R"(<request cmd="acquire" biz="login" key="alice">text</request>)",
+      R"(<batch><![CDATA[ ]]><request cmd="acquire" biz="login" key="a"/></batch>)",
+      R"(<request cmd="acquire" biz="login" key="&foo;"/>)",
+      R"(<request cmd="acquire" biz="login" key="a&b"/>)",
+      R"(<request cmd="acquire" biz="login" key="&#xD800;"/>)",
+      R"(<?pi x?><request cmd="acquire" biz="login" key="a"/>)",
+  };
+  for (const std::string& b : bad) {
+    XmlRequestDecoder d;
+    std::string body = b;
+    Decoded r = DecodeText(d, body);
+    EXPECT_FALSE(r.ok) << b;
+    EXPECT_EQ(r.err.status, 400) << b;
+    EXPECT_FALSE(r.err.msg.empty()) << b;
+  }
+  // What stays allowed: the five entities, references to ordinary
+  // characters, a declaration, comments and whitespace around the root.
+  XmlRequestDecoder d;
+  std::string body = "<?xml version=\"1.0\"?>\n<!-- c --><request cmd=\"get\" biz=\"1\" key=\"&#65;&#x42;&quot;\"/>\n";
+  Decoded r = DecodeText(d, body);
+  ASSERT_TRUE(r.ok) << r.err.msg;
+  EXPECT_EQ(r.reqs[0].key, "AB\"");
+}
+
 TEST(Protocol, DecodesBatch) {
   XmlRequestDecoder d;
   std::string body =
