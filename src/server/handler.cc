@@ -1,5 +1,6 @@
 #include "server/handler.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstring>
 #include <ctime>
@@ -144,8 +145,28 @@ void Handler::CountDecision(const WireRequest& r, const Decision& d) {
   if (d.shadow && d.would_deny) CounterAdd(counters_->biz_shadow_denied[biz]);
 }
 
+namespace {
+
+// RFC 9112 3.2.2: a server accepts the absolute form of a target (what a
+// proxy may send: "http://host:port/acquire?..."); the authority is not ours
+// to check, the path and query are used as in the origin form.
+std::string_view OriginForm(std::string_view target) {
+  auto starts = [&](std::string_view scheme) {
+    if (target.size() < scheme.size()) return false;
+    for (size_t i = 0; i < scheme.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(target[i])) != scheme[i]) return false;
+    return true;
+  };
+  const size_t skip = starts("http://") ? 7 : starts("https://") ? 8 : 0;
+  if (skip == 0) return target;
+  const size_t end = target.find_first_of("/?", skip);
+  return end == std::string_view::npos ? std::string_view("/") : target.substr(end);
+}
+
+}  // namespace
+
 bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t start_ns, std::string* out) {
-  std::string_view target(base + head.target_off, head.target_len);
+  std::string_view target = OriginForm(std::string_view(base + head.target_off, head.target_len));
   size_t q = target.find('?');
   std::string_view path = target.substr(0, q);
   std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);

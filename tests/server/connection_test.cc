@@ -72,6 +72,20 @@ TEST(Connection, AnswersPipelinedGetsInOrder) {
   EXPECT_EQ(h.conn.state(), Connection::State::kOpen);
 }
 
+// RFC 9112 requires a server to accept the absolute form; it was a 404.
+TEST(Connection, AbsoluteFormTargetsAreAccepted) {
+  Harness h;
+  const std::string body = "<request cmd=\"query\" biz=\"login\" key=\"abs\"/>";
+  std::string out = h.Send("GET http://127.0.0.1:8300/acquire?biz=login&key=abs HTTP/1.1\r\nHost: x\r\n\r\n"
+                           "GET HTTP://frs.example/health HTTP/1.1\r\nHost: x\r\n\r\n"
+                           "POST https://frs.example/frs HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n" + body +
+                           "GET http://frs.example HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(CountOf(out, "HTTP/1.1 200 OK"), 3) << out;
+  EXPECT_NE(out.find("count=\"1\""), std::string::npos) << "the absolute-form acquire counted on key abs\n" << out;
+  EXPECT_EQ(CountOf(out, "HTTP/1.1 404"), 1) << "http://host alone is the path /, which is not an endpoint\n" << out;
+}
+
 TEST(Connection, SameAnswersWhenBytesTrickle) {
   Harness h;
   std::string body = R"(<request cmd="acquire" biz="login" key="k" n="2"/>)";
