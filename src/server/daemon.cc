@@ -32,6 +32,7 @@ Status Daemon::Daemonize() {
   if (pid < 0) return Status::FromErrno("fork", errno);
   if (pid > 0) _exit(0);
   notify_fd_ = fds[1];
+  daemonized_ = true;
   umask(027);
   if (chdir("/") != 0) return Status::FromErrno("chdir /", errno);
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -67,6 +68,16 @@ void Daemon::Failed() {
 void Daemon::CloseInChild() {
   if (notify_fd_ >= 0) ::close(notify_fd_);
   notify_fd_ = -1;
+  // A worker of a daemon must not keep the launcher's stderr either: a
+  // caller reading it (out=$(frsd ... 2>&1)) waits for every holder to close
+  // it. Workers log to the log file; their stderr is /dev/null.
+  if (daemonized_) {
+    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+      dup2(null, 2);
+      if (null > 2) ::close(null);
+    }
+  }
 }
 
 }  // namespace frs::server

@@ -23,11 +23,14 @@ class Daemon {
   // Tells the waiting parent we failed (it exits 1).
   void Failed();
   // In a forked worker: drop our copy of the start-up pipe, so the waiting
-  // parent sees the master's verdict, not the worker's lifetime.
+  // parent sees the master's verdict, not the worker's lifetime, and (when
+  // daemonized) the launcher's stderr, so nothing of ours holds it after
+  // Ready().
   void CloseInChild();
 
  private:
   int notify_fd_ = -1;
+  bool daemonized_ = false;
 };
 
 }  // namespace frs::server

@@ -240,6 +240,51 @@ TEST(LifecycleE2E, DaemonWritesItsPidFileAndStopsOnSigterm) {
   EXPECT_NE(ReadFile(s.dir() + "/data/frsd.log").find("stopped"), std::string::npos);
 }
 
+// `out=$(frsd -c srv.xml 2>&1)` never returned: the workers, forked before
+// the master let go of stderr, kept the caller's pipe open for their life.
+TEST(LifecycleE2E, ADaemonLaunchedFromAPipeReleasesIt) {
+  Frsd s;
+  s.WriteConfig(FreePort());
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  std::string cfg = s.config();
+  pid_t launcher = fork();
+  if (launcher == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    execl(FRSD_PATH, FRSD_PATH, "-c", cfg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  // EOF on the pipe means no process of frsd holds it any more.
+  bool eof = false;
+  int64_t end = NowMs() + 5000;
+  while (NowMs() < end) {
+    pollfd p{fds[0], POLLIN, 100};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[256];
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n == 0) {
+      eof = true;
+      break;
+    }
+  }
+  close(fds[0]);
+  int st = 0;
+  waitpid(launcher, &st, 0);
+  pid_t daemon = static_cast<pid_t>(std::atoi(ReadFile(s.dir() + "/frsd.pid").c_str()));
+  EXPECT_TRUE(eof) << "a process of frsd still holds the launcher's stdout/stderr";
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  ASSERT_GT(daemon, 0);
+  Client c(s.port());
+  EXPECT_EQ(c.Get("/health").status, 200) << "the daemon serves after letting go";
+  c.Close();
+  kill(daemon, SIGTERM);
+  EXPECT_TRUE(WaitFor([&] { return ReadFile("/proc/" + std::to_string(daemon) + "/stat").empty() ||
+                                   ReadFile(s.dir() + "/data/frsd.log").find("stopped") != std::string::npos; },
+                      6000));
+}
+
 TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {
   ServerOptions o;
   o.extra = "  <allow>10.0.0.0/8</allow>\n";
