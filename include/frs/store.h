@@ -56,6 +56,11 @@ struct StoreOptions {
   std::string dir;
   StoreGeometry geometry;
   bool create_if_missing = true;   // false: a missing store is NotFound
+  // A store is created only whole: when some of its files exist and others
+  // do not, Open refuses and names the missing ones (their counts are gone
+  // unless restored). This creates them empty instead (frsctl init
+  // --recreate-missing, an operator's explicit choice).
+  bool recreate_missing_files = false;
   // Called (rarely) when a dead owner's lock is recovered; may be empty.
   std::function<void(const std::string& what)> on_recovery;
 };

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <random>
@@ -23,28 +24,47 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     if (!opts.create_if_missing) return Status::NotFound(opts.dir + ": no store here (directory missing)");
     if (::mkdir(opts.dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::FromErrno(opts.dir, errno);
   }
-  if (!opts.create_if_missing) {
-    // Refuse a half store up front rather than creating its missing files.
+  // A half store is refused up front rather than completed with empty
+  // files: a deleted frs.1.store silently recreated would lose its keys'
+  // counts with no word said.
+  {
+    std::string missing;
+    uint32_t present = 0;
     for (uint32_t i = 0; i < g.files; ++i) {
       std::string p = store::StoreFile::PathFor(opts.dir, i);
-      if (!std::filesystem::exists(p, ec)) return Status::NotFound(p + ": no such store file");
+      if (std::filesystem::exists(p, ec)) ++present;
+      else missing += (missing.empty() ? "" : ", ") + p;
     }
+    if (present == 0 && !opts.create_if_missing)
+      return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");
+    if (present > 0 && !missing.empty() && !opts.recreate_missing_files)
+      return Status::NotFound("the store in " + opts.dir + " is incomplete: " + missing +
+                              " is missing (the counts it held are lost unless you restore it from a backup); "
+                              "restore it, or start it empty with `frsctl init --recreate-missing`");
   }
   // A new store gets a random id; files of one store must agree on it.
+  // Existing files are opened first, so that a file recreated empty takes
+  // the id of the store it joins.
   std::random_device rd;
-  uint64_t new_id = (uint64_t{rd()} << 32) ^ rd();
-  std::vector<std::unique_ptr<store::StoreFile>> files;
+  const uint64_t new_id = (uint64_t{rd()} << 32) ^ rd();
   uint64_t id = 0;
-  for (uint32_t i = 0; i < g.files; ++i) {
-    auto f = store::StoreFile::Open(opts.dir, i, g, opts.create_if_missing, id ? id : new_id);
-    if (!f.ok()) return f.status();
-    if (i == 0) {
-      id = f.value()->store_id();
-    } else if (f.value()->store_id() != id) {
-      return Status::Mismatch(f.value()->path() + ": belongs to another store than " +
-                              store::StoreFile::PathFor(opts.dir, 0) + " (store ids differ)");
+  bool have_id = false;
+  std::vector<std::unique_ptr<store::StoreFile>> files(g.files);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t i = 0; i < g.files; ++i) {
+      if (files[i]) continue;
+      if (pass == 0 && !std::filesystem::exists(store::StoreFile::PathFor(opts.dir, i), ec)) continue;
+      auto f = store::StoreFile::Open(opts.dir, i, g, opts.create_if_missing || opts.recreate_missing_files,
+                                      have_id ? id : new_id);
+      if (!f.ok()) return f.status();
+      if (!have_id) {
+        id = f.value()->store_id();
+        have_id = true;
+      } else if (f.value()->store_id() != id) {
+        return Status::Mismatch(f.value()->path() + ": belongs to another store than the other files (store ids differ)");
+      }
+      files[i] = std::move(f.value());
     }
-    files.push_back(std::move(f.value()));
   }
   return std::unique_ptr<Store>(std::make_unique<store::StoreImpl>(opts, std::move(files)));
 }

@@ -2,6 +2,8 @@
 // respawn, locking, daemon mode, limits.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <atomic>
 #include <set>
 
@@ -283,6 +285,22 @@ TEST(LifecycleE2E, ADaemonLaunchedFromAPipeReleasesIt) {
   EXPECT_TRUE(WaitFor([&] { return ReadFile("/proc/" + std::to_string(daemon) + "/stat").empty() ||
                                    ReadFile(s.dir() + "/data/frsd.log").find("stopped") != std::string::npos; },
                       6000));
+}
+
+// A deleted store file was recreated empty at the next start, silently.
+TEST(LifecycleE2E, AStartWithAStoreFileMissingIsRefused) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client c(s.port());
+  for (int i = 0; i < 50; ++i) c.Get("/acquire?biz=login&key=k" + std::to_string(i));
+  c.Close();
+  ASSERT_EQ(s.Stop(), 0);
+  ASSERT_TRUE(std::filesystem::remove(s.dir() + "/data/frs.1.store"));
+  s.Spawn();
+  ASSERT_TRUE(s.Exited(5000));
+  EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
+  EXPECT_NE(s.log().find("frs.1.store is missing"), std::string::npos) << s.log();
+  EXPECT_FALSE(std::filesystem::exists(s.dir() + "/data/frs.1.store"));
 }
 
 TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {

@@ -192,6 +192,26 @@ TEST_F(FrsctlTest, VersionAndTheDefaultConfigPath) {
   }
 }
 
+TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
+  CtlRun r = Ctl({"init"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("created a store"), std::string::npos) << r.out;
+  Fill();
+  std::filesystem::remove(dir_ / "data/frs.1.store");
+  r = Ctl({"get", "login", "user:1"});
+  EXPECT_EQ(r.rc, 3) << r.err;
+  EXPECT_NE(r.err.find("frs.1.store is missing"), std::string::npos) << r.err;
+  r = Ctl({"init"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--recreate-missing"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "data/frs.1.store"));
+  r = Ctl({"init", "--recreate-missing"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("frs.1.store: created empty"), std::string::npos) << r.out;
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+}
+
 TEST_F(FrsctlTest, AnUnknownCommandNamesItselfAndTheCommands) {
   CtlRun r = Ctl({"frobnicate"});
   EXPECT_EQ(r.rc, 2);
@@ -220,7 +240,7 @@ TEST_F(FrsctlTest, MissingStoreIsAnErrorAndIsNotCreated) {
     CtlRun r = Ctl(args);
     EXPECT_EQ(r.rc, 3) << args[0];
     EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
-    EXPECT_NE(r.err.find("frsctl import"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("frsctl init"), std::string::npos) << r.err;
   }
   EXPECT_FALSE(std::filesystem::exists(dir_ / "data/frs.0.store"));
 }

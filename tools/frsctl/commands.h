@@ -50,6 +50,9 @@ struct ImportArgs {
   bool dry_run = false;
 };
 
+struct InitArgs {
+  bool recreate_missing = false;
+};
 struct OwnerArgs {
   std::string route;
   bool is_key = false;  // apply the key's {hash tag} rule first
@@ -57,6 +60,7 @@ struct OwnerArgs {
 
 Result<int> RunStat(Session& s, const StatArgs& a);
 Result<int> RunOwner(Session& s, const OwnerArgs& a);
+Result<int> RunInit(Session& s, const InitArgs& a);
 Result<int> RunGet(Session& s, const NodeArgs& a);
 Result<int> RunSet(Session& s, const SetArgs& a);
 Result<int> RunDel(Session& s, const NodeArgs& a);

@@ -169,6 +169,15 @@ int main(int argc, char** argv) {
   commands.back().app->add_option("BIZ", explain.biz, "biz name or id")->required();
   commands.back().app->add_option("KEY", explain.key, "the key")->required();
 
+  frs::ctl::InitArgs init;
+  add("init",
+      "create the store with srv.xml's geometry; --recreate-missing completes a store whose files were lost, with "
+      "empty ones",
+      Needs::kConfig)
+      .run = [&](Session& s) { return RunInit(s, init); };
+  commands.back().app->add_flag("--recreate-missing", init.recreate_missing,
+                                "create the missing files of an incomplete store, empty (their keys' counts are lost)");
+
   frs::ctl::OwnerArgs owner;
   add("owner", "the shard of srv.xml's <cluster> that owns ROUTE (host:port), as nginx's consistent hash picks it",
       Needs::kConfig)

@@ -15,7 +15,9 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   if (!store.ok()) {
     const Status& st = store.status();
     if (st.IsNotFound())
-      return Status::NotFound(st.message() + ": start frsd, or create the store with `frsctl import`");
+      return Status::NotFound(st.message() + (st.message().find("incomplete") != std::string::npos
+                                                  ? std::string()
+                                                  : ": start frsd, or create the store with `frsctl init`"));
     return st;
   }
   s->store = std::move(store).value();

@@ -1,0 +1,47 @@
+// frsctl init: create a store with srv.xml's geometry, or (--recreate-missing)
+// complete a store whose files were lost, with empty ones. frsd never
+// completes a store by itself: a missing file means lost counts, which an
+// operator should decide about (restore it from a backup first if one exists).
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "commands.h"
+#include "config/service_options.h"
+#include "store/store_file.h"
+
+namespace frs::ctl {
+
+Result<int> RunInit(Session& s, const InitArgs& a) {
+  const StoreGeometry& g = s.cfg.geometry;
+  std::vector<std::string> missing;
+  uint32_t present = 0;
+  std::error_code ec;
+  for (uint32_t i = 0; i < g.files; ++i) {
+    std::string p = store::StoreFile::PathFor(s.cfg.store_dir, i);
+    if (std::filesystem::exists(p, ec)) ++present;
+    else missing.push_back(p);
+  }
+  if (missing.empty()) {
+    std::printf("%s: the store is complete (%u files); nothing to do\n", s.cfg.store_dir.c_str(), g.files);
+    return kExitOk;
+  }
+  if (present > 0 && !a.recreate_missing)
+    return Status::InvalidArgument("the store in " + s.cfg.store_dir + " is incomplete (" + missing.front() +
+                                   (missing.size() > 1 ? " and others" : "") +
+                                   " missing): restore the files from a backup, or pass --recreate-missing to start "
+                                   "them empty");
+  StoreOptions so = StoreOptionsFor(s.cfg, /*create_if_missing=*/present == 0);
+  so.recreate_missing_files = present > 0;
+  Result<std::unique_ptr<Store>> store = Store::Open(so);
+  if (!store.ok()) return store.status();
+  if (present == 0) {
+    std::printf("%s: created a store of %u x %u x %u slots\n", s.cfg.store_dir.c_str(), g.files, g.keynodes, g.chain);
+  } else {
+    for (const std::string& p : missing)
+      std::printf("%s: created empty; the keys it held start again from zero\n", p.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace frs::ctl
