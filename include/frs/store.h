@@ -96,6 +96,7 @@ struct FileStats {
   uint64_t evictions_live = 0;
   uint64_t cuckoo_moves = 0;
   uint64_t lock_recoveries = 0;
+  uint64_t damaged_nodes = 0;    // damaged nodes met and ignored (verify --repair clears them)
   uint64_t created_unix = 0;
 };
 
@@ -160,6 +161,11 @@ class Store {
   struct Filter {
     int64_t file = -1, keynode = -1;
     int32_t biz = -1;
+    // A walk beside a busy server: after each stretch of chains, sleep for
+    // as long as the stretch took times (100 - busy_percent) / busy_percent,
+    // so the walk uses at most about busy_percent of a core and its chain
+    // locks and memory traffic leave room for the server (100: no pauses).
+    uint32_t busy_percent = 100;
   };
   virtual Status ForEach(const Filter& filter, const Visitor& visit) = 0;
   // Erases every node for which `pred` is true, one chain locked at a time.

@@ -195,6 +195,10 @@ void Metrics::Render(Engine& engine, std::string* out) const {
          "Chain locks taken over from dead owners (journal replayed), as recorded in the store files.", st.total.lock_recoveries);
 
   Simple(out, "frs_worker_restarts_total", "counter", "Workers respawned after they died.", CounterGet(master_->worker_restarts));
+  Simple(out, "frs_store_damaged_nodes_total", "counter",
+         "Damaged nodes met by lookups and walks and ignored (their keys count as absent); frsctl verify --repair "
+         "clears them.",
+         st.total.damaged_nodes);
   Simple(out, "frs_lock_recoveries_total", "counter", "Store locks the master released for workers that died holding them.",
          CounterGet(master_->lock_recoveries));
   Simple(out, "frs_reloads_total", "counter", "map.xml reloads applied by workers (SIGHUP).", reloads);

@@ -16,14 +16,43 @@ namespace frs::store {
 inline const NodeHeader* HeaderAt(const uint8_t* slot) { return reinterpret_cast<const NodeHeader*>(slot); }
 inline NodeHeader* HeaderAt(uint8_t* slot) { return reinterpret_cast<NodeHeader*>(slot); }
 
+// How many slots the node starting at slot `i` really covers. Nothing read
+// from the mapping is trusted: the header's span counts only when it is in
+// range, the state and key bytes fit it, the node's tag matches its
+// fingerprint and no slot it would cover is tagged as another node's start.
+// Otherwise the node is damaged, and its extent is its own slot plus the
+// untagged, non-free slots after it (at most kMaxSpan): damage never
+// reaches a neighbour that the tags vouch for, and a damaged node can be
+// cleared without touching anything else.
+struct NodeExtent {
+  uint32_t span = 1;
+  bool damaged = false;
+};
+inline NodeExtent ExtentAt(const uint8_t* slot0, const uint8_t* tags, uint32_t chain, uint32_t i) {
+  const NodeHeader* h = HeaderAt(slot0 + uint64_t{i} * kSlotBytes);
+  const uint32_t span = h->span;
+  bool ok = span >= 1 && span <= kMaxSpan && span <= chain - i && h->key_len != 0 &&
+            uint32_t{kNodeHeaderBytes} + h->state_len + h->key_stored <= span * kSlotBytes &&
+            h->key_stored <= h->key_len && tags[i] == TagOf(h->fp_hi);
+  for (uint32_t k = 1; ok && k < span; ++k) ok = tags[i + k] == 0;
+  if (ok) return {span, false};
+  uint32_t n = 1;
+  while (n < kMaxSpan && i + n < chain && tags[i + n] == 0 &&
+         HeaderAt(slot0 + uint64_t{i + n} * kSlotBytes)->key_len != 0)
+    ++n;
+  return {n, true};
+}
+
 struct ChainMap {
   static constexpr uint8_t kFree = 0xFF;
   uint32_t n = 0;
-  uint8_t start[64];  // for each slot: first slot of the node covering it, or kFree
+  uint8_t start[64];     // for each slot: first slot of the node covering it, or kFree
+  uint64_t damaged = 0;  // bit s: the node starting at s is damaged (see ExtentAt)
 
-  // `slot0` points at the chain's first slot.
-  void Build(const uint8_t* slot0, uint32_t chain) {
+  // `slot0` points at the chain's first slot, `tags` at its tags.
+  void Build(const uint8_t* slot0, const uint8_t* tags, uint32_t chain) {
     n = chain;
+    damaged = 0;
     uint32_t i = 0;
     while (i < chain) {
       const NodeHeader* h = HeaderAt(slot0 + uint64_t{i} * kSlotBytes);
@@ -31,12 +60,13 @@ struct ChainMap {
         start[i++] = kFree;
         continue;
       }
-      uint32_t span = h->span == 0 ? 1 : h->span;  // a torn span is repaired by verify; never loop forever
-      if (span > chain - i) span = chain - i;
-      for (uint32_t k = 0; k < span; ++k) start[i + k] = static_cast<uint8_t>(i);
-      i += span;
+      NodeExtent e = ExtentAt(slot0, tags, chain, i);
+      if (e.damaged) damaged |= uint64_t{1} << i;
+      for (uint32_t k = 0; k < e.span; ++k) start[i + k] = static_cast<uint8_t>(i);
+      i += e.span;
     }
   }
+  bool IsDamaged(uint32_t s) const { return (damaged >> s) & 1; }
   uint32_t FreeSlots() const {
     uint32_t f = 0;
     for (uint32_t i = 0; i < n; ++i) f += start[i] == kFree;

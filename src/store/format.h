@@ -65,7 +65,8 @@ struct FileHeader {
   uint64_t evictions_live;
   uint64_t cuckoo_moves;
   uint64_t lock_recoveries;
-  uint64_t reserved1[2];
+  uint64_t damaged_nodes;       // damaged nodes met (and ignored) by lookups and walks
+  uint64_t reserved1[1];
   // The lock held while a dead owner's journal is undone (own cache line).
   alignas(64) uint32_t recovery_lock;
   uint8_t pad1[kHeaderBytes - 384 - 4];

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "os/shm_lock.h"
 #include "store/txn.h"
@@ -35,7 +37,38 @@ struct WriterCacheEntry {
 };
 thread_local std::vector<WriterCacheEntry> t_writers;
 
+// Paces a walk over the chains (see Store::Filter::busy_percent).
+class WalkPacer {
+ public:
+  explicit WalkPacer(uint32_t busy_percent) : busy_(std::clamp<uint32_t>(busy_percent, 1, 100)) {}
+  void Chain() {
+    if (busy_ >= 100 || ++chains_ < kStretch) return;
+    chains_ = 0;
+    const auto now = std::chrono::steady_clock::now();
+    const auto worked = now - since_;
+    std::this_thread::sleep_for(worked * (100 - busy_) / busy_);
+    since_ = std::chrono::steady_clock::now();
+  }
+
+ private:
+  static constexpr uint32_t kStretch = 256;
+  uint32_t busy_;
+  uint32_t chains_ = 0;
+  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+};
+
 }  // namespace
+
+void StoreImpl::NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const {
+  AtomicAdd(f->header()->damaged_nodes, 1);
+  // Logged once per node and process: a lookup meets it on every request.
+  const uint64_t where = (uint64_t{keynode} << 8) | slot;
+  std::lock_guard<std::mutex> g(damage_mu_);
+  if (!damage_logged_.insert({f->path(), where}).second || damage_logged_.size() > 4096) return;
+  if (opts_.on_recovery)
+    opts_.on_recovery(f->path() + ": keynode " + std::to_string(keynode) + " slot " + std::to_string(slot) +
+                      ": damaged node ignored (its key counts as absent; `frsctl verify --repair` clears it)");
+}
 
 StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files)
     : opts_(std::move(opts)), geo_(opts_.geometry), files_(std::move(files)), instance_(g_instances.fetch_add(1)) {
@@ -219,6 +252,12 @@ bool StoreImpl::FindInChain(StoreFile* f, uint32_t keynode, uint16_t biz, const 
     if (tags[i] != t) continue;
     const NodeHeader* h = HeaderAt(f->slot(keynode, i));
     if (h->fp_lo == fp.lo && h->fp_hi == fp.hi && h->biz == biz && h->key_len != 0) {
+      if (ExtentAt(f->slot(keynode, 0), tags, geo_.chain, i).damaged) {
+        // Its key acts as absent: nothing is read from or written into a
+        // node whose fields cannot be trusted.
+        NoteDamage(f, keynode, i);
+        continue;
+      }
       *slot = i;
       return true;
     }
@@ -246,8 +285,9 @@ void StoreImpl::SetTags(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot,
 }
 
 void StoreImpl::ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {
-  NodeHeader* h = HeaderAt(f->slot(keynode, slot));
-  uint32_t span = std::clamp<uint32_t>(h->span, 1, geo_.chain - slot);
+  // The extent the tags vouch for, not the header's span: clearing a
+  // damaged node must not clear a neighbour.
+  const uint32_t span = ExtentAt(f->slot(keynode, 0), f->tags(keynode), geo_.chain, slot).span;
   txn.SaveRange(keynode, slot, span);
   for (uint32_t k = 0; k < span; ++k) std::memset(f->slot(keynode, slot + k), 0, kSlotBytes);
   SetTags(f, txn, keynode, slot, span, 0);
@@ -311,7 +351,7 @@ StoreImpl::Placement StoreImpl::Place(StoreFile* f, Txn& txn, const Location& lo
   const uint32_t cands[2] = {loc.a, loc.b};
   const int ncand = loc.a == loc.b ? 1 : 2;
   ChainMap maps[2];
-  for (int c = 0; c < ncand; ++c) maps[c].Build(f->slot(cands[c], 0), chain);
+  for (int c = 0; c < ncand; ++c) maps[c].Build(f->slot(cands[c], 0), f->tags(cands[c]), chain);
   auto is_pinned = [&](uint32_t keynode, uint32_t slot) {
     if (!pinned) return false;
     for (auto& p : *pinned)
@@ -379,7 +419,7 @@ StoreImpl::Placement StoreImpl::Place(StoreFile* f, Txn& txn, const Location& lo
   for (int c = 0; c < ncand; ++c) {
     const ChainMap& m = maps[c];
     for (uint32_t s = 0; s < chain; ++s) {
-      if (m.start[s] != s || is_pinned(cands[c], s)) continue;
+      if (m.start[s] != s || m.IsDamaged(s) || is_pinned(cands[c], s)) continue;
       uint32_t nspan = m.SpanOf(s);
       ChainMap without = m;
       for (uint32_t k = s; k < s + nspan; ++k) without.start[k] = ChainMap::kFree;
@@ -396,7 +436,7 @@ StoreImpl::Placement StoreImpl::Place(StoreFile* f, Txn& txn, const Location& lo
         locked_here = true;
       }
       ChainMap om;
-      om.Build(f->slot(other, 0), chain);
+      om.Build(f->slot(other, 0), f->tags(other), chain);
       int dest = free_run(om, nspan);
       if (dest >= 0) {
         alignas(8) uint8_t img[kMaxSpan * kSlotBytes];
@@ -504,7 +544,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
       ref.exists = true;
       ref.stored_state_bytes = h->state_len;
       ref.expire_s = h->expire_s;
-      old_span = h->span;
+      old_span = ExtentAt(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain, pos.slot).span;
       std::memcpy(buf, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, state_bytes));
       if (key.bytes.size() < h->key_stored) {
         // An import by fingerprint: keep the key bytes the node already has.
@@ -533,7 +573,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
       bool fits = span_new <= old_span;
       if (!fits) {
         ChainMap m;
-        m.Build(f->slot(pos.keynode, 0), geo_.chain);
+        m.Build(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain);
         fits = pos.slot + span_new <= geo_.chain;
         for (uint32_t k = pos.slot + old_span; fits && k < pos.slot + span_new; ++k) fits = m.start[k] == ChainMap::kFree;
       }
@@ -632,7 +672,7 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
       ref.exists = true;
       ref.stored_state_bytes = h->state_len;
       ref.expire_s = h->expire_s;
-      old_span[i] = h->span;
+      old_span[i] = ExtentAt(f->slot(pos[i].keynode, 0), f->tags(pos[i].keynode), geo_.chain, pos[i].slot).span;
       std::memcpy(ref.state, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, ref.state_bytes));
     }
   }
@@ -773,6 +813,7 @@ Status StoreImpl::Erase(const KeyRef& key) {
 
 Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
   std::vector<NodeInfo> batch;
+  WalkPacer pacer(filter.busy_percent);
   for (uint32_t fi = 0; fi < files_.size(); ++fi) {
     if (filter.file >= 0 && filter.file != fi) continue;
     StoreFile* f = files_[fi].get();
@@ -780,6 +821,8 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
       if (filter.keynode >= 0 && filter.keynode != k) continue;
       batch.clear();
       {
+        // The chain is copied out under its lock and visited after: a slow
+        // visitor (a terminal, a pipe) never holds a lock the server needs.
         LockChain(f, k);
         uint32_t i = 0;
         while (i < geo_.chain) {
@@ -788,15 +831,19 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
             ++i;
             continue;
           }
-          if (filter.biz < 0 || filter.biz == h->biz) {
+          NodeExtent e = ExtentAt(f->slot(k, 0), f->tags(k), geo_.chain, i);
+          if (e.damaged) {
+            NoteDamage(f, k, i);
+          } else if (filter.biz < 0 || filter.biz == h->biz) {
             batch.emplace_back();
             FillInfo(fi, k, i, f->slot(k, i), &batch.back());
           }
-          i += h->span ? h->span : 1;
+          i += e.span;
         }
         os::ShmUnlock(f->lock(k));
       }
       for (const NodeInfo& n : batch) visit(n);
+      pacer.Chain();
     }
   }
   return Status::OK();
@@ -805,6 +852,7 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
 Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bool(const NodeInfo&)>& pred) {
   uint64_t erased = 0;
   NodeInfo info;
+  WalkPacer pacer(filter.busy_percent);
   for (uint32_t fi = 0; fi < files_.size(); ++fi) {
     if (filter.file >= 0 && filter.file != fi) continue;
     StoreFile* f = files_[fi].get();
@@ -820,8 +868,11 @@ Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bo
           ++i;
           continue;
         }
-        uint32_t span = h->span ? h->span : 1;
-        if (filter.biz < 0 || filter.biz == h->biz) {
+        NodeExtent e = ExtentAt(f->slot(k, 0), f->tags(k), geo_.chain, i);
+        const uint32_t span = e.span;
+        if (e.damaged) {
+          NoteDamage(f, k, i);  // left for verify --repair, which reports it
+        } else if (filter.biz < 0 || filter.biz == h->biz) {
           FillInfo(fi, k, i, f->slot(k, i), &info);
           if (!pred || pred(info)) {
             if (!txn.Open()) return WritersBusy(f);
@@ -831,6 +882,7 @@ Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bo
         }
         i += span;
       }
+      pacer.Chain();
     }
   }
   return erased;
@@ -849,6 +901,7 @@ StoreStats StoreImpl::Stats() const {
     fs.evictions_live = AtomicLoad(h->evictions_live);
     fs.cuckoo_moves = AtomicLoad(h->cuckoo_moves);
     fs.lock_recoveries = AtomicLoad(h->lock_recoveries);
+    fs.damaged_nodes = AtomicLoad(h->damaged_nodes);
     fs.created_unix = h->created_unix;
     s.bytes_mapped += f->bytes();
     s.total.nodes_used += fs.nodes_used;
@@ -857,6 +910,7 @@ StoreStats StoreImpl::Stats() const {
     s.total.evictions_live += fs.evictions_live;
     s.total.cuckoo_moves += fs.cuckoo_moves;
     s.total.lock_recoveries += fs.lock_recoveries;
+    s.total.damaged_nodes += fs.damaged_nodes;
     if (s.total.created_unix == 0) s.total.created_unix = fs.created_unix;
     s.per_file.push_back(fs);
   }

@@ -15,6 +15,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "frs/store.h"
@@ -95,6 +97,8 @@ class StoreImpl final : public Store {
   void FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
 
   static Status WritersBusy(StoreFile* f);
+  // Counts a damaged node met by a lookup or a walk, and logs it once.
+  void NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const;
   Status CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t* span) const;
 
   StoreOptions opts_;
@@ -110,6 +114,8 @@ class StoreImpl final : public Store {
     pid_t pid;
   };
   std::vector<Claimed> claimed_;
+  mutable std::mutex damage_mu_;
+  mutable std::set<std::pair<std::string, uint64_t>> damage_logged_;
 };
 
 }  // namespace frs::store

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "os/shm_lock.h"
+#include "store/chain_map.h"
 #include "store/store_impl.h"
 #include "store/txn.h"
 
@@ -65,14 +66,14 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
         }
         std::string where = path + ": keynode " + std::to_string(k) + " slot " + std::to_string(i) + ": ";
         std::string bad;
-        uint32_t span = nh->span;
-        if (span == 0 || span > kMaxSpan || i + span > geo_.chain) {
-          bad = "span " + std::to_string(span) + " out of range";
-          span = 1;
-        } else if (uint32_t{kNodeHeaderBytes} + nh->state_len + nh->key_stored > span * kSlotBytes) {
-          bad = "state and key bytes overflow the node";
-        } else if (nh->key_stored > nh->key_len) {
-          bad = "more key bytes stored than the key has";
+        // The extent the tags vouch for (see ExtentAt): a damaged span never
+        // makes verify or repair reach into a neighbour.
+        const NodeExtent e = ExtentAt(f->slot(k, 0), f->tags(k), geo_.chain, i);
+        const uint32_t span = e.span;
+        if (e.damaged) {
+          bad = "span " + std::to_string(nh->span) + ", state " + std::to_string(nh->state_len) + " and key " +
+                std::to_string(nh->key_stored) + "/" + std::to_string(nh->key_len) +
+                " bytes, or its lookup tag, do not describe a node that fits here";
         } else if (nh->biz == 0) {
           bad = "biz id 0";
         } else {
@@ -87,24 +88,30 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
               ++j;
               continue;
             }
-            if (o->fp_lo == nh->fp_lo && o->fp_hi == nh->fp_hi && o->biz == nh->biz) {
+            const NodeExtent oe = ExtentAt(f->slot(k, 0), f->tags(k), geo_.chain, j);
+            if (!oe.damaged && o->fp_lo == nh->fp_lo && o->fp_hi == nh->fp_hi && o->biz == nh->biz) {
               rep.problems.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(j) +
                                      ": duplicate of the node at slot " + std::to_string(i));
               if (repair) {
+                if (!txn.Open()) return WritersBusy(f);
                 ClearNode(f, txn, k, j);
                 rep.repairs.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(j) +
                                       ": cleared the duplicate");
               }
             }
-            j += o->span ? o->span : 1;
+            j += oe.span;
           }
         }
         if (!bad.empty()) {
           rep.problems.push_back(where + bad + " (torn or damaged node)");
           if (repair) {
-            txn.SaveRange(k, i, span);
+            // Only the damaged node's own slots, journaled: the nodes
+            // around it stay as they are.
+            if (!txn.Open()) return WritersBusy(f);
+            if (!txn.SaveRange(k, i, span)) return Status::Busy(path + ": the repair journal is full");
             for (uint32_t s = 0; s < span; ++s) std::memset(f->slot(k, i + s), 0, kSlotBytes);
-            rep.repairs.push_back(where + "cleared the damaged node");
+            rep.repairs.push_back(where + "cleared the damaged node (" + std::to_string(span) + " slot" +
+                                  (span > 1 ? "s" : "") + ")");
           }
           i += span;
           continue;
@@ -115,7 +122,7 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
       }
       // The tags must name exactly the nodes the headers describe.
       ChainMap m;
-      m.Build(f->slot(k, 0), geo_.chain);
+      m.Build(f->slot(k, 0), f->tags(k), geo_.chain);
       uint8_t* tags = f->tags(k);
       for (uint32_t s = 0; s < geo_.chain; ++s) {
         uint8_t want = m.IsNodeStart(s) ? TagOf(HeaderAt(f->slot(k, s))->fp_hi) : 0;
@@ -123,7 +130,8 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
         rep.problems.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(s) +
                                ": lookup tag disagrees with the node header");
         if (repair) {
-          txn.Save(k, kTagsRecord);
+          if (!txn.Open()) return WritersBusy(f);
+          if (!txn.Save(k, kTagsRecord)) return Status::Busy(path + ": the repair journal is full");
           StoreTag(tags + s, want);
           rep.repairs.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(s) +
                                 ": rewrote the lookup tag");

@@ -71,6 +71,7 @@ void PrintJson(const Session& s, const StoreStats& st, const Walk& w, const std:
   j.Key("evictions_live").Uint(st.total.evictions_live);
   j.Key("cuckoo_moves").Uint(st.total.cuckoo_moves);
   j.Key("lock_recoveries").Uint(st.total.lock_recoveries);
+  j.Key("damaged_nodes").Uint(st.total.damaged_nodes);
   j.Key("nodes_walked").Uint(w.nodes);
   j.Key("nodes_in_alternate").Uint(w.in_alternate);
   j.Key("per_file").BeginArray();
