@@ -36,6 +36,7 @@ bool AllDigits(const std::string& s) {
 Result<int> RunDump(Session& s, const DumpArgs& a) {
   const StoreGeometry& g = s.store->geometry();
   Store::Filter filter;
+  filter.busy_percent = kWalkBusyPercent;
   if (a.file >= 0) {
     if (a.file >= g.files)
       return Status::InvalidArgument("--file " + std::to_string(a.file) + " out of range: the store has files 0.." +

@@ -32,7 +32,7 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
   uint64_t nodes = 0, nameless = 0;
   std::set<uint16_t> unknown_ids;
   Status failed;
-  Status st = s.store->ForEach(Store::Filter{}, [&](const NodeInfo& n) {
+  Status st = s.store->ForEach(Store::Filter{.busy_percent = kWalkBusyPercent}, [&](const NodeInfo& n) {
     if (!failed.ok()) return;
     Result<std::string> line = s.engine->ExportNode(n);
     if (!line.ok()) {

@@ -31,6 +31,7 @@ Result<Walk> WalkChains(Store& store) {
   for (uint32_t f = 0; f < g.files; ++f) {
     std::fill(used.begin(), used.end(), 0);
     Store::Filter filter;
+    filter.busy_percent = kWalkBusyPercent;
     filter.file = f;
     Status st = store.ForEach(filter, [&](const NodeInfo& n) {
       if (n.keynode < used.size()) used[n.keynode] = static_cast<uint8_t>(std::min<uint32_t>(used[n.keynode] + n.span, g.chain));

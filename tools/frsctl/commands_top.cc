@@ -29,6 +29,7 @@ Result<int> RunTop(Session& s, const TopArgs& a) {
   if (!id.ok()) return id.status();
   if (a.n == 0) return Status::InvalidArgument("N must be at least 1");
   Store::Filter filter;
+  filter.busy_percent = kWalkBusyPercent;
   filter.biz = id.value();
   // A min-heap on count: its top is the weakest of the best N so far.
   std::priority_queue<NodeView, std::vector<NodeView>, ByCount> best;

@@ -25,6 +25,11 @@ inline constexpr int kExitNo = 1;     // the answer is "no": get of an absent ke
 inline constexpr int kExitUsage = 2;  // bad command line or argument (unknown biz, bad key)
 inline constexpr int kExitFail = 3;   // could not do it: missing store, I/O, store of another version
 
+// Walks over the whole store (dump, export, stat, top) use at most about
+// half a core: on a live server they must not take the workers' CPU or hold
+// their memory bandwidth (a dump raised frsd's p999 from 0.43 to 8 ms).
+inline constexpr uint32_t kWalkBusyPercent = 50;
+
 struct Session {
   SrvConfig cfg;
   std::unique_ptr<Store> store;
