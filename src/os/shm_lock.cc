@@ -2,78 +2,118 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace frs::os {
 namespace {
 
+static_assert(std::endian::native == std::endian::little, "the futex word is the low half of the lock word");
+
 std::atomic<uint32_t> g_fork_generation{1};
 
-struct TidCache {
+struct SelfCache {
   uint32_t generation = 0;
-  uint32_t tid = 0;
+  Owner self;
 };
-thread_local TidCache t_tid;
+thread_local SelfCache t_self;
 
 [[maybe_unused]] const bool g_atfork_registered = [] {
   pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
   return true;
 }();
 
-long Futex(uint32_t* word, int op, uint32_t val, const timespec* timeout) {
-  return syscall(SYS_futex, word, op, val, timeout, nullptr, 0);
+long Futex(LockWord* word, int op, uint32_t val, const timespec* timeout) {
+  // The low half of the 64-bit word (little-endian: its first 4 bytes).
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, timeout, nullptr, 0);
 }
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
-}  // namespace
-
-uint32_t CurrentTid() {
-  uint32_t gen = g_fork_generation.load(std::memory_order_relaxed);
-  if (t_tid.generation != gen) {
-    t_tid.tid = static_cast<uint32_t>(syscall(SYS_gettid));
-    t_tid.generation = gen;
-  }
-  return t_tid.tid;
+int64_t MonoMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-bool TaskAlive(uint32_t tid) {
-  if (tid == 0) return false;
-  if (::kill(static_cast<pid_t>(tid), 0) != 0 && errno == ESRCH) return false;
-  // A killed child that its parent has not reaped yet is a zombie: it still
-  // answers kill(0) but will never release anything.
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%u/stat", tid);
+// Reads /proc/<path>/stat: the state and the start time (field 22).
+bool ReadStat(const char* path, char* state, uint64_t* start) {
   FILE* f = std::fopen(path, "re");
-  if (!f) return errno != ENOENT;
-  char buf[512];
+  if (!f) return false;
+  char buf[1024];
   size_t n = std::fread(buf, 1, sizeof buf - 1, f);
   std::fclose(f);
   buf[n] = '\0';
   const char* rparen = std::strrchr(buf, ')');  // the command name may hold spaces or parens
-  if (!rparen || rparen[1] != ' ') return true;
-  char state = rparen[2];
-  return state != 'Z' && state != 'X' && state != 'x';
+  if (!rparen || rparen[1] != ' ') return false;
+  *state = rparen[2];
+  // Field 3 is the state; skip to field 22.
+  const char* p = rparen + 2;
+  for (int field = 3; field < 22 && p; ++field) {
+    p = std::strchr(p, ' ');
+    if (p) ++p;
+  }
+  if (!p) return false;
+  *start = std::strtoull(p, nullptr, 10);
+  return true;
 }
 
-bool ShmTryLock(uint32_t* word) {
-  std::atomic_ref<uint32_t> w(*word);
-  uint32_t expected = 0;
-  return w.compare_exchange_strong(expected, CurrentTid(), std::memory_order_acquire, std::memory_order_relaxed);
+}  // namespace
+
+Owner Self() {
+  const uint32_t gen = g_fork_generation.load(std::memory_order_relaxed);
+  if (t_self.generation != gen) {
+    Owner o;
+    o.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%u/stat", o.tid);
+    char state = 0;
+    uint64_t start = 0;
+    if (ReadStat(path, &state, &start)) o.start = static_cast<uint32_t>(start);
+    t_self.self = o;
+    t_self.generation = gen;
+  }
+  return t_self.self;
 }
 
-LockResult ShmLock(uint32_t* word) {
-  std::atomic_ref<uint32_t> w(*word);
-  const uint32_t me = CurrentTid();
-  uint32_t cur = 0;
+bool TaskStart(uint32_t tid, uint32_t* start) {
+  if (tid == 0) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%u/stat", tid);
+  char state = 0;
+  uint64_t st = 0;
+  if (!ReadStat(path, &state, &st)) return false;
+  // A killed child that its parent has not reaped yet is a zombie: it will
+  // never release anything.
+  if (state == 'Z' || state == 'X' || state == 'x') return false;
+  *start = static_cast<uint32_t>(st);
+  return true;
+}
+
+bool OwnerAlive(Owner o) {
+  uint32_t start = 0;
+  if (!TaskStart(o.tid, &start)) return false;
+  return start == o.start;
+}
+
+bool ShmTryLock(LockWord* word) {
+  std::atomic_ref<uint64_t> w(*word);
+  uint64_t expected = 0;
+  return w.compare_exchange_strong(expected, Self().word(), std::memory_order_acquire, std::memory_order_relaxed);
+}
+
+LockResult ShmLock(LockWord* word, const LockWaitReport* report) {
+  std::atomic_ref<uint64_t> w(*word);
+  const uint64_t me = Self().word();
+  uint64_t cur = 0;
   if (w.compare_exchange_strong(cur, me, std::memory_order_acquire, std::memory_order_relaxed)) return {};
 
   // Short spin: critical sections are a few hundred nanoseconds.
@@ -84,9 +124,11 @@ LockResult ShmLock(uint32_t* word) {
   }
 
   const timespec timeout{0, kLockCheckMs * 1000000L};
+  const int64_t began = MonoMs();
+  int64_t next_report = kLockReportMs;
   for (;;) {
     cur = w.load(std::memory_order_relaxed);
-    if ((cur & kLockOwnerMask) == 0) {
+    if ((cur & kLockTidMask) == 0) {
       // Free: keep the sleepers bit, since others may still sleep on the word.
       if (w.compare_exchange_weak(cur, me | (cur & kLockSleepers), std::memory_order_acquire,
                                   std::memory_order_relaxed))
@@ -98,29 +140,34 @@ LockResult ShmLock(uint32_t* word) {
         continue;
       cur |= kLockSleepers;
     }
-    long rc = Futex(word, FUTEX_WAIT, cur, &timeout);
+    long rc = Futex(word, FUTEX_WAIT, static_cast<uint32_t>(cur), &timeout);
     if (rc != 0 && errno == ETIMEDOUT) {
-      uint32_t now = w.load(std::memory_order_relaxed);
-      uint32_t owner = now & kLockOwnerMask;
-      if (owner != 0 && owner == (cur & kLockOwnerMask) && !TaskAlive(owner)) {
+      uint64_t now = w.load(std::memory_order_relaxed);
+      const Owner owner = Owner::FromWord(now);
+      if (owner.tid != 0 && (now & ~kLockSleepers) == (cur & ~kLockSleepers) && !OwnerAlive(owner)) {
         if (w.compare_exchange_strong(now, me | (now & kLockSleepers), std::memory_order_acquire,
                                       std::memory_order_relaxed))
           return LockResult{true, owner};
+      }
+      const int64_t waited = MonoMs() - began;
+      if (report && *report && waited >= next_report && owner.tid != 0) {
+        (*report)(owner, waited);
+        next_report *= 2;
       }
     }
   }
 }
 
-void ShmUnlock(uint32_t* word) {
-  std::atomic_ref<uint32_t> w(*word);
-  uint32_t old = w.exchange(0, std::memory_order_release);
+void ShmUnlock(LockWord* word) {
+  std::atomic_ref<uint64_t> w(*word);
+  uint64_t old = w.exchange(0, std::memory_order_release);
   if (old & kLockSleepers) Futex(word, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-bool ShmForceUnlock(uint32_t* word, uint32_t owner) {
-  std::atomic_ref<uint32_t> w(*word);
-  uint32_t cur = w.load(std::memory_order_acquire);
-  while ((cur & kLockOwnerMask) == owner && owner != 0) {
+bool ShmForceUnlock(LockWord* word, Owner owner) {
+  std::atomic_ref<uint64_t> w(*word);
+  uint64_t cur = w.load(std::memory_order_acquire);
+  while (owner.tid != 0 && Owner::FromWord(cur) == owner) {
     if (w.compare_exchange_weak(cur, 0, std::memory_order_release, std::memory_order_relaxed)) {
       if (cur & kLockSleepers) Futex(word, FUTEX_WAKE, INT_MAX, nullptr);
       return true;

@@ -1,52 +1,81 @@
-// os/shm_lock.h: a lock word in shared memory that survives its owner's death.
+// os/shm_lock.h: a lock word in shared memory that survives its owner's death
+// and the reuse of its owner's pid.
 //
-// The word holds the owner's thread id (0 = free) and, in bit 31, "someone is
-// sleeping". Lock: compare-and-set 0 -> tid; on contention spin briefly, then
-// sleep on the word with futex(2) (the kernel primitive under POSIX
-// semaphores; shared, not private, so it works across processes on a
-// MAP_SHARED file). A sleeper wakes at least every kCheckMs to ask whether the
-// owner still lives; if not, it takes the word over (CAS dead -> self) and
-// tells its caller, who must repair what the dead owner may have left
-// half-done before touching the protected data.
+// The word is 64 bits. The low half holds the owner's thread id (0 = free)
+// and, in bit 31, "someone is sleeping"; it is the futex word. The high half
+// holds the low 32 bits of the owner's start time (clock ticks since boot,
+// field 22 of /proc/TID/stat). Both halves are set with one 64-bit
+// compare-and-set. Lock: CAS 0 -> owner; on contention spin briefly, then
+// sleep on the low half with futex(2) (the kernel primitive under POSIX
+// semaphores; shared, so it works across processes on a MAP_SHARED file). A
+// sleeper wakes at least every kLockCheckMs to ask whether the owner still
+// lives; if not, it takes the word over (CAS dead -> self) and tells its
+// caller, who must repair what the dead owner may have left half-done.
 //
-// Thread ids are cached per thread and reset after fork(). A recycled pid can
-// make a dead owner look alive; the frsd master closes that gap by
-// force-releasing a worker's locks as soon as it reaps it.
+// "Lives" means: a task with that id exists, is not a zombie, and started at
+// the recorded time. A pid handed by the kernel to an unrelated process
+// after its owner died therefore no longer looks like the owner (before,
+// kill(tid, 0) alone made every waiter block forever). A waiter that has
+// waited kLockReportMs calls its report callback, and again each time the
+// wait doubles, so a lock is never waited on silently.
 //
 // Thread safety: all functions are safe from any thread or process.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 namespace frs::os {
 
-inline constexpr uint32_t kLockSleepers = 0x80000000u;
-inline constexpr uint32_t kLockOwnerMask = 0x7fffffffu;
+using LockWord = uint64_t;
+inline constexpr uint64_t kLockSleepers = 0x80000000u;
+inline constexpr uint64_t kLockTidMask = 0x7fffffffu;
 inline constexpr int kLockCheckMs = 10;
+inline constexpr int kLockReportMs = 1000;
 
-// The calling thread's id (gettid), cached.
-uint32_t CurrentTid();
-
-// True unless `tid` is certainly gone (no such task, or a zombie).
-bool TaskAlive(uint32_t tid);
-
-struct LockResult {
-  bool took_over = false;     // the previous owner was dead
-  uint32_t dead_owner = 0;
+// Who owns a lock or a writer entry: a thread id and its start time.
+struct Owner {
+  uint32_t tid = 0;
+  uint32_t start = 0;  // low 32 bits of the start time in clock ticks since boot
+  bool operator==(const Owner&) const = default;
+  uint64_t word() const { return uint64_t{start} << 32 | tid; }
+  static Owner FromWord(uint64_t w) {
+    return Owner{static_cast<uint32_t>(w & kLockTidMask), static_cast<uint32_t>(w >> 32)};
+  }
 };
 
+// The calling thread (gettid and its start time), cached; refreshed after fork.
+Owner Self();
+inline uint32_t CurrentTid() { return Self().tid; }
+
+// The start time of task `tid` (low 32 bits of its clock ticks since boot),
+// or false when it does not exist or is a zombie.
+bool TaskStart(uint32_t tid, uint32_t* start);
+// False when `o` is certainly gone: no such task, a zombie, or a task with
+// that id that started at another time (the id was reused).
+bool OwnerAlive(Owner o);
+
+struct LockResult {
+  bool took_over = false;  // the previous owner was dead
+  Owner dead_owner;
+};
+
+// Called while a waiter waits on a live owner: after kLockReportMs, then
+// each time the wait doubles.
+using LockWaitReport = std::function<void(Owner owner, int64_t waited_ms)>;
+
 // Blocks until the word is ours.
-LockResult ShmLock(uint32_t* word);
+LockResult ShmLock(LockWord* word, const LockWaitReport* report = nullptr);
 // Takes a free word; never waits and never takes over.
-bool ShmTryLock(uint32_t* word);
+bool ShmTryLock(LockWord* word);
 // Releases and wakes sleepers. REQUIRES: held by the caller (or taken over).
-void ShmUnlock(uint32_t* word);
+void ShmUnlock(LockWord* word);
 // If `owner` holds the word, releases it (waking sleepers) and returns true.
-bool ShmForceUnlock(uint32_t* word, uint32_t owner);
-// The owner recorded in the word (0 = free).
-inline uint32_t ShmOwner(const uint32_t* word) {
-  return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(word)).load(std::memory_order_acquire) & kLockOwnerMask;
+bool ShmForceUnlock(LockWord* word, Owner owner);
+// The owner recorded in the word (tid 0 = free).
+inline Owner ShmOwner(const LockWord* word) {
+  return Owner::FromWord(std::atomic_ref<uint64_t>(*const_cast<LockWord*>(word)).load(std::memory_order_acquire));
 }
 
 }  // namespace frs::os

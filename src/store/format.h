@@ -22,7 +22,9 @@
 namespace frs::store {
 
 inline constexpr uint64_t kMagic = 0x45524f5453535246ull;  // "FRSSTORE" read little-endian
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: 64-bit lock words (owner thread id and start time) and writer entries
+// that record their owner's start time.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kWriterEntries = 32;
 inline constexpr uint32_t kChecksummedBytes = 256;
@@ -68,8 +70,8 @@ struct FileHeader {
   uint64_t damaged_nodes;       // damaged nodes met (and ignored) by lookups and walks
   uint64_t reserved1[1];
   // The lock held while a dead owner's journal is undone (own cache line).
-  alignas(64) uint32_t recovery_lock;
-  uint8_t pad1[kHeaderBytes - 384 - 4];
+  alignas(64) uint64_t recovery_lock;
+  uint8_t pad1[kHeaderBytes - 384 - 8];
 };
 static_assert(sizeof(FileHeader) == kHeaderBytes);
 static_assert(offsetof(FileHeader, version) == 8);
@@ -99,19 +101,20 @@ static_assert(offsetof(NodeHeader, biz) == 16);
 static_assert(offsetof(NodeHeader, expire_s) == 24);
 inline constexpr uint8_t kNodeInAlternate = 1;
 
-// ChainHead. A key-node's head: the chain's lock word, then tags[chain]: for the first
+// ChainHead. A key-node's head: the chain's 64-bit lock word (os/shm_lock.h), then tags[chain]: for the first
 // slot of each node a one-byte digest of its fingerprint (never 0), 0 for free
 // and continuation slots. A lookup reads the head (one cache line with the
 // lock) and touches only the slots whose tag matches, instead of walking the
 // chain's lines one miss after another. Tags are written with the node, under
 // the lock and journaled like slots; readers may peek at them without the lock
 // as a hint, confirmed under the lock.
+inline constexpr uint32_t kHeadLockBytes = 8;
 inline constexpr uint32_t HeadBytes(uint32_t chain) {
-  uint32_t b = 8;
-  while (b < 4 + chain) b *= 2;
+  uint32_t b = 16;
+  while (b < kHeadLockBytes + chain) b *= 2;
   return b;
 }
-static_assert(HeadBytes(8) == 16 && HeadBytes(60) == 64 && HeadBytes(64) == 128);
+static_assert(HeadBytes(8) == 16 && HeadBytes(56) == 64 && HeadBytes(60) == 128 && HeadBytes(64) == 128);
 inline uint8_t TagOf(uint64_t fp_hi) {
   // Bits 8..15: independent of the bits that pick the file and key-nodes.
   uint8_t t = static_cast<uint8_t>(fp_hi >> 8);
@@ -133,15 +136,18 @@ struct JournalRecord {
 };
 static_assert(sizeof(JournalRecord) == 72);
 
-// A writer entry belongs to one thread (owner tid) while it writes to this
-// file. `active` is set before the first in-place write of a critical section
-// and cleared after the last; while it is set, `count` records are valid.
+// A writer entry belongs to one thread (owner tid, and that thread's start
+// time, so that a reused tid is not taken for the owner) while it writes to
+// this file. `active` is set before the first in-place write of a critical
+// section and cleared after the last; while it is set, `count` records are
+// valid.
 struct WriterEntryHeader {
-  uint32_t owner;
+  uint64_t owner;   // os::Owner::word(): tid, and start time << 32; 0 = free
   uint32_t active;
   uint32_t count;
-  uint32_t reserved[13];
+  uint32_t reserved[12];
 };
+static_assert(offsetof(WriterEntryHeader, active) == 8 && offsetof(WriterEntryHeader, count) == 12);
 static_assert(sizeof(WriterEntryHeader) == 64);
 
 inline constexpr uint64_t WriterEntryBytes(uint32_t chain) {

@@ -26,10 +26,10 @@ class StoreFile {
                             uint32_t index, uint64_t file_size);
 
   FileHeader* header() const { return reinterpret_cast<FileHeader*>(map_->data()); }
-  uint32_t* lock(uint32_t keynode) const {
-    return reinterpret_cast<uint32_t*>(heads_ + uint64_t{keynode} * head_bytes_);
+  uint64_t* lock(uint32_t keynode) const {
+    return reinterpret_cast<uint64_t*>(heads_ + uint64_t{keynode} * head_bytes_);
   }
-  uint8_t* tags(uint32_t keynode) const { return heads_ + uint64_t{keynode} * head_bytes_ + 4; }
+  uint8_t* tags(uint32_t keynode) const { return heads_ + uint64_t{keynode} * head_bytes_ + kHeadLockBytes; }
   uint8_t* slot(uint32_t keynode, uint32_t s) const {
     return chains_ + (uint64_t{keynode} * chain_ + s) * kSlotBytes;
   }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "os/shm_lock.h"
+#include "os/stop_request.h"
 #include "store/txn.h"
 
 namespace frs::store {
@@ -83,8 +84,8 @@ StoreImpl::~StoreImpl() {
     if (c.pid != me) continue;
     WriterEntryHeader* w = files_[c.file]->writer(c.entry);
     if (AtomicLoad(w->active) == 0) {
-      uint32_t expected = c.tid;
-      std::atomic_ref<uint32_t>(w->owner).compare_exchange_strong(expected, 0);
+      uint64_t expected = c.owner;
+      std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0);
     }
   }
 }
@@ -132,37 +133,31 @@ Status StoreImpl::CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t
 // ---------------------------------------------------------------- locking
 
 WriterEntryHeader* StoreImpl::MyWriter(uint32_t file_index) {
-  const uint32_t tid = os::CurrentTid();
+  const os::Owner self = os::Self();
   for (const WriterCacheEntry& e : t_writers)
-    if (e.instance == instance_ && e.file == file_index && e.tid == tid) return e.w;
+    if (e.instance == instance_ && e.file == file_index && e.tid == self.tid) return e.w;
   StoreFile* f = files_[file_index].get();
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t i = 0; i < kWriterEntries; ++i) {
       WriterEntryHeader* w = f->writer(i);
-      std::atomic_ref<uint32_t> owner(w->owner);
-      uint32_t cur = owner.load(std::memory_order_acquire);
-      if (cur == tid) {
+      std::atomic_ref<uint64_t> owner(w->owner);
+      uint64_t cur = owner.load(std::memory_order_acquire);
+      if (cur == self.word()) {
         // A previous Store object of this thread left it claimed; reuse it.
       } else if (cur != 0) {
-        if (pass == 0 || os::TaskAlive(cur)) continue;
+        if (pass == 0 || os::OwnerAlive(os::Owner::FromWord(cur))) continue;
         // A dead thread's entry: undo whatever it left, then take it.
-        os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
-        (void)lr;
-        if (owner.load(std::memory_order_acquire) == cur) {
-          if (AtomicLoad(w->active)) UndoEntry(f, w);
-          owner.store(0, std::memory_order_release);
-        }
-        os::ShmUnlock(&f->header()->recovery_lock);
+        RecoverDeadWriters(f, os::Owner::FromWord(cur));
         cur = 0;
-        if (!owner.compare_exchange_strong(cur, tid)) continue;
-      } else if (!owner.compare_exchange_strong(cur, tid)) {
+        if (!owner.compare_exchange_strong(cur, self.word())) continue;
+      } else if (!owner.compare_exchange_strong(cur, self.word())) {
         continue;
       }
       w->active = 0;
       w->count = 0;
-      t_writers.push_back({instance_, file_index, tid, w});
+      t_writers.push_back({instance_, file_index, self.tid, w});
       std::lock_guard<std::mutex> g(claimed_mu_);
-      claimed_.push_back({file_index, i, tid, ::getpid()});
+      claimed_.push_back({file_index, i, self.word(), ::getpid()});
       return w;
     }
   }
@@ -187,52 +182,68 @@ void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
   std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_release);
 }
 
-void StoreImpl::RecoverOwnerLocked(StoreFile* f, uint32_t dead) {
-  // The recovery lock serializes undo against anyone else taking over one of
-  // the dead owner's other chains; its own take-over needs no undo.
-  os::ShmLock(&f->header()->recovery_lock);
+uint32_t StoreImpl::RecoverDeadWriters(StoreFile* f, os::Owner dead) {
+  // The one place a dead writer's journal is undone. The recovery lock
+  // serializes it against anyone else recovering the same owner through
+  // another of its chains. It is safe without the dead owner's chain locks:
+  // they stay held by the dead owner until someone takes them over, and
+  // every take-over runs this first.
   uint32_t undone = 0;
+  os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
+  (void)lr;  // a dead holder of the recovery lock left nothing half-done: it only guards this loop
   for (uint32_t i = 0; i < kWriterEntries; ++i) {
     WriterEntryHeader* w = f->writer(i);
-    if (AtomicLoad(w->owner) != dead) continue;
+    if (AtomicLoad(w->owner) != dead.word()) continue;
     if (AtomicLoad(w->active)) {
       UndoEntry(f, w);
       ++undone;
     }
-    std::atomic_ref<uint32_t>(w->owner).store(0, std::memory_order_release);
+    std::atomic_ref<uint64_t>(w->owner).store(0, std::memory_order_release);
   }
   os::ShmUnlock(&f->header()->recovery_lock);
+  return undone;
+}
+
+void StoreImpl::RecoverOwnerLocked(StoreFile* f, os::Owner dead) {
+  const uint32_t undone = RecoverDeadWriters(f, dead);
   AtomicAdd(f->header()->lock_recoveries, 1);
   if (opts_.on_recovery)
-    opts_.on_recovery("recovered a lock of dead owner " + std::to_string(dead) + " in " + f->path() +
+    opts_.on_recovery("recovered a lock of dead owner " + std::to_string(dead.tid) + " in " + f->path() +
                       (undone ? " and undid its unfinished write" : ""));
 }
 
 void StoreImpl::LockChain(StoreFile* f, uint32_t keynode) {
-  os::LockResult r = os::ShmLock(f->lock(keynode));
+  // A wait on a live owner is reported (through on_recovery) after a second
+  // and each time it doubles: a lock is never waited on silently.
+  const os::LockWaitReport report = [this, f, keynode](os::Owner owner, int64_t waited_ms) {
+    if (opts_.on_recovery)
+      opts_.on_recovery("waited " + std::to_string(waited_ms) + " ms for the lock of keynode " +
+                        std::to_string(keynode) + " in " + f->path() + ", held by live thread " +
+                        std::to_string(owner.tid));
+  };
+  os::LockResult r = os::ShmLock(f->lock(keynode), &report);
   if (r.took_over) RecoverOwnerLocked(f, r.dead_owner);
 }
 
 Result<uint32_t> StoreImpl::RecoverDeadOwner(int32_t pid) {
   if (pid <= 0) return Status::InvalidArgument("pid must be positive");
-  const uint32_t dead = static_cast<uint32_t>(pid);
+  const uint32_t tid = static_cast<uint32_t>(pid);
   uint32_t released = 0;
   for (auto& fp : files_) {
     StoreFile* f = fp.get();
     bool touched = false;
-    os::ShmLock(&f->header()->recovery_lock);
+    // Only identities that are really gone: if the kernel already gave the
+    // pid to another process (of frsctl, say) its start time differs and it
+    // is left alone.
     for (uint32_t i = 0; i < kWriterEntries; ++i) {
-      WriterEntryHeader* w = f->writer(i);
-      if (AtomicLoad(w->owner) != dead) continue;
-      if (AtomicLoad(w->active)) {
-        UndoEntry(f, w);
-        touched = true;
-      }
-      std::atomic_ref<uint32_t>(w->owner).store(0, std::memory_order_release);
+      const os::Owner o = os::Owner::FromWord(AtomicLoad(f->writer(i)->owner));
+      if (o.tid == tid && !os::OwnerAlive(o)) touched |= RecoverDeadWriters(f, o) > 0;
     }
-    os::ShmUnlock(&f->header()->recovery_lock);
     for (uint32_t k = 0; k < geo_.keynodes; ++k) {
-      if (os::ShmOwner(f->lock(k)) == dead && os::ShmForceUnlock(f->lock(k), dead)) {
+      const os::Owner o = os::ShmOwner(f->lock(k));
+      if (o.tid != tid || os::OwnerAlive(o)) continue;
+      RecoverDeadWriters(f, o);  // before the chain is released: its journal first
+      if (os::ShmForceUnlock(f->lock(k), o)) {
         ++released;
         touched = true;
       }
@@ -819,6 +830,7 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
     StoreFile* f = files_[fi].get();
     for (uint32_t k = 0; k < geo_.keynodes; ++k) {
       if (filter.keynode >= 0 && filter.keynode != k) continue;
+      if (os::StopRequested()) return Status::Unavailable("interrupted between chains; nothing is half done");
       batch.clear();
       {
         // The chain is copied out under its lock and visited after: a slow
@@ -858,6 +870,9 @@ Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bo
     StoreFile* f = files_[fi].get();
     for (uint32_t k = 0; k < geo_.keynodes; ++k) {
       if (filter.keynode >= 0 && filter.keynode != k) continue;
+      if (os::StopRequested())
+        return Status::Unavailable("interrupted between chains after erasing " + std::to_string(erased) +
+                                   " node(s); nothing is half done");
       LockSet locks(this, f);
       locks.Lock(k);
       Txn txn(this, f, fi);

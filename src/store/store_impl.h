@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "frs/store.h"
+#include "os/shm_lock.h"
 #include "store/chain_map.h"
 #include "store/store_file.h"
 
@@ -67,7 +68,10 @@ class StoreImpl final : public Store {
 
   // Lock helpers; take-over of a dead owner runs recovery before returning.
   void LockChain(StoreFile* f, uint32_t keynode);
-  void RecoverOwnerLocked(StoreFile* f, uint32_t dead);  // REQUIRES: the chain lock taken over
+  void RecoverOwnerLocked(StoreFile* f, os::Owner dead);  // REQUIRES: the chain lock taken over
+  // Undoes and frees every writer entry of `dead` in `f`; returns how many
+  // had an unfinished write. The only copy of that loop.
+  uint32_t RecoverDeadWriters(StoreFile* f, os::Owner dead);
   void UndoEntry(StoreFile* f, WriterEntryHeader* w);
   WriterEntryHeader* MyWriter(uint32_t file_index);
 
@@ -110,7 +114,8 @@ class StoreImpl final : public Store {
   std::function<void(int)> hook_;
   std::mutex claimed_mu_;
   struct Claimed {
-    uint32_t file, entry, tid;
+    uint32_t file, entry;
+    uint64_t owner;  // os::Owner::word()
     pid_t pid;
   };
   std::vector<Claimed> claimed_;

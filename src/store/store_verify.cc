@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "os/shm_lock.h"
+#include "os/stop_request.h"
 #include "store/chain_map.h"
 #include "store/store_impl.h"
 #include "store/txn.h"
@@ -26,35 +27,30 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
     // Writer entries whose owner died with a journal open.
     for (uint32_t i = 0; i < kWriterEntries; ++i) {
       WriterEntryHeader* w = f->writer(i);
-      uint32_t owner = std::atomic_ref<uint32_t>(w->owner).load();
-      if (owner == 0 || os::TaskAlive(owner)) continue;
+      const os::Owner owner = os::Owner::FromWord(std::atomic_ref<uint64_t>(w->owner).load());
+      if (owner.tid == 0 || os::OwnerAlive(owner)) continue;
       bool active = std::atomic_ref<uint32_t>(w->active).load() != 0;
       if (active)
         rep.problems.push_back(path + ": writer entry " + std::to_string(i) + " of dead thread " +
-                               std::to_string(owner) + " has an unfinished write");
-      if (repair) {
-        os::ShmLock(&h->recovery_lock);
-        if (std::atomic_ref<uint32_t>(w->owner).load() == owner) {
-          if (active) UndoEntry(f, w);
-          std::atomic_ref<uint32_t>(w->owner).store(0);
-        }
-        os::ShmUnlock(&h->recovery_lock);
-        if (active) rep.repairs.push_back(path + ": undid the unfinished write of dead thread " + std::to_string(owner));
-      }
+                               std::to_string(owner.tid) + " has an unfinished write");
+      if (repair && RecoverDeadWriters(f, owner) > 0)
+        rep.repairs.push_back(path + ": undid the unfinished write of dead thread " + std::to_string(owner.tid));
     }
     uint64_t nodes = 0, slots = 0;
     for (uint32_t k = 0; k < geo_.keynodes; ++k) {
-      uint32_t* lw = f->lock(k);
-      uint32_t owner = os::ShmOwner(lw);
-      if (owner != 0 && !os::TaskAlive(owner)) {
-        rep.problems.push_back(path + ": keynode " + std::to_string(k) + ": lock held by dead pid " +
-                               std::to_string(owner));
+      if (os::StopRequested()) return Status::Unavailable("interrupted between chains; nothing is half done");
+      os::LockWord* lw = f->lock(k);
+      const os::Owner owner = os::ShmOwner(lw);
+      const bool dead = owner.tid != 0 && !os::OwnerAlive(owner);
+      if (dead) {
+        rep.problems.push_back(path + ": keynode " + std::to_string(k) + ": lock held by dead thread " +
+                               std::to_string(owner.tid));
         if (!repair) continue;  // without repair, taking the lock would wait on nobody forever
       }
       LockChain(f, k);  // takes over (and undoes) a dead owner's lock
-      if (owner != 0 && !os::TaskAlive(owner) && repair)
-        rep.repairs.push_back(path + ": keynode " + std::to_string(k) + ": released the lock of dead pid " +
-                              std::to_string(owner));
+      if (dead && repair)
+        rep.repairs.push_back(path + ": keynode " + std::to_string(k) + ": released the lock of dead thread " +
+                              std::to_string(owner.tid));
       ++rep.chains;
       Txn txn(this, f, fi);
       uint32_t i = 0;

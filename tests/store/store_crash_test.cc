@@ -2,6 +2,8 @@
 // processes killed with SIGKILL inside a critical section or at any time.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,10 +12,13 @@
 #include <random>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/temp_dir.h"
 #include "frs/store.h"
+#include "os/shm_lock.h"
 
 namespace frs {
 namespace {
@@ -219,13 +224,138 @@ TEST(StoreCrash, VerifyReportsAndRepairsADeadLock) {
   ASSERT_TRUE(v.ok());
   ASSERT_FALSE(v->problems.empty());
   bool saw_lock = false;
-  for (auto& p : v->problems) saw_lock = saw_lock || p.find("lock held by dead pid " + std::to_string(stuck)) != std::string::npos;
+  for (auto& p : v->problems) saw_lock = saw_lock || p.find("lock held by dead thread " + std::to_string(stuck)) != std::string::npos;
   EXPECT_TRUE(saw_lock) << v->problems[0];
   v = s.value()->Verify(true);
   ASSERT_TRUE(v.ok());
   EXPECT_FALSE(v->repairs.empty());
   ExpectClean(s->get());
   EXPECT_TRUE(s.value()->Get(k.ref()).status().IsNotFound());  // the torn create was undone
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+uint32_t StartOf(pid_t pid) {
+  uint32_t start = 0;
+  EXPECT_TRUE(os::TaskStart(static_cast<uint32_t>(pid), &start));
+  return start;
+}
+
+// Replaces every 64-bit word `from` of the store files with `to`.
+int RewriteWords(const std::string& dir, uint64_t from, uint64_t to) {
+  int n = 0;
+  for (const char* name : {"frs.0.store", "frs.1.store"}) {
+    std::string path = dir + "/" + name;
+    int fd = ::open(path.c_str(), O_RDWR);
+    if (fd < 0) continue;
+    struct stat st;
+    ::fstat(fd, &st);
+    std::vector<uint64_t> words(static_cast<size_t>(st.st_size) / 8);
+    (void)!::pread(fd, words.data(), words.size() * 8, 0);
+    for (size_t i = 0; i < words.size(); ++i)
+      if (words[i] == from) {
+        (void)!::pwrite(fd, &to, 8, static_cast<off_t>(i * 8));
+        ++n;
+      }
+    ::close(fd);
+  }
+  return n;
+}
+
+// A process died holding a chain lock, and the kernel gave its pid to an
+// unrelated, live process. kill(pid, 0) said "alive", so every waiter
+// blocked forever. The owner's start time tells them apart now: the chain
+// is taken over, the dead owner's torn write undone, within a moment.
+TEST(StoreCrash, AReusedPidDoesNotFreezeAChain) {
+  TempDir d;
+  const Key k = MakeKey(1, std::string("reused"));
+  {
+    auto s = Store::Open(Opts(d.path()));
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(Incr(s->get(), k, 5).ok());
+  }
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t stuck = SpawnStuck(d.path(), k, /*phase=*/1, fds[1]);  // dies mid-write: a torn node
+  char c;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  const uint32_t start = StartOf(stuck);
+  ::kill(stuck, SIGKILL);
+  WaitExit(stuck);
+  // The "new owner" of the pid: a live process that started at another time
+  // (start times tick every 10 ms; a real reuse needs the pid space to wrap).
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  pid_t other = ::fork();
+  if (other == 0) {
+    for (;;) ::pause();
+  }
+  ASSERT_NE(StartOf(other), start);
+  const uint64_t dead_word = uint64_t{start} << 32 | static_cast<uint32_t>(stuck);
+  const uint64_t reused_word = uint64_t{start} << 32 | static_cast<uint32_t>(other);
+  // The chain lock and the writer entry now name a live pid, as after reuse.
+  ASSERT_GE(RewriteWords(d.path(), dead_word, reused_word), 2);
+
+  pid_t waiter = Spawn(d.path(), [&](Store* s) {
+    ::alarm(20);  // a frozen chain fails the test instead of hanging it
+    return Incr(s, k, 1).ok() && CountOf(s, k) == 6 ? 0 : 1;
+  });
+  EXPECT_EQ(WaitExit(waiter), 0) << "the chain stayed frozen, or the torn write was kept";
+  ::kill(other, SIGKILL);
+  WaitExit(other);
+  auto s = Store::Open(Opts(d.path()));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(CountOf(s->get(), k), 6u);
+  EXPECT_GE(s.value()->Stats().total.lock_recoveries, 1u);
+  ExpectClean(s->get());
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST(StoreCrash, TheIdentityCheckTellsAReusedIdFromItsOwner) {
+  const os::Owner me = os::Self();
+  EXPECT_EQ(me.tid, static_cast<uint32_t>(::gettid()));
+  EXPECT_TRUE(os::OwnerAlive(me));
+  EXPECT_FALSE(os::OwnerAlive(os::Owner{me.tid, me.start + 1})) << "same id, another start: not the owner";
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::usleep(50000);  // a zombie until reaped
+  EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
+  WaitExit(child);
+  EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
+}
+
+// A waiter on a live holder says so after a second, naming the chain and
+// the holder, instead of waiting silently.
+TEST(StoreCrash, AWaiterOnALiveHolderLogs) {
+  TempDir d;
+  const Key k = MakeKey(1, std::string("held"));
+  { ASSERT_TRUE(Store::Open(Opts(d.path())).ok()); }
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t holder = SpawnStuck(d.path(), k, 0, fds[1]);
+  char c;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  std::mutex mu;
+  std::vector<std::string> lines;
+  StoreOptions o = Opts(d.path());
+  o.on_recovery = [&](const std::string& line) {
+    std::lock_guard<std::mutex> g(mu);
+    lines.push_back(line);
+  };
+  auto s = Store::Open(o);
+  ASSERT_TRUE(s.ok());
+  std::thread waiter([&] { EXPECT_TRUE(Incr(s->get(), k, 1).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  {
+    std::lock_guard<std::mutex> g(mu);
+    ASSERT_FALSE(lines.empty()) << "a second of waiting was not reported";
+    EXPECT_NE(lines[0].find("held by live thread " + std::to_string(holder)), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("keynode"), std::string::npos) << lines[0];
+  }
+  ::kill(holder, SIGKILL);
+  WaitExit(holder);
+  waiter.join();
+  EXPECT_EQ(CountOf(s->get(), k), 1u);
   ::close(fds[0]);
   ::close(fds[1]);
 }

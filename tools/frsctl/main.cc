@@ -10,7 +10,10 @@
 #include <string>
 #include <string_view>
 
+#include <signal.h>
+
 #include "commands.h"
+#include "os/stop_request.h"
 #include "session.h"
 
 namespace {
@@ -52,6 +55,15 @@ std::string_view CommandWord(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C or SIGTERM must not kill frsctl inside a chain it holds: the
+  // operation in hand finishes (or a walk stops between chains) and frsctl
+  // exits with a message. Before, an interrupted `reset` left a lock that
+  // only a waiter's liveness check could recover.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { frs::os::RequestStop(); };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   static char outbuf[1 << 16];
   std::setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
 
