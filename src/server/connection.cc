@@ -114,6 +114,12 @@ void Connection::BeginShutdown() {
   if (state_ == State::kOpen && req_ == end_) state_ = State::kClosing;
 }
 
+void Connection::Refuse(std::string_view response) {
+  out_.append(response);
+  state_ = State::kClosing;
+  linger_ = !peer_closed_;
+}
+
 void Connection::OnTimeout() {
   if (state_ == State::kOpen && req_ < end_ && !WantsWrite()) {
     handler_->HandleFailure(408, "the request was not received completely in time", req_start_ns_, &out_);

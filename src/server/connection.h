@@ -99,6 +99,12 @@ class Connection : public DeadlineNode {
   void BeginShutdown();
   // The deadline passed: 408 for a partial request, plain close otherwise.
   void OnTimeout();
+  // Answers `response` (a complete HTTP response that says Connection:
+  // close) without reading a request, then lingers: our side is shut down
+  // and what the client sends is read and dropped, so that the answer
+  // reaches it instead of being destroyed by a reset (the worker's
+  // connection-limit 503).
+  void Refuse(std::string_view response);
   void Abort() { state_ = State::kClosed; }
 
  private:

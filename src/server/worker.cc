@@ -52,6 +52,13 @@ class Worker {
   void BeginShutdown(int64_t now);
   void HandleSignals(int64_t now);
   void Expire(int64_t now);
+  // Takes the listening socket out of this worker's epoll set while it holds
+  // 7/8 of its connection limit or more and a sibling holds fewer, so EPOLLEXCLUSIVE
+  // wakes the siblings instead (nginx's accept back-off); puts it back once
+  // that is no longer so.
+  void BalanceAccepting();
+  bool ShouldPauseAccepting() const;
+  uint32_t OverflowBudget() const { return std::max<uint32_t>(16, cfg_.max_connections / 8); }
   void SetOpenGauge() {
     if (counters_) CounterSet(counters_->connections_open, open_);
   }
@@ -70,6 +77,7 @@ class Worker {
   std::vector<uint64_t> progress_seen_;
   uint64_t open_ = 0;
   bool stopping_ = false;
+  bool accept_paused_ = false;
   int64_t stop_deadline_ = 0;
   pid_t parent_ = getppid();
   int64_t next_parent_check_ = 0;
@@ -91,6 +99,7 @@ int Worker::Run(const sigset_t* wait_mask) {
       if (d >= 0 && (due < 0 || d < due)) due = d;
     int timeout_ms = due < 0 ? 1000 : static_cast<int>(std::min<int64_t>(1000, due / kMsNs + 1));
     if (stopping_) timeout_ms = std::min(timeout_ms, 50);
+    if (accept_paused_) timeout_ms = std::min(timeout_ms, 50);  // look again soon whether to resume
     auto events = loop_.Wait(timeout_ms, wait_mask);
     now = MonoNs();
     HandleSignals(now);
@@ -113,6 +122,7 @@ int Worker::Run(const sigset_t* wait_mask) {
       }
     }
     Expire(now);
+    if (!stopping_) BalanceAccepting();
     if (stopping_ && (open_ == 0 || now >= stop_deadline_)) break;
     // The master died without stopping us (PR_SET_PDEATHSIG covers most
     // cases; this covers a master that died before we set it).
@@ -152,11 +162,36 @@ void Worker::HandleSignals(int64_t now) {
   if (f.terminate && !stopping_) BeginShutdown(now);
 }
 
+bool Worker::ShouldPauseAccepting() const {
+  // With SO_REUSEPORT each worker has its own queue, which nobody else would
+  // serve; with one worker there is nobody to leave connections to.
+  if (cfg_.reuseport || !ctx_.metrics || cfg_.workers < 2) return false;
+  const uint64_t high = uint64_t{cfg_.max_connections} * 7 / 8;
+  if (open_ < high) return false;
+  for (uint32_t w = 0; w < ctx_.metrics->workers(); ++w) {
+    if (w == ctx_.index) continue;
+    const uint64_t theirs = CounterGet(ctx_.metrics->worker(w).connections_open);
+    if (theirs < open_ && theirs < cfg_.max_connections) return true;
+  }
+  return false;  // everyone is as full: accept up to the limit, then answer 503
+}
+
+void Worker::BalanceAccepting() {
+  const bool pause = ShouldPauseAccepting();
+  if (pause == accept_paused_) return;
+  if (pause) {
+    loop_.Remove(ctx_.listener.get());
+  } else if (!loop_.Add(ctx_.listener.get(), EPOLLIN | EPOLLEXCLUSIVE, nullptr).ok()) {
+    return;  // try again on the next turn
+  }
+  accept_paused_ = pause;
+}
+
 void Worker::BeginShutdown(int64_t now) {
   stopping_ = true;
   stop_deadline_ = now + int64_t{kDrainMs} * kMsNs;
   handler_.set_shutting_down(true);
-  loop_.Remove(ctx_.listener.get());
+  if (!accept_paused_) loop_.Remove(ctx_.listener.get());
   ctx_.listener.reset();
   FRS_LOG("stopping: %llu connection(s) open", static_cast<unsigned long long>(open_));
   for (auto& slot : conns_) {
@@ -186,12 +221,21 @@ void Worker::Accept(int64_t now) {
       if (counters_) CounterAdd(counters_->connections_refused);
       continue;
     }
+    bool refuse = false;
     if (open_ >= cfg_.max_connections) {
-      std::string resp;
-      Handler::AppendOverloaded(&resp);
-      [[maybe_unused]] ssize_t w = send(fd, resp.data(), resp.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
       if (counters_) CounterAdd(counters_->connections_overflow);
-      continue;
+      if (open_ >= uint64_t{cfg_.max_connections} + OverflowBudget()) {
+        // Far past the limit: no room even to linger.
+        std::string resp;
+        Handler::AppendOverloaded(&resp);
+        [[maybe_unused]] ssize_t w = send(fd, resp.data(), resp.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        continue;
+      }
+      // The 503 must reach the client: closing a socket whose request we
+      // have not read sends a reset that destroys the answer. It is sent,
+      // our side shut down, and the request read and dropped (lingering),
+      // within the request time-out, from a small budget above the limit.
+      refuse = true;
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -210,7 +254,16 @@ void Worker::Accept(int64_t now) {
     ++open_;
     if (counters_) CounterAdd(counters_->connections_accepted);
     SetOpenGauge();
-    idle_.Append(c, now);
+    // A connection must send its first complete request within the request
+    // time-out: connections that send nothing (an idle flood) are reclaimed
+    // by themselves instead of holding slots for the idle time-out.
+    busy_.Append(c, now);
+    if (refuse) {
+      std::string resp;
+      Handler::AppendOverloaded(&resp);
+      c->Refuse(resp);
+      Settle(c, now);
+    }
   }
 }
 
@@ -289,6 +342,9 @@ void Worker::Settle(Connection* c, int64_t now) {
     // connection forever.
     if (c->list() != &busy_ || c->progress() != progress_seen_[idx]) busy_.Append(c, now);
     progress_seen_[idx] = c->progress();
+  } else if (c->progress() == 0) {
+    // Not one request answered yet: the deadline set at accept stands.
+    if (c->list() != &busy_) busy_.Append(c, now);
   } else {
     idle_.Append(c, now);
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 
 #include <atomic>
 #include <set>
@@ -301,6 +302,54 @@ TEST(LifecycleE2E, AStartWithAStoreFileMissingIsRefused) {
   EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
   EXPECT_NE(s.log().find("frs.1.store is missing"), std::string::npos) << s.log();
   EXPECT_FALSE(std::filesystem::exists(s.dir() + "/data/frs.1.store"));
+}
+
+// 10,600 idle connections locked everyone out at the default config: one
+// worker (EPOLLEXCLUSIVE woke the same one) took almost all of them, idle
+// connections held their slots for the idle time-out, and the overflow 503
+// was destroyed by a reset. Now: the workers share the flood, connections
+// that send nothing are reclaimed after the request time-out, and the
+// overflow client reads its 503.
+TEST(LifecycleE2E, AnIdleFloodIsSharedAnsweredAndDrainsByItself) {
+  ServerOptions o;
+  o.workers = 2;
+  o.extra = "  <limits connections=\"8\" idle_timeout_ms=\"60000\" request_timeout_ms=\"800\"/>\n";
+  Frsd s(o);
+  ASSERT_TRUE(s.Start()) << s.log();
+  std::vector<std::unique_ptr<Client>> flood;
+  for (int i = 0; i < 20; ++i) {
+    flood.push_back(std::make_unique<Client>(s.port(), 300));
+    ASSERT_TRUE(flood.back()->connected());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the accepting worker see each one
+  }
+  // Every flood connection sends a request now: 16 fit the two workers'
+  // limits and wait to be answered; the other 4 were answered 503 at accept.
+  int refused = 0;
+  for (auto& c : flood) {
+    ASSERT_TRUE(c->Send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  }
+  int ok = 0;
+  for (auto& c : flood) {
+    HttpResponse r = c->Read();
+    if (r.status == 503) ++refused;
+    if (r.status == 200) ++ok;
+  }
+  EXPECT_EQ(refused, 4) << "the overflow answer did not reach each client past 2 x 8";
+  EXPECT_EQ(ok, 16) << "one worker took more than its share (or refused early)";
+  flood.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  // A flood that sends nothing: it is reclaimed after the request time-out.
+  for (int i = 0; i < 16; ++i) {
+    flood.push_back(std::make_unique<Client>(s.port(), 3000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  int64_t t0 = NowMs();
+  for (auto& c : flood) EXPECT_TRUE(c->WaitClosed()) << "a connection that sent nothing was kept";
+  EXPECT_LT(NowMs() - t0, 2500);
+  Client late(s.port());
+  EXPECT_EQ(late.Get("/health").status, 200) << "a client after the flood is served";
+  EXPECT_EQ(s.Stop(), 0);
 }
 
 TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {
