@@ -106,6 +106,7 @@ struct NodeView {
 
 struct EngineOptions {
   std::string map_path;              // map.xml
+  std::string map_text;              // when not empty: map.xml's bytes, used instead of reading map_path
   std::string timezone = "UTC";      // IANA name, for calendar windows and daily stats
   Store* store = nullptr;            // not owned; must outlive the engine
   std::string stats_dir;             // where the daily statistics file lives (the store dir)
@@ -126,6 +127,10 @@ class Engine {
   // Re-reads map.xml (or `path` when given); on error the old map stays and
   // the error is returned as "file:line: message".
   virtual Status Reload(const std::string& path = "") = 0;
+  // The same from map.xml's bytes, already read (errors name `path`): a
+  // server that reads and validates the file once hands every process the
+  // very bytes it checked.
+  virtual Status ReloadText(std::string_view map_xml, const std::string& path) = 0;
 
   virtual std::vector<BizStats> DailyStats() const = 0;
   // Resolves a name or numeric id; NotFound names the biz.

@@ -53,7 +53,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& opts) {
   if (opts.store == nullptr) return Status::InvalidArgument("the engine needs a store");
   auto tz = limit::TimeZone::Load(opts.timezone);
   if (!tz.ok()) return tz.status();
-  auto map = limit::LoadMapFile(opts.map_path);
+  auto map = opts.map_text.empty() ? limit::LoadMapFile(opts.map_path) : limit::ParseMap(opts.map_text, opts.map_path);
   if (!map.ok()) return map.status();
   auto stats = limit::DailyStats::Open(opts.stats_dir);
   if (!stats.ok()) return stats.status();
@@ -426,6 +426,16 @@ Status EngineImpl::Reload(const std::string& path) {
   if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   map_path_ = p;
+  return Status::OK();
+}
+
+Status EngineImpl::ReloadText(std::string_view map_xml, const std::string& path) {
+  auto config = ParseMap(map_xml, path);
+  if (!config.ok()) return config.status();
+  Status s = Install(std::move(config.value()));
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  map_path_ = path;
   return Status::OK();
 }
 

@@ -56,6 +56,7 @@ class EngineImpl final : public Engine {
   Decision Execute(const Request& req) override;
   bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) override;
   Status Reload(const std::string& path) override;
+  Status ReloadText(std::string_view map_xml, const std::string& path) override;
   std::vector<BizStats> DailyStats() const override;
   Result<uint16_t> ResolveBiz(std::string_view biz) const override;
   std::vector<std::pair<uint16_t, std::string>> Bizzes() const override;

@@ -15,6 +15,7 @@
 
 #include "config/service_options.h"
 #include "config/srv_config.h"
+#include "config/xml_location.h"
 #include "frs/engine.h"
 #include "frs/store.h"
 #include "server/allow_list.h"
@@ -22,6 +23,7 @@
 #include "server/daemon.h"
 #include "server/listener.h"
 #include "server/logger.h"
+#include "server/map_channel.h"
 #include "server/master.h"
 #include "server/metrics.h"
 #include "server/pidfile.h"
@@ -115,11 +117,23 @@ int main(int argc, char** argv) {
   // A lock left by a process that died with the previous frsd is recovered
   // by whoever meets it; nothing from a dead run needs the master here.
 
-  auto engine = Engine::Open(EngineOptionsFor(cfg, store.value().get()));
+  // map.xml is read once here; the workers get these bytes through the map
+  // channel, so every process starts on the map that was validated.
+  std::string map_text, map_err;
+  if (!ReadWholeFile(cfg.map_path, &map_text, &map_err)) {
+    std::fprintf(stderr, "%s\n", map_err.c_str());
+    return 1;
+  }
+  EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
+  eo.map_text = map_text;
+  auto engine = Engine::Open(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().message().c_str());
     return 1;
   }
+  auto map_channel = MapChannel::Create();
+  if (!map_channel.ok()) return Fail(map_channel.status().message());
+  if (Status ps = map_channel.value().Publish(map_text); !ps.ok()) return Fail(ps.message());
 
   auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers, cfg.reuseport);
   if (!listeners.ok()) return Fail(listeners.status().message());
@@ -151,6 +165,7 @@ int main(int argc, char** argv) {
   mc.metrics = metrics.value().get();
   mc.allow = &allow.value();
   mc.listeners = std::move(listeners.value());
+  mc.map_channel = &map_channel.value();
   mc.in_child = [&] {
     store_lock.value().CloseInChild();
     if (pid_lock) pid_lock->CloseInChild();

@@ -1,5 +1,7 @@
 #include "server/master.h"
 
+#include "config/xml_location.h"
+
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,6 +82,7 @@ bool Master::Spawn(uint32_t i) {
     w.listener = std::move(ctx_.listeners[i]);
     w.metrics = ctx_.metrics;
     w.allow = ctx_.allow;
+    w.map_channel = ctx_.map_channel;
     int rc = RunWorker(std::move(w));
     // _exit: the master's objects copied into this process (its store and
     // engine) must not run their destructors here.
@@ -151,7 +154,13 @@ void Master::StopWorkers() {
 
 void Master::Reload() {
   if (ctx_.notify) ctx_.notify("RELOADING=1");
-  Status s = ctx_.engine->Reload(cfg_.map_path);
+  // Read once, validate, and hand every worker these very bytes: a file
+  // rewritten meanwhile cannot give two workers two maps.
+  std::string text, err;
+  Status s;
+  if (!ReadWholeFile(cfg_.map_path, &text, &err)) s = Status::InvalidArgument(err);
+  else s = ctx_.engine->ReloadText(text, cfg_.map_path);
+  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(text);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
     if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reload_failures);

@@ -28,6 +28,7 @@
 #include "frs/store.h"
 #include "os/unique_fd.h"
 #include "server/allow_list.h"
+#include "server/map_channel.h"
 #include "server/metrics.h"
 
 namespace frs::server {
@@ -39,6 +40,9 @@ struct MasterContext {
   Metrics* metrics = nullptr;
   const AllowList* allow = nullptr;
   std::vector<os::UniqueFd> listeners;  // one per worker slot
+  // The map every worker runs: the master publishes the bytes it validated
+  // (map_channel.h); workers never read map.xml themselves.
+  MapChannel* map_channel = nullptr;
   // Runs in every forked worker before anything else: closes what workers
   // must not inherit (the lock files, the daemon's start-up pipe).
   std::function<void()> in_child;

@@ -42,6 +42,7 @@ class Worker {
         busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {}
 
   int Run(const sigset_t* wait_mask);
+  void set_map_generation(uint64_t g) { map_generation_ = g; }
 
  private:
   void Accept(int64_t now);
@@ -78,6 +79,7 @@ class Worker {
   uint64_t open_ = 0;
   bool stopping_ = false;
   bool accept_paused_ = false;
+  uint64_t map_generation_ = 0;  // of the map channel, applied
   int64_t stop_deadline_ = 0;
   pid_t parent_ = getppid();
   int64_t next_parent_check_ = 0;
@@ -150,10 +152,23 @@ void Worker::HandleSignals(int64_t now) {
   }
   if (f.reload) {
     f.reload = 0;
-    Status s = engine_->Reload(cfg_.map_path);
+    // The map the master validated and published, never the file itself.
+    Status s;
+    uint64_t generation = map_generation_;
+    if (ctx_.map_channel) {
+      Result<MapChannel::Map> m = ctx_.map_channel->Read();
+      if (!m.ok()) s = m.status();
+      else if (m->generation != map_generation_) s = engine_->ReloadText(m->text, cfg_.map_path);
+      if (m.ok()) generation = m->generation;
+    } else {
+      s = engine_->Reload(cfg_.map_path);
+    }
     if (s.ok()) {
-      FRS_LOG("reloaded %s", cfg_.map_path.c_str());
-      if (counters_) CounterAdd(counters_->reloads);
+      if (generation != map_generation_ || !ctx_.map_channel) {
+        FRS_LOG("reloaded %s (map generation %llu)", cfg_.map_path.c_str(), static_cast<unsigned long long>(generation));
+        if (counters_) CounterAdd(counters_->reloads);
+      }
+      map_generation_ = generation;
     } else {
       FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
       if (counters_) CounterAdd(counters_->reload_failures);
@@ -396,7 +411,20 @@ int RunWorker(WorkerContext ctx) {
     FRS_LOG("cannot open the store: %s", store.status().message().c_str());
     return kExitFatalConfig;
   }
-  auto engine = Engine::Open(EngineOptionsFor(cfg, store.value().get()));
+  // The master's current map (a respawned worker too): the bytes it
+  // validated, not whatever map.xml holds at this moment.
+  EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
+  uint64_t generation = 0;
+  if (ctx.map_channel) {
+    Result<MapChannel::Map> m = ctx.map_channel->Read();
+    if (!m.ok()) {
+      FRS_LOG("cannot read the master's map: %s", m.status().message().c_str());
+      return kExitFatalConfig;
+    }
+    eo.map_text = std::move(m->text);
+    generation = m->generation;
+  }
+  auto engine = Engine::Open(eo);
   if (!engine.ok()) {
     FRS_LOG("cannot load the map: %s", engine.status().message().c_str());
     return kExitFatalConfig;
@@ -404,6 +432,7 @@ int RunWorker(WorkerContext ctx) {
   int rc = 1;
   try {
     Worker w(std::move(ctx), engine.value().get());
+    w.set_map_generation(generation);
     rc = w.Run(&wait_mask);
   } catch (const std::exception& e) {
     FRS_LOG("worker stopped by an internal error: %s", e.what());

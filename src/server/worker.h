@@ -21,6 +21,7 @@
 #include "config/srv_config.h"
 #include "os/unique_fd.h"
 #include "server/allow_list.h"
+#include "server/map_channel.h"
 #include "server/metrics.h"
 
 namespace frs::server {
@@ -34,6 +35,7 @@ struct WorkerContext {
   os::UniqueFd listener;
   Metrics* metrics = nullptr;
   const AllowList* allow = nullptr;
+  const MapChannel* map_channel = nullptr;  // the map to run (see map_channel.h)
 };
 
 // Runs the worker until it stops; returns the process exit code.

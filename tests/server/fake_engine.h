@@ -92,6 +92,7 @@ class FakeEngine final : public Engine {
     return all;
   }
 
+  Status ReloadText(std::string_view, const std::string&) override { return Reload(""); }
   Status Reload(const std::string&) override {
     ++reloads;
     return Status::OK();

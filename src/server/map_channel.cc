@@ -1,0 +1,100 @@
+#include "server/map_channel.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <xxhash.h>
+
+namespace frs::server {
+namespace {
+
+constexpr uint32_t kMagic = 0x4d53524Bu;  // "KRSM"
+constexpr size_t kHeaderBytes = 64;
+
+struct Header {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t generation;
+  uint64_t length;
+  uint64_t checksum;
+  uint8_t pad[32];
+};
+static_assert(sizeof(Header) == kHeaderBytes);
+
+bool PreadAll(int fd, void* buf, size_t n, off_t off) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t got = ::pread(fd, p, n, off);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<size_t>(got);
+    off += got;
+  }
+  return true;
+}
+
+bool PwriteAll(int fd, const void* buf, size_t n, off_t off) {
+  const auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    ssize_t put = ::pwrite(fd, p, n, off);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return false;
+    p += put;
+    n -= static_cast<size_t>(put);
+    off += put;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<MapChannel> MapChannel::Create() {
+  MapChannel c;
+  c.fd_.reset(::memfd_create("frs-map", MFD_CLOEXEC));
+  if (!c.fd_.valid()) return Status::FromErrno("memfd_create (the map channel)", errno);
+  Header h{};
+  h.magic = kMagic;
+  if (!PwriteAll(c.fd_.get(), &h, sizeof h, 0)) return Status::FromErrno("the map channel", errno);
+  return c;
+}
+
+Status MapChannel::Publish(std::string_view map_xml) {
+  // The bytes after the header, then the header that makes them current.
+  if (!PwriteAll(fd_.get(), map_xml.data(), map_xml.size(), kHeaderBytes))
+    return Status::FromErrno("the map channel", errno);
+  Header h{};
+  h.magic = kMagic;
+  h.generation = ++generation_;
+  h.length = map_xml.size();
+  h.checksum = XXH3_64bits(map_xml.data(), map_xml.size());
+  if (!PwriteAll(fd_.get(), &h, sizeof h, 0)) return Status::FromErrno("the map channel", errno);
+  return Status::OK();
+}
+
+Result<MapChannel::Map> MapChannel::Read() const {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    Header h{};
+    if (!PreadAll(fd_.get(), &h, sizeof h, 0) || h.magic != kMagic)
+      return Status::IOError("the map channel cannot be read");
+    Map m;
+    m.generation = h.generation;
+    if (h.generation == 0) return m;
+    m.text.resize(h.length);
+    if (PreadAll(fd_.get(), m.text.data(), m.text.size(), kHeaderBytes) &&
+        XXH3_64bits(m.text.data(), m.text.size()) == h.checksum) {
+      Header again{};
+      if (PreadAll(fd_.get(), &again, sizeof again, 0) && again.generation == h.generation) return m;
+    }
+    // The master is publishing a newer map right now: read it when done.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Status::Busy("the map channel kept changing while read");
+}
+
+}  // namespace frs::server
