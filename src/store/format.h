@@ -92,7 +92,7 @@ struct NodeHeader {
   uint8_t span;            // slots, 1..kMaxSpan
   uint16_t state_len;      // bytes of caller state after the header
   uint8_t key_stored;      // key bytes kept after the state (a prefix when < key_len)
-  uint8_t flags;           // bit 0: placed in the key's alternate key-node
+  uint8_t flags;           // bit 0: placed in the key's alternate key-node; bits 1..7: heat
   uint32_t expire_s;       // stale at and after this unix second
   uint32_t last_access_s;  // for LRU eviction
 };
@@ -100,6 +100,24 @@ static_assert(sizeof(NodeHeader) == kNodeHeaderBytes);
 static_assert(offsetof(NodeHeader, biz) == 16);
 static_assert(offsetof(NodeHeader, expire_s) == 24);
 inline constexpr uint8_t kNodeInAlternate = 1;
+
+// A node's heat (flags bits 1..7): how often it is used, so that eviction
+// prefers cold nodes among those last used in the same second (the LRU clock
+// has one-second resolution; before, ties broke by slot position and under
+// insert churn a key used thousands of times a second was the one evicted).
+// Each use adds one, up to 127; each second without use halves it, so a hot
+// key carries its heat into the next second and a burst long past cools off.
+inline constexpr uint8_t kMaxHeat = 127;
+inline uint8_t HeatOf(uint8_t flags) { return flags >> 1; }
+inline uint8_t NextHeat(uint8_t heat, uint32_t last_s, uint32_t now_s) {
+  if (now_s > last_s) heat = now_s - last_s >= 8 ? 0 : static_cast<uint8_t>(heat >> (now_s - last_s));
+  return heat < kMaxHeat ? heat + 1 : kMaxHeat;
+}
+inline uint8_t NodeFlags(bool alternate, uint8_t heat) {
+  return static_cast<uint8_t>((alternate ? kNodeInAlternate : 0) | (heat << 1));
+}
+// Eviction cost: the last second of use, then the heat within it.
+inline uint64_t RecencyOf(uint32_t last_s, uint8_t flags) { return uint64_t{last_s} << 8 | HeatOf(flags); }
 
 // ChainHead. A key-node's head: the chain's 64-bit lock word (os/shm_lock.h), then tags[chain]: for the first
 // slot of each node a one-byte digest of its fingerprint (never 0), 0 for free

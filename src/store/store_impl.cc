@@ -307,7 +307,7 @@ void StoreImpl::ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slo
 }
 
 void StoreImpl::WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, const KeyRef& key,
-                          bool alternate, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
+                          bool alternate, uint8_t heat, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
                           uint32_t key_stored, uint32_t expire_s, uint32_t now_s) {
   txn.SaveRange(keynode, slot, span);
   // Compose the node privately, then copy it in: the slots are contiguous.
@@ -323,7 +323,7 @@ void StoreImpl::WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slo
   uint32_t room = span * kSlotBytes - kNodeHeaderBytes - state_bytes;
   key_stored = std::min(key_stored, room);
   h->key_stored = static_cast<uint8_t>(key_stored);
-  h->flags = alternate ? kNodeInAlternate : 0;
+  h->flags = NodeFlags(alternate, heat);
   h->expire_s = expire_s;
   h->last_access_s = now_s;
   std::memcpy(img + kNodeHeaderBytes, state, state_bytes);
@@ -484,7 +484,7 @@ StoreImpl::Placement StoreImpl::Place(StoreFile* f, Txn& txn, const Location& lo
           break;
         }
         const NodeHeader* h = HeaderAt(f->slot(cands[c], m.start[k]));
-        cost = std::max<uint64_t>(cost, uint64_t{h->last_access_s} + 1);
+        cost = std::max<uint64_t>(cost, RecencyOf(h->last_access_s, h->flags) + 1);
       }
       if (ok && cost < ev_cost) {
         ev_cost = cost;
@@ -547,6 +547,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
     ref.state_bytes = state_bytes;
     std::memset(buf, 0, state_bytes);
     uint32_t old_span = 0, key_stored = 0;
+    uint8_t heat = 1;  // a new node's first use
     const uint8_t* key_src = reinterpret_cast<const uint8_t*>(key.bytes.data());
     key_stored = static_cast<uint32_t>(key.bytes.size());
     if (pos.found) {
@@ -555,6 +556,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
       ref.exists = true;
       ref.stored_state_bytes = h->state_len;
       ref.expire_s = h->expire_s;
+      heat = NextHeat(HeatOf(h->flags), h->last_access_s, now_s);
       old_span = ExtentAt(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain, pos.slot).span;
       std::memcpy(buf, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, state_bytes));
       if (key.bytes.size() < h->key_stored) {
@@ -570,7 +572,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
     if (hook_) hook_(0);
 
     if (c == Commit::kNone) {
-      if (pos.found) HeaderAt(f->slot(pos.keynode, pos.slot))->last_access_s = now_s;
+      if (pos.found) Touch(HeaderAt(f->slot(pos.keynode, pos.slot)), heat, now_s);
       return Status::OK();
     }
     Txn txn(this, f, loc.file);
@@ -594,7 +596,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
           for (uint32_t k = span_new; k < old_span; ++k) std::memset(f->slot(pos.keynode, pos.slot + k), 0, kSlotBytes);
         }
         txn.slots += static_cast<int64_t>(span_new) - old_span;
-        WriteNode(f, txn, pos.keynode, pos.slot, span_new, key, pos.keynode != loc.a, buf, state_bytes, key_src,
+        WriteNode(f, txn, pos.keynode, pos.slot, span_new, key, pos.keynode != loc.a, heat, buf, state_bytes, key_src,
                   key_stored, ref.expire_s, now_s);
         return Status::OK();
       }
@@ -614,7 +616,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
     }
     Placement pl = Place(f, txn, loc, span_new, now_s, locks, nullptr, r);
     if (!pl.ok) return Status::Busy("no room in the key's chains");
-    WriteNode(f, txn, pl.keynode, pl.slot, span_new, key, pl.keynode != loc.a, buf, state_bytes, key_src, key_stored,
+    WriteNode(f, txn, pl.keynode, pl.slot, span_new, key, pl.keynode != loc.a, heat, buf, state_bytes, key_src, key_stored,
               ref.expire_s, now_s);
     if (!pos.found) r->created = true;
     txn.nodes += 1;
@@ -657,6 +659,7 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
   std::vector<Commit> commits(n, Commit::kNone);
   std::vector<std::array<uint8_t, kMaxSpan * kSlotBytes>> bufs(n);
   std::vector<uint32_t> old_span(n, 0);
+  std::vector<uint8_t> heat(n, 1);
   for (size_t i = 0; i < n; ++i) {
     const KeyRef& key = items[i].key;
     owner[i] = i;
@@ -683,6 +686,7 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
       ref.exists = true;
       ref.stored_state_bytes = h->state_len;
       ref.expire_s = h->expire_s;
+      heat[i] = NextHeat(HeatOf(h->flags), h->last_access_s, now_s);
       old_span[i] = ExtentAt(f->slot(pos[i].keynode, 0), f->tags(pos[i].keynode), geo_.chain, pos[i].slot).span;
       std::memcpy(ref.state, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, ref.state_bytes));
     }
@@ -723,7 +727,7 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
     UpdateResult* r = results ? &(*results)[i] : nullptr;
     if (r) r->found = pos[i].found;
     if (commits[i] == Commit::kNone) {
-      if (pos[i].found) HeaderAt(f->slot(pos[i].keynode, pos[i].slot))->last_access_s = now_s;
+      if (pos[i].found) Touch(HeaderAt(f->slot(pos[i].keynode, pos[i].slot)), heat[i], now_s);
       continue;
     }
     if (commits[i] == Commit::kErase) {
@@ -748,7 +752,7 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
             std::memset(f->slot(pos[i].keynode, pos[i].slot + k), 0, kSlotBytes);
         }
         txn.slots += static_cast<int64_t>(spans[i]) - old_span[i];
-        WriteNode(f, txn, pos[i].keynode, pos[i].slot, spans[i], key, pos[i].keynode != locs[i].a, refs[i].state,
+        WriteNode(f, txn, pos[i].keynode, pos[i].slot, spans[i], key, pos[i].keynode != locs[i].a, heat[i], refs[i].state,
                   refs[i].state_bytes, key_src, key_stored, refs[i].expire_s, now_s);
         continue;
       }
@@ -762,7 +766,7 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
       failed = true;
       break;
     }
-    WriteNode(f, txn, pl.keynode, pl.slot, spans[i], key, pl.keynode != locs[i].a, refs[i].state, refs[i].state_bytes,
+    WriteNode(f, txn, pl.keynode, pl.slot, spans[i], key, pl.keynode != locs[i].a, heat[i], refs[i].state, refs[i].state_bytes,
               key_src, key_stored, refs[i].expire_s, now_s);
     pinned.emplace_back(pl.keynode, pl.slot);
     if (r && !pos[i].found) r->created = true;

@@ -95,9 +95,15 @@ class StoreImpl final : public Store {
   Placement Place(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s, LockSet& locks,
                   const std::vector<std::pair<uint32_t, uint32_t>>* pinned, UpdateResult* r);
   void WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, const KeyRef& key,
-                 bool alternate, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
+                 bool alternate, uint8_t heat, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
                  uint32_t key_stored, uint32_t expire_s, uint32_t now_s);
   void ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
+  // A read that changes nothing else still records the use (last second and
+  // heat) for eviction. Not journaled: losing it in a crash loses nothing.
+  static void Touch(NodeHeader* h, uint8_t heat, uint32_t now_s) {
+    h->last_access_s = now_s;
+    h->flags = NodeFlags(h->flags & kNodeInAlternate, heat);
+  }
   void FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
 
   static Status WritersBusy(StoreFile* f);

@@ -119,6 +119,29 @@ TEST(Store, AnIncompleteStoreIsRefusedAndCompletedOnlyWhenAsked) {
   MustOpen(Opts(d.path(), 2, 64, 8));  // complete again: opens as usual
 }
 
+// The LRU clock ticks in seconds and ties broke by slot position, so under
+// insert churn the key used thousands of times a second was the one evicted
+// (8,976 granted for a limit of 5,000). Heat now breaks the tie: a hot key
+// survives churn in a store far too small for the keys inserted around it.
+TEST(Store, AHotKeySurvivesInsertChurnWithinASecondAndAcrossSeconds) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 2, 4));  // 8 slots in all
+  const Key hot = MakeKey(1, std::string("hot"));
+  uint32_t now = 1000;
+  for (int i = 0; i < 5000; ++i) {
+    if (i % 1000 == 999) ++now;  // a few second boundaries too
+    ASSERT_TRUE(Incr(s.get(), hot, 1, now).ok());
+    Key cold = MakeKey(1, "cold" + std::to_string(i));
+    ASSERT_TRUE(Incr(s.get(), cold, 1, now).ok());
+  }
+  EXPECT_EQ(CountOf(s.get(), hot), 5000u) << "the hot key was evicted under churn";
+  EXPECT_GT(s->Stats().total.evictions_live, 4000u) << "the churn did evict";
+  // Heat cools: after a long idle spell the once-hot key is evicted like any.
+  now += 100;
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "late" + std::to_string(i)), 1, now).ok());
+  EXPECT_EQ(CountOf(s.get(), hot), 0u) << "an idle key kept its place forever";
+}
+
 TEST(Store, SameKeyUnderTwoBizzesIsTwoNodes) {
   TempDir d;
   auto s = MustOpen(Opts(d.path(), 1, 64, 8));
