@@ -186,6 +186,13 @@ class Store {
   // frsd calls it once when it starts; Unavailable names the file when the
   // disk has no room.
   virtual Status Reserve() = 0;
+  // Whether every file is still the one mapped: a file deleted or truncated
+  // while in use is marked broken, and every later operation on it fails
+  // (Unavailable, naming the file) instead of writing into a lost inode or
+  // dying of SIGBUS. Returns the first problem. frsd's workers call it about
+  // once a second; a process that installs os's SIGBUS guard is also covered
+  // between two calls.
+  virtual Status CheckFiles() = 0;
 
   // msync of every file; `sync` waits for the disk.
   virtual Status Flush(bool sync) = 0;

@@ -82,6 +82,10 @@ Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir) {
   s->file_ = std::move(f.value());
   s->base_ = s->file_->data();
   if (s->file_->created()) {
+    // Backed by blocks before its first page is written: a full disk is an
+    // error here, not a SIGBUS later in a worker (or in the master, when a
+    // reload adds a biz and claims its slot).
+    if (Status st = s->file_->Reserve(); !st.ok()) return st;
     InitHeader(s->header());
     Status st = s->file_->FinishCreate();
     if (!st.ok()) return st;
@@ -100,6 +104,9 @@ Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir) {
     return Status::Mismatch(s->path_ + ": table layout differs from this build's");
   }
   if (s->file_->size() < kFileBytes) return Status::Corruption(s->path_ + ": truncated");
+  // A file made sparse by an older build (or copied sparse) is backed now.
+  if (auto n = s->file_->BytesToReserve(); n.ok() && n.value() > 0)
+    if (Status st = s->file_->Reserve(); !st.ok()) return st;
   return s;
 }
 

@@ -9,6 +9,8 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
 
+#include "os/sigbus_guard.h"
+
 namespace frs::os {
 
 namespace bip = boost::interprocess;
@@ -18,7 +20,22 @@ struct MappedFile::Region {
   bip::mapped_region region;
 };
 
-MappedFile::~MappedFile() = default;
+MappedFile::~MappedFile() { UnregisterGuardedMapping(guard_); }
+
+Status MappedFile::CheckStillThere() const {
+  struct stat st;
+  if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(path_ + ": fstat", errno);
+  if (st.st_nlink == 0) {
+    broken_.store(true, std::memory_order_release);
+    return Status::Unavailable(path_ + " was deleted while in use; counts written to it since are not kept");
+  }
+  if (static_cast<uint64_t>(st.st_size) < size_) {
+    broken_.store(true, std::memory_order_release);
+    return Status::Unavailable(path_ + " was truncated while in use (" + std::to_string(st.st_size) + " of " +
+                               std::to_string(size_) + " bytes)");
+  }
+  return Status::OK();
+}
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mode mode,
                                                      uint64_t create_size) {
@@ -72,6 +89,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
     return Status::IOError(path + ": cannot map: " + e.what());
   }
   f->fd_ = std::move(fd);
+  f->guard_ = RegisterGuardedMapping(f->data_, f->size_, &f->broken_);
   return f;
 }
 
@@ -79,6 +97,13 @@ Status MappedFile::FinishCreate() {
   if (!created_) return Status::OK();
   if (::flock(fd_.get(), LOCK_SH) != 0) return Status::FromErrno(path_ + ": flock", errno);
   return Status::OK();
+}
+
+Result<uint64_t> MappedFile::BytesToReserve() const {
+  struct stat st;
+  if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(path_ + ": fstat", errno);
+  const uint64_t have = static_cast<uint64_t>(st.st_blocks) * 512;
+  return have >= size_ ? 0 : size_ - have;
 }
 
 Status MappedFile::Reserve() const {

@@ -11,6 +11,7 @@
 // memory and need the caller's own synchronization.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,8 +42,19 @@ class MappedFile {
   // Allocates the file's blocks (posix_fallocate) and prefaults the mapping
   // writable where the kernel supports it.
   Status Reserve() const;
+  // Bytes Reserve() would still allocate: the size minus the blocks the file
+  // already has (0 when it has them all).
+  Result<uint64_t> BytesToReserve() const;
   // msync: `sync` waits for the disk (MS_SYNC), else schedules (MS_ASYNC).
   Status Sync(bool sync) const;
+
+  // The file was deleted or truncated under us (CheckStillThere), or a page
+  // of it faulted (the SIGBUS guard replaced the mapping with zero pages):
+  // nothing read from or written to it counts any more.
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  // fstat: a file unlinked (st_nlink 0) or shorter than mapped is marked
+  // broken, with a message saying which.
+  Status CheckStillThere() const;
 
  private:
   MappedFile() = default;
@@ -53,6 +65,8 @@ class MappedFile {
   uint64_t size_ = 0;
   std::string path_;
   bool created_ = false;
+  mutable std::atomic<bool> broken_{false};
+  int guard_ = -1;  // os/sigbus_guard.h handle
 };
 
 }  // namespace frs::os

@@ -28,6 +28,8 @@
 #include "server/metrics.h"
 #include "server/pidfile.h"
 #include "server/sd_notify.h"
+#include "store/store_check.h"
+#include "store/store_file.h"
 
 namespace {
 
@@ -41,6 +43,23 @@ int Usage(const char* argv0, int rc) {
                argv0);
   return rc;
 }
+
+// Removes the files of a store this start created, unless disarmed.
+class NewStoreCleanup {
+ public:
+  NewStoreCleanup(std::string dir, uint32_t files, bool armed) : dir_(std::move(dir)), files_(files), armed_(armed) {}
+  ~NewStoreCleanup() {
+    if (!armed_) return;
+    for (uint32_t i = 0; i < files_; ++i) ::unlink(frs::store::StoreFile::PathFor(dir_, i).c_str());
+    ::unlink((dir_ + "/stats.frs").c_str());
+  }
+  void Disarm() { armed_ = false; }
+
+ private:
+  std::string dir_;
+  uint32_t files_;
+  bool armed_;
+};
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "frsd: %s\n", msg.c_str());
@@ -106,6 +125,11 @@ int main(int argc, char** argv) {
   Status s = Logger::Get().Configure(logfile, "master");
   if (!s.ok()) return Fail(s.message());
 
+  // A start that fails after creating a new store takes it away again, so a
+  // disk too small is left as it was found (not 100 % full of a store that
+  // never served). An existing store is never removed.
+  auto before = store::CheckStoreFiles(cfg.store_dir, cfg.geometry);
+  NewStoreCleanup cleanup(cfg.store_dir, cfg.geometry.files, before.ok() && !before->exists);
   StoreOptions so = StoreOptionsFor(cfg, /*create_if_missing=*/true);
   so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
   auto store = Store::Open(so);
@@ -141,6 +165,7 @@ int main(int argc, char** argv) {
   auto metrics = Metrics::Create(cfg.workers);
   if (!metrics.ok()) return Fail(metrics.status().message());
 
+  cleanup.Disarm();  // everything that could fail because of the disk has passed
   Daemon daemon;
   if (!foreground) {
     s = daemon.Daemonize();

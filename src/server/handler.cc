@@ -204,8 +204,13 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       head_only = head.method == HttpMethod::kHead;
       if (health) {
         body_.clear();
+        Status files = engine_->store() ? engine_->store()->CheckFiles() : Status::OK();
         if (shutting_down_) {
           ErrorBody(503, "the server is shutting down", &status);
+        } else if (!files.ok()) {
+          // A store file deleted or truncated under a running server: take
+          // it out of rotation rather than answer from a lost inode.
+          ErrorBody(503, files.message(), &status);
         } else {
           body_.append("<response code=\"0\" msg=\"serving\"/>\n");
         }

@@ -1,6 +1,7 @@
 #include "server/master.h"
 
 #include "config/xml_location.h"
+#include "os/sigbus_guard.h"
 
 #include <poll.h>
 #include <sys/wait.h>
@@ -257,6 +258,9 @@ int Master::Run(const sigset_t* wait_mask) {
 
 int RunMaster(MasterContext ctx) {
   Logger::Get().SetRole("master");
+  // The master reads store headers (counters) and flushes the mappings: a
+  // store file truncated under it must not kill it either.
+  os::InstallSigbusGuard();
   sigset_t wait_mask;
   Status s = InstallSignalHandlers(/*want_child=*/true, &wait_mask);
   if (!s.ok()) {

@@ -21,6 +21,7 @@
 #include "server/handler.h"
 #include "server/logger.h"
 #include "server/signals.h"
+#include "os/sigbus_guard.h"
 
 namespace frs::server {
 
@@ -80,6 +81,7 @@ class Worker {
   bool stopping_ = false;
   bool accept_paused_ = false;
   uint64_t map_generation_ = 0;  // of the map channel, applied
+  bool store_broken_logged_ = false;
   int64_t stop_deadline_ = 0;
   pid_t parent_ = getppid();
   int64_t next_parent_check_ = 0;
@@ -131,6 +133,12 @@ int Worker::Run(const sigset_t* wait_mask) {
     // Reparenting changes getppid() whoever the new parent is.
     if (now >= next_parent_check_) {
       next_parent_check_ = now + 1000 * kMsNs;
+      // A store file deleted or truncated under us: said loudly once, and
+      // every request of that file is answered 503 from now on.
+      if (Status fs = engine_->store()->CheckFiles(); !fs.ok() && !store_broken_logged_) {
+        FRS_LOG("STORE FILE LOST: %s", fs.message().c_str());
+        store_broken_logged_ = true;
+      }
       if (getppid() != parent_ && !stopping_) {
         FRS_LOG("the master is gone; stopping");
         BeginShutdown(now);
@@ -397,6 +405,8 @@ int RunWorker(WorkerContext ctx) {
   // Die with the master: a worker must never outlive it (a new master could
   // not take the store lock while orphans serve the old map).
   prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // A truncated store file answers errors instead of killing the worker.
+  os::InstallSigbusGuard();
   sigset_t wait_mask;
   Status s = InstallSignalHandlers(/*want_child=*/false, &wait_mask);
   if (!s.ok()) {

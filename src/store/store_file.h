@@ -44,6 +44,9 @@ class StoreFile {
   uint64_t store_id() const { return header()->store_id; }
   Status Sync(bool sync) const { return map_->Sync(sync); }
   Status Reserve() const { return map_->Reserve(); }
+  Result<uint64_t> BytesToReserve() const { return map_->BytesToReserve(); }
+  bool broken() const { return map_->broken(); }
+  Status CheckStillThere() const { return map_->CheckStillThere(); }
 
  private:
   StoreFile() = default;

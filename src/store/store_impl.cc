@@ -1,5 +1,6 @@
 #include "store/store_impl.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -500,8 +501,39 @@ StoreImpl::Placement StoreImpl::Place(StoreFile* f, Txn& txn, const Location& lo
 
 // ---------------------------------------------------------------- operations
 
+Status StoreImpl::FileUsable(const StoreFile* f) {
+  if (!f->broken()) return Status::OK();
+  return Status::Unavailable(f->path() +
+                             " was deleted, truncated or failed while in use: frsd no longer answers from it "
+                             "(nothing was recorded); restore the file and restart");
+}
+
+Status StoreImpl::CheckFiles() {
+  Status first;
+  for (const auto& f : files_) {
+    if (f->broken()) {
+      if (first.ok()) first = FileUsable(f.get());
+      continue;
+    }
+    if (Status s = f->CheckStillThere(); !s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
 Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
                          UpdateResult* result) {
+  // A file that is gone is not touched; one that broke during the operation
+  // (its mapping replaced with zero pages by the SIGBUS guard) makes the
+  // operation fail rather than be acknowledged.
+  StoreFile* f = files_[Locate(key.fp).file].get();
+  if (Status s = FileUsable(f); !s.ok()) return s;
+  Status s = UpdateImpl(key, state_bytes, now_s, fn, result);
+  if (f->broken()) return FileUsable(f);
+  return s;
+}
+
+Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
+                             UpdateResult* result) {
   uint32_t span_new = 0;
   if (Status s = CheckRequest(key, state_bytes, &span_new); !s.ok()) return s;
   const Location loc = Locate(key.fp);
@@ -627,6 +659,16 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
 
 Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                               std::vector<UpdateResult>* results) {
+  for (const BatchItem& it : items)
+    if (Status s = FileUsable(files_[Locate(it.key.fp).file].get()); !s.ok()) return s;
+  Status s = UpdateBatchImpl(items, now_s, fn, results);
+  for (const BatchItem& it : items)
+    if (StoreFile* f = files_[Locate(it.key.fp).file].get(); f->broken()) return FileUsable(f);
+  return s;
+}
+
+Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
+                                  std::vector<UpdateResult>* results) {
   const size_t n = items.size();
   if (n == 0) return Status::OK();
   if (n > kMaxBatch) return Status::InvalidArgument("a batch holds at most " + std::to_string(kMaxBatch) + " members");
@@ -807,6 +849,7 @@ StoreImpl::Pos StoreImpl::FindWithA(StoreFile* f, const Location& loc, const Key
 Result<NodeInfo> StoreImpl::Get(const KeyRef& key) {
   const Location loc = Locate(key.fp);
   StoreFile* f = files_[loc.file].get();
+  if (Status s = FileUsable(f); !s.ok()) return s;
   LockSet locks(this, f);
   locks.Lock(loc.a);
   Pos pos = FindWithA(f, loc, key, locks);
@@ -835,6 +878,7 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
     for (uint32_t k = 0; k < geo_.keynodes; ++k) {
       if (filter.keynode >= 0 && filter.keynode != k) continue;
       if (os::StopRequested()) return Status::Unavailable("interrupted between chains; nothing is half done");
+      if (Status s = FileUsable(f); !s.ok()) return s;
       batch.clear();
       {
         // The chain is copied out under its lock and visited after: a slow
@@ -877,6 +921,7 @@ Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bo
       if (os::StopRequested())
         return Status::Unavailable("interrupted between chains after erasing " + std::to_string(erased) +
                                    " node(s); nothing is half done");
+      if (Status s = FileUsable(f); !s.ok()) return s;
       LockSet locks(this, f);
       locks.Lock(k);
       Txn txn(this, f, fi);
@@ -942,6 +987,23 @@ Status StoreImpl::WritersBusy(StoreFile* f) {
 }
 
 Status StoreImpl::Reserve() {
+  // Compare first, allocate after: on a disk too small, nothing is allocated
+  // (before, a failed start left ext4 100 % full).
+  uint64_t need = 0;
+  for (const auto& f : files_) {
+    Result<uint64_t> n = f->BytesToReserve();
+    if (!n.ok()) return n.status();
+    need += n.value();
+  }
+  if (need > 0) {
+    struct statvfs vfs;
+    if (::statvfs(opts_.dir.c_str(), &vfs) != 0) return Status::FromErrno(opts_.dir + ": statvfs", errno);
+    const uint64_t avail = uint64_t{vfs.f_bavail} * vfs.f_frsize;
+    if (need > avail)
+      return Status::Unavailable(opts_.dir + ": the store needs " + std::to_string(need) +
+                                 " more bytes on its disk and only " + std::to_string(avail) +
+                                 " are free; nothing was allocated (free space, or a smaller <store> geometry)");
+  }
   for (const auto& f : files_)
     if (Status s = f->Reserve(); !s.ok()) return s;
   return Status::OK();

@@ -45,6 +45,7 @@ class StoreImpl final : public Store {
   Status ForEach(const Filter& filter, const Visitor& visit) override;
   Result<uint64_t> EraseIf(const Filter& filter, const std::function<bool(const NodeInfo&)>& pred) override;
   void SetLiveBizzes(std::vector<bool> live) override;
+  Status CheckFiles() override;
   StoreStats Stats() const override;
   Status Flush(bool sync) override;
   Status Reserve() override;
@@ -107,6 +108,10 @@ class StoreImpl final : public Store {
   void FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
 
   static Status WritersBusy(StoreFile* f);
+  static Status FileUsable(const StoreFile* f);
+  Status UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn, UpdateResult* result);
+  Status UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
+                         std::vector<UpdateResult>* results);
   // Counts a damaged node met by a lookup or a walk, and logs it once.
   void NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const;
   Status CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t* span) const;

@@ -1,6 +1,7 @@
 // End to end: the process model of a real frsd: reload, stop, restart, crash,
 // respawn, locking, daemon mode, limits.
 #include <gtest/gtest.h>
+#include <sys/statvfs.h>
 
 #include <filesystem>
 #include <algorithm>
@@ -386,6 +387,124 @@ TEST(LifecycleE2E, AnIdleFloodIsSharedAnsweredAndDrainsByItself) {
   Client late(s.port());
   EXPECT_EQ(late.Get("/health").status, 200) << "a client after the flood is served";
   EXPECT_EQ(s.Stop(), 0);
+}
+
+// A store file deleted while serving: the server kept acknowledging into the
+// unlinked inode. Truncated: workers died of SIGBUS, then the master. Now
+// both are noticed, said loudly, and answered 503 for that file's keys,
+// while the other file serves on and no process dies.
+TEST(LifecycleE2E, AStoreFileDeletedOrTruncatedWhileServingIsAnsweredNotDiedOf) {
+  for (const bool truncate : {true, false}) {
+    SCOPED_TRACE(truncate ? "truncated" : "deleted");
+    Frsd s;
+    ASSERT_TRUE(s.Start()) << s.log();
+    std::vector<pid_t> workers = s.Workers();
+    Client c(s.port());
+    for (int i = 0; i < 40; ++i) ASSERT_EQ(c.Get("/acquire?biz=login&key=k" + std::to_string(i)).status, 200);
+    const std::string victim = s.dir() + "/data/frs.1.store";
+    if (truncate) {
+      ASSERT_EQ(::truncate(victim.c_str(), 4096), 0);
+    } else {
+      ASSERT_EQ(::unlink(victim.c_str()), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the workers' check runs each second
+    }
+    int ok = 0, unavailable = 0;
+    std::string msg;
+    for (int i = 0; i < 40; ++i) {
+      Client n(s.port());
+      HttpResponse r = n.Get("/acquire?biz=login&key=k" + std::to_string(i));
+      if (r.status == 200) ++ok;
+      if (r.status == 503) {
+        ++unavailable;
+        msg = Attr(r.body, "msg");
+      }
+    }
+    EXPECT_GT(ok, 0) << "the intact file stopped serving";
+    EXPECT_GT(unavailable, 0) << "keys of the lost file were still acknowledged";
+    EXPECT_EQ(ok + unavailable, 40);
+    EXPECT_NE(msg.find("frs.1.store"), std::string::npos) << msg;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    Client h(s.port());
+    HttpResponse health = h.Get("/health");
+    EXPECT_EQ(health.status, 503);
+    EXPECT_NE(health.body.find("frs.1.store"), std::string::npos) << health.body;
+    std::vector<pid_t> now = s.Workers();
+    std::sort(now.begin(), now.end());
+    std::sort(workers.begin(), workers.end());
+    EXPECT_EQ(now, workers) << "a worker died";
+    EXPECT_NE(s.log().find("STORE FILE LOST"), std::string::npos) << s.log();
+    EXPECT_EQ(s.Stop(), 0) << "the master died or failed to stop\n" << s.log();
+  }
+}
+
+// Free bytes of the file system holding `dir`.
+uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs v;
+  return ::statvfs(dir.c_str(), &v) == 0 ? uint64_t{v.f_bavail} * v.f_frsize : 0;
+}
+
+// A small tmpfs for a test, unmounted at the end (root only).
+class SmallDisk {
+ public:
+  SmallDisk(const std::string& dir, const std::string& size) : dir_(dir) {
+    std::filesystem::create_directories(dir_);
+    mounted_ = ::getuid() == 0 && std::system(("mount -t tmpfs -o size=" + size + " tmpfs '" + dir_ + "'").c_str()) == 0;
+  }
+  ~SmallDisk() {
+    if (mounted_) std::system(("umount -l '" + dir_ + "'").c_str());
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+// A start on a disk too small for the store left ext4 100 % full; a full
+// disk after start killed workers (stats.frs was sparse) and a SIGHUP that
+// added a biz killed the master. Everything mapped is now backed before it
+// is written, and a failed start takes back what it created.
+TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
+  Frsd s;
+  SmallDisk disk(s.dir() + "/data", "8m");
+  if (!disk.mounted()) GTEST_SKIP() << "tmpfs cannot be mounted here";
+  // 1. The default harness store (2 x 4096 x 8 slots and their journals,
+  // about 9.8 MB) does not fit in 8 MB.
+  const uint64_t free_before = FreeBytes(s.dir() + "/data");
+  s.WriteConfig(FreePort());
+  s.Spawn();
+  ASSERT_TRUE(s.Exited(5000));
+  EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
+  EXPECT_NE(s.log().find("nothing was allocated"), std::string::npos) << s.log();
+  EXPECT_EQ(FreeBytes(s.dir() + "/data"), free_before) << "the failed start left the disk fuller";
+  EXPECT_FALSE(std::filesystem::exists(s.dir() + "/data/frs.0.store")) << "the failed start left its files";
+
+  // 2. A store that fits; then the disk fills up while it serves.
+  std::string cfg = ReadFile(s.config());
+  cfg.replace(cfg.find("keynodes=\"4096\""), 15, "keynodes=\"1024\"");  // about 6.6 MB
+  WriteFile(s.config(), cfg);
+  ASSERT_TRUE(s.Start()) << s.log();
+  std::vector<pid_t> workers = s.Workers();
+  std::system(("dd if=/dev/zero of='" + s.dir() + "/data/filler' bs=64k 2>/dev/null").c_str());
+  EXPECT_LT(FreeBytes(s.dir() + "/data"), 65536u) << "the disk is not full";
+  Client c(s.port());
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(c.Get("/acquire?biz=login&key=full" + std::to_string(i)).status, 200);
+  // A reload that adds a biz claims its daily-statistics slot: a page that
+  // must already be backed.
+  std::string map = kDefaultMap;
+  map.replace(map.find("</map>"), 6, "  <biz id=\"9\" name=\"late\"><rule interval=\"60\" max=\"2\"/></biz>\n</map>");
+  WriteFile(s.dir() + "/map.xml", map);
+  ::kill(s.pid(), SIGHUP);
+  ASSERT_TRUE(WaitFor([&] {
+    Client n(s.port());
+    return n.Get("/acquire?biz=late&key=x").status == 200;
+  }, 5000)) << s.log();
+  std::vector<pid_t> now = s.Workers();
+  std::sort(now.begin(), now.end());
+  std::sort(workers.begin(), workers.end());
+  EXPECT_EQ(now, workers) << "a worker died on the full disk";
+  EXPECT_EQ(s.Stop(), 0) << s.log();
 }
 
 TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {

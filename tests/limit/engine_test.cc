@@ -472,6 +472,7 @@ class MapStore final : public Store {
   StoreStats Stats() const override { return {}; }
   Status Flush(bool) override { return Status::OK(); }
   Status Reserve() override { return Status::OK(); }
+  Status CheckFiles() override { return Status::OK(); }
   Result<uint32_t> RecoverDeadOwner(int32_t) override { return Status::Unavailable("not in this fake"); }
   Result<VerifyReport> Verify(bool) override { return Status::Unavailable("not in this fake"); }
   void SetTestHookInCriticalSection(std::function<void(int)>) override {}

@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include "commands.h"
+#include "os/sigbus_guard.h"
 #include "os/stop_request.h"
 #include "session.h"
 
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  frs::os::InstallSigbusGuard();  // a truncated store file is an error, not a crash
   static char outbuf[1 << 16];
   std::setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
 

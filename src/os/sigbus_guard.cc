@@ -1,0 +1,71 @@
+#include "os/sigbus_guard.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <mutex>
+
+namespace frs::os {
+namespace {
+
+constexpr int kMaxMappings = 1024;
+
+struct Entry {
+  std::atomic<uintptr_t> base{0};
+  std::atomic<size_t> len{0};
+  std::atomic<std::atomic<bool>*> broken{nullptr};
+};
+Entry g_entries[kMaxMappings];
+std::mutex g_register_mu;  // registration only; the handler never locks
+std::atomic<bool> g_installed{false};
+
+void OnSigbus(int sig, siginfo_t* info, void*) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (Entry& e : g_entries) {
+    const uintptr_t base = e.base.load(std::memory_order_acquire);
+    const size_t len = e.len.load(std::memory_order_acquire);
+    if (base == 0 || addr < base || addr >= base + len) continue;
+    void* p = ::mmap(reinterpret_cast<void*>(base), len, PROT_READ | PROT_WRITE,
+                     MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) break;
+    if (std::atomic<bool>* b = e.broken.load(std::memory_order_acquire)) b->store(true, std::memory_order_release);
+    return;  // the faulting access runs again, on a zero page
+  }
+  // Not ours: die of it as we would have.
+  ::signal(sig, SIG_DFL);
+}
+
+}  // namespace
+
+void InstallSigbusGuard() {
+  if (g_installed.exchange(true)) return;
+  struct sigaction sa {};
+  sa.sa_sigaction = OnSigbus;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+int RegisterGuardedMapping(uint8_t* base, size_t len, std::atomic<bool>* broken) {
+  std::lock_guard<std::mutex> g(g_register_mu);
+  for (int i = 0; i < kMaxMappings; ++i) {
+    Entry& e = g_entries[i];
+    if (e.base.load(std::memory_order_relaxed) != 0) continue;
+    e.broken.store(broken, std::memory_order_release);
+    e.len.store(len, std::memory_order_release);
+    e.base.store(reinterpret_cast<uintptr_t>(base), std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void UnregisterGuardedMapping(int handle) {
+  if (handle < 0 || handle >= kMaxMappings) return;
+  std::lock_guard<std::mutex> g(g_register_mu);
+  Entry& e = g_entries[handle];
+  e.base.store(0, std::memory_order_release);
+  e.len.store(0, std::memory_order_release);
+  e.broken.store(nullptr, std::memory_order_release);
+}
+
+}  // namespace frs::os
