@@ -12,6 +12,30 @@
 
 namespace frs::server {
 
+namespace {
+
+std::vector<std::string> NodeFitProblemsOf(const SrvConfig& cfg, const limit::MapConfig& map) {
+  std::vector<std::string> problems;
+  for (const limit::BizConfig& b : map.bizzes) {
+    // A node holds its header, the rules' state and at least 8 key bytes.
+    const uint32_t bytes = kNodeHeaderBytes + b.state_bytes + 8;
+    const uint32_t slots = (bytes + kSlotBytes - 1) / kSlotBytes;
+    if (slots > cfg.geometry.chain)
+      problems.push_back(cfg.map_path + ":" + std::to_string(b.line) + ": biz \"" + b.name + "\" needs " +
+                         std::to_string(slots) + " slots per key but <store chain> in " + cfg.path + " is " +
+                         std::to_string(cfg.geometry.chain));
+  }
+  return problems;
+}
+
+}  // namespace
+
+std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view map_xml) {
+  Result<limit::MapConfig> map = limit::ParseMap(map_xml, cfg.map_path);
+  if (!map.ok()) return {};  // the map's own errors are reported by whoever parses it
+  return NodeFitProblemsOf(cfg, map.value());
+}
+
 int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* err) {
   Result<SrvConfig> cfg = LoadSrvConfig(srv_xml);
   if (!cfg.ok()) {
@@ -30,15 +54,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     problems.push_back(map.status().message());
   } else {
     bizzes = map->bizzes.size();
-    for (const limit::BizConfig& b : map->bizzes) {
-      // A node holds its header, the rules' state and at least 8 key bytes.
-      const uint32_t bytes = kNodeHeaderBytes + b.state_bytes + 8;
-      const uint32_t slots = (bytes + kSlotBytes - 1) / kSlotBytes;
-      if (slots > cfg->geometry.chain)
-        problems.push_back(cfg->map_path + ":" + std::to_string(b.line) + ": biz \"" + b.name + "\" needs " +
-                           std::to_string(slots) + " slots per key but <store chain> in " + cfg->path + " is " +
-                           std::to_string(cfg->geometry.chain));
-    }
+    for (std::string& p : NodeFitProblemsOf(*cfg, map.value())) problems.push_back(std::move(p));
   }
 
   std::string store_words;

@@ -9,8 +9,17 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/srv_config.h"
 
 namespace frs::server {
+
+// One "map.xml:LINE: ..." line per biz whose node cannot fit srv.xml's
+// <store chain> (such a biz would answer 503 on every request): frsd -t,
+// frsd's start and every reload refuse such a map.
+std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view map_xml);
 
 // Prints one line ending in "ok" to `out` and returns 0, or one
 // "file:line: what is wrong" line per problem to `err` and returns 1.

@@ -148,6 +148,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", map_err.c_str());
     return 1;
   }
+  if (auto fit = NodeFitProblems(cfg, map_text); !fit.empty()) {
+    for (const std::string& p : fit) std::fprintf(stderr, "%s\n", p.c_str());
+    return 1;
+  }
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
   eo.map_text = map_text;
   auto engine = Engine::Open(eo);

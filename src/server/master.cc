@@ -1,6 +1,7 @@
 #include "server/master.h"
 
 #include "config/xml_location.h"
+#include "server/config_check.h"
 #include "os/sigbus_guard.h"
 
 #include <poll.h>
@@ -159,8 +160,13 @@ void Master::Reload() {
   // rewritten meanwhile cannot give two workers two maps.
   std::string text, err;
   Status s;
-  if (!ReadWholeFile(cfg_.map_path, &text, &err)) s = Status::InvalidArgument(err);
-  else s = ctx_.engine->ReloadText(text, cfg_.map_path);
+  if (!ReadWholeFile(cfg_.map_path, &text, &err)) {
+    s = Status::InvalidArgument(err);
+  } else if (auto fit = NodeFitProblems(cfg_, text); !fit.empty()) {
+    s = Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
+  } else {
+    s = ctx_.engine->ReloadText(text, cfg_.map_path);
+  }
   if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(text);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());

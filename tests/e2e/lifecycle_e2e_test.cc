@@ -507,6 +507,35 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
   EXPECT_EQ(s.Stop(), 0) << s.log();
 }
 
+// A geometry whose chains cannot hold a biz's node started and then answered
+// 503 for that biz on every request. It is refused at start and on reload.
+TEST(LifecycleE2E, ABizWhoseNodesCannotFitTheChainsIsRefused) {
+  const std::string login_only =
+      "<map>\n  <biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>\n";
+  ServerOptions o;
+  Frsd s(o);
+  s.WriteConfig(FreePort());
+  std::string cfg = ReadFile(s.config());
+  cfg.replace(cfg.find("chain=\"8\""), 9, "chain=\"1\"");
+  WriteFile(s.config(), cfg);
+  s.Spawn();  // the default map's ad_user needs 2 slots per key
+  ASSERT_TRUE(s.Exited(5000));
+  EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
+  EXPECT_NE(s.log().find("biz \"ad_user\" needs 2 slots per key but <store chain>"), std::string::npos) << s.log();
+  EXPECT_NE(s.log().find("map.xml:"), std::string::npos) << s.log();
+
+  WriteFile(s.dir() + "/map.xml", login_only);
+  s.Spawn();
+  ASSERT_TRUE(s.WaitHealthy(5000)) << s.log();
+  WriteFile(s.dir() + "/map.xml", kDefaultMap);
+  ::kill(s.pid(), SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return s.log().find("reload refused") != std::string::npos; }, 5000)) << s.log();
+  Client c(s.port());
+  EXPECT_EQ(c.Get("/acquire?biz=login&key=a").status, 200);
+  EXPECT_EQ(c.Get("/acquire?biz=ad_user&key=a").status, 404) << "the refused map was installed";
+  EXPECT_EQ(s.Stop(), 0);
+}
+
 TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {
   ServerOptions o;
   o.extra = "  <allow>10.0.0.0/8</allow>\n";
