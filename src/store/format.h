@@ -159,13 +159,25 @@ static_assert(sizeof(JournalRecord) == 72);
 // this file. `active` is set before the first in-place write of a critical
 // section and cleared after the last; while it is set, `count` records are
 // valid.
+//
+// A batch whose members live in several files is one transaction: every
+// entry it uses records the batch's number and where its coordinator entry
+// is (the entry in the batch's lowest file). The commit point is one store:
+// the coordinator's `committed` = `batch`, after every file is written. A
+// dead writer's active entry of such a batch is kept (not undone) exactly
+// when its coordinator says committed; see StoreImpl::RecoverDeadWriters.
 struct WriterEntryHeader {
   uint64_t owner;   // os::Owner::word(): tid, and start time << 32; 0 = free
   uint32_t active;
   uint32_t count;
-  uint32_t reserved[12];
+  uint64_t batch;      // 0: not part of a batch across files
+  uint64_t committed;  // the coordinator's: == batch once the batch is committed
+  uint32_t coord_file, coord_entry;
+  uint32_t reserved[6];
 };
 static_assert(offsetof(WriterEntryHeader, active) == 8 && offsetof(WriterEntryHeader, count) == 12);
+static_assert(offsetof(WriterEntryHeader, batch) == 16 && offsetof(WriterEntryHeader, committed) == 24);
+static_assert(offsetof(WriterEntryHeader, coord_file) == 32 && offsetof(WriterEntryHeader, coord_entry) == 36);
 static_assert(sizeof(WriterEntryHeader) == 64);
 
 inline constexpr uint64_t WriterEntryBytes(uint32_t chain) {

@@ -36,6 +36,9 @@ class StoreFile {
   WriterEntryHeader* writer(uint32_t i) const {
     return reinterpret_cast<WriterEntryHeader*>(writers_ + uint64_t{i} * writer_bytes_);
   }
+  uint32_t writer_index(const WriterEntryHeader* w) const {
+    return static_cast<uint32_t>((reinterpret_cast<const uint8_t*>(w) - writers_) / writer_bytes_);
+  }
   JournalRecord* records(WriterEntryHeader* w) const {
     return reinterpret_cast<JournalRecord*>(reinterpret_cast<uint8_t*>(w) + sizeof(WriterEntryHeader));
   }

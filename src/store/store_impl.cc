@@ -148,7 +148,7 @@ WriterEntryHeader* StoreImpl::MyWriter(uint32_t file_index) {
       } else if (cur != 0) {
         if (pass == 0 || os::OwnerAlive(os::Owner::FromWord(cur))) continue;
         // A dead thread's entry: undo whatever it left, then take it.
-        RecoverDeadWriters(f, os::Owner::FromWord(cur));
+        RecoverDeadWriters(os::Owner::FromWord(cur));
         cur = 0;
         if (!owner.compare_exchange_strong(cur, self.word())) continue;
       } else if (!owner.compare_exchange_strong(cur, self.word())) {
@@ -183,30 +183,58 @@ void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
   std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_release);
 }
 
-uint32_t StoreImpl::RecoverDeadWriters(StoreFile* f, os::Owner dead) {
-  // The one place a dead writer's journal is undone. The recovery lock
-  // serializes it against anyone else recovering the same owner through
-  // another of its chains. It is safe without the dead owner's chain locks:
-  // they stay held by the dead owner until someone takes them over, and
-  // every take-over runs this first.
+uint32_t StoreImpl::RecoverDeadWriters(os::Owner dead) {
+  // The one place a dead writer's journals are undone, in every file at
+  // once: a batch across files is kept or undone as a whole, decided by its
+  // coordinator entry before any entry is touched. The recovery locks (taken
+  // in file order) serialize this against anyone else recovering the same
+  // owner. It is safe without the dead owner's chain locks: they stay held by
+  // the dead owner until someone takes them over, and every take-over runs
+  // this first.
+  for (auto& f : files_) {
+    os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
+    (void)lr;  // a dead holder of a recovery lock left nothing half-done: it only guards this
+  }
+  struct Act {
+    StoreFile* f;
+    WriterEntryHeader* w;
+    bool undo;
+  };
+  std::vector<Act> acts;
+  for (auto& fp : files_) {
+    StoreFile* f = fp.get();
+    for (uint32_t i = 0; i < kWriterEntries; ++i) {
+      WriterEntryHeader* w = f->writer(i);
+      if (AtomicLoad(w->owner) != dead.word()) continue;
+      bool undo = AtomicLoad(w->active) != 0;
+      const uint64_t batch = AtomicLoad(w->batch);
+      if (undo && batch != 0 && w->coord_file < files_.size() && w->coord_entry < kWriterEntries) {
+        const WriterEntryHeader* c = files_[w->coord_file]->writer(w->coord_entry);
+        undo = !(AtomicLoad(c->owner) == dead.word() && AtomicLoad(c->committed) == batch);
+      }
+      acts.push_back({f, w, undo});
+    }
+  }
   uint32_t undone = 0;
-  os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
-  (void)lr;  // a dead holder of the recovery lock left nothing half-done: it only guards this loop
-  for (uint32_t i = 0; i < kWriterEntries; ++i) {
-    WriterEntryHeader* w = f->writer(i);
-    if (AtomicLoad(w->owner) != dead.word()) continue;
-    if (AtomicLoad(w->active)) {
-      UndoEntry(f, w);
+  for (const Act& a : acts) {
+    if (a.undo) {
+      UndoEntry(a.f, a.w);
       ++undone;
     }
-    std::atomic_ref<uint64_t>(w->owner).store(0, std::memory_order_release);
   }
-  os::ShmUnlock(&f->header()->recovery_lock);
+  for (const Act& a : acts) {
+    std::atomic_ref<uint32_t>(a.w->count).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint32_t>(a.w->active).store(0, std::memory_order_release);
+    std::atomic_ref<uint64_t>(a.w->batch).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(a.w->committed).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(a.w->owner).store(0, std::memory_order_release);
+  }
+  for (auto it = files_.rbegin(); it != files_.rend(); ++it) os::ShmUnlock(&(*it)->header()->recovery_lock);
   return undone;
 }
 
 void StoreImpl::RecoverOwnerLocked(StoreFile* f, os::Owner dead) {
-  const uint32_t undone = RecoverDeadWriters(f, dead);
+  const uint32_t undone = RecoverDeadWriters(dead);
   AtomicAdd(f->header()->lock_recoveries, 1);
   if (opts_.on_recovery)
     opts_.on_recovery("recovered a lock of dead owner " + std::to_string(dead.tid) + " in " + f->path() +
@@ -238,12 +266,12 @@ Result<uint32_t> StoreImpl::RecoverDeadOwner(int32_t pid) {
     // is left alone.
     for (uint32_t i = 0; i < kWriterEntries; ++i) {
       const os::Owner o = os::Owner::FromWord(AtomicLoad(f->writer(i)->owner));
-      if (o.tid == tid && !os::OwnerAlive(o)) touched |= RecoverDeadWriters(f, o) > 0;
+      if (o.tid == tid && !os::OwnerAlive(o)) touched |= RecoverDeadWriters(o) > 0;
     }
     for (uint32_t k = 0; k < geo_.keynodes; ++k) {
       const os::Owner o = os::ShmOwner(f->lock(k));
       if (o.tid != tid || os::OwnerAlive(o)) continue;
-      RecoverDeadWriters(f, o);  // before the chain is released: its journal first
+      RecoverDeadWriters(o);  // before the chain is released: its journals first
       if (os::ShmForceUnlock(f->lock(k), o)) {
         ++released;
         touched = true;
@@ -749,6 +777,30 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
     if (!txns[file]) txns[file] = std::make_unique<Txn>(this, files_[file].get(), file);
     return *txns[file];
   };
+  // A batch across files is one transaction: every file's journal is opened
+  // now, in file order, and joins the batch before anything is written; the
+  // first is its coordinator (see WriterEntryHeader).
+  std::vector<uint32_t> batch_files;
+  for (size_t i = 0; i < n; ++i)
+    if (owner[i] == i && commits[i] != Commit::kNone) batch_files.push_back(locs[i].file);
+  std::sort(batch_files.begin(), batch_files.end());
+  batch_files.erase(std::unique(batch_files.begin(), batch_files.end()), batch_files.end());
+  uint64_t batch_no = 0;
+  if (batch_files.size() > 1) {
+    static std::atomic<uint64_t> batches{0};
+    batch_no = (os::Self().word() * 0x9E3779B97F4A7C15ull) ^ (batches.fetch_add(1) + 1);
+    if (batch_no == 0) batch_no = 1;
+    for (uint32_t file : batch_files) {
+      if (!txn_for(file).Open()) {
+        for (auto& t : txns)
+          if (t) t->Rollback();
+        return WritersBusy(files_[file].get());
+      }
+    }
+    const uint32_t coord_file = batch_files.front();
+    const uint32_t coord_entry = txns[coord_file]->entry_index();
+    for (uint32_t file : batch_files) txns[file]->JoinBatch(batch_no, coord_file, coord_entry);
+  }
   // Nodes found or placed by this batch must survive its later insertions.
   std::vector<std::pair<uint32_t, uint32_t>> pinned;
   for (size_t i = 0; i < n; ++i)
@@ -821,6 +873,17 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
       if (t) t->Rollback();
     if (busy_file >= 0) return WritersBusy(files_[static_cast<size_t>(busy_file)].get());
     return Status::Busy("the batch's members crowd one chain; nothing was recorded");
+  }
+  if (batch_no != 0) {
+    // Every file is written. One store commits the whole batch; then the
+    // participants close their journals, then the coordinator. A death
+    // before the commit point undoes every file; after it, keeps every file.
+    if (hook_) hook_(2);
+    txns[batch_files.front()]->MarkCommitted(batch_no);
+    if (hook_) hook_(3);
+    for (size_t k = 1; k < batch_files.size(); ++k) txns[batch_files[k]]->End();
+    if (hook_) hook_(4);
+    txns[batch_files.front()]->End();
   }
   return Status::OK();
 }

@@ -70,9 +70,10 @@ class StoreImpl final : public Store {
   // Lock helpers; take-over of a dead owner runs recovery before returning.
   void LockChain(StoreFile* f, uint32_t keynode);
   void RecoverOwnerLocked(StoreFile* f, os::Owner dead);  // REQUIRES: the chain lock taken over
-  // Undoes and frees every writer entry of `dead` in `f`; returns how many
-  // had an unfinished write. The only copy of that loop.
-  uint32_t RecoverDeadWriters(StoreFile* f, os::Owner dead);
+  // Undoes (or, for a committed batch across files, keeps) and frees every
+  // writer entry of `dead` in every file; returns how many were undone. The
+  // only copy of that loop.
+  uint32_t RecoverDeadWriters(os::Owner dead);
   void UndoEntry(StoreFile* f, WriterEntryHeader* w);
   WriterEntryHeader* MyWriter(uint32_t file_index);
 

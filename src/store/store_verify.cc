@@ -33,7 +33,7 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
       if (active)
         rep.problems.push_back(path + ": writer entry " + std::to_string(i) + " of dead thread " +
                                std::to_string(owner.tid) + " has an unfinished write");
-      if (repair && RecoverDeadWriters(f, owner) > 0)
+      if (repair && RecoverDeadWriters(owner) > 0)
         rep.repairs.push_back(path + ": undid the unfinished write of dead thread " + std::to_string(owner.tid));
     }
     uint64_t nodes = 0, slots = 0;

@@ -54,9 +54,26 @@ class StoreImpl::Txn {
     recs_ = f_->records(w_);
     cap_ = JournalCapacity(f_->header()->chain);
     w_->count = 0;
+    std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_relaxed);
     std::atomic_ref<uint32_t>(w_->active).store(1, std::memory_order_release);
     return true;
   }
+  // Makes this journal part of batch `batch` across files, whose coordinator
+  // entry is `coord_entry` of file `coord_file`. REQUIRES: Open, and no
+  // write yet.
+  void JoinBatch(uint64_t batch, uint32_t coord_file, uint32_t coord_entry) {
+    w_->coord_file = coord_file;
+    w_->coord_entry = coord_entry;
+    std::atomic_ref<uint64_t>(w_->batch).store(batch, std::memory_order_release);
+  }
+  // The coordinator's commit point: from here on, recovery keeps every file's
+  // writes of the batch instead of undoing them.
+  void MarkCommitted(uint64_t batch) {
+    std::atomic_ref<uint64_t>(w_->committed).store(batch, std::memory_order_release);
+  }
+  uint32_t entry_index() const { return f_->writer_index(w_); }
+  bool opened() const { return w_ != nullptr; }
   bool SaveRange(uint32_t keynode, uint32_t slot, uint32_t span) {
     for (uint32_t k = 0; k < span; ++k)
       if (!Save(keynode, slot + k)) return false;
@@ -64,7 +81,10 @@ class StoreImpl::Txn {
   }
   // Restores every saved image (used when a batch must be abandoned).
   void Rollback() {
-    if (w_) s_->UndoEntry(f_, w_);
+    if (w_) {
+      s_->UndoEntry(f_, w_);
+      std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
+    }
     w_ = nullptr;
     nodes = slots = evict_stale = evict_live = cuckoo = 0;
   }
@@ -73,6 +93,9 @@ class StoreImpl::Txn {
   void End() {
     if (w_) {
       std::atomic_ref<uint32_t>(w_->active).store(0, std::memory_order_release);
+      // Inactive entries are never looked at: these clear only for tidiness.
+      std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
+      std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_relaxed);
       w_ = nullptr;
     }
     FileHeader* h = f_->header();
