@@ -110,6 +110,7 @@ struct EngineOptions {
   std::string timezone = "UTC";      // IANA name, for calendar windows and daily stats
   Store* store = nullptr;            // not owned; must outlive the engine
   std::string stats_dir;             // where the daily statistics file lives (the store dir)
+  bool read_only = false;            // never write the statistics file (a read-only store)
   const Clock* clock = nullptr;      // default: SystemClock
 };
 

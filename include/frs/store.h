@@ -61,6 +61,11 @@ struct StoreOptions {
   // unless restored). This creates them empty instead (frsctl init
   // --recreate-missing, an operator's explicit choice).
   bool recreate_missing_files = false;
+  // Maps the files read-only (a store on a read-only file system, or files
+  // this user may not write): reads take no locks, since a lock word cannot
+  // be written, and so may see a chain that a writer elsewhere is changing
+  // at that instant; every write is refused (Unavailable).
+  bool read_only = false;
   // Called (rarely) when a dead owner's lock is recovered; may be empty.
   std::function<void(const std::string& what)> on_recovery;
 };

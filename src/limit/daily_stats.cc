@@ -1,5 +1,7 @@
 #include "limit/daily_stats.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -68,16 +70,18 @@ DailyStats::Slot* DailyStats::slot(uint32_t i) const {
   return reinterpret_cast<Slot*>(base_ + sizeof(Header) + uint64_t{i} * sizeof(Slot));
 }
 
-Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir) {
+Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir, bool read_only) {
   std::unique_ptr<DailyStats> s(new DailyStats());
-  if (dir.empty()) {
+  s->read_only_ = read_only;
+  if (dir.empty() || (read_only && ::access((dir + "/stats.frs").c_str(), F_OK) != 0)) {
     s->memory_ = std::make_unique<uint64_t[]>(kFileBytes / 8);
     s->base_ = reinterpret_cast<uint8_t*>(s->memory_.get());
     InitHeader(s->header());
     return s;
   }
   s->path_ = dir + "/stats.frs";
-  auto f = os::MappedFile::Open(s->path_, os::MappedFile::Mode::kCreateIfMissing, kFileBytes);
+  auto f = os::MappedFile::Open(s->path_, read_only ? os::MappedFile::Mode::kReadOnly : os::MappedFile::Mode::kCreateIfMissing,
+                                kFileBytes);
   if (!f.ok()) return f.status();
   s->file_ = std::move(f.value());
   s->base_ = s->file_->data();
@@ -105,7 +109,7 @@ Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir) {
   }
   if (s->file_->size() < kFileBytes) return Status::Corruption(s->path_ + ": truncated");
   // A file made sparse by an older build (or copied sparse) is backed now.
-  if (auto n = s->file_->BytesToReserve(); n.ok() && n.value() > 0)
+  if (auto n = s->file_->BytesToReserve(); !read_only && n.ok() && n.value() > 0)
     if (Status st = s->file_->Reserve(); !st.ok()) return st;
   return s;
 }
@@ -121,6 +125,7 @@ int32_t DailyStats::FindSlot(uint16_t biz) const {
 }
 
 int32_t DailyStats::SlotFor(uint16_t biz) {
+  if (read_only_) return FindSlot(biz);
   uint32_t i = (uint32_t{biz} * 2654435761u) % kSlots;
   for (uint32_t probe = 0; probe < kSlots; ++probe, i = (i + 1) % kSlots) {
     std::atomic_ref<uint32_t> owner(slot(i)->biz);
@@ -132,6 +137,7 @@ int32_t DailyStats::SlotFor(uint16_t biz) {
 }
 
 void DailyStats::Add(int32_t slot_index, uint32_t day, const uint64_t (&delta)[kFields]) {
+  if (read_only_) return;
   if (slot_index == kNoSlot) {
     std::atomic_ref<uint64_t>(header()->overflow).fetch_add(delta[kRequests], std::memory_order_relaxed);
     return;

@@ -37,7 +37,10 @@ class DailyStats {
 
   // Opens (creating when missing) `dir`/stats.frs; an empty dir keeps the
   // counters in memory only.
-  static Result<std::unique_ptr<DailyStats>> Open(const std::string& dir);
+  // `read_only`: map an existing file read-only (or keep empty statistics in
+  // memory when there is none) and never write: for frsctl on a store it
+  // may not write.
+  static Result<std::unique_ptr<DailyStats>> Open(const std::string& dir, bool read_only = false);
   ~DailyStats();
 
   // The slot of `biz`, claimed on first use; kNoSlot when the table is full
@@ -64,6 +67,7 @@ class DailyStats {
   std::unique_ptr<uint64_t[]> memory_;
   uint8_t* base_ = nullptr;
   std::string path_;
+  bool read_only_ = false;
 };
 
 }  // namespace frs::limit

@@ -55,7 +55,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& opts) {
   if (!tz.ok()) return tz.status();
   auto map = opts.map_text.empty() ? limit::LoadMapFile(opts.map_path) : limit::ParseMap(opts.map_text, opts.map_path);
   if (!map.ok()) return map.status();
-  auto stats = limit::DailyStats::Open(opts.stats_dir);
+  auto stats = limit::DailyStats::Open(opts.stats_dir, opts.read_only);
   if (!stats.ok()) return stats.status();
   auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(stats.value()));
   Status s = engine->Install(std::move(map.value()));

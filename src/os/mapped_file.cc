@@ -42,7 +42,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
   std::unique_ptr<MappedFile> f(new MappedFile());  // private constructor: make_unique cannot reach it
   f->path_ = path;
 
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  f->read_only_ = mode == Mode::kReadOnly;
+  UniqueFd fd(::open(path.c_str(), (f->read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC));
   if (!fd.valid() && errno == ENOENT && mode == Mode::kCreateIfMissing) {
     fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd.valid()) {
@@ -80,8 +81,9 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
 
   try {
     auto r = std::make_unique<Region>();
-    r->mapping = bip::file_mapping(path.c_str(), bip::read_write);
-    r->region = bip::mapped_region(r->mapping, bip::read_write, 0, static_cast<size_t>(st.st_size));
+    const bip::mode_t m = f->read_only_ ? bip::read_only : bip::read_write;
+    r->mapping = bip::file_mapping(path.c_str(), m);
+    r->region = bip::mapped_region(r->mapping, m, 0, static_cast<size_t>(st.st_size));
     f->data_ = static_cast<uint8_t*>(r->region.get_address());
     f->size_ = r->region.get_size();
     f->region_ = std::move(r);
@@ -107,6 +109,7 @@ Result<uint64_t> MappedFile::BytesToReserve() const {
 }
 
 Status MappedFile::Reserve() const {
+  if (read_only_) return Status::Unavailable(path_ + " is open read-only");
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(path_ + ": fstat", errno);
   const bool had_holes = static_cast<uint64_t>(st.st_blocks) * 512 < size_;

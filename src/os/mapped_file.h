@@ -24,7 +24,9 @@ namespace frs::os {
 
 class MappedFile {
  public:
-  enum class Mode { kOpenOnly, kCreateIfMissing };
+  // kReadOnly: opened O_RDONLY and mapped PROT_READ (a store on a read-only
+  // file system, or files this user may not write); nothing may be written.
+  enum class Mode { kOpenOnly, kCreateIfMissing, kReadOnly };
 
   // Maps `path`. When created, the file is `create_size` bytes of zeros and
   // created() is true: the caller initializes it and calls FinishCreate().
@@ -36,6 +38,7 @@ class MappedFile {
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
   bool created() const { return created_; }
+  bool read_only() const { return read_only_; }
 
   // Releases the creator's exclusive lock (keeps a shared one).
   Status FinishCreate();
@@ -65,6 +68,7 @@ class MappedFile {
   uint64_t size_ = 0;
   std::string path_;
   bool created_ = false;
+  bool read_only_ = false;
   mutable std::atomic<bool> broken_{false};
   int guard_ = -1;  // os/sigbus_guard.h handle
 };

@@ -52,10 +52,13 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
 }
 
 Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint32_t index, const StoreGeometry& g,
-                                                   bool create, uint64_t store_id) {
+                                                   bool create, uint64_t store_id, bool read_only) {
   const std::string path = PathFor(dir, index);
   const FileLayout l = LayoutFor(g);
-  auto m = os::MappedFile::Open(path, create ? os::MappedFile::Mode::kCreateIfMissing : os::MappedFile::Mode::kOpenOnly,
+  auto m = os::MappedFile::Open(path,
+                                read_only ? os::MappedFile::Mode::kReadOnly
+                                : create  ? os::MappedFile::Mode::kCreateIfMissing
+                                          : os::MappedFile::Mode::kOpenOnly,
                                 l.file_bytes);
   if (!m.ok()) return m.status();
   std::unique_ptr<StoreFile> f(new StoreFile());  // private constructor

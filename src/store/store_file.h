@@ -18,7 +18,8 @@ class StoreFile {
   // `store_id` is the id to write when creating; *store_id_out receives the
   // file's id so the caller can check every file belongs to one store.
   static Result<std::unique_ptr<StoreFile>> Open(const std::string& dir, uint32_t index,
-                                                 const StoreGeometry& g, bool create, uint64_t store_id);
+                                                 const StoreGeometry& g, bool create, uint64_t store_id,
+                                                 bool read_only = false);
 
   static std::string PathFor(const std::string& dir, uint32_t index);
   // Validates a header against the expected geometry (used by Open and Verify).

@@ -62,7 +62,7 @@ class WalkPacer {
 }  // namespace
 
 void StoreImpl::NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const {
-  AtomicAdd(f->header()->damaged_nodes, 1);
+  if (!opts_.read_only) AtomicAdd(f->header()->damaged_nodes, 1);
   // Logged once per node and process: a lookup meets it on every request.
   const uint64_t where = (uint64_t{keynode} << 8) | slot;
   std::lock_guard<std::mutex> g(damage_mu_);
@@ -242,6 +242,7 @@ void StoreImpl::RecoverOwnerLocked(StoreFile* f, os::Owner dead) {
 }
 
 void StoreImpl::LockChain(StoreFile* f, uint32_t keynode) {
+  if (opts_.read_only) return;  // a lock word cannot be written: read without it
   // A wait on a live owner is reported (through on_recovery) after a second
   // and each time it doubles: a lock is never waited on silently.
   const os::LockWaitReport report = [this, f, keynode](os::Owner owner, int64_t waited_ms) {
@@ -256,6 +257,7 @@ void StoreImpl::LockChain(StoreFile* f, uint32_t keynode) {
 
 Result<uint32_t> StoreImpl::RecoverDeadOwner(int32_t pid) {
   if (pid <= 0) return Status::InvalidArgument("pid must be positive");
+  if (opts_.read_only) return ReadOnly();
   const uint32_t tid = static_cast<uint32_t>(pid);
   uint32_t released = 0;
   for (auto& fp : files_) {
@@ -548,8 +550,14 @@ Status StoreImpl::CheckFiles() {
   return first;
 }
 
+Status StoreImpl::ReadOnly() const {
+  return Status::Unavailable(opts_.dir + ": the store is open read-only (its file system is read-only, or this user "
+                                         "may not write it); nothing was changed");
+}
+
 Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
                          UpdateResult* result) {
+  if (opts_.read_only) return ReadOnly();
   // A file that is gone is not touched; one that broke during the operation
   // (its mapping replaced with zero pages by the SIGBUS guard) makes the
   // operation fail rather than be acknowledged.
@@ -687,6 +695,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
 
 Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                               std::vector<UpdateResult>* results) {
+  if (opts_.read_only) return ReadOnly();
   for (const BatchItem& it : items)
     if (Status s = FileUsable(files_[Locate(it.key.fp).file].get()); !s.ok()) return s;
   Status s = UpdateBatchImpl(items, now_s, fn, results);
@@ -963,7 +972,7 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
           }
           i += e.span;
         }
-        os::ShmUnlock(f->lock(k));
+        if (!opts_.read_only) os::ShmUnlock(f->lock(k));
       }
       for (const NodeInfo& n : batch) visit(n);
       pacer.Chain();
@@ -973,6 +982,7 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
 }
 
 Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bool(const NodeInfo&)>& pred) {
+  if (opts_.read_only) return ReadOnly();
   uint64_t erased = 0;
   NodeInfo info;
   WalkPacer pacer(filter.busy_percent);
@@ -1050,6 +1060,7 @@ Status StoreImpl::WritersBusy(StoreFile* f) {
 }
 
 Status StoreImpl::Reserve() {
+  if (opts_.read_only) return ReadOnly();
   // Compare first, allocate after: on a disk too small, nothing is allocated
   // (before, a failed start left ext4 100 % full).
   uint64_t need = 0;

@@ -110,6 +110,8 @@ class StoreImpl final : public Store {
 
   static Status WritersBusy(StoreFile* f);
   static Status FileUsable(const StoreFile* f);
+  Status ReadOnly() const;
+  bool read_only() const { return opts_.read_only; }
   Status UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn, UpdateResult* result);
   Status UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                          std::vector<UpdateResult>* results);

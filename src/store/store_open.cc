@@ -54,8 +54,9 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     for (uint32_t i = 0; i < g.files; ++i) {
       if (files[i]) continue;
       if (pass == 0 && !std::filesystem::exists(store::StoreFile::PathFor(opts.dir, i), ec)) continue;
-      auto f = store::StoreFile::Open(opts.dir, i, g, opts.create_if_missing || opts.recreate_missing_files,
-                                      have_id ? id : new_id);
+      auto f = store::StoreFile::Open(opts.dir, i, g,
+                                      !opts.read_only && (opts.create_if_missing || opts.recreate_missing_files),
+                                      have_id ? id : new_id, opts.read_only);
       if (!f.ok()) return f.status();
       if (!have_id) {
         id = f.value()->store_id();

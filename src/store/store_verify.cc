@@ -15,6 +15,7 @@
 namespace frs::store {
 
 Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
+  if (repair && opts_.read_only) return ReadOnly();
   VerifyReport rep;
   for (uint32_t fi = 0; fi < files_.size(); ++fi) {
     StoreFile* f = files_[fi].get();
@@ -45,7 +46,7 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
       if (dead) {
         rep.problems.push_back(path + ": keynode " + std::to_string(k) + ": lock held by dead thread " +
                                std::to_string(owner.tid));
-        if (!repair) continue;  // without repair, taking the lock would wait on nobody forever
+        if (!repair && !opts_.read_only) continue;  // without repair, taking the lock would wait on nobody forever
       }
       LockChain(f, k);  // takes over (and undoes) a dead owner's lock
       if (dead && repair)
@@ -134,7 +135,7 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
         }
       }
       txn.End();
-      os::ShmUnlock(lw);
+      if (!opts_.read_only) os::ShmUnlock(lw);
     }
     rep.nodes += nodes;
     uint64_t hn = std::atomic_ref<uint64_t>(h->nodes_used).load();

@@ -130,16 +130,21 @@ class StoreImpl::LockSet {
   LockSet(const LockSet&) = delete;
   LockSet& operator=(const LockSet&) = delete;
 
+  // A read-only store takes no locks (see StoreOptions::read_only).
   void Lock(uint32_t k) {
+    if (s_->read_only()) return;
     s_->LockChain(f_, k);
     held_.push_back(k);
   }
   bool TryLock(uint32_t k) {
+    if (s_->read_only()) return true;
     if (!os::ShmTryLock(f_->lock(k))) return false;
     held_.push_back(k);
     return true;
   }
-  bool Holds(uint32_t k) const { return std::find(held_.begin(), held_.end(), k) != held_.end(); }
+  bool Holds(uint32_t k) const {
+    return s_->read_only() || std::find(held_.begin(), held_.end(), k) != held_.end();
+  }
   void Unlock(uint32_t k) {
     auto it = std::find(held_.begin(), held_.end(), k);
     if (it == held_.end()) return;

@@ -2,7 +2,9 @@
 // directory: every command's output and exit code, verify on a damaged file,
 // export -> import into another geometry, and refused imports.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -210,6 +212,47 @@ TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
   EXPECT_NE(r.out.find("frs.1.store: created empty"), std::string::npos) << r.out;
   r = Ctl({"verify"});
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
+}
+
+// frsctl could not read a store on a read-only file system, not even `get`.
+// Reading commands now open such a store read-only (without locks); writing
+// commands are refused with a sentence saying why.
+TEST_F(FrsctlTest, ReadsAStoreItCannotWrite) {
+  CreateStore();
+  Fill();
+  const auto before = Counts("srv.xml");
+  std::string ro = dir_ / "ro";
+  bool bind = false;
+  if (::geteuid() == 0) {
+    // Root writes through permissions: a read-only bind mount is the real case.
+    std::filesystem::create_directories(ro);
+    bind = std::system(("mount --bind '" + (dir_ / "data") + "' '" + ro + "' && mount -o remount,bind,ro '" + ro + "'")
+                           .c_str()) == 0;
+    if (!bind) GTEST_SKIP() << "cannot make a read-only bind mount here";
+  } else {
+    ro = dir_ / "data";
+    for (const auto& e : std::filesystem::directory_iterator(ro)) ::chmod(e.path().c_str(), 0400);
+    ::chmod(ro.c_str(), 0500);
+  }
+  WriteConfig("ro.xml", bind ? "ro" : "data", 2, 256, 8);
+  CtlRun r = Ctl({"get", "login", "user:3", "--json"}, "ro.xml");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Parse(r.out).Find("count")->number, 4);
+  EXPECT_NE(r.err.find("reading it without locks"), std::string::npos) << r.err;
+  EXPECT_EQ(Counts("ro.xml"), before);
+  for (const char* cmd : {"stat", "export", "verify"}) {
+    r = Ctl({cmd}, "ro.xml");
+    EXPECT_EQ(r.rc, 0) << cmd << ": " << r.err;
+  }
+  r = Ctl({"set", "login", "user:3", "9"}, "ro.xml");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(Ctl({"get", "login", "user:3", "--json"}, "ro.xml").out.find("\"count\":9"), std::string::npos);
+  if (bind) {
+    std::system(("umount '" + ro + "'").c_str());
+  } else {
+    ::chmod(ro.c_str(), 0700);
+    for (const auto& e : std::filesystem::directory_iterator(ro)) ::chmod(e.path().c_str(), 0600);
+  }
 }
 
 TEST_F(FrsctlTest, AnUnknownCommandNamesItselfAndTheCommands) {

@@ -25,6 +25,7 @@ using frs::ctl::Session;
 struct Command {
   CLI::App* app = nullptr;
   Needs needs = Needs::kEngine;
+  bool reads_only = false;  // works on a read-only store
   std::function<frs::Result<int>(Session&)> run;
 };
 
@@ -200,6 +201,13 @@ int main(int argc, char** argv) {
   commands.back().app->add_flag("--key", owner.is_key,
                                 "ROUTE is a key: route it by its {hash tag} when it has one, else whole");
 
+  // Commands that only read work on a store this user cannot write.
+  for (Command& c : commands) {
+    const std::string& n = c.app->get_name();
+    c.reads_only = n == "stat" || n == "get" || n == "dump" || n == "verify" || n == "export" || n == "top" ||
+                   n == "explain";
+  }
+
   // An unknown command names itself and the known ones, instead of CLI11's
   // "A subcommand is required".
   if (std::string_view word = CommandWord(argc, argv); !word.empty()) {
@@ -228,6 +236,7 @@ int main(int argc, char** argv) {
     if (!c.app->parsed()) continue;
     Session s;
     s.json = json;
+    s.reads_only = c.reads_only && !(c.app->get_name() == "verify" && verify.repair);
     if (frs::Status st = frs::ctl::OpenSession(config, c.needs, &s); !st.ok())
       return Fail(st.message(), frs::ctl::ExitCodeFor(st));
     frs::Result<int> r = c.run(s);

@@ -1,6 +1,10 @@
 // frsctl/session.cc: opening srv.xml, the store and the engine for a command.
 #include "session.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "config/service_options.h"
 #include "frs/clock.h"
 
@@ -11,7 +15,19 @@ int64_t Session::NowMs() const {
 }
 
 Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
-  Result<std::unique_ptr<Store>> store = Store::Open(StoreOptionsFor(s->cfg, create));
+  StoreOptions so = StoreOptionsFor(s->cfg, create);
+  // Reading commands work on a store that cannot be written here (a
+  // read-only file system, a backup mounted read-only): without locks, see
+  // StoreOptions::read_only.
+  const std::string first = s->cfg.store_dir + "/frs.0.store";
+  if (s->reads_only && ::access(first.c_str(), F_OK) == 0 &&
+      (::access(first.c_str(), W_OK) != 0 || ::access(s->cfg.store_dir.c_str(), W_OK) != 0)) {
+    so.read_only = true;
+    so.create_if_missing = false;
+    s->opened_read_only = true;
+    std::fprintf(stderr, "frsctl: %s cannot be written here; reading it without locks\n", s->cfg.store_dir.c_str());
+  }
+  Result<std::unique_ptr<Store>> store = Store::Open(so);
   if (!store.ok()) {
     const Status& st = store.status();
     if (st.IsNotFound())
@@ -22,7 +38,9 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   }
   s->store = std::move(store).value();
   if (!engine) return Status::OK();
-  Result<std::unique_ptr<Engine>> e = Engine::Open(EngineOptionsFor(s->cfg, s->store.get()));
+  EngineOptions eo = EngineOptionsFor(s->cfg, s->store.get());
+  eo.read_only = s->opened_read_only;
+  Result<std::unique_ptr<Engine>> e = Engine::Open(eo);
   if (!e.ok()) return e.status();
   s->engine = std::move(e).value();
   return Status::OK();

@@ -35,6 +35,10 @@ struct Session {
   std::unique_ptr<Store> store;
   std::unique_ptr<Engine> engine;
   bool json = false;
+  // The command only reads: a store this user may not write (a read-only
+  // file system) is then opened read-only instead of refused.
+  bool reads_only = false;
+  bool opened_read_only = false;
 
   int64_t NowMs() const;
 };
