@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 tools/setup.sh --test
 jobs=$(nproc)
 for preset in ${FRS_TEST_PRESETS:-release asan tsan fuzz}; do
+  stage_start=$(date +%s)
   echo "== ${preset}: configure, build, test"
   cmake --preset "$preset" >/dev/null
   if [ "$preset" = fuzz ]; then
@@ -39,4 +40,5 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan fuzz}; do
     cmake --build --preset "$preset" -j"$jobs"
     ctest --preset "$preset" -j"$jobs"
   fi
+  echo "== ${preset}: done in $(( $(date +%s) - stage_start )) s"
 done
