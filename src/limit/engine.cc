@@ -420,17 +420,14 @@ Status EngineImpl::Reload(const std::string& path) {
     std::lock_guard<std::mutex> lock(mu_);
     p = path.empty() ? map_path_ : path;
   }
-  auto config = LoadMapFile(p);
-  if (!config.ok()) return config.status();
-  Status s = Install(std::move(config.value()));
-  if (!s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
-  map_path_ = p;
-  return Status::OK();
+  return InstallFrom(LoadMapFile(p), p);
 }
 
 Status EngineImpl::ReloadText(std::string_view map_xml, const std::string& path) {
-  auto config = ParseMap(map_xml, path);
+  return InstallFrom(ParseMap(map_xml, path), path);
+}
+
+Status EngineImpl::InstallFrom(Result<MapConfig> config, const std::string& path) {
   if (!config.ok()) return config.status();
   Status s = Install(std::move(config.value()));
   if (!s.ok()) return s;

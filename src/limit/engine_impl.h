@@ -57,6 +57,8 @@ class EngineImpl final : public Engine {
   bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) override;
   Status Reload(const std::string& path) override;
   Status ReloadText(std::string_view map_xml, const std::string& path) override;
+  // Installs a parsed map (or returns its error) and remembers its path.
+  Status InstallFrom(Result<MapConfig> config, const std::string& path);
   std::vector<BizStats> DailyStats() const override;
   Result<uint16_t> ResolveBiz(std::string_view biz) const override;
   std::vector<std::pair<uint16_t, std::string>> Bizzes() const override;

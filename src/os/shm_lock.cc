@@ -150,8 +150,8 @@ LockResult ShmLock(LockWord* word, const LockWaitReport* report) {
           return LockResult{true, owner};
       }
       const int64_t waited = MonoMs() - began;
-      if (report && *report && waited >= next_report && owner.tid != 0) {
-        (*report)(owner, waited);
+      if (report && report->fn && waited >= next_report && owner.tid != 0) {
+        report->fn(report->ctx, owner, waited);
         next_report *= 2;
       }
     }

@@ -24,7 +24,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 
 namespace frs::os {
 
@@ -62,8 +61,12 @@ struct LockResult {
 };
 
 // Called while a waiter waits on a live owner: after kLockReportMs, then
-// each time the wait doubles.
-using LockWaitReport = std::function<void(Owner owner, int64_t waited_ms)>;
+// each time the wait doubles. A plain function and its context, so that
+// taking an uncontended lock costs no allocation.
+struct LockWaitReport {
+  void (*fn)(const void* ctx, Owner owner, int64_t waited_ms) = nullptr;
+  const void* ctx = nullptr;
+};
 
 // Blocks until the word is ours.
 LockResult ShmLock(LockWord* word, const LockWaitReport* report = nullptr);

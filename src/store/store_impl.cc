@@ -244,12 +244,21 @@ void StoreImpl::RecoverOwnerLocked(StoreFile* f, os::Owner dead) {
 void StoreImpl::LockChain(StoreFile* f, uint32_t keynode) {
   if (opts_.read_only) return;  // a lock word cannot be written: read without it
   // A wait on a live owner is reported (through on_recovery) after a second
-  // and each time it doubles: a lock is never waited on silently.
-  const os::LockWaitReport report = [this, f, keynode](os::Owner owner, int64_t waited_ms) {
-    if (opts_.on_recovery)
-      opts_.on_recovery("waited " + std::to_string(waited_ms) + " ms for the lock of keynode " +
-                        std::to_string(keynode) + " in " + f->path() + ", held by live thread " +
-                        std::to_string(owner.tid));
+  // and each time it doubles: a lock is never waited on silently. The
+  // context lives on this frame: the uncontended path allocates nothing.
+  struct WaitContext {
+    const StoreImpl* store;
+    const StoreFile* file;
+    uint32_t keynode;
+  } ctx{this, f, keynode};
+  os::LockWaitReport report;
+  report.ctx = &ctx;
+  report.fn = [](const void* p, os::Owner owner, int64_t waited_ms) {
+    const auto* c = static_cast<const WaitContext*>(p);
+    if (c->store->opts_.on_recovery)
+      c->store->opts_.on_recovery("waited " + std::to_string(waited_ms) + " ms for the lock of keynode " +
+                                  std::to_string(c->keynode) + " in " + c->file->path() + ", held by live thread " +
+                                  std::to_string(owner.tid));
   };
   os::LockResult r = os::ShmLock(f->lock(keynode), &report);
   if (r.took_over) RecoverOwnerLocked(f, r.dead_owner);
@@ -561,8 +570,8 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
   // A file that is gone is not touched; one that broke during the operation
   // (its mapping replaced with zero pages by the SIGBUS guard) makes the
   // operation fail rather than be acknowledged.
-  StoreFile* f = files_[Locate(key.fp).file].get();
-  if (Status s = FileUsable(f); !s.ok()) return s;
+  StoreFile* f = files_[FastRange(key.fp.hi, geo_.files)].get();  // Locate(key.fp).file
+  if (f->broken()) return FileUsable(f);
   Status s = UpdateImpl(key, state_bytes, now_s, fn, result);
   if (f->broken()) return FileUsable(f);
   return s;

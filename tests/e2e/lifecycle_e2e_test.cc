@@ -15,6 +15,13 @@
 namespace frs::e2e {
 namespace {
 
+// The server's worker pids, sorted: equal before and after means none died.
+std::vector<pid_t> SortedWorkers(const Frsd& s) {
+  std::vector<pid_t> w = s.Workers();
+  std::sort(w.begin(), w.end());
+  return w;
+}
+
 std::string Get(Client& c, const std::string& biz, const std::string& key) {
   return c.Post("<request cmd=\"get\" biz=\"" + biz + "\" key=\"" + key + "\"/>").body;
 }
@@ -398,7 +405,7 @@ TEST(LifecycleE2E, AStoreFileDeletedOrTruncatedWhileServingIsAnsweredNotDiedOf) 
     SCOPED_TRACE(truncate ? "truncated" : "deleted");
     Frsd s;
     ASSERT_TRUE(s.Start()) << s.log();
-    std::vector<pid_t> workers = s.Workers();
+    const std::vector<pid_t> workers = SortedWorkers(s);
     Client c(s.port());
     for (int i = 0; i < 40; ++i) ASSERT_EQ(c.Get("/acquire?biz=login&key=k" + std::to_string(i)).status, 200);
     const std::string victim = s.dir() + "/data/frs.1.store";
@@ -428,10 +435,7 @@ TEST(LifecycleE2E, AStoreFileDeletedOrTruncatedWhileServingIsAnsweredNotDiedOf) 
     HttpResponse health = h.Get("/health");
     EXPECT_EQ(health.status, 503);
     EXPECT_NE(health.body.find("frs.1.store"), std::string::npos) << health.body;
-    std::vector<pid_t> now = s.Workers();
-    std::sort(now.begin(), now.end());
-    std::sort(workers.begin(), workers.end());
-    EXPECT_EQ(now, workers) << "a worker died";
+    EXPECT_EQ(SortedWorkers(s), workers) << "a worker died";
     EXPECT_NE(s.log().find("STORE FILE LOST"), std::string::npos) << s.log();
     EXPECT_EQ(s.Stop(), 0) << "the master died or failed to stop\n" << s.log();
   }
@@ -485,7 +489,7 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
   cfg.replace(cfg.find("keynodes=\"4096\""), 15, "keynodes=\"1024\"");  // about 6.6 MB
   WriteFile(s.config(), cfg);
   ASSERT_TRUE(s.Start()) << s.log();
-  std::vector<pid_t> workers = s.Workers();
+  const std::vector<pid_t> workers = SortedWorkers(s);
   std::system(("dd if=/dev/zero of='" + s.dir() + "/data/filler' bs=64k 2>/dev/null").c_str());
   EXPECT_LT(FreeBytes(s.dir() + "/data"), 65536u) << "the disk is not full";
   Client c(s.port());
@@ -500,10 +504,7 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
     Client n(s.port());
     return n.Get("/acquire?biz=late&key=x").status == 200;
   }, 5000)) << s.log();
-  std::vector<pid_t> now = s.Workers();
-  std::sort(now.begin(), now.end());
-  std::sort(workers.begin(), workers.end());
-  EXPECT_EQ(now, workers) << "a worker died on the full disk";
+  EXPECT_EQ(SortedWorkers(s), workers) << "a worker died on the full disk";
   EXPECT_EQ(s.Stop(), 0) << s.log();
 }
 
