@@ -22,7 +22,8 @@
 
 namespace frs {
 
-enum class Cmd : uint8_t { kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats };
+// kMerge: handoff between shards (admin; see Engine::MergeNode).
+enum class Cmd : uint8_t { kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge };
 enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket };
 enum class Mode : uint8_t { kEnforce, kShadow, kOff };
 
@@ -32,6 +33,12 @@ const char* ModeName(Mode);
 bool ParseCmd(std::string_view, Cmd*);
 
 inline constexpr size_t kMaxRulesPerBiz = 4;
+// Biz id 0 is no business of map.xml's: the store keeps handoff receipts
+// under it (Engine::MergeNode). Tools that list nodes skip it.
+inline constexpr uint16_t kReceiptBiz = 0;
+// How long a receipt is kept: a handoff re-run later than this after an
+// interruption could count a node twice.
+inline constexpr uint32_t kReceiptSeconds = 7 * 86400;
 inline constexpr int64_t kMaxUses = 2147483647;  // n and count: 1..2^31-1
 
 struct Request {
@@ -40,6 +47,10 @@ struct Request {
   std::string_view key;
   int64_t n = 1;
   int64_t count = 0;        // for kSet
+  // The ring position of the request's route (frs/ring.h), kept in the node
+  // for handoff. Not known: the route its key implies (hash tag, else key).
+  uint32_t route_pos = 0;
+  bool route_known = false;
 };
 
 // One rule's verdict. Times are unix seconds.
@@ -148,6 +159,14 @@ class Engine {
   // missing from this map.
   virtual Result<std::string> ExportNode(const NodeInfo& node) const = 0;
   virtual Status ImportNode(std::string_view json_line) = 0;
+  // Handoff: folds a node another shard exported (ExportNode's text) into
+  // this store's node of the same key, rule by rule, so that no use either
+  // shard recorded is lost (docs/cluster.md gives each algorithm's merge).
+  // `receipt` (1..255 bytes) names this transfer: the merge and a receipt
+  // node are written in one transaction, and a receipt already present
+  // makes it a no-op, so a node sent twice is counted once. Returns true
+  // when merged, false when the receipt was already there.
+  virtual Result<bool> MergeNode(std::string_view json_line, std::string_view receipt) = 0;
 
   virtual Store* store() = 0;
   virtual const Clock* clock() const = 0;

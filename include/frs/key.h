@@ -46,6 +46,11 @@ struct KeyRef {
   Fingerprint fp;
   std::string_view bytes;  // full key bytes; may be empty for an import by fingerprint
   uint8_t key_len = 0;     // length of the full key (bytes.size() unless imported)
+  // The route's ring position (frs/ring.h), written into the node. Unknown
+  // (route_known false): a node that exists keeps its own; a new one takes
+  // the position of the route its whole key implies (hash tag, else key).
+  uint32_t route_pos = 0;
+  bool route_known = false;
 };
 
 // A key held by value (for callers that keep keys around).

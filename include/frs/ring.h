@@ -30,6 +30,7 @@ namespace frs {
 struct RingShard {
   std::string name;     // "host:port" exactly as in the proxy's `server` line
   uint32_t weight = 1;  // 1..kMaxRingWeight, nginx's `weight=`
+  friend bool operator==(const RingShard&, const RingShard&) = default;
 };
 
 class Ring {
@@ -55,6 +56,9 @@ class Ring {
   const std::vector<RingShard>& shards() const { return shards_; }
   // Index of the shard named `name`, or -1.
   long Find(std::string_view name) const;
+  // A short fingerprint of the shard list (names, order, weights): two
+  // shards agree on every owner when their digests are equal.
+  uint32_t Digest() const;
   // Points on the ring (after nginx's removal of equal hashes).
   size_t points() const { return points_.size(); }
 

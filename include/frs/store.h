@@ -2,8 +2,8 @@
 //
 // Geometry: `files` files under one directory, each holding `keynodes`
 // key-nodes; a key-node is the head of a conflict chain of `chain` slots of
-// 64 bytes. A node is 1..8 consecutive slots of one chain: a 32-byte header
-// (fingerprint, biz, key length, expiry, last access) then the caller's state
+// 64 bytes. A node is 1..8 consecutive slots of one chain: a 40-byte header
+// (fingerprint, biz, key length, expiry, last access, route position) then the caller's state
 // bytes, then as many key bytes as fit. A key may live in either of its two
 // key-nodes (both in one file, picked by the fingerprint): lookups scan at most
 // those two chains; inserts move a resident node to its other key-node to make
@@ -40,9 +40,17 @@
 namespace frs {
 
 inline constexpr uint32_t kSlotBytes = 64;
-inline constexpr uint32_t kNodeHeaderBytes = 32;
+inline constexpr uint32_t kNodeHeaderBytes = 40;
 inline constexpr uint32_t kMaxSpan = 8;  // slots per node
 inline constexpr uint32_t kMaxStateBytes = kMaxSpan * kSlotBytes - kNodeHeaderBytes;
+
+// Slots a node takes: its header, `state_bytes` of state and at least the
+// first 8 key bytes (so every node is recognizable). A geometry whose
+// `chain` is below this for some biz cannot hold that biz's nodes.
+inline constexpr uint32_t NodeSlots(uint32_t state_bytes, uint32_t key_len) {
+  const uint32_t bytes = kNodeHeaderBytes + state_bytes + (key_len < 8 ? key_len : 8);
+  return bytes <= kSlotBytes ? 1 : (bytes + kSlotBytes - 1) / kSlotBytes;
+}
 
 struct StoreGeometry {
   uint32_t files = 2;
@@ -91,6 +99,8 @@ struct NodeInfo {
   uint8_t key_len = 0;        // full key length
   std::string key;            // stored key bytes (a prefix when shorter than key_len)
   uint32_t expire_s = 0, last_access_s = 0;
+  uint32_t route_pos = 0;     // the route's ring position (frs/ring.h)
+  bool route_known = false;
   std::vector<uint8_t> state;
 };
 

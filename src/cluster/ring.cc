@@ -99,6 +99,16 @@ size_t Ring::OwnerOfHash(uint32_t hash) const {
   return it->shard;
 }
 
+uint32_t Ring::Digest() const {
+  boost::crc_32_type crc;
+  for (const RingShard& s : shards_) {
+    crc.process_bytes(s.name.data(), s.name.size());
+    const std::string w = "\0" + std::to_string(s.weight) + "\n";
+    crc.process_bytes(w.data(), w.size());
+  }
+  return crc.checksum();
+}
+
 long Ring::Find(std::string_view name) const {
   for (size_t i = 0; i < shards_.size(); ++i)
     if (shards_[i].name == name) return static_cast<long>(i);

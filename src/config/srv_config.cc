@@ -80,7 +80,9 @@ bool ValidCidr(const std::string& cidr) {
 
 }  // namespace
 
-Result<SrvConfig> LoadSrvConfig(const std::string& path_in) {
+Result<SrvConfig> LoadSrvConfig(const std::string& path_in) { return LoadSrvConfigText(path_in, nullptr); }
+
+Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::string* text_in) {
   std::error_code ec;
   fs::path abs = fs::absolute(path_in, ec);
   if (ec) return Status::InvalidArgument(path_in + ":1: cannot resolve path: " + ec.message());
@@ -89,7 +91,8 @@ Result<SrvConfig> LoadSrvConfig(const std::string& path_in) {
   const fs::path base = fs::path(cfg.path).parent_path();
 
   std::string text, err;
-  if (!ReadWholeFile(cfg.path, &text, &err)) return Status::InvalidArgument(err);
+  if (text_in) text = *text_in;
+  else if (!ReadWholeFile(cfg.path, &text, &err)) return Status::InvalidArgument(err);
   XmlLines lines(cfg.path, text);
   pugi::xml_document doc;
   pugi::xml_parse_result pr = doc.load_buffer(text.data(), text.size(), pugi::parse_default, pugi::encoding_utf8);

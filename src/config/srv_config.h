@@ -49,5 +49,8 @@ struct SrvConfig {
 };
 
 Result<SrvConfig> LoadSrvConfig(const std::string& path);
+// The same from srv.xml's bytes already read (`path` names it in errors and
+// resolves relative paths); null `text` reads the file.
+Result<SrvConfig> LoadSrvConfigText(const std::string& path, const std::string* text);
 
 }  // namespace frs

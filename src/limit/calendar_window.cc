@@ -93,4 +93,8 @@ void CalendarWindow::Explain(const RuleSpec& spec, const uint8_t* block, const N
   ExplainFrame(spec, f, clamped, out);
 }
 
+void CalendarWindow::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {
+  MergeCounterBlocks(spec, block, incoming, [&](const CounterBlock& b) { return FrameAt(spec, b, now); });
+}
+
 }  // namespace frs::limit

@@ -15,6 +15,7 @@ const char* CmdName(Cmd c) {
     case Cmd::kDelete: return "delete";
     case Cmd::kReset: return "reset";
     case Cmd::kStats: return "stats";
+    case Cmd::kMerge: return "merge";
   }
   return "?";
 }
@@ -40,7 +41,7 @@ const char* ModeName(Mode m) {
 
 bool ParseCmd(std::string_view s, Cmd* out) {
   for (Cmd c : {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet, Cmd::kSet, Cmd::kDelete, Cmd::kReset,
-                Cmd::kStats}) {
+                Cmd::kStats, Cmd::kMerge}) {
     if (s == CmdName(c)) {
       *out = c;
       return true;
@@ -131,6 +132,7 @@ Status EngineImpl::Install(MapConfig config) {
     map->bizzes.push_back(std::move(b));
   }
   map->config = std::move(config);
+  live[kReceiptBiz] = true;  // handoff receipts live until they expire
   // Nodes of a biz the new map lacks become stale: eviction reclaims them.
   store_->SetLiveBizzes(std::move(live));
   std::lock_guard<std::mutex> lock(mu_);
@@ -174,8 +176,8 @@ void EngineImpl::Count(const Biz& biz, const Decision& d, bool created, int64_t 
   stats_->Add(biz.stats_slot, Today(now_s), delta);
 }
 
-Status EngineImpl::RunOp(const Biz& biz, std::string_view key, NodeOp* op, UpdateResult* result) {
-  const KeyRef ref{biz.cfg.id, FingerprintOf(biz.cfg.id, key), key, static_cast<uint8_t>(key.size())};
+Status EngineImpl::RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result) {
+  const KeyRef ref = RefOf(biz, req);
   const uint32_t now_s = Clamp32(op->now.s);
   uint32_t bytes = biz.cfg.state_bytes;
   auto fn = [op](NodeRef& node) { return op->Apply(node); };
@@ -205,6 +207,7 @@ Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {
 
 Decision EngineImpl::Execute(const Request& req) {
   if (req.cmd == Cmd::kStats) return Decision{};
+  if (req.cmd == Cmd::kMerge) return Error(400, "cmd=\"merge\" carries a node: use MergeNode");
   const Map& map = CurrentMap();
   const Biz* biz = map.Find(req.biz);
   if (biz == nullptr) return Error(404, "unknown biz '" + std::string(req.biz) + "'");
@@ -247,7 +250,7 @@ Decision EngineImpl::Execute(const Request& req) {
   op.now = now;
   op.d = &d;
   UpdateResult result;
-  Status s = RunOp(*biz, req.key, &op, &result);
+  Status s = RunOp(*biz, req, &op, &result);
   if (!s.ok()) return Error(503, s.message());
   d.shadow = biz->cfg.mode == Mode::kShadow;
   if (CountsUses(req.cmd)) Count(*biz, d, result.created, now.s);
@@ -319,9 +322,7 @@ void EngineImpl::ExecuteAcquires(const Map& map, std::span<const Request> reqs, 
     Member m{i, biz, -1};
     if (biz->cfg.mode != Mode::kOff) {
       m.item = static_cast<int>(items.size());
-      items.push_back(Store::BatchItem{
-          KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size())},
-          biz->cfg.state_bytes});
+      items.push_back(Store::BatchItem{RefOf(*biz, req), biz->cfg.state_bytes});
     } else {
       out[i] = AnswerOff(*biz, now);
     }

@@ -66,6 +66,7 @@ class EngineImpl final : public Engine {
   Result<NodeView> View(const NodeInfo& node) const override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;
   Status ImportNode(std::string_view json_line) override;
+  Result<bool> MergeNode(std::string_view json_line, std::string_view receipt) override;
   Store* store() override { return store_; }
   const Clock* clock() const override { return clock_; }
 
@@ -77,7 +78,11 @@ class EngineImpl final : public Engine {
   void Count(const Biz& biz, const Decision& d, bool created, int64_t now_s);
   // Runs op against the store, retrying once with the node's full state
   // when its layout must shrink (see AdoptLayout).
-  Status RunOp(const Biz& biz, std::string_view key, NodeOp* op, UpdateResult* result);
+  Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result);
+  static KeyRef RefOf(const Biz& biz, const Request& req) {
+    return KeyRef{biz.cfg.id, FingerprintOf(biz.cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size()),
+                  req.route_pos, req.route_known};
+  }
   Decision AnswerOff(const Biz& biz, const Now& now) const;
   void ExecuteAcquires(const Map& map, std::span<const Request> reqs, std::span<Decision> out,
                        const std::vector<size_t>& members);

@@ -73,4 +73,8 @@ void FixedWindow::Explain(const RuleSpec& spec, const uint8_t* block, const Now&
   ExplainFrame(spec, FrameAt(spec, b, now.s), clamped, out);
 }
 
+void FixedWindow::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {
+  MergeCounterBlocks(spec, block, incoming, [&](const CounterBlock& b) { return FrameAt(spec, b, now.s); });
+}
+
 }  // namespace frs::limit

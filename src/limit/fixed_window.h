@@ -22,6 +22,7 @@ struct FixedWindow {
   static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
+  static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
 };
 
 }  // namespace frs::limit

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "frs/ring.h"
 #include "limit/engine_impl.h"
 #include "limit/node_json.h"
 
@@ -97,6 +98,7 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   w.Key("fp_hi").String(Hex64(node.fp.hi));
   w.Key("expire_s").Int(node.expire_s);
   w.Key("last_access_s").Int(node.last_access_s);
+  if (node.route_known) w.Key("route_pos").Int(node.route_pos);
   w.Key("rules").BeginArray();
   const uint8_t* s = node.state.data();
   for (size_t off = 0; off + kBlockUnit <= node.state.size();) {
@@ -115,7 +117,22 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   return w.str();
 }
 
-Status EngineImpl::ImportNode(std::string_view json_line) {
+namespace {
+
+// One exported node, parsed and checked against this engine's map.
+struct ParsedNode {
+  const BizConfig* cfg = nullptr;
+  Fingerprint fp;
+  std::string key;
+  uint8_t key_len = 0;
+  uint32_t route_pos = 0;
+  bool route_known = false;
+  std::string state;  // rule blocks, each carrying its tag
+};
+
+}  // namespace
+
+static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* out) {
   auto parsed = ParseJson(json_line);
   if (!parsed.ok()) return parsed.status();
   const JsonValue& j = parsed.value();
@@ -132,12 +149,12 @@ Status EngineImpl::ImportNode(std::string_view json_line) {
   const JsonValue* fp_lo = field("fp_lo", T::kString);
   const JsonValue* fp_hi = field("fp_hi", T::kString);
   const JsonValue* rules = field("rules", T::kArray);
+  const JsonValue* route = field("route_pos", T::kInt);
   if (j.type != T::kObject || !biz_id || !key_len || !fp_lo || !fp_hi || !rules || (!key_hex && !key_text)) {
     return Status::InvalidArgument("a node needs biz, key or key_hex, key_len, fp_lo, fp_hi and rules");
   }
-  std::shared_ptr<const Map> map = SharedMap();
-  const Biz* biz = biz_name && !biz_name->s.empty() ? map->Find(biz_name->s) : nullptr;
-  if (biz == nullptr && biz_id->i >= 1 && biz_id->i <= 65535) biz = map->FindId(static_cast<uint16_t>(biz_id->i));
+  const Biz* biz = biz_name && !biz_name->s.empty() ? map.Find(biz_name->s) : nullptr;
+  if (biz == nullptr && biz_id->i >= 1 && biz_id->i <= 65535) biz = map.FindId(static_cast<uint16_t>(biz_id->i));
   if (biz == nullptr) {
     return Status::NotFound("biz '" + (biz_name ? biz_name->s : std::string()) + "' (id " +
                             std::to_string(biz_id->i) + ") is not in the map");
@@ -166,16 +183,25 @@ Status EngineImpl::ImportNode(std::string_view json_line) {
   } else if (whole_key && !(FingerprintOf(biz->cfg.id, key) == fp)) {
     return Status::Corruption("the fingerprint does not match the key");
   }
+  if (route) {
+    if (route->i < 0 || route->i > int64_t{UINT32_MAX}) return Status::InvalidArgument("route_pos is not a 32-bit value");
+    out->route_pos = static_cast<uint32_t>(route->i);
+    out->route_known = true;
+  } else if (whole_key) {
+    // An export of format 2 has no route: the key's own (hash tag, else key).
+    out->route_pos = Ring::HashRoute(Ring::RouteOf(key, {}));
+    out->route_known = true;
+  }
 
-  std::string old_state;
+  std::string state;
   for (const JsonValue& r : rules->array) {
     const JsonValue* algo = r.Find("algo");
     const JsonValue* interval = r.Find("interval");
-    const JsonValue* state = r.Find("state");
+    const JsonValue* st = r.Find("state");
     Algo a;
     std::string block;
     if (!algo || algo->type != T::kString || !ParseAlgo(algo->s, &a) || !interval || interval->type != T::kInt ||
-        !state || state->type != T::kString || !HexDecode(state->s, &block)) {
+        !st || st->type != T::kString || !HexDecode(st->s, &block)) {
       return Status::InvalidArgument("a rule needs algo, interval and a hex state");
     }
     if (block.size() < kBlockUnit || block.size() > kMaxBlockBytes) {
@@ -185,19 +211,77 @@ Status EngineImpl::ImportNode(std::string_view json_line) {
     if (TagAlgo(tag) != a || TagInterval(tag) != interval->i || TagBytes(tag) != block.size()) {
       return Status::InvalidArgument("a rule state's tag does not match its algo, interval and length");
     }
-    old_state += block;
-    if (old_state.size() > kMaxStateBytes) return Status::InvalidArgument("rule states exceed a node's state");
+    state += block;
+    if (state.size() > kMaxStateBytes) return Status::InvalidArgument("rule states exceed a node's state");
   }
+  out->cfg = &biz->cfg;
+  out->fp = fp;
+  out->key = std::move(key);
+  out->key_len = static_cast<uint8_t>(key_len->i);
+  out->state = std::move(state);
+  return Status::OK();
+}
+
+Status EngineImpl::ImportNode(std::string_view json_line) {
+  std::shared_ptr<const Map> map = SharedMap();
+  ParsedNode pn;
+  if (Status s = ParseNode(json_line, *map, &pn); !s.ok()) return s;
   const Now now = NowAt();
-  const BizConfig& cfg = biz->cfg;
+  const BizConfig& cfg = *pn.cfg;
   auto fn = [&](NodeRef& ref) {
-    MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(old_state.data()), old_state.size()),
+    MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
                  ref.state, now);
     ref.expire_s = NodeExpireS(cfg, ref.state, now);
     return Commit::kWrite;
   };
-  return store_->Update(KeyRef{cfg.id, fp, key, static_cast<uint8_t>(key_len->i)}, cfg.state_bytes,
+  return store_->Update(KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known}, cfg.state_bytes,
                         Clamp32(now.s), fn);
+}
+
+Result<bool> EngineImpl::MergeNode(std::string_view json_line, std::string_view receipt) {
+  if (receipt.empty() || receipt.size() > kMaxKeyBytes) return Status::InvalidArgument("a receipt is 1..255 bytes");
+  std::shared_ptr<const Map> map = SharedMap();
+  ParsedNode pn;
+  if (Status s = ParseNode(json_line, *map, &pn); !s.ok()) return s;
+  const Now now = NowAt();
+  const BizConfig& cfg = *pn.cfg;
+  // The sent rules in this map's layout (a rule the map no longer has is
+  // dropped, as a reload would).
+  uint8_t incoming[kMaxStateBytes];
+  MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
+               incoming, now);
+  Store::BatchItem items[2] = {
+      {KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known}, cfg.state_bytes},
+      {KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt, static_cast<uint8_t>(receipt.size())},
+       kBlockUnit},
+  };
+  bool merged = false;
+  uint32_t need = 0;
+  auto fn = [&](std::span<NodeRef> nodes, std::span<Commit> commits) {
+    commits[0] = commits[1] = Commit::kNone;
+    need = 0;
+    if (nodes[1].exists) return;  // sent before: already merged
+    NodeRef& node = nodes[0];
+    // A node of a larger layout (a reload shrank the biz): read it whole first.
+    if (!AdoptLayout(cfg, node, now, &need)) return;
+    for (uint32_t i = 0; i < cfg.nrules; ++i) {
+      const RuleSpec& spec = cfg.rules[i];
+      MergeBlock(spec, node.state + spec.offset, incoming + spec.offset, now);
+    }
+    node.expire_s = NodeExpireS(cfg, node.state, now);
+    std::memset(nodes[1].state, 0, nodes[1].state_bytes);
+    Store32(nodes[1].state, Clamp32(now.s));
+    nodes[1].expire_s = Clamp32(now.s + kReceiptSeconds);
+    commits[0] = commits[1] = Commit::kWrite;
+    merged = true;
+  };
+  Status s = store_->UpdateBatch(items, Clamp32(now.s), fn);
+  if (s.ok() && need > items[0].state_bytes) {
+    items[0].state_bytes = need;
+    s = store_->UpdateBatch(items, Clamp32(now.s), fn);
+  }
+  if (!s.ok()) return s;
+  return merged;
 }
 
 }  // namespace frs::limit

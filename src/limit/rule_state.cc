@@ -70,6 +70,15 @@ void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleVie
   out->borrow = spec.borrow;
 }
 
+void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {
+  switch (spec.algo) {
+    case Algo::kFixed: return FixedWindow::Merge(spec, block, incoming, now);
+    case Algo::kCalendar: return CalendarWindow::Merge(spec, block, incoming, now);
+    case Algo::kSliding: return SlidingWindow::Merge(spec, block, incoming, now);
+    case Algo::kTokenBucket: return TokenBucket::Merge(spec, block, incoming, now);
+  }
+}
+
 bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now) {
   if (old_block.size() < kBlockUnit) return false;
   const uint32_t old_tag = Load32(old_block.data());

@@ -102,6 +102,11 @@ void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t coun
 int64_t ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now);
 void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
 
+// Handoff: folds `incoming`, a block in `spec`'s layout counted for the same
+// key on another shard, into `block` so that neither side's recorded uses are
+// lost (each algorithm's file says how). A zero block is a rule never used.
+void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
+
 // Rebuilds `spec`'s block from an old block of the same (algo, interval) but
 // possibly another length or max (a reload changed max). `old_block` carries
 // its own tag. Returns false when the old block is not usable (then the rule

@@ -260,4 +260,31 @@ void SlidingWindow::Convert(const RuleSpec& spec, std::span<const uint8_t> old_b
   v.Store(block, spec.tag, spec.bytes);
 }
 
+void SlidingWindow::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {
+  if (Load32(incoming) == 0) return;
+  if (Load32(block) == 0) {
+    std::memcpy(block, incoming, spec.bytes);
+    return;
+  }
+  if (Exact(spec.max)) {
+    const ExactView a = ExactView::Load(block, spec.bytes), b = ExactView::Load(incoming, spec.bytes);
+    // Both lists are oldest first: merge them, then keep the newest max.
+    uint32_t all[2 * kExactMax];
+    const int64_t total = a.used + b.used;
+    std::merge(a.ts, a.ts + a.used, b.ts, b.ts + b.used, all);
+    ExactView m;
+    m.used = std::min<int64_t>(total, spec.max);
+    std::memcpy(m.ts, all + (total - m.used), sizeof(uint32_t) * m.used);
+    m.Store(block, spec.tag, spec.bytes);
+    return;
+  }
+  BucketView a = BucketView::Load(block);
+  const BucketView b = BucketView::Load(incoming);
+  const int64_t newest = std::max({a.newest, b.newest, now.s / BucketWidth(spec.interval)});
+  a.AdvanceTo(newest);
+  for (int64_t idx = newest - BucketView::kN + 1; idx <= newest; ++idx)
+    if (idx >= 0) a.At(idx) = SatAdd32(a.At(idx), b.Get(idx));
+  a.Store(block, spec.tag);
+}
+
 }  // namespace frs::limit

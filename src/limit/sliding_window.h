@@ -39,6 +39,10 @@ struct SlidingWindow {
   static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
+  // Handoff: exact blocks keep the newest `max` of both shards' uses in the
+  // window (the older ones could not change a verdict while those are in
+  // it); bucketed blocks add their counters bucket by bucket.
+  static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
   // Rebuilds the block for a changed max (exact <-> bucketed when it crosses
   // kExactMax). Bucketed uses become exact ones at the end of their bucket,
   // which never grants extra uses.

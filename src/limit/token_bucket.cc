@@ -123,4 +123,15 @@ void TokenBucket::Explain(const RuleSpec& spec, const uint8_t* block, const Now&
   out->next_allowed_ms = v.retry_at_ms;
 }
 
+void TokenBucket::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {
+  if (Load32(incoming) == 0) return;
+  if (Load32(block) == 0) {
+    std::copy(incoming, incoming + kBytes, block);
+    return;
+  }
+  const i128 lead = Ahead(spec, Tat::Load(spec, block), now.ms) + Ahead(spec, Tat::Load(spec, incoming), now.ms);
+  const i128 cap = i128{kMaxAheadMs} * spec.max;
+  Tat::FromUnits(i128{now.ms} * spec.max + std::min(lead, cap), spec.max).Store(spec, block);
+}
+
 }  // namespace frs::limit

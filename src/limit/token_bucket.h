@@ -27,6 +27,9 @@ struct TokenBucket {
   static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
+  // Handoff: the tokens both buckets have in use are in use in the merged
+  // one (TAT = now + both leads over now), so neither shard's uses are lost.
+  static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
 };
 
 }  // namespace frs::limit

@@ -84,6 +84,49 @@ inline WindowVerdict EvaluateFrame(const RuleSpec& spec, const Frame& f, int64_t
   return v;
 }
 
+// Handoff's merge of two blocks of one rule for one key, counted on two
+// shards (`block` here, `incoming` from the shard that owned the key
+// before), so that no use either recorded is lost and none is counted twice:
+//  - both windows current: the one that ends later, holding both counts and
+//    both debts (uses of the earlier window are held until the later one
+//    ends: stricter than one shard would have been, never laxer);
+//  - one current: it, with the debt the other carries into its next window
+//    added (the other's own window is over, its uses no longer count);
+//  - neither current: what each carries into its next window is a debt; the
+//    later block carries their sum (at most `borrow`, as any window).
+// `frame_at` resolves a block into its Frame now (fixed or calendar).
+template <class FrameAt>
+void MergeCounterBlocks(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, FrameAt frame_at) {
+  const CounterBlock a = CounterBlock::Load(block), b = CounterBlock::Load(incoming);
+  if (b.tag == 0) return;
+  if (a.tag == 0) {
+    std::copy(incoming, incoming + kBlockUnit, block);
+    return;
+  }
+  const Frame fa = frame_at(a), fb = frame_at(b);
+  CounterBlock m;
+  m.tag = spec.tag;
+  if (fa.open && fb.open) {
+    const CounterBlock& later = fa.end >= fb.end ? a : b;
+    m.start_s = later.start_s;
+    m.count = SatAdd32(a.count, b.count);
+    m.debt = Clamp32(fa.debt_in + fb.debt_in);
+  } else if (fa.open || fb.open) {
+    const CounterBlock& open = fa.open ? a : b;
+    m.start_s = open.start_s;
+    m.count = open.count;
+    m.debt = Clamp32(fa.debt_in + fb.debt_in);
+  } else {
+    const CounterBlock& later = a.start_s >= b.start_s ? a : b;
+    const int64_t carried = std::min<int64_t>(fa.debt_in + fb.debt_in, spec.borrow);
+    const int64_t base = later.debt > 0 ? spec.max - std::min<int64_t>(later.debt, spec.max) : spec.max;
+    m.start_s = later.start_s;
+    m.debt = later.debt;
+    m.count = Clamp32(base + carried);  // DebtOut(count, debt) == carried
+  }
+  m.Store(block);
+}
+
 // Fills a RuleView from a frame (shared part of Explain).
 inline void ExplainFrame(const RuleSpec& spec, const Frame& f, const Now& now, RuleView* out) {
   WindowVerdict v = EvaluateFrame(spec, f, now.s, 1);

@@ -30,6 +30,10 @@ class DeadlineNode {
 class DeadlineList {
  public:
   explicit DeadlineList(int64_t timeout_ns) : timeout_ns_(timeout_ns) {}
+  // A reload changed the timeout: nodes queued before keep their deadlines
+  // (the list stays ordered enough: an entry due earlier behind them waits
+  // at most one old timeout).
+  void set_timeout(int64_t timeout_ns) { timeout_ns_ = timeout_ns; }
   DeadlineList(const DeadlineList&) = delete;
   DeadlineList& operator=(const DeadlineList&) = delete;
 

@@ -161,7 +161,11 @@ int main(int argc, char** argv) {
   }
   auto map_channel = MapChannel::Create();
   if (!map_channel.ok()) return Fail(map_channel.status().message());
-  if (Status ps = map_channel.value().Publish(map_text); !ps.ok()) return Fail(ps.message());
+  // With the srv.xml bytes the configuration was read from, so that a worker
+  // respawned after a reload runs the reloaded settings.
+  std::string srv_text;
+  if (!ReadWholeFile(cfg.path, &srv_text, &map_err)) return Fail(map_err);
+  if (Status ps = map_channel.value().Publish(srv_text, map_text); !ps.ok()) return Fail(ps.message());
 
   auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers, cfg.reuseport);
   if (!listeners.ok()) return Fail(listeners.status().message());

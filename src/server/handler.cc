@@ -17,6 +17,7 @@ const char* Reason(int status) {
   switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 204: return "No Content";
     case 400: return "Bad Request";
     case 403: return "Forbidden";
     case 404: return "Not Found";
@@ -24,6 +25,7 @@ const char* Reason(int status) {
     case 408: return "Request Timeout";
     case 411: return "Length Required";
     case 413: return "Content Too Large";
+    case 421: return "Misdirected Request";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -68,6 +70,31 @@ Handler::Handler(Engine* engine, const HandlerOptions& opts, Metrics* metrics, W
   wire_.reserve(opts.max_batch);
   reqs_.reserve(opts.max_batch);
   decisions_.resize(opts.max_batch);
+}
+
+HandlerOptions HandlerOptionsFor(const SrvConfig& cfg) {
+  HandlerOptions o;
+  o.admin_token = cfg.admin_token;
+  o.max_batch = cfg.max_batch;
+  if (!cfg.cluster_shards.empty()) {
+    auto ring = Ring::Make(cfg.cluster_shards);  // validated when srv.xml was read
+    if (ring.ok()) {
+      o.cluster.ring = std::make_shared<const Ring>(std::move(ring.value()));
+      o.cluster.self = cfg.cluster_self;
+      o.cluster.self_index = o.cluster.ring->Find(cfg.cluster_self);
+      o.cluster.enforce = cfg.cluster_enforce;
+    }
+  }
+  return o;
+}
+
+void Handler::SetOptions(const HandlerOptions& opts) {
+  opts_ = opts;
+  if (opts_.max_batch > wire_.capacity()) {
+    wire_.reserve(opts_.max_batch);
+    reqs_.reserve(opts_.max_batch);
+  }
+  if (decisions_.size() < opts_.max_batch) decisions_.resize(opts_.max_batch);
 }
 
 std::string_view Handler::DateHeader() {
@@ -183,7 +210,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       ErrorBody(405, "/frs takes POST with an XML body", &status);
       extra.allow = "POST";
     } else {
-      HandlePost(base + head.body_off, head.body_len, &label, &status);
+      HandlePost(base + head.body_off, head.body_len, query, &label, &status);
     }
   } else if (path == "/acquire" || path == "/query") {
     Cmd cmd = path == "/acquire" ? Cmd::kAcquire : Cmd::kQuery;
@@ -233,14 +260,135 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
   return keep_alive;
 }
 
-bool Handler::HandlePost(char* body, size_t len, CmdLabel* label, int* status) {
+namespace {
+
+std::string Quoted(std::string_view s) {
+  return "\"" + std::string(s.substr(0, 64)) + (s.size() > 64 ? "...\"" : "\"");
+}
+
+// POST /frs takes one query parameter: the route, hashed as sent.
+bool PostRoute(std::string_view query, std::string_view* route, std::string* why) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string_view name = pair.substr(0, eq);
+    if (name != "route") {
+      *why = "unknown query parameter " + Quoted(name) + " on POST /frs: only route is allowed";
+      return false;
+    }
+    if (!route->empty()) {
+      *why = "query parameter \"route\" appears twice";
+      return false;
+    }
+    *route = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    if (route->empty()) {
+      *why = "query parameter \"route\" is empty";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_param, int* status) {
+  const ClusterView& c = opts_.cluster;
+  if (!c.ring) {
+    // A lone server owns every route: members may route apart (as batches
+    // did before clusters), each node keeping its own route's position.
+    for (WireRequest& r : reqs) {
+      if (!IsRouted(r.cmd)) continue;
+      r.route_pos = Ring::HashRoute(
+          Ring::RouteOf(r.route_key.empty() ? r.key : r.route_key, route_param.empty() ? r.route : route_param));
+      r.route_known = true;
+    }
+    return true;
+  }
+  std::string_view route;
+  size_t first = 0;
+  bool any = false;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    WireRequest& r = reqs[i];
+    if (!IsRouted(r.cmd)) continue;
+    std::string_view mine =
+        Ring::RouteOf(r.route_key.empty() ? r.key : r.route_key, route_param.empty() ? r.route : route_param);
+    if (!any) {
+      route = mine;
+      first = i;
+      any = true;
+    } else if (mine != route) {
+      ErrorBody(400,
+                "batch members route differently: " + Quoted(route) + " (member " + std::to_string(first + 1) +
+                    ") and " + Quoted(mine) + " (member " + std::to_string(i + 1) +
+                    "); give their keys one {hash tag} or send POST /frs?route=R",
+                status);
+      return false;
+    }
+  }
+  if (!any) return true;
+  const uint32_t pos = Ring::HashRoute(route);
+  for (WireRequest& r : reqs) {
+    if (!IsRouted(r.cmd)) continue;
+    r.route_pos = pos;
+    r.route_known = true;
+  }
+  const size_t owner = c.ring->OwnerOfHash(pos);
+  if (static_cast<long>(owner) == c.self_index) return true;
+  if (counters_) CounterAdd(counters_->misrouted);
+  if (!c.enforce) return true;
+  const std::string& name = c.ring->shards()[owner].name;
+  body_.clear();
+  AppendMisrouted(route, name, &body_);
+  *status = 421;
+  return false;
+}
+
+bool Handler::HandleMerges(int* status) {
+  // Handoff: each member is one node, merged with its receipt in one store
+  // transaction; a member that fails does not undo the others (each is
+  // acknowledged on its own, and the sender keeps what was not).
+  body_.append("<batch allowed=\"1\">\n");
+  for (const WireRequest& r : wire_) {
+    auto merged = engine_->MergeNode(r.node, r.receipt);
+    body_.append("  ");
+    if (!merged.ok()) {
+      const Status& s = merged.status();
+      const int code = s.IsNotFound() ? 404
+                       : s.code() == Status::Code::kInvalidArgument || s.code() == Status::Code::kCorruption ? 400
+                                                                                                           : 503;
+      AppendError(code, s.message(), &body_);
+      continue;
+    }
+    if (counters_) CounterAdd(merged.value() ? counters_->merged : counters_->merge_duplicates);
+    body_.append(merged.value() ? "<response code=\"0\" merged=\"1\"/>\n" : "<response code=\"0\" merged=\"0\"/>\n");
+  }
+  body_.append("</batch>\n");
+  *status = 200;
+  return true;
+}
+
+bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabel* label, int* status) {
   ProtocolError err;
   bool is_batch = false;
+  std::string_view route_param;
+  if (std::string why; !PostRoute(query, &route_param, &why)) {
+    ErrorBody(400, why, status);
+    return false;
+  }
   if (!decoder_.Decode(body, len, opts_.max_batch, &wire_, &is_batch, &err)) {
     ErrorBody(err.status, err.msg, status);
     return false;
   }
   *label = is_batch ? CmdLabel::kBatch : LabelOf(wire_[0].cmd);
+  size_t merges = 0;
+  for (const WireRequest& r : wire_) merges += r.cmd == Cmd::kMerge;
+  if (merges != 0 && merges != wire_.size()) {
+    ErrorBody(400, "cmd=\"merge\" cannot share a batch with other commands", status);
+    return false;
+  }
   // Authorization and biz resolution first, for every member: a refused
   // or unknown member fails the whole request before anything executes.
   for (size_t i = 0; i < wire_.size(); ++i) {
@@ -256,7 +404,7 @@ bool Handler::HandlePost(char* body, size_t len, CmdLabel* label, int* status) {
         return false;
       }
     }
-    if (is_batch) {
+    if (is_batch && r.cmd != Cmd::kMerge) {
       auto id = engine_->ResolveBiz(r.biz);
       if (!id.ok()) {
         ErrorBody(id.status().IsNotFound() ? 404 : 400,
@@ -266,11 +414,14 @@ bool Handler::HandlePost(char* body, size_t len, CmdLabel* label, int* status) {
     }
   }
 
+  if (!RouteRequests(wire_, route_param, status)) return false;
+
   body_.clear();
+  if (merges != 0) return HandleMerges(status);
   if (!is_batch) {
     const WireRequest& r = wire_[0];
     if (r.cmd == Cmd::kStats) {
-      AppendStats(engine_->store()->Stats(), engine_->DailyStats(), &body_);
+      AppendStats(engine_->store()->Stats(), engine_->DailyStats(), &opts_.cluster, &body_);
       *status = 200;
       return true;
     }
@@ -308,6 +459,7 @@ bool Handler::HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* 
     ErrorBody(err.status, err.msg, status);
     return false;
   }
+  if (!RouteRequests(std::span<WireRequest>(&r, 1), {}, status)) return false;
   body_.clear();
   if (!ExecuteOne(r, status)) return false;
   const Decision& d = decisions_[0];

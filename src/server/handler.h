@@ -16,9 +16,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "config/srv_config.h"
 #include "frs/engine.h"
 #include "server/http_parser.h"
 #include "server/metrics.h"
@@ -29,7 +31,11 @@ namespace frs::server {
 struct HandlerOptions {
   std::string admin_token;   // "" = admin commands refused
   uint32_t max_batch = 64;
+  ClusterView cluster;       // no ring: a lone server that owns every route
 };
+
+// The handler's settings from srv.xml (token, batch limit, cluster ring).
+HandlerOptions HandlerOptionsFor(const SrvConfig& cfg);
 
 class Handler {
  public:
@@ -50,13 +56,21 @@ class Handler {
   static void AppendOverloaded(std::string* out);
 
   void set_shutting_down(bool v) { shutting_down_ = v; }
+  // A reload (SIGHUP) changed the token or the cluster.
+  void SetOptions(const HandlerOptions& opts);
+  const HandlerOptions& options() const { return opts_; }
   Engine* engine() { return engine_; }
 
  private:
   struct Extra;  // additional response headers
   void Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra, bool head_only,
                std::string* out);
-  bool HandlePost(char* body, size_t len, CmdLabel* label, int* status);
+  bool HandlePost(char* body, size_t len, std::string_view query, CmdLabel* label, int* status);
+  bool HandleMerges(int* status);
+  // Gives every routed member its route's ring position; false (the answer
+  // in body_) when a batch's members route differently without ?route=, or
+  // another shard owns the route and the cluster enforces ownership.
+  bool RouteRequests(std::span<WireRequest> reqs, std::string_view route_param, int* status);
   bool HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status);
   // Runs one request into decisions_[0] and appends its answer to body_.
   bool ExecuteOne(const WireRequest& r, int* status);

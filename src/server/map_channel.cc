@@ -20,9 +20,10 @@ struct Header {
   uint32_t magic;
   uint32_t reserved;
   uint64_t generation;
-  uint64_t length;
+  uint64_t length;      // srv.xml's bytes then map.xml's
   uint64_t checksum;
-  uint8_t pad[32];
+  uint64_t srv_length;  // of srv.xml
+  uint8_t pad[24];
 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
@@ -64,15 +65,19 @@ Result<MapChannel> MapChannel::Create() {
   return c;
 }
 
-Status MapChannel::Publish(std::string_view map_xml) {
+Status MapChannel::Publish(std::string_view srv_xml, std::string_view map_xml) {
   // The bytes after the header, then the header that makes them current.
-  if (!PwriteAll(fd_.get(), map_xml.data(), map_xml.size(), kHeaderBytes))
+  std::string both;
+  both.reserve(srv_xml.size() + map_xml.size());
+  both.append(srv_xml).append(map_xml);
+  if (!PwriteAll(fd_.get(), both.data(), both.size(), kHeaderBytes))
     return Status::FromErrno("the map channel", errno);
   Header h{};
   h.magic = kMagic;
   h.generation = ++generation_;
-  h.length = map_xml.size();
-  h.checksum = XXH3_64bits(map_xml.data(), map_xml.size());
+  h.length = both.size();
+  h.srv_length = srv_xml.size();
+  h.checksum = XXH3_64bits(both.data(), both.size());
   if (!PwriteAll(fd_.get(), &h, sizeof h, 0)) return Status::FromErrno("the map channel", errno);
   return Status::OK();
 }
@@ -89,7 +94,12 @@ Result<MapChannel::Map> MapChannel::Read() const {
     if (PreadAll(fd_.get(), m.text.data(), m.text.size(), kHeaderBytes) &&
         XXH3_64bits(m.text.data(), m.text.size()) == h.checksum) {
       Header again{};
-      if (PreadAll(fd_.get(), &again, sizeof again, 0) && again.generation == h.generation) return m;
+      if (PreadAll(fd_.get(), &again, sizeof again, 0) && again.generation == h.generation &&
+          h.srv_length <= m.text.size()) {
+        m.srv_text = m.text.substr(0, h.srv_length);
+        m.text.erase(0, h.srv_length);
+        return m;
+      }
     }
     // The master is publishing a newer map right now: read it when done.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -28,12 +28,14 @@ class MapChannel {
  public:
   static Result<MapChannel> Create();
 
-  // Master: makes `map_xml` the current map (generation + 1).
-  Status Publish(std::string_view map_xml);
+  // Master: makes `map_xml`, with the srv.xml it was read under, current
+  // (generation + 1). Workers apply srv.xml's live settings from these bytes.
+  Status Publish(std::string_view srv_xml, std::string_view map_xml);
 
   struct Map {
     uint64_t generation = 0;  // 0: nothing published yet
-    std::string text;
+    std::string text;         // map.xml
+    std::string srv_text;     // srv.xml ("" when published without it)
   };
   // The current map; retries a publication caught half-written.
   Result<Map> Read() const;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include "server/clock_util.h"
 #include "server/logger.h"
@@ -46,7 +47,8 @@ std::string DescribeExit(int st) {
 
 class Master {
  public:
-  explicit Master(MasterContext ctx) : ctx_(std::move(ctx)), cfg_(*ctx_.config), slots_(cfg_.workers) {}
+  explicit Master(MasterContext ctx)
+      : ctx_(std::move(ctx)), cfg_(*ctx_.config), live_(cfg_), slots_(cfg_.workers) {}
   int Run(const sigset_t* wait_mask);
 
  private:
@@ -60,7 +62,8 @@ class Master {
   }
 
   MasterContext ctx_;
-  const SrvConfig& cfg_;
+  const SrvConfig& cfg_;  // as started
+  SrvConfig live_;        // with the live settings of the last reload
   std::vector<Slot> slots_;
   bool fatal_ = false;
   int64_t next_flush_ = 0;
@@ -154,31 +157,91 @@ void Master::StopWorkers() {
   }
 }
 
+namespace {
+
+// What a reload cannot change in a running server: one line each, naming
+// the old and new value, so the operator knows a restart is due.
+std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
+  std::vector<std::string> out;
+  auto diff = [&](const char* what, const std::string& x, const std::string& y) {
+    if (x != y) out.push_back(std::string(what) + " changed (" + x + " -> " + y + ")");
+  };
+  diff("<listen>", a.host + ":" + std::to_string(a.port) + (a.reuseport ? " reuseport" : ""),
+       b.host + ":" + std::to_string(b.port) + (b.reuseport ? " reuseport" : ""));
+  diff("<workers>", std::to_string(a.workers), std::to_string(b.workers));
+  diff("<store>", a.store_dir + " " + std::to_string(a.geometry.files) + "x" + std::to_string(a.geometry.keynodes) + "x" +
+                      std::to_string(a.geometry.chain),
+       b.store_dir + " " + std::to_string(b.geometry.files) + "x" + std::to_string(b.geometry.keynodes) + "x" +
+           std::to_string(b.geometry.chain));
+  diff("<timezone>", a.timezone, b.timezone);
+  diff("<pidfile>", a.pidfile, b.pidfile);
+  diff("<log file>", a.logfile, b.logfile);
+  diff("<flush interval_ms>", std::to_string(a.flush_interval_ms), std::to_string(b.flush_interval_ms));
+  return out;
+}
+
+}  // namespace
+
 void Master::Reload() {
   if (ctx_.notify) ctx_.notify("RELOADING=1");
-  // Read once, validate, and hand every worker these very bytes: a file
-  // rewritten meanwhile cannot give two workers two maps.
-  std::string text, err;
+  // srv.xml and map.xml are read once, validated, and every worker is handed
+  // these very bytes: a file rewritten meanwhile cannot give two workers two
+  // configurations. A broken file refuses the whole reload.
+  std::string srv_text, text, err;
   Status s;
-  if (!ReadWholeFile(cfg_.map_path, &text, &err)) {
+  std::optional<SrvConfig> next;
+  if (!ReadWholeFile(cfg_.path, &srv_text, &err)) {
     s = Status::InvalidArgument(err);
-  } else if (auto fit = NodeFitProblems(cfg_, text); !fit.empty()) {
-    s = Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
+  } else if (auto parsed = LoadSrvConfigText(cfg_.path, &srv_text); !parsed.ok()) {
+    s = parsed.status();
+  } else if (auto allow = AllowList::Parse(parsed->allow); !allow.ok()) {
+    s = Status::InvalidArgument(cfg_.path + ": " + allow.status().message());
   } else {
-    s = ctx_.engine->ReloadText(text, cfg_.map_path);
+    next = std::move(parsed.value());
+    // The store's geometry stays what is running until a restart.
+    SrvConfig check = *next;
+    check.geometry = cfg_.geometry;
+    if (!ReadWholeFile(next->map_path, &text, &err)) {
+      s = Status::InvalidArgument(err);
+    } else if (auto fit = NodeFitProblems(check, text); !fit.empty()) {
+      s = Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
+    } else {
+      s = ctx_.engine->ReloadText(text, next->map_path);
+    }
   }
-  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(text);
+  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(srv_text, text);
   if (!s.ok()) {
-    FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
+    FRS_LOG("reload refused, the old configuration stays: %s", s.message().c_str());
     if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reload_failures);
-    if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=reload refused, the old map stays: " + s.message());
+    if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=reload refused, the old configuration stays: " + s.message());
     return;
   }
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
-  FRS_LOG("map %s is valid; reloading it in every worker", cfg_.map_path.c_str());
+  for (const std::string& line : NeedRestart(live_, *next))
+    FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
+  if (next->admin_token != live_.admin_token) FRS_LOG("srv.xml: the admin token changed; applied");
+  if (next->cluster_shards != live_.cluster_shards || next->cluster_self != live_.cluster_self ||
+      next->cluster_enforce != live_.cluster_enforce)
+    FRS_LOG("srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
+            "other shards now own",
+            next->cluster_shards.size(), next->cluster_self.c_str());
+  // What a restart would change stays as running, for the next comparison.
+  SrvConfig applied = *next;
+  applied.host = live_.host;
+  applied.store_dir = live_.store_dir;
+  applied.timezone = live_.timezone;
+  applied.pidfile = live_.pidfile;
+  applied.logfile = live_.logfile;
+  applied.port = live_.port;
+  applied.reuseport = live_.reuseport;
+  applied.workers = live_.workers;
+  applied.geometry = live_.geometry;
+  applied.flush_interval_ms = live_.flush_interval_ms;
+  live_ = std::move(applied);
+  FRS_LOG("srv.xml %s and map %s are valid; reloading them in every worker", cfg_.path.c_str(), live_.map_path.c_str());
   for (const Slot& sl : slots_)
     if (sl.pid > 0) kill(sl.pid, SIGHUP);
-  if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=serving; map reloaded");
+  if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=serving; configuration reloaded");
 }
 
 void Master::Tick(int64_t now) {

@@ -14,7 +14,7 @@ namespace frs::server {
 namespace {
 
 constexpr const char* kLabelNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset",
-                                       "stats", "batch", "health", "metrics", "none"};
+                                       "stats", "merge", "batch", "health", "metrics", "none"};
 static_assert(sizeof(kLabelNames) / sizeof(kLabelNames[0]) == static_cast<size_t>(CmdLabel::kCount));
 
 void AppendU64(std::string* out, uint64_t v) {
@@ -62,6 +62,7 @@ CmdLabel LabelOf(Cmd cmd) {
     case Cmd::kDelete: return CmdLabel::kDelete;
     case Cmd::kReset: return CmdLabel::kReset;
     case Cmd::kStats: return CmdLabel::kStats;
+    case Cmd::kMerge: return CmdLabel::kMerge;
   }
   return CmdLabel::kNone;
 }
@@ -107,6 +108,7 @@ void Metrics::Render(Engine& engine, std::string* out) const {
   uint64_t req[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots] = {};
   uint64_t lat[kLatencyBuckets] = {};
   uint64_t lat_sum = 0, acc = 0, refused = 0, overflow = 0, timed_out = 0, open = 0, reloads = 0, reload_fail = 0;
+  uint64_t misrouted = 0, merged = 0, merge_dups = 0;
   for (uint32_t w = 0; w < workers_; ++w) {
     const WorkerCounters& c = workers_base_[w];
     for (size_t i = 0; i < ncmd; ++i)
@@ -120,6 +122,9 @@ void Metrics::Render(Engine& engine, std::string* out) const {
     open += CounterGet(c.connections_open);
     reloads += CounterGet(c.reloads);
     reload_fail += CounterGet(c.reload_failures);
+    misrouted += CounterGet(c.misrouted);
+    merged += CounterGet(c.merged);
+    merge_dups += CounterGet(c.merge_duplicates);
   }
 
   Header(out, "frs_requests_total", "counter", "Requests answered, by command and HTTP status.");
@@ -204,6 +209,11 @@ void Metrics::Render(Engine& engine, std::string* out) const {
   Simple(out, "frs_reloads_total", "counter", "map.xml reloads applied by workers (SIGHUP).", reloads);
   Simple(out, "frs_reload_failures_total", "counter", "map.xml reloads refused (the old map was kept).",
          reload_fail + CounterGet(master_->reload_failures));
+  Simple(out, "frs_misrouted_total", "counter",
+         "Requests for a route that another shard of <cluster> owns (answered 421 when enforce=\"1\").", misrouted);
+  Simple(out, "frs_handoff_merged_total", "counter", "Nodes received from other shards by frsctl handoff and merged.", merged);
+  Simple(out, "frs_handoff_duplicates_total", "counter",
+         "Handoff nodes received again after an interruption and ignored (their receipt was already here).", merge_dups);
   Simple(out, "frs_workers", "gauge", "Configured worker processes.", workers_);
   Simple(out, "frs_connections_open", "gauge", "Client connections open, all workers.", open);
   Simple(out, "frs_connections_accepted_total", "counter", "Client connections accepted.", acc);

@@ -27,14 +27,14 @@ namespace frs::server {
 
 // What the `cmd` label of frs_requests_total says.
 enum class CmdLabel : uint8_t {
-  kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats,
+  kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge,
   kBatch, kHealth, kMetrics, kNone,  // kNone: the request never got as far as a command
   kCount
 };
 CmdLabel LabelOf(Cmd cmd);
 const char* LabelName(CmdLabel label);
 
-inline constexpr int kStatusCodes[] = {200, 400, 403, 404, 405, 408, 411, 413, 429, 431, 500, 503};
+inline constexpr int kStatusCodes[] = {200, 204, 400, 403, 404, 405, 408, 411, 413, 421, 429, 431, 500, 503};
 inline constexpr size_t kStatusSlots = sizeof(kStatusCodes) / sizeof(kStatusCodes[0]);
 size_t StatusSlot(int http_status);  // unknown statuses count as 500
 
@@ -58,6 +58,8 @@ struct alignas(64) WorkerCounters {
   uint64_t connections_accepted, connections_refused, connections_overflow, connections_timed_out;
   uint64_t connections_open;  // a gauge, set by the worker
   uint64_t reloads, reload_failures;
+  uint64_t misrouted;         // requests for a route another shard owns
+  uint64_t merged, merge_duplicates;  // handoff nodes received
   uint64_t pid;               // set by the master when it starts the slot's worker
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];
 

@@ -12,12 +12,12 @@ namespace frs::server {
 
 namespace {
 
-constexpr const char* kCmdNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset", "stats"};
-constexpr Cmd kCmds[] = {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet,
-                         Cmd::kSet,   Cmd::kDelete, Cmd::kReset,   Cmd::kStats};
+constexpr const char* kCmdNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset", "stats", "merge"};
+constexpr Cmd kCmds[] = {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet, Cmd::kSet,
+                         Cmd::kDelete, Cmd::kReset, Cmd::kStats, Cmd::kMerge};
 
 bool CmdFromName(std::string_view s, Cmd* out) {
-  for (size_t i = 0; i < 8; ++i)
+  for (size_t i = 0; i < std::size(kCmdNames); ++i)
     if (s == kCmdNames[i]) {
       *out = kCmds[i];
       return true;
@@ -48,7 +48,8 @@ CmdShape ShapeOf(Cmd c) {
     case Cmd::kDelete: return {true, true, false, false};
     case Cmd::kSet: return {true, true, false, true};
     case Cmd::kReset: return {true, false, false, false};
-    case Cmd::kStats: return {false, false, false, false};
+    case Cmd::kStats:
+    case Cmd::kMerge: return {false, false, false, false};
   }
   return {};
 }
@@ -136,7 +137,7 @@ bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
       if (!CmdFromName(value, &r->cmd))
         return Fail(err, 400,
                     "unknown cmd \"" + std::string(value.substr(0, 64)) +
-                        "\": use query, update, acquire, get, set, delete, reset or stats");
+                        "\": use query, update, acquire, get, set, delete, reset, stats or merge");
     } else if (name == "biz") {
       dup = have_biz;
       have_biz = true;
@@ -153,6 +154,12 @@ bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
       dup = have_count;
       have_count = true;
       count_text = value;
+    } else if (name == "receipt" && r->cmd == Cmd::kMerge) {
+      dup = !r->receipt.empty();
+      r->receipt = value;
+    } else if (name == "node" && r->cmd == Cmd::kMerge) {
+      dup = !r->node.empty();
+      r->node = value;
     } else if (name == "token") {
       dup = r->has_token;
       r->has_token = true;
@@ -176,6 +183,8 @@ bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
     if (!ParseCount(n_text, &r->n) || r->n < 1)
       return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
   }
+  if (r->cmd == Cmd::kMerge && (r->receipt.empty() || r->receipt.size() > kMaxKeyBytes || r->node.empty()))
+    return Fail(err, 400, "cmd=\"merge\" needs a receipt (1..255 bytes) and a node attribute, after cmd");
   if (shape.count && !have_count) return Fail(err, 400, "cmd=\"set\" needs a count attribute");
   if (have_count) {
     if (!shape.count) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no count attribute");
@@ -245,7 +254,8 @@ bool PercentDecode(std::string_view in, std::string* out) {
 
 }  // namespace
 
-bool IsAdmin(Cmd cmd) { return cmd == Cmd::kSet || cmd == Cmd::kDelete || cmd == Cmd::kReset; }
+bool IsAdmin(Cmd cmd) { return cmd == Cmd::kSet || cmd == Cmd::kDelete || cmd == Cmd::kReset || cmd == Cmd::kMerge; }
+bool IsRouted(Cmd cmd) { return cmd != Cmd::kReset && cmd != Cmd::kStats && cmd != Cmd::kMerge; }
 const char* WireCmdName(Cmd cmd) { return kCmdNames[static_cast<size_t>(cmd)]; }
 
 bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out,
@@ -329,7 +339,7 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
                  ProtocolError* err) {
   *out = WireRequest{};
   out->cmd = cmd;
-  bool have_biz = false, have_key = false, have_n = false;
+  bool have_biz = false, have_key = false, have_n = false, have_route = false;
   std::string n_buf;
   while (!query.empty()) {
     size_t amp = query.find('&');
@@ -350,9 +360,16 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
     } else if (name == "n") {
       dest = &n_buf;
       seen = &have_n;
+    } else if (name == "route") {
+      if (have_route) return Fail(err, 400, "query parameter \"route\" appears twice");
+      if (value.empty()) return Fail(err, 400, "query parameter \"route\" is empty");
+      have_route = true;
+      out->route = value;  // hashed as sent, not decoded
+      continue;
     } else {
-      return Fail(err, 400, "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\": use biz, key and n");
+      return Fail(err, 400, "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\": use biz, key, n and route");
     }
+    if (name == "key") out->route_key = value;
     if (*seen) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" appears twice");
     *seen = true;
     if (!PercentDecode(value, dest)) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" has a bad %-escape");
@@ -381,6 +398,16 @@ void AppendXmlEscaped(std::string_view text, std::string* out) {
         else out->push_back(c);
     }
   }
+}
+
+void AppendMisrouted(std::string_view route, std::string_view owner, std::string* out) {
+  out->append("<response code=\"421\" msg=\"route &quot;");
+  AppendXmlEscaped(route.substr(0, 64), out);
+  out->append("&quot; belongs to shard ");
+  AppendXmlEscaped(owner, out);
+  out->append("; send it there (this shard changes nothing)\" owner=\"");
+  AppendXmlEscaped(owner, out);
+  out->append("\"/>\n");
 }
 
 void AppendError(int code, std::string_view msg, std::string* out) {
@@ -463,7 +490,8 @@ void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<cons
   out->append("</batch>\n");
 }
 
-void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, std::string* out) {
+void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, const ClusterView* cluster,
+                 std::string* out) {
   out->append("<response code=\"0\">\n  <store");
   Attr("files", st.geometry.files, out);
   Attr("keynodes", st.geometry.keynodes, out);
@@ -480,6 +508,24 @@ void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, std:
   Attr("cuckoo_moves", static_cast<int64_t>(st.total.cuckoo_moves), out);
   Attr("lock_recoveries", static_cast<int64_t>(st.total.lock_recoveries), out);
   out->append("/>\n");
+  if (cluster && cluster->ring) {
+    out->append("  <cluster self=\"");
+    AppendXmlEscaped(cluster->self, out);
+    out->push_back('"');
+    Attr("enforce", cluster->enforce ? 1 : 0, out);
+    Attr("shards", static_cast<int64_t>(cluster->ring->shards().size()), out);
+    char digest[16];
+    int dn = std::snprintf(digest, sizeof digest, "%08x", cluster->ring->Digest());
+    out->append(" digest=\"").append(digest, static_cast<size_t>(dn)).append("\">\n");
+    for (const RingShard& s : cluster->ring->shards()) {
+      out->append("    <shard");
+      Attr("weight", s.weight, out);
+      out->push_back('>');
+      AppendXmlEscaped(s.name, out);
+      out->append("</shard>\n");
+    }
+    out->append("  </cluster>\n");
+  }
   for (const BizStats& b : bizzes) {
     out->append("  <biz");
     Attr("id", b.id, out);

@@ -18,12 +18,14 @@
 #include <pugixml.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "frs/engine.h"
+#include "frs/ring.h"
 #include "frs/store.h"
 
 namespace frs::server {
@@ -31,6 +33,14 @@ namespace frs::server {
 struct WireRequest {
   Cmd cmd = Cmd::kQuery;
   std::string_view biz, key, token;
+  // The route as sent (GET: the raw, still %-encoded query values, as a
+  // proxy hashes them; see frs/ring.h): `route` is the route parameter,
+  // `route_key` the key as its hash tag is looked for in. Empty route_key:
+  // the decoded key.
+  std::string_view route, route_key;
+  std::string_view receipt, node;  // cmd="merge"
+  uint32_t route_pos = 0;          // filled by the handler
+  bool route_known = false;
   int64_t n = 1;
   int64_t count = 0;
   bool has_token = false;
@@ -42,6 +52,8 @@ struct WireRequest {
     r.key = key;
     r.n = n;
     r.count = count;
+    r.route_pos = route_pos;
+    r.route_known = route_known;
     return r;
   }
 };
@@ -52,6 +64,8 @@ struct ProtocolError {
 };
 
 bool IsAdmin(Cmd cmd);
+// Commands about one key, which its route's owner answers (not reset, stats, merge).
+bool IsRouted(Cmd cmd);
 const char* WireCmdName(Cmd cmd);
 
 class XmlRequestDecoder {
@@ -65,7 +79,7 @@ class XmlRequestDecoder {
   pugi::xml_document doc_;
 };
 
-// GET /acquire?biz=B&key=K[&n=N] (cmd is acquire or query). Percent-decodes
+// GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query). Percent-decodes
 // into the two buffers (reused; `out` points into them). '+' decodes to a
 // space, as in HTML forms: send %2B for a literal plus.
 bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
@@ -73,10 +87,20 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
 
 void AppendXmlEscaped(std::string_view text, std::string* out);
 void AppendError(int code, std::string_view msg, std::string* out);
+// 421: `route` belongs to shard `owner` of the cluster.
+void AppendMisrouted(std::string_view route, std::string_view owner, std::string* out);
 // One <response> for a successful (code 0) decision of `cmd`.
 void AppendDecision(Cmd cmd, const Decision& d, std::string* out);
 void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
                  std::string* out);
-void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, std::string* out);
+// The cluster this server is a shard of, for `stats` (null: none).
+struct ClusterView {
+  std::shared_ptr<const Ring> ring;
+  std::string self;        // this shard's name on the ring
+  long self_index = -1;    // in ring->shards(); -1: owns nothing (being removed)
+  bool enforce = true;
+};
+void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, const ClusterView* cluster,
+                 std::string* out);
 
 }  // namespace frs::server

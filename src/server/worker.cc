@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include "config/service_options.h"
 #include "frs/engine.h"
@@ -36,7 +37,7 @@ class Worker {
       : ctx_(std::move(ctx)),
         cfg_(*ctx_.config),
         counters_(ctx_.metrics ? &ctx_.metrics->worker(ctx_.index) : nullptr),
-        handler_(engine, HandlerOptions{cfg_.admin_token, cfg_.max_batch}, ctx_.metrics, counters_),
+        handler_(engine, HandlerOptionsFor(cfg_), ctx_.metrics, counters_),
         engine_(engine),
         limits_{cfg_.max_header_bytes, cfg_.max_body_bytes},
         idle_(int64_t{cfg_.idle_timeout_ms} * kMsNs),
@@ -44,6 +45,12 @@ class Worker {
 
   int Run(const sigset_t* wait_mask);
   void set_map_generation(uint64_t g) { map_generation_ = g; }
+  // Takes what can change without a restart from a reloaded srv.xml (the
+  // master validated it and logs what needs a restart): admin token, allow
+  // list, limits, the cluster. Connections already open keep the limits
+  // they were accepted with; timeouts apply from each connection's next
+  // activity.
+  void ApplyLive(const SrvConfig& next);
 
  private:
   void Accept(int64_t now);
@@ -66,7 +73,8 @@ class Worker {
   }
 
   WorkerContext ctx_;
-  const SrvConfig& cfg_;
+  SrvConfig cfg_;  // as started, with the live settings of the last reload
+  std::optional<AllowList> allow_;  // replaces ctx_.allow after a reload
   WorkerCounters* counters_;
   Handler handler_;
   Engine* engine_;
@@ -165,8 +173,18 @@ void Worker::HandleSignals(int64_t now) {
     uint64_t generation = map_generation_;
     if (ctx_.map_channel) {
       Result<MapChannel::Map> m = ctx_.map_channel->Read();
-      if (!m.ok()) s = m.status();
-      else if (m->generation != map_generation_) s = engine_->ReloadText(m->text, cfg_.map_path);
+      std::optional<SrvConfig> next;
+      if (!m.ok()) {
+        s = m.status();
+      } else if (m->generation != map_generation_) {
+        if (!m->srv_text.empty()) {
+          auto parsed = LoadSrvConfigText(cfg_.path, &m->srv_text);
+          if (parsed.ok()) next = std::move(parsed.value());
+          else s = parsed.status();
+        }
+        if (s.ok()) s = engine_->ReloadText(m->text, next ? next->map_path : cfg_.map_path);
+        if (s.ok() && next) ApplyLive(*next);
+      }
       if (m.ok()) generation = m->generation;
     } else {
       s = engine_->Reload(cfg_.map_path);
@@ -183,6 +201,33 @@ void Worker::HandleSignals(int64_t now) {
     }
   }
   if (f.terminate && !stopping_) BeginShutdown(now);
+}
+
+void Worker::ApplyLive(const SrvConfig& next) {
+  if (next.allow != cfg_.allow) {
+    auto parsed = AllowList::Parse(next.allow);
+    if (!parsed.ok()) {
+      FRS_LOG("the reloaded <allow> list is refused, the old one stays: %s", parsed.status().message().c_str());
+    } else {
+      allow_.emplace(std::move(parsed.value()));
+      cfg_.allow = next.allow;
+    }
+  }
+  cfg_.admin_token = next.admin_token;
+  cfg_.max_header_bytes = next.max_header_bytes;
+  cfg_.max_body_bytes = next.max_body_bytes;
+  cfg_.max_connections = next.max_connections;
+  cfg_.idle_timeout_ms = next.idle_timeout_ms;
+  cfg_.request_timeout_ms = next.request_timeout_ms;
+  cfg_.max_batch = next.max_batch;
+  cfg_.map_path = next.map_path;
+  cfg_.cluster_shards = next.cluster_shards;
+  cfg_.cluster_self = next.cluster_self;
+  cfg_.cluster_enforce = next.cluster_enforce;
+  limits_ = ConnectionLimits{cfg_.max_header_bytes, cfg_.max_body_bytes};
+  idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);
+  busy_.set_timeout(int64_t{cfg_.request_timeout_ms} * kMsNs);
+  handler_.SetOptions(HandlerOptionsFor(cfg_));
 }
 
 bool Worker::ShouldPauseAccepting() const {
@@ -240,7 +285,8 @@ void Worker::Accept(int64_t now) {
       return;
     }
     os::UniqueFd sock(fd);
-    if (ctx_.allow && !ctx_.allow->Allows(reinterpret_cast<sockaddr*>(&peer))) {
+    const AllowList* allow = allow_ ? &*allow_ : ctx_.allow;
+    if (allow && !allow->Allows(reinterpret_cast<sockaddr*>(&peer))) {
       if (counters_) CounterAdd(counters_->connections_refused);
       continue;
     }
@@ -425,6 +471,7 @@ int RunWorker(WorkerContext ctx) {
   // validated, not whatever map.xml holds at this moment.
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
   uint64_t generation = 0;
+  std::optional<SrvConfig> live;  // srv.xml as last reloaded (a respawned worker)
   if (ctx.map_channel) {
     Result<MapChannel::Map> m = ctx.map_channel->Read();
     if (!m.ok()) {
@@ -433,6 +480,10 @@ int RunWorker(WorkerContext ctx) {
     }
     eo.map_text = std::move(m->text);
     generation = m->generation;
+    if (!m->srv_text.empty()) {
+      auto parsed = LoadSrvConfigText(cfg.path, &m->srv_text);
+      if (parsed.ok()) live = std::move(parsed.value());
+    }
   }
   auto engine = Engine::Open(eo);
   if (!engine.ok()) {
@@ -443,6 +494,7 @@ int RunWorker(WorkerContext ctx) {
   try {
     Worker w(std::move(ctx), engine.value().get());
     w.set_map_generation(generation);
+    if (live) w.ApplyLive(*live);
     rc = w.Run(&wait_mask);
   } catch (const std::exception& e) {
     FRS_LOG("worker stopped by an internal error: %s", e.what());

@@ -24,7 +24,9 @@ namespace frs::store {
 inline constexpr uint64_t kMagic = 0x45524f5453535246ull;  // "FRSSTORE" read little-endian
 // 2: 64-bit lock words (owner thread id and start time) and writer entries
 // that record their owner's start time.
-inline constexpr uint32_t kFormatVersion = 2;
+// 3: a node keeps its route's ring position (40-byte node header), so that
+// `frsctl handoff` finds the shard that owns it without its key text.
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kWriterEntries = 32;
 inline constexpr uint32_t kChecksummedBytes = 256;
@@ -82,7 +84,7 @@ static_assert(offsetof(FileHeader, checksum) == kChecksummedBytes);
 static_assert(offsetof(FileHeader, nodes_used) == 320);
 static_assert(offsetof(FileHeader, recovery_lock) == 384);
 
-// The first 32 bytes of a node's first slot. A slot whose key_len is 0 is
+// The first 40 bytes of a node's first slot. A slot whose key_len is 0 is
 // free; a node's other span-1 slots carry no header of their own.
 struct NodeHeader {
   uint64_t fp_lo;          // identity: XXH3-128 of (biz, key)
@@ -95,11 +97,22 @@ struct NodeHeader {
   uint8_t flags;           // bit 0: placed in the key's alternate key-node; bits 1..7: heat
   uint32_t expire_s;       // stale at and after this unix second
   uint32_t last_access_s;  // for LRU eviction
+  // The CRC-32 of the route the node was last written under: its position
+  // on a cluster's ring (frs/ring.h). The route may be a `route=` parameter
+  // or a hash tag, neither recoverable from the key, and the key text may be
+  // cut; handoff needs only this to find the node's owner.
+  uint32_t route_pos;
+  uint8_t route_flags;     // kRouteKnown: route_pos is meaningful
+  uint8_t reserved[3];
 };
 static_assert(sizeof(NodeHeader) == kNodeHeaderBytes);
 static_assert(offsetof(NodeHeader, biz) == 16);
 static_assert(offsetof(NodeHeader, expire_s) == 24);
+static_assert(offsetof(NodeHeader, route_pos) == 32 && offsetof(NodeHeader, route_flags) == 36);
 inline constexpr uint8_t kNodeInAlternate = 1;
+// Clear only for a node imported, without its route, from an export whose key
+// text was cut: its owner cannot be known, and handoff leaves it alone.
+inline constexpr uint8_t kRouteKnown = 1;
 
 // A node's heat (flags bits 1..7): how often it is used, so that eviction
 // prefers cold nodes among those last used in the same second (the LRU clock

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "frs/ring.h"
 #include "os/shm_lock.h"
 #include "os/stop_request.h"
 #include "store/txn.h"
@@ -101,11 +102,7 @@ Location StoreImpl::Locate(const Fingerprint& fp) const {
   return l;
 }
 
-uint32_t StoreImpl::SpanFor(uint32_t state_bytes, uint32_t key_len) {
-  // Room for at least the first 8 key bytes, so every node is recognizable.
-  uint32_t bytes = kNodeHeaderBytes + state_bytes + std::min<uint32_t>(key_len, 8);
-  return std::max<uint32_t>(1, (bytes + kSlotBytes - 1) / kSlotBytes);
-}
+uint32_t StoreImpl::SpanFor(uint32_t state_bytes, uint32_t key_len) { return NodeSlots(state_bytes, key_len); }
 
 bool StoreImpl::IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live) {
   return (h->expire_s != 0 && h->expire_s <= now_s) || !live[h->biz];
@@ -346,8 +343,15 @@ void StoreImpl::ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slo
   txn.slots -= span;
 }
 
+StoreImpl::RouteMark StoreImpl::RouteFor(const KeyRef& key, const NodeHeader* existing) {
+  if (key.route_known) return {key.route_pos, true};
+  if (existing) return {existing->route_pos, (existing->route_flags & kRouteKnown) != 0};
+  if (!key.bytes.empty() && key.bytes.size() == key.key_len) return {Ring::HashRoute(Ring::RouteOf(key.bytes, {})), true};
+  return {};
+}
+
 void StoreImpl::WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, const KeyRef& key,
-                          bool alternate, uint8_t heat, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
+                          RouteMark route, bool alternate, uint8_t heat, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
                           uint32_t key_stored, uint32_t expire_s, uint32_t now_s) {
   txn.SaveRange(keynode, slot, span);
   // Compose the node privately, then copy it in: the slots are contiguous.
@@ -366,6 +370,8 @@ void StoreImpl::WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slo
   h->flags = NodeFlags(alternate, heat);
   h->expire_s = expire_s;
   h->last_access_s = now_s;
+  h->route_pos = route.pos;
+  h->route_flags = route.known ? kRouteKnown : 0;
   std::memcpy(img + kNodeHeaderBytes, state, state_bytes);
   if (key_stored) std::memcpy(img + kNodeHeaderBytes + state_bytes, key_bytes, key_stored);
   if (hook_) {
@@ -392,6 +398,8 @@ void StoreImpl::FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const u
   out->key.assign(reinterpret_cast<const char*>(p + kNodeHeaderBytes + sl), ks);
   out->expire_s = h->expire_s;
   out->last_access_s = h->last_access_s;
+  out->route_pos = h->route_pos;
+  out->route_known = (h->route_flags & kRouteKnown) != 0;
   out->state.assign(p + kNodeHeaderBytes, p + kNodeHeaderBytes + sl);
 }
 
@@ -625,6 +633,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
     std::memset(buf, 0, state_bytes);
     uint32_t old_span = 0, key_stored = 0;
     uint8_t heat = 1;  // a new node's first use
+    RouteMark route = RouteFor(key, nullptr);
     const uint8_t* key_src = reinterpret_cast<const uint8_t*>(key.bytes.data());
     key_stored = static_cast<uint32_t>(key.bytes.size());
     if (pos.found) {
@@ -633,6 +642,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
       ref.exists = true;
       ref.stored_state_bytes = h->state_len;
       ref.expire_s = h->expire_s;
+      route = RouteFor(key, h);
       heat = NextHeat(HeatOf(h->flags), h->last_access_s, now_s);
       old_span = ExtentAt(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain, pos.slot).span;
       std::memcpy(buf, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, state_bytes));
@@ -673,7 +683,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
           for (uint32_t k = span_new; k < old_span; ++k) std::memset(f->slot(pos.keynode, pos.slot + k), 0, kSlotBytes);
         }
         txn.slots += static_cast<int64_t>(span_new) - old_span;
-        WriteNode(f, txn, pos.keynode, pos.slot, span_new, key, pos.keynode != loc.a, heat, buf, state_bytes, key_src,
+        WriteNode(f, txn, pos.keynode, pos.slot, span_new, key, route, pos.keynode != loc.a, heat, buf, state_bytes, key_src,
                   key_stored, ref.expire_s, now_s);
         return Status::OK();
       }
@@ -693,7 +703,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
     }
     Placement pl = Place(f, txn, loc, span_new, now_s, locks, nullptr, r);
     if (!pl.ok) return Status::Busy("no room in the key's chains");
-    WriteNode(f, txn, pl.keynode, pl.slot, span_new, key, pl.keynode != loc.a, heat, buf, state_bytes, key_src, key_stored,
+    WriteNode(f, txn, pl.keynode, pl.slot, span_new, key, route, pl.keynode != loc.a, heat, buf, state_bytes, key_src, key_stored,
               ref.expire_s, now_s);
     if (!pos.found) r->created = true;
     txn.nodes += 1;
@@ -849,9 +859,11 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
     alignas(8) uint8_t keybuf[kMaxKeyBytes];
     const uint8_t* key_src = reinterpret_cast<const uint8_t*>(key.bytes.data());
     uint32_t key_stored = static_cast<uint32_t>(key.bytes.size());
+    RouteMark route = RouteFor(key, nullptr);
     if (pos[i].found) {
       const uint8_t* p = f->slot(pos[i].keynode, pos[i].slot);
       const NodeHeader* h = HeaderAt(p);
+      route = RouteFor(key, h);
       if (key.bytes.size() < h->key_stored) {
         key_stored = h->key_stored;
         std::memcpy(keybuf, p + kNodeHeaderBytes + h->state_len, key_stored);
@@ -864,7 +876,7 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
             std::memset(f->slot(pos[i].keynode, pos[i].slot + k), 0, kSlotBytes);
         }
         txn.slots += static_cast<int64_t>(spans[i]) - old_span[i];
-        WriteNode(f, txn, pos[i].keynode, pos[i].slot, spans[i], key, pos[i].keynode != locs[i].a, heat[i], refs[i].state,
+        WriteNode(f, txn, pos[i].keynode, pos[i].slot, spans[i], key, route, pos[i].keynode != locs[i].a, heat[i], refs[i].state,
                   refs[i].state_bytes, key_src, key_stored, refs[i].expire_s, now_s);
         continue;
       }
@@ -878,7 +890,7 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
       failed = true;
       break;
     }
-    WriteNode(f, txn, pl.keynode, pl.slot, spans[i], key, pl.keynode != locs[i].a, heat[i], refs[i].state, refs[i].state_bytes,
+    WriteNode(f, txn, pl.keynode, pl.slot, spans[i], key, route, pl.keynode != locs[i].a, heat[i], refs[i].state, refs[i].state_bytes,
               key_src, key_stored, refs[i].expire_s, now_s);
     pinned.emplace_back(pl.keynode, pl.slot);
     if (r && !pos[i].found) r->created = true;

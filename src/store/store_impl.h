@@ -96,8 +96,15 @@ class StoreImpl final : public Store {
   // members) are never moved or evicted.
   Placement Place(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s, LockSet& locks,
                   const std::vector<std::pair<uint32_t, uint32_t>>* pinned, UpdateResult* r);
+  // Where a written node says its route lies: the caller's, else the node's
+  // own (`existing`, may be null), else the one its whole key implies.
+  struct RouteMark {
+    uint32_t pos = 0;
+    bool known = false;
+  };
+  static RouteMark RouteFor(const KeyRef& key, const NodeHeader* existing);
   void WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, const KeyRef& key,
-                 bool alternate, uint8_t heat, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
+                 RouteMark route, bool alternate, uint8_t heat, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
                  uint32_t key_stored, uint32_t expire_s, uint32_t now_s);
   void ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
   // A read that changes nothing else still records the use (last second and

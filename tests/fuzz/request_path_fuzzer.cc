@@ -65,7 +65,7 @@ struct Env {
       abort();
     }
     engine = std::move(e.value());
-    handler = std::make_unique<frs::server::Handler>(engine.get(), frs::server::HandlerOptions{"tok", 8}, nullptr, nullptr);
+    handler = std::make_unique<frs::server::Handler>(engine.get(), frs::server::HandlerOptions{"tok", 8, {}}, nullptr, nullptr);
   }
   ~Env() {
     handler.reset();

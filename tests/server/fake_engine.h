@@ -62,7 +62,8 @@ class FakeEngine final : public Engine {
         d.erased = n;
         break;
       }
-      case Cmd::kStats: break;
+      case Cmd::kStats:
+      case Cmd::kMerge: break;
     }
     return d;
   }
@@ -108,6 +109,7 @@ class FakeEngine final : public Engine {
   Result<NodeView> View(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Result<std::string> ExportNode(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Status ImportNode(std::string_view) override { return Status::NotFound("fake"); }
+  Result<bool> MergeNode(std::string_view, std::string_view) override { return Status::NotFound("fake"); }
   Store* store() override { return nullptr; }
   const Clock* clock() const override { return &clk; }
 
