@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
   // A daemon without <log file> logs next to its store.
   std::string logfile = cfg.logfile;
   if (logfile.empty() && !foreground) logfile = cfg.store_dir + "/frsd.log";
+  Logger::Get().SetDefaultPath(foreground ? "" : cfg.store_dir + "/frsd.log");
   Status s = Logger::Get().Configure(logfile, "master");
   if (!s.ok()) return Fail(s.message());
 

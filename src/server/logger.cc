@@ -24,6 +24,16 @@ Status Logger::Configure(const std::string& path, const std::string& role) {
 
 void Logger::SetRole(const std::string& role) { role_ = role; }
 
+Status Logger::UseFile(const std::string& configured) {
+  const std::string& target = configured.empty() ? default_path_ : configured;
+  if (target == path_) return Status::OK();
+  const std::string old = path_;
+  path_ = target;
+  Status s = Reopen();
+  if (!s.ok()) path_ = old;
+  return s;
+}
+
 Status Logger::Reopen() {
   if (path_.empty()) {
     fd_ = 2;

@@ -23,11 +23,19 @@ class Logger {
   Status Configure(const std::string& path, const std::string& role);
   void SetRole(const std::string& role);
   Status Reopen();
+  // Where lines go when srv.xml names no <log file> ("" = stderr; a daemon
+  // logs next to its store).
+  void SetDefaultPath(const std::string& path) { default_path_ = path; }
+  // A reload changed <log file> (`configured`, "" = the default): switches
+  // to it, or keeps the current file when the new one cannot be opened.
+  Status UseFile(const std::string& configured);
+  const std::string& path() const { return path_; }
   void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
  private:
   Logger() = default;
   std::string path_;
+  std::string default_path_;
   std::string role_ = "frsd";
   int fd_ = 2;
 };

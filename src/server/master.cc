@@ -57,6 +57,15 @@ class Master {
   void StopWorkers();
   void Reload();
   void Tick(int64_t now);
+  // Every slot's current worker has marked itself serving (metrics.h).
+  bool AllServing() const {
+    if (!ctx_.metrics) return true;
+    for (uint32_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].pid <= 0 ||
+          CounterGet(ctx_.metrics->worker(i).serving_pid) != static_cast<uint64_t>(slots_[i].pid))
+        return false;
+    return true;
+  }
   size_t Alive() const {
     return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.pid > 0; }));
   }
@@ -175,7 +184,6 @@ std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
            std::to_string(b.geometry.chain));
   diff("<timezone>", a.timezone, b.timezone);
   diff("<pidfile>", a.pidfile, b.pidfile);
-  diff("<log file>", a.logfile, b.logfile);
   diff("<flush interval_ms>", std::to_string(a.flush_interval_ms), std::to_string(b.flush_interval_ms));
   return out;
 }
@@ -220,6 +228,14 @@ void Master::Reload() {
   for (const std::string& line : NeedRestart(live_, *next))
     FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
   if (next->admin_token != live_.admin_token) FRS_LOG("srv.xml: the admin token changed; applied");
+  if (next->logfile != live_.logfile) {
+    // The master's lines go to the new file; each worker switches as it reloads.
+    FRS_LOG("srv.xml: <log file> changed to \"%s\"; switching", next->logfile.c_str());
+    if (Status ls = Logger::Get().UseFile(next->logfile); !ls.ok())
+      FRS_LOG("cannot switch the log file, logging here still: %s", ls.message().c_str());
+    else
+      FRS_LOG("logging here from now on (srv.xml reloaded)");
+  }
   if (next->cluster_shards != live_.cluster_shards || next->cluster_self != live_.cluster_self ||
       next->cluster_enforce != live_.cluster_enforce)
     FRS_LOG("srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
@@ -231,7 +247,6 @@ void Master::Reload() {
   applied.store_dir = live_.store_dir;
   applied.timezone = live_.timezone;
   applied.pidfile = live_.pidfile;
-  applied.logfile = live_.logfile;
   applied.port = live_.port;
   applied.reuseport = live_.reuseport;
   applied.workers = live_.workers;
@@ -268,15 +283,22 @@ int Master::Run(const sigset_t* wait_mask) {
       StopWorkers();
       return 1;
     }
-  if (ctx_.on_ready) ctx_.on_ready();
-  if (ctx_.notify)
-    ctx_.notify("READY=1\nMAINPID=" + std::to_string(getpid()) + "\nSTATUS=serving on " + cfg_.host + ":" +
-                std::to_string(cfg_.port) + " with " + std::to_string(slots_.size()) + " worker(s)");
+  // READY=1 (and a daemon's launcher returning 0) once every worker serves,
+  // not once they are forked: a unit ordered After=frsd.service may send
+  // requests at once.
+  bool ready_pending = true;
   SignalFlags& f = Signals();
   for (;;) {
     int64_t now = MonoNs();
+    if (ready_pending && AllServing()) {
+      ready_pending = false;
+      if (ctx_.on_ready) ctx_.on_ready();
+      if (ctx_.notify)
+        ctx_.notify("READY=1\nMAINPID=" + std::to_string(getpid()) + "\nSTATUS=serving on " + cfg_.host + ":" +
+                    std::to_string(cfg_.port) + " with " + std::to_string(slots_.size()) + " worker(s)");
+    }
     Tick(now);
-    int64_t wake = std::min(next_flush_, now + 1000 * kMsNs);
+    int64_t wake = std::min(next_flush_, now + (ready_pending ? 5 : 1000) * kMsNs);
     for (const Slot& s : slots_)
       if (s.respawn_at_ns >= 0) wake = std::min(wake, s.respawn_at_ns);
     int64_t wait = std::max<int64_t>(0, wake - now);

@@ -104,6 +104,7 @@ int Worker::Run(const sigset_t* wait_mask) {
   }
   SetOpenGauge();  // a replacement starts from its predecessor's stale value
   FRS_LOG("serving (listen socket %d)", ctx_.listener.get());
+  if (counters_) CounterSet(counters_->serving_pid, static_cast<uint64_t>(getpid()));  // the master's READY=1
   for (;;) {
     int64_t now = MonoNs();
     int64_t due = -1;
@@ -212,6 +213,12 @@ void Worker::ApplyLive(const SrvConfig& next) {
       allow_.emplace(std::move(parsed.value()));
       cfg_.allow = next.allow;
     }
+  }
+  if (next.logfile != cfg_.logfile) {
+    if (Status s = Logger::Get().UseFile(next.logfile); !s.ok())
+      FRS_LOG("cannot switch the log file, logging here still: %s", s.message().c_str());
+    else
+      cfg_.logfile = next.logfile;
   }
   cfg_.admin_token = next.admin_token;
   cfg_.max_header_bytes = next.max_header_bytes;

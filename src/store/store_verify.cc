@@ -71,9 +71,8 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
           bad = "span " + std::to_string(nh->span) + ", state " + std::to_string(nh->state_len) + " and key " +
                 std::to_string(nh->key_stored) + "/" + std::to_string(nh->key_len) +
                 " bytes, or its lookup tag, do not describe a node that fits here";
-        } else if (nh->biz == 0) {
-          bad = "biz id 0";
         } else {
+          // Biz id 0 is no error: the engine keeps handoff receipts under it.
           Location loc = Locate(Fingerprint{nh->fp_lo, nh->fp_hi});
           if (loc.file != fi || (k != loc.a && k != loc.b)) bad = "node is in a chain its fingerprint does not map to";
         }

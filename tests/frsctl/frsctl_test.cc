@@ -138,11 +138,16 @@ class FrsctlTest : public ::testing::Test {
 TEST_F(FrsctlTest, HelpDocumentsEveryCommandAndOption) {
   CtlRun r = Ctl({"--help"}, "");
   EXPECT_EQ(r.rc, 0);
-  for (const char* c : {"stat", "get", "dump", "set", "del", "reset", "verify", "export", "import", "top", "explain"})
+  for (const char* c : {"stat", "get", "dump", "set", "del", "reset", "verify", "export", "import", "top", "explain",
+                        "init", "owner", "handoff", "grow"})
     EXPECT_NE(r.out.find(std::string("  ") + c + " "), std::string::npos) << c;
   r = Ctl({"dump", "--help"}, "");
   EXPECT_EQ(r.rc, 0);
   for (const char* o : {"--file", "--keynode", "--biz", "--json"}) EXPECT_NE(r.out.find(o), std::string::npos) << o;
+  r = Ctl({"handoff", "--help"}, "");
+  for (const char* o : {"--token", "--dry-run", "--batch"}) EXPECT_NE(r.out.find(o), std::string::npos) << o;
+  r = Ctl({"stat", "--help"}, "");
+  EXPECT_NE(r.out.find("--cluster"), std::string::npos);
   r = Ctl({"import", "--help"}, "");
   for (const char* o : {"--map-by-name", "--rename-biz", "--dry-run", "FILE"})
     EXPECT_NE(r.out.find(o), std::string::npos) << o;

@@ -66,15 +66,24 @@ TEST(SystemdNotify, ReadyReloadingStoppingFromTheMasterOnly) {
   NotifySocket sock(srv.dir() + "/notify.sock");
   ASSERT_TRUE(sock.bound());
   ::setenv("NOTIFY_SOCKET", (srv.dir() + "/notify.sock").c_str(), 1);
-  bool started = srv.Start();
+  srv.WriteConfig(e2e::FreePort());
+  srv.Spawn();
   ::unsetenv("NOTIFY_SOCKET");
-  ASSERT_TRUE(started) << srv.log();
 
+  // Read READY=1 as it comes, before anything waits for the server.
   pid_t sender = 0;
   std::string msg = sock.Next(5000, &sender);
   EXPECT_NE(msg.find("READY=1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("MAINPID=" + std::to_string(srv.pid())), std::string::npos) << msg;
   EXPECT_EQ(sender, srv.pid());
+  // READY=1 means every worker serves (each logs so before it says so), not
+  // merely that they were forked.
+  const std::string log = srv.log();
+  size_t serving = 0;
+  for (size_t p = log.find("serving (listen socket"); p != std::string::npos; p = log.find("serving (listen socket", p + 1))
+    ++serving;
+  EXPECT_EQ(serving, 2u) << log;
+  ASSERT_TRUE(srv.WaitHealthy(5000)) << srv.log();
 
   ::kill(srv.pid(), SIGHUP);
   msg = sock.Next(5000, &sender);

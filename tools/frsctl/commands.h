@@ -18,6 +18,12 @@ namespace frs::ctl {
 
 struct StatArgs {
   uint32_t days = 3;  // per-biz daily counters shown (newest first)
+  bool cluster = false;  // every shard of <cluster>, over HTTP
+};
+struct HandoffArgs {
+  std::string token;     // "" = srv.xml's admin token
+  bool dry_run = false;
+  uint32_t batch = 32;   // nodes per merge request
 };
 struct NodeArgs {  // get, explain, del
   std::string biz, key;
@@ -57,9 +63,15 @@ struct OwnerArgs {
   std::string route;
   bool is_key = false;  // apply the key's {hash tag} rule first
 };
+struct GrowArgs {
+  uint32_t keynodes = 0;
+  uint32_t files = 0, chain = 0;  // 0: the store's own
+};
 
 Result<int> RunStat(Session& s, const StatArgs& a);
 Result<int> RunOwner(Session& s, const OwnerArgs& a);
+Result<int> RunStatCluster(Session& s, const StatArgs& a);
+Result<int> RunHandoff(Session& s, const HandoffArgs& a);
 Result<int> RunInit(Session& s, const InitArgs& a);
 Result<int> RunGet(Session& s, const NodeArgs& a);
 Result<int> RunSet(Session& s, const SetArgs& a);
@@ -72,5 +84,7 @@ Result<int> RunExport(Session& s, const ExportArgs& a);
 // Import opens (or creates) the store itself, after checking every line.
 Result<int> RunImport(Session& s, const ImportArgs& a);
 Result<int> RunExplain(Session& s, const NodeArgs& a);
+// Grow works on a stopped store only, and opens it itself.
+Result<int> RunGrow(Session& s, const GrowArgs& a);
 
 }  // namespace frs::ctl

@@ -99,10 +99,14 @@ int main(int argc, char** argv) {
   frs::ctl::StatArgs stat;
   add("stat", "geometry, slots, nodes used, occupancy per file, chain-length histogram, evictions, per-biz counters",
       Needs::kEngine)
-      .run = [&](Session& s) { return RunStat(s, stat); };
+      .run = [&](Session& s) { return stat.cluster ? RunStatCluster(s, stat) : RunStat(s, stat); };
   commands.back().app->add_option("--days", stat.days, "days of per-biz counters to show, newest first (1..8)")
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
+  commands.back().app->add_flag("--cluster", stat.cluster,
+                                "every shard of srv.xml's <cluster>, asked over HTTP and summed (exit 1 when one is "
+                                "unreachable)");
+  const size_t stat_index = commands.size() - 1;
 
   frs::ctl::NodeArgs get;
   add("get", "one node's state (exit 1 when the key has no node)", Needs::kEngine).run = [&](Session& s) {
@@ -201,6 +205,32 @@ int main(int argc, char** argv) {
   commands.back().app->add_flag("--key", owner.is_key,
                                 "ROUTE is a key: route it by its {hash tag} when it has one, else whole");
 
+  frs::ctl::HandoffArgs handoff;
+  add("handoff",
+      "after a <cluster> change: send every node another shard now owns to it (merged with what it counted), "
+      "then erase it here; safe to run again after any interruption",
+      Needs::kEngine)
+      .run = [&](Session& s) { return RunHandoff(s, handoff); };
+  commands.back().app->add_option("--token", handoff.token, "the other shards' admin token (default: srv.xml's)");
+  commands.back().app->add_flag("--dry-run", handoff.dry_run, "print how many nodes would go to each shard; change nothing");
+  commands.back().app->add_option("--batch", handoff.batch, "nodes per merge request (1..1024; at most the receivers' <limits batch>)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+
+  frs::ctl::GrowArgs grow;
+  add("grow",
+      "move a stopped store to a new geometry, keeping every node (state, expiry, last use) and the daily "
+      "statistics; prints the <store> line to set in srv.xml",
+      Needs::kConfig)
+      .run = [&](Session& s) { return RunGrow(s, grow); };
+  commands.back().app->add_option("--keynodes", grow.keynodes, "key-nodes per file of the new geometry")
+      ->required()
+      ->check(CLI::Range(1u, 1u << 26));
+  commands.back().app->add_option("--files", grow.files, "files of the new geometry (default: the store's)")
+      ->check(CLI::Range(1u, 256u));
+  commands.back().app->add_option("--chain", grow.chain, "slots per chain of the new geometry (default: the store's)")
+      ->check(CLI::Range(1u, 64u));
+
   // Commands that only read work on a store this user cannot write.
   for (Command& c : commands) {
     const std::string& n = c.app->get_name();
@@ -232,6 +262,8 @@ int main(int argc, char** argv) {
     return Fail(std::string(e.what()) + " (see frsctl --help)", frs::ctl::kExitUsage);
   }
 
+  // stat --cluster asks the shards over HTTP: it needs srv.xml only.
+  if (stat.cluster) commands[stat_index].needs = Needs::kConfig;
   for (Command& c : commands) {
     if (!c.app->parsed()) continue;
     Session s;

@@ -1,0 +1,187 @@
+#include "client/http_client.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace frs::client {
+namespace {
+
+namespace http = boost::beast::http;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes.
+bool WaitFor(int fd, short events, int64_t deadline_ms) {
+  for (;;) {
+    const int64_t left = deadline_ms - NowMs();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r > 0) return true;
+    if (r == 0) return false;
+    if (errno != EINTR) return false;
+  }
+}
+
+bool SplitServer(const std::string& server, std::string* host, std::string* port) {
+  const size_t colon = server.rfind(':');
+  if (colon == std::string::npos || colon + 1 == server.size()) return false;
+  *host = server.substr(0, colon);
+  *port = server.substr(colon + 1);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  return !host->empty();
+}
+
+}  // namespace
+
+HttpClient::HttpClient(std::string server, int timeout_ms) : server_(std::move(server)), timeout_ms_(timeout_ms) {}
+
+Status HttpClient::Connect() {
+  std::string host, port;
+  if (!SplitServer(server_, &host, &port)) return Status::InvalidArgument("\"" + server_ + "\" is not host:port");
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    return Status::Unavailable(server_ + ": " + gai_strerror(rc));
+  Status last = Status::Unavailable(server_ + ": no address");
+  const int64_t deadline = NowMs() + timeout_ms_;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    os::UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
+    if (!fd.valid()) continue;
+    int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      if (!WaitFor(fd.get(), POLLOUT, deadline)) {
+        last = Status::Unavailable(server_ + ": connect timed out");
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      rc = err == 0 ? 0 : -1;
+      errno = err;
+    }
+    if (rc != 0) {
+      last = Status::Unavailable(server_ + ": connect: " + std::strerror(errno));
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fd_ = std::move(fd);
+    ::freeaddrinfo(res);
+    return Status::OK();
+  }
+  ::freeaddrinfo(res);
+  return last;
+}
+
+Result<HttpResponse> HttpClient::Get(std::string_view target) {
+  std::string req = "GET " + std::string(target) + " HTTP/1.1\r\nHost: " + server_ + "\r\n\r\n";
+  return Exchange(req);
+}
+
+Result<HttpResponse> HttpClient::Post(std::string_view target, std::string_view body, std::string_view content_type) {
+  std::string req = "POST " + std::string(target) + " HTTP/1.1\r\nHost: " + server_ +
+                    "\r\nContent-Type: " + std::string(content_type) +
+                    "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  req.append(body);
+  return Exchange(req);
+}
+
+Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
+  // A kept-alive connection the server closed meanwhile fails on first use:
+  // that one attempt is repeated on a fresh connection. A request is never
+  // sent twice once any answer byte came back.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool reused = fd_.valid();
+    if (!reused) {
+      if (Status s = Connect(); !s.ok()) return s;
+    }
+    const int64_t deadline = NowMs() + timeout_ms_;
+    size_t sent = 0;
+    bool broken = false;
+    while (sent < request.size()) {
+      ssize_t n = ::send(fd_.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        if (!WaitFor(fd_.get(), POLLOUT, deadline)) {
+          fd_.reset();
+          return Status::Unavailable(server_ + ": send timed out");
+        }
+      } else {
+        broken = true;
+        break;
+      }
+    }
+    if (broken) {
+      fd_.reset();
+      if (reused) continue;
+      return Status::Unavailable(server_ + ": send: " + std::strerror(errno));
+    }
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 * 1024 * 1024);
+    char buf[16384];
+    std::string pending;
+    bool got_any = false;
+    for (;;) {
+      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        if (!WaitFor(fd_.get(), POLLIN, deadline)) {
+          fd_.reset();
+          return Status::Unavailable(server_ + ": no answer in " + std::to_string(timeout_ms_) + " ms");
+        }
+        continue;
+      }
+      if (n <= 0) {
+        fd_.reset();
+        if (!got_any && reused) break;  // closed while idle: retry once
+        if (n == 0 && parser.is_header_done() && !parser.is_done()) {
+          boost::system::error_code ec;
+          parser.put_eof(ec);
+          if (!ec && parser.is_done()) {
+            HttpResponse r{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
+            return r;
+          }
+        }
+        return Status::Unavailable(server_ + ": the connection closed before a whole answer");
+      }
+      got_any = true;
+      pending.append(buf, static_cast<size_t>(n));
+      // The parser stops after the header; feed it until it wants more.
+      while (!pending.empty() && !parser.is_done()) {
+        boost::system::error_code ec;
+        size_t used = parser.put(boost::asio::buffer(pending.data(), pending.size()), ec);
+        if (ec == http::error::need_more) break;
+        if (ec) {
+          fd_.reset();
+          return Status::IOError(server_ + ": malformed HTTP answer: " + ec.message());
+        }
+        pending.erase(0, used);
+        if (used == 0) break;
+      }
+      if (parser.is_done()) {
+        if (!parser.keep_alive()) fd_.reset();
+        HttpResponse r{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
+        return r;
+      }
+    }
+  }
+  return Status::Unavailable(server_ + ": the connection closed before an answer");
+}
+
+}  // namespace frs::client

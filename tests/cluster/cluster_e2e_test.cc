@@ -1,0 +1,282 @@
+// Shards behind nginx's consistent hash, re-sharding and handoff, end to end:
+// real frsd processes on loopback ports, a real nginx in front, frsctl
+// handoff run as operators run it (and killed at each of its steps).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "common/nginx_runner.h"
+#include "common/temp_dir.h"
+#include "e2e/frsd_harness.h"
+#include "frs/ring.h"
+
+namespace frs::e2e {
+namespace {
+
+constexpr const char* kMap = R"(<map>
+  <biz id="1" name="login"><rule interval="3600" max="5"/></biz>
+</map>
+)";
+constexpr int kMax = 5;
+
+std::string Name(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+std::string ClusterXml(uint16_t self, const std::vector<uint16_t>& shards, bool enforce = true) {
+  std::string x = "  <cluster self=\"" + Name(self) + "\" enforce=\"" + (enforce ? "1" : "0") + "\">\n";
+  for (uint16_t p : shards) x += "    <shard>" + Name(p) + "</shard>\n";
+  return x + "  </cluster>\n";
+}
+
+Ring RingOf(const std::vector<uint16_t>& ports) {
+  std::vector<RingShard> s;
+  for (uint16_t p : ports) s.push_back({Name(p), 1});
+  return Ring::Make(s).value();
+}
+
+// One shard: an frsd whose srv.xml names the cluster.
+class Shard {
+ public:
+  Shard(uint16_t port, const std::vector<uint16_t>& shards) : frsd_(Options()) {
+    port_ = port;
+    SetCluster(shards, false);
+  }
+  static ServerOptions Options() {
+    ServerOptions o;
+    o.workers = 1;
+    o.map = kMap;
+    return o;
+  }
+  // Rewrites srv.xml with this <cluster>; `hup`: and reloads it live.
+  void SetCluster(const std::vector<uint16_t>& shards, bool hup) {
+    frsd_.WriteConfig(port_);
+    std::string cfg = ReadFile(frsd_.config());
+    cfg.insert(cfg.rfind("</frs>"), ClusterXml(port_, shards));
+    WriteFile(frsd_.config(), cfg);
+    if (!hup) return;
+    const std::string want = Digest(shards);
+    kill(frsd_.pid(), SIGHUP);
+    for (int i = 0; i < 200; ++i) {
+      Client c(port_);
+      if (c.Post("<request cmd=\"stats\"/>").body.find("digest=\"" + want + "\"") != std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "shard " << port_ << " did not apply the new <cluster>: " << frsd_.log();
+  }
+  static std::string Digest(const std::vector<uint16_t>& shards) {
+    char d[16];
+    std::snprintf(d, sizeof d, "%08x", RingOf(shards).Digest());
+    return d;
+  }
+  bool Start() {
+    if (frsd_.Spawn() > 0 && frsd_.WaitHealthy(5000)) return true;
+    ADD_FAILURE() << frsd_.log();
+    return false;
+  }
+  uint16_t port() const { return port_; }
+  Frsd& frsd() { return frsd_; }
+
+  // frsctl handoff on this shard; returns its exit code, output in *out.
+  int Handoff(std::string* out, const std::string& crash = "", const std::string& extra = "") {
+    return Ctl("handoff --batch 8 " + extra, out, crash);
+  }
+  int Ctl(const std::string& args, std::string* out, const std::string& crash = "") {
+    std::string cmd = (crash.empty() ? std::string() : "FRS_TEST_HANDOFF_CRASH=" + crash + " ") + FRSCTL_PATH +
+                      " -c " + frsd_.config() + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    out->clear();
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+
+ private:
+  uint16_t port_ = 0;
+  Frsd frsd_;
+};
+
+int Acquire(uint16_t port, const std::string& key) {
+  Client c(port);
+  return c.Get("/acquire?biz=login&key=" + key).status;
+}
+
+// Uses `n` acquires of every key at its owner under `ports`.
+void Use(const std::vector<uint16_t>& ports, const std::vector<std::string>& keys, int n) {
+  Ring ring = RingOf(ports);
+  std::map<uint16_t, std::unique_ptr<Client>> conns;
+  for (uint16_t p : ports) conns[p] = std::make_unique<Client>(p);
+  for (const std::string& k : keys) {
+    uint16_t owner = ports[ring.OwnerIndex(k)];
+    for (int i = 0; i < n; ++i) ASSERT_EQ(conns[owner]->Get("/acquire?biz=login&key=" + k).status, 200) << k;
+  }
+}
+
+// Every key has exactly `left` uses left at its owner under `ports`.
+void ExpectLeft(const std::vector<uint16_t>& ports, const std::vector<std::string>& keys, int left) {
+  Ring ring = RingOf(ports);
+  std::map<uint16_t, std::unique_ptr<Client>> conns;
+  for (uint16_t p : ports) conns[p] = std::make_unique<Client>(p);
+  int wrong = 0;
+  for (const std::string& k : keys) {
+    uint16_t owner = ports[ring.OwnerIndex(k)];
+    int allowed = 0;
+    for (int i = 0; i < kMax + 1; ++i) {
+      int st = conns[owner]->Get("/acquire?biz=login&key=" + k).status;
+      if (st == 200) ++allowed;
+      else ASSERT_EQ(st, 429) << k << " at " << owner;
+    }
+    if (allowed != left && ++wrong <= 5) ADD_FAILURE() << k << ": " << allowed << " uses left, want " << left;
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+std::vector<std::string> Keys(const std::string& prefix, int n) {
+  std::vector<std::string> k;
+  for (int i = 0; i < n; ++i) k.push_back(prefix + std::to_string(i));
+  return k;
+}
+
+std::vector<uint16_t> Ports(size_t n) {
+  std::set<uint16_t> s;
+  while (s.size() < n) s.insert(FreePort());
+  return {s.begin(), s.end()};
+}
+
+TEST(ClusterE2E, ExactLimitsThroughNginxAndMisroutedIs421) {
+  if (testing::NginxBinary().empty()) GTEST_SKIP() << "nginx is not installed (tools/setup.sh installs it)";
+  auto ports = Ports(4);
+  const uint16_t proxy = ports[3];
+  ports.pop_back();
+  std::vector<std::unique_ptr<Shard>> shards;
+  for (uint16_t p : ports) {
+    shards.push_back(std::make_unique<Shard>(p, ports));
+    ASSERT_TRUE(shards.back()->Start());
+  }
+  std::string http = "  upstream frs {\n    hash $arg_key consistent;\n";
+  for (uint16_t p : ports) http += "    server " + Name(p) + ";\n";
+  http += "  }\n  server {\n    listen 127.0.0.1:" + std::to_string(proxy) +
+          ";\n    location / { proxy_pass http://frs; proxy_http_version 1.1; proxy_set_header Connection \"\"; }\n  }\n";
+  testing::TempDir dir;
+  testing::Nginx nginx(dir.path(), http);
+  ASSERT_TRUE(nginx.Start(proxy)) << nginx.log();
+
+  // Through the proxy every key gets exactly its limit, whichever shard owns it.
+  std::map<int, int> per_status;
+  for (const std::string& k : Keys("user", 200)) {
+    Client c(proxy);  // nginx closes a connection after 1000 requests
+    for (int i = 0; i < kMax + 2; ++i) ++per_status[c.Get("/acquire?biz=login&key=" + k).status];
+  }
+  EXPECT_EQ(per_status[200], 200 * kMax);
+  EXPECT_EQ(per_status[429], 200 * 2);
+  EXPECT_EQ(per_status.size(), 2u);
+
+  // Straight to a shard that does not own the key: 421 naming the owner, nothing counted.
+  Ring ring = RingOf(ports);
+  const std::string key = "direct-key";
+  const size_t owner = ring.OwnerIndex(key);
+  const uint16_t other = ports[(owner + 1) % ports.size()];
+  Client d(other);
+  HttpResponse r = d.Get("/acquire?biz=login&key=" + key);
+  EXPECT_EQ(r.status, 421);
+  EXPECT_NE(r.body.find("owner=\"" + Name(ports[owner]) + "\""), std::string::npos) << r.body;
+  EXPECT_NE(d.Get("/metrics").body.find("frs_misrouted_total 1"), std::string::npos);
+  EXPECT_EQ(Acquire(ports[owner], key), 200);
+  // A hash tag routes by the tag; a route parameter by itself.
+  const std::string tagged = "login:{user7}";
+  EXPECT_EQ(Client(ports[ring.OwnerIndex("user7")]).Get("/acquire?biz=login&key=" + tagged).status, 200);
+  EXPECT_EQ(Client(ports[ring.OwnerIndex("r9")]).Get("/acquire?biz=login&key=anything&route=r9").status, 200);
+  // A batch whose members route apart, without ?route=: 400 naming both.
+  const std::string batch = "<batch><request cmd=\"query\" biz=\"login\" key=\"a1\"/>"
+                            "<request cmd=\"query\" biz=\"login\" key=\"b2\"/></batch>";
+  HttpResponse b = Client(ports[0]).Post(batch);
+  EXPECT_EQ(b.status, 400);
+  EXPECT_NE(b.body.find("a1"), std::string::npos);
+  EXPECT_NE(b.body.find("b2"), std::string::npos);
+  EXPECT_EQ(Client(ports[ring.OwnerIndex("rb")]).Post(batch, "/frs?route=rb").status, 200);
+}
+
+TEST(ClusterE2E, AddingAndRemovingAShardKeepsEveryCount) {
+  auto ports = Ports(4);
+  const std::vector<uint16_t> three(ports.begin(), ports.begin() + 3);
+  std::vector<std::unique_ptr<Shard>> shards;
+  for (uint16_t p : three) {
+    shards.push_back(std::make_unique<Shard>(p, three));
+    ASSERT_TRUE(shards.back()->Start());
+  }
+  const auto keys = Keys("k", 600);
+  Use(three, keys, 2);
+
+  // 1. The new shard starts with the new list; 2. the proxies route by it.
+  shards.push_back(std::make_unique<Shard>(ports[3], ports));
+  ASSERT_TRUE(shards.back()->Start());
+  Ring r3 = RingOf(three), r4 = RingOf(ports);
+  size_t moved = 0;
+  for (const std::string& k : keys) {
+    if (r3.OwnerIndex(k) == r4.OwnerIndex(k)) continue;
+    ++moved;
+    EXPECT_EQ(r4.OwnerIndex(k), 3u) << k << " moved between old shards";
+  }
+  EXPECT_GT(moved, keys.size() * 15 / 100);
+  EXPECT_LT(moved, keys.size() * 35 / 100);
+  Use(ports, keys, 1);  // moved keys count from zero at the new shard meanwhile
+  // 3. Every old shard gets the new <cluster>; 4. handoff on each.
+  for (int i = 0; i < 3; ++i) shards[i]->SetCluster(ports, true);
+  uint64_t sent = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::string out;
+    ASSERT_EQ(shards[i]->Handoff(&out), 0) << out;
+    unsigned long long n = 0, m = 0, dup = 0;
+    if (std::sscanf(out.c_str(), "%*[^:]:%*[^:]: %llu node(s) sent, %llu merged, %llu already", &n, &m, &dup) == 3) {
+      sent += n;
+      EXPECT_EQ(n, m);
+    } else {
+      EXPECT_NE(out.find("nothing to hand off"), std::string::npos) << out;
+    }
+  }
+  EXPECT_EQ(sent, moved);
+  ExpectLeft(ports, keys, kMax - 3);
+  // The receipts the new shard keeps are part of a sound store.
+  std::string verify;
+  EXPECT_EQ(shards[3]->Ctl("verify", &verify), 0) << verify;
+  // The whole cluster's figures, asked over HTTP from any shard's srv.xml.
+  std::string stat;
+  EXPECT_EQ(shards[0]->Ctl("stat --cluster --json", &stat), 0) << stat;
+  EXPECT_NE(stat.find("\"unreachable\":0"), std::string::npos) << stat;
+  EXPECT_NE(stat.find(Name(ports[3])), std::string::npos) << stat;
+
+  // Removing the fourth: it gets a list without itself and hands everything off.
+  for (int i = 0; i < 3; ++i) shards[i]->SetCluster(three, true);
+  shards[3]->SetCluster(three, true);
+  std::string out;
+  ASSERT_EQ(shards[3]->Handoff(&out), 0) << out;
+  ExpectLeft(three, keys, 0);
+  std::string again;
+  ASSERT_EQ(shards[3]->Handoff(&again), 0) << again;
+  EXPECT_NE(again.find("nothing to hand off"), std::string::npos) << again;
+}
+
+TEST(ClusterE2E, AHandoffKilledAtAnyStepLosesNothingWhenRunAgain) {
+  for (const char* step : {"spooled", "erased", "sent"}) {
+    SCOPED_TRACE(step);
+    auto ports = Ports(2);
+    const std::vector<uint16_t> one{ports[0]};
+    Shard a(ports[0], one), b(ports[1], ports);
+    ASSERT_TRUE(a.Start());
+    ASSERT_TRUE(b.Start());
+    const auto keys = Keys(std::string(step) + "-", 200);
+    Use(one, keys, 2);
+    Use(ports, keys, 1);
+    a.SetCluster(ports, true);
+    std::string out;
+    EXPECT_EQ(a.Handoff(&out, step), 137) << out;
+    ASSERT_EQ(a.Handoff(&out), 0) << out;
+    ExpectLeft(ports, keys, kMax - 3);
+  }
+}
+
+}  // namespace
+}  // namespace frs::e2e

@@ -1,0 +1,103 @@
+// SIGHUP re-reads srv.xml with map.xml: what can change live does (admin
+// token, allow list, limits, log file, cluster), what cannot is logged as
+// needing a restart, and a broken srv.xml changes nothing.
+#include <gtest/gtest.h>
+
+#include "frsd_harness.h"
+
+namespace frs::e2e {
+namespace {
+
+// Rewrites srv.xml with `from` replaced by `to`, sends SIGHUP and waits until
+// the reload has reached the workers (or failed).
+void Rewrite(Frsd& srv, const std::string& from, const std::string& to) {
+  std::string cfg = ReadFile(srv.config());
+  size_t p = cfg.find(from);
+  ASSERT_NE(p, std::string::npos) << cfg;
+  cfg.replace(p, from.size(), to);
+  WriteFile(srv.config(), cfg);
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// Waits until the log has `n` lines containing `what`.
+bool WaitLog(Frsd& srv, const std::string& what, size_t n = 1) {
+  for (int i = 0; i < 300; ++i) {
+    if (Count(srv.log(), what) >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::string SetRequest(const std::string& token) {
+  return "<request cmd=\"set\" biz=\"login\" key=\"k\" count=\"1\" token=\"" + token + "\"/>";
+}
+
+TEST(ReloadE2E, TheAdminTokenRotatesWithoutARestart) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  const pid_t pid = srv.pid();
+  EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 200);
+  Rewrite(srv, "token=\"s3cret\"", "token=\"rotated\"");
+  kill(pid, SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "reloaded", 2)) << srv.log();  // both workers
+  EXPECT_TRUE(WaitLog(srv, "the admin token changed; applied")) << srv.log();
+  // Every worker has the new token: try on several connections.
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 403);
+    EXPECT_EQ(Client(srv.port()).Post(SetRequest("rotated")).status, 200);
+  }
+  EXPECT_EQ(srv.pid(), pid);
+}
+
+TEST(ReloadE2E, WhatNeedsARestartIsLoggedAndKept) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  const uint16_t port = srv.port();
+  Rewrite(srv, "port=\"" + std::to_string(port) + "\"", "port=\"" + std::to_string(FreePort()) + "\"");
+  Rewrite(srv, "<workers>2</workers>", "<workers>3</workers>");
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "reloaded", 2)) << srv.log();
+  const std::string log = srv.log();
+  EXPECT_EQ(Count(log, "srv.xml: <listen> changed"), 1u) << log;
+  EXPECT_EQ(Count(log, "srv.xml: <workers> changed (2 -> 3): this needs a restart"), 1u) << log;
+  EXPECT_EQ(Client(port).Get("/health").status, 200);  // still on the old port
+}
+
+TEST(ReloadE2E, ABrokenSrvXmlChangesNothing) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Rewrite(srv, "token=\"s3cret\"", "token=\"rotated\"");
+  Rewrite(srv, "</frs>", "<limits batch=\"0\"/></frs>");
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
+  EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 200);
+  EXPECT_EQ(Client(srv.port()).Post(SetRequest("rotated")).status, 403);
+}
+
+TEST(ReloadE2E, LimitsAndTheLogFileChangeLive) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  std::string big(2000, 'x');
+  const std::string body = "<request cmd=\"query\" biz=\"login\" key=\"" + std::string(200, 'k') + "\"/>" +
+                           "<!--" + big + "-->";
+  EXPECT_EQ(Client(srv.port()).Post(body).status, 200);
+  Rewrite(srv, "</frs>", "<limits body_bytes=\"1024\"/><log file=\"switched.log\"/></frs>");
+  kill(srv.pid(), SIGHUP);
+  std::string switched;
+  // Each worker's "reloaded ... (map generation N)" line lands in the new file.
+  for (int i = 0; i < 300 && Count(switched, "(map generation") < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    switched = ReadFile(srv.dir() + "/switched.log");
+  }
+  EXPECT_EQ(Count(switched, "(map generation"), 2u) << srv.log() << switched;
+  EXPECT_EQ(Count(switched, "logging here from now on"), 1u) << switched;
+  EXPECT_EQ(Client(srv.port()).Post(body).status, 413);
+}
+
+}  // namespace
+}  // namespace frs::e2e

@@ -1,0 +1,548 @@
+// frsctl grow: a store of every algorithm, with daily statistics, grown to
+// another geometry keeps every node (state, so every count; expiry; last use;
+// key; route) and the statistics; grow refuses bad geometries, a process
+// that maps the store and a running frsd; and a grow killed at any instant
+// leaves the old store or the new one whole, its leftovers removed by the
+// next grow.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "frs/clock.h"
+#include "frs/engine.h"
+#include "frs/service.h"
+#include "frs/store.h"
+#include "json_in.h"
+#include "store/format.h"
+
+extern char** environ;
+
+namespace frs::ctl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every algorithm; windows long enough that nothing moves during a test,
+// and one short one (login, 600 s) whose nodes of earlier days are expired.
+constexpr const char* kMap = R"(<map>
+  <biz id="1" name="login"><rule interval="600" max="5"/></biz>
+  <biz id="2" name="ad_user">
+    <rule algo="calendar" interval="86400" max="3"/>
+    <rule algo="sliding" interval="3600" max="1"/>
+  </biz>
+  <biz id="3" name="api"><rule algo="token_bucket" interval="3600" max="10" burst="20"/></biz>
+  <biz id="4" name="partner"><rule algo="fixed" interval="3600" max="1000" borrow="300"/></biz>
+</map>
+)";
+constexpr const char* kBizzes[] = {"login", "ad_user", "api", "partner"};
+
+struct CtlRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A loopback port nobody listens on now (for the frsd this test starts).
+uint16_t FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  uint16_t port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port ? port : static_cast<uint16_t>(20000 + ::getpid() % 20000);
+}
+
+using NodeMap = std::map<std::pair<uint64_t, uint64_t>, NodeInfo>;
+
+// Every field grow promises to keep (not the position, which is new).
+void ExpectSameNode(const NodeInfo& want, const NodeInfo& got) {
+  const std::string who = std::to_string(want.biz) + "/" + want.key;
+  EXPECT_EQ(got.biz, want.biz) << who;
+  EXPECT_EQ(got.key, want.key) << who;
+  EXPECT_EQ(got.key_len, want.key_len) << who;
+  EXPECT_EQ(got.state, want.state) << who;
+  EXPECT_EQ(got.expire_s, want.expire_s) << who;
+  EXPECT_EQ(got.last_access_s, want.last_access_s) << who;
+  EXPECT_EQ(got.route_pos, want.route_pos) << who;
+  EXPECT_EQ(got.route_known, want.route_known) << who;
+}
+
+class GrowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    std::ofstream(dir_ / "map.xml") << kMap;
+    WriteConfig(from_);
+  }
+
+  void WriteConfig(const StoreGeometry& g, const std::string& extra = "<pidfile>frsd.pid</pidfile>",
+                   const std::string& name = "srv.xml") {
+    std::ofstream(dir_ / name) << "<frs>\n  <listen host=\"127.0.0.1\" port=\"" << port_
+                               << "\"/><workers>1</workers>\n  <map>map.xml</map>\n  <store dir=\"data\" files=\""
+                               << g.files << "\" keynodes=\"" << g.keynodes << "\" chain=\"" << g.chain
+                               << "\"/>\n  <timezone>UTC</timezone>\n  " << extra << "\n</frs>\n";
+  }
+
+  CtlRun Ctl(const std::vector<std::string>& args, const std::string& config = "srv.xml") {
+    std::string cmd = "TZ=UTC " + Quote(FRSCTL_PATH) + " -c " + Quote(dir_ / config);
+    for (const auto& a : args) cmd += " " + Quote(a);
+    cmd += " </dev/null >" + Quote(dir_ / "stdout") + " 2>" + Quote(dir_ / "stderr");
+    int status = std::system(cmd.c_str());
+    CtlRun r;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = ReadFile(dir_ / "stdout");
+    r.err = ReadFile(dir_ / "stderr");
+    return r;
+  }
+
+  Result<Service> Open(bool create = false) {
+    ServiceOpenOptions o;
+    o.create_if_missing = create;
+    o.clock = &clock_;
+    return OpenFromConfig(dir_ / "srv.xml", o);
+  }
+
+  // Acquires over three days and today, at different seconds, so that last
+  // uses, expiries and daily statistics differ from node to node; some keys
+  // are denied (login allows 5 per 600 s; ad_user 1 per hour).
+  void Fill() {
+    Result<Service> svc = Open(/*create=*/true);
+    ASSERT_TRUE(svc.ok()) << svc.status().message();
+    for (int day = 0; day < 4; ++day) {
+      for (int i = 0; i < 30; ++i) {
+        if ((i + day) % 3 == 0 && day != 3) continue;  // not every key every day
+        for (const char* biz : kBizzes) {
+          const std::string key = std::string(biz) + ":" + std::to_string(i) + (i % 5 == 0 ? std::string(40, 'x') : "");
+          clock_.Set(start_ms_ + int64_t{day} * 86400000 + i * 7000);
+          for (int n = 0; n <= i % 7; ++n) {
+            Request req;
+            req.cmd = Cmd::kAcquire;
+            req.biz = biz;
+            req.key = key;
+            Decision d = svc->engine->Execute(req);
+            ASSERT_EQ(d.code, 0) << d.msg;
+          }
+        }
+      }
+    }
+    clock_.Set(end_ms_ + 600000);  // after the last acquire, still in the past
+  }
+
+  NodeMap Nodes(Store& store) {
+    NodeMap m;
+    EXPECT_TRUE(store.ForEach(Store::Filter{}, [&](const NodeInfo& n) { m[{n.fp.lo, n.fp.hi}] = n; }).ok());
+    return m;
+  }
+
+  // biz/key -> each rule's count, as explain and get show them now.
+  std::map<std::string, std::vector<int64_t>> Counts(Engine& engine, const NodeMap& nodes) {
+    std::map<std::string, std::vector<int64_t>> out;
+    for (const auto& [fp, n] : nodes) {
+      Result<NodeView> v = engine.View(n);
+      EXPECT_TRUE(v.ok()) << v.status().message();
+      if (!v.ok()) continue;
+      for (const RuleView& r : v->rules) out[v->biz_name + "/" + n.key].push_back(r.count);
+    }
+    return out;
+  }
+
+  struct Snapshot {
+    NodeMap nodes;
+    std::map<std::string, std::vector<int64_t>> counts;
+    std::vector<BizStats> stats;
+    std::string stats_file;
+  };
+
+  Snapshot Take() {
+    Snapshot s;
+    Result<Service> svc = Open();
+    EXPECT_TRUE(svc.ok()) << svc.status().message();
+    if (!svc.ok()) return s;
+    s.nodes = Nodes(*svc->store);
+    s.counts = Counts(*svc->engine, s.nodes);
+    s.stats = svc->engine->DailyStats();
+    Result<Store::VerifyReport> v = svc->store->Verify(false);
+    EXPECT_TRUE(v.ok() && v->problems.empty()) << (v.ok() && !v->problems.empty() ? v->problems.front() : "");
+    s.stats_file = ReadFile(dir_ / "data/stats.frs");
+    return s;
+  }
+
+  void ExpectSame(const Snapshot& want, const Snapshot& got) {
+    ASSERT_EQ(got.nodes.size(), want.nodes.size());
+    for (const auto& [fp, n] : want.nodes) {
+      auto it = got.nodes.find(fp);
+      ASSERT_NE(it, got.nodes.end()) << n.biz << "/" << n.key << " is missing";
+      ExpectSameNode(n, it->second);
+    }
+    EXPECT_EQ(got.counts, want.counts);
+    ASSERT_EQ(got.stats.size(), want.stats.size());
+    for (size_t b = 0; b < want.stats.size(); ++b) {
+      EXPECT_EQ(got.stats[b].name, want.stats[b].name);
+      ASSERT_EQ(got.stats[b].days.size(), want.stats[b].days.size()) << want.stats[b].name;
+      for (size_t d = 0; d < want.stats[b].days.size(); ++d) {
+        const BizStatsDay &w = want.stats[b].days[d], &g = got.stats[b].days[d];
+        EXPECT_EQ(g.day, w.day);
+        EXPECT_EQ(g.requests, w.requests) << want.stats[b].name << " day " << w.day;
+        EXPECT_EQ(g.allowed, w.allowed);
+        EXPECT_EQ(g.denied, w.denied);
+        EXPECT_EQ(g.new_keys, w.new_keys);
+      }
+    }
+    EXPECT_TRUE(got.stats_file == want.stats_file) << "stats.frs differs";
+  }
+
+  // The geometry the files of `dir` say they have.
+  StoreGeometry OnDisk(const std::string& dir) {
+    store::FileHeader h{};
+    int fd = ::open((dir + "/frs.0.store").c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(fd, 0) << dir;
+    if (fd < 0) return {};
+    EXPECT_EQ(::pread(fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+    ::close(fd);
+    return StoreGeometry{h.files, h.keynodes, h.chain};
+  }
+
+  std::vector<std::string> Leftovers() {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_.path()))
+      if (e.path().filename().string().rfind("data.grow", 0) == 0) out.push_back(e.path().filename().string());
+    return out;
+  }
+
+  JsonValue Parse(const std::string& text) {
+    Result<JsonValue> v = ParseJson(text);
+    EXPECT_TRUE(v.ok()) << v.status().message() << " in: " << text;
+    return v.ok() ? v.value() : JsonValue{};
+  }
+
+  testing::TempDir dir_;
+  const uint16_t port_ = FreePort();
+  const StoreGeometry from_{2, 64, 8};
+  const StoreGeometry to_{2, 1024, 8};
+  // From three days before to an hour before now: every acquire lies in the past.
+  const int64_t end_ms_ = (static_cast<int64_t>(std::time(nullptr)) - 3600) * 1000;
+  const int64_t start_ms_ = end_ms_ - 3 * int64_t{86400000};
+  FakeClock clock_{end_ms_};
+};
+
+TEST_F(GrowTest, KeepsEveryNodeItsLastUseAndTheDailyStatistics) {
+  Fill();
+  const Snapshot before = Take();
+  ASSERT_GT(before.nodes.size(), 100u);
+  // The store holds nodes of every kind grow must carry: expired ones (login
+  // keys of earlier days), multi-slot ones, and last uses spread over days.
+  const uint32_t now = static_cast<uint32_t>(std::time(nullptr));
+  size_t expired = 0, wide = 0;
+  std::set<uint32_t> last_uses;
+  for (const auto& [fp, n] : before.nodes) {
+    expired += n.expire_s != 0 && n.expire_s <= now;
+    wide += n.span > 1;
+    last_uses.insert(n.last_access_s);
+  }
+  EXPECT_GT(expired, 0u);
+  EXPECT_GT(wide, 0u);
+  EXPECT_GT(last_uses.size(), 20u);
+  ASSERT_EQ(before.stats.size(), 4u);
+  for (const BizStats& b : before.stats) EXPECT_GE(b.days.size(), 4u) << b.name;
+
+  CtlRun r = Ctl({"grow", "--keynodes", std::to_string(to_.keynodes), "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue v = Parse(r.out);
+  EXPECT_EQ(v.Find("nodes")->number, static_cast<double>(before.nodes.size()));
+  EXPECT_EQ(v.Find("expired_nodes")->number, static_cast<double>(expired));
+  EXPECT_EQ(v.Find("expired_dropped")->number, 0);
+  EXPECT_EQ(v.Find("from")->Find("keynodes")->number, from_.keynodes);
+  EXPECT_EQ(v.Find("to")->Find("keynodes")->number, to_.keynodes);
+  EXPECT_EQ(v.Find("to")->Find("files")->number, from_.files);
+  EXPECT_EQ(v.Find("to")->Find("chain")->number, from_.chain);
+  EXPECT_TRUE(v.Find("stats_file")->boolean);
+  EXPECT_FALSE(v.Find("srv_xml_matches")->boolean);
+  EXPECT_NE(v.Find("srv_xml_store")->text.find("keynodes=\"1024\""), std::string::npos) << r.out;
+  EXPECT_TRUE(Leftovers().empty());
+  EXPECT_EQ(OnDisk(dir_ / "data"), to_);
+
+  // srv.xml is the operator's: grow left it alone, and frsctl refuses the
+  // store until it says the new geometry.
+  EXPECT_NE(ReadFile(dir_ / "srv.xml").find("keynodes=\"64\""), std::string::npos);
+  EXPECT_EQ(Ctl({"stat"}).rc, 3);
+  WriteConfig(to_);
+  const Snapshot after = Take();
+  ExpectSame(before, after);
+  EXPECT_EQ(Ctl({"verify"}).rc, 0);
+
+  // The human form names the <store> line to set.
+  r = Ctl({"grow", "--keynodes", "2048"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("now set in " + dir_ / "srv.xml"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("keynodes=\"2048\""), std::string::npos) << r.out;
+  WriteConfig(StoreGeometry{2, 2048, 8});
+  ExpectSame(before, Take());
+}
+
+TEST_F(GrowTest, ShrinksWhileTheLiveNodesFitAndRefusesBelowThem) {
+  Fill();
+  const Snapshot before = Take();
+  // Same geometry, no --keynodes, out of range: bad arguments.
+  EXPECT_EQ(Ctl({"grow", "--keynodes", "64"}).rc, 2);
+  EXPECT_NE(ReadFile(dir_ / "stderr").find("already has the geometry"), std::string::npos);
+  EXPECT_EQ(Ctl({"grow"}).rc, 2);
+  EXPECT_EQ(Ctl({"grow", "--keynodes", "64", "--chain", "65"}).rc, 2);
+  // Fewer slots than the live nodes need.
+  CtlRun r = Ctl({"grow", "--files", "1", "--keynodes", "4"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("cannot shrink"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("live nodes"), std::string::npos) << r.err;
+  // A chain shorter than the widest node.
+  r = Ctl({"grow", "--keynodes", "4096", "--chain", "1"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--chain 1 is too short"), std::string::npos) << r.err;
+  EXPECT_EQ(OnDisk(dir_ / "data"), from_);
+  EXPECT_TRUE(Leftovers().empty());
+  ExpectSame(before, Take());
+
+  // Smaller, with room for every node: done, and nothing lost.
+  r = Ctl({"grow", "--files", "1", "--keynodes", "96", "--chain", "10", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  WriteConfig(StoreGeometry{1, 96, 10});
+  ExpectSame(before, Take());
+}
+
+TEST_F(GrowTest, RefusesWhileAProcessHoldsTheStoreMapped) {
+  Fill();
+  const Snapshot before = Take();
+  {
+    Result<Service> svc = Open();  // this test process maps every file
+    ASSERT_TRUE(svc.ok()) << svc.status().message();
+    CtlRun r = Ctl({"grow", "--keynodes", "1024"});
+    EXPECT_EQ(r.rc, 3);
+    EXPECT_NE(r.err.find("pid " + std::to_string(::getpid())), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("mapped"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+  }
+  {
+    // A child that maps it and sleeps: named by its pid.
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      Result<Service> svc = Open();
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      ::_exit(svc.ok() ? 0 : 1);
+    }
+    CtlRun r;
+    for (int i = 0; i < 100; ++i) {  // until the child has the store open
+      r = Ctl({"grow", "--keynodes", "1024"});
+      if (r.rc != 0 && r.err.find("pid " + std::to_string(child)) != std::string::npos) break;
+      ASSERT_NE(r.rc, 0) << "grew while pid " << child << " maps the store";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(r.rc, 3);
+    EXPECT_NE(r.err.find("pid " + std::to_string(child)), std::string::npos) << r.err;
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+  }
+  EXPECT_EQ(OnDisk(dir_ / "data"), from_);
+  EXPECT_TRUE(Leftovers().empty());
+  // Once nobody holds it: grows.
+  ASSERT_EQ(Ctl({"grow", "--keynodes", "1024"}).rc, 0) << ReadFile(dir_ / "stderr");
+  WriteConfig(to_);
+  ExpectSame(before, Take());
+}
+
+#ifdef FRSD_PATH
+TEST_F(GrowTest, RefusesWhileFrsdServesTheStore) {
+  Fill();
+  const std::string config = dir_ / "srv.xml";
+  std::string frsd = FRSD_PATH;
+  char* argv[] = {frsd.data(), const_cast<char*>("-c"), const_cast<char*>(config.c_str()),
+                  const_cast<char*>("--foreground"), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, frsd.c_str(), &fa, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // Up once the pid file names it.
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {
+    up = std::atol(ReadFile(dir_ / "frsd.pid").c_str()) == pid;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  CtlRun by_pidfile, by_lock;
+  if (up) {
+    by_pidfile = Ctl({"grow", "--keynodes", "1024"});
+    // A srv.xml without the pid file: frsd's store lock gives it away.
+    WriteConfig(from_, "", "nopid.xml");
+    by_lock = Ctl({"grow", "--keynodes", "1024"}, "nopid.xml");
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(up) << "frsd did not write its pid file";
+  EXPECT_EQ(by_pidfile.rc, 3);
+  EXPECT_NE(by_pidfile.err.find("frsd (pid " + std::to_string(pid)), std::string::npos) << by_pidfile.err;
+  EXPECT_NE(by_pidfile.err.find("stop it first"), std::string::npos) << by_pidfile.err;
+  EXPECT_EQ(by_lock.rc, 3);
+  EXPECT_NE(by_lock.err.find("pid " + std::to_string(pid)), std::string::npos) << by_lock.err;
+  EXPECT_EQ(OnDisk(dir_ / "data"), from_);
+  EXPECT_TRUE(Leftovers().empty());
+  // Stopped: grows (the stale pid file is no obstacle).
+  CtlRun r = Ctl({"grow", "--keynodes", "1024"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+#endif
+
+// The two states a kill can leave behind, made on purpose: killed while
+// building (DIR the old store, DIR.grow-new half a new one) and killed
+// after the exchange (DIR the new store, DIR.grow-new the old one).
+TEST_F(GrowTest, TheNextGrowRemovesWhatAnInterruptedOneLeft) {
+  Fill();
+  const Snapshot before = Take();
+  const std::string data = dir_ / "data", left = dir_ / "data.grow-new";
+  fs::create_directory(left);
+  std::ofstream(left + "/frs.0.store") << "half a store";
+  CtlRun r = Ctl({"grow", "--keynodes", "1024"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("removed " + left + ", left by an interrupted grow"), std::string::npos) << r.out;
+  EXPECT_TRUE(Leftovers().empty());
+  WriteConfig(to_);
+  ExpectSame(before, Take());
+
+  fs::copy(data, left, fs::copy_options::recursive);  // "the old store", after the exchange
+  r = Ctl({"grow", "--keynodes", "2048", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue v = Parse(r.out);
+  ASSERT_EQ(v.Find("removed_leftovers")->items.size(), 1u) << r.out;
+  EXPECT_EQ(v.Find("removed_leftovers")->items[0].text, left);
+  EXPECT_TRUE(Leftovers().empty());
+  WriteConfig(StoreGeometry{2, 2048, 8});
+  ExpectSame(before, Take());
+
+  // Without RENAME_EXCHANGE the swap is two renames. After both, only
+  // DIR.grow-old (the old store) is left: removed.
+  fs::copy(data, dir_ / "data.grow-old", fs::copy_options::recursive);
+  r = Ctl({"grow", "--keynodes", "1024"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("removed " + dir_ / "data.grow-old"), std::string::npos) << r.out;
+  EXPECT_TRUE(Leftovers().empty());
+  WriteConfig(to_);
+  ExpectSame(before, Take());
+  // Between them: both leftovers, and DIR missing, or created since by an
+  // frsd start. Explained, nothing touched: only the operator can choose.
+  fs::copy(data, left, fs::copy_options::recursive);
+  fs::rename(data, dir_ / "data.grow-old");
+  r = Ctl({"grow", "--keynodes", "4096"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("an interrupted grow left"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is missing"), std::string::npos) << r.err;
+  ASSERT_EQ(Ctl({"init"}).rc, 0);  // as frsd would on a start
+  r = Ctl({"grow", "--keynodes", "4096"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("created since"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir_ / "data.grow-old/frs.0.store"));
+  EXPECT_TRUE(fs::exists(left + "/frs.0.store"));
+}
+
+// Spawns frsctl grow and SIGKILLs it after `delay`.
+void GrowKilledAfter(const std::string& config, const std::string& keynodes, std::chrono::microseconds delay) {
+  std::string ctl = FRSCTL_PATH;
+  std::string cfg = config;
+  std::string kn = keynodes;
+  char* argv[] = {ctl.data(), const_cast<char*>("-c"), cfg.data(), const_cast<char*>("grow"),
+                  const_cast<char*>("--keynodes"), kn.data(), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, ctl.c_str(), &fa, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  std::this_thread::sleep_for(delay);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+TEST_F(GrowTest, AKillAtAnyInstantLeavesTheOldOrTheNewStoreWhole) {
+  Fill();
+  const Snapshot before = Take();
+  const std::string data = dir_ / "data", pristine = dir_ / "pristine";
+  fs::copy(data, pristine, fs::copy_options::recursive);
+
+  // How long one grow takes here.
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(Ctl({"grow", "--keynodes", "1024"}).rc, 0) << ReadFile(dir_ / "stderr");
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+
+  int old_whole = 0, new_whole = 0, with_leftovers = 0;
+  constexpr int kKills = 16;
+  for (int k = 0; k <= kKills; ++k) {
+    fs::remove_all(data);
+    for (const std::string& l : Leftovers()) fs::remove_all(dir_ / l);
+    fs::copy(pristine, data, fs::copy_options::recursive);
+    WriteConfig(from_);
+    // Evenly over the grow's run, and once well after it.
+    const auto delay = k == kKills ? took * 4 : took * k / kKills;
+    GrowKilledAfter(dir_ / "srv.xml", "1024", delay);
+
+    const StoreGeometry g = OnDisk(data);
+    ASSERT_TRUE(g == from_ || g == to_) << "kill " << k << ": files say " << g.files << " x " << g.keynodes;
+    (g == from_ ? old_whole : new_whole) += 1;
+    WriteConfig(g);
+    ExpectSame(before, Take());
+    if (HasFatalFailure()) return;
+
+    // The next grow removes what the killed one left, and completes.
+    const bool left = !Leftovers().empty();
+    with_leftovers += left;
+    CtlRun r = Ctl({"grow", "--keynodes", g == from_ ? "1024" : "512", "--json"});
+    ASSERT_EQ(r.rc, 0) << "kill " << k << ": " << r.err;
+    EXPECT_EQ(Parse(r.out).Find("removed_leftovers")->items.size(), left ? 1u : 0u) << r.out;
+    EXPECT_TRUE(Leftovers().empty());
+    WriteConfig(g == from_ ? to_ : StoreGeometry{2, 512, 8});
+    ExpectSame(before, Take());
+  }
+  std::printf("grow took %lld us; of %d kills, %d left the old store, %d the new, %d a leftover directory\n",
+              static_cast<long long>(took.count()), kKills + 1, old_whole, new_whole, with_leftovers);
+  EXPECT_GT(old_whole, 0);
+  EXPECT_GT(new_whole, 0);
+}
+
+}  // namespace
+}  // namespace frs::ctl

@@ -1,0 +1,126 @@
+// frsctl stat --cluster: the whole cluster's figures, from every shard of
+// srv.xml's <cluster> over HTTP (the `stats` command), summed: nodes,
+// evictions, the per-biz daily counters, and each shard's share of the keys.
+#include <pugixml.hpp>
+
+#include <cstdio>
+#include <map>
+
+#include "client/http_client.h"
+#include "commands.h"
+#include "frs/ring.h"
+#include "json_out.h"
+
+namespace frs::ctl {
+namespace {
+
+struct ShardFigures {
+  std::string name;
+  bool reachable = false;
+  std::string error;
+  uint64_t slots = 0, nodes = 0, evictions_stale = 0, evictions_live = 0;
+};
+struct DayFigures {
+  uint64_t requests = 0, allowed = 0, denied = 0, new_keys = 0;
+};
+
+}  // namespace
+
+Result<int> RunStatCluster(Session& s, const StatArgs& a) {
+  if (s.cfg.cluster_shards.empty())
+    return Status::InvalidArgument(s.cfg.path + " has no <cluster>: use frsctl stat without --cluster");
+  std::vector<ShardFigures> shards;
+  std::map<std::string, std::map<std::string, DayFigures>> bizzes;  // biz -> date -> figures
+  ShardFigures total;
+  total.name = "total";
+  for (const RingShard& sh : s.cfg.cluster_shards) {
+    ShardFigures f;
+    f.name = sh.name;
+    client::HttpClient http(sh.name, 5000);
+    auto resp = http.Post("/frs", "<request cmd=\"stats\"/>");
+    pugi::xml_document d;
+    if (!resp.ok()) {
+      f.error = resp.status().message();
+    } else if (resp->status != 200 || !d.load_string(resp->body.c_str())) {
+      f.error = "answered " + std::to_string(resp->status);
+    } else {
+      pugi::xml_node r = d.child("response");
+      pugi::xml_node st = r.child("store");
+      f.reachable = true;
+      f.slots = st.attribute("slots").as_ullong();
+      f.nodes = st.attribute("nodes_used").as_ullong();
+      f.evictions_stale = st.attribute("evictions_stale").as_ullong();
+      f.evictions_live = st.attribute("evictions_live").as_ullong();
+      for (pugi::xml_node b = r.child("biz"); b; b = b.next_sibling("biz")) {
+        uint32_t shown = 0;
+        for (pugi::xml_node day = b.child("day"); day && shown < a.days; day = day.next_sibling("day"), ++shown) {
+          DayFigures& df = bizzes[b.attribute("name").value()][day.attribute("date").value()];
+          df.requests += day.attribute("requests").as_ullong();
+          df.allowed += day.attribute("allowed").as_ullong();
+          df.denied += day.attribute("denied").as_ullong();
+          df.new_keys += day.attribute("new_keys").as_ullong();
+        }
+      }
+      total.slots += f.slots;
+      total.nodes += f.nodes;
+      total.evictions_stale += f.evictions_stale;
+      total.evictions_live += f.evictions_live;
+    }
+    shards.push_back(std::move(f));
+  }
+  size_t down = 0;
+  for (const ShardFigures& f : shards) down += !f.reachable;
+  auto share = [&](const ShardFigures& f) {
+    return total.nodes ? 100.0 * static_cast<double>(f.nodes) / static_cast<double>(total.nodes) : 0.0;
+  };
+  if (s.json) {
+    JsonOut j;
+    j.Begin().Key("shards").BeginArray();
+    for (const ShardFigures& f : shards) {
+      j.Begin().Key("shard").Str(f.name).Key("reachable").Bool(f.reachable);
+      if (!f.reachable) j.Key("error").Str(f.error);
+      j.Key("slots").Uint(f.slots).Key("nodes_used").Uint(f.nodes).Key("share_pct").Double(share(f));
+      j.Key("evictions_stale").Uint(f.evictions_stale).Key("evictions_live").Uint(f.evictions_live).End();
+    }
+    j.EndArray();
+    j.Key("slots").Uint(total.slots).Key("nodes_used").Uint(total.nodes);
+    j.Key("evictions_stale").Uint(total.evictions_stale).Key("evictions_live").Uint(total.evictions_live);
+    j.Key("bizzes").BeginArray();
+    for (const auto& [name, days] : bizzes) {
+      j.Begin().Key("name").Str(name).Key("days").BeginArray();
+      for (auto it = days.rbegin(); it != days.rend(); ++it)
+        j.Begin().Key("date").Str(it->first).Key("requests").Uint(it->second.requests).Key("allowed").Uint(
+            it->second.allowed).Key("denied").Uint(it->second.denied).Key("new_keys").Uint(it->second.new_keys).End();
+      j.EndArray().End();
+    }
+    j.EndArray().Key("unreachable").Uint(down).End();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("%-28s %14s %14s %8s %12s %12s\n", "shard", "slots", "nodes", "share", "ev.stale", "ev.live");
+    for (const ShardFigures& f : shards) {
+      if (!f.reachable) {
+        std::printf("%-28s unreachable: %s\n", f.name.c_str(), f.error.c_str());
+        continue;
+      }
+      std::printf("%-28s %14llu %14llu %7.2f%% %12llu %12llu\n", f.name.c_str(), static_cast<unsigned long long>(f.slots),
+                  static_cast<unsigned long long>(f.nodes), share(f), static_cast<unsigned long long>(f.evictions_stale),
+                  static_cast<unsigned long long>(f.evictions_live));
+    }
+    std::printf("%-28s %14llu %14llu %8s %12llu %12llu\n", "total", static_cast<unsigned long long>(total.slots),
+                static_cast<unsigned long long>(total.nodes), "", static_cast<unsigned long long>(total.evictions_stale),
+                static_cast<unsigned long long>(total.evictions_live));
+    for (const auto& [name, days] : bizzes) {
+      std::printf("biz %s\n", name.c_str());
+      for (auto it = days.rbegin(); it != days.rend(); ++it)
+        std::printf("  %s  requests %llu  allowed %llu  denied %llu  new keys %llu\n", it->first.c_str(),
+                    static_cast<unsigned long long>(it->second.requests),
+                    static_cast<unsigned long long>(it->second.allowed),
+                    static_cast<unsigned long long>(it->second.denied),
+                    static_cast<unsigned long long>(it->second.new_keys));
+    }
+  }
+  // Figures without some shards are not the cluster's: say so in the exit code.
+  return down ? kExitNo : kExitOk;
+}
+
+}  // namespace frs::ctl

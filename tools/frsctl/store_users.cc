@@ -1,0 +1,216 @@
+// frsctl/store_users.cc: finding the processes that use a store (see
+// store_users.h): pid files, /proc/PID/{exe,comm,cmdline,maps}, /proc/locks.
+#include "store_users.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace frs::ctl {
+namespace {
+
+std::string ReadSmall(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Comm(pid_t pid) {
+  std::string c = ReadSmall("/proc/" + std::to_string(pid) + "/comm");
+  while (!c.empty() && (c.back() == '\n' || c.back() == '\0')) c.pop_back();
+  return c.empty() ? "?" : c;
+}
+
+// The last path component, without the " (deleted)" the kernel appends to
+// the exe of a binary replaced by an upgrade.
+std::string BaseName(std::string p) {
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (p.size() > kDeleted.size() && p.compare(p.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0)
+    p.resize(p.size() - kDeleted.size());
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+bool IsFrsd(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink((proc + "/exe").c_str(), buf, sizeof buf - 1);
+  if (n > 0 && BaseName(std::string(buf, static_cast<size_t>(n))) == "frsd") return true;
+  if (Comm(pid) == "frsd") return true;
+  std::string cmdline = ReadSmall(proc + "/cmdline");
+  std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
+  return !argv0.empty() && BaseName(argv0) == "frsd";
+}
+
+// A file's identity as /proc/PID/maps and /proc/locks print it.
+struct FileId {
+  unsigned major = 0, minor = 0;
+  unsigned long inode = 0;
+  std::string path;  // canonical
+};
+
+std::vector<FileId> IdsOf(const std::vector<std::string>& paths) {
+  std::vector<FileId> out;
+  for (const std::string& p : paths) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) continue;
+    FileId id;
+    id.major = ::major(st.st_dev);
+    id.minor = ::minor(st.st_dev);
+    id.inode = st.st_ino;
+    char real[PATH_MAX];
+    id.path = ::realpath(p.c_str(), real) ? real : p;
+    out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace
+
+pid_t LiveFrsdFromPidFile(const std::string& pidfile) {
+  if (pidfile.empty()) return 0;
+  std::string text = ReadSmall(pidfile);
+  char* end = nullptr;
+  long pid = std::strtol(text.c_str(), &end, 10);
+  if (end == text.c_str() || pid <= 0 || pid > INT_MAX || pid == ::getpid()) return 0;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return 0;
+  return IsFrsd(static_cast<pid_t>(pid)) ? static_cast<pid_t>(pid) : 0;
+}
+
+std::vector<StoreUser> ProcessesMapping(const std::vector<std::string>& paths) {
+  std::vector<StoreUser> users;
+  const std::vector<FileId> ids = IdsOf(paths);
+  if (ids.empty()) return users;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return users;
+  const pid_t self = ::getpid();
+  while (const dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*e->d_name == '\0' || *end != '\0' || pid <= 0 || pid == self) continue;
+    // Threads share the maps of their process: /proc lists processes only.
+    std::ifstream maps("/proc/" + std::string(e->d_name) + "/maps");
+    if (!maps) continue;  // gone, or another user's process (not root): flock catches those
+    std::set<std::string> seen;
+    for (std::string line; std::getline(maps, line);) {
+      // address perms offset major:minor inode   path
+      unsigned maj = 0, min = 0;
+      unsigned long ino = 0;
+      int consumed = 0;
+      if (std::sscanf(line.c_str(), "%*s %*s %*s %x:%x %lu %n", &maj, &min, &ino, &consumed) < 3 || ino == 0)
+        continue;
+      std::string path = consumed > 0 ? line.substr(static_cast<size_t>(consumed)) : "";
+      constexpr std::string_view kDeleted = " (deleted)";
+      if (path.size() > kDeleted.size() && path.ends_with(kDeleted)) path.resize(path.size() - kDeleted.size());
+      for (const FileId& id : ids) {
+        // Device and inode; the path too, for file systems (overlayfs) whose
+        // maps show the inode of a lower layer.
+        bool same = (ino == id.inode && maj == id.major && min == id.minor) || (!path.empty() && path == id.path);
+        if (same && seen.insert(id.path).second) {
+          users.push_back(StoreUser{static_cast<pid_t>(pid), Comm(static_cast<pid_t>(pid)), id.path});
+        }
+      }
+    }
+  }
+  ::closedir(proc);
+  std::sort(users.begin(), users.end(), [](const StoreUser& a, const StoreUser& b) { return a.pid < b.pid; });
+  return users;
+}
+
+std::vector<pid_t> FlockHolders(const std::string& path) {
+  std::vector<pid_t> out;
+  const std::vector<FileId> ids = IdsOf({path});
+  if (ids.empty()) return out;
+  const FileId& id = ids.front();
+  std::ifstream locks("/proc/locks");
+  for (std::string line; std::getline(locks, line);) {
+    // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; waiters have "->"
+    // after the number and hold nothing.
+    std::istringstream ss(line);
+    std::string num, kind, advisory, mode, dev;
+    long pid = 0;
+    if (!(ss >> num >> kind) || kind == "->" || !(ss >> advisory >> mode >> pid >> dev)) continue;
+    unsigned maj = 0, min = 0;
+    unsigned long ino = 0;
+    if (std::sscanf(dev.c_str(), "%x:%x:%lu", &maj, &min, &ino) != 3) continue;
+    if (ino == id.inode && maj == id.major && min == id.minor && pid > 0 && pid != ::getpid() &&
+        std::find(out.begin(), out.end(), pid) == out.end())
+      out.push_back(static_cast<pid_t>(pid));
+  }
+  return out;
+}
+
+std::string DescribeUsers(const std::vector<StoreUser>& users) {
+  std::string out;
+  std::set<pid_t> done;
+  for (const StoreUser& u : users) {
+    if (!done.insert(u.pid).second) continue;
+    out += (out.empty() ? "" : ", ") + ("pid " + std::to_string(u.pid) + " (" + u.name + ")");
+  }
+  return out;
+}
+
+namespace {
+std::string DescribeHolders(const std::string& path) {
+  std::vector<StoreUser> users;
+  for (pid_t pid : FlockHolders(path)) users.push_back(StoreUser{pid, Comm(pid), path});
+  return users.empty() ? "another process" : DescribeUsers(users);
+}
+}  // namespace
+
+Result<ExclusiveLocks> ExclusiveLocks::Take(const std::vector<std::string>& paths) {
+  ExclusiveLocks out;
+  for (const std::string& p : paths) {
+    os::UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno(p, errno);
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return Status::FromErrno("cannot lock " + p, errno);
+      return Status::Busy(DescribeHolders(p) + " has " + p +
+                          " open (every process using the store holds it): stop it first");
+    }
+    out.fds_.push_back(std::move(fd));
+  }
+  return out;
+}
+
+Result<os::UniqueFd> TakeFrsdStoreLock(const std::string& dir) {
+  const std::string path = dir + "/frsd.lock";
+  os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid() && errno == ENOENT) {
+    fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    struct stat d;
+    // Owned like the directory: frsd (its own user) opens it read-write.
+    if (fd.valid() && ::stat(dir.c_str(), &d) == 0 && ::fchown(fd.get(), d.st_uid, d.st_gid) != 0 && errno != EPERM)
+      return Status::FromErrno("cannot give " + path + " the owner of " + dir, errno);
+  }
+  if (!fd.valid()) return Status::FromErrno("cannot open the store lock " + path, errno);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return Status::FromErrno("cannot lock " + path, errno);
+    std::string who = DescribeHolders(path);
+    if (who == "another process") {
+      char buf[32] = {};
+      ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
+      long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+      if (pid > 0) who = "frsd (pid " + std::to_string(pid) + ")";
+    }
+    return Status::Busy(who + " holds the store lock " + path +
+                        ": frsd is running on this store (or another grow is); stop it first");
+  }
+  return fd;
+}
+
+}  // namespace frs::ctl
