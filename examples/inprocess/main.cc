@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
     req.biz = argv[2];
     req.key = argv[3];
     frs::Decision d = svc->engine->Execute(req);
-    if (d.code != 0) {
-      std::fprintf(stderr, "error %d: %s\n", d.code, d.msg.c_str());
+    if (!d.ok()) {
+      std::fprintf(stderr, "error: %s\n", d.status.ToString().c_str());
       return 2;
     }
     allowed = d.allowed;

@@ -33,6 +33,7 @@ const char* ModeName(Mode);
 bool ParseCmd(std::string_view, Cmd*);
 
 inline constexpr size_t kMaxRulesPerBiz = 4;
+inline constexpr size_t kRuleNameBytes = 32;  // a rule's policy name, NUL included
 // Biz id 0 is no business of map.xml's: the store keeps handoff receipts
 // under it (Engine::MergeNode). Tools that list nodes skip it.
 inline constexpr uint16_t kReceiptBiz = 0;
@@ -51,7 +52,14 @@ struct Request {
   // for handoff. Not known: the route its key implies (hash tag, else key).
   uint32_t route_pos = 0;
   bool route_known = false;
+  // The caller checked `key` with ValidateKeyBytes already (the server's
+  // decoder does), so the engine does not check it again.
+  bool key_checked = false;
 };
+
+// retry_after of a denial that no wait can cure: n is above what the rule
+// can ever grant (the XML says retry_after="-1"; no Retry-After header).
+inline constexpr int64_t kNeverCurable = -1;
 
 // One rule's verdict. Times are unix seconds.
 struct RuleResult {
@@ -61,24 +69,30 @@ struct RuleResult {
   int64_t limit = 0;        // allowance of the current window (max - debt; burst for token_bucket)
   int64_t remaining = 0;
   int64_t reset = 0;        // when the count next drops (window end / refill of one token)
-  int64_t retry_after = 0;  // seconds until n more uses would be allowed (0 if allowed)
+  int64_t retry_after = 0;  // seconds until n more uses would be allowed (0 if allowed; kNeverCurable)
   int64_t debt = 0;         // borrow owed to the next window
+  int64_t quota = 0;        // what the rule grants per window: max (burst for token_bucket), RateLimit's q
   bool allowed = true;
+  char name[kRuleNameBytes] = {};  // the policy name (RateLimit-Policy)
 };
 
-// The answer to one request. code 0 = success; otherwise an HTTP status
-// (400, 403, 404, 503) and msg is one readable sentence.
+// The answer to one request. `status` is OK, or says in the engine's own
+// terms why there is no answer (InvalidArgument: a bad key, n or count;
+// NotFound: an unknown biz; Unavailable/Busy: the store could not do it),
+// its message one readable sentence. Only the server maps it to HTTP.
 struct Decision {
-  int code = 0;
-  std::string msg;
+  Status status;
   bool allowed = true;
   bool shadow = false;      // mode="shadow": counted, never denied
   bool found = false;       // for kGet: the node exists
   bool would_deny = false;  // shadow mode: what enforce would have answered
   int64_t count = 0, limit = 0, remaining = 0, reset = 0, retry_after = 0;  // most restrictive rule
   uint32_t nrules = 0;
+  uint32_t top = 0;         // index of the most restrictive rule
   RuleResult rules[kMaxRulesPerBiz];
   uint64_t erased = 0;      // kReset: nodes erased
+  uint16_t biz_id = 0;      // the biz the request resolved to (0: none)
+  bool ok() const { return status.ok(); }
 };
 
 struct BizStatsDay {

@@ -172,6 +172,12 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         }
         i = j + 1;
       }
+    } else if (name == "ratelimit") {
+      if (!(s = P.OnlyAttrs(n, {"legacy"})).ok()) return s;
+      if (n.attribute("legacy")) {
+        if (!(s = P.UInt(n, "legacy", 0, 1, &v)).ok()) return s;
+        cfg.ratelimit_legacy = v == 1;
+      }
     } else if (name == "limits") {
       if (!(s = P.OnlyAttrs(n, {"header_bytes", "body_bytes", "connections", "idle_timeout_ms",
                                  "request_timeout_ms", "batch"})).ok())

@@ -39,6 +39,9 @@ struct SrvConfig {
   uint32_t max_batch = 64;
   // <flush interval_ms="1000"/>: periodic msync of the store
   uint32_t flush_interval_ms = 1000;
+  // <ratelimit legacy="1"/>: also send the pre-2023 RateLimit-Limit,
+  // -Remaining, -Reset trio beside RateLimit-Policy and RateLimit.
+  bool ratelimit_legacy = true;
   // <cluster self="host:port" enforce="1"><shard weight="N">host:port</shard>...
   // Empty shards: a lone server that owns every route. `cluster_self` defaults
   // to "<listen host>:<listen port>" and need not be a shard: a shard being

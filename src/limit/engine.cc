@@ -85,11 +85,10 @@ struct DayCache {
 };
 thread_local DayCache tls_day;
 
-Decision Error(int code, std::string msg) {
+Decision Error(Status status) {
   Decision d;
-  d.code = code;
+  d.status = std::move(status);
   d.allowed = false;
-  d.msg = std::move(msg);
   return d;
 }
 
@@ -171,7 +170,7 @@ uint32_t EngineImpl::Today(int64_t now_s) const {
 
 void EngineImpl::Count(const Biz& biz, const Decision& d, bool created, int64_t now_s) {
   // Shadow mode counts what enforce would have denied as denied.
-  const bool allowed = d.code == 0 && d.allowed && !d.would_deny;
+  const bool allowed = d.ok() && d.allowed && !d.would_deny;
   uint64_t delta[limit::DailyStats::kFields] = {1, allowed ? 1u : 0u, allowed ? 0u : 1u, created ? 1u : 0u};
   stats_->Add(biz.stats_slot, Today(now_s), delta);
 }
@@ -200,6 +199,7 @@ Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {
     r.limit = spec.algo == Algo::kTokenBucket ? spec.burst : spec.max;
     r.remaining = r.limit;
     r.reset = now.s;
+    NameRule(spec, &r);
   }
   Summarize(&d, false);
   return d;
@@ -207,25 +207,33 @@ Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {
 
 Decision EngineImpl::Execute(const Request& req) {
   if (req.cmd == Cmd::kStats) return Decision{};
-  if (req.cmd == Cmd::kMerge) return Error(400, "cmd=\"merge\" carries a node: use MergeNode");
+  if (req.cmd == Cmd::kMerge) return Error(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNode"));
   const Map& map = CurrentMap();
   const Biz* biz = map.Find(req.biz);
-  if (biz == nullptr) return Error(404, "unknown biz '" + std::string(req.biz) + "'");
+  if (biz == nullptr) return Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
+  Decision d = ExecuteFor(*biz, req);
+  d.biz_id = biz->cfg.id;
+  return d;
+}
+
+Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req) {
+  const Biz* biz = &biz_ref;
   if (req.cmd == Cmd::kReset) {
     Store::Filter filter;
     filter.biz = biz->cfg.id;
     auto erased = store_->EraseIf(filter, [](const NodeInfo&) { return true; });
-    if (!erased.ok()) return Error(503, erased.status().message());
+    if (!erased.ok()) return Error(Status::Unavailable(erased.status().message()));
     Decision d;
     d.erased = erased.value();
     return d;
   }
-  if (std::string why = ValidateKeyBytes(req.key); !why.empty()) return Error(400, "bad key: " + why);
+  if (!req.key_checked)
+    if (std::string why = ValidateKeyBytes(req.key); !why.empty()) return Error(Status::InvalidArgument("bad key: " + why));
   if (CountsUses(req.cmd) && (req.n < 1 || req.n > kMaxUses)) {
-    return Error(400, "n must be 1..2147483647, not " + std::to_string(req.n));
+    return Error(Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n)));
   }
   if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
-    return Error(400, "count must be 0..2147483647, not " + std::to_string(req.count));
+    return Error(Status::InvalidArgument("count must be 0..2147483647, not " + std::to_string(req.count)));
   }
   const Now now = NowAt();
   if (req.cmd == Cmd::kDelete) {
@@ -233,7 +241,7 @@ Decision EngineImpl::Execute(const Request& req) {
                                     static_cast<uint8_t>(req.key.size())});
     Decision d;
     if (s.ok()) d.found = true;
-    else if (!s.IsNotFound()) return Error(503, s.message());
+    else if (!s.IsNotFound()) return Error(Status::Unavailable(s.message()));
     return d;
   }
   if (biz->cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
@@ -251,7 +259,7 @@ Decision EngineImpl::Execute(const Request& req) {
   op.d = &d;
   UpdateResult result;
   Status s = RunOp(*biz, req, &op, &result);
-  if (!s.ok()) return Error(503, s.message());
+  if (!s.ok()) return Error(Status::Unavailable(s.message()));
   d.shadow = biz->cfg.mode == Mode::kShadow;
   if (CountsUses(req.cmd)) Count(*biz, d, result.created, now.s);
   return d;
@@ -277,7 +285,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
     }
   }
   bool all = true;
-  for (size_t i = 0; i < reqs.size(); ++i) all = all && out[i].code == 0 && out[i].allowed;
+  for (size_t i = 0; i < reqs.size(); ++i) all = all && out[i].ok() && out[i].allowed;
   return all;
 }
 
@@ -285,7 +293,7 @@ void EngineImpl::ExecuteAcquires(const Map& map, std::span<const Request> reqs, 
                                  const std::vector<size_t>& members) {
   if (members.size() > Store::kMaxBatch) {
     for (size_t i : members) {
-      out[i] = Error(400, "a batch holds at most " + std::to_string(Store::kMaxBatch) + " acquires");
+      out[i] = Error(Status::InvalidArgument("a batch holds at most " + std::to_string(Store::kMaxBatch) + " acquires"));
     }
     return;
   }
@@ -304,17 +312,17 @@ void EngineImpl::ExecuteAcquires(const Map& map, std::span<const Request> reqs, 
     const Request& req = reqs[i];
     const Biz* biz = map.Find(req.biz);
     if (biz == nullptr) {
-      out[i] = Error(404, "unknown biz '" + std::string(req.biz) + "'");
+      out[i] = Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
       valid = false;
       continue;
     }
-    if (std::string why = ValidateKeyBytes(req.key); !why.empty()) {
-      out[i] = Error(400, "bad key: " + why);
+    if (std::string why = req.key_checked ? std::string() : ValidateKeyBytes(req.key); !why.empty()) {
+      out[i] = Error(Status::InvalidArgument("bad key: " + why));
       valid = false;
       continue;
     }
     if (req.n < 1 || req.n > kMaxUses) {
-      out[i] = Error(400, "n must be 1..2147483647, not " + std::to_string(req.n));
+      out[i] = Error(Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n)));
       valid = false;
       continue;
     }
@@ -404,8 +412,9 @@ void EngineImpl::ExecuteAcquires(const Map& map, std::span<const Request> reqs, 
   }
   for (const Member& m : ms) {
     Decision& d = out[m.req];
+    d.biz_id = m.biz->cfg.id;
     if (!s.ok() && m.item >= 0) {
-      d = Error(503, s.message());
+      d = Error(Status::Unavailable(s.message()));
       continue;
     }
     if (!s.ok()) d.allowed = false;
@@ -453,8 +462,9 @@ std::vector<BizStats> EngineImpl::DailyStats() const {
 }
 
 Result<uint16_t> EngineImpl::ResolveBiz(std::string_view biz) const {
-  std::shared_ptr<const Map> map = SharedMap();
-  const Biz* b = map->Find(biz);
+  // The per-thread map: no lock on the request path (a batch's members are
+  // resolved before any executes).
+  const Biz* b = CurrentMap().Find(biz);
   if (b == nullptr) return Status::NotFound("unknown biz '" + std::string(biz) + "'");
   return b->cfg.id;
 }

@@ -79,6 +79,7 @@ class EngineImpl final : public Engine {
   // Runs op against the store, retrying once with the node's full state
   // when its layout must shrink (see AdoptLayout).
   Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result);
+  Decision ExecuteFor(const Biz& biz, const Request& req);
   static KeyRef RefOf(const Biz& biz, const Request& req) {
     return KeyRef{biz.cfg.id, FingerprintOf(biz.cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size()),
                   req.route_pos, req.route_known};

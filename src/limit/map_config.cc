@@ -146,6 +146,16 @@ class Parser {
       RuleSpec& spec = biz->rules[biz->nrules];
       s = ParseRule(r, &spec);
       if (!s.ok()) return s;
+      if (spec.name[0] == '\0') {
+        // BIZ_N, the biz part cut so the whole fits.
+        const std::string n = "_" + std::to_string(biz->nrules + 1);
+        const std::string def = biz->name.substr(0, kRuleNameBytes - 1 - n.size()) + n;
+        def.copy(spec.name, def.size());
+        spec.name[def.size()] = '\0';
+      }
+      for (uint32_t k = 0; k < biz->nrules; ++k)
+        if (std::string_view(biz->rules[k].name) == spec.name)
+          return Fail(spec.line, who + ": two rules are named '" + std::string(spec.name) + "'");
       spec.offset = biz->state_bytes;
       biz->state_bytes += spec.bytes;
       ++biz->nrules;
@@ -182,6 +192,12 @@ class Parser {
         }
         (name == "max" ? spec->max : spec->burst) = static_cast<int64_t>(v);
         (name == "max" ? have_max : have_burst) = true;
+      } else if (name == "name") {
+        if (value.empty() || value.size() >= kRuleNameBytes || !ValidBizName(std::string(value) + "_"))
+          return Fail(spec->line, "rule name '" + std::string(value) + "' must be 1.." +
+                                      std::to_string(kRuleNameBytes - 1) + " of A-Z a-z 0-9 _ . -");
+        value.copy(spec->name, value.size());
+        spec->name[value.size()] = '\0';
       } else if (name == "borrow") {
         if (!ParseUint(value, kMaxUses, &v)) {
           return Fail(spec->line, "rule borrow '" + std::string(value) + "' is out of range (0..2147483647)");

@@ -54,6 +54,11 @@ void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint
   }
 }
 
+void NameRule(const RuleSpec& spec, RuleResult* r) {
+  std::memcpy(r->name, spec.name, sizeof r->name);
+  r->quota = spec.algo == Algo::kTokenBucket ? spec.burst : spec.max;
+}
+
 void EvaluateRules(const BizConfig& biz, const uint8_t* state, const Now& now, int64_t n, Decision* d) {
   d->nrules = biz.nrules;
   for (uint32_t i = 0; i < biz.nrules; ++i) {
@@ -68,13 +73,18 @@ void Summarize(Decision* d, bool enforce) {
     const RuleResult& r = d->rules[i];
     const RuleResult& p = d->rules[pick];
     if (!r.allowed) {
-      if (!denied || r.retry_after > p.retry_after) pick = i;
+      // The denial that lasts longest decides; one no wait cures lasts forever.
+      const bool longer = r.retry_after == kNeverCurable
+                              ? p.retry_after != kNeverCurable
+                              : p.retry_after != kNeverCurable && r.retry_after > p.retry_after;
+      if (!denied || longer) pick = i;
       denied = true;
     } else if (!denied && r.remaining < p.remaining) {
       pick = i;
     }
   }
   const RuleResult& top = d->rules[pick];
+  d->top = pick;
   d->count = top.count;
   d->limit = top.limit;
   d->remaining = top.remaining;

@@ -26,6 +26,9 @@ namespace frs::limit {
 // than were asked for and its layout differs (a rule was removed or
 // shrank), the blocks past the copied prefix are needed: sets *need_bytes
 // to the stored size and returns false (call again with that many bytes).
+// Gives a verdict its rule's policy name and quota (RateLimit-Policy).
+void NameRule(const RuleSpec& spec, RuleResult* r);
+
 bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes);
 // Rebuilds biz's blocks in `state` (biz.state_bytes, zeroed first) from
 // `old_state`, a sequence of tagged blocks of any layout.

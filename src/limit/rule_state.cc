@@ -19,13 +19,28 @@ uint32_t BlockBytes(Algo algo, int64_t max) {
   return kBlockUnit;
 }
 
+int64_t MostEverGranted(const RuleSpec& spec) {
+  switch (spec.algo) {
+    case Algo::kFixed:
+    case Algo::kCalendar: return spec.max + spec.borrow;  // a window that owes nothing
+    case Algo::kSliding: return spec.max;
+    case Algo::kTokenBucket: return spec.burst;
+  }
+  return spec.max;
+}
+
 void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   switch (spec.algo) {
-    case Algo::kFixed: return FixedWindow::Evaluate(spec, block, now, n, out);
-    case Algo::kCalendar: return CalendarWindow::Evaluate(spec, block, now, n, out);
-    case Algo::kSliding: return SlidingWindow::Evaluate(spec, block, now, n, out);
-    case Algo::kTokenBucket: return TokenBucket::Evaluate(spec, block, now, n, out);
+    case Algo::kFixed: FixedWindow::Evaluate(spec, block, now, n, out); break;
+    case Algo::kCalendar: CalendarWindow::Evaluate(spec, block, now, n, out); break;
+    case Algo::kSliding: SlidingWindow::Evaluate(spec, block, now, n, out); break;
+    case Algo::kTokenBucket: TokenBucket::Evaluate(spec, block, now, n, out); break;
   }
+  // n more than any window can ever grant: no wait cures it, and a client
+  // told to retry after some seconds would retry forever.
+  if (!out->allowed && n > MostEverGranted(spec)) out->retry_after = kNeverCurable;
+  std::memcpy(out->name, spec.name, sizeof out->name);
+  out->quota = spec.algo == Algo::kTokenBucket ? spec.burst : spec.max;
 }
 
 void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {

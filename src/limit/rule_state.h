@@ -45,6 +45,9 @@ struct RuleSpec {
   uint32_t bytes = 0;  // block length
   uint32_t tag = 0;
   int line = 0;        // in map.xml, for messages
+  // The policy's name in the RateLimit header fields: <rule name=...>, else
+  // "BIZ_N" (N: the rule's position from 1). NUL-terminated.
+  char name[kRuleNameBytes] = {};
 };
 
 struct Now {
@@ -97,6 +100,9 @@ inline int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + 
 // implements the admin `set`; ExpireS is when the block is equivalent to a
 // fresh one; Explain fills a RuleView (denies / next allowed for n = 1).
 void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out);
+// The most uses one request can ever be granted by this rule (max + borrow
+// for windows, max for sliding, burst for the token bucket).
+int64_t MostEverGranted(const RuleSpec& spec);
 void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n);
 void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
 int64_t ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now);

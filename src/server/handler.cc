@@ -1,5 +1,6 @@
 #include "server/handler.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstring>
@@ -43,24 +44,61 @@ void AppendNum(int64_t v, std::string* out) {
 constexpr const char* kXml = "application/xml";
 constexpr const char* kText = "text/plain; version=0.0.4; charset=utf-8";
 
-// Statuses the engine may put in a Decision; anything else is our bug.
-int HttpStatusOf(int code) {
-  switch (code) {
-    case 400:
-    case 403:
-    case 404:
-    case 503: return code;
-    default: return 500;
-  }
-}
 
 }  // namespace
 
 struct Handler::Extra {
-  bool rate_headers = false;
-  int64_t limit = 0, remaining = 0, reset_in = 0, retry_after = 0;  // retry_after > 0: Retry-After
-  const char* allow = nullptr;                                       // 405: Allow
+  const Decision* rate = nullptr;  // the RateLimit fields (and Retry-After) of this decision
+  int64_t now_s = 0;
+  const char* allow = nullptr;     // 405: Allow
 };
+
+namespace {
+
+// The IETF httpapi RateLimit header fields (draft 10): every rule of the biz
+// as a policy, the most restrictive one's remaining quota and reset; the
+// older trio when configured; Retry-After on a denial some wait cures.
+// r never exceeds q: under borrow a window may grant beyond max, but what
+// the fields promise is the quota without borrowing.
+void WriteRateLimitFields(const Decision& d, int64_t now_s, bool legacy, BufWriter& w) {
+  w.Lit("RateLimit-Policy: ");
+  for (uint32_t i = 0; i < d.nrules; ++i) {
+    const RuleResult& r = d.rules[i];
+    if (i) w.Lit(", ");
+    w.Char('"');
+    w.Str(r.name);
+    w.Lit("\";q=");
+    w.Int(r.quota);
+    w.Lit(";w=");
+    w.Int(r.interval);
+  }
+  const RuleResult& top = d.rules[d.top < d.nrules ? d.top : 0];
+  const int64_t reset_in = d.reset > now_s ? d.reset - now_s : 0;
+  w.Lit("\r\nRateLimit: \"");
+  w.Str(top.name);
+  w.Lit("\";r=");
+  w.Int(std::clamp<int64_t>(top.remaining, 0, top.quota));
+  w.Lit(";t=");
+  w.Int(reset_in);
+  w.Lit("\r\n");
+  if (legacy) {
+    const int64_t limit = std::max<int64_t>(d.limit, 0);
+    w.Lit("RateLimit-Limit: ");
+    w.Int(limit);
+    w.Lit("\r\nRateLimit-Remaining: ");
+    w.Int(std::clamp<int64_t>(d.remaining, 0, limit));
+    w.Lit("\r\nRateLimit-Reset: ");
+    w.Int(reset_in);
+    w.Lit("\r\n");
+  }
+  if (!d.allowed && d.retry_after != kNeverCurable) {
+    w.Lit("Retry-After: ");
+    w.Int(std::max<int64_t>(d.retry_after, 1));
+    w.Lit("\r\n");
+  }
+}
+
+}  // namespace
 
 Handler::Handler(Engine* engine, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters)
     : engine_(engine), opts_(opts), metrics_(metrics), counters_(counters) {
@@ -76,6 +114,7 @@ HandlerOptions HandlerOptionsFor(const SrvConfig& cfg) {
   HandlerOptions o;
   o.admin_token = cfg.admin_token;
   o.max_batch = cfg.max_batch;
+  o.ratelimit_legacy = cfg.ratelimit_legacy;
   if (!cfg.cluster_shards.empty()) {
     auto ring = Ring::Make(cfg.cluster_shards);  // validated when srv.xml was read
     if (ring.ok()) {
@@ -114,8 +153,9 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
   // Every response goes through here: the head is written into a stack
   // buffer and appended once (see buf_writer.h). Worst case: the fixed
   // text, the Date line (< 64), a content type, an Allow value (short
-  // literals) and six integers of at most 20 digits, far under 1024.
-  char buf[1024];
+  // literals), four policies (names < 32 bytes, two integers each) and
+  // eight more integers of at most 20 digits: well under 2048.
+  char buf[2048];
   BufWriter w(buf);
   w.Lit("HTTP/1.1 ");
   w.Int(status);
@@ -123,26 +163,18 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
   w.Str(Reason(status));
   w.Lit("\r\nServer: frsd/" FRS_VERSION "\r\n");
   w.Str(DateHeader());
-  w.Lit("Content-Type: ");
-  w.Str(content_type);
-  w.Lit("\r\nContent-Length: ");
-  w.Int(static_cast<int64_t>(body_.size()));
-  w.Lit("\r\n");
-  if (extra) {
-    if (extra->rate_headers) {
-      w.Lit("RateLimit-Limit: ");
-      w.Int(extra->limit);
-      w.Lit("\r\nRateLimit-Remaining: ");
-      w.Int(extra->remaining);
-      w.Lit("\r\nRateLimit-Reset: ");
-      w.Int(extra->reset_in);
+  if (status != 204) {  // RFC 9110 8.6: a 204 carries no Content-Length
+    if (!body_.empty()) {
+      w.Lit("Content-Type: ");
+      w.Str(content_type);
       w.Lit("\r\n");
-      if (extra->retry_after > 0) {
-        w.Lit("Retry-After: ");
-        w.Int(extra->retry_after);
-        w.Lit("\r\n");
-      }
     }
+    w.Lit("Content-Length: ");
+    w.Int(static_cast<int64_t>(body_.size()));
+    w.Lit("\r\n");
+  }
+  if (extra) {
+    if (extra->rate) WriteRateLimitFields(*extra->rate, extra->now_s, opts_.ratelimit_legacy, w);
     if (extra->allow) {
       w.Lit("Allow: ");
       w.Str(extra->allow);
@@ -163,11 +195,9 @@ void Handler::ErrorBody(int code, std::string_view msg, int* status) {
 }
 
 void Handler::CountDecision(const WireRequest& r, const Decision& d) {
-  if (!counters_ || d.code != 0) return;
+  if (!counters_ || !d.ok() || d.biz_id == 0) return;
   if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire) return;
-  auto id = engine_->ResolveBiz(r.biz);
-  if (!id.ok()) return;
-  uint16_t biz = id.value();
+  const uint16_t biz = d.biz_id;
   CounterAdd(d.allowed ? counters_->biz_allowed[biz] : counters_->biz_denied[biz]);
   if (d.shadow && d.would_deny) CounterAdd(counters_->biz_shadow_denied[biz]);
 }
@@ -212,14 +242,14 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
     } else {
       HandlePost(base + head.body_off, head.body_len, query, &label, &status);
     }
-  } else if (path == "/acquire" || path == "/query") {
-    Cmd cmd = path == "/acquire" ? Cmd::kAcquire : Cmd::kQuery;
+  } else if (path == "/acquire" || path == "/query" || path == "/auth") {
+    Cmd cmd = path == "/query" ? Cmd::kQuery : Cmd::kAcquire;
     label = LabelOf(cmd);
     if (!is_get) {
       ErrorBody(405, std::string(path) + " takes GET", &status);
       extra.allow = "GET";
     } else {
-      HandleGetForm(cmd, query, &extra, &status);
+      HandleGetForm(cmd, path == "/auth", query, &extra, &status);
     }
   } else if (path == "/health" || path == "/metrics") {
     bool health = path == "/health";
@@ -252,7 +282,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       }
     }
   } else {
-    ErrorBody(404, "no such path: use POST /frs, GET /acquire, /query, /health or /metrics", &status);
+    ErrorBody(404, "no such path: use POST /frs, GET /acquire, /query, /auth, /health or /metrics", &status);
   }
   if (shutting_down_) keep_alive = false;
   Respond(status, keep_alive, head.version, ctype, &extra, head_only, out);
@@ -356,10 +386,8 @@ bool Handler::HandleMerges(int* status) {
     body_.append("  ");
     if (!merged.ok()) {
       const Status& s = merged.status();
-      const int code = s.IsNotFound() ? 404
-                       : s.code() == Status::Code::kInvalidArgument || s.code() == Status::Code::kCorruption ? 400
-                                                                                                           : 503;
-      AppendError(code, s.message(), &body_);
+      // A node that does not parse is the sender's fault, not ours.
+      AppendError(s.code() == Status::Code::kCorruption ? 400 : HttpStatusFor(s), s.message(), &body_);
       continue;
     }
     if (counters_) CounterAdd(merged.value() ? counters_->merged : counters_->merge_duplicates);
@@ -442,8 +470,8 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
 bool Handler::ExecuteOne(const WireRequest& r, int* status) {
   Decision& d = decisions_[0];
   d = engine_->Execute(r.ToEngine());
-  if (d.code != 0) {
-    ErrorBody(HttpStatusOf(d.code), d.msg, status);
+  if (!d.ok()) {
+    ErrorBody(HttpStatusFor(d.status), d.status.message(), status);
     return false;
   }
   CountDecision(r, d);
@@ -452,7 +480,7 @@ bool Handler::ExecuteOne(const WireRequest& r, int* status) {
   return true;
 }
 
-bool Handler::HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status) {
+bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* extra, int* status) {
   ProtocolError err;
   WireRequest r;
   if (!DecodeQuery(query, cmd, &biz_buf_, &key_buf_, &r, &err)) {
@@ -463,16 +491,15 @@ bool Handler::HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* 
   body_.clear();
   if (!ExecuteOne(r, status)) return false;
   const Decision& d = decisions_[0];
-  int64_t now_s = engine_->clock()->NowMs() / 1000;
-  extra->rate_headers = true;
-  extra->limit = d.limit;
-  extra->remaining = d.remaining;
-  extra->reset_in = d.reset > now_s ? d.reset - now_s : 0;
-  if (d.allowed) {
-    *status = 200;
+  extra->rate = &d;
+  extra->now_s = engine_->clock()->NowMs() / 1000;
+  if (auth) {
+    // For forward-auth proxies: nginx's auth_request passes only 2xx, 401
+    // and 403 (anything else becomes a 500), and wants no body.
+    body_.clear();
+    *status = d.allowed ? 204 : 403;
   } else {
-    *status = 429;
-    extra->retry_after = d.retry_after > 0 ? d.retry_after : 1;
+    *status = d.allowed ? 200 : 429;
   }
   return true;
 }

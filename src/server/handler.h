@@ -32,6 +32,7 @@ struct HandlerOptions {
   std::string admin_token;   // "" = admin commands refused
   uint32_t max_batch = 64;
   ClusterView cluster;       // no ring: a lone server that owns every route
+  bool ratelimit_legacy = true;  // RateLimit-Limit/-Remaining/-Reset too
 };
 
 // The handler's settings from srv.xml (token, batch limit, cluster ring).
@@ -71,7 +72,8 @@ class Handler {
   // in body_) when a batch's members route differently without ?route=, or
   // another shard owns the route and the cluster enforces ownership.
   bool RouteRequests(std::span<WireRequest> reqs, std::string_view route_param, int* status);
-  bool HandleGetForm(Cmd cmd, std::string_view query, Extra* extra, int* status);
+  // GET /acquire, /query and /auth (`auth`: 204/403 and no body).
+  bool HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* extra, int* status);
   // Runs one request into decisions_[0] and appends its answer to body_.
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);

@@ -254,6 +254,19 @@ bool PercentDecode(std::string_view in, std::string* out) {
 
 }  // namespace
 
+int HttpStatusFor(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kOk: return 200;
+    case Status::Code::kInvalidArgument: return 400;
+    case Status::Code::kNotFound: return 404;
+    case Status::Code::kBusy:
+    case Status::Code::kUnavailable:
+    case Status::Code::kIOError:
+    case Status::Code::kCorruption: return 503;
+    default: return 500;
+  }
+}
+
 bool IsAdmin(Cmd cmd) { return cmd == Cmd::kSet || cmd == Cmd::kDelete || cmd == Cmd::kReset || cmd == Cmd::kMerge; }
 bool IsRouted(Cmd cmd) { return cmd != Cmd::kReset && cmd != Cmd::kStats && cmd != Cmd::kMerge; }
 const char* WireCmdName(Cmd cmd) { return kCmdNames[static_cast<size_t>(cmd)]; }
@@ -474,6 +487,12 @@ void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
     attr("reset", r.reset);
     attr("allowed", r.allowed ? 1 : 0);
     if (r.debt != 0) attr("debt", r.debt);
+    if (r.name[0]) {
+      // Names are checked to [A-Za-z0-9_.-] by map.xml's parser: no escaping.
+      w.Lit(" name=\"");
+      w.Str(r.name);
+      w.Char('"');
+    }
     w.Lit("/>\n");
   }
   w.Lit("</response>\n");
@@ -484,7 +503,7 @@ void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<cons
                  std::string* out) {
   out->append("<batch allowed=\"").append(allowed ? "1" : "0").append("\">\n");
   for (size_t i = 0; i < decisions.size(); ++i) {
-    if (decisions[i].code != 0) AppendError(decisions[i].code, decisions[i].msg, out);
+    if (!decisions[i].ok()) AppendError(HttpStatusFor(decisions[i].status), decisions[i].status.message(), out);
     else AppendDecision(reqs[i].cmd, decisions[i], out);
   }
   out->append("</batch>\n");

@@ -54,6 +54,7 @@ struct WireRequest {
     r.count = count;
     r.route_pos = route_pos;
     r.route_known = route_known;
+    r.key_checked = true;  // the decoder validated it (CheckKey)
     return r;
   }
 };
@@ -64,6 +65,8 @@ struct ProtocolError {
 };
 
 bool IsAdmin(Cmd cmd);
+// The one place an engine or store Status becomes an HTTP status.
+int HttpStatusFor(const Status& s);
 // Commands about one key, which its route's owner answers (not reset, stats, merge).
 bool IsRouted(Cmd cmd);
 const char* WireCmdName(Cmd cmd);

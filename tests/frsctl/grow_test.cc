@@ -158,7 +158,7 @@ class GrowTest : public ::testing::Test {
             req.biz = biz;
             req.key = key;
             Decision d = svc->engine->Execute(req);
-            ASSERT_EQ(d.code, 0) << d.msg;
+            ASSERT_TRUE(d.ok()) << d.status.ToString();
           }
         }
       }

@@ -74,7 +74,7 @@ TEST_F(EngineTest, RulesAreJudgedTogetherAndTheMostRestrictiveAnswers) {
   WriteMap(kAdMap);
   auto e = OpenEngine();
   Decision d = Do(*e, Cmd::kAcquire, "ad_user", "u1");
-  ASSERT_EQ(d.code, 0) << d.msg;
+  ASSERT_TRUE(d.ok()) << d.status.ToString();
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.nrules, 2u);
   EXPECT_EQ(d.count, 1);  // sliding: 1 of 1, least remaining
@@ -105,12 +105,12 @@ TEST_F(EngineTest, RulesAreJudgedTogetherAndTheMostRestrictiveAnswers) {
 TEST_F(EngineTest, ErrorsAndNumericIds) {
   WriteMap(kAdMap);
   auto e = OpenEngine();
-  EXPECT_EQ(Do(*e, Cmd::kAcquire, "nope", "k").code, 404);
-  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "").code, 400);
-  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "a\x01").code, 400);
-  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "k", 0).code, 400);
-  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "k", kMaxUses + 1).code, 400);
-  EXPECT_EQ(Do(*e, Cmd::kSet, "ad_user", "k", 1, -1).code, 400);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "nope", "k").status.code(), Status::Code::kNotFound);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "").status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "a\x01").status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "k", 0).status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "k", kMaxUses + 1).status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Do(*e, Cmd::kSet, "ad_user", "k", 1, -1).status.code(), Status::Code::kInvalidArgument);
   EXPECT_TRUE(Do(*e, Cmd::kAcquire, "2", "k").allowed);
   EXPECT_FALSE(Do(*e, Cmd::kAcquire, "ad_user", "k").allowed);  // the same node
   EXPECT_EQ(e->ResolveBiz("2").value(), 2);
@@ -204,7 +204,7 @@ TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
   reqs[0].key = "other";
   reqs[1].biz = "missing";
   EXPECT_FALSE(e->ExecuteBatch(reqs, out));
-  EXPECT_EQ(out[1].code, 404);
+  EXPECT_EQ(out[1].status.code(), Status::Code::kNotFound);
   EXPECT_FALSE(Do(*e, Cmd::kGet, "api_user", "other").found);
 }
 
@@ -212,7 +212,7 @@ TEST_F(EngineTest, GetSetDeleteReset) {
   WriteMap(R"(<map><biz id="4" name="partner"><rule interval="3600" max="1000" borrow="300"/></biz></map>)");
   auto e = OpenEngine();
   Decision s = Do(*e, Cmd::kSet, "partner", "p", 1, 1200);
-  ASSERT_EQ(s.code, 0) << s.msg;
+  ASSERT_TRUE(s.ok()) << s.status.ToString();
   Decision g = Do(*e, Cmd::kGet, "partner", "p");
   EXPECT_TRUE(g.found);
   EXPECT_EQ(g.count, 1200);
@@ -314,7 +314,7 @@ TEST_F(EngineTest, RemovedBizBecomesStaleAndIsEvictedFirst) {
   EXPECT_EQ(tiny->Stats().total.evictions_live, 1u);
   WriteMap(R"(<map><biz id="2" name="new"><rule interval="3600" max="9"/></biz></map>)");
   ASSERT_TRUE(e->Reload("").ok());
-  EXPECT_EQ(Do(*e, Cmd::kAcquire, "old", "k1").code, 404);
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "old", "k1").status.code(), Status::Code::kNotFound);
   ASSERT_TRUE(Do(*e, Cmd::kAcquire, "new", "n1").allowed);
   EXPECT_EQ(tiny->Stats().total.evictions_stale, 1u);
   EXPECT_EQ(tiny->Stats().total.evictions_live, 1u);

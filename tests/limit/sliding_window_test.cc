@@ -42,9 +42,14 @@ TEST(SlidingWindow, MoreThanMaxOnAnEmptyWindowIsDeniedWithoutReadingOutside) {
     RuleResult r = h.Acquire(kDay0 * 1000, max + 1);
     EXPECT_FALSE(r.allowed) << max;
     EXPECT_EQ(r.count, 0) << max;
-    EXPECT_EQ(r.retry_after, 3600) << max;
+    // No wait can cure n above max: no retry time is promised.
+    EXPECT_EQ(r.retry_after, kNeverCurable) << max;
     EXPECT_TRUE(h.Acquire(kDay0 * 1000 + 1, 1).allowed) << max;
     r = h.Acquire(kDay0 * 1000 + 2, max + 1);
+    EXPECT_FALSE(r.allowed) << max;
+    EXPECT_EQ(r.retry_after, kNeverCurable) << max;
+    // n = max waits for the use just made to leave the window.
+    r = h.Query(kDay0 * 1000 + 2, max);
     EXPECT_FALSE(r.allowed) << max;
     EXPECT_GE(r.retry_after, 1) << max;
   }

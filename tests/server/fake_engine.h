@@ -35,8 +35,7 @@ class FakeEngine final : public Engine {
     Decision d;
     auto id = ResolveBiz(req.biz);
     if (!id.ok()) {
-      d.code = 404;
-      d.msg = id.status().message();
+      d.status = id.status();
       return d;
     }
     auto k = std::make_pair(id.value(), std::string(req.key));

@@ -20,11 +20,12 @@ Result<uint16_t> CheckNodeArgs(const Session& s, const std::string& biz, const s
   return id;
 }
 
-// An engine answer with a non-zero code, as a Status.
+// An engine answer that is an error, as frsctl's exit code wants it: an
+// unknown biz or a bad argument is the caller's (exit 2), the rest a failure.
 Status DecisionError(const Decision& d) {
-  if (d.code == 400 || d.code == 404) return Status::InvalidArgument(d.msg);
-  if (d.code == 503) return Status::Unavailable(d.msg);
-  return Status::IOError(d.msg);
+  if (d.status.code() == Status::Code::kInvalidArgument || d.status.IsNotFound())
+    return Status::InvalidArgument(d.status.message());
+  return d.status;
 }
 
 void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
@@ -127,7 +128,7 @@ Result<int> RunSet(Session& s, const SetArgs& a) {
   req.key = a.key;
   req.count = a.count;
   Decision d = s.engine->Execute(req);
-  if (d.code != 0) return DecisionError(d);
+  if (!d.ok()) return DecisionError(d);
   if (s.json) {
     PrintDecisionJson(a.biz, a.key, "set", d);
   } else {
@@ -147,7 +148,7 @@ Result<int> RunDel(Session& s, const NodeArgs& a) {
   req.biz = a.biz;
   req.key = a.key;
   Decision d = s.engine->Execute(req);
-  if (d.code != 0) return DecisionError(d);
+  if (!d.ok()) return DecisionError(d);
   bool existed = before.ok() || d.found;
   if (s.json) {
     JsonOut j;
@@ -168,7 +169,7 @@ Result<int> RunReset(Session& s, const ResetArgs& a) {
   req.cmd = Cmd::kReset;
   req.biz = a.biz;
   Decision d = s.engine->Execute(req);
-  if (d.code != 0) return DecisionError(d);
+  if (!d.ok()) return DecisionError(d);
   if (s.json) {
     JsonOut j;
     j.Begin().Key("biz").Str(a.biz).Key("biz_id").Uint(id.value()).Key("action").Str("reset");

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""examples/cgi/limit.py: a CGI page guarded by frsd, with frs_client.
+
+Put this script and clients/python/frs_client.py in the same CGI directory
+(or run it from the source tree, where it finds ../../clients/python). Every
+request acquires one use of FRS_BIZ for its key:
+
+  * the form's `user` parameter ("login attempts per user name"), as key
+    "user:NAME" (any characters: the client escapes them), else
+  * the client's address, as key "ip:REMOTE_ADDR".
+
+Allowed: the page (200). Denied: 429 Too Many Requests, with Retry-After
+when waiting cures it. frsd down or too slow (FRS_TIMEOUT): FRS_FAIL=open
+serves the page, FRS_FAIL=closed answers 503 with Retry-After: 1. The
+error goes to stderr (the server's error log).
+
+Settings, from the environment (nginx: fastcgi_param; Apache: SetEnv):
+  FRS_SERVERS   "host:port" or shards "h1:p1,h2:p2 weight=2" (default 127.0.0.1:8300)
+  FRS_BIZ       the biz of map.xml (default login)
+  FRS_FAIL      open | closed (default open)
+  FRS_TIMEOUT   seconds (default 0.5)
+"""
+
+import os
+import sys
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "clients", "python")]
+
+from frs_client import Client  # noqa: E402
+
+
+def respond(status, headers, text):
+    out = sys.stdout.buffer
+    out.write(("Status: %s\r\n" % status).encode("ascii"))
+    for name, value in headers:
+        out.write(("%s: %s\r\n" % (name, value)).encode("ascii"))
+    out.write(b"Content-Type: text/plain; charset=utf-8\r\n\r\n")
+    out.write(text.encode("utf-8"))
+    out.flush()
+
+
+def main():
+    form = urllib.parse.parse_qs(os.environ.get("QUERY_STRING", ""))
+    user = form.get("user", [""])[0]
+    key = "user:" + user if user else "ip:" + os.environ.get("REMOTE_ADDR", "unknown")
+
+    frs = Client(os.environ.get("FRS_SERVERS", "127.0.0.1:8300"),
+                 timeout=float(os.environ.get("FRS_TIMEOUT", "0.5")),
+                 fail=os.environ.get("FRS_FAIL", "open"))
+    d = frs.acquire(os.environ.get("FRS_BIZ", "login"), key)
+    frs.close()
+
+    if d.error:
+        sys.stderr.write("limit.py: frs: %s\n" % d.error)
+    if d.allowed:
+        respond("200 OK", [], "Hello, %s\n" % (user or "visitor"))
+    elif d.error and d.status in (0, 421) or d.status >= 500:
+        respond("503 Service Unavailable", [("Retry-After", "1")], "Try again in a moment.\n")
+    else:
+        headers = [("Retry-After", str(max(1, d.retry_after)))] if d.retry_after >= 0 else []
+        respond("429 Too Many Requests", headers, "Too many requests: slow down.\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+#!/bin/bash
+# examples/cgi/limit.sh: a CGI page guarded by frsd, with curl (the shell
+# version of limit.py).
+#
+# Every request acquires one use of FRS_BIZ for its key: the form's `user`
+# parameter as "user:NAME", else the client's address as "ip:REMOTE_ADDR".
+# Allowed: the page (200). Denied: 429 with frsd's Retry-After. frsd down or
+# slower than FRS_TIMEOUT seconds: FRS_FAIL=open serves the page,
+# FRS_FAIL=closed answers 503 with Retry-After: 1.
+#
+# Settings, from the environment (nginx: fastcgi_param; Apache: SetEnv):
+#   FRS_URL      frsd, or the proxy in front of its shards (default http://127.0.0.1:8300)
+#   FRS_BIZ      the biz of map.xml (default login)
+#   FRS_FAIL     open | closed (default open)
+#   FRS_TIMEOUT  seconds (default 0.5)
+# Needs curl 7.84 or later (-w '%header{...}'; Debian 12 has 7.88).
+url=${FRS_URL:-http://127.0.0.1:8300}
+biz=${FRS_BIZ:-login}
+fail=${FRS_FAIL:-open}
+timeout=${FRS_TIMEOUT:-0.5}
+
+# The form's user= value, percent-decoded ('+' is a space, as in HTML forms).
+user=
+IFS='&' read -r -a pairs <<<"${QUERY_STRING:-}"
+for p in "${pairs[@]}"; do
+  case $p in
+    user=*)
+      v=${p#user=}
+      v=${v//\\/\\\\}   # keep backslashes literal for printf %b
+      v=${v//+/ }
+      printf -v user '%b' "${v//%/\\x}" 2>/dev/null
+      break ;;
+  esac
+done
+if [ -n "$user" ]; then key="user:$user"; else key="ip:${REMOTE_ADDR:-unknown}"; fi
+
+# The one-liner: GET /acquire, every value URL-encoded by curl (-G puts the
+# --data-urlencode pairs in the query string, so '+', '&', spaces, quotes and
+# UTF-8 reach frsd intact); frsd answers 200 allowed, 429 denied (with
+# Retry-After); curl prints 000 when frsd refused the connection or did not
+# answer within --max-time.
+read -r code retry < <(curl -s -o /dev/null --max-time "$timeout" -w '%{http_code} %header{retry-after}\n' \
+  -G "$url/acquire" --data-urlencode "biz=$biz" --data-urlencode "key=$key")
+
+page() { printf 'Status: %s\r\n%sContent-Type: text/plain; charset=utf-8\r\n\r\n%s\n' "$1" "$2" "$3"; }
+
+case $code in
+  200) page "200 OK" "" "Hello, ${user:-visitor}" ;;
+  429) page "429 Too Many Requests" "${retry:+Retry-After: $retry$'\r\n'}" "Too many requests: slow down." ;;
+  4??) # frsd refused the request itself (a key it cannot take, an unknown biz): deny.
+       echo "limit.sh: frsd answered $code" >&2
+       page "429 Too Many Requests" "" "Too many requests: slow down." ;;
+  *)   # no answer (000), 5xx: the fail policy decides.
+       echo "limit.sh: frsd at $url did not answer (HTTP ${code:-000})" >&2
+       if [ "$fail" = closed ]; then
+         page "503 Service Unavailable" "Retry-After: 1"$'\r\n' "Try again in a moment."
+       else
+         page "200 OK" "" "Hello, ${user:-visitor}"
+       fi ;;
+esac

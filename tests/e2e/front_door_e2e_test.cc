@@ -1,0 +1,109 @@
+// The contract's front doors: GET /auth for forward-auth proxies, the IETF
+// RateLimit header fields (draft 10) beside the legacy trio, and the denial
+// that no wait can cure.
+#include <gtest/gtest.h>
+
+#include "frsd_harness.h"
+
+namespace frs::e2e {
+namespace {
+
+TEST(FrontDoorE2E, AuthIs204Or403WithNoBodyAndTheSameFields) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  for (int i = 0; i < 5; ++i) {
+    HttpResponse r = c.Get("/auth?biz=login&key=u1");
+    ASSERT_EQ(r.status, 204) << r.body;
+    EXPECT_EQ(r.body, "");
+    EXPECT_EQ(r.header("content-length"), "");
+    EXPECT_EQ(r.header("ratelimit-policy"), "\"login_1\";q=5;w=60");
+    EXPECT_EQ(r.header("ratelimit").rfind("\"login_1\";r=" + std::to_string(4 - i) + ";t=", 0), 0u)
+        << r.header("ratelimit");
+    EXPECT_EQ(r.header("retry-after"), "");
+  }
+  HttpResponse r = c.Get("/auth?biz=login&key=u1");
+  EXPECT_EQ(r.status, 403);
+  EXPECT_EQ(r.body, "");
+  EXPECT_EQ(r.header("content-length"), "0");
+  EXPECT_EQ(r.header("ratelimit-remaining"), "0");
+  EXPECT_NE(r.header("retry-after"), "");
+  EXPECT_EQ(r.header("ratelimit").rfind("\"login_1\";r=0;t=", 0), 0u) << r.header("ratelimit");
+  // /auth counts like /acquire: the key is spent for /acquire too.
+  EXPECT_EQ(c.Get("/acquire?biz=login&key=u1").status, 429);
+  // Errors keep their status and XML body (a proxy shows them as 500s).
+  EXPECT_EQ(c.Get("/auth?biz=nope&key=u1").status, 404);
+  EXPECT_EQ(c.Get("/auth?biz=login&key=u2&route=r2").status, 204);
+}
+
+TEST(FrontDoorE2E, PolicyNamesEveryRuleAndRateLimitTheMostRestrictive) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  HttpResponse r = c.Get("/acquire?biz=ad_user&key=viewer");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("ratelimit-policy"), "\"ad_user_1\";q=3;w=86400, \"ad_user_2\";q=1;w=3600");
+  // The sliding rule has nothing left: it is the one RateLimit reports.
+  EXPECT_EQ(r.header("ratelimit").rfind("\"ad_user_2\";r=0;t=", 0), 0u) << r.header("ratelimit");
+  EXPECT_NE(r.body.find("name=\"ad_user_1\""), std::string::npos) << r.body;
+  r = c.Get("/query?biz=ad_user&key=viewer");
+  EXPECT_EQ(r.status, 429);
+  const int64_t retry = std::stoll(r.header("retry-after"));
+  EXPECT_GT(retry, 3500);
+  EXPECT_LE(retry, 3600);
+}
+
+TEST(FrontDoorE2E, ADenialNoWaitCuresHasNoRetryAfter) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  HttpResponse r = c.Get("/acquire?biz=login&key=greedy&n=6");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.header("retry-after"), "");
+  EXPECT_NE(r.body.find("retry_after=\"-1\""), std::string::npos) << r.body;
+  // n within the limit on a spent key: a wait cures it.
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(c.Get("/acquire?biz=login&key=spent").status, 200);
+  r = c.Get("/acquire?biz=login&key=spent");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_NE(r.header("retry-after"), "");
+  // Within max + borrow a window may still grant: not "never".
+  r = c.Get("/acquire?biz=partner&key=big&n=1001");
+  EXPECT_EQ(r.status, 200);
+  r = c.Get("/acquire?biz=partner&key=big2&n=1301");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.header("retry-after"), "");
+}
+
+TEST(FrontDoorE2E, UnderBorrowRemainingNeverExceedsTheLimit) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  for (int64_t n : {1, 700, 300, 200, 99}) {
+    HttpResponse r = c.Get("/acquire?biz=partner&key=p1&n=" + std::to_string(n));
+    ASSERT_EQ(r.status, 200) << n;
+    const int64_t limit = std::stoll(r.header("ratelimit-limit"));
+    const int64_t remaining = std::stoll(r.header("ratelimit-remaining"));
+    EXPECT_LE(remaining, limit) << n;
+    EXPECT_EQ(limit, 1000);
+    const std::string rl = r.header("ratelimit");
+    const int64_t rr = std::stoll(rl.substr(rl.find(";r=") + 3));
+    EXPECT_LE(rr, 1000) << rl;
+    EXPECT_EQ(r.header("ratelimit-policy"), "\"partner_1\";q=1000;w=3600");
+  }
+}
+
+TEST(FrontDoorE2E, TheLegacyTrioCanBeSwitchedOff) {
+  ServerOptions o;
+  o.extra = "  <ratelimit legacy=\"0\"/>\n";
+  Frsd srv(o);
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  HttpResponse r = Client(srv.port()).Get("/acquire?biz=login&key=x");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("ratelimit-limit"), "");
+  EXPECT_EQ(r.header("ratelimit-remaining"), "");
+  EXPECT_NE(r.header("ratelimit-policy"), "");
+  EXPECT_NE(r.header("ratelimit"), "");
+}
+
+}  // namespace
+}  // namespace frs::e2e
