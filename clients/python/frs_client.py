@@ -1,0 +1,627 @@
+"""frs_client: a small Python client for frsd (FRS, the rate-limit counter server).
+
+One file, Python 3 standard library only: copy it next to a CGI script (or
+anywhere on sys.path) and import it.
+
+    from frs_client import Client
+
+    frs = Client("127.0.0.1:8300", timeout=0.5, fail="open")
+    d = frs.acquire("login", "user:42")
+    if not d.allowed:
+        print("Status: 429 Too Many Requests")
+        print("Retry-After: %d" % max(1, d.retry_after))
+
+API
+---
+
+Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None)
+    servers: one "host:port" string, or a list of shards. A shard is
+        "host:port", "host:port weight=N" (nginx's spelling) or a
+        ("host:port", N) pair; a string holding several shards separated
+        by commas is accepted too. With several shards the client picks the
+        owner of each request itself, exactly as nginx's
+        `hash $route consistent;` does over `server` lines that are these
+        strings, in this order, with these weights (the `<shard>` lines of
+        frsd's `<cluster>`).
+    timeout: seconds, for the connect and for each socket read/write.
+    fail: what a request decides when frsd cannot answer (time-out,
+        connection refused or reset, an HTTP 5xx, an answer that is not
+        FRS XML): "open" allows, "closed" denies. Either way the Decision
+        carries error="...".
+    token: srv.xml's <admin token>, sent with the admin commands (set,
+        delete) only.
+    One keep-alive HTTP/1.1 connection per server (http.client), opened on
+    first use and re-opened after an error; an idle connection that frsd
+    closed meanwhile is re-opened and the request sent again, once. A
+    Client is not thread-safe: use one per thread. close() (or a `with`
+    block) closes the connections.
+
+Decisions (every call returns one; none raises on a denial, an HTTP error
+or a network failure):
+
+    acquire(biz, key, n=1, route=None)  atomic: records n uses if every rule allows them
+    query(biz, key, n=1, route=None)    read-only: would n more uses be allowed now
+    update(biz, key, n=1, route=None)   records n uses unconditionally
+    get(biz, key, route=None)           the node's state (Decision.found)
+    set(biz, key, count, route=None)    admin (needs token)
+    delete(biz, key, route=None)        admin (needs token); Decision.found
+
+Decision fields: allowed (bool; also the truth value of the Decision),
+count, limit, remaining, reset (unix seconds), retry_after (seconds; 0 when
+allowed, -1 when no wait can cure the denial), rules (list of Rule: algo,
+interval, count, limit, remaining, reset, allowed, debt), shadow (bool: the
+biz is in shadow mode, counted and never denied), would_deny (bool), found
+(None, or bool for get/set/delete), error (None, or a sentence), status (the
+HTTP status, 0 when no answer came), server (the shard that answered).
+
+An answer frsd refuses (400 bad key or attribute, 403, 404 unknown biz, ...)
+is a Decision with allowed=False and error="HTTP 404: unknown biz ...",
+whatever `fail` says: it is the request that is wrong, not the service that
+is down, and failing open on it would let a key frsd rejects (say, one with
+a control character in it) bypass its limit.
+
+batch(items, route=None) -> BatchResult
+    items: [(cmd, biz, key), (cmd, biz, key, n), ...]. The result is a list
+    of Decisions, one per item in order, with .allowed (the overall
+    verdict: every member allowed) and .error (the first member's error).
+    frsd runs one batch all-or-nothing for its acquires. With one server,
+    or with route=R (sent as POST /frs?route=R to R's owner), the batch is
+    sent whole. With several shards and no route, the members are grouped
+    by route (members with the same route, in the order of their first
+    member) and each group goes to its route's owner as one batch: a shard
+    of a cluster refuses a batch whose members route differently, and
+    every node must live at its own route's owner. All-or-nothing then
+    holds per group only: once a group with an acquire is denied (or
+    fails closed), the groups after it are not sent (their members answer
+    allowed=False, error="not sent: ..."), but the groups before it have
+    already recorded their uses.
+
+Routing
+-------
+
+A request's route is the `route` argument, else the part of the key inside
+its first {...} (when non-empty: Redis Cluster's hash tags), else the key.
+owner(route) names the shard nginx's consistent hash picks for a route
+given as the bytes hashed (a str is hashed as its UTF-8 bytes), the same
+answer as `frsctl -c srv.xml owner ROUTE`. route_of(key, route=None) gives
+the bytes a request is routed by:
+
+  * the key's route is hashed as the UTF-8 bytes of the key, because the
+    key travels in the XML body and frsd hashes the key it decoded;
+  * a `route` argument travels in the query string (POST /frs?route=R),
+    percent-encoded with urllib.parse.quote(route, safe=""), and frsd (as a
+    proxy would) hashes the query bytes as sent, still encoded: the client
+    hashes the encoded string too. For routes of unreserved characters
+    (A-Z a-z 0-9 - . _ ~) both are the same; keep routes to those.
+
+A 421 answer (the shard is not the route's owner: the client's shard list
+and the cluster's differ) is followed once to the `owner` it names;
+Client.redirects counts the 421 answers followed.
+
+The ring, as nginx builds it: every shard contributes weight x 160 points;
+point j of "HOST:PORT" is CRC-32(HOST, b"\\0", PORT, point j-1 as 4
+little-endian bytes, 0 for the first), the string split at its last ':'
+only when digits follow; the points are sorted (stably) and of equal
+hashes the first is kept; a route goes to the first point >= CRC-32(route),
+wrapping around. CRC-32 is zlib's (IEEE 802.3), the one nginx uses.
+
+Everything goes over POST /frs with XML (attributes escaped with
+xml.sax.saxutils.quoteattr); the GET forms are not used.
+"""
+
+import bisect
+import http.client
+import socket
+import urllib.parse
+import xml.etree.ElementTree as ET
+import zlib
+from xml.sax.saxutils import quoteattr
+
+__all__ = ["Client", "Decision", "Rule", "BatchResult", "Ring", "parse_shards", "route_of"]
+
+POINTS_PER_WEIGHT = 160
+MAX_WEIGHT = 1000
+
+
+# ---------------------------------------------------------------- answers
+
+class Rule(object):
+    """One <rule> of a decision, in map.xml order."""
+
+    __slots__ = ("algo", "interval", "count", "limit", "remaining", "reset", "allowed", "debt")
+
+    def __init__(self, algo="", interval=0, count=0, limit=0, remaining=0, reset=0, allowed=False, debt=0):
+        self.algo = algo
+        self.interval = interval
+        self.count = count
+        self.limit = limit
+        self.remaining = remaining
+        self.reset = reset
+        self.allowed = allowed
+        self.debt = debt
+
+    def __repr__(self):
+        return "Rule(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+
+
+class Decision(object):
+    """What frsd decided (or what the fail policy decided when it could not)."""
+
+    __slots__ = ("allowed", "count", "limit", "remaining", "reset", "retry_after", "rules", "shadow",
+                 "would_deny", "found", "error", "status", "server")
+
+    def __init__(self, allowed=False, count=0, limit=0, remaining=0, reset=0, retry_after=0, rules=None,
+                 shadow=False, would_deny=False, found=None, error=None, status=0, server=None):
+        self.allowed = allowed
+        self.count = count
+        self.limit = limit
+        self.remaining = remaining
+        self.reset = reset
+        self.retry_after = retry_after
+        self.rules = rules if rules is not None else []
+        self.shadow = shadow
+        self.would_deny = would_deny
+        self.found = found
+        self.error = error
+        self.status = status
+        self.server = server
+
+    def __bool__(self):
+        return bool(self.allowed)
+
+    __nonzero__ = __bool__
+
+    def __repr__(self):
+        return "Decision(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+
+
+class BatchResult(list):
+    """The Decisions of a batch, in order, plus the overall verdict."""
+
+    def __init__(self, decisions=(), allowed=False, error=None):
+        list.__init__(self, decisions)
+        self.allowed = allowed
+        self.error = error
+
+    def __bool__(self):
+        return bool(self.allowed)
+
+    __nonzero__ = __bool__
+
+    def __repr__(self):
+        return "BatchResult(allowed=%r, error=%r, %s)" % (self.allowed, self.error, list.__repr__(self))
+
+
+def _int(attrs, name, default=0):
+    v = attrs.get(name)
+    if v is None:
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        return default
+
+
+def _decision_from(elem, status, server):
+    a = elem.attrib
+    code = _int(a, "code", -1)
+    if code != 0:
+        return None
+    rules = [Rule(algo=r.get("algo", ""), interval=_int(r.attrib, "interval"), count=_int(r.attrib, "count"),
+                  limit=_int(r.attrib, "limit"), remaining=_int(r.attrib, "remaining"),
+                  reset=_int(r.attrib, "reset"), allowed=r.get("allowed") == "1", debt=_int(r.attrib, "debt"))
+             for r in elem.findall("rule")]
+    found = None
+    if "found" in a:
+        found = a["found"] == "1"
+    return Decision(allowed=a.get("allowed", "1") == "1", count=_int(a, "count"), limit=_int(a, "limit"),
+                    remaining=_int(a, "remaining"), reset=_int(a, "reset"), retry_after=_int(a, "retry_after"),
+                    rules=rules, shadow=a.get("shadow") == "1", would_deny=a.get("would_deny") == "1",
+                    found=found, status=status, server=server)
+
+
+# ------------------------------------------------------------------ ring
+
+def _split_host_port(name):
+    """nginx's split of a server string: at the last ':' when only digits follow."""
+    if name[:5] in ("unix:", "UNIX:"):
+        return name[5:], ""
+    i = len(name) - 1
+    while i >= 0 and name[i] in "0123456789":
+        i -= 1
+    if i >= 0 and name[i] == ":":
+        return name[:i], name[i + 1:]
+    return name, ""
+
+
+def parse_shards(servers):
+    """[(name, weight), ...] from a Client's `servers` argument."""
+    if isinstance(servers, (str, bytes)):
+        if isinstance(servers, bytes):
+            servers = servers.decode("utf-8")
+        servers = [s for s in (p.strip() for p in servers.split(",")) if s]
+    out = []
+    for s in servers:
+        weight = 1
+        if isinstance(s, (tuple, list)):
+            if len(s) != 2:
+                raise ValueError("a shard is (\"host:port\", weight), not %r" % (s,))
+            name, weight = s[0], s[1]
+        else:
+            parts = str(s).split()
+            if not parts:
+                raise ValueError("a shard's name is empty")
+            name = parts[0]
+            for extra in parts[1:]:
+                if not extra.startswith("weight="):
+                    raise ValueError("shard %r: only weight=N may follow the address" % (s,))
+                try:
+                    weight = int(extra[len("weight="):])
+                except ValueError:
+                    raise ValueError("shard %r: weight must be a whole number" % (s,))
+        name = str(name).strip()
+        if not name:
+            raise ValueError("a shard's name is empty")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT:
+            raise ValueError("shard %s: weight %r is outside 1..%d" % (name, weight, MAX_WEIGHT))
+        if any(name == n for n, _ in out):
+            raise ValueError("shard %s is listed twice" % name)
+        out.append((name, weight))
+    if not out:
+        raise ValueError("no servers given")
+    return out
+
+
+class Ring(object):
+    """nginx's `hash ... consistent` ring over (name, weight) shards."""
+
+    def __init__(self, shards):
+        self.shards = list(shards)
+        points = []
+        for index, (name, weight) in enumerate(self.shards):
+            host, port = _split_host_port(name)
+            base = zlib.crc32(host.encode("utf-8") + b"\0" + port.encode("utf-8"))
+            prev = 0
+            for _ in range(weight * POINTS_PER_WEIGHT):
+                prev = zlib.crc32(prev.to_bytes(4, "little"), base) & 0xFFFFFFFF
+                points.append((prev, index))
+        points.sort(key=lambda p: p[0])  # stable: the earlier shard first among equals
+        self._hashes = []
+        self._owners = []
+        for h, index in points:
+            if self._hashes and self._hashes[-1] == h:
+                continue  # nginx keeps the first of equal hashes
+            self._hashes.append(h)
+            self._owners.append(index)
+
+    @staticmethod
+    def hash(route):
+        if isinstance(route, str):
+            route = route.encode("utf-8")
+        return zlib.crc32(route) & 0xFFFFFFFF
+
+    def owner_index(self, route):
+        i = bisect.bisect_left(self._hashes, Ring.hash(route))
+        if i == len(self._hashes):
+            i = 0
+        return self._owners[i]
+
+    def owner(self, route):
+        return self.shards[self.owner_index(route)][0]
+
+    def __len__(self):
+        return len(self._hashes)
+
+
+def _key_route(key):
+    """The route inside a key (bytes): its first {...} when non-empty, else the key."""
+    open_ = key.find(b"{")
+    if open_ >= 0:
+        close = key.find(b"}", open_ + 1)
+        if close > open_ + 1:
+            return key[open_ + 1:close]
+    return key
+
+
+def _encode_route(route):
+    if isinstance(route, bytes):
+        return urllib.parse.quote_from_bytes(route, safe="")
+    return urllib.parse.quote(str(route), safe="")
+
+
+def route_of(key, route=None):
+    """The bytes a request for `key` (with an optional `route` argument) is routed by."""
+    if route is not None and route != "" and route != b"":
+        return _encode_route(route).encode("ascii")
+    if isinstance(key, str):
+        key = key.encode("utf-8", "surrogatepass")
+    return _key_route(key)
+
+
+# ---------------------------------------------------------------- client
+
+_COUNTED = ("acquire", "query", "update")  # the commands that take n
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.CannotSendRequest)
+
+
+class _Server(object):
+    def __init__(self, name, timeout):
+        self.name = name
+        self.timeout = timeout
+        self.conn = None
+        self.used = False  # the connection has answered a request
+
+    def close(self):
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+        self.conn = None
+        self.used = False
+
+    def post(self, path, body):
+        """(status, body bytes); raises OSError / HTTPException on failures."""
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.name, timeout=self.timeout)
+                self.used = False
+            reused = self.used
+            try:
+                self.conn.request("POST", path, body=body, headers={"Content-Type": "application/xml"})
+                resp = self.conn.getresponse()
+                data = resp.read()
+            except _STALE:
+                # frsd closes idle keep-alive connections: such a request was
+                # never read, so it is sent again on a new connection, once.
+                self.close()
+                if reused and attempt == 0:
+                    continue
+                raise
+            except BaseException:
+                self.close()
+                raise
+            self.used = True
+            if resp.will_close:
+                self.close()
+            return resp.status, data
+        raise http.client.HTTPException("unreachable")
+
+
+class Client(object):
+    """A client of one frsd, or of a cluster of frsd shards (see the module doc)."""
+
+    def __init__(self, servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None):
+        if fail not in ("open", "closed"):
+            raise ValueError('fail must be "open" or "closed", not %r' % (fail,))
+        self.shards = parse_shards(servers)
+        self.ring = Ring(self.shards)
+        self.timeout = timeout
+        self.fail = fail
+        self.token = token
+        self._servers = {}
+        self.redirects = 0  # 421 answers followed
+
+    # -- plumbing
+
+    def close(self):
+        for s in self._servers.values():
+            s.close()
+        self._servers.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _server(self, name):
+        s = self._servers.get(name)
+        if s is None:
+            s = self._servers[name] = _Server(name, self.timeout)
+        return s
+
+    def owner(self, route):
+        """The shard (its "host:port" string) that owns `route` (str as UTF-8, or bytes)."""
+        return self.ring.owner(route)
+
+    def route_of(self, key, route=None):
+        return route_of(key, route)
+
+    def _target(self, key, route):
+        if len(self.shards) == 1:
+            return self.shards[0][0]
+        return self.ring.owner(route_of(key, route))
+
+    def _failed(self, why, server):
+        return Decision(allowed=self.fail == "open", error=why, status=0, server=server)
+
+    def _exchange(self, server, path, body):
+        """POST once, following one 421. Returns (status, root element, server name, error)."""
+        for hop in (0, 1):
+            try:
+                status, data = self._server(server).post(path, body)
+            except socket.timeout:
+                return 0, None, server, "frsd %s timed out after %gs" % (server, self.timeout)
+            except (OSError, http.client.HTTPException) as e:
+                return 0, None, server, "frsd %s: %s" % (server, e.__class__.__name__ + (": %s" % e if str(e) else ""))
+            try:
+                root = ET.fromstring(data)
+            except ET.ParseError as e:
+                return status, None, server, "frsd %s answered HTTP %d that is not FRS XML (%s)" % (server, status, e)
+            if status == 421:
+                owner = root.get("owner")
+                if hop == 0 and owner and owner != server:
+                    self.redirects += 1
+                    server = owner
+                    continue
+                return status, None, server, "HTTP 421 from %s: %s" % (server, root.get("msg", "misdirected"))
+            return status, root, server, None
+        return 0, None, server, "unreachable"
+
+    def _request(self, cmd, biz, key, route=None, **attrs):
+        server = self._target(key, route)
+        try:
+            body = _request_xml(cmd, biz, key, attrs).encode("utf-8")
+        except (UnicodeError, ValueError) as e:
+            return Decision(allowed=False, error="bad request: %s" % e, server=server)
+        path = "/frs"
+        if route is not None and route != "":
+            path += "?route=" + _encode_route(route)
+        status, root, server, err = self._exchange(server, path, body)
+        if err is not None:
+            if status >= 500 or status == 0 or status == 421:
+                d = self._failed(err, server)
+                d.status = status
+                return d
+            return Decision(allowed=False, error=err, status=status, server=server)
+        return self._answer(status, root, server)
+
+    def _answer(self, status, root, server):
+        if root.tag == "response":
+            d = _decision_from(root, status, server)
+            if d is not None and status == 200:
+                return d
+            msg = root.get("msg", "error")
+        else:
+            msg = "unexpected <%s> answer" % root.tag
+        err = "HTTP %d from %s: %s" % (status, server, msg)
+        if status >= 500:
+            d = self._failed(err, server)
+            d.status = status
+            return d
+        return Decision(allowed=False, error=err, status=status, server=server)
+
+    # -- commands
+
+    def acquire(self, biz, key, n=1, route=None):
+        return self._request("acquire", biz, key, route, n=n)
+
+    def query(self, biz, key, n=1, route=None):
+        return self._request("query", biz, key, route, n=n)
+
+    def update(self, biz, key, n=1, route=None):
+        return self._request("update", biz, key, route, n=n)
+
+    def get(self, biz, key, route=None):
+        return self._request("get", biz, key, route)
+
+    def set(self, biz, key, count, route=None):
+        return self._request("set", biz, key, route, count=count, token=self.token or "")
+
+    def delete(self, biz, key, route=None):
+        return self._request("delete", biz, key, route, token=self.token or "")
+
+    def batch(self, items, route=None):
+        members = []
+        for it in items:
+            if len(it) == 3:
+                cmd, biz, key = it
+                n = 1
+            elif len(it) == 4:
+                cmd, biz, key, n = it
+            else:
+                raise ValueError("a batch member is (cmd, biz, key) or (cmd, biz, key, n), not %r" % (it,))
+            members.append((cmd, biz, key, n))
+        if not members:
+            return BatchResult([], False, "the batch is empty")
+        # Groups of member indexes, each sent as one batch to one server.
+        if len(self.shards) == 1 or (route is not None and route != ""):
+            groups = [(self._target(members[0][2], route), list(range(len(members))))]
+        else:
+            by_route = {}
+            order = []
+            for i, m in enumerate(members):
+                try:
+                    r = route_of(m[2])
+                except (UnicodeError, AttributeError):
+                    r = b""
+                if r not in by_route:
+                    by_route[r] = []
+                    order.append(r)
+                by_route[r].append(i)
+            groups = [(self.ring.owner(r), by_route[r]) for r in order]
+        path = "/frs"
+        if route is not None and route != "":
+            path += "?route=" + _encode_route(route)
+
+        out = [None] * len(members)
+        overall = True
+        first_error = None
+        stopped = None
+        for server, idx in groups:
+            if stopped is not None:
+                for i in idx:
+                    out[i] = Decision(allowed=False, error=stopped, server=server)
+                continue
+            decisions, allowed = self._batch_group(server, path, [members[i] for i in idx])
+            for i, d in zip(idx, decisions):
+                out[i] = d
+                if d.error and first_error is None:
+                    first_error = d.error
+            if not allowed:
+                overall = False
+                if any(members[i][0] == "acquire" for i in idx):
+                    stopped = "not sent: an earlier part of the batch (for shard %s) was denied" % server
+        return BatchResult(out, overall and all(d.allowed for d in out), first_error)
+
+    def _batch_group(self, server, path, members):
+        try:
+            body = ("<batch>" + "".join(
+                _request_xml(c, b, k, {"n": n if c in _COUNTED else None}) for c, b, k, n in members)
+                    + "</batch>").encode("utf-8")
+        except (UnicodeError, ValueError) as e:
+            err = "bad request: %s" % e
+            return [Decision(allowed=False, error=err, server=server) for _ in members], False
+        return self._send_batch(server, path, body, members)
+
+    def _send_batch(self, server, path, body, members):
+        status, root, server, err = self._exchange(server, path, body)
+        if err is None and (status != 200 or root.tag != "batch"):
+            err = "HTTP %d from %s: %s" % (status, server, root.get("msg", "unexpected <%s> answer" % root.tag))
+        if err is not None:
+            if status >= 500 or status == 0 or status == 421:
+                ds = [self._failed(err, server) for _ in members]
+                for d in ds:
+                    d.status = status
+                return ds, self.fail == "open"
+            return [Decision(allowed=False, error=err, status=status, server=server) for _ in members], False
+        responses = root.findall("response")
+        ds = []
+        for i in range(len(members)):
+            if i < len(responses):
+                d = _decision_from(responses[i], status, server)
+                if d is None:
+                    d = Decision(allowed=False, status=status, server=server,
+                                 error="HTTP %d from %s: %s" % (status, server, responses[i].get("msg", "error")))
+            else:
+                d = Decision(allowed=False, status=status, server=server, error="frsd %s answered too few members" % server)
+            ds.append(d)
+        return ds, root.get("allowed") == "1"
+
+
+def _request_xml(cmd, biz, key, attrs):
+    """One <request .../> element as text."""
+    if isinstance(key, bytes):
+        key = key.decode("utf-8")
+    if isinstance(biz, bytes):
+        biz = biz.decode("utf-8")
+    parts = ["<request cmd=", quoteattr(str(cmd)), " biz=", quoteattr(str(biz)), " key=", quoteattr(str(key))]
+    for name in ("n", "count", "token"):
+        v = attrs.get(name)
+        if v is None:
+            continue
+        if name == "token" and v == "":
+            continue
+        parts += [" ", name, "=", quoteattr(str(v))]
+    parts.append("/>")
+    text = "".join(parts)
+    text.encode("utf-8")  # raises on lone surrogates before anything is sent
+    return text

@@ -1,0 +1,87 @@
+// frs/client.h: ask frsd (one server or a cluster of shards) from C++.
+//
+// A blocking client for services that decide before they serve: one
+// keep-alive connection per shard, a time-out on every call, and a policy
+// for when no answer comes (fail open: allow; fail closed: deny), so a
+// caller's request path never hangs on FRS and never throws. With several
+// shards it routes each request to its route's owner exactly as nginx's
+// `hash $route consistent;` does (frs/ring.h), follows a 421 once to the
+// owner it names, and splits a batch by owner (acquires stay
+// all-or-nothing within each shard's part; see docs/integrations.md).
+//
+//   frs::ClientOptions o;
+//   o.shards = {{"127.0.0.1:8301", 1}, {"127.0.0.1:8302", 1}};
+//   auto c = frs::Client::Make(o);
+//   frs::ClientDecision d = c.value()->Acquire("login", "user:42");
+//   if (!d.allowed) return TooManyRequests(d.retry_after);
+//
+// Thread safety: one Client per thread (it owns its connections).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frs/engine.h"
+#include "frs/ring.h"
+#include "frs/status.h"
+
+namespace frs {
+
+enum class FailPolicy : uint8_t { kOpen, kClosed };
+
+struct ClientOptions {
+  std::vector<RingShard> shards;  // "host:port" of each frsd, as in <cluster>; one for a lone server
+  int timeout_ms = 500;           // per call: connect, send and answer
+  FailPolicy fail = FailPolicy::kOpen;
+};
+
+struct ClientDecision {
+  bool allowed = false;
+  int64_t count = 0, limit = 0, remaining = 0, reset = 0;
+  int64_t retry_after = 0;  // seconds; kNeverCurable (-1): no wait cures it
+  bool shadow = false;
+  // Not OK: there was no usable answer (unreachable, time-out, an error
+  // status); `allowed` then follows the fail policy (or is false for a
+  // request the server refused as malformed: InvalidArgument/NotFound).
+  Status error;
+};
+
+struct ClientRequest {
+  Cmd cmd = Cmd::kAcquire;  // query, update or acquire
+  std::string biz, key;
+  int64_t n = 1;
+};
+
+class Client {
+ public:
+  // Refuses an empty or malformed shard list.
+  static Result<std::unique_ptr<Client>> Make(ClientOptions opts);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  ClientDecision Acquire(std::string_view biz, std::string_view key, int64_t n = 1, std::string_view route = {});
+  ClientDecision Query(std::string_view biz, std::string_view key, int64_t n = 1, std::string_view route = {});
+  ClientDecision Update(std::string_view biz, std::string_view key, int64_t n = 1, std::string_view route = {});
+  ClientDecision Execute(const ClientRequest& r, std::string_view route = {});
+
+  // One decision per request, in order; returns whether every one was
+  // allowed. Members are grouped by their route's owner (or all go to
+  // `route`'s owner when given) and each group is one POST.
+  bool Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route = {});
+
+  const Ring& ring() const;
+  // The shard that answers `route` ("" = the key's own route).
+  const std::string& OwnerOf(std::string_view key, std::string_view route = {}) const;
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace frs

@@ -1,0 +1,196 @@
+#include "frs/client.h"
+
+#include <pugixml.hpp>
+
+#include <map>
+
+#include "client/http_client.h"
+
+namespace frs {
+namespace {
+
+void AppendAttr(std::string* out, const char* name, std::string_view v) {
+  out->push_back(' ');
+  out->append(name).append("=\"");
+  for (char c : v) {
+    switch (c) {
+      case '&': out->append("&amp;"); break;
+      case '<': out->append("&lt;"); break;
+      case '>': out->append("&gt;"); break;
+      case '"': out->append("&quot;"); break;
+      default: out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+const char* WireName(Cmd c) {
+  switch (c) {
+    case Cmd::kQuery: return "query";
+    case Cmd::kUpdate: return "update";
+    default: return "acquire";
+  }
+}
+
+void AppendRequest(std::string* out, const ClientRequest& r) {
+  out->append("<request");
+  AppendAttr(out, "cmd", WireName(r.cmd));
+  AppendAttr(out, "biz", r.biz);
+  AppendAttr(out, "key", r.key);
+  AppendAttr(out, "n", std::to_string(r.n));
+  out->append("/>");
+}
+
+// %-encodes everything but unreserved characters (RFC 3986), so that the
+// route frsd hashes (the raw query bytes) is the one a proxy hashes too.
+std::string QueryEscape(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
+
+ClientDecision FromXml(const pugi::xml_node& r) {
+  ClientDecision d;
+  const int code = r.attribute("code").as_int(-1);
+  if (code != 0) {
+    std::string msg = r.attribute("msg").value();
+    d.error = code == 400 ? Status::InvalidArgument(msg) : code == 404 ? Status::NotFound(msg) : Status::Unavailable(msg);
+    return d;
+  }
+  d.allowed = r.attribute("allowed").as_int() == 1;
+  d.count = r.attribute("count").as_llong();
+  d.limit = r.attribute("limit").as_llong();
+  d.remaining = r.attribute("remaining").as_llong();
+  d.reset = r.attribute("reset").as_llong();
+  d.retry_after = r.attribute("retry_after").as_llong();
+  d.shadow = r.attribute("shadow").as_int() == 1;
+  return d;
+}
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions opts;
+  Ring ring;
+  std::vector<std::unique_ptr<client::HttpClient>> conns;  // by shard index
+
+  ClientDecision Failed(Status why) const {
+    ClientDecision d;
+    d.allowed = opts.fail == FailPolicy::kOpen;
+    d.error = std::move(why);
+    return d;
+  }
+
+  size_t ShardOf(std::string_view key, std::string_view route) const {
+    return ring.OwnerIndex(Ring::RouteOf(key, route));
+  }
+
+  // POSTs `body` to shard `i` (following one 421 to the owner it names);
+  // the parsed answer's root element, or why there is none.
+  Result<pugi::xml_node> Post(size_t i, std::string_view route, const std::string& body, pugi::xml_document* doc) {
+    std::string target = "/frs";
+    if (!route.empty()) target += "?route=" + QueryEscape(route);
+    for (int hop = 0; hop < 2; ++hop) {
+      auto resp = conns[i]->Post(target, body);
+      if (!resp.ok()) return resp.status();
+      if (!doc->load_buffer(resp->body.data(), resp->body.size()))
+        return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) + " without XML");
+      pugi::xml_node root = doc->first_child();
+      if (resp->status == 421 && hop == 0) {
+        long owner = ring.Find(root.attribute("owner").value());
+        if (owner < 0 || static_cast<size_t>(owner) == i)
+          return Status::Unavailable(std::string("misrouted, and the owner named is not in this client's shard list: ") +
+                                     root.attribute("owner").value());
+        i = static_cast<size_t>(owner);
+        continue;
+      }
+      if (resp->status >= 500 || resp->status == 421)
+        return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) + ": " +
+                                   root.attribute("msg").value());
+      return root;
+    }
+    return Status::Unavailable("misrouted twice");
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Make(ClientOptions opts) {
+  auto ring = Ring::Make(opts.shards);
+  if (!ring.ok()) return ring.status();
+  if (opts.timeout_ms <= 0) return Status::InvalidArgument("timeout_ms must be positive");
+  auto impl = std::make_unique<Impl>(Impl{std::move(opts), std::move(ring.value()), {}});
+  for (const RingShard& s : impl->ring.shards())
+    impl->conns.push_back(std::make_unique<client::HttpClient>(s.name, impl->opts.timeout_ms));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+const Ring& Client::ring() const { return impl_->ring; }
+
+const std::string& Client::OwnerOf(std::string_view key, std::string_view route) const {
+  return impl_->ring.shards()[impl_->ShardOf(key, route)].name;
+}
+
+ClientDecision Client::Acquire(std::string_view biz, std::string_view key, int64_t n, std::string_view route) {
+  return Execute(ClientRequest{Cmd::kAcquire, std::string(biz), std::string(key), n}, route);
+}
+ClientDecision Client::Query(std::string_view biz, std::string_view key, int64_t n, std::string_view route) {
+  return Execute(ClientRequest{Cmd::kQuery, std::string(biz), std::string(key), n}, route);
+}
+ClientDecision Client::Update(std::string_view biz, std::string_view key, int64_t n, std::string_view route) {
+  return Execute(ClientRequest{Cmd::kUpdate, std::string(biz), std::string(key), n}, route);
+}
+
+ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
+  if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire)
+    return ClientDecision{.error = Status::InvalidArgument("the client sends query, update and acquire")};
+  std::string body;
+  AppendRequest(&body, r);
+  pugi::xml_document doc;
+  auto root = impl_->Post(impl_->ShardOf(r.key, route), route, body, &doc);
+  if (!root.ok()) return impl_->Failed(root.status());
+  ClientDecision d = FromXml(root.value());
+  return d;
+}
+
+bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route) {
+  out->assign(reqs.size(), ClientDecision{});
+  std::map<size_t, std::vector<size_t>> by_shard;
+  for (size_t i = 0; i < reqs.size(); ++i) by_shard[impl_->ShardOf(reqs[i].key, route)].push_back(i);
+  bool all = true;
+  for (const auto& [shard, members] : by_shard) {
+    // One route per group: the members' own when they share it, else the
+    // first member's as ?route= (this shard owns every member's route).
+    std::string group_route(route.empty() ? Ring::RouteOf(reqs[members.front()].key, {}) : route);
+    std::string body = "<batch>";
+    for (size_t i : members) AppendRequest(&body, reqs[i]);
+    body += "</batch>";
+    pugi::xml_document doc;
+    auto root = impl_->Post(shard, group_route, body, &doc);
+    if (!root.ok()) {
+      for (size_t i : members) (*out)[i] = impl_->Failed(root.status());
+    } else if (std::string_view(root.value().name()) == "response") {
+      // The whole batch was refused (a bad member): every member says why.
+      for (size_t i : members) (*out)[i] = FromXml(root.value());
+    } else {
+      size_t k = 0;
+      for (pugi::xml_node r = root.value().child("response"); r && k < members.size(); r = r.next_sibling("response"))
+        (*out)[members[k++]] = FromXml(r);
+    }
+    for (size_t i : members) all = all && (*out)[i].allowed;
+  }
+  return all;
+}
+
+}  // namespace frs

@@ -1,0 +1,146 @@
+// frs::Client against real frsd processes: a lone server, a 3-shard cluster
+// (requests and batches split by owner), and the fail policy when no answer
+// comes.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <set>
+
+#include "e2e/frsd_harness.h"
+#include "frs/client.h"
+
+namespace frs {
+namespace {
+
+constexpr const char* kMap = R"(<map>
+  <biz id="1" name="login"><rule interval="3600" max="3"/></biz>
+</map>
+)";
+
+std::string Name(uint16_t p) { return "127.0.0.1:" + std::to_string(p); }
+
+class Cluster {
+ public:
+  explicit Cluster(size_t n) {
+    std::set<uint16_t> ports;
+    while (ports.size() < n) ports.insert(e2e::FreePort());
+    ports_.assign(ports.begin(), ports.end());
+    for (uint16_t p : ports_) {
+      e2e::ServerOptions o;
+      o.workers = 1;
+      o.map = kMap;
+      o.extra = "  <cluster self=\"" + Name(p) + "\">\n";
+      for (uint16_t q : ports_) o.extra += "    <shard>" + Name(q) + "</shard>\n";
+      o.extra += "  </cluster>\n";
+      auto s = std::make_unique<e2e::Frsd>(o);
+      s->WriteConfig(p);
+      s->Spawn();
+      servers_.push_back(std::move(s));
+    }
+    for (auto& s : servers_) ok_ = ok_ && s->WaitHealthy(5000);
+  }
+  bool ok() const { return ok_; }
+  ClientOptions Options() const {
+    ClientOptions o;
+    for (uint16_t p : ports_) o.shards.push_back({Name(p), 1});
+    return o;
+  }
+  const std::vector<uint16_t>& ports() const { return ports_; }
+
+ private:
+  std::vector<uint16_t> ports_;
+  std::vector<std::unique_ptr<e2e::Frsd>> servers_;
+  bool ok_ = true;
+};
+
+TEST(Client, ExactLimitsOnEveryShardOfACluster) {
+  Cluster c(3);
+  ASSERT_TRUE(c.ok());
+  auto client = Client::Make(c.Options());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  std::set<std::string> owners;
+  for (int k = 0; k < 60; ++k) {
+    const std::string key = "user:" + std::to_string(k);
+    owners.insert(client.value()->OwnerOf(key));
+    for (int i = 0; i < 3; ++i) {
+      ClientDecision d = client.value()->Acquire("login", key);
+      ASSERT_TRUE(d.error.ok()) << d.error.ToString();
+      EXPECT_TRUE(d.allowed) << key;
+      EXPECT_EQ(d.remaining, 2 - i);
+    }
+    ClientDecision d = client.value()->Acquire("login", key);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_TRUE(d.error.ok());
+    EXPECT_GT(d.retry_after, 0);
+    EXPECT_EQ(client.value()->Acquire("login", key, 4).retry_after, kNeverCurable);
+  }
+  EXPECT_EQ(owners.size(), 3u);  // every shard answered some
+  // A malformed request is the caller's error, whatever the fail policy.
+  ClientDecision bad = client.value()->Acquire("nope", "k");
+  EXPECT_FALSE(bad.allowed);
+  EXPECT_TRUE(bad.error.IsNotFound()) << bad.error.ToString();
+}
+
+TEST(Client, ABatchIsSplitByOwner) {
+  Cluster c(3);
+  ASSERT_TRUE(c.ok());
+  auto client = Client::Make(c.Options());
+  ASSERT_TRUE(client.ok());
+  std::vector<ClientRequest> reqs;
+  std::set<std::string> owners;
+  for (int k = 0; k < 12; ++k) {
+    reqs.push_back({Cmd::kAcquire, "login", "b" + std::to_string(k), 2});
+    owners.insert(client.value()->OwnerOf(reqs.back().key));
+  }
+  ASSERT_GT(owners.size(), 1u);
+  std::vector<ClientDecision> out;
+  EXPECT_TRUE(client.value()->Batch(reqs, &out));
+  for (const ClientDecision& d : out) {
+    EXPECT_TRUE(d.error.ok()) << d.error.ToString();
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.count, 2);
+  }
+  // Each key has one use left: n=2 again is denied everywhere, and nothing
+  // was recorded (acquires are all or nothing on each shard).
+  EXPECT_FALSE(client.value()->Batch(reqs, &out));
+  for (const ClientRequest& r : reqs) EXPECT_TRUE(client.value()->Query(r.biz, r.key, 1).allowed) << r.key;
+  // With one route the whole batch goes to one shard, which owns it.
+  std::vector<ClientRequest> tagged{{Cmd::kAcquire, "login", "x1", 1}, {Cmd::kAcquire, "login", "x2", 1}};
+  EXPECT_TRUE(client.value()->Batch(tagged, &out, "session-9"));
+  EXPECT_EQ(client.value()->Query("login", "x1", 1, "session-9").count, 1);
+}
+
+TEST(Client, NoAnswerFollowsTheFailPolicy) {
+  // A port nobody listens on, and a socket that accepts and never answers.
+  int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
+  const uint16_t silent_port = ntohs(a.sin_port);
+  for (uint16_t port : {e2e::FreePort(), silent_port}) {
+    for (FailPolicy fail : {FailPolicy::kOpen, FailPolicy::kClosed}) {
+      ClientOptions o;
+      o.shards = {{Name(port), 1}};
+      o.timeout_ms = 200;
+      o.fail = fail;
+      auto client = Client::Make(o);
+      ASSERT_TRUE(client.ok());
+      const int64_t start = e2e::NowMs();
+      ClientDecision d = client.value()->Acquire("login", "k");
+      EXPECT_LT(e2e::NowMs() - start, 2000);
+      EXPECT_FALSE(d.error.ok());
+      EXPECT_EQ(d.allowed, fail == FailPolicy::kOpen) << port;
+    }
+  }
+  ::close(silent);
+  EXPECT_FALSE(Client::Make(ClientOptions{}).ok());
+}
+
+}  // namespace
+}  // namespace frs
