@@ -22,7 +22,7 @@
 
 namespace frs {
 
-// kMerge: handoff between shards (admin; see Engine::MergeNode).
+// kMerge: handoff between shards (admin; see Engine::MergeNodes).
 enum class Cmd : uint8_t { kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge };
 enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket };
 enum class Mode : uint8_t { kEnforce, kShadow, kOff };
@@ -35,7 +35,7 @@ bool ParseCmd(std::string_view, Cmd*);
 inline constexpr size_t kMaxRulesPerBiz = 4;
 inline constexpr size_t kRuleNameBytes = 32;  // a rule's policy name, NUL included
 // Biz id 0 is no business of map.xml's: the store keeps handoff receipts
-// under it (Engine::MergeNode). Tools that list nodes skip it.
+// under it (Engine::MergeNodes). Tools that list nodes skip it.
 inline constexpr uint16_t kReceiptBiz = 0;
 // How long a receipt is kept: a handoff re-run later than this after an
 // interruption could count a node twice.
@@ -158,7 +158,13 @@ class Engine {
   // very bytes it checked.
   virtual Status ReloadText(std::string_view map_xml, const std::string& path) = 0;
 
+  // Per-biz counters of the last days, from the statistics file every
+  // process on this store writes (frsd's workers and any program linking
+  // libfrs): in-process decisions count there, and frsd's /metrics shows
+  // today's (frs_biz_today_*).
   virtual std::vector<BizStats> DailyStats() const = 0;
+  // Today's day number (days since 1970-01-01 in the engine's time zone).
+  virtual uint32_t Today() const = 0;
   // Resolves a name or numeric id; NotFound names the biz.
   virtual Result<uint16_t> ResolveBiz(std::string_view biz) const = 0;
   virtual std::vector<std::pair<uint16_t, std::string>> Bizzes() const = 0;
@@ -173,14 +179,16 @@ class Engine {
   // missing from this map.
   virtual Result<std::string> ExportNode(const NodeInfo& node) const = 0;
   virtual Status ImportNode(std::string_view json_line) = 0;
-  // Handoff: folds a node another shard exported (ExportNode's text) into
-  // this store's node of the same key, rule by rule, so that no use either
+  // Handoff: folds nodes another shard exported (ExportNode's text) into
+  // this store's nodes of the same keys, rule by rule, so that no use either
   // shard recorded is lost (docs/cluster.md gives each algorithm's merge).
-  // `receipt` (1..255 bytes) names this transfer: the merge and a receipt
-  // node are written in one transaction, and a receipt already present
-  // makes it a no-op, so a node sent twice is counted once. Returns true
-  // when merged, false when the receipt was already there.
-  virtual Result<bool> MergeNode(std::string_view json_line, std::string_view receipt) = 0;
+  // `receipt` (1..255 bytes) names this transfer: every merge and one
+  // receipt node are written in one transaction, and a receipt already
+  // present makes it a no-op, so nodes sent twice are counted once. At most
+  // kMaxMergeNodes lines. Returns true when merged, false when the receipt
+  // was already there; an error changes nothing.
+  static constexpr size_t kMaxMergeNodes = Store::kMaxBatch - 1;
+  virtual Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) = 0;
 
   virtual Store* store() = 0;
   virtual const Clock* clock() const = 0;

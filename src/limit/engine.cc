@@ -207,7 +207,7 @@ Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {
 
 Decision EngineImpl::Execute(const Request& req) {
   if (req.cmd == Cmd::kStats) return Decision{};
-  if (req.cmd == Cmd::kMerge) return Error(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNode"));
+  if (req.cmd == Cmd::kMerge) return Error(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));
   const Map& map = CurrentMap();
   const Biz* biz = map.Find(req.biz);
   if (biz == nullptr) return Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));

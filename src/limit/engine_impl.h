@@ -66,7 +66,8 @@ class EngineImpl final : public Engine {
   Result<NodeView> View(const NodeInfo& node) const override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;
   Status ImportNode(std::string_view json_line) override;
-  Result<bool> MergeNode(std::string_view json_line, std::string_view receipt) override;
+  uint32_t Today() const override { return Today(NowAt().s); }
+  Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override;
   Store* store() override { return store_; }
   const Clock* clock() const override { return clock_; }
 

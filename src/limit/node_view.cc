@@ -5,6 +5,7 @@
 // nodes of a biz the map no longer has still export whole. Import matches
 // blocks to the importing map's rules by that tag, as a reload does.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 
@@ -238,48 +239,64 @@ Status EngineImpl::ImportNode(std::string_view json_line) {
                         Clamp32(now.s), fn);
 }
 
-Result<bool> EngineImpl::MergeNode(std::string_view json_line, std::string_view receipt) {
+Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) {
   if (receipt.empty() || receipt.size() > kMaxKeyBytes) return Status::InvalidArgument("a receipt is 1..255 bytes");
+  if (json_lines.empty() || json_lines.size() > kMaxMergeNodes)
+    return Status::InvalidArgument("a merge carries 1.." + std::to_string(kMaxMergeNodes) + " nodes");
   std::shared_ptr<const Map> map = SharedMap();
-  ParsedNode pn;
-  if (Status s = ParseNode(json_line, *map, &pn); !s.ok()) return s;
   const Now now = NowAt();
-  const BizConfig& cfg = *pn.cfg;
-  // The sent rules in this map's layout (a rule the map no longer has is
-  // dropped, as a reload would).
-  uint8_t incoming[kMaxStateBytes];
-  MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
-               incoming, now);
-  Store::BatchItem items[2] = {
-      {KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known}, cfg.state_bytes},
-      {KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt, static_cast<uint8_t>(receipt.size())},
-       kBlockUnit},
-  };
-  bool merged = false;
-  uint32_t need = 0;
-  auto fn = [&](std::span<NodeRef> nodes, std::span<Commit> commits) {
-    commits[0] = commits[1] = Commit::kNone;
-    need = 0;
-    if (nodes[1].exists) return;  // sent before: already merged
-    NodeRef& node = nodes[0];
-    // A node of a larger layout (a reload shrank the biz): read it whole first.
-    if (!AdoptLayout(cfg, node, now, &need)) return;
-    for (uint32_t i = 0; i < cfg.nrules; ++i) {
-      const RuleSpec& spec = cfg.rules[i];
-      MergeBlock(spec, node.state + spec.offset, incoming + spec.offset, now);
+  const size_t n = json_lines.size();
+  std::vector<ParsedNode> nodes(n);
+  // The sent rules of each node in this map's layout (a rule the map no
+  // longer has is dropped, as a reload would).
+  std::vector<std::array<uint8_t, kMaxStateBytes>> incoming(n);
+  std::vector<Store::BatchItem> items;
+  items.reserve(n + 1);
+  for (size_t i = 0; i < n; ++i) {
+    ParsedNode& pn = nodes[i];
+    if (Status s = ParseNode(json_lines[i], *map, &pn); !s.ok()) {
+      const std::string msg = "node " + std::to_string(i + 1) + ": " + s.message();
+      return s.IsNotFound() ? Status::NotFound(msg) : Status::InvalidArgument(msg);
     }
-    node.expire_s = NodeExpireS(cfg, node.state, now);
-    std::memset(nodes[1].state, 0, nodes[1].state_bytes);
-    Store32(nodes[1].state, Clamp32(now.s));
-    nodes[1].expire_s = Clamp32(now.s + kReceiptSeconds);
-    commits[0] = commits[1] = Commit::kWrite;
+    MigrateState(*pn.cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
+                 incoming[i].data(), now);
+    items.push_back({KeyRef{pn.cfg->id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known}, pn.cfg->state_bytes});
+  }
+  items.push_back({KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt, static_cast<uint8_t>(receipt.size())},
+                   kBlockUnit});
+  bool merged = false;
+  std::vector<uint32_t> need(n + 1, 0);
+  auto fn = [&](std::span<NodeRef> refs, std::span<Commit> commits) {
+    std::fill(commits.begin(), commits.end(), Commit::kNone);
+    std::fill(need.begin(), need.end(), 0);
+    merged = false;
+    if (refs[n].exists) return;  // sent before: already merged, all of them
+    bool short_state = false;
+    for (size_t i = 0; i < n; ++i) short_state |= !AdoptLayout(*nodes[i].cfg, refs[i], now, &need[i]);
+    if (short_state) return;  // a node holds a larger layout: read it whole, then merge
+    for (size_t i = 0; i < n; ++i) {
+      const BizConfig& cfg = *nodes[i].cfg;
+      for (uint32_t r = 0; r < cfg.nrules; ++r) {
+        const RuleSpec& spec = cfg.rules[r];
+        MergeBlock(spec, refs[i].state + spec.offset, incoming[i].data() + spec.offset, now);
+      }
+      refs[i].expire_s = NodeExpireS(cfg, refs[i].state, now);
+      commits[i] = Commit::kWrite;
+    }
+    std::memset(refs[n].state, 0, refs[n].state_bytes);
+    Store32(refs[n].state, Clamp32(now.s));
+    refs[n].expire_s = Clamp32(now.s + kReceiptSeconds);
+    commits[n] = Commit::kWrite;
     merged = true;
   };
   Status s = store_->UpdateBatch(items, Clamp32(now.s), fn);
-  if (s.ok() && need > items[0].state_bytes) {
-    items[0].state_bytes = need;
-    s = store_->UpdateBatch(items, Clamp32(now.s), fn);
-  }
+  bool again = false;
+  for (size_t i = 0; s.ok() && i < n; ++i)
+    if (need[i] > items[i].state_bytes) {
+      items[i].state_bytes = need[i];
+      again = true;
+    }
+  if (again) s = store_->UpdateBatch(items, Clamp32(now.s), fn);
   if (!s.ok()) return s;
   return merged;
 }

@@ -377,21 +377,32 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
 }
 
 bool Handler::HandleMerges(int* status) {
-  // Handoff: each member is one node, merged with its receipt in one store
-  // transaction; a member that fails does not undo the others (each is
-  // acknowledged on its own, and the sender keeps what was not).
+  // Handoff: the members that share a receipt (one handoff batch) are merged
+  // with one receipt node in one store transaction; each group is answered
+  // on its own, and the sender keeps what was not acknowledged.
+  std::vector<std::string_view> lines;
+  lines.reserve(wire_.size());
   body_.append("<batch allowed=\"1\">\n");
-  for (const WireRequest& r : wire_) {
-    auto merged = engine_->MergeNode(r.node, r.receipt);
-    body_.append("  ");
-    if (!merged.ok()) {
-      const Status& s = merged.status();
-      // A node that does not parse is the sender's fault, not ours.
-      AppendError(s.code() == Status::Code::kCorruption ? 400 : HttpStatusFor(s), s.message(), &body_);
-      continue;
+  for (size_t i = 0; i < wire_.size();) {
+    size_t end = i;
+    lines.clear();
+    while (end < wire_.size() && wire_[end].receipt == wire_[i].receipt) lines.push_back(wire_[end++].node);
+    auto merged = lines.size() <= Engine::kMaxMergeNodes
+                      ? engine_->MergeNodes(lines, wire_[i].receipt)
+                      : Result<bool>(Status::InvalidArgument("one receipt covers at most " +
+                                                             std::to_string(Engine::kMaxMergeNodes) + " nodes"));
+    for (size_t k = i; k < end; ++k) {
+      body_.append("  ");
+      if (!merged.ok()) {
+        // A node that does not parse is the sender's fault, not ours.
+        const Status& s = merged.status();
+        AppendError(s.code() == Status::Code::kCorruption ? 400 : HttpStatusFor(s), s.message(), &body_);
+        continue;
+      }
+      if (counters_) CounterAdd(merged.value() ? counters_->merged : counters_->merge_duplicates);
+      body_.append(merged.value() ? "<response code=\"0\" merged=\"1\"/>\n" : "<response code=\"0\" merged=\"0\"/>\n");
     }
-    if (counters_) CounterAdd(merged.value() ? counters_->merged : counters_->merge_duplicates);
-    body_.append(merged.value() ? "<response code=\"0\" merged=\"1\"/>\n" : "<response code=\"0\" merged=\"0\"/>\n");
+    i = end;
   }
   body_.append("</batch>\n");
   *status = 200;

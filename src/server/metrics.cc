@@ -187,6 +187,42 @@ void Metrics::Render(Engine& engine, std::string* out) const {
     }
   }
 
+  // Today's per-biz counters from the statistics file: every process on
+  // this store counts there, so decisions a program made in-process through
+  // libfrs show here too (the frs_biz_*_total above are frsd's own).
+  {
+    const uint32_t today = engine.Today();
+    auto days = engine.DailyStats();
+    struct Field {
+      const char* name;
+      const char* help;
+      uint64_t BizStatsDay::*member;
+    };
+    const Field fields[] = {
+        {"frs_biz_today_requests", "Decisions today (local day of <timezone>), by biz, by every process on the store.",
+         &BizStatsDay::requests},
+        {"frs_biz_today_allowed", "Decisions today that allowed, by biz, by every process on the store.",
+         &BizStatsDay::allowed},
+        {"frs_biz_today_denied", "Decisions today that denied, by biz, by every process on the store.",
+         &BizStatsDay::denied},
+        {"frs_biz_today_new_keys", "Keys seen for the first time today, by biz.", &BizStatsDay::new_keys},
+    };
+    for (const Field& f : fields) {
+      Header(out, f.name, "gauge", f.help);
+      for (const BizStats& b : days) {
+        uint64_t v = 0;
+        if (!b.days.empty() && b.days.front().day == today) v = b.days.front().*f.member;
+        out->append(f.name).append("{biz=\"");
+        AppendLabelValue(out, b.name);
+        out->append("\",id=\"");
+        AppendU64(out, b.id);
+        out->append("\"} ");
+        AppendU64(out, v);
+        out->append("\n");
+      }
+    }
+  }
+
   StoreStats st = engine.store()->Stats();
   Simple(out, "frs_store_slots", "gauge", "Node slots in the store (files x keynodes x chain).", st.slots);
   Simple(out, "frs_store_nodes_used", "gauge", "Nodes (keys) resident in the store.", st.total.nodes_used);

@@ -239,9 +239,17 @@ TEST(ClusterE2E, AddingAndRemovingAShardKeepsEveryCount) {
   }
   EXPECT_EQ(sent, moved);
   ExpectLeft(ports, keys, kMax - 3);
-  // The receipts the new shard keeps are part of a sound store.
+  // The receipts the new shard keeps are part of a sound store, one per
+  // batch of 8 from each sender, not one per node.
   std::string verify;
   EXPECT_EQ(shards[3]->Ctl("verify", &verify), 0) << verify;
+  std::string st;
+  ASSERT_EQ(shards[3]->Ctl("stat --json", &st), 0) << st;
+  const size_t at = st.find("\"nodes_used\":");
+  ASSERT_NE(at, std::string::npos) << st;
+  const uint64_t nodes = std::stoull(st.substr(at + 13));
+  EXPECT_GE(nodes, moved);
+  EXPECT_LE(nodes, moved + moved / 8 + 3) << st;
   // The whole cluster's figures, asked over HTTP from any shard's srv.xml.
   std::string stat;
   EXPECT_EQ(shards[0]->Ctl("stat --cluster --json", &stat), 0) << stat;

@@ -108,7 +108,10 @@ class FakeEngine final : public Engine {
   Result<NodeView> View(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Result<std::string> ExportNode(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Status ImportNode(std::string_view) override { return Status::NotFound("fake"); }
-  Result<bool> MergeNode(std::string_view, std::string_view) override { return Status::NotFound("fake"); }
+  uint32_t Today() const override { return 0; }
+  Result<bool> MergeNodes(std::span<const std::string_view>, std::string_view) override {
+    return Status::NotFound("fake");
+  }
   Store* store() override { return nullptr; }
   const Clock* clock() const override { return &clk; }
 

@@ -1,16 +1,19 @@
 // frsctl handoff: moves every node that another shard of <cluster> now owns
-// to that shard, merged with what it counted meanwhile (Engine::MergeNode).
+// to that shard, merged with what it counted meanwhile (Engine::MergeNodes).
 //
 // Exactly once, whatever dies when: each node goes through a spool file in
 // the store directory (handoff.spool), one line per step:
-//   N RECEIPT DEST BIZ FP_LO FP_HI KEY_LEN STATE_HEX JSON   to send (written first)
-//   E RECEIPT   erased here (the node is only in the spool now)
-//   V RECEIPT   not erased: the node changed after it was spooled (it stays
-//               here and a later run sends it again, as a new entry)
-//   A RECEIPT   the owner acknowledged it (merged, or found its receipt)
-// The receiver writes the merge and a receipt node named RECEIPT in one
-// transaction and ignores a receipt it already has, so re-sending an entry
-// whose acknowledgement was lost counts it once. A run first finishes what
+//   N ID RECEIPT DEST BIZ FP_LO FP_HI KEY_LEN STATE_HEX JSON   to send (written first)
+//   E ID   erased here (the node is only in the spool now)
+//   V ID   not erased: the node changed after it was spooled (it stays
+//          here and a later run sends it again, as a new entry)
+//   A ID   the owner acknowledged it (merged, or found its receipt)
+// The entries of one batch (one destination) share a RECEIPT; the receiver
+// writes their merges and one receipt node in one transaction and ignores a
+// receipt it already has, so re-sending a batch whose acknowledgement was
+// lost counts it once (and a shard keeps one receipt per batch, not per
+// node). A batch is always re-sent with exactly the entries it was first
+// sent with: those of its receipt that were erased. A run first finishes what
 // the spool says an earlier, interrupted run left: an entry not yet erased is
 // erased now if the node is unchanged (else voided); an erased one is
 // (re)sent. Lines are write(2)s to the page cache: like the store itself,
@@ -72,7 +75,7 @@ void CrashPoint(const char* step) {
 }
 
 struct Entry {
-  std::string receipt, dest, json;
+  std::string id, receipt, dest, json;
   uint16_t biz = 0;
   Fingerprint fp;
   uint8_t key_len = 0;
@@ -106,11 +109,12 @@ class Spool {
     while (std::getline(in, line)) {
       if (line.size() < 3) continue;
       std::istringstream ls(line);
-      std::string kind, receipt;
-      ls >> kind >> receipt;
+      std::string kind, id;
+      ls >> kind >> id;
       if (kind == "N") {
         Entry e;
-        e.receipt = receipt;
+        e.id = id;
+        ls >> e.receipt;
         std::string fp_lo, fp_hi, state_hex;
         unsigned biz = 0, key_len = 0;
         ls >> e.dest >> biz >> fp_lo >> fp_hi >> key_len >> state_hex;
@@ -122,12 +126,12 @@ class Spool {
         e.fp.hi = std::strtoull(fp_hi.c_str(), nullptr, 16);
         if (!ls.fail() || !e.json.empty()) {
           if (!Unhex(state_hex, &e.state) || e.json.empty()) continue;  // a line cut by a kill: never erased
-          index[receipt] = out->size();
+          index[id] = out->size();
           out->push_back(std::move(e));
         }
         continue;
       }
-      auto it = index.find(receipt);
+      auto it = index.find(id);
       if (it == index.end()) continue;
       Entry& e = (*out)[it->second];
       if (kind == "E") e.erased = true;
@@ -160,7 +164,7 @@ class Spool {
 std::string EntryLine(const Entry& e) {
   char fp[40];
   std::snprintf(fp, sizeof fp, "%016" PRIx64 " %016" PRIx64, e.fp.lo, e.fp.hi);
-  return "N " + e.receipt + " " + e.dest + " " + std::to_string(e.biz) + " " + fp + " " + std::to_string(e.key_len) +
+  return "N " + e.id + " " + e.receipt + " " + e.dest + " " + std::to_string(e.biz) + " " + fp + " " + std::to_string(e.key_len) +
          " " + Hex(e.state) + " " + e.json + "\n";
 }
 
@@ -179,13 +183,16 @@ Result<bool> EraseIfUnchanged(Store& store, const Entry& e, uint32_t now_s) {
   return erased;
 }
 
-// Sends entries (all for `dest`) as merge batches; marks what was acknowledged.
-Status SendTo(const std::string& dest, const std::string& token, std::vector<Entry*>& entries, uint32_t batch,
-              Spool& spool, DestCount* count) {
+// Sends entries (all for `dest`, grouped by receipt: each group is one
+// merge batch) and records what was acknowledged.
+Status SendTo(const std::string& dest, const std::string& token, std::vector<Entry*>& entries, Spool& spool,
+              DestCount* count) {
   client::HttpClient http(dest, 10000);
-  for (size_t i = 0; i < entries.size(); i += batch) {
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->receipt < b->receipt; });
+  for (size_t i = 0; i < entries.size();) {
     if (os::StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
-    const size_t end = std::min(entries.size(), i + batch);
+    size_t end = i;
+    while (end < entries.size() && entries[end]->receipt == entries[i]->receipt) ++end;
     std::string body = "<batch>\n";
     for (size_t k = i; k < end; ++k) {
       pugi::xml_document d;
@@ -220,7 +227,7 @@ Status SendTo(const std::string& dest, const std::string& token, std::vector<Ent
         continue;
       }
       entries[k]->acked = true;
-      acks += "A " + entries[k]->receipt + "\n";
+      acks += "A " + entries[k]->id + "\n";
       ++count->sent;
       if (r.attribute("merged").as_int() == 1) ++count->merged;
       else ++count->duplicates;
@@ -228,6 +235,7 @@ Status SendTo(const std::string& dest, const std::string& token, std::vector<Ent
     if (Status s = spool.Append(acks); !s.ok()) return s;
     if (!failed.ok()) return failed;
     if (k != end) return Status::IOError("shard " + dest + " answered fewer members than it was sent");
+    i = end;
   }
   return Status::OK();
 }
@@ -262,7 +270,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   const std::string token = a.token.empty() ? s.cfg.admin_token : a.token;
   if (!a.dry_run && token.empty())
     return Status::InvalidArgument("the other shards need the admin token: pass --token or set <admin token> in " + s.cfg.path);
-  const uint32_t batch = std::clamp<uint32_t>(a.batch, 1, 1024);
+  const uint32_t batch = std::clamp<uint32_t>(a.batch, 1, Engine::kMaxMergeNodes);
   const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
   std::map<std::string, DestCount> counts;
   uint64_t unknown_route = 0;
@@ -289,7 +297,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         e.erased = erased.value();
         e.voided = !e.erased;
       }
-      marks += (e.erased ? "E " : "V ") + e.receipt + "\n";
+      marks += (e.erased ? "E " : "V ") + e.id + "\n";
     }
     if (Status st = spool.Append(marks); !st.ok()) return st;
   }
@@ -315,10 +323,17 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     std::random_device rd;
     char run[20];
     std::snprintf(run, sizeof run, "%08x%08x", rd(), rd());
-    uint64_t seq = 0;
-    for (size_t i = 0; i < moving.size(); i += batch) {
+    uint64_t seq = 0, batches = 0;
+    // Batches of one destination each: one receipt per batch.
+    std::stable_sort(moving.begin(), moving.end(), [&](const NodeInfo& x, const NodeInfo& y) {
+      return ring.OwnerOfHash(x.route_pos) < ring.OwnerOfHash(y.route_pos);
+    });
+    for (size_t i = 0; i < moving.size();) {
       if (os::StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
-      const size_t end = std::min(moving.size(), i + batch);
+      const size_t owner = ring.OwnerOfHash(moving[i].route_pos);
+      size_t end = i;
+      while (end < moving.size() && end - i < batch && ring.OwnerOfHash(moving[end].route_pos) == owner) ++end;
+      const std::string receipt = s.cfg.cluster_self + "/" + run + "/" + std::to_string(++batches);
       std::string lines;
       const size_t first = entries.size();
       for (size_t k = i; k < end; ++k) {
@@ -326,7 +341,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         auto json = s.engine->ExportNode(n);
         if (!json.ok()) return json.status();
         Entry e;
-        e.receipt = s.cfg.cluster_self + "/" + run + "/" + std::to_string(++seq);
+        e.id = std::string(run) + "." + std::to_string(++seq);
+        e.receipt = receipt;
         e.dest = ring.shards()[ring.OwnerOfHash(n.route_pos)].name;
         e.json = json.value();
         e.biz = n.biz;
@@ -344,9 +360,10 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         if (!erased.ok()) return erased.status();
         entries[k].erased = erased.value();
         entries[k].voided = !erased.value();
-        marks += (entries[k].erased ? "E " : "V ") + entries[k].receipt + "\n";
+        marks += (entries[k].erased ? "E " : "V ") + entries[k].id + "\n";
       }
       if (Status st = spool.Append(marks); !st.ok()) return st;
+      i = end;
     }
     CrashPoint("erased");
     // Send everything erased and not acknowledged, per destination.
@@ -357,7 +374,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       if (ring.Find(dest) < 0)
         return Status::InvalidArgument("the spool holds nodes for " + dest +
                                        ", which is not in <cluster> any more: put it back until they are sent");
-      if (Status st = SendTo(dest, token, list, batch, spool, &counts[dest]); !st.ok()) return st;
+      if (Status st = SendTo(dest, token, list, spool, &counts[dest]); !st.ok()) return st;
     }
     bool settled = true;
     for (const Entry& e : entries) settled = settled && (e.acked || e.voided);

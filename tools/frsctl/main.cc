@@ -213,8 +213,8 @@ int main(int argc, char** argv) {
       .run = [&](Session& s) { return RunHandoff(s, handoff); };
   commands.back().app->add_option("--token", handoff.token, "the other shards' admin token (default: srv.xml's)");
   commands.back().app->add_flag("--dry-run", handoff.dry_run, "print how many nodes would go to each shard; change nothing");
-  commands.back().app->add_option("--batch", handoff.batch, "nodes per merge request (1..1024; at most the receivers' <limits batch>)")
-      ->check(CLI::Range(1, 1024))
+  commands.back().app->add_option("--batch", handoff.batch, "nodes per merge request, each with one receipt (1..63; at most the receivers' <limits batch>)")
+      ->check(CLI::Range(1, 63))
       ->capture_default_str();
 
   frs::ctl::GrowArgs grow;
