@@ -192,7 +192,7 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
           {"connections", 1, 1000000, &cfg.max_connections},
           {"idle_timeout_ms", 100, 3600000, &cfg.idle_timeout_ms},
           {"request_timeout_ms", 100, 3600000, &cfg.request_timeout_ms},
-          {"batch", 1, Store::kMaxBatch, &cfg.max_batch},
+          {"batch", 1, kMaxWireBatch, &cfg.max_batch},
       };
       for (auto& f : fields) {
         v = *f.field;

@@ -14,6 +14,11 @@
 
 namespace frs {
 
+// The most members <limits batch> may allow in one <batch>. Queries and
+// updates run one by one; acquires, judged together in one store
+// transaction, stay at most Store::kMaxBatch per batch.
+inline constexpr uint32_t kMaxWireBatch = 1024;
+
 struct SrvConfig {
   std::string path;                  // srv.xml, absolute
   std::string host = "127.0.0.1";

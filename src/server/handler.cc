@@ -473,7 +473,8 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   for (Decision& d : out) d = Decision{};
   bool allowed = engine_->ExecuteBatch(reqs_, out);
   for (size_t i = 0; i < wire_.size(); ++i) CountDecision(wire_[i], out[i]);
-  AppendBatch(allowed, wire_, out, &body_);
+  if (decoder_.compact()) AppendBatchCompact(allowed, out, &body_);
+  else AppendBatch(allowed, wire_, out, &body_);
   *status = 200;
   return true;
 }

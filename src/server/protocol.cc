@@ -275,6 +275,7 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
                                bool* is_batch, ProtocolError* err) {
   out->clear();
   *is_batch = false;
+  compact_ = false;
   if (len == 0) return Fail(err, 400, "the request body is empty: send <request cmd=\"...\" .../> or <batch>");
   if (!CheckRawBody(std::string_view(body, len), err)) return false;
   // Entity references decode; whitespace in attribute values stays as sent
@@ -321,7 +322,13 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   }
   if (rname != "batch")
     return Fail(err, 400, "the root element must be <request> or <batch>, not <" + std::string(rname.substr(0, 64)) + ">");
-  if (root.first_attribute()) return Fail(err, 400, "<batch> takes no attributes");
+  for (pugi::xml_attribute a = root.first_attribute(); a; a = a.next_attribute()) {
+    const std::string_view name = a.name(), value = a.value();
+    if (name != "answer") return Fail(err, 400, "<batch> takes one attribute, answer=\"full|compact\"");
+    if (value == "compact") compact_ = true;
+    else if (value != "full") return Fail(err, 400, "<batch answer> is full or compact");
+    if (a.next_attribute()) return Fail(err, 400, "<batch> takes one attribute, answer=\"full|compact\"");
+  }
   *is_batch = true;
   for (pugi::xml_node c = root.first_child(); c; c = c.next_sibling()) {
     if (c.type() == pugi::node_comment) continue;
@@ -497,6 +504,34 @@ void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
   }
   w.Lit("</response>\n");
   w.AppendTo(out);
+}
+
+void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out) {
+  out->append(allowed ? "<batch allowed=\"1\" answer=\"compact\">\n" : "<batch allowed=\"0\" answer=\"compact\">\n");
+  for (const Decision& d : decisions) {
+    if (!d.ok()) {
+      out->append("<m code=\"");
+      AppendInt(HttpStatusFor(d.status), out);
+      out->append("\" msg=\"");
+      AppendXmlEscaped(d.status.message(), out);
+      out->append("\"/>\n");
+      continue;
+    }
+    // Written into a stack buffer: three integers of at most 20 digits.
+    char buf[96];
+    BufWriter w(buf);
+    w.Lit(d.allowed ? "<m a=\"1\" r=\"" : "<m a=\"0\" r=\"");
+    w.Int(d.remaining);
+    w.Lit("\" t=\"");
+    w.Int(d.reset);
+    if (!d.allowed) {
+      w.Lit("\" w=\"");
+      w.Int(d.retry_after);
+    }
+    w.Lit("\"/>\n");
+    w.AppendTo(out);
+  }
+  out->append("</batch>\n");
 }
 
 void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,

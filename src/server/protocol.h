@@ -77,9 +77,12 @@ class XmlRequestDecoder {
   // body[0, len) (modified in place). Returns false with `err` set.
   bool Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out, bool* is_batch,
               ProtocolError* err);
+  // The last decoded batch asked for <batch answer="compact">.
+  bool compact() const { return compact_; }
 
  private:
   pugi::xml_document doc_;
+  bool compact_ = false;
 };
 
 // GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query). Percent-decodes
@@ -96,6 +99,9 @@ void AppendMisrouted(std::string_view route, std::string_view owner, std::string
 void AppendDecision(Cmd cmd, const Decision& d, std::string* out);
 void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
                  std::string* out);
+// <batch answer="compact">: one <m a="0|1" r="REMAINING" t="RESET"/> per
+// member (w="RETRY_AFTER" when denied; code= and msg= for a member error).
+void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out);
 // The cluster this server is a shard of, for `stats` (null: none).
 struct ClusterView {
   std::shared_ptr<const Ring> ring;

@@ -1,0 +1,56 @@
+// Large batches (<limits batch> up to 1024) and the compact batch answer an
+// ad server filters candidates with.
+#include <gtest/gtest.h>
+
+#include "frsd_harness.h"
+
+namespace frs::e2e {
+namespace {
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::string Batch(const std::string& attrs, const std::string& cmd, int members, const std::string& biz = "login") {
+  std::string b = "<batch" + attrs + ">";
+  for (int i = 0; i < members; ++i)
+    b += "<request cmd=\"" + cmd + "\" biz=\"" + biz + "\" key=\"cand" + std::to_string(i) + "\"/>";
+  return b + "</batch>";
+}
+
+TEST(BatchE2E, ACompactAnswerHasOneShortElementPerMember) {
+  ServerOptions o;
+  o.extra = "  <limits batch=\"1024\" body_bytes=\"262144\"/>\n";
+  Frsd srv(o);
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  // Spend some candidates first: 5 uses of the first 10.
+  for (int u = 0; u < 5; ++u) ASSERT_EQ(c.Post(Batch("", "update", 10)).status, 200);
+  HttpResponse r = c.Post(Batch(" answer=\"compact\"", "query", 256));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.rfind("<batch allowed=\"0\" answer=\"compact\">", 0), 0u) << r.body.substr(0, 80);
+  EXPECT_EQ(Count(r.body, "<m "), 256u);
+  EXPECT_EQ(Count(r.body, "<m a=\"0\" r=\"0\""), 10u);
+  EXPECT_EQ(Count(r.body, "<m a=\"1\" r=\"5\""), 246u);  // a query counts nothing
+  EXPECT_EQ(Count(r.body, "<rule"), 0u);
+  EXPECT_LT(r.body.size(), 256u * 48);
+  // The full answer stays the default.
+  HttpResponse full = c.Post(Batch("", "query", 256));
+  EXPECT_EQ(Count(full.body, "<response "), 256u);
+  // A bad answer form, and a member error, in the compact form.
+  EXPECT_EQ(c.Post(Batch(" answer=\"tiny\"", "query", 2)).status, 400);
+  EXPECT_EQ(c.Post(Batch(" answer=\"compact\" x=\"1\"", "query", 2)).status, 400);
+  // Beyond the configured limit: 400 naming it.
+  HttpResponse over = c.Post(Batch("", "query", 1025));
+  EXPECT_EQ(over.status, 400);
+  EXPECT_NE(over.body.find("1024"), std::string::npos) << over.body;
+  // Acquires are judged in one store transaction: at most 64 of them per batch.
+  HttpResponse acq = c.Post(Batch(" answer=\"compact\"", "acquire", 65));
+  EXPECT_EQ(acq.status, 200);
+  EXPECT_NE(acq.body.find("at most 64 acquires"), std::string::npos) << acq.body.substr(0, 300);
+}
+
+}  // namespace
+}  // namespace frs::e2e

@@ -1,0 +1,103 @@
+// The whole request path (connection buffers, HTTP parser, XML protocol,
+// handler, engine, store) allocates nothing per request once warm: a GET
+// /acquire and every member of a POST batch, full or compact answer.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "common/temp_dir.h"
+#include "frs/engine.h"
+#include "frs/store.h"
+#include "limit/alloc_count.h"
+#include "server/connection.h"
+#include "server/handler.h"
+
+namespace frs::server {
+namespace {
+
+class Path : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string map = dir_.path() + "/map.xml";
+    std::FILE* f = std::fopen(map.c_str(), "w");
+    std::fputs("<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1000000\"/></biz>"
+               "<biz id=\"2\" name=\"ad\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\"/>"
+               "<rule algo=\"sliding\" interval=\"3600\" max=\"1\"/></biz></map>",
+               f);
+    std::fclose(f);
+    StoreOptions so;
+    so.dir = dir_.path() + "/data";
+    so.geometry = StoreGeometry{1, 1024, 8};
+    store_ = std::move(Store::Open(so).value());
+    EngineOptions eo;
+    eo.map_path = map;
+    eo.store = store_.get();
+    eo.stats_dir = so.dir;
+    engine_ = std::move(Engine::Open(eo).value());
+    HandlerOptions ho;
+    ho.max_batch = 1024;
+    handler_ = std::make_unique<Handler>(engine_.get(), ho, nullptr, nullptr);
+    conn_ = std::make_unique<Connection>(os::UniqueFd(), ConnectionLimits{16384, 1 << 20}, handler_.get());
+  }
+
+  // Sends `req` through the connection and returns the answer's status line.
+  std::string RoundTrip(const std::string& req) {
+    size_t pos = 0;
+    while (pos < req.size()) {
+      std::span<char> room = conn_->ReadSpace();
+      const size_t n = std::min(room.size(), req.size() - pos);
+      std::memcpy(room.data(), req.data() + pos, n);
+      pos += n;
+      conn_->Produced(n, 0);
+      conn_->Process();
+    }
+    std::string_view out = conn_->PendingOutput();
+    std::string status(out.substr(0, out.find('\r')));
+    conn_->Consumed(out.size());
+    conn_->Process();
+    return status;
+  }
+
+  static std::string Post(const std::string& body) {
+    return "POST /frs HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Handler> handler_;
+  std::unique_ptr<Connection> conn_;
+};
+
+TEST_F(Path, AGetAcquireAllocatesNothingOnceWarm) {
+  std::vector<std::string> reqs;
+  for (int i = 0; i < 200; ++i)
+    reqs.push_back("GET /acquire?biz=login&key=user" + std::to_string(i % 50) + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  for (const std::string& r : reqs) ASSERT_EQ(RoundTrip(r), "HTTP/1.1 200 OK");  // warm-up
+  limit::testing::AllocCount allocs;
+  for (const std::string& r : reqs) RoundTrip(r);
+  EXPECT_EQ(allocs.count(), 0) << "allocations in 200 GET /acquire";
+}
+
+TEST_F(Path, BatchMembersAllocateNothingOnceWarm) {
+  for (const char* form : {"full", "compact"}) {
+    SCOPED_TRACE(form);
+    for (int members : {64, 256}) {
+      std::string body = std::string("<batch answer=\"") + form + "\">";
+      for (int i = 0; i < members; ++i)
+        body += "<request cmd=\"query\" biz=\"" + std::string(i % 2 ? "ad" : "login") + "\" key=\"k" +
+                std::to_string(i) + "\"/>";
+      body += "</batch>";
+      const std::string req = Post(body);
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(RoundTrip(req), "HTTP/1.1 200 OK");
+      limit::testing::AllocCount allocs;
+      for (int i = 0; i < 10; ++i) RoundTrip(req);
+      EXPECT_EQ(allocs.count(), 0) << members << " members";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace frs::server
