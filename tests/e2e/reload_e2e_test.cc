@@ -101,3 +101,25 @@ TEST(ReloadE2E, LimitsAndTheLogFileChangeLive) {
 
 }  // namespace
 }  // namespace frs::e2e
+
+namespace frs::e2e {
+namespace {
+
+TEST(ReloadE2E, ABrokenClusterIsRefusedAndTheOldRingStays) {
+  ServerOptions o;
+  o.extra = "  <cluster self=\"127.0.0.1:1\"><shard>127.0.0.1:1</shard><shard>127.0.0.1:2</shard></cluster>\n";
+  Frsd srv(o);
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  const std::string before = Client(srv.port()).Post("<request cmd=\"stats\"/>").body;
+  ASSERT_NE(before.find("shards=\"2\""), std::string::npos) << before;
+  // A shard listed twice: the reload is refused whole, map included.
+  Rewrite(srv, "<shard>127.0.0.1:2</shard>", "<shard>127.0.0.1:1</shard>");
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
+  EXPECT_NE(srv.log().find("listed twice"), std::string::npos) << srv.log();
+  const std::string after = Client(srv.port()).Post("<request cmd=\"stats\"/>").body;
+  EXPECT_EQ(after.substr(after.find("<cluster")), before.substr(before.find("<cluster")));
+}
+
+}  // namespace
+}  // namespace frs::e2e
