@@ -296,32 +296,6 @@ std::string Quoted(std::string_view s) {
   return "\"" + std::string(s.substr(0, 64)) + (s.size() > 64 ? "...\"" : "\"");
 }
 
-// POST /frs takes one query parameter: the route, hashed as sent.
-bool PostRoute(std::string_view query, std::string_view* route, std::string* why) {
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    std::string_view name = pair.substr(0, eq);
-    if (name != "route") {
-      *why = "unknown query parameter " + Quoted(name) + " on POST /frs: only route is allowed";
-      return false;
-    }
-    if (!route->empty()) {
-      *why = "query parameter \"route\" appears twice";
-      return false;
-    }
-    *route = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
-    if (route->empty()) {
-      *why = "query parameter \"route\" is empty";
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_param, int* status) {
@@ -413,8 +387,8 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   ProtocolError err;
   bool is_batch = false;
   std::string_view route_param;
-  if (std::string why; !PostRoute(query, &route_param, &why)) {
-    ErrorBody(400, why, status);
+  if (!DecodePostQuery(query, &route_param, &err)) {
+    ErrorBody(err.status, err.msg, status);
     return false;
   }
   if (!decoder_.Decode(body, len, opts_.max_batch, &wire_, &is_batch, &err)) {

@@ -355,20 +355,47 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   return true;
 }
 
+namespace {
+
+// The next name=value pair of a query string (empty pairs skipped); false at
+// its end. Nothing is decoded.
+bool NextParam(std::string_view* query, std::string_view* name, std::string_view* value) {
+  while (!query->empty()) {
+    const size_t amp = query->find('&');
+    const std::string_view pair = query->substr(0, amp);
+    *query = amp == std::string_view::npos ? std::string_view() : query->substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    *name = pair.substr(0, eq);
+    *value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool DecodePostQuery(std::string_view query, std::string_view* route, ProtocolError* err) {
+  std::string_view name, value;
+  while (NextParam(&query, &name, &value)) {
+    if (name != "route")
+      return Fail(err, 400, "unknown query parameter \"" + std::string(name.substr(0, 64)) +
+                                "\" on POST /frs: only route is allowed");
+    if (!route->empty()) return Fail(err, 400, "query parameter \"route\" appears twice");
+    if (value.empty()) return Fail(err, 400, "query parameter \"route\" is empty");
+    *route = value;  // hashed as sent, not decoded
+  }
+  return true;
+}
+
 bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
                  ProtocolError* err) {
   *out = WireRequest{};
   out->cmd = cmd;
   bool have_biz = false, have_key = false, have_n = false, have_route = false;
   std::string n_buf;
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    std::string_view name = pair.substr(0, eq);
-    std::string_view value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+  std::string_view name, value;
+  while (NextParam(&query, &name, &value)) {
     std::string* dest = nullptr;
     bool* seen = nullptr;
     if (name == "biz") {

@@ -91,6 +91,9 @@ class XmlRequestDecoder {
 bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
                  ProtocolError* err);
 
+// POST /frs?route=R: the only query parameter it takes (kept as sent).
+bool DecodePostQuery(std::string_view query, std::string_view* route, ProtocolError* err);
+
 void AppendXmlEscaped(std::string_view text, std::string* out);
 void AppendError(int code, std::string_view msg, std::string* out);
 // 421: `route` belongs to shard `owner` of the cluster.
