@@ -1,0 +1,491 @@
+"""What the front-door tests share: a real frsd, a stand-in site, the shipped
+config rendered with test addresses, and a front door run and stopped by pid.
+
+Each test gets a temp dir, a fresh frsd (fresh counts) on a free loopback
+port, and the front door (nginx, haproxy or caddy, Debian's) started in the
+foreground from the SHIPPED file in conf/frontdoor/, in which only the
+addresses (and paths) are replaced; every replacement must match the shipped
+text exactly as often as expected, so a change of the file that the test
+would silently stop covering fails here instead. Everything listens on
+127.0.0.1. Every process started is stopped by its pid, never by name.
+
+Exit status 77 (ctest: skipped) when the front door's binary is missing
+(tools/setup.sh --test installs nginx, haproxy and caddy).
+"""
+
+import http.client
+import http.server
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CONF = os.path.join(ROOT, "conf", "frontdoor")
+
+# The bizes the shipped configs name, with small limits.
+LOGIN_MAX = 3
+API_MAX = 5
+MAP = """<map>
+  <biz id="1" name="login"><rule interval="60" max="%d"/></biz>
+  <biz id="3" name="api"><rule interval="60" max="%d"/></biz>
+</map>
+""" % (LOGIN_MAX, API_MAX)
+
+
+def frsd_path():
+    p = os.environ.get("FRSD", "")
+    if not p:
+        p = os.path.join(ROOT, "build", "src", "server", "frsd")
+    return os.path.abspath(p)
+
+
+def binary(*candidates):
+    for p in candidates:
+        if os.access(p, os.X_OK):
+            return p
+    return ""
+
+
+def main_or_skip(tool, what):
+    """unittest.main(), or exit 77 with the reason when `tool` is missing."""
+    if not tool:
+        print("SKIP: %s is not installed (tools/setup.sh --test installs it)" % what)
+        sys.exit(77)
+    if not os.access(frsd_path(), os.X_OK):
+        print("SKIP: no frsd at %s (set FRSD)" % frsd_path())
+        sys.exit(77)
+    unittest.main(verbosity=2)
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def accepts(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def listening(pid, port):
+    """True when process `pid` holds the socket listening on 127.0.0.1:port.
+    A bare "the port accepts" would also be true when another test's process
+    won the race for a port both were given (tests run in parallel)."""
+    want = "0100007F:%04X" % port
+    inodes = set()
+    try:
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[1] == want and cols[3] == "0A":  # LISTEN
+                    inodes.add("socket:[%s]" % cols[9])
+        if not inodes:
+            return False
+        fds = "/proc/%d/fd" % pid
+        for fd in os.listdir(fds):
+            try:
+                if os.readlink(os.path.join(fds, fd)) in inodes:
+                    return True
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return False
+
+
+def wait_for(pred, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def request(port, path, method="GET", body=None, timeout=5.0):
+    """(status, {lower-case name: value}, body bytes) of one request."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/x-www-form-urlencoded"} if body is not None else {}
+        c.request(method, path, body=body, headers=headers)
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def remaining(headers):
+    """r of `RateLimit: "name";r=R;t=T`, or None."""
+    v = headers.get("ratelimit", "")
+    for part in v.split(";"):
+        if part.startswith("r="):
+            return int(part[2:])
+    return None
+
+
+def stop(proc, sig=signal.SIGTERM):
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def render(src, dst, replacements):
+    """Copies the shipped file `src` to `dst` with (old, new, times) replaced;
+    each `old` must occur exactly `times` times in the shipped text."""
+    with open(src) as f:
+        text = f.read()
+    for old, new, times in replacements:
+        found = text.count(old)
+        if found != times:
+            raise AssertionError("%s: expected %r %d time(s), found %d: the test's rendering needs updating"
+                                 % (os.path.relpath(src, ROOT), old, times, found))
+        text = text.replace(old, new)
+    with open(dst, "w") as f:
+        f.write(text)
+    return text
+
+
+class Frsd(object):
+    """One frsd --foreground in `dir`, on a free port."""
+
+    def __init__(self, dir):
+        self.dir = dir
+        self.proc = None
+        self.port = 0
+        os.makedirs(dir, exist_ok=True)
+        with open(os.path.join(dir, "map.xml"), "w") as f:
+            f.write(MAP)
+
+    def start(self):
+        for _ in range(5):
+            self.port = free_port()
+            with open(os.path.join(self.dir, "srv.xml"), "w") as f:
+                f.write('<frs>\n  <listen host="127.0.0.1" port="%d"/>\n  <workers>1</workers>\n'
+                        '  <map>map.xml</map>\n  <store dir="data" files="2" keynodes="4096" chain="8"/>\n'
+                        '  <pidfile>frsd.pid</pidfile>\n  <admin token=""/>\n</frs>\n' % self.port)
+            err = open(os.path.join(self.dir, "frsd.stderr"), "ab")
+            self.proc = subprocess.Popen([frsd_path(), "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
+                                         stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+            err.close()
+            if (wait_for(lambda: self.proc.poll() is not None or listening(self.proc.pid, self.port))
+                    and self.proc.poll() is None and wait_for(self.healthy)):
+                return
+            stop(self.proc)  # lost the port: try another
+        raise RuntimeError("frsd did not start: " + self.log())
+
+    def healthy(self):
+        try:
+            return request(self.port, "/health", timeout=1)[0] == 200
+        except OSError:
+            return False
+
+    def stop(self):
+        """SIGTERM to the master (its workers follow), and wait until the
+        port refuses connections."""
+        stop(self.proc)
+        if not wait_for(lambda: not accepts(self.port)):
+            raise RuntimeError("frsd's port still accepts after it stopped")
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, "frsd.stderr"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # A peer that closed mid-answer (a front door stopped, or frs.lua
+        # hanging up after the headers it needs) is no error here.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class Site(object):
+    """The protected site, in this process: answers `page PATH body=BODY`,
+    and tells what RateLimit request header it was given (X-Seen-RateLimit)."""
+
+    def __init__(self):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                out = b"page " + self.path.encode() + b" body=" + body + b"\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(out)))
+                self.send_header("X-Seen-RateLimit", self.headers.get("RateLimit", "-"))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(out)
+
+            do_POST = do_GET
+            do_HEAD = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Stub(object):
+    """An "frsd" that answers every request with `status` (503: overloaded)."""
+
+    def __init__(self, status):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                out = b'<response code="%d" msg="stub"/>\n' % status
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Silent(object):
+    """A listener that accepts and never answers: an frsd that hangs."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.done = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        self.sock.settimeout(0.1)
+        while not self.done:
+            try:
+                self.conns.append(self.sock.accept()[0])
+            except OSError:
+                pass
+
+    def close(self):
+        self.done = True
+        self.thread.join(2)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+class FrontDoorTest(unittest.TestCase):
+    """The checks every front door passes; subclasses start the front door
+    (start_door(frsd_port, extra) sets self.port) and stop it (stop_door())."""
+
+    door = "front door"
+    # (old, new, times) replacements that make the shipped file ask frsd about
+    # a biz its map.xml lacks (frsd: 404): for every path but /login, and for
+    # /login; and what /login (fail-closed) then answers.
+    unknown_biz = None
+    unknown_login_biz = None
+    unknown_login_status = 500
+    forwards_fields = False  # the site gets frsd's RateLimit as a request header
+
+    @classmethod
+    def setUpClass(cls):
+        cls.site = Site()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.site.close()
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="frs-frontdoor-")
+        self.frsd = Frsd(os.path.join(self.dir, "frsd"))
+        self.frsd.start()
+        self.proc = None
+        self.silent = None
+        self.stub = None
+        self.port = 0
+
+    def tearDown(self):
+        self.stop_door()
+        stop(self.frsd.proc)
+        if self.silent:
+            self.silent.close()
+        if self.stub:
+            self.stub.close()
+        if not os.environ.get("FRS_E2E_KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- to be provided by each front door -------------------------------
+    def start_door(self, frsd_port, extra=()):
+        """Renders the shipped file (plus `extra` replacements) for frsd at
+        127.0.0.1:frsd_port and starts the front door on it."""
+        raise NotImplementedError
+
+    def door_log(self):
+        return ""
+
+    def stop_door(self):
+        stop(self.proc)
+        self.proc = None
+
+    # --- helpers -----------------------------------------------------------
+    def spawn(self, argv, ready_port_fn, env=None, name="door"):
+        """Starts argv (which must listen on the port ready_port_fn() picks
+        and renders), retrying on a lost port race; sets self.port."""
+        for _ in range(5):
+            port = ready_port_fn()
+            out = open(os.path.join(self.dir, name + ".out"), "ab")
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
+            out.close()
+            if (wait_for(lambda: self.proc.poll() is not None or listening(self.proc.pid, port), 10)
+                    and self.proc.poll() is None):
+                self.port = port
+                return
+            stop(self.proc)
+        raise RuntimeError("%s did not start:\n%s" % (self.door, self.door_log()))
+
+    def out(self, name="door"):
+        try:
+            with open(os.path.join(self.dir, name + ".out"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def get(self, path, **kw):
+        try:
+            return request(self.port, path, **kw)
+        except OSError as e:
+            self.fail("%s %s: %s\n%s" % (self.door, path, e, self.door_log()))
+
+    def policy(self, biz):
+        return '"%s_1";q=%d;w=60' % (biz, {"api": API_MAX, "login": LOGIN_MAX}[biz])
+
+    def counted(self, biz, frsd=None):
+        """What frsd itself has left for this client in `biz` (GET /query
+        counts nothing): the proof that a view was counted exactly once."""
+        status, h, _ = request((frsd or self.frsd).port, "/query?biz=%s&key=127.0.0.1" % biz)
+        return remaining(h)
+
+    def assert_page(self, path, biz, r_expected, **kw):
+        status, h, body = self.get(path, **kw)
+        self.assertEqual(status, 200, "%s: %r\n%s" % (path, body, self.door_log()))
+        if kw.get("method") != "HEAD":
+            self.assertTrue(body.startswith(b"page " + path.encode()), body)
+        self.assertEqual(h.get("ratelimit-policy"), self.policy(biz), h)
+        self.assertEqual(remaining(h), r_expected, h)
+        self.assertEqual(self.counted(biz), r_expected, "counted once per request")
+        self.assertNotIn("retry-after", h)
+        if self.forwards_fields:  # the app was given frsd's answer too
+            self.assertEqual(h.get("x-seen-ratelimit"), h.get("ratelimit"), h)
+        return h, body
+
+    def assert_429(self, path, biz):
+        status, h, body = self.get(path)
+        self.assertEqual(status, 429, "%s: %r %s" % (path, body, h))
+        self.assertNotIn(b"page", body)
+        self.assertEqual(h.get("ratelimit-policy"), self.policy(biz), h)
+        self.assertEqual(remaining(h), 0, h)
+        retry = int(h.get("retry-after", "0"))
+        self.assertGreaterEqual(retry, 1, h)
+        self.assertLessEqual(retry, 60, h)
+        return h
+
+    # --- the checks ------------------------------------------------------------
+    def test_allowed_then_429_with_retry_after(self):
+        self.start_door(self.frsd.port)
+        for i in range(API_MAX):
+            self.assert_page("/page", "api", API_MAX - 1 - i)
+        self.assert_429("/page", "api")
+        # /login is its own biz, counted apart.
+        for i in range(LOGIN_MAX):
+            self.assert_page("/login", "login", LOGIN_MAX - 1 - i)
+        self.assert_429("/login", "login")
+
+    def test_post_keeps_its_body_and_is_counted(self):
+        self.start_door(self.frsd.port)
+        h, body = self.assert_page("/login", "login", LOGIN_MAX - 1, method="POST", body=b"user=alice&pw=x")
+        self.assertIn(b"body=user=alice&pw=x", body)
+        self.assert_page("/page", "api", API_MAX - 1, method="HEAD")
+
+    def test_frsd_down_fail_open_and_fail_closed(self):
+        self.start_door(self.frsd.port)
+        self.assert_page("/page", "api", API_MAX - 1)
+        self.frsd.stop()
+        # Fail-open: the page, without RateLimit fields (nobody counted it).
+        for path in ("/page", "/other"):
+            status, h, body = self.get(path)
+            self.assertEqual(status, 200, "%s: %r\n%s" % (path, body, self.door_log()))
+            self.assertTrue(body.startswith(b"page " + path.encode()), body)
+            self.assertNotIn("ratelimit", h)
+        # Fail-closed: 503 with Retry-After.
+        status, h, body = self.get("/login")
+        self.assertEqual(status, 503, "%r %s" % (body, h))
+        self.assertEqual(h.get("retry-after"), "5", h)
+        self.assertNotIn(b"page", body)
+
+    def test_silent_frsd_counts_as_down_within_a_second(self):
+        self.silent = Silent()
+        self.start_door(self.silent.port)
+        for path, want in (("/page", 200), ("/login", 503)):
+            t0 = time.monotonic()
+            status, h, body = self.get(path)
+            took = time.monotonic() - t0
+            self.assertEqual(status, want, "%s: %r %s\n%s" % (path, body, h, self.door_log()))
+            self.assertLess(took, 1.5, "%s took %.2f s" % (path, took))
+
+    def test_frsd_answering_503_counts_as_down(self):
+        self.stub = Stub(503)
+        self.start_door(self.stub.port)
+        status, h, body = self.get("/page")
+        self.assertEqual(status, 200, "%r %s\n%s" % (body, h, self.door_log()))
+        self.assertTrue(body.startswith(b"page /page"), body)
+        status, h, body = self.get("/login")
+        self.assertEqual((status, h.get("retry-after")), (503, "5"), "%r %s" % (body, h))
+
+    def test_a_biz_frsd_does_not_know_is_an_error_not_a_page(self):
+        self.start_door(self.frsd.port, extra=[self.unknown_biz, self.unknown_login_biz])
+        for path, want in (("/page", 500), ("/login", self.unknown_login_status)):
+            status, h, body = self.get(path)
+            self.assertEqual(status, want, "%s: %r %s\n%s" % (path, body, h, self.door_log()))
+            self.assertNotIn(b"page", body)
