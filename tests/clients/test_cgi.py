@@ -30,9 +30,11 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 
 import test_frs_client as support  # noqa: E402  (Frsd, free_port, http_get, SilentServer)
 from frs_client import Client  # noqa: E402
+from processes import stop, wait_for  # noqa: E402
 
 NGINX = next((p for p in ("/usr/sbin/nginx", "/usr/bin/nginx") if os.access(p, os.X_OK)), "")
 FCGIWRAP = next((p for p in ("/usr/sbin/fcgiwrap", "/usr/bin/fcgiwrap") if os.access(p, os.X_OK)), "")
@@ -47,26 +49,6 @@ MAP = """<map>
 """
 LIMIT = 3
 LANGS = ("py", "sh")  # limit.py, limit.sh
-
-
-def wait_for(pred, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return False
-
-
-def stop(proc, sig=signal.SIGTERM):
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(sig)
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
 
 
 class CgiTest(unittest.TestCase):

@@ -26,6 +26,9 @@ import threading
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
+from processes import stop, wait_for  # noqa: E402,F401  (the tests use them through this module)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CONF = os.path.join(ROOT, "conf", "frontdoor")
@@ -108,15 +111,6 @@ def listening(pid, port):
     return False
 
 
-def wait_for(pred, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def request(port, path, method="GET", body=None, timeout=5.0):
     """(status, {lower-case name: value}, body bytes) of one request."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -136,17 +130,6 @@ def remaining(headers):
         if part.startswith("r="):
             return int(part[2:])
     return None
-
-
-def stop(proc, sig=signal.SIGTERM):
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(sig)
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
 
 
 def render(src, dst, replacements):
