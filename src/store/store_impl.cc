@@ -18,10 +18,6 @@ namespace {
 
 std::atomic<uint64_t> g_instances{1};
 
-inline uint32_t FastRange(uint64_t h, uint32_t n) {
-  return static_cast<uint32_t>((static_cast<unsigned __int128>(h) * n) >> 64);
-}
-
 template <class T>
 inline void AtomicAdd(T& field, int64_t delta) {
   std::atomic_ref<T>(field).fetch_add(static_cast<T>(delta), std::memory_order_relaxed);
@@ -90,16 +86,6 @@ StoreImpl::~StoreImpl() {
       std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0);
     }
   }
-}
-
-Location StoreImpl::Locate(const Fingerprint& fp) const {
-  Location l;
-  l.file = FastRange(fp.hi, geo_.files);
-  l.a = FastRange(fp.lo, geo_.keynodes);
-  uint64_t h2 = (fp.lo >> 32 | fp.lo << 32) ^ (fp.hi * 0x9E3779B97F4A7C15ull);
-  l.b = FastRange(h2, geo_.keynodes);
-  if (l.b == l.a && geo_.keynodes > 1) l.b = (l.a + 1) % geo_.keynodes;
-  return l;
 }
 
 uint32_t StoreImpl::SpanFor(uint32_t state_bytes, uint32_t key_len) { return NodeSlots(state_bytes, key_len); }
@@ -446,17 +432,16 @@ StoreImpl::Placement StoreImpl::Place(StoreFile* f, Txn& txn, const Location& lo
   };
 
   // 1. Free slots: the less loaded of the two chains (two-choice balancing).
-  int best = -1, best_slot = -1;
-  uint32_t best_free = 0;
+  int runs[2] = {-1, -1};
+  bool fits[2] = {false, false};
+  uint32_t free_slots[2] = {0, 0};
   for (int c = 0; c < ncand; ++c) {
-    int s = free_run(maps[c], span);
-    if (s >= 0 && (best < 0 || maps[c].FreeSlots() > best_free)) {
-      best = c;
-      best_slot = s;
-      best_free = maps[c].FreeSlots();
-    }
+    runs[c] = free_run(maps[c], span);
+    fits[c] = runs[c] >= 0;
+    free_slots[c] = maps[c].FreeSlots();
   }
-  if (best >= 0) return {cands[best], static_cast<uint32_t>(best_slot), true};
+  if (int best = LessLoaded(fits, free_slots, ncand); best >= 0)
+    return {cands[best], static_cast<uint32_t>(runs[best]), true};
 
   // 2. Stale nodes (expired, or of a removed biz) are reused before anything live.
   for (int c = 0; c < ncand; ++c) {
@@ -578,7 +563,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
   // A file that is gone is not touched; one that broke during the operation
   // (its mapping replaced with zero pages by the SIGBUS guard) makes the
   // operation fail rather than be acknowledged.
-  StoreFile* f = files_[FastRange(key.fp.hi, geo_.files)].get();  // Locate(key.fp).file
+  StoreFile* f = files_[FileOf(key.fp, geo_)].get();
   if (f->broken()) return FileUsable(f);
   Status s = UpdateImpl(key, state_bytes, now_s, fn, result);
   if (f->broken()) return FileUsable(f);

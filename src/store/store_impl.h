@@ -22,13 +22,10 @@
 #include "frs/store.h"
 #include "os/shm_lock.h"
 #include "store/chain_map.h"
+#include "store/placement.h"
 #include "store/store_file.h"
 
 namespace frs::store {
-
-struct Location {
-  uint32_t file, a, b;
-};
 
 class StoreImpl final : public Store {
  public:
@@ -53,7 +50,7 @@ class StoreImpl final : public Store {
   Result<VerifyReport> Verify(bool repair) override;
   void SetTestHookInCriticalSection(std::function<void(int)> hook) override { hook_ = std::move(hook); }
 
-  Location Locate(const Fingerprint& fp) const;
+  Location Locate(const Fingerprint& fp) const { return store::Locate(fp, geo_); }
 
  private:
   class Txn;
