@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "frs/ring.h"
 #include "os/shm_lock.h"
 #include "os/stop_request.h"
+#include "store/test_hooks.h"
 #include "store/txn.h"
 
 namespace frs::store {
@@ -1087,6 +1089,12 @@ Status StoreImpl::Reserve() {
   for (const auto& f : files_)
     if (Status s = f->Reserve(); !s.ok()) return s;
   return Status::OK();
+}
+
+void SetTestHookInCriticalSection(Store* store, std::function<void(int phase)> hook) {
+  auto* impl = dynamic_cast<StoreImpl*>(store);
+  if (!impl) std::abort();  // a test handed in a store that Store::Open did not make
+  impl->SetTestHook(std::move(hook));
 }
 
 Status StoreImpl::Flush(bool sync) {

@@ -48,7 +48,8 @@ class StoreImpl final : public Store {
   Status Reserve() override;
   Result<uint32_t> RecoverDeadOwner(int32_t pid) override;
   Result<VerifyReport> Verify(bool repair) override;
-  void SetTestHookInCriticalSection(std::function<void(int)> hook) override { hook_ = std::move(hook); }
+  // See store/test_hooks.h.
+  void SetTestHook(std::function<void(int)> hook) { hook_ = std::move(hook); }
 
   Location Locate(const Fingerprint& fp) const { return store::Locate(fp, geo_); }
 

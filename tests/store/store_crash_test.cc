@@ -22,6 +22,7 @@
 #include "common/temp_dir.h"
 #include "frs/store.h"
 #include "os/shm_lock.h"
+#include "store/test_hooks.h"
 
 namespace frs {
 namespace {
@@ -131,7 +132,7 @@ TEST(StoreContention, FourProcessesRandomKeysExact) {
 // (phase 0: before writing; phase 1: in the middle of writing the node).
 pid_t SpawnStuck(const std::string& dir, const Key& k, int phase, int ready_fd) {
   return Spawn(dir, [&, phase, ready_fd](Store* s) {
-    s->SetTestHookInCriticalSection([&, phase, ready_fd](int at) {
+    store::SetTestHookInCriticalSection(s, [&, phase, ready_fd](int at) {
       if (at != phase) return;
       char c = 'x';
       (void)!::write(ready_fd, &c, 1);
@@ -390,7 +391,7 @@ TEST(StoreCrash, ABatchAcrossFilesIsAllOrNothingWhereverItIsKilled) {
       int fds[2];
       ASSERT_EQ(::pipe(fds), 0);
       pid_t child = Spawn(d.path(), [&, phase](Store* s) {
-        s->SetTestHookInCriticalSection([&, phase](int at) {
+        store::SetTestHookInCriticalSection(s, [&, phase](int at) {
           if (at != phase) return;
           char c = 'x';
           (void)!::write(fds[1], &c, 1);
