@@ -1,15 +1,19 @@
-// store/txn.h: the undo journal of one critical section (Txn) and the set
-// of chain locks one operation holds (LockSet). Private to src/store.
+// store/journal.h: the undo journal of one critical section (Txn), in this
+// thread's writer entry of one file. Private to src/store; the writer table
+// itself (claiming entries, recovering dead writers) is in journal.cc.
+//
+// Before a slot (or a key-node's tags) changes, its old image is appended to
+// the entry's journal; the entry is marked active before the first in-place
+// write and inactive after the last. Whoever finds the entry's owner dead
+// restores the images (StoreImpl::RecoverDeadWriters).
+//
+// Thread safety: a Txn belongs to one thread, and to the chain locks that
+// thread holds while it writes.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <vector>
 
-#include <boost/container/small_vector.hpp>
-
-#include "os/shm_lock.h"
 #include "store/store_impl.h"
 
 namespace frs::store {
@@ -49,7 +53,7 @@ class StoreImpl::Txn {
   // without an undo record.
   bool Open() {
     if (w_) return true;
-    w_ = s_->MyWriter(file_);
+    w_ = s_->ClaimWriter(file_);
     if (!w_) return false;
     recs_ = f_->records(w_);
     cap_ = JournalCapacity(f_->header()->chain);
@@ -120,48 +124,6 @@ class StoreImpl::Txn {
   WriterEntryHeader* w_ = nullptr;
   JournalRecord* recs_ = nullptr;
   uint32_t cap_ = 0;
-};
-
-// The chain locks one operation holds in one file, released on destruction.
-class StoreImpl::LockSet {
- public:
-  LockSet(StoreImpl* s, StoreFile* f) : s_(s), f_(f) {}
-  ~LockSet() { UnlockAll(); }
-  LockSet(const LockSet&) = delete;
-  LockSet& operator=(const LockSet&) = delete;
-
-  // A read-only store takes no locks (see StoreOptions::read_only).
-  void Lock(uint32_t k) {
-    if (s_->read_only()) return;
-    s_->LockChain(f_, k);
-    held_.push_back(k);
-  }
-  bool TryLock(uint32_t k) {
-    if (s_->read_only()) return true;
-    if (!os::ShmTryLock(f_->lock(k))) return false;
-    held_.push_back(k);
-    return true;
-  }
-  bool Holds(uint32_t k) const {
-    return s_->read_only() || std::find(held_.begin(), held_.end(), k) != held_.end();
-  }
-  void Unlock(uint32_t k) {
-    auto it = std::find(held_.begin(), held_.end(), k);
-    if (it == held_.end()) return;
-    os::ShmUnlock(f_->lock(k));
-    held_.erase(it);
-  }
-  void UnlockAll() {
-    for (auto it = held_.rbegin(); it != held_.rend(); ++it) os::ShmUnlock(f_->lock(*it));
-    held_.clear();
-  }
-  StoreFile* file() const { return f_; }
-
- private:
-  StoreImpl* s_;
-  StoreFile* f_;
-  // Inline room for the usual one to three chains: no allocation per update.
-  boost::container::small_vector<uint32_t, 4> held_;
 };
 
 }  // namespace frs::store
