@@ -10,6 +10,16 @@
 #include "store/store_impl.h"
 
 namespace frs::store {
+namespace {
+
+// Whether a node's tags already read `tag` at its first slot and 0 after.
+bool TagsAre(const uint8_t* tags, uint32_t slot, uint32_t span, uint8_t tag) {
+  bool same = tags[slot] == tag;
+  for (uint32_t k = 1; same && k < span; ++k) same = tags[slot + k] == 0;
+  return same;
+}
+
+}  // namespace
 
 bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp,
                                    uint32_t* slot) const {
@@ -40,26 +50,30 @@ bool StoreImpl::PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
   return any;
 }
 
-void StoreImpl::SetTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
+bool StoreImpl::SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
+                                uint8_t tag) {
+  // Rewriting a node in place (the common update) leaves its tags as they
+  // are: nothing to save.
+  return TagsAre(f->tags(keynode), slot, span, tag) || txn.Save(keynode, kTagsRecord);
+}
+
+void StoreImpl::SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
   uint8_t* tags = f->tags(keynode);
-  // Rewriting a node in place (the common update) leaves its tags as they are.
-  bool same = tags[slot] == tag;
-  for (uint32_t k = 1; same && k < span; ++k) same = tags[slot + k] == 0;
-  if (same) return;
-  txn.Save(keynode, kTagsRecord);
+  if (TagsAre(tags, slot, span, tag)) return;
   StoreTag(tags + slot, tag);
   for (uint32_t k = 1; k < span; ++k) StoreTag(tags + slot + k, 0);
 }
 
-void StoreImpl::ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {
+bool StoreImpl::ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {
   // The extent the tags vouch for, not the header's span: clearing a
   // damaged node must not clear a neighbour.
   const uint32_t span = ExtentAt(f->slot(keynode, 0), f->tags(keynode), geo_.chain, slot).span;
-  txn.SaveRange(keynode, slot, span);
+  if (!txn.SaveRange(keynode, slot, span) || !SaveTags_locked(f, txn, keynode, slot, span, 0)) return false;
   for (uint32_t k = 0; k < span; ++k) std::memset(f->slot(keynode, slot + k), 0, kSlotBytes);
-  SetTags_locked(f, txn, keynode, slot, span, 0);
+  SetTags_locked(f, keynode, slot, span, 0);
   txn.nodes -= 1;
   txn.slots -= span;
+  return true;
 }
 
 StoreImpl::RouteMark StoreImpl::RouteFor(const KeyRef& key, const RouteMark* existing) {
@@ -69,11 +83,12 @@ StoreImpl::RouteMark StoreImpl::RouteFor(const KeyRef& key, const RouteMark* exi
   return {};
 }
 
-void StoreImpl::WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
+bool StoreImpl::WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
                                  const KeyRef& key, RouteMark route, bool alternate, uint8_t heat,
                                  const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
                                  uint32_t key_stored, uint32_t expire_s, uint32_t now_s) {
-  txn.SaveRange(keynode, slot, span);
+  const uint8_t tag = TagOf(key.fp.hi);
+  if (!txn.SaveRange(keynode, slot, span) || !SaveTags_locked(f, txn, keynode, slot, span, tag)) return false;
   // Compose the node privately, then copy it in: the slots are contiguous.
   alignas(8) uint8_t img[kMaxSpan * kSlotBytes];
   std::memset(img, 0, span * kSlotBytes);
@@ -99,7 +114,8 @@ void StoreImpl::WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint3
     hook_(1);
   }
   std::memcpy(f->slot(keynode, slot), img, span * kSlotBytes);
-  SetTags_locked(f, txn, keynode, slot, span, TagOf(key.fp.hi));
+  SetTags_locked(f, keynode, slot, span, tag);
+  return true;
 }
 
 void StoreImpl::FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p,

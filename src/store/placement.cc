@@ -75,8 +75,7 @@ class StoreImpl::Placer {
           ok = Stale(c, st) && !Pinned(cands_[c], st);
         }
         if (!ok) continue;
-        EvictWindow(c, s);
-        return {cands_[c], s, true};
+        return EvictWindow(c, s);
       }
     }
     return {};
@@ -106,9 +105,15 @@ class StoreImpl::Placer {
         ChainMap om;
         om.Build(f_->slot(other, 0), f_->tags(other), chain);
         const int dest = FreeRunIn(om, nspan);
-        if (dest >= 0) Move(cands_[c], s, nspan, other, static_cast<uint32_t>(dest), other == nl.b);
-        if (locked_here) locks_.Unlock(other);
-        if (dest >= 0) return {cands_[c], static_cast<uint32_t>(here), true};
+        if (dest < 0) {
+          if (locked_here) locks_.Unlock(other);
+          continue;
+        }
+        // The other chain stays locked until the operation ends: its old
+        // images are in the journal, and a rollback (or a recovery after a
+        // death) restores them, which only its lock holder may do.
+        if (!Move(cands_[c], s, nspan, other, static_cast<uint32_t>(dest), other == nl.b)) return JournalFullPlacement();
+        return {cands_[c], static_cast<uint32_t>(here), true};
       }
     }
     return {};
@@ -140,8 +145,7 @@ class StoreImpl::Placer {
       }
     }
     if (ev_c < 0) return {};
-    EvictWindow(ev_c, ev_s);
-    return {cands_[ev_c], ev_s, true};
+    return EvictWindow(ev_c, ev_s);
   }
 
  private:
@@ -152,34 +156,44 @@ class StoreImpl::Placer {
       if (p.first == keynode && p.second == slot) return true;
     return false;
   }
+  static Placement JournalFullPlacement() {
+    Placement p;
+    p.journal_full = true;
+    return p;
+  }
   // Clears every node overlapping the window [s, s + span) of chain c,
-  // counting each as a stale or a live eviction.
-  void EvictWindow(int c, uint32_t s) {
+  // counting each as a stale or a live eviction; the window is the placement.
+  Placement EvictWindow(int c, uint32_t s) {
     const ChainMap& m = maps_[c];
     uint8_t last = ChainMap::kFree;
     for (uint32_t k = s; k < s + span_; ++k) {
       if (m.start[k] == ChainMap::kFree || m.start[k] == last) continue;
       last = m.start[k];
       const bool stale = Stale(c, last);
-      s_->ClearNode_locked(f_, txn_, cands_[c], last);
+      if (!s_->ClearNode_locked(f_, txn_, cands_[c], last)) return JournalFullPlacement();
       (stale ? txn_.evict_stale : txn_.evict_live) += 1;
       if (r_) (stale ? r_->evicted_stale : r_->evicted_live) = true;
     }
+    return {cands_[c], s, true};
   }
   // Moves the node of `nspan` slots at (from, s) to (to, dest), marking in
-  // its flags which of its key-nodes it now lives in.
-  void Move(uint32_t from, uint32_t s, uint32_t nspan, uint32_t to, uint32_t dest, bool to_alternate) {
+  // its flags which of its key-nodes it now lives in. Everything it changes
+  // is journaled before the first write; false: nothing moved.
+  [[nodiscard]] bool Move(uint32_t from, uint32_t s, uint32_t nspan, uint32_t to, uint32_t dest, bool to_alternate) {
     alignas(8) uint8_t img[kMaxSpan * kSlotBytes];
     std::memcpy(img, f_->slot(from, s), nspan * kSlotBytes);
     NodeHeader* nh = HeaderAt(img);
     nh->flags = static_cast<uint8_t>((nh->flags & ~kNodeInAlternate) | (to_alternate ? kNodeInAlternate : 0));
-    txn_.SaveRange(to, dest, nspan);
+    const uint8_t tag = TagOf(nh->fp_hi);
+    if (!txn_.SaveRange(to, dest, nspan) || !s_->SaveTags_locked(f_, txn_, to, dest, nspan, tag) ||
+        !txn_.SaveRange(from, s, nspan) || !s_->SaveTags_locked(f_, txn_, from, s, nspan, 0))
+      return false;
     std::memcpy(f_->slot(to, dest), img, nspan * kSlotBytes);
-    s_->SetTags_locked(f_, txn_, to, dest, nspan, TagOf(nh->fp_hi));
-    txn_.SaveRange(from, s, nspan);
+    s_->SetTags_locked(f_, to, dest, nspan, tag);
     for (uint32_t k = 0; k < nspan; ++k) std::memset(f_->slot(from, s + k), 0, kSlotBytes);
-    s_->SetTags_locked(f_, txn_, from, s, nspan, 0);
+    s_->SetTags_locked(f_, from, s, nspan, 0);
     txn_.cuckoo += 1;
+    return true;
   }
 
   StoreImpl* s_;
@@ -199,8 +213,8 @@ StoreImpl::Placement StoreImpl::Place_locked(StoreFile* f, Txn& txn, const Locat
                                              uint32_t now_s, LockSet& locks, const Pins* pins, UpdateResult* r) {
   Placer p(this, f, txn, locks, loc, span, now_s, pins, r);
   if (Placement pl = p.FreeRun(); pl.ok) return pl;
-  if (Placement pl = p.ReclaimStale(); pl.ok) return pl;
-  if (Placement pl = p.CuckooStep(); pl.ok) return pl;
+  if (Placement pl = p.ReclaimStale(); pl.ok || pl.journal_full) return pl;
+  if (Placement pl = p.CuckooStep(); pl.ok || pl.journal_full) return pl;
   return p.EvictLru();
 }
 

@@ -135,6 +135,10 @@ Status StoreImpl::WritersBusy(StoreFile* f) {
                       " writer entries are held by live threads; nothing was written");
 }
 
+Status StoreImpl::JournalFull(StoreFile* f) {
+  return Status::Busy(f->path() + ": the undo journal of this write is full; nothing was written");
+}
+
 Status StoreImpl::Reserve() {
   if (opts_.read_only) return ReadOnly();
   // Compare first, allocate after: on a disk too small, nothing is allocated

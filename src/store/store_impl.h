@@ -90,6 +90,7 @@ class StoreImpl final : public Store {
   struct Placement {
     uint32_t keynode = 0, slot = 0;
     bool ok = false;
+    bool journal_full = false;  // a step could not journal what it had to write: nothing placed
   };
   // Nodes a batch found or placed: never moved or evicted by its later members.
   using Pins = std::vector<std::pair<uint32_t, uint32_t>>;  // (key-node, slot)
@@ -126,16 +127,23 @@ class StoreImpl final : public Store {
   bool FindInChain_locked(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp, uint32_t* slot) const;
   // Without the lock: whether any slot carries `tag` (a hint).
   bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const;
-  // Journals, then sets the tags of a node's slots (tag 0 = free).
-  void SetTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag);
+  // The tags of a node's slots: `tag` at its first, 0 at the others (tag 0:
+  // free). SaveTags_locked journals the key-node's tags when they would
+  // change (false: the journal refused); SetTags_locked then writes them.
+  [[nodiscard]] bool SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
+                                     uint8_t tag);
+  void SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag);
   static void StoreTag(uint8_t* p, uint8_t v) { std::atomic_ref<uint8_t>(*p).store(v, std::memory_order_relaxed); }
-  // Journals and writes a whole node of `span` slots at (keynode, slot).
-  void WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, const KeyRef& key,
-                        RouteMark route, bool alternate, uint8_t heat, const uint8_t* state, uint32_t state_bytes,
-                        const uint8_t* key_bytes, uint32_t key_stored, uint32_t expire_s, uint32_t now_s);
-  // Journals and clears the node at (keynode, slot): the extent its tags
-  // vouch for, so a damaged node never takes a neighbour with it.
-  void ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
+  // Journals, then writes a whole node of `span` slots at (keynode, slot).
+  // False (nothing written) when the journal refused.
+  [[nodiscard]] bool WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
+                                      const KeyRef& key, RouteMark route, bool alternate, uint8_t heat,
+                                      const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
+                                      uint32_t key_stored, uint32_t expire_s, uint32_t now_s);
+  // Journals, then clears the node at (keynode, slot): the extent its tags
+  // vouch for, so a damaged node never takes a neighbour with it. False
+  // (nothing cleared) when the journal refused.
+  [[nodiscard]] bool ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
   // A read that changes nothing else still records the use (last second and
   // heat) for eviction. Not journaled: losing it in a crash loses nothing.
   static void Touch_locked(NodeHeader* h, uint8_t heat, uint32_t now_s) {
@@ -161,7 +169,7 @@ class StoreImpl final : public Store {
 
   // ---- Update and UpdateBatch (update.cc)
   struct LoadedNode;
-  enum class WriteBack { kWritten, kNeedBothLocks, kNoRoom };
+  enum class WriteBack { kWritten, kNeedBothLocks, kNoRoom, kJournalFull };
   // Takes the key's lock(s) and finds its node: by a peek at both chains'
   // tags, under B's lock alone when the node lives in B only, else as
   // FindWithA_locked.
@@ -199,12 +207,15 @@ class StoreImpl final : public Store {
   }
 
   // ---- Verify (store_verify.cc)
-  // Checks (and with `repair` fixes) one chain; counts its intact nodes and their slots.
-  Status VerifyChain(StoreFile* f, uint32_t file_index, uint32_t keynode, bool repair, VerifyReport* rep,
-                     uint64_t* nodes, uint64_t* slots);
+  // Checks (and with `repair` fixes) one chain; counts its intact nodes and
+  // their slots. A repair that cannot be journaled is not made; the report
+  // says so.
+  void VerifyChain(StoreFile* f, uint32_t file_index, uint32_t keynode, bool repair, VerifyReport* rep,
+                   uint64_t* nodes, uint64_t* slots);
 
   // ---- statuses
   static Status WritersBusy(StoreFile* f);
+  static Status JournalFull(StoreFile* f);
   static Status FileUsable(const StoreFile* f);
   Status ReadOnly() const;
   bool read_only() const { return opts_.read_only; }

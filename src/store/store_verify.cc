@@ -37,7 +37,8 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
     Filter this_file;
     this_file.file = fi;
     Status s = WalkChains(this_file, [&](uint32_t, StoreFile*, uint32_t k) {
-      return VerifyChain(f, fi, k, repair, &rep, &nodes, &slots);
+      VerifyChain(f, fi, k, repair, &rep, &nodes, &slots);
+      return Status::OK();
     });
     if (!s.ok()) return s;
     rep.nodes += nodes;
@@ -57,8 +58,8 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
   return rep;
 }
 
-Status StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, VerifyReport* rep,
-                              uint64_t* nodes, uint64_t* slots) {
+void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, VerifyReport* rep,
+                            uint64_t* nodes, uint64_t* slots) {
   const std::string& path = f->path();
   const std::string chain_at = path + ": keynode " + std::to_string(k);
   auto slot_at = [&](uint32_t s) { return chain_at + " slot " + std::to_string(s) + ": "; };
@@ -66,16 +67,24 @@ Status StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair
   const bool dead = owner.tid != 0 && !os::OwnerAlive(owner);
   if (dead) {
     rep->problems.push_back(chain_at + ": lock held by dead thread " + std::to_string(owner.tid));
-    if (!repair && !opts_.read_only) return Status::OK();  // without repair, taking the lock would wait on nobody forever
+    if (!repair && !opts_.read_only) return;  // without repair, taking the lock would wait on nobody forever
   }
   LockSet locks(this, f);
   locks.Lock(k);  // takes over (and undoes) a dead owner's lock
   if (dead && repair) rep->repairs.push_back(chain_at + ": released the lock of dead thread " + std::to_string(owner.tid));
   ++rep->chains;
+  // Repairs are journaled like any write. One that cannot be (every writer
+  // entry held by a live thread, or the journal full) is not made: nothing
+  // is ever changed without its undo record. The report says so, and the
+  // problem stays for the next `verify --repair`.
   Txn txn(this, f, fi);
-  Status failed;
+  auto journaled = [&](const std::string& where, bool saved) {
+    if (!saved)
+      rep->problems.push_back(where + "not repaired: " +
+                              (txn.opened() ? JournalFull(f) : WritersBusy(f)).message());
+    return saved;
+  };
   WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {
-    if (!failed.ok()) return;
     NodeHeader* nh = HeaderAt(f->slot(k, i));
     std::string bad;
     // The extent the tags vouch for (see ExtentAt): a damaged span never
@@ -92,17 +101,9 @@ Status StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair
     }
     if (!bad.empty()) {
       rep->problems.push_back(slot_at(i) + bad + " (torn or damaged node)");
-      if (repair) {
-        // Only the damaged node's own slots, journaled: the nodes around it
-        // stay as they are.
-        if (!txn.Open()) {
-          failed = WritersBusy(f);
-          return;
-        }
-        if (!txn.SaveRange(k, i, span)) {
-          failed = Status::Busy(path + ": the repair journal is full");
-          return;
-        }
+      // Only the damaged node's own slots, journaled: the nodes around it
+      // stay as they are.
+      if (repair && journaled(slot_at(i), txn.SaveRange(k, i, span))) {
         for (uint32_t s = 0; s < span; ++s) std::memset(f->slot(k, i + s), 0, kSlotBytes);
         rep->repairs.push_back(slot_at(i) + "cleared the damaged node (" + std::to_string(span) + " slot" +
                                (span > 1 ? "s" : "") + ")");
@@ -111,23 +112,15 @@ Status StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair
     }
     // The same identity twice in one chain (the other chain is checked when visited).
     WalkChain_locked(f, k, [&](uint32_t j, NodeExtent oe) {
-      if (!failed.ok()) return;
       const NodeHeader* o = HeaderAt(f->slot(k, j));
       if (oe.damaged || o->fp_lo != nh->fp_lo || o->fp_hi != nh->fp_hi || o->biz != nh->biz) return;
       rep->problems.push_back(slot_at(j) + "duplicate of the node at slot " + std::to_string(i));
-      if (repair) {
-        if (!txn.Open()) {
-          failed = WritersBusy(f);
-          return;
-        }
-        ClearNode_locked(f, txn, k, j);
+      if (repair && journaled(slot_at(j), ClearNode_locked(f, txn, k, j)))
         rep->repairs.push_back(slot_at(j) + "cleared the duplicate");
-      }
     }, i + span);
     ++*nodes;
     *slots += span;
   });
-  if (!failed.ok()) return failed;
   // The tags must name exactly the nodes the headers describe.
   ChainMap m;
   m.Build(f->slot(k, 0), f->tags(k), geo_.chain);
@@ -136,15 +129,12 @@ Status StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair
     const uint8_t want = m.IsNodeStart(s) ? TagOf(HeaderAt(f->slot(k, s))->fp_hi) : 0;
     if (tags[s] == want) continue;
     rep->problems.push_back(slot_at(s) + "lookup tag disagrees with the node header");
-    if (repair) {
-      if (!txn.Open()) return WritersBusy(f);
-      if (!txn.Save(k, kTagsRecord)) return Status::Busy(path + ": the repair journal is full");
+    if (repair && journaled(slot_at(s), txn.Save(k, kTagsRecord))) {
       StoreTag(tags + s, want);
       rep->repairs.push_back(slot_at(s) + "rewrote the lookup tag");
     }
   }
-  txn.End();
-  return Status::OK();
+  txn.Commit();
 }
 
 }  // namespace frs::store

@@ -116,23 +116,26 @@ StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const L
     }
     if (fits) {
       if (span < node.old_span) {
-        txn.SaveRange(pos.keynode, pos.slot + span, node.old_span - span);
+        if (!txn.SaveRange(pos.keynode, pos.slot + span, node.old_span - span)) return WriteBack::kJournalFull;
         for (uint32_t k = span; k < node.old_span; ++k) std::memset(f->slot(pos.keynode, pos.slot + k), 0, kSlotBytes);
       }
+      if (!WriteNode_locked(f, txn, pos.keynode, pos.slot, span, key, route, pos.keynode != loc.a, node.heat,
+                            ref.state, ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s, now_s))
+        return WriteBack::kJournalFull;
       txn.slots += static_cast<int64_t>(span) - node.old_span;
-      WriteNode_locked(f, txn, pos.keynode, pos.slot, span, key, route, pos.keynode != loc.a, node.heat, ref.state,
-                       ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s, now_s);
       return WriteBack::kWritten;
     }
     // Moving it may take the other chain: both must be held.
     if (loc.a != loc.b && !(locks.Holds(loc.a) && locks.Holds(loc.b))) return WriteBack::kNeedBothLocks;
-    ClearNode_locked(f, txn, pos.keynode, pos.slot);
+    if (!ClearNode_locked(f, txn, pos.keynode, pos.slot)) return WriteBack::kJournalFull;
     if (pins) std::erase(*pins, std::make_pair(pos.keynode, pos.slot));
   }
   const Placement pl = Place_locked(f, txn, loc, span, now_s, locks, pins, r);
+  if (pl.journal_full) return WriteBack::kJournalFull;
   if (!pl.ok) return WriteBack::kNoRoom;
-  WriteNode_locked(f, txn, pl.keynode, pl.slot, span, key, route, pl.keynode != loc.a, node.heat, ref.state,
-                   ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s, now_s);
+  if (!WriteNode_locked(f, txn, pl.keynode, pl.slot, span, key, route, pl.keynode != loc.a, node.heat, ref.state,
+                        ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s, now_s))
+    return WriteBack::kJournalFull;
   if (pins) pins->emplace_back(pl.keynode, pl.slot);
   if (r && !pos.found) r->created = true;
   txn.nodes += 1;
@@ -180,17 +183,23 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
       return Status::OK();
     }
     {
+      // Declared after the LockSet: an early return or an exception rolls
+      // back under the locks.
       Txn txn(this, f, loc.file);
       if (!txn.Open()) return WritersBusy(f);
       if (c == Commit::kErase) {
-        if (pos.found) ClearNode_locked(f, txn, pos.keynode, pos.slot);
+        if (pos.found && !ClearNode_locked(f, txn, pos.keynode, pos.slot)) return JournalFull(f);
+        txn.Commit();
         return Status::OK();
       }
       switch (StoreNode_locked(f, txn, loc, key, node, ref, span, now_s, locks, nullptr, r)) {
         case WriteBack::kWritten:
+          txn.Commit();
           return Status::OK();
         case WriteBack::kNoRoom:
           return Status::Busy("no room in the key's chains");
+        case WriteBack::kJournalFull:
+          return JournalFull(f);
         case WriteBack::kNeedBothLocks:
           break;  // nothing was written
       }
@@ -275,14 +284,12 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
   }
   if (results) results->assign(n, UpdateResult{});
 
+  // Declared after the lock sets: whatever returns (or throws) before the
+  // commit below rolls every file back, under the locks.
   std::vector<std::unique_ptr<Txn>> txns(files_.size());
   auto txn_for = [&](uint32_t file) -> Txn& {
     if (!txns[file]) txns[file] = std::make_unique<Txn>(this, files_[file].get(), file);
     return *txns[file];
-  };
-  auto rollback_all = [&] {
-    for (auto& t : txns)
-      if (t) t->Rollback();
   };
   // A batch across files is one transaction: every file's journal is opened
   // now, in file order, and joins the batch before anything is written; the
@@ -297,12 +304,8 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
     static std::atomic<uint64_t> batches{0};
     batch_no = (os::Self().word() * 0x9E3779B97F4A7C15ull) ^ (batches.fetch_add(1) + 1);
     if (batch_no == 0) batch_no = 1;
-    for (uint32_t file : batch_files) {
-      if (!txn_for(file).Open()) {
-        rollback_all();
-        return WritersBusy(files_[file].get());
-      }
-    }
+    for (uint32_t file : batch_files)
+      if (!txn_for(file).Open()) return WritersBusy(files_[file].get());
     const uint32_t coord_file = batch_files.front();
     const uint32_t coord_entry = txns[coord_file]->entry_index();
     for (uint32_t file : batch_files) txns[file]->JoinBatch(batch_no, coord_file, coord_entry);
@@ -316,10 +319,7 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
     if (owner[i] != i) continue;
     StoreFile* f = files_[locs[i].file].get();
     Txn& txn = txn_for(locs[i].file);
-    if (!txn.Open()) {
-      rollback_all();
-      return WritersBusy(f);
-    }
+    if (!txn.Open()) return WritersBusy(f);
     const Pos& pos = nodes[i].pos;
     UpdateResult* r = results ? &(*results)[i] : nullptr;
     if (r) r->found = pos.found;
@@ -328,16 +328,21 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
       continue;
     }
     if (commits[i] == Commit::kErase) {
-      if (pos.found) ClearNode_locked(f, txn, pos.keynode, pos.slot);
+      if (pos.found && !ClearNode_locked(f, txn, pos.keynode, pos.slot)) return JournalFull(f);
       continue;
     }
-    const WriteBack wb = StoreNode_locked(f, txn, locs[i], items[i].key, nodes[i], refs[i], spans[i], now_s,
-                                          *lockset[locs[i].file], &pins, r);
-    if (wb != WriteBack::kWritten) {
-      // Put every touched slot back: the batch is all or nothing. (Both
-      // chains of every member are held, so kNeedBothLocks cannot happen.)
-      rollback_all();
-      return Status::Busy("the batch's members crowd one chain; nothing was recorded");
+    // Every slot touched so far is put back if a member fails: the batch is
+    // all or nothing. (Both chains of every member are held, so
+    // kNeedBothLocks cannot happen.)
+    switch (StoreNode_locked(f, txn, locs[i], items[i].key, nodes[i], refs[i], spans[i], now_s,
+                             *lockset[locs[i].file], &pins, r)) {
+      case WriteBack::kWritten:
+        break;
+      case WriteBack::kJournalFull:
+        return JournalFull(f);
+      case WriteBack::kNoRoom:
+      case WriteBack::kNeedBothLocks:
+        return Status::Busy("the batch's members crowd one chain; nothing was recorded");
     }
   }
   if (batch_no != 0) {
@@ -347,10 +352,13 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
     if (hook_) hook_(2);
     txns[batch_files.front()]->MarkCommitted(batch_no);
     if (hook_) hook_(3);
-    for (size_t k = 1; k < batch_files.size(); ++k) txns[batch_files[k]]->End();
+    for (size_t k = 1; k < batch_files.size(); ++k) txns[batch_files[k]]->Commit();
     if (hook_) hook_(4);
-    txns[batch_files.front()]->End();
   }
+  // The coordinator last (the others are already closed), and the journals
+  // of files that only had reads.
+  for (auto& t : txns)
+    if (t) t->Commit();
   return Status::OK();
 }
 
