@@ -29,7 +29,7 @@ class StoreImpl::LockSet {
     s_->LockChain(f_, k);
     held_.push_back(k);
   }
-  bool TryLock(uint32_t k) {
+  [[nodiscard]] bool TryLock(uint32_t k) {
     if (s_->read_only()) return true;
     if (!os::ShmTryLock(f_->lock(k))) return false;
     held_.push_back(k);

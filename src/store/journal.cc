@@ -117,10 +117,26 @@ uint32_t StoreImpl::RecoverDeadWriters(os::Owner dead) {
   // recovering the same owner. It is safe without the dead owner's chain
   // locks: they stay held by the dead owner until someone takes them over,
   // and every take-over runs this first.
+  //
+  // A recovery lock taken over from a dead holder means a recovery died
+  // half done: the writer it was undoing is still active, owned by a dead
+  // thread whose chain locks that holder had already taken over, so no
+  // take-over will ever name it again. This pass then finishes the recovery
+  // of every dead writer, not only `dead`'s (undoing again is harmless: the
+  // images are the same).
+  bool interrupted = false;
   for (auto& f : files_) {
-    os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
-    (void)lr;  // a dead holder of a recovery lock left nothing half-done: it only guards this
+    const os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
+    if (!lr.took_over) continue;
+    interrupted = true;
+    std::atomic_ref<uint64_t>(f->header()->lock_recoveries).fetch_add(1, std::memory_order_relaxed);
+    if (opts_.on_recovery)
+      opts_.on_recovery("took over the recovery lock of dead owner " + std::to_string(lr.dead_owner.tid) + " in " +
+                        f->path() + ": its interrupted recovery is finished now");
   }
+  auto recovered = [&](uint64_t owner) {
+    return owner == dead.word() || (interrupted && owner != 0 && !os::OwnerAlive(os::Owner::FromWord(owner)));
+  };
   struct Act {
     StoreFile* f;
     WriterEntryHeader* w;
@@ -131,12 +147,13 @@ uint32_t StoreImpl::RecoverDeadWriters(os::Owner dead) {
     StoreFile* f = fp.get();
     for (uint32_t i = 0; i < kWriterEntries; ++i) {
       WriterEntryHeader* w = f->writer(i);
-      if (AtomicLoad(w->owner) != dead.word()) continue;
+      const uint64_t owner = AtomicLoad(w->owner);
+      if (!recovered(owner)) continue;
       bool undo = AtomicLoad(w->active) != 0;
       const uint64_t batch = AtomicLoad(w->batch);
       if (undo && batch != 0 && w->coord_file < files_.size() && w->coord_entry < kWriterEntries) {
         const WriterEntryHeader* c = files_[w->coord_file]->writer(w->coord_entry);
-        undo = !(AtomicLoad(c->owner) == dead.word() && AtomicLoad(c->committed) == batch);
+        undo = !(AtomicLoad(c->owner) == owner && AtomicLoad(c->committed) == batch);
       }
       acts.push_back({f, w, undo});
     }

@@ -109,8 +109,9 @@ class StoreImpl final : public Store {
   // is certainly dead.
   void ForEachDeadWriter(StoreFile* f, const std::function<void(uint32_t, os::Owner, bool)>& fn) const;
   // Undoes (or, for a committed batch across files, keeps) and frees every
-  // writer entry of `dead` in every file; returns how many were undone. The
-  // only place a dead writer's journal is undone.
+  // writer entry of `dead` in every file (of every dead owner, when an
+  // earlier recovery died half done); returns how many were undone. The only
+  // place a dead writer's journal is undone.
   uint32_t RecoverDeadWriters(os::Owner dead);
   // Restores an entry's saved images, newest first, and closes it.
   void UndoEntry(StoreFile* f, WriterEntryHeader* w);
