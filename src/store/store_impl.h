@@ -23,10 +23,11 @@
 //                           reclaim, cuckoo step, LRU eviction
 //   update.cc               Update and UpdateBatch over one node load and one
 //                           node write-back
-//   chain_map.h             the one walk over a chain's nodes (WalkChain)
-//   chain_walk.h, .cc       the one walk over many chains (WalkChains):
-//                           ForEach, EraseIf
-//   store_verify.cc         Verify
+//   chain_map.h             a chain's extents, and the one walk over its
+//                           nodes (WalkChain)
+//   chain_walk.cc           the one walk over many chains (WalkChains), and
+//                           ForEach and EraseIf on it
+//   store_verify.cc         Verify (on both walks)
 //   store_impl.cc           construction and the small operations
 //
 // Names: a function whose name ends in `_locked` REQUIRES the lock of every
