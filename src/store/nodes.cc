@@ -1,6 +1,6 @@
 // One node in a chain: finding it by its tag, writing it whole, clearing it,
-// its tags, and copying it out. Every function here REQUIRES the chain's
-// lock (`_locked`), except PeekTag, a hint read without it.
+// its tags, and copying it out (each `_locked`: REQUIRES the chain's lock),
+// and what a node's header says (its route, staleness, damage met).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -40,14 +40,6 @@ bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint16_t biz,
     }
   }
   return false;
-}
-
-bool StoreImpl::PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
-  uint8_t* tags = f->tags(keynode);
-  bool any = false;
-  for (uint32_t i = 0; i < geo_.chain; ++i)
-    any |= std::atomic_ref<uint8_t>(tags[i]).load(std::memory_order_relaxed) == tag;
-  return any;
 }
 
 bool StoreImpl::SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,

@@ -127,8 +127,15 @@ class StoreImpl final : public Store {
   // ---- one node (nodes.cc)
   // Looks only at slots whose tag matches; a damaged match counts as absent.
   bool FindInChain_locked(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp, uint32_t* slot) const;
-  // Without the lock: whether any slot carries `tag` (a hint).
-  bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const;
+  // Without the lock: whether any slot carries `tag` (a hint). Inline: two
+  // of these start every update.
+  bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
+    uint8_t* tags = f->tags(keynode);
+    bool any = false;
+    for (uint32_t i = 0; i < geo_.chain; ++i)
+      any |= std::atomic_ref<uint8_t>(tags[i]).load(std::memory_order_relaxed) == tag;
+    return any;
+  }
   // The tags of a node's slots: `tag` at its first, 0 at the others (tag 0:
   // free). SaveTags_locked journals the key-node's tags when they would
   // change (false: the journal refused); SetTags_locked then writes them.
