@@ -225,14 +225,6 @@ class Store {
   };
   virtual Result<VerifyReport> Verify(bool repair) = 0;
 
-  // Test hook, to test death inside a critical section: when set, it is
-  // called with phase 0 while the chain lock(s) are held, after the mutator
-  // ran and before anything is written; in a batch across files with phase 2
-  // once every file is written, 3 right after the commit point, 4 once the
-  // other files' journals are closed; and with phase 1 in the middle of
-  // writing a node (its first 16 bytes new, the rest old: a torn node).
-  virtual void SetTestHookInCriticalSection(std::function<void(int phase)> hook) = 0;
-
  protected:
   Store() = default;
 };

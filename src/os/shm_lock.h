@@ -55,7 +55,9 @@ bool TaskStart(uint32_t tid, uint32_t* start);
 // that id that started at another time (the id was reused).
 bool OwnerAlive(Owner o);
 
-struct LockResult {
+// [[nodiscard]]: a caller that took a dead owner's lock over must repair
+// what that owner may have left half done, so it may not ignore that it did.
+struct [[nodiscard]] LockResult {
   bool took_over = false;  // the previous owner was dead
   Owner dead_owner;
 };
@@ -71,11 +73,11 @@ struct LockWaitReport {
 // Blocks until the word is ours.
 LockResult ShmLock(LockWord* word, const LockWaitReport* report = nullptr);
 // Takes a free word; never waits and never takes over.
-bool ShmTryLock(LockWord* word);
+[[nodiscard]] bool ShmTryLock(LockWord* word);
 // Releases and wakes sleepers. REQUIRES: held by the caller (or taken over).
 void ShmUnlock(LockWord* word);
 // If `owner` holds the word, releases it (waking sleepers) and returns true.
-bool ShmForceUnlock(LockWord* word, Owner owner);
+[[nodiscard]] bool ShmForceUnlock(LockWord* word, Owner owner);
 // The owner recorded in the word (tid 0 = free).
 inline Owner ShmOwner(const LockWord* word) {
   return Owner::FromWord(std::atomic_ref<uint64_t>(*const_cast<LockWord*>(word)).load(std::memory_order_acquire));

@@ -43,6 +43,30 @@ inline NodeExtent ExtentAt(const uint8_t* slot0, const uint8_t* tags, uint32_t c
   return {n, true};
 }
 
+// The one walk over a chain's nodes: calls fn(slot, extent) for each node,
+// in slot order from `from` (a node's first slot), damaged ones included
+// (extent.damaged), and on_free(slot) for each free slot. The extent is
+// taken before fn runs, so fn may clear the node it is given.
+// ChainMap::Build, ForEach, EraseIf and Verify all walk through it.
+// REQUIRES: the chain's lock.
+struct SkipFreeSlots {
+  void operator()(uint32_t) const {}
+};
+template <class Fn, class FreeFn = SkipFreeSlots>
+inline void WalkChain(const uint8_t* slot0, const uint8_t* tags, uint32_t chain, uint32_t from, Fn&& fn,
+                      FreeFn&& on_free = {}) {
+  uint32_t i = from;
+  while (i < chain) {
+    if (HeaderAt(slot0 + uint64_t{i} * kSlotBytes)->key_len == 0) {
+      on_free(i++);
+      continue;
+    }
+    const NodeExtent e = ExtentAt(slot0, tags, chain, i);
+    fn(i, e);
+    i += e.span;
+  }
+}
+
 struct ChainMap {
   static constexpr uint8_t kFree = 0xFF;
   uint32_t n = 0;
@@ -53,18 +77,13 @@ struct ChainMap {
   void Build(const uint8_t* slot0, const uint8_t* tags, uint32_t chain) {
     n = chain;
     damaged = 0;
-    uint32_t i = 0;
-    while (i < chain) {
-      const NodeHeader* h = HeaderAt(slot0 + uint64_t{i} * kSlotBytes);
-      if (h->key_len == 0) {
-        start[i++] = kFree;
-        continue;
-      }
-      NodeExtent e = ExtentAt(slot0, tags, chain, i);
-      if (e.damaged) damaged |= uint64_t{1} << i;
-      for (uint32_t k = 0; k < e.span; ++k) start[i + k] = static_cast<uint8_t>(i);
-      i += e.span;
-    }
+    WalkChain(
+        slot0, tags, chain, 0,
+        [&](uint32_t i, NodeExtent e) {
+          if (e.damaged) damaged |= uint64_t{1} << i;
+          for (uint32_t k = 0; k < e.span; ++k) start[i + k] = static_cast<uint8_t>(i);
+        },
+        [&](uint32_t i) { start[i] = kFree; });
   }
   bool IsDamaged(uint32_t s) const { return (damaged >> s) & 1; }
   uint32_t FreeSlots() const {

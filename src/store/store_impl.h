@@ -1,34 +1,58 @@
 // store/store_impl.h: the Store implementation over a cluster of StoreFiles.
 //
 // Placement: the fingerprint picks the file and two key-nodes A (primary) and
-// B (alternate) in it. Lookups lock A and look there first, so the common case
-// (a node in its primary chain) takes one lock; B is locked too only when the
-// node is not in A or something must be inserted. Locks are always taken in
-// increasing key-node order, or with try-lock, so no two writers deadlock.
+// B (alternate) in it (placement.h). Lookups lock A and look there first, so
+// the common case (a node in its primary chain) takes one lock; B is locked
+// too only when the node is not in A or something must be inserted. Locks are
+// always taken in increasing key-node order, or with try-lock, so no two
+// writers deadlock.
 //
 // Writes are journaled: before a slot changes, its old image goes into this
 // thread's writer entry of that file. If the writer dies, whoever takes its
 // lock over restores the images, so the chain is exactly as before the
 // interrupted critical section.
+//
+// One concept per file; the class is declared here, its parts are defined in:
+//   journal.h, journal.cc   the writer table (one entry per writing thread and
+//                           file), the undo journal of a critical section
+//                           (Txn), and the one recovery of dead writers
+//   chain_lock.h, .cc       chain locks (LockSet), take-over of a dead
+//                           owner's lock, RecoverDeadOwner
+//   nodes.cc                one node: find, write, clear, tags, copy out
+//   placement.h, .cc        Locate, and Place_locked's steps: free run, stale
+//                           reclaim, cuckoo step, LRU eviction
+//   update.cc               Update and UpdateBatch over one node load and one
+//                           node write-back
+//   chain_map.h             a chain's extents, and the one walk over its
+//                           nodes (WalkChain)
+//   chain_walk.cc           the one walk over many chains (WalkChains), and
+//                           ForEach and EraseIf on it
+//   store_verify.cc         Verify (on both walks)
+//   store_impl.cc           construction and the small operations
+//
+// Names: a function whose name ends in `_locked` REQUIRES the lock of every
+// chain it reads or writes, held by the caller (a LockSet), or a read-only
+// store (which takes no locks).
+//
+// Thread safety: one StoreImpl may be used from many threads (frs/store.h).
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frs/store.h"
 #include "os/shm_lock.h"
 #include "store/chain_map.h"
+#include "store/placement.h"
 #include "store/store_file.h"
 
 namespace frs::store {
-
-struct Location {
-  uint32_t file, a, b;
-};
 
 class StoreImpl final : public Store {
  public:
@@ -51,13 +75,15 @@ class StoreImpl final : public Store {
   Status Reserve() override;
   Result<uint32_t> RecoverDeadOwner(int32_t pid) override;
   Result<VerifyReport> Verify(bool repair) override;
-  void SetTestHookInCriticalSection(std::function<void(int)> hook) override { hook_ = std::move(hook); }
+  // See store/test_hooks.h.
+  void SetTestHook(std::function<void(int)> hook) { hook_ = std::move(hook); }
 
-  Location Locate(const Fingerprint& fp) const;
+  Location Locate(const Fingerprint& fp) const { return store::Locate(fp, geo_); }
 
  private:
-  class Txn;
-  class LockSet;
+  class Txn;      // journal.h
+  class LockSet;  // chain_lock.h
+  class Placer;   // placement.cc
   struct Pos {
     uint32_t keynode = 0, slot = 0;
     bool found = false;
@@ -65,66 +91,143 @@ class StoreImpl final : public Store {
   struct Placement {
     uint32_t keynode = 0, slot = 0;
     bool ok = false;
+    bool journal_full = false;  // a step could not journal what it had to write: nothing placed
   };
-
-  // Lock helpers; take-over of a dead owner runs recovery before returning.
-  void LockChain(StoreFile* f, uint32_t keynode);
-  void RecoverOwnerLocked(StoreFile* f, os::Owner dead);  // REQUIRES: the chain lock taken over
-  // Undoes (or, for a committed batch across files, keeps) and frees every
-  // writer entry of `dead` in every file; returns how many were undone. The
-  // only copy of that loop.
-  uint32_t RecoverDeadWriters(os::Owner dead);
-  void UndoEntry(StoreFile* f, WriterEntryHeader* w);
-  WriterEntryHeader* MyWriter(uint32_t file_index);
-
-  // REQUIRES: A's lock. Finds the key's node in A, else (taking B's lock in
-  // order, possibly retaking A) in B. On return A, and B unless found in A, are held.
-  Pos FindWithA(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks);
-  // REQUIRES: the key-node's lock. Looks only at slots whose tag matches.
-  bool FindInChain(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp, uint32_t* slot) const;
-  // Without the lock: whether any slot carries `tag` (a hint).
-  bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const;
-  // Journals, then sets the tags of a node's slots (tag 0 = free).
-  void SetTags(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag);
-  static void StoreTag(uint8_t* p, uint8_t v) { std::atomic_ref<uint8_t>(*p).store(v, std::memory_order_relaxed); }
-  static bool IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live);
-  static uint32_t SpanFor(uint32_t state_bytes, uint32_t key_len);
-
-  // Finds room for a node of `span` slots in chain A or B (both locked),
-  // reclaiming stale nodes, moving one resident to its other chain, or
-  // evicting the least recently used, in that order. `pinned` nodes (a batch's
-  // members) are never moved or evicted.
-  Placement Place(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s, LockSet& locks,
-                  const std::vector<std::pair<uint32_t, uint32_t>>* pinned, UpdateResult* r);
-  // Where a written node says its route lies: the caller's, else the node's
-  // own (`existing`, may be null), else the one its whole key implies.
+  // Nodes a batch found or placed: never moved or evicted by its later members.
+  using Pins = std::vector<std::pair<uint32_t, uint32_t>>;  // (key-node, slot)
+  // Where a written node says its route lies (see RouteFor).
   struct RouteMark {
     uint32_t pos = 0;
     bool known = false;
   };
-  static RouteMark RouteFor(const KeyRef& key, const NodeHeader* existing);
-  void WriteNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, const KeyRef& key,
-                 RouteMark route, bool alternate, uint8_t heat, const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
-                 uint32_t key_stored, uint32_t expire_s, uint32_t now_s);
-  void ClearNode(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
+
+  // ---- the writer table and dead writers (journal.cc)
+  // This thread's writer entry of a file, claimed on first use (a dead
+  // thread's entry is recovered and reused when every entry is taken); null
+  // when all are held by live threads.
+  WriterEntryHeader* ClaimWriter(uint32_t file_index);
+  // Calls fn(index, owner, active) for each writer entry of `f` whose owner
+  // is certainly dead.
+  void ForEachDeadWriter(StoreFile* f, const std::function<void(uint32_t, os::Owner, bool)>& fn) const;
+  // Undoes (or, for a committed batch across files, keeps) and frees every
+  // writer entry of `dead` in every file (of every dead owner, when an
+  // earlier recovery died half done); returns how many were undone. The only
+  // place a dead writer's journal is undone.
+  uint32_t RecoverDeadWriters(os::Owner dead);
+  // Restores an entry's saved images, newest first, and closes it.
+  void UndoEntry(StoreFile* f, WriterEntryHeader* w);
+  // Hands back the writer entries this process claimed (~StoreImpl).
+  void ReleaseClaimedWriters();
+
+  // ---- chain locks (chain_lock.cc)
+  // Takes a chain's lock; taking over a dead owner's runs its recovery first.
+  void LockChain(StoreFile* f, uint32_t keynode);
+  void RecoverOwner_locked(StoreFile* f, os::Owner dead);  // REQUIRES: the chain lock taken over
+
+  // ---- one node (nodes.cc)
+  // Looks only at slots whose tag matches; a damaged match counts as absent.
+  bool FindInChain_locked(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp, uint32_t* slot) const;
+  // Without the lock: whether any slot carries `tag` (a hint). Inline: two
+  // of these start every update.
+  bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
+    uint8_t* tags = f->tags(keynode);
+    bool any = false;
+    for (uint32_t i = 0; i < geo_.chain; ++i)
+      any |= std::atomic_ref<uint8_t>(tags[i]).load(std::memory_order_relaxed) == tag;
+    return any;
+  }
+  // The tags of a node's slots: `tag` at its first, 0 at the others (tag 0:
+  // free). SaveTags_locked journals the key-node's tags when they would
+  // change (false: the journal refused); SetTags_locked then writes them.
+  [[nodiscard]] bool SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
+                                     uint8_t tag);
+  void SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag);
+  static void StoreTag(uint8_t* p, uint8_t v) { std::atomic_ref<uint8_t>(*p).store(v, std::memory_order_relaxed); }
+  // Journals, then writes a whole node of `span` slots at (keynode, slot).
+  // False (nothing written) when the journal refused.
+  [[nodiscard]] bool WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
+                                      const KeyRef& key, RouteMark route, bool alternate, uint8_t heat,
+                                      const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
+                                      uint32_t key_stored, uint32_t expire_s, uint32_t now_s);
+  // Journals, then clears the node at (keynode, slot): the extent its tags
+  // vouch for, so a damaged node never takes a neighbour with it. False
+  // (nothing cleared) when the journal refused.
+  [[nodiscard]] bool ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
   // A read that changes nothing else still records the use (last second and
   // heat) for eviction. Not journaled: losing it in a crash loses nothing.
-  static void Touch(NodeHeader* h, uint8_t heat, uint32_t now_s) {
+  static void Touch_locked(NodeHeader* h, uint8_t heat, uint32_t now_s) {
     h->last_access_s = now_s;
     h->flags = NodeFlags(h->flags & kNodeInAlternate, heat);
   }
-  void FillInfo(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
+  void FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
+  // The caller's route, else the node's own (`existing`, may be null), else
+  // the one the whole key implies.
+  static RouteMark RouteFor(const KeyRef& key, const RouteMark* existing);
+  static bool IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live);
+  // Counts a damaged node met by a lookup or a walk, and logs it once.
+  void NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const;
 
-  static Status WritersBusy(StoreFile* f);
-  static Status FileUsable(const StoreFile* f);
-  Status ReadOnly() const;
-  bool read_only() const { return opts_.read_only; }
+  // ---- placement (placement.cc)
+  // Finds room for a node of `span` slots in chain A or B (both locked):
+  // a free run, else reclaimed stale nodes, else one resident moved to its
+  // other chain, else the least recently used evicted. `pins` (may be null)
+  // are never moved or evicted.
+  Placement Place_locked(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s, LockSet& locks,
+                         const Pins* pins, UpdateResult* r);
+  std::shared_ptr<const std::vector<bool>> LiveBizzes() const;
+
+  // ---- Update and UpdateBatch (update.cc)
+  struct LoadedNode;
+  enum class WriteBack { kWritten, kNeedBothLocks, kNoRoom, kJournalFull };
+  // Takes the key's lock(s) and finds its node: by a peek at both chains'
+  // tags, under B's lock alone when the node lives in B only, else as
+  // FindWithA_locked.
+  Pos LockAndFind(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks);
+  // REQUIRES: A's lock. Finds the key's node in A, else (taking B's lock in
+  // order, possibly retaking A) in B. On return A, and B unless found in A, are held.
+  Pos FindWithA_locked(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks);
+  // What a mutator sees of the node at `pos` (or of a new one), and what
+  // writing it back must keep.
+  void LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos, uint32_t state_bytes, uint32_t now_s,
+                       uint8_t* state, NodeRef* ref, LoadedNode* out) const;
+  // Writes a loaded node back: in place when it fits, else moved or created
+  // by Place_locked. kNeedBothLocks (nothing written): growing needs both
+  // chains' locks.
+  WriteBack StoreNode_locked(StoreFile* f, Txn& txn, const Location& loc, const KeyRef& key, const LoadedNode& node,
+                             const NodeRef& ref, uint32_t span, uint32_t now_s, LockSet& locks, Pins* pins,
+                             UpdateResult* r);
   Status UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn, UpdateResult* result);
   Status UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                          std::vector<UpdateResult>* results);
-  // Counts a damaged node met by a lookup or a walk, and logs it once.
-  void NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const;
   Status CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t* span) const;
+
+  // ---- walks (chain_walk.cc)
+  using ChainFn = std::function<Status(uint32_t file_index, StoreFile* f, uint32_t keynode)>;
+  // Calls `chain` for every chain `filter` selects, in file and key-node
+  // order, with no lock held: between two chains it stops (Unavailable) on a
+  // stop request, saying `done_so_far()`, or on a broken file, and paces
+  // itself to filter.busy_percent. The first error `chain` returns ends it.
+  Status WalkChains(const Filter& filter, const ChainFn& chain,
+                    const std::function<std::string()>& done_so_far = nullptr);
+  // Calls fn(slot, extent) for each node of one chain (WalkChain, chain_map.h).
+  template <class Fn>
+  void WalkChain_locked(StoreFile* f, uint32_t keynode, Fn&& fn, uint32_t from = 0) const {
+    WalkChain(f->slot(keynode, 0), f->tags(keynode), geo_.chain, from, std::forward<Fn>(fn));
+  }
+
+  // ---- Verify (store_verify.cc)
+  // Checks (and with `repair` fixes) one chain; counts its intact nodes and
+  // their slots. A repair that cannot be journaled is not made; the report
+  // says so.
+  void VerifyChain(StoreFile* f, uint32_t file_index, uint32_t keynode, bool repair, VerifyReport* rep,
+                   uint64_t* nodes, uint64_t* slots);
+
+  // ---- statuses
+  static Status WritersBusy(StoreFile* f);
+  static Status JournalFull(StoreFile* f);
+  static Status FileUsable(const StoreFile* f);
+  Status ReadOnly() const;
+  bool read_only() const { return opts_.read_only; }
 
   StoreOptions opts_;
   StoreGeometry geo_;
@@ -139,9 +242,9 @@ class StoreImpl final : public Store {
     uint64_t owner;  // os::Owner::word()
     pid_t pid;
   };
-  std::vector<Claimed> claimed_;
+  std::vector<Claimed> claimed_;  // guarded by claimed_mu_
   mutable std::mutex damage_mu_;
-  mutable std::set<std::pair<std::string, uint64_t>> damage_logged_;
+  mutable std::set<std::pair<std::string, uint64_t>> damage_logged_;  // guarded by damage_mu_
 };
 
 }  // namespace frs::store

@@ -4,13 +4,13 @@
 // identities (the younger copy cleared) and drifted counters (recounted).
 #include <algorithm>
 #include <cstring>
-#include <sys/stat.h>
+#include <string>
 
 #include "os/shm_lock.h"
-#include "os/stop_request.h"
+#include "store/chain_lock.h"
 #include "store/chain_map.h"
+#include "store/journal.h"
 #include "store/store_impl.h"
-#include "store/txn.h"
 
 namespace frs::store {
 
@@ -26,119 +26,24 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
       continue;  // nothing else in this file can be trusted
     }
     // Writer entries whose owner died with a journal open.
-    for (uint32_t i = 0; i < kWriterEntries; ++i) {
-      WriterEntryHeader* w = f->writer(i);
-      const os::Owner owner = os::Owner::FromWord(std::atomic_ref<uint64_t>(w->owner).load());
-      if (owner.tid == 0 || os::OwnerAlive(owner)) continue;
-      bool active = std::atomic_ref<uint32_t>(w->active).load() != 0;
+    ForEachDeadWriter(f, [&](uint32_t i, os::Owner owner, bool active) {
       if (active)
         rep.problems.push_back(path + ": writer entry " + std::to_string(i) + " of dead thread " +
                                std::to_string(owner.tid) + " has an unfinished write");
       if (repair && RecoverDeadWriters(owner) > 0)
         rep.repairs.push_back(path + ": undid the unfinished write of dead thread " + std::to_string(owner.tid));
-    }
+    });
     uint64_t nodes = 0, slots = 0;
-    for (uint32_t k = 0; k < geo_.keynodes; ++k) {
-      if (os::StopRequested()) return Status::Unavailable("interrupted between chains; nothing is half done");
-      os::LockWord* lw = f->lock(k);
-      const os::Owner owner = os::ShmOwner(lw);
-      const bool dead = owner.tid != 0 && !os::OwnerAlive(owner);
-      if (dead) {
-        rep.problems.push_back(path + ": keynode " + std::to_string(k) + ": lock held by dead thread " +
-                               std::to_string(owner.tid));
-        if (!repair && !opts_.read_only) continue;  // without repair, taking the lock would wait on nobody forever
-      }
-      LockChain(f, k);  // takes over (and undoes) a dead owner's lock
-      if (dead && repair)
-        rep.repairs.push_back(path + ": keynode " + std::to_string(k) + ": released the lock of dead thread " +
-                              std::to_string(owner.tid));
-      ++rep.chains;
-      Txn txn(this, f, fi);
-      uint32_t i = 0;
-      while (i < geo_.chain) {
-        NodeHeader* nh = HeaderAt(f->slot(k, i));
-        if (nh->key_len == 0) {
-          ++i;
-          continue;
-        }
-        std::string where = path + ": keynode " + std::to_string(k) + " slot " + std::to_string(i) + ": ";
-        std::string bad;
-        // The extent the tags vouch for (see ExtentAt): a damaged span never
-        // makes verify or repair reach into a neighbour.
-        const NodeExtent e = ExtentAt(f->slot(k, 0), f->tags(k), geo_.chain, i);
-        const uint32_t span = e.span;
-        if (e.damaged) {
-          bad = "span " + std::to_string(nh->span) + ", state " + std::to_string(nh->state_len) + " and key " +
-                std::to_string(nh->key_stored) + "/" + std::to_string(nh->key_len) +
-                " bytes, or its lookup tag, do not describe a node that fits here";
-        } else {
-          // Biz id 0 is no error: the engine keeps handoff receipts under it.
-          Location loc = Locate(Fingerprint{nh->fp_lo, nh->fp_hi});
-          if (loc.file != fi || (k != loc.a && k != loc.b)) bad = "node is in a chain its fingerprint does not map to";
-        }
-        if (bad.empty()) {
-          // The same identity twice in one chain (the other chain is checked when visited).
-          for (uint32_t j = i + span; j < geo_.chain;) {
-            NodeHeader* o = HeaderAt(f->slot(k, j));
-            if (o->key_len == 0) {
-              ++j;
-              continue;
-            }
-            const NodeExtent oe = ExtentAt(f->slot(k, 0), f->tags(k), geo_.chain, j);
-            if (!oe.damaged && o->fp_lo == nh->fp_lo && o->fp_hi == nh->fp_hi && o->biz == nh->biz) {
-              rep.problems.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(j) +
-                                     ": duplicate of the node at slot " + std::to_string(i));
-              if (repair) {
-                if (!txn.Open()) return WritersBusy(f);
-                ClearNode(f, txn, k, j);
-                rep.repairs.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(j) +
-                                      ": cleared the duplicate");
-              }
-            }
-            j += oe.span;
-          }
-        }
-        if (!bad.empty()) {
-          rep.problems.push_back(where + bad + " (torn or damaged node)");
-          if (repair) {
-            // Only the damaged node's own slots, journaled: the nodes
-            // around it stay as they are.
-            if (!txn.Open()) return WritersBusy(f);
-            if (!txn.SaveRange(k, i, span)) return Status::Busy(path + ": the repair journal is full");
-            for (uint32_t s = 0; s < span; ++s) std::memset(f->slot(k, i + s), 0, kSlotBytes);
-            rep.repairs.push_back(where + "cleared the damaged node (" + std::to_string(span) + " slot" +
-                                  (span > 1 ? "s" : "") + ")");
-          }
-          i += span;
-          continue;
-        }
-        ++nodes;
-        slots += span;
-        i += span;
-      }
-      // The tags must name exactly the nodes the headers describe.
-      ChainMap m;
-      m.Build(f->slot(k, 0), f->tags(k), geo_.chain);
-      uint8_t* tags = f->tags(k);
-      for (uint32_t s = 0; s < geo_.chain; ++s) {
-        uint8_t want = m.IsNodeStart(s) ? TagOf(HeaderAt(f->slot(k, s))->fp_hi) : 0;
-        if (tags[s] == want) continue;
-        rep.problems.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(s) +
-                               ": lookup tag disagrees with the node header");
-        if (repair) {
-          if (!txn.Open()) return WritersBusy(f);
-          if (!txn.Save(k, kTagsRecord)) return Status::Busy(path + ": the repair journal is full");
-          StoreTag(tags + s, want);
-          rep.repairs.push_back(path + ": keynode " + std::to_string(k) + " slot " + std::to_string(s) +
-                                ": rewrote the lookup tag");
-        }
-      }
-      txn.End();
-      if (!opts_.read_only) os::ShmUnlock(lw);
-    }
+    Filter this_file;
+    this_file.file = fi;
+    Status s = WalkChains(this_file, [&](uint32_t, StoreFile*, uint32_t k) {
+      VerifyChain(f, fi, k, repair, &rep, &nodes, &slots);
+      return Status::OK();
+    });
+    if (!s.ok()) return s;
     rep.nodes += nodes;
-    uint64_t hn = std::atomic_ref<uint64_t>(h->nodes_used).load();
-    uint64_t hs = std::atomic_ref<uint64_t>(h->slots_used).load();
+    const uint64_t hn = std::atomic_ref<uint64_t>(h->nodes_used).load();
+    const uint64_t hs = std::atomic_ref<uint64_t>(h->slots_used).load();
     if (hn != nodes || hs != slots) {
       rep.problems.push_back(path + ": header counts " + std::to_string(hn) + " nodes / " + std::to_string(hs) +
                              " slots, the chains hold " + std::to_string(nodes) + " / " + std::to_string(slots) +
@@ -151,6 +56,85 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
     }
   }
   return rep;
+}
+
+void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, VerifyReport* rep,
+                            uint64_t* nodes, uint64_t* slots) {
+  const std::string& path = f->path();
+  const std::string chain_at = path + ": keynode " + std::to_string(k);
+  auto slot_at = [&](uint32_t s) { return chain_at + " slot " + std::to_string(s) + ": "; };
+  const os::Owner owner = os::ShmOwner(f->lock(k));
+  const bool dead = owner.tid != 0 && !os::OwnerAlive(owner);
+  if (dead) {
+    rep->problems.push_back(chain_at + ": lock held by dead thread " + std::to_string(owner.tid));
+    if (!repair && !opts_.read_only) return;  // without repair, taking the lock would wait on nobody forever
+  }
+  LockSet locks(this, f);
+  locks.Lock(k);  // takes over (and undoes) a dead owner's lock
+  if (dead && repair) rep->repairs.push_back(chain_at + ": released the lock of dead thread " + std::to_string(owner.tid));
+  ++rep->chains;
+  // Repairs are journaled like any write. One that cannot be (every writer
+  // entry held by a live thread, or the journal full) is not made: nothing
+  // is ever changed without its undo record. The report says so, and the
+  // problem stays for the next `verify --repair`.
+  Txn txn(this, f, fi);
+  auto journaled = [&](const std::string& where, bool saved) {
+    if (!saved)
+      rep->problems.push_back(where + "not repaired: " +
+                              (txn.opened() ? JournalFull(f) : WritersBusy(f)).message());
+    return saved;
+  };
+  WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {
+    NodeHeader* nh = HeaderAt(f->slot(k, i));
+    std::string bad;
+    // The extent the tags vouch for (see ExtentAt): a damaged span never
+    // makes verify or repair reach into a neighbour.
+    const uint32_t span = e.span;
+    if (e.damaged) {
+      bad = "span " + std::to_string(nh->span) + ", state " + std::to_string(nh->state_len) + " and key " +
+            std::to_string(nh->key_stored) + "/" + std::to_string(nh->key_len) +
+            " bytes, or its lookup tag, do not describe a node that fits here";
+    } else {
+      // Biz id 0 is no error: the engine keeps handoff receipts under it.
+      const Location loc = Locate(Fingerprint{nh->fp_lo, nh->fp_hi});
+      if (loc.file != fi || (k != loc.a && k != loc.b)) bad = "node is in a chain its fingerprint does not map to";
+    }
+    if (!bad.empty()) {
+      rep->problems.push_back(slot_at(i) + bad + " (torn or damaged node)");
+      // Only the damaged node's own slots, journaled: the nodes around it
+      // stay as they are.
+      if (repair && journaled(slot_at(i), txn.SaveRange(k, i, span))) {
+        for (uint32_t s = 0; s < span; ++s) std::memset(f->slot(k, i + s), 0, kSlotBytes);
+        rep->repairs.push_back(slot_at(i) + "cleared the damaged node (" + std::to_string(span) + " slot" +
+                               (span > 1 ? "s" : "") + ")");
+      }
+      return;
+    }
+    // The same identity twice in one chain (the other chain is checked when visited).
+    WalkChain_locked(f, k, [&](uint32_t j, NodeExtent oe) {
+      const NodeHeader* o = HeaderAt(f->slot(k, j));
+      if (oe.damaged || o->fp_lo != nh->fp_lo || o->fp_hi != nh->fp_hi || o->biz != nh->biz) return;
+      rep->problems.push_back(slot_at(j) + "duplicate of the node at slot " + std::to_string(i));
+      if (repair && journaled(slot_at(j), ClearNode_locked(f, txn, k, j)))
+        rep->repairs.push_back(slot_at(j) + "cleared the duplicate");
+    }, i + span);
+    ++*nodes;
+    *slots += span;
+  });
+  // The tags must name exactly the nodes the headers describe.
+  ChainMap m;
+  m.Build(f->slot(k, 0), f->tags(k), geo_.chain);
+  uint8_t* tags = f->tags(k);
+  for (uint32_t s = 0; s < geo_.chain; ++s) {
+    const uint8_t want = m.IsNodeStart(s) ? TagOf(HeaderAt(f->slot(k, s))->fp_hi) : 0;
+    if (tags[s] == want) continue;
+    rep->problems.push_back(slot_at(s) + "lookup tag disagrees with the node header");
+    if (repair && journaled(slot_at(s), txn.Save(k, kTagsRecord))) {
+      StoreTag(tags + s, want);
+      rep->repairs.push_back(slot_at(s) + "rewrote the lookup tag");
+    }
+  }
+  txn.Commit();
 }
 
 }  // namespace frs::store

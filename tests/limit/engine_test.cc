@@ -475,7 +475,6 @@ class MapStore final : public Store {
   Status CheckFiles() override { return Status::OK(); }
   Result<uint32_t> RecoverDeadOwner(int32_t) override { return Status::Unavailable("not in this fake"); }
   Result<VerifyReport> Verify(bool) override { return Status::Unavailable("not in this fake"); }
-  void SetTestHookInCriticalSection(std::function<void(int)>) override {}
 
  private:
   StoreGeometry geo_;

@@ -22,6 +22,8 @@
 #include "common/temp_dir.h"
 #include "frs/store.h"
 #include "os/shm_lock.h"
+#include "store/format.h"
+#include "store/test_hooks.h"
 
 namespace frs {
 namespace {
@@ -131,7 +133,7 @@ TEST(StoreContention, FourProcessesRandomKeysExact) {
 // (phase 0: before writing; phase 1: in the middle of writing the node).
 pid_t SpawnStuck(const std::string& dir, const Key& k, int phase, int ready_fd) {
   return Spawn(dir, [&, phase, ready_fd](Store* s) {
-    s->SetTestHookInCriticalSection([&, phase, ready_fd](int at) {
+    store::SetTestHookInCriticalSection(s, [&, phase, ready_fd](int at) {
       if (at != phase) return;
       char c = 'x';
       (void)!::write(ready_fd, &c, 1);
@@ -314,6 +316,70 @@ TEST(StoreCrash, AReusedPidDoesNotFreezeAChain) {
   ::close(fds[1]);
 }
 
+// A process that took a dead writer's lock over died in the middle of its
+// recovery: it left the chain lock and the recovery lock in its own name,
+// and the first writer's journal open. The next process takes both over and
+// must finish the first writer's recovery too (before, it recovered only
+// the dead recoverer's own entries and went on over a half-undone chain).
+TEST(StoreCrash, ARecoveryCutShortByDeathIsFinishedByTheNext) {
+  TempDir d;
+  const StoreOptions o = Opts(d.path(), 1, 1, 8);  // one chain
+  const Key k = MakeKey(1, std::string("moved")), neighbour = MakeKey(1, std::string("neighbour"));
+  {
+    auto s = Store::Open(o);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(Incr(s->get(), k, 5).ok());
+    ASSERT_TRUE(Incr(s->get(), neighbour, 1).ok());
+  }
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  // The first writer grows k past its neighbour: k's slot is cleared, then
+  // it dies writing k's new place.
+  pid_t writer = ::fork();
+  if (writer == 0) {
+    auto s = Store::Open(o);
+    if (!s.ok()) ::_exit(2);
+    store::SetTestHookInCriticalSection(s->get(), [&](int at) {
+      if (at != 1) return;
+      char c = 'x';
+      (void)!::write(fds[1], &c, 1);
+      for (;;) ::pause();
+    });
+    (void)s.value()->Update(k.ref(), 200, 1000, [](NodeRef& n) {
+      n.state[100] = 1;
+      return Commit::kWrite;
+    });
+    ::_exit(3);
+  }
+  char c;
+  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  pid_t recoverer = ::fork();
+  if (recoverer == 0) {
+    for (;;) ::pause();
+  }
+  const uint64_t recoverer_word = uint64_t{StartOf(recoverer)} << 32 | static_cast<uint32_t>(recoverer);
+  ::kill(recoverer, SIGKILL);
+  WaitExit(recoverer);
+  ::kill(writer, SIGKILL);
+  WaitExit(writer);
+  // What the recoverer left when it died: the chain lock it took over, and
+  // the recovery lock, in its name; the writer's journal untouched.
+  const store::FileLayout l = store::LayoutFor(o.geometry);
+  const int fd = ::open((d.path() + "/frs.0.store").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, &recoverer_word, 8, static_cast<off_t>(l.heads_offset)), 8);
+  ASSERT_EQ(::pwrite(fd, &recoverer_word, 8, offsetof(store::FileHeader, recovery_lock)), 8);
+  ::close(fd);
+
+  auto s = Store::Open(o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(CountOf(s->get(), k), 5u) << "the first writer's half-done move was not undone";
+  EXPECT_EQ(CountOf(s->get(), neighbour), 1u);
+  ExpectClean(s->get());
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
 TEST(StoreCrash, TheIdentityCheckTellsAReusedIdFromItsOwner) {
   const os::Owner me = os::Self();
   EXPECT_EQ(me.tid, static_cast<uint32_t>(::gettid()));
@@ -390,7 +456,7 @@ TEST(StoreCrash, ABatchAcrossFilesIsAllOrNothingWhereverItIsKilled) {
       int fds[2];
       ASSERT_EQ(::pipe(fds), 0);
       pid_t child = Spawn(d.path(), [&, phase](Store* s) {
-        s->SetTestHookInCriticalSection([&, phase](int at) {
+        store::SetTestHookInCriticalSection(s, [&, phase](int at) {
           if (at != phase) return;
           char c = 'x';
           (void)!::write(fds[1], &c, 1);

@@ -4,15 +4,20 @@
 
 #include <filesystem>
 
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "common/temp_dir.h"
 #include "frs/store.h"
 #include "store/format.h"
 #include "store/store_file.h"
+#include "store/test_hooks.h"
 
 namespace frs {
 namespace {
@@ -642,6 +647,180 @@ TEST(Store, ReserveBacksTheWholeFileAndKeepsNodes) {
   auto n = s.value()->Get(k.ref());
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->state[0], 42);
+}
+
+}  // namespace
+}  // namespace frs
+
+// ---- a transaction aborts unless committed
+
+namespace frs {
+namespace {
+
+struct HookThrew : std::runtime_error {
+  HookThrew() : std::runtime_error("hook threw") {}
+};
+
+void ExpectClean(Store* s) {
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+}
+
+// An exception in the middle of a write (here the test hook's, thrown with
+// the node half written) leaves the chain as it was: the journal rolls back
+// instead of publishing what was written so far.
+TEST(StoreTxn, AnExceptionMidWriteRollsTheUpdateBack) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 1, 8));  // one chain: k at slot 0, a neighbour at slot 1
+  const Key k = MakeKey(1, std::string("torn")), other = MakeKey(1, std::string("neighbour"));
+  ASSERT_TRUE(Incr(s.get(), k, 5).ok());
+  ASSERT_TRUE(Incr(s.get(), other, 1).ok());
+  store::SetTestHookInCriticalSection(s.get(), [](int phase) {
+    if (phase == 1) throw HookThrew();
+  });
+  EXPECT_THROW((void)Incr(s.get(), k, 1000), HookThrew);
+  // Growing k past its neighbour moves it: its old place is cleared before
+  // the new one is written (before, the exception left k cleared and lost).
+  EXPECT_THROW((void)s->Update(k.ref(), 200, 1000, [](NodeRef& n) {
+    n.state[100] = 1;
+    return Commit::kWrite;
+  }), HookThrew);
+  EXPECT_THROW((void)Incr(s.get(), MakeKey(1, std::string("new")), 1), HookThrew);
+  store::SetTestHookInCriticalSection(s.get(), nullptr);
+  EXPECT_EQ(CountOf(s.get(), k), 5u);
+  EXPECT_EQ(s->Get(k.ref())->state.size(), 8u);
+  EXPECT_EQ(CountOf(s.get(), other), 1u);
+  EXPECT_TRUE(s->Get(MakeKey(1, std::string("new")).ref()).status().IsNotFound());
+  EXPECT_EQ(s->Stats().total.nodes_used, 2u);
+  ExpectClean(s.get());
+  ASSERT_TRUE(Incr(s.get(), k, 1).ok());  // nothing was left locked
+  EXPECT_EQ(CountOf(s.get(), k), 6u);
+}
+
+// The same in a batch, in one file and across files: an exception after some
+// members are written publishes none of them (before, the members written so
+// far stayed, and the one being written stayed torn).
+TEST(StoreTxn, AnExceptionMidBatchPublishesNothing) {
+  for (uint32_t files : {1u, 2u}) {
+    SCOPED_TRACE(std::to_string(files) + " file(s)");
+    TempDir d;
+    auto s = MustOpen(Opts(d.path(), files, 64, 8));
+    std::vector<Key> keys;
+    for (int i = 0; i < 8; ++i) {
+      keys.push_back(MakeKey(1, "m" + std::to_string(i)));
+      if (i % 2 == 0) {
+        ASSERT_TRUE(Incr(s.get(), keys.back(), 1).ok());  // half exist, half are new
+      }
+    }
+    std::vector<Store::BatchItem> items;
+    for (const Key& k : keys) items.push_back({k.ref(), 8});
+    int writes = 0;
+    store::SetTestHookInCriticalSection(s.get(), [&](int phase) {
+      if (phase == 1 && ++writes == 5) throw HookThrew();
+    });
+    EXPECT_THROW((void)s->UpdateBatch(items, 1000, [](std::span<NodeRef> n, std::span<Commit> c) {
+      for (size_t i = 0; i < n.size(); ++i) {
+        uint64_t v;
+        std::memcpy(&v, n[i].state, 8);
+        v += 100;
+        std::memcpy(n[i].state, &v, 8);
+        c[i] = Commit::kWrite;
+      }
+    }), HookThrew);
+    store::SetTestHookInCriticalSection(s.get(), nullptr);
+    EXPECT_EQ(writes, 5);
+    for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(CountOf(s.get(), keys[i]), i % 2 == 0 ? 1u : 0u) << i;
+    EXPECT_EQ(s->Stats().total.nodes_used, 4u);
+    ExpectClean(s.get());
+  }
+}
+
+// EraseIf erases one chain as one transaction: a predicate that throws
+// half-way leaves the chain whole.
+TEST(StoreTxn, AThrowingPredicateErasesNothingOfItsChain) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 1, 8));  // one chain
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "e" + std::to_string(i)), 1).ok());
+  int seen = 0;
+  EXPECT_THROW((void)s->EraseIf({}, [&](const NodeInfo&) {
+    if (++seen == 2) throw HookThrew();
+    return true;
+  }), HookThrew);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(CountOf(s.get(), MakeKey(1, "e" + std::to_string(i))), 1u) << i;
+  EXPECT_EQ(s->Stats().total.nodes_used, 3u);
+  ExpectClean(s.get());
+}
+
+// verify --repair never clears anything it cannot journal: with every
+// writer entry held by a live thread it reports the repair as not made and
+// leaves the damaged node's bytes alone (before, such a repair could clear
+// slots with no undo record); once an entry is free it repairs.
+TEST(StoreVerify, ARepairThatCannotBeJournaledIsNotMade) {
+  TempDir d;
+  const Key k = MakeKey(1, std::string("dmg"));
+  uint32_t keynode = 0, slot = 0;
+  {
+    auto s = MustOpen(Opts(d.path(), 1, 16, 4));
+    ASSERT_TRUE(Incr(s.get(), k, 1).ok());
+    auto info = s->Get(k.ref());
+    keynode = info->keynode;
+    slot = info->slot;
+  }
+  const store::FileLayout l = store::LayoutFor({1, 16, 4});
+  const size_t at = l.chains_offset + (keynode * 4 + slot) * 64;
+  uint8_t span = 9;  // out of range
+  PatchFile(d / "frs.0.store", at + offsetof(store::NodeHeader, span), &span, 1);
+  auto s = MustOpen(Opts(d.path(), 1, 16, 4));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int claimed = 0;
+  bool release = false;
+  std::vector<std::thread> holders;
+  for (uint32_t t = 0; t < store::kWriterEntries; ++t)
+    holders.emplace_back([&] {
+      EXPECT_TRUE(Incr(s.get(), MakeKey(2, std::string("w")), 1).ok());
+      std::unique_lock<std::mutex> g(mu);
+      ++claimed;
+      cv.notify_all();
+      cv.wait(g, [&] { return release; });
+    });
+  {
+    std::unique_lock<std::mutex> g(mu);
+    cv.wait(g, [&] { return claimed == static_cast<int>(store::kWriterEntries); });
+  }
+  std::vector<uint8_t> before(64), after(64);
+  {
+    std::ifstream in(d / "frs.0.store", std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(at));
+    in.read(reinterpret_cast<char*>(before.data()), 64);
+  }
+  auto v = s->Verify(true);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  for (const std::string& r : v->repairs) EXPECT_EQ(r.find("cleared"), std::string::npos) << r;
+  bool said = false;
+  for (const std::string& p : v->problems) said |= p.find("not repaired") != std::string::npos &&
+                                                   p.find("writer entries") != std::string::npos;
+  EXPECT_TRUE(said) << "no problem says the repair was not made";
+  {
+    std::ifstream in(d / "frs.0.store", std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(at));
+    in.read(reinterpret_cast<char*>(after.data()), 64);
+  }
+  EXPECT_EQ(before, after) << "the damaged node was changed without an undo record";
+  {
+    std::lock_guard<std::mutex> g(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& th : holders) th.join();
+  v = s->Verify(true);  // the exited threads' entries are reclaimed
+  ASSERT_TRUE(v.ok());
+  bool cleared = false;
+  for (const std::string& r : v->repairs) cleared |= r.find("cleared the damaged node") != std::string::npos;
+  EXPECT_TRUE(cleared);
+  ExpectClean(s.get());
 }
 
 }  // namespace

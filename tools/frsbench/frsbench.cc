@@ -37,6 +37,7 @@
 
 #include "frs/key.h"
 #include "frs/store.h"
+#include "store/placement.h"  // the store's own Locate and two-choice rule, for the simulations
 
 namespace {
 
@@ -73,30 +74,6 @@ uint32_t NowS() {
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "frsbench: %s\n", what.c_str());
   std::exit(1);
-}
-
-// Same rounding as the store: a 32-byte header, the state, then room for at
-// least the first 8 key bytes, in 64-byte slots.
-uint32_t NodeSlots(uint32_t state_bytes, uint32_t key_len) {
-  uint32_t bytes = frs::kNodeHeaderBytes + state_bytes + std::min<uint32_t>(key_len, 8);
-  return (bytes + frs::kSlotBytes - 1) / frs::kSlotBytes;
-}
-
-// The store's Locate math (StoreImpl::Locate), for the simulations.
-inline uint32_t FastRange(uint64_t h, uint32_t n) {
-  return static_cast<uint32_t>((static_cast<unsigned __int128>(h) * n) >> 64);
-}
-struct Loc {
-  uint32_t file, a, b;
-};
-inline Loc Locate(const Fingerprint& fp, const StoreGeometry& g) {
-  Loc l;
-  l.file = FastRange(fp.hi, g.files);
-  l.a = FastRange(fp.lo, g.keynodes);
-  uint64_t h2 = (fp.lo >> 32 | fp.lo << 32) ^ (fp.hi * 0x9E3779B97F4A7C15ull);
-  l.b = FastRange(h2, g.keynodes);
-  if (l.b == l.a && g.keynodes > 1) l.b = (l.a + 1) % g.keynodes;
-  return l;
 }
 
 // A tiny JSON object writer (one line).
@@ -188,16 +165,6 @@ uint64_t AllocatedBytes(const std::string& dir) {
 
 // ------------------------------------------------------------ store --procs
 
-// Store::Prefetch (a cache hint for a key about to be updated) is used when
-// the library has it and --prefetch asks for it.
-template <class S>
-concept HasPrefetch = requires(const S& s, const Fingerprint& fp) { s.Prefetch(fp); };
-template <class S>
-inline void PrefetchKey(const S& s, const Fingerprint& fp) {
-  if constexpr (HasPrefetch<S>) s.Prefetch(fp);
-}
-constexpr bool kHavePrefetch = HasPrefetch<Store>;
-
 struct StoreArgs {
   int procs = 1;
   uint64_t keys = 1000000;
@@ -209,7 +176,6 @@ struct StoreArgs {
   uint64_t seed = 42;
   bool keep = false;
   bool verify = true;
-  int prefetch = 0;  // keys fingerprinted and prefetched ahead of the one updated
 };
 
 // Shared (MAP_SHARED | MAP_ANONYMOUS) between the parent and its workers.
@@ -238,8 +204,6 @@ void FormatKey(uint64_t i, char* out) {
 
 int RunStore(const StoreArgs& a) {
   if (a.procs < 1 || a.procs > 64) Die("--procs must be 1..64");
-  if (a.prefetch < 0 || a.prefetch > 32) Die("--prefetch must be 0..32");
-  if (a.prefetch && !kHavePrefetch) Die("--prefetch: this build's Store has no Prefetch()");
   if (a.keys < 1 || a.keys > (uint64_t{1} << 32)) Die("--keys must be 1..2^32");
   if (a.chain < 1 || a.chain > 64) Die("--chain must be 1..64");
   StoreGeometry g;
@@ -341,25 +305,10 @@ int RunStore(const StoreArgs& a) {
         n.expire_s = st->window_start + kWindowS;
         return Commit::kWrite;
       };
-      // With --prefetch D, key i + D is fingerprinted and prefetched while
-      // key i is updated (a server draining a batch of requests); fps is the
-      // ring of fingerprints already computed.
-      const size_t ahead = static_cast<size_t>(a.prefetch);
-      Fingerprint fps[64];
       auto key_of = [&](size_t i) { return std::string_view(seq[i & (seq_len - 1)].bytes, kKeyWidth); };
-      for (size_t j = 0; j < ahead; ++j) fps[j & 63] = frs::FingerprintOf(kBiz, key_of(j));
       auto one = [&](size_t i) {
         std::string_view k = key_of(i);
-        Fingerprint fp;
-        if (ahead) {
-          fp = fps[i & 63];
-          Fingerprint next = frs::FingerprintOf(kBiz, key_of(i + ahead));
-          fps[(i + ahead) & 63] = next;
-          PrefetchKey(*ws, next);
-        } else {
-          fp = frs::FingerprintOf(kBiz, k);
-        }
-        frs::KeyRef ref{kBiz, fp, k, static_cast<uint8_t>(k.size())};
+        frs::KeyRef ref{kBiz, frs::FingerprintOf(kBiz, k), k, static_cast<uint8_t>(k.size())};
         frs::Status s = ws->Update(ref, sizeof(FixedWindowState), now_s, acquire);
         if (__builtin_expect(!s.ok(), 0)) {
           if (me.errors++ == 0) std::snprintf(me.error, sizeof me.error, "%s", s.ToString().c_str());
@@ -465,13 +414,12 @@ int RunStore(const StoreArgs& a) {
   }
 
   const uint64_t bytes_mapped = after.bytes_mapped;
-  const uint32_t node_slots = NodeSlots(sizeof(FixedWindowState), kKeyWidth);
+  const uint32_t node_slots = frs::NodeSlots(sizeof(FixedWindowState), kKeyWidth);
   Json j;
   j.Str("bench", "store")
       .Int("procs", a.procs)
       .Int("keys", a.keys)
       .Num("seconds", a.seconds, 2)
-      .Int("prefetch", static_cast<uint64_t>(a.prefetch))
       .Num("ops_per_s", ops_per_s, 0)
       .Raw("ops_per_s_per_proc", per_proc)
       .Num("ops_per_cpu_s", ops_per_cpu_s, 0)
@@ -509,27 +457,28 @@ int RunStore(const StoreArgs& a) {
 
 // ------------------------------------------------------------ store --fill
 
-// Two-choice placement into the same key-node indices as the store, without
-// moves: a key goes to the chain (of its two) with more free slots, the first
-// on a tie, as StoreImpl::Place does. `choices` 1 is single-choice (always A).
-// Returns the occupancy when a key first finds both chains full.
+// Placement into the same key-node indices as the store (its Locate), without
+// moves: with two choices a key goes where the store's first placement step
+// puts it (LessLoaded: the chain of its two with more free slots, A on a
+// tie); `choices` 1 is single-choice (always A). Returns the occupancy when a
+// key first finds its chains full.
 double SimulateFirstOverflow(const std::vector<Fingerprint>& fps, const StoreGeometry& g, int choices,
                              uint64_t* placed_out) {
   std::vector<uint8_t> load(uint64_t{g.files} * g.keynodes, 0);
   uint64_t placed = 0;
   for (const Fingerprint& fp : fps) {
-    Loc l = Locate(fp, g);
-    uint8_t* la = &load[uint64_t{l.file} * g.keynodes + l.a];
-    uint8_t* lb = &load[uint64_t{l.file} * g.keynodes + l.b];
-    uint8_t* dst = nullptr;
-    if (choices == 1) {
-      if (*la < g.chain) dst = la;
-    } else {
-      if (*la < g.chain && (*la <= *lb || *lb >= g.chain)) dst = la;
-      else if (*lb < g.chain) dst = lb;
+    const frs::store::Location l = frs::store::Locate(fp, g);
+    uint8_t* chains[2] = {&load[uint64_t{l.file} * g.keynodes + l.a], &load[uint64_t{l.file} * g.keynodes + l.b]};
+    const int ncand = choices == 1 || l.a == l.b ? 1 : 2;
+    bool fits[2];
+    uint32_t free_slots[2];
+    for (int c = 0; c < 2; ++c) {
+      fits[c] = *chains[c] < g.chain;
+      free_slots[c] = g.chain - *chains[c];
     }
-    if (!dst) break;
-    ++*dst;
+    const int dst = frs::store::LessLoaded(fits, free_slots, ncand);
+    if (dst < 0) break;
+    ++*chains[dst];
     ++placed;
   }
   *placed_out = placed;
@@ -670,9 +619,6 @@ int main(int argc, char** argv) {
   auto* seed_opt = st->add_option("--seed", seed, "random seed");
   st->add_flag("--keep", sa.keep, "keep the temporary store directory");
   bool no_verify = false;
-  st->add_option("--prefetch", sa.prefetch,
-                 "fingerprint and Store::Prefetch this many keys ahead (pipelined requests; needs Store::Prefetch)")
-      ->capture_default_str();
   st->add_flag("--no-verify", no_verify, "skip the check that the counts sum to the ops done");
 
   CLI11_PARSE(app, argc, argv);

@@ -1,15 +1,26 @@
-// store/txn.h: the undo journal of one critical section (Txn) and the set
-// of chain locks one operation holds (LockSet). Private to src/store.
+// store/journal.h: the undo journal of one critical section (Txn), in this
+// thread's writer entry of one file. Private to src/store; the writer table
+// itself (claiming entries, recovering dead writers) is in journal.cc.
+//
+// Before a slot (or a key-node's tags) changes, its old image is appended to
+// the entry's journal; the entry is marked active before the first in-place
+// write and inactive after the last. Whoever finds the entry's owner dead
+// restores the images (StoreImpl::RecoverDeadWriters).
+//
+// A Txn aborts unless committed: its destructor restores every image it
+// saved, so an early return or an exception (a mutator's, a visitor's, an
+// allocation's) leaves the chains exactly as they were; only Commit() makes
+// the writes stay and publishes the header counters. Every Save is checked:
+// a write whose old image could not be journaled is not made.
+//
+// Thread safety: a Txn belongs to one thread. REQUIRES: the chain locks it
+// writes under are held until it is committed or destroyed (declare the
+// LockSet before the Txn).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <vector>
 
-#include <boost/container/small_vector.hpp>
-
-#include "os/shm_lock.h"
 #include "store/store_impl.h"
 
 namespace frs::store {
@@ -18,15 +29,15 @@ namespace frs::store {
 class StoreImpl::Txn {
  public:
   Txn(StoreImpl* s, StoreFile* f, uint32_t file_index) : s_(s), f_(f), file_(file_index) {}
-  ~Txn() { End(); }
+  ~Txn() { Rollback(); }
   Txn(const Txn&) = delete;
   Txn& operator=(const Txn&) = delete;
 
   // Saves the slot's current image (or, for slot kTagsRecord, the key-node's
-  // tags) unless already saved. Must precede any
-  // write to the slot. Returns false when the journal is full (the caller
-  // aborts and rolls back).
-  bool Save(uint32_t keynode, uint32_t slot) {
+  // tags) unless already saved. Must precede any write to the slot. False
+  // when no writer entry could be claimed or the journal is full: the write
+  // must not be made (the caller returns, and the Txn rolls back).
+  [[nodiscard]] bool Save(uint32_t keynode, uint32_t slot) {
     if (!Open()) return false;
     uint32_t n = w_->count;
     for (uint32_t i = 0; i < n; ++i)
@@ -47,9 +58,9 @@ class StoreImpl::Txn {
   // path calls it before its first change, so that when all writer entries
   // are held by live threads the operation fails whole instead of writing
   // without an undo record.
-  bool Open() {
+  [[nodiscard]] bool Open() {
     if (w_) return true;
-    w_ = s_->MyWriter(file_);
+    w_ = s_->ClaimWriter(file_);
     if (!w_) return false;
     recs_ = f_->records(w_);
     cap_ = JournalCapacity(f_->header()->chain);
@@ -74,23 +85,28 @@ class StoreImpl::Txn {
   }
   uint32_t entry_index() const { return f_->writer_index(w_); }
   bool opened() const { return w_ != nullptr; }
-  bool SaveRange(uint32_t keynode, uint32_t slot, uint32_t span) {
+  [[nodiscard]] bool SaveRange(uint32_t keynode, uint32_t slot, uint32_t span) {
     for (uint32_t k = 0; k < span; ++k)
       if (!Save(keynode, slot + k)) return false;
     return true;
   }
-  // Restores every saved image (used when a batch must be abandoned).
+  // Restores every saved image, newest first, and closes the journal; the
+  // counters are dropped. A no-op once committed. The entry leaves its batch
+  // (and a coordinator withdraws its commit mark) before anything is
+  // restored, so a death during a rollback undoes every file of the batch.
   void Rollback() {
     if (w_) {
+      std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_release);
+      std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_release);
       s_->UndoEntry(f_, w_);
-      std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
     }
     w_ = nullptr;
     nodes = slots = evict_stale = evict_live = cuckoo = 0;
   }
-  // Closes the journal, then publishes the header counters: they follow the
-  // data, so a crash can leave them behind (verify recounts) but never ahead.
-  void End() {
+  // Closes the journal (the writes stay), then publishes the header counters:
+  // they follow the data, so a crash can leave them behind (verify recounts)
+  // but never ahead.
+  void Commit() {
     if (w_) {
       std::atomic_ref<uint32_t>(w_->active).store(0, std::memory_order_release);
       // Inactive entries are never looked at: these clear only for tidiness.
@@ -110,7 +126,7 @@ class StoreImpl::Txn {
     nodes = slots = evict_stale = evict_live = cuckoo = 0;
   }
 
-  // Counter changes of this critical section, applied by End().
+  // Counter changes of this critical section, applied by Commit().
   int64_t nodes = 0, slots = 0, evict_stale = 0, evict_live = 0, cuckoo = 0;
 
  private:
@@ -120,48 +136,6 @@ class StoreImpl::Txn {
   WriterEntryHeader* w_ = nullptr;
   JournalRecord* recs_ = nullptr;
   uint32_t cap_ = 0;
-};
-
-// The chain locks one operation holds in one file, released on destruction.
-class StoreImpl::LockSet {
- public:
-  LockSet(StoreImpl* s, StoreFile* f) : s_(s), f_(f) {}
-  ~LockSet() { UnlockAll(); }
-  LockSet(const LockSet&) = delete;
-  LockSet& operator=(const LockSet&) = delete;
-
-  // A read-only store takes no locks (see StoreOptions::read_only).
-  void Lock(uint32_t k) {
-    if (s_->read_only()) return;
-    s_->LockChain(f_, k);
-    held_.push_back(k);
-  }
-  bool TryLock(uint32_t k) {
-    if (s_->read_only()) return true;
-    if (!os::ShmTryLock(f_->lock(k))) return false;
-    held_.push_back(k);
-    return true;
-  }
-  bool Holds(uint32_t k) const {
-    return s_->read_only() || std::find(held_.begin(), held_.end(), k) != held_.end();
-  }
-  void Unlock(uint32_t k) {
-    auto it = std::find(held_.begin(), held_.end(), k);
-    if (it == held_.end()) return;
-    os::ShmUnlock(f_->lock(k));
-    held_.erase(it);
-  }
-  void UnlockAll() {
-    for (auto it = held_.rbegin(); it != held_.rend(); ++it) os::ShmUnlock(f_->lock(*it));
-    held_.clear();
-  }
-  StoreFile* file() const { return f_; }
-
- private:
-  StoreImpl* s_;
-  StoreFile* f_;
-  // Inline room for the usual one to three chains: no allocation per update.
-  boost::container::small_vector<uint32_t, 4> held_;
 };
 
 }  // namespace frs::store

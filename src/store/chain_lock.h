@@ -1,0 +1,60 @@
+// store/chain_lock.h: the set of chain locks one operation holds in one
+// file (LockSet), released on destruction. Private to src/store; taking a
+// lock over from a dead owner (and recovering its writes) is in
+// chain_lock.cc.
+//
+// Thread safety: a LockSet belongs to one thread.
+#pragma once
+
+#include <algorithm>
+
+#include <boost/container/small_vector.hpp>
+
+#include "os/shm_lock.h"
+#include "store/store_impl.h"
+
+namespace frs::store {
+
+// The chain locks one operation holds in one file, released on destruction.
+class StoreImpl::LockSet {
+ public:
+  LockSet(StoreImpl* s, StoreFile* f) : s_(s), f_(f) {}
+  ~LockSet() { UnlockAll(); }
+  LockSet(const LockSet&) = delete;
+  LockSet& operator=(const LockSet&) = delete;
+
+  // A read-only store takes no locks (see StoreOptions::read_only).
+  void Lock(uint32_t k) {
+    if (s_->read_only()) return;
+    s_->LockChain(f_, k);
+    held_.push_back(k);
+  }
+  [[nodiscard]] bool TryLock(uint32_t k) {
+    if (s_->read_only()) return true;
+    if (!os::ShmTryLock(f_->lock(k))) return false;
+    held_.push_back(k);
+    return true;
+  }
+  bool Holds(uint32_t k) const {
+    return s_->read_only() || std::find(held_.begin(), held_.end(), k) != held_.end();
+  }
+  void Unlock(uint32_t k) {
+    auto it = std::find(held_.begin(), held_.end(), k);
+    if (it == held_.end()) return;
+    os::ShmUnlock(f_->lock(k));
+    held_.erase(it);
+  }
+  void UnlockAll() {
+    for (auto it = held_.rbegin(); it != held_.rend(); ++it) os::ShmUnlock(f_->lock(*it));
+    held_.clear();
+  }
+  StoreFile* file() const { return f_; }
+
+ private:
+  StoreImpl* s_;
+  StoreFile* f_;
+  // Inline room for the usual one to three chains: no allocation per update.
+  boost::container::small_vector<uint32_t, 4> held_;
+};
+
+}  // namespace frs::store

@@ -1,0 +1,179 @@
+// The writer table: each thread that writes a file claims one of its
+// kWriterEntries entries and keeps it (a per-thread cache); an entry whose
+// owner died is recovered, its unfinished write undone, before anyone reuses
+// it or the chains it touched. RecoverDeadWriters is the only place a dead
+// writer's journal is undone; every path that meets a dead writer (a lock
+// taken over, a writer table full of entries, RecoverDeadOwner, Verify)
+// calls it.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "os/shm_lock.h"
+#include "store/journal.h"
+#include "store/store_impl.h"
+
+namespace frs::store {
+namespace {
+
+template <class T>
+inline T AtomicLoad(const T& field) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_acquire);
+}
+
+// Per-thread cache of claimed writer entries: (store instance, file) -> entry.
+struct WriterCacheEntry {
+  uint64_t instance;
+  uint32_t file;
+  uint32_t tid;
+  WriterEntryHeader* w;
+};
+thread_local std::vector<WriterCacheEntry> t_writers;
+
+// Takes a free entry of `f` for `self` (or the one `self` already owns: a
+// previous Store object of this thread left it claimed); null when every
+// entry is owned by someone else.
+WriterEntryHeader* TakeFreeWriter(StoreFile* f, os::Owner self) {
+  for (uint32_t i = 0; i < kWriterEntries; ++i) {
+    WriterEntryHeader* w = f->writer(i);
+    std::atomic_ref<uint64_t> owner(w->owner);
+    uint64_t cur = owner.load(std::memory_order_acquire);
+    if (cur == self.word() || (cur == 0 && owner.compare_exchange_strong(cur, self.word()))) return w;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+WriterEntryHeader* StoreImpl::ClaimWriter(uint32_t file_index) {
+  const os::Owner self = os::Self();
+  for (const WriterCacheEntry& e : t_writers)
+    if (e.instance == instance_ && e.file == file_index && e.tid == self.tid) return e.w;
+  StoreFile* f = files_[file_index].get();
+  WriterEntryHeader* w = TakeFreeWriter(f, self);
+  if (!w) {
+    // Every entry is taken: those of dead threads are recovered (whatever
+    // they left is undone) and freed, then one is taken.
+    ForEachDeadWriter(f, [&](uint32_t, os::Owner dead, bool) { RecoverDeadWriters(dead); });
+    w = TakeFreeWriter(f, self);
+    if (!w) return nullptr;
+  }
+  w->active = 0;
+  w->count = 0;
+  t_writers.push_back({instance_, file_index, self.tid, w});
+  std::lock_guard<std::mutex> g(claimed_mu_);
+  claimed_.push_back({file_index, f->writer_index(w), self.word(), ::getpid()});
+  return w;
+}
+
+void StoreImpl::ReleaseClaimedWriters() {
+  // Only this process's entries (not a parent's, after fork), and only
+  // closed ones: an open journal stays for recovery.
+  std::lock_guard<std::mutex> g(claimed_mu_);
+  const pid_t me = ::getpid();
+  for (const Claimed& c : claimed_) {
+    if (c.pid != me) continue;
+    WriterEntryHeader* w = files_[c.file]->writer(c.entry);
+    if (AtomicLoad(w->active) == 0) {
+      uint64_t expected = c.owner;
+      std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0);
+    }
+  }
+}
+
+void StoreImpl::ForEachDeadWriter(StoreFile* f, const std::function<void(uint32_t, os::Owner, bool)>& fn) const {
+  for (uint32_t i = 0; i < kWriterEntries; ++i) {
+    const WriterEntryHeader* w = f->writer(i);
+    const os::Owner owner = os::Owner::FromWord(AtomicLoad(w->owner));
+    if (owner.tid == 0 || os::OwnerAlive(owner)) continue;
+    fn(i, owner, AtomicLoad(w->active) != 0);
+  }
+}
+
+void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
+  JournalRecord* recs = f->records(w);
+  const uint32_t n = std::min<uint32_t>(AtomicLoad(w->count), JournalCapacity(f->header()->chain));
+  // Newest first, so a slot saved twice ends with its oldest image.
+  for (uint32_t i = n; i-- > 0;) {
+    if (recs[i].keynode >= geo_.keynodes) continue;
+    if (recs[i].slot == kTagsRecord) {
+      uint8_t* tags = f->tags(recs[i].keynode);
+      for (uint32_t k = 0; k < geo_.chain; ++k) StoreTag(tags + k, recs[i].image[k]);
+      continue;
+    }
+    if (recs[i].slot >= geo_.chain) continue;
+    std::memcpy(f->slot(recs[i].keynode, recs[i].slot), recs[i].image, kSlotBytes);
+  }
+  std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_release);
+  std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_release);
+}
+
+uint32_t StoreImpl::RecoverDeadWriters(os::Owner dead) {
+  // In every file at once: a batch across files is kept or undone as a
+  // whole, decided by its coordinator entry before any entry is touched. The
+  // recovery locks (taken in file order) serialize this against anyone else
+  // recovering the same owner. It is safe without the dead owner's chain
+  // locks: they stay held by the dead owner until someone takes them over,
+  // and every take-over runs this first.
+  //
+  // A recovery lock taken over from a dead holder means a recovery died
+  // half done: the writer it was undoing is still active, owned by a dead
+  // thread whose chain locks that holder had already taken over, so no
+  // take-over will ever name it again. This pass then finishes the recovery
+  // of every dead writer, not only `dead`'s (undoing again is harmless: the
+  // images are the same).
+  bool interrupted = false;
+  for (auto& f : files_) {
+    const os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
+    if (!lr.took_over) continue;
+    interrupted = true;
+    std::atomic_ref<uint64_t>(f->header()->lock_recoveries).fetch_add(1, std::memory_order_relaxed);
+    if (opts_.on_recovery)
+      opts_.on_recovery("took over the recovery lock of dead owner " + std::to_string(lr.dead_owner.tid) + " in " +
+                        f->path() + ": its interrupted recovery is finished now");
+  }
+  auto recovered = [&](uint64_t owner) {
+    return owner == dead.word() || (interrupted && owner != 0 && !os::OwnerAlive(os::Owner::FromWord(owner)));
+  };
+  struct Act {
+    StoreFile* f;
+    WriterEntryHeader* w;
+    bool undo;
+  };
+  std::vector<Act> acts;
+  for (auto& fp : files_) {
+    StoreFile* f = fp.get();
+    for (uint32_t i = 0; i < kWriterEntries; ++i) {
+      WriterEntryHeader* w = f->writer(i);
+      const uint64_t owner = AtomicLoad(w->owner);
+      if (!recovered(owner)) continue;
+      bool undo = AtomicLoad(w->active) != 0;
+      const uint64_t batch = AtomicLoad(w->batch);
+      if (undo && batch != 0 && w->coord_file < files_.size() && w->coord_entry < kWriterEntries) {
+        const WriterEntryHeader* c = files_[w->coord_file]->writer(w->coord_entry);
+        undo = !(AtomicLoad(c->owner) == owner && AtomicLoad(c->committed) == batch);
+      }
+      acts.push_back({f, w, undo});
+    }
+  }
+  uint32_t undone = 0;
+  for (const Act& a : acts) {
+    if (a.undo) {
+      UndoEntry(a.f, a.w);
+      ++undone;
+    }
+  }
+  for (const Act& a : acts) {
+    std::atomic_ref<uint32_t>(a.w->count).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint32_t>(a.w->active).store(0, std::memory_order_release);
+    std::atomic_ref<uint64_t>(a.w->batch).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(a.w->committed).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(a.w->owner).store(0, std::memory_order_release);
+  }
+  for (auto it = files_.rbegin(); it != files_.rend(); ++it) os::ShmUnlock(&(*it)->header()->recovery_lock);
+  return undone;
+}
+
+}  // namespace frs::store

@@ -1,0 +1,221 @@
+// Placement of a new (or grown) node when its key's chains A and B are both
+// locked, as docs/store.md "Placement and eviction" tells it, one named step
+// each, tried in order:
+//   1. FreeRun       a free run in the less loaded chain (two-choice)
+//   2. ReclaimStale  a window of free and stale nodes (expired, or of a
+//                    removed biz), reused before anything live
+//   3. CuckooStep    one resident moved to its other key-node, when that
+//                    frees a long enough run here
+//   4. EvictLru      the window whose most recently used live node is the
+//                    oldest (last second of use, then heat)
+// A batch's pinned nodes are never reclaimed, moved or evicted.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "store/chain_lock.h"
+#include "store/journal.h"
+#include "store/store_impl.h"
+
+namespace frs::store {
+namespace {
+
+// First slot of a free run of `need` slots in `m`, or -1.
+int FreeRunIn(const ChainMap& m, uint32_t need) {
+  uint32_t run = 0;
+  for (uint32_t i = 0; i < m.n; ++i) {
+    run = m.start[i] == ChainMap::kFree ? run + 1 : 0;
+    if (run == need) return static_cast<int>(i + 1 - need);
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::shared_ptr<const std::vector<bool>> StoreImpl::LiveBizzes() const {
+  std::lock_guard<std::mutex> g(live_mu_);
+  return live_;
+}
+
+// One placement: the two candidate chains (both locked), their maps, and
+// what the steps share. REQUIRES: the locks of loc.a and loc.b.
+class StoreImpl::Placer {
+ public:
+  Placer(StoreImpl* s, StoreFile* f, Txn& txn, LockSet& locks, const Location& loc, uint32_t span, uint32_t now_s,
+         const Pins* pins, UpdateResult* r)
+      : s_(s), f_(f), txn_(txn), locks_(locks), span_(span), now_s_(now_s), pins_(pins), r_(r),
+        live_(s->LiveBizzes()) {
+    cands_[0] = loc.a;
+    cands_[1] = loc.b;
+    ncand_ = loc.a == loc.b ? 1 : 2;
+    for (int c = 0; c < ncand_; ++c) maps_[c].Build(f->slot(cands_[c], 0), f->tags(cands_[c]), s->geo_.chain);
+  }
+
+  Placement FreeRun() {
+    int runs[2] = {-1, -1};
+    bool fits[2] = {false, false};
+    uint32_t free_slots[2] = {0, 0};
+    for (int c = 0; c < ncand_; ++c) {
+      runs[c] = FreeRunIn(maps_[c], span_);
+      fits[c] = runs[c] >= 0;
+      free_slots[c] = maps_[c].FreeSlots();
+    }
+    const int best = LessLoaded(fits, free_slots, ncand_);
+    if (best < 0) return {};
+    return {cands_[best], static_cast<uint32_t>(runs[best]), true};
+  }
+
+  Placement ReclaimStale() {
+    for (int c = 0; c < ncand_; ++c) {
+      for (uint32_t s = 0; s + span_ <= maps_[c].n; ++s) {
+        bool ok = true;
+        for (uint32_t k = s; k < s + span_ && ok; ++k) {
+          const uint8_t st = maps_[c].start[k];
+          if (st == ChainMap::kFree) continue;
+          ok = Stale(c, st) && !Pinned(cands_[c], st);
+        }
+        if (!ok) continue;
+        return EvictWindow(c, s);
+      }
+    }
+    return {};
+  }
+
+  Placement CuckooStep() {
+    const uint32_t chain = s_->geo_.chain;
+    for (int c = 0; c < ncand_; ++c) {
+      const ChainMap& m = maps_[c];
+      for (uint32_t s = 0; s < chain; ++s) {
+        if (m.start[s] != s || m.IsDamaged(s) || Pinned(cands_[c], s)) continue;
+        const uint32_t nspan = m.SpanOf(s);
+        ChainMap without = m;
+        for (uint32_t k = s; k < s + nspan; ++k) without.start[k] = ChainMap::kFree;
+        const int here = FreeRunIn(without, span_);
+        if (here < 0) continue;
+        const NodeHeader* h = HeaderAt(f_->slot(cands_[c], s));
+        const Location nl = s_->Locate(Fingerprint{h->fp_lo, h->fp_hi});
+        if (nl.a == nl.b) continue;
+        const uint32_t other = (h->flags & kNodeInAlternate) ? nl.a : nl.b;
+        if (other == cands_[c]) continue;
+        bool locked_here = false;
+        if (!locks_.Holds(other)) {
+          if (!locks_.TryLock(other)) continue;  // never wait here: the order of locks is not ours to choose
+          locked_here = true;
+        }
+        ChainMap om;
+        om.Build(f_->slot(other, 0), f_->tags(other), chain);
+        const int dest = FreeRunIn(om, nspan);
+        if (dest < 0) {
+          if (locked_here) locks_.Unlock(other);
+          continue;
+        }
+        // The other chain stays locked until the operation ends: its old
+        // images are in the journal, and a rollback (or a recovery after a
+        // death) restores them, which only its lock holder may do.
+        if (!Move(cands_[c], s, nspan, other, static_cast<uint32_t>(dest), other == nl.b)) return JournalFullPlacement();
+        return {cands_[c], static_cast<uint32_t>(here), true};
+      }
+    }
+    return {};
+  }
+
+  Placement EvictLru() {
+    int ev_c = -1;
+    uint32_t ev_s = 0;
+    uint64_t ev_cost = UINT64_MAX;
+    for (int c = 0; c < ncand_; ++c) {
+      const ChainMap& m = maps_[c];
+      for (uint32_t s = 0; s + span_ <= m.n; ++s) {
+        uint64_t cost = 0;
+        bool ok = true;
+        for (uint32_t k = s; k < s + span_ && ok; ++k) {
+          if (m.start[k] == ChainMap::kFree) continue;
+          if (Pinned(cands_[c], m.start[k])) {
+            ok = false;
+            break;
+          }
+          const NodeHeader* h = HeaderAt(f_->slot(cands_[c], m.start[k]));
+          cost = std::max<uint64_t>(cost, RecencyOf(h->last_access_s, h->flags) + 1);
+        }
+        if (ok && cost < ev_cost) {
+          ev_cost = cost;
+          ev_c = c;
+          ev_s = s;
+        }
+      }
+    }
+    if (ev_c < 0) return {};
+    return EvictWindow(ev_c, ev_s);
+  }
+
+ private:
+  bool Stale(int c, uint32_t slot) const { return IsStale(HeaderAt(f_->slot(cands_[c], slot)), now_s_, *live_); }
+  bool Pinned(uint32_t keynode, uint32_t slot) const {
+    if (!pins_) return false;
+    for (const auto& p : *pins_)
+      if (p.first == keynode && p.second == slot) return true;
+    return false;
+  }
+  static Placement JournalFullPlacement() {
+    Placement p;
+    p.journal_full = true;
+    return p;
+  }
+  // Clears every node overlapping the window [s, s + span) of chain c,
+  // counting each as a stale or a live eviction; the window is the placement.
+  Placement EvictWindow(int c, uint32_t s) {
+    const ChainMap& m = maps_[c];
+    uint8_t last = ChainMap::kFree;
+    for (uint32_t k = s; k < s + span_; ++k) {
+      if (m.start[k] == ChainMap::kFree || m.start[k] == last) continue;
+      last = m.start[k];
+      const bool stale = Stale(c, last);
+      if (!s_->ClearNode_locked(f_, txn_, cands_[c], last)) return JournalFullPlacement();
+      (stale ? txn_.evict_stale : txn_.evict_live) += 1;
+      if (r_) (stale ? r_->evicted_stale : r_->evicted_live) = true;
+    }
+    return {cands_[c], s, true};
+  }
+  // Moves the node of `nspan` slots at (from, s) to (to, dest), marking in
+  // its flags which of its key-nodes it now lives in. Everything it changes
+  // is journaled before the first write; false: nothing moved.
+  [[nodiscard]] bool Move(uint32_t from, uint32_t s, uint32_t nspan, uint32_t to, uint32_t dest, bool to_alternate) {
+    alignas(8) uint8_t img[kMaxSpan * kSlotBytes];
+    std::memcpy(img, f_->slot(from, s), nspan * kSlotBytes);
+    NodeHeader* nh = HeaderAt(img);
+    nh->flags = static_cast<uint8_t>((nh->flags & ~kNodeInAlternate) | (to_alternate ? kNodeInAlternate : 0));
+    const uint8_t tag = TagOf(nh->fp_hi);
+    if (!txn_.SaveRange(to, dest, nspan) || !s_->SaveTags_locked(f_, txn_, to, dest, nspan, tag) ||
+        !txn_.SaveRange(from, s, nspan) || !s_->SaveTags_locked(f_, txn_, from, s, nspan, 0))
+      return false;
+    std::memcpy(f_->slot(to, dest), img, nspan * kSlotBytes);
+    s_->SetTags_locked(f_, to, dest, nspan, tag);
+    for (uint32_t k = 0; k < nspan; ++k) std::memset(f_->slot(from, s + k), 0, kSlotBytes);
+    s_->SetTags_locked(f_, from, s, nspan, 0);
+    txn_.cuckoo += 1;
+    return true;
+  }
+
+  StoreImpl* s_;
+  StoreFile* f_;
+  Txn& txn_;
+  LockSet& locks_;
+  const uint32_t span_, now_s_;
+  const Pins* pins_;
+  UpdateResult* r_;
+  const std::shared_ptr<const std::vector<bool>> live_;  // a snapshot: SetLiveBizzes may swap it meanwhile
+  uint32_t cands_[2];
+  int ncand_;
+  ChainMap maps_[2];
+};
+
+StoreImpl::Placement StoreImpl::Place_locked(StoreFile* f, Txn& txn, const Location& loc, uint32_t span,
+                                             uint32_t now_s, LockSet& locks, const Pins* pins, UpdateResult* r) {
+  Placer p(this, f, txn, locks, loc, span, now_s, pins, r);
+  if (Placement pl = p.FreeRun(); pl.ok) return pl;
+  if (Placement pl = p.ReclaimStale(); pl.ok || pl.journal_full) return pl;
+  if (Placement pl = p.CuckooStep(); pl.ok || pl.journal_full) return pl;
+  return p.EvictLru();
+}
+
+}  // namespace frs::store

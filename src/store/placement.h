@@ -1,0 +1,53 @@
+// store/placement.h: where a key's node may live, and which of its two
+// chains a new node prefers. Private to src/store (and to frsbench, whose
+// fill simulations must place keys exactly as the store does).
+//
+// The fingerprint picks the file and two key-nodes A (primary) and B
+// (alternate) in it; the node lives in one of those two chains. Lookups lock
+// A and look there first; B is locked too only when the node is not in A or
+// something must be inserted (store_impl.h). How Place finds room when
+// neither chain has a free run is in StoreImpl::Place_locked (placement.cc).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "frs/key.h"
+#include "frs/store.h"
+
+namespace frs::store {
+
+// h * n / 2^64: a uniform 64-bit hash mapped onto [0, n) without a division.
+inline uint32_t FastRange(uint64_t h, uint32_t n) {
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(h) * n) >> 64);
+}
+
+struct Location {
+  uint32_t file, a, b;  // a != b unless the file has a single key-node
+};
+
+// The file alone (what Update checks for breakage before it locks anything).
+inline uint32_t FileOf(const Fingerprint& fp, const StoreGeometry& g) { return FastRange(fp.hi, g.files); }
+
+inline Location Locate(const Fingerprint& fp, const StoreGeometry& g) {
+  Location l;
+  l.file = FileOf(fp, g);
+  l.a = FastRange(fp.lo, g.keynodes);
+  const uint64_t h2 = (fp.lo >> 32 | fp.lo << 32) ^ (fp.hi * 0x9E3779B97F4A7C15ull);
+  l.b = FastRange(h2, g.keynodes);
+  if (l.b == l.a && g.keynodes > 1) l.b = (l.a + 1) % g.keynodes;
+  return l;
+}
+
+// Two-choice balancing, the first step of placement: of the key's chains
+// that have room for the node (`fits`), the one with the most free slots, A
+// on a tie. `ncand` is 1 when A and B are one chain. -1: neither has room.
+inline int LessLoaded(const bool fits[2], const uint32_t free_slots[2], int ncand) {
+  int best = -1;
+  for (int c = 0; c < ncand; ++c)
+    if (fits[c] && (best < 0 || free_slots[c] > free_slots[best])) best = c;
+  return best;
+}
+
+}  // namespace frs::store

@@ -1,0 +1,365 @@
+// Update and UpdateBatch: find the node under its chain lock(s), load what
+// the mutator sees (LoadNode_locked), run the mutator, write the result back
+// (StoreNode_locked). Both operations share the one load and the one
+// write-back; they differ only in how they take their locks and journals.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/chain_lock.h"
+#include "store/journal.h"
+#include "store/store_impl.h"
+
+namespace frs::store {
+
+// What LoadNode_locked read from the node, for StoreNode_locked.
+struct StoreImpl::LoadedNode {
+  Pos pos;                  // where the node is (pos.found false: a new one)
+  uint32_t old_span = 0;    // the extent it covers now
+  uint8_t heat = 1;         // its heat with this use (a new node's first use)
+  RouteMark route;          // the route it was written under
+  // The key bytes to store: the caller's, unless the node holds more of them
+  // (an import by fingerprint), which are then kept.
+  bool keep_key = false;
+  uint32_t key_stored = 0;
+  uint8_t kept_key[kMaxKeyBytes];
+  const uint8_t* key_bytes(const KeyRef& key) const {
+    return keep_key ? kept_key : reinterpret_cast<const uint8_t*>(key.bytes.data());
+  }
+};
+
+StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks) {
+  uint32_t slot;
+  if (FindInChain_locked(f, loc.a, key.biz, key.fp, &slot)) return {loc.a, slot, true};
+  if (loc.a == loc.b) return {};
+  if (!locks.Holds(loc.b)) {
+    if (loc.b > loc.a) {
+      locks.Lock(loc.b);
+    } else if (!locks.TryLock(loc.b)) {
+      // Keep the global order: release A, take B then A, and look in A again.
+      locks.UnlockAll();
+      locks.Lock(loc.b);
+      locks.Lock(loc.a);
+      if (FindInChain_locked(f, loc.a, key.biz, key.fp, &slot)) return {loc.a, slot, true};
+    }
+  }
+  // A node moves between its chains only under both locks, so a node absent
+  // from A and found in B while both are held is really there.
+  if (FindInChain_locked(f, loc.b, key.biz, key.fp, &slot)) return {loc.b, slot, true};
+  return {};
+}
+
+StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks) {
+  // A peek at both chains' tags without locks (their misses overlap) says
+  // where the node probably is. One that sits in B alone is updated under B's
+  // lock alone: a node moves between its chains only under both locks, so
+  // finding it in B once B is held is proof. Everything else takes A first.
+  const bool one_chain = loc.a == loc.b;
+  __builtin_prefetch(f->lock(loc.a), 1, 3);
+  if (!one_chain) __builtin_prefetch(f->lock(loc.b), 1, 3);
+  if (!one_chain) {
+    const uint8_t t = TagOf(key.fp.hi);
+    if (PeekTag(f, loc.b, t) && !PeekTag(f, loc.a, t)) {
+      locks.Lock(loc.b);
+      uint32_t slot;
+      if (FindInChain_locked(f, loc.b, key.biz, key.fp, &slot)) return {loc.b, slot, true};
+      locks.UnlockAll();
+    }
+  }
+  locks.Lock(loc.a);
+  return FindWithA_locked(f, loc, key, locks);
+}
+
+void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos, uint32_t state_bytes,
+                                uint32_t now_s, uint8_t* state, NodeRef* ref, LoadedNode* out) const {
+  ref->state = state;
+  ref->state_bytes = state_bytes;
+  std::memset(state, 0, state_bytes);
+  out->pos = pos;
+  out->key_stored = static_cast<uint32_t>(key.bytes.size());
+  if (!pos.found) return;
+  const uint8_t* p = f->slot(pos.keynode, pos.slot);
+  const NodeHeader* h = HeaderAt(p);
+  ref->exists = true;
+  ref->stored_state_bytes = h->state_len;
+  ref->expire_s = h->expire_s;
+  std::memcpy(state, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, state_bytes));
+  out->old_span = ExtentAt(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain, pos.slot).span;
+  out->heat = NextHeat(HeatOf(h->flags), h->last_access_s, now_s);
+  out->route = {h->route_pos, (h->route_flags & kRouteKnown) != 0};
+  if (key.bytes.size() < h->key_stored) {
+    // An import by fingerprint: keep the key bytes the node already has.
+    out->keep_key = true;
+    out->key_stored = h->key_stored;
+    std::memcpy(out->kept_key, p + kNodeHeaderBytes + h->state_len, h->key_stored);
+  }
+}
+
+StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const Location& loc, const KeyRef& key,
+                                                 const LoadedNode& node, const NodeRef& ref, uint32_t span,
+                                                 uint32_t now_s, LockSet& locks, Pins* pins, UpdateResult* r) {
+  const Pos& pos = node.pos;
+  const RouteMark route = RouteFor(key, pos.found ? &node.route : nullptr);
+  if (pos.found) {
+    // In place: the node shrinks, keeps its size, or grows into free slots
+    // right after it.
+    bool fits = span <= node.old_span;
+    if (!fits) {
+      ChainMap m;
+      m.Build(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain);
+      fits = pos.slot + span <= geo_.chain;
+      for (uint32_t k = pos.slot + node.old_span; fits && k < pos.slot + span; ++k) fits = m.start[k] == ChainMap::kFree;
+    }
+    if (fits) {
+      if (span < node.old_span) {
+        if (!txn.SaveRange(pos.keynode, pos.slot + span, node.old_span - span)) return WriteBack::kJournalFull;
+        for (uint32_t k = span; k < node.old_span; ++k) std::memset(f->slot(pos.keynode, pos.slot + k), 0, kSlotBytes);
+      }
+      if (!WriteNode_locked(f, txn, pos.keynode, pos.slot, span, key, route, pos.keynode != loc.a, node.heat,
+                            ref.state, ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s, now_s))
+        return WriteBack::kJournalFull;
+      txn.slots += static_cast<int64_t>(span) - node.old_span;
+      return WriteBack::kWritten;
+    }
+    // Moving it may take the other chain: both must be held.
+    if (loc.a != loc.b && !(locks.Holds(loc.a) && locks.Holds(loc.b))) return WriteBack::kNeedBothLocks;
+    if (!ClearNode_locked(f, txn, pos.keynode, pos.slot)) return WriteBack::kJournalFull;
+    if (pins) std::erase(*pins, std::make_pair(pos.keynode, pos.slot));
+  }
+  const Placement pl = Place_locked(f, txn, loc, span, now_s, locks, pins, r);
+  if (pl.journal_full) return WriteBack::kJournalFull;
+  if (!pl.ok) return WriteBack::kNoRoom;
+  if (!WriteNode_locked(f, txn, pl.keynode, pl.slot, span, key, route, pl.keynode != loc.a, node.heat, ref.state,
+                        ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s, now_s))
+    return WriteBack::kJournalFull;
+  if (pins) pins->emplace_back(pl.keynode, pl.slot);
+  if (r && !pos.found) r->created = true;
+  txn.nodes += 1;
+  txn.slots += span;
+  return WriteBack::kWritten;
+}
+
+Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
+                         UpdateResult* result) {
+  if (opts_.read_only) return ReadOnly();
+  // A file that is gone is not touched; one that broke during the operation
+  // (its mapping replaced with zero pages by the SIGBUS guard) makes the
+  // operation fail rather than be acknowledged.
+  StoreFile* f = files_[FileOf(key.fp, geo_)].get();
+  if (f->broken()) return FileUsable(f);
+  Status s = UpdateImpl(key, state_bytes, now_s, fn, result);
+  if (f->broken()) return FileUsable(f);
+  return s;
+}
+
+Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
+                             UpdateResult* result) {
+  uint32_t span = 0;
+  if (Status s = CheckRequest(key, state_bytes, &span); !s.ok()) return s;
+  const Location loc = Locate(key.fp);
+  StoreFile* f = files_[loc.file].get();
+  UpdateResult local;
+  UpdateResult* r = result ? result : &local;
+  *r = UpdateResult{};
+
+  alignas(8) uint8_t state[kMaxSpan * kSlotBytes];
+  LockSet locks(this, f);
+  Pos pos = LockAndFind(f, loc, key, locks);
+  for (;;) {
+    NodeRef ref;
+    LoadedNode node;
+    LoadNode_locked(f, key, pos, state_bytes, now_s, state, &ref, &node);
+    r->found = pos.found;
+
+    const Commit c = fn(ref);
+    if (hook_) hook_(0);
+
+    if (c == Commit::kNone) {
+      if (pos.found) Touch_locked(HeaderAt(f->slot(pos.keynode, pos.slot)), node.heat, now_s);
+      return Status::OK();
+    }
+    {
+      // Declared after the LockSet: an early return or an exception rolls
+      // back under the locks.
+      Txn txn(this, f, loc.file);
+      if (!txn.Open()) return WritersBusy(f);
+      if (c == Commit::kErase) {
+        if (pos.found && !ClearNode_locked(f, txn, pos.keynode, pos.slot)) return JournalFull(f);
+        txn.Commit();
+        return Status::OK();
+      }
+      switch (StoreNode_locked(f, txn, loc, key, node, ref, span, now_s, locks, nullptr, r)) {
+        case WriteBack::kWritten:
+          txn.Commit();
+          return Status::OK();
+        case WriteBack::kNoRoom:
+          return Status::Busy("no room in the key's chains");
+        case WriteBack::kJournalFull:
+          return JournalFull(f);
+        case WriteBack::kNeedBothLocks:
+          break;  // nothing was written
+      }
+    }
+    // Growing needs the other chain too: take both in order and look again.
+    locks.UnlockAll();
+    locks.Lock(std::min(loc.a, loc.b));
+    locks.Lock(std::max(loc.a, loc.b));
+    pos = FindWithA_locked(f, loc, key, locks);
+  }
+}
+
+Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
+                              std::vector<UpdateResult>* results) {
+  if (opts_.read_only) return ReadOnly();
+  for (const BatchItem& it : items)
+    if (Status s = FileUsable(files_[FileOf(it.key.fp, geo_)].get()); !s.ok()) return s;
+  Status s = UpdateBatchImpl(items, now_s, fn, results);
+  for (const BatchItem& it : items)
+    if (StoreFile* f = files_[FileOf(it.key.fp, geo_)].get(); f->broken()) return FileUsable(f);
+  return s;
+}
+
+Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
+                                  std::vector<UpdateResult>* results) {
+  const size_t n = items.size();
+  if (n == 0) return Status::OK();
+  if (n > kMaxBatch) return Status::InvalidArgument("a batch holds at most " + std::to_string(kMaxBatch) + " members");
+  std::vector<uint32_t> spans(n);
+  std::vector<Location> locs(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (Status s = CheckRequest(items[i].key, items[i].state_bytes, &spans[i]); !s.ok()) return s;
+    locs[i] = Locate(items[i].key.fp);
+  }
+  // Every chain of every member, per file, locked in (file, key-node) order.
+  std::vector<std::unique_ptr<LockSet>> lockset(files_.size());
+  {
+    std::vector<std::pair<uint32_t, uint32_t>> chains;
+    for (const Location& l : locs) {
+      chains.emplace_back(l.file, l.a);
+      chains.emplace_back(l.file, l.b);
+    }
+    std::sort(chains.begin(), chains.end());
+    chains.erase(std::unique(chains.begin(), chains.end()), chains.end());
+    for (auto& [file, k] : chains) {
+      if (!lockset[file]) lockset[file] = std::make_unique<LockSet>(this, files_[file].get());
+      lockset[file]->Lock(k);
+    }
+  }
+
+  // Find and load each member; members naming one node share the first
+  // one's buffer (owner[i] is that first member).
+  std::vector<size_t> owner(n);
+  std::vector<NodeRef> refs(n);
+  std::vector<Commit> commits(n, Commit::kNone);
+  std::vector<std::array<uint8_t, kMaxSpan * kSlotBytes>> bufs(n);
+  std::vector<LoadedNode> nodes(n);
+  for (size_t i = 0; i < n; ++i) {
+    const KeyRef& key = items[i].key;
+    owner[i] = i;
+    for (size_t j = 0; j < i; ++j)
+      if (items[j].key.biz == key.biz && items[j].key.fp == key.fp) {
+        owner[i] = j;
+        break;
+      }
+    if (owner[i] != i) {
+      refs[i] = refs[owner[i]];
+      continue;
+    }
+    StoreFile* f = files_[locs[i].file].get();
+    const Pos pos = FindWithA_locked(f, locs[i], key, *lockset[locs[i].file]);  // both chains are held
+    LoadNode_locked(f, key, pos, items[i].state_bytes, now_s, bufs[i].data(), &refs[i], &nodes[i]);
+  }
+  fn(std::span<NodeRef>(refs), std::span<Commit>(commits));
+  if (hook_) hook_(0);
+  // Shared members: the owner's node takes the strongest commit asked of it.
+  for (size_t i = 0; i < n; ++i) {
+    if (owner[i] == i) continue;
+    refs[owner[i]].expire_s = refs[i].expire_s;
+    if (commits[i] == Commit::kWrite || (commits[i] == Commit::kErase && commits[owner[i]] == Commit::kNone))
+      commits[owner[i]] = commits[i];
+  }
+  if (results) results->assign(n, UpdateResult{});
+
+  // Declared after the lock sets: whatever returns (or throws) before the
+  // commit below rolls every file back, under the locks.
+  std::vector<std::unique_ptr<Txn>> txns(files_.size());
+  auto txn_for = [&](uint32_t file) -> Txn& {
+    if (!txns[file]) txns[file] = std::make_unique<Txn>(this, files_[file].get(), file);
+    return *txns[file];
+  };
+  // A batch across files is one transaction: every file's journal is opened
+  // now, in file order, and joins the batch before anything is written; the
+  // first is its coordinator (see WriterEntryHeader).
+  std::vector<uint32_t> batch_files;
+  for (size_t i = 0; i < n; ++i)
+    if (owner[i] == i && commits[i] != Commit::kNone) batch_files.push_back(locs[i].file);
+  std::sort(batch_files.begin(), batch_files.end());
+  batch_files.erase(std::unique(batch_files.begin(), batch_files.end()), batch_files.end());
+  uint64_t batch_no = 0;
+  if (batch_files.size() > 1) {
+    static std::atomic<uint64_t> batches{0};
+    batch_no = (os::Self().word() * 0x9E3779B97F4A7C15ull) ^ (batches.fetch_add(1) + 1);
+    if (batch_no == 0) batch_no = 1;
+    for (uint32_t file : batch_files)
+      if (!txn_for(file).Open()) return WritersBusy(files_[file].get());
+    const uint32_t coord_file = batch_files.front();
+    const uint32_t coord_entry = txns[coord_file]->entry_index();
+    for (uint32_t file : batch_files) txns[file]->JoinBatch(batch_no, coord_file, coord_entry);
+  }
+  // Nodes found or placed by this batch must survive its later insertions.
+  Pins pins;
+  for (size_t i = 0; i < n; ++i)
+    if (owner[i] == i && nodes[i].pos.found) pins.emplace_back(nodes[i].pos.keynode, nodes[i].pos.slot);
+
+  for (size_t i = 0; i < n; ++i) {
+    if (owner[i] != i) continue;
+    StoreFile* f = files_[locs[i].file].get();
+    Txn& txn = txn_for(locs[i].file);
+    if (!txn.Open()) return WritersBusy(f);
+    const Pos& pos = nodes[i].pos;
+    UpdateResult* r = results ? &(*results)[i] : nullptr;
+    if (r) r->found = pos.found;
+    if (commits[i] == Commit::kNone) {
+      if (pos.found) Touch_locked(HeaderAt(f->slot(pos.keynode, pos.slot)), nodes[i].heat, now_s);
+      continue;
+    }
+    if (commits[i] == Commit::kErase) {
+      if (pos.found && !ClearNode_locked(f, txn, pos.keynode, pos.slot)) return JournalFull(f);
+      continue;
+    }
+    // Every slot touched so far is put back if a member fails: the batch is
+    // all or nothing. (Both chains of every member are held, so
+    // kNeedBothLocks cannot happen.)
+    switch (StoreNode_locked(f, txn, locs[i], items[i].key, nodes[i], refs[i], spans[i], now_s,
+                             *lockset[locs[i].file], &pins, r)) {
+      case WriteBack::kWritten:
+        break;
+      case WriteBack::kJournalFull:
+        return JournalFull(f);
+      case WriteBack::kNoRoom:
+      case WriteBack::kNeedBothLocks:
+        return Status::Busy("the batch's members crowd one chain; nothing was recorded");
+    }
+  }
+  if (batch_no != 0) {
+    // Every file is written. One store commits the whole batch; then the
+    // participants close their journals, then the coordinator. A death
+    // before the commit point undoes every file; after it, keeps every file.
+    if (hook_) hook_(2);
+    txns[batch_files.front()]->MarkCommitted(batch_no);
+    if (hook_) hook_(3);
+    for (size_t k = 1; k < batch_files.size(); ++k) txns[batch_files[k]]->Commit();
+    if (hook_) hook_(4);
+  }
+  // The coordinator last (the others are already closed), and the journals
+  // of files that only had reads.
+  for (auto& t : txns)
+    if (t) t->Commit();
+  return Status::OK();
+}
+
+}  // namespace frs::store
