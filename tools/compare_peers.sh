@@ -11,13 +11,22 @@
 #         and 2 workers unpinned, exactly as run_peers.sh runs nginx with 1 and 2 workers.
 #         Biz "bench": fixed window, at most 5 per 60 s per key (the peers' logical job).
 #   peers run_peers.sh with ONLY=$PEERS_ONLY (nginx limit_req w1/w2, Redis+Lua), same DUR/REPS/CONCS.
+#   floor tools/bench/floor.sh (issue 14; SKIP_FLOOR=1 skips it, about 4 min): per server CPU-second, all
+#         pinned (server on CPU 0, 1 worker; loadgen on CPU 1): nginx `return 200 "ok"` (the floor of HTTP),
+#         frsd GET /acquire, and POST /frs batches of 64 and 256 `query` members, every member its own key
+#         (loadgen -U), compact and full answers; srv.xml sets <limits batch="1024"/> (a frsd that refuses
+#         more than 64 members shows n/a on the 256 rows). Columns: rps, p99, server CPU seconds
+#         (utime+stime of master and workers from /proc/PID/stat, before/after each run), requests and
+#         decisions (requests x members) per server CPU-second. Its own header documents the protocol.
 # Then prints (and writes to $OUT/compare-<date>.md) one table: rps, p99, rps per server core, and
-# frsd's ratio to each peer at the same pinning and connection count.
+# frsd's ratio to each peer at the same pinning and connection count; then floor.sh's table (also in
+# $OUT/floor/floor-<date>.md).
 #
 # Knobs (environment): DUR REPS CONCS KEYSPACE WARM (as in the bench scripts), FRSD (the binary,
 # default build/src/server/frsd), OUT (default /tmp/frs-compare; results, loadgen and run state go
 # there, never into the source tree), PORT (default 17090), SKIP_PEERS=1, SKIP_FRSD=1,
-# PEERS_ONLY (default '^(nginx-limitreq-w[0-9]+|redis-lua)$'), SKIP_INSTALL (passed to run_peers.sh).
+# PEERS_ONLY (default '^(nginx-limitreq-w[0-9]+|redis-lua)$'), SKIP_INSTALL (passed to run_peers.sh),
+# SKIP_FLOOR=1, FLOOR_ROWS (floor.sh's ROWS, default all of them).
 # Every process is started by the bench scripts, recorded and stopped by its PID.
 set -uo pipefail
 
@@ -30,7 +39,7 @@ PORT="${PORT:-17090}"
 export DUR="${DUR:-4}" REPS="${REPS:-3}" CONCS="${CONCS:-16 64}" KEYSPACE="${KEYSPACE:-1000000}" WARM="${WARM:-1}"
 export RESULTS="$OUT/results" LG="$OUT/loadgen"
 PEERS_ONLY="${PEERS_ONLY:-^(nginx-limitreq-w[0-9]+|redis-lua)\$}"
-SKIP_PEERS="${SKIP_PEERS:-0}" SKIP_FRSD="${SKIP_FRSD:-0}"
+SKIP_PEERS="${SKIP_PEERS:-0}" SKIP_FRSD="${SKIP_FRSD:-0}" SKIP_FLOOR="${SKIP_FLOOR:-0}"
 DATE="$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT" "$RESULTS"
 log() { printf '[compare %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -85,6 +94,14 @@ fi
 if [ "$SKIP_PEERS" != 1 ]; then
   log "peers: ONLY='$PEERS_ONLY'"
   RUNDIR="$OUT/run-peers" ONLY="$PEERS_ONLY" "$BENCH/run_peers.sh" > /dev/null || log "run_peers.sh failed (see above)"
+fi
+FLOOR_MD=""
+if [ "$SKIP_FLOOR" != 1 ]; then
+  log "floor: $BENCH/floor.sh"
+  mkdir -p "$OUT/floor"
+  FRSD="$FRSD" OUT="$OUT/floor" ROWS="${FLOOR_ROWS:-}" "$BENCH/floor.sh" > /dev/null || log "floor.sh failed (see above)"
+  FLOOR_MD=$(ls -t "$OUT"/floor/floor-2*.md 2>/dev/null | head -1)
+  [[ -n "$FLOOR_MD" && "$(basename "$FLOOR_MD")" > "floor-$DATE" ]] || FLOOR_MD=""   # only this run's table
 fi
 
 # ------------------------------------------------------------------ the table
@@ -152,4 +169,7 @@ text = "\n".join(lines) + "\n"
 open(out_md, "w").write(text)
 print(text)
 PY
+if [ -n "$FLOOR_MD" ]; then
+  { echo; cat "$FLOOR_MD"; } | tee -a "$OUT/compare-$DATE.md"
+fi
 log "table: $OUT/compare-$DATE.md; raw results: $RESULTS"
