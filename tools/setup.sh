@@ -41,7 +41,7 @@ if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  # Keep Debian from starting system-wide nginx or prometheus services: the
+  # Keep Debian from starting system-wide nginx, HAProxy, Caddy or prometheus services: the
   # tests start their own, on loopback and ephemeral ports.
   made_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then
