@@ -1,13 +1,16 @@
 // frs/key.h: the identity of a node, and the generic key types.
 //
-// A node is identified by (biz id, key bytes). The store keeps a 128-bit
-// XXH3 fingerprint of the pair as the node's identity and places the node by
-// hashing that fingerprint, so a node can be moved to a store of another
-// geometry without its original key bytes (export/import). Two distinct keys
-// of one biz share a fingerprint with probability about n^2 / 2^129 for n
-// resident keys: for 10^9 keys, below 1.5e-21. The node also keeps the key's
-// bytes (or their first bytes, when the node has no room for all) so that a
-// human recognizes it in `frsctl dump`.
+// A node is identified by (biz id, key bytes). The store keeps 64 bits of
+// identity per node: the key itself when it is short (a decimal integer
+// below 2^64, an IPv4 address, or at most 8 bytes; exact, and shown whole by
+// the tools), else the low half of the pair's 128-bit XXH3 fingerprint. It
+// places the node by hashing that identity, so a node can be moved to a
+// store of another geometry without its key text (export/import). Two
+// distinct long keys share a node only when their 64-bit fingerprints are
+// equal: with n such keys resident in one store, the expected number of
+// such pairs is n^2 / 2^65 (10^8 keys: 0.00027; 10^9 keys: 0.027, that is
+// one store in 37 has one pair of keys counted together). docs/store.md
+// has the table.
 //
 // Generic keys: any type K for which KeyTraits<K> supplies `encode` (the
 // canonical bytes, which is also the wire protocol's string form) can be used
@@ -51,6 +54,11 @@ struct KeyRef {
   // the position of the route its whole key implies (hash tag, else key).
   uint32_t route_pos = 0;
   bool route_known = false;
+  // Keep the whole key text in the node (a biz with keys="keep"), at the cost
+  // of more slots; otherwise a key that is not short enough to be the node's
+  // identity (integers, IPv4 addresses, strings up to 8 bytes) is not kept
+  // by a compact node, and tools show its fingerprint.
+  bool keep_key = false;
 };
 
 // A key held by value (for callers that keep keys around).

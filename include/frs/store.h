@@ -2,9 +2,11 @@
 //
 // Geometry: `files` files under one directory, each holding `keynodes`
 // key-nodes; a key-node is the head of a conflict chain of `chain` slots of
-// 64 bytes. A node is 1..8 consecutive slots of one chain: a 40-byte header
-// (fingerprint, biz, key length, expiry, last access, route position) then the caller's state
-// bytes, then as many key bytes as fit. A key may live in either of its two
+// 32 bytes. A node is 1..16 consecutive slots of one chain: a 24-byte header
+// (64-bit identity, biz, expiry, last access, route position), then either
+// a 16-byte one-rule state packed into 8 bytes (a compact node: one slot),
+// or the state's and key's lengths, the state bytes and as many key bytes as
+// the node keeps (docs/store.md, "Bytes per key"). A key may live in either of its two
 // key-nodes (both in one file, picked by the fingerprint): lookups scan at most
 // those two chains; inserts move a resident node to its other key-node to make
 // room (one cuckoo step) before evicting anything.
@@ -39,17 +41,18 @@
 
 namespace frs {
 
-inline constexpr uint32_t kSlotBytes = 64;
-inline constexpr uint32_t kNodeHeaderBytes = 40;
-inline constexpr uint32_t kMaxSpan = 8;  // slots per node
-inline constexpr uint32_t kMaxStateBytes = kMaxSpan * kSlotBytes - kNodeHeaderBytes;
+inline constexpr uint32_t kSlotBytes = 32;
+inline constexpr uint32_t kNodeHeaderBytes = 24;     // every node
+inline constexpr uint32_t kGeneralHeaderBytes = 28;  // a general node: plus state and key lengths
+inline constexpr uint32_t kMaxSpan = 16;  // slots per node
+inline constexpr uint32_t kMaxStateBytes = kMaxSpan * kSlotBytes - kGeneralHeaderBytes;
 
-// Slots a node takes: its header, `state_bytes` of state and at least the
-// first 8 key bytes (so every node is recognizable). A geometry whose
+// Slots a general node takes: its header, `state_bytes` of state and the
+// `kept_key_bytes` it must keep (a biz with keys="keep": the whole key). A
+// compact node (a 16-byte state that packs) takes one. A geometry whose
 // `chain` is below this for some biz cannot hold that biz's nodes.
-inline constexpr uint32_t NodeSlots(uint32_t state_bytes, uint32_t key_len) {
-  const uint32_t bytes = kNodeHeaderBytes + state_bytes + (key_len < 8 ? key_len : 8);
-  return bytes <= kSlotBytes ? 1 : (bytes + kSlotBytes - 1) / kSlotBytes;
+inline constexpr uint32_t NodeSlots(uint32_t state_bytes, uint32_t kept_key_bytes) {
+  return (kGeneralHeaderBytes + state_bytes + kept_key_bytes + kSlotBytes - 1) / kSlotBytes;
 }
 
 struct StoreGeometry {
@@ -94,9 +97,13 @@ enum class Commit : uint8_t { kNone, kWrite, kErase };
 struct NodeInfo {
   uint32_t file = 0, keynode = 0, slot = 0, span = 0;
   bool in_alternate = false;  // lives in its second key-node
+  bool compact = false;       // one slot, its state packed
   uint16_t biz = 0;
+  // The node's identity: fp.lo (the store keeps the fingerprint's low half;
+  // fp.hi is 0), or, for a key kept in its identity, the fingerprint of
+  // (biz, key) recomputed.
   Fingerprint fp;
-  uint8_t key_len = 0;        // full key length
+  uint8_t key_len = 0;        // full key length; 0: not kept (fp.lo identifies the node)
   std::string key;            // stored key bytes (a prefix when shorter than key_len)
   uint32_t expire_s = 0, last_access_s = 0;
   uint32_t route_pos = 0;     // the route's ring position (frs/ring.h)

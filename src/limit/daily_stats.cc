@@ -12,7 +12,8 @@ namespace frs::limit {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'R', 'S', 'S', 'T', 'A', 'T', 'S'};
-constexpr uint32_t kVersion = 1;
+// 2: 1024 slots (was 4096).
+constexpr uint32_t kVersion = 2;
 constexpr uint64_t kValueMask = (uint64_t{1} << 48) - 1;
 
 uint64_t Fnv1a(const void* data, size_t n) {

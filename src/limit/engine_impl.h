@@ -82,8 +82,8 @@ class EngineImpl final : public Engine {
   Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result);
   Decision ExecuteFor(const Biz& biz, const Request& req);
   static KeyRef RefOf(const Biz& biz, const Request& req) {
-    return KeyRef{biz.cfg.id, FingerprintOf(biz.cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size()),
-                  req.route_pos, req.route_known};
+    return KeyRef{biz.cfg.id,    FingerprintOf(biz.cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size()),
+                  req.route_pos, req.route_known, biz.cfg.keep_keys};
   }
   Decision AnswerOff(const Biz& biz, const Now& now) const;
   void ExecuteAcquires(const Map& map, std::span<const Request> reqs, std::span<Decision> out,

@@ -129,6 +129,12 @@ class Parser {
         if (!ParseMode(value, &biz->mode)) {
           return Fail(biz->line, "unknown mode '" + std::string(value) + "' (enforce, shadow or off)");
         }
+      } else if (name == "keys") {
+        if (value != "keep" && value != "fit") {
+          return Fail(biz->line, "keys '" + std::string(value) +
+                                     "' is neither 'keep' (keep every key's text) nor 'fit' (keep what fits, the default)");
+        }
+        biz->keep_keys = value == "keep";
       } else {
         return Fail(biz->line, "<biz>: unknown attribute '" + std::string(name) + "'");
       }
@@ -230,6 +236,25 @@ class Parser {
 };
 
 }  // namespace
+
+bool BizConfig::CompactNodes() const {
+  if (nrules != 1 || keep_keys) return false;
+  const RuleSpec& r = rules[0];
+  switch (r.algo) {
+    case Algo::kFixed:
+    case Algo::kCalendar:
+      return r.borrow == 0;
+    case Algo::kTokenBucket:
+      return r.max < 65536 && r.interval < (1u << 20);
+    case Algo::kSliding:
+      return false;
+  }
+  return false;
+}
+
+uint32_t BizConfig::NodeSlotsNeeded() const {
+  return CompactNodes() ? 1 : NodeSlots(state_bytes, keep_keys ? kMaxKeyBytes : 0);
+}
 
 bool BizConfig::SameLayout(const BizConfig& o) const {
   if (nrules != o.nrules) return false;

@@ -36,10 +36,21 @@ struct BizConfig {
   uint32_t nrules = 0;
   RuleSpec rules[kMaxRulesPerBiz];
   uint32_t state_bytes = 0;  // sum of the rules' blocks
+  // keys="keep": every node keeps its whole key text (readable in dump, top
+  // and explain) at the cost of more slots; by default a key that is not its
+  // node's identity (store/identity.h) is kept only where a node has room.
+  bool keep_keys = false;
   int line = 0;
 
   // Same rules in the same order (what a reload may keep as is).
   bool SameLayout(const BizConfig& o) const;
+  // Whether every node of this biz is a compact one (one 32-byte slot,
+  // store/packed_state.h): one fixed or calendar rule without borrow, or one
+  // token bucket with max below 65536 and an interval below 2^20 s, and
+  // keys not kept.
+  bool CompactNodes() const;
+  // Slots the widest node of this biz takes.
+  uint32_t NodeSlotsNeeded() const;
 };
 
 struct MapConfig {

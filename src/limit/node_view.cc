@@ -166,14 +166,16 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
   } else {
     key = key_text->s;
   }
-  if (key_len->i < 1 || key_len->i > static_cast<int64_t>(kMaxKeyBytes) || key.size() > static_cast<size_t>(key_len->i)) {
+  // key_len 0: a node that did not keep its key (a compact node of a long
+  // key, store format 4); it is imported by its fingerprint alone.
+  if (key_len->i < 0 || key_len->i > static_cast<int64_t>(kMaxKeyBytes) || key.size() > static_cast<size_t>(key_len->i)) {
     return Status::InvalidArgument("key_len " + std::to_string(key_len->i) + " does not fit the key");
   }
   Fingerprint fp;
   if (!ParseHex64(fp_lo->s, &fp.lo) || !ParseHex64(fp_hi->s, &fp.hi)) {
     return Status::InvalidArgument("fp_lo and fp_hi must be 16 hex digits");
   }
-  const bool whole_key = key.size() == static_cast<size_t>(key_len->i);
+  const bool whole_key = key_len->i > 0 && key.size() == static_cast<size_t>(key_len->i);
   if (biz->cfg.id != biz_id->i) {
     // The fingerprint hashes the biz id: moving to another id needs the whole key.
     if (!whole_key) {
@@ -235,7 +237,7 @@ Status EngineImpl::ImportNode(std::string_view json_line) {
     ref.expire_s = NodeExpireS(cfg, ref.state, now);
     return Commit::kWrite;
   };
-  return store_->Update(KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known}, cfg.state_bytes,
+  return store_->Update(KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, cfg.keep_keys}, cfg.state_bytes,
                         Clamp32(now.s), fn);
 }
 
@@ -260,7 +262,7 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
     }
     MigrateState(*pn.cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
                  incoming[i].data(), now);
-    items.push_back({KeyRef{pn.cfg->id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known}, pn.cfg->state_bytes});
+    items.push_back({KeyRef{pn.cfg->id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, pn.cfg->keep_keys}, pn.cfg->state_bytes});
   }
   items.push_back({KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt, static_cast<uint8_t>(receipt.size())},
                    kBlockUnit});

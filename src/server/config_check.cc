@@ -17,8 +17,7 @@ namespace {
 std::vector<std::string> NodeFitProblemsOf(const SrvConfig& cfg, const limit::MapConfig& map) {
   std::vector<std::string> problems;
   for (const limit::BizConfig& b : map.bizzes) {
-    // Keys of 8 bytes or more: the most a biz's node can need.
-    const uint32_t slots = NodeSlots(b.state_bytes, kMaxKeyBytes);
+    const uint32_t slots = b.NodeSlotsNeeded();
     if (slots > cfg.geometry.chain)
       problems.push_back(cfg.map_path + ":" + std::to_string(b.line) + ": biz \"" + b.name + "\" needs " +
                          std::to_string(slots) + " slots per key but <store chain> in " + cfg.path + " is " +

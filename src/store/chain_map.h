@@ -10,11 +10,22 @@
 #include <cstring>
 
 #include "store/format.h"
+#include "store/identity.h"
 
 namespace frs::store {
 
 inline const NodeHeader* HeaderAt(const uint8_t* slot) { return reinterpret_cast<const NodeHeader*>(slot); }
 inline NodeHeader* HeaderAt(uint8_t* slot) { return reinterpret_cast<NodeHeader*>(slot); }
+inline Identity IdentityOfNode(const NodeHeader* h) { return Identity{h->id, static_cast<KeyForm>(KindOf(h))}; }
+inline uint64_t PlaceHashOf(const NodeHeader* h) { return PlaceHash(h->biz, IdentityOfNode(h)); }
+// Whether a node's own fields describe a node of `span` slots (a compact
+// node is one slot; a general one holds its header, state and key bytes).
+inline bool FieldsFit(const NodeHeader* h, uint32_t span) {
+  if (IsCompact(h)) return span == 1;
+  const GeneralExt* x = ExtOf(h);
+  return uint32_t{kGeneralHeaderBytes} + x->state_len + x->key_stored <= span * kSlotBytes &&
+         (x->key_len == 0 ? x->key_stored == 0 : x->key_stored <= x->key_len);
+}
 
 // How many slots the node starting at slot `i` really covers. Nothing read
 // from the mapping is trusted: the header's span counts only when it is in
@@ -30,15 +41,13 @@ struct NodeExtent {
 };
 inline NodeExtent ExtentAt(const uint8_t* slot0, const uint8_t* tags, uint32_t chain, uint32_t i) {
   const NodeHeader* h = HeaderAt(slot0 + uint64_t{i} * kSlotBytes);
-  const uint32_t span = h->span;
-  bool ok = span >= 1 && span <= kMaxSpan && span <= chain - i && h->key_len != 0 &&
-            uint32_t{kNodeHeaderBytes} + h->state_len + h->key_stored <= span * kSlotBytes &&
-            h->key_stored <= h->key_len && tags[i] == TagOf(h->fp_hi);
+  const uint32_t span = SpanOf(h);
+  bool ok = span >= 1 && span <= kMaxSpan && span <= chain - i && FieldsFit(h, span) &&
+            tags[i] == TagOf(PlaceHashOf(h));
   for (uint32_t k = 1; ok && k < span; ++k) ok = tags[i + k] == 0;
   if (ok) return {span, false};
   uint32_t n = 1;
-  while (n < kMaxSpan && i + n < chain && tags[i + n] == 0 &&
-         HeaderAt(slot0 + uint64_t{i + n} * kSlotBytes)->key_len != 0)
+  while (n < kMaxSpan && i + n < chain && tags[i + n] == 0 && !IsFree(HeaderAt(slot0 + uint64_t{i + n} * kSlotBytes)))
     ++n;
   return {n, true};
 }
@@ -57,7 +66,9 @@ inline void WalkChain(const uint8_t* slot0, const uint8_t* tags, uint32_t chain,
                       FreeFn&& on_free = {}) {
   uint32_t i = from;
   while (i < chain) {
-    if (HeaderAt(slot0 + uint64_t{i} * kSlotBytes)->key_len == 0) {
+    // Free: a free header that no tag vouches for. A tagged slot whose header
+    // reads free is a damaged node (ExtentAt), not room.
+    if (IsFree(HeaderAt(slot0 + uint64_t{i} * kSlotBytes)) && tags[i] == 0) {
       on_free(i++);
       continue;
     }

@@ -8,10 +8,13 @@
 //
 //   [0, 4096)            FileHeader: identity + geometry (checksummed),
 //                        then counters and the recovery lock
-//   [heads_offset, ...)  one head per key-node: its uint32 lock word, then one
+//   [heads_offset, ...)  one head per key-node: its 64-bit lock word, then one
 //                        tag byte per slot (see ChainHead)
-//   [writers_offset,...) kWriterEntries writer entries, each an undo journal
-//   [chains_offset, ...) keynodes x chain slots of 64 bytes
+//   [writers_offset,...) kWriterEntries writer entries (one per writing
+//                        thread, each journal sized for one update), then
+//                        kBatchEntries batch entries (taken per batch, each
+//                        journal sized for kMaxBatch members)
+//   [chains_offset, ...) keynodes x chain slots of 32 bytes
 #pragma once
 
 #include <cstddef>
@@ -26,16 +29,29 @@ inline constexpr uint64_t kMagic = 0x45524f5453535246ull;  // "FRSSTORE" read li
 // that record their owner's start time.
 // 3: a node keeps its route's ring position (40-byte node header), so that
 // `frsctl handoff` finds the shard that owns it without its key text.
-inline constexpr uint32_t kFormatVersion = 3;
+// 4: 32-byte slots and nodes (a 24-byte header with a 64-bit identity; a
+// one-rule state packed into the header's slot: store/packed_state.h), small
+// keys kept whole in the identity, journals sized per writer kind.
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kHeaderBytes = 4096;
-inline constexpr uint32_t kWriterEntries = 32;
+inline constexpr uint32_t kWriterEntries = 32;  // one per writing thread
+inline constexpr uint32_t kBatchEntries = 4;    // one per batch in progress
+inline constexpr uint32_t kAllWriterEntries = kWriterEntries + kBatchEntries;
 inline constexpr uint32_t kChecksummedBytes = 256;
 
-// Undo records a writer entry can hold: three whole chains (the key's two and
-// one cuckoo destination) plus every slot a maximal batch may touch.
-inline constexpr uint32_t JournalCapacity(uint32_t chain) {
-  // Each chain touched also saves its tags once (see ChainHead below).
-  return 3 * (chain + 1) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (kMaxSpan + 1);
+// Undo records a journal can hold. One update writes only inside three
+// chains (the key's two and one cuckoo destination), each slot saved once,
+// plus each chain's tags once (see ChainHead below). A batch writes inside
+// at most three chains per member, and never more than its members' nodes
+// plus what making room for them moves or clears.
+inline constexpr uint32_t UpdateJournalCapacity(uint32_t chain) { return 3 * (chain + 1); }
+inline constexpr uint32_t BatchJournalCapacity(uint32_t chain) {
+  const uint32_t by_chains = 3 * static_cast<uint32_t>(Store::kMaxBatch) * (chain + 1);
+  const uint32_t by_nodes = 3 * (chain + 1) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (kMaxSpan + 1);
+  return by_chains < by_nodes ? by_chains : by_nodes;
+}
+inline constexpr uint32_t JournalCapacity(uint32_t chain, uint32_t entry) {
+  return entry < kWriterEntries ? UpdateJournalCapacity(chain) : BatchJournalCapacity(chain);
 }
 
 struct FileHeader {
@@ -59,7 +75,9 @@ struct FileHeader {
   uint64_t store_id;            // random, equal in every file of one store
   uint64_t layout_signature;    // kLayoutSignature of the build that made it
   uint32_t head_bytes;          // HeadBytes(chain)
-  uint8_t reserved0[kChecksummedBytes - 108];
+  uint32_t batch_entries;       // kBatchEntries, after the writer entries
+  uint32_t batch_entry_bytes;
+  uint8_t reserved0[kChecksummedBytes - 116];
   uint64_t checksum;            // XXH3-64 of bytes [0, kChecksummedBytes)
   uint8_t pad0[56];
   // --- counters: updated atomically, not checksummed ---
@@ -79,58 +97,82 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 static_assert(offsetof(FileHeader, version) == 8);
 static_assert(offsetof(FileHeader, heads_offset) == 48);
 static_assert(offsetof(FileHeader, head_bytes) == 104);
+static_assert(offsetof(FileHeader, batch_entries) == 108 && offsetof(FileHeader, batch_entry_bytes) == 112);
 static_assert(offsetof(FileHeader, layout_signature) == 96);
 static_assert(offsetof(FileHeader, checksum) == kChecksummedBytes);
 static_assert(offsetof(FileHeader, nodes_used) == 320);
 static_assert(offsetof(FileHeader, recovery_lock) == 384);
 
-// The first 40 bytes of a node's first slot. A slot whose key_len is 0 is
-// free; a node's other span-1 slots carry no header of their own.
+// The first 24 bytes of a node's first slot, common to both node forms:
+//
+//   compact (1 slot, form bit kFormCompact): the header, then the node's
+//     state packed into 8 bytes (store/packed_state.h). Holds a biz of one
+//     fixed, calendar or token-bucket rule: 32 bytes per key.
+//   general (span slots): the header, a GeneralExt (state and key lengths),
+//     the state bytes, then as many key bytes as the node keeps.
+//
+// A slot whose span bits are 0 is free; a node's other span-1 slots carry
+// no header of their own.
+//
+// Identity: `id` is the low 64 bits of the key's XXH3-128 fingerprint
+// (frs/key.h), or, when the key is short (KeyForm, store/identity.h), the key
+// itself. Placement derives from the id and the biz alone (placement.h), so
+// a node can be moved to a store of another geometry without its key text.
 struct NodeHeader {
-  uint64_t fp_lo;          // identity: XXH3-128 of (biz, key)
-  uint64_t fp_hi;
+  uint64_t id;
   uint16_t biz;
-  uint8_t key_len;         // full key length, 1..255; 0 = free slot
-  uint8_t span;            // slots, 1..kMaxSpan
-  uint16_t state_len;      // bytes of caller state after the header
-  uint8_t key_stored;      // key bytes kept after the state (a prefix when < key_len)
-  uint8_t flags;           // bit 0: placed in the key's alternate key-node; bits 1..7: heat
+  uint8_t form;            // bits 0..4 span (0: free), kFormCompact, kNodeInAlternate, kRouteKnown
+  uint8_t heat_kind;       // bits 0..5 heat, bits 6..7 the key form (store/identity.h)
   uint32_t expire_s;       // stale at and after this unix second
   uint32_t last_access_s;  // for LRU eviction
   // The CRC-32 of the route the node was last written under: its position
   // on a cluster's ring (frs/ring.h). The route may be a `route=` parameter
-  // or a hash tag, neither recoverable from the key, and the key text may be
-  // cut; handoff needs only this to find the node's owner.
+  // or a hash tag, neither recoverable from the key, and the key text may
+  // not be kept; handoff needs only this to find the node's owner.
   uint32_t route_pos;
-  uint8_t route_flags;     // kRouteKnown: route_pos is meaningful
-  uint8_t reserved[3];
 };
 static_assert(sizeof(NodeHeader) == kNodeHeaderBytes);
-static_assert(offsetof(NodeHeader, biz) == 16);
-static_assert(offsetof(NodeHeader, expire_s) == 24);
-static_assert(offsetof(NodeHeader, route_pos) == 32 && offsetof(NodeHeader, route_flags) == 36);
-inline constexpr uint8_t kNodeInAlternate = 1;
+static_assert(offsetof(NodeHeader, biz) == 8 && offsetof(NodeHeader, form) == 10);
+static_assert(offsetof(NodeHeader, expire_s) == 12 && offsetof(NodeHeader, route_pos) == 20);
+
+// What a general node keeps after the common header.
+struct GeneralExt {
+  uint16_t state_len;   // bytes of caller state after this
+  uint8_t key_len;      // the full key's length, 0 when unknown (an import by fingerprint)
+  uint8_t key_stored;   // key bytes kept after the state (a prefix when < key_len)
+};
+static_assert(sizeof(GeneralExt) == kGeneralHeaderBytes - kNodeHeaderBytes);
+inline constexpr uint32_t kCompactStateBytes = 16;  // the state a compact node packs
+inline constexpr uint32_t kSpanMask = 0x1F;
+inline constexpr uint8_t kFormCompact = 0x20;
+inline constexpr uint8_t kNodeInAlternate = 0x40;
 // Clear only for a node imported, without its route, from an export whose key
 // text was cut: its owner cannot be known, and handoff leaves it alone.
-inline constexpr uint8_t kRouteKnown = 1;
+inline constexpr uint8_t kRouteKnown = 0x80;
+static_assert(kMaxSpan <= kSpanMask);
 
-// A node's heat (flags bits 1..7): how often it is used, so that eviction
+inline uint32_t SpanOf(const NodeHeader* h) { return h->form & kSpanMask; }
+inline bool IsFree(const NodeHeader* h) { return (h->form & kSpanMask) == 0; }
+inline bool IsCompact(const NodeHeader* h) { return (h->form & kFormCompact) != 0; }
+inline const GeneralExt* ExtOf(const NodeHeader* h) {
+  return reinterpret_cast<const GeneralExt*>(reinterpret_cast<const uint8_t*>(h) + kNodeHeaderBytes);
+}
+
+// A node's heat (heat_kind bits 0..5): how often it is used, so that eviction
 // prefers cold nodes among those last used in the same second (the LRU clock
 // has one-second resolution; before, ties broke by slot position and under
 // insert churn a key used thousands of times a second was the one evicted).
-// Each use adds one, up to 127; each second without use halves it, so a hot
+// Each use adds one, up to 63; each second without use halves it, so a hot
 // key carries its heat into the next second and a burst long past cools off.
-inline constexpr uint8_t kMaxHeat = 127;
-inline uint8_t HeatOf(uint8_t flags) { return flags >> 1; }
+inline constexpr uint8_t kMaxHeat = 63;
+inline uint8_t HeatOf(const NodeHeader* h) { return h->heat_kind & kMaxHeat; }
+inline uint8_t KindOf(const NodeHeader* h) { return h->heat_kind >> 6; }
 inline uint8_t NextHeat(uint8_t heat, uint32_t last_s, uint32_t now_s) {
   if (now_s > last_s) heat = now_s - last_s >= 8 ? 0 : static_cast<uint8_t>(heat >> (now_s - last_s));
   return heat < kMaxHeat ? heat + 1 : kMaxHeat;
 }
-inline uint8_t NodeFlags(bool alternate, uint8_t heat) {
-  return static_cast<uint8_t>((alternate ? kNodeInAlternate : 0) | (heat << 1));
-}
 // Eviction cost: the last second of use, then the heat within it.
-inline uint64_t RecencyOf(uint32_t last_s, uint8_t flags) { return uint64_t{last_s} << 8 | HeatOf(flags); }
+inline uint64_t RecencyOf(const NodeHeader* h) { return uint64_t{h->last_access_s} << 8 | HeatOf(h); }
 
 // ChainHead. A key-node's head: the chain's 64-bit lock word (os/shm_lock.h), then tags[chain]: for the first
 // slot of each node a one-byte digest of its fingerprint (never 0), 0 for free
@@ -146,9 +188,10 @@ inline constexpr uint32_t HeadBytes(uint32_t chain) {
   return b;
 }
 static_assert(HeadBytes(8) == 16 && HeadBytes(56) == 64 && HeadBytes(60) == 128 && HeadBytes(64) == 128);
-inline uint8_t TagOf(uint64_t fp_hi) {
-  // Bits 8..15: independent of the bits that pick the file and key-nodes.
-  uint8_t t = static_cast<uint8_t>(fp_hi >> 8);
+inline uint8_t TagOf(uint64_t place_hash) {
+  // The place hash's (store/identity.h) low byte: the file and key-nodes
+  // come from its other bits (placement.h).
+  uint8_t t = static_cast<uint8_t>(place_hash);
   return t ? t : 1;
 }
 // Journal records with this slot number hold a key-node's tags, not a slot.
@@ -157,7 +200,7 @@ inline constexpr uint32_t kTagsRecord = 0xFFFFFFFFu;
 struct Slot {
   uint8_t bytes[kSlotBytes];
 };
-static_assert(sizeof(Slot) == 64);
+static_assert(sizeof(Slot) == 32);
 
 // One undo record: where a slot lives and what it held before the write.
 struct JournalRecord {
@@ -165,7 +208,7 @@ struct JournalRecord {
   uint32_t slot;
   uint8_t image[kSlotBytes];
 };
-static_assert(sizeof(JournalRecord) == 72);
+static_assert(sizeof(JournalRecord) == 40);
 
 // A writer entry belongs to one thread (owner tid, and that thread's start
 // time, so that a reused tid is not taken for the owner) while it writes to
@@ -193,8 +236,8 @@ static_assert(offsetof(WriterEntryHeader, batch) == 16 && offsetof(WriterEntryHe
 static_assert(offsetof(WriterEntryHeader, coord_file) == 32 && offsetof(WriterEntryHeader, coord_entry) == 36);
 static_assert(sizeof(WriterEntryHeader) == 64);
 
-inline constexpr uint64_t WriterEntryBytes(uint32_t chain) {
-  return sizeof(WriterEntryHeader) + uint64_t{JournalCapacity(chain)} * sizeof(JournalRecord);
+inline constexpr uint64_t WriterEntryBytes(uint32_t records) {
+  return sizeof(WriterEntryHeader) + uint64_t{records} * sizeof(JournalRecord);
 }
 
 // Folds every layout constant, so files of an incompatible build are refused
@@ -203,10 +246,10 @@ inline constexpr uint64_t kLayoutSignature =
     (uint64_t{sizeof(FileHeader)} << 48) ^ (uint64_t{sizeof(NodeHeader)} << 40) ^
     (uint64_t{sizeof(JournalRecord)} << 32) ^ (uint64_t{sizeof(WriterEntryHeader)} << 24) ^
     (uint64_t{kSlotBytes} << 16) ^ (uint64_t{kMaxSpan} << 8) ^ uint64_t{kWriterEntries} ^
-    (uint64_t{HeadBytes(8)} << 56);
+    (uint64_t{HeadBytes(8)} << 56) ^ (uint64_t{kBatchEntries} << 4) ^ (uint64_t{kGeneralHeaderBytes} << 12);
 
 struct FileLayout {
-  uint64_t heads_offset, writers_offset, chains_offset, file_bytes, writer_entry_bytes;
+  uint64_t heads_offset, writers_offset, chains_offset, file_bytes, writer_entry_bytes, batch_entry_bytes;
   uint32_t head_bytes;
 };
 
@@ -216,8 +259,10 @@ inline FileLayout LayoutFor(const StoreGeometry& g) {
   l.heads_offset = kHeaderBytes;
   l.head_bytes = HeadBytes(g.chain);
   l.writers_offset = align(l.heads_offset + uint64_t{g.keynodes} * l.head_bytes, 4096);
-  l.writer_entry_bytes = align(WriterEntryBytes(g.chain), 64);
-  l.chains_offset = align(l.writers_offset + kWriterEntries * l.writer_entry_bytes, 4096);
+  l.writer_entry_bytes = align(WriterEntryBytes(UpdateJournalCapacity(g.chain)), 64);
+  l.batch_entry_bytes = align(WriterEntryBytes(BatchJournalCapacity(g.chain)), 64);
+  l.chains_offset =
+      align(l.writers_offset + kWriterEntries * l.writer_entry_bytes + kBatchEntries * l.batch_entry_bytes, 4096);
   l.file_bytes = l.chains_offset + uint64_t{g.keynodes} * g.chain * kSlotBytes;
   return l;
 }

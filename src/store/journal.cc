@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "os/shm_lock.h"
@@ -68,6 +70,49 @@ WriterEntryHeader* StoreImpl::ClaimWriter(uint32_t file_index) {
   return w;
 }
 
+WriterEntryHeader* StoreImpl::ClaimBatchWriter(uint32_t file_index) {
+  StoreFile* f = files_[file_index].get();
+  const os::Owner self = os::Self();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (uint32_t round = 0;; ++round) {
+    for (uint32_t i = kWriterEntries; i < kAllWriterEntries; ++i) {
+      WriterEntryHeader* w = f->writer(i);
+      std::atomic_ref<uint64_t> owner(w->owner);
+      uint64_t cur = owner.load(std::memory_order_acquire);
+      if (cur == 0 && owner.compare_exchange_strong(cur, self.word())) {
+        w->active = 0;
+        w->count = 0;
+        return w;
+      }
+    }
+    // All held: a dead holder's entry is recovered (its batch undone or
+    // kept) and freed; live holders finish their batch in microseconds.
+    bool recovered = false;
+    ForEachDeadWriter(f, [&](uint32_t i, os::Owner dead, bool) {
+      if (i >= kWriterEntries) {
+        RecoverDeadWriters(dead);
+        recovered = true;
+      }
+    });
+    if (recovered) continue;
+    if (std::chrono::steady_clock::now() > deadline) return nullptr;
+    if (round < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+void StoreImpl::ReleaseBatchWriter(StoreFile* f, WriterEntryHeader* w) {
+  // Closed by the Txn's commit or rollback before this runs; an entry still
+  // active (it cannot be, short of a bug) stays for recovery.
+  (void)f;
+  if (AtomicLoad(w->active) != 0) return;
+  uint64_t expected = os::Self().word();
+  std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+}
+
 void StoreImpl::ReleaseClaimedWriters() {
   // Only this process's entries (not a parent's, after fork), and only
   // closed ones: an open journal stays for recovery.
@@ -84,7 +129,7 @@ void StoreImpl::ReleaseClaimedWriters() {
 }
 
 void StoreImpl::ForEachDeadWriter(StoreFile* f, const std::function<void(uint32_t, os::Owner, bool)>& fn) const {
-  for (uint32_t i = 0; i < kWriterEntries; ++i) {
+  for (uint32_t i = 0; i < kAllWriterEntries; ++i) {
     const WriterEntryHeader* w = f->writer(i);
     const os::Owner owner = os::Owner::FromWord(AtomicLoad(w->owner));
     if (owner.tid == 0 || os::OwnerAlive(owner)) continue;
@@ -94,7 +139,7 @@ void StoreImpl::ForEachDeadWriter(StoreFile* f, const std::function<void(uint32_
 
 void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
   JournalRecord* recs = f->records(w);
-  const uint32_t n = std::min<uint32_t>(AtomicLoad(w->count), JournalCapacity(f->header()->chain));
+  const uint32_t n = std::min<uint32_t>(AtomicLoad(w->count), f->capacity(f->writer_index(w)));
   // Newest first, so a slot saved twice ends with its oldest image.
   for (uint32_t i = n; i-- > 0;) {
     if (recs[i].keynode >= geo_.keynodes) continue;
@@ -145,13 +190,13 @@ uint32_t StoreImpl::RecoverDeadWriters(os::Owner dead) {
   std::vector<Act> acts;
   for (auto& fp : files_) {
     StoreFile* f = fp.get();
-    for (uint32_t i = 0; i < kWriterEntries; ++i) {
+    for (uint32_t i = 0; i < kAllWriterEntries; ++i) {
       WriterEntryHeader* w = f->writer(i);
       const uint64_t owner = AtomicLoad(w->owner);
       if (!recovered(owner)) continue;
       bool undo = AtomicLoad(w->active) != 0;
       const uint64_t batch = AtomicLoad(w->batch);
-      if (undo && batch != 0 && w->coord_file < files_.size() && w->coord_entry < kWriterEntries) {
+      if (undo && batch != 0 && w->coord_file < files_.size() && w->coord_entry < kAllWriterEntries) {
         const WriterEntryHeader* c = files_[w->coord_file]->writer(w->coord_entry);
         undo = !(AtomicLoad(c->owner) == owner && AtomicLoad(c->committed) == batch);
       }

@@ -13,6 +13,11 @@
 // the writes stay and publishes the header counters. Every Save is checked:
 // a write whose old image could not be journaled is not made.
 //
+// A batch journals into a batch entry (a journal for kMaxBatch members,
+// format.h) that it claims before it takes any chain lock and hands back
+// when it ends (BatchWriterClaim): the per-thread entries are sized for one
+// update only, which keeps the journals a small part of a store.
+//
 // Thread safety: a Txn belongs to one thread. REQUIRES: the chain locks it
 // writes under are held until it is committed or destroyed (declare the
 // LockSet before the Txn).
@@ -28,7 +33,10 @@ namespace frs::store {
 // A critical section's undo journal in this thread's writer entry of a file.
 class StoreImpl::Txn {
  public:
-  Txn(StoreImpl* s, StoreFile* f, uint32_t file_index) : s_(s), f_(f), file_(file_index) {}
+  // `batch_entry`: a batch entry the caller claimed for this transaction
+  // (ClaimBatchWriter); null: this thread's own writer entry.
+  Txn(StoreImpl* s, StoreFile* f, uint32_t file_index, WriterEntryHeader* batch_entry = nullptr)
+      : s_(s), f_(f), file_(file_index), batch_entry_(batch_entry) {}
   ~Txn() { Rollback(); }
   Txn(const Txn&) = delete;
   Txn& operator=(const Txn&) = delete;
@@ -60,10 +68,10 @@ class StoreImpl::Txn {
   // without an undo record.
   [[nodiscard]] bool Open() {
     if (w_) return true;
-    w_ = s_->ClaimWriter(file_);
+    w_ = batch_entry_ ? batch_entry_ : s_->ClaimWriter(file_);
     if (!w_) return false;
     recs_ = f_->records(w_);
-    cap_ = JournalCapacity(f_->header()->chain);
+    cap_ = f_->capacity(f_->writer_index(w_));
     w_->count = 0;
     std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
     std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_relaxed);
@@ -84,6 +92,7 @@ class StoreImpl::Txn {
     std::atomic_ref<uint64_t>(w_->committed).store(batch, std::memory_order_release);
   }
   uint32_t entry_index() const { return f_->writer_index(w_); }
+  bool empty() const { return !w_ || w_->count == 0; }
   bool opened() const { return w_ != nullptr; }
   [[nodiscard]] bool SaveRange(uint32_t keynode, uint32_t slot, uint32_t span) {
     for (uint32_t k = 0; k < span; ++k)
@@ -133,9 +142,39 @@ class StoreImpl::Txn {
   StoreImpl* s_;
   StoreFile* f_;
   uint32_t file_;
+  WriterEntryHeader* batch_entry_;
   WriterEntryHeader* w_ = nullptr;
   JournalRecord* recs_ = nullptr;
   uint32_t cap_ = 0;
+};
+
+// A batch entry of one file, held for one batch. REQUIRES: declared before
+// the batch's LockSets and Txns, so that it is handed back after they roll
+// back or commit and unlock.
+class StoreImpl::BatchWriterClaim {
+ public:
+  BatchWriterClaim() = default;
+  BatchWriterClaim(const BatchWriterClaim&) = delete;
+  BatchWriterClaim& operator=(const BatchWriterClaim&) = delete;
+  ~BatchWriterClaim() { Release(); }
+  // Claims a batch entry of `f` (waits while all are held by live threads,
+  // up to about two seconds); false when none could be had.
+  [[nodiscard]] bool Claim(StoreImpl* s, uint32_t file_index) {
+    s_ = s;
+    f_ = s->files_[file_index].get();
+    w_ = s->ClaimBatchWriter(file_index);
+    return w_ != nullptr;
+  }
+  WriterEntryHeader* entry() const { return w_; }
+  void Release() {
+    if (w_) s_->ReleaseBatchWriter(f_, w_);
+    w_ = nullptr;
+  }
+
+ private:
+  StoreImpl* s_ = nullptr;
+  StoreFile* f_ = nullptr;
+  WriterEntryHeader* w_ = nullptr;
 };
 
 }  // namespace frs::store

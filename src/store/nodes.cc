@@ -7,6 +7,7 @@
 
 #include "frs/ring.h"
 #include "store/journal.h"
+#include "store/packed_state.h"
 #include "store/store_impl.h"
 
 namespace frs::store {
@@ -21,14 +22,22 @@ bool TagsAre(const uint8_t* tags, uint32_t slot, uint32_t span, uint8_t tag) {
 
 }  // namespace
 
-bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp,
-                                   uint32_t* slot) const {
+StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) {
+  NodeKey k;
+  k.biz = key.biz;
+  k.ident = IdentityOf(key);
+  k.place = PlaceHash(key.biz, k.ident);
+  k.tag = TagOf(k.place);
+  return k;
+}
+
+bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, uint32_t* slot) const {
   const uint8_t* tags = f->tags(keynode);
-  const uint8_t t = TagOf(fp.hi);
+  const uint8_t kind = static_cast<uint8_t>(nk.ident.form);
   for (uint32_t i = 0; i < geo_.chain; ++i) {
-    if (tags[i] != t) continue;
+    if (tags[i] != nk.tag) continue;
     const NodeHeader* h = HeaderAt(f->slot(keynode, i));
-    if (h->fp_lo == fp.lo && h->fp_hi == fp.hi && h->biz == biz && h->key_len != 0) {
+    if (h->id == nk.ident.id && h->biz == nk.biz && KindOf(h) == kind) {
       if (ExtentAt(f->slot(keynode, 0), tags, geo_.chain, i).damaged) {
         // Its key acts as absent: nothing is read from or written into a
         // node whose fields cannot be trusted.
@@ -75,39 +84,97 @@ StoreImpl::RouteMark StoreImpl::RouteFor(const KeyRef& key, const RouteMark* exi
   return {};
 }
 
-bool StoreImpl::WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
-                                 const KeyRef& key, RouteMark route, bool alternate, uint8_t heat,
-                                 const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
-                                 uint32_t key_stored, uint32_t expire_s, uint32_t now_s) {
-  const uint8_t tag = TagOf(key.fp.hi);
-  if (!txn.SaveRange(keynode, slot, span) || !SaveTags_locked(f, txn, keynode, slot, span, tag)) return false;
-  // Compose the node privately, then copy it in: the slots are contiguous.
-  alignas(8) uint8_t img[kMaxSpan * kSlotBytes];
-  std::memset(img, 0, span * kSlotBytes);
-  NodeHeader* h = HeaderAt(img);
-  h->fp_lo = key.fp.lo;
-  h->fp_hi = key.fp.hi;
-  h->biz = key.biz;
-  h->key_len = key.key_len;
-  h->span = static_cast<uint8_t>(span);
-  h->state_len = static_cast<uint16_t>(state_bytes);
-  const uint32_t room = span * kSlotBytes - kNodeHeaderBytes - state_bytes;
-  key_stored = std::min(key_stored, room);
-  h->key_stored = static_cast<uint8_t>(key_stored);
-  h->flags = NodeFlags(alternate, heat);
+void StoreImpl::ComposeNode(const NodeKey& nk, const KeyRef& key, RouteMark route, uint8_t heat,
+                            const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes, uint32_t key_avail,
+                            uint32_t expire_s, uint32_t now_s, NodeImage* out) {
+  NodeHeader* h = HeaderAt(out->bytes);
+  std::memset(out->bytes, 0, kSlotBytes);
+  h->id = nk.ident.id;
+  h->biz = nk.biz;
+  h->heat_kind = static_cast<uint8_t>((heat & kMaxHeat) | static_cast<uint8_t>(nk.ident.form) << 6);
   h->expire_s = expire_s;
   h->last_access_s = now_s;
   h->route_pos = route.pos;
-  h->route_flags = route.known ? kRouteKnown : 0;
-  std::memcpy(img + kNodeHeaderBytes, state, state_bytes);
-  if (key_stored) std::memcpy(img + kNodeHeaderBytes + state_bytes, key_bytes, key_stored);
+  const uint8_t route_bit = route.known ? kRouteKnown : 0;
+  out->tag = nk.tag;
+  // A one-rule state whose key need not be kept packs into the header's
+  // slot: 32 bytes per key (packed_state.h says which states pack).
+  uint64_t word = 0;
+  if (state_bytes == kCompactStateBytes && !key.keep_key &&
+      PackState(std::span<const uint8_t, kCompactStateBytes>(state, kCompactStateBytes), expire_s, &word)) {
+    h->form = static_cast<uint8_t>(1 | kFormCompact | route_bit);
+    for (uint32_t b = 0; b < 8; ++b) out->bytes[kNodeHeaderBytes + b] = static_cast<uint8_t>(word >> (8 * b));
+    out->span = 1;
+    return;
+  }
+  // A general node: the slots its state needs, or, for a key to keep whole,
+  // those its key needs too; the key bytes fill what room is left.
+  const uint32_t must_keep = key.keep_key ? key_avail : 0;
+  const uint32_t span = NodeSlots(state_bytes, must_keep);
+  const uint32_t room = span * kSlotBytes - kGeneralHeaderBytes - state_bytes;
+  const uint32_t key_stored = std::min(key_avail, room);
+  std::memset(out->bytes + kSlotBytes, 0, (span - 1) * kSlotBytes);
+  h->form = static_cast<uint8_t>(span | route_bit);
+  GeneralExt* x = reinterpret_cast<GeneralExt*>(out->bytes + kNodeHeaderBytes);
+  x->state_len = static_cast<uint16_t>(state_bytes);
+  x->key_len = key.key_len;
+  x->key_stored = static_cast<uint8_t>(key_stored);
+  std::memcpy(out->bytes + kGeneralHeaderBytes, state, state_bytes);
+  if (key_stored) std::memcpy(out->bytes + kGeneralHeaderBytes + state_bytes, key_bytes, key_stored);
+  out->span = span;
+}
+
+bool StoreImpl::WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, NodeImage& img,
+                                 bool alternate) {
+  const uint32_t span = img.span;
+  if (!txn.SaveRange(keynode, slot, span) || !SaveTags_locked(f, txn, keynode, slot, span, img.tag)) return false;
+  NodeHeader* h = HeaderAt(img.bytes);
+  h->form = static_cast<uint8_t>((h->form & ~kNodeInAlternate) | (alternate ? kNodeInAlternate : 0));
   if (hook_) {
-    std::memcpy(f->slot(keynode, slot), img, 16);
+    std::memcpy(f->slot(keynode, slot), img.bytes, 16);
     hook_(1);
   }
-  std::memcpy(f->slot(keynode, slot), img, span * kSlotBytes);
-  SetTags_locked(f, keynode, slot, span, tag);
+  std::memcpy(f->slot(keynode, slot), img.bytes, span * kSlotBytes);
+  SetTags_locked(f, keynode, slot, span, img.tag);
   return true;
+}
+
+void StoreImpl::ReadState_locked(const uint8_t* p, uint8_t* state, uint32_t state_bytes, uint32_t* stored_bytes) {
+  const NodeHeader* h = HeaderAt(p);
+  if (IsCompact(h)) {
+    uint64_t word = 0;
+    for (uint32_t b = 0; b < 8; ++b) word |= uint64_t{p[kNodeHeaderBytes + b]} << (8 * b);
+    alignas(8) uint8_t block[kCompactStateBytes];
+    UnpackState(word, h->expire_s, std::span<uint8_t, kCompactStateBytes>(block, kCompactStateBytes));
+    std::memcpy(state, block, std::min(state_bytes, kCompactStateBytes));
+    *stored_bytes = kCompactStateBytes;
+    return;
+  }
+  const GeneralExt* x = ExtOf(h);
+  std::memcpy(state, p + kGeneralHeaderBytes, std::min<uint32_t>(x->state_len, state_bytes));
+  *stored_bytes = x->state_len;
+}
+
+uint32_t StoreImpl::ReadKey_locked(const uint8_t* p, uint8_t* key, uint8_t* key_len) {
+  const NodeHeader* h = HeaderAt(p);
+  const Identity ident = IdentityOfNode(h);
+  if (ident.form != KeyForm::kHashed) {
+    const std::string text = TextOf(ident);
+    std::memcpy(key, text.data(), text.size());
+    *key_len = static_cast<uint8_t>(text.size());
+    return static_cast<uint32_t>(text.size());
+  }
+  if (IsCompact(h)) {
+    *key_len = 0;
+    return 0;
+  }
+  const GeneralExt* x = ExtOf(h);
+  const uint32_t cap = std::clamp<uint32_t>(SpanOf(h), 1, kMaxSpan) * kSlotBytes - kGeneralHeaderBytes;
+  const uint32_t sl = std::min<uint32_t>(x->state_len, cap);
+  const uint32_t ks = std::min<uint32_t>(x->key_stored, cap - sl);
+  std::memcpy(key, p + kGeneralHeaderBytes + sl, ks);
+  *key_len = x->key_len;
+  return ks;
 }
 
 void StoreImpl::FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p,
@@ -116,20 +183,25 @@ void StoreImpl::FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, 
   out->file = file;
   out->keynode = keynode;
   out->slot = slot;
-  out->span = h->span;
-  out->in_alternate = h->flags & kNodeInAlternate;
+  out->span = SpanOf(h);
+  out->in_alternate = (h->form & kNodeInAlternate) != 0;
+  out->compact = IsCompact(h);
   out->biz = h->biz;
-  out->fp = Fingerprint{h->fp_lo, h->fp_hi};
-  out->key_len = h->key_len;
-  const uint32_t cap = std::clamp<uint32_t>(h->span, 1, kMaxSpan) * kSlotBytes - kNodeHeaderBytes;
-  const uint32_t sl = std::min<uint32_t>(h->state_len, cap);
-  const uint32_t ks = std::min<uint32_t>(h->key_stored, cap - sl);
-  out->key.assign(reinterpret_cast<const char*>(p + kNodeHeaderBytes + sl), ks);
+  uint8_t key[kMaxKeyBytes];
+  const uint32_t ks = ReadKey_locked(p, key, &out->key_len);
+  out->key.assign(reinterpret_cast<const char*>(key), ks);
+  // A node whose whole key is known reports the key's full fingerprint, as a
+  // request would compute it (an export's import checks it); otherwise the
+  // identity, which is then the fingerprint's low half.
+  out->fp = out->key_len > 0 && ks == out->key_len ? FingerprintOf(h->biz, out->key) : Fingerprint{h->id, 0};
   out->expire_s = h->expire_s;
   out->last_access_s = h->last_access_s;
   out->route_pos = h->route_pos;
-  out->route_known = (h->route_flags & kRouteKnown) != 0;
-  out->state.assign(p + kNodeHeaderBytes, p + kNodeHeaderBytes + sl);
+  out->route_known = (h->form & kRouteKnown) != 0;
+  uint8_t state[kMaxStateBytes];
+  uint32_t stored = 0;
+  ReadState_locked(p, state, kMaxStateBytes, &stored);
+  out->state.assign(state, state + std::min(stored, kMaxStateBytes));
 }
 
 bool StoreImpl::IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live) {

@@ -93,9 +93,9 @@ class StoreImpl::Placer {
         const int here = FreeRunIn(without, span_);
         if (here < 0) continue;
         const NodeHeader* h = HeaderAt(f_->slot(cands_[c], s));
-        const Location nl = s_->Locate(Fingerprint{h->fp_lo, h->fp_hi});
+        const Location nl = s_->Locate(PlaceHashOf(h));
         if (nl.a == nl.b) continue;
-        const uint32_t other = (h->flags & kNodeInAlternate) ? nl.a : nl.b;
+        const uint32_t other = (h->form & kNodeInAlternate) ? nl.a : nl.b;
         if (other == cands_[c]) continue;
         bool locked_here = false;
         if (!locks_.Holds(other)) {
@@ -135,7 +135,7 @@ class StoreImpl::Placer {
             break;
           }
           const NodeHeader* h = HeaderAt(f_->slot(cands_[c], m.start[k]));
-          cost = std::max<uint64_t>(cost, RecencyOf(h->last_access_s, h->flags) + 1);
+          cost = std::max<uint64_t>(cost, RecencyOf(h) + 1);
         }
         if (ok && cost < ev_cost) {
           ev_cost = cost;
@@ -183,8 +183,8 @@ class StoreImpl::Placer {
     alignas(8) uint8_t img[kMaxSpan * kSlotBytes];
     std::memcpy(img, f_->slot(from, s), nspan * kSlotBytes);
     NodeHeader* nh = HeaderAt(img);
-    nh->flags = static_cast<uint8_t>((nh->flags & ~kNodeInAlternate) | (to_alternate ? kNodeInAlternate : 0));
-    const uint8_t tag = TagOf(nh->fp_hi);
+    nh->form = static_cast<uint8_t>((nh->form & ~kNodeInAlternate) | (to_alternate ? kNodeInAlternate : 0));
+    const uint8_t tag = TagOf(PlaceHashOf(nh));
     if (!txn_.SaveRange(to, dest, nspan) || !s_->SaveTags_locked(f_, txn_, to, dest, nspan, tag) ||
         !txn_.SaveRange(from, s, nspan) || !s_->SaveTags_locked(f_, txn_, from, s, nspan, 0))
       return false;

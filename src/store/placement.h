@@ -2,8 +2,8 @@
 // chains a new node prefers. Private to src/store (and to frsbench, whose
 // fill simulations must place keys exactly as the store does).
 //
-// The fingerprint picks the file and two key-nodes A (primary) and B
-// (alternate) in it; the node lives in one of those two chains. Lookups lock
+// The place hash (identity.h: biz, key form and 64-bit identity mixed) picks
+// the file and two key-nodes A (primary) and B (alternate) in it; the node lives in one of those two chains. Lookups lock
 // A and look there first; B is locked too only when the node is not in A or
 // something must be inserted (store_impl.h). How Place finds room when
 // neither chain has a free run is in StoreImpl::Place_locked (placement.cc).
@@ -15,6 +15,7 @@
 
 #include "frs/key.h"
 #include "frs/store.h"
+#include "store/identity.h"
 
 namespace frs::store {
 
@@ -27,15 +28,18 @@ struct Location {
   uint32_t file, a, b;  // a != b unless the file has a single key-node
 };
 
-// The file alone (what Update checks for breakage before it locks anything).
-inline uint32_t FileOf(const Fingerprint& fp, const StoreGeometry& g) { return FastRange(fp.hi, g.files); }
+// The file alone (what Update checks for breakage before it locks anything):
+// the place hash's top bits.
+inline uint32_t FileOf(uint64_t place_hash, const StoreGeometry& g) { return FastRange(place_hash, g.files); }
 
-inline Location Locate(const Fingerprint& fp, const StoreGeometry& g) {
+// A from the bits below the file's (the hash rotated), B from a second mix;
+// neither uses the low byte, which is the tag (format.h TagOf).
+inline Location Locate(uint64_t place_hash, const StoreGeometry& g) {
   Location l;
-  l.file = FileOf(fp, g);
-  l.a = FastRange(fp.lo, g.keynodes);
-  const uint64_t h2 = (fp.lo >> 32 | fp.lo << 32) ^ (fp.hi * 0x9E3779B97F4A7C15ull);
-  l.b = FastRange(h2, g.keynodes);
+  l.file = FileOf(place_hash, g);
+  l.a = FastRange(place_hash << 20 | place_hash >> 44, g.keynodes);
+  const uint64_t h2 = (place_hash >> 8) * 0x9E3779B97F4A7C15ull;
+  l.b = FastRange(h2 ^ (h2 >> 29), g.keynodes);
   if (l.b == l.a && g.keynodes > 1) l.b = (l.a + 1) % g.keynodes;
   return l;
 }

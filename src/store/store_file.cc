@@ -42,6 +42,7 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
   FileLayout l = LayoutFor(g);
   if (h.slot_bytes != kSlotBytes || h.node_header_bytes != kNodeHeaderBytes || h.header_bytes != kHeaderBytes ||
       h.writer_entries != kWriterEntries || h.writer_entry_bytes != l.writer_entry_bytes ||
+      h.batch_entries != kBatchEntries || h.batch_entry_bytes != l.batch_entry_bytes ||
       h.heads_offset != l.heads_offset || h.head_bytes != l.head_bytes || h.writers_offset != l.writers_offset || h.chains_offset != l.chains_offset ||
       h.file_bytes != l.file_bytes)
     return Status::Corruption(path + ": header layout fields disagree with its geometry");
@@ -76,6 +77,8 @@ Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint3
     h->node_header_bytes = kNodeHeaderBytes;
     h->writer_entries = kWriterEntries;
     h->writer_entry_bytes = static_cast<uint32_t>(l.writer_entry_bytes);
+    h->batch_entries = kBatchEntries;
+    h->batch_entry_bytes = static_cast<uint32_t>(l.batch_entry_bytes);
     h->heads_offset = l.heads_offset;
     h->head_bytes = l.head_bytes;
     h->writers_offset = l.writers_offset;
@@ -92,6 +95,7 @@ Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint3
   }
   f->chain_ = g.chain;
   f->writer_bytes_ = l.writer_entry_bytes;
+  f->batch_bytes_ = l.batch_entry_bytes;
   f->heads_ = f->map_->data() + l.heads_offset;
   f->head_bytes_ = l.head_bytes;
   f->writers_ = f->map_->data() + l.writers_offset;

@@ -34,12 +34,20 @@ class StoreFile {
   uint8_t* slot(uint32_t keynode, uint32_t s) const {
     return chains_ + (uint64_t{keynode} * chain_ + s) * kSlotBytes;
   }
+  // Entries [0, kWriterEntries) are per-thread update journals, then
+  // kBatchEntries batch journals (format.h).
   WriterEntryHeader* writer(uint32_t i) const {
-    return reinterpret_cast<WriterEntryHeader*>(writers_ + uint64_t{i} * writer_bytes_);
+    const uint64_t off = i < kWriterEntries ? uint64_t{i} * writer_bytes_
+                                            : kWriterEntries * writer_bytes_ + uint64_t{i - kWriterEntries} * batch_bytes_;
+    return reinterpret_cast<WriterEntryHeader*>(writers_ + off);
   }
   uint32_t writer_index(const WriterEntryHeader* w) const {
-    return static_cast<uint32_t>((reinterpret_cast<const uint8_t*>(w) - writers_) / writer_bytes_);
+    const uint64_t off = static_cast<uint64_t>(reinterpret_cast<const uint8_t*>(w) - writers_);
+    if (off < kWriterEntries * writer_bytes_) return static_cast<uint32_t>(off / writer_bytes_);
+    return kWriterEntries + static_cast<uint32_t>((off - kWriterEntries * writer_bytes_) / batch_bytes_);
   }
+  // Undo records entry `i` can hold.
+  uint32_t capacity(uint32_t i) const { return JournalCapacity(chain_, i); }
   JournalRecord* records(WriterEntryHeader* w) const {
     return reinterpret_cast<JournalRecord*>(reinterpret_cast<uint8_t*>(w) + sizeof(WriterEntryHeader));
   }
@@ -60,6 +68,7 @@ class StoreFile {
   uint8_t* writers_ = nullptr;
   uint8_t* chains_ = nullptr;
   uint64_t writer_bytes_ = 0;
+  uint64_t batch_bytes_ = 0;
   uint32_t chain_ = 0;
 };
 

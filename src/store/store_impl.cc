@@ -41,16 +41,26 @@ void StoreImpl::SetLiveBizzes(std::vector<bool> live) {
   live_ = std::move(p);
 }
 
-Status StoreImpl::CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t* span) const {
-  if (key.key_len == 0) return Status::InvalidArgument("key is empty");
+Status StoreImpl::CheckRequest(const KeyRef& key, uint32_t state_bytes) const {
+  // key_len 0 with no bytes: an import by fingerprint of a node that did not
+  // keep its key (its identity is key.fp.lo).
   if (key.bytes.size() > key.key_len) return Status::InvalidArgument("key bytes longer than key_len");
+  if (key.key_len == 0 && key.keep_key) return Status::InvalidArgument("key is empty");
   if (state_bytes > kMaxStateBytes)
     return Status::InvalidArgument("node state of " + std::to_string(state_bytes) + " bytes exceeds the maximum " +
                                    std::to_string(kMaxStateBytes));
-  *span = NodeSlots(state_bytes, key.key_len);
-  if (*span > geo_.chain)
-    return Status::InvalidArgument("a node of " + std::to_string(state_bytes) + " state bytes needs " +
-                                   std::to_string(*span) + " slots but chains hold " + std::to_string(geo_.chain));
+  // The narrowest node this request may make: a compact one when the state
+  // may pack, else a general one keeping what it must. A state that turns
+  // out not to pack in chains too short for it finds no room (Busy); the
+  // configuration check (BizConfig::NodeSlotsNeeded) keeps that from
+  // happening to the bizzes whose states always pack.
+  const bool may_pack = state_bytes == kCompactStateBytes && !key.keep_key;
+  const uint32_t span = may_pack ? 1 : NodeSlots(state_bytes, key.keep_key ? key.key_len : 0);
+  if (span > geo_.chain)
+    return Status::InvalidArgument("a node of " + std::to_string(state_bytes) + " state bytes" +
+                                   (key.keep_key ? " and a kept key of " + std::to_string(key.key_len) + " bytes" : "") +
+                                   " needs " + std::to_string(span) + " slots but chains hold " +
+                                   std::to_string(geo_.chain));
   return Status::OK();
 }
 
@@ -79,12 +89,13 @@ Status StoreImpl::ReadOnly() const {
 }
 
 Result<NodeInfo> StoreImpl::Get(const KeyRef& key) {
-  const Location loc = Locate(key.fp);
+  const NodeKey nk = NodeKeyOf(key);
+  const Location loc = Locate(nk.place);
   StoreFile* f = files_[loc.file].get();
   if (Status s = FileUsable(f); !s.ok()) return s;
   LockSet locks(this, f);
   locks.Lock(loc.a);
-  const Pos pos = FindWithA_locked(f, loc, key, locks);
+  const Pos pos = FindWithA_locked(f, loc, nk, locks);
   if (!pos.found) return Status::NotFound("no such node");
   NodeInfo info;
   FillInfo_locked(loc.file, pos.keynode, pos.slot, f->slot(pos.keynode, pos.slot), &info);
@@ -131,8 +142,8 @@ StoreStats StoreImpl::Stats() const {
 }
 
 Status StoreImpl::WritersBusy(StoreFile* f) {
-  return Status::Busy(f->path() + ": all " + std::to_string(kWriterEntries) +
-                      " writer entries are held by live threads; nothing was written");
+  return Status::Busy(f->path() + ": all " + std::to_string(kWriterEntries) + " writer entries (or all " +
+                      std::to_string(kBatchEntries) + " batch entries) are held by live threads; nothing was written");
 }
 
 Status StoreImpl::JournalFull(StoreFile* f) {

@@ -78,10 +78,11 @@ class StoreImpl final : public Store {
   // See store/test_hooks.h.
   void SetTestHook(std::function<void(int)> hook) { hook_ = std::move(hook); }
 
-  Location Locate(const Fingerprint& fp) const { return store::Locate(fp, geo_); }
+  Location Locate(uint64_t place_hash) const { return store::Locate(place_hash, geo_); }
 
  private:
   class Txn;      // journal.h
+  class BatchWriterClaim;  // journal.h
   class LockSet;  // chain_lock.h
   class Placer;   // placement.cc
   struct Pos {
@@ -100,12 +101,31 @@ class StoreImpl final : public Store {
     uint32_t pos = 0;
     bool known = false;
   };
+  // What finding and placing a key's node needs, computed once per request
+  // (identity.h).
+  struct NodeKey {
+    uint16_t biz = 0;
+    Identity ident;
+    uint64_t place = 0;  // PlaceHash
+    uint8_t tag = 0;     // TagOf(place)
+  };
+  static NodeKey NodeKeyOf(const KeyRef& key);
+  // A node composed in private, then copied into its slots whole.
+  struct NodeImage {
+    alignas(8) uint8_t bytes[kMaxSpan * kSlotBytes];
+    uint32_t span = 0;
+    uint8_t tag = 0;
+  };
 
   // ---- the writer table and dead writers (journal.cc)
   // This thread's writer entry of a file, claimed on first use (a dead
   // thread's entry is recovered and reused when every entry is taken); null
   // when all are held by live threads.
   WriterEntryHeader* ClaimWriter(uint32_t file_index);
+  // A batch entry of a file for one batch, claimed before any chain lock is
+  // taken (it may wait for one); null when all stayed held by live threads.
+  WriterEntryHeader* ClaimBatchWriter(uint32_t file_index);
+  void ReleaseBatchWriter(StoreFile* f, WriterEntryHeader* w);
   // Calls fn(index, owner, active) for each writer entry of `f` whose owner
   // is certainly dead.
   void ForEachDeadWriter(StoreFile* f, const std::function<void(uint32_t, os::Owner, bool)>& fn) const;
@@ -126,7 +146,7 @@ class StoreImpl final : public Store {
 
   // ---- one node (nodes.cc)
   // Looks only at slots whose tag matches; a damaged match counts as absent.
-  bool FindInChain_locked(StoreFile* f, uint32_t keynode, uint16_t biz, const Fingerprint& fp, uint32_t* slot) const;
+  bool FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, uint32_t* slot) const;
   // Without the lock: whether any slot carries `tag` (a hint). Inline: two
   // of these start every update.
   bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
@@ -143,21 +163,35 @@ class StoreImpl final : public Store {
                                      uint8_t tag);
   void SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag);
   static void StoreTag(uint8_t* p, uint8_t v) { std::atomic_ref<uint8_t>(*p).store(v, std::memory_order_relaxed); }
-  // Journals, then writes a whole node of `span` slots at (keynode, slot).
-  // False (nothing written) when the journal refused.
-  [[nodiscard]] bool WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
-                                      const KeyRef& key, RouteMark route, bool alternate, uint8_t heat,
-                                      const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes,
-                                      uint32_t key_stored, uint32_t expire_s, uint32_t now_s);
+  // Composes a node: compact when its state packs and its key text need not
+  // be kept, else general (format.h). `key_bytes` are the key bytes at hand
+  // (`key_avail` of them).
+  static void ComposeNode(const NodeKey& nk, const KeyRef& key, RouteMark route, uint8_t heat, const uint8_t* state,
+                          uint32_t state_bytes, const uint8_t* key_bytes, uint32_t key_avail, uint32_t expire_s,
+                          uint32_t now_s, NodeImage* out);
+  // Journals, then writes a composed node at (keynode, slot), marked as
+  // living in the key's alternate key-node or not. False (nothing written)
+  // when the journal refused.
+  [[nodiscard]] bool WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, NodeImage& img,
+                                      bool alternate);
+  // A node's state as the caller sees it (a compact one unpacked), and the
+  // bytes the node holds.
+  static void ReadState_locked(const uint8_t* p, uint8_t* state, uint32_t state_bytes, uint32_t* stored_bytes);
+  // The key bytes a node keeps (a short key from its identity); returns how
+  // many, and the full key's length (0: unknown) in *key_len.
+  static uint32_t ReadKey_locked(const uint8_t* p, uint8_t* key, uint8_t* key_len);
   // Journals, then clears the node at (keynode, slot): the extent its tags
   // vouch for, so a damaged node never takes a neighbour with it. False
   // (nothing cleared) when the journal refused.
   [[nodiscard]] bool ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
   // A read that changes nothing else still records the use (last second and
   // heat) for eviction. Not journaled: losing it in a crash loses nothing.
+  // Written only when it changes, so that reads of a node used within the
+  // same second, at full heat, leave its page clean.
   static void Touch_locked(NodeHeader* h, uint8_t heat, uint32_t now_s) {
-    h->last_access_s = now_s;
-    h->flags = NodeFlags(h->flags & kNodeInAlternate, heat);
+    const uint8_t hk = static_cast<uint8_t>((h->heat_kind & ~kMaxHeat) | (heat & kMaxHeat));
+    if (h->last_access_s != now_s) h->last_access_s = now_s;
+    if (h->heat_kind != hk) h->heat_kind = hk;
   }
   void FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
   // The caller's route, else the node's own (`existing`, may be null), else
@@ -182,10 +216,10 @@ class StoreImpl final : public Store {
   // Takes the key's lock(s) and finds its node: by a peek at both chains'
   // tags, under B's lock alone when the node lives in B only, else as
   // FindWithA_locked.
-  Pos LockAndFind(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks);
+  Pos LockAndFind(StoreFile* f, const Location& loc, const NodeKey& nk, LockSet& locks);
   // REQUIRES: A's lock. Finds the key's node in A, else (taking B's lock in
   // order, possibly retaking A) in B. On return A, and B unless found in A, are held.
-  Pos FindWithA_locked(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks);
+  Pos FindWithA_locked(StoreFile* f, const Location& loc, const NodeKey& nk, LockSet& locks);
   // What a mutator sees of the node at `pos` (or of a new one), and what
   // writing it back must keep.
   void LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos, uint32_t state_bytes, uint32_t now_s,
@@ -193,13 +227,13 @@ class StoreImpl final : public Store {
   // Writes a loaded node back: in place when it fits, else moved or created
   // by Place_locked. kNeedBothLocks (nothing written): growing needs both
   // chains' locks.
-  WriteBack StoreNode_locked(StoreFile* f, Txn& txn, const Location& loc, const KeyRef& key, const LoadedNode& node,
-                             const NodeRef& ref, uint32_t span, uint32_t now_s, LockSet& locks, Pins* pins,
+  WriteBack StoreNode_locked(StoreFile* f, Txn& txn, const Location& loc, const NodeKey& nk, const KeyRef& key,
+                             const LoadedNode& node, const NodeRef& ref, uint32_t now_s, LockSet& locks, Pins* pins,
                              UpdateResult* r);
   Status UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn, UpdateResult* result);
   Status UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                          std::vector<UpdateResult>* results);
-  Status CheckRequest(const KeyRef& key, uint32_t state_bytes, uint32_t* span) const;
+  Status CheckRequest(const KeyRef& key, uint32_t state_bytes) const;
 
   // ---- walks (chain_walk.cc)
   using ChainFn = std::function<Status(uint32_t file_index, StoreFile* f, uint32_t keynode)>;

@@ -91,20 +91,24 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
     // makes verify or repair reach into a neighbour.
     const uint32_t span = e.span;
     if (e.damaged) {
-      bad = "span " + std::to_string(nh->span) + ", state " + std::to_string(nh->state_len) + " and key " +
-            std::to_string(nh->key_stored) + "/" + std::to_string(nh->key_len) +
-            " bytes, or its lookup tag, do not describe a node that fits here";
+      bad = IsCompact(nh) ? "compact node of span " + std::to_string(SpanOf(nh)) +
+                                ", or its lookup tag, does not describe a node that fits here"
+                          : "span " + std::to_string(SpanOf(nh)) + ", state " + std::to_string(ExtOf(nh)->state_len) +
+                                " and key " + std::to_string(ExtOf(nh)->key_stored) + "/" +
+                                std::to_string(ExtOf(nh)->key_len) +
+                                " bytes, or its lookup tag, do not describe a node that fits here";
     } else {
       // Biz id 0 is no error: the engine keeps handoff receipts under it.
-      const Location loc = Locate(Fingerprint{nh->fp_lo, nh->fp_hi});
-      if (loc.file != fi || (k != loc.a && k != loc.b)) bad = "node is in a chain its fingerprint does not map to";
+      const Location loc = Locate(PlaceHashOf(nh));
+      if (loc.file != fi || (k != loc.a && k != loc.b)) bad = "node is in a chain its identity does not map to";
     }
     if (!bad.empty()) {
       rep->problems.push_back(slot_at(i) + bad + " (torn or damaged node)");
       // Only the damaged node's own slots, journaled: the nodes around it
       // stay as they are.
-      if (repair && journaled(slot_at(i), txn.SaveRange(k, i, span))) {
+      if (repair && journaled(slot_at(i), txn.SaveRange(k, i, span) && SaveTags_locked(f, txn, k, i, span, 0))) {
         for (uint32_t s = 0; s < span; ++s) std::memset(f->slot(k, i + s), 0, kSlotBytes);
+        SetTags_locked(f, k, i, span, 0);
         rep->repairs.push_back(slot_at(i) + "cleared the damaged node (" + std::to_string(span) + " slot" +
                                (span > 1 ? "s" : "") + ")");
       }
@@ -113,7 +117,7 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
     // The same identity twice in one chain (the other chain is checked when visited).
     WalkChain_locked(f, k, [&](uint32_t j, NodeExtent oe) {
       const NodeHeader* o = HeaderAt(f->slot(k, j));
-      if (oe.damaged || o->fp_lo != nh->fp_lo || o->fp_hi != nh->fp_hi || o->biz != nh->biz) return;
+      if (oe.damaged || o->id != nh->id || o->biz != nh->biz || KindOf(o) != KindOf(nh)) return;
       rep->problems.push_back(slot_at(j) + "duplicate of the node at slot " + std::to_string(i));
       if (repair && journaled(slot_at(j), ClearNode_locked(f, txn, k, j)))
         rep->repairs.push_back(slot_at(j) + "cleared the duplicate");
@@ -126,7 +130,9 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
   m.Build(f->slot(k, 0), f->tags(k), geo_.chain);
   uint8_t* tags = f->tags(k);
   for (uint32_t s = 0; s < geo_.chain; ++s) {
-    const uint8_t want = m.IsNodeStart(s) ? TagOf(HeaderAt(f->slot(k, s))->fp_hi) : 0;
+    // A damaged node was reported above (and, repairing, cleared with its tags).
+    if (m.IsNodeStart(s) && m.IsDamaged(s)) continue;
+    const uint8_t want = m.IsNodeStart(s) ? TagOf(PlaceHashOf(HeaderAt(f->slot(k, s)))) : 0;
     if (tags[s] == want) continue;
     rep->problems.push_back(slot_at(s) + "lookup tag disagrees with the node header");
     if (repair && journaled(slot_at(s), txn.Save(k, kTagsRecord))) {

@@ -32,9 +32,10 @@ struct StoreImpl::LoadedNode {
   }
 };
 
-StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks) {
+
+StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, const NodeKey& nk, LockSet& locks) {
   uint32_t slot;
-  if (FindInChain_locked(f, loc.a, key.biz, key.fp, &slot)) return {loc.a, slot, true};
+  if (FindInChain_locked(f, loc.a, nk, &slot)) return {loc.a, slot, true};
   if (loc.a == loc.b) return {};
   if (!locks.Holds(loc.b)) {
     if (loc.b > loc.a) {
@@ -44,16 +45,16 @@ StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, co
       locks.UnlockAll();
       locks.Lock(loc.b);
       locks.Lock(loc.a);
-      if (FindInChain_locked(f, loc.a, key.biz, key.fp, &slot)) return {loc.a, slot, true};
+      if (FindInChain_locked(f, loc.a, nk, &slot)) return {loc.a, slot, true};
     }
   }
   // A node moves between its chains only under both locks, so a node absent
   // from A and found in B while both are held is really there.
-  if (FindInChain_locked(f, loc.b, key.biz, key.fp, &slot)) return {loc.b, slot, true};
+  if (FindInChain_locked(f, loc.b, nk, &slot)) return {loc.b, slot, true};
   return {};
 }
 
-StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const KeyRef& key, LockSet& locks) {
+StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const NodeKey& nk, LockSet& locks) {
   // A peek at both chains' tags without locks (their misses overlap) says
   // where the node probably is. One that sits in B alone is updated under B's
   // lock alone: a node moves between its chains only under both locks, so
@@ -62,16 +63,15 @@ StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const K
   __builtin_prefetch(f->lock(loc.a), 1, 3);
   if (!one_chain) __builtin_prefetch(f->lock(loc.b), 1, 3);
   if (!one_chain) {
-    const uint8_t t = TagOf(key.fp.hi);
-    if (PeekTag(f, loc.b, t) && !PeekTag(f, loc.a, t)) {
+    if (PeekTag(f, loc.b, nk.tag) && !PeekTag(f, loc.a, nk.tag)) {
       locks.Lock(loc.b);
       uint32_t slot;
-      if (FindInChain_locked(f, loc.b, key.biz, key.fp, &slot)) return {loc.b, slot, true};
+      if (FindInChain_locked(f, loc.b, nk, &slot)) return {loc.b, slot, true};
       locks.UnlockAll();
     }
   }
   locks.Lock(loc.a);
-  return FindWithA_locked(f, loc, key, locks);
+  return FindWithA_locked(f, loc, nk, locks);
 }
 
 void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos, uint32_t state_bytes,
@@ -85,25 +85,30 @@ void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos,
   const uint8_t* p = f->slot(pos.keynode, pos.slot);
   const NodeHeader* h = HeaderAt(p);
   ref->exists = true;
-  ref->stored_state_bytes = h->state_len;
   ref->expire_s = h->expire_s;
-  std::memcpy(state, p + kNodeHeaderBytes, std::min<uint32_t>(h->state_len, state_bytes));
+  ReadState_locked(p, state, state_bytes, &ref->stored_state_bytes);
   out->old_span = ExtentAt(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain, pos.slot).span;
-  out->heat = NextHeat(HeatOf(h->flags), h->last_access_s, now_s);
-  out->route = {h->route_pos, (h->route_flags & kRouteKnown) != 0};
-  if (key.bytes.size() < h->key_stored) {
+  out->heat = NextHeat(HeatOf(h), h->last_access_s, now_s);
+  out->route = {h->route_pos, (h->form & kRouteKnown) != 0};
+  if (!IsCompact(h) && key.bytes.size() < ExtOf(h)->key_stored) {
     // An import by fingerprint: keep the key bytes the node already has.
+    uint8_t key_len = 0;
     out->keep_key = true;
-    out->key_stored = h->key_stored;
-    std::memcpy(out->kept_key, p + kNodeHeaderBytes + h->state_len, h->key_stored);
+    out->key_stored = ReadKey_locked(p, out->kept_key, &key_len);
   }
 }
 
-StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const Location& loc, const KeyRef& key,
-                                                 const LoadedNode& node, const NodeRef& ref, uint32_t span,
+StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const Location& loc, const NodeKey& nk,
+                                                 const KeyRef& key, const LoadedNode& node, const NodeRef& ref,
                                                  uint32_t now_s, LockSet& locks, Pins* pins, UpdateResult* r) {
   const Pos& pos = node.pos;
   const RouteMark route = RouteFor(key, pos.found ? &node.route : nullptr);
+  // The node's form (compact or general) and so its span follow from what
+  // the mutator left: composed first, then placed.
+  NodeImage img;
+  ComposeNode(nk, key, route, node.heat, ref.state, ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s,
+              now_s, &img);
+  const uint32_t span = img.span;
   if (pos.found) {
     // In place: the node shrinks, keeps its size, or grows into free slots
     // right after it.
@@ -119,9 +124,7 @@ StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const L
         if (!txn.SaveRange(pos.keynode, pos.slot + span, node.old_span - span)) return WriteBack::kJournalFull;
         for (uint32_t k = span; k < node.old_span; ++k) std::memset(f->slot(pos.keynode, pos.slot + k), 0, kSlotBytes);
       }
-      if (!WriteNode_locked(f, txn, pos.keynode, pos.slot, span, key, route, pos.keynode != loc.a, node.heat,
-                            ref.state, ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s, now_s))
-        return WriteBack::kJournalFull;
+      if (!WriteNode_locked(f, txn, pos.keynode, pos.slot, img, pos.keynode != loc.a)) return WriteBack::kJournalFull;
       txn.slots += static_cast<int64_t>(span) - node.old_span;
       return WriteBack::kWritten;
     }
@@ -133,9 +136,7 @@ StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const L
   const Placement pl = Place_locked(f, txn, loc, span, now_s, locks, pins, r);
   if (pl.journal_full) return WriteBack::kJournalFull;
   if (!pl.ok) return WriteBack::kNoRoom;
-  if (!WriteNode_locked(f, txn, pl.keynode, pl.slot, span, key, route, pl.keynode != loc.a, node.heat, ref.state,
-                        ref.state_bytes, node.key_bytes(key), node.key_stored, ref.expire_s, now_s))
-    return WriteBack::kJournalFull;
+  if (!WriteNode_locked(f, txn, pl.keynode, pl.slot, img, pl.keynode != loc.a)) return WriteBack::kJournalFull;
   if (pins) pins->emplace_back(pl.keynode, pl.slot);
   if (r && !pos.found) r->created = true;
   txn.nodes += 1;
@@ -149,7 +150,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
   // A file that is gone is not touched; one that broke during the operation
   // (its mapping replaced with zero pages by the SIGBUS guard) makes the
   // operation fail rather than be acknowledged.
-  StoreFile* f = files_[FileOf(key.fp, geo_)].get();
+  StoreFile* f = files_[FileOf(NodeKeyOf(key).place, geo_)].get();
   if (f->broken()) return FileUsable(f);
   Status s = UpdateImpl(key, state_bytes, now_s, fn, result);
   if (f->broken()) return FileUsable(f);
@@ -158,9 +159,9 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
 
 Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
                              UpdateResult* result) {
-  uint32_t span = 0;
-  if (Status s = CheckRequest(key, state_bytes, &span); !s.ok()) return s;
-  const Location loc = Locate(key.fp);
+  if (Status s = CheckRequest(key, state_bytes); !s.ok()) return s;
+  const NodeKey nk = NodeKeyOf(key);
+  const Location loc = Locate(nk.place);
   StoreFile* f = files_[loc.file].get();
   UpdateResult local;
   UpdateResult* r = result ? result : &local;
@@ -168,7 +169,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
 
   alignas(8) uint8_t state[kMaxSpan * kSlotBytes];
   LockSet locks(this, f);
-  Pos pos = LockAndFind(f, loc, key, locks);
+  Pos pos = LockAndFind(f, loc, nk, locks);
   for (;;) {
     NodeRef ref;
     LoadedNode node;
@@ -192,7 +193,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
         txn.Commit();
         return Status::OK();
       }
-      switch (StoreNode_locked(f, txn, loc, key, node, ref, span, now_s, locks, nullptr, r)) {
+      switch (StoreNode_locked(f, txn, loc, nk, key, node, ref, now_s, locks, nullptr, r)) {
         case WriteBack::kWritten:
           txn.Commit();
           return Status::OK();
@@ -208,7 +209,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
     locks.UnlockAll();
     locks.Lock(std::min(loc.a, loc.b));
     locks.Lock(std::max(loc.a, loc.b));
-    pos = FindWithA_locked(f, loc, key, locks);
+    pos = FindWithA_locked(f, loc, nk, locks);
   }
 }
 
@@ -216,10 +217,10 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
                               std::vector<UpdateResult>* results) {
   if (opts_.read_only) return ReadOnly();
   for (const BatchItem& it : items)
-    if (Status s = FileUsable(files_[FileOf(it.key.fp, geo_)].get()); !s.ok()) return s;
+    if (Status s = FileUsable(files_[FileOf(NodeKeyOf(it.key).place, geo_)].get()); !s.ok()) return s;
   Status s = UpdateBatchImpl(items, now_s, fn, results);
   for (const BatchItem& it : items)
-    if (StoreFile* f = files_[FileOf(it.key.fp, geo_)].get(); f->broken()) return FileUsable(f);
+    if (StoreFile* f = files_[FileOf(NodeKeyOf(it.key).place, geo_)].get(); f->broken()) return FileUsable(f);
   return s;
 }
 
@@ -228,11 +229,24 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
   const size_t n = items.size();
   if (n == 0) return Status::OK();
   if (n > kMaxBatch) return Status::InvalidArgument("a batch holds at most " + std::to_string(kMaxBatch) + " members");
-  std::vector<uint32_t> spans(n);
+  std::vector<NodeKey> nks(n);
   std::vector<Location> locs(n);
   for (size_t i = 0; i < n; ++i) {
-    if (Status s = CheckRequest(items[i].key, items[i].state_bytes, &spans[i]); !s.ok()) return s;
-    locs[i] = Locate(items[i].key.fp);
+    if (Status s = CheckRequest(items[i].key, items[i].state_bytes); !s.ok()) return s;
+    nks[i] = NodeKeyOf(items[i].key);
+    locs[i] = Locate(nks[i].place);
+  }
+  // A batch entry of every file the batch touches, claimed in file order
+  // before any chain lock: waiting for one while holding locks could wait on
+  // a batch that waits for those locks.
+  std::vector<BatchWriterClaim> claims(files_.size());
+  {
+    std::vector<uint32_t> files;
+    for (const Location& l : locs) files.push_back(l.file);
+    std::sort(files.begin(), files.end());
+    files.erase(std::unique(files.begin(), files.end()), files.end());
+    for (uint32_t file : files)
+      if (!claims[file].Claim(this, file)) return WritersBusy(files_[file].get());
   }
   // Every chain of every member, per file, locked in (file, key-node) order.
   std::vector<std::unique_ptr<LockSet>> lockset(files_.size());
@@ -261,7 +275,7 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
     const KeyRef& key = items[i].key;
     owner[i] = i;
     for (size_t j = 0; j < i; ++j)
-      if (items[j].key.biz == key.biz && items[j].key.fp == key.fp) {
+      if (nks[j].biz == nks[i].biz && nks[j].ident == nks[i].ident) {
         owner[i] = j;
         break;
       }
@@ -270,7 +284,7 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
       continue;
     }
     StoreFile* f = files_[locs[i].file].get();
-    const Pos pos = FindWithA_locked(f, locs[i], key, *lockset[locs[i].file]);  // both chains are held
+    const Pos pos = FindWithA_locked(f, locs[i], nks[i], *lockset[locs[i].file]);  // both chains are held
     LoadNode_locked(f, key, pos, items[i].state_bytes, now_s, bufs[i].data(), &refs[i], &nodes[i]);
   }
   fn(std::span<NodeRef>(refs), std::span<Commit>(commits));
@@ -288,7 +302,7 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
   // commit below rolls every file back, under the locks.
   std::vector<std::unique_ptr<Txn>> txns(files_.size());
   auto txn_for = [&](uint32_t file) -> Txn& {
-    if (!txns[file]) txns[file] = std::make_unique<Txn>(this, files_[file].get(), file);
+    if (!txns[file]) txns[file] = std::make_unique<Txn>(this, files_[file].get(), file, claims[file].entry());
     return *txns[file];
   };
   // A batch across files is one transaction: every file's journal is opened
@@ -334,8 +348,8 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now
     // Every slot touched so far is put back if a member fails: the batch is
     // all or nothing. (Both chains of every member are held, so
     // kNeedBothLocks cannot happen.)
-    switch (StoreNode_locked(f, txn, locs[i], items[i].key, nodes[i], refs[i], spans[i], now_s,
-                             *lockset[locs[i].file], &pins, r)) {
+    switch (StoreNode_locked(f, txn, locs[i], nks[i], items[i].key, nodes[i], refs[i], now_s, *lockset[locs[i].file],
+                             &pins, r)) {
       case WriteBack::kWritten:
         break;
       case WriteBack::kJournalFull:

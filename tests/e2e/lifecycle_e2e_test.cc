@@ -477,10 +477,10 @@ class SmallDisk {
 TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
   Frsd s;
-  SmallDisk disk(s.dir() + "/data", "8m");
+  SmallDisk disk(s.dir() + "/data", "2m");
   if (!disk.mounted()) GTEST_SKIP() << "tmpfs cannot be mounted here";
-  // 1. The default harness store (2 x 4096 x 8 slots and their journals,
-  // about 9.8 MB) does not fit in 8 MB.
+  // 1. The default harness store (2 x 4096 x 8 slots, their heads and
+  // journals: about 2.9 MB) does not fit in 2 MB.
   const uint64_t free_before = FreeBytes(s.dir() + "/data");
   s.WriteConfig(FreePort());
   s.Spawn();
@@ -492,7 +492,7 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
 
   // 2. A store that fits; then the disk fills up while it serves.
   std::string cfg = ReadFile(s.config());
-  cfg.replace(cfg.find("keynodes=\"4096\""), 15, "keynodes=\"1024\"");  // about 6.6 MB
+  cfg.replace(cfg.find("keynodes=\"4096\""), 15, "keynodes=\"256\"");  // about 0.9 MB, and 270 KB of statistics
   WriteFile(s.config(), cfg);
   ASSERT_TRUE(s.Start()) << s.log();
   const std::vector<pid_t> workers = SortedWorkers(s);

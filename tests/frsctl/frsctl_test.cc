@@ -461,7 +461,8 @@ TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
   const int file = static_cast<int>(v.Find("file")->number);
   const uint64_t keynode = static_cast<uint64_t>(v.Find("keynode")->number);
   const uint64_t slot = static_cast<uint64_t>(v.Find("slot")->number);
-  const uint64_t off = store::LayoutFor(StoreGeometry{2, 256, 8}).chains_offset + (keynode * 8 + slot) * 64 + 19;
+  const uint64_t off = store::LayoutFor(StoreGeometry{2, 256, 8}).chains_offset + (keynode * 8 + slot) * kSlotBytes +
+                       offsetof(store::NodeHeader, form);
   {
     std::fstream f(dir_ / ("data/frs." + std::to_string(file) + ".store"), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(off));

@@ -337,7 +337,7 @@ TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
   ASSERT_EQ(lines.size(), 2u);
 
   // Another geometry, the same biz under the same id: both keys come back.
-  auto other = OpenStore(dir_ / "other", StoreGeometry{2, 64, 4});
+  auto other = OpenStore(dir_ / "other", StoreGeometry{2, 64, 8});
   auto e2 = OpenEngine(other.get());
   for (const std::string& l : lines) ASSERT_TRUE(e2->ImportNode(l).ok()) << l;
   EXPECT_EQ(Do(*e2, Cmd::kGet, "api", "short").count, 2);

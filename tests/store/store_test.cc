@@ -37,14 +37,15 @@ std::unique_ptr<Store> MustOpen(const StoreOptions& o) {
   return std::move(s.value());
 }
 
-// A counter node: 8 bytes of state, incremented by `by`.
+// A counter node: 4 bytes of state (a general node of one 32-byte slot),
+// incremented by `by`.
 Status Incr(Store* s, const Key& k, uint64_t by, uint32_t now_s = 1000, uint32_t expire_s = 0,
             UpdateResult* r = nullptr) {
-  return s->Update(k.ref(), 8, now_s, [&](NodeRef& n) {
-    uint64_t v;
-    std::memcpy(&v, n.state, 8);
-    v += by;
-    std::memcpy(n.state, &v, 8);
+  return s->Update(k.ref(), 4, now_s, [&](NodeRef& n) {
+    uint32_t v;
+    std::memcpy(&v, n.state, 4);
+    v += static_cast<uint32_t>(by);
+    std::memcpy(n.state, &v, 4);
     n.expire_s = expire_s;
     return Commit::kWrite;
   }, r);
@@ -211,24 +212,24 @@ TEST(Store, StateGrowsAndShrinksAcrossSlots) {
   auto s = MustOpen(Opts(d.path(), 1, 8, 8));
   Key k = MakeKey(1, std::string("grow"));
   ASSERT_TRUE(Incr(s.get(), k, 9).ok());
-  // Grow to 200 bytes (4 slots): the first 8 bytes are kept.
+  // Grow to 200 bytes (8 slots of 32): the first 8 bytes are kept.
   ASSERT_TRUE(s->Update(k.ref(), 200, 1000, [](NodeRef& n) {
     EXPECT_TRUE(n.exists);
-    EXPECT_EQ(n.stored_state_bytes, 8u);
+    EXPECT_EQ(n.stored_state_bytes, 4u);
     n.state[199] = 7;
     return Commit::kWrite;
   }).ok());
   auto info = s->Get(k.ref());
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->state.size(), 200u);
-  EXPECT_EQ(info->span, 4u);
+  EXPECT_EQ(info->span, 8u);
   EXPECT_EQ(info->state[199], 7);
   EXPECT_EQ(CountOf(s.get(), k), 9u);
   EXPECT_EQ(info->key, "grow");
-  ASSERT_TRUE(Incr(s.get(), k, 1).ok());  // back to 8 bytes
+  ASSERT_TRUE(Incr(s.get(), k, 1).ok());  // back to 4 bytes
   info = s->Get(k.ref());
   ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->span, 1u);
+  EXPECT_EQ(info->span, 1u);  // a general node: 28 header bytes and 4 of state
   EXPECT_EQ(CountOf(s.get(), k), 10u);
   EXPECT_EQ(s->Stats().total.slots_used, 1u);
 }
@@ -509,8 +510,9 @@ TEST(StoreVerify, DetectsAndRepairsADamagedNode) {
     slot = info->slot;
   }
   store::FileLayout l = store::LayoutFor({1, 16, 4});
-  uint8_t span = 9;  // out of range
-  PatchFile(d / "frs.0.store", l.chains_offset + (keynode * 4 + slot) * 64 + offsetof(store::NodeHeader, span), &span, 1);
+  uint8_t form = 0x1F;  // span 31: out of range
+  PatchFile(d / "frs.0.store", l.chains_offset + (keynode * 4 + slot) * kSlotBytes + offsetof(store::NodeHeader, form),
+            &form, 1);
   auto s = MustOpen(Opts(d.path(), 1, 16, 4));
   auto v = s->Verify(false);
   ASSERT_TRUE(v.ok());
@@ -536,13 +538,17 @@ TEST(StoreVerify, DamageStaysInsideTheDamagedNode) {
     size_t offset;  // in the node's first slot
     uint8_t value;
   };
+  // The test's nodes are general nodes of one slot (a 4-byte state) whose
+  // route is known: form 0x81.
+  const size_t ext = kNodeHeaderBytes;
   const Damage damages[] = {
-      {"span 255", offsetof(store::NodeHeader, span), 255},
-      {"span 3 over neighbours", offsetof(store::NodeHeader, span), 3},
-      {"span 0", offsetof(store::NodeHeader, span), 0},
-      {"state_len 0xff..", offsetof(store::NodeHeader, state_len) + 1, 0xff},
-      {"key_stored 255", offsetof(store::NodeHeader, key_stored), 255},
-      {"fingerprint (tag no longer matches)", offsetof(store::NodeHeader, fp_hi) + 1, 0x5a},
+      {"span 31", offsetof(store::NodeHeader, form), 0x9F},
+      {"span 3 over a neighbour", offsetof(store::NodeHeader, form), 0x83},
+      {"span 0", offsetof(store::NodeHeader, form), 0x80},
+      {"compact bit on a general node", offsetof(store::NodeHeader, form), 0xA2},
+      {"state_len 0xff..", ext + offsetof(store::GeneralExt, state_len) + 1, 0xff},
+      {"key_stored 255", ext + offsetof(store::GeneralExt, key_stored), 255},
+      {"identity (tag no longer matches)", offsetof(store::NodeHeader, id) + 1, 0x5a},
   };
   const StoreGeometry g{1, 4, 8};
   for (const Damage& dmg : damages) {
@@ -553,7 +559,7 @@ TEST(StoreVerify, DamageStaysInsideTheDamagedNode) {
     uint32_t vk = 0, vs = 0;
     {
       auto s = MustOpen(Opts(d.path(), g.files, g.keynodes, g.chain));
-      // Fill until some chain holds a span-1 node with nodes right after it.
+      // Fill until some chain holds a node with two nodes right after it.
       for (int i = 0; i < 20; ++i) {
         keys.push_back(MakeKey(1, "key" + std::to_string(i)));
         ASSERT_TRUE(Incr(s.get(), keys.back(), 10 + i).ok());
@@ -562,11 +568,12 @@ TEST(StoreVerify, DamageStaysInsideTheDamagedNode) {
       for (const Key& k : keys) {
         auto info = s->Get(k.ref());
         ASSERT_TRUE(info.ok());
-        if (info->span != 1 || info->slot + 2 >= g.chain) continue;
+        const uint32_t sp = info->span;
+        if (info->slot + 2 * sp >= g.chain) continue;
         int after = 0;
         for (const Key& o : keys) {
           auto oi = s->Get(o.ref());
-          if (oi->keynode == info->keynode && (oi->slot == info->slot + 1 || oi->slot == info->slot + 2)) ++after;
+          if (oi->keynode == info->keynode && (oi->slot == info->slot + sp || oi->slot == info->slot + 2 * sp)) ++after;
         }
         if (after == 2) {
           victim = k;
@@ -576,10 +583,11 @@ TEST(StoreVerify, DamageStaysInsideTheDamagedNode) {
           break;
         }
       }
-      ASSERT_TRUE(found) << "no span-1 node with two neighbours after it";
+      ASSERT_TRUE(found) << "no node with two neighbours after it";
     }
     store::FileLayout l = store::LayoutFor(g);
-    PatchFile(d / "frs.0.store", l.chains_offset + (uint64_t{vk} * g.chain + vs) * 64 + dmg.offset, &dmg.value, 1);
+    PatchFile(d / "frs.0.store", l.chains_offset + (uint64_t{vk} * g.chain + vs) * kSlotBytes + dmg.offset, &dmg.value,
+              1);
 
     auto s = MustOpen(Opts(d.path(), g.files, g.keynodes, g.chain));
     auto counts = [&] {
@@ -603,7 +611,7 @@ TEST(StoreVerify, DamageStaysInsideTheDamagedNode) {
     EXPECT_EQ(CountOf(s.get(), victim), 1u);
     // A lookup that meets the node counts it; a damaged fingerprint makes it
     // another key's node, which no lookup meets (verify still finds it).
-    if (dmg.offset != offsetof(store::NodeHeader, fp_hi) + 1) {
+    if (dmg.offset != offsetof(store::NodeHeader, id) + 1) {
       EXPECT_GT(s->Stats().total.damaged_nodes, 0u);
     }
 
@@ -689,7 +697,7 @@ TEST(StoreTxn, AnExceptionMidWriteRollsTheUpdateBack) {
   EXPECT_THROW((void)Incr(s.get(), MakeKey(1, std::string("new")), 1), HookThrew);
   store::SetTestHookInCriticalSection(s.get(), nullptr);
   EXPECT_EQ(CountOf(s.get(), k), 5u);
-  EXPECT_EQ(s->Get(k.ref())->state.size(), 8u);
+  EXPECT_EQ(s->Get(k.ref())->state.size(), 4u);
   EXPECT_EQ(CountOf(s.get(), other), 1u);
   EXPECT_TRUE(s->Get(MakeKey(1, std::string("new")).ref()).status().IsNotFound());
   EXPECT_EQ(s->Stats().total.nodes_used, 2u);
@@ -768,9 +776,9 @@ TEST(StoreVerify, ARepairThatCannotBeJournaledIsNotMade) {
     slot = info->slot;
   }
   const store::FileLayout l = store::LayoutFor({1, 16, 4});
-  const size_t at = l.chains_offset + (keynode * 4 + slot) * 64;
-  uint8_t span = 9;  // out of range
-  PatchFile(d / "frs.0.store", at + offsetof(store::NodeHeader, span), &span, 1);
+  const size_t at = l.chains_offset + (keynode * 4 + slot) * kSlotBytes;
+  uint8_t form = 0x1F;  // span 31: out of range
+  PatchFile(d / "frs.0.store", at + offsetof(store::NodeHeader, form), &form, 1);
   auto s = MustOpen(Opts(d.path(), 1, 16, 4));
 
   std::mutex mu;

@@ -53,12 +53,18 @@ constexpr int kSampleEvery = 64;      // one latency sample per this many ops
 constexpr size_t kMaxSamplesPerProc = size_t{1} << 21;
 
 // What a biz with one fixed-window rule keeps per key: 16 bytes.
+// The engine's fixed-window block (limit/rule_state.h, window_counter.h):
+// tag (interval, algo fixed, 16 bytes), window start, count, borrow debt,
+// little-endian. Written as the engine writes it, so that the store keeps
+// it as it keeps a real one-rule biz's node (compact: one 32-byte slot).
 struct FixedWindowState {
+  uint32_t tag;
   uint32_t window_start;
   uint32_t count;
-  uint64_t debt;  // fixed-point overdraft carried by the rule engine
+  uint32_t debt;
 };
 static_assert(sizeof(FixedWindowState) == 16);
+constexpr uint32_t FixedTag(uint32_t interval) { return interval | 0u << 25 | 1u << 27; }
 
 uint64_t NowNs(clockid_t clk = CLOCK_MONOTONIC) {
   timespec ts;
@@ -242,6 +248,7 @@ int RunStore(const StoreArgs& a) {
     frs::Status s = store->Update(ref, sizeof(FixedWindowState), now0, [&](NodeRef& n) {
       auto* st = reinterpret_cast<FixedWindowState*>(n.state);
       if (!n.exists) {
+        st->tag = FixedTag(kWindowS);
         st->window_start = now0;
         st->count = 0;
         st->debt = 0;
@@ -297,6 +304,7 @@ int RunStore(const StoreArgs& a) {
       const Store::Mutator acquire = [&now_s](NodeRef& n) {
         auto* st = reinterpret_cast<FixedWindowState*>(n.state);
         if (!n.exists || now_s >= st->window_start + kWindowS) {
+          st->tag = FixedTag(kWindowS);
           st->window_start = now_s;
           st->count = 0;
           st->debt = 0;
@@ -467,7 +475,10 @@ double SimulateFirstOverflow(const std::vector<Fingerprint>& fps, const StoreGeo
   std::vector<uint8_t> load(uint64_t{g.files} * g.keynodes, 0);
   uint64_t placed = 0;
   for (const Fingerprint& fp : fps) {
-    const frs::store::Location l = frs::store::Locate(fp, g);
+    // The fill's keys ("k" and 16 hex digits) are too long to be their own
+    // identity: the store places them by their fingerprint (store/identity.h).
+    const frs::store::Location l =
+        frs::store::Locate(frs::store::PlaceHash(kBiz, frs::store::Identity{fp.lo, frs::store::KeyForm::kHashed}), g);
     uint8_t* chains[2] = {&load[uint64_t{l.file} * g.keynodes + l.a], &load[uint64_t{l.file} * g.keynodes + l.b]};
     const int ncand = choices == 1 || l.a == l.b ? 1 : 2;
     bool fits[2];
@@ -532,6 +543,7 @@ int RunFill(const FillArgs& a) {
       const uint32_t now = NowS();
       const Store::Mutator create = [now](NodeRef& n) {
         auto* st = reinterpret_cast<FixedWindowState*>(n.state);
+        st->tag = FixedTag(kWindowS);
         st->window_start = now;
         st->count = 1;
         n.expire_s = now + kWindowS;

@@ -75,6 +75,9 @@ KeyRef RefOf(const NodeInfo& n) {
   k.key_len = n.key_len;
   k.route_pos = n.route_pos;
   k.route_known = n.route_known;
+  // A general node that holds its whole key stays one (a biz with
+  // keys="keep"); anything else is placed as the store would place it now.
+  k.keep_key = !n.compact && n.key_len > 0 && n.key.size() == n.key_len;
   return k;
 }
 

@@ -79,6 +79,7 @@ struct Entry {
   uint16_t biz = 0;
   Fingerprint fp;
   uint8_t key_len = 0;
+  std::string key;  // the key bytes the node keeps (whole: the node is found by its key, else by fp)
   std::string state;
   bool erased = false, voided = false, acked = false;
 };
@@ -115,9 +116,10 @@ class Spool {
         Entry e;
         e.id = id;
         ls >> e.receipt;
-        std::string fp_lo, fp_hi, state_hex;
+        std::string fp_lo, fp_hi, key_hex, state_hex;
         unsigned biz = 0, key_len = 0;
-        ls >> e.dest >> biz >> fp_lo >> fp_hi >> key_len >> state_hex;
+        ls >> e.dest >> biz >> fp_lo >> fp_hi >> key_len >> key_hex >> state_hex;
+        if (key_hex != "-" && !Unhex(key_hex, &e.key)) continue;
         std::getline(ls, e.json);
         if (!e.json.empty() && e.json[0] == ' ') e.json.erase(0, 1);
         e.biz = static_cast<uint16_t>(biz);
@@ -165,13 +167,21 @@ std::string EntryLine(const Entry& e) {
   char fp[40];
   std::snprintf(fp, sizeof fp, "%016" PRIx64 " %016" PRIx64, e.fp.lo, e.fp.hi);
   return "N " + e.id + " " + e.receipt + " " + e.dest + " " + std::to_string(e.biz) + " " + fp + " " + std::to_string(e.key_len) +
-         " " + Hex(e.state) + " " + e.json + "\n";
+         " " + (e.key.empty() ? std::string("-") : Hex(e.key)) + " " + Hex(e.state) + " " + e.json + "\n";
+}
+
+// The node's address in the store: its key when the node holds it whole
+// (a short key is the node's identity, store/identity.h), else its fingerprint.
+KeyRef RefOf(const Entry& e) {
+  KeyRef k{e.biz, e.fp, {}, e.key_len};
+  if (e.key_len > 0 && e.key.size() == e.key_len) k.bytes = e.key;
+  return k;
 }
 
 // Erases the node only if it still holds exactly the spooled state.
 Result<bool> EraseIfUnchanged(Store& store, const Entry& e, uint32_t now_s) {
   bool erased = false;
-  KeyRef key{e.biz, e.fp, {}, e.key_len};
+  const KeyRef key = RefOf(e);
   const uint32_t bytes = static_cast<uint32_t>(e.state.size());
   Status s = store.Update(key, bytes, now_s, [&](NodeRef& ref) {
     if (!ref.exists || ref.stored_state_bytes != bytes || std::memcmp(ref.state, e.state.data(), bytes) != 0)
@@ -287,7 +297,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     std::string marks;
     for (Entry& e : entries) {
       if (e.acked || e.voided || e.erased) continue;
-      Result<NodeInfo> cur = s.store->Get(KeyRef{e.biz, e.fp, {}, e.key_len});
+      Result<NodeInfo> cur = s.store->Get(RefOf(e));
       if (!cur.ok() && !cur.status().IsNotFound()) return cur.status();
       if (!cur.ok()) {
         e.erased = true;  // erased before the interruption (or evicted since): the spool holds it
@@ -348,6 +358,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         e.biz = n.biz;
         e.fp = n.fp;
         e.key_len = n.key_len;
+        e.key = n.key;
         e.state.assign(n.state.begin(), n.state.end());
         lines += EntryLine(e);
         entries.push_back(std::move(e));

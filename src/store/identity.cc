@@ -1,0 +1,84 @@
+#include "store/identity.h"
+
+#include <cstring>
+
+namespace frs::store {
+namespace {
+
+bool ParseDecimal(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 20 || (s.size() > 1 && s[0] == '0')) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+bool ParseIpv4(std::string_view s, uint64_t* out) {
+  if (s.size() < 7 || s.size() > 15) return false;
+  uint32_t addr = 0;
+  size_t i = 0;
+  for (int part = 0; part < 4; ++part) {
+    if (part > 0) {
+      if (i >= s.size() || s[i] != '.') return false;
+      ++i;
+    }
+    const size_t start = i;
+    uint32_t v = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - start < 3) v = v * 10 + static_cast<uint32_t>(s[i++] - '0');
+    const size_t len = i - start;
+    if (len == 0 || v > 255 || (len > 1 && s[start] == '0')) return false;
+    addr = addr << 8 | v;
+  }
+  if (i != s.size()) return false;
+  *out = addr;
+  return true;
+}
+
+}  // namespace
+
+Identity IdentityOfText(std::string_view bytes, const Fingerprint& fp) {
+  Identity r;
+  if (!bytes.empty() && bytes.size() <= 8 && std::memchr(bytes.data(), 0, bytes.size()) == nullptr) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) v |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+    return {v, KeyForm::kShort};
+  }
+  if (ParseDecimal(bytes, &r.id)) {
+    r.form = KeyForm::kDecimal;
+    return r;
+  }
+  if (ParseIpv4(bytes, &r.id)) {
+    r.form = KeyForm::kIpv4;
+    return r;
+  }
+  return {fp.lo, KeyForm::kHashed};
+}
+
+std::string TextOf(const Identity& ident) {
+  switch (ident.form) {
+    case KeyForm::kShort: {
+      std::string s;
+      for (int i = 0; i < 8; ++i) {
+        const char c = static_cast<char>(ident.id >> (8 * i));
+        if (c == 0) break;
+        s.push_back(c);
+      }
+      return s;
+    }
+    case KeyForm::kDecimal:
+      return std::to_string(ident.id);
+    case KeyForm::kIpv4:
+      return std::to_string(ident.id >> 24 & 255) + "." + std::to_string(ident.id >> 16 & 255) + "." +
+             std::to_string(ident.id >> 8 & 255) + "." + std::to_string(ident.id & 255);
+    case KeyForm::kHashed:
+      break;
+  }
+  return {};
+}
+
+}  // namespace frs::store
