@@ -123,6 +123,9 @@ struct NodeView {
   std::string biz_name;
   std::string key;              // the stored key bytes (may be a prefix)
   bool key_truncated = false;
+  // False: the node keeps no key text (a compact node of a key longer than
+  // its identity, docs/store.md); node.fp.lo identifies it.
+  bool key_kept = true;
   Mode mode = Mode::kEnforce;
   int64_t count = 0;            // of the most restrictive rule
   std::vector<RuleView> rules;

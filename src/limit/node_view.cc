@@ -56,6 +56,7 @@ Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
   v.biz_name = biz->cfg.name;
   v.key = node.key;
   v.key_truncated = node.key.size() < node.key_len;
+  v.key_kept = node.key_len != 0 || !node.key.empty();
   v.mode = biz->cfg.mode;
   for (uint32_t i = 0; i < biz->cfg.nrules; ++i) {
     RuleView r;
@@ -82,7 +83,13 @@ Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view
     }
     return node.status();
   }
-  return View(node.value());
+  Result<NodeView> v = View(node.value());
+  if (v.ok() && !v.value().key_kept) {
+    // Looked up by its key: the caller knows the text the node did not keep.
+    v.value().key = std::string(key);
+    v.value().key_kept = true;
+  }
+  return v;
 }
 
 Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {

@@ -485,6 +485,103 @@ TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
   EXPECT_EQ(Ctl({"get", "partner", "p2"}).rc, 1);
 }
 
+// An operator upgrades with export (the old build), install, import (this
+// one): an export made by store format 3 (fixtures/format3-export.jsonl,
+// written by frsctl of 4cd5ec4 with the map of this file) imports whole. Each
+// node comes back with its biz, identity, route and rule states; keys that
+// were whole come back whole, and a node whose key text format 3 had cut is
+// imported by its fingerprint.
+TEST_F(FrsctlTest, ImportsAnExportOfTheStoreFormatBefore) {
+  EXPECT_EQ(ReadFile(std::string(FIXTURES_DIR) + "/format3-map.xml"), kMap) << "the fixture's map is this file's";
+  CtlRun r = Ctl({"import", std::string(FIXTURES_DIR) + "/format3-export.jsonl"});
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("imported 5 nodes"), std::string::npos) << r.out;
+  r = Ctl({"export"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::map<std::string, JsonValue> now;
+  for (const std::string& l : Lines(r.out)) {
+    JsonValue v = Parse(l);
+    now[v.Find("fp_lo")->text] = v;
+  }
+  const std::vector<std::string> before = Lines(ReadFile(std::string(FIXTURES_DIR) + "/format3-export.jsonl"));
+  ASSERT_EQ(before.size(), 5u);
+  ASSERT_EQ(now.size(), 5u) << r.out;
+  int whole = 0;
+  for (const std::string& l : before) {
+    JsonValue old = Parse(l);
+    SCOPED_TRACE(l);
+    auto it = now.find(old.Find("fp_lo")->text);
+    ASSERT_NE(it, now.end()) << "the node did not come back under its fingerprint";
+    const JsonValue& n = it->second;
+    EXPECT_EQ(n.Find("biz")->number, old.Find("biz")->number);
+    EXPECT_EQ(n.Find("route_pos")->number, old.Find("route_pos")->number);
+    const JsonValue* old_rules = old.Find("rules");
+    const JsonValue* rules = n.Find("rules");
+    ASSERT_EQ(rules->items.size(), old_rules->items.size());
+    for (size_t i = 0; i < rules->items.size(); ++i)
+      EXPECT_EQ(rules->items[i].Find("state")->text, old_rules->items[i].Find("state")->text) << "rule " << i;
+    if (old.Find("key")->text.size() == static_cast<size_t>(old.Find("key_len")->number)) {
+      ++whole;
+      EXPECT_EQ(n.Find("key")->text, old.Find("key")->text);
+      EXPECT_EQ(n.Find("fp_hi")->text, old.Find("fp_hi")->text) << "a whole key has its whole fingerprint";
+    }
+  }
+  EXPECT_EQ(whole, 2);  // "42" and "10.1.2.3"; format 3 kept 8 bytes of the others
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+// A biz that keeps its keys: every node holds its whole key text, at the
+// cost of slots; by default a long key's compact node holds none, and the
+// tools show its fingerprint.
+TEST_F(FrsctlTest, KeysAreKeptWhereTheBizSaysAndShownByFingerprintElsewhere) {
+  std::ofstream(dir_ / "map.xml") << R"(<map>
+  <biz id="1" name="login"><rule interval="600" max="5"/></biz>
+  <biz id="2" name="kept" keys="keep"><rule interval="600" max="5"/></biz>
+</map>
+)";
+  CreateStore();
+  const std::string long_key = "user:alice@example.com";
+  for (const char* biz : {"login", "kept"}) {
+    for (const std::string& k : {std::string("10.1.2.3"), std::string("1234567890123"), long_key}) {
+      CtlRun r = Ctl({"set", biz, k, "2"});
+      ASSERT_EQ(r.rc, 0) << r.err;
+    }
+  }
+  CtlRun r = Ctl({"dump", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  int not_kept = 0;
+  for (const std::string& l : Lines(r.out)) {
+    JsonValue v = Parse(l);
+    const std::string biz = v.Find("biz")->text, key = v.Find("key")->text;
+    SCOPED_TRACE(l);
+    if (biz == "kept") {
+      EXPECT_TRUE(v.Find("key_kept")->boolean);
+      EXPECT_FALSE(v.Find("compact")->boolean);
+      EXPECT_TRUE(key == "10.1.2.3" || key == "1234567890123" || key == long_key);
+      if (key == long_key) {
+        EXPECT_EQ(v.Find("span")->number, 3);  // 28 + 16 + 22 bytes
+      }
+    } else {
+      EXPECT_TRUE(v.Find("compact")->boolean);
+      EXPECT_EQ(v.Find("span")->number, 1);
+      if (!v.Find("key_kept")->boolean) {
+        ++not_kept;
+        EXPECT_EQ(key, "");
+      } else {
+        EXPECT_TRUE(key == "10.1.2.3" || key == "1234567890123") << "short keys are their node's identity";
+      }
+    }
+  }
+  EXPECT_EQ(not_kept, 1);
+  r = Ctl({"dump"});
+  EXPECT_NE(r.out.find("(key not kept)"), std::string::npos) << r.out;
+  // Looked up by its key, the node shows the key it did not keep.
+  r = Ctl({"get", "login", long_key});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find(long_key), std::string::npos) << r.out;
+}
+
 TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
   CreateStore();
   Fill();

@@ -16,6 +16,7 @@
 #include "common/temp_dir.h"
 #include "frs/store.h"
 #include "store/format.h"
+#include "store/identity.h"
 #include "store/store_file.h"
 #include "store/test_hooks.h"
 
@@ -829,6 +830,120 @@ TEST(StoreVerify, ARepairThatCannotBeJournaledIsNotMade) {
   for (const std::string& r : v->repairs) cleared |= r.find("cleared the damaged node") != std::string::npos;
   EXPECT_TRUE(cleared);
   ExpectClean(s.get());
+}
+
+}  // namespace
+}  // namespace frs
+
+// ---- format 4: identities and node forms
+
+namespace frs {
+namespace {
+
+// A one-rule fixed-window block as the engine writes it (limit/rule_state.h).
+void FixedBlock(uint8_t* b, uint32_t interval, uint32_t start, uint32_t count, uint32_t debt) {
+  const uint32_t f[4] = {interval | 1u << 27, start, count, debt};
+  std::memcpy(b, f, 16);
+}
+
+TEST(StoreIdentity, ShortKeysAreTheirOwnIdentityAndEveryKeyHasOne) {
+  using store::IdentityOfText;
+  using store::KeyForm;
+  const Fingerprint fp{0x1122334455667788ull, 0x99};
+  EXPECT_EQ(IdentityOfText("a", fp).form, KeyForm::kShort);
+  EXPECT_EQ(IdentityOfText("12345678", fp).form, KeyForm::kShort);
+  EXPECT_EQ(IdentityOfText("123456789", fp), (store::Identity{123456789, KeyForm::kDecimal}));
+  EXPECT_EQ(IdentityOfText("18446744073709551615", fp).form, KeyForm::kDecimal);
+  EXPECT_EQ(IdentityOfText("18446744073709551616", fp).form, KeyForm::kHashed);  // 2^64
+  EXPECT_EQ(IdentityOfText("0123456789", fp).form, KeyForm::kHashed);            // not canonical
+  EXPECT_EQ(IdentityOfText("192.168.100.200", fp), (store::Identity{0xC0A864C8, KeyForm::kIpv4}));
+  EXPECT_EQ(IdentityOfText("192.168.100.256", fp).form, KeyForm::kHashed);
+  EXPECT_EQ(IdentityOfText("192.168.01.200", fp).form, KeyForm::kHashed);
+  EXPECT_EQ(IdentityOfText(std::string("a\0b", 3), fp).form, KeyForm::kHashed);  // a NUL: not zero-padded text
+  EXPECT_EQ(IdentityOfText("user:alice@example.com", fp), (store::Identity{fp.lo, KeyForm::kHashed}));
+  for (const char* k : {"a", "12345678", "123456789", "18446744073709551615", "192.168.100.200", "0"})
+    EXPECT_EQ(store::TextOf(IdentityOfText(k, fp)), k);
+}
+
+// Two long keys whose 64-bit fingerprints collide share a node (the odds,
+// n^2 / 2^65 for n keys, are in frs/key.h); two short keys never do, since
+// their identity is the key itself. The collision is forced by handing the
+// store the fingerprints.
+TEST(StoreIdentity, ForcedFingerprintCollisionsShareANodeOnlyForHashedKeys) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 2, 64, 8));
+  const std::string a = "user:alice@example.com", b = "user:bob@example.org";
+  const Fingerprint same{0xDEADBEEFCAFEF00Dull, 1};
+  const Fingerprint other_hi{0xDEADBEEFCAFEF00Dull, 2};
+  auto incr = [&](const std::string& key, const Fingerprint& fp) {
+    return s->Update(KeyRef{1, fp, key, static_cast<uint8_t>(key.size())}, 4, 1000, [](NodeRef& n) {
+      uint32_t v;
+      std::memcpy(&v, n.state, 4);
+      ++v;
+      std::memcpy(n.state, &v, 4);
+      return Commit::kWrite;
+    });
+  };
+  ASSERT_TRUE(incr(a, same).ok());
+  ASSERT_TRUE(incr(b, other_hi).ok());
+  EXPECT_EQ(s->Stats().total.nodes_used, 1u) << "the store keeps 64 bits of a long key's fingerprint";
+  // Short keys handed the same fingerprint are still two nodes.
+  ASSERT_TRUE(incr("k1", same).ok());
+  ASSERT_TRUE(incr("k2", same).ok());
+  EXPECT_EQ(s->Stats().total.nodes_used, 3u);
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+}
+
+// A one-rule state packs into one slot; when it cannot (a borrow debt) the
+// node becomes a general one of two slots, and packs again once the debt is
+// gone. The state the caller sees never changes with the form.
+TEST(StoreForm, AOneRuleNodeIsCompactUnlessItsStateCannotPack) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 16, 8));
+  const Key k = MakeKey(1, std::string("user:alice@example.com"));
+  auto put = [&](uint32_t count, uint32_t debt, uint32_t expire) {
+    return s->Update(k.ref(), 16, 1000, [&](NodeRef& n) {
+      FixedBlock(n.state, 60, 1000, count, debt);
+      n.expire_s = expire;
+      return Commit::kWrite;
+    });
+  };
+  ASSERT_TRUE(put(5, 0, 1060).ok());
+  auto info = s->Get(k.ref());
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->compact);
+  EXPECT_EQ(info->span, 1u);
+  EXPECT_EQ(info->key_len, 0) << "a compact node keeps no key text";
+  uint8_t want[16];
+  FixedBlock(want, 60, 1000, 5, 0);
+  EXPECT_EQ(std::memcmp(info->state.data(), want, 16), 0);
+
+  ASSERT_TRUE(put(UINT32_MAX, 7, 1120).ok());  // a debt: expiry one interval later
+  info = s->Get(k.ref());
+  EXPECT_FALSE(info->compact);
+  EXPECT_EQ(info->span, 2u);
+  EXPECT_EQ(info->key, k.bytes.substr(0, 20));  // what fits after 28 + 16 bytes in 64
+  FixedBlock(want, 60, 1000, UINT32_MAX, 7);
+  EXPECT_EQ(std::memcmp(info->state.data(), want, 16), 0);
+  EXPECT_EQ(s->Stats().total.slots_used, 2u);
+
+  ASSERT_TRUE(put(3, 0, 1060).ok());
+  info = s->Get(k.ref());
+  EXPECT_TRUE(info->compact);
+  EXPECT_EQ(s->Stats().total.slots_used, 1u);
+  // An expiry the codec cannot derive the window from: kept exactly, in a
+  // general node.
+  ASSERT_TRUE(put(3, 0, 100000).ok());
+  info = s->Get(k.ref());
+  EXPECT_FALSE(info->compact);
+  EXPECT_EQ(info->expire_s, 100000u);
+  FixedBlock(want, 60, 1000, 3, 0);
+  EXPECT_EQ(std::memcmp(info->state.data(), want, 16), 0);
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
 }
 
 }  // namespace

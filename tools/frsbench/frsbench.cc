@@ -422,7 +422,10 @@ int RunStore(const StoreArgs& a) {
   }
 
   const uint64_t bytes_mapped = after.bytes_mapped;
-  const uint32_t node_slots = frs::NodeSlots(sizeof(FixedWindowState), kKeyWidth);
+  // What the store made of the nodes (compact ones take one slot).
+  const double node_slots = filled.total.nodes_used
+                                ? static_cast<double>(filled.total.slots_used) / static_cast<double>(filled.total.nodes_used)
+                                : 0.0;
   Json j;
   j.Str("bench", "store")
       .Int("procs", a.procs)
@@ -439,7 +442,7 @@ int RunStore(const StoreArgs& a) {
       .Int("p999_ns", p999)
       .Int("latency_samples", all.size())
       .Num("bytes_per_key", static_cast<double>(bytes_mapped) / static_cast<double>(a.keys), 1)
-      .Int("node_bytes_per_key", uint64_t{node_slots} * frs::kSlotBytes)
+      .Num("node_bytes_per_key", node_slots * frs::kSlotBytes, 1)
       .Num("slot_bytes_per_key", static_cast<double>(g.slots() * frs::kSlotBytes) / static_cast<double>(a.keys), 1)
       .Int("file_bytes", bytes_mapped)
       .Int("file_bytes_allocated", AllocatedBytes(dir))

@@ -97,7 +97,7 @@ Result<int> RunDump(Session& s, const DumpArgs& a) {
         }
       }
     }
-    std::string key = Printable(n.key) + (n.key.size() < n.key_len ? "..." : "");
+    std::string key = ShownKey(n.key, n.key.size() < n.key_len, n.key_len != 0 || !n.key.empty(), n.fp.lo);
     std::printf("%-*u  %-*u  %-4u  %-4u  %-3s  %-*s  %10s  %10s  %-16s  %s\n", wf, n.file, wk, n.keynode, n.slot, n.span,
                 n.in_alternate ? "yes" : "-", wb, biz.c_str(), count.c_str(), limit.c_str(),
                 Relative(int64_t{n.last_access_s} * 1000, now).c_str(), key.c_str());

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 namespace frs::ctl {
@@ -124,6 +125,15 @@ void Table::Print(FILE* out, int indent) const {
   };
   if (!header_.empty()) print(header_);
   for (const auto& r : rows_) print(r);
+}
+
+std::string ShownKey(const std::string& key, bool truncated, bool kept, uint64_t fp_lo) {
+  if (!kept) {
+    char fp[40];
+    std::snprintf(fp, sizeof fp, "fp:%016llx (key not kept)", static_cast<unsigned long long>(fp_lo));
+    return fp;
+  }
+  return Printable(key) + (truncated ? "..." : "");
 }
 
 }  // namespace frs::ctl

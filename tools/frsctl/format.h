@@ -29,6 +29,9 @@ std::string Grouped(uint64_t v);
 std::string Percent(uint64_t part, uint64_t whole);
 // Printable form of stored key bytes: control bytes and quotes escaped.
 std::string Printable(const std::string& bytes);
+// How a node's key is shown: its printable bytes ("..." after a prefix), or,
+// for a node that kept no key text, its fingerprint and that fact.
+std::string ShownKey(const std::string& key, bool truncated, bool kept, uint64_t fp_lo);
 
 // Rows of cells printed with aligned columns; numbers right-aligned.
 class Table {

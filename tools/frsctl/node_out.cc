@@ -1,6 +1,8 @@
 // frsctl/node_out.cc: NodeView rendering shared by the node commands.
 #include "node_out.h"
 
+#include <cstdio>
+
 #include "format.h"
 
 namespace frs::ctl {
@@ -49,6 +51,10 @@ static void PositionMembers(const NodeInfo& n, JsonOut& j) {
   j.Key("keynode").Uint(n.keynode);
   j.Key("slot").Uint(n.slot);
   j.Key("span").Uint(n.span);
+  j.Key("compact").Bool(n.compact);
+  char fp[17];
+  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(n.fp.lo));
+  j.Key("fp").Str(fp);
   j.Key("alternate").Bool(n.in_alternate);
   j.Key("expire_s").Uint(n.expire_s);
   j.Key("last_access_s").Uint(n.last_access_s);
@@ -59,6 +65,7 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
   j.Key("biz_id").Uint(v.biz_id);
   j.Key("key").Str(v.key);
   j.Key("key_truncated").Bool(v.key_truncated);
+  j.Key("key_kept").Bool(v.key_kept);
   j.Key("mode").Str(ModeName(v.mode));
   j.Key("count").Int(v.count);
   j.Key("rules").BeginArray();
@@ -72,6 +79,7 @@ void RawNodeMembers(const NodeInfo& n, JsonOut& j) {
   j.Key("biz_id").Uint(n.biz);
   j.Key("key").Str(n.key);
   j.Key("key_truncated").Bool(n.key.size() < n.key_len);
+  j.Key("key_kept").Bool(n.key_len != 0 || !n.key.empty());
   PositionMembers(n, j);
 }
 
