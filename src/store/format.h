@@ -46,8 +46,10 @@ inline constexpr uint32_t kChecksummedBytes = 256;
 // plus what making room for them moves or clears.
 inline constexpr uint32_t UpdateJournalCapacity(uint32_t chain) { return 3 * (chain + 1); }
 inline constexpr uint32_t BatchJournalCapacity(uint32_t chain) {
+  // A node never spans more than its chain.
+  const uint32_t span = chain < kMaxSpan ? chain : kMaxSpan;
   const uint32_t by_chains = 3 * static_cast<uint32_t>(Store::kMaxBatch) * (chain + 1);
-  const uint32_t by_nodes = 3 * (chain + 1) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (kMaxSpan + 1);
+  const uint32_t by_nodes = 3 * (chain + 1) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (span + 1);
   return by_chains < by_nodes ? by_chains : by_nodes;
 }
 inline constexpr uint32_t JournalCapacity(uint32_t chain, uint32_t entry) {
