@@ -7,23 +7,14 @@
 
 #include "frs/key.h"
 #include "server/buf_writer.h"
+#include "server/request_attrs.h"
+#include "server/xml_scanner.h"
 
 namespace frs::server {
 
 namespace {
 
 constexpr const char* kCmdNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset", "stats", "merge"};
-constexpr Cmd kCmds[] = {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet, Cmd::kSet,
-                         Cmd::kDelete, Cmd::kReset, Cmd::kStats, Cmd::kMerge};
-
-bool CmdFromName(std::string_view s, Cmd* out) {
-  for (size_t i = 0; i < std::size(kCmdNames); ++i)
-    if (s == kCmdNames[i]) {
-      *out = kCmds[i];
-      return true;
-    }
-  return false;
-}
 
 const char* AlgoText(Algo a) {
   switch (a) {
@@ -33,60 +24,6 @@ const char* AlgoText(Algo a) {
     case Algo::kTokenBucket: return "token_bucket";
   }
   return "fixed";
-}
-
-// Which attributes each command takes (besides cmd and token, which all take).
-struct CmdShape {
-  bool biz, key, n, count;
-};
-CmdShape ShapeOf(Cmd c) {
-  switch (c) {
-    case Cmd::kQuery:
-    case Cmd::kUpdate:
-    case Cmd::kAcquire: return {true, true, true, false};
-    case Cmd::kGet:
-    case Cmd::kDelete: return {true, true, false, false};
-    case Cmd::kSet: return {true, true, false, true};
-    case Cmd::kReset: return {true, false, false, false};
-    case Cmd::kStats:
-    case Cmd::kMerge: return {false, false, false, false};
-  }
-  return {};
-}
-
-bool Fail(ProtocolError* err, int status, std::string msg) {
-  err->status = status;
-  err->msg = std::move(msg);
-  return false;
-}
-
-// Decimal 0..kMaxUses, nothing else (no sign, no spaces, no hex).
-bool ParseCount(std::string_view s, int64_t* out) {
-  if (s.empty() || s.size() > 10) return false;
-  int64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0 || v > kMaxUses) return false;
-  if (s[0] == '+' || s[0] == '-') return false;
-  *out = v;
-  return true;
-}
-
-bool CheckKey(std::string_view key, ProtocolError* err) {
-  std::string why = ValidateKeyBytes(key);
-  if (why.empty()) return true;
-  return Fail(err, 400, "bad key: " + why);
-}
-
-// A control character (C0, DEL, or C1 as UTF-8) in a decoded value.
-bool HasControl(std::string_view v) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(v[i]);
-    if (c < 0x20 || c == 0x7f) return true;
-    if (c == 0xc2 && i + 1 < v.size() && static_cast<unsigned char>(v[i + 1]) >= 0x80 &&
-        static_cast<unsigned char>(v[i + 1]) <= 0x9f)
-      return true;
-  }
-  return false;
 }
 
 // Checks the raw body before pugixml sees it. pugixml keeps values as C
@@ -121,76 +58,10 @@ bool CheckRawBody(std::string_view body, ProtocolError* err) {
 
 // Fills `r` from the attributes of one <request>.
 bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
-  bool have_cmd = false, have_biz = false, have_key = false, have_n = false, have_count = false;
-  std::string_view n_text, count_text;
-  for (pugi::xml_attribute a = node.first_attribute(); a; a = a.next_attribute()) {
-    std::string_view name = a.name();
-    std::string_view value = a.value();
-    // After entity decoding, as the value will be used: no attribute of the
-    // protocol may hold a control character (a tab, a newline, DEL, C1).
-    if (HasControl(value))
-      return Fail(err, 400, "attribute \"" + std::string(name.substr(0, 64)) + "\" contains a control character");
-    bool dup = false;
-    if (name == "cmd") {
-      dup = have_cmd;
-      have_cmd = true;
-      if (!CmdFromName(value, &r->cmd))
-        return Fail(err, 400,
-                    "unknown cmd \"" + std::string(value.substr(0, 64)) +
-                        "\": use query, update, acquire, get, set, delete, reset, stats or merge");
-    } else if (name == "biz") {
-      dup = have_biz;
-      have_biz = true;
-      r->biz = value;
-    } else if (name == "key") {
-      dup = have_key;
-      have_key = true;
-      r->key = value;
-    } else if (name == "n") {
-      dup = have_n;
-      have_n = true;
-      n_text = value;
-    } else if (name == "count") {
-      dup = have_count;
-      have_count = true;
-      count_text = value;
-    } else if (name == "receipt" && r->cmd == Cmd::kMerge) {
-      dup = !r->receipt.empty();
-      r->receipt = value;
-    } else if (name == "node" && r->cmd == Cmd::kMerge) {
-      dup = !r->node.empty();
-      r->node = value;
-    } else if (name == "token") {
-      dup = r->has_token;
-      r->has_token = true;
-      r->token = value;
-    } else {
-      return Fail(err, 400, "unknown attribute \"" + std::string(name.substr(0, 64)) + "\" on <request>");
-    }
-    if (dup) return Fail(err, 400, "attribute \"" + std::string(name) + "\" appears twice");
-  }
-  if (!have_cmd) return Fail(err, 400, "<request> needs a cmd attribute");
-  CmdShape shape = ShapeOf(r->cmd);
-  const char* cmd = kCmdNames[static_cast<size_t>(r->cmd)];
-  if (shape.biz && !have_biz) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a biz attribute");
-  if (!shape.biz && have_biz) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no biz attribute");
-  if (have_biz && r->biz.empty()) return Fail(err, 400, "the biz attribute is empty");
-  if (shape.key && !have_key) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a key attribute");
-  if (!shape.key && have_key) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no key attribute");
-  if (have_key && !CheckKey(r->key, err)) return false;
-  if (have_n) {
-    if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");
-    if (!ParseCount(n_text, &r->n) || r->n < 1)
-      return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
-  }
-  if (r->cmd == Cmd::kMerge && (r->receipt.empty() || r->receipt.size() > kMaxKeyBytes || r->node.empty()))
-    return Fail(err, 400, "cmd=\"merge\" needs a receipt (1..255 bytes) and a node attribute, after cmd");
-  if (shape.count && !have_count) return Fail(err, 400, "cmd=\"set\" needs a count attribute");
-  if (have_count) {
-    if (!shape.count) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no count attribute");
-    if (!ParseCount(count_text, &r->count)) return Fail(err, 400, "count must be a whole number from 0 to 2147483647");
-  }
-  return true;
+  RequestAttrs attrs(r);
+  for (pugi::xml_attribute a = node.first_attribute(); a; a = a.next_attribute())
+    if (!attrs.Add(a.name(), a.value(), err)) return false;
+  return attrs.Finish(err);
 }
 
 bool HasStrayContent(const pugi::xml_node& node) {
@@ -273,6 +144,10 @@ const char* WireCmdName(Cmd cmd) { return kCmdNames[static_cast<size_t>(cmd)]; }
 
 bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out,
                                bool* is_batch, ProtocolError* err) {
+  // The common shapes first; anything else, every error included, the
+  // long way below (see xml_scanner.h).
+  last_was_fast_ = fast_path_ && ScanSimpleBody(std::string_view(body, len), max_batch, out, is_batch, &compact_);
+  if (last_was_fast_) return true;
   out->clear();
   *is_batch = false;
   compact_ = false;

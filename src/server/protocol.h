@@ -1,7 +1,8 @@
 // server/protocol.h: the XML protocol: request bodies and query strings in,
 // response XML out.
 //
-// Decoding parses the POST body in place with pugixml (the strings the
+// Decoding reads the common body shapes with a strict scanner of its own
+// (xml_scanner.h) and everything else in place with pugixml (the strings the
 // decoded requests point at live in the body buffer and in the decoder's
 // document, valid until the next Decode). Every error is a ProtocolError
 // with the contract's status and one sentence naming what is wrong; nothing
@@ -73,16 +74,24 @@ const char* WireCmdName(Cmd cmd);
 
 class XmlRequestDecoder {
  public:
+  // `fast_path` false: every body goes through pugixml (for the tests that
+  // compare the two paths).
+  explicit XmlRequestDecoder(bool fast_path = true) : fast_path_(fast_path) {}
+
   // Decodes `<request .../>` or `<batch>` of 1..max_batch requests from
   // body[0, len) (modified in place). Returns false with `err` set.
   bool Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out, bool* is_batch,
               ProtocolError* err);
   // The last decoded batch asked for <batch answer="compact">.
   bool compact() const { return compact_; }
+  // The last Decode took the fast scanner's path (xml_scanner.h).
+  bool last_was_fast() const { return last_was_fast_; }
 
  private:
   pugi::xml_document doc_;
+  bool fast_path_;
   bool compact_ = false;
+  bool last_was_fast_ = false;
 };
 
 // GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query). Percent-decodes

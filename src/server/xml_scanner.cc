@@ -1,0 +1,119 @@
+#include "server/xml_scanner.h"
+
+#include <cstring>
+
+#include "server/request_attrs.h"
+
+namespace frs::server {
+
+namespace {
+
+// XML's whitespace, as pugixml counts it between markup.
+inline bool IsWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+class Scanner {
+ public:
+  explicit Scanner(std::string_view s) : p_(s.data()), end_(s.data() + s.size()) {}
+
+  bool AtEnd() const { return p_ == end_; }
+  // Skips whitespace; true when there was some.
+  bool SkipWs() {
+    const char* start = p_;
+    while (p_ < end_ && IsWs(*p_)) ++p_;
+    return p_ != start;
+  }
+  template <size_t N>
+  bool Eat(const char (&lit)[N]) {
+    constexpr size_t n = N - 1;
+    if (static_cast<size_t>(end_ - p_) < n || std::memcmp(p_, lit, n) != 0) return false;
+    p_ += n;
+    return true;
+  }
+  // `name="value"` or `name='value'` right here: a lowercase name, '='
+  // with no space around it, a value without '&' (no entity to decode) or
+  // '<' (which XML forbids there).
+  bool Attr(std::string_view* name, std::string_view* value) {
+    const char* n = p_;
+    while (p_ < end_ && *p_ >= 'a' && *p_ <= 'z') ++p_;
+    if (p_ == n || end_ - p_ < 2 || *p_ != '=') return false;
+    *name = std::string_view(n, static_cast<size_t>(p_ - n));
+    const char quote = *++p_;
+    if (quote != '"' && quote != '\'') return false;
+    const char* v = ++p_;
+    for (; p_ < end_ && *p_ != quote; ++p_)
+      if (*p_ == '&' || *p_ == '<') return false;
+    if (p_ == end_) return false;
+    *value = std::string_view(v, static_cast<size_t>(p_ - v));
+    ++p_;  // the closing quote
+    return true;
+  }
+
+  // The rest of an element whose `<request` was just read: attributes,
+  // then "/>". Fills `r`.
+  bool RequestRest(WireRequest* r) {
+    RequestAttrs attrs(r);
+    ProtocolError ignored;  // any error: pugixml's path words it
+    for (;;) {
+      const bool ws = SkipWs();
+      if (Eat("/>")) return attrs.Finish(&ignored);
+      std::string_view name, value;
+      if (!ws || !Attr(&name, &value) || !attrs.Add(name, value, &ignored)) return false;
+    }
+  }
+
+  // `<batch` was read: its one optional attribute and '>'.
+  bool BatchRest(bool* compact) {
+    if (Eat(">")) return true;
+    if (!SkipWs()) return false;
+    if (!Eat(">")) {
+      std::string_view name, value;
+      if (!Attr(&name, &value) || name != "answer") return false;
+      if (value == "compact") *compact = true;
+      else if (value != "full") return false;
+      SkipWs();
+      if (!Eat(">")) return false;
+    }
+    return true;
+  }
+
+  // The next byte is one that may follow an element name.
+  bool NameEnds() const { return p_ < end_ && (IsWs(*p_) || *p_ == '/'); }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+}  // namespace
+
+bool ScanSimpleBody(std::string_view body, uint32_t max_batch, std::vector<WireRequest>* out, bool* is_batch,
+                    bool* compact) {
+  out->clear();
+  *is_batch = false;
+  *compact = false;
+  Scanner s(body);
+  s.SkipWs();
+  if (s.Eat("<request")) {
+    WireRequest r;
+    if (!s.NameEnds() || !s.RequestRest(&r)) return false;
+    s.SkipWs();
+    if (!s.AtEnd()) return false;
+    out->push_back(r);
+    return true;
+  }
+  if (!s.Eat("<batch") || !s.BatchRest(compact)) return false;
+  *is_batch = true;
+  for (;;) {
+    s.SkipWs();
+    if (s.Eat("</batch>")) break;
+    if (!s.Eat("<request") || !s.NameEnds()) return false;
+    if (out->size() >= max_batch) return false;
+    WireRequest r;
+    if (!s.RequestRest(&r) || r.cmd == Cmd::kStats) return false;
+    out->push_back(r);
+  }
+  s.SkipWs();
+  return s.AtEnd() && !out->empty();
+}
+
+}  // namespace frs::server
