@@ -303,10 +303,15 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
   if (!c.ring) {
     // A lone server owns every route: members may route apart (as batches
     // did before clusters), each node keeping its own route's position.
+    // When the route is the one the key itself implies (no route given, the
+    // key as sent is the key), it stays unknown: the store gives a node it
+    // creates that very position (StoreImpl::RouteFor), so the CRC-32 of
+    // every key (5-7 % of a request) is only computed when a node is made.
     for (WireRequest& r : reqs) {
       if (!IsRouted(r.cmd)) continue;
-      r.route_pos = Ring::HashRoute(
-          Ring::RouteOf(r.route_key.empty() ? r.key : r.route_key, route_param.empty() ? r.route : route_param));
+      const std::string_view route = route_param.empty() ? r.route : route_param;
+      if (route.empty() && (r.route_key.empty() || r.route_key == r.key)) continue;
+      r.route_pos = Ring::HashRoute(Ring::RouteOf(r.route_key.empty() ? r.key : r.route_key, route));
       r.route_known = true;
     }
     return true;
