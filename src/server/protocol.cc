@@ -340,48 +340,38 @@ void AppendError(int code, std::string_view msg, std::string* out) {
   out->append("\"/>\n");
 }
 
-void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
-  // Hot path (every acquire): written into a stack buffer, appended once
-  // (see buf_writer.h). Worst case: 6 top-level and 7 per-rule integers of
-  // at most 20 digits plus fixed text, well under the buffer.
-  static_assert(kMaxRulesPerBiz <= 8, "resize the buffer below");
-  char buf[4096];
+size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
+  // Hot path (every acquire): literals of known length, small integers
+  // without to_chars (buf_writer.h). Worst case: 6 top-level and 7
+  // per-rule integers of at most 20 digits plus fixed text, well under
+  // kMaxDecisionBytes.
+  static_assert(kMaxRulesPerBiz <= 8, "resize kMaxDecisionBytes");
   BufWriter w(buf);
-  auto attr = [&w](std::string_view name, int64_t v) {
-    w.Char(' ');
-    w.Str(name);
-    w.Lit("=\"");
-    w.Int(v);
-    w.Char('"');
-  };
   w.Lit("<response code=\"0\"");
   if (cmd == Cmd::kDelete) {
-    attr("found", d.found ? 1 : 0);
+    w.Field(" found=\"", d.found ? 1 : 0);
     w.Lit("/>\n");
-    w.AppendTo(out);
-    return;
+    return w.size();
   }
   if (cmd == Cmd::kReset) {
-    attr("erased", static_cast<int64_t>(d.erased));
+    w.Field(" erased=\"", static_cast<int64_t>(d.erased));
     w.Lit("/>\n");
-    w.AppendTo(out);
-    return;
+    return w.size();
   }
-  attr("allowed", d.allowed ? 1 : 0);
-  attr("count", d.count);
-  attr("limit", d.limit);
-  attr("remaining", d.remaining);
-  attr("reset", d.reset);
-  attr("retry_after", d.retry_after);
+  w.Field(" allowed=\"", d.allowed ? 1 : 0);
+  w.Field(" count=\"", d.count);
+  w.Field(" limit=\"", d.limit);
+  w.Field(" remaining=\"", d.remaining);
+  w.Field(" reset=\"", d.reset);
+  w.Field(" retry_after=\"", d.retry_after);
   if (d.shadow) {
     w.Lit(" shadow=\"1\"");
     if (d.would_deny) w.Lit(" would_deny=\"1\"");
   }
-  if (cmd == Cmd::kGet || cmd == Cmd::kSet) attr("found", d.found ? 1 : 0);
+  if (cmd == Cmd::kGet || cmd == Cmd::kSet) w.Field(" found=\"", d.found ? 1 : 0);
   if (d.nrules == 0) {
     w.Lit("/>\n");
-    w.AppendTo(out);
-    return;
+    return w.size();
   }
   w.Lit(">\n");
   for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
@@ -389,13 +379,13 @@ void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
     w.Lit("  <rule algo=\"");
     w.Str(AlgoText(r.algo));
     w.Char('"');
-    attr("interval", r.interval);
-    attr("count", r.count);
-    attr("limit", r.limit);
-    attr("remaining", r.remaining);
-    attr("reset", r.reset);
-    attr("allowed", r.allowed ? 1 : 0);
-    if (r.debt != 0) attr("debt", r.debt);
+    w.Field(" interval=\"", r.interval);
+    w.Field(" count=\"", r.count);
+    w.Field(" limit=\"", r.limit);
+    w.Field(" remaining=\"", r.remaining);
+    w.Field(" reset=\"", r.reset);
+    w.Field(" allowed=\"", r.allowed ? 1 : 0);
+    if (r.debt != 0) w.Field(" debt=\"", r.debt);
     if (r.name[0]) {
       // Names are checked to [A-Za-z0-9_.-] by map.xml's parser: no escaping.
       w.Lit(" name=\"");
@@ -405,13 +395,30 @@ void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
     w.Lit("/>\n");
   }
   w.Lit("</response>\n");
-  w.AppendTo(out);
+  return w.size();
+}
+
+void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
+  char buf[kMaxDecisionBytes];
+  out->append(buf, WriteDecision(cmd, d, buf));
 }
 
 void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out) {
   out->append(allowed ? "<batch allowed=\"1\" answer=\"compact\">\n" : "<batch allowed=\"0\" answer=\"compact\">\n");
+  // The members are written into a stack buffer, appended whenever it
+  // might not hold one more (an element has three integers of at most 20
+  // digits). Members often share their reset time (one window): its
+  // digits are kept and copied rather than formatted again.
+  constexpr size_t kChunk = 4096, kMaxElement = 96;
+  char buf[kChunk];
+  char reset_digits[24];
+  size_t reset_len = 0;
+  int64_t reset_of = 0;
+  BufWriter w(buf);
   for (const Decision& d : decisions) {
     if (!d.ok()) {
+      w.AppendTo(out);
+      w = BufWriter(buf);
       out->append("<m code=\"");
       AppendInt(HttpStatusFor(d.status), out);
       out->append("\" msg=\"");
@@ -419,20 +426,27 @@ void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::
       out->append("\"/>\n");
       continue;
     }
-    // Written into a stack buffer: three integers of at most 20 digits.
-    char buf[96];
-    BufWriter w(buf);
+    if (w.size() > kChunk - kMaxElement) {
+      w.AppendTo(out);
+      w = BufWriter(buf);
+    }
     w.Lit(d.allowed ? "<m a=\"1\" r=\"" : "<m a=\"0\" r=\"");
     w.Int(d.remaining);
     w.Lit("\" t=\"");
-    w.Int(d.reset);
+    if (reset_len == 0 || d.reset != reset_of) {
+      BufWriter digits(reset_digits);
+      digits.Int(d.reset);
+      reset_len = digits.size();
+      reset_of = d.reset;
+    }
+    w.Str(std::string_view(reset_digits, reset_len));
     if (!d.allowed) {
       w.Lit("\" w=\"");
       w.Int(d.retry_after);
     }
     w.Lit("\"/>\n");
-    w.AppendTo(out);
   }
+  w.AppendTo(out);
   out->append("</batch>\n");
 }
 

@@ -109,6 +109,9 @@ void AppendError(int code, std::string_view msg, std::string* out);
 void AppendMisrouted(std::string_view route, std::string_view owner, std::string* out);
 // One <response> for a successful (code 0) decision of `cmd`.
 void AppendDecision(Cmd cmd, const Decision& d, std::string* out);
+// The same into `buf` (at least kMaxDecisionBytes); returns its length.
+inline constexpr size_t kMaxDecisionBytes = 4096;
+size_t WriteDecision(Cmd cmd, const Decision& d, char* buf);
 void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
                  std::string* out);
 // <batch answer="compact">: one <m a="0|1" r="REMAINING" t="RESET"/> per
