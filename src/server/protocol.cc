@@ -99,27 +99,31 @@ int HexValue(char c) {
   return -1;
 }
 
-bool PercentDecode(std::string_view in, std::string* out) {
-  // Most values (a biz name, a plain key) hold nothing to decode: one copy.
-  if (in.find_first_of("%+") == std::string_view::npos) {
-    out->assign(in.data(), in.size());
+// `in` with %XX and '+' decoded: `in` itself when it holds neither (a biz
+// name, a plain key: no copy), else decoded into `buf`.
+bool PercentDecode(std::string_view in, std::string* buf, std::string_view* out) {
+  size_t first = 0;
+  while (first < in.size() && in[first] != '%' && in[first] != '+') ++first;
+  if (first == in.size()) {
+    *out = in;
     return true;
   }
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
+  buf->assign(in.data(), first);
+  for (size_t i = first; i < in.size(); ++i) {
     char c = in[i];
     if (c == '%') {
       if (i + 2 >= in.size()) return false;
       int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
       if (hi < 0 || lo < 0) return false;
-      out->push_back(static_cast<char>(hi * 16 + lo));
+      buf->push_back(static_cast<char>(hi * 16 + lo));
       i += 2;
     } else if (c == '+') {
-      out->push_back(' ');
+      buf->push_back(' ');
     } else {
-      out->push_back(c);
+      buf->push_back(c);
     }
   }
+  *out = *buf;
   return true;
 }
 
@@ -235,16 +239,29 @@ namespace {
 // The next name=value pair of a query string (empty pairs skipped); false at
 // its end. Nothing is decoded.
 bool NextParam(std::string_view* query, std::string_view* name, std::string_view* value) {
-  while (!query->empty()) {
-    const size_t amp = query->find('&');
-    const std::string_view pair = query->substr(0, amp);
-    *query = amp == std::string_view::npos ? std::string_view() : query->substr(amp + 1);
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    *name = pair.substr(0, eq);
-    *value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+  // One pass for '=' and '&': the pairs are a few bytes, shorter than what
+  // a memchr call costs to set up.
+  const char* p = query->data();
+  const char* const end = p + query->size();
+  while (p < end) {
+    const char* start = p;
+    const char* eq = nullptr;
+    for (; p < end && *p != '&'; ++p)
+      if (*p == '=' && eq == nullptr) eq = p;
+    const char* stop = p;
+    if (p < end) ++p;  // the '&'
+    if (stop == start) continue;
+    *query = std::string_view(p, static_cast<size_t>(end - p));
+    if (eq == nullptr) {
+      *name = std::string_view(start, static_cast<size_t>(stop - start));
+      *value = std::string_view();
+    } else {
+      *name = std::string_view(start, static_cast<size_t>(eq - start));
+      *value = std::string_view(eq + 1, static_cast<size_t>(stop - eq - 1));
+    }
     return true;
   }
+  *query = std::string_view();
   return false;
 }
 
@@ -268,19 +285,25 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
   *out = WireRequest{};
   out->cmd = cmd;
   bool have_biz = false, have_key = false, have_n = false, have_route = false;
-  std::string n_buf;
+  std::string n_buf;  // only for an n that holds a %-escape
+  std::string_view n_text;
   std::string_view name, value;
   while (NextParam(&query, &name, &value)) {
-    std::string* dest = nullptr;
+    std::string* buf = nullptr;
+    std::string_view* dest = nullptr;
     bool* seen = nullptr;
     if (name == "biz") {
-      dest = biz_buf;
+      buf = biz_buf;
+      dest = &out->biz;
       seen = &have_biz;
     } else if (name == "key") {
-      dest = key_buf;
+      buf = key_buf;
+      dest = &out->key;
       seen = &have_key;
+      out->route_key = value;
     } else if (name == "n") {
-      dest = &n_buf;
+      buf = &n_buf;
+      dest = &n_text;
       seen = &have_n;
     } else if (name == "route") {
       if (have_route) return Fail(err, 400, "query parameter \"route\" appears twice");
@@ -291,17 +314,15 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
     } else {
       return Fail(err, 400, "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\": use biz, key, n and route");
     }
-    if (name == "key") out->route_key = value;
     if (*seen) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" appears twice");
     *seen = true;
-    if (!PercentDecode(value, dest)) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" has a bad %-escape");
+    if (!PercentDecode(value, buf, dest))
+      return Fail(err, 400, "query parameter \"" + std::string(name) + "\" has a bad %-escape");
   }
-  if (!have_biz || biz_buf->empty()) return Fail(err, 400, "the query needs biz=NAME");
+  if (!have_biz || out->biz.empty()) return Fail(err, 400, "the query needs biz=NAME");
   if (!have_key) return Fail(err, 400, "the query needs key=KEY");
-  out->biz = *biz_buf;
-  out->key = *key_buf;
   if (!CheckKey(out->key, err)) return false;
-  if (have_n && (!ParseCount(n_buf, &out->n) || out->n < 1))
+  if (have_n && (!ParseCount(n_text, &out->n) || out->n < 1))
     return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
   return true;
 }

@@ -94,9 +94,10 @@ class XmlRequestDecoder {
   bool last_was_fast_ = false;
 };
 
-// GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query). Percent-decodes
-// into the two buffers (reused; `out` points into them). '+' decodes to a
-// space, as in HTML forms: send %2B for a literal plus.
+// GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query). `out`
+// points into `query` where a value holds nothing to decode, else into the
+// two buffers (reused) it is percent-decoded into. '+' decodes to a space,
+// as in HTML forms: send %2B for a literal plus.
 bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
                  ProtocolError* err);
 
