@@ -65,4 +65,26 @@ class BufWriter {
   char* p_;
 };
 
+// The digits of the last integer written through it, copied when the next
+// one is the same: reset times repeat (a decision's reset is usually its
+// rule's, the members of a batch often share a window), and they are the
+// ten-digit integers that cost std::to_chars the most.
+class DigitsMemo {
+ public:
+  void Int(BufWriter& w, int64_t v) {
+    if (len_ == 0 || v != v_) {
+      BufWriter d(digits_);
+      d.Int(v);
+      len_ = d.size();
+      v_ = v;
+    }
+    w.Str(std::string_view(digits_, len_));
+  }
+
+ private:
+  int64_t v_ = 0;
+  size_t len_ = 0;
+  char digits_[24];
+};
+
 }  // namespace frs::server

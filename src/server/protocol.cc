@@ -383,7 +383,10 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
   w.Field(" count=\"", d.count);
   w.Field(" limit=\"", d.limit);
   w.Field(" remaining=\"", d.remaining);
-  w.Field(" reset=\"", d.reset);
+  DigitsMemo reset;
+  w.Lit(" reset=\"");
+  reset.Int(w, d.reset);
+  w.Char('"');
   w.Field(" retry_after=\"", d.retry_after);
   if (d.shadow) {
     w.Lit(" shadow=\"1\"");
@@ -404,7 +407,9 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
     w.Field(" count=\"", r.count);
     w.Field(" limit=\"", r.limit);
     w.Field(" remaining=\"", r.remaining);
-    w.Field(" reset=\"", r.reset);
+    w.Lit(" reset=\"");
+    reset.Int(w, r.reset);
+    w.Char('"');
     w.Field(" allowed=\"", r.allowed ? 1 : 0);
     if (r.debt != 0) w.Field(" debt=\"", r.debt);
     if (r.name[0]) {
@@ -432,9 +437,7 @@ void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::
   // digits are kept and copied rather than formatted again.
   constexpr size_t kChunk = 4096, kMaxElement = 96;
   char buf[kChunk];
-  char reset_digits[24];
-  size_t reset_len = 0;
-  int64_t reset_of = 0;
+  DigitsMemo reset;
   BufWriter w(buf);
   for (const Decision& d : decisions) {
     if (!d.ok()) {
@@ -454,13 +457,7 @@ void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::
     w.Lit(d.allowed ? "<m a=\"1\" r=\"" : "<m a=\"0\" r=\"");
     w.Int(d.remaining);
     w.Lit("\" t=\"");
-    if (reset_len == 0 || d.reset != reset_of) {
-      BufWriter digits(reset_digits);
-      digits.Int(d.reset);
-      reset_len = digits.size();
-      reset_of = d.reset;
-    }
-    w.Str(std::string_view(reset_digits, reset_len));
+    reset.Int(w, d.reset);
     if (!d.allowed) {
       w.Lit("\" w=\"");
       w.Int(d.retry_after);

@@ -89,11 +89,15 @@ bool HasControl(std::string_view v) {
 }
 
 bool RequestAttrs::Add(std::string_view name, std::string_view value, ProtocolError* err) {
-  WireRequest* r = r_;
   // After entity decoding, as the value will be used: no attribute of the
   // protocol may hold a control character (a tab, a newline, DEL, C1).
   if (HasControl(value))
     return Fail(err, 400, "attribute \"" + std::string(name.substr(0, 64)) + "\" contains a control character");
+  return AddPlain(name, value, err);
+}
+
+bool RequestAttrs::AddPlain(std::string_view name, std::string_view value, ProtocolError* err) {
+  WireRequest* r = r_;
   bool dup = false;
   if (name == "cmd") {
     dup = have_cmd_;

@@ -26,6 +26,9 @@ class RequestAttrs {
   // the first thing wrong: a control character, an unknown or repeated
   // attribute, an unknown cmd.
   bool Add(std::string_view name, std::string_view value, ProtocolError* err);
+  // The same for a value its caller knows to hold no control character
+  // (the fast scanner stops at every byte that could start one).
+  bool AddPlain(std::string_view name, std::string_view value, ProtocolError* err);
   // After the last attribute: what the cmd needs is there and well-formed.
   bool Finish(ProtocolError* err);
 

@@ -1,5 +1,6 @@
 #include "server/xml_scanner.h"
 
+#include <array>
 #include <cstring>
 
 #include "server/request_attrs.h"
@@ -10,6 +11,19 @@ namespace {
 
 // XML's whitespace, as pugixml counts it between markup.
 inline bool IsWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// The bytes that end the plain run of an attribute value: either quote,
+// '&' and '<' (not the scanner's), and every byte that starts a control
+// character (C0, DEL, and 0xC2, the lead byte of C1 in UTF-8; 0xC2 also
+// leads harmless characters such as U+00A0, which take the slow path).
+// One table lookup per byte, and the values the scanner passes on need no
+// HasControl pass of their own.
+constexpr auto kValueStops = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = true;
+  t['"'] = t['\''] = t['&'] = t['<'] = t[0x7f] = t[0xc2] = true;
+  return t;
+}();
 
 class Scanner {
  public:
@@ -30,8 +44,8 @@ class Scanner {
     return true;
   }
   // `name="value"` or `name='value'` right here: a lowercase name, '='
-  // with no space around it, a value without '&' (no entity to decode) or
-  // '<' (which XML forbids there).
+  // with no space around it, a value without '&' (no entity to decode),
+  // '<' (which XML forbids there) or a control character.
   bool Attr(std::string_view* name, std::string_view* value) {
     const char* n = p_;
     while (p_ < end_ && *p_ >= 'a' && *p_ <= 'z') ++p_;
@@ -40,9 +54,13 @@ class Scanner {
     const char quote = *++p_;
     if (quote != '"' && quote != '\'') return false;
     const char* v = ++p_;
-    for (; p_ < end_ && *p_ != quote; ++p_)
-      if (*p_ == '&' || *p_ == '<') return false;
-    if (p_ == end_) return false;
+    for (;;) {
+      while (p_ < end_ && !kValueStops[static_cast<unsigned char>(*p_)]) ++p_;
+      if (p_ == end_) return false;
+      if (*p_ == quote) break;
+      if (*p_ != '"' && *p_ != '\'') return false;  // the other quote is text
+      ++p_;
+    }
     *value = std::string_view(v, static_cast<size_t>(p_ - v));
     ++p_;  // the closing quote
     return true;
@@ -57,7 +75,7 @@ class Scanner {
       const bool ws = SkipWs();
       if (Eat("/>")) return attrs.Finish(&ignored);
       std::string_view name, value;
-      if (!ws || !Attr(&name, &value) || !attrs.Add(name, value, &ignored)) return false;
+      if (!ws || !Attr(&name, &value) || !attrs.AddPlain(name, value, &ignored)) return false;
     }
   }
 
