@@ -1,6 +1,7 @@
 #include "server/request_attrs.h"
 
 #include <charconv>
+#include <cstring>
 
 #include "frs/key.h"
 
@@ -52,6 +53,31 @@ bool IsPlainKey(std::string_view key) {
   return true;
 }
 
+// The protocol's attribute names. Found by length, then bytes of known
+// count (compared inline, not through memcmp calls of a runtime length):
+// this runs for every attribute of every batch member.
+enum class AttrName { kCmd, kBiz, kKey, kN, kCount, kReceipt, kNode, kToken, kOther };
+AttrName AttrNameOf(std::string_view s) {
+  const char* p = s.data();
+  switch (s.size()) {
+    case 1: return p[0] == 'n' ? AttrName::kN : AttrName::kOther;
+    case 3:
+      if (std::memcmp(p, "cmd", 3) == 0) return AttrName::kCmd;
+      if (std::memcmp(p, "biz", 3) == 0) return AttrName::kBiz;
+      if (std::memcmp(p, "key", 3) == 0) return AttrName::kKey;
+      return AttrName::kOther;
+    case 4: return std::memcmp(p, "node", 4) == 0 ? AttrName::kNode : AttrName::kOther;
+    case 5:
+      if (std::memcmp(p, "count", 5) == 0) return AttrName::kCount;
+      if (std::memcmp(p, "token", 5) == 0) return AttrName::kToken;
+      return AttrName::kOther;
+    case 7: return std::memcmp(p, "receipt", 7) == 0 ? AttrName::kReceipt : AttrName::kOther;
+    default: return AttrName::kOther;
+  }
+}
+
+bool Unknown(std::string_view name, ProtocolError* err);
+
 }  // namespace
 
 bool Fail(ProtocolError* err, int status, std::string msg) {
@@ -88,6 +114,12 @@ bool HasControl(std::string_view v) {
   return false;
 }
 
+namespace {
+bool Unknown(std::string_view name, ProtocolError* err) {
+  return Fail(err, 400, "unknown attribute \"" + std::string(name.substr(0, 64)) + "\" on <request>");
+}
+}  // namespace
+
 bool RequestAttrs::Add(std::string_view name, std::string_view value, ProtocolError* err) {
   // After entity decoding, as the value will be used: no attribute of the
   // protocol may hold a control character (a tab, a newline, DEL, C1).
@@ -99,41 +131,54 @@ bool RequestAttrs::Add(std::string_view name, std::string_view value, ProtocolEr
 bool RequestAttrs::AddPlain(std::string_view name, std::string_view value, ProtocolError* err) {
   WireRequest* r = r_;
   bool dup = false;
-  if (name == "cmd") {
-    dup = have_cmd_;
-    have_cmd_ = true;
-    if (!CmdFromName(value, &r->cmd))
-      return Fail(err, 400,
-                  "unknown cmd \"" + std::string(value.substr(0, 64)) +
-                      "\": use query, update, acquire, get, set, delete, reset, stats or merge");
-  } else if (name == "biz") {
-    dup = have_biz_;
-    have_biz_ = true;
-    r->biz = value;
-  } else if (name == "key") {
-    dup = have_key_;
-    have_key_ = true;
-    r->key = value;
-  } else if (name == "n") {
-    dup = have_n_;
-    have_n_ = true;
-    n_text_ = value;
-  } else if (name == "count") {
-    dup = have_count_;
-    have_count_ = true;
-    count_text_ = value;
-  } else if (name == "receipt" && r->cmd == Cmd::kMerge) {
-    dup = !r->receipt.empty();
-    r->receipt = value;
-  } else if (name == "node" && r->cmd == Cmd::kMerge) {
-    dup = !r->node.empty();
-    r->node = value;
-  } else if (name == "token") {
-    dup = r->has_token;
-    r->has_token = true;
-    r->token = value;
-  } else {
-    return Fail(err, 400, "unknown attribute \"" + std::string(name.substr(0, 64)) + "\" on <request>");
+  switch (AttrNameOf(name)) {
+    case AttrName::kCmd:
+      dup = have_cmd_;
+      have_cmd_ = true;
+      if (!CmdFromName(value, &r->cmd))
+        return Fail(err, 400,
+                    "unknown cmd \"" + std::string(value.substr(0, 64)) +
+                        "\": use query, update, acquire, get, set, delete, reset, stats or merge");
+      break;
+    case AttrName::kBiz:
+      dup = have_biz_;
+      have_biz_ = true;
+      r->biz = value;
+      break;
+    case AttrName::kKey:
+      dup = have_key_;
+      have_key_ = true;
+      r->key = value;
+      break;
+    case AttrName::kN:
+      dup = have_n_;
+      have_n_ = true;
+      n_text_ = value;
+      break;
+    case AttrName::kCount:
+      dup = have_count_;
+      have_count_ = true;
+      count_text_ = value;
+      break;
+    case AttrName::kToken:
+      dup = r->has_token;
+      r->has_token = true;
+      r->token = value;
+      break;
+    // receipt and node only after cmd="merge": before it, or for any other
+    // cmd, they are unknown attributes.
+    case AttrName::kReceipt:
+      if (r->cmd != Cmd::kMerge) return Unknown(name, err);
+      dup = !r->receipt.empty();
+      r->receipt = value;
+      break;
+    case AttrName::kNode:
+      if (r->cmd != Cmd::kMerge) return Unknown(name, err);
+      dup = !r->node.empty();
+      r->node = value;
+      break;
+    case AttrName::kOther:
+      return Unknown(name, err);
   }
   if (dup) return Fail(err, 400, "attribute \"" + std::string(name) + "\" appears twice");
   return true;

@@ -32,9 +32,11 @@ class Scanner {
   bool AtEnd() const { return p_ == end_; }
   // Skips whitespace; true when there was some.
   bool SkipWs() {
-    const char* start = p_;
-    while (p_ < end_ && IsWs(*p_)) ++p_;
-    return p_ != start;
+    const char* p = p_;
+    while (p < end_ && IsWs(*p)) ++p;
+    const bool some = p != p_;
+    p_ = p;
+    return some;
   }
   template <size_t N>
   bool Eat(const char (&lit)[N]) {
@@ -46,23 +48,28 @@ class Scanner {
   // `name="value"` or `name='value'` right here: a lowercase name, '='
   // with no space around it, a value without '&' (no entity to decode),
   // '<' (which XML forbids there) or a control character.
+  //
+  // The loops run on locals: a char read may alias the scanner's own
+  // pointers, which would otherwise be reloaded and stored on every byte.
   bool Attr(std::string_view* name, std::string_view* value) {
-    const char* n = p_;
-    while (p_ < end_ && *p_ >= 'a' && *p_ <= 'z') ++p_;
-    if (p_ == n || end_ - p_ < 2 || *p_ != '=') return false;
-    *name = std::string_view(n, static_cast<size_t>(p_ - n));
-    const char quote = *++p_;
+    const char* p = p_;
+    const char* const end = end_;
+    const char* const n = p;
+    while (p < end && *p >= 'a' && *p <= 'z') ++p;
+    if (p == n || end - p < 2 || *p != '=') return false;
+    *name = std::string_view(n, static_cast<size_t>(p - n));
+    const char quote = *++p;
     if (quote != '"' && quote != '\'') return false;
-    const char* v = ++p_;
+    const char* const v = ++p;
     for (;;) {
-      while (p_ < end_ && !kValueStops[static_cast<unsigned char>(*p_)]) ++p_;
-      if (p_ == end_) return false;
-      if (*p_ == quote) break;
-      if (*p_ != '"' && *p_ != '\'') return false;  // the other quote is text
-      ++p_;
+      while (p < end && !kValueStops[static_cast<unsigned char>(*p)]) ++p;
+      if (p == end) return false;
+      if (*p == quote) break;
+      if (*p != '"' && *p != '\'') return false;  // the other quote is text
+      ++p;
     }
-    *value = std::string_view(v, static_cast<size_t>(p_ - v));
-    ++p_;  // the closing quote
+    *value = std::string_view(v, static_cast<size_t>(p - v));
+    p_ = p + 1;  // past the closing quote
     return true;
   }
 
