@@ -205,11 +205,23 @@ Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {
   return d;
 }
 
+const Biz* BizCache::Find(std::string_view name) {
+  if (biz_ == nullptr || name != name_) {
+    biz_ = map_.Find(name);
+    name_ = name;
+  }
+  return biz_;
+}
+
 Decision EngineImpl::Execute(const Request& req) {
+  BizCache bizzes(CurrentMap());
+  return ExecuteIn(bizzes, req);
+}
+
+Decision EngineImpl::ExecuteIn(BizCache& bizzes, const Request& req) {
   if (req.cmd == Cmd::kStats) return Decision{};
   if (req.cmd == Cmd::kMerge) return Error(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));
-  const Map& map = CurrentMap();
-  const Biz* biz = map.Find(req.biz);
+  const Biz* biz = bizzes.Find(req.biz);
   if (biz == nullptr) return Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
   Decision d = ExecuteFor(*biz, req);
   d.biz_id = biz->cfg.id;
@@ -270,6 +282,9 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   // A copy of the map pointer: Execute's per-thread cache may move on if a
   // reload lands in the middle of the batch.
   std::shared_ptr<const Map> map = SharedMap();
+  // Every member of the batch resolves its biz in this one map; members
+  // mostly share their biz, and the cache hashes each run of one name once.
+  BizCache bizzes(*map);
   std::vector<size_t> acquires;
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i].cmd == Cmd::kAcquire) acquires.push_back(i);
@@ -278,9 +293,9 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   bool acquired = false;
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i].cmd != Cmd::kAcquire) {
-      out[i] = Execute(reqs[i]);
+      out[i] = ExecuteIn(bizzes, reqs[i]);
     } else if (!acquired) {
-      ExecuteAcquires(*map, reqs, out, acquires);
+      ExecuteAcquires(bizzes, reqs, out, acquires);
       acquired = true;
     }
   }
@@ -289,7 +304,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   return all;
 }
 
-void EngineImpl::ExecuteAcquires(const Map& map, std::span<const Request> reqs, std::span<Decision> out,
+void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
                                  const std::vector<size_t>& members) {
   if (members.size() > Store::kMaxBatch) {
     for (size_t i : members) {
@@ -310,7 +325,7 @@ void EngineImpl::ExecuteAcquires(const Map& map, std::span<const Request> reqs, 
   ms.reserve(members.size());
   for (size_t i : members) {
     const Request& req = reqs[i];
-    const Biz* biz = map.Find(req.biz);
+    const Biz* biz = bizzes.Find(req.biz);
     if (biz == nullptr) {
       out[i] = Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
       valid = false;

@@ -46,6 +46,19 @@ struct Map {
   const Biz* FindId(uint16_t id) const { return by_id[id] < 0 ? nullptr : &bizzes[by_id[id]]; }
 };
 
+// Find() on one map, remembering the last name it resolved: the members of
+// a batch mostly share one biz, and each run of a name is hashed once.
+class BizCache {
+ public:
+  explicit BizCache(const Map& map) : map_(map) {}
+  const Biz* Find(std::string_view name);
+
+ private:
+  const Map& map_;
+  std::string_view name_;
+  const Biz* biz_ = nullptr;
+};
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz, std::unique_ptr<limit::DailyStats> stats);
@@ -80,13 +93,15 @@ class EngineImpl final : public Engine {
   // Runs op against the store, retrying once with the node's full state
   // when its layout must shrink (see AdoptLayout).
   Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result);
+  // Execute with the biz looked up through `bizzes`.
+  Decision ExecuteIn(BizCache& bizzes, const Request& req);
   Decision ExecuteFor(const Biz& biz, const Request& req);
   static KeyRef RefOf(const Biz& biz, const Request& req) {
     return KeyRef{biz.cfg.id,    FingerprintOf(biz.cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size()),
                   req.route_pos, req.route_known, biz.cfg.keep_keys};
   }
   Decision AnswerOff(const Biz& biz, const Now& now) const;
-  void ExecuteAcquires(const Map& map, std::span<const Request> reqs, std::span<Decision> out,
+  void ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
                        const std::vector<size_t>& members);
 
   const uint64_t id_;  // tells this engine's entries in per-thread caches apart

@@ -35,7 +35,27 @@ class BufWriter {
     p_ += s.size();
   }
   void Char(char c) { *p_++ = c; }
-  void Int(int64_t v) { p_ = std::to_chars(p_, p_ + 20, v).ptr; }
+  // Most integers of an answer are counts below 100 (a limit, what
+  // remains, 0/1 flags): those skip std::to_chars' length and table work.
+  void Int(int64_t v) {
+    if (v >= 0 && v < 10) {
+      *p_++ = static_cast<char>('0' + v);
+    } else if (v >= 10 && v < 100) {
+      p_[0] = static_cast<char>('0' + v / 10);
+      p_[1] = static_cast<char>('0' + v % 10);
+      p_ += 2;
+    } else {
+      p_ = std::to_chars(p_, p_ + 20, v).ptr;
+    }
+  }
+  // ` name="V"` with `lead` = ` name="` (a literal: copied with a
+  // constant length).
+  template <size_t N>
+  void Field(const char (&lead)[N], int64_t v) {
+    Lit(lead);
+    Int(v);
+    Char('"');
+  }
 
   size_t size() const { return static_cast<size_t>(p_ - begin_); }
   void AppendTo(std::string* out) const { out->append(begin_, size()); }
@@ -43,6 +63,28 @@ class BufWriter {
  private:
   char* begin_;
   char* p_;
+};
+
+// The digits of the last integer written through it, copied when the next
+// one is the same: reset times repeat (a decision's reset is usually its
+// rule's, the members of a batch often share a window), and they are the
+// ten-digit integers that cost std::to_chars the most.
+class DigitsMemo {
+ public:
+  void Int(BufWriter& w, int64_t v) {
+    if (len_ == 0 || v != v_) {
+      BufWriter d(digits_);
+      d.Int(v);
+      len_ = d.size();
+      v_ = v;
+    }
+    w.Str(std::string_view(digits_, len_));
+  }
+
+ private:
+  int64_t v_ = 0;
+  size_t len_ = 0;
+  char digits_[24];
 };
 
 }  // namespace frs::server

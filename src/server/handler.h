@@ -7,8 +7,9 @@
 // GET  /metrics      Prometheus text
 //
 // Every response is appended, complete (status line, headers, body), to the
-// connection's output buffer; the body is built in a reused scratch string
-// first so Content-Length is known. Nothing on the acquire path allocates
+// connection's output buffer; the body is built first (a decision in a
+// fixed buffer, anything else in a reused scratch string) so that
+// Content-Length is known. Nothing on the acquire path allocates
 // once the buffers have warmed up. Errors answer the contract's XML error
 // with the same HTTP status; a request that fails to decode executes nothing.
 //
@@ -78,7 +79,9 @@ class Handler {
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);
   void CountDecision(const WireRequest& r, const Decision& d);
-  std::string_view DateHeader();  // the Date line, rebuilt once a second
+  std::string_view ServerAndDate();  // the Server and Date lines, rebuilt once a second
+  // The answer's body: one decision's, else body_.
+  std::string_view Body() const { return decision_.data() ? decision_ : std::string_view(body_); }
 
   Engine* engine_;
   HandlerOptions opts_;
@@ -86,7 +89,11 @@ class Handler {
   WorkerCounters* counters_;
   bool shutting_down_ = false;
 
-  // Reused per request.
+  // Reused per request. A single decision (GET, one POST <request>) is
+  // written into decision_buf_ and copied once, after the head, into the
+  // output; every other body is built in body_.
+  char decision_buf_[kMaxDecisionBytes];
+  std::string_view decision_;
   std::string body_;
   std::string biz_buf_, key_buf_;
   XmlRequestDecoder decoder_;
@@ -94,7 +101,7 @@ class Handler {
   std::vector<Request> reqs_;
   std::vector<Decision> decisions_;
   int64_t date_sec_ = -1;
-  char date_[64] = {};
+  char date_[128] = {};
   size_t date_len_ = 0;
 };
 

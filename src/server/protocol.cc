@@ -7,23 +7,14 @@
 
 #include "frs/key.h"
 #include "server/buf_writer.h"
+#include "server/request_attrs.h"
+#include "server/xml_scanner.h"
 
 namespace frs::server {
 
 namespace {
 
 constexpr const char* kCmdNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset", "stats", "merge"};
-constexpr Cmd kCmds[] = {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet, Cmd::kSet,
-                         Cmd::kDelete, Cmd::kReset, Cmd::kStats, Cmd::kMerge};
-
-bool CmdFromName(std::string_view s, Cmd* out) {
-  for (size_t i = 0; i < std::size(kCmdNames); ++i)
-    if (s == kCmdNames[i]) {
-      *out = kCmds[i];
-      return true;
-    }
-  return false;
-}
 
 const char* AlgoText(Algo a) {
   switch (a) {
@@ -33,60 +24,6 @@ const char* AlgoText(Algo a) {
     case Algo::kTokenBucket: return "token_bucket";
   }
   return "fixed";
-}
-
-// Which attributes each command takes (besides cmd and token, which all take).
-struct CmdShape {
-  bool biz, key, n, count;
-};
-CmdShape ShapeOf(Cmd c) {
-  switch (c) {
-    case Cmd::kQuery:
-    case Cmd::kUpdate:
-    case Cmd::kAcquire: return {true, true, true, false};
-    case Cmd::kGet:
-    case Cmd::kDelete: return {true, true, false, false};
-    case Cmd::kSet: return {true, true, false, true};
-    case Cmd::kReset: return {true, false, false, false};
-    case Cmd::kStats:
-    case Cmd::kMerge: return {false, false, false, false};
-  }
-  return {};
-}
-
-bool Fail(ProtocolError* err, int status, std::string msg) {
-  err->status = status;
-  err->msg = std::move(msg);
-  return false;
-}
-
-// Decimal 0..kMaxUses, nothing else (no sign, no spaces, no hex).
-bool ParseCount(std::string_view s, int64_t* out) {
-  if (s.empty() || s.size() > 10) return false;
-  int64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0 || v > kMaxUses) return false;
-  if (s[0] == '+' || s[0] == '-') return false;
-  *out = v;
-  return true;
-}
-
-bool CheckKey(std::string_view key, ProtocolError* err) {
-  std::string why = ValidateKeyBytes(key);
-  if (why.empty()) return true;
-  return Fail(err, 400, "bad key: " + why);
-}
-
-// A control character (C0, DEL, or C1 as UTF-8) in a decoded value.
-bool HasControl(std::string_view v) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(v[i]);
-    if (c < 0x20 || c == 0x7f) return true;
-    if (c == 0xc2 && i + 1 < v.size() && static_cast<unsigned char>(v[i + 1]) >= 0x80 &&
-        static_cast<unsigned char>(v[i + 1]) <= 0x9f)
-      return true;
-  }
-  return false;
 }
 
 // Checks the raw body before pugixml sees it. pugixml keeps values as C
@@ -121,76 +58,10 @@ bool CheckRawBody(std::string_view body, ProtocolError* err) {
 
 // Fills `r` from the attributes of one <request>.
 bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
-  bool have_cmd = false, have_biz = false, have_key = false, have_n = false, have_count = false;
-  std::string_view n_text, count_text;
-  for (pugi::xml_attribute a = node.first_attribute(); a; a = a.next_attribute()) {
-    std::string_view name = a.name();
-    std::string_view value = a.value();
-    // After entity decoding, as the value will be used: no attribute of the
-    // protocol may hold a control character (a tab, a newline, DEL, C1).
-    if (HasControl(value))
-      return Fail(err, 400, "attribute \"" + std::string(name.substr(0, 64)) + "\" contains a control character");
-    bool dup = false;
-    if (name == "cmd") {
-      dup = have_cmd;
-      have_cmd = true;
-      if (!CmdFromName(value, &r->cmd))
-        return Fail(err, 400,
-                    "unknown cmd \"" + std::string(value.substr(0, 64)) +
-                        "\": use query, update, acquire, get, set, delete, reset, stats or merge");
-    } else if (name == "biz") {
-      dup = have_biz;
-      have_biz = true;
-      r->biz = value;
-    } else if (name == "key") {
-      dup = have_key;
-      have_key = true;
-      r->key = value;
-    } else if (name == "n") {
-      dup = have_n;
-      have_n = true;
-      n_text = value;
-    } else if (name == "count") {
-      dup = have_count;
-      have_count = true;
-      count_text = value;
-    } else if (name == "receipt" && r->cmd == Cmd::kMerge) {
-      dup = !r->receipt.empty();
-      r->receipt = value;
-    } else if (name == "node" && r->cmd == Cmd::kMerge) {
-      dup = !r->node.empty();
-      r->node = value;
-    } else if (name == "token") {
-      dup = r->has_token;
-      r->has_token = true;
-      r->token = value;
-    } else {
-      return Fail(err, 400, "unknown attribute \"" + std::string(name.substr(0, 64)) + "\" on <request>");
-    }
-    if (dup) return Fail(err, 400, "attribute \"" + std::string(name) + "\" appears twice");
-  }
-  if (!have_cmd) return Fail(err, 400, "<request> needs a cmd attribute");
-  CmdShape shape = ShapeOf(r->cmd);
-  const char* cmd = kCmdNames[static_cast<size_t>(r->cmd)];
-  if (shape.biz && !have_biz) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a biz attribute");
-  if (!shape.biz && have_biz) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no biz attribute");
-  if (have_biz && r->biz.empty()) return Fail(err, 400, "the biz attribute is empty");
-  if (shape.key && !have_key) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a key attribute");
-  if (!shape.key && have_key) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no key attribute");
-  if (have_key && !CheckKey(r->key, err)) return false;
-  if (have_n) {
-    if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");
-    if (!ParseCount(n_text, &r->n) || r->n < 1)
-      return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
-  }
-  if (r->cmd == Cmd::kMerge && (r->receipt.empty() || r->receipt.size() > kMaxKeyBytes || r->node.empty()))
-    return Fail(err, 400, "cmd=\"merge\" needs a receipt (1..255 bytes) and a node attribute, after cmd");
-  if (shape.count && !have_count) return Fail(err, 400, "cmd=\"set\" needs a count attribute");
-  if (have_count) {
-    if (!shape.count) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no count attribute");
-    if (!ParseCount(count_text, &r->count)) return Fail(err, 400, "count must be a whole number from 0 to 2147483647");
-  }
-  return true;
+  RequestAttrs attrs(r);
+  for (pugi::xml_attribute a = node.first_attribute(); a; a = a.next_attribute())
+    if (!attrs.Add(a.name(), a.value(), err)) return false;
+  return attrs.Finish(err);
 }
 
 bool HasStrayContent(const pugi::xml_node& node) {
@@ -228,27 +99,31 @@ int HexValue(char c) {
   return -1;
 }
 
-bool PercentDecode(std::string_view in, std::string* out) {
-  // Most values (a biz name, a plain key) hold nothing to decode: one copy.
-  if (in.find_first_of("%+") == std::string_view::npos) {
-    out->assign(in.data(), in.size());
+// `in` with %XX and '+' decoded: `in` itself when it holds neither (a biz
+// name, a plain key: no copy), else decoded into `buf`.
+bool PercentDecode(std::string_view in, std::string* buf, std::string_view* out) {
+  size_t first = 0;
+  while (first < in.size() && in[first] != '%' && in[first] != '+') ++first;
+  if (first == in.size()) {
+    *out = in;
     return true;
   }
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
+  buf->assign(in.data(), first);
+  for (size_t i = first; i < in.size(); ++i) {
     char c = in[i];
     if (c == '%') {
       if (i + 2 >= in.size()) return false;
       int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
       if (hi < 0 || lo < 0) return false;
-      out->push_back(static_cast<char>(hi * 16 + lo));
+      buf->push_back(static_cast<char>(hi * 16 + lo));
       i += 2;
     } else if (c == '+') {
-      out->push_back(' ');
+      buf->push_back(' ');
     } else {
-      out->push_back(c);
+      buf->push_back(c);
     }
   }
+  *out = *buf;
   return true;
 }
 
@@ -273,6 +148,10 @@ const char* WireCmdName(Cmd cmd) { return kCmdNames[static_cast<size_t>(cmd)]; }
 
 bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out,
                                bool* is_batch, ProtocolError* err) {
+  // The common shapes first; anything else, every error included, the
+  // long way below (see xml_scanner.h).
+  last_was_fast_ = fast_path_ && ScanSimpleBody(std::string_view(body, len), max_batch, out, is_batch, &compact_);
+  if (last_was_fast_) return true;
   out->clear();
   *is_batch = false;
   compact_ = false;
@@ -360,16 +239,29 @@ namespace {
 // The next name=value pair of a query string (empty pairs skipped); false at
 // its end. Nothing is decoded.
 bool NextParam(std::string_view* query, std::string_view* name, std::string_view* value) {
-  while (!query->empty()) {
-    const size_t amp = query->find('&');
-    const std::string_view pair = query->substr(0, amp);
-    *query = amp == std::string_view::npos ? std::string_view() : query->substr(amp + 1);
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    *name = pair.substr(0, eq);
-    *value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+  // One pass for '=' and '&': the pairs are a few bytes, shorter than what
+  // a memchr call costs to set up.
+  const char* p = query->data();
+  const char* const end = p + query->size();
+  while (p < end) {
+    const char* start = p;
+    const char* eq = nullptr;
+    for (; p < end && *p != '&'; ++p)
+      if (*p == '=' && eq == nullptr) eq = p;
+    const char* stop = p;
+    if (p < end) ++p;  // the '&'
+    if (stop == start) continue;
+    *query = std::string_view(p, static_cast<size_t>(end - p));
+    if (eq == nullptr) {
+      *name = std::string_view(start, static_cast<size_t>(stop - start));
+      *value = std::string_view();
+    } else {
+      *name = std::string_view(start, static_cast<size_t>(eq - start));
+      *value = std::string_view(eq + 1, static_cast<size_t>(stop - eq - 1));
+    }
     return true;
   }
+  *query = std::string_view();
   return false;
 }
 
@@ -393,19 +285,25 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
   *out = WireRequest{};
   out->cmd = cmd;
   bool have_biz = false, have_key = false, have_n = false, have_route = false;
-  std::string n_buf;
+  std::string n_buf;  // only for an n that holds a %-escape
+  std::string_view n_text;
   std::string_view name, value;
   while (NextParam(&query, &name, &value)) {
-    std::string* dest = nullptr;
+    std::string* buf = nullptr;
+    std::string_view* dest = nullptr;
     bool* seen = nullptr;
     if (name == "biz") {
-      dest = biz_buf;
+      buf = biz_buf;
+      dest = &out->biz;
       seen = &have_biz;
     } else if (name == "key") {
-      dest = key_buf;
+      buf = key_buf;
+      dest = &out->key;
       seen = &have_key;
+      out->route_key = value;
     } else if (name == "n") {
-      dest = &n_buf;
+      buf = &n_buf;
+      dest = &n_text;
       seen = &have_n;
     } else if (name == "route") {
       if (have_route) return Fail(err, 400, "query parameter \"route\" appears twice");
@@ -416,17 +314,15 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
     } else {
       return Fail(err, 400, "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\": use biz, key, n and route");
     }
-    if (name == "key") out->route_key = value;
     if (*seen) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" appears twice");
     *seen = true;
-    if (!PercentDecode(value, dest)) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" has a bad %-escape");
+    if (!PercentDecode(value, buf, dest))
+      return Fail(err, 400, "query parameter \"" + std::string(name) + "\" has a bad %-escape");
   }
-  if (!have_biz || biz_buf->empty()) return Fail(err, 400, "the query needs biz=NAME");
+  if (!have_biz || out->biz.empty()) return Fail(err, 400, "the query needs biz=NAME");
   if (!have_key) return Fail(err, 400, "the query needs key=KEY");
-  out->biz = *biz_buf;
-  out->key = *key_buf;
   if (!CheckKey(out->key, err)) return false;
-  if (have_n && (!ParseCount(n_buf, &out->n) || out->n < 1))
+  if (have_n && (!ParseCount(n_text, &out->n) || out->n < 1))
     return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
   return true;
 }
@@ -465,48 +361,41 @@ void AppendError(int code, std::string_view msg, std::string* out) {
   out->append("\"/>\n");
 }
 
-void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
-  // Hot path (every acquire): written into a stack buffer, appended once
-  // (see buf_writer.h). Worst case: 6 top-level and 7 per-rule integers of
-  // at most 20 digits plus fixed text, well under the buffer.
-  static_assert(kMaxRulesPerBiz <= 8, "resize the buffer below");
-  char buf[4096];
+size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
+  // Hot path (every acquire): literals of known length, small integers
+  // without to_chars (buf_writer.h). Worst case: 6 top-level and 7
+  // per-rule integers of at most 20 digits plus fixed text, well under
+  // kMaxDecisionBytes.
+  static_assert(kMaxRulesPerBiz <= 8, "resize kMaxDecisionBytes");
   BufWriter w(buf);
-  auto attr = [&w](std::string_view name, int64_t v) {
-    w.Char(' ');
-    w.Str(name);
-    w.Lit("=\"");
-    w.Int(v);
-    w.Char('"');
-  };
   w.Lit("<response code=\"0\"");
   if (cmd == Cmd::kDelete) {
-    attr("found", d.found ? 1 : 0);
+    w.Field(" found=\"", d.found ? 1 : 0);
     w.Lit("/>\n");
-    w.AppendTo(out);
-    return;
+    return w.size();
   }
   if (cmd == Cmd::kReset) {
-    attr("erased", static_cast<int64_t>(d.erased));
+    w.Field(" erased=\"", static_cast<int64_t>(d.erased));
     w.Lit("/>\n");
-    w.AppendTo(out);
-    return;
+    return w.size();
   }
-  attr("allowed", d.allowed ? 1 : 0);
-  attr("count", d.count);
-  attr("limit", d.limit);
-  attr("remaining", d.remaining);
-  attr("reset", d.reset);
-  attr("retry_after", d.retry_after);
+  w.Field(" allowed=\"", d.allowed ? 1 : 0);
+  w.Field(" count=\"", d.count);
+  w.Field(" limit=\"", d.limit);
+  w.Field(" remaining=\"", d.remaining);
+  DigitsMemo reset;
+  w.Lit(" reset=\"");
+  reset.Int(w, d.reset);
+  w.Char('"');
+  w.Field(" retry_after=\"", d.retry_after);
   if (d.shadow) {
     w.Lit(" shadow=\"1\"");
     if (d.would_deny) w.Lit(" would_deny=\"1\"");
   }
-  if (cmd == Cmd::kGet || cmd == Cmd::kSet) attr("found", d.found ? 1 : 0);
+  if (cmd == Cmd::kGet || cmd == Cmd::kSet) w.Field(" found=\"", d.found ? 1 : 0);
   if (d.nrules == 0) {
     w.Lit("/>\n");
-    w.AppendTo(out);
-    return;
+    return w.size();
   }
   w.Lit(">\n");
   for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
@@ -514,13 +403,15 @@ void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
     w.Lit("  <rule algo=\"");
     w.Str(AlgoText(r.algo));
     w.Char('"');
-    attr("interval", r.interval);
-    attr("count", r.count);
-    attr("limit", r.limit);
-    attr("remaining", r.remaining);
-    attr("reset", r.reset);
-    attr("allowed", r.allowed ? 1 : 0);
-    if (r.debt != 0) attr("debt", r.debt);
+    w.Field(" interval=\"", r.interval);
+    w.Field(" count=\"", r.count);
+    w.Field(" limit=\"", r.limit);
+    w.Field(" remaining=\"", r.remaining);
+    w.Lit(" reset=\"");
+    reset.Int(w, r.reset);
+    w.Char('"');
+    w.Field(" allowed=\"", r.allowed ? 1 : 0);
+    if (r.debt != 0) w.Field(" debt=\"", r.debt);
     if (r.name[0]) {
       // Names are checked to [A-Za-z0-9_.-] by map.xml's parser: no escaping.
       w.Lit(" name=\"");
@@ -530,13 +421,28 @@ void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
     w.Lit("/>\n");
   }
   w.Lit("</response>\n");
-  w.AppendTo(out);
+  return w.size();
+}
+
+void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
+  char buf[kMaxDecisionBytes];
+  out->append(buf, WriteDecision(cmd, d, buf));
 }
 
 void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out) {
   out->append(allowed ? "<batch allowed=\"1\" answer=\"compact\">\n" : "<batch allowed=\"0\" answer=\"compact\">\n");
+  // The members are written into a stack buffer, appended whenever it
+  // might not hold one more (an element has three integers of at most 20
+  // digits). Members often share their reset time (one window): its
+  // digits are kept and copied rather than formatted again.
+  constexpr size_t kChunk = 4096, kMaxElement = 96;
+  char buf[kChunk];
+  DigitsMemo reset;
+  BufWriter w(buf);
   for (const Decision& d : decisions) {
     if (!d.ok()) {
+      w.AppendTo(out);
+      w = BufWriter(buf);
       out->append("<m code=\"");
       AppendInt(HttpStatusFor(d.status), out);
       out->append("\" msg=\"");
@@ -544,20 +450,21 @@ void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::
       out->append("\"/>\n");
       continue;
     }
-    // Written into a stack buffer: three integers of at most 20 digits.
-    char buf[96];
-    BufWriter w(buf);
+    if (w.size() > kChunk - kMaxElement) {
+      w.AppendTo(out);
+      w = BufWriter(buf);
+    }
     w.Lit(d.allowed ? "<m a=\"1\" r=\"" : "<m a=\"0\" r=\"");
     w.Int(d.remaining);
     w.Lit("\" t=\"");
-    w.Int(d.reset);
+    reset.Int(w, d.reset);
     if (!d.allowed) {
       w.Lit("\" w=\"");
       w.Int(d.retry_after);
     }
     w.Lit("\"/>\n");
-    w.AppendTo(out);
   }
+  w.AppendTo(out);
   out->append("</batch>\n");
 }
 

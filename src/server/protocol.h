@@ -1,7 +1,8 @@
 // server/protocol.h: the XML protocol: request bodies and query strings in,
 // response XML out.
 //
-// Decoding parses the POST body in place with pugixml (the strings the
+// Decoding reads the common body shapes with a strict scanner of its own
+// (xml_scanner.h) and everything else in place with pugixml (the strings the
 // decoded requests point at live in the body buffer and in the decoder's
 // document, valid until the next Decode). Every error is a ProtocolError
 // with the contract's status and one sentence naming what is wrong; nothing
@@ -73,21 +74,30 @@ const char* WireCmdName(Cmd cmd);
 
 class XmlRequestDecoder {
  public:
+  // `fast_path` false: every body goes through pugixml (for the tests that
+  // compare the two paths).
+  explicit XmlRequestDecoder(bool fast_path = true) : fast_path_(fast_path) {}
+
   // Decodes `<request .../>` or `<batch>` of 1..max_batch requests from
   // body[0, len) (modified in place). Returns false with `err` set.
   bool Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out, bool* is_batch,
               ProtocolError* err);
   // The last decoded batch asked for <batch answer="compact">.
   bool compact() const { return compact_; }
+  // The last Decode took the fast scanner's path (xml_scanner.h).
+  bool last_was_fast() const { return last_was_fast_; }
 
  private:
   pugi::xml_document doc_;
+  bool fast_path_;
   bool compact_ = false;
+  bool last_was_fast_ = false;
 };
 
-// GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query). Percent-decodes
-// into the two buffers (reused; `out` points into them). '+' decodes to a
-// space, as in HTML forms: send %2B for a literal plus.
+// GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query). `out`
+// points into `query` where a value holds nothing to decode, else into the
+// two buffers (reused) it is percent-decoded into. '+' decodes to a space,
+// as in HTML forms: send %2B for a literal plus.
 bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
                  ProtocolError* err);
 
@@ -100,6 +110,9 @@ void AppendError(int code, std::string_view msg, std::string* out);
 void AppendMisrouted(std::string_view route, std::string_view owner, std::string* out);
 // One <response> for a successful (code 0) decision of `cmd`.
 void AppendDecision(Cmd cmd, const Decision& d, std::string* out);
+// The same into `buf` (at least kMaxDecisionBytes); returns its length.
+inline constexpr size_t kMaxDecisionBytes = 4096;
+size_t WriteDecision(Cmd cmd, const Decision& d, char* buf);
 void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
                  std::string* out);
 // <batch answer="compact">: one <m a="0|1" r="REMAINING" t="RESET"/> per

@@ -170,6 +170,37 @@ TEST(Protocol, DecodesQueryStrings) {
   EXPECT_EQ(err.status, 400);
 }
 
+// Values with nothing to decode are views of the query itself; the others
+// are decoded into the buffers. Empty pairs are skipped, repeats refused.
+TEST(Protocol, DecodesQueryStringsInPlaceOrIntoBuffers) {
+  std::string biz, key;
+  WireRequest r;
+  ProtocolError err;
+  const std::string_view q = "&&biz=login&key=u1&n=3&route=r%41&";
+  ASSERT_TRUE(DecodeQuery(q, Cmd::kQuery, &biz, &key, &r, &err)) << err.msg;
+  EXPECT_EQ(r.cmd, Cmd::kQuery);
+  EXPECT_EQ(r.biz, "login");
+  EXPECT_EQ(r.key, "u1");
+  EXPECT_EQ(r.route_key, "u1");
+  EXPECT_EQ(r.route, "r%41");
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.key.data(), q.data() + 16);  // not copied
+  ASSERT_TRUE(DecodeQuery("key=a+b%2Bc&biz=lo%67in&n=%32", Cmd::kAcquire, &biz, &key, &r, &err)) << err.msg;
+  EXPECT_EQ(r.biz, "login");
+  EXPECT_EQ(r.key, "a b+c");
+  EXPECT_EQ(r.route_key, "a+b%2Bc");
+  EXPECT_EQ(r.n, 2);
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&key=j", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_EQ(err.msg, "query parameter \"key\" appears twice");
+  EXPECT_FALSE(DecodeQuery("biz=&key=k", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_EQ(err.msg, "the query needs biz=NAME");
+  EXPECT_FALSE(DecodeQuery("biz=login&key", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_EQ(err.msg, "bad key: key is empty");
+  EXPECT_FALSE(DecodeQuery("=x&biz=login&key=k", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&n=%", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_EQ(err.msg, "query parameter \"n\" has a bad %-escape");
+}
+
 TEST(Protocol, EncodesTheContractFormatExactly) {
   Decision d;
   d.allowed = true;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -42,8 +43,9 @@ class Path : public ::testing::Test {
     conn_ = std::make_unique<Connection>(os::UniqueFd(), ConnectionLimits{16384, 1 << 20}, handler_.get());
   }
 
-  // Sends `req` through the connection and returns the answer's status line.
-  std::string RoundTrip(const std::string& req) {
+  // Sends `req` through the connection and returns the answer's status line
+  // (kept in status_, valid until the next call: no allocation).
+  std::string_view RoundTrip(const std::string& req) {
     size_t pos = 0;
     while (pos < req.size()) {
       std::span<char> room = conn_->ReadSpace();
@@ -54,11 +56,13 @@ class Path : public ::testing::Test {
       conn_->Process();
     }
     std::string_view out = conn_->PendingOutput();
-    std::string status(out.substr(0, out.find('\r')));
+    const std::string_view line = out.substr(0, std::min(out.find('\r'), sizeof status_));
+    std::memcpy(status_, line.data(), line.size());
     conn_->Consumed(out.size());
     conn_->Process();
-    return status;
+    return std::string_view(status_, line.size());
   }
+  char status_[64];
 
   static std::string Post(const std::string& body) {
     return "POST /frs HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -79,6 +83,28 @@ TEST_F(Path, AGetAcquireAllocatesNothingOnceWarm) {
   limit::testing::AllocCount allocs;
   for (const std::string& r : reqs) RoundTrip(r);
   EXPECT_EQ(allocs.count(), 0) << "allocations in 200 GET /acquire";
+}
+
+// The other single-decision forms: GET /query, /auth (204 and 403), a
+// denial (429 with Retry-After), a %-encoded key, and one POST <request>.
+TEST_F(Path, EverySingleDecisionFormAllocatesNothingOnceWarm) {
+  std::vector<std::string> reqs;
+  for (int i = 0; i < 20; ++i) {
+    const std::string k = std::to_string(i);
+    reqs.push_back("GET /query?biz=login&key=q" + k + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    reqs.push_back("GET /auth?biz=ad&key=a" + k + " HTTP/1.1\r\nHost: x\r\n\r\n");  // 204, then 403
+    reqs.push_back("GET /acquire?biz=ad&key=d" + k + " HTTP/1.1\r\nHost: x\r\n\r\n");  // 200, then 429
+    reqs.push_back("GET /acquire?biz=login&key=user%3A" + k + "+x HTTP/1.1\r\nHost: x\r\n\r\n");
+    reqs.push_back(Post("<request cmd=\"acquire\" biz=\"login\" key=\"p" + k + "\" n=\"2\"/>"));
+  }
+  for (const std::string& r : reqs) RoundTrip(r);  // warm-up: every node exists
+  const std::string_view want[] = {"HTTP/1.1 200 OK", "HTTP/1.1 403 Forbidden", "HTTP/1.1 429 Too Many Requests",
+                                   "HTTP/1.1 200 OK", "HTTP/1.1 200 OK"};
+  size_t mismatches = 0;
+  limit::testing::AllocCount allocs;
+  for (size_t i = 0; i < reqs.size(); ++i) mismatches += RoundTrip(reqs[i]) != want[i % 5];
+  EXPECT_EQ(allocs.count(), 0) << "allocations in " << reqs.size() << " requests";
+  EXPECT_EQ(mismatches, 0u);
 }
 
 TEST_F(Path, BatchMembersAllocateNothingOnceWarm) {

@@ -119,13 +119,14 @@ GROUPS = [  # (group, test on (file, function name, object)); first match wins
     ("HTTP parsing (Beast)", lambda f, fn, ob: "beast" in fn or "HttpRequestParser" in fn or "http_parser.cc" in f),
     ("request decode: XML (pugixml + per-member checks)", lambda f, fn, ob: "pugixml" in ob or "pugi::" in fn or
         re.search(r"XmlRequestDecoder|DecodeOne|CheckRawBody|HasStrayContent|HasControl|ParseCount|"
-                  r"WireRequest::ToEngine", fn)),
+                  r"WireRequest::ToEngine|ScanSimpleBody|Scanner::|RequestAttrs::", fn)),
     ("request decode: key checks", lambda f, fn, ob: re.search(r"CheckKey|ValidateKeyBytes", fn)),
     ("request decode: query string (GET)", lambda f, fn, ob: re.search(r"DecodeQuery|PercentDecode|NextParam|"
         r"DecodePostQuery|OriginForm", fn)),
     ("routing (ring hash)", lambda f, fn, ob: re.search(r"Ring::|RouteRequests", fn)),
     ("response writing", lambda f, fn, ob: re.search(r"Append(Decision|Batch|BatchCompact|Error|Stats|XmlEscaped|Num)$|"
-        r"Handler::Respond$|WriteRateLimitFields|DateHeader|BufWriter|strftime|gmtime|__tz|__offtime", fn)),
+        r"Handler::Respond$|WriteRateLimitFields|DateHeader|ServerAndDate|StatusLine|WriteDecision|BufWriter|"
+        r"DigitsMemo|strftime|gmtime|__tz|__offtime", fn)),
     ("engine and store", lambda f, fn, ob: re.search(r"frs::(limit|store|os)::|Fingerprint|XXH|xxh|frs::Key", fn) or
         re.search(r"/src/(limit|store|base|os)/", f) or "libxxhash" in ob),
     ("event loop, connection, handler glue, metrics", lambda f, fn, ob: re.search(r"Worker::|Connection::|EventLoop|"
@@ -199,6 +200,7 @@ def main():
         ("  XmlRequestDecoder::Decode (POST body)", r"XmlRequestDecoder::Decode\("),
         ("    pugi::xml_document::load_buffer_inplace", r"load_buffer_inplace"),
         ("    DecodeOne (per member: attributes, checks)", r"DecodeOne\("),
+        ("    ScanSimpleBody (the fast scanner)", r"ScanSimpleBody\("),
         ("    CheckRawBody", r"CheckRawBody"),
         ("  EngineImpl::ResolveBiz (batch members)", r"EngineImpl::ResolveBiz\("),
         ("  Handler::RouteRequests", r"Handler::RouteRequests\("),
@@ -207,7 +209,7 @@ def main():
         ("  EngineImpl::ExecuteBatch", r"EngineImpl::ExecuteBatch\("),
         ("    StoreImpl::Update", r"StoreImpl::Update\("),
         ("    StoreImpl::Get / Read", r"StoreImpl::(Get|Read|Peek|Query)\w*\("),
-        ("  AppendDecision", r"AppendDecision\("),
+        ("  AppendDecision / WriteDecision", r"(AppendDecision|WriteDecision)\("),
         ("  AppendBatchCompact", r"AppendBatchCompact\("),
         ("  AppendBatch (full)", r"AppendBatch\("),
         ("  Handler::Respond (head + body copy)", r"Handler::Respond\("),

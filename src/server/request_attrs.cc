@@ -1,0 +1,214 @@
+#include "server/request_attrs.h"
+
+#include <charconv>
+#include <cstring>
+
+#include "frs/key.h"
+
+namespace frs::server {
+
+namespace {
+
+constexpr std::string_view kCmdNames[] = {"query", "update", "acquire", "get", "set",
+                                          "delete", "reset", "stats", "merge"};
+constexpr Cmd kCmds[] = {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet, Cmd::kSet,
+                         Cmd::kDelete, Cmd::kReset, Cmd::kStats, Cmd::kMerge};
+
+bool CmdFromName(std::string_view s, Cmd* out) {
+  for (size_t i = 0; i < std::size(kCmdNames); ++i)
+    if (s == kCmdNames[i]) {
+      *out = kCmds[i];
+      return true;
+    }
+  return false;
+}
+
+// Which attributes each command takes (besides cmd and token, which all take).
+struct CmdShape {
+  bool biz, key, n, count;
+};
+CmdShape ShapeOf(Cmd c) {
+  switch (c) {
+    case Cmd::kQuery:
+    case Cmd::kUpdate:
+    case Cmd::kAcquire: return {true, true, true, false};
+    case Cmd::kGet:
+    case Cmd::kDelete: return {true, true, false, false};
+    case Cmd::kSet: return {true, true, false, true};
+    case Cmd::kReset: return {true, false, false, false};
+    case Cmd::kStats:
+    case Cmd::kMerge: return {false, false, false, false};
+  }
+  return {};
+}
+
+// The keys almost every request carries: printable ASCII, which
+// ValidateKeyBytes accepts without building its answer string.
+bool IsPlainKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeyBytes) return false;
+  for (char ch : key) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+// The protocol's attribute names. Found by length, then bytes of known
+// count (compared inline, not through memcmp calls of a runtime length):
+// this runs for every attribute of every batch member.
+enum class AttrName { kCmd, kBiz, kKey, kN, kCount, kReceipt, kNode, kToken, kOther };
+AttrName AttrNameOf(std::string_view s) {
+  const char* p = s.data();
+  switch (s.size()) {
+    case 1: return p[0] == 'n' ? AttrName::kN : AttrName::kOther;
+    case 3:
+      if (std::memcmp(p, "cmd", 3) == 0) return AttrName::kCmd;
+      if (std::memcmp(p, "biz", 3) == 0) return AttrName::kBiz;
+      if (std::memcmp(p, "key", 3) == 0) return AttrName::kKey;
+      return AttrName::kOther;
+    case 4: return std::memcmp(p, "node", 4) == 0 ? AttrName::kNode : AttrName::kOther;
+    case 5:
+      if (std::memcmp(p, "count", 5) == 0) return AttrName::kCount;
+      if (std::memcmp(p, "token", 5) == 0) return AttrName::kToken;
+      return AttrName::kOther;
+    case 7: return std::memcmp(p, "receipt", 7) == 0 ? AttrName::kReceipt : AttrName::kOther;
+    default: return AttrName::kOther;
+  }
+}
+
+bool Unknown(std::string_view name, ProtocolError* err);
+
+}  // namespace
+
+bool Fail(ProtocolError* err, int status, std::string msg) {
+  err->status = status;
+  err->msg = std::move(msg);
+  return false;
+}
+
+bool ParseCount(std::string_view s, int64_t* out) {
+  if (s.empty() || s.size() > 10) return false;
+  int64_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0 || v > kMaxUses) return false;
+  if (s[0] == '+' || s[0] == '-') return false;
+  *out = v;
+  return true;
+}
+
+bool CheckKey(std::string_view key, ProtocolError* err) {
+  if (IsPlainKey(key)) return true;
+  std::string why = ValidateKeyBytes(key);
+  if (why.empty()) return true;
+  return Fail(err, 400, "bad key: " + why);
+}
+
+bool HasControl(std::string_view v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(v[i]);
+    if (c < 0x20 || c == 0x7f) return true;
+    if (c == 0xc2 && i + 1 < v.size() && static_cast<unsigned char>(v[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(v[i + 1]) <= 0x9f)
+      return true;
+  }
+  return false;
+}
+
+namespace {
+bool Unknown(std::string_view name, ProtocolError* err) {
+  return Fail(err, 400, "unknown attribute \"" + std::string(name.substr(0, 64)) + "\" on <request>");
+}
+}  // namespace
+
+bool RequestAttrs::Add(std::string_view name, std::string_view value, ProtocolError* err) {
+  // After entity decoding, as the value will be used: no attribute of the
+  // protocol may hold a control character (a tab, a newline, DEL, C1).
+  if (HasControl(value))
+    return Fail(err, 400, "attribute \"" + std::string(name.substr(0, 64)) + "\" contains a control character");
+  return AddPlain(name, value, err);
+}
+
+bool RequestAttrs::AddPlain(std::string_view name, std::string_view value, ProtocolError* err) {
+  WireRequest* r = r_;
+  bool dup = false;
+  switch (AttrNameOf(name)) {
+    case AttrName::kCmd:
+      dup = have_cmd_;
+      have_cmd_ = true;
+      if (!CmdFromName(value, &r->cmd))
+        return Fail(err, 400,
+                    "unknown cmd \"" + std::string(value.substr(0, 64)) +
+                        "\": use query, update, acquire, get, set, delete, reset, stats or merge");
+      break;
+    case AttrName::kBiz:
+      dup = have_biz_;
+      have_biz_ = true;
+      r->biz = value;
+      break;
+    case AttrName::kKey:
+      dup = have_key_;
+      have_key_ = true;
+      r->key = value;
+      break;
+    case AttrName::kN:
+      dup = have_n_;
+      have_n_ = true;
+      n_text_ = value;
+      break;
+    case AttrName::kCount:
+      dup = have_count_;
+      have_count_ = true;
+      count_text_ = value;
+      break;
+    case AttrName::kToken:
+      dup = r->has_token;
+      r->has_token = true;
+      r->token = value;
+      break;
+    // receipt and node only after cmd="merge": before it, or for any other
+    // cmd, they are unknown attributes.
+    case AttrName::kReceipt:
+      if (r->cmd != Cmd::kMerge) return Unknown(name, err);
+      dup = !r->receipt.empty();
+      r->receipt = value;
+      break;
+    case AttrName::kNode:
+      if (r->cmd != Cmd::kMerge) return Unknown(name, err);
+      dup = !r->node.empty();
+      r->node = value;
+      break;
+    case AttrName::kOther:
+      return Unknown(name, err);
+  }
+  if (dup) return Fail(err, 400, "attribute \"" + std::string(name) + "\" appears twice");
+  return true;
+}
+
+bool RequestAttrs::Finish(ProtocolError* err) {
+  WireRequest* r = r_;
+  if (!have_cmd_) return Fail(err, 400, "<request> needs a cmd attribute");
+  const CmdShape shape = ShapeOf(r->cmd);
+  const char* cmd = WireCmdName(r->cmd);
+  if (shape.biz && !have_biz_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a biz attribute");
+  if (!shape.biz && have_biz_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no biz attribute");
+  if (have_biz_ && r->biz.empty()) return Fail(err, 400, "the biz attribute is empty");
+  if (shape.key && !have_key_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a key attribute");
+  if (!shape.key && have_key_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no key attribute");
+  if (have_key_ && !CheckKey(r->key, err)) return false;
+  if (have_n_) {
+    if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");
+    if (!ParseCount(n_text_, &r->n) || r->n < 1)
+      return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
+  }
+  if (r->cmd == Cmd::kMerge && (r->receipt.empty() || r->receipt.size() > kMaxKeyBytes || r->node.empty()))
+    return Fail(err, 400, "cmd=\"merge\" needs a receipt (1..255 bytes) and a node attribute, after cmd");
+  if (shape.count && !have_count_) return Fail(err, 400, "cmd=\"set\" needs a count attribute");
+  if (have_count_) {
+    if (!shape.count) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no count attribute");
+    if (!ParseCount(count_text_, &r->count))
+      return Fail(err, 400, "count must be a whole number from 0 to 2147483647");
+  }
+  return true;
+}
+
+}  // namespace frs::server

@@ -1,0 +1,51 @@
+// server/request_attrs.h: the attributes of one <request>, checked as they
+// come.
+//
+// Why a class of its own: two decoders read <request> elements, pugixml's
+// tree (every body) and the fast scanner (the common shapes, see
+// xml_scanner.h). Both feed the attributes, in document order, through this
+// one checker, so that they accept and refuse exactly the same requests.
+//
+// Also the small value checks DecodeQuery shares (counts, keys).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "server/protocol.h"
+
+namespace frs::server {
+
+class RequestAttrs {
+ public:
+  // Fills `r` (which starts as WireRequest{}).
+  explicit RequestAttrs(WireRequest* r) : r_(r) {}
+
+  // One attribute as decoded (entities replaced). False with `err` set on
+  // the first thing wrong: a control character, an unknown or repeated
+  // attribute, an unknown cmd.
+  bool Add(std::string_view name, std::string_view value, ProtocolError* err);
+  // The same for a value its caller knows to hold no control character
+  // (the fast scanner stops at every byte that could start one).
+  bool AddPlain(std::string_view name, std::string_view value, ProtocolError* err);
+  // After the last attribute: what the cmd needs is there and well-formed.
+  bool Finish(ProtocolError* err);
+
+ private:
+  WireRequest* r_;
+  bool have_cmd_ = false, have_biz_ = false, have_key_ = false, have_n_ = false, have_count_ = false;
+  std::string_view n_text_, count_text_;
+};
+
+// Sets `err` and returns false.
+bool Fail(ProtocolError* err, int status, std::string msg);
+// Decimal 0..kMaxUses, nothing else (no sign, no spaces, no hex).
+bool ParseCount(std::string_view s, int64_t* out);
+// 1..255 bytes of UTF-8 without control characters (frs::ValidateKeyBytes),
+// else a 400 naming why.
+bool CheckKey(std::string_view key, ProtocolError* err);
+// A control character (C0, DEL, or C1 as UTF-8) in a decoded value.
+bool HasControl(std::string_view v);
+
+}  // namespace frs::server
