@@ -174,6 +174,16 @@ class Store {
                              const BatchMutator& fn,
                              std::vector<UpdateResult>* results = nullptr) = 0;
 
+  // A hint before a run of lookups (a batch of queries): starts loading the
+  // key's key-node heads (`node` false) or, once those are likely in cache,
+  // the slots whose tags match the key (`node` true), so that the cache
+  // misses of several keys overlap instead of following one another. Takes
+  // no lock and changes nothing; a store may ignore it.
+  virtual void Prefetch(const KeyRef& key, bool node) const {
+    (void)key;
+    (void)node;
+  }
+
   // Copies one node out; NotFound when absent.
   virtual Result<NodeInfo> Get(const KeyRef& key) = 0;
   virtual Status Erase(const KeyRef& key) = 0;

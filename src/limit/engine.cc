@@ -289,9 +289,37 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i].cmd == Cmd::kAcquire) acquires.push_back(i);
   }
+  // The members' nodes lie scattered over the store: looked up one after
+  // another, each would wait for its own cache and TLB misses. The store is
+  // asked to load member i + kAhead's key-node heads, and member i +
+  // kAhead / 2's nodes (their heads asked for kAhead / 2 members ago), so
+  // that the misses of several members overlap. The refs are kept in a ring.
+  constexpr size_t kAhead = 8;
+  KeyRef ahead[kAhead];
+  auto prefetch = [&](size_t j, bool node) {
+    if (j >= reqs.size() || reqs[j].cmd == Cmd::kAcquire || reqs[j].key.empty() || reqs[j].key.size() > kMaxKeyBytes)
+      return;
+    if (!node) {
+      const Biz* biz = bizzes.Find(reqs[j].biz);
+      if (biz == nullptr) {
+        ahead[j % kAhead] = KeyRef{};
+        return;
+      }
+      ahead[j % kAhead] = RefOf(*biz, reqs[j]);
+    }
+    if (ahead[j % kAhead].key_len != 0) store_->Prefetch(ahead[j % kAhead], node);
+  };
+  if (reqs.size() > 2) {
+    for (size_t j = 0; j < kAhead; ++j) prefetch(j, false);
+    for (size_t j = 0; j < kAhead / 2; ++j) prefetch(j, true);
+  }
   // The acquires are judged together, where the first of them stands.
   bool acquired = false;
   for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs.size() > 2) {
+      prefetch(i + kAhead / 2, true);
+      prefetch(i + kAhead, false);
+    }
     if (reqs[i].cmd != Cmd::kAcquire) {
       out[i] = ExecuteIn(bizzes, reqs[i]);
     } else if (!acquired) {

@@ -88,6 +88,25 @@ Status StoreImpl::ReadOnly() const {
                                          "may not write it); nothing was changed");
 }
 
+void StoreImpl::Prefetch(const KeyRef& key, bool node) const {
+  const NodeKey nk = NodeKeyOf(key);
+  const Location loc = Locate(nk.place);
+  const StoreFile* f = files_[loc.file].get();
+  if (f->broken()) return;
+  if (!node) {
+    __builtin_prefetch(f->lock(loc.a), 0, 3);
+    __builtin_prefetch(f->lock(loc.b), 0, 3);
+    return;
+  }
+  // The tags are a hint read without the lock, as PeekTag reads them.
+  for (const uint32_t k : {loc.a, loc.b}) {
+    const uint8_t* tags = f->tags(k);
+    for (uint32_t i = 0; i < geo_.chain; ++i)
+      if (std::atomic_ref<const uint8_t>(tags[i]).load(std::memory_order_relaxed) == nk.tag)
+        __builtin_prefetch(f->slot(k, i), 0, 3);
+  }
+}
+
 Result<NodeInfo> StoreImpl::Get(const KeyRef& key) {
   const NodeKey nk = NodeKeyOf(key);
   const Location loc = Locate(nk.place);

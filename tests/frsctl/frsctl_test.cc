@@ -18,6 +18,7 @@
 
 #include "common/temp_dir.h"
 #include "frs/ring.h"
+#include "ctl_runner.h"
 #include "json_in.h"
 #include "store/format.h"
 
@@ -36,23 +37,9 @@ constexpr const char* kMap = R"(<map>
 </map>
 )";
 
-struct CtlRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ctl_test::CtlRun;
+using ctl_test::Quote;
+using ctl_test::ReadFile;
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
@@ -85,17 +72,7 @@ class FrsctlTest : public ::testing::Test {
 
   // Runs frsctl with `args` (each quoted) and optional standard input text.
   CtlRun Ctl(const std::vector<std::string>& args, const std::string& config = "srv.xml", const std::string& input = "") {
-    std::string cmd = "TZ=UTC " + Quote(FRSCTL_PATH);
-    if (!config.empty()) cmd += " -c " + Quote(dir_ / config);
-    for (const auto& a : args) cmd += " " + Quote(a);
-    std::ofstream(dir_ / "stdin") << input;
-    cmd += " <" + Quote(dir_ / "stdin") + " >" + Quote(dir_ / "stdout") + " 2>" + Quote(dir_ / "stderr");
-    int status = std::system(cmd.c_str());
-    CtlRun r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadFile(dir_ / "stdout");
-    r.err = ReadFile(dir_ / "stderr");
-    return r;
+    return ctl_test::RunCtl(dir_.path(), config.empty() ? "" : dir_ / config, args, input);
   }
 
   void CreateStore(const std::string& config = "srv.xml") {

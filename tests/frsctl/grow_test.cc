@@ -33,6 +33,7 @@
 #include "frs/engine.h"
 #include "frs/service.h"
 #include "frs/store.h"
+#include "ctl_runner.h"
 #include "json_in.h"
 #include "store/format.h"
 
@@ -57,23 +58,9 @@ constexpr const char* kMap = R"(<map>
 )";
 constexpr const char* kBizzes[] = {"login", "ad_user", "api", "partner"};
 
-struct CtlRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ctl_test::CtlRun;
+using ctl_test::Quote;
+using ctl_test::ReadFile;
 
 // A loopback port nobody listens on now (for the frsd this test starts).
 uint16_t FreePort() {
@@ -122,15 +109,7 @@ class GrowTest : public ::testing::Test {
   }
 
   CtlRun Ctl(const std::vector<std::string>& args, const std::string& config = "srv.xml") {
-    std::string cmd = "TZ=UTC " + Quote(FRSCTL_PATH) + " -c " + Quote(dir_ / config);
-    for (const auto& a : args) cmd += " " + Quote(a);
-    cmd += " </dev/null >" + Quote(dir_ / "stdout") + " 2>" + Quote(dir_ / "stderr");
-    int status = std::system(cmd.c_str());
-    CtlRun r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadFile(dir_ / "stdout");
-    r.err = ReadFile(dir_ / "stderr");
-    return r;
+    return ctl_test::RunCtl(dir_.path(), dir_ / config, args);
   }
 
   Result<Service> Open(bool create = false) {
