@@ -8,6 +8,7 @@ set -euo pipefail
 
 pkgs=(
   build-essential cmake g++ pkg-config   # toolchain (C++20, GCC 12)
+  ninja-build                            # the presets' generator: builds in fewer, better-scheduled steps than make
   libboost-dev                           # Boost.Interprocess (file mapping), Boost.Beast (HTTP parser), Boost.CRC (the ring)
   libxxhash-dev                          # XXH3 key hashing
   libpugixml-dev                         # srv.xml, map.xml and the XML protocol
