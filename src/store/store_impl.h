@@ -231,8 +231,10 @@ class StoreImpl final : public Store {
   WriteBack StoreNode_locked(StoreFile* f, Txn& txn, const Location& loc, const NodeKey& nk, const KeyRef& key,
                              const LoadedNode& node, const NodeRef& ref, uint32_t now_s, LockSet& locks, Pins* pins,
                              UpdateResult* r);
-  Status UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn, UpdateResult* result);
-  Status UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
+  Status UpdateImpl(const KeyRef& key, const NodeKey& nk, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
+                    UpdateResult* result);
+  Status UpdateBatchImpl(std::span<const BatchItem> items, std::span<const NodeKey> nks,
+                         std::span<const Location> locs, uint32_t now_s, const BatchMutator& fn,
                          std::vector<UpdateResult>* results);
   Status CheckRequest(const KeyRef& key, uint32_t state_bytes) const;
 

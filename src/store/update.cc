@@ -150,18 +150,18 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
   // A file that is gone is not touched; one that broke during the operation
   // (its mapping replaced with zero pages by the SIGBUS guard) makes the
   // operation fail rather than be acknowledged.
-  StoreFile* f = files_[FileOf(NodeKeyOf(key).place, geo_)].get();
+  const NodeKey nk = NodeKeyOf(key);  // once per update: its identity and place
+  StoreFile* f = files_[FileOf(nk.place, geo_)].get();
   if (f->broken()) return FileUsable(f);
-  Status s = UpdateImpl(key, state_bytes, now_s, fn, result);
+  Status s = UpdateImpl(key, nk, state_bytes, now_s, fn, result);
   if (f->broken()) return FileUsable(f);
   return s;
 }
 
-Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
-                             UpdateResult* result) {
+Status StoreImpl::UpdateImpl(const KeyRef& key, const NodeKey& nk, uint32_t state_bytes, uint32_t now_s,
+                             const Mutator& fn, UpdateResult* result) {
   if (Status s = CheckRequest(key, state_bytes); !s.ok()) return s;
-  const NodeKey nk = NodeKeyOf(key);
-  const Location loc = Locate(nk.place);
+    const Location loc = Locate(nk.place);
   StoreFile* f = files_[loc.file].get();
   UpdateResult local;
   UpdateResult* r = result ? result : &local;
@@ -216,26 +216,30 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, uint32_t state_bytes, uint32_t n
 Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                               std::vector<UpdateResult>* results) {
   if (opts_.read_only) return ReadOnly();
-  for (const BatchItem& it : items)
-    if (Status s = FileUsable(files_[FileOf(NodeKeyOf(it.key).place, geo_)].get()); !s.ok()) return s;
-  Status s = UpdateBatchImpl(items, now_s, fn, results);
-  for (const BatchItem& it : items)
-    if (StoreFile* f = files_[FileOf(NodeKeyOf(it.key).place, geo_)].get(); f->broken()) return FileUsable(f);
-  return s;
-}
-
-Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
-                                  std::vector<UpdateResult>* results) {
   const size_t n = items.size();
-  if (n == 0) return Status::OK();
   if (n > kMaxBatch) return Status::InvalidArgument("a batch holds at most " + std::to_string(kMaxBatch) + " members");
+  // Each member's identity and place, once.
   std::vector<NodeKey> nks(n);
   std::vector<Location> locs(n);
   for (size_t i = 0; i < n; ++i) {
-    if (Status s = CheckRequest(items[i].key, items[i].state_bytes); !s.ok()) return s;
     nks[i] = NodeKeyOf(items[i].key);
     locs[i] = Locate(nks[i].place);
   }
+  for (const Location& l : locs)
+    if (Status s = FileUsable(files_[l.file].get()); !s.ok()) return s;
+  Status s = UpdateBatchImpl(items, nks, locs, now_s, fn, results);
+  for (const Location& l : locs)
+    if (StoreFile* f = files_[l.file].get(); f->broken()) return FileUsable(f);
+  return s;
+}
+
+Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, std::span<const NodeKey> nks,
+                                  std::span<const Location> locs, uint32_t now_s, const BatchMutator& fn,
+                                  std::vector<UpdateResult>* results) {
+  const size_t n = items.size();
+  if (n == 0) return Status::OK();
+  for (size_t i = 0; i < n; ++i)
+    if (Status s = CheckRequest(items[i].key, items[i].state_bytes); !s.ok()) return s;
   // A batch entry of every file the batch touches, claimed in file order
   // before any chain lock: waiting for one while holding locks could wait on
   // a batch that waits for those locks.

@@ -61,6 +61,13 @@ uint64_t CountOf(Store* s, const Key& k) {
   return v;
 }
 
+// Verify finds nothing wrong.
+void ExpectClean(Store* s) {
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+}
+
 TEST(Store, CreateFindUpdateErase) {
   TempDir d;
   auto s = MustOpen(Opts(d.path(), 2, 64, 8));
@@ -492,9 +499,7 @@ TEST(StoreBatch, MoreConcurrentBatchesThanBatchEntriesAllLand) {
     ASSERT_TRUE(s->UpdateBatch(std::vector<Store::BatchItem>{{keys[0].ref(), 8}}, 1000,
                                [](std::span<NodeRef>, std::span<Commit>) {})
                     .ok());
-  auto v = s->Verify(false);
-  ASSERT_TRUE(v.ok());
-  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+  ExpectClean(s.get());
 }
 
 TEST(StoreBatch, MembersCrowdingOneChainRollBackWhole) {
@@ -718,11 +723,6 @@ struct HookThrew : std::runtime_error {
   HookThrew() : std::runtime_error("hook threw") {}
 };
 
-void ExpectClean(Store* s) {
-  auto v = s->Verify(false);
-  ASSERT_TRUE(v.ok());
-  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
-}
 
 // An exception in the middle of a write (here the test hook's, thrown with
 // the node half written) leaves the chain as it was: the journal rolls back
@@ -939,9 +939,7 @@ TEST(StoreIdentity, ForcedFingerprintCollisionsShareANodeOnlyForHashedKeys) {
   ASSERT_TRUE(incr("k1", same).ok());
   ASSERT_TRUE(incr("k2", same).ok());
   EXPECT_EQ(s->Stats().total.nodes_used, 3u);
-  auto v = s->Verify(false);
-  ASSERT_TRUE(v.ok());
-  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+  ExpectClean(s.get());
 }
 
 // A one-rule state packs into one slot; when it cannot (a borrow debt) the
@@ -989,9 +987,7 @@ TEST(StoreForm, AOneRuleNodeIsCompactUnlessItsStateCannotPack) {
   EXPECT_EQ(info->expire_s, 100000u);
   FixedBlock(want, 60, 1000, 3, 0);
   EXPECT_EQ(std::memcmp(info->state.data(), want, 16), 0);
-  auto v = s->Verify(false);
-  ASSERT_TRUE(v.ok());
-  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+  ExpectClean(s.get());
 }
 
 }  // namespace
