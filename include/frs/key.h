@@ -59,6 +59,14 @@ struct KeyRef {
   // identity (integers, IPv4 addresses, strings up to 8 bytes) is not kept
   // by a compact node, and tools show its fingerprint.
   bool keep_key = false;
+  // The key's 64-bit identity in the store and its form, when `prepared`:
+  // filled by frs::PrepareKey (frs/store.h), so that the store derives them
+  // once however often it looks at the key (a batch member is prefetched,
+  // then updated). Left unprepared, the store derives them from `bytes` and
+  // `fp` at each look.
+  uint64_t ident = 0;
+  uint8_t ident_form = 0;
+  bool prepared = false;
 };
 
 // A key held by value (for callers that keep keys around).

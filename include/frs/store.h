@@ -63,6 +63,12 @@ struct StoreGeometry {
   friend bool operator==(const StoreGeometry&, const StoreGeometry&) = default;
 };
 
+// Derives the key's identity in the store once (KeyRef::prepared), and its
+// fingerprint only when the identity needs one (a key that does not fit 64
+// bits): a caller that builds a KeyRef from key text and hands it to the
+// store more than once calls this instead of FingerprintOf.
+void PrepareKey(KeyRef* key);
+
 struct StoreOptions {
   std::string dir;
   StoreGeometry geometry;

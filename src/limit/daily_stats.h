@@ -72,4 +72,38 @@ class DailyStats {
   bool read_only_ = false;
 };
 
+// The deltas of a run of decisions of one biz and day, added to the shared
+// counters once when the run ends (at another biz or day, or at Flush):
+// a batch's members mostly share both, and each Add is a compare-and-swap
+// per counter on a line every worker writes. A tally dies with its batch,
+// before the batch's answer is sent.
+class StatsTally {
+ public:
+  explicit StatsTally(DailyStats* stats) : stats_(stats) {}
+  StatsTally(const StatsTally&) = delete;
+  StatsTally& operator=(const StatsTally&) = delete;
+  ~StatsTally() { Flush(); }
+
+  void Add(int32_t slot, uint32_t day, const uint64_t (&delta)[DailyStats::kFields]) {
+    if (pending_ && (slot != slot_ || day != day_)) Flush();
+    slot_ = slot;
+    day_ = day;
+    pending_ = true;
+    for (uint32_t f = 0; f < DailyStats::kFields; ++f) sum_[f] += delta[f];
+  }
+  void Flush() {
+    if (!pending_) return;
+    stats_->Add(slot_, day_, sum_);
+    for (uint64_t& v : sum_) v = 0;
+    pending_ = false;
+  }
+
+ private:
+  DailyStats* const stats_;
+  bool pending_ = false;
+  int32_t slot_ = 0;
+  uint32_t day_ = 0;
+  uint64_t sum_[DailyStats::kFields] = {};
+};
+
 }  // namespace frs::limit

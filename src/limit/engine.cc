@@ -168,15 +168,17 @@ uint32_t EngineImpl::Today(int64_t now_s) const {
   return c.day;
 }
 
-void EngineImpl::Count(const Biz& biz, const Decision& d, bool created, int64_t now_s) {
+void EngineImpl::Count(const Biz& biz, const Decision& d, bool created, int64_t now_s, StatsTally* tally) {
   // Shadow mode counts what enforce would have denied as denied.
   const bool allowed = d.ok() && d.allowed && !d.would_deny;
   uint64_t delta[limit::DailyStats::kFields] = {1, allowed ? 1u : 0u, allowed ? 0u : 1u, created ? 1u : 0u};
-  stats_->Add(biz.stats_slot, Today(now_s), delta);
+  if (tally != nullptr) tally->Add(biz.stats_slot, Today(now_s), delta);
+  else stats_->Add(biz.stats_slot, Today(now_s), delta);
 }
 
-Status EngineImpl::RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result) {
-  const KeyRef ref = RefOf(biz, req);
+Status EngineImpl::RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result,
+                         const KeyRef* given) {
+  const KeyRef ref = given != nullptr ? *given : RefOf(biz, req);
   const uint32_t now_s = Clamp32(op->now.s);
   uint32_t bytes = biz.cfg.state_bytes;
   auto fn = [op](NodeRef& node) { return op->Apply(node); };
@@ -218,17 +220,17 @@ Decision EngineImpl::Execute(const Request& req) {
   return ExecuteIn(bizzes, req);
 }
 
-Decision EngineImpl::ExecuteIn(BizCache& bizzes, const Request& req) {
+Decision EngineImpl::ExecuteIn(BizCache& bizzes, const Request& req, const KeyRef* ref, StatsTally* tally) {
   if (req.cmd == Cmd::kStats) return Decision{};
   if (req.cmd == Cmd::kMerge) return Error(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));
   const Biz* biz = bizzes.Find(req.biz);
   if (biz == nullptr) return Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
-  Decision d = ExecuteFor(*biz, req);
+  Decision d = ExecuteFor(*biz, req, ref, tally);
   d.biz_id = biz->cfg.id;
   return d;
 }
 
-Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req) {
+Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const KeyRef* ref, StatsTally* tally) {
   const Biz* biz = &biz_ref;
   if (req.cmd == Cmd::kReset) {
     Store::Filter filter;
@@ -247,6 +249,15 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req) {
   if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
     return Error(Status::InvalidArgument("count must be 0..2147483647, not " + std::to_string(req.count)));
   }
+  // Start loading the key's key-node heads now: the clock, the op and the
+  // store's entry run while the line and its page-table walk are on their
+  // way (a batch member's were asked for members ago, and it has its ref).
+  KeyRef own_ref;
+  if (ref == nullptr && req.cmd != Cmd::kDelete && req.key.size() <= kMaxKeyBytes) {
+    own_ref = RefOf(*biz, req);
+    store_->Prefetch(own_ref, false);
+    ref = &own_ref;
+  }
   const Now now = NowAt();
   if (req.cmd == Cmd::kDelete) {
     Status s = store_->Erase(KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, req.key), req.key,
@@ -258,7 +269,7 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req) {
   }
   if (biz->cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
     Decision d = AnswerOff(*biz, now);
-    Count(*biz, d, false, now.s);
+    Count(*biz, d, false, now.s, tally);
     return d;
   }
   Decision d;
@@ -270,10 +281,10 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req) {
   op.now = now;
   op.d = &d;
   UpdateResult result;
-  Status s = RunOp(*biz, req, &op, &result);
+  Status s = RunOp(*biz, req, &op, &result, ref);
   if (!s.ok()) return Error(Status::Unavailable(s.message()));
   d.shadow = biz->cfg.mode == Mode::kShadow;
-  if (CountsUses(req.cmd)) Count(*biz, d, result.created, now.s);
+  if (CountsUses(req.cmd)) Count(*biz, d, result.created, now.s, tally);
   return d;
 }
 
@@ -285,6 +296,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   // Every member of the batch resolves its biz in this one map; members
   // mostly share their biz, and the cache hashes each run of one name once.
   BizCache bizzes(*map);
+  StatsTally tally(stats_.get());
   std::vector<size_t> acquires;
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i].cmd == Cmd::kAcquire) acquires.push_back(i);
@@ -294,37 +306,41 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   // asked to load member i + kAhead's key-node heads, and member i +
   // kAhead / 2's nodes (their heads asked for kAhead / 2 members ago), so
   // that the misses of several members overlap. The refs are kept in a ring.
+  // The refs are prepared once (the key's identity) and used again by the
+  // member's update.
   constexpr size_t kAhead = 8;
   KeyRef ahead[kAhead];
+  const bool prefetching = reqs.size() > 2;
   auto prefetch = [&](size_t j, bool node) {
-    if (j >= reqs.size() || reqs[j].cmd == Cmd::kAcquire || reqs[j].key.empty() || reqs[j].key.size() > kMaxKeyBytes)
-      return;
+    if (j >= reqs.size()) return;
+    KeyRef& ref = ahead[j % kAhead];
     if (!node) {
+      ref = KeyRef{};
+      if (reqs[j].cmd == Cmd::kAcquire || reqs[j].key.empty() || reqs[j].key.size() > kMaxKeyBytes) return;
       const Biz* biz = bizzes.Find(reqs[j].biz);
-      if (biz == nullptr) {
-        ahead[j % kAhead] = KeyRef{};
-        return;
-      }
-      ahead[j % kAhead] = RefOf(*biz, reqs[j]);
+      if (biz == nullptr) return;
+      ref = RefOf(*biz, reqs[j]);
     }
-    if (ahead[j % kAhead].key_len != 0) store_->Prefetch(ahead[j % kAhead], node);
+    if (ref.prepared) store_->Prefetch(ref, node);
   };
-  if (reqs.size() > 2) {
+  if (prefetching) {
     for (size_t j = 0; j < kAhead; ++j) prefetch(j, false);
     for (size_t j = 0; j < kAhead / 2; ++j) prefetch(j, true);
   }
   // The acquires are judged together, where the first of them stands.
   bool acquired = false;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    if (reqs.size() > 2) {
+    if (reqs[i].cmd != Cmd::kAcquire) {
+      // Member i's ref is in the ring until prefetch(i + kAhead) takes its place.
+      const KeyRef* ref = prefetching && ahead[i % kAhead].prepared ? &ahead[i % kAhead] : nullptr;
+      out[i] = ExecuteIn(bizzes, reqs[i], ref, &tally);
+    } else if (!acquired) {
+      ExecuteAcquires(bizzes, reqs, out, acquires, &tally);
+      acquired = true;
+    }
+    if (prefetching) {
       prefetch(i + kAhead / 2, true);
       prefetch(i + kAhead, false);
-    }
-    if (reqs[i].cmd != Cmd::kAcquire) {
-      out[i] = ExecuteIn(bizzes, reqs[i]);
-    } else if (!acquired) {
-      ExecuteAcquires(bizzes, reqs, out, acquires);
-      acquired = true;
     }
   }
   bool all = true;
@@ -333,7 +349,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
 }
 
 void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
-                                 const std::vector<size_t>& members) {
+                                 const std::vector<size_t>& members, StatsTally* tally) {
   if (members.size() > Store::kMaxBatch) {
     for (size_t i : members) {
       out[i] = Error(Status::InvalidArgument("a batch holds at most " + std::to_string(Store::kMaxBatch) + " acquires"));
@@ -463,7 +479,7 @@ void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs
     if (!s.ok()) d.allowed = false;
     d.shadow = m.biz->cfg.mode == Mode::kShadow;
     bool created = m.item >= 0 && static_cast<size_t>(m.item) < results.size() && results[m.item].created;
-    Count(*m.biz, d, created, now.s);
+    Count(*m.biz, d, created, now.s, tally);
   }
 }
 

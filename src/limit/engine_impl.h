@@ -89,20 +89,24 @@ class EngineImpl final : public Engine {
   std::shared_ptr<const Map> SharedMap() const;
   Now NowAt() const { return Now::At(clock_->NowMs(), tz_.get()); }
   uint32_t Today(int64_t now_s) const;
-  void Count(const Biz& biz, const Decision& d, bool created, int64_t now_s);
+  // With a tally (a batch), the daily statistics are added when it flushes.
+  void Count(const Biz& biz, const Decision& d, bool created, int64_t now_s, StatsTally* tally = nullptr);
   // Runs op against the store, retrying once with the node's full state
   // when its layout must shrink (see AdoptLayout).
-  Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result);
+  // `ref`, when given, is RefOf(biz, req) made earlier (a batch prefetched it).
+  Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result, const KeyRef* ref);
   // Execute with the biz looked up through `bizzes`.
-  Decision ExecuteIn(BizCache& bizzes, const Request& req);
-  Decision ExecuteFor(const Biz& biz, const Request& req);
+  Decision ExecuteIn(BizCache& bizzes, const Request& req, const KeyRef* ref = nullptr, StatsTally* tally = nullptr);
+  Decision ExecuteFor(const Biz& biz, const Request& req, const KeyRef* ref = nullptr, StatsTally* tally = nullptr);
   static KeyRef RefOf(const Biz& biz, const Request& req) {
-    return KeyRef{biz.cfg.id,    FingerprintOf(biz.cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size()),
-                  req.route_pos, req.route_known, biz.cfg.keep_keys};
+    KeyRef ref{biz.cfg.id,    Fingerprint{}, req.key, static_cast<uint8_t>(req.key.size()),
+               req.route_pos, req.route_known, biz.cfg.keep_keys};
+    PrepareKey(&ref);
+    return ref;
   }
   Decision AnswerOff(const Biz& biz, const Now& now) const;
   void ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
-                       const std::vector<size_t>& members);
+                       const std::vector<size_t>& members, StatsTally* tally);
 
   const uint64_t id_;  // tells this engine's entries in per-thread caches apart
   Store* const store_;

@@ -1,6 +1,10 @@
 #include "store/identity.h"
 
+#include <endian.h>
+
 #include <cstring>
+
+#include "frs/store.h"
 
 namespace frs::store {
 namespace {
@@ -41,23 +45,50 @@ bool ParseIpv4(std::string_view s, uint64_t* out) {
 
 }  // namespace
 
-Identity IdentityOfText(std::string_view bytes, const Fingerprint& fp) {
-  Identity r;
+bool ShortIdentityOfText(std::string_view bytes, Identity* out) {
   if (!bytes.empty() && bytes.size() <= 8 && std::memchr(bytes.data(), 0, bytes.size()) == nullptr) {
     uint64_t v = 0;
-    for (size_t i = 0; i < bytes.size(); ++i) v |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
-    return {v, KeyForm::kShort};
+    std::memcpy(&v, bytes.data(), bytes.size());  // little-endian: byte i at bits 8i
+    *out = {le64toh(v), KeyForm::kShort};
+    return true;
   }
-  if (ParseDecimal(bytes, &r.id)) {
-    r.form = KeyForm::kDecimal;
-    return r;
+  if (ParseDecimal(bytes, &out->id)) {
+    out->form = KeyForm::kDecimal;
+    return true;
   }
-  if (ParseIpv4(bytes, &r.id)) {
-    r.form = KeyForm::kIpv4;
-    return r;
+  if (ParseIpv4(bytes, &out->id)) {
+    out->form = KeyForm::kIpv4;
+    return true;
   }
+  return false;
+}
+
+Identity IdentityOfText(std::string_view bytes, const Fingerprint& fp) {
+  Identity r;
+  if (ShortIdentityOfText(bytes, &r)) return r;
   return {fp.lo, KeyForm::kHashed};
 }
+
+}  // namespace frs::store
+
+namespace frs {
+
+void PrepareKey(KeyRef* key) {
+  store::Identity ident;
+  if (key->bytes.empty() || key->bytes.size() != key->key_len) {
+    ident = {key->fp.lo, store::KeyForm::kHashed};  // an import by fingerprint
+  } else if (!store::ShortIdentityOfText(key->bytes, &ident)) {
+    key->fp = FingerprintOf(key->biz, key->bytes);
+    ident = {key->fp.lo, store::KeyForm::kHashed};
+  }
+  key->ident = ident.id;
+  key->ident_form = static_cast<uint8_t>(ident.form);
+  key->prepared = true;
+}
+
+}  // namespace frs
+
+namespace frs::store {
 
 std::string TextOf(const Identity& ident) {
   switch (ident.form) {

@@ -39,9 +39,13 @@ struct Identity {
 
 // The identity of a key whose whole text is `bytes`.
 Identity IdentityOfText(std::string_view bytes, const Fingerprint& fp);
+// The same when the key fits 64 bits (not kHashed); false when it needs its
+// fingerprint.
+bool ShortIdentityOfText(std::string_view bytes, Identity* out);
 // The identity of a KeyRef: from its text when whole, else (an import by
 // fingerprint, whose text was cut) the fingerprint's.
 inline Identity IdentityOf(const KeyRef& key) {
+  if (key.prepared) return Identity{key.ident, static_cast<KeyForm>(key.ident_form)};
   if (!key.bytes.empty() && key.bytes.size() == key.key_len) return IdentityOfText(key.bytes, key.fp);
   return Identity{key.fp.lo, KeyForm::kHashed};
 }

@@ -396,6 +396,52 @@ TEST_F(EngineTest, DailyStatsCountAndSurviveRestart) {
   EXPECT_EQ(stats[0].days[0].requests, 1u);
 }
 
+// A batch adds its members' daily statistics once per run of one biz (a
+// tally): runs that alternate bizzes, acquires judged together, and members
+// that fail must all be counted as single requests would be.
+TEST_F(EngineTest, BatchMembersAreCountedInDailyStatsPerBiz) {
+  WriteMap(R"(<map>
+    <biz id="1" name="a"><rule interval="60" max="2"/></biz>
+    <biz id="2" name="b"><rule interval="60" max="100"/></biz>
+  </map>)");
+  auto e = OpenEngine();
+  const char* bizzes[] = {"a", "a", "b", "a", "b", "b", "a", "missing"};
+  Request reqs[8];
+  for (int i = 0; i < 8; ++i) {
+    reqs[i].cmd = i % 3 == 2 ? Cmd::kQuery : Cmd::kUpdate;
+    reqs[i].biz = bizzes[i];
+    reqs[i].key = "k";
+  }
+  Decision out[8];
+  e->ExecuteBatch(reqs, out);
+  // a: update, update (allowed, count 2), update (denied), update (denied); b: query, update, query.
+  Request acq[2];
+  acq[0].cmd = acq[1].cmd = Cmd::kAcquire;
+  acq[0].biz = "b";
+  acq[1].biz = "a";
+  acq[0].key = acq[1].key = "j";
+  Decision aout[2];
+  EXPECT_TRUE(e->ExecuteBatch(acq, aout));
+  auto stats = e->DailyStats();
+  ASSERT_EQ(stats.size(), 2u);
+  for (const BizStats& b : stats) {
+    ASSERT_EQ(b.days.size(), 1u) << b.name;
+    const BizStatsDay& t = b.days[0];
+    if (b.name == "a") {
+      EXPECT_EQ(t.requests, 5u);
+      EXPECT_EQ(t.allowed, 3u);
+      EXPECT_EQ(t.denied, 2u);
+      EXPECT_EQ(t.new_keys, 2u);
+    } else {
+      EXPECT_EQ(b.name, "b");
+      EXPECT_EQ(t.requests, 4u);
+      EXPECT_EQ(t.allowed, 4u);
+      EXPECT_EQ(t.denied, 0u);
+      EXPECT_EQ(t.new_keys, 2u);
+    }
+  }
+}
+
 TEST_F(EngineTest, CalendarDaysFollowTheEngineTimeZone) {
   WriteMap(R"(<map><biz id="1" name="push"><rule algo="calendar" interval="86400" max="2"/></biz></map>)");
   auto e = OpenEngine(nullptr, "map.xml", "Asia/Shanghai");

@@ -942,6 +942,56 @@ TEST(StoreIdentity, ForcedFingerprintCollisionsShareANodeOnlyForHashedKeys) {
   ExpectClean(s.get());
 }
 
+// PrepareKey derives a key's identity once, and a fingerprint only for a key
+// that needs one; a prepared ref and a plain one name the same node, for
+// every key form and for an import by fingerprint.
+TEST(StoreIdentity, PreparedAndPlainRefsNameTheSameNode) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 2, 64, 8));
+  auto incr = [&](const KeyRef& ref) {
+    return s->Update(ref, 4, 1000, [](NodeRef& n) {
+      uint32_t v;
+      std::memcpy(&v, n.state, 4);
+      ++v;
+      std::memcpy(n.state, &v, 4);
+      return Commit::kWrite;
+    });
+  };
+  auto count = [&](const KeyRef& ref) -> uint32_t {
+    auto info = s->Get(ref);
+    if (!info.ok()) return 0;
+    uint32_t v;
+    std::memcpy(&v, info.value().state.data(), 4);
+    return v;
+  };
+  uint64_t nodes = 0;
+  for (const std::string key : {"k1", "12345678901", "10.0.0.1", "user:alice@example.com"}) {
+    const Key plain = MakeKey(7, key);
+    KeyRef prepared{7, Fingerprint{}, key, static_cast<uint8_t>(key.size())};
+    PrepareKey(&prepared);
+    EXPECT_TRUE(prepared.prepared);
+    const bool hashed = key == "user:alice@example.com";
+    EXPECT_EQ(prepared.fp == plain.fp, hashed) << key << ": a fingerprint only when the identity needs one";
+    EXPECT_EQ(prepared.ident_form == static_cast<uint8_t>(store::KeyForm::kHashed), hashed) << key;
+    ASSERT_TRUE(incr(prepared).ok()) << key;
+    ASSERT_TRUE(incr(plain.ref()).ok()) << key;
+    EXPECT_EQ(count(prepared), 2u) << key;
+    EXPECT_EQ(count(plain.ref()), 2u) << key;
+    EXPECT_EQ(s->Stats().total.nodes_used, ++nodes) << key;
+  }
+  // An import by fingerprint (the key text cut): the fingerprint is the
+  // identity, prepared or not.
+  const Key whole = MakeKey(7, std::string(40, 'x'));
+  KeyRef cut{7, whole.fp, std::string_view(whole.bytes).substr(0, 10), 40};
+  KeyRef cut_prepared = cut;
+  PrepareKey(&cut_prepared);
+  EXPECT_TRUE(cut_prepared.fp == whole.fp);
+  ASSERT_TRUE(incr(cut_prepared).ok());
+  EXPECT_EQ(count(cut), 1u);
+  EXPECT_EQ(count(whole.ref()), 1u);
+  ExpectClean(s.get());
+}
+
 // A one-rule state packs into one slot; when it cannot (a borrow debt) the
 // node becomes a general one of two slots, and packs again once the debt is
 // gone. The state the caller sees never changes with the form.
