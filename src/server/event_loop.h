@@ -1,10 +1,16 @@
-// server/event_loop.h: a minimal epoll loop (level-triggered).
+// server/event_loop.h: a minimal epoll loop.
 //
-// Level-triggered keeps the connection code simple and fair: a connection
-// that still has buffered input is reported again on the next wait, so no
-// handler has to drain a socket in one go and one busy client cannot starve
-// the others. EPOLLERR/EPOLLHUP are delivered to the handler, which sees the
-// error on its next read.
+// The worker registers each connection once, edge-triggered for input and
+// output (the listening socket stays level-triggered). Edge-triggered is the
+// fair choice under load: the kernel queues a socket when its input
+// arrives, so a turn serves connections in the order their requests came.
+// Level-triggered re-queues every socket it reported ahead of those that
+// became ready meanwhile, so a fast client was served again before a
+// request that had waited a whole turn, and the 99th percentile at 64
+// connections was twice the median (docs/performance.md, section 7). The
+// worker remembers input it left on a socket and reads it on its next turn.
+// EPOLLERR/EPOLLHUP are delivered to the handler, which sees the error on
+// its next read.
 //
 // Thread safety: one loop per thread (per worker process).
 #pragma once

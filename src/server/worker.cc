@@ -55,6 +55,9 @@ class Worker {
  private:
   void Accept(int64_t now);
   void OnEvent(Connection* c, uint32_t events, int64_t now);
+  // OnEvent inside the exception boundary.
+  void Serve(Connection* c, uint32_t events, int64_t now);
+  void ServeAgain(int64_t now);
   bool Flush(Connection* c);
   void Settle(Connection* c, int64_t now);
   void Close(Connection* c);
@@ -83,7 +86,13 @@ class Worker {
   DeadlineList idle_, busy_;
   // Indexed by fd; the epoll data pointer is the Connection (null: listener).
   std::vector<std::unique_ptr<Connection>> conns_;
-  std::vector<uint32_t> interest_;  // registered epoll events, by fd
+  // Connections are registered once, edge-triggered (event_loop.h): the
+  // kernel reports a socket when input arrives, not while input waits, so
+  // input left on a socket is remembered here and read on a later turn.
+  std::vector<uint8_t> unread_;      // by fd: input may be waiting on the socket
+  std::vector<uint8_t> queued_;      // by fd: in again_
+  std::vector<Connection*> again_;   // to read on the next turn of the loop
+  std::vector<Connection*> turn_;    // again_ of the turn being served
   std::vector<uint64_t> progress_seen_;
   uint64_t open_ = 0;
   bool stopping_ = false;
@@ -113,6 +122,7 @@ int Worker::Run(const sigset_t* wait_mask) {
     int timeout_ms = due < 0 ? 1000 : static_cast<int>(std::min<int64_t>(1000, due / kMsNs + 1));
     if (stopping_) timeout_ms = std::min(timeout_ms, 50);
     if (accept_paused_) timeout_ms = std::min(timeout_ms, 50);  // look again soon whether to resume
+    if (!again_.empty()) timeout_ms = 0;  // input is waiting on a socket already
     auto events = loop_.Wait(timeout_ms, wait_mask);
     now = MonoNs();
     HandleSignals(now);
@@ -121,19 +131,9 @@ int Worker::Run(const sigset_t* wait_mask) {
         if (!stopping_) Accept(now);
         continue;
       }
-      auto* c = static_cast<Connection*>(ev.data.ptr);
-      int fd = c->fd();
-      // The exception boundary: nothing thrown while serving one connection
-      // (an allocation failure) may take the worker and its other clients
-      // down; that connection is closed instead.
-      try {
-        OnEvent(c, ev.events, now);
-      } catch (const std::exception& e) {
-        FRS_LOG("closing a connection after an internal error: %s", e.what());
-        size_t idx = static_cast<size_t>(fd);
-        if (idx < conns_.size() && conns_[idx].get() == c) Close(c);
-      }
+      Serve(static_cast<Connection*>(ev.data.ptr), ev.events, now);
     }
+    ServeAgain(now);
     Expire(now);
     if (!stopping_) BalanceAccepting();
     if (stopping_ && (open_ == 0 || now >= stop_deadline_)) break;
@@ -318,14 +318,16 @@ void Worker::Accept(int64_t now) {
     size_t idx = static_cast<size_t>(fd);
     if (conns_.size() <= idx) {
       conns_.resize(idx + 1);
-      interest_.resize(idx + 1);
+      unread_.resize(idx + 1);
+      queued_.resize(idx + 1);
       progress_seen_.resize(idx + 1);
     }
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
     Connection* c = conn.get();
-    if (!loop_.Add(fd, EPOLLIN, c).ok()) continue;  // conn (and fd) dropped here
+    if (!loop_.Add(fd, EPOLLIN | EPOLLOUT | EPOLLET, c).ok()) continue;  // conn (and fd) dropped here
     conns_[idx] = std::move(conn);
-    interest_[idx] = EPOLLIN;
+    unread_[idx] = 0;
+    queued_[idx] = 0;
     progress_seen_[idx] = 0;
     ++open_;
     if (counters_) CounterAdd(counters_->connections_accepted);
@@ -360,7 +362,9 @@ bool Worker::Flush(Connection* c) {
 }
 
 void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
-  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+  const size_t idx = static_cast<size_t>(c->fd());
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) unread_[idx] = 1;
+  if (unread_[idx]) {
     std::span<char> room = c->ReadSpace();
     if (!room.empty()) {
       ssize_t n;
@@ -369,9 +373,15 @@ void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
       } while (n < 0 && errno == EINTR);
       if (n > 0) {
         c->Produced(static_cast<size_t>(n), now);
+        // A short read took all there was; input that arrives later is
+        // reported again. A full one may have left some.
+        unread_[idx] = static_cast<size_t>(n) == room.size();
       } else if (n == 0) {
         c->PeerClosed();
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        unread_[idx] = 0;
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        unread_[idx] = 0;
+      } else {
         c->Abort();
       }
     } else if (c->WantsRead() || (events & (EPOLLERR | EPOLLHUP))) {
@@ -382,6 +392,34 @@ void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
     }
   }
   Settle(c, now);
+}
+
+void Worker::Serve(Connection* c, uint32_t events, int64_t now) {
+  const int fd = c->fd();
+  // The exception boundary: nothing thrown while serving one connection
+  // (an allocation failure) may take the worker and its other clients
+  // down; that connection is closed instead.
+  try {
+    OnEvent(c, events, now);
+  } catch (const std::exception& e) {
+    FRS_LOG("closing a connection after an internal error: %s", e.what());
+    size_t idx = static_cast<size_t>(fd);
+    if (idx < conns_.size() && conns_[idx].get() == c) Close(c);
+  }
+}
+
+void Worker::ServeAgain(int64_t now) {
+  // Read what was left on sockets last turn, after this turn's new input:
+  // one read each per turn, so a client that keeps sending cannot starve
+  // the others. Close takes a closed connection out of again_.
+  turn_.swap(again_);
+  for (size_t i = 0; i < turn_.size(); ++i) {
+    Connection* c = turn_[i];
+    if (c == nullptr) continue;  // closed while waiting its turn
+    queued_[static_cast<size_t>(c->fd())] = 0;
+    Serve(c, 0, now);
+  }
+  turn_.clear();
 }
 
 // Runs the state machine to a resting point: answer what is buffered, write
@@ -404,13 +442,11 @@ void Worker::Settle(Connection* c, int64_t now) {
     return;
   }
   size_t idx = static_cast<size_t>(c->fd());
-  uint32_t want = (c->WantsRead() ? EPOLLIN : 0u) | (c->WantsWrite() ? EPOLLOUT : 0u);
-  if (want != interest_[idx]) {
-    if (!loop_.Modify(c->fd(), want, c).ok()) {
-      Close(c);
-      return;
-    }
-    interest_[idx] = want;
+  // Input left on the socket while the connection could not take it (a
+  // full buffer, output past the high-water mark) is read once it can.
+  if (unread_[idx] && c->WantsRead() && !queued_[idx]) {
+    queued_[idx] = 1;
+    again_.push_back(c);
   }
   if (c->Busy()) {
     // A fresh request deadline only for progress (a request answered, output
@@ -431,7 +467,12 @@ void Worker::Close(Connection* c) {
   idle_.Remove(c);
   busy_.Remove(c);
   loop_.Remove(c->fd());
-  interest_[idx] = 0;
+  if (queued_[idx]) {
+    for (std::vector<Connection*>* list : {&again_, &turn_})
+      std::replace(list->begin(), list->end(), c, static_cast<Connection*>(nullptr));
+    queued_[idx] = 0;
+  }
+  unread_[idx] = 0;
   conns_[idx].reset();  // closes the fd
   --open_;
   SetOpenGauge();

@@ -2,6 +2,8 @@
 // the tests of this file; every test uses its own keys).
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "frsd_harness.h"
 
 namespace frs::e2e {
@@ -270,6 +272,35 @@ TEST_F(ProtocolE2E, PipelinedRequestsAnsweredInOrder) {
     EXPECT_EQ(Attr(r.body, "count"), std::to_string(std::min(i, 5)));
   }
   EXPECT_EQ(c_.Read().status, 429);
+}
+
+// More pipelined input and output than the socket buffers and the output
+// high-water mark hold. The worker stops reading while the client reads
+// nothing, then must come back to the input it left on the socket (edge-
+// triggered epoll reports it once) when the client reads again; every
+// request is answered, in order.
+TEST_F(ProtocolE2E, APipelineLargerThanEveryBufferIsAnsweredWhole) {
+  Client c(server_->port(), 20000);
+  constexpr int kRequests = 20000;  // ~1 MB in, ~9 MB out
+  std::string bytes;
+  for (int i = 0; i < kRequests; ++i)
+    bytes += "GET /query?biz=login&key=bp" + std::to_string(i % 100) + " HTTP/1.1\r\nHost: t\r\n\r\n";
+  bool sent = false;
+  std::thread sender([&] { sent = c.Send(bytes); });
+  // Long enough for the server to fill every buffer and stop reading.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int answered = 0;
+  for (; answered < kRequests; ++answered) {
+    HttpResponse r = c.Read();
+    if (r.status != 200) break;
+    if (answered % 1000 == 0) {
+      EXPECT_EQ(Attr(r.body, "allowed"), "1") << answered;
+    }
+  }
+  sender.join();
+  EXPECT_TRUE(sent);
+  EXPECT_EQ(answered, kRequests);
+  EXPECT_EQ(c_.Get("/health").status, 200);
 }
 
 TEST_F(ProtocolE2E, Http10AndConnectionClose) {
