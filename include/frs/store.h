@@ -180,14 +180,20 @@ class Store {
                              const BatchMutator& fn,
                              std::vector<UpdateResult>* results = nullptr) = 0;
 
-  // A hint before a run of lookups (a batch of queries): starts loading the
-  // key's key-node heads (`node` false) or, once those are likely in cache,
-  // the slots whose tags match the key (`node` true), so that the cache
-  // misses of several keys overlap instead of following one another. Takes
-  // no lock and changes nothing; a store may ignore it.
-  virtual void Prefetch(const KeyRef& key, bool node) const {
+  // A hint before a lookup: starts loading what the lookup of `key` will
+  // touch, so that its cache and TLB misses overlap other work (a batch's
+  // other members, a request's own set-up) instead of following one
+  // another. Takes no lock and changes nothing; a store may ignore it.
+  enum class Prefetching : uint8_t {
+    kHeads,            // the key's key-node heads (lock words and tags)
+    kNodes,            // the slots whose tags match (once the heads are in cache)
+    kHeadsAndChain,    // the heads and every line of the key's first chain,
+                       // where a node that was not moved lives: a lone
+                       // lookup, which has no time to wait for the tags
+  };
+  virtual void Prefetch(const KeyRef& key, Prefetching what) const {
     (void)key;
-    (void)node;
+    (void)what;
   }
 
   // Copies one node out; NotFound when absent.

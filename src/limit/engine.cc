@@ -249,13 +249,14 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const Ke
   if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
     return Error(Status::InvalidArgument("count must be 0..2147483647, not " + std::to_string(req.count)));
   }
-  // Start loading the key's key-node heads now: the clock, the op and the
-  // store's entry run while the line and its page-table walk are on their
-  // way (a batch member's were asked for members ago, and it has its ref).
+  // Start loading the key's key-node heads and first chain now: the clock,
+  // the op and the store's entry run while those lines and their page-table
+  // walk are on their way, and the node's line does not wait for the tags
+  // (a batch member's were asked for members ago, and it has its ref).
   KeyRef own_ref;
   if (ref == nullptr && req.cmd != Cmd::kDelete && req.key.size() <= kMaxKeyBytes) {
     own_ref = RefOf(*biz, req);
-    store_->Prefetch(own_ref, false);
+    store_->Prefetch(own_ref, Store::Prefetching::kHeadsAndChain);
     ref = &own_ref;
   }
   const Now now = NowAt();
@@ -321,7 +322,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
       if (biz == nullptr) return;
       ref = RefOf(*biz, reqs[j]);
     }
-    if (ref.prepared) store_->Prefetch(ref, node);
+    if (ref.prepared) store_->Prefetch(ref, node ? Store::Prefetching::kNodes : Store::Prefetching::kHeads);
   };
   if (prefetching) {
     for (size_t j = 0; j < kAhead; ++j) prefetch(j, false);

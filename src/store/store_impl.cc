@@ -88,14 +88,20 @@ Status StoreImpl::ReadOnly() const {
                                          "may not write it); nothing was changed");
 }
 
-void StoreImpl::Prefetch(const KeyRef& key, bool node) const {
+void StoreImpl::Prefetch(const KeyRef& key, Prefetching what) const {
   const NodeKey nk = NodeKeyOf(key);
   const Location loc = Locate(nk.place);
   const StoreFile* f = files_[loc.file].get();
   if (f->broken()) return;
-  if (!node) {
+  if (what != Prefetching::kNodes) {
     __builtin_prefetch(f->lock(loc.a), 0, 3);
     __builtin_prefetch(f->lock(loc.b), 0, 3);
+    if (what == Prefetching::kHeadsAndChain) {
+      const uint8_t* first = f->slot(loc.a, 0);
+      const uint8_t* end = first + size_t{geo_.chain} * kSlotBytes;
+      for (const uint8_t* p = first; p < end; p += 64) __builtin_prefetch(p, 0, 3);
+      __builtin_prefetch(end - 1, 0, 3);  // a chain that starts mid-line ends in one more
+    }
     return;
   }
   // The tags are a hint read without the lock, as PeekTag reads them.

@@ -64,7 +64,7 @@ class StoreImpl final : public Store {
                 UpdateResult* result) override;
   Status UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                      std::vector<UpdateResult>* results) override;
-  void Prefetch(const KeyRef& key, bool node) const override;
+  void Prefetch(const KeyRef& key, Prefetching what) const override;
   Result<NodeInfo> Get(const KeyRef& key) override;
   Status Erase(const KeyRef& key) override;
   Status ForEach(const Filter& filter, const Visitor& visit) override;
