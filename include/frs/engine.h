@@ -92,6 +92,7 @@ struct Decision {
   RuleResult rules[kMaxRulesPerBiz];
   uint64_t erased = 0;      // kReset: nodes erased
   uint16_t biz_id = 0;      // the biz the request resolved to (0: none)
+  int64_t now_s = 0;        // the engine's clock when it decided (unix seconds; 0: no decision)
   bool ok() const { return status.ok(); }
 };
 

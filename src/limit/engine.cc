@@ -270,6 +270,7 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const Ke
   }
   if (biz->cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
     Decision d = AnswerOff(*biz, now);
+    d.now_s = now.s;
     Count(*biz, d, false, now.s, tally);
     return d;
   }
@@ -285,6 +286,7 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const Ke
   Status s = RunOp(*biz, req, &op, &result, ref);
   if (!s.ok()) return Error(Status::Unavailable(s.message()));
   d.shadow = biz->cfg.mode == Mode::kShadow;
+  d.now_s = now.s;
   if (CountsUses(req.cmd)) Count(*biz, d, result.created, now.s, tally);
   return d;
 }
@@ -479,6 +481,7 @@ void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs
     }
     if (!s.ok()) d.allowed = false;
     d.shadow = m.biz->cfg.mode == Mode::kShadow;
+    d.now_s = now.s;
     bool created = m.item >= 0 && static_cast<size_t>(m.item) < results.size() && results[m.item].created;
     Count(*m.biz, d, created, now.s, tally);
   }

@@ -139,8 +139,8 @@ void Handler::SetOptions(const HandlerOptions& opts) {
   if (decisions_.size() < opts_.max_batch) decisions_.resize(opts_.max_batch);
 }
 
-std::string_view Handler::ServerAndDate() {
-  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+std::string_view Handler::ServerAndDate(int64_t now_s) {
+  const int64_t now = now_s != 0 ? now_s : static_cast<int64_t>(std::time(nullptr));
   if (now != date_sec_) {
     date_sec_ = now;
     static constexpr char kServer[] = "Server: frsd/" FRS_VERSION "\r\n";
@@ -174,7 +174,7 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
     w.Int(status);
     w.Lit(" Error\r\n");
   }
-  w.Str(ServerAndDate());
+  w.Str(ServerAndDate(extra != nullptr && extra->rate != nullptr ? extra->now_s : 0));
   if (status != 204) {  // RFC 9110 8.6: a 204 carries no Content-Length
     if (!body.empty()) w.Str(content_type);
     w.Lit("Content-Length: ");
@@ -498,7 +498,8 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* e
   if (!ExecuteOne(r, status)) return false;
   const Decision& d = decisions_[0];
   extra->rate = &d;
-  extra->now_s = engine_->clock()->NowMs() / 1000;
+  // The instant the engine decided at: its reset times are relative to it.
+  extra->now_s = d.now_s != 0 ? d.now_s : engine_->clock()->NowMs() / 1000;
   if (auth) {
     // For forward-auth proxies: nginx's auth_request passes only 2xx, 401
     // and 403 (anything else becomes a 500), and wants no body.

@@ -79,7 +79,9 @@ class Handler {
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);
   void CountDecision(const WireRequest& r, const Decision& d);
-  std::string_view ServerAndDate();  // the Server and Date lines, rebuilt once a second
+  // The Server and Date lines, rebuilt once a second; `now_s` is the time
+  // when the caller has it (a decision's), else 0.
+  std::string_view ServerAndDate(int64_t now_s);
   // The answer's body: one decision's, else body_.
   std::string_view Body() const { return decision_.data() ? decision_ : std::string_view(body_); }
 

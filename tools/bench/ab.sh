@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# ab.sh - two frsd binaries compared in the same minutes (issue 14): runs alternate A, B, A, B, ...
+# against two servers started side by side, so that the noise of a shared VM (figures here move by up to
+# 30 % from one minute to the next) falls on both alike. A change is judged by the median of the paired
+# ratios, not by two tables taken minutes apart.
+#
+#   tools/bench/ab.sh BIN_A BIN_B [ROUNDS] -- loadgen args
+#   tools/bench/ab.sh /tmp/frsd-old build/src/server/frsd 8 -- -c 64 -r 'GET /acquire?biz=bench&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n'
+#   tools/bench/ab.sh /tmp/frsd-old build/src/server/frsd -- -c 16 -U -m http-post-xml -f /tmp/frs-floor/batch-64-compact-query.txt
+#
+# Each server: 1 worker pinned to CPU 0 (loadgen on CPU 1, as floor.sh), biz "bench" fixed 60 s max 5,
+# <limits batch="1024"/>, a fresh store of STORE_FILES x STORE_KEYNODES x 8 slots (default 2 x 73530: sized
+# for 1 M keys) under OUT (default /tmp/frs-ab). Both stores are filled first by FILL_S (3) seconds of
+# the same workload. Then ROUNDS (default 8) pairs of DUR-second (default 2) runs through cpu_probe.sh,
+# which reads each server's CPU from /proc. Prints every run, the medians per binary, and the medians
+# of the paired ratios B/A of requests per server CPU-second and of user CPU per request.
+# KEYSPACE (1000000) is passed as -k unless the loadgen args give one. Ports 17401 and 17402. Servers
+# are stopped by the PIDs this script started.
+set -uo pipefail
+BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+[ $# -ge 3 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+A=$(readlink -f "$1") B=$(readlink -f "$2"); shift 2
+ROUNDS=8
+[ "$1" != -- ] && { ROUNDS=$1; shift; }
+[ "${1:-}" = -- ] && shift
+OUT="${OUT:-/tmp/frs-ab}" DUR="${DUR:-2}" FILL_S="${FILL_S:-3}"
+export LG="${LG:-/tmp/frs-floor/loadgen}" DUR
+[ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ] || { mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c" || exit 1; }
+ARGS=("$@")
+[[ " ${ARGS[*]} " == *" -k "* ]] || ARGS+=(-k "${KEYSPACE:-1000000}")
+
+PIDS=()
+stop() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; }
+trap stop EXIT
+start() { # NAME BIN PORT
+  local dir="$OUT/$1"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cat > "$dir/map.xml" <<'MAP'
+<map>
+  <biz id="1" name="bench"><rule algo="fixed" interval="60" max="5"/></biz>
+</map>
+MAP
+  cat > "$dir/srv.xml" <<SRV
+<frs>
+  <listen host="127.0.0.1" port="$3"/>
+  <workers>1</workers>
+  <map>map.xml</map>
+  <store dir="data" files="${STORE_FILES:-2}" keynodes="${STORE_KEYNODES:-73530}" chain="8"/>
+  <pidfile>frsd.pid</pidfile>
+  <admin token=""/>
+  <limits connections="4096" batch="1024"/>
+</frs>
+SRV
+  taskset -c 0 "$2" -c "$dir/srv.xml" --foreground > "$dir/frsd.log" 2>&1 &
+  PIDS+=($!)
+  echo $! > "$dir/pid"
+  for _ in $(seq 1 100); do (echo > "/dev/tcp/127.0.0.1/$3") 2>/dev/null && return 0; sleep 0.1; done
+  echo "ab: $1 does not listen on $3:" >&2; cat "$dir/frsd.log" >&2; exit 1
+}
+start a "$A" 17401
+start b "$B" 17402
+for port in 17401 17402; do taskset -c 1 "$LG" -p "$port" -d "$FILL_S" "${ARGS[@]}" > /dev/null; done
+RES="$OUT/runs.txt"
+: > "$RES"
+for r in $(seq 1 "$ROUNDS"); do
+  "$BENCH/cpu_probe.sh" "$(cat "$OUT/a/pid")" 17401 A -- "${ARGS[@]}" | tee -a "$RES"
+  "$BENCH/cpu_probe.sh" "$(cat "$OUT/b/pid")" 17402 B -- "${ARGS[@]}" | tee -a "$RES"
+done
+echo "A = $A"
+echo "B = $B"
+python3 - "$RES" <<'PY'
+import re, statistics as st, sys
+rows = {'A': [], 'B': []}
+pat = re.compile(r'(\w): (\d+) rps, p99 ([\d.]+) us.*= (\d+) req/srv-s; user ([\d.]+) us/req, sys ([\d.]+)')
+for line in open(sys.argv[1]):
+    m = pat.match(line)
+    if m:
+        rows[m[1]].append(tuple(float(x) for x in m.groups()[1:]))
+for k, v in rows.items():
+    if not v:
+        sys.exit("ab: no runs of " + k)
+    print('%s: %d runs, medians: %d rps, p99 %.0f us, %d req/srv-s, user %.2f us/req, sys %.2f us/req' %
+          (k, len(v), *(st.median(x[i] for x in v) for i in range(5))))
+pairs = list(zip(rows['A'], rows['B']))
+print('B/A, median of %d pairs: req/srv-s %.3f, user CPU per request %.3f, p99 %.3f' %
+      (len(pairs), st.median(b[2] / a[2] for a, b in pairs), st.median(b[3] / a[3] for a, b in pairs),
+       st.median(b[1] / a[1] for a, b in pairs)))
+PY
