@@ -220,18 +220,20 @@ Decision EngineImpl::Execute(const Request& req) {
   return ExecuteIn(bizzes, req);
 }
 
-Decision EngineImpl::ExecuteIn(BizCache& bizzes, const Request& req, const KeyRef* ref, StatsTally* tally) {
+Decision EngineImpl::ExecuteIn(BizCache& bizzes, const Request& req, const BatchMember& m) {
   if (req.cmd == Cmd::kStats) return Decision{};
   if (req.cmd == Cmd::kMerge) return Error(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));
   const Biz* biz = bizzes.Find(req.biz);
   if (biz == nullptr) return Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
-  Decision d = ExecuteFor(*biz, req, ref, tally);
+  Decision d = ExecuteFor(*biz, req, m);
   d.biz_id = biz->cfg.id;
   return d;
 }
 
-Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const KeyRef* ref, StatsTally* tally) {
+Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const BatchMember& m) {
   const Biz* biz = &biz_ref;
+  const KeyRef* ref = m.ref;
+  StatsTally* const tally = m.tally;
   if (req.cmd == Cmd::kReset) {
     Store::Filter filter;
     filter.biz = biz->cfg.id;
@@ -259,7 +261,7 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const Ke
     store_->Prefetch(own_ref, Store::Prefetching::kHeadsAndChain);
     ref = &own_ref;
   }
-  const Now now = NowAt();
+  const Now now = m.now != nullptr ? *m.now : NowAt();
   if (req.cmd == Cmd::kDelete) {
     Status s = store_->Erase(KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, req.key), req.key,
                                     static_cast<uint8_t>(req.key.size())});
@@ -300,6 +302,8 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   // mostly share their biz, and the cache hashes each run of one name once.
   BizCache bizzes(*map);
   StatsTally tally(stats_.get());
+  // One instant for the whole batch: its members are judged together.
+  const Now now = NowAt();
   std::vector<size_t> acquires;
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i].cmd == Cmd::kAcquire) acquires.push_back(i);
@@ -336,9 +340,9 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
     if (reqs[i].cmd != Cmd::kAcquire) {
       // Member i's ref is in the ring until prefetch(i + kAhead) takes its place.
       const KeyRef* ref = prefetching && ahead[i % kAhead].prepared ? &ahead[i % kAhead] : nullptr;
-      out[i] = ExecuteIn(bizzes, reqs[i], ref, &tally);
+      out[i] = ExecuteIn(bizzes, reqs[i], BatchMember{ref, &tally, &now});
     } else if (!acquired) {
-      ExecuteAcquires(bizzes, reqs, out, acquires, &tally);
+      ExecuteAcquires(bizzes, reqs, out, acquires, &tally, now);
       acquired = true;
     }
     if (prefetching) {
@@ -352,22 +356,21 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
 }
 
 void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
-                                 const std::vector<size_t>& members, StatsTally* tally) {
+                                 const std::vector<size_t>& members, StatsTally* tally, const Now& now) {
   if (members.size() > Store::kMaxBatch) {
     for (size_t i : members) {
       out[i] = Error(Status::InvalidArgument("a batch holds at most " + std::to_string(Store::kMaxBatch) + " acquires"));
     }
     return;
   }
-  const Now now = NowAt();
-  struct Member {
+  struct Acq {
     size_t req;
     const Biz* biz;
     int item;  // into items, -1 for mode off
   };
-  std::vector<Member> ms;
+  std::vector<Acq> ms;
   std::vector<Store::BatchItem> items;
-  std::vector<const Member*> item_member;
+  std::vector<const Acq*> item_member;
   bool valid = true;
   ms.reserve(members.size());
   for (size_t i : members) {
@@ -389,7 +392,7 @@ void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs
       continue;
     }
     out[i] = Decision{};
-    Member m{i, biz, -1};
+    Acq m{i, biz, -1};
     if (biz->cfg.mode != Mode::kOff) {
       m.item = static_cast<int>(items.size());
       items.push_back(Store::BatchItem{RefOf(*biz, req), biz->cfg.state_bytes});
@@ -398,7 +401,7 @@ void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs
     }
     ms.push_back(m);
   }
-  for (const Member& m : ms) {
+  for (const Acq& m : ms) {
     if (m.item >= 0) item_member.push_back(&m);
   }
 
@@ -472,7 +475,7 @@ void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs
     }
     if (again) s = store_->UpdateBatch(items, Clamp32(now.s), fn, &results);
   }
-  for (const Member& m : ms) {
+  for (const Acq& m : ms) {
     Decision& d = out[m.req];
     d.biz_id = m.biz->cfg.id;
     if (!s.ok() && m.item >= 0) {

@@ -59,6 +59,13 @@ class BizCache {
   const Biz* biz_ = nullptr;
 };
 
+// What a batch hands each member it executes; a lone request has none of it.
+struct BatchMember {
+  const KeyRef* ref = nullptr;  // RefOf(biz, req), prepared and prefetched
+  StatsTally* tally = nullptr;  // the batch's daily statistics
+  const Now* now = nullptr;     // the batch's one instant
+};
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz, std::unique_ptr<limit::DailyStats> stats);
@@ -96,8 +103,8 @@ class EngineImpl final : public Engine {
   // `ref`, when given, is RefOf(biz, req) made earlier (a batch prefetched it).
   Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result, const KeyRef* ref);
   // Execute with the biz looked up through `bizzes`.
-  Decision ExecuteIn(BizCache& bizzes, const Request& req, const KeyRef* ref = nullptr, StatsTally* tally = nullptr);
-  Decision ExecuteFor(const Biz& biz, const Request& req, const KeyRef* ref = nullptr, StatsTally* tally = nullptr);
+  Decision ExecuteIn(BizCache& bizzes, const Request& req, const BatchMember& m = {});
+  Decision ExecuteFor(const Biz& biz, const Request& req, const BatchMember& m = {});
   static KeyRef RefOf(const Biz& biz, const Request& req) {
     KeyRef ref{biz.cfg.id,    Fingerprint{}, req.key, static_cast<uint8_t>(req.key.size()),
                req.route_pos, req.route_known, biz.cfg.keep_keys};
@@ -106,7 +113,7 @@ class EngineImpl final : public Engine {
   }
   Decision AnswerOff(const Biz& biz, const Now& now) const;
   void ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
-                       const std::vector<size_t>& members, StatsTally* tally);
+                       const std::vector<size_t>& members, StatsTally* tally, const Now& now);
 
   const uint64_t id_;  // tells this engine's entries in per-thread caches apart
   Store* const store_;

@@ -30,7 +30,10 @@ ARGS=("$@")
 [[ " ${ARGS[*]} " == *" -k "* ]] || ARGS+=(-k "${KEYSPACE:-1000000}")
 
 PIDS=()
-stop() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; }
+stop() { # by the PIDs started here, and wait until they are gone (the next run reuses the ports)
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; done
+}
 trap stop EXIT
 start() { # NAME BIN PORT
   local dir="$OUT/$1"
@@ -51,6 +54,7 @@ MAP
   <limits connections="4096" batch="1024"/>
 </frs>
 SRV
+  (echo > "/dev/tcp/127.0.0.1/$3") 2>/dev/null && { echo "ab: port $3 is taken" >&2; exit 1; }
   taskset -c 0 "$2" -c "$dir/srv.xml" --foreground > "$dir/frsd.log" 2>&1 &
   PIDS+=($!)
   echo $! > "$dir/pid"
