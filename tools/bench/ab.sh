@@ -7,6 +7,12 @@
 #   tools/bench/ab.sh BIN_A BIN_B [ROUNDS] -- loadgen args
 #   tools/bench/ab.sh /tmp/frsd-old build/src/server/frsd 8 -- -c 64 -r 'GET /acquire?biz=bench&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n'
 #   tools/bench/ab.sh /tmp/frsd-old build/src/server/frsd -- -c 16 -U -m http-post-xml -f /tmp/frs-floor/batch-64-compact-query.txt
+#   tools/bench/ab.sh nginx build/src/server/frsd 8 -- -c 64 -r 'GET /acquire?biz=bench&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n'
+#
+# BIN_A `nginx` is the floor of HTTP instead (issue 14): nginx answering `return 200` from
+# peers/nginx-floor.conf, 1 worker on CPU 0, sent `GET / HTTP/1.1` (NGINX_TMPL) in place of the -r
+# template; B/A is then floor.sh's "x floor", measured in alternating runs rather than one row after
+# the other, so that the VM's drift within a run does not fall on one side.
 #
 # Each server: 1 worker pinned to CPU 0 (loadgen on CPU 1, as floor.sh), biz "bench" fixed 60 s max 5,
 # <limits batch="1024"/>, a fresh store of STORE_FILES x STORE_KEYNODES x 8 slots (default 2 x 73530: sized
@@ -19,7 +25,8 @@
 set -uo pipefail
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 [ $# -ge 3 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
-A=$(readlink -f "$1") B=$(readlink -f "$2"); shift 2
+A=$1 B=$(readlink -f "$2"); shift 2
+[ "$A" = nginx ] || A=$(readlink -f "$A")
 ROUNDS=8
 [ "$1" != -- ] && { ROUNDS=$1; shift; }
 [ "${1:-}" = -- ] && shift
@@ -61,13 +68,34 @@ SRV
   for _ in $(seq 1 100); do (echo > "/dev/tcp/127.0.0.1/$3") 2>/dev/null && return 0; sleep 0.1; done
   echo "ab: $1 does not listen on $3:" >&2; cat "$dir/frsd.log" >&2; exit 1
 }
-start a "$A" 17401
+start_nginx() { # PORT
+  local pre="$OUT/a"
+  rm -rf "$pre" && mkdir -p "$pre/logs" "$pre/tmp"
+  sed "s/127\.0\.0\.1:17083/127.0.0.1:$1/" "$BENCH/peers/nginx-floor.conf" > "$pre/nginx.conf"
+  (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && { echo "ab: port $1 is taken" >&2; exit 1; }
+  taskset -c 0 nginx -p "$pre/" -c "$pre/nginx.conf" -g 'worker_processes 1;' > "$pre/logs/stdout.log" 2>&1 &
+  PIDS+=($!)
+  echo $! > "$pre/pid"
+  for _ in $(seq 1 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "ab: nginx does not listen on $1" >&2; cat "$pre/logs/"* >&2; exit 1
+}
+ARGS_A=("${ARGS[@]}")
+if [ "$A" = nginx ]; then
+  command -v nginx > /dev/null || { echo "ab: nginx is not installed" >&2; exit 1; }
+  for ((i = 0; i < ${#ARGS_A[@]}; i++)); do
+    [ "${ARGS_A[i]}" = -r ] && ARGS_A[i + 1]="${NGINX_TMPL:-GET / HTTP/1.1\r\nHost: x\r\n\r\n}"
+  done
+  start_nginx 17401
+else
+  start a "$A" 17401
+fi
 start b "$B" 17402
-for port in 17401 17402; do taskset -c 1 "$LG" -p "$port" -d "$FILL_S" "${ARGS[@]}" > /dev/null; done
+taskset -c 1 "$LG" -p 17401 -d "$FILL_S" "${ARGS_A[@]}" > /dev/null
+taskset -c 1 "$LG" -p 17402 -d "$FILL_S" "${ARGS[@]}" > /dev/null
 RES="$OUT/runs.txt"
 : > "$RES"
 for r in $(seq 1 "$ROUNDS"); do
-  "$BENCH/cpu_probe.sh" "$(cat "$OUT/a/pid")" 17401 A -- "${ARGS[@]}" | tee -a "$RES"
+  "$BENCH/cpu_probe.sh" "$(cat "$OUT/a/pid")" 17401 A -- "${ARGS_A[@]}" | tee -a "$RES"
   "$BENCH/cpu_probe.sh" "$(cat "$OUT/b/pid")" 17402 B -- "${ARGS[@]}" | tee -a "$RES"
 done
 echo "A = $A"

@@ -40,6 +40,8 @@
 # STORE_FILES (4) STORE_KEYNODES (262144) STORE_DIR (default data, under $OUT/frsd; e.g. a directory on a
 # tmpfs mounted with huge=always, see docs/performance.md). The default geometry is compare_peers.sh's:
 # 8 M slots (565 MB) for 1 M keys; frsbench's sizing for 1 M keys is STORE_FILES=2 STORE_KEYNODES=73530. NGINX_PORT (17083) FRSD_PORT (17091) SEED_BASE (1), LG.
+# BRACKET (1): measure the floor row again after frsd's rows (the VM's speed drifts within a run; the table
+# says by how much); 0 measures it once, before.
 # Output: the table on stdout and in $OUT/floor-<date>.md; every run as a JSON line in $OUT/floor-<date>.jsonl
 # (loadgen's line plus row, members, rep, srv_cpu_s, wall_s). Every process is started here, recorded in
 # $OUT/run/pids and stopped by its PID (a rerun first stops what an interrupted run left, by recorded PID).
@@ -174,7 +176,8 @@ run_row() {
         out=$(echo "$out" | jq -c --arg row "$row" --argjson members "$members" --argjson rep "$rep" --arg ok "$ok" \
             --argjson ut $((u1 - u0)) --argjson st $((k1 - k0)) --argjson busy $((b1 - b0)) --argjson hz "$CLK_TCK" \
             --argjson wall "$(( (t1 - t0) / 1000000 ))" --argjson att "$try" \
-            '. + {kind:"floor", row:$row, members:$members, rep:$rep, attempt:$att, ok:$ok, srv_ticks:($ut + $st),
+            --arg phase "${PHASE:-before}" \
+            '. + {kind:"floor", row:$row, phase:$phase, members:$members, rep:$rep, attempt:$att, ok:$ok, srv_ticks:($ut + $st),
                   srv_cpu_s:(($ut + $st) / $hz), srv_user_s:($ut / $hz), srv_sys_s:($st / $hz), wall_s:($wall / 1000),
                   machine_busy_s:($busy / $hz)}
                | . + {other_cpu_pct: ((100 * (.machine_busy_s - .srv_cpu_s - .cpu_user_s - .cpu_sys_s) / .wall_s) * 10 | round / 10)}')
@@ -230,6 +233,14 @@ if wants_frsd && start_frsd; then
   fi
   stop_server TERM
   rm -rf "$OUT/frsd/data"   # 565 MB of store files (a STORE_DIR elsewhere is left alone)
+  # The VM's speed drifts within a run: the floor is measured again after frsd's rows, and its ratios
+  # use the median of both sets (the table shows each set's median, to expose the drift).
+  if want nginx-return200 && [ "${BRACKET:-1}" = 1 ]; then
+    if start_nginx_floor; then
+      PHASE=after run_row nginx-return200 1 200 -- -p "$NGINX_PORT" -m http-get -r "$NGINX_TMPL"
+    fi
+    stop_server TERM
+  fi
 fi
 
 # ------------------------------------------------------------------ the table
@@ -315,6 +326,16 @@ for row in order:
             row, c, s["members"], f0(s["rps"]), f0(s["p50"]), f0(s["p99"]), f2(s["srv_s"]), f1(s["srv_pct"]),
             f1(s["lg_pct"]), f2(s["us_per_req"]), f1(s["sys_pct"]), f0(s["req_per_srv_s"]), f0(s["dec_per_srv_s"]), xf, p99ok,
             f1(s["other_max"]), "yes" if s["other_max"] < 10 else "yes (noisy)"))
+drift = []
+for c in concs:
+    rs = groups.get(("nginx-return200", c), [])
+    b = med([r["requests"] / r["srv_cpu_s"] for r in rs if r.get("phase", "before") == "before" and r["srv_cpu_s"] > 0])
+    a = med([r["requests"] / r["srv_cpu_s"] for r in rs if r.get("phase") == "after" and r["srv_cpu_s"] > 0])
+    if b and a:
+        drift.append("c=%d: %s before frsd's rows, %s after (%+.0f %%)" % (c, f0(b), f0(a), 100 * (a - b) / b))
+if drift:
+    lines += ["", "The floor, nginx `return 200` in requests per server CPU-second, measured before and after frsd's rows "
+              "(its row above and the ratios use all its runs): " + "; ".join(drift) + "."]
 lines += ["", "Targets (issue 14): frsd-get >= 1.00x floor in requests per server CPU-second, and p99 at c=64 no higher "
           "than the floor's; batches of 64 and of 256 query members >= 2,000,000 decisions per server CPU-second. "
           "Differences under ~15 % are within this VM's noise; a row marked noisy had other processes using >= 10 % "
