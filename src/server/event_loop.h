@@ -9,8 +9,8 @@
 // request that had waited a whole turn, and the 99th percentile at 64
 // connections was twice the median (docs/performance.md, section 7). The
 // worker remembers input it left on a socket and reads it on its next turn.
-// EPOLLERR/EPOLLHUP are delivered to the handler, which sees the error on
-// its next read.
+// EPOLLRDHUP, EPOLLERR and EPOLLHUP are remembered too: the peer's end may
+// come with the last bytes of input, and only one more read sees it.
 //
 // Thread safety: one loop per thread (per worker process).
 #pragma once

@@ -90,6 +90,10 @@ class Worker {
   // kernel reports a socket when input arrives, not while input waits, so
   // input left on a socket is remembered here and read on a later turn.
   std::vector<uint8_t> unread_;      // by fd: input may be waiting on the socket
+  // by fd: the peer's end (FIN, reset or error) was reported. It may come
+  // with the last bytes of input, and a short read that takes them does not
+  // consume it: the connection must read once more to see it.
+  std::vector<uint8_t> ended_;
   std::vector<uint8_t> queued_;      // by fd: in again_
   std::vector<Connection*> again_;   // to read on the next turn of the loop
   std::vector<Connection*> turn_;    // again_ of the turn being served
@@ -319,14 +323,15 @@ void Worker::Accept(int64_t now) {
     if (conns_.size() <= idx) {
       conns_.resize(idx + 1);
       unread_.resize(idx + 1);
+      ended_.resize(idx + 1);
       queued_.resize(idx + 1);
       progress_seen_.resize(idx + 1);
     }
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
     Connection* c = conn.get();
-    if (!loop_.Add(fd, EPOLLIN | EPOLLOUT | EPOLLET, c).ok()) continue;  // conn (and fd) dropped here
+    if (!loop_.Add(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, c).ok()) continue;  // conn (and fd) dropped here
     conns_[idx] = std::move(conn);
-    unread_[idx] = 0;
+    unread_[idx] = ended_[idx] = 0;
     queued_[idx] = 0;
     progress_seen_[idx] = 0;
     ++open_;
@@ -363,7 +368,8 @@ bool Worker::Flush(Connection* c) {
 
 void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
   const size_t idx = static_cast<size_t>(c->fd());
-  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) unread_[idx] = 1;
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) unread_[idx] = 1;
+  if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) ended_[idx] = 1;
   if (unread_[idx]) {
     std::span<char> room = c->ReadSpace();
     if (!room.empty()) {
@@ -374,13 +380,14 @@ void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
       if (n > 0) {
         c->Produced(static_cast<size_t>(n), now);
         // A short read took all there was; input that arrives later is
-        // reported again. A full one may have left some.
-        unread_[idx] = static_cast<size_t>(n) == room.size();
+        // reported again. A full one may have left some, and the peer's
+        // end is seen only by a read that returns 0 or an error.
+        unread_[idx] = static_cast<size_t>(n) == room.size() || ended_[idx];
       } else if (n == 0) {
         c->PeerClosed();
-        unread_[idx] = 0;
+        unread_[idx] = ended_[idx] = 0;
       } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        unread_[idx] = 0;
+        unread_[idx] = ended_[idx];
       } else {
         c->Abort();
       }
@@ -409,9 +416,10 @@ void Worker::Serve(Connection* c, uint32_t events, int64_t now) {
 }
 
 void Worker::ServeAgain(int64_t now) {
-  // Read what was left on sockets last turn, after this turn's new input:
-  // one read each per turn, so a client that keeps sending cannot starve
-  // the others. Close takes a closed connection out of again_.
+  // Serve the connections left with input on their sockets (or requests in
+  // their buffers) after this turn's events: one read each per turn, so a
+  // client that keeps sending cannot starve the others. Close takes a
+  // closed connection out of again_.
   turn_.swap(again_);
   for (size_t i = 0; i < turn_.size(); ++i) {
     Connection* c = turn_[i];
@@ -423,10 +431,12 @@ void Worker::ServeAgain(int64_t now) {
 }
 
 // Runs the state machine to a resting point: answer what is buffered, write
-// what can be written (which may unblock more buffered requests), then close
-// or re-register interest and the deadline.
+// what can be written (which may unblock more buffered requests), then close,
+// or queue the connection for the next turn and set its deadline.
 void Worker::Settle(Connection* c, int64_t now) {
-  for (int round = 0; round < 4; ++round) {
+  bool more = false;  // four rounds and still answering: the rest next turn
+  for (int round = 0;; ++round) {
+    const uint64_t progress = c->progress();
     c->Process();
     if (!Flush(c)) break;
     if (c->NeedsLinger()) {
@@ -436,6 +446,12 @@ void Worker::Settle(Connection* c, int64_t now) {
     // Stop unless draining output made room for more buffered requests.
     if (c->WantsWrite() || !c->WantsRead() || c->state() != Connection::State::kOpen) break;
     if (!c->Busy()) break;
+    if (round == 3) {
+      // Only while requests are being answered: a partial request left in
+      // the buffer waits for its bytes, not for another turn.
+      more = c->progress() != progress;
+      break;
+    }
   }
   if (c->Done()) {
     Close(c);
@@ -443,8 +459,10 @@ void Worker::Settle(Connection* c, int64_t now) {
   }
   size_t idx = static_cast<size_t>(c->fd());
   // Input left on the socket while the connection could not take it (a
-  // full buffer, output past the high-water mark) is read once it can.
-  if (unread_[idx] && c->WantsRead() && !queued_[idx]) {
+  // full buffer, output past the high-water mark), or complete requests
+  // left in its buffer after four rounds, are taken up next turn: no epoll
+  // event is due for either.
+  if ((unread_[idx] || more) && c->WantsRead() && !queued_[idx]) {
     queued_[idx] = 1;
     again_.push_back(c);
   }
@@ -472,7 +490,7 @@ void Worker::Close(Connection* c) {
       std::replace(list->begin(), list->end(), c, static_cast<Connection*>(nullptr));
     queued_[idx] = 0;
   }
-  unread_[idx] = 0;
+  unread_[idx] = ended_[idx] = 0;
   conns_[idx].reset();  // closes the fd
   --open_;
   SetOpenGauge();

@@ -303,6 +303,43 @@ TEST_F(ProtocolE2E, APipelineLargerThanEveryBufferIsAnsweredWhole) {
   EXPECT_EQ(c_.Get("/health").status, 200);
 }
 
+// A request and the client's FIN arrive together: one edge-triggered event
+// reports both, and the read that takes the request does not consume the
+// FIN. The server must still see the end, answer, and close at once (not
+// after the idle timeout).
+TEST_F(ProtocolE2E, ARequestFollowedByTheClientsEndIsAnsweredAndClosed) {
+  for (int i = 0; i < 20; ++i) {
+    Client c(server_->port(), 3000);
+    ASSERT_TRUE(c.Send("GET /query?biz=login&key=fin" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n\r\n"));
+    ASSERT_EQ(shutdown(c.fd(), SHUT_WR), 0);
+    EXPECT_EQ(c.Read().status, 200) << i;
+    EXPECT_TRUE(c.WaitClosed()) << i << ": the server did not close within 3 s of the client's end";
+  }
+}
+
+// More complete requests buffered than four rounds of answering take (each
+// round stops at the output high-water mark), with nothing left to read on
+// the socket: no epoll event will come, so the worker must come back to
+// them by itself, not leave them to the request timeout's 408.
+TEST(ProtocolE2ELimits, BufferedRequestsBeyondFourRoundsOfAnswersAreAnswered) {
+  Frsd s;  // default limits: a buffer of up to 80 KB
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client c(s.port(), 5000);
+  // A 60 KB request grows the connection's buffer, so that one read can
+  // then take all of the pipeline below.
+  const std::string big = "<request cmd=\"query\" biz=\"login\" key=\"big\"/>" + std::string(60000, ' ');
+  ASSERT_EQ(c.Post(big).status, 200);
+  constexpr int kRequests = 400;  // ~7 KB of metrics each: ~2.8 MB, over 4 x 256 KB
+  std::string bytes;
+  for (int i = 0; i < kRequests; ++i) bytes += "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n";
+  ASSERT_TRUE(c.Send(bytes));
+  int answered = 0;
+  for (; answered < kRequests; ++answered) {
+    if (c.Read().status != 200) break;
+  }
+  EXPECT_EQ(answered, kRequests);
+}
+
 TEST_F(ProtocolE2E, Http10AndConnectionClose) {
   Client a(server_->port());
   ASSERT_TRUE(a.Send("GET /health HTTP/1.0\r\n\r\n"));
