@@ -27,4 +27,11 @@ SignalFlags& Signals();
 // mask to install while waiting (the previous mask, handled signals open).
 Status InstallSignalHandlers(bool want_child, sigset_t* wait_mask);
 
+// Runs the handlers of signals that are pending while blocked, by opening
+// `wait_mask` for an instant; true when there were any. epoll_pwait lets a
+// signal in only when it sleeps, so a worker whose every wait finds events
+// ready (a saturating load) calls this now and then, or a stop or a reload
+// would wait for a quiet moment.
+bool DeliverPendingSignals(const sigset_t* wait_mask);
+
 }  // namespace frs::server

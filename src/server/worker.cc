@@ -97,6 +97,7 @@ class Worker {
   std::vector<uint8_t> queued_;      // by fd: in again_
   std::vector<Connection*> again_;   // to read on the next turn of the loop
   std::vector<Connection*> turn_;    // again_ of the turn being served
+  int64_t next_signal_check_ = 0;
   std::vector<uint64_t> progress_seen_;
   uint64_t open_ = 0;
   bool stopping_ = false;
@@ -138,6 +139,12 @@ int Worker::Run(const sigset_t* wait_mask) {
       Serve(static_cast<Connection*>(ev.data.ptr), ev.events, now);
     }
     ServeAgain(now);
+    // A saturating load keeps every wait from sleeping, and only a sleeping
+    // wait lets signals in: look for pending ones every 10 ms.
+    if (now >= next_signal_check_) {
+      next_signal_check_ = now + 10 * kMsNs;
+      if (DeliverPendingSignals(wait_mask)) HandleSignals(now);
+    }
     Expire(now);
     if (!stopping_) BalanceAccepting();
     if (stopping_ && (open_ == 0 || now >= stop_deadline_)) break;
