@@ -33,6 +33,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH="${BENCH:-$ROOT/tools/bench}"
 [ -x "$BENCH/run_target.sh" ] || { echo "compare_peers: $BENCH/run_target.sh not found (set BENCH=)" >&2; exit 1; }
+. "$BENCH/frsd_conf.sh"
 FRSD="${FRSD:-$ROOT/build/src/server/frsd}"
 OUT="${OUT:-/tmp/frs-compare}"
 PORT="${PORT:-17090}"
@@ -53,22 +54,7 @@ fi
 make_conf() { # name workers -> prints the srv.xml path
   local dir="$OUT/frsd-$1"
   rm -rf "$dir"; mkdir -p "$dir"
-  cat > "$dir/map.xml" <<'MAP'
-<map>
-  <biz id="1" name="bench"><rule algo="fixed" interval="60" max="5"/></biz>
-</map>
-MAP
-  cat > "$dir/srv.xml" <<SRV
-<frs>
-  <listen host="127.0.0.1" port="$PORT"/>
-  <workers>$2</workers>
-  <map>map.xml</map>
-  <store dir="data" files="4" keynodes="262144" chain="8"/>
-  <pidfile>frsd.pid</pidfile>
-  <admin token=""/>
-  <limits connections="4096"/>
-</frs>
-SRV
+  write_frsd_conf "$dir" "$PORT" "$2" 4 262144
   echo "$dir/srv.xml"
 }
 

@@ -33,6 +33,7 @@ ROUNDS=8
 OUT="${OUT:-/tmp/frs-ab}" DUR="${DUR:-2}" FILL_S="${FILL_S:-3}"
 export LG="${LG:-/tmp/frs-floor/loadgen}" DUR
 [ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ] || { mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c" || exit 1; }
+. "$BENCH/frsd_conf.sh"
 ARGS=("$@")
 [[ " ${ARGS[*]} " == *" -k "* ]] || ARGS+=(-k "${KEYSPACE:-1000000}")
 
@@ -45,22 +46,7 @@ trap stop EXIT
 start() { # NAME BIN PORT
   local dir="$OUT/$1"
   rm -rf "$dir" && mkdir -p "$dir"
-  cat > "$dir/map.xml" <<'MAP'
-<map>
-  <biz id="1" name="bench"><rule algo="fixed" interval="60" max="5"/></biz>
-</map>
-MAP
-  cat > "$dir/srv.xml" <<SRV
-<frs>
-  <listen host="127.0.0.1" port="$3"/>
-  <workers>1</workers>
-  <map>map.xml</map>
-  <store dir="data" files="${STORE_FILES:-2}" keynodes="${STORE_KEYNODES:-73530}" chain="8"/>
-  <pidfile>frsd.pid</pidfile>
-  <admin token=""/>
-  <limits connections="4096" batch="1024"/>
-</frs>
-SRV
+  write_frsd_conf "$dir" "$3" 1 "${STORE_FILES:-2}" "${STORE_KEYNODES:-73530}" data 'connections="4096" batch="1024"'
   (echo > "/dev/tcp/127.0.0.1/$3") 2>/dev/null && { echo "ab: port $3 is taken" >&2; exit 1; }
   taskset -c 0 "$2" -c "$dir/srv.xml" --foreground > "$dir/frsd.log" 2>&1 &
   PIDS+=($!)

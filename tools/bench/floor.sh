@@ -64,6 +64,7 @@ mkdir -p "$OUT" "$RUNDIR"
 RAW="$OUT/floor-$DATE.jsonl"
 MD="$OUT/floor-$DATE.md"
 . "$BENCH/lib.sh"
+. "$BENCH/frsd_conf.sh"
 trap 'stop_server; reap_leftovers' EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
@@ -114,22 +115,8 @@ start_frsd() {
   local dir="$OUT/frsd"
   port_free "$FRSD_PORT" || { log "port $FRSD_PORT is already in use"; return 1; }
   rm -rf "$dir"; mkdir -p "$dir"
-  cat > "$dir/map.xml" <<'MAP'
-<map>
-  <biz id="1" name="bench"><rule algo="fixed" interval="60" max="5"/></biz>
-</map>
-MAP
-  cat > "$dir/srv.xml" <<SRV
-<frs>
-  <listen host="127.0.0.1" port="$FRSD_PORT"/>
-  <workers>1</workers>
-  <map>map.xml</map>
-  <store dir="${STORE_DIR:-data}" files="${STORE_FILES:-4}" keynodes="${STORE_KEYNODES:-262144}" chain="8"/>
-  <pidfile>frsd.pid</pidfile>
-  <admin token=""/>
-  <limits connections="4096" batch="1024"/>
-</frs>
-SRV
+  write_frsd_conf "$dir" "$FRSD_PORT" 1 "${STORE_FILES:-4}" "${STORE_KEYNODES:-262144}" "${STORE_DIR:-data}" \
+    'connections="4096" batch="1024"'
   "${SRV_TS[@]}" "$OUT/frsd-bin" -c "$dir/srv.xml" --foreground > "$dir/frsd.log" 2>&1 &
   SRV_MAIN=$!; SRV_PIDS=("$SRV_MAIN"); record_pid "$SRV_MAIN" "$dir/"
   wait_port "$FRSD_PORT" 600 || { log "frsd did not listen on $FRSD_PORT within 30 s"; tail -20 "$dir/frsd.log" >&2; return 1; }
