@@ -44,16 +44,27 @@ int64_t MonoMs() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-// Reads /proc/<path>/stat: the state and the start time (field 22).
-bool ReadStat(const char* path, char* state, uint64_t* start) {
+// What reading a task's /proc stat file told.
+enum class Stat { kRead, kGone, kUnknown };
+
+// Reads /proc/<path>/stat: the state and the start time (field 22). Only a
+// missing file means the task is gone: any other failure (no fd left under
+// a connection flood, no memory) says nothing about the task, and a caller
+// that took it for death would take a live holder's lock.
+Stat ReadStat(const char* path, char* state, uint64_t* start) {
   FILE* f = std::fopen(path, "re");
-  if (!f) return false;
+  if (!f) return (errno == ENOENT || errno == ESRCH) ? Stat::kGone : Stat::kUnknown;
   char buf[1024];
   size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  const bool failed = std::ferror(f) != 0;
+  const int read_errno = errno;
   std::fclose(f);
+  // A task that exits between the open and the read reads as ESRCH.
+  if (failed) return read_errno == ESRCH ? Stat::kGone : Stat::kUnknown;
+  if (n == 0) return Stat::kGone;
   buf[n] = '\0';
   const char* rparen = std::strrchr(buf, ')');  // the command name may hold spaces or parens
-  if (!rparen || rparen[1] != ' ') return false;
+  if (!rparen || rparen[1] != ' ') return Stat::kUnknown;
   *state = rparen[2];
   // Field 3 is the state; skip to field 22.
   const char* p = rparen + 2;
@@ -61,9 +72,25 @@ bool ReadStat(const char* path, char* state, uint64_t* start) {
     p = std::strchr(p, ' ');
     if (p) ++p;
   }
-  if (!p) return false;
+  if (!p) return Stat::kUnknown;
   *start = std::strtoull(p, nullptr, 10);
-  return true;
+  return Stat::kRead;
+}
+
+// The task's start time, or why there is none.
+Stat ProbeTask(uint32_t tid, uint32_t* start) {
+  if (tid == 0) return Stat::kGone;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%u/stat", tid);
+  char state = 0;
+  uint64_t st = 0;
+  const Stat r = ReadStat(path, &state, &st);
+  if (r != Stat::kRead) return r;
+  // A killed child that its parent has not reaped yet is a zombie: it will
+  // never release anything.
+  if (state == 'Z' || state == 'X' || state == 'x') return Stat::kGone;
+  *start = static_cast<uint32_t>(st);
+  return Stat::kRead;
 }
 
 }  // namespace
@@ -77,31 +104,29 @@ Owner Self() {
     std::snprintf(path, sizeof path, "/proc/self/task/%u/stat", o.tid);
     char state = 0;
     uint64_t start = 0;
-    if (ReadStat(path, &state, &start)) o.start = static_cast<uint32_t>(start);
+    // Unread (no fd left), the start stays 0, which OwnerAlive takes as
+    // "compare the id only". It is not read again later: the word must stay
+    // the same for as long as this thread holds anything under it.
+    if (ReadStat(path, &state, &start) == Stat::kRead) o.start = static_cast<uint32_t>(start);
     t_self.self = o;
     t_self.generation = gen;
   }
   return t_self.self;
 }
 
-bool TaskStart(uint32_t tid, uint32_t* start) {
-  if (tid == 0) return false;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%u/stat", tid);
-  char state = 0;
-  uint64_t st = 0;
-  if (!ReadStat(path, &state, &st)) return false;
-  // A killed child that its parent has not reaped yet is a zombie: it will
-  // never release anything.
-  if (state == 'Z' || state == 'X' || state == 'x') return false;
-  *start = static_cast<uint32_t>(st);
-  return true;
-}
+bool TaskStart(uint32_t tid, uint32_t* start) { return ProbeTask(tid, start) == Stat::kRead; }
 
 bool OwnerAlive(Owner o) {
   uint32_t start = 0;
-  if (!TaskStart(o.tid, &start)) return false;
-  return start == o.start;
+  switch (ProbeTask(o.tid, &start)) {
+    case Stat::kGone:
+      return false;
+    case Stat::kUnknown:
+      return true;  // cannot tell: a waiter asks again on its next check
+    case Stat::kRead:
+      break;
+  }
+  return o.start == 0 || start == o.start;
 }
 
 bool ShmTryLock(LockWord* word) {

@@ -52,7 +52,10 @@ inline uint32_t CurrentTid() { return Self().tid; }
 // or false when it does not exist or is a zombie.
 bool TaskStart(uint32_t tid, uint32_t* start);
 // False when `o` is certainly gone: no such task, a zombie, or a task with
-// that id that started at another time (the id was reused).
+// that id that started at another time (the id was reused). True when /proc
+// cannot be read (no fd left): a live holder's lock is never taken on a
+// guess, and a waiter asks again on its next check. An owner whose start
+// is 0 (its own /proc read failed) is compared by id only.
 bool OwnerAlive(Owner o);
 
 // [[nodiscard]]: a caller that took a dead owner's lock over must repair

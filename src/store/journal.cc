@@ -62,8 +62,10 @@ WriterEntryHeader* StoreImpl::ClaimWriter(uint32_t file_index) {
     w = TakeFreeWriter(f, self);
     if (!w) return nullptr;
   }
-  w->active = 0;
-  w->count = 0;
+  // Atomic stores: a thread scanning for dead writers may read these of an
+  // entry it saw owned by someone else a moment ago.
+  std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_relaxed);
+  std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_relaxed);
   t_writers.push_back({instance_, file_index, self.tid, w});
   std::lock_guard<std::mutex> g(claimed_mu_);
   claimed_.push_back({file_index, f->writer_index(w), self.word(), ::getpid()});
@@ -80,8 +82,8 @@ WriterEntryHeader* StoreImpl::ClaimBatchWriter(uint32_t file_index) {
       std::atomic_ref<uint64_t> owner(w->owner);
       uint64_t cur = owner.load(std::memory_order_acquire);
       if (cur == 0 && owner.compare_exchange_strong(cur, self.word())) {
-        w->active = 0;
-        w->count = 0;
+        std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_relaxed);
+        std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_relaxed);
         return w;
       }
     }

@@ -72,7 +72,7 @@ class StoreImpl::Txn {
     if (!w_) return false;
     recs_ = f_->records(w_);
     cap_ = f_->capacity(f_->writer_index(w_));
-    w_->count = 0;
+    std::atomic_ref<uint32_t>(w_->count).store(0, std::memory_order_relaxed);
     std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
     std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_relaxed);
     std::atomic_ref<uint32_t>(w_->active).store(1, std::memory_order_release);

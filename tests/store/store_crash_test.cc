@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -391,6 +392,38 @@ TEST(StoreCrash, TheIdentityCheckTellsAReusedIdFromItsOwner) {
   EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
   WaitExit(child);
   EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
+}
+
+// A process out of file descriptors (frsd under a connection flood) cannot
+// read /proc; that must not make a live holder look dead, or its lock would
+// be taken over mid-write.
+TEST(StoreCrash, NoFdLeftDoesNotMakeALiveOwnerDead) {
+  const os::Owner parent = os::Self();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit lim{64, 64};
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(10);
+    while (::dup(0) >= 0) {
+    }
+    if (errno != EMFILE) ::_exit(11);
+    uint32_t start = 0;
+    if (os::TaskStart(parent.tid, &start)) ::_exit(12);  // the probe really failed
+    if (!os::OwnerAlive(parent)) ::_exit(13);
+    // A fresh thread's identity read fails too: it is compared by id only.
+    int rc = 0;
+    std::thread([&] {
+      const os::Owner fresh = os::Self();
+      if (fresh.start != 0) rc = 14;
+      else if (!os::OwnerAlive(fresh)) rc = 15;
+    }).join();
+    ::_exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 setrlimit, 11 not EMFILE, 12 probe did not fail, 13 parent judged dead, "
+                                       "14 fresh start read, 15 fresh thread judged dead";
 }
 
 // A waiter on a live holder says so after a second, naming the chain and
