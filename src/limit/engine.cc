@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "limit/engine_impl.h"
 
@@ -217,20 +218,27 @@ const Biz* BizCache::Find(std::string_view name) {
 
 Decision EngineImpl::Execute(const Request& req) {
   BizCache bizzes(CurrentMap());
-  return ExecuteIn(bizzes, req);
-}
-
-Decision EngineImpl::ExecuteIn(BizCache& bizzes, const Request& req, const BatchMember& m) {
-  if (req.cmd == Cmd::kStats) return Decision{};
-  if (req.cmd == Cmd::kMerge) return Error(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));
-  const Biz* biz = bizzes.Find(req.biz);
-  if (biz == nullptr) return Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
-  Decision d = ExecuteFor(*biz, req, m);
-  d.biz_id = biz->cfg.id;
+  Decision d;
+  ExecuteIn(bizzes, req, {}, d);
   return d;
 }
 
-Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const BatchMember& m) {
+void EngineImpl::ExecuteIn(BizCache& bizzes, const Request& req, const BatchMember& m, Decision& d) {
+  if (req.cmd == Cmd::kStats) return;
+  if (req.cmd == Cmd::kMerge) {
+    d = Error(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));
+    return;
+  }
+  const Biz* biz = bizzes.Find(req.biz);
+  if (biz == nullptr) {
+    d = Error(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
+    return;
+  }
+  ExecuteFor(*biz, req, m, d);
+  d.biz_id = biz->cfg.id;
+}
+
+void EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const BatchMember& m, Decision& d) {
   const Biz* biz = &biz_ref;
   const KeyRef* ref = m.ref;
   StatsTally* const tally = m.tally;
@@ -238,18 +246,26 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const Ba
     Store::Filter filter;
     filter.biz = biz->cfg.id;
     auto erased = store_->EraseIf(filter, [](const NodeInfo&) { return true; });
-    if (!erased.ok()) return Error(Status::Unavailable(erased.status().message()));
-    Decision d;
+    if (!erased.ok()) {
+      d = Error(Status::Unavailable(erased.status().message()));
+      return;
+    }
     d.erased = erased.value();
-    return d;
+    return;
   }
-  if (!req.key_checked)
-    if (std::string why = ValidateKeyBytes(req.key); !why.empty()) return Error(Status::InvalidArgument("bad key: " + why));
+  if (!req.key_checked) {
+    if (std::string why = ValidateKeyBytes(req.key); !why.empty()) {
+      d = Error(Status::InvalidArgument("bad key: " + why));
+      return;
+    }
+  }
   if (CountsUses(req.cmd) && (req.n < 1 || req.n > kMaxUses)) {
-    return Error(Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n)));
+    d = Error(Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n)));
+    return;
   }
   if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
-    return Error(Status::InvalidArgument("count must be 0..2147483647, not " + std::to_string(req.count)));
+    d = Error(Status::InvalidArgument("count must be 0..2147483647, not " + std::to_string(req.count)));
+    return;
   }
   // Start loading the key's key-node heads and first chain now: the clock,
   // the op and the store's entry run while those lines and their page-table
@@ -265,18 +281,16 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const Ba
   if (req.cmd == Cmd::kDelete) {
     Status s = store_->Erase(KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, req.key), req.key,
                                     static_cast<uint8_t>(req.key.size())});
-    Decision d;
     if (s.ok()) d.found = true;
-    else if (!s.IsNotFound()) return Error(Status::Unavailable(s.message()));
-    return d;
+    else if (!s.IsNotFound()) d = Error(Status::Unavailable(s.message()));
+    return;
   }
   if (biz->cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
-    Decision d = AnswerOff(*biz, now);
+    d = AnswerOff(*biz, now);
     d.now_s = now.s;
     Count(*biz, d, false, now.s, tally);
-    return d;
+    return;
   }
-  Decision d;
   NodeOp op;
   op.biz = &biz->cfg;
   op.cmd = req.cmd;
@@ -286,11 +300,13 @@ Decision EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const Ba
   op.d = &d;
   UpdateResult result;
   Status s = RunOp(*biz, req, &op, &result, ref);
-  if (!s.ok()) return Error(Status::Unavailable(s.message()));
+  if (!s.ok()) {
+    d = Error(Status::Unavailable(s.message()));
+    return;
+  }
   d.shadow = biz->cfg.mode == Mode::kShadow;
   d.now_s = now.s;
   if (CountsUses(req.cmd)) Count(*biz, d, result.created, now.s, tally);
-  return d;
 }
 
 bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) {
@@ -340,7 +356,13 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
     if (reqs[i].cmd != Cmd::kAcquire) {
       // Member i's ref is in the ring until prefetch(i + kAhead) takes its place.
       const KeyRef* ref = prefetching && ahead[i % kAhead].prepared ? &ahead[i % kAhead] : nullptr;
-      out[i] = ExecuteIn(bizzes, reqs[i], BatchMember{ref, &tally, &now});
+      // Decided in place: a Decision is ~500 bytes, and building one to move
+      // it here cost more than the member's lookup. Fresh, since the
+      // caller's span is reused from request to request.
+      Decision& d = out[i];
+      std::destroy_at(&d);
+      std::construct_at(&d);
+      ExecuteIn(bizzes, reqs[i], BatchMember{ref, &tally, &now}, d);
     } else if (!acquired) {
       ExecuteAcquires(bizzes, reqs, out, acquires, &tally, now);
       acquired = true;

@@ -102,9 +102,10 @@ class EngineImpl final : public Engine {
   // when its layout must shrink (see AdoptLayout).
   // `ref`, when given, is RefOf(biz, req) made earlier (a batch prefetched it).
   Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result, const KeyRef* ref);
-  // Execute with the biz looked up through `bizzes`.
-  Decision ExecuteIn(BizCache& bizzes, const Request& req, const BatchMember& m = {});
-  Decision ExecuteFor(const Biz& biz, const Request& req, const BatchMember& m = {});
+  // Execute with the biz looked up through `bizzes`, into `d`, which must be
+  // a freshly constructed Decision.
+  void ExecuteIn(BizCache& bizzes, const Request& req, const BatchMember& m, Decision& d);
+  void ExecuteFor(const Biz& biz, const Request& req, const BatchMember& m, Decision& d);
   static KeyRef RefOf(const Biz& biz, const Request& req) {
     KeyRef ref{biz.cfg.id,    Fingerprint{}, req.key, static_cast<uint8_t>(req.key.size()),
                req.route_pos, req.route_known, biz.cfg.keep_keys};
