@@ -34,21 +34,18 @@ StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) {
 bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, uint32_t* slot) const {
   const uint8_t* tags = f->tags(keynode);
   const uint8_t kind = static_cast<uint8_t>(nk.ident.form);
-  for (uint32_t i = 0; i < geo_.chain; ++i) {
-    if (tags[i] != nk.tag) continue;
+  return ForEachTagged(tags, geo_.chain, nk.tag, [&](uint32_t i) {
     const NodeHeader* h = HeaderAt(f->slot(keynode, i));
-    if (h->id == nk.ident.id && h->biz == nk.biz && KindOf(h) == kind) {
-      if (ExtentAt(f->slot(keynode, 0), tags, geo_.chain, i).damaged) {
-        // Its key acts as absent: nothing is read from or written into a
-        // node whose fields cannot be trusted.
-        NoteDamage(f, keynode, i);
-        continue;
-      }
-      *slot = i;
-      return true;
+    if (h->id != nk.ident.id || h->biz != nk.biz || KindOf(h) != kind) return false;
+    if (ExtentAt(f->slot(keynode, 0), tags, geo_.chain, i).damaged) {
+      // Its key acts as absent: nothing is read from or written into a
+      // node whose fields cannot be trusted.
+      NoteDamage(f, keynode, i);
+      return false;
     }
-  }
-  return false;
+    *slot = i;
+    return true;
+  });
 }
 
 bool StoreImpl::SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,

@@ -106,10 +106,10 @@ void StoreImpl::Prefetch(const KeyRef& key, Prefetching what) const {
   }
   // The tags are a hint read without the lock, as PeekTag reads them.
   for (const uint32_t k : {loc.a, loc.b}) {
-    const uint8_t* tags = f->tags(k);
-    for (uint32_t i = 0; i < geo_.chain; ++i)
-      if (std::atomic_ref<const uint8_t>(tags[i]).load(std::memory_order_relaxed) == nk.tag)
-        __builtin_prefetch(f->slot(k, i), 0, 3);
+    ForEachTagged(f->tags(k), geo_.chain, nk.tag, [&](uint32_t i) {
+      __builtin_prefetch(f->slot(k, i), 0, 3);
+      return false;
+    });
   }
 }
 

@@ -51,6 +51,7 @@
 #include "store/chain_map.h"
 #include "store/placement.h"
 #include "store/store_file.h"
+#include "store/tag_match.h"
 
 namespace frs::store {
 
@@ -151,11 +152,7 @@ class StoreImpl final : public Store {
   // Without the lock: whether any slot carries `tag` (a hint). Inline: two
   // of these start every update.
   bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
-    uint8_t* tags = f->tags(keynode);
-    bool any = false;
-    for (uint32_t i = 0; i < geo_.chain; ++i)
-      any |= std::atomic_ref<uint8_t>(tags[i]).load(std::memory_order_relaxed) == tag;
-    return any;
+    return AnyTagged(f->tags(keynode), geo_.chain, tag);
   }
   // The tags of a node's slots: `tag` at its first, 0 at the others (tag 0:
   // free). SaveTags_locked journals the key-node's tags when they would
