@@ -182,6 +182,29 @@ TEST(XmlScanner, BatchLimitIsPugixmlsError) {
 
 // Bodies built from pieces that each path may read differently, then
 // mutated byte by byte: the paths agree on every one.
+// The scanner crosses a value sixteen bytes at a time where it can: each
+// byte that must stop it (control characters, quotes, '&', '<', DEL, and
+// 0xC2, the lead byte of C1), at every position of values of every length
+// around that stride, and at the body's end, where the scan goes byte by
+// byte.
+TEST(XmlScanner, EveryStopByteIsSeenWhereverItFallsInAValue) {
+  const char stops[] = {'\0', '\t', '\n', '\x1f', '"', '\'', '&', '<', '\x7f', '\xc2'};
+  for (size_t len = 1; len <= 40; ++len) {
+    for (size_t at = 0; at < len; ++at) {
+      for (char stop : stops) {
+        std::string key(len, 'k');
+        key[at] = stop;
+        if (stop == '\xc2' && at + 1 < len) key[at + 1] = '\x85';  // NEL, a C1 control
+        // In the key (which is checked again later) and in the biz (which
+        // only the scanner and pugixml check for control characters).
+        Same("<batch><request cmd=\"query\" biz=\"b\" key=\"" + key + "\"/></batch>");
+        Same("<request cmd=\"query\" biz=\"" + key + "\" key=\"k\"/>");
+      }
+    }
+    EXPECT_TRUE(Same("<batch><request cmd=\"query\" biz=\"b\" key=\"" + std::string(len, 'k') + "\"/></batch>"));
+  }
+}
+
 TEST(XmlScanner, AgreesWithPugixmlOnGeneratedBodies) {
   std::mt19937 rng(20261124);
   auto pick = [&](const auto& v) -> const auto& { return v[rng() % std::size(v)]; };
