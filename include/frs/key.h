@@ -63,8 +63,10 @@ struct KeyRef {
   // filled by frs::PrepareKey (frs/store.h), so that the store derives them
   // once however often it looks at the key (a batch member is prefetched,
   // then updated). Left unprepared, the store derives them from `bytes` and
-  // `fp` at each look.
+  // `fp` at each look. `place` is the hash the store places the node by
+  // (its file, key-nodes and tag), derived from the biz and the identity.
   uint64_t ident = 0;
+  uint64_t place = 0;
   uint8_t ident_form = 0;
   bool prepared = false;
 };

@@ -83,6 +83,7 @@ void PrepareKey(KeyRef* key) {
   }
   key->ident = ident.id;
   key->ident_form = static_cast<uint8_t>(ident.form);
+  key->place = store::PlaceHash(key->biz, ident);
   key->prepared = true;
 }
 

@@ -2,6 +2,7 @@
 // its tags, and copying it out (each `_locked`: REQUIRES the chain's lock),
 // and what a node's header says (its route, staleness, damage met).
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -11,6 +12,10 @@
 #include "store/store_impl.h"
 
 namespace frs::store {
+
+// Node images are little-endian (format.h); so is every machine this builds for.
+static_assert(std::endian::native == std::endian::little);
+
 namespace {
 
 // Whether a node's tags already read `tag` at its first slot and 0 after.
@@ -26,7 +31,7 @@ StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) {
   NodeKey k;
   k.biz = key.biz;
   k.ident = IdentityOf(key);
-  k.place = PlaceHash(key.biz, k.ident);
+  k.place = key.prepared ? key.place : PlaceHash(key.biz, k.ident);
   k.tag = TagOf(k.place);
   return k;
 }
@@ -100,7 +105,7 @@ void StoreImpl::ComposeNode(const NodeKey& nk, const KeyRef& key, RouteMark rout
   if (state_bytes == kCompactStateBytes && !key.keep_key &&
       PackState(std::span<const uint8_t, kCompactStateBytes>(state, kCompactStateBytes), expire_s, &word)) {
     h->form = static_cast<uint8_t>(1 | kFormCompact | route_bit);
-    for (uint32_t b = 0; b < 8; ++b) out->bytes[kNodeHeaderBytes + b] = static_cast<uint8_t>(word >> (8 * b));
+    std::memcpy(out->bytes + kNodeHeaderBytes, &word, 8);  // little-endian, as the file
     out->span = 1;
     return;
   }
@@ -140,7 +145,7 @@ void StoreImpl::ReadState_locked(const uint8_t* p, uint8_t* state, uint32_t stat
   const NodeHeader* h = HeaderAt(p);
   if (IsCompact(h)) {
     uint64_t word = 0;
-    for (uint32_t b = 0; b < 8; ++b) word |= uint64_t{p[kNodeHeaderBytes + b]} << (8 * b);
+    std::memcpy(&word, p + kNodeHeaderBytes, 8);
     alignas(8) uint8_t block[kCompactStateBytes];
     UnpackState(word, h->expire_s, std::span<uint8_t, kCompactStateBytes>(block, kCompactStateBytes));
     std::memcpy(state, block, std::min(state_bytes, kCompactStateBytes));

@@ -1,5 +1,6 @@
 #include "store/packed_state.h"
 
+#include <bit>
 #include <cstring>
 
 namespace frs::store {
@@ -17,15 +18,15 @@ constexpr uint32_t MakeTag(uint32_t algo, uint32_t interval) {
   return (interval & kTagIntervalMask) | algo << 25 | kOneUnitLength;
 }
 
+// The block is little-endian (rule_state.h), as is every machine this
+// builds for: one load or store, which byte-wise code did not become.
+static_assert(std::endian::native == std::endian::little);
 uint32_t Load32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
-void Store32(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-  p[2] = static_cast<uint8_t>(v >> 16);
-  p[3] = static_cast<uint8_t>(v >> 24);
-}
+void Store32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 
 constexpr uint64_t Mask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 constexpr uint64_t Field(uint64_t word, int shift, int bits) { return (word >> shift) & Mask(bits); }
