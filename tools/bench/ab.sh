@@ -17,7 +17,8 @@
 # Each server: 1 worker pinned to CPU 0 (loadgen on CPU 1, as floor.sh), biz "bench" fixed 60 s max 5,
 # <limits batch="1024"/>, a fresh store of STORE_FILES x STORE_KEYNODES x 8 slots (default 2 x 73530: sized
 # for 1 M keys) under OUT (default /tmp/frs-ab). Both stores are filled first by FILL_S (3) seconds of
-# the same workload. Then ROUNDS (default 8) pairs of DUR-second (default 2) runs through cpu_probe.sh,
+# the same workload (queries of absent keys find no node: FILL_FILE, a loadgen -f template of a <batch> of
+# `update` members such as floor.sh's batch-64-compact-update.txt, fills first with FILL_S s of it). Then ROUNDS (default 8) pairs of DUR-second (default 2) runs through cpu_probe.sh,
 # which reads each server's CPU from /proc. Prints every run, the medians per binary, and the medians
 # of the paired ratios B/A of requests per server CPU-second and of user CPU per request.
 # KEYSPACE (1000000) is passed as -k unless the loadgen args give one. Ports 17401 and 17402. Servers
@@ -76,6 +77,19 @@ else
   start a "$A" 17401
 fi
 start b "$B" 17402
+if [ -n "${FILL_FILE:-}" ]; then
+  # Stored nodes for the queries to find: FILL_S s of this template's batches of `update` members,
+  # every member with its own key, over the same keyspace (frsd sides only).
+  FILL_ARGS=(-c 16 -U -m http-post-xml -f "$FILL_FILE" -k "${KEYSPACE:-1000000}")
+  [ "$A" = nginx ] || taskset -c 1 "$LG" -p 17401 -d "$FILL_S" "${FILL_ARGS[@]}" > /dev/null
+  taskset -c 1 "$LG" -p 17402 -d "$FILL_S" "${FILL_ARGS[@]}" > /dev/null
+  for side in a b; do
+    [ "$side" = a ] && [ "$A" = nginx ] && continue
+    port=$([ "$side" = a ] && echo 17401 || echo 17402)
+    echo "$side: nodes_used after the fill: $(curl -s --max-time 5 -X POST --data '<request cmd="stats"/>' \
+      "http://127.0.0.1:$port/frs" | sed -n 's/.*nodes_used="\([0-9]*\)".*/\1/p' | head -1)"
+  done
+fi
 taskset -c 1 "$LG" -p 17401 -d "$FILL_S" "${ARGS_A[@]}" > /dev/null
 taskset -c 1 "$LG" -p 17402 -d "$FILL_S" "${ARGS[@]}" > /dev/null
 RES="$OUT/runs.txt"
