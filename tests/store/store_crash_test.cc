@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <set>
 #include <algorithm>
 #include <span>
@@ -402,22 +403,37 @@ TEST(StoreCrash, NoFdLeftDoesNotMakeALiveOwnerDead) {
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    rlimit lim{64, 64};
-    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(10);
-    while (::dup(0) >= 0) {
-    }
-    if (errno != EMFILE) ::_exit(11);
-    uint32_t start = 0;
-    if (os::TaskStart(parent.tid, &start)) ::_exit(12);  // the probe really failed
-    if (!os::OwnerAlive(parent)) ::_exit(13);
-    // A fresh thread's identity read fails too: it is compared by id only.
-    int rc = 0;
-    std::thread([&] {
+    // A thread whose identity is first asked for once no fd is left. It is
+    // started before: the sanitizers' runtime needs descriptors to start one.
+    std::atomic<int> stage{0};
+    int rc = 0, fresh_rc = 0;
+    std::thread fresh_thread([&] {
+      stage.store(1);
+      while (stage.load() != 2) std::this_thread::yield();
       const os::Owner fresh = os::Self();
-      if (fresh.start != 0) rc = 14;
-      else if (!os::OwnerAlive(fresh)) rc = 15;
-    }).join();
-    ::_exit(rc);
+      if (fresh.start != 0) fresh_rc = 14;  // its read must have failed too
+      else if (!os::OwnerAlive(fresh)) fresh_rc = 15;  // then it is compared by id only
+      // It ends once fds are back: its end, too, needs the runtime's.
+      stage.store(3);
+      while (stage.load() != 4) std::this_thread::yield();
+    });
+    while (stage.load() != 1) std::this_thread::yield();
+    const int base = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // stdin may be closed
+    rlimit lim{64, 64};
+    if (base < 0 || ::setrlimit(RLIMIT_NOFILE, &lim) != 0) rc = 10;
+    int taken[64];
+    int ntaken = 0;
+    while (rc == 0 && ntaken < 64 && (taken[ntaken] = ::dup(base)) >= 0) ++ntaken;
+    if (rc == 0 && errno != EMFILE) rc = 11;
+    uint32_t start = 0;
+    if (rc == 0 && os::TaskStart(parent.tid, &start)) rc = 12;  // the probe really failed
+    if (rc == 0 && !os::OwnerAlive(parent)) rc = 13;
+    stage.store(2);
+    while (stage.load() != 3) std::this_thread::yield();
+    for (int i = 0; i < ntaken; ++i) ::close(taken[i]);
+    stage.store(4);
+    fresh_thread.join();
+    ::_exit(rc != 0 ? rc : fresh_rc);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
