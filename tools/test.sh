@@ -9,7 +9,7 @@
 #            under ThreadSanitizer.
 # FRS_TEST_PRESETS chooses stages: "fuzz" adds 20 s of libFuzzer exploration
 # of the request path (FRS_FUZZ_SECONDS), and FRS_RELEASE_TESTS=all runs every
-# test in the release stage too. CI runs the default: about 8 minutes here.
+# test in the release stage too. CI runs the default: 7-9 minutes here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --test
