@@ -208,11 +208,9 @@ Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {
   return d;
 }
 
-const Biz* BizCache::Find(std::string_view name) {
-  if (biz_ == nullptr || name != name_) {
-    biz_ = map_.Find(name);
-    name_ = name;
-  }
+const Biz* BizCache::Miss(std::string_view name) {
+  biz_ = map_.Find(name);
+  name_ = name;
   return biz_;
 }
 

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,9 +53,38 @@ struct Map {
 class BizCache {
  public:
   explicit BizCache(const Map& map) : map_(map) {}
-  const Biz* Find(std::string_view name);
+  // Inline with its own comparison: a batch asks twice per member (its
+  // prefetch and its execution), and a call of libc's memcmp for a name of
+  // a few bytes cost more than the rest of a hit.
+  const Biz* Find(std::string_view name) {
+    if (biz_ != nullptr && SameBytes(name, name_)) return biz_;
+    return Miss(name);
+  }
 
  private:
+  static bool SameBytes(std::string_view a, std::string_view b) {
+    const size_t n = a.size();
+    if (n != b.size()) return false;
+    const char *x = a.data(), *y = b.data();
+    auto eq8 = [](const char* p, const char* q) { return Word64(p) == Word64(q); };
+    auto eq4 = [](const char* p, const char* q) { return Word32(p) == Word32(q); };
+    // Two loads that overlap cover every length from 4 to 16 bytes.
+    if (n >= 8 && n <= 16) return eq8(x, y) && eq8(x + n - 8, y + n - 8);
+    if (n >= 4 && n < 8) return eq4(x, y) && eq4(x + n - 4, y + n - 4);
+    return std::memcmp(x, y, n) == 0;
+  }
+  static uint64_t Word64(const char* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  static uint32_t Word32(const char* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  const Biz* Miss(std::string_view name);
+
   const Map& map_;
   std::string_view name_;
   const Biz* biz_ = nullptr;

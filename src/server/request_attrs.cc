@@ -9,18 +9,32 @@ namespace frs::server {
 
 namespace {
 
-constexpr std::string_view kCmdNames[] = {"query", "update", "acquire", "get", "set",
-                                          "delete", "reset", "stats", "merge"};
-constexpr Cmd kCmds[] = {Cmd::kQuery, Cmd::kUpdate, Cmd::kAcquire, Cmd::kGet, Cmd::kSet,
-                         Cmd::kDelete, Cmd::kReset, Cmd::kStats, Cmd::kMerge};
-
+// By length, then bytes of a known count (compared inline, not through a
+// memcmp call of a runtime length): this runs for every batch member.
 bool CmdFromName(std::string_view s, Cmd* out) {
-  for (size_t i = 0; i < std::size(kCmdNames); ++i)
-    if (s == kCmdNames[i]) {
-      *out = kCmds[i];
-      return true;
-    }
-  return false;
+  const char* p = s.data();
+  auto is = [p](const char* lit, size_t n) { return std::memcmp(p, lit, n) == 0; };
+  switch (s.size()) {
+    case 3:
+      if (is("get", 3)) return *out = Cmd::kGet, true;
+      if (is("set", 3)) return *out = Cmd::kSet, true;
+      return false;
+    case 5:
+      if (is("query", 5)) return *out = Cmd::kQuery, true;
+      if (is("reset", 5)) return *out = Cmd::kReset, true;
+      if (is("stats", 5)) return *out = Cmd::kStats, true;
+      if (is("merge", 5)) return *out = Cmd::kMerge, true;
+      return false;
+    case 6:
+      if (is("update", 6)) return *out = Cmd::kUpdate, true;
+      if (is("delete", 6)) return *out = Cmd::kDelete, true;
+      return false;
+    case 7:
+      if (is("acquire", 7)) return *out = Cmd::kAcquire, true;
+      return false;
+    default:
+      return false;
+  }
 }
 
 // Which attributes each command takes (besides cmd and token, which all take).
@@ -53,10 +67,11 @@ bool IsPlainKey(std::string_view key) {
   return true;
 }
 
-// The protocol's attribute names. Found by length, then bytes of known
-// count (compared inline, not through memcmp calls of a runtime length):
-// this runs for every attribute of every batch member.
-enum class AttrName { kCmd, kBiz, kKey, kN, kCount, kReceipt, kNode, kToken, kOther };
+bool Unknown(std::string_view name, ProtocolError* err);
+
+}  // namespace
+
+// Found by length, then bytes of a known count, like CmdFromName.
 AttrName AttrNameOf(std::string_view s) {
   const char* p = s.data();
   switch (s.size()) {
@@ -75,10 +90,6 @@ AttrName AttrNameOf(std::string_view s) {
     default: return AttrName::kOther;
   }
 }
-
-bool Unknown(std::string_view name, ProtocolError* err);
-
-}  // namespace
 
 bool Fail(ProtocolError* err, int status, std::string msg) {
   err->status = status;
@@ -128,10 +139,11 @@ bool RequestAttrs::Add(std::string_view name, std::string_view value, ProtocolEr
   return AddPlain(name, value, err);
 }
 
-bool RequestAttrs::AddPlain(std::string_view name, std::string_view value, ProtocolError* err) {
+bool RequestAttrs::AddPlain(AttrName which, std::string_view name, std::string_view value, bool ascii,
+                            ProtocolError* err) {
   WireRequest* r = r_;
   bool dup = false;
-  switch (AttrNameOf(name)) {
+  switch (which) {
     case AttrName::kCmd:
       dup = have_cmd_;
       have_cmd_ = true;
@@ -148,6 +160,7 @@ bool RequestAttrs::AddPlain(std::string_view name, std::string_view value, Proto
     case AttrName::kKey:
       dup = have_key_;
       have_key_ = true;
+      key_ascii_ = ascii;
       r->key = value;
       break;
     case AttrName::kN:
@@ -194,7 +207,12 @@ bool RequestAttrs::Finish(ProtocolError* err) {
   if (have_biz_ && r->biz.empty()) return Fail(err, 400, "the biz attribute is empty");
   if (shape.key && !have_key_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a key attribute");
   if (!shape.key && have_key_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no key attribute");
-  if (have_key_ && !CheckKey(r->key, err)) return false;
+  if (have_key_) {
+    // Printable ASCII needs only its length checked; anything else is
+    // checked byte by byte.
+    const bool plain = key_ascii_ && !r->key.empty() && r->key.size() <= kMaxKeyBytes;
+    if (!plain && !CheckKey(r->key, err)) return false;
+  }
   if (have_n_) {
     if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");
     if (!ParseCount(n_text_, &r->n) || r->n < 1)

@@ -17,6 +17,10 @@
 
 namespace frs::server {
 
+// The protocol's attribute names.
+enum class AttrName : uint8_t { kCmd, kBiz, kKey, kN, kCount, kReceipt, kNode, kToken, kOther };
+AttrName AttrNameOf(std::string_view name);
+
 class RequestAttrs {
  public:
   // Fills `r` (which starts as WireRequest{}).
@@ -28,13 +32,21 @@ class RequestAttrs {
   bool Add(std::string_view name, std::string_view value, ProtocolError* err);
   // The same for a value its caller knows to hold no control character
   // (the fast scanner stops at every byte that could start one).
-  bool AddPlain(std::string_view name, std::string_view value, ProtocolError* err);
+  bool AddPlain(std::string_view name, std::string_view value, ProtocolError* err) {
+    return AddPlain(AttrNameOf(name), name, value, false, err);
+  }
+  // The same with the name already recognized, and `ascii` true when the
+  // value is known to hold printable ASCII only: a key that is then spared
+  // its byte-by-byte check in Finish (the scanner learns it while it looks
+  // for the closing quote).
+  bool AddPlain(AttrName which, std::string_view name, std::string_view value, bool ascii, ProtocolError* err);
   // After the last attribute: what the cmd needs is there and well-formed.
   bool Finish(ProtocolError* err);
 
  private:
   WireRequest* r_;
   bool have_cmd_ = false, have_biz_ = false, have_key_ = false, have_n_ = false, have_count_ = false;
+  bool key_ascii_ = false;
   std::string_view n_text_, count_text_;
 };
 

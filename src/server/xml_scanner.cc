@@ -12,18 +12,30 @@ namespace {
 // XML's whitespace, as pugixml counts it between markup.
 inline bool IsWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-// The bytes that end the plain run of an attribute value: either quote,
-// '&' and '<' (not the scanner's), and every byte that starts a control
-// character (C0, DEL, and 0xC2, the lead byte of C1 in UTF-8; 0xC2 also
-// leads harmless characters such as U+00A0, which take the slow path).
-// One table lookup per byte, and the values the scanner passes on need no
-// HasControl pass of their own.
-constexpr auto kValueStops = [] {
-  std::array<bool, 256> t{};
-  for (int c = 0; c < 0x20; ++c) t[c] = true;
-  t['"'] = t['\''] = t['&'] = t['<'] = t[0x7f] = t[0xc2] = true;
+// What a byte of an attribute value is to the scanner. kStop ends the plain
+// run: either quote, '&' and '<' (not the scanner's), and every byte that
+// starts a control character (C0, DEL, and 0xC2, the lead byte of C1 in
+// UTF-8; 0xC2 also leads harmless characters such as U+00A0, which take the
+// slow path). kHigh, any other byte above 0x7F, is text but makes the value
+// more than printable ASCII (a key is then checked byte by byte). One table
+// lookup per byte, and the values the scanner passes on need no HasControl
+// pass of their own.
+enum ByteClass : uint8_t { kText = 0, kStop = 1, kHigh = 2 };
+constexpr auto kValueBytes = [] {
+  std::array<uint8_t, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = kStop;
+  for (int c = 0x80; c < 0x100; ++c) t[c] = kHigh;
+  t['"'] = t['\''] = t['&'] = t['<'] = t[0x7f] = t[0xc2] = kStop;
   return t;
 }();
+
+// The three names of nearly every attribute, with their '=', as one
+// little-endian word each: recognized by one load and compare.
+constexpr uint32_t Word4(const char (&s)[5]) {
+  return static_cast<uint32_t>(static_cast<uint8_t>(s[0])) | static_cast<uint32_t>(static_cast<uint8_t>(s[1])) << 8 |
+         static_cast<uint32_t>(static_cast<uint8_t>(s[2])) << 16 |
+         static_cast<uint32_t>(static_cast<uint8_t>(s[3])) << 24;
+}
 
 class Scanner {
  public:
@@ -47,26 +59,44 @@ class Scanner {
   }
   // `name="value"` or `name='value'` right here: a lowercase name, '='
   // with no space around it, a value without '&' (no entity to decode),
-  // '<' (which XML forbids there) or a control character. The loops cost
-  // ~6 instructions a byte (callgrind); a word-at-a-time scan could do better.
-  bool Attr(std::string_view* name, std::string_view* value) {
+  // '<' (which XML forbids there) or a control character. `ascii`: the
+  // value is printable ASCII.
+  bool Attr(AttrName* which, std::string_view* name, std::string_view* value, bool* ascii) {
     const char* p = p_;
     const char* const end = end_;
     const char* const n = p;
-    while (p < end && *p >= 'a' && *p <= 'z') ++p;
-    if (p == n || end - p < 2 || *p != '=') return false;
+    uint32_t w = 0;
+    if (end - p >= 4) std::memcpy(&w, p, 4);  // little-endian, as Word4 builds
+    if (w == Word4("cmd=")) *which = AttrName::kCmd;
+    else if (w == Word4("biz=")) *which = AttrName::kBiz;
+    else if (w == Word4("key=")) *which = AttrName::kKey;
+    else *which = AttrName::kOther;
+    if (*which != AttrName::kOther) {
+      p += 3;
+    } else {
+      while (p < end && *p >= 'a' && *p <= 'z') ++p;
+      if (p == n || end - p < 2 || *p != '=') return false;
+      *which = AttrNameOf(std::string_view(n, static_cast<size_t>(p - n)));
+    }
     *name = std::string_view(n, static_cast<size_t>(p - n));
+    if (end - p < 2) return false;
     const char quote = *++p;
     if (quote != '"' && quote != '\'') return false;
     const char* const v = ++p;
+    uint8_t seen = kText;
     for (;;) {
-      while (p < end && !kValueStops[static_cast<unsigned char>(*p)]) ++p;
+      uint8_t c;
+      while (p < end && (c = kValueBytes[static_cast<unsigned char>(*p)]) != kStop) {
+        seen |= c;
+        ++p;
+      }
       if (p == end) return false;
       if (*p == quote) break;
       if (*p != '"' && *p != '\'') return false;  // the other quote is text
       ++p;
     }
     *value = std::string_view(v, static_cast<size_t>(p - v));
+    *ascii = seen == kText;
     p_ = p + 1;  // past the closing quote
     return true;
   }
@@ -79,8 +109,11 @@ class Scanner {
     for (;;) {
       const bool ws = SkipWs();
       if (Eat("/>")) return attrs.Finish(&ignored);
+      AttrName which;
       std::string_view name, value;
-      if (!ws || !Attr(&name, &value) || !attrs.AddPlain(name, value, &ignored)) return false;
+      bool ascii;
+      if (!ws || !Attr(&which, &name, &value, &ascii) || !attrs.AddPlain(which, name, value, ascii, &ignored))
+        return false;
     }
   }
 
@@ -89,8 +122,10 @@ class Scanner {
     if (Eat(">")) return true;
     if (!SkipWs()) return false;
     if (!Eat(">")) {
+      AttrName which;
       std::string_view name, value;
-      if (!Attr(&name, &value) || name != "answer") return false;
+      bool ascii;
+      if (!Attr(&which, &name, &value, &ascii) || name != "answer") return false;
       if (value == "compact") *compact = true;
       else if (value != "full") return false;
       SkipWs();
@@ -131,9 +166,9 @@ bool ScanSimpleBody(std::string_view body, uint32_t max_batch, std::vector<WireR
     if (s.Eat("</batch>")) break;
     if (!s.Eat("<request") || !s.NameEnds()) return false;
     if (out->size() >= max_batch) return false;
-    WireRequest r;
+    // Filled where it stays (a failure discards the whole vector).
+    WireRequest& r = out->emplace_back();
     if (!s.RequestRest(&r) || r.cmd == Cmd::kStats) return false;
-    out->push_back(r);
   }
   s.SkipWs();
   return s.AtEnd() && !out->empty();

@@ -36,19 +36,20 @@ StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) {
   return k;
 }
 
-bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, uint32_t* slot) const {
+bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, Pos* pos) const {
   const uint8_t* tags = f->tags(keynode);
   const uint8_t kind = static_cast<uint8_t>(nk.ident.form);
   return ForEachTagged(tags, geo_.chain, nk.tag, [&](uint32_t i) {
     const NodeHeader* h = HeaderAt(f->slot(keynode, i));
     if (h->id != nk.ident.id || h->biz != nk.biz || KindOf(h) != kind) return false;
-    if (ExtentAt(f->slot(keynode, 0), tags, geo_.chain, i).damaged) {
+    const NodeExtent e = ExtentAt(f->slot(keynode, 0), tags, geo_.chain, i);
+    if (e.damaged) {
       // Its key acts as absent: nothing is read from or written into a
       // node whose fields cannot be trusted.
       NoteDamage(f, keynode, i);
       return false;
     }
-    *slot = i;
+    *pos = {keynode, i, true, e.span};
     return true;
   });
 }

@@ -90,6 +90,7 @@ class StoreImpl final : public Store {
   struct Pos {
     uint32_t keynode = 0, slot = 0;
     bool found = false;
+    uint32_t span = 0;  // found: the slots the node covers (its extent)
   };
   struct Placement {
     uint32_t keynode = 0, slot = 0;
@@ -148,7 +149,8 @@ class StoreImpl final : public Store {
 
   // ---- one node (nodes.cc)
   // Looks only at slots whose tag matches; a damaged match counts as absent.
-  bool FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, uint32_t* slot) const;
+  // Found: `pos` says where, and the extent the damage check measured.
+  bool FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, Pos* pos) const;
   // Without the lock: whether any slot carries `tag` (a hint). Inline: two
   // of these start every update.
   bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {

@@ -34,8 +34,8 @@ struct StoreImpl::LoadedNode {
 
 
 StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, const NodeKey& nk, LockSet& locks) {
-  uint32_t slot;
-  if (FindInChain_locked(f, loc.a, nk, &slot)) return {loc.a, slot, true};
+  Pos pos;
+  if (FindInChain_locked(f, loc.a, nk, &pos)) return pos;
   if (loc.a == loc.b) return {};
   if (!locks.Holds(loc.b)) {
     if (loc.b > loc.a) {
@@ -45,12 +45,12 @@ StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, co
       locks.UnlockAll();
       locks.Lock(loc.b);
       locks.Lock(loc.a);
-      if (FindInChain_locked(f, loc.a, nk, &slot)) return {loc.a, slot, true};
+      if (FindInChain_locked(f, loc.a, nk, &pos)) return pos;
     }
   }
   // A node moves between its chains only under both locks, so a node absent
   // from A and found in B while both are held is really there.
-  if (FindInChain_locked(f, loc.b, nk, &slot)) return {loc.b, slot, true};
+  if (FindInChain_locked(f, loc.b, nk, &pos)) return pos;
   return {};
 }
 
@@ -65,8 +65,8 @@ StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const N
   if (!one_chain) {
     if (PeekTag(f, loc.b, nk.tag) && !PeekTag(f, loc.a, nk.tag)) {
       locks.Lock(loc.b);
-      uint32_t slot;
-      if (FindInChain_locked(f, loc.b, nk, &slot)) return {loc.b, slot, true};
+      Pos pos;
+      if (FindInChain_locked(f, loc.b, nk, &pos)) return pos;
       locks.UnlockAll();
     }
   }
@@ -87,7 +87,7 @@ void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos,
   ref->exists = true;
   ref->expire_s = h->expire_s;
   ReadState_locked(p, state, state_bytes, &ref->stored_state_bytes);
-  out->old_span = ExtentAt(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain, pos.slot).span;
+  out->old_span = pos.span;  // measured by FindInChain_locked, under this lock
   out->heat = NextHeat(HeatOf(h), h->last_access_s, now_s);
   out->route = {h->route_pos, (h->form & kRouteKnown) != 0};
   if (!IsCompact(h) && key.bytes.size() < ExtOf(h)->key_stored) {

@@ -180,13 +180,10 @@ TEST(XmlScanner, BatchLimitIsPugixmlsError) {
   EXPECT_FALSE(Same(body, 4));
 }
 
-// Bodies built from pieces that each path may read differently, then
-// mutated byte by byte: the paths agree on every one.
-// The scanner crosses a value sixteen bytes at a time where it can: each
-// byte that must stop it (control characters, quotes, '&', '<', DEL, and
-// 0xC2, the lead byte of C1), at every position of values of every length
-// around that stride, and at the body's end, where the scan goes byte by
-// byte.
+// Each byte that must stop the scanner's value loop (control characters,
+// quotes, '&', '<', DEL, and 0xC2, the lead byte of C1), at every position
+// of values of 1..40 bytes: a scan that strides over bytes (tried with
+// SSE2, docs/performance.md section 8) must not step over one.
 TEST(XmlScanner, EveryStopByteIsSeenWhereverItFallsInAValue) {
   const char stops[] = {'\0', '\t', '\n', '\x1f', '"', '\'', '&', '<', '\x7f', '\xc2'};
   for (size_t len = 1; len <= 40; ++len) {
@@ -205,6 +202,8 @@ TEST(XmlScanner, EveryStopByteIsSeenWhereverItFallsInAValue) {
   }
 }
 
+// Bodies built from pieces that each path may read differently, then
+// mutated byte by byte: the paths agree on every one.
 TEST(XmlScanner, AgreesWithPugixmlOnGeneratedBodies) {
   std::mt19937 rng(20261124);
   auto pick = [&](const auto& v) -> const auto& { return v[rng() % std::size(v)]; };
