@@ -139,7 +139,7 @@ bool RequestAttrs::Add(std::string_view name, std::string_view value, ProtocolEr
   return AddPlain(name, value, err);
 }
 
-bool RequestAttrs::AddPlain(AttrName which, std::string_view name, std::string_view value, bool ascii,
+bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_view value, bool ascii,
                             ProtocolError* err) {
   WireRequest* r = r_;
   bool dup = false;
@@ -197,7 +197,7 @@ bool RequestAttrs::AddPlain(AttrName which, std::string_view name, std::string_v
   return true;
 }
 
-bool RequestAttrs::Finish(ProtocolError* err) {
+bool RequestAttrs::FinishOther(ProtocolError* err) {
   WireRequest* r = r_;
   if (!have_cmd_) return Fail(err, 400, "<request> needs a cmd attribute");
   const CmdShape shape = ShapeOf(r->cmd);

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "frs/key.h"
 #include "server/protocol.h"
 
 namespace frs::server {
@@ -39,11 +40,38 @@ class RequestAttrs {
   // value is known to hold printable ASCII only: a key that is then spared
   // its byte-by-byte check in Finish (the scanner learns it while it looks
   // for the closing quote).
-  bool AddPlain(AttrName which, std::string_view name, std::string_view value, bool ascii, ProtocolError* err);
+  // Inline for biz and key, the two attributes every batch member carries
+  // once; everything else, and every refusal, out of line.
+  bool AddPlain(AttrName which, std::string_view name, std::string_view value, bool ascii, ProtocolError* err) {
+    if (which == AttrName::kBiz && !have_biz_) {
+      have_biz_ = true;
+      r_->biz = value;
+      return true;
+    }
+    if (which == AttrName::kKey && !have_key_) {
+      have_key_ = true;
+      key_ascii_ = ascii;
+      r_->key = value;
+      return true;
+    }
+    return AddOther(which, name, value, ascii, err);
+  }
   // After the last attribute: what the cmd needs is there and well-formed.
-  bool Finish(ProtocolError* err);
+  // Inline for the common member (a cmd about one key, a biz, a printable
+  // key, no n or count), which needs nothing more checked.
+  bool Finish(ProtocolError* err) {
+    const bool one_key = r_->cmd == Cmd::kQuery || r_->cmd == Cmd::kUpdate || r_->cmd == Cmd::kAcquire ||
+                         r_->cmd == Cmd::kGet || r_->cmd == Cmd::kDelete;
+    if (have_cmd_ && one_key && have_biz_ && !r_->biz.empty() && have_key_ && key_ascii_ && !r_->key.empty() &&
+        r_->key.size() <= kMaxKeyBytes && !have_n_ && !have_count_)
+      return true;
+    return FinishOther(err);
+  }
 
  private:
+  bool AddOther(AttrName which, std::string_view name, std::string_view value, bool ascii, ProtocolError* err);
+  bool FinishOther(ProtocolError* err);
+
   WireRequest* r_;
   bool have_cmd_ = false, have_biz_ = false, have_key_ = false, have_n_ = false, have_count_ = false;
   bool key_ascii_ = false;
