@@ -39,11 +39,14 @@ struct NodeExtent {
   uint32_t span = 1;
   bool damaged = false;
 };
-inline NodeExtent ExtentAt(const uint8_t* slot0, const uint8_t* tags, uint32_t chain, uint32_t i) {
+// `tag_is_its_own`: the caller has matched the header's identity against a
+// key whose tag is tags[i] (a lookup), so the tag needs no hashing here.
+inline NodeExtent ExtentAt(const uint8_t* slot0, const uint8_t* tags, uint32_t chain, uint32_t i,
+                           bool tag_is_its_own = false) {
   const NodeHeader* h = HeaderAt(slot0 + uint64_t{i} * kSlotBytes);
   const uint32_t span = SpanOf(h);
   bool ok = span >= 1 && span <= kMaxSpan && span <= chain - i && FieldsFit(h, span) &&
-            tags[i] == TagOf(PlaceHashOf(h));
+            (tag_is_its_own || tags[i] == TagOf(PlaceHashOf(h)));
   for (uint32_t k = 1; ok && k < span; ++k) ok = tags[i + k] == 0;
   if (ok) return {span, false};
   uint32_t n = 1;

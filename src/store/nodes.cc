@@ -42,7 +42,9 @@ bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey
   return ForEachTagged(tags, geo_.chain, nk.tag, [&](uint32_t i) {
     const NodeHeader* h = HeaderAt(f->slot(keynode, i));
     if (h->id != nk.ident.id || h->biz != nk.biz || KindOf(h) != kind) return false;
-    const NodeExtent e = ExtentAt(f->slot(keynode, 0), tags, geo_.chain, i);
+    // Identity, biz and form matched the key, whose tag tags[i] is: the
+    // node's own tag, which the extent check need not hash again.
+    const NodeExtent e = ExtentAt(f->slot(keynode, 0), tags, geo_.chain, i, /*tag_is_its_own=*/true);
     if (e.damaged) {
       // Its key acts as absent: nothing is read from or written into a
       // node whose fields cannot be trusted.

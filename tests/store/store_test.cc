@@ -911,6 +911,22 @@ TEST(StoreIdentity, ShortKeysAreTheirOwnIdentityAndEveryKeyHasOne) {
   EXPECT_EQ(IdentityOfText("user:alice@example.com", fp), (store::Identity{fp.lo, KeyForm::kHashed}));
   for (const char* k : {"a", "12345678", "123456789", "18446744073709551615", "192.168.100.200", "0"})
     EXPECT_EQ(store::TextOf(IdentityOfText(k, fp)), k);
+  // Every length a short key has, with a NUL at each place (never short:
+  // the NUL test is one word test), and with the high bytes that look like
+  // a borrow to it (0x80, 0xFF, 0x01) instead.
+  for (size_t n = 1; n <= 8; ++n) {
+    for (size_t at = 0; at < n; ++at) {
+      std::string k(n, 'k');
+      k[at] = '\0';
+      EXPECT_EQ(IdentityOfText(k, fp).form, KeyForm::kHashed) << n << " " << at;
+      for (char c : {'\x80', '\xff', '\x01'}) {
+        k[at] = c;
+        const store::Identity id = IdentityOfText(k, fp);
+        EXPECT_EQ(id.form, KeyForm::kShort) << n << " " << at;
+        EXPECT_EQ(store::TextOf(id), k);
+      }
+    }
+  }
 }
 
 // Two long keys whose 64-bit fingerprints collide share a node (the odds,
