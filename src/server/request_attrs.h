@@ -26,6 +26,11 @@ class RequestAttrs {
  public:
   // Fills `r` (which starts as WireRequest{}).
   explicit RequestAttrs(WireRequest* r) : r_(r) {}
+  // `other`'s state, filling `r`, which holds a copy of what `other` filled
+  // (the scanner's repeated member prefix).
+  RequestAttrs(const RequestAttrs& other, WireRequest* r) : RequestAttrs(other) { r_ = r; }
+  RequestAttrs(const RequestAttrs&) = default;
+  RequestAttrs& operator=(const RequestAttrs&) = default;
 
   // One attribute as decoded (entities replaced). False with `err` set on
   // the first thing wrong: a control character, an unknown or repeated

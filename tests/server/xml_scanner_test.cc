@@ -172,6 +172,49 @@ TEST(XmlScanner, HandsEverythingElseToPugixml) {
   for (const std::string& body : slow) EXPECT_FALSE(Same(body)) << body;
 }
 
+// A member whose bytes up to its key's value repeat the previous member's
+// is read from its key on (the rest taken as the previous member had it):
+// pairs that share such a prefix, or nearly do, decode as pugixml decodes
+// them, and the valid ones take the fast path.
+TEST(XmlScanner, MembersRepeatingThePreviousPrefixDecodeAsPugixmlDoes) {
+  const std::string m = R"(<request cmd="query" biz="bench" key="k1"/>)";
+  const std::pair<std::string, bool> seconds[] = {
+      {R"(<request cmd="query" biz="bench" key="k2"/>)", true},
+      {R"(<request cmd="query" biz="bench" key="k2" n="3"/>)", true},
+      {R"(<request cmd="query" biz="bench" key="k2" token="t"/>)", true},
+      {R"(<request cmd="query" biz="bench" key="k2"  />)", true},
+      {R"(<request cmd="query" biz="bench" key="caf)" "\xc3\xa9" R"("/>)", true},
+      {R"(<request cmd="query" biz="bench" key="a'b"/>)", true},
+      {R"(<request cmd="query" biz="bench" key='k2'/>)", true},
+      {R"(<request cmd="query" biz="bench2" key="k2"/>)", true},
+      {R"(<request cmd="query" biz="benc" key="k2"/>)", true},
+      {R"(<request cmd="update" biz="bench" key="k2"/>)", true},
+      {R"(<request  cmd="query" biz="bench" key="k2"/>)", true},
+      {R"(<request cmd="query" key="k2" biz="bench"/>)", true},
+      {R"(<request cmd="query" biz="bench" key=""/>)", false},
+      {R"(<request cmd="query" biz="bench" key="k2" key="k3"/>)", false},
+      {R"(<request cmd="query" biz="bench" key="k2" biz="b"/>)", false},
+      {R"(<request cmd="query" biz="bench" key="k2" n="0"/>)", false},
+      {R"(<request cmd="query" biz="bench" key="a&amp;b"/>)", false},
+      {R"(<request cmd="query" biz="bench" key="a)" "\xff" R"("/>)", false},
+      {R"(<request cmd="query" biz="bench" key="k2"></request>)", false},
+      {R"(<request cmd="query" biz="bench" key="k2)", false},
+      {R"(<request cmd="query" biz="bench" key=")", false},
+      {R"(<request cmd="query" biz="bench" key=)", false},
+  };
+  for (const auto& [second, valid] : seconds) {
+    for (const std::string& body : {"<batch>" + m + second + "</batch>", "<batch>" + m + second + m + "</batch>",
+                                    "<batch>" + second + m + second + "</batch>"}) {
+      EXPECT_EQ(Same(body, 8), valid) << body;
+    }
+  }
+  // A key first: its prefix is the key's name alone, and what follows the
+  // key is read for each member.
+  EXPECT_TRUE(Same(R"(<batch><request key="a" cmd="query" biz="b"/><request key="b" cmd="update" biz="c" n="2"/></batch>)"));
+  // The next member's bytes are fewer than the prefix (the body ends).
+  EXPECT_FALSE(Same("<batch>" + m + R"(<request cmd="query" biz="be)"));
+}
+
 TEST(XmlScanner, BatchLimitIsPugixmlsError) {
   std::string body = "<batch>";
   for (int i = 0; i < 5; ++i) body += "<request cmd=\"query\" biz=\"b\" key=\"k" + std::to_string(i) + "\"/>";
