@@ -30,6 +30,10 @@ namespace {
 
 constexpr int64_t kMsNs = 1000000;
 constexpr int kMaxAcceptsPerWake = 64;
+// How long a turn may hold finished answers before it writes them (see
+// held_): long enough for the answers of a few batch requests to go out
+// together, short against a request's time-out and its p99.
+constexpr int64_t kHoldNs = 100 * 1000;
 
 class Worker {
  public:
@@ -60,6 +64,12 @@ class Worker {
   void ServeAgain(int64_t now);
   bool Flush(Connection* c);
   void Settle(Connection* c, int64_t now);
+  // Holds c's finished answer until WriteHeld (Settle while holding_).
+  void Hold(Connection* c);
+  // Writes the held answers once the oldest has waited kHoldNs.
+  void WriteHeldIfDue();
+  // Writes every held answer: Settle for each, inside the exception boundary.
+  void WriteHeld(int64_t now);
   void Close(Connection* c);
   void BeginShutdown(int64_t now);
   void HandleSignals(int64_t now);
@@ -97,6 +107,17 @@ class Worker {
   std::vector<uint8_t> queued_;      // by fd: in again_
   std::vector<Connection*> again_;   // to read on the next turn of the loop
   std::vector<Connection*> turn_;    // again_ of the turn being served
+  // Answers are written after the turn's requests are answered (or once the
+  // oldest has waited kHoldNs), not one by one as each is ready: a client
+  // with several connections here, asleep in its own event loop, is woken
+  // by its first answer and finds the others with it. Each answer written
+  // at once woke it again, and on loopback that wake-up is the writer's
+  // kernel time: held answers cut frsd's kernel time per batch request of
+  // 64 members by a fifth (docs/performance.md section 9).
+  bool holding_ = false;             // inside a turn: Settle holds answers
+  std::vector<uint8_t> held_flag_;   // by fd: in held_
+  std::vector<Connection*> held_;    // answers to write (null: closed since)
+  int64_t held_since_ = 0;           // when the oldest held answer was ready
   int64_t next_signal_check_ = 0;
   std::vector<uint64_t> progress_seen_;
   uint64_t open_ = 0;
@@ -131,14 +152,18 @@ int Worker::Run(const sigset_t* wait_mask) {
     auto events = loop_.Wait(timeout_ms, wait_mask);
     now = MonoNs();
     HandleSignals(now);
+    holding_ = true;
     for (const epoll_event& ev : events) {
       if (ev.data.ptr == nullptr) {
         if (!stopping_) Accept(now);
         continue;
       }
       Serve(static_cast<Connection*>(ev.data.ptr), ev.events, now);
+      WriteHeldIfDue();
     }
     ServeAgain(now);
+    holding_ = false;
+    WriteHeld(now);
     // A saturating load keeps every wait from sleeping, and only a sleeping
     // wait lets signals in: look for pending ones every 10 ms.
     if (now >= next_signal_check_) {
@@ -332,6 +357,7 @@ void Worker::Accept(int64_t now) {
       unread_.resize(idx + 1);
       ended_.resize(idx + 1);
       queued_.resize(idx + 1);
+      held_flag_.resize(idx + 1);
       progress_seen_.resize(idx + 1);
     }
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
@@ -339,7 +365,7 @@ void Worker::Accept(int64_t now) {
     if (!loop_.Add(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, c).ok()) continue;  // conn (and fd) dropped here
     conns_[idx] = std::move(conn);
     unread_[idx] = ended_[idx] = 0;
-    queued_[idx] = 0;
+    queued_[idx] = held_flag_[idx] = 0;
     progress_seen_[idx] = 0;
     ++open_;
     if (counters_) CounterAdd(counters_->connections_accepted);
@@ -433,8 +459,41 @@ void Worker::ServeAgain(int64_t now) {
     if (c == nullptr) continue;  // closed while waiting its turn
     queued_[static_cast<size_t>(c->fd())] = 0;
     Serve(c, 0, now);
+    WriteHeldIfDue();
   }
   turn_.clear();
+}
+
+void Worker::Hold(Connection* c) {
+  const size_t idx = static_cast<size_t>(c->fd());
+  if (held_flag_[idx]) return;
+  if (held_.empty()) held_since_ = MonoNs();
+  held_flag_[idx] = 1;
+  held_.push_back(c);
+}
+
+void Worker::WriteHeldIfDue() {
+  if (!held_.empty() && MonoNs() - held_since_ >= kHoldNs) WriteHeld(MonoNs());
+}
+
+void Worker::WriteHeld(int64_t now) {
+  const bool holding = holding_;
+  holding_ = false;
+  for (size_t i = 0; i < held_.size(); ++i) {
+    Connection* c = held_[i];
+    if (c == nullptr) continue;  // closed while held
+    const int fd = c->fd();
+    held_flag_[static_cast<size_t>(fd)] = 0;
+    try {
+      Settle(c, now);
+    } catch (const std::exception& e) {
+      FRS_LOG("closing a connection after an internal error: %s", e.what());
+      size_t idx = static_cast<size_t>(fd);
+      if (idx < conns_.size() && conns_[idx].get() == c) Close(c);
+    }
+  }
+  held_.clear();
+  holding_ = holding;
 }
 
 // Runs the state machine to a resting point: answer what is buffered, write
@@ -445,6 +504,11 @@ void Worker::Settle(Connection* c, int64_t now) {
   for (int round = 0;; ++round) {
     const uint64_t progress = c->progress();
     c->Process();
+    if (holding_ && c->WantsWrite()) {
+      // Written with the turn's other answers; WriteHeld settles it then.
+      Hold(c);
+      return;
+    }
     if (!Flush(c)) break;
     if (c->NeedsLinger()) {
       shutdown(c->fd(), SHUT_WR);
@@ -492,6 +556,10 @@ void Worker::Close(Connection* c) {
   idle_.Remove(c);
   busy_.Remove(c);
   loop_.Remove(c->fd());
+  if (held_flag_[idx]) {
+    std::replace(held_.begin(), held_.end(), c, static_cast<Connection*>(nullptr));
+    held_flag_[idx] = 0;
+  }
   if (queued_[idx]) {
     for (std::vector<Connection*>* list : {&again_, &turn_})
       std::replace(list->begin(), list->end(), c, static_cast<Connection*>(nullptr));

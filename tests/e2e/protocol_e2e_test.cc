@@ -2,7 +2,9 @@
 // the tests of this file; every test uses its own keys).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "frsd_harness.h"
 
@@ -300,6 +302,39 @@ TEST_F(ProtocolE2E, APipelineLargerThanEveryBufferIsAnsweredWhole) {
   sender.join();
   EXPECT_TRUE(sent);
   EXPECT_EQ(answered, kRequests);
+  EXPECT_EQ(c_.Get("/health").status, 200);
+}
+
+// Answers finished within one turn of the worker's loop are held and
+// written together (worker.cc, held_): many connections whose requests
+// arrive at once each get their own answer, including a pipelining one,
+// and a peer that hangs up while its answer is held harms nobody.
+TEST_F(ProtocolE2E, AnswersHeldWithinATurnAllReachTheirOwnClients) {
+  constexpr int kConns = 48;
+  std::vector<std::unique_ptr<Client>> cs;
+  for (int i = 0; i < kConns; ++i) cs.push_back(std::make_unique<Client>(server_->port()));
+  for (int round = 0; round < 3; ++round) {
+    const std::string tag = "held" + std::to_string(round) + "_";
+    // Client i asks for n = 1 + i % 4 uses of its own key; client 0
+    // pipelines two requests; the last one hangs up right after sending.
+    for (int i = 0; i < kConns; ++i) {
+      const std::string n = std::to_string(1 + i % 4);
+      std::string bytes = Client::PostBytes("<request cmd=\"update\" biz=\"login\" key=\"" + tag +
+                                            std::to_string(i) + "\" n=\"" + n + "\"/>");
+      if (i == 0) bytes += "GET /query?biz=login&key=" + tag + "0 HTTP/1.1\r\nHost: t\r\n\r\n";
+      ASSERT_TRUE(cs[i]->Send(bytes));
+    }
+    cs[kConns - 1]->Close();
+    for (int i = 0; i < kConns - 1; ++i) {
+      HttpResponse r = cs[i]->Read();
+      ASSERT_EQ(r.status, 200) << round << " " << i;
+      EXPECT_EQ(Attr(r.body, "count"), std::to_string(1 + i % 4)) << round << " " << i;
+    }
+    HttpResponse again = cs[0]->Read();
+    EXPECT_EQ(again.status, 200);
+    EXPECT_EQ(Attr(again.body, "count"), "1");
+    ASSERT_TRUE(cs[kConns - 1]->Connect(server_->port()));
+  }
   EXPECT_EQ(c_.Get("/health").status, 200);
 }
 
