@@ -355,11 +355,10 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
       // Member i's ref is in the ring until prefetch(i + kAhead) takes its place.
       const KeyRef* ref = prefetching && ahead[i % kAhead].prepared ? &ahead[i % kAhead] : nullptr;
       // Decided in place: a Decision is ~500 bytes, and building one to move
-      // it here cost more than the member's lookup. Fresh, since the
+      // it here cost more than the member's lookup. Reset, since the
       // caller's span is reused from request to request.
       Decision& d = out[i];
-      std::destroy_at(&d);
-      std::construct_at(&d);
+      d.Reset();
       ExecuteIn(bizzes, reqs[i], BatchMember{ref, &tally, &now}, d);
     } else if (!acquired) {
       ExecuteAcquires(bizzes, reqs, out, acquires, &tally, now);

@@ -399,6 +399,75 @@ TEST_F(EngineTest, DailyStatsCountAndSurviveRestart) {
 // A batch adds its members' daily statistics once per run of one biz (a
 // tally): runs that alternate bizzes, acquires judged together, and members
 // that fail must all be counted as single requests would be.
+void ExpectSameRule(const RuleResult& a, const RuleResult& b, const std::string& who) {
+  EXPECT_EQ(a.algo, b.algo) << who;
+  EXPECT_EQ(a.interval, b.interval) << who;
+  EXPECT_EQ(a.count, b.count) << who;
+  EXPECT_EQ(a.limit, b.limit) << who;
+  EXPECT_EQ(a.remaining, b.remaining) << who;
+  EXPECT_EQ(a.reset, b.reset) << who;
+  EXPECT_EQ(a.retry_after, b.retry_after) << who;
+  EXPECT_EQ(a.debt, b.debt) << who;
+  EXPECT_EQ(a.quota, b.quota) << who;
+  EXPECT_EQ(a.allowed, b.allowed) << who;
+  EXPECT_EQ(std::memcmp(a.name, b.name, sizeof a.name), 0) << who;
+}
+
+// Every field, and every rule slot (those past nrules must be as
+// constructed).
+void ExpectSameDecision(const Decision& a, const Decision& b, const std::string& who) {
+  EXPECT_EQ(a.status.code(), b.status.code()) << who;
+  EXPECT_EQ(a.status.message(), b.status.message()) << who;
+  EXPECT_EQ(a.allowed, b.allowed) << who;
+  EXPECT_EQ(a.shadow, b.shadow) << who;
+  EXPECT_EQ(a.found, b.found) << who;
+  EXPECT_EQ(a.would_deny, b.would_deny) << who;
+  EXPECT_EQ(a.count, b.count) << who;
+  EXPECT_EQ(a.limit, b.limit) << who;
+  EXPECT_EQ(a.remaining, b.remaining) << who;
+  EXPECT_EQ(a.reset, b.reset) << who;
+  EXPECT_EQ(a.retry_after, b.retry_after) << who;
+  EXPECT_EQ(a.nrules, b.nrules) << who;
+  EXPECT_EQ(a.top, b.top) << who;
+  EXPECT_EQ(a.erased, b.erased) << who;
+  EXPECT_EQ(a.biz_id, b.biz_id) << who;
+  EXPECT_EQ(a.now_s, b.now_s) << who;
+  for (size_t i = 0; i < kMaxRulesPerBiz; ++i) ExpectSameRule(a.rules[i], b.rules[i], who + " rule " + std::to_string(i));
+}
+
+// ExecuteBatch resets the decisions it is given rule by rule as far as
+// they were used (Decision::Reset), not whole: a span that held decisions of
+// more rules, or errors, must come out exactly as fresh decisions would.
+TEST_F(EngineTest, ABatchsDecisionsAreFreshWhateverTheSpanHeldBefore) {
+  WriteMap(R"(<map>
+    <biz id="1" name="one"><rule interval="60" max="5"/></biz>
+    <biz id="2" name="four">
+      <rule interval="60" max="5"/><rule algo="sliding" interval="3600" max="9"/>
+      <rule algo="calendar" interval="86400" max="20"/><rule algo="token_bucket" interval="10" max="3" burst="4"/>
+    </biz>
+  </map>)");
+  auto e = OpenEngine();
+  Request four[4], one[4];
+  for (int i = 0; i < 4; ++i) {
+    four[i].cmd = i == 3 ? Cmd::kUpdate : Cmd::kQuery;
+    four[i].biz = i == 2 ? "nosuch" : "four";
+    four[i].key = "k" + std::string(1, static_cast<char>('0' + i));
+    one[i].cmd = Cmd::kQuery;
+    one[i].biz = "one";
+    one[i].key = four[i].key;
+  }
+  Decision out[4];
+  e->ExecuteBatch(four, out);
+  ASSERT_EQ(out[0].nrules, 4u);
+  ASSERT_FALSE(out[2].ok());
+  e->ExecuteBatch(one, out);
+  for (int i = 0; i < 4; ++i) {
+    const Decision fresh = e->Execute(one[i]);  // a query: the same answer again
+    ASSERT_EQ(fresh.nrules, 1u);
+    ExpectSameDecision(out[i], fresh, "member " + std::to_string(i));
+  }
+}
+
 TEST_F(EngineTest, BatchMembersAreCountedInDailyStatsPerBiz) {
   WriteMap(R"(<map>
     <biz id="1" name="a"><rule interval="60" max="2"/></biz>
