@@ -113,7 +113,7 @@ class Worker {
   // by its first answer and finds the others with it. Each answer written
   // at once woke it again, and on loopback that wake-up is the writer's
   // kernel time: held answers cut frsd's kernel time per batch request of
-  // 64 members by a fifth (docs/performance.md section 9).
+  // 64 members by a fifth or more (docs/performance.md section 9).
   bool holding_ = false;             // inside a turn: Settle holds answers
   std::vector<uint8_t> held_flag_;   // by fd: in held_
   std::vector<Connection*> held_;    // answers to write (null: closed since)

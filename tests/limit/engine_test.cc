@@ -447,14 +447,15 @@ TEST_F(EngineTest, ABatchsDecisionsAreFreshWhateverTheSpanHeldBefore) {
     </biz>
   </map>)");
   auto e = OpenEngine();
+  const std::string keys[4] = {"k0", "k1", "k2", "k3"};  // outlive the requests' views
   Request four[4], one[4];
   for (int i = 0; i < 4; ++i) {
     four[i].cmd = i == 3 ? Cmd::kUpdate : Cmd::kQuery;
     four[i].biz = i == 2 ? "nosuch" : "four";
-    four[i].key = "k" + std::string(1, static_cast<char>('0' + i));
+    four[i].key = keys[i];
     one[i].cmd = Cmd::kQuery;
     one[i].biz = "one";
-    one[i].key = four[i].key;
+    one[i].key = keys[i];
   }
   Decision out[4];
   e->ExecuteBatch(four, out);
