@@ -97,7 +97,7 @@ struct Decision {
   // Back to Decision{}, writing only rules[0, nrules): the engine sets
   // nrules before it writes a rule and writes none past it, so the rest are
   // still as constructed. ExecuteBatch resets each decision of the span it
-  // is given; clearing all ~470 bytes of each cost a batch of 64 a 30-KB
+  // is given; clearing all 512 bytes of each cost a batch of 64 a 32-KB
   // sweep through the cache (docs/performance.md, section 9).
   void Reset() {
     const uint32_t used = nrules < kMaxRulesPerBiz ? nrules : static_cast<uint32_t>(kMaxRulesPerBiz);

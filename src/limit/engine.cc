@@ -358,6 +358,9 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
       // it here cost more than the member's lookup. Reset, since the
       // caller's span is reused from request to request.
       Decision& d = out[i];
+      // Reset lists Decision's fields one by one (as does the engine test
+      // that checks it against Decision{}): a new field must join both.
+      static_assert(sizeof(Decision) == 512, "a Decision field was added or removed: see Decision::Reset");
       d.Reset();
       ExecuteIn(bizzes, reqs[i], BatchMember{ref, &tally, &now}, d);
     } else if (!acquired) {

@@ -61,6 +61,9 @@ class Worker {
   void OnEvent(Connection* c, uint32_t events, int64_t now);
   // OnEvent inside the exception boundary.
   void Serve(Connection* c, uint32_t events, int64_t now);
+  // The exception boundary: runs fn(); anything it throws closes c alone.
+  template <class Fn>
+  void Guarded(Connection* c, Fn fn);
   void ServeAgain(int64_t now);
   bool Flush(Connection* c);
   void Settle(Connection* c, int64_t now);
@@ -68,7 +71,7 @@ class Worker {
   void Hold(Connection* c);
   // Writes the held answers once the oldest has waited kHoldNs.
   void WriteHeldIfDue();
-  // Writes every held answer: Settle for each, inside the exception boundary.
+  // Writes every held answer: Settle for each, Guarded.
   void WriteHeld(int64_t now);
   void Close(Connection* c);
   void BeginShutdown(int64_t now);
@@ -434,18 +437,23 @@ void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
   Settle(c, now);
 }
 
-void Worker::Serve(Connection* c, uint32_t events, int64_t now) {
+template <class Fn>
+void Worker::Guarded(Connection* c, Fn fn) {
   const int fd = c->fd();
-  // The exception boundary: nothing thrown while serving one connection
-  // (an allocation failure) may take the worker and its other clients
-  // down; that connection is closed instead.
+  // Nothing thrown while serving one connection (an allocation failure) may
+  // take the worker and its other clients down; that connection is closed
+  // instead.
   try {
-    OnEvent(c, events, now);
+    fn();
   } catch (const std::exception& e) {
     FRS_LOG("closing a connection after an internal error: %s", e.what());
     size_t idx = static_cast<size_t>(fd);
     if (idx < conns_.size() && conns_[idx].get() == c) Close(c);
   }
+}
+
+void Worker::Serve(Connection* c, uint32_t events, int64_t now) {
+  Guarded(c, [&] { OnEvent(c, events, now); });
 }
 
 void Worker::ServeAgain(int64_t now) {
@@ -473,7 +481,9 @@ void Worker::Hold(Connection* c) {
 }
 
 void Worker::WriteHeldIfDue() {
-  if (!held_.empty() && MonoNs() - held_since_ >= kHoldNs) WriteHeld(MonoNs());
+  if (held_.empty()) return;
+  const int64_t now = MonoNs();
+  if (now - held_since_ >= kHoldNs) WriteHeld(now);
 }
 
 void Worker::WriteHeld(int64_t now) {
@@ -482,15 +492,8 @@ void Worker::WriteHeld(int64_t now) {
   for (size_t i = 0; i < held_.size(); ++i) {
     Connection* c = held_[i];
     if (c == nullptr) continue;  // closed while held
-    const int fd = c->fd();
-    held_flag_[static_cast<size_t>(fd)] = 0;
-    try {
-      Settle(c, now);
-    } catch (const std::exception& e) {
-      FRS_LOG("closing a connection after an internal error: %s", e.what());
-      size_t idx = static_cast<size_t>(fd);
-      if (idx < conns_.size() && conns_[idx].get() == c) Close(c);
-    }
+    held_flag_[static_cast<size_t>(c->fd())] = 0;
+    Guarded(c, [&] { Settle(c, now); });
   }
   held_.clear();
   holding_ = holding;
