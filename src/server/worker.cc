@@ -58,7 +58,10 @@ class Worker {
 
  private:
   void Accept(int64_t now);
+  // Read, then Settle.
   void OnEvent(Connection* c, uint32_t events, int64_t now);
+  // Takes what the event says waits on c's socket into its buffer.
+  void Read(Connection* c, uint32_t events, int64_t now);
   // OnEvent inside the exception boundary.
   void Serve(Connection* c, uint32_t events, int64_t now);
   // The exception boundary: runs fn(); anything it throws closes c alone.
@@ -110,6 +113,9 @@ class Worker {
   std::vector<uint8_t> queued_;      // by fd: in again_
   std::vector<Connection*> again_;   // to read on the next turn of the loop
   std::vector<Connection*> turn_;    // again_ of the turn being served
+  // The turn's connections read and not answered yet (null: closed since).
+  std::vector<Connection*> reading_;
+  std::vector<uint8_t> reading_flag_;  // by fd: in reading_
   // Answers are written after the turn's requests are answered (or once the
   // oldest has waited kHoldNs), not one by one as each is ready: a client
   // with several connections here, asleep in its own event loop, is woken
@@ -156,14 +162,31 @@ int Worker::Run(const sigset_t* wait_mask) {
     now = MonoNs();
     HandleSignals(now);
     holding_ = true;
+    // Every ready connection is read first, then each is answered: the
+    // kernel's receive path runs for all of them in a row, then the parser,
+    // engine and store, each phase finding its code and data still in the
+    // cache the previous connection left them in (paired, 5 % more GETs per
+    // CPU-second and 13 % less user CPU: docs/performance.md section 10).
     for (const epoll_event& ev : events) {
       if (ev.data.ptr == nullptr) {
         if (!stopping_) Accept(now);
         continue;
       }
-      Serve(static_cast<Connection*>(ev.data.ptr), ev.events, now);
+      auto* c = static_cast<Connection*>(ev.data.ptr);
+      const size_t idx = static_cast<size_t>(c->fd());
+      Guarded(c, [&] { Read(c, ev.events, now); });
+      if (idx >= conns_.size() || conns_[idx].get() != c) continue;  // closed by its error
+      reading_flag_[idx] = 1;
+      reading_.push_back(c);
+    }
+    for (size_t i = 0; i < reading_.size(); ++i) {
+      Connection* c = reading_[i];
+      if (c == nullptr) continue;  // closed since it was read
+      reading_flag_[static_cast<size_t>(c->fd())] = 0;
+      Guarded(c, [&] { Settle(c, now); });
       WriteHeldIfDue();
     }
+    reading_.clear();
     ServeAgain(now);
     holding_ = false;
     WriteHeld(now);
@@ -361,6 +384,7 @@ void Worker::Accept(int64_t now) {
       ended_.resize(idx + 1);
       queued_.resize(idx + 1);
       held_flag_.resize(idx + 1);
+      reading_flag_.resize(idx + 1);
       progress_seen_.resize(idx + 1);
     }
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
@@ -368,7 +392,7 @@ void Worker::Accept(int64_t now) {
     if (!loop_.Add(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, c).ok()) continue;  // conn (and fd) dropped here
     conns_[idx] = std::move(conn);
     unread_[idx] = ended_[idx] = 0;
-    queued_[idx] = held_flag_[idx] = 0;
+    queued_[idx] = held_flag_[idx] = reading_flag_[idx] = 0;
     progress_seen_[idx] = 0;
     ++open_;
     if (counters_) CounterAdd(counters_->connections_accepted);
@@ -403,6 +427,11 @@ bool Worker::Flush(Connection* c) {
 }
 
 void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
+  Read(c, events, now);
+  Settle(c, now);
+}
+
+void Worker::Read(Connection* c, uint32_t events, int64_t now) {
   const size_t idx = static_cast<size_t>(c->fd());
   if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) unread_[idx] = 1;
   if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) ended_[idx] = 1;
@@ -434,7 +463,6 @@ void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
       c->Abort();
     }
   }
-  Settle(c, now);
 }
 
 template <class Fn>
@@ -562,6 +590,10 @@ void Worker::Close(Connection* c) {
   if (held_flag_[idx]) {
     std::replace(held_.begin(), held_.end(), c, static_cast<Connection*>(nullptr));
     held_flag_[idx] = 0;
+  }
+  if (reading_flag_[idx]) {
+    std::replace(reading_.begin(), reading_.end(), c, static_cast<Connection*>(nullptr));
+    reading_flag_[idx] = 0;
   }
   if (queued_[idx]) {
     for (std::vector<Connection*>* list : {&again_, &turn_})

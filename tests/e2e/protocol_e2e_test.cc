@@ -338,6 +338,51 @@ TEST_F(ProtocolE2E, AnswersHeldWithinATurnAllReachTheirOwnClients) {
   EXPECT_EQ(c_.Get("/health").status, 200);
 }
 
+// A turn of the worker's loop reads every ready connection before it
+// answers any (worker.cc, reading_): connections whose bytes arrive together
+// but end differently (a whole request, a malformed one, a request with the
+// client's end behind it, half a request, a hang-up) each get their own
+// outcome, and none takes another's.
+TEST_F(ProtocolE2E, ATurnReadsEveryConnectionFirstAndEachKeepsItsOwnOutcome) {
+  constexpr int kConns = 40;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::unique_ptr<Client>> cs;
+    for (int i = 0; i < kConns; ++i) cs.push_back(std::make_unique<Client>(server_->port(), 3000));
+    const std::string tag = "turn" + std::to_string(round) + "_";
+    auto get = [&](int i) {
+      return "GET /acquire?biz=login&key=" + tag + std::to_string(i) + "&n=" + std::to_string(1 + i % 3) +
+             " HTTP/1.1\r\nHost: t\r\n\r\n";
+    };
+    // 0..kConns-5 whole requests; then a malformed one, one followed by the
+    // client's end, half a request, and a hang-up without a byte.
+    const int bad = kConns - 4, fin = kConns - 3, half = kConns - 2, gone = kConns - 1;
+    const std::string half_bytes = get(half);
+    for (int i = 0; i < kConns; ++i) {
+      if (i == bad) ASSERT_TRUE(cs[i]->Send("GET /acquire?biz=login&key=x HTTP/1.1\r\nBad Header\r\n\r\n"));
+      else if (i == half) ASSERT_TRUE(cs[i]->Send(half_bytes.substr(0, 20)));
+      else if (i == gone) cs[i]->Close();
+      else ASSERT_TRUE(cs[i]->Send(get(i)));
+    }
+    ASSERT_EQ(shutdown(cs[fin]->fd(), SHUT_WR), 0);
+    for (int i = 0; i < bad; ++i) {
+      HttpResponse r = cs[i]->Read();
+      ASSERT_EQ(r.status, 200) << round << " " << i;
+      EXPECT_EQ(Attr(r.body, "count"), std::to_string(1 + i % 3)) << round << " " << i;
+    }
+    EXPECT_EQ(cs[bad]->Read().status, 400) << round;
+    EXPECT_TRUE(cs[bad]->WaitClosed()) << round;
+    HttpResponse f = cs[fin]->Read();
+    EXPECT_EQ(f.status, 200) << round;
+    EXPECT_EQ(Attr(f.body, "count"), std::to_string(1 + fin % 3)) << round;
+    EXPECT_TRUE(cs[fin]->WaitClosed()) << round;
+    ASSERT_TRUE(cs[half]->Send(half_bytes.substr(20)));
+    HttpResponse h = cs[half]->Read();
+    EXPECT_EQ(h.status, 200) << round;
+    EXPECT_EQ(Attr(h.body, "count"), std::to_string(1 + half % 3)) << round;
+  }
+  EXPECT_EQ(c_.Get("/health").status, 200);
+}
+
 // A request and the client's FIN arrive together: one edge-triggered event
 // reports both, and the read that takes the request does not consume the
 // FIN. The server must still see the end, answer, and close at once (not
