@@ -12,7 +12,10 @@
 # BIN_A `nginx` is the floor of HTTP instead (issue 14): nginx answering `return 200` from
 # peers/nginx-floor.conf, 1 worker on CPU 0, sent `GET / HTTP/1.1` (NGINX_TMPL) in place of the -r
 # template; B/A is then floor.sh's "x floor", measured in alternating runs rather than one row after
-# the other, so that the VM's drift within a run does not fall on one side.
+# the other, so that the VM's drift within a run does not fall on one side. NGINX_ARGS replaces nginx's
+# loadgen args (a -r template in them still becomes NGINX_TMPL): with `NGINX_ARGS='-c 16 -r x'` the floor
+# is measured in the same minutes as a batch load of frsd, and B/A is batches per floor request (this VM's
+# speed moves by 30 % and more within an hour, the floor's with it).
 #
 # Each server: 1 worker pinned to CPU 0 (loadgen on CPU 1, as floor.sh), biz "bench" fixed 60 s max 5,
 # <limits batch="1024"/>, a fresh store of STORE_FILES x STORE_KEYNODES x 8 slots (default 2 x 73530: sized
@@ -25,7 +28,7 @@
 # are stopped by the PIDs this script started.
 set -uo pipefail
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[ $# -ge 3 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
 A=$1 B=$(readlink -f "$2"); shift 2
 [ "$A" = nginx ] || A=$(readlink -f "$A")
 ROUNDS=8
@@ -69,6 +72,11 @@ start_nginx() { # PORT
 ARGS_A=("${ARGS[@]}")
 if [ "$A" = nginx ]; then
   command -v nginx > /dev/null || { echo "ab: nginx is not installed" >&2; exit 1; }
+  if [ -n "${NGINX_ARGS:-}" ]; then
+    # The floor's own load beside another one of frsd's (a batch): B/A is then batches per floor request.
+    read -r -a ARGS_A <<< "$NGINX_ARGS"
+    [[ " ${ARGS_A[*]} " == *" -k "* ]] || ARGS_A+=(-k "${KEYSPACE:-1000000}")
+  fi
   for ((i = 0; i < ${#ARGS_A[@]}; i++)); do
     [ "${ARGS_A[i]}" = -r ] && ARGS_A[i + 1]="${NGINX_TMPL:-GET / HTTP/1.1\r\nHost: x\r\n\r\n}"
   done
