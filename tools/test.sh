@@ -8,7 +8,8 @@
 #   tsan     the store's suite (the one place threads share mapped memory)
 #            under ThreadSanitizer.
 # FRS_TEST_PRESETS chooses stages: "fuzz" adds 20 s of libFuzzer exploration
-# of the request path (FRS_FUZZ_SECONDS), and FRS_RELEASE_TESTS=all runs every
+# of the request path and 20 s of the XML scanner against pugixml
+# (FRS_FUZZ_SECONDS each), and FRS_RELEASE_TESTS=all runs every
 # test in the release stage too. CI runs the default: 7-9 minutes here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,26 +31,31 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
   reset_other_generator "build$([ "$preset" = release ] || echo "-$preset")"
   cmake --preset "$preset" >/dev/null
   if [ "$preset" = fuzz ]; then
-    # libFuzzer (with ASan+UBSan) on the whole request path for 20 s, from a
-    # scratch copy of the corpus so the run adds nothing to the tree.
-    cmake --build --preset fuzz -j"$jobs" --target frs_fuzz_request
-    # Crash inputs (-artifact_prefix) go to a scratch directory too, and are
-    # printed, so a failure leaves nothing in the working tree.
-    corpus=$(mktemp -d)
-    artifacts=$(mktemp -d)
-    cp tests/fuzz/corpus/* "$corpus"/
-    rc=0
-    build-fuzz/src/server/frs_fuzz_request -max_total_time="${FRS_FUZZ_SECONDS:-20}" -timeout=10 \
-      -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" >"$artifacts/log" 2>&1 || rc=$?
-    tail -n 12 "$artifacts/log"
-    if [ "$rc" != 0 ]; then
-      grep -E "ERROR|runtime error|SUMMARY" "$artifacts/log" | head -20
-      for a in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-*; do
-        [ -e "$a" ] && { echo "== $a (base64):"; base64 "$a"; }
-      done
-    fi
-    rm -rf "$corpus" "$artifacts"
-    [ "$rc" = 0 ] || { echo "fuzz: the fuzzer found a failure (exit $rc)"; exit "$rc"; }
+    # libFuzzer (with ASan+UBSan), 20 s each: the whole request path, then the
+    # fast XML scanner against pugixml's path; from scratch copies of their
+    # corpora, so a run adds nothing to the tree.
+    cmake --build --preset fuzz -j"$jobs" --target frs_fuzz_request frs_fuzz_xml_decode
+    for target in request:corpus xml_decode:xml_corpus; do
+      # Crash inputs (-artifact_prefix) go to a scratch directory too, and are
+      # printed, so a failure leaves nothing in the working tree.
+      corpus=$(mktemp -d)
+      artifacts=$(mktemp -d)
+      cp "tests/fuzz/${target#*:}"/* "$corpus"/
+      rc=0
+      echo "-- frs_fuzz_${target%%:*}"
+      "build-fuzz/src/server/frs_fuzz_${target%%:*}" -max_total_time="${FRS_FUZZ_SECONDS:-20}" -timeout=10 \
+        -rss_limit_mb=4096 -dict=tests/fuzz/xml.dict -print_final_stats=1 -artifact_prefix="$artifacts/" \
+        "$corpus" >"$artifacts/log" 2>&1 || rc=$?
+      tail -n 12 "$artifacts/log"
+      if [ "$rc" != 0 ]; then
+        grep -E "ERROR|runtime error|SUMMARY|disagree" "$artifacts/log" | head -20
+        for a in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-*; do
+          [ -e "$a" ] && { echo "== $a (base64):"; base64 "$a"; }
+        done
+      fi
+      rm -rf "$corpus" "$artifacts"
+      [ "$rc" = 0 ] || { echo "fuzz: frs_fuzz_${target%%:*} found a failure (exit $rc)"; exit "$rc"; }
+    done
   elif [ "$preset" = tsan ]; then
     cmake --build --preset tsan -j"$jobs" --target store_test
     ctest --preset tsan -j"$jobs" -R '^Store'

@@ -1,4 +1,5 @@
-// Runs every file of tests/fuzz/corpus through LLVMFuzzerTestOneInput.
+// Runs every file of a fuzz corpus (FRS_FUZZ_CORPUS_DIR) through the
+// LLVMFuzzerTestOneInput it is linked with.
 #include <gtest/gtest.h>
 
 #include <cstdint>
