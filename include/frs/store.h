@@ -25,8 +25,9 @@
 // the chain lock: they must be short and must not call back into the store.
 //
 // Persistence: the files are shared mappings: a completed update is in the
-// page cache and survives the death of every process. Flush() (msync) bounds
-// what an OS crash can take; frsd calls it periodically.
+// page cache and survives the death of every process. What an OS crash can
+// take is bounded by the kernel's writeback (vm.dirty_expire_centisecs), or
+// by Flush() when called more often (frsd's <flush interval_ms>).
 #pragma once
 
 #include <cstdint>
@@ -238,7 +239,8 @@ class Store {
   // between two calls.
   virtual Status CheckFiles() = 0;
 
-  // msync of every file; `sync` waits for the disk.
+  // Writes every file's dirty pages back: `sync` waits for the disk (msync
+  // MS_SYNC); else the writeback is started and Flush returns at once.
   virtual Status Flush(bool sync) = 0;
 
   // Releases every lock held by `pid` (a dead process), undoing its

@@ -232,7 +232,8 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     } else if (name == "flush") {
       if (!(s = P.OnlyAttrs(n, {"interval_ms"})).ok()) return s;
       v = cfg.flush_interval_ms;
-      if (!(s = P.UInt(n, "interval_ms", 10, 3600000, &v)).ok()) return s;
+      if (!(s = P.UInt(n, "interval_ms", 0, 3600000, &v)).ok()) return s;
+      if (v != 0 && v < 10) return P.Error(n, "<flush interval_ms> is 0 (the kernel's writeback) or 10..3600000 ms");
       cfg.flush_interval_ms = static_cast<uint32_t>(v);
     } else {
       return P.Error(n, "unknown element <" + name + ">");

@@ -42,8 +42,10 @@ struct SrvConfig {
   uint32_t idle_timeout_ms = 60000;
   uint32_t request_timeout_ms = 10000;
   uint32_t max_batch = 64;
-  // <flush interval_ms="1000"/>: periodic msync of the store
-  uint32_t flush_interval_ms = 1000;
+  // <flush interval_ms="N"/>: the master starts the writeback of the store's
+  // dirty pages every N ms (0, the default: the kernel's own writeback
+  // decides, vm.dirty_expire_centisecs; docs/store.md, "What survives what").
+  uint32_t flush_interval_ms = 0;
   // <ratelimit legacy="1"/>: also send the pre-2023 RateLimit-Limit,
   // -Remaining, -Reset trio beside RateLimit-Policy and RateLimit.
   bool ratelimit_legacy = true;

@@ -48,7 +48,9 @@ class MappedFile {
   // Bytes Reserve() would still allocate: the size minus the blocks the file
   // already has (0 when it has them all).
   Result<uint64_t> BytesToReserve() const;
-  // msync: `sync` waits for the disk (MS_SYNC), else schedules (MS_ASYNC).
+  // `sync`: msync(MS_SYNC), waits for the disk. Else starts the writeback
+  // of every dirty page now and returns (sync_file_range WRITE); each page
+  // written takes a fault at its next write.
   Status Sync(bool sync) const;
 
   // The file was deleted or truncated under us (CheckStillThere), or a page

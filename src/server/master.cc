@@ -260,7 +260,9 @@ void Master::Reload() {
 }
 
 void Master::Tick(int64_t now) {
-  if (now >= next_flush_) {
+  if (cfg_.flush_interval_ms == 0) {
+    next_flush_ = now + 1000 * kMsNs;  // off: only the wake-up below uses it
+  } else if (now >= next_flush_) {
     Status s = ctx_.store->Flush(false);
     if (!s.ok()) FRS_LOG("store flush failed: %s", s.ToString().c_str());
     next_flush_ = now + int64_t{cfg_.flush_interval_ms} * kMsNs;

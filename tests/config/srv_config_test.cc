@@ -38,7 +38,28 @@ TEST(SrvConfig, ContractExampleWithDefaultsAndResolvedPaths) {
   EXPECT_FALSE(c->reuseport);
   EXPECT_EQ(c->max_header_bytes, 16384u);
   EXPECT_EQ(c->max_body_bytes, 65536u);
-  EXPECT_EQ(c->flush_interval_ms, 1000u);
+  // Off by default: the kernel's own writeback (docs/store.md).
+  EXPECT_EQ(c->flush_interval_ms, 0u);
+}
+
+// <flush interval_ms>: 0 leaves writeback to the kernel; a period shorter than
+// 10 ms is refused rather than run as a writeback loop.
+TEST(SrvConfig, FlushIsOffOrAtLeastTenMilliseconds) {
+  TempDir d;
+  auto with = [&](const std::string& flush) {
+    return LoadSrvConfig(Write(d, "<frs><listen port=\"8300\"/><map>map.xml</map><store dir=\"data\"/>" + flush +
+                                      "</frs>"));
+  };
+  auto off = with("<flush interval_ms=\"0\"/>");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->flush_interval_ms, 0u);
+  auto ten = with("<flush interval_ms=\"10\"/>");
+  ASSERT_TRUE(ten.ok()) << ten.status().ToString();
+  EXPECT_EQ(ten->flush_interval_ms, 10u);
+  auto five = with("<flush interval_ms=\"5\"/>");
+  ASSERT_FALSE(five.ok());
+  EXPECT_NE(five.status().message().find("0 (the kernel's writeback) or 10..3600000"), std::string::npos)
+      << five.status().message();
 }
 
 TEST(SrvConfig, Extensions) {
