@@ -48,7 +48,7 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
         "$corpus" >"$artifacts/log" 2>&1 || rc=$?
       tail -n 12 "$artifacts/log"
       if [ "$rc" != 0 ]; then
-        grep -E "ERROR|runtime error|SUMMARY|disagree" "$artifacts/log" | head -20
+        { grep -E "ERROR|runtime error|SUMMARY|disagree" "$artifacts/log" || true; } | head -20
         for a in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-*; do
           [ -e "$a" ] && { echo "== $a (base64):"; base64 "$a"; }
         done
