@@ -75,7 +75,7 @@ class Parser {
       if (!Eat(':')) return Fail("':'");
       JsonValue v;
       if (Status s = Value(&v, depth + 1); !s.ok()) return s;
-      out->members.emplace_back(std::move(key), std::move(v));
+      out->members.push_back(JsonMember{std::move(key), std::move(v)});
     } while (Eat(','));
     return Eat('}') ? Status::OK() : Fail("',' or '}'");
   }

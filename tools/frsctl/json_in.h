@@ -19,6 +19,8 @@
 
 namespace frs::ctl {
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Type : uint8_t { kNull, kBool, kNumber, kString, kArray, kObject };
   Type type = Type::kNull;
@@ -26,7 +28,10 @@ struct JsonValue {
   double number = 0;
   std::string text;  // decoded string, or the number's literal text
   std::vector<JsonValue> items;                          // kArray
-  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in order
+  // kObject, in order. Not a vector of std::pair: a pair needs JsonValue
+  // complete where the vector is declared, and clang's check of that failed
+  // every clang build of frsctl (GCC let it through).
+  std::vector<JsonMember> members;
   size_t begin = 0, end = 0;  // byte range in the parsed text
 
   // The member named `key` of an object, or nullptr.
@@ -35,6 +40,11 @@ struct JsonValue {
   bool IsNumber() const { return type == Type::kNumber; }
   bool IsObject() const { return type == Type::kObject; }
   bool IsArray() const { return type == Type::kArray; }
+};
+
+struct JsonMember {
+  std::string key;
+  JsonValue value;
 };
 
 // Parses exactly one JSON value (surrounding whitespace allowed). Errors name
