@@ -16,7 +16,8 @@
 # loadgen args (a -r template in them still becomes NGINX_TMPL): with `NGINX_ARGS='-c 16 -r x'` the floor
 # runs in the same minutes as a batch load of frsd, which shows how fast the VM was meanwhile. Not a
 # yardstick for the batch: the floor is 70 % kernel time and a batch 75 % user time, and this VM's swings
-# move the first far more (nginx 55-134 k requests per CPU-second in one evening, batches 1.8-2.06 M).
+# move them apart (in one evening nginx 55-134 k requests per CPU-second, batches 1.28-2.06 M decisions,
+# the slowest of each in different minutes).
 #
 # Each server: 1 worker pinned to CPU 0 (loadgen on CPU 1, as floor.sh), biz "bench" fixed 60 s max 5,
 # <limits batch="1024"/>, a fresh store of STORE_FILES x STORE_KEYNODES x 8 slots (default 2 x 73530: sized
