@@ -181,6 +181,25 @@ class Store {
                              const BatchMutator& fn,
                              std::vector<UpdateResult>* results = nullptr) = 0;
 
+  // Reads many nodes and changes none of their states: fn(i, status, node)
+  // is called once for each item, in order. With status OK, `node` is a copy
+  // of items[i]'s state (zeroed, node.exists false, when absent) and fn runs
+  // under that node's chain lock, as a mutator returning kNone would; the
+  // read records the use (last access and heat) for eviction, as that
+  // mutator's does. Else status says why the item was not read (its file is
+  // unusable, or broke while it was read; the item is invalid) and `node` is
+  // empty. One lock at a time: the items are not read as one snapshot. The
+  // store works several items ahead of fn, so that the cache misses of
+  // their lookups overlap: a run of reads (a batch's `query` members) costs
+  // less here than through Update one by one. A store may implement it
+  // with Update, as this default does.
+  struct ReadItem {
+    KeyRef key;
+    uint32_t state_bytes = 0;
+  };
+  using ReadVisitor = std::function<void(size_t i, const Status& status, NodeRef& node)>;
+  virtual void ReadEach(std::span<const ReadItem> items, uint32_t now_s, const ReadVisitor& fn);
+
   // A hint before a lookup: starts loading what the lookup of `key` will
   // touch, so that its cache and TLB misses overlap other work (a batch's
   // other members, a request's own set-up) instead of following one

@@ -115,18 +115,25 @@ void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n
   }
 }
 
+bool ReadRules(const BizConfig& biz, NodeRef& ref, const Now& now, int64_t n, Decision* d, uint32_t* need_bytes) {
+  if (!AdoptLayout(biz, ref, now, need_bytes)) return false;
+  d->found = ref.exists;
+  EvaluateRules(biz, ref.state, now, n, d);
+  Summarize(d, biz.mode == Mode::kEnforce);
+  return true;
+}
+
 Commit NodeOp::Apply(NodeRef& ref) {
   need_bytes = 0;
   recorded = false;
+  if (cmd == Cmd::kQuery || cmd == Cmd::kGet) {
+    ReadRules(*biz, ref, now, n, d, &need_bytes);
+    return Commit::kNone;
+  }
   if (!AdoptLayout(*biz, ref, now, &need_bytes)) return Commit::kNone;
   const bool enforce = biz->mode == Mode::kEnforce;
   d->found = ref.exists;
   switch (cmd) {
-    case Cmd::kQuery:
-    case Cmd::kGet:
-      EvaluateRules(*biz, ref.state, now, n, d);
-      Summarize(d, enforce);
-      return Commit::kNone;
     case Cmd::kUpdate:
     case Cmd::kAcquire:
       EvaluateRules(*biz, ref.state, now, n, d);

@@ -22,13 +22,13 @@
 
 namespace frs::limit {
 
+// Gives a verdict its rule's policy name and quota (RateLimit-Policy).
+void NameRule(const RuleSpec& spec, RuleResult* r);
+
 // Brings ref.state to biz's layout. When the node holds more state bytes
 // than were asked for and its layout differs (a rule was removed or
 // shrank), the blocks past the copied prefix are needed: sets *need_bytes
 // to the stored size and returns false (call again with that many bytes).
-// Gives a verdict its rule's policy name and quota (RateLimit-Policy).
-void NameRule(const RuleSpec& spec, RuleResult* r);
-
 bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes);
 // Rebuilds biz's blocks in `state` (biz.state_bytes, zeroed first) from
 // `old_state`, a sequence of tagged blocks of any layout.
@@ -45,6 +45,12 @@ uint32_t NodeExpireS(const BizConfig& biz, const uint8_t* state, const Now& now)
 // Records n on every rule, keeping d's pre-record verdicts (allowed,
 // retry_after) and reporting the counts after.
 void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d);
+
+// What a read (query, get) answers of a node: adopts biz's layout, then
+// judges "n more now" on every rule and sums up. False, with d untouched:
+// the node holds more state than `ref` carries (*need_bytes says how much),
+// read it again with that many bytes.
+bool ReadRules(const BizConfig& biz, NodeRef& ref, const Now& now, int64_t n, Decision* d, uint32_t* need_bytes);
 
 struct NodeOp {
   const BizConfig* biz = nullptr;

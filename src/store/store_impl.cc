@@ -93,20 +93,25 @@ void StoreImpl::Prefetch(const KeyRef& key, Prefetching what) const {
   const Location loc = Locate(nk.place);
   const StoreFile* f = files_[loc.file].get();
   if (f->broken()) return;
-  if (what != Prefetching::kNodes) {
-    __builtin_prefetch(f->lock(loc.a), 0, 3);
-    __builtin_prefetch(f->lock(loc.b), 0, 3);
-    if (what == Prefetching::kHeadsAndChain) {
-      const uint8_t* first = f->slot(loc.a, 0);
-      const uint8_t* end = first + size_t{geo_.chain} * kSlotBytes;
-      for (const uint8_t* p = first; p < end; p += 64) __builtin_prefetch(p, 0, 3);
-      __builtin_prefetch(end - 1, 0, 3);  // a chain that starts mid-line ends in one more
-    }
-    return;
+  if (what == Prefetching::kNodes) return PrefetchNodes(f, loc, nk.tag);
+  PrefetchHeads(f, loc);
+  if (what == Prefetching::kHeadsAndChain) {
+    const uint8_t* first = f->slot(loc.a, 0);
+    const uint8_t* end = first + size_t{geo_.chain} * kSlotBytes;
+    for (const uint8_t* p = first; p < end; p += 64) __builtin_prefetch(p, 0, 3);
+    __builtin_prefetch(end - 1, 0, 3);  // a chain that starts mid-line ends in one more
   }
+}
+
+void StoreImpl::PrefetchHeads(const StoreFile* f, const Location& loc) const {
+  __builtin_prefetch(f->lock(loc.a), 0, 3);
+  __builtin_prefetch(f->lock(loc.b), 0, 3);
+}
+
+void StoreImpl::PrefetchNodes(const StoreFile* f, const Location& loc, uint8_t tag) const {
   // The tags are a hint read without the lock, as PeekTag reads them.
   for (const uint32_t k : {loc.a, loc.b}) {
-    ForEachTagged(f->tags(k), geo_.chain, nk.tag, [&](uint32_t i) {
+    ForEachTagged(f->tags(k), geo_.chain, tag, [&](uint32_t i) {
       __builtin_prefetch(f->slot(k, i), 0, 3);
       return false;
     });

@@ -23,6 +23,7 @@
 //                           reclaim, cuckoo step, LRU eviction
 //   update.cc               Update and UpdateBatch over one node load and one
 //                           node write-back
+//   read_each.cc            ReadEach: reads on the same load, pipelined
 //   chain_map.h             a chain's extents, and the one walk over its
 //                           nodes (WalkChain)
 //   chain_walk.cc           the one walk over many chains (WalkChains), and
@@ -65,6 +66,7 @@ class StoreImpl final : public Store {
                 UpdateResult* result) override;
   Status UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                      std::vector<UpdateResult>* results) override;
+  void ReadEach(std::span<const ReadItem> items, uint32_t now_s, const ReadVisitor& fn) override;
   void Prefetch(const KeyRef& key, Prefetching what) const override;
   Result<NodeInfo> Get(const KeyRef& key) override;
   Status Erase(const KeyRef& key) override;
@@ -210,8 +212,22 @@ class StoreImpl final : public Store {
                          const Pins* pins, UpdateResult* r);
   std::shared_ptr<const std::vector<bool>> LiveBizzes() const;
 
-  // ---- Update and UpdateBatch (update.cc)
-  struct LoadedNode;
+  // ---- Update and UpdateBatch (update.cc), and ReadEach (read_each.cc)
+  // What LoadNode_locked read from the node, for StoreNode_locked.
+  struct LoadedNode {
+    Pos pos;                  // where the node is (pos.found false: a new one)
+    uint32_t old_span = 0;    // the extent it covers now
+    uint8_t heat = 1;         // its heat with this use (a new node's first use)
+    RouteMark route;          // the route it was written under
+    // The key bytes to store: the caller's, unless the node holds more of them
+    // (an import by fingerprint), which are then kept.
+    bool keep_key = false;
+    uint32_t key_stored = 0;
+    uint8_t kept_key[kMaxKeyBytes];
+    const uint8_t* key_bytes(const KeyRef& key) const {
+      return keep_key ? kept_key : reinterpret_cast<const uint8_t*>(key.bytes.data());
+    }
+  };
   enum class WriteBack { kWritten, kNeedBothLocks, kNoRoom, kJournalFull };
   // Takes the key's lock(s) and finds its node: by a peek at both chains'
   // tags, under B's lock alone when the node lives in B only, else as
@@ -236,6 +252,11 @@ class StoreImpl final : public Store {
                          std::span<const Location> locs, uint32_t now_s, const BatchMutator& fn,
                          std::vector<UpdateResult>* results);
   Status CheckRequest(const KeyRef& key, uint32_t state_bytes) const;
+  // Prefetch's two steps on a located key (store_impl.cc): the key-node
+  // heads (lock words and tags) of both chains, and, once those are in
+  // cache, the slots whose tags match.
+  void PrefetchHeads(const StoreFile* f, const Location& loc) const;
+  void PrefetchNodes(const StoreFile* f, const Location& loc, uint8_t tag) const;
 
   // ---- walks (chain_walk.cc)
   using ChainFn = std::function<Status(uint32_t file_index, StoreFile* f, uint32_t keynode)>;

@@ -16,23 +16,6 @@
 
 namespace frs::store {
 
-// What LoadNode_locked read from the node, for StoreNode_locked.
-struct StoreImpl::LoadedNode {
-  Pos pos;                  // where the node is (pos.found false: a new one)
-  uint32_t old_span = 0;    // the extent it covers now
-  uint8_t heat = 1;         // its heat with this use (a new node's first use)
-  RouteMark route;          // the route it was written under
-  // The key bytes to store: the caller's, unless the node holds more of them
-  // (an import by fingerprint), which are then kept.
-  bool keep_key = false;
-  uint32_t key_stored = 0;
-  uint8_t kept_key[kMaxKeyBytes];
-  const uint8_t* key_bytes(const KeyRef& key) const {
-    return keep_key ? kept_key : reinterpret_cast<const uint8_t*>(key.bytes.data());
-  }
-};
-
-
 StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, const NodeKey& nk, LockSet& locks) {
   Pos pos;
   if (FindInChain_locked(f, loc.a, nk, &pos)) return pos;

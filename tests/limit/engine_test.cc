@@ -469,6 +469,98 @@ TEST_F(EngineTest, ABatchsDecisionsAreFreshWhateverTheSpanHeldBefore) {
   }
 }
 
+// A batch's runs of reads go through Store::ReadEach, the other members one
+// by one: in every mix, each member answers as the same request sent alone
+// in its place would (acquires aside, which a batch judges together).
+TEST_F(EngineTest, BatchReadsAnswerAsLoneRequestsWouldInTheirPlace) {
+  WriteMap(R"(<map>
+    <biz id="1" name="one"><rule interval="60" max="3"/></biz>
+    <biz id="2" name="two"><rule interval="60" max="4"/><rule algo="sliding" interval="3600" max="6"/></biz>
+    <biz id="3" name="shadow" mode="shadow"><rule interval="60" max="1"/></biz>
+    <biz id="4" name="off" mode="off"><rule interval="60" max="1"/></biz>
+  </map>)");
+  auto batched = OpenEngine();
+  std::unique_ptr<Store> lone_store = OpenStore(dir_ / "lone", StoreGeometry{1, 1024, 8});
+  auto lone = OpenEngine(lone_store.get());
+  std::vector<std::string> keys;  // outlive the requests' views
+  for (int i = 0; i < 16; ++i) keys.push_back("k" + std::to_string(i));
+  keys.push_back("");
+  std::vector<Request> reqs;
+  auto add = [&](Cmd cmd, const char* biz, int key, int64_t n = 1) {
+    Request r;
+    r.cmd = cmd;
+    r.biz = biz;
+    r.key = keys[key];
+    r.n = n;
+    reqs.push_back(r);
+  };
+  for (int k = 0; k < 12; ++k) add(Cmd::kUpdate, "one", k, k % 4 + 1);
+  for (int k = 0; k < 14; ++k) add(Cmd::kQuery, "one", (k * 5) % 14);  // a run longer than the store looks ahead
+  add(Cmd::kUpdate, "one", 1, 2);
+  add(Cmd::kQuery, "one", 1);
+  add(Cmd::kQuery, "one", 1, 4);
+  add(Cmd::kGet, "one", 1, 0);
+  add(Cmd::kUpdate, "one", 1);
+  add(Cmd::kQuery, "one", 1);  // a run of one, between updates
+  add(Cmd::kUpdate, "one", 2);
+  add(Cmd::kQuery, "nosuch", 1);
+  add(Cmd::kQuery, "one", 1, 0);
+  add(Cmd::kQuery, "one", 16);  // empty key
+  add(Cmd::kQuery, "one", 3);
+  add(Cmd::kQuery, "two", 1);
+  add(Cmd::kUpdate, "two", 1, 3);
+  add(Cmd::kQuery, "two", 1);
+  add(Cmd::kQuery, "two", 1, 2);
+  add(Cmd::kGet, "two", 15);
+  add(Cmd::kQuery, "shadow", 1);
+  add(Cmd::kUpdate, "shadow", 1, 2);
+  add(Cmd::kQuery, "shadow", 1);
+  add(Cmd::kGet, "shadow", 1);
+  add(Cmd::kQuery, "off", 1);
+  add(Cmd::kQuery, "off", 2);
+  add(Cmd::kQuery, "one", 0);
+  std::vector<Decision> out(reqs.size());
+  batched->ExecuteBatch(reqs, out);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    ExpectSameDecision(out[i], lone->Execute(reqs[i]), "member " + std::to_string(i));
+  EXPECT_EQ(out[12].count, 1);  // k0 once (n=1)
+  EXPECT_FALSE(out[33].ok());   // an unknown biz
+  EXPECT_FALSE(out[34].ok());   // n=0
+  EXPECT_FALSE(out[35].ok());   // an empty key
+}
+
+// A node written under a two-rule layout, read after a reload kept one rule:
+// it holds more state than the new layout, and a batch's read must read it
+// whole to find the kept rule's count, as a lone query does.
+TEST_F(EngineTest, BatchReadsOfANodeLargerThanItsLayoutReadItWhole) {
+  WriteMap(R"(<map><biz id="1" name="a"><rule algo="calendar" interval="86400" max="10"/>
+    <rule interval="300" max="5"/></biz></map>)");
+  auto e = OpenEngine();
+  const std::string keys[6] = {"a0", "a1", "a2", "a3", "a4", "a5"};
+  Request updates[6], queries[6];
+  for (int i = 0; i < 6; ++i) {
+    updates[i].cmd = Cmd::kUpdate;
+    updates[i].biz = "a";
+    updates[i].key = keys[i];
+    updates[i].n = i % 3 + 1;
+    queries[i] = updates[i];
+    queries[i].cmd = Cmd::kQuery;
+    queries[i].n = 1;
+  }
+  Decision out[6];
+  e->ExecuteBatch(updates, out);
+  WriteMap(R"(<map><biz id="1" name="a"><rule interval="300" max="5"/></biz></map>)");
+  ASSERT_TRUE(e->Reload("").ok());
+  e->ExecuteBatch(queries, out);
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(keys[i]);
+    ASSERT_TRUE(out[i].ok()) << out[i].status.ToString();
+    EXPECT_EQ(out[i].nrules, 1u);
+    EXPECT_EQ(out[i].count, i % 3 + 1);
+    ExpectSameDecision(out[i], e->Execute(queries[i]), keys[i]);
+  }
+}
+
 TEST_F(EngineTest, BatchMembersAreCountedInDailyStatsPerBiz) {
   WriteMap(R"(<map>
     <biz id="1" name="a"><rule interval="60" max="2"/></biz>

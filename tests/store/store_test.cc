@@ -471,6 +471,143 @@ TEST(StoreEviction, FullChainNeverFailsARequest) {
   EXPECT_EQ(st.total.evictions_live, 2000u - 8u);
 }
 
+// ---- reads (ReadEach)
+
+// What one ReadEach call showed, item by item.
+struct ReadSeen {
+  size_t index = 0;
+  Status::Code code = Status::Code::kOk;
+  bool exists = false;
+  uint32_t value = 0;
+};
+
+std::vector<ReadSeen> ReadAll(Store* s, const std::vector<Key>& keys, uint32_t now_s, bool base_impl = false,
+                              uint32_t state_bytes = 4) {
+  std::vector<Store::ReadItem> items;
+  for (const Key& k : keys) items.push_back({k.ref(), state_bytes});
+  std::vector<ReadSeen> seen;
+  auto fn = [&](size_t i, const Status& st, NodeRef& node) {
+    ReadSeen r{i, st.code(), node.exists, 0};
+    if (st.ok()) std::memcpy(&r.value, node.state, 4);
+    seen.push_back(r);
+    if (st.ok()) std::memset(node.state, 0xAB, node.state_bytes);  // a read's copy: never written back
+  };
+  if (base_impl) s->Store::ReadEach(items, now_s, fn);
+  else s->ReadEach(items, now_s, fn);
+  return seen;
+}
+
+// Keys in a crowded store: many live in their alternate chain, so reads
+// take both locks and find nodes in B as well as in A.
+std::vector<Key> CrowdedKeys(Store* s, int present) {
+  std::vector<Key> keys;
+  for (int i = 0; i < present; ++i) {
+    keys.push_back(MakeKey(1, "r" + std::to_string(i)));
+    EXPECT_TRUE(Incr(s, keys.back(), i + 1).ok());
+  }
+  int in_alternate = 0;
+  for (const Key& k : keys) in_alternate += s->Get(k.ref())->in_alternate;
+  EXPECT_GT(in_alternate, 0);
+  EXPECT_EQ(s->Stats().total.evictions_live, 0u);
+  return keys;
+}
+
+TEST(StoreRead, ReadEachSeesEveryNodeAsUpdateLeftItAndChangesNone) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 2, 8, 4));
+  const int kPresent = 40;
+  std::vector<Key> keys = CrowdedKeys(s.get(), kPresent);
+  for (int i = 0; i < 9; ++i) keys.push_back(MakeKey(1, "absent" + std::to_string(i)));
+  // Present and absent keys mixed, more of them than the store looks ahead.
+  std::vector<Key> order;
+  for (size_t i = 0; i < keys.size(); ++i) order.push_back(keys[(i * 5) % keys.size()]);  // 5 is prime to 49: each key once
+  const uint64_t nodes = s->Stats().total.nodes_used;
+
+  const std::vector<ReadSeen> seen = ReadAll(s.get(), order, 2000);
+  ASSERT_EQ(seen.size(), order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const size_t k = (i * 5) % keys.size();
+    SCOPED_TRACE(order[i].bytes);
+    EXPECT_EQ(seen[i].index, i) << "one call per item, in order";
+    EXPECT_EQ(seen[i].code, Status::Code::kOk);
+    EXPECT_EQ(seen[i].exists, k < kPresent);
+    EXPECT_EQ(seen[i].value, k < kPresent ? k + 1 : 0u);
+  }
+  // Nothing was written or created; each read recorded its use.
+  EXPECT_EQ(s->Stats().total.nodes_used, nodes);
+  for (int i = 0; i < kPresent; ++i) {
+    EXPECT_EQ(CountOf(s.get(), keys[i]), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(s->Get(keys[i].ref())->last_access_s, 2000u);
+  }
+  for (size_t i = kPresent; i < keys.size(); ++i) EXPECT_TRUE(s->Get(keys[i].ref()).status().IsNotFound());
+  ExpectClean(s.get());
+
+  // The default implementation (through Update) answers the same.
+  const std::vector<ReadSeen> base = ReadAll(s.get(), order, 2001, /*base_impl=*/true);
+  ASSERT_EQ(base.size(), seen.size());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(base[i].index, seen[i].index);
+    EXPECT_EQ(base[i].exists, seen[i].exists);
+    EXPECT_EQ(base[i].value, seen[i].value);
+  }
+}
+
+TEST(StoreRead, ReadEachNamesTheItemItCannotReadAndReadsTheRest) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 16, 8));
+  const Key a = MakeKey(1, std::string("a")), b = MakeKey(1, std::string("b"));
+  ASSERT_TRUE(Incr(s.get(), a, 5).ok());
+  ASSERT_TRUE(Incr(s.get(), b, 6).ok());
+  std::vector<Store::ReadItem> items = {{a.ref(), 4}, {b.ref(), kMaxStateBytes + 1}, {b.ref(), 4}};
+  std::vector<std::pair<Status::Code, uint32_t>> seen;
+  s->ReadEach(items, 1000, [&](size_t, const Status& st, NodeRef& node) {
+    uint32_t v = 0;
+    if (st.ok()) std::memcpy(&v, node.state, 4);
+    else EXPECT_EQ(node.state, nullptr);
+    seen.emplace_back(st.code(), v);
+  });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], std::make_pair(Status::Code::kOk, 5u));
+  EXPECT_EQ(seen[1].first, Status::Code::kInvalidArgument);
+  EXPECT_EQ(seen[2], std::make_pair(Status::Code::kOk, 6u));
+}
+
+TEST(StoreRead, ReadEachOnADeletedFileFailsEachItemAndNamesTheFile) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 16, 8));
+  const Key a = MakeKey(1, std::string("a"));
+  ASSERT_TRUE(Incr(s.get(), a, 5).ok());
+  ASSERT_TRUE(std::filesystem::remove(std::filesystem::path(d.path()) / "frs.0.store"));
+  EXPECT_FALSE(s->CheckFiles().ok());
+  std::vector<Store::ReadItem> items = {{a.ref(), 4}, {a.ref(), 4}};
+  int calls = 0;
+  s->ReadEach(items, 1000, [&](size_t, const Status& st, NodeRef&) {
+    ++calls;
+    EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+    EXPECT_NE(st.message().find("frs.0.store"), std::string::npos) << st.message();
+  });
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(StoreRead, AReadOnlyStoreReadsWithoutRecordingTheUse) {
+  TempDir d;
+  std::vector<Key> keys;
+  {
+    auto s = MustOpen(Opts(d.path(), 2, 8, 4));
+    keys = CrowdedKeys(s.get(), 30);
+  }
+  StoreOptions o = Opts(d.path(), 2, 8, 4);
+  o.read_only = true;
+  auto s = MustOpen(o);
+  const std::vector<ReadSeen> seen = ReadAll(s.get(), keys, 5000);
+  ASSERT_EQ(seen.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_TRUE(seen[i].exists);
+    EXPECT_EQ(seen[i].value, i + 1);
+    EXPECT_EQ(s->Get(keys[i].ref())->last_access_s, 1000u);
+  }
+}
+
 // ---- batches
 
 TEST(StoreBatch, AllNodesSeenTogetherAndWrittenTogether) {
