@@ -330,16 +330,19 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   // Runs of two or more plain reads (an ad server's candidates) are read
   // together (ExecuteReads); the other members one by one, in order. Per
   // thread, so that a batch allocates nothing once warm.
-  thread_local std::vector<uint8_t> in_run;
-  in_run.assign(reqs.size(), 0);
+  // in_run[i]: member i's biz when it is read in a run, else null.
+  thread_local std::vector<const Biz*> in_run;
+  in_run.assign(reqs.size(), nullptr);
   std::vector<size_t> acquires;
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i].cmd == Cmd::kAcquire) acquires.push_back(i);
-    in_run[i] = PlainRead(bizzes, reqs[i]) != nullptr;
+    in_run[i] = PlainRead(bizzes, reqs[i]);
   }
+  size_t others = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const bool alone = (i == 0 || !in_run[i - 1]) && (i + 1 == reqs.size() || !in_run[i + 1]);
-    if (in_run[i] && alone) in_run[i] = 0;
+    if (in_run[i] && alone) in_run[i] = nullptr;
+    others += in_run[i] == nullptr;
   }
   // The other members' nodes lie scattered over the store: looked up one
   // after another, each would wait for its own cache and TLB misses. The
@@ -350,7 +353,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   // member's update.
   constexpr size_t kAhead = 8;
   KeyRef ahead[kAhead];
-  const bool prefetching = reqs.size() > 2;
+  const bool prefetching = reqs.size() > 2 && others > 0;
   auto prefetch = [&](size_t j, bool node) {
     if (j >= reqs.size()) return;
     KeyRef& ref = ahead[j % kAhead];
@@ -374,7 +377,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
     if (in_run[i]) {
       size_t end = i + 1;
       while (end < reqs.size() && in_run[end]) ++end;
-      ExecuteReads(bizzes, reqs, out, i, end, &tally, now);
+      ExecuteReads(bizzes, reqs, out, in_run, i, end, &tally, now);
       // The ring moves on past the run: its members take no slot in it.
       for (size_t j = i; j < end; ++j) {
         if (prefetching) {
@@ -409,19 +412,16 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   return all;
 }
 
-void EngineImpl::ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out, size_t begin,
-                              size_t end, StatsTally* tally, const Now& now) {
+void EngineImpl::ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
+                              std::span<const Biz* const> bizs, size_t begin, size_t end, StatsTally* tally,
+                              const Now& now) {
   // Per thread, reused: no allocation per batch once warm.
   thread_local std::vector<Store::ReadItem> items;
-  thread_local std::vector<const Biz*> bizs;
   thread_local std::vector<size_t> again;
   items.clear();
-  bizs.clear();
   again.clear();
   for (size_t i = begin; i < end; ++i) {
-    const Biz* biz = bizzes.Find(reqs[i].biz);  // found: PlainRead said so
-    bizs.push_back(biz);
-    items.push_back(Store::ReadItem{RefOf(*biz, reqs[i]), biz->cfg.state_bytes});
+    items.push_back(Store::ReadItem{RefOf(*bizs[i], reqs[i]), bizs[i]->cfg.state_bytes});
     // Reset lists Decision's fields one by one (as does the engine test
     // that checks it against Decision{}): a new field must join both.
     static_assert(sizeof(Decision) == 512, "a Decision field was added or removed: see Decision::Reset");
@@ -432,13 +432,14 @@ void EngineImpl::ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, s
   struct Run {
     std::span<const Request> reqs;
     std::span<Decision> out;
+    std::span<const Biz* const> bizs;
     size_t begin;
     StatsTally* tally;
     const Now& now;
-  } run{reqs, out, begin, tally, now};
+  } run{reqs, out, bizs, begin, tally, now};
   store_->ReadEach(items, Clamp32(now.s), [this, &run](size_t k, const Status& status, NodeRef& node) {
     const size_t i = run.begin + k;
-    const Biz& biz = *bizs[k];
+    const Biz& biz = *run.bizs[i];
     const Now& now = run.now;
     const std::span<const Request> reqs = run.reqs;
     Decision& d = run.out[i];

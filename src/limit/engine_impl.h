@@ -146,9 +146,10 @@ class EngineImpl final : public Engine {
   // The biz of a member that ExecuteReads may answer: a query or get with a
   // valid key and n, of a known biz that is not off; else null.
   static const Biz* PlainRead(BizCache& bizzes, const Request& req);
-  // Answers reqs[begin, end), all plain reads, through one Store::ReadEach.
-  void ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out, size_t begin,
-                    size_t end, StatsTally* tally, const Now& now);
+  // Answers reqs[begin, end), all plain reads of the bizzes bizs[begin,
+  // end), through one Store::ReadEach.
+  void ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
+                    std::span<const Biz* const> bizs, size_t begin, size_t end, StatsTally* tally, const Now& now);
   Decision AnswerOff(const Biz& biz, const Now& now) const;
   void ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
                        const std::vector<size_t>& members, StatsTally* tally, const Now& now);
