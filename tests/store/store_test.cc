@@ -608,6 +608,81 @@ TEST(StoreRead, AReadOnlyStoreReadsWithoutRecordingTheUse) {
   }
 }
 
+// Readers beside writers on the same chains (the TSan preset runs this
+// suite): every read sees a whole node, as one write left it, and each
+// key's count never goes back. A tracked node's 240 bytes (9 slots) hold
+// its count at both ends, plainly and inverted, so a torn read shows;
+// churn keys come and go in the same chains, so that nodes sit in both
+// chains and free slots move. Any two chains hold every node (no eviction
+// resets a count).
+TEST(StoreRead, ReadsBesideWritersSeeWholeNodesAndCountsThatNeverGoBack) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 4, 16));
+  std::vector<Key> tracked, churn;
+  for (int i = 0; i < 3; ++i) tracked.push_back(MakeKey(1, "tracked-key-" + std::to_string(i)));
+  for (int i = 0; i < 4; ++i) churn.push_back(MakeKey(2, "churn-key-" + std::to_string(i)));
+  static constexpr uint32_t kBytes = 240;
+  auto bump = [&](const Key& k) {
+    return s->Update(k.ref(), kBytes, 1000, [](NodeRef& n) {
+      uint64_t v;
+      std::memcpy(&v, n.state, 8);
+      ++v;
+      const uint64_t inv = ~v;
+      std::memcpy(n.state, &v, 8);
+      std::memcpy(n.state + kBytes - 8, &inv, 8);
+      return Commit::kWrite;
+    });
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0}, torn{0}, backwards{0}, seen{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w)
+    threads.emplace_back([&] {
+      for (int round = 0; round < 2000; ++round)
+        for (const Key& k : tracked) failures += !bump(k).ok();
+    });
+  threads.emplace_back([&] {
+    while (!stop) {
+      for (const Key& k : churn) failures += !Incr(s.get(), k, 1).ok();
+      for (const Key& k : churn) failures += !s->Erase(k.ref()).ok();
+    }
+  });
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&] {
+      std::vector<Store::ReadItem> items;
+      for (const Key& k : tracked) items.push_back({k.ref(), kBytes});
+      for (const Key& k : churn) items.push_back({k.ref(), 4});
+      std::vector<uint64_t> last(tracked.size(), 0);
+      while (!stop) {
+        s->ReadEach(items, 1000, [&](size_t i, const Status& st, NodeRef& node) {
+          if (!st.ok()) {
+            ++failures;
+            return;
+          }
+          if (i >= tracked.size() || !node.exists) return;
+          uint64_t v, inv;
+          std::memcpy(&v, node.state, 8);
+          std::memcpy(&inv, node.state + kBytes - 8, 8);
+          ++seen;
+          if (inv != ~v) ++torn;
+          if (v < last[i]) ++backwards;
+          last[i] = v;
+        });
+      }
+    });
+  threads[0].join();
+  threads[1].join();
+  stop = true;
+  for (size_t t = 2; t < threads.size(); ++t) threads[t].join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_EQ(backwards.load(), 0);
+  EXPECT_GT(seen.load(), 0);
+  EXPECT_EQ(s->Stats().total.evictions_live, 0u);
+  for (const Key& k : tracked) EXPECT_EQ(CountOf(s.get(), k), 4000u);  // 2 writers x 2000
+  ExpectClean(s.get());
+}
+
 // ---- batches
 
 TEST(StoreBatch, AllNodesSeenTogetherAndWrittenTogether) {
