@@ -168,7 +168,9 @@ class Engine {
 
   virtual Decision Execute(const Request& req) = 0;
   // A batch: acquires are all-or-nothing (nothing is recorded unless every
-  // member is allowed); other commands run one by one. Returns overall allowed.
+  // member is allowed); other commands run one by one, in order, each
+  // answering as it would alone in its place (runs of reads are read
+  // together, with the same answers). Returns overall allowed.
   // Every out[i] for i < reqs.size() is written (the caller need not clear
   // them); every member resolves its biz in one map, even across a Reload.
   virtual bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) = 0;

@@ -182,17 +182,18 @@ class Store {
                              std::vector<UpdateResult>* results = nullptr) = 0;
 
   // Reads many nodes and changes none of their states: fn(i, status, node)
-  // is called once for each item, in order. With status OK, `node` is a copy
-  // of items[i]'s state (zeroed, node.exists false, when absent) and fn runs
-  // under that node's chain lock, as a mutator returning kNone would; the
-  // read records the use (last access and heat) for eviction, as that
-  // mutator's does. Else status says why the item was not read (its file is
-  // unusable, or broke while it was read; the item is invalid) and `node` is
-  // empty. One lock at a time: the items are not read as one snapshot. The
-  // store works several items ahead of fn, so that the cache misses of
-  // their lookups overlap: a run of reads (a batch's `query` members) costs
-  // less here than through Update one by one. A store may implement it
-  // with Update, as this default does.
+  // is called exactly once for each item, in order. With status OK, `node`
+  // is a private copy of items[i]'s state (zeroed, node.exists false, when
+  // absent), taken under that node's chain lock; the read records the use
+  // (last access and heat) for eviction, as a mutator answering kNone does.
+  // Else status says why the item was not read (its file is unusable or
+  // broke while it was read, the item is invalid, the store is read-only as
+  // for Update) and `node` is empty. One lock at a time: the items are not
+  // read as one snapshot. fn must be short and must not call the store (it
+  // may run under the lock). The store works several items ahead of fn, so
+  // that the cache misses of their lookups overlap: a run of reads (a
+  // batch's `query` members) costs less here than through Update one by
+  // one. This default reads each item through Update.
   struct ReadItem {
     KeyRef key;
     uint32_t state_bytes = 0;

@@ -329,7 +329,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   const Now now = NowAt();
   // Runs of two or more plain reads (an ad server's candidates) are read
   // together (ExecuteReads); the other members one by one, in order. Per
-  // thread, so that a batch allocates nothing once warm.
+  // thread, so that a batch of reads allocates nothing once warm.
   // in_run[i]: member i's biz when it is read in a run, else null.
   thread_local std::vector<const Biz*> in_run;
   in_run.assign(reqs.size(), nullptr);
@@ -377,14 +377,14 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
     if (in_run[i]) {
       size_t end = i + 1;
       while (end < reqs.size() && in_run[end]) ++end;
-      ExecuteReads(bizzes, reqs, out, in_run, i, end, &tally, now);
-      // The ring moves on past the run: its members take no slot in it.
-      for (size_t j = i; j < end; ++j) {
-        if (prefetching) {
-          prefetch(j + kAhead / 2, true);
-          prefetch(j + kAhead, false);
-        }
+      // The ring moves on past the run (its members take no slot in it)
+      // before the run is read, so that the members after it are on their
+      // way meanwhile.
+      for (size_t j = i; prefetching && j < end; ++j) {
+        prefetch(j + kAhead / 2, true);
+        prefetch(j + kAhead, false);
       }
+      ExecuteReads(bizzes, reqs, out, in_run, i, end, &tally, now);
       i = end;
       continue;
     }
@@ -427,17 +427,16 @@ void EngineImpl::ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, s
     static_assert(sizeof(Decision) == 512, "a Decision field was added or removed: see Decision::Reset");
     out[i].Reset();
   }
-  // What the visitor needs, behind one pointer: with `this`, it fits
-  // std::function's inline room, so the call allocates nothing.
+  // What the visitor needs, behind one pointer: it fits std::function's
+  // inline room, so the call allocates nothing.
   struct Run {
     std::span<const Request> reqs;
     std::span<Decision> out;
     std::span<const Biz* const> bizs;
     size_t begin;
-    StatsTally* tally;
     const Now& now;
-  } run{reqs, out, bizs, begin, tally, now};
-  store_->ReadEach(items, Clamp32(now.s), [this, &run](size_t k, const Status& status, NodeRef& node) {
+  } run{reqs, out, bizs, begin, now};
+  store_->ReadEach(items, Clamp32(now.s), [&run](size_t k, const Status& status, NodeRef& node) {
     const size_t i = run.begin + k;
     const Biz& biz = *run.bizs[i];
     const Now& now = run.now;
@@ -445,6 +444,7 @@ void EngineImpl::ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, s
     Decision& d = run.out[i];
     if (!status.ok()) {
       d = Error(Status::Unavailable(status.message()));
+      d.biz_id = biz.cfg.id;  // as ExecuteIn leaves a failed member
       return;
     }
     // As NodeOp::Apply reads: n is clamped for a get (which counts nothing).
@@ -457,10 +457,19 @@ void EngineImpl::ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, s
     d.shadow = biz.cfg.mode == Mode::kShadow;
     d.now_s = now.s;
     d.biz_id = biz.cfg.id;
-    if (CountsUses(reqs[i].cmd)) Count(biz, d, false, now.s, run.tally);
   });
-  // Reads change nothing: reading these after the rest of the run answers
-  // the same.
+  // Counted once every lock is released; a failed member is not, as alone.
+  // A member in `again` (in order, as pushed) is counted by ExecuteIn below.
+  size_t next_again = 0;
+  for (size_t i = begin; i < end; ++i) {
+    if (next_again < again.size() && again[next_again] == i) {
+      ++next_again;
+      continue;
+    }
+    if (out[i].ok() && CountsUses(reqs[i].cmd)) Count(*bizs[i], out[i], false, now.s, tally);
+  }
+  // Reads change no count: reading these after the rest of their run
+  // answers what reading them in their place would have.
   for (size_t i : again) {
     out[i].Reset();
     ExecuteIn(bizzes, reqs[i], BatchMember{nullptr, tally, &now}, out[i]);

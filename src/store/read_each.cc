@@ -9,6 +9,7 @@
 // once (its NodeKey and Location stay in the ring until it is read), where
 // a caller prefetching through Prefetch and reading through Update would
 // derive them three times.
+#include <algorithm>
 #include <cstring>
 
 #include "store/chain_lock.h"
@@ -17,12 +18,20 @@
 namespace frs {
 
 void Store::ReadEach(std::span<const ReadItem> items, uint32_t now_s, const ReadVisitor& fn) {
+  // fn sees the copy once Update has returned: an Update that fails after
+  // its mutator ran (a file that broke meanwhile) must not have shown it.
+  alignas(8) uint8_t copy[kMaxStateBytes];
   for (size_t i = 0; i < items.size(); ++i) {
+    NodeRef seen;
     Status s = Update(items[i].key, items[i].state_bytes, now_s, [&](NodeRef& node) {
-      fn(i, Status::OK(), node);
+      seen = node;
+      std::memcpy(copy, node.state, std::min(node.state_bytes, kMaxStateBytes));
+      seen.state = copy;
       return Commit::kNone;
     });
-    if (!s.ok()) {
+    if (s.ok()) {
+      fn(i, s, seen);
+    } else {
       NodeRef none;
       fn(i, s, none);
     }
@@ -61,8 +70,9 @@ void StoreImpl::ReadEach(std::span<const ReadItem> items, uint32_t now_s, const 
     const Located here = ring[i % kAhead];  // locate(i + kAhead) takes its place below
     const ReadItem& item = items[i];
     StoreFile* f = files_[here.loc.file].get();
-    Status s = CheckRequest(item.key, item.state_bytes);
-    if (s.ok() && f->broken()) s = FileUsable(f);
+    // As Update refuses: a read-only store, a file gone, an invalid item.
+    Status s = read_only() ? ReadOnly() : FileUsable(f);
+    if (s.ok()) s = CheckRequest(item.key, item.state_bytes);
     if (!s.ok()) {
       NodeRef none;
       fn(i, s, none);
@@ -79,8 +89,7 @@ void StoreImpl::ReadEach(std::span<const ReadItem> items, uint32_t now_s, const 
         fn(i, FileUsable(f), none);
       } else {
         fn(i, Status::OK(), ref);
-        // A read-only mapping cannot record the use (nor is it asked to).
-        if (pos.found && !read_only()) Touch_locked(HeaderAt(f->slot(pos.keynode, pos.slot)), node.heat, now_s);
+        if (pos.found) Touch_locked(HeaderAt(f->slot(pos.keynode, pos.slot)), node.heat, now_s);
       }
     }
     prefetch_nodes(i + kAhead / 2);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -527,6 +528,30 @@ TEST_F(EngineTest, BatchReadsAnswerAsLoneRequestsWouldInTheirPlace) {
   EXPECT_FALSE(out[33].ok());   // an unknown biz
   EXPECT_FALSE(out[34].ok());   // n=0
   EXPECT_FALSE(out[35].ok());   // an empty key
+}
+
+// A store file deleted under the engine: a batch's read run fails each
+// member as the same request alone fails (status, message, biz).
+TEST_F(EngineTest, BatchReadsOfADeletedStoreFileFailAsLoneRequestsDo) {
+  WriteMap(R"(<map><biz id="7" name="one"><rule interval="60" max="3"/></biz></map>)");
+  auto e = OpenEngine();
+  ASSERT_TRUE(Do(*e, Cmd::kUpdate, "one", "x").ok());
+  ASSERT_TRUE(std::filesystem::remove(dir_ / "store/frs.0.store"));
+  EXPECT_FALSE(store_->CheckFiles().ok());
+  const std::string keys[3] = {"x", "y", "z"};
+  Request reqs[3];
+  for (int i = 0; i < 3; ++i) {
+    reqs[i].cmd = i == 2 ? Cmd::kGet : Cmd::kQuery;
+    reqs[i].biz = "one";
+    reqs[i].key = keys[i];
+  }
+  Decision out[3];
+  EXPECT_FALSE(e->ExecuteBatch(reqs, out));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].status.code(), Status::Code::kUnavailable) << i;
+    EXPECT_EQ(out[i].biz_id, 7) << i;
+    ExpectSameDecision(out[i], e->Execute(reqs[i]), "member " + std::to_string(i));
+  }
 }
 
 // A node written under a two-rule layout, read after a reload kept one rule:

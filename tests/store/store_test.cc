@@ -589,7 +589,9 @@ TEST(StoreRead, ReadEachOnADeletedFileFailsEachItemAndNamesTheFile) {
   EXPECT_EQ(calls, 2);
 }
 
-TEST(StoreRead, AReadOnlyStoreReadsWithoutRecordingTheUse) {
+// A read-only store takes no locks, so it refuses ReadEach as it refuses
+// Update: a batch's reads answer as the same requests alone.
+TEST(StoreRead, AReadOnlyStoreRefusesReadEachAsItRefusesUpdate) {
   TempDir d;
   std::vector<Key> keys;
   {
@@ -599,11 +601,13 @@ TEST(StoreRead, AReadOnlyStoreReadsWithoutRecordingTheUse) {
   StoreOptions o = Opts(d.path(), 2, 8, 4);
   o.read_only = true;
   auto s = MustOpen(o);
+  const Status alone = s->Update(keys[0].ref(), 4, 5000, [](NodeRef&) { return Commit::kNone; });
+  ASSERT_FALSE(alone.ok());
   const std::vector<ReadSeen> seen = ReadAll(s.get(), keys, 5000);
   ASSERT_EQ(seen.size(), keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    EXPECT_TRUE(seen[i].exists);
-    EXPECT_EQ(seen[i].value, i + 1);
+    EXPECT_EQ(seen[i].code, alone.code());
+    EXPECT_FALSE(seen[i].exists);
     EXPECT_EQ(s->Get(keys[i].ref())->last_access_s, 1000u);
   }
 }
