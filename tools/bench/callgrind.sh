@@ -4,16 +4,18 @@
 #
 #   tools/bench/callgrind.sh FRSD_BIN OUT_DIR [PORT]       # about 40 s; PORT defaults to 18611
 #
-# The store (2 x 65536 x 8) is first filled by the plain binary (4 s of batches of 64 `update` members, then
-# 2 s of GETs, over KEYS=200000 keys), so that the profiled requests find stored nodes. Then frsd runs under
-# valgrind; after a 3-s warm-up the counters are zeroed, 8 s of GETs are dumped as part 1 and 8 s of batch
-# queries as part 2 (loadgen -T 20000 keeps the slowed server from timing out). Prints both cg_groups.py
-# tables; the callgrind files stay in OUT_DIR for callgrind_annotate. Instructions, not time: a change that
-# saves instructions may save no CPU (ab.sh says), and misses do not show.
+# The store (2 x STORE_KEYNODES x 8, default 65536) is first filled by the plain binary (FILL_S, default 4,
+# seconds of batches of 64 `update` members, then 2 s of GETs, over KEYS=200000 keys), so that the profiled
+# requests find stored nodes; KEYS=1000000 STORE_KEYNODES=73530 FILL_S=8 profiles ab.sh's sized store. Then
+# frsd runs under valgrind; after a 3-s warm-up the counters are zeroed, 8 s of GETs are dumped as part 1
+# and 8 s of batch queries as part 2 (loadgen -T 20000 keeps the slowed server from timing out). Prints both
+# cg_groups.py tables; the callgrind files stay in OUT_DIR for callgrind_annotate. Instructions, not time: a
+# change that saves instructions may save no CPU (ab.sh says), and misses do not show.
 set -euo pipefail
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[ $# -ge 2 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 BIN=$(readlink -f "$1") OUT=$2 PORT=${3:-18611} KEYS=${KEYS:-200000}
+STORE_KEYNODES=${STORE_KEYNODES:-65536} FILL_S=${FILL_S:-4}
 command -v valgrind > /dev/null && command -v callgrind_control > /dev/null || { echo "callgrind.sh: needs valgrind" >&2; exit 1; }
 LG="${LG:-/tmp/frs-floor/loadgen}"
 [ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ] || { mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c"; }
@@ -28,7 +30,7 @@ cat > srv.xml <<SRV
   <listen host="127.0.0.1" port="$PORT"/>
   <workers>1</workers>
   <map>map.xml</map>
-  <store dir="data" files="2" keynodes="65536" chain="8"/>
+  <store dir="data" files="2" keynodes="$STORE_KEYNODES" chain="8"/>
   <pidfile>frsd.pid</pidfile>
   <admin token=""/>
   <limits connections="4096" batch="1024"/>
@@ -46,7 +48,7 @@ waitport() { for _ in $(seq 1 300); do (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/de
 ./frsd -c srv.xml --foreground > fill.log 2>&1 & M=$!
 trap 'kill $M 2>/dev/null || true' EXIT
 waitport || { echo "callgrind.sh: frsd does not listen" >&2; cat fill.log >&2; exit 1; }
-"$LG" -p "$PORT" -c 16 -d 4 -k "$KEYS" -s 7 -U -m http-post-xml -f batch-64-compact-update.txt > fill1.json
+"$LG" -p "$PORT" -c 16 -d "$FILL_S" -k "$KEYS" -s 7 -U -m http-post-xml -f batch-64-compact-update.txt > fill1.json
 "$LG" -p "$PORT" -c 16 -d 2 -k "$KEYS" -s 8 -r "$GET" > fill2.json
 kill $M; wait $M || true
 valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$OUT/cg.%p.out" ./frsd -c srv.xml --foreground \
