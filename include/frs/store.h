@@ -190,7 +190,7 @@ class Store {
   // broke while it was read, the item is invalid, the store is read-only as
   // for Update) and `node` is empty. One lock at a time: the items are not
   // read as one snapshot. fn must be short and must not call the store (it
-  // may run under the lock). The store works several items ahead of fn, so
+  // may run under the lock; StoreImpl's runs after it). The store works several items ahead of fn, so
   // that the cache misses of their lookups overlap: a run of reads (a
   // batch's `query` members) costs less here than through Update one by
   // one. This default reads each item through Update.

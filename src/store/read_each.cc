@@ -77,19 +77,24 @@ void StoreImpl::ReadEach(std::span<const ReadItem> items, uint32_t now_s, const 
       NodeRef none;
       fn(i, s, none);
     } else {
-      LockSet locks(this, f);
-      const Pos pos = LockAndFind(f, here.loc, here.nk, locks);
       NodeRef ref;
-      LoadedNode node;
-      LoadNode_locked(f, item.key, pos, item.state_bytes, now_s, state, &ref, &node);
-      if (f->broken()) {
-        // The SIGBUS guard replaced the mapping mid-read: what was read may
-        // be its zero pages, not the node.
+      bool whole = false;
+      {
+        LockSet locks(this, f);
+        const Pos pos = LockAndFind(f, here.loc, here.nk, locks);
+        LoadedNode node;
+        LoadNode_locked(f, item.key, pos, item.state_bytes, now_s, state, &ref, &node);
+        // The SIGBUS guard may have replaced the mapping mid-read: what was
+        // read may then be its zero pages, not the node.
+        whole = !f->broken();
+        if (whole && pos.found) Touch_locked(HeaderAt(f->slot(pos.keynode, pos.slot)), node.heat, now_s);
+      }
+      // fn judges a private copy: it runs with the lock released.
+      if (whole) {
+        fn(i, Status::OK(), ref);
+      } else {
         NodeRef none;
         fn(i, FileUsable(f), none);
-      } else {
-        fn(i, Status::OK(), ref);
-        if (pos.found) Touch_locked(HeaderAt(f->slot(pos.keynode, pos.slot)), node.heat, now_s);
       }
     }
     prefetch_nodes(i + kAhead / 2);
