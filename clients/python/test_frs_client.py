@@ -4,9 +4,10 @@
     FRSD=build/src/server/frsd FRSCTL=build/tools/frsctl/frsctl python3 clients/python/test_frs_client.py
     python3 clients/python/test_frs_client.py build/src/server/frsd build/tools/frsctl/frsctl [unittest args]
 
-Each frsd runs --foreground in its own temp dir on a free loopback port (bind
-port 0, read it, close it, write it into srv.xml; a start that loses the port
-race is retried on new ports) and is stopped by its pid, never by name. The
+Each frsd runs --foreground in its own temp dir on <listen port="0">: it binds
+a loopback port the kernel chooses and names it in data/frsd.listen, so no
+port is picked here and handed on (tests running side by side cannot take
+each other's). It is stopped by its pid, never by name. The
 cluster tests compare the client's ring with `frsctl owner` (skipped without
 FRSCTL). The Frsd class here is reused by tests/clients/test_cgi.py.
 """
@@ -56,13 +57,21 @@ MAP = """<map>
 """
 
 
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
+class RefusingPort(object):
+    """A loopback port bound and never listening: connections to it are
+    refused for as long as this object lives, and nobody else can take it."""
+
+    def __init__(self, port=0):
+        """port: 0 for one the kernel chooses, or the port of a server just
+        stopped, so that it keeps refusing (nobody else can take it)."""
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.port = self.sock.getsockname()[1]
+        self.name = "127.0.0.1:%d" % self.port
+
+    def close(self):
+        self.sock.close()
 
 
 def http_get(port, target, timeout=2.0):
@@ -85,6 +94,7 @@ class Frsd(object):
         self.extra = extra
         self.token = token
         self.port = 0
+        self._config_port = 0
         self.proc = None
         self._err = None
         with open(os.path.join(self.dir, "map.xml"), "w") as f:
@@ -98,8 +108,15 @@ class Frsd(object):
     def name(self):
         return "127.0.0.1:%d" % self.port
 
-    def write_config(self, port, cluster=""):
+    @property
+    def listen_file(self):
+        return os.path.join(self.dir, "data", "frsd.listen")
+
+    def write_config(self, port=0, cluster=""):
+        """srv.xml on `port`: 0 (frsd binds one of its own), or the port it
+        already holds (a shard told its own address with its cluster)."""
         self.port = port
+        self._config_port = port
         with open(self.config, "w") as f:
             f.write('<frs>\n  <listen host="127.0.0.1" port="%d"/>\n  <workers>%d</workers>\n'
                     '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="1024" chain="8"/>\n'
@@ -107,32 +124,57 @@ class Frsd(object):
                     % (port, self.workers, self.token, self.extra, cluster))
 
     def spawn(self):
+        if self._config_port == 0:
+            try:
+                os.unlink(self.listen_file)  # the last run's address is not this one's
+            except OSError:
+                pass
+            self.port = 0
         self._err = open(os.path.join(self.dir, "frsd.stderr"), "ab")
         self.proc = subprocess.Popen([FRSD, "-c", self.config, "--foreground"], stdout=self._err,
                                      stderr=self._err, stdin=subprocess.DEVNULL, close_fds=True)
+
+    def _read_listen_file(self):
+        try:
+            with open(self.listen_file) as f:
+                line = f.read()
+        except OSError:
+            return 0
+        return int(line.rsplit(":", 1)[1]) if line.endswith("\n") and ":" in line else 0
 
     def wait_healthy(self, timeout=5.0):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 return False
+            if self.port == 0:
+                self.port = self._read_listen_file()
             try:
-                if http_get(self.port, "/health", timeout=0.5)[0] == 200:
+                if self.port and http_get(self.port, "/health", timeout=0.5)[0] == 200:
                     return True
             except OSError:
                 pass
             time.sleep(0.02)
         return False
 
-    def start(self, attempts=5):
-        """Starts on a free port (writes srv.xml), retrying a lost port race."""
-        for _ in range(attempts):
-            self.write_config(free_port())
-            self.spawn()
-            if self.wait_healthy():
-                return
+    def start(self):
+        """Starts on a port of frsd's own binding (writes srv.xml)."""
+        self.write_config(0)
+        self.spawn()
+        if not self.wait_healthy():
             self.stop()
-        raise RuntimeError("frsd did not start: " + self.log())
+            raise RuntimeError("frsd did not start: " + self.log())
+
+    def reload(self, timeout=10.0):
+        """SIGHUP, and wait until every worker logged the reload."""
+        done = self.log().count("(map generation")
+        self.proc.send_signal(signal.SIGHUP)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.log().count("(map generation") >= done + self.workers:
+                return
+            time.sleep(0.02)
+        raise RuntimeError("frsd did not reload: " + self.log())
 
     def log(self):
         try:
@@ -185,24 +227,26 @@ class Frsd(object):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_cluster(n, weights=None, attempts=5):
-    """n frsd shards, each with <cluster self=... enforce="1"> naming all of them."""
+def start_cluster(n, weights=None):
+    """n frsd shards, each with <cluster self=... enforce="1"> naming all of
+    them: each starts alone on a port of its own binding, then all are told
+    the cluster those ports make, and reload it."""
     weights = weights or [1] * n
-    for _ in range(attempts):
-        shards = [Frsd() for _ in range(n)]
-        ports = [free_port() for _ in range(n)]
-        if len(set(ports)) != n:
-            continue
-        lines = "".join('    <shard%s>127.0.0.1:%d</shard>\n' % ('' if w == 1 else ' weight="%d"' % w, p)
-                        for p, w in zip(ports, weights))
-        for s, p in zip(shards, ports):
-            s.write_config(p, '  <cluster self="127.0.0.1:%d" enforce="1">\n%s  </cluster>\n' % (p, lines))
-            s.spawn()
-        if all(s.wait_healthy() for s in shards):
-            return shards
+    shards = []
+    try:
+        for _ in range(n):
+            shards.append(Frsd())
+            shards[-1].start()
+        lines = "".join('    <shard%s>127.0.0.1:%d</shard>\n' % ('' if w == 1 else ' weight="%d"' % w, s.port)
+                        for s, w in zip(shards, weights))
+        for s in shards:
+            s.write_config(s.port, '  <cluster self="127.0.0.1:%d" enforce="1">\n%s  </cluster>\n' % (s.port, lines))
+            s.reload()
+        return shards
+    except BaseException:
         for s in shards:
             s.remove()
-    raise RuntimeError("the cluster did not start")
+        raise
 
 
 class SilentServer(object):
@@ -489,13 +533,16 @@ class FailureTest(unittest.TestCase):
             silent.close()
 
     def test_connection_refused(self):
-        port = free_port()  # nothing listens there
-        for fail, allowed in (("open", True), ("closed", False)):
-            c = Client("127.0.0.1:%d" % port, timeout=0.5, fail=fail)
-            d = c.query("login", "k")
-            self.assertEqual(d.allowed, allowed)
-            self.assertIn("ConnectionRefused", d.error)
-            c.close()
+        refusing = RefusingPort()
+        try:
+            for fail, allowed in (("open", True), ("closed", False)):
+                c = Client(refusing.name, timeout=0.5, fail=fail)
+                d = c.query("login", "k")
+                self.assertEqual(d.allowed, allowed)
+                self.assertIn("ConnectionRefused", d.error)
+                c.close()
+        finally:
+            refusing.close()
 
     def test_5xx_follows_the_policy(self):
         srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answer503)

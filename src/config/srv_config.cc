@@ -122,7 +122,7 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         if (!IpAddress::Parse(cfg.host, &ip)) return P.Error(n, "<listen host> must be an IPv4 or IPv6 address, not \"" + cfg.host + "\"");
       }
       v = cfg.port;
-      if (!(s = P.UInt(n, "port", 1, 65535, &v)).ok()) return s;
+      if (!(s = P.UInt(n, "port", 0, 65535, &v)).ok()) return s;
       cfg.port = static_cast<uint16_t>(v);
     } else if (name == "workers") {
       if (!(s = P.ParseUInt(n, "<workers>", n.child_value(), 1, 256, &v)).ok()) return s;
@@ -242,11 +242,21 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
   if (!have_map) return P.Error(root, "<map> is required (the map.xml of businesses)");
   if (cfg.store_dir.empty()) return P.Error(root, "<store dir=\"...\"/> is required");
   if (!cfg.cluster_shards.empty() && cfg.cluster_self.empty()) {
-    // The proxy names servers host:port; an IPv6 host goes in brackets there.
-    cfg.cluster_self = (cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host) + ":" +
-                       std::to_string(cfg.port);
+    cfg.cluster_self = ListenName(cfg.host, cfg.port);
+    cfg.cluster_self_derived = true;
   }
   return cfg;
 }
+
+std::string ListenName(const std::string& host, uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+void ApplyBoundPort(SrvConfig* cfg, uint16_t bound) {
+  if (cfg->port == 0) cfg->port = bound;
+  if (cfg->cluster_self_derived) cfg->cluster_self = ListenName(cfg->host, cfg->port);
+}
+
+std::string ListenAddressPath(const SrvConfig& cfg) { return cfg.store_dir + "/frsd.listen"; }
 
 }  // namespace frs

@@ -22,6 +22,9 @@ inline constexpr uint32_t kMaxWireBatch = 1024;
 struct SrvConfig {
   std::string path;                  // srv.xml, absolute
   std::string host = "127.0.0.1";
+  // <listen port="0">: the kernel picks a free port when frsd binds, and frsd
+  // writes the address it got to ListenAddressPath(); until then (and in
+  // frsd -t) this stays 0. ApplyBoundPort puts the real one in.
   uint16_t port = 8300;
   // <listen reuseport="1">: one SO_REUSEPORT socket per worker instead of
   // one socket shared by all workers (see docs/protocol.md, process model).
@@ -55,8 +58,21 @@ struct SrvConfig {
   // removed gets the new list without itself, owns nothing, and hands off.
   std::vector<RingShard> cluster_shards;
   std::string cluster_self;
+  bool cluster_self_derived = false;  // no self="" given: it follows host:port
   bool cluster_enforce = true;
 };
+
+// "host:port" as the proxy names a server (an IPv6 host in brackets).
+std::string ListenName(const std::string& host, uint16_t port);
+
+// The port the listening sockets really have: a configured 0 becomes it, and
+// a cluster self that follows <listen> follows it too.
+void ApplyBoundPort(SrvConfig* cfg, uint16_t bound);
+
+// Where a running frsd writes the address it listens on, one line
+// "host:port\n", replaced whole at each start: the store directory's
+// frsd.listen. Tests and tools that start frsd on port 0 read it.
+std::string ListenAddressPath(const SrvConfig& cfg);
 
 Result<SrvConfig> LoadSrvConfig(const std::string& path);
 // The same from srv.xml's bytes already read (`path` names it in errors and

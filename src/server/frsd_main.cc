@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", cfg_r.status().message().c_str());
     return 1;
   }
-  const SrvConfig cfg = cfg_r.value();
+  SrvConfig cfg = cfg_r.value();
   auto allow = AllowList::Parse(cfg.allow);
   if (!allow.ok()) return Fail(cfg.path + ": " + allow.status().message());
 
@@ -170,6 +170,9 @@ int main(int argc, char** argv) {
 
   auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers, cfg.reuseport);
   if (!listeners.ok()) return Fail(listeners.status().message());
+  // From here on the configuration names the port really bound (<listen
+  // port="0">: the kernel's choice), which the workers inherit.
+  ApplyBoundPort(&cfg, listeners->port);
 
   auto metrics = Metrics::Create(cfg.workers);
   if (!metrics.ok()) return Fail(metrics.status().message());
@@ -183,6 +186,9 @@ int main(int argc, char** argv) {
   pid_t pid = getpid();
   s = store_lock.value().WritePid(pid);
   if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
+  // Last before serving: whoever waits for this file may connect at once.
+  const std::string listen_file = ListenAddressPath(cfg);
+  if (s.ok()) s = PublishListenAddress(listen_file, ListenName(cfg.host, cfg.port));
   if (!s.ok()) {
     daemon.Failed();
     return Fail(s.message());
@@ -198,7 +204,7 @@ int main(int argc, char** argv) {
   mc.engine = engine.value().get();
   mc.metrics = metrics.value().get();
   mc.allow = &allow.value();
-  mc.listeners = std::move(listeners.value());
+  mc.listeners = std::move(listeners->fds);
   mc.map_channel = &map_channel.value();
   mc.in_child = [&] {
     store_lock.value().CloseInChild();
@@ -209,5 +215,6 @@ int main(int argc, char** argv) {
   if (notifier.enabled()) mc.notify = [&notifier](const std::string& state) { notifier.Notify(state); };
   int rc = RunMaster(std::move(mc));
   if (rc == 0 && pid_lock) pid_lock->Remove();
+  if (rc == 0) ::unlink(listen_file.c_str());
   return rc;
 }

@@ -5,7 +5,10 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace frs::server {
@@ -44,41 +47,72 @@ Result<os::UniqueFd> BindOne(const sockaddr_storage& ss, socklen_t len, bool reu
   return fd;
 }
 
+uint16_t BoundPort(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  return ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port
+                                        : reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
+}
+
+void SetPort(sockaddr_storage* ss, uint16_t port) {
+  if (ss->ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(ss)->sin6_port = htons(port);
+  else reinterpret_cast<sockaddr_in*>(ss)->sin_port = htons(port);
+}
+
 }  // namespace
 
-Result<std::vector<os::UniqueFd>> OpenListeners(const std::string& host, uint16_t port, uint32_t count,
-                                                bool reuseport, int backlog) {
+Result<Listeners> OpenListeners(const std::string& host, uint16_t port, uint32_t count, bool reuseport, int backlog) {
   sockaddr_storage ss;
   socklen_t len = 0;
   Status s = MakeAddress(host, port, &ss, &len);
   if (!s.ok()) return s;
   std::string what = (ss.ss_family == AF_INET6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-  {
+  if (port != 0) {
     // The probe: fails when anyone (another frsd included) listens there.
     auto probe = BindOne(ss, len, /*reuseport=*/false, what);
     if (!probe.ok()) return probe.status();
   }
-  std::vector<os::UniqueFd> out;
-  out.reserve(count);
+  Listeners out;
+  out.fds.reserve(count);
   if (!reuseport) {
     auto fd = BindOne(ss, len, /*reuseport=*/false, what);
     if (!fd.ok()) return fd.status();
     if (listen(fd->get(), backlog) != 0) return Status::FromErrno("listen on " + what, errno);
+    out.port = BoundPort(fd->get());
+    if (out.port == 0) return Status::FromErrno("getsockname of " + what, errno);
     for (uint32_t i = 1; i < count; ++i) {
       os::UniqueFd dup(fcntl(fd->get(), F_DUPFD_CLOEXEC, 0));
       if (!dup.valid()) return Status::FromErrno("dup of the listening socket", errno);
-      out.push_back(std::move(dup));
+      out.fds.push_back(std::move(dup));
     }
-    out.insert(out.begin(), std::move(fd.value()));
+    out.fds.insert(out.fds.begin(), std::move(fd.value()));
     return out;
   }
   for (uint32_t i = 0; i < count; ++i) {
     auto fd = BindOne(ss, len, /*reuseport=*/true, what);
     if (!fd.ok()) return fd.status();
     if (listen(fd->get(), backlog) != 0) return Status::FromErrno("listen on " + what, errno);
-    out.push_back(std::move(fd.value()));
+    if (i == 0) {
+      // The group's port: the kernel's choice for 0, which the rest then join.
+      out.port = BoundPort(fd->get());
+      if (out.port == 0) return Status::FromErrno("getsockname of " + what, errno);
+      SetPort(&ss, out.port);
+    }
+    out.fds.push_back(std::move(fd.value()));
   }
   return out;
+}
+
+Status PublishListenAddress(const std::string& path, const std::string& name) {
+  const std::string tmp = path + ".tmp";
+  os::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::FromErrno("cannot write " + tmp, errno);
+  const std::string line = name + "\n";
+  if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    return Status::FromErrno("cannot write " + tmp, errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno("cannot rename " + tmp + " to " + path, errno);
+  return Status::OK();
 }
 
 }  // namespace frs::server

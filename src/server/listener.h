@@ -16,6 +16,11 @@
 // probes the address without SO_REUSEPORT, so a second server on the same
 // port fails with "address in use" instead of silently joining the group.
 //
+// Port 0 lets the kernel choose: the first socket is bound to port 0 and the
+// others of a reuseport group to the port it got, so every worker listens on
+// the same one; `port` says which. No probe is needed then (nobody else can
+// be on a port the kernel has just handed out).
+//
 // Thread safety: plain functions.
 #pragma once
 
@@ -28,7 +33,16 @@
 
 namespace frs::server {
 
-Result<std::vector<os::UniqueFd>> OpenListeners(const std::string& host, uint16_t port, uint32_t count,
-                                                bool reuseport, int backlog = 4096);
+struct Listeners {
+  std::vector<os::UniqueFd> fds;  // one per worker slot
+  uint16_t port = 0;              // the bound port (the configured one, or the kernel's choice for 0)
+};
+
+Result<Listeners> OpenListeners(const std::string& host, uint16_t port, uint32_t count, bool reuseport,
+                                int backlog = 4096);
+
+// Publishes "name\n" at `path` for whoever started frsd on port 0: written
+// to a temporary file and renamed, so a reader sees the whole line or none.
+Status PublishListenAddress(const std::string& path, const std::string& name);
 
 }  // namespace frs::server

@@ -206,6 +206,8 @@ void Master::Reload() {
     s = Status::InvalidArgument(cfg_.path + ": " + allow.status().message());
   } else {
     next = std::move(parsed.value());
+    // <listen port="0"> means the port already bound, not a new one.
+    ApplyBoundPort(&*next, live_.port);
     // The store's geometry stays what is running until a restart.
     SrvConfig check = *next;
     check.geometry = cfg_.geometry;

@@ -295,7 +295,8 @@ void Worker::ApplyLive(const SrvConfig& next) {
   cfg_.max_batch = next.max_batch;
   cfg_.map_path = next.map_path;
   cfg_.cluster_shards = next.cluster_shards;
-  cfg_.cluster_self = next.cluster_self;
+  // A self that follows <listen> follows the port really bound (port="0").
+  cfg_.cluster_self = next.cluster_self_derived ? ListenName(cfg_.host, cfg_.port) : next.cluster_self;
   cfg_.cluster_enforce = next.cluster_enforce;
   limits_ = ConnectionLimits{cfg_.max_header_bytes, cfg_.max_body_bytes};
   idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);

@@ -23,23 +23,28 @@ std::string Name(uint16_t p) { return "127.0.0.1:" + std::to_string(p); }
 
 class Cluster {
  public:
+  // Each shard binds a port of its own (port 0), then all are told the
+  // cluster those ports make and reload it.
   explicit Cluster(size_t n) {
-    std::set<uint16_t> ports;
-    while (ports.size() < n) ports.insert(e2e::FreePort());
-    ports_.assign(ports.begin(), ports.end());
-    for (uint16_t p : ports_) {
+    for (size_t i = 0; i < n && ok_; ++i) {
       e2e::ServerOptions o;
       o.workers = 1;
       o.map = kMap;
-      o.extra = "  <cluster self=\"" + Name(p) + "\">\n";
-      for (uint16_t q : ports_) o.extra += "    <shard>" + Name(q) + "</shard>\n";
-      o.extra += "  </cluster>\n";
-      auto s = std::make_unique<e2e::Frsd>(o);
-      s->WriteConfig(p);
-      s->Spawn();
-      servers_.push_back(std::move(s));
+      servers_.push_back(std::make_unique<e2e::Frsd>(o));
+      ok_ = servers_.back()->Start();
+      ports_.push_back(servers_.back()->port());
     }
-    for (auto& s : servers_) ok_ = ok_ && s->WaitHealthy(5000);
+    for (size_t i = 0; i < servers_.size() && ok_; ++i) {
+      e2e::Frsd& s = *servers_[i];
+      const std::string before = s.log();
+      s.WriteConfig(ports_[i]);
+      std::string cluster = "  <cluster self=\"" + Name(ports_[i]) + "\">\n";
+      for (uint16_t q : ports_) cluster += "    <shard>" + Name(q) + "</shard>\n";
+      std::string cfg = e2e::ReadFile(s.config());
+      cfg.insert(cfg.rfind("</frs>"), cluster + "  </cluster>\n");
+      e2e::WriteFile(s.config(), cfg);
+      ok_ = s.ReloadAndWait();
+    }
   }
   bool ok() const { return ok_; }
   ClientOptions Options() const {
@@ -123,7 +128,8 @@ TEST(Client, NoAnswerFollowsTheFailPolicy) {
   socklen_t len = sizeof a;
   ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
   const uint16_t silent_port = ntohs(a.sin_port);
-  for (uint16_t port : {e2e::FreePort(), silent_port}) {
+  e2e::RefusingPort refusing;
+  for (uint16_t port : {refusing.port(), silent_port}) {
     for (FailPolicy fail : {FailPolicy::kOpen, FailPolicy::kClosed}) {
       ClientOptions o;
       o.shards = {{Name(port), 1}};

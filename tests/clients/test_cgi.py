@@ -32,9 +32,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 
-import test_frs_client as support  # noqa: E402  (Frsd, free_port, http_get, SilentServer)
+import test_frs_client as support  # noqa: E402  (Frsd, RefusingPort, http_get, SilentServer)
 from frs_client import Client  # noqa: E402
-from processes import stop, wait_for  # noqa: E402
+from processes import candidate_port, listening, stop, wait_for  # noqa: E402
 
 NGINX = next((p for p in ("/usr/sbin/nginx", "/usr/bin/nginx") if os.access(p, os.X_OK)), "")
 FCGIWRAP = next((p for p in ("/usr/sbin/fcgiwrap", "/usr/bin/fcgiwrap") if os.access(p, os.X_OK)), "")
@@ -118,8 +118,10 @@ class CgiTest(unittest.TestCase):
                 locs.append(location("%s/down-%s" % (lang, fail), script, cls.down.name, "free", fail))
                 locs.append(location("%s/slow-%s" % (lang, fail), script, cls.silent.name, "free", fail, "0.3"))
 
+        # nginx cannot bind port 0 and say which it got: a candidate port,
+        # and another on "address in use" (nginx exits then).
         for _ in range(5):
-            cls.port = support.free_port()
+            cls.port = candidate_port()
             conf = os.path.join(cls.dir, "nginx.conf")
             with open(conf, "w") as f:
                 if os.geteuid() == 0:
@@ -143,7 +145,8 @@ class CgiTest(unittest.TestCase):
                     return True
                 except OSError:
                     return False
-            if wait_for(lambda: cls.nginx.poll() is not None or up()) and cls.nginx.poll() is None:
+            if (wait_for(lambda: cls.nginx.poll() is not None or listening(cls.nginx.pid, cls.port))
+                    and cls.nginx.poll() is None and wait_for(up)):
                 return
             stop(cls.nginx, signal.SIGQUIT)  # lost the port: try another
         raise RuntimeError("nginx did not start: " + cls.log("error.log"))
@@ -157,6 +160,8 @@ class CgiTest(unittest.TestCase):
         if getattr(cls, "fcgi_err", None):
             cls.fcgi_err.close()
         cls.silent.close()
+        if getattr(cls, "down_held", None):
+            cls.down_held.close()
         cls.frsd.remove()
         cls.down.remove()
         if not os.environ.get("FRS_E2E_KEEP"):
@@ -209,7 +214,10 @@ class CgiTest(unittest.TestCase):
     def test_frsd_down(self):
         for lang in LANGS:
             self.assertEqual(self.get("/%s/down-closed" % lang)[0], 200)  # while it serves
+        port = self.down.port
         self.down.stop()
+        # Its port keeps refusing for the rest of the test: nobody else's.
+        self.__class__.down_held = support.RefusingPort(port)
         for lang in LANGS:
             status, headers, body = self.get("/%s/down-open" % lang)
             self.assertEqual(status, 200, body)

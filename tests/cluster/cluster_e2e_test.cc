@@ -36,26 +36,24 @@ Ring RingOf(const std::vector<uint16_t>& ports) {
   return Ring::Make(s).value();
 }
 
-// One shard: an frsd whose srv.xml names the cluster.
+// One shard: an frsd on a port of its own binding (port 0), alone until
+// SetCluster tells it the cluster (which names the ports the shards got).
 class Shard {
  public:
-  Shard(uint16_t port, const std::vector<uint16_t>& shards) : frsd_(Options()) {
-    port_ = port;
-    SetCluster(shards, false);
-  }
+  Shard() : frsd_(Options()) {}
   static ServerOptions Options() {
     ServerOptions o;
     o.workers = 1;
     o.map = kMap;
     return o;
   }
-  // Rewrites srv.xml with this <cluster>; `hup`: and reloads it live.
-  void SetCluster(const std::vector<uint16_t>& shards, bool hup) {
+  // Rewrites srv.xml with this <cluster> and its own bound port, and reloads
+  // it live; returns once the shard answers with the new ring.
+  void SetCluster(const std::vector<uint16_t>& shards) {
     frsd_.WriteConfig(port_);
     std::string cfg = ReadFile(frsd_.config());
     cfg.insert(cfg.rfind("</frs>"), ClusterXml(port_, shards));
     WriteFile(frsd_.config(), cfg);
-    if (!hup) return;
     const std::string want = Digest(shards);
     kill(frsd_.pid(), SIGHUP);
     for (int i = 0; i < 200; ++i) {
@@ -71,7 +69,10 @@ class Shard {
     return d;
   }
   bool Start() {
-    if (frsd_.Spawn() > 0 && frsd_.WaitHealthy(5000)) return true;
+    if (frsd_.Start()) {
+      port_ = frsd_.port();
+      return true;
+    }
     ADD_FAILURE() << frsd_.log();
     return false;
   }
@@ -140,29 +141,34 @@ std::vector<std::string> Keys(const std::string& prefix, int n) {
   return k;
 }
 
-std::vector<uint16_t> Ports(size_t n) {
-  std::set<uint16_t> s;
-  while (s.size() < n) s.insert(FreePort());
-  return {s.begin(), s.end()};
+// Starts `n` more shards into `shards`; returns their ports, in order.
+std::vector<uint16_t> StartShards(std::vector<std::unique_ptr<Shard>>* shards, size_t n) {
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    shards->push_back(std::make_unique<Shard>());
+    if (!shards->back()->Start()) return {};
+    ports.push_back(shards->back()->port());
+  }
+  return ports;
 }
 
 TEST(ClusterE2E, ExactLimitsThroughNginxAndMisroutedIs421) {
   if (testing::NginxBinary().empty()) GTEST_SKIP() << "nginx is not installed (tools/setup.sh installs it)";
-  auto ports = Ports(4);
-  const uint16_t proxy = ports[3];
-  ports.pop_back();
   std::vector<std::unique_ptr<Shard>> shards;
-  for (uint16_t p : ports) {
-    shards.push_back(std::make_unique<Shard>(p, ports));
-    ASSERT_TRUE(shards.back()->Start());
-  }
-  std::string http = "  upstream frs {\n    hash $arg_key consistent;\n";
-  for (uint16_t p : ports) http += "    server " + Name(p) + ";\n";
-  http += "  }\n  server {\n    listen 127.0.0.1:" + std::to_string(proxy) +
-          ";\n    location / { proxy_pass http://frs; proxy_http_version 1.1; proxy_set_header Connection \"\"; }\n  }\n";
+  const std::vector<uint16_t> ports = StartShards(&shards, 3);
+  ASSERT_EQ(ports.size(), 3u);
+  for (auto& s : shards) s->SetCluster(ports);
   testing::TempDir dir;
-  testing::Nginx nginx(dir.path(), http);
-  ASSERT_TRUE(nginx.Start(proxy)) << nginx.log();
+  testing::Nginx nginx(dir.path(), "");
+  const std::vector<uint16_t> front = testing::StartOnCandidatePorts(nginx, 1, [&](const std::vector<uint16_t>& p) {
+    std::string http = "  upstream frs {\n    hash $arg_key consistent;\n";
+    for (uint16_t shard : ports) http += "    server " + Name(shard) + ";\n";
+    return http + "  }\n  server {\n    listen 127.0.0.1:" + std::to_string(p[0]) +
+           ";\n    location / { proxy_pass http://frs; proxy_http_version 1.1; proxy_set_header Connection \"\"; }\n"
+           "  }\n";
+  });
+  ASSERT_EQ(front.size(), 1u) << nginx.log();
+  const uint16_t proxy = front[0];
 
   // Through the proxy every key gets exactly its limit, whichever shard owns it.
   std::map<int, int> per_status;
@@ -200,19 +206,19 @@ TEST(ClusterE2E, ExactLimitsThroughNginxAndMisroutedIs421) {
 }
 
 TEST(ClusterE2E, AddingAndRemovingAShardKeepsEveryCount) {
-  auto ports = Ports(4);
-  const std::vector<uint16_t> three(ports.begin(), ports.begin() + 3);
   std::vector<std::unique_ptr<Shard>> shards;
-  for (uint16_t p : three) {
-    shards.push_back(std::make_unique<Shard>(p, three));
-    ASSERT_TRUE(shards.back()->Start());
-  }
+  const std::vector<uint16_t> three = StartShards(&shards, 3);
+  ASSERT_EQ(three.size(), 3u);
+  for (auto& s : shards) s->SetCluster(three);
   const auto keys = Keys("k", 600);
   Use(three, keys, 2);
 
   // 1. The new shard starts with the new list; 2. the proxies route by it.
-  shards.push_back(std::make_unique<Shard>(ports[3], ports));
-  ASSERT_TRUE(shards.back()->Start());
+  const std::vector<uint16_t> fourth = StartShards(&shards, 1);
+  ASSERT_EQ(fourth.size(), 1u);
+  std::vector<uint16_t> ports = three;
+  ports.push_back(fourth[0]);
+  shards[3]->SetCluster(ports);
   Ring r3 = RingOf(three), r4 = RingOf(ports);
   size_t moved = 0;
   for (const std::string& k : keys) {
@@ -224,7 +230,7 @@ TEST(ClusterE2E, AddingAndRemovingAShardKeepsEveryCount) {
   EXPECT_LT(moved, keys.size() * 35 / 100);
   Use(ports, keys, 1);  // moved keys count from zero at the new shard meanwhile
   // 3. Every old shard gets the new <cluster>; 4. handoff on each.
-  for (int i = 0; i < 3; ++i) shards[i]->SetCluster(ports, true);
+  for (int i = 0; i < 3; ++i) shards[i]->SetCluster(ports);
   uint64_t sent = 0;
   for (int i = 0; i < 3; ++i) {
     std::string out;
@@ -257,8 +263,8 @@ TEST(ClusterE2E, AddingAndRemovingAShardKeepsEveryCount) {
   EXPECT_NE(stat.find(Name(ports[3])), std::string::npos) << stat;
 
   // Removing the fourth: it gets a list without itself and hands everything off.
-  for (int i = 0; i < 3; ++i) shards[i]->SetCluster(three, true);
-  shards[3]->SetCluster(three, true);
+  for (int i = 0; i < 3; ++i) shards[i]->SetCluster(three);
+  shards[3]->SetCluster(three);
   std::string out;
   ASSERT_EQ(shards[3]->Handoff(&out), 0) << out;
   ExpectLeft(three, keys, 0);
@@ -270,15 +276,16 @@ TEST(ClusterE2E, AddingAndRemovingAShardKeepsEveryCount) {
 TEST(ClusterE2E, AHandoffKilledAtAnyStepLosesNothingWhenRunAgain) {
   for (const char* step : {"spooled", "erased", "sent"}) {
     SCOPED_TRACE(step);
-    auto ports = Ports(2);
-    const std::vector<uint16_t> one{ports[0]};
-    Shard a(ports[0], one), b(ports[1], ports);
+    Shard a, b;
     ASSERT_TRUE(a.Start());
     ASSERT_TRUE(b.Start());
+    const std::vector<uint16_t> one{a.port()}, ports{a.port(), b.port()};
+    a.SetCluster(one);
+    b.SetCluster(ports);
     const auto keys = Keys(std::string(step) + "-", 200);
     Use(one, keys, 2);
     Use(ports, keys, 1);
-    a.SetCluster(ports, true);
+    a.SetCluster(ports);
     std::string out;
     EXPECT_EQ(a.Handoff(&out, step), 137) << out;
     ASSERT_EQ(a.Handoff(&out), 0) << out;

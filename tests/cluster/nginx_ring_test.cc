@@ -15,33 +15,33 @@
 namespace frs {
 namespace {
 
-struct Backend {
-  uint16_t port;
-  uint32_t weight;
-};
-
 // Asks nginx for every route and counts the routes whose backend differs
-// from the ring's owner.
-void ExpectAgreement(const std::vector<Backend>& backends, const std::vector<std::string>& routes) {
+// from the ring's owner. nginx is its own front (ports[0]) and its own
+// backends (the rest, one `weights` each): each backend answers its port.
+void ExpectAgreement(const std::vector<uint32_t>& weights, const std::vector<std::string>& routes) {
   if (testing::NginxBinary().empty()) GTEST_SKIP() << "nginx is not installed (tools/setup.sh installs it)";
   testing::TempDir dir;
-  const uint16_t front = e2e::FreePort();
+  testing::Nginx nginx(dir.path(), "");
+  const std::vector<uint16_t> ports =
+      testing::StartOnCandidatePorts(nginx, weights.size() + 1, [&](const std::vector<uint16_t>& p) {
+        std::string http = "  upstream ring {\n    hash $arg_route consistent;\n";
+        for (size_t i = 0; i < weights.size(); ++i)
+          http += "    server 127.0.0.1:" + std::to_string(p[i + 1]) +
+                  (weights[i] != 1 ? " weight=" + std::to_string(weights[i]) : "") + ";\n";
+        http += "    keepalive 8;\n  }\n";
+        http += "  server {\n    listen 127.0.0.1:" + std::to_string(p[0]) +
+                ";\n    location / {\n      proxy_pass http://ring;\n      proxy_http_version 1.1;\n"
+                "      proxy_set_header Connection \"\";\n    }\n  }\n";
+        for (size_t i = 1; i < p.size(); ++i)
+          http += "  server {\n    listen 127.0.0.1:" + std::to_string(p[i]) + ";\n    location / { return 200 \"" +
+                  std::to_string(p[i]) + "\"; }\n  }\n";
+        return http;
+      });
+  ASSERT_FALSE(ports.empty()) << nginx.log();
+  const uint16_t front = ports[0];
   std::vector<RingShard> shards;
-  std::string http = "  upstream ring {\n    hash $arg_route consistent;\n";
-  for (const Backend& b : backends) {
-    std::string name = "127.0.0.1:" + std::to_string(b.port);
-    shards.push_back({name, b.weight});
-    http += "    server " + name + (b.weight != 1 ? " weight=" + std::to_string(b.weight) : "") + ";\n";
-  }
-  http += "    keepalive 8;\n  }\n";
-  http += "  server {\n    listen 127.0.0.1:" + std::to_string(front) +
-          ";\n    location / {\n      proxy_pass http://ring;\n      proxy_http_version 1.1;\n"
-          "      proxy_set_header Connection \"\";\n    }\n  }\n";
-  for (const Backend& b : backends)
-    http += "  server {\n    listen 127.0.0.1:" + std::to_string(b.port) + ";\n    location / { return 200 \"" +
-            std::to_string(b.port) + "\"; }\n  }\n";
-  testing::Nginx nginx(dir.path(), http);
-  ASSERT_TRUE(nginx.Start(front)) << nginx.log();
+  std::vector<uint16_t> backends(ports.begin() + 1, ports.end());
+  for (size_t i = 0; i < weights.size(); ++i) shards.push_back({"127.0.0.1:" + std::to_string(backends[i]), weights[i]});
 
   auto ring = Ring::Make(shards);
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
@@ -58,7 +58,7 @@ void ExpectAgreement(const std::vector<Backend>& backends, const std::vector<std
     ASSERT_EQ(r.status, 200) << route << "\n" << nginx.log();
     size_t owner = ring->OwnerIndex(route);
     ++per_shard[owner];
-    if (r.body != std::to_string(backends[owner].port) && ++mismatches <= 5)
+    if (r.body != std::to_string(backends[owner]) && ++mismatches <= 5)
       ADD_FAILURE() << "route " << route << ": nginx reached " << r.body << ", the ring says "
                     << ring->shards()[owner].name;
   }
@@ -80,12 +80,11 @@ std::vector<std::string> Routes(int n) {
 }
 
 TEST(NginxRingTest, OwnersAgreeForTenThousandRoutes) {
-  ExpectAgreement({{e2e::FreePort(), 1}, {e2e::FreePort(), 1}, {e2e::FreePort(), 1}}, Routes(10000));
+  ExpectAgreement({1, 1, 1}, Routes(10000));
 }
 
 TEST(NginxRingTest, WeightsAgree) {
-  ExpectAgreement({{e2e::FreePort(), 1}, {e2e::FreePort(), 2}, {e2e::FreePort(), 3}, {e2e::FreePort(), 1}},
-                  Routes(10000));
+  ExpectAgreement({1, 2, 3, 1}, Routes(10000));
 }
 
 }  // namespace

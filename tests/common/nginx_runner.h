@@ -2,8 +2,11 @@
 //
 // The test supplies the `http { ... }` body; the runner writes a config that
 // keeps every path (pid, logs, temp files) inside the test's temp dir, runs
-// nginx in the foreground without a master (one process), waits until it
-// answers on `port`, and stops it by its pid. Never by name.
+// nginx in the foreground without a master (one process), waits until that
+// process itself listens on every port it was given, and stops it by its pid.
+// Never by name. nginx cannot bind port 0 and say what it got, so its ports
+// are candidates: StartOnCandidatePorts tries again on new ones when nginx
+// says an address is in use (another test took one first).
 #pragma once
 
 #include <signal.h>
@@ -13,8 +16,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "e2e/frsd_harness.h"
 
@@ -29,9 +35,14 @@ inline std::string NginxBinary() {
 class Nginx {
  public:
   // `dir`: a private temp dir; `http_body`: what goes inside `http { }`.
-  Nginx(const std::string& dir, const std::string& http_body) : dir_(dir) {
+  Nginx(const std::string& dir, const std::string& http_body) : dir_(dir) { Configure(http_body); }
+  ~Nginx() { Stop(); }
+  Nginx(const Nginx&) = delete;
+  Nginx& operator=(const Nginx&) = delete;
+
+  void Configure(const std::string& http_body) {
     std::filesystem::create_directories(dir_ + "/tmp");
-    std::ofstream f(dir_ + "/nginx.conf");
+    std::ofstream f(dir_ + "/nginx.conf", std::ios::trunc);
     if (::geteuid() == 0) f << "user root;\n";
     f << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
       << "pid " << dir_ << "/nginx.pid;\nerror_log " << dir_ << "/error.log warn;\n"
@@ -42,15 +53,15 @@ class Nginx {
       << "  scgi_temp_path " << dir_ << "/tmp/scgi;\n"
       << http_body << "\n}\n";
   }
-  ~Nginx() { Stop(); }
-  Nginx(const Nginx&) = delete;
-  Nginx& operator=(const Nginx&) = delete;
 
-  // Starts nginx and waits until `port` accepts; false (with the error log
-  // readable through log()) when it does not.
-  bool Start(uint16_t port, int timeout_ms = 5000) {
+  // Starts nginx and waits until it listens on every one of `ports`; false
+  // (with the error log readable through log()) when it does not.
+  bool Start(const std::vector<uint16_t>& ports, int timeout_ms = 5000) {
     const std::string bin = NginxBinary();
     if (bin.empty()) return false;
+    Stop();
+    std::error_code ec;
+    std::filesystem::remove(dir_ + "/error.log", ec);  // this attempt's errors only
     pid_ = ::fork();
     if (pid_ == 0) {
       std::string conf = dir_ + "/nginx.conf";
@@ -64,12 +75,21 @@ class Nginx {
         pid_ = -1;
         return false;
       }
-      e2e::Client c;
-      if (c.Connect(port, 200)) return true;
+      bool all = true;
+      for (uint16_t p : ports) all = all && e2e::ListensOn(pid_, p);
+      if (all) return true;
+      // nginx retries a bind for 2.5 s before it gives up: no need to wait.
+      if (AddressInUse()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    Stop();
     return false;
   }
+  bool Start(uint16_t port, int timeout_ms = 5000) { return Start(std::vector<uint16_t>{port}, timeout_ms); }
+
+  // True when the last start failed because a port was taken.
+  bool AddressInUse() const { return log().find("Address already in use") != std::string::npos; }
+
   void Stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGQUIT);
@@ -91,5 +111,21 @@ class Nginx {
   std::string dir_;
   pid_t pid_ = -1;
 };
+
+// Starts `nginx` listening on `count` candidate ports, its http body written
+// by `body(ports)`; on "address in use" it tries again on new candidates (at
+// most 5 times). The ports it listens on, or an empty vector.
+inline std::vector<uint16_t> StartOnCandidatePorts(Nginx& nginx, size_t count,
+                                                   const std::function<std::string(const std::vector<uint16_t>&)>& body) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::set<uint16_t> distinct;
+    while (distinct.size() < count) distinct.insert(e2e::CandidatePort());
+    std::vector<uint16_t> ports(distinct.begin(), distinct.end());
+    nginx.Configure(body(ports));
+    if (nginx.Start(ports)) return ports;
+    if (!nginx.AddressInUse()) return {};
+  }
+  return {};
+}
 
 }  // namespace frs::testing

@@ -44,6 +44,35 @@ TEST(SrvConfig, ContractExampleWithDefaultsAndResolvedPaths) {
 
 // <flush interval_ms>: 0 leaves writeback to the kernel; a period shorter than
 // 10 ms is refused rather than run as a writeback loop.
+TEST(SrvConfig, PortZeroIsTheKernelsChoiceAndASelfThatFollowsListenFollowsIt) {
+  TempDir d;
+  auto c = LoadSrvConfig(Write(d, R"(<frs>
+  <listen host="::1" port="0"/>
+  <map>map.xml</map>
+  <store dir="data"/>
+  <cluster><shard>[::1]:9000</shard></cluster>
+</frs>)"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->port, 0);
+  EXPECT_TRUE(c->cluster_self_derived);
+  EXPECT_EQ(c->cluster_self, "[::1]:0");
+  EXPECT_EQ(ListenAddressPath(*c), d / "data/frsd.listen");
+  SrvConfig bound = *c;
+  ApplyBoundPort(&bound, 41234);
+  EXPECT_EQ(bound.port, 41234);
+  EXPECT_EQ(bound.cluster_self, "[::1]:41234");
+  // A configured port and an explicit self stay what srv.xml says.
+  auto e = LoadSrvConfig(Write(d, R"(<frs><listen port="8301"/><map>m</map><store dir="s"/>
+  <cluster self="10.0.0.1:8301"><shard>10.0.0.1:8301</shard></cluster></frs>)"));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ApplyBoundPort(&e.value(), 8301);
+  EXPECT_EQ(e->port, 8301);
+  EXPECT_FALSE(e->cluster_self_derived);
+  EXPECT_EQ(e->cluster_self, "10.0.0.1:8301");
+  auto bad = LoadSrvConfig(Write(d, R"(<frs><listen port="65536"/><map>m</map><store dir="s"/></frs>)"));
+  EXPECT_FALSE(bad.ok());
+}
+
 TEST(SrvConfig, FlushIsOffOrAtLeastTenMilliseconds) {
   TempDir d;
   auto with = [&](const std::string& flush) {

@@ -1,9 +1,10 @@
 // tests/e2e/frsd_harness.h: runs a real frsd for end-to-end tests.
 //
 // Each test gets a temp dir (mkdtemp) with srv.xml, map.xml and the store,
-// a free loopback port (bind port 0, read it, close, write it into srv.xml;
-// a start that loses the port race is retried on a new port), and an frsd
-// started --foreground from FRSD_PATH. Processes are stopped by pid, never
+// and an frsd started --foreground from FRSD_PATH on <listen port="0">: frsd
+// binds a port the kernel chooses and writes it to data/frsd.listen, which
+// port() reads. No port is ever picked here and handed on, so tests running
+// side by side cannot take each other's. Processes are stopped by pid, never
 // by name. A small blocking HTTP client speaks to it.
 #pragma once
 
@@ -48,7 +49,12 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-inline uint16_t FreePort() {
+// A candidate port for a program that cannot bind port 0 and report what it
+// got (nginx, HAProxy, Caddy): it may be taken again before that program
+// binds it, so whoever uses it retries on another when the program says the
+// address is in use (ListensOn tells whether the program itself holds it).
+// frsd never needs one: it listens on port 0.
+inline uint16_t CandidatePort() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -60,6 +66,63 @@ inline uint16_t FreePort() {
   close(fd);
   return ntohs(a.sin_port);
 }
+
+// True when process `pid` itself holds a socket listening on 127.0.0.1:port
+// (from /proc/net/tcp and /proc/PID/fd): "the port accepts" alone would also
+// be true of another test's process that holds the same port.
+inline bool ListensOn(pid_t pid, uint16_t port) {
+  char want[32];
+  std::snprintf(want, sizeof want, "0100007F:%04X", port);
+  std::vector<std::string> inodes;
+  std::istringstream tcp(ReadFile("/proc/net/tcp"));
+  std::string line;
+  std::getline(tcp, line);  // the heading
+  while (std::getline(tcp, line)) {
+    std::istringstream cols(line);
+    std::string sl, local, remote, state, skip, inode;
+    cols >> sl >> local >> remote >> state;
+    for (int i = 0; i < 5; ++i) cols >> skip;  // tx:rx tr:when retrnsmt uid timeout
+    cols >> inode;
+    if (local == want && state == "0A") inodes.push_back("socket:[" + inode + "]");
+  }
+  if (inodes.empty()) return false;
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(fds.c_str());
+  if (!d) return false;
+  bool found = false;
+  while (dirent* e = readdir(d)) {
+    char target[64];
+    ssize_t n = readlink((fds + "/" + e->d_name).c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    for (const std::string& i : inodes) found = found || i == target;
+  }
+  closedir(d);
+  return found;
+}
+
+// A socket bound to a loopback port and never listening: connections to the
+// port are refused for as long as it lives, and nobody else can take it.
+class RefusingPort {
+ public:
+  RefusingPort() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { close(fd_); }
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+};
 
 struct HttpResponse {
   int status = 0;
@@ -240,12 +303,22 @@ class Frsd {
   Frsd& operator=(const Frsd&) = delete;
 
   const std::string& dir() const { return dir_; }
-  uint16_t port() const { return port_; }
+  // The port frsd listens on: for <listen port="0"> (the default here), the
+  // one it wrote to data/frsd.listen, waited for up to 5 s after a spawn
+  // (0 when it never came: frsd failed, see log()).
+  uint16_t port() {
+    if (port_ == 0 && config_port_ == 0) port_ = ReadListenFile(5000);
+    return port_;
+  }
   pid_t pid() const { return pid_; }
   std::string config() const { return dir_ + "/srv.xml"; }
   std::string log() const { return ReadFile(dir_ + "/frsd.stderr"); }
+  std::string listen_file() const { return dir_ + "/data/frsd.listen"; }
 
-  void WriteConfig(uint16_t port) {
+  // srv.xml with <listen port>: 0 (the kernel chooses; what tests use) or a
+  // port frsd is already known to hold (a shard told its own address).
+  void WriteConfig(uint16_t port = 0) {
+    config_port_ = port;
     port_ = port;
     std::ostringstream x;
     x << "<frs>\n  <listen host=\"127.0.0.1\" port=\"" << port << "\"/>\n  <workers>" << opts_.workers
@@ -256,13 +329,42 @@ class Frsd {
     WriteFile(config(), x.str());
   }
 
-  // Starts frsd --foreground and waits for /health; retries on a port race.
+  // Starts frsd --foreground and waits for /health.
   bool Start() {
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      if (port_ == 0 || attempt > 0) WriteConfig(FreePort());
-      if (Spawn() && WaitHealthy(5000)) return true;
-      if (pid_ > 0 && Exited(200)) continue;  // lost the port: try another
-      return false;
+    if (!std::filesystem::exists(config())) WriteConfig(0);
+    return Spawn() > 0 && WaitHealthy(5000);
+  }
+
+  // The address in data/frsd.listen ("127.0.0.1:PORT"), waited for up to
+  // timeout_ms while frsd runs; 0 when it does not come.
+  uint16_t ReadListenFile(int timeout_ms) {
+    int64_t end = NowMs() + timeout_ms;
+    for (;;) {
+      std::string line = ReadFile(listen_file());
+      size_t colon = line.rfind(':');
+      if (colon != std::string::npos && !line.empty() && line.back() == '\n')
+        return static_cast<uint16_t>(std::atoi(line.c_str() + colon + 1));
+      if (NowMs() >= end || Exited(0)) return 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  // SIGHUP, then waits until every worker has logged the reload ("reloaded
+  // ... (map generation N)"); false when it was refused or did not come.
+  bool ReloadAndWait(int timeout_ms = 10000) {
+    auto count = [this](const std::string& what) {
+      const std::string text = log();
+      size_t n = 0;
+      for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+      return n;
+    };
+    const size_t done = count("(map generation"), refused = count("reload refused");
+    kill(pid_, SIGHUP);
+    int64_t end = NowMs() + timeout_ms;
+    while (NowMs() < end) {
+      if (count("reload refused") > refused) return false;
+      if (count("(map generation") >= done + opts_.workers) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
   }
@@ -277,6 +379,12 @@ class Frsd {
     argv.push_back(const_cast<char*>(FRSD_PATH));
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    if (config_port_ == 0) {
+      // The last run's address is not this one's.
+      std::error_code ec;
+      std::filesystem::remove(listen_file(), ec);
+      port_ = 0;
+    }
     pid_t pid = fork();
     if (pid == 0) {
       int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -294,10 +402,11 @@ class Frsd {
 
   bool WaitHealthy(int timeout_ms) {
     int64_t end = NowMs() + timeout_ms;
+    if (port_ == 0 && config_port_ == 0) port_ = ReadListenFile(timeout_ms);
     while (NowMs() < end) {
       if (Exited(0)) return false;
       Client c;
-      if (c.Connect(port_, 1000)) {
+      if (port_ != 0 && c.Connect(port_, 1000)) {
         HttpResponse r = c.Get("/health");
         if (r.status == 200) return true;
       }
@@ -377,7 +486,8 @@ class Frsd {
  private:
   ServerOptions opts_;
   std::string dir_;
-  uint16_t port_ = 0;
+  uint16_t config_port_ = 0;  // what srv.xml says
+  uint16_t port_ = 0;         // what frsd holds (0: not known yet)
   pid_t pid_ = 0;
   int status_ = -1;
 };

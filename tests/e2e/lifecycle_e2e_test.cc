@@ -247,7 +247,7 @@ TEST(LifecycleE2E, ASecondServerOnTheSameStoreOrPidFileRefuses) {
 
 TEST(LifecycleE2E, BadConfigurationFailsFastWithFileAndLine) {
   Frsd s;
-  s.WriteConfig(FreePort());
+  s.WriteConfig();
   std::string cfg = ReadFile(s.config());
   cfg.replace(cfg.find("<workers>"), 9, "<workers>x");
   WriteFile(s.config(), cfg);
@@ -257,7 +257,7 @@ TEST(LifecycleE2E, BadConfigurationFailsFastWithFileAndLine) {
   EXPECT_NE(s.log().find("srv.xml:3:"), std::string::npos) << s.log();
 
   Frsd m;
-  m.WriteConfig(FreePort());
+  m.WriteConfig();
   WriteFile(m.dir() + "/map.xml", "<map>\n<biz id=\"1\" name=\"a\">\n<rule algo=\"nope\" interval=\"1\" max=\"1\"/>\n</biz>\n</map>\n");
   m.Spawn();
   ASSERT_TRUE(m.Exited(5000));
@@ -267,7 +267,7 @@ TEST(LifecycleE2E, BadConfigurationFailsFastWithFileAndLine) {
 
 TEST(LifecycleE2E, DaemonWritesItsPidFileAndStopsOnSigterm) {
   Frsd s;
-  s.WriteConfig(FreePort());
+  s.WriteConfig();
   s.Spawn({"-c", s.config()});
   ASSERT_TRUE(s.Exited(5000));  // the launcher returns once the daemon serves
   ASSERT_EQ(WEXITSTATUS(s.exit_status()), 0) << s.log();
@@ -291,7 +291,7 @@ TEST(LifecycleE2E, DaemonWritesItsPidFileAndStopsOnSigterm) {
 // the master let go of stderr, kept the caller's pipe open for their life.
 TEST(LifecycleE2E, ADaemonLaunchedFromAPipeReleasesIt) {
   Frsd s;
-  s.WriteConfig(FreePort());
+  s.WriteConfig();
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
   std::string cfg = s.config();
@@ -482,7 +482,7 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
   // 1. The default harness store (2 x 4096 x 8 slots, their heads and
   // journals: about 2.9 MB) does not fit in 2 MB.
   const uint64_t free_before = FreeBytes(s.dir() + "/data");
-  s.WriteConfig(FreePort());
+  s.WriteConfig();
   s.Spawn();
   ASSERT_TRUE(s.Exited(5000));
   EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
@@ -521,7 +521,7 @@ TEST(LifecycleE2E, ABizWhoseNodesCannotFitTheChainsIsRefused) {
       "<map>\n  <biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>\n";
   ServerOptions o;
   Frsd s(o);
-  s.WriteConfig(FreePort());
+  s.WriteConfig();
   std::string cfg = ReadFile(s.config());
   cfg.replace(cfg.find("chain=\"8\""), 9, "chain=\"1\"");
   WriteFile(s.config(), cfg);
@@ -547,7 +547,7 @@ TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {
   ServerOptions o;
   o.extra = "  <allow>10.0.0.0/8</allow>\n";
   Frsd s(o);
-  s.WriteConfig(FreePort());
+  s.WriteConfig();
   s.Spawn();
   Client c;
   ASSERT_TRUE(WaitFor([&] { return c.Connect(s.port(), 500); }, 5000)) << s.log();
@@ -595,6 +595,43 @@ TEST(LifecycleE2E, Sigusr1ReopensTheLogFile) {
   ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("log file reopened") != std::string::npos; }, 3000));
   EXPECT_EQ(s.Stop(), 0);
   EXPECT_NE(ReadFile(log).find("stopped"), std::string::npos);
+}
+
+// <listen port="0">: the kernel chooses, every worker of a reuseport group
+// listens on that one port, frsd names it in data/frsd.listen and its log,
+// a cluster self that follows <listen> follows it, a reload of port="0"
+// keeps it, and a clean stop takes the file away.
+TEST(LifecycleE2E, PortZeroBindsOnePortForEveryWorkerAndNamesIt) {
+  ServerOptions o;
+  o.workers = 3;
+  o.extra = "  <cluster><shard>127.0.0.1:1</shard></cluster>\n";
+  Frsd s(o);
+  s.WriteConfig(0);
+  std::string cfg = ReadFile(s.config());
+  const std::string port0 = "port=\"0\"";
+  cfg.replace(cfg.find(port0), port0.size(), port0 + " reuseport=\"1\"");
+  WriteFile(s.config(), cfg);
+  ASSERT_TRUE(s.Start()) << s.log();
+  const uint16_t port = s.port();
+  ASSERT_NE(port, 0);
+  EXPECT_EQ(ReadFile(s.listen_file()), "127.0.0.1:" + std::to_string(port) + "\n");
+  EXPECT_NE(s.log().find("worker(s) on 127.0.0.1:" + std::to_string(port) + ","), std::string::npos) << s.log();
+  std::vector<pid_t> workers;
+  ASSERT_TRUE(WaitFor([&] { return (workers = s.Workers()).size() == 3; }, 5000));
+  for (pid_t w : workers) EXPECT_TRUE(ListensOn(w, port)) << "worker " << w;
+  // Its self, which follows <listen>, is the bound port: not a shard, so it
+  // owns nothing and names the owner.
+  Client c(port);
+  const std::string stats = c.Post("<request cmd=\"stats\"/>").body;
+  EXPECT_NE(stats.find("<cluster self=\"127.0.0.1:" + std::to_string(port) + "\""), std::string::npos) << stats;
+  EXPECT_EQ(c.Get("/acquire?biz=login&key=k").status, 421);
+  // A reload of the same srv.xml: port="0" is the port already bound.
+  ASSERT_TRUE(s.ReloadAndWait()) << s.log();
+  EXPECT_EQ(s.log().find("<listen> changed"), std::string::npos) << s.log();
+  const std::string again = Client(port).Post("<request cmd=\"stats\"/>").body;
+  EXPECT_NE(again.find("<cluster self=\"127.0.0.1:" + std::to_string(port) + "\""), std::string::npos) << again;
+  EXPECT_EQ(s.Stop(), 0);
+  EXPECT_FALSE(std::filesystem::exists(s.listen_file()));
 }
 
 }  // namespace

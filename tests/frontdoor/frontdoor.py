@@ -1,8 +1,8 @@
 """What the front-door tests share: a real frsd, a stand-in site, the shipped
 config rendered with test addresses, and a front door run and stopped by pid.
 
-Each test gets a temp dir, a fresh frsd (fresh counts) on a free loopback
-port, and the front door (nginx, haproxy or caddy, Debian's) started in the
+Each test gets a temp dir, a fresh frsd (fresh counts) on a loopback port it
+binds itself (<listen port="0">, named in data/frsd.listen), and the front door (nginx, haproxy or caddy, Debian's) started in the
 foreground from the SHIPPED file in conf/frontdoor/, in which only the
 addresses (and paths) are replaced; every replacement must match the shipped
 text exactly as often as expected, so a change of the file that the test
@@ -27,7 +27,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
-from processes import stop, wait_for  # noqa: E402,F401  (the tests use them through this module)
+from processes import candidate_port, listening, stop, wait_for  # noqa: E402,F401  (the tests use them here)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -68,47 +68,12 @@ def main_or_skip(tool, what):
     unittest.main(verbosity=2)
 
 
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
-
-
 def accepts(port):
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
         return True
     except OSError:
         return False
-
-
-def listening(pid, port):
-    """True when process `pid` holds the socket listening on 127.0.0.1:port.
-    A bare "the port accepts" would also be true when another test's process
-    won the race for a port both were given (tests run in parallel)."""
-    want = "0100007F:%04X" % port
-    inodes = set()
-    try:
-        with open("/proc/net/tcp") as f:
-            for line in f.readlines()[1:]:
-                cols = line.split()
-                if cols[1] == want and cols[3] == "0A":  # LISTEN
-                    inodes.add("socket:[%s]" % cols[9])
-        if not inodes:
-            return False
-        fds = "/proc/%d/fd" % pid
-        for fd in os.listdir(fds):
-            try:
-                if os.readlink(os.path.join(fds, fd)) in inodes:
-                    return True
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return False
 
 
 def request(port, path, method="GET", body=None, timeout=5.0):
@@ -149,31 +114,44 @@ def render(src, dst, replacements):
 
 
 class Frsd(object):
-    """One frsd --foreground in `dir`, on a free port."""
+    """One frsd --foreground in `dir`, on a port it binds itself."""
 
     def __init__(self, dir):
         self.dir = dir
         self.proc = None
         self.port = 0
+        self.held = None
         os.makedirs(dir, exist_ok=True)
         with open(os.path.join(dir, "map.xml"), "w") as f:
             f.write(MAP)
 
     def start(self):
-        for _ in range(5):
-            self.port = free_port()
-            with open(os.path.join(self.dir, "srv.xml"), "w") as f:
-                f.write('<frs>\n  <listen host="127.0.0.1" port="%d"/>\n  <workers>1</workers>\n'
-                        '  <map>map.xml</map>\n  <store dir="data" files="2" keynodes="4096" chain="8"/>\n'
-                        '  <pidfile>frsd.pid</pidfile>\n  <admin token=""/>\n</frs>\n' % self.port)
-            err = open(os.path.join(self.dir, "frsd.stderr"), "ab")
-            self.proc = subprocess.Popen([frsd_path(), "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
-                                         stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-            err.close()
-            if (wait_for(lambda: self.proc.poll() is not None or listening(self.proc.pid, self.port))
-                    and self.proc.poll() is None and wait_for(self.healthy)):
-                return
-            stop(self.proc)  # lost the port: try another
+        with open(os.path.join(self.dir, "srv.xml"), "w") as f:
+            f.write('<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>1</workers>\n'
+                    '  <map>map.xml</map>\n  <store dir="data" files="2" keynodes="4096" chain="8"/>\n'
+                    '  <pidfile>frsd.pid</pidfile>\n  <admin token=""/>\n</frs>\n')
+        listen_file = os.path.join(self.dir, "data", "frsd.listen")
+        if os.path.exists(listen_file):
+            os.unlink(listen_file)
+        err = open(os.path.join(self.dir, "frsd.stderr"), "ab")
+        self.proc = subprocess.Popen([frsd_path(), "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
+                                     stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        err.close()
+
+        def bound():
+            try:
+                with open(listen_file) as f:
+                    line = f.read()
+            except OSError:
+                return False
+            if not line.endswith("\n"):
+                return False
+            self.port = int(line.rsplit(":", 1)[1])
+            return True
+        if (wait_for(lambda: self.proc.poll() is not None or bound())
+                and self.proc.poll() is None and wait_for(self.healthy)):
+            return
+        stop(self.proc)
         raise RuntimeError("frsd did not start: " + self.log())
 
     def healthy(self):
@@ -183,11 +161,21 @@ class Frsd(object):
             return False
 
     def stop(self):
-        """SIGTERM to the master (its workers follow), and wait until the
-        port refuses connections."""
+        """SIGTERM to the master (its workers follow); its port then stays
+        bound here without listening, so it refuses connections for the rest
+        of the test and nobody else's server can answer on it."""
         stop(self.proc)
-        if not wait_for(lambda: not accepts(self.port)):
+        self.held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.held.bind(("127.0.0.1", self.port))
+        if accepts(self.port):
             raise RuntimeError("frsd's port still accepts after it stopped")
+
+    def close(self):
+        stop(self.proc)
+        if self.held:
+            self.held.close()
+            self.held = None
 
     def log(self):
         try:
@@ -331,7 +319,7 @@ class FrontDoorTest(unittest.TestCase):
 
     def tearDown(self):
         self.stop_door()
-        stop(self.frsd.proc)
+        self.frsd.close()
         if self.silent:
             self.silent.close()
         if self.stub:
@@ -354,8 +342,11 @@ class FrontDoorTest(unittest.TestCase):
 
     # --- helpers -----------------------------------------------------------
     def spawn(self, argv, ready_port_fn, env=None, name="door"):
-        """Starts argv (which must listen on the port ready_port_fn() picks
-        and renders), retrying on a lost port race; sets self.port."""
+        """Starts argv, which must listen on the candidate port that
+        ready_port_fn() picks and renders: none of the front doors can bind
+        port 0 and say which it got, so a start whose port was taken first
+        (the door exits, or never holds it) is tried again on another; sets
+        self.port."""
         for _ in range(5):
             port = ready_port_fn()
             out = open(os.path.join(self.dir, name + ".out"), "ab")

@@ -40,7 +40,7 @@ class CaddyForwardAuthTest(fd.FrontDoorTest):
                    XDG_CONFIG_HOME=os.path.join(home, "config"))
 
         def render():
-            port = fd.free_port()
+            port = fd.candidate_port()
             fd.render(SHIPPED, cfg, list(extra) + [
                 ("admin localhost:2019", "admin off", 1),
                 ("forward_auth 127.0.0.1:8300 {", "forward_auth 127.0.0.1:%d {" % frsd_port, 1),
@@ -57,10 +57,15 @@ class CaddyForwardAuthTest(fd.FrontDoorTest):
 
     def test_the_site_down_stays_the_sites_502(self):
         # An error after frsd allowed is the site's: not served "fail-open" again.
-        self.start_door(self.frsd.port, site_port=fd.free_port())
-        status, h, body = self.get("/page")
-        self.assertEqual(status, 502, "%r %s" % (body, h))
-        self.assertEqual(self.counted("api"), fd.API_MAX - 1)
+        site = fd.socket.socket(fd.socket.AF_INET, fd.socket.SOCK_STREAM)
+        site.bind(("127.0.0.1", 0))  # bound and never listening: a site that refuses
+        try:
+            self.start_door(self.frsd.port, site_port=site.getsockname()[1])
+            status, h, body = self.get("/page")
+            self.assertEqual(status, 502, "%r %s" % (body, h))
+            self.assertEqual(self.counted("api"), fd.API_MAX - 1)
+        finally:
+            site.close()
 
 
 if __name__ == "__main__":

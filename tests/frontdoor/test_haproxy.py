@@ -32,7 +32,7 @@ class HaproxyLuaTest(fd.FrontDoorTest):
         cfg = os.path.join(self.dir, "haproxy.cfg")
 
         def render():
-            port = fd.free_port()
+            port = fd.candidate_port()
             fd.render(SHIPPED, cfg, list(extra) + [
                 ("setenv FRS_ADDR 127.0.0.1:8300", "setenv FRS_ADDR 127.0.0.1:%d" % frsd_port, 1),
                 ("lua-load /etc/haproxy/frs.lua", "lua-load " + os.path.join(fd.CONF, "frs.lua"), 1),

@@ -43,7 +43,7 @@ class NginxAuthRequestTest(fd.FrontDoorTest):
         os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
 
         def render():
-            port = fd.free_port()
+            port = fd.candidate_port()
             fd.render(SHIPPED, os.path.join(self.dir, "site.conf"), list(extra) + [
                 ("server 127.0.0.1:8300;", "server 127.0.0.1:%d;" % frsd_port, 1),
                 ("server 127.0.0.1:8080;", "server 127.0.0.1:%d;" % self.site.port, 1),
@@ -117,7 +117,7 @@ class NginxAuthRequestTest(fd.FrontDoorTest):
             self.assertEqual(self.counted("api", fresh), fd.API_MAX - 3)
         finally:
             self.stop_door()
-            fd.stop(fresh.proc)
+            fresh.close()
         # The shipped file itself counts each of these once: the other tests.
 
 

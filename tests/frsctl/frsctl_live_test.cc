@@ -66,10 +66,9 @@ std::string CtlOut(const std::string& config, const std::string& args) {
 
 TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
   testing::TempDir dir;
-  const uint16_t port = static_cast<uint16_t>(20000 + ::getpid() % 20000);
   std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"5\"/></biz></map>\n";
-  std::ofstream(dir / "srv.xml") << "<frs><listen host=\"127.0.0.1\" port=\"" << port
-                                 << "\"/><workers>1</workers><map>map.xml</map>"
+  // Port 0: frsd binds one of its own and names it in data/frsd.listen.
+  std::ofstream(dir / "srv.xml") << "<frs><listen host=\"127.0.0.1\" port=\"0\"/><workers>1</workers><map>map.xml</map>"
                                     "<store dir=\"data\" files=\"1\" keynodes=\"256\" chain=\"8\"/>"
                                     "<timezone>UTC</timezone></frs>\n";
   const std::string config = dir / "srv.xml";
@@ -79,8 +78,13 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
   pid_t pid = 0;
   ASSERT_EQ(::posix_spawn(&pid, frsd.c_str(), nullptr, nullptr, argv, environ), 0);
   bool up = false;
+  uint16_t port = 0;
   for (int i = 0; i < 100 && !up; ++i) {
-    up = HttpGet(port, "/health") == 200;
+    std::ifstream listen(dir / "data/frsd.listen");
+    std::string name;
+    if (port == 0 && std::getline(listen, name) && name.rfind(':') != std::string::npos)
+      port = static_cast<uint16_t>(std::atoi(name.c_str() + name.rfind(':') + 1));
+    up = port != 0 && HttpGet(port, "/health") == 200;
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (up) {

@@ -62,21 +62,6 @@ using ctl_test::CtlRun;
 using ctl_test::Quote;
 using ctl_test::ReadFile;
 
-// A loopback port nobody listens on now (for the frsd this test starts).
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  uint16_t port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port ? port : static_cast<uint16_t>(20000 + ::getpid() % 20000);
-}
-
 using NodeMap = std::map<std::pair<uint64_t, uint64_t>, NodeInfo>;
 
 // Every field grow promises to keep (not the position, which is new).
@@ -233,7 +218,7 @@ class GrowTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  const uint16_t port_ = FreePort();
+  const uint16_t port_ = 0;  // the frsd a test starts binds a port of its own
   const StoreGeometry from_{2, 64, 8};
   const StoreGeometry to_{2, 1024, 8};
   // From three days before to an hour before now: every acquire lies in the past.

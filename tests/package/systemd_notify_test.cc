@@ -66,7 +66,7 @@ TEST(SystemdNotify, ReadyReloadingStoppingFromTheMasterOnly) {
   NotifySocket sock(srv.dir() + "/notify.sock");
   ASSERT_TRUE(sock.bound());
   ::setenv("NOTIFY_SOCKET", (srv.dir() + "/notify.sock").c_str(), 1);
-  srv.WriteConfig(e2e::FreePort());
+  srv.WriteConfig();
   srv.Spawn();
   ::unsetenv("NOTIFY_SOCKET");
 

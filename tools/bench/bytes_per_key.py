@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -99,19 +98,10 @@ def map_bizzes(text):
     return [b.get("name") for b in root.findall("biz") if b.get("name")]
 
 
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
-
-
 # ---------------------------------------------------------------- frsd
 
 class Frsd(object):
-    """One frsd --foreground in `dir` on a free loopback port."""
+    """One frsd --foreground in `dir`, on a loopback port it binds itself (port 0)."""
 
     def __init__(self, exe, dir, geometry, map_text, start_timeout):
         self.exe = exe
@@ -131,14 +121,14 @@ class Frsd(object):
         files, keynodes, chain, tz = self.geometry
         with open(self.conf, "w") as f:
             f.write('<frs>\n'
-                    '  <listen host="127.0.0.1" port="%d"/>\n'
+                    '  <listen host="127.0.0.1" port="0"/>\n'
                     '  <workers>1</workers>\n'
                     '  <map>map.xml</map>\n'
                     '  <store dir="data" files="%d" keynodes="%d" chain="%d"/>\n'
                     '  <timezone>%s</timezone>\n'
                     '  <pidfile>frsd.pid</pidfile>\n'
                     '  <admin token=""/>\n'
-                    '</frs>\n' % (self.port, files, keynodes, chain, tz))
+                    '</frs>\n' % (files, keynodes, chain, tz))
 
     def log_text(self):
         try:
@@ -160,29 +150,37 @@ class Frsd(object):
         except OSError:
             return False
 
+    def listen_port(self):
+        """The port frsd names in data/frsd.listen once it has bound it, or 0."""
+        try:
+            with open(os.path.join(self.data, "frsd.listen")) as f:
+                line = f.read()
+        except OSError:
+            return 0
+        return int(line.rsplit(":", 1)[1]) if line.endswith("\n") else 0
+
     def start(self):
-        for attempt in range(5):
-            self.port = free_port()
-            self.write_conf()
-            with open(self.logfile, "ab") as err:
-                self.proc = subprocess.Popen([self.exe, "-c", self.conf, "--foreground"],
-                                             stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-            end = time.monotonic() + self.start_timeout
-            while time.monotonic() < end and self.proc.poll() is None:
-                if self.healthy():
-                    return
-                time.sleep(0.05)
-            rc = self.proc.poll()
-            self.stop()
-            lost_port = "Address already in use" in self.log_text()
-            if rc is None:
-                raise BenchError("frsd (pid %d) did not answer /health on 127.0.0.1:%d within %g s; its log (%s):\n%s"
-                                 % (self.proc.pid, self.port, self.start_timeout, self.logfile, self.log_text()))
-            if not lost_port:
-                raise BenchError("frsd exited with status %s at start; its log (%s):\n%s"
-                                 % (rc, self.logfile, self.log_text()))
-            log("port %d was taken: retrying on another" % self.port)
-        raise BenchError("frsd could not get a port in 5 attempts; its log (%s):\n%s" % (self.logfile, self.log_text()))
+        self.write_conf()
+        try:
+            os.unlink(os.path.join(self.data, "frsd.listen"))  # the last run's
+        except OSError:
+            pass
+        self.port = 0
+        with open(self.logfile, "ab") as err:
+            self.proc = subprocess.Popen([self.exe, "-c", self.conf, "--foreground"],
+                                         stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        end = time.monotonic() + self.start_timeout
+        while time.monotonic() < end and self.proc.poll() is None:
+            self.port = self.port or self.listen_port()
+            if self.port and self.healthy():
+                return
+            time.sleep(0.05)
+        rc = self.proc.poll()
+        self.stop()
+        if rc is None:
+            raise BenchError("frsd (pid %d) did not answer /health on 127.0.0.1:%d within %g s; its log (%s):\n%s"
+                             % (self.proc.pid, self.port, self.start_timeout, self.logfile, self.log_text()))
+        raise BenchError("frsd exited with status %s at start; its log (%s):\n%s" % (rc, self.logfile, self.log_text()))
 
     def stop(self):
         """SIGTERM to frsd's pid (its workers follow), SIGKILL after 5 s."""

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "config/service_options.h"
+#include "config/xml_location.h"
 #include "frs/clock.h"
 
 namespace frs::ctl {
@@ -50,6 +51,17 @@ Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
   Result<SrvConfig> cfg = LoadSrvConfig(config_path);
   if (!cfg.ok()) return cfg.status();
   s->cfg = std::move(cfg).value();
+  if (s->cfg.port == 0) {
+    // <listen port="0">: the running frsd's address names this shard (its
+    // own words in the store directory); with no frsd running, 0 it stays.
+    std::string line, err;
+    if (ReadWholeFile(ListenAddressPath(s->cfg), &line, &err)) {
+      const size_t colon = line.rfind(':');
+      unsigned port = 0;
+      if (colon != std::string::npos && std::sscanf(line.c_str() + colon + 1, "%u", &port) == 1 && port <= 65535)
+        ApplyBoundPort(&s->cfg, static_cast<uint16_t>(port));
+    }
+  }
   if (needs == Needs::kConfig) return Status::OK();
   return OpenStoreAndEngine(s, /*create=*/false, needs == Needs::kEngine);
 }
