@@ -23,16 +23,32 @@ Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None)
         `hash $route consistent;` does over `server` lines that are these
         strings, in this order, with these weights (the `<shard>` lines of
         frsd's `<cluster>`).
-    timeout: seconds, for the connect and for each socket read/write.
+    timeout: seconds, the most one call may take: one deadline covers the
+        whole exchange (the connect, the send, the read of the whole
+        answer, the one resend on a stale keep-alive connection and a
+        followed 421), like the C++ client's deadline per exchange; each
+        socket operation waits only for what is left of it, so a server
+        that trickles its answer cannot hold the call longer. A batch split
+        over shards has one such deadline per shard it is sent to (one
+        exchange each). On the deadline the call decides by `fail`, with
+        error="frsd ... timed out ...". Not covered: the name lookup of a
+        shard given by host name (the resolver's own time-outs); give
+        addresses.
     fail: what a request decides when frsd cannot answer (time-out,
-        connection refused or reset, an HTTP 5xx, an answer that is not
-        FRS XML): "open" allows, "closed" denies. Either way the Decision
-        carries error="...".
+        connection refused or reset, an HTTP 5xx, a 421 not followed, an
+        answer over the 64 MiB cap, a 200 whose body is not FRS XML or
+        lacks what a decision needs: <response code="0"> with allowed="0|1",
+        found="0|1" for delete, one per member in a <batch allowed="0|1">):
+        "open" allows, "closed" denies. Either way the Decision carries
+        error="...".
     token: srv.xml's <admin token>, sent with the admin commands (set,
         delete) only.
     One keep-alive HTTP/1.1 connection per server (http.client), opened on
     first use and re-opened after an error; an idle connection that frsd
-    closed meanwhile is re-opened and the request sent again, once. A
+    closed meanwhile is re-opened and the request sent again, once. An
+    answer body is read up to 64 MiB (MAX_ANSWER_BYTES, the C++ client's
+    cap): a larger Content-Length is refused unread, and a body that grows
+    past it is not read further; either is a failed exchange. A
     Client is not thread-safe: use one per thread. close() (or a `with`
     block) closes the connections.
 
@@ -95,8 +111,13 @@ the bytes a request is routed by:
     (A-Z a-z 0-9 - . _ ~) both are the same; keep routes to those.
 
 A 421 answer (the shard is not the route's owner: the client's shard list
-and the cluster's differ) is followed once to the `owner` it names;
-Client.redirects counts the 421 answers followed.
+and the cluster's differ) is followed once to the `owner` it names when
+that owner is one of the client's own shards (spelled as in its list), as
+the C++ client does; Client.redirects counts the 421 answers followed. A
+421 naming any other server is not followed (a misrouted request, or a
+hostile answer, must not send requests and the admin token wherever it
+says): it is a failed exchange, decided by `fail`, with error="... not in
+this client's shard list ...".
 
 The ring, as nginx builds it: every shard contributes weight x 160 points;
 point j of "HOST:PORT" is CRC-32(HOST, b"\\0", PORT, point j-1 as 4
@@ -112,6 +133,7 @@ xml.sax.saxutils.quoteattr); the GET forms are not used.
 import bisect
 import http.client
 import socket
+import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 import zlib
@@ -121,6 +143,7 @@ __all__ = ["Client", "Decision", "Rule", "BatchResult", "Ring", "parse_shards", 
 
 POINTS_PER_WEIGHT = 160
 MAX_WEIGHT = 1000
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # the C++ client's body_limit: no answer of frsd's comes near it
 
 
 # ---------------------------------------------------------------- answers
@@ -202,11 +225,30 @@ def _int(attrs, name, default=0):
         return default
 
 
-def _decision_from(elem, status, server):
+class _Unusable(Exception):
+    """An answer a decision cannot rest on: frsd, or whatever answered in its
+    place, did not answer the request (the fail policy decides)."""
+
+
+def _decision_from(elem, status, server, cmd):
+    """The Decision of one <response code="0">; None for an FRS refusal (a
+    non-zero code: the caller reports its msg). Raises _Unusable when the
+    element is no FRS answer or lacks what the decision rests on: a missing
+    `allowed` must not read as an allowance (nor as a denial: frsd did not
+    say), so it is the fail policy's call."""
+    if elem.tag != "response":
+        raise _Unusable("a <%s> element where a <response> belongs" % elem.tag[:40])
     a = elem.attrib
-    code = _int(a, "code", -1)
+    try:
+        code = int(a["code"])
+    except (KeyError, ValueError):
+        raise _Unusable("a <response> without a numeric code")
     if code != 0:
         return None
+    # delete answers found="0|1" only; every other command allowed="0|1".
+    need = "found" if cmd == "delete" else "allowed"
+    if a.get(need) not in ("0", "1"):
+        raise _Unusable('a <response code="0"> without %s="0" or "1"' % need)
     rules = [Rule(algo=r.get("algo", ""), interval=_int(r.attrib, "interval"), count=_int(r.attrib, "count"),
                   limit=_int(r.attrib, "limit"), remaining=_int(r.attrib, "remaining"),
                   reset=_int(r.attrib, "reset"), allowed=r.get("allowed") == "1", debt=_int(r.attrib, "debt"))
@@ -344,10 +386,102 @@ _COUNTED = ("acquire", "query", "update")  # the commands that take n
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.CannotSendRequest)
 
 
+class _AnswerTooBig(http.client.HTTPException):
+    """An answer body over MAX_ANSWER_BYTES: not read (the exchange failed)."""
+
+
+class _Socket(socket.socket):
+    """A socket whose every connect, send and receive ends by .deadline (a
+    time.monotonic() value): each waits only for what is left of it. A
+    per-operation time-out alone lets a server that sends one byte now and
+    then hold the caller for as long as it likes."""
+
+    deadline = None
+
+    def _arm(self):
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("timed out")
+            self.settimeout(left)
+
+    def connect(self, address):
+        self._arm()
+        return socket.socket.connect(self, address)
+
+    def recv(self, *args):
+        self._arm()
+        return socket.socket.recv(self, *args)
+
+    def recv_into(self, *args):  # what http.client's buffered reads call
+        self._arm()
+        return socket.socket.recv_into(self, *args)
+
+    def send(self, *args):
+        self._arm()
+        return socket.socket.send(self, *args)
+
+    def sendall(self, *args):  # its time-out bounds the whole send (Python >= 3.5)
+        self._arm()
+        return socket.socket.sendall(self, *args)
+
+
+def _connect(host, port, deadline):
+    """A connected _Socket bound to `deadline`, trying each address in turn."""
+    err = None
+    for family, type_, proto, _, sockaddr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = _Socket(family, type_, proto)
+        sock.deadline = deadline
+        try:
+            sock.connect(sockaddr)
+            return sock
+        except OSError as e:
+            sock.close()
+            err = e
+    raise err if err is not None else OSError("no address for %s" % host)
+
+
+class _Connection(http.client.HTTPConnection):
+    """http.client's connection over a _Socket: set .deadline before each
+    exchange (the connection's socket, kept alive, takes it too)."""
+
+    deadline = None
+
+    def connect(self):
+        self.sock = _connect(self.host, self.port, self.deadline)
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
+
+def _read_body(resp):
+    """The whole body of `resp`, up to MAX_ANSWER_BYTES; raises _AnswerTooBig
+    beyond it without reading further (a body is read in pieces, so memory
+    grows with what came, never with what is announced)."""
+    if resp.length is not None and resp.length > MAX_ANSWER_BYTES:
+        raise _AnswerTooBig("its answer announces %d bytes (Content-Length), over the 64 MiB cap (%d bytes); "
+                            "not read" % (resp.length, MAX_ANSWER_BYTES))
+    parts = []
+    size = 0
+    while True:
+        part = resp.read(65536)
+        if not part:
+            break
+        size += len(part)
+        if size > MAX_ANSWER_BYTES:
+            raise _AnswerTooBig("its answer grew past the 64 MiB cap (%d bytes); the rest was not read"
+                                % MAX_ANSWER_BYTES)
+        parts.append(part)
+    data = b"".join(parts)
+    if resp.length:  # read(amt) returns b"" at an early EOF instead of raising
+        raise http.client.IncompleteRead(data, resp.length)
+    return data
+
+
 class _Server(object):
-    def __init__(self, name, timeout):
+    def __init__(self, name):
         self.name = name
-        self.timeout = timeout
         self.conn = None
         self.used = False  # the connection has answered a request
 
@@ -360,17 +494,22 @@ class _Server(object):
         self.conn = None
         self.used = False
 
-    def post(self, path, body):
-        """(status, body bytes); raises OSError / HTTPException on failures."""
+    def post(self, path, body, deadline):
+        """(status, body bytes), done by `deadline` (time.monotonic()); raises
+        OSError (socket.timeout past the deadline) / HTTPException on failures."""
         for attempt in (0, 1):
             if self.conn is None:
-                self.conn = http.client.HTTPConnection(self.name, timeout=self.timeout)
+                self.conn = _Connection(self.name)
                 self.used = False
+            # The resend below shares the deadline: one per exchange.
+            self.conn.deadline = deadline
+            if self.conn.sock is not None:
+                self.conn.sock.deadline = deadline
             reused = self.used
             try:
                 self.conn.request("POST", path, body=body, headers={"Content-Type": "application/xml"})
                 resp = self.conn.getresponse()
-                data = resp.read()
+                data = _read_body(resp)
             except _STALE:
                 # frsd closes idle keep-alive connections: such a request was
                 # never read, so it is sent again on a new connection, once.
@@ -396,6 +535,7 @@ class Client(object):
             raise ValueError('fail must be "open" or "closed", not %r' % (fail,))
         self.shards = parse_shards(servers)
         self.ring = Ring(self.shards)
+        self._names = frozenset(name for name, _ in self.shards)  # where a 421 may send a request
         self.timeout = timeout
         self.fail = fail
         self.token = token
@@ -425,7 +565,7 @@ class Client(object):
     def _server(self, name):
         s = self._servers.get(name)
         if s is None:
-            s = self._servers[name] = _Server(name, self.timeout)
+            s = self._servers[name] = _Server(name)
         return s
 
     def owner(self, route):
@@ -443,13 +583,28 @@ class Client(object):
     def _failed(self, why, server):
         return Decision(allowed=self.fail == "open", error=why, status=0, server=server)
 
+    @staticmethod
+    def _by_policy(status):
+        """Whether an exchange that ended in an error with this status is
+        "frsd could not answer" (the fail policy decides) rather than a
+        refusal of the request (denied): no answer, a 5xx, a 421 not
+        followed, or a 200 that is no usable FRS answer (a real 200 from
+        frsd always is one)."""
+        return status == 0 or status == 200 or status == 421 or status >= 500
+
     def _exchange(self, server, path, body):
-        """POST once, following one 421. Returns (status, root element, server name, error)."""
+        """POST once, following one 421, all by one deadline. Returns
+        (status, root element, server name, error)."""
+        # timeout=None keeps http.client's old meaning: no deadline, blocking.
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
         for hop in (0, 1):
             try:
-                status, data = self._server(server).post(path, body)
+                status, data = self._server(server).post(path, body, deadline)
             except socket.timeout:
-                return 0, None, server, "frsd %s timed out after %gs" % (server, self.timeout)
+                return 0, None, server, "frsd %s timed out: no whole answer within the %ss time-out" % (
+                    server, self.timeout)
+            except _AnswerTooBig as e:
+                return 0, None, server, "frsd %s: %s" % (server, e)
             except (OSError, http.client.HTTPException) as e:
                 return 0, None, server, "frsd %s: %s" % (server, e.__class__.__name__ + (": %s" % e if str(e) else ""))
             try:
@@ -458,10 +613,14 @@ class Client(object):
                 return status, None, server, "frsd %s answered HTTP %d that is not FRS XML (%s)" % (server, status, e)
             if status == 421:
                 owner = root.get("owner")
-                if hop == 0 and owner and owner != server:
+                if hop == 0 and owner and owner != server and owner in self._names:
                     self.redirects += 1
                     server = owner
                     continue
+                if hop == 0 and owner and owner not in self._names:
+                    # Only the client's own shards get its requests (and token).
+                    return status, None, server, ("HTTP 421 from %s: misrouted, and the owner it names (%r) is not "
+                                                  "in this client's shard list" % (server, owner[:100]))
                 return status, None, server, "HTTP 421 from %s: %s" % (server, root.get("msg", "misdirected"))
             return status, root, server, None
         return 0, None, server, "unreachable"
@@ -477,18 +636,26 @@ class Client(object):
             path += "?route=" + _encode_route(route)
         status, root, server, err = self._exchange(server, path, body)
         if err is not None:
-            if status >= 500 or status == 0 or status == 421:
+            if self._by_policy(status):
                 d = self._failed(err, server)
                 d.status = status
                 return d
             return Decision(allowed=False, error=err, status=status, server=server)
-        return self._answer(status, root, server)
+        return self._answer(cmd, status, root, server)
 
-    def _answer(self, status, root, server):
-        if root.tag == "response":
-            d = _decision_from(root, status, server)
-            if d is not None and status == 200:
+    def _answer(self, cmd, status, root, server):
+        if status == 200:
+            try:
+                d = _decision_from(root, status, server, cmd)
+            except _Unusable as e:
+                # A real 200 from frsd always carries a decision: this is not frsd answering.
+                what = "an FRS answer a decision can rest on" if root.tag == "response" else "FRS XML"
+                d = self._failed("frsd %s answered HTTP 200 that is not %s (%s)" % (server, what, e), server)
+                d.status = status
                 return d
+            if d is not None:
+                return d
+        if root.tag == "response":
             msg = root.get("msg", "error")
         else:
             msg = "unexpected <%s> answer" % root.tag
@@ -584,26 +751,35 @@ class Client(object):
 
     def _send_batch(self, server, path, body, members):
         status, root, server, err = self._exchange(server, path, body)
-        if err is None and (status != 200 or root.tag != "batch"):
+        if err is None and status == 200 and root.tag != "batch":
+            err = "frsd %s answered HTTP 200 that is not FRS XML (a <%s> answer to a batch)" % (server, root.tag[:40])
+        elif err is None and status != 200:
             err = "HTTP %d from %s: %s" % (status, server, root.get("msg", "unexpected <%s> answer" % root.tag))
+        ds = []
+        if err is None:
+            # Every member's decision, or none: a <batch> missing its verdict or
+            # a member's is no answer to this batch.
+            responses = root.findall("response")
+            try:
+                if root.get("allowed") not in ("0", "1"):
+                    raise _Unusable('a <batch> without allowed="0" or "1"')
+                if len(responses) < len(members):
+                    raise _Unusable("%d members answered of %d" % (len(responses), len(members)))
+                for m, r in zip(members, responses):
+                    d = _decision_from(r, status, server, m[0])
+                    if d is None:
+                        d = Decision(allowed=False, status=status, server=server,
+                                     error="HTTP %d from %s: %s" % (status, server, r.get("msg", "error")))
+                    ds.append(d)
+            except _Unusable as e:
+                err = "frsd %s answered HTTP 200 that is not an FRS answer a decision can rest on (%s)" % (server, e)
         if err is not None:
-            if status >= 500 or status == 0 or status == 421:
+            if self._by_policy(status):
                 ds = [self._failed(err, server) for _ in members]
                 for d in ds:
                     d.status = status
                 return ds, self.fail == "open"
             return [Decision(allowed=False, error=err, status=status, server=server) for _ in members], False
-        responses = root.findall("response")
-        ds = []
-        for i in range(len(members)):
-            if i < len(responses):
-                d = _decision_from(responses[i], status, server)
-                if d is None:
-                    d = Decision(allowed=False, status=status, server=server,
-                                 error="HTTP %d from %s: %s" % (status, server, responses[i].get("msg", "error")))
-            else:
-                d = Decision(allowed=False, status=status, server=server, error="frsd %s answered too few members" % server)
-            ds.append(d)
         return ds, root.get("allowed") == "1"
 
 

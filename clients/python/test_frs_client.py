@@ -263,6 +263,123 @@ class SilentServer(object):
         self.sock.close()
 
 
+def _read_request(conn):
+    """One HTTP request (head and Content-Length body) as bytes, or None at EOF."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = conn.recv(65536)
+        if not piece:
+            return None
+        data += piece
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        piece = conn.recv(65536)
+        if not piece:
+            return None
+        body += piece
+    return head + b"\r\n\r\n" + body
+
+
+def http_answer(body, status="200 OK", close=False):
+    """The bytes of one HTTP/1.1 answer holding `body`."""
+    return (("HTTP/1.1 %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n%s\r\n"
+             % (status, len(body), "Connection: close\r\n" if close else "")).encode("ascii") + body)
+
+
+class StubServer(object):
+    """A hostile (or merely fake) frsd of this test's own: a loopback socket
+    on a port the kernel chooses, one thread per connection. Each request
+    read is recorded in .requests, then answer(stub, conn, request) writes the
+    answer (stub.send counts the bytes) and returns True to keep the
+    connection for another request. Every loop here ends on close() (its
+    waits are on .stop), and the sockets have time-outs: nothing outlives
+    the test."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests = []
+        self.sent = 0
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self.name = "127.0.0.1:%d" % self.port
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _serve(self, conn):
+        conn.settimeout(2.0)
+        try:
+            with conn:
+                while not self.stop.is_set():
+                    req = _read_request(conn)
+                    if req is None:
+                        return
+                    with self._lock:
+                        self.requests.append(req)
+                    if not self.answer(self, conn, req):
+                        return
+        except OSError:
+            pass  # the client went away: what several of these tests want
+
+    def send(self, conn, data):
+        conn.sendall(data)
+        with self._lock:
+            self.sent += len(data)
+
+    def close(self):
+        self.stop.set()
+        for t in list(self._threads):
+            t.join(5)
+        self.sock.close()
+
+
+def answer_200(body, status="200 OK"):
+    """An answer function: `body` as a 200 (or `status`), keeping the connection."""
+    def answer(stub, conn, req):
+        stub.send(conn, http_answer(body, status))
+        return True
+    return answer
+
+
+def stub_answers(body, **client_args):
+    """[(fail, Decision of an acquire, BatchResult of a two-member batch)] for
+    both policies, from a stub answering every request with `body` as a 200."""
+    stub = StubServer(answer_200(body))
+    out = []
+    try:
+        for fail in ("open", "closed"):
+            c = Client(stub.name, timeout=2.0, fail=fail, **client_args)
+            try:
+                out.append((fail, c.acquire("login", "k"),
+                            c.batch([("acquire", "login", "a"), ("acquire", "login", "b")])))
+            finally:
+                c.close()
+    finally:
+        stub.close()
+    return out
+
+
 class _Answer503(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -561,6 +678,160 @@ class FailureTest(unittest.TestCase):
             srv.server_close()
 
 
+class HostileServerTest(unittest.TestCase):
+    """Servers that answer slowly, hugely, elsewhere or wrongly: the client
+    stays bounded in time and memory and decides by its fail policy."""
+
+    def test_deadline_bounds_a_trickled_answer(self):
+        # A valid 200 answer, one byte every 0.2 s: about 15 s in all. The
+        # time-out is the whole call's, not each read's.
+        answer = http_answer(b'<response code="0" allowed="0"/>\n')
+        self.assertGreater(len(answer) * 0.2, 10)
+
+        def trickle(stub, conn, req):
+            for i in range(len(answer)):
+                stub.send(conn, answer[i:i + 1])
+                if stub.stop.wait(0.2):
+                    return False
+            return False
+        stub = StubServer(trickle)
+        try:
+            for fail, allowed in (("open", True), ("closed", False)):
+                c = Client(stub.name, timeout=0.5, fail=fail)
+                try:
+                    t = time.monotonic()
+                    d = c.acquire("login", "k")
+                    took = time.monotonic() - t
+                    self.assertLess(took, 1.2, d)
+                    self.assertEqual(d.allowed, allowed, d)
+                    self.assertIn("timed out", d.error or "", d)
+                    self.assertEqual(d.status, 0)
+                    t = time.monotonic()
+                    res = c.batch([("acquire", "login", "a"), ("acquire", "login", "b")])
+                    self.assertLess(time.monotonic() - t, 1.2, res)
+                    self.assertEqual(res.allowed, allowed, res)
+                    self.assertIn("timed out", res.error or "", res)
+                finally:
+                    c.close()
+        finally:
+            stub.close()
+
+    def test_421_to_a_shard_outside_the_ring_is_not_followed(self):
+        elsewhere = StubServer(answer_200(b'<response code="0" allowed="1" count="1"/>\n'))
+        misroute = (b'<response code="421" msg="route belongs to shard %s" owner="%s"/>\n'
+                    % (elsewhere.name.encode(), elsewhere.name.encode()))
+        stub = StubServer(answer_200(misroute, "421 Misdirected Request"))
+        try:
+            for fail, allowed in (("open", True), ("closed", False)):
+                c = Client(stub.name, timeout=2.0, fail=fail, token="s3cret")
+                try:
+                    for d in (c.set("login", "k", 0), c.acquire("login", "k"), c.delete("login", "k"),
+                              c.batch([("acquire", "login", "a")])):
+                        self.assertEqual(d.allowed, allowed, d)
+                        self.assertIn("not in this client's shard list", d.error or "", d)
+                    self.assertEqual(c.redirects, 0)
+                finally:
+                    c.close()
+            self.assertIn(b"s3cret", stub.requests[0])  # the token was there to leak
+            self.assertEqual(elsewhere.requests, [])  # nothing went outside the ring, no token
+            # An owner in the client's own ring is followed, once.
+            c = Client([stub.name, elsewhere.name], timeout=2.0, fail="closed", token="s3cret")
+            try:
+                key = next(k for k in ("r-%d" % i for i in range(1000)) if c.owner(k) == stub.name)
+                d = c.acquire("login", key)
+                self.assertTrue(d.allowed, d)
+                self.assertIsNone(d.error, d)
+                self.assertEqual((d.server, c.redirects, len(elsewhere.requests)), (elsewhere.name, 1, 1))
+            finally:
+                c.close()
+        finally:
+            stub.close()
+            elsewhere.close()
+
+    def test_answer_over_64_mib_is_not_read(self):
+        import tracemalloc
+
+        def huge(stub, conn, req):
+            # Announces 100 MB and streams zeros until the client goes away.
+            stub.send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: 100000000\r\n\r\n")
+            zeros = b"\0" * 65536
+            left = 100000000
+            while left > 0 and not stub.stop.is_set():
+                stub.send(conn, zeros[:left])
+                left -= len(zeros)
+            return False
+
+        def endless_chunks(stub, conn, req):
+            # No length announced: a chunked body that grows past the cap.
+            stub.send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nTransfer-Encoding: chunked\r\n\r\n")
+            chunk = b"10000\r\n" + b"\0" * 65536 + b"\r\n"
+            for _ in range(100000000 // 65536):
+                if stub.stop.is_set():
+                    return False
+                stub.send(conn, chunk)
+            stub.send(conn, b"0\r\n\r\n")
+            return False
+
+        stub = StubServer(huge)
+        try:
+            for fail, allowed in (("open", True), ("closed", False)):
+                c = Client(stub.name, timeout=10.0, fail=fail)
+                try:
+                    tracemalloc.start()
+                    try:
+                        t = time.monotonic()
+                        d = c.acquire("login", "k")
+                        took = time.monotonic() - t
+                        peak = tracemalloc.get_traced_memory()[1]
+                    finally:
+                        tracemalloc.stop()
+                    self.assertIn("100000000", d.error or "", d)
+                    self.assertEqual(d.allowed, allowed, d)
+                    self.assertLess(took, 1.0, d)
+                    self.assertLess(peak, 8 << 20)  # the body was not read
+                finally:
+                    c.close()
+            time.sleep(0.2)  # the stub notices the closed connection
+            self.assertLess(stub.sent, 16 << 20)  # of the 100 MB announced
+        finally:
+            stub.close()
+        stub = StubServer(endless_chunks)
+        try:
+            c = Client(stub.name, timeout=10.0, fail="closed")
+            try:
+                d = c.acquire("login", "k")
+                self.assertFalse(d.allowed, d)
+                self.assertIn("64 MiB", d.error or "", d)
+            finally:
+                c.close()
+            time.sleep(0.2)
+            self.assertLess(stub.sent, 90000000)  # it stopped reading at the cap
+        finally:
+            stub.close()
+
+    def test_200_without_frs_xml_follows_the_policy(self):
+        for body in (b"hello, not XML\n", b"<html><body>a proxy's page</body></html>\n", b""):
+            for fail, d, res in stub_answers(body):
+                allowed = fail == "open"
+                self.assertEqual(d.allowed, allowed, (body, fail, d))
+                self.assertIn("not FRS XML", d.error or "", (body, fail, d))
+                self.assertEqual(res.allowed, allowed, (body, fail, res))
+                self.assertEqual([m.allowed for m in res], [allowed, allowed], (body, fail, res))
+                self.assertIn("not FRS XML", res.error or "", (body, fail, res))
+
+    def test_frs_answer_without_allowed_follows_the_policy(self):
+        for body in (b'<response code="0"/>\n', b'<response code="0" allowed="maybe"/>\n', b'<response/>\n',
+                     b'<batch allowed="1"><response code="0"/><response code="0"/></batch>\n',
+                     b'<batch allowed="1"><response code="0" allowed="1"/></batch>\n'):
+            for fail, d, res in stub_answers(body):
+                allowed = fail == "open"
+                self.assertEqual(d.allowed, allowed, (body, fail, d))
+                self.assertTrue(d.error, (body, fail, d))
+                self.assertEqual(res.allowed, allowed, (body, fail, res))
+                self.assertEqual([m.allowed for m in res], [allowed, allowed], (body, fail, res))
+                self.assertTrue(res.error, (body, fail, res))
+
+
 # --------------------------------------------------------------- cluster
 
 @need_frsd
@@ -631,23 +902,39 @@ class ClusterTest(unittest.TestCase):
         # frsd hashes it as sent: the encoded form decides.
         routes = [r for r in ("r b+c&ü-%d" % i for i in range(60)) if c.owner(q(r)) != c.owner(r)][:5]
         self.assertTrue(routes)
-        for route in routes + ["plain"]:
-            d = c.acquire("login", "rk", route=route)
+        # A key of its own per route: six acquires of one key (a limit of 5)
+        # were denied whenever the ring, which the shards' ports change at
+        # each run, put all six routes on one shard.
+        for i, route in enumerate(routes + ["plain"]):
+            d = c.acquire("login", "rk-%d" % i, route=route)
             self.assertTrue(d, (route, d))
             self.assertEqual(d.server, c.owner(q(route)), route)
         self.assertEqual(c.redirects, before)
 
     def test_421_is_followed_once(self):
-        one = self.shard_client(0)  # knows one shard: frsd names the owner
+        # Every shard, with weights other than the cluster's (as during a
+        # re-sharding): frsd names the owner, one of this client's shards.
+        other = Client(self.names, timeout=2.0, fail="closed")
+        one = self.shard_client(0)  # knows one shard: the owner frsd names is not among its own
         try:
-            moved = [k for k in ("m-%d" % i for i in range(40)) if self.client.owner(k) != self.names[0]][:5]
+            moved = [k for k in ("m-%d" % i for i in range(200)) if other.owner(k) != self.client.owner(k)][:5]
+            self.assertEqual(len(moved), 5)
             for k in moved:
-                d = one.acquire("login", k)
+                d = other.acquire("login", k)
                 self.assertTrue(d, d)
                 self.assertEqual(d.server, self.client.owner(k))
                 self.assertEqual(self.client.query("login", k).count, 1)
-            self.assertEqual(one.redirects, len(moved))
+            self.assertEqual(other.redirects, len(moved))
+            # A 421 naming a server outside the client's list is not followed:
+            # it fails (closed here), and nothing is counted anywhere.
+            k = next(k for k in ("n-%d" % i for i in range(200)) if self.client.owner(k) != self.names[0])
+            d = one.acquire("login", k)
+            self.assertEqual((d.allowed, d.status), (False, 421), d)
+            self.assertIn("not in this client's shard list", d.error)
+            self.assertEqual(self.client.query("login", k).count, 0)
+            self.assertEqual(one.redirects, 0)
         finally:
+            other.close()
             one.close()
 
     def test_batch_split_by_owner(self):

@@ -56,7 +56,9 @@ def main():
         sys.stderr.write("limit.py: frs: %s\n" % d.error)
     if d.allowed:
         respond("200 OK", [], "Hello, %s\n" % (user or "visitor"))
-    elif d.error and (d.status in (0, 421) or d.status >= 500):  # frsd did not decide: fail closed
+    # frsd did not decide (no answer, a 421 outside the ring, a 5xx, or a 200
+    # that is not an FRS answer): fail closed.
+    elif d.error and (d.status in (0, 200, 421) or d.status >= 500):
         respond("503 Service Unavailable", [("Retry-After", "1")], "Try again in a moment.\n")
     else:
         headers = [("Retry-After", str(max(1, d.retry_after)))] if d.retry_after >= 0 else []

@@ -71,7 +71,7 @@ struct RuleResult {
   int64_t reset = 0;        // when the count next drops (window end / refill of one token)
   int64_t retry_after = 0;  // seconds until n more uses would be allowed (0 if allowed; kNeverCurable)
   int64_t debt = 0;         // borrow owed to the next window
-  int64_t quota = 0;        // what the rule grants per window: max (burst for token_bucket), RateLimit's q
+  int64_t quota = 0;        // max: what the rule grants per interval (a token bucket's sustained rate), RateLimit's q
   bool allowed = true;
   char name[kRuleNameBytes] = {};  // the policy name (RateLimit-Policy)
 };

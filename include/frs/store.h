@@ -272,6 +272,11 @@ class Store {
   struct VerifyReport {
     std::vector<std::string> problems;
     std::vector<std::string> repairs;
+    // What a process's death left and the next locker recovers by itself
+    // (a dead owner's chain lock and its unfinished write): recovered here
+    // as that locker would, on a store this process may write, or, read
+    // without locks, listed as recoverable. Neither is a problem.
+    std::vector<std::string> recovered;
     uint64_t nodes = 0, chains = 0;
   };
   virtual Result<VerifyReport> Verify(bool repair) = 0;

@@ -175,8 +175,12 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     } else if (name == "ratelimit") {
       if (!(s = P.OnlyAttrs(n, {"legacy"})).ok()) return s;
       if (n.attribute("legacy")) {
-        if (!(s = P.UInt(n, "legacy", 0, 1, &v)).ok()) return s;
-        cfg.ratelimit_legacy = v == 1;
+        const std::string_view legacy = n.attribute("legacy").value();
+        if (legacy == "only") cfg.ratelimit_fields = SrvConfig::RateLimitFields::kLegacy;
+        else if (legacy == "1") cfg.ratelimit_fields = SrvConfig::RateLimitFields::kDraftAndLegacy;
+        else if (legacy == "0") cfg.ratelimit_fields = SrvConfig::RateLimitFields::kDraft;
+        else return P.Error(n, "<ratelimit legacy> is 1 (both forms), 0 (the draft's fields only) or only (the older "
+                               "RateLimit-Limit/-Remaining/-Reset only), not \"" + std::string(legacy) + "\"");
       }
     } else if (name == "limits") {
       if (!(s = P.OnlyAttrs(n, {"header_bytes", "body_bytes", "connections", "idle_timeout_ms",
@@ -202,7 +206,12 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     } else if (name == "cluster") {
       if (!(s = P.OnlyAttrs(n, {"self", "enforce"})).ok()) return s;
       cfg.cluster_self = n.attribute("self").value();
-      if (n.attribute("self") && cfg.cluster_self.empty()) return P.Error(n, "<cluster self> is empty");
+      // Checked as a <shard> is: a self with a space in it named no shard
+      // (every key answered 421 naming this very server), and a handoff's
+      // spool fields split on it.
+      if (n.attribute("self") && (cfg.cluster_self.empty() || cfg.cluster_self.find_first_of(" \t\r\n") != std::string::npos))
+        return P.Error(n, "<cluster self> must be host:port exactly as in the proxy's server line, not \"" +
+                              cfg.cluster_self + "\"");
       v = 1;
       if (!(s = P.UInt(n, "enforce", 0, 1, &v)).ok()) return s;
       cfg.cluster_enforce = v == 1;

@@ -49,9 +49,13 @@ struct SrvConfig {
   // dirty pages every N ms (0, the default: the kernel's own writeback
   // decides, vm.dirty_expire_centisecs; docs/store.md, "What survives what").
   uint32_t flush_interval_ms = 0;
-  // <ratelimit legacy="1"/>: also send the pre-2023 RateLimit-Limit,
-  // -Remaining, -Reset trio beside RateLimit-Policy and RateLimit.
-  bool ratelimit_legacy = true;
+  // <ratelimit legacy="1"/> (the default): send the pre-2023
+  // RateLimit-Limit, -Remaining, -Reset trio beside RateLimit-Policy and
+  // RateLimit; "0": the draft's two fields only; "only": the trio only, for
+  // clients that read a RateLimit field in an older draft's form and fail on
+  // today's (the npm ratelimit-header-parser). SIGHUP applies it.
+  enum class RateLimitFields : uint8_t { kDraft, kDraftAndLegacy, kLegacy };
+  RateLimitFields ratelimit_fields = RateLimitFields::kDraftAndLegacy;
   // <cluster self="host:port" enforce="1"><shard weight="N">host:port</shard>...
   // Empty shards: a lone server that owns every route. `cluster_self` defaults
   // to "<listen host>:<listen port>" and need not be a shard: a shard being

@@ -8,6 +8,7 @@
 #include <pugixml.hpp>
 #include <unordered_map>
 
+#include "limit/token_bucket.h"
 #include "os/unique_fd.h"
 
 namespace frs::limit {
@@ -225,6 +226,19 @@ class Parser {
       return Fail(spec->line, std::string("burst is only for token_bucket, not algo '") + AlgoName(spec->algo) + "'");
     }
     if (!have_burst) spec->burst = spec->max;
+    if (spec->algo == Algo::kTokenBucket) {
+      // The bucket keeps how far its refill is ahead of now, at most
+      // kMaxAheadMs (~34 years); a bucket whose refill of burst takes longer
+      // would be clipped there and never run dry.
+      const __int128 refill_ms = __int128{spec->burst} * spec->interval * 1000 / spec->max;
+      if (refill_ms > TokenBucket::kMaxAheadMs)
+        return Fail(spec->line, "token_bucket: refilling burst=" + std::to_string(spec->burst) + " at max=" +
+                                    std::to_string(spec->max) + " per interval=" + std::to_string(spec->interval) +
+                                    " s takes " + std::to_string(static_cast<int64_t>(refill_ms / 86400000 / 365)) +
+                                    " years, more than the " +
+                                    std::to_string(TokenBucket::kMaxAheadMs / 86400000 / 365) +
+                                    " a bucket can hold: lower burst or interval, or raise max");
+    }
     spec->bytes = BlockBytes(spec->algo, spec->max);
     spec->tag = MakeTag(spec->algo, spec->interval, spec->bytes);
     return Status::OK();

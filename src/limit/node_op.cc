@@ -56,7 +56,7 @@ void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint
 
 void NameRule(const RuleSpec& spec, RuleResult* r) {
   std::memcpy(r->name, spec.name, sizeof r->name);
-  r->quota = spec.algo == Algo::kTokenBucket ? spec.burst : spec.max;
+  r->quota = spec.max;
 }
 
 void EvaluateRules(const BizConfig& biz, const uint8_t* state, const Now& now, int64_t n, Decision* d) {

@@ -40,7 +40,7 @@ void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_
   // told to retry after some seconds would retry forever.
   if (!out->allowed && n > MostEverGranted(spec)) out->retry_after = kNeverCurable;
   std::memcpy(out->name, spec.name, sizeof out->name);
-  out->quota = spec.algo == Algo::kTokenBucket ? spec.burst : spec.max;
+  out->quota = spec.max;
 }
 
 void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {

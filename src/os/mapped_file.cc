@@ -9,6 +9,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
 
+#include "os/path_access.h"
 #include "os/sigbus_guard.h"
 
 namespace frs::os {
@@ -61,6 +62,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
   }
   if (!fd.valid()) {
     if (errno == ENOENT) return Status::NotFound(path + ": no such file");
+    if (errno == EACCES || errno == EPERM) return Status::IOError(PermissionWords(path));
     return Status::FromErrno(path, errno);
   }
   if (!f->created_) {

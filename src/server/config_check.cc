@@ -8,6 +8,7 @@
 #include "limit/map_config.h"
 #include "limit/time_zone.h"
 #include "server/allow_list.h"
+#include "server/fd_limit.h"
 #include "store/store_check.h"
 
 namespace frs::server {
@@ -64,6 +65,10 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     for (const std::string& p : problems) std::fprintf(err, "%s\n", p.c_str());
     return 1;
   }
+  // Not a refusal: frsd serves, with fewer connections than configured
+  // (in the environment this check runs in: a unit's LimitNOFILE may differ).
+  if (std::string fd = FdLimitProblem(*cfg, CurrentFdLimit()); !fd.empty())
+    std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), fd.c_str());
   std::fprintf(out, "frsd: %s: %zu biz(es) in %s, %s; ok\n", cfg->path.c_str(), bizzes, cfg->map_path.c_str(),
                store_words.c_str());
   return 0;

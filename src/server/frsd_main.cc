@@ -21,6 +21,7 @@
 #include "server/allow_list.h"
 #include "server/config_check.h"
 #include "server/daemon.h"
+#include "server/fd_limit.h"
 #include "server/listener.h"
 #include "server/logger.h"
 #include "server/map_channel.h"
@@ -168,6 +169,10 @@ int main(int argc, char** argv) {
   if (!ReadWholeFile(cfg.path, &srv_text, &map_err)) return Fail(map_err);
   if (Status ps = map_channel.value().Publish(srv_text, map_text); !ps.ok()) return Fail(ps.message());
 
+  // The workers inherit it: room for <limits connections> where the hard
+  // limit allows it, and a word when it does not (server/fd_limit.h).
+  const std::string fd_problem = FdLimitProblem(cfg, RaiseFdLimit());
+
   auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers, cfg.reuseport);
   if (!listeners.ok()) return Fail(listeners.status().message());
   // From here on the configuration names the port really bound (<listen
@@ -197,6 +202,8 @@ int main(int argc, char** argv) {
   FRS_LOG("starting: %s, %u worker(s) on %s:%u, store %s (%llu slots), map %s", cfg.path.c_str(), cfg.workers,
           cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(),
           static_cast<unsigned long long>(cfg.geometry.slots()), cfg.map_path.c_str());
+
+  if (!fd_problem.empty()) FRS_LOG("warning: %s", fd_problem.c_str());
 
   MasterContext mc;
   mc.config = &cfg;

@@ -60,36 +60,48 @@ namespace {
 
 // The IETF httpapi RateLimit header fields (draft 10): every rule of the biz
 // as a policy, the most restrictive one's remaining quota and reset; the
-// older trio when configured; Retry-After on a denial some wait cures.
-// r never exceeds q: under borrow a window may grant beyond max, but what
-// the fields promise is the quota without borrowing.
-void WriteRateLimitFields(const Decision& d, int64_t now_s, bool legacy, BufWriter& w) {
-  w.Lit("RateLimit-Policy: ");
-  for (uint32_t i = 0; i < d.nrules; ++i) {
-    const RuleResult& r = d.rules[i];
-    if (i) w.Lit(", ");
-    w.Char('"');
-    w.Str(r.name);
-    w.Lit("\";q=");
-    w.Int(r.quota);
-    w.Lit(";w=");
-    w.Int(r.interval);
-  }
+// older trio when configured (or it alone); Retry-After on a denial some
+// wait cures. What the fields promise is the quota a client can pace by:
+// - under borrow a window may grant beyond max, but r and the trio's
+//   remaining say what is left of the allowance (max - debt) without
+//   borrowing, so r never exceeds q;
+// - a token bucket's q/w is its sustained rate (max per interval), with its
+//   capacity as the `burst` parameter (an RFC 8941 parameter that a client
+//   which does not know it ignores): q=burst overstated the rate, and a
+//   client pacing at burst per interval was denied.
+void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimitFields fields, BufWriter& w) {
   const RuleResult& top = d.rules[d.top < d.nrules ? d.top : 0];
   const int64_t reset_in = d.reset > now_s ? d.reset - now_s : 0;
-  w.Lit("\r\nRateLimit: \"");
-  w.Str(top.name);
-  w.Lit("\";r=");
-  w.Int(std::clamp<int64_t>(top.remaining, 0, top.quota));
-  w.Lit(";t=");
-  w.Int(reset_in);
-  w.Lit("\r\n");
-  if (legacy) {
+  if (fields != SrvConfig::RateLimitFields::kLegacy) {
+    w.Lit("RateLimit-Policy: ");
+    for (uint32_t i = 0; i < d.nrules; ++i) {
+      const RuleResult& r = d.rules[i];
+      if (i) w.Lit(", ");
+      w.Char('"');
+      w.Str(r.name);
+      w.Lit("\";q=");
+      w.Int(r.quota);
+      w.Lit(";w=");
+      w.Int(r.interval);
+      if (r.algo == Algo::kTokenBucket) {
+        w.Lit(";burst=");
+        w.Int(r.limit);
+      }
+    }
+    w.Lit("\r\nRateLimit: \"");
+    w.Str(top.name);
+    w.Lit("\";r=");
+    w.Int(std::clamp<int64_t>(std::min(top.remaining, top.limit - top.count), 0, top.quota));
+    w.Lit(";t=");
+    w.Int(reset_in);
+    w.Lit("\r\n");
+  }
+  if (fields != SrvConfig::RateLimitFields::kDraft) {
     const int64_t limit = std::max<int64_t>(d.limit, 0);
     w.Lit("RateLimit-Limit: ");
     w.Int(limit);
     w.Lit("\r\nRateLimit-Remaining: ");
-    w.Int(std::clamp<int64_t>(d.remaining, 0, limit));
+    w.Int(std::clamp<int64_t>(std::min(d.remaining, d.limit - d.count), 0, limit));
     w.Lit("\r\nRateLimit-Reset: ");
     w.Int(reset_in);
     w.Lit("\r\n");
@@ -117,7 +129,7 @@ HandlerOptions HandlerOptionsFor(const SrvConfig& cfg) {
   HandlerOptions o;
   o.admin_token = cfg.admin_token;
   o.max_batch = cfg.max_batch;
-  o.ratelimit_legacy = cfg.ratelimit_legacy;
+  o.ratelimit_fields = cfg.ratelimit_fields;
   if (!cfg.cluster_shards.empty()) {
     auto ring = Ring::Make(cfg.cluster_shards);  // validated when srv.xml was read
     if (ring.ok()) {
@@ -182,7 +194,7 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
     w.Lit("\r\n");
   }
   if (extra) {
-    if (extra->rate) WriteRateLimitFields(*extra->rate, extra->now_s, opts_.ratelimit_legacy, w);
+    if (extra->rate) WriteRateLimitFields(*extra->rate, extra->now_s, opts_.ratelimit_fields, w);
     if (extra->allow) {
       w.Lit("Allow: ");
       w.Str(extra->allow);
@@ -371,7 +383,10 @@ bool Handler::HandleMerges(int* status) {
   // on its own, and the sender keeps what was not acknowledged.
   std::vector<std::string_view> lines;
   lines.reserve(wire_.size());
-  body_.append("<batch allowed=\"1\">\n");
+  // allowed="1" only when every member was merged (or found merged before).
+  static constexpr std::string_view kHead = "<batch allowed=\"1\">\n";
+  body_.append(kHead);
+  bool all_merged = true;
   for (size_t i = 0; i < wire_.size();) {
     size_t end = i;
     lines.clear();
@@ -380,6 +395,7 @@ bool Handler::HandleMerges(int* status) {
                       ? engine_->MergeNodes(lines, wire_[i].receipt)
                       : Result<bool>(Status::InvalidArgument("one receipt covers at most " +
                                                              std::to_string(Engine::kMaxMergeNodes) + " nodes"));
+    all_merged = all_merged && merged.ok();
     for (size_t k = i; k < end; ++k) {
       body_.append("  ");
       if (!merged.ok()) {
@@ -393,6 +409,7 @@ bool Handler::HandleMerges(int* status) {
     }
     i = end;
   }
+  if (!all_merged) body_[kHead.find('1')] = '0';
   body_.append("</batch>\n");
   *status = 200;
   return true;

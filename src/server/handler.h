@@ -33,7 +33,7 @@ struct HandlerOptions {
   std::string admin_token;   // "" = admin commands refused
   uint32_t max_batch = 64;
   ClusterView cluster;       // no ring: a lone server that owns every route
-  bool ratelimit_legacy = true;  // RateLimit-Limit/-Remaining/-Reset too
+  SrvConfig::RateLimitFields ratelimit_fields = SrvConfig::RateLimitFields::kDraftAndLegacy;
 };
 
 // The handler's settings from srv.xml (token, batch limit, cluster ring).

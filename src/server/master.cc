@@ -230,6 +230,12 @@ void Master::Reload() {
   for (const std::string& line : NeedRestart(live_, *next))
     FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
   if (next->admin_token != live_.admin_token) FRS_LOG("srv.xml: the admin token changed; applied");
+  if (next->ratelimit_fields != live_.ratelimit_fields) {
+    static constexpr const char* kForms[] = {"0 (the draft's fields)", "1 (the draft's fields and the older trio)",
+                                            "only (the older trio)"};
+    FRS_LOG("srv.xml: <ratelimit legacy> changed to %s; applied",
+            kForms[static_cast<size_t>(next->ratelimit_fields)]);
+  }
   if (next->logfile != live_.logfile) {
     // The master's lines go to the new file; each worker switches as it reloads.
     FRS_LOG("srv.xml: <log file> changed to \"%s\"; switching", next->logfile.c_str());

@@ -108,7 +108,7 @@ void Metrics::Render(Engine& engine, std::string* out) const {
   uint64_t req[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots] = {};
   uint64_t lat[kLatencyBuckets] = {};
   uint64_t lat_sum = 0, acc = 0, refused = 0, overflow = 0, timed_out = 0, open = 0, reloads = 0, reload_fail = 0;
-  uint64_t misrouted = 0, merged = 0, merge_dups = 0;
+  uint64_t misrouted = 0, merged = 0, merge_dups = 0, fd_exhausted = 0;
   for (uint32_t w = 0; w < workers_; ++w) {
     const WorkerCounters& c = workers_base_[w];
     for (size_t i = 0; i < ncmd; ++i)
@@ -125,6 +125,7 @@ void Metrics::Render(Engine& engine, std::string* out) const {
     misrouted += CounterGet(c.misrouted);
     merged += CounterGet(c.merged);
     merge_dups += CounterGet(c.merge_duplicates);
+    fd_exhausted += CounterGet(c.accept_fd_exhausted);
   }
 
   Header(out, "frs_requests_total", "counter", "Requests answered, by command and HTTP status.");
@@ -257,6 +258,9 @@ void Metrics::Render(Engine& engine, std::string* out) const {
   Simple(out, "frs_connections_overflow_total", "counter", "Connections answered 503 and closed: the worker was at its connection limit.",
          overflow);
   Simple(out, "frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.", timed_out);
+  Simple(out, "frs_accept_fd_exhausted_total", "counter",
+         "Accepts that failed for want of a file descriptor (EMFILE/ENFILE); the worker stops accepting for 500 ms.",
+         fd_exhausted);
   Simple(out, "frs_start_time_seconds", "gauge", "Unix time the server started.", CounterGet(master_->started_unix));
 
   Header(out, "frs_build_info", "gauge", "The frsd build: version and compiler (always 1).");

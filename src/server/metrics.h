@@ -60,6 +60,7 @@ struct alignas(64) WorkerCounters {
   uint64_t reloads, reload_failures;
   uint64_t misrouted;         // requests for a route another shard owns
   uint64_t merged, merge_duplicates;  // handoff nodes received
+  uint64_t accept_fd_exhausted;       // accept failed for want of a descriptor (EMFILE/ENFILE)
   uint64_t pid;               // set by the master when it starts the slot's worker
   uint64_t serving_pid;       // set by that worker once its event loop holds the listening socket
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];

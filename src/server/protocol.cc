@@ -26,6 +26,72 @@ const char* AlgoText(Algo a) {
   return "fixed";
 }
 
+inline bool IsXmlWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// What pugixml lets through and XML does not: a raw '<' inside an attribute
+// value (pugixml keeps it as text), and an XML declaration naming another
+// encoding than the UTF-8 the body is read as. The body is walked markup by
+// markup; comments, CDATA and processing instructions are stepped over
+// whole, and what is malformed otherwise is left to pugixml to report.
+bool CheckMarkup(std::string_view body, ProtocolError* err) {
+  constexpr size_t npos = std::string_view::npos;
+  for (size_t i = body.find('<'); i != npos; i = body.find('<', i)) {
+    const std::string_view rest = body.substr(i);
+    auto skip_to = [&](std::string_view from_here, std::string_view end_mark) {
+      const size_t e = body.find(end_mark, i + from_here.size());
+      return e == npos ? body.size() : e + end_mark.size();
+    };
+    if (rest.starts_with("<!--")) {
+      i = skip_to("<!--", "-->");
+    } else if (rest.starts_with("<![CDATA[")) {
+      i = skip_to("<![CDATA[", "]]>");
+    } else if (rest.starts_with("<?")) {
+      const size_t end = body.find("?>", i + 2);
+      const std::string_view pi = body.substr(i + 2, (end == npos ? body.size() : end) - i - 2);
+      if (pi.starts_with("xml") && pi.size() > 3 && IsXmlWs(pi[3])) {
+        // encoding="..." (or '...'), if it is there, must say UTF-8.
+        const size_t at = pi.find("encoding");
+        if (at != npos) {
+          size_t v = at + 8;
+          while (v < pi.size() && IsXmlWs(pi[v])) ++v;
+          if (v < pi.size() && pi[v] == '=') ++v;
+          while (v < pi.size() && IsXmlWs(pi[v])) ++v;
+          const char q = v < pi.size() ? pi[v] : 0;
+          const size_t close = q == '"' || q == '\'' ? pi.find(q, v + 1) : npos;
+          const std::string_view enc = close == npos ? std::string_view() : pi.substr(v + 1, close - v - 1);
+          const bool utf8 = enc.size() == 5 && (enc[0] | 0x20) == 'u' && (enc[1] | 0x20) == 't' &&
+                            (enc[2] | 0x20) == 'f' && enc[3] == '-' && enc[4] == '8';
+          if (!utf8)
+            return Fail(err, 400, "the XML declaration says encoding=\"" + std::string(enc.substr(0, 32)) +
+                                      "\"; frsd reads UTF-8 only (say UTF-8, or leave the encoding out)");
+        }
+      }
+      i = end == npos ? body.size() : end + 2;
+    } else if (rest.starts_with("<!")) {
+      i += 2;  // a DOCTYPE and its declarations: pugixml's to judge
+    } else {
+      // A tag, to its '>' outside quotes.
+      char quote = 0;
+      size_t j = i + 1;
+      for (; j < body.size(); ++j) {
+        const char c = body[j];
+        if (quote != 0) {
+          if (c == quote) quote = 0;
+          else if (c == '<')
+            return Fail(err, 400, "a '<' inside an attribute value at byte " + std::to_string(j) +
+                                      " (XML forbids it there: write &lt;)");
+        } else if (c == '"' || c == '\'') {
+          quote = c;
+        } else if (c == '>' || c == '<') {
+          break;
+        }
+      }
+      i = j;
+    }
+  }
+  return true;
+}
+
 // Checks the raw body before pugixml sees it. pugixml keeps values as C
 // strings: a NUL byte, or a reference that decodes to one (&#0;), would cut
 // a value short, so that key="alice&#0;x" counted on "alice". It also keeps
@@ -42,7 +108,9 @@ bool CheckRawBody(std::string_view body, ProtocolError* err) {
     if (name.empty() || name[0] != '#')
       return Fail(err, 400, "undefined entity &" + std::string(name) + "; (only &amp; &lt; &gt; &quot; &apos; and "
                                 "character references are allowed)");
-    const bool hex = name.size() > 1 && (name[1] == 'x' || name[1] == 'X');
+    // XML writes a hexadecimal reference &#x only: pugixml keeps &#X41; as
+    // literal text, so key="alice&#X41;" counted on those very bytes.
+    const bool hex = name.size() > 1 && name[1] == 'x';
     const std::string_view digits = name.substr(hex ? 2 : 1);
     uint32_t cp = 0;
     auto r = std::from_chars(digits.data(), digits.data() + digits.size(), cp, hex ? 16 : 10);
@@ -53,7 +121,7 @@ bool CheckRawBody(std::string_view body, ProtocolError* err) {
     if (!xml_char)
       return Fail(err, 400, "character reference &" + std::string(name) + "; is not an XML character");
   }
-  return true;
+  return CheckMarkup(body, err);
 }
 
 // Fills `r` from the attributes of one <request>.
@@ -327,19 +395,58 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
   return true;
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at the start of `s` that
+// encodes a character XML 1.0 allows, or 0 (a stray or truncated byte, an
+// overlong form, a surrogate, U+FFFE/U+FFFF, a control character).
+size_t XmlCharLength(std::string_view s) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return c >= 0x20 || c == '\t' || c == '\n' || c == '\r' ? 1 : 0;
+  size_t n;
+  uint32_t cp;
+  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
+  else return 0;
+  if (s.size() < n) return 0;
+  for (size_t i = 1; i < n; ++i) {
+    if ((b(i) & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (b(i) & 0x3f);
+  }
+  const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff) return 0;
+  return n;
+}
+
+}  // namespace
+
 void AppendXmlEscaped(std::string_view text, std::string* out) {
-  for (char c : text) {
+  // Whatever the text holds (a route or key echoed back may be any bytes),
+  // the answer stays well-formed XML: markup characters are escaped, and a
+  // byte that is not part of a character XML allows becomes '?'.
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
     switch (c) {
       case '&': out->append("&amp;"); break;
       case '<': out->append("&lt;"); break;
       case '>': out->append("&gt;"); break;
       case '"': out->append("&quot;"); break;
       case '\'': out->append("&apos;"); break;
-      default:
-        // Control characters cannot appear in XML 1.0 text.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') out->push_back('?');
-        else out->push_back(c);
+      default: {
+        const size_t n = XmlCharLength(text.substr(i));
+        if (n == 0) {
+          out->push_back('?');
+          ++i;
+        } else {
+          out->append(text.data() + i, n);
+          i += n;
+        }
+        continue;
+      }
     }
+    ++i;
   }
 }
 

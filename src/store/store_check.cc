@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "os/path_access.h"
 #include "os/unique_fd.h"
 #include "store/store_file.h"
 
@@ -19,6 +20,7 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
     const std::string path = StoreFile::PathFor(dir, i);
     os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) {
+      if (errno == EACCES || errno == EPERM) return Status::IOError(os::PermissionWords(path));
       if (errno != ENOENT) return Status::FromErrno(path, errno);
       missing += (missing.empty() ? "" : ", ") + path;
       continue;

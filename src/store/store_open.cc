@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "os/path_access.h"
 #include "store/store_impl.h"
 
 namespace frs {
@@ -20,7 +21,11 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   if (opts.dir.empty()) return Status::InvalidArgument("store dir is empty");
 
   std::error_code ec;
-  if (!std::filesystem::exists(opts.dir, ec)) {
+  // Not there, or not ours to see: a directory this user may not search is
+  // no reason to say "no store" (or to create one).
+  Result<bool> dir_exists = os::PathExists(opts.dir);
+  if (!dir_exists.ok()) return dir_exists.status();
+  if (!dir_exists.value()) {
     if (!opts.create_if_missing) return Status::NotFound(opts.dir + ": no store here (directory missing)");
     if (::mkdir(opts.dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::FromErrno(opts.dir, errno);
   }
@@ -32,7 +37,9 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     uint32_t present = 0;
     for (uint32_t i = 0; i < g.files; ++i) {
       std::string p = store::StoreFile::PathFor(opts.dir, i);
-      if (std::filesystem::exists(p, ec)) ++present;
+      Result<bool> there = os::PathExists(p);
+      if (!there.ok()) return there.status();
+      if (there.value()) ++present;
       else missing += (missing.empty() ? "" : ", ") + p;
     }
     if (present == 0 && !opts.create_if_missing)

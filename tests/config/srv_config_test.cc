@@ -173,6 +173,22 @@ TEST(SrvConfig, ClusterErrors) {
   ExpectError(head + "<cluster>\n<node>a:1</node>\n</cluster>\n</frs>", "5", "only <shard>");
   ExpectError(head + "<cluster enforce=\"2\">\n<shard>a:1</shard>\n</cluster>\n</frs>", "4", "enforce");
   ExpectError(head + "<cluster>\n<shard>a b:1</shard>\n</cluster>\n</frs>", "5", "host:port");
+  // A self with a space passed: the shard then owned nothing (421 naming
+  // itself) and a handoff's receipts split on the space.
+  ExpectError(head + "<cluster self=\"127.0.0.1:8301 \">\n<shard>127.0.0.1:8301</shard>\n</cluster>\n</frs>", "4",
+              "<cluster self> must be host:port exactly as in the proxy's server line, not \"127.0.0.1:8301 \"");
+  ExpectError(head + "<cluster self=\"\">\n<shard>a:1</shard>\n</cluster>\n</frs>", "4", "<cluster self> must be");
+  ExpectError(head + "<ratelimit legacy=\"2\"/>\n</frs>", "4", "<ratelimit legacy> is 1 (both forms), 0");
+}
+
+TEST(SrvConfig, TheRateLimitFieldsAreBothTheDraftsOrTheOlderTrio) {
+  TempDir d;
+  const std::string head = "<frs><map>m.xml</map><store dir=\"d\"/>";
+  using F = SrvConfig::RateLimitFields;
+  EXPECT_EQ(LoadSrvConfig(Write(d, head + "</frs>"))->ratelimit_fields, F::kDraftAndLegacy);
+  EXPECT_EQ(LoadSrvConfig(Write(d, head + "<ratelimit legacy=\"1\"/></frs>"))->ratelimit_fields, F::kDraftAndLegacy);
+  EXPECT_EQ(LoadSrvConfig(Write(d, head + "<ratelimit legacy=\"0\"/></frs>"))->ratelimit_fields, F::kDraft);
+  EXPECT_EQ(LoadSrvConfig(Write(d, head + "<ratelimit legacy=\"only\"/></frs>"))->ratelimit_fields, F::kLegacy);
 }
 
 TEST(SrvConfig, MissingFileIsAnError) {

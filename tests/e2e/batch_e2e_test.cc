@@ -52,5 +52,35 @@ TEST(BatchE2E, ACompactAnswerHasOneShortElementPerMember) {
   EXPECT_NE(acq.body.find("at most 64 acquires"), std::string::npos) << acq.body.substr(0, 300);
 }
 
+// A merge answer is allowed="1" only when every member was merged (it said
+// 1 when every member had failed).
+TEST(BatchE2E, AMergeAnswerIsAllowedOnlyWhenEveryMemberMerged) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  HttpResponse bad = c.Post("<batch><request cmd=\"merge\" token=\"s3cret\" receipt=\"r1\" node=\"{}\"/>"
+                            "<request cmd=\"merge\" token=\"s3cret\" receipt=\"r2\" node=\"[1]\"/></batch>");
+  ASSERT_EQ(bad.status, 200);
+  EXPECT_EQ(bad.body.rfind("<batch allowed=\"0\">", 0), 0u) << bad.body;
+  EXPECT_EQ(bad.body.find("code=\"0\""), std::string::npos) << bad.body;
+  // A node as frsctl export prints it: merged, then found merged (its
+  // receipt already here), both allowed; with a failing member, not.
+  std::string node = R"({"biz":1,"biz_name":"login","key":"m2","key_hex":"6d32","key_len":2,)"
+                     R"("fp_lo":"f73ac6303857467e","fp_hi":"532d8393dcd19cef","expire_s":1795631867,)"
+                     R"("last_access_s":1795631807,"route_pos":1499289237,"rules":[{"algo":"fixed","interval":60,)"
+                     R"("state":"3c000008bf2a076b0200000000000000"}]})";
+  for (size_t p = node.find('"'); p != std::string::npos; p = node.find('"', p + 6)) node.replace(p, 1, "&quot;");
+  const std::string good = "<request cmd=\"merge\" token=\"s3cret\" receipt=\"r3\" node=\"" + node + "\"/>";
+  HttpResponse merged = c.Post("<batch>" + good + "</batch>");
+  ASSERT_EQ(merged.status, 200);
+  EXPECT_EQ(merged.body, "<batch allowed=\"1\">\n  <response code=\"0\" merged=\"1\"/>\n</batch>\n");
+  HttpResponse twice = c.Post("<batch>" + good + "</batch>");
+  EXPECT_EQ(twice.body, "<batch allowed=\"1\">\n  <response code=\"0\" merged=\"0\"/>\n</batch>\n");
+  HttpResponse mixed =
+      c.Post("<batch>" + good + "<request cmd=\"merge\" token=\"s3cret\" receipt=\"r4\" node=\"{}\"/></batch>");
+  ASSERT_EQ(mixed.status, 200);
+  EXPECT_EQ(mixed.body.rfind("<batch allowed=\"0\">\n  <response code=\"0\" merged=\"0\"/>", 0), 0u) << mixed.body;
+}
+
 }  // namespace
 }  // namespace frs::e2e

@@ -92,17 +92,73 @@ TEST(FrontDoorE2E, UnderBorrowRemainingNeverExceedsTheLimit) {
   }
 }
 
-TEST(FrontDoorE2E, TheLegacyTrioCanBeSwitchedOff) {
+// The fields promise what is left of the allowance without borrowing: after
+// 306 uses of max 1000 borrow 300, r is 694 (it said 994, the borrow
+// included), and so is RateLimit-Remaining.
+TEST(FrontDoorE2E, UnderBorrowTheFieldsSayWhatIsLeftOfMax) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  ASSERT_EQ(c.Get("/acquire?biz=partner&key=p&n=305").status, 200);
+  HttpResponse r = c.Get("/acquire?biz=partner&key=p");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("ratelimit").rfind("\"partner_1\";r=694;t=", 0), 0u) << r.header("ratelimit");
+  EXPECT_EQ(r.header("ratelimit-remaining"), "694");
+  EXPECT_EQ(r.header("ratelimit-limit"), "1000");
+  EXPECT_NE(r.body.find("remaining=\"994\""), std::string::npos) << r.body;  // the XML keeps the borrow
+  // Borrowing: r is 0 while the window still grants.
+  r = c.Get("/acquire?biz=partner&key=p&n=900");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("ratelimit").rfind("\"partner_1\";r=0;t=", 0), 0u) << r.header("ratelimit");
+  EXPECT_EQ(r.header("ratelimit-remaining"), "0");
+}
+
+// 10 per second with a burst of 20: q/w is the rate a client can keep up
+// (10/s), the burst a parameter beside it; q=20 told clients 20/s, and one
+// that paced at that had 21 of 80 requests denied.
+TEST(FrontDoorE2E, ATokenBucketsPolicyIsItsRateWithItsBurst) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  HttpResponse r = c.Get("/acquire?biz=api&key=b");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("ratelimit-policy"), "\"api_1\";q=10;w=1;burst=20");
+  EXPECT_EQ(r.header("ratelimit").rfind("\"api_1\";r=10;t=", 0), 0u) << r.header("ratelimit");
+  EXPECT_EQ(r.header("ratelimit-limit"), "20");
+  EXPECT_EQ(r.header("ratelimit-remaining"), "19");
+}
+
+// legacy="only" sends the older trio alone (clients that parse a RateLimit
+// field as an older draft wrote it, and fail on today's, read these),
+// legacy="0" the draft's two fields alone, and a reload applies any change
+// of it (it was ignored, both ways).
+TEST(FrontDoorE2E, TheLegacyTrioAloneAndItsReload) {
   ServerOptions o;
-  o.extra = "  <ratelimit legacy=\"0\"/>\n";
+  o.extra = "  <ratelimit legacy=\"only\"/>\n";
   Frsd srv(o);
   ASSERT_TRUE(srv.Start()) << srv.log();
   HttpResponse r = Client(srv.port()).Get("/acquire?biz=login&key=x");
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.header("ratelimit-limit"), "");
-  EXPECT_EQ(r.header("ratelimit-remaining"), "");
-  EXPECT_NE(r.header("ratelimit-policy"), "");
-  EXPECT_NE(r.header("ratelimit"), "");
+  EXPECT_EQ(r.header("ratelimit-policy"), "");
+  EXPECT_EQ(r.header("ratelimit"), "");
+  EXPECT_EQ(r.header("ratelimit-limit"), "5");
+  EXPECT_EQ(r.header("ratelimit-remaining"), "4");
+  EXPECT_NE(r.header("ratelimit-reset"), "");
+  for (const char* to : {"0", "1", "only"}) {
+    std::string cfg = ReadFile(srv.config());
+    const size_t at = cfg.find("legacy=\"") + 8;
+    cfg.replace(at, cfg.find('"', at) - at, to);
+    WriteFile(srv.config(), cfg);
+    ASSERT_TRUE(srv.ReloadAndWait()) << srv.log();
+    r = Client(srv.port()).Get("/query?biz=login&key=x");
+    const bool draft = std::string(to) != "only", legacy = std::string(to) != "0";
+    EXPECT_EQ(r.header("ratelimit-policy") != "", draft) << to;
+    EXPECT_EQ(r.header("ratelimit") != "", draft) << to;
+    EXPECT_EQ(r.header("ratelimit-limit") != "", legacy) << to;
+    EXPECT_EQ(r.header("ratelimit-remaining") != "", legacy) << to;
+  }
+  EXPECT_NE(srv.log().find("srv.xml: <ratelimit legacy> changed to 0 (the draft's fields); applied"), std::string::npos)
+      << srv.log();
 }
 
 }  // namespace

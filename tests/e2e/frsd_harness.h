@@ -14,10 +14,12 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -281,6 +283,7 @@ inline const char* kDefaultMap = R"(<map>
 
 struct ServerOptions {
   uint32_t workers = 2;
+  uint64_t nofile = 0;  // RLIMIT_NOFILE (soft and hard) for frsd; 0: inherited
   std::string token = "s3cret";
   std::string extra;  // more srv.xml elements
   std::string map = kDefaultMap;
@@ -372,6 +375,10 @@ class Frsd {
   // Runs frsd with `args` (no wait for health); returns its pid.
   pid_t Spawn(std::vector<std::string> args = {}) {
     if (args.empty()) args = {"-c", config(), "--foreground"};
+    // Its log is frsd.stderr when it runs in the foreground without a <log file>.
+    foreground_ = std::find(args.begin(), args.end(), "--foreground") != args.end() &&
+                  ReadFile(config()).find("<log ") == std::string::npos;
+    log_offset_ = log().size();
     // Everything the child needs is built before fork: other test threads
     // may hold the allocator's lock at the moment of the fork.
     std::string err = dir_ + "/frsd.stderr";
@@ -387,6 +394,10 @@ class Frsd {
     }
     pid_t pid = fork();
     if (pid == 0) {
+      if (opts_.nofile != 0) {
+        rlimit rl{opts_.nofile, opts_.nofile};
+        setrlimit(RLIMIT_NOFILE, &rl);
+      }
       int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
         dup2(fd, 2);
@@ -400,19 +411,35 @@ class Frsd {
     return pid;
   }
 
+  // /health answers, and (frsd --foreground, whose log is ours to read)
+  // every worker serves: the first worker answers /health while the master
+  // may still be forking the next, and a test that then counted the workers,
+  // read their metrics or signalled them raced that fork (found by running
+  // the end-to-end tests 20 times over).
   bool WaitHealthy(int timeout_ms) {
     int64_t end = NowMs() + timeout_ms;
     if (port_ == 0 && config_port_ == 0) port_ = ReadListenFile(timeout_ms);
+    bool healthy = false;
     while (NowMs() < end) {
       if (Exited(0)) return false;
-      Client c;
-      if (port_ != 0 && c.Connect(port_, 1000)) {
-        HttpResponse r = c.Get("/health");
-        if (r.status == 200) return true;
+      if (!healthy) {
+        Client c;
+        healthy = port_ != 0 && c.Connect(port_, 1000) && c.Get("/health").status == 200;
       }
+      if (healthy && (!foreground_ || ServingSinceSpawn() >= opts_.workers)) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
+  }
+
+  // Workers that logged "serving" since the last Spawn.
+  size_t ServingSinceSpawn() const {
+    const std::string text = log();
+    size_t n = 0;
+    for (size_t p = text.find("serving (listen socket", log_offset_); p != std::string::npos;
+         p = text.find("serving (listen socket", p + 1))
+      ++n;
+    return n;
   }
 
   // True once the frsd process has exited (waits up to timeout_ms).
@@ -488,6 +515,8 @@ class Frsd {
   std::string dir_;
   uint16_t config_port_ = 0;  // what srv.xml says
   uint16_t port_ = 0;         // what frsd holds (0: not known yet)
+  bool foreground_ = false;   // the last Spawn logs to frsd.stderr (see Spawn)
+  size_t log_offset_ = 0;     // frsd.stderr's size at the last Spawn
   pid_t pid_ = 0;
   int status_ = -1;
 };

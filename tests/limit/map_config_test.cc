@@ -82,6 +82,27 @@ TEST(MapConfig, ErrorsNameTheFileAndLine) {
   EXPECT_EQ(ErrorOf("<map>\n<bizz id=\"1\"/></map>"), "map.xml:2: unexpected element <bizz> in <map> (expected <biz>)");
 }
 
+// A bucket whose refill of burst outlasts what its state can hold ahead of
+// now (2^40 ms) was clipped there and never ran dry: 15,000 of 15,000
+// acquires granted. Such rules are refused; the longest one that fits is not.
+TEST(MapConfig, ATokenBucketItsStateCannotHoldIsRefused) {
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n"
+                    "<rule algo=\"token_bucket\" interval=\"2592000\" max=\"10\" burst=\"5000\"/></biz></map>"),
+            "map.xml:2: token_bucket: refilling burst=5000 at max=10 per interval=2592000 s takes 41 years, more than "
+            "the 34 a bucket can hold: lower burst or interval, or raise max");
+  EXPECT_NE(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"token_bucket\" interval=\"31536000\" max=\"1\" "
+                    "burst=\"2147483647\"/></biz></map>")
+                .find("map.xml:2: token_bucket: refilling burst=2147483647"),
+            std::string::npos);
+  // 2^40 ms exactly (interval 1 s, max 1000, burst 2^40 / 1000 rounded down) fits.
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"token_bucket\" interval=\"1\" max=\"1\" "
+                    "burst=\"1099511627\"/></biz></map>"),
+            "OK");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"token_bucket\" interval=\"2592000\" max=\"10\" "
+                    "burst=\"4000\"/></biz></map>"),
+            "OK");
+}
+
 TEST(MapConfig, FourLargestRulesFitANode) {
   std::string xml = "<map><biz id=\"1\" name=\"a\">";
   for (int i = 0; i < 4; ++i) xml += "<rule algo=\"sliding\" interval=\"" + std::to_string(60 + i) + "\" max=\"1000\"/>";

@@ -28,6 +28,23 @@ TEST(TokenBucket, BurstThenSteadyRefill) {
   EXPECT_TRUE(h.Acquire(kT0 + 200).allowed);
 }
 
+// The largest bucket map.xml accepts still runs dry at burst (a larger one
+// is refused there: MapConfig.ATokenBucketItsStateCannotHoldIsRefused),
+// and a charge of 2^31-1 at once is denied whole, not clipped.
+TEST(TokenBucket, TheLongestRefillMapXmlAcceptsStillDenies) {
+  RuleHarness h(Algo::kTokenBucket, 2592000, 10, 0, /*burst=*/4000);
+  EXPECT_TRUE(h.Acquire(kT0, 3999).allowed);
+  EXPECT_TRUE(h.Acquire(kT0).allowed);
+  RuleResult r = h.Acquire(kT0);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.remaining, 0);
+  EXPECT_EQ(r.retry_after, 259200);  // one token per 30 days / 10
+  RuleHarness big(Algo::kTokenBucket, 1, 1, 0, /*burst=*/1099511627);
+  EXPECT_FALSE(big.Acquire(kT0, 2147483647).allowed);
+  EXPECT_TRUE(big.Acquire(kT0, 1099511627).allowed);
+  EXPECT_FALSE(big.Acquire(kT0).allowed);
+}
+
 TEST(TokenBucket, FractionalRefillIsKept) {
   // 3 tokens per 10 s: one every 3333.33 ms, never rounded away.
   RuleHarness h(Algo::kTokenBucket, 10, 3);

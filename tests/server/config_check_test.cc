@@ -49,6 +49,23 @@ class FrsdCheckTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
+// An open-file limit that cannot hold <limits connections> is said (frsd
+// still starts, with fewer connections), and the check stays "ok".
+TEST_F(FrsdCheckTest, AnOpenFileLimitTooSmallForTheConnectionsIsSaid) {
+  const std::string cmd = "ulimit -n 256 && " + std::string(FRSD_PATH) + " -t -c " + (dir_ / "srv.xml") + " >" +
+                          (dir_ / "out") + " 2>" + (dir_ / "err");
+  const int st = std::system(("sh -c '" + cmd + "'").c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  const std::string err = Slurp(dir_ / "err");
+  EXPECT_NE(err.find("warning: the open file limit (ulimit -n: soft 256, hard 256) cannot hold <limits "
+                     "connections=\"10000\">: each worker may need 11316 descriptors"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("lower <limits connections> to at most 168"), std::string::npos) << err;
+  EXPECT_EQ(Slurp(dir_ / "out").substr(Slurp(dir_ / "out").size() - 3), "ok\n");
+}
+
 TEST_F(FrsdCheckTest, AGoodConfigurationIsOkAndNothingIsCreated) {
   ProcRun r = Check();
   EXPECT_EQ(r.rc, 0) << r.err;

@@ -231,5 +231,58 @@ TEST(Protocol, EncodesErrorsEscaped) {
   EXPECT_EQ(out, "<response code=\"404\" msg=\"unknown biz &quot;a&lt;b&quot;\"/>\n");
 }
 
+// Three leniencies of pugixml's path, each a 400 now as docs/protocol.md
+// promises for malformed XML: &#X41; (XML's hex reference is &#x only;
+// pugixml counted on the literal text), a raw '<' in an attribute value,
+// and a declaration of an encoding other than the UTF-8 the body is read as.
+TEST(Protocol, WhatXmlForbidsAndPugixmlTakesIs400) {
+  const std::pair<const char*, const char*> bad[] = {
+      {R"(<request cmd="acquire" biz="login" key="alice&#X41;"/>)", "bad character reference &#X41;"},
+      {R"(<request cmd="acquire" biz="login" key="a<b"/>)", "a '<' inside an attribute value at byte 41"},
+      {R"(<batch><request cmd="acquire" biz="login" key='x<y'/></batch>)", "a '<' inside an attribute value"},
+      {R"(<?xml version="1.0" encoding="UTF-16"?><request cmd="acquire" biz="login" key="a"/>)",
+       "the XML declaration says encoding=\"UTF-16\"; frsd reads UTF-8 only"},
+      {R"(<?xml version='1.0' encoding = 'ISO-8859-1' ?><request cmd="acquire" biz="login" key="a"/>)",
+       "encoding=\"ISO-8859-1\""},
+  };
+  for (const auto& [text, why] : bad) {
+    XmlRequestDecoder d;
+    std::string body = text;
+    Decoded r = DecodeText(d, body);
+    EXPECT_FALSE(r.ok) << text;
+    EXPECT_EQ(r.err.status, 400) << text;
+    EXPECT_NE(r.err.msg.find(why), std::string::npos) << text << ": " << r.err.msg;
+  }
+  // Still fine: the same characters where XML allows them.
+  const std::pair<const char*, const char*> good[] = {
+      {R"(<?xml version="1.0" encoding="utf-8"?><request cmd="get" biz="1" key="a&#x41;&lt;"/>)", "aA<"},
+      {R"(<!-- a < b --><request cmd="get" biz="1" key="k&gt;"/>)", "k>"},
+      {R"(<?xml version="1.0"?><request cmd="get" biz="1" key='say "hi"'/>)", "say \"hi\""},
+  };
+  for (const auto& [text, key] : good) {
+    XmlRequestDecoder d;
+    std::string body = text;
+    Decoded r = DecodeText(d, body);
+    ASSERT_TRUE(r.ok) << text << ": " << r.err.msg;
+    EXPECT_EQ(r.reqs[0].key, key) << text;
+  }
+}
+
+// Any bytes echoed into an answer (a route, a key in a message) leave it
+// well-formed XML: a byte outside a character XML allows becomes '?'.
+TEST(Protocol, EscapedTextIsWellFormedWhateverItHeld) {
+  std::string out;
+  AppendXmlEscaped(std::string_view("a\xff\xfe" "b\xc3\xa9" "c\xe2\x82\xac\xf0\x9f\x98\x80" "d\xc3"), &out);
+  EXPECT_EQ(out, "a??b\xc3\xa9" "c\xe2\x82\xac\xf0\x9f\x98\x80" "d?");
+  out.clear();
+  // Overlong, surrogate, U+FFFE, a control character, a cut sequence.
+  AppendXmlEscaped(std::string_view("\xc0\xaf|\xed\xa0\x80|\xef\xbf\xbe|\x01|\xe2\x82"), &out);
+  EXPECT_EQ(out, "??|???|???|?|??");
+  out.clear();
+  AppendMisrouted(std::string_view("r\xff\x80&<"), "127.0.0.1:1", &out);
+  EXPECT_EQ(out, "<response code=\"421\" msg=\"route &quot;r??&amp;&lt;&quot; belongs to shard 127.0.0.1:1; send it "
+                 "there (this shard changes nothing)\" owner=\"127.0.0.1:1\"/>\n");
+}
+
 }  // namespace
 }  // namespace frs::server

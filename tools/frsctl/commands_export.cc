@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "format.h"
 #include "json_out.h"
+#include "receipt_line.h"
 
 namespace frs::ctl {
 
@@ -29,12 +30,20 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
       ::unlink(tmp.c_str());
     }
   };
-  uint64_t nodes = 0, nameless = 0;
+  uint64_t nodes = 0, nameless = 0, receipts = 0;
   std::set<uint16_t> unknown_ids;
   Status failed;
   Status st = s.store->ForEach(Store::Filter{.busy_percent = kWalkBusyPercent}, [&](const NodeInfo& n) {
     if (!failed.ok()) return;
-    if (n.biz == kReceiptBiz) return;  // handoff's bookkeeping, not a count
+    if (n.biz == kReceiptBiz) {
+      // Handoff's bookkeeping, not a count, but kept: a re-run of an
+      // interrupted handoff into the imported store must find it.
+      const std::string line = ReceiptLine(n);
+      std::fwrite(line.data(), 1, line.size(), out);
+      std::fputc('\n', out);
+      ++receipts;
+      return;
+    }
     Result<std::string> line = s.engine->ExportNode(n);
     if (!line.ok()) {
       failed = line.status();
@@ -75,14 +84,16 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
   for (uint16_t id : unknown_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
   if (s.json && !a.file.empty()) {
     JsonOut j;
-    j.Begin().Key("file").Str(a.file).Key("exported").Uint(nodes).Key("without_biz_name").Uint(nameless);
+    j.Begin().Key("file").Str(a.file).Key("exported").Uint(nodes).Key("receipts").Uint(receipts);
+    j.Key("without_biz_name").Uint(nameless);
     j.Key("unknown_biz_ids").BeginArray();
     for (uint16_t id : unknown_ids) j.Uint(id);
     j.EndArray().End();
     std::printf("%s\n", j.str().c_str());
   } else {
     // The data may be on standard output: the summary goes to standard error.
-    std::fprintf(stderr, "exported %s node%s%s%s\n", Grouped(nodes).c_str(), nodes == 1 ? "" : "s",
+    std::fprintf(stderr, "exported %s node%s%s%s%s\n", Grouped(nodes).c_str(), nodes == 1 ? "" : "s",
+                 receipts ? (" and " + Grouped(receipts) + " handoff receipt(s)").c_str() : "",
                  a.file.empty() ? "" : (" to " + a.file).c_str(),
                  nameless ? (" (" + Grouped(nameless) + " of biz ids not in map.xml: " + ids +
                              "; import them with --rename-biz ID=NAME)")

@@ -17,7 +17,12 @@
 // the spool says an earlier, interrupted run left: an entry not yet erased is
 // erased now if the node is unchanged (else voided); an erased one is
 // (re)sent. Lines are write(2)s to the page cache: like the store itself,
-// they survive the death of any process.
+// they survive the death of any process. Each line is a record checked
+// whole (handoff_spool.h): a line a full disk or a kill cut short is cut
+// away before the next run appends anything, and room for a batch's marks
+// is set aside before its nodes are erased. A batch a shard refuses, or a
+// shard that cannot be reached, stops neither the other batches nor the
+// other shards; the run then exits non-zero and a re-run sends what is left.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -35,35 +40,14 @@
 #include "client/http_client.h"
 #include "commands.h"
 #include "frs/ring.h"
+#include "handoff_spool.h"
+#include "hex.h"
 #include "json_out.h"
 #include "os/stop_request.h"
 #include "os/unique_fd.h"
 
 namespace frs::ctl {
 namespace {
-
-std::string Hex(std::string_view bytes) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(d[c >> 4]);
-    out.push_back(d[c & 15]);
-  }
-  return out;
-}
-
-bool Unhex(std::string_view hex, std::string* out) {
-  auto v = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
-  if (hex.size() % 2) return false;
-  out->clear();
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    int hi = v(hex[i]), lo = v(hex[i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi * 16 + lo));
-  }
-  return true;
-}
 
 // The crash tests (tests/cluster) stop a handoff at one step as kill -9 would:
 // FRS_TEST_HANDOFF_CRASH=spooled (entries written, nothing erased), erased
@@ -88,87 +72,73 @@ struct DestCount {
   uint64_t sent = 0, merged = 0, duplicates = 0, would_move = 0;
 };
 
-class Spool {
- public:
-  Status Open(const std::string& path) {
-    path_ = path;
-    fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-    if (!fd_.valid()) return Status::FromErrno("cannot open " + path, errno);
-    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0)
-      return Status::Busy(path + " is in use: another frsctl handoff runs on this store");
-    return Status::OK();
-  }
-  // Every entry the file holds, in order.
-  Status Load(std::vector<Entry>* out) {
-    std::string text;
-    char buf[65536];
-    ssize_t n;
-    while ((n = ::pread(fd_.get(), buf, sizeof buf, static_cast<off_t>(text.size()))) > 0) text.append(buf, static_cast<size_t>(n));
-    std::map<std::string, size_t> index;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.size() < 3) continue;
-      std::istringstream ls(line);
-      std::string kind, id;
-      ls >> kind >> id;
-      if (kind == "N") {
-        Entry e;
-        e.id = id;
-        ls >> e.receipt;
-        std::string fp_lo, fp_hi, key_hex, state_hex;
-        unsigned biz = 0, key_len = 0;
-        ls >> e.dest >> biz >> fp_lo >> fp_hi >> key_len >> key_hex >> state_hex;
-        if (key_hex != "-" && !Unhex(key_hex, &e.key)) continue;
-        std::getline(ls, e.json);
-        if (!e.json.empty() && e.json[0] == ' ') e.json.erase(0, 1);
-        e.biz = static_cast<uint16_t>(biz);
-        e.key_len = static_cast<uint8_t>(key_len);
-        e.fp.lo = std::strtoull(fp_lo.c_str(), nullptr, 16);
-        e.fp.hi = std::strtoull(fp_hi.c_str(), nullptr, 16);
-        if (!ls.fail() || !e.json.empty()) {
-          if (!Unhex(state_hex, &e.state) || e.json.empty()) continue;  // a line cut by a kill: never erased
-          index[id] = out->size();
-          out->push_back(std::move(e));
-        }
-        continue;
-      }
-      auto it = index.find(id);
-      if (it == index.end()) continue;
-      Entry& e = (*out)[it->second];
-      if (kind == "E") e.erased = true;
-      else if (kind == "V") e.voided = true;
-      else if (kind == "A") e.acked = true;
+// The records of a spool, as entries with their marks.
+void ParseRecords(const std::vector<std::string>& payloads, std::vector<Entry>* out) {
+  std::map<std::string, size_t> index;
+  for (const std::string& line : payloads) {
+    if (line.size() < 3) continue;
+    std::istringstream ls(line);
+    std::string kind, id;
+    ls >> kind >> id;
+    if (kind == "N") {
+      Entry e;
+      e.id = id;
+      std::string receipt, dest, fp_lo, fp_hi, key_hex, state_hex;
+      unsigned biz = 0, key_len = 0;
+      ls >> receipt >> dest >> biz >> fp_lo >> fp_hi >> key_len >> key_hex >> state_hex;
+      if (!DecodeField(receipt, &e.receipt) || !DecodeField(dest, &e.dest)) continue;
+      if (key_hex != "-" && !Unhex(key_hex, &e.key)) continue;
+      std::getline(ls, e.json);
+      if (!e.json.empty() && e.json[0] == ' ') e.json.erase(0, 1);
+      e.biz = static_cast<uint16_t>(biz);
+      e.key_len = static_cast<uint8_t>(key_len);
+      e.fp.lo = std::strtoull(fp_lo.c_str(), nullptr, 16);
+      e.fp.hi = std::strtoull(fp_hi.c_str(), nullptr, 16);
+      // A line of an older spool cut by a kill has no checksum to catch it:
+      // without its state or JSON it was never erased.
+      if (!Unhex(state_hex, &e.state) || e.json.empty()) continue;
+      index[id] = out->size();
+      out->push_back(std::move(e));
+      continue;
     }
-    return Status::OK();
+    auto it = index.find(id);
+    if (it == index.end()) continue;
+    Entry& e = (*out)[it->second];
+    if (kind == "E") e.erased = true;
+    else if (kind == "V") e.voided = true;
+    else if (kind == "A") e.acked = true;
   }
-  Status Append(const std::string& lines) {
-    size_t off = 0;
-    while (off < lines.size()) {
-      ssize_t n = ::write(fd_.get(), lines.data() + off, lines.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Status::FromErrno("cannot write " + path_, errno);
-      off += static_cast<size_t>(n);
-    }
-    return Status::OK();
-  }
-  // Everything in it is settled: start the next run from an empty file.
-  Status Clear() {
-    if (::ftruncate(fd_.get(), 0) != 0) return Status::FromErrno("cannot truncate " + path_, errno);
-    return Status::OK();
-  }
-
- private:
-  std::string path_;
-  os::UniqueFd fd_;
-};
+}
 
 std::string EntryLine(const Entry& e) {
   char fp[40];
   std::snprintf(fp, sizeof fp, "%016" PRIx64 " %016" PRIx64, e.fp.lo, e.fp.hi);
-  return "N " + e.id + " " + e.receipt + " " + e.dest + " " + std::to_string(e.biz) + " " + fp + " " + std::to_string(e.key_len) +
-         " " + (e.key.empty() ? std::string("-") : Hex(e.key)) + " " + Hex(e.state) + " " + e.json + "\n";
+  return "N " + e.id + " " + EncodeField(e.receipt) + " " + EncodeField(e.dest) + " " + std::to_string(e.biz) + " " + fp +
+         " " + std::to_string(e.key_len) + " " + (e.key.empty() ? std::string("-") : Hex(e.key)) + " " + Hex(e.state) +
+         " " + e.json;
 }
+
+// The room the marks of `e` may still need: its E or V, and its A.
+uint64_t MarkBytes(const Entry& e, bool erase_mark) {
+  return (erase_mark ? HandoffSpool::RecordBytes("E " + e.id) : 0) + HandoffSpool::RecordBytes("A " + e.id);
+}
+
+// Errors of a run that went on after them: the first is said whole, the
+// rest counted.
+struct Failures {
+  Status first;
+  size_t more = 0;
+  void Add(Status s) {
+    if (first.ok()) first = std::move(s);
+    else ++more;
+  }
+  Status Combined() const {
+    if (first.ok() || more == 0) return first;
+    return Status::Unavailable(first.message() + " (and " + std::to_string(more) +
+                               " more failure(s); run frsctl handoff again once they are fixed: what was not sent "
+                               "stays in the spool)");
+  }
+};
 
 // The node's address in the store: its key when the node holds it whole
 // (a short key is the node's identity, store/identity.h), else its fingerprint.
@@ -194,17 +164,21 @@ Result<bool> EraseIfUnchanged(Store& store, const Entry& e, uint32_t now_s) {
 }
 
 // Sends entries (all for `dest`, grouped by receipt: each group is one
-// merge batch) and records what was acknowledged.
-Status SendTo(const std::string& dest, const std::string& token, std::vector<Entry*>& entries, Spool& spool,
-              DestCount* count) {
+// merge batch) and records what was acknowledged. A batch the shard refuses
+// is counted in `failed` and the next one is sent; a shard that cannot be
+// reached ends the sending to it (the others are still sent to).
+Status SendTo(const std::string& dest, const std::string& token, std::vector<Entry*>& entries, HandoffSpool& spool,
+              DestCount* count, Failures* failed) {
   client::HttpClient http(dest, 10000);
   std::stable_sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->receipt < b->receipt; });
   for (size_t i = 0; i < entries.size();) {
     if (os::StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
     size_t end = i;
     while (end < entries.size() && entries[end]->receipt == entries[i]->receipt) ++end;
+    const size_t begin = i;
+    i = end;
     std::string body = "<batch>\n";
-    for (size_t k = i; k < end; ++k) {
+    for (size_t k = begin; k < end; ++k) {
       pugi::xml_document d;
       pugi::xml_node r = d.append_child("request");
       r.append_attribute("cmd") = "merge";
@@ -217,35 +191,39 @@ Status SendTo(const std::string& dest, const std::string& token, std::vector<Ent
     }
     body += "</batch>\n";
     auto resp = http.Post("/frs", body);
-    if (!resp.ok()) return Status::Unavailable("shard " + dest + ": " + resp.status().message());
+    if (!resp.ok()) {
+      failed->Add(Status::Unavailable("shard " + dest + ": " + resp.status().message()));
+      return Status::OK();  // nothing more for this shard now
+    }
     CrashPoint("sent");
     if (resp->status != 200) {
       pugi::xml_document d;
       d.load_string(resp->body.c_str());
-      return Status::Unavailable("shard " + dest + " answered " + std::to_string(resp->status) + ": " +
-                                 d.child("response").attribute("msg").value());
+      failed->Add(Status::Unavailable("shard " + dest + " answered " + std::to_string(resp->status) + " to batch " +
+                                      entries[begin]->receipt + ": " + d.child("response").attribute("msg").value()));
+      continue;
     }
     pugi::xml_document d;
-    if (!d.load_string(resp->body.c_str())) return Status::IOError("shard " + dest + " answered malformed XML");
-    std::string acks;
-    size_t k = i;
-    Status failed;
+    if (!d.load_string(resp->body.c_str())) {
+      failed->Add(Status::IOError("shard " + dest + " answered malformed XML to batch " + entries[begin]->receipt));
+      continue;
+    }
+    std::vector<std::string> acks;
+    size_t k = begin;
     for (pugi::xml_node r = d.child("batch").child("response"); r && k < end; r = r.next_sibling("response"), ++k) {
       if (r.attribute("code").as_int(-1) != 0) {
-        if (failed.ok())
-          failed = Status::Unavailable("shard " + dest + " refused a node: " + std::string(r.attribute("msg").value()));
+        failed->Add(Status::Unavailable("shard " + dest + " refused a node of batch " + entries[begin]->receipt + ": " +
+                                        std::string(r.attribute("msg").value())));
         continue;
       }
       entries[k]->acked = true;
-      acks += "A " + entries[k]->id + "\n";
+      acks.push_back("A " + entries[k]->id);
       ++count->sent;
       if (r.attribute("merged").as_int() == 1) ++count->merged;
       else ++count->duplicates;
     }
     if (Status s = spool.Append(acks); !s.ok()) return s;
-    if (!failed.ok()) return failed;
-    if (k != end) return Status::IOError("shard " + dest + " answered fewer members than it was sent");
-    i = end;
+    if (k != end) failed->Add(Status::IOError("shard " + dest + " answered fewer members than it was sent"));
   }
   return Status::OK();
 }
@@ -285,16 +263,26 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   std::map<std::string, DestCount> counts;
   uint64_t unknown_route = 0;
 
-  Spool spool;
+  HandoffSpool spool;
   std::vector<Entry> entries;
   if (!a.dry_run) {
-    if (Status st = spool.Open(s.cfg.store_dir + "/handoff.spool"); !st.ok()) return st;
-    if (Status st = spool.Load(&entries); !st.ok()) return st;
+    std::vector<std::string> records;
+    std::string cut;
+    if (Status st = spool.Open(s.cfg.store_dir + "/handoff.spool", &records, &cut); !st.ok()) return st;
+    if (!cut.empty()) std::fprintf(stderr, "frsctl: %s\n", cut.c_str());
+    ParseRecords(records, &entries);
     for (size_t i = 0; i < ring.shards().size(); ++i)
       if (static_cast<long>(i) != self)
         if (Status st = CheckPeer(ring.shards()[i].name, ring); !st.ok()) return st;
-    // An interrupted run's entries: settle what was not erased yet.
-    std::string marks;
+    // An interrupted run's entries: room for every mark they may still
+    // need, before any of them is erased.
+    uint64_t room = 0;
+    for (const Entry& e : entries)
+      if (!e.acked && !e.voided) room += MarkBytes(e, !e.erased);
+    if (Status st = spool.Reserve(room); !st.ok())
+      return Status::IOError(st.message() + ": free space on that disk first (nothing was changed)");
+    // Then settle what was not erased yet.
+    std::vector<std::string> marks;
     for (Entry& e : entries) {
       if (e.acked || e.voided || e.erased) continue;
       Result<NodeInfo> cur = s.store->Get(RefOf(e));
@@ -307,7 +295,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         e.erased = erased.value();
         e.voided = !e.erased;
       }
-      marks += (e.erased ? "E " : "V ") + e.id + "\n";
+      marks.push_back((e.erased ? "E " : "V ") + e.id);
     }
     if (Status st = spool.Append(marks); !st.ok()) return st;
   }
@@ -329,6 +317,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   });
   if (!walk.ok()) return walk;
 
+  Failures failed;
   if (!a.dry_run) {
     std::random_device rd;
     char run[20];
@@ -341,11 +330,13 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     for (size_t i = 0; i < moving.size();) {
       if (os::StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
       const size_t owner = ring.OwnerOfHash(moving[i].route_pos);
+      const size_t begin = i;
       size_t end = i;
       while (end < moving.size() && end - i < batch && ring.OwnerOfHash(moving[end].route_pos) == owner) ++end;
       const std::string receipt = s.cfg.cluster_self + "/" + run + "/" + std::to_string(++batches);
-      std::string lines;
-      const size_t first = entries.size();
+      std::vector<std::string> lines;
+      std::vector<Entry> spooled;
+      uint64_t room = 0;
       for (size_t k = i; k < end; ++k) {
         const NodeInfo& n = moving[k];
         auto json = s.engine->ExportNode(n);
@@ -360,21 +351,32 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         e.key_len = n.key_len;
         e.key = n.key;
         e.state.assign(n.state.begin(), n.state.end());
-        lines += EntryLine(e);
+        lines.push_back(EntryLine(e));
+        room += HandoffSpool::RecordBytes(lines.back()) + MarkBytes(e, true);
+        spooled.push_back(std::move(e));
+      }
+      i = end;
+      // The batch's records, its erase marks and its acknowledgements must
+      // all fit before one node is erased. A disk too full for that ends
+      // the spooling (these nodes stay here); what is erased is still sent.
+      Status st = spool.Reserve(room);
+      if (st.ok()) st = spool.Append(lines);
+      if (!st.ok()) {
+        failed.Add(Status::IOError(st.message() + ": " + std::to_string(moving.size() - begin) +
+                                   " node(s) stay on this shard; free space on that disk and run frsctl handoff again"));
+        break;
+      }
+      CrashPoint("spooled");
+      std::vector<std::string> marks;
+      for (Entry& e : spooled) {
+        auto erased = EraseIfUnchanged(*s.store, e, now_s);
+        if (!erased.ok()) return erased.status();
+        e.erased = erased.value();
+        e.voided = !erased.value();
+        marks.push_back((e.erased ? "E " : "V ") + e.id);
         entries.push_back(std::move(e));
       }
-      if (Status st = spool.Append(lines); !st.ok()) return st;
-      CrashPoint("spooled");
-      std::string marks;
-      for (size_t k = first; k < entries.size(); ++k) {
-        auto erased = EraseIfUnchanged(*s.store, entries[k], now_s);
-        if (!erased.ok()) return erased.status();
-        entries[k].erased = erased.value();
-        entries[k].voided = !erased.value();
-        marks += (entries[k].erased ? "E " : "V ") + entries[k].id + "\n";
-      }
-      if (Status st = spool.Append(marks); !st.ok()) return st;
-      i = end;
+      if (Status ms = spool.Append(marks); !ms.ok()) return ms;
     }
     CrashPoint("erased");
     // Send everything erased and not acknowledged, per destination.
@@ -382,10 +384,12 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     for (Entry& e : entries)
       if (e.erased && !e.acked) by_dest[e.dest].push_back(&e);
     for (auto& [dest, list] : by_dest) {
-      if (ring.Find(dest) < 0)
-        return Status::InvalidArgument("the spool holds nodes for " + dest +
-                                       ", which is not in <cluster> any more: put it back until they are sent");
-      if (Status st = SendTo(dest, token, list, spool, &counts[dest]); !st.ok()) return st;
+      if (ring.Find(dest) < 0) {
+        failed.Add(Status::InvalidArgument("the spool holds nodes for " + dest +
+                                           ", which is not in <cluster> any more: put it back until they are sent"));
+        continue;
+      }
+      if (Status st = SendTo(dest, token, list, spool, &counts[dest], &failed); !st.ok()) return st;
     }
     bool settled = true;
     for (const Entry& e : entries) settled = settled && (e.acked || e.voided);
@@ -420,6 +424,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       std::printf("%llu node(s) stay: imported without their route from an export whose key text was cut\n",
                   static_cast<unsigned long long>(unknown_route));
   }
+  if (Status st = failed.Combined(); !st.ok()) return st;
   return kExitOk;
 }
 

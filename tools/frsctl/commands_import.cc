@@ -23,6 +23,7 @@
 #include "format.h"
 #include "json_in.h"
 #include "json_out.h"
+#include "receipt_line.h"
 
 namespace frs::ctl {
 namespace {
@@ -117,6 +118,7 @@ Result<std::string> ApplyPolicy(const BizPolicy& p, const std::string& line, std
 
 struct Checked {
   uint64_t lines = 0;
+  uint64_t receipts = 0;
   std::map<std::string, uint64_t> per_biz;
 };
 
@@ -131,6 +133,16 @@ Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, Engine& scra
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (IsReceiptLine(line)) {
+      // Handoff receipts go back as they were (receipt_line.h).
+      if (Status st = ImportReceipt(line, nullptr, 0); !st.ok()) {
+        if (refused++ == 0) first_error = "line " + std::to_string(lineno) + ": " + st.message();
+        continue;
+      }
+      spool << line << '\n';
+      ++c.receipts;
+      continue;
+    }
     std::string target;
     Result<std::string> out = ApplyPolicy(policy, line, &target);
     Status st = out.ok() ? scratch.ImportNode(out.value()) : out.status();
@@ -192,7 +204,13 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
     live_before = s.store->Stats().total.evictions_live;
     std::ifstream in(spool_path, std::ios::binary);
     std::string line;
+    const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
     while (std::getline(in, line)) {
+      if (IsReceiptLine(line)) {
+        if (Status st = ImportReceipt(line, s.store.get(), now_s); !st.ok())
+          return Status::IOError("import stopped at a handoff receipt: " + st.message());
+        continue;
+      }
       if (Status st = s.engine->ImportNode(line); !st.ok())
         return Status::IOError("import stopped after " + std::to_string(applied) + " of " +
                                std::to_string(checked->lines) + " nodes: " + st.message());
@@ -207,6 +225,7 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
     j.Begin();
     j.Key("checked").Uint(checked->lines);
     j.Key("imported").Uint(applied);
+    j.Key("receipts").Uint(checked->receipts);
     j.Key("dry_run").Bool(a.dry_run);
     j.Key("created_store").Bool(create && !a.dry_run);
     j.Key("evictions_live").Uint(evicted);

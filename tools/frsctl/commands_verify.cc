@@ -1,6 +1,7 @@
 // frsctl verify [--repair]: every header (magic, version, geometry,
-// checksum), every chain (no duplicate identities, fields in range, no lock
-// held by a dead pid, no torn node) and the counters. With --repair it fixes
+// checksum), every chain (no duplicate identities, fields in range, no torn
+// node) and the counters. A lock held by a dead process is recovered as its
+// next locker would (listed, not a problem). With --repair it fixes
 // what can be fixed, says what it did, and checks again: the exit code is
 // that of the second check.
 #include <cstdio>
@@ -57,6 +58,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     j.Key("nodes").Uint(rechecked ? after.nodes : first.nodes);
     ListJson(j, "problems", first.problems);
     ListJson(j, "repairs", first.repairs);
+    ListJson(j, "recovered", first.recovered);
     ListJson(j, "remaining", remaining);
     j.End();
     std::printf("%s\n", j.str().c_str());
@@ -68,6 +70,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
                                      : (std::to_string(first.problems.size()) + " problem" +
                                         (first.problems.size() == 1 ? "" : "s"))
                                            .c_str());
+  ListHuman("recovered (what a dead process left, as its next locker recovers it; no damage):", first.recovered);
   ListHuman("problems:", first.problems);
   ListHuman("repaired:", first.repairs);
   if (rechecked) {

@@ -1,0 +1,62 @@
+#include "os/path_access.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+
+namespace frs::os {
+
+namespace {
+
+std::string UserName(uid_t uid) {
+  const passwd* p = ::getpwuid(uid);
+  return p ? p->pw_name : std::to_string(uid);
+}
+
+std::string GroupName(gid_t gid) {
+  const group* g = ::getgrgid(gid);
+  return g ? g->gr_name : std::to_string(gid);
+}
+
+std::string Describe(const std::string& path, const struct stat& st) {
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return path + " is owned by " + UserName(st.st_uid) + ":" + GroupName(st.st_gid) + " mode " + mode;
+}
+
+}  // namespace
+
+std::string PermissionWords(const std::string& path) {
+  // The first ancestor this process cannot search, else the path itself.
+  std::string refusing;
+  struct stat st{};
+  std::filesystem::path p(path);
+  std::filesystem::path acc = p.root_path();
+  for (const auto& part : p.relative_path().parent_path()) {
+    acc /= part;
+    if (::access(acc.c_str(), X_OK) != 0 && ::stat(acc.c_str(), &st) == 0) {
+      refusing = Describe(acc.string(), st);
+      break;
+    }
+  }
+  if (refusing.empty() && ::stat(path.c_str(), &st) == 0) refusing = Describe(path, st);
+  std::string words = path + ": permission denied";
+  if (!refusing.empty()) words += ": " + refusing;
+  return words + ", and this process runs as " + UserName(::geteuid()) + ":" + GroupName(::getegid()) +
+         " (run it as that owner, or as a member of that group)";
+}
+
+Result<bool> PathExists(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) return true;
+  if (errno == ENOENT || errno == ENOTDIR) return false;
+  if (errno == EACCES || errno == EPERM) return Status::IOError(PermissionWords(path));
+  return Status::FromErrno(path, errno);
+}
+
+}  // namespace frs::os

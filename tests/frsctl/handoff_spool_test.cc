@@ -1,0 +1,131 @@
+// The handoff spool's records: whole or not there. A tail a full disk or a
+// kill cut is cut away before anything is appended; a damaged record before
+// the end stops the run; fields cannot hold a separator.
+#include "handoff_spool.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/small_disk.h"
+#include "common/temp_dir.h"
+
+namespace frs::ctl {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void Spill(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::app);
+  f << bytes;
+}
+
+TEST(HandoffSpool, ATornTailIsCutBeforeAnythingIsAppended) {
+  testing::TempDir d;
+  const std::string path = d / "handoff.spool";
+  {
+    HandoffSpool s;
+    std::vector<std::string> recs;
+    std::string note;
+    ASSERT_TRUE(s.Open(path, &recs, &note).ok());
+    EXPECT_TRUE(recs.empty());
+    ASSERT_TRUE(s.Append({"N 1 r d {\"a\":1}", "E 1"}).ok());
+  }
+  const std::string whole = Slurp(path);
+  // A record cut in its JSON (a full disk), and one whose checksum does not
+  // match its bytes (a page that did not reach the disk), each at the end.
+  for (const std::string& torn : {std::string("N 2 r d {\"b\":"), HandoffSpool::Record("A 1").replace(0, 1, "E")}) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << whole;
+    Spill(path, torn);
+    HandoffSpool s;
+    std::vector<std::string> recs;
+    std::string note;
+    ASSERT_TRUE(s.Open(path, &recs, &note).ok());
+    EXPECT_EQ(recs, (std::vector<std::string>{"N 1 r d {\"a\":1}", "E 1"}));
+    EXPECT_NE(note.find("cut " + std::to_string(torn.size()) + " byte(s)"), std::string::npos) << note;
+    EXPECT_EQ(Slurp(path), whole);
+    // The next mark is a record of its own, not glued to the cut line.
+    ASSERT_TRUE(s.Append({"A 1"}).ok());
+    HandoffSpool again;
+    std::vector<std::string> more;
+    std::string none;
+    s = HandoffSpool();
+    ASSERT_TRUE(again.Open(path, &more, &none).ok());
+    EXPECT_EQ(more, (std::vector<std::string>{"N 1 r d {\"a\":1}", "E 1", "A 1"}));
+    EXPECT_EQ(none, "");
+  }
+}
+
+TEST(HandoffSpool, ADamagedRecordBeforeTheEndStopsTheRunAndChangesNothing) {
+  testing::TempDir d;
+  const std::string path = d / "handoff.spool";
+  std::string text = HandoffSpool::Record("N 1 r d {}") + HandoffSpool::Record("E 1");
+  text[2] = '7';  // the first record's id, under its checksum
+  std::ofstream(path, std::ios::binary) << text;
+  HandoffSpool s;
+  std::vector<std::string> recs;
+  std::string note;
+  Status st = s.Open(path, &recs, &note);
+  EXPECT_EQ(st.code(), Status::Code::kCorruption);
+  EXPECT_NE(st.message().find(path + ":1: a damaged record"), std::string::npos) << st.message();
+  EXPECT_EQ(Slurp(path), text);
+}
+
+TEST(HandoffSpool, LinesOfAnOlderFrsctlAreReadAsTheyWere) {
+  testing::TempDir d;
+  const std::string path = d / "handoff.spool";
+  std::ofstream(path, std::ios::binary) << "N 1 r d {}\nE 1\n";
+  HandoffSpool s;
+  std::vector<std::string> recs;
+  std::string note;
+  ASSERT_TRUE(s.Open(path, &recs, &note).ok());
+  EXPECT_EQ(recs, (std::vector<std::string>{"N 1 r d {}", "E 1"}));
+}
+
+TEST(HandoffSpool, FieldsCannotHoldASeparator) {
+  for (const std::string& f : std::vector<std::string>{"127.0.0.1:8301 /ab/1", "a#b%c\td\ne", std::string("x\x7fy\x01", 4), "plain:1/2"}) {
+    const std::string enc = EncodeField(f);
+    EXPECT_EQ(enc.find_first_of(" #\t\n"), std::string::npos) << enc;
+    std::string back;
+    ASSERT_TRUE(DecodeField(enc, &back)) << enc;
+    EXPECT_EQ(back, f);
+  }
+  EXPECT_EQ(EncodeField("127.0.0.1:8301 "), "127.0.0.1:8301%20");
+  std::string out;
+  EXPECT_FALSE(DecodeField("a%2", &out));
+  EXPECT_FALSE(DecodeField("a%zz", &out));
+}
+
+// On a disk with no room left, Reserve says so before anything is written,
+// and a write that fails leaves no torn record behind.
+TEST(HandoffSpool, AFullDiskRefusesTheReservationAndLeavesNoTornRecord) {
+  testing::TempDir d;
+  testing::SmallDisk disk(d / "disk", "64k");
+  if (!disk.mounted()) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
+  const std::string path = d / "disk/handoff.spool";
+  HandoffSpool s;
+  std::vector<std::string> recs;
+  std::string note;
+  ASSERT_TRUE(s.Open(path, &recs, &note).ok());
+  ASSERT_TRUE(s.Append({"N 1 r d {}"}).ok());
+  const std::string before = Slurp(path);
+  std::ofstream(d / "disk/filler", std::ios::binary) << std::string(60 * 1024, 'x');
+  Status st = s.Reserve(64 * 1024);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no room for 65536 bytes of handoff records in " + path), std::string::npos)
+      << st.message();
+  st = s.Append({std::string(32 * 1024, 'z')});
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(Slurp(path), before);
+}
+
+}  // namespace
+}  // namespace frs::ctl

@@ -1,0 +1,163 @@
+#include "handoff_spool.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace frs::ctl {
+
+namespace {
+
+std::string HashHex(std::string_view payload) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, static_cast<uint64_t>(XXH64(payload.data(), payload.size(), 0)));
+  return hex;
+}
+
+bool IsHex16(std::string_view s) {
+  if (s.size() != 16) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string HandoffSpool::Record(std::string_view payload) {
+  std::string r(payload);
+  r += " #";
+  r += HashHex(payload);
+  r += '\n';
+  return r;
+}
+
+Status HandoffSpool::Open(const std::string& path, std::vector<std::string>* payloads, std::string* note) {
+  path_ = path;
+  note->clear();
+  payloads->clear();
+  fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!fd_.valid()) return Status::FromErrno("cannot open " + path, errno);
+  if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0)
+    return Status::Busy(path + " is in use: another frsctl handoff runs on this store");
+  std::string text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::pread(fd_.get(), buf, sizeof buf, static_cast<off_t>(text.size()))) > 0)
+    text.append(buf, static_cast<size_t>(n));
+  if (n < 0) return Status::FromErrno("cannot read " + path, errno);
+  size_t pos = 0, good_end = 0, line_no = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) break;  // no newline: a torn tail
+    ++line_no;
+    std::string_view line(text.data() + pos, nl - pos);
+    const bool last = nl + 1 == text.size();
+    if (line.size() >= kSuffixBytes - 1 && line[line.size() - 18] == ' ' && line[line.size() - 17] == '#' &&
+        IsHex16(line.substr(line.size() - 16))) {
+      const std::string_view payload = line.substr(0, line.size() - 18);
+      if (HashHex(payload) != line.substr(line.size() - 16)) {
+        if (last) break;  // a tail whose last page did not reach the disk whole
+        return Status::Corruption(path + ":" + std::to_string(line_no) +
+                                  ": a damaged record (its checksum does not match) before the end of the spool: "
+                                  "nothing was changed; restore the file, or move it aside once every node it lists "
+                                  "is back (frsctl get on the shards it names)");
+      }
+      payloads->emplace_back(payload);
+    } else {
+      payloads->emplace_back(line);  // written by an older frsctl, without a checksum
+    }
+    pos = good_end = nl + 1;
+  }
+  if (good_end < text.size()) {
+    if (::ftruncate(fd_.get(), static_cast<off_t>(good_end)) != 0)
+      return Status::FromErrno("cannot cut the torn end of " + path, errno);
+    *note = path + ": cut " + std::to_string(text.size() - good_end) +
+            " byte(s) of a record a full disk or a kill left unfinished (nothing it described was done)";
+  }
+  return Status::OK();
+}
+
+Status HandoffSpool::Reserve(uint64_t bytes) {
+  if (bytes == 0) return Status::OK();
+  struct stat st{};
+  if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno("cannot stat " + path_, errno);
+  if (::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, st.st_size, static_cast<off_t>(bytes)) == 0) return Status::OK();
+  // A file system without fallocate: appends take their blocks as they go.
+  if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::OK();
+  return Status::FromErrno("no room for " + std::to_string(bytes) + " bytes of handoff records in " + path_, errno);
+}
+
+Status HandoffSpool::Append(const std::vector<std::string>& payloads) {
+  std::string lines;
+  for (const std::string& p : payloads) lines += Record(p);
+  struct stat st{};
+  if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno("cannot stat " + path_, errno);
+  // The crash tests (tests/cluster): FRS_TEST_HANDOFF_CRASH=torn dies as a
+  // kill -9 would, halfway through a write of more than a page.
+  if (const char* at = std::getenv("FRS_TEST_HANDOFF_CRASH"); at && std::strcmp(at, "torn") == 0 && lines.size() > 4096) {
+    [[maybe_unused]] const ssize_t half = ::write(fd_.get(), lines.data(), lines.size() / 2);
+    _exit(137);
+  }
+  size_t off = 0;
+  while (off < lines.size()) {
+    ssize_t n = ::write(fd_.get(), lines.data() + off, lines.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      // No torn record stays: the next run reads what this one did.
+      [[maybe_unused]] const int cut = ::ftruncate(fd_.get(), st.st_size);
+      return Status::FromErrno("cannot write " + path_, err);
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+Status HandoffSpool::Clear() {
+  if (::ftruncate(fd_.get(), 0) != 0) return Status::FromErrno("cannot truncate " + path_, errno);
+  return Status::OK();
+}
+
+std::string EncodeField(std::string_view field) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : field) {
+    if (c <= 0x20 || c == 0x7f || c == '%' || c == '#') {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+bool DecodeField(std::string_view text, std::string* out) {
+  auto v = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  out->clear();
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out->push_back(text[i]);
+      continue;
+    }
+    if (i + 2 >= text.size()) return false;
+    const int hi = v(text[i + 1]), lo = v(text[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+}  // namespace frs::ctl
