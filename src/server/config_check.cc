@@ -67,7 +67,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   }
   // Not a refusal: frsd serves, with fewer connections than configured
   // (in the environment this check runs in: a unit's LimitNOFILE may differ).
-  if (std::string fd = FdLimitProblem(*cfg, CurrentFdLimit()); !fd.empty())
+  if (std::string fd = FdLimitProblem(*cfg, CurrentFdLimit(), /*raised=*/false); !fd.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), fd.c_str());
   std::fprintf(out, "frsd: %s: %zu biz(es) in %s, %s; ok\n", cfg->path.c_str(), bizzes, cfg->map_path.c_str(),
                store_words.c_str());

@@ -46,12 +46,13 @@ FdLimit RaiseFdLimit() {
   return CurrentFdLimit();
 }
 
-std::string FdLimitProblem(const SrvConfig& cfg, const FdLimit& limit) {
+std::string FdLimitProblem(const SrvConfig& cfg, const FdLimit& limit, bool raised) {
   const uint64_t need = DescriptorsNeeded(cfg);
-  // What frsd will have once it raised the soft limit: the hard one.
-  const uint64_t can = limit.hard;
+  // A refused raise (hard above fs.nr_open, a container's policy) leaves the
+  // soft limit where it was: that is what the workers get.
+  const uint64_t can = raised ? limit.soft : limit.hard;
   if (can >= need) return "";
-  return "the open file limit (ulimit -n: soft " + std::to_string(limit.soft) + ", hard " + std::to_string(can) +
+  return "the open file limit (ulimit -n: soft " + std::to_string(limit.soft) + ", hard " + std::to_string(limit.hard) +
          ") cannot hold <limits connections=\"" + std::to_string(cfg.max_connections) +
          "\">: each worker may need " + std::to_string(need) +
          " descriptors; raise the hard limit (LimitNOFILE= in the systemd unit, or ulimit -Hn) or lower "

@@ -41,8 +41,10 @@ FdLimit RaiseFdLimit();
 // The limit in force, unchanged.
 FdLimit CurrentFdLimit();
 
-// "" when `limit` holds what `cfg` may need; else one sentence naming both,
-// and what to change.
-std::string FdLimitProblem(const SrvConfig& cfg, const FdLimit& limit);
+// "" when the limit holds what `cfg` may need; else one sentence naming
+// both, and what to change. `raised`: the soft limit is the one in force
+// (frsd's start, after RaiseFdLimit); otherwise the hard one, which frsd will
+// raise its soft limit to (frsd -t).
+std::string FdLimitProblem(const SrvConfig& cfg, const FdLimit& limit, bool raised);
 
 }  // namespace frs::server

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
 
   // The workers inherit it: room for <limits connections> where the hard
   // limit allows it, and a word when it does not (server/fd_limit.h).
-  const std::string fd_problem = FdLimitProblem(cfg, RaiseFdLimit());
+  const std::string fd_problem = FdLimitProblem(cfg, RaiseFdLimit(), /*raised=*/true);
 
   auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers, cfg.reuseport);
   if (!listeners.ok()) return Fail(listeners.status().message());

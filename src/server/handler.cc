@@ -69,9 +69,19 @@ namespace {
 //   capacity as the `burst` parameter (an RFC 8941 parameter that a client
 //   which does not know it ignores): q=burst overstated the rate, and a
 //   client pacing at burst per interval was denied.
+// What a rule has left without borrowing (its allowance minus its count).
+int64_t LeftWithoutBorrow(const RuleResult& r) { return std::max<int64_t>(0, std::min(r.remaining, r.limit - r.count)); }
+
 void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimitFields fields, BufWriter& w) {
-  const RuleResult& top = d.rules[d.top < d.nrules ? d.top : 0];
-  const int64_t reset_in = d.reset > now_s ? d.reset - now_s : 0;
+  // The rule the fields speak for: the decision's most restrictive one,
+  // unless another has less left once borrowing is set aside (the decision
+  // weighs a borrowing window by what it may still grant, which a client
+  // pacing by r must not count on).
+  uint32_t pick = d.top < d.nrules ? d.top : 0;
+  for (uint32_t i = 0; i < d.nrules; ++i)
+    if (LeftWithoutBorrow(d.rules[i]) < LeftWithoutBorrow(d.rules[pick])) pick = i;
+  const RuleResult& top = d.rules[pick];
+  const int64_t reset_in = top.reset > now_s ? top.reset - now_s : 0;
   if (fields != SrvConfig::RateLimitFields::kLegacy) {
     w.Lit("RateLimit-Policy: ");
     for (uint32_t i = 0; i < d.nrules; ++i) {
@@ -91,17 +101,17 @@ void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimit
     w.Lit("\r\nRateLimit: \"");
     w.Str(top.name);
     w.Lit("\";r=");
-    w.Int(std::clamp<int64_t>(std::min(top.remaining, top.limit - top.count), 0, top.quota));
+    w.Int(std::min(LeftWithoutBorrow(top), top.quota));
     w.Lit(";t=");
     w.Int(reset_in);
     w.Lit("\r\n");
   }
   if (fields != SrvConfig::RateLimitFields::kDraft) {
-    const int64_t limit = std::max<int64_t>(d.limit, 0);
+    const int64_t limit = std::max<int64_t>(top.limit, 0);
     w.Lit("RateLimit-Limit: ");
     w.Int(limit);
     w.Lit("\r\nRateLimit-Remaining: ");
-    w.Int(std::clamp<int64_t>(std::min(d.remaining, d.limit - d.count), 0, limit));
+    w.Int(std::min(LeftWithoutBorrow(top), limit));
     w.Lit("\r\nRateLimit-Reset: ");
     w.Int(reset_in);
     w.Lit("\r\n");

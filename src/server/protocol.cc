@@ -68,7 +68,26 @@ bool CheckMarkup(std::string_view body, ProtocolError* err) {
       }
       i = end == npos ? body.size() : end + 2;
     } else if (rest.starts_with("<!")) {
-      i += 2;  // a DOCTYPE and its declarations: pugixml's to judge
+      // A DOCTYPE, stepped over whole (its internal subset may hold '<' in
+      // quoted literals); what it declares is pugixml's to judge.
+      char quote = 0;
+      int depth = 0;
+      size_t j = i + 2;
+      for (; j < body.size(); ++j) {
+        const char c = body[j];
+        if (quote != 0) {
+          if (c == quote) quote = 0;
+        } else if (c == '"' || c == '\'') {
+          quote = c;
+        } else if (c == '[') {
+          ++depth;
+        } else if (c == ']') {
+          --depth;
+        } else if (c == '>' && depth <= 0) {
+          break;
+        }
+      }
+      i = j + 1;
     } else {
       // A tag, to its '>' outside quotes.
       char quote = 0;

@@ -113,6 +113,25 @@ TEST(FrontDoorE2E, UnderBorrowTheFieldsSayWhatIsLeftOfMax) {
   EXPECT_EQ(r.header("ratelimit-remaining"), "0");
 }
 
+// Two rules, one of them borrowing: the fields speak for the rule with the
+// least left without borrowing, though the decision's most restrictive is
+// the other (it weighs the borrowing window by all it may still grant).
+TEST(FrontDoorE2E, TheFieldsSpeakForTheRuleWithLeastLeftWithoutBorrowing) {
+  ServerOptions o;
+  o.map = R"(<map><biz id="1" name="mix">
+    <rule interval="3600" max="10" borrow="10"/>
+    <rule algo="sliding" interval="3600" max="18"/>
+  </biz></map>)";
+  Frsd srv(o);
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  HttpResponse r = Client(srv.port()).Get("/acquire?biz=mix&key=k&n=8");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("remaining=\"10\""), std::string::npos) << r.body;  // the sliding rule's, the XML's top
+  EXPECT_EQ(r.header("ratelimit").rfind("\"mix_1\";r=2;t=", 0), 0u) << r.header("ratelimit");
+  EXPECT_EQ(r.header("ratelimit-limit"), "10");
+  EXPECT_EQ(r.header("ratelimit-remaining"), "2");
+}
+
 // 10 per second with a burst of 20: q/w is the rate a client can keep up
 // (10/s), the burst a parameter beside it; q=20 told clients 20/s, and one
 // that paced at that had 21 of 80 requests denied.

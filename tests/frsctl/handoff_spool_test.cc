@@ -23,6 +23,12 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
+std::vector<std::string> Payloads(const std::vector<SpoolRecord>& recs) {
+  std::vector<std::string> out;
+  for (const SpoolRecord& r : recs) out.push_back(r.payload);
+  return out;
+}
+
 void Spill(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::app);
   f << bytes;
@@ -33,7 +39,7 @@ TEST(HandoffSpool, ATornTailIsCutBeforeAnythingIsAppended) {
   const std::string path = d / "handoff.spool";
   {
     HandoffSpool s;
-    std::vector<std::string> recs;
+    std::vector<SpoolRecord> recs;
     std::string note;
     ASSERT_TRUE(s.Open(path, &recs, &note).ok());
     EXPECT_TRUE(recs.empty());
@@ -46,20 +52,20 @@ TEST(HandoffSpool, ATornTailIsCutBeforeAnythingIsAppended) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << whole;
     Spill(path, torn);
     HandoffSpool s;
-    std::vector<std::string> recs;
+    std::vector<SpoolRecord> recs;
     std::string note;
     ASSERT_TRUE(s.Open(path, &recs, &note).ok());
-    EXPECT_EQ(recs, (std::vector<std::string>{"N 1 r d {\"a\":1}", "E 1"}));
+    EXPECT_EQ(Payloads(recs), (std::vector<std::string>{"N 1 r d {\"a\":1}", "E 1"}));
     EXPECT_NE(note.find("cut " + std::to_string(torn.size()) + " byte(s)"), std::string::npos) << note;
     EXPECT_EQ(Slurp(path), whole);
     // The next mark is a record of its own, not glued to the cut line.
     ASSERT_TRUE(s.Append({"A 1"}).ok());
     HandoffSpool again;
-    std::vector<std::string> more;
+    std::vector<SpoolRecord> more;
     std::string none;
     s = HandoffSpool();
     ASSERT_TRUE(again.Open(path, &more, &none).ok());
-    EXPECT_EQ(more, (std::vector<std::string>{"N 1 r d {\"a\":1}", "E 1", "A 1"}));
+    EXPECT_EQ(Payloads(more), (std::vector<std::string>{"N 1 r d {\"a\":1}", "E 1", "A 1"}));
     EXPECT_EQ(none, "");
   }
 }
@@ -71,7 +77,7 @@ TEST(HandoffSpool, ADamagedRecordBeforeTheEndStopsTheRunAndChangesNothing) {
   text[2] = '7';  // the first record's id, under its checksum
   std::ofstream(path, std::ios::binary) << text;
   HandoffSpool s;
-  std::vector<std::string> recs;
+  std::vector<SpoolRecord> recs;
   std::string note;
   Status st = s.Open(path, &recs, &note);
   EXPECT_EQ(st.code(), Status::Code::kCorruption);
@@ -84,10 +90,11 @@ TEST(HandoffSpool, LinesOfAnOlderFrsctlAreReadAsTheyWere) {
   const std::string path = d / "handoff.spool";
   std::ofstream(path, std::ios::binary) << "N 1 r d {}\nE 1\n";
   HandoffSpool s;
-  std::vector<std::string> recs;
+  std::vector<SpoolRecord> recs;
   std::string note;
   ASSERT_TRUE(s.Open(path, &recs, &note).ok());
-  EXPECT_EQ(recs, (std::vector<std::string>{"N 1 r d {}", "E 1"}));
+  EXPECT_EQ(Payloads(recs), (std::vector<std::string>{"N 1 r d {}", "E 1"}));
+  EXPECT_FALSE(recs[0].checked);
 }
 
 TEST(HandoffSpool, FieldsCannotHoldASeparator) {
@@ -104,6 +111,24 @@ TEST(HandoffSpool, FieldsCannotHoldASeparator) {
   EXPECT_FALSE(DecodeField("a%zz", &out));
 }
 
+// Reservations add up: room set aside for a later step is not handed out
+// again to the next one (each used to start at the end of the file).
+TEST(HandoffSpool, ReservationsAddUpUntilAppendsUseThem) {
+  testing::TempDir d;
+  testing::SmallDisk disk(d / "disk", "64k");
+  if (!disk.mounted()) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
+  const std::string path = d / "disk/handoff.spool";
+  HandoffSpool s;
+  std::vector<SpoolRecord> recs;
+  std::string note;
+  ASSERT_TRUE(s.Open(path, &recs, &note).ok());
+  ASSERT_TRUE(s.Reserve(40 * 1024).ok());
+  EXPECT_FALSE(s.Reserve(40 * 1024).ok()) << "two reservations of 40 KB fit in 64 KB";
+  // What the first set aside is there for its appends, whatever fills the disk.
+  std::ofstream(d / "disk/filler", std::ios::binary) << std::string(64 * 1024, 'x');
+  EXPECT_TRUE(s.Append({std::string(30 * 1024, 'n')}).ok());
+}
+
 // On a disk with no room left, Reserve says so before anything is written,
 // and a write that fails leaves no torn record behind.
 TEST(HandoffSpool, AFullDiskRefusesTheReservationAndLeavesNoTornRecord) {
@@ -112,7 +137,7 @@ TEST(HandoffSpool, AFullDiskRefusesTheReservationAndLeavesNoTornRecord) {
   if (!disk.mounted()) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
   const std::string path = d / "disk/handoff.spool";
   HandoffSpool s;
-  std::vector<std::string> recs;
+  std::vector<SpoolRecord> recs;
   std::string note;
   ASSERT_TRUE(s.Open(path, &recs, &note).ok());
   ASSERT_TRUE(s.Append({"N 1 r d {}"}).ok());

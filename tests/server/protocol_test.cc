@@ -258,6 +258,8 @@ TEST(Protocol, WhatXmlForbidsAndPugixmlTakesIs400) {
       {R"(<?xml version="1.0" encoding="utf-8"?><request cmd="get" biz="1" key="a&#x41;&lt;"/>)", "aA<"},
       {R"(<!-- a < b --><request cmd="get" biz="1" key="k&gt;"/>)", "k>"},
       {R"(<?xml version="1.0"?><request cmd="get" biz="1" key='say "hi"'/>)", "say \"hi\""},
+      {R"(<!DOCTYPE r [<!ENTITY e "<b/>">]><request cmd="get" biz="1" key="k"/>)", "k"},
+      {R"(<request cmd="get" biz="1" key="a>b"/>)", "a>b"},
   };
   for (const auto& [text, key] : good) {
     XmlRequestDecoder d;

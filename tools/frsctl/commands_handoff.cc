@@ -35,6 +35,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "client/http_client.h"
@@ -42,6 +43,7 @@
 #include "frs/ring.h"
 #include "handoff_spool.h"
 #include "hex.h"
+#include "json_in.h"
 #include "json_out.h"
 #include "os/stop_request.h"
 #include "os/unique_fd.h"
@@ -72,10 +74,14 @@ struct DestCount {
   uint64_t sent = 0, merged = 0, duplicates = 0, would_move = 0;
 };
 
-// The records of a spool, as entries with their marks.
-void ParseRecords(const std::vector<std::string>& payloads, std::vector<Entry>* out) {
+// The records of a spool, as entries with their marks. A checksummed N
+// record that does not parse is damage (refused); an older frsctl's line
+// without a checksum that does not parse, its JSON included, was cut by a
+// kill or a full disk before its nodes were erased, and is passed over.
+Status ParseRecords(const std::vector<SpoolRecord>& records, std::vector<Entry>* out) {
   std::map<std::string, size_t> index;
-  for (const std::string& line : payloads) {
+  for (size_t n = 0; n < records.size(); ++n) {
+    const std::string& line = records[n].payload;
     if (line.size() < 3) continue;
     std::istringstream ls(line);
     std::string kind, id;
@@ -86,17 +92,21 @@ void ParseRecords(const std::vector<std::string>& payloads, std::vector<Entry>* 
       std::string receipt, dest, fp_lo, fp_hi, key_hex, state_hex;
       unsigned biz = 0, key_len = 0;
       ls >> receipt >> dest >> biz >> fp_lo >> fp_hi >> key_len >> key_hex >> state_hex;
-      if (!DecodeField(receipt, &e.receipt) || !DecodeField(dest, &e.dest)) continue;
-      if (key_hex != "-" && !Unhex(key_hex, &e.key)) continue;
       std::getline(ls, e.json);
       if (!e.json.empty() && e.json[0] == ' ') e.json.erase(0, 1);
       e.biz = static_cast<uint16_t>(biz);
       e.key_len = static_cast<uint8_t>(key_len);
       e.fp.lo = std::strtoull(fp_lo.c_str(), nullptr, 16);
       e.fp.hi = std::strtoull(fp_hi.c_str(), nullptr, 16);
-      // A line of an older spool cut by a kill has no checksum to catch it:
-      // without its state or JSON it was never erased.
-      if (!Unhex(state_hex, &e.state) || e.json.empty()) continue;
+      const bool whole = DecodeField(receipt, &e.receipt) && DecodeField(dest, &e.dest) &&
+                         (key_hex == "-" || Unhex(key_hex, &e.key)) && Unhex(state_hex, &e.state) &&
+                         !e.json.empty() && ParseJson(e.json).ok();
+      if (!whole) {
+        if (records[n].checked)
+          return Status::Corruption("handoff.spool record " + std::to_string(n + 1) + " (node " + id +
+                                    ") is whole but does not parse: nothing was changed");
+        continue;
+      }
       index[id] = out->size();
       out->push_back(std::move(e));
       continue;
@@ -108,6 +118,7 @@ void ParseRecords(const std::vector<std::string>& payloads, std::vector<Entry>* 
     else if (kind == "V") e.voided = true;
     else if (kind == "A") e.acked = true;
   }
+  return Status::OK();
 }
 
 std::string EntryLine(const Entry& e) {
@@ -210,10 +221,13 @@ Status SendTo(const std::string& dest, const std::string& token, std::vector<Ent
     }
     std::vector<std::string> acks;
     size_t k = begin;
+    bool refused = false;  // one failure per batch, however many of its members
     for (pugi::xml_node r = d.child("batch").child("response"); r && k < end; r = r.next_sibling("response"), ++k) {
       if (r.attribute("code").as_int(-1) != 0) {
-        failed->Add(Status::Unavailable("shard " + dest + " refused a node of batch " + entries[begin]->receipt + ": " +
-                                        std::string(r.attribute("msg").value())));
+        if (!refused)
+          failed->Add(Status::Unavailable("shard " + dest + " refused a node of batch " + entries[begin]->receipt +
+                                          ": " + std::string(r.attribute("msg").value())));
+        refused = true;
         continue;
       }
       entries[k]->acked = true;
@@ -265,15 +279,23 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
 
   HandoffSpool spool;
   std::vector<Entry> entries;
+  Failures failed;
+  std::set<std::string> unready;  // shards left out of this run
   if (!a.dry_run) {
-    std::vector<std::string> records;
+    std::vector<SpoolRecord> records;
     std::string cut;
     if (Status st = spool.Open(s.cfg.store_dir + "/handoff.spool", &records, &cut); !st.ok()) return st;
     if (!cut.empty()) std::fprintf(stderr, "frsctl: %s\n", cut.c_str());
-    ParseRecords(records, &entries);
+    if (Status st = ParseRecords(records, &entries); !st.ok()) return st;
+    // A shard that cannot be reached, or runs another <cluster>, is left
+    // out of this run (its nodes stay here, or in the spool); the others
+    // are handed theirs.
     for (size_t i = 0; i < ring.shards().size(); ++i)
       if (static_cast<long>(i) != self)
-        if (Status st = CheckPeer(ring.shards()[i].name, ring); !st.ok()) return st;
+        if (Status st = CheckPeer(ring.shards()[i].name, ring); !st.ok()) {
+          failed.Add(st);
+          unready.insert(ring.shards()[i].name);
+        }
     // An interrupted run's entries: room for every mark they may still
     // need, before any of them is erased.
     uint64_t room = 0;
@@ -281,10 +303,9 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       if (!e.acked && !e.voided) room += MarkBytes(e, !e.erased);
     if (Status st = spool.Reserve(room); !st.ok())
       return Status::IOError(st.message() + ": free space on that disk first (nothing was changed)");
-    // Then settle what was not erased yet.
-    std::vector<std::string> marks;
+    // Then settle what was not erased yet, each mark right after its erase.
     for (Entry& e : entries) {
-      if (e.acked || e.voided || e.erased) continue;
+      if (e.acked || e.voided || e.erased || unready.count(e.dest) != 0) continue;
       Result<NodeInfo> cur = s.store->Get(RefOf(e));
       if (!cur.ok() && !cur.status().IsNotFound()) return cur.status();
       if (!cur.ok()) {
@@ -295,9 +316,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         e.erased = erased.value();
         e.voided = !e.erased;
       }
-      marks.push_back((e.erased ? "E " : "V ") + e.id);
+      if (Status st = spool.Append({(e.erased ? "E " : "V ") + e.id}); !st.ok()) return st;
     }
-    if (Status st = spool.Append(marks); !st.ok()) return st;
   }
 
   // This run's nodes: every one whose route another shard owns.
@@ -313,11 +333,10 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     const size_t owner = ring.OwnerOfHash(n.route_pos);
     if (static_cast<long>(owner) == self) return;
     ++counts[ring.shards()[owner].name].would_move;
-    if (!a.dry_run) moving.push_back(n);
+    if (!a.dry_run && unready.count(ring.shards()[owner].name) == 0) moving.push_back(n);
   });
   if (!walk.ok()) return walk;
 
-  Failures failed;
   if (!a.dry_run) {
     std::random_device rd;
     char run[20];
@@ -367,16 +386,17 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         break;
       }
       CrashPoint("spooled");
-      std::vector<std::string> marks;
+      // Each node's mark right after its erase: a kill between the two
+      // leaves one node whose next run finds it gone and sends it (or, had
+      // the key been counted here again meanwhile, finds it changed).
       for (Entry& e : spooled) {
         auto erased = EraseIfUnchanged(*s.store, e, now_s);
         if (!erased.ok()) return erased.status();
         e.erased = erased.value();
         e.voided = !erased.value();
-        marks.push_back((e.erased ? "E " : "V ") + e.id);
+        if (Status ms = spool.Append({(e.erased ? "E " : "V ") + e.id}); !ms.ok()) return ms;
         entries.push_back(std::move(e));
       }
-      if (Status ms = spool.Append(marks); !ms.ok()) return ms;
     }
     CrashPoint("erased");
     // Send everything erased and not acknowledged, per destination.
@@ -384,6 +404,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     for (Entry& e : entries)
       if (e.erased && !e.acked) by_dest[e.dest].push_back(&e);
     for (auto& [dest, list] : by_dest) {
+      if (unready.count(dest) != 0) continue;  // said once already
       if (ring.Find(dest) < 0) {
         failed.Add(Status::InvalidArgument("the spool holds nodes for " + dest +
                                            ", which is not in <cluster> any more: put it back until they are sent"));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -39,10 +40,10 @@ std::string HandoffSpool::Record(std::string_view payload) {
   return r;
 }
 
-Status HandoffSpool::Open(const std::string& path, std::vector<std::string>* payloads, std::string* note) {
+Status HandoffSpool::Open(const std::string& path, std::vector<SpoolRecord>* records, std::string* note) {
   path_ = path;
   note->clear();
-  payloads->clear();
+  records->clear();
   fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!fd_.valid()) return Status::FromErrno("cannot open " + path, errno);
   if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0)
@@ -70,9 +71,9 @@ Status HandoffSpool::Open(const std::string& path, std::vector<std::string>* pay
                                   "nothing was changed; restore the file, or move it aside once every node it lists "
                                   "is back (frsctl get on the shards it names)");
       }
-      payloads->emplace_back(payload);
+      records->push_back(SpoolRecord{std::string(payload), true});
     } else {
-      payloads->emplace_back(line);  // written by an older frsctl, without a checksum
+      records->push_back(SpoolRecord{std::string(line), false});  // written by an older frsctl
     }
     pos = good_end = nl + 1;
   }
@@ -89,7 +90,12 @@ Status HandoffSpool::Reserve(uint64_t bytes) {
   if (bytes == 0) return Status::OK();
   struct stat st{};
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno("cannot stat " + path_, errno);
-  if (::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, st.st_size, static_cast<off_t>(bytes)) == 0) return Status::OK();
+  // After the room earlier reservations set aside and appends have not used.
+  const uint64_t from = std::max<uint64_t>(static_cast<uint64_t>(st.st_size), reserved_end_);
+  if (::fallocate(fd_.get(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from), static_cast<off_t>(bytes)) == 0) {
+    reserved_end_ = from + bytes;
+    return Status::OK();
+  }
   // A file system without fallocate: appends take their blocks as they go.
   if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::OK();
   return Status::FromErrno("no room for " + std::to_string(bytes) + " bytes of handoff records in " + path_, errno);
@@ -123,6 +129,7 @@ Status HandoffSpool::Append(const std::vector<std::string>& payloads) {
 
 Status HandoffSpool::Clear() {
   if (::ftruncate(fd_.get(), 0) != 0) return Status::FromErrno("cannot truncate " + path_, errno);
+  reserved_end_ = 0;
   return Status::OK();
 }
 

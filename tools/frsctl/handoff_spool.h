@@ -13,8 +13,10 @@
 //
 // Reserve() sets the room for the records a step will write aside before
 // the step begins (fallocate beyond the end of the file, which appends then
-// use): a batch's nodes are erased only once the marks that say so, and the
-// acknowledgements that follow, are sure to fit.
+// use; each reservation adds to what earlier ones set aside and appends have
+// not used yet): a batch's nodes are erased only once the marks that say
+// so, and the acknowledgements that follow, are sure to fit. (On a file
+// system without fallocate, appends take their blocks as they go.)
 //
 // Fields that name things (a receipt, a shard) are written with
 // EncodeField, so no byte of theirs can be taken for a separator.
@@ -32,11 +34,16 @@
 
 namespace frs::ctl {
 
+struct SpoolRecord {
+  std::string payload;
+  bool checked = false;  // carried its checksum (false: an older frsctl's line)
+};
+
 class HandoffSpool {
  public:
   // Opens (creating) and locks `path`, reads its records, and cuts a torn
   // tail; `note` says what was cut ("" when nothing).
-  Status Open(const std::string& path, std::vector<std::string>* payloads, std::string* note);
+  Status Open(const std::string& path, std::vector<SpoolRecord>* records, std::string* note);
   // Room for `bytes` more bytes of records, taken from the disk now.
   Status Reserve(uint64_t bytes);
   // Appends each payload as one record; on a failed write, the file is cut
@@ -54,6 +61,7 @@ class HandoffSpool {
  private:
   std::string path_;
   os::UniqueFd fd_;
+  uint64_t reserved_end_ = 0;  // the end of the room set aside so far
 };
 
 // A field made safe for a space-separated record: bytes up to 0x20, 0x7f,
