@@ -22,7 +22,8 @@ for d in libc6 libstdc++6 libpugixml1v5 adduser; do
 done
 dpkg-deb -c "$deb" >"$tmp/contents"
 for f in ./usr/sbin/frsd ./usr/sbin/frsctl ./etc/frs/srv.xml ./etc/frs/map.xml ./etc/logrotate.d/frsd \
-         ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8 ./usr/include/frs/service.h; do
+         ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8 ./usr/include/frs/service.h \
+         ./usr/share/doc/frs/copyright ./usr/share/doc/frs/LICENSE; do
   grep -q " $f\$" "$tmp/contents" || fail "the package lacks $f"
 done
 dpkg-deb -e "$deb" "$tmp/control"

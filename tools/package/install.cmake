@@ -50,7 +50,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/conf/systemd/frsd.service DESTINATION ${FRS_
 install(FILES ${PROJECT_SOURCE_DIR}/docs/man/frsd.8 ${PROJECT_SOURCE_DIR}/docs/man/frsctl.8
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs)
-install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# Debian's machine-readable copyright file, where Debian looks for it.
+install(FILES ${PROJECT_SOURCE_DIR}/tools/package/deb/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # The .deb: `cpack -G DEB` in the build directory (docs/install.md).
 set(CPACK_PACKAGE_NAME frs)
