@@ -60,6 +60,12 @@ class PipInstallTest(unittest.TestCase):
         self.assertTrue(self.installed_file().startswith(os.path.join(self.dir, "venv")), self.installed_file())
         rc, out = run([self.python, "-m", "pip", "show", "frs-client"])
         self.assertIn("License: MIT", out)
+        # One version everywhere: the VERSION file, pip's, frsd's.
+        with open(os.path.join(ROOT, "VERSION")) as f:
+            version = f.read().strip()
+        self.assertIn("Version: %s\n" % version, out)
+        rc, out = run([os.environ["FRSD"], "--version"])
+        self.assertIn(version, out)
         self.run_suite()
 
     def test_from_its_source_archive(self):
@@ -71,6 +77,8 @@ class PipInstallTest(unittest.TestCase):
         sdist = os.path.join(dist, out.strip())
         rc, out = run([self.python, "-m", "pip", "install", "--no-index", sdist])
         self.assertEqual(rc, 0, out)
+        with open(os.path.join(ROOT, "VERSION")) as f:
+            self.assertIn("Successfully installed frs-client-%s" % f.read().strip(), out)
         self.assertTrue(self.installed_file().startswith(os.path.join(self.dir, "venv")))
         # Removed cleanly: pip knows every file it put there.
         rc, out = run([self.python, "-m", "pip", "uninstall", "-y", "frs-client"])

@@ -22,10 +22,22 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
+def _version():
+    # The project's one VERSION file: at the top of a checkout (two folders
+    # up), or beside pyproject.toml in a source archive built from one.
+    for path in (os.path.join(_ROOT, "VERSION"), os.path.join(_ROOT, "..", "..", "VERSION")):
+        if os.path.exists(path):
+            with open(path, encoding="ascii") as f:
+                return f.read().strip()
+    raise RuntimeError("no VERSION file beside %s or at the top of its checkout" % _ROOT)
+
+
 def _project():
     with open(os.path.join(_ROOT, "pyproject.toml"), "rb") as f:
         data = tomllib.load(f)
-    return data["project"], data.get("tool", {}).get("frs-build", {})
+    project = dict(data["project"])
+    project.setdefault("version", _version())
+    return project, data.get("tool", {}).get("frs-build", {})
 
 
 def _dist_name(name):
@@ -123,8 +135,9 @@ def build_sdist(sdist_directory, config_settings=None):
             ti.mtime, ti.uid, ti.gid, ti.uname, ti.gname = 315532800, 0, 0, "", ""
             with open(path, "rb") as f:
                 t.addfile(ti, f)
-        pkg_info = _metadata(project).encode("utf-8")
-        ti = tarfile.TarInfo(base + "/PKG-INFO")
-        ti.size, ti.mtime, ti.mode = len(pkg_info), 315532800, 0o644
-        t.addfile(ti, io.BytesIO(pkg_info))
+        for name, data in (("PKG-INFO", _metadata(project).encode("utf-8")),
+                           ("VERSION", (project["version"] + "\n").encode("ascii"))):
+            ti = tarfile.TarInfo(base + "/" + name)
+            ti.size, ti.mtime, ti.mode = len(data), 315532800, 0o644
+            t.addfile(ti, io.BytesIO(data))
     return sdist
