@@ -45,6 +45,12 @@ if command -v systemd-analyze >/dev/null; then
   systemd-analyze verify /usr/lib/systemd/system/frsd.service >/tmp/verify.log 2>&1 ||
     { cat /tmp/verify.log; fail "systemd-analyze verify frsd.service"; }
   echo "systemd-analyze verify frsd.service: ok"
+  # The unit's exposure score, as systemd rates its hardening (docs/install.md).
+  score=$(systemd-analyze security --offline=true /usr/lib/systemd/system/frsd.service 2>&1 |
+          sed -n 's/.*Overall exposure level for frsd.service: \([0-9.]*\).*/\1/p')
+  [ -n "$score" ] || fail "systemd-analyze security gave no score"
+  awk -v s="$score" 'BEGIN { exit !(s <= 3.0) }' || fail "frsd.service's exposure is $score, above 3.0"
+  echo "systemd-analyze security frsd.service: $score"
 else
   echo "systemd-analyze is missing: the unit was not verified"
 fi
