@@ -257,6 +257,16 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
   return cfg;
 }
 
+std::string DefaultSrvConfigPath() {
+  const char* env = std::getenv("FRS_CONF");
+  if (env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path prefix = ec ? fs::path("/usr") : exe.parent_path().parent_path();
+  if (prefix == "/usr" || prefix == "/" || prefix.empty()) return "/etc/frs/srv.xml";
+  return (prefix / "etc" / "frs" / "srv.xml").string();
+}
+
 std::string ListenName(const std::string& host, uint16_t port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }

@@ -66,6 +66,13 @@ struct SrvConfig {
   bool cluster_enforce = true;
 };
 
+// The srv.xml frsd and frsctl read without -c: $FRS_CONF when set, else the
+// one installed beside the program: PREFIX/etc/frs/srv.xml for a program in
+// PREFIX/sbin or PREFIX/bin, /etc/frs/srv.xml for the prefixes /usr and /
+// (GNU's convention), so an install under another prefix (/opt/frs) reads
+// its own configuration and not the system's.
+std::string DefaultSrvConfigPath();
+
 // "host:port" as the proxy names a server (an IPv6 host in brackets).
 std::string ListenName(const std::string& host, uint16_t port);
 

@@ -36,8 +36,9 @@ namespace {
 
 int Usage(const char* argv0, int rc) {
   std::fprintf(rc ? stderr : stdout,
-               "usage: %s -c PATH/srv.xml [--foreground | -t]\n"
-               "  -c, --config FILE   the server configuration (srv.xml)\n"
+               "usage: %s [-c PATH/srv.xml] [--foreground | -t]\n"
+               "  -c, --config FILE   the server configuration (srv.xml); default: $FRS_CONF, else\n"
+               "                      /etc/frs/srv.xml (PREFIX/etc/frs/srv.xml under another prefix)\n"
                "  -f, --foreground    stay attached, log to stderr (unless srv.xml names a log file)\n"
                "  -t, --test          check srv.xml, map.xml and the store's geometry and format, then exit\n"
                "  --version           print the version and exit\n",
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
       return Usage(argv[0], 2);
     }
   }
-  if (config_path.empty()) return Usage(argv[0], 2);
+  if (config_path.empty()) config_path = DefaultSrvConfigPath();
   if (test_only) return CheckConfiguration(config_path, stdout, stderr);
   // Taken out of the environment at once: no worker may speak for the service.
   const SdNotifier notifier = SdNotifier::FromEnvironment();

@@ -56,4 +56,27 @@ rc=$?
 set -e
 [ "$rc" = 1 ] || { cat "$tmp/out"; fail "the pkg-config build should see the 6 uses already counted (exit 1), got $rc"; }
 grep -q 'denied count=5 limit=5' "$tmp/out" || { cat "$tmp/out"; fail "unexpected answer"; }
+# Another prefix, installed where it says (no DESTDIR): the unit starts the
+# frsd and reads the srv.xml of that prefix, and systemd accepts it; frsd and
+# frsctl without -c read that srv.xml too.
+p=$tmp/opt/frs
+cmake --install "$build" --prefix "$p" >/dev/null
+unit=$p/lib/systemd/system/frsd.service
+grep -q "^ExecStart=$p/sbin/frsd -c $p/etc/frs/srv.xml --foreground\$" "$unit" ||
+  { grep -n "Exec" "$unit"; fail "the unit of prefix $p does not start $p/sbin/frsd on $p/etc/frs/srv.xml"; }
+grep -q '=/usr/sbin/frsd\|-c /etc/frs/srv.xml' "$unit" && { grep -n "Exec" "$unit"; fail "the unit of prefix $p names /usr/sbin or /etc"; }
+[ -f "$p/etc/frs/srv.xml" ] || fail "no $p/etc/frs/srv.xml"
+if command -v systemd-analyze >/dev/null; then
+  # (Its Documentation= man pages are the prefix's: man finds them there.)
+  MANPATH="$p/share/man:" systemd-analyze verify "$unit" >"$tmp/verify.log" 2>&1 ||
+    { cat "$tmp/verify.log"; fail "systemd-analyze verify $unit"; }
+fi
+set +e
+out=$(env -u FRS_CONF "$p/sbin/frsd" -t 2>&1)
+set -e
+grep -q "$p/etc/frs/srv.xml" <<<"$out" || fail "frsd -t without -c did not read $p/etc/frs/srv.xml: $out"
+set +e
+out=$(env -u FRS_CONF "$p/sbin/frsctl" stat 2>&1)
+set -e
+grep -q "$p/etc/frs/srv.xml\|/var/lib/frs" <<<"$out" || fail "frsctl without -c did not read $p/etc/frs/srv.xml: $out"
 echo "install: ok"

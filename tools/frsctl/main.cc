@@ -34,11 +34,9 @@ int Fail(const std::string& msg, int code) {
   return code;
 }
 
-// The contract's default: $FRS_CONF, else the installed /etc/frs/srv.xml.
-std::string DefaultConfig() {
-  const char* env = std::getenv("FRS_CONF");
-  return env && *env ? env : "/etc/frs/srv.xml";
-}
+// The contract's default: $FRS_CONF, else the installed srv.xml
+// (/etc/frs/srv.xml, or PREFIX/etc/frs/srv.xml under another prefix).
+std::string DefaultConfig() { return frs::DefaultSrvConfigPath(); }
 
 // The first word that is not an option (or an option's value): the command.
 std::string_view CommandWord(int argc, char** argv) {
@@ -82,7 +80,7 @@ int main(int argc, char** argv) {
   bool json = false;
   config = DefaultConfig();
   app.add_option("-c,--config", config,
-                 "srv.xml of the server whose store to work on (default: $FRS_CONF, else /etc/frs/srv.xml)");
+                 "srv.xml of the server whose store to work on (default: $FRS_CONF, else /etc/frs/srv.xml, or PREFIX/etc/frs/srv.xml installed under another prefix)");
   app.set_version_flag("--version", "frsctl " FRS_VERSION, "print the version and exit");
   // --json is accepted before or after the command (the command documents it).
   app.add_flag("--json", json, "machine-readable output (also accepted after the command)");

@@ -46,7 +46,23 @@ install(CODE "
   file(INSTALL DESTINATION \"\${_frs_etc}/logrotate.d\" TYPE FILE FILES \"${PROJECT_SOURCE_DIR}/conf/logrotate/frsd\")
 ")
 set(FRS_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING "where frsd.service goes, under the prefix")
-install(FILES ${PROJECT_SOURCE_DIR}/conf/systemd/frsd.service DESTINATION ${FRS_SYSTEMD_UNIT_DIR})
+# The unit names the installed frsd and srv.xml, wherever the prefix put
+# them: conf/systemd/frsd.service says /usr/sbin/frsd and /etc/frs/srv.xml
+# (the prefix /usr), and is rewritten at install time for any other (an
+# install into /opt/frs started /usr/sbin/frsd).
+install(CODE "
+  if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\" OR CMAKE_INSTALL_PREFIX STREQUAL \"/\")
+    set(_frs_etc /etc)
+  else()
+    set(_frs_etc \"\${CMAKE_INSTALL_PREFIX}/etc\")
+  endif()
+  file(READ \"${PROJECT_SOURCE_DIR}/conf/systemd/frsd.service\" _frs_unit)
+  string(REPLACE \"/usr/sbin/frsd\" \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_SBINDIR}/frsd\" _frs_unit \"\${_frs_unit}\")
+  string(REPLACE \"/etc/frs/srv.xml\" \"\${_frs_etc}/frs/srv.xml\" _frs_unit \"\${_frs_unit}\")
+  file(WRITE \"${PROJECT_BINARY_DIR}/unit/frsd.service\" \"\${_frs_unit}\")
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${FRS_SYSTEMD_UNIT_DIR}\" TYPE FILE
+       FILES \"${PROJECT_BINARY_DIR}/unit/frsd.service\")
+")
 install(FILES ${PROJECT_SOURCE_DIR}/docs/man/frsd.8 ${PROJECT_SOURCE_DIR}/docs/man/frsctl.8
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs)
