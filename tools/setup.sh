@@ -24,7 +24,8 @@ if [ "${1:-}" = --test ]; then
     prometheus                           # promtool checks the shipped alert rules
     systemd man-db                       # systemd-analyze verify of frsd.service (it resolves man: links)
     dpkg-dev adduser                     # cpack -G DEB (dpkg-shlibdeps) and the package's maintainer scripts
-    python3 fcgiwrap                     # clients/python's tests; examples/cgi run under nginx + fcgiwrap
+    lintian init-system-helpers          # the .deb checked as Debian checks packages; deb-systemd-helper
+    python3 python3-venv fcgiwrap        # clients/python's tests and pip install; examples/cgi under nginx + fcgiwrap
     haproxy caddy                        # tests/frontdoor run the shipped conf/frontdoor configs in front of frsd
   )
 elif [ -n "${1:-}" ]; then

@@ -65,7 +65,7 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
     if [ "$preset" = release ] && [ "${FRS_RELEASE_TESTS:-}" != all ]; then
       # The programs and the library only (the GoogleTest programs are the
       # ASan stage's), and the tests that run them inside other programs.
-      cmake --build --preset release -j"$jobs" --target frsd frsctl frsbench frs_archive
+      cmake --build --preset release -j"$jobs" --target frsd frsctl frsbench frs_archive frs_compressed_docs
       ctest --preset release -j"$jobs" --no-tests=error -L '^outside$'
     elif [ "$preset" = asan ]; then
       # Everything but those: under ASan they would cost a third of this stage

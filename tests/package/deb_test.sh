@@ -20,9 +20,21 @@ depends=$(dpkg-deb -f "$deb" Depends)
 for d in libc6 libstdc++6 libpugixml1v5 adduser; do
   echo "$depends" | grep -q "$d" || fail "Depends lacks $d: $depends"
 done
+# As Debian checks a package: no error; the warnings left are listed, with
+# their reasons, in docs/install.md (and only those may appear).
+if command -v lintian >/dev/null; then
+  lintian --allow-root "$deb" >"$tmp/lintian" 2>&1 || true
+  grep -q '^E: ' "$tmp/lintian" && { cat "$tmp/lintian"; fail "lintian finds errors in the package"; }
+  for tag in $(sed -n 's/^W: [^ ]* \([a-z0-9-]*\).*/\1/p' "$tmp/lintian" | sort -u); do
+    grep -q "\`$tag\`" "$(dirname "$0")/../../docs/install.md" || { cat "$tmp/lintian"; fail "lintian warns $tag, which docs/install.md does not list"; }
+  done
+  echo "lintian: no errors, $(grep -c '^W: ' "$tmp/lintian" || true) listed warning(s)"
+else
+  skip "lintian is missing (tools/setup.sh --test installs it)"
+fi
 dpkg-deb -c "$deb" >"$tmp/contents"
 for f in ./usr/sbin/frsd ./usr/sbin/frsctl ./etc/frs/srv.xml ./etc/frs/map.xml ./etc/logrotate.d/frsd \
-         ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8 ./usr/include/frs/service.h \
+         ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8.gz ./usr/include/frs/service.h \
          ./usr/share/doc/frs/copyright ./usr/share/doc/frs/LICENSE; do
   grep -q " $f\$" "$tmp/contents" || fail "the package lacks $f"
 done

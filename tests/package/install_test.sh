@@ -18,7 +18,7 @@ for f in usr/sbin/frsd usr/sbin/frsctl usr/bin/frsbench "usr/$libdir/libfrs.a" \
          usr/include/frs/store.h usr/include/frs/engine.h usr/include/frs/service.h usr/include/frs/ring.h \
          "usr/$libdir/cmake/frs/frsConfig.cmake" "usr/$libdir/cmake/frs/frsConfigVersion.cmake" \
          "usr/$libdir/pkgconfig/frs.pc" etc/frs/srv.xml etc/frs/map.xml etc/logrotate.d/frsd \
-         usr/lib/systemd/system/frsd.service usr/share/man/man8/frsd.8 usr/share/man/man8/frsctl.8 \
+         usr/lib/systemd/system/frsd.service usr/share/man/man8/frsd.8.gz usr/share/man/man8/frsctl.8.gz \
          usr/share/frs/frs-alerts.yml usr/share/frs/frs-dashboard.json; do
   [ -e "$r/$f" ] || fail "cmake --install did not install /$f"
 done

@@ -63,8 +63,35 @@ install(CODE "
   file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${FRS_SYSTEMD_UNIT_DIR}\" TYPE FILE
        FILES \"${PROJECT_BINARY_DIR}/unit/frsd.service\")
 ")
-install(FILES ${PROJECT_SOURCE_DIR}/docs/man/frsd.8 ${PROJECT_SOURCE_DIR}/docs/man/frsctl.8
-        DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+# Man pages go in compressed (gzip -n: no name or time stamp inside, so the
+# same page gives the same bytes), as Debian's policy asks.
+find_program(FRS_GZIP gzip REQUIRED)
+set(FRS_MAN_GZ)
+foreach(page frsd.8 frsctl.8)
+  add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/man/${page}.gz
+                     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
+                     COMMAND ${FRS_GZIP} -9nc ${PROJECT_SOURCE_DIR}/docs/man/${page} > ${PROJECT_BINARY_DIR}/man/${page}.gz
+                     DEPENDS ${PROJECT_SOURCE_DIR}/docs/man/${page} VERBATIM)
+  list(APPEND FRS_MAN_GZ ${PROJECT_BINARY_DIR}/man/${page}.gz)
+endforeach()
+# The changelogs: the project's own (CHANGELOG.md), and the Debian-format
+# one a native package carries as changelog.gz, which points to it.
+configure_file(${CMAKE_CURRENT_LIST_DIR}/deb/changelog.in ${PROJECT_BINARY_DIR}/man/changelog @ONLY)
+foreach(log changelog CHANGELOG.md)
+  if(log STREQUAL "changelog")
+    set(_frs_log_src ${PROJECT_BINARY_DIR}/man/changelog)
+  else()
+    set(_frs_log_src ${PROJECT_SOURCE_DIR}/CHANGELOG.md)
+  endif()
+  add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/man/${log}.gz
+                     COMMAND ${FRS_GZIP} -9nc ${_frs_log_src} > ${PROJECT_BINARY_DIR}/man/${log}.gz
+                     DEPENDS ${_frs_log_src} VERBATIM)
+endforeach()
+add_custom_target(frs_compressed_docs ALL
+                  DEPENDS ${FRS_MAN_GZ} ${PROJECT_BINARY_DIR}/man/changelog.gz ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz)
+install(FILES ${FRS_MAN_GZ} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+install(FILES ${PROJECT_BINARY_DIR}/man/changelog.gz ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 # Debian's machine-readable copyright file, where Debian looks for it.
@@ -73,7 +100,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/tools/package/deb/copyright DESTINATION ${CM
 # The .deb: `cpack -G DEB` in the build directory (docs/install.md).
 set(CPACK_PACKAGE_NAME frs)
 set(CPACK_PACKAGE_VENDOR "FRS")
-set(CPACK_PACKAGE_CONTACT "FRS maintainers <frs@localhost>")
+set(CPACK_PACKAGE_CONTACT "FRS maintainers <maintainers@frs-project.org>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "frequency restrict service: may this key use this business now?")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
@@ -81,10 +108,13 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)       # Depends from the programs' shared libraries
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, tzdata")
+# Stripped programs, their debug information in a frs-dbgsym package beside.
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, tzdata, init-system-helpers (>= 1.52)")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nginx | haproxy, prometheus")
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-    "FRS answers, before a web service, CGI script or ad server serves: may this key use this\n business now? A pre-forked HTTP/XML server over counters kept in memory-mapped files that\n survive restarts, with an admin CLI and a linkable library.")
+    "FRS answers, before a web service, CGI script or ad server serves:\n may this key use this business now? A pre-forked HTTP/XML server\n over counters kept in memory-mapped files that survive restarts,\n with an admin CLI and a linkable library.")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/tools/package/deb/conffiles
     ${PROJECT_SOURCE_DIR}/tools/package/deb/postinst
