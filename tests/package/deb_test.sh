@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `cpack -G DEB`: the package's metadata, contents and maintainer scripts,
+# `cpack -G DEB`: the packages' metadata, contents and maintainer scripts
+# (frsd, libfrs-dev and python3-frs-client, as Debian splits a daemon),
 # exercised by dpkg in a copy-on-write view of this system (an overlay
 # mount in a private mount namespace, entered with chroot), so that
 # installing, upgrading, removing and purging change nothing outside it.
@@ -14,17 +15,21 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 (cd "$build" && cpack -G DEB -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; fail "cpack -G DEB failed"; }
-deb=$(ls "$tmp"/pkg/*.deb)
-[ "$(dpkg-deb -f "$deb" Package)" = frs ] || fail "Package is not frs"
+deb=$(ls "$tmp"/pkg/frsd_*.deb) || fail "no frsd package"
+dev=$(ls "$tmp"/pkg/libfrs-dev_*.deb) || fail "no libfrs-dev package"
+py=$(ls "$tmp"/pkg/python3-frs-client_*_all.deb) || fail "no python3-frs-client package (Architecture: all)"
+[ "$(ls "$tmp"/pkg/*.deb | wc -l)" = 3 ] || fail "expected 3 packages: $(ls "$tmp"/pkg)"
+[ "$(dpkg-deb -f "$deb" Package)" = frsd ] || fail "Package is not frsd"
 depends=$(dpkg-deb -f "$deb" Depends)
-for d in libc6 libstdc++6 libpugixml1v5 adduser; do
+for d in libc6 libstdc++6 libpugixml1v5 adduser init-system-helpers; do
   echo "$depends" | grep -q "$d" || fail "Depends lacks $d: $depends"
 done
+dpkg-deb -f "$py" Depends | grep -q python3 || fail "python3-frs-client does not depend on python3"
 # As Debian checks a package: no error; the warnings left are listed, with
 # their reasons, in docs/install.md (and only those may appear).
 if command -v lintian >/dev/null; then
-  lintian --allow-root "$deb" >"$tmp/lintian" 2>&1 || true
-  grep -q '^E: ' "$tmp/lintian" && { cat "$tmp/lintian"; fail "lintian finds errors in the package"; }
+  lintian --allow-root "$deb" "$dev" "$py" >"$tmp/lintian" 2>&1 || true
+  grep -q '^E: ' "$tmp/lintian" && { cat "$tmp/lintian"; fail "lintian finds errors in the packages"; }
   for tag in $(sed -n 's/^W: [^ ]* \([a-z0-9-]*\).*/\1/p' "$tmp/lintian" | sort -u); do
     grep -q "\`$tag\`" "$(dirname "$0")/../../docs/install.md" || { cat "$tmp/lintian"; fail "lintian warns $tag, which docs/install.md does not list"; }
   done
@@ -32,24 +37,37 @@ if command -v lintian >/dev/null; then
 else
   skip "lintian is missing (tools/setup.sh --test installs it)"
 fi
-dpkg-deb -c "$deb" >"$tmp/contents"
+contents() { dpkg-deb -c "$1" | awk '{print $6}'; }
 for f in ./usr/sbin/frsd ./usr/sbin/frsctl ./etc/frs/srv.xml ./etc/frs/map.xml ./etc/logrotate.d/frsd \
-         ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8.gz ./usr/include/frs/service.h \
-         ./usr/share/doc/frs/copyright ./usr/share/doc/frs/LICENSE; do
-  grep -q " $f\$" "$tmp/contents" || fail "the package lacks $f"
+         ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8.gz ./usr/share/doc/frsd/copyright \
+         ./usr/share/doc/frsd/changelog.gz ./usr/share/doc/frsd/examples/frontdoor/nginx-auth-request.conf \
+         ./usr/share/doc/frsd/examples/cluster/nginx-frs.conf ./usr/share/doc/frsd/examples/inprocess/main.cc; do
+  contents "$deb" | grep -qx "$f" || fail "frsd lacks $f"
 done
+for f in ./usr/include/frs/service.h ./usr/lib/libfrs.a ./usr/lib/pkgconfig/frs.pc ./usr/share/doc/libfrs-dev/copyright; do
+  contents "$dev" | grep -qx "$f" || fail "libfrs-dev lacks $f"
+done
+for f in ./usr/lib/python3/dist-packages/frs_client.py ./usr/share/doc/python3-frs-client/copyright; do
+  contents "$py" | grep -qx "$f" || fail "python3-frs-client lacks $f"
+done
+contents "$deb" | grep -q "/include/\|libfrs.a\|frs_client.py" && fail "frsd carries what libfrs-dev or python3-frs-client do"
+file "$(dpkg-deb -x "$deb" "$tmp/x" && echo "$tmp/x/usr/sbin/frsd")" | grep -q ', stripped' || fail "frsd is not stripped"
 dpkg-deb -e "$deb" "$tmp/control"
 for f in /etc/frs/srv.xml /etc/frs/map.xml /etc/logrotate.d/frsd; do
   grep -qx "$f" "$tmp/control/conffiles" || fail "$f is not a conffile"
 done
 
 mkdir -p "$tmp/ovl/up" "$tmp/ovl/work" "$tmp/ovl/root"
-cp "$deb" "$tmp/frs.deb"
+cp "$deb" "$tmp/frsd.deb"
+cp "$dev" "$tmp/libfrs-dev.deb"
+cp "$py" "$tmp/python3-frs-client.deb"
 cat >"$tmp/inside.sh" <<'SH'
 set -eu
 fail() { echo "FAIL (inside): $*" >&2; exit 1; }
-deb=$1
-dpkg -i "$deb" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -i"; }
+deb=$1 dev=$2 py=$3
+dpkg -i "$deb" "$dev" "$py" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -i"; }
+/usr/bin/python3 -c "import frs_client; assert frs_client.__file__ == '/usr/lib/python3/dist-packages/frs_client.py'" ||
+  fail "python3 does not import frs_client from python3-frs-client"
 getent passwd frs >/dev/null || fail "no frs user"
 [ "$(stat -c %U:%a /var/lib/frs)" = frs:750 ] || fail "/var/lib/frs is $(stat -c %U:%a /var/lib/frs)"
 [ "$(stat -c %G /etc/frs/srv.xml)" = frs ] || fail "frs cannot read /etc/frs/srv.xml"
@@ -72,10 +90,10 @@ echo "<!-- edited -->" >>/etc/frs/map.xml
 dpkg -i "$deb" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "upgrade (reinstall)"; }
 [ -f /var/lib/frs/marker ] || fail "an upgrade lost /var/lib/frs"
 grep -q edited /etc/frs/map.xml || fail "an upgrade overwrote an edited conffile"
-dpkg -r frs >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -r"; }
+dpkg -r frsd libfrs-dev python3-frs-client >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -r"; }
 [ -f /var/lib/frs/marker ] || fail "remove deleted the counts"
 [ ! -e /usr/sbin/frsd ] || fail "remove left /usr/sbin/frsd"
-dpkg -P frs >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -P"; }
+dpkg -P frsd libfrs-dev python3-frs-client >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -P"; }
 [ ! -e /var/lib/frs ] || fail "purge left /var/lib/frs"
 [ ! -e /etc/frs ] || fail "purge left /etc/frs"
 echo inside-ok
@@ -85,9 +103,9 @@ unshare -m --propagation private sh -c "
   mount --bind /proc '$tmp/ovl/root/proc'
   mount --bind /dev '$tmp/ovl/root/dev'
   mount -t tmpfs tmpfs '$tmp/ovl/root/tmp'
-  cp '$tmp/frs.deb' '$tmp/inside.sh' '$tmp/ovl/root/tmp/'
-  chroot '$tmp/ovl/root' sh /tmp/inside.sh /tmp/frs.deb
+  cp '$tmp/frsd.deb' '$tmp/libfrs-dev.deb' '$tmp/python3-frs-client.deb' '$tmp/inside.sh' '$tmp/ovl/root/tmp/'
+  chroot '$tmp/ovl/root' sh /tmp/inside.sh /tmp/frsd.deb /tmp/libfrs-dev.deb /tmp/python3-frs-client.deb
 " >"$tmp/inside.log" 2>&1 || { rc=$?; cat "$tmp/inside.log"; [ $rc = 77 ] && skip "overlay mounts are not allowed here"; fail "in the overlay"; }
 grep -q inside-ok "$tmp/inside.log" || { cat "$tmp/inside.log"; fail "the overlay run did not finish"; }
 grep -v inside-ok "$tmp/inside.log" || true
-echo "deb: ok ($(basename "$deb"); Depends: $depends)"
+echo "deb: ok ($(basename "$deb") $(basename "$dev") $(basename "$py"); Depends: $depends)"

@@ -8,27 +8,27 @@ include(CMakePackageConfigHelpers)
 # (section 8); frsbench sizes a store before it is deployed.
 foreach(program frsd frsctl)
   if(TARGET ${program})
-    install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
+    install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR} COMPONENT daemon)
   endif()
 endforeach()
 if(TARGET frsbench)
-  install(TARGETS frsbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(TARGETS frsbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT daemon)
 endif()
 
 # The library: one archive, the public headers, a CMake package and a .pc.
-install(FILES ${FRS_ARCHIVE} DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/frs DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+install(FILES ${FRS_ARCHIVE} DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/frs DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev
         FILES_MATCHING PATTERN "*.h")
 set(FRS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/frs)
 file(RELATIVE_PATH FRS_RELATIVE_PREFIX "/${FRS_CMAKE_DIR}" "/")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/frsConfig.cmake.in ${PROJECT_BINARY_DIR}/frsConfig.cmake @ONLY)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/frsConfigVersion.cmake COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/frsConfig.cmake ${PROJECT_BINARY_DIR}/frsConfigVersion.cmake
-        DESTINATION ${FRS_CMAKE_DIR})
+        DESTINATION ${FRS_CMAKE_DIR} COMPONENT dev)
 # Relative to the .pc itself, so the files work under any --prefix.
 file(RELATIVE_PATH FRS_PC_RELATIVE_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/frs.pc.in ${PROJECT_BINARY_DIR}/frs.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/frs.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${PROJECT_BINARY_DIR}/frs.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
 # Configuration files. GNUInstallDirs puts etc/ of the prefixes / and /usr
 # at /etc; the rule runs at install time so that `cmake --install --prefix
@@ -44,7 +44,7 @@ install(CODE "
   file(INSTALL DESTINATION \"\${_frs_etc}/frs\" TYPE FILE
        FILES \"${PROJECT_SOURCE_DIR}/conf/installed/srv.xml\" \"${PROJECT_SOURCE_DIR}/conf/installed/map.xml\")
   file(INSTALL DESTINATION \"\${_frs_etc}/logrotate.d\" TYPE FILE FILES \"${PROJECT_SOURCE_DIR}/conf/logrotate/frsd\")
-")
+" COMPONENT daemon)
 set(FRS_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING "where frsd.service goes, under the prefix")
 # The unit names the installed frsd and srv.xml, wherever the prefix put
 # them: conf/systemd/frsd.service says /usr/sbin/frsd and /etc/frs/srv.xml
@@ -62,7 +62,7 @@ install(CODE "
   file(WRITE \"${PROJECT_BINARY_DIR}/unit/frsd.service\" \"\${_frs_unit}\")
   file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${FRS_SYSTEMD_UNIT_DIR}\" TYPE FILE
        FILES \"${PROJECT_BINARY_DIR}/unit/frsd.service\")
-")
+" COMPONENT daemon)
 # Man pages go in compressed (gzip -n: no name or time stamp inside, so the
 # same page gives the same bytes), as Debian's policy asks.
 find_program(FRS_GZIP gzip REQUIRED)
@@ -89,37 +89,83 @@ foreach(log changelog CHANGELOG.md)
 endforeach()
 add_custom_target(frs_compressed_docs ALL
                   DEPENDS ${FRS_MAN_GZ} ${PROJECT_BINARY_DIR}/man/changelog.gz ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz)
-install(FILES ${FRS_MAN_GZ} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
-install(FILES ${PROJECT_BINARY_DIR}/man/changelog.gz ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz
-        DESTINATION ${CMAKE_INSTALL_DOCDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs)
-install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
-# Debian's machine-readable copyright file, where Debian looks for it.
-install(FILES ${PROJECT_SOURCE_DIR}/tools/package/deb/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${FRS_MAN_GZ} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT daemon)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs COMPONENT daemon)
 
-# The .deb: `cpack -G DEB` in the build directory (docs/install.md).
+# The Python client: the standard library's only, for every python3.
+install(FILES ${PROJECT_SOURCE_DIR}/clients/python/frs_client.py DESTINATION lib/python3/dist-packages COMPONENT python)
+
+# Each package's documents in /usr/share/doc/PACKAGE, as Debian has them:
+# the license (Debian's machine-readable copyright file), both changelogs;
+# the server's also the README and the examples (front doors, a cluster,
+# CGI pages, a program linking the library).
+foreach(pkg frsd libfrs-dev python3-frs-client)
+  if(pkg STREQUAL "frsd")
+    set(_frs_component daemon)
+  elseif(pkg STREQUAL "libfrs-dev")
+    set(_frs_component dev)
+  else()
+    set(_frs_component python)
+  endif()
+  install(FILES ${PROJECT_SOURCE_DIR}/tools/package/deb/copyright ${PROJECT_BINARY_DIR}/man/changelog.gz
+                ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${pkg} COMPONENT ${_frs_component})
+endforeach()
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/frsd COMPONENT daemon)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/frontdoor ${PROJECT_SOURCE_DIR}/conf/cluster
+                  ${PROJECT_SOURCE_DIR}/examples/cgi ${PROJECT_SOURCE_DIR}/examples/inprocess
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/frsd/examples COMPONENT daemon
+        PATTERN "*-data" EXCLUDE PATTERN "*.log" EXCLUDE)
+install(FILES ${PROJECT_SOURCE_DIR}/clients/python/README.md
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/python3-frs-client COMPONENT python)
+
+# The .debs: `cpack -G DEB` in the build directory (docs/install.md), split
+# as Debian splits a daemon: frsd (the server, frsctl, the unit, conffiles,
+# man pages, monitoring, examples), libfrs-dev (the static library, headers,
+# CMake and pkg-config files) and python3-frs-client (the Python client, for
+# the programs that import it from python3's path).
 set(CPACK_PACKAGE_NAME frs)
 set(CPACK_PACKAGE_VENDOR "FRS")
 set(CPACK_PACKAGE_CONTACT "FRS maintainers <maintainers@frs-project.org>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "frequency restrict service: may this key use this business now?")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL daemon dev python)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)       # Depends from the programs' shared libraries
-# Stripped programs, their debug information in a frs-dbgsym package beside.
+# Stripped programs. Their debug information stays in the build tree (the
+# release preset builds RelWithDebInfo: build/src/server/frsd is the same
+# program unstripped, for gdb or eu-unstrip). CPack 3.25's dbgsym package is
+# not used: its md5sums name the build's absolute paths, which lintian and
+# dpkg refuse.
 set(CPACK_STRIP_FILES ON)
-set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, tzdata, init-system-helpers (>= 1.52)")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nginx | haproxy, prometheus")
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-    "FRS answers, before a web service, CGI script or ad server serves:\n may this key use this business now? A pre-forked HTTP/XML server\n over counters kept in memory-mapped files that survive restarts,\n with an admin CLI and a linkable library.")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+
+set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME frsd)
+set(CPACK_DEBIAN_DAEMON_PACKAGE_SHLIBDEPS ON)  # Depends from the programs' shared libraries
+set(CPACK_DEBIAN_DAEMON_PACKAGE_DEPENDS "adduser, tzdata, init-system-helpers (>= 1.52)")
+set(CPACK_DEBIAN_DAEMON_PACKAGE_SUGGESTS "nginx | haproxy, prometheus, python3-frs-client")
+set(CPACK_DEBIAN_DAEMON_DESCRIPTION
+    "frequency restrict service: may this key use this business now?\nFRS answers, before a web service, CGI script or ad server serves:\nmay this key use this business now? A pre-forked HTTP/XML server\nover counters kept in memory-mapped files that survive restarts,\nwith an admin CLI.")
+set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/tools/package/deb/conffiles
     ${PROJECT_SOURCE_DIR}/tools/package/deb/postinst
     ${PROJECT_SOURCE_DIR}/tools/package/deb/prerm
     ${PROJECT_SOURCE_DIR}/tools/package/deb/postrm)
-set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME libfrs-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libpugixml-dev, libxxhash-dev, libboost-dev")
+set(CPACK_DEBIAN_DEV_DESCRIPTION
+    "frequency restrict service: the library for in-process decisions\nThe counter store and rule engine of FRS as a static library with its\nheaders, CMake package and pkg-config file: a program decides on the\nsame store files a running frsd uses.")
+
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-frs-client)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3")
+set(CPACK_DEBIAN_PYTHON_DESCRIPTION
+    "frequency restrict service: the Python client\nOne module of the Python standard library only: asks frsd, or a\ncluster of them, whether a key may use a business now.")
 set(CPACK_GENERATOR DEB)
 include(CPack)
