@@ -26,5 +26,29 @@ for c in $cmds; do
   grep -qE "^\.(TP|B|BR|BI)?.*\b$c\b" <<<"$ctl_page" || { echo "FAIL: frsctl $c is not in frsctl.8"; fail=1; }
   check "$ctl_page" "$("$frsctl" "$c" --help)" "frsctl $c --help" "$man/frsctl.8"
 done
-[ $fail = 0 ] && echo "man pages: ok ($(wc -w <<<"$cmds") frsctl commands)"
+# Every srv.xml element and attribute the parser takes (src/config/srv_config.cc)
+# is named in frsd.8's CONFIGURATION section.
+src=$(dirname "$man")/../src/config/srv_config.cc
+if [ -f "$src" ]; then
+  python3 - "$src" "$man/frsd.8" <<'PY' || fail=1
+import re, sys
+code = open(sys.argv[1]).read()
+page = open(sys.argv[2]).read().replace("\\-", "-")
+bad = []
+for el in sorted(set(re.findall(r'name == "([a-z]+)"', code))):
+    m = re.search(r'name == "%s"\) \{\s*if \(!\(s = P\.OnlyAttrs\(n, \{([^}]*)\}' % el, code)
+    attrs = re.findall(r'"([a-z_]+)"', m.group(1)) if m else []
+    line = re.search(r'^\.B <%s[ >](.*)$' % el, page, re.M)
+    if not line:
+        bad.append("<%s>" % el)
+        continue
+    bad += ["<%s %s>" % (el, a) for a in attrs if not re.search(r'\b%s\b' % a, line.group(1))]
+if not re.search(r'^\.B <shard weight>', page, re.M):
+    bad.append("<shard weight>")
+if bad:
+    print("FAIL: frsd.8 does not name srv.xml's " + ", ".join(bad))
+    sys.exit(1)
+PY
+fi
+[ $fail = 0 ] && echo "man pages: ok ($(wc -w <<<"$cmds") frsctl commands, every srv.xml element)"
 exit $fail
