@@ -137,10 +137,11 @@ set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Stripped programs. Their debug information stays in the build tree (the
 # release preset builds RelWithDebInfo: build/src/server/frsd is the same
-# program unstripped, for gdb or eu-unstrip). CPack 3.25's dbgsym package is
-# not used: its md5sums name the build's absolute paths, which lintian and
-# dpkg refuse.
-set(CPACK_STRIP_FILES ON)
+# program unstripped, for gdb or eu-unstrip), and -DFRS_DEB_STRIP=OFF ships
+# it in the packages. CPack 3.25's dbgsym package is not used: its md5sums
+# name the build's absolute paths, which lintian and dpkg refuse.
+option(FRS_DEB_STRIP "strip the programs in the .debs (OFF: ship them with their debug information)" ON)
+set(CPACK_STRIP_FILES ${FRS_DEB_STRIP})
 
 set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME frsd)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_SHLIBDEPS ON)  # Depends from the programs' shared libraries
