@@ -111,38 +111,39 @@ TEST(HandoffSpool, FieldsCannotHoldASeparator) {
   EXPECT_FALSE(DecodeField("a%zz", &out));
 }
 
-// Reservations add up: room set aside for a later step is not handed out
-// again to the next one (each used to start at the end of the file).
-TEST(HandoffSpool, ReservationsAddUpUntilAppendsUseThem) {
+// A spool opened on a 64 KB tmpfs (root only: CI runs as root).
+class SmallDiskSpool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!disk_.mounted()) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
+    std::vector<SpoolRecord> recs;
+    std::string note;
+    ASSERT_TRUE(s.Open(path, &recs, &note).ok());
+  }
+  void Fill(size_t bytes) { std::ofstream(d / "disk/filler", std::ios::binary) << std::string(bytes, 'x'); }
+
   testing::TempDir d;
-  testing::SmallDisk disk(d / "disk", "64k");
-  if (!disk.mounted()) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
+  testing::SmallDisk disk_{d / "disk", "64k"};
   const std::string path = d / "disk/handoff.spool";
   HandoffSpool s;
-  std::vector<SpoolRecord> recs;
-  std::string note;
-  ASSERT_TRUE(s.Open(path, &recs, &note).ok());
+};
+
+// Reservations add up: room set aside for a later step is not handed out
+// again to the next one (each used to start at the end of the file).
+TEST_F(SmallDiskSpool, ReservationsAddUpUntilAppendsUseThem) {
   ASSERT_TRUE(s.Reserve(40 * 1024).ok());
   EXPECT_FALSE(s.Reserve(40 * 1024).ok()) << "two reservations of 40 KB fit in 64 KB";
   // What the first set aside is there for its appends, whatever fills the disk.
-  std::ofstream(d / "disk/filler", std::ios::binary) << std::string(64 * 1024, 'x');
+  Fill(64 * 1024);
   EXPECT_TRUE(s.Append({std::string(30 * 1024, 'n')}).ok());
 }
 
 // On a disk with no room left, Reserve says so before anything is written,
 // and a write that fails leaves no torn record behind.
-TEST(HandoffSpool, AFullDiskRefusesTheReservationAndLeavesNoTornRecord) {
-  testing::TempDir d;
-  testing::SmallDisk disk(d / "disk", "64k");
-  if (!disk.mounted()) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
-  const std::string path = d / "disk/handoff.spool";
-  HandoffSpool s;
-  std::vector<SpoolRecord> recs;
-  std::string note;
-  ASSERT_TRUE(s.Open(path, &recs, &note).ok());
+TEST_F(SmallDiskSpool, AFullDiskRefusesTheReservationAndLeavesNoTornRecord) {
   ASSERT_TRUE(s.Append({"N 1 r d {}"}).ok());
   const std::string before = Slurp(path);
-  std::ofstream(d / "disk/filler", std::ios::binary) << std::string(60 * 1024, 'x');
+  Fill(60 * 1024);
   Status st = s.Reserve(64 * 1024);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("no room for 65536 bytes of handoff records in " + path), std::string::npos)

@@ -30,11 +30,15 @@ file(RELATIVE_PATH FRS_PC_RELATIVE_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "
 configure_file(${CMAKE_CURRENT_LIST_DIR}/frs.pc.in ${PROJECT_BINARY_DIR}/frs.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/frs.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
-# Configuration files. GNUInstallDirs puts etc/ of the prefixes / and /usr
-# at /etc; the rule runs at install time so that `cmake --install --prefix
-# /usr` (and cpack, which installs with prefix /usr) of a tree configured
-# with the default prefix still gives /etc/frs. /etc/frs/*.xml are conffiles
-# of the .deb.
+set(FRS_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING "where frsd.service goes, under the prefix")
+# At install time, from the prefix the install is given (cpack installs
+# with /usr whatever the tree was configured with):
+# - the configuration files: GNUInstallDirs puts etc/ of the prefixes / and
+#   /usr at /etc, PREFIX/etc otherwise (/etc/frs/*.xml are conffiles);
+# - the unit, which names the installed frsd and srv.xml:
+#   conf/systemd/frsd.service says /usr/sbin/frsd and /etc/frs/srv.xml (the
+#   prefix /usr) and is rewritten for any other (an install into /opt/frs
+#   started /usr/sbin/frsd).
 install(CODE "
   if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\" OR CMAKE_INSTALL_PREFIX STREQUAL \"/\")
     set(_frs_etc /etc)
@@ -44,18 +48,6 @@ install(CODE "
   file(INSTALL DESTINATION \"\${_frs_etc}/frs\" TYPE FILE
        FILES \"${PROJECT_SOURCE_DIR}/conf/installed/srv.xml\" \"${PROJECT_SOURCE_DIR}/conf/installed/map.xml\")
   file(INSTALL DESTINATION \"\${_frs_etc}/logrotate.d\" TYPE FILE FILES \"${PROJECT_SOURCE_DIR}/conf/logrotate/frsd\")
-" COMPONENT daemon)
-set(FRS_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING "where frsd.service goes, under the prefix")
-# The unit names the installed frsd and srv.xml, wherever the prefix put
-# them: conf/systemd/frsd.service says /usr/sbin/frsd and /etc/frs/srv.xml
-# (the prefix /usr), and is rewritten at install time for any other (an
-# install into /opt/frs started /usr/sbin/frsd).
-install(CODE "
-  if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\" OR CMAKE_INSTALL_PREFIX STREQUAL \"/\")
-    set(_frs_etc /etc)
-  else()
-    set(_frs_etc \"\${CMAKE_INSTALL_PREFIX}/etc\")
-  endif()
   file(READ \"${PROJECT_SOURCE_DIR}/conf/systemd/frsd.service\" _frs_unit)
   string(REPLACE \"/usr/sbin/frsd\" \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_SBINDIR}/frsd\" _frs_unit \"\${_frs_unit}\")
   string(REPLACE \"/etc/frs/srv.xml\" \"\${_frs_etc}/frs/srv.xml\" _frs_unit \"\${_frs_unit}\")
