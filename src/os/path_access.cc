@@ -48,7 +48,7 @@ std::string PermissionWords(const std::string& path) {
   std::string words = path + ": permission denied";
   if (!refusing.empty()) words += ": " + refusing;
   return words + ", and this process runs as " + UserName(::geteuid()) + ":" + GroupName(::getegid()) +
-         " (run it as that owner, or as a member of that group)";
+         " (run it as that owner)";
 }
 
 Result<bool> PathExists(const std::string& path) {
