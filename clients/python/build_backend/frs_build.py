@@ -69,6 +69,14 @@ def _metadata(project):
     return "\n".join(lines) + "\n\n" + body
 
 
+def _license_path():
+    # The project's LICENSE: at the top of a checkout, or in the archive.
+    for path in (os.path.join(_ROOT, "LICENSE"), os.path.join(_ROOT, "..", "..", "LICENSE")):
+        if os.path.exists(path):
+            return path
+    raise RuntimeError("no LICENSE beside %s or at the top of its checkout" % _ROOT)
+
+
 def _files(tool):
     return [(m + ".py", os.path.join(_ROOT, m + ".py")) for m in tool.get("modules", [])]
 
@@ -104,6 +112,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         with open(path, "rb") as f:
             entries.append((arcname, f.read()))
     entries.append((info + "/METADATA", _metadata(project).encode("utf-8")))
+    with open(_license_path(), "rb") as f:
+        entries.append((info + "/LICENSE", f.read()))  # the MIT notice travels with every copy
     entries.append((info + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: frs_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"))
     record = io.StringIO()
     for arcname, data in entries:
@@ -135,8 +145,11 @@ def build_sdist(sdist_directory, config_settings=None):
             ti.mtime, ti.uid, ti.gid, ti.uname, ti.gname = 315532800, 0, 0, "", ""
             with open(path, "rb") as f:
                 t.addfile(ti, f)
+        with open(_license_path(), "rb") as f:
+            license_text = f.read()
         for name, data in (("PKG-INFO", _metadata(project).encode("utf-8")),
-                           ("VERSION", (project["version"] + "\n").encode("ascii"))):
+                           ("VERSION", (project["version"] + "\n").encode("ascii")),
+                           ("LICENSE", license_text)):
             ti = tarfile.TarInfo(base + "/" + name)
             ti.size, ti.mtime, ti.mode = len(data), 315532800, 0o644
             t.addfile(ti, io.BytesIO(data))
