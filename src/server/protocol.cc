@@ -28,84 +28,88 @@ const char* AlgoText(Algo a) {
 
 inline bool IsXmlWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+constexpr size_t kNpos = std::string_view::npos;
+
+// Where the markup that starts at `from` ends: its closing '>' outside quotes
+// (for a DOCTYPE, also outside its [...] internal subset), the '<' that
+// starts the next markup when a tag lacks its '>', or body.size(). The first
+// '<' inside quotes goes to *quoted_lt (kNpos: none).
+size_t MarkupEnd(std::string_view body, size_t from, bool doctype, size_t* quoted_lt) {
+  char quote = 0;
+  int depth = 0;
+  *quoted_lt = kNpos;
+  size_t j = from;
+  for (; j < body.size(); ++j) {
+    const char c = body[j];
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+      else if (c == '<' && *quoted_lt == kNpos) *quoted_lt = j;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (doctype && (c == '[' || c == ']')) {
+      depth += c == '[' ? 1 : -1;
+    } else if (c == '>' && depth <= 0) {
+      break;
+    } else if (!doctype && c == '<') {
+      break;
+    }
+  }
+  return j;
+}
+
+// The value of encoding="..." (or '...') in an XML declaration's body; ""
+// when it names none, or its value is not quoted.
+std::string_view DeclaredEncoding(std::string_view decl, bool* named) {
+  const size_t at = decl.find("encoding");
+  *named = at != kNpos;
+  if (at == kNpos) return {};
+  size_t v = at + 8;
+  while (v < decl.size() && IsXmlWs(decl[v])) ++v;
+  if (v < decl.size() && decl[v] == '=') ++v;
+  while (v < decl.size() && IsXmlWs(decl[v])) ++v;
+  const char q = v < decl.size() ? decl[v] : 0;
+  const size_t close = q == '"' || q == '\'' ? decl.find(q, v + 1) : kNpos;
+  return close == kNpos ? std::string_view() : decl.substr(v + 1, close - v - 1);
+}
+
 // What pugixml lets through and XML does not: a raw '<' inside an attribute
 // value (pugixml keeps it as text), and an XML declaration naming another
 // encoding than the UTF-8 the body is read as. The body is walked markup by
-// markup; comments, CDATA and processing instructions are stepped over
-// whole, and what is malformed otherwise is left to pugixml to report.
+// markup; comments, CDATA, processing instructions and a DOCTYPE are stepped
+// over whole, and what is malformed otherwise is left to pugixml to report.
 bool CheckMarkup(std::string_view body, ProtocolError* err) {
-  constexpr size_t npos = std::string_view::npos;
-  for (size_t i = body.find('<'); i != npos; i = body.find('<', i)) {
+  for (size_t i = body.find('<'); i != kNpos; i = body.find('<', i)) {
     const std::string_view rest = body.substr(i);
     auto skip_to = [&](std::string_view from_here, std::string_view end_mark) {
       const size_t e = body.find(end_mark, i + from_here.size());
-      return e == npos ? body.size() : e + end_mark.size();
+      return e == kNpos ? body.size() : e + end_mark.size();
     };
+    size_t quoted_lt = kNpos;
     if (rest.starts_with("<!--")) {
       i = skip_to("<!--", "-->");
     } else if (rest.starts_with("<![CDATA[")) {
       i = skip_to("<![CDATA[", "]]>");
     } else if (rest.starts_with("<?")) {
       const size_t end = body.find("?>", i + 2);
-      const std::string_view pi = body.substr(i + 2, (end == npos ? body.size() : end) - i - 2);
-      if (pi.starts_with("xml") && pi.size() > 3 && IsXmlWs(pi[3])) {
-        // encoding="..." (or '...'), if it is there, must say UTF-8.
-        const size_t at = pi.find("encoding");
-        if (at != npos) {
-          size_t v = at + 8;
-          while (v < pi.size() && IsXmlWs(pi[v])) ++v;
-          if (v < pi.size() && pi[v] == '=') ++v;
-          while (v < pi.size() && IsXmlWs(pi[v])) ++v;
-          const char q = v < pi.size() ? pi[v] : 0;
-          const size_t close = q == '"' || q == '\'' ? pi.find(q, v + 1) : npos;
-          const std::string_view enc = close == npos ? std::string_view() : pi.substr(v + 1, close - v - 1);
-          const bool utf8 = enc.size() == 5 && (enc[0] | 0x20) == 'u' && (enc[1] | 0x20) == 't' &&
-                            (enc[2] | 0x20) == 'f' && enc[3] == '-' && enc[4] == '8';
-          if (!utf8)
-            return Fail(err, 400, "the XML declaration says encoding=\"" + std::string(enc.substr(0, 32)) +
-                                      "\"; frsd reads UTF-8 only (say UTF-8, or leave the encoding out)");
-        }
-      }
-      i = end == npos ? body.size() : end + 2;
+      const std::string_view pi = body.substr(i + 2, (end == kNpos ? body.size() : end) - i - 2);
+      bool named = false;
+      const std::string_view enc =
+          pi.starts_with("xml") && pi.size() > 3 && IsXmlWs(pi[3]) ? DeclaredEncoding(pi, &named) : std::string_view();
+      const bool utf8 = enc.size() == 5 && (enc[0] | 0x20) == 'u' && (enc[1] | 0x20) == 't' &&
+                        (enc[2] | 0x20) == 'f' && enc[3] == '-' && enc[4] == '8';
+      if (named && !utf8)
+        return Fail(err, 400, "the XML declaration says encoding=\"" + std::string(enc.substr(0, 32)) +
+                                  "\"; frsd reads UTF-8 only (say UTF-8, or leave the encoding out)");
+      i = end == kNpos ? body.size() : end + 2;
     } else if (rest.starts_with("<!")) {
-      // A DOCTYPE, stepped over whole (its internal subset may hold '<' in
-      // quoted literals); what it declares is pugixml's to judge.
-      char quote = 0;
-      int depth = 0;
-      size_t j = i + 2;
-      for (; j < body.size(); ++j) {
-        const char c = body[j];
-        if (quote != 0) {
-          if (c == quote) quote = 0;
-        } else if (c == '"' || c == '\'') {
-          quote = c;
-        } else if (c == '[') {
-          ++depth;
-        } else if (c == ']') {
-          --depth;
-        } else if (c == '>' && depth <= 0) {
-          break;
-        }
-      }
-      i = j + 1;
+      // A DOCTYPE: its internal subset may hold '<' in quoted literals; what
+      // it declares is pugixml's to judge.
+      i = MarkupEnd(body, i + 2, /*doctype=*/true, &quoted_lt) + 1;
     } else {
-      // A tag, to its '>' outside quotes.
-      char quote = 0;
-      size_t j = i + 1;
-      for (; j < body.size(); ++j) {
-        const char c = body[j];
-        if (quote != 0) {
-          if (c == quote) quote = 0;
-          else if (c == '<')
-            return Fail(err, 400, "a '<' inside an attribute value at byte " + std::to_string(j) +
-                                      " (XML forbids it there: write &lt;)");
-        } else if (c == '"' || c == '\'') {
-          quote = c;
-        } else if (c == '>' || c == '<') {
-          break;
-        }
-      }
-      i = j;
+      i = MarkupEnd(body, i + 1, /*doctype=*/false, &quoted_lt);
+      if (quoted_lt != kNpos)
+        return Fail(err, 400, "a '<' inside an attribute value at byte " + std::to_string(quoted_lt) +
+                                  " (XML forbids it there: write &lt;)");
     }
   }
   return true;
