@@ -2,7 +2,9 @@
 //
 // Geometry: `files` files under one directory, each holding `keynodes`
 // key-nodes; a key-node is the head of a conflict chain of `chain` slots of
-// 32 bytes. A node is 1..16 consecutive slots of one chain: a 24-byte header
+// 32 bytes, and consecutive key-nodes form groups of up to 64 slots whose
+// chains take each other's overflow (KeynodeGroup below). A node is 1..16
+// consecutive slots of one group: a 24-byte header
 // (64-bit identity, biz, expiry, last access, route position), then either
 // a 16-byte one-rule state packed into 8 bytes (a compact node: one slot),
 // or the state's and key's lengths, the state bytes and as many key bytes as
@@ -51,7 +53,7 @@ inline constexpr uint32_t kMaxStateBytes = kMaxSpan * kSlotBytes - kGeneralHeade
 // Slots a general node takes: its header, `state_bytes` of state and the
 // `kept_key_bytes` it must keep (a biz with keys="keep": the whole key). A
 // compact node (a 16-byte state that packs) takes one. A geometry whose
-// `chain` is below this for some biz cannot hold that biz's nodes.
+// GroupSlots (below) is under this for some biz cannot hold that biz's nodes.
 inline constexpr uint32_t NodeSlots(uint32_t state_bytes, uint32_t kept_key_bytes) {
   return (kGeneralHeaderBytes + state_bytes + kept_key_bytes + kSlotBytes - 1) / kSlotBytes;
 }
@@ -63,6 +65,24 @@ struct StoreGeometry {
   uint64_t slots() const { return uint64_t{files} * keynodes * chain; }
   friend bool operator==(const StoreGeometry&, const StoreGeometry&) = default;
 };
+
+// Key-node groups (store format 5). Consecutive key-nodes form groups of at
+// most 64 slots that share one lock and one line of tags: a key's node
+// lives in its own key-node's chain, or, when that chain is full, in another
+// chain of the same group. So nodes of several slots (sliding windows, two
+// rules) pack as densely as one-slot nodes: a chain of 8 alone holds two
+// nodes of 3 slots, a group of 64 slots holds 21 (docs/store.md). The group
+// is the largest count of key-nodes that divides `keynodes` and keeps the
+// group within 64 slots (8 key-nodes of chain 8, 4 of chain 16, 1 of 64).
+inline uint32_t KeynodeGroup(const StoreGeometry& g) {
+  if (g.chain == 0 || g.keynodes == 0) return 1;
+  uint32_t n = 64 / g.chain < g.keynodes ? 64 / g.chain : g.keynodes;
+  for (; n > 1; --n)
+    if (g.keynodes % n == 0) return n;
+  return 1;
+}
+// The most slots a node may take in a store of this geometry: a group's.
+inline uint32_t GroupSlots(const StoreGeometry& g) { return KeynodeGroup(g) * g.chain; }
 
 // Derives the key's identity in the store once (KeyRef::prepared), and its
 // fingerprint only when the identity needs one (a key that does not fit 64

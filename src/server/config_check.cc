@@ -19,10 +19,14 @@ std::vector<std::string> NodeFitProblemsOf(const SrvConfig& cfg, const limit::Ma
   std::vector<std::string> problems;
   for (const limit::BizConfig& b : map.bizzes) {
     const uint32_t slots = b.NodeSlotsNeeded();
-    if (slots > cfg.geometry.chain)
+    // A node may take every slot of its key-node's group, up to kMaxSpan.
+    const uint32_t room = GroupSlots(cfg.geometry);
+    if (slots > room)
       problems.push_back(cfg.map_path + ":" + std::to_string(b.line) + ": biz \"" + b.name + "\" needs " +
-                         std::to_string(slots) + " slots per key but <store chain> in " + cfg.path + " is " +
-                         std::to_string(cfg.geometry.chain));
+                         std::to_string(slots) + " slots per key but <store chain=\"" +
+                         std::to_string(cfg.geometry.chain) + "\" keynodes=\"" + std::to_string(cfg.geometry.keynodes) +
+                         "\"> in " + cfg.path + " gives a node at most " + std::to_string(room) +
+                         " (the slots of a key-node group)");
   }
   return problems;
 }

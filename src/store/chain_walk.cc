@@ -45,7 +45,7 @@ Status StoreImpl::WalkChains(const Filter& filter, const ChainFn& chain,
     if (filter.file >= 0 && filter.file != fi) continue;
     StoreFile* f = files_[fi].get();
     for (uint32_t k = 0; k < geo_.keynodes; ++k) {
-      if (filter.keynode >= 0 && filter.keynode != k) continue;
+      if (filter.keynode >= 0 && filter.keynode / group_ != k) continue;
       if (os::StopRequested())
         return Status::Unavailable("interrupted between chains" + (done_so_far ? done_so_far() : std::string()) +
                                    "; nothing is half done");
@@ -69,7 +69,7 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
       WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {
         if (e.damaged) {
           NoteDamage(f, k, i);
-        } else if (filter.biz < 0 || filter.biz == HeaderAt(f->slot(k, i))->biz) {
+        } else if ((filter.biz < 0 || filter.biz == HeaderAt(f->slot(k, i))->biz) && Selects(filter, k, i)) {
           copied.emplace_back();
           FillInfo_locked(fi, k, i, f->slot(k, i), &copied.back());
         }
@@ -98,7 +98,7 @@ Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bo
           if (!refused.ok()) return;
           if (e.damaged) {
             NoteDamage(f, k, i);  // left for verify --repair, which reports it
-          } else if (filter.biz < 0 || filter.biz == HeaderAt(f->slot(k, i))->biz) {
+          } else if ((filter.biz < 0 || filter.biz == HeaderAt(f->slot(k, i))->biz) && Selects(filter, k, i)) {
             FillInfo_locked(fi, k, i, f->slot(k, i), &info);
             if (!pred || pred(info)) {
               if (!txn.Open()) {

@@ -8,8 +8,8 @@
 //
 //   [0, 4096)            FileHeader: identity + geometry (checksummed),
 //                        then counters and the recovery lock
-//   [heads_offset, ...)  one head per key-node: its 64-bit lock word, then one
-//                        tag byte per slot (see ChainHead)
+//   [heads_offset, ...)  one head per key-node group: its 64-bit lock word,
+//                        then one tag byte per slot (see ChainHead)
 //   [writers_offset,...) kWriterEntries writer entries (one per writing
 //                        thread, each journal sized for one update), then
 //                        kBatchEntries batch entries (taken per batch, each
@@ -32,7 +32,10 @@ inline constexpr uint64_t kMagic = 0x45524f5453535246ull;  // "FRSSTORE" read li
 // 4: 32-byte slots and nodes (a 24-byte header with a 64-bit identity; a
 // one-rule state packed into the header's slot: store/packed_state.h), small
 // keys kept whole in the identity, journals sized per writer kind.
-inline constexpr uint32_t kFormatVersion = 4;
+// 5: key-node groups (frs/store.h KeynodeGroup): consecutive key-nodes share
+// one lock and one head of tags, and a node may live in any chain of its
+// key-node's group, so multi-slot nodes fill a store as one-slot nodes do.
+inline constexpr uint32_t kFormatVersion = 5;
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kWriterEntries = 32;  // one per writing thread
 inline constexpr uint32_t kBatchEntries = 4;    // one per batch in progress
@@ -44,12 +47,22 @@ inline constexpr uint32_t kChecksummedBytes = 256;
 // plus each chain's tags once (see ChainHead below). A batch writes inside
 // at most three chains per member, and never more than its members' nodes
 // plus what making room for them moves or clears.
-inline constexpr uint32_t UpdateJournalCapacity(uint32_t chain) { return 3 * (chain + 1); }
+//
+// Below the file header, "key-node" and "chain" are a group and its slots
+// (GroupGeometry): the unit of locking, tags and layout.
+inline StoreGeometry GroupGeometry(const StoreGeometry& g) {
+  const uint32_t n = KeynodeGroup(g);
+  return StoreGeometry{g.files, g.keynodes / n, g.chain * n};
+}
+// Journal records of a chain's tags: one per 32 tags (a record's image).
+inline constexpr uint32_t TagRecords(uint32_t chain) { return (chain + kSlotBytes - 1) / kSlotBytes; }
+inline constexpr uint32_t UpdateJournalCapacity(uint32_t chain) { return 3 * (chain + TagRecords(chain)); }
 inline constexpr uint32_t BatchJournalCapacity(uint32_t chain) {
   // A node never spans more than its chain.
   const uint32_t span = chain < kMaxSpan ? chain : kMaxSpan;
-  const uint32_t by_chains = 3 * static_cast<uint32_t>(Store::kMaxBatch) * (chain + 1);
-  const uint32_t by_nodes = 3 * (chain + 1) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (span + 1);
+  const uint32_t tags = TagRecords(chain);
+  const uint32_t by_chains = 3 * static_cast<uint32_t>(Store::kMaxBatch) * (chain + tags);
+  const uint32_t by_nodes = 3 * (chain + tags) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (span + tags);
   return by_chains < by_nodes ? by_chains : by_nodes;
 }
 inline constexpr uint32_t JournalCapacity(uint32_t chain, uint32_t entry) {
@@ -79,7 +92,8 @@ struct FileHeader {
   uint32_t head_bytes;          // HeadBytes(chain)
   uint32_t batch_entries;       // kBatchEntries, after the writer entries
   uint32_t batch_entry_bytes;
-  uint8_t reserved0[kChecksummedBytes - 116];
+  uint32_t keynode_group;       // KeynodeGroup(geometry): key-nodes per group
+  uint8_t reserved0[kChecksummedBytes - 120];
   uint64_t checksum;            // XXH3-64 of bytes [0, kChecksummedBytes)
   uint8_t pad0[56];
   // --- counters: updated atomically, not checksummed ---
@@ -100,7 +114,7 @@ static_assert(offsetof(FileHeader, version) == 8);
 static_assert(offsetof(FileHeader, heads_offset) == 48);
 static_assert(offsetof(FileHeader, head_bytes) == 104);
 static_assert(offsetof(FileHeader, batch_entries) == 108 && offsetof(FileHeader, batch_entry_bytes) == 112);
-static_assert(offsetof(FileHeader, layout_signature) == 96);
+static_assert(offsetof(FileHeader, layout_signature) == 96 && offsetof(FileHeader, keynode_group) == 116);
 static_assert(offsetof(FileHeader, checksum) == kChecksummedBytes);
 static_assert(offsetof(FileHeader, nodes_used) == 320);
 static_assert(offsetof(FileHeader, recovery_lock) == 384);
@@ -196,8 +210,10 @@ inline uint8_t TagOf(uint64_t place_hash) {
   uint8_t t = static_cast<uint8_t>(place_hash);
   return t ? t : 1;
 }
-// Journal records with this slot number hold a key-node's tags, not a slot.
-inline constexpr uint32_t kTagsRecord = 0xFFFFFFFFu;
+// Journal records with a slot number of kTagsRecord + c hold a chain's tags
+// [32c, 32c + 32), not a slot (Txn::Save of kTagsRecord saves them all).
+inline constexpr uint32_t kTagsRecord = 0xFFFFFF00u;
+inline constexpr bool IsTagsRecord(uint32_t slot) { return slot >= kTagsRecord; }
 
 struct Slot {
   uint8_t bytes[kSlotBytes];
@@ -255,7 +271,9 @@ struct FileLayout {
   uint32_t head_bytes;
 };
 
-inline FileLayout LayoutFor(const StoreGeometry& g) {
+// `user` is the configured geometry; the layout is its groups'.
+inline FileLayout LayoutFor(const StoreGeometry& user) {
+  const StoreGeometry g = GroupGeometry(user);
   auto align = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
   FileLayout l;
   l.heads_offset = kHeaderBytes;

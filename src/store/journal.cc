@@ -145,9 +145,11 @@ void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
   // Newest first, so a slot saved twice ends with its oldest image.
   for (uint32_t i = n; i-- > 0;) {
     if (recs[i].keynode >= geo_.keynodes) continue;
-    if (recs[i].slot == kTagsRecord) {
-      uint8_t* tags = f->tags(recs[i].keynode);
-      for (uint32_t k = 0; k < geo_.chain; ++k) StoreTag(tags + k, recs[i].image[k]);
+    if (IsTagsRecord(recs[i].slot)) {
+      const uint32_t first = (recs[i].slot - kTagsRecord) * kSlotBytes;
+      if (first >= geo_.chain) continue;
+      uint8_t* tags = f->tags(recs[i].keynode) + first;
+      for (uint32_t k = 0; k < std::min(kSlotBytes, geo_.chain - first); ++k) StoreTag(tags + k, recs[i].image[k]);
       continue;
     }
     if (recs[i].slot >= geo_.chain) continue;

@@ -23,6 +23,7 @@
 // LockSet before the Txn).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -47,19 +48,9 @@ class StoreImpl::Txn {
   // must not be made (the caller returns, and the Txn rolls back).
   [[nodiscard]] bool Save(uint32_t keynode, uint32_t slot) {
     if (!Open()) return false;
-    uint32_t n = w_->count;
-    for (uint32_t i = 0; i < n; ++i)
-      if (recs_[i].keynode == keynode && recs_[i].slot == slot) return true;
-    if (n >= cap_) return false;
-    recs_[n].keynode = keynode;
-    recs_[n].slot = slot;
-    if (slot == kTagsRecord) {
-      std::memset(recs_[n].image, 0, kSlotBytes);
-      std::memcpy(recs_[n].image, f_->tags(keynode), f_->header()->chain);
-    } else {
-      std::memcpy(recs_[n].image, f_->slot(keynode, slot), kSlotBytes);
-    }
-    std::atomic_ref<uint32_t>(w_->count).store(n + 1, std::memory_order_release);
+    if (slot != kTagsRecord) return SaveRecord(keynode, slot);
+    for (uint32_t c = 0; c < TagRecords(f_->chain()); ++c)
+      if (!SaveRecord(keynode, kTagsRecord + c)) return false;
     return true;
   }
   // Claims this thread's writer entry and opens the journal. Every write
@@ -139,6 +130,24 @@ class StoreImpl::Txn {
   int64_t nodes = 0, slots = 0, evict_stale = 0, evict_live = 0, cuckoo = 0;
 
  private:
+  [[nodiscard]] bool SaveRecord(uint32_t keynode, uint32_t slot) {
+    uint32_t n = w_->count;
+    for (uint32_t i = 0; i < n; ++i)
+      if (recs_[i].keynode == keynode && recs_[i].slot == slot) return true;
+    if (n >= cap_) return false;
+    recs_[n].keynode = keynode;
+    recs_[n].slot = slot;
+    if (IsTagsRecord(slot)) {
+      const uint32_t first = (slot - kTagsRecord) * kSlotBytes;
+      std::memset(recs_[n].image, 0, kSlotBytes);
+      std::memcpy(recs_[n].image, f_->tags(keynode) + first, std::min(kSlotBytes, f_->chain() - first));
+    } else {
+      std::memcpy(recs_[n].image, f_->slot(keynode, slot), kSlotBytes);
+    }
+    std::atomic_ref<uint32_t>(w_->count).store(n + 1, std::memory_order_release);
+    return true;
+  }
+
   StoreImpl* s_;
   StoreFile* f_;
   uint32_t file_;

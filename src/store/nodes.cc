@@ -36,10 +36,11 @@ StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) {
   return k;
 }
 
-bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, Pos* pos) const {
+bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint32_t home, const NodeKey& nk,
+                                   Pos* pos) const {
   const uint8_t* tags = f->tags(keynode);
   const uint8_t kind = static_cast<uint8_t>(nk.ident.form);
-  return ForEachTagged(tags, geo_.chain, nk.tag, [&](uint32_t i) {
+  return ForEachTaggedFrom(tags, geo_.chain, home, nk.tag, [&](uint32_t i) {
     const NodeHeader* h = HeaderAt(f->slot(keynode, i));
     if (h->id != nk.ident.id || h->biz != nk.biz || KindOf(h) != kind) return false;
     // Identity, biz and form matched the key, whose tag tags[i] is: the
@@ -185,9 +186,10 @@ uint32_t StoreImpl::ReadKey_locked(const uint8_t* p, uint8_t* key, uint8_t* key_
 void StoreImpl::FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p,
                                 NodeInfo* out) const {
   const NodeHeader* h = HeaderAt(p);
+  const UserPos up = UserPosOf(keynode, slot);
   out->file = file;
-  out->keynode = keynode;
-  out->slot = slot;
+  out->keynode = up.keynode;
+  out->slot = up.slot;
   out->span = SpanOf(h);
   out->in_alternate = (h->form & kNodeInAlternate) != 0;
   out->compact = IsCompact(h);
@@ -221,8 +223,7 @@ void StoreImpl::NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const 
   std::lock_guard<std::mutex> g(damage_mu_);
   if (!damage_logged_.insert({f->path(), where}).second || damage_logged_.size() > 4096) return;
   if (opts_.on_recovery)
-    opts_.on_recovery(f->path() + ": keynode " + std::to_string(keynode) + " slot " + std::to_string(slot) +
-                      ": damaged node ignored (its key counts as absent; `frsctl verify --repair` clears it)");
+    opts_.on_recovery(f->path() + ": " + Where(keynode, slot) + ": damaged node ignored (its key counts as absent; `frsctl verify --repair` clears it)");
 }
 
 }  // namespace frs::store

@@ -3,7 +3,10 @@
 // fill simulations must place keys exactly as the store does).
 //
 // The place hash (identity.h: biz, key form and 64-bit identity mixed) picks
-// the file and two key-nodes A (primary) and B (alternate) in it; the node lives in one of those two chains. Lookups lock
+// the file and two key-nodes A (primary) and B (alternate) in it; the node
+// lives in one of those two key-nodes' groups (frs/store.h KeynodeGroup),
+// in its own key-node's chain while that has room. Below the placement
+// code, "key-node" and "chain" mean a group and its slots. Lookups lock
 // A and look there first; B is locked too only when the node is not in A or
 // something must be inserted (store_impl.h). How Place finds room when
 // neither chain has a free run is in StoreImpl::Place_locked (placement.cc).
@@ -15,6 +18,7 @@
 
 #include "frs/key.h"
 #include "frs/store.h"
+#include "store/format.h"
 #include "store/identity.h"
 
 namespace frs::store {
@@ -25,7 +29,12 @@ inline uint32_t FastRange(uint64_t h, uint32_t n) {
 }
 
 struct Location {
-  uint32_t file, a, b;  // a != b unless the file has a single key-node
+  // a, b: the key's two key-node groups in the file (a != b unless the file
+  // has a single group); home_a, home_b: the first slot, inside each group,
+  // of the key's own key-node's chain, where its node goes while that chain
+  // has room (so a lookup usually finds it in the first tag word it scans).
+  uint32_t file, a, b;
+  uint32_t home_a = 0, home_b = 0;
 };
 
 // The file alone (what Update checks for breakage before it locks anything):
@@ -33,14 +42,20 @@ struct Location {
 inline uint32_t FileOf(uint64_t place_hash, const StoreGeometry& g) { return FastRange(place_hash, g.files); }
 
 // A from the bits below the file's (the hash rotated), B from a second mix;
-// neither uses the low byte, which is the tag (format.h TagOf).
-inline Location Locate(uint64_t place_hash, const StoreGeometry& g) {
+// neither uses the low byte, which is the tag (format.h TagOf). `g` is the
+// configured geometry: the key-nodes are picked as format 4 picked them,
+// then their groups (of `group` key-nodes) are where the node may live.
+inline Location Locate(uint64_t place_hash, const StoreGeometry& g, uint32_t group) {
   Location l;
   l.file = FileOf(place_hash, g);
-  l.a = FastRange(place_hash << 20 | place_hash >> 44, g.keynodes);
+  uint32_t a = FastRange(place_hash << 20 | place_hash >> 44, g.keynodes);
   const uint64_t h2 = (place_hash >> 8) * 0x9E3779B97F4A7C15ull;
-  l.b = FastRange(h2 ^ (h2 >> 29), g.keynodes);
-  if (l.b == l.a && g.keynodes > 1) l.b = (l.a + 1) % g.keynodes;
+  uint32_t b = FastRange(h2 ^ (h2 >> 29), g.keynodes);
+  if (b / group == a / group && g.keynodes > group) b = (b + group) % g.keynodes;
+  l.a = a / group;
+  l.b = b / group;
+  l.home_a = a % group * g.chain;
+  l.home_b = b % group * g.chain;
   return l;
 }
 

@@ -40,7 +40,7 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
     return Status::Corruption(path + ": header says it is file " + std::to_string(h.file_index) + ", expected file " +
                               std::to_string(index));
   FileLayout l = LayoutFor(g);
-  if (h.slot_bytes != kSlotBytes || h.node_header_bytes != kNodeHeaderBytes || h.header_bytes != kHeaderBytes ||
+  if (h.keynode_group != KeynodeGroup(g) || h.slot_bytes != kSlotBytes || h.node_header_bytes != kNodeHeaderBytes || h.header_bytes != kHeaderBytes ||
       h.writer_entries != kWriterEntries || h.writer_entry_bytes != l.writer_entry_bytes ||
       h.batch_entries != kBatchEntries || h.batch_entry_bytes != l.batch_entry_bytes ||
       h.heads_offset != l.heads_offset || h.head_bytes != l.head_bytes || h.writers_offset != l.writers_offset || h.chains_offset != l.chains_offset ||
@@ -73,6 +73,7 @@ Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint3
     h->file_index = index;
     h->keynodes = g.keynodes;
     h->chain = g.chain;
+    h->keynode_group = KeynodeGroup(g);
     h->slot_bytes = kSlotBytes;
     h->node_header_bytes = kNodeHeaderBytes;
     h->writer_entries = kWriterEntries;
@@ -93,7 +94,7 @@ Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint3
   } else if (Status s = CheckHeader(path, *h, g, index, f->map_->size()); !s.ok()) {
     return s;
   }
-  f->chain_ = g.chain;
+  f->chain_ = GroupGeometry(g).chain;
   f->writer_bytes_ = l.writer_entry_bytes;
   f->batch_bytes_ = l.batch_entry_bytes;
   f->heads_ = f->map_->data() + l.heads_offset;

@@ -46,6 +46,8 @@ class StoreFile {
     if (off < kWriterEntries * writer_bytes_) return static_cast<uint32_t>(off / writer_bytes_);
     return kWriterEntries + static_cast<uint32_t>((off - kWriterEntries * writer_bytes_) / batch_bytes_);
   }
+  // Slots per chain as laid out: a key-node group's (format.h GroupGeometry).
+  uint32_t chain() const { return chain_; }
   // Undo records entry `i` can hold.
   uint32_t capacity(uint32_t i) const { return JournalCapacity(chain_, i); }
   JournalRecord* records(WriterEntryHeader* w) const {

@@ -28,7 +28,12 @@ inline T AtomicLoad(const T& field) {
 }  // namespace
 
 StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files)
-    : opts_(std::move(opts)), geo_(opts_.geometry), files_(std::move(files)), instance_(g_instances.fetch_add(1)) {
+    : opts_(std::move(opts)),
+      user_geo_(opts_.geometry),
+      group_(KeynodeGroup(user_geo_)),
+      geo_(GroupGeometry(user_geo_)),
+      files_(std::move(files)),
+      instance_(g_instances.fetch_add(1)) {
   live_ = std::make_shared<const std::vector<bool>>(65536, true);
 }
 
@@ -59,9 +64,14 @@ Status StoreImpl::CheckRequest(const KeyRef& key, uint32_t state_bytes) const {
   if (span > geo_.chain)
     return Status::InvalidArgument("a node of " + std::to_string(state_bytes) + " state bytes" +
                                    (key.keep_key ? " and a kept key of " + std::to_string(key.key_len) + " bytes" : "") +
-                                   " needs " + std::to_string(span) + " slots but chains hold " +
+                                   " needs " + std::to_string(span) + " slots but key-node groups hold " +
                                    std::to_string(geo_.chain));
   return Status::OK();
+}
+
+std::string StoreImpl::Where(uint32_t group, uint32_t slot) const {
+  const UserPos p = UserPosOf(group, slot);
+  return "keynode " + std::to_string(p.keynode) + " slot " + std::to_string(p.slot);
 }
 
 Status StoreImpl::FileUsable(const StoreFile* f) {
@@ -96,16 +106,22 @@ void StoreImpl::Prefetch(const KeyRef& key, Prefetching what) const {
   if (what == Prefetching::kNodes) return PrefetchNodes(f, loc, nk.tag);
   PrefetchHeads(f, loc);
   if (what == Prefetching::kHeadsAndChain) {
-    const uint8_t* first = f->slot(loc.a, 0);
-    const uint8_t* end = first + size_t{geo_.chain} * kSlotBytes;
+    // The key's own chain in its group, where its node is unless that
+    // chain was full when it was placed.
+    const uint8_t* first = f->slot(loc.a, loc.home_a);
+    const uint8_t* end = first + size_t{user_geo_.chain} * kSlotBytes;
     for (const uint8_t* p = first; p < end; p += 64) __builtin_prefetch(p, 0, 3);
     __builtin_prefetch(end - 1, 0, 3);  // a chain that starts mid-line ends in one more
   }
 }
 
 void StoreImpl::PrefetchHeads(const StoreFile* f, const Location& loc) const {
+  // A group's head may be two lines: the lock word's, and the one holding
+  // the tags of the key's own chain (scanned first).
   __builtin_prefetch(f->lock(loc.a), 0, 3);
+  __builtin_prefetch(f->tags(loc.a) + loc.home_a, 0, 3);
   __builtin_prefetch(f->lock(loc.b), 0, 3);
+  __builtin_prefetch(f->tags(loc.b) + loc.home_b, 0, 3);
 }
 
 void StoreImpl::PrefetchNodes(const StoreFile* f, const Location& loc, uint8_t tag) const {
@@ -144,7 +160,7 @@ Status StoreImpl::Erase(const KeyRef& key) {
 
 StoreStats StoreImpl::Stats() const {
   StoreStats s;
-  s.geometry = geo_;
+  s.geometry = user_geo_;
   s.slots = geo_.slots();
   for (const auto& f : files_) {
     const FileHeader* h = f->header();

@@ -61,7 +61,7 @@ class StoreImpl final : public Store {
   StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files);
   ~StoreImpl() override;
 
-  const StoreGeometry& geometry() const override { return geo_; }
+  const StoreGeometry& geometry() const override { return user_geo_; }
   Status Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
                 UpdateResult* result) override;
   Status UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
@@ -82,7 +82,7 @@ class StoreImpl final : public Store {
   // See store/test_hooks.h.
   void SetTestHook(std::function<void(int)> hook) { hook_ = std::move(hook); }
 
-  Location Locate(uint64_t place_hash) const { return store::Locate(place_hash, geo_); }
+  Location Locate(uint64_t place_hash) const { return store::Locate(place_hash, user_geo_, group_); }
 
  private:
   class Txn;      // journal.h
@@ -152,7 +152,8 @@ class StoreImpl final : public Store {
   // ---- one node (nodes.cc)
   // Looks only at slots whose tag matches; a damaged match counts as absent.
   // Found: `pos` says where, and the extent the damage check measured.
-  bool FindInChain_locked(StoreFile* f, uint32_t keynode, const NodeKey& nk, Pos* pos) const;
+  // `home`: the key's own chain in the group, scanned first.
+  bool FindInChain_locked(StoreFile* f, uint32_t keynode, uint32_t home, const NodeKey& nk, Pos* pos) const;
   // Without the lock: whether any slot carries `tag` (a hint). Inline: two
   // of these start every update.
   bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
@@ -196,6 +197,20 @@ class StoreImpl final : public Store {
     if (h->heat_kind != hk) h->heat_kind = hk;
   }
   void FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const;
+  // A group's slot as the configured geometry names it: the key-node whose
+  // chain holds it, and its place in that chain.
+  struct UserPos {
+    uint32_t keynode, slot;
+  };
+  UserPos UserPosOf(uint32_t group, uint32_t slot) const {
+    return {group * group_ + slot / user_geo_.chain, slot % user_geo_.chain};
+  }
+  // "keynode K slot S" in the configured geometry, for messages.
+  std::string Where(uint32_t group, uint32_t slot) const;
+  // Whether a walk's filter selects the node starting at (group, slot).
+  bool Selects(const Filter& filter, uint32_t group, uint32_t slot) const {
+    return filter.keynode < 0 || UserPosOf(group, slot).keynode == filter.keynode;
+  }
   // The caller's route, else the node's own (`existing`, may be null), else
   // the one the whole key implies.
   static RouteMark RouteFor(const KeyRef& key, const RouteMark* existing);
@@ -287,6 +302,12 @@ class StoreImpl final : public Store {
   bool read_only() const { return opts_.read_only; }
 
   StoreOptions opts_;
+  // The configured geometry, which the files' headers, the tools and every
+  // message speak of; and the one laid out and locked (placement.h
+  // GroupGeometry): geo_.keynodes groups of geo_.chain slots. Every
+  // "keynode" below is a group, every "slot" a slot of one.
+  StoreGeometry user_geo_;
+  uint32_t group_;
   StoreGeometry geo_;
   std::vector<std::unique_ptr<StoreFile>> files_;
   const uint64_t instance_;

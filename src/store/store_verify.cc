@@ -21,7 +21,7 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
     StoreFile* f = files_[fi].get();
     FileHeader* h = f->header();
     const std::string& path = f->path();
-    if (Status s = StoreFile::CheckHeader(path, *h, geo_, fi, f->bytes()); !s.ok()) {
+    if (Status s = StoreFile::CheckHeader(path, *h, user_geo_, fi, f->bytes()); !s.ok()) {
       rep.problems.push_back(s.message());
       continue;  // nothing else in this file can be trusted
     }
@@ -64,8 +64,10 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
 void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, VerifyReport* rep,
                             uint64_t* nodes, uint64_t* slots) {
   const std::string& path = f->path();
-  const std::string chain_at = path + ": keynode " + std::to_string(k);
-  auto slot_at = [&](uint32_t s) { return chain_at + " slot " + std::to_string(s) + ": "; };
+  const std::string chain_at =
+      path + ": keynode" + (group_ > 1 ? "s " + std::to_string(k * group_) + ".." + std::to_string(k * group_ + group_ - 1)
+                                       : " " + std::to_string(k));
+  auto slot_at = [&](uint32_t s) { return path + ": " + Where(k, s) + ": "; };
   const os::Owner owner = os::ShmOwner(f->lock(k));
   const bool dead = owner.tid != 0 && !os::OwnerAlive(owner);
   // A chain lock whose holder died (kill -9 of a worker) is no damage: its
@@ -126,7 +128,7 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
     WalkChain_locked(f, k, [&](uint32_t j, NodeExtent oe) {
       const NodeHeader* o = HeaderAt(f->slot(k, j));
       if (oe.damaged || o->id != nh->id || o->biz != nh->biz || KindOf(o) != KindOf(nh)) return;
-      rep->problems.push_back(slot_at(j) + "duplicate of the node at slot " + std::to_string(i));
+      rep->problems.push_back(slot_at(j) + "duplicate of the node at " + Where(k, i));
       if (repair && journaled(slot_at(j), ClearNode_locked(f, txn, k, j)))
         rep->repairs.push_back(slot_at(j) + "cleared the duplicate");
     }, i + span);

@@ -52,6 +52,20 @@ inline bool ForEachTagged(const uint8_t* tags, uint32_t chain, uint8_t tag, Fn&&
   return false;
 }
 
+// The same, starting with the tag word of slot `home` and wrapping round:
+// a lookup scans its key's own chain in the group first (placement.h), and
+// stops there when the node is found.
+template <class Fn>
+inline bool ForEachTaggedFrom(const uint8_t* tags, uint32_t chain, uint32_t home, uint8_t tag, Fn&& fn) {
+  const uint32_t words = (chain + 7) / 8, first = home / 8 < words ? home / 8 : 0;
+  for (uint32_t n = 0, w = first; n < words; ++n, w = w + 1 == words ? 0 : w + 1) {
+    for (uint64_t m = TagWordMatches(tags, w, chain, tag); m != 0; m &= m - 1) {
+      if (fn(8 * w + static_cast<uint32_t>(std::countr_zero(m)) / 8)) return true;
+    }
+  }
+  return false;
+}
+
 // Whether any slot below `chain` carries `tag`.
 inline bool AnyTagged(const uint8_t* tags, uint32_t chain, uint8_t tag) {
   for (uint32_t w = 0; 8 * w < chain; ++w)

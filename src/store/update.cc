@@ -18,7 +18,7 @@ namespace frs::store {
 
 StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, const NodeKey& nk, LockSet& locks) {
   Pos pos;
-  if (FindInChain_locked(f, loc.a, nk, &pos)) return pos;
+  if (FindInChain_locked(f, loc.a, loc.home_a, nk, &pos)) return pos;
   if (loc.a == loc.b) return {};
   if (!locks.Holds(loc.b)) {
     if (loc.b > loc.a) {
@@ -28,12 +28,12 @@ StoreImpl::Pos StoreImpl::FindWithA_locked(StoreFile* f, const Location& loc, co
       locks.UnlockAll();
       locks.Lock(loc.b);
       locks.Lock(loc.a);
-      if (FindInChain_locked(f, loc.a, nk, &pos)) return pos;
+      if (FindInChain_locked(f, loc.a, loc.home_a, nk, &pos)) return pos;
     }
   }
   // A node moves between its chains only under both locks, so a node absent
   // from A and found in B while both are held is really there.
-  if (FindInChain_locked(f, loc.b, nk, &pos)) return pos;
+  if (FindInChain_locked(f, loc.b, loc.home_b, nk, &pos)) return pos;
   return {};
 }
 
@@ -49,7 +49,7 @@ StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const N
     if (PeekTag(f, loc.b, nk.tag) && !PeekTag(f, loc.a, nk.tag)) {
       locks.Lock(loc.b);
       Pos pos;
-      if (FindInChain_locked(f, loc.b, nk, &pos)) return pos;
+      if (FindInChain_locked(f, loc.b, loc.home_b, nk, &pos)) return pos;
       locks.UnlockAll();
     }
   }

@@ -510,12 +510,12 @@ TEST(LifecycleE2E, ABizWhoseNodesCannotFitTheChainsIsRefused) {
   Frsd s(o);
   s.WriteConfig();
   std::string cfg = ReadFile(s.config());
-  cfg.replace(cfg.find("chain=\"8\""), 9, "chain=\"1\"");
+  cfg.replace(cfg.find("keynodes=\"4096\" chain=\"8\""), 25, "keynodes=\"1\" chain=\"1\"");
   WriteFile(s.config(), cfg);
   s.Spawn();  // the default map's ad_user needs 2 slots per key
   ASSERT_TRUE(s.Exited(5000));
   EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
-  EXPECT_NE(s.log().find("biz \"ad_user\" needs 2 slots per key but <store chain>"), std::string::npos) << s.log();
+  EXPECT_NE(s.log().find("biz \"ad_user\" needs 2 slots per key but <store chain=\"1\" keynodes=\"1\">"), std::string::npos) << s.log();
   EXPECT_NE(s.log().find("map.xml:"), std::string::npos) << s.log();
 
   WriteFile(s.dir() + "/map.xml", login_only);

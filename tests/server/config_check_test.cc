@@ -90,11 +90,11 @@ TEST_F(FrsdCheckTest, BrokenFilesAreFileLineErrors) {
 }
 
 TEST_F(FrsdCheckTest, ABizWhoseNodeDoesNotFitTheChainIsNamed) {
-  WriteSrv(2, 64, 1);  // a sliding rule of max 20 needs more than one 64-byte slot
+  WriteSrv(2, 1, 1);  // one key-node of one slot: a sliding rule of max 20 needs more
   ProcRun r = Check();
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find(dir_ / "map.xml:3: biz \"ad\" needs "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("<store chain>"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("<store chain=\"1\" keynodes=\"1\">"), std::string::npos) << r.err;
 }
 
 TEST_F(FrsdCheckTest, AStoreOfAnotherGeometryOrWithAMissingFileIsRefused) {

@@ -293,11 +293,17 @@ TEST(Store, StateGrowsAndShrinksAcrossSlots) {
 
 TEST(Store, StateTooLargeForChainIsRefused) {
   TempDir d;
-  auto s = MustOpen(Opts(d.path(), 1, 8, 2));
+  // One key-node of 2 slots: its group is itself.
+  auto s = MustOpen(Opts(d.path(), 1, 1, 2));
   Key k = MakeKey(1, std::string("big"));
   Status st = s->Update(k.ref(), 300, 1000, [](NodeRef&) { return Commit::kWrite; });
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("chains hold 2"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("key-node groups hold 2"), std::string::npos) << st.message();
+  // 8 key-nodes of 2 slots form one group of 16: a node of 11 slots fits.
+  TempDir d2;
+  auto g = MustOpen(Opts(d2.path(), 1, 8, 2));
+  EXPECT_TRUE(g->Update(k.ref(), 300, 1000, [](NodeRef&) { return Commit::kWrite; }).ok());
+  EXPECT_EQ(g->Get(k.ref())->span, 11u);
 }
 
 // ---- geometry and headers
@@ -444,10 +450,11 @@ TEST(StoreEviction, RemovedBizIsStale) {
 
 TEST(StoreEviction, CuckooMoveAvoidsEviction) {
   TempDir d;
-  auto s = MustOpen(Opts(d.path(), 1, 64, 2));
+  // 8 key-node groups of 64 slots (chains of 8).
+  auto s = MustOpen(Opts(d.path(), 1, 64, 8));
   // Fill well past what two-choice without moves would hold; count evictions.
   int stored = 0;
-  for (int i = 0; i < 110; ++i) {
+  for (int i = 0; i < 600; ++i) {
     UpdateResult r;
     ASSERT_TRUE(Incr(s.get(), MakeKey(1, "c" + std::to_string(i)), 1, 1000, 0, &r).ok());
     if (r.evicted_live) break;
@@ -455,7 +462,7 @@ TEST(StoreEviction, CuckooMoveAvoidsEviction) {
   }
   auto st = s->Stats();
   EXPECT_GT(st.total.cuckoo_moves, 0u);
-  EXPECT_GE(stored, 70) << "first live eviction too early";
+  EXPECT_GE(stored, 435) << "first live eviction below 85 % of the 512 slots";
   auto v = s->Verify(false);
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->problems.empty()) << v->problems[0];
@@ -514,7 +521,7 @@ std::vector<Key> CrowdedKeys(Store* s, int present) {
 
 TEST(StoreRead, ReadEachSeesEveryNodeAsUpdateLeftItAndChangesNone) {
   TempDir d;
-  auto s = MustOpen(Opts(d.path(), 2, 8, 4));
+  auto s = MustOpen(Opts(d.path(), 2, 32, 4));  // two key-node groups of 64 slots per file
   const int kPresent = 40;
   std::vector<Key> keys = CrowdedKeys(s.get(), kPresent);
   for (int i = 0; i < 9; ++i) keys.push_back(MakeKey(1, "absent" + std::to_string(i)));
@@ -595,10 +602,10 @@ TEST(StoreRead, AReadOnlyStoreRefusesReadEachAsItRefusesUpdate) {
   TempDir d;
   std::vector<Key> keys;
   {
-    auto s = MustOpen(Opts(d.path(), 2, 8, 4));
+    auto s = MustOpen(Opts(d.path(), 2, 32, 4));
     keys = CrowdedKeys(s.get(), 30);
   }
-  StoreOptions o = Opts(d.path(), 2, 8, 4);
+  StoreOptions o = Opts(d.path(), 2, 32, 4);
   o.read_only = true;
   auto s = MustOpen(o);
   const Status alone = s->Update(keys[0].ref(), 4, 5000, [](NodeRef&) { return Commit::kNone; });

@@ -51,16 +51,30 @@ BATCH = 64             # acquires per POST /frs (the protocol's limit per batch)
 # (UTC): a run that crosses midnight sees stale reclaims (reported).
 DEFAULT_MAP = """<map>
   <biz id="1" name="fixed1"><rule algo="fixed" interval="3600" max="5"/></biz>
-  <biz id="2" name="calendar1"><rule algo="calendar" interval="86400" max="5"/></biz>
-  <biz id="3" name="bucket1"><rule algo="token_bucket" interval="3600" max="5"/></biz>
-  <biz id="4" name="fixed_borrow"><rule algo="fixed" interval="3600" max="5" borrow="5"/></biz>
-  <biz id="5" name="sliding1"><rule algo="sliding" interval="3600" max="10"/></biz>
-  <biz id="6" name="two_rules">
+  <biz id="2" name="adcap">
+    <rule algo="sliding" interval="3600" max="3"/>
+    <rule algo="calendar" interval="86400" max="10"/>
+  </biz>
+  <biz id="3" name="sliding10"><rule algo="sliding" interval="3600" max="10"/></biz>
+  <biz id="4" name="goldsum"><rule algo="sliding" interval="600" max="100"/></biz>
+  <biz id="5" name="borrowing"><rule algo="fixed" interval="3600" max="2" borrow="3"/></biz>
+  <biz id="6" name="bucket"><rule algo="token_bucket" interval="3600" max="5"/></biz>
+  <biz id="7" name="calendar1"><rule algo="calendar" interval="86400" max="5"/></biz>
+  <biz id="8" name="two_rules">
     <rule algo="fixed" interval="3600" max="5"/>
     <rule algo="calendar" interval="86400" max="20"/>
   </biz>
 </map>
 """
+
+# Units per acquire, by biz: goldsum adds rewards of 7 units; borrowing takes
+# 3 of a max of 2, so every key owes (its state carries a debt).
+DEFAULT_UNITS = {"goldsum": 7, "borrowing": 3}
+
+# The issue's six shapes, the default selection; "mixed" fills one store with
+# all of them at once, key i going to shape i mod 6.
+SHAPES = ["fixed1", "adcap", "sliding10", "goldsum", "borrowing", "bucket"]
+MIXED = "mixed"
 
 
 class BenchError(Exception):
@@ -246,10 +260,13 @@ def key(i):
     return k
 
 
-def batch_body(biz, first, n):
+def batch_body(biz, first, n, units):
+    """`n` acquires of keys first.. ; biz MIXED deals key i to SHAPES[i % 6]."""
     parts = ['<batch answer="compact">']
     for i in range(first, first + n):
-        parts.append('<request cmd="acquire" biz="%s" key="%s"/>' % (biz, key(i)))
+        b = SHAPES[i % len(SHAPES)] if biz == MIXED else biz
+        u = units.get(b, 1)
+        parts.append('<request cmd="acquire" biz="%s" key="%s"%s/>' % (b, key(i), ' n="%d"' % u if u != 1 else ""))
     parts.append("</batch>")
     return "".join(parts).encode()
 
@@ -307,7 +324,7 @@ def measure(args, biz, geometry, map_text, outdir):
         st = None
         next_report = t0 + 10
         while True:
-            status, text = client.post(batch_body(biz, sent, BATCH))
+            status, text = client.post(batch_body(biz, sent, BATCH, args.units))
             if status != 200 or '<batch allowed="1"' not in text:
                 raise BenchError("batch of keys %s..%s answered %d: %s" % (key(sent), key(sent + BATCH - 1), status, text[:400]))
             sent += BATCH
@@ -395,7 +412,7 @@ def main():
     ap.add_argument("--conf", default=os.path.join(ROOT, "conf", "srv.xml"),
                     help="srv.xml whose <store> geometry (and <timezone>) the runs use (default: conf/srv.xml)")
     ap.add_argument("--map", help="map.xml to use instead of the built-in one (one biz per algorithm)")
-    ap.add_argument("--biz", action="append", help="biz to measure (repeatable; default: every biz of the map)")
+    ap.add_argument("--biz", action="append", help="biz to measure (repeatable; default: the six shapes and \"mixed\", or every biz of --map)")
     ap.add_argument("--all", action="store_true", help="every biz of the map, each on a fresh store (the default)")
     ap.add_argument("--out", help="directory for the runs and bytes_per_key.json (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep each run's store directory (data/)")
@@ -422,11 +439,17 @@ def main():
         names = map_bizzes(map_text)
         if args.biz and args.all:
             raise BenchError("--biz and --all exclude each other")
-        bizzes = args.biz if args.biz else names
+        args.units = {} if args.map else DEFAULT_UNITS
+        if args.biz:
+            bizzes = args.biz
+        elif args.map:
+            bizzes = names
+        else:
+            bizzes = SHAPES + [MIXED]
         if not bizzes:
             raise BenchError("the map has no biz with a name")
         for b in bizzes:
-            if b not in names:
+            if b not in names and not (b == MIXED and not args.map):
                 raise BenchError("biz %r is not in the map (%s)" % (b, ", ".join(names)))
         outdir = os.path.abspath(args.out) if args.out else tempfile.mkdtemp(prefix="frs-bpk-")
         os.makedirs(outdir, exist_ok=True)

@@ -468,27 +468,30 @@ int RunStore(const StoreArgs& a) {
 
 // ------------------------------------------------------------ store --fill
 
-// Placement into the same key-node indices as the store (its Locate), without
+// Placement into the same key-node groups as the store (its Locate), without
 // moves: with two choices a key goes where the store's first placement step
 // puts it (LessLoaded: the chain of its two with more free slots, A on a
 // tie); `choices` 1 is single-choice (always A). Returns the occupancy when a
 // key first finds its chains full.
 double SimulateFirstOverflow(const std::vector<Fingerprint>& fps, const StoreGeometry& g, int choices,
                              uint64_t* placed_out) {
-  std::vector<uint8_t> load(uint64_t{g.files} * g.keynodes, 0);
+  // The store locks and fills key-node groups (frs/store.h KeynodeGroup).
+  const StoreGeometry gg = frs::store::GroupGeometry(g);
+  std::vector<uint8_t> load(uint64_t{gg.files} * gg.keynodes, 0);
   uint64_t placed = 0;
   for (const Fingerprint& fp : fps) {
     // The fill's keys ("k" and 16 hex digits) are too long to be their own
     // identity: the store places them by their fingerprint (store/identity.h).
     const frs::store::Location l =
-        frs::store::Locate(frs::store::PlaceHash(kBiz, frs::store::Identity{fp.lo, frs::store::KeyForm::kHashed}), g);
-    uint8_t* chains[2] = {&load[uint64_t{l.file} * g.keynodes + l.a], &load[uint64_t{l.file} * g.keynodes + l.b]};
+        frs::store::Locate(frs::store::PlaceHash(kBiz, frs::store::Identity{fp.lo, frs::store::KeyForm::kHashed}), g,
+                             frs::KeynodeGroup(g));
+    uint8_t* chains[2] = {&load[uint64_t{l.file} * gg.keynodes + l.a], &load[uint64_t{l.file} * gg.keynodes + l.b]};
     const int ncand = choices == 1 || l.a == l.b ? 1 : 2;
     bool fits[2];
     uint32_t free_slots[2];
     for (int c = 0; c < 2; ++c) {
-      fits[c] = *chains[c] < g.chain;
-      free_slots[c] = g.chain - *chains[c];
+      fits[c] = *chains[c] < gg.chain;
+      free_slots[c] = gg.chain - *chains[c];
     }
     const int dst = frs::store::LessLoaded(fits, free_slots, ncand);
     if (dst < 0) break;
