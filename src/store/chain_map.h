@@ -6,6 +6,7 @@
 // REQUIRES: the chain's lock held while building and using it.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -30,9 +31,9 @@ inline bool FieldsFit(const NodeHeader* h, uint32_t span) {
 // How many slots the node starting at slot `i` really covers. Nothing read
 // from the mapping is trusted: the header's span counts only when it is in
 // range, the state and key bytes fit it, the node's tag matches its
-// fingerprint and no slot it would cover is tagged as another node's start.
+// fingerprint and every other slot it covers is tagged as a continuation.
 // Otherwise the node is damaged, and its extent is its own slot plus the
-// untagged, non-free slots after it (at most kMaxSpan): damage never
+// continuation (or untagged, non-free) slots after it (at most kMaxSpan): damage never
 // reaches a neighbour that the tags vouch for, and a damaged node can be
 // cleared without touching anything else.
 struct NodeExtent {
@@ -47,10 +48,14 @@ inline NodeExtent ExtentAt(const uint8_t* slot0, const uint8_t* tags, uint32_t c
   const uint32_t span = SpanOf(h);
   bool ok = span >= 1 && span <= kMaxSpan && span <= chain - i && FieldsFit(h, span) &&
             (tag_is_its_own || tags[i] == TagOf(PlaceHashOf(h)));
-  for (uint32_t k = 1; ok && k < span; ++k) ok = tags[i + k] == 0;
+  for (uint32_t k = 1; ok && k < span; ++k) ok = tags[i + k] == kContTag;
   if (ok) return {span, false};
+  // Damaged: its own slot and the slots after it that claim to continue a
+  // node (or that carry no tag but are not free).
   uint32_t n = 1;
-  while (n < kMaxSpan && i + n < chain && tags[i + n] == 0 && !IsFree(HeaderAt(slot0 + uint64_t{i + n} * kSlotBytes)))
+  while (n < kMaxSpan && i + n < chain &&
+         (tags[i + n] == kContTag ||
+          (tags[i + n] == 0 && !IsFree(HeaderAt(slot0 + uint64_t{i + n} * kSlotBytes)))))
     ++n;
   return {n, true};
 }
@@ -86,25 +91,55 @@ struct ChainMap {
   uint32_t n = 0;
   uint8_t start[64];     // for each slot: first slot of the node covering it, or kFree
   uint64_t damaged = 0;  // bit s: the node starting at s is damaged (see ExtentAt)
+  uint64_t free = 0;     // bit s: start[s] == kFree (placement searches runs in it)
+
+  void MarkFree(uint32_t s) {
+    start[s] = kFree;
+    free |= uint64_t{1} << s;
+  }
 
   // `slot0` points at the chain's first slot, `tags` at its tags.
   void Build(const uint8_t* slot0, const uint8_t* tags, uint32_t chain) {
     n = chain;
     damaged = 0;
+    free = 0;
     WalkChain(
         slot0, tags, chain, 0,
         [&](uint32_t i, NodeExtent e) {
           if (e.damaged) damaged |= uint64_t{1} << i;
           for (uint32_t k = 0; k < e.span; ++k) start[i + k] = static_cast<uint8_t>(i);
         },
-        [&](uint32_t i) { start[i] = kFree; });
+        [&](uint32_t i) { MarkFree(i); });
+  }
+  // The same from the tags alone (format.h ChainHead): 64 bytes instead of
+  // every node header. Nothing is validated: what placement then writes
+  // over or clears is checked first (a run's slots must read free, a node
+  // its extent: ExtentAt), and a run that does not read free sends it back
+  // to Build. A continuation tag with no node before it is a node of its
+  // own, marked damaged.
+  void FromTags(const uint8_t* tags, uint32_t chain) {
+    n = chain;
+    damaged = 0;
+    free = 0;
+    uint8_t cur = kFree;
+    uint32_t cur_span = 0;
+    for (uint32_t i = 0; i < chain; ++i) {
+      const uint8_t t = tags[i];
+      if (t == 0) {
+        MarkFree(i);
+        cur = kFree;
+      } else if (t == kContTag && cur != kFree && cur_span < kMaxSpan) {
+        start[i] = cur;
+        ++cur_span;
+      } else {
+        if (t == kContTag) damaged |= uint64_t{1} << i;
+        start[i] = cur = static_cast<uint8_t>(i);
+        cur_span = 1;
+      }
+    }
   }
   bool IsDamaged(uint32_t s) const { return (damaged >> s) & 1; }
-  uint32_t FreeSlots() const {
-    uint32_t f = 0;
-    for (uint32_t i = 0; i < n; ++i) f += start[i] == kFree;
-    return f;
-  }
+  uint32_t FreeSlots() const { return static_cast<uint32_t>(std::popcount(free)); }
   bool IsNodeStart(uint32_t i) const { return start[i] == i; }
   uint32_t SpanOf(uint32_t s) const {
     uint32_t k = s;

@@ -190,13 +190,16 @@ inline uint8_t NextHeat(uint8_t heat, uint32_t last_s, uint32_t now_s) {
 // Eviction cost: the last second of use, then the heat within it.
 inline uint64_t RecencyOf(const NodeHeader* h) { return uint64_t{h->last_access_s} << 8 | HeatOf(h); }
 
-// ChainHead. A key-node's head: the chain's 64-bit lock word (os/shm_lock.h), then tags[chain]: for the first
-// slot of each node a one-byte digest of its fingerprint (never 0), 0 for free
-// and continuation slots. A lookup reads the head (one cache line with the
-// lock) and touches only the slots whose tag matches, instead of walking the
-// chain's lines one miss after another. Tags are written with the node, under
-// the lock and journaled like slots; readers may peek at them without the lock
-// as a hint, confirmed under the lock.
+// ChainHead. A key-node group's head: the group's 64-bit lock word
+// (os/shm_lock.h), then tags[chain]: for the first slot of each node a
+// one-byte digest of its fingerprint (1..254), kContTag for the node's other
+// slots, 0 for free slots. A lookup reads the head and touches only the
+// slots whose tag matches, instead of walking the chain's lines one miss
+// after another; placement reads which slots are free, and how long each
+// node is, from the tags alone (ChainMap::FromTags), so an insert into a
+// group of 64 slots reads 64 bytes instead of 64 node headers. Tags are
+// written with the node, under the lock and journaled like slots; readers
+// may peek at them without the lock as a hint, confirmed under the lock.
 inline constexpr uint32_t kHeadLockBytes = 8;
 inline constexpr uint32_t HeadBytes(uint32_t chain) {
   uint32_t b = 16;
@@ -204,11 +207,12 @@ inline constexpr uint32_t HeadBytes(uint32_t chain) {
   return b;
 }
 static_assert(HeadBytes(8) == 16 && HeadBytes(56) == 64 && HeadBytes(60) == 128 && HeadBytes(64) == 128);
+inline constexpr uint8_t kContTag = 0xFF;  // a node's second and later slots
 inline uint8_t TagOf(uint64_t place_hash) {
   // The place hash's (store/identity.h) low byte: the file and key-nodes
-  // come from its other bits (placement.h).
-  uint8_t t = static_cast<uint8_t>(place_hash);
-  return t ? t : 1;
+  // come from its other bits (placement.h). 0 and kContTag are taken.
+  const uint8_t t = static_cast<uint8_t>(place_hash);
+  return t == 0 ? 1 : t == kContTag ? kContTag - 1 : t;
 }
 // Journal records with a slot number of kTagsRecord + c hold a chain's tags
 // [32c, 32c + 32), not a slot (Txn::Save of kTagsRecord saves them all).

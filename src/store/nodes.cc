@@ -18,10 +18,12 @@ static_assert(std::endian::native == std::endian::little);
 
 namespace {
 
-// Whether a node's tags already read `tag` at its first slot and 0 after.
+// Whether a node's tags already read `tag` at its first slot and kContTag
+// after (a cleared node: 0 at every slot).
 bool TagsAre(const uint8_t* tags, uint32_t slot, uint32_t span, uint8_t tag) {
   bool same = tags[slot] == tag;
-  for (uint32_t k = 1; same && k < span; ++k) same = tags[slot + k] == 0;
+  const uint8_t cont = tag == 0 ? 0 : kContTag;
+  for (uint32_t k = 1; same && k < span; ++k) same = tags[slot + k] == cont;
   return same;
 }
 
@@ -68,7 +70,7 @@ void StoreImpl::SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, ui
   uint8_t* tags = f->tags(keynode);
   if (TagsAre(tags, slot, span, tag)) return;
   StoreTag(tags + slot, tag);
-  for (uint32_t k = 1; k < span; ++k) StoreTag(tags + slot + k, 0);
+  for (uint32_t k = 1; k < span; ++k) StoreTag(tags + slot + k, tag == 0 ? 0 : kContTag);
 }
 
 bool StoreImpl::ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {

@@ -10,6 +10,7 @@
 //                    oldest (last second of use, then heat)
 // A batch's pinned nodes are never reclaimed, moved or evicted.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -31,29 +32,28 @@ namespace {
 // instead, nodes of 3 slots left holes of 1 and 2 between them and a group
 // filled to 80 % instead of 97 % before the first live eviction.
 int FreeRunIn(const ChainMap& m, uint32_t need, uint32_t home = 0) {
+  uint64_t f = m.free;
+  if (f == 0) return -1;
+  if (need == 1) {
+    const uint64_t after = home < 64 ? f & (~uint64_t{0} << home) : 0;
+    return std::countr_zero(after ? after : f);
+  }
   int best = -1;
   uint32_t best_len = UINT32_MAX;
   bool best_after_home = false;
-  for (uint32_t i = 0; i < m.n;) {
-    if (m.start[i] != ChainMap::kFree) {
-      ++i;
-      continue;
-    }
-    uint32_t len = 0;
-    while (i + len < m.n && m.start[i + len] == ChainMap::kFree) ++len;
+  while (f != 0) {
+    const uint32_t i = static_cast<uint32_t>(std::countr_zero(f));
+    const uint64_t rest = f >> i;  // bit 0 set: the run starts here
+    const uint32_t len = ~rest == 0 ? 64 - i : static_cast<uint32_t>(std::countr_one(rest));
     if (len >= need) {
-      // The run's first slot at or after home, if it reaches there.
-      uint32_t at = i;
-      if (need == 1 && i < home && home < i + len) at = home;
-      const bool after_home = at >= home;
-      const uint32_t fit = need == 1 ? 1 : len;  // a one-slot node fits any run as well
-      if (fit < best_len || (fit == best_len && after_home && !best_after_home)) {
-        best = static_cast<int>(at);
-        best_len = fit;
+      const bool after_home = i >= home;
+      if (len < best_len || (len == best_len && after_home && !best_after_home)) {
+        best = static_cast<int>(i);
+        best_len = len;
         best_after_home = after_home;
       }
     }
-    i += len;
+    f = i + len >= 64 ? 0 : f & (~uint64_t{0} << (i + len));
   }
   return best;
 }
@@ -78,10 +78,47 @@ class StoreImpl::Placer {
     homes_[0] = loc.home_a;
     homes_[1] = loc.home_b;
     ncand_ = loc.a == loc.b ? 1 : 2;
-    for (int c = 0; c < ncand_; ++c) maps_[c].Build(f->slot(cands_[c], 0), f->tags(cands_[c]), s->geo_.chain);
+    for (int c = 0; c < ncand_; ++c) maps_[c].FromTags(f->tags(cands_[c]), s->geo_.chain);
   }
 
-  Placement FreeRun() {
+  // Each step decides on the maps the tags give (ChainMap::FromTags), then
+  // checks the slots it is about to write over (Confirmed): a free slot
+  // whose header does not read free is damage the tags do not show, and the
+  // step runs again on maps built from the node headers (Build), which
+  // count such a slot as a damaged node's.
+  Placement FreeRun() { return Checked([this] { return FreeRunStep(); }); }
+  Placement ReclaimStale() { return Checked([this] { return ReclaimStaleStep(); }); }
+  Placement EvictLru() { return Checked([this] { return EvictLruStep(); }); }
+  // One resident moved to its other key-node's group (it checks the slots
+  // it moves into itself).
+  Placement Cuckoo() { return CuckooStep(); }
+
+ private:
+  // A step's answer: its placement, or that a slot it chose is not free.
+  static constexpr uint32_t kUnconfirmed = UINT32_MAX;
+  template <class Step>
+  Placement Checked(Step&& step) {
+    Placement p = step();
+    if (p.keynode != kUnconfirmed || exact_) return p;
+    exact_ = true;
+    for (int c = 0; c < ncand_; ++c) maps_[c].Build(f_->slot(cands_[c], 0), f_->tags(cands_[c]), s_->geo_.chain);
+    return step();
+  }
+  static Placement Unconfirmed() {
+    Placement p;
+    p.keynode = kUnconfirmed;
+    return p;
+  }
+  // Whether every slot of [s, s + n) in chain `keynode` that a map says is
+  // free reads free in its header too (maps from Build are so by making).
+  bool Confirmed(const ChainMap& m, uint32_t keynode, uint32_t s, uint32_t n) const {
+    if (exact_) return true;
+    for (uint32_t k = s; k < s + n; ++k)
+      if (m.start[k] == ChainMap::kFree && !IsFree(HeaderAt(f_->slot(keynode, k)))) return false;
+    return true;
+  }
+
+  Placement FreeRunStep() {
     int runs[2] = {-1, -1};
     bool fits[2] = {false, false};
     uint32_t free_slots[2] = {0, 0};
@@ -92,10 +129,11 @@ class StoreImpl::Placer {
     }
     const int best = LessLoaded(fits, free_slots, ncand_);
     if (best < 0) return {};
+    if (!Confirmed(maps_[best], cands_[best], static_cast<uint32_t>(runs[best]), span_)) return Unconfirmed();
     return {cands_[best], static_cast<uint32_t>(runs[best]), true};
   }
 
-  Placement ReclaimStale() {
+  Placement ReclaimStaleStep() {
     for (int c = 0; c < ncand_; ++c) {
       for (uint32_t s = 0; s + span_ <= maps_[c].n; ++s) {
         bool ok = true;
@@ -119,7 +157,7 @@ class StoreImpl::Placer {
         if (m.start[s] != s || m.IsDamaged(s) || Pinned(cands_[c], s)) continue;
         const uint32_t nspan = m.SpanOf(s);
         ChainMap without = m;
-        for (uint32_t k = s; k < s + nspan; ++k) without.start[k] = ChainMap::kFree;
+        for (uint32_t k = s; k < s + nspan; ++k) without.MarkFree(k);
         const int here = FreeRunIn(without, span_, homes_[c]);
         if (here < 0) continue;
         const NodeHeader* h = HeaderAt(f_->slot(cands_[c], s));
@@ -132,10 +170,13 @@ class StoreImpl::Placer {
           if (!locks_.TryLock(other)) continue;  // never wait here: the order of locks is not ours to choose
           locked_here = true;
         }
+        // Moved only as its header describes it, into slots that read free.
+        const NodeExtent e = ExtentAt(f_->slot(cands_[c], 0), f_->tags(cands_[c]), chain, s);
         ChainMap om;
-        om.Build(f_->slot(other, 0), f_->tags(other), chain);
-        const int dest = FreeRunIn(om, nspan, other == nl.b ? nl.home_b : nl.home_a);
-        if (dest < 0) {
+        om.FromTags(f_->tags(other), chain);
+        const int dest = e.damaged || e.span != nspan ? -1 : FreeRunIn(om, nspan, other == nl.b ? nl.home_b : nl.home_a);
+        if (dest < 0 || !Confirmed(om, other, static_cast<uint32_t>(dest), nspan) ||
+            !Confirmed(m, cands_[c], static_cast<uint32_t>(here), span_)) {
           if (locked_here) locks_.Unlock(other);
           continue;
         }
@@ -149,7 +190,7 @@ class StoreImpl::Placer {
     return {};
   }
 
-  Placement EvictLru() {
+  Placement EvictLruStep() {
     int ev_c = -1;
     uint32_t ev_s = 0;
     uint64_t ev_cost = UINT64_MAX;
@@ -178,7 +219,6 @@ class StoreImpl::Placer {
     return EvictWindow(ev_c, ev_s);
   }
 
- private:
   bool Stale(int c, uint32_t slot) const { return IsStale(HeaderAt(f_->slot(cands_[c], slot)), now_s_, *live_); }
   bool Pinned(uint32_t keynode, uint32_t slot) const {
     if (!pins_) return false;
@@ -195,6 +235,7 @@ class StoreImpl::Placer {
   // counting each as a stale or a live eviction; the window is the placement.
   Placement EvictWindow(int c, uint32_t s) {
     const ChainMap& m = maps_[c];
+    if (!Confirmed(m, cands_[c], s, span_)) return Unconfirmed();
     uint8_t last = ChainMap::kFree;
     for (uint32_t k = s; k < s + span_; ++k) {
       if (m.start[k] == ChainMap::kFree || m.start[k] == last) continue;
@@ -237,6 +278,7 @@ class StoreImpl::Placer {
   uint32_t cands_[2];
   uint32_t homes_[2];
   int ncand_;
+  bool exact_ = false;  // maps_ built from the node headers
   ChainMap maps_[2];
 };
 
@@ -245,7 +287,7 @@ StoreImpl::Placement StoreImpl::Place_locked(StoreFile* f, Txn& txn, const Locat
   Placer p(this, f, txn, locks, loc, span, now_s, pins, r);
   if (Placement pl = p.FreeRun(); pl.ok) return pl;
   if (Placement pl = p.ReclaimStale(); pl.ok || pl.journal_full) return pl;
-  if (Placement pl = p.CuckooStep(); pl.ok || pl.journal_full) return pl;
+  if (Placement pl = p.Cuckoo(); pl.ok || pl.journal_full) return pl;
   return p.EvictLru();
 }
 

@@ -159,8 +159,12 @@ class StoreImpl final : public Store {
   bool PeekTag(StoreFile* f, uint32_t keynode, uint8_t tag) const {
     return AnyTagged(f->tags(keynode), geo_.chain, tag);
   }
-  // The tags of a node's slots: `tag` at its first, 0 at the others (tag 0:
-  // free). SaveTags_locked journals the key-node's tags when they would
+  // The same for the tag word of slot `home` alone.
+  bool HomeTagged(StoreFile* f, uint32_t keynode, uint32_t home, uint8_t tag) const {
+    return TagWordMatches(f->tags(keynode), home / 8, geo_.chain, tag) != 0;
+  }
+  // The tags of a node's slots: `tag` at its first, kContTag at the others
+  // (tag 0 at every slot: free). SaveTags_locked journals the key-node's tags when they would
   // change (false: the journal refused); SetTags_locked then writes them.
   [[nodiscard]] bool SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
                                      uint8_t tag);

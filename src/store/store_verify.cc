@@ -142,7 +142,9 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
   for (uint32_t s = 0; s < geo_.chain; ++s) {
     // A damaged node was reported above (and, repairing, cleared with its tags).
     if (m.IsNodeStart(s) && m.IsDamaged(s)) continue;
-    const uint8_t want = m.IsNodeStart(s) ? TagOf(PlaceHashOf(HeaderAt(f->slot(k, s)))) : 0;
+    const uint8_t want = m.IsNodeStart(s)                  ? TagOf(PlaceHashOf(HeaderAt(f->slot(k, s))))
+                         : m.start[s] != ChainMap::kFree ? kContTag
+                                                         : 0;
     if (tags[s] == want) continue;
     rep->problems.push_back(slot_at(s) + "lookup tag disagrees with the node header");
     if (repair && journaled(slot_at(s), txn.Save(k, kTagsRecord))) {

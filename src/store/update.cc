@@ -46,7 +46,10 @@ StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const N
   __builtin_prefetch(f->lock(loc.a), 1, 3);
   if (!one_chain) __builtin_prefetch(f->lock(loc.b), 1, 3);
   if (!one_chain) {
-    if (PeekTag(f, loc.b, nk.tag) && !PeekTag(f, loc.a, nk.tag)) {
+    // Most nodes live in their own chain of A (placement.h LessLoaded): a
+    // match in that one tag word sends the lookup to A without reading the
+    // rest of either group's tags.
+    if (!HomeTagged(f, loc.a, loc.home_a, nk.tag) && PeekTag(f, loc.b, nk.tag) && !PeekTag(f, loc.a, nk.tag)) {
       locks.Lock(loc.b);
       Pos pos;
       if (FindInChain_locked(f, loc.b, loc.home_b, nk, &pos)) return pos;
@@ -104,8 +107,14 @@ StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const L
     }
     if (fits) {
       if (span < node.old_span) {
-        if (!txn.SaveRange(pos.keynode, pos.slot + span, node.old_span - span)) return WriteBack::kJournalFull;
+        // The slots it gives back become free: zeroed, and their
+        // continuation tags cleared.
+        const uint32_t freed = node.old_span - span;
+        if (!txn.SaveRange(pos.keynode, pos.slot + span, freed) ||
+            !SaveTags_locked(f, txn, pos.keynode, pos.slot + span, freed, 0))
+          return WriteBack::kJournalFull;
         for (uint32_t k = span; k < node.old_span; ++k) std::memset(f->slot(pos.keynode, pos.slot + k), 0, kSlotBytes);
+        SetTags_locked(f, pos.keynode, pos.slot + span, freed, 0);
       }
       if (!WriteNode_locked(f, txn, pos.keynode, pos.slot, img, pos.keynode != loc.a)) return WriteBack::kJournalFull;
       txn.slots += static_cast<int64_t>(span) - node.old_span;

@@ -521,7 +521,9 @@ std::vector<Key> CrowdedKeys(Store* s, int present) {
 
 TEST(StoreRead, ReadEachSeesEveryNodeAsUpdateLeftItAndChangesNone) {
   TempDir d;
-  auto s = MustOpen(Opts(d.path(), 2, 32, 4));  // two key-node groups of 64 slots per file
+  // 34 key-nodes of 4 slots: 17 groups of two per file (8 slots each), so
+  // that groups fill up and nodes go to their alternate.
+  auto s = MustOpen(Opts(d.path(), 2, 34, 4));
   const int kPresent = 40;
   std::vector<Key> keys = CrowdedKeys(s.get(), kPresent);
   for (int i = 0; i < 9; ++i) keys.push_back(MakeKey(1, "absent" + std::to_string(i)));
@@ -602,10 +604,10 @@ TEST(StoreRead, AReadOnlyStoreRefusesReadEachAsItRefusesUpdate) {
   TempDir d;
   std::vector<Key> keys;
   {
-    auto s = MustOpen(Opts(d.path(), 2, 32, 4));
+    auto s = MustOpen(Opts(d.path(), 2, 34, 4));
     keys = CrowdedKeys(s.get(), 30);
   }
-  StoreOptions o = Opts(d.path(), 2, 32, 4);
+  StoreOptions o = Opts(d.path(), 2, 34, 4);
   o.read_only = true;
   auto s = MustOpen(o);
   const Status alone = s->Update(keys[0].ref(), 4, 5000, [](NodeRef&) { return Commit::kNone; });

@@ -1,7 +1,7 @@
 // frsbench: benchmarks of the counter store (docs/benchmarks.md has the
 // figures and the commands that made them).
 //
-//   frsbench store --procs P --keys K --seconds S [--dir D] [--files F --keynodes N --chain L]
+//   frsbench store --procs P --keys K --seconds S [--dir D] [--files F --keynodes N --chain L] [--state-bytes B]
 //       Pre-fills K keys with a 16-byte state (one fixed-window rule: window
 //       start, count, debt), forks P processes that each run read-modify-write
 //       updates (Store::Update incrementing the count, as an acquire does) on
@@ -179,6 +179,12 @@ struct StoreArgs {
   uint32_t files = 2;
   uint32_t keynodes = 0;  // 0: sized for keys / 0.85
   uint32_t chain = 8;
+  // Bytes of state per key: 16 is one fixed rule (a compact node, 1 slot);
+  // more makes a general node of NodeSlots(state_bytes) slots, as a biz of
+  // more rules or a sliding window keeps (48: an ad cap of sliding max 3
+  // plus a daily calendar, or a sliding window of max 10: 3 slots). The
+  // fixed-window counter is the state's first 16 bytes either way.
+  uint32_t state_bytes = 16;
   uint64_t seed = 42;
   bool keep = false;
   bool verify = true;
@@ -212,15 +218,22 @@ int RunStore(const StoreArgs& a) {
   if (a.procs < 1 || a.procs > 64) Die("--procs must be 1..64");
   if (a.keys < 1 || a.keys > (uint64_t{1} << 32)) Die("--keys must be 1..2^32");
   if (a.chain < 1 || a.chain > 64) Die("--chain must be 1..64");
+  if (a.state_bytes < 16 || a.state_bytes > frs::kMaxStateBytes)
+    Die("--state-bytes must be 16.." + std::to_string(frs::kMaxStateBytes));
+  const uint32_t slots_per_key = a.state_bytes == 16 ? 1 : frs::NodeSlots(a.state_bytes, 0);
   StoreGeometry g;
   g.files = a.files;
   g.chain = a.chain;
   if (a.keynodes) {
     g.keynodes = a.keynodes;
   } else {
-    uint64_t slots = static_cast<uint64_t>(std::ceil(static_cast<double>(a.keys) / 0.85));
+    uint64_t slots = static_cast<uint64_t>(std::ceil(static_cast<double>(a.keys) * slots_per_key / 0.85));
     uint64_t per = uint64_t{g.files} * g.chain;
-    g.keynodes = static_cast<uint32_t>(std::max<uint64_t>(1, (slots + per - 1) / per));
+    // A whole number of key-node groups of 64 slots (frs/store.h
+    // KeynodeGroup): a count with no such divisor would make groups of
+    // fewer key-nodes, or of one.
+    const uint64_t unit = std::max<uint32_t>(1, 64 / g.chain);
+    g.keynodes = static_cast<uint32_t>(std::max<uint64_t>(unit, (slots + per * unit - 1) / (per * unit) * unit));
   }
 
   std::unique_ptr<TempDir> tmp;
@@ -245,7 +258,7 @@ int RunStore(const StoreArgs& a) {
   for (uint64_t i = 0; i < a.keys; ++i) {
     std::string_view k = key_at(i);
     frs::KeyRef ref{kBiz, frs::FingerprintOf(kBiz, k), k, static_cast<uint8_t>(k.size())};
-    frs::Status s = store->Update(ref, sizeof(FixedWindowState), now0, [&](NodeRef& n) {
+    frs::Status s = store->Update(ref, a.state_bytes, now0, [&](NodeRef& n) {
       auto* st = reinterpret_cast<FixedWindowState*>(n.state);
       if (!n.exists) {
         st->tag = FixedTag(kWindowS);
@@ -317,7 +330,7 @@ int RunStore(const StoreArgs& a) {
       auto one = [&](size_t i) {
         std::string_view k = key_of(i);
         frs::KeyRef ref{kBiz, frs::FingerprintOf(kBiz, k), k, static_cast<uint8_t>(k.size())};
-        frs::Status s = ws->Update(ref, sizeof(FixedWindowState), now_s, acquire);
+        frs::Status s = ws->Update(ref, a.state_bytes, now_s, acquire);
         if (__builtin_expect(!s.ok(), 0)) {
           if (me.errors++ == 0) std::snprintf(me.error, sizeof me.error, "%s", s.ToString().c_str());
         }
@@ -452,7 +465,7 @@ int RunStore(const StoreArgs& a) {
       .Int("chain", g.chain)
       .Int("slots", g.slots())
       .Int("key_bytes", kKeyWidth)
-      .Int("state_bytes", sizeof(FixedWindowState))
+      .Int("state_bytes", a.state_bytes)
       .Num("prefill_s", prefill_s, 3)
       .Int("prefill_errors", prefill_errors)
       .Int("evictions_live", filled.total.evictions_live - before.total.evictions_live)
@@ -631,6 +644,9 @@ int main(int argc, char** argv) {
   st->add_option("--keynodes", keynodes,
                  "key-nodes per file (throughput default: slots >= keys / 0.85; --fill default: 65536)");
   st->add_option("--chain", chain, "slots per conflict chain")->capture_default_str();
+  st->add_option("--state-bytes", sa.state_bytes,
+                 "state bytes per key: 16 a one-rule compact node, 48 a 3-slot node (an ad cap, a sliding window of max 10)")
+      ->capture_default_str();
   st->add_flag("--fill", fill, "fill an empty store until the first live eviction");
   st->add_flag("--all", all, "with --fill: chains 4, 8 and 16, one line each");
   st->add_option("--repeat", fa.repeat, "with --fill: runs per chain length (median reported)")->capture_default_str();
