@@ -239,8 +239,8 @@ class Parser {
                                     std::to_string(TokenBucket::kMaxAheadMs / 86400000 / 365) +
                                     " a bucket can hold: lower burst or interval, or raise max");
     }
-    spec->bytes = BlockBytes(spec->algo, spec->max);
-    spec->tag = MakeTag(spec->algo, spec->interval, spec->bytes);
+    spec->bytes = BlockBytes(spec->algo, spec->max, spec->interval);
+    spec->tag = BlockTag(spec->algo, spec->max, spec->interval);
     return Status::OK();
   }
 

@@ -9,14 +9,19 @@
 
 namespace frs::limit {
 
-uint32_t BlockBytes(Algo algo, int64_t max) {
+uint32_t BlockBytes(Algo algo, int64_t max, uint32_t interval) {
   switch (algo) {
     case Algo::kFixed: return FixedWindow::kBytes;
     case Algo::kCalendar: return CalendarWindow::kBytes;
-    case Algo::kSliding: return SlidingWindow::Bytes(max);
+    case Algo::kSliding: return SlidingWindow::Bytes(max, interval);
     case Algo::kTokenBucket: return TokenBucket::kBytes;
   }
   return kBlockUnit;
+}
+
+uint32_t BlockTag(Algo algo, int64_t max, uint32_t interval) {
+  return MakeTag(algo, interval, BlockBytes(algo, max, interval),
+                 algo == Algo::kSliding && SlidingWindow::Narrow(max, interval));
 }
 
 int64_t MostEverGranted(const RuleSpec& spec) {

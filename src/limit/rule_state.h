@@ -59,17 +59,26 @@ struct Now {
   }
 };
 
-inline uint32_t MakeTag(Algo algo, uint32_t interval, uint32_t bytes) {
-  return interval | static_cast<uint32_t>(algo) << 25 | (bytes / kBlockUnit) << 27;
+// Tag bits: 0..24 interval, 25..26 algo, 27..30 length in kBlockUnit
+// units, 31 a sliding block whose exact uses are 16-bit offsets from a base
+// second (SlidingWindow: the narrow form, interval below 65,536 s). The
+// block says its own form, so a block of either form is read as what it is
+// whatever the rule now asks for (a rule change, a store of format 4).
+inline constexpr uint32_t kNarrowTag = 1u << 31;
+inline uint32_t MakeTag(Algo algo, uint32_t interval, uint32_t bytes, bool narrow = false) {
+  return interval | static_cast<uint32_t>(algo) << 25 | (bytes / kBlockUnit) << 27 | (narrow ? kNarrowTag : 0);
 }
 inline Algo TagAlgo(uint32_t tag) { return static_cast<Algo>((tag >> 25) & 3); }
 inline uint32_t TagInterval(uint32_t tag) { return tag & ((1u << 25) - 1); }
-inline uint32_t TagBytes(uint32_t tag) { return (tag >> 27) * kBlockUnit; }
+inline uint32_t TagBytes(uint32_t tag) { return ((tag >> 27) & 15) * kBlockUnit; }
+inline bool TagNarrow(uint32_t tag) { return (tag & kNarrowTag) != 0; }
 // The (algo, interval) identity of a rule state, without its length.
 inline uint32_t TagIdentity(uint32_t tag) { return tag & ((1u << 27) - 1); }
 
-// The block length a rule needs (depends on algo and, for sliding, on max).
-uint32_t BlockBytes(Algo algo, int64_t max);
+// The block length a rule needs (depends on algo and, for sliding, on max
+// and interval), and its tag.
+uint32_t BlockBytes(Algo algo, int64_t max, uint32_t interval);
+uint32_t BlockTag(Algo algo, int64_t max, uint32_t interval);
 
 // Little-endian loads and stores at byte offsets of a block.
 inline uint32_t Load32(const uint8_t* p) {

@@ -6,13 +6,35 @@
 namespace frs::limit {
 namespace {
 
-// Exact layout: [tag][used][ts 0 .. used-1], oldest first.
+// Exact layouts, oldest first (sliding_window.h):
+//   wide    [tag][used][ts 0 .. used-1]
+//   narrow  [tag][base][u16 off 0 .. max-1]: ts = base + off, 0xFFFF none
+constexpr uint32_t kNoUse = 0xFFFF;
+inline uint16_t Load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+inline void Store16(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
 struct ExactView {
   int64_t used = 0;
   uint32_t ts[SlidingWindow::kExactMax];
 
+  // `bytes`: the block's room; its own tag says its form and length.
   static ExactView Load(const uint8_t* b, uint32_t bytes) {
     ExactView v;
+    const uint32_t tag = Load32(b);
+    if (tag != 0 && TagBytes(tag) >= 16) bytes = std::min(bytes, TagBytes(tag));
+    if (TagNarrow(tag)) {
+      const uint32_t base = Load32(b + 4);
+      const int64_t cap = std::min<int64_t>((bytes - 8) / 2, SlidingWindow::kExactMax);
+      while (v.used < cap) {
+        const uint32_t off = Load16(b + 8 + 2 * v.used);
+        if (off == kNoUse) break;
+        v.ts[v.used++] = base + off;
+      }
+      return v;
+    }
     int64_t cap = (bytes - 8) / 4;
     v.used = std::min<int64_t>({Load32(b + 4), cap, SlidingWindow::kExactMax});
     for (int64_t i = 0; i < v.used; ++i) v.ts[i] = Load32(b + 8 + 4 * i);
@@ -21,6 +43,19 @@ struct ExactView {
   void Store(uint8_t* b, uint32_t tag, uint32_t bytes) const {
     std::memset(b, 0, bytes);
     Store32(b, tag);
+    if (TagNarrow(tag)) {
+      // Uses more than 65,534 s older than the newest are out of every
+      // narrow window (interval below 65,536) and are not kept.
+      int64_t first = 0;
+      while (first < used && int64_t{ts[used - 1]} - ts[first] > 65534) ++first;
+      const int64_t cap = (bytes - 8) / 2;
+      const int64_t n = std::min(used - first, cap);
+      first = used - n;
+      const uint32_t base = n > 0 ? ts[first] : 0;
+      Store32(b + 4, base);
+      for (int64_t i = 0; i < cap; ++i) Store16(b + 8 + 2 * i, i < n ? ts[first + i] - base : kNoUse);
+      return;
+    }
     Store32(b + 4, static_cast<uint32_t>(used));
     for (int64_t i = 0; i < used; ++i) Store32(b + 8 + 4 * i, ts[i]);
   }
@@ -152,9 +187,9 @@ Counted CountAt(const RuleSpec& spec, const uint8_t* block, int64_t t, int64_t n
 
 }  // namespace
 
-uint32_t SlidingWindow::Bytes(int64_t max) {
+uint32_t SlidingWindow::Bytes(int64_t max, uint32_t interval) {
   if (!Exact(max)) return kApproxBytes;
-  uint32_t raw = 8 + 4 * static_cast<uint32_t>(max);
+  const uint32_t raw = 8 + (Narrow(max, interval) ? 2 : 4) * static_cast<uint32_t>(max);
   return (raw + kBlockUnit - 1) / kBlockUnit * kBlockUnit;
 }
 

@@ -3,9 +3,16 @@
 //
 // Exact for max <= kExactMax: the block keeps the timestamps (unix s,
 // ascending) of the last `max` counted uses, enough to decide exactly (when
-// fewer than `max` are in the window, every use in it is kept). Block: tag,
-// used, then max timestamps, rounded up to 16 bytes: 16 bytes for max 1..2,
-// 96 for max 22.
+// fewer than `max` are in the window, every use in it is kept). Two forms,
+// each rounded up to 16 bytes:
+//   - narrow, for intervals below 65,536 s (a day is 86,400: an hour, ten
+//     minutes, a login limit are narrow): tag, the oldest kept use, then
+//     max 16-bit offsets from it (0xFFFF: none). 16 bytes for max 1..4, 32
+//     for 5..12, 48 for 13..20, 64 for 21..22. Every use it keeps is in the
+//     window of the newest, so the offsets are below the interval.
+//   - wide, for longer intervals: tag, used, then max 32-bit timestamps: 16
+//     bytes for max 1..2, 96 for max 22.
+// The tag says which (rule_state.h kNarrowTag).
 //
 // Above it, a bucketed approximation: kBuckets ring counters of width
 // w = ceil(I / (kBuckets - 1)) seconds, aligned to unix time. A use is
@@ -30,7 +37,8 @@ struct SlidingWindow {
   static_assert(kApproxBytes % kBlockUnit == 0 && kApproxBytes <= kMaxBlockBytes);
 
   static bool Exact(int64_t max) { return max <= kExactMax; }
-  static uint32_t Bytes(int64_t max);
+  static bool Narrow(int64_t max, uint32_t interval) { return Exact(max) && interval < 65536; }
+  static uint32_t Bytes(int64_t max, uint32_t interval);
   static bool BytesAreExact(uint32_t bytes) { return bytes < kApproxBytes; }
   static uint32_t BucketWidth(uint32_t interval) { return (interval + kBuckets - 2) / (kBuckets - 1); }
 

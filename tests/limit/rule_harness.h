@@ -19,8 +19,8 @@ class RuleHarness {
     spec_.max = max;
     spec_.borrow = borrow;
     spec_.burst = burst > 0 ? burst : max;
-    spec_.bytes = BlockBytes(algo, max);
-    spec_.tag = MakeTag(algo, interval, spec_.bytes);
+    spec_.bytes = BlockBytes(algo, max, interval);
+    spec_.tag = BlockTag(algo, max, interval);
     block_.assign(spec_.bytes, 0);
   }
 
@@ -56,8 +56,8 @@ class RuleHarness {
     next.max = max;
     next.borrow = borrow;
     next.burst = burst > 0 ? burst : max;
-    next.bytes = BlockBytes(next.algo, max);
-    next.tag = MakeTag(next.algo, next.interval, next.bytes);
+    next.bytes = BlockBytes(next.algo, max, next.interval);
+    next.tag = BlockTag(next.algo, max, next.interval);
     std::vector<uint8_t> converted(next.bytes, 0);
     if (Load32(block_.data()) != 0) ConvertBlock(next, block_, converted.data(), At(ms));
     spec_ = next;

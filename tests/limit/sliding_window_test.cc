@@ -14,12 +14,60 @@ using testing::kDay0;
 using testing::RuleHarness;
 
 TEST(SlidingWindow, BlockSizes) {
-  EXPECT_EQ(SlidingWindow::Bytes(1), 16u);
-  EXPECT_EQ(SlidingWindow::Bytes(2), 16u);
-  EXPECT_EQ(SlidingWindow::Bytes(3), 32u);
-  EXPECT_EQ(SlidingWindow::Bytes(22), 96u);
-  EXPECT_EQ(SlidingWindow::Bytes(23), 112u);
-  EXPECT_EQ(SlidingWindow::Bytes(1000000), 112u);
+  // Wide (intervals of 65,536 s and more): 32-bit timestamps.
+  EXPECT_EQ(SlidingWindow::Bytes(1, 86400), 16u);
+  EXPECT_EQ(SlidingWindow::Bytes(2, 86400), 16u);
+  EXPECT_EQ(SlidingWindow::Bytes(3, 86400), 32u);
+  EXPECT_EQ(SlidingWindow::Bytes(22, 65536), 96u);
+  // Narrow (shorter intervals): 16-bit offsets, half the bytes per use.
+  EXPECT_EQ(SlidingWindow::Bytes(3, 3600), 16u);
+  EXPECT_EQ(SlidingWindow::Bytes(4, 65535), 16u);
+  EXPECT_EQ(SlidingWindow::Bytes(10, 3600), 32u);
+  EXPECT_EQ(SlidingWindow::Bytes(22, 60), 64u);
+  // Bucketed above kExactMax, whatever the interval.
+  EXPECT_EQ(SlidingWindow::Bytes(23, 60), 112u);
+  EXPECT_EQ(SlidingWindow::Bytes(1000000, 86400), 112u);
+}
+
+// The narrow form keeps every use exactly, up to its interval's end, at the
+// edge of what 16 bits hold (65,535 s).
+TEST(SlidingWindow, TheNarrowFormIsExactToTheSecondAtItsLongestInterval) {
+  RuleHarness h(Algo::kSliding, 65535, 3);
+  const int64_t t0 = kDay0;
+  EXPECT_TRUE(h.Acquire(t0 * 1000).allowed);
+  EXPECT_TRUE(h.Acquire((t0 + 30000) * 1000).allowed);
+  EXPECT_TRUE(h.Acquire((t0 + 65534) * 1000).allowed);
+  const RuleResult full = h.Acquire((t0 + 65534) * 1000 + 999);
+  EXPECT_FALSE(full.allowed);
+  EXPECT_EQ(full.retry_after, 1);  // the first use leaves at t0 + 65535
+  EXPECT_TRUE(h.Acquire((t0 + 65535) * 1000).allowed);
+  EXPECT_FALSE(h.Acquire((t0 + 65535) * 1000).allowed);
+  EXPECT_EQ(h.Expire((t0 + 65535) * 1000), t0 + 65535 + 65535);
+  EXPECT_TRUE(h.Acquire((t0 + 30000 + 65535) * 1000).allowed);
+}
+
+// A block of the wide form (what a format-4 store or an older export holds
+// for a short interval) is read as wide and rewritten narrow, keeping every
+// use: its tag says its form.
+TEST(SlidingWindow, AWideBlockOfAShortIntervalIsReadAndConvertedKeepingItsUses) {
+  RuleHarness h(Algo::kSliding, 3600, 10);
+  RuleSpec wide = h.spec();
+  wide.bytes = 48;  // 8 + 4 * 10, as format 4 laid it out
+  wide.tag = MakeTag(Algo::kSliding, 3600, wide.bytes);
+  std::vector<uint8_t> old(wide.bytes, 0);
+  const int64_t t0 = kDay0;
+  for (int i = 0; i < 7; ++i) Record(wide, old.data(), h.At((t0 + 100 * i) * 1000), 1);
+  ASSERT_FALSE(TagNarrow(Load32(old.data())));
+  std::vector<uint8_t> now(h.spec().bytes, 0);
+  ASSERT_EQ(now.size(), 32u);
+  ASSERT_TRUE(ConvertBlock(h.spec(), old, now.data(), h.At((t0 + 700) * 1000)));
+  ASSERT_TRUE(TagNarrow(Load32(now.data())));
+  RuleResult r;
+  Evaluate(h.spec(), now.data(), h.At((t0 + 700) * 1000), 1, &r);
+  EXPECT_EQ(r.count, 7);
+  Evaluate(h.spec(), now.data(), h.At((t0 + 3600) * 1000), 1, &r);
+  EXPECT_EQ(r.count, 6) << "the use at t0 left the window at t0 + 3600, each other one stays to the second";
+  EXPECT_EQ(ExpireS(h.spec(), now.data(), h.At((t0 + 700) * 1000)), t0 + 600 + 3600);
 }
 
 TEST(SlidingWindow, AUseCountsForExactlyIntervalSeconds) {
