@@ -12,6 +12,7 @@
 
 #include "store/format.h"
 #include "store/identity.h"
+#include "store/node_check.h"
 
 namespace frs::store {
 
@@ -31,7 +32,8 @@ inline bool FieldsFit(const NodeHeader* h, uint32_t span) {
 // How many slots the node starting at slot `i` really covers. Nothing read
 // from the mapping is trusted: the header's span counts only when it is in
 // range, the state and key bytes fit it, the node's tag matches its
-// fingerprint and every other slot it covers is tagged as a continuation.
+// fingerprint, its check byte its contents (node_check.h), and every other
+// slot it covers is tagged as a continuation.
 // Otherwise the node is damaged, and its extent is its own slot plus the
 // continuation (or untagged, non-free) slots after it (at most kMaxSpan): damage never
 // reaches a neighbour that the tags vouch for, and a damaged node can be
@@ -47,7 +49,8 @@ inline NodeExtent ExtentAt(const uint8_t* slot0, const uint8_t* tags, uint32_t c
   const NodeHeader* h = HeaderAt(slot0 + uint64_t{i} * kSlotBytes);
   const uint32_t span = SpanOf(h);
   bool ok = span >= 1 && span <= kMaxSpan && span <= chain - i && FieldsFit(h, span) &&
-            (tag_is_its_own || tags[i] == TagOf(PlaceHashOf(h)));
+            (tag_is_its_own || tags[i] == TagOf(PlaceHashOf(h))) &&
+            ChecksOf(tags, chain)[i] == NodeCheck(slot0 + uint64_t{i} * kSlotBytes, span);
   for (uint32_t k = 1; ok && k < span; ++k) ok = tags[i + k] == kContTag;
   if (ok) return {span, false};
   // Damaged: its own slot and the slots after it that claim to continue a

@@ -55,14 +55,26 @@ inline StoreGeometry GroupGeometry(const StoreGeometry& g) {
   return StoreGeometry{g.files, g.keynodes / n, g.chain * n};
 }
 // Journal records of a chain's tags: one per 32 tags (a record's image).
+// The check bytes after them are not journaled (store/node_check.h).
 inline constexpr uint32_t TagRecords(uint32_t chain) { return (chain + kSlotBytes - 1) / kSlotBytes; }
-inline constexpr uint32_t UpdateJournalCapacity(uint32_t chain) { return 3 * (chain + TagRecords(chain)); }
+//
+// Within a group of up to 64 slots the nodes bound it, not the chains: an
+// update clears its old node (16 slots at most), then either evicts the
+// nodes overlapping a window of its new span (16 + 2 x 15 slots) or moves
+// one node (16 slots saved where it was and 16 where it goes) and writes
+// the new one (16), each slot saved once: at most 5 x kMaxSpan slots, plus
+// the tags of three chains.
+inline constexpr uint32_t UpdateJournalCapacity(uint32_t chain) {
+  const uint32_t by_chains = 3 * (chain + TagRecords(chain));
+  const uint32_t by_nodes = 5 * kMaxSpan + 3 * TagRecords(chain);
+  return by_chains < by_nodes ? by_chains : by_nodes;
+}
 inline constexpr uint32_t BatchJournalCapacity(uint32_t chain) {
   // A node never spans more than its chain.
   const uint32_t span = chain < kMaxSpan ? chain : kMaxSpan;
   const uint32_t tags = TagRecords(chain);
   const uint32_t by_chains = 3 * static_cast<uint32_t>(Store::kMaxBatch) * (chain + tags);
-  const uint32_t by_nodes = 3 * (chain + tags) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (span + tags);
+  const uint32_t by_nodes = UpdateJournalCapacity(chain) + 2 * static_cast<uint32_t>(Store::kMaxBatch) * (span + tags);
   return by_chains < by_nodes ? by_chains : by_nodes;
 }
 inline constexpr uint32_t JournalCapacity(uint32_t chain, uint32_t entry) {
@@ -200,13 +212,22 @@ inline uint64_t RecencyOf(const NodeHeader* h) { return uint64_t{h->last_access_
 // group of 64 slots reads 64 bytes instead of 64 node headers. Tags are
 // written with the node, under the lock and journaled like slots; readers
 // may peek at them without the lock as a hint, confirmed under the lock.
+//
+// After the tags, checks[chain]: each node's check byte at its first slot
+// (store/node_check.h), 0 elsewhere. A head is a power of two of 16 to 64
+// bytes, or whole cache lines beyond: 32 bytes for a chain of 8, 192 for a
+// group of 64 slots (the lock word and 56 tags in its first line).
 inline constexpr uint32_t kHeadLockBytes = 8;
 inline constexpr uint32_t HeadBytes(uint32_t chain) {
+  const uint32_t need = kHeadLockBytes + 2 * chain;
+  if (need > 64) return (need + 63) / 64 * 64;
   uint32_t b = 16;
-  while (b < kHeadLockBytes + chain) b *= 2;
+  while (b < need) b *= 2;
   return b;
 }
-static_assert(HeadBytes(8) == 16 && HeadBytes(56) == 64 && HeadBytes(60) == 128 && HeadBytes(64) == 128);
+static_assert(HeadBytes(1) == 16 && HeadBytes(8) == 32 && HeadBytes(28) == 64 && HeadBytes(64) == 192);
+inline uint8_t* ChecksOf(uint8_t* tags, uint32_t chain) { return tags + chain; }
+inline const uint8_t* ChecksOf(const uint8_t* tags, uint32_t chain) { return tags + chain; }
 inline constexpr uint8_t kContTag = 0xFF;  // a node's second and later slots
 inline uint8_t TagOf(uint64_t place_hash) {
   // The place hash's (store/identity.h) low byte: the file and key-nodes

@@ -155,6 +155,9 @@ void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
     if (recs[i].slot >= geo_.chain) continue;
     std::memcpy(f->slot(recs[i].keynode, recs[i].slot), recs[i].image, kSlotBytes);
   }
+  // The check bytes of the nodes restored follow them again.
+  for (uint32_t i = 0; i < n; ++i)
+    if (recs[i].keynode < geo_.keynodes && recs[i].slot < geo_.chain) RecomputeCheck_locked(f, recs[i].keynode, recs[i].slot);
   std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_release);
   std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_release);
 }

@@ -68,9 +68,28 @@ bool StoreImpl::SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32
 
 void StoreImpl::SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
   uint8_t* tags = f->tags(keynode);
+  uint8_t* checks = ChecksOf(tags, geo_.chain);
+  // The node is written: its check follows from it (a cleared one has none).
+  const uint8_t check = tag == 0 ? 0 : NodeCheck(f->slot(keynode, slot), span);
+  if (checks[slot] != check) checks[slot] = check;
+  for (uint32_t k = 1; k < span; ++k)
+    if (checks[slot + k] != 0) checks[slot + k] = 0;
   if (TagsAre(tags, slot, span, tag)) return;
   StoreTag(tags + slot, tag);
   for (uint32_t k = 1; k < span; ++k) StoreTag(tags + slot + k, tag == 0 ? 0 : kContTag);
+}
+
+void StoreImpl::RecomputeCheck_locked(StoreFile* f, uint32_t keynode, uint32_t slot) {
+  const uint8_t* tags = f->tags(keynode);
+  uint8_t* checks = ChecksOf(f->tags(keynode), geo_.chain);
+  uint32_t s = slot;
+  while (s > 0 && tags[s] == kContTag) --s;
+  if (tags[s] == 0 || tags[s] == kContTag) {
+    if (tags[slot] == 0) checks[slot] = 0;  // a free slot again
+    return;
+  }
+  const uint32_t span = SpanOf(HeaderAt(f->slot(keynode, s)));
+  if (span >= 1 && span <= kMaxSpan && span <= geo_.chain - s) checks[s] = NodeCheck(f->slot(keynode, s), span);
 }
 
 bool StoreImpl::ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {

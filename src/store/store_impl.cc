@@ -116,10 +116,12 @@ void StoreImpl::Prefetch(const KeyRef& key, Prefetching what) const {
 }
 
 void StoreImpl::PrefetchHeads(const StoreFile* f, const Location& loc) const {
-  // A group's head may be two lines: the lock word's, and the one holding
-  // the tags of the key's own chain (scanned first).
+  // A group's head is up to three lines: the lock word's, the one holding
+  // the tags of the key's own chain (scanned first), and the one with its
+  // check bytes (read once a tag matches).
   __builtin_prefetch(f->lock(loc.a), 0, 3);
   __builtin_prefetch(f->tags(loc.a) + loc.home_a, 0, 3);
+  __builtin_prefetch(ChecksOf(f->tags(loc.a), geo_.chain) + loc.home_a, 0, 3);
   __builtin_prefetch(f->lock(loc.b), 0, 3);
   __builtin_prefetch(f->tags(loc.b) + loc.home_b, 0, 3);
 }

@@ -102,11 +102,11 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
     const uint32_t span = e.span;
     if (e.damaged) {
       bad = IsCompact(nh) ? "compact node of span " + std::to_string(SpanOf(nh)) +
-                                ", or its lookup tag, does not describe a node that fits here"
+                                ", or its lookup tag or check byte, does not describe a node that fits here"
                           : "span " + std::to_string(SpanOf(nh)) + ", state " + std::to_string(ExtOf(nh)->state_len) +
                                 " and key " + std::to_string(ExtOf(nh)->key_stored) + "/" +
                                 std::to_string(ExtOf(nh)->key_len) +
-                                " bytes, or its lookup tag, do not describe a node that fits here";
+                                " bytes, or its lookup tag or check byte, do not describe a node that fits here";
     } else {
       // Biz id 0 is no error: the engine keeps handoff receipts under it.
       const Location loc = Locate(PlaceHashOf(nh));

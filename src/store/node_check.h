@@ -1,0 +1,50 @@
+// store/node_check.h: a node's check byte, the redundancy that makes a
+// damaged byte anywhere in a node visible.
+//
+// Each node's check lives in its group's head, beside its tag (format.h
+// ChainHead). It covers every byte of the node that decides what the node
+// counts or whose it is: identity, biz, form and span, key form, expiry,
+// route, and the whole payload (a compact node's packed state; a general
+// node's lengths, state and key bytes, and the zeroed rest of its slots).
+// It leaves out the last access second and the heat, which a read rewrites
+// without a journal and which order eviction only.
+//
+// The check is the XOR of the covered bytes folded into one: changing any
+// one byte (or any bits within one byte) always changes it, so a node with
+// one damaged byte is never taken for intact (issue: a zeroed expiry byte
+// restarted a key, a flipped state byte locked one out). Damage spread over
+// several bytes goes unseen one time in 256.
+//
+// Checks are not journaled: they follow from the nodes, and undoing a dead
+// writer's journal recomputes them for the chains it restored.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "store/format.h"
+
+namespace frs::store {
+
+inline uint8_t NodeCheck(const uint8_t* node, uint32_t span) {
+  uint64_t w[3];
+  std::memcpy(w, node, sizeof w);
+  static_assert(offsetof(NodeHeader, heat_kind) == 11 && offsetof(NodeHeader, last_access_s) == 16);
+  // Byte 11: heat in bits 0..5 (left out), the key form in 6..7 (covered).
+  // Bytes 16..19: the last access (left out).
+  uint64_t x = w[0] ^ (w[1] & ~(uint64_t{kMaxHeat} << 24)) ^ (w[2] & ~uint64_t{0xFFFFFFFF});
+  const NodeHeader* h = reinterpret_cast<const NodeHeader*>(node);
+  const uint32_t end = IsCompact(h) ? kSlotBytes : std::clamp<uint32_t>(span, 1, kMaxSpan) * kSlotBytes;
+  for (uint32_t off = kNodeHeaderBytes; off < end; off += 8) {
+    uint64_t v;
+    std::memcpy(&v, node + off, 8);
+    x ^= v;
+  }
+  x ^= x >> 32;
+  x ^= x >> 16;
+  x ^= x >> 8;
+  return static_cast<uint8_t>(x) ^ 0xA5;  // a zeroed node does not check
+}
+
+}  // namespace frs::store
