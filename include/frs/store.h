@@ -104,6 +104,9 @@ struct StoreOptions {
   // be written, and so may see a chain that a writer elsewhere is changing
   // at that instant; every write is refused (Unavailable).
   bool read_only = false;
+  // How long a write waits for a writer entry when every entry of its file
+  // is held (Store::ReleaseIdleWriters) before it fails with Busy.
+  uint32_t writer_wait_ms = 5000;
   // Called (rarely) when a dead owner's lock is recovered; may be empty.
   std::function<void(const std::string& what)> on_recovery;
 };
@@ -237,6 +240,14 @@ class Store {
     (void)what;
   }
 
+  // Writer entries: each file has a table of them (an undo journal each). A
+  // thread keeps the entry it took between its writes; when every entry is
+  // held, a writer waits (StoreOptions::writer_wait_ms, then Busy), and holders hand theirs
+  // back at the end of their next write. A thread that may stop writing for
+  // long calls this from time to time (frsd's workers: once a second), so
+  // that a waiter is never kept waiting by an idle thread: it hands this
+  // thread's entries back when someone waits. Cheap when nobody does.
+  virtual void ReleaseIdleWriters() {}
   // Copies one node out; NotFound when absent.
   virtual Result<NodeInfo> Get(const KeyRef& key) = 0;
   virtual Status Erase(const KeyRef& key) = 0;

@@ -226,6 +226,8 @@ int Worker::Run(const sigset_t* wait_mask) {
         FRS_LOG("STORE FILE LOST: %s", fs.message().c_str());
         store_broken_logged_ = true;
       }
+      // An idle worker's writer entries go to whoever waits for one.
+      engine_->store()->ReleaseIdleWriters();
       if (getppid() != parent_ && !stopping_) {
         FRS_LOG("the master is gone; stopping");
         BeginShutdown(now);

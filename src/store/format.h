@@ -116,7 +116,9 @@ struct FileHeader {
   uint64_t cuckoo_moves;
   uint64_t lock_recoveries;
   uint64_t damaged_nodes;       // damaged nodes met (and ignored) by lookups and walks
-  uint64_t reserved1[1];
+  // Threads waiting for a writer entry of this file: while it is not 0,
+  // holders hand their entries back after each write (journal.cc).
+  uint64_t writer_waiters;
   // The lock held while a dead owner's journal is undone (own cache line).
   alignas(64) uint64_t recovery_lock;
   uint8_t pad1[kHeaderBytes - 384 - 8];

@@ -99,6 +99,7 @@ class StoreImpl::Txn {
       std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_release);
       std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_release);
       s_->UndoEntry(f_, w_);
+      if (!batch_entry_) s_->AfterWrite(f_, file_, w_);
     }
     w_ = nullptr;
     nodes = slots = evict_stale = evict_live = cuckoo = 0;
@@ -112,6 +113,7 @@ class StoreImpl::Txn {
       // Inactive entries are never looked at: these clear only for tidiness.
       std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
       std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_relaxed);
+      if (!batch_entry_) s_->AfterWrite(f_, file_, w_);
       w_ = nullptr;
     }
     FileHeader* h = f_->header();

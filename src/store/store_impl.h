@@ -78,6 +78,7 @@ class StoreImpl final : public Store {
   Status Flush(bool sync) override;
   Status Reserve() override;
   Result<uint32_t> RecoverDeadOwner(int32_t pid) override;
+  void ReleaseIdleWriters() override;
   Result<VerifyReport> Verify(bool repair) override;
   // See store/test_hooks.h.
   void SetTestHook(std::function<void(int)> hook) { hook_ = std::move(hook); }
@@ -123,13 +124,24 @@ class StoreImpl final : public Store {
   };
 
   // ---- the writer table and dead writers (journal.cc)
-  // This thread's writer entry of a file, claimed on first use (a dead
-  // thread's entry is recovered and reused when every entry is taken); null
-  // when all are held by live threads.
+  // This thread's writer entry of a file, claimed on first use and kept
+  // between writes; when every entry is held, dead holders' are recovered
+  // and live ones waited for (AfterWrite, ReleaseIdleWriters hand them
+  // back). Null when none came free within StoreOptions::writer_wait_ms.
   WriterEntryHeader* ClaimWriter(uint32_t file_index);
+  // The end of a transaction in this thread's entry of a file: the entry is
+  // handed back when someone waits for one (FileHeader::writer_waiters).
+  void AfterWrite(StoreFile* f, uint32_t file_index, WriterEntryHeader* w) {
+    if (std::atomic_ref<uint64_t>(f->header()->writer_waiters).load(std::memory_order_relaxed) != 0)
+      ReleaseWriter(file_index, w);
+  }
+  // Hands this thread's entry of a file back (it must be closed).
+  void ReleaseWriter(uint32_t file_index, WriterEntryHeader* w);
   // A batch entry of a file for one batch, claimed before any chain lock is
   // taken (it may wait for one); null when all stayed held by live threads.
   WriterEntryHeader* ClaimBatchWriter(uint32_t file_index);
+  // ClaimWriter's wait when every entry is held (journal.cc).
+  WriterEntryHeader* WaitForWriter(StoreFile* f, os::Owner self);
   void ReleaseBatchWriter(StoreFile* f, WriterEntryHeader* w);
   // Calls fn(index, owner, active) for each writer entry of `f` whose owner
   // is certainly dead.

@@ -631,9 +631,15 @@ namespace {
 // Every writer entry of a file held by a live thread: a further writer is
 // refused whole (never writes without an undo record), and gets an entry
 // again once a holder has died.
+// Threads that took an entry and then sit idle, never writing again nor
+// calling ReleaseIdleWriters: a 33rd writer waits writer_wait_ms and is
+// refused (Busy, naming the entries), nothing half done; once they are
+// gone their entries are taken.
 TEST(StoreContention, AllWriterEntriesHeldRefusesThenRecovers) {
   TempDir d;
-  auto s = Store::Open(Opts(d.path(), 1, 64, 4));
+  StoreOptions o = Opts(d.path(), 1, 64, 4);
+  o.writer_wait_ms = 200;
+  auto s = Store::Open(o);
   ASSERT_TRUE(s.ok());
   Store* store = s.value().get();
   const Key k = MakeKey(1, std::string("w"));
@@ -664,6 +670,77 @@ TEST(StoreContention, AllWriterEntriesHeldRefusesThenRecovers) {
   cv.notify_all();
   for (auto& th : holders) th.join();
   ASSERT_TRUE(Incr(store, k).ok());  // the dead threads' entries are reclaimed
+  EXPECT_EQ(CountOf(store, k), 33u);
+}
+
+// More writers than a file has writer entries (32), all writing at once:
+// every write succeeds, the entries handed from one to the next. Before, a
+// thread kept its entry for life, and with <workers>40</workers> 454 of
+// 2,400 updates were answered 503 for good.
+TEST(StoreContention, MoreWritersThanWriterEntriesAllSucceed) {
+  TempDir d;
+  auto s = Store::Open(Opts(d.path(), 1, 256, 8));
+  ASSERT_TRUE(s.ok());
+  Store* store = s.value().get();
+  constexpr int kThreads = 48, kEach = 100;
+  std::atomic<int> failed{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        Status st = Incr(store, MakeKey(1, "m" + std::to_string((t * 7 + i) % 64)));
+        if (!st.ok() && failed.fetch_add(1) == 0) ADD_FAILURE() << st.ToString();
+      }
+    });
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(failed.load(), 0);
+  uint64_t sum = 0;
+  for (int k = 0; k < 64; ++k) sum += CountOf(store, MakeKey(1, "m" + std::to_string(k)));
+  EXPECT_EQ(sum, uint64_t{kThreads} * kEach);
+}
+
+// An idle holder hands its entry to a waiter when it calls
+// ReleaseIdleWriters (frsd's workers do, once a second).
+TEST(StoreContention, AnIdleHolderHandsItsEntryToAWaiter) {
+  TempDir d;
+  auto s = Store::Open(Opts(d.path(), 1, 64, 4));
+  ASSERT_TRUE(s.ok());
+  Store* store = s.value().get();
+  const Key k = MakeKey(1, std::string("idle"));
+  std::mutex mu;
+  std::condition_variable cv;
+  int claimed = 0;
+  bool done = false;
+  std::vector<std::thread> holders;
+  for (int t = 0; t < 32; ++t)
+    holders.emplace_back([&] {
+      EXPECT_TRUE(Incr(store, k).ok());
+      std::unique_lock<std::mutex> l(mu);
+      ++claimed;
+      cv.notify_all();
+      // Idle: no more writes, only the idle loop's periodic call.
+      while (!cv.wait_for(l, std::chrono::milliseconds(10), [&] { return done; })) {
+        l.unlock();
+        store->ReleaseIdleWriters();
+        l.lock();
+      }
+    });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return claimed == 32; });
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status waited = Incr(store, k);
+  const auto waited_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(waited.ok()) << waited.ToString();
+  EXPECT_LT(waited_ms, 5000) << "it waited out writer_wait_ms";
+  {
+    std::lock_guard<std::mutex> l(mu);
+    done = true;
+  }
+  cv.notify_all();
+  for (auto& th : holders) th.join();
   EXPECT_EQ(CountOf(store, k), 33u);
 }
 
