@@ -22,6 +22,9 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
       return Status::Mismatch(path + ": store written on a machine of the other byte order");
     return Status::Corruption(path + ": bad magic, not an FRS store file");
   }
+  if (h.version == 4 && kFormatVersion == 5)
+    return Status::Mismatch(path + ": format version 4, this build reads version 5: run `frsctl upgrade` on the "
+                                   "stopped store (it keeps every count, expiry and daily statistic)");
   if (h.version != kFormatVersion)
     return Status::Mismatch(path + ": format version " + std::to_string(h.version) + ", this build reads version " +
                             std::to_string(kFormatVersion) + " (export with the old frsctl, import with the new)");

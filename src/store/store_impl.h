@@ -198,12 +198,6 @@ class StoreImpl final : public Store {
   // when the journal refused.
   [[nodiscard]] bool WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, NodeImage& img,
                                       bool alternate);
-  // A node's state as the caller sees it (a compact one unpacked), and the
-  // bytes the node holds.
-  static void ReadState_locked(const uint8_t* p, uint8_t* state, uint32_t state_bytes, uint32_t* stored_bytes);
-  // The key bytes a node keeps (a short key from its identity); returns how
-  // many, and the full key's length (0: unknown) in *key_len.
-  static uint32_t ReadKey_locked(const uint8_t* p, uint8_t* key, uint8_t* key_len);
   // Journals, then clears the node at (keynode, slot): the extent its tags
   // vouch for, so a damaged node never takes a neighbour with it. False
   // (nothing cleared) when the journal refused.

@@ -12,6 +12,7 @@
 
 #include "store/chain_lock.h"
 #include "store/journal.h"
+#include "store/node_codec.h"
 #include "store/store_impl.h"
 
 namespace frs::store {
@@ -75,7 +76,7 @@ void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos,
   const NodeHeader* h = HeaderAt(p);
   ref->exists = true;
   ref->expire_s = h->expire_s;
-  ReadState_locked(p, state, state_bytes, &ref->stored_state_bytes);
+  ReadNodeState(p, state, state_bytes, &ref->stored_state_bytes);
   out->old_span = pos.span;  // measured by FindInChain_locked, under this lock
   out->heat = NextHeat(HeatOf(h), h->last_access_s, now_s);
   out->route = {h->route_pos, (h->form & kRouteKnown) != 0};
@@ -83,7 +84,7 @@ void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos,
     // An import by fingerprint: keep the key bytes the node already has.
     uint8_t key_len = 0;
     out->keep_key = true;
-    out->key_stored = ReadKey_locked(p, out->kept_key, &key_len);
+    out->key_stored = ReadNodeKey(p, out->kept_key, &key_len);
   }
 }
 

@@ -1331,3 +1331,54 @@ TEST(StoreForm, AOneRuleNodeIsCompactUnlessItsStateCannotPack) {
 
 }  // namespace
 }  // namespace frs
+
+namespace frs {
+namespace {
+
+// Every rule shape at its own size (store format 5): nodes of 1, 2, 3 and 5
+// slots, alone and mixed, fill a store of 2 x 256 x 8 slots (key-node
+// groups of 64) past 85 % before the first live eviction. In format 4 (the
+// node confined to one chain of 8) nodes of 3 slots were evicted from a
+// third full and nodes of 5 from 8 %.
+TEST(StoreFill, EveryNodeSizeFillsPast85PercentBeforeALiveEviction) {
+  // General nodes: 28 header bytes plus the state (frs/store.h NodeSlots).
+  struct Shape {
+    const char* what;
+    std::vector<uint32_t> state_bytes;  // dealt round robin
+  };
+  const Shape shapes[] = {
+      {"1 slot (4-byte state)", {4}},
+      {"2 slots (an ad cap, a sliding window of max 10)", {36}},
+      {"3 slots", {60}},
+      {"5 slots (a bucketed sliding window)", {132}},
+      {"a mix of 1, 2, 3 and 5 slots", {4, 36, 60, 132}},
+  };
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(sh.what);
+    TempDir d;
+    auto s = MustOpen(Opts(d.path(), 2, 256, 8));
+    const uint64_t slots = s->Stats().slots;
+    uint64_t keys = 0;
+    for (;; ++keys) {
+      ASSERT_LT(keys, slots) << "no live eviction with a key per slot";
+      const uint32_t bytes = sh.state_bytes[keys % sh.state_bytes.size()];
+      UpdateResult r;
+      ASSERT_TRUE(s->Update(MakeKey(1, "fill" + std::to_string(keys)).ref(), bytes, 1000, [](NodeRef& n) {
+        n.state[0] = 1;
+        n.expire_s = 0;
+        return Commit::kWrite;
+      }, &r).ok());
+      if (r.evicted_live) break;
+    }
+    // Occupancy just before the eviction: the slots in use minus the new
+    // node's, plus the evicted one's (the same size alone; roughly so mixed).
+    const double occupancy = static_cast<double>(s->Stats().total.slots_used) / static_cast<double>(slots);
+    std::printf("%s: first live eviction at %.1f %% of the slots (%llu keys)\n", sh.what, 100 * occupancy,
+                static_cast<unsigned long long>(keys));
+    EXPECT_GE(occupancy, 0.85);
+    ExpectClean(s.get());
+  }
+}
+
+}  // namespace
+}  // namespace frs

@@ -64,8 +64,11 @@ struct OwnerArgs {
   bool is_key = false;  // apply the key's {hash tag} rule first
 };
 struct GrowArgs {
-  uint32_t keynodes = 0;
+  uint32_t keynodes = 0;          // 0 (upgrade only): the store's own
   uint32_t files = 0, chain = 0;  // 0: the store's own
+  // `frsctl upgrade`: a store of the format before this build's (4) is
+  // copied into one of this format, its geometry kept unless given.
+  bool upgrade = false;
 };
 
 Result<int> RunStat(Session& s, const StatArgs& a);

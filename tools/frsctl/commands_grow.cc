@@ -42,6 +42,7 @@
 #include "json_out.h"
 #include "os/stop_request.h"
 #include "store/format.h"
+#include "store/format4_reader.h"
 #include "store/store_check.h"
 #include "store/store_file.h"
 #include "store_users.h"
@@ -104,8 +105,18 @@ std::string ResolveDir(const std::string& dir) {
 
 // The geometry the store's files say they have (not srv.xml's: the operator
 // may have edited srv.xml already).
-Result<StoreGeometry> GeometryOnDisk(const std::string& dir) {
+// A store of the format before this build's (4) is `frsctl upgrade`'s to
+// read: *format4 says so, and its geometry comes from its header (checked
+// whole by store::OpenFormat4).
+Result<StoreGeometry> GeometryOnDisk(const std::string& dir, bool* format4) {
   const std::string path = store::StoreFile::PathFor(dir, 0);
+  *format4 = false;
+  if (Result<uint32_t> v = store::FormatVersionOf(path); v.ok() && v.value() == store::kPreviousFormatVersion) {
+    Result<std::unique_ptr<Store>> old = store::OpenFormat4(dir);
+    if (!old.ok()) return old.status();
+    *format4 = true;
+    return old.value()->geometry();
+  }
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound(dir + ": no store here (" + path + " is missing)");
@@ -393,7 +404,8 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   const std::string dir = ResolveDir(s.cfg.store_dir);
   const std::string build = dir + kBuildSuffix;
 
-  Result<StoreGeometry> on_disk = GeometryOnDisk(dir);
+  bool format4 = false;
+  Result<StoreGeometry> on_disk = GeometryOnDisk(dir, &format4);
   {
     // Killed between the two renames of Swap's fallback: the old store is in
     // DIR.grow-old, the new one (checked) in DIR.grow-new, and DIR is missing,
@@ -410,11 +422,15 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   }
   if (!on_disk.ok()) return on_disk.status();
   const StoreGeometry from = on_disk.value();
-  const StoreGeometry to{a.files ? a.files : from.files, a.keynodes, a.chain ? a.chain : from.chain};
+  if (a.upgrade && !format4)
+    return Status::InvalidArgument(dir + " is a store of format " + std::to_string(store::kFormatVersion) +
+                                   " already: nothing to upgrade");
+  const StoreGeometry to{a.files ? a.files : from.files, a.keynodes ? a.keynodes : from.keynodes,
+                         a.chain ? a.chain : from.chain};
   if (to.files < 1 || to.files > 256) return Status::InvalidArgument("--files must be 1..256");
   if (to.keynodes < 1 || to.keynodes > (1u << 26)) return Status::InvalidArgument("--keynodes must be 1..67108864");
   if (to.chain < 1 || to.chain > 64) return Status::InvalidArgument("--chain must be 1..64");
-  if (to == from)
+  if (to == from && !format4)
     return Status::InvalidArgument(dir + " already has the geometry " + Geo(to) +
                                    " (files x keynodes x chain): give --keynodes, --files or --chain of another one");
 
@@ -452,7 +468,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   oo.geometry = from;
   oo.create_if_missing = false;
   oo.read_only = true;
-  Result<std::unique_ptr<Store>> old_r = Store::Open(oo);
+  Result<std::unique_ptr<Store>> old_r = format4 ? store::OpenFormat4(dir) : Store::Open(oo);
   if (!old_r.ok()) return old_r.status();
   std::unique_ptr<Store> old = std::move(old_r).value();
   Result<Store::VerifyReport> before = old->Verify(false);
@@ -463,10 +479,11 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   Result<Survey> survey = SurveyNodes(*old, now);
   if (!survey.ok()) return survey.status();
   const Survey& sv = survey.value();
-  if (sv.max_span > to.chain)
-    return Status::InvalidArgument("--chain " + std::to_string(to.chain) + " is too short: " + sv.max_span_node +
-                                   " takes " + std::to_string(sv.max_span) + " slots; give --chain " +
-                                   std::to_string(sv.max_span) + " or more");
+  if (sv.max_span > GroupSlots(to))
+    return Status::InvalidArgument("--chain " + std::to_string(to.chain) + " and --keynodes " +
+                                   std::to_string(to.keynodes) + " make key-node groups of " +
+                                   std::to_string(GroupSlots(to)) + " slots, too few: " + sv.max_span_node +
+                                   " takes " + std::to_string(sv.max_span) + " slots");
   if (sv.live_slots > to.slots())
     return Status::InvalidArgument(
         "cannot shrink " + dir + " to " + Geo(to) + " = " + Grouped(to.slots()) + " slots: it holds " +
@@ -559,6 +576,8 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     JsonOut j;
     j.Begin();
     j.Key("store_dir").Str(dir);
+    j.Key("format_from").Uint(format4 ? store::kPreviousFormatVersion : store::kFormatVersion);
+    j.Key("format_to").Uint(store::kFormatVersion);
     auto geo = [&](const char* key, const StoreGeometry& g) {
       j.Key(key).Begin();
       j.Key("files").Uint(g.files).Key("keynodes").Uint(g.keynodes).Key("chain").Uint(g.chain);
@@ -586,8 +605,13 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     std::printf("%s\n", j.str().c_str());
   } else {
     for (const std::string& r : removed) std::printf("removed %s, left by an interrupted grow\n", r.c_str());
-    std::printf("grew %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n", dir.c_str(), Geo(from).c_str(),
-                Geo(to).c_str(), Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
+    if (format4)
+      std::printf("upgraded %s from store format %u to %u, %s (files x key-nodes x chain): %s -> %s slots\n",
+                  dir.c_str(), store::kPreviousFormatVersion, store::kFormatVersion, Geo(to).c_str(),
+                  Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
+    else
+      std::printf("grew %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n", dir.c_str(),
+                  Geo(from).c_str(), Geo(to).c_str(), Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
     Table t;
     t.Row({"nodes", Grouped(kept) + " (each checked: state, expiry, last use)"});
     if (check->dropped_expired)

@@ -229,6 +229,14 @@ int main(int argc, char** argv) {
   commands.back().app->add_option("--chain", grow.chain, "slots per chain of the new geometry (default: the store's)")
       ->check(CLI::Range(1u, 64u));
 
+  frs::ctl::GrowArgs upgrade;
+  upgrade.upgrade = true;
+  add("upgrade",
+      "move a stopped store of format 4 (frsd 0.2) to this build's format 5, keeping every node (state, expiry, "
+      "last use) and the daily statistics; a kill at any point leaves the old store or the new one, whole",
+      Needs::kConfig)
+      .run = [&](Session& s) { return RunGrow(s, upgrade); };
+
   // Commands that only read work on a store this user cannot write.
   for (Command& c : commands) {
     const std::string& n = c.app->get_name();

@@ -1,0 +1,242 @@
+// frsctl upgrade: a store of format 4, made by frsd and frsctl 0.2.0
+// (fixtures/format4, make.sh says how), is refused by this build naming the
+// command; `frsctl upgrade` moves it to format 5 keeping every node (state,
+// expiry, last use, route) and the daily statistics; a writer's unfinished
+// write is read as its undo leaves it; and an upgrade killed at any instant
+// leaves the old store or the new one whole.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "ctl_runner.h"
+#include "json_in.h"
+#include "store/format.h"
+#include "store/format4_reader.h"
+
+extern char** environ;
+
+namespace frs::ctl {
+namespace {
+
+namespace fs = std::filesystem;
+using ctl_test::CtlRun;
+using ctl_test::ReadFile;
+
+const std::string kFixture = std::string(FIXTURES_DIR) + "/format4";
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < s.size()) {
+    const size_t nl = s.find('\n', at);
+    out.push_back(s.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return out;
+}
+
+class UpgradeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::copy_file(kFixture + "/map.xml", dir_ / "map.xml");
+    std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen host=\"127.0.0.1\" port=\"0\"/><workers>1</workers>\n"
+                                       "  <map>map.xml</map>\n  <store dir=\"data\" files=\"2\" keynodes=\"64\" "
+                                       "chain=\"8\"/>\n  <timezone>UTC</timezone>\n  <pidfile>frsd.pid</pidfile>\n</frs>\n";
+    Unpack(dir_ / "data");
+  }
+
+  static void Unpack(const std::string& to) {
+    fs::create_directories(to);
+    for (const char* f : {"frs.0.store", "frs.1.store", "stats.frs"}) {
+      const std::string cmd = "gzip -dc '" + kFixture + "/" + f + ".gz' > '" + to + "/" + f + "'";
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    }
+  }
+
+  CtlRun Ctl(const std::vector<std::string>& args) { return ctl_test::RunCtl(dir_.path(), dir_ / "srv.xml", args); }
+
+  JsonValue Parse(const std::string& text) {
+    Result<JsonValue> v = ParseJson(text);
+    EXPECT_TRUE(v.ok()) << v.status().message() << " in: " << text;
+    return v.ok() ? v.value() : JsonValue{};
+  }
+
+  // fp_lo -> the export line's fields an upgrade keeps.
+  std::map<std::string, std::string> Export(const std::string& text) {
+    std::map<std::string, std::string> out;
+    for (const std::string& l : Lines(text)) {
+      if (l.empty()) continue;
+      JsonValue v = Parse(l);
+      std::string rules;
+      for (const JsonValue& r : v.Find("rules")->items) rules += r.Find("algo")->text + ":" + r.Find("state")->text + " ";
+      out[v.Find("fp_lo")->text] = std::to_string(static_cast<int64_t>(v.Find("biz")->number)) + " " +
+                                   v.Find("key")->text + " expire " +
+                                   std::to_string(static_cast<int64_t>(v.Find("expire_s")->number)) + " last " +
+                                   std::to_string(static_cast<int64_t>(v.Find("last_access_s")->number)) + " route " +
+                                   std::to_string(static_cast<int64_t>(v.Find("route_pos")->number)) + " " + rules;
+    }
+    return out;
+  }
+
+  // biz -> its days' request, allowed, denied and new-key counts.
+  std::map<std::string, std::string> Days(const std::string& stat_json) {
+    std::map<std::string, std::string> out;
+    JsonValue v = Parse(stat_json);
+    for (const JsonValue& b : v.Find("bizzes")->items) {
+      std::string days;
+      for (const JsonValue& d : b.Find("days")->items)
+        for (const char* k : {"date", "requests", "allowed", "denied", "new_keys"}) {
+          const JsonValue* f = d.Find(k);
+          days += f->text.empty() ? std::to_string(static_cast<int64_t>(f->number)) + " " : f->text + " ";
+        }
+      out[b.Find("name")->text] = days;
+    }
+    return out;
+  }
+
+  // The upgraded store holds what 0.2.0 exported, node for node, and its
+  // daily statistics.
+  void ExpectTheFixture() {
+    CtlRun r = Ctl({"export"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto want = Export(ReadFile(kFixture + "/export.jsonl"));
+    ASSERT_EQ(want.size(), 72u);
+    EXPECT_EQ(Export(r.out), want);
+    r = Ctl({"stat", "--json"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(Days(r.out), Days(ReadFile(kFixture + "/stat.json")));
+    r = Ctl({"verify"});
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(UpgradeTest, AFormat4StoreIsRefusedNamingTheCommandThenUpgradedWhole) {
+  CtlRun r = Ctl({"stat"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("format version 4, this build reads version 5: run `frsctl upgrade`"), std::string::npos)
+      << r.err;
+
+  r = Ctl({"upgrade", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue j = Parse(r.out);
+  EXPECT_EQ(j.Find("format_from")->number, 4);
+  EXPECT_EQ(j.Find("format_to")->number, 5);
+  EXPECT_EQ(j.Find("nodes")->number, 72);
+  EXPECT_TRUE(j.Find("srv_xml_matches")->boolean) << "the geometry is kept";
+  EXPECT_EQ(store::FormatVersionOf(dir_ / "data/frs.0.store").value(), store::kFormatVersion);
+  ExpectTheFixture();
+
+  r = Ctl({"upgrade"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("format 5 already"), std::string::npos) << r.err;
+}
+
+// A writer killed in the middle of a write left its journal open: the
+// upgrade reads the chain as the writer's next locker would have restored
+// it, not as the torn write left it.
+TEST_F(UpgradeTest, AnUnfinishedWriteIsReadAsItsUndoLeavesIt) {
+  // Where a node lives in the format-4 file, and its bytes.
+  Result<std::unique_ptr<Store>> old = store::OpenFormat4(dir_ / "data");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  NodeInfo victim;
+  ASSERT_TRUE(old.value()->ForEach(Store::Filter{}, [&](const NodeInfo& n) {
+    if (n.file == 0 && victim.span == 0 && !n.compact) victim = n;
+  }).ok());
+  ASSERT_GT(victim.span, 0u) << "the fixture has a general node in file 0";
+  old.value().reset();
+  const std::string path = dir_ / "data/frs.0.store";
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  store::FileHeader h{};
+  ASSERT_EQ(::pread(fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+  const uint64_t at = h.chains_offset + (uint64_t{victim.keynode} * h.chain + victim.slot) * kSlotBytes;
+  store::JournalRecord rec{};
+  rec.keynode = victim.keynode;
+  rec.slot = victim.slot + 1;  // the node's second slot: its state
+  ASSERT_EQ(::pread(fd, rec.image, kSlotBytes, static_cast<off_t>(at + kSlotBytes)), kSlotBytes);
+  // The torn write: the state's bytes half overwritten.
+  const uint8_t torn[8] = {0xde, 0xad, 0xbe, 0xef, 0xde, 0xad, 0xbe, 0xef};
+  ASSERT_EQ(::pwrite(fd, torn, sizeof torn, static_cast<off_t>(at + kSlotBytes)), 8);
+  // Its journal: writer entry 3, owned by a thread that is gone, active.
+  store::WriterEntryHeader w{};
+  w.owner = 0x7fff0001;
+  w.active = 1;
+  w.count = 1;
+  const uint64_t entry = h.writers_offset + 3 * uint64_t{h.writer_entry_bytes};
+  ASSERT_EQ(::pwrite(fd, &w, sizeof w, static_cast<off_t>(entry)), static_cast<ssize_t>(sizeof w));
+  ASSERT_EQ(::pwrite(fd, &rec, sizeof rec, static_cast<off_t>(entry + sizeof w)), static_cast<ssize_t>(sizeof rec));
+  ::close(fd);
+
+  CtlRun r = Ctl({"upgrade"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ExpectTheFixture();
+}
+
+// Spawns frsctl upgrade and SIGKILLs it after `delay`.
+void UpgradeKilledAfter(const std::string& config, std::chrono::microseconds delay) {
+  std::string ctl = FRSCTL_PATH;
+  std::string cfg = config;
+  char* argv[] = {ctl.data(), const_cast<char*>("-c"), cfg.data(), const_cast<char*>("upgrade"), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, ctl.c_str(), &fa, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  std::this_thread::sleep_for(delay);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+TEST_F(UpgradeTest, AKillAtAnyInstantLeavesTheOldOrTheNewStoreWhole) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(Ctl({"upgrade"}).rc, 0);
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  int old_whole = 0, new_whole = 0;
+  constexpr int kKills = 12;
+  for (int k = 0; k <= kKills; ++k) {
+    SCOPED_TRACE("kill " + std::to_string(k));
+    fs::remove_all(dir_ / "data");
+    for (const auto& e : fs::directory_iterator(dir_.path()))
+      if (e.path().filename().string().rfind("data.grow", 0) == 0) fs::remove_all(e.path());
+    Unpack(dir_ / "data");
+    UpgradeKilledAfter(dir_ / "srv.xml", k == kKills ? took * 4 : took * k / kKills);
+    Result<uint32_t> v = store::FormatVersionOf(dir_ / "data/frs.0.store");
+    ASSERT_TRUE(v.ok()) << v.status().message();
+    if (v.value() == store::kPreviousFormatVersion) {
+      ++old_whole;
+      // The old store, whole: upgrading it now gives the fixture.
+      CtlRun r = Ctl({"upgrade"});
+      ASSERT_EQ(r.rc, 0) << r.err;
+    } else {
+      ASSERT_EQ(v.value(), store::kFormatVersion);
+      ++new_whole;
+    }
+    ExpectTheFixture();
+    if (HasFatalFailure()) return;
+  }
+  std::printf("upgrade took %lld us; of %d kills, %d left the old store, %d the new\n",
+              static_cast<long long>(took.count()), kKills + 1, old_whole, new_whole);
+  EXPECT_GT(new_whole, 0);
+}
+
+}  // namespace
+}  // namespace frs::ctl
