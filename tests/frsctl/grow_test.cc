@@ -294,10 +294,11 @@ TEST_F(GrowTest, ShrinksWhileTheLiveNodesFitAndRefusesBelowThem) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("cannot shrink"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("live nodes"), std::string::npos) << r.err;
-  // A chain shorter than the widest node.
-  r = Ctl({"grow", "--keynodes", "4096", "--chain", "1"});
+  // Key-node groups smaller than the widest node: 4,099 key-nodes (a prime)
+  // group one by one, so a chain of 1 is a group of 1 slot.
+  r = Ctl({"grow", "--keynodes", "4099", "--chain", "1"});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("--chain 1 is too short"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("make key-node groups of 1 slots, too few"), std::string::npos) << r.err;
   EXPECT_EQ(OnDisk(dir_ / "data"), from_);
   EXPECT_TRUE(Leftovers().empty());
   ExpectSame(before, Take());
