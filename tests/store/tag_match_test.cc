@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -27,7 +28,8 @@ TEST(StoreTagMatch, FindsExactlyTheSlotsTheByteLoopFinds) {
   const uint8_t palette[] = {0, 1, 2, 0x7f, 0x80, 0x81, 0xfe, 0xff};
   for (uint32_t chain = 1; chain <= 64; ++chain) {
     const uint32_t head = HeadBytes(chain);
-    alignas(64) uint8_t buf[128];
+    alignas(64) uint8_t buf[256];
+    ASSERT_LE(head, sizeof buf);
     for (int round = 0; round < 200; ++round) {
       const uint8_t tag = palette[rng() % std::size(palette)] | 1;  // a tag is never 0
       for (uint32_t i = 0; i < head; ++i) buf[i] = palette[rng() % std::size(palette)];
@@ -43,6 +45,23 @@ TEST(StoreTagMatch, FindsExactlyTheSlotsTheByteLoopFinds) {
       const std::vector<uint32_t> want = ByteLoop(tags, chain, tag);
       ASSERT_EQ(got, want) << "chain " << chain << " tag " << int{tag};
       EXPECT_EQ(AnyTagged(tags, chain, tag), !want.empty());
+      // From a key's own chain in its group: the same slots, that chain's
+      // tag word first.
+      const uint32_t home = rng() % chain;
+      std::vector<uint32_t> from;
+      ForEachTaggedFrom(tags, chain, home, tag, [&](uint32_t i) {
+        from.push_back(i);
+        return false;
+      });
+      std::vector<uint32_t> sorted = from;
+      std::sort(sorted.begin(), sorted.end());
+      ASSERT_EQ(sorted, want) << "chain " << chain << " home " << home;
+      if (!from.empty() && !want.empty()) {
+        const auto first_home = std::find_if(want.begin(), want.end(), [&](uint32_t i) { return i / 8 == home / 8; });
+        if (first_home != want.end()) {
+          EXPECT_EQ(from.front(), *first_home) << "its own tag word is scanned first";
+        }
+      }
     }
   }
 }
