@@ -16,7 +16,7 @@
 namespace frs::store {
 
 // The chain locks one operation holds in one file, released on destruction.
-class StoreImpl::LockSet {
+class LockSet {
  public:
   LockSet(StoreImpl* s, StoreFile* f) : s_(s), f_(f) {}
   ~LockSet() { UnlockAll(); }

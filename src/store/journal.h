@@ -32,7 +32,7 @@
 namespace frs::store {
 
 // A critical section's undo journal in this thread's writer entry of a file.
-class StoreImpl::Txn {
+class Txn {
  public:
   // `batch_entry`: a batch entry the caller claimed for this transaction
   // (ClaimBatchWriter); null: this thread's own writer entry.
@@ -162,7 +162,7 @@ class StoreImpl::Txn {
 // A batch entry of one file, held for one batch. REQUIRES: declared before
 // the batch's LockSets and Txns, so that it is handed back after they roll
 // back or commit and unlock.
-class StoreImpl::BatchWriterClaim {
+class BatchWriterClaim {
  public:
   BatchWriterClaim() = default;
   BatchWriterClaim(const BatchWriterClaim&) = delete;

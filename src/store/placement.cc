@@ -20,46 +20,6 @@
 #include "store/store_impl.h"
 
 namespace frs::store {
-namespace {
-
-// First slot of a free run of `need` slots in `m`, or -1.
-//
-// A one-slot node takes the free slot nearest after `home` (the key's own
-// chain in its group, wrapping round), so it stays in its key-node's chain
-// while that has room and a lookup finds it in the first tag word it scans.
-// A longer node takes the start of the shortest free run that holds it
-// (best fit; among equals, the one nearest after `home`): placed at home
-// instead, nodes of 3 slots left holes of 1 and 2 between them and a group
-// filled to 80 % instead of 97 % before the first live eviction.
-int FreeRunIn(const ChainMap& m, uint32_t need, uint32_t home = 0) {
-  uint64_t f = m.free;
-  if (f == 0) return -1;
-  if (need == 1) {
-    const uint64_t after = home < 64 ? f & (~uint64_t{0} << home) : 0;
-    return std::countr_zero(after ? after : f);
-  }
-  int best = -1;
-  uint32_t best_len = UINT32_MAX;
-  bool best_after_home = false;
-  while (f != 0) {
-    const uint32_t i = static_cast<uint32_t>(std::countr_zero(f));
-    const uint64_t rest = f >> i;  // bit 0 set: the run starts here
-    const uint32_t len = ~rest == 0 ? 64 - i : static_cast<uint32_t>(std::countr_one(rest));
-    if (len >= need) {
-      const bool after_home = i >= home;
-      if (len < best_len || (len == best_len && after_home && !best_after_home)) {
-        best = static_cast<int>(i);
-        best_len = len;
-        best_after_home = after_home;
-      }
-    }
-    f = i + len >= 64 ? 0 : f & (~uint64_t{0} << (i + len));
-  }
-  return best;
-}
-
-}  // namespace
-
 std::shared_ptr<const std::vector<bool>> StoreImpl::LiveBizzes() const {
   std::lock_guard<std::mutex> g(live_mu_);
   return live_;
@@ -67,8 +27,11 @@ std::shared_ptr<const std::vector<bool>> StoreImpl::LiveBizzes() const {
 
 // One placement: the two candidate chains (both locked), their maps, and
 // what the steps share. REQUIRES: the locks of loc.a and loc.b.
-class StoreImpl::Placer {
+class Placer {
  public:
+  using Placement = StoreImpl::Placement;
+  using Pins = StoreImpl::Pins;
+
   Placer(StoreImpl* s, StoreFile* f, Txn& txn, LockSet& locks, const Location& loc, uint32_t span, uint32_t now_s,
          const Pins* pins, UpdateResult* r)
       : s_(s), f_(f), txn_(txn), locks_(locks), span_(span), now_s_(now_s), pins_(pins), r_(r),
@@ -219,7 +182,9 @@ class StoreImpl::Placer {
     return EvictWindow(ev_c, ev_s);
   }
 
-  bool Stale(int c, uint32_t slot) const { return IsStale(HeaderAt(f_->slot(cands_[c], slot)), now_s_, *live_); }
+  bool Stale(int c, uint32_t slot) const {
+    return StoreImpl::IsStale(HeaderAt(f_->slot(cands_[c], slot)), now_s_, *live_);
+  }
   bool Pinned(uint32_t keynode, uint32_t slot) const {
     if (!pins_) return false;
     for (const auto& p : *pins_)

@@ -11,13 +11,20 @@
 // something must be inserted (store_impl.h). How Place finds room when
 // neither chain has a free run is in StoreImpl::Place_locked (placement.cc).
 //
+// Locate, LessLoaded and FreeRunIn are the placement's decisions as pure
+// functions of a key's hash and the chains' maps: no store state, each
+// tested alone (tests/store/placement_test.cc). The steps that act on them
+// (evict, move) are StoreImpl::Place_locked's (placement.cc).
+//
 // Thread safety: pure functions.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "frs/key.h"
 #include "frs/store.h"
+#include "store/chain_map.h"
 #include "store/format.h"
 #include "store/identity.h"
 
@@ -82,6 +89,42 @@ inline int LessLoaded(const bool fits[2], const uint32_t free_slots[2], int ncan
   int best = -1;
   for (int c = 0; c < ncand; ++c)
     if (fits[c] && (best < 0 || free_slots[c] > free_slots[best])) best = c;
+  return best;
+}
+
+// First slot of a free run of `need` slots in `m`, or -1.
+//
+// A one-slot node takes the free slot nearest after `home` (the key's own
+// chain in its group, wrapping round), so it stays in its key-node's chain
+// while that has room and a lookup finds it in the first tag word it scans.
+// A longer node takes the start of the shortest free run that holds it
+// (best fit; among equals, the one nearest after `home`): placed at home
+// instead, nodes of 3 slots left holes of 1 and 2 between them and a group
+// filled to 80 % instead of 97 % before the first live eviction.
+inline int FreeRunIn(const ChainMap& m, uint32_t need, uint32_t home = 0) {
+  uint64_t f = m.free;
+  if (f == 0) return -1;
+  if (need == 1) {
+    const uint64_t after = home < 64 ? f & (~uint64_t{0} << home) : 0;
+    return std::countr_zero(after ? after : f);
+  }
+  int best = -1;
+  uint32_t best_len = UINT32_MAX;
+  bool best_after_home = false;
+  while (f != 0) {
+    const uint32_t i = static_cast<uint32_t>(std::countr_zero(f));
+    const uint64_t rest = f >> i;  // bit 0 set: the run starts here
+    const uint32_t len = ~rest == 0 ? 64 - i : static_cast<uint32_t>(std::countr_one(rest));
+    if (len >= need) {
+      const bool after_home = i >= home;
+      if (len < best_len || (len == best_len && after_home && !best_after_home)) {
+        best = static_cast<int>(i);
+        best_len = len;
+        best_after_home = after_home;
+      }
+    }
+    f = i + len >= 64 ? 0 : f & (~uint64_t{0} << (i + len));
+  }
   return best;
 }
 

@@ -116,14 +116,12 @@ void StoreImpl::Prefetch(const KeyRef& key, Prefetching what) const {
 }
 
 void StoreImpl::PrefetchHeads(const StoreFile* f, const Location& loc) const {
-  // A group's head is up to three lines: the lock word's, the one holding
-  // the tags of the key's own chain (scanned first), and the one with its
-  // check bytes (read once a tag matches).
+  // A group's head is up to three lines: the lock word and 56 tags, then
+  // the last tags and the check bytes of slots 0..55 (read once a tag
+  // matches), then the rest of the check bytes. A's first two, B's first.
   __builtin_prefetch(f->lock(loc.a), 0, 3);
-  __builtin_prefetch(f->tags(loc.a) + loc.home_a, 0, 3);
-  __builtin_prefetch(ChecksOf(f->tags(loc.a), geo_.chain) + loc.home_a, 0, 3);
+  __builtin_prefetch(reinterpret_cast<const uint8_t*>(f->lock(loc.a)) + 64, 0, 3);
   __builtin_prefetch(f->lock(loc.b), 0, 3);
-  __builtin_prefetch(f->tags(loc.b) + loc.home_b, 0, 3);
 }
 
 void StoreImpl::PrefetchNodes(const StoreFile* f, const Location& loc, uint8_t tag) const {

@@ -13,8 +13,9 @@
 // interrupted critical section.
 //
 // One concept per file; the class is declared here, its parts are defined in:
-//   journal.h, journal.cc   the writer table (one entry per writing thread and
-//                           file), the undo journal of a critical section
+//   writer_table.cc         the writer table: entries taken, kept between
+//                           writes, handed to waiters; batch entries
+//   journal.h, journal.cc   the undo journal of a critical section
 //                           (Txn), and the one recovery of dead writers
 //   chain_lock.h, .cc       chain locks (LockSet), take-over of a dead
 //                           owner's lock, RecoverDeadOwner
@@ -56,6 +57,13 @@
 
 namespace frs::store {
 
+// The parts of one operation, each in its own header and a friend of
+// StoreImpl's (they reach its files and writer table):
+class Txn;               // journal.h: one critical section's undo journal
+class BatchWriterClaim;  // journal.h: a batch's writer entries
+class LockSet;           // chain_lock.h: the chain locks an operation holds
+class Placer;            // placement.cc: one placement's steps
+
 class StoreImpl final : public Store {
  public:
   StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files);
@@ -86,10 +94,10 @@ class StoreImpl final : public Store {
   Location Locate(uint64_t place_hash) const { return store::Locate(place_hash, user_geo_, group_); }
 
  private:
-  class Txn;      // journal.h
-  class BatchWriterClaim;  // journal.h
-  class LockSet;  // chain_lock.h
-  class Placer;   // placement.cc
+  friend class Txn;
+  friend class BatchWriterClaim;
+  friend class LockSet;
+  friend class Placer;
   struct Pos {
     uint32_t keynode = 0, slot = 0;
     bool found = false;

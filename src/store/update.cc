@@ -52,7 +52,9 @@ StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const N
   if (!one_chain) {
     // Most nodes live in their own chain of A (placement.h LessLoaded): a
     // match in that one tag word sends the lookup to A without reading the
-    // rest of either group's tags.
+    // rest of either group's tags. (Reading A's first 56 tags instead, where
+    // best fit puts most multi-slot nodes, was 8 % slower for one-slot
+    // nodes and no faster for two-slot ones.)
     if (!HomeTagged(f, loc.a, loc.home_a, nk.tag) && PeekTag(f, loc.b, nk.tag) && !PeekTag(f, loc.a, nk.tag)) {
       locks.Lock(loc.b);
       Pos pos;
