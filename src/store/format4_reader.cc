@@ -71,24 +71,8 @@ class Format4Store final : public Store {
     st.geometry = geo_;
     st.slots = geo_.slots();
     for (const File4& f : files_) {
-      FileStats fs;
-      fs.nodes_used = f.h.nodes_used;
-      fs.slots_used = f.h.slots_used;
-      fs.evictions_stale = f.h.evictions_stale;
-      fs.evictions_live = f.h.evictions_live;
-      fs.cuckoo_moves = f.h.cuckoo_moves;
-      fs.lock_recoveries = f.h.lock_recoveries;
-      fs.damaged_nodes = f.h.damaged_nodes;
-      fs.created_unix = f.h.created_unix;
       st.bytes_mapped += f.map->size();
-      st.total.nodes_used += fs.nodes_used;
-      st.total.slots_used += fs.slots_used;
-      st.total.evictions_stale += fs.evictions_stale;
-      st.total.evictions_live += fs.evictions_live;
-      st.total.cuckoo_moves += fs.cuckoo_moves;
-      st.total.lock_recoveries += fs.lock_recoveries;
-      st.total.damaged_nodes += fs.damaged_nodes;
-      st.per_file.push_back(fs);
+      AddCounters(CountersOf(f.h), &st);
     }
     return st;
   }

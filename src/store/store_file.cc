@@ -1,5 +1,6 @@
 #include "store/store_file.h"
 
+#include <atomic>
 #include <ctime>
 
 #define XXH_INLINE_ALL
@@ -8,6 +9,40 @@
 namespace frs::store {
 
 uint64_t HeaderChecksum(const FileHeader& h) { return XXH3_64bits(&h, kChecksummedBytes); }
+
+namespace {
+
+template <class T>
+T AtomicLoad(const T& field) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+FileStats CountersOf(const FileHeader& h) {
+  FileStats fs;
+  fs.nodes_used = AtomicLoad(h.nodes_used);
+  fs.slots_used = AtomicLoad(h.slots_used);
+  fs.evictions_stale = AtomicLoad(h.evictions_stale);
+  fs.evictions_live = AtomicLoad(h.evictions_live);
+  fs.cuckoo_moves = AtomicLoad(h.cuckoo_moves);
+  fs.lock_recoveries = AtomicLoad(h.lock_recoveries);
+  fs.damaged_nodes = AtomicLoad(h.damaged_nodes);
+  fs.created_unix = h.created_unix;
+  return fs;
+}
+
+void AddCounters(const FileStats& fs, StoreStats* s) {
+  s->total.nodes_used += fs.nodes_used;
+  s->total.slots_used += fs.slots_used;
+  s->total.evictions_stale += fs.evictions_stale;
+  s->total.evictions_live += fs.evictions_live;
+  s->total.cuckoo_moves += fs.cuckoo_moves;
+  s->total.lock_recoveries += fs.lock_recoveries;
+  s->total.damaged_nodes += fs.damaged_nodes;
+  if (s->total.created_unix == 0) s->total.created_unix = fs.created_unix;
+  s->per_file.push_back(fs);
+}
 
 std::string StoreFile::PathFor(const std::string& dir, uint32_t index) {
   return dir + "/frs." + std::to_string(index) + ".store";

@@ -75,5 +75,9 @@ class StoreFile {
 };
 
 uint64_t HeaderChecksum(const FileHeader& h);
+// A file header's counters (read atomically: other processes update them),
+// and their sum into a store's totals.
+FileStats CountersOf(const FileHeader& h);
+void AddCounters(const FileStats& fs, StoreStats* s);
 
 }  // namespace frs::store

@@ -163,26 +163,8 @@ StoreStats StoreImpl::Stats() const {
   s.geometry = user_geo_;
   s.slots = geo_.slots();
   for (const auto& f : files_) {
-    const FileHeader* h = f->header();
-    FileStats fs;
-    fs.nodes_used = AtomicLoad(h->nodes_used);
-    fs.slots_used = AtomicLoad(h->slots_used);
-    fs.evictions_stale = AtomicLoad(h->evictions_stale);
-    fs.evictions_live = AtomicLoad(h->evictions_live);
-    fs.cuckoo_moves = AtomicLoad(h->cuckoo_moves);
-    fs.lock_recoveries = AtomicLoad(h->lock_recoveries);
-    fs.damaged_nodes = AtomicLoad(h->damaged_nodes);
-    fs.created_unix = h->created_unix;
     s.bytes_mapped += f->bytes();
-    s.total.nodes_used += fs.nodes_used;
-    s.total.slots_used += fs.slots_used;
-    s.total.evictions_stale += fs.evictions_stale;
-    s.total.evictions_live += fs.evictions_live;
-    s.total.cuckoo_moves += fs.cuckoo_moves;
-    s.total.lock_recoveries += fs.lock_recoveries;
-    s.total.damaged_nodes += fs.damaged_nodes;
-    if (s.total.created_unix == 0) s.total.created_unix = fs.created_unix;
-    s.per_file.push_back(fs);
+    AddCounters(CountersOf(*f->header()), &s);
   }
   return s;
 }

@@ -1,15 +1,23 @@
 // tests/frsctl/ctl_runner.h: runs the frsctl binary the way an operator does
 // (a shell command, TZ=UTC, standard input from a file) and captures its exit
-// code and output. Shared by frsctl_test.cc and grow_test.cc.
+// code and output, or kills it part way. Shared by frsctl_test.cc,
+// grow_test.cc and upgrade_test.cc.
 #pragma once
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace frs::ctl::ctl_test {
 
@@ -47,6 +55,28 @@ inline CtlRun RunCtl(const std::string& dir, const std::string& config, const st
   r.out = ReadFile(dir + "/stdout");
   r.err = ReadFile(dir + "/stderr");
   return r;
+}
+
+// Spawns FRSCTL_PATH with `-c config` and `args` (its output discarded) and
+// SIGKILLs it after `delay`: an operation killed at some instant.
+inline void RunCtlKilledAfter(const std::string& config, const std::vector<std::string>& args,
+                              std::chrono::microseconds delay) {
+  std::vector<std::string> words{FRSCTL_PATH, "-c", config};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, words[0].c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return;
+  std::this_thread::sleep_for(delay);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
 }
 
 }  // namespace frs::ctl::ctl_test

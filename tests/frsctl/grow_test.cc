@@ -445,25 +445,6 @@ TEST_F(GrowTest, TheNextGrowRemovesWhatAnInterruptedOneLeft) {
   EXPECT_TRUE(fs::exists(left + "/frs.0.store"));
 }
 
-// Spawns frsctl grow and SIGKILLs it after `delay`.
-void GrowKilledAfter(const std::string& config, const std::string& keynodes, std::chrono::microseconds delay) {
-  std::string ctl = FRSCTL_PATH;
-  std::string cfg = config;
-  std::string kn = keynodes;
-  char* argv[] = {ctl.data(), const_cast<char*>("-c"), cfg.data(), const_cast<char*>("grow"),
-                  const_cast<char*>("--keynodes"), kn.data(), nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  ASSERT_EQ(::posix_spawn(&pid, ctl.c_str(), &fa, nullptr, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  std::this_thread::sleep_for(delay);
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-}
-
 TEST_F(GrowTest, AKillAtAnyInstantLeavesTheOldOrTheNewStoreWhole) {
   Fill();
   const Snapshot before = Take();
@@ -484,7 +465,7 @@ TEST_F(GrowTest, AKillAtAnyInstantLeavesTheOldOrTheNewStoreWhole) {
     WriteConfig(from_);
     // Evenly over the grow's run, and once well after it.
     const auto delay = k == kKills ? took * 4 : took * k / kKills;
-    GrowKilledAfter(dir_ / "srv.xml", "1024", delay);
+    ctl_test::RunCtlKilledAfter(dir_ / "srv.xml", {"grow", "--keynodes", "1024"}, delay);
 
     const StoreGeometry g = OnDisk(data);
     ASSERT_TRUE(g == from_ || g == to_) << "kill " << k << ": files say " << g.files << " x " << g.keynodes;

@@ -27,8 +27,6 @@
 #include "store/format.h"
 #include "store/format4_reader.h"
 
-extern char** environ;
-
 namespace frs::ctl {
 namespace {
 
@@ -189,23 +187,6 @@ TEST_F(UpgradeTest, AnUnfinishedWriteIsReadAsItsUndoLeavesIt) {
   ExpectTheFixture();
 }
 
-// Spawns frsctl upgrade and SIGKILLs it after `delay`.
-void UpgradeKilledAfter(const std::string& config, std::chrono::microseconds delay) {
-  std::string ctl = FRSCTL_PATH;
-  std::string cfg = config;
-  char* argv[] = {ctl.data(), const_cast<char*>("-c"), cfg.data(), const_cast<char*>("upgrade"), nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  ASSERT_EQ(::posix_spawn(&pid, ctl.c_str(), &fa, nullptr, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  std::this_thread::sleep_for(delay);
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-}
-
 TEST_F(UpgradeTest, AKillAtAnyInstantLeavesTheOldOrTheNewStoreWhole) {
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(Ctl({"upgrade"}).rc, 0);
@@ -218,7 +199,7 @@ TEST_F(UpgradeTest, AKillAtAnyInstantLeavesTheOldOrTheNewStoreWhole) {
     for (const auto& e : fs::directory_iterator(dir_.path()))
       if (e.path().filename().string().rfind("data.grow", 0) == 0) fs::remove_all(e.path());
     Unpack(dir_ / "data");
-    UpgradeKilledAfter(dir_ / "srv.xml", k == kKills ? took * 4 : took * k / kKills);
+    ctl_test::RunCtlKilledAfter(dir_ / "srv.xml", {"upgrade"}, k == kKills ? took * 4 : took * k / kKills);
     Result<uint32_t> v = store::FormatVersionOf(dir_ / "data/frs.0.store");
     ASSERT_TRUE(v.ok()) << v.status().message();
     if (v.value() == store::kPreviousFormatVersion) {
