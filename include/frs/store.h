@@ -67,9 +67,9 @@ struct StoreGeometry {
 };
 
 // Key-node groups (store format 5). Consecutive key-nodes form groups of at
-// most 64 slots that share one lock and one line of tags: a key's node
-// lives in its own key-node's chain, or, when that chain is full, in another
-// chain of the same group. So nodes of several slots (sliding windows, two
+// most 64 slots that share one lock and one head of tags: a key's node
+// lives in one of its two key-nodes' groups, a one-slot node in its own
+// key-node's chain while that has room, a longer one where it fits best. So nodes of several slots (sliding windows, two
 // rules) pack as densely as one-slot nodes: a chain of 8 alone holds two
 // nodes of 3 slots, a group of 64 slots holds 21 (docs/store.md). The group
 // is the largest count of key-nodes that divides `keynodes` and keeps the

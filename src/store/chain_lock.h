@@ -26,7 +26,13 @@ class LockSet {
   // A read-only store takes no locks (see StoreOptions::read_only).
   void Lock(uint32_t k) {
     if (s_->read_only()) return;
-    s_->LockChain(f_, k);
+    if (!os::ShmTryLock(f_->lock(k))) {
+      // About to wait: this thread is in no write (a write holds its locks
+      // before it takes a writer entry), so the entries it keeps go to any
+      // writer waiting for one, which may hold the lock waited for here.
+      s_->ReleaseIdleWriters();
+      s_->LockChain(f_, k);
+    }
     held_.push_back(k);
   }
   [[nodiscard]] bool TryLock(uint32_t k) {

@@ -55,7 +55,7 @@ inline StoreGeometry GroupGeometry(const StoreGeometry& g) {
   return StoreGeometry{g.files, g.keynodes / n, g.chain * n};
 }
 // Journal records of a chain's tags: one per 32 tags (a record's image).
-// The check bytes after them are not journaled (store/node_check.h).
+// A node's check byte is saved with its slot's record (JournalRecord).
 inline constexpr uint32_t TagRecords(uint32_t chain) { return (chain + kSlotBytes - 1) / kSlotBytes; }
 //
 // Within a group of up to 64 slots the nodes bound it, not the chains: an
@@ -248,11 +248,17 @@ struct Slot {
 static_assert(sizeof(Slot) == 32);
 
 // One undo record: where a slot lives and what it held before the write.
+// A slot's record also keeps the slot's check byte (format 5): `slot` is
+// the slot number in bits 0..7, kRecordHasCheck, and the check byte in bits
+// 8..15 (undone together, so that an undo never gives a node whose check
+// had failed a matching one).
 struct JournalRecord {
   uint32_t keynode;
   uint32_t slot;
   uint8_t image[kSlotBytes];
 };
+inline constexpr uint32_t kRecordSlotMask = 0xFF;
+inline constexpr uint32_t kRecordHasCheck = 1u << 16;
 static_assert(sizeof(JournalRecord) == 40);
 
 // A writer entry belongs to one thread (owner tid, and that thread's start

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <map>
@@ -118,7 +119,10 @@ class Format4Store final : public Store {
           return Status::Unavailable("interrupted between chains; nothing is half done");
         std::memcpy(slots.data(), base + f.h.chains_offset + uint64_t{k} * chain * kSlotBytes, slots.size());
         std::memcpy(tags.data(), base + f.h.heads_offset + uint64_t{k} * f.h.head_bytes + kHeadLockBytes, chain);
-        if (auto t = f.tags.find(k); t != f.tags.end()) std::memcpy(tags.data(), t->second.data(), chain);
+        // Format 4 saved a key-node's tags in one 32-byte image (a chain
+        // longer than 32 overran it): the first 32 at most come back.
+        if (auto t = f.tags.find(k); t != f.tags.end())
+          std::memcpy(tags.data(), t->second.data(), std::min<uint32_t>(chain, kSlotBytes));
         for (auto it = f.slots.lower_bound({k, 0}); it != f.slots.end() && it->first.first == k; ++it)
           if (it->first.second < chain) std::memcpy(&slots[size_t{it->first.second} * kSlotBytes], it->second.data(), kSlotBytes);
         if (rep) ++rep->chains;

@@ -49,12 +49,13 @@ void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
       for (uint32_t k = 0; k < std::min(kSlotBytes, geo_.chain - first); ++k) StoreTag(tags + k, recs[i].image[k]);
       continue;
     }
-    if (recs[i].slot >= geo_.chain) continue;
-    std::memcpy(f->slot(recs[i].keynode, recs[i].slot), recs[i].image, kSlotBytes);
+    const uint32_t slot = recs[i].slot & kRecordSlotMask;
+    if (slot >= geo_.chain) continue;
+    std::memcpy(f->slot(recs[i].keynode, slot), recs[i].image, kSlotBytes);
+    // The slot's check byte with it (format.h JournalRecord).
+    if (recs[i].slot & kRecordHasCheck)
+      ChecksOf(f->tags(recs[i].keynode), geo_.chain)[slot] = static_cast<uint8_t>(recs[i].slot >> 8);
   }
-  // The check bytes of the nodes restored follow them again.
-  for (uint32_t i = 0; i < n; ++i)
-    if (recs[i].keynode < geo_.keynodes && recs[i].slot < geo_.chain) RecomputeCheck_locked(f, recs[i].keynode, recs[i].slot);
   std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_release);
   std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_release);
 }

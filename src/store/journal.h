@@ -134,8 +134,11 @@ class Txn {
  private:
   [[nodiscard]] bool SaveRecord(uint32_t keynode, uint32_t slot) {
     uint32_t n = w_->count;
+    const bool tags = IsTagsRecord(slot);
     for (uint32_t i = 0; i < n; ++i)
-      if (recs_[i].keynode == keynode && recs_[i].slot == slot) return true;
+      if (recs_[i].keynode == keynode &&
+          (tags ? recs_[i].slot == slot : !IsTagsRecord(recs_[i].slot) && (recs_[i].slot & kRecordSlotMask) == slot))
+        return true;
     if (n >= cap_) return false;
     recs_[n].keynode = keynode;
     recs_[n].slot = slot;
@@ -145,6 +148,7 @@ class Txn {
       std::memcpy(recs_[n].image, f_->tags(keynode) + first, std::min(kSlotBytes, f_->chain() - first));
     } else {
       std::memcpy(recs_[n].image, f_->slot(keynode, slot), kSlotBytes);
+      recs_[n].slot = slot | kRecordHasCheck | uint32_t{ChecksOf(f_->tags(keynode), f_->chain())[slot]} << 8;
     }
     std::atomic_ref<uint32_t>(w_->count).store(n + 1, std::memory_order_release);
     return true;

@@ -11,12 +11,14 @@
 //
 // The check is the XOR of the covered bytes folded into one: changing any
 // one byte (or any bits within one byte) always changes it, so a node with
-// one damaged byte is never taken for intact (issue: a zeroed expiry byte
-// restarted a key, a flipped state byte locked one out). Damage spread over
-// several bytes goes unseen one time in 256.
+// one damaged byte is never taken for intact (before, a zeroed expiry byte
+// restarted a key, a flipped state byte locked one out). It is position-free:
+// damage to several bytes that flips the same bits in each (two bytes
+// swapped, one bit in two bytes) goes unseen.
 //
-// Checks are not journaled: they follow from the nodes, and undoing a dead
-// writer's journal recomputes them for the chains it restored.
+// Checks are journaled with the slots (format.h JournalRecord): an undo puts
+// a node's check back as it was, so a node that failed its check before a
+// write that was undone fails it still.
 #pragma once
 
 #include <algorithm>

@@ -63,7 +63,7 @@ bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint32_t home
 bool StoreImpl::SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
                                 uint8_t tag) {
   // Rewriting a node in place (the common update) leaves its tags as they
-  // are: nothing to save.
+  // are: nothing to save. (Its check byte is saved with its slot's record.)
   return TagsAre(f->tags(keynode), slot, span, tag) || txn.Save(keynode, kTagsRecord);
 }
 
@@ -78,19 +78,6 @@ void StoreImpl::SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, ui
   if (TagsAre(tags, slot, span, tag)) return;
   StoreTag(tags + slot, tag);
   for (uint32_t k = 1; k < span; ++k) StoreTag(tags + slot + k, tag == 0 ? 0 : kContTag);
-}
-
-void StoreImpl::RecomputeCheck_locked(StoreFile* f, uint32_t keynode, uint32_t slot) {
-  const uint8_t* tags = f->tags(keynode);
-  uint8_t* checks = ChecksOf(f->tags(keynode), geo_.chain);
-  uint32_t s = slot;
-  while (s > 0 && tags[s] == kContTag) --s;
-  if (tags[s] == 0 || tags[s] == kContTag) {
-    if (tags[slot] == 0) checks[slot] = 0;  // a free slot again
-    return;
-  }
-  const uint32_t span = SpanOf(HeaderAt(f->slot(keynode, s)));
-  if (span >= 1 && span <= kMaxSpan && span <= geo_.chain - s) checks[s] = NodeCheck(f->slot(keynode, s), span);
 }
 
 bool StoreImpl::ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {

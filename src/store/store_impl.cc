@@ -180,6 +180,10 @@ Status StoreImpl::JournalFull(StoreFile* f) {
 
 Status StoreImpl::Reserve() {
   if (opts_.read_only) return ReadOnly();
+  // frsd calls this once, at start: a writer that was killed while it waited
+  // for a writer entry left its count in the header, which would make every
+  // holder hand its entry back after each write until cleared.
+  for (const auto& f : files_) std::atomic_ref<uint64_t>(f->header()->writer_waiters).store(0, std::memory_order_relaxed);
   // Compare first, allocate after: on a disk too small, nothing is allocated
   // (before, a failed start left ext4 100 % full).
   uint64_t need = 0;

@@ -191,9 +191,7 @@ class StoreImpl final : public Store {
   // SetTags_locked also writes the node's check byte (node_check.h), from
   // the node as it now is in its slots: call it after writing them.
   void SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag);
-  // Rewrites the check byte of the node covering a slot from the node, after
-  // an undo restored the slot (checks are not journaled).
-  void RecomputeCheck_locked(StoreFile* f, uint32_t keynode, uint32_t slot);
+
   static void StoreTag(uint8_t* p, uint8_t v) { std::atomic_ref<uint8_t>(*p).store(v, std::memory_order_relaxed); }
   // Composes a node: compact when its state packs and its key text need not
   // be kept, else general (format.h). `key_bytes` are the key bytes at hand

@@ -1028,6 +1028,47 @@ TEST(StoreTxn, AnExceptionMidWriteRollsTheUpdateBack) {
   EXPECT_EQ(CountOf(s.get(), k), 6u);
 }
 
+// An undo restores a node's check byte with its bytes: a damaged node that
+// a write evicted, and whose write was then undone, comes back damaged, not
+// with a fresh check over its damaged bytes.
+TEST(StoreTxn, AnUndoneEvictionLeavesADamagedNodeDamaged) {
+  TempDir d;
+  std::vector<Key> keys;
+  {
+    auto s = MustOpen(Opts(d.path(), 1, 1, 8));  // one group of 8 slots
+    for (int i = 0; i < 8; ++i) {
+      keys.push_back(MakeKey(1, "full" + std::to_string(i)));
+      // keys[0] is the least recently used: the one an insert evicts.
+      ASSERT_TRUE(Incr(s.get(), keys.back(), 1, 1000 + i).ok());
+    }
+  }
+  auto s = MustOpen(Opts(d.path(), 1, 1, 8));
+  const uint32_t victim_slot = s->Get(keys[0].ref())->slot;
+  // Damage its state: its check no longer matches.
+  const uint8_t junk = 0x77;
+  PatchFile(d / "frs.0.store",
+            store::LayoutFor(StoreGeometry{1, 1, 8}).chains_offset + uint64_t{victim_slot} * kSlotBytes +
+                kGeneralHeaderBytes,
+            &junk, 1);
+  auto v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  ASSERT_FALSE(v->problems.empty());
+  for (const std::string& p : v->problems) std::printf("before: %s\n", p.c_str());
+  const size_t problems = v->problems.size();
+  // An insert evicts it, and dies in the middle of writing the new node.
+  store::SetTestHookInCriticalSection(s.get(), [](int phase) {
+    if (phase == 1) throw HookThrew();
+  });
+  EXPECT_THROW((void)Incr(s.get(), MakeKey(1, std::string("newcomer")), 1, 2000), HookThrew);
+  store::SetTestHookInCriticalSection(s.get(), nullptr);
+  v = s->Verify(false);
+  ASSERT_TRUE(v.ok());
+  for (const std::string& p : v->problems) std::printf("after: %s\n", p.c_str());
+  ASSERT_EQ(v->problems.size(), problems) << "the undo made the damaged node look whole";
+  EXPECT_NE(v->problems[0].find("slot " + std::to_string(victim_slot)), std::string::npos) << v->problems[0];
+  for (int i = 1; i < 8; ++i) EXPECT_EQ(CountOf(s.get(), keys[i]), 1u);
+}
+
 // The same in a batch, in one file and across files: an exception after some
 // members are written publishes none of them (before, the members written so
 // far stayed, and the one being written stayed torn).

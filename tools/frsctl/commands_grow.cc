@@ -473,9 +473,14 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   std::unique_ptr<Store> old = std::move(old_r).value();
   Result<Store::VerifyReport> before = old->Verify(false);
   if (!before.ok()) return before.status();
-  if (!before->problems.empty())
+  // A damaged node of a format-4 store is one that format 4 already ignored
+  // (its key counted as absent): the upgrade leaves it behind, and says so.
+  // This build cannot repair a format-4 store, so refusing would leave no
+  // way forward but the old version.
+  if (!before->problems.empty() && !format4)
     return Status::Corruption(dir + " has " + std::to_string(before->problems.size()) + " problem(s), the first: " +
                               before->problems.front() + "; run `frsctl verify --repair` first (nothing changed)");
+  const std::vector<std::string> damaged_left = format4 ? before->problems : std::vector<std::string>{};
   Result<Survey> survey = SurveyNodes(*old, now);
   if (!survey.ok()) return survey.status();
   const Survey& sv = survey.value();
@@ -590,6 +595,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     j.Key("live_nodes").Uint(sv.live);
     j.Key("expired_nodes").Uint(sv.expired);
     j.Key("expired_dropped").Uint(check->dropped_expired);
+    j.Key("damaged_left").Uint(damaged_left.size());
     j.Key("occupancy").Double(occupancy);
     j.Key("stats_file").Bool(have_stats);
     j.Key("carried").BeginArray();
@@ -616,6 +622,9 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     t.Row({"nodes", Grouped(kept) + " (each checked: state, expiry, last use)"});
     if (check->dropped_expired)
       t.Row({"dropped", Grouped(check->dropped_expired) + " expired nodes (every window ended) found no room"});
+    if (!damaged_left.empty())
+      t.Row({"left behind", Grouped(damaged_left.size()) + " damaged node(s) that format 4 ignored too, the first: " +
+                                damaged_left.front()});
     t.Row({"occupancy", Percent(slots_used, to.slots()) + " of the slots"});
     t.Row({"daily stats", have_stats ? "kept (stats.frs)" : "none yet"});
     std::string others;
