@@ -122,6 +122,30 @@ class UpgradeTest : public ::testing::Test {
     EXPECT_EQ(r.rc, 0) << r.out << r.err;
   }
 
+  // A node of the unpacked format-4 store's file 0 (a general one when
+  // asked), where it starts in that file, and the file opened read-write.
+  struct Located {
+    NodeInfo node;
+    uint64_t at = 0;  // the node's first byte in the file
+    store::FileHeader header{};
+    int fd = -1;
+  };
+  Located LocateInFile0(bool general) {
+    Located l;
+    Result<std::unique_ptr<Store>> old = store::OpenFormat4(dir_ / "data");
+    EXPECT_TRUE(old.ok()) << old.status().message();
+    if (!old.ok()) return l;
+    EXPECT_TRUE(old.value()->ForEach(Store::Filter{}, [&](const NodeInfo& n) {
+      if (n.file == 0 && l.node.span == 0 && (!general || !n.compact)) l.node = n;
+    }).ok());
+    EXPECT_GT(l.node.span, 0u) << "the fixture has such a node in file 0";
+    l.fd = ::open((dir_ / "data/frs.0.store").c_str(), O_RDWR);
+    EXPECT_GE(l.fd, 0);
+    EXPECT_EQ(::pread(l.fd, &l.header, sizeof l.header, 0), static_cast<ssize_t>(sizeof l.header));
+    l.at = l.header.chains_offset + (uint64_t{l.node.keynode} * l.header.chain + l.node.slot) * kSlotBytes;
+    return l;
+  }
+
   testing::TempDir dir_;
 };
 
@@ -150,21 +174,12 @@ TEST_F(UpgradeTest, AFormat4StoreIsRefusedNamingTheCommandThenUpgradedWhole) {
 // upgrade reads the chain as the writer's next locker would have restored
 // it, not as the torn write left it.
 TEST_F(UpgradeTest, AnUnfinishedWriteIsReadAsItsUndoLeavesIt) {
-  // Where a node lives in the format-4 file, and its bytes.
-  Result<std::unique_ptr<Store>> old = store::OpenFormat4(dir_ / "data");
-  ASSERT_TRUE(old.ok()) << old.status().message();
-  NodeInfo victim;
-  ASSERT_TRUE(old.value()->ForEach(Store::Filter{}, [&](const NodeInfo& n) {
-    if (n.file == 0 && victim.span == 0 && !n.compact) victim = n;
-  }).ok());
-  ASSERT_GT(victim.span, 0u) << "the fixture has a general node in file 0";
-  old.value().reset();
-  const std::string path = dir_ / "data/frs.0.store";
-  int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  store::FileHeader h{};
-  ASSERT_EQ(::pread(fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
-  const uint64_t at = h.chains_offset + (uint64_t{victim.keynode} * h.chain + victim.slot) * kSlotBytes;
+  Located v = LocateInFile0(/*general=*/true);
+  ASSERT_GE(v.fd, 0);
+  const NodeInfo& victim = v.node;
+  const int fd = v.fd;
+  const store::FileHeader& h = v.header;
+  const uint64_t at = v.at;
   store::JournalRecord rec{};
   rec.keynode = victim.keynode;
   rec.slot = victim.slot + 1;  // the node's second slot: its state
@@ -191,24 +206,12 @@ TEST_F(UpgradeTest, AnUnfinishedWriteIsReadAsItsUndoLeavesIt) {
 // cannot be repaired by this build: the upgrade leaves it behind and says
 // so, and copies everything else.
 TEST_F(UpgradeTest, ADamagedNodeIsLeftBehindAndNamed) {
-  Result<std::unique_ptr<Store>> old = store::OpenFormat4(dir_ / "data");
-  ASSERT_TRUE(old.ok()) << old.status().message();
-  NodeInfo victim;
-  ASSERT_TRUE(old.value()->ForEach(Store::Filter{}, [&](const NodeInfo& n) {
-    if (n.file == 0 && victim.span == 0) victim = n;
-  }).ok());
-  old.value().reset();
-  const std::string path = dir_ / "data/frs.0.store";
-  int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  store::FileHeader h{};
-  ASSERT_EQ(::pread(fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+  Located v = LocateInFile0(/*general=*/false);
+  ASSERT_GE(v.fd, 0);
+  const NodeInfo& victim = v.node;
   const uint8_t span_31 = 0x9F;  // form byte: span 31, out of range
-  ASSERT_EQ(::pwrite(fd, &span_31, 1,
-                     static_cast<off_t>(h.chains_offset + (uint64_t{victim.keynode} * h.chain + victim.slot) * kSlotBytes +
-                                        offsetof(store::NodeHeader, form))),
-            1);
-  ::close(fd);
+  ASSERT_EQ(::pwrite(v.fd, &span_31, 1, static_cast<off_t>(v.at + offsetof(store::NodeHeader, form))), 1);
+  ::close(v.fd);
 
   CtlRun r = Ctl({"upgrade", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
