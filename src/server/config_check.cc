@@ -1,5 +1,6 @@
 #include "server/config_check.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,21 @@ std::vector<std::string> NodeFitProblemsOf(const SrvConfig& cfg, const limit::Ma
                          " (the slots of a key-node group)");
   }
   return problems;
+}
+
+// Key-nodes group only by a divisor of <store keynodes> (frs/store.h
+// KeynodeGroup): a count with no divisor near 64 / chain (a prime, say)
+// makes small groups, in which nodes of several slots are evicted early.
+// Not a refusal: the store works, one-slot nodes fill it as well.
+std::string GroupWarning(const StoreGeometry& g) {
+  const uint32_t ideal = std::min<uint32_t>(64 / std::max<uint32_t>(g.chain, 1), g.keynodes);
+  const uint32_t group = KeynodeGroup(g);
+  if (group * 2 > ideal) return {};
+  return "<store keynodes=\"" + std::to_string(g.keynodes) + "\" chain=\"" + std::to_string(g.chain) +
+         "\"> groups key-nodes " + std::to_string(group) + " by " + std::to_string(group) + " (" +
+         std::to_string(group * g.chain) + " slots), the largest divisor of keynodes up to " + std::to_string(ideal) +
+         ": nodes of several slots (sliding windows, two rules) are evicted from a low fill; a keynodes divisible by " +
+         std::to_string(ideal) + " makes groups of " + std::to_string(ideal * g.chain) + " slots (docs/store.md)";
 }
 
 }  // namespace
@@ -73,6 +89,8 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   // (in the environment this check runs in: a unit's LimitNOFILE may differ).
   if (std::string fd = FdLimitProblem(*cfg, CurrentFdLimit(), /*raised=*/false); !fd.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), fd.c_str());
+  if (std::string gw = GroupWarning(cfg->geometry); !gw.empty())
+    std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), gw.c_str());
   std::fprintf(out, "frsd: %s: %zu biz(es) in %s, %s; ok\n", cfg->path.c_str(), bizzes, cfg->map_path.c_str(),
                store_words.c_str());
   return 0;

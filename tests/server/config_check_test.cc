@@ -89,6 +89,23 @@ TEST_F(FrsdCheckTest, BrokenFilesAreFileLineErrors) {
   EXPECT_EQ(r.err.rfind(dir_ / "srv.xml:3: ", 0), 0u) << r.err;
 }
 
+// A keynodes with no divisor near 64 / chain groups key-nodes in small
+// groups: frsd -t accepts it and warns, naming what to choose.
+TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {
+  WriteSrv(2, 65536, 8);
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err.find("groups key-nodes"), std::string::npos) << r.err;
+  WriteSrv(2, 65537, 8);  // a prime: groups of one
+  r = Check();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("warning: <store keynodes=\"65537\" chain=\"8\"> groups key-nodes 1 by 1 (8 slots)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("a keynodes divisible by 8 makes groups of 64 slots"), std::string::npos) << r.err;
+}
+
 TEST_F(FrsdCheckTest, ABizWhoseNodeDoesNotFitTheChainIsNamed) {
   WriteSrv(2, 1, 1);  // one key-node of one slot: a sliding rule of max 20 needs more
   ProcRun r = Check();
