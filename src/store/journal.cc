@@ -18,15 +18,6 @@
 #include "store/store_impl.h"
 
 namespace frs::store {
-namespace {
-
-template <class T>
-inline T AtomicLoad(const T& field) {
-  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_acquire);
-}
-
-}  // namespace
-
 void StoreImpl::ForEachDeadWriter(StoreFile* f, const std::function<void(uint32_t, os::Owner, bool)>& fn) const {
   for (uint32_t i = 0; i < kAllWriterEntries; ++i) {
     const WriterEntryHeader* w = f->writer(i);

@@ -10,15 +10,6 @@ namespace frs::store {
 
 uint64_t HeaderChecksum(const FileHeader& h) { return XXH3_64bits(&h, kChecksummedBytes); }
 
-namespace {
-
-template <class T>
-T AtomicLoad(const T& field) {
-  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
-}
-
-}  // namespace
-
 FileStats CountersOf(const FileHeader& h) {
   FileStats fs;
   fs.nodes_used = AtomicLoad(h.nodes_used);

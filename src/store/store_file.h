@@ -4,6 +4,7 @@
 // memory whose synchronization is the caller's (chain locks).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -75,6 +76,12 @@ class StoreFile {
 };
 
 uint64_t HeaderChecksum(const FileHeader& h);
+// A field of a mapped file that other processes write, read whole (acquire:
+// a writer entry's fields are read before the records they vouch for).
+template <class T>
+inline T AtomicLoad(const T& field) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_acquire);
+}
 // A file header's counters (read atomically: other processes update them),
 // and their sum into a store's totals.
 FileStats CountersOf(const FileHeader& h);

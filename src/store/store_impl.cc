@@ -20,11 +20,6 @@ namespace {
 
 std::atomic<uint64_t> g_instances{1};
 
-template <class T>
-inline T AtomicLoad(const T& field) {
-  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
-}
-
 }  // namespace
 
 StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files)

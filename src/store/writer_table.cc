@@ -19,11 +19,6 @@
 namespace frs::store {
 namespace {
 
-template <class T>
-inline T AtomicLoad(const T& field) {
-  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_acquire);
-}
-
 // Per-thread cache of claimed writer entries: (store instance, file) -> entry.
 struct WriterCacheEntry {
   uint64_t instance;
