@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "frs/clock.h"
+#include "frs/group_stats.h"
 #include "frs/status.h"
 #include "frs/store.h"
 
@@ -188,6 +189,12 @@ class Engine {
   // libfrs): in-process decisions count there, and frsd's /metrics shows
   // today's (frs_biz_today_*).
   virtual std::vector<BizStats> DailyStats() const = 0;
+  // Statistics by key field (map.xml <stats>) of one day. NotFound names
+  // the biz or the `by` it lacks; a day with no file answers no groups.
+  virtual Result<GroupStats> StatsBy(const GroupStatsQuery& q) const = 0;
+  // Adds statistics counted elsewhere (a handoff from a leaving shard) to
+  // the same day and table here: counts add up, distinct sketches merge.
+  virtual Status MergeStatsBy(const GroupStats& incoming) = 0;
   // Today's day number (days since 1970-01-01 in the engine's time zone).
   virtual uint32_t Today() const = 0;
   // Resolves a name or numeric id; NotFound names the biz.

@@ -114,6 +114,7 @@ EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone
       clock_(opts.clock ? opts.clock : SystemClock::Default()),
       tz_(std::move(tz)),
       stats_(std::move(stats)),
+      field_stats_(std::make_unique<FieldStats>(opts.stats_dir, opts.read_only)),
       map_path_(opts.map_path) {}
 
 EngineImpl::~EngineImpl() = default;
@@ -126,6 +127,9 @@ Status EngineImpl::Install(MapConfig config) {
     Biz b;
     b.stats_slot = stats_->SlotFor(cfg.id);
     b.cfg = cfg;
+    for (const StatsSpec& spec : cfg.stats) b.stats_tables.push_back(field_stats_->TableFor(cfg.id, cfg, spec));
+    if (std::all_of(b.stats_tables.begin(), b.stats_tables.end(), [](StatsTable* t) { return t == nullptr; }))
+      b.stats_tables.clear();
     map->by_id[cfg.id] = static_cast<int32_t>(map->bizzes.size());
     map->by_name.emplace(cfg.name, static_cast<uint32_t>(map->bizzes.size()));
     live[cfg.id] = true;
@@ -169,12 +173,22 @@ uint32_t EngineImpl::Today(int64_t now_s) const {
   return c.day;
 }
 
-void EngineImpl::Count(const Biz& biz, const Decision& d, bool created, int64_t now_s, StatsTally* tally) {
+void EngineImpl::Count(const Biz& biz, const Request& req, const Decision& d, bool created, int64_t now_s,
+                       StatsTally* tally) {
   // Shadow mode counts what enforce would have denied as denied.
   const bool allowed = d.ok() && d.allowed && !d.would_deny;
   uint64_t delta[limit::DailyStats::kFields] = {1, allowed ? 1u : 0u, allowed ? 0u : 1u, created ? 1u : 0u};
-  if (tally != nullptr) tally->Add(biz.stats_slot, Today(now_s), delta);
-  else stats_->Add(biz.stats_slot, Today(now_s), delta);
+  const uint32_t today = Today(now_s);
+  if (tally != nullptr) tally->Add(biz.stats_slot, today, delta);
+  else stats_->Add(biz.stats_slot, today, delta);
+  if (!biz.stats_tables.empty()) {
+    // Units: the uses this request recorded (an allowed acquire, or an
+    // update, which records unconditionally; a shadow denial records too).
+    const bool recorded = d.ok() && (req.cmd == Cmd::kUpdate || (req.cmd == Cmd::kAcquire && d.allowed));
+    const GroupCounts counts{1, allowed ? 1u : 0u, allowed ? 0u : 1u,
+                             recorded ? static_cast<uint64_t>(std::clamp<int64_t>(req.n, 1, kMaxUses)) : 0u};
+    FieldStats::Count(biz.cfg, biz.stats_tables, req.key, counts, today);
+  }
 }
 
 Status EngineImpl::RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result,
@@ -286,7 +300,7 @@ void EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const BatchM
   if (biz->cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
     d = AnswerOff(*biz, now);
     d.now_s = now.s;
-    Count(*biz, d, false, now.s, tally);
+    Count(*biz, req, d, false, now.s, tally);
     return;
   }
   NodeOp op;
@@ -304,7 +318,7 @@ void EngineImpl::ExecuteFor(const Biz& biz_ref, const Request& req, const BatchM
   }
   d.shadow = biz->cfg.mode == Mode::kShadow;
   d.now_s = now.s;
-  if (CountsUses(req.cmd)) Count(*biz, d, result.created, now.s, tally);
+  if (CountsUses(req.cmd)) Count(*biz, req, d, result.created, now.s, tally);
 }
 
 const Biz* EngineImpl::PlainRead(BizCache& bizzes, const Request& req) {
@@ -466,7 +480,7 @@ void EngineImpl::ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, s
       ++next_again;
       continue;
     }
-    if (out[i].ok() && CountsUses(reqs[i].cmd)) Count(*bizs[i], out[i], false, now.s, tally);
+    if (out[i].ok() && CountsUses(reqs[i].cmd)) Count(*bizs[i], reqs[i], out[i], false, now.s, tally);
   }
   // Reads change no count: reading these after the rest of their run
   // answers what reading them in their place would have.
@@ -607,7 +621,7 @@ void EngineImpl::ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs
     d.shadow = m.biz->cfg.mode == Mode::kShadow;
     d.now_s = now.s;
     bool created = m.item >= 0 && static_cast<size_t>(m.item) < results.size() && results[m.item].created;
-    Count(*m.biz, d, created, now.s, tally);
+    Count(*m.biz, reqs[m.req], d, created, now.s, tally);
   }
 }
 
@@ -630,6 +644,97 @@ Status EngineImpl::InstallFrom(Result<MapConfig> config, const std::string& path
   if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   map_path_ = path;
+  return Status::OK();
+}
+
+namespace {
+
+// The <stats> of `biz` whose by fields are those of `by` ("iface,app" finds
+// by="app,iface"), or -1.
+int FindStatsSpec(const BizConfig& biz, std::string_view by) {
+  std::vector<std::string_view> want;
+  for (size_t start = 0;;) {
+    const size_t comma = by.find(',', start);
+    want.push_back(by.substr(start, comma == std::string_view::npos ? by.npos : comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  std::sort(want.begin(), want.end());
+  for (size_t i = 0; i < biz.stats.size(); ++i) {
+    std::vector<std::string_view> have;
+    for (uint8_t f : biz.stats[i].by) have.push_back(biz.fields[f]);
+    std::sort(have.begin(), have.end());
+    if (have == want) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Status NoSuchStats(const BizConfig& biz, std::string_view by) {
+  std::string kept;
+  for (const StatsSpec& s : biz.stats) kept += (kept.empty() ? "" : ", ") + std::string("by=\"") + s.by_text + "\"";
+  return Status::NotFound("biz '" + biz.name + "' keeps no <stats by=\"" + std::string(by) + "\"> (" +
+                          (kept.empty() ? std::string("it keeps none") : "it keeps " + kept) + ")");
+}
+
+}  // namespace
+
+Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
+  std::shared_ptr<const Map> map = SharedMap();
+  const Biz* biz = map->Find(q.biz);
+  if (biz == nullptr) return Status::NotFound("unknown biz '" + q.biz + "'");
+  const int i = FindStatsSpec(biz->cfg, q.by);
+  if (i < 0) return NoSuchStats(biz->cfg, q.by);
+  const StatsSpec& spec = biz->cfg.stats[i];
+  if (biz->stats_tables.empty() || biz->stats_tables[i] == nullptr)
+    return Status::Unavailable("statistics by field are kept only with a store directory");
+  const uint32_t day = q.day < 0 ? Today() : static_cast<uint32_t>(q.day);
+  GroupStats out;
+  auto table = biz->stats_tables[i]->ReadDay(day);
+  if (table.ok()) out = ReadGroupStats(*table.value(), q);
+  else if (!table.status().IsNotFound()) return table.status();
+  out.biz_id = biz->cfg.id;
+  out.biz = biz->cfg.name;
+  out.by = spec.by_text;
+  out.day = day;
+  for (uint8_t f : spec.distinct) out.distinct_fields.push_back(biz->cfg.fields[f]);
+  return out;
+}
+
+Status EngineImpl::MergeStatsBy(const GroupStats& in) {
+  std::shared_ptr<const Map> map = SharedMap();
+  const Biz* biz = in.biz.empty() ? map->FindId(in.biz_id) : map->Find(in.biz);
+  if (biz == nullptr) return Status::NotFound("unknown biz '" + (in.biz.empty() ? std::to_string(in.biz_id) : in.biz) + "'");
+  const int i = FindStatsSpec(biz->cfg, in.by);
+  if (i < 0) return NoSuchStats(biz->cfg, in.by);
+  if (biz->stats_tables.empty() || biz->stats_tables[i] == nullptr)
+    return Status::Unavailable("statistics by field are kept only with a store directory");
+  const StatsSpec& spec = biz->cfg.stats[i];
+  // Sketches travel by field name: a field this table does not count is
+  // dropped, one it counts and the sender did not starts from nothing.
+  std::vector<int> from(spec.distinct.size(), -1);
+  for (size_t d = 0; d < spec.distinct.size(); ++d)
+    for (size_t k = 0; k < in.distinct_fields.size(); ++k)
+      if (in.distinct_fields[k] == biz->cfg.fields[spec.distinct[d]]) from[d] = static_cast<int>(k);
+  std::vector<GroupRow> rows;
+  for (const GroupStat& g : in.rows) {
+    if (g.value.empty() || g.value.size() > kMaxKeyBytes) return Status::InvalidArgument("a group value is empty or longer than 255 bytes");
+    GroupRow r;
+    r.value = g.value;
+    r.counts = {g.requests, g.allowed, g.denied, g.units};
+    for (size_t d = 0; d < spec.distinct.size(); ++d) {
+      sketch::Sketch sk;
+      if (from[d] >= 0 && static_cast<size_t>(from[d]) < g.sketches.size() &&
+          !sketch::Sketch::Decode(g.sketches[from[d]], &sk))
+        return Status::InvalidArgument("group '" + g.value + "': its " + in.distinct_fields[from[d]] + " sketch is not one this server reads");
+      r.distinct.push_back(std::move(sk));
+    }
+    rows.push_back(std::move(r));
+  }
+  GroupTable* t = biz->stats_tables[i]->Day(in.day);
+  if (t == nullptr) return Status::Unavailable("cannot open the statistics file of " + DayText(in.day));
+  for (const GroupRow& r : rows)
+    if (!t->Merge(r)) return Status::Unavailable("the statistics of " + DayText(in.day) + " could not take group '" + r.value + "' (is the disk full?)");
+  t->AddFieldErrors(in.field_errors);
   return Status::OK();
 }
 

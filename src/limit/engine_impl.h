@@ -21,6 +21,7 @@
 
 #include "frs/engine.h"
 #include "limit/daily_stats.h"
+#include "limit/field_stats.h"
 #include "limit/map_config.h"
 #include "limit/node_op.h"
 #include "limit/time_zone.h"
@@ -30,6 +31,7 @@ namespace frs::limit {
 struct Biz {
   BizConfig cfg;
   int32_t stats_slot = DailyStats::kNoSlot;
+  std::vector<StatsTable*> stats_tables;  // parallel to cfg.stats; empty when none is kept
 };
 
 struct StringHash {
@@ -111,6 +113,8 @@ class EngineImpl final : public Engine {
   // Installs a parsed map (or returns its error) and remembers its path.
   Status InstallFrom(Result<MapConfig> config, const std::string& path);
   std::vector<BizStats> DailyStats() const override;
+  Result<GroupStats> StatsBy(const GroupStatsQuery& q) const override;
+  Status MergeStatsBy(const GroupStats& incoming) override;
   Result<uint16_t> ResolveBiz(std::string_view biz) const override;
   std::vector<std::pair<uint16_t, std::string>> Bizzes() const override;
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
@@ -128,7 +132,8 @@ class EngineImpl final : public Engine {
   Now NowAt() const { return Now::At(clock_->NowMs(), tz_.get()); }
   uint32_t Today(int64_t now_s) const;
   // With a tally (a batch), the daily statistics are added when it flushes.
-  void Count(const Biz& biz, const Decision& d, bool created, int64_t now_s, StatsTally* tally = nullptr);
+  void Count(const Biz& biz, const Request& req, const Decision& d, bool created, int64_t now_s,
+             StatsTally* tally = nullptr);
   // Runs op against the store, retrying once with the node's full state
   // when its layout must shrink (see AdoptLayout).
   // `ref`, when given, is RefOf(biz, req) made earlier (a batch prefetched it).
@@ -159,6 +164,7 @@ class EngineImpl final : public Engine {
   const Clock* const clock_;
   const std::shared_ptr<const TimeZone> tz_;
   const std::unique_ptr<limit::DailyStats> stats_;
+  const std::unique_ptr<FieldStats> field_stats_;
   std::string map_path_;  // GUARDED_BY(mu_)
 
   mutable std::mutex mu_;

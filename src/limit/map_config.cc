@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <pugixml.hpp>
 #include <unordered_map>
 
+#include "limit/group_table.h"
 #include "limit/token_bucket.h"
 #include "os/unique_fd.h"
 
@@ -136,6 +138,13 @@ class Parser {
                                      "' is neither 'keep' (keep every key's text) nor 'fit' (keep what fits, the default)");
         }
         biz->keep_keys = value == "keep";
+      } else if (name == "fields") {
+        Status s = ParseFields(value, biz);
+        if (!s.ok()) return s;
+      } else if (name == "separator") {
+        if (value.size() != 1 || !std::ispunct(static_cast<unsigned char>(value[0])))
+          return Fail(biz->line, "separator '" + std::string(value) + "' must be one punctuation character, e.g. '|' or ':'");
+        biz->separator = value[0];
       } else {
         return Fail(biz->line, "<biz>: unknown attribute '" + std::string(name) + "'");
       }
@@ -144,6 +153,11 @@ class Parser {
     if (!have_name) return Fail(biz->line, "<biz id=\"" + std::to_string(biz->id) + "\">: missing attribute 'name'");
     const std::string who = "biz '" + biz->name + "'";
     for (pugi::xml_node r : n.children()) {
+      if (r.type() == pugi::node_element && std::string_view(r.name()) == "stats") {
+        Status s = ParseStats(r, biz);
+        if (!s.ok()) return s;
+        continue;
+      }
       Status s = CheckElement(r, "rule", ("<biz name=\"" + biz->name + "\">").c_str());
       if (!s.ok()) return s;
       if (biz->nrules == kMaxRulesPerBiz) {
@@ -172,6 +186,114 @@ class Parser {
       return Fail(biz->line, who + ": its rules need " + std::to_string(biz->state_bytes) +
                                  " state bytes, more than a node holds (" + std::to_string(kMaxStateBytes) + ")");
     }
+    return Status::OK();
+  }
+
+  Status ParseFields(std::string_view value, BizConfig* biz) {
+    biz->fields.clear();
+    size_t start = 0;
+    while (true) {
+      const size_t comma = value.find(',', start);
+      const std::string_view f = value.substr(start, comma == std::string_view::npos ? value.npos : comma - start);
+      const bool ok = !f.empty() && f.size() <= 32 &&
+                      std::all_of(f.begin(), f.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+      if (!ok)
+        return Fail(biz->line, "fields '" + std::string(value) + "': a field name is 1..32 of A-Z a-z 0-9 _, names separated by ','");
+      if (std::find(biz->fields.begin(), biz->fields.end(), f) != biz->fields.end())
+        return Fail(biz->line, "fields '" + std::string(value) + "' names '" + std::string(f) + "' twice");
+      biz->fields.emplace_back(f);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    if (biz->fields.size() > kMaxKeyFields)
+      return Fail(biz->line, "fields '" + std::string(value) + "' has more than " + std::to_string(kMaxKeyFields) + " fields");
+    return Status::OK();
+  }
+
+  // A list of field names of `biz` ("app,iface") as indexes.
+  Status FieldList(int line, const char* attr, std::string_view value, const BizConfig& biz, std::vector<uint8_t>* out) {
+    out->clear();
+    size_t start = 0;
+    while (true) {
+      const size_t comma = value.find(',', start);
+      const std::string_view f = value.substr(start, comma == std::string_view::npos ? value.npos : comma - start);
+      auto it = std::find(biz.fields.begin(), biz.fields.end(), f);
+      if (it == biz.fields.end())
+        return Fail(line, std::string("<stats ") + attr + "=\"" + std::string(value) + "\">: '" + std::string(f) +
+                              "' is not one of the biz's fields (" + (biz.fields.empty() ? std::string("it names none: add fields=\"...\" to <biz>") : JoinFields(biz.fields)) + ")");
+      const uint8_t idx = static_cast<uint8_t>(it - biz.fields.begin());
+      if (std::find(out->begin(), out->end(), idx) != out->end())
+        return Fail(line, std::string("<stats ") + attr + "=\"" + std::string(value) + "\"> names '" + std::string(f) + "' twice");
+      out->push_back(idx);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    return Status::OK();
+  }
+  static std::string JoinFields(const std::vector<std::string>& fields) {
+    std::string s;
+    for (const std::string& f : fields) s += (s.empty() ? "" : ",") + f;
+    return s;
+  }
+
+  Status ParseStats(const pugi::xml_node& n, BizConfig* biz) {
+    StatsSpec spec;
+    spec.line = LineOf(n);
+    bool have_by = false, have_days = false, have_groups = false;
+    std::string_view by_value, distinct_value;
+    uint64_t v;
+    for (pugi::xml_attribute a : n.attributes()) {
+      std::string_view name = a.name(), value = a.value();
+      if (name == "by") {
+        by_value = value;
+        have_by = true;
+      } else if (name == "distinct") {
+        distinct_value = value;
+      } else if (name == "days") {
+        if (!ParseUint(value, kMaxStatsDays, &v) || v == 0)
+          return Fail(spec.line, "<stats days=\"" + std::string(value) + "\"> is out of range (1..366)");
+        spec.days = static_cast<uint32_t>(v);
+        have_days = true;
+      } else if (name == "groups") {
+        if (!ParseUint(value, kMaxStatsGroups, &v) || v == 0)
+          return Fail(spec.line, "<stats groups=\"" + std::string(value) + "\"> is out of range (1..1000000)");
+        spec.groups = static_cast<uint32_t>(v);
+        have_groups = true;
+      } else {
+        return Fail(spec.line, "<stats>: unknown attribute '" + std::string(name) + "'");
+      }
+    }
+    if (!have_by) return Fail(spec.line, "<stats>: missing attribute 'by'");
+    if (n.first_child()) return Fail(spec.line, "<stats> takes no content");
+    Status s = FieldList(spec.line, "by", by_value, *biz, &spec.by);
+    if (!s.ok()) return s;
+    if (!distinct_value.empty()) {
+      s = FieldList(spec.line, "distinct", distinct_value, *biz, &spec.distinct);
+      if (!s.ok()) return s;
+    }
+    spec.by_text = std::string(by_value);
+    for (StatsSpec& other : biz->stats) {
+      if (other.by != spec.by) continue;
+      for (uint8_t d : spec.distinct)
+        if (std::find(other.distinct.begin(), other.distinct.end(), d) == other.distinct.end()) other.distinct.push_back(d);
+      if (have_days) other.days = std::max(other.days, spec.days);
+      if (have_groups) other.groups = std::max(other.groups, spec.groups);
+      return CheckDistinct(other, *biz);
+    }
+    if (biz->stats.size() == kMaxStatsPerBiz)
+      return Fail(spec.line, "biz '" + biz->name + "' has more than " + std::to_string(kMaxStatsPerBiz) + " <stats>");
+    biz->stats.push_back(std::move(spec));
+    return CheckDistinct(biz->stats.back(), *biz);
+  }
+
+  Status CheckDistinct(const StatsSpec& spec, const BizConfig& biz) const {
+    for (uint8_t d : spec.distinct)
+      if (std::find(spec.by.begin(), spec.by.end(), d) != spec.by.end())
+        return Fail(spec.line, "<stats by=\"" + spec.by_text + "\">: distinct '" + biz.fields[d] +
+                                   "' is one of the by fields (each group has one value of it)");
+    if (spec.distinct.size() > kMaxDistinctFields)
+      return Fail(spec.line, "<stats by=\"" + spec.by_text + "\"> counts more than " +
+                                 std::to_string(kMaxDistinctFields) + " distinct fields");
     return Status::OK();
   }
 
@@ -268,6 +390,13 @@ bool BizConfig::CompactNodes() const {
 
 uint32_t BizConfig::NodeSlotsNeeded() const {
   return CompactNodes() ? 1 : NodeSlots(state_bytes, keep_keys ? kMaxKeyBytes : 0);
+}
+
+std::string StatsSpec::DirName(const std::vector<std::string>& fields) const {
+  std::string name;
+  for (uint8_t f : by) name += (name.empty() ? "" : ",") + fields[f];
+  for (size_t i = 0; i < distinct.size(); ++i) name += (i == 0 ? "+" : ",") + fields[distinct[i]];
+  return name;
 }
 
 bool BizConfig::SameLayout(const BizConfig& o) const {

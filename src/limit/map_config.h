@@ -28,6 +28,26 @@
 namespace frs::limit {
 
 inline constexpr size_t kMaxBizNameBytes = 64;
+inline constexpr size_t kMaxKeyFields = 16;
+inline constexpr size_t kMaxStatsPerBiz = 8;
+inline constexpr uint32_t kMaxStatsDays = 366;
+inline constexpr uint32_t kMaxStatsGroups = 1000000;
+
+// <stats by="app,iface" distinct="user" days="31" groups="100000"/>: daily
+// counters per value of the `by` fields (limit/field_stats.h). Two <stats>
+// of one biz with the same `by` are one table: their distinct fields are
+// joined and the larger days and groups kept.
+struct StatsSpec {
+  std::vector<uint8_t> by;        // indexes into BizConfig::fields, in the order given
+  std::vector<uint8_t> distinct;  // at most 2, none of them in `by`
+  uint32_t days = 31;
+  uint32_t groups = 100000;
+  std::string by_text;            // "app,iface"
+  int line = 0;
+  // The table's directory name under stats/<biz id>/: "app,iface" or
+  // "app,iface+user" (a changed distinct starts a new table).
+  std::string DirName(const std::vector<std::string>& fields) const;
+};
 
 struct BizConfig {
   uint16_t id = 0;
@@ -40,6 +60,11 @@ struct BizConfig {
   // and explain) at the cost of more slots; by default a key that is not its
   // node's identity (store/identity.h) is kept only where a node has room.
   bool keep_keys = false;
+  // fields="app,user,iface" separator="|": what a key is made of, for
+  // <stats>. A key with another number of fields counts in field_errors.
+  std::vector<std::string> fields;
+  char separator = ':';
+  std::vector<StatsSpec> stats;
   int line = 0;
 
   // Same rules in the same order (what a reload may keep as is).

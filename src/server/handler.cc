@@ -8,6 +8,7 @@
 
 #include "server/admin_auth.h"
 #include "server/buf_writer.h"
+#include "server/group_stats_xml.h"
 #include "server/clock_util.h"
 
 namespace frs::server {
@@ -313,8 +314,17 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
         }
       }
     }
+  } else if (path == "/stats") {
+    label = CmdLabel::kStats;
+    if (!is_get && head.method != HttpMethod::kPost) {
+      ErrorBody(405, "/stats takes GET (or POST from a handoff)", &status);
+      extra.allow = "GET, POST";
+    } else {
+      HandleStatsBy(head, base, query, &status);
+      if (status == 200) ctype = kXml;
+    }
   } else {
-    ErrorBody(404, "no such path: use POST /frs, GET /acquire, /query, /auth, /health or /metrics", &status);
+    ErrorBody(404, "no such path: use POST /frs, GET /acquire, /query, /auth, /stats, /health or /metrics", &status);
   }
   if (shutting_down_) keep_alive = false;
   Respond(status, keep_alive, head.version, ctype, &extra, head_only, out);
@@ -537,6 +547,102 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* e
     *status = d.allowed ? 200 : 429;
   }
   return true;
+}
+
+void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status) {
+  GroupStatsQuery q;
+  std::string token;
+  bool have_biz = false, have_by = false;
+  std::string buf;
+  for (size_t start = 0; start <= query.size() && !query.empty();) {
+    const size_t amp = query.find('&', start);
+    const std::string_view pair = query.substr(start, amp == std::string_view::npos ? query.npos : amp - start);
+    start = amp == std::string_view::npos ? query.size() + 1 : amp + 1;
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    std::string_view value;
+    if (!PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &buf, &value)) {
+      ErrorBody(400, "/stats: parameter '" + std::string(name) + "' has a bad %-escape", status);
+      return;
+    }
+    auto count = [&](uint64_t max, uint64_t* out) {
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
+      return !value.empty() && ec == std::errc() && p == value.data() + value.size() && *out <= max;
+    };
+    uint64_t n = 0;
+    if (name == "biz") {
+      q.biz = std::string(value);
+      have_biz = !value.empty();
+    } else if (name == "by") {
+      q.by = std::string(value);
+      have_by = !value.empty();
+    } else if (name == "day") {
+      uint32_t day;
+      if (!ParseDayText(value, &day)) {
+        ErrorBody(400, "/stats: day '" + std::string(value.substr(0, 32)) + "' is not a YYYY-MM-DD date", status);
+        return;
+      }
+      q.day = day;
+    } else if (name == "value") {
+      q.value = std::string(value);
+    } else if (name == "top") {
+      if (!count(1000000, &n)) {
+        ErrorBody(400, "/stats: top '" + std::string(value.substr(0, 32)) + "' is not a count (0..1000000)", status);
+        return;
+      }
+      q.top = static_cast<uint32_t>(n);
+    } else if (name == "sketches") {
+      q.sketches = value == "1";
+    } else if (name == "token") {
+      token = std::string(value);
+    } else {
+      ErrorBody(400, "/stats: unknown parameter '" + std::string(name.substr(0, 32)) +
+                         "' (biz, by, day, value, top, sketches, token)", status);
+      return;
+    }
+  }
+  // The admin token, when srv.xml sets one: ?token=T or Authorization: Bearer T.
+  if (!opts_.admin_token.empty()) {
+    std::string_view auth(base + head.auth_off, head.auth_len);
+    if (token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
+      token = std::string(auth.substr(7));
+    if (CheckAdminToken(opts_.admin_token, token) != AdminAuth::kOk) {
+      ErrorBody(403, "/stats needs the admin token (token=T or Authorization: Bearer T), and it is missing or wrong",
+                status);
+      return;
+    }
+  }
+  if (head.method == HttpMethod::kPost) {
+    auto in = ParseGroupStats(std::string_view(base + head.body_off, head.body_len));
+    if (!in.ok()) {
+      ErrorBody(400, "POST /stats: " + in.status().message(), status);
+      return;
+    }
+    Status s = engine_->MergeStatsBy(in.value());
+    if (!s.ok()) {
+      ErrorBody(HttpStatusFor(s), "POST /stats: " + s.message(), status);
+      return;
+    }
+    body_.clear();
+    body_.append("<response code=\"0\" msg=\"merged\" groups=\"");
+    body_.append(std::to_string(in.value().rows.size()));
+    body_.append("\"/>\n");
+    *status = 200;
+    return;
+  }
+  if (!have_biz || !have_by) {
+    ErrorBody(400, "/stats needs biz=B and by=F[,F...]", status);
+    return;
+  }
+  auto st = engine_->StatsBy(q);
+  if (!st.ok()) {
+    ErrorBody(HttpStatusFor(st.status()), st.status().message(), status);
+    return;
+  }
+  body_.clear();
+  AppendGroupStats(st.value(), &body_);
+  *status = 200;
 }
 
 void Handler::HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out) {

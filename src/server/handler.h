@@ -5,6 +5,8 @@
 //                    RateLimit-* and Retry-After headers
 // GET  /health       200 while serving (503 once shutting down)
 // GET  /metrics      Prometheus text
+// GET  /stats?biz=B&by=F[&day=D][&value=V][&top=N]   statistics by key field
+// POST /stats        merges statistics sent by another shard (handoff)
 //
 // Every response is appended, complete (status line, headers, body), to the
 // connection's output buffer; the body is built first (a decision in a
@@ -75,6 +77,8 @@ class Handler {
   bool RouteRequests(std::span<WireRequest> reqs, std::string_view route_param, int* status);
   // GET /acquire, /query and /auth (`auth`: 204/403 and no body).
   bool HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* extra, int* status);
+  // GET /stats (statistics by key field) and POST /stats (a handoff's merge).
+  void HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status);
   // Runs one request into decisions_[0] and appends its answer to body_.
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);

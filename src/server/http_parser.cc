@@ -37,6 +37,10 @@ class HttpRequestParser::Adaptor {
     }
     void on_field_impl(http::field name, string_view, string_view value,
                        boost::beast::error_code&) override {
+      if (name == http::field::authorization) {
+        owner_->head_.auth_off = static_cast<size_t>(value.data() - owner_->base_);
+        owner_->head_.auth_len = value.size();
+      }
       if (name == http::field::expect && value.size() == 12 &&
           boost::beast::iequals(value, string_view("100-continue", 12)))
         owner_->head_.expect_continue = true;

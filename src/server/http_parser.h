@@ -32,6 +32,8 @@ struct HttpHead {
   bool has_content_length = false;
   uint64_t content_length = 0;
   size_t body_off = 0, body_len = 0;  // valid once the request is complete
+  // The Authorization header's value (admin paths take a Bearer token).
+  size_t auth_off = 0, auth_len = 0;
 };
 
 class HttpRequestParser {

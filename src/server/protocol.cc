@@ -190,33 +190,6 @@ int HexValue(char c) {
   return -1;
 }
 
-// `in` with %XX and '+' decoded: `in` itself when it holds neither (a biz
-// name, a plain key: no copy), else decoded into `buf`.
-bool PercentDecode(std::string_view in, std::string* buf, std::string_view* out) {
-  size_t first = 0;
-  while (first < in.size() && in[first] != '%' && in[first] != '+') ++first;
-  if (first == in.size()) {
-    *out = in;
-    return true;
-  }
-  buf->assign(in.data(), first);
-  for (size_t i = first; i < in.size(); ++i) {
-    char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;
-      int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      buf->push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+') {
-      buf->push_back(' ');
-    } else {
-      buf->push_back(c);
-    }
-  }
-  *out = *buf;
-  return true;
-}
 
 }  // namespace
 
@@ -671,6 +644,34 @@ void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, cons
     out->append("  </biz>\n");
   }
   out->append("</response>\n");
+}
+
+// `in` with %XX and '+' decoded: `in` itself when it holds neither (a biz
+// name, a plain key: no copy), else decoded into `buf`.
+bool PercentDecode(std::string_view in, std::string* buf, std::string_view* out) {
+  size_t first = 0;
+  while (first < in.size() && in[first] != '%' && in[first] != '+') ++first;
+  if (first == in.size()) {
+    *out = in;
+    return true;
+  }
+  buf->assign(in.data(), first);
+  for (size_t i = first; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      buf->push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+') {
+      buf->push_back(' ');
+    } else {
+      buf->push_back(c);
+    }
+  }
+  *out = *buf;
+  return true;
 }
 
 }  // namespace frs::server

@@ -104,6 +104,9 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
 // POST /frs?route=R: the only query parameter it takes (kept as sent).
 bool DecodePostQuery(std::string_view query, std::string_view* route, ProtocolError* err);
 
+// `in` with %XX and '+' decoded: `in` itself when it holds neither, else
+// decoded into `buf`. False for a bad escape.
+bool PercentDecode(std::string_view in, std::string* buf, std::string_view* out);
 void AppendXmlEscaped(std::string_view text, std::string* out);
 void AppendError(int code, std::string_view msg, std::string* out);
 // 421: `route` belongs to shard `owner` of the cluster.

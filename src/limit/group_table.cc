@@ -1,0 +1,356 @@
+#include "limit/group_table.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+
+#include "frs/key.h"
+#include "os/sigbus_guard.h"
+
+namespace frs::limit {
+namespace {
+
+constexpr char kMagic[8] = {'F', 'R', 'S', 'G', 'R', 'O', 'U', 'P'};
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kUnit = 64;
+constexpr uint64_t kGrowBytes = 1 << 20;
+// Blocks that racing writers may allocate and lose (distinct_sketch.h): the
+// bound keeps room for this many beyond one set per group.
+constexpr uint64_t kSpareSketches = 64;
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+template <typename T>
+std::atomic_ref<T> Ref(T& v) {
+  return std::atomic_ref<T>(v);
+}
+template <typename T>
+T Load(const T& v) {
+  return std::atomic_ref<T>(const_cast<T&>(v)).load(std::memory_order_acquire);
+}
+
+uint64_t HashOf(std::string_view value) { return XXH3_64bits(value.data(), value.size()) | 1; }
+
+Status Errno(const std::string& what, const std::string& path) {
+  return Status::IOError(what + " " + path + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+struct GroupTable::Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint32_t index_slots;
+  uint32_t groups;       // the bound on groups of their own
+  uint32_t distinct;
+  uint32_t record_bytes; // the largest record (a value of kMaxKeyBytes)
+  uint64_t pool_start;   // bytes from the file's start
+  uint64_t limit_bytes;  // the most the file may grow to
+  uint64_t checksum;     // XXH3 of the fields above
+  // Shared words, each updated atomically.
+  uint64_t claimed;      // groups of their own
+  uint64_t next;         // the allocation point (bytes)
+  uint64_t file_bytes;   // bytes allocated on disk
+  uint64_t field_errors;
+  uint64_t lost;         // updates not stored (no space)
+  uint32_t other;        // offset of the "~other" record
+  uint8_t reserved[156];
+};
+static_assert(sizeof(GroupTable::Header) == 256);
+static_assert(offsetof(GroupTable::Header, checksum) == 48);
+static_assert(offsetof(GroupTable::Header, claimed) == 56);
+
+struct GroupTable::Record {
+  uint64_t hash;
+  uint64_t requests, allowed, denied, units;
+  uint16_t value_len;
+  uint16_t reserved16;
+  uint32_t reserved32;
+  // Then `distinct` SketchHeads and the value's bytes.
+  sketch::SketchHead* heads() { return reinterpret_cast<sketch::SketchHead*>(this + 1); }
+  const sketch::SketchHead* heads() const { return reinterpret_cast<const sketch::SketchHead*>(this + 1); }
+  char* value(uint32_t distinct) { return reinterpret_cast<char*>(heads() + distinct); }
+  const char* value(uint32_t distinct) const { return reinterpret_cast<const char*>(heads() + distinct); }
+};
+static_assert(sizeof(GroupTable::Record) == 48);
+static_assert(offsetof(GroupTable::Record, value_len) == 40);
+
+namespace {
+uint64_t RecordBytes(uint32_t distinct, size_t value_len) {
+  return RoundUp(sizeof(GroupTable::Record) + distinct * sizeof(sketch::SketchHead) + value_len, kUnit);
+}
+uint64_t SketchBytes() { return uint64_t{sketch::kSparseSlots} * 4 + sketch::kRegisters; }
+}  // namespace
+
+class GroupTable::Blocks final : public sketch::BlockSource {
+ public:
+  explicit Blocks(GroupTable* t) : t_(t) {}
+  uint32_t Allocate(uint32_t bytes) override { return t_->Allocate(bytes); }
+  uint8_t* At(uint32_t offset) const override { return t_->base_ + uint64_t{offset} * kUnit; }
+
+ private:
+  GroupTable* const t_;
+};
+
+GroupTable::~GroupTable() {
+  if (guard_ >= 0) os::UnregisterGuardedMapping(guard_);
+  if (base_ != nullptr) ::munmap(base_, mapped_);
+}
+
+GroupTable::Record* GroupTable::RecordAt(uint32_t offset) const {
+  return reinterpret_cast<Record*>(base_ + uint64_t{offset} * kUnit);
+}
+uint32_t* GroupTable::index() const { return reinterpret_cast<uint32_t*>(base_ + sizeof(Header)); }
+
+Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape,
+                                                     Mode mode) {
+  if (shape.distinct > kMaxDistinctFields || shape.groups == 0) return Status::InvalidArgument("bad group table shape");
+  std::unique_ptr<GroupTable> t(new GroupTable());
+  t->path_ = path;
+  t->shape_ = shape;
+  t->read_only_ = mode == Mode::kRead;
+
+  // The geometry this shape asks for.
+  Header want{};
+  std::memcpy(want.magic, kMagic, sizeof kMagic);
+  want.version = kVersion;
+  want.header_bytes = sizeof(Header);
+  uint32_t slots = 64;
+  while (slots < 2 * (uint64_t{shape.groups} + 1)) slots *= 2;
+  want.index_slots = slots;
+  want.groups = shape.groups;
+  want.distinct = shape.distinct;
+  want.record_bytes = static_cast<uint32_t>(RecordBytes(shape.distinct, kMaxKeyBytes));
+  want.pool_start = RoundUp(sizeof(Header) + uint64_t{slots} * 4, kUnit);
+  const uint64_t per_group = want.record_bytes + shape.distinct * SketchBytes();
+  want.limit_bytes = RoundUp(want.pool_start + (uint64_t{shape.groups} + 1) * per_group +
+                                 kSpareSketches * SketchBytes() + kGrowBytes,
+                             kGrowBytes);
+  want.checksum = XXH3_64bits(&want, offsetof(Header, checksum));
+
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    int fd = ::open(path.c_str(), t->read_only_ ? O_RDONLY | O_CLOEXEC : O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && !t->read_only_) {
+      // Made whole under a temporary name, then linked into place: a reader
+      // never sees a half-written header, and of two processes creating the
+      // same day, one wins the link and the other opens its file.
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+      const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+      os::UniqueFd tfd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+      if (!tfd.valid()) return Errno("cannot create", tmp);
+      Header h = want;
+      h.next = want.pool_start + RecordBytes(shape.distinct, kOtherGroup.size());
+      h.file_bytes = RoundUp(h.next, kGrowBytes);
+      h.other = static_cast<uint32_t>(want.pool_start / kUnit);
+      Record other{};
+      other.hash = HashOf(kOtherGroup);
+      other.value_len = static_cast<uint16_t>(kOtherGroup.size());
+      std::string rec(RecordBytes(shape.distinct, kOtherGroup.size()), '\0');
+      std::memcpy(rec.data(), &other, sizeof other);
+      std::memcpy(rec.data() + sizeof other + shape.distinct * sizeof(sketch::SketchHead), kOtherGroup.data(),
+                  kOtherGroup.size());
+      bool ok = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)) == 0 &&
+                ::pwrite(tfd.get(), &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+                ::pwrite(tfd.get(), rec.data(), rec.size(), static_cast<off_t>(want.pool_start)) ==
+                    static_cast<ssize_t>(rec.size());
+      if (!ok) {
+        Status s = Errno("cannot write", tmp);
+        ::unlink(tmp.c_str());
+        return s;
+      }
+      const int linked = ::link(tmp.c_str(), path.c_str());
+      const int link_errno = errno;
+      ::unlink(tmp.c_str());
+      if (linked != 0 && link_errno != EEXIST) {
+        errno = link_errno;
+        return Errno("cannot create", path);
+      }
+      continue;  // open what is now there
+    }
+    if (fd < 0) {
+      if (errno == ENOENT) return Status::NotFound("no statistics file " + path);
+      return Errno("cannot open", path);
+    }
+    t->fd_.reset(fd);
+    Header h{};
+    if (::pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
+        std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion ||
+        h.checksum != XXH3_64bits(&h, offsetof(Header, checksum))) {
+      if (t->read_only_) return Status::Corruption(path + " is not a statistics file of version " + std::to_string(kVersion));
+    } else if (std::memcmp(&h, &want, offsetof(Header, checksum)) == 0) {
+      struct stat st {};
+      if (::fstat(fd, &st) != 0) return Errno("cannot stat", path);
+      if (static_cast<uint64_t>(st.st_size) < want.pool_start)
+        return Status::Corruption(path + " is shorter than its header says");
+      t->index_slots_ = want.index_slots;
+      t->mapped_ = want.limit_bytes;
+      void* p = ::mmap(nullptr, t->mapped_, t->read_only_ ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) return Errno("cannot map", path);
+      t->base_ = static_cast<uint8_t*>(p);
+      os::InstallSigbusGuard();
+      t->guard_ = os::RegisterGuardedMapping(t->base_, t->mapped_, &t->broken_);
+      t->blocks_ = std::make_unique<Blocks>(t.get());
+      return t;
+    } else if (h.distinct <= kMaxDistinctFields && h.groups != 0 &&
+               (h.groups != shape.groups || h.distinct != shape.distinct)) {
+      // Another geometry (a changed <stats groups>): the day goes on in the
+      // shape it was written in; the new one applies from the next day.
+      t->fd_.reset();
+      return Open(path, GroupTableShape{h.groups, h.distinct}, mode);
+    }
+    if (t->read_only_) return Status::Corruption(path + ": its header does not match its geometry");
+    // A damaged header is never reinterpreted: the file is moved aside
+    // (readable by hand) and the day starts anew.
+    t->fd_.reset();
+    const std::string aside = path + ".old-" + std::to_string(::getpid());
+    if (::rename(path.c_str(), aside.c_str()) != 0 && errno != ENOENT) return Errno("cannot move aside", path);
+  }
+  return Status::IOError("cannot open " + path + ": it keeps changing under us");
+}
+
+uint32_t GroupTable::Allocate(uint32_t bytes) {
+  Header* h = header();
+  const uint64_t size = RoundUp(bytes, kUnit);
+  const uint64_t off = Ref(h->next).fetch_add(size, std::memory_order_relaxed);
+  if (off + size > h->limit_bytes) return 0;
+  uint64_t have = Load(h->file_bytes);
+  if (off + size > have) {
+    const uint64_t want = std::min<uint64_t>(RoundUp(off + size, kGrowBytes), h->limit_bytes);
+    if (::posix_fallocate(fd_.get(), static_cast<off_t>(have), static_cast<off_t>(want - have)) != 0) return 0;
+    while (have < want && !Ref(h->file_bytes).compare_exchange_weak(have, want, std::memory_order_acq_rel)) {
+    }
+  }
+  return static_cast<uint32_t>(off / kUnit);
+}
+
+const GroupTable::Record* GroupTable::Find(std::string_view value, uint64_t hash) const {
+  const uint32_t* slots = index();
+  for (uint32_t i = 0; i < index_slots_; ++i) {
+    const uint32_t off = Load(slots[(hash + i) & (index_slots_ - 1)]);
+    if (off == 0) return nullptr;
+    const Record* r = RecordAt(off);
+    if (r->hash == hash && r->value_len == value.size() &&
+        std::memcmp(r->value(shape_.distinct), value.data(), value.size()) == 0)
+      return r;
+  }
+  return nullptr;
+}
+
+GroupTable::Record* GroupTable::FindOrAdd(std::string_view value, uint64_t hash) {
+  Header* h = header();
+  if (value == kOtherGroup) return RecordAt(h->other);
+  uint32_t* slots = index();
+  uint32_t mine = 0;  // a record written for this value, not yet published
+  bool reserved = false;
+  for (uint32_t i = 0; i < index_slots_; ++i) {
+    uint32_t& slot = slots[(hash + i) & (index_slots_ - 1)];
+    uint32_t off = Load(slot);
+    if (off == 0) {
+      if (mine == 0) {
+        // A group of its own while the bound allows, else "~other".
+        if (Ref(h->claimed).fetch_add(1, std::memory_order_relaxed) >= h->groups) {
+          Ref(h->claimed).fetch_sub(1, std::memory_order_relaxed);
+          return RecordAt(h->other);
+        }
+        reserved = true;
+        mine = Allocate(static_cast<uint32_t>(RecordBytes(shape_.distinct, value.size())));
+        if (mine == 0) {
+          Ref(h->claimed).fetch_sub(1, std::memory_order_relaxed);
+          return nullptr;
+        }
+        Record* r = RecordAt(mine);
+        r->hash = hash;
+        r->value_len = static_cast<uint16_t>(value.size());
+        std::memcpy(r->value(shape_.distinct), value.data(), value.size());
+      }
+      if (Ref(slot).compare_exchange_strong(off, mine, std::memory_order_acq_rel)) return RecordAt(mine);
+      // Another writer took the slot: `off` is its record.
+    }
+    Record* r = RecordAt(off);
+    if (r->hash == hash && r->value_len == value.size() &&
+        std::memcmp(r->value(shape_.distinct), value.data(), value.size()) == 0) {
+      if (reserved) Ref(h->claimed).fetch_sub(1, std::memory_order_relaxed);  // ours goes unused
+      return r;
+    }
+  }
+  if (reserved) Ref(h->claimed).fetch_sub(1, std::memory_order_relaxed);
+  return RecordAt(h->other);
+}
+
+bool GroupTable::AddTo(Record* r, const GroupCounts& delta, const uint32_t* codes) {
+  if (delta.requests) Ref(r->requests).fetch_add(delta.requests, std::memory_order_relaxed);
+  if (delta.allowed) Ref(r->allowed).fetch_add(delta.allowed, std::memory_order_relaxed);
+  if (delta.denied) Ref(r->denied).fetch_add(delta.denied, std::memory_order_relaxed);
+  if (delta.units) Ref(r->units).fetch_add(delta.units, std::memory_order_relaxed);
+  bool ok = true;
+  for (uint32_t d = 0; d < shape_.distinct && codes != nullptr; ++d)
+    ok = sketch::Insert(&r->heads()[d], blocks_.get(), codes[d]) && ok;
+  return ok;
+}
+
+bool GroupTable::Add(std::string_view value, const GroupCounts& delta, const uint32_t* distinct_codes) {
+  if (read_only_ || broken_.load(std::memory_order_relaxed)) return false;
+  Record* r = FindOrAdd(value, HashOf(value));
+  if (r == nullptr || !AddTo(r, delta, distinct_codes)) {
+    Ref(header()->lost).fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+bool GroupTable::Merge(const GroupRow& row) {
+  if (read_only_ || broken_.load(std::memory_order_relaxed)) return false;
+  Record* r = FindOrAdd(row.value, HashOf(row.value));
+  if (r == nullptr || !AddTo(r, row.counts, nullptr)) return false;
+  bool ok = true;
+  for (uint32_t d = 0; d < shape_.distinct && d < row.distinct.size(); ++d)
+    ok = row.distinct[d].InsertInto(&r->heads()[d], blocks_.get()) && ok;
+  return ok;
+}
+
+void GroupTable::AddFieldErrors(uint64_t n) {
+  if (read_only_ || n == 0) return;
+  Ref(header()->field_errors).fetch_add(n, std::memory_order_relaxed);
+}
+
+GroupRow GroupTable::RowOf(const Record& r) const {
+  GroupRow row;
+  row.value.assign(r.value(shape_.distinct), r.value_len);
+  row.counts = {Load(r.requests), Load(r.allowed), Load(r.denied), Load(r.units)};
+  for (uint32_t d = 0; d < shape_.distinct; ++d) row.distinct.push_back(sketch::Sketch::Read(r.heads()[d], *blocks_));
+  return row;
+}
+
+std::vector<GroupRow> GroupTable::Rows() const {
+  std::vector<GroupRow> rows;
+  const uint32_t* slots = index();
+  for (uint32_t i = 0; i < index_slots_; ++i)
+    if (uint32_t off = Load(slots[i]); off != 0) rows.push_back(RowOf(*RecordAt(off)));
+  const Record& other = *RecordAt(header()->other);
+  if (Load(other.requests) != 0) rows.push_back(RowOf(other));
+  return rows;
+}
+
+bool GroupTable::Row(std::string_view value, GroupRow* out) const {
+  const Record* r = value == kOtherGroup ? RecordAt(header()->other) : Find(value, HashOf(value));
+  if (r == nullptr) return false;
+  *out = RowOf(*r);
+  return true;
+}
+
+uint64_t GroupTable::field_errors() const { return Load(header()->field_errors); }
+uint64_t GroupTable::lost() const { return Load(header()->lost); }
+uint32_t GroupTable::groups() const {
+  return static_cast<uint32_t>(std::min<uint64_t>(Load(header()->claimed), header()->groups));
+}
+
+}  // namespace frs::limit

@@ -1,0 +1,102 @@
+#include "server/group_stats_xml.h"
+
+#include <charconv>
+#include <pugixml.hpp>
+
+#include "server/protocol.h"
+
+namespace frs::server {
+namespace {
+
+void Attr(std::string_view name, std::string_view value, std::string* out) {
+  out->push_back(' ');
+  out->append(name);
+  out->append("=\"");
+  AppendXmlEscaped(value, out);
+  out->push_back('"');
+}
+void Attr(std::string_view name, uint64_t value, std::string* out) { Attr(name, std::to_string(value), out); }
+
+bool ParseU64(const char* s, uint64_t* out) {
+  std::string_view v(s);
+  if (v.empty()) return false;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+  return ec == std::errc() && p == v.data() + v.size();
+}
+
+}  // namespace
+
+void AppendGroupStats(const GroupStats& st, std::string* out) {
+  out->append("<stats");
+  Attr("biz", st.biz, out);
+  Attr("by", st.by, out);
+  Attr("day", DayText(st.day), out);
+  Attr("groups", st.groups, out);
+  Attr("field_errors", st.field_errors, out);
+  if (st.lost != 0) Attr("lost", st.lost, out);
+  if (!st.distinct_fields.empty()) {
+    std::string names;
+    for (const std::string& f : st.distinct_fields) names += (names.empty() ? "" : ",") + f;
+    Attr("distinct", names, out);
+  }
+  out->append(">\n");
+  for (const GroupStat& g : st.rows) {
+    out->append("  <group");
+    Attr("value", g.value, out);
+    Attr("requests", g.requests, out);
+    Attr("allowed", g.allowed, out);
+    Attr("denied", g.denied, out);
+    Attr("units", g.units, out);
+    for (size_t d = 0; d < st.distinct_fields.size() && d < g.distinct.size(); ++d)
+      Attr("distinct_" + st.distinct_fields[d], g.distinct[d], out);
+    for (size_t d = 0; d < st.distinct_fields.size() && d < g.sketches.size(); ++d)
+      Attr("sketch_" + st.distinct_fields[d], g.sketches[d], out);
+    out->append("/>\n");
+  }
+  out->append("</stats>\n");
+}
+
+Result<GroupStats> ParseGroupStats(std::string_view xml) {
+  pugi::xml_document doc;
+  if (!doc.load_buffer(xml.data(), xml.size(), pugi::parse_default, pugi::encoding_utf8))
+    return Status::InvalidArgument("the statistics are not well-formed XML");
+  pugi::xml_node root = doc.child("stats");
+  if (!root) return Status::InvalidArgument("the statistics have no <stats> element");
+  GroupStats st;
+  st.biz = root.attribute("biz").value();
+  st.by = root.attribute("by").value();
+  if (st.biz.empty() || st.by.empty()) return Status::InvalidArgument("<stats> needs biz and by");
+  if (!ParseDayText(root.attribute("day").value(), &st.day))
+    return Status::InvalidArgument("<stats day=\"" + std::string(root.attribute("day").value()) + "\"> is not a YYYY-MM-DD date");
+  uint64_t v = 0;
+  if (root.attribute("field_errors") && !ParseU64(root.attribute("field_errors").value(), &st.field_errors))
+    return Status::InvalidArgument("<stats field_errors> is not a count");
+  if (root.attribute("groups") && ParseU64(root.attribute("groups").value(), &v)) st.groups = static_cast<uint32_t>(v);
+  std::string_view distinct = root.attribute("distinct").value();
+  for (size_t start = 0; !distinct.empty();) {
+    const size_t comma = distinct.find(',', start);
+    st.distinct_fields.emplace_back(distinct.substr(start, comma == std::string_view::npos ? distinct.npos : comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  for (pugi::xml_node g : root.children("group")) {
+    GroupStat row;
+    row.value = g.attribute("value").value();
+    if (row.value.empty()) return Status::InvalidArgument("a <group> has no value");
+    struct { const char* name; uint64_t* to; } counts[] = {
+        {"requests", &row.requests}, {"allowed", &row.allowed}, {"denied", &row.denied}, {"units", &row.units}};
+    for (auto& c : counts)
+      if (!ParseU64(g.attribute(c.name).value(), c.to))
+        return Status::InvalidArgument("<group value=\"" + row.value + "\">: " + c.name + " is not a count");
+    for (const std::string& f : st.distinct_fields) {
+      uint64_t n = 0;
+      ParseU64(g.attribute(("distinct_" + f).c_str()).value(), &n);
+      row.distinct.push_back(n);
+      row.sketches.emplace_back(g.attribute(("sketch_" + f).c_str()).value());
+    }
+    st.rows.push_back(std::move(row));
+  }
+  return st;
+}
+
+}  // namespace frs::server
