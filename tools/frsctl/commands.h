@@ -19,6 +19,11 @@ namespace frs::ctl {
 struct StatArgs {
   uint32_t days = 3;  // per-biz daily counters shown (newest first)
   bool cluster = false;  // every shard of <cluster>, over HTTP
+  // --by F: statistics by key field instead (commands_stat_by.cc).
+  std::string by;
+  std::string biz;       // "" = every biz with such a table
+  int64_t day = -1;      // -1 = today
+  uint32_t top = 0;      // 0 = every group
 };
 struct HandoffArgs {
   std::string token;     // "" = srv.xml's admin token
@@ -74,6 +79,8 @@ struct GrowArgs {
 Result<int> RunStat(Session& s, const StatArgs& a);
 Result<int> RunOwner(Session& s, const OwnerArgs& a);
 Result<int> RunStatCluster(Session& s, const StatArgs& a);
+Result<int> RunStatBy(Session& s, const StatArgs& a);
+Result<int> RunStatByCluster(Session& s, const StatArgs& a);
 Result<int> RunHandoff(Session& s, const HandoffArgs& a);
 Result<int> RunInit(Session& s, const InitArgs& a);
 Result<int> RunGet(Session& s, const NodeArgs& a);

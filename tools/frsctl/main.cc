@@ -97,13 +97,28 @@ int main(int argc, char** argv) {
   frs::ctl::StatArgs stat;
   add("stat", "geometry, slots, nodes used, occupancy per file, chain-length histogram, evictions, per-biz counters",
       Needs::kEngine)
-      .run = [&](Session& s) { return stat.cluster ? RunStatCluster(s, stat) : RunStat(s, stat); };
+      .run = [&](Session& s) {
+        if (!stat.by.empty()) return stat.cluster ? RunStatByCluster(s, stat) : RunStatBy(s, stat);
+        return stat.cluster ? RunStatCluster(s, stat) : RunStat(s, stat);
+      };
   commands.back().app->add_option("--days", stat.days, "days of per-biz counters to show, newest first (1..8)")
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
   commands.back().app->add_flag("--cluster", stat.cluster,
                                 "every shard of srv.xml's <cluster>, asked over HTTP and summed (exit 1 when one is "
                                 "unreachable)");
+  std::string stat_day;
+  commands.back().app->add_option("--by", stat.by,
+                                  "statistics by key field instead: the groups of map.xml's <stats by=\"F[,F]\"> "
+                                  "of every biz that keeps them, one day");
+  commands.back().app->add_option("--biz", stat.biz, "with --by: only this biz (name or id)");
+  commands.back().app->add_option("--day", stat_day, "with --by: the day, YYYY-MM-DD (default: today)")
+      ->check([](const std::string& v) {
+        uint32_t d;
+        return frs::ParseDayText(v, &d) ? std::string() : "'" + v + "' is not a YYYY-MM-DD date";
+      });
+  commands.back().app->add_option("--top", stat.top, "with --by: only the N groups with the most requests")
+      ->check(CLI::Range(1, 1000000));
   const size_t stat_index = commands.size() - 1;
 
   frs::ctl::NodeArgs get;
@@ -270,6 +285,13 @@ int main(int argc, char** argv) {
 
   // stat --cluster asks the shards over HTTP: it needs srv.xml only.
   if (stat.cluster) commands[stat_index].needs = Needs::kConfig;
+  if (!stat_day.empty()) {
+    uint32_t day = 0;
+    frs::ParseDayText(stat_day, &day);  // checked by the option
+    stat.day = day;
+  }
+  if (stat.by.empty() && (!stat.biz.empty() || !stat_day.empty() || stat.top != 0))
+    return Fail("stat: --biz, --day and --top go with --by", frs::ctl::kExitUsage);
   for (Command& c : commands) {
     if (!c.app->parsed()) continue;
     Session s;

@@ -1,0 +1,177 @@
+// frsctl stat --by F: statistics by key field (map.xml <stats>) of one day,
+// for every biz that keeps a table by F (or the one --biz names): from the
+// store's own files, or with --cluster from every shard over HTTP (GET
+// /stats with the distinct sketches), summed per group with the distinct
+// sketches merged, so a user seen on two shards counts once.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "client/http_client.h"
+#include "commands.h"
+#include "json_out.h"
+#include "limit/distinct_sketch.h"
+#include "limit/map_config.h"
+#include "server/group_stats_xml.h"
+
+namespace frs::ctl {
+namespace {
+
+// The bizzes (names) of map.xml that keep a table by `by`, or `only`.
+Result<std::vector<std::string>> BizzesBy(const std::string& map_path, const StatArgs& a) {
+  auto map = limit::LoadMapFile(map_path);
+  if (!map.ok()) return map.status();
+  std::vector<std::string> out;
+  for (const limit::BizConfig& b : map->bizzes) {
+    if (!a.biz.empty() && a.biz != b.name && a.biz != std::to_string(b.id)) continue;
+    out.push_back(b.name);
+  }
+  if (out.empty()) return Status::InvalidArgument("unknown biz '" + a.biz + "'");
+  return out;
+}
+
+void Print(const Session& s, const GroupStats& st) {
+  if (s.json) {
+    JsonOut j;
+    j.Begin().Key("biz").Str(st.biz).Key("by").Str(st.by).Key("day").Str(DayText(st.day));
+    j.Key("groups").Uint(st.groups).Key("field_errors").Uint(st.field_errors);
+    if (st.lost) j.Key("lost").Uint(st.lost);
+    j.Key("rows").BeginArray();
+    for (const GroupStat& g : st.rows) {
+      j.Begin().Key("value").Str(g.value).Key("requests").Uint(g.requests).Key("allowed").Uint(g.allowed);
+      j.Key("denied").Uint(g.denied).Key("units").Uint(g.units);
+      for (size_t d = 0; d < st.distinct_fields.size() && d < g.distinct.size(); ++d)
+        j.Key("distinct_" + st.distinct_fields[d]).Uint(g.distinct[d]);
+      j.End();
+    }
+    j.EndArray().End();
+    std::printf("%s\n", j.str().c_str());
+    return;
+  }
+  std::printf("biz %s  by %s  %s  groups %u  field errors %llu%s\n", st.biz.c_str(), st.by.c_str(),
+              DayText(st.day).c_str(), st.groups, static_cast<unsigned long long>(st.field_errors),
+              st.lost ? ("  lost " + std::to_string(st.lost)).c_str() : "");
+  size_t width = 5;
+  for (const GroupStat& g : st.rows) width = std::max(width, std::min<size_t>(g.value.size(), 60));
+  std::printf("  %-*s %12s %12s %12s %12s", static_cast<int>(width), "value", "requests", "allowed", "denied", "units");
+  for (const std::string& f : st.distinct_fields) std::printf(" %12s", ("distinct " + f).c_str());
+  std::printf("\n");
+  for (const GroupStat& g : st.rows) {
+    std::printf("  %-*s %12llu %12llu %12llu %12llu", static_cast<int>(width), g.value.c_str(),
+                static_cast<unsigned long long>(g.requests), static_cast<unsigned long long>(g.allowed),
+                static_cast<unsigned long long>(g.denied), static_cast<unsigned long long>(g.units));
+    for (size_t d = 0; d < g.distinct.size(); ++d) std::printf(" %12llu", static_cast<unsigned long long>(g.distinct[d]));
+    std::printf("\n");
+  }
+}
+
+std::string QueryEscaped(std::string_view v) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : v) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ',') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<int> RunStatBy(Session& s, const StatArgs& a) {
+  auto bizzes = BizzesBy(s.cfg.map_path, a);
+  if (!bizzes.ok()) return bizzes.status();
+  bool any = false;
+  for (const std::string& biz : bizzes.value()) {
+    GroupStatsQuery q;
+    q.biz = biz;
+    q.by = a.by;
+    q.day = a.day;
+    q.top = a.top;
+    auto st = s.engine->StatsBy(q);
+    if (!st.ok()) {
+      // Asked for one biz: say why it has none; else show those that have one.
+      if (!a.biz.empty() || !st.status().IsNotFound()) return st.status();
+      continue;
+    }
+    Print(s, st.value());
+    any = true;
+  }
+  if (!any) return Status::NotFound("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
+  return kExitOk;
+}
+
+Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
+  if (s.cfg.cluster_shards.empty())
+    return Status::InvalidArgument(s.cfg.path + " has no <cluster>: use frsctl stat --by without --cluster");
+  auto bizzes = BizzesBy(s.cfg.map_path, a);
+  if (!bizzes.ok()) return bizzes.status();
+  size_t down = 0;
+  bool any = false;
+  for (const std::string& biz : bizzes.value()) {
+    std::string target = "/stats?biz=" + QueryEscaped(biz) + "&by=" + QueryEscaped(a.by) + "&sketches=1";
+    if (a.day >= 0) target += "&day=" + DayText(static_cast<uint32_t>(a.day));
+    if (!s.cfg.admin_token.empty()) target += "&token=" + QueryEscaped(s.cfg.admin_token);
+    GroupStats sum;
+    bool have = false;
+    std::map<std::string, std::pair<GroupStat, std::vector<limit::sketch::Sketch>>> groups;
+    for (const RingShard& sh : s.cfg.cluster_shards) {
+      client::HttpClient http(sh.name, 5000);
+      auto resp = http.Get(target);
+      if (!resp.ok() || resp->status == 404 || resp->status != 200) {
+        if (resp.ok() && resp->status == 404) continue;  // this biz keeps no such table
+        ++down;
+        std::fprintf(stderr, "frsctl: shard %s: %s\n", sh.name.c_str(),
+                     resp.ok() ? ("answered " + std::to_string(resp->status)).c_str() : resp.status().message().c_str());
+        continue;
+      }
+      auto st = server::ParseGroupStats(resp->body);
+      if (!st.ok()) return Status::IOError("shard " + sh.name + ": " + st.status().message());
+      if (!have) {
+        sum.biz = st->biz;
+        sum.by = st->by;
+        sum.day = st->day;
+        sum.distinct_fields = st->distinct_fields;
+        have = true;
+      }
+      sum.field_errors += st->field_errors;
+      sum.lost += st->lost;
+      for (GroupStat& g : st->rows) {
+        auto& [row, sketches] = groups[g.value];
+        row.value = g.value;
+        row.requests += g.requests;
+        row.allowed += g.allowed;
+        row.denied += g.denied;
+        row.units += g.units;
+        sketches.resize(sum.distinct_fields.size());
+        for (size_t d = 0; d < sum.distinct_fields.size() && d < g.sketches.size(); ++d) {
+          limit::sketch::Sketch sk;
+          if (!limit::sketch::Sketch::Decode(g.sketches[d], &sk))
+            return Status::IOError("shard " + sh.name + ": group '" + g.value + "' has a sketch this frsctl cannot read");
+          sketches[d].Merge(sk);
+        }
+      }
+    }
+    if (!have) continue;
+    for (auto& [value, entry] : groups) {
+      GroupStat g = std::move(entry.first);
+      for (const auto& sk : entry.second) g.distinct.push_back(sk.Count());
+      sum.rows.push_back(std::move(g));
+    }
+    sum.groups = static_cast<uint32_t>(sum.rows.size());
+    std::sort(sum.rows.begin(), sum.rows.end(), [](const GroupStat& x, const GroupStat& y) {
+      return x.requests != y.requests ? x.requests > y.requests : x.value < y.value;
+    });
+    if (a.top != 0 && sum.rows.size() > a.top) sum.rows.resize(a.top);
+    Print(s, sum);
+    any = true;
+  }
+  if (!any && down == 0) return Status::NotFound("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
+  return down ? kExitNo : kExitOk;
+}
+
+}  // namespace frs::ctl
