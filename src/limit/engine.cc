@@ -115,11 +115,13 @@ EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone
       tz_(std::move(tz)),
       stats_(std::move(stats)),
       field_stats_(std::make_unique<FieldStats>(opts.stats_dir, opts.read_only)),
+      history_(opts.stats_dir, opts.read_only),
       map_path_(opts.map_path) {}
 
 EngineImpl::~EngineImpl() = default;
 
 Status EngineImpl::Install(MapConfig config) {
+  history_.Apply(&config);
   auto map = std::make_shared<Map>();
   map->by_id.assign(65536, -1);
   std::vector<bool> live(65536, false);

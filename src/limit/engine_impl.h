@@ -24,6 +24,7 @@
 #include "limit/field_stats.h"
 #include "limit/map_config.h"
 #include "limit/node_op.h"
+#include "limit/rule_history.h"
 #include "limit/time_zone.h"
 
 namespace frs::limit {
@@ -165,6 +166,7 @@ class EngineImpl final : public Engine {
   const std::shared_ptr<const TimeZone> tz_;
   const std::unique_ptr<limit::DailyStats> stats_;
   const std::unique_ptr<FieldStats> field_stats_;
+  RuleHistory history_;
   std::string map_path_;  // GUARDED_BY(mu_)
 
   mutable std::mutex mu_;

@@ -40,17 +40,27 @@ void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint
     off += bytes;
   }
   std::memset(state, 0, biz.state_bytes);
+  // First the blocks of each rule's own (algo, interval): a rule whose
+  // interval did not change, wherever it moved. Then, for a rule left
+  // without one, a block of an identity its name had in an earlier map (a
+  // reload changed its interval): its counts go on under the new interval.
+  bool matched[kMaxRulesPerBiz] = {};
+  auto take = [&](uint32_t i, OldBlock& b, int64_t old_max) {
+    const RuleSpec& spec = biz.rules[i];
+    b.used = true;
+    matched[i] = true;
+    if (!ConvertBlock(spec, old_state.subspan(b.offset, b.bytes), state + spec.offset, now, old_max))
+      std::memset(state + spec.offset, 0, spec.bytes);
+  };
+  for (uint32_t i = 0; i < biz.nrules; ++i) {
+    for (size_t k = 0; k < nblocks && !matched[i]; ++k)
+      if (!blocks[k].used && TagIdentity(blocks[k].tag) == TagIdentity(biz.rules[i].tag)) take(i, blocks[k], 0);
+  }
   for (uint32_t i = 0; i < biz.nrules; ++i) {
     const RuleSpec& spec = biz.rules[i];
-    for (size_t k = 0; k < nblocks; ++k) {
-      OldBlock& b = blocks[k];
-      if (b.used || TagIdentity(b.tag) != TagIdentity(spec.tag)) continue;
-      b.used = true;
-      if (!ConvertBlock(spec, old_state.subspan(b.offset, b.bytes), state + spec.offset, now)) {
-        std::memset(state + spec.offset, 0, spec.bytes);
-      }
-      break;
-    }
+    for (uint32_t p = 0; p < spec.npast && !matched[i]; ++p)
+      for (size_t k = 0; k < nblocks && !matched[i]; ++k)
+        if (!blocks[k].used && TagIdentity(blocks[k].tag) == spec.past[p].identity) take(i, blocks[k], spec.past[p].max);
   }
 }
 

@@ -99,21 +99,40 @@ void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, c
   }
 }
 
-bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now) {
+bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now,
+                  int64_t old_max) {
   if (old_block.size() < kBlockUnit) return false;
   const uint32_t old_tag = Load32(old_block.data());
-  if (TagIdentity(old_tag) != TagIdentity(spec.tag) || TagBytes(old_tag) != old_block.size()) return false;
-  if (spec.algo == Algo::kSliding) {
-    if (old_block.size() > kMaxBlockBytes ||
-        (!SlidingWindow::BytesAreExact(TagBytes(old_tag)) && TagBytes(old_tag) != SlidingWindow::kApproxBytes)) {
-      return false;
-    }
-    SlidingWindow::Convert(spec, old_block, block, now);
-    return true;
+  if (TagAlgo(old_tag) != spec.algo || TagBytes(old_tag) != old_block.size()) return false;
+  const bool same_interval = TagInterval(old_tag) == spec.interval;
+  switch (spec.algo) {
+    case Algo::kSliding:
+      if (old_block.size() > kMaxBlockBytes ||
+          (!SlidingWindow::BytesAreExact(TagBytes(old_tag)) && TagBytes(old_tag) != SlidingWindow::kApproxBytes)) {
+        return false;
+      }
+      // Every recorded use is kept where the new window can hold it.
+      SlidingWindow::Convert(spec, old_block, block, now);
+      return true;
+    case Algo::kTokenBucket:
+      if (old_block.size() != spec.bytes) return false;
+      if (same_interval) {
+        std::memcpy(block, old_block.data(), spec.bytes);
+        return true;
+      }
+      TokenBucket::ConvertInterval(spec, old_block.data(), block, now, old_max > 0 ? old_max : spec.max);
+      return true;
+    case Algo::kFixed:
+    case Algo::kCalendar:
+      // The count and the window's start stay; the window now ends at
+      // start + the new interval (a calendar window: the aligned window of
+      // the new interval that holds that start).
+      if (old_block.size() != spec.bytes) return false;
+      std::memcpy(block, old_block.data(), spec.bytes);
+      Store32(block, spec.tag);
+      return true;
   }
-  if (old_block.size() != spec.bytes) return false;
-  std::memcpy(block, old_block.data(), spec.bytes);
-  return true;
+  return false;
 }
 
 }  // namespace frs::limit

@@ -35,6 +35,15 @@ inline constexpr uint32_t kMaxInterval = 31536000;  // a year
 inline constexpr uint32_t kMaxBlockBytes = 112;     // kMaxRulesPerBiz blocks fit in kMaxStateBytes
 static_assert(kMaxRulesPerBiz * kMaxBlockBytes <= kMaxStateBytes);
 
+// An (algo, interval) identity a rule of the same name had in an earlier
+// map, with the max it had then (limit/rule_history.h): a node's block of
+// that identity is this rule's state, converted.
+struct RulePast {
+  uint32_t identity = 0;
+  int64_t max = 0;
+};
+inline constexpr size_t kRulePasts = 8;
+
 struct RuleSpec {
   Algo algo = Algo::kFixed;
   uint32_t interval = 0;
@@ -48,6 +57,8 @@ struct RuleSpec {
   // The policy's name in the RateLimit header fields: <rule name=...>, else
   // "BIZ_N" (N: the rule's position from 1). NUL-terminated.
   char name[kRuleNameBytes] = {};
+  RulePast past[kRulePasts] = {};  // newest first; filled by the engine, not by map.xml
+  uint32_t npast = 0;
 };
 
 struct Now {
@@ -122,11 +133,13 @@ void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleVie
 // lost (each algorithm's file says how). A zero block is a rule never used.
 void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
 
-// Rebuilds `spec`'s block from an old block of the same (algo, interval) but
-// possibly another length or max (a reload changed max). `old_block` carries
-// its own tag. Returns false when the old block is not usable (then the rule
-// starts fresh).
+// Rebuilds `spec`'s block from an old block of the same algorithm written
+// under another interval, max or length (a reload changed the rule): what
+// was counted is kept as far as the new rule can hold it (docs/rules.md,
+// "Changing a rule"). `old_block` carries its own tag; `old_max` is the max
+// it was written under when known (0: the same as spec.max). Returns false
+// when the old block is not usable (then the rule starts fresh).
 bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block,
-                  const Now& now);
+                  const Now& now, int64_t old_max = 0);
 
 }  // namespace frs::limit

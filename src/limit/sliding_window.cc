@@ -277,8 +277,24 @@ void SlidingWindow::Convert(const RuleSpec& spec, std::span<const uint8_t> old_b
     return;
   }
   BucketView old = BucketView::Load(old_block.data());
+  // The old block's buckets are as wide as its own interval made them.
+  const int64_t old_w = BucketWidth(TagInterval(Load32(old_block.data())));
   if (!Exact(spec.max)) {
-    old.Store(block, spec.tag);
+    if (old_w == w) {
+      old.Store(block, spec.tag);
+      return;
+    }
+    // Another interval: each old bucket's uses at its last second (but not
+    // in the future), counted again in buckets of the new width.
+    BucketView v{};
+    for (int64_t i = std::max<int64_t>(old.newest - BucketView::kN + 1, 0); i <= old.newest; ++i) {
+      const uint32_t k = old.Get(i);
+      if (k == 0) continue;
+      const int64_t idx = std::min((i + 1) * old_w - 1, now.s) / w;
+      v.AdvanceTo(idx);
+      if (idx + BucketView::kN > v.newest) v.At(idx) = SatAdd32(v.At(idx), k);
+    }
+    v.Store(block, spec.tag);
     return;
   }
   // Newest buckets first, each use at the last second of its bucket (but
@@ -286,7 +302,7 @@ void SlidingWindow::Convert(const RuleSpec& spec, std::span<const uint8_t> old_b
   uint32_t newest_first[kExactMax];
   int64_t used = 0;
   for (int64_t i = old.newest; i > old.newest - BucketView::kN && i >= 0 && used < spec.max; --i) {
-    int64_t at = std::min((i + 1) * w - 1, now.s);
+    int64_t at = std::min((i + 1) * old_w - 1, now.s);
     for (uint32_t k = old.Get(i); k > 0 && used < spec.max; --k) newest_first[used++] = Clamp32(at);
   }
   ExactView v;

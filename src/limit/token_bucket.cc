@@ -134,4 +134,18 @@ void TokenBucket::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* inc
   Tat::FromUnits(i128{now.ms} * spec.max + std::min(lead, cap), spec.max).Store(spec, block);
 }
 
+void TokenBucket::ConvertInterval(const RuleSpec& spec, const uint8_t* old_block, uint8_t* block, const Now& now,
+                                  int64_t old_max) {
+  RuleSpec old = spec;
+  old.interval = TagInterval(Load32(old_block));
+  old.max = old_max;
+  // Tokens in use = lead / U (U = interval * 1000, the lead in 1/max ms):
+  // the same tokens under the new rule lead by tokens * U' (whatever max is:
+  // recording n moves TAT by n * U in these units).
+  const i128 lead = Ahead(old, Tat::Load(old, old_block), now.ms);
+  const i128 moved = lead * UnitsPerMax(spec) / UnitsPerMax(old);
+  const i128 cap = i128{kMaxAheadMs} * spec.max;
+  Tat::FromUnits(i128{now.ms} * spec.max + std::min(moved, cap), spec.max).Store(spec, block);
+}
+
 }  // namespace frs::limit

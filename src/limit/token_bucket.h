@@ -30,6 +30,10 @@ struct TokenBucket {
   // Handoff: the tokens both buckets have in use are in use in the merged
   // one (TAT = now + both leads over now), so neither shard's uses are lost.
   static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
+  // A reload changed the interval: the tokens in use under the old rule
+  // (old interval, `old_max`) stay in use, refilling at the new rate.
+  static void ConvertInterval(const RuleSpec& spec, const uint8_t* old_block, uint8_t* block, const Now& now,
+                              int64_t old_max);
 };
 
 }  // namespace frs::limit

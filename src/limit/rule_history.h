@@ -1,0 +1,58 @@
+// limit/rule_history.h: what each named rule was in earlier maps, so that a
+// reload that changes a rule's interval keeps what its keys counted.
+//
+// A node's block says its (algo, interval), not its rule's name. To hand a
+// block to the rule of the same name after its interval changed, the engine
+// remembers every (biz id, rule name, algo, interval, max) it installed, in
+// `rules.history` in the store directory (text, one line each, newest last),
+// so the memory survives restarts, worker respawns and a map edited while
+// frsd was stopped. Each rule then carries the identities its name had
+// (RuleSpec::past, newest first, same algorithm only: a changed algorithm
+// starts fresh), and MigrateState converts a block of one of them.
+//
+// The file is rewritten whole (temporary file, rename) when a map adds to
+// it; every worker of a reload writes the same lines, so racing writers
+// agree. A missing or damaged file only forgets history: no count is
+// misread, since a block is still checked against its own tag.
+//
+// Thread safety: Apply may run from any thread (a mutex guards the entries).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "limit/map_config.h"
+
+namespace frs::limit {
+
+class RuleHistory {
+ public:
+  // `dir` "": history kept in memory only; `read_only`: the file is read, never written.
+  RuleHistory(std::string dir, bool read_only) : dir_(std::move(dir)), read_only_(read_only) {}
+
+  // Records `config`'s rules and fills each rule's past identities.
+  void Apply(MapConfig* config);
+
+  // Identities kept per rule name: the current one and kRulePasts before it.
+  static constexpr size_t kKept = kRulePasts + 1;
+
+ private:
+  struct Entry {
+    uint16_t biz = 0;
+    std::string name;
+    uint32_t identity = 0;
+    int64_t max = 0;
+    bool operator==(const Entry&) const = default;
+  };
+  std::vector<Entry> ReadFile() const;
+  void WriteFile(const std::vector<Entry>& entries) const;
+
+  const std::string dir_;
+  const bool read_only_;
+  std::mutex mu_;
+  std::vector<Entry> entries_;  // GUARDED_BY(mu_), oldest first
+};
+
+}  // namespace frs::limit
