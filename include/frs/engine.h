@@ -194,7 +194,9 @@ class Engine {
   virtual Result<GroupStats> StatsBy(const GroupStatsQuery& q) const = 0;
   // Adds statistics counted elsewhere (a handoff from a leaving shard) to
   // the same day and table here: counts add up, distinct sketches merge.
-  virtual Status MergeStatsBy(const GroupStats& incoming) = 0;
+  // `receipt` (not empty): a merge of that receipt already taken is not
+  // taken again (answers OK).
+  virtual Status MergeStatsBy(const GroupStats& incoming, std::string_view receipt = {}) = 0;
   // Today's day number (days since 1970-01-01 in the engine's time zone).
   virtual uint32_t Today() const = 0;
   // Resolves a name or numeric id; NotFound names the biz.

@@ -4,6 +4,8 @@
 
 #include "limit/engine_impl.h"
 
+#include <xxhash.h>
+
 namespace frs {
 
 const char* CmdName(Cmd c) {
@@ -702,7 +704,7 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
   return out;
 }
 
-Status EngineImpl::MergeStatsBy(const GroupStats& in) {
+Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = in.biz.empty() ? map->FindId(in.biz_id) : map->Find(in.biz);
   if (biz == nullptr) return Status::NotFound("unknown biz '" + (in.biz.empty() ? std::to_string(in.biz_id) : in.biz) + "'");
@@ -734,9 +736,12 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in) {
   }
   GroupTable* t = biz->stats_tables[i]->Day(in.day);
   if (t == nullptr) return Status::Unavailable("cannot open the statistics file of " + DayText(in.day));
+  const uint64_t receipt_hash = receipt.empty() ? 0 : XXH3_64bits(receipt.data(), receipt.size()) | 1;
+  if (receipt_hash != 0 && t->HasReceipt(receipt_hash)) return Status::OK();
   for (const GroupRow& r : rows)
     if (!t->Merge(r)) return Status::Unavailable("the statistics of " + DayText(in.day) + " could not take group '" + r.value + "' (is the disk full?)");
   t->AddFieldErrors(in.field_errors);
+  if (receipt_hash != 0) t->AddReceipt(receipt_hash);
   return Status::OK();
 }
 

@@ -115,7 +115,7 @@ class EngineImpl final : public Engine {
   Status InstallFrom(Result<MapConfig> config, const std::string& path);
   std::vector<BizStats> DailyStats() const override;
   Result<GroupStats> StatsBy(const GroupStatsQuery& q) const override;
-  Status MergeStatsBy(const GroupStats& incoming) override;
+  Status MergeStatsBy(const GroupStats& incoming, std::string_view receipt) override;
   Result<uint16_t> ResolveBiz(std::string_view biz) const override;
   std::vector<std::pair<uint16_t, std::string>> Bizzes() const override;
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;

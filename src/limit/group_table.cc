@@ -62,7 +62,9 @@ struct GroupTable::Header {
   uint64_t field_errors;
   uint64_t lost;         // updates not stored (no space)
   uint32_t other;        // offset of the "~other" record
-  uint8_t reserved[156];
+  uint32_t next_receipt; // where the next receipt goes in `receipts`
+  uint64_t receipts[16]; // the last merges taken (hashes of their receipts)
+  uint8_t reserved[24];
 };
 static_assert(sizeof(GroupTable::Header) == 256);
 static_assert(offsetof(GroupTable::Header, checksum) == 48);
@@ -345,6 +347,18 @@ bool GroupTable::Row(std::string_view value, GroupRow* out) const {
   if (r == nullptr) return false;
   *out = RowOf(*r);
   return true;
+}
+
+bool GroupTable::HasReceipt(uint64_t receipt) const {
+  for (const uint64_t& r : header()->receipts)
+    if (Load(r) == receipt) return true;
+  return false;
+}
+
+void GroupTable::AddReceipt(uint64_t receipt) {
+  if (read_only_) return;
+  const uint32_t at = Ref(header()->next_receipt).fetch_add(1, std::memory_order_relaxed) % 16;
+  Ref(header()->receipts[at]).store(receipt, std::memory_order_release);
 }
 
 uint64_t GroupTable::field_errors() const { return Load(header()->field_errors); }

@@ -81,6 +81,11 @@ class GroupTable {
   bool Add(std::string_view value, const GroupCounts& delta, const uint32_t* distinct_codes);
   // Folds a row counted elsewhere (a handoff) into the group of row.value.
   bool Merge(const GroupRow& row);
+  // The last 16 merges' receipts (a handoff re-sent after a lost answer is
+  // taken once): recorded after the merge, so a receiver killed part-way
+  // may count part of a table twice but never loses one.
+  bool HasReceipt(uint64_t receipt) const;
+  void AddReceipt(uint64_t receipt);
   void AddFieldError() { AddFieldErrors(1); }
   void AddFieldErrors(uint64_t n);
 

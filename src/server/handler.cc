@@ -551,7 +551,7 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* e
 
 void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status) {
   GroupStatsQuery q;
-  std::string token;
+  std::string token, receipt;
   bool have_biz = false, have_by = false;
   std::string buf;
   for (size_t start = 0; start <= query.size() && !query.empty();) {
@@ -596,14 +596,18 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
       q.sketches = value == "1";
     } else if (name == "token") {
       token = std::string(value);
+    } else if (name == "receipt" && head.method == HttpMethod::kPost) {
+      receipt = std::string(value);
     } else {
       ErrorBody(400, "/stats: unknown parameter '" + std::string(name.substr(0, 32)) +
-                         "' (biz, by, day, value, top, sketches, token)", status);
+                         "' (biz, by, day, value, top, sketches, token; receipt with POST)", status);
       return;
     }
   }
-  // The admin token, when srv.xml sets one: ?token=T or Authorization: Bearer T.
-  if (!opts_.admin_token.empty()) {
+  // The admin token, when srv.xml sets one: ?token=T or Authorization:
+  // Bearer T. A merge (POST) changes counts: like every admin command, it
+  // is refused when srv.xml sets none.
+  if (!opts_.admin_token.empty() || head.method == HttpMethod::kPost) {
     std::string_view auth(base + head.auth_off, head.auth_len);
     if (token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
       token = std::string(auth.substr(7));
@@ -619,7 +623,7 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
       ErrorBody(400, "POST /stats: " + in.status().message(), status);
       return;
     }
-    Status s = engine_->MergeStatsBy(in.value());
+    Status s = engine_->MergeStatsBy(in.value(), receipt);
     if (!s.ok()) {
       ErrorBody(HttpStatusFor(s), "POST /stats: " + s.message(), status);
       return;

@@ -98,7 +98,7 @@ class FakeEngine final : public Engine {
     return Status::OK();
   }
   Result<GroupStats> StatsBy(const GroupStatsQuery&) const override { return Status::NotFound("no statistics by field"); }
-  Status MergeStatsBy(const GroupStats&) override { return Status::NotFound("no statistics by field"); }
+  Status MergeStatsBy(const GroupStats&, std::string_view) override { return Status::NotFound("no statistics by field"); }
   std::vector<BizStats> DailyStats() const override { return {}; }
   Result<uint16_t> ResolveBiz(std::string_view biz) const override {
     if (biz == "login" || biz == "1") return uint16_t{1};

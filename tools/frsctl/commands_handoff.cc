@@ -42,6 +42,7 @@
 #include "commands.h"
 #include "frs/ring.h"
 #include "handoff_spool.h"
+#include "handoff_stats.h"
 #include "hex.h"
 #include "json_in.h"
 #include "json_out.h"
@@ -276,6 +277,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
   std::map<std::string, DestCount> counts;
   uint64_t unknown_route = 0;
+  uint64_t stats_files = 0;  // statistics day files handed over (a leaving shard)
 
   HandoffSpool spool;
   std::vector<Entry> entries;
@@ -417,6 +419,16 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     if (settled) {
       if (Status st = spool.Clear(); !st.ok()) return st;
     }
+    // A shard leaving the ring (it owns nothing now) also hands over what
+    // it counted by key field; one that stays keeps its own (the cluster's
+    // figures sum every shard's).
+    if (self < 0 && !ring.shards().empty()) {
+      std::vector<Status> stats_failed;
+      auto sent = HandOffStats(s, ring, token, &stats_failed);
+      if (!sent.ok()) return sent.status();
+      stats_files = sent.value();
+      for (Status& st : stats_failed) failed.Add(std::move(st));
+    }
   }
 
   if (s.json) {
@@ -429,7 +441,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       std::printf("%s\n", j.str().c_str());
     }
     JsonOut t;
-    t.Begin().Key("unknown_route").Uint(unknown_route).Key("dry_run").Bool(a.dry_run).End();
+    t.Begin().Key("unknown_route").Uint(unknown_route).Key("stats_files").Uint(stats_files).Key("dry_run").Bool(a.dry_run).End();
     std::printf("%s\n", t.str().c_str());
   } else {
     if (counts.empty()) std::printf("nothing to hand off: this shard owns every node it holds\n");
@@ -441,6 +453,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                     static_cast<unsigned long long>(c.sent), static_cast<unsigned long long>(c.merged),
                     static_cast<unsigned long long>(c.duplicates));
     }
+    if (stats_files)
+      std::printf("%llu statistics day file(s) handed over\n", static_cast<unsigned long long>(stats_files));
     if (unknown_route)
       std::printf("%llu node(s) stay: imported without their route from an export whose key text was cut\n",
                   static_cast<unsigned long long>(unknown_route));

@@ -9,6 +9,7 @@
 
 #include "client/http_client.h"
 #include "commands.h"
+#include "format.h"
 #include "json_out.h"
 #include "limit/distinct_sketch.h"
 #include "limit/map_config.h"
@@ -63,21 +64,6 @@ void Print(const Session& s, const GroupStats& st) {
     for (size_t d = 0; d < g.distinct.size(); ++d) std::printf(" %12llu", static_cast<unsigned long long>(g.distinct[d]));
     std::printf("\n");
   }
-}
-
-std::string QueryEscaped(std::string_view v) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : v) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ',') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
 }
 
 }  // namespace

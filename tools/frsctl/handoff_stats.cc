@@ -1,0 +1,73 @@
+// frsctl handoff, for a shard leaving the ring: its statistics by key field
+// go to the shards that stay, so the cluster's figures (frsctl stat
+// --cluster --by) keep what it counted.
+//
+// Each day file (stats/<biz id>/<table>/<day>.frs) goes whole, as GET /stats
+// answers it with its distinct sketches, to the shard that owns the route
+// "stats/<biz>/<table>/<day>", by POST /stats with a receipt naming this
+// shard and the file: the receiver merges it (counts add, sketches merge)
+// and ignores a receipt it already took. The file is deleted here once the
+// receiver answered, so a re-run after an interruption sends what is left,
+// and a file sent whose answer was lost is sent again and taken once.
+#include <filesystem>
+
+#include "client/http_client.h"
+#include "commands.h"
+#include "format.h"
+#include "handoff_stats.h"
+#include "server/group_stats_xml.h"
+
+namespace frs::ctl {
+
+Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& token, std::vector<Status>* failed) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(s.cfg.store_dir) / "stats";
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return uint64_t{0};
+  uint64_t sent = 0;
+  for (const auto& biz_dir : fs::directory_iterator(root, ec)) {
+    uint32_t biz_id = 0;
+    try {
+      biz_id = static_cast<uint32_t>(std::stoul(biz_dir.path().filename().string()));
+    } catch (...) {
+      continue;
+    }
+    for (const auto& table_dir : fs::directory_iterator(biz_dir.path(), ec)) {
+      const std::string table = table_dir.path().filename().string();
+      const std::string by = table.substr(0, table.find('+'));
+      for (const auto& file : fs::directory_iterator(table_dir.path(), ec)) {
+        const std::string name = file.path().filename().string();
+        uint32_t day = 0;
+        if (name.size() != 14 || !name.ends_with(".frs") || !ParseDayText(name.substr(0, 10), &day)) continue;
+        GroupStatsQuery q;
+        q.biz = std::to_string(biz_id);
+        q.by = by;
+        q.day = day;
+        q.sketches = true;
+        auto st = s.engine->StatsBy(q);
+        if (!st.ok()) {
+          failed->push_back(Status::Unavailable(file.path().string() + " stays: " + st.status().message()));
+          continue;
+        }
+        const std::string route = "stats/" + std::to_string(biz_id) + "/" + table + "/" + name.substr(0, 10);
+        const std::string& dest = ring.shards()[ring.OwnerOfHash(Ring::HashRoute(route))].name;
+        std::string body;
+        server::AppendGroupStats(st.value(), &body);
+        client::HttpClient http(dest, 10000);
+        auto resp = http.Post("/stats?receipt=" + QueryEscaped(s.cfg.cluster_self + "/" + route) + "&token=" + QueryEscaped(token), body,
+                              "application/xml");
+        if (!resp.ok() || resp->status != 200) {
+          failed->push_back(Status::Unavailable(
+              file.path().string() + " stays: " + dest + " " +
+              (resp.ok() ? "answered " + std::to_string(resp->status) + ": " + resp->body : resp.status().message())));
+          continue;
+        }
+        fs::remove(file.path(), ec);
+        ++sent;
+      }
+    }
+  }
+  return sent;
+}
+
+}  // namespace frs::ctl
