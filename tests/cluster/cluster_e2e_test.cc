@@ -393,5 +393,64 @@ TEST(ClusterE2E, AShardThatRefusesOrIsNotReadyStopsNoOtherShard) {
   }
 }
 
+// Statistics by key field in a cluster: frsctl stat --cluster --by sums the
+// shards and merges their distinct users (a user seen on both counts once);
+// a shard leaving the ring hands its statistics to the one that stays, once.
+TEST(ClusterE2E, StatisticsByFieldAreSummedAcrossShardsAndHandedOffOnce) {
+  const std::string map = R"(<map>
+  <biz id="1" name="login"><rule interval="3600" max="5"/></biz>
+  <biz id="7" name="api" fields="app,user,iface" separator="|">
+    <rule interval="3600" max="1000"/>
+    <stats by="app" distinct="user"/>
+  </biz>
+</map>
+)";
+  Shard a(map), b(map);
+  ASSERT_TRUE(a.Start());
+  ASSERT_TRUE(b.Start());
+  const std::vector<uint16_t> both = {a.port(), b.port()};
+  a.SetCluster(both);
+  b.SetCluster(both);
+  Ring ring = RingOf(both);
+  // 60 users of app1, each on 4 interfaces: a user's keys land on both shards.
+  uint64_t on[2] = {0, 0};
+  {
+    Client ca(a.port()), cb(b.port());
+    for (int u = 0; u < 60; ++u)
+      for (int i = 0; i < 4; ++i) {
+        // A GET's route is its key as sent (what nginx hashes).
+        const std::string key = "app1%7Cu" + std::to_string(u) + "%7Cif" + std::to_string(i);
+        const size_t owner = ring.OwnerIndex(key);
+        Client& c = owner == 0 ? ca : cb;
+        ASSERT_EQ(c.Get("/acquire?biz=api&key=" + key).status, 200);
+        ++on[owner];
+      }
+  }
+  ASSERT_GT(on[0], 0u);
+  ASSERT_GT(on[1], 0u);
+  auto distinct_of = [](const std::string& xml) { return Attr(xml, "distinct_user"); };
+  // Each shard alone sees part of the users; together they are 60, not the sum.
+  const std::string da = Client(a.port()).Get("/stats?biz=api&by=app&token=s3cret").body;
+  const std::string db = Client(b.port()).Get("/stats?biz=api&by=app&token=s3cret").body;
+  ASSERT_GT(std::stoull(distinct_of(da)) + std::stoull(distinct_of(db)), 60u) << da << db;
+  std::string out;
+  ASSERT_EQ(a.Ctl("stat --cluster --by app --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"requests\":240"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"distinct_user\":60"), std::string::npos) << out;
+
+  // A leaves: both get a ring of B alone; A's handoff sends its keys and its statistics.
+  b.SetCluster({b.port()});
+  a.SetCluster({b.port()});
+  ASSERT_EQ(a.Handoff(&out), 0) << out;
+  EXPECT_NE(out.find("1 statistics day file(s) handed over"), std::string::npos) << out;
+  const std::string after = Client(b.port()).Get("/stats?biz=api&by=app&token=s3cret").body;
+  EXPECT_EQ(Attr(after, "requests"), "240") << after;
+  EXPECT_EQ(distinct_of(after), "60") << after;
+  // Run again: nothing is counted twice.
+  ASSERT_EQ(a.Handoff(&out), 0) << out;
+  EXPECT_EQ(out.find("statistics day file"), std::string::npos) << out;
+  EXPECT_EQ(Attr(Client(b.port()).Get("/stats?biz=api&by=app&token=s3cret").body, "requests"), "240");
+}
+
 }  // namespace
 }  // namespace frs::e2e
