@@ -112,7 +112,7 @@ class EngineImpl final : public Engine {
   Status InstallFrom(Result<MapConfig> config, const std::string& path);
   std::vector<BizStats> DailyStats() const override;
   Result<uint16_t> ResolveBiz(std::string_view biz) const override;
-  std::vector<std::pair<uint16_t, std::string>> Bizzes() const override;
+  std::vector<BizInfo> Bizzes() const override;
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
   Result<NodeView> View(const NodeInfo& node) const override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;
