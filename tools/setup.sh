@@ -27,6 +27,7 @@ if [ "${1:-}" = --test ]; then
     lintian init-system-helpers          # the .deb checked as Debian checks packages; deb-systemd-helper
     python3 python3-venv fcgiwrap        # clients/python's tests and pip install; examples/cgi under nginx + fcgiwrap
     haproxy caddy                        # tests/frontdoor run the shipped conf/frontdoor configs in front of frsd
+    rsyslog                              # tests/shipping: rsyslogd's imfile follows the decision log through a rotation
   )
 elif [ -n "${1:-}" ]; then
   echo "usage: $0 [--test]" >&2
@@ -43,7 +44,7 @@ if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  # Keep Debian from starting system-wide nginx, HAProxy, Caddy or prometheus services: the
+  # Keep Debian from starting system-wide nginx, HAProxy, Caddy, rsyslog or prometheus services: the
   # tests start their own, on loopback and ephemeral ports.
   made_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then

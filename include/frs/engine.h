@@ -114,6 +114,15 @@ struct Decision {
   }
 };
 
+// A biz of the current map, as /metrics names it: its rules' names in
+// their order (a Decision's rules[i] is rules[i] here).
+struct BizInfo {
+  uint16_t id = 0;
+  std::string name;
+  Mode mode = Mode::kEnforce;
+  std::vector<std::string> rules;
+};
+
 struct BizStatsDay {
   uint32_t day = 0;         // days since 1970-01-01 in the engine's time zone
   uint64_t requests = 0, allowed = 0, denied = 0, new_keys = 0;
@@ -201,7 +210,7 @@ class Engine {
   virtual uint32_t Today() const = 0;
   // Resolves a name or numeric id; NotFound names the biz.
   virtual Result<uint16_t> ResolveBiz(std::string_view biz) const = 0;
-  virtual std::vector<std::pair<uint16_t, std::string>> Bizzes() const = 0;
+  virtual std::vector<BizInfo> Bizzes() const = 0;
 
   // Decodes a node for humans and scripts (explain, get, dump, top).
   virtual Result<NodeView> Inspect(std::string_view biz, std::string_view key) = 0;

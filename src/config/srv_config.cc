@@ -244,6 +244,28 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
       if (!(s = P.UInt(n, "interval_ms", 0, 3600000, &v)).ok()) return s;
       if (v != 0 && v < 10) return P.Error(n, "<flush interval_ms> is 0 (the kernel's writeback) or 10..3600000 ms");
       cfg.flush_interval_ms = static_cast<uint32_t>(v);
+    } else if (name == "decisions") {
+      if (!(s = P.OnlyAttrs(n, {"file", "record", "sample"})).ok()) return s;
+      const std::string file = n.attribute("file").value();
+      if (file.empty()) return P.Error(n, "<decisions file> is required: the path of the decision log");
+      cfg.decisions_file = Resolve(base, file);
+      if (n.attribute("record")) {
+        const std::string_view record = n.attribute("record").value();
+        if (record == "denied") cfg.decisions_all = false;
+        else if (record == "all") cfg.decisions_all = true;
+        else return P.Error(n, "<decisions record> is denied (the default) or all, not \"" + std::string(record) + "\"");
+      }
+      if (n.attribute("sample")) {
+        // A share from 0 to 1: "0.01", "1", ".5"; no exponent, sign or words.
+        const std::string text = n.attribute("sample").value();
+        double v = -1;
+        const bool plain = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v, std::chars_format::fixed);
+        if (!plain || ec != std::errc() || p != text.data() + text.size() || !(v >= 0.0 && v <= 1.0))
+          return P.Error(n, "<decisions sample> is the share of decisions written, from 0 to 1 (0.01 is one in a "
+                            "hundred), not \"" + text + "\"");
+        cfg.decisions_sample = v;
+      }
     } else {
       return P.Error(n, "unknown element <" + name + ">");
     }

@@ -64,6 +64,11 @@ struct SrvConfig {
   std::string cluster_self;
   bool cluster_self_derived = false;  // no self="" given: it follows host:port
   bool cluster_enforce = true;
+  // <decisions file="..." record="denied|all" sample="0..1"/>: the decision
+  // log (server/decision_log.h). Empty file: no log (the default).
+  std::string decisions_file;        // absolute; "" = none
+  bool decisions_all = false;        // record="all": every decision, not only denials
+  double decisions_sample = 1.0;     // the share of recorded decisions written
 };
 
 // The srv.xml frsd and frsctl read without -c: $FRS_CONF when set, else the

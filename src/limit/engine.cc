@@ -768,10 +768,15 @@ Result<uint16_t> EngineImpl::ResolveBiz(std::string_view biz) const {
   return b->cfg.id;
 }
 
-std::vector<std::pair<uint16_t, std::string>> EngineImpl::Bizzes() const {
+std::vector<BizInfo> EngineImpl::Bizzes() const {
   std::shared_ptr<const Map> map = SharedMap();
-  std::vector<std::pair<uint16_t, std::string>> out;
-  for (const Biz& b : map->bizzes) out.emplace_back(b.cfg.id, b.cfg.name);
+  std::vector<BizInfo> out;
+  out.reserve(map->bizzes.size());
+  for (const Biz& b : map->bizzes) {
+    BizInfo info{b.cfg.id, b.cfg.name, b.cfg.mode, {}};
+    for (uint32_t i = 0; i < b.cfg.nrules; ++i) info.rules.emplace_back(b.cfg.rules[i].name);
+    out.push_back(std::move(info));
+  }
   return out;
 }
 

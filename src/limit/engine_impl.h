@@ -117,7 +117,7 @@ class EngineImpl final : public Engine {
   Result<GroupStats> StatsBy(const GroupStatsQuery& q) const override;
   Status MergeStatsBy(const GroupStats& incoming, std::string_view receipt) override;
   Result<uint16_t> ResolveBiz(std::string_view biz) const override;
-  std::vector<std::pair<uint16_t, std::string>> Bizzes() const override;
+  std::vector<BizInfo> Bizzes() const override;
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
   Result<NodeView> View(const NodeInfo& node) const override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;

@@ -83,7 +83,7 @@ void Connection::Process() {
       break;
     }
     bool keep = parser_.head().keep_alive && !shutting_down_;
-    keep = handler_->Handle(parser_.head(), in_.get() + req_, keep, req_start_ns_, &out_);
+    keep = handler_->Handle(parser_.head(), in_.get() + req_, keep, req_start_ns_, &out_, has_peer_ ? &peer_ : nullptr);
     req_ += parser_.consumed();
     parser_.Reset();
     continue_sent_ = false;

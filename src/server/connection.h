@@ -42,6 +42,7 @@
 #include <string>
 #include <string_view>
 
+#include "frs/key.h"
 #include "os/unique_fd.h"
 #include "server/deadline_list.h"
 #include "server/handler.h"
@@ -63,6 +64,11 @@ class Connection : public DeadlineNode {
   Connection(os::UniqueFd fd, const ConnectionLimits& limits, Handler* handler);
 
   int fd() const { return fd_.get(); }
+  // The peer's address, for the decision log's "client".
+  void set_peer(const IpAddress& peer) {
+    peer_ = peer;
+    has_peer_ = true;
+  }
   State state() const { return state_; }
 
   // --- input
@@ -126,6 +132,8 @@ class Connection : public DeadlineNode {
   int64_t req_start_ns_ = 0;   // first byte of the current request arrived
   int64_t last_read_ns_ = 0;
   uint64_t progress_ = 0;
+  IpAddress peer_;
+  bool has_peer_ = false;
 };
 
 }  // namespace frs::server

@@ -21,6 +21,7 @@
 #include "server/allow_list.h"
 #include "server/config_check.h"
 #include "server/daemon.h"
+#include "server/decision_log.h"
 #include "server/fd_limit.h"
 #include "server/listener.h"
 #include "server/logger.h"
@@ -127,6 +128,9 @@ int main(int argc, char** argv) {
   Logger::Get().SetDefaultPath(foreground ? "" : cfg.store_dir + "/frsd.log");
   Status s = Logger::Get().Configure(logfile, "master");
   if (!s.ok()) return Fail(s.message());
+  // The workers open it after fork; one that cannot is refused here, once.
+  if (!cfg.decisions_file.empty())
+    if (Status ds = DecisionLog::CheckFile(cfg.decisions_file); !ds.ok()) return Fail(ds.message());
 
   // A start that fails after creating a new store takes it away again, so a
   // disk too small is left as it was found (not 100 % full of a store that

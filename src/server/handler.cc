@@ -227,11 +227,59 @@ void Handler::ErrorBody(int code, std::string_view msg, int* status) {
 }
 
 void Handler::CountDecision(const WireRequest& r, const Decision& d) {
-  if (!counters_ || !d.ok() || d.biz_id == 0) return;
+  if (!d.ok() || d.biz_id == 0) return;
   if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire) return;
-  const uint16_t biz = d.biz_id;
-  CounterAdd(d.allowed ? counters_->biz_allowed[biz] : counters_->biz_denied[biz]);
-  if (d.shadow && d.would_deny) CounterAdd(counters_->biz_shadow_denied[biz]);
+  if (counters_) {
+    const uint16_t biz = d.biz_id;
+    CounterAdd(d.allowed ? counters_->biz_allowed[biz] : counters_->biz_denied[biz]);
+    if (d.shadow && d.would_deny) CounterAdd(counters_->biz_shadow_denied[biz]);
+    // Each rule by its own verdict: which rule of a biz denies is what an
+    // operator tunes.
+    const size_t denied = static_cast<size_t>(d.shadow ? RuleResultLabel::kShadowDenied : RuleResultLabel::kDenied);
+    const uint32_t nrules = std::min<uint32_t>(d.nrules, kMaxRulesPerBiz);
+    for (uint32_t i = 0; i < nrules; ++i)
+      CounterAdd(counters_->rule_decisions[biz][i][d.rules[i].allowed ? static_cast<size_t>(RuleResultLabel::kAllowed)
+                                                                       : denied]);
+  }
+  // No log: this one branch. A log: a line is formatted only for the
+  // decisions it records (denied ones by default) and samples.
+  if (decision_log_ != nullptr && decision_log_->Wants(!d.allowed || (d.shadow && d.would_deny))) LogDecision(r, d);
+}
+
+std::string_view Handler::BizName(const WireRequest& r, uint16_t id) {
+  // A name is never all digits (map.xml refuses it): anything else sent is the name.
+  if (!r.biz.empty() && r.biz.find_first_not_of("0123456789") != std::string_view::npos) return r.biz;
+  if (id >= biz_names_.size() || biz_names_[id].empty()) {
+    for (const BizInfo& b : engine_->Bizzes()) {
+      if (b.id >= biz_names_.size()) biz_names_.resize(size_t{b.id} + 1);
+      biz_names_[b.id] = b.name;
+    }
+  }
+  return id < biz_names_.size() && !biz_names_[id].empty() ? std::string_view(biz_names_[id]) : r.biz;
+}
+
+void Handler::LogDecision(const WireRequest& r, const Decision& d) {
+  DecisionRecord rec;
+  rec.ts_ms = engine_->clock()->NowMs();
+  rec.biz = BizName(r, d.biz_id);
+  rec.key = r.key;
+  const RuleResult& top = d.rules[d.top < d.nrules ? d.top : 0];
+  rec.rule = std::string_view(top.name, strnlen(top.name, sizeof top.name));
+  // Shadow mode answers allowed; the line says what enforce mode would have.
+  const bool shadow_denied = d.shadow && d.would_deny;
+  rec.allowed = d.allowed && !shadow_denied;
+  rec.shadow = shadow_denied;
+  rec.n = r.n;
+  rec.count = d.count;
+  rec.limit = d.limit;
+  rec.remaining = d.remaining;
+  rec.retry_after = shadow_denied ? top.retry_after : d.retry_after;
+  // What the request was (or, on a lone server, would be) routed by: the
+  // ?route= of POST /frs, else the request's route, else the key's hash tag,
+  // else the key (a GET's as sent, still %-encoded).
+  rec.route = Ring::RouteOf(r.route_key.empty() ? r.key : r.route_key, route_param_.empty() ? r.route : route_param_);
+  rec.client = peer_;
+  decision_log_->Record(rec);
 }
 
 namespace {
@@ -254,8 +302,11 @@ std::string_view OriginForm(std::string_view target) {
 
 }  // namespace
 
-bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t start_ns, std::string* out) {
+bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t start_ns, std::string* out,
+                     const IpAddress* peer) {
   decision_ = {};
+  peer_ = peer;
+  route_param_ = {};
   std::string_view target = OriginForm(std::string_view(base + head.target_off, head.target_len));
   size_t q = target.find('?');
   std::string_view path = target.substr(0, q);
@@ -443,6 +494,7 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
     ErrorBody(err.status, err.msg, status);
     return false;
   }
+  route_param_ = route_param;
   if (!decoder_.Decode(body, len, opts_.max_batch, &wire_, &is_batch, &err)) {
     ErrorBody(err.status, err.msg, status);
     return false;

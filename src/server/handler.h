@@ -25,6 +25,8 @@
 
 #include "config/srv_config.h"
 #include "frs/engine.h"
+#include "frs/key.h"
+#include "server/decision_log.h"
 #include "server/http_parser.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
@@ -49,8 +51,10 @@ class Handler {
 
   // Answers the complete request whose bytes start at `base` (the body is
   // parsed in place, so `base` is writable). `keep_alive` is what the
-  // connection allows; returns whether the connection stays open.
-  bool Handle(const HttpHead& head, char* base, bool keep_alive, int64_t start_ns, std::string* out);
+  // connection allows; returns whether the connection stays open. `peer`
+  // is the connection's peer (the decision log's client; null: unknown).
+  bool Handle(const HttpHead& head, char* base, bool keep_alive, int64_t start_ns, std::string* out,
+              const IpAddress* peer = nullptr);
 
   // A request that could not be parsed (400/411/413/431) or timed out (408):
   // the answer always closes the connection.
@@ -63,6 +67,11 @@ class Handler {
   // A reload (SIGHUP) changed the token or the cluster.
   void SetOptions(const HandlerOptions& opts);
   const HandlerOptions& options() const { return opts_; }
+  // The worker's decision log (null: none, the default): recorded decisions
+  // of query, update and acquire are written to it.
+  void set_decision_log(DecisionLog* log) { decision_log_ = log; }
+  // The map was reloaded: biz names may have changed.
+  void MapReloaded() { biz_names_.clear(); }
   Engine* engine() { return engine_; }
 
  private:
@@ -83,6 +92,10 @@ class Handler {
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);
   void CountDecision(const WireRequest& r, const Decision& d);
+  // Writes d to the decision log (it wants it).
+  void LogDecision(const WireRequest& r, const Decision& d);
+  // The name of biz `id` in the current map (a request may name it by id).
+  std::string_view BizName(const WireRequest& r, uint16_t id);
   // The Server and Date lines, rebuilt once a second; `now_s` is the time
   // when the caller has it (a decision's), else 0.
   std::string_view ServerAndDate(int64_t now_s);
@@ -94,6 +107,10 @@ class Handler {
   Metrics* metrics_;
   WorkerCounters* counters_;
   bool shutting_down_ = false;
+  DecisionLog* decision_log_ = nullptr;
+  const IpAddress* peer_ = nullptr;      // of the request being answered
+  std::string_view route_param_;         // POST /frs?route=R of the request being answered
+  std::vector<std::string> biz_names_;   // by id, filled as the log needs them (cleared on reload)
 
   // Reused per request. A single decision (GET, one POST <request>) is
   // written into decision_buf_ and copied once, after the head, into the

@@ -244,6 +244,10 @@ void Master::Reload() {
     else
       FRS_LOG("logging here from now on (srv.xml reloaded)");
   }
+  if (next->decisions_file != live_.decisions_file || next->decisions_all != live_.decisions_all ||
+      next->decisions_sample != live_.decisions_sample)
+    FRS_LOG("srv.xml: <decisions> changed (file \"%s\", record %s, sample %g); applied by each worker",
+            next->decisions_file.c_str(), next->decisions_all ? "all" : "denied", next->decisions_sample);
   if (next->cluster_shards != live_.cluster_shards || next->cluster_self != live_.cluster_self ||
       next->cluster_enforce != live_.cluster_enforce)
     FRS_LOG("srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "

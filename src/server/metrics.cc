@@ -108,7 +108,7 @@ void Metrics::Render(Engine& engine, std::string* out) const {
   uint64_t req[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots] = {};
   uint64_t lat[kLatencyBuckets] = {};
   uint64_t lat_sum = 0, acc = 0, refused = 0, overflow = 0, timed_out = 0, open = 0, reloads = 0, reload_fail = 0;
-  uint64_t misrouted = 0, merged = 0, merge_dups = 0, fd_exhausted = 0;
+  uint64_t misrouted = 0, merged = 0, merge_dups = 0, fd_exhausted = 0, log_lines = 0, log_dropped = 0;
   for (uint32_t w = 0; w < workers_; ++w) {
     const WorkerCounters& c = workers_base_[w];
     for (size_t i = 0; i < ncmd; ++i)
@@ -126,6 +126,8 @@ void Metrics::Render(Engine& engine, std::string* out) const {
     merged += CounterGet(c.merged);
     merge_dups += CounterGet(c.merge_duplicates);
     fd_exhausted += CounterGet(c.accept_fd_exhausted);
+    log_lines += CounterGet(c.decision_log.lines);
+    log_dropped += CounterGet(c.decision_log.dropped_full) + CounterGet(c.decision_log.dropped_failed);
   }
 
   Header(out, "frs_requests_total", "counter", "Requests answered, by command and HTTP status.");
@@ -172,20 +174,53 @@ void Metrics::Render(Engine& engine, std::string* out) const {
   };
   for (const PerBiz& pb : per_biz) {
     Header(out, pb.name, "counter", pb.help);
-    for (const auto& [id, name] : bizzes) {
+    for (const BizInfo& b : bizzes) {
       uint64_t sum = 0;
       for (uint32_t w = 0; w < workers_; ++w) {
         const auto* arr = reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(&workers_base_[w]) + pb.offset);
-        sum += CounterGet(arr[id]);
+        sum += CounterGet(arr[b.id]);
       }
       out->append(pb.name).append("{biz=\"");
-      AppendLabelValue(out, name);
+      AppendLabelValue(out, b.name);
       out->append("\",id=\"");
-      AppendU64(out, id);
+      AppendU64(out, b.id);
       out->append("\"} ");
       AppendU64(out, sum);
       out->append("\n");
     }
+  }
+
+  // Per rule: every rule of a biz of the current map that has decided since
+  // frsd started (its allowed and denied series, zeros included, so that a
+  // denied share has its denominator; shadow_denied instead of denied for a
+  // biz in shadow mode), and any other nonzero series of a rule still in
+  // the map. Rules
+  // are counted by position: a reload that reorders a biz's rules gives
+  // their names the counts of the positions they take.
+  Header(out, "frs_rule_decisions_total", "counter",
+         "Decisions (query, update, acquire) by biz, rule and that rule's own result: allowed, denied, or "
+         "shadow_denied (a shadow-mode biz's rule that enforce mode would have denied on).");
+  static constexpr const char* kResultNames[kRuleResults] = {"allowed", "denied", "shadow_denied"};
+  for (const BizInfo& b : bizzes) {
+    uint64_t decided = 0;
+    for (uint32_t w = 0; w < workers_; ++w)
+      decided += CounterGet(workers_base_[w].biz_allowed[b.id]) + CounterGet(workers_base_[w].biz_denied[b.id]);
+    for (size_t i = 0; i < b.rules.size() && i < kMaxRulesPerBiz; ++i)
+      for (size_t r = 0; r < kRuleResults; ++r) {
+        uint64_t sum = 0;
+        for (uint32_t w = 0; w < workers_; ++w) sum += CounterGet(workers_base_[w].rule_decisions[b.id][i][r]);
+        const RuleResultLabel denied = b.mode == Mode::kShadow ? RuleResultLabel::kShadowDenied : RuleResultLabel::kDenied;
+        const bool shown = sum != 0 || (decided != 0 && (r == static_cast<size_t>(RuleResultLabel::kAllowed) ||
+                                                         r == static_cast<size_t>(denied)));
+        if (!shown) continue;
+        out->append("frs_rule_decisions_total{biz=\"");
+        AppendLabelValue(out, b.name);
+        out->append("\",rule=\"");
+        AppendLabelValue(out, b.rules[i]);
+        out->append("\",result=\"").append(kResultNames[r]).append("\"} ");
+        AppendU64(out, sum);
+        out->append("\n");
+      }
   }
 
   // Today's per-biz counters from the statistics file: every process on
@@ -251,6 +286,12 @@ void Metrics::Render(Engine& engine, std::string* out) const {
   Simple(out, "frs_handoff_merged_total", "counter", "Nodes received from other shards by frsctl handoff and merged.", merged);
   Simple(out, "frs_handoff_duplicates_total", "counter",
          "Handoff nodes received again after an interruption and ignored (their receipt was already here).", merge_dups);
+  Simple(out, "frs_decision_log_lines_total", "counter", "Lines written to the decision log (<decisions file>).",
+         log_lines);
+  Simple(out, "frs_decision_log_dropped_total", "counter",
+         "Decision log lines dropped: a worker's buffer was full (the disk is slower than the decisions), or a write "
+         "failed (a full disk, an I/O error).",
+         log_dropped);
   Simple(out, "frs_workers", "gauge", "Configured worker processes.", workers_);
   Simple(out, "frs_connections_open", "gauge", "Client connections open, all workers.", open);
   Simple(out, "frs_connections_accepted_total", "counter", "Client connections accepted.", acc);

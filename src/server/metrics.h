@@ -9,8 +9,9 @@
 // between cores; readers sum the slots with relaxed loads. A respawned worker
 // takes over its predecessor's slot, so totals never go backwards.
 //
-// Per-biz counters are indexed by biz id (1..65535); the pages of ids never
-// used are never touched, so they cost address space only.
+// Per-biz counters are indexed by biz id (1..65535), per-rule ones by biz id
+// and the rule's position; the pages of ids never used are never touched, so
+// they cost address space only.
 //
 // Thread safety: see above; Render may run concurrently with writers.
 #pragma once
@@ -51,6 +52,19 @@ inline uint64_t CounterGet(const uint64_t& c) {
   return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(c)).load(std::memory_order_relaxed);
 }
 
+// The decision log's figures (server/decision_log.h). Each counter has one
+// writer: the request thread counts the lines its full buffer refused, the
+// log's writer thread what it wrote and what a failed write lost.
+struct DecisionLogCounters {
+  uint64_t lines;           // written to the file
+  uint64_t dropped_full;    // refused by a full buffer (or longer than a line may be)
+  uint64_t dropped_failed;  // lost to a failed or short write, or no file open
+};
+
+// Per-rule results of frs_rule_decisions_total, by rule position 0..3.
+enum class RuleResultLabel : uint8_t { kAllowed, kDenied, kShadowDenied, kCount };
+inline constexpr size_t kRuleResults = static_cast<size_t>(RuleResultLabel::kCount);
+
 struct alignas(64) WorkerCounters {
   uint64_t requests[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots];
   uint64_t latency[kLatencyBuckets];
@@ -63,7 +77,11 @@ struct alignas(64) WorkerCounters {
   uint64_t accept_fd_exhausted;       // accept failed for want of a descriptor (EMFILE/ENFILE)
   uint64_t pid;               // set by the master when it starts the slot's worker
   uint64_t serving_pid;       // set by that worker once its event loop holds the listening socket
+  alignas(64) DecisionLogCounters decision_log;
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];
+  // [biz id][rule position][result]: like the per-biz arrays, the pages of
+  // bizzes never decided are never touched.
+  uint64_t rule_decisions[65536][kMaxRulesPerBiz][kRuleResults];
 
   void CountRequest(CmdLabel label, int http_status, uint64_t latency_ns);
 };

@@ -18,6 +18,7 @@
 #include "server/clock_util.h"
 #include "server/connection.h"
 #include "server/deadline_list.h"
+#include "server/decision_log.h"
 #include "server/event_loop.h"
 #include "server/fd_limit.h"
 #include "server/handler.h"
@@ -35,6 +36,18 @@ constexpr int kMaxAcceptsPerWake = 64;
 // held_): long enough for the answers of a few batch requests to go out
 // together, short against a request's time-out and its p99.
 constexpr int64_t kHoldNs = 100 * 1000;
+
+// The peer of an accepted connection, as the decision log names it.
+IpAddress PeerOf(const sockaddr_storage& peer) {
+  IpAddress ip;
+  if (peer.ss_family == AF_INET) {
+    std::memcpy(ip.addr, &reinterpret_cast<const sockaddr_in&>(peer).sin_addr, 4);
+  } else if (peer.ss_family == AF_INET6) {
+    ip.v6 = true;
+    std::memcpy(ip.addr, &reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr, 16);
+  }
+  return ip;
+}
 
 class Worker {
  public:
@@ -56,6 +69,10 @@ class Worker {
   // they were accepted with; timeouts apply from each connection's next
   // activity.
   void ApplyLive(const SrvConfig& next);
+  // Starts, changes or stops the decision log as `next` says (at start and
+  // on a reload); a file that cannot be opened is said in the log and the
+  // worker serves on (at start, frsd checked it before forking).
+  void ApplyDecisionLog(const SrvConfig& next);
 
  private:
   void Accept(int64_t now);
@@ -104,7 +121,9 @@ class Worker {
   SrvConfig cfg_;  // as started, with the live settings of the last reload
   std::optional<AllowList> allow_;  // replaces ctx_.allow after a reload
   WorkerCounters* counters_;
+  DecisionLogCounters own_log_counters_{};  // without a metrics region
   Handler handler_;
+  std::unique_ptr<DecisionLog> decision_log_;  // null: no <decisions>
   Engine* engine_;
   ConnectionLimits limits_;
   EventLoop loop_;
@@ -246,6 +265,8 @@ void Worker::HandleSignals(int64_t now) {
     f.reopen = 0;
     Status s = Logger::Get().Reopen();
     if (!s.ok()) FRS_LOG("cannot reopen the log file: %s", s.ToString().c_str());
+    // Its writer thread writes out what it holds to the old file first.
+    if (decision_log_) decision_log_->Reopen();
   }
   if (f.reload) {
     f.reload = 0;
@@ -272,6 +293,7 @@ void Worker::HandleSignals(int64_t now) {
     }
     if (s.ok()) {
       if (generation != map_generation_ || !ctx_.map_channel) {
+        handler_.MapReloaded();
         FRS_LOG("reloaded %s (map generation %llu)", cfg_.map_path.c_str(), static_cast<unsigned long long>(generation));
         if (counters_) CounterAdd(counters_->reloads);
       }
@@ -313,10 +335,41 @@ void Worker::ApplyLive(const SrvConfig& next) {
   // A self that follows <listen> follows the port really bound (port="0").
   cfg_.cluster_self = next.cluster_self_derived ? ListenName(cfg_.host, cfg_.port) : next.cluster_self;
   cfg_.cluster_enforce = next.cluster_enforce;
+  ApplyDecisionLog(next);
   limits_ = ConnectionLimits{cfg_.max_header_bytes, cfg_.max_body_bytes};
   idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);
   busy_.set_timeout(int64_t{cfg_.request_timeout_ms} * kMsNs);
   handler_.SetOptions(HandlerOptionsFor(cfg_));
+}
+
+void Worker::ApplyDecisionLog(const SrvConfig& next) {
+  if (next.decisions_file.empty()) {
+    if (decision_log_) {
+      handler_.set_decision_log(nullptr);
+      decision_log_.reset();  // writes out what it holds
+      FRS_LOG("decision log stopped");
+    }
+    cfg_.decisions_file.clear();
+    return;
+  }
+  DecisionLogOptions o;
+  o.file = next.decisions_file;
+  o.record_all = next.decisions_all;
+  o.sample = next.decisions_sample;
+  if (decision_log_) {
+    decision_log_->SetOptions(o);
+  } else {
+    auto log = DecisionLog::Open(o, counters_ ? &counters_->decision_log : &own_log_counters_);
+    if (!log.ok()) {
+      FRS_LOG("%s; decisions are not logged (fix it and reload)", log.status().message().c_str());
+      return;
+    }
+    decision_log_ = std::move(log.value());
+    handler_.set_decision_log(decision_log_.get());
+  }
+  cfg_.decisions_file = next.decisions_file;
+  cfg_.decisions_all = next.decisions_all;
+  cfg_.decisions_sample = next.decisions_sample;
 }
 
 bool Worker::ShouldPauseAccepting() const {
@@ -423,6 +476,7 @@ void Worker::Accept(int64_t now) {
       progress_seen_.resize(idx + 1);
     }
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
+    conn->set_peer(PeerOf(peer));
     Connection* c = conn.get();
     if (!loop_.Add(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, c).ok()) continue;  // conn (and fd) dropped here
     conns_[idx] = std::move(conn);
@@ -706,6 +760,7 @@ int RunWorker(WorkerContext ctx) {
     Worker w(std::move(ctx), engine.value().get());
     w.set_map_generation(generation);
     if (live) w.ApplyLive(*live);
+    else w.ApplyDecisionLog(cfg);
     rc = w.Run(&wait_mask);
   } catch (const std::exception& e) {
     FRS_LOG("worker stopped by an internal error: %s", e.what());

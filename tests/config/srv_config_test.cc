@@ -191,6 +191,37 @@ TEST(SrvConfig, TheRateLimitFieldsAreBothTheDraftsOrTheOlderTrio) {
   EXPECT_EQ(LoadSrvConfig(Write(d, head + "<ratelimit legacy=\"only\"/></frs>"))->ratelimit_fields, F::kLegacy);
 }
 
+TEST(SrvConfig, TheDecisionLogIsOffByDefaultAndDeniedAtFullSampleWhenNamed) {
+  TempDir d;
+  const std::string head = "<frs><map>m.xml</map><store dir=\"d\"/>";
+  auto none = LoadSrvConfig(Write(d, head + "</frs>"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->decisions_file, "");
+  auto plain = LoadSrvConfig(Write(d, head + "<decisions file=\"log/decisions.log\"/></frs>"));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->decisions_file, d.path() + "/log/decisions.log");
+  EXPECT_FALSE(plain->decisions_all);
+  EXPECT_EQ(plain->decisions_sample, 1.0);
+  auto all = LoadSrvConfig(Write(d, head + "<decisions file=\"/x.log\" record=\"all\" sample=\"0.25\"/></frs>"));
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(all->decisions_all);
+  EXPECT_EQ(all->decisions_sample, 0.25);
+  for (const char* ok : {"0", "1", ".5", "0.001", "1.0"})
+    EXPECT_TRUE(LoadSrvConfig(Write(d, head + "<decisions file=\"/x\" sample=\"" + ok + "\"/></frs>")).ok()) << ok;
+}
+
+TEST(SrvConfig, DecisionLogErrorsNameTheAttribute) {
+  const std::string head = "<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n";
+  ExpectError(head + "<decisions/>\n</frs>", "4", "<decisions file> is required");
+  ExpectError(head + "<decisions file=\"/x\" record=\"allowed\"/>\n</frs>", "4",
+              "<decisions record> is denied (the default) or all, not \"allowed\"");
+  for (const char* bad : {"2", "-0.5", "1.5", "abc", "", "1e-3", "0.5x", "nan"})
+    ExpectError(head + "<decisions file=\"/x\" sample=\"" + bad + "\"/>\n</frs>", "4",
+                std::string("<decisions sample> is the share of decisions written, from 0 to 1 (0.01 is one in a "
+                            "hundred), not \"") + bad + "\"");
+  ExpectError(head + "<decisions file=\"/x\" level=\"1\"/>\n</frs>", "4", "<decisions> has no attribute \"level\"");
+}
+
 TEST(SrvConfig, MissingFileIsAnError) {
   auto c = LoadSrvConfig("/nonexistent/srv.xml");
   ASSERT_FALSE(c.ok());

@@ -105,7 +105,9 @@ class FakeEngine final : public Engine {
     if (biz == "api" || biz == "2") return uint16_t{2};
     return Status::NotFound("unknown biz \"" + std::string(biz) + "\"");
   }
-  std::vector<std::pair<uint16_t, std::string>> Bizzes() const override { return {{1, "login"}, {2, "api"}}; }
+  std::vector<BizInfo> Bizzes() const override {
+    return {{1, "login", Mode::kEnforce, {"login_1"}}, {2, "api", Mode::kEnforce, {"api_1"}}};
+  }
   Result<NodeView> Inspect(std::string_view, std::string_view) override { return Status::NotFound("fake"); }
   Result<NodeView> View(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Result<std::string> ExportNode(const NodeInfo&) const override { return Status::NotFound("fake"); }

@@ -63,7 +63,7 @@ Result<int> RunDump(Session& s, const DumpArgs& a) {
   const int64_t now = s.NowMs();
   const int wf = std::max(4, Digits(g.files - 1)), wk = std::max(7, Digits(g.keynodes - 1));
   int wb = 3;
-  for (const auto& [id, name] : s.engine->Bizzes()) wb = std::max(wb, static_cast<int>(name.size()));
+  for (const BizInfo& b : s.engine->Bizzes()) wb = std::max(wb, static_cast<int>(b.name.size()));
   if (!s.json)
     std::printf("%-*s  %-*s  %-4s  %-4s  %-3s  %-*s  %10s  %10s  %-16s  %s\n", wf, "file", wk, "keynode", "slot", "span",
                 "alt", wb, "biz", "count", "limit", "last use", "key");

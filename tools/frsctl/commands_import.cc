@@ -61,9 +61,9 @@ Result<BizPolicy> MakePolicy(const Engine& engine, const ImportArgs& a, const st
   BizPolicy p;
   p.map_by_name = a.map_by_name;
   p.map_path = map_path;
-  for (const auto& [id, name] : engine.Bizzes()) {
-    p.by_name[name] = id;
-    p.by_id[id] = name;
+  for (const BizInfo& b : engine.Bizzes()) {
+    p.by_name[b.name] = b.id;
+    p.by_id[b.id] = b.name;
   }
   for (const std::string& r : a.rename) {
     size_t eq = r.find('=');

@@ -70,9 +70,9 @@ Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
   Result<uint16_t> id = s.engine->ResolveBiz(biz);
   if (id.ok()) return id;
   std::string known;
-  for (const auto& [bid, name] : s.engine->Bizzes()) {
+  for (const BizInfo& b : s.engine->Bizzes()) {
     if (!known.empty()) known += ", ";
-    known += name + " (" + std::to_string(bid) + ")";
+    known += b.name + " (" + std::to_string(b.id) + ")";
   }
   return Status::InvalidArgument("unknown biz \"" + biz + "\": " + s.cfg.map_path + " has " +
                                  (known.empty() ? "none" : known));

@@ -1,0 +1,131 @@
+#include "server/decision_line.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "server/buf_writer.h"
+
+namespace frs::server {
+
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i] (Unicode 15, table 3-7:
+// no overlong forms, no surrogates, nothing above U+10FFFF), 0 if none.
+size_t Utf8SequenceAt(std::string_view s, size_t i) {
+  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return k < s.size() && at(k) >= lo && at(k) <= hi;
+  };
+  const unsigned char c = at(i);
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c == 0xE0) return cont(i + 1, 0xA0, 0xBF) && cont(i + 2) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(i + 1) && cont(i + 2) ? 3 : 0;
+  if (c == 0xED) return cont(i + 1, 0x80, 0x9F) && cont(i + 2) ? 3 : 0;
+  if (c == 0xF0) return cont(i + 1, 0x90, 0xBF) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3) return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  if (c == 0xF4) return cont(i + 1, 0x80, 0x8F) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  return 0;
+}
+
+// Escapes `s` into p (room for 6 bytes a byte); returns the new end.
+char* EscapeInto(std::string_view s, char* p) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
+      *p++ = static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c == '"' || c == '\\') {
+      *p++ = '\\';
+      *p++ = static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c >= 0x80) {
+      if (size_t len = Utf8SequenceAt(s, i); len != 0) {
+        std::memcpy(p, s.data() + i, len);
+        p += len;
+        i += len;
+        continue;
+      }
+    }
+    // A control character, or a byte outside any valid UTF-8 sequence.
+    std::memcpy(p, "\\u00", 4);
+    p[4] = kHex[c >> 4];
+    p[5] = kHex[c & 15];
+    p += 6;
+    ++i;
+  }
+  return p;
+}
+
+// The peer's address as text into `buf` (INET6_ADDRSTRLEN); an IPv4
+// address mapped into IPv6 (a dual-stack socket) is written as IPv4.
+std::string_view ClientText(const IpAddress* ip, char* buf, size_t cap) {
+  if (ip == nullptr) return {};
+  static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const char* s = nullptr;
+  if (!ip->v6) s = inet_ntop(AF_INET, ip->addr, buf, static_cast<socklen_t>(cap));
+  else if (std::memcmp(ip->addr, kMapped, sizeof kMapped) == 0) s = inet_ntop(AF_INET, ip->addr + 12, buf, static_cast<socklen_t>(cap));
+  else s = inet_ntop(AF_INET6, ip->addr, buf, static_cast<socklen_t>(cap));
+  return s == nullptr ? std::string_view() : std::string_view(s);
+}
+
+}  // namespace
+
+size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
+  char client_buf[INET6_ADDRSTRLEN + 1];
+  const std::string_view client = ClientText(r.client, client_buf, sizeof client_buf);
+  // The field names and punctuation (< 160 bytes), six integers of at most
+  // 20 characters, the client (< 46) and every string at its worst.
+  const size_t worst = 400 + 6 * (r.biz.size() + r.key.size() + r.rule.size() + r.route.size());
+  if (worst > out.size()) return 0;
+  char* const p = out.data();
+  // A plain cursor: the escaping writes in place.
+  char* q = p;
+  auto lit = [&](std::string_view s) {
+    std::memcpy(q, s.data(), s.size());
+    q += s.size();
+  };
+  auto num = [&](int64_t v) {
+    BufWriter n(q);
+    n.Int(v);
+    q += n.size();
+  };
+  lit("{\"ts\":");
+  num(r.ts_ms);
+  lit(",\"biz\":\"");
+  q = EscapeInto(r.biz, q);
+  lit("\",\"key\":\"");
+  q = EscapeInto(r.key, q);
+  lit("\",\"rule\":\"");
+  q = EscapeInto(r.rule, q);
+  lit(r.allowed ? "\",\"allowed\":true,\"n\":" : "\",\"allowed\":false,\"n\":");
+  num(r.n);
+  lit(",\"count\":");
+  num(r.count);
+  lit(",\"limit\":");
+  num(r.limit);
+  lit(",\"remaining\":");
+  num(r.remaining);
+  lit(",\"retry_after\":");
+  num(r.retry_after);
+  lit(",\"route\":\"");
+  q = EscapeInto(r.route, q);
+  lit("\",\"client\":\"");
+  lit(client);
+  lit(r.shadow && !r.allowed ? "\",\"shadow\":true}\n" : "\"}\n");
+  return static_cast<size_t>(q - p);
+}
+
+void AppendJsonEscaped(std::string_view s, std::string* out) {
+  const size_t old = out->size();
+  out->resize(old + 6 * s.size());
+  char* end = EscapeInto(s, out->data() + old);
+  out->resize(static_cast<size_t>(end - out->data()));
+}
+
+}  // namespace frs::server

@@ -1,0 +1,60 @@
+// server/decision_line.h: one decision as one line of JSON, the decision
+// log's format (docs/configuration.md, <decisions>):
+//
+//   {"ts":1795625073261,"biz":"login","key":"user:42","rule":"login_1","allowed":false,"n":1,
+//    "count":5,"limit":5,"remaining":0,"retry_after":41,"route":"user:42","client":"10.0.0.7"}
+//
+// (one line; a shadow-mode decision that enforce mode would have denied is
+// written with "allowed":false and a last field "shadow":true).
+//
+// Why a writer of its own rather than a JSON library: the line is written
+// on the request path, for every recorded decision, into a fixed buffer
+// with no allocation; the fields are fixed and their bounds known.
+//
+// Strings are escaped so that every line is valid JSON in valid UTF-8
+// whatever bytes a request carried: `"` and `\` get a backslash, control
+// characters (below 0x20, and 0x7F) become \u00XX, valid UTF-8 sequences
+// are copied as they are, and every byte that is not part of a valid UTF-8
+// sequence (a stray continuation byte, an overlong form, a surrogate, a
+// truncated sequence) becomes \u00XX of that byte: a reader gets the
+// character U+00XX, so the original byte is still recoverable (latin-1).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "frs/key.h"
+
+namespace frs::server {
+
+struct DecisionRecord {
+  int64_t ts_ms = 0;            // unix milliseconds of the decision
+  std::string_view biz;         // the biz's name
+  std::string_view key;
+  std::string_view rule;        // the most restrictive rule's name
+  bool allowed = true;
+  bool shadow = false;          // written as "shadow":true (only with allowed=false)
+  int64_t n = 1, count = 0, limit = 0, remaining = 0, retry_after = 0;
+  std::string_view route;       // what the request was routed by (see docs/configuration.md)
+  const IpAddress* client = nullptr;  // the connection's peer; null: "client":""
+};
+
+// The longest line FormatDecisionLine may need: every string escaped at six
+// bytes a byte is bounded by the key (255 bytes), the biz name (64), the
+// rule name (32) and the route; a route longer than fits makes the line
+// too long (FormatDecisionLine returns 0 and the caller counts a drop).
+inline constexpr size_t kMaxDecisionLineBytes = 16384;
+
+// Writes the line, its '\n' included, into `out`; returns its length, or 0
+// when it does not fit.
+size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out);
+
+// Appends `s` escaped as above, without the surrounding quotes.
+void AppendJsonEscaped(std::string_view s, std::string* out);
+
+}  // namespace frs::server

@@ -1,0 +1,217 @@
+#include "server/decision_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+
+#include "server/logger.h"
+
+namespace frs::server {
+
+namespace {
+
+Result<os::UniqueFd> OpenForAppend(const std::string& path) {
+  os::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640));
+  if (!fd.valid()) return Status::FromErrno("cannot open the decision log " + path, errno);
+  return fd;
+}
+
+size_t CountLines(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DecisionLog>> DecisionLog::Open(const DecisionLogOptions& opts, DecisionLogCounters* counters) {
+  auto fd = OpenForAppend(opts.file);
+  if (!fd.ok()) return fd.status();
+  return std::make_unique<DecisionLog>(Key{}, opts, counters, std::move(fd.value()));
+}
+
+std::unique_ptr<DecisionLog> DecisionLog::OpenFdForTesting(const DecisionLogOptions& opts,
+                                                           DecisionLogCounters* counters, os::UniqueFd fd) {
+  return std::make_unique<DecisionLog>(Key{}, opts, counters, std::move(fd));
+}
+
+Status DecisionLog::CheckFile(const std::string& path) {
+  auto fd = OpenForAppend(path);
+  return fd.ok() ? Status::OK() : fd.status();
+}
+
+DecisionLog::DecisionLog(Key, const DecisionLogOptions& opts, DecisionLogCounters* counters, os::UniqueFd fd)
+    : opts_(opts),
+      record_all_(opts.record_all),
+      sample_threshold_(ThresholdFor(opts.sample)),
+      // Seeded apart per process and per start: workers sample independently.
+      rng_((static_cast<uint64_t>(::getpid()) << 32) ^ static_cast<uint64_t>(std::time(nullptr)) ^
+           reinterpret_cast<uintptr_t>(this) ^ 0x9E3779B97F4A7C15ULL),
+      counters_(counters),
+      capacity_(opts.buffer_bytes),
+      pace_ms_(opts.flush_every_ms),
+      line_(std::make_unique<char[]>(kMaxDecisionLineBytes)),
+      path_(opts.file),
+      fd_(std::move(fd)) {
+  if (rng_ == 0) rng_ = 1;
+  active_.reserve(capacity_);
+  spare_.reserve(capacity_);
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+DecisionLog::~DecisionLog() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  writer_.join();
+}
+
+uint64_t DecisionLog::ThresholdFor(double sample) {
+  if (!(sample < 1.0)) return kAlways;
+  if (!(sample > 0.0)) return 0;
+  // sample * 2^64, below 2^64 since sample < 1.
+  return static_cast<uint64_t>(std::ldexp(sample, 64));
+}
+
+void DecisionLog::Record(const DecisionRecord& r) {
+  const size_t len = FormatDecisionLine(r, std::span<char>(line_.get(), kMaxDecisionLineBytes));
+  if (len == 0) {
+    CounterAdd(counters_->dropped_full);
+    return;
+  }
+  Append(std::string_view(line_.get(), len));
+}
+
+void DecisionLog::Append(std::string_view line) {
+  bool kept = false, wake = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Full: the writer is behind (a slow disk). Dropping keeps the answer
+    // on time; the line is counted.
+    if (active_.size() + line.size() <= capacity_) {
+      active_.append(line);
+      kept = true;
+      // Woken early only as a quarter fills; otherwise the writer's own pace
+      // (flush_every_ms) takes the lines, with no system call here.
+      wake = active_.size() >= capacity_ / 4 && active_.size() - line.size() < capacity_ / 4;
+    }
+  }
+  if (!kept) CounterAdd(counters_->dropped_full);
+  if (wake) wake_.notify_one();
+}
+
+void DecisionLog::SetOptions(const DecisionLogOptions& opts) {
+  record_all_ = opts.record_all;
+  sample_threshold_ = ThresholdFor(opts.sample);
+  if (opts.file != opts_.file) {
+    std::lock_guard<std::mutex> lk(mu_);
+    path_ = opts.file;
+    reopen_ = true;
+  }
+  opts_ = opts;  // the buffers' size and the writer's pace stay as they were made
+  wake_.notify_one();
+}
+
+void DecisionLog::Reopen() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    reopen_ = true;
+  }
+  wake_.notify_one();
+}
+
+void DecisionLog::Flush() {
+  std::unique_lock<std::mutex> lk(mu_);
+  const uint64_t ticket = ++flush_asked_;
+  wake_.notify_one();
+  done_.wait(lk, [&] { return flush_done_ >= ticket; });
+}
+
+void DecisionLog::WriterLoop() {
+  const auto pace = std::chrono::milliseconds(pace_ms_);
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    wake_.wait_for(lk, pace, [&] {
+      return stop_ || reopen_ || flush_asked_ != flush_done_ || active_.size() >= capacity_ / 4;
+    });
+    // Swapped under the lock, written without it: the request thread
+    // appends to the other buffer meanwhile.
+    active_.swap(spare_);
+    const bool reopen = std::exchange(reopen_, false);
+    const bool stop = stop_;
+    const uint64_t flush_ticket = flush_asked_;
+    const std::string path = reopen ? path_ : std::string();
+    lk.unlock();
+    if (!spare_.empty()) WriteOut(spare_);
+    spare_.clear();
+    if (reopen) OpenFile(path);
+    lk.lock();
+    if (flush_ticket > flush_done_) {
+      flush_done_ = flush_ticket;
+      done_.notify_all();
+    }
+    if (stop && active_.empty()) return;
+  }
+}
+
+void DecisionLog::WriteOut(const std::string& lines) {
+  size_t off = 0;
+  while (off < lines.size()) {
+    // Whole lines, at most kMaxWriteBytes (a line is far shorter).
+    size_t len = std::min(kMaxWriteBytes, lines.size() - off);
+    if (off + len < lines.size()) {
+      const size_t nl = lines.rfind('\n', off + len - 1);
+      len = nl == std::string::npos || nl < off ? len : nl + 1 - off;
+    }
+    std::string_view piece(lines.data() + off, len);
+    off += len;
+    // After a short write the file ends in a partial line: a newline first
+    // keeps the next lines whole (the fragment becomes a line of its own,
+    // which a reader skips as not JSON).
+    char newline = '\n';
+    if (torn_) {
+      ssize_t w;
+      do {
+        w = ::write(fd_.get(), &newline, 1);
+      } while (w < 0 && errno == EINTR);
+      if (w != 1) {
+        CounterAdd(counters_->dropped_failed, CountLines(piece));
+        continue;
+      }
+      torn_ = false;
+    }
+    ssize_t w;
+    do {
+      w = ::write(fd_.get(), piece.data(), piece.size());
+    } while (w < 0 && errno == EINTR);
+    if (w == static_cast<ssize_t>(piece.size())) {
+      CounterAdd(counters_->lines, CountLines(piece));
+      continue;
+    }
+    // ENOSPC, EIO, EFBIG...: what was not written is lost, and counted.
+    const size_t done = w > 0 ? static_cast<size_t>(w) : 0;
+    const size_t whole = CountLines(piece.substr(0, done));
+    CounterAdd(counters_->lines, whole);
+    CounterAdd(counters_->dropped_failed, CountLines(piece) - whole);
+    if (done > 0 && piece[done - 1] != '\n') torn_ = true;
+  }
+}
+
+void DecisionLog::OpenFile(const std::string& path) {
+  auto fd = OpenForAppend(path);
+  if (!fd.ok()) {
+    FRS_LOG("%s; writing decisions to the file already open", fd.status().message().c_str());
+    return;
+  }
+  fd_ = std::move(fd.value());
+  torn_ = false;
+}
+
+}  // namespace frs::server

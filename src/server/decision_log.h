@@ -1,0 +1,147 @@
+// server/decision_log.h: the decision log: one JSON line per recorded
+// decision (server/decision_line.h), appended to <decisions file> by every
+// worker.
+//
+// Why it looks like this: writing a line must never delay an answer, and a
+// write to a regular file can block for as long as the disk likes (a slow,
+// remote or full disk). So the request thread only copies a formatted line
+// into a bounded in-memory buffer (no system call, and the lock it takes is
+// never held across I/O); a line that does not fit is dropped and counted
+// (frs_decision_log_dropped_total). A writer thread of the worker swaps
+// the buffer for an empty one and writes the full one out with write(2),
+// off the request path. Each write(2) carries whole lines only and at most
+// kMaxWriteBytes: on Linux, a write to a regular file opened O_APPEND on a
+// local filesystem is atomic (the offset is taken and the data placed under
+// the inode's lock), so the lines of different workers never interleave. A
+// failed or short write (ENOSPC, EIO) loses the lines it did not write and
+// counts them; nothing is retried, so a broken disk cannot back lines up.
+//
+// Reopen() (SIGUSR1, after logrotate renamed the file) makes the writer
+// write out what it holds to the old file, then open the path again: no
+// line is lost or written twice across a rotation.
+//
+// Thread safety: Wants, Record, SetOptions, Reopen and Flush are called by
+// the worker's one request thread; the writer thread is internal. The
+// counters are written as described in server/metrics.h.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "frs/status.h"
+#include "os/unique_fd.h"
+#include "server/decision_line.h"
+#include "server/metrics.h"
+
+namespace frs::server {
+
+struct DecisionLogOptions {
+  std::string file;                      // absolute path
+  bool record_all = false;               // false: denied decisions only
+  double sample = 1.0;                   // 0..1: the share of recorded decisions written
+  size_t buffer_bytes = 4u << 20;        // lines held between writes, per worker
+  int64_t flush_every_ms = 50;           // the writer's pace when the buffer fills slowly
+};
+
+class DecisionLog {
+ public:
+  // The most bytes of one write(2): whole lines up to this size.
+  static constexpr size_t kMaxWriteBytes = 64 * 1024;
+
+  // Opens the file (O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC, 0640) and starts the
+  // writer thread. `counters` must outlive the log.
+  static Result<std::unique_ptr<DecisionLog>> Open(const DecisionLogOptions& opts, DecisionLogCounters* counters);
+  // Opens and closes the file: can frsd write it? (frsd's start, before forking).
+  static Status CheckFile(const std::string& path);
+
+  // For tests only: a log writing to `fd` as it is (a socket of
+  // SOCK_SEQPACKET shows each write(2) apart; a socket no one reads, a
+  // stalled disk). Reopen() then opens opts.file.
+  static std::unique_ptr<DecisionLog> OpenFdForTesting(const DecisionLogOptions& opts, DecisionLogCounters* counters,
+                                                       os::UniqueFd fd);
+
+  struct Key {
+   private:
+    Key() = default;
+    friend class DecisionLog;
+  };
+  DecisionLog(Key, const DecisionLogOptions& opts, DecisionLogCounters* counters, os::UniqueFd fd);
+  // Writes out every line recorded, then stops the writer.
+  ~DecisionLog();
+  DecisionLog(const DecisionLog&) = delete;
+  DecisionLog& operator=(const DecisionLog&) = delete;
+
+  // Is a decision (`denied`: denied, or what shadow mode would have denied)
+  // one to write? record="denied" keeps denials only, then the sample.
+  bool Wants(bool denied) {
+    if (!denied && !record_all_) return false;
+    if (sample_threshold_ == kAlways) return true;
+    return NextRandom() < sample_threshold_;
+  }
+  // Formats the line and appends it to the buffer, or counts it dropped.
+  void Record(const DecisionRecord& r);
+  // Appends one whole line ('\n' included), or counts it dropped.
+  void Append(std::string_view line);
+
+  // A reload: record and sample apply to the next decision; a new file is
+  // opened by the writer after it has written what it holds to the old one.
+  void SetOptions(const DecisionLogOptions& opts);
+  // SIGUSR1: write out what is held, then reopen the file (its path may now
+  // name a new file).
+  void Reopen();
+  // Waits until every line appended so far is written or counted lost (tests;
+  // a clean stop).
+  void Flush();
+
+  const std::string& file() const { return opts_.file; }
+
+ private:
+  static constexpr uint64_t kAlways = ~uint64_t{0};
+  static uint64_t ThresholdFor(double sample);
+  uint64_t NextRandom() {
+    // xorshift64*: a few cycles; the sample needs no better.
+    rng_ ^= rng_ >> 12;
+    rng_ ^= rng_ << 25;
+    rng_ ^= rng_ >> 27;
+    return rng_ * 0x2545F4914F6CDD1DULL;
+  }
+  void WriterLoop();
+  // Writes `lines` (whole lines) in pieces of at most kMaxWriteBytes.
+  void WriteOut(const std::string& lines);
+  // Opens `path`; on failure keeps the current file and says why.
+  void OpenFile(const std::string& path);
+
+  // Request thread only.
+  DecisionLogOptions opts_;       // as last set (its buffer size and pace unused after construction)
+  bool record_all_ = false;
+  uint64_t sample_threshold_ = kAlways;
+  uint64_t rng_;
+  DecisionLogCounters* counters_;
+  const size_t capacity_;         // of each buffer (both threads read it)
+  const int64_t pace_ms_;         // the writer's wait between rounds
+  std::unique_ptr<char[]> line_;  // kMaxDecisionLineBytes, for Record
+
+  // Shared, under mu_.
+  std::mutex mu_;
+  std::condition_variable wake_;   // the writer: work to do
+  std::condition_variable done_;   // Flush: a round is written
+  std::string active_;             // lines appended since the last swap
+  std::string path_;               // the file the writer keeps open
+  bool reopen_ = false;
+  bool stop_ = false;
+  uint64_t flush_asked_ = 0, flush_done_ = 0;
+
+  // Writer thread only.
+  std::string spare_;
+  os::UniqueFd fd_;
+  bool torn_ = false;  // a short write left a partial line: start the next write on a new line
+
+  std::thread writer_;
+};
+
+}  // namespace frs::server

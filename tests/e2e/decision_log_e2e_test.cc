@@ -1,0 +1,275 @@
+// The decision log through a real frsd of two workers: one whole, valid
+// JSON line per recorded decision under concurrent clients (denied ones,
+// then all after a reload), nothing lost or repeated across a rotation
+// (rename + SIGUSR1), and a full disk that costs lines, counted, never
+// answers.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "e2e/frsd_harness.h"
+
+namespace frs::e2e {
+namespace {
+
+bool WaitFor(const std::function<bool()>& cond, int timeout_ms) {
+  const int64_t end = NowMs() + timeout_ms;
+  while (!cond()) {
+    if (NowMs() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+const char* kLogMap = R"(<map>
+  <biz id="7" name="low">
+    <rule interval="3600" max="3"/>
+  </biz>
+  <biz id="8" name="shadowlow" mode="shadow">
+    <rule interval="3600" max="1"/>
+  </biz>
+</map>
+)";
+
+ServerOptions LogOptions(const std::string& decisions) {
+  ServerOptions o;
+  o.workers = 2;
+  o.map = kLogMap;
+  o.extra = "  " + decisions + "\n";
+  return o;
+}
+
+// Every line of `path` is checked by a real JSON parser (python3): an
+// object whose first fields are the contract's, in its order. Returns the
+// number of lines, or -1 (with the reason on stderr) when one is not.
+long ValidJsonLines(const std::string& path) {
+  const std::string script = path + ".check.py";
+  WriteFile(script, R"(import json, sys
+fields = ["ts", "biz", "key", "rule", "allowed", "n", "count", "limit", "remaining", "retry_after", "route", "client"]
+data = open(sys.argv[1], "rb").read()
+if data and not data.endswith(b"\n"):
+    sys.exit("the file ends inside a line")
+n = 0
+for raw in data.split(b"\n")[:-1]:
+    o = json.loads(raw.decode("utf-8"))
+    assert list(o)[:12] == fields, raw
+    assert o["biz"] in ("low", "shadowlow"), raw
+    assert o["client"] == "127.0.0.1", raw
+    n += 1
+print(n)
+)");
+  FILE* p = ::popen(("python3 '" + script + "' '" + path + "'").c_str(), "r");
+  if (!p) return -1;
+  char buf[64] = {};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  const int st = ::pclose(p);
+  return got && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? std::atol(buf) : -1;
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::vector<std::string> out;
+  const std::string text = ReadFile(path);
+  size_t start = 0;
+  for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', start)) {
+    out.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+struct Tally {
+  std::atomic<long> answered{0}, denied{0}, shadow{0}, failed{0};  // shadow: would_deny="1"
+};
+
+// `clients` connections at once, each `per_client` requests: GET /acquire
+// on ten keys (three uses each), a POST whose key carries a quote and a
+// backslash, and a batch of two queries; the denials each saw are summed.
+void RunClients(Frsd& srv, int clients, int per_client, Tally* t, const std::string& prefix = "k") {
+  std::vector<std::thread> threads;
+  const uint16_t port = srv.port();
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([=] {
+      Client cl(port);
+      for (int i = 0; i < per_client; ++i) {
+        HttpResponse r;
+        const int kind = i % 10;
+        if (kind == 8) {
+          r = cl.Post("<request cmd=\"acquire\" biz=\"low\" key=\"" + prefix + "q&quot;\\" + std::to_string(i % 3) + "\"/>");
+          if (r.status == 200) {
+            t->answered += 1;
+            t->denied += Attr(r.body, "allowed") == "0";
+          }
+        } else if (kind == 9) {
+          r = cl.Post("<batch><request cmd=\"query\" biz=\"low\" key=\"" + prefix + "0\"/><request cmd=\"query\" biz=\"shadowlow\" key=\"" +
+                      prefix + "s\"/></batch>");
+          if (r.status == 200) {
+            t->answered += 2;
+            // Members: <response code="0" allowed="0" ...> per member.
+            t->denied += static_cast<long>(Count(r.body, "<response code=\"0\" allowed=\"0\""));
+            t->shadow += static_cast<long>(Count(r.body, "would_deny=\"1\""));
+          }
+        } else {
+          r = cl.Get("/acquire?biz=" + std::string(kind == 7 ? "shadowlow" : "low") + "&key=" + prefix + std::to_string((c + i) % 10));
+          if (r.status == 200 || r.status == 429) {
+            t->answered += 1;
+            t->denied += r.status == 429;
+            t->shadow += static_cast<long>(Count(r.body, "would_deny=\"1\""));
+          }
+        }
+        if (r.status != 200 && r.status != 429) t->failed += 1;
+      }
+    });
+  for (auto& th : threads) th.join();
+}
+
+TEST(DecisionLogE2E, OneWholeValidLinePerDeniedDecisionThenPerDecisionAfterAReload) {
+  Frsd srv(LogOptions("<decisions file=\"decisions.log\"/>"));
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  const std::string log = srv.dir() + "/decisions.log";
+  Tally first;
+  RunClients(srv, 40, 30, &first);
+  EXPECT_EQ(first.failed, 0);
+  ASSERT_GT(first.denied, 600);
+  ASSERT_GT(first.shadow, 50);  // shadow mode answers allowed; its would-be denials are recorded too
+  // Reload with record="all": one line per decision from then on.
+  std::string conf = ReadFile(srv.config());
+  conf.replace(conf.find("<decisions file=\"decisions.log\"/>"), 33, "<decisions file=\"decisions.log\" record=\"all\"/>");
+  WriteFile(srv.config(), conf);
+  // Everything of the first phase is out before the reload is asked for
+  // (the writers' pace is 50 ms), so the phases can be told apart.
+  const size_t recorded = static_cast<size_t>(first.denied + first.shadow);
+  ASSERT_TRUE(WaitFor([&] { return Lines(log).size() >= recorded; }, 5000)) << Lines(log).size() << " of " << recorded;
+  const std::vector<std::string> phase1 = Lines(log);
+  ASSERT_EQ(phase1.size(), recorded);
+  ASSERT_TRUE(srv.ReloadAndWait()) << srv.log();
+  Tally second;
+  RunClients(srv, 40, 30, &second, "m");
+  EXPECT_EQ(second.failed, 0);
+  EXPECT_EQ(srv.Stop(), 0);  // a stop writes out what the workers hold
+
+  ASSERT_EQ(ValidJsonLines(log), static_cast<long>(phase1.size() + second.answered)) << srv.log();
+  size_t shadow = 0, denied = 0;
+  for (const std::string& l : phase1) {
+    EXPECT_NE(l.find("\"allowed\":false"), std::string::npos) << l;
+    shadow += l.find("\"shadow\":true") != std::string::npos;
+    denied += l.find("\"shadow\":true") == std::string::npos;
+  }
+  EXPECT_EQ(denied, static_cast<size_t>(first.denied));
+  EXPECT_EQ(shadow, static_cast<size_t>(first.shadow));
+  // The key with a quote and a backslash, decoded from the XML and escaped.
+  EXPECT_NE(ReadFile(log).find("\"key\":\"kq\\\"\\\\1\""), std::string::npos);
+}
+
+TEST(DecisionLogE2E, ARotationUnderLoadLosesAndRepeatsNoLine) {
+  Frsd srv(LogOptions("<decisions file=\"decisions.log\" record=\"all\"/>"));
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  const std::string log = srv.dir() + "/decisions.log";
+  // Each request a key of its own, so each line is unique: a line written
+  // twice would show as a duplicate, a lost one as a shortfall.
+  std::atomic<long> answered{0}, failed{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> runners;
+  const uint16_t port = srv.port();
+  for (int r = 0; r < 8; ++r)
+    runners.emplace_back([&, r] {
+      Client c(port);
+      for (int i = 0; !stop; ++i) {
+        const int st = c.Get("/acquire?biz=low&key=r" + std::to_string(r) + "-" + std::to_string(i)).status;
+        (st == 200 ? answered : failed) += 1;
+      }
+    });
+  ASSERT_TRUE(WaitFor([&] { return answered >= 2000; }, 10000));
+  ASSERT_EQ(std::rename(log.c_str(), (log + ".1").c_str()), 0);
+  kill(srv.pid(), SIGUSR1);
+  ASSERT_TRUE(WaitFor([&] { return !Lines(log).empty(); }, 5000)) << "no line reached the new file";
+  const long after = answered;
+  ASSERT_TRUE(WaitFor([&] { return answered >= after + 2000; }, 10000));
+  stop = true;
+  for (auto& th : runners) th.join();
+  EXPECT_EQ(srv.Stop(), 0);
+  EXPECT_EQ(failed, 0);
+
+  const long old_lines = ValidJsonLines(log + ".1"), new_lines = ValidJsonLines(log);
+  ASSERT_GT(old_lines, 0);
+  ASSERT_GT(new_lines, 0);
+  EXPECT_EQ(old_lines + new_lines, answered);
+  std::set<std::string> keys;
+  for (const std::string& f : {log + ".1", log})
+    for (const std::string& l : Lines(f)) {
+      const size_t k = l.find("\"key\":\"");
+      ASSERT_NE(k, std::string::npos) << l;
+      EXPECT_TRUE(keys.insert(l.substr(k, l.find('"', k + 7) - k)).second) << "written twice: " << l;
+    }
+  EXPECT_EQ(keys.size(), static_cast<size_t>(answered));
+}
+
+double MetricValue(Client& c, const std::string& name) {
+  const std::string body = c.Get("/metrics").body;
+  const size_t p = body.find("\n" + name + " ");
+  return p == std::string::npos ? -1 : std::atof(body.c_str() + p + name.size() + 2);
+}
+
+TEST(DecisionLogE2E, AFullDiskCostsLinesCountedNeverAnswers) {
+  // /dev/full: every write fails with ENOSPC, as on a full disk (no root
+  // needed, unlike tests/common/small_disk.h's tmpfs).
+  Frsd srv(LogOptions("<decisions file=\"/dev/full\"/>"));
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Tally t;
+  const int64_t start = NowMs();
+  RunClients(srv, 40, 30, &t);
+  EXPECT_EQ(t.failed, 0);
+  EXPECT_EQ(t.answered, 40 * 30 + 40 * 3);
+  EXPECT_LT(NowMs() - start, 20000);
+  Client c(srv.port());
+  // Denials plus the shadow biz's would-be denials are recorded; all fail.
+  ASSERT_TRUE(WaitFor([&] { return MetricValue(c, "frs_decision_log_dropped_total") >= t.denied; }, 5000))
+      << MetricValue(c, "frs_decision_log_dropped_total") << " dropped, " << t.denied << " denied";
+  EXPECT_EQ(MetricValue(c, "frs_decision_log_lines_total"), 0);
+  EXPECT_EQ(c.Get("/health").status, 200);
+  EXPECT_EQ(srv.Stop(), 0);
+}
+
+TEST(DecisionLogE2E, AnUnwritableFileRefusesTheStartNamingIt) {
+  Frsd srv(LogOptions("<decisions file=\"/nonexistent-dir/decisions.log\"/>"));
+  srv.WriteConfig();
+  ASSERT_GT(srv.Spawn(), 0);
+  ASSERT_TRUE(srv.Exited(5000));
+  EXPECT_NE(srv.exit_status(), 0);
+  EXPECT_NE(srv.log().find("cannot open the decision log /nonexistent-dir/decisions.log"), std::string::npos)
+      << srv.log();
+}
+
+TEST(DecisionLogE2E, PerRuleSeriesNameEachRule) {
+  ServerOptions o;
+  o.map = R"(<map><biz id="3" name="ad"><rule name="daily" algo="calendar" interval="86400" max="3"/>
+<rule name="hourly" algo="sliding" interval="3600" max="1"/></biz><biz id="4" name="idle"><rule interval="60" max="1"/></biz></map>)";
+  Frsd srv(o);
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Client c(srv.port());
+  EXPECT_EQ(c.Get("/acquire?biz=ad&key=u1").status, 200);
+  EXPECT_EQ(c.Get("/acquire?biz=ad&key=u1").status, 429);
+  const std::string m = c.Get("/metrics").body;
+  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"daily\",result=\"allowed\"} 2\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"daily\",result=\"denied\"} 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"hourly\",result=\"allowed\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"hourly\",result=\"denied\"} 1\n"), std::string::npos) << m;
+  // A biz that has not decided has no series yet.
+  EXPECT_EQ(m.find("frs_rule_decisions_total{biz=\"idle\""), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace frs::e2e

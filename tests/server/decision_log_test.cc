@@ -1,0 +1,297 @@
+// The decision log: the line format and its JSON escaping, the bounded
+// buffer that drops and counts, whole lines per write(2), failed writes,
+// reopening after a rename, the record and sample settings.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "server/decision_line.h"
+#include "server/decision_log.h"
+
+namespace frs::server {
+namespace {
+
+std::string Line(const DecisionRecord& r) {
+  std::vector<char> buf(kMaxDecisionLineBytes);
+  return std::string(buf.data(), FormatDecisionLine(r, buf));
+}
+
+std::string Escaped(std::string_view s) {
+  std::string out;
+  AppendJsonEscaped(s, &out);
+  return out;
+}
+
+DecisionRecord ContractExample(const IpAddress* client) {
+  DecisionRecord r;
+  r.ts_ms = 1795625073261;
+  r.biz = "login";
+  r.key = "user:42";
+  r.rule = "login_1";
+  r.allowed = false;
+  r.n = 1;
+  r.count = 5;
+  r.limit = 5;
+  r.remaining = 0;
+  r.retry_after = 41;
+  r.route = "user:42";
+  r.client = client;
+  return r;
+}
+
+TEST(DecisionLine, IsTheContractsLineExactly) {
+  IpAddress ip;
+  ASSERT_TRUE(IpAddress::Parse("10.0.0.7", &ip));
+  EXPECT_EQ(Line(ContractExample(&ip)),
+            "{\"ts\":1795625073261,\"biz\":\"login\",\"key\":\"user:42\",\"rule\":\"login_1\",\"allowed\":false,\"n\":1,"
+            "\"count\":5,\"limit\":5,\"remaining\":0,\"retry_after\":41,\"route\":\"user:42\",\"client\":\"10.0.0.7\"}\n");
+}
+
+TEST(DecisionLine, ShadowWouldDenyIsDeniedWithShadowTrue) {
+  DecisionRecord r = ContractExample(nullptr);
+  r.shadow = true;
+  r.retry_after = -1;
+  const std::string line = Line(r);
+  EXPECT_NE(line.find("\"allowed\":false"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"retry_after\":-1,"), std::string::npos) << line;
+  const std::string tail = "\"client\":\"\",\"shadow\":true}\n";
+  EXPECT_EQ(line.substr(line.size() - tail.size()), tail) << line;
+}
+
+TEST(DecisionLine, ClientsOfEachFamily) {
+  IpAddress v6, mapped;
+  ASSERT_TRUE(IpAddress::Parse("2001:db8::7", &v6));
+  ASSERT_TRUE(IpAddress::Parse("::ffff:192.0.2.1", &mapped));
+  EXPECT_NE(Line(ContractExample(&v6)).find("\"client\":\"2001:db8::7\"}"), std::string::npos);
+  EXPECT_NE(Line(ContractExample(&mapped)).find("\"client\":\"192.0.2.1\"}"), std::string::npos);
+}
+
+TEST(DecisionLine, EscapesQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(Escaped("a\"b\\c"), "a\\\"b\\\\c");
+  EXPECT_EQ(Escaped(std::string("\x00\x01\n\t\x1f\x7f", 6)), "\\u0000\\u0001\\u000a\\u0009\\u001f\\u007f");
+  EXPECT_EQ(Escaped("plain:key-1_{tag}/x"), "plain:key-1_{tag}/x");
+}
+
+TEST(DecisionLine, KeepsValidUtf8AndEscapesEveryOtherHighByte) {
+  // é (2 bytes), 中 (3), 😀 (4): copied as they are.
+  EXPECT_EQ(Escaped("\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80"), "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80");
+  // A lone continuation byte, a truncated sequence, an overlong '/', a
+  // surrogate, a code point above U+10FFFF, 0xFF: each byte as \u00XX.
+  EXPECT_EQ(Escaped("\x80"), "\\u0080");
+  EXPECT_EQ(Escaped("\xe4\xb8"), "\\u00e4\\u00b8");
+  EXPECT_EQ(Escaped("\xc0\xaf"), "\\u00c0\\u00af");
+  EXPECT_EQ(Escaped("\xed\xa0\x80"), "\\u00ed\\u00a0\\u0080");
+  EXPECT_EQ(Escaped("\xf4\x90\x80\x80"), "\\u00f4\\u0090\\u0080\\u0080");
+  EXPECT_EQ(Escaped("a\xffz\xc3\xa9"), "a\\u00ffz\xc3\xa9");
+}
+
+TEST(DecisionLine, ParsesAsJsonWithTheRightValues) {
+  // The strongest check of validity: a real JSON parser (python3) reads the
+  // line back and gives each string field its bytes (invalid UTF-8 bytes as
+  // the characters U+00XX).
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+  frs::testing::TempDir d;
+  DecisionRecord r = ContractExample(nullptr);
+  const std::string key = std::string("q\"b\\s\x01\n\x7f\xc3\xa9\xff", 11);
+  r.key = key;
+  r.route = "r\x80";
+  {
+    std::FILE* f = std::fopen((d / "line").c_str(), "wb");
+    const std::string line = Line(r);
+    std::fwrite(line.data(), 1, line.size(), f);
+    std::fclose(f);
+  }
+  const std::string cmd =
+      "python3 -c 'import json,sys; o=json.loads(open(sys.argv[1],\"rb\").read().decode(\"utf-8\")); "
+      "k=o[\"key\"]; assert k == \"q\\\"b\\\\s\\x01\\n\\x7f\\u00e9\\u00ff\", repr(k); "
+      "assert o[\"route\"] == \"r\\u0080\", repr(o[\"route\"]); assert o[\"allowed\"] is False; "
+      "assert o[\"count\"] == 5' '" + (d / "line") + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+TEST(DecisionLine, ALineThatCannotFitIsRefused) {
+  DecisionRecord r = ContractExample(nullptr);
+  const std::string route(4000, '\x01');  // 24,000 bytes escaped
+  r.route = route;
+  std::vector<char> buf(kMaxDecisionLineBytes);
+  EXPECT_EQ(FormatDecisionLine(r, buf), 0u);
+}
+
+std::string TestLine(size_t i, size_t width = 100) {
+  std::string s = "{\"i\":" + std::to_string(i) + ",\"pad\":\"";
+  s.append(width - s.size() - 3, 'x');
+  return s + "\"}\n";
+}
+
+// Reads SOCK_SEQPACKET messages (one per write(2)) until EOF.
+std::vector<std::string> ReadMessages(int fd) {
+  std::vector<std::string> out;
+  std::vector<char> buf(256 * 1024);
+  for (;;) {
+    ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    out.emplace_back(buf.data(), static_cast<size_t>(n));
+  }
+  return out;
+}
+
+TEST(DecisionLog, EachWriteHoldsWholeLinesAndAtMost64KB) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  int big = 1 << 20;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+  DecisionLogCounters counters{};
+  std::vector<std::string> messages;
+  std::thread reader([&] { messages = ReadMessages(sv[1]); });
+  const size_t kLines = 20000;
+  {
+    DecisionLogOptions o;
+    o.buffer_bytes = 8u << 20;  // room for all: nothing dropped
+    auto log = DecisionLog::OpenFdForTesting(o, &counters, os::UniqueFd(sv[0]));
+    for (size_t i = 0; i < kLines; ++i) log->Append(TestLine(i, 90 + i % 50));
+    log->Flush();
+  }  // closes its end: the reader sees EOF
+  reader.join();
+  close(sv[1]);
+  size_t lines = 0, next = 0;
+  bool multi_line_write = false;
+  for (const std::string& m : messages) {
+    ASSERT_LE(m.size(), DecisionLog::kMaxWriteBytes);
+    ASSERT_FALSE(m.empty());
+    ASSERT_EQ(m.back(), '\n') << "a write ended inside a line";
+    size_t start = 0, in_message = 0;
+    for (size_t nl = m.find('\n'); nl != std::string::npos; nl = m.find('\n', start)) {
+      ASSERT_EQ(m.substr(start, nl + 1 - start), TestLine(next, 90 + next % 50));
+      ++next;
+      ++lines;
+      ++in_message;
+      start = nl + 1;
+    }
+    multi_line_write = multi_line_write || in_message > 1;
+  }
+  EXPECT_EQ(lines, kLines);
+  EXPECT_TRUE(multi_line_write) << "lines are written together, not one write(2) each";
+  EXPECT_EQ(CounterGet(counters.lines), kLines);
+  EXPECT_EQ(CounterGet(counters.dropped_full), 0u);
+  EXPECT_EQ(CounterGet(counters.dropped_failed), 0u);
+}
+
+TEST(DecisionLog, AFullBufferDropsAndCountsWithoutWaiting) {
+  // A writer stuck in write(2) (a socket no one reads yet: a stalled disk)
+  // leaves the buffer to fill; later lines are dropped and counted, and
+  // Append never waits for it.
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  DecisionLogCounters counters{};
+  const size_t kLines = 50000;
+  std::vector<std::string> messages;
+  std::thread reader;
+  {
+    DecisionLogOptions o;
+    o.buffer_bytes = 16 * 1024;
+    o.flush_every_ms = 5;
+    auto log = DecisionLog::OpenFdForTesting(o, &counters, os::UniqueFd(sv[0]));
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < kLines; ++i) log->Append(TestLine(i));
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(took, std::chrono::seconds(2));
+    EXPECT_GT(CounterGet(counters.dropped_full), 0u);
+    reader = std::thread([&] { messages = ReadMessages(sv[1]); });
+    log->Flush();
+  }
+  reader.join();
+  close(sv[1]);
+  size_t lines = 0;
+  for (const std::string& m : messages) {
+    ASSERT_EQ(m.back(), '\n');
+    for (char c : m) lines += c == '\n';
+  }
+  EXPECT_EQ(lines, CounterGet(counters.lines));
+  EXPECT_EQ(CounterGet(counters.lines) + CounterGet(counters.dropped_full), kLines);
+  EXPECT_EQ(CounterGet(counters.dropped_failed), 0u);
+}
+
+TEST(DecisionLog, FailedWritesAreCountedAndNothingBreaks) {
+  DecisionLogCounters counters{};
+  DecisionLogOptions o;
+  o.file = "/dev/full";  // every write: ENOSPC
+  auto log = DecisionLog::Open(o, &counters);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  for (size_t i = 0; i < 1000; ++i) log.value()->Append(TestLine(i));
+  log.value()->Flush();
+  EXPECT_EQ(CounterGet(counters.lines), 0u);
+  EXPECT_EQ(CounterGet(counters.dropped_failed), 1000u);
+}
+
+size_t LinesOf(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return 0;
+  size_t n = 0;
+  for (int c; (c = std::fgetc(f)) != EOF;) n += c == '\n';
+  std::fclose(f);
+  return n;
+}
+
+TEST(DecisionLog, ReopenAfterARenameLosesAndRepeatsNothing) {
+  frs::testing::TempDir d;
+  DecisionLogCounters counters{};
+  DecisionLogOptions o;
+  o.file = d / "decisions.log";
+  auto log = DecisionLog::Open(o, &counters);
+  ASSERT_TRUE(log.ok());
+  for (size_t i = 0; i < 300; ++i) log.value()->Append(TestLine(i));
+  ASSERT_EQ(std::rename(o.file.c_str(), (d / "decisions.log.1").c_str()), 0);
+  // Lines appended after the rename and before the reopen go to the old file.
+  for (size_t i = 300; i < 500; ++i) log.value()->Append(TestLine(i));
+  log.value()->Reopen();
+  for (size_t i = 500; i < 700; ++i) log.value()->Append(TestLine(i));
+  log.value()->Flush();
+  EXPECT_EQ(LinesOf(d / "decisions.log.1") + LinesOf(o.file), 700u);
+  EXPECT_GE(LinesOf(d / "decisions.log.1"), 500u);
+  EXPECT_EQ(CounterGet(counters.lines), 700u);
+  log.value().reset();
+}
+
+TEST(DecisionLog, AFileThatCannotBeOpenedIsAnErrorNamingIt) {
+  DecisionLogCounters counters{};
+  DecisionLogOptions o;
+  o.file = "/nonexistent-dir/decisions.log";
+  auto log = DecisionLog::Open(o, &counters);
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(log.status().message().find("/nonexistent-dir/decisions.log"), std::string::npos);
+  EXPECT_FALSE(DecisionLog::CheckFile(o.file).ok());
+}
+
+TEST(DecisionLog, RecordsDenialsOnlyUnlessAllAndSamples) {
+  frs::testing::TempDir d;
+  DecisionLogCounters counters{};
+  DecisionLogOptions o;
+  o.file = d / "decisions.log";
+  auto log = DecisionLog::Open(o, &counters);
+  ASSERT_TRUE(log.ok());
+  DecisionLog& l = *log.value();
+  EXPECT_TRUE(l.Wants(true));
+  EXPECT_FALSE(l.Wants(false));
+  o.record_all = true;
+  l.SetOptions(o);
+  EXPECT_TRUE(l.Wants(false));
+  o.sample = 0;
+  l.SetOptions(o);
+  for (int i = 0; i < 1000; ++i) ASSERT_FALSE(l.Wants(true));
+  o.sample = 0.25;
+  l.SetOptions(o);
+  int kept = 0;
+  for (int i = 0; i < 100000; ++i) kept += l.Wants(true);
+  EXPECT_NEAR(kept, 25000, 1500);
+}
+
+}  // namespace
+}  // namespace frs::server
