@@ -61,7 +61,11 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& opts) {
   if (!map.ok()) return map.status();
   auto stats = limit::DailyStats::Open(opts.stats_dir, opts.read_only);
   if (!stats.ok()) return stats.status();
-  auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(stats.value()));
+  // The table of recent denials is a view for operators: a store where it
+  // cannot be made (an old read-only copy) still serves without it.
+  auto denials = limit::RecentDenials::Open(opts.stats_dir, opts.read_only);
+  auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(stats.value()),
+                                                    denials.ok() ? std::move(denials.value()) : nullptr);
   Status s = engine->Install(std::move(map.value()));
   if (!s.ok()) return s;
   return std::unique_ptr<Engine>(std::move(engine));
@@ -110,7 +114,7 @@ const Biz* Map::Find(std::string_view biz) const {
 }
 
 EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz,
-                       std::unique_ptr<limit::DailyStats> stats)
+                       std::unique_ptr<limit::DailyStats> stats, std::unique_ptr<RecentDenials> denials)
     : id_(next_engine_id.fetch_add(1)),
       store_(opts.store),
       clock_(opts.clock ? opts.clock : SystemClock::Default()),
@@ -118,6 +122,7 @@ EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone
       stats_(std::move(stats)),
       field_stats_(std::make_unique<FieldStats>(opts.stats_dir, opts.read_only)),
       history_(opts.stats_dir, opts.read_only),
+      denials_(std::move(denials)),
       map_path_(opts.map_path) {}
 
 EngineImpl::~EngineImpl() = default;
@@ -185,6 +190,7 @@ void EngineImpl::Count(const Biz& biz, const Request& req, const Decision& d, bo
   const uint32_t today = Today(now_s);
   if (tally != nullptr) tally->Add(biz.stats_slot, today, delta);
   else stats_->Add(biz.stats_slot, today, delta);
+  if (!allowed && d.ok() && denials_ != nullptr) denials_->Count(biz.cfg.id, req.key, now_s);
   if (!biz.stats_tables.empty()) {
     // Units: the uses this request recorded (an allowed acquire, or an
     // update, which records unconditionally; a shadow denial records too).

@@ -24,6 +24,7 @@
 #include "limit/field_stats.h"
 #include "limit/map_config.h"
 #include "limit/node_op.h"
+#include "limit/recent_denials.h"
 #include "limit/rule_history.h"
 #include "limit/time_zone.h"
 
@@ -102,7 +103,8 @@ struct BatchMember {
 
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz, std::unique_ptr<limit::DailyStats> stats);
+  EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz, std::unique_ptr<limit::DailyStats> stats,
+             std::unique_ptr<RecentDenials> denials);
   ~EngineImpl() override;
 
   Status Install(MapConfig config);
@@ -167,6 +169,7 @@ class EngineImpl final : public Engine {
   const std::unique_ptr<limit::DailyStats> stats_;
   const std::unique_ptr<FieldStats> field_stats_;
   RuleHistory history_;
+  const std::unique_ptr<RecentDenials> denials_;  // null: the table could not be opened
   std::string map_path_;  // GUARDED_BY(mu_)
 
   mutable std::mutex mu_;

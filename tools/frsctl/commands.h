@@ -47,6 +47,8 @@ struct DumpArgs {
 struct TopArgs {
   std::string biz;
   uint32_t n = 10;
+  bool denied = false;   // the keys denied most lately (commands_top_denied.cc)
+  uint32_t minutes = 5;  // with denied
 };
 struct VerifyArgs {
   bool repair = false;
@@ -80,6 +82,7 @@ Result<int> RunStat(Session& s, const StatArgs& a);
 Result<int> RunOwner(Session& s, const OwnerArgs& a);
 Result<int> RunStatCluster(Session& s, const StatArgs& a);
 Result<int> RunStatBy(Session& s, const StatArgs& a);
+Result<int> RunTopDenied(Session& s, const TopArgs& a);
 Result<int> RunStatByCluster(Session& s, const StatArgs& a);
 Result<int> RunHandoff(Session& s, const HandoffArgs& a);
 Result<int> RunInit(Session& s, const InitArgs& a);

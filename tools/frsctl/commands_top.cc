@@ -25,6 +25,7 @@ struct ByCount {
 }  // namespace
 
 Result<int> RunTop(Session& s, const TopArgs& a) {
+  if (a.biz.empty()) return Status::InvalidArgument("top needs BIZ (or --denied for the keys denied lately)");
   Result<uint16_t> id = ResolveBizArg(s, a.biz);
   if (!id.ok()) return id.status();
   if (a.n == 0) return Status::InvalidArgument("N must be at least 1");

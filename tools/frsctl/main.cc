@@ -186,11 +186,18 @@ int main(int argc, char** argv) {
   commands.back().app->add_flag("--dry-run", imp.dry_run, "check every line, change nothing");
 
   frs::ctl::TopArgs top;
-  add("top", "the keys of a biz with the highest counts", Needs::kEngine).run = [&](Session& s) {
-    return RunTop(s, top);
-  };
-  commands.back().app->add_option("BIZ", top.biz, "biz name or id")->required();
+  add("top", "the keys of a biz with the highest counts; --denied: the keys most denied in the last minutes",
+      Needs::kEngine)
+      .run = [&](Session& s) { return top.denied ? RunTopDenied(s, top) : RunTop(s, top); };
+  commands.back().app->add_option("BIZ", top.biz, "biz name or id (with --denied: optional, default every biz)");
   commands.back().app->add_option("N", top.n, "how many keys")->capture_default_str()->check(CLI::Range(1u, 1000000u));
+  commands.back().app->add_flag("--denied", top.denied,
+                                "the keys denied most in the last minutes, with their text, even for a biz whose "
+                                "nodes keep no key (from the store's table of recent denials)");
+  commands.back().app->add_option("--biz", top.biz, "with --denied: only this biz (name or id)");
+  commands.back().app->add_option("--minutes", top.minutes, "with --denied: how many minutes back (1..10)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 10u));
 
   frs::ctl::NodeArgs explain;
   add("explain",

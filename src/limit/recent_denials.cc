@@ -1,0 +1,210 @@
+#include "limit/recent_denials.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+
+#include "frs/key.h"
+#include "os/mapped_file.h"
+
+namespace frs::limit {
+namespace {
+
+constexpr char kMagic[8] = {'F', 'R', 'S', 'D', 'E', 'N', 'Y', '1'};
+constexpr uint32_t kVersion = 1;
+
+template <typename T>
+T Load(const T& v) {
+  return std::atomic_ref<T>(const_cast<T&>(v)).load(std::memory_order_acquire);
+}
+
+uint64_t HashOf(uint16_t biz, std::string_view key) { return XXH3_64bits_withSeed(key.data(), key.size(), biz) | 1; }
+
+}  // namespace
+
+struct RecentDenials::Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint32_t slots;
+  uint32_t slot_bytes;
+  uint32_t minutes;
+  uint32_t reserved0;
+  uint64_t checksum;  // of the fields above
+  uint64_t dropped;   // denials no slot could take
+  uint8_t reserved[16];
+};
+static_assert(sizeof(RecentDenials::Header) == 64);
+static_assert(offsetof(RecentDenials::Header, checksum) == 32);
+
+struct RecentDenials::Slot {
+  uint64_t hash;                     // 0: free; claimed by compare-and-swap
+  uint32_t minute[kMinutes];         // unix minute each counter is of
+  uint32_t count[kMinutes];
+  uint16_t biz;
+  uint8_t key_len;
+  uint8_t reserved;
+  char key[kMaxKeyBytes];
+  uint8_t pad[384 - 8 - 8 * kMinutes - 4 - kMaxKeyBytes];
+};
+static_assert(sizeof(RecentDenials::Slot) == 384);
+static_assert(offsetof(RecentDenials::Slot, biz) == 88);
+
+namespace {
+constexpr uint64_t kFileBytes = sizeof(RecentDenials::Header) + uint64_t{RecentDenials::kSlots} * sizeof(RecentDenials::Slot);
+
+void InitHeader(RecentDenials::Header* h) {
+  std::memset(h, 0, sizeof *h);
+  std::memcpy(h->magic, kMagic, sizeof kMagic);
+  h->version = kVersion;
+  h->header_bytes = sizeof(RecentDenials::Header);
+  h->slots = RecentDenials::kSlots;
+  h->slot_bytes = sizeof(RecentDenials::Slot);
+  h->minutes = RecentDenials::kMinutes;
+  h->checksum = XXH3_64bits(h, offsetof(RecentDenials::Header, checksum));
+}
+
+// The newest minute a slot counted in (0: none).
+uint32_t NewestMinute(const RecentDenials::Slot& s) {
+  uint32_t newest = 0;
+  for (const uint32_t& m : s.minute) newest = std::max(newest, Load(m));
+  return newest;
+}
+}  // namespace
+
+RecentDenials::~RecentDenials() = default;
+
+RecentDenials::Header* RecentDenials::header() const { return reinterpret_cast<Header*>(base_); }
+RecentDenials::Slot* RecentDenials::slot(uint32_t i) const {
+  return reinterpret_cast<Slot*>(base_ + sizeof(Header) + uint64_t{i} * sizeof(Slot));
+}
+
+Result<std::unique_ptr<RecentDenials>> RecentDenials::Open(const std::string& dir, bool read_only) {
+  std::unique_ptr<RecentDenials> d(new RecentDenials());
+  d->read_only_ = read_only;
+  const std::string path = dir + "/denials.frs";
+  if (dir.empty() || (read_only && ::access(path.c_str(), F_OK) != 0)) {
+    d->memory_ = std::make_unique<uint64_t[]>(kFileBytes / 8);
+    d->base_ = reinterpret_cast<uint8_t*>(d->memory_.get());
+    InitHeader(d->header());
+    return d;
+  }
+  auto f = os::MappedFile::Open(path, read_only ? os::MappedFile::Mode::kReadOnly : os::MappedFile::Mode::kCreateIfMissing,
+                                kFileBytes);
+  if (!f.ok()) return f.status();
+  d->file_ = std::move(f.value());
+  d->base_ = d->file_->data();
+  if (d->file_->created()) {
+    if (Status st = d->file_->Reserve(); !st.ok()) return st;
+    InitHeader(d->header());
+    if (Status st = d->file_->FinishCreate(); !st.ok()) return st;
+    return d;
+  }
+  Header want;
+  InitHeader(&want);
+  if (d->file_->size() < kFileBytes || std::memcmp(d->header(), &want, offsetof(Header, dropped)) != 0)
+    return Status::Mismatch(path + ": not a table of recent denials of this build's layout (delete it: it only "
+                                   "holds the last minutes)");
+  return d;
+}
+
+void RecentDenials::Count(uint16_t biz, std::string_view key, int64_t now_s) {
+  if (read_only_ || key.empty() || key.size() > kMaxKeyBytes) return;
+  const uint64_t h = HashOf(biz, key);
+  const uint32_t minute = static_cast<uint32_t>(now_s / 60);
+  const uint32_t start = static_cast<uint32_t>(h >> 32) % kSlots;
+  Slot* target = nullptr;
+  Slot* stalest = nullptr;
+  uint32_t stalest_minute = UINT32_MAX;
+  for (uint32_t p = 0; p < kProbe && target == nullptr; ++p) {
+    Slot* s = slot((start + p) % kSlots);
+    uint64_t have = Load(s->hash);
+    if (have == h) {
+      target = s;
+      break;
+    }
+    if (have == 0 && std::atomic_ref<uint64_t>(s->hash).compare_exchange_strong(have, h, std::memory_order_acq_rel)) {
+      target = s;
+      for (uint32_t m = 0; m < kMinutes; ++m) {
+        std::atomic_ref<uint32_t>(s->count[m]).store(0, std::memory_order_relaxed);
+        std::atomic_ref<uint32_t>(s->minute[m]).store(0, std::memory_order_relaxed);
+      }
+      s->biz = biz;
+      s->key_len = static_cast<uint8_t>(key.size());
+      std::memcpy(s->key, key.data(), key.size());
+      break;
+    }
+    if (have == h) {  // another process claimed it for this key meanwhile
+      target = s;
+      break;
+    }
+    const uint32_t newest = NewestMinute(*s);
+    if (newest + kMinutes <= minute && newest < stalest_minute) {
+      stalest = s;
+      stalest_minute = newest;
+    }
+  }
+  if (target == nullptr && stalest != nullptr) {
+    uint64_t old = Load(stalest->hash);
+    if (NewestMinute(*stalest) == stalest_minute &&
+        std::atomic_ref<uint64_t>(stalest->hash).compare_exchange_strong(old, h, std::memory_order_acq_rel)) {
+      target = stalest;
+      for (uint32_t m = 0; m < kMinutes; ++m) {
+        std::atomic_ref<uint32_t>(target->count[m]).store(0, std::memory_order_relaxed);
+        std::atomic_ref<uint32_t>(target->minute[m]).store(0, std::memory_order_relaxed);
+      }
+      target->biz = biz;
+      target->key_len = static_cast<uint8_t>(key.size());
+      std::memcpy(target->key, key.data(), key.size());
+    }
+  }
+  if (target == nullptr) {
+    std::atomic_ref<uint64_t>(header()->dropped).fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint32_t at = minute % kMinutes;
+  std::atomic_ref<uint32_t> stamp(target->minute[at]);
+  uint32_t was = stamp.load(std::memory_order_acquire);
+  if (was != minute && stamp.compare_exchange_strong(was, minute, std::memory_order_acq_rel))
+    std::atomic_ref<uint32_t>(target->count[at]).store(0, std::memory_order_relaxed);
+  std::atomic_ref<uint32_t>(target->count[at]).fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<RecentDenials::Row> RecentDenials::Top(uint32_t minutes, uint16_t biz, size_t n, int64_t now_s) const {
+  minutes = std::clamp<uint32_t>(minutes, 1, kMinutes);
+  const uint32_t now_minute = static_cast<uint32_t>(now_s / 60);
+  std::vector<Row> rows;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const Slot& s = *slot(i);
+    const uint64_t h = Load(s.hash);
+    if (h == 0) continue;
+    Row r;
+    r.biz = s.biz;
+    if (biz != 0 && r.biz != biz) continue;
+    const uint8_t len = s.key_len;
+    r.key.assign(s.key, std::min<size_t>(len, kMaxKeyBytes));
+    // A slot whose text is not (yet, or any more) its key's is not shown.
+    if (HashOf(r.biz, r.key) != h) continue;
+    for (uint32_t m = 0; m < kMinutes; ++m) {
+      const uint32_t stamp = Load(s.minute[m]);
+      if (stamp == 0 || stamp > now_minute || stamp + minutes <= now_minute) continue;
+      r.denied += Load(s.count[m]);
+      r.last_minute = std::max<int64_t>(r.last_minute, stamp);
+    }
+    if (r.denied != 0) rows.push_back(std::move(r));
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    if (a.denied != b.denied) return a.denied > b.denied;
+    return a.biz != b.biz ? a.biz < b.biz : a.key < b.key;
+  });
+  if (rows.size() > n) rows.resize(n);
+  return rows;
+}
+
+uint64_t RecentDenials::dropped() const { return Load(header()->dropped); }
+
+}  // namespace frs::limit

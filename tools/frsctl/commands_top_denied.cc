@@ -1,0 +1,58 @@
+// frsctl top --denied [BIZ] [N]: the keys denied most in the last minutes,
+// with their text, from the store's table of recent denials (denials.frs,
+// limit/recent_denials.h), which every process deciding on this store
+// writes: the answer to "who is being denied right now?", also for a biz
+// whose nodes do not keep their keys.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "format.h"
+#include "json_out.h"
+#include "limit/recent_denials.h"
+
+namespace frs::ctl {
+
+Result<int> RunTopDenied(Session& s, const TopArgs& a) {
+  uint16_t biz = 0;
+  if (!a.biz.empty()) {
+    Result<uint16_t> id = ResolveBizArg(s, a.biz);
+    if (!id.ok()) return id.status();
+    biz = id.value();
+  }
+  auto table = limit::RecentDenials::Open(s.cfg.store_dir, /*read_only=*/true);
+  if (!table.ok()) return table.status();
+  const int64_t now_ms = s.NowMs();
+  const auto rows = table.value()->Top(a.minutes, biz, a.n, now_ms / 1000);
+  std::map<uint16_t, std::string> names;
+  for (const BizInfo& b : s.engine->Bizzes()) names[b.id] = b.name;
+  auto name_of = [&](uint16_t id) {
+    auto it = names.find(id);
+    return it == names.end() ? std::to_string(id) : it->second;
+  };
+  if (s.json) {
+    for (const auto& r : rows) {
+      JsonOut j;
+      j.Begin().Key("biz").Str(name_of(r.biz)).Key("key").Str(r.key).Key("denied").Uint(r.denied);
+      j.Key("last_minute").Str(LocalTime(r.last_minute * 60000)).End();
+      std::printf("%s\n", j.str().c_str());
+    }
+    return kExitOk;
+  }
+  if (rows.empty()) {
+    std::printf("no key was denied in the last %u minute(s)%s\n", a.minutes,
+                a.biz.empty() ? "" : (" in biz " + name_of(biz)).c_str());
+    return kExitOk;
+  }
+  std::printf("denied in the last %u minute(s), most first\n", a.minutes);
+  std::printf("%-16s %10s  %-20s %s\n", "biz", "denied", "last (minute)", "key");
+  for (const auto& r : rows)
+    std::printf("%-16s %10llu  %-20s %s\n", name_of(r.biz).c_str(), static_cast<unsigned long long>(r.denied),
+                LocalTime(r.last_minute * 60000).c_str(), Printable(r.key).c_str());
+  if (uint64_t dropped = table.value()->dropped())
+    std::printf("(%llu denial(s) since the table was made found no room: the table keeps the keys it has)\n",
+                static_cast<unsigned long long>(dropped));
+  return kExitOk;
+}
+
+}  // namespace frs::ctl
