@@ -110,9 +110,12 @@ bool Insert(SketchHead* head, BlockSource* blocks, uint32_t code) {
     if (v == code) return true;
     if (v == 0 && ClaimSlot(slot, code, &claimed)) return true;
   }
-  if (std::atomic_ref<uint32_t>(head->sparse_n).load(std::memory_order_relaxed) < kSparseLimit) {
-    const uint32_t sparse = BlockOf(head->sparse, blocks, kSparseBytes);
-    if (sparse == 0) return false;
+  const bool room = std::atomic_ref<uint32_t>(head->sparse_n).load(std::memory_order_relaxed) < kSparseLimit;
+  // A full sparse set is still looked in: a value it holds stays counted
+  // there (exactly), and only a new one makes the sketch go dense.
+  const uint32_t sparse = room ? BlockOf(head->sparse, blocks, kSparseBytes) : LoadCode(head->sparse);
+  if (room && sparse == 0) return false;
+  if (sparse != 0) {
     auto* slots = reinterpret_cast<uint32_t*>(blocks->At(sparse));
     const uint32_t start = SparseStart(code);
     for (uint32_t k = 0; k < kSparseSlots; ++k) {
@@ -120,6 +123,7 @@ bool Insert(SketchHead* head, BlockSource* blocks, uint32_t code) {
       const uint32_t v = LoadCode(slot);
       if (v == code) return true;
       if (v != 0) continue;
+      if (!room) break;  // not in the set, and no room for it
       if (ClaimSlot(slot, code, &claimed)) {
         if (claimed) std::atomic_ref<uint32_t>(head->sparse_n).fetch_add(1, std::memory_order_relaxed);
         return true;

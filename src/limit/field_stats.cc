@@ -72,6 +72,8 @@ void StatsTable::DropOldDays(uint32_t today) const {
 Result<std::shared_ptr<const GroupTable>> StatsTable::ReadDay(uint32_t day) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A day past `days` is gone even while its file is still mapped here.
+    if (!open_.empty() && day + days_ <= open_.back()->day) return Status::NotFound("day " + DayText(day) + " is no longer kept");
     for (const auto& o : open_)
       if (o->day == day) return std::shared_ptr<const GroupTable>(o->table);
   }

@@ -252,39 +252,35 @@ GroupTable::Record* GroupTable::FindOrAdd(std::string_view value, uint64_t hash)
   if (value == kOtherGroup) return RecordAt(h->other);
   uint32_t* slots = index();
   uint32_t mine = 0;  // a record written for this value, not yet published
-  bool reserved = false;
   for (uint32_t i = 0; i < index_slots_; ++i) {
     uint32_t& slot = slots[(hash + i) & (index_slots_ - 1)];
     uint32_t off = Load(slot);
     if (off == 0) {
       if (mine == 0) {
-        // A group of its own while the bound allows, else "~other".
-        if (Ref(h->claimed).fetch_add(1, std::memory_order_relaxed) >= h->groups) {
-          Ref(h->claimed).fetch_sub(1, std::memory_order_relaxed);
-          return RecordAt(h->other);
-        }
-        reserved = true;
+        // A group of its own while the bound allows, else "~other". The
+        // bound is read, and counted once a group is published: writers
+        // racing to add new values at the bound may each add one (the bound
+        // is soft by their number), and one value's racing first adds all
+        // land in its own group, never part of them in "~other".
+        if (Load(h->claimed) >= h->groups) return RecordAt(h->other);
         mine = Allocate(static_cast<uint32_t>(RecordBytes(shape_.distinct, value.size())));
-        if (mine == 0) {
-          Ref(h->claimed).fetch_sub(1, std::memory_order_relaxed);
-          return nullptr;
-        }
+        if (mine == 0) return nullptr;
         Record* r = RecordAt(mine);
         r->hash = hash;
         r->value_len = static_cast<uint16_t>(value.size());
         std::memcpy(r->value(shape_.distinct), value.data(), value.size());
       }
-      if (Ref(slot).compare_exchange_strong(off, mine, std::memory_order_acq_rel)) return RecordAt(mine);
+      if (Ref(slot).compare_exchange_strong(off, mine, std::memory_order_acq_rel)) {
+        Ref(h->claimed).fetch_add(1, std::memory_order_relaxed);
+        return RecordAt(mine);
+      }
       // Another writer took the slot: `off` is its record.
     }
     Record* r = RecordAt(off);
     if (r->hash == hash && r->value_len == value.size() &&
-        std::memcmp(r->value(shape_.distinct), value.data(), value.size()) == 0) {
-      if (reserved) Ref(h->claimed).fetch_sub(1, std::memory_order_relaxed);  // ours goes unused
-      return r;
-    }
+        std::memcmp(r->value(shape_.distinct), value.data(), value.size()) == 0)
+      return r;  // a record of ours, if any, goes unused
   }
-  if (reserved) Ref(h->claimed).fetch_sub(1, std::memory_order_relaxed);
   return RecordAt(h->other);
 }
 
@@ -364,7 +360,7 @@ void GroupTable::AddReceipt(uint64_t receipt) {
 uint64_t GroupTable::field_errors() const { return Load(header()->field_errors); }
 uint64_t GroupTable::lost() const { return Load(header()->lost); }
 uint32_t GroupTable::groups() const {
-  return static_cast<uint32_t>(std::min<uint64_t>(Load(header()->claimed), header()->groups));
+  return static_cast<uint32_t>(Load(header()->claimed));
 }
 
 }  // namespace frs::limit

@@ -59,7 +59,9 @@ struct GroupRow {
 };
 
 struct GroupTableShape {
-  uint32_t groups = 100000;  // at most this many values; the rest count in "~other"
+  // At most this many values get a group of their own (a few more when
+  // writers race at the bound); the rest count in "~other".
+  uint32_t groups = 100000;
   uint32_t distinct = 0;     // distinct fields (0..kMaxDistinctFields)
 };
 

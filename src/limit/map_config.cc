@@ -273,7 +273,11 @@ class Parser {
     }
     spec.by_text = std::string(by_value);
     for (StatsSpec& other : biz->stats) {
-      if (other.by != spec.by) continue;
+      // The same fields in another order are the same groups: one table.
+      std::vector<uint8_t> a = other.by, b = spec.by;
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      if (a != b) continue;
       for (uint8_t d : spec.distinct)
         if (std::find(other.distinct.begin(), other.distinct.end(), d) == other.distinct.end()) other.distinct.push_back(d);
       if (have_days) other.days = std::max(other.days, spec.days);
