@@ -728,7 +728,7 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
       if (in.distinct_fields[k] == biz->cfg.fields[spec.distinct[d]]) from[d] = static_cast<int>(k);
   std::vector<GroupRow> rows;
   for (const GroupStat& g : in.rows) {
-    if (g.value.empty() || g.value.size() > kMaxKeyBytes) return Status::InvalidArgument("a group value is empty or longer than 255 bytes");
+    if (g.value.size() > kMaxKeyBytes) return Status::InvalidArgument("a group value is longer than 255 bytes");
     GroupRow r;
     r.value = g.value;
     r.counts = {g.requests, g.allowed, g.denied, g.units};

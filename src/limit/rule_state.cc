@@ -123,14 +123,23 @@ bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint
       TokenBucket::ConvertInterval(spec, old_block.data(), block, now, old_max > 0 ? old_max : spec.max);
       return true;
     case Algo::kFixed:
-    case Algo::kCalendar:
+    case Algo::kCalendar: {
       // The count and the window's start stay; the window now ends at
-      // start + the new interval (a calendar window: the aligned window of
-      // the new interval that holds that start).
+      // start + the new interval. A calendar window's start becomes that of
+      // the new interval's aligned window holding it (an hour from 14:00
+      // widened to a day starts at midnight): Record restarts a window whose
+      // stored start is not its own.
       if (old_block.size() != spec.bytes) return false;
       std::memcpy(block, old_block.data(), spec.bytes);
       Store32(block, spec.tag);
+      const uint32_t start = Load32(block + 4);
+      if (spec.algo == Algo::kCalendar && !same_interval && start != 0 && now.tz != nullptr) {
+        int64_t s = 0, e = 0;
+        CalendarWindow::WindowOf(*now.tz, spec.interval, start, &s, &e);
+        Store32(block + 4, Clamp32(s));
+      }
       return true;
+    }
   }
   return false;
 }

@@ -87,6 +87,7 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   // A plain cursor: the escaping writes in place.
   char* q = p;
   auto lit = [&](std::string_view s) {
+    if (s.empty()) return;  // an empty view may have no data (memcpy's arguments must not be null)
     std::memcpy(q, s.data(), s.size());
     q += s.size();
   };

@@ -81,8 +81,9 @@ Result<GroupStats> ParseGroupStats(std::string_view xml) {
   }
   for (pugi::xml_node g : root.children("group")) {
     GroupStat row;
+    // An empty value is a group (keys whose by field is empty); a missing one is not.
+    if (!g.attribute("value")) return Status::InvalidArgument("a <group> has no value attribute");
     row.value = g.attribute("value").value();
-    if (row.value.empty()) return Status::InvalidArgument("a <group> has no value");
     struct { const char* name; uint64_t* to; } counts[] = {
         {"requests", &row.requests}, {"allowed", &row.allowed}, {"denied", &row.denied}, {"units", &row.units}};
     for (auto& c : counts)

@@ -55,13 +55,15 @@ void Print(const Session& s, const GroupStats& st) {
   size_t width = 5;
   for (const GroupStat& g : st.rows) width = std::max(width, std::min<size_t>(g.value.size(), 60));
   std::printf("  %-*s %12s %12s %12s %12s", static_cast<int>(width), "value", "requests", "allowed", "denied", "units");
-  for (const std::string& f : st.distinct_fields) std::printf(" %12s", ("distinct " + f).c_str());
+  for (const std::string& f : st.distinct_fields) std::printf("  %s", ("distinct " + f).c_str());
   std::printf("\n");
   for (const GroupStat& g : st.rows) {
     std::printf("  %-*s %12llu %12llu %12llu %12llu", static_cast<int>(width), g.value.c_str(),
                 static_cast<unsigned long long>(g.requests), static_cast<unsigned long long>(g.allowed),
                 static_cast<unsigned long long>(g.denied), static_cast<unsigned long long>(g.units));
-    for (size_t d = 0; d < g.distinct.size(); ++d) std::printf(" %12llu", static_cast<unsigned long long>(g.distinct[d]));
+    for (size_t d = 0; d < g.distinct.size() && d < st.distinct_fields.size(); ++d)
+      std::printf("  %*llu", static_cast<int>(st.distinct_fields[d].size() + 9),
+                  static_cast<unsigned long long>(g.distinct[d]));
     std::printf("\n");
   }
 }
@@ -81,13 +83,14 @@ Result<int> RunStatBy(Session& s, const StatArgs& a) {
     auto st = s.engine->StatsBy(q);
     if (!st.ok()) {
       // Asked for one biz: say why it has none; else show those that have one.
-      if (!a.biz.empty() || !st.status().IsNotFound()) return st.status();
+      if (!a.biz.empty() && st.status().IsNotFound()) return Status::InvalidArgument(st.status().message());
+      if (!st.status().IsNotFound()) return st.status();
       continue;
     }
     Print(s, st.value());
     any = true;
   }
-  if (!any) return Status::NotFound("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
+  if (!any) return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
   return kExitOk;
 }
 
@@ -156,7 +159,7 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
     Print(s, sum);
     any = true;
   }
-  if (!any && down == 0) return Status::NotFound("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
+  if (!any && down == 0) return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
   return down ? kExitNo : kExitOk;
 }
 

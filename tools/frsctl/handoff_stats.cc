@@ -15,6 +15,8 @@
 #include "commands.h"
 #include "format.h"
 #include "handoff_stats.h"
+#include "limit/field_stats.h"
+#include "limit/group_table.h"
 #include "server/group_stats_xml.h"
 
 namespace frs::ctl {
@@ -34,25 +36,38 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
     }
     for (const auto& table_dir : fs::directory_iterator(biz_dir.path(), ec)) {
       const std::string table = table_dir.path().filename().string();
-      const std::string by = table.substr(0, table.find('+'));
+      const size_t plus = table.find('+');
+      const std::string by = table.substr(0, plus);
+      std::vector<std::string> distinct;  // the dir name's "+user,ip"
+      for (size_t start = plus; start != std::string::npos && start + 1 < table.size();) {
+        const size_t comma = table.find(',', start + 1);
+        distinct.push_back(table.substr(start + 1, comma == std::string::npos ? std::string::npos : comma - start - 1));
+        start = comma;
+      }
       for (const auto& file : fs::directory_iterator(table_dir.path(), ec)) {
         const std::string name = file.path().filename().string();
         uint32_t day = 0;
         if (name.size() != 14 || !name.ends_with(".frs") || !ParseDayText(name.substr(0, 10), &day)) continue;
-        GroupStatsQuery q;
-        q.biz = std::to_string(biz_id);
-        q.by = by;
-        q.day = day;
-        q.sketches = true;
-        auto st = s.engine->StatsBy(q);
-        if (!st.ok()) {
-          failed->push_back(Status::Unavailable(file.path().string() + " stays: " + st.status().message()));
+        // The file itself, whatever the map says now: a table the map no
+        // longer keeps (a changed distinct) is handed over as it was counted.
+        auto day_table = limit::GroupTable::Open(file.path().string(),
+                                             limit::GroupTableShape{1, static_cast<uint32_t>(distinct.size())},
+                                             limit::GroupTable::Mode::kRead);
+        if (!day_table.ok()) {
+          failed->push_back(Status::Unavailable(file.path().string() + " stays: " + day_table.status().message()));
           continue;
         }
+        GroupStatsQuery q;
+        q.sketches = true;
+        GroupStats st = limit::ReadGroupStats(*day_table.value(), q);
+        st.biz = std::to_string(biz_id);
+        st.by = by;
+        st.day = day;
+        st.distinct_fields = distinct;
         const std::string route = "stats/" + std::to_string(biz_id) + "/" + table + "/" + name.substr(0, 10);
         const std::string& dest = ring.shards()[ring.OwnerOfHash(Ring::HashRoute(route))].name;
         std::string body;
-        server::AppendGroupStats(st.value(), &body);
+        server::AppendGroupStats(st, &body);
         client::HttpClient http(dest, 10000);
         auto resp = http.Post("/stats?receipt=" + QueryEscaped(s.cfg.cluster_self + "/" + route) + "&token=" + QueryEscaped(token), body,
                               "application/xml");

@@ -195,6 +195,8 @@ int main(int argc, char** argv) {
                                 "the keys denied most in the last minutes, with their text, even for a biz whose "
                                 "nodes keep no key (from the store's table of recent denials)");
   commands.back().app->add_option("--biz", top.biz, "with --denied: only this biz (name or id)");
+  commands.back().app->add_option("-n,--count", top.n, "how many keys (the same as N; with --denied, N without BIZ)")
+      ->check(CLI::Range(1u, 1000000u));
   commands.back().app->add_option("--minutes", top.minutes, "with --denied: how many minutes back (1..10)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 10u));
