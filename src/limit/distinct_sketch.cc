@@ -9,7 +9,7 @@
 namespace frs::limit::sketch {
 namespace {
 
-inline constexpr uint32_t kRankBits = 64 - kPrecision;  // q: 50 bits rank the value
+inline constexpr uint32_t kRankBits = 64 - kPrecision;  // q: the bits that rank the value
 inline constexpr uint32_t kSparseBytes = kSparseSlots * 4;
 
 uint32_t LoadCode(const uint32_t& w) {
@@ -94,14 +94,16 @@ uint32_t CodeOf(std::string_view value) {
   const uint64_t h = XXH3_64bits(value.data(), value.size());
   const uint32_t index = static_cast<uint32_t>(h >> kRankBits);
   const uint64_t rest = h & ((uint64_t{1} << kRankBits) - 1);
-  // The rank: 1 + the leading zeros of the 50 bits, kRankBits + 1 when all are zero.
+  // The rank: 1 + the leading zeros of the q bits, q + 1 when all are zero.
   const uint32_t rank = rest == 0 ? kRankBits + 1 : static_cast<uint32_t>(__builtin_clzll(rest)) - kPrecision + 1;
-  return index << (32 - kPrecision) | rank << 12 | static_cast<uint32_t>(h & 0xFFF);
+  return index << (32 - kPrecision) | rank << 11 | static_cast<uint32_t>(h & 0x7FF);
 }
 
 bool Insert(SketchHead* head, BlockSource* blocks, uint32_t code) {
   if (uint32_t dense = LoadCode(head->dense); dense != 0) {
-    DenseMax(blocks->At(dense), code);
+    uint8_t* regs = blocks->At(dense, kRegisters);
+    if (regs == nullptr) return false;
+    DenseMax(regs, code);
     return true;
   }
   bool claimed = false;
@@ -116,7 +118,8 @@ bool Insert(SketchHead* head, BlockSource* blocks, uint32_t code) {
   const uint32_t sparse = room ? BlockOf(head->sparse, blocks, kSparseBytes) : LoadCode(head->sparse);
   if (room && sparse == 0) return false;
   if (sparse != 0) {
-    auto* slots = reinterpret_cast<uint32_t*>(blocks->At(sparse));
+    auto* slots = reinterpret_cast<uint32_t*>(blocks->At(sparse, kSparseBytes));
+    if (slots == nullptr) return false;
     const uint32_t start = SparseStart(code);
     for (uint32_t k = 0; k < kSparseSlots; ++k) {
       uint32_t& slot = slots[(start + k) & (kSparseSlots - 1)];
@@ -131,8 +134,9 @@ bool Insert(SketchHead* head, BlockSource* blocks, uint32_t code) {
     }
   }
   const uint32_t dense = BlockOf(head->dense, blocks, kRegisters);
-  if (dense == 0) return false;
-  DenseMax(blocks->At(dense), code);
+  uint8_t* regs = dense == 0 ? nullptr : blocks->At(dense, kRegisters);
+  if (regs == nullptr) return false;
+  DenseMax(regs, code);
   return true;
 }
 
@@ -140,15 +144,15 @@ Sketch Sketch::Read(const SketchHead& head, const BlockSource& blocks) {
   Sketch s;
   for (const uint32_t& slot : head.inline_codes)
     if (uint32_t v = LoadCode(slot); v != 0) s.codes_.push_back(v);
-  if (uint32_t sparse = LoadCode(head.sparse); sparse != 0) {
-    const auto* slots = reinterpret_cast<const uint32_t*>(blocks.At(sparse));
+  const uint32_t sparse = LoadCode(head.sparse);
+  if (const auto* slots = sparse == 0 ? nullptr : reinterpret_cast<const uint32_t*>(blocks.At(sparse, kSparseBytes))) {
     for (uint32_t k = 0; k < kSparseSlots; ++k)
       if (uint32_t v = LoadCode(slots[k]); v != 0) s.codes_.push_back(v);
   }
   std::sort(s.codes_.begin(), s.codes_.end());
   s.codes_.erase(std::unique(s.codes_.begin(), s.codes_.end()), s.codes_.end());
-  if (uint32_t dense = LoadCode(head.dense); dense != 0) {
-    const uint8_t* regs = blocks.At(dense);
+  const uint32_t dense = LoadCode(head.dense);
+  if (const uint8_t* regs = dense == 0 ? nullptr : blocks.At(dense, kRegisters)) {
     s.registers_.resize(kRegisters);
     for (uint32_t i = 0; i < kRegisters; ++i)
       s.registers_[i] = std::atomic_ref<uint8_t>(const_cast<uint8_t&>(regs[i])).load(std::memory_order_relaxed);
@@ -199,11 +203,11 @@ bool Sketch::InsertInto(SketchHead* head, BlockSource* blocks) const {
     return true;
   }
   const uint32_t dense = BlockOf(head->dense, blocks, kRegisters);
-  if (dense == 0) return false;
-  uint8_t* regs = blocks->At(dense);
+  uint8_t* regs = dense == 0 ? nullptr : blocks->At(dense, kRegisters);
+  if (regs == nullptr) return false;
   // A register of rank r is what a code of that register and rank inserts.
   for (uint32_t i = 0; i < kRegisters; ++i)
-    if (registers_[i] != 0) DenseMax(regs, i << (32 - kPrecision) | uint32_t{registers_[i]} << 12);
+    if (registers_[i] != 0) DenseMax(regs, i << (32 - kPrecision) | uint32_t{registers_[i]} << 11);
   return true;
 }
 

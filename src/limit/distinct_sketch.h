@@ -1,19 +1,20 @@
 // limit/distinct_sketch.h: counting the distinct values of a field (the
 // distinct users of an app today) in bounded shared memory.
 //
-// A HyperLogLog of 2^14 registers (standard error 1.04 / 128 = 0.81 %) with
-// two exact tiers in front of it, so small groups are counted exactly:
+// A HyperLogLog of 2^15 registers (standard error 1.04 / 181 = 0.57 %: 2 % is
+// 3.5 standard errors, so about one large group in 2,000 lands outside it)
+// with two exact tiers in front of it, so small groups are counted exactly:
 //
 //   inline  kInlineCodes codes in the group's own record;
 //   sparse  a block of kSparseSlots codes (an open-addressed set), used up to
 //           kSparseLimit codes: up to there the count is exact;
 //   dense   kRegisters one-byte registers, once the sparse set is full.
 //
-// A value is hashed (XXH3-64) to a 32-bit *code*: register index (14 bits),
-// rank (6 bits: the position of the first 1 in the next 50 bits, 1..51) and
-// 12 more hash bits. The code is never zero, carries what the dense form
+// A value is hashed (XXH3-64) to a 32-bit *code*: register index (15 bits),
+// rank (6 bits: the position of the first 1 in the next 49 bits, 1..50) and
+// 11 more hash bits. The code is never zero, carries what the dense form
 // needs, and tells ~2^28 values apart, so the exact tiers count exactly up to
-// collisions (for 384 values, about one chance in 3,600 of being one low).
+// collisions (for 389 values, about one chance in 3,500 of being one low).
 //
 // Every tier only ever grows by one atomic step (a compare-and-swap of a zero
 // slot, an atomic max of a register), each idempotent. A writer killed at any
@@ -38,15 +39,15 @@
 
 namespace frs::limit::sketch {
 
-inline constexpr uint32_t kPrecision = 14;
-inline constexpr uint32_t kRegisters = 1u << kPrecision;  // 16,384 bytes dense
+inline constexpr uint32_t kPrecision = 15;
+inline constexpr uint32_t kRegisters = 1u << kPrecision;  // 32,768 bytes dense
 inline constexpr uint32_t kInlineCodes = 5;
 inline constexpr uint32_t kSparseSlots = 512;             // 2,048 bytes sparse
 inline constexpr uint32_t kSparseLimit = 384;             // exact up to here
 
 uint32_t CodeOf(std::string_view value);
 inline uint32_t RegisterOf(uint32_t code) { return code >> (32 - kPrecision); }
-inline uint8_t RankOf(uint32_t code) { return static_cast<uint8_t>((code >> 12) & 63); }
+inline uint8_t RankOf(uint32_t code) { return static_cast<uint8_t>((code >> 11) & 63); }
 
 // The sketch's state as it lies in a group record (inline codes and the
 // offsets of its blocks). Blocks are reached through the caller, which owns
@@ -65,7 +66,9 @@ class BlockSource {
  public:
   virtual ~BlockSource() = default;
   virtual uint32_t Allocate(uint32_t bytes) = 0;
-  virtual uint8_t* At(uint32_t offset) const = 0;
+  // The block of `bytes` at `offset`, or null when that is not one (a
+  // damaged offset): the sketch then treats it as absent.
+  virtual uint8_t* At(uint32_t offset, uint32_t bytes) const = 0;
 };
 
 // Adds `code`. Returns false only when a block it needed could not be
@@ -90,7 +93,7 @@ class Sketch {
   // Adds every value this sketch holds to a shared one (a handoff's merge).
   // False when a block could not be allocated.
   bool InsertInto(SketchHead* head, BlockSource* blocks) const;
-  // Bytes this sketch used in memory (documented bound: 32 + 2,048 + 16,384).
+  // Bytes this sketch used in memory (documented bound: 32 + 2,048 + 32,768).
   static constexpr uint64_t kMaxBytes = sizeof(SketchHead) + kSparseSlots * 4 + kRegisters;
 
  private:

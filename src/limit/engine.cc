@@ -4,6 +4,7 @@
 
 #include "limit/engine_impl.h"
 
+#include <unistd.h>
 #include <xxhash.h>
 
 namespace frs {
@@ -699,10 +700,10 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
   if (biz->stats_tables.empty() || biz->stats_tables[i] == nullptr)
     return Status::Unavailable("statistics by field are kept only with a store directory");
   const uint32_t day = q.day < 0 ? Today() : static_cast<uint32_t>(q.day);
-  GroupStats out;
-  auto table = biz->stats_tables[i]->ReadDay(day);
-  if (table.ok()) out = ReadGroupStats(*table.value(), q);
-  else if (!table.status().IsNotFound()) return table.status();
+  auto tables = biz->stats_tables[i]->ReadDay(day);
+  if (!tables.ok()) return tables.status();
+  GroupStats out = ReadGroupStats(tables.value(), q);
+  if (day == Today()) out.lost += biz->stats_tables[i]->unstored();
   out.biz_id = biz->cfg.id;
   out.biz = biz->cfg.name;
   out.by = spec.by_text;
@@ -720,6 +721,12 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
   if (biz->stats_tables.empty() || biz->stats_tables[i] == nullptr)
     return Status::Unavailable("statistics by field are kept only with a store directory");
   const StatsSpec& spec = biz->cfg.stats[i];
+  // Only days this table keeps, and none after today: a day in the future
+  // would never be pruned and would hide the days before it.
+  const uint32_t today = Today();
+  if (in.day > today || in.day + spec.days <= today)
+    return Status::InvalidArgument("day " + DayText(in.day) + " is not one this table keeps (the " +
+                                   std::to_string(spec.days) + " days up to " + DayText(today) + ")");
   // Sketches travel by field name: a field this table does not count is
   // dropped, one it counts and the sender did not starts from nothing.
   std::vector<int> from(spec.distinct.size(), -1);
@@ -731,25 +738,23 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
     if (g.value.size() > kMaxKeyBytes) return Status::InvalidArgument("a group value is longer than 255 bytes");
     GroupRow r;
     r.value = g.value;
-    r.counts = {g.requests, g.allowed, g.denied, g.units};
+    r.counts = {g.allowed + g.denied, g.allowed, g.denied, g.units};
     for (size_t d = 0; d < spec.distinct.size(); ++d) {
       sketch::Sketch sk;
-      if (from[d] >= 0 && static_cast<size_t>(from[d]) < g.sketches.size() &&
+      // An empty text is no sketch (a row may carry its sketches in pieces).
+      if (from[d] >= 0 && static_cast<size_t>(from[d]) < g.sketches.size() && !g.sketches[from[d]].empty() &&
           !sketch::Sketch::Decode(g.sketches[from[d]], &sk))
         return Status::InvalidArgument("group '" + g.value + "': its " + in.distinct_fields[from[d]] + " sketch is not one this server reads");
       r.distinct.push_back(std::move(sk));
     }
     rows.push_back(std::move(r));
   }
-  GroupTable* t = biz->stats_tables[i]->Day(in.day);
-  if (t == nullptr) return Status::Unavailable("cannot open the statistics file of " + DayText(in.day));
-  const uint64_t receipt_hash = receipt.empty() ? 0 : XXH3_64bits(receipt.data(), receipt.size()) | 1;
-  if (receipt_hash != 0 && t->HasReceipt(receipt_hash)) return Status::OK();
-  for (const GroupRow& r : rows)
-    if (!t->Merge(r)) return Status::Unavailable("the statistics of " + DayText(in.day) + " could not take group '" + r.value + "' (is the disk full?)");
-  t->AddFieldErrors(in.field_errors);
-  if (receipt_hash != 0) t->AddReceipt(receipt_hash);
-  return Status::OK();
+  // Without a receipt the merge cannot be recognized again: each is its own.
+  std::string id(receipt);
+  if (id.empty()) id = "unnamed/" + std::to_string(clock_->NowMs()) + "/" + std::to_string(::getpid()) + "/" +
+                       std::to_string(next_engine_id.fetch_add(1));
+  bool duplicate = false;
+  return biz->stats_tables[i]->WriteReceived(in.day, id, rows, in.field_errors, &duplicate);
 }
 
 std::vector<BizStats> EngineImpl::DailyStats() const {

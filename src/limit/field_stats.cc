@@ -1,9 +1,15 @@
 #include "limit/field_stats.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <xxhash.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cerrno>
+#include <map>
 #include <cstdio>
 #include <cstring>
 
@@ -32,7 +38,22 @@ void StatsTable::Reshape(const StatsSpec& spec) {
 GroupTable* StatsTable::Day(uint32_t day) {
   const Open* c = current_.load(std::memory_order_acquire);
   if (c != nullptr && c->day == day) return c->table.get();
-  return OpenDay(day);
+  // A day whose file could not be made (a full disk, a directory this user
+  // may not write) is tried again every few seconds, not at every request:
+  // meanwhile its updates are counted as unstored.
+  if (failed_day_.load(std::memory_order_relaxed) == day &&
+      std::chrono::steady_clock::now().time_since_epoch().count() < retry_at_.load(std::memory_order_relaxed)) {
+    unstored_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  GroupTable* t = OpenDay(day);
+  if (t == nullptr) {
+    failed_day_.store(day, std::memory_order_relaxed);
+    retry_at_.store((std::chrono::steady_clock::now() + std::chrono::seconds(5)).time_since_epoch().count(),
+                    std::memory_order_relaxed);
+    unstored_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return t;
 }
 
 GroupTable* StatsTable::OpenDay(uint32_t day) {
@@ -66,25 +87,89 @@ void StatsTable::DropOldDays(uint32_t today) const {
     if (name.size() < 14 || !name.ends_with(".frs") || !ParseDayText(name.substr(0, 10), &day)) continue;
     if (day + days_ <= today) ::unlink((dir_ + "/" + std::string(name)).c_str());
   }
+  ::rewinddir(d);
+  // Temporary files of a process killed while making a file: an hour old is
+  // surely abandoned (making one takes milliseconds).
+  const time_t hour_ago = ::time(nullptr) - 3600;
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (!name.ends_with(".tmp") && name.find(".tmp.") == std::string_view::npos) continue;
+    const std::string path = dir_ + "/" + std::string(name);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && st.st_mtime < hour_ago) ::unlink(path.c_str());
+  }
   ::closedir(d);
 }
 
-Result<std::shared_ptr<const GroupTable>> StatsTable::ReadDay(uint32_t day) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // A day past `days` is gone even while its file is still mapped here.
-    if (!open_.empty() && day + days_ <= open_.back()->day) return Status::NotFound("day " + DayText(day) + " is no longer kept");
-    for (const auto& o : open_)
-      if (o->day == day) return std::shared_ptr<const GroupTable>(o->table);
-  }
+Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint32_t day) {
+  std::vector<std::shared_ptr<const GroupTable>> out;
   GroupTableShape shape;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A day past `days` is gone even while its file is still mapped here.
+    if (!open_.empty() && day + days_ <= open_.back()->day) return out;
+    for (const auto& o : open_)
+      if (o->day == day) out.push_back(o->table);
     shape = shape_;
   }
-  auto t = GroupTable::Open(PathOf(day), shape, GroupTable::Mode::kRead);
-  if (!t.ok()) return t.status();
-  return std::shared_ptr<const GroupTable>(std::move(t.value()));
+  const std::string prefix = DayText(day);
+  if (out.empty()) {
+    auto own = GroupTable::Open(PathOf(day), shape, GroupTable::Mode::kRead);
+    if (own.ok()) out.push_back(std::move(own.value()));
+    else if (!own.status().IsNotFound()) return own.status();
+  }
+  // Received files: <day>.from-<hash>.frs.
+  if (DIR* d = ::opendir(dir_.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string_view name = e->d_name;
+      if (!name.starts_with(prefix + ".from-") || !name.ends_with(".frs")) continue;
+      auto t = GroupTable::Open(dir_ + "/" + std::string(name), shape, GroupTable::Mode::kRead);
+      if (t.ok()) out.push_back(std::move(t.value()));
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const std::vector<GroupRow>& rows,
+                                 uint64_t field_errors, bool* duplicate) {
+  *duplicate = false;
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(receipt.data(), receipt.size())));
+  const std::string final_path = dir_ + "/" + DayText(day) + ".from-" + id + ".frs";
+  if (::access(final_path.c_str(), F_OK) == 0) {
+    *duplicate = true;
+    return Status::OK();
+  }
+  uint32_t distinct;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    distinct = shape_.distinct;
+  }
+  const std::string tmp = dir_ + "/receiving." + id + "." + std::to_string(::getpid()) + ".tmp";
+  ::unlink(tmp.c_str());
+  {
+    auto t = GroupTable::Open(tmp, GroupTableShape{static_cast<uint32_t>(rows.size()) + 1, distinct},
+                              GroupTable::Mode::kWrite);
+    if (!t.ok()) return t.status();
+    for (const GroupRow& r : rows) {
+      if (!t.value()->Merge(r)) {
+        ::unlink(tmp.c_str());
+        return Status::Unavailable("no room for the received statistics in " + dir_ + " (is the disk full?)");
+      }
+    }
+    t.value()->AddFieldErrors(field_errors);
+  }
+  const int linked = ::link(tmp.c_str(), final_path.c_str());
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0 && err == EEXIST) {
+    *duplicate = true;  // a racing request with the same receipt got there first
+    return Status::OK();
+  }
+  if (linked != 0) return Status::FromErrno("cannot link " + final_path, err);
+  return Status::OK();
 }
 
 StatsTable* FieldStats::TableFor(uint16_t biz, const BizConfig& cfg, const StatsSpec& spec) {
@@ -147,31 +232,58 @@ void FieldStats::Count(const BizConfig& cfg, std::span<StatsTable* const> tables
   }
 }
 
-GroupStats ReadGroupStats(const GroupTable& table, const GroupStatsQuery& q) {
+GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tables, const GroupStatsQuery& q) {
   GroupStats out;
-  out.field_errors = table.field_errors();
-  out.lost = table.lost();
-  out.groups = table.groups();
-  std::vector<GroupRow> rows;
-  if (!q.value.empty()) {
-    GroupRow r;
-    if (table.Row(q.value, &r)) rows.push_back(std::move(r));
-  } else {
-    rows = table.Rows();
+  // Counts first, summed over the files; sketches later, for the rows kept.
+  std::map<std::string, GroupCounts> counts;
+  for (const auto& t : tables) {
+    out.field_errors += t->field_errors();
+    out.lost += t->lost();
+    if (!q.value.empty()) {
+      GroupRow r;
+      if (!t->Row(q.value, &r)) continue;
+      GroupCounts& c = counts[r.value];
+      c.requests += r.counts.requests;
+      c.allowed += r.counts.allowed;
+      c.denied += r.counts.denied;
+      c.units += r.counts.units;
+      continue;
+    }
+    for (GroupRow& r : t->Rows(/*sketches=*/false)) {
+      GroupCounts& c = counts[r.value];
+      c.requests += r.counts.requests;
+      c.allowed += r.counts.allowed;
+      c.denied += r.counts.denied;
+      c.units += r.counts.units;
+    }
   }
-  std::sort(rows.begin(), rows.end(), [](const GroupRow& a, const GroupRow& b) {
-    if (a.counts.requests != b.counts.requests) return a.counts.requests > b.counts.requests;
-    return a.value < b.value;
+  std::vector<std::pair<std::string, GroupCounts>> rows(counts.begin(), counts.end());
+  if (q.value.empty()) {
+    out.groups = static_cast<uint32_t>(rows.size());
+    for (const auto& r : rows) out.groups -= r.first == kOtherGroup;
+  } else {
+    for (const auto& t : tables) out.groups = std::max(out.groups, t->groups());
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    if (a.second.requests != b.second.requests) return a.second.requests > b.second.requests;
+    return a.first < b.first;
   });
   if (q.top != 0 && rows.size() > q.top) rows.resize(q.top);
-  for (GroupRow& r : rows) {
+  for (auto& [value, c] : rows) {
     GroupStat s;
-    s.value = std::move(r.value);
-    s.requests = r.counts.requests;
-    s.allowed = r.counts.allowed;
-    s.denied = r.counts.denied;
-    s.units = r.counts.units;
-    for (const sketch::Sketch& sk : r.distinct) {
+    s.value = value;
+    s.requests = c.requests;
+    s.allowed = c.allowed;
+    s.denied = c.denied;
+    s.units = c.units;
+    std::vector<sketch::Sketch> merged;
+    for (const auto& t : tables) {
+      GroupRow r;
+      if (t->shape().distinct == 0 || !t->Row(value, &r)) continue;
+      merged.resize(std::max(merged.size(), r.distinct.size()));
+      for (size_t d = 0; d < r.distinct.size(); ++d) merged[d].Merge(r.distinct[d]);
+    }
+    for (const sketch::Sketch& sk : merged) {
       s.distinct.push_back(sk.Count());
       if (q.sketches) s.sketches.push_back(sk.Encode());
     }

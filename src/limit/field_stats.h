@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "frs/group_stats.h"
 #include "frs/status.h"
@@ -42,9 +43,18 @@ class StatsTable {
   // Today's file (opened or made at the first call of a day); null when it
   // cannot be (the error is logged once per day by the caller's counters).
   GroupTable* Day(uint32_t day);
-  // A day's file to read: today's own, or opened read-only; NotFound when
-  // that day has no file.
-  Result<std::shared_ptr<const GroupTable>> ReadDay(uint32_t day);
+  // A day's files to read: its own (today's as mapped here, another day's
+  // opened read-only) and those received from leaving shards (WriteReceived);
+  // none when the day has no file or is older than `days`.
+  Result<std::vector<std::shared_ptr<const GroupTable>>> ReadDay(uint32_t day);
+  // Statistics counted elsewhere (a leaving shard's handoff), kept in a file
+  // of their own beside the day's, `<day>.from-<receipt hash>.frs`: made
+  // whole under a temporary name and linked into place, so a receipt taken
+  // once is never taken again (kill -9 at any point: taken whole or not at
+  // all) and the day's own file is never touched. `*duplicate`: the receipt
+  // had been taken already (nothing done).
+  Status WriteReceived(uint32_t day, std::string_view receipt, const std::vector<GroupRow>& rows,
+                       uint64_t field_errors, bool* duplicate);
   void Reshape(const StatsSpec& spec);  // a reload's days and groups
   const std::string& dir() const { return dir_; }
 
@@ -63,6 +73,12 @@ class StatsTable {
   uint32_t days_ = 31;         // GUARDED_BY(mu_)
   std::deque<std::unique_ptr<Open>> open_;  // GUARDED_BY(mu_): the last days written, oldest first
   std::atomic<const Open*> current_{nullptr};
+  std::atomic<uint32_t> failed_day_{UINT32_MAX};  // a day whose file could not be made
+  std::atomic<int64_t> retry_at_{0};             // steady-clock ticks
+  std::atomic<uint64_t> unstored_{0};            // updates that found no file (this process)
+
+ public:
+  uint64_t unstored() const { return unstored_.load(std::memory_order_relaxed); }
 };
 
 class FieldStats {
@@ -86,7 +102,9 @@ class FieldStats {
   std::map<std::pair<uint16_t, std::string>, std::unique_ptr<StatsTable>> tables_;  // GUARDED_BY(mu_)
 };
 
-// A table's day, answered as GroupStatsQuery asks (top, value, sketches).
-GroupStats ReadGroupStats(const GroupTable& table, const GroupStatsQuery& q);
+// A day of a table (its own file and any received ones, summed per group with
+// sketches merged), answered as GroupStatsQuery asks: counts are read first,
+// and the sketches only of the groups `top` or `value` keep.
+GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tables, const GroupStatsQuery& q);
 
 }  // namespace frs::limit

@@ -18,7 +18,7 @@ namespace frs::limit {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'R', 'S', 'G', 'R', 'O', 'U', 'P'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: registers of 2^15 (codes of 15 index bits)
 constexpr uint64_t kUnit = 64;
 constexpr uint64_t kGrowBytes = 1 << 20;
 // Blocks that racing writers may allocate and lose (distinct_sketch.h): the
@@ -62,9 +62,7 @@ struct GroupTable::Header {
   uint64_t field_errors;
   uint64_t lost;         // updates not stored (no space)
   uint32_t other;        // offset of the "~other" record
-  uint32_t next_receipt; // where the next receipt goes in `receipts`
-  uint64_t receipts[16]; // the last merges taken (hashes of their receipts)
-  uint8_t reserved[24];
+  uint8_t reserved[156];
 };
 static_assert(sizeof(GroupTable::Header) == 256);
 static_assert(offsetof(GroupTable::Header, checksum) == 48);
@@ -96,7 +94,7 @@ class GroupTable::Blocks final : public sketch::BlockSource {
  public:
   explicit Blocks(GroupTable* t) : t_(t) {}
   uint32_t Allocate(uint32_t bytes) override { return t_->Allocate(bytes); }
-  uint8_t* At(uint32_t offset) const override { return t_->base_ + uint64_t{offset} * kUnit; }
+  uint8_t* At(uint32_t offset, uint32_t bytes) const override { return t_->BlockAt(offset, bytes); }
 
  private:
   GroupTable* const t_;
@@ -107,8 +105,28 @@ GroupTable::~GroupTable() {
   if (base_ != nullptr) ::munmap(base_, mapped_);
 }
 
+// Offsets come from shared memory that a bug, a disk or an operator may have
+// damaged: each is checked against the pool before it is followed, and a bad
+// one marks the table broken (its figures stop) instead of faulting.
+bool GroupTable::InPool(uint64_t offset, uint64_t bytes) const {
+  const uint64_t at = offset * kUnit;
+  if (at >= pool_start_ && at + bytes <= mapped_ && at + bytes >= at) return true;
+  broken_.store(true, std::memory_order_relaxed);
+  return false;
+}
+
 GroupTable::Record* GroupTable::RecordAt(uint32_t offset) const {
-  return reinterpret_cast<Record*>(base_ + uint64_t{offset} * kUnit);
+  if (!InPool(offset, RecordBytes(shape_.distinct, 0))) return nullptr;
+  auto* r = reinterpret_cast<Record*>(base_ + uint64_t{offset} * kUnit);
+  if (r->value_len > kMaxKeyBytes || !InPool(offset, RecordBytes(shape_.distinct, r->value_len))) {
+    broken_.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  return r;
+}
+
+uint8_t* GroupTable::BlockAt(uint32_t offset, uint32_t bytes) const {
+  return InPool(offset, bytes) ? base_ + uint64_t{offset} * kUnit : nullptr;
 }
 uint32_t* GroupTable::index() const { return reinterpret_cast<uint32_t*>(base_ + sizeof(Header)); }
 
@@ -195,12 +213,22 @@ Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, co
         return Status::Corruption(path + " is shorter than its header says");
       t->index_slots_ = want.index_slots;
       t->mapped_ = want.limit_bytes;
+      t->pool_start_ = want.pool_start;
+      t->other_ = h.other;
       void* p = ::mmap(nullptr, t->mapped_, t->read_only_ ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (p == MAP_FAILED) return Errno("cannot map", path);
       t->base_ = static_cast<uint8_t*>(p);
       os::InstallSigbusGuard();
       t->guard_ = os::RegisterGuardedMapping(t->base_, t->mapped_, &t->broken_);
       t->blocks_ = std::make_unique<Blocks>(t.get());
+      if (t->RecordAt(t->other_) == nullptr) {
+        if (t->read_only_) return Status::Corruption(path + ": its ~other record lies outside the file");
+        t.reset(new GroupTable());  // damaged past its header: moved aside below, like a damaged header
+        t->path_ = path;
+        t->shape_ = shape;
+        ::rename(path.c_str(), (path + ".old-" + std::to_string(::getpid())).c_str());
+        continue;
+      }
       return t;
     } else if (h.distinct <= kMaxDistinctFields && h.groups != 0 &&
                (h.groups != shape.groups || h.distinct != shape.distinct)) {
@@ -240,6 +268,7 @@ const GroupTable::Record* GroupTable::Find(std::string_view value, uint64_t hash
     const uint32_t off = Load(slots[(hash + i) & (index_slots_ - 1)]);
     if (off == 0) return nullptr;
     const Record* r = RecordAt(off);
+    if (r == nullptr) return nullptr;
     if (r->hash == hash && r->value_len == value.size() &&
         std::memcmp(r->value(shape_.distinct), value.data(), value.size()) == 0)
       return r;
@@ -249,7 +278,7 @@ const GroupTable::Record* GroupTable::Find(std::string_view value, uint64_t hash
 
 GroupTable::Record* GroupTable::FindOrAdd(std::string_view value, uint64_t hash) {
   Header* h = header();
-  if (value == kOtherGroup) return RecordAt(h->other);
+  if (value == kOtherGroup) return RecordAt(other_);
   uint32_t* slots = index();
   uint32_t mine = 0;  // a record written for this value, not yet published
   for (uint32_t i = 0; i < index_slots_; ++i) {
@@ -262,10 +291,11 @@ GroupTable::Record* GroupTable::FindOrAdd(std::string_view value, uint64_t hash)
         // racing to add new values at the bound may each add one (the bound
         // is soft by their number), and one value's racing first adds all
         // land in its own group, never part of them in "~other".
-        if (Load(h->claimed) >= h->groups) return RecordAt(h->other);
+        if (Load(h->claimed) >= h->groups) return RecordAt(other_);
         mine = Allocate(static_cast<uint32_t>(RecordBytes(shape_.distinct, value.size())));
         if (mine == 0) return nullptr;
         Record* r = RecordAt(mine);
+        if (r == nullptr) return nullptr;
         r->hash = hash;
         r->value_len = static_cast<uint16_t>(value.size());
         std::memcpy(r->value(shape_.distinct), value.data(), value.size());
@@ -277,15 +307,17 @@ GroupTable::Record* GroupTable::FindOrAdd(std::string_view value, uint64_t hash)
       // Another writer took the slot: `off` is its record.
     }
     Record* r = RecordAt(off);
+    if (r == nullptr) return nullptr;
     if (r->hash == hash && r->value_len == value.size() &&
         std::memcmp(r->value(shape_.distinct), value.data(), value.size()) == 0)
       return r;  // a record of ours, if any, goes unused
   }
-  return RecordAt(h->other);
+  return RecordAt(other_);
 }
 
 bool GroupTable::AddTo(Record* r, const GroupCounts& delta, const uint32_t* codes) {
-  if (delta.requests) Ref(r->requests).fetch_add(delta.requests, std::memory_order_relaxed);
+  // requests is allowed + denied (every decision is one or the other): one
+  // atomic add fewer per table on the request path; the word stays unused.
   if (delta.allowed) Ref(r->allowed).fetch_add(delta.allowed, std::memory_order_relaxed);
   if (delta.denied) Ref(r->denied).fetch_add(delta.denied, std::memory_order_relaxed);
   if (delta.units) Ref(r->units).fetch_add(delta.units, std::memory_order_relaxed);
@@ -320,41 +352,32 @@ void GroupTable::AddFieldErrors(uint64_t n) {
   Ref(header()->field_errors).fetch_add(n, std::memory_order_relaxed);
 }
 
-GroupRow GroupTable::RowOf(const Record& r) const {
+GroupRow GroupTable::RowOf(const Record& r, bool sketches) const {
   GroupRow row;
   row.value.assign(r.value(shape_.distinct), r.value_len);
-  row.counts = {Load(r.requests), Load(r.allowed), Load(r.denied), Load(r.units)};
-  for (uint32_t d = 0; d < shape_.distinct; ++d) row.distinct.push_back(sketch::Sketch::Read(r.heads()[d], *blocks_));
+  const uint64_t allowed = Load(r.allowed), denied = Load(r.denied);
+  row.counts = {allowed + denied, allowed, denied, Load(r.units)};
+  for (uint32_t d = 0; d < shape_.distinct && sketches; ++d)
+    row.distinct.push_back(sketch::Sketch::Read(r.heads()[d], *blocks_));
   return row;
 }
 
-std::vector<GroupRow> GroupTable::Rows() const {
+std::vector<GroupRow> GroupTable::Rows(bool sketches) const {
   std::vector<GroupRow> rows;
   const uint32_t* slots = index();
   for (uint32_t i = 0; i < index_slots_; ++i)
-    if (uint32_t off = Load(slots[i]); off != 0) rows.push_back(RowOf(*RecordAt(off)));
-  const Record& other = *RecordAt(header()->other);
-  if (Load(other.requests) != 0) rows.push_back(RowOf(other));
+    if (uint32_t off = Load(slots[i]); off != 0)
+      if (const Record* r = RecordAt(off)) rows.push_back(RowOf(*r, sketches));
+  const Record* other = RecordAt(other_);
+  if (other != nullptr && Load(other->allowed) + Load(other->denied) != 0) rows.push_back(RowOf(*other, sketches));
   return rows;
 }
 
 bool GroupTable::Row(std::string_view value, GroupRow* out) const {
-  const Record* r = value == kOtherGroup ? RecordAt(header()->other) : Find(value, HashOf(value));
+  const Record* r = value == kOtherGroup ? RecordAt(other_) : Find(value, HashOf(value));
   if (r == nullptr) return false;
-  *out = RowOf(*r);
+  *out = RowOf(*r, true);
   return true;
-}
-
-bool GroupTable::HasReceipt(uint64_t receipt) const {
-  for (const uint64_t& r : header()->receipts)
-    if (Load(r) == receipt) return true;
-  return false;
-}
-
-void GroupTable::AddReceipt(uint64_t receipt) {
-  if (read_only_) return;
-  const uint32_t at = Ref(header()->next_receipt).fetch_add(1, std::memory_order_relaxed) % 16;
-  Ref(header()->receipts[at]).store(receipt, std::memory_order_release);
 }
 
 uint64_t GroupTable::field_errors() const { return Load(header()->field_errors); }

@@ -83,16 +83,12 @@ class GroupTable {
   bool Add(std::string_view value, const GroupCounts& delta, const uint32_t* distinct_codes);
   // Folds a row counted elsewhere (a handoff) into the group of row.value.
   bool Merge(const GroupRow& row);
-  // The last 16 merges' receipts (a handoff re-sent after a lost answer is
-  // taken once): recorded after the merge, so a receiver killed part-way
-  // may count part of a table twice but never loses one.
-  bool HasReceipt(uint64_t receipt) const;
-  void AddReceipt(uint64_t receipt);
   void AddFieldError() { AddFieldErrors(1); }
   void AddFieldErrors(uint64_t n);
 
-  // Every group, in no order (`~other` last when it counted anything).
-  std::vector<GroupRow> Rows() const;
+  // Every group, in no order (`~other` last when it counted anything);
+  // without `sketches`, the counts only (cheap: no 16 KB copy per group).
+  std::vector<GroupRow> Rows(bool sketches = true) const;
   // One group; false when the table has none of that value.
   bool Row(std::string_view value, GroupRow* out) const;
 
@@ -109,13 +105,16 @@ class GroupTable {
   class Blocks;
   GroupTable() = default;
   Header* header() const { return reinterpret_cast<Header*>(base_); }
+  // Null (and the table marked broken) for an offset outside the pool.
   Record* RecordAt(uint32_t offset) const;
+  uint8_t* BlockAt(uint32_t offset, uint32_t bytes) const;
+  bool InPool(uint64_t offset, uint64_t bytes) const;
   uint32_t* index() const;
   // The record of `value`, created when missing; null when it cannot be.
   Record* FindOrAdd(std::string_view value, uint64_t hash);
   const Record* Find(std::string_view value, uint64_t hash) const;
   uint32_t Allocate(uint32_t bytes);
-  GroupRow RowOf(const Record& r) const;
+  GroupRow RowOf(const Record& r, bool sketches) const;
   bool AddTo(Record* r, const GroupCounts& delta, const uint32_t* codes);
 
   std::string path_;
@@ -124,9 +123,11 @@ class GroupTable {
   uint8_t* base_ = nullptr;
   uint64_t mapped_ = 0;
   uint32_t index_slots_ = 0;
+  uint64_t pool_start_ = 0;
+  uint32_t other_ = 0;
   bool read_only_ = false;
   int guard_ = -1;
-  std::atomic<bool> broken_{false};
+  mutable std::atomic<bool> broken_{false};
   std::unique_ptr<Blocks> blocks_;
 };
 

@@ -1,6 +1,7 @@
 #include "server/decision_log.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -172,26 +173,22 @@ void DecisionLog::WriteOut(const std::string& lines) {
     }
     std::string_view piece(lines.data() + off, len);
     off += len;
-    // After a short write the file ends in a partial line: a newline first
-    // keeps the next lines whole (the fragment becomes a line of its own,
-    // which a reader skips as not JSON).
+    // After a short write the file ends in a partial line: a newline in
+    // front of the next piece, in the same writev(2) (one O_APPEND write, so
+    // no other worker's line lands between them), keeps the next lines whole;
+    // the fragment becomes a line of its own, which a reader skips as not JSON.
     char newline = '\n';
-    if (torn_) {
-      ssize_t w;
-      do {
-        w = ::write(fd_.get(), &newline, 1);
-      } while (w < 0 && errno == EINTR);
-      if (w != 1) {
-        CounterAdd(counters_->dropped_failed, CountLines(piece));
-        continue;
-      }
-      torn_ = false;
-    }
+    iovec iov[2] = {{&newline, 1}, {const_cast<char*>(piece.data()), piece.size()}};
+    const size_t lead = torn_ ? 1 : 0;
     ssize_t w;
     do {
-      w = ::write(fd_.get(), piece.data(), piece.size());
+      w = ::writev(fd_.get(), iov + (1 - lead), static_cast<int>(1 + lead));
     } while (w < 0 && errno == EINTR);
-    if (w == static_cast<ssize_t>(piece.size())) {
+    if (w > 0 && lead == 1) {
+      torn_ = false;
+      --w;  // the newline
+    }
+    if (w >= 0 && static_cast<size_t>(w) == piece.size()) {
       CounterAdd(counters_->lines, CountLines(piece));
       continue;
     }

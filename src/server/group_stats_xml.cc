@@ -1,5 +1,6 @@
 #include "server/group_stats_xml.h"
 
+#include <algorithm>
 #include <charconv>
 #include <pugixml.hpp>
 
@@ -43,6 +44,21 @@ void AppendGroupStats(const GroupStats& st, std::string* out) {
   for (const GroupStat& g : st.rows) {
     out->append("  <group");
     Attr("value", g.value, out);
+    // XML cannot carry every byte (control bytes, bytes that are not UTF-8,
+    // and a parser folds tabs and line ends): such a value also goes as hex,
+    // which a reader takes first, so a merge never folds two groups into one.
+    if (std::any_of(g.value.begin(), g.value.end(), [](char c) {
+          const auto u = static_cast<unsigned char>(c);
+          return u < 0x20 || u >= 0x7f;
+        })) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      std::string hex;
+      for (unsigned char c : g.value) {
+        hex.push_back(kHex[c >> 4]);
+        hex.push_back(kHex[c & 15]);
+      }
+      Attr("value_hex", hex, out);
+    }
     Attr("requests", g.requests, out);
     Attr("allowed", g.allowed, out);
     Attr("denied", g.denied, out);
@@ -84,6 +100,17 @@ Result<GroupStats> ParseGroupStats(std::string_view xml) {
     // An empty value is a group (keys whose by field is empty); a missing one is not.
     if (!g.attribute("value")) return Status::InvalidArgument("a <group> has no value attribute");
     row.value = g.attribute("value").value();
+    if (pugi::xml_attribute hex = g.attribute("value_hex")) {
+      const std::string_view h = hex.value();
+      auto nibble = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+      if (h.size() % 2 != 0) return Status::InvalidArgument("a <group value_hex> has an odd number of digits");
+      row.value.clear();
+      for (size_t i = 0; i < h.size(); i += 2) {
+        const int hi = nibble(h[i]), lo = nibble(h[i + 1]);
+        if (hi < 0 || lo < 0) return Status::InvalidArgument("a <group value_hex> is not lower-case hex");
+        row.value.push_back(static_cast<char>(hi * 16 + lo));
+      }
+    }
     struct { const char* name; uint64_t* to; } counts[] = {
         {"requests", &row.requests}, {"allowed", &row.allowed}, {"denied", &row.denied}, {"units", &row.units}};
     for (auto& c : counts)

@@ -29,7 +29,10 @@ class ArenaBlocks final : public BlockSource {
     sizes_.push_back(bytes);
     return static_cast<uint32_t>(off);
   }
-  uint8_t* At(uint32_t offset) const override { return const_cast<uint8_t*>(arena_.data()) + offset; }
+  uint8_t* At(uint32_t offset, uint32_t bytes) const override {
+    if (offset + uint64_t{bytes} > arena_.size()) return nullptr;
+    return const_cast<uint8_t*>(arena_.data()) + offset;
+  }
 
   uint64_t handed() const { return handed_.load(); }
   uint64_t allocations() const { return allocations_.load(); }
@@ -264,7 +267,7 @@ TEST(DistinctSketch, DecodeRefusesGarbage) {
   ASSERT_TRUE(Sketch::Decode(good, &out));
 
   const std::string all_a = "d:" + std::string(kRegisters, 'A');
-  ASSERT_TRUE(Sketch::Decode(all_a, &out));  // 16,384 zero registers spelled out
+  ASSERT_TRUE(Sketch::Decode(all_a, &out));  // every zero register spelled out
 
   const std::vector<std::string> bad = {
       "",
@@ -281,13 +284,13 @@ TEST(DistinctSketch, DecodeRefusesGarbage) {
       "d:" + std::string(kRegisters - 1, 'A'),
       "d:" + std::string(kRegisters + 1, 'A'),  // too many
       "d:" + std::string(kRegisters - 1, 'A') + "!",  // not a digit
-      "d:" + std::string(kRegisters - 1, 'A') + "9",  // rank 61 > 51
-      "d:.16385.",                         // a run past the end
-      "d:.16384.A",                        // one past
+      "d:" + std::string(kRegisters - 1, 'A') + "9",  // rank 61, more than a code can have
+      "d:." + std::to_string(kRegisters + 1) + ".",   // a run past the end
+      "d:." + std::to_string(kRegisters) + ".A",      // one past
       "d:..",                              // empty run
       "d:.12",                             // unterminated run
       "d:.1x.",                            // not decimal
-      "d:.0000016384.",                    // too many digits
+      "d:.00000" + std::to_string(kRegisters) + ".",  // too many digits
       good.substr(0, good.size() - 1),     // truncated
       good + "A",                          // one register too many
   };
@@ -305,9 +308,9 @@ TEST(DistinctSketch, MemoryStaysWithinOneSparseAndOneDenseBlock) {
   const std::vector<uint32_t> sizes = s.blocks.sizes();
   ASSERT_EQ(sizes.size(), 2u);
   EXPECT_EQ(sizes[0], kSparseSlots * 4);  // 2,048
-  EXPECT_EQ(sizes[1], kRegisters);        // 16,384
+  EXPECT_EQ(sizes[1], kRegisters);
   EXPECT_LE(s.blocks.handed() + sizeof(SketchHead), Sketch::kMaxBytes);
-  EXPECT_EQ(Sketch::kMaxBytes, 32u + 2048u + 16384u);
+  EXPECT_EQ(Sketch::kMaxBytes, 32u + 2048u + kRegisters);
 }
 
 TEST(DistinctSketch, InsertWithoutBlocksReportsFailure) {

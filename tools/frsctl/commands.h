@@ -24,6 +24,7 @@ struct StatArgs {
   std::string biz;       // "" = every biz with such a table
   int64_t day = -1;      // -1 = today
   uint32_t top = 0;      // 0 = every group
+  std::string value;     // "" = every group; else this one
 };
 struct HandoffArgs {
   std::string token;     // "" = srv.xml's admin token

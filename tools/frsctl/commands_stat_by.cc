@@ -12,7 +12,9 @@
 #include "format.h"
 #include "json_out.h"
 #include "limit/distinct_sketch.h"
+#include "limit/group_table.h"
 #include "limit/map_config.h"
+#include "limit/time_zone.h"
 #include "server/group_stats_xml.h"
 
 namespace frs::ctl {
@@ -80,6 +82,7 @@ Result<int> RunStatBy(Session& s, const StatArgs& a) {
     q.by = a.by;
     q.day = a.day;
     q.top = a.top;
+    q.value = a.value;
     auto st = s.engine->StatsBy(q);
     if (!st.ok()) {
       // Asked for one biz: say why it has none; else show those that have one.
@@ -99,11 +102,16 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
     return Status::InvalidArgument(s.cfg.path + " has no <cluster>: use frsctl stat --by without --cluster");
   auto bizzes = BizzesBy(s.cfg.map_path, a);
   if (!bizzes.ok()) return bizzes.status();
+  auto tz = limit::TimeZone::Load(s.cfg.timezone);
+  if (!tz.ok()) return tz.status();
+  const uint32_t today = static_cast<uint32_t>(std::max<int64_t>(tz.value()->LocalDay(s.NowMs() / 1000), 0));
   size_t down = 0;
   bool any = false;
   for (const std::string& biz : bizzes.value()) {
-    std::string target = "/stats?biz=" + QueryEscaped(biz) + "&by=" + QueryEscaped(a.by) + "&sketches=1";
-    if (a.day >= 0) target += "&day=" + DayText(static_cast<uint32_t>(a.day));
+    // One day for every shard (each would answer its own "today" otherwise).
+    std::string target = "/stats?biz=" + QueryEscaped(biz) + "&by=" + QueryEscaped(a.by) + "&sketches=1&day=" +
+                         DayText(static_cast<uint32_t>(a.day >= 0 ? a.day : today));
+    if (!a.value.empty()) target += "&value=" + QueryEscaped(a.value);
     if (!s.cfg.admin_token.empty()) target += "&token=" + QueryEscaped(s.cfg.admin_token);
     GroupStats sum;
     bool have = false;
@@ -111,8 +119,11 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
     for (const RingShard& sh : s.cfg.cluster_shards) {
       client::HttpClient http(sh.name, 5000);
       auto resp = http.Get(target);
-      if (!resp.ok() || resp->status == 404 || resp->status != 200) {
-        if (resp.ok() && resp->status == 404) continue;  // this biz keeps no such table
+      if (!resp.ok() || resp->status != 200) {
+        // A shard whose map keeps no such table counts nothing for it; any
+        // other answer (an older frsd without /stats, an error) is a shard
+        // missing from the sums.
+        if (resp.ok() && resp->status == 404 && resp->body.find("keeps no") != std::string::npos) continue;
         ++down;
         std::fprintf(stderr, "frsctl: shard %s: %s\n", sh.name.c_str(),
                      resp.ok() ? ("answered " + std::to_string(resp->status)).c_str() : resp.status().message().c_str());
@@ -151,7 +162,8 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
       for (const auto& sk : entry.second) g.distinct.push_back(sk.Count());
       sum.rows.push_back(std::move(g));
     }
-    sum.groups = static_cast<uint32_t>(sum.rows.size());
+    sum.groups = 0;  // groups of their own, as one shard counts them: not ~other
+    for (const GroupStat& g : sum.rows) sum.groups += g.value != limit::kOtherGroup;
     std::sort(sum.rows.begin(), sum.rows.end(), [](const GroupStat& x, const GroupStat& y) {
       return x.requests != y.requests ? x.requests > y.requests : x.value < y.value;
     });

@@ -9,7 +9,9 @@
 // and ignores a receipt it already took. The file is deleted here once the
 // receiver answered, so a re-run after an interruption sends what is left,
 // and a file sent whose answer was lost is sent again and taken once.
+#include <algorithm>
 #include <filesystem>
+#include <span>
 
 #include "client/http_client.h"
 #include "commands.h"
@@ -47,36 +49,86 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
       for (const auto& file : fs::directory_iterator(table_dir.path(), ec)) {
         const std::string name = file.path().filename().string();
         uint32_t day = 0;
-        if (name.size() != 14 || !name.ends_with(".frs") || !ParseDayText(name.substr(0, 10), &day)) continue;
+        // A day's own file, or one this shard received from another.
+        const bool own = name.size() == 14 && name.ends_with(".frs");
+        const bool received = name.size() > 14 && name.ends_with(".frs") && name.substr(10, 6) == ".from-";
+        if ((!own && !received) || !ParseDayText(name.substr(0, 10), &day)) continue;
         // The file itself, whatever the map says now: a table the map no
         // longer keeps (a changed distinct) is handed over as it was counted.
         auto day_table = limit::GroupTable::Open(file.path().string(),
-                                             limit::GroupTableShape{1, static_cast<uint32_t>(distinct.size())},
-                                             limit::GroupTable::Mode::kRead);
+                                                 limit::GroupTableShape{1, static_cast<uint32_t>(distinct.size())},
+                                                 limit::GroupTable::Mode::kRead);
         if (!day_table.ok()) {
           failed->push_back(Status::Unavailable(file.path().string() + " stays: " + day_table.status().message()));
           continue;
         }
         GroupStatsQuery q;
         q.sketches = true;
-        GroupStats st = limit::ReadGroupStats(*day_table.value(), q);
-        st.biz = std::to_string(biz_id);
-        st.by = by;
-        st.day = day;
-        st.distinct_fields = distinct;
+        const std::shared_ptr<const limit::GroupTable> one(std::move(day_table.value()));
+        const GroupStats all = limit::ReadGroupStats(std::span(&one, 1), q);
         const std::string route = "stats/" + std::to_string(biz_id) + "/" + table + "/" + name.substr(0, 10);
         const std::string& dest = ring.shards()[ring.OwnerOfHash(Ring::HashRoute(route))].name;
-        std::string body;
-        server::AppendGroupStats(st, &body);
-        client::HttpClient http(dest, 10000);
-        auto resp = http.Post("/stats?receipt=" + QueryEscaped(s.cfg.cluster_self + "/" + route) + "&token=" + QueryEscaped(token), body,
-                              "application/xml");
-        if (!resp.ok() || resp->status != 200) {
-          failed->push_back(Status::Unavailable(
-              file.path().string() + " stays: " + dest + " " +
-              (resp.ok() ? "answered " + std::to_string(resp->status) + ": " + resp->body : resp.status().message())));
-          continue;
+        // In bodies the receiver takes (its <limits body_bytes>, taken to be
+        // this shard's): a group's counts and each of its sketches may go in
+        // pieces of their own (a dense sketch is ~32 KB of text), and each
+        // body under a receipt of its own, so a re-run takes each once.
+        const size_t budget = std::max<size_t>(s.cfg.max_body_bytes, 4096) - 1024;
+        std::vector<GroupStats> bodies;
+        auto fresh = [&]() {
+          GroupStats b;
+          b.biz = std::to_string(biz_id);
+          b.by = by;
+          b.day = day;
+          b.distinct_fields = distinct;
+          return b;
+        };
+        bodies.push_back(fresh());
+        bodies.back().field_errors = all.field_errors;
+        size_t used = 512;
+        auto add = [&](GroupStat piece) {
+          size_t bytes = 160 + piece.value.size() * 6;
+          for (const std::string& sk : piece.sketches) bytes += sk.size() + 32;
+          if (used + bytes > budget && !bodies.back().rows.empty()) {
+            bodies.push_back(fresh());
+            used = 512;
+          }
+          used += bytes;
+          bodies.back().rows.push_back(std::move(piece));
+        };
+        for (const GroupStat& g : all.rows) {
+          size_t sketch_bytes = 0;
+          for (const std::string& sk : g.sketches) sketch_bytes += sk.size();
+          if (sketch_bytes < budget / 4) {
+            add(g);
+            continue;
+          }
+          GroupStat counts = g;
+          counts.sketches.assign(g.sketches.size(), std::string());
+          add(counts);
+          for (size_t d = 0; d < g.sketches.size(); ++d) {
+            GroupStat piece;
+            piece.value = g.value;
+            piece.sketches.assign(g.sketches.size(), std::string());
+            piece.sketches[d] = g.sketches[d];
+            add(std::move(piece));
+          }
         }
+        bool taken = true;
+        for (size_t k = 0; k < bodies.size() && taken; ++k) {
+          std::string body;
+          server::AppendGroupStats(bodies[k], &body);
+          const std::string receipt = s.cfg.cluster_self + "/" + route + "/" + name + "#" + std::to_string(k);
+          client::HttpClient http(dest, 10000);
+          auto resp = http.Post("/stats?receipt=" + QueryEscaped(receipt) + "&token=" + QueryEscaped(token), body,
+                                "application/xml");
+          if (!resp.ok() || resp->status != 200) {
+            failed->push_back(Status::Unavailable(
+                file.path().string() + " stays: " + dest + " " +
+                (resp.ok() ? "answered " + std::to_string(resp->status) + ": " + resp->body : resp.status().message())));
+            taken = false;
+          }
+        }
+        if (!taken) continue;
         fs::remove(file.path(), ec);
         ++sent;
       }

@@ -119,6 +119,8 @@ int main(int argc, char** argv) {
       });
   commands.back().app->add_option("--top", stat.top, "with --by: only the N groups with the most requests")
       ->check(CLI::Range(1, 1000000));
+  commands.back().app->add_option("--value", stat.value,
+                                  "with --by: only this group (its fields' values joined by the biz's separator)");
   const size_t stat_index = commands.size() - 1;
 
   frs::ctl::NodeArgs get;
@@ -299,8 +301,8 @@ int main(int argc, char** argv) {
     frs::ParseDayText(stat_day, &day);  // checked by the option
     stat.day = day;
   }
-  if (stat.by.empty() && (!stat.biz.empty() || !stat_day.empty() || stat.top != 0))
-    return Fail("stat: --biz, --day and --top go with --by", frs::ctl::kExitUsage);
+  if (stat.by.empty() && (!stat.biz.empty() || !stat_day.empty() || stat.top != 0 || !stat.value.empty()))
+    return Fail("stat: --biz, --day, --top and --value go with --by", frs::ctl::kExitUsage);
   for (Command& c : commands) {
     if (!c.app->parsed()) continue;
     Session s;
