@@ -266,6 +266,32 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
                             "hundred), not \"" + text + "\"");
         cfg.decisions_sample = v;
       }
+    } else if (name == "grpc") {
+      if (!(s = P.OnlyAttrs(n, {"listen", "config", "headers", "streams"})).ok()) return s;
+      const std::string listen = n.attribute("listen").value();
+      const size_t colon = listen.rfind(':');
+      std::string host = colon == std::string::npos ? std::string() : listen.substr(0, colon);
+      if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+      IpAddress ip;
+      uint64_t port = 0;
+      const std::string port_text = colon == std::string::npos ? std::string() : listen.substr(colon + 1);
+      auto [pe, pec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+      if (!IpAddress::Parse(host, &ip) || port_text.empty() || pec != std::errc() ||
+          pe != port_text.data() + port_text.size() || port > 65535)
+        return P.Error(n, "<grpc listen> must be host:port (an IP address; port 0: the kernel chooses), not \"" +
+                              listen + "\"");
+      cfg.grpc = true;
+      cfg.grpc_host = host;
+      cfg.grpc_port = static_cast<uint16_t>(port);
+      const std::string dir = n.attribute("config").value();
+      if (dir.empty()) return P.Error(n, "<grpc config> must name the directory of envoyproxy/ratelimit YAML files");
+      cfg.grpc_config = Resolve(base, dir);
+      v = 0;
+      if (!(s = P.UInt(n, "headers", 0, 1, &v)).ok()) return s;
+      cfg.grpc_headers = v == 1;
+      v = cfg.grpc_max_streams;
+      if (!(s = P.UInt(n, "streams", 1, 1000, &v)).ok()) return s;
+      cfg.grpc_max_streams = static_cast<uint32_t>(v);
     } else {
       return P.Error(n, "unknown element <" + name + ">");
     }
@@ -299,5 +325,6 @@ void ApplyBoundPort(SrvConfig* cfg, uint16_t bound) {
 }
 
 std::string ListenAddressPath(const SrvConfig& cfg) { return cfg.store_dir + "/frsd.listen"; }
+std::string GrpcListenAddressPath(const SrvConfig& cfg) { return cfg.store_dir + "/frsd.grpc.listen"; }
 
 }  // namespace frs

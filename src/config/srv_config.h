@@ -69,6 +69,15 @@ struct SrvConfig {
   std::string decisions_file;        // absolute; "" = none
   bool decisions_all = false;        // record="all": every decision, not only denials
   double decisions_sample = 1.0;     // the share of recorded decisions written
+  // <grpc listen="host:port" config="DIR" headers="0|1" streams="N"/>: Envoy's
+  // rate limit service over gRPC (docs/integrations.md). Port 0: the kernel
+  // chooses, written to GrpcListenAddressPath().
+  bool grpc = false;
+  std::string grpc_host;
+  uint16_t grpc_port = 0;
+  std::string grpc_config;           // absolute: envoyproxy/ratelimit's YAML files
+  bool grpc_headers = false;         // add X-RateLimit-Limit/-Remaining/-Reset to answers
+  uint32_t grpc_max_streams = 100;   // SETTINGS_MAX_CONCURRENT_STREAMS per connection
 };
 
 // The srv.xml frsd and frsctl read without -c: $FRS_CONF when set, else the
@@ -89,6 +98,9 @@ void ApplyBoundPort(SrvConfig* cfg, uint16_t bound);
 // "host:port\n", replaced whole at each start: the store directory's
 // frsd.listen. Tests and tools that start frsd on port 0 read it.
 std::string ListenAddressPath(const SrvConfig& cfg);
+
+// The same for the <grpc> listener: the store directory's frsd.grpc.listen.
+std::string GrpcListenAddressPath(const SrvConfig& cfg);
 
 Result<SrvConfig> LoadSrvConfig(const std::string& path);
 // The same from srv.xml's bytes already read (`path` names it in errors and

@@ -2,6 +2,15 @@
 
 namespace frs::limit {
 
+namespace {
+// The zone a rule's windows are aligned in: its own UTC (zone="UTC"), else
+// the engine's.
+const TimeZone& ZoneOf(const RuleSpec& spec, const Now& now) {
+  static const std::shared_ptr<const TimeZone> utc = TimeZone::Utc();
+  return spec.utc ? *utc : *now.tz;
+}
+}  // namespace
+
 void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start,
                               int64_t* end) {
   const int64_t i = interval;
@@ -24,22 +33,22 @@ void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, 
 Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const Now& now) {
   Frame f;
   f.open = true;
-  WindowOf(*now.tz, spec.interval, now.s, &f.start, &f.end);
+  WindowOf(ZoneOf(spec, now), spec.interval, now.s, &f.start, &f.end);
   if (b.start_s != 0 && int64_t{b.start_s} >= f.start) {
     // The stored window is current, or the clock stepped back out of it: stay in it.
-    if (int64_t{b.start_s} > f.start) WindowOf(*now.tz, spec.interval, b.start_s, &f.start, &f.end);
+    if (int64_t{b.start_s} > f.start) WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &f.start, &f.end);
     f.count = b.count;
     f.debt_in = b.debt;
   } else if (b.start_s != 0 && b.count > 0) {
     int64_t prev_start, prev_end;
-    WindowOf(*now.tz, spec.interval, b.start_s, &prev_start, &prev_end);
+    WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &prev_start, &prev_end);
     if (prev_end == f.start) f.debt_in = DebtOut(spec, b.count, b.debt);
   }
   f.next = f.end;
   f.next_debt = DebtOut(spec, f.count, f.debt_in);
   if (f.next_debt > 0) {
     int64_t s2;
-    WindowOf(*now.tz, spec.interval, f.end, &s2, &f.after);
+    WindowOf(ZoneOf(spec, now), spec.interval, f.end, &s2, &f.after);
   }
   return f;
 }
@@ -80,8 +89,8 @@ int64_t CalendarWindow::ExpireS(const RuleSpec& spec, const uint8_t* block, cons
   CounterBlock b = CounterBlock::Load(block);
   if (b.start_s == 0) return 0;
   int64_t start, end;
-  WindowOf(*now.tz, spec.interval, b.start_s, &start, &end);
-  if (DebtOut(spec, b.count, b.debt) > 0) WindowOf(*now.tz, spec.interval, end, &start, &end);
+  WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &start, &end);
+  if (DebtOut(spec, b.count, b.debt) > 0) WindowOf(ZoneOf(spec, now), spec.interval, end, &start, &end);
   return end;
 }
 

@@ -337,6 +337,11 @@ class Parser {
         }
         spec->borrow = static_cast<int64_t>(v);
         have_borrow = true;
+      } else if (name == "zone") {
+        if (value != "UTC")
+          return Fail(spec->line, "rule zone '" + std::string(value) + "' is not UTC (the only zone a rule may name; "
+                                  "<timezone> in srv.xml sets every other calendar's)");
+        spec->utc = true;
       } else {
         return Fail(spec->line, "<rule>: unknown attribute '" + std::string(name) + "'");
       }
@@ -348,6 +353,8 @@ class Parser {
       return Fail(spec->line, std::string("borrow needs windows: algo '") + AlgoName(spec->algo) +
                                   "' has none (use fixed or calendar)");
     }
+    if (spec->utc && spec->algo != Algo::kCalendar)
+      return Fail(spec->line, std::string("zone is only for calendar, not algo '") + AlgoName(spec->algo) + "'");
     if (have_burst && spec->algo != Algo::kTokenBucket) {
       return Fail(spec->line, std::string("burst is only for token_bucket, not algo '") + AlgoName(spec->algo) + "'");
     }

@@ -50,6 +50,11 @@ struct RuleSpec {
   int64_t max = 0;
   int64_t burst = 0;   // token_bucket capacity (map.xml default: max)
   int64_t borrow = 0;  // fixed, calendar
+  // zone="UTC" (calendar only): windows aligned in UTC whatever the engine's
+  // <timezone> says, i.e. to the Unix epoch for every interval dividing a
+  // day. Envoy's rate limit service aligns its windows so
+  // (docs/integrations.md); an hour in Asia/Kolkata would start at :30.
+  bool utc = false;
   uint32_t offset = 0; // of this rule's block in the node state
   uint32_t bytes = 0;  // block length
   uint32_t tag = 0;

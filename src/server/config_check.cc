@@ -8,7 +8,9 @@
 #include "frs/store.h"
 #include "limit/map_config.h"
 #include "limit/time_zone.h"
+#include "config/xml_location.h"
 #include "server/allow_list.h"
+#include "server/envoy_map.h"
 #include "server/fd_limit.h"
 #include "store/store_check.h"
 
@@ -75,6 +77,19 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     bizzes = map->bizzes.size();
     for (std::string& p : NodeFitProblemsOf(*cfg, map.value())) problems.push_back(std::move(p));
   }
+  std::string envoy_words;
+  if (cfg->grpc && map.ok()) {
+    std::string text, err;
+    if (!ReadWholeFile(cfg->map_path, &text, &err)) {
+      problems.push_back(err);
+    } else if (auto composed = ComposeEnvoyMap(*cfg, std::move(text)); !composed.ok()) {
+      problems.push_back(composed.status().message());
+    } else {
+      for (std::string& p : NodeFitProblems(*cfg, composed->map_text)) problems.push_back(std::move(p));
+      envoy_words = ", " + std::to_string(composed->envoy_limits) + " Envoy rate limit(s) of " +
+                    std::to_string(composed->envoy_domains) + " domain(s) in " + cfg->grpc_config;
+    }
+  }
 
   std::string store_words;
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
@@ -91,8 +106,8 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), fd.c_str());
   if (std::string gw = GroupWarning(cfg->geometry); !gw.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), gw.c_str());
-  std::fprintf(out, "frsd: %s: %zu biz(es) in %s, %s; ok\n", cfg->path.c_str(), bizzes, cfg->map_path.c_str(),
-               store_words.c_str());
+  std::fprintf(out, "frsd: %s: %zu biz(es) in %s%s, %s; ok\n", cfg->path.c_str(), bizzes, cfg->map_path.c_str(),
+               envoy_words.c_str(), store_words.c_str());
   return 0;
 }
 

@@ -18,6 +18,29 @@ Connection::Connection(os::UniqueFd fd, const ConnectionLimits& limits, Handler*
       in_(std::make_unique<char[]>(kInitialBuffer)),
       cap_(kInitialBuffer) {}
 
+Connection::~Connection() = default;
+
+void Connection::UseGrpc(std::unique_ptr<GrpcSession> session) {
+  grpc_ = std::move(session);
+  grpc_->Drain(&out_);  // the server's SETTINGS go first
+}
+
+void Connection::ProcessGrpc() {
+  if (state_ == State::kOpen && req_ < end_ && out_.size() - sent_ < kOutputHighWater) {
+    const uint64_t before = grpc_->answered();
+    grpc_->Receive(std::string_view(in_.get() + req_, end_ - req_));
+    req_ = end_ = 0;
+    progress_ += grpc_->answered() - before;
+  }
+  if (state_ == State::kOpen && (peer_closed_ || shutting_down_) && !grpc_->HasOpenStreams()) {
+    if (!peer_closed_) grpc_->Shutdown();
+    state_ = State::kClosing;
+  }
+  grpc_->Drain(&out_);
+  grpc_busy_ = grpc_->HasOpenStreams();
+  if (state_ == State::kOpen && grpc_->Finished()) state_ = State::kClosing;
+}
+
 bool Connection::WantsRead() const {
   if (state_ == State::kLingering) return true;
   return state_ == State::kOpen && !peer_closed_ && out_.size() - sent_ < kOutputHighWater;
@@ -64,6 +87,10 @@ void Connection::PeerClosed() {
 }
 
 void Connection::Process() {
+  if (grpc_) {
+    ProcessGrpc();
+    return;
+  }
   while (state_ == State::kOpen && req_ < end_ && out_.size() - sent_ < kOutputHighWater) {
     HttpRequestParser::Outcome o = parser_.Feed(in_.get() + req_, end_ - req_);
     if (o == HttpRequestParser::Outcome::kNeedMore) {
@@ -111,6 +138,13 @@ void Connection::Consumed(size_t n) {
 
 void Connection::BeginShutdown() {
   shutting_down_ = true;
+  if (grpc_) {
+    // GOAWAY now; streams open are still answered (ProcessGrpc).
+    if (state_ == State::kOpen) grpc_->Shutdown();
+    if (state_ == State::kOpen && !grpc_->HasOpenStreams()) state_ = State::kClosing;
+    grpc_->Drain(&out_);
+    return;
+  }
   if (state_ == State::kOpen && req_ == end_) state_ = State::kClosing;
 }
 
@@ -121,6 +155,17 @@ void Connection::Refuse(std::string_view response) {
 }
 
 void Connection::OnTimeout() {
+  if (grpc_) {
+    // A stream left unfinished, or an idle connection: GOAWAY, then close.
+    if (state_ == State::kOpen) {
+      grpc_->Terminate(grpc_busy_ ? 0x1 /* PROTOCOL_ERROR */ : 0x0);
+      grpc_->Drain(&out_);
+      state_ = State::kClosing;
+      return;
+    }
+    state_ = State::kClosed;
+    return;
+  }
   if (state_ == State::kOpen && req_ < end_ && !WantsWrite()) {
     handler_->HandleFailure(408, "the request was not received completely in time", req_start_ns_, &out_);
     state_ = State::kClosing;

@@ -46,6 +46,7 @@
 #include "os/unique_fd.h"
 #include "server/deadline_list.h"
 #include "server/handler.h"
+#include "server/grpc_session.h"
 #include "server/http_parser.h"
 
 namespace frs::server {
@@ -62,6 +63,13 @@ class Connection : public DeadlineNode {
   static constexpr size_t kOutputHighWater = 256 * 1024;
 
   Connection(os::UniqueFd fd, const ConnectionLimits& limits, Handler* handler);
+  ~Connection();
+  // A connection of the <grpc> listener: its bytes are HTTP/2 frames for
+  // `session` (grpc_session.h), not HTTP/1.1 requests. The states, buffers,
+  // deadlines and limits stay those described above; every byte read is
+  // handed to the session at once, so "a request partly received" is "a
+  // stream begun and not answered".
+  void UseGrpc(std::unique_ptr<GrpcSession> session);
 
   int fd() const { return fd_.get(); }
   // The peer's address, for the decision log's "client".
@@ -90,7 +98,7 @@ class Connection : public DeadlineNode {
   bool WantsWrite() const { return sent_ < out_.size(); }
   // A request is partly received, a response is not fully sent, or the
   // connection lingers: the request timeout applies (else the idle timeout).
-  bool Busy() const { return req_ < end_ || WantsWrite() || state_ == State::kLingering; }
+  bool Busy() const { return req_ < end_ || grpc_busy_ || WantsWrite() || state_ == State::kLingering; }
   // Close now.
   bool Done() const { return state_ == State::kClosed || (state_ == State::kClosing && !WantsWrite() && !linger_); }
   // The answer is out; shut our side down and drain (see kLingering).
@@ -115,6 +123,7 @@ class Connection : public DeadlineNode {
 
  private:
   void Compact();
+  void ProcessGrpc();
 
   os::UniqueFd fd_;
   Handler* handler_;
@@ -134,6 +143,8 @@ class Connection : public DeadlineNode {
   uint64_t progress_ = 0;
   IpAddress peer_;
   bool has_peer_ = false;
+  std::unique_ptr<GrpcSession> grpc_;
+  bool grpc_busy_ = false;     // the session has a stream not yet answered
 };
 
 }  // namespace frs::server

@@ -25,6 +25,7 @@
 #include "server/fd_limit.h"
 #include "server/listener.h"
 #include "server/logger.h"
+#include "server/envoy_map.h"
 #include "server/map_channel.h"
 #include "server/master.h"
 #include "server/metrics.h"
@@ -155,6 +156,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", map_err.c_str());
     return 1;
   }
+  // With <grpc config>'s Envoy descriptors as bizzes of the map.
+  auto composed = ComposeEnvoyMap(cfg, std::move(map_text));
+  if (!composed.ok()) {
+    std::fprintf(stderr, "%s\n", composed.status().message().c_str());
+    return 1;
+  }
+  map_text = std::move(composed->map_text);
   if (auto fit = NodeFitProblems(cfg, map_text); !fit.empty()) {
     for (const std::string& p : fit) std::fprintf(stderr, "%s\n", p.c_str());
     return 1;
@@ -172,7 +180,7 @@ int main(int argc, char** argv) {
   // respawned after a reload runs the reloaded settings.
   std::string srv_text;
   if (!ReadWholeFile(cfg.path, &srv_text, &map_err)) return Fail(map_err);
-  if (Status ps = map_channel.value().Publish(srv_text, map_text); !ps.ok()) return Fail(ps.message());
+  if (Status ps = map_channel.value().Publish(srv_text, map_text, composed->envoy_bundle); !ps.ok()) return Fail(ps.message());
 
   // The workers inherit it: room for <limits connections> where the hard
   // limit allows it, and a word when it does not (server/fd_limit.h).
@@ -183,6 +191,14 @@ int main(int argc, char** argv) {
   // From here on the configuration names the port really bound (<listen
   // port="0">: the kernel's choice), which the workers inherit.
   ApplyBoundPort(&cfg, listeners->port);
+  // <grpc>: its own sockets, shared by the workers the same way.
+  std::vector<os::UniqueFd> grpc_fds;
+  if (cfg.grpc) {
+    auto grpc = OpenListeners(cfg.grpc_host, cfg.grpc_port, cfg.workers, cfg.reuseport);
+    if (!grpc.ok()) return Fail("<grpc listen>: " + grpc.status().message());
+    cfg.grpc_port = grpc->port;
+    grpc_fds = std::move(grpc->fds);
+  }
 
   auto metrics = Metrics::Create(cfg.workers);
   if (!metrics.ok()) return Fail(metrics.status().message());
@@ -198,6 +214,8 @@ int main(int argc, char** argv) {
   if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
   // Last before serving: whoever waits for this file may connect at once.
   const std::string listen_file = ListenAddressPath(cfg);
+  if (s.ok() && cfg.grpc)
+    s = PublishListenAddress(GrpcListenAddressPath(cfg), ListenName(cfg.grpc_host, cfg.grpc_port));
   if (s.ok()) s = PublishListenAddress(listen_file, ListenName(cfg.host, cfg.port));
   if (!s.ok()) {
     daemon.Failed();
@@ -217,6 +235,7 @@ int main(int argc, char** argv) {
   mc.metrics = metrics.value().get();
   mc.allow = &allow.value();
   mc.listeners = std::move(listeners->fds);
+  mc.grpc_listeners = std::move(grpc_fds);
   mc.map_channel = &map_channel.value();
   mc.in_child = [&] {
     store_lock.value().CloseInChild();
@@ -228,5 +247,6 @@ int main(int argc, char** argv) {
   int rc = RunMaster(std::move(mc));
   if (rc == 0 && pid_lock) pid_lock->Remove();
   if (rc == 0) ::unlink(listen_file.c_str());
+  if (rc == 0 && cfg.grpc) ::unlink(GrpcListenAddressPath(cfg).c_str());
   return rc;
 }

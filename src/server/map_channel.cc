@@ -20,10 +20,11 @@ struct Header {
   uint32_t magic;
   uint32_t reserved;
   uint64_t generation;
-  uint64_t length;      // srv.xml's bytes then map.xml's
+  uint64_t length;      // srv.xml's bytes, map.xml's, then the Envoy bundle's
   uint64_t checksum;
   uint64_t srv_length;  // of srv.xml
-  uint8_t pad[24];
+  uint64_t envoy_length;  // of the Envoy bundle (the last bytes)
+  uint8_t pad[16];
 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
@@ -65,11 +66,11 @@ Result<MapChannel> MapChannel::Create() {
   return c;
 }
 
-Status MapChannel::Publish(std::string_view srv_xml, std::string_view map_xml) {
+Status MapChannel::Publish(std::string_view srv_xml, std::string_view map_xml, std::string_view envoy) {
   // The bytes after the header, then the header that makes them current.
   std::string both;
-  both.reserve(srv_xml.size() + map_xml.size());
-  both.append(srv_xml).append(map_xml);
+  both.reserve(srv_xml.size() + map_xml.size() + envoy.size());
+  both.append(srv_xml).append(map_xml).append(envoy);
   if (!PwriteAll(fd_.get(), both.data(), both.size(), kHeaderBytes))
     return Status::FromErrno("the map channel", errno);
   Header h{};
@@ -77,6 +78,7 @@ Status MapChannel::Publish(std::string_view srv_xml, std::string_view map_xml) {
   h.generation = ++generation_;
   h.length = both.size();
   h.srv_length = srv_xml.size();
+  h.envoy_length = envoy.size();
   h.checksum = XXH3_64bits(both.data(), both.size());
   if (!PwriteAll(fd_.get(), &h, sizeof h, 0)) return Status::FromErrno("the map channel", errno);
   return Status::OK();
@@ -95,8 +97,10 @@ Result<MapChannel::Map> MapChannel::Read() const {
         XXH3_64bits(m.text.data(), m.text.size()) == h.checksum) {
       Header again{};
       if (PreadAll(fd_.get(), &again, sizeof again, 0) && again.generation == h.generation &&
-          h.srv_length <= m.text.size()) {
+          h.srv_length + h.envoy_length <= m.text.size()) {
         m.srv_text = m.text.substr(0, h.srv_length);
+        m.envoy_text = m.text.substr(m.text.size() - h.envoy_length);
+        m.text.resize(m.text.size() - h.envoy_length);
         m.text.erase(0, h.srv_length);
         return m;
       }

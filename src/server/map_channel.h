@@ -30,12 +30,15 @@ class MapChannel {
 
   // Master: makes `map_xml`, with the srv.xml it was read under, current
   // (generation + 1). Workers apply srv.xml's live settings from these bytes.
-  Status Publish(std::string_view srv_xml, std::string_view map_xml);
+  // `envoy` is the bundle of <grpc config>'s YAML files (envoy/envoy_config.h),
+  // "" without one; map_xml then already holds their bizzes.
+  Status Publish(std::string_view srv_xml, std::string_view map_xml, std::string_view envoy = {});
 
   struct Map {
     uint64_t generation = 0;  // 0: nothing published yet
     std::string text;         // map.xml
     std::string srv_text;     // srv.xml ("" when published without it)
+    std::string envoy_text;   // the <grpc config> bundle ("" without one)
   };
   // The current map; retries a publication caught half-written.
   Result<Map> Read() const;

@@ -2,6 +2,7 @@
 
 #include "config/xml_location.h"
 #include "server/config_check.h"
+#include "server/envoy_map.h"
 #include "os/sigbus_guard.h"
 
 #include <poll.h>
@@ -90,10 +91,13 @@ bool Master::Spawn(uint32_t i) {
     if (ctx_.in_child) ctx_.in_child();
     for (uint32_t j = 0; j < ctx_.listeners.size(); ++j)
       if (j != i) ctx_.listeners[j].reset();
+    for (uint32_t j = 0; j < ctx_.grpc_listeners.size(); ++j)
+      if (j != i) ctx_.grpc_listeners[j].reset();
     WorkerContext w;
     w.config = ctx_.config;
     w.index = i;
     w.listener = std::move(ctx_.listeners[i]);
+    if (i < ctx_.grpc_listeners.size()) w.grpc_listener = std::move(ctx_.grpc_listeners[i]);
     w.metrics = ctx_.metrics;
     w.allow = ctx_.allow;
     w.map_channel = ctx_.map_channel;
@@ -175,6 +179,8 @@ std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
   auto diff = [&](const char* what, const std::string& x, const std::string& y) {
     if (x != y) out.push_back(std::string(what) + " changed (" + x + " -> " + y + ")");
   };
+  diff("<grpc listen>", a.grpc ? a.grpc_host + ":" + std::to_string(a.grpc_port) : "none",
+       b.grpc ? b.grpc_host + ":" + std::to_string(b.grpc_port) : "none");
   diff("<listen>", a.host + ":" + std::to_string(a.port) + (a.reuseport ? " reuseport" : ""),
        b.host + ":" + std::to_string(b.port) + (b.reuseport ? " reuseport" : ""));
   diff("<workers>", std::to_string(a.workers), std::to_string(b.workers));
@@ -195,7 +201,7 @@ void Master::Reload() {
   // srv.xml and map.xml are read once, validated, and every worker is handed
   // these very bytes: a file rewritten meanwhile cannot give two workers two
   // configurations. A broken file refuses the whole reload.
-  std::string srv_text, text, err;
+  std::string srv_text, text, err, envoy;
   Status s;
   std::optional<SrvConfig> next;
   if (!ReadWholeFile(cfg_.path, &srv_text, &err)) {
@@ -211,15 +217,22 @@ void Master::Reload() {
     // The store's geometry stays what is running until a restart.
     SrvConfig check = *next;
     check.geometry = cfg_.geometry;
+    // <grpc config>'s YAML files are read here too and their bizzes put in
+    // the map: a broken file refuses the whole reload like a broken map.
     if (!ReadWholeFile(next->map_path, &text, &err)) {
       s = Status::InvalidArgument(err);
-    } else if (auto fit = NodeFitProblems(check, text); !fit.empty()) {
-      s = Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
+    } else if (Result<ComposedMap> composed = ComposeEnvoyMap(*next, std::move(text)); !composed.ok()) {
+      s = composed.status();
     } else {
-      s = ctx_.engine->ReloadText(text, next->map_path);
+      text = std::move(composed->map_text);
+      envoy = std::move(composed->envoy_bundle);
+      if (auto fit = NodeFitProblems(check, text); !fit.empty())
+        s = Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
+      else
+        s = ctx_.engine->ReloadText(text, next->map_path);
     }
   }
-  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(srv_text, text);
+  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(srv_text, text, envoy);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old configuration stays: %s", s.message().c_str());
     if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reload_failures);

@@ -40,6 +40,7 @@ struct MasterContext {
   Metrics* metrics = nullptr;
   const AllowList* allow = nullptr;
   std::vector<os::UniqueFd> listeners;  // one per worker slot
+  std::vector<os::UniqueFd> grpc_listeners;  // <grpc>: one per worker slot (empty without)
   // The map every worker runs: the master publishes the bytes it validated
   // (map_channel.h); workers never read map.xml themselves.
   MapChannel* map_channel = nullptr;

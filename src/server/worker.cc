@@ -14,6 +14,7 @@
 
 #include "config/service_options.h"
 #include "frs/engine.h"
+#include "envoy/envoy_rules.h"
 #include "frs/store.h"
 #include "server/clock_util.h"
 #include "server/connection.h"
@@ -21,6 +22,8 @@
 #include "server/decision_log.h"
 #include "server/event_loop.h"
 #include "server/fd_limit.h"
+#include "server/grpc_methods.h"
+#include "server/grpc_session.h"
 #include "server/handler.h"
 #include "server/logger.h"
 #include "server/signals.h"
@@ -36,6 +39,8 @@ constexpr int kMaxAcceptsPerWake = 64;
 // held_): long enough for the answers of a few batch requests to go out
 // together, short against a request's time-out and its p99.
 constexpr int64_t kHoldNs = 100 * 1000;
+// The epoll data of the <grpc> listening socket (the HTTP one's is null).
+char kGrpcListener;
 
 // The peer of an accepted connection, as the decision log names it.
 IpAddress PeerOf(const sockaddr_storage& peer) {
@@ -59,10 +64,17 @@ class Worker {
         engine_(engine),
         limits_{cfg_.max_header_bytes, cfg_.max_body_bytes},
         idle_(int64_t{cfg_.idle_timeout_ms} * kMsNs),
-        busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {}
+        busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {
+    if (ctx_.grpc_listener.valid()) grpc_.emplace(engine, GrpcOptions{cfg_.grpc_headers});
+  }
 
   int Run(const sigset_t* wait_mask);
   void set_map_generation(uint64_t g) { map_generation_ = g; }
+  // <grpc config>'s files as the master published them (a bundle,
+  // envoy/envoy_config.h): compiled and handed to the gRPC methods. The
+  // master validated the very bytes; a failure here is said and the old
+  // rules stay.
+  void ApplyEnvoy(const std::string& bundle);
   // Takes what can change without a restart from a reloaded srv.xml (the
   // master validated it and logs what needs a restart): admin token, allow
   // list, limits, the cluster. Connections already open keep the limits
@@ -75,7 +87,11 @@ class Worker {
   void ApplyDecisionLog(const SrvConfig& next);
 
  private:
-  void Accept(int64_t now);
+  // From the HTTP listener, or the <grpc> one (`grpc`).
+  void Accept(int64_t now, bool grpc = false);
+  int ListenerFd(bool grpc) const { return grpc ? ctx_.grpc_listener.get() : ctx_.listener.get(); }
+  void AddListeners();
+  void RemoveListeners();
   // Read, then Settle.
   void OnEvent(Connection* c, uint32_t events, int64_t now);
   // Takes what the event says waits on c's socket into its buffer.
@@ -123,6 +139,8 @@ class Worker {
   WorkerCounters* counters_;
   DecisionLogCounters own_log_counters_{};  // without a metrics region
   Handler handler_;
+  std::optional<GrpcMethods> grpc_;  // with <grpc>
+  std::string envoy_bundle_;         // applied to grpc_
   std::unique_ptr<DecisionLog> decision_log_;  // null: no <decisions>
   Engine* engine_;
   ConnectionLimits limits_;
@@ -173,6 +191,8 @@ class Worker {
 int Worker::Run(const sigset_t* wait_mask) {
   Status s = loop_.Init();
   if (s.ok()) s = loop_.Add(ctx_.listener.get(), cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE, nullptr);
+  if (s.ok() && grpc_)
+    s = loop_.Add(ctx_.grpc_listener.get(), cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE, &kGrpcListener);
   if (!s.ok()) {
     FRS_LOG("cannot start the event loop: %s", s.ToString().c_str());
     return 1;
@@ -203,8 +223,8 @@ int Worker::Run(const sigset_t* wait_mask) {
     // more GETs per CPU-second and 11-16 % less user CPU; batches, whose
     // members already run in a row, +1 %: docs/performance.md section 10).
     for (const epoll_event& ev : events) {
-      if (ev.data.ptr == nullptr) {
-        if (!stopping_) Accept(now);
+      if (ev.data.ptr == nullptr || ev.data.ptr == &kGrpcListener) {
+        if (!stopping_) Accept(now, ev.data.ptr == &kGrpcListener);
         continue;
       }
       auto* c = static_cast<Connection*>(ev.data.ptr);
@@ -285,6 +305,7 @@ void Worker::HandleSignals(int64_t now) {
           else s = parsed.status();
         }
         if (s.ok()) s = engine_->ReloadText(m->text, next ? next->map_path : cfg_.map_path);
+        if (s.ok()) ApplyEnvoy(m->envoy_text);
         if (s.ok() && next) ApplyLive(*next);
       }
       if (m.ok()) generation = m->generation;
@@ -323,6 +344,9 @@ void Worker::ApplyLive(const SrvConfig& next) {
       cfg_.logfile = next.logfile;
   }
   cfg_.admin_token = next.admin_token;
+  cfg_.grpc_headers = next.grpc_headers;
+  cfg_.grpc_max_streams = next.grpc_max_streams;
+  if (grpc_) grpc_->SetOptions(GrpcOptions{cfg_.grpc_headers});
   cfg_.max_header_bytes = next.max_header_bytes;
   cfg_.max_body_bytes = next.max_body_bytes;
   cfg_.max_connections = next.max_connections;
@@ -390,11 +414,36 @@ void Worker::BalanceAccepting() {
   const bool pause = ShouldPauseAccepting() || MonoNs() < fd_backoff_until_;
   if (pause == accept_paused_) return;
   if (pause) {
-    loop_.Remove(ctx_.listener.get());
-  } else if (!loop_.Add(ctx_.listener.get(), cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE, nullptr).ok()) {
-    return;  // try again on the next turn
+    RemoveListeners();
+  } else {
+    AddListeners();
   }
   accept_paused_ = pause;
+}
+
+void Worker::RemoveListeners() {
+  loop_.Remove(ctx_.listener.get());
+  if (grpc_) loop_.Remove(ctx_.grpc_listener.get());
+}
+
+void Worker::AddListeners() {
+  const uint32_t ev = cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE;
+  // A failure leaves that socket out until the next pause and resume; the
+  // other listener still accepts.
+  if (!loop_.Add(ctx_.listener.get(), ev, nullptr).ok()) FRS_LOG("cannot resume accepting HTTP connections");
+  if (grpc_ && !loop_.Add(ctx_.grpc_listener.get(), ev, &kGrpcListener).ok())
+    FRS_LOG("cannot resume accepting gRPC connections");
+}
+
+void Worker::ApplyEnvoy(const std::string& bundle) {
+  if (!grpc_ || bundle == envoy_bundle_) return;
+  auto rules = envoy::EnvoyRules::FromBundle(bundle);
+  if (!rules.ok()) {
+    FRS_LOG("the Envoy configuration is refused, the old one stays: %s", rules.status().message().c_str());
+    return;
+  }
+  grpc_->SetRules(std::move(rules.value()));
+  envoy_bundle_ = bundle;
 }
 
 void Worker::FdExhausted(int err, int64_t now) {
@@ -417,8 +466,10 @@ void Worker::BeginShutdown(int64_t now) {
   stopping_ = true;
   stop_deadline_ = now + int64_t{kDrainMs} * kMsNs;
   handler_.set_shutting_down(true);
-  if (!accept_paused_) loop_.Remove(ctx_.listener.get());
+  if (grpc_) grpc_->set_shutting_down(true);
+  if (!accept_paused_) RemoveListeners();
   ctx_.listener.reset();
+  ctx_.grpc_listener.reset();
   FRS_LOG("stopping: %llu connection(s) open", static_cast<unsigned long long>(open_));
   for (auto& slot : conns_) {
     Connection* c = slot.get();
@@ -428,14 +479,14 @@ void Worker::BeginShutdown(int64_t now) {
   }
 }
 
-void Worker::Accept(int64_t now) {
+void Worker::Accept(int64_t now, bool grpc) {
   // From a shared queue take one connection per wake-up, so the next one
   // goes to whichever worker is idle rather than to this one.
   const int max_accepts = cfg_.reuseport ? kMaxAcceptsPerWake : 1;
   for (int i = 0; i < max_accepts; ++i) {
     sockaddr_storage peer;
     socklen_t plen = sizeof peer;
-    int fd = accept4(ctx_.listener.get(), reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(ListenerFd(grpc), reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE) FdExhausted(errno, now);
@@ -450,6 +501,7 @@ void Worker::Accept(int64_t now) {
     bool refuse = false;
     if (open_ >= cfg_.max_connections) {
       if (counters_) CounterAdd(counters_->connections_overflow);
+      if (grpc) continue;  // closed: no HTTP/1.1 503 for an HTTP/2 client
       if (open_ >= uint64_t{cfg_.max_connections} + OverflowBudget()) {
         // Far past the limit: no room even to linger.
         std::string resp;
@@ -477,6 +529,15 @@ void Worker::Accept(int64_t now) {
     }
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
     conn->set_peer(PeerOf(peer));
+    if (grpc) {
+      auto session = GrpcSession::Create(
+          &*grpc_, GrpcLimits{cfg_.grpc_max_streams, cfg_.max_header_bytes, cfg_.max_body_bytes});
+      if (!session.ok()) {
+        FRS_LOG("cannot start an HTTP/2 session: %s", session.status().message().c_str());
+        continue;
+      }
+      conn->UseGrpc(std::move(session.value()));
+    }
     Connection* c = conn.get();
     if (!loop_.Add(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, c).ok()) continue;  // conn (and fd) dropped here
     conns_[idx] = std::move(conn);
@@ -490,6 +551,7 @@ void Worker::Accept(int64_t now) {
     // time-out: connections that send nothing (an idle flood) are reclaimed
     // by themselves instead of holding slots for the idle time-out.
     busy_.Append(c, now);
+    if (grpc) Settle(c, now);  // the server's SETTINGS go out at once
     if (refuse) {
       std::string resp;
       Handler::AppendOverloaded(&resp);
@@ -736,6 +798,7 @@ int RunWorker(WorkerContext ctx) {
   // validated, not whatever map.xml holds at this moment.
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
   uint64_t generation = 0;
+  std::string envoy_bundle;  // <grpc config>, as the master published it
   std::optional<SrvConfig> live;  // srv.xml as last reloaded (a respawned worker)
   if (ctx.map_channel) {
     Result<MapChannel::Map> m = ctx.map_channel->Read();
@@ -744,6 +807,7 @@ int RunWorker(WorkerContext ctx) {
       return kExitFatalConfig;
     }
     eo.map_text = std::move(m->text);
+    envoy_bundle = std::move(m->envoy_text);
     generation = m->generation;
     if (!m->srv_text.empty()) {
       auto parsed = LoadSrvConfigText(cfg.path, &m->srv_text);
@@ -759,6 +823,7 @@ int RunWorker(WorkerContext ctx) {
   try {
     Worker w(std::move(ctx), engine.value().get());
     w.set_map_generation(generation);
+    w.ApplyEnvoy(envoy_bundle);
     if (live) w.ApplyLive(*live);
     else w.ApplyDecisionLog(cfg);
     rc = w.Run(&wait_mask);

@@ -33,6 +33,7 @@ struct WorkerContext {
   const SrvConfig* config = nullptr;
   uint32_t index = 0;
   os::UniqueFd listener;
+  os::UniqueFd grpc_listener;  // <grpc>: not valid without one
   Metrics* metrics = nullptr;
   const AllowList* allow = nullptr;
   const MapChannel* map_channel = nullptr;  // the map to run (see map_channel.h)

@@ -34,6 +34,19 @@ TEST(CalendarWindow, DayResetsAtLocalMidnightInShanghai) {
   EXPECT_EQ(h.Query(midnight * 1000 + 1000).reset, midnight + 86400);
 }
 
+TEST(CalendarWindow, ZoneUtcAlignsToTheEpochWhateverTheEngineZone) {
+  // Asia/Kolkata is UTC+5:30: its own hours start at :30 UTC; zone="UTC"
+  // (Envoy's windows: unit - now % unit) starts them at :00 UTC.
+  RuleHarness h(Algo::kCalendar, 3600, 1, 0, 0, Zone("Asia/Kolkata"));
+  h.spec().utc = true;
+  const int64_t t = kDay0 + 7 * 3600 + 1234;
+  RuleResult r = h.Acquire(t * 1000);
+  ASSERT_TRUE(r.allowed);
+  EXPECT_EQ(r.reset, t + (3600 - t % 3600));
+  EXPECT_FALSE(h.Acquire((t + 100) * 1000).allowed);
+  EXPECT_TRUE(h.Acquire((r.reset) * 1000).allowed);
+}
+
 TEST(CalendarWindow, HourWindowsAlignToTheClockNotToTheFirstUse) {
   RuleHarness h(Algo::kCalendar, 3600, 1);
   EXPECT_TRUE(h.Acquire((kDay0 + 3599) * 1000).allowed);

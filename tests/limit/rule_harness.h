@@ -65,6 +65,7 @@ class RuleHarness {
   }
 
   const RuleSpec& spec() const { return spec_; }
+  RuleSpec& spec() { return spec_; }
   std::vector<uint8_t>& block() { return block_; }
 
  private:

@@ -81,6 +81,10 @@ struct GrowArgs {
 
 Result<int> RunStat(Session& s, const StatArgs& a);
 Result<int> RunOwner(Session& s, const OwnerArgs& a);
+struct EnvoyConfigArgs {
+  std::vector<std::string> files;  // envoyproxy/ratelimit YAML files
+};
+Result<int> RunEnvoyConfig(Session& s, const EnvoyConfigArgs& a);
 Result<int> RunStatCluster(Session& s, const StatArgs& a);
 Result<int> RunStatBy(Session& s, const StatArgs& a);
 Result<int> RunTopDenied(Session& s, const TopArgs& a);

@@ -229,6 +229,14 @@ int main(int argc, char** argv) {
   commands.back().app->add_flag("--key", owner.is_key,
                                 "ROUTE is a key: route it by its {hash tag} when it has one, else whole");
 
+  frs::ctl::EnvoyConfigArgs envoy_config;
+  add("envoy-config",
+      "the map.xml that envoyproxy/ratelimit YAML files mean (one biz per rate-limited descriptor path, as "
+      "<grpc config> runs them), to move to FRS's own rules",
+      Needs::kNothing)
+      .run = [&](Session& s) { return RunEnvoyConfig(s, envoy_config); };
+  commands.back().app->add_option("FILE", envoy_config.files, "YAML files, one domain each")->required();
+
   frs::ctl::HandoffArgs handoff;
   add("handoff",
       "after a <cluster> change: send every node another shard now owns to it (merged with what it counted), "

@@ -48,6 +48,7 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
 }
 
 Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
+  if (needs == Needs::kNothing) return Status::OK();
   Result<SrvConfig> cfg = LoadSrvConfig(config_path);
   if (!cfg.ok()) return cfg.status();
   s->cfg = std::move(cfg).value();

@@ -1,0 +1,83 @@
+// envoy/envoy_config.h: envoyproxy/ratelimit's YAML configuration, read.
+//
+//   domain: mongo_cps
+//   descriptors:
+//     - key: database
+//       value: users
+//       rate_limit: {unit: second, requests_per_unit: 500}
+//       shadow_mode: false          # count, never deny
+//       detailed_metric: false
+//       name: users_limit           # for `replaces`
+//       replaces: [{name: other}]   # this limit drops `other` when both match
+//       descriptors: [...]          # nested: deeper entries of one descriptor
+//
+// A <grpc config="DIR"> directory holds such files (*.yaml, *.yml), one
+// domain each, as envoyproxy/ratelimit's runtime directory does. Errors are
+// "file:line: message", line from the YAML node at fault.
+//
+// Reading is done once by frsd's master (and by frsd -t, frsctl
+// envoy-config); the files' bytes then travel to the workers in a bundle
+// (ReadEnvoyDir / ParseEnvoyBundle) so every process parses the very bytes
+// that were checked, as map.xml does (server/map_channel.h).
+//
+// Thread safety: values; parsing touches no global state. yaml-cpp throws:
+// every entry point here catches and answers a Status.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frs/status.h"
+
+namespace frs::envoy {
+
+// As envoyproxy/ratelimit names units, and as rls.proto numbers them.
+enum class Unit : uint8_t { kSecond = 1, kMinute = 2, kHour = 3, kDay = 4 };
+uint32_t UnitSeconds(Unit u);
+const char* UnitName(Unit u);  // "second", ...
+
+struct Limit {
+  Unit unit = Unit::kSecond;
+  uint32_t requests_per_unit = 0;
+};
+
+// One `descriptors` entry: matches a request entry with this key and (when
+// `value` is not empty) this value.
+struct DescriptorNode {
+  std::string key;
+  std::string value;           // "": any value of `key`
+  bool has_limit = false;      // rate_limit given (and not unlimited)
+  Limit limit;
+  bool unlimited = false;
+  bool shadow_mode = false;
+  bool detailed_metric = false;
+  std::string name;            // the limit's name (current_limit.name, replaces)
+  std::vector<std::string> replaces;
+  std::vector<DescriptorNode> children;
+  std::string file;
+  int line = 0;
+};
+
+struct Domain {
+  std::string name;
+  std::vector<DescriptorNode> descriptors;
+  std::string file;
+  int line = 0;
+};
+
+struct EnvoyConfig {
+  std::vector<Domain> domains;  // sorted by name
+};
+
+// Parses one YAML file's text (`file` names it in messages).
+Result<Domain> ParseEnvoyYaml(std::string_view text, const std::string& file);
+
+// The files of `dir` (*.yaml, *.yml, in name order) as one bundle of
+// (path, bytes) pairs; a missing or unreadable directory is an error.
+Result<std::string> ReadEnvoyDir(const std::string& dir);
+// Parses every file of a bundle; two files of one domain are refused.
+Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle);
+
+}  // namespace frs::envoy

@@ -1,0 +1,88 @@
+// envoy/rate_limit_service.h: ShouldRateLimit's decisions, free of any wire
+// format: the gRPC method (server/grpc_methods.cc) and the /json endpoint
+// (server/handler.cc) both decode into RlsRequest and encode RlsAnswer.
+//
+// Answers as envoyproxy/ratelimit gives them: one status per descriptor in
+// request order; a descriptor that matches no limit is OK without
+// current_limit (limit_remaining 0), an `unlimited` one is OK with
+// limit_remaining 4294967295; a limit another matched limit `replaces` is
+// dropped (OK, no current_limit); shadow_mode limits count and answer OK;
+// overall OVER_LIMIT when any status is. Each counted descriptor is one
+// engine acquire of n = hits (check and count in one step, so a limit is
+// exact under concurrency: a denied hit is not counted, where
+// envoyproxy/ratelimit's counter keeps growing past the limit); hits 0 is a
+// query: the count as it is, nothing counted.
+//
+// Thread safety: one per worker (it owns scratch buffers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "envoy/envoy_rules.h"
+#include "frs/engine.h"
+
+namespace frs::envoy {
+
+struct RlsDescriptor {
+  std::vector<Entry> entries;
+  bool has_hits = false;  // a per-descriptor hits_addend (overrides the request's)
+  uint64_t hits = 0;
+};
+
+struct RlsRequest {
+  std::string_view domain;
+  std::vector<RlsDescriptor> descriptors;
+  uint64_t hits = 1;      // the request's hits_addend (0 here: look only)
+  void Clear() {
+    domain = {};
+    descriptors.clear();
+    hits = 1;
+  }
+};
+
+enum class Code : uint8_t { kUnknown = 0, kOk = 1, kOverLimit = 2 };
+
+struct RlsStatus {
+  Code code = Code::kOk;
+  bool has_limit = false;           // current_limit present
+  const CompiledLimit* limit = nullptr;
+  uint32_t remaining = 0;
+  int64_t until_reset_s = 0;
+  // For metrics: what this descriptor did.
+  uint64_t hits = 0;
+  bool over = false, near = false, shadow_over = false;
+};
+
+struct RlsAnswer {
+  Status status;                    // not OK: no answer (store unavailable, bad key)
+  Code overall = Code::kOk;
+  std::vector<RlsStatus> statuses;
+  // The descriptor closest to its limit (X-RateLimit-* headers), -1: none.
+  int32_t tightest = -1;
+};
+
+class RateLimitService {
+ public:
+  explicit RateLimitService(Engine* engine) : engine_(engine) {}
+  void SetRules(std::shared_ptr<const EnvoyRules> rules) { rules_ = std::move(rules); }
+  const EnvoyRules* rules() const { return rules_.get(); }
+  // Fills `out` (cleared first).
+  void Decide(const RlsRequest& req, RlsAnswer* out);
+
+ private:
+  Engine* engine_;
+  std::shared_ptr<const EnvoyRules> rules_;
+  std::string scratch_, key_;
+  std::vector<int32_t> found_;
+};
+
+// envoyproxy/ratelimit's near_limit_ratio default: a hit that leaves the
+// count above 80 % of the limit is near it.
+inline constexpr double kNearLimitRatio = 0.8;
+
+}  // namespace frs::envoy

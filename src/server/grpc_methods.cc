@@ -1,0 +1,125 @@
+#include "server/grpc_methods.h"
+
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "grpc/health/v1/health.pb.h"
+
+namespace frs::server {
+
+namespace {
+
+constexpr std::string_view kShouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+constexpr std::string_view kHealthCheck = "/grpc.health.v1.Health/Check";
+constexpr std::string_view kRlsService = "envoy.service.ratelimit.v3.RateLimitService";
+
+using RlsResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
+
+}  // namespace
+
+struct GrpcMethods::Messages {
+  ::envoy::service::ratelimit::v3::RateLimitRequest request;
+  RlsResponse response;
+  ::grpc::health::v1::HealthCheckRequest health_request;
+  ::grpc::health::v1::HealthCheckResponse health_response;
+};
+
+GrpcMethods::GrpcMethods(Engine* engine, const GrpcOptions& opts)
+    : m_(std::make_unique<Messages>()), rls_(engine), opts_(opts) {}
+GrpcMethods::~GrpcMethods() = default;
+
+void GrpcMethods::Call(std::string_view path, std::string_view message, Reply* out) {
+  if (path == kShouldRateLimit) return ShouldRateLimit(message, out);
+  if (path == kHealthCheck) return HealthCheck(message, out);
+  out->code = GrpcCode::kUnimplemented;
+  out->message = "unknown method " + std::string(path.substr(0, 200));
+}
+
+void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
+  auto& in = m_->request;
+  in.Clear();
+  if (!in.ParseFromArray(message.data(), static_cast<int>(message.size()))) {
+    out->code = GrpcCode::kInvalidArgument;
+    out->message = "the message is not a RateLimitRequest";
+    return;
+  }
+  if (in.domain().empty()) {
+    out->code = GrpcCode::kInvalidArgument;
+    out->message = "rate limit domain must not be empty";
+    return;
+  }
+  req_.Clear();
+  req_.domain = in.domain();
+  // 0 (not set) is 1, as Envoy and envoyproxy/ratelimit take it; a
+  // descriptor's own hits_addend, when set, wins, 0 included (a look).
+  req_.hits = in.hits_addend() == 0 ? 1 : in.hits_addend();
+  req_.descriptors.resize(static_cast<size_t>(in.descriptors_size()));
+  for (int i = 0; i < in.descriptors_size(); ++i) {
+    const auto& d = in.descriptors(i);
+    envoy::RlsDescriptor& rd = req_.descriptors[static_cast<size_t>(i)];
+    rd.entries.clear();
+    for (const auto& e : d.entries()) rd.entries.push_back(envoy::Entry{e.key(), e.value()});
+    rd.has_hits = d.has_hits_addend();
+    rd.hits = rd.has_hits ? d.hits_addend().value() : 0;
+  }
+  rls_.Decide(req_, &answer_);
+  if (!answer_.status.ok()) {
+    out->code = answer_.status.code() == Status::Code::kInvalidArgument ? GrpcCode::kInvalidArgument
+                                                                        : GrpcCode::kUnavailable;
+    out->message = answer_.status.message();
+    return;
+  }
+  CountEnvoyAnswer(metrics_, answer_);
+  RlsResponse& r = m_->response;
+  r.Clear();
+  r.set_overall_code(static_cast<RlsResponse::Code>(answer_.overall));
+  for (const envoy::RlsStatus& st : answer_.statuses) {
+    auto* s = r.add_statuses();
+    s->set_code(static_cast<RlsResponse::Code>(st.code));
+    s->set_limit_remaining(st.remaining);
+    if (st.has_limit) {
+      auto* l = s->mutable_current_limit();
+      l->set_requests_per_unit(st.limit->limit.requests_per_unit);
+      l->set_unit(static_cast<RlsResponse::RateLimit::Unit>(st.limit->limit.unit));
+      if (!st.limit->name.empty()) l->set_name(st.limit->name);
+      s->mutable_duration_until_reset()->set_seconds(st.until_reset_s);
+    }
+  }
+  if (opts_.headers && answer_.tightest >= 0) {
+    // envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: the descriptor
+    // closest to its limit, in draft-polli-ratelimit-headers' form.
+    const envoy::RlsStatus& t = answer_.statuses[static_cast<size_t>(answer_.tightest)];
+    const uint32_t q = t.limit->limit.requests_per_unit;
+    auto add = [&](const char* k, std::string v) {
+      auto* h = r.add_response_headers_to_add();
+      h->set_key(k);
+      h->set_value(std::move(v));
+    };
+    add("X-RateLimit-Limit",
+        std::to_string(q) + ", " + std::to_string(q) + ";w=" + std::to_string(envoy::UnitSeconds(t.limit->limit.unit)));
+    add("X-RateLimit-Remaining", std::to_string(t.remaining));
+    add("X-RateLimit-Reset", std::to_string(t.until_reset_s));
+  }
+  r.SerializeToString(&out->body);
+}
+
+void GrpcMethods::HealthCheck(std::string_view message, Reply* out) {
+  auto& in = m_->health_request;
+  in.Clear();
+  if (!in.ParseFromArray(message.data(), static_cast<int>(message.size()))) {
+    out->code = GrpcCode::kInvalidArgument;
+    out->message = "the message is not a HealthCheckRequest";
+    return;
+  }
+  if (!in.service().empty() && in.service() != kRlsService) {
+    out->code = GrpcCode::kNotFound;
+    out->message = "unknown service";
+    return;
+  }
+  auto& r = m_->health_response;
+  r.set_status(shutting_down_ ? ::grpc::health::v1::HealthCheckResponse::NOT_SERVING
+                              : ::grpc::health::v1::HealthCheckResponse::SERVING);
+  r.SerializeToString(&out->body);
+}
+
+void CountEnvoyAnswer(EnvoyMetrics*, const envoy::RlsAnswer&) {}
+
+}  // namespace frs::server

@@ -1,0 +1,60 @@
+// server/grpc_methods.h: the gRPC methods frsd answers on <grpc>:
+//
+//   /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
+//   /grpc.health.v1.Health/Check   ("" or the rate limit service: SERVING,
+//                                   NOT_SERVING once stopping; another
+//                                   service: NOT_FOUND)
+//
+// Anything else is UNIMPLEMENTED; a message protobuf cannot parse is
+// INVALID_ARGUMENT; the store unable to answer is UNAVAILABLE (Envoy's
+// failure_mode_deny decides what that means for the route).
+//
+// Thread safety: one per worker (it reuses its messages).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "envoy/rate_limit_service.h"
+#include "server/grpc_session.h"
+
+namespace frs::server {
+
+class EnvoyMetrics;
+
+struct GrpcOptions {
+  bool headers = false;  // X-RateLimit-Limit, -Remaining, -Reset in response_headers_to_add
+};
+
+class GrpcMethods final : public GrpcService {
+ public:
+  GrpcMethods(Engine* engine, const GrpcOptions& opts);
+  ~GrpcMethods() override;
+  void SetRules(std::shared_ptr<const envoy::EnvoyRules> rules) { rls_.SetRules(std::move(rules)); }
+  void SetOptions(const GrpcOptions& opts) { opts_ = opts; }
+  void set_shutting_down(bool v) { shutting_down_ = v; }
+  // Per-descriptor counters (/metrics); null: not counted.
+  void set_metrics(EnvoyMetrics* m) { metrics_ = m; }
+  envoy::RateLimitService& rls() { return rls_; }
+
+  void Call(std::string_view path, std::string_view message, Reply* out) override;
+
+ private:
+  void ShouldRateLimit(std::string_view message, Reply* out);
+  void HealthCheck(std::string_view message, Reply* out);
+
+  struct Messages;  // the generated protobuf types, kept out of this header
+  std::unique_ptr<Messages> m_;
+  envoy::RateLimitService rls_;
+  GrpcOptions opts_;
+  bool shutting_down_ = false;
+  EnvoyMetrics* metrics_ = nullptr;
+  envoy::RlsRequest req_;
+  envoy::RlsAnswer answer_;
+};
+
+// Counts a decision's descriptors in `metrics` (may be null): the gRPC and
+// /json paths count alike.
+void CountEnvoyAnswer(EnvoyMetrics* metrics, const envoy::RlsAnswer& a);
+
+}  // namespace frs::server

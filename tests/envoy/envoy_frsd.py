@@ -1,0 +1,177 @@
+"""tests/envoy/envoy_frsd.py: what the Envoy tests share: one frsd with a
+<grpc> listener on ports of its own binding (read back from frsd.listen and
+frsd.grpc.listen), the gRPC messages generated at test time from the .proto
+files in src/envoy/proto with Debian's protoc (--python_out, matching
+python3-protobuf), and stopping by pid."""
+import importlib
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+import processes  # noqa: E402
+
+FRSD = os.environ.get("FRSD", "")
+PROTO_DIR = os.path.join(ROOT, "src", "envoy", "proto")
+PROTOS = ["envoy/config/core/v3/base.proto", "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+          "envoy/service/ratelimit/v3/rls.proto", "grpc/health/v1/health.proto"]
+SHOULD_RATE_LIMIT = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+
+
+def generate_messages(out_dir):
+    """protoc --python_out into out_dir; returns (rls_pb2, ratelimit_pb2, health_pb2)."""
+    subprocess.run(["protoc", "--python_out=" + out_dir, "-I", PROTO_DIR, "-I", "/usr/include"] + PROTOS,
+                   check=True, timeout=60)
+    for d, _, _ in os.walk(os.path.join(out_dir, "envoy")):
+        open(os.path.join(d, "__init__.py"), "a").close()
+    sys.path.insert(0, out_dir)
+    # health_pb2 by its file: its package path "grpc" is grpcio's module.
+    spec = importlib.util.spec_from_file_location("frs_health_pb2",
+                                                  os.path.join(out_dir, "grpc", "health", "v1", "health_pb2.py"))
+    health = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(health)
+    return (importlib.import_module("envoy.service.ratelimit.v3.rls_pb2"),
+            importlib.import_module("envoy.extensions.common.ratelimit.v3.ratelimit_pb2"), health)
+
+
+MAP = """<map>
+  <biz id="1" name="login"><rule interval="60" max="5"/></biz>
+</map>
+"""
+
+
+class Frsd:
+    """One frsd with <grpc>: a temp dir holding srv.xml, map.xml, envoy/*.yaml."""
+
+    def __init__(self, yaml_files, workers=2, grpc_extra="", extra=""):
+        self.dir = tempfile.mkdtemp(prefix="frs-envoy-")
+        self.workers = workers
+        self.grpc_extra = grpc_extra
+        self.extra = extra
+        self.proc = None
+        self.port = self.grpc_port = 0
+        os.mkdir(os.path.join(self.dir, "envoy"))
+        with open(os.path.join(self.dir, "map.xml"), "w") as f:
+            f.write(MAP)
+        for name, text in yaml_files.items():
+            self.write_yaml(name, text)
+        with open(os.path.join(self.dir, "srv.xml"), "w") as f:
+            f.write('<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>%d</workers>\n'
+                    '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
+                    '  <grpc listen="127.0.0.1:0" config="envoy"%s/>\n%s</frs>\n'
+                    % (workers, grpc_extra, extra))
+
+    def write_yaml(self, name, text):
+        path = os.path.join(self.dir, "envoy", name)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.rename(path + ".tmp", path)
+
+    def path(self, *p):
+        return os.path.join(self.dir, *p)
+
+    def _read_port(self, name):
+        try:
+            with open(self.path("data", name)) as f:
+                line = f.read()
+        except OSError:
+            return 0
+        return int(line.rsplit(":", 1)[1]) if line.endswith("\n") and ":" in line else 0
+
+    def start(self, timeout=10.0):
+        for name in ("frsd.listen", "frsd.grpc.listen"):
+            try:
+                os.unlink(self.path("data", name))
+            except OSError:
+                pass
+        self.port = self.grpc_port = 0
+        with open(self.path("frsd.stderr"), "ab") as err:
+            self.proc = subprocess.Popen([FRSD, "-c", self.path("srv.xml"), "--foreground"], stdout=err,
+                                         stderr=err, stdin=subprocess.DEVNULL, close_fds=True)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                break
+            if not self.port:
+                self.port = self._read_port("frsd.listen")
+                self.grpc_port = self._read_port("frsd.grpc.listen")
+            if self.port and self.get("/health")[0] == 200:
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("frsd did not start: " + self.log())
+
+    def get(self, path, data=None):
+        try:
+            req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=data)
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return 0, ""
+
+    def reload(self, timeout=10.0):
+        """SIGHUP; True once every worker reloaded, False when the master refused it."""
+        done = self.log().count("(map generation")
+        refused = self.log().count("reload refused")
+        self.proc.send_signal(signal.SIGHUP)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            log = self.log()
+            if log.count("reload refused") > refused:
+                return False
+            if log.count("(map generation") >= done + self.workers:
+                return True
+            time.sleep(0.02)
+        raise RuntimeError("frsd did not reload: " + self.log())
+
+    def log(self):
+        try:
+            with open(self.path("frsd.stderr"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def workers_pids(self):
+        out = []
+        for e in os.listdir("/proc"):
+            if not e.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % e) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            rest = st[st.rfind(")") + 2:].split()
+            if len(rest) > 1 and int(rest[1]) == self.proc.pid and rest[0] != "Z":
+                out.append(int(e))
+        return out
+
+    def kill9_all(self):
+        """kill -9 of the master and every worker, by pid."""
+        pids = self.workers_pids()
+        os.kill(self.proc.pid, signal.SIGKILL)
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(5)
+        processes.wait_for(lambda: all(not os.path.exists("/proc/%d" % p) for p in pids), 5)
+
+    def stop(self):
+        processes.stop(self.proc)
+
+    def remove(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

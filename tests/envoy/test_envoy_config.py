@@ -1,0 +1,91 @@
+"""tests/envoy/test_envoy_config.py: `frsctl envoy-config` on the shape of
+envoyproxy/ratelimit's README examples (fixtures/): the map.xml printed has
+one biz per rate-limited descriptor path, calendar rules of the unit's
+seconds aligned in UTC, shadow mode as mode="shadow", nothing for an
+unlimited descriptor; `frsd -t` accepts it; a broken file is refused with
+file:line. Needs FRSCTL and FRSD."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "fixtures")
+FRSCTL = os.environ["FRSCTL"]
+FRSD = os.environ["FRSD"]
+
+
+def envoy_config(*files):
+    return subprocess.run([FRSCTL, "envoy-config", *[os.path.join(FIX, f) for f in files]],
+                          capture_output=True, text=True, timeout=30)
+
+
+class EnvoyConfig(unittest.TestCase):
+    def test_readme_example_becomes_one_biz_per_limited_path(self):
+        r = envoy_config("mongo_cps.yaml", "rl.yaml")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        root = ET.fromstring(r.stdout)
+        bizzes = {b.get("name"): b for b in root.findall("biz")}
+        want = {
+            "envoy.mongo_cps.database_users": ("1", "500", None),
+            "envoy.mongo_cps.database_default": ("1", "500", None),
+            "envoy.rl.remote_address": ("1", "10", None),
+            "envoy.rl.client_id_trial": ("3600", "100", "shadow"),
+            "envoy.rl.user": ("86400", "50", None),
+            "envoy.rl.plan_premium": ("86400", "5000", None),
+        }
+        for name, (interval, mx, mode) in want.items():
+            self.assertIn(name, bizzes, r.stdout)
+            rules = bizzes[name].findall("rule")
+            self.assertEqual(len(rules), 1)
+            self.assertEqual(rules[0].get("algo"), "calendar")
+            self.assertEqual(rules[0].get("interval"), interval)
+            self.assertEqual(rules[0].get("max"), mx)
+            self.assertEqual(rules[0].get("zone"), "UTC")
+            self.assertEqual(bizzes[name].get("mode"), mode)
+        # The nested path, too long for a biz name: cut, ending in a hash.
+        nested = [n for n in bizzes if n.startswith("envoy.rl.category_account.source_cluster_proxy.")]
+        self.assertEqual(len(nested), 1, bizzes.keys())
+        self.assertLessEqual(len(nested[0]), 64)
+        self.assertEqual(nested[0] and bizzes[nested[0]].find("rule").get("interval"), "60")
+        # unlimited: no biz, nothing counted
+        self.assertFalse([n for n in bizzes if "internal" in n])
+        self.assertEqual(len(bizzes), 7)
+        ids = [int(b.get("id")) for b in bizzes.values()]
+        self.assertEqual(len(set(ids)), len(ids))
+        self.assertTrue(all(49152 <= i <= 65535 for i in ids), ids)
+        self.assertIn("replaces 'per_user'", r.stdout)
+
+    def test_the_same_files_give_the_same_ids(self):
+        a = envoy_config("mongo_cps.yaml", "rl.yaml").stdout
+        b = envoy_config("rl.yaml", "mongo_cps.yaml").stdout
+        self.assertEqual(a, b)
+
+    def test_frsd_accepts_the_printed_map(self):
+        r = envoy_config("mongo_cps.yaml", "rl.yaml")
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "map.xml"), "w") as f:
+                f.write(r.stdout)
+            with open(os.path.join(d, "srv.xml"), "w") as f:
+                f.write('<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
+                        '<store dir="data" files="1" keynodes="1024" chain="8"/></frs>\n')
+            t = subprocess.run([FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(t.returncode, 0, t.stderr)
+            self.assertIn("7 biz(es)", t.stdout)
+
+    def test_a_broken_file_names_file_and_line(self):
+        r = envoy_config("broken.yaml")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("broken.yaml:6: unknown unit 'fortnight'", r.stderr)
+
+    def test_two_files_of_one_domain_are_refused(self):
+        r = envoy_config("rl.yaml", "rl.yaml")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("domain 'rl' is already configured", r.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())

@@ -1,0 +1,236 @@
+"""tests/envoy/test_grpc.py: a real gRPC client (python3-grpcio: gRPC's C
+core) against a live frsd's <grpc> listener: Envoy's ShouldRateLimit and
+gRPC health, as a platform team moving from envoyproxy/ratelimit would
+check them. Skipped (77) without grpcio or protoc."""
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+try:
+    import grpc
+except ImportError:
+    sys.exit(77)
+if shutil.which("protoc") is None:
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import envoy_frsd  # noqa: E402
+
+GEN = tempfile.mkdtemp(prefix="frs-envoy-pb-")
+rls_pb2, ratelimit_pb2, health_pb2 = envoy_frsd.generate_messages(GEN)
+Resp = rls_pb2.RateLimitResponse
+
+YAML = """domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 50}
+  - key: route
+    value: checkout
+    rate_limit: {unit: minute, requests_per_unit: %d}
+  - key: client
+    value: trial
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: client
+    value: internal
+    rate_limit: {unlimited: true}
+"""
+
+
+def request(domain, descriptors, hits_addend=0, look=False):
+    r = rls_pb2.RateLimitRequest(domain=domain, hits_addend=hits_addend)
+    for entries in descriptors:
+        d = r.descriptors.add()
+        for k, v in entries:
+            d.entries.add(key=k, value=v)
+        if look:
+            d.hits_addend.value = 0
+    return r
+
+
+def wait_for_a_fresh_minute(margin=8):
+    """Per-minute windows are aligned to the epoch: a test that needs one
+    window whole waits when the current one ends within `margin` s."""
+    left = 60 - time.time() % 60
+    if left < margin:
+        time.sleep(left + 0.2)
+
+
+class Grpc(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.frsd = envoy_frsd.Frsd({"edge.yaml": YAML % 3})
+        cls.frsd.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.frsd.remove()
+
+    def channel(self):
+        return grpc.insecure_channel("127.0.0.1:%d" % self.frsd.grpc_port)
+
+    def call(self, req, channel=None):
+        ch = channel or self.channel()
+        f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                           response_deserializer=Resp.FromString)
+        try:
+            return f(req, timeout=5)
+        finally:
+            if channel is None:
+                ch.close()
+
+    def test_per_minute_limit_is_exact_under_8_concurrent_clients(self):
+        wait_for_a_fresh_minute()
+        ok, over, errors = [], [], []
+
+        def client(i):
+            with self.channel() as ch:
+                for _ in range(20):
+                    try:
+                        r = self.call(request("edge", [[("remote_address", "198.51.100.7")]]), ch)
+                        (ok if r.overall_code == Resp.OK else over).append(r.statuses[0].limit_remaining)
+                    except grpc.RpcError as e:
+                        errors.append(e)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(ok), 50)
+        self.assertEqual(len(over), 110)
+        self.assertEqual(sorted(ok), list(range(50)))  # each remaining given once
+        r = self.call(request("edge", [[("remote_address", "198.51.100.7")]]))
+        s = r.statuses[0]
+        self.assertEqual(s.code, Resp.OVER_LIMIT)
+        self.assertEqual(s.current_limit.requests_per_unit, 50)
+        self.assertEqual(s.current_limit.unit, Resp.RateLimit.MINUTE)
+        self.assertTrue(0 < s.duration_until_reset.seconds <= 60)
+        self.assertAlmostEqual(s.duration_until_reset.seconds, 60 - time.time() % 60, delta=2)
+
+    def test_hits_addend_and_a_look_that_counts_nothing(self):
+        wait_for_a_fresh_minute()
+        key = [("remote_address", "hits-%f" % time.time())]
+        r = self.call(request("edge", [key], hits_addend=10))
+        self.assertEqual(r.statuses[0].limit_remaining, 40)
+        for _ in range(5):
+            r = self.call(request("edge", [key], look=True))
+            self.assertEqual(r.overall_code, Resp.OK)
+            self.assertEqual(r.statuses[0].limit_remaining, 40)
+        r = self.call(request("edge", [key], hits_addend=41))
+        self.assertEqual(r.overall_code, Resp.OVER_LIMIT)  # 10 + 41 > 50: nothing counted
+        self.assertEqual(self.call(request("edge", [key], hits_addend=40)).statuses[0].limit_remaining, 0)
+
+    def test_shadow_unknown_unlimited_in_request_order(self):
+        wait_for_a_fresh_minute()
+        for i in range(4):
+            r = self.call(request("edge", [[("nothing", "x")], [("client", "internal")], [("client", "trial")]]))
+            self.assertEqual(r.overall_code, Resp.OK)
+            unknown, unlimited, shadow = r.statuses
+            self.assertEqual(unknown.code, Resp.OK)
+            self.assertFalse(unknown.HasField("current_limit"))
+            self.assertEqual(unlimited.code, Resp.OK)
+            self.assertFalse(unlimited.HasField("current_limit"))
+            self.assertEqual(unlimited.limit_remaining, 4294967295)
+            self.assertEqual(shadow.code, Resp.OK)  # over its limit of 2 from the third on
+            self.assertEqual(shadow.current_limit.requests_per_unit, 2)
+        # An unknown domain: every descriptor OK, unlimited.
+        r = self.call(request("no_such_domain", [[("remote_address", "1")]]))
+        self.assertEqual(r.overall_code, Resp.OK)
+        self.assertFalse(r.statuses[0].HasField("current_limit"))
+
+    def test_over_limit_of_one_descriptor_is_the_overall_code(self):
+        wait_for_a_fresh_minute()
+        key = "multi-%f" % time.time()
+        r = self.call(request("edge", [[("remote_address", key)]], hits_addend=50))
+        self.assertEqual(r.overall_code, Resp.OK)
+        r = self.call(request("edge", [[("client", "internal")], [("remote_address", key)]]))
+        self.assertEqual(r.overall_code, Resp.OVER_LIMIT)
+        self.assertEqual([s.code for s in r.statuses], [Resp.OK, Resp.OVER_LIMIT])
+
+    def test_health_check(self):
+        with self.channel() as ch:
+            check = ch.unary_unary(envoy_frsd.HEALTH_CHECK,
+                                   request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                                   response_deserializer=health_pb2.HealthCheckResponse.FromString)
+            self.assertEqual(check(health_pb2.HealthCheckRequest(), timeout=5).status,
+                             health_pb2.HealthCheckResponse.SERVING)
+            self.assertEqual(check(health_pb2.HealthCheckRequest(service="envoy.service.ratelimit.v3.RateLimitService"),
+                                   timeout=5).status, health_pb2.HealthCheckResponse.SERVING)
+            with self.assertRaises(grpc.RpcError) as e:
+                check(health_pb2.HealthCheckRequest(service="other"), timeout=5)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_unknown_method_and_bad_protobuf(self):
+        with self.channel() as ch:
+            raw = ch.unary_unary("/envoy.service.ratelimit.v3.RateLimitService/Nope")
+            with self.assertRaises(grpc.RpcError) as e:
+                raw(b"", timeout=5)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+            raw = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT)
+            with self.assertRaises(grpc.RpcError) as e:
+                raw(b"\x0a\xff\xff\xff\xff\x0f", timeout=5)  # a length past the end
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            with self.assertRaises(grpc.RpcError) as e:
+                raw(request("", [[("a", "b")]]).SerializeToString(), timeout=5)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        # The server is still there.
+        self.assertEqual(self.call(request("edge", [[("nothing", "x")]])).overall_code, Resp.OK)
+
+    def test_z_reload_changes_a_limit_and_a_broken_file_is_refused(self):
+        wait_for_a_fresh_minute()
+        key = [("route", "checkout")]
+        self.assertEqual(self.call(request("edge", [key], look=True)).statuses[0].current_limit.requests_per_unit, 3)
+        self.frsd.write_yaml("edge.yaml", YAML % 7)
+        self.assertTrue(self.frsd.reload())
+        self.assertEqual(self.call(request("edge", [key], look=True)).statuses[0].current_limit.requests_per_unit, 7)
+        for i in range(7):
+            self.assertEqual(self.call(request("edge", [key])).overall_code, Resp.OK, i)
+        self.assertEqual(self.call(request("edge", [key])).overall_code, Resp.OVER_LIMIT)
+        # A broken file: refused with file:line, the old limit and count stay.
+        self.frsd.write_yaml("edge.yaml", (YAML % 9).replace("unit: minute, requests_per_unit: 9", "unit: minit, requests_per_unit: 9"))
+        self.assertFalse(self.frsd.reload())
+        self.assertIn("edge.yaml:7: unknown unit 'minit'", self.frsd.log())
+        r = self.call(request("edge", [key], look=True))
+        self.assertEqual(r.statuses[0].current_limit.requests_per_unit, 7)
+        self.assertEqual(r.statuses[0].limit_remaining, 0)
+        self.frsd.write_yaml("edge.yaml", YAML % 7)
+
+
+class Durability(unittest.TestCase):
+    def test_counts_survive_a_restart_and_kill_9_of_every_process(self):
+        wait_for_a_fresh_minute(margin=20)
+        frsd = envoy_frsd.Frsd({"edge.yaml": YAML % 3}, workers=2)
+        key = [("remote_address", "durable")]
+
+        def call(req):
+            with grpc.insecure_channel("127.0.0.1:%d" % frsd.grpc_port) as ch:
+                f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
+                                   request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                                   response_deserializer=Resp.FromString)
+                return f(req, timeout=5)
+
+        try:
+            frsd.start()
+            self.assertEqual(call(request("edge", [key], hits_addend=20)).statuses[0].limit_remaining, 30)
+            frsd.stop()
+            frsd.start()
+            self.assertEqual(call(request("edge", [key], hits_addend=5)).statuses[0].limit_remaining, 25)
+            frsd.kill9_all()
+            frsd.start()
+            r = call(request("edge", [key], look=True))
+            self.assertEqual(r.statuses[0].limit_remaining, 25)
+        finally:
+            frsd.remove()
+
+
+if __name__ == "__main__":
+    try:
+        unittest.main()
+    finally:
+        shutil.rmtree(GEN, ignore_errors=True)

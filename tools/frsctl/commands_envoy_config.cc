@@ -1,0 +1,40 @@
+// frsctl envoy-config: the map.xml that envoyproxy/ratelimit's YAML files
+// mean, printed as <grpc config> compiles them (envoy/envoy_rules.h).
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "commands.h"
+#include "envoy/envoy_config.h"
+#include "envoy/envoy_rules.h"
+
+namespace frs::ctl {
+
+Result<int> RunEnvoyConfig(Session&, const EnvoyConfigArgs& a) {
+  // A bundle of the files named, as frsd builds one from its directory.
+  std::string bundle;
+  for (const std::string& path : a.files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status::NotFound("cannot read " + path);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    const std::string bytes = ss.str();
+    bundle += path + "\n" + std::to_string(bytes.size()) + "\n" + bytes;
+  }
+  auto rules = envoy::EnvoyRules::FromBundle(bundle);
+  if (!rules.ok()) return rules.status();
+  std::printf("<map>\n");
+  std::printf("  <!-- from envoyproxy/ratelimit configuration: one biz per rate-limited descriptor path;\n"
+              "       the counter key of a request descriptor is its entries as KEY_VALUE joined by '_' -->\n");
+  for (const envoy::CompiledLimit& l : (*rules)->limits())
+    if (!l.name.empty() || !l.replaces.empty()) {
+      std::printf("  <!-- %s:", l.biz.c_str());
+      if (!l.name.empty()) std::printf(" name '%s'", l.name.c_str());
+      for (const std::string& r : l.replaces) std::printf(", replaces '%s'", r.c_str());
+      std::printf(" -->\n");
+    }
+  std::printf("%s</map>\n", (*rules)->MapXmlBizzes().c_str());
+  return kExitOk;
+}
+
+}  // namespace frs::ctl
