@@ -428,28 +428,50 @@ TEST(ClusterE2E, StatisticsByFieldAreSummedAcrossShardsAndHandedOffOnce) {
   }
   ASSERT_GT(on[0], 0u);
   ASSERT_GT(on[1], 0u);
+  // And a day file larger than one request body (64 KB): 1,500 more apps of
+  // one call each, and app "big" of 600 users (a dense sketch, ~32 KB of
+  // text on its own), so the handoff sends it in pieces.
+  {
+    Client ca(a.port()), cb(b.port());
+    for (int n = 0; n < 1500; ++n) {
+      const std::string key = "x" + std::to_string(n) + "%7Cu1%7Cif0";
+      ASSERT_EQ((ring.OwnerIndex(key) == 0 ? ca : cb).Get("/acquire?biz=api&key=" + key).status, 200);
+    }
+    for (int u = 0; u < 600; ++u) {
+      const std::string key = "big%7Cu" + std::to_string(u) + "%7Cif0";
+      ASSERT_EQ((ring.OwnerIndex(key) == 0 ? ca : cb).Get("/acquire?biz=api&key=" + key).status, 200);
+    }
+  }
   auto distinct_of = [](const std::string& xml) { return Attr(xml, "distinct_user"); };
   // Each shard alone sees part of the users; together they are 60, not the sum.
-  const std::string da = Client(a.port()).Get("/stats?biz=api&by=app&token=s3cret").body;
-  const std::string db = Client(b.port()).Get("/stats?biz=api&by=app&token=s3cret").body;
+  const std::string da = Client(a.port()).Get("/stats?biz=api&by=app&value=app1&token=s3cret").body;
+  const std::string db = Client(b.port()).Get("/stats?biz=api&by=app&value=app1&token=s3cret").body;
   ASSERT_GT(std::stoull(distinct_of(da)) + std::stoull(distinct_of(db)), 60u) << da << db;
   std::string out;
-  ASSERT_EQ(a.Ctl("stat --cluster --by app --json", &out), 0) << out;
+  ASSERT_EQ(a.Ctl("stat --cluster --by app --value app1 --json", &out), 0) << out;
   EXPECT_NE(out.find("\"requests\":240"), std::string::npos) << out;
   EXPECT_NE(out.find("\"distinct_user\":60"), std::string::npos) << out;
+  ASSERT_EQ(a.Ctl("stat --cluster --by app --json", &out), 0) << out.substr(0, 400);
+  EXPECT_NE(out.find("\"groups\":1502"), std::string::npos) << out.substr(0, 400);
 
   // A leaves: both get a ring of B alone; A's handoff sends its keys and its statistics.
   b.SetCluster({b.port()});
   a.SetCluster({b.port()});
   ASSERT_EQ(a.Handoff(&out), 0) << out;
   EXPECT_NE(out.find("1 statistics day file(s) handed over"), std::string::npos) << out;
-  const std::string after = Client(b.port()).Get("/stats?biz=api&by=app&token=s3cret").body;
+  const std::string after = Client(b.port()).Get("/stats?biz=api&by=app&value=app1&token=s3cret").body;
   EXPECT_EQ(Attr(after, "requests"), "240") << after;
   EXPECT_EQ(distinct_of(after), "60") << after;
+  const std::string big = Client(b.port()).Get("/stats?biz=api&by=app&value=big&token=s3cret").body;
+  EXPECT_EQ(Attr(big, "requests"), "600") << big;
+  EXPECT_NEAR(std::stod(distinct_of(big)), 600.0, 12.0) << big;
+  const std::string all = Client(b.port()).Get("/stats?biz=api&by=app&token=s3cret").body;
+  EXPECT_EQ(Attr(all, "groups"), "1502") << all.substr(0, 300);
   // Run again: nothing is counted twice.
   ASSERT_EQ(a.Handoff(&out), 0) << out;
   EXPECT_EQ(out.find("statistics day file"), std::string::npos) << out;
-  EXPECT_EQ(Attr(Client(b.port()).Get("/stats?biz=api&by=app&token=s3cret").body, "requests"), "240");
+  EXPECT_EQ(Attr(Client(b.port()).Get("/stats?biz=api&by=app&value=app1&token=s3cret").body, "requests"), "240");
+  EXPECT_EQ(Attr(Client(b.port()).Get("/stats?biz=api&by=app&value=big&token=s3cret").body, "requests"), "600");
 }
 
 }  // namespace

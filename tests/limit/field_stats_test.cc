@@ -525,6 +525,33 @@ TEST_F(FieldStatsTest, MergeStatsByAddsCountsAndUnitesDistinctUsers) {
   EXPECT_EQ(b.Stats("app", -1, "mid").rows[0].requests, rows.at("mid")->requests);
 }
 
+// A handoff re-sent (its answer lost) is taken once, by its receipt; a
+// merge of a day the table does not keep, or of tomorrow, is refused and
+// changes nothing.
+TEST_F(FieldStatsTest, AReceiptIsTakenOnceAndOnlyKeptDaysAreTaken) {
+  Server a(dir_ / "a", kApiMap, &clock_);
+  Server b(dir_ / "b", kApiMap, &clock_);
+  ASSERT_NE(a.engine, nullptr);
+  ASSERT_NE(b.engine, nullptr);
+  for (int u = 0; u < 30; ++u) ASSERT_TRUE(a.Do(Cmd::kAcquire, "api", "big|u" + std::to_string(u) + "|if0").ok());
+  const GroupStats from_a = a.Stats("app", -1, "", 0, true);
+  ASSERT_TRUE(b.engine->MergeStatsBy(from_a, "shard-a/stats/7/app+user/day#0").ok());
+  ASSERT_TRUE(b.engine->MergeStatsBy(from_a, "shard-a/stats/7/app+user/day#0").ok());  // again: not taken
+  EXPECT_EQ(b.Stats("app", -1, "big").rows.at(0).requests, 30u);
+  ASSERT_TRUE(b.engine->MergeStatsBy(from_a, "shard-a/stats/7/app+user/day#1").ok());  // another receipt
+  EXPECT_EQ(b.Stats("app", -1, "big").rows.at(0).requests, 60u);
+  EXPECT_EQ(b.Stats("app", -1, "big").rows.at(0).distinct.at(0), 30u);  // the same users
+
+  GroupStats tomorrow = from_a;
+  tomorrow.day = from_a.day + 1;
+  EXPECT_EQ(b.engine->MergeStatsBy(tomorrow, "r-tomorrow").code(), Status::Code::kInvalidArgument);
+  GroupStats gone = from_a;
+  gone.day = from_a.day - 31;  // days="31" (the default): 31 days back is no longer kept
+  EXPECT_EQ(b.engine->MergeStatsBy(gone, "r-gone").code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(b.Stats("app", from_a.day + 1).rows.size(), 0u);
+  EXPECT_EQ(b.Stats("app", -1, "big").rows.at(0).requests, 60u);
+}
+
 // map.xml: what <biz fields separator> and <stats> refuse.
 std::string MapError(const std::string& biz_attrs, const std::string& stats) {
   const std::string xml = "<map>\n<biz id=\"1\" name=\"b\"" + biz_attrs + ">\n<rule interval=\"60\" max=\"5\"/>\n" +

@@ -517,5 +517,55 @@ TEST(GroupTable, MergeAddsCountsAndUnitesSketches) {
   EXPECT_EQ(got.distinct[0].Count(), big.distinct[0].Count());
 }
 
+// Offsets in a day file are shared memory a bug, a disk or a hand may
+// damage: a record offset pointing far past the file, or a value length
+// beyond any key, is refused where it is read (the table stops counting
+// there) and never followed into a fault.
+TEST(GroupTable, DamagedOffsetsPastTheHeaderAreNeverFollowed) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "d.frs";
+  {
+    auto t = OpenOrDie(path, GroupTableShape{50, 1});
+    ASSERT_NE(t, nullptr);
+    for (int i = 0; i < 20; ++i) {
+      const uint32_t code = sketch::CodeOf("u" + std::to_string(i));
+      ASSERT_TRUE(t->Add("v" + std::to_string(i), GroupCounts{1, 1, 0, 1}, &code));
+    }
+  }
+  // The index follows the 256-byte header: damage its first two used slots,
+  // one to point 100 GB away, one at a record whose value length we spoil.
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint32_t slots[128];
+  ASSERT_EQ(::pread(fd, slots, sizeof slots, 256), static_cast<ssize_t>(sizeof slots));
+  int damaged = 0;
+  for (uint32_t i = 0; i < 128 && damaged < 2; ++i) {
+    if (slots[i] == 0) continue;
+    if (damaged == 0) {
+      const uint32_t far = 0x7fffff00u;
+      ASSERT_EQ(::pwrite(fd, &far, 4, 256 + 4 * i), 4);
+    } else {
+      const uint16_t huge = 60000;
+      ASSERT_EQ(::pwrite(fd, &huge, 2, uint64_t{slots[i]} * 64 + 40), 2);  // Record::value_len
+    }
+    ++damaged;
+  }
+  ::close(fd);
+  ASSERT_EQ(damaged, 2);
+  auto r = OpenOrDie(path, GroupTableShape{50, 1}, Mode::kRead);
+  ASSERT_NE(r, nullptr);
+  const auto rows = r->Rows();
+  EXPECT_EQ(rows.size(), 18u);  // the two damaged groups are not shown; the rest are whole
+  for (const GroupRow& row : rows) EXPECT_EQ(row.counts.requests, 1u) << row.value;
+  // A writer on the damaged file neither faults nor counts into garbage.
+  auto w = OpenOrDie(path, GroupTableShape{50, 1});
+  ASSERT_NE(w, nullptr);
+  for (int i = 0; i < 40; ++i) {
+    const uint32_t code = sketch::CodeOf("x");
+    w->Add("v" + std::to_string(i), GroupCounts{1, 1, 0, 1}, &code);
+  }
+  SUCCEED();
+}
+
 }  // namespace group_table_test
 }  // namespace frs::limit
