@@ -284,14 +284,18 @@ GroupTable::Record* GroupTable::FindOrAdd(std::string_view value, uint64_t hash)
   for (uint32_t i = 0; i < index_slots_; ++i) {
     uint32_t& slot = slots[(hash + i) & (index_slots_ - 1)];
     uint32_t off = Load(slot);
-    if (off == 0) {
-      if (mine == 0) {
-        // A group of its own while the bound allows, else "~other". The
-        // bound is read, and counted once a group is published: writers
-        // racing to add new values at the bound may each add one (the bound
-        // is soft by their number), and one value's racing first adds all
-        // land in its own group, never part of them in "~other".
-        if (Load(h->claimed) >= h->groups) return RecordAt(other_);
+    if (off == 0 && mine == 0) {
+      // A group of its own while the bound allows, else "~other". The bound
+      // is read, and counted once a group is published: writers racing to
+      // add new values at the bound may each add one (the bound is soft by
+      // their number), and one value's racing first adds land in its group.
+      if (Load(h->claimed) >= h->groups) {
+        // The bound may have just been reached by a writer publishing this
+        // very value here (it counts after publishing, with release): look
+        // again before counting in ~other.
+        off = Load(slot);
+        if (off == 0) return RecordAt(other_);
+      } else {
         mine = Allocate(static_cast<uint32_t>(RecordBytes(shape_.distinct, value.size())));
         if (mine == 0) return nullptr;
         Record* r = RecordAt(mine);
@@ -300,8 +304,10 @@ GroupTable::Record* GroupTable::FindOrAdd(std::string_view value, uint64_t hash)
         r->value_len = static_cast<uint16_t>(value.size());
         std::memcpy(r->value(shape_.distinct), value.data(), value.size());
       }
+    }
+    if (off == 0) {
       if (Ref(slot).compare_exchange_strong(off, mine, std::memory_order_acq_rel)) {
-        Ref(h->claimed).fetch_add(1, std::memory_order_relaxed);
+        Ref(h->claimed).fetch_add(1, std::memory_order_release);
         return RecordAt(mine);
       }
       // Another writer took the slot: `off` is its record.

@@ -493,7 +493,8 @@ TEST_F(FieldStatsTest, MergeStatsByAddsCountsAndUnitesDistinctUsers) {
   EXPECT_EQ(rows.at("mid")->distinct[0], 150u);
   EXPECT_EQ(rows.at("onlyA")->distinct[0], 5u);
   // The other table: counts add up per app and interface.
-  const auto ai = ByValue(b.Stats("app,iface"));
+  const GroupStats by_iface = b.Stats("app,iface");  // ByValue points into it: kept alive
+  const auto ai = ByValue(by_iface);
   std::map<std::string, Counts> want = tb.by_app_iface;
   for (const auto& [v, c] : ta.by_app_iface) {
     want[v].requests += c.requests;
