@@ -198,6 +198,40 @@ bool FieldStats::SplitKey(const BizConfig& cfg, std::string_view key, std::strin
   return n == want;
 }
 
+namespace {
+
+// The value of `spec`'s group in `fields` (split from a key): a field of the
+// key itself, or the by fields joined into `buf`.
+std::string_view GroupValue(const BizConfig& cfg, const StatsSpec& spec, const std::string_view* fields, char* buf) {
+  if (spec.by.size() == 1) return fields[spec.by[0]];
+  size_t len = 0;
+  for (size_t k = 0; k < spec.by.size(); ++k) {
+    if (k != 0) buf[len++] = cfg.separator;
+    const std::string_view f = fields[spec.by[k]];
+    std::memcpy(buf + len, f.data(), f.size());
+    len += f.size();
+  }
+  return std::string_view(buf, len);
+}
+
+}  // namespace
+
+void FieldStats::Prefetch(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
+                          uint32_t day) {
+  std::string_view fields[kMaxKeyFields];
+  if (!SplitKey(cfg, key, fields)) return;
+  for (size_t i = 0; i < tables.size() && i < cfg.stats.size(); ++i) {
+    const StatsSpec& spec = cfg.stats[i];
+    GroupTable* t = tables[i] == nullptr || spec.distinct.empty() ? nullptr : tables[i]->Current(day);
+    if (t == nullptr) continue;
+    char buf[kMaxKeyBytes];
+    uint32_t codes[kMaxDistinctFields] = {};
+    for (size_t d = 0; d < spec.distinct.size() && d < kMaxDistinctFields; ++d)
+      codes[d] = sketch::CodeOf(fields[spec.distinct[d]]);
+    t->Prefetch(GroupValue(cfg, spec, fields, buf), codes);
+  }
+}
+
 void FieldStats::Count(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
                        const GroupCounts& delta, uint32_t day) {
   std::string_view fields[kMaxKeyFields];
@@ -212,19 +246,7 @@ void FieldStats::Count(const BizConfig& cfg, std::span<StatsTable* const> tables
     }
     const StatsSpec& spec = cfg.stats[i];
     char buf[kMaxKeyBytes];
-    std::string_view value;
-    if (spec.by.size() == 1) {
-      value = fields[spec.by[0]];
-    } else {
-      size_t len = 0;
-      for (size_t k = 0; k < spec.by.size(); ++k) {
-        if (k != 0) buf[len++] = cfg.separator;
-        const std::string_view f = fields[spec.by[k]];
-        std::memcpy(buf + len, f.data(), f.size());
-        len += f.size();
-      }
-      value = std::string_view(buf, len);
-    }
+    const std::string_view value = GroupValue(cfg, spec, fields, buf);
     uint32_t codes[kMaxDistinctFields] = {};
     for (size_t d = 0; d < spec.distinct.size() && d < kMaxDistinctFields; ++d)
       codes[d] = sketch::CodeOf(fields[spec.distinct[d]]);

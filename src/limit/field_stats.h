@@ -43,6 +43,11 @@ class StatsTable {
   // Today's file (opened or made at the first call of a day); null when it
   // cannot be (the error is logged once per day by the caller's counters).
   GroupTable* Day(uint32_t day);
+  // Today's file when it is open here already (the fast path), else null.
+  GroupTable* Current(uint32_t day) const {
+    const Open* c = current_.load(std::memory_order_acquire);
+    return c != nullptr && c->day == day ? c->table.get() : nullptr;
+  }
   // A day's files to read: its own (today's as mapped here, another day's
   // opened read-only) and those received from leaving shards (WriteReceived);
   // none when the day has no file or is older than `days`.
@@ -92,6 +97,9 @@ class FieldStats {
   // Counts one decision of `cfg`'s `key` in its tables (parallel to cfg.stats).
   static void Count(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
                     const GroupCounts& delta, uint32_t day);
+  // Starts loading what Count will touch that is likely not in the cache
+  // (the registers of distinct sketches); changes nothing.
+  static void Prefetch(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key, uint32_t day);
   // Splits `key` into cfg.fields.size() fields; false when it has another count.
   static bool SplitKey(const BizConfig& cfg, std::string_view key, std::string_view* fields);
 

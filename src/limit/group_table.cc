@@ -343,6 +343,17 @@ bool GroupTable::Add(std::string_view value, const GroupCounts& delta, const uin
   return true;
 }
 
+void GroupTable::Prefetch(std::string_view value, const uint32_t* codes) const {
+  if (broken_.load(std::memory_order_relaxed)) return;
+  const Record* r = Find(value, HashOf(value));
+  if (r == nullptr) return;
+  for (uint32_t d = 0; d < shape_.distinct; ++d) {
+    const uint32_t dense = Load(r->heads()[d].dense);
+    if (const uint8_t* regs = dense == 0 ? nullptr : BlockAt(dense, sketch::kRegisters))
+      __builtin_prefetch(regs + sketch::RegisterOf(codes[d]), 1);
+  }
+}
+
 bool GroupTable::Merge(const GroupRow& row) {
   if (read_only_ || broken_.load(std::memory_order_relaxed)) return false;
   Record* r = FindOrAdd(row.value, HashOf(row.value));

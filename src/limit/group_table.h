@@ -81,6 +81,9 @@ class GroupTable {
   // false when the update could not be stored (the disk is full: the update
   // is counted in lost()).
   bool Add(std::string_view value, const GroupCounts& delta, const uint32_t* distinct_codes);
+  // Starts loading the registers an Add of (value, codes) would update, when
+  // the group exists and its sketches are dense; changes nothing.
+  void Prefetch(std::string_view value, const uint32_t* distinct_codes) const;
   // Folds a row counted elsewhere (a handoff) into the group of row.value.
   bool Merge(const GroupRow& row);
   void AddFieldError() { AddFieldErrors(1); }
