@@ -5,8 +5,8 @@
 #            the Python and CGI clients) or package them (.deb, install tree);
 #   asan     every GoogleTest suite, end-to-end ones included, and the fuzz
 #            corpus replayed, under AddressSanitizer+UBSan;
-#   tsan     the store's suite (the one place threads share mapped memory)
-#            under ThreadSanitizer.
+#   tsan     the store's suite and the statistics' threads (the places threads
+#            share mapped memory) under ThreadSanitizer.
 # FRS_TEST_PRESETS chooses stages: "fuzz" adds 20 s of libFuzzer exploration
 # of the request path and 20 s of the XML scanner against pugixml
 # (FRS_FUZZ_SECONDS each), and FRS_RELEASE_TESTS=all runs every
@@ -59,7 +59,7 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
   elif [ "$preset" = tsan ]; then
     # Stages select by ctest label (tests/CMakeLists.txt), never by name, and
     # a selection that finds no test fails (--no-tests=error).
-    cmake --build --preset tsan -j"$jobs" --target store_test
+    cmake --build --preset tsan -j"$jobs" --target store_test stats_threads_test
     ctest --preset tsan -j"$jobs" --no-tests=error -L '^tsan$'
   else
     if [ "$preset" = release ] && [ "${FRS_RELEASE_TESTS:-}" != all ]; then

@@ -15,7 +15,7 @@ namespace frs::limit {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'R', 'S', 'D', 'E', 'N', 'Y', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: a bucket is one word (minute, count)
 
 template <typename T>
 T Load(const T& v) {
@@ -43,8 +43,10 @@ static_assert(offsetof(RecentDenials::Header, checksum) == 32);
 
 struct RecentDenials::Slot {
   uint64_t hash;                     // 0: free; claimed by compare-and-swap
-  uint32_t minute[kMinutes];         // unix minute each counter is of
-  uint32_t count[kMinutes];
+  // A ring of per-minute counters: the unix minute in the high 32 bits, the
+  // count in the low 32, one word so that a minute's restart and its count
+  // are one compare-and-swap (no increment lost between them).
+  uint64_t bucket[kMinutes];
   uint16_t biz;
   uint8_t key_len;
   uint8_t reserved;
@@ -68,10 +70,13 @@ void InitHeader(RecentDenials::Header* h) {
   h->checksum = XXH3_64bits(h, offsetof(RecentDenials::Header, checksum));
 }
 
+uint32_t MinuteOf(uint64_t bucket) { return static_cast<uint32_t>(bucket >> 32); }
+uint32_t CountOf(uint64_t bucket) { return static_cast<uint32_t>(bucket); }
+
 // The newest minute a slot counted in (0: none).
 uint32_t NewestMinute(const RecentDenials::Slot& s) {
   uint32_t newest = 0;
-  for (const uint32_t& m : s.minute) newest = std::max(newest, Load(m));
+  for (const uint64_t& b : s.bucket) newest = std::max(newest, MinuteOf(Load(b)));
   return newest;
 }
 }  // namespace
@@ -128,11 +133,9 @@ void RecentDenials::Count(uint16_t biz, std::string_view key, int64_t now_s) {
       break;
     }
     if (have == 0 && std::atomic_ref<uint64_t>(s->hash).compare_exchange_strong(have, h, std::memory_order_acq_rel)) {
+      // A fresh slot's buckets are zero: nothing to reset, so a racing
+      // writer of the same key counts from the first instant.
       target = s;
-      for (uint32_t m = 0; m < kMinutes; ++m) {
-        std::atomic_ref<uint32_t>(s->count[m]).store(0, std::memory_order_relaxed);
-        std::atomic_ref<uint32_t>(s->minute[m]).store(0, std::memory_order_relaxed);
-      }
       s->biz = biz;
       s->key_len = static_cast<uint8_t>(key.size());
       std::memcpy(s->key, key.data(), key.size());
@@ -152,11 +155,9 @@ void RecentDenials::Count(uint16_t biz, std::string_view key, int64_t now_s) {
     uint64_t old = Load(stalest->hash);
     if (NewestMinute(*stalest) == stalest_minute &&
         std::atomic_ref<uint64_t>(stalest->hash).compare_exchange_strong(old, h, std::memory_order_acq_rel)) {
+      // Its buckets are all older than the window: they restart as the new
+      // key counts into them, each by its own compare-and-swap.
       target = stalest;
-      for (uint32_t m = 0; m < kMinutes; ++m) {
-        std::atomic_ref<uint32_t>(target->count[m]).store(0, std::memory_order_relaxed);
-        std::atomic_ref<uint32_t>(target->minute[m]).store(0, std::memory_order_relaxed);
-      }
       target->biz = biz;
       target->key_len = static_cast<uint8_t>(key.size());
       std::memcpy(target->key, key.data(), key.size());
@@ -166,12 +167,14 @@ void RecentDenials::Count(uint16_t biz, std::string_view key, int64_t now_s) {
     std::atomic_ref<uint64_t>(header()->dropped).fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const uint32_t at = minute % kMinutes;
-  std::atomic_ref<uint32_t> stamp(target->minute[at]);
-  uint32_t was = stamp.load(std::memory_order_acquire);
-  if (was != minute && stamp.compare_exchange_strong(was, minute, std::memory_order_acq_rel))
-    std::atomic_ref<uint32_t>(target->count[at]).store(0, std::memory_order_relaxed);
-  std::atomic_ref<uint32_t>(target->count[at]).fetch_add(1, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t> bucket(target->bucket[minute % kMinutes]);
+  uint64_t was = bucket.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t now_word = MinuteOf(was) == minute
+                                  ? was + (CountOf(was) == UINT32_MAX ? 0 : 1)
+                                  : uint64_t{minute} << 32 | 1;
+    if (bucket.compare_exchange_weak(was, now_word, std::memory_order_relaxed)) break;
+  }
 }
 
 std::vector<RecentDenials::Row> RecentDenials::Top(uint32_t minutes, uint16_t biz, size_t n, int64_t now_s) const {
@@ -190,9 +193,10 @@ std::vector<RecentDenials::Row> RecentDenials::Top(uint32_t minutes, uint16_t bi
     // A slot whose text is not (yet, or any more) its key's is not shown.
     if (HashOf(r.biz, r.key) != h) continue;
     for (uint32_t m = 0; m < kMinutes; ++m) {
-      const uint32_t stamp = Load(s.minute[m]);
+      const uint64_t b = Load(s.bucket[m]);
+      const uint32_t stamp = MinuteOf(b);
       if (stamp == 0 || stamp > now_minute || stamp + minutes <= now_minute) continue;
-      r.denied += Load(s.count[m]);
+      r.denied += CountOf(b);
       r.last_minute = std::max<int64_t>(r.last_minute, stamp);
     }
     if (r.denied != 0) rows.push_back(std::move(r));

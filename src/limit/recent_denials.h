@@ -17,8 +17,8 @@
 // hash, then its text is written; a reader shows a slot only when its text
 // hashes to the slot's hash, so a slot half written by a process killed
 // mid-way (or being replaced) is skipped, never shown with another key's
-// count. Counts are relaxed atomic adds: a minute's counter that two
-// processes restart at once may lose a denial (a view, not an account).
+// count. A minute's counter and its minute are one word, updated by one
+// compare-and-swap: no denial is lost to a racing restart of the minute.
 //
 // Thread safety: all methods are safe from any thread and process.
 #pragma once
