@@ -63,6 +63,7 @@ void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const
     l.biz = BizName(domain, path);
     l.limit = d.limit;
     l.shadow_mode = d.shadow_mode;
+    l.detailed_metric = d.detailed_metric;
     l.name = d.name;
     l.replaces = d.replaces;
     l.file = d.file;

@@ -48,6 +48,9 @@ struct CompiledLimit {
   std::string path;          // "database_users": the metrics' descriptor label
   Limit limit;
   bool shadow_mode = false;
+  // detailed_metric: the per-descriptor metrics also carry the request's
+  // own values (server/envoy_metrics.h).
+  bool detailed_metric = false;
   std::string name;          // current_limit.name ("" when not named)
   std::vector<std::string> replaces;
   std::string file;

@@ -6,10 +6,35 @@
 
 namespace frs::envoy {
 
+bool RateLimitService::CheckOwnership(const RlsRequest& req, RlsAnswer* out) {
+  if (!own_.ring) return true;
+  for (size_t i = 0; i < req.descriptors.size(); ++i) {
+    if (found_[i] < 0) continue;  // nothing counted: any shard answers it alike
+    CounterKey(req.descriptors[i].entries, &key_);
+    // The route of a counter key as the HTTP side hashes a key without
+    // ?route= (a {hash tag} in it included), so that frsctl owner, the
+    // clients' rings and nginx's agree on where it lives.
+    const size_t owner = own_.ring->OwnerOfHash(Ring::HashRoute(Ring::RouteOf(key_, {})));
+    if (static_cast<long>(owner) == own_.self_index) continue;
+    ++out->misrouted;
+    if (!own_.enforce) continue;
+    out->owner = own_.ring->shards()[owner].name;
+    out->status = Status::Unavailable("descriptor " + std::to_string(i + 1) + " (counter key '" +
+                                      key_.substr(0, 64) + (key_.size() > 64 ? "...'" : "'") +
+                                      ") belongs to shard " + out->owner +
+                                      "; this shard answers only the descriptors it owns (<cluster enforce=\"1\">)");
+    out->statuses.clear();
+    return false;
+  }
+  return true;
+}
+
 void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
   out->status = Status::OK();
   out->overall = Code::kOk;
   out->tightest = -1;
+  out->misrouted = 0;
+  out->owner.clear();
   out->statuses.assign(req.descriptors.size(), RlsStatus{});
   const size_t n = req.descriptors.size();
   found_.assign(n, EnvoyRules::kNoLimit);
@@ -23,6 +48,8 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
         if (j != i && found_[j] >= 0 && rules_->limits()[static_cast<size_t>(found_[j])].name == name)
           found_[j] = EnvoyRules::kNoLimit;
   }
+  // Before anything is counted: a refused call leaves no count behind.
+  if (!CheckOwnership(req, out)) return;
   uint32_t tightest_remaining = std::numeric_limits<uint32_t>::max();
   for (size_t i = 0; i < n; ++i) {
     RlsStatus& st = out->statuses[i];

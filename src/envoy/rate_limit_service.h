@@ -13,6 +13,13 @@
 // envoyproxy/ratelimit's counter keeps growing past the limit); hits 0 is a
 // query: the count as it is, nothing counted.
 //
+// In a cluster (SetOwnership) each descriptor's counter key is a route on
+// the ring, as a key of the HTTP side is: a descriptor another shard owns
+// fails the whole call, before anything is counted, when the cluster
+// enforces ownership (Status Unavailable naming the owner: Envoy then
+// applies its failure_mode_deny), and is counted here otherwise (fail-open,
+// as HTTP's enforce="0"); either way it is counted in `misrouted`.
+//
 // Thread safety: one per worker (it owns scratch buffers).
 #pragma once
 
@@ -25,6 +32,7 @@
 
 #include "envoy/envoy_rules.h"
 #include "frs/engine.h"
+#include "frs/ring.h"
 
 namespace frs::envoy {
 
@@ -64,6 +72,18 @@ struct RlsAnswer {
   std::vector<RlsStatus> statuses;
   // The descriptor closest to its limit (X-RateLimit-* headers), -1: none.
   int32_t tightest = -1;
+  // Descriptors whose counter key another shard of the cluster owns.
+  uint32_t misrouted = 0;
+  // Set with a not-OK status when the call was refused for a descriptor
+  // another shard owns: that shard's name (/json answers 421 for it).
+  std::string owner;
+};
+
+// Which counter keys this server owns (<cluster> in srv.xml).
+struct Ownership {
+  std::shared_ptr<const Ring> ring;  // null: a lone server owns every key
+  long self_index = -1;              // in ring->shards(); -1: owns nothing
+  bool enforce = true;
 };
 
 class RateLimitService {
@@ -71,12 +91,18 @@ class RateLimitService {
   explicit RateLimitService(Engine* engine) : engine_(engine) {}
   void SetRules(std::shared_ptr<const EnvoyRules> rules) { rules_ = std::move(rules); }
   const EnvoyRules* rules() const { return rules_.get(); }
+  void SetOwnership(Ownership o) { own_ = std::move(o); }
   // Fills `out` (cleared first).
   void Decide(const RlsRequest& req, RlsAnswer* out);
 
  private:
   Engine* engine_;
+  // False (out->status and out->owner set) when a descriptor belongs to
+  // another shard and the cluster enforces ownership.
+  bool CheckOwnership(const RlsRequest& req, RlsAnswer* out);
+
   std::shared_ptr<const EnvoyRules> rules_;
+  Ownership own_;
   std::string scratch_, key_;
   std::vector<int32_t> found_;
 };

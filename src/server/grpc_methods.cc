@@ -61,13 +61,16 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
     rd.hits = rd.has_hits ? d.hits_addend().value() : 0;
   }
   rls_.Decide(req_, &answer_);
+  CountEnvoyAnswer(metrics_, req_, answer_);
   if (!answer_.status.ok()) {
+    // A descriptor another shard owns (enforce="1") is UNAVAILABLE too, as
+    // envoyproxy/ratelimit answers when its backend is: Envoy applies its
+    // failure_mode_deny, and the message names the owner.
     out->code = answer_.status.code() == Status::Code::kInvalidArgument ? GrpcCode::kInvalidArgument
                                                                         : GrpcCode::kUnavailable;
     out->message = answer_.status.message();
     return;
   }
-  CountEnvoyAnswer(metrics_, answer_);
   RlsResponse& r = m_->response;
   r.Clear();
   r.set_overall_code(static_cast<RlsResponse::Code>(answer_.overall));
@@ -120,6 +123,8 @@ void GrpcMethods::HealthCheck(std::string_view message, Reply* out) {
   r.SerializeToString(&out->body);
 }
 
-void CountEnvoyAnswer(EnvoyMetrics*, const envoy::RlsAnswer&) {}
+void GrpcMethods::SetCluster(const ClusterView& c) {
+  rls_.SetOwnership(envoy::Ownership{c.ring, c.self_index, c.enforce});
+}
 
 }  // namespace frs::server

@@ -7,7 +7,9 @@
 //
 // Anything else is UNIMPLEMENTED; a message protobuf cannot parse is
 // INVALID_ARGUMENT; the store unable to answer is UNAVAILABLE (Envoy's
-// failure_mode_deny decides what that means for the route).
+// failure_mode_deny decides what that means for the route), and so is, in a
+// <cluster enforce="1">, a call with a descriptor another shard owns (the
+// message names that shard).
 //
 // Thread safety: one per worker (it reuses its messages).
 #pragma once
@@ -16,11 +18,11 @@
 #include <string>
 
 #include "envoy/rate_limit_service.h"
+#include "server/envoy_metrics.h"
 #include "server/grpc_session.h"
+#include "server/protocol.h"
 
 namespace frs::server {
-
-class EnvoyMetrics;
 
 struct GrpcOptions {
   bool headers = false;  // X-RateLimit-Limit, -Remaining, -Reset in response_headers_to_add
@@ -33,6 +35,8 @@ class GrpcMethods final : public GrpcService {
   void SetRules(std::shared_ptr<const envoy::EnvoyRules> rules) { rls_.SetRules(std::move(rules)); }
   void SetOptions(const GrpcOptions& opts) { opts_ = opts; }
   void set_shutting_down(bool v) { shutting_down_ = v; }
+  // <cluster>: which descriptors' counter keys this shard owns.
+  void SetCluster(const ClusterView& c);
   // Per-descriptor counters (/metrics); null: not counted.
   void set_metrics(EnvoyMetrics* m) { metrics_ = m; }
   envoy::RateLimitService& rls() { return rls_; }
@@ -52,9 +56,5 @@ class GrpcMethods final : public GrpcService {
   envoy::RlsRequest req_;
   envoy::RlsAnswer answer_;
 };
-
-// Counts a decision's descriptors in `metrics` (may be null): the gRPC and
-// /json paths count alike.
-void CountEnvoyAnswer(EnvoyMetrics* metrics, const envoy::RlsAnswer& a);
 
 }  // namespace frs::server

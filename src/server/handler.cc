@@ -47,6 +47,8 @@ void AppendNum(int64_t v, std::string* out) {
 // Content-Type lines, whole.
 constexpr const char* kXml = "Content-Type: application/xml\r\n";
 constexpr const char* kText = "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n";
+constexpr const char* kPlain = "Content-Type: text/plain; charset=utf-8\r\n";
+constexpr const char* kJson = "Content-Type: application/json\r\n";
 
 
 }  // namespace
@@ -226,6 +228,49 @@ void Handler::ErrorBody(int code, std::string_view msg, int* status) {
   *status = code;
 }
 
+void Handler::TextBody(int code, std::string_view msg, int* status) {
+  decision_ = {};
+  body_.assign(msg);
+  body_.push_back('\n');
+  *status = code;
+}
+
+Status Handler::Unhealthy() const {
+  if (shutting_down_) return Status::Unavailable("the server is shutting down");
+  // A store file deleted or truncated under a running server: take it out
+  // of rotation rather than answer from a lost inode.
+  return engine_->store() ? engine_->store()->CheckFiles() : Status::OK();
+}
+
+void Handler::HandleJson(std::string_view body, bool* json, int* status) {
+  if (!rls_ || !rls_->rules()) {
+    TextBody(404, "POST /json is Envoy's rate limit service: srv.xml sets no <grpc config>", status);
+    return;
+  }
+  if (Status s = json_.Decode(body, &rls_req_); !s.ok()) {
+    TextBody(400, "POST /json: " + s.message(), status);
+    return;
+  }
+  rls_->Decide(rls_req_, &rls_answer_);
+  CountEnvoyAnswer(envoy_metrics_, rls_req_, rls_answer_);
+  const envoy::RlsAnswer& a = rls_answer_;
+  if (!a.status.ok()) {
+    // Another shard owns a descriptor (enforce="1"): 421 as for any key of
+    // the HTTP side; the store unable to answer: 503.
+    TextBody(!a.owner.empty() ? 421 : HttpStatusFor(a.status), "POST /json: " + a.status.message(), status);
+    return;
+  }
+  decision_ = {};
+  body_.clear();
+  if (!EnvoyJson::Encode(a, &body_)) {
+    TextBody(500, "POST /json: the answer could not be written as JSON", status);
+    return;
+  }
+  *json = true;
+  // As envoyproxy/ratelimit answers /json.
+  *status = a.overall == envoy::Code::kOverLimit ? 429 : 200;
+}
+
 void Handler::CountDecision(const WireRequest& r, const Decision& d) {
   if (!d.ok() || d.biz_id == 0) return;
   if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire) return;
@@ -345,25 +390,41 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       head_only = head.method == HttpMethod::kHead;
       if (health) {
         body_.clear();
-        Status files = engine_->store() ? engine_->store()->CheckFiles() : Status::OK();
-        if (shutting_down_) {
-          ErrorBody(503, "the server is shutting down", &status);
-        } else if (!files.ok()) {
-          // A store file deleted or truncated under a running server: take
-          // it out of rotation rather than answer from a lost inode.
-          ErrorBody(503, files.message(), &status);
-        } else {
-          body_.append("<response code=\"0\" msg=\"serving\"/>\n");
-        }
+        if (Status why = Unhealthy(); !why.ok()) ErrorBody(503, why.message(), &status);
+        else body_.append("<response code=\"0\" msg=\"serving\"/>\n");
       } else {
         body_.clear();
         ctype = kText;
         if (metrics_) {
           metrics_->Render(*engine_, &body_);
+          if (rls_ && rls_->rules()) RenderEnvoyMetrics(*metrics_, *rls_->rules(), &body_);
         } else {
           body_.append("# metrics are not shared in this process\n");
         }
       }
+    }
+  } else if (path == "/healthcheck") {
+    // envoyproxy/ratelimit's health check path, for probes configured for it.
+    label = CmdLabel::kHealth;
+    ctype = kPlain;
+    if (!is_get && head.method != HttpMethod::kHead) {
+      TextBody(405, "/healthcheck takes GET or HEAD", &status);
+      extra.allow = "GET, HEAD";
+    } else {
+      head_only = head.method == HttpMethod::kHead;
+      if (Status why = Unhealthy(); !why.ok()) TextBody(503, why.message(), &status);
+      else TextBody(200, "OK", &status);
+    }
+  } else if (path == "/json") {
+    label = CmdLabel::kJson;
+    ctype = kPlain;
+    if (head.method != HttpMethod::kPost) {
+      TextBody(405, "/json takes POST with a JSON RateLimitRequest", &status);
+      extra.allow = "POST";
+    } else {
+      bool json = false;
+      HandleJson(std::string_view(base + head.body_off, head.body_len), &json, &status);
+      if (json) ctype = kJson;
     }
   } else if (path == "/stats") {
     label = CmdLabel::kStats;
@@ -375,7 +436,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       if (status == 200) ctype = kXml;
     }
   } else {
-    ErrorBody(404, "no such path: use POST /frs, GET /acquire, /query, /auth, /stats, /health or /metrics", &status);
+    ErrorBody(404, "no such path: use POST /frs, GET /acquire, /query, /auth, /stats, /health or /metrics (with <grpc>: POST /json, GET /healthcheck)", &status);
   }
   if (shutting_down_) keep_alive = false;
   Respond(status, keep_alive, head.version, ctype, &extra, head_only, out);

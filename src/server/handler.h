@@ -4,6 +4,9 @@
 // GET  /acquire|/query?biz=B&key=K[&n=N]   the same answer, 200 or 429 with
 //                    RateLimit-* and Retry-After headers
 // GET  /health       200 while serving (503 once shutting down)
+// GET  /healthcheck  envoyproxy/ratelimit's: 200 "OK" while serving, 503 when not
+// POST /json         envoyproxy/ratelimit's ShouldRateLimit in JSON (with
+//                    <grpc>: server/envoy_json.h), 200, 429 when over limit
 // GET  /metrics      Prometheus text
 // GET  /stats?biz=B&by=F[&day=D][&value=V][&top=N]   statistics by key field
 // POST /stats        merges statistics sent by another shard (handoff)
@@ -26,7 +29,10 @@
 #include "config/srv_config.h"
 #include "frs/engine.h"
 #include "frs/key.h"
+#include "envoy/rate_limit_service.h"
 #include "server/decision_log.h"
+#include "server/envoy_json.h"
+#include "server/envoy_metrics.h"
 #include "server/http_parser.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
@@ -70,6 +76,13 @@ class Handler {
   // The worker's decision log (null: none, the default): recorded decisions
   // of query, update and acquire are written to it.
   void set_decision_log(DecisionLog* log) { decision_log_ = log; }
+  // Envoy's rate limit service (with <grpc>; null: /json answers 404 and
+  // /metrics has no per-descriptor series): the worker's, shared with its
+  // gRPC methods, and the per-descriptor counters.
+  void set_envoy(envoy::RateLimitService* rls, EnvoyMetrics* metrics) {
+    rls_ = rls;
+    envoy_metrics_ = metrics;
+  }
   // The map was reloaded: biz names may have changed.
   void MapReloaded() { biz_names_.clear(); }
   Engine* engine() { return engine_; }
@@ -91,6 +104,12 @@ class Handler {
   // Runs one request into decisions_[0] and appends its answer to body_.
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);
+  // A plain-text body (the /json and /healthcheck errors, as envoyproxy/ratelimit's).
+  void TextBody(int code, std::string_view msg, int* status);
+  // Why the server should be taken out of rotation (/health, /healthcheck): OK while serving.
+  Status Unhealthy() const;
+  // POST /json; sets *json when the body is JSON (else it is plain text).
+  void HandleJson(std::string_view body, bool* json, int* status);
   void CountDecision(const WireRequest& r, const Decision& d);
   // Writes d to the decision log (it wants it).
   void LogDecision(const WireRequest& r, const Decision& d);
@@ -111,6 +130,11 @@ class Handler {
   const IpAddress* peer_ = nullptr;      // of the request being answered
   std::string_view route_param_;         // POST /frs?route=R of the request being answered
   std::vector<std::string> biz_names_;   // by id, filled as the log needs them (cleared on reload)
+  envoy::RateLimitService* rls_ = nullptr;
+  EnvoyMetrics* envoy_metrics_ = nullptr;
+  EnvoyJson json_;
+  envoy::RlsRequest rls_req_;
+  envoy::RlsAnswer rls_answer_;
 
   // Reused per request. A single decision (GET, one POST <request>) is
   // written into decision_buf_ and copied once, after the head, into the

@@ -14,7 +14,7 @@ namespace frs::server {
 namespace {
 
 constexpr const char* kLabelNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset",
-                                       "stats", "merge", "batch", "health", "metrics", "none"};
+                                       "stats", "merge", "batch", "health", "metrics", "json", "none"};
 static_assert(sizeof(kLabelNames) / sizeof(kLabelNames[0]) == static_cast<size_t>(CmdLabel::kCount));
 
 void AppendU64(std::string* out, uint64_t v) {
@@ -29,16 +29,6 @@ void AppendSeconds(std::string* out, uint64_t us) {
   out->append(buf, static_cast<size_t>(n));
 }
 
-// Label values are biz names from map.xml: escape what the format demands.
-void AppendLabelValue(std::string* out, std::string_view v) {
-  for (char c : v) {
-    if (c == '\\') out->append("\\\\");
-    else if (c == '"') out->append("\\\"");
-    else if (c == '\n') out->append("\\n");
-    else out->push_back(c);
-  }
-}
-
 void Header(std::string* out, const char* name, const char* type, const char* help) {
   out->append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
 }
@@ -51,6 +41,16 @@ void Simple(std::string* out, const char* name, const char* type, const char* he
 }
 
 }  // namespace
+
+// Label values are biz names from map.xml: escape what the format demands.
+void AppendLabelValue(std::string* out, std::string_view v) {
+  for (char c : v) {
+    if (c == '\\') out->append("\\\\");
+    else if (c == '"') out->append("\\\"");
+    else if (c == '\n') out->append("\\n");
+    else out->push_back(c);
+  }
+}
 
 CmdLabel LabelOf(Cmd cmd) {
   switch (cmd) {

@@ -29,7 +29,7 @@ namespace frs::server {
 // What the `cmd` label of frs_requests_total says.
 enum class CmdLabel : uint8_t {
   kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge,
-  kBatch, kHealth, kMetrics, kNone,  // kNone: the request never got as far as a command
+  kBatch, kHealth, kMetrics, kJson, kNone,  // kJson: Envoy's POST /json; kNone: the request never got as far as a command
   kCount
 };
 CmdLabel LabelOf(Cmd cmd);
@@ -42,6 +42,9 @@ size_t StatusSlot(int http_status);  // unknown statuses count as 500
 // Upper bounds of the latency histogram, in microseconds (+Inf implied).
 inline constexpr uint64_t kLatencyBoundsUs[] = {25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000, 250000, 1000000};
 inline constexpr size_t kLatencyBuckets = sizeof(kLatencyBoundsUs) / sizeof(kLatencyBoundsUs[0]) + 1;
+
+// Appends `v` escaped as a Prometheus label value (backslash, quote, newline).
+void AppendLabelValue(std::string* out, std::string_view v);
 
 inline void CounterAdd(uint64_t& c, uint64_t v = 1) {
   std::atomic_ref<uint64_t> a(c);
@@ -65,6 +68,32 @@ struct DecisionLogCounters {
 enum class RuleResultLabel : uint8_t { kAllowed, kDenied, kShadowDenied, kCount };
 inline constexpr size_t kRuleResults = static_cast<size_t>(RuleResultLabel::kCount);
 
+// Envoy's per-descriptor results (server/envoy_metrics.h), as
+// envoyproxy/ratelimit names its stats: every rate-limited descriptor path is
+// a biz with an id in [kFirstEnvoyDescriptorId, 65535].
+enum class EnvoyResult : uint8_t { kTotal, kOverLimit, kNearLimit, kWithinLimit, kShadowMode, kCount };
+inline constexpr size_t kEnvoyResults = static_cast<size_t>(EnvoyResult::kCount);
+inline constexpr uint32_t kFirstEnvoyDescriptorId = 49152;
+inline constexpr size_t kEnvoyDescriptorIds = 65536 - kFirstEnvoyDescriptorId;
+
+// One value of a `detailed_metric: true` descriptor: its counter key, whose
+// counts this worker keeps apart. Written once by its worker (key, then
+// `published` with release order) and never changed after but for the
+// counts, so a reader that sees `published` reads a whole key.
+inline constexpr size_t kDetailedKeyBytes = 120;
+struct alignas(64) DetailedKeySlot {
+  uint64_t published;  // 0: free; else the hash the slot was claimed with
+  uint16_t biz_id;
+  uint16_t len;
+  char key[kDetailedKeyBytes];
+  uint64_t counts[kEnvoyResults];
+};
+// Per worker: the first this many distinct (descriptor, value) pairs since
+// frsd started keep a series of their own; later ones are summed per
+// descriptor in detailed_other (key "~other"). A bound, so that a
+// descriptor keyed by client address cannot grow /metrics without end.
+inline constexpr size_t kDetailedKeys = 1024;
+
 struct alignas(64) WorkerCounters {
   uint64_t requests[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots];
   uint64_t latency[kLatencyBuckets];
@@ -82,6 +111,10 @@ struct alignas(64) WorkerCounters {
   // [biz id][rule position][result]: like the per-biz arrays, the pages of
   // bizzes never decided are never touched.
   uint64_t rule_decisions[65536][kMaxRulesPerBiz][kRuleResults];
+  // [biz id - kFirstEnvoyDescriptorId][result], hits (hits_addend) counted.
+  uint64_t envoy_descriptor[kEnvoyDescriptorIds][kEnvoyResults];
+  DetailedKeySlot detailed[kDetailedKeys];
+  uint64_t detailed_other[kEnvoyDescriptorIds][kEnvoyResults];
 
   void CountRequest(CmdLabel label, int http_status, uint64_t latency_ns);
 };
@@ -110,6 +143,7 @@ class Metrics {
 
   uint32_t workers() const { return workers_; }
   WorkerCounters& worker(uint32_t i) { return workers_base_[i]; }
+  const WorkerCounters& worker(uint32_t i) const { return workers_base_[i]; }
   MasterCounters& master() { return *master_; }
 
   // Appends the Prometheus text exposition (version 0.0.4). `engine` gives

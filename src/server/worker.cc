@@ -65,7 +65,14 @@ class Worker {
         limits_{cfg_.max_header_bytes, cfg_.max_body_bytes},
         idle_(int64_t{cfg_.idle_timeout_ms} * kMsNs),
         busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {
-    if (ctx_.grpc_listener.valid()) grpc_.emplace(engine, GrpcOptions{cfg_.grpc_headers});
+    if (ctx_.grpc_listener.valid()) {
+      grpc_.emplace(engine, GrpcOptions{cfg_.grpc_headers});
+      // /json decides with the gRPC methods' service: one set of rules, one
+      // ownership, one set of per-descriptor counters.
+      grpc_->set_metrics(&envoy_metrics_);
+      grpc_->SetCluster(handler_.options().cluster);
+      handler_.set_envoy(&grpc_->rls(), &envoy_metrics_);
+    }
   }
 
   int Run(const sigset_t* wait_mask);
@@ -138,6 +145,7 @@ class Worker {
   std::optional<AllowList> allow_;  // replaces ctx_.allow after a reload
   WorkerCounters* counters_;
   DecisionLogCounters own_log_counters_{};  // without a metrics region
+  EnvoyMetrics envoy_metrics_{counters_};   // Envoy's per-descriptor counters, in counters_
   Handler handler_;
   std::optional<GrpcMethods> grpc_;  // with <grpc>
   std::string envoy_bundle_;         // applied to grpc_
@@ -364,6 +372,7 @@ void Worker::ApplyLive(const SrvConfig& next) {
   idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);
   busy_.set_timeout(int64_t{cfg_.request_timeout_ms} * kMsNs);
   handler_.SetOptions(HandlerOptionsFor(cfg_));
+  if (grpc_) grpc_->SetCluster(handler_.options().cluster);
 }
 
 void Worker::ApplyDecisionLog(const SrvConfig& next) {

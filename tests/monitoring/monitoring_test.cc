@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <ctime>
+#include <filesystem>
 #include <regex>
 #include <set>
 #include <string>
@@ -52,7 +53,13 @@ std::set<std::string> MetricNames(const std::string& text) {
 }
 
 TEST(Monitoring, RulesAndDashboardUseOnlyMetricsFrsdExports) {
-  e2e::Frsd srv;
+  // With <grpc>: the dashboard's Envoy panel uses the per-descriptor series.
+  e2e::ServerOptions o;
+  o.extra = "  <grpc listen=\"127.0.0.1:0\" config=\"envoy\"/>\n";
+  e2e::Frsd srv(o);
+  std::filesystem::create_directories(srv.dir() + "/envoy");
+  e2e::WriteFile(srv.dir() + "/envoy/rl.yaml",
+                 "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 5}\n");
   ASSERT_TRUE(srv.Start()) << srv.log();
   e2e::Client c(srv.port());
   e2e::HttpResponse m = c.Get("/metrics");

@@ -1,0 +1,185 @@
+#include "server/envoy_metrics.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+
+namespace frs::server {
+
+static_assert(kFirstEnvoyDescriptorId == envoy::kFirstEnvoyBizId && kEnvoyDescriptorIds == envoy::kEnvoyBizIds,
+              "the metrics region is indexed by the ids envoy_rules.h gives descriptors");
+
+namespace {
+
+constexpr const char* kResultNames[kEnvoyResults] = {"total", "over_limit", "near_limit", "within_limit",
+                                                     "shadow_mode"};
+// Slots looked at for one key before it is summed in ~other: a full table
+// costs a hit a few cache lines, never a scan of all of them.
+constexpr size_t kProbes = 16;
+
+using Counts = std::array<uint64_t, kEnvoyResults>;
+
+// What one status adds to each result.
+Counts HitsOf(const envoy::RlsStatus& st) {
+  Counts c{};
+  const uint64_t hits = st.hits;
+  c[static_cast<size_t>(EnvoyResult::kTotal)] = hits;
+  if (st.over || st.shadow_over) {
+    // A denied acquire counts none of its hits (rate_limit_service.h), so
+    // all of them were over, not just the part past the limit.
+    c[static_cast<size_t>(EnvoyResult::kOverLimit)] = hits;
+    if (st.shadow_over) c[static_cast<size_t>(EnvoyResult::kShadowMode)] = hits;
+    return c;
+  }
+  c[static_cast<size_t>(EnvoyResult::kWithinLimit)] = hits;
+  if (st.near) {
+    const uint64_t limit = st.limit->limit.requests_per_unit;
+    const uint64_t count = limit - std::min<uint64_t>(st.remaining, limit);
+    const auto threshold = static_cast<uint64_t>(std::floor(static_cast<double>(limit) * envoy::kNearLimitRatio));
+    c[static_cast<size_t>(EnvoyResult::kNearLimit)] = std::min(hits, count > threshold ? count - threshold : 0);
+  }
+  return c;
+}
+
+void Add(uint64_t (&to)[kEnvoyResults], const Counts& c) {
+  for (size_t r = 0; r < kEnvoyResults; ++r)
+    if (c[r] != 0) CounterAdd(to[r], c[r]);
+}
+
+// The label text of a counter key: printable ASCII but for '_' in place of
+// anything else (a label value must be UTF-8, and a key may hold any byte);
+// past kDetailedKeyBytes a prefix and the hash of the whole.
+void LabelOf(std::string_view key, std::string* out) {
+  out->clear();
+  const bool cut = key.size() > kDetailedKeyBytes;
+  const std::string_view kept = cut ? key.substr(0, kDetailedKeyBytes - 17) : key;
+  for (char c : kept) out->push_back(c >= 0x20 && c < 0x7f ? c : '_');
+  if (cut) {
+    char hex[18];
+    std::snprintf(hex, sizeof hex, "~%016zx", std::hash<std::string_view>{}(key));
+    out->append(hex);
+  }
+}
+
+void Series(std::string* out, const char* name, const envoy::CompiledLimit& l, const std::string* key, size_t r,
+            uint64_t v) {
+  out->append(name).append("{domain=\"");
+  AppendLabelValue(out, l.domain);
+  out->append("\",descriptor=\"");
+  AppendLabelValue(out, l.path);
+  if (key) {
+    out->append("\",key=\"");
+    AppendLabelValue(out, *key);
+  }
+  out->append("\",result=\"").append(kResultNames[r]).append("\"} ");
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, res.ptr).append("\n");
+}
+
+}  // namespace
+
+DetailedKeySlot* EnvoyMetrics::Slot(uint16_t biz_id, std::string_view key) {
+  // Never 0: 0 marks a free slot.
+  const uint64_t h = (std::hash<std::string_view>{}(key) ^ (uint64_t{biz_id} * 0x9E3779B97F4A7C15ull)) | 1;
+  for (size_t p = 0; p < kProbes; ++p) {
+    DetailedKeySlot& s = c_->detailed[(h + p) % kDetailedKeys];
+    std::atomic_ref<uint64_t> pub(s.published);
+    // This worker is the slot's only writer: its own stores need no order.
+    const uint64_t seen = pub.load(std::memory_order_relaxed);
+    if (seen == 0) {
+      s.biz_id = biz_id;
+      s.len = static_cast<uint16_t>(key.size());
+      std::memcpy(s.key, key.data(), key.size());
+      // Readers in other workers see the key whole once they see this.
+      pub.store(h, std::memory_order_release);
+      return &s;
+    }
+    if (seen == h && s.biz_id == biz_id && std::string_view(s.key, s.len) == key) return &s;
+  }
+  return nullptr;
+}
+
+void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a) {
+  if (!c_) return;
+  if (a.misrouted != 0) CounterAdd(c_->misrouted, a.misrouted);
+  if (!a.status.ok()) return;
+  for (size_t i = 0; i < a.statuses.size() && i < req.descriptors.size(); ++i) {
+    const envoy::RlsStatus& st = a.statuses[i];
+    if (!st.has_limit || st.limit == nullptr || st.hits == 0) continue;
+    const uint32_t idx = st.limit->biz_id - kFirstEnvoyDescriptorId;
+    if (st.limit->biz_id < kFirstEnvoyDescriptorId || idx >= kEnvoyDescriptorIds) continue;
+    const Counts hits = HitsOf(st);
+    Add(c_->envoy_descriptor[idx], hits);
+    if (!st.limit->detailed_metric) continue;
+    envoy::CounterKey(req.descriptors[i].entries, &key_);
+    LabelOf(key_, &label_);
+    if (DetailedKeySlot* s = Slot(st.limit->biz_id, label_)) Add(s->counts, hits);
+    else Add(c_->detailed_other[idx], hits);
+  }
+}
+
+void CountEnvoyAnswer(EnvoyMetrics* metrics, const envoy::RlsRequest& req, const envoy::RlsAnswer& a) {
+  if (metrics) metrics->Count(req, a);
+}
+
+void RenderEnvoyMetrics(const Metrics& metrics, const envoy::EnvoyRules& rules, std::string* out) {
+  const uint32_t workers = metrics.workers();
+  static constexpr const char* kName = "frs_envoy_descriptor_hits_total";
+  out->append("# HELP ").append(kName).append(
+      " Envoy rate limit service: hits (hits_addend) of each rate-limited descriptor, by result: total, over_limit, "
+      "near_limit (past 80 % of the limit), within_limit, shadow_mode (over, let through).\n");
+  out->append("# TYPE ").append(kName).append(" counter\n");
+  bool any_detailed = false;
+  for (const envoy::CompiledLimit& l : rules.limits()) {
+    const uint32_t idx = l.biz_id - kFirstEnvoyDescriptorId;
+    if (l.biz_id < kFirstEnvoyDescriptorId || idx >= kEnvoyDescriptorIds) continue;
+    any_detailed = any_detailed || l.detailed_metric;
+    for (size_t r = 0; r < kEnvoyResults; ++r) {
+      uint64_t sum = 0;
+      for (uint32_t w = 0; w < workers; ++w) sum += CounterGet(metrics.worker(w).envoy_descriptor[idx][r]);
+      Series(out, kName, l, nullptr, r, sum);
+    }
+  }
+  if (!any_detailed) return;
+
+  static constexpr const char* kDetailed = "frs_envoy_descriptor_detailed_hits_total";
+  out->append("# HELP ").append(kDetailed).append(
+      " Envoy rate limit service: hits of each counter key of a detailed_metric descriptor, by result (at most 1024 "
+      "keys per worker since start; later ones are summed in key=\"~other\").\n");
+  out->append("# TYPE ").append(kDetailed).append(" counter\n");
+  // Every worker's published slots, by descriptor and key label: two
+  // workers that met one key hold one slot each, shown as one series.
+  std::map<uint16_t, std::map<std::string, Counts>> by_biz;
+  for (uint32_t w = 0; w < workers; ++w) {
+    const WorkerCounters& c = metrics.worker(w);
+    for (const DetailedKeySlot& s : c.detailed) {
+      if (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(s.published)).load(std::memory_order_acquire) == 0) continue;
+      const size_t len = std::min<size_t>(s.len, kDetailedKeyBytes);
+      Counts& to = by_biz[s.biz_id][std::string(s.key, len)];
+      for (size_t r = 0; r < kEnvoyResults; ++r) to[r] += CounterGet(s.counts[r]);
+    }
+  }
+  const std::string other = "~other";
+  for (const envoy::CompiledLimit& l : rules.limits()) {
+    if (!l.detailed_metric) continue;
+    const uint32_t idx = l.biz_id - kFirstEnvoyDescriptorId;
+    if (l.biz_id < kFirstEnvoyDescriptorId || idx >= kEnvoyDescriptorIds) continue;
+    if (auto it = by_biz.find(l.biz_id); it != by_biz.end())
+      for (const auto& [key, counts] : it->second)
+        for (size_t r = 0; r < kEnvoyResults; ++r) Series(out, kDetailed, l, &key, r, counts[r]);
+    Counts rest{};
+    for (uint32_t w = 0; w < workers; ++w)
+      for (size_t r = 0; r < kEnvoyResults; ++r) rest[r] += CounterGet(metrics.worker(w).detailed_other[idx][r]);
+    if (rest[0] != 0)
+      for (size_t r = 0; r < kEnvoyResults; ++r) Series(out, kDetailed, l, &other, r, rest[r]);
+  }
+}
+
+}  // namespace frs::server

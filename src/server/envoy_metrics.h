@@ -1,0 +1,71 @@
+// server/envoy_metrics.h: Envoy's rate limit service, per descriptor, in
+// /metrics: envoyproxy/ratelimit's
+//
+//   ratelimit.service.rate_limit.DOMAIN.KEY_VALUE.{total_hits,over_limit,
+//   near_limit,within_limit,shadow_mode}
+//
+// as one Prometheus counter,
+//
+//   frs_envoy_descriptor_hits_total{domain="D",descriptor="KEY_VALUE",result="total|over_limit|...|shadow_mode"}
+//
+// counted in hits (hits_addend) per matched rate-limited descriptor of every
+// answer, gRPC and /json alike. total: every hit; over_limit: the hits of a
+// descriptor answered over its limit (a shadow_mode one too); shadow_mode:
+// those that shadow_mode let through; within_limit: the hits of a descriptor
+// within its limit; near_limit: of those, the hits that took its count past
+// 80 % of the limit (envoyproxy/ratelimit's near_limit_ratio, counted as it
+// counts them: after > floor(0.8 x limit), only the part of hits_addend
+// above that threshold). A look (hits_addend 0) counts nothing.
+//
+// `detailed_metric: true` adds the request's own values, one series per
+// counter key,
+//
+//   frs_envoy_descriptor_detailed_hits_total{domain,descriptor,key="remote_address_10.0.0.7",result}
+//
+// bounded: each worker keeps the first kDetailedKeys distinct keys since
+// frsd started apart, and sums any later one into key="~other" (a key of
+// bytes a label should not carry has them as '_'; a key past 120 bytes is cut
+// and ends in a hash).
+//
+// The counts live in the shared metrics region (metrics.h), indexed by the
+// descriptor's biz id, so any worker's /metrics sums every worker's and a
+// respawned worker carries on its predecessor's; names come from the
+// current Envoy configuration: a descriptor removed by a reload is no
+// longer shown.
+//
+// Thread safety: one EnvoyMetrics per worker (its slot is single-writer);
+// RenderEnvoyMetrics may run while other workers count.
+#pragma once
+
+#include <string>
+
+#include "envoy/rate_limit_service.h"
+#include "server/metrics.h"
+
+namespace frs::server {
+
+class EnvoyMetrics {
+ public:
+  // `counters`: this worker's slot (null: nothing is counted).
+  explicit EnvoyMetrics(WorkerCounters* counters) : c_(counters) {}
+  // One answer's descriptors, and its misrouted ones (frs_misrouted_total)
+  // whether it was answered or refused.
+  void Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a);
+
+ private:
+  // This worker's slot for (biz, key), claimed when new; null: the table's
+  // probe window is full (the key counts in detailed_other).
+  DetailedKeySlot* Slot(uint16_t biz_id, std::string_view key);
+
+  WorkerCounters* c_;
+  std::string key_, label_;
+};
+
+// Counts a decision's descriptors in `metrics` (may be null): the gRPC and
+// /json paths count alike.
+void CountEnvoyAnswer(EnvoyMetrics* metrics, const envoy::RlsRequest& req, const envoy::RlsAnswer& a);
+
+// Appends the series above for every limit of `rules`.
+void RenderEnvoyMetrics(const Metrics& metrics, const envoy::EnvoyRules& rules, std::string* out);
+
+}  // namespace frs::server

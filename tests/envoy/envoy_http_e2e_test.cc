@@ -1,0 +1,258 @@
+// Envoy's rate limit service on frsd's HTTP listener, end to end: POST /json
+// and GET /healthcheck as envoyproxy/ratelimit answers them, the
+// per-descriptor series in /metrics, and two shards of a <cluster> answering
+// descriptors they do not own (421 with enforce="1", counted locally with
+// enforce="0"). Real frsd processes on loopback ports of their own binding.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "e2e/frsd_harness.h"
+#include "frs/ring.h"
+
+namespace frs::e2e {
+namespace {
+
+// Day windows: a test cannot straddle a window's end but at midnight UTC.
+constexpr const char* kYaml = R"(domain: rl
+descriptors:
+  - key: user
+    detailed_metric: true
+    rate_limit: {unit: day, requests_per_unit: 5}
+  - key: client
+    value: trial
+    shadow_mode: true
+    rate_limit: {unit: day, requests_per_unit: 1}
+  - key: client
+    value: internal
+    rate_limit: {unlimited: true}
+)";
+
+ServerOptions WithGrpc(uint32_t workers = 2) {
+  ServerOptions o;
+  o.workers = workers;
+  o.extra = "  <grpc listen=\"127.0.0.1:0\" config=\"envoy\"/>\n";
+  return o;
+}
+
+void WriteYaml(const Frsd& f, const std::string& yaml = kYaml) {
+  std::filesystem::create_directories(f.dir() + "/envoy");
+  WriteFile(f.dir() + "/envoy/rl.yaml", yaml);
+}
+
+std::string Call(const std::string& descriptors, int hits = 0) {
+  return "{\"domain\":\"rl\",\"descriptors\":[" + descriptors + "]" +
+         (hits ? ",\"hitsAddend\":" + std::to_string(hits) : std::string()) + "}";
+}
+
+std::string User(const std::string& u) { return R"({"entries":[{"key":"user","value":")" + u + R"("}]})"; }
+
+// The value of one series line of /metrics ("" when absent).
+std::string Series(const std::string& metrics, const std::string& series) {
+  const size_t p = metrics.find("\n" + series + " ");
+  if (p == std::string::npos) return "";
+  const size_t start = p + series.size() + 2;
+  return metrics.substr(start, metrics.find('\n', start) - start);
+}
+
+std::string Hits(const std::string& descriptor, const std::string& result) {
+  return "frs_envoy_descriptor_hits_total{domain=\"rl\",descriptor=\"" + descriptor + "\",result=\"" + result + "\"}";
+}
+
+TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
+  Frsd f(WithGrpc());
+  WriteYaml(f);
+  ASSERT_TRUE(f.Start()) << f.log();
+  Client c(f.port());
+
+  // Allowed: protojson's shape, limitRemaining counting down.
+  HttpResponse r = c.Post(Call(User("ann")), "/json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("content-type"), "application/json");
+  EXPECT_NE(r.body.find(R"({"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"requestsPerUnit":5,"unit":"DAY"},"limitRemaining":4,"durationUntilReset":")"),
+            std::string::npos)
+      << r.body;
+  EXPECT_NE(r.body.find("s\"}]}"), std::string::npos) << r.body;
+
+  // hitsAddend 3 (as the .proto spells it too), then over the limit: 429.
+  r = c.Post(R"({"domain":"rl","descriptors":[)" + User("ann") + R"(],"hits_addend":3})", "/json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"limitRemaining\":1,"), std::string::npos) << r.body;
+  r = c.Post(Call(User("ann"), 2), "/json");
+  ASSERT_EQ(r.status, 429) << r.body;
+  // A denied acquire counts nothing (rate_limit_service.h): the one use
+  // left is said, as on gRPC.
+  EXPECT_NE(r.body.find(R"({"overallCode":"OVER_LIMIT","statuses":[{"code":"OVER_LIMIT","currentLimit":{"requestsPerUnit":5,"unit":"DAY"},"limitRemaining":1,"durationUntilReset":")"),
+            std::string::npos)
+      << r.body;
+  r = c.Post(Call(User("ann")), "/json");
+  EXPECT_EQ(r.status, 200) << r.body;
+
+  // Unknown descriptor, unknown domain, unlimited: OK, no currentLimit.
+  r = c.Post(Call(R"({"entries":[{"key":"nothing","value":"x"}]})"), "/json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "{\"overallCode\":\"OK\",\"statuses\":[{\"code\":\"OK\"}]}\n");
+  r = c.Post(R"({"domain":"other","descriptors":[)" + User("ann") + "]}", "/json");
+  EXPECT_EQ(r.body, "{\"overallCode\":\"OK\",\"statuses\":[{\"code\":\"OK\"}]}\n");
+  r = c.Post(Call(R"({"entries":[{"key":"client","value":"internal"}]})"), "/json");
+  EXPECT_EQ(r.body, "{\"overallCode\":\"OK\",\"statuses\":[{\"code\":\"OK\",\"limitRemaining\":4294967295}]}\n");
+
+  // Shadow mode: over its limit of 1, still OK.
+  for (int i = 0; i < 3; ++i) {
+    r = c.Post(Call(R"({"entries":[{"key":"client","value":"trial"}]})"), "/json");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+
+  // Bad requests: 400 with a message, nothing counted.
+  struct Bad {
+    std::string body, says;
+  } const bad[] = {
+      {"{\"domain\":", "not JSON"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"domain":"rl","bogus":1})", "unknown field 'bogus'"},
+      {R"({"descriptors":[]})", "domain must not be empty"},
+      {R"({"domain":"rl","descriptors":[{"entries":[{"key":7}]}]})", "descriptors[0].entries[0].key is not a string"},
+      {R"({"domain":"rl","hitsAddend":-1})", "hitsAddend"},
+  };
+  for (const Bad& b : bad) {
+    r = c.Post(b.body, "/json");
+    EXPECT_EQ(r.status, 400) << b.body;
+    EXPECT_NE(r.body.find(b.says), std::string::npos) << b.body << " -> " << r.body;
+  }
+  EXPECT_EQ(c.Get("/json").status, 405);
+
+  // The per-descriptor series: user "ann" took 1 + 3 + 2 (denied) + 1 hits.
+  const std::string m = c.Get("/metrics").body;
+  EXPECT_EQ(Series(m, Hits("user", "total")), "7") << m;
+  EXPECT_EQ(Series(m, Hits("user", "over_limit")), "2");
+  EXPECT_EQ(Series(m, Hits("user", "within_limit")), "5");
+  // Past floor(0.8 x 5) = 4: the call that took the count from 4 to 5.
+  EXPECT_EQ(Series(m, Hits("user", "near_limit")), "1");
+  EXPECT_EQ(Series(m, Hits("user", "shadow_mode")), "0");
+  EXPECT_EQ(Series(m, Hits("client_trial", "total")), "3");
+  EXPECT_EQ(Series(m, Hits("client_trial", "over_limit")), "2");
+  EXPECT_EQ(Series(m, Hits("client_trial", "shadow_mode")), "2");
+  EXPECT_EQ(Series(m, Hits("client_trial", "within_limit")), "1");
+  // detailed_metric: the value's own series.
+  EXPECT_EQ(Series(m, "frs_envoy_descriptor_detailed_hits_total{domain=\"rl\",descriptor=\"user\",key=\"user_ann\","
+                      "result=\"total\"}"),
+            "7")
+      << m;
+  EXPECT_EQ(m.find("descriptor=\"client_trial\",key="), std::string::npos);
+  EXPECT_EQ(Series(m, "frs_requests_total{cmd=\"json\",status=\"400\"}"), "6");
+}
+
+TEST(EnvoyHttpE2E, HealthcheckIsOkWhileServingAnd503WhenTheStoreIsLost) {
+  Frsd f(WithGrpc(1));
+  WriteYaml(f);
+  ASSERT_TRUE(f.Start()) << f.log();
+  Client c(f.port());
+  HttpResponse r = c.Get("/healthcheck");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "OK\n");
+  EXPECT_EQ(r.header("content-type"), "text/plain; charset=utf-8");
+  // A store file removed under the running server: out of rotation, as /health.
+  ASSERT_TRUE(std::filesystem::remove(f.dir() + "/data/frs.1.store"));
+  r = c.Get("/healthcheck");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(c.Get("/health").status, 503);
+  // Shutting down: 503 until the listener closes.
+  kill(f.pid(), SIGTERM);
+  r = c.Get("/healthcheck");
+  EXPECT_TRUE(r.status == 503 || r.status == 0) << r.status;
+}
+
+TEST(EnvoyHttpE2E, JsonWithoutGrpcConfigIs404) {
+  Frsd f;
+  ASSERT_TRUE(f.Start()) << f.log();
+  Client c(f.port());
+  HttpResponse r = c.Post(Call(User("ann")), "/json");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(r.body.find("<grpc config>"), std::string::npos) << r.body;
+}
+
+// Two shards; `enforce` as <cluster enforce>.
+class TwoShards {
+ public:
+  explicit TwoShards(bool enforce) {
+    for (auto& f : shards_) {
+      f = std::make_unique<Frsd>(WithGrpc(1));
+      WriteYaml(*f);
+      if (!f->Start()) {
+        ADD_FAILURE() << f->log();
+        return;
+      }
+      ports_.push_back(f->port());
+    }
+    std::vector<RingShard> ring;
+    for (uint16_t p : ports_) ring.push_back({Name(p), 1});
+    ring_ = std::make_unique<Ring>(Ring::Make(ring).value());
+    for (size_t i = 0; i < 2; ++i) {
+      Frsd& f = *shards_[i];
+      f.WriteConfig(ports_[i]);
+      std::string cfg = ReadFile(f.config());
+      std::string cluster = "  <cluster self=\"" + Name(ports_[i]) + "\" enforce=\"" + (enforce ? "1" : "0") + "\">\n";
+      for (uint16_t p : ports_) cluster += "    <shard>" + Name(p) + "</shard>\n";
+      cfg.insert(cfg.rfind("</frs>"), cluster + "  </cluster>\n");
+      WriteFile(f.config(), cfg);
+      if (!f.ReloadAndWait()) ADD_FAILURE() << f.log();
+    }
+  }
+  static std::string Name(uint16_t p) { return "127.0.0.1:" + std::to_string(p); }
+  bool ok() const { return ports_.size() == 2 && ring_; }
+  uint16_t port(size_t i) const { return ports_[i]; }
+  // A user whose counter key ("user_NAME") shard `i` owns, on the ring.
+  std::string UserOwnedBy(size_t i) const {
+    for (int n = 0;; ++n) {
+      const std::string u = "u" + std::to_string(n);
+      if (ring_->OwnerIndex(Ring::RouteOf("user_" + u, {})) == i) return u;
+    }
+  }
+
+ private:
+  std::unique_ptr<Frsd> shards_[2];
+  std::vector<uint16_t> ports_;
+  std::unique_ptr<Ring> ring_;
+};
+
+TEST(EnvoyHttpE2E, InAClusterWithEnforceADescriptorAnotherShardOwnsIs421NamingIt) {
+  TwoShards s(/*enforce=*/true);
+  ASSERT_TRUE(s.ok());
+  Client a(s.port(0));
+  const std::string mine = s.UserOwnedBy(0), theirs = s.UserOwnedBy(1);
+  HttpResponse r = a.Post(Call(User(mine)), "/json");
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = a.Post(Call(User(theirs)), "/json");
+  EXPECT_EQ(r.status, 421) << r.body;
+  EXPECT_NE(r.body.find("belongs to shard " + TwoShards::Name(s.port(1))), std::string::npos) << r.body;
+  // Refused whole: its own descriptor beside it was not counted either.
+  r = a.Post(Call(User(mine) + "," + User(theirs)), "/json");
+  EXPECT_EQ(r.status, 421) << r.body;
+  r = a.Post(Call(User(mine)), "/json");
+  EXPECT_NE(r.body.find("\"limitRemaining\":3,"), std::string::npos) << r.body;
+  // A descriptor no limit matches is answered by any shard.
+  EXPECT_EQ(a.Post(Call(R"({"entries":[{"key":"nothing","value":"x"}]})"), "/json").status, 200);
+  // The owner answers it.
+  Client b(s.port(1));
+  EXPECT_EQ(b.Post(Call(User(theirs)), "/json").status, 200);
+  const std::string m = a.Get("/metrics").body;
+  EXPECT_EQ(Series(m, "frs_misrouted_total"), "2") << m;
+  EXPECT_EQ(Series(m, Hits("user", "total")), "2") << m;
+}
+
+TEST(EnvoyHttpE2E, InAClusterWithoutEnforceADescriptorAnotherShardOwnsIsCountedLocally) {
+  TwoShards s(/*enforce=*/false);
+  ASSERT_TRUE(s.ok());
+  Client a(s.port(0)), b(s.port(1));
+  const std::string theirs = s.UserOwnedBy(1);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(a.Post(Call(User(theirs)), "/json").status, 200);
+  EXPECT_EQ(a.Post(Call(User(theirs)), "/json").status, 429);
+  // Fail-open: the owner's count is its own, untouched by shard 0's.
+  HttpResponse r = b.Post(Call(User(theirs)), "/json");
+  EXPECT_NE(r.body.find("\"limitRemaining\":4,"), std::string::npos) << r.body;
+  EXPECT_EQ(Series(a.Get("/metrics").body, "frs_misrouted_total"), "6");
+}
+
+}  // namespace
+}  // namespace frs::e2e

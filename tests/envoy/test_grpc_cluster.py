@@ -1,0 +1,132 @@
+"""tests/envoy/test_grpc_cluster.py: ShouldRateLimit from a real gRPC client
+(python3-grpcio) against two frsd shards of one <cluster>, as Envoy's
+round-robin over its rate limit cluster would send it: a shard answers the
+descriptors whose counter key it owns; with enforce="1" a call with a
+descriptor the other shard owns fails UNAVAILABLE (14) naming that shard
+(Envoy then applies failure_mode_deny), nothing of it counted; with
+enforce="0" the shard counts it itself. Skipped (77) without grpcio or
+protoc."""
+import os
+import re
+import shutil
+import sys
+import tempfile
+import unittest
+
+try:
+    import grpc
+except ImportError:
+    sys.exit(77)
+if shutil.which("protoc") is None:
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import envoy_frsd  # noqa: E402
+
+GEN = tempfile.mkdtemp(prefix="frs-envoy-pb-")
+rls_pb2, ratelimit_pb2, health_pb2 = envoy_frsd.generate_messages(GEN)
+Resp = rls_pb2.RateLimitResponse
+
+# Day windows: a test cannot straddle a window's end but at midnight UTC.
+YAML = """domain: rl
+descriptors:
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 2}
+"""
+USERS = ["u%d" % i for i in range(40)]
+
+
+def request(*users):
+    r = rls_pb2.RateLimitRequest(domain="rl")
+    for u in users:
+        r.descriptors.add().entries.add(key="user", value=u)
+    return r
+
+
+class Pair:
+    """Two shards started on ports of their own binding, then told the
+    cluster (the ports they got) by a live reload of srv.xml."""
+
+    def __init__(self, enforce):
+        self.shards = [envoy_frsd.Frsd({"rl.yaml": YAML}, workers=1) for _ in range(2)]
+        for s in self.shards:
+            s.start()
+        names = ["127.0.0.1:%d" % s.port for s in self.shards]
+        for s, name in zip(self.shards, names):
+            with open(s.path("srv.xml")) as f:
+                text = f.read()
+            text = text.replace('port="0"', 'port="%d"' % s.port, 1)
+            cluster = '  <cluster self="%s" enforce="%d">\n%s  </cluster>\n' % (
+                name, 1 if enforce else 0, "".join("    <shard>%s</shard>\n" % n for n in names))
+            with open(s.path("srv.xml"), "w") as f:
+                f.write(text.replace("</frs>", cluster + "</frs>"))
+            if not s.reload():
+                raise RuntimeError("the cluster was refused: " + s.log())
+        self.names = names
+
+    def call(self, i, req):
+        with grpc.insecure_channel("127.0.0.1:%d" % self.shards[i].grpc_port) as ch:
+            f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
+                               request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                               response_deserializer=Resp.FromString)
+            return f(req, timeout=5)
+
+    def metric(self, i, name):
+        m = re.search(r"^%s (\d+)$" % re.escape(name), self.shards[i].get("/metrics")[1], re.M)
+        return int(m.group(1)) if m else None
+
+    def remove(self):
+        for s in self.shards:
+            s.remove()
+
+
+class GrpcCluster(unittest.TestCase):
+    def test_enforce_refuses_what_the_other_shard_owns_naming_it(self):
+        pair = Pair(enforce=True)
+        try:
+            owned = [set(), set()]
+            for i in range(2):
+                for u in USERS:
+                    try:
+                        r = pair.call(i, request(u))
+                        self.assertEqual(r.overall_code, Resp.OK)
+                        self.assertEqual(r.statuses[0].limit_remaining, 1)
+                        owned[i].add(u)
+                    except grpc.RpcError as e:
+                        self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE)
+                        self.assertIn("belongs to shard " + pair.names[1 - i], e.details())
+            # Every user is answered by exactly one shard: the one the ring names.
+            self.assertEqual(owned[0] | owned[1], set(USERS))
+            self.assertEqual(owned[0] & owned[1], set())
+            self.assertTrue(owned[0] and owned[1])
+            # A refused call counts none of its descriptors, its own included.
+            mine, theirs = sorted(owned[0])[0], sorted(owned[1])[0]
+            with self.assertRaises(grpc.RpcError) as e:
+                pair.call(0, request(mine, theirs))
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual(pair.call(0, request(mine)).statuses[0].limit_remaining, 0)
+            self.assertEqual(pair.metric(0, "frs_misrouted_total"), len(owned[1]) + 1)
+            self.assertEqual(pair.metric(1, "frs_misrouted_total"), len(owned[0]))
+        finally:
+            pair.remove()
+
+    def test_without_enforce_each_shard_counts_what_it_is_sent(self):
+        pair = Pair(enforce=False)
+        try:
+            codes = [pair.call(0, request(u)).overall_code for u in USERS for _ in range(3)]
+            # Every user, owned or not, reaches its limit of 2 at shard 0.
+            self.assertEqual(codes, [Resp.OK, Resp.OK, Resp.OVER_LIMIT] * len(USERS))
+            misrouted = pair.metric(0, "frs_misrouted_total")
+            self.assertTrue(0 < misrouted < 3 * len(USERS), misrouted)
+            # Shard 1's counts are its own: fail-open splits a limit between shards.
+            for u in USERS:
+                self.assertEqual(pair.call(1, request(u)).statuses[0].limit_remaining, 1)
+        finally:
+            pair.remove()
+
+
+if __name__ == "__main__":
+    try:
+        unittest.main()
+    finally:
+        shutil.rmtree(GEN, ignore_errors=True)
