@@ -52,7 +52,10 @@ constexpr const char* kMap = R"(<map>
     <rule algo="calendar" interval="86400" max="3"/>
     <rule algo="sliding" interval="3600" max="1"/>
   </biz>
-  <biz id="3" name="api"><rule algo="token_bucket" interval="3600" max="10" burst="20"/></biz>
+  <biz id="3" name="api" fields="name,n" separator=":">
+    <rule algo="token_bucket" interval="3600" max="10" burst="20"/>
+    <stats by="name" distinct="n"/>
+  </biz>
   <biz id="4" name="partner"><rule algo="fixed" interval="3600" max="1000" borrow="300"/></biz>
 </map>
 )";
@@ -153,6 +156,7 @@ class GrowTest : public ::testing::Test {
     std::map<std::string, std::vector<int64_t>> counts;
     std::vector<BizStats> stats;
     std::string stats_file;
+    std::vector<GroupStats> by_field;  // api's <stats by="name"> of each of the 4 days
   };
 
   Snapshot Take() {
@@ -163,6 +167,15 @@ class GrowTest : public ::testing::Test {
     s.nodes = Nodes(*svc->store);
     s.counts = Counts(*svc->engine, s.nodes);
     s.stats = svc->engine->DailyStats();
+    for (int64_t back = 0; back < 4; ++back) {
+      GroupStatsQuery q;
+      q.biz = "api";
+      q.by = "name";
+      q.day = static_cast<int64_t>(svc->engine->Today()) - back;
+      auto st = svc->engine->StatsBy(q);
+      EXPECT_TRUE(st.ok()) << st.status().ToString();
+      if (st.ok()) s.by_field.push_back(st.value());
+    }
     Result<Store::VerifyReport> v = svc->store->Verify(false);
     EXPECT_TRUE(v.ok() && v->problems.empty()) << (v.ok() && !v->problems.empty() ? v->problems.front() : "");
     s.stats_file = ReadFile(dir_ / "data/stats.frs");
@@ -177,6 +190,17 @@ class GrowTest : public ::testing::Test {
       ExpectSameNode(n, it->second);
     }
     EXPECT_EQ(got.counts, want.counts);
+    // Statistics by key field, carried in stats/: every day's groups as counted.
+    ASSERT_EQ(got.by_field.size(), want.by_field.size());
+    for (size_t d = 0; d < want.by_field.size(); ++d) {
+      ASSERT_EQ(got.by_field[d].rows.size(), want.by_field[d].rows.size()) << "day " << want.by_field[d].day;
+      for (size_t r = 0; r < want.by_field[d].rows.size(); ++r) {
+        EXPECT_EQ(got.by_field[d].rows[r].value, want.by_field[d].rows[r].value);
+        EXPECT_EQ(got.by_field[d].rows[r].requests, want.by_field[d].rows[r].requests);
+        EXPECT_EQ(got.by_field[d].rows[r].denied, want.by_field[d].rows[r].denied);
+        EXPECT_EQ(got.by_field[d].rows[r].distinct, want.by_field[d].rows[r].distinct);
+      }
+    }
     ASSERT_EQ(got.stats.size(), want.stats.size());
     for (size_t b = 0; b < want.stats.size(); ++b) {
       EXPECT_EQ(got.stats[b].name, want.stats[b].name);
@@ -246,6 +270,12 @@ TEST_F(GrowTest, KeepsEveryNodeItsLastUseAndTheDailyStatistics) {
   EXPECT_GT(last_uses.size(), 20u);
   ASSERT_EQ(before.stats.size(), 4u);
   for (const BizStats& b : before.stats) EXPECT_GE(b.days.size(), 4u) << b.name;
+  ASSERT_EQ(before.by_field.size(), 4u);
+  for (const GroupStats& g : before.by_field) {
+    ASSERT_EQ(g.rows.size(), 1u) << "day " << g.day;  // one group: "api"
+    EXPECT_GT(g.rows[0].requests, 0u);
+    EXPECT_GT(g.rows[0].distinct.at(0), 10u);
+  }
 
   CtlRun r = Ctl({"grow", "--keynodes", std::to_string(to_.keynodes), "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
