@@ -235,6 +235,29 @@ class Grpc(unittest.TestCase):
         self.frsd.write_yaml("edge.yaml", YAML % 7)
 
 
+class Headers(unittest.TestCase):
+    def test_ratelimit_headers_as_envoyproxy_ratelimit_names_them(self):
+        wait_for_a_fresh_minute()
+        frsd = envoy_frsd.Frsd({"edge.yaml": YAML % 3}, grpc_extra=' headers="1"')
+        try:
+            frsd.start()
+            with grpc.insecure_channel("127.0.0.1:%d" % frsd.grpc_port) as ch:
+                f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
+                                   request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                                   response_deserializer=Resp.FromString)
+                f(request("edge", [[("route", "checkout")]], hits_addend=3), timeout=5)
+                # route is exhausted (0 left, OVER_LIMIT); remote_address has 49
+                # left: the OVER_LIMIT descriptor's values are sent.
+                r = f(request("edge", [[("remote_address", "h")], [("route", "checkout")]]), timeout=5)
+                h = {x.key: x.value for x in r.response_headers_to_add}
+                self.assertEqual(set(h), {"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"})
+                self.assertEqual(h["RateLimit-Limit"], "3")
+                self.assertEqual(h["RateLimit-Remaining"], "0")
+                self.assertTrue(0 < int(h["RateLimit-Reset"]) <= 60)
+        finally:
+            frsd.remove()
+
+
 class Durability(unittest.TestCase):
     def test_a_reload_adding_a_colliding_descriptor_keeps_every_count(self):
         # envoy.edge.path_13022 hashes to envoy.edge.route_checkout's slot
