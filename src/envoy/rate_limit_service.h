@@ -75,7 +75,8 @@ struct RlsAnswer {
   Status status;                    // not OK: no answer (store unavailable, bad key)
   Code overall = Code::kOk;
   std::vector<RlsStatus> statuses;
-  // The descriptor closest to its limit (X-RateLimit-* headers), -1: none.
+  // The descriptor of the RateLimit-* headers (fewest remaining, an
+  // OVER_LIMIT one first), -1: none.
   int32_t tightest = -1;
   // Descriptors whose counter key another shard of the cluster owns.
   uint32_t misrouted = 0;
