@@ -103,11 +103,23 @@ void ParseLimit(const YAML::Node& n, DescriptorNode* d) {
   }
   if (!has_unit) Fail(n, "rate_limit without a unit (second, minute, hour or day)");
   const std::string unit = Scalar(n["unit"], "unit");
-  if (!ParseUnit(unit, &d->limit.unit)) Fail(n["unit"], "unknown unit '" + unit + "' (second, minute, hour or day)");
+  if (!ParseUnit(unit, &d->limit.unit)) {
+    std::string lower = unit;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    // envoyproxy/ratelimit's week, month and year are windows aligned to the
+    // Unix epoch (now % unit); FRS's calendar aligns weeks to Monday and
+    // months to the calendar, so they would reset at other instants: refused
+    // rather than answered with another duration_until_reset.
+    if (lower == "week" || lower == "month" || lower == "year")
+      Fail(n["unit"], "unit '" + unit + "' is not supported by frsd (second, minute, hour or day)");
+    Fail(n["unit"], "unknown unit '" + unit + "' (second, minute, hour or day)");
+  }
   if (!has_rpu) Fail(n, "rate_limit without requests_per_unit");
   uint64_t rpu = 0;
   const YAML::Node r = n["requests_per_unit"];
   if (!r.IsScalar() || !YAML::convert<uint64_t>::decode(r, rpu) || rpu > 2147483647)
+    // The engine counts up to 2^31-1 (kMaxUses); a larger limit could never
+    // be reached and would be a different limit than the one written.
     Fail(r, "requests_per_unit '" + (r.IsScalar() ? r.Scalar() : std::string()) + "' is not 0..2147483647");
   d->limit.requests_per_unit = static_cast<uint32_t>(rpu);
   d->has_limit = true;
@@ -136,7 +148,11 @@ DescriptorNode ParseDescriptor(const YAML::Node& n, const std::string& file) {
   if (n["shadow_mode"]) d.shadow_mode = Bool(n["shadow_mode"], "shadow_mode");
   if (n["detailed_metric"]) d.detailed_metric = Bool(n["detailed_metric"], "detailed_metric");
   if (d.unlimited) d.has_limit = false;
-  if (!d.replaces.empty() && !d.has_limit) Fail(n, "replaces needs a rate_limit on the same descriptor");
+  // An unlimited limit may replace others too (envoyproxy/ratelimit collects
+  // replaces from every matched limit, unlimited ones included).
+  if (!d.replaces.empty() && !d.has_limit && !d.unlimited) Fail(n, "replaces needs a rate_limit on the same descriptor");
+  if (!d.name.empty() && std::find(d.replaces.begin(), d.replaces.end(), d.name) != d.replaces.end())
+    Fail(n, "rate limit '" + d.name + "' replaces itself");
   if (n["descriptors"]) ParseDescriptors(n["descriptors"], file, &d.children);
   return d;
 }
@@ -212,6 +228,11 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle) {
     size_t len = 0;
     for (char c : bundle.substr(nl1 + 1, nl2 - nl1 - 1)) len = len * 10 + static_cast<size_t>(c - '0');
     if (len > bundle.size() - nl2 - 1) return Status::Corruption("the Envoy configuration bundle is damaged");
+    if (path.empty()) {  // the ids entry (BundleIdsEntry)
+      cfg.ids = ParseEnvoyIds(bundle.substr(nl2 + 1, len));
+      bundle.remove_prefix(nl2 + 1 + len);
+      continue;
+    }
     Result<Domain> d = ParseEnvoyYaml(bundle.substr(nl2 + 1, len), path);
     if (!d.ok()) return d.status();
     for (const Domain& other : cfg.domains)
@@ -223,6 +244,38 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle) {
   }
   std::sort(cfg.domains.begin(), cfg.domains.end(), [](const Domain& a, const Domain& b) { return a.name < b.name; });
   return cfg;
+}
+
+std::string FormatEnvoyIds(const EnvoyIds& ids) {
+  std::string out = "# biz-name biz-id of Envoy's descriptors: written by frsd's master, never moved (docs/integrations.md)\n";
+  for (const auto& [name, id] : ids) out += name + " " + std::to_string(id) + "\n";
+  return out;
+}
+
+EnvoyIds ParseEnvoyIds(std::string_view text) {
+  EnvoyIds out;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (line.empty() || line.front() == '#') continue;
+    const size_t sp = line.rfind(' ');
+    if (sp == std::string_view::npos || sp == 0) continue;
+    uint32_t id = 0;
+    bool digits = sp + 1 < line.size();
+    for (char c : line.substr(sp + 1)) {
+      if (c < '0' || c > '9' || id > 65535) digits = false;
+      else id = id * 10 + static_cast<uint32_t>(c - '0');
+    }
+    if (!digits || id > 65535) continue;
+    out.emplace_back(std::string(line.substr(0, sp)), static_cast<uint16_t>(id));
+  }
+  return out;
+}
+
+std::string BundleIdsEntry(const EnvoyIds& ids) {
+  const std::string text = FormatEnvoyIds(ids);
+  return "\n" + std::to_string(text.size()) + "\n" + text;
 }
 
 }  // namespace frs::envoy

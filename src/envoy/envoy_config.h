@@ -67,8 +67,15 @@ struct Domain {
   int line = 0;
 };
 
+// The biz ids of Envoy's descriptors, by biz name: assigned once and never
+// moved (envoy_rules.h AssignEnvoyIds). frsd's master keeps them in the
+// store directory (envoy.ids) and sends them to the workers inside the
+// bundle, so every process compiles the same ids.
+using EnvoyIds = std::vector<std::pair<std::string, uint16_t>>;
+
 struct EnvoyConfig {
   std::vector<Domain> domains;  // sorted by name
+  EnvoyIds ids;                 // from the bundle's ids entry; empty: none sent
 };
 
 // Parses one YAML file's text (`file` names it in messages).
@@ -79,5 +86,12 @@ Result<Domain> ParseEnvoyYaml(std::string_view text, const std::string& file);
 Result<std::string> ReadEnvoyDir(const std::string& dir);
 // Parses every file of a bundle; two files of one domain are refused.
 Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle);
+// The ids entry of a bundle (an entry with an empty path: no file has one),
+// appended by frsd's master after the files.
+std::string BundleIdsEntry(const EnvoyIds& ids);
+// "NAME ID" lines (envoy.ids' text and the ids entry's); a damaged line is
+// skipped.
+EnvoyIds ParseEnvoyIds(std::string_view text);
+std::string FormatEnvoyIds(const EnvoyIds& ids);
 
 }  // namespace frs::envoy

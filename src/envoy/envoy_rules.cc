@@ -1,7 +1,9 @@
 #include "envoy/envoy_rules.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
+#include <unordered_map>
 
 #include <xxhash.h>
 
@@ -45,17 +47,70 @@ std::string XmlEscape(std::string_view s) {
   return out;
 }
 
+// '*' is any run of bytes (none included); every other byte itself.
+// Linear backtracking to the last '*': O(|pattern| x |value|) at worst, and
+// patterns come from the configuration.
+bool GlobMatch(std::string_view pattern, std::string_view value) {
+  size_t p = 0, v = 0, star = std::string_view::npos, mark = 0;
+  while (v < value.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = v;
+    } else if (p < pattern.size() && pattern[p] == value[v]) {
+      ++p;
+      ++v;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      v = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+// Where map.xml's closing </map> is: the last one outside a comment, so
+// that a "</map>" in a trailing comment cannot take the Envoy bizzes into
+// the comment.
+size_t ClosingMapTag(std::string_view xml) {
+  size_t last = std::string_view::npos, i = 0;
+  while (i < xml.size()) {
+    if (xml.compare(i, 4, "<!--") == 0) {
+      const size_t end = xml.find("-->", i + 4);
+      if (end == std::string_view::npos) break;
+      i = end + 3;
+    } else if (xml.compare(i, 9, "<![CDATA[") == 0) {
+      const size_t end = xml.find("]]>", i + 9);
+      if (end == std::string_view::npos) break;
+      i = end + 3;
+    } else {
+      if (xml.compare(i, 6, "</map>") == 0) last = i;
+      ++i;
+    }
+  }
+  return last;
+}
+
 }  // namespace
+
+std::string XmlCommentText(std::string_view s) { return XmlEscape(s); }
 
 void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const DescriptorNode& d, uint32_t parent) {
   const std::string step = d.value.empty() ? d.key : d.key + "_" + d.value;
   const std::string path = prefix.empty() ? step : prefix + "." + step;
   const uint32_t index = static_cast<uint32_t>(nodes_.size());
   nodes_.emplace_back();
-  std::string lookup = d.value.empty() ? d.key : d.key + kSep + d.value;
-  nodes_[parent].children.emplace(std::move(lookup), index);
+  if (d.value.find('*') != std::string::npos) {
+    // Matched after the exact values, before the key alone (Find).
+    nodes_[parent].wildcards.push_back(Wildcard{d.key, d.value, index});
+  } else {
+    std::string lookup = d.value.empty() ? d.key : d.key + kSep + d.value;
+    nodes_[parent].children.emplace(std::move(lookup), index);
+  }
   if (d.unlimited) {
-    nodes_[index].limit = kUnlimited;
+    nodes_[index].limit = kUnlimited - static_cast<int32_t>(unlimited_.size());
+    unlimited_.push_back(UnlimitedLimit{d.name, d.replaces});
   } else if (d.has_limit) {
     CompiledLimit l;
     l.domain = domain;
@@ -74,7 +129,52 @@ void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const
   for (const DescriptorNode& c : d.children) Add(domain, path, c, index);
 }
 
-Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig& cfg) {
+uint32_t EnvoyIdSlot(std::string_view biz) {
+  return static_cast<uint32_t>(XXH3_64bits(biz.data(), biz.size()) % kEnvoyBizIds);
+}
+
+Status AssignEnvoyIds(const std::vector<std::string>& names, EnvoyIds* table, std::vector<uint16_t>* ids) {
+  std::unordered_map<std::string_view, uint16_t> known;
+  std::vector<bool> taken(kEnvoyBizIds);
+  size_t free = kEnvoyBizIds;
+  EnvoyIds kept;
+  for (const auto& [name, id] : *table) {
+    // A damaged table (an id out of range, or one id under two names) keeps
+    // the first claim: an id is never shared.
+    if (id < kFirstEnvoyBizId || taken[id - kFirstEnvoyBizId] || known.count(name)) continue;
+    kept.emplace_back(name, id);
+    taken[id - kFirstEnvoyBizId] = true;
+    --free;
+  }
+  *table = std::move(kept);
+  for (const auto& [name, id] : *table) known.emplace(name, id);
+  ids->assign(names.size(), 0);
+  // New names in name order, so that the outcome does not depend on the
+  // files' order.
+  std::vector<size_t> fresh;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto k = known.find(names[i]);
+    if (k != known.end()) (*ids)[i] = k->second;
+    else fresh.push_back(i);
+  }
+  std::sort(fresh.begin(), fresh.end(), [&](size_t a, size_t b) { return names[a] < names[b]; });
+  for (size_t i : fresh) {
+    if (free == 0)
+      return Status::InvalidArgument("the " + std::to_string(kEnvoyBizIds) +
+                                     " biz ids reserved for Envoy's descriptors are all taken, some by descriptors no "
+                                     "longer configured (the store directory's envoy.ids keeps them so that their "
+                                     "counts are never given to another descriptor); remove their lines to free them");
+    uint32_t slot = EnvoyIdSlot(names[i]);
+    while (taken[slot]) slot = (slot + 1) % kEnvoyBizIds;
+    taken[slot] = true;
+    --free;
+    (*ids)[i] = static_cast<uint16_t>(kFirstEnvoyBizId + slot);
+    table->emplace_back(names[i], (*ids)[i]);
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig& cfg, EnvoyIds* ids_out) {
   auto rules = std::make_shared<EnvoyRules>();
   for (const Domain& dom : cfg.domains) {
     const uint32_t root = static_cast<uint32_t>(rules->nodes_.size());
@@ -87,8 +187,7 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig&
                                    " rate limits, more than the " + std::to_string(kEnvoyBizIds) +
                                    " biz ids reserved for them");
   // Names unique (two paths that differ only in characters a biz name
-  // cannot hold get hashed names), then ids from the names, probing in
-  // name order so the outcome does not depend on file order.
+  // cannot hold get hashed names).
   std::set<std::string> names;
   for (CompiledLimit& l : rules->limits_) {
     if (!names.insert(l.biz).second) {
@@ -99,16 +198,13 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig&
                                        "' of domain '" + l.domain + "' is configured twice");
     }
   }
-  std::vector<CompiledLimit*> by_name;
-  for (CompiledLimit& l : rules->limits_) by_name.push_back(&l);
-  std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->biz < b->biz; });
-  std::vector<bool> taken(kEnvoyBizIds);
-  for (CompiledLimit* l : by_name) {
-    uint32_t slot = static_cast<uint32_t>(XXH3_64bits(l->biz.data(), l->biz.size()) % kEnvoyBizIds);
-    while (taken[slot]) slot = (slot + 1) % kEnvoyBizIds;
-    taken[slot] = true;
-    l->biz_id = static_cast<uint16_t>(kFirstEnvoyBizId + slot);
-  }
+  std::vector<std::string> biz_names;
+  for (const CompiledLimit& l : rules->limits_) biz_names.push_back(l.biz);
+  EnvoyIds table = cfg.ids;
+  std::vector<uint16_t> ids;
+  if (Status s = AssignEnvoyIds(biz_names, &table, &ids); !s.ok()) return s;
+  for (size_t i = 0; i < ids.size(); ++i) rules->limits_[i].biz_id = ids[i];
+  if (ids_out) *ids_out = std::move(table);
   return std::shared_ptr<const EnvoyRules>(std::move(rules));
 }
 
@@ -121,9 +217,10 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::FromBundle(std::string_vie
 std::string EnvoyRules::MapXmlBizzes() const {
   std::string out;
   for (const CompiledLimit& l : limits_) {
-    // requests_per_unit 0 denies everything: max="0" is not a rule, so it
-    // is a rule no request fits (see Decide: a limit of 0 is answered
-    // OVER_LIMIT without asking the engine).
+    // requests_per_unit 0 denies everything: max="0" is not a rule, so the
+    // biz gets max 1, and Decide never acquires on it: a limit of 0 is
+    // answered OVER_LIMIT after a query (nothing counted) that gives the
+    // window's reset.
     const uint32_t max = l.limit.requests_per_unit == 0 ? 1 : l.limit.requests_per_unit;
     out += "  <biz id=\"" + std::to_string(l.biz_id) + "\" name=\"" + l.biz + "\"" +
            (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + XmlEscape(l.file) + ":" +
@@ -146,11 +243,22 @@ int32_t EnvoyRules::Find(std::string_view domain, std::span<const Entry> entries
     scratch->push_back(kSep);
     scratch->append(entries[i].value);
     auto c = n.children.find(std::string_view(*scratch));
-    if (c == n.children.end()) c = n.children.find(entries[i].key);
-    if (c == n.children.end()) return kNoLimit;
-    at = c->second;
+    uint32_t next = 0;
+    bool hit = c != n.children.end();
+    if (hit) next = c->second;
+    for (size_t w = 0; !hit && w < n.wildcards.size(); ++w)
+      if (n.wildcards[w].key == entries[i].key && GlobMatch(n.wildcards[w].pattern, entries[i].value)) {
+        hit = true;
+        next = n.wildcards[w].node;
+      }
+    if (!hit && (c = n.children.find(entries[i].key)) != n.children.end()) {
+      hit = true;
+      next = c->second;
+    }
+    if (!hit) return kNoLimit;
+    at = next;
     if (i + 1 == entries.size()) found = nodes_[at].limit;
-    if (nodes_[at].children.empty()) break;
+    if (nodes_[at].children.empty() && nodes_[at].wildcards.empty()) break;
   }
   return found;
 }
@@ -167,7 +275,7 @@ Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_
       return Status::InvalidArgument(map_path + ":" + std::to_string(b.line) + ": biz name '" + b.name +
                                      "': names envoy.* are reserved for <grpc config> (Envoy's descriptors)");
   }
-  const size_t end = map_xml.rfind("</map>");
+  const size_t end = ClosingMapTag(map_xml);
   if (end == std::string_view::npos) return Status::InvalidArgument(map_path + ": no </map>");
   std::string out;
   out.reserve(map_xml.size() + rules.limits().size() * 200);
@@ -175,23 +283,90 @@ Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_
   out += "<!-- <grpc config>: Envoy's descriptors -->\n";
   out += rules.MapXmlBizzes();
   out.append(map_xml.substr(end));
+  // Parsed again: whatever map.xml holds, every Envoy descriptor must be a
+  // biz of the map the engine gets, or its limit would silently not apply.
+  Result<limit::MapConfig> composed = limit::ParseMap(out, map_path);
+  if (!composed.ok()) return composed.status();
+  std::unordered_map<uint16_t, std::string_view> present;
+  for (const limit::BizConfig& b : composed->bizzes) present.emplace(b.id, b.name);
+  for (const CompiledLimit& l : rules.limits()) {
+    auto p = present.find(l.biz_id);
+    if (p == present.end() || p->second != l.biz)
+      return Status::InvalidArgument(map_path + ": the Envoy descriptor biz " + l.biz + " (id " +
+                                     std::to_string(l.biz_id) + ") could not be added to the map (" + l.file + ":" +
+                                     std::to_string(l.line) + ")");
+  }
   return out;
 }
+
+namespace {
+
+// One byte as %XX.
+void Escape(unsigned char c, std::string* out) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  out->push_back('%');
+  out->push_back(kHex[c >> 4]);
+  out->push_back(kHex[c & 15]);
+}
+
+// `s` appended as bytes ValidateKeyBytes accepts: valid UTF-8 without
+// control characters; '%' (the escape's own sign), controls and invalid
+// bytes as %XX. One-to-one, so distinct values stay distinct keys.
+void AppendKeyBytes(std::string_view s, std::string* out) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f || c == '%') Escape(c, out);
+      else out->push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    bool valid = len != 0 && i + len <= s.size();
+    for (size_t k = 1; valid && k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) valid = false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    // Overlong forms, surrogates, past U+10FFFF, and the C1 controls.
+    if (valid && (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || (cp >= 0x80 && cp <= 0x9F)))
+      valid = false;
+    if (!valid) {
+      Escape(c, out);
+      ++i;
+      continue;
+    }
+    out->append(s.substr(i, len));
+    i += len;
+  }
+}
+
+}  // namespace
 
 void CounterKey(std::span<const Entry> entries, std::string* out) {
   out->clear();
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i) out->push_back('_');
-    out->append(entries[i].key);
+    AppendKeyBytes(entries[i].key, out);
     out->push_back('_');
-    out->append(entries[i].value);
+    AppendKeyBytes(entries[i].value, out);
   }
   if (out->size() > kMaxKeyBytes) {
-    const std::string whole = *out;
-    out->resize(kMaxKeyBytes - 17);
+    const uint64_t whole = XXH3_64bits(out->data(), out->size());
+    // A prefix on a character boundary: the cut must not leave half a
+    // UTF-8 character, which the store would refuse.
+    size_t cut = kMaxKeyBytes - 17;
+    while (cut > 0 && (static_cast<unsigned char>((*out)[cut]) & 0xC0) == 0x80) --cut;
+    out->resize(cut);
     out->push_back('#');
     char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(XXH3_64bits(whole.data(), whole.size())));
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(whole));
     out->append(buf);
   }
 }

@@ -6,16 +6,21 @@
 // (key_value for a descriptor with a value, key alone for one without;
 // characters outside [A-Za-z0-9_.-] become '_'; a name past 64 bytes is cut
 // and ends in a hash of the whole), id in the reserved range
-// [kFirstEnvoyBizId, 65535] from a hash of the name (so a reload that adds
-// a domain leaves every other biz its id and its counts), one calendar
+// [kFirstEnvoyBizId, 65535] assigned once per name and never moved
+// (AssignEnvoyIds: frsd's master keeps the assignment in the store
+// directory, so a reload that adds or removes descriptors leaves every other
+// biz its id, its counts, its rules.history and its metrics), one calendar
 // rule of interval = the unit's seconds aligned in UTC (zone="UTC":
 // envoyproxy/ratelimit's duration_until_reset = unit - now % unit).
 // shadow_mode is the biz's mode="shadow". An unlimited descriptor has no
 // biz: nothing is counted.
 //
 // Find() walks a request descriptor's entries through the tree as
-// envoyproxy/ratelimit does: at each level the entry's key_value, else its
-// key alone; the limit is the one on the node the last entry reaches.
+// envoyproxy/ratelimit does: at each level the entry's key_value, else the
+// first wildcard value (`value: foo*`, `a*b`; '*' is any run of bytes) of
+// its key in the file's order, else its key alone; the limit is the one on
+// the node the last entry reaches. A wildcard's values each get a counter
+// of their own: the counter key is made of the request's values.
 //
 // Thread safety: immutable after Compile; Find from any thread.
 #pragma once
@@ -57,9 +62,26 @@ struct CompiledLimit {
   int line = 0;
 };
 
+// An `unlimited` limit: nothing counted, but its name and replaces count.
+struct UnlimitedLimit {
+  std::string name;
+  std::vector<std::string> replaces;
+};
+
+// The slot (0..kEnvoyBizIds-1) a new name probes from.
+uint32_t EnvoyIdSlot(std::string_view biz);
+// Ids for `names` (biz names): a name in `table` keeps its id; a new one
+// takes the first free id from its slot and is added to `table`. Ids of
+// names in `table` but not in `names` stay taken (their nodes may live), so
+// an id never passes from one name to another. `ids` is parallel to
+// `names`. Refused when every id is taken.
+Status AssignEnvoyIds(const std::vector<std::string>& names, EnvoyIds* table, std::vector<uint16_t>* ids);
+
 class EnvoyRules {
  public:
-  static Result<std::shared_ptr<const EnvoyRules>> Compile(const EnvoyConfig& cfg);
+  // Ids from cfg.ids (as the master assigned them), new names taking free
+  // ones; `ids_out`, when given, receives the table with the new names.
+  static Result<std::shared_ptr<const EnvoyRules>> Compile(const EnvoyConfig& cfg, EnvoyIds* ids_out = nullptr);
   // From a bundle (envoy_config.h): parse and compile.
   static Result<std::shared_ptr<const EnvoyRules>> FromBundle(std::string_view bundle);
 
@@ -69,7 +91,10 @@ class EnvoyRules {
   bool empty() const { return domains_.empty(); }
 
   static constexpr int32_t kNoLimit = -1;     // no rule matches: OK, unlimited
-  static constexpr int32_t kUnlimited = -2;   // `unlimited: true`
+  // `unlimited: true`: kUnlimited - k for unlimited()[k].
+  static constexpr int32_t kUnlimited = -2;
+  static bool IsUnlimited(int32_t found) { return found <= kUnlimited; }
+  const UnlimitedLimit& unlimited(int32_t found) const { return unlimited_[static_cast<size_t>(kUnlimited - found)]; }
   // The limit (an index into limits()) for one request descriptor, or
   // kNoLimit / kUnlimited. `scratch` is reused between calls (no allocation
   // once warm).
@@ -80,26 +105,46 @@ class EnvoyRules {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
+  struct Wildcard {
+    std::string key, pattern;  // pattern: the YAML value, '*' any run of bytes
+    uint32_t node = 0;
+  };
   struct Node {
     int32_t limit = kNoLimit;
     // "key\x1fvalue" or "key" -> node index
     std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> children;
+    std::vector<Wildcard> wildcards;  // in the file's order
   };
   void Add(const std::string& domain, const std::string& prefix, const DescriptorNode& d, uint32_t parent);
 
   std::vector<Node> nodes_;
   std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> domains_;  // domain -> root node
   std::vector<CompiledLimit> limits_;
+  std::vector<UnlimitedLimit> unlimited_;
 };
 
-// map.xml's text with the bizzes of `rules` added before </map>. Refused
-// ("file:line: ...") when map.xml has a biz in the reserved id range or
-// named envoy.*: the two would share counters.
+// map.xml's text with the bizzes of `rules` added before its closing
+// </map> (the last one outside a comment), then parsed again to check that
+// every Envoy biz is in the map. Refused ("file:line: ...") when map.xml has
+// a biz in the reserved id range or named envoy.*: the two would share
+// counters.
 Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_path, const EnvoyRules& rules);
 
 // The counter key of a descriptor: its entries as envoyproxy/ratelimit
 // builds its cache key (key_value pairs joined by '_'), without the domain
-// (the biz holds it); past kMaxKeyBytes a prefix and a hash of the whole.
+// (the biz holds it). Always a key the store accepts (ValidateKeyBytes),
+// whatever bytes Envoy sends (header values may hold a tab or invalid
+// UTF-8): '%', control characters (C0, DEL, C1) and bytes that are not
+// valid UTF-8 are written %XX, so distinct entries make distinct keys; past
+// kMaxKeyBytes, a prefix cut on a character boundary, '#' and a 64-bit hash
+// of the whole key.
 void CounterKey(std::span<const Entry> entries, std::string* out);
+
+// `s` made safe inside an XML comment ("--" broken up; & < " escaped).
+std::string XmlCommentText(std::string_view s);
+
+// At most this many descriptors in one call: the work of a call is bounded
+// (each descriptor is a store operation); more is INVALID_ARGUMENT.
+inline constexpr size_t kMaxDescriptorsPerCall = 64;
 
 }  // namespace frs::envoy

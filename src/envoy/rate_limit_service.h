@@ -7,11 +7,15 @@
 // current_limit (limit_remaining 0), an `unlimited` one is OK with
 // limit_remaining 4294967295; a limit another matched limit `replaces` is
 // dropped (OK, no current_limit); shadow_mode limits count and answer OK;
-// overall OVER_LIMIT when any status is. Each counted descriptor is one
-// engine acquire of n = hits (check and count in one step, so a limit is
-// exact under concurrency: a denied hit is not counted, where
+// OVER_LIMIT answers limit_remaining 0; overall OVER_LIMIT when any status
+// is. An empty descriptor list, or more than kMaxDescriptorsPerCall, is
+// INVALID_ARGUMENT. Each counted descriptor is one engine acquire of n =
+// hits, at most 2^31-1 (check and count in one step, so a limit is exact
+// under concurrency: a denied hit is not counted, where
 // envoyproxy/ratelimit's counter keeps growing past the limit); hits 0 is a
-// query: the count as it is, nothing counted.
+// query: the count as it is, nothing counted, OVER_LIMIT when the count has
+// reached the limit. Every counter key is made before anything is counted;
+// a store error part way leaves the earlier descriptors counted.
 //
 // In a cluster (SetOwnership) each descriptor's counter key is a route on
 // the ring, as a key of the HTTP side is: a descriptor another shard owns
@@ -28,6 +32,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "envoy/envoy_rules.h"
@@ -70,7 +75,8 @@ struct RlsAnswer {
   Status status;                    // not OK: no answer (store unavailable, bad key)
   Code overall = Code::kOk;
   std::vector<RlsStatus> statuses;
-  // The descriptor closest to its limit (X-RateLimit-* headers), -1: none.
+  // The descriptor of the RateLimit-* headers (fewest remaining, an
+  // OVER_LIMIT one first), -1: none.
   int32_t tightest = -1;
   // Descriptors whose counter key another shard of the cluster owns.
   uint32_t misrouted = 0;
@@ -92,6 +98,7 @@ class RateLimitService {
   void SetRules(std::shared_ptr<const EnvoyRules> rules) { rules_ = std::move(rules); }
   const EnvoyRules* rules() const { return rules_.get(); }
   void SetOwnership(Ownership o) { own_ = std::move(o); }
+  void set_max_descriptors(size_t n) { max_descriptors_ = n; }
   // Fills `out` (cleared first).
   void Decide(const RlsRequest& req, RlsAnswer* out);
 
@@ -103,8 +110,11 @@ class RateLimitService {
 
   std::shared_ptr<const EnvoyRules> rules_;
   Ownership own_;
-  std::string scratch_, key_;
+  std::string scratch_;
+  std::vector<std::string> keys_;  // per descriptor, reused between calls
   std::vector<int32_t> found_;
+  std::unordered_set<std::string_view> replaced_;
+  size_t max_descriptors_ = kMaxDescriptorsPerCall;
 };
 
 // envoyproxy/ratelimit's near_limit_ratio default: a hit that leaves the

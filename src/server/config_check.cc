@@ -82,7 +82,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     std::string text, err;
     if (!ReadWholeFile(cfg->map_path, &text, &err)) {
       problems.push_back(err);
-    } else if (auto composed = ComposeEnvoyMap(*cfg, std::move(text)); !composed.ok()) {
+    } else if (auto composed = ComposeEnvoyMap(*cfg, std::move(text), /*persist_ids=*/false); !composed.ok()) {
       problems.push_back(composed.status().message());
     } else {
       for (std::string& p : NodeFitProblems(*cfg, composed->map_text)) problems.push_back(std::move(p));

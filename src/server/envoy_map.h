@@ -2,7 +2,16 @@
 // descriptors in it. frsd's start, every reload and frsd -t call this one
 // function, so all three refuse and accept the same files.
 //
-// Thread safety: a plain function.
+// Biz ids: the master owns the assignment of Envoy descriptors' biz ids. It
+// reads the store directory's envoy.ids ("NAME ID" lines), gives new names
+// free ids (envoy/envoy_rules.h AssignEnvoyIds: an assigned id never moves,
+// a removed name's id stays reserved), writes the file whole (temp file,
+// fsync, rename) before the map is used, and appends the table to the
+// bundle the workers receive, so every process compiles the same ids from
+// the bytes it is handed. kill -9 at any point leaves either the old file
+// (no process used the new ids) or the new one.
+//
+// Thread safety: a plain function (the master's thread only, for writes).
 #pragma once
 
 #include <string>
@@ -14,13 +23,17 @@ namespace frs::server {
 
 struct ComposedMap {
   std::string map_text;      // map.xml's bytes, with the Envoy bizzes before </map>
-  std::string envoy_bundle;  // <grpc config>'s files (envoy/envoy_config.h); "" without <grpc>
+  std::string envoy_bundle;  // <grpc config>'s files and the ids (envoy/envoy_config.h); "" without <grpc>
   size_t envoy_limits = 0;   // rate-limited descriptor paths
   size_t envoy_domains = 0;
 };
 
+// The file that keeps the ids, in the store directory.
+inline constexpr const char* kEnvoyIdsFile = "envoy.ids";
+
 // Without <grpc>, map_xml as it is. Errors are "file:line: message" (a
 // YAML file's, or map.xml's for a biz in the range reserved for Envoy).
-Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml);
+// `persist_ids` false (frsd -t): envoy.ids is read, never written.
+Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, bool persist_ids = true);
 
 }  // namespace frs::server

@@ -87,19 +87,18 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
     }
   }
   if (opts_.headers && answer_.tightest >= 0) {
-    // envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED: the descriptor
-    // closest to its limit, in draft-polli-ratelimit-headers' form.
+    // envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED, with its default
+    // names and values (service/ratelimit.go): the descriptor with the
+    // fewest remaining (an OVER_LIMIT one first), its limit as "N".
     const envoy::RlsStatus& t = answer_.statuses[static_cast<size_t>(answer_.tightest)];
-    const uint32_t q = t.limit->limit.requests_per_unit;
     auto add = [&](const char* k, std::string v) {
       auto* h = r.add_response_headers_to_add();
       h->set_key(k);
       h->set_value(std::move(v));
     };
-    add("X-RateLimit-Limit",
-        std::to_string(q) + ", " + std::to_string(q) + ";w=" + std::to_string(envoy::UnitSeconds(t.limit->limit.unit)));
-    add("X-RateLimit-Remaining", std::to_string(t.remaining));
-    add("X-RateLimit-Reset", std::to_string(t.until_reset_s));
+    add("RateLimit-Limit", std::to_string(t.limit->limit.requests_per_unit));
+    add("RateLimit-Remaining", std::to_string(t.remaining));
+    add("RateLimit-Reset", std::to_string(t.until_reset_s));
   }
   r.SerializeToString(&out->body);
 }

@@ -25,7 +25,7 @@
 namespace frs::server {
 
 struct GrpcOptions {
-  bool headers = false;  // X-RateLimit-Limit, -Remaining, -Reset in response_headers_to_add
+  bool headers = false;  // RateLimit-Limit, -Remaining, -Reset in response_headers_to_add
 };
 
 class GrpcMethods final : public GrpcService {

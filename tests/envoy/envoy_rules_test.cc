@@ -10,6 +10,8 @@
 #include "common/temp_dir.h"
 #include "envoy/rate_limit_service.h"
 #include "frs/clock.h"
+#include "frs/key.h"
+#include "limit/map_config.h"
 
 namespace frs::envoy {
 namespace {
@@ -109,8 +111,14 @@ TEST(EnvoyRules, ComposeRefusesReservedIdsAndNames) {
 
 class DecideTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    rules_ = Rules();
+  void SetUp() override { Init(kYaml); }
+  void Init(const std::string& yaml) {
+    // A second Init (another configuration) closes the first's store first.
+    svc_.reset();
+    engine_.reset();
+    store_.reset();
+    rules_ = Rules(yaml);
+    ASSERT_TRUE(rules_);
     StoreOptions so;
     so.dir = dir_.path() + "/store";
     so.geometry = StoreGeometry{1, 1024, 8};
@@ -132,13 +140,17 @@ class DecideTest : public ::testing::Test {
     svc_ = std::make_unique<RateLimitService>(engine_.get());
     svc_->SetRules(rules_);
   }
-  RlsAnswer Ask(std::vector<std::vector<Entry>> descriptors, uint64_t hits = 1) {
+  RlsAnswer AskAny(std::vector<std::vector<Entry>> descriptors, uint64_t hits = 1) {
     RlsRequest req;
     req.domain = "rl";
     req.hits = hits;
     for (auto& e : descriptors) req.descriptors.push_back(RlsDescriptor{std::move(e), false, 0});
     RlsAnswer a;
     svc_->Decide(req, &a);
+    return a;
+  }
+  RlsAnswer Ask(std::vector<std::vector<Entry>> descriptors, uint64_t hits = 1) {
+    RlsAnswer a = AskAny(std::move(descriptors), hits);
     EXPECT_TRUE(a.status.ok()) << a.status.ToString();
     return a;
   }
@@ -204,6 +216,217 @@ TEST_F(DecideTest, ReplacesDropsTheReplacedLimit) {
 
 TEST_F(DecideTest, ZeroRequestsPerUnitDeniesEveryHit) {
   EXPECT_EQ(Ask({{{"blocked", "x"}}}).overall, Code::kOverLimit);
+}
+
+// Header values Envoy forwards may hold any byte: each is a key the store
+// takes, limited like any other, and none fails the call.
+TEST_F(DecideTest, AnyDescriptorBytesAreLimitedNormally) {
+  const std::string tab = "a\tb", bad_utf8 = "x\xff\xc3(y", c1 = "z\xc2\x85", del = "d\x7f";
+  const std::string long_a = std::string(1000, 'v') + "A", long_b = std::string(1000, 'v') + "B";
+  // 237 ASCII bytes then a 2-byte character: a cut at byte 238 splits it.
+  const std::string split = std::string(222, 's') + "\xc3\xa9" + std::string(40, 't');
+  for (const std::string& v : {tab, bad_utf8, c1, del, long_a, long_b, split}) {
+    std::string key;
+    std::vector<Entry> e{{"remote_address", v}};
+    CounterKey(e, &key);
+    EXPECT_EQ(ValidateKeyBytes(key), "") << key;
+    for (uint32_t i = 0; i < 3; ++i) {
+      RlsAnswer a = Ask({{{"remote_address", v}}});
+      ASSERT_EQ(a.overall, Code::kOk);
+      EXPECT_EQ(a.statuses[0].remaining, 2 - i);
+    }
+    EXPECT_EQ(Ask({{{"remote_address", v}}}).overall, Code::kOverLimit) << key;
+  }
+  // Escaping is one-to-one: "%09" written out is not the tab.
+  EXPECT_EQ(Ask({{{"remote_address", "a%09b"}}}).statuses[0].remaining, 2u);
+  std::string ka, kb;
+  std::vector<Entry> ea{{"remote_address", long_a}}, eb{{"remote_address", long_b}};
+  CounterKey(ea, &ka);
+  CounterKey(eb, &kb);
+  EXPECT_NE(ka, kb);
+  EXPECT_LE(ka.size(), kMaxKeyBytes);
+}
+
+TEST_F(DecideTest, EveryKeyIsCheckedBeforeAnyIsCountedAndTheCallIsBounded) {
+  RlsAnswer a = AskAny({});
+  EXPECT_EQ(a.status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(a.status.message(), "rate limit descriptor list must not be empty");
+  std::vector<std::vector<Entry>> many(65, std::vector<Entry>{{"remote_address", "m"}});
+  a = AskAny(many);
+  EXPECT_EQ(a.status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(a.status.message().find("at most 64"), std::string::npos);
+  // Nothing was counted by the refused call.
+  EXPECT_EQ(Ask({{{"remote_address", "m"}}}, 0).statuses[0].remaining, 3u);
+  many.resize(64);
+  EXPECT_TRUE(AskAny(many).status.ok());
+}
+
+TEST_F(DecideTest, OverLimitAnswersZeroRemainingAndALookAtAnExhaustedKeyIsOver) {
+  Ask({{{"remote_address", "o"}}}, 2);
+  RlsAnswer a = Ask({{{"remote_address", "o"}}}, 2);  // 2 + 2 > 3: denied, 1 left in the store
+  EXPECT_EQ(a.statuses[0].code, Code::kOverLimit);
+  EXPECT_EQ(a.statuses[0].remaining, 0u);
+  EXPECT_EQ(Ask({{{"remote_address", "o"}}}, 0).overall, Code::kOk);
+  Ask({{{"remote_address", "o"}}}, 1);
+  a = Ask({{{"remote_address", "o"}}}, 0);
+  EXPECT_EQ(a.overall, Code::kOverLimit);
+  EXPECT_EQ(a.statuses[0].remaining, 0u);
+  // The headers' descriptor: fewest remaining, an OVER_LIMIT one first.
+  Ask({{{"remote_address", "p"}}}, 3);
+  a = Ask({{{"remote_address", "p"}}, {{"remote_address", "o"}}}, 0);
+  EXPECT_EQ(a.statuses[0].remaining, 0u);
+  EXPECT_EQ(a.tightest, 0);
+  a = Ask({{{"category", "account"}, {"source", "proxy"}}, {{"remote_address", "o"}}});
+  EXPECT_EQ(a.tightest, 1);
+}
+
+TEST_F(DecideTest, HitsAddendIsClampedToTheEnginesBound) {
+  RlsRequest req;
+  req.domain = "rl";
+  req.descriptors.push_back(RlsDescriptor{{{"remote_address", "big"}}, true, uint64_t{1} << 40});
+  RlsAnswer a;
+  svc_->Decide(req, &a);
+  ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+  EXPECT_EQ(a.statuses[0].hits, 2147483647u);
+  EXPECT_EQ(a.overall, Code::kOverLimit);
+}
+
+TEST_F(DecideTest, ZeroRequestsPerUnitIsNeverCounted) {
+  for (int i = 0; i < 3; ++i) {
+    RlsAnswer a = Ask({{{"blocked", "y"}}});
+    EXPECT_EQ(a.overall, Code::kOverLimit);
+    EXPECT_EQ(a.statuses[0].remaining, 0u);
+  }
+  Request q;
+  q.biz = "envoy.rl.blocked";
+  q.key = "blocked_y";
+  q.cmd = Cmd::kQuery;
+  Decision d = engine_->Execute(q);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.rules[0].count, 0);
+}
+
+const char* kWildYaml = R"(domain: rl
+descriptors:
+  - key: foo
+    value: bar
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: foo
+    value: foo*
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: foo
+    value: a*z
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: foo
+    rate_limit: {unit: minute, requests_per_unit: 4}
+)";
+
+// envoyproxy/ratelimit's README example: exact value, then wildcard, then
+// the key alone; each value a wildcard matches has a counter of its own.
+TEST_F(DecideTest, WildcardValuesMatchAfterExactOnesWithACounterPerValue) {
+  Init(kWildYaml);
+  auto limit_of = [&](const std::string& v) {
+    return Ask({{{"foo", v}}}, 0).statuses[0].limit->limit.requests_per_unit;
+  };
+  EXPECT_EQ(limit_of("bar"), 1u);
+  EXPECT_EQ(limit_of("foo1"), 2u);
+  EXPECT_EQ(limit_of("foo"), 2u);  // '*' matches nothing too
+  EXPECT_EQ(limit_of("abcz"), 3u);
+  EXPECT_EQ(limit_of("az"), 3u);
+  EXPECT_EQ(limit_of("abc"), 4u);
+  EXPECT_EQ(limit_of("xfoo"), 4u);
+  for (const char* v : {"foo1", "foo2"}) {
+    EXPECT_EQ(Ask({{{"foo", v}}}).overall, Code::kOk);
+    EXPECT_EQ(Ask({{{"foo", v}}}).overall, Code::kOk);
+    EXPECT_EQ(Ask({{{"foo", v}}}).overall, Code::kOverLimit) << v;
+  }
+}
+
+const char* kReplacesYaml = R"(domain: rl
+descriptors:
+  - key: a
+    rate_limit: {name: la, unit: minute, requests_per_unit: 1, replaces: [{name: lb}]}
+  - key: b
+    rate_limit: {name: lb, unit: minute, requests_per_unit: 1, replaces: [{name: lc}]}
+  - key: c
+    rate_limit: {name: lc, unit: minute, requests_per_unit: 1}
+  - key: vip
+    rate_limit: {unlimited: true, replaces: [{name: lc}]}
+)";
+
+// Two passes: a replaced limit's own replaces still count, whatever order.
+TEST_F(DecideTest, ReplacesIsOrderIndependentAndWorksFromUnlimited) {
+  Init(kReplacesYaml);
+  for (auto order : {std::vector<std::string>{"a", "b", "c"}, std::vector<std::string>{"c", "b", "a"}}) {
+    std::vector<std::vector<Entry>> d;
+    for (const std::string& k : order) d.push_back({{k, "x"}});
+    RlsAnswer a = Ask(d, 0);
+    for (size_t i = 0; i < order.size(); ++i)
+      EXPECT_EQ(a.statuses[i].has_limit, order[i] == "a") << order[i];
+  }
+  RlsAnswer a = Ask({{{"c", "x"}}, {{"vip", "x"}}}, 0);
+  EXPECT_FALSE(a.statuses[0].has_limit);
+  EXPECT_EQ(a.statuses[1].remaining, 4294967295u);
+}
+
+TEST(EnvoyConfig, RefusesSelfReplaceUnsupportedUnitsAndLimitsPastTheEngine) {
+  auto r = EnvoyRules::FromBundle(Bundle(
+      "s.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {name: x, unit: day, requests_per_unit: 1, "
+                "replaces: [{name: x}]}\n"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "s.yaml:3: rate limit 'x' replaces itself");
+  for (const char* unit : {"week", "month", "year"}) {
+    r = EnvoyRules::FromBundle(Bundle("u.yaml", std::string("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n"
+                                                            "      unit: ") + unit + "\n      requests_per_unit: 1\n"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), std::string("u.yaml:5: unit '") + unit +
+                                        "' is not supported by frsd (second, minute, hour or day)");
+  }
+  r = EnvoyRules::FromBundle(Bundle(
+      "r.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: 2147483648\n"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "r.yaml:6: requests_per_unit '2147483648' is not 0..2147483647");
+}
+
+// A new name whose slot is an existing name's, and which sorts before it,
+// took that name's id when ids were probed over all names in name order.
+TEST(EnvoyIds, AnAssignedIdNeverMovesAndARemovedOneIsNotReused) {
+  const std::string old_name = "envoy.rl.m";
+  std::string intruder;
+  for (int i = 0; intruder.empty(); ++i) {
+    const std::string c = "envoy.rl.a" + std::to_string(i);
+    if (EnvoyIdSlot(c) == EnvoyIdSlot(old_name)) intruder = c;
+  }
+  EnvoyIds table;
+  std::vector<uint16_t> ids;
+  ASSERT_TRUE(AssignEnvoyIds({old_name, "envoy.rl.z"}, &table, &ids).ok());
+  const uint16_t m = ids[0], z = ids[1];
+  EXPECT_EQ(m, kFirstEnvoyBizId + EnvoyIdSlot(old_name));
+  ASSERT_TRUE(AssignEnvoyIds({intruder, old_name, "envoy.rl.z"}, &table, &ids).ok());
+  EXPECT_EQ(ids[1], m);
+  EXPECT_EQ(ids[2], z);
+  EXPECT_NE(ids[0], m);
+  const uint16_t intruder_id = ids[0];
+  // old_name removed: its id stays reserved; back again, it has it again.
+  ASSERT_TRUE(AssignEnvoyIds({intruder, "envoy.rl.other"}, &table, &ids).ok());
+  EXPECT_EQ(ids[0], intruder_id);
+  EXPECT_NE(ids[1], m);
+  ASSERT_TRUE(AssignEnvoyIds({old_name}, &table, &ids).ok());
+  EXPECT_EQ(ids[0], m);
+  // The table travels as text (envoy.ids, the bundle) unchanged.
+  EXPECT_EQ(ParseEnvoyIds(FormatEnvoyIds(table)), table);
+}
+
+TEST(EnvoyRules, ComposeFindsTheClosingTagOutsideComments) {
+  auto rules = Rules();
+  auto ok = ComposeMap("<map>\n<biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>\n"
+                       "<!-- an old </map> -->\n",
+                       "map.xml", *rules);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  auto map = limit::ParseMap(*ok, "map.xml");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  EXPECT_EQ(map->bizzes.size(), rules->limits().size() + 1);
+  EXPECT_EQ(XmlCommentText("a--b---c"), "a-_b-_-c");
 }
 
 }  // namespace

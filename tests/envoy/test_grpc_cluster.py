@@ -37,9 +37,10 @@ USERS = ["u%d" % i for i in range(40)]
 
 
 def request(*users):
-    r = rls_pb2.RateLimitRequest(domain="rl")
+    # domain, key and value are `bytes` in FRS's .proto (identical on the wire)
+    r = rls_pb2.RateLimitRequest(domain=b"rl")
     for u in users:
-        r.descriptors.add().entries.add(key="user", value=u)
+        r.descriptors.add().entries.add(key=b"user", value=u.encode())
     return r
 
 
