@@ -26,9 +26,11 @@ void Connection::UseGrpc(std::unique_ptr<GrpcSession> session) {
 }
 
 void Connection::ProcessGrpc() {
-  if (state_ == State::kOpen && req_ < end_ && out_.size() - sent_ < kOutputHighWater) {
+  if (state_ == State::kOpen && (req_ < end_ || grpc_->HasBacklog()) && out_.size() - sent_ < kOutputHighWater) {
     const uint64_t before = grpc_->answered();
-    grpc_->Receive(std::string_view(in_.get() + req_, end_ - req_));
+    // A failed session (false) has queued its GOAWAY: Finished() below
+    // closes the connection once it is out.
+    grpc_->Receive(std::string_view(in_.get() + req_, end_ - req_), last_read_ns_);
     req_ = end_ = 0;
     progress_ += grpc_->answered() - before;
   }
@@ -128,7 +130,7 @@ void Connection::Process() {
 
 void Connection::Consumed(size_t n) {
   sent_ += n;
-  if (n > 0) ++progress_;
+  if (n > 0 && !grpc_) ++progress_;  // gRPC: answers only (progress())
   if (sent_ == out_.size()) {
     out_.clear();
     sent_ = 0;

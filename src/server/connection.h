@@ -105,8 +105,17 @@ class Connection : public DeadlineNode {
   bool NeedsLinger() const { return state_ == State::kClosing && !WantsWrite() && linger_; }
   void StartLinger() { state_ = State::kLingering; }
   // Grows when a request completes or output drains: a busy connection that
-  // makes progress gets a fresh request deadline.
+  // makes progress gets a fresh request deadline. gRPC: only when a call is
+  // answered (output there includes nghttp2's own PING ACKs and
+  // WINDOW_UPDATEs, which a client can provoke at will).
   uint64_t progress() const { return progress_; }
+  // gRPC: when the oldest stream not yet answered began (the request
+  // time-out runs from there, whatever else the connection does); -1: no
+  // such stream, or HTTP/1.1.
+  int64_t BusySinceNs() const { return grpc_ ? grpc_->OldestUnansweredNs() : -1; }
+  // gRPC: calls received whole and not yet answered (a bounded number is
+  // answered per Process()): process again next turn, without a read.
+  bool HasBacklog() const { return grpc_ && grpc_->HasBacklog(); }
 
   // Graceful stop: an idle connection closes at once, a busy one after the
   // response to the request in progress.

@@ -48,6 +48,26 @@ class DeadlineList {
     else head_ = n;
     tail_ = n;
   }
+  // Moves `n` to its place for a deadline of since_ns + timeout, since_ns
+  // <= now (a gRPC connection's oldest unanswered stream began then). The
+  // place is sought back from the tail over at most kMaxScan nodes: past
+  // them `n` waits behind nodes due later, expiring late by at most one
+  // timeout, never early.
+  static constexpr int kMaxScan = 64;
+  void AppendSince(DeadlineNode* n, int64_t since_ns) {
+    if (n->list_) n->list_->Remove(n);
+    n->deadline_ns_ = since_ns + timeout_ns_;
+    n->list_ = this;
+    DeadlineNode* after = tail_;
+    for (int i = 0; after && after->deadline_ns_ > n->deadline_ns_ && i < kMaxScan; ++i) after = after->prev_;
+    n->prev_ = after;
+    n->next_ = after ? after->next_ : head_;
+    if (n->next_) n->next_->prev_ = n;
+    else tail_ = n;
+    if (after) after->next_ = n;
+    else head_ = n;
+  }
+  int64_t timeout_ns() const { return timeout_ns_; }
   void Remove(DeadlineNode* n) {
     if (n->list_ != this) return;
     if (n->prev_) n->prev_->next_ = n->next_;

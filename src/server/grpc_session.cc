@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
 
 namespace frs::server {
 
@@ -28,18 +29,54 @@ const char* CodeText(GrpcCode c) {
 
 }  // namespace
 
-// nghttp2's C callbacks, friends of the session.
+std::string PercentEncodeGrpcMessage(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<uint8_t>(ch);
+    if (c >= 0x20 && c <= 0x7e && c != '%') {
+      out.push_back(ch);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+  }
+  return out;
+}
+
+// nghttp2's C callbacks, friends of the session. nghttp2 is C: nothing may
+// unwind through it, so each catches everything (an allocation failure)
+// and fails the session instead (NGHTTP2_ERR_CALLBACK_FAILURE: mem_recv
+// returns it, the connection closes).
 struct GrpcCallbacks {
   static GrpcSession* Self(void* user) { return static_cast<GrpcSession*>(user); }
 
-  static int OnBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user) {
-    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
-      Self(user)->streams_.try_emplace(frame->hd.stream_id);
+  static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* user) try {
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    GrpcSession* g = Self(user);
+    const int32_t id = frame->hd.stream_id;
+    if (g->buffered_ >= g->budget_) {
+      // The budget is spent on messages still arriving: not tracked, so its
+      // headers and data are ignored until the reset closes it.
+      ++g->refused_;
+      return nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM) == 0
+                 ? 0
+                 : NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    auto [it, fresh] = g->streams_.try_emplace(id);
+    if (fresh) {
+      it->second.start_ns = g->now_ns_;
+      g->order_.push_back(id);
+    }
     return 0;
+  } catch (...) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
 
   static int OnHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
-                      const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+                      const uint8_t* value, size_t valuelen, uint8_t, void* user) try {
     GrpcSession* g = Self(user);
     auto it = g->streams_.find(frame->hd.stream_id);
     if (it == g->streams_.end()) return 0;  // trailers of a stream we did not track
@@ -54,41 +91,46 @@ struct GrpcCallbacks {
     else if (n == "content-type") s.grpc_type = v == "application/grpc" || v.starts_with("application/grpc+") ||
                                                 v.starts_with("application/grpc;");
     return 0;
+  } catch (...) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
 
-  static int OnData(nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t len, void* user) {
-    GrpcSession* g = Self(user);
-    auto it = g->streams_.find(id);
-    if (it == g->streams_.end()) return 0;
-    GrpcSession::Stream& s = it->second;
-    if (s.too_long) return 0;
-    if (s.body.size() + len > g->limits_.max_message_bytes + kPrefixBytes) {
-      s.too_long = true;  // dropped from here on; answered when the stream ends
-      s.body.clear();
-      s.body.shrink_to_fit();
-      return 0;
-    }
-    s.body.append(reinterpret_cast<const char*>(data), len);
-    return 0;
+  static int OnData(nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t len, void* user) try {
+    return Self(user)->OnData(id, reinterpret_cast<const char*>(data), len);
+  } catch (...) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
 
-  static int OnFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  static int OnFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) try {
     GrpcSession* g = Self(user);
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
       auto it = g->streams_.find(frame->hd.stream_id);
-      if (it != g->streams_.end()) g->Answer(frame->hd.stream_id, it->second);
+      if (it != g->streams_.end() && !it->second.refused && !it->second.ended) {
+        // Answered by Receive() after the input is fed, at most
+        // kMaxCallsPerReceive at a time.
+        it->second.ended = true;
+        g->ready_.push_back(frame->hd.stream_id);
+      }
     }
     return 0;
+  } catch (...) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
 
-  static int OnStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) {
-    Self(user)->streams_.erase(id);
+  static int OnStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) try {
+    GrpcSession* g = Self(user);
+    auto it = g->streams_.find(id);
+    if (it == g->streams_.end()) return 0;
+    g->Release(it->second);
+    g->streams_.erase(it);  // order_ and ready_ skip it when they reach it
     return 0;
+  } catch (...) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
 
   static ssize_t ReadBody(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length, uint32_t* flags,
-                          nghttp2_data_source*, void* user) {
+                          nghttp2_data_source*, void* user) try {
     GrpcSession* g = Self(user);
     auto it = g->streams_.find(id);
     if (it == g->streams_.end()) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -102,8 +144,82 @@ struct GrpcCallbacks {
       if (nghttp2_submit_trailer(session, id, trailers, 1) != 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
     return static_cast<ssize_t>(n);
+  } catch (...) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
 };
+
+GrpcSession::GrpcSession(GrpcService* service, const GrpcLimits& limits)
+    : service_(service),
+      limits_(limits),
+      budget_(limits.max_buffered_bytes != 0 ? limits.max_buffered_bytes
+                                             : size_t{kBufferedMessages} * (limits.max_message_bytes + kPrefixBytes)) {}
+
+int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return 0;
+  Stream& s = it->second;
+  while (len > 0 && !s.too_long && !s.bad_length && !s.refused) {
+    if (s.body.size() < kPrefixBytes) {
+      // The prefix first (in the string's own storage: no allocation).
+      const size_t n = std::min(len, kPrefixBytes - s.body.size());
+      s.body.append(data, n);
+      data += n;
+      len -= n;
+      if (s.body.size() < kPrefixBytes) return 0;
+      const uint32_t declared = (static_cast<uint32_t>(static_cast<uint8_t>(s.body[1])) << 24) |
+                                (static_cast<uint32_t>(static_cast<uint8_t>(s.body[2])) << 16) |
+                                (static_cast<uint32_t>(static_cast<uint8_t>(s.body[3])) << 8) |
+                                static_cast<uint32_t>(static_cast<uint8_t>(s.body[4]));
+      if (declared > limits_.max_message_bytes) {
+        s.too_long = true;  // dropped from here on; answered when the stream ends
+        return 0;
+      }
+      // Admitted whole, for the length it declares, or refused now: the
+      // connection's buffers never exceed the budget, whatever the
+      // interleaving of streams.
+      const size_t charge = kPrefixBytes + declared;
+      if (buffered_ + charge > budget_) {
+        Refuse(id, s);
+        return 0;
+      }
+      s.body.reserve(charge);
+      s.charged = charge;
+      buffered_ += charge;
+      continue;
+    }
+    if (s.body.size() + len > s.charged) {
+      s.bad_length = true;  // more than declared: 13 INTERNAL when it ends
+      Release(s);
+      return 0;
+    }
+    s.body.append(data, len);
+    return 0;
+  }
+  return 0;
+}
+
+void GrpcSession::Release(Stream& s) {
+  buffered_ -= s.charged;
+  s.charged = 0;
+  std::string().swap(s.body);
+}
+
+void GrpcSession::Refuse(int32_t id, Stream& s) {
+  Release(s);
+  s.refused = true;
+  ++refused_;
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+}
+
+int64_t GrpcSession::OldestUnansweredNs() const {
+  while (!order_.empty()) {
+    auto it = streams_.find(order_.front());
+    if (it != streams_.end() && !it->second.answered && !it->second.refused) return it->second.start_ns;
+    order_.pop_front();
+  }
+  return -1;
+}
 
 Result<std::unique_ptr<GrpcSession>> GrpcSession::Create(GrpcService* service, const GrpcLimits& limits) {
   std::unique_ptr<GrpcSession> g(new GrpcSession(service, limits));
@@ -115,9 +231,27 @@ Result<std::unique_ptr<GrpcSession>> GrpcSession::Create(GrpcService* service, c
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, GrpcCallbacks::OnFrameRecv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, GrpcCallbacks::OnStreamClose);
   nghttp2_option* opt = nullptr;
-  nghttp2_option_new(&opt);
-  // Headers of a request are bounded like HTTP/1.1's (<limits header_bytes>).
+  if (nghttp2_option_new(&opt) != 0) {
+    nghttp2_session_callbacks_del(cb);
+    return Status::IOError("nghttp2: out of memory");
+  }
+  // Our own HPACK encoder's table (what we send): the protocol's default
+  // size, whatever larger SETTINGS_HEADER_TABLE_SIZE a client offers. The
+  // headers we receive are bounded by SETTINGS_MAX_HEADER_LIST_SIZE below
+  // (nghttp2 refuses a larger list) and by OnHeader's count of
+  // max_header_bytes (the stream is reset).
   nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+  // The limits nghttp2 applies to floods, set here rather than left to
+  // the library's defaults (which a newer version might change): SETTINGS
+  // entries per frame (a SETTINGS flood of huge frames), SETTINGS and PING
+  // ACKs queued for a client that does not read (the PING/SETTINGS
+  // floods), CONTINUATION frames after one HEADERS (CVE-2024-28182; in
+  // Debian's 1.52.0-1+deb12u2), RST_STREAMs received (rapid reset,
+  // CVE-2023-44487: a burst of 1000, then 33 a second).
+  nghttp2_option_set_max_settings(opt, 32);
+  nghttp2_option_set_max_outbound_ack(opt, 1000);
+  nghttp2_option_set_max_continuations(opt, 8);
+  nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
   const int rc = nghttp2_session_server_new2(&g->session_, cb, g.get(), opt);
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
@@ -137,7 +271,9 @@ GrpcSession::~GrpcSession() {
 
 void GrpcSession::Answer(int32_t id, Stream& s) {
   ++answered_;
+  s.answered = true;
   if (!s.post || !s.grpc_type) {
+    Release(s);
     // Not a gRPC request: 415, as gRPC servers answer one (grpc's PROTOCOL-HTTP2.md).
     const nghttp2_nv h[] = {Nv(":status", s.post ? "415" : "405")};
     nghttp2_submit_response(session_, id, h, 1, nullptr);
@@ -148,7 +284,7 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
   if (s.too_long) {
     reply.code = GrpcCode::kResourceExhausted;
     reply.message = "the request message is longer than " + std::to_string(limits_.max_message_bytes) + " bytes";
-  } else if (s.body.size() < kPrefixBytes ||
+  } else if (s.bad_length || s.body.size() < kPrefixBytes ||
              (len = (static_cast<uint32_t>(static_cast<uint8_t>(s.body[1])) << 24) |
                     (static_cast<uint32_t>(static_cast<uint8_t>(s.body[2])) << 16) |
                     (static_cast<uint32_t>(static_cast<uint8_t>(s.body[3])) << 8) |
@@ -167,12 +303,16 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
       reply = GrpcService::Reply{GrpcCode::kInternal, std::string("internal error: ") + e.what(), {}};
     }
   }
-  s.body.clear();
+  Release(s);
   if (reply.code != GrpcCode::kOk) {
     const std::string code = CodeText(reply.code);
+    // The message can quote the client's bytes (a method's name, a
+    // descriptor): percent-encoded, it is a valid header value whatever
+    // they are.
+    const std::string text = PercentEncodeGrpcMessage(reply.message);
     const nghttp2_nv h[] = {Nv(":status", "200"), Nv("content-type", "application/grpc"), Nv("grpc-status", code),
-                            Nv("grpc-message", reply.message)};
-    nghttp2_submit_response(session_, id, h, reply.message.empty() ? 3 : 4, nullptr);
+                            Nv("grpc-message", text)};
+    nghttp2_submit_response(session_, id, h, text.empty() ? 3 : 4, nullptr);
     return;
   }
   const uint32_t n = static_cast<uint32_t>(reply.body.size());
@@ -188,15 +328,26 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
   nghttp2_submit_response(session_, id, h, 2, &prd);
 }
 
-bool GrpcSession::Receive(std::string_view in) {
+bool GrpcSession::Receive(std::string_view in, int64_t now_ns) {
   if (failed_) return false;
-  const ssize_t rc = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(in.data()), in.size());
-  if (rc < 0) {
-    // NGHTTP2_ERR_BAD_CLIENT_MAGIC, NGHTTP2_ERR_FLOODED and the like: a
-    // GOAWAY may be queued; send it and close.
-    failed_ = true;
-    nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
-    return true;
+  now_ns_ = now_ns;
+  if (!in.empty()) {
+    const ssize_t rc = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(in.data()), in.size());
+    if (rc < 0) {
+      // NGHTTP2_ERR_BAD_CLIENT_MAGIC, NGHTTP2_ERR_FLOODED, a callback's
+      // failure and the like: a GOAWAY may be queued; send it and close.
+      failed_ = true;
+      nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+      return false;
+    }
+  }
+  for (size_t n = 0; n < kMaxCallsPerReceive && !ready_.empty();) {
+    const int32_t id = ready_.front();
+    ready_.pop_front();
+    auto it = streams_.find(id);
+    if (it == streams_.end() || it->second.answered) continue;  // reset by the client meanwhile
+    Answer(id, it->second);
+    ++n;
   }
   return true;
 }

@@ -10,13 +10,30 @@
 // (:status 200, content-type application/grpc), one DATA frame of the
 // 5-byte length prefix and the message, and trailers (grpc-status,
 // grpc-message). A call that fails before a message is answered
-// "Trailers-Only" (one HEADERS frame with END_STREAM). Refused without a
+// "Trailers-Only" (one HEADERS frame with END_STREAM); grpc-message is
+// percent-encoded (PercentEncodeGrpcMessage). Refused without a
 // crash, and without asking the service: a method other than POST or a
 // content-type other than application/grpc* (HTTP 415), a compressed
 // message (grpc-status 12: FRS advertises no grpc-encoding), a message
 // longer than `max_message_bytes` (8 RESOURCE_EXHAUSTED; its bytes are
 // dropped as they come), a length prefix that does not match the body (13
-// INTERNAL), headers past `max_header_bytes` (the stream is reset). The
+// INTERNAL), headers past `max_header_bytes` (the stream is reset).
+//
+// Bounded per connection:
+//  - memory: a stream's message is admitted when its 5-byte prefix arrives,
+//    charged its declared length against `max_buffered_bytes` (all the
+//    connection's streams together); one that does not fit, and any new
+//    stream while the budget is spent, is reset with REFUSED_STREAM
+//    (nothing of it was processed: a gRPC client may retry it);
+//  - work: calls whose request ended are queued and at most
+//    kMaxCallsPerReceive of them are answered per Receive(); the rest wait
+//    for the next Receive() (HasBacklog()), which the worker makes on its
+//    next loop turn, so one connection cannot starve the others;
+//  - time: each stream's start is recorded; OldestUnansweredNs() is when
+//    the oldest stream not yet answered began, from which the worker
+//    measures the request time-out (it closes the connection with GOAWAY).
+//
+// The
 // HTTP/2 layer itself (a bad preface, an oversized frame, a stream past
 // SETTINGS_MAX_CONCURRENT_STREAMS, flow control, floods of PING and SETTINGS
 // and of reset streams) is nghttp2's: it answers with RST_STREAM or GOAWAY,
@@ -27,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -69,27 +87,56 @@ struct GrpcLimits {
   uint32_t max_streams = 100;             // SETTINGS_MAX_CONCURRENT_STREAMS
   uint32_t max_header_bytes = 16 * 1024;  // per stream, names and values
   uint32_t max_message_bytes = 64 * 1024;
+  // Request bodies buffered by one connection, all streams together; 0:
+  // kBufferedMessages x (max_message_bytes + 5).
+  uint32_t max_buffered_bytes = 0;
 };
+
+// grpc-message's value as the gRPC spec (PROTOCOL-HTTP2.md) requires it on
+// the wire: bytes outside 0x20..0x7E, and '%', as %XX (upper-case hex).
+std::string PercentEncodeGrpcMessage(std::string_view text);
 
 class GrpcSession {
  public:
+  // Maximal messages one connection may buffer at once (the default of
+  // GrpcLimits::max_buffered_bytes): 256 KiB with the default 64 KiB
+  // messages, against 6.5 MB for 100 streams each holding one.
+  static constexpr uint32_t kBufferedMessages = 4;
+  // Calls answered per Receive(): with at most 64 descriptors per call
+  // (src/envoy), one read decides at most 1,024 descriptors per round.
+  static constexpr size_t kMaxCallsPerReceive = 16;
+
   static Result<std::unique_ptr<GrpcSession>> Create(GrpcService* service, const GrpcLimits& limits);
   ~GrpcSession();
   GrpcSession(const GrpcSession&) = delete;
   GrpcSession& operator=(const GrpcSession&) = delete;
 
-  // Feeds received bytes; false when the connection is beyond saving (a
-  // protocol error nghttp2 could not answer): close it.
-  bool Receive(std::string_view in);
+  // Feeds bytes received at `now_ns` (`in` may be empty: only the
+  // backlog is worked on), then answers up to kMaxCallsPerReceive calls
+  // whose requests ended. False when the session has failed (nghttp2
+  // refused the input, now or before: a GOAWAY may be queued, Drain() it;
+  // Finished() is true once it is out): nothing more is read.
+  bool Receive(std::string_view in, int64_t now_ns);
   // Appends what is ready to send to *out.
   void Drain(std::string* out);
   // Neither wants to read nor to write: the session is over (GOAWAY sent
   // and received, or a fatal error).
   bool Finished() const;
-  // A stream has begun and not been answered: the request time-out applies.
+  // A stream has begun and not been closed (answered and sent, or reset).
   bool HasOpenStreams() const { return !streams_.empty(); }
-  // Unary calls answered so far.
+  // Calls whose request ended wait to be answered by the next Receive().
+  bool HasBacklog() const { return !ready_.empty(); }
+  // When the oldest stream not yet answered began (its HEADERS arrived);
+  // -1: none.
+  int64_t OldestUnansweredNs() const;
+  // Unary calls answered so far (progress for the request time-out: bytes
+  // sent are not, since nghttp2 answers PINGs and sends WINDOW_UPDATEs by
+  // itself).
   uint64_t answered() const { return answered_; }
+  // Streams reset with REFUSED_STREAM for the buffer budget.
+  uint64_t refused() const { return refused_; }
+  // Request body bytes charged now (declared lengths of admitted messages).
+  size_t buffered() const { return buffered_; }
   // Graceful stop: GOAWAY with the last stream id seen; streams already
   // open are still answered.
   void Shutdown();
@@ -101,23 +148,36 @@ class GrpcSession {
     std::string path;
     bool post = false;
     bool grpc_type = false;
+    bool too_long = false;             // declared past max_message_bytes: dropped
+    bool bad_length = false;           // more bytes than the prefix declared: dropped
+    bool refused = false;              // reset for the budget: never answered
+    bool ended = false;                // queued in ready_ or answered
+    bool answered = false;
     uint32_t header_bytes = 0;
+    int64_t start_ns = 0;
+    size_t charged = 0;                // against buffered_ (prefix + declared length)
     std::string body;                  // prefix + message as received
-    bool too_long = false;
     std::string response;              // prefix + message to send
     size_t sent = 0;
-    GrpcCode code = GrpcCode::kOk;
-    std::string grpc_message;
   };
-  GrpcSession(GrpcService* service, const GrpcLimits& limits) : service_(service), limits_(limits) {}
+  GrpcSession(GrpcService* service, const GrpcLimits& limits);
   void Answer(int32_t id, Stream& s);
+  void Release(Stream& s);
+  void Refuse(int32_t id, Stream& s);
+  int OnData(int32_t id, const char* data, size_t len);
 
   friend struct GrpcCallbacks;
   nghttp2_session* session_ = nullptr;
   GrpcService* service_;
   GrpcLimits limits_;
+  size_t budget_;
+  int64_t now_ns_ = 0;                       // of the bytes being fed
   std::unordered_map<int32_t, Stream> streams_;
+  mutable std::deque<int32_t> order_;        // streams by start (pruned as read)
+  std::deque<int32_t> ready_;                // ended, to be answered
+  size_t buffered_ = 0;
   uint64_t answered_ = 0;
+  uint64_t refused_ = 0;
   bool failed_ = false;
 };
 

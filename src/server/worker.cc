@@ -724,15 +724,23 @@ void Worker::Settle(Connection* c, int64_t now) {
   // full buffer, output past the high-water mark), or complete requests
   // left in its buffer after four rounds, are taken up next turn: no epoll
   // event is due for either.
-  if ((unread_[idx] || more) && c->WantsRead() && !queued_[idx]) {
+  // gRPC calls received whole and left unanswered (a bounded number per
+  // Process) are answered next turn too, unless the socket is full (its
+  // EPOLLOUT comes first).
+  if ((((unread_[idx] || more) && c->WantsRead()) || (c->HasBacklog() && !c->WantsWrite())) && !queued_[idx]) {
     queued_[idx] = 1;
     again_.push_back(c);
   }
   if (c->Busy()) {
     // A fresh request deadline only for progress (a request answered, output
     // drained), never for a trickle of bytes: a slow client cannot hold a
-    // connection forever.
-    if (c->list() != &busy_ || c->progress() != progress_seen_[idx]) busy_.Append(c, now);
+    // connection forever. gRPC: due request_timeout after its oldest
+    // unanswered stream began, however many others were answered since.
+    if (c->list() != &busy_ || c->progress() != progress_seen_[idx]) {
+      const int64_t since = c->BusySinceNs();
+      if (since >= 0 && since < now) busy_.AppendSince(c, since);
+      else busy_.Append(c, now);
+    }
     progress_seen_[idx] = c->progress();
   } else if (c->progress() == 0) {
     // Not one request answered yet: the deadline set at accept stands.
@@ -770,6 +778,15 @@ void Worker::Expire(int64_t now) {
   for (DeadlineList* list : {&idle_, &busy_}) {
     while (DeadlineNode* n = list->Expired(now)) {
       auto* c = static_cast<Connection*>(n);
+      if (list == &busy_) {
+        // gRPC: the stream the deadline was set for may have been reset by
+        // the client since; the oldest one left may still have time.
+        const int64_t since = c->BusySinceNs();
+        if (since >= 0 && since + list->timeout_ns() > now) {
+          list->AppendSince(c, since);
+          continue;
+        }
+      }
       list->Remove(c);
       if (counters_) CounterAdd(counters_->connections_timed_out);
       c->OnTimeout();

@@ -1,14 +1,21 @@
 """tests/envoy/test_hostile_h2.py: hostile HTTP/2 on frsd's <grpc> listener
 from raw sockets: a bad preface, an oversized frame, more streams than the
 advertised SETTINGS_MAX_CONCURRENT_STREAMS, a stream left unfinished (the
-request time-out closes it), a message whose length prefix lies and one
-that is no protobuf. Each is answered or closed; frsd keeps serving, and no
-count changes. With FRS_H2_CORPUS set, each attack's bytes are written
-there (the seeds of the grpc_session fuzz target)."""
+request time-out closes it, PINGs or not), a message whose length prefix
+lies, one that is no protobuf and a compressed one (each its grpc-status),
+half-sent streams past the connection's buffer budget (refused, the
+worker's memory bounded), one connection flooding calls beside another,
+and floods of CONTINUATION, SETTINGS, PING and RST_STREAM frames. Each is
+answered or closed; frsd keeps serving, and no count changes. With
+FRS_H2_CORPUS set, each attack's bytes are written there (the seeds of the
+grpc_session fuzz target). Headers are decoded with libnghttp2's HPACK
+inflater through ctypes (the standard library has no HPACK)."""
+import ctypes
 import os
 import socket
 import struct
 import sys
+import threading
 import time
 import unittest
 
@@ -19,7 +26,7 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 YAML = """domain: edge
 descriptors:
   - key: remote_address
-    rate_limit: {unit: hour, requests_per_unit: 1000}
+    rate_limit: {unit: hour, requests_per_unit: 100000}
 """
 
 
@@ -94,6 +101,65 @@ class Conn:
 
     def close(self):
         self.s.close()
+
+
+class _Nv(ctypes.Structure):
+    _fields_ = [("name", ctypes.POINTER(ctypes.c_uint8)), ("value", ctypes.POINTER(ctypes.c_uint8)),
+                ("namelen", ctypes.c_size_t), ("valuelen", ctypes.c_size_t), ("flags", ctypes.c_uint8)]
+
+
+_NGHTTP2 = ctypes.CDLL("libnghttp2.so.14")
+_NGHTTP2.nghttp2_hd_inflate_new.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+_NGHTTP2.nghttp2_hd_inflate_hd2.restype = ctypes.c_ssize_t
+_NGHTTP2.nghttp2_hd_inflate_hd2.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Nv), ctypes.POINTER(ctypes.c_int),
+                                            ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+_NGHTTP2.nghttp2_hd_inflate_end_headers.argtypes = [ctypes.c_void_p]
+_NGHTTP2.nghttp2_hd_inflate_del.argtypes = [ctypes.c_void_p]
+
+
+def header_blocks(got):
+    """{stream: [(name, value), ...]} of the HEADERS frames of one connection, in order (one inflater:
+    HPACK's dynamic table spans the connection)."""
+    inf = ctypes.c_void_p()
+    assert _NGHTTP2.nghttp2_hd_inflate_new(ctypes.byref(inf)) == 0
+    out = {}
+    try:
+        for t, _, sid, p in got:
+            if t != 1:
+                continue
+            buf = ctypes.create_string_buffer(p, len(p))
+            at = 0
+            while True:
+                nv, fl = _Nv(), ctypes.c_int(0)
+                rv = _NGHTTP2.nghttp2_hd_inflate_hd2(inf, ctypes.byref(nv), ctypes.byref(fl),
+                                                     ctypes.cast(ctypes.byref(buf, at), ctypes.c_char_p),
+                                                     len(p) - at, 1)
+                assert rv >= 0, rv
+                at += rv
+                if fl.value & 0x02:  # NGHTTP2_HD_INFLATE_EMIT
+                    out.setdefault(sid, []).append((ctypes.string_at(nv.name, nv.namelen),
+                                                    ctypes.string_at(nv.value, nv.valuelen)))
+                if fl.value & 0x01:  # NGHTTP2_HD_INFLATE_FINAL
+                    _NGHTTP2.nghttp2_hd_inflate_end_headers(inf)
+                    break
+                if rv == 0 and at == len(p):
+                    break
+    finally:
+        _NGHTTP2.nghttp2_hd_inflate_del(inf)
+    return out
+
+
+def field(hdrs, name):
+    vals = [v for n, v in hdrs if n == name]
+    return vals[-1] if vals else None
+
+
+def vm_rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def frames(b):
@@ -192,13 +258,193 @@ class Hostile(unittest.TestCase):
             c.send(b)
             got = frames(c.read_for(1.0))
             c.close()
-            hdrs = [p for t, _, sid, p in got if t == 1 and sid == 1]
+            hdrs = header_blocks(got).get(1)
             self.assertTrue(hdrs, (name, got))
-            # grpc-status is a literal in the trailers-only HEADERS (nghttp2 may index its name).
-            self.assertIn(b"grpc-status", b"".join(hdrs) + b"grpc-status", name)
+            self.assertEqual(field(hdrs, b":status"), b"200", (name, hdrs))
+            self.assertEqual(field(hdrs, b"grpc-status"), want, (name, hdrs))
+            msg = field(hdrs, b"grpc-message")
+            self.assertTrue(msg, (name, hdrs))
+            self.assertTrue(all(0x20 <= ch <= 0x7e for ch in msg), (name, msg))  # percent-encoded
             self.assertEqual(self.count("lie"), 0)
         self.assert_serving()
 
+    def half_sent(self, n, first=1, body=None):
+        """HEADERS and the start of a message on `n` streams, none ended."""
+        body = body if body is not None else grpc_body(rls_message(b"half"))[:8]
+        return b"".join(headers(first + 2 * i) + data(first + 2 * i, body, end_stream=False) for i in range(n))
+
+    def test_pings_do_not_keep_half_sent_streams_open(self):
+        # request_timeout_ms is 1000: the streams began at t0, so the
+        # connection closes at t0 + 1 s whatever the client sends since
+        # (PING ACKs and WINDOW_UPDATEs are no progress).
+        b = PREFACE + SETTINGS + frame(4, 1, 0, b"") + self.half_sent(50)
+        self.save("ping_trickle", b + frame(6, 0, 0, b"\0" * 8))
+        c = Conn(self.frsd.grpc_port)
+        c.send(b)
+        t0 = time.monotonic()
+        closed_at = None
+        got = b""
+        c.s.settimeout(0.05)
+        while time.monotonic() - t0 < 6:
+            try:
+                c.send(frame(6, 0, 0, struct.pack(">Q", int(time.monotonic() * 1000))))
+            except OSError:
+                closed_at = time.monotonic()
+                break
+            end = time.monotonic() + 0.25
+            eof = False
+            while time.monotonic() < end:
+                try:
+                    r = c.s.recv(65536)
+                except socket.timeout:
+                    continue
+                except ConnectionResetError:
+                    r = b""
+                if not r:
+                    eof = True
+                    break
+                got += r
+            if eof:
+                closed_at = time.monotonic()
+                break
+        c.close()
+        self.assertIsNotNone(closed_at, "PINGs kept half-sent streams open for 6 s")
+        self.assertLess(closed_at - t0, 1.0 + 1.0)
+        self.assertIn(7, [t for t, _, _, _ in frames(got)])  # GOAWAY before the close
+        self.assert_serving()
+
+    def test_half_sent_streams_are_refused_past_the_buffer_budget(self):
+        pid = self.frsd.workers_pids()[0]
+        before = vm_rss_kb(pid)
+        conns = []
+        # 4 connections x 100 streams x ~60 KiB each: 24 MB had every stream
+        # been buffered; the budget is 4 x (64 KiB + 5) per connection.
+        chunk = grpc_body(b"\0" * 65530)[:15000]
+        rest = b"\0" * 15000
+        for _ in range(4):
+            c = Conn(self.frsd.grpc_port)
+            b = PREFACE + SETTINGS + frame(4, 1, 0, b"")
+            for i in range(100):
+                sid = 2 * i + 1
+                b += headers(sid) + data(sid, chunk, False) + b"".join(data(sid, rest, False) for _ in range(3))
+            got = []
+            t = threading.Thread(target=lambda c=c, got=got: got.append(c.read_for(0.7)))
+            t.start()
+            c.send(b + frame(6, 0, 0, b"rss-ping"))
+            conns.append((c, t, got))
+        for c, t, got in conns:
+            t.join()
+        after = vm_rss_kb(pid)
+        self.assertLess(after - before, 8 * 1024, (before, after))
+        self.assert_serving()  # meanwhile, another client is answered
+        for c, t, got in conns:
+            fr = frames(got[0])
+            self.assertIn((6, 1), [(ty, fl) for ty, fl, _, _ in fr])  # our PING was processed
+            refused = [sid for ty, _, sid, p in fr if ty == 3 and p == b"\0\0\0\x07"]
+            self.assertGreaterEqual(len(refused), 90, fr[:20])  # REFUSED_STREAM
+            c.close()
+
+    def test_a_connection_flooding_calls_does_not_starve_another(self):
+        flood = Conn(self.frsd.grpc_port)
+        flood.send(PREFACE + SETTINGS + frame(4, 1, 0, b""))
+        stop = threading.Event()
+        answered = [0]
+        errors = []
+
+        def flooder():
+            sid = 1
+            buf = b""
+            flood.s.settimeout(2)
+            try:
+                for _ in range(10):
+                    batch = b"".join(headers(sid + 2 * i) + data(sid + 2 * i, grpc_body(rls_message(b"burst")))
+                                     for i in range(100))
+                    want = set(range(sid, sid + 200, 2))
+                    sid += 200
+                    flood.send(batch)
+                    while want and not stop.is_set():
+                        r = flood.s.recv(65536)
+                        if not r:
+                            errors.append("closed")
+                            return
+                        buf += r
+                        while len(buf) >= 9:
+                            n = struct.unpack(">I", b"\0" + buf[:3])[0]
+                            if len(buf) < 9 + n:
+                                break
+                            t, fl, s_ = buf[3], buf[4], struct.unpack(">I", buf[5:9])[0] & 0x7fffffff
+                            if t == 1 and fl & 1 and s_ in want:  # trailers: a call answered
+                                want.discard(s_)
+                                answered[0] += 1
+                            buf = buf[9 + n:]
+            except OSError as e:
+                errors.append(repr(e))
+
+        th = threading.Thread(target=flooder)
+        th.start()
+        other = Conn(self.frsd.grpc_port)
+        other.send(PREFACE + SETTINGS + frame(4, 1, 0, b""))
+        sid = 1
+        answers = 0
+        while th.is_alive() and sid < 400:
+            other.send(headers(sid) + data(sid, grpc_body(rls_message(b"other"))))
+            got = frames(other.read_for(0.05))
+            answers += len([1 for t, fl, s_, _ in got if t == 1 and fl & 1 and s_ == sid])
+            sid += 2
+        th.join(30)
+        stop.set()
+        flood.close()
+        other.close()
+        self.assertFalse(errors, errors)
+        self.assertEqual(answered[0], 1000)
+        self.assertGreater(answers, 0)
+        self.assertEqual(self.count("burst"), 1000)
+
+    def flood(self, name, b, want_goaway):
+        self.save(name, b[:1 << 16])
+        c = Conn(self.frsd.grpc_port)
+        th = threading.Thread(target=lambda: self._send_quietly(c, b))
+        th.start()
+        out = c.read_until_closed(6) if want_goaway else c.read_for(2.0)
+        th.join(10)
+        c.close()
+        self.assertEqual(self.frsd.proc.poll(), None, "frsd died")
+        if want_goaway:
+            self.assertIsNotNone(out, name + ": not closed")
+            self.assertIn(7, [t for t, _, _, _ in frames(out)], name)
+        self.assert_serving()
+        return out
+
+    @staticmethod
+    def _send_quietly(c, b):
+        try:
+            c.send(b)
+        except OSError:
+            pass  # closed by the server mid-flood
+
+    def test_continuation_flood(self):
+        # One HEADERS without END_HEADERS, then CONTINUATIONs without end:
+        # nghttp2 allows 8 (nghttp2_option_set_max_continuations).
+        first = frame(1, 0, 1, b"\x83\x86")
+        cont = b"".join(frame(9, 0, 1, b"\x40\x01a\x01b") for _ in range(2000))
+        self.flood("continuation_flood", PREFACE + SETTINGS + first + cont, True)
+
+    def test_rst_stream_flood(self):
+        # Rapid reset: streams opened and reset at once, past the burst of
+        # 1000 (nghttp2_option_set_stream_reset_rate_limit).
+        b = PREFACE + SETTINGS + frame(4, 1, 0, b"")
+        b += b"".join(headers(2 * i + 1) + frame(3, 0, 2 * i + 1, b"\0\0\0\x08") for i in range(3000))
+        self.flood("rst_stream_flood", b, True)
+
+    def test_settings_flood(self):
+        out = self.flood("settings_flood", PREFACE + b"".join(frame(4, 0, 0, b"\0\x03\0\0\0\x64")
+                                                              for _ in range(20000)), False)
+        self.assertTrue(out is None or isinstance(out, bytes))
+
+    def test_ping_flood(self):
+        out = self.flood("ping_flood", PREFACE + SETTINGS + b"".join(frame(6, 0, 0, b"\0" * 8)
+                                                                     for _ in range(20000)), False)
+        self.assertTrue(out is None or isinstance(out, bytes))
 
 if __name__ == "__main__":
     unittest.main()

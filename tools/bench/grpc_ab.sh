@@ -9,12 +9,19 @@
 #   tools/bench/grpc_ab.sh [ROUNDS (3)] [SECONDS (5)]
 #
 # Prints one line per side and round, then the ratio of decisions per CPU-second (gRPC / GET) per round.
+# A failed gRPC call is :status 200 too, so h2load's count alone proves nothing: before the timed runs the
+# body is sent once with nghttp and must come back grpc-status 0 with overall_code OK; after each run the
+# 200s h2load logged must match frsd's own count of decisions over that run (frs_requests_total of
+# acquire/200 for GET, frs_envoy_descriptor_hits_total{result="total"} for gRPC: one hit per call) within
+# 1 %, or no ratio is printed (exit 1).
 # Run under the build lock on a quiet machine: flock /tmp/frs-build.lock tools/bench/grpc_ab.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FRSD="${FRSD:-$ROOT/build/src/server/frsd}"
 ROUNDS=${1:-3} SECS=${2:-5}
-command -v h2load >/dev/null || { echo "grpc_ab: h2load is missing (apt-get install nghttp2-client)" >&2; exit 2; }
+for t in h2load nghttp curl; do
+  command -v "$t" >/dev/null || { echo "grpc_ab: $t is missing (apt-get install nghttp2-client curl)" >&2; exit 2; }
+done
 W=$(mktemp -d /tmp/frs-grpc-ab-XXXXXX)
 trap '[ -n "${PID:-}" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
 mkdir -p "$W/envoy"
@@ -38,17 +45,37 @@ taskset -c 0 "$FRSD" -c "$W/srv.xml" --foreground 2>"$W/frsd.log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$W/data/frsd.listen" ] && break; sleep 0.05; done
 PORT=$(sed 's/.*://' "$W/data/frsd.listen") GPORT=$(sed 's/.*://' "$W/data/frsd.grpc.listen")
+URL="http://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+# One call first, checked whole: trailers grpc-status 0, and a RateLimitResponse whose first field is
+# overall_code OK (08 01) behind the 5-byte prefix.
+nghttp -v -d "$W/rls.bin" -H 'content-type: application/grpc' -H 'te: trailers' "$URL" >"$W/check.txt" 2>&1 || true
+grep -q 'grpc-status: 0$' "$W/check.txt" || { echo "grpc_ab: the gRPC call failed:" >&2; cat "$W/check.txt" >&2; exit 1; }
+nghttp -d "$W/rls.bin" -H 'content-type: application/grpc' -H 'te: trailers' "$URL" >"$W/answer.bin"
+[ "$(od -An -tx1 -j5 -N2 "$W/answer.bin" | tr -d ' ')" = 0801 ] || {
+  echo "grpc_ab: ShouldRateLimit did not answer OK:" >&2; od -An -tx1 "$W/answer.bin" >&2; exit 1; }
+# frsd's count of decisions: GET /acquire answered 200, or the bench descriptor's hits over gRPC.
+decided() { curl -fsS "http://127.0.0.1:$PORT/metrics" | awk -v side="$1" '
+  side == "get" && /^frs_requests_total\{/ && /cmd="acquire"/ && /status="200"/ {n += $NF}
+  side == "grpc" && /^frs_envoy_descriptor_hits_total\{/ && /domain="bench"/ && /result="total"/ {n += $NF}
+  END {printf "%d\n", n}'; }
 cpu() { local t=0 p; for p in $PID $(ps -o pid= --ppid "$PID"); do
   t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done; echo "$t"; }
 HZ=$(getconf CLK_TCK)
-run() { # label, h2load args...
-  local label=$1; shift
-  local c0 c1 out n p99
+run() { # label, side (get|grpc), h2load args...
+  local label=$1 side=$2; shift 2
+  local c0 c1 out n p99 d0 d1
   rm -f "$W/lat.log"
+  d0=$(decided "$side")
   c0=$(cpu)
   out=$(taskset -c 1 h2load -D "$SECS" --log-file="$W/lat.log" "$@" 2>&1)
   c1=$(cpu)
+  d1=$(decided "$side")
   n=$(awk '$2 == 200' "$W/lat.log" | wc -l)
+  # Calls h2load ended early (its -D deadline) may be decided without their answer logged: 1 % slack.
+  if ! awk -v a="$n" -v b="$((d1 - d0))" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b / 100)}'; then
+    echo "grpc_ab: $label: h2load counted $n answers 200, frsd $((d1 - d0)) decisions: no ratio" >&2
+    exit 1
+  fi
   p99=$(awk '$2 == 200 {print $3}' "$W/lat.log" | sort -n | awk '{a[NR]=$1} END {print a[int(NR*0.99)]}')
   echo "$label: $((n / SECS)) decisions/s, p99 ${p99} us, server CPU $(((c1 - c0) * 1000 / HZ)) ms = \
 $((n * HZ / (c1 - c0 > 0 ? c1 - c0 : 1))) decisions/server-CPU-s" >&2
@@ -56,9 +83,8 @@ $((n * HZ / (c1 - c0 > 0 ? c1 - c0 : 1))) decisions/server-CPU-s" >&2
   grep -q "succeeded" <<<"$out" || { echo "$out" >&2; exit 1; }
 }
 for r in $(seq "$ROUNDS"); do
-  get=$(run "round $r GET /acquire (h1, 64 conns)" --h1 -c 64 -m 1 "http://127.0.0.1:$PORT/acquire?biz=bench&key=value1")
-  grpc=$(run "round $r gRPC ShouldRateLimit (4 conns x 16 streams)" -c 4 -m 16 -d "$W/rls.bin" \
-    -H 'content-type: application/grpc' -H 'te: trailers' \
-    "http://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit")
+  get=$(run "round $r GET /acquire (h1, 64 conns)" get --h1 -c 64 -m 1 "http://127.0.0.1:$PORT/acquire?biz=bench&key=value1")
+  grpc=$(run "round $r gRPC ShouldRateLimit (4 conns x 16 streams)" grpc -c 4 -m 16 -d "$W/rls.bin" \
+    -H 'content-type: application/grpc' -H 'te: trailers' "$URL")
   echo "round $r: gRPC / GET decisions per server CPU-second = $(awk -v a="$grpc" -v b="$get" 'BEGIN {printf "%.2f", a / b}')"
 done
