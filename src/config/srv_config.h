@@ -76,7 +76,7 @@ struct SrvConfig {
   std::string grpc_host;
   uint16_t grpc_port = 0;
   std::string grpc_config;           // absolute: envoyproxy/ratelimit's YAML files
-  bool grpc_headers = false;         // add X-RateLimit-Limit/-Remaining/-Reset to answers
+  bool grpc_headers = false;         // add RateLimit-Limit/-Remaining/-Reset to answers (as envoyproxy/ratelimit)
   uint32_t grpc_max_streams = 100;   // SETTINGS_MAX_CONCURRENT_STREAMS per connection
 };
 
