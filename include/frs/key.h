@@ -115,6 +115,12 @@ struct KeyTraits<IpAddress> {
 // Key validation shared by the protocol and the CLI: 1..255 bytes of valid
 // UTF-8 without control characters. Returns "" when valid, else the reason.
 std::string ValidateKeyBytes(std::string_view bytes);
+// The character `s` starts with, as a key may hold it: its length in bytes
+// (1..4), or 0 when it is none (s empty, a control character: C0, DEL or C1,
+// or bytes that are not UTF-8: overlong, surrogate, past U+10FFFF, cut).
+// `*control` (when given) tells a control character from bytes that are not
+// UTF-8. The one definition of a key's characters, for checking and escaping.
+size_t KeyCharLength(std::string_view s, bool* control = nullptr);
 
 template <KeyType K>
 Key MakeKey(uint16_t biz, const K& k) {

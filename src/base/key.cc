@@ -37,34 +37,47 @@ std::string KeyTraits<IpAddress>::encode(const IpAddress& ip) {
   return buf;
 }
 
+size_t KeyCharLength(std::string_view s, bool* control) {
+  bool is_control = false;
+  if (control == nullptr) control = &is_control;
+  *control = false;
+  if (s.empty()) return 0;
+  const unsigned char c = static_cast<unsigned char>(s[0]);
+  if (c < 0x80) {
+    *control = c < 0x20 || c == 0x7f;
+    return *control ? 0 : 1;
+  }
+  size_t len = 0;
+  uint32_t cp = 0;
+  if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+  else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+  else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+  else return 0;
+  if (len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const unsigned char cc = static_cast<unsigned char>(s[k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  // Overlong forms, surrogates and out-of-range code points are invalid.
+  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  if (cp >= 0x80 && cp <= 0x9F) {
+    *control = true;
+    return 0;
+  }
+  return len;
+}
+
 std::string ValidateKeyBytes(std::string_view s) {
   if (s.empty()) return "key is empty";
   if (s.size() > kMaxKeyBytes) return "key is " + std::to_string(s.size()) + " bytes, at most 255 are allowed";
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) return "key contains a control character at byte " + std::to_string(i);
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return "key is not valid UTF-8 at byte " + std::to_string(i);
-    if (i + len > s.size()) return "key is not valid UTF-8 at byte " + std::to_string(i);
-    for (size_t k = 1; k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return "key is not valid UTF-8 at byte " + std::to_string(i);
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    // Overlong forms, surrogates and out-of-range code points are invalid.
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-      return "key is not valid UTF-8 at byte " + std::to_string(i);
-    if (cp >= 0x80 && cp <= 0x9F) return "key contains a control character at byte " + std::to_string(i);
+  for (size_t i = 0; i < s.size();) {
+    bool control = false;
+    const size_t len = KeyCharLength(s.substr(i), &control);
+    if (len == 0)
+      return control ? "key contains a control character at byte " + std::to_string(i)
+                     : "key is not valid UTF-8 at byte " + std::to_string(i);
     i += len;
   }
   return "";

@@ -313,32 +313,10 @@ void Escape(unsigned char c, std::string* out) {
 // control characters; '%' (the escape's own sign), controls and invalid
 // bytes as %XX. One-to-one, so distinct values stay distinct keys.
 void AppendKeyBytes(std::string_view s, std::string* out) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f || c == '%') Escape(c, out);
-      else out->push_back(static_cast<char>(c));
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    bool valid = len != 0 && i + len <= s.size();
-    for (size_t k = 1; valid && k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) valid = false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    // Overlong forms, surrogates, past U+10FFFF, and the C1 controls.
-    if (valid && (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || (cp >= 0x80 && cp <= 0x9F)))
-      valid = false;
-    if (!valid) {
-      Escape(c, out);
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = KeyCharLength(s.substr(i));
+    if (len == 0 || s[i] == '%') {
+      Escape(static_cast<unsigned char>(s[i]), out);
       ++i;
       continue;
     }

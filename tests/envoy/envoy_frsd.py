@@ -43,6 +43,20 @@ def generate_messages(out_dir):
             importlib.import_module("envoy.extensions.common.ratelimit.v3.ratelimit_pb2"), health)
 
 
+def load_grpc():
+    """grpcio and the generated messages, for a test that speaks gRPC: exits
+    77 (skipped) without grpcio or protoc. Returns (grpc, rls_pb2,
+    ratelimit_pb2, health_pb2, gen_dir); the caller removes gen_dir."""
+    try:
+        import grpc
+    except ImportError:
+        sys.exit(77)
+    if shutil.which("protoc") is None:
+        sys.exit(77)
+    gen = tempfile.mkdtemp(prefix="frs-envoy-pb-")
+    return (grpc,) + tuple(generate_messages(gen)) + (gen,)
+
+
 MAP = """<map>
   <biz id="1" name="login"><rule interval="60" max="5"/></biz>
 </map>

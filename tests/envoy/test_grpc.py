@@ -10,18 +10,10 @@ import threading
 import time
 import unittest
 
-try:
-    import grpc
-except ImportError:
-    sys.exit(77)
-if shutil.which("protoc") is None:
-    sys.exit(77)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import envoy_frsd  # noqa: E402
 
-GEN = tempfile.mkdtemp(prefix="frs-envoy-pb-")
-rls_pb2, ratelimit_pb2, health_pb2 = envoy_frsd.generate_messages(GEN)
+grpc, rls_pb2, ratelimit_pb2, health_pb2, GEN = envoy_frsd.load_grpc()
 Resp = rls_pb2.RateLimitResponse
 
 YAML = """domain: edge
