@@ -61,6 +61,8 @@ class StatsTable {
   Status WriteReceived(uint32_t day, std::string_view receipt, const std::vector<GroupRow>& rows,
                        uint64_t field_errors, bool* duplicate);
   void Reshape(const StatsSpec& spec);  // a reload's days and groups
+  // Updates of this process that found no day file (it could not be made).
+  uint64_t unstored() const { return unstored_.load(std::memory_order_relaxed); }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -81,9 +83,6 @@ class StatsTable {
   std::atomic<uint32_t> failed_day_{UINT32_MAX};  // a day whose file could not be made
   std::atomic<int64_t> retry_at_{0};             // steady-clock ticks
   std::atomic<uint64_t> unstored_{0};            // updates that found no file (this process)
-
- public:
-  uint64_t unstored() const { return unstored_.load(std::memory_order_relaxed); }
 };
 
 class FieldStats {

@@ -54,7 +54,21 @@ def load_grpc():
     if shutil.which("protoc") is None:
         sys.exit(77)
     gen = tempfile.mkdtemp(prefix="frs-envoy-pb-")
-    return (grpc,) + tuple(generate_messages(gen)) + (gen,)
+    mods = (grpc,) + tuple(generate_messages(gen))
+    _LOADED.extend(mods)
+    return mods + (gen,)
+
+
+_LOADED = []  # grpc, rls_pb2, ratelimit_pb2, health_pb2, once load_grpc ran
+
+
+def should_rate_limit(port, req, timeout=5):
+    """One ShouldRateLimit call on a channel of its own; returns the response."""
+    grpc, rls_pb2 = _LOADED[0], _LOADED[1]
+    with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
+        f = ch.unary_unary(SHOULD_RATE_LIMIT, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                           response_deserializer=rls_pb2.RateLimitResponse.FromString)
+        return f(req, timeout=timeout)
 
 
 MAP = """<map>

@@ -262,11 +262,7 @@ class Durability(unittest.TestCase):
         key = [("route", "checkout")]
 
         def call(req):
-            with grpc.insecure_channel("127.0.0.1:%d" % frsd.grpc_port) as ch:
-                f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
-                                   request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                                   response_deserializer=Resp.FromString)
-                return f(req, timeout=5)
+            return envoy_frsd.should_rate_limit(frsd.grpc_port, req)
 
         try:
             frsd.start()
@@ -299,11 +295,7 @@ class Durability(unittest.TestCase):
         key = [("remote_address", "durable")]
 
         def call(req):
-            with grpc.insecure_channel("127.0.0.1:%d" % frsd.grpc_port) as ch:
-                f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
-                                   request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                                   response_deserializer=Resp.FromString)
-                return f(req, timeout=5)
+            return envoy_frsd.should_rate_limit(frsd.grpc_port, req)
 
         try:
             frsd.start()

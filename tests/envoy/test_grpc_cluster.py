@@ -58,11 +58,7 @@ class Pair:
         self.names = names
 
     def call(self, i, req):
-        with grpc.insecure_channel("127.0.0.1:%d" % self.shards[i].grpc_port) as ch:
-            f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
-                               request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                               response_deserializer=Resp.FromString)
-            return f(req, timeout=5)
+        return envoy_frsd.should_rate_limit(self.shards[i].grpc_port, req)
 
     def metric(self, i, name):
         m = re.search(r"^%s (\d+)$" % re.escape(name), self.shards[i].get("/metrics")[1], re.M)
