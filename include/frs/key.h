@@ -115,6 +115,17 @@ struct KeyTraits<IpAddress> {
 // Key validation shared by the protocol and the CLI: 1..255 bytes of valid
 // UTF-8 without control characters. Returns "" when valid, else the reason.
 std::string ValidateKeyBytes(std::string_view bytes);
+// ValidateKeyBytes(key).empty(), inline for the request path: the keys
+// almost every request carries are printable ASCII, settled here without
+// building an answer.
+inline bool KeyIsValid(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeyBytes) return false;
+  for (char ch : key) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c > 0x7e) return ValidateKeyBytes(key).empty();
+  }
+  return true;
+}
 // The character `s` starts with, as a key may hold it: its length in bytes
 // (1..4), or 0 when it is none (s empty, a control character: C0, DEL or C1,
 // or bytes that are not UTF-8: overlong, surrogate, past U+10FFFF, cut).

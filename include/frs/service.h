@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
 #include "frs/status.h"
 #include "frs/store.h"
 
@@ -31,7 +31,7 @@ struct ServiceOpenOptions {
 
 struct Service {
   std::unique_ptr<Store> store;    // declared first: destroyed last
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<AdminEngine> engine;  // a caller that decides uses its Engine verbs
   std::string config_path;         // the srv.xml, absolute
 };
 

@@ -15,7 +15,7 @@ Result<Service> OpenFromConfig(const std::string& srv_xml, const ServiceOpenOpti
   svc.store = std::move(store).value();
   EngineOptions eo = EngineOptionsFor(*cfg, svc.store.get());
   eo.clock = opts.clock;
-  Result<std::unique_ptr<Engine>> engine = Engine::Open(eo);
+  Result<std::unique_ptr<AdminEngine>> engine = AdminEngine::Open(eo);
   if (!engine.ok()) return engine.status();
   svc.engine = std::move(engine).value();
   return svc;

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "frs/engine.h"
+#include "frs/biz_stats.h"
 #include "frs/status.h"
 
 namespace frs::os {

@@ -1,4 +1,9 @@
-// limit/engine_impl.h: the Engine behind frs/engine.h.
+// limit/engine_impl.h: the engine behind frs/engine.h and frs/admin_engine.h.
+//
+// Its parts live in files named for them: engine.cc (opening, the map and
+// its reloads), engine_execute.cc (one request: check, decide, count),
+// engine_batch.cc (a batch's one walk), engine_stats.cc (statistics by key
+// field) and node_view.cc (the operator's verbs on nodes).
 //
 // The map (bizzes by name and id) is an immutable object swapped on reload.
 // Readers reach it through a per-thread cache checked against a generation
@@ -6,20 +11,21 @@
 // only the first call after a reload copies the new shared_ptr under the
 // mutex.
 //
-// Thread safety: as frs/engine.h says; `mu_` guards `map_`.
+// Thread safety: as frs/engine.h says; `mu_` guards `map_` and `map_path_`.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
-#include "frs/engine.h"
+#include "base/mutex.h"
+#include "frs/admin_engine.h"
+#include "frs/clock.h"
 #include "limit/daily_stats.h"
 #include "limit/field_stats.h"
 #include "limit/map_config.h"
@@ -94,14 +100,53 @@ class BizCache {
   const Biz* biz_ = nullptr;
 };
 
-// What a batch hands each member it executes; a lone request has none of it.
+// A decision that is only an error: allowed false, so that a caller that
+// reads `allowed` alone denies.
+inline Decision ErrorDecision(Status status) {
+  Decision d;
+  d.status = std::move(status);
+  d.allowed = false;
+  return d;
+}
+
+// The commands that use the rules (and are counted in the statistics).
+inline bool CountsUses(Cmd c) { return c == Cmd::kQuery || c == Cmd::kUpdate || c == Cmd::kAcquire; }
+
+// A node written under a larger layout (a rule removed since) holds more
+// state than its biz's: the first look at it, with the biz's size, cannot
+// take it whole, and says how many bytes it needs (AdoptLayout). Every
+// route of a request asks the store through this: `pass` runs with each
+// item's state_bytes and fills need[k]; an item that needs more is given
+// it, and the pass runs once more.
+template <class Item, class Pass>
+Status WithWholeNodes(std::span<Item> items, std::span<uint32_t> need, const Pass& pass) {
+  Status s = pass();
+  bool again = false;
+  for (size_t k = 0; s.ok() && k < items.size(); ++k) {
+    if (need[k] > items[k].state_bytes) {
+      items[k].state_bytes = need[k];
+      again = true;
+    }
+  }
+  return again ? pass() : s;
+}
+
+// A batch member as the walk of a batch sees it (engine_batch.cc). A lone
+// request is a batch of one without a step of its own.
 struct BatchMember {
-  const KeyRef* ref = nullptr;  // RefOf(biz, req), prepared and prefetched
-  StatsTally* tally = nullptr;  // the batch's daily statistics
-  const Now* now = nullptr;     // the batch's one instant
+  enum class Step : uint8_t {
+    kNone,     // decided by its check (an error, or stats: nothing to do)
+    kRead,     // query or get of a biz that is not off: read with its neighbours
+    kAcquire,  // judged with every acquire of the batch, all or nothing
+    kOne,      // everything else, one by one in its place
+  };
+  const Biz* biz = nullptr;
+  Step step = Step::kNone;
+  bool created = false;  // the decision created the node
+  KeyRef ref;            // RefOf(biz, req) when `prepared`
 };
 
-class EngineImpl final : public Engine {
+class EngineImpl final : public AdminEngine {
  public:
   EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz, std::unique_ptr<limit::DailyStats> stats,
              std::unique_ptr<RecentDenials> denials);
@@ -126,41 +171,39 @@ class EngineImpl final : public Engine {
   Status ImportNode(std::string_view json_line) override;
   uint32_t Today() const override { return Today(NowAt().s); }
   Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override;
-  Store* store() override { return store_; }
-  const Clock* clock() const override { return clock_; }
 
  private:
   const Map& CurrentMap() const;
   std::shared_ptr<const Map> SharedMap() const;
   Now NowAt() const { return Now::At(clock_->NowMs(), tz_.get()); }
   uint32_t Today(int64_t now_s) const;
-  // With a tally (a batch), the daily statistics are added when it flushes.
+
+  // The one check of a request, whichever way it is decided: its biz, or
+  // null with `d` holding the error (or nothing: stats has no decision).
+  static const Biz* Check(BizCache& bizzes, const Request& req, Decision& d);
+  // Decides a checked request that is not a read of a run nor an acquire
+  // of a batch, into `d` (reset). `ref`: RefOf(biz, req), prepared and
+  // prefetched (unused by reset and delete).
+  void DecideOne(const Biz& biz, const Request& req, const KeyRef& ref, const Now& now, Decision& d,
+                 bool* created);
+  // Reads members [begin, end), all of step kRead, through one Store::ReadEach.
+  void DecideReads(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members,
+                   size_t begin, size_t end, const Now& now);
+  // Judges every acquire of the batch together: all are recorded or none.
+  void DecideAcquires(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members,
+                      const Now& now);
+  // The daily and by-field statistics and the recent denials of a decided
+  // request; with a tally (a batch), the daily counters are added when it
+  // flushes. Every route counts here, once its locks are released.
   void Count(const Biz& biz, const Request& req, const Decision& d, bool created, int64_t now_s,
              StatsTally* tally = nullptr);
-  // Runs op against the store, retrying once with the node's full state
-  // when its layout must shrink (see AdoptLayout).
-  // `ref`, when given, is RefOf(biz, req) made earlier (a batch prefetched it).
-  Status RunOp(const Biz& biz, const Request& req, NodeOp* op, UpdateResult* result, const KeyRef* ref);
-  // Execute with the biz looked up through `bizzes`, into `d`, which must be
-  // a freshly constructed Decision.
-  void ExecuteIn(BizCache& bizzes, const Request& req, const BatchMember& m, Decision& d);
-  void ExecuteFor(const Biz& biz, const Request& req, const BatchMember& m, Decision& d);
+  Decision AnswerOff(const Biz& biz, const Now& now) const;
   static KeyRef RefOf(const Biz& biz, const Request& req) {
     KeyRef ref{biz.cfg.id,    Fingerprint{}, req.key, static_cast<uint8_t>(req.key.size()),
                req.route_pos, req.route_known, biz.cfg.keep_keys};
     PrepareKey(&ref);
     return ref;
   }
-  // The biz of a member that ExecuteReads may answer: a query or get with a
-  // valid key and n, of a known biz that is not off; else null.
-  static const Biz* PlainRead(BizCache& bizzes, const Request& req);
-  // Answers reqs[begin, end), all plain reads of the bizzes bizs[begin,
-  // end), through one Store::ReadEach.
-  void ExecuteReads(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
-                    std::span<const Biz* const> bizs, size_t begin, size_t end, StatsTally* tally, const Now& now);
-  Decision AnswerOff(const Biz& biz, const Now& now) const;
-  void ExecuteAcquires(BizCache& bizzes, std::span<const Request> reqs, std::span<Decision> out,
-                       const std::vector<size_t>& members, StatsTally* tally, const Now& now);
 
   const uint64_t id_;  // tells this engine's entries in per-thread caches apart
   Store* const store_;
@@ -170,10 +213,10 @@ class EngineImpl final : public Engine {
   const std::unique_ptr<FieldStats> field_stats_;
   RuleHistory history_;
   const std::unique_ptr<RecentDenials> denials_;  // null: the table could not be opened
-  std::string map_path_;  // GUARDED_BY(mu_)
 
-  mutable std::mutex mu_;
-  std::shared_ptr<const Map> map_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::string map_path_ FRS_GUARDED_BY(mu_);
+  std::shared_ptr<const Map> map_ FRS_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
 };
 

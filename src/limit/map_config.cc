@@ -430,26 +430,6 @@ bool ValidBizName(std::string_view name) {
   return !digits_only;
 }
 
-bool ParseAlgo(std::string_view s, Algo* out) {
-  for (Algo a : {Algo::kFixed, Algo::kCalendar, Algo::kSliding, Algo::kTokenBucket}) {
-    if (s == AlgoName(a)) {
-      *out = a;
-      return true;
-    }
-  }
-  return false;
-}
-
-bool ParseMode(std::string_view s, Mode* out) {
-  for (Mode m : {Mode::kEnforce, Mode::kShadow, Mode::kOff}) {
-    if (s == ModeName(m)) {
-      *out = m;
-      return true;
-    }
-  }
-  return false;
-}
-
 Result<MapConfig> ParseMap(std::string_view text, const std::string& path) { return Parser(text, path).Run(); }
 
 Result<MapConfig> LoadMapFile(const std::string& path) {

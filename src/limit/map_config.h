@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "frs/engine.h"
+#include "frs/decision.h"
 #include "frs/status.h"
 #include "limit/rule_state.h"
 
@@ -84,8 +84,6 @@ struct MapConfig {
 };
 
 bool ValidBizName(std::string_view name);
-bool ParseAlgo(std::string_view, Algo*);
-bool ParseMode(std::string_view, Mode*);
 
 // Reads and parses `path`.
 Result<MapConfig> LoadMapFile(const std::string& path);

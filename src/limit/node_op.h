@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <span>
 
-#include "frs/engine.h"
+#include "frs/decision.h"
 #include "frs/store.h"
 #include "limit/map_config.h"
 

@@ -25,7 +25,8 @@
 #include <span>
 #include <string>
 
-#include "frs/engine.h"
+#include "frs/decision.h"
+#include "frs/store.h"
 #include "limit/time_zone.h"
 
 namespace frs::limit {

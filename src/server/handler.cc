@@ -128,8 +128,8 @@ void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimit
 
 }  // namespace
 
-Handler::Handler(Engine* engine, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters)
-    : engine_(engine), opts_(opts), metrics_(metrics), counters_(counters) {
+Handler::Handler(const Backend& backend, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters)
+    : engine_(backend.engine), store_(backend.store), clock_(backend.clock), opts_(opts), metrics_(metrics), counters_(counters) {
   body_.reserve(4096);
   biz_buf_.reserve(256);
   key_buf_.reserve(256);
@@ -239,7 +239,7 @@ Status Handler::Unhealthy() const {
   if (shutting_down_) return Status::Unavailable("the server is shutting down");
   // A store file deleted or truncated under a running server: take it out
   // of rotation rather than answer from a lost inode.
-  return engine_->store() ? engine_->store()->CheckFiles() : Status::OK();
+  return store_ != nullptr ? store_->CheckFiles() : Status::OK();
 }
 
 void Handler::HandleJson(std::string_view body, bool* json, int* status) {
@@ -305,7 +305,7 @@ std::string_view Handler::BizName(const WireRequest& r, uint16_t id) {
 
 void Handler::LogDecision(const WireRequest& r, const Decision& d) {
   DecisionRecord rec;
-  rec.ts_ms = engine_->clock()->NowMs();
+  rec.ts_ms = clock_->NowMs();
   rec.biz = BizName(r, d.biz_id);
   rec.key = r.key;
   const RuleResult& top = d.rules[d.top < d.nrules ? d.top : 0];
@@ -396,7 +396,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
         body_.clear();
         ctype = kText;
         if (metrics_) {
-          metrics_->Render(*engine_, &body_);
+          metrics_->Render(*engine_, store_, &body_);
           if (rls_ && rls_->rules()) RenderEnvoyMetrics(*metrics_, *rls_->rules(), &body_);
         } else {
           body_.append("# metrics are not shared in this process\n");
@@ -523,10 +523,10 @@ bool Handler::HandleMerges(int* status) {
     size_t end = i;
     lines.clear();
     while (end < wire_.size() && wire_[end].receipt == wire_[i].receipt) lines.push_back(wire_[end++].node);
-    auto merged = lines.size() <= Engine::kMaxMergeNodes
+    auto merged = lines.size() <= AdminEngine::kMaxMergeNodes
                       ? engine_->MergeNodes(lines, wire_[i].receipt)
                       : Result<bool>(Status::InvalidArgument("one receipt covers at most " +
-                                                             std::to_string(Engine::kMaxMergeNodes) + " nodes"));
+                                                             std::to_string(AdminEngine::kMaxMergeNodes) + " nodes"));
     all_merged = all_merged && merged.ok();
     for (size_t k = i; k < end; ++k) {
       body_.append("  ");
@@ -604,7 +604,7 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   if (!is_batch) {
     const WireRequest& r = wire_[0];
     if (r.cmd == Cmd::kStats) {
-      AppendStats(engine_->store()->Stats(), engine_->DailyStats(), &opts_.cluster, &body_);
+      AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_);
       *status = 200;
       return true;
     }
@@ -649,7 +649,7 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* e
   const Decision& d = decisions_[0];
   extra->rate = &d;
   // The instant the engine decided at: its reset times are relative to it.
-  extra->now_s = d.now_s != 0 ? d.now_s : engine_->clock()->NowMs() / 1000;
+  extra->now_s = d.now_s != 0 ? d.now_s : clock_->NowMs() / 1000;
   if (auth) {
     // For forward-auth proxies: nginx's auth_request passes only 2xx, 401
     // and 403 (anything else becomes a 500), and wants no body.

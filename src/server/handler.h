@@ -27,7 +27,8 @@
 #include <vector>
 
 #include "config/srv_config.h"
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
+#include "frs/clock.h"
 #include "frs/key.h"
 #include "envoy/rate_limit_service.h"
 #include "server/decision_log.h"
@@ -49,11 +50,22 @@ struct HandlerOptions {
 // The handler's settings from srv.xml (token, batch limit, cluster ring).
 HandlerOptions HandlerOptionsFor(const SrvConfig& cfg);
 
+// What a handler answers with: the engine, and the store and clock the
+// engine was opened on (the store's files are checked for /health, its
+// figures shown by stats; the clock stamps the decision log).
+struct Backend {
+  Backend(AdminEngine* e, Store* s = nullptr, const Clock* c = nullptr)
+      : engine(e), store(s), clock(c != nullptr ? c : SystemClock::Default()) {}
+  AdminEngine* engine;
+  Store* store;  // null: no store to check or show (tests)
+  const Clock* clock;
+};
+
 class Handler {
  public:
   // `metrics` and `counters` may be null (tests, fuzzing): nothing is counted
   // and /metrics answers without the shared figures.
-  Handler(Engine* engine, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters);
+  Handler(const Backend& backend, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters);
 
   // Answers the complete request whose bytes start at `base` (the body is
   // parsed in place, so `base` is writable). `keep_alive` is what the
@@ -85,7 +97,6 @@ class Handler {
   }
   // The map was reloaded: biz names may have changed.
   void MapReloaded() { biz_names_.clear(); }
-  Engine* engine() { return engine_; }
 
  private:
   struct Extra;  // additional response headers
@@ -121,7 +132,9 @@ class Handler {
   // The answer's body: one decision's, else body_.
   std::string_view Body() const { return decision_.data() ? decision_ : std::string_view(body_); }
 
-  Engine* engine_;
+  AdminEngine* engine_;
+  Store* store_;
+  const Clock* clock_;
   HandlerOptions opts_;
   Metrics* metrics_;
   WorkerCounters* counters_;

@@ -102,7 +102,7 @@ Metrics::~Metrics() {
   if (base_) munmap(base_, bytes_);
 }
 
-void Metrics::Render(Engine& engine, std::string* out) const {
+void Metrics::Render(Engine& engine, const Store* store, std::string* out) const {
   const size_t ncmd = static_cast<size_t>(CmdLabel::kCount);
   // Sum the worker slots once.
   uint64_t req[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots] = {};
@@ -259,7 +259,7 @@ void Metrics::Render(Engine& engine, std::string* out) const {
     }
   }
 
-  StoreStats st = engine.store()->Stats();
+  StoreStats st = store != nullptr ? store->Stats() : StoreStats{};
   Simple(out, "frs_store_slots", "gauge", "Node slots in the store (files x keynodes x chain).", st.slots);
   Simple(out, "frs_store_nodes_used", "gauge", "Nodes (keys) resident in the store.", st.total.nodes_used);
   Simple(out, "frs_store_slots_used", "gauge", "Slots occupied by resident nodes.", st.total.slots_used);

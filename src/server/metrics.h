@@ -22,6 +22,7 @@
 #include <string>
 
 #include "frs/engine.h"
+#include "frs/store.h"
 #include "frs/status.h"
 
 namespace frs::server {
@@ -148,7 +149,7 @@ class Metrics {
 
   // Appends the Prometheus text exposition (version 0.0.4). `engine` gives
   // the biz names and the store figures.
-  void Render(Engine& engine, std::string* out) const;
+  void Render(Engine& engine, const Store* store, std::string* out) const;
 
  private:
   void* base_ = nullptr;

@@ -55,7 +55,6 @@ struct WireRequest {
     r.count = count;
     r.route_pos = route_pos;
     r.route_known = route_known;
-    r.key_checked = true;  // the decoder validated it (CheckKey)
     return r;
   }
 };

@@ -56,17 +56,18 @@ IpAddress PeerOf(const sockaddr_storage& peer) {
 
 class Worker {
  public:
-  Worker(WorkerContext ctx, Engine* engine)
+  Worker(WorkerContext ctx, const Backend& backend)
       : ctx_(std::move(ctx)),
         cfg_(*ctx_.config),
         counters_(ctx_.metrics ? &ctx_.metrics->worker(ctx_.index) : nullptr),
-        handler_(engine, HandlerOptionsFor(cfg_), ctx_.metrics, counters_),
-        engine_(engine),
+        handler_(backend, HandlerOptionsFor(cfg_), ctx_.metrics, counters_),
+        engine_(backend.engine),
+        store_(backend.store),
         limits_{cfg_.max_header_bytes, cfg_.max_body_bytes},
         idle_(int64_t{cfg_.idle_timeout_ms} * kMsNs),
         busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {
     if (ctx_.grpc_listener.valid()) {
-      grpc_.emplace(engine, GrpcOptions{cfg_.grpc_headers});
+      grpc_.emplace(backend.engine, GrpcOptions{cfg_.grpc_headers});
       // /json decides with the gRPC methods' service: one set of rules, one
       // ownership, one set of per-descriptor counters.
       grpc_->set_metrics(&envoy_metrics_);
@@ -151,6 +152,7 @@ class Worker {
   std::string envoy_bundle_;         // applied to grpc_
   std::unique_ptr<DecisionLog> decision_log_;  // null: no <decisions>
   Engine* engine_;
+  Store* store_;
   ConnectionLimits limits_;
   EventLoop loop_;
   DeadlineList idle_, busy_;
@@ -269,12 +271,12 @@ int Worker::Run(const sigset_t* wait_mask) {
       next_parent_check_ = now + 1000 * kMsNs;
       // A store file deleted or truncated under us: said loudly once, and
       // every request of that file is answered 503 from now on.
-      if (Status fs = engine_->store()->CheckFiles(); !fs.ok() && !store_broken_logged_) {
+      if (Status fs = store_->CheckFiles(); !fs.ok() && !store_broken_logged_) {
         FRS_LOG("STORE FILE LOST: %s", fs.message().c_str());
         store_broken_logged_ = true;
       }
       // An idle worker's writer entries go to whoever waits for one.
-      engine_->store()->ReleaseIdleWriters();
+      store_->ReleaseIdleWriters();
       if (getppid() != parent_ && !stopping_) {
         FRS_LOG("the master is gone; stopping");
         BeginShutdown(now);
@@ -840,14 +842,14 @@ int RunWorker(WorkerContext ctx) {
       if (parsed.ok()) live = std::move(parsed.value());
     }
   }
-  auto engine = Engine::Open(eo);
+  auto engine = AdminEngine::Open(eo);
   if (!engine.ok()) {
     FRS_LOG("cannot load the map: %s", engine.status().message().c_str());
     return kExitFatalConfig;
   }
   int rc = 1;
   try {
-    Worker w(std::move(ctx), engine.value().get());
+    Worker w(std::move(ctx), Backend(engine.value().get(), store.value().get(), eo.clock));
     w.set_map_generation(generation);
     w.ApplyEnvoy(envoy_bundle);
     if (live) w.ApplyLive(*live);

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/temp_dir.h"
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
 #include "frs/ring.h"
 #include "frs/store.h"
 #include "ctl_runner.h"
@@ -643,7 +643,7 @@ TEST_F(FrsctlTest, HandoffReceiptsSurviveExportAndImport) {
     eo.map_path = dir_ / "map.xml";
     eo.store = store.value().get();
     eo.stats_dir = so.dir;
-    auto engine = Engine::Open(eo);
+    auto engine = AdminEngine::Open(eo);
     if (!engine.ok()) return engine.status();
     const std::string_view lines[] = {node};
     return engine.value()->MergeNodes(lines, receipt);

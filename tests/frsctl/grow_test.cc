@@ -140,7 +140,7 @@ class GrowTest : public ::testing::Test {
   }
 
   // biz/key -> each rule's count, as explain and get show them now.
-  std::map<std::string, std::vector<int64_t>> Counts(Engine& engine, const NodeMap& nodes) {
+  std::map<std::string, std::vector<int64_t>> Counts(AdminEngine& engine, const NodeMap& nodes) {
     std::map<std::string, std::vector<int64_t>> out;
     for (const auto& [fp, n] : nodes) {
       Result<NodeView> v = engine.View(n);

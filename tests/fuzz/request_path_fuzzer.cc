@@ -26,7 +26,7 @@ namespace {
 struct Env {
   std::string dir;
   std::unique_ptr<frs::Store> store;
-  std::unique_ptr<frs::Engine> engine;
+  std::unique_ptr<frs::AdminEngine> engine;
   std::unique_ptr<frs::server::Handler> handler;
 
   Env() {
@@ -59,13 +59,13 @@ struct Env {
     eo.map_path = map;
     eo.store = store.get();
     eo.stats_dir = so.dir;
-    auto e = frs::Engine::Open(eo);
+    auto e = frs::AdminEngine::Open(eo);
     if (!e.ok()) {
       std::fprintf(stderr, "fuzz: engine: %s\n", e.status().ToString().c_str());
       abort();
     }
     engine = std::move(e.value());
-    handler = std::make_unique<frs::server::Handler>(engine.get(), frs::server::HandlerOptions{"tok", 8, {}}, nullptr, nullptr);
+    handler = std::make_unique<frs::server::Handler>(frs::server::Backend(engine.get(), store.get()), frs::server::HandlerOptions{"tok", 8, {}}, nullptr, nullptr);
   }
   ~Env() {
     handler.reset();

@@ -1,4 +1,4 @@
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -39,7 +39,7 @@ class EngineTest : public ::testing::Test {
     std::ofstream(dir_ / name) << xml;
   }
 
-  std::unique_ptr<Engine> OpenEngine(Store* store = nullptr, const std::string& map = "map.xml",
+  std::unique_ptr<AdminEngine> OpenEngine(Store* store = nullptr, const std::string& map = "map.xml",
                                      const std::string& tz = "UTC") {
     EngineOptions o;
     o.map_path = dir_ / map;
@@ -47,7 +47,7 @@ class EngineTest : public ::testing::Test {
     o.stats_dir = dir_ / "store";
     o.clock = &clock_;
     o.timezone = tz;
-    auto e = Engine::Open(o);
+    auto e = AdminEngine::Open(o);
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     return e.ok() ? std::move(e.value()) : nullptr;
   }

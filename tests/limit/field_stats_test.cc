@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/temp_dir.h"
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
 #include "limit/map_config.h"
 #include "limit/rule_harness.h"
 
@@ -52,7 +52,7 @@ struct Server {
     eo.stats_dir = dir;
     eo.clock = clock;
     eo.timezone = "UTC";
-    auto e = Engine::Open(eo);
+    auto e = AdminEngine::Open(eo);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine = std::move(e.value());
   }
@@ -84,7 +84,7 @@ struct Server {
 
   std::string dir;
   std::unique_ptr<Store> store;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<AdminEngine> engine;
 };
 
 struct Counts {

@@ -15,7 +15,7 @@ namespace frs::server {
 namespace {
 
 struct Harness {
-  explicit Harness(std::string token = "") : handler(&engine, HandlerOptions{std::move(token), 4, {}}, nullptr, nullptr) {}
+  explicit Harness(std::string token = "") : handler(Backend(&engine, nullptr, &engine.clk), HandlerOptions{std::move(token), 4, {}}, nullptr, nullptr) {}
   testing::FakeEngine engine;
   Handler handler;
   ConnectionLimits limits{1024, 1024};

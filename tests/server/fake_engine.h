@@ -7,11 +7,12 @@
 #include <map>
 #include <string>
 
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
+#include "frs/clock.h"
 
 namespace frs::server::testing {
 
-class FakeEngine final : public Engine {
+class FakeEngine final : public AdminEngine {
  public:
   int64_t limit = 5;
   int64_t now_ms = 1763790000000;
@@ -116,8 +117,6 @@ class FakeEngine final : public Engine {
   Result<bool> MergeNodes(std::span<const std::string_view>, std::string_view) override {
     return Status::NotFound("fake");
   }
-  Store* store() override { return nullptr; }
-  const Clock* clock() const override { return &clk; }
 
  private:
   void Fill(Decision* d, int64_t c, bool allowed) const {

@@ -32,8 +32,8 @@ class LoneServer : public ::testing::Test {
     eo.map_path = map;
     eo.store = store_.get();
     eo.stats_dir = so.dir;
-    engine_ = std::move(Engine::Open(eo).value());
-    handler_ = std::make_unique<Handler>(engine_.get(), HandlerOptions{}, nullptr, nullptr);
+    engine_ = std::move(AdminEngine::Open(eo).value());
+    handler_ = std::make_unique<Handler>(Backend(engine_.get(), store_.get()), HandlerOptions{}, nullptr, nullptr);
     conn_ = std::make_unique<Connection>(os::UniqueFd(), ConnectionLimits{16384, 1 << 20}, handler_.get());
   }
 
@@ -65,7 +65,7 @@ class LoneServer : public ::testing::Test {
 
   testing::TempDir dir_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<AdminEngine> engine_;
   std::unique_ptr<Handler> handler_;
   std::unique_ptr<Connection> conn_;
 };

@@ -36,10 +36,10 @@ class Path : public ::testing::Test {
     eo.map_path = map;
     eo.store = store_.get();
     eo.stats_dir = so.dir;
-    engine_ = std::move(Engine::Open(eo).value());
+    engine_ = std::move(AdminEngine::Open(eo).value());
     HandlerOptions ho;
     ho.max_batch = 1024;
-    handler_ = std::make_unique<Handler>(engine_.get(), ho, nullptr, nullptr);
+    handler_ = std::make_unique<Handler>(Backend(engine_.get(), store_.get()), ho, nullptr, nullptr);
     conn_ = std::make_unique<Connection>(os::UniqueFd(), ConnectionLimits{16384, 1 << 20}, handler_.get());
   }
 
@@ -70,7 +70,7 @@ class Path : public ::testing::Test {
 
   testing::TempDir dir_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<AdminEngine> engine_;
   std::unique_ptr<Handler> handler_;
   std::unique_ptr<Connection> conn_;
 };

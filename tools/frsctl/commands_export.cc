@@ -1,5 +1,5 @@
 // frsctl export [FILE]: every node with its whole rule state as JSON lines
-// (Engine::ExportNode), to standard output or to FILE. FILE is written under
+// (AdminEngine::ExportNode), to standard output or to FILE. FILE is written under
 // a temporary name and renamed when complete, so a failed export never
 // leaves a truncated backup under the name asked for.
 #include <fcntl.h>

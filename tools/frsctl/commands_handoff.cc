@@ -1,5 +1,5 @@
 // frsctl handoff: moves every node that another shard of <cluster> now owns
-// to that shard, merged with what it counted meanwhile (Engine::MergeNodes).
+// to that shard, merged with what it counted meanwhile (AdminEngine::MergeNodes).
 //
 // Exactly once, whatever dies when: each node goes through a spool file in
 // the store directory (handoff.spool), one line per step:
@@ -273,7 +273,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   const std::string token = a.token.empty() ? s.cfg.admin_token : a.token;
   if (!a.dry_run && token.empty())
     return Status::InvalidArgument("the other shards need the admin token: pass --token or set <admin token> in " + s.cfg.path);
-  const uint32_t batch = std::clamp<uint32_t>(a.batch, 1, Engine::kMaxMergeNodes);
+  const uint32_t batch = std::clamp<uint32_t>(a.batch, 1, AdminEngine::kMaxMergeNodes);
   const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
   std::map<std::string, DestCount> counts;
   uint64_t unknown_route = 0;

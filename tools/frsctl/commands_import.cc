@@ -125,7 +125,7 @@ struct Checked {
 // Pass 1: every line through the policy and into the scratch engine; the
 // lines to apply go to `spool`. The first refusal is returned (with the count
 // of the others).
-Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, Engine& scratch, std::ofstream& spool) {
+Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, AdminEngine& scratch, std::ofstream& spool) {
   Checked c;
   std::string line, first_error;
   uint64_t refused = 0, lineno = 0;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
 #include "json_out.h"
 
 namespace frs::ctl {

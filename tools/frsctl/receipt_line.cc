@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
 #include "hex.h"
 #include "json_in.h"
 #include "json_out.h"

@@ -11,9 +11,7 @@
 
 namespace frs::ctl {
 
-int64_t Session::NowMs() const {
-  return engine ? engine->clock()->NowMs() : SystemClock::Default()->NowMs();
-}
+int64_t Session::NowMs() const { return SystemClock::Default()->NowMs(); }
 
 Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   StoreOptions so = StoreOptionsFor(s->cfg, create);
@@ -41,7 +39,7 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   if (!engine) return Status::OK();
   EngineOptions eo = EngineOptionsFor(s->cfg, s->store.get());
   eo.read_only = s->opened_read_only;
-  Result<std::unique_ptr<Engine>> e = Engine::Open(eo);
+  Result<std::unique_ptr<AdminEngine>> e = AdminEngine::Open(eo);
   if (!e.ok()) return e.status();
   s->engine = std::move(e).value();
   return Status::OK();

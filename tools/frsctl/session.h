@@ -13,7 +13,7 @@
 #include <string>
 
 #include "config/srv_config.h"
-#include "frs/engine.h"
+#include "frs/admin_engine.h"
 #include "frs/status.h"
 #include "frs/store.h"
 
@@ -33,7 +33,7 @@ inline constexpr uint32_t kWalkBusyPercent = 50;
 struct Session {
   SrvConfig cfg;
   std::unique_ptr<Store> store;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<AdminEngine> engine;
   bool json = false;
   // The command only reads: a store this user may not write (a read-only
   // file system) is then opened read-only instead of refused.

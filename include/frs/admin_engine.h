@@ -1,0 +1,81 @@
+// frs/admin_engine.h: an engine with the operator's verbs on nodes.
+//
+// What frsctl and the server's admin commands do beside deciding requests:
+// look at a node as rules see it (explain, get, dump, top), carry nodes
+// between stores as portable text (export, import), fold another shard's
+// nodes and statistics into this one's (handoff). A caller that only decides
+// requests holds an Engine (frs/engine.h) and never sees these.
+//
+// Thread safety: as frs/engine.h; every verb here may run beside requests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frs/engine.h"
+#include "frs/store.h"
+
+namespace frs {
+
+// Biz id 0 is no business of map.xml's: the store keeps handoff receipts
+// under it (AdminEngine::MergeNodes). Tools that list nodes skip it.
+inline constexpr uint16_t kReceiptBiz = 0;
+// How long a receipt is kept: a handoff re-run later than this after an
+// interruption could count a node twice.
+inline constexpr uint32_t kReceiptSeconds = 7 * 86400;
+
+// A node as a human or a script sees it.
+struct NodeView {
+  uint16_t biz_id = 0;
+  std::string biz_name;
+  std::string key;  // the stored key bytes (may be a prefix)
+  bool key_truncated = false;
+  // False: the node keeps no key text (a compact node of a key longer than
+  // its identity, docs/store.md); node.fp.lo identifies it.
+  bool key_kept = true;
+  Mode mode = Mode::kEnforce;
+  int64_t count = 0;  // of the most restrictive rule
+  std::vector<RuleView> rules;
+  NodeInfo node;
+};
+
+class AdminEngine : public Engine {
+ public:
+  static Result<std::unique_ptr<AdminEngine>> Open(const EngineOptions& opts);
+
+  // Decodes a node for humans and scripts (explain, get, dump, top).
+  virtual Result<NodeView> Inspect(std::string_view biz, std::string_view key) = 0;
+  virtual Result<NodeView> View(const NodeInfo& node) const = 0;
+
+  // Portable text (one JSON object per node, no trailing newline) and back.
+  // Import resolves the biz by name (falling back to id), rehashes into this
+  // store's geometry and keeps every rule's state. NotFound names a biz
+  // missing from this map.
+  virtual Result<std::string> ExportNode(const NodeInfo& node) const = 0;
+  virtual Status ImportNode(std::string_view json_line) = 0;
+
+  // Handoff: folds nodes another shard exported (ExportNode's text) into
+  // this store's nodes of the same keys, rule by rule, so that no use either
+  // shard recorded is lost (docs/cluster.md gives each algorithm's merge).
+  // `receipt` (1..255 bytes) names this transfer: every merge and one
+  // receipt node are written in one transaction, and a receipt already
+  // present makes it a no-op, so nodes sent twice are counted once. At most
+  // kMaxMergeNodes lines. Returns true when merged, false when the receipt
+  // was already there; an error changes nothing.
+  static constexpr size_t kMaxMergeNodes = Store::kMaxBatch - 1;
+  virtual Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) = 0;
+  // Adds statistics by key field counted elsewhere (a leaving shard's) to
+  // the same day and table here: counts add up, distinct sketches merge.
+  // `receipt` (not empty): a merge of that receipt already taken is not
+  // taken again (answers OK).
+  virtual Status MergeStatsBy(const GroupStats& incoming, std::string_view receipt = {}) = 0;
+
+ protected:
+  AdminEngine() = default;
+};
+
+}  // namespace frs

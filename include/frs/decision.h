@@ -1,0 +1,144 @@
+// frs/decision.h: the words a request and its answer are made of.
+//
+// A Request names a command, a biz and a key; the engine (frs/engine.h)
+// answers it with a Decision, which carries one RuleResult per rule of the
+// biz. The algorithms, the store's tools and the server's codecs all speak
+// these types, so they live here, below everything that uses them: an
+// algorithm needs RuleResult, not the Engine.
+//
+// The names of commands, algorithms and modes are in one table each, here;
+// the wire protocol, map.xml, frsctl and the logs all print and parse them
+// through CmdName/ParseCmd and their siblings.
+//
+// Thread safety: plain values and constant tables.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "frs/status.h"
+
+namespace frs {
+
+// kMerge: handoff between shards (admin; frs/admin_engine.h).
+enum class Cmd : uint8_t { kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge };
+enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket };
+enum class Mode : uint8_t { kEnforce, kShadow, kOff };
+
+// Indexed by the enum's value.
+inline constexpr std::string_view kCmdNames[] = {"query", "update", "acquire", "get",  "set",
+                                                 "delete", "reset", "stats",   "merge"};
+inline constexpr std::string_view kAlgoNames[] = {"fixed", "calendar", "sliding", "token_bucket"};
+inline constexpr std::string_view kModeNames[] = {"enforce", "shadow", "off"};
+
+// NUL-terminated (the tables' literals are), for printf and C strings.
+inline const char* CmdName(Cmd c) { return kCmdNames[static_cast<size_t>(c)].data(); }
+inline const char* AlgoName(Algo a) { return kAlgoNames[static_cast<size_t>(a)].data(); }
+inline const char* ModeName(Mode m) { return kModeNames[static_cast<size_t>(m)].data(); }
+
+// The value whose name is `s` exactly; false leaves *out as it was. Inline:
+// the server parses a command per request, and a compare of lengths first
+// settles most names in one instruction.
+template <class E, size_t N>
+bool ParseName(const std::string_view (&names)[N], std::string_view s, E* out) {
+  for (size_t i = 0; i < N; ++i) {
+    if (s == names[i]) {
+      *out = static_cast<E>(i);
+      return true;
+    }
+  }
+  return false;
+}
+inline bool ParseCmd(std::string_view s, Cmd* out) { return ParseName(kCmdNames, s, out); }
+inline bool ParseAlgo(std::string_view s, Algo* out) { return ParseName(kAlgoNames, s, out); }
+inline bool ParseMode(std::string_view s, Mode* out) { return ParseName(kModeNames, s, out); }
+
+inline constexpr size_t kMaxRulesPerBiz = 4;
+inline constexpr size_t kRuleNameBytes = 32;     // a rule's policy name, NUL included
+inline constexpr int64_t kMaxUses = 2147483647;  // n and count: 1..2^31-1
+
+struct Request {
+  Cmd cmd = Cmd::kQuery;
+  std::string_view biz;  // name or numeric id
+  std::string_view key;
+  int64_t n = 1;
+  int64_t count = 0;  // for kSet
+  // The ring position of the request's route (frs/ring.h), kept in the node
+  // for handoff. Not known: the route its key implies (hash tag, else key).
+  uint32_t route_pos = 0;
+  bool route_known = false;
+};
+
+// retry_after of a denial that no wait can cure: n is above what the rule
+// can ever grant (the XML says retry_after="-1"; no Retry-After header).
+inline constexpr int64_t kNeverCurable = -1;
+
+// One rule's verdict. Times are unix seconds.
+struct RuleResult {
+  Algo algo = Algo::kFixed;
+  uint32_t interval = 0;
+  int64_t count = 0;        // uses counted in the current window (tokens used, for token_bucket)
+  int64_t limit = 0;        // allowance of the current window (max - debt; burst for token_bucket)
+  int64_t remaining = 0;
+  int64_t reset = 0;        // when the count next drops (window end / refill of one token)
+  int64_t retry_after = 0;  // seconds until n more uses would be allowed (0 if allowed; kNeverCurable)
+  int64_t debt = 0;         // borrow owed to the next window
+  int64_t quota = 0;        // max: what the rule grants per interval (a token bucket's sustained rate), RateLimit's q
+  bool allowed = true;
+  char name[kRuleNameBytes] = {};  // the policy name (RateLimit-Policy)
+};
+
+// The answer to one request. `status` is OK, or says in the engine's own
+// terms why there is no answer (InvalidArgument: a bad key, n or count;
+// NotFound: an unknown biz; Unavailable/Busy: the store could not do it),
+// its message one readable sentence. Only the server maps it to HTTP.
+struct Decision {
+  Status status;
+  bool allowed = true;
+  bool shadow = false;      // mode="shadow": counted, never denied
+  bool found = false;       // for kGet: the node exists
+  bool would_deny = false;  // shadow mode: what enforce would have answered
+  int64_t count = 0, limit = 0, remaining = 0, reset = 0, retry_after = 0;  // most restrictive rule
+  uint32_t nrules = 0;
+  uint32_t top = 0;  // index of the most restrictive rule
+  RuleResult rules[kMaxRulesPerBiz];
+  uint64_t erased = 0;   // kReset: nodes erased
+  uint16_t biz_id = 0;   // the biz the request resolved to (0: none)
+  int64_t now_s = 0;     // the engine's clock when it decided (unix seconds; 0: no decision)
+  bool ok() const { return status.ok(); }
+  // Back to Decision{}, writing only rules[0, nrules): the engine sets
+  // nrules before it writes a rule and writes none past it, so the rest are
+  // still as constructed. A batch resets each decision of the span it is
+  // given; clearing all 512 bytes of each cost a batch of 64 a 32-KB sweep
+  // through the cache (docs/performance.md, section 9).
+  void Reset() {
+    const uint32_t used = nrules < kMaxRulesPerBiz ? nrules : static_cast<uint32_t>(kMaxRulesPerBiz);
+    status = Status();
+    allowed = true;
+    shadow = found = would_deny = false;
+    count = limit = remaining = reset = retry_after = 0;
+    nrules = top = 0;
+    for (uint32_t i = 0; i < used; ++i) rules[i] = RuleResult{};
+    erased = 0;
+    biz_id = 0;
+    now_s = 0;
+  }
+};
+
+// One rule of a node as a human or a script sees it (frsctl explain, get,
+// dump, top): the rule's configuration beside its state now.
+struct RuleView {
+  Algo algo = Algo::kFixed;
+  uint32_t interval = 0;
+  int64_t max = 0, burst = 0, borrow = 0;
+  int64_t count = 0;
+  int64_t limit = 0;
+  int64_t window_start_ms = 0, window_end_ms = 0;  // 0 when no window is open
+  int64_t debt = 0;
+  double tokens = 0;            // token_bucket
+  bool denies = false;          // a request of n=1 now would be denied by this rule
+  int64_t next_allowed_ms = 0;  // when n=1 is next allowed (now when allowed)
+};
+
+}  // namespace frs

@@ -1,0 +1,284 @@
+// A batch's one walk. Every member takes the same route: the check of a
+// lone request, its key prepared once, then its decision in its place, then
+// the same counting. Members differ only in what the store is asked, which
+// is a property of the member (its Step), not another route:
+//   - a run of reads (query, get) is read through one Store::ReadEach, whose
+//     lookups overlap;
+//   - the acquires are judged together where the first stands, through one
+//     Store::UpdateBatch, all or nothing;
+//   - any other member is decided alone (DecideOne), its node prefetched
+//     members ahead so that the cache misses of several members overlap.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "limit/engine_impl.h"
+
+namespace frs::limit {
+namespace {
+
+using Step = BatchMember::Step;
+
+Step StepOf(const Biz& biz, const Request& req) {
+  if (req.cmd == Cmd::kAcquire) return Step::kAcquire;
+  if ((req.cmd == Cmd::kQuery || req.cmd == Cmd::kGet) && biz.cfg.mode != Mode::kOff) return Step::kRead;
+  return Step::kOne;
+}
+
+// The members decided alone lie scattered over the store: looked up one
+// after another, each would wait for its own cache and TLB misses. At
+// member i the store is asked to load member i + kAhead's key-node heads,
+// and member i + kAhead / 2's nodes (their heads asked for kAhead / 2
+// members ago), so that the misses of several members overlap.
+class Prefetcher {
+ public:
+  static constexpr size_t kAhead = 8;
+
+  Prefetcher(const Store& store, std::span<const BatchMember> members) : store_(store), members_(members) {
+    on_ = members.size() > 2 &&
+          std::any_of(members.begin(), members.end(), [](const BatchMember& m) { return m.step == Step::kOne; });
+    if (!on_) return;
+    for (size_t j = 0; j < kAhead; ++j) Ask(j, Store::Prefetching::kHeads);
+    for (size_t j = 0; j < kAhead / 2; ++j) Ask(j, Store::Prefetching::kNodes);
+  }
+  // The walk is at member i.
+  void At(size_t i) {
+    if (!on_) return;
+    Ask(i + kAhead / 2, Store::Prefetching::kNodes);
+    Ask(i + kAhead, Store::Prefetching::kHeads);
+  }
+
+ private:
+  void Ask(size_t j, Store::Prefetching what) {
+    if (j < members_.size() && members_[j].step == Step::kOne && members_[j].ref.prepared)
+      store_.Prefetch(members_[j].ref, what);
+  }
+
+  const Store& store_;
+  std::span<const BatchMember> members_;
+  bool on_ = false;
+};
+
+}  // namespace
+
+bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) {
+  if (out.size() < reqs.size()) return false;
+  // A copy of the map pointer: Execute's per-thread cache may move on if a
+  // reload lands in the middle of the batch. Every member resolves its biz
+  // in this one map; members mostly share their biz, and the cache hashes
+  // each run of one name once.
+  std::shared_ptr<const Map> map = SharedMap();
+  BizCache bizzes(*map);
+  StatsTally tally(stats_.get());
+  // One instant for the whole batch: its members are judged together.
+  const Now now = NowAt();
+  // Per thread, so that a batch allocates nothing once warm.
+  thread_local std::vector<BatchMember> members;
+  members.assign(reqs.size(), BatchMember{});
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    // Decided in place: a Decision is ~500 bytes, and building one to move
+    // it here cost more than the member's lookup. Reset, since the caller's
+    // span is reused from request to request.
+    out[i].Reset();
+    BatchMember& m = members[i];
+    m.biz = Check(bizzes, reqs[i], out[i]);
+    if (m.biz == nullptr) continue;
+    m.step = StepOf(*m.biz, reqs[i]);
+    if (reqs[i].cmd != Cmd::kDelete && reqs[i].cmd != Cmd::kReset) m.ref = RefOf(*m.biz, reqs[i]);
+  }
+
+  Prefetcher prefetch(*store_, members);
+  bool acquired = false;
+  for (size_t i = 0; i < reqs.size();) {
+    BatchMember& m = members[i];
+    if (m.step == Step::kRead) {
+      size_t end = i + 1;
+      while (end < reqs.size() && members[end].step == Step::kRead) ++end;
+      // The prefetches move on past the run before it is read, so that the
+      // members after it are on their way meanwhile.
+      for (size_t j = i; j < end; ++j) prefetch.At(j);
+      DecideReads(reqs, out, members, i, end, now);
+      i = end;
+      continue;
+    }
+    if (m.step == Step::kOne) {
+      DecideOne(*m.biz, reqs[i], m.ref, now, out[i], &m.created);
+    } else if (m.step == Step::kAcquire && !acquired) {
+      DecideAcquires(reqs, out, members, now);
+      acquired = true;
+    }
+    prefetch.At(i);
+    ++i;
+  }
+
+  // Counted once every lock is released; a failed member is not, as alone.
+  bool all = true;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const BatchMember& m = members[i];
+    if (m.biz != nullptr) {
+      out[i].biz_id = m.biz->cfg.id;
+      if (out[i].ok() && CountsUses(reqs[i].cmd)) Count(*m.biz, reqs[i], out[i], m.created, now.s, &tally);
+    }
+    all = all && out[i].ok() && out[i].allowed;
+  }
+  return all;
+}
+
+void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> out,
+                             std::span<BatchMember> members, size_t begin, size_t end, const Now& now) {
+  // Per thread, reused: no allocation per batch once warm.
+  thread_local std::vector<Store::ReadItem> items;
+  thread_local std::vector<uint32_t> need;
+  items.clear();
+  for (size_t i = begin; i < end; ++i) items.push_back(Store::ReadItem{members[i].ref, members[i].biz->cfg.state_bytes});
+  need.assign(items.size(), 0);
+  // Reset lists Decision's fields one by one (as does the engine test that
+  // checks it against Decision{}): a new field must join both.
+  static_assert(sizeof(Decision) == 512, "a Decision field was added or removed: see Decision::Reset");
+  // What the visitor needs, behind one pointer: it fits std::function's
+  // inline room, so the call allocates nothing.
+  struct Run {
+    std::span<const Request> reqs;
+    std::span<Decision> out;
+    std::span<BatchMember> members;
+    std::span<uint32_t> need;
+    size_t begin;
+    const Now& now;
+    bool again;  // the second pass: decisions of the first are overwritten
+  } run{reqs, out, members, need, begin, now, false};
+  const Store::ReadVisitor visit = [&run](size_t k, const Status& status, NodeRef& node) {
+    const size_t i = run.begin + k;
+    const Biz& biz = *run.members[i].biz;
+    Decision& d = run.out[i];
+    if (run.again) d.Reset();
+    if (!status.ok()) {
+      d = ErrorDecision(Status::Unavailable(status.message()));
+      return;
+    }
+    // As NodeOp::Apply reads: n is clamped for a get (which counts nothing).
+    const int64_t n = std::clamp<int64_t>(run.reqs[i].n, 1, kMaxUses);
+    run.need[k] = 0;
+    if (!ReadRules(biz.cfg, node, run.now, n, &d, &run.need[k])) return;
+    d.shadow = biz.cfg.mode == Mode::kShadow;
+    d.now_s = run.now.s;
+  };
+  // Reads change no count: reading a run a second time, with whole nodes,
+  // answers what reading it in its place would have.
+  (void)WithWholeNodes(std::span<Store::ReadItem>(items), std::span<uint32_t>(need), [&] {
+    store_->ReadEach(items, Clamp32(now.s), visit);
+    run.again = true;
+    return Status::OK();
+  });
+}
+
+void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decision> out,
+                                std::span<BatchMember> members, const Now& now) {
+  std::vector<size_t> acquires;
+  bool valid = true;  // every acquire passed its check: else none is recorded
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i].cmd != Cmd::kAcquire) continue;
+    acquires.push_back(i);
+    valid = valid && members[i].step == Step::kAcquire;
+  }
+  if (acquires.size() > Store::kMaxBatch) {
+    for (size_t i : acquires) {
+      out[i] = ErrorDecision(
+          Status::InvalidArgument("a batch holds at most " + std::to_string(Store::kMaxBatch) + " acquires"));
+    }
+    return;
+  }
+  // The members the store is asked for (a biz that is off answers alone).
+  std::vector<Store::BatchItem> items;
+  std::vector<size_t> item_member;
+  for (size_t i : acquires) {
+    const BatchMember& m = members[i];
+    if (m.step != Step::kAcquire) continue;
+    if (m.biz->cfg.mode == Mode::kOff) {
+      out[i] = AnswerOff(*m.biz, now);
+      continue;
+    }
+    items.push_back(Store::BatchItem{m.ref, m.biz->cfg.state_bytes});
+    item_member.push_back(i);
+  }
+
+  std::vector<uint32_t> need(items.size(), 0);
+  std::vector<UpdateResult> results;
+  auto fn = [&](std::span<NodeRef> nodes, std::span<Commit> commits) {
+    std::fill(commits.begin(), commits.end(), Commit::kNone);
+    std::fill(need.begin(), need.end(), 0);
+    // Members naming one node share its buffer: adopt the layout once.
+    auto first_with = [&](size_t k) {
+      for (size_t j = 0; j < k; ++j) {
+        if (nodes[j].state == nodes[k].state) return false;
+      }
+      return true;
+    };
+    bool short_read = false;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      if (first_with(k) && !AdoptLayout(members[item_member[k]].biz->cfg, nodes[k], now, &need[k])) short_read = true;
+    }
+    if (short_read) return;
+    std::vector<std::vector<uint8_t>> backup(nodes.size());
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      if (first_with(k)) backup[k].assign(nodes[k].state, nodes[k].state + nodes[k].state_bytes);
+    }
+    bool all = valid;
+    for (size_t k = 0; all && k < nodes.size(); ++k) {
+      const BizConfig& cfg = members[item_member[k]].biz->cfg;
+      const bool enforce = cfg.mode == Mode::kEnforce;
+      Decision& d = out[item_member[k]];
+      const int64_t n = reqs[item_member[k]].n;
+      d.found = nodes[k].exists;
+      EvaluateRules(cfg, nodes[k].state, now, n, &d);
+      Summarize(&d, enforce);
+      if (!d.allowed) {
+        all = false;
+        break;
+      }
+      RecordRules(cfg, nodes[k].state, now, n, &d);
+      Summarize(&d, enforce);
+    }
+    if (all) {
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        commits[k] = Commit::kWrite;
+        nodes[k].expire_s = NodeExpireS(members[item_member[k]].biz->cfg, nodes[k].state, now);
+      }
+      return;
+    }
+    // Nothing is recorded: put the states back and report each member as it stands.
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      if (!backup[k].empty()) std::memcpy(nodes[k].state, backup[k].data(), backup[k].size());
+    }
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const BizConfig& cfg = members[item_member[k]].biz->cfg;
+      Decision& d = out[item_member[k]];
+      d.found = nodes[k].exists;
+      EvaluateRules(cfg, nodes[k].state, now, reqs[item_member[k]].n, &d);
+      Summarize(&d, cfg.mode == Mode::kEnforce);
+      d.allowed = false;
+    }
+  };
+
+  Status s = Status::OK();
+  if (!items.empty()) {
+    s = WithWholeNodes(std::span<Store::BatchItem>(items), std::span<uint32_t>(need),
+                       [&] { return store_->UpdateBatch(items, Clamp32(now.s), fn, &results); });
+  }
+  for (size_t i : acquires) {
+    BatchMember& m = members[i];
+    if (m.step != Step::kAcquire) continue;
+    Decision& d = out[i];
+    const bool stored = m.biz->cfg.mode != Mode::kOff;
+    if (!s.ok() && stored) {
+      d = ErrorDecision(Status::Unavailable(s.message()));
+      continue;
+    }
+    if (!s.ok()) d.allowed = false;
+    d.shadow = m.biz->cfg.mode == Mode::kShadow;
+    d.now_s = now.s;
+  }
+  for (size_t k = 0; k < item_member.size() && k < results.size(); ++k) members[item_member[k]].created = results[k].created;
+}
+
+}  // namespace frs::limit

@@ -1,0 +1,148 @@
+// One request's way through the engine: its check, its decision against
+// its node, and what the statistics count of it. A batch's members take the
+// same check and counting, and those that are neither reads nor acquires
+// the same DecideOne (engine_batch.cc).
+#include <algorithm>
+#include <string>
+
+#include "limit/engine_impl.h"
+
+namespace frs::limit {
+
+const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) {
+  if (req.cmd == Cmd::kStats) return nullptr;
+  if (req.cmd == Cmd::kMerge) {
+    d = ErrorDecision(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));
+    return nullptr;
+  }
+  const Biz* biz = bizzes.Find(req.biz);
+  if (biz == nullptr) {
+    d = ErrorDecision(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
+    return nullptr;
+  }
+  Status bad;
+  if (req.cmd == Cmd::kReset) return biz;  // the whole biz: no key, no n
+  if (!KeyIsValid(req.key)) {
+    bad = Status::InvalidArgument("bad key: " + ValidateKeyBytes(req.key));
+  } else if (CountsUses(req.cmd) && (req.n < 1 || req.n > kMaxUses)) {
+    bad = Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n));
+  } else if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
+    bad = Status::InvalidArgument("count must be 0..2147483647, not " + std::to_string(req.count));
+  } else {
+    return biz;
+  }
+  d = ErrorDecision(std::move(bad));
+  d.biz_id = biz->cfg.id;
+  return nullptr;
+}
+
+Decision EngineImpl::Execute(const Request& req) {
+  BizCache bizzes(CurrentMap());
+  Decision d;
+  const Biz* biz = Check(bizzes, req, d);
+  if (biz == nullptr) return d;
+  // Start loading the key's key-node heads and first chain now: the clock,
+  // the op and the store's entry run while those lines and their page-table
+  // walk are on their way, and the node's line does not wait for the tags.
+  KeyRef ref;
+  if (req.cmd != Cmd::kDelete && req.cmd != Cmd::kReset) {
+    ref = RefOf(*biz, req);
+    store_->Prefetch(ref, Store::Prefetching::kHeadsAndChain);
+  }
+  const Now now = NowAt();
+  bool created = false;
+  DecideOne(*biz, req, ref, now, d, &created);
+  d.biz_id = biz->cfg.id;
+  if (d.ok() && CountsUses(req.cmd)) Count(*biz, req, d, created, now.s);
+  return d;
+}
+
+void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref, const Now& now, Decision& d,
+                           bool* created) {
+  if (req.cmd == Cmd::kReset) {
+    Store::Filter filter;
+    filter.biz = biz.cfg.id;
+    auto erased = store_->EraseIf(filter, [](const NodeInfo&) { return true; });
+    if (!erased.ok()) {
+      d = ErrorDecision(Status::Unavailable(erased.status().message()));
+      return;
+    }
+    d.erased = erased.value();
+    return;
+  }
+  if (req.cmd == Cmd::kDelete) {
+    Status s = store_->Erase(KeyRef{biz.cfg.id, FingerprintOf(biz.cfg.id, req.key), req.key,
+                                    static_cast<uint8_t>(req.key.size())});
+    if (s.ok()) d.found = true;
+    else if (!s.IsNotFound()) d = ErrorDecision(Status::Unavailable(s.message()));
+    return;
+  }
+  // The distinct sketches' registers are the statistics' one cache miss
+  // (a register per request, in 32 KB per group): asked for now, they come
+  // while the store does its part.
+  if (!biz.stats_tables.empty() && CountsUses(req.cmd))
+    FieldStats::Prefetch(biz.cfg, biz.stats_tables, req.key, Today(now.s));
+  if (biz.cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
+    d = AnswerOff(biz, now);
+    d.now_s = now.s;
+    return;
+  }
+  NodeOp op;
+  op.biz = &biz.cfg;
+  op.cmd = req.cmd;
+  op.n = CountsUses(req.cmd) || req.cmd == Cmd::kGet ? std::clamp<int64_t>(req.n, 1, kMaxUses) : 1;
+  op.count = req.count;
+  op.now = now;
+  op.d = &d;
+  UpdateResult result;
+  Store::BatchItem item{ref, biz.cfg.state_bytes};
+  const auto fn = [&op](NodeRef& node) { return op.Apply(node); };
+  Status s = WithWholeNodes(std::span<Store::BatchItem>(&item, 1), std::span<uint32_t>(&op.need_bytes, 1),
+                            [&] { return store_->Update(item.key, item.state_bytes, Clamp32(now.s), fn, &result); });
+  if (!s.ok()) {
+    d = ErrorDecision(Status::Unavailable(s.message()));
+    return;
+  }
+  d.shadow = biz.cfg.mode == Mode::kShadow;
+  d.now_s = now.s;
+  *created = result.created;
+}
+
+void EngineImpl::Count(const Biz& biz, const Request& req, const Decision& d, bool created, int64_t now_s,
+                       StatsTally* tally) {
+  // Shadow mode counts what enforce would have denied as denied.
+  const bool allowed = d.ok() && d.allowed && !d.would_deny;
+  uint64_t delta[limit::DailyStats::kFields] = {1, allowed ? 1u : 0u, allowed ? 0u : 1u, created ? 1u : 0u};
+  const uint32_t today = Today(now_s);
+  if (tally != nullptr) tally->Add(biz.stats_slot, today, delta);
+  else stats_->Add(biz.stats_slot, today, delta);
+  if (!allowed && d.ok() && denials_ != nullptr) denials_->Count(biz.cfg.id, req.key, now_s);
+  if (!biz.stats_tables.empty()) {
+    // Units: the uses this request recorded (an allowed acquire, or an
+    // update, which records unconditionally; a shadow denial records too).
+    const bool recorded = d.ok() && biz.cfg.mode != Mode::kOff &&
+                          (req.cmd == Cmd::kUpdate || (req.cmd == Cmd::kAcquire && d.allowed));
+    const GroupCounts counts{1, allowed ? 1u : 0u, allowed ? 0u : 1u,
+                             recorded ? static_cast<uint64_t>(std::clamp<int64_t>(req.n, 1, kMaxUses)) : 0u};
+    FieldStats::Count(biz.cfg, biz.stats_tables, req.key, counts, today);
+  }
+}
+
+Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {
+  Decision d;
+  d.nrules = biz.cfg.nrules;
+  for (uint32_t i = 0; i < biz.cfg.nrules; ++i) {
+    const RuleSpec& spec = biz.cfg.rules[i];
+    RuleResult& r = d.rules[i];
+    r.algo = spec.algo;
+    r.interval = spec.interval;
+    r.limit = spec.algo == Algo::kTokenBucket ? spec.burst : spec.max;
+    r.remaining = r.limit;
+    r.reset = now.s;
+    NameRule(spec, &r);
+  }
+  Summarize(&d, false);
+  return d;
+}
+
+}  // namespace frs::limit
