@@ -35,7 +35,8 @@
 #include "server/envoy_metrics.h"
 #include "server/http_parser.h"
 #include "server/metrics.h"
-#include "server/protocol.h"
+#include "server/request_decoder.h"
+#include "server/response_encoder.h"
 
 namespace frs::server {
 
