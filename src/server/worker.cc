@@ -7,7 +7,6 @@
 
 #include "config/service_options.h"
 #include "frs/store.h"
-#include "os/sigbus_guard.h"
 #include "server/logger.h"
 #include "server/signals.h"
 #include "server/worker_loop.h"
@@ -39,13 +38,8 @@ int RunWorker(WorkerContext ctx) {
   // not take the store lock while orphans serve the old map).
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   // A truncated store file answers errors instead of killing the worker.
-  os::InstallSigbusGuard();
   sigset_t wait_mask;
-  Status s = InstallSignalHandlers(/*want_child=*/false, &wait_mask);
-  if (!s.ok()) {
-    FRS_LOG("%s", s.ToString().c_str());
-    return 1;
-  }
+  if (!SetUpProcessSignals(/*want_child=*/false, &wait_mask)) return 1;
   const SrvConfig& cfg = *ctx.config;
   StoreOptions so = StoreOptionsFor(cfg, /*create_if_missing=*/false);
   so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
