@@ -290,19 +290,30 @@ void Metrics::Render(Engine& engine, std::string* out) const {
          "failed (a full disk, an I/O error).",
          log_dropped);
   Simple(out, "frs_workers", "gauge", "Configured worker processes.", workers_);
-  Simple(out, "frs_connections_open", "gauge", "Client connections open, all workers.",
-         sum(&WorkerCounters::connections_open));
-  Simple(out, "frs_connections_accepted_total", "counter", "Client connections accepted.",
-         sum(&WorkerCounters::connections_accepted));
-  Simple(out, "frs_connections_refused_total", "counter", "Connections closed at accept: the peer is outside <allow>.",
-         sum(&WorkerCounters::connections_refused));
-  Simple(out, "frs_connections_overflow_total", "counter", "Connections answered 503 and closed: the worker was at its connection limit.",
-         sum(&WorkerCounters::connections_overflow));
-  Simple(out, "frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.",
-         sum(&WorkerCounters::connections_timed_out));
-  Simple(out, "frs_accept_fd_exhausted_total", "counter",
-         "Accepts that failed for want of a file descriptor (EMFILE/ENFILE); the worker stops accepting for 500 ms.",
-         sum(&WorkerCounters::accept_fd_exhausted));
+  // The connection series: each one counter summed over the workers.
+  struct Summed {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t WorkerCounters::*counter;
+  };
+  const Summed connection_series[] = {
+      {"frs_connections_open", "gauge", "Client connections open, all workers.", &WorkerCounters::connections_open},
+      {"frs_connections_accepted_total", "counter", "Client connections accepted.",
+       &WorkerCounters::connections_accepted},
+      {"frs_connections_refused_total", "counter", "Connections closed at accept: the peer is outside <allow>.",
+       &WorkerCounters::connections_refused},
+      {"frs_connections_overflow_total", "counter",
+       "Connections answered 503 and closed: the worker was at its connection limit.",
+       &WorkerCounters::connections_overflow},
+      {"frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.",
+       &WorkerCounters::connections_timed_out},
+      {"frs_accept_fd_exhausted_total", "counter",
+       "Accepts that failed for want of a file descriptor (EMFILE/ENFILE); the worker stops accepting for 500 ms.",
+       &WorkerCounters::accept_fd_exhausted},
+  };
+  for (const Summed& series : connection_series)
+    Simple(out, series.name, series.type, series.help, sum(series.counter));
   Simple(out, "frs_start_time_seconds", "gauge", "Unix time the server started.", CounterGet(master_->started_unix));
 
   Header(out, "frs_build_info", "gauge", "The frsd build: version and compiler (always 1).");

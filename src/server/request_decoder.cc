@@ -161,7 +161,6 @@ int HexValue(char c) {
   return -1;
 }
 
-
 }  // namespace
 
 bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out,
