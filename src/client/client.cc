@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "base/xml_escape.h"
 #include "client/http_client.h"
 
 namespace frs {
@@ -12,15 +13,8 @@ namespace {
 void AppendAttr(std::string* out, const char* name, std::string_view v) {
   out->push_back(' ');
   out->append(name).append("=\"");
-  for (char c : v) {
-    switch (c) {
-      case '&': out->append("&amp;"); break;
-      case '<': out->append("&lt;"); break;
-      case '>': out->append("&gt;"); break;
-      case '"': out->append("&quot;"); break;
-      default: out->push_back(c);
-    }
-  }
+  // Bytes XML does not allow go as they are: the server judges a key.
+  AppendXmlEscaped(v, out, XmlBadBytes::kKeep);
   out->push_back('"');
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "base/cidr.h"
 #include "config/xml_location.h"
 
 namespace frs {
@@ -63,19 +64,6 @@ std::string Resolve(const fs::path& base, const std::string& p) {
   fs::path path(p);
   if (path.is_relative()) path = base / path;
   return path.lexically_normal().string();
-}
-
-bool ValidCidr(const std::string& cidr) {
-  auto slash = cidr.find('/');
-  std::string addr = cidr.substr(0, slash);
-  IpAddress ip;
-  if (!IpAddress::Parse(addr, &ip)) return false;
-  if (slash == std::string::npos) return true;
-  std::string bits = cidr.substr(slash + 1);
-  int b = 0;
-  auto [p, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), b);
-  if (ec != std::errc() || p != bits.data() + bits.size() || bits.empty()) return false;
-  return b >= 0 && b <= (ip.v6 ? 128 : 32);
 }
 
 }  // namespace
@@ -167,7 +155,7 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         if (j == std::string::npos) j = list.size();
         std::string item = list.substr(i, j - i);
         if (!item.empty()) {
-          if (!ValidCidr(item)) return P.Error(n, "<allow> entry \"" + item + "\" is not an address or CIDR range");
+          if (!ParseCidr(item).ok()) return P.Error(n, "<allow> entry \"" + item + "\" is not an address or CIDR range");
           cfg.allow.push_back(item);
         }
         i = j + 1;

@@ -9,10 +9,10 @@
 
 #include <sys/socket.h>
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/cidr.h"
 #include "frs/status.h"
 
 namespace frs::server {
@@ -26,13 +26,7 @@ class AllowList {
   bool Allows(const sockaddr* peer) const;
 
  private:
-  struct Range {
-    bool v6 = false;
-    uint8_t addr[16] = {};
-    uint32_t prefix = 0;
-  };
-  static bool Match(const Range& r, bool v6, const uint8_t* addr);
-  std::vector<Range> ranges_;
+  std::vector<Cidr> ranges_;
 };
 
 }  // namespace frs::server

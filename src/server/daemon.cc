@@ -9,6 +9,25 @@
 
 namespace frs::server {
 
+namespace {
+
+// Points descriptors `first`..`last` at /dev/null.
+void ToDevNull(int first, int last) {
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) return;
+  for (int fd = first; fd <= last; ++fd) dup2(null, fd);
+  if (null > 2) ::close(null);
+}
+
+// Sends the launcher its verdict ('R' ready, 'F' failed) and closes the pipe.
+void Tell(int* notify_fd, char verdict) {
+  [[maybe_unused]] ssize_t w = ::write(*notify_fd, &verdict, 1);
+  ::close(*notify_fd);
+  *notify_fd = -1;
+}
+
+}  // namespace
+
 Status Daemon::Daemonize() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
@@ -35,34 +54,19 @@ Status Daemon::Daemonize() {
   daemonized_ = true;
   umask(027);
   if (chdir("/") != 0) return Status::FromErrno("chdir /", errno);
-  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null >= 0) {
-    dup2(null, 0);
-    dup2(null, 1);
-    if (null > 2) ::close(null);
-  }
+  ToDevNull(0, 1);
   return Status::OK();
 }
 
 void Daemon::Ready() {
   if (notify_fd_ < 0) return;
-  char c = 'R';
-  [[maybe_unused]] ssize_t w = ::write(notify_fd_, &c, 1);
-  ::close(notify_fd_);
-  notify_fd_ = -1;
-  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null >= 0) {
-    dup2(null, 2);
-    if (null > 2) ::close(null);
-  }
+  Tell(&notify_fd_, 'R');
+  ToDevNull(2, 2);
 }
 
 void Daemon::Failed() {
   if (notify_fd_ < 0) return;
-  char c = 'F';
-  [[maybe_unused]] ssize_t w = ::write(notify_fd_, &c, 1);
-  ::close(notify_fd_);
-  notify_fd_ = -1;
+  Tell(&notify_fd_, 'F');
 }
 
 void Daemon::CloseInChild() {
@@ -71,13 +75,7 @@ void Daemon::CloseInChild() {
   // A worker of a daemon must not keep the launcher's stderr either: a
   // caller reading it (out=$(frsd ... 2>&1)) waits for every holder to close
   // it. Workers log to the log file; their stderr is /dev/null.
-  if (daemonized_) {
-    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null >= 0) {
-      dup2(null, 2);
-      if (null > 2) ::close(null);
-    }
-  }
+  if (daemonized_) ToDevNull(2, 2);
 }
 
 }  // namespace frs::server

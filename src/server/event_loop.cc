@@ -18,14 +18,6 @@ Status EventLoop::Add(int fd, uint32_t events, void* ptr) {
   return Status::OK();
 }
 
-Status EventLoop::Modify(int fd, uint32_t events, void* ptr) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.ptr = ptr;
-  if (epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) return Status::FromErrno("epoll_ctl(MOD)", errno);
-  return Status::OK();
-}
-
 void EventLoop::Remove(int fd) { epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, fd, nullptr); }
 
 std::span<const epoll_event> EventLoop::Wait(int timeout_ms, const sigset_t* sigmask) {

@@ -32,7 +32,6 @@ class EventLoop {
 
   Status Init();
   Status Add(int fd, uint32_t events, void* ptr);
-  Status Modify(int fd, uint32_t events, void* ptr);
   void Remove(int fd);
   // Waits at most timeout_ms (-1 forever) with `sigmask` installed during the
   // wait; returns the ready events (empty on timeout or signal).

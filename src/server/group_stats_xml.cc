@@ -4,7 +4,7 @@
 #include <charconv>
 #include <pugixml.hpp>
 
-#include "server/protocol.h"
+#include "base/xml_escape.h"
 
 namespace frs::server {
 namespace {

@@ -12,6 +12,23 @@ constexpr std::string_view kHealthCheck = "/grpc.health.v1.Health/Check";
 constexpr std::string_view kRlsService = "envoy.service.ratelimit.v3.RateLimitService";
 
 using RlsResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
+using Reply = GrpcService::Reply;
+
+// A call answered with an error status.
+void Fail(GrpcCode code, std::string message, Reply* out) {
+  out->code = code;
+  out->message = std::move(message);
+}
+
+// Parses `message` into `m` (cleared first); INVALID_ARGUMENT naming `type`
+// when it does not parse.
+template <class Message>
+bool ParseInto(std::string_view message, Message* m, const char* type, Reply* out) {
+  m->Clear();
+  if (m->ParseFromArray(message.data(), static_cast<int>(message.size()))) return true;
+  Fail(GrpcCode::kInvalidArgument, std::string("the message is not a ") + type, out);
+  return false;
+}
 
 }  // namespace
 
@@ -29,23 +46,13 @@ GrpcMethods::~GrpcMethods() = default;
 void GrpcMethods::Call(std::string_view path, std::string_view message, Reply* out) {
   if (path == kShouldRateLimit) return ShouldRateLimit(message, out);
   if (path == kHealthCheck) return HealthCheck(message, out);
-  out->code = GrpcCode::kUnimplemented;
-  out->message = "unknown method " + std::string(path.substr(0, 200));
+  Fail(GrpcCode::kUnimplemented, "unknown method " + std::string(path.substr(0, 200)), out);
 }
 
 void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
   auto& in = m_->request;
-  in.Clear();
-  if (!in.ParseFromArray(message.data(), static_cast<int>(message.size()))) {
-    out->code = GrpcCode::kInvalidArgument;
-    out->message = "the message is not a RateLimitRequest";
-    return;
-  }
-  if (in.domain().empty()) {
-    out->code = GrpcCode::kInvalidArgument;
-    out->message = "rate limit domain must not be empty";
-    return;
-  }
+  if (!ParseInto(message, &in, "RateLimitRequest", out)) return;
+  if (in.domain().empty()) return Fail(GrpcCode::kInvalidArgument, "rate limit domain must not be empty", out);
   req_.Clear();
   req_.domain = in.domain();
   // 0 (not set) is 1, as Envoy and envoyproxy/ratelimit take it; a
@@ -105,17 +112,8 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
 
 void GrpcMethods::HealthCheck(std::string_view message, Reply* out) {
   auto& in = m_->health_request;
-  in.Clear();
-  if (!in.ParseFromArray(message.data(), static_cast<int>(message.size()))) {
-    out->code = GrpcCode::kInvalidArgument;
-    out->message = "the message is not a HealthCheckRequest";
-    return;
-  }
-  if (!in.service().empty() && in.service() != kRlsService) {
-    out->code = GrpcCode::kNotFound;
-    out->message = "unknown service";
-    return;
-  }
+  if (!ParseInto(message, &in, "HealthCheckRequest", out)) return;
+  if (!in.service().empty() && in.service() != kRlsService) return Fail(GrpcCode::kNotFound, "unknown service", out);
   auto& r = m_->health_response;
   r.set_status(shutting_down_ ? ::grpc::health::v1::HealthCheckResponse::NOT_SERVING
                               : ::grpc::health::v1::HealthCheckResponse::SERVING);

@@ -20,7 +20,7 @@
 #include "envoy/rate_limit_service.h"
 #include "server/envoy_metrics.h"
 #include "server/grpc_session.h"
-#include "server/protocol.h"
+#include "server/cluster_view.h"
 
 namespace frs::server {
 

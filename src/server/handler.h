@@ -18,6 +18,13 @@
 // once the buffers have warmed up. Errors answer the contract's XML error
 // with the same HTTP status; a request that fails to decode executes nothing.
 //
+// One class, a file per concept: handler.cc routes by path (and answers
+// the GET form and the pages, inlined into the routing), handler_execute.cc
+// runs decoded requests (POST bodies and batches, routing to shards,
+// counting), handler_admin.cc the admin endpoints (handoff merges,
+// statistics by key field), handler_response.cc writes the status line and
+// headers, handler_log.cc the decision log's lines.
+//
 // Thread safety: one Handler per worker (it owns reused scratch buffers).
 #pragma once
 
@@ -36,7 +43,8 @@
 #include "server/envoy_metrics.h"
 #include "server/http_parser.h"
 #include "server/metrics.h"
-#include "server/protocol.h"
+#include "server/request_decoder.h"
+#include "server/response_encoder.h"
 
 namespace frs::server {
 
@@ -99,7 +107,12 @@ class Handler {
   void MapReloaded() { biz_names_.clear(); }
 
  private:
-  struct Extra;  // additional response headers
+  // Additional response headers.
+  struct Extra {
+    const Decision* rate = nullptr;  // the RateLimit fields (and Retry-After) of this decision
+    int64_t now_s = 0;
+    const char* allow = nullptr;     // 405: Allow
+  };
   void Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra, bool head_only,
                std::string* out);
   bool HandlePost(char* body, size_t len, std::string_view query, CmdLabel* label, int* status);

@@ -28,30 +28,27 @@ struct Header {
 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
-bool PreadAll(int fd, void* buf, size_t n, off_t off) {
-  auto* p = static_cast<char*>(buf);
+// All `n` bytes at `off` through `io` (pread or pwrite), across
+// interruptions and short transfers; false on an error or end of file.
+template <class Char, class Io>
+bool TransferAll(Io io, int fd, Char* p, size_t n, off_t off) {
   while (n > 0) {
-    ssize_t got = ::pread(fd, p, n, off);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<size_t>(got);
-    off += got;
+    const ssize_t done = io(fd, p, n, off);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return false;
+    p += done;
+    n -= static_cast<size_t>(done);
+    off += done;
   }
   return true;
 }
 
+bool PreadAll(int fd, void* buf, size_t n, off_t off) {
+  return TransferAll(::pread, fd, static_cast<char*>(buf), n, off);
+}
+
 bool PwriteAll(int fd, const void* buf, size_t n, off_t off) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t put = ::pwrite(fd, p, n, off);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return false;
-    p += put;
-    n -= static_cast<size_t>(put);
-    off += put;
-  }
-  return true;
+  return TransferAll(::pwrite, fd, static_cast<const char*>(buf), n, off);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include "config/xml_location.h"
 #include "server/config_check.h"
 #include "server/envoy_map.h"
-#include "os/sigbus_guard.h"
 
 #include <poll.h>
 #include <sys/wait.h>
@@ -378,13 +377,8 @@ int RunMaster(MasterContext ctx) {
   Logger::Get().SetRole("master");
   // The master reads store headers (counters) and flushes the mappings: a
   // store file truncated under it must not kill it either.
-  os::InstallSigbusGuard();
   sigset_t wait_mask;
-  Status s = InstallSignalHandlers(/*want_child=*/true, &wait_mask);
-  if (!s.ok()) {
-    FRS_LOG("%s", s.ToString().c_str());
-    return 1;
-  }
+  if (!SetUpProcessSignals(/*want_child=*/true, &wait_mask)) return 1;
   try {
     Master m(std::move(ctx));
     return m.Run(&wait_mask);

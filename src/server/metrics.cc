@@ -40,6 +40,17 @@ void Simple(std::string* out, const char* name, const char* type, const char* he
   out->append("\n");
 }
 
+// One sample of a per-biz series: NAME{biz="B",id="ID"} VALUE.
+void BizSample(std::string* out, const char* name, std::string_view biz, uint16_t id, uint64_t v) {
+  out->append(name).append("{biz=\"");
+  AppendLabelValue(out, biz);
+  out->append("\",id=\"");
+  AppendU64(out, id);
+  out->append("\"} ");
+  AppendU64(out, v);
+  out->append("\n");
+}
+
 }  // namespace
 
 // Label values are biz names from map.xml: escape what the format demands.
@@ -107,28 +118,22 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
   // Sum the worker slots once.
   uint64_t req[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots] = {};
   uint64_t lat[kLatencyBuckets] = {};
-  uint64_t lat_sum = 0, acc = 0, refused = 0, overflow = 0, timed_out = 0, open = 0, reloads = 0, reload_fail = 0;
-  uint64_t misrouted = 0, merged = 0, merge_dups = 0, fd_exhausted = 0, log_lines = 0, log_dropped = 0;
+  uint64_t lat_sum = 0, log_lines = 0, log_dropped = 0;
   for (uint32_t w = 0; w < workers_; ++w) {
     const WorkerCounters& c = workers_base_[w];
     for (size_t i = 0; i < ncmd; ++i)
       for (size_t j = 0; j < kStatusSlots; ++j) req[i][j] += CounterGet(c.requests[i][j]);
     for (size_t b = 0; b < kLatencyBuckets; ++b) lat[b] += CounterGet(c.latency[b]);
     lat_sum += CounterGet(c.latency_sum_ns);
-    acc += CounterGet(c.connections_accepted);
-    refused += CounterGet(c.connections_refused);
-    overflow += CounterGet(c.connections_overflow);
-    timed_out += CounterGet(c.connections_timed_out);
-    open += CounterGet(c.connections_open);
-    reloads += CounterGet(c.reloads);
-    reload_fail += CounterGet(c.reload_failures);
-    misrouted += CounterGet(c.misrouted);
-    merged += CounterGet(c.merged);
-    merge_dups += CounterGet(c.merge_duplicates);
-    fd_exhausted += CounterGet(c.accept_fd_exhausted);
     log_lines += CounterGet(c.decision_log.lines);
     log_dropped += CounterGet(c.decision_log.dropped_full) + CounterGet(c.decision_log.dropped_failed);
   }
+  // One counter of WorkerCounters, summed over the workers.
+  const auto sum = [this](uint64_t WorkerCounters::*counter) {
+    uint64_t total = 0;
+    for (uint32_t w = 0; w < workers_; ++w) total += CounterGet(workers_base_[w].*counter);
+    return total;
+  };
 
   Header(out, "frs_requests_total", "counter", "Requests answered, by command and HTTP status.");
   for (size_t i = 0; i < ncmd; ++i)
@@ -180,13 +185,7 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
         const auto* arr = reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(&workers_base_[w]) + pb.offset);
         sum += CounterGet(arr[b.id]);
       }
-      out->append(pb.name).append("{biz=\"");
-      AppendLabelValue(out, b.name);
-      out->append("\",id=\"");
-      AppendU64(out, b.id);
-      out->append("\"} ");
-      AppendU64(out, sum);
-      out->append("\n");
+      BizSample(out, pb.name, b.name, b.id, sum);
     }
   }
 
@@ -248,13 +247,7 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
       for (const BizStats& b : days) {
         uint64_t v = 0;
         if (!b.days.empty() && b.days.front().day == today) v = b.days.front().*f.member;
-        out->append(f.name).append("{biz=\"");
-        AppendLabelValue(out, b.name);
-        out->append("\",id=\"");
-        AppendU64(out, b.id);
-        out->append("\"} ");
-        AppendU64(out, v);
-        out->append("\n");
+        BizSample(out, f.name, b.name, b.id, v);
       }
     }
   }
@@ -278,14 +271,18 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
          st.total.damaged_nodes);
   Simple(out, "frs_lock_recoveries_total", "counter", "Store locks the master released for workers that died holding them.",
          CounterGet(master_->lock_recoveries));
-  Simple(out, "frs_reloads_total", "counter", "map.xml reloads applied by workers (SIGHUP).", reloads);
+  Simple(out, "frs_reloads_total", "counter", "map.xml reloads applied by workers (SIGHUP).",
+         sum(&WorkerCounters::reloads));
   Simple(out, "frs_reload_failures_total", "counter", "map.xml reloads refused (the old map was kept).",
-         reload_fail + CounterGet(master_->reload_failures));
+         sum(&WorkerCounters::reload_failures) + CounterGet(master_->reload_failures));
   Simple(out, "frs_misrouted_total", "counter",
-         "Requests for a route that another shard of <cluster> owns (answered 421 when enforce=\"1\").", misrouted);
-  Simple(out, "frs_handoff_merged_total", "counter", "Nodes received from other shards by frsctl handoff and merged.", merged);
+         "Requests for a route that another shard of <cluster> owns (answered 421 when enforce=\"1\").",
+         sum(&WorkerCounters::misrouted));
+  Simple(out, "frs_handoff_merged_total", "counter", "Nodes received from other shards by frsctl handoff and merged.",
+         sum(&WorkerCounters::merged));
   Simple(out, "frs_handoff_duplicates_total", "counter",
-         "Handoff nodes received again after an interruption and ignored (their receipt was already here).", merge_dups);
+         "Handoff nodes received again after an interruption and ignored (their receipt was already here).",
+         sum(&WorkerCounters::merge_duplicates));
   Simple(out, "frs_decision_log_lines_total", "counter", "Lines written to the decision log (<decisions file>).",
          log_lines);
   Simple(out, "frs_decision_log_dropped_total", "counter",
@@ -293,15 +290,30 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
          "failed (a full disk, an I/O error).",
          log_dropped);
   Simple(out, "frs_workers", "gauge", "Configured worker processes.", workers_);
-  Simple(out, "frs_connections_open", "gauge", "Client connections open, all workers.", open);
-  Simple(out, "frs_connections_accepted_total", "counter", "Client connections accepted.", acc);
-  Simple(out, "frs_connections_refused_total", "counter", "Connections closed at accept: the peer is outside <allow>.", refused);
-  Simple(out, "frs_connections_overflow_total", "counter", "Connections answered 503 and closed: the worker was at its connection limit.",
-         overflow);
-  Simple(out, "frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.", timed_out);
-  Simple(out, "frs_accept_fd_exhausted_total", "counter",
-         "Accepts that failed for want of a file descriptor (EMFILE/ENFILE); the worker stops accepting for 500 ms.",
-         fd_exhausted);
+  // The connection series: each one counter summed over the workers.
+  struct Summed {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t WorkerCounters::*counter;
+  };
+  const Summed connection_series[] = {
+      {"frs_connections_open", "gauge", "Client connections open, all workers.", &WorkerCounters::connections_open},
+      {"frs_connections_accepted_total", "counter", "Client connections accepted.",
+       &WorkerCounters::connections_accepted},
+      {"frs_connections_refused_total", "counter", "Connections closed at accept: the peer is outside <allow>.",
+       &WorkerCounters::connections_refused},
+      {"frs_connections_overflow_total", "counter",
+       "Connections answered 503 and closed: the worker was at its connection limit.",
+       &WorkerCounters::connections_overflow},
+      {"frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.",
+       &WorkerCounters::connections_timed_out},
+      {"frs_accept_fd_exhausted_total", "counter",
+       "Accepts that failed for want of a file descriptor (EMFILE/ENFILE); the worker stops accepting for 500 ms.",
+       &WorkerCounters::accept_fd_exhausted},
+  };
+  for (const Summed& series : connection_series)
+    Simple(out, series.name, series.type, series.help, sum(series.counter));
   Simple(out, "frs_start_time_seconds", "gauge", "Unix time the server started.", CounterGet(master_->started_unix));
 
   Header(out, "frs_build_info", "gauge", "The frsd build: version and compiler (always 1).");

@@ -143,39 +143,38 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
                             ProtocolError* err) {
   WireRequest* r = r_;
   bool dup = false;
+  // An attribute seen before is a duplicate; it has been seen now.
+  const auto Seen = [&dup](bool* seen) {
+    dup = *seen;
+    *seen = true;
+  };
   switch (which) {
     case AttrName::kCmd:
-      dup = have_cmd_;
-      have_cmd_ = true;
+      Seen(&have_cmd_);
       if (!CmdFromName(value, &r->cmd))
         return Fail(err, 400,
                     "unknown cmd \"" + std::string(value.substr(0, 64)) +
                         "\": use query, update, acquire, get, set, delete, reset, stats or merge");
       break;
     case AttrName::kBiz:
-      dup = have_biz_;
-      have_biz_ = true;
+      Seen(&have_biz_);
       r->biz = value;
       break;
     case AttrName::kKey:
-      dup = have_key_;
-      have_key_ = true;
+      Seen(&have_key_);
       key_ascii_ = ascii;
       r->key = value;
       break;
     case AttrName::kN:
-      dup = have_n_;
-      have_n_ = true;
+      Seen(&have_n_);
       n_text_ = value;
       break;
     case AttrName::kCount:
-      dup = have_count_;
-      have_count_ = true;
+      Seen(&have_count_);
       count_text_ = value;
       break;
     case AttrName::kToken:
-      dup = r->has_token;
-      r->has_token = true;
+      Seen(&r->has_token);
       r->token = value;
       break;
     // receipt and node only after cmd="merge": before it, or for any other

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "frs/key.h"
-#include "server/protocol.h"
+#include "server/wire.h"
 
 namespace frs::server {
 

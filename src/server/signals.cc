@@ -2,6 +2,9 @@
 
 #include <cerrno>
 
+#include "os/sigbus_guard.h"
+#include "server/logger.h"
+
 namespace frs::server {
 
 namespace {
@@ -57,6 +60,13 @@ bool DeliverPendingSignals(const sigset_t* wait_mask) {
   pthread_sigmask(SIG_SETMASK, wait_mask, &blocked);  // the pending handlers run here
   pthread_sigmask(SIG_SETMASK, &blocked, nullptr);
   return true;
+}
+
+bool SetUpProcessSignals(bool want_child, sigset_t* wait_mask) {
+  os::InstallSigbusGuard();
+  Status s = InstallSignalHandlers(want_child, wait_mask);
+  if (!s.ok()) FRS_LOG("%s", s.ToString().c_str());
+  return s.ok();
 }
 
 }  // namespace frs::server

@@ -27,6 +27,12 @@ SignalFlags& Signals();
 // mask to install while waiting (the previous mask, handled signals open).
 Status InstallSignalHandlers(bool want_child, sigset_t* wait_mask);
 
+// What a master or a worker sets up first: the SIGBUS guard (a store file
+// truncated under the process answers errors instead of killing it,
+// os/sigbus_guard.h), then the handlers above. False, said in the log, when
+// the handlers cannot be installed.
+bool SetUpProcessSignals(bool want_child, sigset_t* wait_mask);
+
 // Runs the handlers of signals that are pending while blocked, by opening
 // `wait_mask` for an instant; true when there were any. epoll_pwait lets a
 // signal in only when it sleeps, so a worker whose every wait finds events

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/protocol.h"
+#include "server/wire.h"
 
 namespace frs::server {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "server/protocol.h"
+#include "server/request_decoder.h"
 
 namespace {
 

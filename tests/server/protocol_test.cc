@@ -1,4 +1,5 @@
-#include "server/protocol.h"
+#include "server/request_decoder.h"
+#include "server/response_encoder.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "server/protocol.h"
+#include "server/request_decoder.h"
 
 namespace frs::server {
 namespace {

@@ -1,30 +1,15 @@
-#include "server/protocol.h"
+#include "server/request_decoder.h"
 
 #include <charconv>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
 
 #include "frs/key.h"
-#include "server/buf_writer.h"
 #include "server/request_attrs.h"
 #include "server/xml_scanner.h"
 
 namespace frs::server {
 
 namespace {
-
-constexpr const char* kCmdNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset", "stats", "merge"};
-
-const char* AlgoText(Algo a) {
-  switch (a) {
-    case Algo::kFixed: return "fixed";
-    case Algo::kCalendar: return "calendar";
-    case Algo::kSliding: return "sliding";
-    case Algo::kTokenBucket: return "token_bucket";
-  }
-  return "fixed";
-}
 
 inline bool IsXmlWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
@@ -169,20 +154,6 @@ bool HasStrayContent(const pugi::xml_node& node) {
   return false;
 }
 
-void AppendInt(int64_t v, std::string* out) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out->append(buf, static_cast<size_t>(r.ptr - buf));
-}
-
-void Attr(const char* name, int64_t v, std::string* out) {
-  out->push_back(' ');
-  out->append(name);
-  out->append("=\"");
-  AppendInt(v, out);
-  out->push_back('"');
-}
-
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -190,25 +161,7 @@ int HexValue(char c) {
   return -1;
 }
 
-
 }  // namespace
-
-int HttpStatusFor(const Status& s) {
-  switch (s.code()) {
-    case Status::Code::kOk: return 200;
-    case Status::Code::kInvalidArgument: return 400;
-    case Status::Code::kNotFound: return 404;
-    case Status::Code::kBusy:
-    case Status::Code::kUnavailable:
-    case Status::Code::kIOError:
-    case Status::Code::kCorruption: return 503;
-    default: return 500;
-  }
-}
-
-bool IsAdmin(Cmd cmd) { return cmd == Cmd::kSet || cmd == Cmd::kDelete || cmd == Cmd::kReset || cmd == Cmd::kMerge; }
-bool IsRouted(Cmd cmd) { return cmd != Cmd::kReset && cmd != Cmd::kStats && cmd != Cmd::kMerge; }
-const char* WireCmdName(Cmd cmd) { return kCmdNames[static_cast<size_t>(cmd)]; }
 
 bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::vector<WireRequest>* out,
                                bool* is_batch, ProtocolError* err) {
@@ -389,261 +342,6 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
   if (have_n && (!ParseCount(n_text, &out->n) || out->n < 1))
     return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
   return true;
-}
-
-namespace {
-
-// The length of the well-formed UTF-8 sequence at the start of `s` that
-// encodes a character XML 1.0 allows, or 0 (a stray or truncated byte, an
-// overlong form, a surrogate, U+FFFE/U+FFFF, a control character).
-size_t XmlCharLength(std::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return c >= 0x20 || c == '\t' || c == '\n' || c == '\r' ? 1 : 0;
-  size_t n;
-  uint32_t cp;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-  else return 0;
-  if (s.size() < n) return 0;
-  for (size_t i = 1; i < n; ++i) {
-    if ((b(i) & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (b(i) & 0x3f);
-  }
-  const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff) return 0;
-  return n;
-}
-
-}  // namespace
-
-void AppendXmlEscaped(std::string_view text, std::string* out) {
-  // Whatever the text holds (a route or key echoed back may be any bytes),
-  // the answer stays well-formed XML: markup characters are escaped, and a
-  // byte that is not part of a character XML allows becomes '?'.
-  for (size_t i = 0; i < text.size();) {
-    const char c = text[i];
-    switch (c) {
-      case '&': out->append("&amp;"); break;
-      case '<': out->append("&lt;"); break;
-      case '>': out->append("&gt;"); break;
-      case '"': out->append("&quot;"); break;
-      case '\'': out->append("&apos;"); break;
-      default: {
-        const size_t n = XmlCharLength(text.substr(i));
-        if (n == 0) {
-          out->push_back('?');
-          ++i;
-        } else {
-          out->append(text.data() + i, n);
-          i += n;
-        }
-        continue;
-      }
-    }
-    ++i;
-  }
-}
-
-void AppendMisrouted(std::string_view route, std::string_view owner, std::string* out) {
-  out->append("<response code=\"421\" msg=\"route &quot;");
-  AppendXmlEscaped(route.substr(0, 64), out);
-  out->append("&quot; belongs to shard ");
-  AppendXmlEscaped(owner, out);
-  out->append("; send it there (this shard changes nothing)\" owner=\"");
-  AppendXmlEscaped(owner, out);
-  out->append("\"/>\n");
-}
-
-void AppendError(int code, std::string_view msg, std::string* out) {
-  out->append("<response code=\"");
-  AppendInt(code, out);
-  out->append("\" msg=\"");
-  AppendXmlEscaped(msg, out);
-  out->append("\"/>\n");
-}
-
-size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
-  // Hot path (every acquire): literals of known length, small integers
-  // without to_chars (buf_writer.h). Worst case: 6 top-level and 7
-  // per-rule integers of at most 20 digits plus fixed text, well under
-  // kMaxDecisionBytes.
-  static_assert(kMaxRulesPerBiz <= 8, "resize kMaxDecisionBytes");
-  BufWriter w(buf);
-  w.Lit("<response code=\"0\"");
-  if (cmd == Cmd::kDelete) {
-    w.Field(" found=\"", d.found ? 1 : 0);
-    w.Lit("/>\n");
-    return w.size();
-  }
-  if (cmd == Cmd::kReset) {
-    w.Field(" erased=\"", static_cast<int64_t>(d.erased));
-    w.Lit("/>\n");
-    return w.size();
-  }
-  w.Field(" allowed=\"", d.allowed ? 1 : 0);
-  w.Field(" count=\"", d.count);
-  w.Field(" limit=\"", d.limit);
-  w.Field(" remaining=\"", d.remaining);
-  DigitsMemo reset;
-  w.Lit(" reset=\"");
-  reset.Int(w, d.reset);
-  w.Char('"');
-  w.Field(" retry_after=\"", d.retry_after);
-  if (d.shadow) {
-    w.Lit(" shadow=\"1\"");
-    if (d.would_deny) w.Lit(" would_deny=\"1\"");
-  }
-  if (cmd == Cmd::kGet || cmd == Cmd::kSet) w.Field(" found=\"", d.found ? 1 : 0);
-  if (d.nrules == 0) {
-    w.Lit("/>\n");
-    return w.size();
-  }
-  w.Lit(">\n");
-  for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
-    const RuleResult& r = d.rules[i];
-    w.Lit("  <rule algo=\"");
-    w.Str(AlgoText(r.algo));
-    w.Char('"');
-    w.Field(" interval=\"", r.interval);
-    w.Field(" count=\"", r.count);
-    w.Field(" limit=\"", r.limit);
-    w.Field(" remaining=\"", r.remaining);
-    w.Lit(" reset=\"");
-    reset.Int(w, r.reset);
-    w.Char('"');
-    w.Field(" allowed=\"", r.allowed ? 1 : 0);
-    if (r.debt != 0) w.Field(" debt=\"", r.debt);
-    if (r.name[0]) {
-      // Names are checked to [A-Za-z0-9_.-] by map.xml's parser: no escaping.
-      w.Lit(" name=\"");
-      w.Str(r.name);
-      w.Char('"');
-    }
-    w.Lit("/>\n");
-  }
-  w.Lit("</response>\n");
-  return w.size();
-}
-
-void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
-  char buf[kMaxDecisionBytes];
-  out->append(buf, WriteDecision(cmd, d, buf));
-}
-
-void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out) {
-  out->append(allowed ? "<batch allowed=\"1\" answer=\"compact\">\n" : "<batch allowed=\"0\" answer=\"compact\">\n");
-  // The members are written into a stack buffer, appended whenever it
-  // might not hold one more (an element has three integers of at most 20
-  // digits). Members often share their reset time (one window): its
-  // digits are kept and copied rather than formatted again.
-  constexpr size_t kChunk = 4096, kMaxElement = 96;
-  char buf[kChunk];
-  DigitsMemo reset;
-  BufWriter w(buf);
-  for (const Decision& d : decisions) {
-    if (!d.ok()) {
-      w.AppendTo(out);
-      w = BufWriter(buf);
-      out->append("<m code=\"");
-      AppendInt(HttpStatusFor(d.status), out);
-      out->append("\" msg=\"");
-      AppendXmlEscaped(d.status.message(), out);
-      out->append("\"/>\n");
-      continue;
-    }
-    if (w.size() > kChunk - kMaxElement) {
-      w.AppendTo(out);
-      w = BufWriter(buf);
-    }
-    w.Lit(d.allowed ? "<m a=\"1\" r=\"" : "<m a=\"0\" r=\"");
-    w.Int(d.remaining);
-    w.Lit("\" t=\"");
-    reset.Int(w, d.reset);
-    if (!d.allowed) {
-      w.Lit("\" w=\"");
-      w.Int(d.retry_after);
-    }
-    w.Lit("\"/>\n");
-  }
-  w.AppendTo(out);
-  out->append("</batch>\n");
-}
-
-void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
-                 std::string* out) {
-  out->append("<batch allowed=\"").append(allowed ? "1" : "0").append("\">\n");
-  for (size_t i = 0; i < decisions.size(); ++i) {
-    if (!decisions[i].ok()) AppendError(HttpStatusFor(decisions[i].status), decisions[i].status.message(), out);
-    else AppendDecision(reqs[i].cmd, decisions[i], out);
-  }
-  out->append("</batch>\n");
-}
-
-void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, const ClusterView* cluster,
-                 std::string* out) {
-  out->append("<response code=\"0\">\n  <store");
-  Attr("files", st.geometry.files, out);
-  Attr("keynodes", st.geometry.keynodes, out);
-  Attr("chain", st.geometry.chain, out);
-  Attr("slots", static_cast<int64_t>(st.slots), out);
-  Attr("nodes_used", static_cast<int64_t>(st.total.nodes_used), out);
-  Attr("slots_used", static_cast<int64_t>(st.total.slots_used), out);
-  char occ[32];
-  double pct = st.slots ? 100.0 * static_cast<double>(st.total.slots_used) / static_cast<double>(st.slots) : 0.0;
-  int n = std::snprintf(occ, sizeof occ, "%.2f", pct);
-  out->append(" occupancy_pct=\"").append(occ, static_cast<size_t>(n)).push_back('"');
-  Attr("evictions_stale", static_cast<int64_t>(st.total.evictions_stale), out);
-  Attr("evictions_live", static_cast<int64_t>(st.total.evictions_live), out);
-  Attr("cuckoo_moves", static_cast<int64_t>(st.total.cuckoo_moves), out);
-  Attr("lock_recoveries", static_cast<int64_t>(st.total.lock_recoveries), out);
-  out->append("/>\n");
-  if (cluster && cluster->ring) {
-    out->append("  <cluster self=\"");
-    AppendXmlEscaped(cluster->self, out);
-    out->push_back('"');
-    Attr("enforce", cluster->enforce ? 1 : 0, out);
-    Attr("shards", static_cast<int64_t>(cluster->ring->shards().size()), out);
-    char digest[16];
-    int dn = std::snprintf(digest, sizeof digest, "%08x", cluster->ring->Digest());
-    out->append(" digest=\"").append(digest, static_cast<size_t>(dn)).append("\">\n");
-    for (const RingShard& s : cluster->ring->shards()) {
-      out->append("    <shard");
-      Attr("weight", s.weight, out);
-      out->push_back('>');
-      AppendXmlEscaped(s.name, out);
-      out->append("</shard>\n");
-    }
-    out->append("  </cluster>\n");
-  }
-  for (const BizStats& b : bizzes) {
-    out->append("  <biz");
-    Attr("id", b.id, out);
-    out->append(" name=\"");
-    AppendXmlEscaped(b.name, out);
-    out->push_back('"');
-    if (b.days.empty()) {
-      out->append("/>\n");
-      continue;
-    }
-    out->append(">\n");
-    // Newest first: the first <day> is today's once the biz saw traffic today.
-    for (const BizStatsDay& day : b.days) {
-      std::chrono::year_month_day ymd{std::chrono::sys_days{std::chrono::days{day.day}}};
-      char date[16];
-      int dn = std::snprintf(date, sizeof date, "%04d-%02u-%02u", static_cast<int>(ymd.year()),
-                             static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()));
-      out->append("    <day date=\"").append(date, static_cast<size_t>(dn)).push_back('"');
-      Attr("requests", static_cast<int64_t>(day.requests), out);
-      Attr("allowed", static_cast<int64_t>(day.allowed), out);
-      Attr("denied", static_cast<int64_t>(day.denied), out);
-      Attr("new_keys", static_cast<int64_t>(day.new_keys), out);
-      out->append("/>\n");
-    }
-    out->append("  </biz>\n");
-  }
-  out->append("</response>\n");
 }
 
 // `in` with %XX and '+' decoded: `in` itself when it holds neither (a biz

@@ -1,0 +1,21 @@
+// server/cluster_view.h: the cluster this server is a shard of, as the
+// handler, the gRPC methods and the `stats` answer see it.
+//
+// Thread safety: a plain value; the ring it shares is immutable.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "frs/ring.h"
+
+namespace frs::server {
+
+struct ClusterView {
+  std::shared_ptr<const Ring> ring;
+  std::string self;        // this shard's name on the ring
+  long self_index = -1;    // in ring->shards(); -1: owns nothing (being removed)
+  bool enforce = true;
+};
+
+}  // namespace frs::server

@@ -1,0 +1,150 @@
+#include "server/handler.h"
+
+#include <charconv>
+#include <string>
+#include <vector>
+
+#include "server/admin_auth.h"
+#include "server/group_stats_xml.h"
+
+namespace frs::server {
+
+bool Handler::HandleMerges(int* status) {
+  // Handoff: the members that share a receipt (one handoff batch) are merged
+  // with one receipt node in one store transaction; each group is answered
+  // on its own, and the sender keeps what was not acknowledged.
+  std::vector<std::string_view> lines;
+  lines.reserve(wire_.size());
+  // allowed="1" only when every member was merged (or found merged before).
+  static constexpr std::string_view kHead = "<batch allowed=\"1\">\n";
+  body_.append(kHead);
+  bool all_merged = true;
+  for (size_t i = 0; i < wire_.size();) {
+    size_t end = i;
+    lines.clear();
+    while (end < wire_.size() && wire_[end].receipt == wire_[i].receipt) lines.push_back(wire_[end++].node);
+    auto merged = lines.size() <= AdminEngine::kMaxMergeNodes
+                      ? engine_->MergeNodes(lines, wire_[i].receipt)
+                      : Result<bool>(Status::InvalidArgument("one receipt covers at most " +
+                                                             std::to_string(AdminEngine::kMaxMergeNodes) + " nodes"));
+    all_merged = all_merged && merged.ok();
+    for (size_t k = i; k < end; ++k) {
+      body_.append("  ");
+      if (!merged.ok()) {
+        // A node that does not parse is the sender's fault, not ours.
+        const Status& s = merged.status();
+        AppendError(s.code() == Status::Code::kCorruption ? 400 : HttpStatusFor(s), s.message(), &body_);
+        continue;
+      }
+      if (counters_) CounterAdd(merged.value() ? counters_->merged : counters_->merge_duplicates);
+      body_.append(merged.value() ? "<response code=\"0\" merged=\"1\"/>\n" : "<response code=\"0\" merged=\"0\"/>\n");
+    }
+    i = end;
+  }
+  if (!all_merged) body_[kHead.find('1')] = '0';
+  body_.append("</batch>\n");
+  *status = 200;
+  return true;
+}
+
+void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status) {
+  GroupStatsQuery q;
+  std::string token, receipt;
+  bool have_biz = false, have_by = false;
+  std::string buf;
+  for (size_t start = 0; start <= query.size() && !query.empty();) {
+    const size_t amp = query.find('&', start);
+    const std::string_view pair = query.substr(start, amp == std::string_view::npos ? query.npos : amp - start);
+    start = amp == std::string_view::npos ? query.size() + 1 : amp + 1;
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    std::string_view value;
+    if (!PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &buf, &value)) {
+      ErrorBody(400, "/stats: parameter '" + std::string(name) + "' has a bad %-escape", status);
+      return;
+    }
+    auto count = [&](uint64_t max, uint64_t* out) {
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
+      return !value.empty() && ec == std::errc() && p == value.data() + value.size() && *out <= max;
+    };
+    uint64_t n = 0;
+    if (name == "biz") {
+      q.biz = std::string(value);
+      have_biz = !value.empty();
+    } else if (name == "by") {
+      q.by = std::string(value);
+      have_by = !value.empty();
+    } else if (name == "day") {
+      uint32_t day;
+      if (!ParseDayText(value, &day)) {
+        ErrorBody(400, "/stats: day '" + std::string(value.substr(0, 32)) + "' is not a YYYY-MM-DD date", status);
+        return;
+      }
+      q.day = day;
+    } else if (name == "value") {
+      q.value = std::string(value);
+    } else if (name == "top") {
+      if (!count(1000000, &n)) {
+        ErrorBody(400, "/stats: top '" + std::string(value.substr(0, 32)) + "' is not a count (0..1000000)", status);
+        return;
+      }
+      q.top = static_cast<uint32_t>(n);
+    } else if (name == "sketches") {
+      q.sketches = value == "1";
+    } else if (name == "token") {
+      token = std::string(value);
+    } else if (name == "receipt" && head.method == HttpMethod::kPost) {
+      receipt = std::string(value);
+    } else {
+      ErrorBody(400, "/stats: unknown parameter '" + std::string(name.substr(0, 32)) +
+                         "' (biz, by, day, value, top, sketches, token; receipt with POST)", status);
+      return;
+    }
+  }
+  // The admin token, when srv.xml sets one: ?token=T or Authorization:
+  // Bearer T. A merge (POST) changes counts: like every admin command, it
+  // is refused when srv.xml sets none.
+  if (!opts_.admin_token.empty() || head.method == HttpMethod::kPost) {
+    std::string_view auth(base + head.auth_off, head.auth_len);
+    if (token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
+      token = std::string(auth.substr(7));
+    if (CheckAdminToken(opts_.admin_token, token) != AdminAuth::kOk) {
+      ErrorBody(403, "/stats needs the admin token (token=T or Authorization: Bearer T), and it is missing or wrong",
+                status);
+      return;
+    }
+  }
+  if (head.method == HttpMethod::kPost) {
+    auto in = ParseGroupStats(std::string_view(base + head.body_off, head.body_len));
+    if (!in.ok()) {
+      ErrorBody(400, "POST /stats: " + in.status().message(), status);
+      return;
+    }
+    Status s = engine_->MergeStatsBy(in.value(), receipt);
+    if (!s.ok()) {
+      ErrorBody(HttpStatusFor(s), "POST /stats: " + s.message(), status);
+      return;
+    }
+    body_.clear();
+    body_.append("<response code=\"0\" msg=\"merged\" groups=\"");
+    body_.append(std::to_string(in.value().rows.size()));
+    body_.append("\"/>\n");
+    *status = 200;
+    return;
+  }
+  if (!have_biz || !have_by) {
+    ErrorBody(400, "/stats needs biz=B and by=F[,F...]", status);
+    return;
+  }
+  auto st = engine_->StatsBy(q);
+  if (!st.ok()) {
+    ErrorBody(HttpStatusFor(st.status()), st.status().message(), status);
+    return;
+  }
+  body_.clear();
+  AppendGroupStats(st.value(), &body_);
+  *status = 200;
+}
+
+}  // namespace frs::server

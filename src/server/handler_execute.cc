@@ -1,0 +1,183 @@
+#include "server/handler.h"
+
+#include <string>
+
+#include "server/admin_auth.h"
+
+namespace frs::server {
+
+namespace {
+
+std::string Quoted(std::string_view s) {
+  return "\"" + std::string(s.substr(0, 64)) + (s.size() > 64 ? "...\"" : "\"");
+}
+
+}  // namespace
+
+bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_param, int* status) {
+  const ClusterView& c = opts_.cluster;
+  if (!c.ring) {
+    // A lone server owns every route: members may route apart (as batches
+    // did before clusters), each node keeping its own route's position.
+    // When the route is the one the key itself implies (no route given, the
+    // key as sent is the key), it stays unknown: the store gives a node it
+    // creates that very position (StoreImpl::RouteFor), so the CRC-32 of
+    // every key (5-7 % of a request) is only computed when a node is made.
+    for (WireRequest& r : reqs) {
+      if (!IsRouted(r.cmd)) continue;
+      const std::string_view route = route_param.empty() ? r.route : route_param;
+      if (route.empty() && (r.route_key.empty() || r.route_key == r.key)) continue;
+      r.route_pos = Ring::HashRoute(Ring::RouteOf(r.route_key.empty() ? r.key : r.route_key, route));
+      r.route_known = true;
+    }
+    return true;
+  }
+  std::string_view route;
+  size_t first = 0;
+  bool any = false;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    WireRequest& r = reqs[i];
+    if (!IsRouted(r.cmd)) continue;
+    std::string_view mine =
+        Ring::RouteOf(r.route_key.empty() ? r.key : r.route_key, route_param.empty() ? r.route : route_param);
+    if (!any) {
+      route = mine;
+      first = i;
+      any = true;
+    } else if (mine != route) {
+      ErrorBody(400,
+                "batch members route differently: " + Quoted(route) + " (member " + std::to_string(first + 1) +
+                    ") and " + Quoted(mine) + " (member " + std::to_string(i + 1) +
+                    "); give their keys one {hash tag} or send POST /frs?route=R",
+                status);
+      return false;
+    }
+  }
+  if (!any) return true;
+  const uint32_t pos = Ring::HashRoute(route);
+  for (WireRequest& r : reqs) {
+    if (!IsRouted(r.cmd)) continue;
+    r.route_pos = pos;
+    r.route_known = true;
+  }
+  const size_t owner = c.ring->OwnerOfHash(pos);
+  if (static_cast<long>(owner) == c.self_index) return true;
+  if (counters_) CounterAdd(counters_->misrouted);
+  if (!c.enforce) return true;
+  const std::string& name = c.ring->shards()[owner].name;
+  body_.clear();
+  AppendMisrouted(route, name, &body_);
+  *status = 421;
+  return false;
+}
+
+bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabel* label, int* status) {
+  ProtocolError err;
+  bool is_batch = false;
+  std::string_view route_param;
+  if (!DecodePostQuery(query, &route_param, &err)) {
+    ErrorBody(err.status, err.msg, status);
+    return false;
+  }
+  route_param_ = route_param;
+  if (!decoder_.Decode(body, len, opts_.max_batch, &wire_, &is_batch, &err)) {
+    ErrorBody(err.status, err.msg, status);
+    return false;
+  }
+  *label = is_batch ? CmdLabel::kBatch : LabelOf(wire_[0].cmd);
+  size_t merges = 0;
+  for (const WireRequest& r : wire_) merges += r.cmd == Cmd::kMerge;
+  if (merges != 0 && merges != wire_.size()) {
+    ErrorBody(400, "cmd=\"merge\" cannot share a batch with other commands", status);
+    return false;
+  }
+  // Authorization and biz resolution first, for every member: a refused
+  // or unknown member fails the whole request before anything executes.
+  // Members mostly share their biz: each run of one name is looked up once.
+  std::string_view known_biz;
+  bool have_known = false;
+  for (size_t i = 0; i < wire_.size(); ++i) {
+    const WireRequest& r = wire_[i];
+    if (IsAdmin(r.cmd)) {
+      AdminAuth a = CheckAdminToken(opts_.admin_token, r.token);
+      if (a != AdminAuth::kOk) {
+        std::string msg = a == AdminAuth::kDisabled
+                              ? std::string("admin commands are disabled: srv.xml sets no <admin token>")
+                              : std::string("cmd=\"") + WireCmdName(r.cmd) + "\" needs the admin token, and it is missing or wrong";
+        if (is_batch) msg = "batch member " + std::to_string(i + 1) + ": " + msg;
+        ErrorBody(403, msg, status);
+        return false;
+      }
+    }
+    if (is_batch && r.cmd != Cmd::kMerge && !(have_known && r.biz == known_biz)) {
+      auto id = engine_->ResolveBiz(r.biz);
+      if (!id.ok()) {
+        ErrorBody(id.status().IsNotFound() ? 404 : 400,
+                  "batch member " + std::to_string(i + 1) + ": " + id.status().message(), status);
+        return false;
+      }
+      known_biz = r.biz;
+      have_known = true;
+    }
+  }
+
+  if (!RouteRequests(wire_, route_param, status)) return false;
+
+  body_.clear();
+  if (merges != 0) return HandleMerges(status);
+  if (!is_batch) {
+    const WireRequest& r = wire_[0];
+    if (r.cmd == Cmd::kStats) {
+      AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_);
+      *status = 200;
+      return true;
+    }
+    return ExecuteOne(r, status);
+  }
+
+  reqs_.clear();
+  for (const WireRequest& r : wire_) reqs_.push_back(r.ToEngine());
+  // ExecuteBatch writes every decision: no clearing of ~500 bytes each first.
+  std::span<Decision> out(decisions_.data(), reqs_.size());
+  bool allowed = engine_->ExecuteBatch(reqs_, out);
+  for (size_t i = 0; i < wire_.size(); ++i) CountDecision(wire_[i], out[i]);
+  if (decoder_.compact()) AppendBatchCompact(allowed, out, &body_);
+  else AppendBatch(allowed, wire_, out, &body_);
+  *status = 200;
+  return true;
+}
+
+bool Handler::ExecuteOne(const WireRequest& r, int* status) {
+  Decision& d = decisions_[0];
+  d = engine_->Execute(r.ToEngine());
+  if (!d.ok()) {
+    ErrorBody(HttpStatusFor(d.status), d.status.message(), status);
+    return false;
+  }
+  CountDecision(r, d);
+  decision_ = std::string_view(decision_buf_, WriteDecision(r.cmd, d, decision_buf_));
+  *status = 200;
+  return true;
+}
+
+void Handler::CountDecision(const WireRequest& r, const Decision& d) {
+  if (!d.ok() || d.biz_id == 0) return;
+  if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire) return;
+  if (counters_) {
+    const uint16_t biz = d.biz_id;
+    CounterAdd(d.allowed ? counters_->biz_allowed[biz] : counters_->biz_denied[biz]);
+    if (d.shadow && d.would_deny) CounterAdd(counters_->biz_shadow_denied[biz]);
+    // Each rule by its own verdict: which rule of a biz denies is what an
+    // operator tunes.
+    const size_t denied = static_cast<size_t>(d.shadow ? RuleResultLabel::kShadowDenied : RuleResultLabel::kDenied);
+    const uint32_t nrules = std::min<uint32_t>(d.nrules, kMaxRulesPerBiz);
+    for (uint32_t i = 0; i < nrules; ++i)
+      CounterAdd(counters_->rule_decisions[biz][i][d.rules[i].allowed ? static_cast<size_t>(RuleResultLabel::kAllowed)
+                                                                       : denied]);
+  }
+  // No log: this one branch. A log: a line is formatted only for the
+  // decisions it records (denied ones by default) and samples.
+  if (decision_log_ != nullptr && decision_log_->Wants(!d.allowed || (d.shadow && d.would_deny))) LogDecision(r, d);
+}
+
+}  // namespace frs::server

@@ -1,0 +1,43 @@
+#include "server/handler.h"
+
+#include <cstring>
+
+namespace frs::server {
+
+std::string_view Handler::BizName(const WireRequest& r, uint16_t id) {
+  // A name is never all digits (map.xml refuses it): anything else sent is the name.
+  if (!r.biz.empty() && r.biz.find_first_not_of("0123456789") != std::string_view::npos) return r.biz;
+  if (id >= biz_names_.size() || biz_names_[id].empty()) {
+    for (const BizInfo& b : engine_->Bizzes()) {
+      if (b.id >= biz_names_.size()) biz_names_.resize(size_t{b.id} + 1);
+      biz_names_[b.id] = b.name;
+    }
+  }
+  return id < biz_names_.size() && !biz_names_[id].empty() ? std::string_view(biz_names_[id]) : r.biz;
+}
+
+void Handler::LogDecision(const WireRequest& r, const Decision& d) {
+  DecisionRecord rec;
+  rec.ts_ms = clock_->NowMs();
+  rec.biz = BizName(r, d.biz_id);
+  rec.key = r.key;
+  const RuleResult& top = d.rules[d.top < d.nrules ? d.top : 0];
+  rec.rule = std::string_view(top.name, strnlen(top.name, sizeof top.name));
+  // Shadow mode answers allowed; the line says what enforce mode would have.
+  const bool shadow_denied = d.shadow && d.would_deny;
+  rec.allowed = d.allowed && !shadow_denied;
+  rec.shadow = shadow_denied;
+  rec.n = r.n;
+  rec.count = d.count;
+  rec.limit = d.limit;
+  rec.remaining = d.remaining;
+  rec.retry_after = shadow_denied ? top.retry_after : d.retry_after;
+  // What the request was (or, on a lone server, would be) routed by: the
+  // ?route= of POST /frs, else the request's route, else the key's hash tag,
+  // else the key (a GET's as sent, still %-encoded).
+  rec.route = Ring::RouteOf(r.route_key.empty() ? r.key : r.route_key, route_param_.empty() ? r.route : route_param_);
+  rec.client = peer_;
+  decision_log_->Record(rec);
+}
+
+}  // namespace frs::server

@@ -1,0 +1,175 @@
+#include "server/handler.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <ctime>
+
+#include "server/buf_writer.h"
+
+namespace frs::server {
+
+namespace {
+
+// The status line of each status frsd sends, whole: one copy of known
+// length instead of the number, a space and a looked-up reason.
+std::string_view StatusLine(int status) {
+  switch (status) {
+    case 100: return "HTTP/1.1 100 Continue\r\n";
+    case 200: return "HTTP/1.1 200 OK\r\n";
+    case 204: return "HTTP/1.1 204 No Content\r\n";
+    case 400: return "HTTP/1.1 400 Bad Request\r\n";
+    case 403: return "HTTP/1.1 403 Forbidden\r\n";
+    case 404: return "HTTP/1.1 404 Not Found\r\n";
+    case 405: return "HTTP/1.1 405 Method Not Allowed\r\n";
+    case 408: return "HTTP/1.1 408 Request Timeout\r\n";
+    case 411: return "HTTP/1.1 411 Length Required\r\n";
+    case 413: return "HTTP/1.1 413 Content Too Large\r\n";
+    case 421: return "HTTP/1.1 421 Misdirected Request\r\n";
+    case 429: return "HTTP/1.1 429 Too Many Requests\r\n";
+    case 431: return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
+    case 500: return "HTTP/1.1 500 Internal Server Error\r\n";
+    case 503: return "HTTP/1.1 503 Service Unavailable\r\n";
+    default: return {};  // "HTTP/1.1 NNN Error"
+  }
+}
+
+void AppendNum(int64_t v, std::string* out) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+// The IETF httpapi RateLimit header fields (draft 10): every rule of the biz
+// as a policy, the most restrictive one's remaining quota and reset; the
+// older trio when configured (or it alone); Retry-After on a denial some
+// wait cures. What the fields promise is the quota a client can pace by:
+// - under borrow a window may grant beyond max, but r and the trio's
+//   remaining say what is left of the allowance (max - debt) without
+//   borrowing, so r never exceeds q;
+// - a token bucket's q/w is its sustained rate (max per interval), with its
+//   capacity as the `burst` parameter (an RFC 8941 parameter that a client
+//   which does not know it ignores): q=burst overstated the rate, and a
+//   client pacing at burst per interval was denied.
+// What a rule has left without borrowing (its allowance minus its count).
+int64_t LeftWithoutBorrow(const RuleResult& r) { return std::max<int64_t>(0, std::min(r.remaining, r.limit - r.count)); }
+
+void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimitFields fields, BufWriter& w) {
+  // The rule the fields speak for: the decision's most restrictive one,
+  // unless another has less left once borrowing is set aside (the decision
+  // weighs a borrowing window by what it may still grant, which a client
+  // pacing by r must not count on).
+  uint32_t pick = d.top < d.nrules ? d.top : 0;
+  for (uint32_t i = 0; i < d.nrules; ++i)
+    if (LeftWithoutBorrow(d.rules[i]) < LeftWithoutBorrow(d.rules[pick])) pick = i;
+  const RuleResult& top = d.rules[pick];
+  const int64_t reset_in = top.reset > now_s ? top.reset - now_s : 0;
+  if (fields != SrvConfig::RateLimitFields::kLegacy) {
+    w.Lit("RateLimit-Policy: ");
+    for (uint32_t i = 0; i < d.nrules; ++i) {
+      const RuleResult& r = d.rules[i];
+      if (i) w.Lit(", ");
+      w.Char('"');
+      w.Str(r.name);
+      w.Lit("\";q=");
+      w.Int(r.quota);
+      w.Lit(";w=");
+      w.Int(r.interval);
+      if (r.algo == Algo::kTokenBucket) {
+        w.Lit(";burst=");
+        w.Int(r.limit);
+      }
+    }
+    w.Lit("\r\nRateLimit: \"");
+    w.Str(top.name);
+    w.Lit("\";r=");
+    w.Int(std::min(LeftWithoutBorrow(top), top.quota));
+    w.Lit(";t=");
+    w.Int(reset_in);
+    w.Lit("\r\n");
+  }
+  if (fields != SrvConfig::RateLimitFields::kDraft) {
+    const int64_t limit = std::max<int64_t>(top.limit, 0);
+    w.Lit("RateLimit-Limit: ");
+    w.Int(limit);
+    w.Lit("\r\nRateLimit-Remaining: ");
+    w.Int(std::min(LeftWithoutBorrow(top), limit));
+    w.Lit("\r\nRateLimit-Reset: ");
+    w.Int(reset_in);
+    w.Lit("\r\n");
+  }
+  if (!d.allowed && d.retry_after != kNeverCurable) {
+    w.Lit("Retry-After: ");
+    w.Int(std::max<int64_t>(d.retry_after, 1));
+    w.Lit("\r\n");
+  }
+}
+
+}  // namespace
+
+std::string_view Handler::ServerAndDate(int64_t now_s) {
+  const int64_t now = now_s != 0 ? now_s : static_cast<int64_t>(std::time(nullptr));
+  if (now != date_sec_) {
+    date_sec_ = now;
+    static constexpr char kServer[] = "Server: frsd/" FRS_VERSION "\r\n";
+    static_assert(sizeof kServer + 64 <= sizeof date_);
+    std::memcpy(date_, kServer, sizeof kServer - 1);
+    const time_t t = static_cast<time_t>(now);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    date_len_ = sizeof kServer - 1 + strftime(date_ + sizeof kServer - 1, sizeof date_ - (sizeof kServer - 1),
+                                              "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+  }
+  return {date_, date_len_};
+}
+
+void Handler::Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra,
+                      bool head_only, std::string* out) {
+  // Every response goes through here: the head is written into a stack
+  // buffer and appended once, then the body (see buf_writer.h). The
+  // status line and the Server and Date lines are whole pieces (the Date
+  // line rebuilt once a second). Worst case: the fixed text, the Date line
+  // (< 64), a content type, an Allow value (short literals), four policies
+  // (names < 32 bytes, two integers each) and eight more integers of at
+  // most 20 digits: well under 2048.
+  const std::string_view body = Body();
+  char buf[2048];
+  BufWriter w(buf);
+  if (const std::string_view line = StatusLine(status); !line.empty()) {
+    w.Str(line);
+  } else {
+    w.Lit("HTTP/1.1 ");
+    w.Int(status);
+    w.Lit(" Error\r\n");
+  }
+  w.Str(ServerAndDate(extra != nullptr && extra->rate != nullptr ? extra->now_s : 0));
+  if (status != 204) {  // RFC 9110 8.6: a 204 carries no Content-Length
+    if (!body.empty()) w.Str(content_type);
+    w.Lit("Content-Length: ");
+    w.Int(static_cast<int64_t>(body.size()));
+    w.Lit("\r\n");
+  }
+  if (extra) {
+    if (extra->rate) WriteRateLimitFields(*extra->rate, extra->now_s, opts_.ratelimit_fields, w);
+    if (extra->allow) {
+      w.Lit("Allow: ");
+      w.Str(extra->allow);
+      w.Lit("\r\n");
+    }
+  }
+  if (!keep_alive) w.Lit("Connection: close\r\n");
+  else if (version < 11) w.Lit("Connection: keep-alive\r\n");
+  w.Lit("\r\n");
+  w.AppendTo(out);
+  if (!head_only) out->append(body);
+}
+
+void Handler::AppendOverloaded(std::string* out) {
+  static constexpr char kBody[] = "<response code=\"503\" msg=\"the server is at its connection limit; retry later\"/>\n";
+  out->append("HTTP/1.1 503 Service Unavailable\r\nServer: frsd/" FRS_VERSION "\r\nContent-Type: application/xml\r\nContent-Length: ");
+  AppendNum(static_cast<int64_t>(sizeof kBody - 1), out);
+  out->append("\r\nRetry-After: 1\r\nConnection: close\r\n\r\n");
+  out->append(kBody, sizeof kBody - 1);
+}
+
+}  // namespace frs::server

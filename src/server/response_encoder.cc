@@ -1,0 +1,239 @@
+#include "server/response_encoder.h"
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+
+#include "server/buf_writer.h"
+
+namespace frs::server {
+
+namespace {
+
+const char* AlgoText(Algo a) {
+  switch (a) {
+    case Algo::kFixed: return "fixed";
+    case Algo::kCalendar: return "calendar";
+    case Algo::kSliding: return "sliding";
+    case Algo::kTokenBucket: return "token_bucket";
+  }
+  return "fixed";
+}
+
+void AppendInt(int64_t v, std::string* out) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+void Attr(const char* name, int64_t v, std::string* out) {
+  out->push_back(' ');
+  out->append(name);
+  out->append("=\"");
+  AppendInt(v, out);
+  out->push_back('"');
+}
+
+}  // namespace
+
+void AppendMisrouted(std::string_view route, std::string_view owner, std::string* out) {
+  out->append("<response code=\"421\" msg=\"route &quot;");
+  AppendXmlEscaped(route.substr(0, 64), out);
+  out->append("&quot; belongs to shard ");
+  AppendXmlEscaped(owner, out);
+  out->append("; send it there (this shard changes nothing)\" owner=\"");
+  AppendXmlEscaped(owner, out);
+  out->append("\"/>\n");
+}
+
+void AppendError(int code, std::string_view msg, std::string* out) {
+  out->append("<response code=\"");
+  AppendInt(code, out);
+  out->append("\" msg=\"");
+  AppendXmlEscaped(msg, out);
+  out->append("\"/>\n");
+}
+
+size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
+  // Hot path (every acquire): literals of known length, small integers
+  // without to_chars (buf_writer.h). Worst case: 6 top-level and 7
+  // per-rule integers of at most 20 digits plus fixed text, well under
+  // kMaxDecisionBytes.
+  static_assert(kMaxRulesPerBiz <= 8, "resize kMaxDecisionBytes");
+  BufWriter w(buf);
+  w.Lit("<response code=\"0\"");
+  if (cmd == Cmd::kDelete) {
+    w.Field(" found=\"", d.found ? 1 : 0);
+    w.Lit("/>\n");
+    return w.size();
+  }
+  if (cmd == Cmd::kReset) {
+    w.Field(" erased=\"", static_cast<int64_t>(d.erased));
+    w.Lit("/>\n");
+    return w.size();
+  }
+  w.Field(" allowed=\"", d.allowed ? 1 : 0);
+  w.Field(" count=\"", d.count);
+  w.Field(" limit=\"", d.limit);
+  w.Field(" remaining=\"", d.remaining);
+  DigitsMemo reset;
+  w.Lit(" reset=\"");
+  reset.Int(w, d.reset);
+  w.Char('"');
+  w.Field(" retry_after=\"", d.retry_after);
+  if (d.shadow) {
+    w.Lit(" shadow=\"1\"");
+    if (d.would_deny) w.Lit(" would_deny=\"1\"");
+  }
+  if (cmd == Cmd::kGet || cmd == Cmd::kSet) w.Field(" found=\"", d.found ? 1 : 0);
+  if (d.nrules == 0) {
+    w.Lit("/>\n");
+    return w.size();
+  }
+  w.Lit(">\n");
+  for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
+    const RuleResult& r = d.rules[i];
+    w.Lit("  <rule algo=\"");
+    w.Str(AlgoText(r.algo));
+    w.Char('"');
+    w.Field(" interval=\"", r.interval);
+    w.Field(" count=\"", r.count);
+    w.Field(" limit=\"", r.limit);
+    w.Field(" remaining=\"", r.remaining);
+    w.Lit(" reset=\"");
+    reset.Int(w, r.reset);
+    w.Char('"');
+    w.Field(" allowed=\"", r.allowed ? 1 : 0);
+    if (r.debt != 0) w.Field(" debt=\"", r.debt);
+    if (r.name[0]) {
+      // Names are checked to [A-Za-z0-9_.-] by map.xml's parser: no escaping.
+      w.Lit(" name=\"");
+      w.Str(r.name);
+      w.Char('"');
+    }
+    w.Lit("/>\n");
+  }
+  w.Lit("</response>\n");
+  return w.size();
+}
+
+void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
+  char buf[kMaxDecisionBytes];
+  out->append(buf, WriteDecision(cmd, d, buf));
+}
+
+void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out) {
+  out->append(allowed ? "<batch allowed=\"1\" answer=\"compact\">\n" : "<batch allowed=\"0\" answer=\"compact\">\n");
+  // The members are written into a stack buffer, appended whenever it
+  // might not hold one more (an element has three integers of at most 20
+  // digits). Members often share their reset time (one window): its
+  // digits are kept and copied rather than formatted again.
+  constexpr size_t kChunk = 4096, kMaxElement = 96;
+  char buf[kChunk];
+  DigitsMemo reset;
+  BufWriter w(buf);
+  for (const Decision& d : decisions) {
+    if (!d.ok()) {
+      w.AppendTo(out);
+      w = BufWriter(buf);
+      out->append("<m code=\"");
+      AppendInt(HttpStatusFor(d.status), out);
+      out->append("\" msg=\"");
+      AppendXmlEscaped(d.status.message(), out);
+      out->append("\"/>\n");
+      continue;
+    }
+    if (w.size() > kChunk - kMaxElement) {
+      w.AppendTo(out);
+      w = BufWriter(buf);
+    }
+    w.Lit(d.allowed ? "<m a=\"1\" r=\"" : "<m a=\"0\" r=\"");
+    w.Int(d.remaining);
+    w.Lit("\" t=\"");
+    reset.Int(w, d.reset);
+    if (!d.allowed) {
+      w.Lit("\" w=\"");
+      w.Int(d.retry_after);
+    }
+    w.Lit("\"/>\n");
+  }
+  w.AppendTo(out);
+  out->append("</batch>\n");
+}
+
+void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
+                 std::string* out) {
+  out->append("<batch allowed=\"").append(allowed ? "1" : "0").append("\">\n");
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    if (!decisions[i].ok()) AppendError(HttpStatusFor(decisions[i].status), decisions[i].status.message(), out);
+    else AppendDecision(reqs[i].cmd, decisions[i], out);
+  }
+  out->append("</batch>\n");
+}
+
+void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, const ClusterView* cluster,
+                 std::string* out) {
+  out->append("<response code=\"0\">\n  <store");
+  Attr("files", st.geometry.files, out);
+  Attr("keynodes", st.geometry.keynodes, out);
+  Attr("chain", st.geometry.chain, out);
+  Attr("slots", static_cast<int64_t>(st.slots), out);
+  Attr("nodes_used", static_cast<int64_t>(st.total.nodes_used), out);
+  Attr("slots_used", static_cast<int64_t>(st.total.slots_used), out);
+  char occ[32];
+  double pct = st.slots ? 100.0 * static_cast<double>(st.total.slots_used) / static_cast<double>(st.slots) : 0.0;
+  int n = std::snprintf(occ, sizeof occ, "%.2f", pct);
+  out->append(" occupancy_pct=\"").append(occ, static_cast<size_t>(n)).push_back('"');
+  Attr("evictions_stale", static_cast<int64_t>(st.total.evictions_stale), out);
+  Attr("evictions_live", static_cast<int64_t>(st.total.evictions_live), out);
+  Attr("cuckoo_moves", static_cast<int64_t>(st.total.cuckoo_moves), out);
+  Attr("lock_recoveries", static_cast<int64_t>(st.total.lock_recoveries), out);
+  out->append("/>\n");
+  if (cluster && cluster->ring) {
+    out->append("  <cluster self=\"");
+    AppendXmlEscaped(cluster->self, out);
+    out->push_back('"');
+    Attr("enforce", cluster->enforce ? 1 : 0, out);
+    Attr("shards", static_cast<int64_t>(cluster->ring->shards().size()), out);
+    char digest[16];
+    int dn = std::snprintf(digest, sizeof digest, "%08x", cluster->ring->Digest());
+    out->append(" digest=\"").append(digest, static_cast<size_t>(dn)).append("\">\n");
+    for (const RingShard& s : cluster->ring->shards()) {
+      out->append("    <shard");
+      Attr("weight", s.weight, out);
+      out->push_back('>');
+      AppendXmlEscaped(s.name, out);
+      out->append("</shard>\n");
+    }
+    out->append("  </cluster>\n");
+  }
+  for (const BizStats& b : bizzes) {
+    out->append("  <biz");
+    Attr("id", b.id, out);
+    out->append(" name=\"");
+    AppendXmlEscaped(b.name, out);
+    out->push_back('"');
+    if (b.days.empty()) {
+      out->append("/>\n");
+      continue;
+    }
+    out->append(">\n");
+    // Newest first: the first <day> is today's once the biz saw traffic today.
+    for (const BizStatsDay& day : b.days) {
+      std::chrono::year_month_day ymd{std::chrono::sys_days{std::chrono::days{day.day}}};
+      char date[16];
+      int dn = std::snprintf(date, sizeof date, "%04d-%02u-%02u", static_cast<int>(ymd.year()),
+                             static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()));
+      out->append("    <day date=\"").append(date, static_cast<size_t>(dn)).push_back('"');
+      Attr("requests", static_cast<int64_t>(day.requests), out);
+      Attr("allowed", static_cast<int64_t>(day.allowed), out);
+      Attr("denied", static_cast<int64_t>(day.denied), out);
+      Attr("new_keys", static_cast<int64_t>(day.new_keys), out);
+      out->append("/>\n");
+    }
+    out->append("  </biz>\n");
+  }
+  out->append("</response>\n");
+}
+
+}  // namespace frs::server

@@ -1,0 +1,359 @@
+#include "server/worker_loop.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+
+#include "server/clock_util.h"
+#include "server/logger.h"
+#include "server/signals.h"
+
+namespace frs::server {
+
+namespace {
+
+// How long a turn may hold finished answers before it writes them (see
+// held_): long enough for the answers of a few batch requests to go out
+// together, short against a request's time-out and its p99.
+constexpr int64_t kHoldNs = 100 * 1000;
+
+}  // namespace
+
+int Worker::Run(const sigset_t* wait_mask) {
+  Status s = loop_.Init();
+  if (s.ok()) s = loop_.Add(ctx_.listener.get(), cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE, nullptr);
+  if (s.ok() && grpc_)
+    s = loop_.Add(ctx_.grpc_listener.get(), cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE, &grpc_tag_);
+  if (!s.ok()) {
+    FRS_LOG("cannot start the event loop: %s", s.ToString().c_str());
+    return 1;
+  }
+  SetOpenGauge();  // a replacement starts from its predecessor's stale value
+  reading_.reserve(EventLoop::kMaxEvents);
+  FRS_LOG("serving (listen socket %d)", ctx_.listener.get());
+  if (counters_) CounterSet(counters_->serving_pid, static_cast<uint64_t>(getpid()));  // the master's READY=1
+  for (;;) {
+    int64_t now = MonoNs();
+    int64_t due = -1;
+    for (int64_t d : {idle_.NextDueIn(now), busy_.NextDueIn(now)})
+      if (d >= 0 && (due < 0 || d < due)) due = d;
+    int timeout_ms = due < 0 ? 1000 : static_cast<int>(std::min<int64_t>(1000, due / kMsNs + 1));
+    if (stopping_) timeout_ms = std::min(timeout_ms, 50);
+    if (accept_paused_) timeout_ms = std::min(timeout_ms, 50);  // look again soon whether to resume
+    if (!again_.empty()) timeout_ms = 0;  // input is waiting on a socket already
+    auto events = loop_.Wait(timeout_ms, wait_mask);
+    now = MonoNs();
+    // A handler runs only when the wait returns EINTR, with no events: a
+    // stop that closes connections here never leaves one in `events`.
+    HandleSignals(now);
+    holding_ = true;
+    // Every ready connection is read first, then each is answered: the
+    // kernel's receive path runs for all of them in a row, then the parser,
+    // engine and store, each phase finding its code (more than its data)
+    // still in the cache the previous connection left it in (paired, 3-5 %
+    // more GETs per CPU-second and 11-16 % less user CPU; batches, whose
+    // members already run in a row, +1 %: docs/performance.md section 10).
+    for (const epoll_event& ev : events) {
+      if (ev.data.ptr == nullptr || ev.data.ptr == &grpc_tag_) {
+        if (!stopping_) Accept(now, ev.data.ptr == &grpc_tag_);
+        continue;
+      }
+      auto* c = static_cast<Connection*>(ev.data.ptr);
+      const size_t idx = static_cast<size_t>(c->fd());
+      Guarded(c, [&] { Read(c, ev.events, now); });
+      if (idx >= conns_.size() || conns_[idx].get() != c) continue;  // closed by its error
+      reading_.push_back(c);  // room reserved in Run: cannot throw
+      reading_flag_[idx] = 1;
+    }
+    for (size_t i = 0; i < reading_.size(); ++i) {
+      Connection* c = reading_[i];
+      if (c == nullptr) continue;  // closed since it was read
+      reading_flag_[static_cast<size_t>(c->fd())] = 0;
+      Guarded(c, [&] { Settle(c, now); });
+      WriteHeldIfDue();
+    }
+    reading_.clear();
+    ServeAgain(now);
+    holding_ = false;
+    WriteHeld(now);
+    // A saturating load keeps every wait from sleeping, and only a sleeping
+    // wait lets signals in: look for pending ones every 10 ms.
+    if (now >= next_signal_check_) {
+      next_signal_check_ = now + 10 * kMsNs;
+      if (DeliverPendingSignals(wait_mask)) HandleSignals(now);
+    }
+    Expire(now);
+    if (!stopping_) BalanceAccepting();
+    if (stopping_ && (open_ == 0 || now >= stop_deadline_)) break;
+    // The master died without stopping us (PR_SET_PDEATHSIG covers most
+    // cases; this covers a master that died before we set it).
+    // Reparenting changes getppid() whoever the new parent is.
+    if (now >= next_parent_check_) {
+      next_parent_check_ = now + 1000 * kMsNs;
+      // A store file deleted or truncated under us: said loudly once, and
+      // every request of that file is answered 503 from now on.
+      if (Status fs = store_->CheckFiles(); !fs.ok() && !store_broken_logged_) {
+        FRS_LOG("STORE FILE LOST: %s", fs.message().c_str());
+        store_broken_logged_ = true;
+      }
+      // An idle worker's writer entries go to whoever waits for one.
+      store_->ReleaseIdleWriters();
+      if (getppid() != parent_ && !stopping_) {
+        FRS_LOG("the master is gone; stopping");
+        BeginShutdown(now);
+      }
+    }
+  }
+  if (open_ > 0) FRS_LOG("stopping with %llu connection(s) still busy", static_cast<unsigned long long>(open_));
+  for (auto& c : conns_)
+    if (c) Close(c.get());
+  return 0;
+}
+
+void Worker::BeginShutdown(int64_t now) {
+  stopping_ = true;
+  stop_deadline_ = now + int64_t{kDrainMs} * kMsNs;
+  handler_.set_shutting_down(true);
+  if (grpc_) grpc_->set_shutting_down(true);
+  if (!accept_paused_) RemoveListeners();
+  ctx_.listener.reset();
+  ctx_.grpc_listener.reset();
+  FRS_LOG("stopping: %llu connection(s) open", static_cast<unsigned long long>(open_));
+  for (auto& slot : conns_) {
+    Connection* c = slot.get();
+    if (!c) continue;
+    c->BeginShutdown();
+    Settle(c, now);
+  }
+}
+
+inline bool Worker::Flush(Connection* c) {
+  while (c->WantsWrite()) {
+    std::string_view out = c->PendingOutput();
+    ssize_t n = send(c->fd(), out.data(), out.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      c->Consumed(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    c->Abort();
+    return false;
+  }
+  return true;
+}
+
+inline void Worker::OnEvent(Connection* c, uint32_t events, int64_t now) {
+  Read(c, events, now);
+  Settle(c, now);
+}
+
+void Worker::Read(Connection* c, uint32_t events, int64_t now) {
+  const size_t idx = static_cast<size_t>(c->fd());
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) unread_[idx] = 1;
+  if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) ended_[idx] = 1;
+  if (unread_[idx]) {
+    std::span<char> room = c->ReadSpace();
+    if (!room.empty()) {
+      ssize_t n;
+      do {
+        n = recv(c->fd(), room.data(), room.size(), 0);
+      } while (n < 0 && errno == EINTR);
+      if (n > 0) {
+        c->Produced(static_cast<size_t>(n), now);
+        // A short read took all there was; input that arrives later is
+        // reported again. A full one may have left some, and the peer's
+        // end is seen only by a read that returns 0 or an error.
+        unread_[idx] = static_cast<size_t>(n) == room.size() || ended_[idx];
+      } else if (n == 0) {
+        c->PeerClosed();
+        unread_[idx] = ended_[idx] = 0;
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        unread_[idx] = ended_[idx];
+      } else {
+        c->Abort();
+      }
+    } else if (c->WantsRead() || (events & (EPOLLERR | EPOLLHUP))) {
+      // No room although it wants input: the buffer holds more than any
+      // legal request (the parser would have refused it), so never spin on
+      // a readable socket we cannot read.
+      c->Abort();
+    }
+  }
+}
+
+template <class Fn>
+inline void Worker::Guarded(Connection* c, Fn fn) {
+  const int fd = c->fd();
+  // Nothing thrown while serving one connection (an allocation failure) may
+  // take the worker and its other clients down; that connection is closed
+  // instead.
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    FRS_LOG("closing a connection after an internal error: %s", e.what());
+    size_t idx = static_cast<size_t>(fd);
+    if (idx < conns_.size() && conns_[idx].get() == c) Close(c);
+  }
+}
+
+inline void Worker::Serve(Connection* c, uint32_t events, int64_t now) {
+  Guarded(c, [&] { OnEvent(c, events, now); });
+}
+
+inline void Worker::ServeAgain(int64_t now) {
+  // Serve the connections left with input on their sockets (or requests in
+  // their buffers) after this turn's events: one read each per turn, so a
+  // client that keeps sending cannot starve the others. Close takes a
+  // closed connection out of again_.
+  turn_.swap(again_);
+  for (size_t i = 0; i < turn_.size(); ++i) {
+    Connection* c = turn_[i];
+    if (c == nullptr) continue;  // closed while waiting its turn
+    queued_[static_cast<size_t>(c->fd())] = 0;
+    Serve(c, 0, now);
+    WriteHeldIfDue();
+  }
+  turn_.clear();
+}
+
+inline void Worker::Hold(Connection* c) {
+  const size_t idx = static_cast<size_t>(c->fd());
+  if (held_flag_[idx]) return;
+  if (held_.empty()) held_since_ = MonoNs();
+  held_flag_[idx] = 1;
+  held_.push_back(c);
+}
+
+inline void Worker::WriteHeldIfDue() {
+  if (held_.empty()) return;
+  const int64_t now = MonoNs();
+  if (now - held_since_ >= kHoldNs) WriteHeld(now);
+}
+
+void Worker::WriteHeld(int64_t now) {
+  const bool holding = holding_;
+  holding_ = false;
+  for (size_t i = 0; i < held_.size(); ++i) {
+    Connection* c = held_[i];
+    if (c == nullptr) continue;  // closed while held
+    held_flag_[static_cast<size_t>(c->fd())] = 0;
+    Guarded(c, [&] { Settle(c, now); });
+  }
+  held_.clear();
+  holding_ = holding;
+}
+
+// Runs the state machine to a resting point: answer what is buffered, write
+// what can be written (which may unblock more buffered requests), then close,
+// or queue the connection for the next turn and set its deadline.
+void Worker::Settle(Connection* c, int64_t now) {
+  bool more = false;  // four rounds and still answering: the rest next turn
+  for (int round = 0;; ++round) {
+    const uint64_t progress = c->progress();
+    c->Process();
+    if (holding_ && c->WantsWrite()) {
+      // Written with the turn's other answers; WriteHeld settles it then.
+      Hold(c);
+      return;
+    }
+    if (!Flush(c)) break;
+    if (c->NeedsLinger()) {
+      shutdown(c->fd(), SHUT_WR);
+      c->StartLinger();
+    }
+    // Stop unless draining output made room for more buffered requests.
+    if (c->WantsWrite() || !c->WantsRead() || c->state() != Connection::State::kOpen) break;
+    if (!c->Busy()) break;
+    if (round == 3) {
+      // Only while requests are being answered: a partial request left in
+      // the buffer waits for its bytes, not for another turn.
+      more = c->progress() != progress;
+      break;
+    }
+  }
+  if (c->Done()) {
+    Close(c);
+    return;
+  }
+  size_t idx = static_cast<size_t>(c->fd());
+  // Input left on the socket while the connection could not take it (a
+  // full buffer, output past the high-water mark), or complete requests
+  // left in its buffer after four rounds, are taken up next turn: no epoll
+  // event is due for either.
+  // gRPC calls received whole and left unanswered (a bounded number per
+  // Process) are answered next turn too, unless the socket is full (its
+  // EPOLLOUT comes first).
+  if ((((unread_[idx] || more) && c->WantsRead()) || (c->HasBacklog() && !c->WantsWrite())) && !queued_[idx]) {
+    queued_[idx] = 1;
+    again_.push_back(c);
+  }
+  if (c->Busy()) {
+    // A fresh request deadline only for progress (a request answered, output
+    // drained), never for a trickle of bytes: a slow client cannot hold a
+    // connection forever. gRPC: due request_timeout after its oldest
+    // unanswered stream began, however many others were answered since.
+    if (c->list() != &busy_ || c->progress() != progress_seen_[idx]) {
+      const int64_t since = c->BusySinceNs();
+      if (since >= 0 && since < now) busy_.AppendSince(c, since);
+      else busy_.Append(c, now);
+    }
+    progress_seen_[idx] = c->progress();
+  } else if (c->progress() == 0) {
+    // Not one request answered yet: the deadline set at accept stands.
+    if (c->list() != &busy_) busy_.Append(c, now);
+  } else {
+    idle_.Append(c, now);
+  }
+}
+
+void Worker::Close(Connection* c) {
+  size_t idx = static_cast<size_t>(c->fd());
+  idle_.Remove(c);
+  busy_.Remove(c);
+  loop_.Remove(c->fd());
+  if (held_flag_[idx]) {
+    std::replace(held_.begin(), held_.end(), c, static_cast<Connection*>(nullptr));
+    held_flag_[idx] = 0;
+  }
+  if (reading_flag_[idx]) {
+    std::replace(reading_.begin(), reading_.end(), c, static_cast<Connection*>(nullptr));
+    reading_flag_[idx] = 0;
+  }
+  if (queued_[idx]) {
+    for (std::vector<Connection*>* list : {&again_, &turn_})
+      std::replace(list->begin(), list->end(), c, static_cast<Connection*>(nullptr));
+    queued_[idx] = 0;
+  }
+  unread_[idx] = ended_[idx] = 0;
+  conns_[idx].reset();  // closes the fd
+  --open_;
+  SetOpenGauge();
+}
+
+inline void Worker::Expire(int64_t now) {
+  for (DeadlineList* list : {&idle_, &busy_}) {
+    while (DeadlineNode* n = list->Expired(now)) {
+      auto* c = static_cast<Connection*>(n);
+      if (list == &busy_) {
+        // gRPC: the stream the deadline was set for may have been reset by
+        // the client since; the oldest one left may still have time.
+        const int64_t since = c->BusySinceNs();
+        if (since >= 0 && since + list->timeout_ns() > now) {
+          list->AppendSince(c, since);
+          continue;
+        }
+      }
+      list->Remove(c);
+      if (counters_) CounterAdd(counters_->connections_timed_out);
+      c->OnTimeout();
+      Settle(c, now);
+      // Settle re-listed it (a 408 still being written, lingering): its next
+      // deadline is a full timeout away, so the loop ends.
+    }
+  }
+}
+
+}  // namespace frs::server

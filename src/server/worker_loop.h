@@ -1,0 +1,169 @@
+// server/worker_loop.h: the worker process's loop: one epoll loop over its
+// listening sockets and its connections, and the state around it.
+//
+// One concept per file, one class: worker_loop.cc runs the loop and moves
+// bytes (read, answer, write held answers, time out, close), worker_accept.cc
+// takes connections in (the allow list, the connection limit, the accept
+// back-off), worker_reload.cc acts on the signals (reopen, reload, stop) and
+// applies a reloaded srv.xml, and worker.cc opens the store and the engine
+// and starts it (RunWorker). The loop's small helpers are declared inline
+// and defined in worker_loop.cc, their one caller's file, so that they stay
+// inlined into the loop.
+//
+// Thread safety: single-threaded by design (one per worker process).
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/srv_config.h"
+#include "frs/engine.h"
+#include "server/connection.h"
+#include "server/deadline_list.h"
+#include "server/decision_log.h"
+#include "server/envoy_metrics.h"
+#include "server/event_loop.h"
+#include "server/fd_limit.h"
+#include "server/grpc_methods.h"
+#include "server/handler.h"
+#include "server/worker.h"
+
+namespace frs::server {
+
+class Worker {
+ public:
+  Worker(WorkerContext ctx, const Backend& backend);
+
+  int Run(const sigset_t* wait_mask);
+  void set_map_generation(uint64_t g) { map_generation_ = g; }
+  // <grpc config>'s files as the master published them (a bundle,
+  // envoy/envoy_config.h): compiled and handed to the gRPC methods. The
+  // master validated the very bytes; a failure here is said and the old
+  // rules stay.
+  void ApplyEnvoy(const std::string& bundle);
+  // Takes what can change without a restart from a reloaded srv.xml (the
+  // master validated it and logs what needs a restart): admin token, allow
+  // list, limits, the cluster. Connections already open keep the limits
+  // they were accepted with; timeouts apply from each connection's next
+  // activity.
+  void ApplyLive(const SrvConfig& next);
+  // Starts, changes or stops the decision log as `next` says (at start and
+  // on a reload); a file that cannot be opened is said in the log and the
+  // worker serves on (at start, frsd checked it before forking).
+  void ApplyDecisionLog(const SrvConfig& next);
+
+ private:
+  static constexpr int64_t kMsNs = 1000000;
+
+  // From the HTTP listener, or the <grpc> one (`grpc`).
+  void Accept(int64_t now, bool grpc = false);
+  int ListenerFd(bool grpc) const { return grpc ? ctx_.grpc_listener.get() : ctx_.listener.get(); }
+  void AddListeners();
+  void RemoveListeners();
+  // Read, then Settle.
+  inline void OnEvent(Connection* c, uint32_t events, int64_t now);
+  // Takes what the event says waits on c's socket into its buffer.
+  void Read(Connection* c, uint32_t events, int64_t now);
+  // OnEvent inside the exception boundary.
+  inline void Serve(Connection* c, uint32_t events, int64_t now);
+  // The exception boundary: runs fn(); anything it throws closes c alone.
+  template <class Fn>
+  inline void Guarded(Connection* c, Fn fn);
+  inline void ServeAgain(int64_t now);
+  inline bool Flush(Connection* c);
+  void Settle(Connection* c, int64_t now);
+  // Holds c's finished answer until WriteHeld (Settle while holding_).
+  inline void Hold(Connection* c);
+  // Writes the held answers once the oldest has waited kHoldNs.
+  inline void WriteHeldIfDue();
+  // Writes every held answer: Settle for each, Guarded.
+  void WriteHeld(int64_t now);
+  void Close(Connection* c);
+  void BeginShutdown(int64_t now);
+  void HandleSignals(int64_t now);
+  inline void Expire(int64_t now);
+  // Takes the listening socket out of this worker's epoll set while it holds
+  // 7/8 of its connection limit or more and a sibling holds fewer, so EPOLLEXCLUSIVE
+  // wakes the siblings instead (nginx's accept back-off); puts it back once
+  // that is no longer so.
+  void BalanceAccepting();
+  bool ShouldPauseAccepting() const;
+  uint32_t OverflowBudget() const { return server::OverflowBudget(cfg_.max_connections); }
+  // Out of descriptors (EMFILE/ENFILE): the listening socket stays readable
+  // and accept fails at once, so a worker that kept it in its epoll set spun
+  // (3.48 million log lines in 9 s). It is taken out for kFdBackoffNs, as
+  // nginx disables accept events for a while, and the line is said at most
+  // once per kFdLogEveryNs with the count of the failures in between.
+  void FdExhausted(int err, int64_t now);
+  static constexpr int64_t kFdBackoffNs = 500 * kMsNs;
+  static constexpr int64_t kFdLogEveryNs = 10000 * kMsNs;
+  void SetOpenGauge() {
+    if (counters_) CounterSet(counters_->connections_open, open_);
+  }
+
+  WorkerContext ctx_;
+  SrvConfig cfg_;  // as started, with the live settings of the last reload
+  std::optional<AllowList> allow_;  // replaces ctx_.allow after a reload
+  WorkerCounters* counters_;
+  DecisionLogCounters own_log_counters_{};  // without a metrics region
+  EnvoyMetrics envoy_metrics_{counters_};   // Envoy's per-descriptor counters, in counters_
+  Handler handler_;
+  std::optional<GrpcMethods> grpc_;  // with <grpc>
+  std::string envoy_bundle_;         // applied to grpc_
+  std::unique_ptr<DecisionLog> decision_log_;  // null: no <decisions>
+  Engine* engine_;
+  Store* store_;
+  ConnectionLimits limits_;
+  EventLoop loop_;
+  DeadlineList idle_, busy_;
+  // Indexed by fd; the epoll data pointer is the Connection (null: listener).
+  std::vector<std::unique_ptr<Connection>> conns_;
+  // Connections are registered once, edge-triggered (event_loop.h): the
+  // kernel reports a socket when input arrives, not while input waits, so
+  // input left on a socket is remembered here and read on a later turn.
+  std::vector<uint8_t> unread_;      // by fd: input may be waiting on the socket
+  // by fd: the peer's end (FIN, reset or error) was reported. It may come
+  // with the last bytes of input, and a short read that takes them does not
+  // consume it: the connection must read once more to see it.
+  std::vector<uint8_t> ended_;
+  std::vector<uint8_t> queued_;      // by fd: in again_
+  std::vector<Connection*> again_;   // to read on the next turn of the loop
+  std::vector<Connection*> turn_;    // again_ of the turn being served
+  // The turn's connections read and not answered yet (null: closed since).
+  std::vector<Connection*> reading_;
+  std::vector<uint8_t> reading_flag_;  // by fd: in reading_
+  // Answers are written after the turn's requests are answered (or once the
+  // oldest has waited kHoldNs), not one by one as each is ready: a client
+  // with several connections here, asleep in its own event loop, is woken
+  // by its first answer and finds the others with it. Each answer written
+  // at once woke it again, and on loopback that wake-up is the writer's
+  // kernel time: held answers cut frsd's kernel time per batch request of
+  // 64 members by a fifth or more (docs/performance.md section 9).
+  bool holding_ = false;             // inside a turn: Settle holds answers
+  std::vector<uint8_t> held_flag_;   // by fd: in held_
+  std::vector<Connection*> held_;    // answers to write (null: closed since)
+  int64_t held_since_ = 0;           // when the oldest held answer was ready
+  int64_t next_signal_check_ = 0;
+  std::vector<uint64_t> progress_seen_;
+  uint64_t open_ = 0;
+  bool stopping_ = false;
+  bool accept_paused_ = false;
+  int64_t fd_backoff_until_ = 0;   // not accepting before this (EMFILE)
+  int64_t fd_logged_at_ = 0;       // the last EMFILE line (0: none yet)
+  uint64_t fd_unlogged_ = 0;       // EMFILE failures since that line
+  uint64_t map_generation_ = 0;  // of the map channel, applied
+  bool store_broken_logged_ = false;
+  int64_t stop_deadline_ = 0;
+  pid_t parent_ = getppid();
+  // The epoll data of the <grpc> listening socket (the HTTP one's is null).
+  char grpc_tag_ = 0;
+  int64_t next_parent_check_ = 0;
+};
+
+}  // namespace frs::server

@@ -1,0 +1,140 @@
+#include "server/worker_loop.h"
+
+#include <optional>
+
+#include "envoy/envoy_rules.h"
+#include "server/logger.h"
+#include "server/signals.h"
+
+namespace frs::server {
+
+void Worker::HandleSignals(int64_t now) {
+  SignalFlags& f = Signals();
+  if (f.reopen) {
+    f.reopen = 0;
+    Status s = Logger::Get().Reopen();
+    if (!s.ok()) FRS_LOG("cannot reopen the log file: %s", s.ToString().c_str());
+    // Its writer thread writes out what it holds to the old file first.
+    if (decision_log_) decision_log_->Reopen();
+  }
+  if (f.reload) {
+    f.reload = 0;
+    // The map the master validated and published, never the file itself.
+    Status s;
+    uint64_t generation = map_generation_;
+    if (ctx_.map_channel) {
+      Result<MapChannel::Map> m = ctx_.map_channel->Read();
+      std::optional<SrvConfig> next;
+      if (!m.ok()) {
+        s = m.status();
+      } else if (m->generation != map_generation_) {
+        if (!m->srv_text.empty()) {
+          auto parsed = LoadSrvConfigText(cfg_.path, &m->srv_text);
+          if (parsed.ok()) next = std::move(parsed.value());
+          else s = parsed.status();
+        }
+        if (s.ok()) s = engine_->ReloadText(m->text, next ? next->map_path : cfg_.map_path);
+        if (s.ok()) ApplyEnvoy(m->envoy_text);
+        if (s.ok() && next) ApplyLive(*next);
+      }
+      if (m.ok()) generation = m->generation;
+    } else {
+      s = engine_->Reload(cfg_.map_path);
+    }
+    if (s.ok()) {
+      if (generation != map_generation_ || !ctx_.map_channel) {
+        handler_.MapReloaded();
+        FRS_LOG("reloaded %s (map generation %llu)", cfg_.map_path.c_str(), static_cast<unsigned long long>(generation));
+        if (counters_) CounterAdd(counters_->reloads);
+      }
+      map_generation_ = generation;
+    } else {
+      FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
+      if (counters_) CounterAdd(counters_->reload_failures);
+    }
+  }
+  if (f.terminate && !stopping_) BeginShutdown(now);
+}
+
+void Worker::ApplyLive(const SrvConfig& next) {
+  if (next.allow != cfg_.allow) {
+    auto parsed = AllowList::Parse(next.allow);
+    if (!parsed.ok()) {
+      FRS_LOG("the reloaded <allow> list is refused, the old one stays: %s", parsed.status().message().c_str());
+    } else {
+      allow_.emplace(std::move(parsed.value()));
+      cfg_.allow = next.allow;
+    }
+  }
+  if (next.logfile != cfg_.logfile) {
+    if (Status s = Logger::Get().UseFile(next.logfile); !s.ok())
+      FRS_LOG("cannot switch the log file, logging here still: %s", s.message().c_str());
+    else
+      cfg_.logfile = next.logfile;
+  }
+  cfg_.admin_token = next.admin_token;
+  cfg_.grpc_headers = next.grpc_headers;
+  cfg_.grpc_max_streams = next.grpc_max_streams;
+  if (grpc_) grpc_->SetOptions(GrpcOptions{cfg_.grpc_headers});
+  cfg_.max_header_bytes = next.max_header_bytes;
+  cfg_.max_body_bytes = next.max_body_bytes;
+  cfg_.max_connections = next.max_connections;
+  cfg_.idle_timeout_ms = next.idle_timeout_ms;
+  cfg_.request_timeout_ms = next.request_timeout_ms;
+  cfg_.max_batch = next.max_batch;
+  cfg_.ratelimit_fields = next.ratelimit_fields;
+  cfg_.map_path = next.map_path;
+  cfg_.cluster_shards = next.cluster_shards;
+  // A self that follows <listen> follows the port really bound (port="0").
+  cfg_.cluster_self = next.cluster_self_derived ? ListenName(cfg_.host, cfg_.port) : next.cluster_self;
+  cfg_.cluster_enforce = next.cluster_enforce;
+  ApplyDecisionLog(next);
+  limits_ = ConnectionLimits{cfg_.max_header_bytes, cfg_.max_body_bytes};
+  idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);
+  busy_.set_timeout(int64_t{cfg_.request_timeout_ms} * kMsNs);
+  handler_.SetOptions(HandlerOptionsFor(cfg_));
+  if (grpc_) grpc_->SetCluster(handler_.options().cluster);
+}
+
+void Worker::ApplyDecisionLog(const SrvConfig& next) {
+  if (next.decisions_file.empty()) {
+    if (decision_log_) {
+      handler_.set_decision_log(nullptr);
+      decision_log_.reset();  // writes out what it holds
+      FRS_LOG("decision log stopped");
+    }
+    cfg_.decisions_file.clear();
+    return;
+  }
+  DecisionLogOptions o;
+  o.file = next.decisions_file;
+  o.record_all = next.decisions_all;
+  o.sample = next.decisions_sample;
+  if (decision_log_) {
+    decision_log_->SetOptions(o);
+  } else {
+    auto log = DecisionLog::Open(o, counters_ ? &counters_->decision_log : &own_log_counters_);
+    if (!log.ok()) {
+      FRS_LOG("%s; decisions are not logged (fix it and reload)", log.status().message().c_str());
+      return;
+    }
+    decision_log_ = std::move(log.value());
+    handler_.set_decision_log(decision_log_.get());
+  }
+  cfg_.decisions_file = next.decisions_file;
+  cfg_.decisions_all = next.decisions_all;
+  cfg_.decisions_sample = next.decisions_sample;
+}
+
+void Worker::ApplyEnvoy(const std::string& bundle) {
+  if (!grpc_ || bundle == envoy_bundle_) return;
+  auto rules = envoy::EnvoyRules::FromBundle(bundle);
+  if (!rules.ok()) {
+    FRS_LOG("the Envoy configuration is refused, the old one stays: %s", rules.status().message().c_str());
+    return;
+  }
+  grpc_->SetRules(std::move(rules.value()));
+  envoy_bundle_ = bundle;
+}
+
+}  // namespace frs::server
