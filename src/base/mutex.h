@@ -22,6 +22,10 @@ class FRS_CAPABILITY("mutex") Mutex {
   void Lock() FRS_ACQUIRE() { mu_.lock(); }
   void Unlock() FRS_RELEASE() { mu_.unlock(); }
   bool TryLock() FRS_TRY_ACQUIRE(true) { return mu_.try_lock(); }
+  // The BasicLockable names, for std::condition_variable_any, which waits
+  // on any lock with lock() and unlock() (held by a MutexLock meanwhile).
+  void lock() FRS_ACQUIRE() { mu_.lock(); }
+  void unlock() FRS_RELEASE() { mu_.unlock(); }
 
  private:
   std::mutex mu_;

@@ -30,7 +30,7 @@ StatsTable::StatsTable(std::string dir, const StatsSpec& spec)
 std::string StatsTable::PathOf(uint32_t day) const { return dir_ + "/" + DayText(day) + ".frs"; }
 
 void StatsTable::Reshape(const StatsSpec& spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   shape_.groups = spec.groups;
   days_ = spec.days;
 }
@@ -57,7 +57,7 @@ GroupTable* StatsTable::Day(uint32_t day) {
 }
 
 GroupTable* StatsTable::OpenDay(uint32_t day) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& o : open_)
     if (o->day == day) return o->table.get();
   auto t = GroupTable::Open(PathOf(day), shape_, GroupTable::Mode::kWrite);
@@ -105,7 +105,7 @@ Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint3
   std::vector<std::shared_ptr<const GroupTable>> out;
   GroupTableShape shape;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // A day past `days` is gone even while its file is still mapped here.
     if (!open_.empty() && day + days_ <= open_.back()->day) return out;
     for (const auto& o : open_)
@@ -144,7 +144,7 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
   }
   uint32_t distinct;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     distinct = shape_.distinct;
   }
   const std::string tmp = dir_ + "/receiving." + id + "." + std::to_string(::getpid()) + ".tmp";
@@ -175,7 +175,7 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
 StatsTable* FieldStats::TableFor(uint16_t biz, const BizConfig& cfg, const StatsSpec& spec) {
   if (dir_.empty()) return nullptr;
   const std::string name = spec.DirName(cfg.fields);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto& slot = tables_[{biz, name}];
   if (slot == nullptr) {
     slot = std::make_unique<StatsTable>(dir_ + "/stats/" + std::to_string(biz) + "/" + name, spec);

@@ -22,7 +22,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,6 +29,8 @@
 #include <vector>
 
 #include "frs/group_stats.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "frs/status.h"
 #include "limit/group_table.h"
 #include "limit/map_config.h"
@@ -70,15 +71,15 @@ class StatsTable {
     uint32_t day;
     std::shared_ptr<GroupTable> table;
   };
-  GroupTable* OpenDay(uint32_t day);
-  void DropOldDays(uint32_t today) const;
+  GroupTable* OpenDay(uint32_t day) FRS_EXCLUDES(mu_);
+  void DropOldDays(uint32_t today) const FRS_REQUIRES(mu_);
   std::string PathOf(uint32_t day) const;
 
   const std::string dir_;
-  std::mutex mu_;
-  GroupTableShape shape_;      // GUARDED_BY(mu_)
-  uint32_t days_ = 31;         // GUARDED_BY(mu_)
-  std::deque<std::unique_ptr<Open>> open_;  // GUARDED_BY(mu_): the last days written, oldest first
+  Mutex mu_;
+  GroupTableShape shape_ FRS_GUARDED_BY(mu_);
+  uint32_t days_ FRS_GUARDED_BY(mu_) = 31;
+  std::deque<std::unique_ptr<Open>> open_ FRS_GUARDED_BY(mu_);  // the last days written, oldest first
   std::atomic<const Open*> current_{nullptr};
   std::atomic<uint32_t> failed_day_{UINT32_MAX};  // a day whose file could not be made
   std::atomic<int64_t> retry_at_{0};             // steady-clock ticks
@@ -105,8 +106,8 @@ class FieldStats {
  private:
   const std::string dir_;
   const bool read_only_;
-  std::mutex mu_;
-  std::map<std::pair<uint16_t, std::string>, std::unique_ptr<StatsTable>> tables_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::pair<uint16_t, std::string>, std::unique_ptr<StatsTable>> tables_ FRS_GUARDED_BY(mu_);
 };
 
 // A day of a table (its own file and any received ones, summed per group with

@@ -44,7 +44,7 @@ void RuleHistory::WriteFile(const std::vector<Entry>& entries) const {
 }
 
 void RuleHistory::Apply(MapConfig* config) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // What another process (an earlier frsd, another worker) wrote, then ours.
   std::vector<Entry> merged = ReadFile();
   for (const Entry& e : entries_)

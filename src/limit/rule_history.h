@@ -19,10 +19,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "limit/map_config.h"
 
 namespace frs::limit {
@@ -33,7 +34,7 @@ class RuleHistory {
   RuleHistory(std::string dir, bool read_only) : dir_(std::move(dir)), read_only_(read_only) {}
 
   // Records `config`'s rules and fills each rule's past identities.
-  void Apply(MapConfig* config);
+  void Apply(MapConfig* config) FRS_EXCLUDES(mu_);
 
   // Identities kept per rule name: the current one and kRulePasts before it.
   static constexpr size_t kKept = kRulePasts + 1;
@@ -51,8 +52,8 @@ class RuleHistory {
 
   const std::string dir_;
   const bool read_only_;
-  std::mutex mu_;
-  std::vector<Entry> entries_;  // GUARDED_BY(mu_), oldest first
+  Mutex mu_;
+  std::vector<Entry> entries_ FRS_GUARDED_BY(mu_);  // oldest first
 };
 
 }  // namespace frs::limit

@@ -19,15 +19,29 @@
 // waited kLockReportMs calls its report callback, and again each time the
 // wait doubles, so a lock is never waited on silently.
 //
-// Thread safety: all functions are safe from any thread or process.
+// Thread safety: all functions are safe from any thread or process. The
+// word is a capability of clang's thread-safety analysis: ShmLock and
+// ShmTryLock acquire it and ShmUnlock releases it, so a caller holding one
+// word, named by an expression, is checked. A set of words chosen at run
+// time (store/chain_lock.h) is beyond what the analysis can name.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
+
+#include "base/thread_annotations.h"
 
 namespace frs::os {
 
-using LockWord = uint64_t;
+// The 64-bit lock word as it lies in the mapped file. A struct, not a bare
+// integer, only so that the analysis can name a word as a lock; its layout
+// is the integer's.
+struct FRS_CAPABILITY("shared-memory lock") LockWord {
+  uint64_t bits;
+};
+static_assert(sizeof(LockWord) == 8 && alignof(LockWord) == 8 && std::is_trivial_v<LockWord> &&
+              std::is_standard_layout_v<LockWord>);
 inline constexpr uint64_t kLockSleepers = 0x80000000u;
 inline constexpr uint64_t kLockTidMask = 0x7fffffffu;
 inline constexpr int kLockCheckMs = 10;
@@ -74,16 +88,17 @@ struct LockWaitReport {
 };
 
 // Blocks until the word is ours.
-LockResult ShmLock(LockWord* word, const LockWaitReport* report = nullptr);
+LockResult ShmLock(LockWord* word, const LockWaitReport* report = nullptr) FRS_ACQUIRE(*word);
 // Takes a free word; never waits and never takes over.
-[[nodiscard]] bool ShmTryLock(LockWord* word);
+[[nodiscard]] bool ShmTryLock(LockWord* word) FRS_TRY_ACQUIRE(true, *word);
 // Releases and wakes sleepers. REQUIRES: held by the caller (or taken over).
-void ShmUnlock(LockWord* word);
+void ShmUnlock(LockWord* word) FRS_RELEASE(*word);
 // If `owner` holds the word, releases it (waking sleepers) and returns true.
+// Not FRS_RELEASE: it frees a dead owner's hold, never the caller's.
 [[nodiscard]] bool ShmForceUnlock(LockWord* word, Owner owner);
 // The owner recorded in the word (tid 0 = free).
 inline Owner ShmOwner(const LockWord* word) {
-  return Owner::FromWord(std::atomic_ref<uint64_t>(*const_cast<LockWord*>(word)).load(std::memory_order_acquire));
+  return Owner::FromWord(std::atomic_ref<uint64_t>(const_cast<LockWord*>(word)->bits).load(std::memory_order_acquire));
 }
 
 }  // namespace frs::os

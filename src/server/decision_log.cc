@@ -67,7 +67,7 @@ DecisionLog::DecisionLog(Key, const DecisionLogOptions& opts, DecisionLogCounter
 
 DecisionLog::~DecisionLog() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(&mu_);
     stop_ = true;
   }
   wake_.notify_one();
@@ -93,7 +93,7 @@ void DecisionLog::Record(const DecisionRecord& r) {
 void DecisionLog::Append(std::string_view line) {
   bool kept = false, wake = false;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(&mu_);
     // Full: the writer is behind (a slow disk). Dropping keeps the answer
     // on time; the line is counted.
     if (active_.size() + line.size() <= capacity_) {
@@ -112,7 +112,7 @@ void DecisionLog::SetOptions(const DecisionLogOptions& opts) {
   record_all_ = opts.record_all;
   sample_threshold_ = ThresholdFor(opts.sample);
   if (opts.file != opts_.file) {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(&mu_);
     path_ = opts.file;
     reopen_ = true;
   }
@@ -122,24 +122,24 @@ void DecisionLog::SetOptions(const DecisionLogOptions& opts) {
 
 void DecisionLog::Reopen() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(&mu_);
     reopen_ = true;
   }
   wake_.notify_one();
 }
 
 void DecisionLog::Flush() {
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexLock lk(&mu_);
   const uint64_t ticket = ++flush_asked_;
   wake_.notify_one();
-  done_.wait(lk, [&] { return flush_done_ >= ticket; });
+  done_.wait(mu_, [&]() FRS_REQUIRES(mu_) { return flush_done_ >= ticket; });
 }
 
 void DecisionLog::WriterLoop() {
   const auto pace = std::chrono::milliseconds(pace_ms_);
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexLock lk(&mu_);
   for (;;) {
-    wake_.wait_for(lk, pace, [&] {
+    wake_.wait_for(mu_, pace, [&]() FRS_REQUIRES(mu_) {
       return stop_ || reopen_ || flush_asked_ != flush_done_ || active_.size() >= capacity_ / 4;
     });
     // Swapped under the lock, written without it: the request thread
@@ -149,11 +149,11 @@ void DecisionLog::WriterLoop() {
     const bool stop = stop_;
     const uint64_t flush_ticket = flush_asked_;
     const std::string path = reopen ? path_ : std::string();
-    lk.unlock();
+    mu_.Unlock();
     if (!spare_.empty()) WriteOut(spare_);
     spare_.clear();
     if (reopen) OpenFile(path);
-    lk.lock();
+    mu_.Lock();
     if (flush_ticket > flush_done_) {
       flush_done_ = flush_ticket;
       done_.notify_all();

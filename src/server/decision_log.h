@@ -29,10 +29,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "frs/status.h"
 #include "os/unique_fd.h"
 #include "server/decision_line.h"
@@ -126,15 +127,17 @@ class DecisionLog {
   const int64_t pace_ms_;         // the writer's wait between rounds
   std::unique_ptr<char[]> line_;  // kMaxDecisionLineBytes, for Record
 
-  // Shared, under mu_.
-  std::mutex mu_;
-  std::condition_variable wake_;   // the writer: work to do
-  std::condition_variable done_;   // Flush: a round is written
-  std::string active_;             // lines appended since the last swap
-  std::string path_;               // the file the writer keeps open
-  bool reopen_ = false;
-  bool stop_ = false;
-  uint64_t flush_asked_ = 0, flush_done_ = 0;
+  // Shared, under mu_. The condition variables wait on mu_ itself (a
+  // Mutex, which std::condition_variable does not take).
+  Mutex mu_;
+  std::condition_variable_any wake_;  // the writer: work to do
+  std::condition_variable_any done_;  // Flush: a round is written
+  std::string active_ FRS_GUARDED_BY(mu_);  // lines appended since the last swap
+  std::string path_ FRS_GUARDED_BY(mu_);    // the file the writer keeps open
+  bool reopen_ FRS_GUARDED_BY(mu_) = false;
+  bool stop_ FRS_GUARDED_BY(mu_) = false;
+  uint64_t flush_asked_ FRS_GUARDED_BY(mu_) = 0;
+  uint64_t flush_done_ FRS_GUARDED_BY(mu_) = 0;
 
   // Writer thread only.
   std::string spare_;

@@ -10,7 +10,6 @@
 namespace frs::store {
 
 void StoreImpl::LockChain(StoreFile* f, uint32_t keynode) {
-  if (opts_.read_only) return;  // a lock word cannot be written: read without it
   // A wait on a live owner is reported (through on_recovery) after a second
   // and each time it doubles: a lock is never waited on silently. The
   // context lives on this frame: the uncontended path allocates nothing.

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "frs/store.h"
+#include "os/shm_lock.h"
 
 namespace frs::store {
 
@@ -120,7 +121,7 @@ struct FileHeader {
   // holders hand their entries back after each write (journal.cc).
   uint64_t writer_waiters;
   // The lock held while a dead owner's journal is undone (own cache line).
-  alignas(64) uint64_t recovery_lock;
+  alignas(64) os::LockWord recovery_lock;
   uint8_t pad1[kHeaderBytes - 384 - 8];
 };
 static_assert(sizeof(FileHeader) == kHeaderBytes);

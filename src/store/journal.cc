@@ -51,7 +51,9 @@ void StoreImpl::UndoEntry(StoreFile* f, WriterEntryHeader* w) {
   std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_release);
 }
 
-uint32_t StoreImpl::RecoverDeadWriters(os::Owner dead) {
+// Outside the thread-safety analysis: it takes one recovery lock per file in
+// a loop, a set the analysis cannot name.
+uint32_t StoreImpl::RecoverDeadWriters(os::Owner dead) FRS_NO_THREAD_SAFETY_ANALYSIS {
   // In every file at once: a batch across files is kept or undone as a
   // whole, decided by its coordinator entry before any entry is touched. The
   // recovery locks (taken in file order) serialize this against anyone else

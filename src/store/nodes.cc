@@ -172,7 +172,7 @@ void StoreImpl::NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const 
     std::atomic_ref<uint64_t>(f->header()->damaged_nodes).fetch_add(1, std::memory_order_relaxed);
   // Logged once per node and process: a lookup meets it on every request.
   const uint64_t where = (uint64_t{keynode} << 8) | slot;
-  std::lock_guard<std::mutex> g(damage_mu_);
+  MutexLock g(&damage_mu_);
   if (!damage_logged_.insert({f->path(), where}).second || damage_logged_.size() > 4096) return;
   if (opts_.on_recovery)
     opts_.on_recovery(f->path() + ": " + Where(keynode, slot) + ": damaged node ignored (its key counts as absent; `frsctl verify --repair` clears it)");

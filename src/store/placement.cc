@@ -13,7 +13,6 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 
 #include "store/chain_lock.h"
 #include "store/journal.h"
@@ -21,7 +20,7 @@
 
 namespace frs::store {
 std::shared_ptr<const std::vector<bool>> StoreImpl::LiveBizzes() const {
-  std::lock_guard<std::mutex> g(live_mu_);
+  MutexLock g(&live_mu_);
   return live_;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "os/mapped_file.h"
+#include "os/shm_lock.h"
 #include "store/format.h"
 
 namespace frs::store {
@@ -28,8 +29,8 @@ class StoreFile {
                             uint32_t index, uint64_t file_size);
 
   FileHeader* header() const { return reinterpret_cast<FileHeader*>(map_->data()); }
-  uint64_t* lock(uint32_t keynode) const {
-    return reinterpret_cast<uint64_t*>(heads_ + uint64_t{keynode} * head_bytes_);
+  os::LockWord* lock(uint32_t keynode) const {
+    return reinterpret_cast<os::LockWord*>(heads_ + uint64_t{keynode} * head_bytes_);
   }
   uint8_t* tags(uint32_t keynode) const { return heads_ + uint64_t{keynode} * head_bytes_ + kHeadLockBytes; }
   uint8_t* slot(uint32_t keynode, uint32_t s) const {

@@ -37,7 +37,7 @@ StoreImpl::~StoreImpl() { ReleaseClaimedWriters(); }
 void StoreImpl::SetLiveBizzes(std::vector<bool> live) {
   live.resize(65536, false);
   auto p = std::make_shared<const std::vector<bool>>(std::move(live));
-  std::lock_guard<std::mutex> g(live_mu_);
+  MutexLock g(&live_mu_);
   live_ = std::move(p);
 }
 

@@ -42,12 +42,13 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "frs/store.h"
 #include "os/shm_lock.h"
 #include "store/chain_map.h"
@@ -166,7 +167,8 @@ class StoreImpl final : public Store {
 
   // ---- chain locks (chain_lock.cc)
   // Takes a chain's lock; taking over a dead owner's runs its recovery first.
-  void LockChain(StoreFile* f, uint32_t keynode);
+  // Never called for a read-only store (LockSet takes no locks there).
+  void LockChain(StoreFile* f, uint32_t keynode) FRS_ACQUIRE(*f->lock(keynode));
   void RecoverOwner_locked(StoreFile* f, os::Owner dead);  // REQUIRES: the chain lock taken over
 
   // ---- one node (nodes.cc)
@@ -332,18 +334,18 @@ class StoreImpl final : public Store {
   StoreGeometry geo_;
   std::vector<std::unique_ptr<StoreFile>> files_;
   const uint64_t instance_;
-  std::shared_ptr<const std::vector<bool>> live_;  // biz id -> live; guarded by live_mu_
-  mutable std::mutex live_mu_;
+  mutable Mutex live_mu_;
+  std::shared_ptr<const std::vector<bool>> live_ FRS_GUARDED_BY(live_mu_);  // biz id -> live
   std::function<void(int)> hook_;
-  std::mutex claimed_mu_;
+  Mutex claimed_mu_;
   struct Claimed {
     uint32_t file, entry;
     uint64_t owner;  // os::Owner::word()
     pid_t pid;
   };
-  std::vector<Claimed> claimed_;  // guarded by claimed_mu_
-  mutable std::mutex damage_mu_;
-  mutable std::set<std::pair<std::string, uint64_t>> damage_logged_;  // guarded by damage_mu_
+  std::vector<Claimed> claimed_ FRS_GUARDED_BY(claimed_mu_);
+  mutable Mutex damage_mu_;
+  mutable std::set<std::pair<std::string, uint64_t>> damage_logged_ FRS_GUARDED_BY(damage_mu_);
 };
 
 }  // namespace frs::store

@@ -56,7 +56,7 @@ WriterEntryHeader* StoreImpl::ClaimWriter(uint32_t file_index) {
   std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_relaxed);
   std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_relaxed);
   t_writers.push_back({instance_, file_index, self.tid, w});
-  std::lock_guard<std::mutex> g(claimed_mu_);
+  MutexLock g(&claimed_mu_);
   claimed_.push_back({file_index, f->writer_index(w), self.word(), ::getpid()});
   return w;
 }
@@ -102,7 +102,7 @@ void StoreImpl::ReleaseWriter(uint32_t file_index, WriterEntryHeader* w) {
     return e.instance == instance_ && e.file == file_index && e.tid == self.tid;
   });
   {
-    std::lock_guard<std::mutex> g(claimed_mu_);
+    MutexLock g(&claimed_mu_);
     std::erase_if(claimed_, [&](const Claimed& c) { return c.file == file_index && c.owner == self.word(); });
   }
   uint64_t expected = self.word();
@@ -169,7 +169,7 @@ void StoreImpl::ReleaseBatchWriter(StoreFile* f, WriterEntryHeader* w) {
 void StoreImpl::ReleaseClaimedWriters() {
   // Only this process's entries (not a parent's, after fork), and only
   // closed ones: an open journal stays for recovery.
-  std::lock_guard<std::mutex> g(claimed_mu_);
+  MutexLock g(&claimed_mu_);
   const pid_t me = ::getpid();
   for (const Claimed& c : claimed_) {
     if (c.pid != me) continue;
