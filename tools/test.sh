@@ -11,6 +11,8 @@
 # of the request path and 20 s of the XML scanner against pugixml
 # (FRS_FUZZ_SECONDS each), and FRS_RELEASE_TESTS=all runs every
 # test in the release stage too. CI runs the default: 7-9 minutes here.
+# A test that ctest reports skipped fails its stage unless tests/skips.txt
+# lists it with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --test
