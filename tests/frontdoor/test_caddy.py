@@ -21,7 +21,6 @@ import os
 import frontdoor as fd
 
 
-
 class CaddyForwardAuthTest(fd.FrontDoorTest):
     door = "caddy"
     shipped = "Caddyfile"

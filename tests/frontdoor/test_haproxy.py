@@ -17,7 +17,6 @@ import os
 import frontdoor as fd
 
 
-
 class HaproxyLuaTest(fd.FrontDoorTest):
     door = "haproxy"
     shipped = "haproxy.cfg"

@@ -20,7 +20,6 @@ import os
 import frontdoor as fd
 
 
-
 class NginxAuthRequestTest(fd.FrontDoorTest):
     door = "nginx"
     shipped = "nginx-auth-request.conf"
