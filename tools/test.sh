@@ -11,6 +11,8 @@
 # of the request path and 20 s of the XML scanner against pugixml
 # (FRS_FUZZ_SECONDS each), and FRS_RELEASE_TESTS=all runs every
 # test in the release stage too. CI runs the default: 7-9 minutes here.
+# A test that ctest reports skipped fails its stage unless tests/skips.txt
+# lists it with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --test
@@ -24,6 +26,16 @@ reset_other_generator() {
     echo "setup: $1 was configured with another generator; reconfiguring it with Ninja"
     rm -rf "$cache" "$1/CMakeFiles"
   fi
+}
+# ctest, then a failure for each test it skipped that tests/skips.txt does
+# not list with its reason: a skip must never pass unnoticed.
+run_ctest() {
+  local junit rc=0
+  junit=$(mktemp --suffix=.xml)
+  ctest "$@" --output-junit "$junit" || rc=$?
+  tools/check_skips.py tests/skips.txt "$junit" || rc=1
+  rm -f "$junit"
+  return "$rc"
 }
 for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
   stage_start=$(date +%s)
@@ -60,21 +72,21 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
     # Stages select by ctest label (tests/CMakeLists.txt), never by name, and
     # a selection that finds no test fails (--no-tests=error).
     cmake --build --preset tsan -j"$jobs" --target store_test stats_threads_test
-    ctest --preset tsan -j"$jobs" --no-tests=error -L '^tsan$'
+    run_ctest --preset tsan -j"$jobs" --no-tests=error -L '^tsan$'
   else
     if [ "$preset" = release ] && [ "${FRS_RELEASE_TESTS:-}" != all ]; then
       # The programs and the library only (the GoogleTest programs are the
       # ASan stage's), and the tests that run them inside other programs.
       cmake --build --preset release -j"$jobs" --target frsd frsctl frsbench frs_archive frs_compressed_docs
-      ctest --preset release -j"$jobs" --no-tests=error -L '^outside$'
+      run_ctest --preset release -j"$jobs" --no-tests=error -L '^outside$'
     elif [ "$preset" = asan ]; then
       # Everything but those: under ASan they would cost a third of this stage
       # and test no more of our memory safety than the e2e suites do.
       cmake --build --preset asan -j"$jobs"
-      ctest --preset asan -j"$jobs" --no-tests=error -LE '^outside$'
+      run_ctest --preset asan -j"$jobs" --no-tests=error -LE '^outside$'
     else
       cmake --build --preset "$preset" -j"$jobs"
-      ctest --preset "$preset" -j"$jobs" --no-tests=error
+      run_ctest --preset "$preset" -j"$jobs" --no-tests=error
     fi
   fi
   echo "== ${preset}: done in $(( $(date +%s) - stage_start )) s"

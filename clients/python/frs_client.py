@@ -148,26 +148,42 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024  # the C++ client's body_limit: no answer of
 
 # ---------------------------------------------------------------- answers
 
-class Rule(object):
+class _Record(object):
+    """Named fields (the subclass's __slots__), set from its __init__'s
+    arguments and listed by repr()."""
+
+    __slots__ = ()
+
+    def _set(self, args):
+        """Each field from `args` (the __init__'s locals())."""
+        for k in self.__slots__:
+            setattr(self, k, args[k])
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__))
+
+
+class _Verdict(object):
+    """True when allowed: `if client.acquire(...)` reads as the answer."""
+
+    __slots__ = ()
+
+    def __bool__(self):
+        return bool(self.allowed)
+
+    __nonzero__ = __bool__
+
+
+class Rule(_Record):
     """One <rule> of a decision, in map.xml order."""
 
     __slots__ = ("algo", "interval", "count", "limit", "remaining", "reset", "allowed", "debt")
 
     def __init__(self, algo="", interval=0, count=0, limit=0, remaining=0, reset=0, allowed=False, debt=0):
-        self.algo = algo
-        self.interval = interval
-        self.count = count
-        self.limit = limit
-        self.remaining = remaining
-        self.reset = reset
-        self.allowed = allowed
-        self.debt = debt
-
-    def __repr__(self):
-        return "Rule(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+        self._set(locals())
 
 
-class Decision(object):
+class Decision(_Verdict, _Record):
     """What frsd decided (or what the fail policy decided when it could not)."""
 
     __slots__ = ("allowed", "count", "limit", "remaining", "reset", "retry_after", "rules", "shadow",
@@ -175,41 +191,17 @@ class Decision(object):
 
     def __init__(self, allowed=False, count=0, limit=0, remaining=0, reset=0, retry_after=0, rules=None,
                  shadow=False, would_deny=False, found=None, error=None, status=0, server=None):
-        self.allowed = allowed
-        self.count = count
-        self.limit = limit
-        self.remaining = remaining
-        self.reset = reset
-        self.retry_after = retry_after
-        self.rules = rules if rules is not None else []
-        self.shadow = shadow
-        self.would_deny = would_deny
-        self.found = found
-        self.error = error
-        self.status = status
-        self.server = server
-
-    def __bool__(self):
-        return bool(self.allowed)
-
-    __nonzero__ = __bool__
-
-    def __repr__(self):
-        return "Decision(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+        rules = rules if rules is not None else []
+        self._set(locals())
 
 
-class BatchResult(list):
+class BatchResult(_Verdict, list):
     """The Decisions of a batch, in order, plus the overall verdict."""
 
     def __init__(self, decisions=(), allowed=False, error=None):
         list.__init__(self, decisions)
         self.allowed = allowed
         self.error = error
-
-    def __bool__(self):
-        return bool(self.allowed)
-
-    __nonzero__ = __bool__
 
     def __repr__(self):
         return "BatchResult(allowed=%r, error=%r, %s)" % (self.allowed, self.error, list.__repr__(self))

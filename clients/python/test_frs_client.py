@@ -17,7 +17,6 @@ import http.client
 import http.server
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -29,8 +28,13 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# What every test that starts frsd shares (tests/common; copied beside this
+# file where it runs alone, as tests/clients/test_pip_install.py runs it).
+sys.path.append(os.path.join(HERE, "..", "..", "tests", "common"))
 
 import frs_client  # noqa: E402
+import processes  # noqa: E402
+import stand_ins  # noqa: E402
 from frs_client import Client  # noqa: E402
 
 
@@ -134,21 +138,13 @@ class Frsd(object):
         self.proc = subprocess.Popen([FRSD, "-c", self.config, "--foreground"], stdout=self._err,
                                      stderr=self._err, stdin=subprocess.DEVNULL, close_fds=True)
 
-    def _read_listen_file(self):
-        try:
-            with open(self.listen_file) as f:
-                line = f.read()
-        except OSError:
-            return 0
-        return int(line.rsplit(":", 1)[1]) if line.endswith("\n") and ":" in line else 0
-
     def wait_healthy(self, timeout=5.0):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 return False
             if self.port == 0:
-                self.port = self._read_listen_file()
+                self.port = processes.listen_port(self.listen_file)
             try:
                 if self.port and http_get(self.port, "/health", timeout=0.5)[0] == 200:
                     return True
@@ -167,55 +163,17 @@ class Frsd(object):
 
     def reload(self, timeout=10.0):
         """SIGHUP, and wait until every worker logged the reload."""
-        done = self.log().count("(map generation")
-        self.proc.send_signal(signal.SIGHUP)
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.log().count("(map generation") >= done + self.workers:
-                return
-            time.sleep(0.02)
-        raise RuntimeError("frsd did not reload: " + self.log())
+        if not processes.reload_frsd(self.proc, self.log, self.workers, timeout):
+            raise RuntimeError("frsd refused the reload: " + self.log())
 
     def log(self):
-        try:
-            with open(os.path.join(self.dir, "frsd.stderr"), errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def _workers(self):
-        out = []
-        pid = self.proc.pid
-        for e in os.listdir("/proc"):
-            if not e.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % e) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            rest = st[st.rfind(")") + 2:].split()
-            if len(rest) > 1 and int(rest[1]) == pid and rest[0] != "Z":
-                out.append(int(e))
-        return out
+        return processes.read_text(os.path.join(self.dir, "frsd.stderr"))
 
     def stop(self):
         """SIGTERM and wait; SIGKILL (master, then its workers) when that is not enough."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(6)
-            except subprocess.TimeoutExpired:
-                workers = self._workers()
-                self.proc.kill()
-                for w in workers:
-                    try:
-                        os.kill(w, signal.SIGKILL)
-                    except OSError:
-                        pass
-                self.proc.wait(5)
+        processes.stop(self.proc, timeout=6, with_workers=True)
         self.proc = None
         if self._err:
             self._err.close()
@@ -253,9 +211,7 @@ class SilentServer(object):
     """A listening socket that accepts (in the kernel's backlog) and never answers."""
 
     def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
+        self.sock = stand_ins.listener()
         self.port = self.sock.getsockname()[1]
         self.name = "127.0.0.1:%d" % self.port
 
@@ -380,20 +336,18 @@ def stub_answers(body, **client_args):
     return out
 
 
-class _Answer503(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+_Answer503 = stand_ins.fixed_answer(503, b'<response code="503" msg="overloaded"/>\n')
 
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        body = b'<response code="503" msg="overloaded"/>\n'
-        self.send_response(503)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def log_message(self, *args):
-        pass
+def each_policy(name, **kw):
+    """A Client of `name` with fail="open", then one with fail="closed", each
+    closed after its turn, with whether that policy allows when frsd fails."""
+    for fail, allowed in (("open", True), ("closed", False)):
+        c = Client(name, fail=fail, **kw)
+        try:
+            yield c, allowed
+        finally:
+            c.close()
 
 
 def need_frsd(cls):
@@ -633,8 +587,7 @@ class FailureTest(unittest.TestCase):
     def test_timeout_fail_open_and_closed(self):
         silent = SilentServer()
         try:
-            for fail, allowed in (("open", True), ("closed", False)):
-                c = Client(silent.name, timeout=0.2, fail=fail)
+            for c, allowed in each_policy(silent.name, timeout=0.2):
                 t = time.monotonic()
                 d = c.acquire("login", "k")
                 took = time.monotonic() - t
@@ -645,19 +598,16 @@ class FailureTest(unittest.TestCase):
                 res = c.batch([("acquire", "login", "a"), ("acquire", "login", "b")])
                 self.assertEqual(res.allowed, allowed)
                 self.assertTrue(all(d.error for d in res))
-                c.close()
         finally:
             silent.close()
 
     def test_connection_refused(self):
         refusing = RefusingPort()
         try:
-            for fail, allowed in (("open", True), ("closed", False)):
-                c = Client(refusing.name, timeout=0.5, fail=fail)
+            for c, allowed in each_policy(refusing.name, timeout=0.5):
                 d = c.query("login", "k")
                 self.assertEqual(d.allowed, allowed)
                 self.assertIn("ConnectionRefused", d.error)
-                c.close()
         finally:
             refusing.close()
 
@@ -667,12 +617,10 @@ class FailureTest(unittest.TestCase):
         t.start()
         try:
             name = "127.0.0.1:%d" % srv.server_address[1]
-            for fail, allowed in (("open", True), ("closed", False)):
-                c = Client(name, timeout=1.0, fail=fail)
+            for c, allowed in each_policy(name, timeout=1.0):
                 d = c.acquire("login", "k")
                 self.assertEqual((d.allowed, d.status), (allowed, 503), d)
                 self.assertIn("overloaded", d.error)
-                c.close()
         finally:
             srv.shutdown()
             srv.server_close()
@@ -696,23 +644,19 @@ class HostileServerTest(unittest.TestCase):
             return False
         stub = StubServer(trickle)
         try:
-            for fail, allowed in (("open", True), ("closed", False)):
-                c = Client(stub.name, timeout=0.5, fail=fail)
-                try:
-                    t = time.monotonic()
-                    d = c.acquire("login", "k")
-                    took = time.monotonic() - t
-                    self.assertLess(took, 1.2, d)
-                    self.assertEqual(d.allowed, allowed, d)
-                    self.assertIn("timed out", d.error or "", d)
-                    self.assertEqual(d.status, 0)
-                    t = time.monotonic()
-                    res = c.batch([("acquire", "login", "a"), ("acquire", "login", "b")])
-                    self.assertLess(time.monotonic() - t, 1.2, res)
-                    self.assertEqual(res.allowed, allowed, res)
-                    self.assertIn("timed out", res.error or "", res)
-                finally:
-                    c.close()
+            for c, allowed in each_policy(stub.name, timeout=0.5):
+                t = time.monotonic()
+                d = c.acquire("login", "k")
+                took = time.monotonic() - t
+                self.assertLess(took, 1.2, d)
+                self.assertEqual(d.allowed, allowed, d)
+                self.assertIn("timed out", d.error or "", d)
+                self.assertEqual(d.status, 0)
+                t = time.monotonic()
+                res = c.batch([("acquire", "login", "a"), ("acquire", "login", "b")])
+                self.assertLess(time.monotonic() - t, 1.2, res)
+                self.assertEqual(res.allowed, allowed, res)
+                self.assertIn("timed out", res.error or "", res)
         finally:
             stub.close()
 
@@ -722,16 +666,12 @@ class HostileServerTest(unittest.TestCase):
                     % (elsewhere.name.encode(), elsewhere.name.encode()))
         stub = StubServer(answer_200(misroute, "421 Misdirected Request"))
         try:
-            for fail, allowed in (("open", True), ("closed", False)):
-                c = Client(stub.name, timeout=2.0, fail=fail, token="s3cret")
-                try:
-                    for d in (c.set("login", "k", 0), c.acquire("login", "k"), c.delete("login", "k"),
-                              c.batch([("acquire", "login", "a")])):
-                        self.assertEqual(d.allowed, allowed, d)
-                        self.assertIn("not in this client's shard list", d.error or "", d)
-                    self.assertEqual(c.redirects, 0)
-                finally:
-                    c.close()
+            for c, allowed in each_policy(stub.name, timeout=2.0, token="s3cret"):
+                for d in (c.set("login", "k", 0), c.acquire("login", "k"), c.delete("login", "k"),
+                          c.batch([("acquire", "login", "a")])):
+                    self.assertEqual(d.allowed, allowed, d)
+                    self.assertIn("not in this client's shard list", d.error or "", d)
+                self.assertEqual(c.redirects, 0)
             self.assertIn(b"s3cret", stub.requests[0])  # the token was there to leak
             self.assertEqual(elsewhere.requests, [])  # nothing went outside the ring, no token
             # An owner in the client's own ring is followed, once.
@@ -774,23 +714,19 @@ class HostileServerTest(unittest.TestCase):
 
         stub = StubServer(huge)
         try:
-            for fail, allowed in (("open", True), ("closed", False)):
-                c = Client(stub.name, timeout=10.0, fail=fail)
+            for c, allowed in each_policy(stub.name, timeout=10.0):
+                tracemalloc.start()
                 try:
-                    tracemalloc.start()
-                    try:
-                        t = time.monotonic()
-                        d = c.acquire("login", "k")
-                        took = time.monotonic() - t
-                        peak = tracemalloc.get_traced_memory()[1]
-                    finally:
-                        tracemalloc.stop()
-                    self.assertIn("100000000", d.error or "", d)
-                    self.assertEqual(d.allowed, allowed, d)
-                    self.assertLess(took, 1.0, d)
-                    self.assertLess(peak, 8 << 20)  # the body was not read
+                    t = time.monotonic()
+                    d = c.acquire("login", "k")
+                    took = time.monotonic() - t
+                    peak = tracemalloc.get_traced_memory()[1]
                 finally:
-                    c.close()
+                    tracemalloc.stop()
+                self.assertIn("100000000", d.error or "", d)
+                self.assertEqual(d.allowed, allowed, d)
+                self.assertLess(took, 1.0, d)
+                self.assertLess(peak, 8 << 20)  # the body was not read
             time.sleep(0.2)  # the stub notices the closed connection
             self.assertLess(stub.sent, 16 << 20)  # of the 100 MB announced
         finally:

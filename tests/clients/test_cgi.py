@@ -34,11 +34,13 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 
 import test_frs_client as support  # noqa: E402  (Frsd, RefusingPort, http_get, SilentServer)
 from frs_client import Client  # noqa: E402
-from processes import candidate_port, listening, stop, wait_for  # noqa: E402
+import nginx_conf  # noqa: E402
+from processes import candidate_port, listening, require, stop, wait_for  # noqa: E402
 
-NGINX = next((p for p in ("/usr/sbin/nginx", "/usr/bin/nginx") if os.access(p, os.X_OK)), "")
-FCGIWRAP = next((p for p in ("/usr/sbin/fcgiwrap", "/usr/bin/fcgiwrap") if os.access(p, os.X_OK)), "")
-CURL = shutil.which("curl") or ""
+# Not skips: tools/setup.sh --test installs them.
+NGINX = require("nginx", "/usr/sbin/nginx", "/usr/bin/nginx")
+FCGIWRAP = require("fcgiwrap", "/usr/sbin/fcgiwrap", "/usr/bin/fcgiwrap")
+CURL = require("curl")
 
 MAP = """<map>
   <biz id="1" name="login"><rule interval="60" max="5"/></biz>
@@ -122,20 +124,8 @@ class CgiTest(unittest.TestCase):
         # and another on "address in use" (nginx exits then).
         for _ in range(5):
             cls.port = candidate_port()
-            conf = os.path.join(cls.dir, "nginx.conf")
-            with open(conf, "w") as f:
-                if os.geteuid() == 0:
-                    f.write("user root;\n")
-                f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                        "pid %(d)s/nginx.pid;\nerror_log %(d)s/error.log warn;\n"
-                        "events { worker_connections 256; }\n"
-                        "http {\n  access_log off;\n"
-                        "  client_body_temp_path %(d)s/tmp/body;\n  proxy_temp_path %(d)s/tmp/proxy;\n"
-                        "  fastcgi_temp_path %(d)s/tmp/fcgi;\n  uwsgi_temp_path %(d)s/tmp/uwsgi;\n"
-                        "  scgi_temp_path %(d)s/tmp/scgi;\n"
-                        "  server {\n    listen 127.0.0.1:%(p)d;\n%(l)s\n  }\n}\n"
-                        % {"d": cls.dir, "p": cls.port, "l": "".join(locs)})
-            os.makedirs(os.path.join(cls.dir, "tmp"), exist_ok=True)
+            conf = nginx_conf.write(cls.dir, "  server {\n    listen 127.0.0.1:%d;\n%s\n  }\n"
+                                    % (cls.port, "".join(locs)))
             cls.nginx = subprocess.Popen([NGINX, "-p", cls.dir, "-c", conf], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -237,13 +227,8 @@ class CgiTest(unittest.TestCase):
 
 
 def main():
-    missing = [n for n, p in (("nginx", NGINX), ("fcgiwrap", FCGIWRAP), ("curl", CURL)) if not p]
-    if missing:
-        print("skipped: %s not installed (tools/setup.sh --test installs it)" % ", ".join(missing))
-        sys.exit(77)
     if not (support.FRSD and os.access(support.FRSD, os.X_OK)):
-        print("skipped: set FRSD to the frsd binary")
-        sys.exit(77)
+        sys.exit("FAIL: set FRSD to the frsd binary")
     argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a.startswith("-") or not os.path.isfile(a)]
     unittest.main(argv=argv, verbosity=2)
 

@@ -1,12 +1,70 @@
-"""tests/common/processes.py: what the Python tests share for the processes
-they start (frsd, nginx, fcgiwrap, HAProxy, Caddy): wait for a condition,
-stop a child by its pid, politely first, and ports for the programs that
-cannot bind port 0 and say what they got (frsd can: it is never given one)."""
+"""tests/common/processes.py: what the Python tests (and tools/cluster) share
+for the processes they start (frsd, nginx, fcgiwrap, HAProxy, Caddy,
+rsyslogd): the program itself, or a failure naming its package; wait for a
+condition; stop a child by its pid, politely first, or kill frsd's master
+and its workers; and ports for the programs that cannot bind port 0 and say
+what they got (frsd can: it is never given one)."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
+
+
+def require(what, *paths):
+    """The first executable of `paths` (or `what` on PATH), or exit 1 naming
+    it: tools/setup.sh --test installs every program a test starts, so a
+    missing one is a failure, never a skip."""
+    for p in paths + (shutil.which(what) or "",):
+        if p and os.access(p, os.X_OK):
+            return p
+    sys.exit("FAIL: %s is not installed (tools/setup.sh --test installs it)" % what)
+
+
+def read_text(path):
+    """The text of `path` (undecodable bytes replaced), "" when it cannot be read."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def children(pid):
+    """The live children of `pid`, from /proc (an frsd master's workers)."""
+    out = []
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        st = read_text("/proc/%s/stat" % e)
+        rest = st[st.rfind(")") + 2:].split()
+        if len(rest) > 1 and int(rest[1]) == pid and rest[0] != "Z":
+            out.append(int(e))
+    return out
+
+
+def alive(pid):
+    """True while `pid` exists and is not a zombie."""
+    st = read_text("/proc/%d/stat" % pid)
+    return bool(st) and st[st.rfind(")") + 2:].split()[0] != "Z"
+
+
+def kill9(proc):
+    """SIGKILL to the child `proc` (an frsd master) and to each of its workers,
+    each by pid, and waits until all are gone; returns the pids killed."""
+    workers = children(proc.pid)
+    proc.kill()
+    for w in workers:
+        try:
+            os.kill(w, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(5)
+    # Reparented once the master died: not our children to wait for.
+    wait_for(lambda: not any(alive(w) for w in workers), 5)
+    return [proc.pid] + workers
 
 
 def candidate_port():
@@ -57,14 +115,43 @@ def wait_for(pred, timeout=5.0):
     return False
 
 
-def stop(proc, sig=signal.SIGTERM):
+def stop(proc, sig=signal.SIGTERM, timeout=5, with_workers=False):
     """Sends `sig` to the child `proc` (a subprocess.Popen), then SIGKILL if it
-    has not exited within 5 s; a child already gone is left alone."""
+    has not exited within `timeout` s (with_workers: to frsd's workers too,
+    kill9()); a child already gone is left alone."""
     if proc is None or proc.poll() is not None:
         return
     proc.send_signal(sig)
     try:
-        proc.wait(5)
+        proc.wait(timeout)
     except subprocess.TimeoutExpired:
+        if with_workers:
+            kill9(proc)
+            return
         proc.kill()
         proc.wait(5)
+
+
+def listen_port(path):
+    """The port in frsd's listen file `path` (data/frsd.listen: "host:port\n",
+    written once frsd has bound it); 0 while it is missing or half written."""
+    line = read_text(path)
+    return int(line.rsplit(":", 1)[1]) if line.endswith("\n") and ":" in line else 0
+
+
+def reload_frsd(proc, log, workers, timeout=10.0):
+    """SIGHUP to frsd's master `proc`: True once each of its `workers` logged
+    the new map in log() (frsd's stderr so far), False when the master
+    refused the reload; raises RuntimeError after `timeout` s."""
+    done = log().count("(map generation")
+    refused = log().count("reload refused")
+    proc.send_signal(signal.SIGHUP)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        text = log()
+        if text.count("reload refused") > refused:
+            return False
+        if text.count("(map generation") >= done + workers:
+            return True
+        time.sleep(0.02)
+    raise RuntimeError("frsd did not reload: " + log())

@@ -7,11 +7,11 @@ import importlib
 import importlib.util
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+import unittest
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,20 +46,33 @@ def generate_messages(out_dir):
 def load_grpc():
     """grpcio and the generated messages, for a test that speaks gRPC: exits
     77 (skipped) without grpcio or protoc. Returns (grpc, rls_pb2,
-    ratelimit_pb2, health_pb2, gen_dir); the caller removes gen_dir."""
+    ratelimit_pb2, health_pb2); main() removes the generated files."""
+    # Listed in tests/skips.txt: a developer's python3 may lack them.
     try:
         import grpc
     except ImportError:
+        print("SKIP: no grpcio for %s (tools/setup.sh --test installs python3-grpcio)" % sys.executable)
         sys.exit(77)
     if shutil.which("protoc") is None:
+        print("SKIP: no protoc (tools/setup.sh --test installs protobuf-compiler)")
         sys.exit(77)
-    gen = tempfile.mkdtemp(prefix="frs-envoy-pb-")
-    mods = (grpc,) + tuple(generate_messages(gen))
+    _GENERATED.append(tempfile.mkdtemp(prefix="frs-envoy-pb-"))
+    mods = (grpc,) + tuple(generate_messages(_GENERATED[-1]))
     _LOADED.extend(mods)
-    return mods + (gen,)
+    return mods
 
 
 _LOADED = []  # grpc, rls_pb2, ratelimit_pb2, health_pb2, once load_grpc ran
+_GENERATED = []  # the directory load_grpc generated the messages in
+
+
+def main():
+    """unittest.main() for a test script, then the generated messages removed."""
+    try:
+        unittest.main()
+    finally:
+        for d in _GENERATED:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def should_rate_limit(port, req, timeout=5):
@@ -107,14 +120,6 @@ class Frsd:
     def path(self, *p):
         return os.path.join(self.dir, *p)
 
-    def _read_port(self, name):
-        try:
-            with open(self.path("data", name)) as f:
-                line = f.read()
-        except OSError:
-            return 0
-        return int(line.rsplit(":", 1)[1]) if line.endswith("\n") and ":" in line else 0
-
     def start(self, timeout=10.0):
         for name in ("frsd.listen", "frsd.grpc.listen"):
             try:
@@ -130,8 +135,8 @@ class Frsd:
             if self.proc.poll() is not None:
                 break
             if not self.port:
-                self.port = self._read_port("frsd.listen")
-                self.grpc_port = self._read_port("frsd.grpc.listen")
+                self.port = processes.listen_port(self.path("data", "frsd.listen"))
+                self.grpc_port = processes.listen_port(self.path("data", "frsd.grpc.listen"))
             if self.port and self.get("/health")[0] == 200:
                 return
             time.sleep(0.02)
@@ -150,52 +155,17 @@ class Frsd:
 
     def reload(self, timeout=10.0):
         """SIGHUP; True once every worker reloaded, False when the master refused it."""
-        done = self.log().count("(map generation")
-        refused = self.log().count("reload refused")
-        self.proc.send_signal(signal.SIGHUP)
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            log = self.log()
-            if log.count("reload refused") > refused:
-                return False
-            if log.count("(map generation") >= done + self.workers:
-                return True
-            time.sleep(0.02)
-        raise RuntimeError("frsd did not reload: " + self.log())
+        return processes.reload_frsd(self.proc, self.log, self.workers, timeout)
 
     def log(self):
-        try:
-            with open(self.path("frsd.stderr"), errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return processes.read_text(self.path("frsd.stderr"))
 
     def workers_pids(self):
-        out = []
-        for e in os.listdir("/proc"):
-            if not e.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % e) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            rest = st[st.rfind(")") + 2:].split()
-            if len(rest) > 1 and int(rest[1]) == self.proc.pid and rest[0] != "Z":
-                out.append(int(e))
-        return out
+        return processes.children(self.proc.pid)
 
     def kill9_all(self):
         """kill -9 of the master and every worker, by pid."""
-        pids = self.workers_pids()
-        os.kill(self.proc.pid, signal.SIGKILL)
-        for p in pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(5)
-        processes.wait_for(lambda: all(not os.path.exists("/proc/%d" % p) for p in pids), 5)
+        processes.kill9(self.proc)
 
     def stop(self):
         processes.stop(self.proc)

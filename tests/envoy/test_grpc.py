@@ -2,18 +2,13 @@
 core) against a live frsd's <grpc> listener: Envoy's ShouldRateLimit and
 gRPC health, as a platform team moving from envoyproxy/ratelimit would
 check them. Skipped (77) without grpcio or protoc."""
-import os
-import shutil
-import sys
-import tempfile
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import envoy_frsd  # noqa: E402
+import envoy_frsd
 
-grpc, rls_pb2, ratelimit_pb2, health_pb2, GEN = envoy_frsd.load_grpc()
+grpc, rls_pb2, ratelimit_pb2, health_pb2 = envoy_frsd.load_grpc()
 Resp = rls_pb2.RateLimitResponse
 
 YAML = """domain: edge
@@ -251,68 +246,57 @@ class Headers(unittest.TestCase):
 
 
 class Durability(unittest.TestCase):
+    def start(self, limit):
+        """At the start of a minute, a started frsd (2 workers) whose route
+        and remote_address limits are `limit` and 50, removed after the test;
+        returns it and its ShouldRateLimit call."""
+        wait_for_a_fresh_minute(margin=20)
+        frsd = envoy_frsd.Frsd({"edge.yaml": YAML % limit}, workers=2)
+        self.addCleanup(frsd.remove)
+        frsd.start()
+        return frsd, lambda req: envoy_frsd.should_rate_limit(frsd.grpc_port, req)
+
     def test_a_reload_adding_a_colliding_descriptor_keeps_every_count(self):
         # envoy.edge.path_13022 hashes to envoy.edge.route_checkout's slot
         # (1380 of 16384) and sorts before it: ids probed over all names in
         # name order gave it route_checkout's id on the reload, so
         # route_checkout's count moved to another id. Ids are kept in
         # data/envoy.ids and never move.
-        wait_for_a_fresh_minute(margin=20)
-        frsd = envoy_frsd.Frsd({"edge.yaml": YAML % 5}, workers=2)
+        frsd, call = self.start(5)
         key = [("route", "checkout")]
-
-        def call(req):
-            return envoy_frsd.should_rate_limit(frsd.grpc_port, req)
-
-        try:
-            frsd.start()
-            self.assertEqual(call(request("edge", [key], hits_addend=3)).statuses[0].limit_remaining, 2)
-            frsd.write_yaml("edge.yaml", YAML % 5 + "  - key: path\n    value: '13022'\n"
-                            "    rate_limit: {unit: minute, requests_per_unit: 9}\n")
-            self.assertTrue(frsd.reload())
-            r = call(request("edge", [key, [("path", "13022")]], look=True))
-            self.assertEqual(r.statuses[0].limit_remaining, 2)
-            self.assertEqual(r.statuses[1].limit_remaining, 9)
-            with open(frsd.path("data", "envoy.ids")) as f:
-                ids = f.read()
-            self.assertIn("envoy.edge.path_13022 ", ids)
-            # Every process, respawned or restarted after kill -9, keeps them.
-            frsd.kill9_all()
-            frsd.start()
-            r = call(request("edge", [key], look=True))
-            self.assertEqual(r.statuses[0].limit_remaining, 2)
-            # Removed again: the id stays reserved in the file.
-            frsd.write_yaml("edge.yaml", YAML % 5)
-            self.assertTrue(frsd.reload())
-            with open(frsd.path("data", "envoy.ids")) as f:
-                self.assertEqual(f.read(), ids)
-        finally:
-            frsd.remove()
+        self.assertEqual(call(request("edge", [key], hits_addend=3)).statuses[0].limit_remaining, 2)
+        frsd.write_yaml("edge.yaml", YAML % 5 + "  - key: path\n    value: '13022'\n"
+                        "    rate_limit: {unit: minute, requests_per_unit: 9}\n")
+        self.assertTrue(frsd.reload())
+        r = call(request("edge", [key, [("path", "13022")]], look=True))
+        self.assertEqual(r.statuses[0].limit_remaining, 2)
+        self.assertEqual(r.statuses[1].limit_remaining, 9)
+        with open(frsd.path("data", "envoy.ids")) as f:
+            ids = f.read()
+        self.assertIn("envoy.edge.path_13022 ", ids)
+        # Every process, respawned or restarted after kill -9, keeps them.
+        frsd.kill9_all()
+        frsd.start()
+        r = call(request("edge", [key], look=True))
+        self.assertEqual(r.statuses[0].limit_remaining, 2)
+        # Removed again: the id stays reserved in the file.
+        frsd.write_yaml("edge.yaml", YAML % 5)
+        self.assertTrue(frsd.reload())
+        with open(frsd.path("data", "envoy.ids")) as f:
+            self.assertEqual(f.read(), ids)
 
     def test_counts_survive_a_restart_and_kill_9_of_every_process(self):
-        wait_for_a_fresh_minute(margin=20)
-        frsd = envoy_frsd.Frsd({"edge.yaml": YAML % 3}, workers=2)
+        frsd, call = self.start(3)
         key = [("remote_address", "durable")]
-
-        def call(req):
-            return envoy_frsd.should_rate_limit(frsd.grpc_port, req)
-
-        try:
-            frsd.start()
-            self.assertEqual(call(request("edge", [key], hits_addend=20)).statuses[0].limit_remaining, 30)
-            frsd.stop()
-            frsd.start()
-            self.assertEqual(call(request("edge", [key], hits_addend=5)).statuses[0].limit_remaining, 25)
-            frsd.kill9_all()
-            frsd.start()
-            r = call(request("edge", [key], look=True))
-            self.assertEqual(r.statuses[0].limit_remaining, 25)
-        finally:
-            frsd.remove()
+        self.assertEqual(call(request("edge", [key], hits_addend=20)).statuses[0].limit_remaining, 30)
+        frsd.stop()
+        frsd.start()
+        self.assertEqual(call(request("edge", [key], hits_addend=5)).statuses[0].limit_remaining, 25)
+        frsd.kill9_all()
+        frsd.start()
+        r = call(request("edge", [key], look=True))
+        self.assertEqual(r.statuses[0].limit_remaining, 25)
 
 
 if __name__ == "__main__":
-    try:
-        unittest.main()
-    finally:
-        shutil.rmtree(GEN, ignore_errors=True)
+    envoy_frsd.main()

@@ -14,13 +14,11 @@ import ctypes
 import os
 import socket
 import struct
-import sys
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import envoy_frsd  # noqa: E402
+import envoy_frsd
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 YAML = """domain: edge
@@ -68,36 +66,33 @@ class Conn:
     def send(self, b):
         self.s.sendall(b)
 
-    def read_until_closed(self, limit=10.0):
-        """All bytes until the server closes; None when it did not within `limit` s."""
+    def recv_for(self, seconds, poll, reset_closes):
+        """(bytes received within `seconds`, whether the server closed);
+        a reset is a close when reset_closes, an error otherwise."""
         out = b""
-        end = time.monotonic() + limit
-        self.s.settimeout(0.2)
+        end = time.monotonic() + seconds
+        self.s.settimeout(poll)
         while time.monotonic() < end:
             try:
                 b = self.s.recv(65536)
             except socket.timeout:
                 continue
             except ConnectionResetError:
-                return out
+                if not reset_closes:
+                    raise
+                return out, True
             if not b:
-                return out
+                return out, True
             out += b
-        return None
+        return out, False
+
+    def read_until_closed(self, limit=10.0):
+        """All bytes until the server closes; None when it did not within `limit` s."""
+        out, closed = self.recv_for(limit, 0.2, reset_closes=True)
+        return out if closed else None
 
     def read_for(self, seconds):
-        out = b""
-        end = time.monotonic() + seconds
-        self.s.settimeout(0.1)
-        while time.monotonic() < end:
-            try:
-                b = self.s.recv(65536)
-            except socket.timeout:
-                continue
-            if not b:
-                break
-            out += b
-        return out
+        return self.recv_for(seconds, 0.1, reset_closes=False)[0]
 
     def close(self):
         self.s.close()
@@ -284,26 +279,14 @@ class Hostile(unittest.TestCase):
         t0 = time.monotonic()
         closed_at = None
         got = b""
-        c.s.settimeout(0.05)
         while time.monotonic() - t0 < 6:
             try:
                 c.send(frame(6, 0, 0, struct.pack(">Q", int(time.monotonic() * 1000))))
             except OSError:
                 closed_at = time.monotonic()
                 break
-            end = time.monotonic() + 0.25
-            eof = False
-            while time.monotonic() < end:
-                try:
-                    r = c.s.recv(65536)
-                except socket.timeout:
-                    continue
-                except ConnectionResetError:
-                    r = b""
-                if not r:
-                    eof = True
-                    break
-                got += r
+            r, eof = c.recv_for(0.25, 0.05, reset_closes=True)
+            got += r
             if eof:
                 closed_at = time.monotonic()
                 break

@@ -9,8 +9,8 @@ text exactly as often as expected, so a change of the file that the test
 would silently stop covering fails here instead. Everything listens on
 127.0.0.1. Every process started is stopped by its pid, never by name.
 
-Exit status 77 (ctest: skipped) when the front door's binary is missing
-(tools/setup.sh --test installs nginx, haproxy and caddy).
+A missing front door fails the test (tools/setup.sh --test installs nginx,
+haproxy and caddy): processes.require().
 """
 
 import http.client
@@ -27,7 +27,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
-from processes import candidate_port, listening, stop, wait_for  # noqa: E402,F401  (the tests use them here)
+import nginx_conf  # noqa: E402,F401  (the tests use them here)
+from processes import candidate_port, listening, read_text, require, stop, wait_for  # noqa: E402,F401
+from stand_ins import fixed_answer, listener  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -50,21 +52,10 @@ def frsd_path():
     return os.path.abspath(p)
 
 
-def binary(*candidates):
-    for p in candidates:
-        if os.access(p, os.X_OK):
-            return p
-    return ""
-
-
-def main_or_skip(tool, what):
-    """unittest.main(), or exit 77 with the reason when `tool` is missing."""
-    if not tool:
-        print("SKIP: %s is not installed (tools/setup.sh --test installs it)" % what)
-        sys.exit(77)
+def main():
+    """unittest.main(), or a failure when there is no frsd to test."""
     if not os.access(frsd_path(), os.X_OK):
-        print("SKIP: no frsd at %s (set FRSD)" % frsd_path())
-        sys.exit(77)
+        sys.exit("FAIL: no frsd at %s (set FRSD)" % frsd_path())
     unittest.main(verbosity=2)
 
 
@@ -234,21 +225,8 @@ class Stub(object):
     """An "frsd" that answers every request with `status` (503: overloaded)."""
 
     def __init__(self, status):
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                out = b'<response code="%d" msg="stub"/>\n' % status
-                self.send_response(status)
-                self.send_header("Content-Type", "application/xml")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = QuietServer(("127.0.0.1", 0), Handler)
+        handler = fixed_answer(status, b'<response code="%d" msg="stub"/>\n' % status)
+        self.server = QuietServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -262,9 +240,7 @@ class Silent(object):
     """A listener that accepts and never answers: an frsd that hangs."""
 
     def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
+        self.sock = listener()
         self.port = self.sock.getsockname()[1]
         self.conns = []
         self.done = False
@@ -291,7 +267,8 @@ class FrontDoorTest(unittest.TestCase):
     """The checks every front door passes; subclasses start the front door
     (start_door(frsd_port, extra) sets self.port) and stop it (stop_door())."""
 
-    door = "front door"
+    door = "front door"  # the program, Debian's, in /usr/sbin or /usr/bin
+    shipped = None  # its file in conf/frontdoor/
     # (old, new, times) replacements that make the shipped file ask frsd about
     # a biz its map.xml lacks (frsd: 404): for every path but /login, and for
     # /login; and what /login (fail-closed) then answers.
@@ -299,6 +276,11 @@ class FrontDoorTest(unittest.TestCase):
     unknown_login_biz = None
     unknown_login_status = 500
     forwards_fields = False  # the site gets frsd's RateLimit as a request header
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        # Not a skip: tools/setup.sh --test installs every front door.
+        cls.program = require(cls.door, "/usr/sbin/" + cls.door, "/usr/bin/" + cls.door)
 
     @classmethod
     def setUpClass(cls):
@@ -341,6 +323,10 @@ class FrontDoorTest(unittest.TestCase):
         self.proc = None
 
     # --- helpers -----------------------------------------------------------
+    def render_shipped(self, dst, replacements):
+        """The shipped file, with `replacements` (see render()), written to `dst`."""
+        render(os.path.join(CONF, self.shipped), dst, replacements)
+
     def spawn(self, argv, ready_port_fn, env=None, name="door"):
         """Starts argv, which must listen on the candidate port that
         ready_port_fn() picks and renders: none of the front doors can bind

@@ -17,18 +17,13 @@ dir (HOME and XDG_* point there); its admin API is off.
 """
 
 import os
-import sys
 
-sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import frontdoor as fd  # noqa: E402
-
-CADDY = fd.binary("/usr/bin/caddy", "/usr/sbin/caddy")
-SHIPPED = os.path.join(fd.CONF, "Caddyfile")
+import frontdoor as fd
 
 
 class CaddyForwardAuthTest(fd.FrontDoorTest):
     door = "caddy"
+    shipped = "Caddyfile"
     forwards_fields = True
     unknown_biz = ("import frs_auth api", "import frs_auth nosuchbiz", 1)
     unknown_login_biz = ("import frs_auth login", "import frs_auth nosuchbiz", 1)
@@ -41,7 +36,7 @@ class CaddyForwardAuthTest(fd.FrontDoorTest):
 
         def render():
             port = fd.candidate_port()
-            fd.render(SHIPPED, cfg, list(extra) + [
+            self.render_shipped(cfg, list(extra) + [
                 ("admin localhost:2019", "admin off", 1),
                 ("forward_auth 127.0.0.1:8300 {", "forward_auth 127.0.0.1:%d {" % frsd_port, 1),
                 ("reverse_proxy 127.0.0.1:8080", "reverse_proxy 127.0.0.1:%d" % (site_port or self.site.port), 3),
@@ -49,7 +44,7 @@ class CaddyForwardAuthTest(fd.FrontDoorTest):
             ])
             return port
 
-        self.spawn([CADDY, "run", "--config", cfg, "--adapter", "caddyfile"], render, env=env)
+        self.spawn([self.program, "run", "--config", cfg, "--adapter", "caddyfile"], render, env=env)
 
     def door_log(self):
         # Caddy logs JSON lines; the info ones are noise here.
@@ -69,4 +64,4 @@ class CaddyForwardAuthTest(fd.FrontDoorTest):
 
 
 if __name__ == "__main__":
-    fd.main_or_skip(CADDY, "caddy")
+    fd.main()

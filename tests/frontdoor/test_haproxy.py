@@ -13,18 +13,13 @@ as down; a biz frsd does not know (its 404) is a 500, not a page served.
 """
 
 import os
-import sys
 
-sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import frontdoor as fd  # noqa: E402
-
-HAPROXY = fd.binary("/usr/sbin/haproxy", "/usr/bin/haproxy")
-SHIPPED = os.path.join(fd.CONF, "haproxy.cfg")
+import frontdoor as fd
 
 
 class HaproxyLuaTest(fd.FrontDoorTest):
     door = "haproxy"
+    shipped = "haproxy.cfg"
     unknown_biz = ("lua.frs_auth api   unless", "lua.frs_auth nosuchbiz unless", 1)
     unknown_login_biz = ("lua.frs_auth login if", "lua.frs_auth nosuchbiz if", 1)
 
@@ -33,7 +28,7 @@ class HaproxyLuaTest(fd.FrontDoorTest):
 
         def render():
             port = fd.candidate_port()
-            fd.render(SHIPPED, cfg, list(extra) + [
+            self.render_shipped(cfg, list(extra) + [
                 ("setenv FRS_ADDR 127.0.0.1:8300", "setenv FRS_ADDR 127.0.0.1:%d" % frsd_port, 1),
                 ("lua-load /etc/haproxy/frs.lua", "lua-load " + os.path.join(fd.CONF, "frs.lua"), 1),
                 ("    bind :80\n", "    bind 127.0.0.1:%d\n" % port, 1),
@@ -41,11 +36,11 @@ class HaproxyLuaTest(fd.FrontDoorTest):
             ])
             return port
 
-        self.spawn([HAPROXY, "-f", cfg, "-db"], render)
+        self.spawn([self.program, "-f", cfg, "-db"], render)
 
     def door_log(self):
         return self.out()
 
 
 if __name__ == "__main__":
-    fd.main_or_skip(HAPROXY, "haproxy")
+    fd.main()

@@ -16,18 +16,13 @@ try_files/`auth_request off` counts it once.
 """
 
 import os
-import sys
 
-sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import frontdoor as fd  # noqa: E402
-
-NGINX = fd.binary("/usr/sbin/nginx", "/usr/bin/nginx")
-SHIPPED = os.path.join(fd.CONF, "nginx-auth-request.conf")
+import frontdoor as fd
 
 
 class NginxAuthRequestTest(fd.FrontDoorTest):
     door = "nginx"
+    shipped = "nginx-auth-request.conf"
     unknown_biz = ("auth_request /_frs/open/api;", "auth_request /_frs/open/nosuchbiz;", 1)
     unknown_login_biz = ("auth_request /_frs/closed/login;", "auth_request /_frs/closed/nosuchbiz;", 1)
     unknown_login_status = 503  # fail-closed: auth_request reports a 404 and an outage alike (500)
@@ -44,34 +39,23 @@ class NginxAuthRequestTest(fd.FrontDoorTest):
 
         def render():
             port = fd.candidate_port()
-            fd.render(SHIPPED, os.path.join(self.dir, "site.conf"), list(extra) + [
+            self.render_shipped(os.path.join(self.dir, "site.conf"), list(extra) + [
                 ("server 127.0.0.1:8300;", "server 127.0.0.1:%d;" % frsd_port, 1),
                 ("server 127.0.0.1:8080;", "server 127.0.0.1:%d;" % self.site.port, 1),
                 ("listen 80;", "listen 127.0.0.1:%d;" % port, 1),
                 ("root /var/www/html;", "root %s;" % www, 1),
             ])
-            d = self.dir
-            with open(os.path.join(d, "nginx.conf"), "w") as f:
-                if os.geteuid() == 0:
-                    f.write("user root;\n")
-                f.write("daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                        "pid %(d)s/nginx.pid;\nerror_log %(d)s/error.log warn;\n"
-                        "events { worker_connections 256; }\n"
-                        "http {\n  access_log off;\n"
-                        "  client_body_temp_path %(d)s/tmp/body;\n  proxy_temp_path %(d)s/tmp/proxy;\n"
-                        "  fastcgi_temp_path %(d)s/tmp/fcgi;\n  uwsgi_temp_path %(d)s/tmp/uwsgi;\n"
-                        "  scgi_temp_path %(d)s/tmp/scgi;\n"
-                        "  include %(d)s/site.conf;\n}\n" % {"d": d})
+            fd.nginx_conf.write(self.dir, "  include %s/site.conf;\n" % self.dir)
             return port
 
-        self.spawn([NGINX, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf")], render)
+        self.spawn([self.program, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf")], render)
 
     def stop_door(self):
         fd.stop(self.proc, fd.signal.SIGQUIT)
         self.proc = None
 
     def door_log(self):
-        return self.out() + _read(os.path.join(self.dir, "error.log"))
+        return self.out() + fd.read_text(os.path.join(self.dir, "error.log"))
 
     def test_static_files_are_counted_once_and_the_subrequest_is_internal(self):
         self.start_door(self.frsd.port)
@@ -121,13 +105,5 @@ class NginxAuthRequestTest(fd.FrontDoorTest):
         # The shipped file itself counts each of these once: the other tests.
 
 
-def _read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
 if __name__ == "__main__":
-    fd.main_or_skip(NGINX, "nginx")
+    fd.main()

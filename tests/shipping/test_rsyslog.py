@@ -22,25 +22,15 @@ import threading
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
-from processes import stop, wait_for  # noqa: E402
+from processes import read_text as text, require, stop, wait_for  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Not a skip: CI installs rsyslog (tools/setup.sh --test).
+RSYSLOGD = require("rsyslogd", "/usr/sbin/rsyslogd", "/sbin/rsyslogd")
 
 
 def frsd_path():
     return os.path.abspath(os.environ.get("FRSD") or os.path.join(ROOT, "build", "src", "server", "frsd"))
-
-
-def rsyslogd_path():
-    return shutil.which("rsyslogd") or next((p for p in ("/usr/sbin/rsyslogd", "/sbin/rsyslogd") if os.access(p, os.X_OK)), "")
-
-
-def text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def lines(path):
@@ -106,7 +96,7 @@ class RsyslogShipsTheDecisionLog(unittest.TestCase):
             f.write(RSYSLOG_CONF.format(work=self.path("rsyslog-work"), out=self.path("shipped.log"),
                                         log=self.path("decisions.log")))
         err = open(self.path("rsyslogd.out"), "ab")
-        self.rsyslogd = subprocess.Popen([rsyslogd_path(), "-n", "-f", self.path("rsyslog.conf"),
+        self.rsyslogd = subprocess.Popen([RSYSLOGD, "-n", "-f", self.path("rsyslog.conf"),
                                           "-i", self.path("rsyslogd.pid")],
                                          stdin=subprocess.DEVNULL, stdout=err, stderr=err)
         err.close()
@@ -169,7 +159,4 @@ class RsyslogShipsTheDecisionLog(unittest.TestCase):
 if __name__ == "__main__":
     if not os.access(frsd_path(), os.X_OK):
         sys.exit("no frsd at %s (set FRSD)" % frsd_path())
-    if not rsyslogd_path():
-        # Not a skip: CI installs rsyslog (tools/setup.sh --test).
-        sys.exit("rsyslogd is not installed: apt-get install rsyslog (tools/setup.sh --test installs it)")
     unittest.main(verbosity=2)

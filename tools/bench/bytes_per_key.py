@@ -45,27 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 KEY_LEN = 14           # "k" + 13 digits
 BATCH = 64             # acquires per POST /frs (the protocol's limit per batch)
 
-# One biz per algorithm and combination; intervals long enough that no node
-# goes stale (expires) while the store fills, so every reclaim is a live
-# eviction. calendar1's window ends at midnight in srv.xml's <timezone>
-# (UTC): a run that crosses midnight sees stale reclaims (reported).
-DEFAULT_MAP = """<map>
-  <biz id="1" name="fixed1"><rule algo="fixed" interval="3600" max="5"/></biz>
-  <biz id="2" name="adcap">
-    <rule algo="sliding" interval="3600" max="3"/>
-    <rule algo="calendar" interval="86400" max="10"/>
-  </biz>
-  <biz id="3" name="sliding10"><rule algo="sliding" interval="3600" max="10"/></biz>
-  <biz id="4" name="goldsum"><rule algo="sliding" interval="600" max="100"/></biz>
-  <biz id="5" name="borrowing"><rule algo="fixed" interval="3600" max="2" borrow="3"/></biz>
-  <biz id="6" name="bucket"><rule algo="token_bucket" interval="3600" max="5"/></biz>
-  <biz id="7" name="calendar1"><rule algo="calendar" interval="86400" max="5"/></biz>
-  <biz id="8" name="two_rules">
-    <rule algo="fixed" interval="3600" max="5"/>
-    <rule algo="calendar" interval="86400" max="20"/>
-  </biz>
-</map>
-"""
+# The map measured unless --map names another (the file says why these bizzes).
+DEFAULT_MAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bytes_per_key.map.xml")
 
 # Units per acquire, by biz: goldsum adds rewards of 7 units; borrowing takes
 # 3 of a max of 2, so every key owes (its state carries a debt).
@@ -411,7 +392,7 @@ def main():
     ap.add_argument("--frsctl", default=os.path.join(ROOT, "build", "tools", "frsctl", "frsctl"))
     ap.add_argument("--conf", default=os.path.join(ROOT, "conf", "srv.xml"),
                     help="srv.xml whose <store> geometry (and <timezone>) the runs use (default: conf/srv.xml)")
-    ap.add_argument("--map", help="map.xml to use instead of the built-in one (one biz per algorithm)")
+    ap.add_argument("--map", help="map.xml to use instead of bytes_per_key.map.xml (one biz per algorithm)")
     ap.add_argument("--biz", action="append", help="biz to measure (repeatable; default: the six shapes and \"mixed\", or every biz of --map)")
     ap.add_argument("--all", action="store_true", help="every biz of the map, each on a fresh store (the default)")
     ap.add_argument("--out", help="directory for the runs and bytes_per_key.json (default: a new temp dir)")
@@ -431,11 +412,8 @@ def main():
         sys.exit("bytes_per_key: --check-every must be at least 1")
     try:
         geometry = conf_geometry(args.conf)
-        if args.map:
-            with open(args.map) as f:
-                map_text = f.read()
-        else:
-            map_text = DEFAULT_MAP
+        with open(args.map or DEFAULT_MAP) as f:
+            map_text = f.read()
         names = map_bizzes(map_text)
         if args.biz and args.all:
             raise BenchError("--biz and --all exclude each other")

@@ -152,6 +152,15 @@ def short(fn, n=110):
     return fn if len(fn) <= n else fn[: n - 3] + "..."
 
 
+def table_head(title, columns, numeric):
+    """A Markdown table's title and head; its first `numeric` columns right-aligned."""
+    print()
+    print(title)
+    print()
+    print("| %s |" % " | ".join(columns))
+    print("|%s|" % "|".join("---:" if i < numeric else "---" for i in range(len(columns))))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("file")
@@ -228,11 +237,7 @@ def main():
         if ir:
             print("| %s | %s | %.1f | %s | %s |" % (label, "{:,}".format(ir), 100 * ir / total,
                                                    "{:,.0f}".format(per(ir)), "{:,.0f}".format(per(ir) / a.members)))
-    print()
-    print("Top %d by self cost:" % a.top)
-    print()
-    print("| Ir (self) | % | Ir / request | group | function (file) |")
-    print("|---:|---:|---:|---|---|")
+    table_head("Top %d by self cost:" % a.top, ["Ir (self)", "%", "Ir / request", "group", "function (file)"], 3)
     for ir, f, fn, ob in self_rows[: a.top]:
         if SHARED.search(fname(fn)):
             by = defaultdict(int)
@@ -246,11 +251,8 @@ def main():
             grp = classify(f, fn, ob)
         print("| %s | %.1f | %s | %s | `%s` (%s) |" % ("{:,}".format(ir), 100 * ir / total, "{:,.0f}".format(per(ir)),
                                                     grp, short(fn), f.split("/")[-1]))
-    print()
-    print("Top %d by inclusive cost (below Worker::Run):" % a.top)
-    print()
-    print("| Ir (incl) | % | Ir / request | function (file) |")
-    print("|---:|---:|---:|---|")
+    table_head("Top %d by inclusive cost (below Worker::Run):" % a.top, ["Ir (incl)", "%", "Ir / request",
+                                                                        "function (file)"], 3)
     for ir, f, fn, ob in incl_rows[: a.top]:
         print("| %s | %.1f | %s | `%s` (%s) |" % ("{:,}".format(ir), 100 * ir / total, "{:,.0f}".format(per(ir)),
                                               short(fn), f.split("/")[-1]))

@@ -58,6 +58,9 @@ import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+import nginx_conf  # noqa: E402
+import processes  # noqa: E402  (frsd's workers by pid, stopping, ports)
 SHIPPED_CONF = os.path.join(ROOT, "conf", "cluster", "nginx-frs.conf")
 SHIPPED_SHARDS = ["127.0.0.1:8301", "127.0.0.1:8302", "127.0.0.1:8303"]
 TOKEN = "failover-bench"
@@ -70,14 +73,6 @@ class Deadline(Exception):
 def log(args, *msg):
     if not args.json:
         print(*msg, file=sys.stderr, flush=True)
-
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def can_connect(port, timeout=0.2):
@@ -117,33 +112,6 @@ def ring_owner(points, route):
         else:
             hi = mid
     return points[lo % len(points)][1]
-
-
-# --- processes ------------------------------------------------------------------
-def children_of(pid):
-    """Live children of `pid`, from /proc (the frsd master's workers)."""
-    out = []
-    for e in os.listdir("/proc"):
-        if not e.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % e) as f:
-                st = f.read()
-        except OSError:
-            continue
-        fields = st[st.rfind(")") + 2:].split()
-        if len(fields) >= 2 and int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(e))
-    return out
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-        return st[st.rfind(")") + 2:].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Shard:
@@ -188,30 +156,10 @@ class Shard:
 
     def kill9(self):
         """SIGKILL to the master and to each of its workers (its children)."""
-        pid = self.proc.pid
-        workers = children_of(pid)
-        os.kill(pid, signal.SIGKILL)
-        for w in workers:
-            try:
-                os.kill(w, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(5)
-        for w in workers:  # reparented once the master died: wait until gone
-            for _ in range(500):
-                if not pid_alive(w):
-                    break
-                time.sleep(0.01)
-        return [pid] + workers
+        return processes.kill9(self.proc)
 
     def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(6)
-        except subprocess.TimeoutExpired:
-            self.kill9()
+        processes.stop(self.proc, timeout=6, with_workers=True)
 
     def metric(self, name):
         try:
@@ -227,11 +175,7 @@ class Shard:
         return None
 
     def stderr(self):
-        try:
-            with open(os.path.join(self.dir, "frsd.stderr"), errors="replace") as f:
-                return f.read()[-2000:]
-        except OSError:
-            return ""
+        return processes.read_text(os.path.join(self.dir, "frsd.stderr"))[-2000:]
 
 
 class Nginx:
@@ -260,21 +204,10 @@ class Nginx:
             conf = sub(r"(server \S+ .*)max_fails=1(?=[\s;])", lambda m: m.group(2) + "max_fails=0", 3)
         with open(os.path.join(dir_, "frs-shards.conf"), "w") as f:
             f.write(conf)
-        main = []
-        if os.geteuid() == 0:
-            main.append("user root;")
-        main += ["daemon off;", "master_process off;", "worker_processes 1;",
-                 "pid %s/nginx.pid;" % dir_, "error_log %s/error.log warn;" % dir_,
-                 "events { worker_connections 4096; }",
-                 "http {", "  access_log off;",
-                 "  keepalive_requests 1000000;",
-                 # Which shard served each answer (a comma list after a fail-over).
-                 "  add_header X-FRS-Shard $upstream_addr always;"]
-        for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            main.append("  %s_temp_path %s/tmp/%s;" % (t, dir_, t))
-        main += ["  include %s/frs-shards.conf;" % dir_, "}"]
-        with open(os.path.join(dir_, "nginx.conf"), "w") as f:
-            f.write("\n".join(main) + "\n")
+        nginx_conf.write(dir_, "  keepalive_requests 1000000;\n"
+                         # Which shard served each answer (a comma list after a fail-over).
+                         "  add_header X-FRS-Shard $upstream_addr always;\n"
+                         "  include %s/frs-shards.conf;\n" % dir_, worker_connections=4096)
 
     def start(self, timeout=5.0):
         conf = os.path.join(self.dir, "nginx.conf")
@@ -295,21 +228,10 @@ class Nginx:
         raise RuntimeError("nginx did not listen:\n" + self.log())
 
     def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGQUIT)
-        try:
-            self.proc.wait(3)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(3)
+        processes.stop(self.proc, signal.SIGQUIT, timeout=3)
 
     def log(self):
-        try:
-            with open(os.path.join(self.dir, "error.log"), errors="replace") as f:
-                return f.read()[-2000:]
-        except OSError:
-            return ""
+        return processes.read_text(os.path.join(self.dir, "error.log"))[-2000:]
 
 
 # --- load -----------------------------------------------------------------------
@@ -393,7 +315,7 @@ def run(args):
     shards, nginx = [], None
     result = {}
     try:
-        ports = [free_port() for _ in range(3)]
+        ports = [processes.candidate_port() for _ in range(3)]
         names = ["127.0.0.1:%d" % p for p in ports]
         map_path = os.path.join(tmp, "map.xml")
         with open(map_path, "w") as f:
@@ -403,7 +325,7 @@ def run(args):
             shards.append(Shard(args, i, os.path.join(tmp, "shard%d" % (i + 1)), ports[i], names, map_path))
         for s in shards:
             s.start()
-        nport = free_port()
+        nport = processes.candidate_port()
         nginx = Nginx(args, os.path.join(tmp, "nginx"), nport, names)
         nginx.start()
         log(args, "shards %s, nginx 127.0.0.1:%d, temp dir %s" % (", ".join(names), nport, tmp))

@@ -42,21 +42,10 @@ cc -O2 -o "$work/loadgen" "$BENCH_DIR/loadgen.c"
 # 2 x 262144 x 8 = 4,194,304 slots: 1,000,000 one-slot nodes fill a quarter.
 workers=2 on_srv="" on_cli=""
 if [[ $PIN = 1 ]]; then workers=1 on_srv="taskset -c 0" on_cli="taskset -c 1"; fi
-cat > "$work/map.xml" <<XML
-<map>
-  <biz id="1" name="bench"><rule interval="86400" max="1000000"/></biz>
-</map>
-XML
-cat > "$work/srv.xml" <<XML
-<frs>
-  <listen host="127.0.0.1" port="$PORT"/>
-  <workers>$workers</workers>
-  <map>map.xml</map>
-  <store dir="data" files="2" keynodes="262144" chain="8"/>
-  <timezone>UTC</timezone>
-  <admin token=""/>
-</frs>
-XML
+. "$BENCH_DIR/frsd_conf.sh"
+write_frsd_conf "$work" "$PORT" "$workers" 2 262144 data 'connections="4096"' 'interval="86400" max="1000000"' \
+  '  <timezone>UTC</timezone>
+'
 
 $on_srv "$frsd" -c "$work/srv.xml" --foreground 2>"$work/frsd.log" &
 frsd_pid=$!

@@ -6,14 +6,8 @@ include(CMakePackageConfigHelpers)
 
 # Programs: the daemon and the admin CLI are system administration commands
 # (section 8); frsbench sizes a store before it is deployed.
-foreach(program frsd frsctl)
-  if(TARGET ${program})
-    install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR} COMPONENT daemon)
-  endif()
-endforeach()
-if(TARGET frsbench)
-  install(TARGETS frsbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT daemon)
-endif()
+install(TARGETS frsd frsctl RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR} COMPONENT daemon)
+install(TARGETS frsbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT daemon)
 
 # The library: one archive, the public headers, a CMake package and a .pc.
 install(FILES ${FRS_ARCHIVE} DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
