@@ -22,7 +22,8 @@ pkgs=(
 if [ "${1:-}" = --test ]; then
   pkgs+=(
     googletest libgtest-dev libgmock-dev # unit and end-to-end tests
-    clang libclang-rt-14-dev             # the libFuzzer target of the request path
+    clang libclang-rt-14-dev             # the thread-safety analysis (tsa preset) and the libFuzzer targets
+    clang-format                         # tools/check_format.sh: the tree as .clang-format says
     curl procps                          # end-to-end tests and the bench scripts
     nginx                                # the cluster ring is checked against nginx's consistent hash
     prometheus                           # promtool checks the shipped alert rules

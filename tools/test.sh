@@ -6,7 +6,10 @@
 #   asan     every GoogleTest suite, end-to-end ones included, and the fuzz
 #            corpus replayed, under AddressSanitizer+UBSan;
 #   tsan     the store's suite and the statistics' threads (the places threads
-#            share mapped memory) under ThreadSanitizer.
+#            share mapped memory) under ThreadSanitizer;
+#   tsa      the programs built with clang's thread-safety analysis as an
+#            error: every FRS_GUARDED_BY field touched without its lock, every
+#            FRS_REQUIRES function called without it, fails the build.
 # FRS_TEST_PRESETS chooses stages: "fuzz" adds 20 s of libFuzzer exploration
 # of the request path and 20 s of the XML scanner against pugixml
 # (FRS_FUZZ_SECONDS each), and FRS_RELEASE_TESTS=all runs every
@@ -37,7 +40,7 @@ run_ctest() {
   rm -f "$junit"
   return "$rc"
 }
-for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
+for preset in ${FRS_TEST_PRESETS:-release asan tsan tsa}; do
   stage_start=$(date +%s)
   echo "== ${preset}: configure, build, test"
   reset_other_generator "build$([ "$preset" = release ] || echo "-$preset")"
@@ -68,6 +71,10 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
       rm -rf "$corpus" "$artifacts"
       [ "$rc" = 0 ] || { echo "fuzz: frs_fuzz_${target%%:*} found a failure (exit $rc)"; exit "$rc"; }
     done
+  elif [ "$preset" = tsa ]; then
+    # The analysis runs while compiling: building frsd (every library with a
+    # lock: store, engine, statistics, decision log) is the test.
+    cmake --build --preset tsa -j"$jobs" --target frsd
   elif [ "$preset" = tsan ]; then
     # Stages select by ctest label (tests/CMakeLists.txt), never by name, and
     # a selection that finds no test fails (--no-tests=error).
