@@ -720,29 +720,35 @@ TEST_F(EngineTest, HotPathMakesNoHeapAllocation) {
 // Before, a zeroed expiry byte restarted a key and a flipped state byte
 // made its count 4,278,190,135.
 TEST_F(EngineTest, EveryByteOfANodeOfEachShapeIsCheckedOrHarmless) {
-  auto e = EngineFor(R"(<map>
-  <biz id="1" name="fixed1"><rule algo="fixed" interval="3600" max="5"/></biz>
-  <biz id="2" name="adcap">
-    <rule algo="sliding" interval="3600" max="3"/>
-    <rule algo="calendar" interval="86400" max="10"/>
-  </biz>
-  <biz id="3" name="sliding10"><rule algo="sliding" interval="3600" max="10"/></biz>
-  <biz id="4" name="goldsum"><rule algo="sliding" interval="600" max="100"/></biz>
-  <biz id="5" name="borrowing"><rule algo="fixed" interval="3600" max="2" borrow="3"/></biz>
-  <biz id="6" name="bucket"><rule algo="token_bucket" interval="3600" max="5"/></biz>
-  <biz id="7" name="kept" keys="keep"><rule algo="sliding" interval="86400" max="4"/></biz>
-</map>)");
-  ASSERT_TRUE(e);
   struct Shape {
     const char* biz;
     int id;
+    const char* keys;   // the biz's keys="..." ("": none)
+    const char* rules;  // its <rule> elements
     int64_t n;
     int uses;
     uint32_t span;  // slots its node takes
   };
-  const Shape shapes[] = {{"fixed1", 1, 1, 2, 1},   {"adcap", 2, 1, 2, 2},     {"sliding10", 3, 1, 3, 2},
-                          {"goldsum", 4, 7, 3, 5},  {"borrowing", 5, 3, 1, 1}, {"bucket", 6, 1, 2, 1},
-                          {"kept", 7, 1, 3, 3}};
+  const Shape shapes[] = {
+      {"fixed1", 1, "", R"(<rule algo="fixed" interval="3600" max="5"/>)", 1, 2, 1},
+      {"adcap", 2, "",
+       R"(<rule algo="sliding" interval="3600" max="3"/>)"
+       R"(<rule algo="calendar" interval="86400" max="10"/>)",
+       1, 2, 2},
+      {"sliding10", 3, "", R"(<rule algo="sliding" interval="3600" max="10"/>)", 1, 3, 2},
+      {"goldsum", 4, "", R"(<rule algo="sliding" interval="600" max="100"/>)", 7, 3, 5},
+      {"borrowing", 5, "", R"(<rule algo="fixed" interval="3600" max="2" borrow="3"/>)", 3, 1, 1},
+      {"bucket", 6, "", R"(<rule algo="token_bucket" interval="3600" max="5"/>)", 1, 2, 1},
+      {"kept", 7, "keep", R"(<rule algo="sliding" interval="86400" max="4"/>)", 1, 3, 3},
+  };
+  std::string map = "<map>\n";
+  for (const Shape& sh : shapes) {
+    map += "  <biz id=\"" + std::to_string(sh.id) + "\" name=\"" + sh.biz + "\"";
+    if (*sh.keys != '\0') map += " keys=\"" + std::string(sh.keys) + "\"";
+    map += ">" + std::string(sh.rules) + "</biz>\n";
+  }
+  auto e = EngineFor(map + "</map>");
+  ASSERT_TRUE(e);
   const std::string path = dir_ / "store/frs.0.store";
   store::FileHeader h{};
   {

@@ -38,6 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 using testing::CountOf;
 using testing::ExpectClean;
+using testing::MustOpen;
 using testing::Opts;
 using testing::WaitExit;
 
@@ -511,9 +512,8 @@ namespace {
 // per thread): the TSan preset runs this to check the lock's memory ordering.
 TEST(StoreContention, FourThreadsOneStoreExact) {
   TempDir d;
-  auto s = Store::Open(Opts(d.path(), 1, 64, 4));
-  ASSERT_TRUE(s.ok());
-  Store* store = s.value().get();
+  const std::unique_ptr<Store> s = MustOpen(Opts(d.path(), 1, 64, 4));
+  Store* store = s.get();
   constexpr int kThreads = 4, kIncr = 20000;
   std::vector<Key> keys;
   for (int i = 0; i < 16; ++i) keys.push_back(MakeKey(1, "t" + std::to_string(i)));
