@@ -3,6 +3,8 @@
 
 #include <fstream>
 
+#include "common/example_conf.h"
+#include "common/files.h"
 #include "common/temp_dir.h"
 #include "config/srv_config.h"
 
@@ -17,17 +19,15 @@ std::string Write(const TempDir& d, const std::string& body) {
   return p;
 }
 
+// A short srv.xml: <listen `listen`/>, map.xml, a store in data/, then `more`.
+std::string ShortSrv(const std::string& listen, const std::string& more) {
+  return "<frs>\n  <listen " + listen + "/>\n  <map>map.xml</map>\n  <store dir=\"data\"/>\n" + more + "</frs>";
+}
+
+// The example srv.xml (conf/), moved to a directory of its own.
 TEST(SrvConfig, ContractExampleWithDefaultsAndResolvedPaths) {
   TempDir d;
-  auto c = LoadSrvConfig(Write(d, R"(<frs>
-  <listen host="127.0.0.1" port="8300"/>
-  <workers>2</workers>
-  <map>map.xml</map>
-  <store dir="data" files="2" keynodes="65536" chain="8"/>
-  <timezone>UTC</timezone>
-  <pidfile>frsd.pid</pidfile>
-  <admin token=""/>
-</frs>)"));
+  auto c = LoadSrvConfig(Write(d, testing::ReadFile(testing::ConfPath("srv.xml"))));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->port, 8300);
   EXPECT_EQ(c->workers, 2u);
@@ -46,12 +46,8 @@ TEST(SrvConfig, ContractExampleWithDefaultsAndResolvedPaths) {
 // 10 ms is refused rather than run as a writeback loop.
 TEST(SrvConfig, PortZeroIsTheKernelsChoiceAndASelfThatFollowsListenFollowsIt) {
   TempDir d;
-  auto c = LoadSrvConfig(Write(d, R"(<frs>
-  <listen host="::1" port="0"/>
-  <map>map.xml</map>
-  <store dir="data"/>
-  <cluster><shard>[::1]:9000</shard></cluster>
-</frs>)"));
+  auto c =
+      LoadSrvConfig(Write(d, ShortSrv(R"(host="::1" port="0")", "  <cluster><shard>[::1]:9000</shard></cluster>\n")));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->port, 0);
   EXPECT_TRUE(c->cluster_self_derived);
@@ -76,8 +72,7 @@ TEST(SrvConfig, PortZeroIsTheKernelsChoiceAndASelfThatFollowsListenFollowsIt) {
 TEST(SrvConfig, FlushIsOffOrAtLeastTenMilliseconds) {
   TempDir d;
   auto with = [&](const std::string& flush) {
-    return LoadSrvConfig(Write(d, "<frs><listen port=\"8300\"/><map>map.xml</map><store dir=\"data\"/>" + flush +
-                                      "</frs>"));
+    return LoadSrvConfig(Write(d, ShortSrv("port=\"8300\"", flush)));
   };
   auto off = with("<flush interval_ms=\"0\"/>");
   ASSERT_TRUE(off.ok()) << off.status().ToString();
@@ -136,16 +131,12 @@ TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
 
 TEST(SrvConfig, ClusterAsInTheContract) {
   TempDir d;
-  auto c = LoadSrvConfig(Write(d, R"(<frs>
-  <listen host="127.0.0.1" port="8302"/>
-  <map>map.xml</map>
-  <store dir="data"/>
-  <cluster>
+  auto c = LoadSrvConfig(Write(d, ShortSrv(R"(host="127.0.0.1" port="8302")", R"(  <cluster>
     <shard>127.0.0.1:8301</shard>
     <shard> 127.0.0.1:8302 </shard>
     <shard weight="2">127.0.0.1:8303</shard>
   </cluster>
-</frs>)"));
+)")));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_EQ(c->cluster_shards.size(), 3u);
   EXPECT_EQ(c->cluster_shards[1].name, "127.0.0.1:8302");

@@ -1,6 +1,6 @@
 // tests/e2e/frsd_harness.h: runs a real frsd for end-to-end tests.
 //
-// Each test gets a temp dir (mkdtemp) with srv.xml, map.xml and the store,
+// Each test gets a temp dir (testing::TempDir) with srv.xml, map.xml and the store,
 // and an frsd started --foreground from FRSD_PATH on <listen port="0">: frsd
 // binds a port the kernel chooses and writes it to data/frsd.listen, which
 // port() reads. No port is ever picked here and handed on, so tests running
@@ -32,6 +32,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/example_conf.h"
+#include "common/files.h"
+#include "common/temp_dir.h"
+
 namespace frs::e2e {
 
 inline int64_t NowMs() {
@@ -39,17 +43,8 @@ inline int64_t NowMs() {
       .count();
 }
 
-inline void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-}
-
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
+using testing::WriteFile;
 
 // A candidate port for a program that cannot bind port 0 and report what it
 // got (nginx, HAProxy, Caddy): it may be taken again before that program
@@ -258,49 +253,31 @@ inline std::string Attr(const std::string& xml, const std::string& name, size_t 
   return xml.substr(p, xml.find('"', p) - p);
 }
 
-inline const char* kDefaultMap = R"(<map>
-  <biz id="1" name="login">
-    <rule interval="60" max="5"/>
-  </biz>
-  <biz id="2" name="ad_user" mode="enforce">
-    <rule algo="calendar" interval="86400" max="3"/>
-    <rule algo="sliding"  interval="3600"  max="1"/>
-  </biz>
-  <biz id="3" name="api">
-    <rule algo="token_bucket" interval="1" max="10" burst="20"/>
-  </biz>
-  <biz id="4" name="partner">
-    <rule algo="fixed" interval="3600" max="1000" borrow="300"/>
-  </biz>
-  <biz id="5" name="shadowed" mode="shadow">
-    <rule interval="60" max="1"/>
-  </biz>
-  <biz id="6" name="big">
-    <rule interval="3600" max="1000000"/>
-  </biz>
-</map>
-)";
+// The example map (conf/map.xml) and two bizzes of the end-to-end tests' own:
+// one in shadow mode, one whose limit no test reaches.
+inline std::string DefaultMap() {
+  return testing::ExampleMapWith(
+      "  <biz id=\"5\" name=\"shadowed\" mode=\"shadow\">\n    <rule interval=\"60\" max=\"1\"/>\n  </biz>\n"
+      "  <biz id=\"6\" name=\"big\">\n    <rule interval=\"3600\" max=\"1000000\"/>\n  </biz>\n");
+}
 
 struct ServerOptions {
   uint32_t workers = 2;
   uint64_t nofile = 0;  // RLIMIT_NOFILE (soft and hard) for frsd; 0: inherited
   std::string token = "s3cret";
   std::string extra;  // more srv.xml elements
-  std::string map = kDefaultMap;
+  std::string map = DefaultMap();
 };
 
 // One test's frsd, its directory and its port.
 class Frsd {
  public:
-  explicit Frsd(ServerOptions opts = {}) : opts_(std::move(opts)) {
-    char tmpl[] = "/tmp/frsd-e2e-XXXXXX";
-    dir_ = mkdtemp(tmpl) ? tmpl : "";
+  explicit Frsd(ServerOptions opts = {}) : opts_(std::move(opts)), dir_(tmp_.path()) {
     WriteFile(dir_ + "/map.xml", opts_.map);
   }
   ~Frsd() {
     Kill();
-    std::error_code ec;
-    if (!dir_.empty() && !getenv("FRS_E2E_KEEP")) std::filesystem::remove_all(dir_, ec);
+    if (getenv("FRS_E2E_KEEP")) tmp_.Keep();
   }
   Frsd(const Frsd&) = delete;
   Frsd& operator=(const Frsd&) = delete;
@@ -512,6 +489,7 @@ class Frsd {
 
  private:
   ServerOptions opts_;
+  testing::TempDir tmp_{"frsd-e2e"};
   std::string dir_;
   uint16_t config_port_ = 0;  // what srv.xml says
   uint16_t port_ = 0;         // what frsd holds (0: not known yet)

@@ -41,7 +41,7 @@ TEST(LifecycleE2E, ReloadWithAChangedMapKeepsCounts) {
   ASSERT_TRUE(s.Start()) << s.log();
   Client c(s.port());
   for (int i = 0; i < 3; ++i) s.Acquire(c, "login", "rl");
-  std::string map = kDefaultMap;
+  std::string map = DefaultMap();
   map.replace(map.find("max=\"5\""), 7, "max=\"10\"");
   map.replace(map.find("</map>"), 6, "  <biz id=\"7\" name=\"newbiz\"><rule interval=\"60\" max=\"2\"/></biz>\n</map>");
   WriteFile(s.dir() + "/map.xml", map);
@@ -77,7 +77,7 @@ TEST(LifecycleE2E, EveryWorkerRunsTheMapTheMasterValidated) {
   Frsd s(o);
   ASSERT_TRUE(s.Start()) << s.log();
   auto with_login_max = [](int max) {
-    std::string map = kDefaultMap;
+    std::string map = DefaultMap();
     map.replace(map.find("max=\"5\""), 7, "max=\"" + std::to_string(max) + "\"");
     return map;
   };
@@ -356,10 +356,8 @@ TEST(LifecycleE2E, AStartWithAStoreFileMissingIsRefused) {
 // that send nothing are reclaimed after the request time-out, and the
 // overflow client reads its 503.
 TEST(LifecycleE2E, AnIdleFloodIsSharedAnsweredAndDrainsByItself) {
-  ServerOptions o;
-  o.workers = 2;
-  o.extra = "  <limits connections=\"8\" idle_timeout_ms=\"60000\" request_timeout_ms=\"800\"/>\n";
-  Frsd s(o);
+  Frsd s({.workers = 2,
+          .extra = "  <limits connections=\"8\" idle_timeout_ms=\"60000\" request_timeout_ms=\"800\"/>\n"});
   ASSERT_TRUE(s.Start()) << s.log();
   std::vector<std::unique_ptr<Client>> flood;
   for (int i = 0; i < 20; ++i) {
@@ -489,7 +487,7 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
   for (int i = 0; i < 200; ++i) EXPECT_EQ(c.Get("/acquire?biz=login&key=full" + std::to_string(i)).status, 200);
   // A reload that adds a biz claims its daily-statistics slot: a page that
   // must already be backed.
-  std::string map = kDefaultMap;
+  std::string map = DefaultMap();
   map.replace(map.find("</map>"), 6, "  <biz id=\"9\" name=\"late\"><rule interval=\"60\" max=\"2\"/></biz>\n</map>");
   WriteFile(s.dir() + "/map.xml", map);
   ::kill(s.pid(), SIGHUP);
@@ -521,7 +519,7 @@ TEST(LifecycleE2E, ABizWhoseNodesCannotFitTheChainsIsRefused) {
   WriteFile(s.dir() + "/map.xml", login_only);
   s.Spawn();
   ASSERT_TRUE(s.WaitHealthy(5000)) << s.log();
-  WriteFile(s.dir() + "/map.xml", kDefaultMap);
+  WriteFile(s.dir() + "/map.xml", DefaultMap());
   ::kill(s.pid(), SIGHUP);
   ASSERT_TRUE(WaitFor([&] { return s.log().find("reload refused") != std::string::npos; }, 5000)) << s.log();
   Client c(s.port());
@@ -544,10 +542,8 @@ TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {
 }
 
 TEST(LifecycleE2E, LimitsConnectionsAndTimeouts) {
-  ServerOptions o;
-  o.workers = 1;
-  o.extra = "  <limits connections=\"2\" idle_timeout_ms=\"400\" request_timeout_ms=\"300\"/>\n";
-  Frsd s(o);
+  Frsd s({.workers = 1,
+          .extra = "  <limits connections=\"2\" idle_timeout_ms=\"400\" request_timeout_ms=\"300\"/>\n"});
   ASSERT_TRUE(s.Start()) << s.log();
   Client a(s.port()), b(s.port());
   ASSERT_EQ(a.Get("/health").status, 200);

@@ -7,6 +7,7 @@
 #include <map>
 #include <regex>
 
+#include "common/stats_map.h"
 #include "frsd_harness.h"
 
 namespace frs::e2e {
@@ -32,15 +33,7 @@ uint64_t GroupAttr(const std::string& xml, const std::string& value, const std::
   return std::stoull(Attr(line, name).empty() ? "18446744073709551615" : Attr(line, name));
 }
 
-constexpr const char* kStatsMap = R"(<map>
-  <biz id="7" name="api" fields="app,user,iface" separator="|">
-    <rule interval="3600" max="4"/>
-    <stats by="app"/>
-    <stats by="app,iface"/>
-    <stats by="app" distinct="user"/>
-  </biz>
-</map>
-)";
+const std::string kStatsMap = "<map>\n" + testing::StatsApiBiz(4) + "</map>\n";
 
 TEST(PlatformE2E, StatisticsByFieldSurviveKillMinusNineOfEveryProcess) {
   ServerOptions o;
@@ -165,18 +158,21 @@ TEST(PlatformE2E, AWidenedIntervalKeepsEveryAlgorithmsUses) {
   }
 }
 
+// The map of the next test: biz s and biz a of one rule each, biz two of two.
+std::string ThreeBizMap(const std::string& s_rule, const std::string& a_rule, const std::vector<std::string>& two) {
+  std::string map = "<map>\n  <biz id=\"1\" name=\"s\">" + s_rule + "</biz>\n  <biz id=\"2\" name=\"a\">" + a_rule +
+                    "</biz>\n  <biz id=\"3\" name=\"two\">\n";
+  for (const std::string& rule : two) map += "    " + rule + "\n";
+  return map + "  </biz>\n</map>\n";
+}
+
 // Narrowed: the uses still inside the new window count; a changed
 // algorithm starts fresh; reordered rules keep their counts by name.
 TEST(PlatformE2E, ANarrowedWindowKeepsWhatIsInsideAndRulesFollowTheirNames) {
-  const std::string map = R"(<map>
-  <biz id="1" name="s"><rule name="r" algo="sliding" interval="3600" max="10"/></biz>
-  <biz id="2" name="a"><rule name="r" algo="fixed" interval="3600" max="10"/></biz>
-  <biz id="3" name="two">
-    <rule name="hourly" algo="fixed" interval="3600" max="10"/>
-    <rule name="burst" algo="sliding" interval="60" max="20"/>
-  </biz>
-</map>
-)";
+  const std::string map = ThreeBizMap(R"(<rule name="r" algo="sliding" interval="3600" max="10"/>)",
+                                      R"(<rule name="r" algo="fixed" interval="3600" max="10"/>)",
+                                      {R"(<rule name="hourly" algo="fixed" interval="3600" max="10"/>)",
+                                       R"(<rule name="burst" algo="sliding" interval="60" max="20"/>)"});
   ServerOptions o;
   o.map = map;
   Frsd srv(o);
@@ -190,15 +186,10 @@ TEST(PlatformE2E, ANarrowedWindowKeepsWhatIsInsideAndRulesFollowTheirNames) {
     ASSERT_EQ(c.Get("/acquire?biz=s&key=k").status, 200);  // the only use of the last 2 s
     ASSERT_EQ(c.Get("/acquire?biz=two&key=k").status, 200);
   }
-  const std::string changed = R"(<map>
-  <biz id="1" name="s"><rule name="r" algo="sliding" interval="2" max="10"/></biz>
-  <biz id="2" name="a"><rule name="r" algo="sliding" interval="3600" max="10"/></biz>
-  <biz id="3" name="two">
-    <rule name="burst" algo="sliding" interval="120" max="20"/>
-    <rule name="hourly" algo="fixed" interval="7200" max="10"/>
-  </biz>
-</map>
-)";
+  const std::string changed = ThreeBizMap(R"(<rule name="r" algo="sliding" interval="2" max="10"/>)",
+                                          R"(<rule name="r" algo="sliding" interval="3600" max="10"/>)",
+                                          {R"(<rule name="burst" algo="sliding" interval="120" max="20"/>)",
+                                           R"(<rule name="hourly" algo="fixed" interval="7200" max="10"/>)"});
   WriteFile(srv.dir() + "/map.xml", changed);
   kill(srv.pid(), SIGHUP);
   ASSERT_TRUE(WaitLogCount(srv, "reloaded", 2)) << srv.log();

@@ -26,6 +26,11 @@ class ProtocolE2E : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(c_.Connect(server_->port())); }
   std::string Req(const std::string& attrs) { return c_.Post("<request " + attrs + "/>").body; }
   HttpResponse ReqFull(const std::string& attrs) { return c_.Post("<request " + attrs + "/>"); }
+  // The answer to `attrs` says allowed="`want`".
+  void ExpectAllowed(const std::string& attrs, const char* want) {
+    const std::string answer = Req(attrs);
+    EXPECT_EQ(Attr(answer, "allowed"), want) << answer;
+  }
 
   static Frsd* server_;
   Client c_;
@@ -59,18 +64,14 @@ TEST_F(ProtocolE2E, BizByIdIsTheSameNamespace) {
 }
 
 TEST_F(ProtocolE2E, QueryIsReadOnly) {
-  std::string q = Req("cmd=\"query\" biz=\"login\" key=\"q\" n=\"5\"");
-  EXPECT_EQ(Attr(q, "allowed"), "1") << q;
-  q = Req("cmd=\"query\" biz=\"login\" key=\"q\" n=\"6\"");
-  EXPECT_EQ(Attr(q, "allowed"), "0") << q;
+  ExpectAllowed("cmd=\"query\" biz=\"login\" key=\"q\" n=\"5\"", "1");
+  ExpectAllowed("cmd=\"query\" biz=\"login\" key=\"q\" n=\"6\"", "0");
   EXPECT_EQ(Attr(Req("cmd=\"get\" biz=\"login\" key=\"q\""), "count"), "0");
 }
 
 TEST_F(ProtocolE2E, UpdateRecordsUnconditionally) {
-  std::string u = Req("cmd=\"update\" biz=\"login\" key=\"u\" n=\"4\"");
-  EXPECT_EQ(Attr(u, "allowed"), "1") << u;
-  u = Req("cmd=\"update\" biz=\"login\" key=\"u\" n=\"4\"");
-  EXPECT_EQ(Attr(u, "allowed"), "0") << u;
+  ExpectAllowed("cmd=\"update\" biz=\"login\" key=\"u\" n=\"4\"", "1");
+  ExpectAllowed("cmd=\"update\" biz=\"login\" key=\"u\" n=\"4\"", "0");
   EXPECT_EQ(Attr(Req("cmd=\"get\" biz=\"login\" key=\"u\""), "count"), "8");
 }
 

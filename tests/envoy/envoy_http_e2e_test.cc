@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/envoy_yaml.h"
 #include "e2e/frsd_harness.h"
 #include "frs/ring.h"
 
@@ -15,19 +16,11 @@ namespace frs::e2e {
 namespace {
 
 // Day windows: a test cannot straddle a window's end but at midnight UTC.
-constexpr const char* kYaml = R"(domain: rl
-descriptors:
-  - key: user
-    detailed_metric: true
-    rate_limit: {unit: day, requests_per_unit: 5}
-  - key: client
-    value: trial
-    shadow_mode: true
-    rate_limit: {unit: day, requests_per_unit: 1}
-  - key: client
-    value: internal
-    rate_limit: {unlimited: true}
-)";
+const std::string kYaml =
+    testing::EnvoyDomain("rl") +
+    testing::EnvoyDescriptor("user", "", "detailed_metric: true", "{unit: day, requests_per_unit: 5}") +
+    testing::EnvoyDescriptor("client", "trial", "shadow_mode: true", "{unit: day, requests_per_unit: 1}") +
+    testing::EnvoyDescriptor("client", "internal", "", "{unlimited: true}");
 
 ServerOptions WithGrpc(uint32_t workers = 2) {
   ServerOptions o;

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "common/envoy_yaml.h"
 #include "common/temp_dir.h"
 #include "envoy/rate_limit_service.h"
 #include "frs/clock.h"
@@ -18,24 +19,16 @@ namespace {
 
 constexpr int64_t kT0 = 1795000000;  // a Unix second, 20 s into its minute
 
-const char* kYaml = R"(domain: rl
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: minute, requests_per_unit: 3}
-  - key: category
+const std::string kYaml = testing::EnvoyDomain("rl") +
+                          testing::EnvoyDescriptor("remote_address", "", "", "{unit: minute, requests_per_unit: 3}") +
+                          R"(  - key: category
     value: account
     descriptors:
       - key: source
         value: proxy
         rate_limit: {unit: hour, requests_per_unit: 2}
-  - key: client
-    value: trial
-    shadow_mode: true
-    rate_limit: {unit: second, requests_per_unit: 1}
-  - key: client
-    value: internal
-    rate_limit: {unlimited: true}
-  - key: user
+)" + testing::EnvoyDescriptor("client", "trial", "shadow_mode: true", "{unit: second, requests_per_unit: 1}") +
+                          testing::EnvoyDescriptor("client", "internal", "", "{unlimited: true}") + R"(  - key: user
     rate_limit: {name: per_user, unit: day, requests_per_unit: 1}
   - key: plan
     value: premium

@@ -17,9 +17,26 @@
 #include <thread>
 #include <vector>
 
+#include "common/files.h"
+
 extern char** environ;
 
 namespace frs::ctl::ctl_test {
+
+// The map of the frsctl tests: every algorithm, windows long enough that
+// nothing moves during a test (login's, 600 s, is the shortest), with `api`
+// as the third biz (token_bucket, each test's own attributes).
+inline std::string SlowMap(const std::string& api) {
+  return "<map>\n"
+         "  <biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"5\"/></biz>\n"
+         "  <biz id=\"2\" name=\"ad_user\">\n"
+         "    <rule algo=\"calendar\" interval=\"86400\" max=\"3\"/>\n"
+         "    <rule algo=\"sliding\" interval=\"3600\" max=\"1\"/>\n"
+         "  </biz>\n" +
+         api +
+         "  <biz id=\"4\" name=\"partner\"><rule algo=\"fixed\" interval=\"3600\" max=\"1000\" borrow=\"300\"/></biz>\n"
+         "</map>\n";
+}
 
 struct CtlRun {
   int rc = -1;
@@ -33,12 +50,7 @@ inline std::string Quote(const std::string& s) {
   return q + "'";
 }
 
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using frs::testing::ReadFile;
 
 // Runs FRSCTL_PATH with `-c config` (none when empty) and `args`, `input` on
 // its standard input; its output goes through files in `dir`.

@@ -10,18 +10,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/files.h"
 #include "common/small_disk.h"
 #include "common/temp_dir.h"
 
 namespace frs::ctl {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using frs::testing::ReadFile;
 
 std::vector<std::string> Payloads(const std::vector<SpoolRecord>& recs) {
   std::vector<std::string> out;
@@ -45,7 +41,7 @@ TEST(HandoffSpool, ATornTailIsCutBeforeAnythingIsAppended) {
     EXPECT_TRUE(recs.empty());
     ASSERT_TRUE(s.Append({"N 1 r d {\"a\":1}", "E 1"}).ok());
   }
-  const std::string whole = Slurp(path);
+  const std::string whole = ReadFile(path);
   // A record cut in its JSON (a full disk), and one whose checksum does not
   // match its bytes (a page that did not reach the disk), each at the end.
   for (const std::string& torn : {std::string("N 2 r d {\"b\":"), HandoffSpool::Record("A 1").replace(0, 1, "E")}) {
@@ -57,7 +53,7 @@ TEST(HandoffSpool, ATornTailIsCutBeforeAnythingIsAppended) {
     ASSERT_TRUE(s.Open(path, &recs, &note).ok());
     EXPECT_EQ(Payloads(recs), (std::vector<std::string>{"N 1 r d {\"a\":1}", "E 1"}));
     EXPECT_NE(note.find("cut " + std::to_string(torn.size()) + " byte(s)"), std::string::npos) << note;
-    EXPECT_EQ(Slurp(path), whole);
+    EXPECT_EQ(ReadFile(path), whole);
     // The next mark is a record of its own, not glued to the cut line.
     ASSERT_TRUE(s.Append({"A 1"}).ok());
     HandoffSpool again;
@@ -82,7 +78,7 @@ TEST(HandoffSpool, ADamagedRecordBeforeTheEndStopsTheRunAndChangesNothing) {
   Status st = s.Open(path, &recs, &note);
   EXPECT_EQ(st.code(), Status::Code::kCorruption);
   EXPECT_NE(st.message().find(path + ":1: a damaged record"), std::string::npos) << st.message();
-  EXPECT_EQ(Slurp(path), text);
+  EXPECT_EQ(ReadFile(path), text);
 }
 
 TEST(HandoffSpool, LinesOfAnOlderFrsctlAreReadAsTheyWere) {
@@ -142,7 +138,7 @@ TEST_F(SmallDiskSpool, ReservationsAddUpUntilAppendsUseThem) {
 // and a write that fails leaves no torn record behind.
 TEST_F(SmallDiskSpool, AFullDiskRefusesTheReservationAndLeavesNoTornRecord) {
   ASSERT_TRUE(s.Append({"N 1 r d {}"}).ok());
-  const std::string before = Slurp(path);
+  const std::string before = ReadFile(path);
   Fill(60 * 1024);
   Status st = s.Reserve(64 * 1024);
   EXPECT_FALSE(st.ok());
@@ -150,7 +146,7 @@ TEST_F(SmallDiskSpool, AFullDiskRefusesTheReservationAndLeavesNoTornRecord) {
       << st.message();
   st = s.Append({std::string(32 * 1024, 'z')});
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(Slurp(path), before);
+  EXPECT_EQ(ReadFile(path), before);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include <memory>
 #include <string>
 
+// Relative: the fuzz preset builds this file without the tests' include path.
+#include "../common/temp_dir.h"
 #include "frs/engine.h"
 #include "frs/store.h"
 #include "server/connection.h"
@@ -24,15 +26,14 @@
 namespace {
 
 struct Env {
-  std::string dir;
+  frs::testing::TempDir tmp{"frs-fuzz"};
+  std::string dir = tmp.path();
   std::unique_ptr<frs::Store> store;
   std::unique_ptr<frs::AdminEngine> engine;
   std::unique_ptr<frs::server::Handler> handler;
 
   Env() {
-    char tmpl[] = "/tmp/frs-fuzz-XXXXXX";
-    if (!mkdtemp(tmpl)) abort();
-    dir = tmpl;
+    if (dir.empty()) abort();
     std::string map = dir + "/map.xml";
     FILE* f = std::fopen(map.c_str(), "w");
     if (!f) abort();
@@ -71,8 +72,6 @@ struct Env {
     handler.reset();
     engine.reset();
     store.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
   }
 };
 

@@ -161,16 +161,10 @@ TEST(CalendarWindow, RandomSequencesMatchTheReference) {
     RefCalendar ref(interval, 8 * 3600, max, borrow);
     int64_t ms = kDay0 * 1000 + std::uniform_int_distribution<int64_t>(0, 86'400'000)(rng);
     for (int e = 0; e < 120; ++e) {
-      int64_t gap_s = rng() % 4 == 0 ? std::uniform_int_distribution<int64_t>(0, 3 * interval)(rng)
-                                     : std::uniform_int_distribution<int64_t>(0, interval / 4 + 1)(rng);
-      ms += gap_s * 1000 + std::uniform_int_distribution<int64_t>(0, 999)(rng);
-      const int64_t n = std::uniform_int_distribution<int64_t>(1, 3)(rng);
-      const bool update = rng() % 5 == 0;
-      int64_t ref_count;
-      bool want = ref.Use(ms / 1000, n, update, &ref_count);
-      RuleResult got = update ? h.Update(ms, n) : h.Acquire(ms, n);
-      ASSERT_EQ(got.allowed, want) << "seq " << seq << " event " << e << " I=" << interval;
-      ASSERT_EQ(got.count, ref_count) << "seq " << seq << " event " << e;
+      ms = testing::NextRandomMs(rng, ms, 4, 3 * interval, interval / 4 + 1);
+      const std::string where = "seq " + std::to_string(seq) + " event " + std::to_string(e) + " I=" +
+                                std::to_string(interval);
+      ASSERT_NO_FATAL_FAILURE(testing::ExpectUseAsTheReference(h, ref, rng, ms, where));
     }
   }
 }

@@ -77,6 +77,19 @@ void AddRange(Shared* s, std::string_view prefix, uint64_t from, uint64_t to) {
   for (uint64_t i = from; i < to; ++i) ASSERT_TRUE(s->Add(name(i)));
 }
 
+// The sketch of prefix + i for i in [from, to).
+Sketch RangeSketch(std::string_view prefix, uint64_t from, uint64_t to) {
+  Shared s;
+  AddRange(&s, prefix, from, to);
+  return s.Read();
+}
+
+// `a` merged with `b`.
+Sketch Merged(Sketch a, const Sketch& b) {
+  a.Merge(b);
+  return a;
+}
+
 TEST(DistinctSketch, CountsExactlyUpToTheSparseLimitWhateverTheDuplicates) {
   ASSERT_EQ(kInlineCodes + kSparseLimit, 389u);
   for (uint32_t n = 1; n <= kInlineCodes + kSparseLimit; ++n) {
@@ -157,82 +170,57 @@ TEST(DistinctSketch, EstimatorOfEmptyAndFullRegisters) {
 }
 
 TEST(DistinctSketch, MergeIsTheUnionNotTheSum) {
-  Shared a, b;
-  AddRange(&a, "user", 0, 60000);
-  AddRange(&b, "user", 40000, 100000);
-  Sketch m = a.Read();
-  m.Merge(b.Read());
+  const Sketch a = RangeSketch("user", 0, 60000), b = RangeSketch("user", 40000, 100000);
+  const Sketch m = Merged(a, b);
   EXPECT_FALSE(m.exact());
   EXPECT_NEAR(static_cast<double>(m.Count()), 100000.0, 0.02 * 100000);
   // The union of the same inserts into one sketch has the very same registers.
-  Shared both;
-  AddRange(&both, "user", 0, 100000);
-  EXPECT_EQ(m.Count(), both.Read().Count());
-  EXPECT_EQ(m.Encode(), both.Read().Encode());
+  const Sketch both = RangeSketch("user", 0, 100000);
+  EXPECT_EQ(m.Count(), both.Count());
+  EXPECT_EQ(m.Encode(), both.Encode());
   // Merging is idempotent and commutative.
-  Sketch again = m;
-  again.Merge(a.Read());
-  EXPECT_EQ(again.Count(), m.Count());
-  Sketch other = b.Read();
-  other.Merge(a.Read());
-  EXPECT_EQ(other.Count(), m.Count());
+  EXPECT_EQ(Merged(m, a).Count(), m.Count());
+  EXPECT_EQ(Merged(b, a).Count(), m.Count());
 }
 
 TEST(DistinctSketch, MergeOfExactSketchesStaysExactWhileSmall) {
-  Shared a, b;
-  AddRange(&a, "u", 0, 200);
-  AddRange(&b, "u", 100, 300);
-  Sketch m = a.Read();
-  m.Merge(b.Read());
-  EXPECT_TRUE(m.exact());
-  EXPECT_EQ(m.Count(), 300u);
-  // Two inline-only sketches.
-  Shared c, d;
-  AddRange(&c, "v", 0, 3);
-  AddRange(&d, "v", 2, 5);
-  Sketch cd = c.Read();
-  cd.Merge(d.Read());
-  EXPECT_TRUE(cd.exact());
-  EXPECT_EQ(cd.Count(), 5u);
+  struct Case {
+    const char* prefix;
+    uint64_t a_from, a_to, b_from, b_to;
+    bool exact;
+    uint64_t count;  // exactly when exact, within 2% otherwise
+  };
+  const Case cases[] = {
+      {"u", 0, 200, 100, 300, true, 300},
+      {"v", 0, 3, 2, 5, true, 5},          // two inline-only sketches
+      {"w", 0, 300, 89, 389, true, 389},   // exact up to 389 after a merge ...
+      {"w", 0, 300, 200, 500, false, 500},  // ... past it, dense and close
+  };
+  for (const Case& c : cases) {
+    const Sketch m = Merged(RangeSketch(c.prefix, c.a_from, c.a_to), RangeSketch(c.prefix, c.b_from, c.b_to));
+    EXPECT_EQ(m.exact(), c.exact) << c.prefix << " " << c.b_to;
+    const double want = static_cast<double>(c.count);
+    if (c.exact) {
+      EXPECT_EQ(m.Count(), c.count);
+    } else {
+      EXPECT_NEAR(static_cast<double>(m.Count()), want, 0.02 * want);
+    }
+  }
   // Merged with an empty one: unchanged.
-  cd.Merge(Sketch{});
-  EXPECT_EQ(cd.Count(), 5u);
-  // Exact up to 389 after a merge; past it, dense and close.
-  Shared e, f;
-  AddRange(&e, "w", 0, 300);
-  AddRange(&f, "w", 89, 389);
-  Sketch ef = e.Read();
-  ef.Merge(f.Read());
-  EXPECT_TRUE(ef.exact());
-  EXPECT_EQ(ef.Count(), 389u);
-  Shared g, h;
-  AddRange(&g, "w", 0, 300);
-  AddRange(&h, "w", 200, 500);
-  Sketch gh = g.Read();
-  gh.Merge(h.Read());
-  EXPECT_FALSE(gh.exact());
-  EXPECT_NEAR(static_cast<double>(gh.Count()), 500.0, 0.02 * 500);
+  EXPECT_EQ(Merged(Merged(RangeSketch("v", 0, 3), RangeSketch("v", 2, 5)), Sketch{}).Count(), 5u);
 }
 
 TEST(DistinctSketch, MergeOfExactAndDense) {
-  Shared small, big;
-  AddRange(&small, "user", 0, 100);
-  AddRange(&big, "user", 50, 5050);
-  ASSERT_TRUE(small.Read().exact());
-  ASSERT_FALSE(big.Read().exact());
-  Sketch m1 = small.Read();
-  m1.Merge(big.Read());
-  Sketch m2 = big.Read();
-  m2.Merge(small.Read());
+  const Sketch small = RangeSketch("user", 0, 100), big = RangeSketch("user", 50, 5050);
+  ASSERT_TRUE(small.exact());
+  ASSERT_FALSE(big.exact());
+  const Sketch m1 = Merged(small, big), m2 = Merged(big, small);
   EXPECT_FALSE(m1.exact());
   EXPECT_FALSE(m2.exact());
   EXPECT_EQ(m1.Count(), m2.Count());
   EXPECT_NEAR(static_cast<double>(m1.Count()), 5050.0, 0.02 * 5050);
   // Small values all new to the dense one: the count grows by about 100.
-  Shared fresh;
-  AddRange(&fresh, "other", 0, 100);
-  Sketch m3 = big.Read();
-  m3.Merge(fresh.Read());
+  const Sketch m3 = Merged(big, RangeSketch("other", 0, 100));
   EXPECT_NEAR(static_cast<double>(m3.Count()), 5100.0, 0.02 * 5100);
 }
 
@@ -328,9 +316,7 @@ TEST(DistinctSketch, InsertIntoASharedSketchIsAMerge) {
   AddRange(&a, "user", 0, 30000);
   AddRange(&target, "user", 20000, 50000);
   ASSERT_TRUE(a.Read().InsertInto(&target.head, &target.blocks));
-  Shared both;
-  AddRange(&both, "user", 0, 50000);
-  EXPECT_EQ(target.Read().Count(), both.Read().Count());
+  EXPECT_EQ(target.Read().Count(), RangeSketch("user", 0, 50000).Count());
   EXPECT_NEAR(static_cast<double>(target.Read().Count()), 50000.0, 0.02 * 50000);
   // An exact one into an exact one stays exact.
   Shared e, f;
@@ -376,12 +362,11 @@ TEST(DistinctSketch, ConcurrentInsertsCountAsOneThreadWould) {
   for (int round = 0; round < 3; ++round) {
     Shared s;
     RaceInto(&s, "user", 120000, 60000, 20000);  // 0..60000, 20000..80000, ... 60000..120000
-    Shared one;
-    AddRange(&one, "user", 0, 120000);
+    const Sketch one = RangeSketch("user", 0, 120000);
     const Sketch sk = s.Read();
     EXPECT_FALSE(sk.exact());
-    EXPECT_EQ(sk.Count(), one.Read().Count()) << round;
-    EXPECT_EQ(sk.Encode(), one.Read().Encode()) << round;
+    EXPECT_EQ(sk.Count(), one.Count()) << round;
+    EXPECT_EQ(sk.Encode(), one.Encode()) << round;
     EXPECT_NEAR(static_cast<double>(sk.Count()), 120000.0, 0.02 * 120000);
   }
 }

@@ -39,6 +39,12 @@ class EngineTest : public ::testing::Test {
     std::ofstream(dir_ / name) << xml;
   }
 
+  // An engine over map.xml written as `xml`.
+  std::unique_ptr<AdminEngine> EngineFor(const std::string& xml) {
+    WriteMap(xml);
+    return OpenEngine();
+  }
+
   std::unique_ptr<AdminEngine> OpenEngine(Store* store = nullptr, const std::string& map = "map.xml",
                                      const std::string& tz = "UTC") {
     EngineOptions o;
@@ -54,13 +60,7 @@ class EngineTest : public ::testing::Test {
 
   static Decision Do(Engine& e, Cmd cmd, std::string_view biz, std::string_view key, int64_t n = 1,
                      int64_t count = 0) {
-    Request r;
-    r.cmd = cmd;
-    r.biz = biz;
-    r.key = key;
-    r.n = n;
-    r.count = count;
-    return e.Execute(r);
+    return e.Execute(Request{.cmd = cmd, .biz = biz, .key = key, .n = n, .count = count});
   }
 
   testing::TempDir dir_;
@@ -123,8 +123,7 @@ TEST_F(EngineTest, ErrorsAndNumericIds) {
 }
 
 TEST_F(EngineTest, QueryNeverCreatesAndDeniedAcquireNeverCreates) {
-  WriteMap(R"(<map><biz id="1" name="b"><rule interval="60" max="2"/></biz></map>)");
-  auto e = OpenEngine();
+  auto e = EngineFor(R"(<map><biz id="1" name="b"><rule interval="60" max="2"/></biz></map>)");
   EXPECT_TRUE(Do(*e, Cmd::kQuery, "b", "k").allowed);
   EXPECT_FALSE(Do(*e, Cmd::kAcquire, "b", "k", 3).allowed);
   Decision g = Do(*e, Cmd::kGet, "b", "k");
@@ -134,8 +133,7 @@ TEST_F(EngineTest, QueryNeverCreatesAndDeniedAcquireNeverCreates) {
 }
 
 TEST_F(EngineTest, UpdateRecordsRegardlessAndTellsWhetherWithin) {
-  WriteMap(R"(<map><biz id="1" name="push"><rule algo="calendar" interval="86400" max="2"/></biz></map>)");
-  auto e = OpenEngine();
+  auto e = EngineFor(R"(<map><biz id="1" name="push"><rule algo="calendar" interval="86400" max="2"/></biz></map>)");
   EXPECT_TRUE(Do(*e, Cmd::kUpdate, "push", "u").allowed);
   EXPECT_TRUE(Do(*e, Cmd::kUpdate, "push", "u").allowed);
   Decision d = Do(*e, Cmd::kUpdate, "push", "u");
@@ -145,8 +143,7 @@ TEST_F(EngineTest, UpdateRecordsRegardlessAndTellsWhetherWithin) {
 }
 
 TEST_F(EngineTest, WeightsSumRewards) {
-  WriteMap(R"(<map><biz id="1" name="reward"><rule algo="sliding" interval="600" max="100"/></biz></map>)");
-  auto e = OpenEngine();
+  auto e = EngineFor(R"(<map><biz id="1" name="reward"><rule algo="sliding" interval="600" max="100"/></biz></map>)");
   EXPECT_TRUE(Do(*e, Cmd::kAcquire, "reward", "u", 60).allowed);
   EXPECT_FALSE(Do(*e, Cmd::kAcquire, "reward", "u", 41).allowed);
   EXPECT_TRUE(Do(*e, Cmd::kAcquire, "reward", "u", 40).allowed);
@@ -159,11 +156,10 @@ TEST_F(EngineTest, WeightsSumRewards) {
 }
 
 TEST_F(EngineTest, ShadowCountsAndNeverDeniesOffCountsNothing) {
-  WriteMap(R"(<map>
+  auto e = EngineFor(R"(<map>
     <biz id="1" name="s" mode="shadow"><rule interval="60" max="1"/></biz>
     <biz id="2" name="o" mode="off"><rule interval="60" max="1"/></biz>
   </map>)");
-  auto e = OpenEngine();
   Decision d1 = Do(*e, Cmd::kAcquire, "s", "k");
   EXPECT_TRUE(d1.allowed && d1.shadow && !d1.would_deny);
   Decision d2 = Do(*e, Cmd::kAcquire, "s", "k");
@@ -177,17 +173,12 @@ TEST_F(EngineTest, ShadowCountsAndNeverDeniesOffCountsNothing) {
 }
 
 TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
-  WriteMap(R"(<map>
+  auto e = EngineFor(R"(<map>
     <biz id="1" name="ip_app"><rule interval="3600" max="10000"/></biz>
     <biz id="2" name="api_user"><rule interval="3600" max="1"/></biz>
   </map>)");
-  auto e = OpenEngine();
-  Request reqs[2];
-  reqs[0].cmd = reqs[1].cmd = Cmd::kAcquire;
-  reqs[0].biz = "ip_app";
-  reqs[0].key = "10.1.2.3|app7";
-  reqs[1].biz = "api_user";
-  reqs[1].key = "app7|u42|if3";
+  Request reqs[2] = {{.cmd = Cmd::kAcquire, .biz = "ip_app", .key = "10.1.2.3|app7"},
+                     {.cmd = Cmd::kAcquire, .biz = "api_user", .key = "app7|u42|if3"}};
   Decision out[2];
   EXPECT_TRUE(e->ExecuteBatch(reqs, out));
   EXPECT_TRUE(out[0].allowed && out[1].allowed);
@@ -214,8 +205,7 @@ TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
 }
 
 TEST_F(EngineTest, GetSetDeleteReset) {
-  WriteMap(R"(<map><biz id="4" name="partner"><rule interval="3600" max="1000" borrow="300"/></biz></map>)");
-  auto e = OpenEngine();
+  auto e = EngineFor(R"(<map><biz id="4" name="partner"><rule interval="3600" max="1000" borrow="300"/></biz></map>)");
   Decision s = Do(*e, Cmd::kSet, "partner", "p", 1, 1200);
   ASSERT_TRUE(s.ok()) << s.status.ToString();
   Decision g = Do(*e, Cmd::kGet, "partner", "p");
@@ -237,11 +227,10 @@ TEST_F(EngineTest, GetSetDeleteReset) {
 }
 
 TEST_F(EngineTest, ClockSteppingBackNeverGrantsExtraUses) {
-  WriteMap(R"(<map><biz id="1" name="b">
+  auto e = EngineFor(R"(<map><biz id="1" name="b">
     <rule interval="60" max="1"/><rule algo="token_bucket" interval="60" max="2"/>
     <rule algo="sliding" interval="60" max="1"/><rule algo="calendar" interval="60" max="1"/>
   </biz></map>)");
-  auto e = OpenEngine();
   EXPECT_TRUE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
   clock_.Advance(-3'600'000);
   EXPECT_FALSE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
@@ -250,11 +239,10 @@ TEST_F(EngineTest, ClockSteppingBackNeverGrantsExtraUses) {
 }
 
 TEST_F(EngineTest, ReloadKeepsCountsAppliesMaxAndResetsOnlyChangedRules) {
-  WriteMap(R"(<map>
+  auto e = EngineFor(R"(<map>
     <biz id="1" name="a"><rule interval="600" max="5"/><rule algo="calendar" interval="86400" max="10"/></biz>
     <biz id="2" name="b"><rule interval="600" max="5"/></biz>
   </map>)");
-  auto e = OpenEngine();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Do(*e, Cmd::kAcquire, "a", "k").allowed);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
 
@@ -297,8 +285,7 @@ TEST_F(EngineTest, ReloadKeepsCountsAppliesMaxAndResetsOnlyChangedRules) {
 }
 
 TEST_F(EngineTest, BrokenMapIsRefusedAndTheOldOneStays) {
-  WriteMap(R"(<map><biz id="1" name="a"><rule interval="600" max="1"/></biz></map>)");
-  auto e = OpenEngine();
+  auto e = EngineFor(R"(<map><biz id="1" name="a"><rule interval="600" max="1"/></biz></map>)");
   ASSERT_TRUE(Do(*e, Cmd::kAcquire, "a", "k").allowed);
   WriteMap("<map>\n<biz id=\"1\" name=\"a\">\n<rule algo=\"nope\" interval=\"600\" max=\"9\"/></biz></map>");
   Status s = e->Reload("");
@@ -327,9 +314,8 @@ TEST_F(EngineTest, RemovedBizBecomesStaleAndIsEvictedFirst) {
 }
 
 TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
-  WriteMap(R"(<map><biz id="7" name="api"><rule interval="3600" max="100" borrow="5"/>
+  auto e = EngineFor(R"(<map><biz id="7" name="api"><rule interval="3600" max="100" borrow="5"/>
     <rule algo="token_bucket" interval="10" max="3"/><rule algo="sliding" interval="600" max="50"/></biz></map>)");
-  auto e = OpenEngine();
   const std::string long_key(40, 'x');
   ASSERT_TRUE(Do(*e, Cmd::kAcquire, "api", "short", 2).allowed);
   ASSERT_TRUE(Do(*e, Cmd::kAcquire, "api", long_key, 3).allowed);
@@ -444,14 +430,13 @@ void ExpectSameDecision(const Decision& a, const Decision& b, const std::string&
 // they were used (Decision::Reset), not whole: a span that held decisions of
 // more rules, or errors, must come out exactly as fresh decisions would.
 TEST_F(EngineTest, ABatchsDecisionsAreFreshWhateverTheSpanHeldBefore) {
-  WriteMap(R"(<map>
+  auto e = EngineFor(R"(<map>
     <biz id="1" name="one"><rule interval="60" max="5"/></biz>
     <biz id="2" name="four">
       <rule interval="60" max="5"/><rule algo="sliding" interval="3600" max="9"/>
       <rule algo="calendar" interval="86400" max="20"/><rule algo="token_bucket" interval="10" max="3" burst="4"/>
     </biz>
   </map>)");
-  auto e = OpenEngine();
   const std::string keys[4] = {"k0", "k1", "k2", "k3"};  // outlive the requests' views
   Request four[4], one[4];
   for (int i = 0; i < 4; ++i) {
@@ -492,12 +477,7 @@ TEST_F(EngineTest, BatchReadsAnswerAsLoneRequestsWouldInTheirPlace) {
   keys.push_back("");
   std::vector<Request> reqs;
   auto add = [&](Cmd cmd, const char* biz, int key, int64_t n = 1) {
-    Request r;
-    r.cmd = cmd;
-    r.biz = biz;
-    r.key = keys[key];
-    r.n = n;
-    reqs.push_back(r);
+    reqs.push_back(Request{.cmd = cmd, .biz = biz, .key = keys[key], .n = n});
   };
   for (int k = 0; k < 12; ++k) add(Cmd::kUpdate, "one", k, k % 4 + 1);
   for (int k = 0; k < 14; ++k) add(Cmd::kQuery, "one", (k * 5) % 14);  // a run longer than the store looks ahead
@@ -537,8 +517,7 @@ TEST_F(EngineTest, BatchReadsAnswerAsLoneRequestsWouldInTheirPlace) {
 // A store file deleted under the engine: a batch's read run fails each
 // member as the same request alone fails (status, message, biz).
 TEST_F(EngineTest, BatchReadsOfADeletedStoreFileFailAsLoneRequestsDo) {
-  WriteMap(R"(<map><biz id="7" name="one"><rule interval="60" max="3"/></biz></map>)");
-  auto e = OpenEngine();
+  auto e = EngineFor(R"(<map><biz id="7" name="one"><rule interval="60" max="3"/></biz></map>)");
   ASSERT_TRUE(Do(*e, Cmd::kUpdate, "one", "x").ok());
   ASSERT_TRUE(std::filesystem::remove(dir_ / "store/frs.0.store"));
   EXPECT_FALSE(store_->CheckFiles().ok());
@@ -562,9 +541,8 @@ TEST_F(EngineTest, BatchReadsOfADeletedStoreFileFailAsLoneRequestsDo) {
 // it holds more state than the new layout, and a batch's read must read it
 // whole to find the kept rule's count, as a lone query does.
 TEST_F(EngineTest, BatchReadsOfANodeLargerThanItsLayoutReadItWhole) {
-  WriteMap(R"(<map><biz id="1" name="a"><rule algo="calendar" interval="86400" max="10"/>
+  auto e = EngineFor(R"(<map><biz id="1" name="a"><rule algo="calendar" interval="86400" max="10"/>
     <rule interval="300" max="5"/></biz></map>)");
-  auto e = OpenEngine();
   const std::string keys[6] = {"a0", "a1", "a2", "a3", "a4", "a5"};
   Request updates[6], queries[6];
   for (int i = 0; i < 6; ++i) {
@@ -591,11 +569,10 @@ TEST_F(EngineTest, BatchReadsOfANodeLargerThanItsLayoutReadItWhole) {
 }
 
 TEST_F(EngineTest, BatchMembersAreCountedInDailyStatsPerBiz) {
-  WriteMap(R"(<map>
+  auto e = EngineFor(R"(<map>
     <biz id="1" name="a"><rule interval="60" max="2"/></biz>
     <biz id="2" name="b"><rule interval="60" max="100"/></biz>
   </map>)");
-  auto e = OpenEngine();
   const char* bizzes[] = {"a", "a", "b", "a", "b", "b", "a", "missing"};
   Request reqs[8];
   for (int i = 0; i < 8; ++i) {
@@ -606,11 +583,7 @@ TEST_F(EngineTest, BatchMembersAreCountedInDailyStatsPerBiz) {
   Decision out[8];
   e->ExecuteBatch(reqs, out);
   // a: update, update (allowed, count 2), update (denied), update (denied); b: query, update, query.
-  Request acq[2];
-  acq[0].cmd = acq[1].cmd = Cmd::kAcquire;
-  acq[0].biz = "b";
-  acq[1].biz = "a";
-  acq[0].key = acq[1].key = "j";
+  Request acq[2] = {{.cmd = Cmd::kAcquire, .biz = "b", .key = "j"}, {.cmd = Cmd::kAcquire, .biz = "a", .key = "j"}};
   Decision aout[2];
   EXPECT_TRUE(e->ExecuteBatch(acq, aout));
   auto stats = e->DailyStats();
@@ -647,9 +620,8 @@ TEST_F(EngineTest, CalendarDaysFollowTheEngineTimeZone) {
 }
 
 TEST_F(EngineTest, ConcurrentAcquiresNeverOverAdmitWhileReloading) {
-  WriteMap(R"(<map><biz id="1" name="b"><rule interval="3600" max="1000"/>
+  auto e = EngineFor(R"(<map><biz id="1" name="b"><rule interval="3600" max="1000"/>
     <rule algo="sliding" interval="3600" max="5000"/></biz></map>)");
-  auto e = OpenEngine();
   std::atomic<int> allowed{0};
   std::atomic<bool> stop{false};
   std::thread reloader([&] {
@@ -748,30 +720,35 @@ TEST_F(EngineTest, HotPathMakesNoHeapAllocation) {
 // Before, a zeroed expiry byte restarted a key and a flipped state byte
 // made its count 4,278,190,135.
 TEST_F(EngineTest, EveryByteOfANodeOfEachShapeIsCheckedOrHarmless) {
-  WriteMap(R"(<map>
-  <biz id="1" name="fixed1"><rule algo="fixed" interval="3600" max="5"/></biz>
-  <biz id="2" name="adcap">
-    <rule algo="sliding" interval="3600" max="3"/>
-    <rule algo="calendar" interval="86400" max="10"/>
-  </biz>
-  <biz id="3" name="sliding10"><rule algo="sliding" interval="3600" max="10"/></biz>
-  <biz id="4" name="goldsum"><rule algo="sliding" interval="600" max="100"/></biz>
-  <biz id="5" name="borrowing"><rule algo="fixed" interval="3600" max="2" borrow="3"/></biz>
-  <biz id="6" name="bucket"><rule algo="token_bucket" interval="3600" max="5"/></biz>
-  <biz id="7" name="kept" keys="keep"><rule algo="sliding" interval="86400" max="4"/></biz>
-</map>)");
-  auto e = OpenEngine();
-  ASSERT_TRUE(e);
   struct Shape {
     const char* biz;
     int id;
+    const char* keys;   // the biz's keys="..." ("": none)
+    const char* rules;  // its <rule> elements
     int64_t n;
     int uses;
     uint32_t span;  // slots its node takes
   };
-  const Shape shapes[] = {{"fixed1", 1, 1, 2, 1},   {"adcap", 2, 1, 2, 2},     {"sliding10", 3, 1, 3, 2},
-                          {"goldsum", 4, 7, 3, 5},  {"borrowing", 5, 3, 1, 1}, {"bucket", 6, 1, 2, 1},
-                          {"kept", 7, 1, 3, 3}};
+  const Shape shapes[] = {
+      {"fixed1", 1, "", R"(<rule algo="fixed" interval="3600" max="5"/>)", 1, 2, 1},
+      {"adcap", 2, "",
+       R"(<rule algo="sliding" interval="3600" max="3"/>)"
+       R"(<rule algo="calendar" interval="86400" max="10"/>)",
+       1, 2, 2},
+      {"sliding10", 3, "", R"(<rule algo="sliding" interval="3600" max="10"/>)", 1, 3, 2},
+      {"goldsum", 4, "", R"(<rule algo="sliding" interval="600" max="100"/>)", 7, 3, 5},
+      {"borrowing", 5, "", R"(<rule algo="fixed" interval="3600" max="2" borrow="3"/>)", 3, 1, 1},
+      {"bucket", 6, "", R"(<rule algo="token_bucket" interval="3600" max="5"/>)", 1, 2, 1},
+      {"kept", 7, "keep", R"(<rule algo="sliding" interval="86400" max="4"/>)", 1, 3, 3},
+  };
+  std::string map = "<map>\n";
+  for (const Shape& sh : shapes) {
+    map += "  <biz id=\"" + std::to_string(sh.id) + "\" name=\"" + sh.biz + "\"";
+    if (*sh.keys != '\0') map += " keys=\"" + std::string(sh.keys) + "\"";
+    map += ">" + std::string(sh.rules) + "</biz>\n";
+  }
+  auto e = EngineFor(map + "</map>");
+  ASSERT_TRUE(e);
   const std::string path = dir_ / "store/frs.0.store";
   store::FileHeader h{};
   {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stats_map.h"
 #include "common/temp_dir.h"
 #include "frs/admin_engine.h"
 #include "limit/map_config.h"
@@ -23,15 +24,8 @@ namespace field_stats_test {
 
 using limit::testing::kDay0;
 
-constexpr const char* kApiMap = R"(<map>
-  <biz id="7" name="api" fields="app,user,iface" separator="|">
-    <rule interval="3600" max="50"/>
-    <stats by="app"/>
-    <stats by="app,iface"/>
-    <stats by="app" distinct="user"/>
-  </biz>
-  <biz id="8" name="plain"><rule interval="60" max="5"/></biz>
-</map>)";
+const std::string kApiMap = "<map>\n" + testing::StatsApiBiz(50) +
+                            "  <biz id=\"8\" name=\"plain\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>";
 
 // One engine over its own store directory.
 struct Server {
@@ -45,14 +39,8 @@ struct Server {
     auto s = Store::Open(so);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store = std::move(s.value());
-    EngineOptions eo;
-    eo.map_text = map;
-    eo.map_path = dir + "/map.xml";
-    eo.store = store.get();
-    eo.stats_dir = dir;
-    eo.clock = clock;
-    eo.timezone = "UTC";
-    auto e = AdminEngine::Open(eo);
+    auto e = AdminEngine::Open(EngineOptions{.map_path = dir + "/map.xml", .map_text = map, .timezone = "UTC",
+                                        .store = store.get(), .stats_dir = dir, .clock = clock});
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine = std::move(e.value());
   }
@@ -61,23 +49,12 @@ struct Server {
     store.reset();
   }
   Decision Do(Cmd cmd, std::string_view biz, std::string_view key, int64_t n = 1) {
-    Request r;
-    r.cmd = cmd;
-    r.biz = biz;
-    r.key = key;
-    r.n = n;
-    return engine->Execute(r);
+    return engine->Execute(Request{.cmd = cmd, .biz = biz, .key = key, .n = n});
   }
   GroupStats Stats(const std::string& by, int64_t day = -1, const std::string& value = "", uint32_t top = 0,
                    bool sketches = false, const std::string& biz = "api") {
-    GroupStatsQuery q;
-    q.biz = biz;
-    q.by = by;
-    q.day = day;
-    q.value = value;
-    q.top = top;
-    q.sketches = sketches;
-    auto r = engine->StatsBy(q);
+    auto r = engine->StatsBy(
+        GroupStatsQuery{.biz = biz, .by = by, .day = day, .value = value, .top = top, .sketches = sketches});
     EXPECT_TRUE(r.ok()) << by << ": " << r.status().ToString();
     return r.ok() ? r.value() : GroupStats{};
   }

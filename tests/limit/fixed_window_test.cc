@@ -153,17 +153,11 @@ TEST(FixedWindow, RandomSequencesMatchTheReference) {
     RefFixed ref(interval, max, borrow);
     int64_t ms = kT0;
     for (int e = 0; e < 120; ++e) {
-      int64_t gap_s = rng() % 4 == 0 ? std::uniform_int_distribution<int64_t>(0, 3 * interval)(rng)
-                                     : std::uniform_int_distribution<int64_t>(0, 2)(rng);
-      ms += gap_s * 1000 + std::uniform_int_distribution<int64_t>(0, 999)(rng);
-      const int64_t n = std::uniform_int_distribution<int64_t>(1, 3)(rng);
-      const bool update = rng() % 5 == 0;
-      int64_t ref_count;
-      bool want = ref.Use(ms / 1000, n, update, &ref_count);
-      RuleResult got = update ? h.Update(ms, n) : h.Acquire(ms, n);
-      ASSERT_EQ(got.allowed, want) << "seq " << seq << " event " << e << " I=" << interval << " max=" << max
-                                   << " K=" << borrow;
-      ASSERT_EQ(got.count, ref_count) << "seq " << seq << " event " << e;
+      ms = testing::NextRandomMs(rng, ms, 4, 3 * interval, 2);
+      const std::string where = "seq " + std::to_string(seq) + " event " + std::to_string(e) +
+                                " I=" + std::to_string(interval) + " max=" + std::to_string(max) +
+                                " K=" + std::to_string(borrow);
+      ASSERT_NO_FATAL_FAILURE(testing::ExpectUseAsTheReference(h, ref, rng, ms, where));
     }
   }
 }

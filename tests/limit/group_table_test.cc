@@ -231,22 +231,36 @@ TEST(GroupTable, RacingFirstAddsOfOneValueAtTheBoundAllCountInItsGroup) {
   ::_exit(0);
 }
 
+// Forks a child that adds as AddInChild does to the table at `path` once
+// StartAdding(*go) is called; its pid (-1 when it cannot be started).
+pid_t ForkAdder(const std::string& path, uint64_t adds, int* go) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[1]);
+    AddInChild(fds[0], path, "c", adds);
+  }
+  ::close(fds[0]);
+  *go = fds[1];
+  return child;
+}
+
+bool StartAdding(int go) {
+  const bool sent = ::write(go, "g", 1) == 1;
+  ::close(go);
+  return sent;
+}
+
 TEST(GroupTable, TwoProcessesAddingAtOnceCountExactly) {
   frs::testing::TempDir dir;
   const std::string path = dir / "stats/2/app/2026-11-22.frs";
   constexpr uint64_t kAdds = 50000;
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  const pid_t child = ::fork();
+  int go = -1;
+  const pid_t child = ForkAdder(path, kAdds, &go);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(go[1]);
-    AddInChild(go[0], path, "c", kAdds);
-  }
-  ::close(go[0]);
   // Both create the file at once, then add at once.
-  ASSERT_EQ(::write(go[1], "g", 1), 1);
-  ::close(go[1]);
+  ASSERT_TRUE(StartAdding(go));
   {
     auto t = OpenOrDie(path, GroupTableShape{1000, 1});
     ASSERT_NE(t, nullptr);
@@ -291,17 +305,10 @@ TEST(GroupTable, AWriterKilledMidwayLeavesAConsistentFile) {
     auto t = OpenOrDie(path, GroupTableShape{1000, 1});  // made before the child starts
     ASSERT_NE(t, nullptr);
   }
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  const pid_t child = ::fork();
+  int go = -1;
+  const pid_t child = ForkAdder(path, 0, &go);  // adds until killed
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(go[1]);
-    AddInChild(go[0], path, "c", 0);  // adds until killed
-  }
-  ::close(go[0]);
-  ASSERT_EQ(::write(go[1], "g", 1), 1);
-  ::close(go[1]);
+  ASSERT_TRUE(StartAdding(go));
 
   auto t = OpenOrDie(path, GroupTableShape{1000, 1});
   ASSERT_NE(t, nullptr);

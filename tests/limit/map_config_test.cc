@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/example_conf.h"
+
 namespace frs::limit {
 namespace {
 
@@ -11,21 +13,7 @@ std::string ErrorOf(const std::string& xml) {
 }
 
 TEST(MapConfig, ParsesTheContractExample) {
-  auto m = ParseMap(R"(<map>
-  <biz id="1" name="login">
-    <rule interval="60" max="5"/>
-  </biz>
-  <biz id="2" name="ad_user" mode="enforce">
-    <rule algo="calendar" interval="86400" max="3"/>
-    <rule algo="sliding"  interval="3600"  max="1"/>
-  </biz>
-  <biz id="3" name="api">
-    <rule algo="token_bucket" interval="1" max="10" burst="20"/>
-  </biz>
-  <biz id="4" name="partner" mode="shadow">
-    <rule algo="fixed" interval="3600" max="1000" borrow="300"/>
-  </biz>
-</map>)", "map.xml");
+  auto m = ParseMap(frs::testing::ExampleMap(), "map.xml");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_EQ(m->bizzes.size(), 4u);
   const BizConfig& login = m->bizzes[0];
@@ -37,7 +25,12 @@ TEST(MapConfig, ParsesTheContractExample) {
   EXPECT_EQ(ad.state_bytes, 32u);
   EXPECT_EQ(m->bizzes[2].rules[0].burst, 20);
   EXPECT_EQ(m->bizzes[3].rules[0].borrow, 300);
-  EXPECT_EQ(m->bizzes[3].mode, Mode::kShadow);
+  EXPECT_EQ(ad.mode, Mode::kEnforce);
+  EXPECT_EQ(m->bizzes[3].mode, Mode::kEnforce);  // the default
+  auto shadow = ParseMap(R"(<map><biz id="4" name="partner" mode="shadow"><rule interval="60" max="5"/></biz></map>)",
+                         "map.xml");
+  ASSERT_TRUE(shadow.ok()) << shadow.status().ToString();
+  EXPECT_EQ(shadow->bizzes[0].mode, Mode::kShadow);
 }
 
 TEST(MapConfig, ErrorsNameTheFileAndLine) {

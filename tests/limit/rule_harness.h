@@ -1,7 +1,11 @@
 // tests/limit/rule_harness.h: one rule's block driven directly, without a store.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "limit/rule_state.h"
@@ -76,5 +80,29 @@ class RuleHarness {
 
 // A fixed point in time that is a whole UTC day: 2026-11-22 00:00:00 UTC.
 inline constexpr int64_t kDay0 = 1795305600;
+
+// The next time of a random sequence after `ms`: in one step of `one_in` a
+// gap of up to `long_s` seconds, else one of up to `short_s`, plus under a
+// second.
+template <class Rng>
+int64_t NextRandomMs(Rng& rng, int64_t ms, int one_in, int64_t long_s, int64_t short_s) {
+  const int64_t gap_s = rng() % one_in == 0 ? std::uniform_int_distribution<int64_t>(0, long_s)(rng)
+                                            : std::uniform_int_distribution<int64_t>(0, short_s)(rng);
+  return ms + gap_s * 1000 + std::uniform_int_distribution<int64_t>(0, 999)(rng);
+}
+
+// One random use at `ms` (1 to 3 at once, an update one time in five) of
+// `h` and of a reference model of its algorithm, whose
+// Use(t, n, update, &count) says what `h` must answer: they must agree.
+template <class Ref, class Rng>
+void ExpectUseAsTheReference(RuleHarness& h, Ref& ref, Rng& rng, int64_t ms, const std::string& where) {
+  const int64_t n = std::uniform_int_distribution<int64_t>(1, 3)(rng);
+  const bool update = rng() % 5 == 0;
+  int64_t ref_count;
+  const bool want = ref.Use(ms / 1000, n, update, &ref_count);
+  const RuleResult got = update ? h.Update(ms, n) : h.Acquire(ms, n);
+  ASSERT_EQ(got.allowed, want) << where;
+  ASSERT_EQ(got.count, ref_count) << where;
+}
 
 }  // namespace frs::limit::testing

@@ -173,9 +173,7 @@ TEST(SlidingWindow, ExactRandomSequencesMatchTheReference) {
     RefSliding ref(interval);
     int64_t ms = kDay0 * 1000;
     for (int e = 0; e < 100; ++e) {
-      int64_t gap_s = rng() % 5 == 0 ? std::uniform_int_distribution<int64_t>(0, 2 * interval)(rng)
-                                     : std::uniform_int_distribution<int64_t>(0, interval / 8 + 1)(rng);
-      ms += gap_s * 1000 + std::uniform_int_distribution<int64_t>(0, 999)(rng);
+      ms = testing::NextRandomMs(rng, ms, 5, 2 * interval, interval / 8 + 1);
       const int64_t t = ms / 1000;
       const int64_t n = std::uniform_int_distribution<int64_t>(1, std::min<int64_t>(max, 4))(rng);
       const bool update = rng() % 6 == 0;
@@ -208,9 +206,7 @@ TEST(SlidingWindow, BucketedStaysWithinTheDocumentedBound) {
     RefSliding exact(interval), loose(interval + w - 1);
     int64_t ms = kDay0 * 1000;
     for (int e = 0; e < 150; ++e) {
-      int64_t gap_s = rng() % 5 == 0 ? std::uniform_int_distribution<int64_t>(0, 2 * interval)(rng)
-                                     : std::uniform_int_distribution<int64_t>(0, interval / 20 + 1)(rng);
-      ms += gap_s * 1000 + std::uniform_int_distribution<int64_t>(0, 999)(rng);
+      ms = testing::NextRandomMs(rng, ms, 5, 2 * interval, interval / 20 + 1);
       const int64_t t = ms / 1000;
       const int64_t n = std::uniform_int_distribution<int64_t>(1, 6)(rng);
       RuleResult got = h.Query(ms, n);

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/files.h"
 #include "common/temp_dir.h"
 
 namespace frs {
@@ -20,12 +21,7 @@ struct ProcRun {
   std::string out, err;
 };
 
-std::string Slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using frs::testing::ReadFile;
 
 class FrsdCheckTest : public ::testing::Test {
  protected:
@@ -43,7 +39,7 @@ class FrsdCheckTest : public ::testing::Test {
   ProcRun Frsd(const std::string& args) {
     std::string cmd = std::string(FRSD_PATH) + " " + args + " >" + (dir_ / "out") + " 2>" + (dir_ / "err");
     int st = std::system(cmd.c_str());
-    return ProcRun{WIFEXITED(st) ? WEXITSTATUS(st) : -1, Slurp(dir_ / "out"), Slurp(dir_ / "err")};
+    return ProcRun{WIFEXITED(st) ? WEXITSTATUS(st) : -1, ReadFile(dir_ / "out"), ReadFile(dir_ / "err")};
   }
   ProcRun Check() { return Frsd("-t -c " + (dir_ / "srv.xml")); }
   testing::TempDir dir_;
@@ -57,13 +53,13 @@ TEST_F(FrsdCheckTest, AnOpenFileLimitTooSmallForTheConnectionsIsSaid) {
   const int st = std::system(("sh -c '" + cmd + "'").c_str());
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
-  const std::string err = Slurp(dir_ / "err");
+  const std::string err = ReadFile(dir_ / "err");
   EXPECT_NE(err.find("warning: the open file limit (ulimit -n: soft 256, hard 256) cannot hold <limits "
                      "connections=\"10000\">: each worker may need 11316 descriptors"),
             std::string::npos)
       << err;
   EXPECT_NE(err.find("lower <limits connections> to at most 168"), std::string::npos) << err;
-  EXPECT_EQ(Slurp(dir_ / "out").substr(Slurp(dir_ / "out").size() - 3), "ok\n");
+  EXPECT_EQ(ReadFile(dir_ / "out").substr(ReadFile(dir_ / "out").size() - 3), "ok\n");
 }
 
 TEST_F(FrsdCheckTest, AGoodConfigurationIsOkAndNothingIsCreated) {

@@ -31,20 +31,9 @@ std::string Escaped(std::string_view s) {
 }
 
 DecisionRecord ContractExample(const IpAddress* client) {
-  DecisionRecord r;
-  r.ts_ms = 1795625073261;
-  r.biz = "login";
-  r.key = "user:42";
-  r.rule = "login_1";
-  r.allowed = false;
-  r.n = 1;
-  r.count = 5;
-  r.limit = 5;
-  r.remaining = 0;
-  r.retry_after = 41;
-  r.route = "user:42";
-  r.client = client;
-  return r;
+  return DecisionRecord{.ts_ms = 1795625073261, .biz = "login", .key = "user:42", .rule = "login_1", .allowed = false,
+                        .n = 1, .count = 5, .limit = 5, .remaining = 0, .retry_after = 41, .route = "user:42",
+                        .client = client};
 }
 
 TEST(DecisionLine, IsTheContractsLineExactly) {
@@ -240,12 +229,23 @@ size_t LinesOf(const std::string& path) {
   return n;
 }
 
-TEST(DecisionLog, ReopenAfterARenameLosesAndRepeatsNothing) {
+// A decision log of its own: decisions.log in a temp dir.
+struct LogInTempDir {
+  LogInTempDir() : log(DecisionLog::Open(Options(), &counters)) {}
+  DecisionLogOptions Options() const {
+    DecisionLogOptions o;
+    o.file = d / "decisions.log";
+    return o;
+  }
   frs::testing::TempDir d;
   DecisionLogCounters counters{};
-  DecisionLogOptions o;
-  o.file = d / "decisions.log";
-  auto log = DecisionLog::Open(o, &counters);
+  Result<std::unique_ptr<DecisionLog>> log;
+};
+
+TEST(DecisionLog, ReopenAfterARenameLosesAndRepeatsNothing) {
+  LogInTempDir t;
+  auto& [d, counters, log] = t;
+  const DecisionLogOptions o = t.Options();
   ASSERT_TRUE(log.ok());
   for (size_t i = 0; i < 300; ++i) log.value()->Append(TestLine(i));
   ASSERT_EQ(std::rename(o.file.c_str(), (d / "decisions.log.1").c_str()), 0);
@@ -271,11 +271,9 @@ TEST(DecisionLog, AFileThatCannotBeOpenedIsAnErrorNamingIt) {
 }
 
 TEST(DecisionLog, RecordsDenialsOnlyUnlessAllAndSamples) {
-  frs::testing::TempDir d;
-  DecisionLogCounters counters{};
-  DecisionLogOptions o;
-  o.file = d / "decisions.log";
-  auto log = DecisionLog::Open(o, &counters);
+  LogInTempDir t;
+  DecisionLogOptions o = t.Options();
+  auto& log = t.log;
   ASSERT_TRUE(log.ok());
   DecisionLog& l = *log.value();
   EXPECT_TRUE(l.Wants(true));

@@ -8,18 +8,15 @@
 #include <deque>
 #include <regex>
 
+#include "common/envoy_yaml.h"
+
 namespace frs::server {
 namespace {
 
-constexpr const char* kYaml = R"(domain: rl
-descriptors:
-  - key: user
-    detailed_metric: true
-    rate_limit: {unit: day, requests_per_unit: 10}
-  - key: trial
-    shadow_mode: true
-    rate_limit: {unit: day, requests_per_unit: 10}
-)";
+const std::string kYaml =
+    frs::testing::EnvoyDomain("rl") +
+    frs::testing::EnvoyDescriptor("user", "", "detailed_metric: true", "{unit: day, requests_per_unit: 10}") +
+    frs::testing::EnvoyDescriptor("trial", "", "shadow_mode: true", "{unit: day, requests_per_unit: 10}");
 
 struct Fixture {
   Fixture() {

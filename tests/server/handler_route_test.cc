@@ -4,70 +4,34 @@
 // positions must be what they were when the handler computed them.
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include <optional>
 #include <string>
+#include <utility>
 
-#include "common/temp_dir.h"
-#include "frs/engine.h"
+#include "common/request_path.h"
 #include "frs/ring.h"
-#include "frs/store.h"
-#include "server/connection.h"
-#include "server/handler.h"
 
 namespace frs::server {
 namespace {
 
+using frs::testing::RequestPath;
+
 class LoneServer : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string map = dir_.path() + "/map.xml";
-    std::FILE* f = std::fopen(map.c_str(), "w");
-    std::fputs("<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1000\"/></biz></map>", f);
-    std::fclose(f);
-    StoreOptions so;
-    so.dir = dir_.path() + "/data";
-    so.geometry = StoreGeometry{1, 1024, 8};
-    store_ = std::move(Store::Open(so).value());
-    EngineOptions eo;
-    eo.map_path = map;
-    eo.store = store_.get();
-    eo.stats_dir = so.dir;
-    engine_ = std::move(AdminEngine::Open(eo).value());
-    handler_ = std::make_unique<Handler>(Backend(engine_.get(), store_.get()), HandlerOptions{}, nullptr, nullptr);
-    conn_ = std::make_unique<Connection>(os::UniqueFd(), ConnectionLimits{16384, 1 << 20}, handler_.get());
-  }
-
-  std::string RoundTrip(const std::string& req) {
-    std::span<char> room = conn_->ReadSpace();
-    EXPECT_GE(room.size(), req.size());
-    std::memcpy(room.data(), req.data(), req.size());
-    conn_->Produced(req.size(), 0);
-    conn_->Process();
-    std::string_view out = conn_->PendingOutput();
-    std::string status(out.substr(0, out.find('\r')));
-    conn_->Consumed(out.size());
-    conn_->Process();
-    return status;
-  }
-  std::string Get(const std::string& target) { return RoundTrip("GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n"); }
+  std::string Get(const std::string& target) { return std::string(path_.RoundTrip(RequestPath::Get(target))); }
   std::string Post(const std::string& target, const std::string& body) {
-    return RoundTrip("POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
-                     "\r\n\r\n" + body);
+    return std::string(path_.RoundTrip(RequestPath::Post(target, body)));
   }
 
   // The node of (login, key): its route, or nullopt when there is none.
   std::optional<std::pair<bool, uint32_t>> RouteOfNode(const std::string& key) {
-    auto v = engine_->Inspect("login", key);
+    auto v = path_.engine()->Inspect("login", key);
     if (!v.ok()) return std::nullopt;
     return std::make_pair(v.value().node.route_known, v.value().node.route_pos);
   }
   static std::pair<bool, uint32_t> Known(std::string_view route) { return {true, Ring::HashRoute(route)}; }
 
-  testing::TempDir dir_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<AdminEngine> engine_;
-  std::unique_ptr<Handler> handler_;
-  std::unique_ptr<Connection> conn_;
+  RequestPath path_{"<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1000\"/></biz></map>"};
 };
 
 TEST_F(LoneServer, ANewNodeTakesTheRouteItsKeyImplies) {

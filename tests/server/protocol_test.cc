@@ -23,6 +23,16 @@ Decoded DecodeText(XmlRequestDecoder& d, std::string& buf, uint32_t max_batch = 
   return out;
 }
 
+// A fresh decoder refuses `text` with a 400 and a sentence.
+void ExpectRefusedWith400(const std::string& text) {
+  XmlRequestDecoder d;
+  std::string body = text;
+  Decoded r = DecodeText(d, body);
+  EXPECT_FALSE(r.ok) << text;
+  EXPECT_EQ(r.err.status, 400) << text;
+  EXPECT_FALSE(r.err.msg.empty()) << text;
+}
+
 TEST(Protocol, DecodesOneRequest) {
   XmlRequestDecoder d;
   std::string body = R"(<request cmd="acquire" biz="login" key="user:42" n="3"/>)";
@@ -73,14 +83,7 @@ TEST(Protocol, ControlCharactersAndStrayContentAre400) {
       R"(<request cmd="acquire" biz="login" key="&#xD800;"/>)",
       R"(<?pi x?><request cmd="acquire" biz="login" key="a"/>)",
   };
-  for (const std::string& b : bad) {
-    XmlRequestDecoder d;
-    std::string body = b;
-    Decoded r = DecodeText(d, body);
-    EXPECT_FALSE(r.ok) << b;
-    EXPECT_EQ(r.err.status, 400) << b;
-    EXPECT_FALSE(r.err.msg.empty()) << b;
-  }
+  for (const std::string& b : bad) ExpectRefusedWith400(b);
   // What stays allowed: the five entities, references to ordinary
   // characters, a declaration, comments and whitespace around the root.
   XmlRequestDecoder d;
@@ -125,14 +128,7 @@ TEST(Protocol, RejectsBadRequestsWith400AndASentence) {
       "<batch><foo/></batch>",
       "<request cmd=\"acquire\" biz=\"a\" key=\"k\">text</request>",
   };
-  for (const char* text : bad) {
-    XmlRequestDecoder d;
-    std::string body = text;
-    Decoded r = DecodeText(d, body);
-    EXPECT_FALSE(r.ok) << text;
-    EXPECT_EQ(r.err.status, 400) << text;
-    EXPECT_FALSE(r.err.msg.empty()) << text;
-  }
+  for (const char* text : bad) ExpectRefusedWith400(text);
 }
 
 TEST(Protocol, KeyOf255BytesIsFineAnd256IsNot) {

@@ -8,71 +8,26 @@
 #include <filesystem>
 #include <string>
 
-#include "common/temp_dir.h"
-#include "frs/engine.h"
-#include "frs/store.h"
+#include "common/request_path.h"
 #include "limit/alloc_count.h"
-#include "server/connection.h"
-#include "server/handler.h"
 
 namespace frs::server {
 namespace {
 
 class Path : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string map = dir_.path() + "/map.xml";
-    std::FILE* f = std::fopen(map.c_str(), "w");
-    std::fputs("<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1000000\"/></biz>"
-               "<biz id=\"2\" name=\"ad\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\"/>"
-               "<rule algo=\"sliding\" interval=\"3600\" max=\"1\"/></biz></map>",
-               f);
-    std::fclose(f);
-    StoreOptions so;
-    so.dir = dir_.path() + "/data";
-    so.geometry = StoreGeometry{1, 1024, 8};
-    store_ = std::move(Store::Open(so).value());
-    EngineOptions eo;
-    eo.map_path = map;
-    eo.store = store_.get();
-    eo.stats_dir = so.dir;
-    engine_ = std::move(AdminEngine::Open(eo).value());
+  static HandlerOptions Options() {
     HandlerOptions ho;
     ho.max_batch = 1024;
-    handler_ = std::make_unique<Handler>(Backend(engine_.get(), store_.get()), ho, nullptr, nullptr);
-    conn_ = std::make_unique<Connection>(os::UniqueFd(), ConnectionLimits{16384, 1 << 20}, handler_.get());
+    return ho;
   }
+  std::string_view RoundTrip(const std::string& req) { return path_.RoundTrip(req); }
+  static std::string Post(const std::string& body) { return frs::testing::RequestPath::Post("/frs", body); }
 
-  // Sends `req` through the connection and returns the answer's status line
-  // (kept in status_, valid until the next call: no allocation).
-  std::string_view RoundTrip(const std::string& req) {
-    size_t pos = 0;
-    while (pos < req.size()) {
-      std::span<char> room = conn_->ReadSpace();
-      const size_t n = std::min(room.size(), req.size() - pos);
-      std::memcpy(room.data(), req.data() + pos, n);
-      pos += n;
-      conn_->Produced(n, 0);
-      conn_->Process();
-    }
-    std::string_view out = conn_->PendingOutput();
-    const std::string_view line = out.substr(0, std::min(out.find('\r'), sizeof status_));
-    std::memcpy(status_, line.data(), line.size());
-    conn_->Consumed(out.size());
-    conn_->Process();
-    return std::string_view(status_, line.size());
-  }
-  char status_[64];
-
-  static std::string Post(const std::string& body) {
-    return "POST /frs HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-  }
-
-  testing::TempDir dir_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<AdminEngine> engine_;
-  std::unique_ptr<Handler> handler_;
-  std::unique_ptr<Connection> conn_;
+  frs::testing::RequestPath path_{"<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1000000\"/></biz>"
+                                  "<biz id=\"2\" name=\"ad\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\"/>"
+                                  "<rule algo=\"sliding\" interval=\"3600\" max=\"1\"/></biz></map>",
+                                  Options()};
 };
 
 TEST_F(Path, AGetAcquireAllocatesNothingOnceWarm) {

@@ -24,20 +24,17 @@ TEST(AdminAuth, ComparesWholeTokens) {
   EXPECT_EQ(CheckAdminToken("s3cret", ""), AdminAuth::kRefused);
 }
 
-sockaddr_storage V4(const char* a) {
+// The address `a` of `family` (AF_INET or AF_INET6), as accept() gives it.
+sockaddr_storage Addr(int family, const char* a) {
   sockaddr_storage ss{};
-  auto* s = reinterpret_cast<sockaddr_in*>(&ss);
-  s->sin_family = AF_INET;
-  inet_pton(AF_INET, a, &s->sin_addr);
+  ss.ss_family = static_cast<sa_family_t>(family);
+  void* bytes = family == AF_INET ? static_cast<void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                                  : static_cast<void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+  inet_pton(family, a, bytes);
   return ss;
 }
-sockaddr_storage V6(const char* a) {
-  sockaddr_storage ss{};
-  auto* s = reinterpret_cast<sockaddr_in6*>(&ss);
-  s->sin6_family = AF_INET6;
-  inet_pton(AF_INET6, a, &s->sin6_addr);
-  return ss;
-}
+sockaddr_storage V4(const char* a) { return Addr(AF_INET, a); }
+sockaddr_storage V6(const char* a) { return Addr(AF_INET6, a); }
 
 TEST(AllowList, EmptyAllowsEveryone) {
   auto l = AllowList::Parse({});

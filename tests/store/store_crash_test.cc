@@ -16,12 +16,15 @@
 #include <cstring>
 #include <random>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/store_ops.h"
 #include "common/temp_dir.h"
+#include "common/wait_exit.h"
 #include "frs/store.h"
 #include "os/shm_lock.h"
 #include "store/format.h"
@@ -33,30 +36,14 @@ namespace {
 using testing::TempDir;
 using Clock = std::chrono::steady_clock;
 
-StoreOptions Opts(const std::string& dir, uint32_t files = 2, uint32_t keynodes = 4096, uint32_t chain = 8) {
-  StoreOptions o;
-  o.dir = dir;
-  o.geometry = {files, keynodes, chain};
-  return o;
-}
+using testing::CountOf;
+using testing::ExpectClean;
+using testing::MustOpen;
+using testing::Opts;
+using testing::WaitExit;
 
-Status Incr(Store* s, const Key& k, uint64_t by = 1) {
-  return s->Update(k.ref(), 8, 1000, [&](NodeRef& n) {
-    uint64_t v;
-    std::memcpy(&v, n.state, 8);
-    v += by;
-    std::memcpy(n.state, &v, 8);
-    return Commit::kWrite;
-  }, nullptr);
-}
-
-uint64_t CountOf(Store* s, const Key& k) {
-  auto n = s->Get(k.ref());
-  if (!n.ok()) return 0;
-  uint64_t v = 0;
-  std::memcpy(&v, n->state.data(), 8);
-  return v;
-}
+// The counters here are 8 bytes: a node of one slot.
+Status Incr(Store* s, const Key& k, uint64_t by = 1) { return testing::AddToCounter(s, k, 8, by); }
 
 // Runs `body` in a child process that opens its own Store; returns its pid.
 template <class F>
@@ -72,16 +59,24 @@ pid_t Spawn(const std::string& dir, F body) {
   return pid;
 }
 
-int WaitExit(pid_t pid) {
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+// Creates the store in `dir`, k counted `n` in it.
+void CreateWithCount(const std::string& dir, const Key& k, uint64_t n) {
+  auto s = Store::Open(Opts(dir));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(Incr(s->get(), k, n).ok());
 }
 
-void ExpectClean(Store* s) {
-  auto v = s->Verify(false);
-  ASSERT_TRUE(v.ok());
-  EXPECT_TRUE(v->problems.empty()) << v->problems[0];
+// `procs` child processes, each adding 1 to k `incr` times; a child exits 1
+// when an add failed.
+std::vector<pid_t> SpawnIncrementers(const std::string& dir, const Key& k, int procs, int incr) {
+  std::vector<pid_t> pids;
+  for (int p = 0; p < procs; ++p)
+    pids.push_back(Spawn(dir, [&](Store* s) {
+      for (int i = 0; i < incr; ++i)
+        if (!Incr(s, k).ok()) return 1;
+      return 0;
+    }));
+  return pids;
 }
 
 TEST(StoreContention, FourProcessesOneKeyExact) {
@@ -89,14 +84,7 @@ TEST(StoreContention, FourProcessesOneKeyExact) {
   { ASSERT_TRUE(Store::Open(Opts(d.path())).ok()); }
   const Key k = MakeKey(1, std::string("hot"));
   constexpr int kProcs = 4, kIncr = 100000;
-  std::vector<pid_t> pids;
-  for (int p = 0; p < kProcs; ++p)
-    pids.push_back(Spawn(d.path(), [&](Store* s) {
-      for (int i = 0; i < kIncr; ++i)
-        if (!Incr(s, k).ok()) return 1;
-      return 0;
-    }));
-  for (pid_t pid : pids) EXPECT_EQ(WaitExit(pid), 0);
+  for (pid_t pid : SpawnIncrementers(d.path(), k, kProcs, kIncr)) EXPECT_EQ(WaitExit(pid), 0);
   auto s = Store::Open(Opts(d.path()));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(CountOf(s->get(), k), uint64_t{kProcs} * kIncr);
@@ -133,41 +121,53 @@ TEST(StoreContention, FourProcessesRandomKeysExact) {
 
 // A child that stops forever inside the critical section of an update of `k`
 // (phase 0: before writing; phase 1: in the middle of writing the node).
-pid_t SpawnStuck(const std::string& dir, const Key& k, int phase, int ready_fd) {
-  return Spawn(dir, [&, phase, ready_fd](Store* s) {
-    store::SetTestHookInCriticalSection(s, [&, phase, ready_fd](int at) {
-      if (at != phase) return;
-      char c = 'x';
-      (void)!::write(ready_fd, &c, 1);
-      for (;;) ::pause();
+// A child process that took k's chain lock and stopped at `phase` of its
+// critical section (0: before writing, 1: mid-write) until it is killed.
+class StuckHolder {
+ public:
+  StuckHolder(const std::string& dir, const Key& k, int phase) {
+    if (::pipe(fds_) != 0) return;
+    const int ready_fd = fds_[1];
+    pid_ = Spawn(dir, [&, phase, ready_fd](Store* s) {
+      store::SetTestHookInCriticalSection(s, [&, phase, ready_fd](int at) {
+        if (at != phase) return;
+        char c = 'x';
+        (void)!::write(ready_fd, &c, 1);
+        for (;;) ::pause();
+      });
+      (void)Incr(s, k, 1000);
+      return 3;  // never reached
     });
-    (void)Incr(s, k, 1000);
-    return 3;  // never reached
-  });
-}
+    char c;
+    holds_ = ::read(fds_[0], &c, 1) == 1;
+  }
+  ~StuckHolder() {
+    for (int fd : fds_)
+      if (fd >= 0) ::close(fd);
+  }
+  StuckHolder(const StuckHolder&) = delete;
+  StuckHolder& operator=(const StuckHolder&) = delete;
+
+  // Whether it holds the lock now (it said so).
+  bool holds() const { return holds_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  int fds_[2] = {-1, -1};
+  pid_t pid_ = -1;
+  bool holds_ = false;
+};
 
 void KilledHolderTest(int phase) {
   TempDir d;
   const Key k = MakeKey(1, std::string("contended"));
-  {
-    auto s = Store::Open(Opts(d.path()));
-    ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(Incr(s->get(), k, 5).ok());
-  }
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t stuck = SpawnStuck(d.path(), k, phase, fds[1]);
-  char c;
-  ASSERT_EQ(::read(fds[0], &c, 1), 1);  // the child holds the chain lock now
+  ASSERT_NO_FATAL_FAILURE(CreateWithCount(d.path(), k, 5));
+  StuckHolder held(d.path(), k, phase);
+  ASSERT_TRUE(held.holds());  // the child holds the chain lock now
+  const pid_t stuck = held.pid();
 
   constexpr int kProcs = 3, kIncr = 2000;
-  std::vector<pid_t> pids;
-  for (int p = 0; p < kProcs; ++p)
-    pids.push_back(Spawn(d.path(), [&](Store* s) {
-      for (int i = 0; i < kIncr; ++i)
-        if (!Incr(s, k).ok()) return 1;
-      return 0;
-    }));
+  const std::vector<pid_t> pids = SpawnIncrementers(d.path(), k, kProcs, kIncr);
   ::usleep(100 * 1000);  // the others are blocked on the lock
   auto killed_at = Clock::now();
   ASSERT_EQ(::kill(stuck, SIGKILL), 0);
@@ -183,8 +183,6 @@ void KilledHolderTest(int phase) {
   EXPECT_EQ(CountOf(s->get(), k), 5u + kProcs * kIncr);
   EXPECT_GE(s.value()->Stats().total.lock_recoveries, 1u);
   ExpectClean(s->get());
-  ::close(fds[0]);
-  ::close(fds[1]);
 }
 
 TEST(StoreCrash, HolderKilledBeforeWritingIsRecoveredWithinASecond) { KilledHolderTest(0); }
@@ -196,11 +194,9 @@ TEST(StoreCrash, MasterRecoversADeadWorkersLocks) {
   auto s = Store::Open(Opts(d.path()));
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(Incr(s->get(), k, 1).ok());
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t stuck = SpawnStuck(d.path(), k, 1, fds[1]);
-  char c;
-  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  StuckHolder held(d.path(), k, 1);
+  ASSERT_TRUE(held.holds());
+  const pid_t stuck = held.pid();
   ::kill(stuck, SIGKILL);
   WaitExit(stuck);  // reaped, as the frsd master does on SIGCHLD
   auto released = s.value()->RecoverDeadOwner(stuck);
@@ -211,18 +207,14 @@ TEST(StoreCrash, MasterRecoversADeadWorkersLocks) {
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(5));  // no waiting on a dead lock
   EXPECT_EQ(CountOf(s->get(), k), 2u);
   ExpectClean(s->get());
-  ::close(fds[0]);
-  ::close(fds[1]);
 }
 
 TEST(StoreCrash, VerifyRecoversADeadLockAsItsNextLockerWould) {
   TempDir d;
   const Key k = MakeKey(1, std::string("v"));
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t stuck = SpawnStuck(d.path(), k, 1, fds[1]);
-  char c;
-  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  StuckHolder held(d.path(), k, 1);
+  ASSERT_TRUE(held.holds());
+  const pid_t stuck = held.pid();
   ::kill(stuck, SIGKILL);
   WaitExit(stuck);
   auto s = Store::Open(Opts(d.path()));
@@ -257,8 +249,6 @@ TEST(StoreCrash, VerifyRecoversADeadLockAsItsNextLockerWould) {
   v = s.value()->Verify(true);
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->recovered.empty());
-  ::close(fds[0]);
-  ::close(fds[1]);
 }
 
 uint32_t StartOf(pid_t pid) {
@@ -295,16 +285,10 @@ int RewriteWords(const std::string& dir, uint64_t from, uint64_t to) {
 TEST(StoreCrash, AReusedPidDoesNotFreezeAChain) {
   TempDir d;
   const Key k = MakeKey(1, std::string("reused"));
-  {
-    auto s = Store::Open(Opts(d.path()));
-    ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(Incr(s->get(), k, 5).ok());
-  }
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t stuck = SpawnStuck(d.path(), k, /*phase=*/1, fds[1]);  // dies mid-write: a torn node
-  char c;
-  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  ASSERT_NO_FATAL_FAILURE(CreateWithCount(d.path(), k, 5));
+  StuckHolder held(d.path(), k, /*phase=*/1);  // dies mid-write: a torn node
+  ASSERT_TRUE(held.holds());
+  const pid_t stuck = held.pid();
   const uint32_t start = StartOf(stuck);
   ::kill(stuck, SIGKILL);
   WaitExit(stuck);
@@ -333,8 +317,6 @@ TEST(StoreCrash, AReusedPidDoesNotFreezeAChain) {
   EXPECT_EQ(CountOf(s->get(), k), 6u);
   EXPECT_GE(s.value()->Stats().total.lock_recoveries, 1u);
   ExpectClean(s->get());
-  ::close(fds[0]);
-  ::close(fds[1]);
 }
 
 // A process that took a dead writer's lock over died in the middle of its
@@ -401,77 +383,15 @@ TEST(StoreCrash, ARecoveryCutShortByDeathIsFinishedByTheNext) {
   ::close(fds[1]);
 }
 
-TEST(StoreCrash, TheIdentityCheckTellsAReusedIdFromItsOwner) {
-  const os::Owner me = os::Self();
-  EXPECT_EQ(me.tid, static_cast<uint32_t>(::gettid()));
-  EXPECT_TRUE(os::OwnerAlive(me));
-  EXPECT_FALSE(os::OwnerAlive(os::Owner{me.tid, me.start + 1})) << "same id, another start: not the owner";
-  pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::usleep(50000);  // a zombie until reaped
-  EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
-  WaitExit(child);
-  EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
-}
-
-// A process out of file descriptors (frsd under a connection flood) cannot
-// read /proc; that must not make a live holder look dead, or its lock would
-// be taken over mid-write.
-TEST(StoreCrash, NoFdLeftDoesNotMakeALiveOwnerDead) {
-  const os::Owner parent = os::Self();
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // A thread whose identity is first asked for once no fd is left. It is
-    // started before: the sanitizers' runtime needs descriptors to start one.
-    std::atomic<int> stage{0};
-    int rc = 0, fresh_rc = 0;
-    std::thread fresh_thread([&] {
-      stage.store(1);
-      while (stage.load() != 2) std::this_thread::yield();
-      const os::Owner fresh = os::Self();
-      if (fresh.start != 0) fresh_rc = 14;  // its read must have failed too
-      else if (!os::OwnerAlive(fresh)) fresh_rc = 15;  // then it is compared by id only
-      // It ends once fds are back: its end, too, needs the runtime's.
-      stage.store(3);
-      while (stage.load() != 4) std::this_thread::yield();
-    });
-    while (stage.load() != 1) std::this_thread::yield();
-    const int base = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // stdin may be closed
-    rlimit lim{64, 64};
-    if (base < 0 || ::setrlimit(RLIMIT_NOFILE, &lim) != 0) rc = 10;
-    int taken[64];
-    int ntaken = 0;
-    while (rc == 0 && ntaken < 64 && (taken[ntaken] = ::dup(base)) >= 0) ++ntaken;
-    if (rc == 0 && errno != EMFILE) rc = 11;
-    uint32_t start = 0;
-    if (rc == 0 && os::TaskStart(parent.tid, &start)) rc = 12;  // the probe really failed
-    if (rc == 0 && !os::OwnerAlive(parent)) rc = 13;
-    stage.store(2);
-    while (stage.load() != 3) std::this_thread::yield();
-    for (int i = 0; i < ntaken; ++i) ::close(taken[i]);
-    stage.store(4);
-    fresh_thread.join();
-    ::_exit(rc != 0 ? rc : fresh_rc);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 setrlimit, 11 not EMFILE, 12 probe did not fail, 13 parent judged dead, "
-                                       "14 fresh start read, 15 fresh thread judged dead";
-}
-
 // A waiter on a live holder says so after a second, naming the chain and
 // the holder, instead of waiting silently.
 TEST(StoreCrash, AWaiterOnALiveHolderLogs) {
   TempDir d;
   const Key k = MakeKey(1, std::string("held"));
   { ASSERT_TRUE(Store::Open(Opts(d.path())).ok()); }
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t holder = SpawnStuck(d.path(), k, 0, fds[1]);
-  char c;
-  ASSERT_EQ(::read(fds[0], &c, 1), 1);
+  StuckHolder held(d.path(), k, 0);
+  ASSERT_TRUE(held.holds());
+  const pid_t holder = held.pid();
   std::mutex mu;
   std::vector<std::string> lines;
   StoreOptions o = Opts(d.path());
@@ -493,8 +413,6 @@ TEST(StoreCrash, AWaiterOnALiveHolderLogs) {
   WaitExit(holder);
   waiter.join();
   EXPECT_EQ(CountOf(s->get(), k), 1u);
-  ::close(fds[0]);
-  ::close(fds[1]);
 }
 
 // A batch across two files was half applied after kill -9 between closing
@@ -532,15 +450,7 @@ TEST(StoreCrash, ABatchAcrossFilesIsAllOrNothingWhereverItIsKilled) {
         });
         std::vector<Store::BatchItem> items;
         for (const Key& k : keys) items.push_back({k.ref(), 8});
-        Status st = s->UpdateBatch(items, 1000, [](std::span<NodeRef> n, std::span<Commit> c) {
-          for (size_t i = 0; i < n.size(); ++i) {
-            uint64_t v;
-            std::memcpy(&v, n[i].state, 8);
-            v += 1000;
-            std::memcpy(n[i].state, &v, 8);
-            c[i] = Commit::kWrite;
-          }
-        }, nullptr);
+        Status st = s->UpdateBatch(items, 1000, testing::AddingToEach(1000), nullptr);
         return st.ok() ? 0 : 1;
       });
       char c;
@@ -602,9 +512,8 @@ namespace {
 // per thread): the TSan preset runs this to check the lock's memory ordering.
 TEST(StoreContention, FourThreadsOneStoreExact) {
   TempDir d;
-  auto s = Store::Open(Opts(d.path(), 1, 64, 4));
-  ASSERT_TRUE(s.ok());
-  Store* store = s.value().get();
+  const std::unique_ptr<Store> s = MustOpen(Opts(d.path(), 1, 64, 4));
+  Store* store = s.get();
   constexpr int kThreads = 4, kIncr = 20000;
   std::vector<Key> keys;
   for (int i = 0; i < 16; ++i) keys.push_back(MakeKey(1, "t" + std::to_string(i)));
@@ -628,6 +537,48 @@ TEST(StoreContention, FourThreadsOneStoreExact) {
 namespace frs {
 namespace {
 
+// 32 threads, each holding a writer entry of k's file (a file has 32) once
+// it has added 1 to k, until the object is destroyed, when they end (and
+// their entries are free to be reclaimed). `idle`: meanwhile they call
+// ReleaseIdleWriters every 10 ms, as frsd's idle workers do, and write no more.
+class EntryHolders {
+ public:
+  EntryHolders(Store* store, const Key& k, bool idle) {
+    for (int t = 0; t < 32; ++t)
+      threads_.emplace_back([this, store, k, idle] {
+        EXPECT_TRUE(Incr(store, k).ok());
+        std::unique_lock<std::mutex> l(mu_);
+        ++claimed_;
+        cv_.notify_all();
+        if (!idle) return cv_.wait(l, [&] { return done_; });
+        while (!cv_.wait_for(l, std::chrono::milliseconds(10), [&] { return done_; })) {
+          l.unlock();
+          store->ReleaseIdleWriters();
+          l.lock();
+        }
+      });
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return claimed_ == 32; });
+  }
+  ~EntryHolders() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    for (auto& th : threads_) th.join();
+  }
+  EntryHolders(const EntryHolders&) = delete;
+  EntryHolders& operator=(const EntryHolders&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int claimed_ = 0;
+  bool done_ = false;
+  std::vector<std::thread> threads_;
+};
+
 // Every writer entry of a file held by a live thread: a further writer is
 // refused whole (never writes without an undo record), and gets an entry
 // again once a holder has died.
@@ -643,32 +594,11 @@ TEST(StoreContention, AllWriterEntriesHeldRefusesThenRecovers) {
   ASSERT_TRUE(s.ok());
   Store* store = s.value().get();
   const Key k = MakeKey(1, std::string("w"));
-  std::mutex mu;
-  std::condition_variable cv;
-  int claimed = 0;
-  bool release = false;
-  std::vector<std::thread> holders;
-  for (int t = 0; t < 32; ++t)
-    holders.emplace_back([&] {
-      EXPECT_TRUE(Incr(store, k).ok());
-      std::unique_lock<std::mutex> l(mu);
-      ++claimed;
-      cv.notify_all();
-      cv.wait(l, [&] { return release; });
-    });
-  {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return claimed == 32; });
-  }
+  auto holders = std::make_unique<EntryHolders>(store, k, false);
   Status busy = Incr(store, k);
   EXPECT_EQ(busy.code(), Status::Code::kBusy);
   EXPECT_NE(busy.message().find("writer entries"), std::string::npos) << busy.message();
-  {
-    std::lock_guard<std::mutex> l(mu);
-    release = true;
-  }
-  cv.notify_all();
-  for (auto& th : holders) th.join();
+  holders.reset();
   ASSERT_TRUE(Incr(store, k).ok());  // the dead threads' entries are reclaimed
   EXPECT_EQ(CountOf(store, k), 33u);
 }
@@ -707,40 +637,14 @@ TEST(StoreContention, AnIdleHolderHandsItsEntryToAWaiter) {
   ASSERT_TRUE(s.ok());
   Store* store = s.value().get();
   const Key k = MakeKey(1, std::string("idle"));
-  std::mutex mu;
-  std::condition_variable cv;
-  int claimed = 0;
-  bool done = false;
-  std::vector<std::thread> holders;
-  for (int t = 0; t < 32; ++t)
-    holders.emplace_back([&] {
-      EXPECT_TRUE(Incr(store, k).ok());
-      std::unique_lock<std::mutex> l(mu);
-      ++claimed;
-      cv.notify_all();
-      // Idle: no more writes, only the idle loop's periodic call.
-      while (!cv.wait_for(l, std::chrono::milliseconds(10), [&] { return done; })) {
-        l.unlock();
-        store->ReleaseIdleWriters();
-        l.lock();
-      }
-    });
-  {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return claimed == 32; });
-  }
+  auto holders = std::make_unique<EntryHolders>(store, k, true);
   const auto t0 = std::chrono::steady_clock::now();
   const Status waited = Incr(store, k);
   const auto waited_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(waited.ok()) << waited.ToString();
   EXPECT_LT(waited_ms, 5000) << "it waited out writer_wait_ms";
-  {
-    std::lock_guard<std::mutex> l(mu);
-    done = true;
-  }
-  cv.notify_all();
-  for (auto& th : holders) th.join();
+  holders.reset();
   EXPECT_EQ(CountOf(store, k), 33u);
 }
 
