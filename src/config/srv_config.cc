@@ -9,7 +9,7 @@
 #include <set>
 
 #include "base/cidr.h"
-#include "config/xml_location.h"
+#include "os/text_file.h"
 
 namespace frs {
 namespace {
@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 class Parser {
  public:
-  Parser(const XmlLines& lines) : lines_(lines) {}
+  Parser(const os::LineIndex& lines) : lines_(lines) {}
 
   Status Error(const pugi::xml_node& n, const std::string& msg) const {
     return Status::InvalidArgument(lines_.At(n.offset_debug(), msg));
@@ -56,7 +56,7 @@ class Parser {
   }
 
  private:
-  const XmlLines& lines_;
+  const os::LineIndex& lines_;
 };
 
 std::string Resolve(const fs::path& base, const std::string& p) {
@@ -78,10 +78,15 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
   cfg.path = abs.lexically_normal().string();
   const fs::path base = fs::path(cfg.path).parent_path();
 
-  std::string text, err;
-  if (text_in) text = *text_in;
-  else if (!ReadWholeFile(cfg.path, &text, &err)) return Status::InvalidArgument(err);
-  XmlLines lines(cfg.path, text);
+  std::string text;
+  if (text_in) {
+    text = *text_in;
+  } else {
+    Result<std::string> read = os::ReadTextFile(cfg.path);
+    if (!read.ok()) return Status::InvalidArgument(read.status().message());
+    text = std::move(read.value());
+  }
+  os::LineIndex lines(cfg.path, text);
   pugi::xml_document doc;
   pugi::xml_parse_result pr = doc.load_buffer(text.data(), text.size(), pugi::parse_default, pugi::encoding_utf8);
   if (!pr) return Status::InvalidArgument(lines.At(pr.offset, std::string("malformed XML: ") + pr.description()));

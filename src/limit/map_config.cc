@@ -11,31 +11,10 @@
 
 #include "limit/group_table.h"
 #include "limit/token_bucket.h"
-#include "os/unique_fd.h"
+#include "os/text_file.h"
 
 namespace frs::limit {
 namespace {
-
-constexpr size_t kMaxMapBytes = 16u << 20;
-
-// Maps byte offsets of the text to 1-based line numbers.
-class Lines {
- public:
-  explicit Lines(std::string_view text) {
-    starts_.push_back(0);
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '\n') starts_.push_back(i + 1);
-    }
-  }
-  int LineOf(ptrdiff_t offset) const {
-    if (offset < 0) return 0;
-    auto it = std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset));
-    return static_cast<int>(it - starts_.begin());
-  }
-
- private:
-  std::vector<size_t> starts_;
-};
 
 bool ParseUint(std::string_view s, uint64_t max, uint64_t* out) {
   if (s.empty() || s.size() > 19) return false;
@@ -51,12 +30,12 @@ bool ParseUint(std::string_view s, uint64_t max, uint64_t* out) {
 
 class Parser {
  public:
-  Parser(std::string_view text, const std::string& path) : text_(text), path_(path), lines_(text) {}
+  Parser(std::string_view text, const std::string& path) : text_(text), path_(path), lines_(path, text) {}
 
   Result<MapConfig> Run() {
     pugi::xml_document doc;
     pugi::xml_parse_result pr = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
-    if (!pr) return Fail(lines_.LineOf(pr.offset), std::string("malformed XML: ") + pr.description());
+    if (!pr) return Fail(static_cast<int>(lines_.LineOf(pr.offset)), std::string("malformed XML: ") + pr.description());
     pugi::xml_node root = doc.document_element();
     if (!root) return Fail(1, "no <map> element");
     if (std::string_view(root.name()) != "map") {
@@ -91,7 +70,7 @@ class Parser {
   }
 
  private:
-  int LineOf(const pugi::xml_node& n) const { return lines_.LineOf(n.offset_debug()); }
+  int LineOf(const pugi::xml_node& n) const { return static_cast<int>(lines_.LineOf(n.offset_debug())); }
 
   Status Fail(int line, const std::string& msg) const {
     return Status::InvalidArgument(path_ + ":" + std::to_string(line) + ": " + msg);
@@ -379,7 +358,7 @@ class Parser {
 
   std::string_view text_;
   const std::string& path_;
-  Lines lines_;
+  os::LineIndex lines_;
 };
 
 }  // namespace
@@ -433,24 +412,9 @@ bool ValidBizName(std::string_view name) {
 Result<MapConfig> ParseMap(std::string_view text, const std::string& path) { return Parser(text, path).Run(); }
 
 Result<MapConfig> LoadMapFile(const std::string& path) {
-  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return Status::NotFound(path + ":0: no such file");
-    return Status::FromErrno(path + ":0", errno);
-  }
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    ssize_t got = ::read(fd.get(), buf, sizeof buf);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(path + ":0", errno);
-    }
-    if (got == 0) break;
-    text.append(buf, static_cast<size_t>(got));
-    if (text.size() > kMaxMapBytes) return Status::InvalidArgument(path + ":0: larger than 16 MiB");
-  }
-  return ParseMap(text, path);
+  Result<std::string> text = os::ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  return ParseMap(text.value(), path);
 }
 
 }  // namespace frs::limit

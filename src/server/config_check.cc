@@ -8,7 +8,7 @@
 #include "frs/store.h"
 #include "limit/map_config.h"
 #include "limit/time_zone.h"
-#include "config/xml_location.h"
+#include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/envoy_map.h"
 #include "server/fd_limit.h"
@@ -79,10 +79,10 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   }
   std::string envoy_words;
   if (cfg->grpc && map.ok()) {
-    std::string text, err;
-    if (!ReadWholeFile(cfg->map_path, &text, &err)) {
-      problems.push_back(err);
-    } else if (auto composed = ComposeEnvoyMap(*cfg, std::move(text), /*persist_ids=*/false); !composed.ok()) {
+    Result<std::string> text = os::ReadTextFile(cfg->map_path);
+    if (!text.ok()) {
+      problems.push_back(text.status().message());
+    } else if (auto composed = ComposeEnvoyMap(*cfg, std::move(text.value()), /*persist_ids=*/false); !composed.ok()) {
       problems.push_back(composed.status().message());
     } else {
       for (std::string& p : NodeFitProblems(*cfg, composed->map_text)) problems.push_back(std::move(p));

@@ -15,7 +15,7 @@
 
 #include "config/service_options.h"
 #include "config/srv_config.h"
-#include "config/xml_location.h"
+#include "os/text_file.h"
 #include "frs/engine.h"
 #include "frs/store.h"
 #include "server/allow_list.h"
@@ -151,11 +151,12 @@ int main(int argc, char** argv) {
 
   // map.xml is read once here; the workers get these bytes through the map
   // channel, so every process starts on the map that was validated.
-  std::string map_text, map_err;
-  if (!ReadWholeFile(cfg.map_path, &map_text, &map_err)) {
-    std::fprintf(stderr, "%s\n", map_err.c_str());
+  Result<std::string> map_read = os::ReadTextFile(cfg.map_path);
+  if (!map_read.ok()) {
+    std::fprintf(stderr, "%s\n", map_read.status().message().c_str());
     return 1;
   }
+  std::string map_text = std::move(map_read.value());
   // With <grpc config>'s Envoy descriptors as bizzes of the map.
   auto composed = ComposeEnvoyMap(cfg, std::move(map_text));
   if (!composed.ok()) {
@@ -178,8 +179,9 @@ int main(int argc, char** argv) {
   if (!map_channel.ok()) return Fail(map_channel.status().message());
   // With the srv.xml bytes the configuration was read from, so that a worker
   // respawned after a reload runs the reloaded settings.
-  std::string srv_text;
-  if (!ReadWholeFile(cfg.path, &srv_text, &map_err)) return Fail(map_err);
+  Result<std::string> srv_read = os::ReadTextFile(cfg.path);
+  if (!srv_read.ok()) return Fail(srv_read.status().message());
+  const std::string& srv_text = srv_read.value();
   if (Status ps = map_channel.value().Publish(srv_text, map_text, composed->envoy_bundle); !ps.ok()) return Fail(ps.message());
 
   // The workers inherit it: room for <limits connections> where the hard

@@ -1,6 +1,6 @@
 #include "server/master.h"
 
-#include "config/xml_location.h"
+#include "os/text_file.h"
 #include "server/config_check.h"
 #include "server/envoy_map.h"
 
@@ -200,11 +200,17 @@ void Master::Reload() {
   // srv.xml and map.xml are read once, validated, and every worker is handed
   // these very bytes: a file rewritten meanwhile cannot give two workers two
   // configurations. A broken file refuses the whole reload.
-  std::string srv_text, text, err, envoy;
-  Status s;
+  auto read = [](const std::string& path, std::string* out) {
+    Result<std::string> r = os::ReadTextFile(path);
+    if (!r.ok()) return Status::InvalidArgument(r.status().message());
+    *out = std::move(r.value());
+    return Status::OK();
+  };
+  std::string srv_text, text, envoy;
   std::optional<SrvConfig> next;
-  if (!ReadWholeFile(cfg_.path, &srv_text, &err)) {
-    s = Status::InvalidArgument(err);
+  Status s = read(cfg_.path, &srv_text);
+  if (!s.ok()) {
+    // refused below
   } else if (auto parsed = LoadSrvConfigText(cfg_.path, &srv_text); !parsed.ok()) {
     s = parsed.status();
   } else if (auto allow = AllowList::Parse(parsed->allow); !allow.ok()) {
@@ -218,8 +224,8 @@ void Master::Reload() {
     check.geometry = cfg_.geometry;
     // <grpc config>'s YAML files are read here too and their bizzes put in
     // the map: a broken file refuses the whole reload like a broken map.
-    if (!ReadWholeFile(next->map_path, &text, &err)) {
-      s = Status::InvalidArgument(err);
+    if (s = read(next->map_path, &text); !s.ok()) {
+      // refused below
     } else if (Result<ComposedMap> composed = ComposeEnvoyMap(*next, std::move(text)); !composed.ok()) {
       s = composed.status();
     } else {

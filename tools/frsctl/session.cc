@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "config/service_options.h"
-#include "config/xml_location.h"
+#include "os/text_file.h"
 #include "frs/clock.h"
 
 namespace frs::ctl {
@@ -53,8 +53,8 @@ Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
   if (s->cfg.port == 0) {
     // <listen port="0">: the running frsd's address names this shard (its
     // own words in the store directory); with no frsd running, 0 it stays.
-    std::string line, err;
-    if (ReadWholeFile(ListenAddressPath(s->cfg), &line, &err)) {
+    if (Result<std::string> read = os::ReadTextFile(ListenAddressPath(s->cfg)); read.ok()) {
+      const std::string& line = read.value();
       const size_t colon = line.rfind(':');
       unsigned port = 0;
       if (colon != std::string::npos && std::sscanf(line.c_str() + colon + 1, "%u", &port) == 1 && port <= 65535)
