@@ -18,13 +18,8 @@ void AppendAttr(std::string* out, const char* name, std::string_view v) {
   out->push_back('"');
 }
 
-const char* WireName(Cmd c) {
-  switch (c) {
-    case Cmd::kQuery: return "query";
-    case Cmd::kUpdate: return "update";
-    default: return "acquire";
-  }
-}
+// The client sends query, update and acquire; anything else asks as acquire.
+const char* WireName(Cmd c) { return CmdName(c == Cmd::kQuery || c == Cmd::kUpdate ? c : Cmd::kAcquire); }
 
 void AppendRequest(std::string* out, const ClientRequest& r) {
   out->append("<request");

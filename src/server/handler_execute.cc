@@ -103,7 +103,7 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
       if (a != AdminAuth::kOk) {
         std::string msg = a == AdminAuth::kDisabled
                               ? std::string("admin commands are disabled: srv.xml sets no <admin token>")
-                              : std::string("cmd=\"") + WireCmdName(r.cmd) + "\" needs the admin token, and it is missing or wrong";
+                              : std::string("cmd=\"") + CmdName(r.cmd) + "\" needs the admin token, and it is missing or wrong";
         if (is_batch) msg = "batch member " + std::to_string(i + 1) + ": " + msg;
         ErrorBody(403, msg, status);
         return false;

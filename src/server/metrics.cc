@@ -13,9 +13,11 @@ namespace frs::server {
 
 namespace {
 
-constexpr const char* kLabelNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset",
-                                       "stats", "merge", "batch", "health", "metrics", "json", "none"};
-static_assert(sizeof(kLabelNames) / sizeof(kLabelNames[0]) == static_cast<size_t>(CmdLabel::kCount));
+// The commands' labels are their names (frs/decision.h); then the requests
+// that are no command.
+constexpr size_t kCmds = std::size(kCmdNames);
+constexpr const char* kOtherLabels[] = {"batch", "health", "metrics", "json", "none"};
+static_assert(kCmds + std::size(kOtherLabels) == static_cast<size_t>(CmdLabel::kCount));
 
 void AppendU64(std::string* out, uint64_t v) {
   char buf[24];
@@ -78,7 +80,10 @@ CmdLabel LabelOf(Cmd cmd) {
   return CmdLabel::kNone;
 }
 
-const char* LabelName(CmdLabel label) { return kLabelNames[static_cast<size_t>(label)]; }
+const char* LabelName(CmdLabel label) {
+  const size_t i = static_cast<size_t>(label);
+  return i < kCmds ? kCmdNames[i].data() : kOtherLabels[i - kCmds];
+}
 
 size_t StatusSlot(int http_status) {
   for (size_t i = 0; i < kStatusSlots; ++i)
@@ -139,7 +144,7 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
   for (size_t i = 0; i < ncmd; ++i)
     for (size_t j = 0; j < kStatusSlots; ++j) {
       if (req[i][j] == 0) continue;
-      out->append("frs_requests_total{cmd=\"").append(kLabelNames[i]).append("\",status=\"");
+      out->append("frs_requests_total{cmd=\"").append(LabelName(static_cast<CmdLabel>(i))).append("\",status=\"");
       AppendU64(out, static_cast<uint64_t>(kStatusCodes[j]));
       out->append("\"} ");
       AppendU64(out, req[i][j]);

@@ -11,32 +11,6 @@ namespace {
 
 // By length, then bytes of a known count (compared inline, not through a
 // memcmp call of a runtime length): this runs for every batch member.
-bool CmdFromName(std::string_view s, Cmd* out) {
-  const char* p = s.data();
-  auto is = [p](const char* lit, size_t n) { return std::memcmp(p, lit, n) == 0; };
-  switch (s.size()) {
-    case 3:
-      if (is("get", 3)) return *out = Cmd::kGet, true;
-      if (is("set", 3)) return *out = Cmd::kSet, true;
-      return false;
-    case 5:
-      if (is("query", 5)) return *out = Cmd::kQuery, true;
-      if (is("reset", 5)) return *out = Cmd::kReset, true;
-      if (is("stats", 5)) return *out = Cmd::kStats, true;
-      if (is("merge", 5)) return *out = Cmd::kMerge, true;
-      return false;
-    case 6:
-      if (is("update", 6)) return *out = Cmd::kUpdate, true;
-      if (is("delete", 6)) return *out = Cmd::kDelete, true;
-      return false;
-    case 7:
-      if (is("acquire", 7)) return *out = Cmd::kAcquire, true;
-      return false;
-    default:
-      return false;
-  }
-}
-
 // Which attributes each command takes (besides cmd and token, which all take).
 struct CmdShape {
   bool biz, key, n, count;
@@ -56,22 +30,11 @@ CmdShape ShapeOf(Cmd c) {
   return {};
 }
 
-// The keys almost every request carries: printable ASCII, which
-// ValidateKeyBytes accepts without building its answer string.
-bool IsPlainKey(std::string_view key) {
-  if (key.empty() || key.size() > kMaxKeyBytes) return false;
-  for (char ch : key) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c > 0x7e) return false;
-  }
-  return true;
-}
-
 bool Unknown(std::string_view name, ProtocolError* err);
 
 }  // namespace
 
-// Found by length, then bytes of a known count, like CmdFromName.
+// Found by length, then bytes of a known count.
 AttrName AttrNameOf(std::string_view s) {
   const char* p = s.data();
   switch (s.size()) {
@@ -108,10 +71,8 @@ bool ParseCount(std::string_view s, int64_t* out) {
 }
 
 bool CheckKey(std::string_view key, ProtocolError* err) {
-  if (IsPlainKey(key)) return true;
-  std::string why = ValidateKeyBytes(key);
-  if (why.empty()) return true;
-  return Fail(err, 400, "bad key: " + why);
+  if (KeyIsValid(key)) return true;
+  return Fail(err, 400, "bad key: " + ValidateKeyBytes(key));
 }
 
 bool HasControl(std::string_view v) {
@@ -151,7 +112,7 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
   switch (which) {
     case AttrName::kCmd:
       Seen(&have_cmd_);
-      if (!CmdFromName(value, &r->cmd))
+      if (!ParseCmd(value, &r->cmd))
         return Fail(err, 400,
                     "unknown cmd \"" + std::string(value.substr(0, 64)) +
                         "\": use query, update, acquire, get, set, delete, reset, stats or merge");
@@ -200,7 +161,7 @@ bool RequestAttrs::FinishOther(ProtocolError* err) {
   WireRequest* r = r_;
   if (!have_cmd_) return Fail(err, 400, "<request> needs a cmd attribute");
   const CmdShape shape = ShapeOf(r->cmd);
-  const char* cmd = WireCmdName(r->cmd);
+  const char* cmd = CmdName(r->cmd);
   if (shape.biz && !have_biz_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a biz attribute");
   if (!shape.biz && have_biz_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no biz attribute");
   if (have_biz_ && r->biz.empty()) return Fail(err, 400, "the biz attribute is empty");

@@ -10,16 +10,6 @@ namespace frs::server {
 
 namespace {
 
-const char* AlgoText(Algo a) {
-  switch (a) {
-    case Algo::kFixed: return "fixed";
-    case Algo::kCalendar: return "calendar";
-    case Algo::kSliding: return "sliding";
-    case Algo::kTokenBucket: return "token_bucket";
-  }
-  return "fixed";
-}
-
 void AppendInt(int64_t v, std::string* out) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -94,7 +84,7 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
   for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
     const RuleResult& r = d.rules[i];
     w.Lit("  <rule algo=\"");
-    w.Str(AlgoText(r.algo));
+    w.Str(AlgoName(r.algo));
     w.Char('"');
     w.Field(" interval=\"", r.interval);
     w.Field(" count=\"", r.count);

@@ -4,7 +4,6 @@ namespace frs::server {
 
 namespace {
 
-constexpr const char* kCmdNames[] = {"query", "update", "acquire", "get", "set", "delete", "reset", "stats", "merge"};
 
 }  // namespace
 
@@ -21,6 +20,5 @@ int HttpStatusFor(const Status& s) {
   }
 }
 
-const char* WireCmdName(Cmd cmd) { return kCmdNames[static_cast<size_t>(cmd)]; }
 
 }  // namespace frs::server

@@ -55,6 +55,5 @@ inline bool IsAdmin(Cmd cmd) {
 inline bool IsRouted(Cmd cmd) { return cmd != Cmd::kReset && cmd != Cmd::kStats && cmd != Cmd::kMerge; }
 // The one place an engine or store Status becomes an HTTP status.
 int HttpStatusFor(const Status& s);
-const char* WireCmdName(Cmd cmd);
 
 }  // namespace frs::server
