@@ -11,7 +11,7 @@
 // debt).
 #pragma once
 
-#include "limit/rule_state.h"
+#include "limit/rule_block.h"
 #include "limit/window_counter.h"
 
 namespace frs::limit {

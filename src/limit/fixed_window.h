@@ -8,7 +8,7 @@
 // Resolution: whole seconds.
 #pragma once
 
-#include "limit/rule_state.h"
+#include "limit/rule_block.h"
 #include "limit/window_counter.h"
 
 namespace frs::limit {

@@ -26,7 +26,7 @@
 
 #include <span>
 
-#include "limit/rule_state.h"
+#include "limit/rule_block.h"
 
 namespace frs::limit {
 

@@ -13,7 +13,7 @@
 // up) and keeps TAT: the bucket is full again at the same instant.
 #pragma once
 
-#include "limit/rule_state.h"
+#include "limit/rule_block.h"
 
 namespace frs::limit {
 

@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "limit/rule_state.h"
+#include "limit/rule_block.h"
 
 namespace frs::limit {
 

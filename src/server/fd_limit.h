@@ -11,7 +11,7 @@
 // limit to the hard one (what nginx's worker_rlimit_nofile asks for by hand)
 // and says, at start and in `frsd -t`, when even that cannot hold the
 // connections; a worker that still meets EMFILE stops accepting for a while
-// (server/worker.cc).
+// (server/worker_accept.cc).
 //
 // Thread safety: plain functions.
 #pragma once

@@ -14,30 +14,9 @@
 // Thread safety: single-threaded by design.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <vector>
-
-#include "config/srv_config.h"
-#include "os/unique_fd.h"
-#include "server/allow_list.h"
-#include "server/map_channel.h"
-#include "server/metrics.h"
+#include "server/worker_context.h"
 
 namespace frs::server {
-
-inline constexpr int kExitFatalConfig = 78;  // sysexits.h EX_CONFIG
-inline constexpr int kDrainMs = 3000;
-
-struct WorkerContext {
-  const SrvConfig* config = nullptr;
-  uint32_t index = 0;
-  os::UniqueFd listener;
-  os::UniqueFd grpc_listener;  // <grpc>: not valid without one
-  Metrics* metrics = nullptr;
-  const AllowList* allow = nullptr;
-  const MapChannel* map_channel = nullptr;  // the map to run (see map_channel.h)
-};
 
 // Runs the worker until it stops; returns the process exit code.
 int RunWorker(WorkerContext ctx);

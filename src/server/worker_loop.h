@@ -32,7 +32,7 @@
 #include "server/fd_limit.h"
 #include "server/grpc_methods.h"
 #include "server/handler.h"
-#include "server/worker.h"
+#include "server/worker_context.h"
 
 namespace frs::server {
 

@@ -1,0 +1,122 @@
+// limit/rule_block.h: how a biz's rules keep their state in a store node.
+//
+// A node's state is a sequence of blocks, one per rule, in the order of the
+// rules in map.xml. Every block starts with a 4-byte little-endian tag:
+//
+//   bits  0..24  interval in seconds (1..31536000 < 2^25)
+//   bits 25..26  algo
+//   bits 27..31  block length in 16-byte units (1..30)
+//
+// A zero tag means "never used" (a new node is all zeros, and a valid tag is
+// never zero since interval >= 1). The tag lets a reload match old blocks to
+// new rules by (algo, interval) even when rules were reordered, added or
+// removed, and lets an export carry states to another store.
+//
+// Algorithms see `Now`: the clock in milliseconds and seconds, and the zone
+// for calendar windows. All state is little-endian (explicit byte order, so
+// exports are portable).
+//
+// This is the algorithms' own vocabulary (each algorithm's file includes it,
+// and nothing above them); limit/rule_state.h applies a rule of any
+// algorithm to its block.
+//
+// Thread safety: plain functions over caller-owned bytes; the store's chain
+// lock serializes access to one node.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "frs/decision.h"
+#include "frs/store.h"
+#include "limit/time_zone.h"
+
+namespace frs::limit {
+
+inline constexpr uint32_t kBlockUnit = 16;
+inline constexpr uint32_t kMaxInterval = 31536000;  // a year
+inline constexpr uint32_t kMaxBlockBytes = 112;     // kMaxRulesPerBiz blocks fit in kMaxStateBytes
+static_assert(kMaxRulesPerBiz * kMaxBlockBytes <= kMaxStateBytes);
+
+// An (algo, interval) identity a rule of the same name had in an earlier
+// map, with the max it had then (limit/rule_history.h): a node's block of
+// that identity is this rule's state, converted.
+struct RulePast {
+  uint32_t identity = 0;
+  int64_t max = 0;
+};
+inline constexpr size_t kRulePasts = 8;
+
+struct RuleSpec {
+  Algo algo = Algo::kFixed;
+  uint32_t interval = 0;
+  int64_t max = 0;
+  int64_t burst = 0;   // token_bucket capacity (map.xml default: max)
+  int64_t borrow = 0;  // fixed, calendar
+  // zone="UTC" (calendar only): windows aligned in UTC whatever the engine's
+  // <timezone> says, i.e. to the Unix epoch for every interval dividing a
+  // day. Envoy's rate limit service aligns its windows so
+  // (docs/integrations.md); an hour in Asia/Kolkata would start at :30.
+  bool utc = false;
+  uint32_t offset = 0; // of this rule's block in the node state
+  uint32_t bytes = 0;  // block length
+  uint32_t tag = 0;
+  int line = 0;        // in map.xml, for messages
+  // The policy's name in the RateLimit header fields: <rule name=...>, else
+  // "BIZ_N" (N: the rule's position from 1). NUL-terminated.
+  char name[kRuleNameBytes] = {};
+  RulePast past[kRulePasts] = {};  // newest first; filled by the engine, not by map.xml
+  uint32_t npast = 0;
+};
+
+struct Now {
+  int64_t ms = 0;
+  int64_t s = 0;  // floor(ms / 1000)
+  const TimeZone* tz = nullptr;
+  static Now At(int64_t ms, const TimeZone* tz) {
+    return Now{ms, ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000), tz};
+  }
+};
+
+// Tag bits: 0..24 interval, 25..26 algo, 27..30 length in kBlockUnit
+// units, 31 a sliding block whose exact uses are 16-bit offsets from a base
+// second (SlidingWindow: the narrow form, interval below 65,536 s). The
+// block says its own form, so a block of either form is read as what it is
+// whatever the rule now asks for (a rule change, a store of format 4).
+inline constexpr uint32_t kNarrowTag = 1u << 31;
+inline uint32_t MakeTag(Algo algo, uint32_t interval, uint32_t bytes, bool narrow = false) {
+  return interval | static_cast<uint32_t>(algo) << 25 | (bytes / kBlockUnit) << 27 | (narrow ? kNarrowTag : 0);
+}
+inline Algo TagAlgo(uint32_t tag) { return static_cast<Algo>((tag >> 25) & 3); }
+inline uint32_t TagInterval(uint32_t tag) { return tag & ((1u << 25) - 1); }
+inline uint32_t TagBytes(uint32_t tag) { return ((tag >> 27) & 15) * kBlockUnit; }
+inline bool TagNarrow(uint32_t tag) { return (tag & kNarrowTag) != 0; }
+// The (algo, interval) identity of a rule state, without its length.
+inline uint32_t TagIdentity(uint32_t tag) { return tag & ((1u << 27) - 1); }
+
+// Little-endian loads and stores at byte offsets of a block.
+inline uint32_t Load32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+inline void Store32(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+  p[2] = static_cast<uint8_t>(v >> 16);
+  p[3] = static_cast<uint8_t>(v >> 24);
+}
+
+// Saturating helpers: counts live in 32 bits; unconditional updates stop at
+// the top instead of wrapping.
+inline uint32_t SatAdd32(uint32_t a, int64_t n) {
+  uint64_t s = uint64_t{a} + static_cast<uint64_t>(n < 0 ? 0 : n);
+  return s > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(s);
+}
+inline uint32_t Clamp32(int64_t v) {
+  return v < 0 ? 0 : v > int64_t{UINT32_MAX} ? UINT32_MAX : static_cast<uint32_t>(v);
+}
+inline int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+inline int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+}  // namespace frs::limit
