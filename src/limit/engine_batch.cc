@@ -75,13 +75,18 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   const Now now = NowAt();
   // Per thread, so that a batch allocates nothing once warm.
   thread_local std::vector<BatchMember> members;
-  members.assign(reqs.size(), BatchMember{});
+  members.resize(reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) {
     // Decided in place: a Decision is ~500 bytes, and building one to move
     // it here cost more than the member's lookup. Reset, since the caller's
     // span is reused from request to request.
     out[i].Reset();
+    // Each field written, none cleared first: a KeyRef is most of a
+    // member, and clearing 64 of them cost a read run more than its checks.
     BatchMember& m = members[i];
+    m.created = false;
+    m.step = Step::kNone;
+    m.ref.prepared = false;
     m.biz = Check(bizzes, reqs[i], out[i]);
     if (m.biz == nullptr) continue;
     m.step = StepOf(*m.biz, reqs[i]);
