@@ -56,8 +56,8 @@ TEST(FormatTest, TableAlignsColumns) {
 
 TEST(JsonTest, WriterOutputParsesBack) {
   JsonOut j;
-  j.Begin().Key("s").Str("a\"b\\c\x01\xff").Key("n").Int(-3).Key("a").BeginArray().Uint(1).Bool(true).Null().EndArray();
-  j.Key("d").Double(0.5).End();
+  j.BeginObject().Key("s").String("a\"b\\c\x01\xff").Key("n").Int(-3).Key("a").BeginArray().Uint(1).Bool(true).Null().EndArray();
+  j.Key("d").Double(0.5).EndObject();
   Result<JsonValue> v = ParseJson(j.str());
   ASSERT_TRUE(v.ok()) << v.status().message() << " in " << j.str();
   EXPECT_EQ(v->Find("s")->text, "a\"b\\c\x01\xc3\xbf");  // \u00ff decodes to UTF-8
