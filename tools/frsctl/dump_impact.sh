@@ -24,7 +24,7 @@ PIN=${PIN:-1}
 BENCH_DIR=${BENCH_DIR:-$root/tools/bench}
 frsd=$build/src/server/frsd
 frsctl=$build/tools/frsctl/frsctl
-for f in "$frsd" "$frsctl" "$BENCH_DIR/loadgen.c"; do
+for f in "$frsd" "$frsctl" "$BENCH_DIR/loadgen.c" "$BENCH_DIR/frsd_conf.sh"; do
   [[ -e $f ]] || { echo "dump_impact: $f is missing (build frsd and frsctl first)" >&2; exit 2; }
 done
 
@@ -39,23 +39,17 @@ trap cleanup EXIT
 
 cc -O2 -o "$work/loadgen" "$BENCH_DIR/loadgen.c"
 
-# 2 x 262144 x 8 = 4,194,304 slots: 1,000,000 one-slot nodes fill a quarter.
+# The benchmarks' frsd (tools/bench/frsd_conf.sh) on 2 x 262144 x 8 =
+# 4,194,304 slots: 1,000,000 one-slot nodes fill a quarter.
 workers=2 on_srv="" on_cli=""
 if [[ $PIN = 1 ]]; then workers=1 on_srv="taskset -c 0" on_cli="taskset -c 1"; fi
+. "$BENCH_DIR/frsd_conf.sh"
+write_frsd_conf "$work" "$PORT" "$workers" 2 262144
+# A rule under which every key stays counted all day, so the store stays full.
 cat > "$work/map.xml" <<XML
 <map>
   <biz id="1" name="bench"><rule interval="86400" max="1000000"/></biz>
 </map>
-XML
-cat > "$work/srv.xml" <<XML
-<frs>
-  <listen host="127.0.0.1" port="$PORT"/>
-  <workers>$workers</workers>
-  <map>map.xml</map>
-  <store dir="data" files="2" keynodes="262144" chain="8"/>
-  <timezone>UTC</timezone>
-  <admin token=""/>
-</frs>
 XML
 
 $on_srv "$frsd" -c "$work/srv.xml" --foreground 2>"$work/frsd.log" &
