@@ -1,8 +1,55 @@
 #include "limit/node_json.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+
+#include "limit/json_sax.h"
 
 namespace frs::limit {
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], 0 when there is none.
+size_t Utf8Len(std::string_view s, size_t i) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  return n;
+}
+
+}  // namespace
+
+void AppendJsonString(std::string_view s, std::string* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  for (size_t i = 0; i < s.size();) {
+    // Printable ASCII other than '"' and '\\' goes over in one piece.
+    size_t plain = i;
+    while (plain < s.size() && s[plain] >= 0x20 && s[plain] < 0x7f && s[plain] != '"' && s[plain] != '\\') ++plain;
+    if (plain != i) {
+      out->append(s.substr(i, plain - i));
+      i = plain;
+      continue;
+    }
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = Utf8Len(s, i);
+    if (n == 0 || c < 0x20 || c == 0x7f) {
+      *out += "\\u00";
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 15]);
+      ++i;
+      continue;
+    }
+    if (c == '"' || c == '\\') out->push_back('\\');
+    out->append(s.substr(i, n));
+    i += n;
+  }
+  out->push_back('"');
+}
 
 void JsonWriter::Separate() {
   if (after_key_) {
@@ -10,64 +57,58 @@ void JsonWriter::Separate() {
     return;
   }
   if (!first_) out_ += ',';
-  first_ = false;
+  first_ = depth_ == 0;  // values side by side at the top level are not a list
 }
 
-JsonWriter& JsonWriter::BeginObject() {
+JsonWriter& JsonWriter::Open(char bracket) {
   Separate();
-  out_ += '{';
+  out_ += bracket;
   first_ = true;
+  ++depth_;
   return *this;
 }
-JsonWriter& JsonWriter::EndObject() {
-  out_ += '}';
-  first_ = false;
+
+JsonWriter& JsonWriter::Close(char bracket) {
+  out_ += bracket;
+  first_ = --depth_ == 0;
   return *this;
 }
-JsonWriter& JsonWriter::BeginArray() {
-  Separate();
-  out_ += '[';
-  first_ = true;
-  return *this;
-}
-JsonWriter& JsonWriter::EndArray() {
-  out_ += ']';
-  first_ = false;
-  return *this;
-}
+
 JsonWriter& JsonWriter::Key(std::string_view k) {
   String(k);
   out_ += ':';
   after_key_ = true;
   return *this;
 }
+
 JsonWriter& JsonWriter::String(std::string_view s) {
   Separate();
-  out_ += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out_ += '\\';
-      out_ += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out_ += "\\u00";
-      out_ += kHex[c >> 4];
-      out_ += kHex[c & 15];
-    } else {
-      out_ += static_cast<char>(c);
-    }
-  }
-  out_ += '"';
+  AppendJsonString(s, &out_);
   return *this;
 }
+
 JsonWriter& JsonWriter::Int(int64_t v) {
-  Separate();
-  out_ += std::to_string(v);
-  return *this;
+  char buf[24];
+  return Raw(std::string_view(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf)));
 }
-JsonWriter& JsonWriter::Bool(bool v) {
+JsonWriter& JsonWriter::Uint(uint64_t v) {
+  char buf[24];
+  return Raw(std::string_view(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf)));
+}
+
+JsonWriter& JsonWriter::Double(double v) {
+  if (!std::isfinite(v)) return Null();
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return Raw(buf);
+}
+
+JsonWriter& JsonWriter::Bool(bool v) { return Raw(v ? "true" : "false"); }
+JsonWriter& JsonWriter::Null() { return Raw("null"); }
+
+JsonWriter& JsonWriter::Raw(std::string_view json) {
   Separate();
-  out_ += v ? "true" : "false";
+  out_ += json;
   return *this;
 }
 
@@ -81,208 +122,98 @@ const JsonValue* JsonValue::Find(std::string_view key) const {
 
 namespace {
 
-class Reader {
+// Builds a JsonValue from the library's events, refusing what a node line
+// never holds: floats, integers outside int64, duplicate members, nesting
+// deeper than kMaxJsonDepth.
+class NodeReader : public SaxReader {
  public:
-  explicit Reader(std::string_view t) : t_(t) {}
+  using Type = JsonValue::Type;
 
-  Result<JsonValue> Run() {
-    JsonValue v;
-    Status s = Value(&v, 0);
-    if (!s.ok()) return s;
-    Ws();
-    if (i_ != t_.size()) return Fail("unexpected bytes after the value");
-    return v;
+  bool null() { return Put(Type::kNull) != nullptr; }
+  bool boolean(bool b) {
+    JsonValue* v = Put(Type::kBool);
+    if (v != nullptr) v->b = b;
+    return v != nullptr;
   }
+  bool number_integer(int64_t i) {
+    JsonValue* v = Put(Type::kInt);
+    if (v != nullptr) v->i = i;
+    return v != nullptr;
+  }
+  bool number_unsigned(uint64_t u) {
+    if (u > static_cast<uint64_t>(INT64_MAX)) return Refuse("bad integer");
+    return number_integer(static_cast<int64_t>(u));
+  }
+  // The lexer hands integers beyond 64 bits over as floats too.
+  bool number_float(double, const std::string& literal) {
+    return Refuse(literal.find_first_of(".eE") != std::string::npos ? "only integers are accepted" : "bad integer");
+  }
+  // Copied, not moved: the lexer's buffer keeps its capacity for the next
+  // string, and the copy is allocated once, at its size.
+  bool string(std::string& s) {
+    JsonValue* v = Put(Type::kString);
+    if (v != nullptr) v->s = s;
+    return v != nullptr;
+  }
+  bool start_object(size_t) { return Open(Type::kObject); }
+  bool key(std::string& k) {
+    JsonValue& o = *open_.back();
+    if (o.Find(k) != nullptr) return Refuse("duplicate member '" + k + "'");
+    o.keys.push_back(std::move(k));
+    return true;
+  }
+  bool end_object() { return Close(); }
+  bool start_array(size_t) { return Open(Type::kArray); }
+  bool end_array() { return Close(); }
+
+  JsonValue root;
 
  private:
-  Status Fail(const std::string& what) const {
-    return Status::InvalidArgument("JSON at byte " + std::to_string(i_) + ": " + what);
+  // Places a new value: the root, an array's next item, or the value of the
+  // member whose key() came last. A parent's lists only grow once the child
+  // is closed, so the pointers in open_ stay valid.
+  JsonValue* Put(Type t) {
+    if (open_.size() > static_cast<size_t>(kMaxJsonDepth)) {
+      Refuse("nested too deeply");
+      return nullptr;
+    }
+    JsonValue* v = &root;
+    if (!open_.empty()) {
+      JsonValue& parent = *open_.back();
+      std::vector<JsonValue>& list = parent.type == Type::kArray ? parent.array : parent.values;
+      v = &list.emplace_back();
+    }
+    v->type = t;
+    return v;
   }
-  void Ws() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
+  bool Open(Type t) {
+    JsonValue* v = Put(t);
+    if (v == nullptr) return false;
+    // A node line's object has about a dozen members, a rule's three: room
+    // for them up front instead of growing (and moving the values) 1, 2, 4...
+    if (t == Type::kObject) {
+      const size_t room = open_.empty() ? 16 : 4;
+      v->keys.reserve(room);
+      v->values.reserve(room);
+    }
+    open_.push_back(v);
+    return true;
   }
-  bool Lit(std::string_view w) {
-    if (t_.substr(i_, w.size()) != w) return false;
-    i_ += w.size();
+  bool Close() {
+    open_.pop_back();
     return true;
   }
 
-  Status Value(JsonValue* v, int depth) {
-    if (depth > kMaxJsonDepth) return Fail("nested too deeply");
-    Ws();
-    if (i_ >= t_.size()) return Fail("unexpected end");
-    char c = t_[i_];
-    if (c == '{') return Object(v, depth);
-    if (c == '[') return Array(v, depth);
-    if (c == '"') {
-      v->type = JsonValue::Type::kString;
-      return Str(&v->s);
-    }
-    if (Lit("true")) {
-      v->type = JsonValue::Type::kBool;
-      v->b = true;
-      return Status::OK();
-    }
-    if (Lit("false")) {
-      v->type = JsonValue::Type::kBool;
-      return Status::OK();
-    }
-    if (Lit("null")) return Status::OK();
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      size_t begin = i_;
-      if (c == '-') ++i_;
-      while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') ++i_;
-      if (i_ < t_.size() && (t_[i_] == '.' || t_[i_] == 'e' || t_[i_] == 'E')) return Fail("only integers are accepted");
-      auto [p, ec] = std::from_chars(t_.data() + begin, t_.data() + i_, v->i);
-      if (ec != std::errc() || p != t_.data() + i_) return Fail("bad integer");
-      v->type = JsonValue::Type::kInt;
-      return Status::OK();
-    }
-    return Fail(std::string("unexpected '") + c + "'");
-  }
-
-  Status Object(JsonValue* v, int depth) {
-    v->type = JsonValue::Type::kObject;
-    ++i_;
-    Ws();
-    if (i_ < t_.size() && t_[i_] == '}') {
-      ++i_;
-      return Status::OK();
-    }
-    for (;;) {
-      Ws();
-      if (i_ >= t_.size() || t_[i_] != '"') return Fail("expected a member name");
-      std::string key;
-      Status s = Str(&key);
-      if (!s.ok()) return s;
-      if (v->Find(key)) return Fail("duplicate member '" + key + "'");
-      Ws();
-      if (i_ >= t_.size() || t_[i_] != ':') return Fail("expected ':'");
-      ++i_;
-      JsonValue member;
-      s = Value(&member, depth + 1);
-      if (!s.ok()) return s;
-      v->keys.push_back(std::move(key));
-      v->values.push_back(std::move(member));
-      Ws();
-      if (i_ < t_.size() && t_[i_] == ',') {
-        ++i_;
-        continue;
-      }
-      if (i_ < t_.size() && t_[i_] == '}') {
-        ++i_;
-        return Status::OK();
-      }
-      return Fail("expected ',' or '}'");
-    }
-  }
-
-  Status Array(JsonValue* v, int depth) {
-    v->type = JsonValue::Type::kArray;
-    ++i_;
-    Ws();
-    if (i_ < t_.size() && t_[i_] == ']') {
-      ++i_;
-      return Status::OK();
-    }
-    for (;;) {
-      JsonValue item;
-      Status s = Value(&item, depth + 1);
-      if (!s.ok()) return s;
-      v->array.push_back(std::move(item));
-      Ws();
-      if (i_ < t_.size() && t_[i_] == ',') {
-        ++i_;
-        continue;
-      }
-      if (i_ < t_.size() && t_[i_] == ']') {
-        ++i_;
-        return Status::OK();
-      }
-      return Fail("expected ',' or ']'");
-    }
-  }
-
-  bool Hex4(uint32_t* out) {
-    if (i_ + 4 > t_.size()) return false;
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) {
-      char c = t_[i_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-      else return false;
-    }
-    *out = v;
-    return true;
-  }
-
-  static void PutUtf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      *out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      *out += static_cast<char>(0xc0 | cp >> 6);
-      *out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      *out += static_cast<char>(0xe0 | cp >> 12);
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      *out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      *out += static_cast<char>(0xf0 | cp >> 18);
-      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      *out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-
-  Status Str(std::string* out) {
-    ++i_;  // opening quote
-    for (;;) {
-      if (i_ >= t_.size()) return Fail("unterminated string");
-      unsigned char c = static_cast<unsigned char>(t_[i_++]);
-      if (c == '"') return Status::OK();
-      if (c < 0x20) return Fail("control byte in a string");
-      if (c != '\\') {
-        *out += static_cast<char>(c);
-        continue;
-      }
-      if (i_ >= t_.size()) return Fail("unterminated escape");
-      char e = t_[i_++];
-      switch (e) {
-        case '"': *out += '"'; break;
-        case '\\': *out += '\\'; break;
-        case '/': *out += '/'; break;
-        case 'b': *out += '\b'; break;
-        case 'f': *out += '\f'; break;
-        case 'n': *out += '\n'; break;
-        case 'r': *out += '\r'; break;
-        case 't': *out += '\t'; break;
-        case 'u': {
-          uint32_t cp;
-          if (!Hex4(&cp)) return Fail("bad \\u escape");
-          if (cp >= 0xd800 && cp < 0xdc00) {
-            uint32_t lo;
-            if (!Lit("\\u") || !Hex4(&lo) || lo < 0xdc00 || lo >= 0xe000) return Fail("unpaired surrogate");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          } else if (cp >= 0xdc00 && cp < 0xe000) {
-            return Fail("unpaired surrogate");
-          }
-          PutUtf8(cp, out);
-          break;
-        }
-        default: return Fail(std::string("bad escape '\\") + e + "'");
-      }
-    }
-  }
-
-  std::string_view t_;
-  size_t i_ = 0;
+  std::vector<JsonValue*> open_;
 };
 
 }  // namespace
 
-Result<JsonValue> ParseJson(std::string_view text) { return Reader(text).Run(); }
+Result<JsonValue> ParseJson(std::string_view text) {
+  NodeReader r;
+  if (Status s = ParseWith(text, &r); !s.ok()) return s;
+  return std::move(r.root);
+}
 
 std::string_view Utf8Prefix(std::string_view s) {
   size_t i = 0, good = 0;
@@ -313,6 +244,7 @@ std::string HexEncode(std::string_view bytes) {
 bool HexDecode(std::string_view hex, std::string* out) {
   if (hex.size() % 2 != 0) return false;
   out->clear();
+  out->reserve(hex.size() / 2);
   auto nib = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;

@@ -1,3 +1,10 @@
+// server/decision_line.cc: the decision log's line formatter. A fixed-shape
+// line writer, not a JSON library, and kept so: FRS reads JSON with
+// nlohmann::json, but this line is written on the request path. Measured
+// (GCC 12 -O2, one core, a typical 190-byte line): 190 ns a line here,
+// 1,500 ns building an nlohmann::ordered_json and dump()ing it, which also
+// allocates per line and writes the bytes this format pins (\u00XX for
+// control and non-UTF-8 bytes) otherwise.
 #include "server/decision_line.h"
 
 #include <arpa/inet.h>

@@ -56,8 +56,8 @@ TEST(FormatTest, TableAlignsColumns) {
 
 TEST(JsonTest, WriterOutputParsesBack) {
   JsonOut j;
-  j.Begin().Key("s").Str("a\"b\\c\x01\xff").Key("n").Int(-3).Key("a").BeginArray().Uint(1).Bool(true).Null().EndArray();
-  j.Key("d").Double(0.5).End();
+  j.BeginObject().Key("s").String("a\"b\\c\x01\xff").Key("n").Int(-3).Key("a").BeginArray().Uint(1).Bool(true).Null().EndArray();
+  j.Key("d").Double(0.5).EndObject();
   Result<JsonValue> v = ParseJson(j.str());
   ASSERT_TRUE(v.ok()) << v.status().message() << " in " << j.str();
   EXPECT_EQ(v->Find("s")->text, "a\"b\\c\x01\xc3\xbf");  // \u00ff decodes to UTF-8
@@ -75,6 +75,22 @@ TEST(JsonTest, ReaderKeepsByteRangesAndRejectsJunk) {
   EXPECT_FALSE(ParseJson("{\"a\":1,}").ok());
   EXPECT_FALSE(ParseJson("{\"a\":1} x").ok());
   EXPECT_FALSE(ParseJson("[01]").ok());
+  // A string with escaped quotes and backslashes, and a number ended by a space.
+  text = R"({"a" : "q\"\\" , "n": -1.5e3 ,"t":true})";
+  v = ParseJson(text);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(text.substr(v->Find("a")->begin, v->Find("a")->end - v->Find("a")->begin), R"("q\"\\")");
+  EXPECT_EQ(v->Find("n")->text, "-1.5e3");
+  EXPECT_EQ(text.substr(v->Find("t")->begin, 4), "true");
+  EXPECT_EQ(v->end, text.size());
+}
+
+TEST(JsonTest, LeadingMembersStopOnceReadAndNeedNoValidTail) {
+  Result<JsonValue> v = ParseLeadingMembers(R"({"biz":4,"biz_name":"p","rules":[oops)", {"biz", "biz_name"});
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->Find("biz_name")->text, "p");
+  EXPECT_EQ(v->Find("rules"), nullptr);
+  EXPECT_FALSE(ParseLeadingMembers(R"({"biz":4,"rules":[oops)", {"biz", "biz_name"}).ok());
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 namespace frs::limit {
 namespace {
 
@@ -25,6 +27,15 @@ TEST(NodeJson, IsStrict) {
   EXPECT_FALSE(ParseJson("{\"a\":1,\"a\":2}").ok());
   EXPECT_FALSE(ParseJson("[[[[[[[[[[1]]]]]]]]]]").ok());
   EXPECT_FALSE(ParseJson("\"\\ud800\"").ok());
+  EXPECT_EQ(ParseJson("9223372036854775807")->i, INT64_MAX);
+  EXPECT_EQ(ParseJson("-9223372036854775808")->i, INT64_MIN);
+  EXPECT_FALSE(ParseJson("9223372036854775808").ok());
+  EXPECT_FALSE(ParseJson("-9223372036854775809").ok());
+  EXPECT_FALSE(ParseJson("1e3").ok());
+  EXPECT_FALSE(ParseJson("[1]]").ok());
+  EXPECT_FALSE(ParseJson("").ok());
+  // Errors name the byte and what is wrong.
+  EXPECT_EQ(ParseJson("{\"a\":1,\"a\":2}").status().message(), "JSON at byte 9: duplicate member 'a'");
   EXPECT_EQ(ParseJson("\"\\ud83d\\ude00\"")->s, "\xf0\x9f\x98\x80");
 }
 

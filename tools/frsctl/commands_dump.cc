@@ -73,13 +73,13 @@ Result<int> RunDump(Session& s, const DumpArgs& a) {
     Result<NodeView> v = s.engine->View(n);
     if (s.json) {
       JsonOut j;
-      j.Begin();
+      j.BeginObject();
       if (v.ok()) {
         NodeMembers(v.value(), j);
       } else {
         RawNodeMembers(n, j);
       }
-      j.End();
+      j.EndObject();
       std::fwrite(j.str().data(), 1, j.str().size(), stdout);
       std::fputc('\n', stdout);
       return;

@@ -1,10 +1,9 @@
 // frsctl envoy-config: the map.xml that envoyproxy/ratelimit's YAML files
 // mean, printed as <grpc config> compiles them (envoy/envoy_rules.h).
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "commands.h"
+#include "config/xml_location.h"
 #include "envoy/envoy_config.h"
 #include "envoy/envoy_rules.h"
 
@@ -14,11 +13,8 @@ Result<int> RunEnvoyConfig(Session&, const EnvoyConfigArgs& a) {
   // A bundle of the files named, as frsd builds one from its directory.
   std::string bundle;
   for (const std::string& path : a.files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::NotFound("cannot read " + path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string bytes = ss.str();
+    std::string bytes, err;
+    if (!ReadWholeFile(path, &bytes, &err)) return Status::NotFound("cannot read " + path);
     bundle += path + "\n" + std::to_string(bytes.size()) + "\n" + bytes;
   }
   auto rules = envoy::EnvoyRules::FromBundle(bundle);

@@ -95,7 +95,7 @@ Verdict Judge(const NodeView& v, int64_t now) {
 
 void PrintJson(const NodeView& v, const Verdict& verdict, int64_t now) {
   JsonOut j;
-  j.Begin();
+  j.BeginObject();
   j.Key("found").Bool(true);
   j.Key("now_ms").Int(now);
   j.Key("allowed").Bool(!verdict.denied);
@@ -103,12 +103,12 @@ void PrintJson(const NodeView& v, const Verdict& verdict, int64_t now) {
   j.Key("denied_by").BeginArray();
   for (size_t i : verdict.by) j.Uint(i + 1);
   j.EndArray();
-  j.Key("verdict").Str(verdict.words);
+  j.Key("verdict").String(verdict.words);
   j.Key("explanations").BeginArray();
-  for (const RuleView& r : v.rules) j.Str(RuleSentence(r, now));
+  for (const RuleView& r : v.rules) j.String(RuleSentence(r, now));
   j.EndArray();
   NodeMembers(v, j);
-  j.End();
+  j.EndObject();
   std::printf("%s\n", j.str().c_str());
 }
 
@@ -126,10 +126,10 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
     const char* words = "allowed: no node, the key was never counted (or its node expired): every rule starts at 0";
     if (s.json) {
       JsonOut j;
-      j.Begin().Key("found").Bool(false).Key("now_ms").Int(now).Key("allowed").Bool(true);
-      j.Key("next_allowed_ms").Int(now).Key("denied_by").BeginArray().EndArray().Key("verdict").Str(words);
-      j.Key("biz").Str(a.biz).Key("biz_id").Uint(id.value()).Key("key").Str(a.key).Key("count").Int(0);
-      j.Key("rules").BeginArray().EndArray().End();
+      j.BeginObject().Key("found").Bool(false).Key("now_ms").Int(now).Key("allowed").Bool(true);
+      j.Key("next_allowed_ms").Int(now).Key("denied_by").BeginArray().EndArray().Key("verdict").String(words);
+      j.Key("biz").String(a.biz).Key("biz_id").Uint(id.value()).Key("key").String(a.key).Key("count").Int(0);
+      j.Key("rules").BeginArray().EndArray().EndObject();
       std::printf("%s\n", j.str().c_str());
     } else {
       std::printf("%s \"%s\": %s\n", a.biz.c_str(), Printable(a.key).c_str(), words);

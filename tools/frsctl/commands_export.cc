@@ -84,11 +84,11 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
   for (uint16_t id : unknown_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
   if (s.json && !a.file.empty()) {
     JsonOut j;
-    j.Begin().Key("file").Str(a.file).Key("exported").Uint(nodes).Key("receipts").Uint(receipts);
+    j.BeginObject().Key("file").String(a.file).Key("exported").Uint(nodes).Key("receipts").Uint(receipts);
     j.Key("without_biz_name").Uint(nameless);
     j.Key("unknown_biz_ids").BeginArray();
     for (uint16_t id : unknown_ids) j.Uint(id);
-    j.EndArray().End();
+    j.EndArray().EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
     // The data may be on standard output: the summary goes to standard error.

@@ -579,15 +579,15 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   const double occupancy = static_cast<double>(slots_used) / static_cast<double>(to.slots());
   if (s.json) {
     JsonOut j;
-    j.Begin();
-    j.Key("store_dir").Str(dir);
+    j.BeginObject();
+    j.Key("store_dir").String(dir);
     j.Key("format_from").Uint(format4 ? store::kPreviousFormatVersion : store::kFormatVersion);
     j.Key("format_to").Uint(store::kFormatVersion);
     auto geo = [&](const char* key, const StoreGeometry& g) {
-      j.Key(key).Begin();
+      j.Key(key).BeginObject();
       j.Key("files").Uint(g.files).Key("keynodes").Uint(g.keynodes).Key("chain").Uint(g.chain);
       j.Key("slots").Uint(g.slots());
-      j.End();
+      j.EndObject();
     };
     geo("from", from);
     geo("to", to);
@@ -599,15 +599,15 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     j.Key("occupancy").Double(occupancy);
     j.Key("stats_file").Bool(have_stats);
     j.Key("carried").BeginArray();
-    for (const std::string& n : carried.value()) j.Str(n);
+    for (const std::string& n : carried.value()) j.String(n);
     j.EndArray();
     j.Key("removed_leftovers").BeginArray();
-    for (const std::string& n : removed) j.Str(n);
+    for (const std::string& n : removed) j.String(n);
     j.EndArray();
-    j.Key("srv_xml").Str(s.cfg.path);
-    j.Key("srv_xml_store").Str(StoreXml(s.cfg.store_dir, to));
+    j.Key("srv_xml").String(s.cfg.path);
+    j.Key("srv_xml_store").String(StoreXml(s.cfg.store_dir, to));
     j.Key("srv_xml_matches").Bool(srv_matches);
-    j.End();
+    j.EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
     for (const std::string& r : removed) std::printf("removed %s, left by an interrupted grow\n", r.c_str());

@@ -434,14 +434,14 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   if (s.json) {
     for (const auto& [dest, c] : counts) {
       JsonOut j;
-      j.Begin().Key("shard").Str(dest);
+      j.BeginObject().Key("shard").String(dest);
       if (a.dry_run) j.Key("would_move").Uint(c.would_move);
       else j.Key("sent").Uint(c.sent).Key("merged").Uint(c.merged).Key("already_there").Uint(c.duplicates);
-      j.End();
+      j.EndObject();
       std::printf("%s\n", j.str().c_str());
     }
     JsonOut t;
-    t.Begin().Key("unknown_route").Uint(unknown_route).Key("stats_files").Uint(stats_files).Key("dry_run").Bool(a.dry_run).End();
+    t.BeginObject().Key("unknown_route").Uint(unknown_route).Key("stats_files").Uint(stats_files).Key("dry_run").Bool(a.dry_run).EndObject();
     std::printf("%s\n", t.str().c_str());
   } else {
     if (counts.empty()) std::printf("nothing to hand off: this shard owns every node it holds\n");

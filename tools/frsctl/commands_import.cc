@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 
 #include "commands.h"
 #include "format.h"
@@ -28,25 +29,22 @@
 namespace frs::ctl {
 namespace {
 
-// A private directory for the scratch store and the spool, removed at scope end.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::error_code ec;
-    std::string tmpl = (std::filesystem::temp_directory_path(ec) / "frsctl-import-XXXXXX").string();
-    if (ec) tmpl = "/tmp/frsctl-import-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
+// A private directory for the scratch store and the spool; "" when none
+// could be made.
+std::string MakeScratchDir() {
+  std::error_code ec;
+  std::string tmpl = (std::filesystem::temp_directory_path(ec) / "frsctl-import-XXXXXX").string();
+  if (ec) tmpl = "/tmp/frsctl-import-XXXXXX";
+  return ::mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string();
+}
 
- private:
-  std::string path_;
+// Removes the scratch directory and everything in it (a guard's deleter:
+// it owns the path, not the string).
+struct RemoveTree {
+  void operator()(const std::string* dir) const {
+    std::error_code ec;
+    std::filesystem::remove_all(*dir, ec);
+  }
 };
 
 struct BizPolicy {
@@ -80,7 +78,8 @@ Result<BizPolicy> MakePolicy(const Engine& engine, const ImportArgs& a, const st
 // Applies the biz policy to one line; returns the line to import (with its
 // biz_name rewritten for a rename) and the name of the biz it goes to.
 Result<std::string> ApplyPolicy(const BizPolicy& p, const std::string& line, std::string* target) {
-  Result<JsonValue> v = ParseJson(line);
+  // The engine reads the whole line next; the policy needs its biz only.
+  Result<JsonValue> v = ParseLeadingMembers(line, {"biz", "biz_name"});
   if (!v.ok()) return v.status();
   if (!v->IsObject()) return Status::InvalidArgument("not a JSON object");
   const JsonValue* id_v = v->Find("biz");
@@ -171,18 +170,19 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   const bool create = opened.IsNotFound();
   if (!opened.ok() && !create) return opened;
 
-  ScratchDir dir;
-  if (dir.path().empty()) return Status::IOError("cannot create a scratch directory for the import check");
+  const std::string dir = MakeScratchDir();
+  if (dir.empty()) return Status::IOError("cannot create a scratch directory for the import check");
+  const std::unique_ptr<const std::string, RemoveTree> remove_dir(&dir);
   Session scratch;
   scratch.cfg = s.cfg;
-  scratch.cfg.store_dir = dir.path() + "/store";
+  scratch.cfg.store_dir = dir + "/store";
   scratch.cfg.geometry = StoreGeometry{1, 1024, s.cfg.geometry.chain};
   if (Status st = OpenStoreAndEngine(&scratch, /*create=*/true, /*engine=*/true); !st.ok()) return st;
 
   Result<BizPolicy> policy = MakePolicy(*scratch.engine, a, s.cfg.map_path);
   if (!policy.ok()) return policy.status();
 
-  const std::string spool_path = dir.path() + "/lines.jsonl";
+  const std::string spool_path = dir + "/lines.jsonl";
   std::ofstream spool(spool_path, std::ios::binary | std::ios::trunc);
   if (!spool) return Status::IOError("cannot create " + spool_path);
   Result<Checked> checked = Status::IOError("no input");
@@ -222,17 +222,17 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   const uint64_t evicted = live_after - live_before;
   if (s.json) {
     JsonOut j;
-    j.Begin();
+    j.BeginObject();
     j.Key("checked").Uint(checked->lines);
     j.Key("imported").Uint(applied);
     j.Key("receipts").Uint(checked->receipts);
     j.Key("dry_run").Bool(a.dry_run);
     j.Key("created_store").Bool(create && !a.dry_run);
     j.Key("evictions_live").Uint(evicted);
-    j.Key("bizzes").Begin();
+    j.Key("bizzes").BeginObject();
     for (const auto& [name, n] : checked->per_biz) j.Key(name).Uint(n);
-    j.End();
-    j.End();
+    j.EndObject();
+    j.EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
     const StoreGeometry& g = s.cfg.geometry;

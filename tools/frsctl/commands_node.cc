@@ -58,30 +58,20 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
 void PrintDecisionJson(const std::string& biz, const std::string& key, const char* action,
                        const Decision& d) {
   JsonOut j;
-  j.Begin();
-  j.Key("biz").Str(biz);
-  j.Key("key").Str(key);
-  j.Key("action").Str(action);
-  j.Key("count").Int(d.count);
-  j.Key("limit").Int(d.limit);
-  j.Key("remaining").Int(d.remaining);
+  j.BeginObject();
+  j.Key("biz").String(biz).Key("key").String(key).Key("action").String(action);
+  j.Key("count").Int(d.count).Key("limit").Int(d.limit).Key("remaining").Int(d.remaining);
   j.Key("allowed").Bool(d.allowed);
   j.Key("rules").BeginArray();
   for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
     const RuleResult& r = d.rules[i];
-    j.Begin();
-    j.Key("algo").Str(AlgoName(r.algo));
-    j.Key("interval").Uint(r.interval);
-    j.Key("count").Int(r.count);
-    j.Key("limit").Int(r.limit);
-    j.Key("remaining").Int(r.remaining);
-    j.Key("reset").Int(r.reset);
-    j.Key("debt").Int(r.debt);
-    j.Key("allowed").Bool(r.allowed);
-    j.End();
+    j.BeginObject().Key("algo").String(AlgoName(r.algo)).Key("interval").Uint(r.interval);
+    j.Key("count").Int(r.count).Key("limit").Int(r.limit).Key("remaining").Int(r.remaining);
+    j.Key("reset").Int(r.reset).Key("debt").Int(r.debt).Key("allowed").Bool(r.allowed);
+    j.EndObject();
   }
   j.EndArray();
-  j.End();
+  j.EndObject();
   std::printf("%s\n", j.str().c_str());
 }
 
@@ -95,8 +85,8 @@ Result<int> RunGet(Session& s, const NodeArgs& a) {
   if (!v.ok()) {
     if (s.json) {
       JsonOut j;
-      j.Begin().Key("biz").Str(a.biz).Key("biz_id").Uint(id.value()).Key("key").Str(a.key);
-      j.Key("found").Bool(false).Key("count").Int(0).Key("rules").BeginArray().EndArray().End();
+      j.BeginObject().Key("biz").String(a.biz).Key("biz_id").Uint(id.value()).Key("key").String(a.key);
+      j.Key("found").Bool(false).Key("count").Int(0).Key("rules").BeginArray().EndArray().EndObject();
       std::printf("%s\n", j.str().c_str());
     } else {
       std::printf("%s \"%s\": no such node (never counted, or expired and reclaimed)\n", a.biz.c_str(),
@@ -106,10 +96,10 @@ Result<int> RunGet(Session& s, const NodeArgs& a) {
   }
   if (s.json) {
     JsonOut j;
-    j.Begin();
+    j.BeginObject();
     j.Key("found").Bool(true);
     NodeMembers(v.value(), j);
-    j.End();
+    j.EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
     PrintNodeHuman(v.value(), s.NowMs());
@@ -152,7 +142,8 @@ Result<int> RunDel(Session& s, const NodeArgs& a) {
   bool existed = before.ok() || d.found;
   if (s.json) {
     JsonOut j;
-    j.Begin().Key("biz").Str(a.biz).Key("key").Str(a.key).Key("action").Str("del").Key("deleted").Bool(existed).End();
+    j.BeginObject().Key("biz").String(a.biz).Key("key").String(a.key).Key("action").String("del");
+    j.Key("deleted").Bool(existed).EndObject();
     std::printf("%s\n", j.str().c_str());
   } else if (existed) {
     std::printf("%s \"%s\": deleted (every rule starts afresh)\n", a.biz.c_str(), Printable(a.key).c_str());
@@ -172,8 +163,8 @@ Result<int> RunReset(Session& s, const ResetArgs& a) {
   if (!d.ok()) return DecisionError(d);
   if (s.json) {
     JsonOut j;
-    j.Begin().Key("biz").Str(a.biz).Key("biz_id").Uint(id.value()).Key("action").Str("reset");
-    j.Key("erased").Uint(d.erased).End();
+    j.BeginObject().Key("biz").String(a.biz).Key("biz_id").Uint(id.value()).Key("action").String("reset");
+    j.Key("erased").Uint(d.erased).EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
     std::printf("%s: reset, %s node%s erased\n", a.biz.c_str(), Grouped(d.erased).c_str(), d.erased == 1 ? "" : "s");

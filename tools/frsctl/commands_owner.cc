@@ -18,8 +18,8 @@ Result<int> RunOwner(Session& s, const OwnerArgs& a) {
   const std::string& owner = ring->shards()[ring->OwnerOfHash(hash)].name;
   if (s.json) {
     JsonOut j;
-    j.Begin().Key("route").Str(route).Key("hash").Uint(hash).Key("owner").Str(owner);
-    j.Key("self").Bool(owner == s.cfg.cluster_self).End();
+    j.BeginObject().Key("route").String(route).Key("hash").Uint(hash).Key("owner").String(owner);
+    j.Key("self").Bool(owner == s.cfg.cluster_self).EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
     std::printf("%s\n", owner.c_str());

@@ -55,23 +55,29 @@ std::string DayText(uint32_t day) {
   return buf;
 }
 
+// The usage counters a store file and the whole store both have, in the
+// order --json has always written them; `slots` is what occupancy divides by.
+void UsageMembers(const FileStats& f, uint64_t slots, JsonOut& j) {
+  j.Key("nodes_used").Uint(f.nodes_used);
+  j.Key("slots_used").Uint(f.slots_used);
+  j.Key("occupancy").Double(slots ? static_cast<double>(f.slots_used) / static_cast<double>(slots) : 0.0);
+  j.Key("evictions_stale").Uint(f.evictions_stale);
+  j.Key("evictions_live").Uint(f.evictions_live);
+  j.Key("cuckoo_moves").Uint(f.cuckoo_moves);
+  j.Key("lock_recoveries").Uint(f.lock_recoveries);
+}
+
 void PrintJson(const Session& s, const StoreStats& st, const Walk& w, const std::vector<BizStats>& bizzes,
                uint32_t days) {
   JsonOut j;
-  j.Begin();
-  j.Key("store_dir").Str(s.cfg.store_dir);
+  j.BeginObject();
+  j.Key("store_dir").String(s.cfg.store_dir);
   j.Key("files").Uint(st.geometry.files);
   j.Key("keynodes").Uint(st.geometry.keynodes);
   j.Key("chain").Uint(st.geometry.chain);
   j.Key("slots").Uint(st.slots);
   j.Key("bytes_mapped").Uint(st.bytes_mapped);
-  j.Key("nodes_used").Uint(st.total.nodes_used);
-  j.Key("slots_used").Uint(st.total.slots_used);
-  j.Key("occupancy").Double(st.slots ? static_cast<double>(st.total.slots_used) / static_cast<double>(st.slots) : 0.0);
-  j.Key("evictions_stale").Uint(st.total.evictions_stale);
-  j.Key("evictions_live").Uint(st.total.evictions_live);
-  j.Key("cuckoo_moves").Uint(st.total.cuckoo_moves);
-  j.Key("lock_recoveries").Uint(st.total.lock_recoveries);
+  UsageMembers(st.total, st.slots, j);
   j.Key("damaged_nodes").Uint(st.total.damaged_nodes);
   j.Key("nodes_walked").Uint(w.nodes);
   j.Key("nodes_in_alternate").Uint(w.in_alternate);
@@ -79,17 +85,11 @@ void PrintJson(const Session& s, const StoreStats& st, const Walk& w, const std:
   const uint64_t file_slots = uint64_t{st.geometry.keynodes} * st.geometry.chain;
   for (size_t i = 0; i < st.per_file.size(); ++i) {
     const FileStats& f = st.per_file[i];
-    j.Begin();
+    j.BeginObject();
     j.Key("file").Uint(i);
-    j.Key("nodes_used").Uint(f.nodes_used);
-    j.Key("slots_used").Uint(f.slots_used);
-    j.Key("occupancy").Double(file_slots ? static_cast<double>(f.slots_used) / static_cast<double>(file_slots) : 0.0);
-    j.Key("evictions_stale").Uint(f.evictions_stale);
-    j.Key("evictions_live").Uint(f.evictions_live);
-    j.Key("cuckoo_moves").Uint(f.cuckoo_moves);
-    j.Key("lock_recoveries").Uint(f.lock_recoveries);
+    UsageMembers(f, file_slots, j);
     j.Key("created_unix").Uint(f.created_unix);
-    j.End();
+    j.EndObject();
   }
   j.EndArray();
   j.Key("chain_histogram").BeginArray();
@@ -97,26 +97,23 @@ void PrintJson(const Session& s, const StoreStats& st, const Walk& w, const std:
   j.EndArray();
   j.Key("bizzes").BeginArray();
   for (const BizStats& b : bizzes) {
-    j.Begin();
+    j.BeginObject();
     j.Key("id").Uint(b.id);
-    j.Key("name").Str(b.name);
+    j.Key("name").String(b.name);
     j.Key("nodes").Uint(w.nodes_per_biz[b.id]);
     j.Key("days").BeginArray();
     for (size_t d = 0; d < b.days.size() && d < days; ++d) {
       const BizStatsDay& day = b.days[d];
-      j.Begin();
-      j.Key("date").Str(DayText(day.day));
-      j.Key("requests").Uint(day.requests);
-      j.Key("allowed").Uint(day.allowed);
-      j.Key("denied").Uint(day.denied);
-      j.Key("new_keys").Uint(day.new_keys);
-      j.End();
+      j.BeginObject();
+      j.Key("date").String(DayText(day.day)).Key("requests").Uint(day.requests).Key("allowed").Uint(day.allowed);
+      j.Key("denied").Uint(day.denied).Key("new_keys").Uint(day.new_keys);
+      j.EndObject();
     }
     j.EndArray();
-    j.End();
+    j.EndObject();
   }
   j.EndArray();
-  j.End();
+  j.EndObject();
   std::printf("%s\n", j.str().c_str());
 }
 

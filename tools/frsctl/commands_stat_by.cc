@@ -36,18 +36,18 @@ Result<std::vector<std::string>> BizzesBy(const std::string& map_path, const Sta
 void Print(const Session& s, const GroupStats& st) {
   if (s.json) {
     JsonOut j;
-    j.Begin().Key("biz").Str(st.biz).Key("by").Str(st.by).Key("day").Str(DayText(st.day));
+    j.BeginObject().Key("biz").String(st.biz).Key("by").String(st.by).Key("day").String(DayText(st.day));
     j.Key("groups").Uint(st.groups).Key("field_errors").Uint(st.field_errors);
     if (st.lost) j.Key("lost").Uint(st.lost);
     j.Key("rows").BeginArray();
     for (const GroupStat& g : st.rows) {
-      j.Begin().Key("value").Str(g.value).Key("requests").Uint(g.requests).Key("allowed").Uint(g.allowed);
+      j.BeginObject().Key("value").String(g.value).Key("requests").Uint(g.requests).Key("allowed").Uint(g.allowed);
       j.Key("denied").Uint(g.denied).Key("units").Uint(g.units);
       for (size_t d = 0; d < st.distinct_fields.size() && d < g.distinct.size(); ++d)
         j.Key("distinct_" + st.distinct_fields[d]).Uint(g.distinct[d]);
-      j.End();
+      j.EndObject();
     }
-    j.EndArray().End();
+    j.EndArray().EndObject();
     std::printf("%s\n", j.str().c_str());
     return;
   }
@@ -77,13 +77,7 @@ Result<int> RunStatBy(Session& s, const StatArgs& a) {
   if (!bizzes.ok()) return bizzes.status();
   bool any = false;
   for (const std::string& biz : bizzes.value()) {
-    GroupStatsQuery q;
-    q.biz = biz;
-    q.by = a.by;
-    q.day = a.day;
-    q.top = a.top;
-    q.value = a.value;
-    auto st = s.engine->StatsBy(q);
+    auto st = s.engine->StatsBy({.biz = biz, .by = a.by, .day = a.day, .value = a.value, .top = a.top});
     if (!st.ok()) {
       // Asked for one biz: say why it has none; else show those that have one.
       if (!a.biz.empty() && st.status().IsNotFound()) return Status::InvalidArgument(st.status().message());

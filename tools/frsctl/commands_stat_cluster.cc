@@ -75,25 +75,27 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
   };
   if (s.json) {
     JsonOut j;
-    j.Begin().Key("shards").BeginArray();
+    j.BeginObject().Key("shards").BeginArray();
     for (const ShardFigures& f : shards) {
-      j.Begin().Key("shard").Str(f.name).Key("reachable").Bool(f.reachable);
-      if (!f.reachable) j.Key("error").Str(f.error);
+      j.BeginObject().Key("shard").String(f.name).Key("reachable").Bool(f.reachable);
+      if (!f.reachable) j.Key("error").String(f.error);
       j.Key("slots").Uint(f.slots).Key("nodes_used").Uint(f.nodes).Key("share_pct").Double(share(f));
-      j.Key("evictions_stale").Uint(f.evictions_stale).Key("evictions_live").Uint(f.evictions_live).End();
+      j.Key("evictions_stale").Uint(f.evictions_stale).Key("evictions_live").Uint(f.evictions_live).EndObject();
     }
     j.EndArray();
     j.Key("slots").Uint(total.slots).Key("nodes_used").Uint(total.nodes);
     j.Key("evictions_stale").Uint(total.evictions_stale).Key("evictions_live").Uint(total.evictions_live);
     j.Key("bizzes").BeginArray();
     for (const auto& [name, days] : bizzes) {
-      j.Begin().Key("name").Str(name).Key("days").BeginArray();
-      for (auto it = days.rbegin(); it != days.rend(); ++it)
-        j.Begin().Key("date").Str(it->first).Key("requests").Uint(it->second.requests).Key("allowed").Uint(
-            it->second.allowed).Key("denied").Uint(it->second.denied).Key("new_keys").Uint(it->second.new_keys).End();
-      j.EndArray().End();
+      j.BeginObject().Key("name").String(name).Key("days").BeginArray();
+      for (auto it = days.rbegin(); it != days.rend(); ++it) {
+        j.BeginObject().Key("date").String(it->first).Key("requests").Uint(it->second.requests);
+        j.Key("allowed").Uint(it->second.allowed).Key("denied").Uint(it->second.denied);
+        j.Key("new_keys").Uint(it->second.new_keys).EndObject();
+      }
+      j.EndArray().EndObject();
     }
-    j.EndArray().Key("unreachable").Uint(down).End();
+    j.EndArray().Key("unreachable").Uint(down).EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
     std::printf("%-28s %14s %14s %8s %12s %12s\n", "shard", "slots", "nodes", "share", "ev.stale", "ev.live");

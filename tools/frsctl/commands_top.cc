@@ -57,9 +57,9 @@ Result<int> RunTop(Session& s, const TopArgs& a) {
   if (s.json) {
     for (size_t i = 0; i < rows.size(); ++i) {
       JsonOut j;
-      j.Begin().Key("rank").Uint(i + 1);
+      j.BeginObject().Key("rank").Uint(i + 1);
       NodeMembers(rows[i], j);
-      j.End();
+      j.EndObject();
       std::printf("%s\n", j.str().c_str());
     }
     return kExitOk;

@@ -33,8 +33,8 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
   if (s.json) {
     for (const auto& r : rows) {
       JsonOut j;
-      j.Begin().Key("biz").Str(name_of(r.biz)).Key("key").Str(r.key).Key("denied").Uint(r.denied);
-      j.Key("last_minute").Str(LocalTime(r.last_minute * 60000)).End();
+      j.BeginObject().Key("biz").String(name_of(r.biz)).Key("key").String(r.key).Key("denied").Uint(r.denied);
+      j.Key("last_minute").String(LocalTime(r.last_minute * 60000)).EndObject();
       std::printf("%s\n", j.str().c_str());
     }
     return kExitOk;

@@ -15,7 +15,7 @@ namespace {
 
 void ListJson(JsonOut& j, const char* key, const std::vector<std::string>& v) {
   j.Key(key).BeginArray();
-  for (const std::string& s : v) j.Str(s);
+  for (const std::string& s : v) j.String(s);
   j.EndArray();
 }
 
@@ -52,7 +52,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   const bool clean = remaining.empty();
   if (s.json) {
     JsonOut j;
-    j.Begin();
+    j.BeginObject();
     j.Key("clean").Bool(clean);
     j.Key("chains").Uint(first.chains);
     j.Key("nodes").Uint(rechecked ? after.nodes : first.nodes);
@@ -60,7 +60,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     ListJson(j, "repairs", first.repairs);
     ListJson(j, "recovered", first.recovered);
     ListJson(j, "remaining", remaining);
-    j.End();
+    j.EndObject();
     std::printf("%s\n", j.str().c_str());
     return clean ? kExitOk : kExitNo;
   }

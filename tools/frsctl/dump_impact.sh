@@ -24,7 +24,7 @@ PIN=${PIN:-1}
 BENCH_DIR=${BENCH_DIR:-$root/tools/bench}
 frsd=$build/src/server/frsd
 frsctl=$build/tools/frsctl/frsctl
-for f in "$frsd" "$frsctl" "$BENCH_DIR/loadgen.c"; do
+for f in "$frsd" "$frsctl" "$BENCH_DIR/loadgen.c" "$BENCH_DIR/frsd_conf.sh"; do
   [[ -e $f ]] || { echo "dump_impact: $f is missing (build frsd and frsctl first)" >&2; exit 2; }
 done
 
@@ -39,7 +39,8 @@ trap cleanup EXIT
 
 cc -O2 -o "$work/loadgen" "$BENCH_DIR/loadgen.c"
 
-# 2 x 262144 x 8 = 4,194,304 slots: 1,000,000 one-slot nodes fill a quarter.
+# The benchmarks' frsd (tools/bench/frsd_conf.sh) on 2 x 262144 x 8 =
+# 4,194,304 slots: 1,000,000 one-slot nodes fill a quarter.
 workers=2 on_srv="" on_cli=""
 if [[ $PIN = 1 ]]; then workers=1 on_srv="taskset -c 0" on_cli="taskset -c 1"; fi
 . "$BENCH_DIR/frsd_conf.sh"

@@ -1,5 +1,5 @@
-// frsctl/json_in.h: a small strict JSON reader (RFC 8259) for import lines
-// and for the tests' checks of --json output.
+// frsctl/json_in.h: JSON (RFC 8259, read by nlohmann::json's parser) for
+// import lines and for the tests' checks of --json output.
 //
 // Every value remembers the byte range it came from, so a caller can splice a
 // replacement into the original text without re-serializing the rest (import
@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,5 +51,11 @@ struct JsonMember {
 // Parses exactly one JSON value (surrounding whitespace allowed). Errors name
 // the byte offset and what was expected.
 Result<JsonValue> ParseJson(std::string_view text);
+
+// As ParseJson, but stops as soon as the top-level object's members named in
+// `wanted` have all been read (the object then ends there, end unset): for a
+// caller that needs a line's leading members and leaves the check of the
+// whole to another reader (import's biz policy; the engine reads the line).
+Result<JsonValue> ParseLeadingMembers(std::string_view text, std::initializer_list<std::string_view> wanted);
 
 }  // namespace frs::ctl

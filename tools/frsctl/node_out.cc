@@ -28,8 +28,8 @@ std::string Position(const NodeInfo& n) {
 }
 
 void RuleJson(const RuleView& r, JsonOut& j) {
-  j.Begin();
-  j.Key("algo").Str(AlgoName(r.algo));
+  j.BeginObject();
+  j.Key("algo").String(AlgoName(r.algo));
   j.Key("interval").Uint(r.interval);
   j.Key("max").Int(r.max);
   if (r.algo == Algo::kTokenBucket) j.Key("burst").Int(r.burst);
@@ -43,7 +43,7 @@ void RuleJson(const RuleView& r, JsonOut& j) {
   if (r.algo == Algo::kTokenBucket) j.Key("tokens").Double(r.tokens);
   j.Key("denies").Bool(r.denies);
   j.Key("next_allowed_ms").Int(r.next_allowed_ms);
-  j.End();
+  j.EndObject();
 }
 
 static void PositionMembers(const NodeInfo& n, JsonOut& j) {
@@ -54,19 +54,19 @@ static void PositionMembers(const NodeInfo& n, JsonOut& j) {
   j.Key("compact").Bool(n.compact);
   char fp[17];
   std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(n.fp.lo));
-  j.Key("fp").Str(fp);
+  j.Key("fp").String(fp);
   j.Key("alternate").Bool(n.in_alternate);
   j.Key("expire_s").Uint(n.expire_s);
   j.Key("last_access_s").Uint(n.last_access_s);
 }
 
 void NodeMembers(const NodeView& v, JsonOut& j) {
-  j.Key("biz").Str(v.biz_name);
+  j.Key("biz").String(v.biz_name);
   j.Key("biz_id").Uint(v.biz_id);
-  j.Key("key").Str(v.key);
+  j.Key("key").String(v.key);
   j.Key("key_truncated").Bool(v.key_truncated);
   j.Key("key_kept").Bool(v.key_kept);
-  j.Key("mode").Str(ModeName(v.mode));
+  j.Key("mode").String(ModeName(v.mode));
   j.Key("count").Int(v.count);
   j.Key("rules").BeginArray();
   for (const RuleView& r : v.rules) RuleJson(r, j);
@@ -77,7 +77,7 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
 void RawNodeMembers(const NodeInfo& n, JsonOut& j) {
   j.Key("biz").Null();
   j.Key("biz_id").Uint(n.biz);
-  j.Key("key").Str(n.key);
+  j.Key("key").String(n.key);
   j.Key("key_truncated").Bool(n.key.size() < n.key_len);
   j.Key("key_kept").Bool(n.key_len != 0 || !n.key.empty());
   PositionMembers(n, j);

@@ -38,9 +38,9 @@ std::string ReceiptLine(const NodeInfo& n) {
   uint32_t at = 0;
   if (n.state.size() >= 4) std::memcpy(&at, n.state.data(), 4);  // little-endian, as the store keeps it
   JsonOut j;
-  j.Begin().Key("receipt").Begin();
-  j.Key("fp_lo").Str(lo).Key("fp_hi").Str(hi).Key("key_len").Uint(n.key_len).Key("key").Str(Hex(n.key));
-  j.End().Key("at").Uint(at).Key("expire").Uint(n.expire_s).End();
+  j.BeginObject().Key("receipt").BeginObject();
+  j.Key("fp_lo").String(lo).Key("fp_hi").String(hi).Key("key_len").Uint(n.key_len).Key("key").String(Hex(n.key));
+  j.EndObject().Key("at").Uint(at).Key("expire").Uint(n.expire_s).EndObject();
   return j.str();
 }
 

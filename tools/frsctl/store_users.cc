@@ -19,14 +19,16 @@
 #include <set>
 #include <sstream>
 
+#include "config/xml_location.h"
+
 namespace frs::ctl {
 namespace {
 
+// A /proc file's text; empty when it cannot be read (the process is gone).
 std::string ReadSmall(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text, err;
+  ReadWholeFile(path, &text, &err);
+  return text;
 }
 
 std::string Comm(pid_t pid) {
