@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "config/xml_location.h"
+#include "os/text_file.h"
 #include "envoy/envoy_config.h"
 #include "envoy/envoy_rules.h"
 
@@ -13,8 +13,9 @@ Result<int> RunEnvoyConfig(Session&, const EnvoyConfigArgs& a) {
   // A bundle of the files named, as frsd builds one from its directory.
   std::string bundle;
   for (const std::string& path : a.files) {
-    std::string bytes, err;
-    if (!ReadWholeFile(path, &bytes, &err)) return Status::NotFound("cannot read " + path);
+    Result<std::string> read = os::ReadTextFile(path);
+    if (!read.ok()) return Status::NotFound("cannot read " + path);
+    const std::string& bytes = read.value();
     bundle += path + "\n" + std::to_string(bytes.size()) + "\n" + bytes;
   }
   auto rules = envoy::EnvoyRules::FromBundle(bundle);

@@ -19,16 +19,15 @@
 #include <set>
 #include <sstream>
 
-#include "config/xml_location.h"
+#include "os/text_file.h"
 
 namespace frs::ctl {
 namespace {
 
 // A /proc file's text; empty when it cannot be read (the process is gone).
 std::string ReadSmall(const std::string& path) {
-  std::string text, err;
-  ReadWholeFile(path, &text, &err);
-  return text;
+  Result<std::string> text = os::ReadTextFile(path);
+  return text.ok() ? std::move(text.value()) : std::string();
 }
 
 std::string Comm(pid_t pid) {
