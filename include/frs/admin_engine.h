@@ -57,6 +57,8 @@ class AdminEngine : public Engine {
   // missing from this map.
   virtual Result<std::string> ExportNode(const NodeInfo& node) const = 0;
   virtual Status ImportNode(std::string_view json_line) = 0;
+  // What ImportNode would refuse of the line, without writing anything.
+  virtual Status CheckImport(std::string_view json_line) const = 0;
 
   // Handoff: folds nodes another shard exported (ExportNode's text) into
   // this store's nodes of the same keys, rule by rule, so that no use either

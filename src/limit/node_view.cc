@@ -248,6 +248,12 @@ Status EngineImpl::ImportNode(std::string_view json_line) {
                         Clamp32(now.s), fn);
 }
 
+Status EngineImpl::CheckImport(std::string_view json_line) const {
+  std::shared_ptr<const Map> map = SharedMap();
+  ParsedNode pn;
+  return ParseNode(json_line, *map, &pn);
+}
+
 Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) {
   if (receipt.empty() || receipt.size() > kMaxKeyBytes) return Status::InvalidArgument("a receipt is 1..255 bytes");
   if (json_lines.empty() || json_lines.size() > kMaxMergeNodes)

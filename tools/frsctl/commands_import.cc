@@ -2,9 +2,9 @@
 // into this store, whatever its geometry: the way a full store is grown.
 //
 // All or nothing: every line is checked first, by the same biz policy and by
-// importing it into a private scratch store with this store's chain length
-// and this map, and only when every line passed are they applied to the real
-// store (creating it, with srv.xml's geometry, when there is none). The
+// the engine's own check of an import (AdminEngine::CheckImport, against
+// this map, writing nothing), and only when every line passed are they
+// applied to the real store (creating it, with srv.xml's geometry, when there is none). The
 // checked lines are spooled in the scratch directory, so standard input is
 // read once.
 //
@@ -121,7 +121,7 @@ struct Checked {
   std::map<std::string, uint64_t> per_biz;
 };
 
-// Pass 1: every line through the policy and into the scratch engine; the
+// Pass 1: every line through the policy and the scratch engine's check; the
 // lines to apply go to `spool`. The first refusal is returned (with the count
 // of the others).
 Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, AdminEngine& scratch, std::ofstream& spool) {
@@ -144,7 +144,7 @@ Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, AdminEngine&
     }
     std::string target;
     Result<std::string> out = ApplyPolicy(policy, line, &target);
-    Status st = out.ok() ? scratch.ImportNode(out.value()) : out.status();
+    Status st = out.ok() ? scratch.CheckImport(out.value()) : out.status();
     if (!st.ok()) {
       if (refused++ == 0) first_error = "line " + std::to_string(lineno) + ": " + st.message();
       continue;
