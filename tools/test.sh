@@ -19,6 +19,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --test
+# The tree as .clang-format says, before anything is built: a file that
+# does not agree is named and fails the run.
+tools/check_format.sh
 jobs=$(nproc)
 # A build directory configured by an earlier preset with another generator
 # (the presets used make before Ninja) cannot be reconfigured in place: its

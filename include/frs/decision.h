@@ -27,8 +27,8 @@ enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket };
 enum class Mode : uint8_t { kEnforce, kShadow, kOff };
 
 // Indexed by the enum's value.
-inline constexpr std::string_view kCmdNames[] = {"query", "update", "acquire", "get",  "set",
-                                                 "delete", "reset", "stats",   "merge"};
+inline constexpr std::string_view kCmdNames[] = {"query",  "update", "acquire", "get",  "set",
+                                                 "delete", "reset",  "stats",   "merge"};
 inline constexpr std::string_view kAlgoNames[] = {"fixed", "calendar", "sliding", "token_bucket"};
 inline constexpr std::string_view kModeNames[] = {"enforce", "shadow", "off"};
 
@@ -78,8 +78,8 @@ inline constexpr int64_t kNeverCurable = -1;
 struct RuleResult {
   Algo algo = Algo::kFixed;
   uint32_t interval = 0;
-  int64_t count = 0;        // uses counted in the current window (tokens used, for token_bucket)
-  int64_t limit = 0;        // allowance of the current window (max - debt; burst for token_bucket)
+  int64_t count = 0;  // uses counted in the current window (tokens used, for token_bucket)
+  int64_t limit = 0;  // allowance of the current window (max - debt; burst for token_bucket)
   int64_t remaining = 0;
   int64_t reset = 0;        // when the count next drops (window end / refill of one token)
   int64_t retry_after = 0;  // seconds until n more uses would be allowed (0 if allowed; kNeverCurable)
@@ -103,9 +103,9 @@ struct Decision {
   uint32_t nrules = 0;
   uint32_t top = 0;  // index of the most restrictive rule
   RuleResult rules[kMaxRulesPerBiz];
-  uint64_t erased = 0;   // kReset: nodes erased
-  uint16_t biz_id = 0;   // the biz the request resolved to (0: none)
-  int64_t now_s = 0;     // the engine's clock when it decided (unix seconds; 0: no decision)
+  uint64_t erased = 0;  // kReset: nodes erased
+  uint16_t biz_id = 0;  // the biz the request resolved to (0: none)
+  int64_t now_s = 0;    // the engine's clock when it decided (unix seconds; 0: no decision)
   bool ok() const { return status.ok(); }
   // Back to Decision{}, writing only rules[0, nrules): the engine sets
   // nrules before it writes a rule and writes none past it, so the rest are

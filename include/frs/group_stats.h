@@ -16,12 +16,12 @@
 namespace frs {
 
 struct GroupStatsQuery {
-  std::string biz;       // name or id
-  std::string by;        // "app" or "app,iface" (the fields in any order)
-  int64_t day = -1;      // days since 1970-01-01 in the server's zone; -1: today
-  std::string value;     // "": every group; else only this group
-  uint32_t top = 0;      // 0: every group; else the N with the most requests
-  bool sketches = false; // also each distinct sketch's text (for merging elsewhere)
+  std::string biz;        // name or id
+  std::string by;         // "app" or "app,iface" (the fields in any order)
+  int64_t day = -1;       // days since 1970-01-01 in the server's zone; -1: today
+  std::string value;      // "": every group; else only this group
+  uint32_t top = 0;       // 0: every group; else the N with the most requests
+  bool sketches = false;  // also each distinct sketch's text (for merging elsewhere)
 };
 
 struct GroupStat {
@@ -33,13 +33,13 @@ struct GroupStat {
 
 struct GroupStats {
   uint16_t biz_id = 0;
-  std::string biz;                          // the biz's name
-  std::string by;                           // as map.xml names it
+  std::string biz;  // the biz's name
+  std::string by;   // as map.xml names it
   uint32_t day = 0;
   std::vector<std::string> distinct_fields;
-  uint64_t field_errors = 0;  // keys of that day whose field count was wrong
-  uint64_t lost = 0;          // updates not stored for want of disk space
-  uint32_t groups = 0;        // groups of their own that day (before top/value)
+  uint64_t field_errors = 0;    // keys of that day whose field count was wrong
+  uint64_t lost = 0;            // updates not stored for want of disk space
+  uint32_t groups = 0;          // groups of their own that day (before top/value)
   std::vector<GroupStat> rows;  // most requests first (ties: by value)
 };
 

@@ -30,9 +30,9 @@ struct ServiceOpenOptions {
 };
 
 struct Service {
-  std::unique_ptr<Store> store;    // declared first: destroyed last
+  std::unique_ptr<Store> store;         // declared first: destroyed last
   std::unique_ptr<AdminEngine> engine;  // a caller that decides uses its Engine verbs
-  std::string config_path;         // the srv.xml, absolute
+  std::string config_path;              // the srv.xml, absolute
 };
 
 // Reads srv.xml (errors are "file:line: what is wrong"), opens its store and

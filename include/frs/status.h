@@ -25,11 +25,11 @@ class [[nodiscard]] Status {
     kOk = 0,
     kNotFound,
     kInvalidArgument,
-    kCorruption,      // a file's content is not what its format says
-    kMismatch,        // a valid file of another geometry or version
+    kCorruption,  // a file's content is not what its format says
+    kMismatch,    // a valid file of another geometry or version
     kIOError,
-    kBusy,            // a resource is full or held (e.g. writer table)
-    kUnavailable,     // shutting down, overloaded
+    kBusy,         // a resource is full or held (e.g. writer table)
+    kUnavailable,  // shutting down, overloaded
   };
 
   Status() = default;

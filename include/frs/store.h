@@ -47,7 +47,7 @@ namespace frs {
 inline constexpr uint32_t kSlotBytes = 32;
 inline constexpr uint32_t kNodeHeaderBytes = 24;     // every node
 inline constexpr uint32_t kGeneralHeaderBytes = 28;  // a general node: plus state and key lengths
-inline constexpr uint32_t kMaxSpan = 16;  // slots per node
+inline constexpr uint32_t kMaxSpan = 16;             // slots per node
 inline constexpr uint32_t kMaxStateBytes = kMaxSpan * kSlotBytes - kGeneralHeaderBytes;
 
 // Slots a general node takes: its header, `state_bytes` of state and the
@@ -69,11 +69,10 @@ struct StoreGeometry {
 // Key-node groups (store format 5). Consecutive key-nodes form groups of at
 // most 64 slots that share one lock and one head of tags: a key's node
 // lives in one of its two key-nodes' groups, a one-slot node in its own
-// key-node's chain while that has room, a longer one where it fits best. So nodes of several slots (sliding windows, two
-// rules) pack as densely as one-slot nodes: a chain of 8 alone holds two
-// nodes of 3 slots, a group of 64 slots holds 21 (docs/store.md). The group
-// is the largest count of key-nodes that divides `keynodes` and keeps the
-// group within 64 slots (8 key-nodes of chain 8, 4 of chain 16, 1 of 64).
+// key-node's chain while that has room, a longer one where it fits best. So nodes of several slots (sliding windows,
+// two rules) pack as densely as one-slot nodes: a chain of 8 alone holds two nodes of 3 slots, a group of 64 slots
+// holds 21 (docs/store.md). The group is the largest count of key-nodes that divides `keynodes` and keeps the group
+// within 64 slots (8 key-nodes of chain 8, 4 of chain 16, 1 of 64).
 inline uint32_t KeynodeGroup(const StoreGeometry& g) {
   if (g.chain == 0 || g.keynodes == 0) return 1;
   uint32_t n = 64 / g.chain < g.keynodes ? 64 / g.chain : g.keynodes;
@@ -93,7 +92,7 @@ void PrepareKey(KeyRef* key);
 struct StoreOptions {
   std::string dir;
   StoreGeometry geometry;
-  bool create_if_missing = true;   // false: a missing store is NotFound
+  bool create_if_missing = true;  // false: a missing store is NotFound
   // A store is created only whole: when some of its files exist and others
   // do not, Open refuses and names the missing ones (their counts are gone
   // unless restored). This creates them empty instead (frsctl init
@@ -114,11 +113,11 @@ struct StoreOptions {
 // What the mutator sees and may change. `state` is a private copy: it is
 // written back only when the mutator returns kWrite.
 struct NodeRef {
-  bool exists = false;            // false: a new node, state zeroed
-  uint8_t* state = nullptr;       // state_bytes writable bytes
-  uint32_t state_bytes = 0;       // as requested by the caller
+  bool exists = false;              // false: a new node, state zeroed
+  uint8_t* state = nullptr;         // state_bytes writable bytes
+  uint32_t state_bytes = 0;         // as requested by the caller
   uint32_t stored_state_bytes = 0;  // what the node held before (0 when new)
-  uint32_t expire_s = 0;          // node becomes stale at this unix second (in/out)
+  uint32_t expire_s = 0;            // node becomes stale at this unix second (in/out)
 };
 
 enum class Commit : uint8_t { kNone, kWrite, kErase };
@@ -133,22 +132,22 @@ struct NodeInfo {
   // fp.hi is 0), or, for a key kept in its identity, the fingerprint of
   // (biz, key) recomputed.
   Fingerprint fp;
-  uint8_t key_len = 0;        // full key length; 0: not kept (fp.lo identifies the node)
-  std::string key;            // stored key bytes (a prefix when shorter than key_len)
+  uint8_t key_len = 0;  // full key length; 0: not kept (fp.lo identifies the node)
+  std::string key;      // stored key bytes (a prefix when shorter than key_len)
   uint32_t expire_s = 0, last_access_s = 0;
-  uint32_t route_pos = 0;     // the route's ring position (frs/ring.h)
+  uint32_t route_pos = 0;  // the route's ring position (frs/ring.h)
   bool route_known = false;
   std::vector<uint8_t> state;
 };
 
 struct FileStats {
-  uint64_t nodes_used = 0;        // nodes (not slots)
+  uint64_t nodes_used = 0;  // nodes (not slots)
   uint64_t slots_used = 0;
   uint64_t evictions_stale = 0;
   uint64_t evictions_live = 0;
   uint64_t cuckoo_moves = 0;
   uint64_t lock_recoveries = 0;
-  uint64_t damaged_nodes = 0;    // damaged nodes met and ignored (verify --repair clears them)
+  uint64_t damaged_nodes = 0;  // damaged nodes met and ignored (verify --repair clears them)
   uint64_t created_unix = 0;
 };
 
@@ -161,8 +160,8 @@ struct StoreStats {
 };
 
 struct UpdateResult {
-  bool found = false;      // the node existed before
-  bool created = false;    // a node was created
+  bool found = false;    // the node existed before
+  bool created = false;  // a node was created
   bool evicted_live = false;
   bool evicted_stale = false;
 };
@@ -187,8 +186,8 @@ class Store {
   // the key's chain(s) on a copy of the node's state (zeroed when absent),
   // then writes back, creates (evicting if needed) or erases as it returns.
   // `now_s` decides staleness and the LRU order.
-  virtual Status Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s,
-                        const Mutator& fn, UpdateResult* result = nullptr) = 0;
+  virtual Status Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
+                        UpdateResult* result = nullptr) = 0;
 
   // Several nodes updated atomically: every chain of every key is locked (in
   // one global order) before `fn` sees any node, and all writes happen before
@@ -200,8 +199,7 @@ class Store {
   };
   static constexpr size_t kMaxBatch = 64;
   using BatchMutator = std::function<void(std::span<NodeRef> nodes, std::span<Commit> commits)>;
-  virtual Status UpdateBatch(std::span<const BatchItem> items, uint32_t now_s,
-                             const BatchMutator& fn,
+  virtual Status UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, const BatchMutator& fn,
                              std::vector<UpdateResult>* results = nullptr) = 0;
 
   // Reads many nodes and changes none of their states: fn(i, status, node)
@@ -229,11 +227,11 @@ class Store {
   // other members, a request's own set-up) instead of following one
   // another. Takes no lock and changes nothing; a store may ignore it.
   enum class Prefetching : uint8_t {
-    kHeads,            // the key's key-node heads (lock words and tags)
-    kNodes,            // the slots whose tags match (once the heads are in cache)
-    kHeadsAndChain,    // the heads and every line of the key's first chain,
-                       // where a node that was not moved lives: a lone
-                       // lookup, which has no time to wait for the tags
+    kHeads,          // the key's key-node heads (lock words and tags)
+    kNodes,          // the slots whose tags match (once the heads are in cache)
+    kHeadsAndChain,  // the heads and every line of the key's first chain,
+                     // where a node that was not moved lives: a lone
+                     // lookup, which has no time to wait for the tags
   };
   virtual void Prefetch(const KeyRef& key, Prefetching what) const {
     (void)key;
@@ -266,8 +264,7 @@ class Store {
   virtual Status ForEach(const Filter& filter, const Visitor& visit) = 0;
   // Erases every node for which `pred` is true, one chain locked at a time.
   // Returns the number erased.
-  virtual Result<uint64_t> EraseIf(const Filter& filter,
-                                   const std::function<bool(const NodeInfo&)>& pred) = 0;
+  virtual Result<uint64_t> EraseIf(const Filter& filter, const std::function<bool(const NodeInfo&)>& pred) = 0;
 
   // Bizs for which `live` is false are stale: their nodes are reclaimed by
   // eviction (a reload removed them). Ids are 1..65535.

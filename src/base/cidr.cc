@@ -24,8 +24,8 @@ Result<Cidr> ParseCidr(std::string_view text) {
     return Status::InvalidArgument(quoted + " is not an address or CIDR range");
   const uint32_t bits = c.addr.v6 ? 128 : 32;
   if (prefix > int64_t{bits})
-    return Status::InvalidArgument(quoted + (c.addr.v6 ? ": an IPv6 prefix is at most 128"
-                                                       : ": an IPv4 prefix is at most 32"));
+    return Status::InvalidArgument(quoted +
+                                   (c.addr.v6 ? ": an IPv6 prefix is at most 128" : ": an IPv4 prefix is at most 32"));
   c.prefix = prefix < 0 ? bits : static_cast<uint32_t>(prefix);
   return c;
 }

@@ -50,4 +50,3 @@ bool ParseDayText(std::string_view text, uint32_t* day) {
 }
 
 }  // namespace frs
-

@@ -49,10 +49,16 @@ size_t KeyCharLength(std::string_view s, bool* control) {
   }
   size_t len = 0;
   uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-  else return 0;
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    cp = c & 0x07;
+  } else return 0;
   if (len > s.size()) return 0;
   for (size_t k = 1; k < len; ++k) {
     const unsigned char cc = static_cast<unsigned char>(s[k]);

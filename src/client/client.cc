@@ -53,7 +53,9 @@ ClientDecision FromXml(const pugi::xml_node& r) {
   const int code = r.attribute("code").as_int(-1);
   if (code != 0) {
     std::string msg = r.attribute("msg").value();
-    d.error = code == 400 ? Status::InvalidArgument(msg) : code == 404 ? Status::NotFound(msg) : Status::Unavailable(msg);
+    d.error = code == 400   ? Status::InvalidArgument(msg)
+              : code == 404 ? Status::NotFound(msg)
+                            : Status::Unavailable(msg);
     return d;
   }
   d.allowed = r.attribute("allowed").as_int() == 1;
@@ -93,13 +95,15 @@ struct Client::Impl {
       auto resp = conns[i]->Post(target, body);
       if (!resp.ok()) return resp.status();
       if (!doc->load_buffer(resp->body.data(), resp->body.size()))
-        return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) + " without XML");
+        return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) +
+                                   " without XML");
       pugi::xml_node root = doc->first_child();
       if (resp->status == 421 && hop == 0) {
         long owner = ring.Find(root.attribute("owner").value());
         if (owner < 0 || static_cast<size_t>(owner) == i)
-          return Status::Unavailable(std::string("misrouted, and the owner named is not in this client's shard list: ") +
-                                     root.attribute("owner").value());
+          return Status::Unavailable(
+              std::string("misrouted, and the owner named is not in this client's shard list: ") +
+              root.attribute("owner").value());
         i = static_cast<size_t>(owner);
         continue;
       }

@@ -56,8 +56,8 @@ Result<Ring> Ring::Make(std::vector<RingShard> shards) {
   for (const RingShard& s : shards) {
     if (s.name.empty()) return Status::InvalidArgument("a shard's name is empty");
     if (s.weight == 0 || s.weight > kMaxRingWeight)
-      return Status::InvalidArgument("shard " + s.name + ": weight " + std::to_string(s.weight) +
-                                     " is outside 1.." + std::to_string(kMaxRingWeight));
+      return Status::InvalidArgument("shard " + s.name + ": weight " + std::to_string(s.weight) + " is outside 1.." +
+                                     std::to_string(kMaxRingWeight));
     if (!seen.insert(s.name).second) return Status::InvalidArgument("shard " + s.name + " is listed twice");
     total_points += size_t{s.weight} * kPointsPerWeight;
   }
@@ -93,8 +93,8 @@ Result<Ring> Ring::Make(std::vector<RingShard> shards) {
 }
 
 size_t Ring::OwnerOfHash(uint32_t hash) const {
-  auto it = std::lower_bound(points_.begin(), points_.end(), hash,
-                             [](const Point& p, uint32_t h) { return p.hash < h; });
+  auto it =
+      std::lower_bound(points_.begin(), points_.end(), hash, [](const Point& p, uint32_t h) { return p.hash < h; });
   if (it == points_.end()) it = points_.begin();
   return it->shard;
 }

@@ -31,9 +31,10 @@ class Parser {
     return ParseUInt(n, std::string("<") + n.name() + " " + attr + ">", a.value(), lo, hi, out);
   }
 
-  Status ParseUInt(const pugi::xml_node& n, const std::string& what, std::string_view text, uint64_t lo,
-                   uint64_t hi, uint64_t* out) const {
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\n' || text.front() == '\t')) text.remove_prefix(1);
+  Status ParseUInt(const pugi::xml_node& n, const std::string& what, std::string_view text, uint64_t lo, uint64_t hi,
+                   uint64_t* out) const {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\n' || text.front() == '\t'))
+      text.remove_prefix(1);
     while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\t')) text.remove_suffix(1);
     uint64_t v = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -92,7 +93,8 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
   if (!pr) return Status::InvalidArgument(lines.At(pr.offset, std::string("malformed XML: ") + pr.description()));
   Parser P(lines);
   pugi::xml_node root = doc.document_element();
-  if (std::string_view(root.name()) != "frs") return P.Error(root, "the root element must be <frs>, not <" + std::string(root.name()) + ">");
+  if (std::string_view(root.name()) != "frs")
+    return P.Error(root, "the root element must be <frs>, not <" + std::string(root.name()) + ">");
 
   std::set<std::string> seen;
   bool have_map = false;
@@ -112,7 +114,8 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
       if (n.attribute("host")) {
         cfg.host = n.attribute("host").value();
         IpAddress ip;
-        if (!IpAddress::Parse(cfg.host, &ip)) return P.Error(n, "<listen host> must be an IPv4 or IPv6 address, not \"" + cfg.host + "\"");
+        if (!IpAddress::Parse(cfg.host, &ip))
+          return P.Error(n, "<listen host> must be an IPv4 or IPv6 address, not \"" + cfg.host + "\"");
       }
       v = cfg.port;
       if (!(s = P.UInt(n, "port", 0, 65535, &v)).ok()) return s;
@@ -160,7 +163,8 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         if (j == std::string::npos) j = list.size();
         std::string item = list.substr(i, j - i);
         if (!item.empty()) {
-          if (!ParseCidr(item).ok()) return P.Error(n, "<allow> entry \"" + item + "\" is not an address or CIDR range");
+          if (!ParseCidr(item).ok())
+            return P.Error(n, "<allow> entry \"" + item + "\" is not an address or CIDR range");
           cfg.allow.push_back(item);
         }
         i = j + 1;
@@ -172,12 +176,16 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         if (legacy == "only") cfg.ratelimit_fields = SrvConfig::RateLimitFields::kLegacy;
         else if (legacy == "1") cfg.ratelimit_fields = SrvConfig::RateLimitFields::kDraftAndLegacy;
         else if (legacy == "0") cfg.ratelimit_fields = SrvConfig::RateLimitFields::kDraft;
-        else return P.Error(n, "<ratelimit legacy> is 1 (both forms), 0 (the draft's fields only) or only (the older "
-                               "RateLimit-Limit/-Remaining/-Reset only), not \"" + std::string(legacy) + "\"");
+        else
+          return P.Error(n,
+                         "<ratelimit legacy> is 1 (both forms), 0 (the draft's fields only) or only (the older "
+                         "RateLimit-Limit/-Remaining/-Reset only), not \"" +
+                             std::string(legacy) + "\"");
       }
     } else if (name == "limits") {
-      if (!(s = P.OnlyAttrs(n, {"header_bytes", "body_bytes", "connections", "idle_timeout_ms",
-                                 "request_timeout_ms", "batch"})).ok())
+      if (!(s = P.OnlyAttrs(n, {"header_bytes", "body_bytes", "connections", "idle_timeout_ms", "request_timeout_ms",
+                                "batch"}))
+               .ok())
         return s;
       struct {
         const char* attr;
@@ -202,7 +210,8 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
       // Checked as a <shard> is: a self with a space in it named no shard
       // (every key answered 421 naming this very server), and a handoff's
       // spool fields split on it.
-      if (n.attribute("self") && (cfg.cluster_self.empty() || cfg.cluster_self.find_first_of(" \t\r\n") != std::string::npos))
+      if (n.attribute("self") &&
+          (cfg.cluster_self.empty() || cfg.cluster_self.find_first_of(" \t\r\n") != std::string::npos))
         return P.Error(n, "<cluster self> must be host:port exactly as in the proxy's server line, not \"" +
                               cfg.cluster_self + "\"");
       v = 1;
@@ -223,8 +232,8 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         if (!(s = P.UInt(sh, "weight", 1, Ring::kMaxRingWeight, &v)).ok()) return s;
         shard.weight = static_cast<uint32_t>(v);
         if (shard.name.empty() || shard.name.find_first_of(" \t\r\n") != std::string::npos)
-          return P.Error(sh, "<shard> must be host:port exactly as in the proxy's server line, not \"" + shard.name +
-                                 "\"");
+          return P.Error(sh,
+                         "<shard> must be host:port exactly as in the proxy's server line, not \"" + shard.name + "\"");
         for (const RingShard& other : cfg.cluster_shards)
           if (other.name == shard.name) return P.Error(sh, "shard " + shard.name + " is listed twice");
         cfg.cluster_shards.push_back(std::move(shard));
@@ -246,7 +255,8 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         const std::string_view record = n.attribute("record").value();
         if (record == "denied") cfg.decisions_all = false;
         else if (record == "all") cfg.decisions_all = true;
-        else return P.Error(n, "<decisions record> is denied (the default) or all, not \"" + std::string(record) + "\"");
+        else
+          return P.Error(n, "<decisions record> is denied (the default) or all, not \"" + std::string(record) + "\"");
       }
       if (n.attribute("sample")) {
         // A share from 0 to 1: "0.01", "1", ".5"; no exponent, sign or words.
@@ -255,8 +265,10 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         const bool plain = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
         auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v, std::chars_format::fixed);
         if (!plain || ec != std::errc() || p != text.data() + text.size() || !(v >= 0.0 && v <= 1.0))
-          return P.Error(n, "<decisions sample> is the share of decisions written, from 0 to 1 (0.01 is one in a "
-                            "hundred), not \"" + text + "\"");
+          return P.Error(n,
+                         "<decisions sample> is the share of decisions written, from 0 to 1 (0.01 is one in a "
+                         "hundred), not \"" +
+                             text + "\"");
         cfg.decisions_sample = v;
       }
     } else if (name == "grpc") {

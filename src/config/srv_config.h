@@ -20,7 +20,7 @@ namespace frs {
 inline constexpr uint32_t kMaxWireBatch = 1024;
 
 struct SrvConfig {
-  std::string path;                  // srv.xml, absolute
+  std::string path;  // srv.xml, absolute
   std::string host = "127.0.0.1";
   // <listen port="0">: the kernel picks a free port when frsd binds, and frsd
   // writes the address it got to ListenAddressPath(); until then (and in
@@ -30,14 +30,14 @@ struct SrvConfig {
   // one socket shared by all workers (see docs/protocol.md, process model).
   bool reuseport = false;
   uint32_t workers = 2;
-  std::string map_path;              // absolute
-  std::string store_dir;             // absolute
+  std::string map_path;   // absolute
+  std::string store_dir;  // absolute
   StoreGeometry geometry;
   std::string timezone = "UTC";
-  std::string pidfile;               // absolute; "" = none
-  std::string logfile;               // absolute; "" = stderr
-  std::string admin_token;           // "" = admin commands refused over HTTP
-  std::vector<std::string> allow;    // CIDR ranges; empty = every peer
+  std::string pidfile;             // absolute; "" = none
+  std::string logfile;             // absolute; "" = stderr
+  std::string admin_token;         // "" = admin commands refused over HTTP
+  std::vector<std::string> allow;  // CIDR ranges; empty = every peer
   // <limits .../>
   uint32_t max_header_bytes = 16 * 1024;
   uint32_t max_body_bytes = 64 * 1024;
@@ -66,18 +66,18 @@ struct SrvConfig {
   bool cluster_enforce = true;
   // <decisions file="..." record="denied|all" sample="0..1"/>: the decision
   // log (server/decision_log.h). Empty file: no log (the default).
-  std::string decisions_file;        // absolute; "" = none
-  bool decisions_all = false;        // record="all": every decision, not only denials
-  double decisions_sample = 1.0;     // the share of recorded decisions written
+  std::string decisions_file;     // absolute; "" = none
+  bool decisions_all = false;     // record="all": every decision, not only denials
+  double decisions_sample = 1.0;  // the share of recorded decisions written
   // <grpc listen="host:port" config="DIR" headers="0|1" streams="N"/>: Envoy's
   // rate limit service over gRPC (docs/integrations.md). Port 0: the kernel
   // chooses, written to GrpcListenAddressPath().
   bool grpc = false;
   std::string grpc_host;
   uint16_t grpc_port = 0;
-  std::string grpc_config;           // absolute: envoyproxy/ratelimit's YAML files
-  bool grpc_headers = false;         // add RateLimit-Limit/-Remaining/-Reset to answers (as envoyproxy/ratelimit)
-  uint32_t grpc_max_streams = 100;   // SETTINGS_MAX_CONCURRENT_STREAMS per connection
+  std::string grpc_config;          // absolute: envoyproxy/ratelimit's YAML files
+  bool grpc_headers = false;        // add RateLimit-Limit/-Remaining/-Reset to answers (as envoyproxy/ratelimit)
+  uint32_t grpc_max_streams = 100;  // SETTINGS_MAX_CONCURRENT_STREAMS per connection
 };
 
 // The srv.xml frsd and frsctl read without -c: $FRS_CONF when set, else the

@@ -69,8 +69,10 @@ void OnlyKeys(const YAML::Node& map, std::initializer_list<std::string_view> all
 bool ParseUnit(std::string_view s, Unit* u) {
   std::string lower(s);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static constexpr std::pair<const char*, Unit> kUnits[] = {
-      {"second", Unit::kSecond}, {"minute", Unit::kMinute}, {"hour", Unit::kHour}, {"day", Unit::kDay}};
+  static constexpr std::pair<const char*, Unit> kUnits[] = {{"second", Unit::kSecond},
+                                                            {"minute", Unit::kMinute},
+                                                            {"hour", Unit::kHour},
+                                                            {"day", Unit::kDay}};
   for (const auto& [name, unit] : kUnits)
     if (lower == name) {
       *u = unit;
@@ -128,8 +130,9 @@ void ParseLimit(const YAML::Node& n, DescriptorNode* d) {
 void ParseDescriptors(const YAML::Node& list, const std::string& file, std::vector<DescriptorNode>* out);
 
 DescriptorNode ParseDescriptor(const YAML::Node& n, const std::string& file) {
-  OnlyKeys(n, {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "unlimited", "name",
-               "replaces"},
+  OnlyKeys(n,
+           {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "unlimited", "name",
+            "replaces"},
            "a descriptor");
   DescriptorNode d;
   d.file = file;
@@ -150,7 +153,8 @@ DescriptorNode ParseDescriptor(const YAML::Node& n, const std::string& file) {
   if (d.unlimited) d.has_limit = false;
   // An unlimited limit may replace others too (envoyproxy/ratelimit collects
   // replaces from every matched limit, unlimited ones included).
-  if (!d.replaces.empty() && !d.has_limit && !d.unlimited) Fail(n, "replaces needs a rate_limit on the same descriptor");
+  if (!d.replaces.empty() && !d.has_limit && !d.unlimited)
+    Fail(n, "replaces needs a rate_limit on the same descriptor");
   if (!d.name.empty() && std::find(d.replaces.begin(), d.replaces.end(), d.name) != d.replaces.end())
     Fail(n, "rate limit '" + d.name + "' replaces itself");
   if (n["descriptors"]) ParseDescriptors(n["descriptors"], file, &d.children);
@@ -247,7 +251,8 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle) {
 }
 
 std::string FormatEnvoyIds(const EnvoyIds& ids) {
-  std::string out = "# biz-name biz-id of Envoy's descriptors: written by frsd's master, never moved (docs/integrations.md)\n";
+  std::string out =
+      "# biz-name biz-id of Envoy's descriptors: written by frsd's master, never moved (docs/integrations.md)\n";
   for (const auto& [name, id] : ids) out += name + " " + std::to_string(id) + "\n";
   return out;
 }

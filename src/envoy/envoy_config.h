@@ -47,13 +47,13 @@ struct Limit {
 // `value` is not empty) this value.
 struct DescriptorNode {
   std::string key;
-  std::string value;           // "": any value of `key`
-  bool has_limit = false;      // rate_limit given (and not unlimited)
+  std::string value;       // "": any value of `key`
+  bool has_limit = false;  // rate_limit given (and not unlimited)
   Limit limit;
   bool unlimited = false;
   bool shadow_mode = false;
   bool detailed_metric = false;
-  std::string name;            // the limit's name (current_limit.name, replaces)
+  std::string name;  // the limit's name (current_limit.name, replaces)
   std::vector<std::string> replaces;
   std::vector<DescriptorNode> children;
   std::string file;

@@ -223,8 +223,8 @@ std::string EnvoyRules::MapXmlBizzes() const {
     // window's reset.
     const uint32_t max = l.limit.requests_per_unit == 0 ? 1 : l.limit.requests_per_unit;
     out += "  <biz id=\"" + std::to_string(l.biz_id) + "\" name=\"" + l.biz + "\"" +
-           (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + XmlEscape(l.file) + ":" +
-           std::to_string(l.line) + ": domain " + XmlEscape(l.domain) + ", " + XmlEscape(l.path) + ", " +
+           (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + XmlEscape(l.file) + ":" + std::to_string(l.line) +
+           ": domain " + XmlEscape(l.domain) + ", " + XmlEscape(l.path) + ", " +
            std::to_string(l.limit.requests_per_unit) + " per " + UnitName(l.limit.unit) + " -->\n";
     out += "    <rule algo=\"calendar\" interval=\"" + std::to_string(UnitSeconds(l.limit.unit)) + "\" max=\"" +
            std::to_string(max) + "\" zone=\"UTC\"/>\n  </biz>\n";

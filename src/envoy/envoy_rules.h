@@ -47,16 +47,16 @@ struct Entry {
 
 // One rate-limited descriptor path: a biz of the engine.
 struct CompiledLimit {
-  std::string biz;           // engine biz name
+  std::string biz;  // engine biz name
   uint16_t biz_id = 0;
   std::string domain;
-  std::string path;          // "database_users": the metrics' descriptor label
+  std::string path;  // "database_users": the metrics' descriptor label
   Limit limit;
   bool shadow_mode = false;
   // detailed_metric: the per-descriptor metrics also carry the request's
   // own values (server/envoy_metrics.h).
   bool detailed_metric = false;
-  std::string name;          // current_limit.name ("" when not named)
+  std::string name;  // current_limit.name ("" when not named)
   std::vector<std::string> replaces;
   std::string file;
   int line = 0;
@@ -90,7 +90,7 @@ class EnvoyRules {
   const std::vector<CompiledLimit>& limits() const { return limits_; }
   bool empty() const { return domains_.empty(); }
 
-  static constexpr int32_t kNoLimit = -1;     // no rule matches: OK, unlimited
+  static constexpr int32_t kNoLimit = -1;  // no rule matches: OK, unlimited
   // `unlimited: true`: kUnlimited - k for unlimited()[k].
   static constexpr int32_t kUnlimited = -2;
   static bool IsUnlimited(int32_t found) { return found <= kUnlimited; }

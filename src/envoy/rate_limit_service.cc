@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "frs/key.h"
 #include <limits>
+#include "frs/key.h"
 
 namespace frs::envoy {
 
@@ -21,9 +21,8 @@ bool RateLimitService::CheckOwnership(const RlsRequest& req, RlsAnswer* out) {
     ++out->misrouted;
     if (!own_.enforce) continue;
     out->owner = own_.ring->shards()[owner].name;
-    out->status = Status::Unavailable("descriptor " + std::to_string(i + 1) + " (counter key '" +
-                                      key.substr(0, 64) + (key.size() > 64 ? "...'" : "'") +
-                                      ") belongs to shard " + out->owner +
+    out->status = Status::Unavailable("descriptor " + std::to_string(i + 1) + " (counter key '" + key.substr(0, 64) +
+                                      (key.size() > 64 ? "...'" : "'") + ") belongs to shard " + out->owner +
                                       "; this shard answers only the descriptors it owns (<cluster enforce=\"1\">)");
     out->statuses.clear();
     return false;

@@ -50,7 +50,7 @@ struct RlsDescriptor {
 struct RlsRequest {
   std::string_view domain;
   std::vector<RlsDescriptor> descriptors;
-  uint64_t hits = 1;      // the request's hits_addend (0 here: look only)
+  uint64_t hits = 1;  // the request's hits_addend (0 here: look only)
   void Clear() {
     domain = {};
     descriptors.clear();
@@ -62,7 +62,7 @@ enum class Code : uint8_t { kUnknown = 0, kOk = 1, kOverLimit = 2 };
 
 struct RlsStatus {
   Code code = Code::kOk;
-  bool has_limit = false;           // current_limit present
+  bool has_limit = false;  // current_limit present
   const CompiledLimit* limit = nullptr;
   uint32_t remaining = 0;
   int64_t until_reset_s = 0;
@@ -72,7 +72,7 @@ struct RlsStatus {
 };
 
 struct RlsAnswer {
-  Status status;                    // not OK: no answer (store unavailable, bad key)
+  Status status;  // not OK: no answer (store unavailable, bad key)
   Code overall = Code::kOk;
   std::vector<RlsStatus> statuses;
   // The descriptor of the RateLimit-* headers (fewest remaining, an

@@ -11,8 +11,7 @@ const TimeZone& ZoneOf(const RuleSpec& spec, const Now& now) {
 }
 }  // namespace
 
-void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start,
-                              int64_t* end) {
+void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start, int64_t* end) {
   const int64_t i = interval;
   const int64_t origin = i % (7 * 86400) == 0 ? 4 * 86400 : 0;  // Monday 1970-01-05
   const int64_t ls = FloorDiv(tz.ToLocal(t) - origin, i) * i + origin;
@@ -53,8 +52,7 @@ Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const
   return f;
 }
 
-void CalendarWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n,
-                              RuleResult* out) {
+void CalendarWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   CounterBlock b = CounterBlock::Load(block);
   Frame f = FrameAt(spec, b, now);
   *out = EvaluateFrame(spec, f, std::max(now.s, f.start), n).r;

@@ -81,7 +81,8 @@ Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir, boo
     return s;
   }
   s->path_ = dir + "/stats.frs";
-  auto f = os::MappedFile::Open(s->path_, read_only ? os::MappedFile::Mode::kReadOnly : os::MappedFile::Mode::kCreateIfMissing,
+  auto f = os::MappedFile::Open(s->path_,
+                                read_only ? os::MappedFile::Mode::kReadOnly : os::MappedFile::Mode::kCreateIfMissing,
                                 kFileBytes);
   if (!f.ok()) return f.status();
   s->file_ = std::move(f.value());
@@ -104,8 +105,8 @@ Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir, boo
                             std::to_string(kVersion));
   }
   if (h->checksum != Fnv1a(h, offsetof(Header, checksum))) return Status::Corruption(s->path_ + ": header checksum");
-  if (h->header_bytes != sizeof(Header) || h->slots != kSlots || h->days != kDays ||
-      h->slot_bytes != sizeof(Slot) || h->fields != kFields) {
+  if (h->header_bytes != sizeof(Header) || h->slots != kSlots || h->days != kDays || h->slot_bytes != sizeof(Slot) ||
+      h->fields != kFields) {
     return Status::Mismatch(s->path_ + ": table layout differs from this build's");
   }
   if (s->file_->size() < kFileBytes) return Status::Corruption(s->path_ + ": truncated");

@@ -156,7 +156,8 @@ Sketch Sketch::Read(const SketchHead& head, const BlockSource& blocks) {
     s.registers_.resize(kRegisters);
     for (uint32_t i = 0; i < kRegisters; ++i)
       s.registers_[i] = std::atomic_ref<uint8_t>(const_cast<uint8_t&>(regs[i])).load(std::memory_order_relaxed);
-    for (uint32_t code : s.codes_) s.registers_[RegisterOf(code)] = std::max(s.registers_[RegisterOf(code)], RankOf(code));
+    for (uint32_t code : s.codes_)
+      s.registers_[RegisterOf(code)] = std::max(s.registers_[RegisterOf(code)], RankOf(code));
     s.codes_.clear();
   }
   return s;

@@ -42,8 +42,8 @@ namespace frs::limit::sketch {
 inline constexpr uint32_t kPrecision = 15;
 inline constexpr uint32_t kRegisters = 1u << kPrecision;  // 32,768 bytes dense
 inline constexpr uint32_t kInlineCodes = 5;
-inline constexpr uint32_t kSparseSlots = 512;             // 2,048 bytes sparse
-inline constexpr uint32_t kSparseLimit = 384;             // exact up to here
+inline constexpr uint32_t kSparseSlots = 512;  // 2,048 bytes sparse
+inline constexpr uint32_t kSparseLimit = 384;  // exact up to here
 
 uint32_t CodeOf(std::string_view value);
 inline uint32_t RegisterOf(uint32_t code) { return code >> (32 - kPrecision); }
@@ -53,9 +53,9 @@ inline uint8_t RankOf(uint32_t code) { return static_cast<uint8_t>((code >> 11) 
 // offsets of its blocks). Blocks are reached through the caller, which owns
 // their allocation (an allocation may fail: a full disk).
 struct SketchHead {
-  uint32_t sparse;            // offset of the sparse block (caller's units); 0: none
-  uint32_t dense;             // offset of the dense block; 0: none
-  uint32_t sparse_n;          // codes claimed in the sparse block
+  uint32_t sparse;    // offset of the sparse block (caller's units); 0: none
+  uint32_t dense;     // offset of the dense block; 0: none
+  uint32_t sparse_n;  // codes claimed in the sparse block
   uint32_t inline_codes[kInlineCodes];
 };
 static_assert(sizeof(SketchHead) == 32);

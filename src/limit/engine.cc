@@ -57,7 +57,8 @@ thread_local DayCache tls_day;
 }  // namespace
 
 const Biz* Map::Find(std::string_view biz) const {
-  if (!biz.empty() && biz.size() <= 5 && std::all_of(biz.begin(), biz.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (!biz.empty() && biz.size() <= 5 &&
+      std::all_of(biz.begin(), biz.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     uint32_t id = 0;
     for (char c : biz) id = id * 10 + static_cast<uint32_t>(c - '0');
     return id <= 65535 ? FindId(static_cast<uint16_t>(id)) : nullptr;

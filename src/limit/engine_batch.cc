@@ -130,13 +130,14 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   return all;
 }
 
-void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> out,
-                             std::span<BatchMember> members, size_t begin, size_t end, const Now& now) {
+void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members,
+                             size_t begin, size_t end, const Now& now) {
   // Per thread, reused: no allocation per batch once warm.
   thread_local std::vector<Store::ReadItem> items;
   thread_local std::vector<uint32_t> need;
   items.clear();
-  for (size_t i = begin; i < end; ++i) items.push_back(Store::ReadItem{members[i].ref, members[i].biz->cfg.state_bytes});
+  for (size_t i = begin; i < end; ++i)
+    items.push_back(Store::ReadItem{members[i].ref, members[i].biz->cfg.state_bytes});
   need.assign(items.size(), 0);
   // Reset lists Decision's fields one by one (as does the engine test that
   // checks it against Decision{}): a new field must join both.
@@ -177,8 +178,8 @@ void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> 
   });
 }
 
-void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decision> out,
-                                std::span<BatchMember> members, const Now& now) {
+void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members,
+                                const Now& now) {
   std::vector<size_t> acquires;
   bool valid = true;  // every acquire passed its check: else none is recorded
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -283,7 +284,8 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
     d.shadow = m.biz->cfg.mode == Mode::kShadow;
     d.now_s = now.s;
   }
-  for (size_t k = 0; k < item_member.size() && k < results.size(); ++k) members[item_member[k]].created = results[k].created;
+  for (size_t k = 0; k < item_member.size() && k < results.size(); ++k)
+    members[item_member[k]].created = results[k].created;
 }
 
 }  // namespace frs::limit

@@ -71,8 +71,8 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
     return;
   }
   if (req.cmd == Cmd::kDelete) {
-    Status s = store_->Erase(KeyRef{biz.cfg.id, FingerprintOf(biz.cfg.id, req.key), req.key,
-                                    static_cast<uint8_t>(req.key.size())});
+    Status s = store_->Erase(
+        KeyRef{biz.cfg.id, FingerprintOf(biz.cfg.id, req.key), req.key, static_cast<uint8_t>(req.key.size())});
     if (s.ok()) d.found = true;
     else if (!s.IsNotFound()) d = ErrorDecision(Status::Unavailable(s.message()));
     return;
@@ -120,8 +120,8 @@ void EngineImpl::Count(const Biz& biz, const Request& req, const Decision& d, bo
   if (!biz.stats_tables.empty()) {
     // Units: the uses this request recorded (an allowed acquire, or an
     // update, which records unconditionally; a shadow denial records too).
-    const bool recorded = d.ok() && biz.cfg.mode != Mode::kOff &&
-                          (req.cmd == Cmd::kUpdate || (req.cmd == Cmd::kAcquire && d.allowed));
+    const bool recorded =
+        d.ok() && biz.cfg.mode != Mode::kOff && (req.cmd == Cmd::kUpdate || (req.cmd == Cmd::kAcquire && d.allowed));
     const GroupCounts counts{1, allowed ? 1u : 0u, allowed ? 0u : 1u,
                              recorded ? static_cast<uint64_t>(std::clamp<int64_t>(req.n, 1, kMaxUses)) : 0u};
     FieldStats::Count(biz.cfg, biz.stats_tables, req.key, counts, today);

@@ -185,11 +185,10 @@ class EngineImpl final : public AdminEngine {
   // Decides a checked request that is not a read of a run nor an acquire
   // of a batch, into `d` (reset). `ref`: RefOf(biz, req), prepared and
   // prefetched (unused by reset and delete).
-  void DecideOne(const Biz& biz, const Request& req, const KeyRef& ref, const Now& now, Decision& d,
-                 bool* created);
+  void DecideOne(const Biz& biz, const Request& req, const KeyRef& ref, const Now& now, Decision& d, bool* created);
   // Reads members [begin, end), all of step kRead, through one Store::ReadEach.
-  void DecideReads(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members,
-                   size_t begin, size_t end, const Now& now);
+  void DecideReads(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members, size_t begin,
+                   size_t end, const Now& now);
   // Judges every acquire of the batch together: all are recorded or none.
   void DecideAcquires(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members,
                       const Now& now);
@@ -200,7 +199,7 @@ class EngineImpl final : public AdminEngine {
              StatsTally* tally = nullptr);
   Decision AnswerOff(const Biz& biz, const Now& now) const;
   static KeyRef RefOf(const Biz& biz, const Request& req) {
-    KeyRef ref{biz.cfg.id,    Fingerprint{}, req.key, static_cast<uint8_t>(req.key.size()),
+    KeyRef ref{biz.cfg.id,    Fingerprint{},   req.key,          static_cast<uint8_t>(req.key.size()),
                req.route_pos, req.route_known, biz.cfg.keep_keys};
     PrepareKey(&ref);
     return ref;

@@ -72,7 +72,8 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
 Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = in.biz.empty() ? map->FindId(in.biz_id) : map->Find(in.biz);
-  if (biz == nullptr) return Status::NotFound("unknown biz '" + (in.biz.empty() ? std::to_string(in.biz_id) : in.biz) + "'");
+  if (biz == nullptr)
+    return Status::NotFound("unknown biz '" + (in.biz.empty() ? std::to_string(in.biz_id) : in.biz) + "'");
   const int i = FindStatsSpec(biz->cfg, in.by);
   if (i < 0) return NoSuchStats(biz->cfg, in.by);
   if (biz->stats_tables.empty() || biz->stats_tables[i] == nullptr)
@@ -101,7 +102,8 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
       // An empty text is no sketch (a row may carry its sketches in pieces).
       if (from[d] >= 0 && static_cast<size_t>(from[d]) < g.sketches.size() && !g.sketches[from[d]].empty() &&
           !sketch::Sketch::Decode(g.sketches[from[d]], &sk))
-        return Status::InvalidArgument("group '" + g.value + "': its " + in.distinct_fields[from[d]] + " sketch is not one this server reads");
+        return Status::InvalidArgument("group '" + g.value + "': its " + in.distinct_fields[from[d]] +
+                                       " sketch is not one this server reads");
       r.distinct.push_back(std::move(sk));
     }
     rows.push_back(std::move(r));

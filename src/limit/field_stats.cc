@@ -2,16 +2,16 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <cerrno>
-#include <map>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <map>
 
 #include "frs/key.h"
 
@@ -135,8 +135,7 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
                                  uint64_t field_errors, bool* duplicate) {
   *duplicate = false;
   char id[17];
-  std::snprintf(id, sizeof id, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(receipt.data(), receipt.size())));
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(XXH3_64bits(receipt.data(), receipt.size())));
   const std::string final_path = dir_ + "/" + DayText(day) + ".from-" + id + ".frs";
   if (::access(final_path.c_str(), F_OK) == 0) {
     *duplicate = true;

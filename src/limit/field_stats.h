@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "frs/group_stats.h"
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
+#include "frs/group_stats.h"
 #include "frs/status.h"
 #include "limit/group_table.h"
 #include "limit/map_config.h"
@@ -59,8 +59,8 @@ class StatsTable {
   // once is never taken again (kill -9 at any point: taken whole or not at
   // all) and the day's own file is never touched. `*duplicate`: the receipt
   // had been taken already (nothing done).
-  Status WriteReceived(uint32_t day, std::string_view receipt, const std::vector<GroupRow>& rows,
-                       uint64_t field_errors, bool* duplicate);
+  Status WriteReceived(uint32_t day, std::string_view receipt, const std::vector<GroupRow>& rows, uint64_t field_errors,
+                       bool* duplicate);
   void Reshape(const StatsSpec& spec);  // a reload's days and groups
   // Updates of this process that found no day file (it could not be made).
   uint64_t unstored() const { return unstored_.load(std::memory_order_relaxed); }
@@ -82,8 +82,8 @@ class StatsTable {
   std::deque<std::unique_ptr<Open>> open_ FRS_GUARDED_BY(mu_);  // the last days written, oldest first
   std::atomic<const Open*> current_{nullptr};
   std::atomic<uint32_t> failed_day_{UINT32_MAX};  // a day whose file could not be made
-  std::atomic<int64_t> retry_at_{0};             // steady-clock ticks
-  std::atomic<uint64_t> unstored_{0};            // updates that found no file (this process)
+  std::atomic<int64_t> retry_at_{0};              // steady-clock ticks
+  std::atomic<uint64_t> unstored_{0};             // updates that found no file (this process)
 };
 
 class FieldStats {

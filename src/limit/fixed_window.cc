@@ -28,8 +28,7 @@ Frame FixedWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, int64_t 
   return f;
 }
 
-void FixedWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n,
-                           RuleResult* out) {
+void FixedWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   CounterBlock b = CounterBlock::Load(block);
   *out = EvaluateFrame(spec, FrameAt(spec, b, now.s), std::max<int64_t>(now.s, b.start_s), n).r;
 }

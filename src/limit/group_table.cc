@@ -49,19 +49,19 @@ struct GroupTable::Header {
   uint32_t version;
   uint32_t header_bytes;
   uint32_t index_slots;
-  uint32_t groups;       // the bound on groups of their own
+  uint32_t groups;  // the bound on groups of their own
   uint32_t distinct;
-  uint32_t record_bytes; // the largest record (a value of kMaxKeyBytes)
-  uint64_t pool_start;   // bytes from the file's start
-  uint64_t limit_bytes;  // the most the file may grow to
-  uint64_t checksum;     // XXH3 of the fields above
+  uint32_t record_bytes;  // the largest record (a value of kMaxKeyBytes)
+  uint64_t pool_start;    // bytes from the file's start
+  uint64_t limit_bytes;   // the most the file may grow to
+  uint64_t checksum;      // XXH3 of the fields above
   // Shared words, each updated atomically.
-  uint64_t claimed;      // groups of their own
-  uint64_t next;         // the allocation point (bytes)
-  uint64_t file_bytes;   // bytes allocated on disk
+  uint64_t claimed;     // groups of their own
+  uint64_t next;        // the allocation point (bytes)
+  uint64_t file_bytes;  // bytes allocated on disk
   uint64_t field_errors;
-  uint64_t lost;         // updates not stored (no space)
-  uint32_t other;        // offset of the "~other" record
+  uint64_t lost;   // updates not stored (no space)
+  uint32_t other;  // offset of the "~other" record
   uint8_t reserved[156];
 };
 static_assert(sizeof(GroupTable::Header) == 256);
@@ -130,8 +130,7 @@ uint8_t* GroupTable::BlockAt(uint32_t offset, uint32_t bytes) const {
 }
 uint32_t* GroupTable::index() const { return reinterpret_cast<uint32_t*>(base_ + sizeof(Header)); }
 
-Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape,
-                                                     Mode mode) {
+Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape, Mode mode) {
   if (shape.distinct > kMaxDistinctFields || shape.groups == 0) return Status::InvalidArgument("bad group table shape");
   std::unique_ptr<GroupTable> t(new GroupTable());
   t->path_ = path;
@@ -151,9 +150,9 @@ Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, co
   want.record_bytes = static_cast<uint32_t>(RecordBytes(shape.distinct, kMaxKeyBytes));
   want.pool_start = RoundUp(sizeof(Header) + uint64_t{slots} * 4, kUnit);
   const uint64_t per_group = want.record_bytes + shape.distinct * SketchBytes();
-  want.limit_bytes = RoundUp(want.pool_start + (uint64_t{shape.groups} + 1) * per_group +
-                                 kSpareSketches * SketchBytes() + kGrowBytes,
-                             kGrowBytes);
+  want.limit_bytes =
+      RoundUp(want.pool_start + (uint64_t{shape.groups} + 1) * per_group + kSpareSketches * SketchBytes() + kGrowBytes,
+              kGrowBytes);
   want.checksum = XXH3_64bits(&want, offsetof(Header, checksum));
 
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -205,7 +204,8 @@ Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, co
     if (::pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
         std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion ||
         h.checksum != XXH3_64bits(&h, offsetof(Header, checksum))) {
-      if (t->read_only_) return Status::Corruption(path + " is not a statistics file of version " + std::to_string(kVersion));
+      if (t->read_only_)
+        return Status::Corruption(path + " is not a statistics file of version " + std::to_string(kVersion));
     } else if (std::memcmp(&h, &want, offsetof(Header, checksum)) == 0) {
       struct stat st {};
       if (::fstat(fd, &st) != 0) return Errno("cannot stat", path);
@@ -399,8 +399,6 @@ bool GroupTable::Row(std::string_view value, GroupRow* out) const {
 
 uint64_t GroupTable::field_errors() const { return Load(header()->field_errors); }
 uint64_t GroupTable::lost() const { return Load(header()->lost); }
-uint32_t GroupTable::groups() const {
-  return static_cast<uint32_t>(Load(header()->claimed));
-}
+uint32_t GroupTable::groups() const { return static_cast<uint32_t>(Load(header()->claimed)); }
 
 }  // namespace frs::limit

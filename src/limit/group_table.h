@@ -62,7 +62,7 @@ struct GroupTableShape {
   // At most this many values get a group of their own (a few more when
   // writers race at the bound); the rest count in "~other".
   uint32_t groups = 100000;
-  uint32_t distinct = 0;     // distinct fields (0..kMaxDistinctFields)
+  uint32_t distinct = 0;  // distinct fields (0..kMaxDistinctFields)
 };
 
 class GroupTable {

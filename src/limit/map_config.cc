@@ -59,8 +59,8 @@ class Parser {
                                   std::to_string(it->second) + ")");
       }
       if (auto it = name_line.find(biz.name); it != name_line.end()) {
-        return Fail(biz.line, "duplicate biz name '" + biz.name + "' (first used at line " +
-                                  std::to_string(it->second) + ")");
+        return Fail(biz.line,
+                    "duplicate biz name '" + biz.name + "' (first used at line " + std::to_string(it->second) + ")");
       }
       id_line[biz.id] = biz.line;
       name_line[biz.name] = biz.line;
@@ -79,8 +79,8 @@ class Parser {
   Status CheckElement(const pugi::xml_node& n, const char* want, const char* parent) const {
     if (n.type() == pugi::node_element && std::string_view(n.name()) == want) return Status::OK();
     if (n.type() == pugi::node_element) {
-      return Fail(LineOf(n), "unexpected element <" + std::string(n.name()) + "> in " + parent +
-                                 " (expected <" + want + ">)");
+      return Fail(LineOf(n),
+                  "unexpected element <" + std::string(n.name()) + "> in " + parent + " (expected <" + want + ">)");
     }
     if (n.type() == pugi::node_pcdata || n.type() == pugi::node_cdata) {
       return Fail(LineOf(n), std::string("unexpected text in ") + parent);
@@ -113,8 +113,9 @@ class Parser {
         }
       } else if (name == "keys") {
         if (value != "keep" && value != "fit") {
-          return Fail(biz->line, "keys '" + std::string(value) +
-                                     "' is neither 'keep' (keep every key's text) nor 'fit' (keep what fits, the default)");
+          return Fail(biz->line,
+                      "keys '" + std::string(value) +
+                          "' is neither 'keep' (keep every key's text) nor 'fit' (keep what fits, the default)");
         }
         biz->keep_keys = value == "keep";
       } else if (name == "fields") {
@@ -122,7 +123,8 @@ class Parser {
         if (!s.ok()) return s;
       } else if (name == "separator") {
         if (value.size() != 1 || !std::ispunct(static_cast<unsigned char>(value[0])))
-          return Fail(biz->line, "separator '" + std::string(value) + "' must be one punctuation character, e.g. '|' or ':'");
+          return Fail(biz->line,
+                      "separator '" + std::string(value) + "' must be one punctuation character, e.g. '|' or ':'");
         biz->separator = value[0];
       } else {
         return Fail(biz->line, "<biz>: unknown attribute '" + std::string(name) + "'");
@@ -174,10 +176,12 @@ class Parser {
     while (true) {
       const size_t comma = value.find(',', start);
       const std::string_view f = value.substr(start, comma == std::string_view::npos ? value.npos : comma - start);
-      const bool ok = !f.empty() && f.size() <= 32 &&
-                      std::all_of(f.begin(), f.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+      const bool ok = !f.empty() && f.size() <= 32 && std::all_of(f.begin(), f.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      });
       if (!ok)
-        return Fail(biz->line, "fields '" + std::string(value) + "': a field name is 1..32 of A-Z a-z 0-9 _, names separated by ','");
+        return Fail(biz->line, "fields '" + std::string(value) +
+                                   "': a field name is 1..32 of A-Z a-z 0-9 _, names separated by ','");
       if (std::find(biz->fields.begin(), biz->fields.end(), f) != biz->fields.end())
         return Fail(biz->line, "fields '" + std::string(value) + "' names '" + std::string(f) + "' twice");
       biz->fields.emplace_back(f);
@@ -185,12 +189,14 @@ class Parser {
       start = comma + 1;
     }
     if (biz->fields.size() > kMaxKeyFields)
-      return Fail(biz->line, "fields '" + std::string(value) + "' has more than " + std::to_string(kMaxKeyFields) + " fields");
+      return Fail(biz->line,
+                  "fields '" + std::string(value) + "' has more than " + std::to_string(kMaxKeyFields) + " fields");
     return Status::OK();
   }
 
   // A list of field names of `biz` ("app,iface") as indexes.
-  Status FieldList(int line, const char* attr, std::string_view value, const BizConfig& biz, std::vector<uint8_t>* out) {
+  Status FieldList(int line, const char* attr, std::string_view value, const BizConfig& biz,
+                   std::vector<uint8_t>* out) {
     out->clear();
     size_t start = 0;
     while (true) {
@@ -199,10 +205,14 @@ class Parser {
       auto it = std::find(biz.fields.begin(), biz.fields.end(), f);
       if (it == biz.fields.end())
         return Fail(line, std::string("<stats ") + attr + "=\"" + std::string(value) + "\">: '" + std::string(f) +
-                              "' is not one of the biz's fields (" + (biz.fields.empty() ? std::string("it names none: add fields=\"...\" to <biz>") : JoinFields(biz.fields)) + ")");
+                              "' is not one of the biz's fields (" +
+                              (biz.fields.empty() ? std::string("it names none: add fields=\"...\" to <biz>")
+                                                  : JoinFields(biz.fields)) +
+                              ")");
       const uint8_t idx = static_cast<uint8_t>(it - biz.fields.begin());
       if (std::find(out->begin(), out->end(), idx) != out->end())
-        return Fail(line, std::string("<stats ") + attr + "=\"" + std::string(value) + "\"> names '" + std::string(f) + "' twice");
+        return Fail(line, std::string("<stats ") + attr + "=\"" + std::string(value) + "\"> names '" + std::string(f) +
+                              "' twice");
       out->push_back(idx);
       if (comma == std::string_view::npos) break;
       start = comma + 1;
@@ -258,7 +268,8 @@ class Parser {
       std::sort(b.begin(), b.end());
       if (a != b) continue;
       for (uint8_t d : spec.distinct)
-        if (std::find(other.distinct.begin(), other.distinct.end(), d) == other.distinct.end()) other.distinct.push_back(d);
+        if (std::find(other.distinct.begin(), other.distinct.end(), d) == other.distinct.end())
+          other.distinct.push_back(d);
       if (have_days) other.days = std::max(other.days, spec.days);
       if (have_groups) other.groups = std::max(other.groups, spec.groups);
       return CheckDistinct(other, *biz);
@@ -288,8 +299,8 @@ class Parser {
       std::string_view name = a.name(), value = a.value();
       if (name == "algo") {
         if (!ParseAlgo(value, &spec->algo)) {
-          return Fail(spec->line, "unknown algo '" + std::string(value) +
-                                      "' (fixed, calendar, sliding or token_bucket)");
+          return Fail(spec->line,
+                      "unknown algo '" + std::string(value) + "' (fixed, calendar, sliding or token_bucket)");
         }
       } else if (name == "interval") {
         if (!ParseUint(value, kMaxInterval, &v) || v == 0) {
@@ -299,8 +310,8 @@ class Parser {
         have_interval = true;
       } else if (name == "max" || name == "burst") {
         if (!ParseUint(value, kMaxUses, &v) || v == 0) {
-          return Fail(spec->line, "rule " + std::string(name) + " '" + std::string(value) +
-                                      "' is out of range (1..2147483647)");
+          return Fail(spec->line,
+                      "rule " + std::string(name) + " '" + std::string(value) + "' is out of range (1..2147483647)");
         }
         (name == "max" ? spec->max : spec->burst) = static_cast<int64_t>(v);
         (name == "max" ? have_max : have_burst) = true;
@@ -318,8 +329,9 @@ class Parser {
         have_borrow = true;
       } else if (name == "zone") {
         if (value != "UTC")
-          return Fail(spec->line, "rule zone '" + std::string(value) + "' is not UTC (the only zone a rule may name; "
-                                  "<timezone> in srv.xml sets every other calendar's)");
+          return Fail(spec->line, "rule zone '" + std::string(value) +
+                                      "' is not UTC (the only zone a rule may name; "
+                                      "<timezone> in srv.xml sets every other calendar's)");
         spec->utc = true;
       } else {
         return Fail(spec->line, "<rule>: unknown attribute '" + std::string(name) + "'");
@@ -344,12 +356,12 @@ class Parser {
       // would be clipped there and never run dry.
       const __int128 refill_ms = __int128{spec->burst} * spec->interval * 1000 / spec->max;
       if (refill_ms > TokenBucket::kMaxAheadMs)
-        return Fail(spec->line, "token_bucket: refilling burst=" + std::to_string(spec->burst) + " at max=" +
-                                    std::to_string(spec->max) + " per interval=" + std::to_string(spec->interval) +
-                                    " s takes " + std::to_string(static_cast<int64_t>(refill_ms / 86400000 / 365)) +
-                                    " years, more than the " +
-                                    std::to_string(TokenBucket::kMaxAheadMs / 86400000 / 365) +
-                                    " a bucket can hold: lower burst or interval, or raise max");
+        return Fail(spec->line,
+                    "token_bucket: refilling burst=" + std::to_string(spec->burst) +
+                        " at max=" + std::to_string(spec->max) + " per interval=" + std::to_string(spec->interval) +
+                        " s takes " + std::to_string(static_cast<int64_t>(refill_ms / 86400000 / 365)) +
+                        " years, more than the " + std::to_string(TokenBucket::kMaxAheadMs / 86400000 / 365) +
+                        " a bucket can hold: lower burst or interval, or raise max");
     }
     spec->bytes = BlockBytes(spec->algo, spec->max, spec->interval);
     spec->tag = BlockTag(spec->algo, spec->max, spec->interval);
@@ -368,12 +380,9 @@ bool BizConfig::CompactNodes() const {
   const RuleSpec& r = rules[0];
   switch (r.algo) {
     case Algo::kFixed:
-    case Algo::kCalendar:
-      return r.borrow == 0;
-    case Algo::kTokenBucket:
-      return r.max < 65536 && r.interval < (1u << 20);
-    case Algo::kSliding:
-      return false;
+    case Algo::kCalendar: return r.borrow == 0;
+    case Algo::kTokenBucket: return r.max < 65536 && r.interval < (1u << 20);
+    case Algo::kSliding: return false;
   }
   return false;
 }

@@ -42,7 +42,7 @@ struct StatsSpec {
   std::vector<uint8_t> distinct;  // at most 2, none of them in `by`
   uint32_t days = 31;
   uint32_t groups = 100000;
-  std::string by_text;            // "app,iface"
+  std::string by_text;  // "app,iface"
   int line = 0;
   // The table's directory name under stats/<biz id>/: "app,iface" or
   // "app,iface+user" (a changed distinct starts a new table).

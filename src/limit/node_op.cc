@@ -60,7 +60,8 @@ void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint
     const RuleSpec& spec = biz.rules[i];
     for (uint32_t p = 0; p < spec.npast && !matched[i]; ++p)
       for (size_t k = 0; k < nblocks && !matched[i]; ++k)
-        if (!blocks[k].used && TagIdentity(blocks[k].tag) == spec.past[p].identity) take(i, blocks[k], spec.past[p].max);
+        if (!blocks[k].used && TagIdentity(blocks[k].tag) == spec.past[p].identity)
+          take(i, blocks[k], spec.past[p].max);
   }
 }
 
@@ -163,8 +164,7 @@ Commit NodeOp::Apply(NodeRef& ref) {
       EvaluateRules(*biz, ref.state, now, 1, d);
       Summarize(d, enforce);
       break;
-    default:
-      return Commit::kNone;
+    default: return Commit::kNone;
   }
   ref.expire_s = NodeExpireS(*biz, ref.state, now);
   return Commit::kWrite;

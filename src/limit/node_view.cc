@@ -164,8 +164,8 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
   const Biz* biz = biz_name && !biz_name->s.empty() ? map.Find(biz_name->s) : nullptr;
   if (biz == nullptr && biz_id->i >= 1 && biz_id->i <= 65535) biz = map.FindId(static_cast<uint16_t>(biz_id->i));
   if (biz == nullptr) {
-    return Status::NotFound("biz '" + (biz_name ? biz_name->s : std::string()) + "' (id " +
-                            std::to_string(biz_id->i) + ") is not in the map");
+    return Status::NotFound("biz '" + (biz_name ? biz_name->s : std::string()) + "' (id " + std::to_string(biz_id->i) +
+                            ") is not in the map");
   }
   std::string key;
   if (key_hex) {
@@ -175,7 +175,8 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
   }
   // key_len 0: a node that did not keep its key (a compact node of a long
   // key, store format 4); it is imported by its fingerprint alone.
-  if (key_len->i < 0 || key_len->i > static_cast<int64_t>(kMaxKeyBytes) || key.size() > static_cast<size_t>(key_len->i)) {
+  if (key_len->i < 0 || key_len->i > static_cast<int64_t>(kMaxKeyBytes) ||
+      key.size() > static_cast<size_t>(key_len->i)) {
     return Status::InvalidArgument("key_len " + std::to_string(key_len->i) + " does not fit the key");
   }
   Fingerprint fp;
@@ -194,7 +195,8 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
     return Status::Corruption("the fingerprint does not match the key");
   }
   if (route) {
-    if (route->i < 0 || route->i > int64_t{UINT32_MAX}) return Status::InvalidArgument("route_pos is not a 32-bit value");
+    if (route->i < 0 || route->i > int64_t{UINT32_MAX})
+      return Status::InvalidArgument("route_pos is not a 32-bit value");
     out->route_pos = static_cast<uint32_t>(route->i);
     out->route_known = true;
   } else if (whole_key) {
@@ -210,8 +212,8 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
     const JsonValue* st = r.Find("state");
     Algo a;
     std::string block;
-    if (!algo || algo->type != T::kString || !ParseAlgo(algo->s, &a) || !interval || interval->type != T::kInt ||
-        !st || st->type != T::kString || !HexDecode(st->s, &block)) {
+    if (!algo || algo->type != T::kString || !ParseAlgo(algo->s, &a) || !interval || interval->type != T::kInt || !st ||
+        st->type != T::kString || !HexDecode(st->s, &block)) {
       return Status::InvalidArgument("a rule needs algo, interval and a hex state");
     }
     if (block.size() < kBlockUnit || block.size() > kMaxBlockBytes) {
@@ -244,8 +246,8 @@ Status EngineImpl::ImportNode(std::string_view json_line) {
     ref.expire_s = NodeExpireS(cfg, ref.state, now);
     return Commit::kWrite;
   };
-  return store_->Update(KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, cfg.keep_keys}, cfg.state_bytes,
-                        Clamp32(now.s), fn);
+  return store_->Update(KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, cfg.keep_keys},
+                        cfg.state_bytes, Clamp32(now.s), fn);
 }
 
 Status EngineImpl::CheckImport(std::string_view json_line) const {
@@ -275,10 +277,12 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
     }
     MigrateState(*pn.cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
                  incoming[i].data(), now);
-    items.push_back({KeyRef{pn.cfg->id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, pn.cfg->keep_keys}, pn.cfg->state_bytes});
+    items.push_back({KeyRef{pn.cfg->id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, pn.cfg->keep_keys},
+                     pn.cfg->state_bytes});
   }
-  items.push_back({KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt, static_cast<uint8_t>(receipt.size())},
-                   kBlockUnit});
+  items.push_back(
+      {KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt, static_cast<uint8_t>(receipt.size())},
+       kBlockUnit});
   bool merged = false;
   std::vector<uint32_t> need(n + 1, 0);
   auto fn = [&](std::span<NodeRef> refs, std::span<Commit> commits) {

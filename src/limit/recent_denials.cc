@@ -42,7 +42,7 @@ static_assert(sizeof(RecentDenials::Header) == 64);
 static_assert(offsetof(RecentDenials::Header, checksum) == 32);
 
 struct RecentDenials::Slot {
-  uint64_t hash;                     // 0: free; claimed by compare-and-swap
+  uint64_t hash;  // 0: free; claimed by compare-and-swap
   // A ring of per-minute counters: the unix minute in the high 32 bits, the
   // count in the low 32, one word so that a minute's restart and its count
   // are one compare-and-swap (no increment lost between them).
@@ -57,7 +57,8 @@ static_assert(sizeof(RecentDenials::Slot) == 384);
 static_assert(offsetof(RecentDenials::Slot, biz) == 88);
 
 namespace {
-constexpr uint64_t kFileBytes = sizeof(RecentDenials::Header) + uint64_t{RecentDenials::kSlots} * sizeof(RecentDenials::Slot);
+constexpr uint64_t kFileBytes =
+    sizeof(RecentDenials::Header) + uint64_t{RecentDenials::kSlots} * sizeof(RecentDenials::Slot);
 
 void InitHeader(RecentDenials::Header* h) {
   std::memset(h, 0, sizeof *h);
@@ -98,8 +99,9 @@ Result<std::unique_ptr<RecentDenials>> RecentDenials::Open(const std::string& di
     InitHeader(d->header());
     return d;
   }
-  auto f = os::MappedFile::Open(path, read_only ? os::MappedFile::Mode::kReadOnly : os::MappedFile::Mode::kCreateIfMissing,
-                                kFileBytes);
+  auto f =
+      os::MappedFile::Open(path, read_only ? os::MappedFile::Mode::kReadOnly : os::MappedFile::Mode::kCreateIfMissing,
+                           kFileBytes);
   if (!f.ok()) return f.status();
   d->file_ = std::move(f.value());
   d->base_ = d->file_->data();
@@ -112,8 +114,9 @@ Result<std::unique_ptr<RecentDenials>> RecentDenials::Open(const std::string& di
   Header want;
   InitHeader(&want);
   if (d->file_->size() < kFileBytes || std::memcmp(d->header(), &want, offsetof(Header, dropped)) != 0)
-    return Status::Mismatch(path + ": not a table of recent denials of this build's layout (delete it: it only "
-                                   "holds the last minutes)");
+    return Status::Mismatch(path +
+                            ": not a table of recent denials of this build's layout (delete it: it only "
+                            "holds the last minutes)");
   return d;
 }
 
@@ -170,9 +173,8 @@ void RecentDenials::Count(uint16_t biz, std::string_view key, int64_t now_s) {
   std::atomic_ref<uint64_t> bucket(target->bucket[minute % kMinutes]);
   uint64_t was = bucket.load(std::memory_order_relaxed);
   for (;;) {
-    const uint64_t now_word = MinuteOf(was) == minute
-                                  ? was + (CountOf(was) == UINT32_MAX ? 0 : 1)
-                                  : uint64_t{minute} << 32 | 1;
+    const uint64_t now_word =
+        MinuteOf(was) == minute ? was + (CountOf(was) == UINT32_MAX ? 0 : 1) : uint64_t{minute} << 32 | 1;
     if (bucket.compare_exchange_weak(was, now_word, std::memory_order_relaxed)) break;
   }
 }

@@ -53,8 +53,8 @@ class RecentDenials {
   struct Row {
     uint16_t biz = 0;
     std::string key;
-    uint64_t denied = 0;     // in the last `minutes`
-    int64_t last_minute = 0; // unix minute of the newest denial
+    uint64_t denied = 0;      // in the last `minutes`
+    int64_t last_minute = 0;  // unix minute of the newest denial
   };
   // The keys denied in the last `minutes` (1..kMinutes), most denied first;
   // `biz` 0: every biz.

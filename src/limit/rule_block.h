@@ -60,10 +60,10 @@ struct RuleSpec {
   // day. Envoy's rate limit service aligns its windows so
   // (docs/integrations.md); an hour in Asia/Kolkata would start at :30.
   bool utc = false;
-  uint32_t offset = 0; // of this rule's block in the node state
-  uint32_t bytes = 0;  // block length
+  uint32_t offset = 0;  // of this rule's block in the node state
+  uint32_t bytes = 0;   // block length
   uint32_t tag = 0;
-  int line = 0;        // in map.xml, for messages
+  int line = 0;  // in map.xml, for messages
   // The policy's name in the RateLimit header fields: <rule name=...>, else
   // "BIZ_N" (N: the rule's position from 1). NUL-terminated.
   char name[kRuleNameBytes] = {};
@@ -75,9 +75,7 @@ struct Now {
   int64_t ms = 0;
   int64_t s = 0;  // floor(ms / 1000)
   const TimeZone* tz = nullptr;
-  static Now At(int64_t ms, const TimeZone* tz) {
-    return Now{ms, ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000), tz};
-  }
+  static Now At(int64_t ms, const TimeZone* tz) { return Now{ms, ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000), tz}; }
 };
 
 // Tag bits: 0..24 interval, 25..26 algo, 27..30 length in kBlockUnit

@@ -58,9 +58,8 @@ void RuleHistory::Apply(MapConfig* config) {
         return e.biz == now.biz && e.name == now.name && e.identity == now.identity;
       };
       auto it = std::find_if(merged.begin(), merged.end(), same_identity);
-      if (it != merged.end() && *it == now && std::none_of(it + 1, merged.end(), [&](const Entry& e) {
-            return e.biz == now.biz && e.name == now.name;
-          }))
+      if (it != merged.end() && *it == now &&
+          std::none_of(it + 1, merged.end(), [&](const Entry& e) { return e.biz == now.biz && e.name == now.name; }))
         continue;  // already the newest entry of this name
       merged.erase(std::remove_if(merged.begin(), merged.end(), same_identity), merged.end());
       merged.push_back(now);

@@ -47,7 +47,7 @@ void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, c
 // "Changing a rule"). `old_block` carries its own tag; `old_max` is the max
 // it was written under when known (0: the same as spec.max). Returns false
 // when the old block is not usable (then the rule starts fresh).
-bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block,
-                  const Now& now, int64_t old_max = 0);
+bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now,
+                  int64_t old_max = 0);
 
 }  // namespace frs::limit

@@ -101,7 +101,8 @@ struct BucketView {
   void AdvanceTo(int64_t idx) {
     if (idx <= newest) return;
     if (idx - newest >= kN) std::memset(c, 0, sizeof c);
-    else for (int64_t i = newest + 1; i <= idx; ++i) c[i % kN] = 0;
+    else
+      for (int64_t i = newest + 1; i <= idx; ++i) c[i % kN] = 0;
     newest = idx;
   }
 };
@@ -181,8 +182,8 @@ Counted CountAt(const RuleSpec& spec, const uint8_t* block, int64_t t, int64_t n
   if (SlidingWindow::Exact(spec.max)) {
     return CountExact(ExactView::Load(block, spec.bytes), t, spec.interval, spec.max, n);
   }
-  return CountBuckets(BucketView::Load(block), t, spec.interval, SlidingWindow::BucketWidth(spec.interval),
-                      spec.max, n);
+  return CountBuckets(BucketView::Load(block), t, spec.interval, SlidingWindow::BucketWidth(spec.interval), spec.max,
+                      n);
 }
 
 }  // namespace
@@ -193,8 +194,7 @@ uint32_t SlidingWindow::Bytes(int64_t max, uint32_t interval) {
   return (raw + kBlockUnit - 1) / kBlockUnit * kBlockUnit;
 }
 
-void SlidingWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n,
-                             RuleResult* out) {
+void SlidingWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   int64_t t = ClampedNow(spec, block, now);
   *out = Report(spec, CountAt(spec, block, t, n), t, n);
 }
@@ -253,8 +253,7 @@ void SlidingWindow::Explain(const RuleSpec& spec, const uint8_t* block, const No
   out->next_allowed_ms = r.allowed ? now.ms : k.retry_at_s * 1000;
 }
 
-void SlidingWindow::Convert(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block,
-                            const Now& now) {
+void SlidingWindow::Convert(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now) {
   const uint32_t old_bytes = TagBytes(Load32(old_block.data()));
   const int64_t w = BucketWidth(spec.interval);
   std::memset(block, 0, spec.bytes);

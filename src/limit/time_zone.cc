@@ -44,9 +44,7 @@ unsigned DaysInMonth(int64_t y, unsigned m) {
 uint32_t Be32(const unsigned char* p) {
   return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
 }
-int64_t Be64(const unsigned char* p) {
-  return static_cast<int64_t>(uint64_t{Be32(p)} << 32 | Be32(p + 4));
-}
+int64_t Be64(const unsigned char* p) { return static_cast<int64_t>(uint64_t{Be32(p)} << 32 | Be32(p + 4)); }
 
 // The POSIX TZ string of a TZif footer, e.g. "EST5EDT,M3.2.0,M11.1.0".
 struct PosixRule {
@@ -136,8 +134,8 @@ class RuleParser {
       if (!Number(&d->day, 365) || d->day < 1) return false;
     } else if (Eat('M')) {
       d->kind = 'M';
-      if (!Number(&d->month, 12) || d->month < 1 || !Eat('.') || !Number(&d->week, 5) ||
-          d->week < 1 || !Eat('.') || !Number(&d->day, 6)) {
+      if (!Number(&d->month, 12) || d->month < 1 || !Eat('.') || !Number(&d->week, 5) || d->week < 1 || !Eat('.') ||
+          !Number(&d->day, 6)) {
         return false;
       }
     } else {
@@ -188,8 +186,8 @@ Result<std::shared_ptr<const TimeZone>> TimeZone::Load(std::string_view name) {
   // IANA names are relative paths of letters, digits, '_', '-', '+' and '/'.
   bool ok = name.front() != '/' && name.find("..") == std::string_view::npos;
   for (char c : name) {
-    ok = ok && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                c == '_' || c == '-' || c == '+' || c == '/');
+    ok = ok && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                c == '+' || c == '/');
   }
   if (!ok) return Status::InvalidArgument("time zone '" + std::string(name) + "' is not an IANA name");
   const char* dir = std::getenv("TZDIR");
@@ -216,8 +214,7 @@ Result<std::shared_ptr<const TimeZone>> TimeZone::Load(std::string_view name) {
   return z;
 }
 
-Result<std::shared_ptr<const TimeZone>> TimeZone::FromTzif(std::string_view name,
-                                                          std::string_view bytes) {
+Result<std::shared_ptr<const TimeZone>> TimeZone::FromTzif(std::string_view name, std::string_view bytes) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t size = bytes.size();
   constexpr size_t kHeader = 44;
@@ -260,7 +257,8 @@ Result<std::shared_ptr<const TimeZone>> TimeZone::FromTzif(std::string_view name
   size_t footer = at + data_len;
   if (footer < size && p[footer] == '\n') {
     size_t nl = bytes.find('\n', footer + 1);
-    std::string_view tz = bytes.substr(footer + 1, nl == std::string_view::npos ? std::string_view::npos : nl - footer - 1);
+    std::string_view tz =
+        bytes.substr(footer + 1, nl == std::string_view::npos ? std::string_view::npos : nl - footer - 1);
     if (!tz.empty()) {
       PosixRule rule;
       if (!RuleParser(tz).Parse(&rule)) return Status::Corruption("bad TZ rule '" + std::string(tz) + "'");

@@ -28,8 +28,7 @@ class TimeZone {
   static Result<std::shared_ptr<const TimeZone>> Load(std::string_view name);
   static std::shared_ptr<const TimeZone> Utc();
   // Builds a zone from TZif bytes (tests, and Load).
-  static Result<std::shared_ptr<const TimeZone>> FromTzif(std::string_view name,
-                                                         std::string_view bytes);
+  static Result<std::shared_ptr<const TimeZone>> FromTzif(std::string_view name, std::string_view bytes);
 
   const std::string& name() const { return name_; }
 
@@ -56,7 +55,7 @@ class TimeZone {
     int32_t offset;  // in force from `at`
   };
   std::string name_;
-  int32_t initial_offset_ = 0;         // before the first transition
+  int32_t initial_offset_ = 0;           // before the first transition
   std::vector<Transition> transitions_;  // sorted by `at`
 };
 

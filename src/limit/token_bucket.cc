@@ -86,8 +86,7 @@ Verdict Judge(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_
 
 }  // namespace
 
-void TokenBucket::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n,
-                           RuleResult* out) {
+void TokenBucket::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   *out = Judge(spec, block, now, n).r;
 }
 

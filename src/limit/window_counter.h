@@ -38,7 +38,7 @@ struct Frame {
   int64_t start = 0, end = 0;  // [start, end) in unix s; a fixed window not yet opened: [now, now + I)
   bool open = false;           // the stored window is the current one
   int64_t count = 0;
-  int64_t debt_in = 0;         // owed to the previous window, repaid by this one
+  int64_t debt_in = 0;  // owed to the previous window, repaid by this one
   // When the allowance next improves without any use: at `next` a window
   // with debt `next_debt` begins; at `after` (0: never) one that owes nothing.
   int64_t next = 0;

@@ -38,8 +38,7 @@ Status MappedFile::CheckStillThere() const {
   return Status::OK();
 }
 
-Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mode mode,
-                                                     uint64_t create_size) {
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mode mode, uint64_t create_size) {
   std::unique_ptr<MappedFile> f(new MappedFile());  // private constructor: make_unique cannot reach it
   f->path_ = path;
 
@@ -116,8 +115,9 @@ Status MappedFile::Reserve() const {
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(path_ + ": fstat", errno);
   const bool had_holes = static_cast<uint64_t>(st.st_blocks) * 512 < size_;
   int err = ::posix_fallocate(fd_.get(), 0, static_cast<off_t>(size_));
-  if (err == ENOSPC) return Status::Unavailable(path_ + ": no space left on the device for the store's " +
-                                                std::to_string(size_) + " bytes");
+  if (err == ENOSPC)
+    return Status::Unavailable(path_ + ": no space left on the device for the store's " + std::to_string(size_) +
+                               " bytes");
   if (err != 0 && err != EOPNOTSUPP && err != EINVAL) return Status::FromErrno(path_ + ": fallocate", err);
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22

@@ -30,8 +30,7 @@ class MappedFile {
 
   // Maps `path`. When created, the file is `create_size` bytes of zeros and
   // created() is true: the caller initializes it and calls FinishCreate().
-  static Result<std::unique_ptr<MappedFile>> Open(const std::string& path, Mode mode,
-                                                  uint64_t create_size);
+  static Result<std::unique_ptr<MappedFile>> Open(const std::string& path, Mode mode, uint64_t create_size);
   ~MappedFile();
 
   uint8_t* data() const { return data_; }

@@ -34,7 +34,7 @@ std::string Describe(const std::string& path, const struct stat& st) {
 std::string PermissionWords(const std::string& path) {
   // The first ancestor this process cannot search, else the path itself.
   std::string refusing;
-  struct stat st{};
+  struct stat st {};
   std::filesystem::path p(path);
   std::filesystem::path acc = p.root_path();
   for (const auto& part : p.relative_path().parent_path()) {
@@ -52,7 +52,7 @@ std::string PermissionWords(const std::string& path) {
 }
 
 Result<bool> PathExists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0) return true;
   if (errno == ENOENT || errno == ENOTDIR) return false;
   if (errno == EACCES || errno == EPERM) return Status::IOError(PermissionWords(path));

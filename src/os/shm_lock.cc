@@ -119,12 +119,9 @@ bool TaskStart(uint32_t tid, uint32_t* start) { return ProbeTask(tid, start) == 
 bool OwnerAlive(Owner o) {
   uint32_t start = 0;
   switch (ProbeTask(o.tid, &start)) {
-    case Stat::kGone:
-      return false;
-    case Stat::kUnknown:
-      return true;  // cannot tell: a waiter asks again on its next check
-    case Stat::kRead:
-      break;
+    case Stat::kGone: return false;
+    case Stat::kUnknown: return true;  // cannot tell: a waiter asks again on its next check
+    case Stat::kRead: break;
   }
   return o.start == 0 || start == o.start;
 }

@@ -13,8 +13,8 @@ namespace frs::server {
 
 struct ClusterView {
   std::shared_ptr<const Ring> ring;
-  std::string self;        // this shard's name on the ring
-  long self_index = -1;    // in ring->shards(); -1: owns nothing (being removed)
+  std::string self;      // this shard's name on the ring
+  long self_index = -1;  // in ring->shards(); -1: owns nothing (being removed)
   bool enforce = true;
 };
 

@@ -45,8 +45,8 @@
 #include "frs/key.h"
 #include "os/unique_fd.h"
 #include "server/deadline_list.h"
-#include "server/handler.h"
 #include "server/grpc_session.h"
+#include "server/handler.h"
 #include "server/http_parser.h"
 
 namespace frs::server {
@@ -146,14 +146,14 @@ class Connection : public DeadlineNode {
   bool peer_closed_ = false;
   bool shutting_down_ = false;
   bool continue_sent_ = false;
-  bool linger_ = false;        // close through kLingering
-  int64_t req_start_ns_ = 0;   // first byte of the current request arrived
+  bool linger_ = false;       // close through kLingering
+  int64_t req_start_ns_ = 0;  // first byte of the current request arrived
   int64_t last_read_ns_ = 0;
   uint64_t progress_ = 0;
   IpAddress peer_;
   bool has_peer_ = false;
   std::unique_ptr<GrpcSession> grpc_;
-  bool grpc_busy_ = false;     // the session has a stream not yet answered
+  bool grpc_busy_ = false;  // the session has a stream not yet answered
 };
 
 }  // namespace frs::server

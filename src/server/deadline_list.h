@@ -78,9 +78,7 @@ class DeadlineList {
     n->list_ = nullptr;
   }
   // The earliest node whose deadline has passed, or null.
-  DeadlineNode* Expired(int64_t now_ns) const {
-    return head_ && head_->deadline_ns_ <= now_ns ? head_ : nullptr;
-  }
+  DeadlineNode* Expired(int64_t now_ns) const { return head_ && head_->deadline_ns_ <= now_ns ? head_ : nullptr; }
   // Nanoseconds until the front node is due (-1: empty).
   int64_t NextDueIn(int64_t now_ns) const {
     if (!head_) return -1;

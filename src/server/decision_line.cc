@@ -76,7 +76,8 @@ std::string_view ClientText(const IpAddress* ip, char* buf, size_t cap) {
   static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   const char* s = nullptr;
   if (!ip->v6) s = inet_ntop(AF_INET, ip->addr, buf, static_cast<socklen_t>(cap));
-  else if (std::memcmp(ip->addr, kMapped, sizeof kMapped) == 0) s = inet_ntop(AF_INET, ip->addr + 12, buf, static_cast<socklen_t>(cap));
+  else if (std::memcmp(ip->addr, kMapped, sizeof kMapped) == 0)
+    s = inet_ntop(AF_INET, ip->addr + 12, buf, static_cast<socklen_t>(cap));
   else s = inet_ntop(AF_INET6, ip->addr, buf, static_cast<socklen_t>(cap));
   return s == nullptr ? std::string_view() : std::string_view(s);
 }

@@ -33,14 +33,14 @@
 namespace frs::server {
 
 struct DecisionRecord {
-  int64_t ts_ms = 0;            // unix milliseconds of the decision
-  std::string_view biz;         // the biz's name
+  int64_t ts_ms = 0;     // unix milliseconds of the decision
+  std::string_view biz;  // the biz's name
   std::string_view key;
-  std::string_view rule;        // the most restrictive rule's name
+  std::string_view rule;  // the most restrictive rule's name
   bool allowed = true;
-  bool shadow = false;          // written as "shadow":true (only with allowed=false)
+  bool shadow = false;  // written as "shadow":true (only with allowed=false)
   int64_t n = 1, count = 0, limit = 0, remaining = 0, retry_after = 0;
-  std::string_view route;       // what the request was routed by (see docs/configuration.md)
+  std::string_view route;             // what the request was routed by (see docs/configuration.md)
   const IpAddress* client = nullptr;  // the connection's peer; null: "client":""
 };
 

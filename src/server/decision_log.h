@@ -42,11 +42,11 @@
 namespace frs::server {
 
 struct DecisionLogOptions {
-  std::string file;                      // absolute path
-  bool record_all = false;               // false: denied decisions only
-  double sample = 1.0;                   // 0..1: the share of recorded decisions written
-  size_t buffer_bytes = 4u << 20;        // lines held between writes, per worker
-  int64_t flush_every_ms = 50;           // the writer's pace when the buffer fills slowly
+  std::string file;                // absolute path
+  bool record_all = false;         // false: denied decisions only
+  double sample = 1.0;             // 0..1: the share of recorded decisions written
+  size_t buffer_bytes = 4u << 20;  // lines held between writes, per worker
+  int64_t flush_every_ms = 50;     // the writer's pace when the buffer fills slowly
 };
 
 class DecisionLog {
@@ -118,7 +118,7 @@ class DecisionLog {
   void OpenFile(const std::string& path);
 
   // Request thread only.
-  DecisionLogOptions opts_;       // as last set (its buffer size and pace unused after construction)
+  DecisionLogOptions opts_;  // as last set (its buffer size and pace unused after construction)
   bool record_all_ = false;
   uint64_t sample_threshold_ = kAlways;
   uint64_t rng_;
@@ -130,8 +130,8 @@ class DecisionLog {
   // Shared, under mu_. The condition variables wait on mu_ itself (a
   // Mutex, which std::condition_variable does not take).
   Mutex mu_;
-  std::condition_variable_any wake_;  // the writer: work to do
-  std::condition_variable_any done_;  // Flush: a round is written
+  std::condition_variable_any wake_;        // the writer: work to do
+  std::condition_variable_any done_;        // Flush: a round is written
   std::string active_ FRS_GUARDED_BY(mu_);  // lines appended since the last swap
   std::string path_ FRS_GUARDED_BY(mu_);    // the file the writer keeps open
   bool reopen_ FRS_GUARDED_BY(mu_) = false;

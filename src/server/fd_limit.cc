@@ -53,8 +53,8 @@ std::string FdLimitProblem(const SrvConfig& cfg, const FdLimit& limit, bool rais
   const uint64_t can = raised ? limit.soft : limit.hard;
   if (can >= need) return "";
   return "the open file limit (ulimit -n: soft " + std::to_string(limit.soft) + ", hard " + std::to_string(limit.hard) +
-         ") cannot hold <limits connections=\"" + std::to_string(cfg.max_connections) +
-         "\">: each worker may need " + std::to_string(need) +
+         ") cannot hold <limits connections=\"" + std::to_string(cfg.max_connections) + "\">: each worker may need " +
+         std::to_string(need) +
          " descriptors; raise the hard limit (LimitNOFILE= in the systemd unit, or ulimit -Hn) or lower "
          "<limits connections> to at most " +
          std::to_string(MostConnections(can, cfg.geometry.files));

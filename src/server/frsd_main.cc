@@ -15,17 +15,17 @@
 
 #include "config/service_options.h"
 #include "config/srv_config.h"
-#include "os/text_file.h"
 #include "frs/engine.h"
 #include "frs/store.h"
+#include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/config_check.h"
 #include "server/daemon.h"
 #include "server/decision_log.h"
+#include "server/envoy_map.h"
 #include "server/fd_limit.h"
 #include "server/listener.h"
 #include "server/logger.h"
-#include "server/envoy_map.h"
 #include "server/map_channel.h"
 #include "server/master.h"
 #include "server/metrics.h"
@@ -88,8 +88,7 @@ int main(int argc, char** argv) {
     else if (a == "--version") {
       std::printf("frsd %s\n", FRS_VERSION);
       return 0;
-    }
-    else {
+    } else {
       std::fprintf(stderr, "frsd: unknown argument \"%s\"\n", a.c_str());
       return Usage(argv[0], 2);
     }
@@ -182,7 +181,8 @@ int main(int argc, char** argv) {
   Result<std::string> srv_read = os::ReadTextFile(cfg.path);
   if (!srv_read.ok()) return Fail(srv_read.status().message());
   const std::string& srv_text = srv_read.value();
-  if (Status ps = map_channel.value().Publish(srv_text, map_text, composed->envoy_bundle); !ps.ok()) return Fail(ps.message());
+  if (Status ps = map_channel.value().Publish(srv_text, map_text, composed->envoy_bundle); !ps.ok())
+    return Fail(ps.message());
 
   // The workers inherit it: room for <limits connections> where the hard
   // limit allows it, and a word when it does not (server/fd_limit.h).
@@ -225,8 +225,8 @@ int main(int argc, char** argv) {
   }
 
   FRS_LOG("starting: %s, %u worker(s) on %s:%u, store %s (%llu slots), map %s", cfg.path.c_str(), cfg.workers,
-          cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(),
-          static_cast<unsigned long long>(cfg.geometry.slots()), cfg.map_path.c_str());
+          cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(), static_cast<unsigned long long>(cfg.geometry.slots()),
+          cfg.map_path.c_str());
 
   if (!fd_problem.empty()) FRS_LOG("warning: %s", fd_problem.c_str());
 

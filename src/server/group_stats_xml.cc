@@ -83,7 +83,8 @@ Result<GroupStats> ParseGroupStats(std::string_view xml) {
   st.by = root.attribute("by").value();
   if (st.biz.empty() || st.by.empty()) return Status::InvalidArgument("<stats> needs biz and by");
   if (!ParseDayText(root.attribute("day").value(), &st.day))
-    return Status::InvalidArgument("<stats day=\"" + std::string(root.attribute("day").value()) + "\"> is not a YYYY-MM-DD date");
+    return Status::InvalidArgument("<stats day=\"" + std::string(root.attribute("day").value()) +
+                                   "\"> is not a YYYY-MM-DD date");
   uint64_t v = 0;
   if (root.attribute("field_errors") && !ParseU64(root.attribute("field_errors").value(), &st.field_errors))
     return Status::InvalidArgument("<stats field_errors> is not a count");
@@ -91,7 +92,8 @@ Result<GroupStats> ParseGroupStats(std::string_view xml) {
   std::string_view distinct = root.attribute("distinct").value();
   for (size_t start = 0; !distinct.empty();) {
     const size_t comma = distinct.find(',', start);
-    st.distinct_fields.emplace_back(distinct.substr(start, comma == std::string_view::npos ? distinct.npos : comma - start));
+    st.distinct_fields.emplace_back(
+        distinct.substr(start, comma == std::string_view::npos ? distinct.npos : comma - start));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -111,8 +113,13 @@ Result<GroupStats> ParseGroupStats(std::string_view xml) {
         row.value.push_back(static_cast<char>(hi * 16 + lo));
       }
     }
-    struct { const char* name; uint64_t* to; } counts[] = {
-        {"requests", &row.requests}, {"allowed", &row.allowed}, {"denied", &row.denied}, {"units", &row.units}};
+    struct {
+      const char* name;
+      uint64_t* to;
+    } counts[] = {{"requests", &row.requests},
+                  {"allowed", &row.allowed},
+                  {"denied", &row.denied},
+                  {"units", &row.units}};
     for (auto& c : counts)
       if (!ParseU64(g.attribute(c.name).value(), c.to))
         return Status::InvalidArgument("<group value=\"" + row.value + "\">: " + c.name + " is not a count");

@@ -73,8 +73,8 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
     // A descriptor another shard owns (enforce="1") is UNAVAILABLE too, as
     // envoyproxy/ratelimit answers when its backend is: Envoy applies its
     // failure_mode_deny, and the message names the owner.
-    out->code = answer_.status.code() == Status::Code::kInvalidArgument ? GrpcCode::kInvalidArgument
-                                                                        : GrpcCode::kUnavailable;
+    out->code =
+        answer_.status.code() == Status::Code::kInvalidArgument ? GrpcCode::kInvalidArgument : GrpcCode::kUnavailable;
     out->message = answer_.status.message();
     return;
   }

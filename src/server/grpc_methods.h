@@ -18,9 +18,9 @@
 #include <string>
 
 #include "envoy/rate_limit_service.h"
+#include "server/cluster_view.h"
 #include "server/envoy_metrics.h"
 #include "server/grpc_session.h"
-#include "server/cluster_view.h"
 
 namespace frs::server {
 

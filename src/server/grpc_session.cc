@@ -88,8 +88,8 @@ struct GrpcCallbacks {
     const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
     if (n == ":path") s.path.assign(v);
     else if (n == ":method") s.post = v == "POST";
-    else if (n == "content-type") s.grpc_type = v == "application/grpc" || v.starts_with("application/grpc+") ||
-                                                v.starts_with("application/grpc;");
+    else if (n == "content-type")
+      s.grpc_type = v == "application/grpc" || v.starts_with("application/grpc+") || v.starts_with("application/grpc;");
     return 0;
   } catch (...) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;

@@ -73,8 +73,8 @@ class GrpcService {
  public:
   struct Reply {
     GrpcCode code = GrpcCode::kOk;
-    std::string message;   // grpc-message (when not OK)
-    std::string body;      // the response message (when OK)
+    std::string message;  // grpc-message (when not OK)
+    std::string body;     // the response message (when OK)
   };
   virtual ~GrpcService() = default;
   // `path` is :path ("/package.Service/Method"), `message` the request
@@ -148,16 +148,16 @@ class GrpcSession {
     std::string path;
     bool post = false;
     bool grpc_type = false;
-    bool too_long = false;             // declared past max_message_bytes: dropped
-    bool bad_length = false;           // more bytes than the prefix declared: dropped
-    bool refused = false;              // reset for the budget: never answered
-    bool ended = false;                // queued in ready_ or answered
+    bool too_long = false;    // declared past max_message_bytes: dropped
+    bool bad_length = false;  // more bytes than the prefix declared: dropped
+    bool refused = false;     // reset for the budget: never answered
+    bool ended = false;       // queued in ready_ or answered
     bool answered = false;
     uint32_t header_bytes = 0;
     int64_t start_ns = 0;
-    size_t charged = 0;                // against buffered_ (prefix + declared length)
-    std::string body;                  // prefix + message as received
-    std::string response;              // prefix + message to send
+    size_t charged = 0;    // against buffered_ (prefix + declared length)
+    std::string body;      // prefix + message as received
+    std::string response;  // prefix + message to send
     size_t sent = 0;
   };
   GrpcSession(GrpcService* service, const GrpcLimits& limits);
@@ -171,10 +171,10 @@ class GrpcSession {
   GrpcService* service_;
   GrpcLimits limits_;
   size_t budget_;
-  int64_t now_ns_ = 0;                       // of the bytes being fed
+  int64_t now_ns_ = 0;  // of the bytes being fed
   std::unordered_map<int32_t, Stream> streams_;
-  mutable std::deque<int32_t> order_;        // streams by start (pruned as read)
-  std::deque<int32_t> ready_;                // ended, to be answered
+  mutable std::deque<int32_t> order_;  // streams by start (pruned as read)
+  std::deque<int32_t> ready_;          // ended, to be answered
   size_t buffered_ = 0;
   uint64_t answered_ = 0;
   uint64_t refused_ = 0;

@@ -33,7 +33,12 @@ std::string_view OriginForm(std::string_view target) {
 }  // namespace
 
 Handler::Handler(const Backend& backend, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters)
-    : engine_(backend.engine), store_(backend.store), clock_(backend.clock), opts_(opts), metrics_(metrics), counters_(counters) {
+    : engine_(backend.engine),
+      store_(backend.store),
+      clock_(backend.clock),
+      opts_(opts),
+      metrics_(metrics),
+      counters_(counters) {
   body_.reserve(4096);
   biz_buf_.reserve(256);
   key_buf_.reserve(256);
@@ -207,7 +212,10 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       if (status == 200) ctype = kXml;
     }
   } else {
-    ErrorBody(404, "no such path: use POST /frs, GET /acquire, /query, /auth, /stats, /health or /metrics (with <grpc>: POST /json, GET /healthcheck)", &status);
+    ErrorBody(404,
+              "no such path: use POST /frs, GET /acquire, /query, /auth, /stats, /health or /metrics (with <grpc>: "
+              "POST /json, GET /healthcheck)",
+              &status);
   }
   if (shutting_down_) keep_alive = false;
   Respond(status, keep_alive, head.version, ctype, &extra, head_only, out);

@@ -34,10 +34,10 @@
 #include <vector>
 
 #include "config/srv_config.h"
+#include "envoy/rate_limit_service.h"
 #include "frs/admin_engine.h"
 #include "frs/clock.h"
 #include "frs/key.h"
-#include "envoy/rate_limit_service.h"
 #include "server/decision_log.h"
 #include "server/envoy_json.h"
 #include "server/envoy_metrics.h"
@@ -49,9 +49,9 @@
 namespace frs::server {
 
 struct HandlerOptions {
-  std::string admin_token;   // "" = admin commands refused
+  std::string admin_token;  // "" = admin commands refused
   uint32_t max_batch = 64;
-  ClusterView cluster;       // no ring: a lone server that owns every route
+  ClusterView cluster;  // no ring: a lone server that owns every route
   SrvConfig::RateLimitFields ratelimit_fields = SrvConfig::RateLimitFields::kDraftAndLegacy;
 };
 
@@ -111,7 +111,7 @@ class Handler {
   struct Extra {
     const Decision* rate = nullptr;  // the RateLimit fields (and Retry-After) of this decision
     int64_t now_s = 0;
-    const char* allow = nullptr;     // 405: Allow
+    const char* allow = nullptr;  // 405: Allow
   };
   void Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra, bool head_only,
                std::string* out);
@@ -153,9 +153,9 @@ class Handler {
   WorkerCounters* counters_;
   bool shutting_down_ = false;
   DecisionLog* decision_log_ = nullptr;
-  const IpAddress* peer_ = nullptr;      // of the request being answered
-  std::string_view route_param_;         // POST /frs?route=R of the request being answered
-  std::vector<std::string> biz_names_;   // by id, filled as the log needs them (cleared on reload)
+  const IpAddress* peer_ = nullptr;     // of the request being answered
+  std::string_view route_param_;        // POST /frs?route=R of the request being answered
+  std::vector<std::string> biz_names_;  // by id, filled as the log needs them (cleared on reload)
   envoy::RateLimitService* rls_ = nullptr;
   EnvoyMetrics* envoy_metrics_ = nullptr;
   EnvoyJson json_;

@@ -97,8 +97,10 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
     } else if (name == "receipt" && head.method == HttpMethod::kPost) {
       receipt = std::string(value);
     } else {
-      ErrorBody(400, "/stats: unknown parameter '" + std::string(name.substr(0, 32)) +
-                         "' (biz, by, day, value, top, sketches, token; receipt with POST)", status);
+      ErrorBody(400,
+                "/stats: unknown parameter '" + std::string(name.substr(0, 32)) +
+                    "' (biz, by, day, value, top, sketches, token; receipt with POST)",
+                status);
       return;
     }
   }

@@ -101,9 +101,10 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
     if (IsAdmin(r.cmd)) {
       AdminAuth a = CheckAdminToken(opts_.admin_token, r.token);
       if (a != AdminAuth::kOk) {
-        std::string msg = a == AdminAuth::kDisabled
-                              ? std::string("admin commands are disabled: srv.xml sets no <admin token>")
-                              : std::string("cmd=\"") + CmdName(r.cmd) + "\" needs the admin token, and it is missing or wrong";
+        std::string msg =
+            a == AdminAuth::kDisabled
+                ? std::string("admin commands are disabled: srv.xml sets no <admin token>")
+                : std::string("cmd=\"") + CmdName(r.cmd) + "\" needs the admin token, and it is missing or wrong";
         if (is_batch) msg = "batch member " + std::to_string(i + 1) + ": " + msg;
         ErrorBody(403, msg, status);
         return false;
@@ -173,7 +174,7 @@ void Handler::CountDecision(const WireRequest& r, const Decision& d) {
     const uint32_t nrules = std::min<uint32_t>(d.nrules, kMaxRulesPerBiz);
     for (uint32_t i = 0; i < nrules; ++i)
       CounterAdd(counters_->rule_decisions[biz][i][d.rules[i].allowed ? static_cast<size_t>(RuleResultLabel::kAllowed)
-                                                                       : denied]);
+                                                                      : denied]);
   }
   // No log: this one branch. A log: a line is formatted only for the
   // decisions it records (denied ones by default) and samples.

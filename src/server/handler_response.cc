@@ -52,7 +52,9 @@ void AppendNum(int64_t v, std::string* out) {
 //   which does not know it ignores): q=burst overstated the rate, and a
 //   client pacing at burst per interval was denied.
 // What a rule has left without borrowing (its allowance minus its count).
-int64_t LeftWithoutBorrow(const RuleResult& r) { return std::max<int64_t>(0, std::min(r.remaining, r.limit - r.count)); }
+int64_t LeftWithoutBorrow(const RuleResult& r) {
+  return std::max<int64_t>(0, std::min(r.remaining, r.limit - r.count));
+}
 
 void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimitFields fields, BufWriter& w) {
   // The rule the fields speak for: the decision's most restrictive one,
@@ -117,8 +119,9 @@ std::string_view Handler::ServerAndDate(int64_t now_s) {
     const time_t t = static_cast<time_t>(now);
     struct tm tm;
     gmtime_r(&t, &tm);
-    date_len_ = sizeof kServer - 1 + strftime(date_ + sizeof kServer - 1, sizeof date_ - (sizeof kServer - 1),
-                                              "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    date_len_ = sizeof kServer - 1 +
+                strftime(date_ + sizeof kServer - 1, sizeof date_ - (sizeof kServer - 1),
+                         "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
   }
   return {date_, date_len_};
 }
@@ -165,8 +168,10 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
 }
 
 void Handler::AppendOverloaded(std::string* out) {
-  static constexpr char kBody[] = "<response code=\"503\" msg=\"the server is at its connection limit; retry later\"/>\n";
-  out->append("HTTP/1.1 503 Service Unavailable\r\nServer: frsd/" FRS_VERSION "\r\nContent-Type: application/xml\r\nContent-Length: ");
+  static constexpr char kBody[] =
+      "<response code=\"503\" msg=\"the server is at its connection limit; retry later\"/>\n";
+  out->append("HTTP/1.1 503 Service Unavailable\r\nServer: frsd/" FRS_VERSION
+              "\r\nContent-Type: application/xml\r\nContent-Length: ");
   AppendNum(static_cast<int64_t>(sizeof kBody - 1), out);
   out->append("\r\nRetry-After: 1\r\nConnection: close\r\n\r\n");
   out->append(kBody, sizeof kBody - 1);

@@ -35,8 +35,7 @@ class HttpRequestParser::Adaptor {
     void on_response_impl(int, string_view, int, boost::beast::error_code& ec) override {
       ec = http::error::bad_method;  // never called for a request parser
     }
-    void on_field_impl(http::field name, string_view, string_view value,
-                       boost::beast::error_code&) override {
+    void on_field_impl(http::field name, string_view, string_view value, boost::beast::error_code&) override {
       if (name == http::field::authorization) {
         owner_->head_.auth_off = static_cast<size_t>(value.data() - owner_->base_);
         owner_->head_.auth_len = value.size();
@@ -93,9 +92,7 @@ class HttpRequestParser::Adaptor {
 };
 
 HttpRequestParser::HttpRequestParser(uint32_t max_header_bytes, uint32_t max_body_bytes)
-    : adaptor_(std::make_unique<Adaptor>()),
-      max_header_bytes_(max_header_bytes),
-      max_body_bytes_(max_body_bytes) {
+    : adaptor_(std::make_unique<Adaptor>()), max_header_bytes_(max_header_bytes), max_body_bytes_(max_body_bytes) {
   Reset();
 }
 

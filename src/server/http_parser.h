@@ -25,10 +25,10 @@ enum class HttpMethod : uint8_t { kGet, kHead, kPost, kOther };
 // of the request (the `base` passed to Feed).
 struct HttpHead {
   HttpMethod method = HttpMethod::kOther;
-  int version = 11;               // 10 or 11
+  int version = 11;  // 10 or 11
   size_t target_off = 0, target_len = 0;
-  bool keep_alive = true;         // after Connection: and the version rules
-  bool expect_continue = false;   // Expect: 100-continue
+  bool keep_alive = true;        // after Connection: and the version rules
+  bool expect_continue = false;  // Expect: 100-continue
   bool has_content_length = false;
   uint64_t content_length = 0;
   size_t body_off = 0, body_len = 0;  // valid once the request is complete
@@ -39,9 +39,9 @@ struct HttpHead {
 class HttpRequestParser {
  public:
   enum class Outcome : uint8_t {
-    kNeedMore,     // feed more bytes (header or body incomplete)
-    kDone,         // a complete request: head() is final
-    kError,        // error_status()/error_message() say why; the connection must close
+    kNeedMore,  // feed more bytes (header or body incomplete)
+    kDone,      // a complete request: head() is final
+    kError,     // error_status()/error_message() say why; the connection must close
   };
 
   HttpRequestParser(uint32_t max_header_bytes, uint32_t max_body_bytes);
@@ -70,7 +70,7 @@ class HttpRequestParser {
   uint32_t max_header_bytes_, max_body_bytes_;
   HttpHead head_;
   size_t consumed_ = 0;
-  const char* base_ = nullptr;     // valid only during Feed
+  const char* base_ = nullptr;  // valid only during Feed
   bool header_done_ = false;
   bool body_started_ = false;
   bool chunked_ = false;

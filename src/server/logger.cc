@@ -53,10 +53,9 @@ void Logger::Log(const char* fmt, ...) {
   gettimeofday(&tv, nullptr);
   struct tm tm;
   gmtime_r(&tv.tv_sec, &tm);
-  int n = std::snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ frsd[%d] %s: ",
-                        tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                        tm.tm_sec, static_cast<int>(tv.tv_usec / 1000), static_cast<int>(getpid()),
-                        role_.c_str());
+  int n = std::snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ frsd[%d] %s: ", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                        static_cast<int>(tv.tv_usec / 1000), static_cast<int>(getpid()), role_.c_str());
   if (n < 0) return;
   size_t len = static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1;
   va_list ap;

@@ -20,9 +20,9 @@ struct Header {
   uint32_t magic;
   uint32_t reserved;
   uint64_t generation;
-  uint64_t length;      // srv.xml's bytes, map.xml's, then the Envoy bundle's
+  uint64_t length;  // srv.xml's bytes, map.xml's, then the Envoy bundle's
   uint64_t checksum;
-  uint64_t srv_length;  // of srv.xml
+  uint64_t srv_length;    // of srv.xml
   uint64_t envoy_length;  // of the Envoy bundle (the last bytes)
   uint8_t pad[16];
 };
@@ -68,8 +68,7 @@ Status MapChannel::Publish(std::string_view srv_xml, std::string_view map_xml, s
   std::string both;
   both.reserve(srv_xml.size() + map_xml.size() + envoy.size());
   both.append(srv_xml).append(map_xml).append(envoy);
-  if (!PwriteAll(fd_.get(), both.data(), both.size(), kHeaderBytes))
-    return Status::FromErrno("the map channel", errno);
+  if (!PwriteAll(fd_.get(), both.data(), both.size(), kHeaderBytes)) return Status::FromErrno("the map channel", errno);
   Header h{};
   h.magic = kMagic;
   h.generation = ++generation_;

@@ -47,8 +47,7 @@ std::string DescribeExit(int st) {
 
 class Master {
  public:
-  explicit Master(MasterContext ctx)
-      : ctx_(std::move(ctx)), cfg_(*ctx_.config), live_(cfg_), slots_(cfg_.workers) {}
+  explicit Master(MasterContext ctx) : ctx_(std::move(ctx)), cfg_(*ctx_.config), live_(cfg_), slots_(cfg_.workers) {}
   int Run(const sigset_t* wait_mask);
 
  private:
@@ -61,8 +60,7 @@ class Master {
   bool AllServing() const {
     if (!ctx_.metrics) return true;
     for (uint32_t i = 0; i < slots_.size(); ++i)
-      if (slots_[i].pid <= 0 ||
-          CounterGet(ctx_.metrics->worker(i).serving_pid) != static_cast<uint64_t>(slots_[i].pid))
+      if (slots_[i].pid <= 0 || CounterGet(ctx_.metrics->worker(i).serving_pid) != static_cast<uint64_t>(slots_[i].pid))
         return false;
     return true;
   }
@@ -142,7 +140,8 @@ void Master::Reap(bool stopping) {
     int64_t now = MonoNs();
     if (now - s.started_ns < kYoungDeathNs) ++s.young_deaths;
     else s.young_deaths = 0;
-    int64_t delay = s.young_deaths == 0 ? 0 : std::min<int64_t>(1000, int64_t{50} << std::min<uint32_t>(s.young_deaths - 1, 5));
+    int64_t delay =
+        s.young_deaths == 0 ? 0 : std::min<int64_t>(1000, int64_t{50} << std::min<uint32_t>(s.young_deaths - 1, 5));
     s.respawn_at_ns = now + delay * kMsNs;
     if (delay > 0) FRS_LOG("worker %u keeps dying; respawning in %lld ms", i, static_cast<long long>(delay));
   }
@@ -183,8 +182,9 @@ std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
   diff("<listen>", a.host + ":" + std::to_string(a.port) + (a.reuseport ? " reuseport" : ""),
        b.host + ":" + std::to_string(b.port) + (b.reuseport ? " reuseport" : ""));
   diff("<workers>", std::to_string(a.workers), std::to_string(b.workers));
-  diff("<store>", a.store_dir + " " + std::to_string(a.geometry.files) + "x" + std::to_string(a.geometry.keynodes) + "x" +
-                      std::to_string(a.geometry.chain),
+  diff("<store>",
+       a.store_dir + " " + std::to_string(a.geometry.files) + "x" + std::to_string(a.geometry.keynodes) + "x" +
+           std::to_string(a.geometry.chain),
        b.store_dir + " " + std::to_string(b.geometry.files) + "x" + std::to_string(b.geometry.keynodes) + "x" +
            std::to_string(b.geometry.chain));
   diff("<timezone>", a.timezone, b.timezone);
@@ -233,8 +233,7 @@ void Master::Reload() {
       envoy = std::move(composed->envoy_bundle);
       if (auto fit = NodeFitProblems(check, text); !fit.empty())
         s = Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
-      else
-        s = ctx_.engine->ReloadText(text, next->map_path);
+      else s = ctx_.engine->ReloadText(text, next->map_path);
     }
   }
   if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(srv_text, text, envoy);
@@ -250,17 +249,15 @@ void Master::Reload() {
   if (next->admin_token != live_.admin_token) FRS_LOG("srv.xml: the admin token changed; applied");
   if (next->ratelimit_fields != live_.ratelimit_fields) {
     static constexpr const char* kForms[] = {"0 (the draft's fields)", "1 (the draft's fields and the older trio)",
-                                            "only (the older trio)"};
-    FRS_LOG("srv.xml: <ratelimit legacy> changed to %s; applied",
-            kForms[static_cast<size_t>(next->ratelimit_fields)]);
+                                             "only (the older trio)"};
+    FRS_LOG("srv.xml: <ratelimit legacy> changed to %s; applied", kForms[static_cast<size_t>(next->ratelimit_fields)]);
   }
   if (next->logfile != live_.logfile) {
     // The master's lines go to the new file; each worker switches as it reloads.
     FRS_LOG("srv.xml: <log file> changed to \"%s\"; switching", next->logfile.c_str());
     if (Status ls = Logger::Get().UseFile(next->logfile); !ls.ok())
       FRS_LOG("cannot switch the log file, logging here still: %s", ls.message().c_str());
-    else
-      FRS_LOG("logging here from now on (srv.xml reloaded)");
+    else FRS_LOG("logging here from now on (srv.xml reloaded)");
   }
   if (next->decisions_file != live_.decisions_file || next->decisions_all != live_.decisions_all ||
       next->decisions_sample != live_.decisions_sample)
@@ -268,9 +265,10 @@ void Master::Reload() {
             next->decisions_file.c_str(), next->decisions_all ? "all" : "denied", next->decisions_sample);
   if (next->cluster_shards != live_.cluster_shards || next->cluster_self != live_.cluster_self ||
       next->cluster_enforce != live_.cluster_enforce)
-    FRS_LOG("srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
-            "other shards now own",
-            next->cluster_shards.size(), next->cluster_self.c_str());
+    FRS_LOG(
+        "srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
+        "other shards now own",
+        next->cluster_shards.size(), next->cluster_self.c_str());
   // What a restart would change stays as running, for the next comparison.
   SrvConfig applied = *next;
   applied.host = live_.host;
@@ -300,9 +298,10 @@ void Master::Tick(int64_t now) {
   if (now >= next_eviction_report_) {
     uint64_t live = ctx_.store->Stats().total.evictions_live;
     if (next_eviction_report_ != 0 && live > evictions_live_seen_)
-      FRS_LOG("%llu live node(s) evicted in the last minute: the store is too small for the keys in use "
-              "(their limits restarted); raise <store keynodes/chain/files>",
-              static_cast<unsigned long long>(live - evictions_live_seen_));
+      FRS_LOG(
+          "%llu live node(s) evicted in the last minute: the store is too small for the keys in use "
+          "(their limits restarted); raise <store keynodes/chain/files>",
+          static_cast<unsigned long long>(live - evictions_live_seen_));
     evictions_live_seen_ = live;
     next_eviction_report_ = now + kEvictionReportNs;
   }

@@ -36,10 +36,10 @@ namespace frs::server {
 struct MasterContext {
   const SrvConfig* config = nullptr;
   Store* store = nullptr;
-  Engine* engine = nullptr;   // the master's own, to validate reloads
+  Engine* engine = nullptr;  // the master's own, to validate reloads
   Metrics* metrics = nullptr;
   const AllowList* allow = nullptr;
-  std::vector<os::UniqueFd> listeners;  // one per worker slot
+  std::vector<os::UniqueFd> listeners;       // one per worker slot
   std::vector<os::UniqueFd> grpc_listeners;  // <grpc>: one per worker slot (empty without)
   // The map every worker runs: the master publishes the bytes it validated
   // (map_channel.h); workers never read map.xml themselves.

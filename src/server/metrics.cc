@@ -32,7 +32,15 @@ void AppendSeconds(std::string* out, uint64_t us) {
 }
 
 void Header(std::string* out, const char* name, const char* type, const char* help) {
-  out->append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
+  out->append("# HELP ")
+      .append(name)
+      .append(" ")
+      .append(help)
+      .append("\n# TYPE ")
+      .append(name)
+      .append(" ")
+      .append(type)
+      .append("\n");
 }
 
 void Simple(std::string* out, const char* name, const char* type, const char* help, uint64_t v) {
@@ -177,8 +185,10 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
     size_t offset;
   };
   const PerBiz per_biz[] = {
-      {"frs_biz_allowed_total", "Decisions that allowed (query, update, acquire), by biz.", offsetof(WorkerCounters, biz_allowed)},
-      {"frs_biz_denied_total", "Decisions that denied (query, update, acquire), by biz.", offsetof(WorkerCounters, biz_denied)},
+      {"frs_biz_allowed_total", "Decisions that allowed (query, update, acquire), by biz.",
+       offsetof(WorkerCounters, biz_allowed)},
+      {"frs_biz_denied_total", "Decisions that denied (query, update, acquire), by biz.",
+       offsetof(WorkerCounters, biz_denied)},
       {"frs_biz_shadow_denied_total", "Shadow-mode decisions that enforce mode would have denied, by biz.",
        offsetof(WorkerCounters, biz_shadow_denied)},
   };
@@ -187,7 +197,8 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
     for (const BizInfo& b : bizzes) {
       uint64_t sum = 0;
       for (uint32_t w = 0; w < workers_; ++w) {
-        const auto* arr = reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(&workers_base_[w]) + pb.offset);
+        const auto* arr =
+            reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(&workers_base_[w]) + pb.offset);
         sum += CounterGet(arr[b.id]);
       }
       BizSample(out, pb.name, b.name, b.id, sum);
@@ -213,9 +224,11 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
       for (size_t r = 0; r < kRuleResults; ++r) {
         uint64_t sum = 0;
         for (uint32_t w = 0; w < workers_; ++w) sum += CounterGet(workers_base_[w].rule_decisions[b.id][i][r]);
-        const RuleResultLabel denied = b.mode == Mode::kShadow ? RuleResultLabel::kShadowDenied : RuleResultLabel::kDenied;
-        const bool shown = sum != 0 || (decided != 0 && (r == static_cast<size_t>(RuleResultLabel::kAllowed) ||
-                                                         r == static_cast<size_t>(denied)));
+        const RuleResultLabel denied =
+            b.mode == Mode::kShadow ? RuleResultLabel::kShadowDenied : RuleResultLabel::kDenied;
+        const bool shown =
+            sum != 0 ||
+            (decided != 0 && (r == static_cast<size_t>(RuleResultLabel::kAllowed) || r == static_cast<size_t>(denied)));
         if (!shown) continue;
         out->append("frs_rule_decisions_total{biz=\"");
         AppendLabelValue(out, b.name);
@@ -261,21 +274,25 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
   Simple(out, "frs_store_slots", "gauge", "Node slots in the store (files x keynodes x chain).", st.slots);
   Simple(out, "frs_store_nodes_used", "gauge", "Nodes (keys) resident in the store.", st.total.nodes_used);
   Simple(out, "frs_store_slots_used", "gauge", "Slots occupied by resident nodes.", st.total.slots_used);
-  Simple(out, "frs_store_evictions_stale_total", "counter", "Expired or orphaned nodes reused for new keys.", st.total.evictions_stale);
+  Simple(out, "frs_store_evictions_stale_total", "counter", "Expired or orphaned nodes reused for new keys.",
+         st.total.evictions_stale);
   Simple(out, "frs_store_evictions_live_total", "counter",
          "Live nodes evicted to make room (their limits silently restart): size the store up when this grows.",
          st.total.evictions_live);
-  Simple(out, "frs_store_cuckoo_moves_total", "counter", "Nodes moved to their alternate key-node to make room.", st.total.cuckoo_moves);
+  Simple(out, "frs_store_cuckoo_moves_total", "counter", "Nodes moved to their alternate key-node to make room.",
+         st.total.cuckoo_moves);
   Simple(out, "frs_store_lock_recoveries_total", "counter",
-         "Chain locks taken over from dead owners (journal replayed), as recorded in the store files.", st.total.lock_recoveries);
+         "Chain locks taken over from dead owners (journal replayed), as recorded in the store files.",
+         st.total.lock_recoveries);
 
-  Simple(out, "frs_worker_restarts_total", "counter", "Workers respawned after they died.", CounterGet(master_->worker_restarts));
+  Simple(out, "frs_worker_restarts_total", "counter", "Workers respawned after they died.",
+         CounterGet(master_->worker_restarts));
   Simple(out, "frs_store_damaged_nodes_total", "counter",
          "Damaged nodes met by lookups and walks and ignored (their keys count as absent); frsctl verify --repair "
          "clears them.",
          st.total.damaged_nodes);
-  Simple(out, "frs_lock_recoveries_total", "counter", "Store locks the master released for workers that died holding them.",
-         CounterGet(master_->lock_recoveries));
+  Simple(out, "frs_lock_recoveries_total", "counter",
+         "Store locks the master released for workers that died holding them.", CounterGet(master_->lock_recoveries));
   Simple(out, "frs_reloads_total", "counter", "map.xml reloads applied by workers (SIGHUP).",
          sum(&WorkerCounters::reloads));
   Simple(out, "frs_reload_failures_total", "counter", "map.xml reloads refused (the old map was kept).",

@@ -22,15 +22,27 @@
 #include <string>
 
 #include "frs/engine.h"
-#include "frs/store.h"
 #include "frs/status.h"
+#include "frs/store.h"
 
 namespace frs::server {
 
 // What the `cmd` label of frs_requests_total says.
 enum class CmdLabel : uint8_t {
-  kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge,
-  kBatch, kHealth, kMetrics, kJson, kNone,  // kJson: Envoy's POST /json; kNone: the request never got as far as a command
+  kQuery,
+  kUpdate,
+  kAcquire,
+  kGet,
+  kSet,
+  kDelete,
+  kReset,
+  kStats,
+  kMerge,
+  kBatch,
+  kHealth,
+  kMetrics,
+  kJson,
+  kNone,  // kJson: Envoy's POST /json; kNone: the request never got as far as a command
   kCount
 };
 CmdLabel LabelOf(Cmd cmd);
@@ -102,11 +114,11 @@ struct alignas(64) WorkerCounters {
   uint64_t connections_accepted, connections_refused, connections_overflow, connections_timed_out;
   uint64_t connections_open;  // a gauge, set by the worker
   uint64_t reloads, reload_failures;
-  uint64_t misrouted;         // requests for a route another shard owns
+  uint64_t misrouted;                 // requests for a route another shard owns
   uint64_t merged, merge_duplicates;  // handoff nodes received
   uint64_t accept_fd_exhausted;       // accept failed for want of a descriptor (EMFILE/ENFILE)
-  uint64_t pid;               // set by the master when it starts the slot's worker
-  uint64_t serving_pid;       // set by that worker once its event loop holds the listening socket
+  uint64_t pid;                       // set by the master when it starts the slot's worker
+  uint64_t serving_pid;               // set by that worker once its event loop holds the listening socket
   alignas(64) DecisionLogCounters decision_log;
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];
   // [biz id][rule position][result]: like the per-biz arrays, the pages of
@@ -122,10 +134,10 @@ struct alignas(64) WorkerCounters {
 
 struct alignas(64) MasterCounters {
   uint64_t worker_restarts;
-  uint64_t lock_recoveries;   // locks the master recovered from dead workers
+  uint64_t lock_recoveries;  // locks the master recovered from dead workers
   uint64_t reloads, reload_failures;
   uint64_t started_unix;
-  uint64_t master_pid;        // set by the master once it runs (after daemonizing)
+  uint64_t master_pid;  // set by the master once it runs (after daemonizing)
 };
 
 class Metrics {

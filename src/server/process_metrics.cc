@@ -102,7 +102,8 @@ void AppendProcessMetrics(const std::vector<ProcessRef>& procs, std::string* out
   };
   const Series series[] = {
       {"process_cpu_seconds_total", "counter", "User and system CPU time spent, by frsd process."},
-      {"process_resident_memory_bytes", "gauge", "Resident memory, by frsd process (touched store pages count in each)."},
+      {"process_resident_memory_bytes", "gauge",
+       "Resident memory, by frsd process (touched store pages count in each)."},
       {"process_open_fds", "gauge", "Open file descriptors, by frsd process."},
       {"process_max_fds", "gauge", "The open file descriptor limit, by frsd process."},
       {"process_start_time_seconds", "gauge", "Start time of the process since the unix epoch, by frsd process."},

@@ -150,8 +150,7 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
       dup = !r->node.empty();
       r->node = value;
       break;
-    case AttrName::kOther:
-      return Unknown(name, err);
+    case AttrName::kOther: return Unknown(name, err);
   }
   if (dup) return Fail(err, 400, "attribute \"" + std::string(name) + "\" appears twice");
   return true;
@@ -175,16 +174,14 @@ bool RequestAttrs::FinishOther(ProtocolError* err) {
   }
   if (have_n_) {
     if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");
-    if (!ParseCount(n_text_, &r->n) || r->n < 1)
-      return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
+    if (!ParseCount(n_text_, &r->n) || r->n < 1) return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
   }
   if (r->cmd == Cmd::kMerge && (r->receipt.empty() || r->receipt.size() > kMaxKeyBytes || r->node.empty()))
     return Fail(err, 400, "cmd=\"merge\" needs a receipt (1..255 bytes) and a node attribute, after cmd");
   if (shape.count && !have_count_) return Fail(err, 400, "cmd=\"set\" needs a count attribute");
   if (have_count_) {
     if (!shape.count) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no count attribute");
-    if (!ParseCount(count_text_, &r->count))
-      return Fail(err, 400, "count must be a whole number from 0 to 2147483647");
+    if (!ParseCount(count_text_, &r->count)) return Fail(err, 400, "count must be a whole number from 0 to 2147483647");
   }
   return true;
 }

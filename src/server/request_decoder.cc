@@ -80,11 +80,12 @@ bool CheckMarkup(std::string_view body, ProtocolError* err) {
       bool named = false;
       const std::string_view enc =
           pi.starts_with("xml") && pi.size() > 3 && IsXmlWs(pi[3]) ? DeclaredEncoding(pi, &named) : std::string_view();
-      const bool utf8 = enc.size() == 5 && (enc[0] | 0x20) == 'u' && (enc[1] | 0x20) == 't' &&
-                        (enc[2] | 0x20) == 'f' && enc[3] == '-' && enc[4] == '8';
+      const bool utf8 = enc.size() == 5 && (enc[0] | 0x20) == 'u' && (enc[1] | 0x20) == 't' && (enc[2] | 0x20) == 'f' &&
+                        enc[3] == '-' && enc[4] == '8';
       if (named && !utf8)
-        return Fail(err, 400, "the XML declaration says encoding=\"" + std::string(enc.substr(0, 32)) +
-                                  "\"; frsd reads UTF-8 only (say UTF-8, or leave the encoding out)");
+        return Fail(err, 400,
+                    "the XML declaration says encoding=\"" + std::string(enc.substr(0, 32)) +
+                        "\"; frsd reads UTF-8 only (say UTF-8, or leave the encoding out)");
       i = end == kNpos ? body.size() : end + 2;
     } else if (rest.starts_with("<!")) {
       // A DOCTYPE: its internal subset may hold '<' in quoted literals; what
@@ -93,8 +94,9 @@ bool CheckMarkup(std::string_view body, ProtocolError* err) {
     } else {
       i = MarkupEnd(body, i + 1, /*doctype=*/false, &quoted_lt);
       if (quoted_lt != kNpos)
-        return Fail(err, 400, "a '<' inside an attribute value at byte " + std::to_string(quoted_lt) +
-                                  " (XML forbids it there: write &lt;)");
+        return Fail(err, 400,
+                    "a '<' inside an attribute value at byte " + std::to_string(quoted_lt) +
+                        " (XML forbids it there: write &lt;)");
     }
   }
   return true;
@@ -114,8 +116,10 @@ bool CheckRawBody(std::string_view body, ProtocolError* err) {
     const std::string_view name = body.substr(i + 1, semi - i - 1);
     if (name == "amp" || name == "lt" || name == "gt" || name == "quot" || name == "apos") continue;
     if (name.empty() || name[0] != '#')
-      return Fail(err, 400, "undefined entity &" + std::string(name) + "; (only &amp; &lt; &gt; &quot; &apos; and "
-                                "character references are allowed)");
+      return Fail(err, 400,
+                  "undefined entity &" + std::string(name) +
+                      "; (only &amp; &lt; &gt; &quot; &apos; and "
+                      "character references are allowed)");
     // XML writes a hexadecimal reference &#x only: pugixml keeps &#X41; as
     // literal text, so key="alice&#X41;" counted on those very bytes.
     const bool hex = name.size() > 1 && name[1] == 'x';
@@ -126,8 +130,7 @@ bool CheckRawBody(std::string_view body, ProtocolError* err) {
       return Fail(err, 400, "bad character reference &" + std::string(name) + ";");
     const bool xml_char = cp == 0x9 || cp == 0xa || cp == 0xd || (cp >= 0x20 && cp <= 0xd7ff) ||
                           (cp >= 0xe000 && cp <= 0xfffd) || (cp >= 0x10000 && cp <= 0x10ffff);
-    if (!xml_char)
-      return Fail(err, 400, "character reference &" + std::string(name) + "; is not an XML character");
+    if (!xml_char) return Fail(err, 400, "character reference &" + std::string(name) + "; is not an XML character");
   }
   return CheckMarkup(body, err);
 }
@@ -196,15 +199,13 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
         root = c;
         break;
       case pugi::node_comment:
-      case pugi::node_declaration:
-        break;
+      case pugi::node_declaration: break;
       case pugi::node_pcdata:
         for (const char* p = c.value(); *p; ++p)
           if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n')
             return Fail(err, 400, "the body holds text outside its root element");
         break;
-      default:
-        return Fail(err, 400, "the body holds CDATA or a processing instruction outside its root element");
+      default: return Fail(err, 400, "the body holds CDATA or a processing instruction outside its root element");
     }
   }
   if (!root) return Fail(err, 400, "the body holds no element: send <request cmd=\"...\" .../> or <batch>");
@@ -217,7 +218,8 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
     return true;
   }
   if (rname != "batch")
-    return Fail(err, 400, "the root element must be <request> or <batch>, not <" + std::string(rname.substr(0, 64)) + ">");
+    return Fail(err, 400,
+                "the root element must be <request> or <batch>, not <" + std::string(rname.substr(0, 64)) + ">");
   for (pugi::xml_attribute a = root.first_attribute(); a; a = a.next_attribute()) {
     const std::string_view name = a.name(), value = a.value();
     if (name != "answer") return Fail(err, 400, "<batch> takes one attribute, answer=\"full|compact\"");
@@ -231,7 +233,8 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
     if (c.type() == pugi::node_cdata) return Fail(err, 400, "<batch> holds CDATA; it takes <request> elements only");
     if (c.type() == pugi::node_pcdata) {
       for (const char* p = c.value(); *p; ++p)
-        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') return Fail(err, 400, "<batch> holds text; it takes <request> elements only");
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n')
+          return Fail(err, 400, "<batch> holds text; it takes <request> elements only");
       continue;
     }
     if (c.type() != pugi::node_element || std::string_view(c.name()) != "request")
@@ -288,8 +291,9 @@ bool DecodePostQuery(std::string_view query, std::string_view* route, ProtocolEr
   std::string_view name, value;
   while (NextParam(&query, &name, &value)) {
     if (name != "route")
-      return Fail(err, 400, "unknown query parameter \"" + std::string(name.substr(0, 64)) +
-                                "\" on POST /frs: only route is allowed");
+      return Fail(err, 400,
+                  "unknown query parameter \"" + std::string(name.substr(0, 64)) +
+                      "\" on POST /frs: only route is allowed");
     if (!route->empty()) return Fail(err, 400, "query parameter \"route\" appears twice");
     if (value.empty()) return Fail(err, 400, "query parameter \"route\" is empty");
     *route = value;  // hashed as sent, not decoded
@@ -329,7 +333,8 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
       out->route = value;  // hashed as sent, not decoded
       continue;
     } else {
-      return Fail(err, 400, "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\": use biz, key, n and route");
+      return Fail(err, 400,
+                  "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\": use biz, key, n and route");
     }
     if (*seen) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" appears twice");
     *seen = true;

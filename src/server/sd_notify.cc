@@ -15,8 +15,7 @@ namespace frs::server {
 SdNotifier SdNotifier::FromEnvironment() {
   SdNotifier n;
   const char* env = std::getenv("NOTIFY_SOCKET");
-  if (env && (env[0] == '/' || env[0] == '@') && std::strlen(env) < sizeof(sockaddr_un::sun_path))
-    n.address_ = env;
+  if (env && (env[0] == '/' || env[0] == '@') && std::strlen(env) < sizeof(sockaddr_un::sun_path)) n.address_ = env;
   ::unsetenv("NOTIFY_SOCKET");
   return n;
 }

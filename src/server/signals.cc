@@ -54,7 +54,8 @@ bool DeliverPendingSignals(const sigset_t* wait_mask) {
   sigset_t pending;
   if (sigpending(&pending) != 0) return false;
   bool any = false;
-  for (int sig = 1; sig < NSIG && !any; ++sig) any = sigismember(&pending, sig) == 1 && sigismember(wait_mask, sig) == 0;
+  for (int sig = 1; sig < NSIG && !any; ++sig)
+    any = sigismember(&pending, sig) == 1 && sigismember(wait_mask, sig) == 0;
   if (!any) return false;
   sigset_t blocked;
   pthread_sigmask(SIG_SETMASK, wait_mask, &blocked);  // the pending handlers run here

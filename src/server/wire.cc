@@ -2,10 +2,7 @@
 
 namespace frs::server {
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 int HttpStatusFor(const Status& s) {
   switch (s.code()) {
@@ -19,6 +16,5 @@ int HttpStatusFor(const Status& s) {
     default: return 500;
   }
 }
-
 
 }  // namespace frs::server

@@ -43,8 +43,8 @@ struct WireRequest {
 };
 
 struct ProtocolError {
-  int status = 0;     // HTTP status (400, 404, ...)
-  std::string msg;    // one sentence
+  int status = 0;   // HTTP status (400, 404, ...)
+  std::string msg;  // one sentence
 };
 
 // Commands that need the admin token.

@@ -53,7 +53,7 @@ int RunWorker(WorkerContext ctx) {
   // validated, not whatever map.xml holds at this moment.
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
   uint64_t generation = 0;
-  std::string envoy_bundle;  // <grpc config>, as the master published it
+  std::string envoy_bundle;       // <grpc config>, as the master published it
   std::optional<SrvConfig> live;  // srv.xml as last reloaded (a respawned worker)
   if (ctx.map_channel) {
     Result<MapChannel::Map> m = ctx.map_channel->Read();

@@ -82,8 +82,8 @@ void Worker::Accept(int64_t now, bool grpc) {
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
     conn->set_peer(PeerOf(peer));
     if (grpc) {
-      auto session = GrpcSession::Create(
-          &*grpc_, GrpcLimits{cfg_.grpc_max_streams, cfg_.max_header_bytes, cfg_.max_body_bytes});
+      auto session =
+          GrpcSession::Create(&*grpc_, GrpcLimits{cfg_.grpc_max_streams, cfg_.max_header_bytes, cfg_.max_body_bytes});
       if (!session.ok()) {
         FRS_LOG("cannot start an HTTP/2 session: %s", session.status().message().c_str());
         continue;
@@ -156,10 +156,11 @@ void Worker::FdExhausted(int err, int64_t now) {
   fd_backoff_until_ = now + kFdBackoffNs;
   if (counters_) CounterAdd(counters_->accept_fd_exhausted);
   if (fd_logged_at_ == 0 || now - fd_logged_at_ >= kFdLogEveryNs) {
-    FRS_LOG("accept: %s; not accepting for %lld ms (%llu more such failure(s) since the last line): raise the open "
-            "file limit (LimitNOFILE=, ulimit -n) or lower <limits connections>",
-            std::strerror(err), static_cast<long long>(kFdBackoffNs / kMsNs),
-            static_cast<unsigned long long>(fd_unlogged_));
+    FRS_LOG(
+        "accept: %s; not accepting for %lld ms (%llu more such failure(s) since the last line): raise the open "
+        "file limit (LimitNOFILE=, ulimit -n) or lower <limits connections>",
+        std::strerror(err), static_cast<long long>(kFdBackoffNs / kMsNs),
+        static_cast<unsigned long long>(fd_unlogged_));
     fd_logged_at_ = now;
     fd_unlogged_ = 0;
   } else {

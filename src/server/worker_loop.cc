@@ -42,7 +42,7 @@ int Worker::Run(const sigset_t* wait_mask) {
     int timeout_ms = due < 0 ? 1000 : static_cast<int>(std::min<int64_t>(1000, due / kMsNs + 1));
     if (stopping_) timeout_ms = std::min(timeout_ms, 50);
     if (accept_paused_) timeout_ms = std::min(timeout_ms, 50);  // look again soon whether to resume
-    if (!again_.empty()) timeout_ms = 0;  // input is waiting on a socket already
+    if (!again_.empty()) timeout_ms = 0;                        // input is waiting on a socket already
     auto events = loop_.Wait(timeout_ms, wait_mask);
     now = MonoNs();
     // A handler runs only when the wait returns EINTR, with no events: a
@@ -64,7 +64,7 @@ int Worker::Run(const sigset_t* wait_mask) {
       const size_t idx = static_cast<size_t>(c->fd());
       Guarded(c, [&] { Read(c, ev.events, now); });
       if (idx >= conns_.size() || conns_[idx].get() != c) continue;  // closed by its error
-      reading_.push_back(c);  // room reserved in Run: cannot throw
+      reading_.push_back(c);                                         // room reserved in Run: cannot throw
       reading_flag_[idx] = 1;
     }
     for (size_t i = 0; i < reading_.size(); ++i) {

@@ -108,14 +108,14 @@ class Worker {
   }
 
   WorkerContext ctx_;
-  SrvConfig cfg_;  // as started, with the live settings of the last reload
+  SrvConfig cfg_;                   // as started, with the live settings of the last reload
   std::optional<AllowList> allow_;  // replaces ctx_.allow after a reload
   WorkerCounters* counters_;
   DecisionLogCounters own_log_counters_{};  // without a metrics region
   EnvoyMetrics envoy_metrics_{counters_};   // Envoy's per-descriptor counters, in counters_
   Handler handler_;
-  std::optional<GrpcMethods> grpc_;  // with <grpc>
-  std::string envoy_bundle_;         // applied to grpc_
+  std::optional<GrpcMethods> grpc_;            // with <grpc>
+  std::string envoy_bundle_;                   // applied to grpc_
   std::unique_ptr<DecisionLog> decision_log_;  // null: no <decisions>
   Engine* engine_;
   Store* store_;
@@ -127,14 +127,14 @@ class Worker {
   // Connections are registered once, edge-triggered (event_loop.h): the
   // kernel reports a socket when input arrives, not while input waits, so
   // input left on a socket is remembered here and read on a later turn.
-  std::vector<uint8_t> unread_;      // by fd: input may be waiting on the socket
+  std::vector<uint8_t> unread_;  // by fd: input may be waiting on the socket
   // by fd: the peer's end (FIN, reset or error) was reported. It may come
   // with the last bytes of input, and a short read that takes them does not
   // consume it: the connection must read once more to see it.
   std::vector<uint8_t> ended_;
-  std::vector<uint8_t> queued_;      // by fd: in again_
-  std::vector<Connection*> again_;   // to read on the next turn of the loop
-  std::vector<Connection*> turn_;    // again_ of the turn being served
+  std::vector<uint8_t> queued_;     // by fd: in again_
+  std::vector<Connection*> again_;  // to read on the next turn of the loop
+  std::vector<Connection*> turn_;   // again_ of the turn being served
   // The turn's connections read and not answered yet (null: closed since).
   std::vector<Connection*> reading_;
   std::vector<uint8_t> reading_flag_;  // by fd: in reading_
@@ -145,19 +145,19 @@ class Worker {
   // at once woke it again, and on loopback that wake-up is the writer's
   // kernel time: held answers cut frsd's kernel time per batch request of
   // 64 members by a fifth or more (docs/performance.md section 9).
-  bool holding_ = false;             // inside a turn: Settle holds answers
-  std::vector<uint8_t> held_flag_;   // by fd: in held_
-  std::vector<Connection*> held_;    // answers to write (null: closed since)
-  int64_t held_since_ = 0;           // when the oldest held answer was ready
+  bool holding_ = false;            // inside a turn: Settle holds answers
+  std::vector<uint8_t> held_flag_;  // by fd: in held_
+  std::vector<Connection*> held_;   // answers to write (null: closed since)
+  int64_t held_since_ = 0;          // when the oldest held answer was ready
   int64_t next_signal_check_ = 0;
   std::vector<uint64_t> progress_seen_;
   uint64_t open_ = 0;
   bool stopping_ = false;
   bool accept_paused_ = false;
-  int64_t fd_backoff_until_ = 0;   // not accepting before this (EMFILE)
-  int64_t fd_logged_at_ = 0;       // the last EMFILE line (0: none yet)
-  uint64_t fd_unlogged_ = 0;       // EMFILE failures since that line
-  uint64_t map_generation_ = 0;  // of the map channel, applied
+  int64_t fd_backoff_until_ = 0;  // not accepting before this (EMFILE)
+  int64_t fd_logged_at_ = 0;      // the last EMFILE line (0: none yet)
+  uint64_t fd_unlogged_ = 0;      // EMFILE failures since that line
+  uint64_t map_generation_ = 0;   // of the map channel, applied
   bool store_broken_logged_ = false;
   int64_t stop_deadline_ = 0;
   pid_t parent_ = getppid();

@@ -44,7 +44,8 @@ void Worker::HandleSignals(int64_t now) {
     if (s.ok()) {
       if (generation != map_generation_ || !ctx_.map_channel) {
         handler_.MapReloaded();
-        FRS_LOG("reloaded %s (map generation %llu)", cfg_.map_path.c_str(), static_cast<unsigned long long>(generation));
+        FRS_LOG("reloaded %s (map generation %llu)", cfg_.map_path.c_str(),
+                static_cast<unsigned long long>(generation));
         if (counters_) CounterAdd(counters_->reloads);
       }
       map_generation_ = generation;
@@ -69,8 +70,7 @@ void Worker::ApplyLive(const SrvConfig& next) {
   if (next.logfile != cfg_.logfile) {
     if (Status s = Logger::Get().UseFile(next.logfile); !s.ok())
       FRS_LOG("cannot switch the log file, logging here still: %s", s.message().c_str());
-    else
-      cfg_.logfile = next.logfile;
+    else cfg_.logfile = next.logfile;
   }
   cfg_.admin_token = next.admin_token;
   cfg_.grpc_headers = next.grpc_headers;

@@ -50,9 +50,7 @@ class LockSet {
     held_.push_back(k);
     return true;
   }
-  bool Holds(uint32_t k) const {
-    return s_->read_only() || std::find(held_.begin(), held_.end(), k) != held_.end();
-  }
+  bool Holds(uint32_t k) const { return s_->read_only() || std::find(held_.begin(), held_.end(), k) != held_.end(); }
   void Unlock(uint32_t k) FRS_NO_THREAD_SAFETY_ANALYSIS {
     auto it = std::find(held_.begin(), held_.end(), k);
     if (it == held_.end()) return;

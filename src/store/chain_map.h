@@ -57,8 +57,7 @@ inline NodeExtent ExtentAt(const uint8_t* slot0, const uint8_t* tags, uint32_t c
   // node (or that carry no tag but are not free).
   uint32_t n = 1;
   while (n < kMaxSpan && i + n < chain &&
-         (tags[i + n] == kContTag ||
-          (tags[i + n] == 0 && !IsFree(HeaderAt(slot0 + uint64_t{i + n} * kSlotBytes)))))
+         (tags[i + n] == kContTag || (tags[i + n] == 0 && !IsFree(HeaderAt(slot0 + uint64_t{i + n} * kSlotBytes)))))
     ++n;
   return {n, true};
 }
@@ -109,8 +108,8 @@ struct ChainMap {
     WalkChain(
         slot0, tags, chain, 0,
         [&](uint32_t i, NodeExtent e) {
-          if (e.damaged) damaged |= uint64_t{1} << i;
-          for (uint32_t k = 0; k < e.span; ++k) start[i + k] = static_cast<uint8_t>(i);
+      if (e.damaged) damaged |= uint64_t{1} << i;
+      for (uint32_t k = 0; k < e.span; ++k) start[i + k] = static_cast<uint8_t>(i);
         },
         [&](uint32_t i) { MarkFree(i); });
   }

@@ -87,34 +87,34 @@ Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bo
   Status s = WalkChains(
       filter,
       [&](uint32_t fi, StoreFile* f, uint32_t k) {
-        // One chain is one transaction: it is erased whole or (on a refused
-        // journal, or a predicate that throws) not at all.
-        LockSet locks(this, f);
-        locks.Lock(k);
-        Txn txn(this, f, fi);
-        Status refused;
-        uint64_t here = 0;
-        WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {
-          if (!refused.ok()) return;
-          if (e.damaged) {
-            NoteDamage(f, k, i);  // left for verify --repair, which reports it
-          } else if ((filter.biz < 0 || filter.biz == HeaderAt(f->slot(k, i))->biz) && Selects(filter, k, i)) {
-            FillInfo_locked(fi, k, i, f->slot(k, i), &info);
-            if (!pred || pred(info)) {
-              if (!txn.Open()) {
-                refused = WritersBusy(f);
-              } else if (!ClearNode_locked(f, txn, k, i)) {
-                refused = JournalFull(f);
-              } else {
-                ++here;
-              }
-            }
+    // One chain is one transaction: it is erased whole or (on a refused
+    // journal, or a predicate that throws) not at all.
+    LockSet locks(this, f);
+    locks.Lock(k);
+    Txn txn(this, f, fi);
+    Status refused;
+    uint64_t here = 0;
+    WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {
+      if (!refused.ok()) return;
+      if (e.damaged) {
+        NoteDamage(f, k, i);  // left for verify --repair, which reports it
+      } else if ((filter.biz < 0 || filter.biz == HeaderAt(f->slot(k, i))->biz) && Selects(filter, k, i)) {
+        FillInfo_locked(fi, k, i, f->slot(k, i), &info);
+        if (!pred || pred(info)) {
+          if (!txn.Open()) {
+            refused = WritersBusy(f);
+          } else if (!ClearNode_locked(f, txn, k, i)) {
+            refused = JournalFull(f);
+          } else {
+            ++here;
           }
-        });
-        if (!refused.ok()) return refused;
-        txn.Commit();
-        erased += here;
-        return Status::OK();
+        }
+      }
+    });
+    if (!refused.ok()) return refused;
+    txn.Commit();
+    erased += here;
+    return Status::OK();
       },
       [&] { return " after erasing " + std::to_string(erased) + " node(s)"; });
   if (!s.ok()) return s;

@@ -84,15 +84,15 @@ inline constexpr uint32_t JournalCapacity(uint32_t chain, uint32_t entry) {
 
 struct FileHeader {
   // --- identity and geometry: written once, covered by `checksum` ---
-  uint64_t magic;               // kMagic; also exposes a byte-order mismatch
-  uint32_t version;             // kFormatVersion
-  uint32_t header_bytes;        // kHeaderBytes
-  uint32_t files;               // geometry of the whole store
-  uint32_t file_index;          // this file's place in it
+  uint64_t magic;         // kMagic; also exposes a byte-order mismatch
+  uint32_t version;       // kFormatVersion
+  uint32_t header_bytes;  // kHeaderBytes
+  uint32_t files;         // geometry of the whole store
+  uint32_t file_index;    // this file's place in it
   uint32_t keynodes;
   uint32_t chain;
-  uint32_t slot_bytes;          // kSlotBytes
-  uint32_t node_header_bytes;   // kNodeHeaderBytes
+  uint32_t slot_bytes;         // kSlotBytes
+  uint32_t node_header_bytes;  // kNodeHeaderBytes
   uint32_t writer_entries;
   uint32_t writer_entry_bytes;
   uint64_t heads_offset;
@@ -100,14 +100,14 @@ struct FileHeader {
   uint64_t chains_offset;
   uint64_t file_bytes;
   uint64_t created_unix;
-  uint64_t store_id;            // random, equal in every file of one store
-  uint64_t layout_signature;    // kLayoutSignature of the build that made it
-  uint32_t head_bytes;          // HeadBytes(chain)
-  uint32_t batch_entries;       // kBatchEntries, after the writer entries
+  uint64_t store_id;          // random, equal in every file of one store
+  uint64_t layout_signature;  // kLayoutSignature of the build that made it
+  uint32_t head_bytes;        // HeadBytes(chain)
+  uint32_t batch_entries;     // kBatchEntries, after the writer entries
   uint32_t batch_entry_bytes;
-  uint32_t keynode_group;       // KeynodeGroup(geometry): key-nodes per group
+  uint32_t keynode_group;  // KeynodeGroup(geometry): key-nodes per group
   uint8_t reserved0[kChecksummedBytes - 120];
-  uint64_t checksum;            // XXH3-64 of bytes [0, kChecksummedBytes)
+  uint64_t checksum;  // XXH3-64 of bytes [0, kChecksummedBytes)
   uint8_t pad0[56];
   // --- counters: updated atomically, not checksummed ---
   alignas(64) uint64_t nodes_used;
@@ -116,7 +116,7 @@ struct FileHeader {
   uint64_t evictions_live;
   uint64_t cuckoo_moves;
   uint64_t lock_recoveries;
-  uint64_t damaged_nodes;       // damaged nodes met (and ignored) by lookups and walks
+  uint64_t damaged_nodes;  // damaged nodes met (and ignored) by lookups and walks
   // Threads waiting for a writer entry of this file: while it is not 0,
   // holders hand their entries back after each write (journal.cc).
   uint64_t writer_waiters;
@@ -168,9 +168,9 @@ static_assert(offsetof(NodeHeader, expire_s) == 12 && offsetof(NodeHeader, route
 
 // What a general node keeps after the common header.
 struct GeneralExt {
-  uint16_t state_len;   // bytes of caller state after this
-  uint8_t key_len;      // the full key's length, 0 when unknown (an import by fingerprint)
-  uint8_t key_stored;   // key bytes kept after the state (a prefix when < key_len)
+  uint16_t state_len;  // bytes of caller state after this
+  uint8_t key_len;     // the full key's length, 0 when unknown (an import by fingerprint)
+  uint8_t key_stored;  // key bytes kept after the state (a prefix when < key_len)
 };
 static_assert(sizeof(GeneralExt) == kGeneralHeaderBytes - kNodeHeaderBytes);
 inline constexpr uint32_t kCompactStateBytes = 16;  // the state a compact node packs
@@ -275,7 +275,7 @@ static_assert(sizeof(JournalRecord) == 40);
 // dead writer's active entry of such a batch is kept (not undone) exactly
 // when its coordinator says committed; see StoreImpl::RecoverDeadWriters.
 struct WriterEntryHeader {
-  uint64_t owner;   // os::Owner::word(): tid, and start time << 32; 0 = free
+  uint64_t owner;  // os::Owner::word(): tid, and start time << 32; 0 = free
   uint32_t active;
   uint32_t count;
   uint64_t batch;      // 0: not part of a batch across files
@@ -297,7 +297,7 @@ inline constexpr uint64_t WriterEntryBytes(uint32_t records) {
 inline constexpr uint64_t kLayoutSignature =
     (uint64_t{sizeof(FileHeader)} << 48) ^ (uint64_t{sizeof(NodeHeader)} << 40) ^
     (uint64_t{sizeof(JournalRecord)} << 32) ^ (uint64_t{sizeof(WriterEntryHeader)} << 24) ^
-    (uint64_t{kSlotBytes} << 16) ^ (uint64_t{kMaxSpan} << 8) ^ uint64_t{kWriterEntries} ^
+    (uint64_t{kSlotBytes} << 16) ^ (uint64_t{kMaxSpan} << 8) ^ uint64_t { kWriterEntries } ^
     (uint64_t{HeadBytes(8)} << 56) ^ (uint64_t{kBatchEntries} << 4) ^ (uint64_t{kGeneralHeaderBytes} << 12);
 
 struct FileLayout {

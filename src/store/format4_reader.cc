@@ -53,13 +53,15 @@ class Format4Store final : public Store {
   const StoreGeometry& geometry() const override { return geo_; }
 
   Status ForEach(const Filter& filter, const Visitor& visit) override {
-    return Walk(filter, [&](const NodeInfo& n) { visit(n); }, nullptr);
+    return Walk(
+        filter, [&](const NodeInfo& n) { visit(n); }, nullptr);
   }
 
   Result<VerifyReport> Verify(bool repair) override {
     if (repair) return Refused("verify --repair");
     VerifyReport rep;
-    Status s = Walk(Filter{}, [&](const NodeInfo&) { ++rep.nodes; }, &rep);
+    Status s = Walk(
+        Filter{}, [&](const NodeInfo&) { ++rep.nodes; }, &rep);
     if (!s.ok()) return s;
     for (const File4& f : files_)
       if (!f.slots.empty() || !f.tags.empty())
@@ -124,7 +126,8 @@ class Format4Store final : public Store {
         if (auto t = f.tags.find(k); t != f.tags.end())
           std::memcpy(tags.data(), t->second.data(), std::min<uint32_t>(chain, kSlotBytes));
         for (auto it = f.slots.lower_bound({k, 0}); it != f.slots.end() && it->first.first == k; ++it)
-          if (it->first.second < chain) std::memcpy(&slots[size_t{it->first.second} * kSlotBytes], it->second.data(), kSlotBytes);
+          if (it->first.second < chain)
+            std::memcpy(&slots[size_t{it->first.second} * kSlotBytes], it->second.data(), kSlotBytes);
         if (rep) ++rep->chains;
         for (uint32_t i = 0; i < chain;) {
           const uint8_t* p = &slots[size_t{i} * kSlotBytes];
@@ -240,7 +243,8 @@ Result<std::unique_ptr<Store>> OpenFormat4(const std::string& dir) {
     if (h.version != kPreviousFormatVersion)
       return Status::Mismatch(path + ": format version " + std::to_string(h.version) + ", not " +
                               std::to_string(kPreviousFormatVersion));
-    if (HeaderChecksum(h) != h.checksum) return Status::Corruption(path + ": header checksum mismatch (header damaged)");
+    if (HeaderChecksum(h) != h.checksum)
+      return Status::Corruption(path + ": header checksum mismatch (header damaged)");
     if (i == 0) {
       g = StoreGeometry{h.files, h.keynodes, h.chain};
       id = h.store_id;

@@ -33,7 +33,8 @@ bool ParseIpv4(std::string_view s, uint64_t* out) {
     }
     const size_t start = i;
     uint32_t v = 0;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - start < 3) v = v * 10 + static_cast<uint32_t>(s[i++] - '0');
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - start < 3)
+      v = v * 10 + static_cast<uint32_t>(s[i++] - '0');
     const size_t len = i - start;
     if (len == 0 || v > 255 || (len > 1 && s[start] == '0')) return false;
     addr = addr << 8 | v;
@@ -113,13 +114,11 @@ std::string TextOf(const Identity& ident) {
       }
       return s;
     }
-    case KeyForm::kDecimal:
-      return std::to_string(ident.id);
+    case KeyForm::kDecimal: return std::to_string(ident.id);
     case KeyForm::kIpv4:
       return std::to_string(ident.id >> 24 & 255) + "." + std::to_string(ident.id >> 16 & 255) + "." +
              std::to_string(ident.id >> 8 & 255) + "." + std::to_string(ident.id & 255);
-    case KeyForm::kHashed:
-      break;
+    case KeyForm::kHashed: break;
   }
   return {};
 }

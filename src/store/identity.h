@@ -57,7 +57,8 @@ inline uint64_t PlaceHash(uint16_t biz, const Identity& ident) {
   // splitmix64's finalizer over the identity, the biz and the form: the
   // short forms are not uniform, and a key of two bizzes must not share
   // chains.
-  uint64_t z = ident.id ^ (uint64_t{biz} << 48 | uint64_t{static_cast<uint8_t>(ident.form)} << 40) * 0x9E3779B97F4A7C15ull;
+  uint64_t z =
+      ident.id ^ (uint64_t{biz} << 48 | uint64_t{static_cast<uint8_t>(ident.form)} << 40) * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);

@@ -39,8 +39,7 @@ StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) {
   return k;
 }
 
-bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint32_t home, const NodeKey& nk,
-                                   Pos* pos) const {
+bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint32_t home, const NodeKey& nk, Pos* pos) const {
   const uint8_t* tags = f->tags(keynode);
   const uint8_t kind = static_cast<uint8_t>(nk.ident.form);
   return ForEachTaggedFrom(tags, geo_.chain, home, nk.tag, [&](uint32_t i) {
@@ -60,8 +59,7 @@ bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint32_t home
   });
 }
 
-bool StoreImpl::SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
-                                uint8_t tag) {
+bool StoreImpl::SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
   // Rewriting a node in place (the common update) leaves its tags as they
   // are: nothing to save. (Its check byte is saved with its slot's record.)
   return TagsAre(f->tags(keynode), slot, span, tag) || txn.Save(keynode, kTagsRecord);
@@ -95,13 +93,14 @@ bool StoreImpl::ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint3
 StoreImpl::RouteMark StoreImpl::RouteFor(const KeyRef& key, const RouteMark* existing) {
   if (key.route_known) return {key.route_pos, true};
   if (existing) return *existing;
-  if (!key.bytes.empty() && key.bytes.size() == key.key_len) return {Ring::HashRoute(Ring::RouteOf(key.bytes, {})), true};
+  if (!key.bytes.empty() && key.bytes.size() == key.key_len)
+    return {Ring::HashRoute(Ring::RouteOf(key.bytes, {})), true};
   return {};
 }
 
-void StoreImpl::ComposeNode(const NodeKey& nk, const KeyRef& key, RouteMark route, uint8_t heat,
-                            const uint8_t* state, uint32_t state_bytes, const uint8_t* key_bytes, uint32_t key_avail,
-                            uint32_t expire_s, uint32_t now_s, NodeImage* out) {
+void StoreImpl::ComposeNode(const NodeKey& nk, const KeyRef& key, RouteMark route, uint8_t heat, const uint8_t* state,
+                            uint32_t state_bytes, const uint8_t* key_bytes, uint32_t key_avail, uint32_t expire_s,
+                            uint32_t now_s, NodeImage* out) {
   NodeHeader* h = HeaderAt(out->bytes);
   std::memset(out->bytes, 0, kSlotBytes);
   h->id = nk.ident.id;
@@ -154,8 +153,7 @@ bool StoreImpl::WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint3
   return true;
 }
 
-void StoreImpl::FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p,
-                                NodeInfo* out) const {
+void StoreImpl::FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, const uint8_t* p, NodeInfo* out) const {
   DecodeNode(p, out);
   const UserPos up = UserPosOf(keynode, slot);
   out->file = file;
@@ -168,14 +166,14 @@ bool StoreImpl::IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<b
 }
 
 void StoreImpl::NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const {
-  if (!opts_.read_only)
-    std::atomic_ref<uint64_t>(f->header()->damaged_nodes).fetch_add(1, std::memory_order_relaxed);
+  if (!opts_.read_only) std::atomic_ref<uint64_t>(f->header()->damaged_nodes).fetch_add(1, std::memory_order_relaxed);
   // Logged once per node and process: a lookup meets it on every request.
   const uint64_t where = (uint64_t{keynode} << 8) | slot;
   MutexLock g(&damage_mu_);
   if (!damage_logged_.insert({f->path(), where}).second || damage_logged_.size() > 4096) return;
   if (opts_.on_recovery)
-    opts_.on_recovery(f->path() + ": " + Where(keynode, slot) + ": damaged node ignored (its key counts as absent; `frsctl verify --repair` clears it)");
+    opts_.on_recovery(f->path() + ": " + Where(keynode, slot) +
+                      ": damaged node ignored (its key counts as absent; `frsctl verify --repair` clears it)");
 }
 
 }  // namespace frs::store

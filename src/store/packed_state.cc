@@ -67,7 +67,7 @@ bool Encode(const uint8_t* b, uint32_t expire_s, uint64_t* word) {
     return true;
   }
   if (algo != kAlgoFixed && algo != kAlgoCalendar) return false;  // sliding
-  if (f3 != 0) return false;                                        // a debt
+  if (f3 != 0) return false;                                      // a debt
   if (f1 > expire_s) return false;
   const int64_t len = int64_t{expire_s} - f1, i = interval;
   const uint64_t a = algo, count = f2;
@@ -85,8 +85,8 @@ bool Encode(const uint8_t* b, uint32_t expire_s, uint64_t* word) {
   const uint64_t head = uint64_t{2} | uint64_t{interval} << 3;
   const int64_t m = s / kShiftUnit;  // s != 0 here (else code 0 took it)
   if (s % kShiftUnit == 0 && m >= -kMaxShiftUnits && m <= kMaxShiftUnits) {
-    *word = head | static_cast<uint64_t>(m < 0 ? m + kMaxShiftUnits : m + kMaxShiftUnits - 1) << 28 |
-            count << kCountShift;
+    *word =
+        head | static_cast<uint64_t>(m < 0 ? m + kMaxShiftUnits : m + kMaxShiftUnits - 1) << 28 | count << kCountShift;
     return true;
   }
   if (FitsSigned(s, 14) && count < (uint64_t{1} << kSmallCountBits)) {

@@ -112,22 +112,22 @@ enum class PackedCode : uint8_t { kWindow = 0, kShortWindow = 1, kShiftedCalenda
 namespace packed {
 // Field widths and positions of the word (see above).
 inline constexpr int kCodeBits = 2;
-inline constexpr int kIntervalBits = 25;       // the tag's interval field
-inline constexpr int kShortIntervalBits = 13;  // code 1
-inline constexpr int kBucketIntervalBits = 20; // code 3
-inline constexpr int kCountShift = 32;         // codes 0, 1, 2 form 0
-inline constexpr int kSmallCountShift = 42;    // code 2 form 1
+inline constexpr int kIntervalBits = 25;        // the tag's interval field
+inline constexpr int kShortIntervalBits = 13;   // code 1
+inline constexpr int kBucketIntervalBits = 20;  // code 3
+inline constexpr int kCountShift = 32;          // codes 0, 1, 2 form 0
+inline constexpr int kSmallCountShift = 42;     // code 2 form 1
 inline constexpr int kSmallCountBits = 64 - kSmallCountShift;
-inline constexpr int kShiftUnit = 900;         // code 2 form 0: s = 900 * m
-inline constexpr int kMaxShiftUnits = 8;       // m in -8..-1, 1..8
+inline constexpr int kShiftUnit = 900;    // code 2 form 0: s = 900 * m
+inline constexpr int kMaxShiftUnits = 8;  // m in -8..-1, 1..8
 inline constexpr int kBucketDeltaBits = 10;
 inline constexpr uint32_t kMaxBucketDeltaMs = 1000;  // what ExpireS's rounding leaves
 
 // Every layout fills at most 64 bits.
-static_assert(kCodeBits + 1 + kIntervalBits + 2 + 2 <= kCountShift);               // code 0
-static_assert(kCodeBits + 1 + kShortIntervalBits + 16 == kCountShift);             // code 1
-static_assert(kCodeBits + 1 + kIntervalBits + 4 == kCountShift);                   // code 2 form 0
-static_assert(kCodeBits + 1 + kIntervalBits + 14 == kSmallCountShift);             // code 2 form 1
+static_assert(kCodeBits + 1 + kIntervalBits + 2 + 2 <= kCountShift);    // code 0
+static_assert(kCodeBits + 1 + kShortIntervalBits + 16 == kCountShift);  // code 1
+static_assert(kCodeBits + 1 + kIntervalBits + 4 == kCountShift);        // code 2 form 0
+static_assert(kCodeBits + 1 + kIntervalBits + 14 == kSmallCountShift);  // code 2 form 1
 static_assert(kCountShift + 32 == 64);
 static_assert(kCodeBits + kBucketIntervalBits + 16 + 16 + kBucketDeltaBits == 64);  // code 3
 static_assert(kMaxBucketDeltaMs < (1u << kBucketDeltaBits));

@@ -33,8 +33,7 @@ class Placer {
 
   Placer(StoreImpl* s, StoreFile* f, Txn& txn, LockSet& locks, const Location& loc, uint32_t span, uint32_t now_s,
          const Pins* pins, UpdateResult* r)
-      : s_(s), f_(f), txn_(txn), locks_(locks), span_(span), now_s_(now_s), pins_(pins), r_(r),
-        live_(s->LiveBizzes()) {
+      : s_(s), f_(f), txn_(txn), locks_(locks), span_(span), now_s_(now_s), pins_(pins), r_(r), live_(s->LiveBizzes()) {
     cands_[0] = loc.a;
     cands_[1] = loc.b;
     homes_[0] = loc.home_a;
@@ -48,9 +47,15 @@ class Placer {
   // whose header does not read free is damage the tags do not show, and the
   // step runs again on maps built from the node headers (Build), which
   // count such a slot as a damaged node's.
-  Placement FreeRun() { return Checked([this] { return FreeRunStep(); }); }
-  Placement ReclaimStale() { return Checked([this] { return ReclaimStaleStep(); }); }
-  Placement EvictLru() { return Checked([this] { return EvictLruStep(); }); }
+  Placement FreeRun() {
+    return Checked([this] { return FreeRunStep(); });
+  }
+  Placement ReclaimStale() {
+    return Checked([this] { return ReclaimStaleStep(); });
+  }
+  Placement EvictLru() {
+    return Checked([this] { return EvictLruStep(); });
+  }
   // One resident moved to its other key-node's group (it checks the slots
   // it moves into itself).
   Placement Cuckoo() { return CuckooStep(); }
@@ -136,7 +141,8 @@ class Placer {
         const NodeExtent e = ExtentAt(f_->slot(cands_[c], 0), f_->tags(cands_[c]), chain, s);
         ChainMap om;
         om.FromTags(f_->tags(other), chain);
-        const int dest = e.damaged || e.span != nspan ? -1 : FreeRunIn(om, nspan, other == nl.b ? nl.home_b : nl.home_a);
+        const int dest =
+            e.damaged || e.span != nspan ? -1 : FreeRunIn(om, nspan, other == nl.b ? nl.home_b : nl.home_a);
         if (dest < 0 || !Confirmed(om, other, static_cast<uint32_t>(dest), nspan) ||
             !Confirmed(m, cands_[c], static_cast<uint32_t>(here), span_)) {
           if (locked_here) locks_.Unlock(other);
@@ -145,7 +151,8 @@ class Placer {
         // The other chain stays locked until the operation ends: its old
         // images are in the journal, and a rollback (or a recovery after a
         // death) restores them, which only its lock holder may do.
-        if (!Move(cands_[c], s, nspan, other, static_cast<uint32_t>(dest), other == nl.b)) return JournalFullPlacement();
+        if (!Move(cands_[c], s, nspan, other, static_cast<uint32_t>(dest), other == nl.b))
+          return JournalFullPlacement();
         return {cands_[c], static_cast<uint32_t>(here), true};
       }
     }
@@ -246,8 +253,8 @@ class Placer {
   ChainMap maps_[2];
 };
 
-StoreImpl::Placement StoreImpl::Place_locked(StoreFile* f, Txn& txn, const Location& loc, uint32_t span,
-                                             uint32_t now_s, LockSet& locks, const Pins* pins, UpdateResult* r) {
+StoreImpl::Placement StoreImpl::Place_locked(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s,
+                                             LockSet& locks, const Pins* pins, UpdateResult* r) {
   Placer p(this, f, txn, locks, loc, span, now_s, pins, r);
   if (Placement pl = p.FreeRun(); pl.ok) return pl;
   if (Placement pl = p.ReclaimStale(); pl.ok || pl.journal_full) return pl;

@@ -39,8 +39,8 @@ std::string StoreFile::PathFor(const std::string& dir, uint32_t index) {
   return dir + "/frs." + std::to_string(index) + ".store";
 }
 
-Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g,
-                              uint32_t index, uint64_t file_size) {
+Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g, uint32_t index,
+                              uint64_t file_size) {
   if (file_size < sizeof(FileHeader))
     return Status::Corruption(path + ": file is " + std::to_string(file_size) + " bytes, shorter than its header");
   if (h.magic != kMagic) {
@@ -49,8 +49,9 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
     return Status::Corruption(path + ": bad magic, not an FRS store file");
   }
   if (h.version == 4 && kFormatVersion == 5)
-    return Status::Mismatch(path + ": format version 4, this build reads version 5: run `frsctl upgrade` on the "
-                                   "stopped store (it keeps every count, expiry and daily statistic)");
+    return Status::Mismatch(path +
+                            ": format version 4, this build reads version 5: run `frsctl upgrade` on the "
+                            "stopped store (it keeps every count, expiry and daily statistic)");
   if (h.version != kFormatVersion)
     return Status::Mismatch(path + ": format version " + std::to_string(h.version) + ", this build reads version " +
                             std::to_string(kFormatVersion) + " (export with the old frsctl, import with the new)");
@@ -69,11 +70,11 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
     return Status::Corruption(path + ": header says it is file " + std::to_string(h.file_index) + ", expected file " +
                               std::to_string(index));
   FileLayout l = LayoutFor(g);
-  if (h.keynode_group != KeynodeGroup(g) || h.slot_bytes != kSlotBytes || h.node_header_bytes != kNodeHeaderBytes || h.header_bytes != kHeaderBytes ||
-      h.writer_entries != kWriterEntries || h.writer_entry_bytes != l.writer_entry_bytes ||
-      h.batch_entries != kBatchEntries || h.batch_entry_bytes != l.batch_entry_bytes ||
-      h.heads_offset != l.heads_offset || h.head_bytes != l.head_bytes || h.writers_offset != l.writers_offset || h.chains_offset != l.chains_offset ||
-      h.file_bytes != l.file_bytes)
+  if (h.keynode_group != KeynodeGroup(g) || h.slot_bytes != kSlotBytes || h.node_header_bytes != kNodeHeaderBytes ||
+      h.header_bytes != kHeaderBytes || h.writer_entries != kWriterEntries ||
+      h.writer_entry_bytes != l.writer_entry_bytes || h.batch_entries != kBatchEntries ||
+      h.batch_entry_bytes != l.batch_entry_bytes || h.heads_offset != l.heads_offset || h.head_bytes != l.head_bytes ||
+      h.writers_offset != l.writers_offset || h.chains_offset != l.chains_offset || h.file_bytes != l.file_bytes)
     return Status::Corruption(path + ": header layout fields disagree with its geometry");
   if (file_size != l.file_bytes)
     return Status::Corruption(path + ": file is " + std::to_string(file_size) + " bytes, its header says " +

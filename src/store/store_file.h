@@ -19,28 +19,26 @@ class StoreFile {
   // Opens (or creates, when allowed) file `index` of the store in `dir`.
   // `store_id` is the id to write when creating; *store_id_out receives the
   // file's id so the caller can check every file belongs to one store.
-  static Result<std::unique_ptr<StoreFile>> Open(const std::string& dir, uint32_t index,
-                                                 const StoreGeometry& g, bool create, uint64_t store_id,
-                                                 bool read_only = false);
+  static Result<std::unique_ptr<StoreFile>> Open(const std::string& dir, uint32_t index, const StoreGeometry& g,
+                                                 bool create, uint64_t store_id, bool read_only = false);
 
   static std::string PathFor(const std::string& dir, uint32_t index);
   // Validates a header against the expected geometry (used by Open and Verify).
-  static Status CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g,
-                            uint32_t index, uint64_t file_size);
+  static Status CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g, uint32_t index,
+                            uint64_t file_size);
 
   FileHeader* header() const { return reinterpret_cast<FileHeader*>(map_->data()); }
   os::LockWord* lock(uint32_t keynode) const {
     return reinterpret_cast<os::LockWord*>(heads_ + uint64_t{keynode} * head_bytes_);
   }
   uint8_t* tags(uint32_t keynode) const { return heads_ + uint64_t{keynode} * head_bytes_ + kHeadLockBytes; }
-  uint8_t* slot(uint32_t keynode, uint32_t s) const {
-    return chains_ + (uint64_t{keynode} * chain_ + s) * kSlotBytes;
-  }
+  uint8_t* slot(uint32_t keynode, uint32_t s) const { return chains_ + (uint64_t{keynode} * chain_ + s) * kSlotBytes; }
   // Entries [0, kWriterEntries) are per-thread update journals, then
   // kBatchEntries batch journals (format.h).
   WriterEntryHeader* writer(uint32_t i) const {
-    const uint64_t off = i < kWriterEntries ? uint64_t{i} * writer_bytes_
-                                            : kWriterEntries * writer_bytes_ + uint64_t{i - kWriterEntries} * batch_bytes_;
+    const uint64_t off = i < kWriterEntries
+                             ? uint64_t{i} * writer_bytes_
+                             : kWriterEntries * writer_bytes_ + uint64_t{i - kWriterEntries} * batch_bytes_;
     return reinterpret_cast<WriterEntryHeader*>(writers_ + off);
   }
   uint32_t writer_index(const WriterEntryHeader* w) const {

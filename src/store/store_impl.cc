@@ -57,10 +57,10 @@ Status StoreImpl::CheckRequest(const KeyRef& key, uint32_t state_bytes) const {
   const bool may_pack = state_bytes == kCompactStateBytes && !key.keep_key;
   const uint32_t span = may_pack ? 1 : NodeSlots(state_bytes, key.keep_key ? key.key_len : 0);
   if (span > geo_.chain)
-    return Status::InvalidArgument("a node of " + std::to_string(state_bytes) + " state bytes" +
-                                   (key.keep_key ? " and a kept key of " + std::to_string(key.key_len) + " bytes" : "") +
-                                   " needs " + std::to_string(span) + " slots but key-node groups hold " +
-                                   std::to_string(geo_.chain));
+    return Status::InvalidArgument(
+        "a node of " + std::to_string(state_bytes) + " state bytes" +
+        (key.keep_key ? " and a kept key of " + std::to_string(key.key_len) + " bytes" : "") + " needs " +
+        std::to_string(span) + " slots but key-node groups hold " + std::to_string(geo_.chain));
   return Status::OK();
 }
 
@@ -89,8 +89,9 @@ Status StoreImpl::CheckFiles() {
 }
 
 Status StoreImpl::ReadOnly() const {
-  return Status::Unavailable(opts_.dir + ": the store is open read-only (its file system is read-only, or this user "
-                                         "may not write it); nothing was changed");
+  return Status::Unavailable(opts_.dir +
+                             ": the store is open read-only (its file system is read-only, or this user "
+                             "may not write it); nothing was changed");
 }
 
 void StoreImpl::Prefetch(const KeyRef& key, Prefetching what) const {
@@ -145,10 +146,13 @@ Result<NodeInfo> StoreImpl::Get(const KeyRef& key) {
 
 Status StoreImpl::Erase(const KeyRef& key) {
   bool found = false;
-  Status s = Update(key, 0, 0, [&](NodeRef& n) {
+  Status s = Update(
+      key, 0, 0,
+      [&](NodeRef& n) {
     found = n.exists;
     return n.exists ? Commit::kErase : Commit::kNone;
-  }, nullptr);
+      },
+      nullptr);
   if (!s.ok()) return s;
   return found ? Status::OK() : Status::NotFound("no such node");
 }
@@ -178,7 +182,8 @@ Status StoreImpl::Reserve() {
   // frsd calls this once, at start: a writer that was killed while it waited
   // for a writer entry left its count in the header, which would make every
   // holder hand its entry back after each write until cleared.
-  for (const auto& f : files_) std::atomic_ref<uint64_t>(f->header()->writer_waiters).store(0, std::memory_order_relaxed);
+  for (const auto& f : files_)
+    std::atomic_ref<uint64_t>(f->header()->writer_waiters).store(0, std::memory_order_relaxed);
   // Compare first, allocate after: on a disk too small, nothing is allocated
   // (before, a failed start left ext4 100 % full).
   uint64_t need = 0;

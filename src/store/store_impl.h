@@ -253,10 +253,10 @@ class StoreImpl final : public Store {
   // ---- Update and UpdateBatch (update.cc), and ReadEach (read_each.cc)
   // What LoadNode_locked read from the node, for StoreNode_locked.
   struct LoadedNode {
-    Pos pos;                  // where the node is (pos.found false: a new one)
-    uint32_t old_span = 0;    // the extent it covers now
-    uint8_t heat = 1;         // its heat with this use (a new node's first use)
-    RouteMark route;          // the route it was written under
+    Pos pos;                // where the node is (pos.found false: a new one)
+    uint32_t old_span = 0;  // the extent it covers now
+    uint8_t heat = 1;       // its heat with this use (a new node's first use)
+    RouteMark route;        // the route it was written under
     // The key bytes to store: the caller's, unless the node holds more of them
     // (an import by fingerprint), which are then kept.
     bool keep_key = false;
@@ -286,9 +286,8 @@ class StoreImpl final : public Store {
                              UpdateResult* r);
   Status UpdateImpl(const KeyRef& key, const NodeKey& nk, uint32_t state_bytes, uint32_t now_s, const Mutator& fn,
                     UpdateResult* result);
-  Status UpdateBatchImpl(std::span<const BatchItem> items, std::span<const NodeKey> nks,
-                         std::span<const Location> locs, uint32_t now_s, const BatchMutator& fn,
-                         std::vector<UpdateResult>* results);
+  Status UpdateBatchImpl(std::span<const BatchItem> items, std::span<const NodeKey> nks, std::span<const Location> locs,
+                         uint32_t now_s, const BatchMutator& fn, std::vector<UpdateResult>* results);
   Status CheckRequest(const KeyRef& key, uint32_t state_bytes) const;
   // Prefetch's two steps on a located key (store_impl.cc): the key-node
   // heads (lock words and tags) of both chains, and, once those are in
@@ -314,8 +313,8 @@ class StoreImpl final : public Store {
   // Checks (and with `repair` fixes) one chain; counts its intact nodes and
   // their slots. A repair that cannot be journaled is not made; the report
   // says so.
-  void VerifyChain(StoreFile* f, uint32_t file_index, uint32_t keynode, bool repair, VerifyReport* rep,
-                   uint64_t* nodes, uint64_t* slots);
+  void VerifyChain(StoreFile* f, uint32_t file_index, uint32_t keynode, bool repair, VerifyReport* rep, uint64_t* nodes,
+                   uint64_t* slots);
 
   // ---- statuses
   static Status WritersBusy(StoreFile* f);

@@ -69,7 +69,8 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
         id = f.value()->store_id();
         have_id = true;
       } else if (f.value()->store_id() != id) {
-        return Status::Mismatch(f.value()->path() + ": belongs to another store than the other files (store ids differ)");
+        return Status::Mismatch(f.value()->path() +
+                                ": belongs to another store than the other files (store ids differ)");
       }
       files[i] = std::move(f.value());
     }

@@ -61,12 +61,13 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
   return rep;
 }
 
-void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, VerifyReport* rep,
-                            uint64_t* nodes, uint64_t* slots) {
+void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, VerifyReport* rep, uint64_t* nodes,
+                            uint64_t* slots) {
   const std::string& path = f->path();
   const std::string chain_at =
-      path + ": keynode" + (group_ > 1 ? "s " + std::to_string(k * group_) + ".." + std::to_string(k * group_ + group_ - 1)
-                                       : " " + std::to_string(k));
+      path + ": keynode" +
+      (group_ > 1 ? "s " + std::to_string(k * group_) + ".." + std::to_string(k * group_ + group_ - 1)
+                  : " " + std::to_string(k));
   auto slot_at = [&](uint32_t s) { return path + ": " + Where(k, s) + ": "; };
   const os::Owner owner = os::ShmOwner(f->lock(k));
   const bool dead = owner.tid != 0 && !os::OwnerAlive(owner);
@@ -76,9 +77,9 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
   // touched since a restart); read without locks, it only says so.
   if (dead) {
     const std::string what = chain_at + ": lock held by dead thread " + std::to_string(owner.tid);
-    rep->recovered.push_back(what + (opts_.read_only
-                                         ? std::string(": recoverable (its next locker takes it over)")
-                                         : std::string(": taken over as its next locker would, its unfinished write undone")));
+    rep->recovered.push_back(
+        what + (opts_.read_only ? std::string(": recoverable (its next locker takes it over)")
+                                : std::string(": taken over as its next locker would, its unfinished write undone")));
   }
   LockSet locks(this, f);
   locks.Lock(k);  // takes over (and undoes) a dead owner's lock
@@ -90,8 +91,7 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
   Txn txn(this, f, fi);
   auto journaled = [&](const std::string& where, bool saved) {
     if (!saved)
-      rep->problems.push_back(where + "not repaired: " +
-                              (txn.opened() ? JournalFull(f) : WritersBusy(f)).message());
+      rep->problems.push_back(where + "not repaired: " + (txn.opened() ? JournalFull(f) : WritersBusy(f)).message());
     return saved;
   };
   WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {
@@ -101,12 +101,12 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
     // makes verify or repair reach into a neighbour.
     const uint32_t span = e.span;
     if (e.damaged) {
-      bad = IsCompact(nh) ? "compact node of span " + std::to_string(SpanOf(nh)) +
-                                ", or its lookup tag or check byte, does not describe a node that fits here"
-                          : "span " + std::to_string(SpanOf(nh)) + ", state " + std::to_string(ExtOf(nh)->state_len) +
-                                " and key " + std::to_string(ExtOf(nh)->key_stored) + "/" +
-                                std::to_string(ExtOf(nh)->key_len) +
-                                " bytes, or its lookup tag or check byte, do not describe a node that fits here";
+      bad = IsCompact(nh)
+                ? "compact node of span " + std::to_string(SpanOf(nh)) +
+                      ", or its lookup tag or check byte, does not describe a node that fits here"
+                : "span " + std::to_string(SpanOf(nh)) + ", state " + std::to_string(ExtOf(nh)->state_len) +
+                      " and key " + std::to_string(ExtOf(nh)->key_stored) + "/" + std::to_string(ExtOf(nh)->key_len) +
+                      " bytes, or its lookup tag or check byte, do not describe a node that fits here";
     } else {
       // Biz id 0 is no error: the engine keeps handoff receipts under it.
       const Location loc = Locate(PlaceHashOf(nh));
@@ -125,13 +125,16 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
       return;
     }
     // The same identity twice in one chain (the other chain is checked when visited).
-    WalkChain_locked(f, k, [&](uint32_t j, NodeExtent oe) {
+    WalkChain_locked(
+        f, k,
+        [&](uint32_t j, NodeExtent oe) {
       const NodeHeader* o = HeaderAt(f->slot(k, j));
       if (oe.damaged || o->id != nh->id || o->biz != nh->biz || KindOf(o) != KindOf(nh)) return;
       rep->problems.push_back(slot_at(j) + "duplicate of the node at " + Where(k, i));
       if (repair && journaled(slot_at(j), ClearNode_locked(f, txn, k, j)))
         rep->repairs.push_back(slot_at(j) + "cleared the duplicate");
-    }, i + span);
+        },
+        i + span);
     ++*nodes;
     *slots += span;
   });
@@ -142,7 +145,7 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
   for (uint32_t s = 0; s < geo_.chain; ++s) {
     // A damaged node was reported above (and, repairing, cleared with its tags).
     if (m.IsNodeStart(s) && m.IsDamaged(s)) continue;
-    const uint8_t want = m.IsNodeStart(s)                  ? TagOf(PlaceHashOf(HeaderAt(f->slot(k, s))))
+    const uint8_t want = m.IsNodeStart(s)                ? TagOf(PlaceHashOf(HeaderAt(f->slot(k, s))))
                          : m.start[s] != ChainMap::kFree ? kContTag
                                                          : 0;
     if (tags[s] == want) continue;

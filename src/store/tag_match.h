@@ -32,8 +32,8 @@ inline uint64_t TagBytesEqual(uint64_t word, uint8_t tag) {
 // 8*w + i, limited to slots below `chain`.
 inline uint64_t TagWordMatches(const uint8_t* tags, uint32_t w, uint32_t chain, uint8_t tag) {
   static_assert(std::endian::native == std::endian::little, "slot i is byte i of the word");
-  const uint64_t word = std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(tags)[w])
-                            .load(std::memory_order_relaxed);
+  const uint64_t word =
+      std::atomic_ref<const uint64_t>(reinterpret_cast<const uint64_t*>(tags)[w]).load(std::memory_order_relaxed);
   uint64_t m = TagBytesEqual(word, tag);
   const uint32_t left = chain - 8 * w;
   if (left < 8) m &= (uint64_t{1} << (8 * left)) - 1;

@@ -66,8 +66,8 @@ StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const N
   return FindWithA_locked(f, loc, nk, locks);
 }
 
-void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos, uint32_t state_bytes,
-                                uint32_t now_s, uint8_t* state, NodeRef* ref, LoadedNode* out) const {
+void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos, uint32_t state_bytes, uint32_t now_s,
+                                uint8_t* state, NodeRef* ref, LoadedNode* out) const {
   ref->state = state;
   ref->state_bytes = state_bytes;
   std::memset(state, 0, state_bytes);
@@ -109,7 +109,8 @@ StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const L
       ChainMap m;
       m.Build(f->slot(pos.keynode, 0), f->tags(pos.keynode), geo_.chain);
       fits = pos.slot + span <= geo_.chain;
-      for (uint32_t k = pos.slot + node.old_span; fits && k < pos.slot + span; ++k) fits = m.start[k] == ChainMap::kFree;
+      for (uint32_t k = pos.slot + node.old_span; fits && k < pos.slot + span; ++k)
+        fits = m.start[k] == ChainMap::kFree;
     }
     if (fits) {
       if (span < node.old_span) {
@@ -159,7 +160,7 @@ Status StoreImpl::Update(const KeyRef& key, uint32_t state_bytes, uint32_t now_s
 Status StoreImpl::UpdateImpl(const KeyRef& key, const NodeKey& nk, uint32_t state_bytes, uint32_t now_s,
                              const Mutator& fn, UpdateResult* result) {
   if (Status s = CheckRequest(key, state_bytes); !s.ok()) return s;
-    const Location loc = Locate(nk.place);
+  const Location loc = Locate(nk.place);
   StoreFile* f = files_[loc.file].get();
   UpdateResult local;
   UpdateResult* r = result ? result : &local;
@@ -192,15 +193,10 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, const NodeKey& nk, uint32_t stat
         return Status::OK();
       }
       switch (StoreNode_locked(f, txn, loc, nk, key, node, ref, now_s, locks, nullptr, r)) {
-        case WriteBack::kWritten:
-          txn.Commit();
-          return Status::OK();
-        case WriteBack::kNoRoom:
-          return Status::Busy("no room in the key's chains");
-        case WriteBack::kJournalFull:
-          return JournalFull(f);
-        case WriteBack::kNeedBothLocks:
-          break;  // nothing was written
+        case WriteBack::kWritten: txn.Commit(); return Status::OK();
+        case WriteBack::kNoRoom: return Status::Busy("no room in the key's chains");
+        case WriteBack::kJournalFull: return JournalFull(f);
+        case WriteBack::kNeedBothLocks: break;  // nothing was written
       }
     }
     // Growing needs the other chain too: take both in order and look again.
@@ -352,13 +348,10 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, std::span<co
     // kNeedBothLocks cannot happen.)
     switch (StoreNode_locked(f, txn, locs[i], nks[i], items[i].key, nodes[i], refs[i], now_s, *lockset[locs[i].file],
                              &pins, r)) {
-      case WriteBack::kWritten:
-        break;
-      case WriteBack::kJournalFull:
-        return JournalFull(f);
+      case WriteBack::kWritten: break;
+      case WriteBack::kJournalFull: return JournalFull(f);
       case WriteBack::kNoRoom:
-      case WriteBack::kNeedBothLocks:
-        return Status::Busy("the batch's members crowd one chain; nothing was recorded");
+      case WriteBack::kNeedBothLocks: return Status::Busy("the batch's members crowd one chain; nothing was recorded");
     }
   }
   if (batch_no != 0) {

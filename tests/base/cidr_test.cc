@@ -20,8 +20,8 @@ TEST(Cidr, ParsesRangesAndSingleAddresses) {
   EXPECT_FALSE(v4->Contains(false, out));
   EXPECT_FALSE(v4->Contains(true, one->addr.addr));
   // The prefix is digits only, and no longer than the address.
-  for (const char* bad : {"10.0.0.0/33", "fd00::/129", "10.0.0.0/", "10.0.0.0/-0", "10.0.0.0/+8", "10.0.0.0/ 8",
-                          "nonsense", "", "/8"})
+  for (const char* bad :
+       {"10.0.0.0/33", "fd00::/129", "10.0.0.0/", "10.0.0.0/-0", "10.0.0.0/+8", "10.0.0.0/ 8", "nonsense", "", "/8"})
     EXPECT_FALSE(ParseCidr(bad).ok()) << bad;
 }
 

@@ -13,14 +13,9 @@ namespace {
 
 TEST(DayText, NamesKnownDays) {
   const std::pair<uint32_t, const char*> days[] = {
-      {0, "1970-01-01"},
-      {31, "1970-02-01"},
-      {365, "1971-01-01"},
-      {10956, "1999-12-31"},
-      {11016, "2000-02-29"},  // divisible by 400: a leap year
-      {20417, "2025-11-25"},
-      {47540, "2100-02-28"},
-      {47541, "2100-03-01"},  // divisible by 100 only: no 29th
+      {0, "1970-01-01"},     {31, "1970-02-01"},    {365, "1971-01-01"},
+      {10956, "1999-12-31"}, {11016, "2000-02-29"},                         // divisible by 400: a leap year
+      {20417, "2025-11-25"}, {47540, "2100-02-28"}, {47541, "2100-03-01"},  // divisible by 100 only: no 29th
   };
   for (const auto& [day, text] : days) EXPECT_EQ(DayText(day), text) << day;
 }
@@ -37,9 +32,9 @@ TEST(DayText, EveryDayRoundTrips) {
 
 TEST(DayText, ParseRefusesWhatIsNotADate) {
   uint32_t day = 7;
-  for (const char* bad : {"", "2025-11-2", "2025-11-250", "2025/11/25", "2025-13-01", "2025-00-10", "2025-11-00",
-                          "2025-11-31", "2025-02-29", "2100-02-29", "1969-12-31", "20a5-11-25", "2025-1x-25",
-                          " 025-11-25", "+025-11-25"}) {
+  for (const char* bad :
+       {"", "2025-11-2", "2025-11-250", "2025/11/25", "2025-13-01", "2025-00-10", "2025-11-00", "2025-11-31",
+        "2025-02-29", "2100-02-29", "1969-12-31", "20a5-11-25", "2025-1x-25", " 025-11-25", "+025-11-25"}) {
     EXPECT_FALSE(ParseDayText(bad, &day)) << bad;
   }
   EXPECT_EQ(day, 7u) << "a refused text leaves the day alone";

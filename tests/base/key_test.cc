@@ -26,9 +26,9 @@ TEST(Store, KeyValidation) {
   EXPECT_NE(ValidateKeyBytes(std::string(256, 'a')), "");
   EXPECT_EQ(ValidateKeyBytes(std::string(255, 'a')), "");
   EXPECT_NE(ValidateKeyBytes("a\nb"), "");
-  EXPECT_NE(ValidateKeyBytes("\xc0\xaf"), "");   // overlong
+  EXPECT_NE(ValidateKeyBytes("\xc0\xaf"), "");      // overlong
   EXPECT_NE(ValidateKeyBytes("\xed\xa0\x80"), "");  // surrogate
-  EXPECT_NE(ValidateKeyBytes("\xe4\xbd"), "");    // truncated
+  EXPECT_NE(ValidateKeyBytes("\xe4\xbd"), "");      // truncated
 }
 
 }  // namespace

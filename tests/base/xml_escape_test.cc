@@ -41,8 +41,13 @@ TEST(XmlEscape, AppendsToWhatIsThere) {
 // Any bytes echoed into an answer (a route, a key in a message) leave it
 // well-formed XML: a byte outside a character XML allows becomes '?'.
 TEST(XmlEscape, BytesXmlDoesNotAllowBecomeQuestionMarks) {
-  EXPECT_EQ(Escaped(std::string_view("a\xff\xfe" "b\xc3\xa9" "c\xe2\x82\xac\xf0\x9f\x98\x80" "d\xc3")),
-            "a??b\xc3\xa9" "c\xe2\x82\xac\xf0\x9f\x98\x80" "d?");
+  EXPECT_EQ(Escaped(std::string_view("a\xff\xfe"
+                                     "b\xc3\xa9"
+                                     "c\xe2\x82\xac\xf0\x9f\x98\x80"
+                                     "d\xc3")),
+            "a??b\xc3\xa9"
+            "c\xe2\x82\xac\xf0\x9f\x98\x80"
+            "d?");
   // Overlong, surrogate, U+FFFE, a control character, a cut sequence.
   EXPECT_EQ(Escaped(std::string_view("\xc0\xaf|\xed\xa0\x80|\xef\xbf\xbe|\x01|\xe2\x82")), "??|???|???|?|??");
   EXPECT_EQ(Escaped(std::string_view("\0", 1)), "?");

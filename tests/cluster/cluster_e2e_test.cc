@@ -85,8 +85,8 @@ class Shard {
     return Ctl("handoff --batch 8 " + extra, out, crash);
   }
   int Ctl(const std::string& args, std::string* out, const std::string& crash = "") {
-    std::string cmd = (crash.empty() ? std::string() : "FRS_TEST_HANDOFF_CRASH=" + crash + " ") + FRSCTL_PATH +
-                      " -c " + frsd_.config() + " " + args + " 2>&1";
+    std::string cmd = (crash.empty() ? std::string() : "FRS_TEST_HANDOFF_CRASH=" + crash + " ") + FRSCTL_PATH + " -c " +
+                      frsd_.config() + " " + args + " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     char buf[4096];
     out->clear();
@@ -197,8 +197,9 @@ TEST(ClusterE2E, ExactLimitsThroughNginxAndMisroutedIs421) {
   EXPECT_EQ(Client(ports[ring.OwnerIndex("user7")]).Get("/acquire?biz=login&key=" + tagged).status, 200);
   EXPECT_EQ(Client(ports[ring.OwnerIndex("r9")]).Get("/acquire?biz=login&key=anything&route=r9").status, 200);
   // A batch whose members route apart, without ?route=: 400 naming both.
-  const std::string batch = "<batch><request cmd=\"query\" biz=\"login\" key=\"a1\"/>"
-                            "<request cmd=\"query\" biz=\"login\" key=\"b2\"/></batch>";
+  const std::string batch =
+      "<batch><request cmd=\"query\" biz=\"login\" key=\"a1\"/>"
+      "<request cmd=\"query\" biz=\"login\" key=\"b2\"/></batch>";
   HttpResponse b = Client(ports[0]).Post(batch);
   EXPECT_EQ(b.status, 400);
   EXPECT_NE(b.body.find("a1"), std::string::npos);
@@ -371,7 +372,8 @@ TEST(ClusterE2E, AShardThatRefusesOrIsNotReadyStopsNoOtherShard) {
     a.SetCluster(bc);  // a leaves: its nodes go to b and c
     std::string out;
     EXPECT_EQ(a.Handoff(&out), refuses ? 3 : 2) << out;  // 2: srv.xml's peers need fixing first
-    EXPECT_NE(out.find(refuses ? "shard " + Name(c.port()) + " refused a node" : "shard " + Name(c.port()) + " runs another"),
+    EXPECT_NE(out.find(refuses ? "shard " + Name(c.port()) + " refused a node"
+                               : "shard " + Name(c.port()) + " runs another"),
               std::string::npos)
         << out;
     EXPECT_NE(out.find(Name(b.port()) + ": "), std::string::npos) << out;  // b's batches went

@@ -41,7 +41,8 @@ void ExpectAgreement(const std::vector<uint32_t>& weights, const std::vector<std
   const uint16_t front = ports[0];
   std::vector<RingShard> shards;
   std::vector<uint16_t> backends(ports.begin() + 1, ports.end());
-  for (size_t i = 0; i < weights.size(); ++i) shards.push_back({"127.0.0.1:" + std::to_string(backends[i]), weights[i]});
+  for (size_t i = 0; i < weights.size(); ++i)
+    shards.push_back({"127.0.0.1:" + std::to_string(backends[i]), weights[i]});
 
   auto ring = Ring::Make(shards);
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
@@ -79,13 +80,9 @@ std::vector<std::string> Routes(int n) {
   return r;
 }
 
-TEST(NginxRingTest, OwnersAgreeForTenThousandRoutes) {
-  ExpectAgreement({1, 1, 1}, Routes(10000));
-}
+TEST(NginxRingTest, OwnersAgreeForTenThousandRoutes) { ExpectAgreement({1, 1, 1}, Routes(10000)); }
 
-TEST(NginxRingTest, WeightsAgree) {
-  ExpectAgreement({1, 2, 3, 1}, Routes(10000));
-}
+TEST(NginxRingTest, WeightsAgree) { ExpectAgreement({1, 2, 3, 1}, Routes(10000)); }
 
 }  // namespace
 }  // namespace frs

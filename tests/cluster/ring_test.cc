@@ -26,7 +26,7 @@ TEST(RingTest, RouteIsParamThenHashTagThenKey) {
   EXPECT_EQ(Ring::RouteOf("user:42", "app7"), "app7");
   EXPECT_EQ(Ring::RouteOf("{app7}|u42|if3", ""), "app7");
   EXPECT_EQ(Ring::RouteOf("10.1.2.3|{app7}", ""), "app7");
-  EXPECT_EQ(Ring::RouteOf("a{b}{c}", ""), "b");       // the first tag only
+  EXPECT_EQ(Ring::RouteOf("a{b}{c}", ""), "b");        // the first tag only
   EXPECT_EQ(Ring::RouteOf("a{}b{c}", ""), "a{}b{c}");  // an empty tag means the whole key
   EXPECT_EQ(Ring::RouteOf("a{bc", ""), "a{bc");        // no closing brace
   EXPECT_EQ(Ring::RouteOf("a}b{c}", ""), "c");

@@ -115,8 +115,8 @@ class Nginx {
 // Starts `nginx` listening on `count` candidate ports, its http body written
 // by `body(ports)`; on "address in use" it tries again on new candidates (at
 // most 5 times). The ports it listens on, or an empty vector.
-inline std::vector<uint16_t> StartOnCandidatePorts(Nginx& nginx, size_t count,
-                                                   const std::function<std::string(const std::vector<uint16_t>&)>& body) {
+inline std::vector<uint16_t> StartOnCandidatePorts(
+    Nginx& nginx, size_t count, const std::function<std::string(const std::vector<uint16_t>&)>& body) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     std::set<uint16_t> distinct;
     while (distinct.size() < count) distinct.insert(e2e::CandidatePort());

@@ -40,8 +40,8 @@ class RequestPath {
     EXPECT_TRUE(engine.ok()) << engine.status().ToString();
     engine_ = std::move(engine.value());
     handler_ = std::make_unique<server::Handler>(server::Backend(engine_.get(), store_.get()), ho, nullptr, nullptr);
-    conn_ = std::make_unique<server::Connection>(os::UniqueFd(), server::ConnectionLimits{16384, 1 << 20},
-                                                 handler_.get());
+    conn_ =
+        std::make_unique<server::Connection>(os::UniqueFd(), server::ConnectionLimits{16384, 1 << 20}, handler_.get());
   }
 
   AdminEngine* engine() const { return engine_.get(); }

@@ -15,7 +15,8 @@ class SmallDisk {
  public:
   SmallDisk(const std::string& dir, const std::string& size) : dir_(dir) {
     std::filesystem::create_directories(dir_);
-    mounted_ = ::getuid() == 0 && std::system(("mount -t tmpfs -o size=" + size + " tmpfs '" + dir_ + "'").c_str()) == 0;
+    mounted_ =
+        ::getuid() == 0 && std::system(("mount -t tmpfs -o size=" + size + " tmpfs '" + dir_ + "'").c_str()) == 0;
   }
   ~SmallDisk() {
     if (mounted_) std::system(("umount -l '" + dir_ + "'").c_str());

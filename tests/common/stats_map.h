@@ -9,7 +9,9 @@ namespace frs::testing {
 // by app, by app and iface, and the distinct users of each app.
 inline std::string StatsApiBiz(int max) {
   return "  <biz id=\"7\" name=\"api\" fields=\"app,user,iface\" separator=\"|\">\n"
-         "    <rule interval=\"3600\" max=\"" + std::to_string(max) + "\"/>\n"
+         "    <rule interval=\"3600\" max=\"" +
+         std::to_string(max) +
+         "\"/>\n"
          "    <stats by=\"app\"/>\n"
          "    <stats by=\"app,iface\"/>\n"
          "    <stats by=\"app\" distinct=\"user\"/>\n"

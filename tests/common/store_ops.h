@@ -32,14 +32,17 @@ inline std::unique_ptr<Store> MustOpen(const StoreOptions& o) {
 // creating the node; sets its expiry when `expire_s` is given.
 inline Status AddToCounter(Store* s, const Key& k, uint32_t bytes, uint64_t by, uint32_t now_s = 1000,
                            std::optional<uint32_t> expire_s = std::nullopt, UpdateResult* r = nullptr) {
-  return s->Update(k.ref(), bytes, now_s, [&](NodeRef& n) {
+  return s->Update(
+      k.ref(), bytes, now_s,
+      [&](NodeRef& n) {
     uint64_t v = 0;  // little-endian: the low `bytes` bytes are the counter
     std::memcpy(&v, n.state, bytes);
     v += by;
     std::memcpy(n.state, &v, bytes);
     if (expire_s) n.expire_s = *expire_s;
     return Commit::kWrite;
-  }, r);
+      },
+      r);
 }
 
 // A batch's writer: adds `by` to the 8-byte counter of every member.

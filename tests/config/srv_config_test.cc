@@ -71,9 +71,7 @@ TEST(SrvConfig, PortZeroIsTheKernelsChoiceAndASelfThatFollowsListenFollowsIt) {
 
 TEST(SrvConfig, FlushIsOffOrAtLeastTenMilliseconds) {
   TempDir d;
-  auto with = [&](const std::string& flush) {
-    return LoadSrvConfig(Write(d, ShortSrv("port=\"8300\"", flush)));
-  };
+  auto with = [&](const std::string& flush) { return LoadSrvConfig(Write(d, ShortSrv("port=\"8300\"", flush))); };
   auto off = with("<flush interval_ms=\"0\"/>");
   ASSERT_TRUE(off.ok()) << off.status().ToString();
   EXPECT_EQ(off->flush_interval_ms, 0u);
@@ -209,7 +207,8 @@ TEST(SrvConfig, DecisionLogErrorsNameTheAttribute) {
   for (const char* bad : {"2", "-0.5", "1.5", "abc", "", "1e-3", "0.5x", "nan"})
     ExpectError(head + "<decisions file=\"/x\" sample=\"" + bad + "\"/>\n</frs>", "4",
                 std::string("<decisions sample> is the share of decisions written, from 0 to 1 (0.01 is one in a "
-                            "hundred), not \"") + bad + "\"");
+                            "hundred), not \"") +
+                    bad + "\"");
   ExpectError(head + "<decisions file=\"/x\" level=\"1\"/>\n</frs>", "4", "<decisions> has no attribute \"level\"");
 }
 

@@ -58,8 +58,9 @@ TEST(BatchE2E, AMergeAnswerIsAllowedOnlyWhenEveryMemberMerged) {
   Frsd srv;
   ASSERT_TRUE(srv.Start()) << srv.log();
   Client c(srv.port());
-  HttpResponse bad = c.Post("<batch><request cmd=\"merge\" token=\"s3cret\" receipt=\"r1\" node=\"{}\"/>"
-                            "<request cmd=\"merge\" token=\"s3cret\" receipt=\"r2\" node=\"[1]\"/></batch>");
+  HttpResponse bad = c.Post(
+      "<batch><request cmd=\"merge\" token=\"s3cret\" receipt=\"r1\" node=\"{}\"/>"
+      "<request cmd=\"merge\" token=\"s3cret\" receipt=\"r2\" node=\"[1]\"/></batch>");
   ASSERT_EQ(bad.status, 200);
   EXPECT_EQ(bad.body.rfind("<batch allowed=\"0\">", 0), 0u) << bad.body;
   EXPECT_EQ(bad.body.find("code=\"0\""), std::string::npos) << bad.body;

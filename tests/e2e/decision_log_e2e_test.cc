@@ -108,14 +108,15 @@ void RunClients(Frsd& srv, int clients, int per_client, Tally* t, const std::str
         HttpResponse r;
         const int kind = i % 10;
         if (kind == 8) {
-          r = cl.Post("<request cmd=\"acquire\" biz=\"low\" key=\"" + prefix + "q&quot;\\" + std::to_string(i % 3) + "\"/>");
+          r = cl.Post("<request cmd=\"acquire\" biz=\"low\" key=\"" + prefix + "q&quot;\\" + std::to_string(i % 3) +
+                      "\"/>");
           if (r.status == 200) {
             t->answered += 1;
             t->denied += Attr(r.body, "allowed") == "0";
           }
         } else if (kind == 9) {
-          r = cl.Post("<batch><request cmd=\"query\" biz=\"low\" key=\"" + prefix + "0\"/><request cmd=\"query\" biz=\"shadowlow\" key=\"" +
-                      prefix + "s\"/></batch>");
+          r = cl.Post("<batch><request cmd=\"query\" biz=\"low\" key=\"" + prefix +
+                      "0\"/><request cmd=\"query\" biz=\"shadowlow\" key=\"" + prefix + "s\"/></batch>");
           if (r.status == 200) {
             t->answered += 2;
             // Members: <response code="0" allowed="0" ...> per member.
@@ -123,7 +124,8 @@ void RunClients(Frsd& srv, int clients, int per_client, Tally* t, const std::str
             t->shadow += static_cast<long>(Count(r.body, "would_deny=\"1\""));
           }
         } else {
-          r = cl.Get("/acquire?biz=" + std::string(kind == 7 ? "shadowlow" : "low") + "&key=" + prefix + std::to_string((c + i) % 10));
+          r = cl.Get("/acquire?biz=" + std::string(kind == 7 ? "shadowlow" : "low") + "&key=" + prefix +
+                     std::to_string((c + i) % 10));
           if (r.status == 200 || r.status == 429) {
             t->answered += 1;
             t->denied += r.status == 429;
@@ -147,7 +149,8 @@ TEST(DecisionLogE2E, OneWholeValidLinePerDeniedDecisionThenPerDecisionAfterARelo
   ASSERT_GT(first.shadow, 50);  // shadow mode answers allowed; its would-be denials are recorded too
   // Reload with record="all": one line per decision from then on.
   std::string conf = ReadFile(srv.config());
-  conf.replace(conf.find("<decisions file=\"decisions.log\"/>"), 33, "<decisions file=\"decisions.log\" record=\"all\"/>");
+  conf.replace(conf.find("<decisions file=\"decisions.log\"/>"), 33,
+               "<decisions file=\"decisions.log\" record=\"all\"/>");
   WriteFile(srv.config(), conf);
   // Everything of the first phase is out before the reload is asked for
   // (the writers' pace is 50 ms), so the phases can be told apart.
@@ -263,10 +266,14 @@ TEST(DecisionLogE2E, PerRuleSeriesNameEachRule) {
   EXPECT_EQ(c.Get("/acquire?biz=ad&key=u1").status, 200);
   EXPECT_EQ(c.Get("/acquire?biz=ad&key=u1").status, 429);
   const std::string m = c.Get("/metrics").body;
-  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"daily\",result=\"allowed\"} 2\n"), std::string::npos) << m;
-  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"daily\",result=\"denied\"} 0\n"), std::string::npos) << m;
-  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"hourly\",result=\"allowed\"} 1\n"), std::string::npos) << m;
-  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"hourly\",result=\"denied\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"daily\",result=\"allowed\"} 2\n"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"daily\",result=\"denied\"} 0\n"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"hourly\",result=\"allowed\"} 1\n"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("frs_rule_decisions_total{biz=\"ad\",rule=\"hourly\",result=\"denied\"} 1\n"), std::string::npos)
+      << m;
   // A biz that has not decided has no series yet.
   EXPECT_EQ(m.find("frs_rule_decisions_total{biz=\"idle\""), std::string::npos) << m;
 }

@@ -19,11 +19,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -216,7 +216,8 @@ class Client {
     return Read();
   }
   static std::string PostBytes(const std::string& body, const std::string& path = "/frs") {
-    return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+           body;
   }
   // True when the server closed the connection (EOF) within the timeout.
   bool WaitClosed() {
@@ -484,7 +485,8 @@ class Frsd {
   }
 
   std::string Acquire(Client& c, const std::string& biz, const std::string& key, int n = 1) {
-    return c.Post("<request cmd=\"acquire\" biz=\"" + biz + "\" key=\"" + key + "\" n=\"" + std::to_string(n) + "\"/>").body;
+    return c.Post("<request cmd=\"acquire\" biz=\"" + biz + "\" key=\"" + key + "\" n=\"" + std::to_string(n) + "\"/>")
+        .body;
   }
 
  private:

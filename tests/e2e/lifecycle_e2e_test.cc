@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/statvfs.h>
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include <atomic>
@@ -50,11 +50,11 @@ TEST(LifecycleE2E, ReloadWithAChangedMapKeepsCounts) {
   // all know the new biz.
   ASSERT_TRUE(WaitFor(
       [&] {
-        for (int i = 0; i < 8; ++i) {
-          Client n(s.port());
-          if (n.Get("/query?biz=newbiz&key=x").status != 200) return false;
-        }
-        return true;
+    for (int i = 0; i < 8; ++i) {
+      Client n(s.port());
+      if (n.Get("/query?biz=newbiz&key=x").status != 200) return false;
+    }
+    return true;
       },
       5000))
       << s.log();
@@ -98,10 +98,18 @@ TEST(LifecycleE2E, EveryWorkerRunsTheMapTheMasterValidated) {
   WriteFile(s.dir() + "/map.xml", with_login_max(7));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::set<std::string> seen;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitFor(
+      [&] {
     seen = limits_seen();
     return seen.size() == 1;
-  }, 5000)) << "workers disagree, or none reloaded: " << [&] { std::string all; for (auto& v : seen) all += "[" + v + "]"; return all; }() << s.log();
+      },
+      5000))
+      << "workers disagree, or none reloaded: " <<
+      [&] {
+    std::string all;
+    for (auto& v : seen) all += "[" + v + "]";
+    return all;
+      }() << s.log();
   const std::string limit = *seen.begin();
   // The file changes once more, without a SIGHUP: a worker that dies and is
   // respawned starts on the master's map, not on the file as it is now.
@@ -109,10 +117,12 @@ TEST(LifecycleE2E, EveryWorkerRunsTheMapTheMasterValidated) {
   std::vector<pid_t> workers = s.Workers();
   ASSERT_FALSE(workers.empty());
   kill(workers[0], SIGKILL);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitFor(
+      [&] {
     std::vector<pid_t> now = s.Workers();
     return now.size() == 2 && std::find(now.begin(), now.end(), workers[0]) == now.end();
-  }, 5000));
+      },
+      5000));
   for (int round = 0; round < 3; ++round) EXPECT_EQ(limits_seen(), std::set<std::string>{limit});
   EXPECT_EQ(s.Stop(), 0);
 }
@@ -122,7 +132,8 @@ TEST(LifecycleE2E, ReloadWithABrokenMapKeepsTheOldOne) {
   ASSERT_TRUE(s.Start()) << s.log();
   Client c(s.port());
   s.Acquire(c, "login", "broken");
-  WriteFile(s.dir() + "/map.xml", "<map>\n  <biz id=\"1\" name=\"login\">\n    <rule interval=\"sixty\" max=\"5\"/>\n  </biz>\n</map>\n");
+  WriteFile(s.dir() + "/map.xml",
+            "<map>\n  <biz id=\"1\" name=\"login\">\n    <rule interval=\"sixty\" max=\"5\"/>\n  </biz>\n</map>\n");
   kill(s.pid(), SIGHUP);
   ASSERT_TRUE(WaitFor([&] { return s.log().find("reload refused") != std::string::npos; }, 5000)) << s.log();
   EXPECT_NE(s.log().find("map.xml:3"), std::string::npos) << s.log();
@@ -184,8 +195,8 @@ TEST(LifecycleE2E, KilledWorkerIsRespawnedAndNoAcknowledgedUpdateIsLost) {
   kill(before[0], SIGKILL);
   bool respawned = WaitFor(
       [&] {
-        auto now = s.Workers();
-        return now.size() == 2 && std::find(now.begin(), now.end(), before[0]) == now.end();
+    auto now = s.Workers();
+    return now.size() == 2 && std::find(now.begin(), now.end(), before[0]) == now.end();
       },
       2000);
   int64_t respawn_ms = NowMs() - killed_at;
@@ -259,7 +270,8 @@ TEST(LifecycleE2E, BadConfigurationFailsFastWithFileAndLine) {
 
   Frsd m;
   m.WriteConfig();
-  WriteFile(m.dir() + "/map.xml", "<map>\n<biz id=\"1\" name=\"a\">\n<rule algo=\"nope\" interval=\"1\" max=\"1\"/>\n</biz>\n</map>\n");
+  WriteFile(m.dir() + "/map.xml",
+            "<map>\n<biz id=\"1\" name=\"a\">\n<rule algo=\"nope\" interval=\"1\" max=\"1\"/>\n</biz>\n</map>\n");
   m.Spawn();
   ASSERT_TRUE(m.Exited(5000));
   EXPECT_NE(WEXITSTATUS(m.exit_status()), 0);
@@ -280,9 +292,9 @@ TEST(LifecycleE2E, DaemonWritesItsPidFileAndStopsOnSigterm) {
   kill(daemon, SIGTERM);
   EXPECT_TRUE(WaitFor(
       [&] {
-        std::string st = ReadFile("/proc/" + std::to_string(daemon) + "/stat");
-        size_t rp = st.rfind(')');
-        return st.empty() || (rp != std::string::npos && st[rp + 2] == 'Z');
+    std::string st = ReadFile("/proc/" + std::to_string(daemon) + "/stat");
+    size_t rp = st.rfind(')');
+    return st.empty() || (rp != std::string::npos && st[rp + 2] == 'Z');
       },
       6000));
   EXPECT_NE(ReadFile(s.dir() + "/data/frsd.log").find("stopped"), std::string::npos);
@@ -328,9 +340,12 @@ TEST(LifecycleE2E, ADaemonLaunchedFromAPipeReleasesIt) {
   EXPECT_EQ(c.Get("/health").status, 200) << "the daemon serves after letting go";
   c.Close();
   kill(daemon, SIGTERM);
-  EXPECT_TRUE(WaitFor([&] { return ReadFile("/proc/" + std::to_string(daemon) + "/stat").empty() ||
-                                   ReadFile(s.dir() + "/data/frsd.log").find("stopped") != std::string::npos; },
-                      6000));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+    return ReadFile("/proc/" + std::to_string(daemon) + "/stat").empty() ||
+           ReadFile(s.dir() + "/data/frsd.log").find("stopped") != std::string::npos;
+      },
+      6000));
 }
 
 // A deleted store file was recreated empty at the next start, silently.
@@ -356,8 +371,8 @@ TEST(LifecycleE2E, AStartWithAStoreFileMissingIsRefused) {
 // that send nothing are reclaimed after the request time-out, and the
 // overflow client reads its 503.
 TEST(LifecycleE2E, AnIdleFloodIsSharedAnsweredAndDrainsByItself) {
-  Frsd s({.workers = 2,
-          .extra = "  <limits connections=\"8\" idle_timeout_ms=\"60000\" request_timeout_ms=\"800\"/>\n"});
+  Frsd s(
+      {.workers = 2, .extra = "  <limits connections=\"8\" idle_timeout_ms=\"60000\" request_timeout_ms=\"800\"/>\n"});
   ASSERT_TRUE(s.Start()) << s.log();
   std::vector<std::unique_ptr<Client>> flood;
   for (int i = 0; i < 20; ++i) {
@@ -491,10 +506,13 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
   map.replace(map.find("</map>"), 6, "  <biz id=\"9\" name=\"late\"><rule interval=\"60\" max=\"2\"/></biz>\n</map>");
   WriteFile(s.dir() + "/map.xml", map);
   ::kill(s.pid(), SIGHUP);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitFor(
+      [&] {
     Client n(s.port());
     return n.Get("/acquire?biz=late&key=x").status == 200;
-  }, 5000)) << s.log();
+      },
+      5000))
+      << s.log();
   EXPECT_EQ(SortedWorkers(s), workers) << "a worker died on the full disk";
   EXPECT_EQ(s.Stop(), 0) << s.log();
 }
@@ -513,7 +531,9 @@ TEST(LifecycleE2E, ABizWhoseNodesCannotFitTheChainsIsRefused) {
   s.Spawn();  // the default map's ad_user needs 2 slots per key
   ASSERT_TRUE(s.Exited(5000));
   EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
-  EXPECT_NE(s.log().find("biz \"ad_user\" needs 2 slots per key but <store chain=\"1\" keynodes=\"1\">"), std::string::npos) << s.log();
+  EXPECT_NE(s.log().find("biz \"ad_user\" needs 2 slots per key but <store chain=\"1\" keynodes=\"1\">"),
+            std::string::npos)
+      << s.log();
   EXPECT_NE(s.log().find("map.xml:"), std::string::npos) << s.log();
 
   WriteFile(s.dir() + "/map.xml", login_only);
@@ -542,8 +562,7 @@ TEST(LifecycleE2E, PeersOutsideTheAllowListAreRefused) {
 }
 
 TEST(LifecycleE2E, LimitsConnectionsAndTimeouts) {
-  Frsd s({.workers = 1,
-          .extra = "  <limits connections=\"2\" idle_timeout_ms=\"400\" request_timeout_ms=\"300\"/>\n"});
+  Frsd s({.workers = 1, .extra = "  <limits connections=\"2\" idle_timeout_ms=\"400\" request_timeout_ms=\"300\"/>\n"});
   ASSERT_TRUE(s.Start()) << s.log();
   Client a(s.port()), b(s.port());
   ASSERT_EQ(a.Get("/health").status, 200);

@@ -52,8 +52,10 @@ TEST_F(ProtocolE2E, AcquireCountsAndDeniesAtTheLimit) {
   EXPECT_EQ(Attr(denied, "count"), "5");
   EXPECT_NE(Attr(denied, "retry_after"), "0");
   // The contract's attribute order, and one <rule> per rule.
-  EXPECT_EQ(denied.find("<response code=\"0\" allowed=\"0\" count=\"5\" limit=\"5\" remaining=\"0\" reset=\""), 0u) << denied;
-  EXPECT_NE(denied.find("<rule algo=\"fixed\" interval=\"60\" count=\"5\" limit=\"5\" remaining=\"0\""), std::string::npos);
+  EXPECT_EQ(denied.find("<response code=\"0\" allowed=\"0\" count=\"5\" limit=\"5\" remaining=\"0\" reset=\""), 0u)
+      << denied;
+  EXPECT_NE(denied.find("<rule algo=\"fixed\" interval=\"60\" count=\"5\" limit=\"5\" remaining=\"0\""),
+            std::string::npos);
 }
 
 TEST_F(ProtocolE2E, BizByIdIsTheSameNamespace) {
@@ -157,7 +159,8 @@ TEST_F(ProtocolE2E, BatchWithABadMemberChangesNothing) {
       "<batch><request cmd=\"acquire\" biz=\"partner\" key=\"bbad\"/>"
       "<request cmd=\"acquire\" biz=\"nosuch\" key=\"x\"/></batch>";
   EXPECT_EQ(c_.Post(batch).status, 404);
-  batch = "<batch><request cmd=\"acquire\" biz=\"partner\" key=\"bbad\"/><request cmd=\"acquire\" biz=\"login\"/></batch>";
+  batch =
+      "<batch><request cmd=\"acquire\" biz=\"partner\" key=\"bbad\"/><request cmd=\"acquire\" biz=\"login\"/></batch>";
   EXPECT_EQ(c_.Post(batch).status, 400);
   EXPECT_EQ(Attr(Req("cmd=\"get\" biz=\"partner\" key=\"bbad\""), "found"), "0");
   std::string big = "<batch>";
@@ -320,8 +323,8 @@ TEST_F(ProtocolE2E, AnswersHeldWithinATurnAllReachTheirOwnClients) {
     // pipelines two requests; the last one hangs up right after sending.
     for (int i = 0; i < kConns; ++i) {
       const std::string n = std::to_string(1 + i % 4);
-      std::string bytes = Client::PostBytes("<request cmd=\"update\" biz=\"login\" key=\"" + tag +
-                                            std::to_string(i) + "\" n=\"" + n + "\"/>");
+      std::string bytes = Client::PostBytes("<request cmd=\"update\" biz=\"login\" key=\"" + tag + std::to_string(i) +
+                                            "\" n=\"" + n + "\"/>");
       if (i == 0) bytes += "GET /query?biz=login&key=" + tag + "0 HTTP/1.1\r\nHost: t\r\n\r\n";
       ASSERT_TRUE(cs[i]->Send(bytes));
     }

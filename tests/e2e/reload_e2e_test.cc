@@ -84,8 +84,8 @@ TEST(ReloadE2E, LimitsAndTheLogFileChangeLive) {
   Frsd srv;
   ASSERT_TRUE(srv.Start()) << srv.log();
   std::string big(2000, 'x');
-  const std::string body = "<request cmd=\"query\" biz=\"login\" key=\"" + std::string(200, 'k') + "\"/>" +
-                           "<!--" + big + "-->";
+  const std::string body =
+      "<request cmd=\"query\" biz=\"login\" key=\"" + std::string(200, 'k') + "\"/>" + "<!--" + big + "-->";
   EXPECT_EQ(Client(srv.port()).Post(body).status, 200);
   Rewrite(srv, "</frs>", "<limits body_bytes=\"1024\"/><log file=\"switched.log\"/></frs>");
   kill(srv.pid(), SIGHUP);

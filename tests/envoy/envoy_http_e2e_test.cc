@@ -63,8 +63,10 @@ TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
   HttpResponse r = c.Post(Call(User("ann")), "/json");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.header("content-type"), "application/json");
-  EXPECT_NE(r.body.find(R"({"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"requestsPerUnit":5,"unit":"DAY"},"limitRemaining":4,"durationUntilReset":")"),
-            std::string::npos)
+  EXPECT_NE(
+      r.body.find(
+          R"({"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"requestsPerUnit":5,"unit":"DAY"},"limitRemaining":4,"durationUntilReset":")"),
+      std::string::npos)
       << r.body;
   EXPECT_NE(r.body.find("s\"}]}"), std::string::npos) << r.body;
 
@@ -77,8 +79,10 @@ TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
   // Over the limit: limitRemaining 0 (left out, protojson's default), as
   // envoyproxy/ratelimit answers; the denied acquire counted nothing, so the
   // one use left is still there for the next call.
-  EXPECT_NE(r.body.find(R"({"overallCode":"OVER_LIMIT","statuses":[{"code":"OVER_LIMIT","currentLimit":{"requestsPerUnit":5,"unit":"DAY"},"durationUntilReset":")"),
-            std::string::npos)
+  EXPECT_NE(
+      r.body.find(
+          R"({"overallCode":"OVER_LIMIT","statuses":[{"code":"OVER_LIMIT","currentLimit":{"requestsPerUnit":5,"unit":"DAY"},"durationUntilReset":")"),
+      std::string::npos)
       << r.body;
   r = c.Post(Call(User("ann")), "/json");
   EXPECT_EQ(r.status, 200) << r.body;
@@ -129,8 +133,9 @@ TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
   EXPECT_EQ(Series(m, Hits("client_trial", "shadow_mode")), "2");
   EXPECT_EQ(Series(m, Hits("client_trial", "within_limit")), "1");
   // detailed_metric: the value's own series.
-  EXPECT_EQ(Series(m, "frs_envoy_descriptor_detailed_hits_total{domain=\"rl\",descriptor=\"user\",key=\"user_ann\","
-                      "result=\"total\"}"),
+  EXPECT_EQ(Series(m,
+                   "frs_envoy_descriptor_detailed_hits_total{domain=\"rl\",descriptor=\"user\",key=\"user_ann\","
+                   "result=\"total\"}"),
             "7")
       << m;
   EXPECT_EQ(m.find("descriptor=\"client_trial\",key="), std::string::npos);

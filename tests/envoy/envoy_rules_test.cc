@@ -83,8 +83,7 @@ TEST(EnvoyRules, FindWalksKeyValueThenKeyAsEnvoyDoes) {
   EXPECT_EQ(find({{"category", "account"}, {"source", "other"}}), EnvoyRules::kNoLimit);
   EXPECT_EQ(find({{"client", "internal"}}), EnvoyRules::kUnlimited);
   EXPECT_EQ(find({{"unknown", "x"}}), EnvoyRules::kNoLimit);
-  EXPECT_EQ(rules->Find("other_domain", std::vector<Entry>{{"remote_address", "x"}}, &scratch),
-            EnvoyRules::kNoLimit);
+  EXPECT_EQ(rules->Find("other_domain", std::vector<Entry>{{"remote_address", "x"}}, &scratch), EnvoyRules::kNoLimit);
 }
 
 TEST(EnvoyRules, ComposeRefusesReservedIdsAndNames) {
@@ -97,8 +96,8 @@ TEST(EnvoyRules, ComposeRefusesReservedIdsAndNames) {
                         "map.xml", *rules);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("map.xml:2: biz id 60000 is in the range"), std::string::npos);
-  bad = ComposeMap("<map>\n<biz id=\"7\" name=\"envoy.x\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>\n",
-                   "map.xml", *rules);
+  bad = ComposeMap("<map>\n<biz id=\"7\" name=\"envoy.x\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>\n", "map.xml",
+                   *rules);
   ASSERT_FALSE(bad.ok());
 }
 
@@ -354,8 +353,7 @@ TEST_F(DecideTest, ReplacesIsOrderIndependentAndWorksFromUnlimited) {
     std::vector<std::vector<Entry>> d;
     for (const std::string& k : order) d.push_back({{k, "x"}});
     RlsAnswer a = Ask(d, 0);
-    for (size_t i = 0; i < order.size(); ++i)
-      EXPECT_EQ(a.statuses[i].has_limit, order[i] == "a") << order[i];
+    for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(a.statuses[i].has_limit, order[i] == "a") << order[i];
   }
   RlsAnswer a = Ask({{{"c", "x"}}, {{"vip", "x"}}}, 0);
   EXPECT_FALSE(a.statuses[0].has_limit);
@@ -363,20 +361,23 @@ TEST_F(DecideTest, ReplacesIsOrderIndependentAndWorksFromUnlimited) {
 }
 
 TEST(EnvoyConfig, RefusesSelfReplaceUnsupportedUnitsAndLimitsPastTheEngine) {
-  auto r = EnvoyRules::FromBundle(Bundle(
-      "s.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {name: x, unit: day, requests_per_unit: 1, "
-                "replaces: [{name: x}]}\n"));
+  auto r = EnvoyRules::FromBundle(
+      Bundle("s.yaml",
+             "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {name: x, unit: day, requests_per_unit: 1, "
+             "replaces: [{name: x}]}\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "s.yaml:3: rate limit 'x' replaces itself");
   for (const char* unit : {"week", "month", "year"}) {
     r = EnvoyRules::FromBundle(Bundle("u.yaml", std::string("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n"
-                                                            "      unit: ") + unit + "\n      requests_per_unit: 1\n"));
+                                                            "      unit: ") +
+                                                    unit + "\n      requests_per_unit: 1\n"));
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().message(), std::string("u.yaml:5: unit '") + unit +
-                                        "' is not supported by frsd (second, minute, hour or day)");
+    EXPECT_EQ(r.status().message(),
+              std::string("u.yaml:5: unit '") + unit + "' is not supported by frsd (second, minute, hour or day)");
   }
-  r = EnvoyRules::FromBundle(Bundle(
-      "r.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: 2147483648\n"));
+  r = EnvoyRules::FromBundle(Bundle("r.yaml",
+                                    "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      "
+                                    "requests_per_unit: 2147483648\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "r.yaml:6: requests_per_unit '2147483648' is not 0..2147483647");
 }
@@ -412,9 +413,10 @@ TEST(EnvoyIds, AnAssignedIdNeverMovesAndARemovedOneIsNotReused) {
 
 TEST(EnvoyRules, ComposeFindsTheClosingTagOutsideComments) {
   auto rules = Rules();
-  auto ok = ComposeMap("<map>\n<biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>\n"
-                       "<!-- an old </map> -->\n",
-                       "map.xml", *rules);
+  auto ok = ComposeMap(
+      "<map>\n<biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>\n"
+      "<!-- an old </map> -->\n",
+      "map.xml", *rules);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   auto map = limit::ParseMap(*ok, "map.xml");
   ASSERT_TRUE(map.ok()) << map.status().ToString();

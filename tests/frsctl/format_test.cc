@@ -56,7 +56,17 @@ TEST(FormatTest, TableAlignsColumns) {
 
 TEST(JsonTest, WriterOutputParsesBack) {
   JsonOut j;
-  j.BeginObject().Key("s").String("a\"b\\c\x01\xff").Key("n").Int(-3).Key("a").BeginArray().Uint(1).Bool(true).Null().EndArray();
+  j.BeginObject()
+      .Key("s")
+      .String("a\"b\\c\x01\xff")
+      .Key("n")
+      .Int(-3)
+      .Key("a")
+      .BeginArray()
+      .Uint(1)
+      .Bool(true)
+      .Null()
+      .EndArray();
   j.Key("d").Double(0.5).EndObject();
   Result<JsonValue> v = ParseJson(j.str());
   ASSERT_TRUE(v.ok()) << v.status().message() << " in " << j.str();

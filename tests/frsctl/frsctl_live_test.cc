@@ -66,7 +66,8 @@ std::string CtlOut(const std::string& config, const std::string& args) {
 
 TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
   testing::TempDir dir;
-  std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"5\"/></biz></map>\n";
+  std::ofstream(dir / "map.xml")
+      << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"5\"/></biz></map>\n";
   // Port 0: frsd binds one of its own and names it in data/frsd.listen.
   std::ofstream(dir / "srv.xml") << "<frs><listen host=\"127.0.0.1\" port=\"0\"/><workers>1</workers><map>map.xml</map>"
                                     "<store dir=\"data\" files=\"1\" keynodes=\"256\" chain=\"8\"/>"

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "ctl_runner.h"
 #include "frs/admin_engine.h"
 #include "frs/ring.h"
 #include "frs/store.h"
-#include "ctl_runner.h"
 #include "json_in.h"
 #include "store/format.h"
 
@@ -58,15 +58,16 @@ class FrsctlTest : public ::testing::Test {
     std::ofstream(dir_ / "map.xml") << kMap;
   }
 
-  void WriteConfig(const std::string& name, const std::string& data, uint32_t files, uint32_t keynodes,
-                   uint32_t chain, const std::string& map = "map.xml") {
+  void WriteConfig(const std::string& name, const std::string& data, uint32_t files, uint32_t keynodes, uint32_t chain,
+                   const std::string& map = "map.xml") {
     std::ofstream(dir_ / name) << "<frs>\n  <map>" << map << "</map>\n  <store dir=\"" << data << "\" files=\"" << files
                                << "\" keynodes=\"" << keynodes << "\" chain=\"" << chain
                                << "\"/>\n  <timezone>UTC</timezone>\n</frs>\n";
   }
 
   // Runs frsctl with `args` (each quoted) and optional standard input text.
-  CtlRun Ctl(const std::vector<std::string>& args, const std::string& config = "srv.xml", const std::string& input = "") {
+  CtlRun Ctl(const std::vector<std::string>& args, const std::string& config = "srv.xml",
+             const std::string& input = "") {
     return ctl_test::RunCtl(dir_.path(), config.empty() ? "" : dir_ / config, args, input);
   }
 
@@ -99,7 +100,8 @@ class FrsctlTest : public ::testing::Test {
       JsonValue v = Parse(l);
       if (v.Find("biz_id") != nullptr && v.Find("biz_id")->number == 0) continue;  // a handoff receipt
       std::vector<int64_t> counts;
-      for (const JsonValue& rule : v.Find("rules")->items) counts.push_back(static_cast<int64_t>(rule.Find("count")->number));
+      for (const JsonValue& rule : v.Find("rules")->items)
+        counts.push_back(static_cast<int64_t>(rule.Find("count")->number));
       out[v.Find("biz")->text + "/" + v.Find("key")->text] = counts;
     }
     return out;
@@ -204,8 +206,10 @@ TEST_F(FrsctlTest, ReadsAStoreItCannotWrite) {
   if (::geteuid() == 0) {
     // Root writes through permissions: a read-only bind mount is the real case.
     std::filesystem::create_directories(ro);
-    bind = std::system(("mount --bind '" + (dir_ / "data") + "' '" + ro + "' && mount -o remount,bind,ro '" + ro + "'")
-                           .c_str()) == 0;
+    bind =
+        std::system(
+            ("mount --bind '" + (dir_ / "data") + "' '" + ro + "' && mount -o remount,bind,ro '" + ro + "'").c_str()) ==
+        0;
     if (!bind) GTEST_SKIP() << "cannot make a read-only bind mount here";
   } else {
     ro = dir_ / "data";
@@ -243,9 +247,13 @@ TEST_F(FrsctlTest, AnUnknownCommandNamesItselfAndTheCommands) {
 
 TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {
   CreateStore();
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"get", "nosuch", "k"}, {"set", "login", "k", "-1"}, {"set", "login", "k", "x"}, {"get", "login", ""},
-           {"dump", "--file", "7"}, {"top", "login", "0"}, {"frobnicate"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"get", "nosuch", "k"},
+                                                                {"set", "login", "k", "-1"},
+                                                                {"set", "login", "k", "x"},
+                                                                {"get", "login", ""},
+                                                                {"dump", "--file", "7"},
+                                                                {"top", "login", "0"},
+                                                                {"frobnicate"}}) {
     CtlRun r = Ctl(args);
     EXPECT_EQ(r.rc, 2) << args[0] << ": " << r.err;
     EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
@@ -256,8 +264,12 @@ TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {
 }
 
 TEST_F(FrsctlTest, MissingStoreIsAnErrorAndIsNotCreated) {
-  for (const auto& args : std::vector<std::vector<std::string>>{{"stat"}, {"get", "login", "k"}, {"set", "login", "k", "1"},
-                                                                 {"dump"}, {"verify"}, {"export"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"stat"},
+                                                                {"get", "login", "k"},
+                                                                {"set", "login", "k", "1"},
+                                                                {"dump"},
+                                                                {"verify"},
+                                                                {"export"}}) {
     CtlRun r = Ctl(args);
     EXPECT_EQ(r.rc, 3) << args[0];
     EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
@@ -365,7 +377,8 @@ TEST_F(FrsctlTest, DumpListsNodesWithTheirPositionAndFilters) {
   const std::string file = std::to_string(static_cast<int>(first.Find("file")->number));
   r = Ctl({"dump", "--file", file, "--keynode", keynode, "--json"});
   ASSERT_FALSE(Lines(r.out).empty());
-  for (const std::string& l : Lines(r.out)) EXPECT_EQ(std::to_string(static_cast<int>(Parse(l).Find("keynode")->number)), keynode);
+  for (const std::string& l : Lines(r.out))
+    EXPECT_EQ(std::to_string(static_cast<int>(Parse(l).Find("keynode")->number)), keynode);
 
   r = Ctl({"dump", "--biz", "login"});
   ASSERT_EQ(r.rc, 0);
@@ -437,7 +450,8 @@ TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
   const uint64_t off = store::LayoutFor(StoreGeometry{2, 256, 8}).chains_offset + (keynode * 8 + slot) * kSlotBytes +
                        offsetof(store::NodeHeader, form);
   {
-    std::fstream f(dir_ / ("data/frs." + std::to_string(file) + ".store"), std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(dir_ / ("data/frs." + std::to_string(file) + ".store"),
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(off));
     f.put(9);  // span 9: out of range
   }
@@ -469,8 +483,11 @@ TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
 // (0xffff: none); limit/sliding_window.h.
 std::vector<uint32_t> SlidingUses(const std::string& hex) {
   std::vector<uint8_t> b;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
-  auto u32 = [&](size_t o) { return uint32_t{b[o]} | uint32_t{b[o + 1]} << 8 | uint32_t{b[o + 2]} << 16 | uint32_t{b[o + 3]} << 24; };
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    b.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
+  auto u32 = [&](size_t o) {
+    return uint32_t{b[o]} | uint32_t{b[o + 1]} << 8 | uint32_t{b[o + 2]} << 16 | uint32_t{b[o + 3]} << 24;
+  };
   std::vector<uint32_t> uses;
   if (b.size() < 8) return uses;
   if (u32(0) >> 31) {

@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "ctl_runner.h"
 #include "frs/clock.h"
 #include "frs/engine.h"
 #include "frs/service.h"
 #include "frs/store.h"
-#include "ctl_runner.h"
 #include "json_in.h"
 #include "store/format.h"
 

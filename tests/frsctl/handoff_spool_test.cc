@@ -94,7 +94,8 @@ TEST(HandoffSpool, LinesOfAnOlderFrsctlAreReadAsTheyWere) {
 }
 
 TEST(HandoffSpool, FieldsCannotHoldASeparator) {
-  for (const std::string& f : std::vector<std::string>{"127.0.0.1:8301 /ab/1", "a#b%c\td\ne", std::string("x\x7fy\x01", 4), "plain:1/2"}) {
+  for (const std::string& f :
+       std::vector<std::string>{"127.0.0.1:8301 /ab/1", "a#b%c\td\ne", std::string("x\x7fy\x01", 4), "plain:1/2"}) {
     const std::string enc = EncodeField(f);
     EXPECT_EQ(enc.find_first_of(" #\t\n"), std::string::npos) << enc;
     std::string back;

@@ -52,9 +52,10 @@ class UpgradeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fs::copy_file(kFixture + "/map.xml", dir_ / "map.xml");
-    std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen host=\"127.0.0.1\" port=\"0\"/><workers>1</workers>\n"
-                                       "  <map>map.xml</map>\n  <store dir=\"data\" files=\"2\" keynodes=\"64\" "
-                                       "chain=\"8\"/>\n  <timezone>UTC</timezone>\n  <pidfile>frsd.pid</pidfile>\n</frs>\n";
+    std::ofstream(dir_ / "srv.xml")
+        << "<frs>\n  <listen host=\"127.0.0.1\" port=\"0\"/><workers>1</workers>\n"
+           "  <map>map.xml</map>\n  <store dir=\"data\" files=\"2\" keynodes=\"64\" "
+           "chain=\"8\"/>\n  <timezone>UTC</timezone>\n  <pidfile>frsd.pid</pidfile>\n</frs>\n";
     Unpack(dir_ / "data");
   }
 
@@ -81,7 +82,8 @@ class UpgradeTest : public ::testing::Test {
       if (l.empty()) continue;
       JsonValue v = Parse(l);
       std::string rules;
-      for (const JsonValue& r : v.Find("rules")->items) rules += r.Find("algo")->text + ":" + r.Find("state")->text + " ";
+      for (const JsonValue& r : v.Find("rules")->items)
+        rules += r.Find("algo")->text + ":" + r.Find("state")->text + " ";
       out[v.Find("fp_lo")->text] = std::to_string(static_cast<int64_t>(v.Find("biz")->number)) + " " +
                                    v.Find("key")->text + " expire " +
                                    std::to_string(static_cast<int64_t>(v.Find("expire_s")->number)) + " last " +
@@ -135,9 +137,13 @@ class UpgradeTest : public ::testing::Test {
     Result<std::unique_ptr<Store>> old = store::OpenFormat4(dir_ / "data");
     EXPECT_TRUE(old.ok()) << old.status().message();
     if (!old.ok()) return l;
-    EXPECT_TRUE(old.value()->ForEach(Store::Filter{}, [&](const NodeInfo& n) {
+    EXPECT_TRUE(old.value()
+                    ->ForEach(
+                        Store::Filter{},
+                        [&](const NodeInfo& n) {
       if (n.file == 0 && l.node.span == 0 && (!general || !n.compact)) l.node = n;
-    }).ok());
+                        })
+                    .ok());
     EXPECT_GT(l.node.span, 0u) << "the fixture has such a node in file 0";
     l.fd = ::open((dir_ / "data/frs.0.store").c_str(), O_RDWR);
     EXPECT_GE(l.fd, 0);

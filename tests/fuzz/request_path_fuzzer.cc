@@ -42,7 +42,8 @@ struct Env {
         "  <biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n"
         "  <biz id=\"2\" name=\"ad\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\"/>"
         "<rule algo=\"sliding\" interval=\"3600\" max=\"1\"/></biz>\n"
-        "  <biz id=\"3\" name=\"api\" mode=\"shadow\"><rule algo=\"token_bucket\" interval=\"1\" max=\"10\" burst=\"20\"/></biz>\n"
+        "  <biz id=\"3\" name=\"api\" mode=\"shadow\"><rule algo=\"token_bucket\" interval=\"1\" max=\"10\" "
+        "burst=\"20\"/></biz>\n"
         "  <biz id=\"4\" name=\"partner\"><rule algo=\"fixed\" interval=\"3600\" max=\"1000\" borrow=\"300\"/></biz>\n"
         "</map>\n",
         f);
@@ -66,7 +67,8 @@ struct Env {
       abort();
     }
     engine = std::move(e.value());
-    handler = std::make_unique<frs::server::Handler>(frs::server::Backend(engine.get(), store.get()), frs::server::HandlerOptions{"tok", 8, {}}, nullptr, nullptr);
+    handler = std::make_unique<frs::server::Handler>(frs::server::Backend(engine.get(), store.get()),
+                                                     frs::server::HandlerOptions{"tok", 8, {}}, nullptr, nullptr);
   }
   ~Env() {
     handler.reset();

@@ -38,17 +38,19 @@ Outcome Decode(bool fast_path, const std::string& body, uint32_t max_batch, std:
 
 bool SameMember(const frs::server::WireRequest& x, const frs::server::WireRequest& y) {
   return x.cmd == y.cmd && x.biz == y.biz && x.key == y.key && x.token == y.token && x.has_token == y.has_token &&
-         x.route == y.route && x.route_key == y.route_key && x.receipt == y.receipt && x.node == y.node &&
-         x.n == y.n && x.count == y.count && x.route_known == y.route_known && x.route_pos == y.route_pos;
+         x.route == y.route && x.route_key == y.route_key && x.receipt == y.receipt && x.node == y.node && x.n == y.n &&
+         x.count == y.count && x.route_known == y.route_known && x.route_pos == y.route_pos;
 }
 
 // Empty when the outcomes agree, else what differs.
 std::string Difference(const Outcome& a, const Outcome& b) {
   if (b.fast) return "the pugixml-only decoder took the fast path";
-  if (a.ok != b.ok) return a.ok ? "the scanner accepted what pugixml refuses" : "the scanner refused what pugixml accepts";
+  if (a.ok != b.ok)
+    return a.ok ? "the scanner accepted what pugixml refuses" : "the scanner refused what pugixml accepts";
   if (!a.ok) {
     if (a.fast) return "the scanner reported an error of its own";
-    if (a.err.status != b.err.status || a.err.msg != b.err.msg) return "different errors: " + a.err.msg + " | " + b.err.msg;
+    if (a.err.status != b.err.status || a.err.msg != b.err.msg)
+      return "different errors: " + a.err.msg + " | " + b.err.msg;
     return "";
   }
   if (a.batch != b.batch) return "batch or not";

@@ -162,8 +162,8 @@ TEST(CalendarWindow, RandomSequencesMatchTheReference) {
     int64_t ms = kDay0 * 1000 + std::uniform_int_distribution<int64_t>(0, 86'400'000)(rng);
     for (int e = 0; e < 120; ++e) {
       ms = testing::NextRandomMs(rng, ms, 4, 3 * interval, interval / 4 + 1);
-      const std::string where = "seq " + std::to_string(seq) + " event " + std::to_string(e) + " I=" +
-                                std::to_string(interval);
+      const std::string where =
+          "seq " + std::to_string(seq) + " event " + std::to_string(e) + " I=" + std::to_string(interval);
       ASSERT_NO_FATAL_FAILURE(testing::ExpectUseAsTheReference(h, ref, rng, ms, where));
     }
   }

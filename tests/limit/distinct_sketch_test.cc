@@ -140,8 +140,8 @@ TEST(DistinctSketch, EstimatesWithinTwoPercent) {
     const char* prefix;
     uint64_t n;
   };
-  const Case cases[] = {{"user", 1000},   {"user", 100000}, {"user", 1000000}, {"10.1.", 100000},
-                        {"sess-", 100000}, {"", 100000},    {"app7|u", 5000},  {"device:", 20000}};
+  const Case cases[] = {{"user", 1000},    {"user", 100000}, {"user", 1000000}, {"10.1.", 100000},
+                        {"sess-", 100000}, {"", 100000},     {"app7|u", 5000},  {"device:", 20000}};
   for (const Case& c : cases) {
     Shared s;
     AddRange(&s, c.prefix, 0, c.n);
@@ -192,8 +192,8 @@ TEST(DistinctSketch, MergeOfExactSketchesStaysExactWhileSmall) {
   };
   const Case cases[] = {
       {"u", 0, 200, 100, 300, true, 300},
-      {"v", 0, 3, 2, 5, true, 5},          // two inline-only sketches
-      {"w", 0, 300, 89, 389, true, 389},   // exact up to 389 after a merge ...
+      {"v", 0, 3, 2, 5, true, 5},           // two inline-only sketches
+      {"w", 0, 300, 89, 389, true, 389},    // exact up to 389 after a merge ...
       {"w", 0, 300, 200, 500, false, 500},  // ... past it, dense and close
   };
   for (const Case& c : cases) {
@@ -262,25 +262,25 @@ TEST(DistinctSketch, DecodeRefusesGarbage) {
       "x:",
       "e",
       "E:00000001",
-      "e:123",                             // not a multiple of 8 digits
-      "e:0000000g",                        // not hex
-      "e:0000000A",                        // upper case is not ours
-      "e:00000000",                        // code 0 is never a code
-      "e:00000001 ",                       // trailing byte
-      "d:",                                // no registers
-      "d:AAA",                             // too few
+      "e:123",        // not a multiple of 8 digits
+      "e:0000000g",   // not hex
+      "e:0000000A",   // upper case is not ours
+      "e:00000000",   // code 0 is never a code
+      "e:00000001 ",  // trailing byte
+      "d:",           // no registers
+      "d:AAA",        // too few
       "d:" + std::string(kRegisters - 1, 'A'),
-      "d:" + std::string(kRegisters + 1, 'A'),  // too many
+      "d:" + std::string(kRegisters + 1, 'A'),        // too many
       "d:" + std::string(kRegisters - 1, 'A') + "!",  // not a digit
       "d:" + std::string(kRegisters - 1, 'A') + "9",  // rank 61, more than a code can have
       "d:." + std::to_string(kRegisters + 1) + ".",   // a run past the end
       "d:." + std::to_string(kRegisters) + ".A",      // one past
-      "d:..",                              // empty run
-      "d:.12",                             // unterminated run
-      "d:.1x.",                            // not decimal
+      "d:..",                                         // empty run
+      "d:.12",                                        // unterminated run
+      "d:.1x.",                                       // not decimal
       "d:.00000" + std::to_string(kRegisters) + ".",  // too many digits
-      good.substr(0, good.size() - 1),     // truncated
-      good + "A",                          // one register too many
+      good.substr(0, good.size() - 1),                // truncated
+      good + "A",                                     // one register too many
   };
   for (const std::string& b : bad) {
     Sketch s;

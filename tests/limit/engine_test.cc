@@ -35,9 +35,7 @@ class EngineTest : public ::testing::Test {
     return s.ok() ? std::move(s.value()) : nullptr;
   }
 
-  void WriteMap(const std::string& xml, const std::string& name = "map.xml") {
-    std::ofstream(dir_ / name) << xml;
-  }
+  void WriteMap(const std::string& xml, const std::string& name = "map.xml") { std::ofstream(dir_ / name) << xml; }
 
   // An engine over map.xml written as `xml`.
   std::unique_ptr<AdminEngine> EngineFor(const std::string& xml) {
@@ -46,7 +44,7 @@ class EngineTest : public ::testing::Test {
   }
 
   std::unique_ptr<AdminEngine> OpenEngine(Store* store = nullptr, const std::string& map = "map.xml",
-                                     const std::string& tz = "UTC") {
+                                          const std::string& tz = "UTC") {
     EngineOptions o;
     o.map_path = dir_ / map;
     o.store = store ? store : store_.get();
@@ -58,8 +56,7 @@ class EngineTest : public ::testing::Test {
     return e.ok() ? std::move(e.value()) : nullptr;
   }
 
-  static Decision Do(Engine& e, Cmd cmd, std::string_view biz, std::string_view key, int64_t n = 1,
-                     int64_t count = 0) {
+  static Decision Do(Engine& e, Cmd cmd, std::string_view biz, std::string_view key, int64_t n = 1, int64_t count = 0) {
     return e.Execute(Request{.cmd = cmd, .biz = biz, .key = key, .n = n, .count = count});
   }
 
@@ -320,11 +317,15 @@ TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
   ASSERT_TRUE(Do(*e, Cmd::kAcquire, "api", "short", 2).allowed);
   ASSERT_TRUE(Do(*e, Cmd::kAcquire, "api", long_key, 3).allowed);
   std::vector<std::string> lines;
-  ASSERT_TRUE(store_->ForEach({}, [&](const NodeInfo& n) {
-                      auto j = e->ExportNode(n);
-                      ASSERT_TRUE(j.ok());
-                      lines.push_back(j.value());
-                    }).ok());
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& n) {
+    auto j = e->ExportNode(n);
+    ASSERT_TRUE(j.ok());
+    lines.push_back(j.value());
+                      })
+                  .ok());
   ASSERT_EQ(lines.size(), 2u);
 
   // Another geometry, the same biz under the same id: both keys come back.
@@ -423,7 +424,8 @@ void ExpectSameDecision(const Decision& a, const Decision& b, const std::string&
   EXPECT_EQ(a.erased, b.erased) << who;
   EXPECT_EQ(a.biz_id, b.biz_id) << who;
   EXPECT_EQ(a.now_s, b.now_s) << who;
-  for (size_t i = 0; i < kMaxRulesPerBiz; ++i) ExpectSameRule(a.rules[i], b.rules[i], who + " rule " + std::to_string(i));
+  for (size_t i = 0; i < kMaxRulesPerBiz; ++i)
+    ExpectSameRule(a.rules[i], b.rules[i], who + " rule " + std::to_string(i));
 }
 
 // ExecuteBatch resets the decisions it is given rule by rule as far as
@@ -712,7 +714,6 @@ TEST_F(EngineTest, HotPathMakesNoHeapAllocation) {
   }
 }
 
-
 // Node damage is seen (store format 5: a check byte per node). Every byte
 // of a node of each of the shapes is flipped in turn, the rest of
 // the store left as it is: `verify` reports the node, or (the last access
@@ -791,7 +792,8 @@ TEST_F(EngineTest, EveryByteOfANodeOfEachShapeIsCheckedOrHarmless) {
       auto v = store_->Verify(false);
       ASSERT_TRUE(v.ok());
       const bool seen = !v->problems.empty();
-      const bool last_access = b >= offsetof(store::NodeHeader, last_access_s) && b < offsetof(store::NodeHeader, route_pos);
+      const bool last_access =
+          b >= offsetof(store::NodeHeader, last_access_s) && b < offsetof(store::NodeHeader, route_pos);
       if (seen) {
         ++detected;
         EXPECT_FALSE(last_access) << "the last access is no part of the check";

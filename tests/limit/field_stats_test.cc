@@ -29,9 +29,7 @@ const std::string kApiMap = "<map>\n" + testing::StatsApiBiz(50) +
 
 // One engine over its own store directory.
 struct Server {
-  Server(const std::string& dir, const std::string& map, const Clock* clock) : dir(dir) {
-    Open(map, clock);
-  }
+  Server(const std::string& dir, const std::string& map, const Clock* clock) : dir(dir) { Open(map, clock); }
   void Open(const std::string& map, const Clock* clock) {
     StoreOptions so;
     so.dir = dir;
@@ -39,8 +37,12 @@ struct Server {
     auto s = Store::Open(so);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store = std::move(s.value());
-    auto e = AdminEngine::Open(EngineOptions{.map_path = dir + "/map.xml", .map_text = map, .timezone = "UTC",
-                                        .store = store.get(), .stats_dir = dir, .clock = clock});
+    auto e = AdminEngine::Open(EngineOptions{.map_path = dir + "/map.xml",
+                                             .map_text = map,
+                                             .timezone = "UTC",
+                                             .store = store.get(),
+                                             .stats_dir = dir,
+                                             .clock = clock});
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine = std::move(e.value());
   }
@@ -144,7 +146,7 @@ class FieldStatsTest : public ::testing::Test {
     for (int u = 0; u < 7; ++u) {
       const std::string user = "t" + std::to_string(u);
       for (int k = 0; k < 40 + 5 * u; ++k) t->Send(s, Cmd::kAcquire, "tiny", user, "pay");  // users 3..6: denials
-      for (int k = 0; k < 3; ++k) t->Send(s, Cmd::kUpdate, "tiny", user, "get", 20);         // the third is over
+      for (int k = 0; k < 3; ++k) t->Send(s, Cmd::kUpdate, "tiny", user, "get", 20);        // the third is over
       t->Send(s, Cmd::kAcquire, "tiny", user, "pay", 3);
     }
   }
@@ -433,8 +435,10 @@ TEST_F(FieldStatsTest, MergeStatsByAddsCountsAndUnitesDistinctUsers) {
   ASSERT_NE(b.engine, nullptr);
   Truth ta, tb;
   // big: A has users 0..3999, B 2000..5999 (union 6000); mid: A 0..99, B 50..149 (union 150).
-  for (int u = 0; u < 4000; ++u) ta.Send(a, Cmd::kAcquire, "big", "u" + std::to_string(u), "if" + std::to_string(u % 2));
-  for (int u = 2000; u < 6000; ++u) tb.Send(b, Cmd::kAcquire, "big", "u" + std::to_string(u), "if" + std::to_string(u % 2));
+  for (int u = 0; u < 4000; ++u)
+    ta.Send(a, Cmd::kAcquire, "big", "u" + std::to_string(u), "if" + std::to_string(u % 2));
+  for (int u = 2000; u < 6000; ++u)
+    tb.Send(b, Cmd::kAcquire, "big", "u" + std::to_string(u), "if" + std::to_string(u % 2));
   for (int u = 0; u < 100; ++u) ta.Send(a, Cmd::kAcquire, "mid", "m" + std::to_string(u), "if0");
   for (int u = 50; u < 150; ++u) tb.Send(b, Cmd::kUpdate, "mid", "m" + std::to_string(u), "if0", 3);
   for (int u = 0; u < 5; ++u) ta.Send(a, Cmd::kAcquire, "onlyA", "x" + std::to_string(u), "if9");
@@ -547,7 +551,8 @@ TEST(FieldStatsMap, ParsesFieldsSeparatorAndJoinsStatsOfOneBy) {
     <stats by="app" distinct="user" days="90"/>
   </biz>
   <biz id="2" name="plain"><rule interval="60" max="5"/></biz>
-</map>)", "map.xml");
+</map>)",
+                           "map.xml");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const limit::BizConfig& api = m->bizzes[0];
   EXPECT_EQ(api.fields, (std::vector<std::string>{"app", "user", "iface"}));
@@ -570,23 +575,25 @@ TEST(FieldStatsMap, ErrorsNameTheProblem) {
   };
   const std::string f = " fields=\"app,user,iface\"";
   const std::vector<Case> cases = {
-      {"", "<stats by=\"app\"/>", {"map.xml:4:", "'app'", "fields"}},                          // no fields
-      {f, "<stats by=\"region\"/>", {"map.xml:4:", "'region'", "app,user,iface"}},              // unknown by
+      {"", "<stats by=\"app\"/>", {"map.xml:4:", "'app'", "fields"}},               // no fields
+      {f, "<stats by=\"region\"/>", {"map.xml:4:", "'region'", "app,user,iface"}},  // unknown by
       {f, "<stats by=\"app,nope\"/>", {"'nope'"}},
-      {f, "<stats by=\"app\" distinct=\"ip\"/>", {"distinct", "'ip'"}},                         // unknown distinct
-      {f, "<stats by=\"app\" distinct=\"app\"/>", {"distinct", "'app'", "by"}},                 // distinct in by
+      {f, "<stats by=\"app\" distinct=\"ip\"/>", {"distinct", "'ip'"}},          // unknown distinct
+      {f, "<stats by=\"app\" distinct=\"app\"/>", {"distinct", "'app'", "by"}},  // distinct in by
       {f, "<stats by=\"app,user\" distinct=\"user\"/>", {"distinct", "'user'"}},
-      {" fields=\"a,b,c,d\"", "<stats by=\"a\" distinct=\"b,c,d\"/>", {"distinct", "2"}},        // > 2 distinct
-      {" fields=\"a,b,c,d\"", "<stats by=\"a\" distinct=\"b,c\"/>\n<stats by=\"a\" distinct=\"d\"/>", {"distinct", "2"}},
+      {" fields=\"a,b,c,d\"", "<stats by=\"a\" distinct=\"b,c,d\"/>", {"distinct", "2"}},  // > 2 distinct
+      {" fields=\"a,b,c,d\"",
+       "<stats by=\"a\" distinct=\"b,c\"/>\n<stats by=\"a\" distinct=\"d\"/>",
+       {"distinct", "2"}},
       {f, "<stats by=\"app\" days=\"0\"/>", {"map.xml:4:", "days=\"0\""}},
       {f, "<stats by=\"app\" days=\"367\"/>", {"days", "367"}},
       {f, "<stats by=\"app\" days=\"x\"/>", {"days"}},
       {f, "<stats by=\"app\" groups=\"0\"/>", {"groups", "\"0\""}},
       {f, "<stats by=\"app\" groups=\"1000001\"/>", {"groups"}},
-      {f + " separator=\"ab\"", "", {"map.xml:2:", "separator", "'ab'"}},                       // bad separator
+      {f + " separator=\"ab\"", "", {"map.xml:2:", "separator", "'ab'"}},  // bad separator
       {f + " separator=\"\"", "", {"separator"}},
       {f + " separator=\"a\"", "", {"separator", "'a'"}},
-      {" fields=\"app,user,app\"", "", {"map.xml:2:", "fields", "'app'", "twice"}},            // duplicate field
+      {" fields=\"app,user,app\"", "", {"map.xml:2:", "fields", "'app'", "twice"}},  // duplicate field
       {" fields=\"app,,user\"", "", {"fields"}},
       {" fields=\"app,us er\"", "", {"fields"}},
       {f, "<stats/>", {"stats", "by"}},
@@ -600,7 +607,9 @@ TEST(FieldStatsMap, ErrorsNameTheProblem) {
       EXPECT_NE(err.find(want), std::string::npos) << "'" << err << "' does not mention " << want;
   }
   // And what is fine.
-  EXPECT_EQ(MapError(f + " separator=\"|\"", "<stats by=\"iface,app\" distinct=\"user\" days=\"366\" groups=\"1000000\"/>"), "OK");
+  EXPECT_EQ(MapError(f + " separator=\"|\"",
+                     "<stats by=\"iface,app\" distinct=\"user\" days=\"366\" groups=\"1000000\"/>"),
+            "OK");
   EXPECT_EQ(MapError(" fields=\"a,b,c\"", "<stats by=\"a\" distinct=\"b,c\"/>"), "OK");
 }
 

@@ -203,8 +203,8 @@ TEST(GroupTable, RacingFirstAddsOfOneValueAtTheBoundAllCountInItsGroup) {
     ASSERT_TRUE(t->Row(kOtherGroup, &other));
     if (x.counts.requests != kThreads) {
       ++split;
-      example = "'x' counted " + std::to_string(x.counts.requests) + ", '~other' " +
-                std::to_string(other.counts.requests);
+      example =
+          "'x' counted " + std::to_string(x.counts.requests) + ", '~other' " + std::to_string(other.counts.requests);
     }
     t.reset();
     std::filesystem::remove(path);

@@ -27,8 +27,8 @@ TEST(MapConfig, ParsesTheContractExample) {
   EXPECT_EQ(m->bizzes[3].rules[0].borrow, 300);
   EXPECT_EQ(ad.mode, Mode::kEnforce);
   EXPECT_EQ(m->bizzes[3].mode, Mode::kEnforce);  // the default
-  auto shadow = ParseMap(R"(<map><biz id="4" name="partner" mode="shadow"><rule interval="60" max="5"/></biz></map>)",
-                         "map.xml");
+  auto shadow =
+      ParseMap(R"(<map><biz id="4" name="partner" mode="shadow"><rule interval="60" max="5"/></biz></map>)", "map.xml");
   ASSERT_TRUE(shadow.ok()) << shadow.status().ToString();
   EXPECT_EQ(shadow->bizzes[0].mode, Mode::kShadow);
 }
@@ -40,7 +40,8 @@ TEST(MapConfig, ErrorsNameTheFileAndLine) {
   EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz>\n\n"
                     "<biz id=\"2\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>"),
             "map.xml:4: duplicate biz name 'a' (first used at line 2)");
-  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\">\n  <rule algo=\"leaky\" interval=\"60\" max=\"5\"/>\n</biz></map>"),
+  EXPECT_EQ(ErrorOf(
+                "<map>\n<biz id=\"1\" name=\"a\">\n  <rule algo=\"leaky\" interval=\"60\" max=\"5\"/>\n</biz></map>"),
             "map.xml:3: unknown algo 'leaky' (fixed, calendar, sliding or token_bucket)");
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"0\" max=\"5\"/></biz></map>"),
             "map.xml:2: rule interval '0' is out of range (1..31536000 s)");
@@ -48,7 +49,8 @@ TEST(MapConfig, ErrorsNameTheFileAndLine) {
             "map.xml:2: rule interval '31536001' is out of range (1..31536000 s)");
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"6\" max=\"2147483648\"/></biz></map>"),
             "map.xml:2: rule max '2147483648' is out of range (1..2147483647)");
-  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"sliding\" interval=\"6\" max=\"2\" borrow=\"1\"/></biz></map>"),
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"sliding\" interval=\"6\" max=\"2\" "
+                    "borrow=\"1\"/></biz></map>"),
             "map.xml:2: borrow needs windows: algo 'sliding' has none (use fixed or calendar)");
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"6\" max=\"2\" burst=\"3\"/></biz></map>"),
             "map.xml:2: burst is only for token_bucket, not algo 'fixed'");
@@ -98,7 +100,8 @@ TEST(MapConfig, ATokenBucketItsStateCannotHoldIsRefused) {
 
 TEST(MapConfig, FourLargestRulesFitANode) {
   std::string xml = "<map><biz id=\"1\" name=\"a\">";
-  for (int i = 0; i < 4; ++i) xml += "<rule algo=\"sliding\" interval=\"" + std::to_string(60 + i) + "\" max=\"1000\"/>";
+  for (int i = 0; i < 4; ++i)
+    xml += "<rule algo=\"sliding\" interval=\"" + std::to_string(60 + i) + "\" max=\"1000\"/>";
   xml += "</biz></map>";
   auto m = ParseMap(xml, "map.xml");
   ASSERT_TRUE(m.ok()) << m.status().ToString();

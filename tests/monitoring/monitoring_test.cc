@@ -72,7 +72,8 @@ TEST(Monitoring, RulesAndDashboardUseOnlyMetricsFrsdExports) {
   for (const char* file : {"frs-alerts.yml", "frs-dashboard.json"}) {
     std::set<std::string> used = MetricNames(e2e::ReadFile(kDir + "/" + file));
     EXPECT_GT(used.size(), 5u) << file;
-    for (const std::string& name : used) EXPECT_TRUE(exported.count(name)) << file << " uses " << name << ", which frsd does not export";
+    for (const std::string& name : used)
+      EXPECT_TRUE(exported.count(name)) << file << " uses " << name << ", which frsd does not export";
   }
 }
 
@@ -90,8 +91,8 @@ TEST(Monitoring, ProcessSeriesForEveryProcessAndBuildInfo) {
   ASSERT_EQ(m.status, 200);
   EXPECT_EQ(m.header("server"), std::string("frsd/") + FRS_VERSION);
   const double now = static_cast<double>(std::time(nullptr));
-  for (const std::string labels : {"{process=\"master\"}", "{process=\"worker\",slot=\"0\"}",
-                                   "{process=\"worker\",slot=\"1\"}"}) {
+  for (const std::string labels :
+       {"{process=\"master\"}", "{process=\"worker\",slot=\"0\"}", "{process=\"worker\",slot=\"1\"}"}) {
     EXPECT_GE(Sample(m.body, "process_cpu_seconds_total" + labels), 0) << labels << "\n" << m.body;
     EXPECT_GT(Sample(m.body, "process_resident_memory_bytes" + labels), 1e5) << labels;
     EXPECT_GE(Sample(m.body, "process_open_fds" + labels), 3) << labels;

@@ -50,7 +50,7 @@ TEST(StoreCrash, NoFdLeftDoesNotMakeALiveOwnerDead) {
       stage.store(1);
       while (stage.load() != 2) std::this_thread::yield();
       const os::Owner fresh = os::Self();
-      if (fresh.start != 0) fresh_rc = 14;  // its read must have failed too
+      if (fresh.start != 0) fresh_rc = 14;             // its read must have failed too
       else if (!os::OwnerAlive(fresh)) fresh_rc = 15;  // then it is compared by id only
       // It ends once fds are back: its end, too, needs the runtime's.
       stage.store(3);

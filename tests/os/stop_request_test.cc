@@ -14,7 +14,8 @@ TEST(StopRequest, ASignalHandlerRequestsAStopThatStays) {
   // Each test runs in a process of its own (gtest_discover_tests), so nothing
   // has asked yet.
   EXPECT_FALSE(os::StopRequested());
-  struct sigaction sa {}, old {};
+  struct sigaction sa {
+  }, old{};
   sa.sa_handler = OnUsr1;
   sigemptyset(&sa.sa_mask);
   ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);

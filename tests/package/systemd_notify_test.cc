@@ -80,7 +80,8 @@ TEST(SystemdNotify, ReadyReloadingStoppingFromTheMasterOnly) {
   // merely that they were forked.
   const std::string log = srv.log();
   size_t serving = 0;
-  for (size_t p = log.find("serving (listen socket"); p != std::string::npos; p = log.find("serving (listen socket", p + 1))
+  for (size_t p = log.find("serving (listen socket"); p != std::string::npos;
+       p = log.find("serving (listen socket", p + 1))
     ++serving;
   EXPECT_EQ(serving, 2u) << log;
   ASSERT_TRUE(srv.WaitHealthy(5000)) << srv.log();

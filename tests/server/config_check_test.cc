@@ -27,14 +27,15 @@ class FrsdCheckTest : public ::testing::Test {
  protected:
   void SetUp() override {
     WriteSrv(2, 64, 8);
-    std::ofstream(dir_ / "map.xml") << "<map>\n  <biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n"
-                                       "  <biz id=\"2\" name=\"ad\">\n    <rule algo=\"sliding\" interval=\"3600\" max=\"20\"/>\n"
-                                       "  </biz>\n</map>\n";
+    std::ofstream(dir_ / "map.xml")
+        << "<map>\n  <biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n"
+           "  <biz id=\"2\" name=\"ad\">\n    <rule algo=\"sliding\" interval=\"3600\" max=\"20\"/>\n"
+           "  </biz>\n</map>\n";
   }
   void WriteSrv(int files, int keynodes, int chain) {
-    std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n  <store dir=\"data\" files=\""
-                                    << files << "\" keynodes=\"" << keynodes << "\" chain=\"" << chain
-                                    << "\"/>\n</frs>\n";
+    std::ofstream(dir_ / "srv.xml")
+        << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n  <store dir=\"data\" files=\"" << files
+        << "\" keynodes=\"" << keynodes << "\" chain=\"" << chain << "\"/>\n</frs>\n";
   }
   ProcRun Frsd(const std::string& args) {
     std::string cmd = std::string(FRSD_PATH) + " " + args + " >" + (dir_ / "out") + " 2>" + (dir_ / "err");
@@ -73,7 +74,8 @@ TEST_F(FrsdCheckTest, AGoodConfigurationIsOkAndNothingIsCreated) {
 }
 
 TEST_F(FrsdCheckTest, BrokenFilesAreFileLineErrors) {
-  std::ofstream(dir_ / "map.xml") << "<map>\n<biz id=\"1\" name=\"login\">\n<rule interval=\"0\" max=\"5\"/>\n</biz>\n</map>\n";
+  std::ofstream(dir_ / "map.xml")
+      << "<map>\n<biz id=\"1\" name=\"login\">\n<rule interval=\"0\" max=\"5\"/>\n</biz>\n</map>\n";
   ProcRun r = Check();
   EXPECT_EQ(r.rc, 1);
   EXPECT_EQ(r.err.rfind(dir_ / "map.xml:3: ", 0), 0u) << r.err;

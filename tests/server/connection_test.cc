@@ -15,7 +15,8 @@ namespace frs::server {
 namespace {
 
 struct Harness {
-  explicit Harness(std::string token = "") : handler(Backend(&engine, nullptr, &engine.clk), HandlerOptions{std::move(token), 4, {}}, nullptr, nullptr) {}
+  explicit Harness(std::string token = "")
+      : handler(Backend(&engine, nullptr, &engine.clk), HandlerOptions{std::move(token), 4, {}}, nullptr, nullptr) {}
   testing::FakeEngine engine;
   Handler handler;
   ConnectionLimits limits{1024, 1024};
@@ -49,7 +50,8 @@ struct Harness {
 };
 
 std::string Post(const std::string& body, const std::string& extra = "") {
-  return "POST /frs HTTP/1.1\r\nHost: x\r\n" + extra + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  return "POST /frs HTTP/1.1\r\nHost: x\r\n" + extra + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+         body;
 }
 
 int CountOf(const std::string& hay, const std::string& needle) {
@@ -68,7 +70,8 @@ TEST(Connection, AnswersPipelinedGetsInOrder) {
   // The denial is the last answer.
   EXPECT_GT(out.find("429"), out.rfind("HTTP/1.1 200"));
   EXPECT_NE(out.find("Retry-After: 60\r\n"), std::string::npos);
-  EXPECT_NE(out.find("RateLimit-Limit: 5\r\nRateLimit-Remaining: 4\r\nRateLimit-Reset: 60\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("RateLimit-Limit: 5\r\nRateLimit-Remaining: 4\r\nRateLimit-Reset: 60\r\n"), std::string::npos)
+      << out;
   EXPECT_EQ(h.conn.state(), Connection::State::kOpen);
 }
 
@@ -76,11 +79,11 @@ TEST(Connection, AnswersPipelinedGetsInOrder) {
 TEST(Connection, AbsoluteFormTargetsAreAccepted) {
   Harness h;
   const std::string body = "<request cmd=\"query\" biz=\"login\" key=\"abs\"/>";
-  std::string out = h.Send("GET http://127.0.0.1:8300/acquire?biz=login&key=abs HTTP/1.1\r\nHost: x\r\n\r\n"
-                           "GET HTTP://frs.example/health HTTP/1.1\r\nHost: x\r\n\r\n"
-                           "POST https://frs.example/frs HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\n\r\n" + body +
-                           "GET http://frs.example HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string out = h.Send(
+      "GET http://127.0.0.1:8300/acquire?biz=login&key=abs HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET HTTP://frs.example/health HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST https://frs.example/frs HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body + "GET http://frs.example HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(CountOf(out, "HTTP/1.1 200 OK"), 3) << out;
   EXPECT_NE(out.find("count=\"1\""), std::string::npos) << "the absolute-form acquire counted on key abs\n" << out;
   EXPECT_EQ(CountOf(out, "HTTP/1.1 404"), 1) << "http://host alone is the path /, which is not an endpoint\n" << out;
@@ -165,14 +168,16 @@ TEST(Connection, AdminCommandsNeedTheToken) {
 TEST(Connection, BatchIsAllOrNothing) {
   Harness h;
   h.engine.counts[std::make_pair(uint16_t{2}, std::string("b"))] = 5;  // full
-  std::string batch = R"(<batch><request cmd="acquire" biz="login" key="a"/><request cmd="acquire" biz="api" key="b"/></batch>)";
+  std::string batch =
+      R"(<batch><request cmd="acquire" biz="login" key="a"/><request cmd="acquire" biz="api" key="b"/></batch>)";
   std::string out = h.Send(Post(batch));
   EXPECT_NE(out.find("<batch allowed=\"0\">"), std::string::npos) << out;
   EXPECT_EQ(CountOf(out, "<response "), 2);
   EXPECT_EQ(h.engine.Count(1, "a"), 0);
   // An unknown biz anywhere fails the whole batch before anything runs.
   h.engine.counts[std::make_pair(uint16_t{2}, std::string("b"))] = 0;
-  std::string bad = R"(<batch><request cmd="acquire" biz="login" key="a"/><request cmd="acquire" biz="zzz" key="b"/></batch>)";
+  std::string bad =
+      R"(<batch><request cmd="acquire" biz="login" key="a"/><request cmd="acquire" biz="zzz" key="b"/></batch>)";
   out = h.Send(Post(bad));
   EXPECT_EQ(out.rfind("HTTP/1.1 404", 0), 0u) << out;
   EXPECT_EQ(h.engine.Count(1, "a"), 0);

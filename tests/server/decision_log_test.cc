@@ -31,17 +31,27 @@ std::string Escaped(std::string_view s) {
 }
 
 DecisionRecord ContractExample(const IpAddress* client) {
-  return DecisionRecord{.ts_ms = 1795625073261, .biz = "login", .key = "user:42", .rule = "login_1", .allowed = false,
-                        .n = 1, .count = 5, .limit = 5, .remaining = 0, .retry_after = 41, .route = "user:42",
+  return DecisionRecord{.ts_ms = 1795625073261,
+                        .biz = "login",
+                        .key = "user:42",
+                        .rule = "login_1",
+                        .allowed = false,
+                        .n = 1,
+                        .count = 5,
+                        .limit = 5,
+                        .remaining = 0,
+                        .retry_after = 41,
+                        .route = "user:42",
                         .client = client};
 }
 
 TEST(DecisionLine, IsTheContractsLineExactly) {
   IpAddress ip;
   ASSERT_TRUE(IpAddress::Parse("10.0.0.7", &ip));
-  EXPECT_EQ(Line(ContractExample(&ip)),
-            "{\"ts\":1795625073261,\"biz\":\"login\",\"key\":\"user:42\",\"rule\":\"login_1\",\"allowed\":false,\"n\":1,"
-            "\"count\":5,\"limit\":5,\"remaining\":0,\"retry_after\":41,\"route\":\"user:42\",\"client\":\"10.0.0.7\"}\n");
+  EXPECT_EQ(
+      Line(ContractExample(&ip)),
+      "{\"ts\":1795625073261,\"biz\":\"login\",\"key\":\"user:42\",\"rule\":\"login_1\",\"allowed\":false,\"n\":1,"
+      "\"count\":5,\"limit\":5,\"remaining\":0,\"retry_after\":41,\"route\":\"user:42\",\"client\":\"10.0.0.7\"}\n");
 }
 
 TEST(DecisionLine, ShadowWouldDenyIsDeniedWithShadowTrue) {
@@ -102,7 +112,8 @@ TEST(DecisionLine, ParsesAsJsonWithTheRightValues) {
       "python3 -c 'import json,sys; o=json.loads(open(sys.argv[1],\"rb\").read().decode(\"utf-8\")); "
       "k=o[\"key\"]; assert k == \"q\\\"b\\\\s\\x01\\n\\x7f\\u00e9\\u00ff\", repr(k); "
       "assert o[\"route\"] == \"r\\u0080\", repr(o[\"route\"]); assert o[\"allowed\"] is False; "
-      "assert o[\"count\"] == 5' '" + (d / "line") + "'";
+      "assert o[\"count\"] == 5' '" +
+      (d / "line") + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 

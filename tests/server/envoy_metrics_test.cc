@@ -69,11 +69,11 @@ std::string S(const char* descriptor, const char* result) {
 TEST(EnvoyMetrics, CountsAsEnvoyproxyRatelimitAcrossWorkers) {
   Fixture f;
   EnvoyMetrics w0(&f.metrics->worker(0)), w1(&f.metrics->worker(1));
-  f.Answer(w0, 0, "a", 7, 7, false);  // 0 -> 7: under floor(0.8 x 10) = 8
-  f.Answer(w1, 0, "a", 3, 10, false); // 7 -> 10: two of three hits past 8
-  f.Answer(w0, 0, "a", 2, 10, true);  // denied: both hits over
-  f.Answer(w1, 1, "t", 4, 0, true);   // shadow: over and let through
-  f.Answer(w1, 0, "a", 0, 10, false); // a look counts nothing
+  f.Answer(w0, 0, "a", 7, 7, false);   // 0 -> 7: under floor(0.8 x 10) = 8
+  f.Answer(w1, 0, "a", 3, 10, false);  // 7 -> 10: two of three hits past 8
+  f.Answer(w0, 0, "a", 2, 10, true);   // denied: both hits over
+  f.Answer(w1, 1, "t", 4, 0, true);    // shadow: over and let through
+  f.Answer(w1, 0, "a", 0, 10, false);  // a look counts nothing
   const std::string m = f.Render();
   EXPECT_EQ(f.Value(m, S("user", "total")), 12u) << m;
   EXPECT_EQ(f.Value(m, S("user", "within_limit")), 10u);
@@ -84,8 +84,9 @@ TEST(EnvoyMetrics, CountsAsEnvoyproxyRatelimitAcrossWorkers) {
   EXPECT_EQ(f.Value(m, S("trial", "shadow_mode")), 4u);
   EXPECT_EQ(f.Value(m, S("trial", "within_limit")), 0u);
   // Both workers met key "user_a": one series.
-  EXPECT_EQ(f.Value(m, "frs_envoy_descriptor_detailed_hits_total{domain=\"rl\",descriptor=\"user\",key=\"user_a\","
-                       "result=\"total\"}"),
+  EXPECT_EQ(f.Value(m,
+                    "frs_envoy_descriptor_detailed_hits_total{domain=\"rl\",descriptor=\"user\",key=\"user_a\","
+                    "result=\"total\"}"),
             12u)
       << m;
 }
@@ -96,7 +97,8 @@ TEST(EnvoyMetrics, DetailedSeriesAreBoundedAndTheRestSummedInOther) {
   const int n = static_cast<int>(kDetailedKeys) + 500;
   for (int i = 0; i < n; ++i) f.Answer(w0, 0, "v" + std::to_string(i) + "\n\xff", 1, 1, false);
   const std::string m = f.Render();
-  std::regex total(R"re(frs_envoy_descriptor_detailed_hits_total\{domain="rl",descriptor="user",key="([^"]*)",result="total"\} (\d+))re");
+  std::regex total(
+      R"re(frs_envoy_descriptor_detailed_hits_total\{domain="rl",descriptor="user",key="([^"]*)",result="total"\} (\d+))re");
   uint64_t sum = 0, series = 0, other = 0;
   for (auto it = std::sregex_iterator(m.begin(), m.end(), total); it != std::sregex_iterator(); ++it) {
     const std::string key = (*it)[1];
@@ -107,7 +109,7 @@ TEST(EnvoyMetrics, DetailedSeriesAreBoundedAndTheRestSummedInOther) {
   }
   EXPECT_EQ(sum, static_cast<uint64_t>(n));  // nothing lost
   EXPECT_LE(series, kDetailedKeys);
-  EXPECT_GT(series, kDetailedKeys / 2);      // the table is used, not skipped
+  EXPECT_GT(series, kDetailedKeys / 2);  // the table is used, not skipped
   EXPECT_GE(other, 500u);
 }
 

@@ -43,7 +43,10 @@ class FakeEngine final : public AdminEngine {
     int64_t& c = counts[k];
     switch (req.cmd) {
       case Cmd::kQuery: Fill(&d, c, c + req.n <= limit); break;
-      case Cmd::kUpdate: c += req.n; Fill(&d, c, c <= limit); break;
+      case Cmd::kUpdate:
+        c += req.n;
+        Fill(&d, c, c <= limit);
+        break;
       case Cmd::kAcquire:
         if (c + req.n <= limit) {
           c += req.n;
@@ -52,13 +55,26 @@ class FakeEngine final : public AdminEngine {
           Fill(&d, c, false);
         }
         break;
-      case Cmd::kGet: d.found = c > 0; Fill(&d, c, c < limit); break;
-      case Cmd::kSet: c = req.count; d.found = true; Fill(&d, c, c < limit); break;
-      case Cmd::kDelete: d.found = c > 0; counts.erase(k); break;
+      case Cmd::kGet:
+        d.found = c > 0;
+        Fill(&d, c, c < limit);
+        break;
+      case Cmd::kSet:
+        c = req.count;
+        d.found = true;
+        Fill(&d, c, c < limit);
+        break;
+      case Cmd::kDelete:
+        d.found = c > 0;
+        counts.erase(k);
+        break;
       case Cmd::kReset: {
         uint64_t n = 0;
         for (auto it = counts.begin(); it != counts.end();)
-          if (it->first.first == id.value()) { it = counts.erase(it); ++n; } else ++it;
+          if (it->first.first == id.value()) {
+            it = counts.erase(it);
+            ++n;
+          } else ++it;
         d.erased = n;
         break;
       }
@@ -98,8 +114,12 @@ class FakeEngine final : public AdminEngine {
     ++reloads;
     return Status::OK();
   }
-  Result<GroupStats> StatsBy(const GroupStatsQuery&) const override { return Status::NotFound("no statistics by field"); }
-  Status MergeStatsBy(const GroupStats&, std::string_view) override { return Status::NotFound("no statistics by field"); }
+  Result<GroupStats> StatsBy(const GroupStatsQuery&) const override {
+    return Status::NotFound("no statistics by field");
+  }
+  Status MergeStatsBy(const GroupStats&, std::string_view) override {
+    return Status::NotFound("no statistics by field");
+  }
   std::vector<BizStats> DailyStats() const override { return {}; }
   Result<uint16_t> ResolveBiz(std::string_view biz) const override {
     if (biz == "login" || biz == "1") return uint16_t{1};

@@ -16,8 +16,9 @@ TEST(GroupStatsXml, EveryValueSurvivesTheRoundTrip) {
   st.groups = 4;
   st.field_errors = 3;
   st.distinct_fields = {"user"};
-  const std::vector<std::string> values = {"app7", std::string("a\tb"), std::string("a b"), std::string("x\x01y"),
-                                           std::string("\xff\xfe"), "q\"<&>'", "", "caf\xc3\xa9"};
+  const std::vector<std::string> values =
+      {"app7", std::string("a\tb"), std::string("a b"), std::string("x\x01y"), std::string("\xff\xfe"), "q\"<&>'",
+       "",     "caf\xc3\xa9"};
   for (size_t i = 0; i < values.size(); ++i) {
     GroupStat g;
     g.value = values[i];
@@ -51,14 +52,14 @@ TEST(GroupStatsXml, RefusesWhatIsNotStatistics) {
   EXPECT_FALSE(ParseGroupStats("<response/>").ok());
   EXPECT_FALSE(ParseGroupStats("<stats biz=\"a\" by=\"b\" day=\"2026-02-30\"/>").ok());
   EXPECT_FALSE(ParseGroupStats("<stats biz=\"a\" by=\"b\" day=\"2026-02-03\"><group requests=\"1\"/></stats>").ok());
-  EXPECT_FALSE(ParseGroupStats(
-                   "<stats biz=\"a\" by=\"b\" day=\"2026-02-03\"><group value=\"v\" requests=\"x\" allowed=\"1\" "
-                   "denied=\"0\" units=\"0\"/></stats>")
-                   .ok());
-  EXPECT_FALSE(ParseGroupStats(
-                   "<stats biz=\"a\" by=\"b\" day=\"2026-02-03\"><group value=\"v\" value_hex=\"7\" requests=\"1\" "
-                   "allowed=\"1\" denied=\"0\" units=\"0\"/></stats>")
-                   .ok());
+  EXPECT_FALSE(
+      ParseGroupStats("<stats biz=\"a\" by=\"b\" day=\"2026-02-03\"><group value=\"v\" requests=\"x\" allowed=\"1\" "
+                      "denied=\"0\" units=\"0\"/></stats>")
+          .ok());
+  EXPECT_FALSE(
+      ParseGroupStats("<stats biz=\"a\" by=\"b\" day=\"2026-02-03\"><group value=\"v\" value_hex=\"7\" requests=\"1\" "
+                      "allowed=\"1\" denied=\"0\" units=\"0\"/></stats>")
+          .ok());
 }
 
 }  // namespace

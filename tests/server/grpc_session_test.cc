@@ -84,11 +84,11 @@ class Client {
       const auto* p = reinterpret_cast<const uint8_t*>(buf_.data() + at);
       const size_t n = (size_t{p[0]} << 16) | (size_t{p[1]} << 8) | p[2];
       if (buf_.size() - at < 9 + n) break;
-      const uint32_t stream = ((uint32_t{p[5]} << 24) | (uint32_t{p[6]} << 16) | (uint32_t{p[7]} << 8) | p[8]) &
-                              0x7fffffff;
+      const uint32_t stream =
+          ((uint32_t{p[5]} << 24) | (uint32_t{p[6]} << 16) | (uint32_t{p[7]} << 8) | p[8]) & 0x7fffffff;
       if (p[3] == 1) Inflate(p + 9, n, &out->headers[stream]);
-      if (p[3] == 3 && n == 4) out->rst[stream] = (uint32_t{p[9]} << 24) | (uint32_t{p[10]} << 16) |
-                                                  (uint32_t{p[11]} << 8) | p[12];
+      if (p[3] == 3 && n == 4)
+        out->rst[stream] = (uint32_t{p[9]} << 24) | (uint32_t{p[10]} << 16) | (uint32_t{p[11]} << 8) | p[12];
       at += 9 + n;
     }
     buf_.erase(0, at);
@@ -136,8 +136,8 @@ TEST(GrpcSession, GrpcMessageOnTheWireIsPercentEncoded) {
   auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
   std::string out;
   const std::string msg = std::string("fail:bad\r\nkey \xff%", 16);
-  ASSERT_TRUE(g->Receive(Start() + Headers(1, false) + Data(1, Prefix(static_cast<uint32_t>(msg.size())) + msg, true),
-                         1));
+  ASSERT_TRUE(
+      g->Receive(Start() + Headers(1, false) + Data(1, Prefix(static_cast<uint32_t>(msg.size())) + msg, true), 1));
   g->Drain(&out);
   Client c;
   Frames f;
@@ -152,8 +152,7 @@ TEST(GrpcSession, AtMostABoundedNumberOfCallsPerReceive) {
   auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
   std::string in = Start();
   const int kStreams = 40;
-  for (int i = 0; i < kStreams; ++i)
-    in += Headers(2 * i + 1, false) + Data(2 * i + 1, Prefix(2) + "hi", true);
+  for (int i = 0; i < kStreams; ++i) in += Headers(2 * i + 1, false) + Data(2 * i + 1, Prefix(2) + "hi", true);
   ASSERT_TRUE(g->Receive(in, 1));
   EXPECT_EQ(g->answered(), GrpcSession::kMaxCallsPerReceive);
   EXPECT_TRUE(g->HasBacklog());

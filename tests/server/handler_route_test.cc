@@ -39,8 +39,9 @@ TEST_F(LoneServer, ANewNodeTakesTheRouteItsKeyImplies) {
   EXPECT_EQ(RouteOfNode("u1"), Known("u1"));
   ASSERT_EQ(Get("/acquire?biz=login&key={app7}u2"), "HTTP/1.1 200 OK");
   EXPECT_EQ(RouteOfNode("{app7}u2"), Known("app7"));
-  ASSERT_EQ(Post("/frs", "<batch><request cmd=\"update\" biz=\"login\" key=\"u3\"/>"
-                         "<request cmd=\"acquire\" biz=\"login\" key=\"{t}u4\"/></batch>"),
+  ASSERT_EQ(Post("/frs",
+                 "<batch><request cmd=\"update\" biz=\"login\" key=\"u3\"/>"
+                 "<request cmd=\"acquire\" biz=\"login\" key=\"{t}u4\"/></batch>"),
             "HTTP/1.1 200 OK");
   EXPECT_EQ(RouteOfNode("u3"), Known("u3"));
   EXPECT_EQ(RouteOfNode("{t}u4"), Known("t"));

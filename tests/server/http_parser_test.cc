@@ -9,8 +9,12 @@ namespace {
 
 using Outcome = HttpRequestParser::Outcome;
 
-std::string_view Target(const std::string& buf, const HttpHead& h) { return std::string_view(buf).substr(h.target_off, h.target_len); }
-std::string_view Body(const std::string& buf, const HttpHead& h) { return std::string_view(buf).substr(h.body_off, h.body_len); }
+std::string_view Target(const std::string& buf, const HttpHead& h) {
+  return std::string_view(buf).substr(h.target_off, h.target_len);
+}
+std::string_view Body(const std::string& buf, const HttpHead& h) {
+  return std::string_view(buf).substr(h.body_off, h.body_len);
+}
 
 TEST(HttpParser, ParsesGetWithTargetAndKeepAlive) {
   HttpRequestParser p(16384, 65536);

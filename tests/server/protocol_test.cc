@@ -74,7 +74,8 @@ TEST(Protocol, ControlCharactersAndStrayContentAre400) {
 TEST(Protocol, DecodesBatch) {
   XmlRequestDecoder d;
   std::string body =
-      "<batch>\n  <request cmd=\"acquire\" biz=\"a\" key=\"k1\"/>\n  <!-- c -->\n  <request cmd=\"query\" biz=\"b\" key=\"k2\"/>\n</batch>";
+      "<batch>\n  <request cmd=\"acquire\" biz=\"a\" key=\"k1\"/>\n  <!-- c -->\n  <request cmd=\"query\" biz=\"b\" "
+      "key=\"k2\"/>\n</batch>";
   Decoded r = DecodeText(d, body);
   ASSERT_TRUE(r.ok) << r.err.msg;
   EXPECT_TRUE(r.batch);
@@ -97,10 +98,10 @@ TEST(Protocol, RejectsBadRequestsWith400AndASentence) {
       "<request cmd=\"acquire\" biz=\"a\" key=\"k\" n=\"-1\"/>",
       "<request cmd=\"acquire\" biz=\"a\" key=\"k\" n=\"1x\"/>",
       "<request cmd=\"acquire\" biz=\"a\" key=\"k\" color=\"red\"/>",  // unknown attribute
-      "<request cmd=\"acquire\" biz=\"a\" key=\"k\" key=\"j\"/>",       // duplicate (malformed XML)
-      "<request cmd=\"set\" biz=\"a\" key=\"k\"/>",                     // set without count
-      "<request cmd=\"get\" biz=\"a\" key=\"k\" n=\"2\"/>",             // n on get
-      "<request cmd=\"acquire\" biz=\"a\" key=\"a&#1;b\"/>",            // control character in key
+      "<request cmd=\"acquire\" biz=\"a\" key=\"k\" key=\"j\"/>",      // duplicate (malformed XML)
+      "<request cmd=\"set\" biz=\"a\" key=\"k\"/>",                    // set without count
+      "<request cmd=\"get\" biz=\"a\" key=\"k\" n=\"2\"/>",            // n on get
+      "<request cmd=\"acquire\" biz=\"a\" key=\"a&#1;b\"/>",           // control character in key
       "<batch></batch>",
       "<batch><request cmd=\"stats\"/></batch>",
       "<batch><foo/></batch>",
@@ -251,8 +252,9 @@ TEST(Protocol, WhatXmlForbidsAndPugixmlTakesIs400) {
 TEST(Protocol, EscapedTextIsWellFormedWhateverItHeld) {
   std::string out;
   AppendMisrouted(std::string_view("r\xff\x80&<"), "127.0.0.1:1", &out);
-  EXPECT_EQ(out, "<response code=\"421\" msg=\"route &quot;r??&amp;&lt;&quot; belongs to shard 127.0.0.1:1; send it "
-                 "there (this shard changes nothing)\" owner=\"127.0.0.1:1\"/>\n");
+  EXPECT_EQ(out,
+            "<response code=\"421\" msg=\"route &quot;r??&amp;&lt;&quot; belongs to shard 127.0.0.1:1; send it "
+            "there (this shard changes nothing)\" owner=\"127.0.0.1:1\"/>\n");
 }
 
 }  // namespace

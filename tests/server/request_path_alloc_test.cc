@@ -24,10 +24,11 @@ class Path : public ::testing::Test {
   std::string_view RoundTrip(const std::string& req) { return path_.RoundTrip(req); }
   static std::string Post(const std::string& body) { return frs::testing::RequestPath::Post("/frs", body); }
 
-  frs::testing::RequestPath path_{"<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1000000\"/></biz>"
-                                  "<biz id=\"2\" name=\"ad\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\"/>"
-                                  "<rule algo=\"sliding\" interval=\"3600\" max=\"1\"/></biz></map>",
-                                  Options()};
+  frs::testing::RequestPath path_{
+      "<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1000000\"/></biz>"
+      "<biz id=\"2\" name=\"ad\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\"/>"
+      "<rule algo=\"sliding\" interval=\"3600\" max=\"1\"/></biz></map>",
+      Options()};
 };
 
 TEST_F(Path, AGetAcquireAllocatesNothingOnceWarm) {
@@ -47,7 +48,7 @@ TEST_F(Path, EverySingleDecisionFormAllocatesNothingOnceWarm) {
   for (int i = 0; i < 20; ++i) {
     const std::string k = std::to_string(i);
     reqs.push_back("GET /query?biz=login&key=q" + k + " HTTP/1.1\r\nHost: x\r\n\r\n");
-    reqs.push_back("GET /auth?biz=ad&key=a" + k + " HTTP/1.1\r\nHost: x\r\n\r\n");  // 204, then 403
+    reqs.push_back("GET /auth?biz=ad&key=a" + k + " HTTP/1.1\r\nHost: x\r\n\r\n");     // 204, then 403
     reqs.push_back("GET /acquire?biz=ad&key=d" + k + " HTTP/1.1\r\nHost: x\r\n\r\n");  // 200, then 429
     reqs.push_back("GET /acquire?biz=login&key=user%3A" + k + "+x HTTP/1.1\r\nHost: x\r\n\r\n");
     reqs.push_back(Post("<request cmd=\"acquire\" biz=\"login\" key=\"p" + k + "\" n=\"2\"/>"));

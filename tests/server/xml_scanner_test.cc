@@ -98,7 +98,8 @@ TEST(XmlScanner, TakesTheCommonShapes) {
       R"(<batch><request cmd="query" biz="bench" key="k1"/><request cmd="query" biz="bench" key="k2"/></batch>)",
       R"(<batch answer="compact"><request cmd="query" biz="bench" key="k1"/></batch>)",
       R"(<batch answer='full' ><request cmd="acquire" biz="b" key="k" n="1"/></batch>  )",
-      "<batch>\n  <request cmd=\"update\" biz=\"b\" key=\"k\"/>\n  <request cmd=\"delete\" biz=\"b\" key=\"k\" token=\"t\"/>\n</batch>\n",
+      "<batch>\n  <request cmd=\"update\" biz=\"b\" key=\"k\"/>\n  <request cmd=\"delete\" biz=\"b\" key=\"k\" "
+      "token=\"t\"/>\n</batch>\n",
       R"(<batch><request cmd="merge" receipt="r1" node="{}" token="t"/></batch>)",
       // The handler refuses these; the decoders both accept them.
       R"(<request cmd="stats"/>)",
@@ -178,7 +179,10 @@ TEST(XmlScanner, MembersRepeatingThePreviousPrefixDecodeAsPugixmlDoes) {
       {R"(<request cmd="query" biz="bench" key="k2" n="3"/>)", true},
       {R"(<request cmd="query" biz="bench" key="k2" token="t"/>)", true},
       {R"(<request cmd="query" biz="bench" key="k2"  />)", true},
-      {R"(<request cmd="query" biz="bench" key="caf)" "\xc3\xa9" R"("/>)", true},
+      {R"(<request cmd="query" biz="bench" key="caf)"
+       "\xc3\xa9"
+       R"("/>)",
+       true},
       {R"(<request cmd="query" biz="bench" key="a'b"/>)", true},
       {R"(<request cmd="query" biz="bench" key='k2'/>)", true},
       {R"(<request cmd="query" biz="bench2" key="k2"/>)", true},
@@ -191,7 +195,10 @@ TEST(XmlScanner, MembersRepeatingThePreviousPrefixDecodeAsPugixmlDoes) {
       {R"(<request cmd="query" biz="bench" key="k2" biz="b"/>)", false},
       {R"(<request cmd="query" biz="bench" key="k2" n="0"/>)", false},
       {R"(<request cmd="query" biz="bench" key="a&amp;b"/>)", false},
-      {R"(<request cmd="query" biz="bench" key="a)" "\xff" R"("/>)", false},
+      {R"(<request cmd="query" biz="bench" key="a)"
+       "\xff"
+       R"("/>)",
+       false},
       {R"(<request cmd="query" biz="bench" key="k2"></request>)", false},
       {R"(<request cmd="query" biz="bench" key="k2)", false},
       {R"(<request cmd="query" biz="bench" key=")", false},
@@ -205,7 +212,8 @@ TEST(XmlScanner, MembersRepeatingThePreviousPrefixDecodeAsPugixmlDoes) {
   }
   // A key first: its prefix is the key's name alone, and what follows the
   // key is read for each member.
-  EXPECT_TRUE(Same(R"(<batch><request key="a" cmd="query" biz="b"/><request key="b" cmd="update" biz="c" n="2"/></batch>)"));
+  EXPECT_TRUE(
+      Same(R"(<batch><request key="a" cmd="query" biz="b"/><request key="b" cmd="update" biz="c" n="2"/></batch>)"));
   // The next member's bytes are fewer than the prefix (the body ends).
   EXPECT_FALSE(Same("<batch>" + m + R"(<request cmd="query" biz="be)"));
 }
@@ -249,10 +257,36 @@ TEST(XmlScanner, AgreesWithPugixmlOnGeneratedBodies) {
   auto pick = [&](const auto& v) -> const auto& { return v[rng() % std::size(v)]; };
   const std::string names[] = {"cmd", "biz", "key", "n", "count", "token", "receipt", "node", "route", "x", "CMD"};
   const std::string cmds[] = {"query", "update", "acquire", "get", "set", "delete", "reset", "stats", "merge", "nope"};
-  const std::string values[] = {"bench", "k1", "", "1", "0", "64", "-1", "2147483647", "a b", "a'b", "a\"b",
-                                "&#0;", "x&amp;y", "&lt;", "&#x20AC;", "&foo;", "&", "<", ">", "\t", "\x7f",
-                                "\xc2\x85", "\xc3\xa9", "\xff", std::string(300, 'v'), std::string(255, 'k'),
-                                "{\"biz\":1}", "1e3", " 5", "5 "};
+  const std::string values[] = {"bench",
+                                "k1",
+                                "",
+                                "1",
+                                "0",
+                                "64",
+                                "-1",
+                                "2147483647",
+                                "a b",
+                                "a'b",
+                                "a\"b",
+                                "&#0;",
+                                "x&amp;y",
+                                "&lt;",
+                                "&#x20AC;",
+                                "&foo;",
+                                "&",
+                                "<",
+                                ">",
+                                "\t",
+                                "\x7f",
+                                "\xc2\x85",
+                                "\xc3\xa9",
+                                "\xff",
+                                std::string(300, 'v'),
+                                std::string(255, 'k'),
+                                "{\"biz\":1}",
+                                "1e3",
+                                " 5",
+                                "5 "};
   const std::string seps[] = {" ", " ", " ", "  ", "\t", "\n", "\r\n", "", "\v", " = "};
   auto attr = [&]() {
     std::string name = pick(names);
@@ -293,8 +327,11 @@ TEST(XmlScanner, AgreesWithPugixmlOnGeneratedBodies) {
       body = rng() % 2 ? good() : request();
     } else {
       const int kind = static_cast<int>(rng() % 5);
-      body = kind == 0 ? "<batch>" : kind == 1 ? "<batch answer=\"compact\">" : kind == 2 ? "<batch answer='full'>"
-                                                                          : kind == 3 ? "<batch >" : "<batch x=\"1\">";
+      body = kind == 0   ? "<batch>"
+             : kind == 1 ? "<batch answer=\"compact\">"
+             : kind == 2 ? "<batch answer='full'>"
+             : kind == 3 ? "<batch >"
+                         : "<batch x=\"1\">";
       const int members = static_cast<int>(rng() % 6);
       for (int i = 0; i < members; ++i) {
         body += pick(seps);

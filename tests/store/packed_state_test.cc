@@ -113,8 +113,7 @@ bool DocumentedRefusal(const Block& b, uint32_t expire) {
 // pack and round-trip (or, when `documented` is given, be a
 // DocumentedRefusal, counted there). Returns false (after reporting) when
 // it did not.
-bool StepMustPack(OneRuleBiz& b, int64_t ms, std::mt19937_64& rng, const std::string& what,
-                  int* documented = nullptr) {
+bool StepMustPack(OneRuleBiz& b, int64_t ms, std::mt19937_64& rng, const std::string& what, int* documented = nullptr) {
   switch (rng() % 8) {
     case 0: b.Set(ms, static_cast<int64_t>(rng() % (frs::kMaxUses + 1))); break;
     case 1: b.Update(ms, frs::kMaxUses); break;
@@ -128,19 +127,18 @@ bool StepMustPack(OneRuleBiz& b, int64_t ms, std::mt19937_64& rng, const std::st
     ++*documented;
     return true;
   }
-  ADD_FAILURE() << what << " at ms " << ms << ": state " << Hex(b.state()) << " expire " << expire
-                << " did not pack";
+  ADD_FAILURE() << what << " at ms " << ms << ": state " << Hex(b.state()) << " expire " << expire << " did not pack";
   return false;
 }
 
 // Whole UTC instants used below.
-constexpr int64_t kBerlinSpring2026 = 1774746000;  // 2026-03-29 01:00 UTC (02:00 CET -> 03:00 CEST)
-constexpr int64_t kBerlinFall2026 = 1792890000;    // 2026-10-25 01:00 UTC (03:00 CEST -> 02:00 CET)
-constexpr int64_t kNewYorkSpring2026 = 1772953200; // 2026-03-08 07:00 UTC (02:00 EST -> 03:00 EDT)
-constexpr int64_t kNewYorkFall2026 = 1793512800;   // 2026-11-01 06:00 UTC (02:00 EDT -> 01:00 EST)
-constexpr int64_t kFeb29of2028 = 1835395200;       // 2028-02-29 00:00 UTC
-constexpr int64_t kNewYear2027 = 1798761600;       // 2027-01-01 00:00 UTC
-constexpr int64_t kDay0 = 1795305600;              // 2026-11-22 00:00 UTC
+constexpr int64_t kBerlinSpring2026 = 1774746000;   // 2026-03-29 01:00 UTC (02:00 CET -> 03:00 CEST)
+constexpr int64_t kBerlinFall2026 = 1792890000;     // 2026-10-25 01:00 UTC (03:00 CEST -> 02:00 CET)
+constexpr int64_t kNewYorkSpring2026 = 1772953200;  // 2026-03-08 07:00 UTC (02:00 EST -> 03:00 EDT)
+constexpr int64_t kNewYorkFall2026 = 1793512800;    // 2026-11-01 06:00 UTC (02:00 EDT -> 01:00 EST)
+constexpr int64_t kFeb29of2028 = 1835395200;        // 2028-02-29 00:00 UTC
+constexpr int64_t kNewYear2027 = 1798761600;        // 2027-01-01 00:00 UTC
+constexpr int64_t kDay0 = 1795305600;               // 2026-11-22 00:00 UTC
 
 TEST(PackedState, TheTransitionInstantsAreTransitions) {
   auto berlin = Zone("Europe/Berlin"), ny = Zone("America/New_York");
@@ -169,9 +167,9 @@ TEST(PackedState, AllZeroStatePacksToZero) {
 
 // Every interval map.xml accepts for a window is up to a year; a spread of
 // round and odd ones.
-const uint32_t kWindowIntervals[] = {1,     2,     7,      59,     60,     61,     300,     900,      1800,
-                                     3599,  3600,  3601,   5400,   7200,   8191,   8192,    10000,    10800,
-                                     14400, 21600, 43200,  86399,  86400,  86401,  100000,  172800,   604800,
+const uint32_t kWindowIntervals[] = {1,       2,       7,       59,      60,       61,      300,    900,    1800,
+                                     3599,    3600,    3601,    5400,    7200,     8191,    8192,   10000,  10800,
+                                     14400,   21600,   43200,   86399,   86400,    86401,   100000, 172800, 604800,
                                      1209600, 2419200, 2592000, 1000003, 31535999, 31536000};
 
 TEST(PackedState, FixedWindowStatesFromTheEngineAllPack) {
@@ -371,7 +369,8 @@ TEST(PackedState, TokenBucketTatDeltaLimits) {
     OneRuleBiz b(Rule("token_bucket", 1, max), TimeZone::Utc());
     b.Set(kDay0 * 1000, 0);  // TAT = now, on a whole second: delta 0
     ASSERT_TRUE(PackChecked(b.state(), b.Expire(kDay0 * 1000)));
-    EXPECT_EQ(uint64_t{b.Expire(kDay0 * 1000)} * 1000, Field(b.state(), 1) | uint64_t{Field(b.state(), 2) & 0xffff} << 32);
+    EXPECT_EQ(uint64_t{b.Expire(kDay0 * 1000)} * 1000,
+              Field(b.state(), 1) | uint64_t{Field(b.state(), 2) & 0xffff} << 32);
     b.Set(kDay0 * 1000 - 1, 0);  // ms ends in 999: delta 1
     ASSERT_TRUE(PackChecked(b.state(), b.Expire(kDay0 * 1000 - 1)));
     if (max > 1) {
@@ -424,8 +423,8 @@ TEST(PackedState, WindowsNearTheClockWrap) {
       EXPECT_TRUE(PackChecked(MakeBlock(tag, start, UINT32_MAX, 0), UINT32_MAX)) << interval;
       // Clamped (the window would end past 2^32-1): short intervals pack,
       // and long calendar ones with a 22-bit count (1 s short: form 1).
-      EXPECT_EQ(PackChecked(MakeBlock(tag, start + 1, 7, 0), UINT32_MAX),
-                interval < 8192 || algo == Algo::kCalendar) << interval;
+      EXPECT_EQ(PackChecked(MakeBlock(tag, start + 1, 7, 0), UINT32_MAX), interval < 8192 || algo == Algo::kCalendar)
+          << interval;
       EXPECT_EQ(PackChecked(MakeBlock(tag, start + 1, 1u << 22, 0), UINT32_MAX), interval < 8192) << interval;
       // start_s itself at the top: length 0.
       EXPECT_TRUE(PackChecked(MakeBlock(tag, UINT32_MAX, 9, 0), UINT32_MAX)) << interval;
@@ -473,8 +472,8 @@ TEST(PackedState, RefusesWhatItCannotSay) {
   }
   // A long calendar window whose length is not I + a quarter-hour shift and
   // whose count needs more than 22 bits.
-  EXPECT_FALSE(PackState(MakeBlock(limit::MakeTag(Algo::kCalendar, 86400, 16), start, 1u << 22, 0),
-                         start + 86400 - 1234, &w));
+  EXPECT_FALSE(
+      PackState(MakeBlock(limit::MakeTag(Algo::kCalendar, 86400, 16), start, 1u << 22, 0), start + 86400 - 1234, &w));
   // A long fixed window whose length is not 0..3 intervals.
   EXPECT_FALSE(PackState(MakeBlock(limit::MakeTag(Algo::kFixed, 86400, 16), start, 1, 0), start + 86399, &w));
   // A zero tag with a nonzero field is not the empty state.

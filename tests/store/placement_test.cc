@@ -29,7 +29,11 @@ ChainMap MapOf(const std::string& picture) {
 }
 
 TEST(FreeRunIn, AOneSlotNodeTakesTheFreeSlotNearestAfterItsOwnChain) {
-  const ChainMap m = MapOf("a.b.cc.." "dddd.e.." "ffffffff" "........");
+  const ChainMap m = MapOf(
+      "a.b.cc.."
+      "dddd.e.."
+      "ffffffff"
+      "........");
   EXPECT_EQ(FreeRunIn(m, 1, 0), 1);
   EXPECT_EQ(FreeRunIn(m, 1, 8), 12);   // its own chain (8..15) has room
   EXPECT_EQ(FreeRunIn(m, 1, 16), 24);  // chain 16..23 is full: the next free slot
@@ -40,13 +44,18 @@ TEST(FreeRunIn, AOneSlotNodeTakesTheFreeSlotNearestAfterItsOwnChain) {
 
 TEST(FreeRunIn, ALongerNodeTakesTheShortestRunThatHoldsIt) {
   // Runs: 1 (slot 1), 2 (4..5), 3 (9..11), 8 (16..23).
-  const ChainMap m = MapOf("a.bb..cc" "c...dddd" "........");
+  const ChainMap m = MapOf(
+      "a.bb..cc"
+      "c...dddd"
+      "........");
   EXPECT_EQ(FreeRunIn(m, 2, 0), 4);
   EXPECT_EQ(FreeRunIn(m, 3, 0), 9);
   EXPECT_EQ(FreeRunIn(m, 4, 0), 16);
   EXPECT_EQ(FreeRunIn(m, 9, 0), -1);
   // Among runs of one length, the first at or after the key's own chain.
-  const ChainMap two = MapOf("..aa..bb" "..cc..dd");
+  const ChainMap two = MapOf(
+      "..aa..bb"
+      "..cc..dd");
   EXPECT_EQ(FreeRunIn(two, 2, 0), 0);
   EXPECT_EQ(FreeRunIn(two, 2, 9), 12);
   EXPECT_EQ(FreeRunIn(two, 2, 13), 0) << "none after it: the first";

@@ -1,23 +1,23 @@
 // The store shared by several processes: exact counts under contention, and
 // processes killed with SIGKILL inside a critical section or at any time.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <set>
 #include <algorithm>
-#include <span>
+#include <atomic>
 #include <chrono>
-#include <cstring>
-#include <random>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <random>
+#include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>

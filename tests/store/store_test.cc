@@ -25,11 +25,11 @@
 #include "common/store_ops.h"
 #include "common/temp_dir.h"
 #include "frs/store.h"
+#include "os/unique_fd.h"
 #include "store/format.h"
 #include "store/identity.h"
 #include "store/store_file.h"
 #include "store/test_hooks.h"
-#include "os/unique_fd.h"
 
 namespace frs {
 namespace {
@@ -193,9 +193,9 @@ TEST(Store, ReadOnlyMutatorCreatesNothing) {
   auto s = MustOpen(Opts(d.path(), 1, 64, 8));
   Key k = MakeKey(1, std::string("q"));
   ASSERT_TRUE(s->Update(k.ref(), 8, 1000, [](NodeRef& n) {
-    EXPECT_FALSE(n.exists);
-    return Commit::kNone;
-  }).ok());
+                 EXPECT_FALSE(n.exists);
+                 return Commit::kNone;
+               }).ok());
   EXPECT_EQ(s->Stats().total.nodes_used, 0u);
 }
 
@@ -222,11 +222,11 @@ TEST(Store, StateGrowsAndShrinksAcrossSlots) {
   ASSERT_TRUE(Incr(s.get(), k, 9).ok());
   // Grow to 200 bytes (8 slots of 32): the first 8 bytes are kept.
   ASSERT_TRUE(s->Update(k.ref(), 200, 1000, [](NodeRef& n) {
-    EXPECT_TRUE(n.exists);
-    EXPECT_EQ(n.stored_state_bytes, 4u);
-    n.state[199] = 7;
-    return Commit::kWrite;
-  }).ok());
+                 EXPECT_TRUE(n.exists);
+                 EXPECT_EQ(n.stored_state_bytes, 4u);
+                 n.state[199] = 7;
+                 return Commit::kWrite;
+               }).ok());
   auto info = s->Get(k.ref());
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->state.size(), 200u);
@@ -414,8 +414,7 @@ TEST(StoreEviction, CuckooMoveAvoidsEviction) {
 TEST(StoreEviction, FullChainNeverFailsARequest) {
   TempDir d;
   auto s = MustOpen(Opts(d.path(), 1, 4, 2));
-  for (int i = 0; i < 2000; ++i)
-    ASSERT_TRUE(Incr(s.get(), MakeKey(1, "f" + std::to_string(i)), 1, 1000 + i, 0).ok());
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "f" + std::to_string(i)), 1, 1000 + i, 0).ok());
   auto st = s->Stats();
   EXPECT_EQ(st.total.nodes_used, 8u);
   EXPECT_EQ(st.total.evictions_live, 2000u - 8u);
@@ -472,7 +471,8 @@ TEST(StoreRead, ReadEachSeesEveryNodeAsUpdateLeftItAndChangesNone) {
   for (int i = 0; i < 9; ++i) keys.push_back(MakeKey(1, "absent" + std::to_string(i)));
   // Present and absent keys mixed, more of them than the store looks ahead.
   std::vector<Key> order;
-  for (size_t i = 0; i < keys.size(); ++i) order.push_back(keys[(i * 5) % keys.size()]);  // 5 is prime to 49: each key once
+  for (size_t i = 0; i < keys.size(); ++i)
+    order.push_back(keys[(i * 5) % keys.size()]);  // 5 is prime to 49: each key once
   const uint64_t nodes = s->Stats().total.nodes_used;
 
   const std::vector<ReadSeen> seen = ReadAll(s.get(), order, 2000);
@@ -600,8 +600,7 @@ TEST(StoreRead, ReadsBesideWritersSeeWholeNodesAndCountsThatNeverGoBack) {
         // on a busy machine the readers were at times scheduled only after
         // the writers' 20 ms, and the test then had read nothing.
         const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (round == 0 && seen.load() == 0 && std::chrono::steady_clock::now() < give_up)
-          std::this_thread::yield();
+        while (round == 0 && seen.load() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
       }
     });
   threads.emplace_back([&] {
@@ -655,21 +654,21 @@ TEST(StoreBatch, AllNodesSeenTogetherAndWrittenTogether) {
   ASSERT_TRUE(Incr(s.get(), a, 5).ok());
   std::vector<Store::BatchItem> items = {{a.ref(), 8}, {b.ref(), 8}, {a.ref(), 8}};
   ASSERT_TRUE(s->UpdateBatch(items, 1000, [](std::span<NodeRef> n, std::span<Commit> c) {
-    ASSERT_EQ(n.size(), 3u);
-    EXPECT_TRUE(n[0].exists);
-    EXPECT_FALSE(n[1].exists);
-    EXPECT_EQ(n[0].state, n[2].state);  // same node, same buffer
-    testing::AddToEach(n, c, 1);
-  }).ok());
+                 ASSERT_EQ(n.size(), 3u);
+                 EXPECT_TRUE(n[0].exists);
+                 EXPECT_FALSE(n[1].exists);
+                 EXPECT_EQ(n[0].state, n[2].state);  // same node, same buffer
+                 testing::AddToEach(n, c, 1);
+               }).ok());
   EXPECT_EQ(CountOf(s.get(), a), 7u);
   EXPECT_EQ(CountOf(s.get(), b), 1u);
   // A batch that writes nothing leaves everything as it was.
   ASSERT_TRUE(s->UpdateBatch(items, 1000, [](std::span<NodeRef> n, std::span<Commit> c) {
-    for (size_t i = 0; i < n.size(); ++i) {
-      n[i].state[0] = 99;
-      c[i] = Commit::kNone;
-    }
-  }).ok());
+                 for (size_t i = 0; i < n.size(); ++i) {
+                   n[i].state[0] = 99;
+                   c[i] = Commit::kNone;
+                 }
+               }).ok());
   EXPECT_EQ(CountOf(s.get(), a), 7u);
   EXPECT_EQ(CountOf(s.get(), b), 1u);
 }
@@ -738,17 +737,17 @@ TEST(StoreIteration, ForEachFiltersAndEraseIfErasesOneBiz) {
   size_t all = 0, biz2 = 0, file1 = 0;
   std::set<std::string> keys;
   ASSERT_TRUE(s->ForEach({}, [&](const NodeInfo& n) {
-    ++all;
-    keys.insert(std::to_string(n.biz) + n.key);
-  }).ok());
+                 ++all;
+                 keys.insert(std::to_string(n.biz) + n.key);
+               }).ok());
   ASSERT_TRUE(s->ForEach({-1, -1, 2}, [&](const NodeInfo& n) {
-    EXPECT_EQ(n.biz, 2);
-    ++biz2;
-  }).ok());
+                 EXPECT_EQ(n.biz, 2);
+                 ++biz2;
+               }).ok());
   ASSERT_TRUE(s->ForEach({1, -1, -1}, [&](const NodeInfo& n) {
-    EXPECT_EQ(n.file, 1u);
-    ++file1;
-  }).ok());
+                 EXPECT_EQ(n.file, 1u);
+                 ++file1;
+               }).ok());
   EXPECT_EQ(all, 80u);
   EXPECT_EQ(keys.size(), 80u);
   EXPECT_EQ(biz2, 30u);
@@ -915,10 +914,14 @@ TEST(Store, ReserveBacksTheWholeFileAndKeepsNodes) {
   auto s = Store::Open(o);
   ASSERT_TRUE(s.ok());
   Key k = MakeKey(1, std::string("r"));
-  ASSERT_TRUE(s.value()->Update(k.ref(), 8, 1000, [](NodeRef& n) {
+  ASSERT_TRUE(s.value()
+                  ->Update(
+                      k.ref(), 8, 1000,
+                      [](NodeRef& n) {
     n.state[0] = 42;
     return Commit::kWrite;
-  }).ok());
+                      })
+                  .ok());
   ASSERT_TRUE(s.value()->Reserve().ok());
   struct stat st;
   ASSERT_EQ(::stat((d / "frs.0.store").c_str(), &st), 0);
@@ -940,7 +943,6 @@ struct HookThrew : std::runtime_error {
   HookThrew() : std::runtime_error("hook threw") {}
 };
 
-
 // An exception in the middle of a write (here the test hook's, thrown with
 // the node half written) leaves the chain as it was: the journal rolls back
 // instead of publishing what was written so far.
@@ -956,10 +958,13 @@ TEST(StoreTxn, AnExceptionMidWriteRollsTheUpdateBack) {
   EXPECT_THROW((void)Incr(s.get(), k, 1000), HookThrew);
   // Growing k past its neighbour moves it: its old place is cleared before
   // the new one is written (before, the exception left k cleared and lost).
-  EXPECT_THROW((void)s->Update(k.ref(), 200, 1000, [](NodeRef& n) {
+  EXPECT_THROW((void)s->Update(
+                   k.ref(), 200, 1000,
+                   [](NodeRef& n) {
     n.state[100] = 1;
     return Commit::kWrite;
-  }), HookThrew);
+                   }),
+               HookThrew);
   EXPECT_THROW((void)Incr(s.get(), MakeKey(1, std::string("new")), 1), HookThrew);
   store::SetTestHookInCriticalSection(s.get(), nullptr);
   EXPECT_EQ(CountOf(s.get(), k), 5u);
@@ -1050,10 +1055,13 @@ TEST(StoreTxn, AThrowingPredicateErasesNothingOfItsChain) {
   auto s = MustOpen(Opts(d.path(), 1, 1, 8));  // one chain
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "e" + std::to_string(i)), 1).ok());
   int seen = 0;
-  EXPECT_THROW((void)s->EraseIf({}, [&](const NodeInfo&) {
+  EXPECT_THROW((void)s->EraseIf(
+                   {},
+                   [&](const NodeInfo&) {
     if (++seen == 2) throw HookThrew();
     return true;
-  }), HookThrew);
+                   }),
+               HookThrew);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(CountOf(s.get(), MakeKey(1, "e" + std::to_string(i))), 1u) << i;
   EXPECT_EQ(s->Stats().total.nodes_used, 3u);
   ExpectClean(s.get());
@@ -1100,8 +1108,8 @@ TEST(StoreVerify, ARepairThatCannotBeJournaledIsNotMade) {
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   for (const std::string& r : v->repairs) EXPECT_EQ(r.find("cleared"), std::string::npos) << r;
   bool said = false;
-  for (const std::string& p : v->problems) said |= p.find("not repaired") != std::string::npos &&
-                                                   p.find("writer entries") != std::string::npos;
+  for (const std::string& p : v->problems)
+    said |= p.find("not repaired") != std::string::npos && p.find("writer entries") != std::string::npos;
   EXPECT_TRUE(said) << "no problem says the repair was not made";
   {
     std::ifstream in(d / "frs.0.store", std::ios::binary);
@@ -1333,11 +1341,15 @@ TEST(StoreFill, EveryNodeSizeFillsPast85PercentBeforeALiveEviction) {
       ASSERT_LT(keys, slots) << "no live eviction with a key per slot";
       const uint32_t bytes = sh.state_bytes[keys % sh.state_bytes.size()];
       UpdateResult r;
-      ASSERT_TRUE(s->Update(MakeKey(1, "fill" + std::to_string(keys)).ref(), bytes, 1000, [](NodeRef& n) {
+      ASSERT_TRUE(s->Update(
+                       MakeKey(1, "fill" + std::to_string(keys)).ref(), bytes, 1000,
+                       [](NodeRef& n) {
         n.state[0] = 1;
         n.expire_s = 0;
         return Commit::kWrite;
-      }, &r).ok());
+                       },
+                       &r)
+                      .ok());
       if (r.evicted_live) break;
     }
     // Occupancy just before the eviction: the slots in use minus the new

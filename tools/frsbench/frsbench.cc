@@ -350,7 +350,8 @@ int RunStore(const StoreArgs& a) {
         uint64_t t0 = NowNs();
         one(i++);
         t = NowNs();
-        if (nsamp < kMaxSamplesPerProc) samples[nsamp++] = static_cast<uint32_t>(std::min<uint64_t>(t - t0, UINT32_MAX));
+        if (nsamp < kMaxSamplesPerProc)
+          samples[nsamp++] = static_cast<uint32_t>(std::min<uint64_t>(t - t0, UINT32_MAX));
         for (int j = 1; j < kSampleEvery; ++j) one(i++);
         ops += kSampleEvery;
         now_s = NowS();
@@ -436,9 +437,9 @@ int RunStore(const StoreArgs& a) {
 
   const uint64_t bytes_mapped = after.bytes_mapped;
   // What the store made of the nodes (compact ones take one slot).
-  const double node_slots = filled.total.nodes_used
-                                ? static_cast<double>(filled.total.slots_used) / static_cast<double>(filled.total.nodes_used)
-                                : 0.0;
+  const double node_slots = filled.total.nodes_used ? static_cast<double>(filled.total.slots_used) /
+                                                          static_cast<double>(filled.total.nodes_used)
+                                                    : 0.0;
   Json j;
   j.Str("bench", "store")
       .Int("procs", a.procs)
@@ -497,7 +498,7 @@ double SimulateFirstOverflow(const std::vector<Fingerprint>& fps, const StoreGeo
     // identity: the store places them by their fingerprint (store/identity.h).
     const frs::store::Location l =
         frs::store::Locate(frs::store::PlaceHash(kBiz, frs::store::Identity{fp.lo, frs::store::KeyForm::kHashed}), g,
-                             frs::KeynodeGroup(g));
+                           frs::KeynodeGroup(g));
     uint8_t* chains[2] = {&load[uint64_t{l.file} * gg.keynodes + l.a], &load[uint64_t{l.file} * gg.keynodes + l.b]};
     const int ncand = choices == 1 || l.a == l.b ? 1 : 2;
     bool fits[2];
@@ -645,7 +646,8 @@ int main(int argc, char** argv) {
                  "key-nodes per file (throughput default: slots >= keys / 0.85; --fill default: 65536)");
   st->add_option("--chain", chain, "slots per conflict chain")->capture_default_str();
   st->add_option("--state-bytes", sa.state_bytes,
-                 "state bytes per key: 16 a one-rule compact node, 48 a 3-slot node (an ad cap, a sliding window of max 10)")
+                 "state bytes per key: 16 a one-rule compact node, 48 a 3-slot node (an ad cap, a sliding window of "
+                 "max 10)")
       ->capture_default_str();
   st->add_flag("--fill", fill, "fill an empty store until the first live eviction");
   st->add_flag("--all", all, "with --fill: chains 4, 8 and 16, one line each");

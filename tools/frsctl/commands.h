@@ -17,19 +17,19 @@
 namespace frs::ctl {
 
 struct StatArgs {
-  uint32_t days = 3;  // per-biz daily counters shown (newest first)
+  uint32_t days = 3;     // per-biz daily counters shown (newest first)
   bool cluster = false;  // every shard of <cluster>, over HTTP
   // --by F: statistics by key field instead (commands_stat_by.cc).
   std::string by;
-  std::string biz;       // "" = every biz with such a table
-  int64_t day = -1;      // -1 = today
-  uint32_t top = 0;      // 0 = every group
-  std::string value;     // "" = every group; else this one
+  std::string biz;    // "" = every biz with such a table
+  int64_t day = -1;   // -1 = today
+  uint32_t top = 0;   // 0 = every group
+  std::string value;  // "" = every group; else this one
 };
 struct HandoffArgs {
-  std::string token;     // "" = srv.xml's admin token
+  std::string token;  // "" = srv.xml's admin token
   bool dry_run = false;
-  uint32_t batch = 32;   // nodes per merge request
+  uint32_t batch = 32;  // nodes per merge request
 };
 struct NodeArgs {  // get, explain, del
   std::string biz, key;

@@ -65,8 +65,8 @@ Result<int> RunDump(Session& s, const DumpArgs& a) {
   int wb = 3;
   for (const BizInfo& b : s.engine->Bizzes()) wb = std::max(wb, static_cast<int>(b.name.size()));
   if (!s.json)
-    std::printf("%-*s  %-*s  %-4s  %-4s  %-3s  %-*s  %10s  %10s  %-16s  %s\n", wf, "file", wk, "keynode", "slot", "span",
-                "alt", wb, "biz", "count", "limit", "last use", "key");
+    std::printf("%-*s  %-*s  %-4s  %-4s  %-3s  %-*s  %10s  %10s  %-16s  %s\n", wf, "file", wk, "keynode", "slot",
+                "span", "alt", wb, "biz", "count", "limit", "last use", "key");
   uint64_t nodes = 0;
   Status st = s.store->ForEach(filter, [&](const NodeInfo& n) {
     ++nodes;
@@ -98,8 +98,8 @@ Result<int> RunDump(Session& s, const DumpArgs& a) {
       }
     }
     std::string key = ShownKey(n.key, n.key.size() < n.key_len, n.key_len != 0 || !n.key.empty(), n.fp.lo);
-    std::printf("%-*u  %-*u  %-4u  %-4u  %-3s  %-*s  %10s  %10s  %-16s  %s\n", wf, n.file, wk, n.keynode, n.slot, n.span,
-                n.in_alternate ? "yes" : "-", wb, biz.c_str(), count.c_str(), limit.c_str(),
+    std::printf("%-*u  %-*u  %-4u  %-4u  %-3s  %-*s  %10s  %10s  %-16s  %s\n", wf, n.file, wk, n.keynode, n.slot,
+                n.span, n.in_alternate ? "yes" : "-", wb, biz.c_str(), count.c_str(), limit.c_str(),
                 Relative(int64_t{n.last_access_s} * 1000, now).c_str(), key.c_str());
   });
   if (!st.ok()) return st;

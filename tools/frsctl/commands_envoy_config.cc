@@ -3,9 +3,9 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "os/text_file.h"
 #include "envoy/envoy_config.h"
 #include "envoy/envoy_rules.h"
+#include "os/text_file.h"
 
 namespace frs::ctl {
 
@@ -21,10 +21,11 @@ Result<int> RunEnvoyConfig(Session&, const EnvoyConfigArgs& a) {
   auto rules = envoy::EnvoyRules::FromBundle(bundle);
   if (!rules.ok()) return rules.status();
   std::printf("<map>\n");
-  std::printf("  <!-- from envoyproxy/ratelimit configuration: one biz per rate-limited descriptor path;\n"
-              "       the counter key of a request descriptor is its entries as KEY_VALUE joined by '_'.\n"
-              "       Biz ids here are derived from the names alone: a running frsd keeps the ids it\n"
-              "       assigned in its store directory (envoy.ids), which can differ. -->\n");
+  std::printf(
+      "  <!-- from envoyproxy/ratelimit configuration: one biz per rate-limited descriptor path;\n"
+      "       the counter key of a request descriptor is its entries as KEY_VALUE joined by '_'.\n"
+      "       Biz ids here are derived from the names alone: a running frsd keeps the ids it\n"
+      "       assigned in its store directory (envoy.ids), which can differ. -->\n");
   // Names come from the YAML: escaped, as a "--" in one would end the comment.
   for (const envoy::CompiledLimit& l : (*rules)->limits())
     if (!l.name.empty() || !l.replaces.empty()) {

@@ -53,8 +53,8 @@ std::string RuleName(size_t i, const RuleView& r) {
 
 struct Verdict {
   bool denied = false;
-  int64_t next_ms = 0;      // when n=1 is next allowed (the latest of the denying rules)
-  std::vector<size_t> by;   // denying rules, 0-based
+  int64_t next_ms = 0;     // when n=1 is next allowed (the latest of the denying rules)
+  std::vector<size_t> by;  // denying rules, 0-based
   std::string words;
 };
 
@@ -74,7 +74,8 @@ Verdict Judge(const NodeView& v, int64_t now) {
   if (would_deny) {
     why = "denied by " + RuleName(last, v.rules[last]) + ": next allowed at " + When(out.next_ms, now);
     for (size_t i : out.by)
-      if (i != last) why += "; " + RuleName(i, v.rules[i]) + " also denies until " + LocalTime(v.rules[i].next_allowed_ms);
+      if (i != last)
+        why += "; " + RuleName(i, v.rules[i]) + " also denies until " + LocalTime(v.rules[i].next_allowed_ms);
   }
   switch (v.mode) {
     case Mode::kOff:

@@ -83,8 +83,7 @@ KeyRef RefOf(const NodeInfo& n) {
 }
 
 std::string NodeName(const NodeInfo& n) {
-  return "biz " + std::to_string(n.biz) + " key \"" + Printable(n.key) + (n.key.size() < n.key_len ? "..." : "") +
-         "\"";
+  return "biz " + std::to_string(n.biz) + " key \"" + Printable(n.key) + (n.key.size() < n.key_len ? "..." : "") + "\"";
 }
 
 bool SameNode(const NodeInfo& a, const NodeInfo& b) {
@@ -308,9 +307,9 @@ Status CopyNodes(Store& from, Store& to, uint32_t now, bool expired, const Store
     Status st = to.Update(
         RefOf(n), static_cast<uint32_t>(n.state.size()), n.last_access_s,
         [&](NodeRef& ref) {
-          if (!n.state.empty()) std::memcpy(ref.state, n.state.data(), n.state.size());
-          ref.expire_s = n.expire_s;
-          return Commit::kWrite;
+      if (!n.state.empty()) std::memcpy(ref.state, n.state.data(), n.state.size());
+      ref.expire_s = n.expire_s;
+      return Commit::kWrite;
         },
         &r);
     if (!st.ok()) {
@@ -323,10 +322,10 @@ Status CopyNodes(Store& from, Store& to, uint32_t now, bool expired, const Store
       return;
     }
     if (!expired && (r.evicted_live || r.evicted_stale)) {
-      failed = Status::InvalidArgument(
-          "the new geometry " + Geo(g) + " has no room for every live node: placing " + NodeName(n) +
-          " evicted another from its two key-nodes (" + std::to_string(g.chain) +
-          " slots each); choose more key-nodes or a longer chain (nothing changed)");
+      failed =
+          Status::InvalidArgument("the new geometry " + Geo(g) + " has no room for every live node: placing " +
+                                  NodeName(n) + " evicted another from its two key-nodes (" + std::to_string(g.chain) +
+                                  " slots each); choose more key-nodes or a longer chain (nothing changed)");
       return;
     }
     ++*copied;
@@ -351,9 +350,8 @@ Result<Check> CompareNodes(Store& from, Store& to, uint32_t now) {
         ++c.dropped_expired;
         return;
       }
-      failed = got.status().IsNotFound()
-                   ? Status::Corruption(NodeName(n) + " is missing from the new store")
-                   : got.status();
+      failed =
+          got.status().IsNotFound() ? Status::Corruption(NodeName(n) + " is missing from the new store") : got.status();
       return;
     }
     if (!SameNode(n, got.value())) {
@@ -413,12 +411,13 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     std::error_code ec;
     const bool old_left = fs::exists(dir + kOldSuffix, ec), build_left = fs::exists(build, ec);
     if (old_left && (build_left || on_disk.status().IsNotFound()))
-      return Status::Unavailable(
-          "an interrupted grow left " + dir + kOldSuffix + " (the store from before it)" +
-          (build_left ? " and " + build + " (the grown store, complete and checked)" : "") + ", and " + dir +
-          (on_disk.ok() ? " holds a store created since (by a start of frsd?)" : " is missing") +
-          ": move the one to keep to " + dir + ", make srv.xml's <store> geometry match it, remove the rest, then "
-          "start frsd");
+      return Status::Unavailable("an interrupted grow left " + dir + kOldSuffix + " (the store from before it)" +
+                                 (build_left ? " and " + build + " (the grown store, complete and checked)" : "") +
+                                 ", and " + dir +
+                                 (on_disk.ok() ? " holds a store created since (by a start of frsd?)" : " is missing") +
+                                 ": move the one to keep to " + dir +
+                                 ", make srv.xml's <store> geometry match it, remove the rest, then "
+                                 "start frsd");
   }
   if (!on_disk.ok()) return on_disk.status();
   const StoreGeometry from = on_disk.value();
@@ -487,8 +486,8 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (sv.max_span > GroupSlots(to))
     return Status::InvalidArgument("--chain " + std::to_string(to.chain) + " and --keynodes " +
                                    std::to_string(to.keynodes) + " make key-node groups of " +
-                                   std::to_string(GroupSlots(to)) + " slots, too few: " + sv.max_span_node +
-                                   " takes " + std::to_string(sv.max_span) + " slots");
+                                   std::to_string(GroupSlots(to)) + " slots, too few: " + sv.max_span_node + " takes " +
+                                   std::to_string(sv.max_span) + " slots");
   if (sv.live_slots > to.slots())
     return Status::InvalidArgument(
         "cannot shrink " + dir + " to " + Geo(to) + " = " + Grouped(to.slots()) + " slots: it holds " +
@@ -535,8 +534,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   Result<Store::VerifyReport> after = fresh->Verify(false);
   if (!after.ok()) return after.status();
   if (!after->problems.empty())
-    return Status::Corruption("the grown store failed its check (" + after->problems.front() +
-                              "); nothing changed");
+    return Status::Corruption("the grown store failed its check (" + after->problems.front() + "); nothing changed");
   Result<Check> check = CompareNodes(*old, *fresh, now);
   if (!check.ok())
     return Status::Corruption("the grown store differs from the old one: " + check.status().message() +
@@ -564,7 +562,8 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     return Status::Busy(DescribeUsers(late) + " opened " + late.front().file +
                         " during the grow: stop it and run grow again (nothing changed)");
   Result<ExclusiveLocks> hold = ExclusiveLocks::Take(paths);
-  if (!hold.ok()) return Status::Busy(hold.status().message() + " (it opened the store during the grow; nothing changed)");
+  if (!hold.ok())
+    return Status::Busy(hold.status().message() + " (it opened the store during the grow; nothing changed)");
 
   Result<std::string> old_at = Swap(dir, build);
   if (!old_at.ok()) return old_at.status();
@@ -616,15 +615,15 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
                   dir.c_str(), store::kPreviousFormatVersion, store::kFormatVersion, Geo(to).c_str(),
                   Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
     else
-      std::printf("grew %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n", dir.c_str(),
-                  Geo(from).c_str(), Geo(to).c_str(), Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
+      std::printf("grew %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n", dir.c_str(), Geo(from).c_str(),
+                  Geo(to).c_str(), Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
     Table t;
     t.Row({"nodes", Grouped(kept) + " (each checked: state, expiry, last use)"});
     if (check->dropped_expired)
       t.Row({"dropped", Grouped(check->dropped_expired) + " expired nodes (every window ended) found no room"});
     if (!damaged_left.empty())
-      t.Row({"left behind", Grouped(damaged_left.size()) + " damaged node(s) that format 4 ignored too, the first: " +
-                                damaged_left.front()});
+      t.Row({"left behind", Grouped(damaged_left.size()) +
+                                " damaged node(s) that format 4 ignored too, the first: " + damaged_left.front()});
     t.Row({"occupancy", Percent(slots_used, to.slots()) + " of the slots"});
     t.Row({"daily stats", have_stats ? "kept (stats.frs)" : "none yet"});
     std::string others;

@@ -30,8 +30,8 @@
 #include <pugixml.hpp>
 
 #include <cinttypes>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -100,8 +100,8 @@ Status ParseRecords(const std::vector<SpoolRecord>& records, std::vector<Entry>*
       e.fp.lo = std::strtoull(fp_lo.c_str(), nullptr, 16);
       e.fp.hi = std::strtoull(fp_hi.c_str(), nullptr, 16);
       const bool whole = DecodeField(receipt, &e.receipt) && DecodeField(dest, &e.dest) &&
-                         (key_hex == "-" || Unhex(key_hex, &e.key)) && Unhex(state_hex, &e.state) &&
-                         !e.json.empty() && ParseJson(e.json).ok();
+                         (key_hex == "-" || Unhex(key_hex, &e.key)) && Unhex(state_hex, &e.state) && !e.json.empty() &&
+                         ParseJson(e.json).ok();
       if (!whole) {
         if (records[n].checked)
           return Status::Corruption("handoff.spool record " + std::to_string(n + 1) + " (node " + id +
@@ -125,9 +125,9 @@ Status ParseRecords(const std::vector<SpoolRecord>& records, std::vector<Entry>*
 std::string EntryLine(const Entry& e) {
   char fp[40];
   std::snprintf(fp, sizeof fp, "%016" PRIx64 " %016" PRIx64, e.fp.lo, e.fp.hi);
-  return "N " + e.id + " " + EncodeField(e.receipt) + " " + EncodeField(e.dest) + " " + std::to_string(e.biz) + " " + fp +
-         " " + std::to_string(e.key_len) + " " + (e.key.empty() ? std::string("-") : Hex(e.key)) + " " + Hex(e.state) +
-         " " + e.json;
+  return "N " + e.id + " " + EncodeField(e.receipt) + " " + EncodeField(e.dest) + " " + std::to_string(e.biz) + " " +
+         fp + " " + std::to_string(e.key_len) + " " + (e.key.empty() ? std::string("-") : Hex(e.key)) + " " +
+         Hex(e.state) + " " + e.json;
 }
 
 // The room the marks of `e` may still need: its E or V, and its A.
@@ -182,7 +182,8 @@ Result<bool> EraseIfUnchanged(Store& store, const Entry& e, uint32_t now_s) {
 Status SendTo(const std::string& dest, const std::string& token, std::vector<Entry*>& entries, HandoffSpool& spool,
               DestCount* count, Failures* failed) {
   client::HttpClient http(dest, 10000);
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->receipt < b->receipt; });
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry* a, const Entry* b) { return a->receipt < b->receipt; });
   for (size_t i = 0; i < entries.size();) {
     if (os::StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
     size_t end = i;
@@ -254,10 +255,12 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
   pugi::xml_node c = d.child("response").child("cluster");
   char want[16];
   std::snprintf(want, sizeof want, "%08x", ring.Digest());
-  if (!c) return Status::InvalidArgument("shard " + dest + " has no <cluster>: give it the new srv.xml and SIGHUP it first");
+  if (!c)
+    return Status::InvalidArgument("shard " + dest + " has no <cluster>: give it the new srv.xml and SIGHUP it first");
   if (std::string(c.attribute("digest").value()) != want)
-    return Status::InvalidArgument("shard " + dest + " runs another <cluster> (digest " + c.attribute("digest").value() +
-                                   ", this srv.xml's is " + want + "): give it the new srv.xml and SIGHUP it first");
+    return Status::InvalidArgument("shard " + dest + " runs another <cluster> (digest " +
+                                   c.attribute("digest").value() + ", this srv.xml's is " + want +
+                                   "): give it the new srv.xml and SIGHUP it first");
   return Status::OK();
 }
 
@@ -272,7 +275,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   const long self = ring.Find(s.cfg.cluster_self);
   const std::string token = a.token.empty() ? s.cfg.admin_token : a.token;
   if (!a.dry_run && token.empty())
-    return Status::InvalidArgument("the other shards need the admin token: pass --token or set <admin token> in " + s.cfg.path);
+    return Status::InvalidArgument("the other shards need the admin token: pass --token or set <admin token> in " +
+                                   s.cfg.path);
   const uint32_t batch = std::clamp<uint32_t>(a.batch, 1, AdminEngine::kMaxMergeNodes);
   const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
   std::map<std::string, DestCount> counts;
@@ -383,8 +387,9 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       Status st = spool.Reserve(room);
       if (st.ok()) st = spool.Append(lines);
       if (!st.ok()) {
-        failed.Add(Status::IOError(st.message() + ": " + std::to_string(moving.size() - begin) +
-                                   " node(s) stay on this shard; free space on that disk and run frsctl handoff again"));
+        failed.Add(
+            Status::IOError(st.message() + ": " + std::to_string(moving.size() - begin) +
+                            " node(s) stay on this shard; free space on that disk and run frsctl handoff again"));
         break;
       }
       CrashPoint("spooled");
@@ -441,7 +446,14 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       std::printf("%s\n", j.str().c_str());
     }
     JsonOut t;
-    t.BeginObject().Key("unknown_route").Uint(unknown_route).Key("stats_files").Uint(stats_files).Key("dry_run").Bool(a.dry_run).EndObject();
+    t.BeginObject()
+        .Key("unknown_route")
+        .Uint(unknown_route)
+        .Key("stats_files")
+        .Uint(stats_files)
+        .Key("dry_run")
+        .Bool(a.dry_run)
+        .EndObject();
     std::printf("%s\n", t.str().c_str());
   } else {
     if (counts.empty()) std::printf("nothing to hand off: this shard owns every node it holds\n");

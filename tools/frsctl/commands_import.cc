@@ -237,10 +237,12 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   } else {
     const StoreGeometry& g = s.cfg.geometry;
     if (a.dry_run) {
-      std::printf("checked %s nodes: all can be imported (dry run, nothing changed)\n", Grouped(checked->lines).c_str());
+      std::printf("checked %s nodes: all can be imported (dry run, nothing changed)\n",
+                  Grouped(checked->lines).c_str());
     } else {
       std::printf("imported %s nodes into %s%s (%u files x %s key-nodes x %u slots)\n", Grouped(applied).c_str(),
-                  s.cfg.store_dir.c_str(), create ? ", a new store" : "", g.files, Grouped(g.keynodes).c_str(), g.chain);
+                  s.cfg.store_dir.c_str(), create ? ", a new store" : "", g.files, Grouped(g.keynodes).c_str(),
+                  g.chain);
     }
     Table t;
     t.AlignRight({1});

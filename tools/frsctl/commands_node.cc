@@ -33,7 +33,9 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
   for (const RuleView& r : v.rules) denied |= r.denies;
   std::printf("%s \"%s\"%s (biz %u, mode %s): count %lld, %s\n", v.biz_name.c_str(), Printable(v.key).c_str(),
               v.key_truncated ? "..." : "", v.biz_id, ModeName(v.mode), static_cast<long long>(v.count),
-              v.mode == Mode::kOff ? "mode off: always allowed" : denied ? "denied now" : "allowed now");
+              v.mode == Mode::kOff ? "mode off: always allowed"
+              : denied             ? "denied now"
+                                   : "allowed now");
   Table t({"rule", "algo", "count", "limit", "debt", "window", "next allowed"});
   t.AlignRight({0, 2, 3, 4});
   for (size_t i = 0; i < v.rules.size(); ++i) {
@@ -45,8 +47,7 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
       window = buf;
     }
     t.Row({std::to_string(i + 1), RuleSummary(r), std::to_string(r.count), std::to_string(r.limit),
-           std::to_string(r.debt), window.empty() ? "-" : window,
-           r.denies ? When(r.next_allowed_ms, now_ms) : "now"});
+           std::to_string(r.debt), window.empty() ? "-" : window, r.denies ? When(r.next_allowed_ms, now_ms) : "now"});
   }
   t.Print(stdout, 2);
   const NodeInfo& n = v.node;
@@ -55,8 +56,7 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
               n.expire_s == 0 ? "never" : When(int64_t{n.expire_s} * 1000, now_ms).c_str());
 }
 
-void PrintDecisionJson(const std::string& biz, const std::string& key, const char* action,
-                       const Decision& d) {
+void PrintDecisionJson(const std::string& biz, const std::string& key, const char* action, const Decision& d) {
   JsonOut j;
   j.BeginObject();
   j.Key("biz").String(biz).Key("key").String(key).Key("action").String(action);

@@ -34,7 +34,8 @@ Result<Walk> WalkChains(Store& store) {
     filter.busy_percent = kWalkBusyPercent;
     filter.file = f;
     Status st = store.ForEach(filter, [&](const NodeInfo& n) {
-      if (n.keynode < used.size()) used[n.keynode] = static_cast<uint8_t>(std::min<uint32_t>(used[n.keynode] + n.span, g.chain));
+      if (n.keynode < used.size())
+        used[n.keynode] = static_cast<uint8_t>(std::min<uint32_t>(used[n.keynode] + n.span, g.chain));
       ++w.nodes_per_biz[n.biz];
       ++w.nodes;
       w.in_alternate += n.in_alternate;
@@ -125,10 +126,11 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
   t.Row({"geometry", std::to_string(g.files) + " files x " + Grouped(g.keynodes) + " key-nodes x " +
                          std::to_string(g.chain) + " slots"});
   t.Row({"slots", Grouped(st.slots) + " (" + Grouped(st.bytes_mapped >> 20) + " MiB mapped)"});
-  t.Row({"nodes used", Grouped(st.total.nodes_used) + ", " + Grouped(w.in_alternate) + " of them in their alternate key-node"});
+  t.Row({"nodes used",
+         Grouped(st.total.nodes_used) + ", " + Grouped(w.in_alternate) + " of them in their alternate key-node"});
   t.Row({"slots used", Grouped(st.total.slots_used) + " (" + Percent(st.total.slots_used, st.slots) + " occupancy)"});
-  t.Row({"evictions", Grouped(st.total.evictions_stale) + " stale, " + Grouped(st.total.evictions_live) +
-                          " live" + (st.total.evictions_live ? " (live evictions reset limits: grow the store)" : "")});
+  t.Row({"evictions", Grouped(st.total.evictions_stale) + " stale, " + Grouped(st.total.evictions_live) + " live" +
+                          (st.total.evictions_live ? " (live evictions reset limits: grow the store)" : "")});
   t.Row({"cuckoo moves", Grouped(st.total.cuckoo_moves)});
   t.Row({"lock recoveries", Grouped(st.total.lock_recoveries)});
   t.Print(stdout);
@@ -169,7 +171,8 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
       const BizStatsDay& day = biz.days[d];
       bool first = d == 0;
       b.Row({first ? biz.name : "", first ? std::to_string(biz.id) : "", first ? Grouped(w.nodes_per_biz[biz.id]) : "",
-             DayText(day.day), Grouped(day.requests), Grouped(day.allowed), Grouped(day.denied), Grouped(day.new_keys)});
+             DayText(day.day), Grouped(day.requests), Grouped(day.allowed), Grouped(day.denied),
+             Grouped(day.new_keys)});
     }
   }
   b.Print(stdout, 2);

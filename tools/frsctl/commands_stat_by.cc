@@ -103,8 +103,8 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
   bool any = false;
   for (const std::string& biz : bizzes.value()) {
     // One day for every shard (each would answer its own "today" otherwise).
-    std::string target = "/stats?biz=" + QueryEscaped(biz) + "&by=" + QueryEscaped(a.by) + "&sketches=1&day=" +
-                         DayText(static_cast<uint32_t>(a.day >= 0 ? a.day : today));
+    std::string target = "/stats?biz=" + QueryEscaped(biz) + "&by=" + QueryEscaped(a.by) +
+                         "&sketches=1&day=" + DayText(static_cast<uint32_t>(a.day >= 0 ? a.day : today));
     if (!a.value.empty()) target += "&value=" + QueryEscaped(a.value);
     if (!s.cfg.admin_token.empty()) target += "&token=" + QueryEscaped(s.cfg.admin_token);
     GroupStats sum;
@@ -120,7 +120,8 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
         if (resp.ok() && resp->status == 404 && resp->body.find("keeps no") != std::string::npos) continue;
         ++down;
         std::fprintf(stderr, "frsctl: shard %s: %s\n", sh.name.c_str(),
-                     resp.ok() ? ("answered " + std::to_string(resp->status)).c_str() : resp.status().message().c_str());
+                     resp.ok() ? ("answered " + std::to_string(resp->status)).c_str()
+                               : resp.status().message().c_str());
         continue;
       }
       auto st = server::ParseGroupStats(resp->body);
@@ -145,7 +146,8 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
         for (size_t d = 0; d < sum.distinct_fields.size() && d < g.sketches.size(); ++d) {
           limit::sketch::Sketch sk;
           if (!limit::sketch::Sketch::Decode(g.sketches[d], &sk))
-            return Status::IOError("shard " + sh.name + ": group '" + g.value + "' has a sketch this frsctl cannot read");
+            return Status::IOError("shard " + sh.name + ": group '" + g.value +
+                                   "' has a sketch this frsctl cannot read");
           sketches[d].Merge(sk);
         }
       }
@@ -165,7 +167,8 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
     Print(s, sum);
     any = true;
   }
-  if (!any && down == 0) return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
+  if (!any && down == 0)
+    return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
   return down ? kExitNo : kExitOk;
 }
 

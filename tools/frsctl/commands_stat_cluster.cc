@@ -104,12 +104,14 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
         std::printf("%-28s unreachable: %s\n", f.name.c_str(), f.error.c_str());
         continue;
       }
-      std::printf("%-28s %14llu %14llu %7.2f%% %12llu %12llu\n", f.name.c_str(), static_cast<unsigned long long>(f.slots),
-                  static_cast<unsigned long long>(f.nodes), share(f), static_cast<unsigned long long>(f.evictions_stale),
+      std::printf("%-28s %14llu %14llu %7.2f%% %12llu %12llu\n", f.name.c_str(),
+                  static_cast<unsigned long long>(f.slots), static_cast<unsigned long long>(f.nodes), share(f),
+                  static_cast<unsigned long long>(f.evictions_stale),
                   static_cast<unsigned long long>(f.evictions_live));
     }
     std::printf("%-28s %14llu %14llu %8s %12llu %12llu\n", "total", static_cast<unsigned long long>(total.slots),
-                static_cast<unsigned long long>(total.nodes), "", static_cast<unsigned long long>(total.evictions_stale),
+                static_cast<unsigned long long>(total.nodes), "",
+                static_cast<unsigned long long>(total.evictions_stale),
                 static_cast<unsigned long long>(total.evictions_live));
     for (const auto& [name, days] : bizzes) {
       std::printf("biz %s\n", name.c_str());

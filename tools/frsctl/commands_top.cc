@@ -81,7 +81,8 @@ Result<int> RunTop(Session& s, const TopArgs& a) {
     }
     t.Row({std::to_string(i + 1), Grouped(static_cast<uint64_t>(std::max<int64_t>(v.count, 0))),
            Grouped(static_cast<uint64_t>(std::max<int64_t>(limit, 0))), denies ? "denied" : "allowed",
-           Relative(int64_t{v.node.last_access_s} * 1000, now), ShownKey(v.key, v.key_truncated, v.key_kept, v.node.fp.lo)});
+           Relative(int64_t{v.node.last_access_s} * 1000, now),
+           ShownKey(v.key, v.key_truncated, v.key_kept, v.node.fp.lo)});
   }
   t.Print(stdout, 2);
   return kExitOk;

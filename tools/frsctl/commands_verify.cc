@@ -66,10 +66,10 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   }
   std::printf("verify %s: %s chains, %s nodes: %s\n", s.cfg.store_dir.c_str(), Grouped(first.chains).c_str(),
               Grouped(rechecked ? after.nodes : first.nodes).c_str(),
-              first.problems.empty() ? "clean"
-                                     : (std::to_string(first.problems.size()) + " problem" +
-                                        (first.problems.size() == 1 ? "" : "s"))
-                                           .c_str());
+              first.problems.empty()
+                  ? "clean"
+                  : (std::to_string(first.problems.size()) + " problem" + (first.problems.size() == 1 ? "" : "s"))
+                        .c_str());
   ListHuman("recovered (what a dead process left, as its next locker recovers it; no damage):", first.recovered);
   ListHuman("problems:", first.problems);
   ListHuman("repaired:", first.repairs);

@@ -1,6 +1,6 @@
 // frsctl/format.cc: local dates, relative times, numbers and aligned tables.
-#include <cctype>
 #include "format.h"
+#include <cctype>
 
 #include <time.h>
 
@@ -151,6 +151,5 @@ std::string QueryEscaped(std::string_view v) {
   }
   return out;
 }
-
 
 }  // namespace frs::ctl

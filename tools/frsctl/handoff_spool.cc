@@ -88,7 +88,7 @@ Status HandoffSpool::Open(const std::string& path, std::vector<SpoolRecord>* rec
 
 Status HandoffSpool::Reserve(uint64_t bytes) {
   if (bytes == 0) return Status::OK();
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno("cannot stat " + path_, errno);
   // After the room earlier reservations set aside and appends have not used.
   const uint64_t from = std::max<uint64_t>(static_cast<uint64_t>(st.st_size), reserved_end_);
@@ -104,13 +104,14 @@ Status HandoffSpool::Reserve(uint64_t bytes) {
 Status HandoffSpool::Append(const std::vector<std::string>& payloads) {
   std::string lines;
   for (const std::string& p : payloads) lines += Record(p);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno("cannot stat " + path_, errno);
   // The crash tests (tests/cluster): FRS_TEST_HANDOFF_CRASH=torn dies as a
   // kill -9 would, halfway through a write of more than a page, inside a
   // record (20 bytes into the first one that starts past the middle: a cut
   // that fell on a record's end by chance tested nothing).
-  if (const char* at = std::getenv("FRS_TEST_HANDOFF_CRASH"); at && std::strcmp(at, "torn") == 0 && lines.size() > 4096) {
+  if (const char* at = std::getenv("FRS_TEST_HANDOFF_CRASH");
+      at && std::strcmp(at, "torn") == 0 && lines.size() > 4096) {
     const size_t next = lines.find('\n', lines.size() / 2) + 1;
     if (next > 0 && next + 20 < lines.size() && lines.find('\n', next) > next + 20) {
       [[maybe_unused]] const ssize_t part = ::write(fd_.get(), lines.data(), next + 20);
@@ -155,7 +156,10 @@ std::string EncodeField(std::string_view field) {
 
 bool DecodeField(std::string_view text, std::string* out) {
   auto v = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
   };
   out->clear();
   for (size_t i = 0; i < text.size(); ++i) {

@@ -122,9 +122,10 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
           auto resp = http.Post("/stats?receipt=" + QueryEscaped(receipt) + "&token=" + QueryEscaped(token), body,
                                 "application/xml");
           if (!resp.ok() || resp->status != 200) {
-            failed->push_back(Status::Unavailable(
-                file.path().string() + " stays: " + dest + " " +
-                (resp.ok() ? "answered " + std::to_string(resp->status) + ": " + resp->body : resp.status().message())));
+            failed->push_back(
+                Status::Unavailable(file.path().string() + " stays: " + dest + " " +
+                                    (resp.ok() ? "answered " + std::to_string(resp->status) + ": " + resp->body
+                                               : resp.status().message())));
             taken = false;
           }
         }

@@ -27,8 +27,8 @@ struct JsonValue {
   Type type = Type::kNull;
   bool boolean = false;
   double number = 0;
-  std::string text;  // decoded string, or the number's literal text
-  std::vector<JsonValue> items;                          // kArray
+  std::string text;              // decoded string, or the number's literal text
+  std::vector<JsonValue> items;  // kArray
   // kObject, in order. Not a vector of std::pair: a pair needs JsonValue
   // complete where the vector is declared, and clang's check of that failed
   // every clang build of frsctl (GCC let it through).

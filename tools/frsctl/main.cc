@@ -57,49 +57,49 @@ void AddBizKey(CLI::App& c, frs::ctl::NodeArgs& a, const char* key_help) {
   c.add_option("KEY", a.key, key_help)->required();
 }
 
-const CommandSpec kCommands[] = {
-    {"stat", "geometry, slots, nodes used, occupancy per file, chain-length histogram, evictions, per-biz counters",
-     Needs::kEngine, true,
-     [](CLI::App& c, Args& a) {
-       c.add_option("--days", a.stat.days, "days of per-biz counters to show, newest first (1..8)")
-           ->check(CLI::Range(1, 8))
-           ->capture_default_str();
-       c.add_flag("--cluster", a.stat.cluster,
-                  "every shard of srv.xml's <cluster>, asked over HTTP and summed (exit 1 when one is unreachable)");
-       c.add_option("--by", a.stat.by,
-                    "statistics by key field instead: the groups of map.xml's <stats by=\"F[,F]\"> of every biz that "
-                    "keeps them, one day");
-       c.add_option("--biz", a.stat.biz, "with --by: only this biz (name or id)");
-       c.add_option("--day", a.stat_day, "with --by: the day, YYYY-MM-DD (default: today)")
-           ->check([](const std::string& v) {
-             uint32_t d;
-             return frs::ParseDayText(v, &d) ? std::string() : "'" + v + "' is not a YYYY-MM-DD date";
-           });
-       c.add_option("--top", a.stat.top, "with --by: only the N groups with the most requests")
-           ->check(CLI::Range(1, 1000000));
-       c.add_option("--value", a.stat.value,
-                    "with --by: only this group (its fields' values joined by the biz's separator)");
-     },
-     [](Session& s, Args& a) {
-       if (!a.stat.by.empty()) return a.stat.cluster ? RunStatByCluster(s, a.stat) : RunStatBy(s, a.stat);
-       return a.stat.cluster ? RunStatCluster(s, a.stat) : RunStat(s, a.stat);
-     }},
-    {"get", "one node's state (exit 1 when the key has no node)", Needs::kEngine, true,
-     [](CLI::App& c, Args& a) { AddBizKey(c, a.get, "the key, as sent to frsd"); },
-     [](Session& s, Args& a) { return RunGet(s, a.get); }},
-    {"dump", "every node, one line each, with its chain position (file, key-node, slot, span, alternate)",
-     Needs::kEngine, true,
-     [](CLI::App& c, Args& a) {
-       c.add_option("--file", a.dump.file, "only this store file (0-based)");
-       c.add_option("--keynode", a.dump.keynode, "only this key-node (in every file unless --file)");
-       c.add_option("--biz", a.dump.biz, "only this biz (name or id)");
-     },
-     [](Session& s, Args& a) { return RunDump(s, a.dump); }},
+const CommandSpec kCommands[] =
+    {
+        {"stat", "geometry, slots, nodes used, occupancy per file, chain-length histogram, evictions, per-biz counters",
+         Needs::kEngine, true,
+         [](CLI::App& c, Args& a) {
+  c.add_option("--days", a.stat.days, "days of per-biz counters to show, newest first (1..8)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+  c.add_flag("--cluster", a.stat.cluster,
+             "every shard of srv.xml's <cluster>, asked over HTTP and summed (exit 1 when one is unreachable)");
+  c.add_option("--by", a.stat.by,
+               "statistics by key field instead: the groups of map.xml's <stats by=\"F[,F]\"> of every biz that "
+               "keeps them, one day");
+  c.add_option("--biz", a.stat.biz, "with --by: only this biz (name or id)");
+  c.add_option("--day", a.stat_day, "with --by: the day, YYYY-MM-DD (default: today)")->check([](const std::string& v) {
+    uint32_t d;
+    return frs::ParseDayText(v, &d) ? std::string() : "'" + v + "' is not a YYYY-MM-DD date";
+  });
+  c.add_option("--top", a.stat.top, "with --by: only the N groups with the most requests")
+      ->check(CLI::Range(1, 1000000));
+  c.add_option("--value", a.stat.value,
+               "with --by: only this group (its fields' values joined by the biz's separator)");
+         },
+         [](Session& s, Args& a) {
+  if (!a.stat.by.empty()) return a.stat.cluster ? RunStatByCluster(s, a.stat) : RunStatBy(s, a.stat);
+  return a.stat.cluster ? RunStatCluster(s, a.stat) : RunStat(s, a.stat);
+        }},
+                  {"get", "one node's state (exit 1 when the key has no node)", Needs::kEngine, true,
+                   [](CLI::App& c, Args& a) { AddBizKey(c, a.get, "the key, as sent to frsd"); },
+                   [](Session& s, Args& a) { return RunGet(s, a.get); }},
+                  {"dump", "every node, one line each, with its chain position (file, key-node, slot, span, alternate)",
+                   Needs::kEngine, true,
+                   [](CLI::App& c, Args& a) {
+  c.add_option("--file", a.dump.file, "only this store file (0-based)");
+  c.add_option("--keynode", a.dump.keynode, "only this key-node (in every file unless --file)");
+  c.add_option("--biz", a.dump.biz, "only this biz (name or id)");
+                   },
+                   [](Session& s, Args& a) { return RunDump(s, a.dump); }},
     {"set", "set the count of a node (of every rule), creating it when absent", Needs::kEngine, false,
      [](CLI::App& c, Args& a) {
-       c.add_option("BIZ", a.set.biz, "biz name or id")->required();
-       c.add_option("KEY", a.set.key, "the key")->required();
-       c.add_option("COUNT", a.set.count, "the new count (0 .. 2147483647)")->required();
+  c.add_option("BIZ", a.set.biz, "biz name or id")->required();
+  c.add_option("KEY", a.set.key, "the key")->required();
+  c.add_option("COUNT", a.set.count, "the new count (0 .. 2147483647)")->required();
      },
      [](Session& s, Args& a) { return RunSet(s, a.set); }},
     {"del", "delete a node: every rule of the key starts afresh", Needs::kEngine, false,
@@ -113,15 +113,15 @@ const CommandSpec kCommands[] = {
      "and counter; exit 0 when clean, 1 with a report",
      Needs::kConfig, true,
      [](CLI::App& c, Args& a) {
-       c.add_flag("--repair", a.verify.repair,
-                  "fix what can be fixed (release dead locks, clear torn nodes, recount), say what was done, and "
-                  "check again");
+  c.add_flag("--repair", a.verify.repair,
+             "fix what can be fixed (release dead locks, clear torn nodes, recount), say what was done, and "
+             "check again");
      },
      [](Session& s, Args& a) { return RunVerify(s, a.verify); }},
     {"export", "every node with its whole rule state as JSON lines (to back up, or to move to another geometry)",
      Needs::kEngine, true,
      [](CLI::App& c, Args& a) {
-       c.add_option("FILE", a.exp.file, "write here (atomically) instead of standard output");
+  c.add_option("FILE", a.exp.file, "write here (atomically) instead of standard output");
      },
      [](Session& s, Args& a) { return RunExport(s, a.exp); }},
     {"import",
@@ -129,29 +129,29 @@ const CommandSpec kCommands[] = {
      "every line is checked before any is applied",
      Needs::kConfig, false,
      [](CLI::App& c, Args& a) {
-       c.add_option("FILE", a.imp.file, "read from here instead of standard input");
-       c.add_flag("--map-by-name", a.imp.map_by_name,
-                  "import a biz whose id differs in map.xml under its name (default: refused)");
-       c.add_option("--rename-biz", a.imp.rename,
-                    "OLD=NEW: import the nodes of exported biz OLD (name or id) into biz NEW of map.xml; repeatable")
-           ->allow_extra_args(false);
-       c.add_flag("--dry-run", a.imp.dry_run, "check every line, change nothing");
+  c.add_option("FILE", a.imp.file, "read from here instead of standard input");
+  c.add_flag("--map-by-name", a.imp.map_by_name,
+             "import a biz whose id differs in map.xml under its name (default: refused)");
+  c.add_option("--rename-biz", a.imp.rename,
+               "OLD=NEW: import the nodes of exported biz OLD (name or id) into biz NEW of map.xml; repeatable")
+      ->allow_extra_args(false);
+  c.add_flag("--dry-run", a.imp.dry_run, "check every line, change nothing");
      },
      [](Session& s, Args& a) { return RunImport(s, a.imp); }},
     {"top", "the keys of a biz with the highest counts; --denied: the keys most denied in the last minutes",
      Needs::kEngine, true,
      [](CLI::App& c, Args& a) {
-       c.add_option("BIZ", a.top.biz, "biz name or id (with --denied: optional, default every biz)");
-       c.add_option("N", a.top.n, "how many keys")->capture_default_str()->check(CLI::Range(1u, 1000000u));
-       c.add_flag("--denied", a.top.denied,
-                  "the keys denied most in the last minutes, with their text, even for a biz whose nodes keep no key "
-                  "(from the store's table of recent denials)");
-       c.add_option("--biz", a.top.biz, "with --denied: only this biz (name or id)");
-       c.add_option("-n,--count", a.top.n, "how many keys (the same as N; with --denied, N without BIZ)")
-           ->check(CLI::Range(1u, 1000000u));
-       c.add_option("--minutes", a.top.minutes, "with --denied: how many minutes back (1..10)")
-           ->capture_default_str()
-           ->check(CLI::Range(1u, 10u));
+  c.add_option("BIZ", a.top.biz, "biz name or id (with --denied: optional, default every biz)");
+  c.add_option("N", a.top.n, "how many keys")->capture_default_str()->check(CLI::Range(1u, 1000000u));
+  c.add_flag("--denied", a.top.denied,
+             "the keys denied most in the last minutes, with their text, even for a biz whose nodes keep no key "
+             "(from the store's table of recent denials)");
+  c.add_option("--biz", a.top.biz, "with --denied: only this biz (name or id)");
+  c.add_option("-n,--count", a.top.n, "how many keys (the same as N; with --denied, N without BIZ)")
+      ->check(CLI::Range(1u, 1000000u));
+  c.add_option("--minutes", a.top.minutes, "with --denied: how many minutes back (1..10)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 10u));
      },
      [](Session& s, Args& a) { return a.top.denied ? RunTopDenied(s, a.top) : RunTop(s, a.top); }},
     {"explain",
@@ -164,15 +164,15 @@ const CommandSpec kCommands[] = {
      "empty ones",
      Needs::kConfig, false,
      [](CLI::App& c, Args& a) {
-       c.add_flag("--recreate-missing", a.init.recreate_missing,
-                  "create the missing files of an incomplete store, empty (their keys' counts are lost)");
+  c.add_flag("--recreate-missing", a.init.recreate_missing,
+             "create the missing files of an incomplete store, empty (their keys' counts are lost)");
      },
      [](Session& s, Args& a) { return RunInit(s, a.init); }},
     {"owner", "the shard of srv.xml's <cluster> that owns ROUTE (host:port), as nginx's consistent hash picks it",
      Needs::kConfig, false,
      [](CLI::App& c, Args& a) {
-       c.add_option("ROUTE", a.owner.route, "the route, byte for byte as sent")->required();
-       c.add_flag("--key", a.owner.is_key, "ROUTE is a key: route it by its {hash tag} when it has one, else whole");
+  c.add_option("ROUTE", a.owner.route, "the route, byte for byte as sent")->required();
+  c.add_flag("--key", a.owner.is_key, "ROUTE is a key: route it by its {hash tag} when it has one, else whole");
      },
      [](Session& s, Args& a) { return RunOwner(s, a.owner); }},
     {"envoy-config",
@@ -180,7 +180,7 @@ const CommandSpec kCommands[] = {
      "<grpc config> runs them), to move to FRS's own rules",
      Needs::kNothing, false,
      [](CLI::App& c, Args& a) {
-       c.add_option("FILE", a.envoy_config.files, "YAML files, one domain each")->required();
+  c.add_option("FILE", a.envoy_config.files, "YAML files, one domain each")->required();
      },
      [](Session& s, Args& a) { return RunEnvoyConfig(s, a.envoy_config); }},
     {"handoff",
@@ -188,12 +188,12 @@ const CommandSpec kCommands[] = {
      "erase it here; safe to run again after any interruption",
      Needs::kEngine, false,
      [](CLI::App& c, Args& a) {
-       c.add_option("--token", a.handoff.token, "the other shards' admin token (default: srv.xml's)");
-       c.add_flag("--dry-run", a.handoff.dry_run, "print how many nodes would go to each shard; change nothing");
-       c.add_option("--batch", a.handoff.batch,
-                    "nodes per merge request, each with one receipt (1..63; at most the receivers' <limits batch>)")
-           ->check(CLI::Range(1, 63))
-           ->capture_default_str();
+  c.add_option("--token", a.handoff.token, "the other shards' admin token (default: srv.xml's)");
+  c.add_flag("--dry-run", a.handoff.dry_run, "print how many nodes would go to each shard; change nothing");
+  c.add_option("--batch", a.handoff.batch,
+               "nodes per merge request, each with one receipt (1..63; at most the receivers' <limits batch>)")
+      ->check(CLI::Range(1, 63))
+      ->capture_default_str();
      },
      [](Session& s, Args& a) { return RunHandoff(s, a.handoff); }},
     {"grow",
@@ -201,13 +201,13 @@ const CommandSpec kCommands[] = {
      "statistics; prints the <store> line to set in srv.xml",
      Needs::kConfig, false,
      [](CLI::App& c, Args& a) {
-       c.add_option("--keynodes", a.grow.keynodes, "key-nodes per file of the new geometry")
-           ->required()
-           ->check(CLI::Range(1u, 1u << 26));
-       c.add_option("--files", a.grow.files, "files of the new geometry (default: the store's)")
-           ->check(CLI::Range(1u, 256u));
-       c.add_option("--chain", a.grow.chain, "slots per chain of the new geometry (default: the store's)")
-           ->check(CLI::Range(1u, 64u));
+  c.add_option("--keynodes", a.grow.keynodes, "key-nodes per file of the new geometry")
+      ->required()
+      ->check(CLI::Range(1u, 1u << 26));
+  c.add_option("--files", a.grow.files, "files of the new geometry (default: the store's)")
+      ->check(CLI::Range(1u, 256u));
+  c.add_option("--chain", a.grow.chain, "slots per chain of the new geometry (default: the store's)")
+      ->check(CLI::Range(1u, 64u));
      },
      [](Session& s, Args& a) { return RunGrow(s, a.grow); }},
     {"upgrade",
@@ -215,7 +215,7 @@ const CommandSpec kCommands[] = {
      "last use) and the daily statistics; a kill at any point leaves the old store or the new one, whole",
      Needs::kConfig, false, [](CLI::App&, Args& a) { a.upgrade.upgrade = true; },
      [](Session& s, Args& a) { return RunGrow(s, a.upgrade); }},
-};
+    };
 
 int Fail(const std::string& msg, int code) {
   std::fprintf(stderr, "frsctl: %s\n", msg.c_str());

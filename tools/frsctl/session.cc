@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "config/service_options.h"
-#include "os/text_file.h"
 #include "frs/clock.h"
+#include "os/text_file.h"
 
 namespace frs::ctl {
 
@@ -77,8 +77,6 @@ Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
                                  (known.empty() ? "none" : known));
 }
 
-int ExitCodeFor(const Status& s) {
-  return s.code() == Status::Code::kInvalidArgument ? kExitUsage : kExitFail;
-}
+int ExitCodeFor(const Status& s) { return s.code() == Status::Code::kInvalidArgument ? kExitUsage : kExitFail; }
 
 }  // namespace frs::ctl

@@ -112,8 +112,7 @@ std::vector<StoreUser> ProcessesMapping(const std::vector<std::string>& paths) {
       unsigned maj = 0, min = 0;
       unsigned long ino = 0;
       int consumed = 0;
-      if (std::sscanf(line.c_str(), "%*s %*s %*s %x:%x %lu %n", &maj, &min, &ino, &consumed) < 3 || ino == 0)
-        continue;
+      if (std::sscanf(line.c_str(), "%*s %*s %*s %x:%x %lu %n", &maj, &min, &ino, &consumed) < 3 || ino == 0) continue;
       std::string path = consumed > 0 ? line.substr(static_cast<size_t>(consumed)) : "";
       constexpr std::string_view kDeleted = " (deleted)";
       if (path.size() > kDeleted.size() && path.ends_with(kDeleted)) path.resize(path.size() - kDeleted.size());
