@@ -33,3 +33,25 @@ TEST(Store, KeyValidation) {
 
 }  // namespace
 }  // namespace frs
+
+// KeyIsValid reads eight bytes at a time: every byte value at every place of
+// keys around the word boundaries must be judged as ValidateKeyBytes judges it.
+TEST(Key, TheQuickCheckAgreesWithTheFullOneForEveryByteEverywhere) {
+  size_t invalid = 0;
+  for (size_t len : {1, 7, 8, 9, 15, 16, 17, 24, 255}) {
+    for (size_t pos = 0; pos < len; ++pos) {
+      for (int b = 0; b < 256; ++b) {
+        std::string k(len, 'k');
+        k[pos] = static_cast<char>(b);
+        const bool full = frs::ValidateKeyBytes(k).empty();
+        ASSERT_EQ(frs::KeyIsValid(k), full) << "length " << len << ", byte " << b << " at " << pos;
+        invalid += !full;
+      }
+    }
+  }
+  EXPECT_GT(invalid, 0u);  // the loop met refused bytes, not only accepted ones
+  EXPECT_TRUE(frs::KeyIsValid("user:42|é"));
+  EXPECT_FALSE(frs::KeyIsValid(""));
+  EXPECT_FALSE(frs::KeyIsValid(std::string(256, 'a')));
+  EXPECT_TRUE(frs::KeyIsValid(std::string(255, 'a')));
+}
