@@ -19,7 +19,7 @@ namespace {
 // from the ring's owner. nginx is its own front (ports[0]) and its own
 // backends (the rest, one `weights` each): each backend answers its port.
 void ExpectAgreement(const std::vector<uint32_t>& weights, const std::vector<std::string>& routes) {
-  if (testing::NginxBinary().empty()) GTEST_SKIP() << "nginx is not installed (tools/setup.sh installs it)";
+  ASSERT_FALSE(testing::NginxBinary().empty()) << "nginx is not installed (tools/setup.sh --test installs it)";
   testing::TempDir dir;
   testing::Nginx nginx(dir.path(), "");
   const std::vector<uint16_t> ports =

@@ -23,8 +23,6 @@ extern char** environ;
 namespace frs::ctl {
 namespace {
 
-#ifdef FRSD_PATH
-
 // One GET over a fresh connection; returns the HTTP status (0 when no answer).
 int HttpGet(uint16_t port, const std::string& target) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -107,12 +105,6 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(up) << "frsd did not answer /health on port " << port;
 }
-
-#else
-
-TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) { GTEST_SKIP() << "frsd is not part of this build"; }
-
-#endif
 
 }  // namespace
 }  // namespace frs::ctl

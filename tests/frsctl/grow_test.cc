@@ -373,7 +373,6 @@ TEST_F(GrowTest, RefusesWhileAProcessHoldsTheStoreMapped) {
   ExpectSame(before, Take());
 }
 
-#ifdef FRSD_PATH
 TEST_F(GrowTest, RefusesWhileFrsdServesTheStore) {
   Fill();
   const std::string config = dir_ / "srv.xml";
@@ -414,7 +413,6 @@ TEST_F(GrowTest, RefusesWhileFrsdServesTheStore) {
   CtlRun r = Ctl({"grow", "--keynodes", "1024"});
   EXPECT_EQ(r.rc, 0) << r.err;
 }
-#endif
 
 // The two states a kill can leave behind, made on purpose: killed while
 // building (DIR the old store, DIR.grow-new half a new one) and killed

@@ -96,7 +96,8 @@ TEST(DecisionLine, ParsesAsJsonWithTheRightValues) {
   // The strongest check of validity: a real JSON parser (python3) reads the
   // line back and gives each string field its bytes (invalid UTF-8 bytes as
   // the characters U+00XX).
-  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+  ASSERT_EQ(std::system("command -v python3 >/dev/null 2>&1"), 0)
+      << "python3 is not installed (tools/setup.sh --test installs it)";
   frs::testing::TempDir d;
   DecisionRecord r = ContractExample(nullptr);
   const std::string key = std::string("q\"b\\s\x01\n\x7f\xc3\xa9\xff", 11);
