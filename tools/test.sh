@@ -5,8 +5,8 @@
 #            the Python and CGI clients) or package them (.deb, install tree);
 #   asan     every GoogleTest suite, end-to-end ones included, and the fuzz
 #            corpus replayed, under AddressSanitizer+UBSan;
-#   tsan     the store's suite and the statistics' threads (the places threads
-#            share mapped memory) under ThreadSanitizer;
+#   tsan     the store's suite, the statistics' threads and the lock word's
+#            (the places threads share mapped memory) under ThreadSanitizer;
 #   tsa      the programs built with clang's thread-safety analysis as an
 #            error: every FRS_GUARDED_BY field touched without its lock, every
 #            FRS_REQUIRES function called without it, fails the build.
@@ -81,7 +81,7 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan tsa}; do
   elif [ "$preset" = tsan ]; then
     # Stages select by ctest label (tests/CMakeLists.txt), never by name, and
     # a selection that finds no test fails (--no-tests=error).
-    cmake --build --preset tsan -j"$jobs" --target store_test stats_threads_test
+    cmake --build --preset tsan -j"$jobs" --target store_test stats_threads_test os_test
     run_ctest --preset tsan -j"$jobs" --no-tests=error -L '^tsan$'
   else
     if [ "$preset" = release ] && [ "${FRS_RELEASE_TESTS:-}" != all ]; then

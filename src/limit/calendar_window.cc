@@ -59,28 +59,15 @@ void CalendarWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const 
 }
 
 void CalendarWindow::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
-  CounterBlock b = CounterBlock::Load(block);
-  Frame f = FrameAt(spec, b, now);
-  if (int64_t{b.start_s} != f.start) {
-    b.start_s = Clamp32(f.start);
-    b.count = 0;
-    b.debt = Clamp32(f.debt_in);
-  }
-  b.count = SatAdd32(b.count, n);
-  b.tag = spec.tag;
-  b.Store(block);
+  const CounterBlock b = CounterBlock::Load(block);
+  const Frame f = FrameAt(spec, b, now);
+  RecordInFrame(spec, b, f, int64_t{b.start_s} == f.start, n, block);
 }
 
 void CalendarWindow::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
-  CounterBlock b = CounterBlock::Load(block);
-  Frame f = FrameAt(spec, b, now);
-  if (int64_t{b.start_s} != f.start) {
-    b.start_s = Clamp32(f.start);
-    b.debt = Clamp32(f.debt_in);
-  }
-  b.count = Clamp32(count);
-  b.tag = spec.tag;
-  b.Store(block);
+  const CounterBlock b = CounterBlock::Load(block);
+  const Frame f = FrameAt(spec, b, now);
+  SetCountInFrame(spec, b, f, int64_t{b.start_s} == f.start, count, block);
 }
 
 int64_t CalendarWindow::ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now) {

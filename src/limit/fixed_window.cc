@@ -34,28 +34,15 @@ void FixedWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now
 }
 
 void FixedWindow::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
-  CounterBlock b = CounterBlock::Load(block);
-  Frame f = FrameAt(spec, b, now.s);
-  if (!f.open) {
-    b.start_s = Clamp32(f.start);
-    b.count = 0;
-    b.debt = Clamp32(f.debt_in);
-  }
-  b.count = SatAdd32(b.count, n);
-  b.tag = spec.tag;
-  b.Store(block);
+  const CounterBlock b = CounterBlock::Load(block);
+  const Frame f = FrameAt(spec, b, now.s);
+  RecordInFrame(spec, b, f, f.open, n, block);
 }
 
 void FixedWindow::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
-  CounterBlock b = CounterBlock::Load(block);
-  Frame f = FrameAt(spec, b, now.s);
-  if (!f.open) {
-    b.start_s = Clamp32(f.start);
-    b.debt = Clamp32(f.debt_in);
-  }
-  b.count = Clamp32(count);
-  b.tag = spec.tag;
-  b.Store(block);
+  const CounterBlock b = CounterBlock::Load(block);
+  const Frame f = FrameAt(spec, b, now.s);
+  SetCountInFrame(spec, b, f, f.open, count, block);
 }
 
 int64_t FixedWindow::ExpireS(const RuleSpec& spec, const uint8_t* block) {

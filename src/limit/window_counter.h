@@ -95,6 +95,31 @@ inline WindowVerdict EvaluateFrame(const RuleSpec& spec, const Frame& f, int64_t
 //  - neither current: what each carries into its next window is a debt; the
 //    later block carries their sum (at most `borrow`, as any window).
 // `frame_at` resolves a block into its Frame now (fixed or calendar).
+// Record and set of a window rule once its current frame `f` is known.
+// `stored`: the block's window is that frame; else the block starts it,
+// owing what the frame inherits, and (Record) counts from zero.
+inline void RecordInFrame(const RuleSpec& spec, CounterBlock b, const Frame& f, bool stored, int64_t n,
+                          uint8_t* block) {
+  if (!stored) {
+    b.start_s = Clamp32(f.start);
+    b.count = 0;
+    b.debt = Clamp32(f.debt_in);
+  }
+  b.count = SatAdd32(b.count, n);
+  b.tag = spec.tag;
+  b.Store(block);
+}
+inline void SetCountInFrame(const RuleSpec& spec, CounterBlock b, const Frame& f, bool stored, int64_t count,
+                            uint8_t* block) {
+  if (!stored) {
+    b.start_s = Clamp32(f.start);
+    b.debt = Clamp32(f.debt_in);
+  }
+  b.count = Clamp32(count);
+  b.tag = spec.tag;
+  b.Store(block);
+}
+
 template <class FrameAt>
 void MergeCounterBlocks(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, FrameAt frame_at) {
   const CounterBlock a = CounterBlock::Load(block), b = CounterBlock::Load(incoming);
