@@ -151,13 +151,16 @@ void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> 
     std::span<uint32_t> need;
     size_t begin;
     const Now& now;
-    bool again;  // the second pass: decisions of the first are overwritten
-  } run{reqs, out, members, need, begin, now, false};
-  const Store::ReadVisitor visit = [&run](size_t k, const Status& status, NodeRef& node) {
+    // The second pass: items[j] is the run's member again[j], its first
+    // decision overwritten.
+    const std::vector<size_t>* again;
+  } run{reqs, out, members, need, begin, now, nullptr};
+  const Store::ReadVisitor visit = [&run](size_t j, const Status& status, NodeRef& node) {
+    const size_t k = run.again != nullptr ? (*run.again)[j] : j;
     const size_t i = run.begin + k;
     const Biz& biz = *run.members[i].biz;
     Decision& d = run.out[i];
-    if (run.again) d.Reset();
+    if (run.again != nullptr) d.Reset();
     if (!status.ok()) {
       d = ErrorDecision(Status::Unavailable(status.message()));
       return;
@@ -169,13 +172,22 @@ void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> 
     d.shadow = biz.cfg.mode == Mode::kShadow;
     d.now_s = run.now.s;
   };
-  // Reads change no count: reading a run a second time, with whole nodes,
-  // answers what reading it in its place would have.
-  (void)WithWholeNodes(std::span<Store::ReadItem>(items), std::span<uint32_t>(need), [&] {
-    store_->ReadEach(items, Clamp32(now.s), visit);
-    run.again = true;
-    return Status::OK();
-  });
+  store_->ReadEach(items, Clamp32(now.s), visit);
+  // A node holding more state than its biz's layout (WithWholeNodes says
+  // why) is read again whole, alone: reads change nothing, so reading it
+  // after the rest of its run answers what reading it in its place would
+  // have, and the others' answers (and their reads' heat) stand.
+  thread_local std::vector<size_t> again;
+  again.clear();
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (need[k] <= items[k].state_bytes) continue;
+    items[again.size()] = Store::ReadItem{items[k].key, need[k]};
+    again.push_back(k);
+  }
+  if (again.empty()) return;
+  items.resize(again.size());
+  run.again = &again;
+  store_->ReadEach(items, Clamp32(now.s), visit);
 }
 
 void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members,
@@ -187,10 +199,13 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
     acquires.push_back(i);
     valid = valid && members[i].step == Step::kAcquire;
   }
+  // A member the store did not judge answers with no biz (biz_id 0) and is
+  // not counted: `biz` is cleared for the walk's last loop.
   if (acquires.size() > Store::kMaxBatch) {
     for (size_t i : acquires) {
       out[i] = ErrorDecision(
           Status::InvalidArgument("a batch holds at most " + std::to_string(Store::kMaxBatch) + " acquires"));
+      members[i].biz = nullptr;
     }
     return;
   }
@@ -278,6 +293,7 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
     const bool stored = m.biz->cfg.mode != Mode::kOff;
     if (!s.ok() && stored) {
       d = ErrorDecision(Status::Unavailable(s.message()));
+      m.biz = nullptr;
       continue;
     }
     if (!s.ok()) d.allowed = false;

@@ -114,10 +114,12 @@ inline bool CountsUses(Cmd c) { return c == Cmd::kQuery || c == Cmd::kUpdate || 
 
 // A node written under a larger layout (a rule removed since) holds more
 // state than its biz's: the first look at it, with the biz's size, cannot
-// take it whole, and says how many bytes it needs (AdoptLayout). Every
-// route of a request asks the store through this: `pass` runs with each
-// item's state_bytes and fills need[k]; an item that needs more is given
-// it, and the pass runs once more.
+// take it whole, and says how many bytes it needs (AdoptLayout). A write
+// (Update) and the acquires of a batch (UpdateBatch, all or nothing) ask
+// the store through this: `pass` runs with each item's state_bytes and
+// fills need[k]; an item that needs more is given it, and the pass runs
+// once more. A run of reads reads only those nodes again
+// (EngineImpl::DecideReads).
 template <class Item, class Pass>
 Status WithWholeNodes(std::span<Item> items, std::span<uint32_t> need, const Pass& pass) {
   Status s = pass();

@@ -570,6 +570,39 @@ TEST_F(EngineTest, BatchReadsOfANodeLargerThanItsLayoutReadItWhole) {
   }
 }
 
+// A run mixing nodes of the old, larger layout with nodes of the current
+// one: only the old ones are read again, and each member keeps its own
+// answer in its own place.
+TEST_F(EngineTest, ARunOfReadsReadsAgainOnlyTheNodesLargerThanTheirLayout) {
+  auto e = EngineFor(R"(<map><biz id="1" name="a"><rule algo="calendar" interval="86400" max="10"/>
+    <rule interval="300" max="5"/></biz></map>)");
+  auto request = [](Cmd cmd, const std::string& key, int64_t n) {
+    Request r;
+    r.cmd = cmd;
+    r.biz = "a";
+    r.key = key;
+    r.n = n;
+    return r;
+  };
+  const std::string keys[6] = {"old0", "new0", "old1", "new1", "new2", "old2"};
+  for (int i : {0, 2, 5}) ASSERT_TRUE(e->Execute(request(Cmd::kUpdate, keys[i], i + 1)).ok());
+  WriteMap(R"(<map><biz id="1" name="a"><rule interval="300" max="5"/></biz></map>)");
+  ASSERT_TRUE(e->Reload("").ok());
+  for (int i : {1, 3, 4}) ASSERT_TRUE(e->Execute(request(Cmd::kUpdate, keys[i], i)).ok());
+  Request queries[6];
+  for (int i = 0; i < 6; ++i) queries[i] = request(Cmd::kQuery, keys[i], 1);
+  Decision out[6];
+  e->ExecuteBatch(queries, out);
+  const int64_t counts[6] = {1, 1, 3, 3, 4, 6};
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(keys[i]);
+    ASSERT_TRUE(out[i].ok()) << out[i].status.ToString();
+    EXPECT_EQ(out[i].nrules, 1u);
+    EXPECT_EQ(out[i].count, counts[i]);
+    ExpectSameDecision(out[i], e->Execute(queries[i]), keys[i]);
+  }
+}
+
 TEST_F(EngineTest, BatchMembersAreCountedInDailyStatsPerBiz) {
   auto e = EngineFor(R"(<map>
     <biz id="1" name="a"><rule interval="60" max="2"/></biz>
