@@ -9,7 +9,8 @@ anywhere on sys.path) and import it.
     d = frs.acquire("login", "user:42")
     if not d.allowed:
         print("Status: 429 Too Many Requests")
-        print("Retry-After: %d" % max(1, d.retry_after))
+        if d.retry_after >= 0:  # -1: no wait helps (n above the limit), so no Retry-After
+            print("Retry-After: %d" % max(1, d.retry_after))
 
 API
 ---
