@@ -30,6 +30,7 @@ if [ "${1:-}" = --test ]; then
     systemd man-db                       # systemd-analyze verify of frsd.service (it resolves man: links)
     dpkg-dev adduser                     # cpack -G DEB (dpkg-shlibdeps) and the package's maintainer scripts
     lintian init-system-helpers          # the .deb checked as Debian checks packages; deb-systemd-helper
+    devscripts                           # hardening-check: frsd and frsctl built with Debian's hardening
     python3 python3-venv fcgiwrap        # clients/python's tests and pip install; examples/cgi under nginx + fcgiwrap
     haproxy caddy                        # tests/frontdoor run the shipped conf/frontdoor configs in front of frsd
     rsyslog                              # tests/shipping: rsyslogd's imfile follows the decision log through a rotation

@@ -51,7 +51,28 @@ for f in ./usr/lib/python3/dist-packages/frs_client.py ./usr/share/doc/python3-f
   contents "$py" | grep -qx "$f" || fail "python3-frs-client lacks $f"
 done
 contents "$deb" | grep -q "/include/\|libfrs.a\|frs_client.py" && fail "frsd carries what libfrs-dev or python3-frs-client do"
+# The documents the man pages cite are in the package, and docs/install.md
+# names every package frsd depends on.
+src=$(dirname "$0")/../..
+for doc in $(grep -ohE 'docs/[a-z_]+\.md' "$src"/docs/man/*.8 | sort -u); do
+  contents "$deb" | grep -qx "./usr/share/doc/frsd/$(basename "$doc").gz" ||
+    fail "a man page cites $doc, which frsd does not ship as /usr/share/doc/frsd/$(basename "$doc").gz"
+done
+for d in $(echo "$depends" | tr ',' '\n' | sed 's/(.*//; s/|.*//' | tr -d ' '); do
+  grep -q "\b$d\b" "$src/docs/install.md" || fail "frsd depends on $d, which docs/install.md does not name"
+done
 file "$(dpkg-deb -x "$deb" "$tmp/x" && echo "$tmp/x/usr/sbin/frsd")" | grep -q ', stripped' || fail "frsd is not stripped"
+# Debian's hardening, as hardening-check (devscripts) judges it: PIE, stack
+# protector, fortified functions, read-only relocations, immediate binding,
+# stack clash protection. Not its control-flow line: our objects are built
+# with -fcf-protection, but Debian 12's C runtime start files (Scrt1.o,
+# crti.o) carry no IBT/SHSTK property, so no program linked on it has one
+# (Debian's own /usr/sbin/nginx fails that line alike).
+command -v hardening-check >/dev/null || fail "hardening-check is missing (tools/setup.sh --test installs devscripts)"
+for prog in usr/sbin/frsd usr/sbin/frsctl; do
+  hardening-check --nocfprotection "$tmp/x/$prog" >"$tmp/hardening" 2>&1 ||
+    { cat "$tmp/hardening"; fail "$prog lacks Debian's hardening"; }
+done
 dpkg-deb -e "$deb" "$tmp/control"
 for f in /etc/frs/srv.xml /etc/frs/map.xml /etc/logrotate.d/frsd; do
   grep -qx "$f" "$tmp/control/conffiles" || fail "$f is not a conffile"

@@ -73,8 +73,21 @@ foreach(log changelog CHANGELOG.md)
                      COMMAND ${FRS_GZIP} -9nc ${_frs_log_src} > ${PROJECT_BINARY_DIR}/man/${log}.gz
                      DEPENDS ${_frs_log_src} VERBATIM)
 endforeach()
+# The reference the man pages cite (docs/*.md), compressed the same way:
+# /usr/share/doc/frsd/protocol.md.gz and its siblings.
+file(GLOB FRS_DOC_PAGES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+set(FRS_DOC_GZ)
+foreach(doc ${FRS_DOC_PAGES})
+  get_filename_component(_frs_doc_name ${doc} NAME)
+  add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/doc/${_frs_doc_name}.gz
+                     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/doc
+                     COMMAND ${FRS_GZIP} -9nc ${doc} > ${PROJECT_BINARY_DIR}/doc/${_frs_doc_name}.gz
+                     DEPENDS ${doc} VERBATIM)
+  list(APPEND FRS_DOC_GZ ${PROJECT_BINARY_DIR}/doc/${_frs_doc_name}.gz)
+endforeach()
 add_custom_target(frs_compressed_docs ALL
-                  DEPENDS ${FRS_MAN_GZ} ${PROJECT_BINARY_DIR}/man/changelog.gz ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz)
+                  DEPENDS ${FRS_MAN_GZ} ${FRS_DOC_GZ} ${PROJECT_BINARY_DIR}/man/changelog.gz
+                          ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz)
 install(FILES ${FRS_MAN_GZ} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT daemon)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs COMPONENT daemon)
 
@@ -97,7 +110,7 @@ foreach(pkg frsd libfrs-dev python3-frs-client)
                 ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz
           DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${pkg} COMPONENT ${_frs_component})
 endforeach()
-install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${FRS_DOC_GZ}
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/frsd COMPONENT daemon)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/frontdoor ${PROJECT_SOURCE_DIR}/conf/cluster
                   ${PROJECT_SOURCE_DIR}/examples/cgi ${PROJECT_SOURCE_DIR}/examples/inprocess
