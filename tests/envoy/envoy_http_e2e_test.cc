@@ -5,6 +5,9 @@
 // enforce="0"). Real frsd processes on loopback ports of their own binding.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -160,6 +163,65 @@ TEST(EnvoyHttpE2E, HealthcheckIsOkWhileServingAnd503WhenTheStoreIsLost) {
   kill(f.pid(), SIGTERM);
   r = c.Get("/healthcheck");
   EXPECT_TRUE(r.status == 503 || r.status == 0) << r.status;
+}
+
+// frsctl run as an operator runs it: exit code and both streams.
+struct CtlRun {
+  int rc = -1;
+  std::string out;
+};
+CtlRun Ctl(const Frsd& f, const std::string& args) {
+  CtlRun r;
+  const std::string cmd = std::string("TZ=UTC '") + FRSCTL_PATH + "' -c '" + f.config() + "' " + args + " 2>&1";
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+    const int st = ::pclose(p);
+    r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  return r;
+}
+
+// An Envoy descriptor's counts are named by frsctl as frsd counts them: the
+// biz is envoy.DOMAIN.PATH (and its id from envoy.ids), found in
+// <grpc config>'s files, not only in map.xml.
+TEST(EnvoyHttpE2E, FrsctlNamesAnEnvoyDescriptorsBizByNameAndId) {
+  Frsd f(WithGrpc(1));
+  WriteYaml(f);
+  ASSERT_TRUE(f.Start()) << f.log();
+  Client c(f.port());
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(c.Post(Call(User("zed")), "/json").status, 200);
+  ASSERT_EQ(c.Post(Call(User("zed")), "/json").status, 429);
+
+  // The denied key, with its text, from the table of recent denials.
+  CtlRun r = Ctl(f, "top --denied envoy.rl.user");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  ASSERT_NE(r.out.find("zed"), std::string::npos) << r.out;
+  // Its counter key, as the store holds it: the one line dump prints.
+  r = Ctl(f, "--json dump --biz envoy.rl.user");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const size_t k = r.out.find("\"key\":\"");
+  ASSERT_NE(k, std::string::npos) << r.out;
+  const std::string key = r.out.substr(k + 7, r.out.find('"', k + 7) - k - 7);
+  ASSERT_NE(key.find("zed"), std::string::npos) << r.out;
+
+  r = Ctl(f, "explain envoy.rl.user '" + key + "'");
+  EXPECT_EQ(r.rc, 1) << r.out;  // denied now
+  EXPECT_NE(r.out.find("count 5 of 5"), std::string::npos) << r.out;
+  r = Ctl(f, "get envoy.rl.user '" + key + "'");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("envoy.rl.user"), std::string::npos) << r.out;
+
+  // By id, as envoy.ids names it.
+  const std::string ids = ReadFile(f.dir() + "/data/envoy.ids");
+  const size_t at = ids.find("envoy.rl.user ");
+  ASSERT_NE(at, std::string::npos) << ids;
+  const std::string id = ids.substr(at + 14, ids.find('\n', at) - at - 14);
+  r = Ctl(f, "explain " + id + " '" + key + "'");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("envoy.rl.user"), std::string::npos) << r.out;
+  r = Ctl(f, "top " + id);
+  EXPECT_EQ(r.rc, 0) << r.out;
 }
 
 TEST(EnvoyHttpE2E, JsonWithoutGrpcConfigIs404) {

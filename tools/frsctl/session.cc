@@ -8,6 +8,7 @@
 #include "config/service_options.h"
 #include "frs/clock.h"
 #include "os/text_file.h"
+#include "server/envoy_map.h"
 
 namespace frs::ctl {
 
@@ -39,6 +40,17 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   if (!engine) return Status::OK();
   EngineOptions eo = EngineOptionsFor(s->cfg, s->store.get());
   eo.read_only = s->opened_read_only;
+  if (s->cfg.grpc) {
+    // The map frsd runs: map.xml with <grpc config>'s descriptors in it, under
+    // the ids the running frsd gave them (envoy.ids, read, never written), so
+    // every command names an Envoy descriptor's biz as frsd counts it.
+    Result<std::string> text = os::ReadTextFile(s->cfg.map_path);
+    if (!text.ok()) return text.status();
+    Result<server::ComposedMap> composed =
+        server::ComposeEnvoyMap(s->cfg, std::move(text).value(), /*persist_ids=*/false);
+    if (!composed.ok()) return composed.status();
+    eo.map_text = std::move(composed->map_text);
+  }
   Result<std::unique_ptr<AdminEngine>> e = AdminEngine::Open(eo);
   if (!e.ok()) return e.status();
   s->engine = std::move(e).value();
