@@ -43,6 +43,13 @@ class Ring {
   // above kMaxRingWeight, naming the shard.
   static Result<Ring> Make(std::vector<RingShard> shards);
 
+  // Whether `name` is host:port as frsd shards (and clients) reach each
+  // other: a DNS name or IPv4 address, or an IPv6 address in brackets, then
+  // ':' and a port 1..65535, in printable ASCII. Make() hashes any string as
+  // nginx does; this is the stricter check for names that must be dialled.
+  // The error says what is wrong, without the name (the caller adds it).
+  static Status CheckAddress(std::string_view name);
+
   // CRC-32 (IEEE 802.3, as zlib and nginx) of the route: its ring position.
   static uint32_t HashRoute(std::string_view route);
   // The route a request carries (see the file comment).

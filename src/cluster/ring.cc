@@ -5,6 +5,8 @@
 
 #include <boost/crc.hpp>
 
+#include "frs/key.h"
+
 namespace frs {
 namespace {
 
@@ -30,6 +32,36 @@ void SplitHostPort(std::string_view s, std::string_view* host, std::string_view*
 }
 
 }  // namespace
+
+Status Ring::CheckAddress(std::string_view name) {
+  const size_t colon = name.rfind(':');
+  if (colon == std::string_view::npos) return Status::InvalidArgument("it has no :port");
+  const std::string_view host = name.substr(0, colon), port = name.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
+    return Status::InvalidArgument("its port \"" + std::string(port) + "\" is not a number 1..65535");
+  uint32_t p = 0;
+  for (char c : port) p = p * 10 + static_cast<uint32_t>(c - '0');
+  if (p < 1 || p > 65535) return Status::InvalidArgument("its port " + std::string(port) + " is outside 1..65535");
+  if (host.empty()) return Status::InvalidArgument("its host is empty");
+  if (host.front() == '[') {
+    IpAddress ip;
+    if (host.size() < 3 || host.back() != ']' || !IpAddress::Parse(host.substr(1, host.size() - 2), &ip) || !ip.v6)
+      return Status::InvalidArgument("its host \"" + std::string(host) + "\" is not an IPv6 address in brackets");
+    return Status::OK();
+  }
+  // A DNS name or dotted IPv4: anything else (a second ':', a ',', a '/', a
+  // byte beyond ASCII such as a no-break space) names no server.
+  for (char c : host) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+    if (!ok)
+      return Status::InvalidArgument(
+          "its host \"" + std::string(host) +
+          "\" is not a DNS name or IP address (an IPv6 address goes in brackets: [::1]:8300)");
+  }
+  if (host.size() > 253) return Status::InvalidArgument("its host is longer than a DNS name can be (253 bytes)");
+  return Status::OK();
+}
 
 uint32_t Ring::HashRoute(std::string_view route) {
   boost::crc_32_type crc;

@@ -207,13 +207,13 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     } else if (name == "cluster") {
       if (!(s = P.OnlyAttrs(n, {"self", "enforce"})).ok()) return s;
       cfg.cluster_self = n.attribute("self").value();
-      // Checked as a <shard> is: a self with a space in it named no shard
-      // (every key answered 421 naming this very server), and a handoff's
-      // spool fields split on it.
-      if (n.attribute("self") &&
-          (cfg.cluster_self.empty() || cfg.cluster_self.find_first_of(" \t\r\n") != std::string::npos))
-        return P.Error(n, "<cluster self> must be host:port exactly as in the proxy's server line, not \"" +
-                              cfg.cluster_self + "\"");
+      // Checked as a <shard> is: a self that is not a dialable host:port
+      // named no shard (every key answered 421 naming this very server), and
+      // a handoff's spool fields split on a space in it.
+      if (n.attribute("self"))
+        if (Status a = Ring::CheckAddress(cfg.cluster_self); !a.ok())
+          return P.Error(n, "<cluster self> must be host:port exactly as in the proxy's server line, not \"" +
+                                cfg.cluster_self + "\": " + a.message());
       v = 1;
       if (!(s = P.UInt(n, "enforce", 0, 1, &v)).ok()) return s;
       cfg.cluster_enforce = v == 1;
@@ -231,9 +231,9 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         v = 1;
         if (!(s = P.UInt(sh, "weight", 1, Ring::kMaxRingWeight, &v)).ok()) return s;
         shard.weight = static_cast<uint32_t>(v);
-        if (shard.name.empty() || shard.name.find_first_of(" \t\r\n") != std::string::npos)
-          return P.Error(sh,
-                         "<shard> must be host:port exactly as in the proxy's server line, not \"" + shard.name + "\"");
+        if (Status a = Ring::CheckAddress(shard.name); !a.ok())
+          return P.Error(sh, "<shard> must be host:port exactly as in the proxy's server line, not \"" + shard.name +
+                                 "\": " + a.message());
         for (const RingShard& other : cfg.cluster_shards)
           if (other.name == shard.name) return P.Error(sh, "shard " + shard.name + " is listed twice");
         cfg.cluster_shards.push_back(std::move(shard));

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace frs::server {
 
@@ -16,6 +17,19 @@ AdminAuth CheckAdminToken(std::string_view configured, std::string_view given) {
     acc = static_cast<uint8_t>(acc | (static_cast<uint8_t>(configured[i]) ^ g));
   }
   return (diff | acc) == 0 ? AdminAuth::kOk : AdminAuth::kRefused;
+}
+
+AdminAuth CheckAdminRead(std::string_view configured, std::string_view given, const IpAddress* peer) {
+  if (!configured.empty()) return CheckAdminToken(configured, given);
+  return peer != nullptr && IsLoopback(*peer) ? AdminAuth::kOk : AdminAuth::kDisabled;
+}
+
+bool IsLoopback(const IpAddress& peer) {
+  static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  static constexpr unsigned char kLoop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  if (!peer.v6) return peer.addr[0] == 127;
+  if (std::memcmp(peer.addr, kMapped, sizeof kMapped) == 0) return peer.addr[12] == 127;
+  return std::memcmp(peer.addr, kLoop6, sizeof kLoop6) == 0;
 }
 
 }  // namespace frs::server

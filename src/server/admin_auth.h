@@ -9,11 +9,23 @@
 
 #include <string_view>
 
+#include "frs/key.h"
+
 namespace frs::server {
 
 enum class AdminAuth { kOk, kDisabled, kRefused };
 
 // kDisabled when no token is configured (admin over HTTP is off).
 AdminAuth CheckAdminToken(std::string_view configured, std::string_view given);
+
+// Who may read what only an operator should (GET /stats: key-field values
+// such as user ids): with a token configured, whoever gives it, from
+// anywhere; without one, loopback peers only (the operator's own host, as
+// frsctl stat runs), never the network: kDisabled for any other peer, and
+// for a peer not known (null).
+AdminAuth CheckAdminRead(std::string_view configured, std::string_view given, const IpAddress* peer);
+
+// 127.0.0.0/8, ::1, or an IPv4 loopback address mapped into IPv6.
+bool IsLoopback(const IpAddress& peer);
 
 }  // namespace frs::server

@@ -82,14 +82,35 @@ std::string_view ClientText(const IpAddress* ip, char* buf, size_t cap) {
   return s == nullptr ? std::string_view() : std::string_view(s);
 }
 
+// `s` cut to at most `cap` bytes without splitting a valid UTF-8 sequence;
+// sets *cut when anything was left out.
+std::string_view Capped(std::string_view s, size_t cap, bool* cut) {
+  if (s.size() <= cap) return s;
+  *cut = true;
+  size_t end = 0;
+  while (end < cap) {
+    const size_t len = static_cast<unsigned char>(s[end]) >= 0x80 ? Utf8SequenceAt(s, end) : 1;
+    // A byte outside any sequence is escaped alone; a sequence goes whole or not at all.
+    const size_t step = len == 0 ? 1 : len;
+    if (end + step > cap) break;
+    end += step;
+  }
+  return s.substr(0, end);
+}
+
 }  // namespace
 
 size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   char client_buf[INET6_ADDRSTRLEN + 1];
   const std::string_view client = ClientText(r.client, client_buf, sizeof client_buf);
-  // The field names and punctuation (< 160 bytes), six integers of at most
-  // 20 characters, the client (< 46) and every string at its worst.
-  const size_t worst = 400 + 6 * (r.biz.size() + r.key.size() + r.rule.size() + r.route.size());
+  bool cut = false;
+  const std::string_view biz = Capped(r.biz, kDecisionBizCap, &cut);
+  const std::string_view key = Capped(r.key, kDecisionKeyCap, &cut);
+  const std::string_view rule = Capped(r.rule, kDecisionRuleCap, &cut);
+  const std::string_view route = Capped(r.route, kDecisionRouteCap, &cut);
+  // The field names and punctuation (< 200 bytes), six integers of at most
+  // 20 characters, the client (< 46), every string at its worst and its marker.
+  const size_t worst = 400 + 6 * (biz.size() + key.size() + rule.size() + route.size() + 4 * kDecisionTruncated.size());
   if (worst > out.size()) return 0;
   char* const p = out.data();
   // A plain cursor: the escaping writes in place.
@@ -107,11 +128,15 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   lit("{\"ts\":");
   num(r.ts_ms);
   lit(",\"biz\":\"");
-  q = EscapeInto(r.biz, q);
+  auto str = [&](std::string_view cap, std::string_view whole) {
+    q = EscapeInto(cap, q);
+    if (cap.size() != whole.size()) lit(kDecisionTruncated);
+  };
+  str(biz, r.biz);
   lit("\",\"key\":\"");
-  q = EscapeInto(r.key, q);
+  str(key, r.key);
   lit("\",\"rule\":\"");
-  q = EscapeInto(r.rule, q);
+  str(rule, r.rule);
   lit(r.allowed ? "\",\"allowed\":true,\"n\":" : "\",\"allowed\":false,\"n\":");
   num(r.n);
   lit(",\"count\":");
@@ -123,10 +148,12 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   lit(",\"retry_after\":");
   num(r.retry_after);
   lit(",\"route\":\"");
-  q = EscapeInto(r.route, q);
+  str(route, r.route);
   lit("\",\"client\":\"");
   lit(client);
-  lit(r.shadow && !r.allowed ? "\",\"shadow\":true}\n" : "\"}\n");
+  lit("\"");
+  if (cut) lit(",\"truncated\":true");
+  lit(r.shadow && !r.allowed ? ",\"shadow\":true}\n" : "}\n");
   return static_cast<size_t>(q - p);
 }
 

@@ -44,14 +44,23 @@ struct DecisionRecord {
   const IpAddress* client = nullptr;  // the connection's peer; null: "client":""
 };
 
-// The longest line FormatDecisionLine may need: every string escaped at six
-// bytes a byte is bounded by the key (255 bytes), the biz name (64), the
-// rule name (32) and the route; a route longer than fits makes the line
-// too long (FormatDecisionLine returns 0 and the caller counts a drop).
+// Every decision makes a line: a string longer than its field's cap is cut
+// (at a character boundary) to its first cap bytes followed by the marker
+// kDecisionTruncated, and the line ends with "truncated":true. The caps are
+// well above what the engine accepts (a key is at most 255 bytes, a biz name
+// 64, a rule name 32), so in practice only a GET's route, which is as long
+// as the request line allows, is ever cut. Dropping the line instead let a
+// client keep its decisions out of the log with a long route.
+inline constexpr size_t kDecisionBizCap = 256, kDecisionKeyCap = 1024, kDecisionRuleCap = 256, kDecisionRouteCap = 1024;
+inline constexpr std::string_view kDecisionTruncated = "...";
+// The longest line: field names and punctuation (< 200 bytes), six integers,
+// the client (< 46) and every string at its cap, six bytes a byte escaped.
 inline constexpr size_t kMaxDecisionLineBytes = 16384;
+static_assert(400 + 6 * (kDecisionBizCap + kDecisionKeyCap + kDecisionRuleCap + kDecisionRouteCap + 4 * 3) <=
+              kMaxDecisionLineBytes);
 
 // Writes the line, its '\n' included, into `out`; returns its length, or 0
-// when it does not fit.
+// when `out` is shorter than kMaxDecisionLineBytes and the line does not fit.
 size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out);
 
 // Appends `s` escaped as above, without the surrounding quotes.

@@ -72,6 +72,22 @@ void AppendGroupStats(const GroupStats& st, std::string* out) {
   out->append("</stats>\n");
 }
 
+size_t GroupStatsXmlBound(const GroupStats& st) {
+  // An escaped byte takes at most 6 ("&quot;"); a number at most 20 digits.
+  constexpr size_t kEscaped = 6, kNumber = 20;
+  size_t names = 0;
+  for (const std::string& f : st.distinct_fields) names += f.size() + 1;
+  size_t bytes = 128 + kEscaped * (st.biz.size() + st.by.size() + names) + 4 * kNumber;
+  for (const GroupStat& g : st.rows) {
+    // "<group", value and value_hex, four counts, the attribute punctuation.
+    bytes += 96 + (kEscaped + 2) * g.value.size() + 4 * kNumber;
+    bytes += st.distinct_fields.size() * (names + 16 + kNumber);
+    // A sketch's text is hex (Sketch::Encode): nothing in it is escaped.
+    for (const std::string& sk : g.sketches) bytes += names + 16 + sk.size();
+  }
+  return bytes;
+}
+
 Result<GroupStats> ParseGroupStats(std::string_view xml) {
   pugi::xml_document doc;
   if (!doc.load_buffer(xml.data(), xml.size(), pugi::parse_default, pugi::encoding_utf8))

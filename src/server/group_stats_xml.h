@@ -21,6 +21,10 @@
 namespace frs::server {
 
 void AppendGroupStats(const GroupStats& st, std::string* out);
+// At least as many bytes as AppendGroupStats writes for `st` (every string
+// escaped at its worst), computed without building anything: GET /stats
+// refuses an answer beyond its cap before the body exists.
+size_t GroupStatsXmlBound(const GroupStats& st);
 // Parses what AppendGroupStats wrote (with or without sketches).
 Result<GroupStats> ParseGroupStats(std::string_view xml);
 

@@ -53,6 +53,10 @@ struct HandlerOptions {
   uint32_t max_batch = 64;
   ClusterView cluster;  // no ring: a lone server that owns every route
   SrvConfig::RateLimitFields ratelimit_fields = SrvConfig::RateLimitFields::kDraftAndLegacy;
+  // The largest GET /stats answer: beyond it a 413 asks for fewer groups
+  // (top, value) rather than the worker building a body of any size (a
+  // table keeps up to 1,000,000 groups, each with sketches of up to 34.8 KB).
+  size_t max_stats_bytes = size_t{32} << 20;
 };
 
 // The handler's settings from srv.xml (token, batch limit, cluster ring).

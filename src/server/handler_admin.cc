@@ -105,17 +105,26 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
     }
   }
   // The admin token, when srv.xml sets one: ?token=T or Authorization:
-  // Bearer T. A merge (POST) changes counts: like every admin command, it
-  // is refused when srv.xml sets none.
-  if (!opts_.admin_token.empty() || head.method == HttpMethod::kPost) {
-    std::string_view auth(base + head.auth_off, head.auth_len);
-    if (token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
-      token = std::string(auth.substr(7));
-    if (CheckAdminToken(opts_.admin_token, token) != AdminAuth::kOk) {
-      ErrorBody(403, "/stats needs the admin token (token=T or Authorization: Bearer T), and it is missing or wrong",
-                status);
-      return;
-    }
+  // Bearer T. Without one, a read answers loopback peers only: the groups
+  // are key-field values (user ids, say), for operators, not for whoever
+  // reaches the port. A merge (POST) changes counts: like every admin
+  // command, it is refused when srv.xml sets none.
+  std::string_view auth(base + head.auth_off, head.auth_len);
+  if (token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
+    token = std::string(auth.substr(7));
+  const AdminAuth allowed = head.method == HttpMethod::kPost ? CheckAdminToken(opts_.admin_token, token)
+                                                             : CheckAdminRead(opts_.admin_token, token, peer_);
+  if (allowed == AdminAuth::kDisabled && head.method != HttpMethod::kPost) {
+    ErrorBody(403,
+              "/stats answers other hosts only with the admin token, and srv.xml sets none: set <admin token> "
+              "and send token=T or Authorization: Bearer T, or ask from this host",
+              status);
+    return;
+  }
+  if (allowed != AdminAuth::kOk) {
+    ErrorBody(403, "/stats needs the admin token (token=T or Authorization: Bearer T), and it is missing or wrong",
+              status);
+    return;
   }
   if (head.method == HttpMethod::kPost) {
     auto in = ParseGroupStats(std::string_view(base + head.body_off, head.body_len));
@@ -142,6 +151,15 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
   auto st = engine_->StatsBy(q);
   if (!st.ok()) {
     ErrorBody(HttpStatusFor(st.status()), st.status().message(), status);
+    return;
+  }
+  // Sized before it is built: the worker holds the whole body until it is sent.
+  if (const size_t bytes = GroupStatsXmlBound(st.value()); bytes > opts_.max_stats_bytes) {
+    ErrorBody(413,
+              "/stats: the answer would take up to " + std::to_string(bytes) + " bytes (" +
+                  std::to_string(st->rows.size()) + " groups" + (q.sketches ? " with sketches" : "") + "), above the " +
+                  std::to_string(opts_.max_stats_bytes) + " an answer may: ask for fewer groups with top=N or value=V",
+              status);
     return;
   }
   body_.clear();

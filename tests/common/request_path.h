@@ -45,6 +45,12 @@ class RequestPath {
   }
 
   AdminEngine* engine() const { return engine_.get(); }
+  // The connection's peer, as a worker sets it on accept ("10.0.0.7", "::1").
+  void SetPeer(std::string_view ip) {
+    IpAddress a;
+    ASSERT_TRUE(IpAddress::Parse(ip, &a)) << ip;
+    conn_->set_peer(a);
+  }
 
   // Sends `req` through the connection (as many reads as its buffer takes)
   // and returns the answer's status line, valid until the next call: it

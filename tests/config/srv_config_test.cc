@@ -170,6 +170,43 @@ TEST(SrvConfig, ClusterErrors) {
   ExpectError(head + "<ratelimit legacy=\"2\"/>\n</frs>", "4", "<ratelimit legacy> is 1 (both forms), 0");
 }
 
+// <cluster self> and every <shard> are host:port a peer can dial: one check
+// for both, naming the attribute and the bad value.
+TEST(SrvConfig, ClusterSelfAndShardsAreHostPortExactly) {
+  const std::string head = "<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n";
+  const std::string shard = "\n<shard>127.0.0.1:8301</shard>\n</cluster>\n</frs>";
+  const std::string nbsp = "\xC2\xA0";
+  const struct {
+    std::string value, why;
+  } bad[] = {
+      {"127.0.0.1:99999", "port 99999 is outside 1..65535"},
+      {"127.0.0.1:0", "port 0 is outside 1..65535"},
+      {"127.0.0.1", "no :port"},
+      {"127.0.0.1:", "is not a number"},
+      {"a:1,b:2", "is not a DNS name or IP address"},
+      {"host:8300/x", "is not a number"},
+      {"127.0.0.1:8301" + nbsp, "is not a number"},
+      {"h" + nbsp + ":8301", "is not a DNS name or IP address"},
+      {"::1:8301", "is not a DNS name or IP address"},
+      {"[::1:8301", "not an IPv6 address in brackets"},
+      {"[1.2.3.4]:8301", "not an IPv6 address in brackets"},
+      {":8301", "host is empty"},
+  };
+  for (const auto& b : bad) {
+    ExpectError(head + "<cluster self=\"" + b.value + "\">" + shard, "4",
+                "<cluster self> must be host:port exactly as in the proxy's server line, not \"" + b.value + "\"");
+    ExpectError(head + "<cluster self=\"" + b.value + "\">" + shard, "4", b.why);
+    ExpectError(head + "<cluster self=\"127.0.0.1:8301\">\n<shard>" + b.value + "</shard>\n</cluster>\n</frs>", "5",
+                "<shard> must be host:port exactly as in the proxy's server line, not \"" + b.value + "\"");
+  }
+  TempDir d;
+  for (const std::string good : {"127.0.0.1:1", "[::1]:65535", "shard-7.example.com:8300", "localhost:8300"}) {
+    auto c =
+        LoadSrvConfig(Write(d, head + "<cluster self=\"" + good + "\"><shard>" + good + "</shard></cluster></frs>"));
+    EXPECT_TRUE(c.ok()) << good << ": " << c.status().ToString();
+  }
+}
+
 TEST(SrvConfig, TheRateLimitFieldsAreBothTheDraftsOrTheOlderTrio) {
   TempDir d;
   const std::string head = "<frs><map>m.xml</map><store dir=\"d\"/>";

@@ -118,12 +118,44 @@ TEST(DecisionLine, ParsesAsJsonWithTheRightValues) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
-TEST(DecisionLine, ALineThatCannotFitIsRefused) {
-  DecisionRecord r = ContractExample(nullptr);
-  const std::string route(4000, '\x01');  // 24,000 bytes escaped
-  r.route = route;
+// A GET's route is as long as the request line allows: a route of 2.6 KB
+// and more made no line at all, so a client could keep its acquires and
+// denials out of the log. Every decision makes a line; a long string is cut
+// with a marker and the line says "truncated":true.
+TEST(DecisionLine, EveryDecisionMakesALineLongFieldsAreCutWithAMarker) {
   std::vector<char> buf(kMaxDecisionLineBytes);
-  EXPECT_EQ(FormatDecisionLine(r, buf), 0u);
+  for (size_t len : {size_t{2600}, size_t{4000}, size_t{1} << 20}) {
+    DecisionRecord r = ContractExample(nullptr);
+    const std::string route(len, '\x01');  // six bytes a byte escaped
+    r.route = route;
+    const size_t n = FormatDecisionLine(r, buf);
+    ASSERT_NE(n, 0u) << "a route of " << len << " bytes made no line";
+    const std::string line(buf.data(), n);
+    std::string cut;
+    for (size_t i = 0; i < kDecisionRouteCap; ++i) cut += "\\u0001";
+    EXPECT_NE(line.find(",\"route\":\"" + cut + std::string(kDecisionTruncated) + "\",\"client\":\"\""),
+              std::string::npos)
+        << line.substr(0, 200);
+    EXPECT_TRUE(line.ends_with("\",\"truncated\":true}\n")) << line.substr(line.size() - 40);
+  }
+  // Every string field is capped the same way, and a cut never splits a
+  // UTF-8 character (a reader gets whole characters, then the marker).
+  DecisionRecord r = ContractExample(nullptr);
+  std::string key(kDecisionKeyCap - 1, 'k');
+  key += "\xC3\xA9tail";  // the cap falls inside the two-byte e-acute
+  const std::string biz(kDecisionBizCap + 1, 'b'), rule(kDecisionRuleCap + 9, 'r');
+  r.key = key;
+  r.biz = biz;
+  r.rule = rule;
+  r.shadow = true;
+  const std::string line(buf.data(), FormatDecisionLine(r, buf));
+  ASSERT_FALSE(line.empty());
+  EXPECT_NE(line.find("\"key\":\"" + std::string(kDecisionKeyCap - 1, 'k') + "...\""), std::string::npos);
+  EXPECT_NE(line.find("\"biz\":\"" + std::string(kDecisionBizCap, 'b') + "...\""), std::string::npos);
+  EXPECT_NE(line.find("\"rule\":\"" + std::string(kDecisionRuleCap, 'r') + "...\""), std::string::npos);
+  EXPECT_TRUE(line.ends_with("\",\"truncated\":true,\"shadow\":true}\n")) << line.substr(line.size() - 40);
+  // Strings within their caps are written whole, without the field.
+  EXPECT_EQ(Line(ContractExample(nullptr)).find("truncated"), std::string::npos);
 }
 
 std::string TestLine(size_t i, size_t width = 100) {

@@ -32,6 +32,12 @@ TEST(GroupStatsXml, EveryValueSurvivesTheRoundTrip) {
   }
   std::string xml;
   AppendGroupStats(st, &xml);
+  // GET /stats sizes an answer with the bound before building it.
+  st.lost = UINT64_MAX;
+  std::string worst;
+  AppendGroupStats(st, &worst);
+  EXPECT_GE(GroupStatsXmlBound(st), worst.size());
+  st.lost = 0;
   auto back = ParseGroupStats(xml);
   ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << xml;
   EXPECT_EQ(back->biz, "api");
