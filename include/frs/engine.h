@@ -35,6 +35,10 @@ struct BizInfo {
   std::string name;
   Mode mode = Mode::kEnforce;
   std::vector<std::string> rules;
+  // map.xml's `fields` and `separator`: what the biz's keys are made of
+  // (empty when it declares none).
+  std::vector<std::string> fields = {};
+  char separator = ':';
 };
 
 struct EngineOptions {

@@ -28,6 +28,7 @@ void Connection::UseGrpc(std::unique_ptr<GrpcSession> session) {
 void Connection::ProcessGrpc() {
   if (state_ == State::kOpen && (req_ < end_ || grpc_->HasBacklog()) && out_.size() - sent_ < kOutputHighWater) {
     const uint64_t before = grpc_->answered();
+    grpc_->set_peer(has_peer_ ? &peer_ : nullptr);
     // A failed session (false) has queued its GOAWAY: Finished() below
     // closes the connection once it is out.
     grpc_->Receive(std::string_view(in_.get() + req_, end_ - req_), last_read_ns_);

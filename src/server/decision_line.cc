@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "server/buf_writer.h"
@@ -98,6 +99,25 @@ std::string_view Capped(std::string_view s, size_t cap, bool* cut) {
   return s.substr(0, end);
 }
 
+// The line's own members: a declared field of the same name would make a
+// second member of that name, which JSON readers resolve differently.
+bool IsLineMember(std::string_view name) {
+  static constexpr std::string_view kMembers[] = {"ts",        "biz",         "key",    "rule",
+                                                  "allowed",   "n",           "count",  "limit",
+                                                  "remaining", "retry_after", "route",  "client",
+                                                  "truncated", "shadow",      "domain", "descriptor"};
+  for (std::string_view m : kMembers)
+    if (m == name) return true;
+  return false;
+}
+
+// True when `key` has exactly `n` parts separated by `sep`.
+bool SplitsInto(std::string_view key, char sep, size_t n) {
+  size_t parts = 1;
+  for (char c : key) parts += c == sep;
+  return parts == n;
+}
+
 }  // namespace
 
 size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
@@ -110,7 +130,17 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   const std::string_view route = Capped(r.route, kDecisionRouteCap, &cut);
   // The field names and punctuation (< 200 bytes), six integers of at most
   // 20 characters, the client (< 46), every string at its worst and its marker.
-  const size_t worst = 400 + 6 * (biz.size() + key.size() + rule.size() + route.size() + 4 * kDecisionTruncated.size());
+  const std::string_view domain = Capped(r.domain, kDecisionBizCap, &cut);
+  const std::string_view descriptor = Capped(r.descriptor, kDecisionBizCap, &cut);
+  // Fields only from a whole key that has the declared number of parts.
+  const bool fields = !r.fields.empty() && r.fields.size() <= kMaxDecisionFields && key.size() == r.key.size() &&
+                      SplitsInto(key, r.separator, r.fields.size());
+  size_t worst = 400 + 6 * (biz.size() + key.size() + rule.size() + route.size() + 4 * kDecisionTruncated.size()) + 20 +
+                 6 * (domain.size() + descriptor.size() + 2 * kDecisionTruncated.size());
+  if (fields) {
+    worst += 6 * key.size();
+    for (const std::string& f : r.fields) worst += f.size() + 6 + 8;
+  }
   if (worst > out.size()) return 0;
   char* const p = out.data();
   // A plain cursor: the escaping writes in place.
@@ -152,6 +182,28 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   lit("\",\"client\":\"");
   lit(client);
   lit("\"");
+  // After the contract's twelve members, so a reader that takes them by
+  // position still finds them where they were.
+  if (fields) {
+    std::string_view rest = key;
+    for (const std::string& name : r.fields) {
+      const size_t end = std::min(rest.find(r.separator), rest.size());
+      lit(",\"");
+      if (IsLineMember(name)) lit("field_");
+      lit(name);
+      lit("\":\"");
+      q = EscapeInto(rest.substr(0, end), q);
+      lit("\"");
+      rest.remove_prefix(std::min(end + 1, rest.size()));
+    }
+  }
+  if (!r.domain.empty()) {
+    lit(",\"domain\":\"");
+    str(domain, r.domain);
+    lit("\",\"descriptor\":\"");
+    str(descriptor, r.descriptor);
+    lit("\"");
+  }
   if (cut) lit(",\"truncated\":true");
   lit(r.shadow && !r.allowed ? ",\"shadow\":true}\n" : "}\n");
   return static_cast<size_t>(q - p);

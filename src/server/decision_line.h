@@ -42,6 +42,15 @@ struct DecisionRecord {
   int64_t n = 1, count = 0, limit = 0, remaining = 0, retry_after = 0;
   std::string_view route;             // what the request was routed by (see docs/configuration.md)
   const IpAddress* client = nullptr;  // the connection's peer; null: "client":""
+  // The biz's declared fields (map.xml `fields`, split at `separator`): a
+  // key with exactly that many parts is also written field by field after
+  // "client" ("app":"app7","user":"u42"), so no reader splits keys itself.
+  // A name equal to one of the line's own members is written "field_NAME".
+  std::span<const std::string> fields = {};
+  char separator = ':';
+  // An Envoy decision (gRPC ShouldRateLimit or POST /json): its domain and
+  // descriptor path, written as "domain" and "descriptor" when not empty.
+  std::string_view domain = {}, descriptor = {};
 };
 
 // Every decision makes a line: a string longer than its field's cap is cut
@@ -55,8 +64,13 @@ inline constexpr size_t kDecisionBizCap = 256, kDecisionKeyCap = 1024, kDecision
 inline constexpr std::string_view kDecisionTruncated = "...";
 // The longest line: field names and punctuation (< 200 bytes), six integers,
 // the client (< 46) and every string at its cap, six bytes a byte escaped.
-inline constexpr size_t kMaxDecisionLineBytes = 16384;
-static_assert(400 + 6 * (kDecisionBizCap + kDecisionKeyCap + kDecisionRuleCap + kDecisionRouteCap + 4 * 3) <=
+// The key's fields add at most 16 names (32 bytes, or 38 with "field_")
+// and the key's bytes again; an Envoy decision its domain and descriptor,
+// each at the biz's cap.
+inline constexpr size_t kMaxDecisionFields = 16;
+inline constexpr size_t kMaxDecisionLineBytes = 32768;
+static_assert(400 + 6 * (kDecisionBizCap + kDecisionKeyCap + kDecisionRuleCap + kDecisionRouteCap + 4 * 3) +
+                  kMaxDecisionFields * (38 + 8) + 6 * kDecisionKeyCap + 20 + 6 * 2 * (kDecisionBizCap + 3) <=
               kMaxDecisionLineBytes);
 
 // Writes the line, its '\n' included, into `out`; returns its length, or 0

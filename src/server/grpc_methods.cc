@@ -69,6 +69,7 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
   }
   rls_.Decide(req_, &answer_);
   CountEnvoyAnswer(metrics_, req_, answer_);
+  log_.Record(decision_log_, peer_, req_, answer_);
   if (!answer_.status.ok()) {
     // A descriptor another shard owns (enforce="1") is UNAVAILABLE too, as
     // envoyproxy/ratelimit answers when its backend is: Envoy applies its

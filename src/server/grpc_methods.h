@@ -19,6 +19,7 @@
 
 #include "envoy/rate_limit_service.h"
 #include "server/cluster_view.h"
+#include "server/envoy_log.h"
 #include "server/envoy_metrics.h"
 #include "server/grpc_session.h"
 
@@ -39,6 +40,9 @@ class GrpcMethods final : public GrpcService {
   void SetCluster(const ClusterView& c);
   // Per-descriptor counters (/metrics); null: not counted.
   void set_metrics(EnvoyMetrics* m) { metrics_ = m; }
+  // The worker's decision log (null: none): a line per decided descriptor.
+  void set_decision_log(DecisionLog* log) { decision_log_ = log; }
+  void set_peer(const IpAddress* peer) override { peer_ = peer; }
   envoy::RateLimitService& rls() { return rls_; }
 
   void Call(std::string_view path, std::string_view message, Reply* out) override;
@@ -53,6 +57,9 @@ class GrpcMethods final : public GrpcService {
   GrpcOptions opts_;
   bool shutting_down_ = false;
   EnvoyMetrics* metrics_ = nullptr;
+  DecisionLog* decision_log_ = nullptr;
+  const IpAddress* peer_ = nullptr;
+  EnvoyDecisionLog log_;
   envoy::RlsRequest req_;
   envoy::RlsAnswer answer_;
 };

@@ -50,6 +50,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "frs/key.h"
 #include "frs/status.h"
 
 struct nghttp2_session;
@@ -81,6 +82,9 @@ class GrpcService {
   // message without its prefix. Never throws past here (the session's
   // callbacks run inside nghttp2, which is C).
   virtual void Call(std::string_view path, std::string_view message, Reply* out) = 0;
+  // The peer of the connection whose calls follow (for the decision log's
+  // "client"); null when unknown. Set before each read is handed over.
+  virtual void set_peer(const IpAddress* /*peer*/) {}
 };
 
 struct GrpcLimits {
@@ -117,6 +121,8 @@ class GrpcSession {
   // refused the input, now or before: a GOAWAY may be queued, Drain() it;
   // Finished() is true once it is out): nothing more is read.
   bool Receive(std::string_view in, int64_t now_ns);
+  // The connection's peer, for the calls the next Receive() answers.
+  void set_peer(const IpAddress* peer) { service_->set_peer(peer); }
   // Appends what is ready to send to *out.
   void Drain(std::string* out);
   // Neither wants to read nor to write: the session is over (GOAWAY sent

@@ -38,7 +38,8 @@ Handler::Handler(const Backend& backend, const HandlerOptions& opts, Metrics* me
       clock_(backend.clock),
       opts_(opts),
       metrics_(metrics),
-      counters_(counters) {
+      counters_(counters),
+      envoy_log_(backend.clock) {
   body_.reserve(4096);
   biz_buf_.reserve(256);
   key_buf_.reserve(256);
@@ -105,6 +106,7 @@ void Handler::HandleJson(std::string_view body, bool* json, int* status) {
   }
   rls_->Decide(rls_req_, &rls_answer_);
   CountEnvoyAnswer(envoy_metrics_, rls_req_, rls_answer_);
+  envoy_log_.Record(decision_log_, peer_, rls_req_, rls_answer_);
   const envoy::RlsAnswer& a = rls_answer_;
   if (!a.status.ok()) {
     // Another shard owns a descriptor (enforce="1"): 421 as for any key of

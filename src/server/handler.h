@@ -40,6 +40,7 @@
 #include "frs/key.h"
 #include "server/decision_log.h"
 #include "server/envoy_json.h"
+#include "server/envoy_log.h"
 #include "server/envoy_metrics.h"
 #include "server/http_parser.h"
 #include "server/metrics.h"
@@ -108,7 +109,7 @@ class Handler {
     envoy_metrics_ = metrics;
   }
   // The map was reloaded: biz names may have changed.
-  void MapReloaded() { biz_names_.clear(); }
+  void MapReloaded() { bizzes_.clear(); }
 
  private:
   // Additional response headers.
@@ -143,6 +144,8 @@ class Handler {
   void LogDecision(const WireRequest& r, const Decision& d);
   // The name of biz `id` in the current map (a request may name it by id).
   std::string_view BizName(const WireRequest& r, uint16_t id);
+  // The biz of `id` as the map has it (name, fields), or null.
+  const BizInfo* BizOf(uint16_t id);
   // The Server and Date lines, rebuilt once a second; `now_s` is the time
   // when the caller has it (a decision's), else 0.
   std::string_view ServerAndDate(int64_t now_s);
@@ -157,11 +160,12 @@ class Handler {
   WorkerCounters* counters_;
   bool shutting_down_ = false;
   DecisionLog* decision_log_ = nullptr;
-  const IpAddress* peer_ = nullptr;     // of the request being answered
-  std::string_view route_param_;        // POST /frs?route=R of the request being answered
-  std::vector<std::string> biz_names_;  // by id, filled as the log needs them (cleared on reload)
+  const IpAddress* peer_ = nullptr;  // of the request being answered
+  std::string_view route_param_;     // POST /frs?route=R of the request being answered
+  std::vector<BizInfo> bizzes_;      // by id, filled as the log needs them (cleared on reload)
   envoy::RateLimitService* rls_ = nullptr;
   EnvoyMetrics* envoy_metrics_ = nullptr;
+  EnvoyDecisionLog envoy_log_;
   EnvoyJson json_;
   envoy::RlsRequest rls_req_;
   envoy::RlsAnswer rls_answer_;

@@ -4,16 +4,21 @@
 
 namespace frs::server {
 
+const BizInfo* Handler::BizOf(uint16_t id) {
+  if (id >= bizzes_.size() || bizzes_[id].name.empty()) {
+    for (BizInfo& b : engine_->Bizzes()) {
+      if (b.id >= bizzes_.size()) bizzes_.resize(size_t{b.id} + 1);
+      bizzes_[b.id] = std::move(b);
+    }
+  }
+  return id < bizzes_.size() && !bizzes_[id].name.empty() ? &bizzes_[id] : nullptr;
+}
+
 std::string_view Handler::BizName(const WireRequest& r, uint16_t id) {
   // A name is never all digits (map.xml refuses it): anything else sent is the name.
   if (!r.biz.empty() && r.biz.find_first_not_of("0123456789") != std::string_view::npos) return r.biz;
-  if (id >= biz_names_.size() || biz_names_[id].empty()) {
-    for (const BizInfo& b : engine_->Bizzes()) {
-      if (b.id >= biz_names_.size()) biz_names_.resize(size_t{b.id} + 1);
-      biz_names_[b.id] = b.name;
-    }
-  }
-  return id < biz_names_.size() && !biz_names_[id].empty() ? std::string_view(biz_names_[id]) : r.biz;
+  const BizInfo* b = BizOf(id);
+  return b != nullptr ? std::string_view(b->name) : r.biz;
 }
 
 void Handler::LogDecision(const WireRequest& r, const Decision& d) {
@@ -21,6 +26,10 @@ void Handler::LogDecision(const WireRequest& r, const Decision& d) {
   rec.ts_ms = clock_->NowMs();
   rec.biz = BizName(r, d.biz_id);
   rec.key = r.key;
+  if (const BizInfo* b = BizOf(d.biz_id); b != nullptr) {
+    rec.fields = b->fields;
+    rec.separator = b->separator;
+  }
   const RuleResult& top = d.rules[d.top < d.nrules ? d.top : 0];
   rec.rule = std::string_view(top.name, strnlen(top.name, sizeof top.name));
   // Shadow mode answers allowed; the line says what enforce mode would have.

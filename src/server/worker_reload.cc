@@ -100,6 +100,7 @@ void Worker::ApplyDecisionLog(const SrvConfig& next) {
   if (next.decisions_file.empty()) {
     if (decision_log_) {
       handler_.set_decision_log(nullptr);
+      if (grpc_) grpc_->set_decision_log(nullptr);
       decision_log_.reset();  // writes out what it holds
       FRS_LOG("decision log stopped");
     }
@@ -120,6 +121,7 @@ void Worker::ApplyDecisionLog(const SrvConfig& next) {
     }
     decision_log_ = std::move(log.value());
     handler_.set_decision_log(decision_log_.get());
+    if (grpc_) grpc_->set_decision_log(decision_log_.get());
   }
   cfg_.decisions_file = next.decisions_file;
   cfg_.decisions_all = next.decisions_all;

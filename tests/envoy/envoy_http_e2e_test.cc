@@ -224,6 +224,29 @@ TEST(EnvoyHttpE2E, FrsctlNamesAnEnvoyDescriptorsBizByNameAndId) {
   EXPECT_EQ(r.rc, 0) << r.out;
 }
 
+// The decision log has Envoy's decisions as it has HTTP's (with the
+// descriptor's domain and path), and a biz's declared fields as members.
+TEST(EnvoyHttpE2E, JsonDecisionsAndDeclaredFieldsAreInTheDecisionLog) {
+  ServerOptions o = WithGrpc(1);
+  o.extra += "  <decisions file=\"decisions.log\" record=\"all\"/>\n";
+  o.map =
+      "<map>\n  <biz id=\"9\" name=\"ad\" fields=\"user,ad\" separator=\"|\">\n"
+      "    <rule interval=\"3600\" max=\"5\"/>\n  </biz>\n</map>\n";
+  Frsd f(o);
+  WriteYaml(f);
+  ASSERT_TRUE(f.Start()) << f.log();
+  Client c(f.port());
+  ASSERT_EQ(c.Post(Call(User("amy")), "/json").status, 200);
+  ASSERT_EQ(c.Get("/acquire?biz=ad&key=u1%7Cad7").status, 200);
+  ASSERT_EQ(f.Stop(), 0);  // a stop writes out what the worker holds
+  const std::string log = ReadFile(f.dir() + "/decisions.log");
+  EXPECT_NE(log.find("\"biz\":\"envoy.rl.user\",\"key\":\"user_amy\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"allowed\":true,\"n\":1,\"count\":1,\"limit\":5,\"remaining\":4,"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"client\":\"127.0.0.1\",\"domain\":\"rl\",\"descriptor\":\"user\"}"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"key\":\"u1|ad7\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"client\":\"127.0.0.1\",\"user\":\"u1\",\"ad\":\"ad7\"}"), std::string::npos) << log;
+}
+
 TEST(EnvoyHttpE2E, JsonWithoutGrpcConfigIs404) {
   Frsd f;
   ASSERT_TRUE(f.Start()) << f.log();

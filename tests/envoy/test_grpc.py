@@ -2,6 +2,7 @@
 core) against a live frsd's <grpc> listener: Envoy's ShouldRateLimit and
 gRPC health, as a platform team moving from envoyproxy/ratelimit would
 check them. Skipped (77) without grpcio or protoc."""
+import json
 import threading
 import time
 import unittest
@@ -56,7 +57,7 @@ def wait_for_a_fresh_minute(margin=8):
 class Grpc(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.frsd = envoy_frsd.Frsd({"edge.yaml": YAML % 3})
+        cls.frsd = envoy_frsd.Frsd({"edge.yaml": YAML % 3}, extra='  <decisions file="decisions.log" record="all"/>\n')
         cls.frsd.start()
 
     @classmethod
@@ -172,6 +173,22 @@ class Grpc(unittest.TestCase):
             self.assertIn(message, e.exception.details())
         r = self.call(request("edge", [[("remote_address", "many")]], look=True))
         self.assertEqual(r.statuses[0].limit_remaining, 50)  # the refused call counted nothing
+
+    def test_decisions_are_in_the_decision_log_with_domain_and_descriptor(self):
+        self.assertEqual(self.call(request("edge", [[("remote_address", "198.51.100.77")]])).overall_code, Resp.OK)
+        log = self.frsd.path("decisions.log")
+
+        def line():
+            for ln in envoy_frsd.processes.read_text(log).splitlines():
+                o = json.loads(ln)
+                if o.get("domain") == "edge" and "198.51.100.77" in o.get("key", ""):
+                    return o
+            return None
+
+        self.assertTrue(envoy_frsd.processes.wait_for(lambda: line() is not None, 5), envoy_frsd.processes.read_text(log))
+        o = line()
+        self.assertEqual((o["biz"], o["domain"], o["descriptor"], o["allowed"], o["n"], o["limit"], o["client"]),
+                         ("envoy.edge.remote_address", "edge", "remote_address", True, 1, 50, "127.0.0.1"))
 
     def test_health_check(self):
         with self.channel() as ch:

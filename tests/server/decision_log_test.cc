@@ -54,6 +54,47 @@ TEST(DecisionLine, IsTheContractsLineExactly) {
       "\"count\":5,\"limit\":5,\"remaining\":0,\"retry_after\":41,\"route\":\"user:42\",\"client\":\"10.0.0.7\"}\n");
 }
 
+// A biz that declares its key's fields gets them as members after the
+// contract's twelve, so no consumer splits keys itself.
+TEST(DecisionLine, DeclaredFieldsAreMembersAfterTheKey) {
+  const std::vector<std::string> fields = {"user", "ad"};
+  DecisionRecord r = ContractExample(nullptr);
+  r.biz = "ad_user";
+  r.key = "u1|ad7";
+  r.route = "u1|ad7";
+  r.fields = fields;
+  r.separator = '|';
+  const std::string line = Line(r);
+  EXPECT_NE(line.find("\"client\":\"\",\"user\":\"u1\",\"ad\":\"ad7\"}\n"), std::string::npos) << line;
+
+  // Empty parts are values too; another number of parts writes none.
+  r.key = "|ad7";
+  EXPECT_NE(Line(r).find("\"user\":\"\",\"ad\":\"ad7\""), std::string::npos) << Line(r);
+  r.key = "u1|ad7|x";
+  EXPECT_EQ(Line(r).find("\"user\":"), std::string::npos) << Line(r);
+  r.key = "u1";
+  EXPECT_EQ(Line(r).find("\"user\":"), std::string::npos) << Line(r);
+}
+
+TEST(DecisionLine, AFieldNamedAsALineMemberIsPrefixed) {
+  const std::vector<std::string> fields = {"key", "n", "app"};
+  DecisionRecord r = ContractExample(nullptr);
+  r.key = "k\"1:7:a\\b";
+  r.fields = fields;
+  const std::string line = Line(r);
+  EXPECT_NE(line.find("\"field_key\":\"k\\\"1\",\"field_n\":\"7\",\"app\":\"a\\\\b\""), std::string::npos) << line;
+}
+
+TEST(DecisionLine, AnEnvoyDecisionNamesItsDomainAndDescriptor) {
+  DecisionRecord r = ContractExample(nullptr);
+  r.biz = "envoy.rl.user";
+  r.key = "user_ann";
+  r.domain = "rl";
+  r.descriptor = "user";
+  const std::string line = Line(r);
+  EXPECT_NE(line.find(",\"client\":\"\",\"domain\":\"rl\",\"descriptor\":\"user\"}\n"), std::string::npos) << line;
+}
+
 TEST(DecisionLine, ShadowWouldDenyIsDeniedWithShadowTrue) {
   DecisionRecord r = ContractExample(nullptr);
   r.shadow = true;
