@@ -9,10 +9,8 @@ bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* n
   if (!ref.exists) return true;
   const uint32_t have = std::min(ref.stored_state_bytes, ref.state_bytes);
   bool same = have >= biz.state_bytes;
-  for (uint32_t i = 0; same && i < biz.nrules; ++i) {
-    uint32_t tag = Load32(ref.state + biz.rules[i].offset);
-    same = tag == biz.rules[i].tag || tag == 0;
-  }
+  for (uint32_t i = 0; same && i < biz.nrules; ++i)
+    same = BlockIsCurrent(biz.rules[i], ref.state + biz.rules[i].offset);
   if (same) return true;
   if (ref.stored_state_bytes > ref.state_bytes) {
     *need_bytes = std::min(ref.stored_state_bytes, kMaxStateBytes);

@@ -25,6 +25,13 @@ uint32_t BlockTag(Algo algo, int64_t max, uint32_t interval) {
                  algo == Algo::kSliding && SlidingWindow::Narrow(max, interval));
 }
 
+bool BlockIsCurrent(const RuleSpec& spec, const uint8_t* block) {
+  const uint32_t tag = Load32(block);
+  if (tag == 0) return true;
+  // A token bucket's tag does not say its max, which a reload may change.
+  return tag == spec.tag && (spec.algo != Algo::kTokenBucket || TokenBucket::WrittenFor(spec, block));
+}
+
 int64_t MostEverGranted(const RuleSpec& spec) {
   switch (spec.algo) {
     case Algo::kFixed:
@@ -158,14 +165,20 @@ bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint
       // Every recorded use is kept where the new window can hold it.
       SlidingWindow::Convert(spec, old_block, block, now);
       return true;
-    case Algo::kTokenBucket:
+    case Algo::kTokenBucket: {
       if (old_block.size() != spec.bytes) return false;
-      if (same_interval) {
+      if (same_interval && TokenBucket::WrittenFor(spec, old_block.data())) {
         std::memcpy(block, old_block.data(), spec.bytes);
         return true;
       }
-      TokenBucket::ConvertInterval(spec, old_block.data(), block, now, old_max > 0 ? old_max : spec.max);
+      // The max it was written under: the history's, else the block's own
+      // low 16 bits (the whole max below 65,536), else this rule's.
+      int64_t written = old_max;
+      if (written <= 0 && !TokenBucket::WrittenFor(spec, old_block.data()))
+        written = TokenBucket::WrittenMaxBits(old_block.data());
+      TokenBucket::Convert(spec, old_block.data(), block, now, written > 0 ? written : spec.max);
       return true;
+    }
     case Algo::kFixed:
     case Algo::kCalendar: {
       if (old_block.size() != spec.bytes) return false;

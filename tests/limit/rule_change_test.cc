@@ -198,5 +198,21 @@ TEST_F(RuleChangeTest, SlidingAndTokenBucketNarrowedKeepWhatTheyHold) {
   EXPECT_EQ(AcquireAll("t"), 1);
 }
 
+// A lowered max of a token bucket keeps its tokens in use (the full-again
+// instant alone would have made 4 of 10 in use 2 of 5); a raised one keeps
+// the instant the bucket is full again.
+TEST_F(RuleChangeTest, ATokenBucketsChangedMaxKeepsTheStricterReading) {
+  Open(R"(<rule name="tb" algo="token_bucket" interval="3600" max="10"/>)");
+  At(kDay0 + 14 * kHour);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Acquire());
+  Reload(R"(<rule name="tb" algo="token_bucket" interval="3600" max="5"/>)");
+  EXPECT_EQ(AcquireAll(), 1) << "4 of 5 tokens are in use";
+  EXPECT_EQ(Do(Cmd::kGet).count, 5);
+  Reload(R"(<rule name="tb" algo="token_bucket" interval="3600" max="20"/>)");
+  EXPECT_EQ(AcquireAll(), 0) << "full again in an hour, as under max 5";
+  At(kDay0 + 15 * kHour);
+  EXPECT_EQ(AcquireAll(), 20);
+}
+
 }  // namespace
 }  // namespace frs
