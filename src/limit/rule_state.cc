@@ -121,22 +121,29 @@ namespace {
 void ConvertWindow(const RuleSpec& spec, uint32_t old_tag, CounterBlock b, const Now& now, uint8_t* block) {
   b.tag = spec.tag;
   if (b.start_s != 0) {
-    const int64_t old_start = b.start_s, old_interval = TagInterval(old_tag);
-    int64_t old_end = old_start + old_interval;
+    const int64_t old_start = b.start_s;
+    int64_t old_end = old_start + TagInterval(old_tag);
     if (TagAlgo(old_tag) == Algo::kCalendar) {
       int64_t s;
       CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), TagInterval(old_tag), old_start, &s, &old_end);
     }
-    const int64_t t = std::max(now.s, old_start);  // a clock stepped back stays in the old window
+    // A clock stepped back behind the old window: its uses lie later than
+    // now, anywhere in it. They go to the new rule's window that ends with
+    // it, which a clock behind a stored window stays in (docs/rules.md,
+    // "Time"): every window up to the old window's end carries them.
+    const bool behind = now.s < old_start;
+    const int64_t t = behind ? old_end - 1 : now.s;
     const int64_t interval = spec.interval;
     int64_t start = old_start;
     if (spec.algo == Algo::kCalendar) {
       int64_t end;
-      CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, now.s, &start, &end);
+      CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, t, &start, &end);
       // Ended before this window began: the window holding its start, so a
       // debt still passes to the window right after it.
       if (start >= old_end)
         CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, old_start, &start, &end);
+    } else if (behind) {
+      start = std::max(old_start, old_end - interval);
     } else if (t >= old_start + interval && t < old_end) {
       // Narrowed, past the new interval's end, the old window still open:
       // a window open now, ending no later than the old one.

@@ -128,6 +128,19 @@ TEST_F(RuleChangeTest, AFixedDayNarrowedToAnHourKeepsItsUsesUntilTheDayWouldHave
   EXPECT_EQ(AcquireAll("late"), 5) << "the old day ended at 00:10, as the carried hour";
 }
 
+// A clock stepped back before the old window when the rule changes: the
+// count stays with the old window's time, as "Time" in docs/rules.md says.
+TEST_F(RuleChangeTest, ANarrowedWindowUnderAClockSteppedBackKeepsItsCount) {
+  Open(kDay);
+  At(kDay0 + 86400 + 14 * kHour);
+  ASSERT_EQ(AcquireAll(), 5);
+  Reload(kHourly);
+  At(kDay0 + 86400 - 2 * kHour);  // two hours before the day began
+  EXPECT_FALSE(Acquire());
+  At(kDay0 + 86400 + 14 * kHour + 30 * kMinute);
+  EXPECT_FALSE(Acquire()) << "the day's uses may lie in this hour";
+}
+
 // A changed algorithm between the two window rules carries the count as a
 // changed interval does.
 TEST_F(RuleChangeTest, ACalendarDayMadeAFixedHourKeepsTheDaysUses) {
