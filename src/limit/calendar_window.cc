@@ -25,6 +25,15 @@ void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, 
   *end = tz.LocalToUtc(le);
 }
 
+namespace {
+// Whether a block's stored start, whose window in this rule's zone starts at
+// `window_start`, was written under another zone: it is no boundary of
+// ours. A start clamped at the clock's end (2106) is not one.
+bool ForeignStart(uint32_t start_s, int64_t window_start) {
+  return int64_t{start_s} != window_start && start_s != UINT32_MAX;
+}
+}  // namespace
+
 Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const Now& now) {
   Frame f;
   f.open = true;
@@ -38,7 +47,7 @@ Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const
   } else if (b.start_s != 0 && b.count > 0) {
     int64_t prev_start, prev_end;
     WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &prev_start, &prev_end);
-    if (prev_start != b.start_s && int64_t{b.start_s} + spec.interval > f.start) {
+    if (ForeignStart(b.start_s, prev_start) && int64_t{b.start_s} + spec.interval > f.start) {
       // A start that is no boundary of ours was written under another zone
       // (<timezone> or the rule's zone changed): that window, taken as
       // `interval` long, may reach into this one, so this one carries its
@@ -87,7 +96,7 @@ int64_t CalendarWindow::ExpireS(const RuleSpec& spec, const uint8_t* block, cons
   int64_t start, end;
   WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &start, &end);
   // A start written under another zone: FrameAt holds its count for an interval.
-  if (start != int64_t{b.start_s})
+  if (ForeignStart(b.start_s, start))
     WindowOf(ZoneOf(spec, now), spec.interval, b.start_s + spec.interval - 1, &start, &end);
   if (DebtOut(spec, b.count, b.debt) > 0) WindowOf(ZoneOf(spec, now), spec.interval, end, &start, &end);
   return end;
