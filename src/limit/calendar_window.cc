@@ -2,14 +2,10 @@
 
 namespace frs::limit {
 
-namespace {
-// The zone a rule's windows are aligned in: its own UTC (zone="UTC"), else
-// the engine's.
-const TimeZone& ZoneOf(const RuleSpec& spec, const Now& now) {
+const TimeZone& CalendarWindow::ZoneOf(const RuleSpec& spec, const Now& now) {
   static const std::shared_ptr<const TimeZone> utc = TimeZone::Utc();
-  return spec.utc ? *utc : *now.tz;
+  return spec.utc || now.tz == nullptr ? *utc : *now.tz;
 }
-}  // namespace
 
 void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start, int64_t* end) {
   const int64_t i = interval;
@@ -29,6 +25,15 @@ void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, 
   *end = tz.LocalToUtc(le);
 }
 
+namespace {
+// Whether a block's stored start, whose window in this rule's zone starts at
+// `window_start`, was written under another zone: it is no boundary of
+// ours. A start clamped at the clock's end (2106) is not one.
+bool ForeignStart(uint32_t start_s, int64_t window_start) {
+  return int64_t{start_s} != window_start && start_s != UINT32_MAX;
+}
+}  // namespace
+
 Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const Now& now) {
   Frame f;
   f.open = true;
@@ -38,10 +43,21 @@ Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const
     if (int64_t{b.start_s} > f.start) WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &f.start, &f.end);
     f.count = b.count;
     f.debt_in = b.debt;
+    f.held = true;
   } else if (b.start_s != 0 && b.count > 0) {
     int64_t prev_start, prev_end;
     WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &prev_start, &prev_end);
-    if (prev_end == f.start) f.debt_in = DebtOut(spec, b.count, b.debt);
+    if (ForeignStart(b.start_s, prev_start) && int64_t{b.start_s} + spec.interval > f.start) {
+      // A start that is no boundary of ours was written under another zone
+      // (<timezone> or the rule's zone changed): that window, taken as
+      // `interval` long, may reach into this one, so this one carries its
+      // uses (docs/rules.md, "Changing a rule").
+      f.count = b.count;
+      f.debt_in = b.debt;
+      f.held = true;
+    } else if (prev_end == f.start) {
+      f.debt_in = DebtOut(spec, b.count, b.debt);
+    }
   }
   f.next = f.end;
   f.next_debt = DebtOut(spec, f.count, f.debt_in);
@@ -58,16 +74,20 @@ void CalendarWindow::Evaluate(const RuleSpec& spec, const uint8_t* block, const 
   *out = EvaluateFrame(spec, f, std::max(now.s, f.start), n).r;
 }
 
+// A window that holds the block's count keeps it, and its start becomes the
+// window's own (it differs when written under another zone).
 void CalendarWindow::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
-  const CounterBlock b = CounterBlock::Load(block);
+  CounterBlock b = CounterBlock::Load(block);
   const Frame f = FrameAt(spec, b, now);
-  RecordInFrame(spec, b, f, int64_t{b.start_s} == f.start, n, block);
+  if (f.held) b.start_s = Clamp32(f.start);
+  RecordInFrame(spec, b, f, f.held, n, block);
 }
 
 void CalendarWindow::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
-  const CounterBlock b = CounterBlock::Load(block);
+  CounterBlock b = CounterBlock::Load(block);
   const Frame f = FrameAt(spec, b, now);
-  SetCountInFrame(spec, b, f, int64_t{b.start_s} == f.start, count, block);
+  if (f.held) b.start_s = Clamp32(f.start);
+  SetCountInFrame(spec, b, f, f.held, count, block);
 }
 
 int64_t CalendarWindow::ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now) {
@@ -75,6 +95,9 @@ int64_t CalendarWindow::ExpireS(const RuleSpec& spec, const uint8_t* block, cons
   if (b.start_s == 0) return 0;
   int64_t start, end;
   WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &start, &end);
+  // A start written under another zone: FrameAt holds its count for an interval.
+  if (ForeignStart(b.start_s, start))
+    WindowOf(ZoneOf(spec, now), spec.interval, b.start_s + spec.interval - 1, &start, &end);
   if (DebtOut(spec, b.count, b.debt) > 0) WindowOf(ZoneOf(spec, now), spec.interval, end, &start, &end);
   return end;
 }

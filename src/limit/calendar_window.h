@@ -21,6 +21,9 @@ struct CalendarWindow {
 
   // The window [*start, *end) that contains `t`.
   static void WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start, int64_t* end);
+  // The zone `spec`'s windows are aligned in: UTC for zone="UTC" (or when
+  // `now` names none), else the engine's.
+  static const TimeZone& ZoneOf(const RuleSpec& spec, const Now& now);
 
   static Frame FrameAt(const RuleSpec& spec, const CounterBlock& b, const Now& now);
   static void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out);

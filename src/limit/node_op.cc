@@ -5,14 +5,12 @@
 
 namespace frs::limit {
 
-bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes) {
+bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted) {
   if (!ref.exists) return true;
   const uint32_t have = std::min(ref.stored_state_bytes, ref.state_bytes);
   bool same = have >= biz.state_bytes;
-  for (uint32_t i = 0; same && i < biz.nrules; ++i) {
-    uint32_t tag = Load32(ref.state + biz.rules[i].offset);
-    same = tag == biz.rules[i].tag || tag == 0;
-  }
+  for (uint32_t i = 0; same && i < biz.nrules; ++i)
+    same = BlockIsCurrent(biz.rules[i], ref.state + biz.rules[i].offset);
   if (same) return true;
   if (ref.stored_state_bytes > ref.state_bytes) {
     *need_bytes = std::min(ref.stored_state_bytes, kMaxStateBytes);
@@ -22,6 +20,7 @@ bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* n
   std::memcpy(old, ref.state, have);
   MigrateState(biz, std::span<const uint8_t>(old, have), ref.state, now);
   std::memset(ref.state + biz.state_bytes, 0, ref.state_bytes - biz.state_bytes);
+  if (converted) *converted = true;
   return true;
 }
 
@@ -141,7 +140,8 @@ Commit NodeOp::Apply(NodeRef& ref) {
     ReadRules(*biz, ref, now, n, d, &need_bytes);
     return Commit::kNone;
   }
-  if (!AdoptLayout(*biz, ref, now, &need_bytes)) return Commit::kNone;
+  bool converted = false;
+  if (!AdoptLayout(*biz, ref, now, &need_bytes, &converted)) return Commit::kNone;
   const bool enforce = biz->mode == Mode::kEnforce;
   d->found = ref.exists;
   switch (cmd) {
@@ -149,8 +149,15 @@ Commit NodeOp::Apply(NodeRef& ref) {
     case Cmd::kAcquire:
       EvaluateRules(*biz, ref.state, now, n, d);
       Summarize(d, enforce);
-      // A denied acquire records nothing (and never creates a node).
-      if (cmd == Cmd::kAcquire && !d->allowed) return Commit::kNone;
+      // A denied acquire records nothing (and never creates a node). It
+      // stores a conversion to a reloaded rule all the same: converted again
+      // at each later touch, a narrowed window would carry the old window's
+      // uses into each new window until the old one ends (ConvertBlock).
+      if (cmd == Cmd::kAcquire && !d->allowed) {
+        if (!converted) return Commit::kNone;
+        ref.expire_s = NodeExpireS(*biz, ref.state, now);
+        return Commit::kWrite;
+      }
       RecordRules(*biz, ref.state, now, n, d);
       // The rules keep their verdicts from before recording, so an update
       // still answers whether its uses were within every rule.

@@ -29,7 +29,8 @@ void NameRule(const RuleSpec& spec, RuleResult* r);
 // than were asked for and its layout differs (a rule was removed or
 // shrank), the blocks past the copied prefix are needed: sets *need_bytes
 // to the stored size and returns false (call again with that many bytes).
-bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes);
+// *converted (when given) says whether the state was rebuilt.
+bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted = nullptr);
 // Rebuilds biz's blocks in `state` (biz.state_bytes, zeroed first) from
 // `old_state`, a sequence of tagged blocks of any layout.
 void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now);

@@ -34,10 +34,8 @@ bool ParseHex64(std::string_view s, uint64_t* out) {
 // The node's state in biz's layout (migrated in a copy when it differs).
 void StateInLayout(const BizConfig& biz, const NodeInfo& node, const Now& now, uint8_t* state) {
   bool same = node.state.size() >= biz.state_bytes;
-  for (uint32_t i = 0; same && i < biz.nrules; ++i) {
-    uint32_t tag = Load32(node.state.data() + biz.rules[i].offset);
-    same = tag == biz.rules[i].tag || tag == 0;
-  }
+  for (uint32_t i = 0; same && i < biz.nrules; ++i)
+    same = BlockIsCurrent(biz.rules[i], node.state.data() + biz.rules[i].offset);
   if (same) std::memcpy(state, node.state.data(), biz.state_bytes);
   else MigrateState(biz, node.state, state, now);
 }

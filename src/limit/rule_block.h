@@ -94,6 +94,10 @@ inline bool TagNarrow(uint32_t tag) { return (tag & kNarrowTag) != 0; }
 // The (algo, interval) identity of a rule state, without its length.
 inline uint32_t TagIdentity(uint32_t tag) { return tag & ((1u << 27) - 1); }
 
+// Fixed and calendar windows keep the same block (limit/window_counter.h),
+// so a reload may carry one's count into the other.
+inline bool IsWindowAlgo(Algo algo) { return algo == Algo::kFixed || algo == Algo::kCalendar; }
+
 // Little-endian loads and stores at byte offsets of a block.
 inline uint32_t Load32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;

@@ -78,14 +78,16 @@ void RuleHistory::Apply(MapConfig* config) {
   }
   if (merged != before) WriteFile(merged);
   entries_ = merged;
-  // Each rule's past: the other identities of its name and algorithm, newest first.
+  // Each rule's past: the other identities of its name and algorithm, newest
+  // first. Fixed and calendar windows count alike: either takes the other's.
   for (BizConfig& biz : config->bizzes) {
     for (uint32_t i = 0; i < biz.nrules; ++i) {
       RuleSpec& spec = biz.rules[i];
       spec.npast = 0;
       for (auto e = entries_.rbegin(); e != entries_.rend() && spec.npast < kRulePasts; ++e) {
         if (e->biz != biz.id || e->name != spec.name || e->identity == TagIdentity(spec.tag)) continue;
-        if (TagAlgo(e->identity) != spec.algo) continue;
+        const bool windows = IsWindowAlgo(TagAlgo(e->identity)) && IsWindowAlgo(spec.algo);
+        if (TagAlgo(e->identity) != spec.algo && !windows) continue;
         spec.past[spec.npast++] = RulePast{e->identity, e->max};
       }
     }

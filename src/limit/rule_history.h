@@ -7,8 +7,9 @@
 // `rules.history` in the store directory (text, one line each, newest last),
 // so the memory survives restarts, worker respawns and a map edited while
 // frsd was stopped. Each rule then carries the identities its name had
-// (RuleSpec::past, newest first, same algorithm only: a changed algorithm
-// starts fresh), and MigrateState converts a block of one of them.
+// (RuleSpec::past, newest first, same algorithm only, fixed and calendar
+// windows counting as one: another change of algorithm starts fresh), and
+// MigrateState converts a block of one of them.
 //
 // The file is rewritten whole (temporary file, rename) when a map adds to
 // it; every worker of a reload writes the same lines, so racing writers

@@ -1,5 +1,6 @@
 #include "limit/rule_state.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "limit/calendar_window.h"
@@ -22,6 +23,13 @@ uint32_t BlockBytes(Algo algo, int64_t max, uint32_t interval) {
 uint32_t BlockTag(Algo algo, int64_t max, uint32_t interval) {
   return MakeTag(algo, interval, BlockBytes(algo, max, interval),
                  algo == Algo::kSliding && SlidingWindow::Narrow(max, interval));
+}
+
+bool BlockIsCurrent(const RuleSpec& spec, const uint8_t* block) {
+  const uint32_t tag = Load32(block);
+  if (tag == 0) return true;
+  // A token bucket's tag does not say its max, which a reload may change.
+  return tag == spec.tag && (spec.algo != Algo::kTokenBucket || TokenBucket::WrittenFor(spec, block));
 }
 
 int64_t MostEverGranted(const RuleSpec& spec) {
@@ -99,11 +107,61 @@ void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, c
   }
 }
 
+namespace {
+
+// A fixed or calendar block written under another rule (`old_tag`: another
+// interval, or the other of the two algorithms) made `spec`'s. The block
+// does not say when in its window its uses happened, so every window of the
+// new rule that may hold one of them carries all of them: the new window in
+// force now, if it began before the old window ended. A window of the new
+// rule that began after the old one ended holds none of them. Hence no
+// sequence of reloads lets more through in a window of the new rule than
+// its max with every use that may lie in it counted, and a carried count
+// lasts no longer than the old window would have held it.
+void ConvertWindow(const RuleSpec& spec, uint32_t old_tag, CounterBlock b, const Now& now, uint8_t* block) {
+  b.tag = spec.tag;
+  if (b.start_s != 0) {
+    const int64_t old_start = b.start_s;
+    int64_t old_end = old_start + TagInterval(old_tag);
+    if (TagAlgo(old_tag) == Algo::kCalendar) {
+      int64_t s;
+      CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), TagInterval(old_tag), old_start, &s, &old_end);
+    }
+    // A clock stepped back behind the old window: its uses lie later than
+    // now, anywhere in it. They go to the new rule's window that ends with
+    // it, which a clock behind a stored window stays in (docs/rules.md,
+    // "Time"): every window up to the old window's end carries them.
+    const bool behind = now.s < old_start;
+    const int64_t t = behind ? old_end - 1 : now.s;
+    const int64_t interval = spec.interval;
+    int64_t start = old_start;
+    if (spec.algo == Algo::kCalendar) {
+      int64_t end;
+      CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, t, &start, &end);
+      // Ended before this window began: the window holding its start, so a
+      // debt still passes to the window right after it.
+      if (start >= old_end)
+        CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, old_start, &start, &end);
+    } else if (behind) {
+      start = std::max(old_start, old_end - interval);
+    } else if (t >= old_start + interval && t < old_end) {
+      // Narrowed, past the new interval's end, the old window still open:
+      // a window open now, ending no later than the old one.
+      start = std::min(t, old_end - interval);
+    }
+    b.start_s = Clamp32(start);
+  }
+  b.Store(block);
+}
+
+}  // namespace
+
 bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now,
                   int64_t old_max) {
   if (old_block.size() < kBlockUnit) return false;
   const uint32_t old_tag = Load32(old_block.data());
-  if (TagAlgo(old_tag) != spec.algo || TagBytes(old_tag) != old_block.size()) return false;
+  const bool windows = IsWindowAlgo(TagAlgo(old_tag)) && IsWindowAlgo(spec.algo);
+  if ((TagAlgo(old_tag) != spec.algo && !windows) || TagBytes(old_tag) != old_block.size()) return false;
   const bool same_interval = TagInterval(old_tag) == spec.interval;
   switch (spec.algo) {
     case Algo::kSliding:
@@ -114,30 +172,29 @@ bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint
       // Every recorded use is kept where the new window can hold it.
       SlidingWindow::Convert(spec, old_block, block, now);
       return true;
-    case Algo::kTokenBucket:
+    case Algo::kTokenBucket: {
       if (old_block.size() != spec.bytes) return false;
-      if (same_interval) {
+      if (same_interval && TokenBucket::WrittenFor(spec, old_block.data())) {
         std::memcpy(block, old_block.data(), spec.bytes);
         return true;
       }
-      TokenBucket::ConvertInterval(spec, old_block.data(), block, now, old_max > 0 ? old_max : spec.max);
+      // The max it was written under: the history's, else the block's own
+      // low 16 bits (the whole max below 65,536), else this rule's.
+      int64_t written = old_max;
+      if (written <= 0 && !TokenBucket::WrittenFor(spec, old_block.data()))
+        written = TokenBucket::WrittenMaxBits(old_block.data());
+      TokenBucket::Convert(spec, old_block.data(), block, now, written > 0 ? written : spec.max);
       return true;
+    }
     case Algo::kFixed:
     case Algo::kCalendar: {
-      // The count and the window's start stay; the window now ends at
-      // start + the new interval. A calendar window's start becomes that of
-      // the new interval's aligned window holding it (an hour from 14:00
-      // widened to a day starts at midnight): Record restarts a window whose
-      // stored start is not its own.
       if (old_block.size() != spec.bytes) return false;
-      std::memcpy(block, old_block.data(), spec.bytes);
-      Store32(block, spec.tag);
-      const uint32_t start = Load32(block + 4);
-      if (spec.algo == Algo::kCalendar && !same_interval && start != 0 && now.tz != nullptr) {
-        int64_t s = 0, e = 0;
-        CalendarWindow::WindowOf(*now.tz, spec.interval, start, &s, &e);
-        Store32(block + 4, Clamp32(s));
+      if (same_interval && TagAlgo(old_tag) == spec.algo) {
+        std::memcpy(block, old_block.data(), spec.bytes);
+        Store32(block, spec.tag);
+        return true;
       }
+      ConvertWindow(spec, old_tag, CounterBlock::Load(old_block.data()), now, block);
       return true;
     }
   }

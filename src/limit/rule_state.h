@@ -22,6 +22,10 @@ namespace frs::limit {
 uint32_t BlockBytes(Algo algo, int64_t max, uint32_t interval);
 uint32_t BlockTag(Algo algo, int64_t max, uint32_t interval);
 
+// Whether `block` is in spec's own form (or never used): else a reload
+// changed the rule and ConvertBlock makes it spec's.
+bool BlockIsCurrent(const RuleSpec& spec, const uint8_t* block);
+
 // One rule over its block. `block` is spec.bytes long and carries spec.tag
 // (or zero: a rule never used). Evaluate answers "would n more be allowed
 // now" without changing anything; Record counts n unconditionally; SetCount

@@ -133,8 +133,8 @@ void TokenBucket::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* inc
   Tat::FromUnits(i128{now.ms} * spec.max + std::min(lead, cap), spec.max).Store(spec, block);
 }
 
-void TokenBucket::ConvertInterval(const RuleSpec& spec, const uint8_t* old_block, uint8_t* block, const Now& now,
-                                  int64_t old_max) {
+void TokenBucket::Convert(const RuleSpec& spec, const uint8_t* old_block, uint8_t* block, const Now& now,
+                          int64_t old_max) {
   RuleSpec old = spec;
   old.interval = TagInterval(Load32(old_block));
   old.max = old_max;
@@ -142,7 +142,10 @@ void TokenBucket::ConvertInterval(const RuleSpec& spec, const uint8_t* old_block
   // the same tokens under the new rule lead by tokens * U' (whatever max is:
   // recording n moves TAT by n * U in these units).
   const i128 lead = Ahead(old, Tat::Load(old, old_block), now.ms);
-  const i128 moved = lead * UnitsPerMax(spec) / UnitsPerMax(old);
+  i128 moved = lead * UnitsPerMax(spec) / UnitsPerMax(old);
+  // A raised max: the same instant full again holds more tokens in use.
+  // Rounded up, so no reading of the old state grants more.
+  if (spec.max > old.max) moved = std::max(moved, (lead * spec.max + old.max - 1) / old.max);
   const i128 cap = i128{kMaxAheadMs} * spec.max;
   Tat::FromUnits(i128{now.ms} * spec.max + std::min(moved, cap), spec.max).Store(spec, block);
 }

@@ -9,8 +9,9 @@
 // tokens in use are D / U:
 //   n more fit  <=>  D + n*U <= burst*U;   recording n: TAT = max(TAT, now) + n*U/max.
 // Block: 16 bytes (tag, TAT ms: 48 bits, max check: 16 bits, fraction: 32 bits).
-// A reload that changes max drops the sub-millisecond fraction (rounding TAT
-// up) and keeps TAT: the bucket is full again at the same instant.
+// A reload that changes max keeps the stricter of two readings of the state:
+// the instant the bucket is full again (a raised max: more tokens in use) and
+// the tokens in use (a lowered max), the sub-millisecond fraction rounded up.
 #pragma once
 
 #include "limit/rule_block.h"
@@ -30,10 +31,16 @@ struct TokenBucket {
   // Handoff: the tokens both buckets have in use are in use in the merged
   // one (TAT = now + both leads over now), so neither shard's uses are lost.
   static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
-  // A reload changed the interval: the tokens in use under the old rule
-  // (old interval, `old_max`) stay in use, refilling at the new rate.
-  static void ConvertInterval(const RuleSpec& spec, const uint8_t* old_block, uint8_t* block, const Now& now,
-                              int64_t old_max);
+  // A reload changed the interval or max: the tokens in use under the old
+  // rule (its interval, `old_max`) stay in use, refilling at the new rate;
+  // a raised max also keeps the instant the bucket is full again.
+  static void Convert(const RuleSpec& spec, const uint8_t* old_block, uint8_t* block, const Now& now, int64_t old_max);
+  // The low 16 bits of the max the block was written under (0: not known),
+  // and whether that is spec's.
+  static int64_t WrittenMaxBits(const uint8_t* block) { return Load32(block + 8) >> 16; }
+  static bool WrittenFor(const RuleSpec& spec, const uint8_t* block) {
+    return WrittenMaxBits(block) == (spec.max & 0xffff);
+  }
 };
 
 }  // namespace frs::limit

@@ -37,6 +37,7 @@ static_assert(sizeof(uint32_t) * 4 == kBlockUnit);
 struct Frame {
   int64_t start = 0, end = 0;  // [start, end) in unix s; a fixed window not yet opened: [now, now + I)
   bool open = false;           // the stored window is the current one
+  bool held = false;           // the block's count is this window's (calendar: `open` is always set)
   int64_t count = 0;
   int64_t debt_in = 0;  // owed to the previous window, repaid by this one
   // When the allowance next improves without any use: at `next` a window

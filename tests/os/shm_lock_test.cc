@@ -28,7 +28,12 @@ TEST(StoreCrash, TheIdentityCheckTellsAReusedIdFromItsOwner) {
   EXPECT_FALSE(os::OwnerAlive(os::Owner{me.tid, me.start + 1})) << "same id, another start: not the owner";
   pid_t child = ::fork();
   if (child == 0) ::_exit(0);
-  ::usleep(50000);  // a zombie until reaped
+  // A zombie until reaped: wait for its exit without reaping it (a fixed
+  // sleep did not make it one on a busy machine). Start 0 compares the id
+  // only, so only the zombie state can make it read as gone.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), 0}));
   EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
   WaitExit(child);
   EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));

@@ -393,19 +393,28 @@ TEST(StoreCrash, AWaiterOnALiveHolderLogs) {
   ASSERT_TRUE(held.holds());
   const pid_t holder = held.pid();
   std::mutex mu;
+  std::condition_variable reported;
   std::vector<std::string> lines;
   StoreOptions o = Opts(d.path());
   o.on_recovery = [&](const std::string& line) {
     std::lock_guard<std::mutex> g(mu);
     lines.push_back(line);
+    reported.notify_all();
   };
   auto s = Store::Open(o);
   ASSERT_TRUE(s.ok());
   std::thread waiter([&] { EXPECT_TRUE(Incr(s->get(), k, 1).ok()); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   {
-    std::lock_guard<std::mutex> g(mu);
-    ASSERT_FALSE(lines.empty()) << "a second of waiting was not reported";
+    // Waits for the report itself: a fixed 1.5 s sleep missed the waiter's
+    // one-second report when the machine was busy.
+    std::unique_lock<std::mutex> g(mu);
+    reported.wait_for(g, std::chrono::seconds(30), [&] { return !lines.empty(); });
+    if (lines.empty()) {
+      ::kill(holder, SIGKILL);
+      g.unlock();
+      waiter.join();
+      FAIL() << "30 s of waiting were not reported";
+    }
     EXPECT_NE(lines[0].find("held by live thread " + std::to_string(holder)), std::string::npos) << lines[0];
     EXPECT_NE(lines[0].find("keynode"), std::string::npos) << lines[0];
   }

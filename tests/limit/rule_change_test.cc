@@ -1,0 +1,231 @@
+// A reload that changes a rule (docs/rules.md, "Changing a rule"): whatever
+// the change, no window of the new rule grants more than the stricter of the
+// two rules allows. Driven through the engine and its reload, on a fake clock.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "common/temp_dir.h"
+#include "frs/admin_engine.h"
+#include "limit/rule_harness.h"
+
+namespace frs {
+namespace {
+
+using limit::testing::kDay0;
+constexpr int64_t kHour = 3600, kMinute = 60;
+
+class RuleChangeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreOptions o;
+    o.dir = dir_ / "store";
+    o.geometry = StoreGeometry{1, 1024, 8};
+    auto s = Store::Open(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s.value());
+  }
+
+  // An engine whose map is one biz "a" holding `rules`.
+  void Open(const std::string& rules, const std::string& tz = "UTC") {
+    std::ofstream(dir_ / "map.xml") << Map(rules);
+    EngineOptions o;
+    o.map_path = dir_ / "map.xml";
+    o.store = store_.get();
+    o.stats_dir = dir_ / "store";
+    o.clock = &clock_;
+    o.timezone = tz;
+    auto e = AdminEngine::Open(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    engine_ = std::move(e.value());
+  }
+  static std::string Map(const std::string& rules) { return "<map><biz id=\"1\" name=\"a\">" + rules + "</biz></map>"; }
+  void Reload(const std::string& rules) {
+    const Status s = engine_->ReloadText(Map(rules), dir_ / "map.xml");
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  Decision Do(Cmd cmd, std::string_view key = "k", int64_t n = 1) {
+    return engine_->Execute(Request{.cmd = cmd, .biz = "a", .key = key, .n = n});
+  }
+  bool Acquire(std::string_view key = "k") { return Do(Cmd::kAcquire, key).allowed; }
+  // Acquires until denied (at most `cap` tries); answers how many were granted.
+  int AcquireAll(std::string_view key = "k", int cap = 100) {
+    int granted = 0;
+    while (granted < cap && Acquire(key)) ++granted;
+    return granted;
+  }
+  void At(int64_t s) { clock_.Set(s * 1000); }
+
+  testing::TempDir dir_;
+  FakeClock clock_{kDay0 * 1000};
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<AdminEngine> engine_;
+};
+
+const std::string kDay = R"(<rule name="cap" algo="calendar" interval="86400" max="5"/>)";
+const std::string kHourly = R"(<rule name="cap" algo="calendar" interval="3600" max="5"/>)";
+const std::string kFixedDay = R"(<rule name="cap" algo="fixed" interval="86400" max="5"/>)";
+const std::string kFixedHour = R"(<rule name="cap" algo="fixed" interval="3600" max="5"/>)";
+
+// The day's 5 may all have been used in the current hour: the state does not
+// say when in the day they were, so the hour carries all of them.
+TEST_F(RuleChangeTest, ADayNarrowedToAnHourAfterItsFirstHourKeepsTheDaysUses) {
+  Open(kDay);
+  At(kDay0 + 10 * kMinute);
+  ASSERT_EQ(AcquireAll(), 5);
+  At(kDay0 + 14 * kHour + 20 * kMinute);
+  EXPECT_FALSE(Acquire()) << "the day is used up";
+  Reload(kHourly);
+  At(kDay0 + 14 * kHour + 30 * kMinute);
+  EXPECT_FALSE(Acquire()) << "the uses the day counted may lie in this hour";
+  EXPECT_EQ(Do(Cmd::kGet).count, 5);
+  // The next hour holds none of them.
+  At(kDay0 + 15 * kHour);
+  EXPECT_EQ(AcquireAll(), 5);
+}
+
+// Ten reloads between two rules in one calendar hour never grant more than
+// either rule's max there.
+TEST_F(RuleChangeTest, AReloadStormGrantsAtMostTheStricterMaxInOneHour) {
+  for (const auto& [first, second] :
+       {std::pair{kDay, kHourly}, std::pair{kHourly, kDay}, std::pair{kFixedDay, kFixedHour},
+        std::pair{kFixedHour, kFixedDay}, std::pair{kDay, kFixedHour}, std::pair{kFixedDay, kHourly}}) {
+    SCOPED_TRACE(first + " / " + second);
+    const int64_t hour = clock_.NowMs() / 1000 / 86400 * 86400 + 86400 + 6 * kHour;  // the next day, 06:00
+    const std::string key = "storm" + std::to_string(hour);
+    Open(first);
+    At(hour + kMinute);
+    int granted = AcquireAll(key);
+    for (int i = 0; i < 10; ++i) {
+      At(hour + (i + 2) * 5 * kMinute);
+      Reload(i % 2 == 0 ? second : first);
+      granted += AcquireAll(key);
+    }
+    EXPECT_EQ(granted, 5);
+  }
+}
+
+// A fixed day narrowed to a fixed hour, after that hour would have ended:
+// the day's window is still open, and its uses may be this hour's.
+TEST_F(RuleChangeTest, AFixedDayNarrowedToAnHourKeepsItsUsesUntilTheDayWouldHaveEnded) {
+  Open(kFixedDay);
+  At(kDay0 + 10 * kMinute);
+  ASSERT_EQ(AcquireAll(), 5);
+  Reload(kFixedHour);
+  At(kDay0 + 14 * kHour + 30 * kMinute);
+  EXPECT_FALSE(Acquire());
+  At(kDay0 + 15 * kHour + 30 * kMinute);
+  EXPECT_EQ(AcquireAll(), 5) << "an hour after the conversion, the carried uses are gone";
+  // Near the day's end the carried hour ends with the day.
+  Reload(kFixedDay);
+  At(kDay0 + 86400 + 10 * kMinute);
+  ASSERT_EQ(AcquireAll("late"), 5);
+  Reload(kFixedHour);
+  At(kDay0 + 2 * 86400 - 10 * kMinute);
+  EXPECT_FALSE(Acquire("late"));
+  At(kDay0 + 2 * 86400 + 10 * kMinute);
+  EXPECT_EQ(AcquireAll("late"), 5) << "the old day ended at 00:10, as the carried hour";
+}
+
+// A clock stepped back before the old window when the rule changes: the
+// count stays with the old window's time, as "Time" in docs/rules.md says.
+TEST_F(RuleChangeTest, ANarrowedWindowUnderAClockSteppedBackKeepsItsCount) {
+  Open(kDay);
+  At(kDay0 + 86400 + 14 * kHour);
+  ASSERT_EQ(AcquireAll(), 5);
+  Reload(kHourly);
+  At(kDay0 + 86400 - 2 * kHour);  // two hours before the day began
+  EXPECT_FALSE(Acquire());
+  At(kDay0 + 86400 + 14 * kHour + 30 * kMinute);
+  EXPECT_FALSE(Acquire()) << "the day's uses may lie in this hour";
+}
+
+// A changed algorithm between the two window rules carries the count as a
+// changed interval does.
+TEST_F(RuleChangeTest, ACalendarDayMadeAFixedHourKeepsTheDaysUses) {
+  Open(kDay);
+  At(kDay0 + 10 * kMinute);
+  ASSERT_EQ(AcquireAll(), 5);
+  Reload(kFixedHour);
+  At(kDay0 + 9 * kHour);
+  EXPECT_FALSE(Acquire());
+  At(kDay0 + 10 * kHour + 1);
+  EXPECT_EQ(AcquireAll(), 5);
+}
+
+TEST_F(RuleChangeTest, AFixedDayMadeACalendarHourKeepsTheDaysUses) {
+  Open(kFixedDay);
+  At(kDay0 + 10 * kMinute);
+  ASSERT_EQ(AcquireAll(), 5);
+  Reload(kHourly);
+  At(kDay0 + 9 * kHour + 30 * kMinute);
+  EXPECT_FALSE(Acquire());
+  At(kDay0 + 10 * kHour);
+  EXPECT_EQ(AcquireAll(), 5);
+}
+
+TEST_F(RuleChangeTest, AFixedHourMadeACalendarDayKeepsTheHoursUses) {
+  Open(kFixedHour);
+  At(kDay0 + 9 * kHour + 50 * kMinute);
+  ASSERT_EQ(AcquireAll(), 5);
+  Reload(kDay);
+  At(kDay0 + 14 * kHour);
+  EXPECT_FALSE(Acquire()) << "the hour's uses lie in today";
+  At(kDay0 + 86400);
+  EXPECT_EQ(AcquireAll(), 5);
+}
+
+// A rule whose windows move to another zone (zone="UTC" added, same
+// interval): the uses of the old zone's day may lie in the new zone's day.
+TEST_F(RuleChangeTest, ADayMovedToAnotherZoneKeepsItsUses) {
+  Open(kDay, "America/New_York");
+  At(kDay0 + 12 * kHour);  // 07:00 in New York: its day began at 05:00 UTC
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Acquire());
+  Reload(R"(<rule name="cap" algo="calendar" interval="86400" max="5" zone="UTC"/>)");
+  At(kDay0 + 13 * kHour);
+  EXPECT_EQ(AcquireAll(), 2) << "3 of the UTC day's 5 were used";
+  // And back: the UTC day's uses (all of today, UTC) may lie in New York's day.
+  At(kDay0 + 86400 + 23 * kHour);
+  ASSERT_EQ(AcquireAll(), 5);
+  Reload(kDay);
+  At(kDay0 + 86400 + 23 * kHour + 30 * kMinute);  // New York's day began at 05:00 UTC
+  EXPECT_FALSE(Acquire());
+}
+
+// A narrowed sliding window counts exactly the recorded uses inside it, and
+// a narrowed token bucket keeps its tokens in use: neither starts afresh.
+TEST_F(RuleChangeTest, SlidingAndTokenBucketNarrowedKeepWhatTheyHold) {
+  Open(R"(<rule name="cap" algo="sliding" interval="86400" max="5"/>)");
+  At(kDay0 + 14 * kHour);
+  ASSERT_EQ(AcquireAll(), 5);
+  Reload(R"(<rule name="cap" algo="sliding" interval="3600" max="5"/>)");
+  At(kDay0 + 14 * kHour + 30 * kMinute);
+  EXPECT_FALSE(Acquire());
+  Open(R"(<rule name="tb" algo="token_bucket" interval="86400" max="5"/>)");
+  ASSERT_EQ(AcquireAll("t"), 5);
+  Reload(R"(<rule name="tb" algo="token_bucket" interval="3600" max="5"/>)");
+  At(kDay0 + 14 * kHour + 40 * kMinute);
+  EXPECT_EQ(AcquireAll("t"), 0) << "refilled at 5 an hour: 12 minutes a token";
+  At(kDay0 + 14 * kHour + 52 * kMinute);
+  EXPECT_EQ(AcquireAll("t"), 1);
+}
+
+// A lowered max of a token bucket keeps its tokens in use (the full-again
+// instant alone would have made 4 of 10 in use 2 of 5); a raised one keeps
+// the instant the bucket is full again.
+TEST_F(RuleChangeTest, ATokenBucketsChangedMaxKeepsTheStricterReading) {
+  Open(R"(<rule name="tb" algo="token_bucket" interval="3600" max="10"/>)");
+  At(kDay0 + 14 * kHour);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Acquire());
+  Reload(R"(<rule name="tb" algo="token_bucket" interval="3600" max="5"/>)");
+  EXPECT_EQ(AcquireAll(), 1) << "4 of 5 tokens are in use";
+  EXPECT_EQ(Do(Cmd::kGet).count, 5);
+  Reload(R"(<rule name="tb" algo="token_bucket" interval="3600" max="20"/>)");
+  EXPECT_EQ(AcquireAll(), 0) << "full again in an hour, as under max 5";
+  At(kDay0 + 15 * kHour);
+  EXPECT_EQ(AcquireAll(), 20);
+}
+
+}  // namespace
+}  // namespace frs
