@@ -9,6 +9,16 @@
 //
 // Thread safety: Execute/ExecuteBatch may run concurrently from many threads
 // and processes. Reload swaps the map atomically for later calls.
+//
+// What a call holds of the store's shared files: while it writes, one of
+// the file's 32 writer entries (undo journals) that every process of the
+// store shares, frsd's workers too; it hands it back before it returns
+// (StoreOptions::keep_writer_entries false, the default and what
+// OpenFromConfig opens), so an idle thread holds nothing and cannot make
+// frsd's writes wait. A program that opens its Store with
+// keep_writer_entries (a claim less per write) must call
+// Store::ReleaseIdleWriters about once a second from each thread that may
+// idle, as frsd's workers do, or frsd's writes wait 5 s and answer 503.
 #pragma once
 
 #include <cstdint>

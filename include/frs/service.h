@@ -11,6 +11,8 @@
 //
 // Thread safety: as Store and Engine (both safe from many threads). A
 // Service is moved, not copied; the engine is destroyed before the store.
+// A thread holds a writer entry of the shared files only while it writes
+// (frs/engine.h): an idle thread locks no one out.
 #pragma once
 
 #include <memory>

@@ -106,6 +106,16 @@ struct StoreOptions {
   // How long a write waits for a writer entry when every entry of its file
   // is held (Store::ReleaseIdleWriters) before it fails with Busy.
   uint32_t writer_wait_ms = 5000;
+  // Each file has 32 writer entries (undo journals), shared by every
+  // process and thread that writes it. false (the default, what an
+  // in-process program gets): a thread takes an entry for each write and
+  // hands it back at the end of that write, so a thread that stops writing
+  // holds none and cannot lock another opener (frsd) out. true: a thread
+  // keeps its entry between writes (one claim less per write), hands it
+  // back at the end of a write when someone waits for one, and must call
+  // Store::ReleaseIdleWriters while it idles (frsd's workers, whose loop
+  // does so once a second).
+  bool keep_writer_entries = false;
   // Called (rarely) when a dead owner's lock is recovered; may be empty.
   std::function<void(const std::string& what)> on_recovery;
 };
@@ -238,13 +248,15 @@ class Store {
     (void)what;
   }
 
-  // Writer entries: each file has a table of them (an undo journal each). A
-  // thread keeps the entry it took between its writes; when every entry is
-  // held, a writer waits (StoreOptions::writer_wait_ms, then Busy), and holders hand theirs
-  // back at the end of their next write. A thread that may stop writing for
+  // Writer entries: each file has a table of them (an undo journal each).
+  // With StoreOptions::keep_writer_entries, a thread keeps the entry it took
+  // between its writes; when every entry is held, a writer waits
+  // (StoreOptions::writer_wait_ms, then Busy), and holders hand theirs back
+  // at the end of their next write. Such a thread that may stop writing for
   // long calls this from time to time (frsd's workers: once a second), so
   // that a waiter is never kept waiting by an idle thread: it hands this
-  // thread's entries back when someone waits. Cheap when nobody does.
+  // thread's entries back when someone waits. Cheap when nobody does; a
+  // no-op without keep_writer_entries (no entry outlives its write).
   virtual void ReleaseIdleWriters() {}
   // Copies one node out; NotFound when absent.
   virtual Result<NodeInfo> Get(const KeyRef& key) = 0;

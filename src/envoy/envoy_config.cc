@@ -10,6 +10,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "os/text_file.h"
+
 namespace frs::envoy {
 
 uint32_t UnitSeconds(Unit u) {
@@ -212,12 +214,10 @@ Result<std::string> ReadEnvoyDir(const std::string& dir) {
   std::string bundle;
   for (const std::string& n : names) {
     const std::string path = dir + "/" + n;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::IOError("cannot read " + path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string bytes = ss.str();
-    bundle += path + "\n" + std::to_string(bytes.size()) + "\n" + bytes;
+    // Read as srv.xml is: a FIFO named *.yaml is refused, not waited on.
+    Result<std::string> bytes = os::ReadTextFile(path);
+    if (!bytes.ok()) return Status::IOError("cannot read " + path + ": " + bytes.status().message());
+    bundle += path + "\n" + std::to_string(bytes->size()) + "\n" + *bytes;
   }
   return bundle;
 }

@@ -1,21 +1,28 @@
 #include "os/text_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 
+#include "os/output_file.h"
 #include "os/unique_fd.h"
 
 namespace frs::os {
 
 Result<std::string> ReadTextFile(const std::string& path, size_t max_bytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO opens at once instead of waiting for a writer, and
+  // is then refused (a read of it would wait as long).
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) {
     if (errno == ENOENT) return Status::NotFound(path + ":0: no such file");
     return Status::FromErrno(path + ":0", errno);
   }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path + ":0", errno);
+  if (!S_ISREG(st.st_mode)) return Status::IOError(path + ":0: " + NotRegularWords(path, st.st_mode));
   std::string text;
   char buf[65536];
   for (;;) {

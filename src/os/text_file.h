@@ -22,7 +22,9 @@ namespace frs::os {
 inline constexpr size_t kMaxTextFileBytes = 16u << 20;
 
 // The file's bytes. NotFound when it does not exist; InvalidArgument when it
-// holds more than max_bytes; else the system's reason.
+// holds more than max_bytes; IOError when it is not a regular file (a FIFO
+// is refused, never waited on: its reader would wait for a writer) or for
+// the system's reason.
 Result<std::string> ReadTextFile(const std::string& path, size_t max_bytes = kMaxTextFileBytes);
 
 class LineIndex {

@@ -1,5 +1,7 @@
 #include "server/config_check.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "frs/store.h"
 #include "limit/map_config.h"
 #include "limit/time_zone.h"
+#include "os/output_file.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/envoy_map.h"
@@ -51,6 +54,20 @@ std::string GroupWarning(const StoreGeometry& g) {
 
 }  // namespace
 
+std::vector<std::string> OutputPathProblems(const SrvConfig& cfg) {
+  std::vector<std::string> problems;
+  auto check = [&](const std::string& path, std::string_view what) {
+    if (path.empty()) return;
+    if (Status s = os::CheckOutputPath(path, what); !s.ok()) problems.push_back(cfg.path + ": " + s.message());
+  };
+  check(cfg.decisions_file, "decision log");
+  check(cfg.logfile, "log file");
+  // The pid file is locked and rewritten: a regular file only.
+  if (struct stat st; !cfg.pidfile.empty() && ::stat(cfg.pidfile.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    problems.push_back(cfg.path + ": the pid file " + os::NotRegularWords(cfg.pidfile, st.st_mode));
+  return problems;
+}
+
 std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view map_xml) {
   Result<limit::MapConfig> map = limit::ParseMap(map_xml, cfg.map_path);
   if (!map.ok()) return {};  // the map's own errors are reported by whoever parses it
@@ -68,6 +85,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     problems.push_back(cfg->path + ": " + allow.status().message());
   if (auto tz = limit::TimeZone::Load(cfg->timezone); !tz.ok())
     problems.push_back(cfg->path + ": <timezone>: " + tz.status().message());
+  for (std::string& p : OutputPathProblems(*cfg)) problems.push_back(std::move(p));
 
   size_t bizzes = 0;
   Result<limit::MapConfig> map = limit::LoadMapFile(cfg->map_path);

@@ -21,6 +21,13 @@ namespace frs::server {
 // frsd's start and every reload refuse such a map.
 std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view map_xml);
 
+// One "srv.xml: the decision log PATH is a FIFO, not a regular file" line
+// per file srv.xml names for frsd to write (<decisions file>, <log file>,
+// <pidfile>) that exists and is neither a regular file nor a character
+// device: opening a FIFO for writing waits for a reader. Looks only
+// (stat(2)); frsd -t and every reload refuse such a file.
+std::vector<std::string> OutputPathProblems(const SrvConfig& cfg);
+
 // Prints one line ending in "ok" to `out` and returns 0, or one
 // "file:line: what is wrong" line per problem to `err` and returns 1.
 int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* err);

@@ -113,6 +113,8 @@ class Connection : public DeadlineNode {
   // time-out runs from there, whatever else the connection does); -1: no
   // such stream, or HTTP/1.1.
   int64_t BusySinceNs() const { return grpc_ ? grpc_->OldestUnansweredNs() : -1; }
+  // Bytes the HTTP/2 session makes the worker hold (GrpcSession::held()).
+  size_t GrpcHeld() const { return grpc_ ? grpc_->held() : 0; }
   // gRPC: calls received whole and not yet answered (a bounded number is
   // answered per Process()): process again next turn, without a read.
   bool HasBacklog() const { return grpc_ && grpc_->HasBacklog(); }

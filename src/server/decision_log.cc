@@ -1,6 +1,5 @@
 #include "server/decision_log.h"
 
-#include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -10,17 +9,14 @@
 #include <cstring>
 #include <ctime>
 
+#include "os/output_file.h"
 #include "server/logger.h"
 
 namespace frs::server {
 
 namespace {
 
-Result<os::UniqueFd> OpenForAppend(const std::string& path) {
-  os::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640));
-  if (!fd.valid()) return Status::FromErrno("cannot open the decision log " + path, errno);
-  return fd;
-}
+Result<os::UniqueFd> OpenForAppend(const std::string& path) { return os::OpenForAppend(path, "decision log"); }
 
 size_t CountLines(std::string_view s) {
   size_t n = 0;
@@ -30,10 +26,10 @@ size_t CountLines(std::string_view s) {
 
 }  // namespace
 
-Result<std::unique_ptr<DecisionLog>> DecisionLog::Open(const DecisionLogOptions& opts, DecisionLogCounters* counters) {
-  auto fd = OpenForAppend(opts.file);
-  if (!fd.ok()) return fd.status();
-  return std::make_unique<DecisionLog>(Key{}, opts, counters, std::move(fd.value()));
+std::unique_ptr<DecisionLog> DecisionLog::Start(const DecisionLogOptions& opts, DecisionLogCounters* counters) {
+  auto log = std::make_unique<DecisionLog>(Key{}, opts, counters, os::UniqueFd());
+  log->Reopen();  // the writer's first work: open the file, off the request thread
+  return log;
 }
 
 std::unique_ptr<DecisionLog> DecisionLog::OpenFdForTesting(const DecisionLogOptions& opts,
@@ -150,9 +146,12 @@ void DecisionLog::WriterLoop() {
     const uint64_t flush_ticket = flush_asked_;
     const std::string path = reopen ? path_ : std::string();
     mu_.Unlock();
+    // The first open (Start) comes before the lines it was started for.
+    const bool open_first = reopen && !fd_.valid();
+    if (open_first) OpenFile(path);
     if (!spare_.empty()) WriteOut(spare_);
     spare_.clear();
-    if (reopen) OpenFile(path);
+    if (reopen && !open_first) OpenFile(path);
     mu_.Lock();
     if (flush_ticket > flush_done_) {
       flush_done_ = flush_ticket;
@@ -204,7 +203,8 @@ void DecisionLog::WriteOut(const std::string& lines) {
 void DecisionLog::OpenFile(const std::string& path) {
   auto fd = OpenForAppend(path);
   if (!fd.ok()) {
-    FRS_LOG("%s; writing decisions to the file already open", fd.status().message().c_str());
+    if (fd_.valid()) FRS_LOG("%s; writing decisions to the file already open", fd.status().message().c_str());
+    else FRS_LOG("%s; decisions are not logged (fix it and reload)", fd.status().message().c_str());
     return;
   }
   fd_ = std::move(fd.value());

@@ -18,7 +18,9 @@
 //
 // Reopen() (SIGUSR1, after logrotate renamed the file) makes the writer
 // write out what it holds to the old file, then open the path again: no
-// line is lost or written twice across a rotation.
+// line is lost or written twice across a rotation. Every open(2) of the
+// file is the writer thread's, the first one too: an open can wait (a FIFO
+// no one reads, a hung NFS mount), and a request thread must not.
 //
 // Thread safety: Wants, Record, SetOptions, Reopen and Flush are called by
 // the worker's one request thread; the writer thread is internal. The
@@ -54,10 +56,16 @@ class DecisionLog {
   // The most bytes of one write(2): whole lines up to this size.
   static constexpr size_t kMaxWriteBytes = 64 * 1024;
 
-  // Opens the file (O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC, 0640) and starts the
-  // writer thread. `counters` must outlive the log.
-  static Result<std::unique_ptr<DecisionLog>> Open(const DecisionLogOptions& opts, DecisionLogCounters* counters);
-  // Opens and closes the file: can frsd write it? (frsd's start, before forking).
+  // Starts the writer thread, whose first work is to open the file
+  // (os::OpenForAppend: a regular file or a character device, O_APPEND,
+  // 0640). Never opens anything on the caller's (request) thread: open(2)
+  // can wait (a FIFO, a hung NFS mount). A file that cannot be opened is
+  // logged; its lines are counted lost until a reload or Reopen() opens one.
+  // `counters` must outlive the log.
+  static std::unique_ptr<DecisionLog> Start(const DecisionLogOptions& opts, DecisionLogCounters* counters);
+  // Opens and closes the file: can frsd write it? (frsd's start before
+  // forking, and the master's reload: a FIFO or a directory is refused
+  // there, with its name, before any worker is told.)
   static Status CheckFile(const std::string& path);
 
   // For tests only: a log writing to `fd` as it is (a socket of

@@ -43,10 +43,16 @@ GrpcMethods::GrpcMethods(Engine* engine, const GrpcOptions& opts)
     : m_(std::make_unique<Messages>()), rls_(engine), opts_(opts) {}
 GrpcMethods::~GrpcMethods() = default;
 
-void GrpcMethods::Call(std::string_view path, std::string_view message, Reply* out) {
-  if (path == kShouldRateLimit) return ShouldRateLimit(message, out);
-  if (path == kHealthCheck) return HealthCheck(message, out);
-  Fail(GrpcCode::kUnimplemented, "unknown method " + std::string(path.substr(0, 200)), out);
+int GrpcMethods::MethodOf(std::string_view path) const {
+  if (path == kShouldRateLimit) return kShouldRateLimitMethod;
+  if (path == kHealthCheck) return kHealthCheckMethod;
+  return -1;
+}
+
+void GrpcMethods::Call(int method, std::string_view message, Reply* out) {
+  if (method == kShouldRateLimitMethod) return ShouldRateLimit(message, out);
+  if (method == kHealthCheckMethod) return HealthCheck(message, out);
+  Fail(GrpcCode::kUnimplemented, "unknown method", out);
 }
 
 void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {

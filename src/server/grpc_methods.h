@@ -45,9 +45,12 @@ class GrpcMethods final : public GrpcService {
   void set_peer(const IpAddress* peer) override { peer_ = peer; }
   envoy::RateLimitService& rls() { return rls_; }
 
-  void Call(std::string_view path, std::string_view message, Reply* out) override;
+  int MethodOf(std::string_view path) const override;
+  void Call(int method, std::string_view message, Reply* out) override;
 
  private:
+  static constexpr int kShouldRateLimitMethod = 0;
+  static constexpr int kHealthCheckMethod = 1;
   void ShouldRateLimit(std::string_view message, Reply* out);
   void HealthCheck(std::string_view message, Reply* out);
 

@@ -3,7 +3,10 @@
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -13,6 +16,13 @@ namespace frs::server {
 namespace {
 
 constexpr size_t kPrefixBytes = 5;  // compressed flag, 32-bit big-endian length
+// What nghttp2 allocates for a session (its buffers, HPACK tables, the
+// settings queue) and for each open stream, measured with its allocator
+// (GrpcSessionHeld.* in tests/server/grpc_session_test.cc) and rounded up:
+// part of held_limit(), so that a session of legitimate calls is never
+// refused for them.
+constexpr size_t kNghttp2SessionBytes = 64 * 1024;
+constexpr size_t kNghttp2StreamBytes = 1024;
 
 nghttp2_nv Nv(std::string_view name, std::string_view value) {
   // nghttp2 copies names and values on submit (no NO_COPY flags).
@@ -57,7 +67,7 @@ struct GrpcCallbacks {
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     GrpcSession* g = Self(user);
     const int32_t id = frame->hd.stream_id;
-    if (g->buffered_ >= g->budget_) {
+    if (g->buffered_ >= g->budget_ || g->held() >= g->held_limit_) {
       // The budget is spent on messages still arriving: not tracked, so its
       // headers and data are ignored until the reset closes it.
       ++g->refused_;
@@ -86,7 +96,7 @@ struct GrpcCallbacks {
     if (s.header_bytes > g->limits_.max_header_bytes) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     const std::string_view n(reinterpret_cast<const char*>(name), namelen);
     const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    if (n == ":path") s.path.assign(v);
+    if (n == ":path") s.method = g->service_->MethodOf(v);
     else if (n == ":method") s.post = v == "POST";
     else if (n == "content-type")
       s.grpc_type = v == "application/grpc" || v.starts_with("application/grpc+") || v.starts_with("application/grpc;");
@@ -139,6 +149,10 @@ struct GrpcCallbacks {
     std::memcpy(buf, s.response.data() + s.sent, n);
     s.sent += n;
     if (s.sent == s.response.size()) {
+      // Out of our hands (nghttp2 has copied it into its frame).
+      g->responses_ -= s.response.size();
+      std::string().swap(s.response);
+      s.sent = 0;
       *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
       const nghttp2_nv trailers[] = {Nv("grpc-status", "0")};
       if (nghttp2_submit_trailer(session, id, trailers, 1) != 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -153,7 +167,9 @@ GrpcSession::GrpcSession(GrpcService* service, const GrpcLimits& limits)
     : service_(service),
       limits_(limits),
       budget_(limits.max_buffered_bytes != 0 ? limits.max_buffered_bytes
-                                             : size_t{kBufferedMessages} * (limits.max_message_bytes + kPrefixBytes)) {}
+                                             : size_t{kBufferedMessages} * (limits.max_message_bytes + kPrefixBytes)),
+      held_limit_(budget_ + size_t{limits.max_streams} * (kStreamBytes + kNghttp2StreamBytes) + kNghttp2SessionBytes +
+                  limits.max_header_bytes) {}
 
 int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
   auto it = streams_.find(id);
@@ -203,6 +219,57 @@ void GrpcSession::Release(Stream& s) {
   buffered_ -= s.charged;
   s.charged = 0;
   std::string().swap(s.body);
+  responses_ -= s.response.size();
+  std::string().swap(s.response);
+}
+
+namespace {
+
+// Each block nghttp2 allocates carries its size in front, so that Free and
+// Realloc can uncount it (nghttp2_mem's free is not told the size); 16
+// bytes keep the block aligned as malloc's.
+constexpr size_t kSizeHeader = 16;
+static_assert(kSizeHeader >= sizeof(size_t) && kSizeHeader % alignof(std::max_align_t) == 0);
+
+}  // namespace
+
+void* GrpcSession::Malloc(size_t size, void* user) {
+  if (size > SIZE_MAX - kSizeHeader) return nullptr;
+  auto* p = static_cast<char*>(std::malloc(size + kSizeHeader));
+  if (!p) return nullptr;
+  std::memcpy(p, &size, sizeof size);
+  static_cast<GrpcSession*>(user)->nghttp2_bytes_ += size;
+  return p + kSizeHeader;
+}
+
+void GrpcSession::Free(void* ptr, void* user) {
+  if (!ptr) return;
+  char* p = static_cast<char*>(ptr) - kSizeHeader;
+  size_t size;
+  std::memcpy(&size, p, sizeof size);
+  static_cast<GrpcSession*>(user)->nghttp2_bytes_ -= size;
+  std::free(p);
+}
+
+void* GrpcSession::Calloc(size_t n, size_t size, void* user) {
+  if (size != 0 && n > SIZE_MAX / size) return nullptr;
+  void* p = Malloc(n * size, user);
+  if (p) std::memset(p, 0, n * size);
+  return p;
+}
+
+void* GrpcSession::Realloc(void* ptr, size_t size, void* user) {
+  if (!ptr) return Malloc(size, user);
+  if (size > SIZE_MAX - kSizeHeader) return nullptr;
+  char* p = static_cast<char*>(ptr) - kSizeHeader;
+  size_t old;
+  std::memcpy(&old, p, sizeof old);
+  auto* q = static_cast<char*>(std::realloc(p, size + kSizeHeader));
+  if (!q) return nullptr;
+  std::memcpy(q, &size, sizeof size);
+  auto* g = static_cast<GrpcSession*>(user);
+  g->nghttp2_bytes_ = g->nghttp2_bytes_ - old + size;
+  return q + kSizeHeader;
 }
 
 void GrpcSession::Refuse(int32_t id, Stream& s) {
@@ -252,7 +319,15 @@ Result<std::unique_ptr<GrpcSession>> GrpcSession::Create(GrpcService* service, c
   nghttp2_option_set_max_outbound_ack(opt, 1000);
   nghttp2_option_set_max_continuations(opt, 8);
   nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
-  const int rc = nghttp2_session_server_new2(&g->session_, cb, g.get(), opt);
+  // A closed stream is forgotten at once: nghttp2 would otherwise keep
+  // recently closed ones (for the priority tree, which gRPC does not use),
+  // bytes a connection holds after its streams are gone.
+  nghttp2_option_set_no_closed_streams(opt, 1);
+  // nghttp2's every allocation goes through the session's counting
+  // allocator: its streams, HPACK tables and queued frames are this
+  // connection's bytes (held()).
+  nghttp2_mem mem{g.get(), GrpcSession::Malloc, GrpcSession::Free, GrpcSession::Calloc, GrpcSession::Realloc};
+  const int rc = nghttp2_session_server_new3(&g->session_, cb, g.get(), opt, &mem);
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
   if (rc != 0) return Status::IOError(std::string("nghttp2: ") + nghttp2_strerror(rc));
@@ -295,9 +370,12 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
   } else if (s.body[0] != 0) {
     reply.code = GrpcCode::kUnimplemented;
     reply.message = "compressed messages are not accepted (no grpc-encoding is offered)";
+  } else if (s.method < 0) {
+    reply.code = GrpcCode::kUnimplemented;
+    reply.message = "unknown method";
   } else {
     try {
-      service_->Call(s.path, std::string_view(s.body).substr(kPrefixBytes), &reply);
+      service_->Call(s.method, std::string_view(s.body).substr(kPrefixBytes), &reply);
     } catch (const std::exception& e) {
       // nghttp2 is C: nothing may unwind through it.
       reply = GrpcService::Reply{GrpcCode::kInternal, std::string("internal error: ") + e.what(), {}};
@@ -321,6 +399,7 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
   for (int shift = 24; shift >= 0; shift -= 8) s.response.push_back(static_cast<char>((n >> shift) & 0xff));
   s.response.append(reply.body);
   s.sent = 0;
+  responses_ += s.response.size();
   const nghttp2_nv h[] = {Nv(":status", "200"), Nv("content-type", "application/grpc")};
   nghttp2_data_provider prd;
   prd.source.ptr = nullptr;

@@ -24,7 +24,15 @@
 //    charged its declared length against `max_buffered_bytes` (all the
 //    connection's streams together); one that does not fit, and any new
 //    stream while the budget is spent, is reset with REFUSED_STREAM
-//    (nothing of it was processed: a gRPC client may retry it);
+//    (nothing of it was processed: a gRPC client may retry it). Every byte
+//    the connection makes the server hold is counted in held(): nghttp2's
+//    own (its streams, HPACK tables and queued frames, through an allocator
+//    of the session's), each stream's record and the answers not yet sent.
+//    A new stream while held() is past held_limit() is refused the same
+//    way. A stream keeps no header value: :path becomes the service's
+//    method number, :method and content-type two flags. All of it is
+//    returned when the session is destroyed (the worker's gauge
+//    frs_grpc_held_bytes sums held() over its connections);
 //  - work: calls whose request ended are queued and at most
 //    kMaxCallsPerReceive of them are answered per Receive(); the rest wait
 //    for the next Receive() (HasBacklog()), which the worker makes on its
@@ -78,10 +86,16 @@ class GrpcService {
     std::string body;     // the response message (when OK)
   };
   virtual ~GrpcService() = default;
-  // `path` is :path ("/package.Service/Method"), `message` the request
-  // message without its prefix. Never throws past here (the session's
-  // callbacks run inside nghttp2, which is C).
-  virtual void Call(std::string_view path, std::string_view message, Reply* out) = 0;
+  // The method :path ("/package.Service/Method") names, as a number the
+  // service chooses (0 and up), or -1: none it answers (the session answers
+  // UNIMPLEMENTED). Asked once per stream, when its :path arrives, so that
+  // a stream keeps a number, not a copy of the path: a client can name a
+  // 4 KB path from the HPACK table in two bytes per stream.
+  virtual int MethodOf(std::string_view path) const = 0;
+  // `method` is MethodOf's answer (never -1), `message` the request message
+  // without its prefix. Never throws past here (the session's callbacks run
+  // inside nghttp2, which is C).
+  virtual void Call(int method, std::string_view message, Reply* out) = 0;
   // The peer of the connection whose calls follow (for the decision log's
   // "client"); null when unknown. Set before each read is handed over.
   virtual void set_peer(const IpAddress* /*peer*/) {}
@@ -143,6 +157,15 @@ class GrpcSession {
   uint64_t refused() const { return refused_; }
   // Request body bytes charged now (declared lengths of admitted messages).
   size_t buffered() const { return buffered_; }
+  // Every byte this connection makes the server hold now: nghttp2's
+  // allocations, the streams' records, bodies and unsent answers.
+  size_t held() const { return nghttp2_bytes_ + streams_.size() * kStreamBytes + buffered_ + responses_; }
+  // Past this, new streams are refused: the body budget, one record per
+  // allowed stream, and what nghttp2 itself needs for a full session.
+  size_t held_limit() const { return held_limit_; }
+  // What one stream costs beside nghttp2's own and its body: its record
+  // and its entry in the map.
+  static constexpr size_t kStreamBytes = 256;
   // Graceful stop: GOAWAY with the last stream id seen; streams already
   // open are still answered.
   void Shutdown();
@@ -151,7 +174,7 @@ class GrpcSession {
 
  private:
   struct Stream {
-    std::string path;
+    int method = -1;  // GrpcService::MethodOf(:path)
     bool post = false;
     bool grpc_type = false;
     bool too_long = false;    // declared past max_message_bytes: dropped
@@ -171,6 +194,11 @@ class GrpcSession {
   void Release(Stream& s);
   void Refuse(int32_t id, Stream& s);
   int OnData(int32_t id, const char* data, size_t len);
+  // nghttp2's allocator: every block counted in nghttp2_bytes_.
+  static void* Malloc(size_t size, void* user);
+  static void Free(void* ptr, void* user);
+  static void* Calloc(size_t n, size_t size, void* user);
+  static void* Realloc(void* ptr, size_t size, void* user);
 
   friend struct GrpcCallbacks;
   nghttp2_session* session_ = nullptr;
@@ -182,6 +210,9 @@ class GrpcSession {
   mutable std::deque<int32_t> order_;  // streams by start (pruned as read)
   std::deque<int32_t> ready_;          // ended, to be answered
   size_t buffered_ = 0;
+  size_t responses_ = 0;      // answers' bytes not yet sent
+  size_t nghttp2_bytes_ = 0;  // held by nghttp2 for this session
+  size_t held_limit_;
   uint64_t answered_ = 0;
   uint64_t refused_ = 0;
   bool failed_ = false;

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "os/output_file.h"
+
 namespace frs::server {
 
 Logger& Logger::Get() {
@@ -39,10 +41,11 @@ Status Logger::Reopen() {
     fd_ = 2;
     return Status::OK();
   }
-  int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0) return Status::FromErrno("cannot open log file " + path_, errno);
+  // Never waits on the path (a FIFO no one reads): see os/output_file.h.
+  Result<os::UniqueFd> fd = os::OpenForAppend(path_, "log file");
+  if (!fd.ok()) return fd.status();
   int old = fd_;
-  fd_ = fd;
+  fd_ = fd->release();
   if (old > 2) ::close(old);
   return Status::OK();
 }

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "server/clock_util.h"
+#include "server/decision_log.h"
 #include "server/logger.h"
 #include "server/signals.h"
 #include "server/worker.h"
@@ -217,6 +218,12 @@ void Master::Reload() {
     s = Status::InvalidArgument(cfg_.path + ": " + allow.status().message());
   } else {
     next = std::move(parsed.value());
+    // A file to write that would make an open(2) wait (a FIFO) is refused
+    // here, before any worker is told: a worker opens files it is told of.
+    if (std::vector<std::string> out = OutputPathProblems(*next); !out.empty())
+      s = Status::InvalidArgument(out.front());
+    else if (!next->decisions_file.empty() && next->decisions_file != live_.decisions_file)
+      s = DecisionLog::CheckFile(next->decisions_file);
     // <listen port="0"> means the port already bound, not a new one.
     ApplyBoundPort(&*next, live_.port);
     // The store's geometry stays what is running until a restart.
@@ -224,7 +231,9 @@ void Master::Reload() {
     check.geometry = cfg_.geometry;
     // <grpc config>'s YAML files are read here too and their bizzes put in
     // the map: a broken file refuses the whole reload like a broken map.
-    if (s = read(next->map_path, &text); !s.ok()) {
+    if (!s.ok()) {
+      // refused below
+    } else if (s = read(next->map_path, &text); !s.ok()) {
       // refused below
     } else if (Result<ComposedMap> composed = ComposeEnvoyMap(*next, std::move(text)); !composed.ok()) {
       s = composed.status();

@@ -321,6 +321,10 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
   };
   const Summed connection_series[] = {
       {"frs_connections_open", "gauge", "Client connections open, all workers.", &WorkerCounters::connections_open},
+      {"frs_grpc_held_bytes", "gauge",
+       "Bytes the gRPC connections make the workers hold (HTTP/2 sessions, streams, bodies, unsent answers), "
+       "sampled once a second.",
+       &WorkerCounters::grpc_held_bytes},
       {"frs_connections_accepted_total", "counter", "Client connections accepted.",
        &WorkerCounters::connections_accepted},
       {"frs_connections_refused_total", "counter", "Connections closed at accept: the peer is outside <allow>.",

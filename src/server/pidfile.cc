@@ -2,17 +2,25 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "os/output_file.h"
+
 namespace frs::server {
 
 Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& what) {
-  os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  // O_NONBLOCK and fstat: a FIFO is refused, never waited on (a regular
+  // file ignores the flag).
+  os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644));
   if (!fd.valid()) return Status::FromErrno("cannot open the " + what + " lock " + path, errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("cannot open the " + what + " lock " + path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("the " + what + " " + os::NotRegularWords(path, st.st_mode));
   if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) return Status::FromErrno("cannot lock " + path, errno);
     char buf[32] = {};

@@ -44,6 +44,9 @@ int RunWorker(WorkerContext ctx) {
   const SrvConfig& cfg = *ctx.config;
   StoreOptions so = StoreOptionsFor(cfg, /*create_if_missing=*/false);
   so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
+  // A worker keeps its writer entry between requests (a claim less per
+  // write): its loop hands it back when idle and someone waits for one.
+  so.keep_writer_entries = true;
   auto store = Store::Open(so);
   if (!store.ok()) {
     FRS_LOG("cannot open the store: %s", store.status().message().c_str());

@@ -100,6 +100,12 @@ int Worker::Run(const sigset_t* wait_mask) {
       }
       // An idle worker's writer entries go to whoever waits for one.
       store_->ReleaseIdleWriters();
+      if (counters_ && grpc_) {
+        size_t held = 0;
+        for (const auto& c : conns_)
+          if (c) held += c->GrpcHeld();
+        CounterSet(counters_->grpc_held_bytes, held);
+      }
       if (getppid() != parent_ && !stopping_) {
         FRS_LOG("the master is gone; stopping");
         BeginShutdown(now);

@@ -114,12 +114,7 @@ void Worker::ApplyDecisionLog(const SrvConfig& next) {
   if (decision_log_) {
     decision_log_->SetOptions(o);
   } else {
-    auto log = DecisionLog::Open(o, counters_ ? &counters_->decision_log : &own_log_counters_);
-    if (!log.ok()) {
-      FRS_LOG("%s; decisions are not logged (fix it and reload)", log.status().message().c_str());
-      return;
-    }
-    decision_log_ = std::move(log.value());
+    decision_log_ = DecisionLog::Start(o, counters_ ? &counters_->decision_log : &own_log_counters_);
     handler_.set_decision_log(decision_log_.get());
     if (grpc_) grpc_->set_decision_log(decision_log_.get());
   }

@@ -133,15 +133,18 @@ class StoreImpl final : public Store {
   };
 
   // ---- the writer table and dead writers (journal.cc)
-  // This thread's writer entry of a file, claimed on first use and kept
-  // between writes; when every entry is held, dead holders' are recovered
-  // and live ones waited for (AfterWrite, ReleaseIdleWriters hand them
-  // back). Null when none came free within StoreOptions::writer_wait_ms.
+  // This thread's writer entry of a file, claimed for one write (or, with
+  // StoreOptions::keep_writer_entries, on first use and kept between
+  // writes); when every entry is held, dead holders' are recovered and live
+  // ones waited for (AfterWrite, ReleaseIdleWriters hand them back). Null
+  // when none came free within StoreOptions::writer_wait_ms.
   WriterEntryHeader* ClaimWriter(uint32_t file_index);
   // The end of a transaction in this thread's entry of a file: the entry is
-  // handed back when someone waits for one (FileHeader::writer_waiters).
+  // handed back, or, kept between writes, when someone waits for one
+  // (FileHeader::writer_waiters).
   void AfterWrite(StoreFile* f, uint32_t file_index, WriterEntryHeader* w) {
-    if (std::atomic_ref<uint64_t>(f->header()->writer_waiters).load(std::memory_order_relaxed) != 0)
+    if (!opts_.keep_writer_entries ||
+        std::atomic_ref<uint64_t>(f->header()->writer_waiters).load(std::memory_order_relaxed) != 0)
       ReleaseWriter(file_index, w);
   }
   // Hands this thread's entry of a file back (it must be closed).

@@ -1,8 +1,9 @@
 // The writer table: each thread that writes a file claims one of its
-// kWriterEntries entries and keeps it between writes (a per-thread cache),
-// handing it back when another writer waits for one (FileHeader::
-// writer_waiters); batches take one of kBatchEntries batch entries per
-// batch. Entries of dead owners are recovered through RecoverDeadWriters
+// kWriterEntries entries for each write and hands it back at its end; with
+// StoreOptions::keep_writer_entries (frsd's workers) it keeps it between
+// writes (a per-thread cache), handing it back when another writer waits
+// for one (FileHeader::writer_waiters); batches take one of kBatchEntries
+// batch entries per batch. Entries of dead owners are recovered through RecoverDeadWriters
 // (journal.cc) before they are reused. docs/store.md, "Writer entries".
 #include <unistd.h>
 
@@ -27,13 +28,18 @@ struct WriterCacheEntry {
   WriterEntryHeader* w;
 };
 thread_local std::vector<WriterCacheEntry> t_writers;
+// Where this thread looks first for a free entry (without kept entries):
+// the one it took last, likely free again and in its cache; at first an
+// entry picked by its thread id, so that threads do not all try entry 0.
+constexpr uint32_t kNoHint = ~0u;
+thread_local uint32_t t_hint = kNoHint;
 
 // Takes a free entry of `f` for `self` (or the one `self` already owns: a
-// previous Store object of this thread left it claimed); null when every
-// entry is owned by someone else.
-WriterEntryHeader* TakeFreeWriter(StoreFile* f, os::Owner self) {
-  for (uint32_t i = 0; i < kWriterEntries; ++i) {
-    WriterEntryHeader* w = f->writer(i);
+// previous Store object of this thread left it claimed), looking from
+// entry `first` on; null when every entry is owned by someone else.
+WriterEntryHeader* TakeFreeWriter(StoreFile* f, os::Owner self, uint32_t first = 0) {
+  for (uint32_t n = 0; n < kWriterEntries; ++n) {
+    WriterEntryHeader* w = f->writer((first + n) % kWriterEntries);
     std::atomic_ref<uint64_t> owner(w->owner);
     uint64_t cur = owner.load(std::memory_order_acquire);
     if (cur == self.word() || (cur == 0 && owner.compare_exchange_strong(cur, self.word()))) return w;
@@ -45,6 +51,19 @@ WriterEntryHeader* TakeFreeWriter(StoreFile* f, os::Owner self) {
 
 WriterEntryHeader* StoreImpl::ClaimWriter(uint32_t file_index) {
   const os::Owner self = os::Self();
+  if (!opts_.keep_writer_entries) {
+    // Taken for this write, handed back by AfterWrite at its end: nothing
+    // to remember between writes.
+    StoreFile* f = files_[file_index].get();
+    if (t_hint == kNoHint) t_hint = self.tid % kWriterEntries;
+    WriterEntryHeader* w = TakeFreeWriter(f, self, t_hint);
+    if (!w) w = WaitForWriter(f, self);
+    if (!w) return nullptr;
+    t_hint = f->writer_index(w);
+    std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_relaxed);
+    return w;
+  }
   for (const WriterCacheEntry& e : t_writers)
     if (e.instance == instance_ && e.file == file_index && e.tid == self.tid) return e.w;
   StoreFile* f = files_[file_index].get();
@@ -98,6 +117,11 @@ void StoreImpl::ReleaseWriter(uint32_t file_index, WriterEntryHeader* w) {
   // recovery).
   if (AtomicLoad(w->active) != 0) return;
   const os::Owner self = os::Self();
+  if (!opts_.keep_writer_entries) {
+    uint64_t expected = self.word();
+    std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0, std::memory_order_release);
+    return;
+  }
   std::erase_if(t_writers, [&](const WriterCacheEntry& e) {
     return e.instance == instance_ && e.file == file_index && e.tid == self.tid;
   });
@@ -110,6 +134,7 @@ void StoreImpl::ReleaseWriter(uint32_t file_index, WriterEntryHeader* w) {
 }
 
 void StoreImpl::ReleaseIdleWriters() {
+  if (!opts_.keep_writer_entries) return;  // no entry outlives its write
   const os::Owner self = os::Self();
   for (uint32_t fi = 0; fi < files_.size(); ++fi) {
     StoreFile* f = files_[fi].get();

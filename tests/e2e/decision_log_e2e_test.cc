@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdio>
@@ -254,6 +255,44 @@ TEST(DecisionLogE2E, AnUnwritableFileRefusesTheStartNamingIt) {
   EXPECT_NE(srv.exit_status(), 0);
   EXPECT_NE(srv.log().find("cannot open the decision log /nonexistent-dir/decisions.log"), std::string::npos)
       << srv.log();
+}
+
+// A FIFO (a log shipper that is down) blocks an open(2) for writing until
+// a reader comes: named as the decision log it must be refused, by the check,
+// the start and a reload, never waited on.
+TEST(DecisionLogE2E, AFifoIsRefusedByTheCheckAndTheStartNamingIt) {
+  Frsd srv(LogOptions("<decisions file=\"decisions.fifo\"/>"));
+  const std::string fifo = srv.dir() + "/decisions.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  srv.WriteConfig();
+  ASSERT_GT(srv.Spawn({"-t", "-c", srv.config()}), 0);
+  ASSERT_TRUE(srv.Exited(5000));
+  EXPECT_EQ(WEXITSTATUS(srv.exit_status()), 1) << srv.log();
+  EXPECT_NE(srv.log().find(fifo + " is a FIFO, not a regular file"), std::string::npos) << srv.log();
+
+  ASSERT_GT(srv.Spawn(), 0);
+  ASSERT_TRUE(srv.Exited(5000)) << "the start waits on the FIFO: " << srv.log();
+  EXPECT_NE(srv.exit_status(), 0);
+  EXPECT_NE(srv.log().find(fifo + " is a FIFO, not a regular file"), std::string::npos) << srv.log();
+}
+
+TEST(DecisionLogE2E, AReloadOntoAFifoIsRefusedAndEveryWorkerAnswers) {
+  ServerOptions o = LogOptions("");
+  Frsd srv(o);
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  const std::string fifo = srv.dir() + "/decisions.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string conf = ReadFile(srv.config());
+  conf.replace(conf.find("</frs>"), 6, "<decisions file=\"decisions.fifo\" record=\"all\"/></frs>");
+  WriteFile(srv.config(), conf);
+  EXPECT_FALSE(srv.ReloadAndWait(5000)) << srv.log();
+  EXPECT_NE(srv.log().find(fifo + " is a FIFO, not a regular file"), std::string::npos) << srv.log();
+  // Every worker answers (each connection lands on one; a few reach both).
+  for (int i = 0; i < 8; ++i) {
+    Client c(srv.port(), 2000);
+    ASSERT_EQ(c.Get("/acquire?biz=low&key=f" + std::to_string(i)).status, 200) << srv.log();
+  }
+  EXPECT_EQ(srv.Stop(), 0);
 }
 
 TEST(DecisionLogE2E, PerRuleSeriesNameEachRule) {

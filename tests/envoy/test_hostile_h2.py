@@ -43,6 +43,28 @@ def headers(stream, end_stream=False, path=b"/envoy.service.ratelimit.v3.RateLim
     return frame(1, 0x4 | (0x1 if end_stream else 0), stream, block)
 
 
+def hpack_len(n):
+    """An HPACK string length (a 7-bit prefix integer, no Huffman)."""
+    if n < 127:
+        return bytes([n])
+    out, n = [0x7f], n - 127
+    while n >= 128:
+        out.append(0x80 | (n & 0x7f))
+        n >>= 7
+    return bytes(out + [n])
+
+
+def headers_indexing_path(stream, path):
+    """HEADERS whose :path is a literal with incremental indexing (0x44): it becomes the dynamic table's
+    first entry (index 62), which headers_indexed_path then names in one byte."""
+    block = b"\x83\x86\x01\x01x\x44" + hpack_len(len(path)) + path + b"\x0f\x10" + bytes([16]) + b"application/grpc"
+    return frame(1, 0x4, stream, block)
+
+
+def headers_indexed_path(stream):
+    return frame(1, 0x4, stream, b"\x83\x86\x01\x01x\xbe\x0f\x10" + bytes([16]) + b"application/grpc")
+
+
 def rls_message(key):
     # RateLimitRequest{domain: "edge", descriptors: [{entries: [{key: remote_address, value: key}]}]}
     entry = b"\x0a\x0eremote_address\x12" + bytes([len(key)]) + key
@@ -326,6 +348,56 @@ class Hostile(unittest.TestCase):
             refused = [sid for ty, _, sid, p in fr if ty == 3 and p == b"\0\0\0\x07"]
             self.assertGreaterEqual(len(refused), 90, fr[:20])  # REFUSED_STREAM
             c.close()
+
+    def metric(self, name):
+        st, body = self.frsd.get("/metrics")
+        self.assertEqual(st, 200)
+        for line in body.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        self.fail("no " + name + " in /metrics")
+
+    def test_streams_naming_a_large_indexed_path_hold_no_copy_of_it(self):
+        # One 4 KB :path put in each connection's HPACK table, then named by
+        # index (one byte) on 99 more streams, none ended: 100 connections x
+        # 100 streams sent 2.4 MB and made the worker hold a copy of the
+        # path per stream (40 MB; 1,000 connections: +444 MB). Every byte a
+        # connection makes the worker hold is its own, within its budget,
+        # and returned when it closes (the request time-out, 1 s here).
+        pid = self.frsd.workers_pids()[0]
+        before = vm_rss_kb(pid)
+        path = b"/envoy.service.ratelimit.v3.RateLimitService/" + b"x" * 4000
+        one = PREFACE + SETTINGS + frame(4, 1, 0, b"") + headers_indexing_path(1, path)
+        one += b"".join(headers_indexed_path(2 * i + 1) for i in range(1, 100)) + frame(6, 0, 0, b"path-png")
+        self.save("indexed_path_streams", one)
+        conns = []
+        for _ in range(100):
+            c = Conn(self.frsd.grpc_port)
+            c.send(one)
+            conns.append(c)
+        # Each connection's PING answered: its streams were all taken in.
+        for c in conns:
+            got, acked = b"", False
+            end = time.monotonic() + 5
+            while not acked and time.monotonic() < end:
+                r, eof = c.recv_for(0.2, 0.05, reset_closes=True)
+                got += r
+                acked = (6, 1) in [(ty, fl) for ty, fl, _, _ in frames(got)]
+                if eof:
+                    break
+            self.assertTrue(acked, frames(got)[:10])
+        after = vm_rss_kb(pid)
+        self.assertLess(after - before, 16 * 1024, (before, after))
+        for c in conns:
+            self.assertIsNotNone(c.read_until_closed(5))  # closed by the request time-out
+            c.close()
+        # Returned: the gauge (sampled once a second) falls back to what an
+        # idle server holds.
+        end = time.monotonic() + 5
+        while self.metric("frs_grpc_held_bytes") > 0 and time.monotonic() < end:
+            time.sleep(0.1)
+        self.assertEqual(self.metric("frs_grpc_held_bytes"), 0)
+        self.assert_serving()
 
     def test_a_connection_flooding_calls_does_not_starve_another(self):
         flood = Conn(self.frsd.grpc_port)

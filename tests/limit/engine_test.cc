@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "common/temp_dir.h"
 #include "limit/alloc_count.h"
@@ -745,6 +748,54 @@ TEST_F(EngineTest, HotPathMakesNoHeapAllocation) {
     RecordProperty(std::string("ns_per_acquire_") + biz,
                    static_cast<int>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count() / kRounds));
   }
+}
+
+// An in-process program whose threads each decided once and then sit idle
+// (never deciding again, never calling Store::ReleaseIdleWriters) holds no
+// writer entry: another opener of the same files, frsd's worker, writes at
+// once. Before, the 32 idle threads kept all 32 entries of the file, and
+// frsd's writes waited writer_wait_ms (5 s) and answered 503 for as long
+// as the program idled.
+TEST_F(EngineTest, IdleThreadsOfAnInProcessProgramHoldNoWriterEntry) {
+  WriteMap(R"(<map><biz id="1" name="api"><rule interval="60" max="100"/></biz></map>)");
+  auto e = OpenEngine();
+  constexpr int kThreads = 32;  // a file's writer entries
+  std::mutex mu;
+  std::condition_variable cv;
+  int decided = 0;
+  bool done = false;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const Decision d = Do(*e, Cmd::kAcquire, "api", "t" + std::to_string(t));
+      EXPECT_TRUE(d.ok()) << d.status.ToString();
+      std::unique_lock<std::mutex> l(mu);
+      ++decided;
+      cv.notify_all();
+      cv.wait(l, [&] { return done; });
+    });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return decided == kThreads; });
+  }
+  // frsd: a store and engine of their own on the same files, waiting at
+  // most 300 ms for an entry (a bound that fails, not one that is timed).
+  StoreOptions o;
+  o.dir = dir_ / "store";
+  o.geometry = StoreGeometry{1, 1024, 8};
+  o.writer_wait_ms = 300;
+  auto frsd_store = Store::Open(o);
+  ASSERT_TRUE(frsd_store.ok()) << frsd_store.status().ToString();
+  auto frsd = OpenEngine(frsd_store.value().get());
+  const Decision d = Do(*frsd, Cmd::kAcquire, "api", "frsd");
+  EXPECT_TRUE(d.ok()) << d.status.ToString();
+  EXPECT_TRUE(d.allowed);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    done = true;
+  }
+  cv.notify_all();
+  for (auto& th : threads) th.join();
 }
 
 // Node damage is seen (store format 5: a check byte per node). Every byte

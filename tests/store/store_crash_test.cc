@@ -591,14 +591,16 @@ class EntryHolders {
 // Every writer entry of a file held by a live thread: a further writer is
 // refused whole (never writes without an undo record), and gets an entry
 // again once a holder has died.
-// Threads that took an entry and then sit idle, never writing again nor
-// calling ReleaseIdleWriters: a 33rd writer waits writer_wait_ms and is
+// Threads that keep their entries between writes (frsd's workers) and
+// then sit idle, never writing again nor calling ReleaseIdleWriters: a
+// 33rd writer waits writer_wait_ms and is
 // refused (Busy, naming the entries), nothing half done; once they are
 // gone their entries are taken.
 TEST(StoreContention, AllWriterEntriesHeldRefusesThenRecovers) {
   TempDir d;
   StoreOptions o = Opts(d.path(), 1, 64, 4);
   o.writer_wait_ms = 200;
+  o.keep_writer_entries = true;  // as frsd's workers: kept between writes
   auto s = Store::Open(o);
   ASSERT_TRUE(s.ok());
   Store* store = s.value().get();
@@ -609,6 +611,23 @@ TEST(StoreContention, AllWriterEntriesHeldRefusesThenRecovers) {
   EXPECT_NE(busy.message().find("writer entries"), std::string::npos) << busy.message();
   holders.reset();
   ASSERT_TRUE(Incr(store, k).ok());  // the dead threads' entries are reclaimed
+  EXPECT_EQ(CountOf(store, k), 33u);
+}
+
+// Without keep_writer_entries (the default: an in-process program's store)
+// a thread holds an entry only during its write: 32 threads that wrote
+// once and sit idle, calling nothing, leave every entry free.
+TEST(StoreContention, IdleThreadsHoldNoEntryUnlessTheyKeepThem) {
+  TempDir d;
+  StoreOptions o = Opts(d.path(), 1, 64, 4);
+  o.writer_wait_ms = 200;
+  auto s = Store::Open(o);
+  ASSERT_TRUE(s.ok());
+  Store* store = s.value().get();
+  const Key k = MakeKey(1, std::string("lib"));
+  auto holders = std::make_unique<EntryHolders>(store, k, false);
+  EXPECT_TRUE(Incr(store, k).ok());
+  holders.reset();
   EXPECT_EQ(CountOf(store, k), 33u);
 }
 
@@ -642,7 +661,9 @@ TEST(StoreContention, MoreWritersThanWriterEntriesAllSucceed) {
 // ReleaseIdleWriters (frsd's workers do, once a second).
 TEST(StoreContention, AnIdleHolderHandsItsEntryToAWaiter) {
   TempDir d;
-  auto s = Store::Open(Opts(d.path(), 1, 64, 4));
+  StoreOptions o = Opts(d.path(), 1, 64, 4);
+  o.keep_writer_entries = true;  // as frsd's workers: kept between writes
+  auto s = Store::Open(o);
   ASSERT_TRUE(s.ok());
   Store* store = s.value().get();
   const Key k = MakeKey(1, std::string("idle"));

@@ -1079,7 +1079,9 @@ TEST(StoreVerify, ARepairThatCannotBeJournaledIsNotMade) {
   const size_t at = n.at;
   uint8_t form = 0x1F;  // span 31: out of range
   PatchFile(d / "frs.0.store", at + offsetof(store::NodeHeader, form), &form, 1);
-  auto s = MustOpen(Opts(d.path(), 1, 16, 4));
+  StoreOptions o = Opts(d.path(), 1, 16, 4);
+  o.keep_writer_entries = true;  // the holders below keep theirs, as frsd's workers do
+  auto s = MustOpen(o);
 
   std::mutex mu;
   std::condition_variable cv;

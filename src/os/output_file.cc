@@ -1,0 +1,59 @@
+#include "os/output_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+namespace frs::os {
+
+namespace {
+
+bool TakesOutput(mode_t mode) { return S_ISREG(mode) || S_ISCHR(mode); }
+
+}  // namespace
+
+const char* FileKindName(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a file";
+}
+
+std::string NotRegularWords(const std::string& path, mode_t mode) {
+  return path + " is " + FileKindName(mode) + ", not a regular file";
+}
+
+Status CheckOutputPath(const std::string& path, std::string_view what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::OK();  // absent (created on open) or said by the open
+  if (!TakesOutput(st.st_mode))
+    return Status::InvalidArgument("the " + std::string(what) + " " + NotRegularWords(path, st.st_mode));
+  return Status::OK();
+}
+
+Result<UniqueFd> OpenForAppend(const std::string& path, std::string_view what) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0640));
+  if (!fd.valid()) {
+    const int err = errno;
+    struct stat st;
+    // ENXIO: a FIFO no one reads (or a socket); said as what it is.
+    if (::stat(path.c_str(), &st) == 0 && !TakesOutput(st.st_mode))
+      return Status::InvalidArgument("the " + std::string(what) + " " + NotRegularWords(path, st.st_mode));
+    return Status::FromErrno("cannot open the " + std::string(what) + " " + path, err);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("cannot open the " + std::string(what) + " " + path, errno);
+  if (!TakesOutput(st.st_mode))
+    return Status::InvalidArgument("the " + std::string(what) + " " + NotRegularWords(path, st.st_mode));
+  const int fl = ::fcntl(fd.get(), F_GETFL);
+  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0)
+    return Status::FromErrno("cannot open the " + std::string(what) + " " + path, errno);
+  return fd;
+}
+
+}  // namespace frs::os

@@ -1,0 +1,63 @@
+// Files an operator names, opened without waiting on them (os/output_file.h),
+// and a configuration file that is a FIFO (os/text_file.h).
+#include "os/output_file.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "common/temp_dir.h"
+#include "os/text_file.h"
+
+namespace frs {
+namespace {
+
+using testing::TempDir;
+
+TEST(OutputFile, AFifoIsRefusedNamingItWhetherOrNotSomeoneReads) {
+  TempDir d;
+  const std::string fifo = d / "log.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = os::OpenForAppend(fifo, "decision log");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "the decision log " + fifo + " is a FIFO, not a regular file");
+  EXPECT_EQ(os::CheckOutputPath(fifo, "decision log").message(), r.status().message());
+  // A reader present: the open succeeds, fstat refuses.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  r = os::OpenForAppend(fifo, "decision log");
+  ::close(reader);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is a FIFO"), std::string::npos);
+}
+
+TEST(OutputFile, ADirectoryIsRefusedAndAFileIsCreatedBlocking) {
+  TempDir d;
+  auto dir = os::OpenForAppend(d.path(), "log file");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find(d.path()), std::string::npos);
+  EXPECT_FALSE(os::CheckOutputPath(d.path(), "log file").ok());
+
+  const std::string file = d / "a.log";
+  EXPECT_TRUE(os::CheckOutputPath(file, "log file").ok());  // absent: created by the open
+  auto f = os::OpenForAppend(file, "log file");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(::fcntl(f->get(), F_GETFL) & (O_NONBLOCK | O_APPEND), O_APPEND);
+  // A character device takes writes without a reader: allowed.
+  EXPECT_TRUE(os::OpenForAppend("/dev/null", "log file").ok());
+}
+
+TEST(OutputFile, AConfigurationFileThatIsAFifoIsRefusedNotWaitedOn) {
+  TempDir d;
+  const std::string fifo = d / "map.xml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = os::ReadTextFile(fifo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), fifo + ":0: " + fifo + " is a FIFO, not a regular file");
+}
+
+}  // namespace
+}  // namespace frs
