@@ -74,7 +74,7 @@ EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone
       clock_(opts.clock ? opts.clock : SystemClock::Default()),
       tz_(std::move(tz)),
       stats_(std::move(stats)),
-      field_stats_(std::make_unique<FieldStats>(opts.stats_dir, opts.read_only)),
+      field_stats_(std::make_unique<FieldStats>(opts.stats_dir, opts.read_only, opts.on_problem)),
       history_(opts.stats_dir, opts.read_only),
       denials_(std::move(denials)),
       map_path_(opts.map_path) {}
