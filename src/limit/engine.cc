@@ -102,9 +102,16 @@ Status EngineImpl::Install(MapConfig config) {
   live[kReceiptBiz] = true;  // handoff receipts live until they expire
   // Nodes of a biz the new map lacks become stale: eviction reclaims them.
   store_->SetLiveBizzes(std::move(live));
-  MutexLock lock(&mu_);
-  map_ = std::move(map);
-  generation_.fetch_add(1, std::memory_order_release);
+  std::vector<const StatsTable*> kept;
+  for (const Biz& b : map->bizzes) kept.insert(kept.end(), b.stats_tables.begin(), b.stats_tables.end());
+  {
+    MutexLock lock(&mu_);
+    map_ = std::move(map);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  // A table the map no longer keeps closes its day files: they are not in
+  // the descriptor need of the new map (server/fd_limit.h).
+  field_stats_->CloseAllBut(kept);
   return Status::OK();
 }
 

@@ -38,11 +38,28 @@ uint64_t StatsDescriptors(const MapConfig& map) {
   return tables * kOpenDaysPerTable;
 }
 
-StatsTable::StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report)
+void RetiredDays::Add(std::shared_ptr<const void> open) {
+  MutexLock lock(&mu_);
+  retired_.emplace_back(SteadyNow(), std::move(open));
+}
+
+void RetiredDays::FreeOld() {
+  const int64_t before = (std::chrono::steady_clock::now() - kRetiredLife).time_since_epoch().count();
+  std::vector<std::shared_ptr<const void>> freed;  // unmapped outside the lock
+  MutexLock lock(&mu_);
+  std::erase_if(retired_, [&](auto& r) {
+    if (r.first >= before) return false;
+    freed.push_back(std::move(r.second));
+    return true;
+  });
+}
+
+StatsTable::StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report, RetiredDays* retired)
     : dir_(std::move(dir)),
       shape_{spec.groups, static_cast<uint32_t>(spec.distinct.size())},
       days_(spec.days),
-      report_(std::move(report)) {}
+      report_(std::move(report)),
+      retired_(retired != nullptr ? retired : &own_retired_) {}
 
 StatsTable::~StatsTable() = default;
 
@@ -56,6 +73,17 @@ void StatsTable::Reshape(const StatsSpec& spec) {
   MutexLock lock(&mu_);
   shape_.groups = spec.groups;
   days_ = spec.days;
+}
+
+void StatsTable::CloseDays() {
+  MutexLock lock(&mu_);
+  retired_->FreeOld();
+  while (!open_.empty()) {
+    std::unique_ptr<Open> o = std::move(open_.back());
+    open_.pop_back();
+    Retire(std::move(o));
+  }
+  current_.store(nullptr, std::memory_order_release);
 }
 
 GroupTable* StatsTable::Day(uint32_t day) {
@@ -81,17 +109,12 @@ GroupTable* StatsTable::Day(uint32_t day) {
 
 void StatsTable::Retire(std::unique_ptr<Open> o) {
   if (current_.load(std::memory_order_relaxed) == o.get()) current_.store(nullptr, std::memory_order_release);
-  retired_.emplace_back(SteadyNow(), std::move(o));
-}
-
-void StatsTable::FreeRetired() {
-  const int64_t before = (std::chrono::steady_clock::now() - kRetiredLife).time_since_epoch().count();
-  std::erase_if(retired_, [before](const auto& r) { return r.first < before; });
+  retired_->Add(std::shared_ptr<const Open>(std::move(o)));
 }
 
 GroupTable* StatsTable::OpenDay(uint32_t day, bool say) {
   MutexLock lock(&mu_);
-  FreeRetired();
+  retired_->FreeOld();
   Open* found = nullptr;
   for (const auto& o : open_)
     if (o->day == day) found = o.get();
@@ -134,7 +157,7 @@ GroupTable* StatsTable::OpenDay(uint32_t day, bool say) {
 
 GroupTable* StatsTable::Recover(uint32_t day, GroupTable* damaged) {
   MutexLock lock(&mu_);
-  FreeRetired();
+  retired_->FreeOld();
   auto it = std::find_if(open_.begin(), open_.end(), [day](const auto& o) { return o->day == day; });
   if (it == open_.end()) return nullptr;
   if ((*it)->table.get() != damaged) return (*it)->table.get();  // recovered already
@@ -301,11 +324,17 @@ StatsTable* FieldStats::TableFor(uint16_t biz, const BizConfig& cfg, const Stats
   MutexLock lock(&mu_);
   auto& slot = tables_[{biz, name}];
   if (slot == nullptr) {
-    slot = std::make_unique<StatsTable>(dir_ + "/stats/" + std::to_string(biz) + "/" + name, spec, report_);
+    slot = std::make_unique<StatsTable>(dir_ + "/stats/" + std::to_string(biz) + "/" + name, spec, report_, &retired_);
   } else {
     slot->Reshape(spec);
   }
   return slot.get();
+}
+
+void FieldStats::CloseAllBut(const std::vector<const StatsTable*>& kept) {
+  MutexLock lock(&mu_);
+  for (auto& [id, table] : tables_)
+    if (std::find(kept.begin(), kept.end(), table.get()) == kept.end()) table->CloseDays();
 }
 
 bool FieldStats::SplitKey(const BizConfig& cfg, std::string_view key, std::string_view* fields) {

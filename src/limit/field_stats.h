@@ -58,10 +58,25 @@ uint64_t StatsDescriptors(const MapConfig& map);
 // Where a table says what went wrong with its files (one sentence each).
 using StatsReporter = std::function<void(const std::string& what)>;
 
+// Day files a table no longer uses (replaced, dropped, closed), kept alive a
+// minute: a request on the fast path may still hold one for a moment. Any
+// table's next day, recovery or close frees those old enough, so a table no
+// longer counted in does not keep its descriptors.
+class RetiredDays {
+ public:
+  void Add(std::shared_ptr<const void> open) FRS_EXCLUDES(mu_);
+  void FreeOld() FRS_EXCLUDES(mu_);
+
+ private:
+  Mutex mu_;
+  std::vector<std::pair<int64_t, std::shared_ptr<const void>>> retired_ FRS_GUARDED_BY(mu_);
+};
+
 // One table of one biz, across days.
 class StatsTable {
  public:
-  StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report = nullptr);
+  // `retired`: where its replaced day files wait (null: its own).
+  StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report = nullptr, RetiredDays* retired = nullptr);
   ~StatsTable();
   // Today's file (opened or made at the first call of a day); null when it
   // cannot be (the error is logged once per day by the caller's counters).
@@ -91,6 +106,7 @@ class StatsTable {
   Status WriteReceived(uint32_t day, std::string_view receipt, const std::vector<GroupRow>& rows, uint64_t field_errors,
                        bool* duplicate);
   void Reshape(const StatsSpec& spec);  // a reload's days and groups
+  void CloseDays() FRS_EXCLUDES(mu_);   // retires every open day file
   // Updates of this process that found no day file (it could not be made).
   uint64_t unstored() const { return unstored_.load(std::memory_order_relaxed); }
   const std::string& dir() const { return dir_; }
@@ -104,8 +120,6 @@ class StatsTable {
   // Deletes the files of days older than `days` before `today`, when
   // `today` follows the newest day kept (a clock stepping by one day).
   void DropOldDays(uint32_t today) FRS_REQUIRES(mu_);
-  // Frees Opens retired long enough ago that no request still uses them.
-  void FreeRetired() FRS_REQUIRES(mu_);
   void Retire(std::unique_ptr<Open> o) FRS_REQUIRES(mu_);
   void Report(const std::string& what) const;
   std::string PathOf(uint32_t day) const;
@@ -115,11 +129,10 @@ class StatsTable {
   GroupTableShape shape_ FRS_GUARDED_BY(mu_);
   uint32_t days_ FRS_GUARDED_BY(mu_) = 31;
   std::deque<std::unique_ptr<Open>> open_ FRS_GUARDED_BY(mu_);  // the days written here, oldest first
-  // Opens replaced or dropped, with the steady time they were: a request on
-  // the fast path may still hold one for a moment, so it lives on a while.
-  std::vector<std::pair<int64_t, std::unique_ptr<Open>>> retired_ FRS_GUARDED_BY(mu_);
-  uint32_t pruned_today_ FRS_GUARDED_BY(mu_) = 0;  // the day of the last deletion of old days here
+  uint32_t pruned_today_ FRS_GUARDED_BY(mu_) = 0;               // the day of the last deletion of old days here
   const StatsReporter report_;
+  RetiredDays own_retired_;
+  RetiredDays* const retired_;
   std::atomic<const Open*> current_{nullptr};
   std::atomic<uint32_t> failed_day_{UINT32_MAX};  // a day whose file could not be made
   std::atomic<int64_t> retry_at_{0};              // steady-clock ticks
@@ -136,6 +149,9 @@ class FieldStats {
   // object for the engine's life); null when statistics are not kept.
   StatsTable* TableFor(uint16_t biz, const BizConfig& cfg, const StatsSpec& spec);
   bool read_only() const { return read_only_; }
+  // Closes the day files of every table but `kept` (a reload dropped them;
+  // a request still on the old map reopens what it needs).
+  void CloseAllBut(const std::vector<const StatsTable*>& kept);
   // Counts one decision of `cfg`'s `key` in its tables (parallel to cfg.stats).
   static void Count(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
                     const GroupCounts& delta, uint32_t day);
@@ -149,6 +165,7 @@ class FieldStats {
   const std::string dir_;
   const bool read_only_;
   const StatsReporter report_;
+  RetiredDays retired_;
   Mutex mu_;
   std::map<std::pair<uint16_t, std::string>, std::unique_ptr<StatsTable>> tables_ FRS_GUARDED_BY(mu_);
 };
