@@ -98,7 +98,7 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
   // would never be pruned and would hide the days before it.
   const uint32_t today = Today();
   if (in.day > today || in.day + spec.days <= today)
-    return Status::InvalidArgument("day " + DayText(in.day) + " is not one this table keeps (the " +
+    return Status::InvalidArgument("day " + DayText(in.day) + " " + std::string(kDayNotKept) + " (the " +
                                    std::to_string(spec.days) + " days up to " + DayText(today) + ")");
   // Sketches travel by field name: a field this table does not count is
   // dropped, one it counts and the sender did not starts from nothing.
