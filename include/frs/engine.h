@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -59,6 +60,10 @@ struct EngineOptions {
   std::string stats_dir;         // where the daily statistics file lives (the store dir)
   bool read_only = false;        // never write the statistics file (a read-only store)
   const Clock* clock = nullptr;  // default: SystemClock
+  // Called (from the deciding thread) with one sentence when a statistics
+  // file was found damaged and set aside, or could not be opened: the
+  // engine goes on either way; the caller decides where the sentence goes.
+  std::function<void(const std::string& what)> on_problem;
 };
 
 class Engine {

@@ -74,7 +74,7 @@ EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone
       clock_(opts.clock ? opts.clock : SystemClock::Default()),
       tz_(std::move(tz)),
       stats_(std::move(stats)),
-      field_stats_(std::make_unique<FieldStats>(opts.stats_dir, opts.read_only)),
+      field_stats_(std::make_unique<FieldStats>(opts.stats_dir, opts.read_only, opts.on_problem)),
       history_(opts.stats_dir, opts.read_only),
       denials_(std::move(denials)),
       map_path_(opts.map_path) {}
@@ -102,9 +102,16 @@ Status EngineImpl::Install(MapConfig config) {
   live[kReceiptBiz] = true;  // handoff receipts live until they expire
   // Nodes of a biz the new map lacks become stale: eviction reclaims them.
   store_->SetLiveBizzes(std::move(live));
-  MutexLock lock(&mu_);
-  map_ = std::move(map);
-  generation_.fetch_add(1, std::memory_order_release);
+  std::vector<const StatsTable*> kept;
+  for (const Biz& b : map->bizzes) kept.insert(kept.end(), b.stats_tables.begin(), b.stats_tables.end());
+  {
+    MutexLock lock(&mu_);
+    map_ = std::move(map);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  // A table the map no longer keeps closes its day files: they are not in
+  // the descriptor need of the new map (server/fd_limit.h).
+  field_stats_->CloseAllBut(kept);
   return Status::OK();
 }
 

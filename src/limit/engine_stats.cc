@@ -56,11 +56,26 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
   const StatsSpec& spec = biz->cfg.stats[i];
   if (biz->stats_tables.empty() || biz->stats_tables[i] == nullptr)
     return Status::Unavailable("statistics by field are kept only with a store directory");
-  const uint32_t day = q.day < 0 ? Today() : static_cast<uint32_t>(q.day);
-  auto tables = biz->stats_tables[i]->ReadDay(day);
+  const uint32_t today = Today();
+  const uint32_t day = q.day < 0 ? today : static_cast<uint32_t>(q.day);
+  StatsTable* table = biz->stats_tables[i];
+  // Today's file through the writer's door: one found damaged (cut short,
+  // a broken header) is set aside and the day starts anew, instead of an
+  // error for the rest of the day.
+  if (day == today && !field_stats_->read_only()) table->Day(day);
+  auto tables = table->ReadDay(day);
   if (!tables.ok()) return tables.status();
   GroupStats out = ReadGroupStats(tables.value(), q);
-  if (day == Today()) out.lost += biz->stats_tables[i]->unstored();
+  // Damage met while reading (an offset outside the file): set aside, what
+  // is readable carried over, and read again.
+  if (!field_stats_->read_only() &&
+      std::any_of(tables->begin(), tables->end(), [](const auto& t) { return t->damaged(); }) &&
+      table->RecoverIfDamaged(day)) {
+    tables = table->ReadDay(day);
+    if (!tables.ok()) return tables.status();
+    out = ReadGroupStats(tables.value(), q);
+  }
+  if (day == today) out.lost += table->unstored();
   out.biz_id = biz->cfg.id;
   out.biz = biz->cfg.name;
   out.by = spec.by_text;
@@ -83,7 +98,7 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
   // would never be pruned and would hide the days before it.
   const uint32_t today = Today();
   if (in.day > today || in.day + spec.days <= today)
-    return Status::InvalidArgument("day " + DayText(in.day) + " is not one this table keeps (the " +
+    return Status::InvalidArgument("day " + DayText(in.day) + " " + std::string(kDayNotKept) + " (the " +
                                    std::to_string(spec.days) + " days up to " + DayText(today) + ")");
   // Sketches travel by field name: a field this table does not count is
   // dropped, one it counts and the sender did not starts from nothing.

@@ -18,21 +18,72 @@
 namespace frs::limit {
 namespace {
 
-// Days of files kept open for writing: today and the two before (a request
-// decided just before midnight may still be counted just after it).
-constexpr size_t kOpenDays = 3;
+// How long an Open replaced or dropped outlives it: far longer than any
+// request holds a table it found on the fast path.
+constexpr auto kRetiredLife = std::chrono::seconds(60);
+
+int64_t SteadyNow() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+// The day of a file of a table's directory ("2026-11-25.frs", and the
+// received and set-aside files named after it), or false.
+bool DayOfName(std::string_view name, uint32_t* day) {
+  return name.size() >= 14 && name[10] == '.' && ParseDayText(name.substr(0, 10), day);
+}
 
 }  // namespace
 
-StatsTable::StatsTable(std::string dir, const StatsSpec& spec)
-    : dir_(std::move(dir)), shape_{spec.groups, static_cast<uint32_t>(spec.distinct.size())}, days_(spec.days) {}
+uint64_t StatsDescriptors(const MapConfig& map) {
+  uint64_t tables = 0;
+  for (const BizConfig& b : map.bizzes) tables += b.stats.size();
+  return tables * kOpenDaysPerTable;
+}
+
+void RetiredDays::Add(std::shared_ptr<const void> open) {
+  MutexLock lock(&mu_);
+  retired_.emplace_back(SteadyNow(), std::move(open));
+}
+
+void RetiredDays::FreeOld() {
+  const int64_t before = (std::chrono::steady_clock::now() - kRetiredLife).time_since_epoch().count();
+  std::vector<std::shared_ptr<const void>> freed;  // unmapped outside the lock
+  MutexLock lock(&mu_);
+  std::erase_if(retired_, [&](auto& r) {
+    if (r.first >= before) return false;
+    freed.push_back(std::move(r.second));
+    return true;
+  });
+}
+
+StatsTable::StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report, RetiredDays* retired)
+    : dir_(std::move(dir)),
+      shape_{spec.groups, static_cast<uint32_t>(spec.distinct.size())},
+      days_(spec.days),
+      report_(std::move(report)),
+      retired_(retired != nullptr ? retired : &own_retired_) {}
+
+StatsTable::~StatsTable() = default;
 
 std::string StatsTable::PathOf(uint32_t day) const { return dir_ + "/" + DayText(day) + ".frs"; }
+
+void StatsTable::Report(const std::string& what) const {
+  if (report_) report_(what);
+}
 
 void StatsTable::Reshape(const StatsSpec& spec) {
   MutexLock lock(&mu_);
   shape_.groups = spec.groups;
   days_ = spec.days;
+}
+
+void StatsTable::CloseDays() {
+  MutexLock lock(&mu_);
+  retired_->FreeOld();
+  while (!open_.empty()) {
+    std::unique_ptr<Open> o = std::move(open_.back());
+    open_.pop_back();
+    Retire(std::move(o));
+  }
+  current_.store(nullptr, std::memory_order_release);
 }
 
 GroupTable* StatsTable::Day(uint32_t day) {
@@ -41,12 +92,12 @@ GroupTable* StatsTable::Day(uint32_t day) {
   // A day whose file could not be made (a full disk, a directory this user
   // may not write) is tried again every few seconds, not at every request:
   // meanwhile its updates are counted as unstored.
-  if (failed_day_.load(std::memory_order_relaxed) == day &&
-      std::chrono::steady_clock::now().time_since_epoch().count() < retry_at_.load(std::memory_order_relaxed)) {
+  if (failed_day_.load(std::memory_order_relaxed) == day && SteadyNow() < retry_at_.load(std::memory_order_relaxed)) {
     unstored_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  GroupTable* t = OpenDay(day);
+  // A day that keeps failing is said once, not at every retry.
+  GroupTable* t = OpenDay(day, /*say=*/failed_day_.load(std::memory_order_relaxed) != day);
   if (t == nullptr) {
     failed_day_.store(day, std::memory_order_relaxed);
     retry_at_.store((std::chrono::steady_clock::now() + std::chrono::seconds(5)).time_since_epoch().count(),
@@ -56,36 +107,131 @@ GroupTable* StatsTable::Day(uint32_t day) {
   return t;
 }
 
-GroupTable* StatsTable::OpenDay(uint32_t day) {
+void StatsTable::Retire(std::unique_ptr<Open> o) {
+  if (current_.load(std::memory_order_relaxed) == o.get()) current_.store(nullptr, std::memory_order_release);
+  retired_->Add(std::shared_ptr<const Open>(std::move(o)));
+}
+
+GroupTable* StatsTable::OpenDay(uint32_t day, bool say) {
   MutexLock lock(&mu_);
+  retired_->FreeOld();
+  Open* found = nullptr;
   for (const auto& o : open_)
-    if (o->day == day) return o->table.get();
-  auto t = GroupTable::Open(PathOf(day), shape_, GroupTable::Mode::kWrite);
-  if (!t.ok()) return nullptr;
+    if (o->day == day) found = o.get();
+  if (found == nullptr) {
+    std::string aside;
+    auto t = GroupTable::Open(PathOf(day), shape_, GroupTable::Mode::kWrite, &aside);
+    if (!t.ok()) {
+      if (say) Report("statistics by field not counted: " + t.status().message());
+      return nullptr;
+    }
+    if (!aside.empty()) {
+      Report("statistics: " + aside);
+      t.value()->AddLost(1);
+    }
+    auto fresh = std::make_unique<Open>(Open{day, std::shared_ptr<GroupTable>(std::move(t.value()))});
+    found = fresh.get();
+    auto it = std::find_if(open_.begin(), open_.end(), [day](const auto& o) { return o->day > day; });
+    open_.insert(it, std::move(fresh));
+  }
+  // The fast path follows the clock: to a newer day, or back when the clock
+  // came back more than a day (a step undone); a request that straddled
+  // midnight (a day behind) leaves it.
+  const Open* c = current_.load(std::memory_order_relaxed);
+  const bool newer = c == nullptr || day > c->day;
+  if (newer || c->day > day + 1) current_.store(found, std::memory_order_release);
+  // The days kept open are those nearest the one just asked for; the others
+  // are retired (a request may hold one still), never freed at once.
+  while (open_.size() > kOpenDaysPerTable) {
+    auto far = std::max_element(open_.begin(), open_.end(), [day](const auto& a, const auto& b) {
+      const auto dist = [day](uint32_t d) { return d > day ? d - day : day - d; };
+      return dist(a->day) < dist(b->day);
+    });
+    std::unique_ptr<Open> gone = std::move(*far);
+    open_.erase(far);
+    Retire(std::move(gone));
+  }
+  if (newer) DropOldDays(day);
+  return found->table.get();
+}
+
+GroupTable* StatsTable::Recover(uint32_t day, GroupTable* damaged) {
+  MutexLock lock(&mu_);
+  retired_->FreeOld();
+  auto it = std::find_if(open_.begin(), open_.end(), [day](const auto& o) { return o->day == day; });
+  if (it == open_.end()) return nullptr;
+  if ((*it)->table.get() != damaged) return (*it)->table.get();  // recovered already
+  std::string aside;
+  Result<bool> moved = damaged->MoveAside(&aside);
+  if (!moved.ok()) {
+    Report("statistics: " + damaged->path() + " is damaged and " + moved.status().message());
+    return nullptr;
+  }
+  std::string also;
+  auto t = GroupTable::Open(PathOf(day), shape_, GroupTable::Mode::kWrite, &also);
+  if (!t.ok()) {
+    Report("statistics: " + damaged->path() + " is damaged and " + t.status().message());
+    return nullptr;
+  }
   auto fresh = std::make_unique<Open>(Open{day, std::shared_ptr<GroupTable>(std::move(t.value()))});
   GroupTable* table = fresh->table.get();
-  // Days arrive in order but for a request that straddled midnight: only a
-  // newer day moves `current_`. An Open is never moved (readers on the
-  // fast path hold its address); one is freed kOpenDays days after its day.
-  auto it = std::find_if(open_.begin(), open_.end(), [day](const auto& o) { return o->day > day; });
-  const bool newest = it == open_.end();
-  open_.insert(it, std::move(fresh));
-  if (newest) {
-    current_.store(open_.back().get(), std::memory_order_release);
-    while (open_.size() > kOpenDays) open_.pop_front();
-    DropOldDays(day);
+  if (!also.empty()) Report("statistics: " + also);
+  const bool was_current = current_.load(std::memory_order_relaxed) == it->get();
+  std::unique_ptr<Open> old = std::move(*it);
+  *it = std::move(fresh);
+  if (was_current) current_.store(it->get(), std::memory_order_release);
+  if (moved.value()) {
+    // Only the process that moved the file carries it over (the others find
+    // the fresh file at the path): the groups still readable, their counts
+    // and sketches, and the day's counters; the damage itself is one lost.
+    uint64_t kept = 0;
+    for (const GroupRow& r : damaged->Rows(/*sketches=*/true)) kept += table->Merge(r);
+    table->AddFieldErrors(damaged->field_errors());
+    table->AddLost(damaged->lost() + 1);
+    Report("statistics: " + damaged->path() + " is damaged (an offset outside its file, or its pages gone under a " +
+           "truncation); moved to " + aside + ", " + std::to_string(kept) +
+           " readable group(s) carried into a fresh file, the day goes on");
   }
+  Retire(std::move(old));
   return table;
 }
 
-void StatsTable::DropOldDays(uint32_t today) const {
+bool StatsTable::RecoverIfDamaged(uint32_t day) {
+  GroupTable* t = nullptr;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& o : open_)
+      if (o->day == day && o->table->damaged()) t = o->table.get();
+  }
+  return t != nullptr && Recover(day, t) != nullptr;
+}
+
+void StatsTable::DropOldDays(uint32_t today) {
   DIR* d = ::opendir(dir_.c_str());
   if (d == nullptr) return;
+  // A clock that stepped ahead must not delete what it skipped over: old days
+  // go only when `today` follows the newest day kept (files of days after
+  // `today`, left by a clock that was ahead, do not count). After a step,
+  // or a stop of several days, they go at the next day instead.
+  uint32_t newest = 0;
+  bool any = false;
   while (dirent* e = ::readdir(d)) {
     const std::string_view name = e->d_name;
     uint32_t day;
-    if (name.size() < 14 || !name.ends_with(".frs") || !ParseDayText(name.substr(0, 10), &day)) continue;
-    if (day + days_ <= today) ::unlink((dir_ + "/" + std::string(name)).c_str());
+    if (name.size() != 14 || !name.ends_with(".frs") || !DayOfName(name, &day) || day >= today) continue;
+    newest = std::max(newest, day);
+    any = true;
+  }
+  if (any && newest + 1 == today) {
+    ::rewinddir(d);
+    while (dirent* e = ::readdir(d)) {
+      const std::string_view name = e->d_name;
+      uint32_t day;
+      // The day's own file, those received, and those set aside as damaged.
+      if (!DayOfName(name, &day) || name.ends_with(".tmp") || name.find(".tmp.") != std::string_view::npos) continue;
+      if (day + days_ <= today) ::unlink((dir_ + "/" + std::string(name)).c_str());
+    }
+    pruned_today_ = today;
   }
   ::rewinddir(d);
   // Temporary files of a process killed while making a file: an hour old is
@@ -107,7 +253,7 @@ Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint3
   {
     MutexLock lock(&mu_);
     // A day past `days` is gone even while its file is still mapped here.
-    if (!open_.empty() && day + days_ <= open_.back()->day) return out;
+    if (day + days_ <= pruned_today_) return out;
     for (const auto& o : open_)
       if (o->day == day) out.push_back(o->table);
     shape = shape_;
@@ -125,6 +271,7 @@ Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint3
       if (!name.starts_with(prefix + ".from-") || !name.ends_with(".frs")) continue;
       auto t = GroupTable::Open(dir_ + "/" + std::string(name), shape, GroupTable::Mode::kRead);
       if (t.ok()) out.push_back(std::move(t.value()));
+      else Report("statistics: a received file is not read: " + t.status().message());
     }
     ::closedir(d);
   }
@@ -177,11 +324,17 @@ StatsTable* FieldStats::TableFor(uint16_t biz, const BizConfig& cfg, const Stats
   MutexLock lock(&mu_);
   auto& slot = tables_[{biz, name}];
   if (slot == nullptr) {
-    slot = std::make_unique<StatsTable>(dir_ + "/stats/" + std::to_string(biz) + "/" + name, spec);
+    slot = std::make_unique<StatsTable>(dir_ + "/stats/" + std::to_string(biz) + "/" + name, spec, report_, &retired_);
   } else {
     slot->Reshape(spec);
   }
   return slot.get();
+}
+
+void FieldStats::CloseAllBut(const std::vector<const StatsTable*>& kept) {
+  MutexLock lock(&mu_);
+  for (auto& [id, table] : tables_)
+    if (std::find(kept.begin(), kept.end(), table.get()) == kept.end()) table->CloseDays();
 }
 
 bool FieldStats::SplitKey(const BizConfig& cfg, std::string_view key, std::string_view* fields) {
@@ -238,6 +391,7 @@ void FieldStats::Count(const BizConfig& cfg, std::span<StatsTable* const> tables
   for (size_t i = 0; i < tables.size() && i < cfg.stats.size(); ++i) {
     if (tables[i] == nullptr) continue;
     GroupTable* t = tables[i]->Day(day);
+    if (t != nullptr && t->damaged()) t = tables[i]->Recover(day, t);
     if (t == nullptr) continue;
     if (!split) {
       t->AddFieldError();
@@ -249,7 +403,10 @@ void FieldStats::Count(const BizConfig& cfg, std::span<StatsTable* const> tables
     uint32_t codes[kMaxDistinctFields] = {};
     for (size_t d = 0; d < spec.distinct.size() && d < kMaxDistinctFields; ++d)
       codes[d] = sketch::CodeOf(fields[spec.distinct[d]]);
-    t->Add(value, delta, codes);
+    // Damage met on the way (an offset outside the file, a truncation): the
+    // day goes on in a fresh file, and this decision is counted there.
+    if (!t->Add(value, delta, codes) && t->damaged())
+      if (GroupTable* fresh = tables[i]->Recover(day, t)) fresh->Add(value, delta, codes);
   }
 }
 

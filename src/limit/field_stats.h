@@ -8,7 +8,15 @@
 // A key with another number of fields counts in each table's field_errors
 // instead. The day is the calendar day of the server's time zone, so a
 // table's day starts at local midnight; the file of a day older than the
-// table's `days` is deleted when a newer day's file is made.
+// table's `days` is deleted when the next day's file is made, and only then:
+// a clock that steps ahead (a day that does not follow the newest file kept)
+// deletes nothing, so one decision under a wrong clock never empties a table.
+//
+// A day file found damaged (an offset outside its pool, its pages gone under
+// a truncation, a header or length that does not hold) is moved aside to
+// `<day>.frs.damaged-<pid>-<n>`, what is readable of it is carried into a
+// fresh file, the damage is said (the reporter) and counted in `lost`, and
+// the day goes on counting.
 //
 // Tables outlive reloads: a reload that keeps a table (same biz id, `by` and
 // distinct fields) goes on counting into the same files, whatever else it
@@ -20,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -37,13 +46,53 @@
 
 namespace frs::limit {
 
+// Day files of one table a process keeps open (today and the two before: a
+// request decided just before midnight may still be counted just after it),
+// each one descriptor and one mapping.
+inline constexpr uint32_t kOpenDaysPerTable = 3;
+
+// The descriptors the statistics by key field of `map` may keep open in one
+// process: every table's open days. Part of frsd's descriptor need.
+uint64_t StatsDescriptors(const MapConfig& map);
+
+// The words of a merge's refusal of a day its table does not keep (older
+// than `days`, or after today): frsctl handoff skips such a day file, as the
+// receiver would not keep it, instead of failing on it at every run.
+inline constexpr std::string_view kDayNotKept = "is not one this table keeps";
+
+// Where a table says what went wrong with its files (one sentence each).
+using StatsReporter = std::function<void(const std::string& what)>;
+
+// Day files a table no longer uses (replaced, dropped, closed), kept alive a
+// minute: a request on the fast path may still hold one for a moment. Any
+// table's next day, recovery or close frees those old enough, so a table no
+// longer counted in does not keep its descriptors.
+class RetiredDays {
+ public:
+  void Add(std::shared_ptr<const void> open) FRS_EXCLUDES(mu_);
+  void FreeOld() FRS_EXCLUDES(mu_);
+
+ private:
+  Mutex mu_;
+  std::vector<std::pair<int64_t, std::shared_ptr<const void>>> retired_ FRS_GUARDED_BY(mu_);
+};
+
 // One table of one biz, across days.
 class StatsTable {
  public:
-  StatsTable(std::string dir, const StatsSpec& spec);
+  // `retired`: where its replaced day files wait (null: its own).
+  StatsTable(std::string dir, const StatsSpec& spec, StatsReporter report = nullptr, RetiredDays* retired = nullptr);
+  ~StatsTable();
   // Today's file (opened or made at the first call of a day); null when it
   // cannot be (the error is logged once per day by the caller's counters).
   GroupTable* Day(uint32_t day);
+  // `damaged` (a file of `day` this process holds) found damaged: moved
+  // aside, its readable groups carried over, and the day's file opened
+  // anew. Returns the day's file to use now (null when none can be).
+  GroupTable* Recover(uint32_t day, GroupTable* damaged) FRS_EXCLUDES(mu_);
+  // Recovers `day`'s own file when this process holds it and it is damaged;
+  // true when it did.
+  bool RecoverIfDamaged(uint32_t day) FRS_EXCLUDES(mu_);
   // Today's file when it is open here already (the fast path), else null.
   GroupTable* Current(uint32_t day) const {
     const Open* c = current_.load(std::memory_order_acquire);
@@ -62,6 +111,7 @@ class StatsTable {
   Status WriteReceived(uint32_t day, std::string_view receipt, const std::vector<GroupRow>& rows, uint64_t field_errors,
                        bool* duplicate);
   void Reshape(const StatsSpec& spec);  // a reload's days and groups
+  void CloseDays() FRS_EXCLUDES(mu_);   // retires every open day file
   // Updates of this process that found no day file (it could not be made).
   uint64_t unstored() const { return unstored_.load(std::memory_order_relaxed); }
   const std::string& dir() const { return dir_; }
@@ -71,15 +121,23 @@ class StatsTable {
     uint32_t day;
     std::shared_ptr<GroupTable> table;
   };
-  GroupTable* OpenDay(uint32_t day) FRS_EXCLUDES(mu_);
-  void DropOldDays(uint32_t today) const FRS_REQUIRES(mu_);
+  GroupTable* OpenDay(uint32_t day, bool say) FRS_EXCLUDES(mu_);
+  // Deletes the files of days older than `days` before `today`, when
+  // `today` follows the newest day kept (a clock stepping by one day).
+  void DropOldDays(uint32_t today) FRS_REQUIRES(mu_);
+  void Retire(std::unique_ptr<Open> o) FRS_REQUIRES(mu_);
+  void Report(const std::string& what) const;
   std::string PathOf(uint32_t day) const;
 
   const std::string dir_;
   Mutex mu_;
   GroupTableShape shape_ FRS_GUARDED_BY(mu_);
   uint32_t days_ FRS_GUARDED_BY(mu_) = 31;
-  std::deque<std::unique_ptr<Open>> open_ FRS_GUARDED_BY(mu_);  // the last days written, oldest first
+  std::deque<std::unique_ptr<Open>> open_ FRS_GUARDED_BY(mu_);  // the days written here, oldest first
+  uint32_t pruned_today_ FRS_GUARDED_BY(mu_) = 0;               // the day of the last deletion of old days here
+  const StatsReporter report_;
+  RetiredDays own_retired_;
+  RetiredDays* const retired_;
   std::atomic<const Open*> current_{nullptr};
   std::atomic<uint32_t> failed_day_{UINT32_MAX};  // a day whose file could not be made
   std::atomic<int64_t> retry_at_{0};              // steady-clock ticks
@@ -89,11 +147,16 @@ class StatsTable {
 class FieldStats {
  public:
   // `dir`: the store directory ("" keeps no statistics by field).
-  FieldStats(std::string dir, bool read_only) : dir_(std::move(dir)), read_only_(read_only) {}
+  FieldStats(std::string dir, bool read_only, StatsReporter report = nullptr)
+      : dir_(std::move(dir)), read_only_(read_only), report_(std::move(report)) {}
 
   // The table of `spec` for biz `biz` (made at first use, then the same
   // object for the engine's life); null when statistics are not kept.
   StatsTable* TableFor(uint16_t biz, const BizConfig& cfg, const StatsSpec& spec);
+  bool read_only() const { return read_only_; }
+  // Closes the day files of every table but `kept` (a reload dropped them;
+  // a request still on the old map reopens what it needs).
+  void CloseAllBut(const std::vector<const StatsTable*>& kept);
   // Counts one decision of `cfg`'s `key` in its tables (parallel to cfg.stats).
   static void Count(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
                     const GroupCounts& delta, uint32_t day);
@@ -106,6 +169,8 @@ class FieldStats {
  private:
   const std::string dir_;
   const bool read_only_;
+  const StatsReporter report_;
+  RetiredDays retired_;
   Mutex mu_;
   std::map<std::pair<uint16_t, std::string>, std::unique_ptr<StatsTable>> tables_ FRS_GUARDED_BY(mu_);
 };

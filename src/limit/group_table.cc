@@ -1,6 +1,7 @@
 #include "limit/group_table.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "frs/key.h"
 #include "os/sigbus_guard.h"
@@ -60,13 +62,15 @@ struct GroupTable::Header {
   uint64_t next;        // the allocation point (bytes)
   uint64_t file_bytes;  // bytes allocated on disk
   uint64_t field_errors;
-  uint64_t lost;   // updates not stored (no space)
-  uint32_t other;  // offset of the "~other" record
-  uint8_t reserved[156];
+  uint64_t lost;     // updates not stored (no space)
+  uint32_t other;    // offset of the "~other" record
+  uint32_t retired;  // nonzero: moved aside as damaged (GroupTable::MoveAside)
+  uint8_t reserved[152];
 };
 static_assert(sizeof(GroupTable::Header) == 256);
 static_assert(offsetof(GroupTable::Header, checksum) == 48);
 static_assert(offsetof(GroupTable::Header, claimed) == 56);
+static_assert(offsetof(GroupTable::Header, retired) == 100);
 
 struct GroupTable::Record {
   uint64_t hash;
@@ -88,6 +92,53 @@ uint64_t RecordBytes(uint32_t distinct, size_t value_len) {
   return RoundUp(sizeof(GroupTable::Record) + distinct * sizeof(sketch::SketchHead) + value_len, kUnit);
 }
 uint64_t SketchBytes() { return uint64_t{sketch::kSparseSlots} * 4 + sketch::kRegisters; }
+
+// "" when the header is one of ours (magic, version, checksum), else what is wrong.
+std::string HeaderProblem(const GroupTable::Header& h, ssize_t got, const std::string& path) {
+  if (got != static_cast<ssize_t>(sizeof h) || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 ||
+      h.version != kVersion || h.checksum != XXH3_64bits(&h, offsetof(GroupTable::Header, checksum)))
+    return path + " is not a statistics file of version " + std::to_string(kVersion);
+  return "";
+}
+
+// "" when a file of `size` bytes holds what header `h` says it does.
+std::string LengthProblem(const GroupTable::Header& h, uint64_t size, const std::string& path) {
+  const uint64_t file_bytes = Load(h.file_bytes);
+  if (size < h.pool_start || size < file_bytes || file_bytes > h.limit_bytes)
+    return path + " is shorter than its header says (" + std::to_string(size) + " bytes of " +
+           std::to_string(std::max(file_bytes, h.pool_start)) + "): truncated";
+  return "";
+}
+
+std::atomic<uint64_t> g_aside_seq{0};
+
+// Moves the file open as `fd` away from `path`, when it is still the one
+// there. The lock orders processes that found the same file damaged: the
+// first moves it, the others see another file at `path` and move nothing.
+Result<bool> MoveAsideFd(int fd, const std::string& path, std::string* aside) {
+  if (::flock(fd, LOCK_EX) != 0) return Errno("cannot lock", path);
+  struct stat mine {
+  }, there{};
+  Result<bool> out = false;
+  if (::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &there) == 0 && mine.st_ino == there.st_ino &&
+      mine.st_dev == there.st_dev) {
+    *aside = path + ".damaged-" + std::to_string(::getpid()) + "-" + std::to_string(g_aside_seq.fetch_add(1));
+    if (::rename(path.c_str(), aside->c_str()) != 0) {
+      out = Errno("cannot move aside", path);
+    } else {
+      // Every process mapping this file sees the mark (a shared page) and
+      // opens the day anew; written through the descriptor, never past the
+      // file's end (the mapping here may be the guard's zero pages).
+      const uint32_t one = 1;
+      if (static_cast<uint64_t>(mine.st_size) >= sizeof(GroupTable::Header))
+        (void)::pwrite(fd, &one, sizeof one, offsetof(GroupTable::Header, retired));
+      out = true;
+    }
+  }
+  ::flock(fd, LOCK_UN);
+  return out;
+}
+
 }  // namespace
 
 class GroupTable::Blocks final : public sketch::BlockSource {
@@ -130,7 +181,8 @@ uint8_t* GroupTable::BlockAt(uint32_t offset, uint32_t bytes) const {
 }
 uint32_t* GroupTable::index() const { return reinterpret_cast<uint32_t*>(base_ + sizeof(Header)); }
 
-Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape, Mode mode) {
+Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape, Mode mode,
+                                                     std::string* set_aside) {
   if (shape.distinct > kMaxDistinctFields || shape.groups == 0) return Status::InvalidArgument("bad group table shape");
   std::unique_ptr<GroupTable> t(new GroupTable());
   t->path_ = path;
@@ -201,50 +253,69 @@ Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, co
     }
     t->fd_.reset(fd);
     Header h{};
-    if (::pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
-        std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion ||
-        h.checksum != XXH3_64bits(&h, offsetof(Header, checksum))) {
-      if (t->read_only_)
-        return Status::Corruption(path + " is not a statistics file of version " + std::to_string(kVersion));
-    } else if (std::memcmp(&h, &want, offsetof(Header, checksum)) == 0) {
+    std::string wrong = HeaderProblem(h, ::pread(fd, &h, sizeof h, 0), path);
+    if (wrong.empty() && std::memcmp(&h, &want, offsetof(Header, checksum)) == 0) {
       struct stat st {};
       if (::fstat(fd, &st) != 0) return Errno("cannot stat", path);
-      if (static_cast<uint64_t>(st.st_size) < want.pool_start)
-        return Status::Corruption(path + " is shorter than its header says");
-      t->index_slots_ = want.index_slots;
-      t->mapped_ = want.limit_bytes;
-      t->pool_start_ = want.pool_start;
-      t->other_ = h.other;
-      void* p = ::mmap(nullptr, t->mapped_, t->read_only_ ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (p == MAP_FAILED) return Errno("cannot map", path);
-      t->base_ = static_cast<uint8_t*>(p);
-      os::InstallSigbusGuard();
-      t->guard_ = os::RegisterGuardedMapping(t->base_, t->mapped_, &t->broken_);
-      t->blocks_ = std::make_unique<Blocks>(t.get());
-      if (t->RecordAt(t->other_) == nullptr) {
-        if (t->read_only_) return Status::Corruption(path + ": its ~other record lies outside the file");
-        t.reset(new GroupTable());  // damaged past its header: moved aside below, like a damaged header
-        t->path_ = path;
-        t->shape_ = shape;
-        ::rename(path.c_str(), (path + ".old-" + std::to_string(::getpid())).c_str());
-        continue;
+      wrong = LengthProblem(h, static_cast<uint64_t>(st.st_size), path);
+      if (wrong.empty()) {
+        t->index_slots_ = want.index_slots;
+        t->mapped_ = want.limit_bytes;
+        t->pool_start_ = want.pool_start;
+        t->other_ = h.other;
+        void* p = ::mmap(nullptr, t->mapped_, t->read_only_ ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) return Errno("cannot map", path);
+        t->base_ = static_cast<uint8_t*>(p);
+        os::InstallSigbusGuard();
+        t->guard_ = os::RegisterGuardedMapping(t->base_, t->mapped_, &t->broken_);
+        if (t->guard_ < 0)
+          return Status::Unavailable(path + ": not mapped: this process maps more files than it can guard against " +
+                                     "their truncation");
+        t->blocks_ = std::make_unique<Blocks>(t.get());
+        if (t->RecordAt(t->other_) == nullptr) wrong = path + ": its ~other record lies outside the file";
+        else if (Load(t->header()->claimed) > t->index_slots_)
+          wrong = path + ": it claims more groups than its index holds";
+        if (wrong.empty()) {
+          if (t->read_only_) t->fd_.reset();  // the mapping needs no descriptor; only growing does
+          return t;
+        }
       }
-      return t;
-    } else if (h.distinct <= kMaxDistinctFields && h.groups != 0 &&
+    } else if (wrong.empty() && h.distinct <= kMaxDistinctFields && h.groups != 0 &&
                (h.groups != shape.groups || h.distinct != shape.distinct)) {
       // Another geometry (a changed <stats groups>): the day goes on in the
       // shape it was written in; the new one applies from the next day.
       t->fd_.reset();
-      return Open(path, GroupTableShape{h.groups, h.distinct}, mode);
+      return Open(path, GroupTableShape{h.groups, h.distinct}, mode, set_aside);
+    } else if (wrong.empty()) {
+      wrong = path + ": its header does not match its geometry";
     }
-    if (t->read_only_) return Status::Corruption(path + ": its header does not match its geometry");
-    // A damaged header is never reinterpreted: the file is moved aside
-    // (readable by hand) and the day starts anew.
-    t->fd_.reset();
-    const std::string aside = path + ".old-" + std::to_string(::getpid());
-    if (::rename(path.c_str(), aside.c_str()) != 0 && errno != ENOENT) return Errno("cannot move aside", path);
+    if (t->read_only_) return Status::Corruption(wrong);
+    // A damaged file is never reinterpreted: it is moved aside (readable by
+    // hand) and the day starts anew.
+    std::string aside;
+    Result<bool> moved = MoveAsideFd(t->fd_.get(), path, &aside);
+    if (!moved.ok()) return moved.status();
+    if (set_aside != nullptr && moved.value()) *set_aside = wrong + "; moved to " + aside + ", the day starts anew";
+    t.reset(new GroupTable());
+    t->path_ = path;
+    t->shape_ = shape;
+    t->read_only_ = mode == Mode::kRead;
   }
   return Status::IOError("cannot open " + path + ": it keeps changing under us");
+}
+
+bool GroupTable::damaged() const {
+  return broken_.load(std::memory_order_relaxed) || (base_ != nullptr && Load(header()->retired) != 0);
+}
+
+Result<bool> GroupTable::MoveAside(std::string* aside) {
+  if (!fd_.valid()) return Status::InvalidArgument(path_ + ": opened for reading, not moved");
+  return MoveAsideFd(fd_.get(), path_, aside);
+}
+
+void GroupTable::AddLost(uint64_t n) {
+  if (read_only_ || n == 0) return;
+  Ref(header()->lost).fetch_add(n, std::memory_order_relaxed);
 }
 
 uint32_t GroupTable::Allocate(uint32_t bytes) {
@@ -334,7 +405,7 @@ bool GroupTable::AddTo(Record* r, const GroupCounts& delta, const uint32_t* code
 }
 
 bool GroupTable::Add(std::string_view value, const GroupCounts& delta, const uint32_t* distinct_codes) {
-  if (read_only_ || broken_.load(std::memory_order_relaxed)) return false;
+  if (read_only_ || damaged()) return false;
   Record* r = FindOrAdd(value, HashOf(value));
   if (r == nullptr || !AddTo(r, delta, distinct_codes)) {
     Ref(header()->lost).fetch_add(1, std::memory_order_relaxed);
@@ -355,7 +426,7 @@ void GroupTable::Prefetch(std::string_view value, const uint32_t* codes) const {
 }
 
 bool GroupTable::Merge(const GroupRow& row) {
-  if (read_only_ || broken_.load(std::memory_order_relaxed)) return false;
+  if (read_only_ || damaged()) return false;
   Record* r = FindOrAdd(row.value, HashOf(row.value));
   if (r == nullptr || !AddTo(r, row.counts, nullptr)) return false;
   bool ok = true;
@@ -400,5 +471,68 @@ bool GroupTable::Row(std::string_view value, GroupRow* out) const {
 uint64_t GroupTable::field_errors() const { return Load(header()->field_errors); }
 uint64_t GroupTable::lost() const { return Load(header()->lost); }
 uint32_t GroupTable::groups() const { return static_cast<uint32_t>(Load(header()->claimed)); }
+
+Status CheckDayFile(const std::string& path) {
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return Status::NotFound("no statistics file " + path);
+    return Errno("cannot open", path);
+  }
+  GroupTable::Header h{};
+  if (std::string w = HeaderProblem(h, ::pread(fd.get(), &h, sizeof h, 0), path); !w.empty())
+    return Status::Corruption(w);
+  // The geometry the header claims must be one Open makes.
+  uint32_t slots = 64;
+  while (slots < 2 * (uint64_t{h.groups} + 1)) slots *= 2;
+  if (h.header_bytes != sizeof h || h.distinct > kMaxDistinctFields || h.groups == 0 || h.index_slots != slots ||
+      h.pool_start != RoundUp(sizeof h + uint64_t{slots} * 4, kUnit) ||
+      h.record_bytes != RecordBytes(h.distinct, kMaxKeyBytes) || h.limit_bytes < h.pool_start)
+    return Status::Corruption(path + ": its header does not match its geometry");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Errno("cannot stat", path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (std::string w = LengthProblem(h, size, path); !w.empty()) return Status::Corruption(w);
+  if (h.claimed > h.index_slots) return Status::Corruption(path + ": it claims more groups than its index holds");
+  const uint64_t end = std::min(size, h.limit_bytes);
+  auto in_pool = [&](uint64_t offset, uint64_t bytes) {
+    const uint64_t at = offset * kUnit;
+    return at >= h.pool_start && at + bytes <= end;
+  };
+  // One record: in the pool, a value no longer than a key, the hash of its
+  // value, and sketch blocks in the pool.
+  auto check_record = [&](uint32_t offset, const std::string& where) -> Status {
+    if (!in_pool(offset, RecordBytes(h.distinct, 0)))
+      return Status::Corruption(path + ": " + where + " points outside the pool (offset " + std::to_string(offset) +
+                                ")");
+    std::vector<uint8_t> buf(RecordBytes(h.distinct, kMaxKeyBytes));
+    const ssize_t got = ::pread(fd.get(), buf.data(), buf.size(), static_cast<off_t>(uint64_t{offset} * kUnit));
+    if (got < static_cast<ssize_t>(RecordBytes(h.distinct, 0))) return Errno("cannot read", path);
+    GroupTable::Record r;
+    std::memcpy(&r, buf.data(), sizeof r);
+    if (r.value_len > kMaxKeyBytes || !in_pool(offset, RecordBytes(h.distinct, r.value_len)) ||
+        static_cast<uint64_t>(got) < sizeof r + h.distinct * sizeof(sketch::SketchHead) + r.value_len)
+      return Status::Corruption(path + ": " + where + " has a value length of " + std::to_string(r.value_len));
+    const char* value = reinterpret_cast<const char*>(buf.data()) + sizeof r + h.distinct * sizeof(sketch::SketchHead);
+    if (r.hash != HashOf(std::string_view(value, r.value_len)))
+      return Status::Corruption(path + ": " + where + " holds a value that does not match its hash");
+    for (uint32_t d = 0; d < h.distinct; ++d) {
+      sketch::SketchHead head;
+      std::memcpy(&head, buf.data() + sizeof r + d * sizeof head, sizeof head);
+      if ((head.sparse != 0 && !in_pool(head.sparse, uint64_t{sketch::kSparseSlots} * 4)) ||
+          (head.dense != 0 && !in_pool(head.dense, sketch::kRegisters)))
+        return Status::Corruption(path + ": " + where + " has a sketch outside the pool");
+    }
+    return Status::OK();
+  };
+  if (Status s = check_record(h.other, "its ~other record"); !s.ok()) return s;
+  std::vector<uint32_t> index(h.index_slots);
+  if (::pread(fd.get(), index.data(), index.size() * 4, sizeof h) != static_cast<ssize_t>(index.size() * 4))
+    return Errno("cannot read the index of", path);
+  for (uint32_t i = 0; i < h.index_slots; ++i) {
+    if (index[i] == 0) continue;
+    if (Status s = check_record(index[i], "index slot " + std::to_string(i)); !s.ok()) return s;
+  }
+  return Status::OK();
+}
 
 }  // namespace frs::limit

@@ -71,10 +71,28 @@ class GroupTable {
   // Opens `path`, creating it (and its directory) in kWrite mode when
   // missing. A file written in another shape (a changed <stats groups>) is
   // used in the shape it has: the new one applies from the next day. A file
-  // whose header is damaged is refused (kRead) or, in kWrite mode, moved
-  // aside to `path`.old-<pid> and started anew: never reinterpreted.
-  static Result<std::unique_ptr<GroupTable>> Open(const std::string& path, const GroupTableShape& shape, Mode mode);
+  // whose header is damaged, or shorter than its header says (truncated), is
+  // refused (kRead) or, in kWrite mode, moved aside (MoveAside) and started
+  // anew: never reinterpreted; `*set_aside` then says so in a sentence. A
+  // mapping the SIGBUS guard cannot watch is refused, never made: a
+  // truncation under it would kill the process. A kRead table keeps no
+  // descriptor once mapped.
+  static Result<std::unique_ptr<GroupTable>> Open(const std::string& path, const GroupTableShape& shape, Mode mode,
+                                                  std::string* set_aside = nullptr);
   ~GroupTable();
+
+  // The file's bytes can no longer be trusted: an offset pointed outside the
+  // pool, its pages vanished under the mapping (a truncation: the SIGBUS
+  // guard replaced them with zeros), or another process moved it aside.
+  // Add and Merge then store nothing: the caller moves it aside (MoveAside)
+  // and opens the day anew.
+  bool damaged() const;
+  // Moves this (damaged) file to `path`.damaged-<pid>-<n>, unless another
+  // process has already replaced the file at `path`, and marks it so that
+  // every process mapping it sees damaged(). True when this call moved it
+  // (`*aside`: where to); the mover salvages what is readable.
+  Result<bool> MoveAside(std::string* aside);
+  void AddLost(uint64_t n);
 
   // Counts one decision for `value` (at most kMaxKeyBytes bytes);
   // `distinct_codes` holds shape.distinct codes (sketch::CodeOf). Returns
@@ -96,7 +114,7 @@ class GroupTable {
   bool Row(std::string_view value, GroupRow* out) const;
 
   uint64_t field_errors() const;
-  uint64_t lost() const;
+  uint64_t lost() const;    // updates not stored (no space), and damaged files set aside
   uint32_t groups() const;  // values with their own group
   const GroupTableShape& shape() const { return shape_; }
   const std::string& path() const { return path_; }
@@ -133,5 +151,12 @@ class GroupTable {
   mutable std::atomic<bool> broken_{false};
   std::unique_ptr<Blocks> blocks_;
 };
+
+// Checks a statistics day file whole without mapping it for writing: its
+// header (magic, version, checksum, geometry), its length against the
+// header, and every offset of its index, records and sketches against the
+// pool. OK, or Corruption naming the file and the first thing wrong (NotFound
+// when there is no file). Shared by the runtime and `frsctl verify`.
+Status CheckDayFile(const std::string& path);
 
 }  // namespace frs::limit

@@ -2,13 +2,18 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <mutex>
 
 namespace frs::os {
 namespace {
 
-constexpr int kMaxMappings = 1024;
+// Every mapping a worker holds: the store's files and, above all, the
+// statistics day files (three per <stats> table: 140 bizzes of 8 tables
+// took 3,360). A fuller table leaves a mapping unwatched, so callers that
+// can refuse one (limit/group_table.cc) do.
+constexpr int kMaxMappings = 16384;
 
 struct Entry {
   std::atomic<uintptr_t> base{0};
@@ -18,6 +23,7 @@ struct Entry {
 Entry g_entries[kMaxMappings];
 std::mutex g_register_mu;  // registration only; the handler never locks
 std::atomic<bool> g_installed{false};
+uintptr_t g_page = 4096;  // set before the handler is installed
 
 void OnSigbus(int sig, siginfo_t* info, void*) {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
@@ -25,8 +31,16 @@ void OnSigbus(int sig, siginfo_t* info, void*) {
     const uintptr_t base = e.base.load(std::memory_order_acquire);
     const size_t len = e.len.load(std::memory_order_acquire);
     if (base == 0 || addr < base || addr >= base + len) continue;
+    // Without reserve: a statistics mapping may be gigabytes of address
+    // space, which an overcommit policy would refuse as anonymous memory.
     void* p = ::mmap(reinterpret_cast<void*>(base), len, PROT_READ | PROT_WRITE,
-                     MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                     MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      // Then the faulting page alone: the next fault elsewhere comes back here.
+      const uintptr_t page = addr & ~(g_page - 1);
+      p = ::mmap(reinterpret_cast<void*>(page), g_page, PROT_READ | PROT_WRITE,
+                 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    }
     if (p == MAP_FAILED) break;
     if (std::atomic<bool>* b = e.broken.load(std::memory_order_acquire)) b->store(true, std::memory_order_release);
     return;  // the faulting access runs again, on a zero page
@@ -39,6 +53,7 @@ void OnSigbus(int sig, siginfo_t* info, void*) {
 
 void InstallSigbusGuard() {
   if (g_installed.exchange(true)) return;
+  g_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   struct sigaction sa {};
   sa.sa_sigaction = OnSigbus;
   sa.sa_flags = SA_SIGINFO;

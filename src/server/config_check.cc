@@ -120,7 +120,8 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   }
   // Not a refusal: frsd serves, with fewer connections than configured
   // (in the environment this check runs in: a unit's LimitNOFILE may differ).
-  if (std::string fd = FdLimitProblem(*cfg, CurrentFdLimit(), /*raised=*/false); !fd.empty())
+  // From the same sum as frsd's start: the map's statistics day files too.
+  if (std::string fd = FdLimitProblem(*cfg, map.value(), CurrentFdLimit(), /*raised=*/false); !fd.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), fd.c_str());
   if (std::string gw = GroupWarning(cfg->geometry); !gw.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), gw.c_str());

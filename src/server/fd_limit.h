@@ -13,6 +13,11 @@
 // connections; a worker that still meets EMFILE stops accepting for a while
 // (server/worker_accept.cc).
 //
+// Every descriptor a worker keeps is in the sum, and start, `frsd -t` and a
+// reload all ask DescriptorsNeeded: the statistics day files above all (up
+// to three per <stats> table: 140 bizzes of 8 tables hold 3,360), which
+// under `ulimit -n 1100` once left every client timing out with no word.
+//
 // Thread safety: plain functions.
 #pragma once
 
@@ -21,6 +26,7 @@
 #include <string>
 
 #include "config/srv_config.h"
+#include "limit/map_config.h"
 
 namespace frs::server {
 
@@ -28,8 +34,10 @@ namespace frs::server {
 // them 503 and close (lingering refusals).
 inline uint32_t OverflowBudget(uint32_t max_connections) { return std::max<uint32_t>(16, max_connections / 8); }
 
-// The descriptors one worker may need with this configuration.
-uint64_t DescriptorsNeeded(const SrvConfig& cfg);
+// The descriptors one worker may need with this configuration and map: its
+// clients and lingering refusals, its own few, the store's files, and the
+// statistics day files of every <stats> table (limit::StatsDescriptors).
+uint64_t DescriptorsNeeded(const SrvConfig& cfg, const limit::MapConfig& map);
 
 struct FdLimit {
   uint64_t soft = 0, hard = 0;  // RLIM_INFINITY is reported as UINT64_MAX
@@ -41,10 +49,10 @@ FdLimit RaiseFdLimit();
 // The limit in force, unchanged.
 FdLimit CurrentFdLimit();
 
-// "" when the limit holds what `cfg` may need; else one sentence naming
-// both, and what to change. `raised`: the soft limit is the one in force
-// (frsd's start, after RaiseFdLimit); otherwise the hard one, which frsd will
-// raise its soft limit to (frsd -t).
-std::string FdLimitProblem(const SrvConfig& cfg, const FdLimit& limit, bool raised);
+// "" when the limit holds what `cfg` and `map` may need; else one sentence
+// naming both, and what to change. `raised`: the soft limit is the one in
+// force (frsd's start, after RaiseFdLimit; a reload); otherwise the hard one,
+// which frsd will raise its soft limit to (frsd -t).
+std::string FdLimitProblem(const SrvConfig& cfg, const limit::MapConfig& map, const FdLimit& limit, bool raised);
 
 }  // namespace frs::server

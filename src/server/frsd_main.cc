@@ -17,6 +17,7 @@
 #include "config/srv_config.h"
 #include "frs/engine.h"
 #include "frs/store.h"
+#include "limit/map_config.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/config_check.h"
@@ -186,7 +187,10 @@ int main(int argc, char** argv) {
 
   // The workers inherit it: room for <limits connections> where the hard
   // limit allows it, and a word when it does not (server/fd_limit.h).
-  const std::string fd_problem = FdLimitProblem(cfg, RaiseFdLimit(), /*raised=*/true);
+  // The statistics day files of the map's <stats> tables count too.
+  Result<limit::MapConfig> fd_map = limit::ParseMap(map_text, cfg.map_path);
+  const std::string fd_problem =
+      fd_map.ok() ? FdLimitProblem(cfg, fd_map.value(), RaiseFdLimit(), /*raised=*/true) : std::string();
 
   auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers, cfg.reuseport);
   if (!listeners.ok()) return Fail(listeners.status().message());

@@ -1,8 +1,10 @@
 #include "server/master.h"
 
+#include "limit/map_config.h"
 #include "os/text_file.h"
 #include "server/config_check.h"
 #include "server/envoy_map.h"
+#include "server/fd_limit.h"
 
 #include <poll.h>
 #include <sys/wait.h>
@@ -255,6 +257,11 @@ void Master::Reload() {
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   for (const std::string& line : NeedRestart(live_, *next))
     FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
+  // A map with more <stats> tables needs more descriptors: said from the
+  // same sum as at start (server/fd_limit.h).
+  if (Result<limit::MapConfig> m = limit::ParseMap(text, next->map_path); m.ok())
+    if (std::string fd = FdLimitProblem(*next, m.value(), CurrentFdLimit(), /*raised=*/true); !fd.empty())
+      FRS_LOG("warning: %s", fd.c_str());
   if (next->admin_token != live_.admin_token) FRS_LOG("srv.xml: the admin token changed; applied");
   if (next->ratelimit_fields != live_.ratelimit_fields) {
     static constexpr const char* kForms[] = {"0 (the draft's fields)", "1 (the draft's fields and the older trio)",

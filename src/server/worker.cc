@@ -55,6 +55,7 @@ int RunWorker(WorkerContext ctx) {
   // The master's current map (a respawned worker too): the bytes it
   // validated, not whatever map.xml holds at this moment.
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
+  eo.on_problem = [](const std::string& what) { FRS_LOG("%s", what.c_str()); };
   uint64_t generation = 0;
   std::string envoy_bundle;       // <grpc config>, as the master published it
   std::optional<SrvConfig> live;  // srv.xml as last reloaded (a respawned worker)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -12,6 +13,7 @@
 #include "common/small_disk.h"
 #include "common/temp_dir.h"
 #include "e2e/frsd_harness.h"
+#include "frs/group_stats.h"
 #include "frs/ring.h"
 
 namespace frs::e2e {
@@ -456,11 +458,27 @@ TEST(ClusterE2E, StatisticsByFieldAreSummedAcrossShardsAndHandedOffOnce) {
   ASSERT_EQ(a.Ctl("stat --cluster --by app --json", &out), 0) << out.substr(0, 400);
   EXPECT_NE(out.find("\"groups\":1502"), std::string::npos) << out.substr(0, 400);
 
+  // A day file older than B keeps (days="31", the default), as a shard
+  // with a longer `days` would hold: B would refuse it, so the handoff
+  // skips it, says why, leaves it here, and finishes.
+  const std::string table_dir = a.frsd().dir() + "/data/stats/7/app+user";
+  std::string today_file;
+  for (const auto& e : std::filesystem::directory_iterator(table_dir))
+    if (e.path().filename().string().size() == 14) today_file = e.path().string();
+  ASSERT_FALSE(today_file.empty());
+  uint32_t today = 0;
+  ASSERT_TRUE(ParseDayText(std::filesystem::path(today_file).filename().string().substr(0, 10), &today));
+  const std::string old_file = table_dir + "/" + DayText(today - 40) + ".frs";
+  std::filesystem::copy_file(today_file, old_file);
+
   // A leaves: both get a ring of B alone; A's handoff sends its keys and its statistics.
   b.SetCluster({b.port()});
   a.SetCluster({b.port()});
   ASSERT_EQ(a.Handoff(&out), 0) << out;
   EXPECT_NE(out.find("1 statistics day file(s) handed over"), std::string::npos) << out;
+  EXPECT_NE(out.find("skipped " + old_file + ": "), std::string::npos) << out;
+  EXPECT_NE(out.find("is not one this table keeps"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(old_file));
   const std::string after = Client(b.port()).Get("/stats?biz=api&by=app&value=app1&token=s3cret").body;
   EXPECT_EQ(Attr(after, "requests"), "240") << after;
   EXPECT_EQ(distinct_of(after), "60") << after;
@@ -469,9 +487,10 @@ TEST(ClusterE2E, StatisticsByFieldAreSummedAcrossShardsAndHandedOffOnce) {
   EXPECT_NEAR(std::stod(distinct_of(big)), 600.0, 12.0) << big;
   const std::string all = Client(b.port()).Get("/stats?biz=api&by=app&token=s3cret").body;
   EXPECT_EQ(Attr(all, "groups"), "1502") << all.substr(0, 300);
-  // Run again: nothing is counted twice.
+  // Run again: nothing is counted twice (the old file is skipped again).
   ASSERT_EQ(a.Handoff(&out), 0) << out;
-  EXPECT_EQ(out.find("statistics day file"), std::string::npos) << out;
+  EXPECT_EQ(out.find("handed over"), std::string::npos) << out;
+  EXPECT_NE(out.find("skipped " + old_file + ": "), std::string::npos) << out;
   EXPECT_EQ(Attr(Client(b.port()).Get("/stats?biz=api&by=app&value=app1&token=s3cret").body, "requests"), "240");
   EXPECT_EQ(Attr(Client(b.port()).Get("/stats?biz=api&by=app&value=big&token=s3cret").body, "requests"), "600");
 }

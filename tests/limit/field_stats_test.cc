@@ -42,7 +42,8 @@ struct Server {
                                              .timezone = "UTC",
                                              .store = store.get(),
                                              .stats_dir = dir,
-                                             .clock = clock});
+                                             .clock = clock,
+                                             .on_problem = nullptr});
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine = std::move(e.value());
   }

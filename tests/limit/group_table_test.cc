@@ -393,7 +393,13 @@ void Overwrite(const std::string& path, off_t at, const void* bytes, size_t n) {
 TEST(GroupTable, ADamagedHeaderIsMovedAsideForWritingAndRefusedForReading) {
   frs::testing::TempDir dir;
   const std::string path = dir / "t.frs";
-  const std::string aside = path + ".old-" + std::to_string(::getpid());
+  // Where a damaged file is moved: path.damaged-<pid>-<n>.
+  const auto aside = [&] {
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      if (e.path().string().starts_with(path + ".damaged-" + std::to_string(::getpid()) + "-"))
+        return e.path().string();
+    return std::string("(none)");
+  };
   {
     auto t = OpenOrDie(path, GroupTableShape{100, 0});
     ASSERT_NE(t, nullptr);
@@ -405,13 +411,13 @@ TEST(GroupTable, ADamagedHeaderIsMovedAsideForWritingAndRefusedForReading) {
   EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().ToString();
   EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("not a statistics file"), std::string::npos) << r.status().message();
-  EXPECT_FALSE(std::filesystem::exists(aside));  // a reader moves nothing
+  EXPECT_FALSE(std::filesystem::exists(aside()));  // a reader moves nothing
 
   {
     auto t = OpenOrDie(path, GroupTableShape{100, 0});
     ASSERT_NE(t, nullptr);
-    EXPECT_TRUE(std::filesystem::exists(aside));
-    EXPECT_GT(std::filesystem::file_size(aside), 0u);
+    EXPECT_TRUE(std::filesystem::exists(aside()));
+    EXPECT_GT(std::filesystem::file_size(aside()), 0u);
     EXPECT_TRUE(t->Rows().empty());
     EXPECT_EQ(t->groups(), 0u);
     GroupRow a;
@@ -426,7 +432,7 @@ TEST(GroupTable, ADamagedHeaderIsMovedAsideForWritingAndRefusedForReading) {
   EXPECT_EQ(b.counts.denied, 1u);
 
   // A geometry field changed without its checksum: damaged too.
-  std::filesystem::remove(aside);
+  std::filesystem::remove(aside());
   const uint32_t groups = 77;
   Overwrite(path, 20, &groups, sizeof groups);  // Header::groups
   auto r2 = GroupTable::Open(path, GroupTableShape{100, 0}, Mode::kRead);
@@ -434,7 +440,7 @@ TEST(GroupTable, ADamagedHeaderIsMovedAsideForWritingAndRefusedForReading) {
   EXPECT_EQ(r2.status().code(), Status::Code::kCorruption) << r2.status().ToString();
   auto w2 = OpenOrDie(path, GroupTableShape{100, 0});
   ASSERT_NE(w2, nullptr);
-  EXPECT_TRUE(std::filesystem::exists(aside));
+  EXPECT_TRUE(std::filesystem::exists(aside()));
   EXPECT_TRUE(w2->Rows().empty());
 
   // A file too short for a header.

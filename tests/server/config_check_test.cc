@@ -63,6 +63,34 @@ TEST_F(FrsdCheckTest, AnOpenFileLimitTooSmallForTheConnectionsIsSaid) {
   EXPECT_EQ(ReadFile(dir_ / "out").substr(ReadFile(dir_ / "out").size() - 3), "ok\n");
 }
 
+// The statistics day files (up to three per <stats> table) are in the sum:
+// 900 connections fit in 1,100 descriptors, not with 140 bizzes of 8 tables.
+TEST_F(FrsdCheckTest, StatisticsDayFilesCountInTheOpenFileLimit) {
+  std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n"
+                                     "  <store dir=\"data\" files=\"2\" keynodes=\"64\" chain=\"8\"/>\n"
+                                     "  <limits connections=\"900\"/>\n</frs>\n";
+  std::string map = "<map>\n";
+  for (int b = 1; b <= 140; ++b) {
+    map += "<biz id=\"" + std::to_string(b) + "\" name=\"b" + std::to_string(b) +
+           "\" fields=\"a,b,c,d\" separator=\":\"><rule interval=\"60\" max=\"5\"/>";
+    for (const char* by : {"a", "b", "c", "d", "a,b", "a,c", "a,d", "b,c"})
+      map += std::string("<stats by=\"") + by + "\"/>";
+    map += "</biz>\n";
+  }
+  std::ofstream(dir_ / "map.xml") << map << "</map>\n";
+  const std::string cmd = "ulimit -n 1100 && " + std::string(FRSD_PATH) + " -t -c " + (dir_ / "srv.xml") + " >" +
+                          (dir_ / "out") + " 2>" + (dir_ / "err");
+  const int st = std::system(("sh -c '" + cmd + "'").c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << ReadFile(dir_ / "err");
+  const std::string err = ReadFile(dir_ / "err");
+  EXPECT_NE(err.find("warning: the open file limit (ulimit -n: soft 1100, hard 1100) cannot hold <limits "
+                     "connections=\"900\"> and the statistics day files of map.xml's <stats> (3360): each worker "
+                     "may need 4438 descriptors"),
+            std::string::npos)
+      << err;
+}
+
 TEST_F(FrsdCheckTest, AGoodConfigurationIsOkAndNothingIsCreated) {
   ProcRun r = Check();
   EXPECT_EQ(r.rc, 0) << r.err;

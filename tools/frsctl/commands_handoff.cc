@@ -281,7 +281,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
   std::map<std::string, DestCount> counts;
   uint64_t unknown_route = 0;
-  uint64_t stats_files = 0;  // statistics day files handed over (a leaving shard)
+  uint64_t stats_files = 0;                                        // statistics day files handed over (a leaving shard)
+  std::vector<std::pair<std::string, std::string>> stats_skipped;  // day files the receiver does not keep, and why
 
   HandoffSpool spool;
   std::vector<Entry> entries;
@@ -429,7 +430,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     // figures sum every shard's).
     if (self < 0 && !ring.shards().empty()) {
       std::vector<Status> stats_failed;
-      auto sent = HandOffStats(s, ring, token, &stats_failed);
+      auto sent = HandOffStats(s, ring, token, &stats_failed, &stats_skipped);
       if (!sent.ok()) return sent.status();
       stats_files = sent.value();
       for (Status& st : stats_failed) failed.Add(std::move(st));
@@ -445,12 +446,19 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       j.EndObject();
       std::printf("%s\n", j.str().c_str());
     }
+    for (const auto& [path, why] : stats_skipped) {
+      JsonOut j;
+      j.BeginObject().Key("skipped").String(path).Key("reason").String(why).EndObject();
+      std::printf("%s\n", j.str().c_str());
+    }
     JsonOut t;
     t.BeginObject()
         .Key("unknown_route")
         .Uint(unknown_route)
         .Key("stats_files")
         .Uint(stats_files)
+        .Key("stats_skipped")
+        .Uint(stats_skipped.size())
         .Key("dry_run")
         .Bool(a.dry_run)
         .EndObject();
@@ -467,6 +475,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     }
     if (stats_files)
       std::printf("%llu statistics day file(s) handed over\n", static_cast<unsigned long long>(stats_files));
+    for (const auto& [path, why] : stats_skipped) std::printf("skipped %s: %s\n", path.c_str(), why.c_str());
     if (unknown_route)
       std::printf("%llu node(s) stay: imported without their route from an export whose key text was cut\n",
                   static_cast<unsigned long long>(unknown_route));

@@ -8,7 +8,9 @@
 // shard and the file: the receiver merges it (counts add, sketches merge)
 // and ignores a receipt it already took. The file is deleted here once the
 // receiver answered, so a re-run after an interruption sends what is left,
-// and a file sent whose answer was lost is sent again and taken once.
+// and a file sent whose answer was lost is sent again and taken once. A day
+// the receiver does not keep (older than its `days`) is skipped, said, and
+// left here: it would be refused at every run.
 #include <algorithm>
 #include <filesystem>
 #include <span>
@@ -22,8 +24,20 @@
 #include "server/group_stats_xml.h"
 
 namespace frs::ctl {
+namespace {
 
-Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& token, std::vector<Status>* failed) {
+// The msg of an error answer (<response code="400" msg="..."/>), or the body.
+std::string ErrorMessageOf(const std::string& body) {
+  const size_t at = body.find("msg=\"");
+  if (at == std::string::npos) return body;
+  const size_t end = body.find('"', at + 5);
+  return body.substr(at + 5, end == std::string::npos ? std::string::npos : end - at - 5);
+}
+
+}  // namespace
+
+Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& token, std::vector<Status>* failed,
+                              std::vector<std::pair<std::string, std::string>>* skipped) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(s.cfg.store_dir) / "stats";
   std::error_code ec;
@@ -121,6 +135,14 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
           client::HttpClient http(dest, 10000);
           auto resp = http.Post("/stats?receipt=" + QueryEscaped(receipt) + "&token=" + QueryEscaped(token), body,
                                 "application/xml");
+          // A day the receiver does not keep is refused whole, at the first
+          // body, before anything is merged: it would never be taken, so the
+          // file stays and the run goes on.
+          if (resp.ok() && resp->status == 400 && resp->body.find(limit::kDayNotKept) != std::string::npos) {
+            skipped->emplace_back(file.path().string(), dest + " answered " + ErrorMessageOf(resp->body));
+            taken = false;
+            break;
+          }
           if (!resp.ok() || resp->status != 200) {
             failed->push_back(
                 Status::Unavailable(file.path().string() + " stays: " + dest + " " +

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frs/ring.h"
@@ -13,7 +14,10 @@
 namespace frs::ctl {
 
 // Sends every day file; a file that could not be sent stays and its reason
-// is added to `failed`. Returns the files sent.
-Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& token, std::vector<Status>* failed);
+// is added to `failed`; a file whose receiver does not keep its day (older
+// than the receiver's `days`) stays too, not a failure: one line each in
+// `skipped` (its path, and why). Returns the files sent.
+Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& token, std::vector<Status>* failed,
+                              std::vector<std::pair<std::string, std::string>>* skipped);
 
 }  // namespace frs::ctl
