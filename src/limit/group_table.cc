@@ -401,4 +401,14 @@ uint64_t GroupTable::field_errors() const { return Load(header()->field_errors);
 uint64_t GroupTable::lost() const { return Load(header()->lost); }
 uint32_t GroupTable::groups() const { return static_cast<uint32_t>(Load(header()->claimed)); }
 
+Status CheckDayFile(const std::string& path) {
+  // The shape is the file's own: Open reopens in the geometry its header has.
+  auto t = GroupTable::Open(path, GroupTableShape{}, GroupTable::Mode::kRead);
+  if (!t.ok()) return t.status();
+  (void)t.value()->Rows(/*sketches=*/true);
+  if (t.value()->broken())
+    return Status::Corruption(path + ": its index or a record points outside the file (damaged or cut short)");
+  return Status::OK();
+}
+
 }  // namespace frs::limit

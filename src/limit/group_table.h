@@ -100,6 +100,9 @@ class GroupTable {
   uint32_t groups() const;  // values with their own group
   const GroupTableShape& shape() const { return shape_; }
   const std::string& path() const { return path_; }
+  // An offset read from the file pointed outside it (or the file shrank
+  // under its mapping): the table's figures stopped.
+  bool broken() const { return broken_.load(std::memory_order_relaxed); }
 
   struct Header;
   struct Record;
@@ -133,5 +136,12 @@ class GroupTable {
   mutable std::atomic<bool> broken_{false};
   std::unique_ptr<Blocks> blocks_;
 };
+
+// Whether the day file at `path` reads whole: its header (magic, version,
+// checksum, geometry), its size against the header, and every offset of its
+// index and `~other` record inside the file; the checks GroupTable::Open and
+// its reads make, run over the whole file. Changes nothing. frsctl verify
+// reports what this says.
+Status CheckDayFile(const std::string& path);
 
 }  // namespace frs::limit
