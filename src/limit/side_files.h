@@ -3,8 +3,10 @@
 // counters per biz), denials.frs (recent denials), rules.history (what each
 // named rule was) and the day files of statistics by key field
 // (stats/<biz id>/<table>/<YYYY-MM-DD>.frs, and the .from-<receipt>.frs files
-// a handoff brought). (frsd.lock, frsd.listen, frsd.grpc.listen, frsd.log and
-// envoy.ids are the server's, rewritten or recreated at each start.)
+// a handoff brought). frsd.lock, frsd.listen, frsd.grpc.listen and frsd.log
+// are the server's, made anew at each start. envoy.ids (the biz ids of
+// Envoy's descriptors, server/envoy_map.h) is the server's too, and read at
+// start by a parser that skips a damaged line: it is not checked here.
 //
 // Each file is checked by the function its reader uses, so that frsctl
 // verify and frsd's start agree on every file: CheckSideFiles reports, and
