@@ -9,22 +9,45 @@
 
 namespace frs::limit {
 
+bool RuleHistory::ParseLine(const std::string& line, Entry* e) {
+  std::istringstream ls(line);
+  uint32_t biz = 0;
+  std::string rest;
+  if (!(ls >> biz >> e->name >> e->identity >> e->max) || biz == 0 || biz > 65535 || e->max <= 0 ||
+      e->name.size() >= kRuleNameBytes || (ls >> rest))
+    return false;
+  e->biz = static_cast<uint16_t>(biz);
+  return true;
+}
+
 std::vector<RuleHistory::Entry> RuleHistory::ReadFile() const {
   std::vector<Entry> out;
   if (dir_.empty()) return out;
   std::ifstream in(dir_ + "/rules.history");
   std::string line;
   while (std::getline(in, line)) {
-    std::istringstream ls(line);
     Entry e;
-    uint32_t biz = 0;
-    if (!(ls >> biz >> e.name >> e.identity >> e.max) || biz == 0 || biz > 65535 || e.max <= 0 ||
-        e.name.size() >= kRuleNameBytes)
-      continue;  // a damaged line forgets one rule's past, nothing more
-    e.biz = static_cast<uint16_t>(biz);
+    if (!ParseLine(line, &e)) continue;  // a damaged line forgets one rule's past, nothing more
     out.push_back(std::move(e));
   }
   return out;
+}
+
+Status RuleHistory::Check(const std::string& dir) {
+  const std::string path = dir + "/rules.history";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (::access(path.c_str(), F_OK) != 0) return Status::OK();
+    return Status::IOError("cannot read " + path);
+  }
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    Entry e;
+    if (line.empty() || line[0] == '#' || ParseLine(line, &e)) continue;
+    return Status::Corruption(path + ": line " + std::to_string(n) +
+                              " is not \"biz-id rule-name identity max\" (the file is damaged)");
+  }
+  return Status::OK();
 }
 
 void RuleHistory::WriteFile(const std::vector<Entry>& entries) const {

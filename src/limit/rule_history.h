@@ -25,6 +25,7 @@
 
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
+#include "frs/status.h"
 #include "limit/map_config.h"
 
 namespace frs::limit {
@@ -40,6 +41,12 @@ class RuleHistory {
   // Identities kept per rule name: the current one and kRulePasts before it.
   static constexpr size_t kKept = kRulePasts + 1;
 
+  // Whether `dir`/rules.history reads whole: OK when it is missing, else a
+  // Corruption naming its first line that is neither a comment nor an entry
+  // (frsd writes it whole, under a temporary name: such a line is damage).
+  // Apply would skip such lines; frsd's start and frsctl verify ask this.
+  static Status Check(const std::string& dir);
+
  private:
   struct Entry {
     uint16_t biz = 0;
@@ -48,6 +55,8 @@ class RuleHistory {
     int64_t max = 0;
     bool operator==(const Entry&) const = default;
   };
+  // One line of the file; false for a line that is not an entry.
+  static bool ParseLine(const std::string& line, Entry* e);
   std::vector<Entry> ReadFile() const;
   void WriteFile(const std::vector<Entry>& entries) const;
 

@@ -9,6 +9,7 @@
 #include "config/srv_config.h"
 #include "frs/store.h"
 #include "limit/map_config.h"
+#include "limit/side_files.h"
 #include "limit/time_zone.h"
 #include "os/output_file.h"
 #include "os/text_file.h"
@@ -113,6 +114,13 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
   if (!sc.ok()) problems.push_back(sc.status().message());
   else store_words = sc->exists ? "store " + cfg->store_dir + " matches" : "store " + cfg->store_dir + " is new";
+  // The engine's other files, as frsd's start will find them.
+  std::vector<std::string> side_warnings;
+  for (const limit::SideFileReport& r : limit::CheckStartFiles(cfg->store_dir)) {
+    if (r.status.ok()) continue;
+    if (r.at_start == limit::AtStart::kRefuse) problems.push_back(r.status.message() + ": " + r.AtStartText());
+    else side_warnings.push_back(r.status.message() + ": " + r.AtStartText());
+  }
 
   if (!problems.empty()) {
     for (const std::string& p : problems) std::fprintf(err, "%s\n", p.c_str());
@@ -123,6 +131,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   // From the same sum as frsd's start: the map's statistics day files too.
   if (std::string fd = FdLimitProblem(*cfg, map.value(), CurrentFdLimit(), /*raised=*/false); !fd.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), fd.c_str());
+  for (const std::string& w : side_warnings) std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), w.c_str());
   if (std::string gw = GroupWarning(cfg->geometry); !gw.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), gw.c_str());
   std::fprintf(out, "frsd: %s: %zu biz(es) in %s%s, %s; ok\n", cfg->path.c_str(), bizzes, cfg->map_path.c_str(),

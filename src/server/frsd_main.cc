@@ -18,6 +18,7 @@
 #include "frs/engine.h"
 #include "frs/store.h"
 #include "limit/map_config.h"
+#include "limit/side_files.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/config_check.h"
@@ -168,6 +169,11 @@ int main(int argc, char** argv) {
     for (const std::string& p : fit) std::fprintf(stderr, "%s\n", p.c_str());
     return 1;
   }
+  // The engine's other files, checked as frsctl verify checks them: a
+  // damaged one is refused with its name and fix, or moved aside and said.
+  auto side = limit::PrepareSideFiles(cfg.store_dir);
+  if (!side.ok()) return Fail(side.status().message());
+  for (const std::string& said : side.value()) FRS_LOG("%s", said.c_str());
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
   eo.map_text = map_text;
   auto engine = Engine::Open(eo);

@@ -52,11 +52,11 @@ inline std::string Quote(const std::string& s) {
 
 using frs::testing::ReadFile;
 
-// Runs FRSCTL_PATH with `-c config` (none when empty) and `args`, `input` on
-// its standard input; its output goes through files in `dir`.
+// Runs FRSCTL_PATH (or `program`) with `-c config` (none when empty) and
+// `args`, `input` on its standard input; its output goes through files in `dir`.
 inline CtlRun RunCtl(const std::string& dir, const std::string& config, const std::vector<std::string>& args,
-                     const std::string& input = "") {
-  std::string cmd = "TZ=UTC " + Quote(FRSCTL_PATH);
+                     const std::string& input = "", const std::string& program = FRSCTL_PATH) {
+  std::string cmd = "TZ=UTC " + Quote(program);
   if (!config.empty()) cmd += " -c " + Quote(config);
   for (const auto& a : args) cmd += " " + Quote(a);
   std::ofstream(dir + "/stdin") << input;

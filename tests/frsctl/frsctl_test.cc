@@ -472,6 +472,74 @@ TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
   EXPECT_EQ(Ctl({"get", "partner", "p2"}).rc, 1);
 }
 
+// verify covers every file of the store directory, each by the check frsd's
+// start makes, and says what frsd will do with it: frsd -t and frsd's start
+// agree. (verify said "clean" for all four damaged files below; frsd then
+// refused to start on stats.frs, and took the others without a word.)
+TEST_F(FrsctlTest, VerifyChecksEveryFileOfTheStoreDirectoryAsFrsdWill) {
+  CreateStore();
+  Fill();  // makes stats.frs, denials.frs and rules.history
+  CtlRun r = Ctl({"verify"});
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  for (const char* f : {"stats.frs", "denials.frs", "rules.history"})
+    EXPECT_NE(r.out.find(dir_ / ("data/" + std::string(f)) + ": clean: frsd uses it"), std::string::npos) << f << "\n"
+                                                                                                          << r.out;
+
+  auto smash = [&](const std::string& file, const std::string& bytes) {
+    std::fstream f(dir_ / ("data/" + file), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  };
+  auto frsd_test = [&]() { return ctl_test::RunCtl(dir_.path(), "", {"-t", "-c", dir_ / "srv.xml"}, "", FRSD_PATH); };
+  const std::string stats = ReadFile(dir_ / "data/stats.frs");
+  smash("stats.frs", "XXXXXXXX");
+  smash("denials.frs", "YYYYYYYY");
+  smash("rules.history", "\x01\x02 garbage\n");
+  std::filesystem::create_directories(dir_ / "data/stats/7/app");
+  std::ofstream(dir_ / "data/stats/7/app/2026-11-25.frs") << std::string(4096, 'z');
+
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  const struct {
+    std::string file, what, at_start;
+  } want[] = {
+      {"stats.frs", "bad magic", "frsd refuses to start"},
+      {"denials.frs", "not a table of recent denials", "frsd moves it aside at start"},
+      {"rules.history", "line 1 is not", "frsd moves it aside at start"},
+      {"stats/7/app/2026-11-25.frs", "is not a statistics file", "frsd moves it aside when it next counts that day"},
+  };
+  for (const auto& w : want) {
+    const size_t at = r.out.find("  " + (dir_ / ("data/" + w.file)) + ": damaged");
+    EXPECT_NE(at, std::string::npos) << w.file << "\n" << r.out;
+    EXPECT_NE(r.out.find(w.at_start, at), std::string::npos) << w.file << "\n" << r.out;
+    EXPECT_NE(r.out.find(w.what), std::string::npos) << w.file << "\n" << r.out;
+  }
+  r = Ctl({"verify", "--json"});
+  EXPECT_EQ(r.rc, 1);
+  JsonValue v = Parse(r.out);
+  EXPECT_FALSE(v.Find("clean")->boolean);
+  ASSERT_NE(v.Find("files"), nullptr) << r.out;
+  size_t damaged = 0;
+  for (const JsonValue& f : v.Find("files")->items) damaged += f.Find("state")->text == "damaged";
+  EXPECT_EQ(damaged, 4u) << r.out;
+
+  // frsd -t says the same: stats.frs refused, the others moved aside.
+  CtlRun t = frsd_test();
+  EXPECT_EQ(t.rc, 1) << t.out << t.err;
+  EXPECT_NE(t.err.find("stats.frs: bad magic: frsd refuses to start"), std::string::npos) << t.err;
+  // And frsd's start refuses it, naming the file and the fix.
+  CtlRun start = ctl_test::RunCtl(dir_.path(), "", {"-c", dir_ / "srv.xml", "--foreground"}, "", FRSD_PATH);
+  EXPECT_EQ(start.rc, 1) << start.err;
+  EXPECT_NE(start.err.find("stats.frs: bad magic: frsd will not start on a damaged"), std::string::npos) << start.err;
+  EXPECT_NE(start.err.find("restore it from a backup, or move it aside"), std::string::npos) << start.err;
+
+  std::ofstream(dir_ / "data/stats.frs", std::ios::binary | std::ios::trunc) << stats;
+  t = frsd_test();
+  EXPECT_EQ(t.rc, 0) << t.out << t.err;
+  EXPECT_NE(t.err.find("denials.frs: not a table of recent denials"), std::string::npos) << t.err;
+  EXPECT_NE(t.err.find("rules.history: line 1 is not"), std::string::npos) << t.err;
+}
+
 // An operator upgrades with export (the old build), install, import (this
 // one): an export made by store format 3 (fixtures/format3-export.jsonl,
 // written by frsctl of 4cd5ec4 with the map of this file) imports whole. Each

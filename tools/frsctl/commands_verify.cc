@@ -1,6 +1,8 @@
 // frsctl verify [--repair]: every header (magic, version, geometry,
 // checksum), every chain (no duplicate identities, fields in range, no torn
-// node) and the counters. A lock held by a dead process is recovered as its
+// node) and the counters; then every other file of the store directory
+// (limit/side_files.h), each by the check frsd's start makes, with what
+// frsd will do with it. A lock held by a dead process is recovered as its
 // next locker would (listed, not a problem). With --repair it fixes
 // what can be fixed, says what it did, and checks again: the exit code is
 // that of the second check.
@@ -9,6 +11,7 @@
 #include "commands.h"
 #include "format.h"
 #include "json_out.h"
+#include "limit/side_files.h"
 
 namespace frs::ctl {
 namespace {
@@ -48,6 +51,16 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   } else {
     first.problems.push_back(opened.message());
   }
+  // The engine's files: checked, never repaired here (frsd's start acts on
+  // them as AtStartText says).
+  const std::vector<limit::SideFileReport> side = limit::CheckSideFiles(s.cfg.store_dir);
+  const bool store_repairable = !(rechecked ? after.problems : first.problems).empty() && opened.ok();
+  for (const limit::SideFileReport& f : side) {
+    if (f.status.ok()) continue;
+    const std::string p = f.status.message() + " (" + f.AtStartText() + ")";
+    first.problems.push_back(p);
+    if (rechecked) after.problems.push_back(p);
+  }
   const std::vector<std::string>& remaining = rechecked ? after.problems : first.problems;
   const bool clean = remaining.empty();
   if (s.json) {
@@ -60,6 +73,16 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     ListJson(j, "repairs", first.repairs);
     ListJson(j, "recovered", first.recovered);
     ListJson(j, "remaining", remaining);
+    j.Key("files").BeginArray();
+    for (const limit::SideFileReport& f : side) {
+      j.BeginObject();
+      j.Key("path").String(f.path);
+      j.Key("state").String(!f.exists ? "absent" : f.status.ok() ? "clean" : "damaged");
+      if (!f.status.ok()) j.Key("problem").String(f.status.message());
+      j.Key("at_start").String(f.AtStartText());
+      j.EndObject();
+    }
+    j.EndArray();
     j.EndObject();
     std::printf("%s\n", j.str().c_str());
     return clean ? kExitOk : kExitNo;
@@ -70,6 +93,21 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
                   ? "clean"
                   : (std::to_string(first.problems.size()) + " problem" + (first.problems.size() == 1 ? "" : "s"))
                         .c_str());
+  // The named files one line each; day files only when damaged, with a count.
+  size_t days = 0, days_damaged = 0;
+  std::printf("files:\n");
+  for (const limit::SideFileReport& f : side) {
+    const bool day = f.at_start == limit::AtStart::kSetAsideLater;
+    days += day;
+    days_damaged += day && !f.status.ok();
+    if (day && f.status.ok()) continue;
+    std::printf("  %s: %s: %s\n", f.path.c_str(),
+                !f.exists       ? "absent"
+                : f.status.ok() ? "clean"
+                                : "damaged (below)",
+                f.AtStartText().c_str());
+  }
+  if (days != 0) std::printf("  %zu statistics day file(s), %zu damaged\n", days, days_damaged);
   ListHuman("recovered (what a dead process left, as its next locker recovers it; no damage):", first.recovered);
   ListHuman("problems:", first.problems);
   ListHuman("repaired:", first.repairs);
@@ -79,7 +117,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     } else {
       ListHuman("still wrong after repair:", after.problems);
     }
-  } else if (!clean && opened.ok()) {
+  } else if (store_repairable) {
     std::printf("run `frsctl verify --repair` to fix what can be fixed\n");
   }
   return clean ? kExitOk : kExitNo;

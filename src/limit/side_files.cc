@@ -1,0 +1,101 @@
+#include "limit/side_files.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "limit/daily_stats.h"
+#include "limit/group_table.h"
+#include "limit/recent_denials.h"
+#include "limit/rule_history.h"
+
+namespace frs::limit {
+namespace {
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+SideFileReport Report(std::string path, AtStart at, Status status) {
+  SideFileReport r;
+  r.exists = Exists(path);
+  r.path = std::move(path);
+  r.at_start = at;
+  r.status = r.exists ? std::move(status) : Status::OK();
+  return r;
+}
+
+}  // namespace
+
+// The checks frsd's engine makes when it opens each file.
+std::vector<SideFileReport> CheckStartFiles(const std::string& dir) {
+  std::vector<SideFileReport> out;
+  // Read-only opens check exactly what a writing open checks, and keep
+  // empty tables in memory for a missing file (nothing is created).
+  auto stats = DailyStats::Open(dir, /*read_only=*/true);
+  out.push_back(Report(dir + "/stats.frs", AtStart::kRefuse, stats.status()));
+  auto denials = RecentDenials::Open(dir, /*read_only=*/true);
+  out.push_back(Report(dir + "/denials.frs", AtStart::kSetAside, denials.status()));
+  out.push_back(Report(dir + "/rules.history", AtStart::kSetAside, RuleHistory::Check(dir)));
+  return out;
+}
+
+namespace {
+
+bool IsDayFile(const std::string& name) {
+  // YYYY-MM-DD.frs, or YYYY-MM-DD.from-<receipt>.frs (a handoff's).
+  return name.size() >= 14 && name.ends_with(".frs") && name[4] == '-' && name[7] == '-' &&
+         (name.size() == 14 || name.substr(10, 6) == ".from-");
+}
+
+}  // namespace
+
+std::string SideFileReport::AtStartText() const {
+  if (status.ok()) return exists ? "frsd uses it" : "frsd creates it";
+  switch (at_start) {
+    case AtStart::kRefuse: return "frsd refuses to start until it is moved aside or restored";
+    case AtStart::kSetAside: return "frsd moves it aside at start and starts a new one";
+    case AtStart::kSetAsideLater: return "frsd moves it aside when it next counts that day, and starts the day anew";
+  }
+  return "";
+}
+
+std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
+  std::vector<SideFileReport> out = CheckStartFiles(dir);
+  std::error_code ec;
+  std::vector<std::string> days;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir + "/stats", ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec) && IsDayFile(it->path().filename().string())) days.push_back(it->path().string());
+  }
+  std::sort(days.begin(), days.end());
+  for (std::string& d : days) {
+    Status s = CheckDayFile(d);
+    out.push_back(Report(std::move(d), AtStart::kSetAsideLater, std::move(s)));
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
+  std::vector<std::string> said;
+  for (const SideFileReport& r : CheckStartFiles(dir)) {
+    if (r.status.ok()) continue;
+    const bool damaged = r.status.code() == Status::Code::kCorruption || r.status.code() == Status::Code::kMismatch;
+    // A file that cannot be read (permissions, I/O) is not damage: moving it
+    // aside would not help.
+    if (!damaged) return r.status;
+    if (r.at_start == AtStart::kRefuse)
+      return Status::Corruption(r.status.message() + ": frsd will not start on a damaged " + r.path +
+                                ": restore it from a backup, or move it aside (its daily counters then start from "
+                                "zero); frsctl verify lists every damaged file");
+    const std::string aside = r.path + ".damaged-" + std::to_string(::time(nullptr));
+    if (::rename(r.path.c_str(), aside.c_str()) != 0)
+      return Status::FromErrno(r.status.message() + ": cannot move it aside to " + aside, errno);
+    said.push_back(r.status.message() + ": moved aside to " + aside + "; a new one is started");
+  }
+  return said;
+}
+
+}  // namespace frs::limit

@@ -1,0 +1,65 @@
+// limit/side_files.h: the files the engine keeps in a store directory beside
+// the store's own (frs.N.store, which the store checks): stats.frs (daily
+// counters per biz), denials.frs (recent denials), rules.history (what each
+// named rule was) and the day files of statistics by key field
+// (stats/<biz id>/<table>/<YYYY-MM-DD>.frs, and the .from-<receipt>.frs files
+// a handoff brought). frsd.lock, frsd.listen, frsd.grpc.listen and frsd.log
+// are the server's, made anew at each start. envoy.ids (the biz ids of
+// Envoy's descriptors, server/envoy_map.h) is the server's too, and read at
+// start by a parser that skips a damaged line: it is not checked here.
+//
+// Each file is checked by the function its reader uses, so that frsctl
+// verify and frsd's start agree on every file: CheckSideFiles reports, and
+// PrepareSideFiles is frsd's start acting on the same reports.
+//
+// What frsd does with a damaged file:
+//   stats.frs      refuses to start, naming the file and the fix: it holds
+//                  today's counters, which an operator may want to restore;
+//   denials.frs    moves it aside (PATH.damaged-<unix time>) and starts a
+//                  new one, with a log line: it holds only the last minutes;
+//   rules.history  the same: without it a reload that changes an interval
+//                  starts that rule's counts fresh, as before the file;
+//   day files      not read at start: the first count of the day moves a
+//                  damaged one aside (PATH.old-<pid>) and starts the day anew.
+//
+// Thread safety: plain functions over files; no state.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frs/status.h"
+
+namespace frs::limit {
+
+enum class AtStart {
+  kRefuse,        // frsd will not start until the operator acts
+  kSetAside,      // frsd moves it aside at start and makes a new one
+  kSetAsideLater  // a day file: moved aside when frsd first writes it
+};
+
+struct SideFileReport {
+  std::string path;
+  bool exists = false;
+  Status status;  // OK: clean (or absent); else what is wrong
+  AtStart at_start = AtStart::kSetAside;
+  // What frsd does with the file at start, as one phrase for a report.
+  std::string AtStartText() const;
+};
+
+// The files frsd's start reads (stats.frs, denials.frs, rules.history),
+// present or not, each with its check's verdict. Changes nothing.
+std::vector<SideFileReport> CheckStartFiles(const std::string& dir);
+
+// Every side file of `dir` in a fixed order (the three named files, present
+// or not, then each day file found under stats/), each with its check's
+// verdict. Changes nothing.
+std::vector<SideFileReport> CheckSideFiles(const std::string& dir);
+
+// frsd's start, before the engine opens: a damaged stats.frs is an error
+// naming it and the fix; a damaged denials.frs or rules.history is moved
+// aside, and a sentence for the log is returned for each. Day files are left
+// to their first write (see above).
+Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir);
+
+}  // namespace frs::limit

@@ -1,0 +1,148 @@
+// The engine's files beside the store's (limit/side_files.h): each checked
+// as its reader checks it, and frsd's start acting on the verdicts.
+#include "limit/side_files.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "common/temp_dir.h"
+#include "limit/daily_stats.h"
+#include "limit/group_table.h"
+#include "limit/recent_denials.h"
+
+namespace frs::limit {
+namespace {
+
+void Smash(const std::string& path, uint64_t at, const std::string& bytes) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(at));
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Makes stats.frs, denials.frs and rules.history as frsd's engine would.
+void MakeFiles(const std::string& dir) {
+  ASSERT_TRUE(DailyStats::Open(dir).ok());
+  ASSERT_TRUE(RecentDenials::Open(dir, /*read_only=*/false).ok());
+  std::ofstream(dir + "/rules.history") << "# biz-id rule-name identity max\n1 login_1 60 5\n";
+}
+
+TEST(SideFiles, CleanFilesAreCleanAndMissingOnesAreCreatedByFrsd) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  for (const SideFileReport& r : CheckSideFiles(dir)) {
+    EXPECT_FALSE(r.exists) << r.path;
+    EXPECT_TRUE(r.status.ok()) << r.path;
+    EXPECT_EQ(r.AtStartText(), "frsd creates it");
+  }
+  MakeFiles(dir);
+  const auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 3u);
+  for (const SideFileReport& r : reports) EXPECT_TRUE(r.exists && r.status.ok()) << r.status.ToString();
+  auto said = PrepareSideFiles(dir);
+  ASSERT_TRUE(said.ok());
+  EXPECT_TRUE(said->empty());
+}
+
+// A damaged denials.frs or rules.history was taken without a word (the
+// table of denials silently left out, the history's lines skipped): frsd's
+// start now moves each aside, says so, and starts a new one.
+TEST(SideFiles, ADamagedDenialsTableOrRuleHistoryIsMovedAsideAndSaid) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  Smash(dir + "/denials.frs", 0, "YYYYYYYY");
+  std::ofstream(dir + "/rules.history", std::ios::app) << "\x01\x02 not a line of history\n";
+  const auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_TRUE(reports[0].status.ok());
+  EXPECT_FALSE(reports[1].status.ok());
+  EXPECT_NE(reports[2].status.message().find("rules.history: line 3 is not"), std::string::npos)
+      << reports[2].status.ToString();
+  EXPECT_EQ(reports[1].AtStartText(), "frsd moves it aside at start and starts a new one");
+
+  auto said = PrepareSideFiles(dir);
+  ASSERT_TRUE(said.ok()) << said.status().ToString();
+  ASSERT_EQ(said->size(), 2u);
+  EXPECT_NE((*said)[0].find("denials.frs: not a table of recent denials"), std::string::npos) << (*said)[0];
+  EXPECT_NE((*said)[0].find("moved aside to " + dir + "/denials.frs.damaged-"), std::string::npos) << (*said)[0];
+  EXPECT_NE((*said)[1].find("moved aside to " + dir + "/rules.history.damaged-"), std::string::npos) << (*said)[1];
+  size_t aside = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    aside += e.path().filename().string().find(".damaged-") != std::string::npos;
+  EXPECT_EQ(aside, 2u);
+  for (const SideFileReport& r : CheckSideFiles(dir)) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+}
+
+// A damaged stats.frs holds today's counters: frsd refuses, naming the file
+// and the fix, and changes nothing.
+TEST(SideFiles, ADamagedDailyStatsFileRefusesTheStartNamingTheFix) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  Smash(dir + "/stats.frs", 0, "XXXXXXXX");
+  const auto reports = CheckSideFiles(dir);
+  EXPECT_NE(reports[0].status.message().find("stats.frs: bad magic"), std::string::npos);
+  EXPECT_EQ(reports[0].AtStartText(), "frsd refuses to start until it is moved aside or restored");
+  auto said = PrepareSideFiles(dir);
+  ASSERT_FALSE(said.ok());
+  EXPECT_NE(said.status().message().find(dir + "/stats.frs: bad magic: frsd will not start on a damaged"),
+            std::string::npos)
+      << said.status().message();
+  EXPECT_NE(said.status().message().find("restore it from a backup, or move it aside"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/stats.frs"));
+}
+
+// Day files: header, size and every index offset; a damaged one is listed
+// with what frsd does with it (moved aside at its next count).
+TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  const std::string day = dir + "/stats/7/app/2026-11-25.frs";
+  {
+    auto t = GroupTable::Open(day, GroupTableShape{100, 1}, GroupTable::Mode::kWrite);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    const uint32_t codes[1] = {sketch::CodeOf("u1")};
+    for (const char* v : {"app1", "app2", "app3"}) ASSERT_TRUE(t.value()->Add(v, GroupCounts{1, 1, 0, 1}, codes));
+  }
+  EXPECT_TRUE(CheckDayFile(day).ok()) << CheckDayFile(day).ToString();
+  auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 4u);
+  EXPECT_EQ(reports[3].path, day);
+  EXPECT_TRUE(reports[3].status.ok());
+
+  // An index entry pointing past the file.
+  const std::string copy = dir + "/copy.frs";
+  std::filesystem::copy_file(day, copy);
+  {
+    std::ifstream in(copy, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint32_t slots = 0;
+    std::memcpy(&slots, bytes.data() + 16, 4);
+    for (uint32_t i = 0; i < slots; ++i) {
+      uint32_t off = 0;
+      std::memcpy(&off, bytes.data() + 256 + 4 * i, 4);
+      if (off == 0) continue;
+      Smash(copy, 256 + 4 * i, std::string("\xff\xff\xff\x7f", 4));
+      break;
+    }
+  }
+  Status s = CheckDayFile(copy);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("points outside the file"), std::string::npos) << s.ToString();
+
+  // A header smashed, and a file cut short.
+  Smash(day, 0, "ZZZZ");
+  EXPECT_FALSE(CheckDayFile(day).ok());
+  reports = CheckSideFiles(dir);
+  EXPECT_FALSE(reports[3].status.ok());
+  EXPECT_EQ(reports[3].AtStartText(), "frsd moves it aside when it next counts that day, and starts the day anew");
+  std::filesystem::copy_file(copy, day, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(day, 300);
+  EXPECT_FALSE(CheckDayFile(day).ok());
+}
+
+}  // namespace
+}  // namespace frs::limit
