@@ -3,11 +3,11 @@
 //
 // GCC 12's libstdc++ has no std::chrono::locate_zone, and TZ/tzset is
 // process-global. cctz parses the TZif file and the POSIX TZ rule of its
-// footer. Calendar windows ask the zone several times per decision, and
-// cctz's own lookups cost about 2.5 times the instructions of a binary search
-// (docs/rules.md has the figures), so Load() copies cctz's transitions up to
-// the end of kTableUntilYear into a sorted vector: a lookup is one binary
-// search over it. Later instants ask cctz directly.
+// footer. Calendar windows ask the zone three times per decision, and asking
+// cctz costs three to six times the instructions of a binary search
+// (docs/rules.md has the figures), so Load() copies cctz's changes of offset
+// up to the end of kTableUntilYear into a sorted vector: a lookup is one
+// binary search over it. Later instants ask cctz directly.
 //
 // Thread safety: immutable after Load(); share freely.
 #pragma once
