@@ -2,175 +2,84 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <xxhash.h>
 
+#include <cctz/civil_time.h>
+#include <cctz/time_zone.h>
+#include <cctz/zone_info_source.h>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "os/unique_fd.h"
 
 namespace frs::limit {
-namespace {
 
-// Proleptic Gregorian day number of a civil date (H. Hinnant's algorithm).
-int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<int64_t>(doe) - 719468;
-}
-
-int64_t YearOf(int64_t utc_s) {
-  int64_t z = (utc_s >= 0 ? utc_s : utc_s - 86399) / 86400 + 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const unsigned doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-  return static_cast<int64_t>(yoe) + era * 400 + (m <= 2);
-}
-
-bool IsLeap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
-unsigned DaysInMonth(int64_t y, unsigned m) {
-  static constexpr unsigned kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  return m == 2 && IsLeap(y) ? 29 : kDays[m - 1];
-}
-
-uint32_t Be32(const unsigned char* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
-int64_t Be64(const unsigned char* p) { return static_cast<int64_t>(uint64_t{Be32(p)} << 32 | Be32(p + 4)); }
-
-// The POSIX TZ string of a TZif footer, e.g. "EST5EDT,M3.2.0,M11.1.0".
-struct PosixRule {
-  int32_t std_offset = 0;  // seconds east of UTC
-  int32_t dst_offset = 0;
-  bool has_dst = false;
-  struct Date {
-    char kind = 'M';  // 'J' (1..365, no leap day), 'N' (0..365), 'M' (month.week.day)
-    int day = 0, week = 0, month = 0;
-    int32_t time = 7200;  // local seconds after midnight, may be negative or > 24 h
-  } start, end;
+struct TimeZone::Cctz {
+  cctz::time_zone zone;
 };
 
-class RuleParser {
- public:
-  explicit RuleParser(std::string_view s) : s_(s) {}
+namespace {
 
-  bool Parse(PosixRule* r) {
-    if (!Name()) return false;
-    int32_t off;
-    if (!Offset(&off)) return false;
-    r->std_offset = -off;  // POSIX offsets are west-positive
-    if (AtEnd()) return true;
-    if (!Name()) return false;
-    r->has_dst = true;
-    r->dst_offset = r->std_offset + 3600;
-    if (!AtEnd() && Peek() != ',') {
-      if (!Offset(&off)) return false;
-      r->dst_offset = -off;
-    }
-    if (AtEnd()) {  // no rule: the US rules are POSIX's default
-      r->start = {'M', 0, 2, 3, 7200};
-      r->end = {'M', 0, 1, 11, 7200};
-      return true;
-    }
-    if (!Eat(',') || !DateRule(&r->start) || !Eat(',') || !DateRule(&r->end)) return false;
-    return AtEnd();
+using Instant = cctz::time_point<cctz::seconds>;
+Instant InstantOf(int64_t utc_s) { return Instant(cctz::seconds(utc_s)); }
+int64_t SecondsOf(Instant t) { return t.time_since_epoch().count(); }
+
+// cctz finds a zone's bytes through a factory the program may replace
+// (cctz/zone_info_source.h). FRS hands it the bytes it read itself, so that
+// every error names FRS's own path, under a key made of their hash: cctz
+// keeps each zone it loads for the life of the process, by key, so loading
+// the same file again (another engine, a `frsctl` command) costs no memory.
+constexpr std::string_view kBytesKey = "frs-tzif:";
+// The bytes of the FromTzif call in progress on this thread: cctz calls the
+// factory from the thread that loads.
+thread_local const std::string_view* tls_bytes = nullptr;
+
+class BytesSource final : public cctz::ZoneInfoSource {
+ public:
+  explicit BytesSource(std::string_view bytes) : bytes_(bytes) {}
+  std::size_t Read(void* ptr, std::size_t size) override {
+    size = std::min(size, bytes_.size() - at_);
+    if (size > 0) std::memcpy(ptr, bytes_.data() + at_, size);
+    at_ += size;
+    return size;
+  }
+  int Skip(std::size_t offset) override {
+    if (offset > bytes_.size() - at_) return -1;
+    at_ += offset;
+    return 0;
   }
 
  private:
-  bool AtEnd() const { return i_ >= s_.size(); }
-  char Peek() const { return AtEnd() ? '\0' : s_[i_]; }
-  bool Eat(char c) {
-    if (Peek() != c) return false;
-    ++i_;
-    return true;
-  }
-  bool Name() {
-    if (Eat('<')) {
-      size_t close = s_.find('>', i_);
-      if (close == std::string_view::npos) return false;
-      i_ = close + 1;
-      return true;
-    }
-    size_t begin = i_;
-    while (!AtEnd() && ((Peek() >= 'A' && Peek() <= 'Z') || (Peek() >= 'a' && Peek() <= 'z'))) ++i_;
-    return i_ - begin >= 3;
-  }
-  bool Number(int* out, int max) {
-    size_t begin = i_;
-    int v = 0;
-    while (!AtEnd() && Peek() >= '0' && Peek() <= '9') {
-      v = v * 10 + (Peek() - '0');
-      if (v > max) return false;
-      ++i_;
-    }
-    *out = v;
-    return i_ > begin;
-  }
-  // [+-]hh[:mm[:ss]]
-  bool Offset(int32_t* out) {
-    int sign = 1;
-    if (Eat('-')) sign = -1;
-    else Eat('+');
-    int h = 0, m = 0, s = 0;
-    if (!Number(&h, 167)) return false;
-    if (Eat(':')) {
-      if (!Number(&m, 59)) return false;
-      if (Eat(':') && !Number(&s, 59)) return false;
-    }
-    *out = sign * (h * 3600 + m * 60 + s);
-    return true;
-  }
-  bool DateRule(PosixRule::Date* d) {
-    if (Eat('J')) {
-      d->kind = 'J';
-      if (!Number(&d->day, 365) || d->day < 1) return false;
-    } else if (Eat('M')) {
-      d->kind = 'M';
-      if (!Number(&d->month, 12) || d->month < 1 || !Eat('.') || !Number(&d->week, 5) || d->week < 1 || !Eat('.') ||
-          !Number(&d->day, 6)) {
-        return false;
-      }
-    } else {
-      d->kind = 'N';
-      if (!Number(&d->day, 365)) return false;
-    }
-    d->time = 7200;
-    if (Eat('/')) return Offset(&d->time);
-    return true;
-  }
-
-  std::string_view s_;
-  size_t i_ = 0;
+  std::string_view bytes_;  // outlives the source: cctz drops it before load_time_zone returns
+  std::size_t at_ = 0;
 };
 
-// Local seconds since the epoch (in the zone's then-current offset) of `d`
-// in year `y`.
-int64_t RuleLocalTime(const PosixRule::Date& d, int64_t y) {
-  int64_t day;
-  if (d.kind == 'J') {
-    day = DaysFromCivil(y, 1, 1) + d.day - 1;
-    if (IsLeap(y) && d.day >= 60) ++day;  // Jn never counts February 29
-  } else if (d.kind == 'N') {
-    day = DaysFromCivil(y, 1, 1) + d.day;
-  } else {
-    int64_t first = DaysFromCivil(y, static_cast<unsigned>(d.month), 1);
-    int dow_first = static_cast<int>(((first % 7) + 11) % 7);  // 1970-01-01 was a Thursday (4)
-    int mday = 1 + (d.day - dow_first + 7) % 7 + (d.week - 1) * 7;
-    while (mday > static_cast<int>(DaysInMonth(y, static_cast<unsigned>(d.month)))) mday -= 7;
-    day = first + mday - 1;
-  }
-  return day * 86400 + d.time;
+std::unique_ptr<cctz::ZoneInfoSource> SourceOf(
+    const std::string& name, const std::function<std::unique_ptr<cctz::ZoneInfoSource>(const std::string&)>& fallback) {
+  if (name.compare(0, kBytesKey.size(), kBytesKey) != 0) return fallback(name);
+  if (tls_bytes == nullptr) return nullptr;
+  return std::make_unique<BytesSource>(*tls_bytes);
 }
 
 }  // namespace
+}  // namespace frs::limit
+
+// The definition cctz documents for replacing its factory; names that are not
+// FRS's keys still go to cctz's own (files under $TZDIR).
+namespace cctz_extension {
+ZoneInfoSourceFactory zone_info_source_factory = frs::limit::SourceOf;
+}  // namespace cctz_extension
+
+namespace frs::limit {
+
+TimeZone::TimeZone() = default;
+TimeZone::~TimeZone() = default;
 
 std::shared_ptr<const TimeZone> TimeZone::Utc() {
   static const std::shared_ptr<const TimeZone> utc = [] {
@@ -215,80 +124,51 @@ Result<std::shared_ptr<const TimeZone>> TimeZone::Load(std::string_view name) {
 }
 
 Result<std::shared_ptr<const TimeZone>> TimeZone::FromTzif(std::string_view name, std::string_view bytes) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t size = bytes.size();
-  constexpr size_t kHeader = 44;
-  if (size < kHeader || std::memcmp(p, "TZif", 4) != 0) return Status::Corruption("not a TZif file");
-  auto counts = [&](size_t at, uint32_t c[6]) {
-    for (int i = 0; i < 6; ++i) c[i] = Be32(p + at + 20 + 4 * i);
-  };
-  // counts: isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt
-  uint32_t c[6];
-  counts(0, c);
-  size_t v1_len = size_t{c[3]} * 5 + size_t{c[4]} * 6 + c[5] + size_t{c[2]} * 8 + c[1] + c[0];
-  if (p[4] < '2') return Status::Corruption("TZif version 1 is not supported (no 64-bit data)");
-  size_t at = kHeader + v1_len;
-  if (size < at + kHeader || std::memcmp(p + at, "TZif", 4) != 0) {
-    return Status::Corruption("truncated TZif file");
-  }
-  counts(at, c);
-  at += kHeader;
-  const uint32_t timecnt = c[3], typecnt = c[4];
-  size_t data_len = size_t{timecnt} * 9 + size_t{typecnt} * 6 + c[5] + size_t{c[2]} * 12 + c[1] + c[0];
-  if (typecnt == 0 || size < at + data_len) return Status::Corruption("truncated TZif data");
-  const unsigned char* times = p + at;
-  const unsigned char* idx = times + size_t{timecnt} * 8;
-  const unsigned char* types = idx + timecnt;
+  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  char key[80];
+  std::snprintf(key, sizeof key, "%.*s%016" PRIx64 "%016" PRIx64 "-%zu", static_cast<int>(kBytesKey.size()),
+                kBytesKey.data(), static_cast<uint64_t>(h.high64), static_cast<uint64_t>(h.low64), bytes.size());
+  auto cz = std::make_unique<Cctz>();
+  tls_bytes = &bytes;
+  const bool loaded = cctz::load_time_zone(key, &cz->zone);
+  tls_bytes = nullptr;
+  if (!loaded) return Status::Corruption("not a TZif file");
 
   std::shared_ptr<TimeZone> z(new TimeZone());
   z->name_ = std::string(name);
-  auto type_offset = [&](unsigned i) { return static_cast<int32_t>(Be32(types + size_t{i} * 6)); };
-  z->initial_offset_ = type_offset(0);
-  for (uint32_t i = 0; i < timecnt; ++i) {
-    if (idx[i] >= typecnt) return Status::Corruption("TZif transition names a missing type");
-    int64_t t = Be64(times + size_t{i} * 8);
-    if (!z->transitions_.empty() && t <= z->transitions_.back().at) {
-      return Status::Corruption("TZif transitions out of order");
+  const cctz::time_zone& zone = cz->zone;
+  const int64_t until =
+      SecondsOf(cctz::convert(cctz::civil_second(kTableUntilYear + 1, 1, 1, 0, 0, 0), cctz::utc_time_zone()));
+  // cctz also reports changes of abbreviation or of the DST flag alone; the
+  // table keeps the changes of offset, which is all a window needs.
+  Instant t = Instant::min();
+  bool first = true;
+  int32_t offset = 0;
+  cctz::time_zone::civil_transition change;
+  while (zone.next_transition(t, &change)) {
+    const Instant next = zone.lookup(change.to).trans;
+    if (next <= t) break;  // cctz promises progress; never loop on a broken promise
+    t = next;
+    if (first) {
+      z->initial_offset_ = offset = zone.lookup(t - cctz::seconds(1)).offset;
+      first = false;
     }
-    z->transitions_.push_back({t, type_offset(idx[i])});
-  }
-
-  // The footer rule governs every instant after the last transition.
-  size_t footer = at + data_len;
-  if (footer < size && p[footer] == '\n') {
-    size_t nl = bytes.find('\n', footer + 1);
-    std::string_view tz =
-        bytes.substr(footer + 1, nl == std::string_view::npos ? std::string_view::npos : nl - footer - 1);
-    if (!tz.empty()) {
-      PosixRule rule;
-      if (!RuleParser(tz).Parse(&rule)) return Status::Corruption("bad TZ rule '" + std::string(tz) + "'");
-      int64_t last = z->transitions_.empty() ? INT64_MIN : z->transitions_.back().at;
-      int32_t last_offset = z->transitions_.empty() ? z->initial_offset_ : z->transitions_.back().offset;
-      if (!rule.has_dst) {
-        if (z->transitions_.empty()) z->initial_offset_ = rule.std_offset;
-        else if (rule.std_offset != last_offset) z->transitions_.push_back({last + 1, rule.std_offset});
-      } else {
-        int64_t first_year = z->transitions_.empty() ? 1970 : YearOf(last);
-        for (int64_t y = first_year; y <= kExpandUntilYear; ++y) {
-          // The switch to DST happens at standard local time, the switch back at DST local time.
-          Transition on{RuleLocalTime(rule.start, y) - rule.std_offset, rule.dst_offset};
-          Transition off{RuleLocalTime(rule.end, y) - rule.dst_offset, rule.std_offset};
-          if (off.at < on.at) std::swap(on, off);
-          for (const Transition& t : {on, off}) {
-            if (t.at <= last) continue;
-            int32_t prev = z->transitions_.empty() ? z->initial_offset_ : z->transitions_.back().offset;
-            if (t.offset == prev) continue;
-            z->transitions_.push_back(t);
-            last = t.at;
-          }
-        }
-      }
+    if (SecondsOf(t) >= until) {
+      z->table_end_ = until;
+      break;
     }
+    const int32_t after = zone.lookup(t).offset;
+    if (after == offset) continue;
+    z->transitions_.push_back({SecondsOf(t), after});
+    offset = after;
   }
+  if (first) z->initial_offset_ = zone.lookup(InstantOf(0)).offset;  // a fixed offset, no change ever
+  z->cctz_ = std::move(cz);
   return std::shared_ptr<const TimeZone>(std::move(z));
 }
 
 int32_t TimeZone::OffsetAt(int64_t utc_s) const {
+  if (utc_s >= table_end_) return cctz_->zone.lookup(InstantOf(utc_s)).offset;
   auto it = std::upper_bound(transitions_.begin(), transitions_.end(), utc_s,
                              [](int64_t t, const Transition& tr) { return t < tr.at; });
   return it == transitions_.begin() ? initial_offset_ : std::prev(it)->offset;
@@ -296,9 +176,13 @@ int32_t TimeZone::OffsetAt(int64_t utc_s) const {
 
 int64_t TimeZone::LocalToUtc(int64_t local_s) const {
   // Offsets stay within +-26 h, so the answer lies in [local - 26h, local + 26h].
+  constexpr int64_t kSpan = 26 * 3600;
+  if (local_s >= table_end_ - kSpan) {
+    const cctz::time_zone::civil_lookup at = cctz_->zone.lookup(cctz::civil_second(1970, 1, 1, 0, 0, 0) + local_s);
+    return SecondsOf(at.kind == cctz::time_zone::civil_lookup::SKIPPED ? at.trans : at.pre);
+  }
   // Walk the constant-offset pieces overlapping that span; the first piece
   // that contains its own candidate wins (the earlier of a repeated time).
-  constexpr int64_t kSpan = 26 * 3600;
   auto it = std::upper_bound(transitions_.begin(), transitions_.end(), local_s - kSpan,
                              [](int64_t t, const Transition& tr) { return t < tr.at; });
   int64_t piece_begin = INT64_MIN;
@@ -318,6 +202,15 @@ int64_t TimeZone::LocalToUtc(int64_t local_s) const {
 }
 
 bool TimeZone::TransitionAtOrBefore(int64_t utc_s, int64_t* at, int32_t* offset_before) const {
+  if (utc_s >= table_end_) {
+    // cctz's previous transition is strictly before its argument.
+    cctz::time_zone::civil_transition change;
+    if (!cctz_->zone.prev_transition(InstantOf(std::min(utc_s, INT64_MAX - 1) + 1), &change)) return false;
+    const Instant t = cctz_->zone.lookup(change.to).trans;
+    *at = SecondsOf(t);
+    *offset_before = cctz_->zone.lookup(t - cctz::seconds(1)).offset;
+    return true;
+  }
   auto it = std::upper_bound(transitions_.begin(), transitions_.end(), utc_s,
                              [](int64_t t, const Transition& tr) { return t < tr.at; });
   if (it == transitions_.begin()) return false;

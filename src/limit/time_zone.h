@@ -1,11 +1,13 @@
-// limit/time_zone.h: an IANA time zone read from the system's TZif files.
+// limit/time_zone.h: an IANA time zone, read from the system's TZif files by
+// cctz (libcctz-dev).
 //
 // GCC 12's libstdc++ has no std::chrono::locate_zone, and TZ/tzset is
-// process-global, so calendar windows and daily statistics use this small
-// reader instead. Load() reads /usr/share/zoneinfo/NAME (or $TZDIR/NAME),
-// takes the 64-bit (v2+) transition table and expands the POSIX TZ footer
-// rule into explicit transitions up to kExpandUntilYear, so every lookup is
-// one binary search over a sorted vector.
+// process-global. cctz parses the TZif file and the POSIX TZ rule of its
+// footer. Calendar windows ask the zone three times per decision, and asking
+// cctz costs three to six times the instructions of a binary search
+// (docs/rules.md has the figures), so Load() copies cctz's changes of offset
+// up to the end of kTableUntilYear into a sorted vector: a lookup is one
+// binary search over it. Later instants ask cctz directly.
 //
 // Thread safety: immutable after Load(); share freely.
 #pragma once
@@ -22,13 +24,18 @@ namespace frs::limit {
 
 class TimeZone {
  public:
-  static constexpr int kExpandUntilYear = 2200;
+  static constexpr int kTableUntilYear = 2200;
 
-  // "UTC" (and "") never need a file.
+  // "UTC" (and "") never need a file. Otherwise NAME is read from
+  // $TZDIR/NAME, or /usr/share/zoneinfo/NAME.
   static Result<std::shared_ptr<const TimeZone>> Load(std::string_view name);
   static std::shared_ptr<const TimeZone> Utc();
   // Builds a zone from TZif bytes (tests, and Load).
   static Result<std::shared_ptr<const TimeZone>> FromTzif(std::string_view name, std::string_view bytes);
+
+  ~TimeZone();
+  TimeZone(const TimeZone&) = delete;
+  TimeZone& operator=(const TimeZone&) = delete;
 
   const std::string& name() const { return name_; }
 
@@ -44,19 +51,22 @@ class TimeZone {
   // The UTC instant of local 00:00 of local day `day` (or the first instant
   // of that day when midnight is skipped).
   int64_t DayStart(int64_t day) const { return LocalToUtc(day * 86400); }
-  // The latest transition at or before `utc_s` and the offset in force just
-  // before it; false when there is none.
+  // The latest change of offset at or before `utc_s` and the offset in force
+  // just before it; false when there is none.
   bool TransitionAtOrBefore(int64_t utc_s, int64_t* at, int32_t* offset_before) const;
 
  private:
-  TimeZone() = default;
+  struct Cctz;  // the zone as cctz holds it, for instants past the table
+  TimeZone();
   struct Transition {
     int64_t at;      // UTC seconds
     int32_t offset;  // in force from `at`
   };
   std::string name_;
   int32_t initial_offset_ = 0;           // before the first transition
-  std::vector<Transition> transitions_;  // sorted by `at`
+  std::vector<Transition> transitions_;  // sorted by `at`, each a change of offset
+  int64_t table_end_ = INT64_MAX;        // transitions_ holds every change before this instant
+  std::unique_ptr<const Cctz> cctz_;
 };
 
 }  // namespace frs::limit

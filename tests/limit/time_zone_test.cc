@@ -1,6 +1,14 @@
 #include "limit/time_zone.h"
 
+#include <cctz/civil_time.h>
+#include <cctz/time_zone.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 namespace frs::limit {
 namespace {
@@ -49,6 +57,82 @@ TEST(TimeZone, FooterRuleCoversYearsPastTheTable) {
   EXPECT_EQ(ny->OffsetAt(4118155200), -4 * 3600);
   // 2100-01-01 12:00 UTC: winter.
   EXPECT_EQ(ny->OffsetAt(4102488000), -5 * 3600);
+}
+
+TEST(TimeZone, FooterRuleHoldsPastTheTable) {
+  auto ny = Zone("America/New_York");
+  // 2300-07-01 12:00 UTC: summer time still, long after the table's last year.
+  EXPECT_EQ(ny->OffsetAt(10429473600), -4 * 3600);
+  // 2300-01-01 12:00 UTC: winter.
+  EXPECT_EQ(ny->OffsetAt(10413835200), -5 * 3600);
+  // Local midnight of 2300-07-01 is 04:00 UTC.
+  EXPECT_EQ(ny->DayStart(ny->LocalDay(10429473600)), 10429473600 - 8 * 3600);
+}
+
+// The table Load builds is a copy of cctz's answers: it must agree with cctz
+// itself, before, inside and after it, in zones with odd rules (a 30-minute
+// DST, negative DST, a DST suspended every Ramadan, a half-hour offset).
+TEST(TimeZone, AgreesWithCctzFrom1900To2400) {
+  using Instant = cctz::time_point<cctz::seconds>;
+  const cctz::civil_second epoch(1970, 1, 1, 0, 0, 0);
+  for (const char* name : {"America/New_York", "Australia/Lord_Howe", "Europe/Dublin", "Africa/Casablanca",
+                           "America/Santiago", "Asia/Kolkata", "Etc/GMT+5"}) {
+    SCOPED_TRACE(name);
+    auto z = Zone(name);
+    cctz::time_zone c;
+    ASSERT_TRUE(cctz::load_time_zone(name, &c));
+    int failures = 0;
+    auto same_offset = [&](int64_t t) {
+      const int32_t want = c.lookup(Instant(cctz::seconds(t))).offset;
+      if (z->OffsetAt(t) == want) return;
+      ADD_FAILURE() << "offset at " << t << ": " << z->OffsetAt(t) << ", cctz " << want;
+      ++failures;
+    };
+    // Local wall time back to UTC: the earlier of a repeat, the end of a gap.
+    auto same_instant = [&](int64_t local) {
+      const auto cl = c.lookup(epoch + local);
+      const int64_t want =
+          (cl.kind == cctz::time_zone::civil_lookup::SKIPPED ? cl.trans : cl.pre).time_since_epoch().count();
+      if (z->LocalToUtc(local) == want) return;
+      ADD_FAILURE() << "local " << local << ": " << z->LocalToUtc(local) << ", cctz " << want;
+      ++failures;
+    };
+    // Around every change: both sides, and local times across its gap or repeat.
+    Instant t(cctz::seconds(-2208988800));  // 1900
+    cctz::time_zone::civil_transition change;
+    while (failures < 5 && c.next_transition(t, &change) && t < Instant(cctz::seconds(13569465600))) {  // 2400
+      t = c.lookup(change.to).trans;
+      same_offset(t.time_since_epoch().count() - 1);
+      same_offset(t.time_since_epoch().count());
+      const int64_t from = change.from - epoch, to = change.to - epoch;
+      for (int64_t local = std::min(from, to) - 3600; local <= std::max(from, to) + 3600; local += 900) {
+        same_instant(local);
+      }
+    }
+    // And between changes.
+    for (int64_t u = -2208988800; u < 13569465600 && failures < 5; u += 864001) {
+      same_offset(u);
+      same_instant(u + 7 * 3600);
+    }
+  }
+}
+
+TEST(TimeZone, CorruptFileIsNamedInTheError) {
+  const auto dir = std::filesystem::temp_directory_path() / ("frs_tz_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "Bad");
+  std::ofstream(dir / "Bad" / "Zone") << "TZif2 but nothing after the magic";
+  const char* old = std::getenv("TZDIR");
+  const std::string saved = old ? old : "";
+  ::setenv("TZDIR", dir.c_str(), 1);
+  auto z = TimeZone::Load("Bad/Zone");
+  auto missing = TimeZone::Load("Bad/Missing");
+  if (old) ::setenv("TZDIR", saved.c_str(), 1);
+  else ::unsetenv("TZDIR");
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.status().message().find((dir / "Bad" / "Zone").string()), std::string::npos) << z.status().ToString();
+  EXPECT_TRUE(missing.status().IsNotFound());
+  EXPECT_NE(missing.status().message().find("unknown time zone 'Bad/Missing'"), std::string::npos);
 }
 
 TEST(TimeZone, RejectsUnknownAndUnsafeNames) {

@@ -24,9 +24,10 @@ py=$(ls "$tmp"/pkg/python3-frs-client_*_all.deb) || fail "no python3-frs-client 
 [ "$(ls "$tmp"/pkg/*.deb | wc -l)" = 3 ] || fail "expected 3 packages: $(ls "$tmp"/pkg)"
 [ "$(dpkg-deb -f "$deb" Package)" = frsd ] || fail "Package is not frsd"
 depends=$(dpkg-deb -f "$deb" Depends)
-for d in libc6 libstdc++6 libpugixml1v5 adduser init-system-helpers; do
+for d in libc6 libstdc++6 libpugixml1v5 libcctz2 adduser init-system-helpers; do
   echo "$depends" | grep -q "$d" || fail "Depends lacks $d: $depends"
 done
+dpkg-deb -f "$dev" Depends | grep -q libcctz-dev || fail "libfrs-dev does not depend on libcctz-dev (libfrs.a needs -lcctz)"
 dpkg-deb -f "$py" Depends | grep -q python3 || fail "python3-frs-client does not depend on python3"
 # As Debian checks a package: no error; the warnings left are listed, with
 # their reasons, in docs/install.md (and only those may appear).

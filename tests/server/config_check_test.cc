@@ -115,6 +115,40 @@ TEST_F(FrsdCheckTest, BrokenFilesAreFileLineErrors) {
   EXPECT_EQ(r.err.rfind(dir_ / "srv.xml:3: ", 0), 0u) << r.err;
 }
 
+// <timezone> is read as frsd would read it: a zone that is not installed, a
+// name that is not one, and a file that is no zone are each named.
+TEST_F(FrsdCheckTest, ATimeZoneFrsdCannotReadIsNamed) {
+  auto with_zone = [&](const std::string& zone) {
+    std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n  <store dir=\"data\" "
+                                       "files=\"2\" keynodes=\"64\" chain=\"8\"/>\n  <timezone>"
+                                    << zone << "</timezone>\n</frs>\n";
+  };
+  with_zone("America/New_York");
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 0) << r.err;
+
+  with_zone("Mars/Olympus_Mons");
+  r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("srv.xml: <timezone>: unknown time zone 'Mars/Olympus_Mons' (no "), std::string::npos) << r.err;
+
+  with_zone("../../etc/passwd");
+  r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("<timezone>: time zone '../../etc/passwd' is not an IANA name"), std::string::npos) << r.err;
+
+  std::filesystem::create_directories(dir_ / "zones/Bad");
+  std::ofstream(dir_ / "zones/Bad/Zone") << "TZif2, and then nothing a zone is made of";
+  with_zone("Bad/Zone");
+  const std::string cmd = "TZDIR=" + (dir_ / "zones") + " " + std::string(FRSD_PATH) + " -t -c " + (dir_ / "srv.xml") +
+                          " >" + (dir_ / "out") + " 2>" + (dir_ / "err");
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 1);
+  const std::string err = ReadFile(dir_ / "err");
+  EXPECT_NE(err.find("<timezone>: " + (dir_ / "zones/Bad/Zone") + ": not a TZif file"), std::string::npos) << err;
+}
+
 // A keynodes with no divisor near 64 / chain groups key-nodes in small
 // groups: frsd -t accepts it and warns, naming what to choose.
 TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {

@@ -11,6 +11,13 @@
 //       eviction and prints the occupancy (nodes / slots) at that moment, next
 //       to simulated figures for placement without the cuckoo step (two-choice)
 //       and with a single choice, on the same key sequence.
+//   frsbench zone [--zone Z] [--interval I] [--windows N] [--direct]
+//       The cost of the time zone on a calendar window's decision: N
+//       CalendarWindow::WindowOf over instants spread across 2026 (both DST
+//       changes of a zone that has them), through FRS's zone table, or with
+//       --direct through cctz's own lookups (what the table saves); one JSON
+//       line. For instructions rather than time (the machine is shared):
+//       valgrind --tool=callgrind --toggle-collect='*ZoneWindows*' frsbench zone ...
 //
 // The measured operation includes fingerprinting the key (FingerprintOf), as
 // a real request hashes its key; key formatting is done before the clock runs.
@@ -20,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cctz/civil_time.h>
+#include <cctz/time_zone.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -37,6 +46,8 @@
 
 #include "frs/key.h"
 #include "frs/store.h"
+#include "limit/calendar_window.h"
+#include "limit/time_zone.h"
 #include "store/placement.h"  // the store's own Locate and two-choice rule, for the simulations
 
 namespace {
@@ -621,10 +632,82 @@ int RunFill(const FillArgs& a) {
   return 0;
 }
 
+// One calendar window the way cctz's own interface gives it: the local civil
+// time of t, back to the window's local start by civil arithmetic, and both
+// ends to UTC (the earlier of a repeated time, the end of a skipped one). It
+// leaves out WindowOf's rare second pass of a repeated hour.
+void DirectWindow(const cctz::time_zone& tz, int64_t interval, int64_t t, int64_t* start, int64_t* end) {
+  static const cctz::civil_second kEpoch(1970, 1, 1, 0, 0, 0);
+  const cctz::civil_second local = tz.lookup(cctz::time_point<cctz::seconds>(cctz::seconds(t))).cs;
+  const int64_t ls = local - kEpoch;
+  const int64_t floor = ls >= 0 ? ls / interval * interval : -((-ls + interval - 1) / interval) * interval;
+  const cctz::civil_second from = local - (ls - floor);
+  auto utc = [&](const cctz::civil_second& cs) {
+    const cctz::time_zone::civil_lookup l = tz.lookup(cs);
+    return (l.kind == cctz::time_zone::civil_lookup::SKIPPED ? l.trans : l.pre).time_since_epoch().count();
+  };
+  *start = utc(from);
+  *end = utc(from + interval);
+}
+
+// The measured loops, by name for callgrind's --toggle-collect.
+__attribute__((noinline)) uint64_t ZoneWindowsTable(const frs::limit::TimeZone& tz, uint32_t interval, int64_t t0,
+                                                    int64_t step, uint64_t n) {
+  uint64_t sum = 0;
+  for (uint64_t k = 0; k < n; ++k) {
+    int64_t start, end;
+    frs::limit::CalendarWindow::WindowOf(tz, interval, t0 + static_cast<int64_t>(k) * step, &start, &end);
+    sum = sum * 31 + static_cast<uint64_t>(start) * 7 + static_cast<uint64_t>(end);
+  }
+  return sum;
+}
+__attribute__((noinline)) uint64_t ZoneWindowsDirect(const cctz::time_zone& tz, uint32_t interval, int64_t t0,
+                                                     int64_t step, uint64_t n) {
+  uint64_t sum = 0;
+  for (uint64_t k = 0; k < n; ++k) {
+    int64_t start, end;
+    DirectWindow(tz, interval, t0 + static_cast<int64_t>(k) * step, &start, &end);
+    sum = sum * 31 + static_cast<uint64_t>(start) * 7 + static_cast<uint64_t>(end);
+  }
+  return sum;
+}
+
+struct ZoneArgs {
+  std::string zone = "America/New_York";
+  uint32_t interval = 3600;
+  uint64_t windows = 1000000;
+  bool direct = false;
+};
+
+int RunZone(const ZoneArgs& a) {
+  if (a.interval == 0 || a.windows == 0) Die("--interval and --windows must be positive");
+  auto tz = frs::limit::TimeZone::Load(a.zone);
+  if (!tz.ok()) Die(tz.status().message());
+  cctz::time_zone direct;
+  if (a.direct && !cctz::load_time_zone(a.zone, &direct)) Die("cctz cannot load " + a.zone);
+  const int64_t t0 = 1767225600;  // 2026-01-01 00:00 UTC
+  const int64_t step = std::max<int64_t>(1, 365 * 86400 / static_cast<int64_t>(a.windows));
+  const uint64_t begin = NowNs(CLOCK_PROCESS_CPUTIME_ID);
+  const uint64_t sum = a.direct ? ZoneWindowsDirect(direct, a.interval, t0, step, a.windows)
+                                : ZoneWindowsTable(*tz.value(), a.interval, t0, step, a.windows);
+  const uint64_t cpu_ns = NowNs(CLOCK_PROCESS_CPUTIME_ID) - begin;
+  // Both ways find the same windows: the sums agree (outside a repeated hour's second pass).
+  Json j;
+  j.Str("bench", "zone")
+      .Str("zone", a.zone)
+      .Str("lookups", a.direct ? "cctz" : "table")
+      .Int("interval", a.interval)
+      .Int("windows", a.windows)
+      .Num("cpu_ns_per_window", static_cast<double>(cpu_ns) / static_cast<double>(a.windows), 1)
+      .Int("checksum", sum);
+  std::printf("%s\n", j.Done().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"frsbench: benchmarks of the FRS counter store"};
+  CLI::App app{"frsbench: benchmarks of the FRS counter store and of calendar windows' time zone"};
   app.require_subcommand(1);
   CLI::App* st = app.add_subcommand("store", "read-modify-write throughput, or fill occupancy with --fill");
 
@@ -657,7 +740,15 @@ int main(int argc, char** argv) {
   bool no_verify = false;
   st->add_flag("--no-verify", no_verify, "skip the check that the counts sum to the ops done");
 
+  CLI::App* zn = app.add_subcommand("zone", "the cost of the time zone on a calendar window");
+  ZoneArgs za;
+  zn->add_option("--zone", za.zone, "IANA zone")->capture_default_str();
+  zn->add_option("--interval", za.interval, "window seconds")->capture_default_str();
+  zn->add_option("--windows", za.windows, "windows computed")->capture_default_str();
+  zn->add_flag("--direct", za.direct, "ask cctz for every lookup instead of FRS's zone table");
+
   CLI11_PARSE(app, argc, argv);
+  if (zn->parsed()) return RunZone(za);
   seed_set = seed_opt->count() > 0;
   if (fill) {
     fa.files = files;

@@ -46,16 +46,6 @@ Result<Walk> WalkChains(Store& store) {
   return w;
 }
 
-// "2026-11-22" for a day number (days since 1970-01-01).
-std::string DayText(uint32_t day) {
-  time_t t = static_cast<time_t>(day) * 86400;
-  struct tm tm {};
-  ::gmtime_r(&t, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
-
 // The usage counters a store file and the whole store both have, in the
 // order --json has always written them; `slots` is what occupancy divides by.
 void UsageMembers(const FileStats& f, uint64_t slots, JsonOut& j) {
