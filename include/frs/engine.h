@@ -35,6 +35,7 @@ struct BizInfo {
   std::string name;
   Mode mode = Mode::kEnforce;
   std::vector<std::string> rules;
+  std::string unit;  // map.xml's unit: what one of a request's n counts ("": requests)
 };
 
 struct EngineOptions {

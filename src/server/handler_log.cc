@@ -7,13 +7,23 @@ namespace frs::server {
 std::string_view Handler::BizName(const WireRequest& r, uint16_t id) {
   // A name is never all digits (map.xml refuses it): anything else sent is the name.
   if (!r.biz.empty() && r.biz.find_first_not_of("0123456789") != std::string_view::npos) return r.biz;
-  if (id >= biz_names_.size() || biz_names_[id].empty()) {
-    for (const BizInfo& b : engine_->Bizzes()) {
-      if (b.id >= biz_names_.size()) biz_names_.resize(size_t{b.id} + 1);
-      biz_names_[b.id] = b.name;
-    }
-  }
+  if (id >= biz_names_.size() || biz_names_[id].empty()) LoadBizzes();
   return id < biz_names_.size() && !biz_names_[id].empty() ? std::string_view(biz_names_[id]) : r.biz;
+}
+
+std::string_view Handler::BizUnit(uint16_t id) {
+  if (!bizzes_loaded_) LoadBizzes();
+  return id < biz_units_.size() ? std::string_view(biz_units_[id]) : std::string_view();
+}
+
+void Handler::LoadBizzes() {
+  for (const BizInfo& b : engine_->Bizzes()) {
+    if (b.id >= biz_names_.size()) biz_names_.resize(size_t{b.id} + 1);
+    if (b.id >= biz_units_.size()) biz_units_.resize(size_t{b.id} + 1);
+    biz_names_[b.id] = b.name;
+    biz_units_[b.id] = b.unit;
+  }
+  bizzes_loaded_ = true;
 }
 
 void Handler::LogDecision(const WireRequest& r, const Decision& d) {
