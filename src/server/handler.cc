@@ -249,6 +249,10 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, const Ac
     decision_ = {};
     body_.clear();
     *status = d.allowed ? 204 : 403;
+    // Its front door makes the client's 429 itself and sees no body (nginx
+    // passes none from a subrequest): the violated policies go in a field.
+    // /acquire and /query carry them in their body.
+    extra->violated = true;
   } else {
     *status = d.allowed ? 200 : 429;
     if (!d.allowed && accept.PrefersProblemJson()) {

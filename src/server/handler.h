@@ -116,6 +116,7 @@ class Handler {
     const Decision* rate = nullptr;  // the RateLimit fields (and Retry-After) of this decision
     int64_t now_s = 0;
     std::string_view unit;        // its biz's quota unit ("": requests)
+    bool violated = false;        // a denial names the rules that denied (FRS-Violated-Policies)
     const char* allow = nullptr;  // 405: Allow
   };
   void Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra, bool head_only,
@@ -150,7 +151,10 @@ class Handler {
   // The name of biz `id` in the current map (a request may name it by id).
   std::string_view BizName(const WireRequest& r, uint16_t id);
   // The quota unit of biz `id` in the current map ("": requests).
-  std::string_view BizUnit(uint16_t id);
+  std::string_view BizUnit(uint16_t id) {
+    if (!bizzes_loaded_) LoadBizzes();
+    return id < biz_units_.size() ? std::string_view(biz_units_[id]) : std::string_view();
+  }
   // Fills biz_names_ and biz_units_ from the current map.
   void LoadBizzes();
   // The Server and Date lines, rebuilt once a second; `now_s` is the time

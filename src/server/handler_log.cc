@@ -11,11 +11,6 @@ std::string_view Handler::BizName(const WireRequest& r, uint16_t id) {
   return id < biz_names_.size() && !biz_names_[id].empty() ? std::string_view(biz_names_[id]) : r.biz;
 }
 
-std::string_view Handler::BizUnit(uint16_t id) {
-  if (!bizzes_loaded_) LoadBizzes();
-  return id < biz_units_.size() ? std::string_view(biz_units_[id]) : std::string_view();
-}
-
 void Handler::LoadBizzes() {
   for (const BizInfo& b : engine_->Bizzes()) {
     if (b.id >= biz_names_.size()) biz_names_.resize(size_t{b.id} + 1);

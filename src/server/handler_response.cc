@@ -65,8 +65,8 @@ int64_t LeftWithoutBorrow(const RuleResult& r) {
 // The units the draft's registry lists beside its default, "requests".
 bool RegisteredUnit(std::string_view unit) { return unit == "content-bytes" || unit == "concurrent-requests"; }
 
-void WriteRateLimitFields(const Decision& d, int64_t now_s, std::string_view unit, SrvConfig::RateLimitFields fields,
-                          BufWriter& w) {
+void WriteRateLimitFields(const Decision& d, int64_t now_s, std::string_view unit, bool violated,
+                          SrvConfig::RateLimitFields fields, BufWriter& w) {
   // The rule the fields speak for: the decision's most restrictive one,
   // unless another has less left once borrowing is set aside (the decision
   // weighs a borrowing window by what it may still grant, which a client
@@ -124,7 +124,7 @@ void WriteRateLimitFields(const Decision& d, int64_t now_s, std::string_view uni
     w.Int(std::max<int64_t>(d.retry_after, 1));
     w.Lit("\r\n");
   }
-  if (!d.allowed) {
+  if (violated && !d.allowed) {
     // The policies that denied, as a list of strings: what a front door
     // that makes its own 429 (nginx's auth_request sees no body) puts
     // into the problem's violated-policies, between brackets.
@@ -189,7 +189,8 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
     w.Lit("\r\n");
   }
   if (extra) {
-    if (extra->rate) WriteRateLimitFields(*extra->rate, extra->now_s, extra->unit, opts_.ratelimit_fields, w);
+    if (extra->rate)
+      WriteRateLimitFields(*extra->rate, extra->now_s, extra->unit, extra->violated, opts_.ratelimit_fields, w);
     if (extra->allow) {
       w.Lit("Allow: ");
       w.Str(extra->allow);
