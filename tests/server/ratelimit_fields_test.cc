@@ -352,7 +352,11 @@ TEST(RateLimitFields, TheProblemIsSentOnlyWhenTheClientPrefersIt) {
 // example's policies as map.xml rules (a policy's name is its rule's name,
 // q its max, w its interval) and the uses recorded before the answer. Where
 // FRS sends something else for that state, `frs` holds what it sends and
-// `why` says why.
+// `why` says why. Two examples have no counterpart: 5.2's
+// temporary-reduced-capacity and 5.3's abnormal-usage-detected problems,
+// types FRS never sends (it lowers no quota under load, and its 503 is a
+// full worker's, before any request is read; it judges no pattern). 5.1's
+// and B.1.4's problem bodies are TheProblemExamplesOfDraft11, below.
 
 constexpr int64_t kT0 = 1'800'000'000;  // a multiple of 1000 and of 60: 2027-01-15T08:00:00Z
 
@@ -569,6 +573,21 @@ std::vector<Example> Examples() {
                "\"sliding\";q=100;w=60;burst=1000,\"fixed\";q=5000;w=3600;burst=0", "\"sliding\";r=50;t=44",
                "\"sliding\";q=100;w=60;frs-burst=1000;burst=1000, \"fixed\";q=5000;w=3600", "\"sliding\";r=50;t=1",
                "a bucket's next token is back in 0.6 s (t=1), where the draft's sliding window waits 44 s"});
+  // "RateLimit header fields currently used on the web": a sliding window
+  // of 12 a second at half and at full throughput. The draft repeats q in
+  // RateLimit there, a parameter its section 4.1 does not define; FRS
+  // sends q in RateLimit-Policy only.
+  for (int used : {6, 11}) {
+    x.push_back({used == 6 ? "currently used on the web (1)" : "currently used on the web (2)",
+                 Biz(Rule("sliding", "algo=\"sliding\" interval=\"1\" max=\"12\"")), kT0,
+                 [used](Server& s) {
+      s.Use("b", "k", used);
+      return Query(s);
+                 },
+                 200, "\"sliding\";q=12;w=1", std::string("\"sliding\";q=12;r=") + (used == 6 ? "6" : "1") + ";t=1", "",
+                 std::string("\"sliding\";r=") + (used == 6 ? "6" : "1") + ";t=1",
+                 "no q in RateLimit: the draft defines r, t and pk there"});
+  }
   return x;
 }
 
