@@ -14,6 +14,8 @@
 --   txn.frs_policy      frsd's RateLimit-Policy   \
 --   txn.frs_ratelimit   frsd's RateLimit           } only when frsd sent them
 --   txn.frs_retry       frsd's Retry-After        /
+--   txn.frs_violated    frsd's FRS-Violated-Policies (on a denial: the rules
+--                       that denied, a list of strings)
 --   txn.frs_status      frsd's status (0: no answer)
 --
 -- What to do with each verdict (429, fail-open or fail-closed) is haproxy.cfg's.
@@ -67,4 +69,5 @@ core.register_action("frs_auth", { "http-req" }, function(txn, biz)
   if h["ratelimit-policy"] then txn:set_var("txn.frs_policy", h["ratelimit-policy"]) end
   if h["ratelimit"] then txn:set_var("txn.frs_ratelimit", h["ratelimit"]) end
   if h["retry-after"] then txn:set_var("txn.frs_retry", h["retry-after"]) end
+  if h["frs-violated-policies"] then txn:set_var("txn.frs_violated", h["frs-violated-policies"]) end
 end, 1)

@@ -50,6 +50,7 @@ struct BizInfo {
   // (empty when it declares none).
   std::vector<std::string> fields = {};
   char separator = ':';
+  std::string unit = {};  // map.xml's unit: what one of a request's n counts ("": requests)
 };
 
 struct EngineOptions {

@@ -121,6 +121,13 @@ class Parser {
       } else if (name == "fields") {
         Status s = ParseFields(value, biz);
         if (!s.ok()) return s;
+      } else if (name == "unit") {
+        if (!ValidUnit(value)) {
+          return Fail(biz->line, "unit '" + std::string(value) +
+                                     "' is invalid (1..32 of a-z, 0-9 and '-', starting with a letter, e.g. "
+                                     "'content-bytes' or 'points')");
+        }
+        biz->unit = value == "requests" ? std::string() : std::string(value);
       } else if (name == "separator") {
         if (value.size() != 1 || !std::ispunct(static_cast<unsigned char>(value[0])))
           return Fail(biz->line,
@@ -416,6 +423,13 @@ bool ValidBizName(std::string_view name) {
     digits_only = digits_only && digit;
   }
   return !digits_only;
+}
+
+bool ValidUnit(std::string_view unit) {
+  if (unit.empty() || unit.size() > kMaxUnitBytes || unit[0] < 'a' || unit[0] > 'z') return false;
+  for (char c : unit)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return true;
 }
 
 Result<MapConfig> ParseMap(std::string_view text, const std::string& path) { return Parser(text, path).Run(); }

@@ -28,6 +28,7 @@
 namespace frs::limit {
 
 inline constexpr size_t kMaxBizNameBytes = 64;
+inline constexpr size_t kMaxUnitBytes = 32;
 inline constexpr size_t kMaxKeyFields = 16;
 inline constexpr size_t kMaxStatsPerBiz = 8;
 inline constexpr uint32_t kMaxStatsDays = 366;
@@ -64,6 +65,9 @@ struct BizConfig {
   // <stats>. A key with another number of fields counts in field_errors.
   std::vector<std::string> fields;
   char separator = ':';
+  // unit="content-bytes": what one of a request's n counts (the RateLimit
+  // fields' quota unit); "" is the default, requests.
+  std::string unit;
   std::vector<StatsSpec> stats;
   int line = 0;
 
@@ -84,6 +88,9 @@ struct MapConfig {
 };
 
 bool ValidBizName(std::string_view name);
+// A quota unit: 1..kMaxUnitBytes of a-z, 0-9 and '-', starting with a letter
+// (an RFC 9651 token and string alike, needing no escapes).
+bool ValidUnit(std::string_view unit);
 
 // Reads and parses `path`.
 Result<MapConfig> LoadMapFile(const std::string& path);

@@ -1,6 +1,7 @@
 #include "server/handler.h"
 
 #include <cctype>
+#include <cstring>
 
 #include "server/clock_util.h"
 
@@ -13,6 +14,7 @@ constexpr const char* kXml = "Content-Type: application/xml\r\n";
 constexpr const char* kText = "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n";
 constexpr const char* kPlain = "Content-Type: text/plain; charset=utf-8\r\n";
 constexpr const char* kJson = "Content-Type: application/json\r\n";
+constexpr const char* kProblem = "Content-Type: application/problem+json\r\n";
 
 // RFC 9112 3.2.2: a server accepts the absolute form of a target (what a
 // proxy may send: "http://host:port/acquire?..."); the authority is not ours
@@ -156,7 +158,9 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       ErrorBody(405, std::string(path) + " takes GET", &status);
       extra.allow = "GET";
     } else {
-      HandleGetForm(cmd, path == "/auth", query, &extra, &status);
+      bool problem = false;
+      HandleGetForm(cmd, path == "/auth", query, head.accept, &extra, &status, &problem);
+      if (problem) ctype = kProblem;
     }
   } else if (path == "/health" || path == "/metrics") {
     bool health = path == "/health";
@@ -225,7 +229,8 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
   return keep_alive;
 }
 
-bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* extra, int* status) {
+bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, const AcceptPrefs& accept, Extra* extra,
+                            int* status, bool* problem) {
   ProtocolError err;
   WireRequest r;
   if (!DecodeQuery(query, cmd, &biz_buf_, &key_buf_, &r, &err)) {
@@ -239,16 +244,47 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* e
   extra->rate = &d;
   // The instant the engine decided at: its reset times are relative to it.
   extra->now_s = d.now_s != 0 ? d.now_s : clock_->NowMs() / 1000;
+  extra->unit = BizUnit(d.biz_id);
   if (auth) {
     // For forward-auth proxies: nginx's auth_request passes only 2xx, 401
     // and 403 (anything else becomes a 500), and wants no body.
     decision_ = {};
     body_.clear();
     *status = d.allowed ? 204 : 403;
+    // Its front door makes the client's 429 itself and sees no body (nginx
+    // passes none from a subrequest): the violated policies go in a field.
+    // /acquire and /query carry them in their body.
+    extra->violated = true;
   } else {
     *status = d.allowed ? 200 : 429;
+    if (!d.allowed && accept.PrefersProblemJson()) {
+      ProblemBody(d);
+      *problem = true;
+    }
   }
   return true;
+}
+
+void Handler::ProblemBody(const Decision& d) {
+  // draft-ietf-httpapi-ratelimit-headers-11, 5.1: the type, its title as
+  // the draft words it, and the names of the policies that denied (those
+  // of RateLimit-Policy). The decision itself stays in the header fields.
+  decision_ = {};
+  body_.assign(
+      "{\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\","
+      "\"title\":\"Request cannot be satisfied as assigned quota has been exceeded\","
+      "\"status\":429,\"violated-policies\":[");
+  bool first = true;
+  for (uint32_t i = 0; i < d.nrules; ++i) {
+    if (d.rules[i].allowed) continue;
+    if (!first) body_.push_back(',');
+    first = false;
+    body_.push_back('"');
+    // Policy names are letters, digits, '_', '.' and '-' (map.xml): nothing to escape.
+    body_.append(d.rules[i].name, strnlen(d.rules[i].name, sizeof d.rules[i].name));
+    body_.push_back('"');
+  }
+  body_.append("]}\n");
 }
 
 void Handler::HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out) {

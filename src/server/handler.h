@@ -109,13 +109,18 @@ class Handler {
     envoy_metrics_ = metrics;
   }
   // The map was reloaded: biz names may have changed.
-  void MapReloaded() { bizzes_.clear(); }
+  void MapReloaded() {
+    bizzes_.clear();
+    bizzes_loaded_ = false;
+  }
 
  private:
   // Additional response headers.
   struct Extra {
     const Decision* rate = nullptr;  // the RateLimit fields (and Retry-After) of this decision
     int64_t now_s = 0;
+    std::string_view unit;        // its biz's quota unit ("": requests)
+    bool violated = false;        // a denial names the rules that denied (FRS-Violated-Policies)
     const char* allow = nullptr;  // 405: Allow
   };
   void Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra, bool head_only,
@@ -126,8 +131,13 @@ class Handler {
   // in body_) when a batch's members route differently without ?route=, or
   // another shard owns the route and the cluster enforces ownership.
   bool RouteRequests(std::span<WireRequest> reqs, std::string_view route_param, int* status);
-  // GET /acquire, /query and /auth (`auth`: 204/403 and no body).
-  bool HandleGetForm(Cmd cmd, bool auth, std::string_view query, Extra* extra, int* status);
+  // GET /acquire, /query and /auth (`auth`: 204/403 and no body). A denial
+  // of /acquire or /query whose client prefers application/problem+json
+  // (`accept`) answers draft-11's quota-exceeded problem: *problem is set.
+  bool HandleGetForm(Cmd cmd, bool auth, std::string_view query, const AcceptPrefs& accept, Extra* extra, int* status,
+                     bool* problem);
+  // The quota-exceeded problem (RFC 9457) of denial d, into body_.
+  void ProblemBody(const Decision& d);
   // GET /stats (statistics by key field) and POST /stats (a handoff's merge).
   void HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status);
   // Runs one request into decisions_[0] and appends its answer to body_.
@@ -144,8 +154,18 @@ class Handler {
   void LogDecision(const WireRequest& r, const Decision& d);
   // The name of biz `id` in the current map (a request may name it by id).
   std::string_view BizName(const WireRequest& r, uint16_t id);
-  // The biz of `id` as the map has it (name, fields), or null.
-  const BizInfo* BizOf(uint16_t id);
+  // The biz of `id` as the current map has it (name, fields, unit), or null.
+  const BizInfo* BizOf(uint16_t id) {
+    if (!bizzes_loaded_) LoadBizzes();
+    return id < bizzes_.size() && !bizzes_[id].name.empty() ? &bizzes_[id] : nullptr;
+  }
+  // The quota unit of biz `id` in the current map ("": requests).
+  std::string_view BizUnit(uint16_t id) {
+    const BizInfo* b = BizOf(id);
+    return b != nullptr ? std::string_view(b->unit) : std::string_view();
+  }
+  // Fills bizzes_ from the current map.
+  void LoadBizzes();
   // The Server and Date lines, rebuilt once a second; `now_s` is the time
   // when the caller has it (a decision's), else 0.
   std::string_view ServerAndDate(int64_t now_s);
@@ -162,7 +182,8 @@ class Handler {
   DecisionLog* decision_log_ = nullptr;
   const IpAddress* peer_ = nullptr;  // of the request being answered
   std::string_view route_param_;     // POST /frs?route=R of the request being answered
-  std::vector<BizInfo> bizzes_;      // by id, filled as the log needs them (cleared on reload)
+  std::vector<BizInfo> bizzes_;      // by id, filled once a map as the log and the fields need them
+  bool bizzes_loaded_ = false;       // bizzes_ is the current map's
   envoy::RateLimitService* rls_ = nullptr;
   EnvoyMetrics* envoy_metrics_ = nullptr;
   EnvoyDecisionLog envoy_log_;

@@ -4,21 +4,20 @@
 
 namespace frs::server {
 
-const BizInfo* Handler::BizOf(uint16_t id) {
-  if (id >= bizzes_.size() || bizzes_[id].name.empty()) {
-    for (BizInfo& b : engine_->Bizzes()) {
-      if (b.id >= bizzes_.size()) bizzes_.resize(size_t{b.id} + 1);
-      bizzes_[b.id] = std::move(b);
-    }
-  }
-  return id < bizzes_.size() && !bizzes_[id].name.empty() ? &bizzes_[id] : nullptr;
-}
-
 std::string_view Handler::BizName(const WireRequest& r, uint16_t id) {
   // A name is never all digits (map.xml refuses it): anything else sent is the name.
   if (!r.biz.empty() && r.biz.find_first_not_of("0123456789") != std::string_view::npos) return r.biz;
   const BizInfo* b = BizOf(id);
   return b != nullptr ? std::string_view(b->name) : r.biz;
+}
+
+void Handler::LoadBizzes() {
+  bizzes_.clear();
+  for (BizInfo& b : engine_->Bizzes()) {
+    if (b.id >= bizzes_.size()) bizzes_.resize(size_t{b.id} + 1);
+    bizzes_[b.id] = std::move(b);
+  }
+  bizzes_loaded_ = true;
 }
 
 void Handler::LogDecision(const WireRequest& r, const Decision& d) {

@@ -40,23 +40,33 @@ void AppendNum(int64_t v, std::string* out) {
   out->append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
-// The IETF httpapi RateLimit header fields (draft 10): every rule of the biz
-// as a policy, the most restrictive one's remaining quota and reset; the
-// older trio when configured (or it alone); Retry-After on a denial some
-// wait cures. What the fields promise is the quota a client can pace by:
+// The IETF httpapi RateLimit header fields (draft-ietf-httpapi-ratelimit-
+// headers-11): every rule of the biz as a policy, the most restrictive one's
+// available quota and effective window; the older trio when configured (or
+// it alone); Retry-After on a denial some wait cures. What the fields
+// promise is the quota a client can pace by:
 // - under borrow a window may grant beyond max, but r and the trio's
 //   remaining say what is left of the allowance (max - debt) without
 //   borrowing, so r never exceeds q;
 // - a token bucket's q/w is its sustained rate (max per interval), with its
-//   capacity as the `burst` parameter (an RFC 8941 parameter that a client
-//   which does not know it ignores): q=burst overstated the rate, and a
-//   client pacing at burst per interval was denied.
+//   capacity as a parameter (which a client that does not know it ignores):
+//   q=burst overstated the rate, and a client pacing at burst per interval
+//   was denied. The draft asks an implementation's own parameters to carry
+//   a vendor prefix: `frs-burst`; the bare `burst` of draft 10's answers
+//   stays beside it for one release, for the clients that read it;
+// - a biz counting something other than requests says so: `qu` with a unit
+//   of the draft's registry, `frs-qu` with any other (the draft allows only
+//   registered values in `qu`).
 // What a rule has left without borrowing (its allowance minus its count).
 int64_t LeftWithoutBorrow(const RuleResult& r) {
   return std::max<int64_t>(0, std::min(r.remaining, r.limit - r.count));
 }
 
-void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimitFields fields, BufWriter& w) {
+// The units the draft's registry lists beside its default, "requests".
+bool RegisteredUnit(std::string_view unit) { return unit == "content-bytes" || unit == "concurrent-requests"; }
+
+void WriteRateLimitFields(const Decision& d, int64_t now_s, std::string_view unit, bool violated,
+                          SrvConfig::RateLimitFields fields, BufWriter& w) {
   // The rule the fields speak for: the decision's most restrictive one,
   // unless another has less left once borrowing is set aside (the decision
   // weighs a borrowing window by what it may still grant, which a client
@@ -75,9 +85,18 @@ void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimit
       w.Str(r.name);
       w.Lit("\";q=");
       w.Int(r.quota);
+      if (!unit.empty()) {
+        // The draft's own order (3.2): q, qu, w.
+        if (RegisteredUnit(unit)) w.Lit(";qu=\"");
+        else w.Lit(";frs-qu=\"");
+        w.Str(unit);
+        w.Char('"');
+      }
       w.Lit(";w=");
       w.Int(r.interval);
       if (r.algo == Algo::kTokenBucket) {
+        w.Lit(";frs-burst=");
+        w.Int(r.limit);
         w.Lit(";burst=");
         w.Int(r.limit);
       }
@@ -103,6 +122,22 @@ void WriteRateLimitFields(const Decision& d, int64_t now_s, SrvConfig::RateLimit
   if (!d.allowed && d.retry_after != kNeverCurable) {
     w.Lit("Retry-After: ");
     w.Int(std::max<int64_t>(d.retry_after, 1));
+    w.Lit("\r\n");
+  }
+  if (violated && !d.allowed) {
+    // The policies that denied, as a list of strings: what a front door
+    // that makes its own 429 (nginx's auth_request sees no body) puts
+    // into the problem's violated-policies, between brackets.
+    w.Lit("FRS-Violated-Policies: ");
+    bool first = true;
+    for (uint32_t i = 0; i < d.nrules; ++i) {
+      if (d.rules[i].allowed) continue;
+      if (!first) w.Lit(", ");
+      first = false;
+      w.Char('"');
+      w.Str(d.rules[i].name);
+      w.Char('"');
+    }
     w.Lit("\r\n");
   }
 }
@@ -133,8 +168,9 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
   // status line and the Server and Date lines are whole pieces (the Date
   // line rebuilt once a second). Worst case: the fixed text, the Date line
   // (< 64), a content type, an Allow value (short literals), four policies
-  // (names < 32 bytes, two integers each) and eight more integers of at
-  // most 20 digits: well under 2048.
+  // (names < 32 bytes, a unit < 32 bytes, four integers each), four
+  // violated policies' names and eight more integers of at most 20 digits:
+  // well under 2048.
   const std::string_view body = Body();
   char buf[2048];
   BufWriter w(buf);
@@ -153,7 +189,8 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
     w.Lit("\r\n");
   }
   if (extra) {
-    if (extra->rate) WriteRateLimitFields(*extra->rate, extra->now_s, opts_.ratelimit_fields, w);
+    if (extra->rate)
+      WriteRateLimitFields(*extra->rate, extra->now_s, extra->unit, extra->violated, opts_.ratelimit_fields, w);
     if (extra->allow) {
       w.Lit("Allow: ");
       w.Str(extra->allow);

@@ -40,6 +40,7 @@ class HttpRequestParser::Adaptor {
         owner_->head_.auth_off = static_cast<size_t>(value.data() - owner_->base_);
         owner_->head_.auth_len = value.size();
       }
+      if (name == http::field::accept) owner_->head_.accept.Fold(std::string_view(value.data(), value.size()));
       if (name == http::field::expect && value.size() == 12 &&
           boost::beast::iequals(value, string_view("100-continue", 12)))
         owner_->head_.expect_continue = true;
@@ -97,6 +98,67 @@ HttpRequestParser::HttpRequestParser(uint32_t max_header_bytes, uint32_t max_bod
 }
 
 HttpRequestParser::~HttpRequestParser() = default;
+
+namespace {
+
+std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// RFC 9110 12.4.2's qvalue in thousandths; -1 when it is not one.
+int ParseQ(std::string_view v) {
+  if (v.empty() || (v[0] != '0' && v[0] != '1')) return -1;
+  int q = v[0] == '1' ? 1000 : 0;
+  if (v.size() == 1) return q;
+  if (v[1] != '.' || v.size() > 5) return -1;
+  int scale = 100;
+  for (char c : v.substr(2)) {
+    if (c < '0' || c > '9' || (q == 1000 && c != '0')) return -1;
+    q += (c - '0') * scale;
+    scale /= 10;
+  }
+  return q;
+}
+
+}  // namespace
+
+void AcceptPrefs::Fold(std::string_view field) {
+  while (!field.empty()) {
+    const size_t comma = field.find(',');
+    std::string_view range = field.substr(0, comma);
+    field = comma == std::string_view::npos ? std::string_view() : field.substr(comma + 1);
+    const size_t semi = range.find(';');
+    const std::string_view type = TrimOws(range.substr(0, semi));
+    int q = 1000;
+    for (std::string_view params = semi == std::string_view::npos ? std::string_view() : range.substr(semi + 1);
+         !params.empty();) {
+      const size_t next = params.find(';');
+      const std::string_view p = TrimOws(params.substr(0, next));
+      params = next == std::string_view::npos ? std::string_view() : params.substr(next + 1);
+      if (p.size() >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') q = ParseQ(p.substr(2));
+    }
+    if (q < 0) continue;                 // a malformed weight: the range says nothing
+    auto is = [&](std::string_view t) {  // t in lower case
+      if (type.size() != t.size()) return false;
+      for (size_t i = 0; i < t.size(); ++i)
+        if ((type[i] >= 'A' && type[i] <= 'Z' ? type[i] + ('a' - 'A') : type[i]) != t[i]) return false;
+      return true;
+    };
+    uint8_t problem = is("application/problem+json") ? 3 : 0;
+    uint8_t xml = is("application/xml") ? 3 : is("application/*") ? 2 : is("*/*") ? 1 : 0;
+    const uint16_t q16 = static_cast<uint16_t>(q);
+    if (problem > problem_spec || (problem != 0 && problem == problem_spec && q16 > problem_q)) {
+      problem_spec = problem;
+      problem_q = q16;
+    }
+    if (xml > xml_spec || (xml != 0 && xml == xml_spec && q16 > xml_q)) {
+      xml_spec = xml;
+      xml_q = q16;
+    }
+  }
+}
 
 void HttpRequestParser::Reset() {
   head_ = HttpHead{};

@@ -21,6 +21,23 @@ namespace frs::server {
 
 enum class HttpMethod : uint8_t { kGet, kHead, kPost, kOther };
 
+// What the Accept fields of a request say of the two bodies a denial of a
+// GET form can have (RFC 9110 12.5.1): the q (in thousandths) of the most
+// specific media range matching each, and how specific that range was (0: no
+// range matches, 1: */*, 2: application/*, 3: the type itself). The fields
+// of one request fold together, in any order.
+struct AcceptPrefs {
+  uint16_t problem_q = 0, xml_q = 0;
+  uint8_t problem_spec = 0, xml_spec = 0;
+  void Fold(std::string_view field);
+  // The client named application/problem+json with q > 0 and did not prefer
+  // application/xml (at a tie, XML only when named as such: a `*/*` beside
+  // the problem type is no wish for XML).
+  bool PrefersProblemJson() const {
+    return problem_spec == 3 && problem_q > 0 && (problem_q > xml_q || (problem_q == xml_q && xml_spec != 3));
+  }
+};
+
 // What the request line and header said. Offsets are relative to the start
 // of the request (the `base` passed to Feed).
 struct HttpHead {
@@ -34,6 +51,7 @@ struct HttpHead {
   size_t body_off = 0, body_len = 0;  // valid once the request is complete
   // The Authorization header's value (admin paths take a Bearer token).
   size_t auth_off = 0, auth_len = 0;
+  AcceptPrefs accept;  // the Accept fields, folded (a denial's body type)
 };
 
 class HttpRequestParser {

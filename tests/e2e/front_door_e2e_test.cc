@@ -1,5 +1,5 @@
 // The contract's front doors: GET /auth for forward-auth proxies, the IETF
-// RateLimit header fields (draft 10) beside the legacy trio, and the denial
+// RateLimit header fields (draft 11) beside the legacy trio, and the denial
 // that no wait can cure.
 #include <gtest/gtest.h>
 
@@ -155,7 +155,7 @@ TEST(FrontDoorE2E, ATokenBucketsPolicyIsItsRateWithItsBurst) {
   Client c(srv.port());
   HttpResponse r;
   ASSERT_NO_FATAL_FAILURE(
-      GetWithFields(c, "/acquire?biz=api&key=b", "\"api_1\";q=10;w=1;burst=20", "\"api_1\";r=10;t=", &r));
+      GetWithFields(c, "/acquire?biz=api&key=b", "\"api_1\";q=10;w=1;frs-burst=20;burst=20", "\"api_1\";r=10;t=", &r));
   EXPECT_EQ(r.header("ratelimit-limit"), "20");
   EXPECT_EQ(r.header("ratelimit-remaining"), "19");
 }

@@ -15,6 +15,7 @@ haproxy and caddy): processes.require().
 
 import http.client
 import http.server
+import json
 import os
 import shutil
 import signal
@@ -67,11 +68,13 @@ def accepts(port):
         return False
 
 
-def request(port, path, method="GET", body=None, timeout=5.0):
+def request(port, path, method="GET", body=None, timeout=5.0, headers=None):
     """(status, {lower-case name: value}, body bytes) of one request."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        headers = {"Content-Type": "application/x-www-form-urlencoded"} if body is not None else {}
+        headers = dict(headers or {})
+        if body is not None:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
         c.request(method, path, body=body, headers=headers)
         r = c.getresponse()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
@@ -380,8 +383,8 @@ class FrontDoorTest(unittest.TestCase):
             self.assertEqual(h.get("x-seen-ratelimit"), h.get("ratelimit"), h)
         return h, body
 
-    def assert_429(self, path, biz):
-        status, h, body = self.get(path)
+    def assert_429(self, path, biz, **kw):
+        status, h, body = self.get(path, **kw)
         self.assertEqual(status, 429, "%s: %r %s" % (path, body, h))
         self.assertNotIn(b"page", body)
         self.assertEqual(h.get("ratelimit-policy"), self.policy(biz), h)
@@ -401,6 +404,34 @@ class FrontDoorTest(unittest.TestCase):
         for i in range(LOGIN_MAX):
             self.assert_page("/login", "login", LOGIN_MAX - 1 - i)
         self.assert_429("/login", "login")
+
+    def test_a_429_is_the_quota_exceeded_problem_when_the_client_asks_for_it(self):
+        # draft-ietf-httpapi-ratelimit-headers-11, 5.1: a client that names
+        # application/problem+json gets its 429 as the quota-exceeded problem
+        # naming the policies that denied (frsd's FRS-Violated-Policies);
+        # the fields are the same, and any other client gets text as before.
+        self.start_door(self.frsd.port)
+        for i in range(LOGIN_MAX):
+            self.assert_page("/login", "login", LOGIN_MAX - 1 - i)
+        problem = {"Accept": "application/json, application/problem+json;q=0.9"}
+        for path, biz in (("/login", "login"), ("/page", "api")):
+            if biz == "api":
+                for i in range(API_MAX):
+                    self.assert_page("/page", "api", API_MAX - 1 - i, headers=problem)
+            h = self.assert_429(path, biz, headers=problem)
+            status, h, body = self.get(path, headers=problem)
+            self.assertEqual(h.get("content-type"), "application/problem+json", "%s %r" % (h, body))
+            self.assertEqual(json.loads(body), {
+                "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+                "title": "Request cannot be satisfied as assigned quota has been exceeded",
+                "status": 429,
+                "violated-policies": ["%s_1" % biz],
+            }, body)
+            for accept in ("text/html,*/*;q=0.8", "application/problem+json;q=0, text/plain"):
+                status, h, body = self.get(path, headers={"Accept": accept})
+                self.assertEqual(status, 429)
+                self.assertTrue(h.get("content-type", "").startswith("text/plain"), (accept, h))
+                self.assertEqual(body.strip(), b"Too many requests", body)
 
     def test_post_keeps_its_body_and_is_counted(self):
         self.start_door(self.frsd.port)

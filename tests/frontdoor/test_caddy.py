@@ -7,8 +7,9 @@ caddyfile`) in front of a real frsd and a stand-in site
 
 Checked: allowed pages with RateLimit-Policy and RateLimit (and the site given
 them by copy_headers), each counted once; the (max+1)th request a 429 (not
-forward_auth's pass-through 403) with Retry-After and the fields; a POST keeps
-its body; frsd stopped (by pid), silent, or answering 503: fail-open pages
+forward_auth's pass-through 403) with Retry-After and the fields, as text or,
+to a client that asks for it, as the draft's quota-exceeded problem
+(application/problem+json); a POST keeps its body; frsd stopped (by pid), silent, or answering 503: fail-open pages
 (200) and fail-closed /login (503, Retry-After: 5); a biz frsd does not know
 (its 404) is a 500, not a page; the site itself down stays the site's 502.
 

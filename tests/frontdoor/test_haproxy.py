@@ -6,8 +6,9 @@
     FRSD=build/src/server/frsd python3 tests/frontdoor/test_haproxy.py
 
 Checked: allowed pages with RateLimit-Policy and RateLimit, each counted once;
-the (max+1)th request a 429 with Retry-After and the fields; a POST keeps its
-body; frsd stopped (by pid) or silent: fail-open pages (200) and fail-closed
+the (max+1)th request a 429 with Retry-After and the fields, as text or, to
+a client that asks for it, as the draft's quota-exceeded problem
+(application/problem+json); a POST keeps its body; frsd stopped (by pid) or silent: fail-open pages (200) and fail-closed
 /login (503, Retry-After: 5), each within 1.5 s; an frsd answering 503 counts
 as down; a biz frsd does not know (its 404) is a 500, not a page served.
 """

@@ -6,7 +6,8 @@ a real frsd and a stand-in site (tests/frontdoor/frontdoor.py).
 
 Checked: allowed pages (proxied and static) with RateLimit-Policy and
 RateLimit, each counted once; the (max+1)th request a 429 with Retry-After
-and the fields; a POST keeps its body and is still a GET /auth for frsd; the
+and the fields, as text or, to a client that asks for it, as the draft's
+quota-exceeded problem (application/problem+json); a POST keeps its body and is still a GET /auth for frsd; the
 subrequest location is not reachable from outside; frsd stopped (by pid) or
 silent, or answering 503: fail-open pages (200) and fail-closed /login (503,
 Retry-After: 5); a biz frsd does not know (its 404) is a 500, not a page;

@@ -98,6 +98,28 @@ TEST(MapConfig, ATokenBucketItsStateCannotHoldIsRefused) {
             "OK");
 }
 
+// unit="...": the quota unit of the RateLimit fields; "requests" is the
+// default and stored as none; anything a field could not carry unescaped is
+// refused, naming it.
+TEST(MapConfig, AQuotaUnitIsATokenOfLowerCaseLettersDigitsAndDashes) {
+  auto m = ParseMap(R"(<map><biz id="1" name="a" unit="content-bytes"><rule interval="6" max="2"/></biz>
+    <biz id="2" name="b" unit="requests"><rule interval="6" max="2"/></biz>
+    <biz id="3" name="c" unit="points"><rule interval="6" max="2"/></biz></map>)",
+                    "map.xml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m.value().bizzes[0].unit, "content-bytes");
+  EXPECT_EQ(m.value().bizzes[1].unit, "");
+  EXPECT_EQ(m.value().bizzes[2].unit, "points");
+  for (const char* bad : {"", "Points", "2x", "a b", "a\"b", "abcdefghijklmnopqrstuvwxyz0123456"}) {
+    std::string unit = bad;
+    if (unit == "a\"b") unit = "a&quot;b";
+    EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\" unit=\"" + unit +
+                      "\"><rule interval=\"6\" max=\"2\"/></biz></map>"),
+              "map.xml:2: unit '" + std::string(bad) +
+                  "' is invalid (1..32 of a-z, 0-9 and '-', starting with a letter, e.g. 'content-bytes' or 'points')");
+  }
+}
+
 TEST(MapConfig, FourLargestRulesFitANode) {
   std::string xml = "<map><biz id=\"1\" name=\"a\">";
   for (int i = 0; i < 4; ++i)
