@@ -1,5 +1,6 @@
 #include "server/worker_loop.h"
 
+#include <malloc.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -100,12 +101,7 @@ int Worker::Run(const sigset_t* wait_mask) {
       }
       // An idle worker's writer entries go to whoever waits for one.
       store_->ReleaseIdleWriters();
-      if (counters_ && grpc_) {
-        size_t held = 0;
-        for (const auto& c : conns_)
-          if (c) held += c->GrpcHeld();
-        CounterSet(counters_->grpc_held_bytes, held);
-      }
+      if (grpc_) SampleGrpcHeld();
       if (getppid() != parent_ && !stopping_) {
         FRS_LOG("the master is gone; stopping");
         BeginShutdown(now);
@@ -116,6 +112,21 @@ int Worker::Run(const sigset_t* wait_mask) {
   for (auto& c : conns_)
     if (c) Close(c.get());
   return 0;
+}
+
+void Worker::SampleGrpcHeld() {
+  size_t held = 0;
+  for (const auto& c : conns_)
+    if (c) held += c->GrpcHeld();
+  if (counters_) CounterSet(counters_->grpc_held_bytes, held);
+  grpc_held_peak_ = std::max(grpc_held_peak_, held);
+  // glibc keeps what closed connections freed (many small blocks, below
+  // the top of the heap): 300 connections of 100 streams left the worker
+  // 19 MB larger after they closed. Given back once 4 MB are free.
+  if (grpc_held_peak_ - held >= kTrimAfterBytes) {
+    ::malloc_trim(0);
+    grpc_held_peak_ = held;
+  }
 }
 
 void Worker::BeginShutdown(int64_t now) {

@@ -57,6 +57,9 @@ class Worker {
   // on a reload); a file that cannot be opened is said in the log and the
   // worker serves on (at start, frsd checked it before forking).
   void ApplyDecisionLog(const SrvConfig& next);
+  // frs_grpc_held_bytes, and memory given back to the system once the
+  // gRPC connections have freed much of what they held.
+  void SampleGrpcHeld();
 
  private:
   static constexpr int64_t kMsNs = 1000000;
@@ -151,6 +154,10 @@ class Worker {
   int64_t held_since_ = 0;          // when the oldest held answer was ready
   int64_t next_signal_check_ = 0;
   std::vector<uint64_t> progress_seen_;
+  // The gRPC connections' held bytes at their highest since the last
+  // malloc_trim (SampleGrpcHeld, once a second).
+  size_t grpc_held_peak_ = 0;
+  static constexpr size_t kTrimAfterBytes = size_t{4} << 20;
   uint64_t open_ = 0;
   bool stopping_ = false;
   bool accept_paused_ = false;

@@ -2,6 +2,7 @@
 // would start with; one "file:line: what" line per problem and exit 1
 // otherwise; nothing created.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -151,6 +152,26 @@ TEST_F(FrsdCheckTest, ATimeZoneFrsdCannotReadIsNamed) {
 
 // A keynodes with no divisor near 64 / chain groups key-nodes in small
 // groups: frsd -t accepts it and warns, naming what to choose.
+// Files srv.xml names for frsd to write that an open(2) would wait on (a
+// FIFO) or that are no file (a directory) are refused, each with its name
+// and what it is; one that does not exist yet is fine (frsd creates it).
+TEST_F(FrsdCheckTest, OutputFilesThatAreFifosOrDirectoriesAreNamed) {
+  ASSERT_EQ(::mkfifo((dir_ / "log.fifo").c_str(), 0600), 0);
+  std::filesystem::create_directory(dir_ / "pid.d");
+  std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n"
+                                     "  <store dir=\"data\" files=\"2\" keynodes=\"64\" chain=\"8\"/>\n"
+                                     "  <log file=\"log.fifo\"/>\n  <pidfile>pid.d</pidfile>\n"
+                                     "  <decisions file=\"decisions.log\"/>\n</frs>\n";
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("the log file " + (dir_ / "log.fifo") + " is a FIFO, not a regular file"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the pid file " + (dir_ / "pid.d") + " is a directory, not a regular file"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("decisions.log"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "decisions.log"));
+}
+
 TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {
   WriteSrv(2, 65536, 8);
   ProcRun r = Check();
