@@ -127,7 +127,7 @@ class FakeEngine final : public AdminEngine {
     return Status::NotFound("unknown biz \"" + std::string(biz) + "\"");
   }
   std::vector<BizInfo> Bizzes() const override {
-    return {{1, "login", Mode::kEnforce, {"login_1"}, ""}, {2, "api", Mode::kEnforce, {"api_1"}, ""}};
+    return {{1, "login", Mode::kEnforce, {"login_1"}}, {2, "api", Mode::kEnforce, {"api_1"}}};
   }
   Result<NodeView> Inspect(std::string_view, std::string_view) override { return Status::NotFound("fake"); }
   Result<NodeView> View(const NodeInfo&) const override { return Status::NotFound("fake"); }
