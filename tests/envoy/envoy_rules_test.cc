@@ -379,7 +379,8 @@ TEST(EnvoyConfig, RefusesSelfReplaceUnsupportedUnitsAndLimitsPastTheEngine) {
                                     "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      "
                                     "requests_per_unit: 2147483648\n"));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "r.yaml:6: requests_per_unit '2147483648' is not 0..2147483647");
+  EXPECT_EQ(r.status().message(),
+            "r.yaml:6: requests_per_unit '2147483648' is not 0..2147483647 (decimal digits only)");
 }
 
 // A new name whose slot is an existing name's, and which sorts before it,
