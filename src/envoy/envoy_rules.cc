@@ -310,12 +310,13 @@ void Escape(unsigned char c, std::string* out) {
 }
 
 // `s` appended as bytes ValidateKeyBytes accepts: valid UTF-8 without
-// control characters; '%' (the escape's own sign), controls and invalid
-// bytes as %XX. One-to-one, so distinct values stay distinct keys.
-void AppendKeyBytes(std::string_view s, std::string* out) {
+// control characters; '%' (the escape's own sign), controls, invalid bytes
+// and the bytes of `also` as %XX. One-to-one, so distinct values stay
+// distinct keys.
+void AppendKeyBytes(std::string_view s, std::string_view also, std::string* out) {
   for (size_t i = 0; i < s.size();) {
     const size_t len = KeyCharLength(s.substr(i));
-    if (len == 0 || s[i] == '%') {
+    if (len == 0 || s[i] == '%' || also.find(s[i]) != std::string_view::npos) {
       Escape(static_cast<unsigned char>(s[i]), out);
       ++i;
       continue;
@@ -329,11 +330,16 @@ void AppendKeyBytes(std::string_view s, std::string* out) {
 
 void CounterKey(std::span<const Entry> entries, std::string* out) {
   out->clear();
+  // Within one biz the keys are its descriptor path's, level by level, so
+  // only a value can shift a separator: a '_' in any value but the last is
+  // written %5F (envoyproxy/ratelimit's key would make a=1_b_2,b=3 and
+  // a=1,b=2_b_3 one counter). '#' is written %23 everywhere, so no key that
+  // was not cut can spell a cut key's '#' and hash.
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i) out->push_back('_');
-    AppendKeyBytes(entries[i].key, out);
+    AppendKeyBytes(entries[i].key, "#", out);
     out->push_back('_');
-    AppendKeyBytes(entries[i].value, out);
+    AppendKeyBytes(entries[i].value, i + 1 < entries.size() ? "#_" : "#", out);
   }
   if (out->size() > kMaxKeyBytes) {
     const uint64_t whole = XXH3_64bits(out->data(), out->size());

@@ -132,10 +132,13 @@ Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_
 
 // The counter key of a descriptor: its entries as envoyproxy/ratelimit
 // builds its cache key (key_value pairs joined by '_'), without the domain
-// (the biz holds it). Always a key the store accepts (ValidateKeyBytes),
-// whatever bytes Envoy sends (header values may hold a tab or invalid
-// UTF-8): '%', control characters (C0, DEL, C1) and bytes that are not
-// valid UTF-8 are written %XX, so distinct entries make distinct keys; past
+// (the biz holds it), but one-to-one where upstream's is not: a '_' inside
+// a value that another entry follows is written %5F, so that values
+// holding '_' never share a counter (upstream's a=1_b_2,b=3 and
+// a=1,b=2_b_3). Always a key the store accepts (ValidateKeyBytes), whatever
+// bytes Envoy sends (header values may hold a tab or invalid UTF-8): '%',
+// '#', control characters (C0, DEL, C1) and bytes that are not valid UTF-8
+// are written %XX, so distinct entries make distinct keys; past
 // kMaxKeyBytes, a prefix cut on a character boundary, '#' and a 64-bit hash
 // of the whole key.
 void CounterKey(std::span<const Entry> entries, std::string* out);

@@ -239,6 +239,51 @@ TEST_F(DecideTest, AnyDescriptorBytesAreLimitedNormally) {
   EXPECT_LE(ka.size(), kMaxKeyBytes);
 }
 
+const char* kTwoLevelYaml = R"(domain: rl
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: {unit: minute, requests_per_unit: 1}
+)";
+
+// envoyproxy/ratelimit joins key_value pairs with '_': a=1_b_2,b=3 and
+// a=1,b=2_b_3 are one cache key there, two counters here.
+TEST_F(DecideTest, ValuesHoldingTheSeparatorAreCountedApart) {
+  Init(kTwoLevelYaml);
+  EXPECT_EQ(Ask({{{"a", "1_b_2"}, {"b", "3"}}}).overall, Code::kOk);
+  EXPECT_EQ(Ask({{{"a", "1"}, {"b", "2_b_3"}}}).overall, Code::kOk);
+  EXPECT_EQ(Ask({{{"a", "1"}, {"b", "2_b_3"}}}).overall, Code::kOverLimit);
+  // The last value's '_' is not ambiguous: it is written as it is.
+  std::string key;
+  std::vector<Entry> e{{"a", "x_y"}, {"b", "u_v"}};
+  CounterKey(e, &key);
+  EXPECT_EQ(key, "a_x%5Fy_b_u_v");
+  e = {{"remote_address", "10.0.0.1"}};
+  CounterKey(e, &key);
+  EXPECT_EQ(key, "remote_address_10.0.0.1");
+  // A value spelling another key's cut-and-hashed form is not that key.
+  const std::string long_value(300, 'v');
+  e = {{"a", long_value}, {"b", "w"}};
+  std::string hashed;
+  CounterKey(e, &hashed);
+  ASSERT_NE(hashed.find('#'), std::string::npos);
+  ASSERT_TRUE(hashed.starts_with("a_"));
+  Init(R"(domain: rl
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1}
+)");
+  std::vector<Entry> one{{"a", long_value}};
+  CounterKey(one, &hashed);
+  const std::string spelled_value = hashed.substr(2);
+  std::vector<Entry> spelled{{"a", spelled_value}};
+  CounterKey(spelled, &key);
+  EXPECT_NE(key, hashed);
+  EXPECT_EQ(Ask({one}).overall, Code::kOk);
+  EXPECT_EQ(Ask({spelled}).overall, Code::kOk);
+}
+
 TEST_F(DecideTest, EveryKeyIsCheckedBeforeAnyIsCountedAndTheCallIsBounded) {
   RlsAnswer a = AskAny({});
   EXPECT_EQ(a.status.code(), Status::Code::kInvalidArgument);
