@@ -309,8 +309,10 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle) {
 
 std::string FormatEnvoyIds(const EnvoyIds& ids) {
   std::string out =
-      "# biz-name biz-id of Envoy's descriptors: written by frsd's master, never moved (docs/integrations.md)\n";
-  for (const auto& [name, id] : ids) out += name + " " + std::to_string(id) + "\n";
+      "# biz-name biz-id descriptor-path of Envoy's descriptors: written by frsd's master, never moved "
+      "(docs/integrations.md)\n";
+  for (const EnvoyIdEntry& e : ids)
+    out += e.name + " " + std::to_string(e.id) + (e.path.empty() ? "" : " " + e.path) + "\n";
   return out;
 }
 
@@ -321,16 +323,22 @@ EnvoyIds ParseEnvoyIds(std::string_view text) {
     std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     if (line.empty() || line.front() == '#') continue;
-    const size_t sp = line.rfind(' ');
+    // Names and paths hold no space (biz names are [A-Za-z0-9_.-], paths
+    // are %-escaped).
+    const size_t sp = line.find(' ');
     if (sp == std::string_view::npos || sp == 0) continue;
+    std::string_view rest = line.substr(sp + 1);
+    const size_t sp2 = rest.find(' ');
+    const std::string_view digits_text = rest.substr(0, sp2);
+    const std::string_view path = sp2 == std::string_view::npos ? std::string_view() : rest.substr(sp2 + 1);
     uint32_t id = 0;
-    bool digits = sp + 1 < line.size();
-    for (char c : line.substr(sp + 1)) {
-      if (c < '0' || c > '9' || id > 65535) digits = false;
+    bool digits = !digits_text.empty() && digits_text.size() <= 5 && path.find(' ') == std::string_view::npos;
+    for (char c : digits_text) {
+      if (c < '0' || c > '9') digits = false;
       else id = id * 10 + static_cast<uint32_t>(c - '0');
     }
     if (!digits || id > 65535) continue;
-    out.emplace_back(std::string(line.substr(0, sp)), static_cast<uint16_t>(id));
+    out.push_back(EnvoyIdEntry{std::string(line.substr(0, sp)), static_cast<uint16_t>(id), std::string(path)});
   }
   return out;
 }

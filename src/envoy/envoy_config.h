@@ -70,8 +70,17 @@ struct Domain {
 // The biz ids of Envoy's descriptors, by biz name: assigned once and never
 // moved (envoy_rules.h AssignEnvoyIds). frsd's master keeps them in the
 // store directory (envoy.ids) and sends them to the workers inside the
-// bundle, so every process compiles the same ids.
-using EnvoyIds = std::vector<std::pair<std::string, uint16_t>>;
+// bundle, so every process compiles the same ids. A name is bound to the
+// one descriptor path it was given to (`path`, envoy_rules.h PathIdentity),
+// so that no other path, whose name would be spelled alike, is ever given
+// it.
+struct EnvoyIdEntry {
+  std::string name;
+  uint16_t id = 0;
+  std::string path;  // "": not bound yet (a line written before paths were kept)
+  bool operator==(const EnvoyIdEntry&) const = default;
+};
+using EnvoyIds = std::vector<EnvoyIdEntry>;
 
 struct EnvoyConfig {
   std::vector<Domain> domains;  // sorted by name
@@ -106,8 +115,8 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle);
 // The ids entry of a bundle (an entry with an empty path: no file has one),
 // appended by frsd's master after the files.
 std::string BundleIdsEntry(const EnvoyIds& ids);
-// "NAME ID" lines (envoy.ids' text and the ids entry's); a damaged line is
-// skipped.
+// "NAME ID PATH" lines, or "NAME ID" for a name not bound yet (envoy.ids'
+// text and the ids entry's); a damaged line is skipped.
 EnvoyIds ParseEnvoyIds(std::string_view text);
 std::string FormatEnvoyIds(const EnvoyIds& ids);
 
