@@ -276,6 +276,12 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig&
     }
     names.insert(l.biz);
   }
+  // The same spellings would be two series with one label set in /metrics
+  // (descriptor="a_b" twice), which a scraper refuses: the later path's
+  // label ends in a hash of its identity.
+  std::set<std::pair<std::string, std::string>> labels;
+  for (CompiledLimit& l : rules->limits_)
+    if (!labels.emplace(l.domain, l.path).second) l.path += "~" + Hex8(l.identity);
   std::vector<std::string> biz_names, paths;
   for (const CompiledLimit& l : rules->limits_) {
     biz_names.push_back(l.biz);

@@ -541,6 +541,9 @@ TEST(EnvoyIds, KeyValueJoinsAndReplacedBytesNeverShareAnId) {
   ASSERT_TRUE(second);
   std::set<uint16_t> seen;
   for (const CompiledLimit& l : second->limits()) EXPECT_TRUE(seen.insert(l.biz_id).second) << l.biz;
+  // Nor one label set in /metrics (descriptor="a_b").
+  std::set<std::string> labels;
+  for (const CompiledLimit& l : second->limits()) EXPECT_TRUE(labels.insert(l.path).second) << l.path;
   // The display paths are alike too ("a_b"): the limits by their identity.
   for (const CompiledLimit& l : first->limits()) {
     const CompiledLimit* now = nullptr;
