@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <exception>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
+#include "envoy/yaml_tree.h"
 #include "os/text_file.h"
 
 namespace frs::envoy {
@@ -43,29 +42,23 @@ struct ConfigError {
   std::string message;
 };
 
-int LineOf(const YAML::Node& n) { return n.Mark().line >= 0 ? n.Mark().line + 1 : 0; }
+using YNode = YamlTree::Node;
+using Kind = YamlTree::Kind;
 
-[[noreturn]] void Fail(const YAML::Node& n, std::string message) { throw ConfigError{LineOf(n), std::move(message)}; }
+[[noreturn]] void Fail(const YNode& n, std::string message) { throw ConfigError{n.line, std::move(message)}; }
 
-std::string Scalar(const YAML::Node& n, const char* what) {
-  if (!n.IsScalar()) Fail(n, std::string(what) + " must be a string");
-  return n.Scalar();
+std::string Scalar(const YNode& n, const char* what) {
+  if (n.kind != Kind::kScalar) Fail(n, std::string(what) + " must be a string");
+  return n.scalar;
 }
 
-bool Bool(const YAML::Node& n, const char* what) {
+bool Bool(const YNode& n, const char* what) {
   bool v = false;
-  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) Fail(n, std::string(what) + " must be true or false");
+  // yaml-cpp's own reading of a boolean (true/yes/on/y and their negations,
+  // in lower, Capitalized or UPPER case), as the node API gave it.
+  if (n.kind != Kind::kScalar || !YAML::convert<bool>::decode(YAML::Node(n.scalar), v))
+    Fail(n, std::string(what) + " must be true or false");
   return v;
-}
-
-// envoyproxy/ratelimit refuses unknown keys instead of ignoring a typo.
-void OnlyKeys(const YAML::Node& map, std::initializer_list<std::string_view> allowed, const char* where) {
-  if (!map.IsMap()) Fail(map, std::string(where) + " must be a map");
-  for (const auto& kv : map) {
-    const std::string k = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
-    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
-      Fail(kv.first, "unknown key '" + k + "' in " + where);
-  }
 }
 
 bool ParseUnit(std::string_view s, Unit* u) {
@@ -83,120 +76,178 @@ bool ParseUnit(std::string_view s, Unit* u) {
   return false;
 }
 
-void ParseReplaces(const YAML::Node& r, DescriptorNode* d) {
-  if (!r.IsSequence()) Fail(r, "replaces must be a list of {name: NAME}");
-  for (const auto& item : r) {
-    OnlyKeys(item, {"name"}, "replaces");
-    if (!item["name"]) Fail(item, "replaces: an entry without a name");
-    std::string name = Scalar(item["name"], "replaces name");
-    if (name.empty()) Fail(item, "replaces: an empty name");
-    d->replaces.push_back(std::move(name));
+// Decimal digits only: yaml-cpp's reading of a number takes '5 ', '+5',
+// 0x10 and more, each a limit the operator may not have meant.
+bool ParseCount(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 10) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
   }
+  *out = v;
+  return true;
 }
 
-void ParseLimit(const YAML::Node& n, DescriptorNode* d) {
-  OnlyKeys(n, {"unit", "requests_per_unit", "unlimited", "name", "replaces"}, "rate_limit");
-  // unlimited: may sit in rate_limit too (envoyproxy/ratelimit's own place for it)
-  if (n["unlimited"]) d->unlimited = Bool(n["unlimited"], "unlimited");
-  if (n["name"]) d->name = Scalar(n["name"], "name");
-  if (n["replaces"]) ParseReplaces(n["replaces"], d);
-  const bool has_unit = static_cast<bool>(n["unit"]), has_rpu = static_cast<bool>(n["requests_per_unit"]);
-  if (d->unlimited) {
-    if (has_unit || has_rpu) Fail(n, "an unlimited rate_limit must not give unit or requests_per_unit");
-    return;
-  }
-  if (!has_unit) Fail(n, "rate_limit without a unit (second, minute, hour or day)");
-  const std::string unit = Scalar(n["unit"], "unit");
-  if (!ParseUnit(unit, &d->limit.unit)) {
-    std::string lower = unit;
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    // envoyproxy/ratelimit's week, month and year are windows aligned to the
-    // Unix epoch (now % unit); FRS's calendar aligns weeks to Monday and
-    // months to the calendar, so they would reset at other instants: refused
-    // rather than answered with another duration_until_reset.
-    if (lower == "week" || lower == "month" || lower == "year")
-      Fail(n["unit"], "unit '" + unit + "' is not supported by frsd (second, minute, hour or day)");
-    Fail(n["unit"], "unknown unit '" + unit + "' (second, minute, hour or day)");
-  }
-  if (!has_rpu) Fail(n, "rate_limit without requests_per_unit");
-  uint64_t rpu = 0;
-  const YAML::Node r = n["requests_per_unit"];
-  if (!r.IsScalar() || !YAML::convert<uint64_t>::decode(r, rpu) || rpu > 2147483647)
-    // The engine counts up to 2^31-1 (kMaxUses); a larger limit could never
-    // be reached and would be a different limit than the one written.
-    Fail(r, "requests_per_unit '" + (r.IsScalar() ? r.Scalar() : std::string()) + "' is not 0..2147483647");
-  d->limit.requests_per_unit = static_cast<uint32_t>(rpu);
-  d->has_limit = true;
-}
+// The walk over one file's tree. The tree is bounded in expanded nodes
+// (yaml_tree.h), so the walk is too however often it follows an alias; the
+// descriptors it builds are bounded on their own as well.
+class Walker {
+ public:
+  Walker(const YamlTree& tree, const std::string& file) : tree_(tree), file_(file) {}
 
-void ParseDescriptors(const YAML::Node& list, const std::string& file, std::vector<DescriptorNode>* out);
-
-DescriptorNode ParseDescriptor(const YAML::Node& n, const std::string& file) {
-  OnlyKeys(n,
-           {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "unlimited", "name",
-            "replaces"},
-           "a descriptor");
-  DescriptorNode d;
-  d.file = file;
-  d.line = LineOf(n);
-  if (!n["key"]) Fail(n, "a descriptor without a key");
-  d.key = Scalar(n["key"], "key");
-  if (d.key.empty()) Fail(n["key"], "a descriptor with an empty key");
-  if (n["value"]) d.value = Scalar(n["value"], "value");
-  // In envoyproxy/ratelimit's files `name`, `replaces` and `unlimited` sit
-  // in rate_limit; accepted beside it too, as its README's examples vary.
-  YAML::Node limit = n["rate_limit"];
-  if (n["unlimited"]) d.unlimited = Bool(n["unlimited"], "unlimited");
-  if (n["name"]) d.name = Scalar(n["name"], "name");
-  if (n["replaces"]) ParseReplaces(n["replaces"], &d);
-  if (limit) ParseLimit(limit, &d);
-  if (n["shadow_mode"]) d.shadow_mode = Bool(n["shadow_mode"], "shadow_mode");
-  if (n["detailed_metric"]) d.detailed_metric = Bool(n["detailed_metric"], "detailed_metric");
-  if (d.unlimited) d.has_limit = false;
-  // An unlimited limit may replace others too (envoyproxy/ratelimit collects
-  // replaces from every matched limit, unlimited ones included).
-  if (!d.replaces.empty() && !d.has_limit && !d.unlimited)
-    Fail(n, "replaces needs a rate_limit on the same descriptor");
-  if (!d.name.empty() && std::find(d.replaces.begin(), d.replaces.end(), d.name) != d.replaces.end())
-    Fail(n, "rate limit '" + d.name + "' replaces itself");
-  if (n["descriptors"]) ParseDescriptors(n["descriptors"], file, &d.children);
-  return d;
-}
-
-void ParseDescriptors(const YAML::Node& list, const std::string& file, std::vector<DescriptorNode>* out) {
-  if (list.IsNull()) return;
-  if (!list.IsSequence()) Fail(list, "descriptors must be a list");
-  std::set<std::pair<std::string, std::string>> seen;
-  for (const auto& item : list) {
-    DescriptorNode d = ParseDescriptor(item, file);
-    if (!seen.insert({d.key, d.value}).second)
-      Fail(item, "duplicate descriptor '" + d.key + (d.value.empty() ? "" : "_" + d.value) + "' at this level");
-    out->push_back(std::move(d));
+  Domain Root() {
+    const YNode& root = tree_.root();
+    if (root.kind != Kind::kMap) throw ConfigError{1, "the file must be a map with domain and descriptors"};
+    OnlyKeys(root, {"domain", "descriptors"}, "the file");
+    Domain d;
+    d.file = file_;
+    const YNode* domain = Get(root, "domain");
+    if (!domain) Fail(root, "no domain");
+    d.name = Scalar(*domain, "domain");
+    d.line = domain->line;
+    if (d.name.empty()) Fail(*domain, "an empty domain");
+    if (const YNode* list = Get(root, "descriptors")) Descriptors(*list, &d.descriptors);
+    return d;
   }
-}
+
+ private:
+  const YNode* Get(const YNode& map, std::string_view key) const { return tree_.Find(map, key); }
+  const YNode& At(uint32_t index) const { return tree_.at(index); }
+
+  // envoyproxy/ratelimit refuses unknown keys instead of ignoring a typo.
+  void OnlyKeys(const YNode& map, std::initializer_list<std::string_view> allowed, const char* where) const {
+    if (map.kind != Kind::kMap) Fail(map, std::string(where) + " must be a map");
+    for (size_t i = 0; i < map.items.size(); i += 2) {
+      const YNode& k = At(map.items[i]);
+      const std::string key = k.kind == Kind::kScalar ? k.scalar : std::string();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        Fail(k, "unknown key '" + key + "' in " + where);
+    }
+  }
+
+  void Replaces(const YNode& r, DescriptorNode* d) const {
+    if (r.kind != Kind::kSequence) Fail(r, "replaces must be a list of {name: NAME}");
+    for (uint32_t i : r.items) {
+      const YNode& item = At(i);
+      OnlyKeys(item, {"name"}, "replaces");
+      const YNode* n = Get(item, "name");
+      if (!n) Fail(item, "replaces: an entry without a name");
+      std::string name = Scalar(*n, "replaces name");
+      if (name.empty()) Fail(item, "replaces: an empty name");
+      d->replaces.push_back(std::move(name));
+    }
+  }
+
+  void Limit(const YNode& n, DescriptorNode* d) const {
+    OnlyKeys(n, {"unit", "requests_per_unit", "unlimited", "name", "replaces"}, "rate_limit");
+    // unlimited: may sit in rate_limit too (envoyproxy/ratelimit's own place for it)
+    if (const YNode* u = Get(n, "unlimited")) d->unlimited = Bool(*u, "unlimited");
+    if (const YNode* name = Get(n, "name")) d->name = Scalar(*name, "name");
+    if (const YNode* r = Get(n, "replaces")) Replaces(*r, d);
+    const YNode* unit_node = Get(n, "unit");
+    const YNode* r = Get(n, "requests_per_unit");
+    if (d->unlimited) {
+      if (unit_node || r) Fail(n, "an unlimited rate_limit must not give unit or requests_per_unit");
+      return;
+    }
+    if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour or day)");
+    const std::string unit = Scalar(*unit_node, "unit");
+    if (!ParseUnit(unit, &d->limit.unit)) {
+      std::string lower = unit;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      // envoyproxy/ratelimit's week, month and year are windows aligned to the
+      // Unix epoch (now % unit); FRS's calendar aligns weeks to Monday and
+      // months to the calendar, so they would reset at other instants: refused
+      // rather than answered with another duration_until_reset.
+      if (lower == "week" || lower == "month" || lower == "year")
+        Fail(*unit_node, "unit '" + unit + "' is not supported by frsd (second, minute, hour or day)");
+      Fail(*unit_node, "unknown unit '" + unit + "' (second, minute, hour or day)");
+    }
+    if (!r) Fail(n, "rate_limit without requests_per_unit");
+    uint64_t rpu = 0;
+    if (r->kind != Kind::kScalar || !ParseCount(r->scalar, &rpu) || rpu > 2147483647)
+      // The engine counts up to 2^31-1 (kMaxUses); a larger limit could never
+      // be reached and would be a different limit than the one written.
+      Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..2147483647 (decimal digits only)");
+    d->limit.requests_per_unit = static_cast<uint32_t>(rpu);
+    d->has_limit = true;
+  }
+
+  DescriptorNode Descriptor(const YNode& n) {
+    OnlyKeys(n,
+             {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "unlimited", "name",
+              "replaces"},
+             "a descriptor");
+    if (++descriptors_ > kMaxEnvoyDescriptors)
+      Fail(n, "more than " + std::to_string(kMaxEnvoyDescriptors) + " descriptors in one file");
+    DescriptorNode d;
+    d.file = file_;
+    d.line = n.line;
+    const YNode* key = Get(n, "key");
+    if (!key) Fail(n, "a descriptor without a key");
+    d.key = Scalar(*key, "key");
+    if (d.key.empty()) Fail(*key, "a descriptor with an empty key");
+    if (const YNode* v = Get(n, "value")) d.value = Scalar(*v, "value");
+    // In envoyproxy/ratelimit's files `name`, `replaces` and `unlimited` sit
+    // in rate_limit; accepted beside it too, as its README's examples vary.
+    if (const YNode* u = Get(n, "unlimited")) d.unlimited = Bool(*u, "unlimited");
+    if (const YNode* name = Get(n, "name")) d.name = Scalar(*name, "name");
+    if (const YNode* r = Get(n, "replaces")) Replaces(*r, &d);
+    if (const YNode* limit = Get(n, "rate_limit")) Limit(*limit, &d);
+    if (const YNode* s = Get(n, "shadow_mode")) d.shadow_mode = Bool(*s, "shadow_mode");
+    if (const YNode* m = Get(n, "detailed_metric")) d.detailed_metric = Bool(*m, "detailed_metric");
+    if (d.unlimited) d.has_limit = false;
+    // An unlimited limit may replace others too (envoyproxy/ratelimit collects
+    // replaces from every matched limit, unlimited ones included).
+    if (!d.replaces.empty() && !d.has_limit && !d.unlimited)
+      Fail(n, "replaces needs a rate_limit on the same descriptor");
+    if (!d.name.empty() && std::find(d.replaces.begin(), d.replaces.end(), d.name) != d.replaces.end())
+      Fail(n, "rate limit '" + d.name + "' replaces itself");
+    if (const YNode* children = Get(n, "descriptors")) Descriptors(*children, &d.children);
+    return d;
+  }
+
+  void Descriptors(const YNode& list, std::vector<DescriptorNode>* out) {
+    if (list.kind == Kind::kNull) return;
+    if (list.kind != Kind::kSequence) Fail(list, "descriptors must be a list");
+    std::set<std::pair<std::string, std::string>> seen;
+    for (uint32_t i : list.items) {
+      const YNode& item = At(i);
+      DescriptorNode d = Descriptor(item);
+      if (!seen.insert({d.key, d.value}).second)
+        Fail(item, "duplicate descriptor '" + d.key + (d.value.empty() ? "" : "_" + d.value) + "' at this level");
+      out->push_back(std::move(d));
+    }
+  }
+
+  const YamlTree& tree_;
+  const std::string& file_;
+  size_t descriptors_ = 0;
+};
 
 }  // namespace
 
 Result<Domain> ParseEnvoyYaml(std::string_view text, const std::string& file) {
+  if (text.size() > kMaxEnvoyFileBytes)
+    return Status::InvalidArgument(file + ":0: " + std::to_string(text.size()) + " bytes, more than the " +
+                                   std::to_string(kMaxEnvoyFileBytes) + " an Envoy configuration file may hold");
+  Result<YamlTree> tree =
+      YamlTree::Parse(text, file, YamlBounds{.max_nodes = kMaxEnvoyYamlNodes, .max_depth = kMaxEnvoyYamlDepth});
+  if (!tree.ok()) return tree.status();
   try {
-    YAML::Node root = YAML::Load(std::string(text));
-    if (!root.IsMap()) return Status::InvalidArgument(file + ":1: the file must be a map with domain and descriptors");
-    OnlyKeys(root, {"domain", "descriptors"}, "the file");
-    Domain d;
-    d.file = file;
-    if (!root["domain"]) Fail(root, "no domain");
-    d.name = Scalar(root["domain"], "domain");
-    d.line = LineOf(root["domain"]);
-    if (d.name.empty()) Fail(root["domain"], "an empty domain");
-    if (root["descriptors"]) ParseDescriptors(root["descriptors"], file, &d.descriptors);
-    return d;
+    return Walker(tree.value(), file).Root();
   } catch (const ConfigError& e) {
     return Status::InvalidArgument(file + ":" + std::to_string(e.line) + ": " + e.message);
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   } catch (const std::exception& e) {
     return Status::InvalidArgument(file + ": " + e.what());
   }
+}
+
+Result<std::string> ReadEnvoyFile(const std::string& path) {
+  // Read as srv.xml is: a FIFO named *.yaml is refused, not waited on (the
+  // master on SIGHUP, frsd -t); a larger file is refused as it is read.
+  return os::ReadTextFile(path, kMaxEnvoyFileBytes);
 }
 
 Result<std::string> ReadEnvoyDir(const std::string& dir) {
@@ -210,14 +261,20 @@ Result<std::string> ReadEnvoyDir(const std::string& dir) {
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
+  for (std::string& n : names) n = dir + "/" + n;
+  return BundleOfFiles(names);
+}
+
+Result<std::string> BundleOfFiles(const std::vector<std::string>& paths) {
   // Each file: "path\n" "length\n" bytes.
   std::string bundle;
-  for (const std::string& n : names) {
-    const std::string path = dir + "/" + n;
-    // Read as srv.xml is: a FIFO named *.yaml is refused, not waited on.
-    Result<std::string> bytes = os::ReadTextFile(path);
-    if (!bytes.ok()) return Status::IOError("cannot read " + path + ": " + bytes.status().message());
-    bundle += path + "\n" + std::to_string(bytes->size()) + "\n" + *bytes;
+  for (const std::string& path : paths) {
+    Result<std::string> bytes = ReadEnvoyFile(path);
+    if (!bytes.ok()) return bytes.status();
+    if (bundle.size() + bytes->size() > kMaxEnvoyBundleBytes)
+      return Status::InvalidArgument(path + ":0: the files hold more than the " + std::to_string(kMaxEnvoyBundleBytes) +
+                                     " bytes an Envoy configuration may hold in all");
+    bundle += path + "\n" + std::to_string(bytes->size()) + "\n" + bytes.value();
   }
   return bundle;
 }
@@ -252,8 +309,10 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle) {
 
 std::string FormatEnvoyIds(const EnvoyIds& ids) {
   std::string out =
-      "# biz-name biz-id of Envoy's descriptors: written by frsd's master, never moved (docs/integrations.md)\n";
-  for (const auto& [name, id] : ids) out += name + " " + std::to_string(id) + "\n";
+      "# biz-name biz-id descriptor-path of Envoy's descriptors: written by frsd's master, never moved "
+      "(docs/integrations.md)\n";
+  for (const EnvoyIdEntry& e : ids)
+    out += e.name + " " + std::to_string(e.id) + (e.path.empty() ? "" : " " + e.path) + "\n";
   return out;
 }
 
@@ -264,16 +323,22 @@ EnvoyIds ParseEnvoyIds(std::string_view text) {
     std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     if (line.empty() || line.front() == '#') continue;
-    const size_t sp = line.rfind(' ');
+    // Names and paths hold no space (biz names are [A-Za-z0-9_.-], paths
+    // are %-escaped).
+    const size_t sp = line.find(' ');
     if (sp == std::string_view::npos || sp == 0) continue;
+    std::string_view rest = line.substr(sp + 1);
+    const size_t sp2 = rest.find(' ');
+    const std::string_view digits_text = rest.substr(0, sp2);
+    const std::string_view path = sp2 == std::string_view::npos ? std::string_view() : rest.substr(sp2 + 1);
     uint32_t id = 0;
-    bool digits = sp + 1 < line.size();
-    for (char c : line.substr(sp + 1)) {
-      if (c < '0' || c > '9' || id > 65535) digits = false;
+    bool digits = !digits_text.empty() && digits_text.size() <= 5 && path.find(' ') == std::string_view::npos;
+    for (char c : digits_text) {
+      if (c < '0' || c > '9') digits = false;
       else id = id * 10 + static_cast<uint32_t>(c - '0');
     }
     if (!digits || id > 65535) continue;
-    out.emplace_back(std::string(line.substr(0, sp)), static_cast<uint16_t>(id));
+    out.push_back(EnvoyIdEntry{std::string(line.substr(0, sp)), static_cast<uint16_t>(id), std::string(path)});
   }
   return out;
 }

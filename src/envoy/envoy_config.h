@@ -70,27 +70,53 @@ struct Domain {
 // The biz ids of Envoy's descriptors, by biz name: assigned once and never
 // moved (envoy_rules.h AssignEnvoyIds). frsd's master keeps them in the
 // store directory (envoy.ids) and sends them to the workers inside the
-// bundle, so every process compiles the same ids.
-using EnvoyIds = std::vector<std::pair<std::string, uint16_t>>;
+// bundle, so every process compiles the same ids. A name is bound to the
+// one descriptor path it was given to (`path`, envoy_rules.h PathIdentity),
+// so that no other path, whose name would be spelled alike, is ever given
+// it.
+struct EnvoyIdEntry {
+  std::string name;
+  uint16_t id = 0;
+  std::string path;  // "": not bound yet (a line written before paths were kept)
+  bool operator==(const EnvoyIdEntry&) const = default;
+};
+using EnvoyIds = std::vector<EnvoyIdEntry>;
 
 struct EnvoyConfig {
   std::vector<Domain> domains;  // sorted by name
   EnvoyIds ids;                 // from the bundle's ids entry; empty: none sent
 };
 
+// The bounds of one file, checked while it is read and parsed, before any
+// descriptor is built (envoyproxy/ratelimit's files are a few kB; the
+// largest configuration frsd can serve, 16384 limits, fits in them).
+inline constexpr size_t kMaxEnvoyFileBytes = 4u << 20;
+// YAML nodes as the file means them: an alias counts its anchor's nodes each
+// time it is used, so that a "billion laughs" is refused, not expanded.
+inline constexpr uint64_t kMaxEnvoyYamlNodes = 1000000;
+inline constexpr uint32_t kMaxEnvoyYamlDepth = 64;
+inline constexpr size_t kMaxEnvoyDescriptors = 65536;
+// All the files of a configuration together.
+inline constexpr size_t kMaxEnvoyBundleBytes = 16u << 20;
+
 // Parses one YAML file's text (`file` names it in messages).
 Result<Domain> ParseEnvoyYaml(std::string_view text, const std::string& file);
 
+// One file's bytes: a file that is not a regular one (a FIFO would block
+// the reader) or is larger than kMaxEnvoyFileBytes is refused, naming it.
+Result<std::string> ReadEnvoyFile(const std::string& path);
 // The files of `dir` (*.yaml, *.yml, in name order) as one bundle of
 // (path, bytes) pairs; a missing or unreadable directory is an error.
 Result<std::string> ReadEnvoyDir(const std::string& dir);
+// The bundle of the files named, in that order (frsctl envoy-config).
+Result<std::string> BundleOfFiles(const std::vector<std::string>& paths);
 // Parses every file of a bundle; two files of one domain are refused.
 Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle);
 // The ids entry of a bundle (an entry with an empty path: no file has one),
 // appended by frsd's master after the files.
 std::string BundleIdsEntry(const EnvoyIds& ids);
-// "NAME ID" lines (envoy.ids' text and the ids entry's); a damaged line is
-// skipped.
+// "NAME ID PATH" lines, or "NAME ID" for a name not bound yet (envoy.ids'
+// text and the ids entry's); a damaged line is skipped.
 EnvoyIds ParseEnvoyIds(std::string_view text);
 std::string FormatEnvoyIds(const EnvoyIds& ids);
 

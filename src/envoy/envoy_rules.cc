@@ -1,6 +1,7 @@
 #include "envoy/envoy_rules.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <set>
 #include <unordered_map>
@@ -14,7 +15,32 @@ namespace frs::envoy {
 
 namespace {
 
-constexpr char kSep = '\x1f';  // between key and value in a tree lookup
+// A tree lookup's key for an entry's key and value: the key's length first,
+// so that no key, whatever bytes it holds, reads as another key and a value.
+void ValueLookup(std::string_view key, std::string_view value, std::string* out) {
+  char len[24];
+  const auto end = std::to_chars(len, len + sizeof len, key.size()).ptr;
+  out->assign(len, end);
+  out->push_back(':');
+  out->append(key);
+  out->append(value);
+}
+
+// One component of a PathIdentity: every byte but [A-Za-z0-9_.*-] as %XX,
+// so '/', '=', '%' and ' ' never appear raw.
+void AppendIdentity(std::string_view s, std::string* out) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '_' || c == '.' || c == '*' || c == '-') {
+      out->push_back(ch);
+    } else {
+      out->push_back('%');
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 15]);
+    }
+  }
+}
 
 std::string Hex8(std::string_view s) {
   char buf[17];
@@ -96,17 +122,27 @@ size_t ClosingMapTag(std::string_view xml) {
 
 std::string XmlCommentText(std::string_view s) { return XmlEscape(s); }
 
-void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const DescriptorNode& d, uint32_t parent) {
+void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const std::string& identity_prefix,
+                     const DescriptorNode& d, uint32_t parent) {
   const std::string step = d.value.empty() ? d.key : d.key + "_" + d.value;
   const std::string path = prefix.empty() ? step : prefix + "." + step;
+  std::string identity = identity_prefix + "/";
+  AppendIdentity(d.key, &identity);
+  if (!d.value.empty()) {
+    identity += "=";
+    AppendIdentity(d.value, &identity);
+  }
   const uint32_t index = static_cast<uint32_t>(nodes_.size());
   nodes_.emplace_back();
   if (d.value.find('*') != std::string::npos) {
     // Matched after the exact values, before the key alone (Find).
     nodes_[parent].wildcards.push_back(Wildcard{d.key, d.value, index});
+  } else if (d.value.empty()) {
+    nodes_[parent].keys.emplace(d.key, index);
   } else {
-    std::string lookup = d.value.empty() ? d.key : d.key + kSep + d.value;
-    nodes_[parent].children.emplace(std::move(lookup), index);
+    std::string lookup;
+    ValueLookup(d.key, d.value, &lookup);
+    nodes_[parent].values.emplace(std::move(lookup), index);
   }
   if (d.unlimited) {
     nodes_[index].limit = kUnlimited - static_cast<int32_t>(unlimited_.size());
@@ -115,6 +151,7 @@ void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const
     CompiledLimit l;
     l.domain = domain;
     l.path = path;
+    l.identity = identity;
     l.biz = BizName(domain, path);
     l.limit = d.limit;
     l.shadow_mode = d.shadow_mode;
@@ -126,36 +163,49 @@ void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const
     nodes_[index].limit = static_cast<int32_t>(limits_.size());
     limits_.push_back(std::move(l));
   }
-  for (const DescriptorNode& c : d.children) Add(domain, path, c, index);
+  for (const DescriptorNode& c : d.children) Add(domain, path, identity, c, index);
 }
 
 uint32_t EnvoyIdSlot(std::string_view biz) {
   return static_cast<uint32_t>(XXH3_64bits(biz.data(), biz.size()) % kEnvoyBizIds);
 }
 
-Status AssignEnvoyIds(const std::vector<std::string>& names, EnvoyIds* table, std::vector<uint16_t>* ids) {
-  std::unordered_map<std::string_view, uint16_t> known;
+Status AssignEnvoyIds(const std::vector<std::string>& names, const std::vector<std::string>& paths, EnvoyIds* table,
+                      std::vector<uint16_t>* ids) {
+  std::unordered_map<std::string_view, size_t> known;  // name -> entry of *table
   std::vector<bool> taken(kEnvoyBizIds);
   size_t free = kEnvoyBizIds;
   EnvoyIds kept;
-  for (const auto& [name, id] : *table) {
-    // A damaged table (an id out of range, or one id under two names) keeps
-    // the first claim: an id is never shared.
-    if (id < kFirstEnvoyBizId || taken[id - kFirstEnvoyBizId] || known.count(name)) continue;
-    kept.emplace_back(name, id);
-    taken[id - kFirstEnvoyBizId] = true;
-    --free;
+  {
+    std::unordered_map<std::string_view, bool> seen;
+    for (const EnvoyIdEntry& e : *table) {
+      // A damaged table (an id out of range, or one id under two names) keeps
+      // the first claim: an id is never shared.
+      if (e.id < kFirstEnvoyBizId || taken[e.id - kFirstEnvoyBizId] || !seen.emplace(e.name, true).second) continue;
+      kept.push_back(e);
+      taken[e.id - kFirstEnvoyBizId] = true;
+      --free;
+    }
   }
   *table = std::move(kept);
-  for (const auto& [name, id] : *table) known.emplace(name, id);
+  for (size_t k = 0; k < table->size(); ++k) known.emplace((*table)[k].name, k);
   ids->assign(names.size(), 0);
   // New names in name order, so that the outcome does not depend on the
   // files' order.
   std::vector<size_t> fresh;
   for (size_t i = 0; i < names.size(); ++i) {
     auto k = known.find(names[i]);
-    if (k != known.end()) (*ids)[i] = k->second;
-    else fresh.push_back(i);
+    if (k == known.end()) {
+      fresh.push_back(i);
+      continue;
+    }
+    EnvoyIdEntry& e = (*table)[k->second];
+    const std::string& path = i < paths.size() ? paths[i] : std::string();
+    if (!path.empty() && !e.path.empty() && e.path != path)
+      return Status::InvalidArgument("the Envoy biz name " + names[i] + " is bound to the descriptor path " + e.path +
+                                     ", not " + path);
+    if (e.path.empty()) e.path = path;  // bound now, by its first claimer
+    (*ids)[i] = e.id;
   }
   std::sort(fresh.begin(), fresh.end(), [&](size_t a, size_t b) { return names[a] < names[b]; });
   for (size_t i : fresh) {
@@ -169,7 +219,7 @@ Status AssignEnvoyIds(const std::vector<std::string>& names, EnvoyIds* table, st
     taken[slot] = true;
     --free;
     (*ids)[i] = static_cast<uint16_t>(kFirstEnvoyBizId + slot);
-    table->emplace_back(names[i], (*ids)[i]);
+    table->push_back(EnvoyIdEntry{names[i], (*ids)[i], i < paths.size() ? paths[i] : std::string()});
   }
   return Status::OK();
 }
@@ -180,29 +230,66 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig&
     const uint32_t root = static_cast<uint32_t>(rules->nodes_.size());
     rules->nodes_.emplace_back();
     rules->domains_.emplace(dom.name, root);
-    for (const DescriptorNode& d : dom.descriptors) rules->Add(dom.name, "", d, root);
+    std::string identity;
+    AppendIdentity(dom.name, &identity);
+    for (const DescriptorNode& d : dom.descriptors) rules->Add(dom.name, "", identity, d, root);
   }
   if (rules->limits_.size() > kEnvoyBizIds)
     return Status::InvalidArgument("the Envoy configuration has " + std::to_string(rules->limits_.size()) +
                                    " rate limits, more than the " + std::to_string(kEnvoyBizIds) +
                                    " biz ids reserved for them");
-  // Names unique (two paths that differ only in characters a biz name
-  // cannot hold get hashed names).
-  std::set<std::string> names;
-  for (CompiledLimit& l : rules->limits_) {
-    if (!names.insert(l.biz).second) {
-      const std::string full = l.domain + "." + l.path;
-      l.biz = BizName(l.domain, l.path).substr(0, limit::kMaxBizNameBytes - 9) + "." + Hex8(full);
-      if (!names.insert(l.biz).second)
-        return Status::InvalidArgument(l.file + ":" + std::to_string(l.line) + ": descriptor path '" + l.path +
-                                       "' of domain '" + l.domain + "' is configured twice");
-    }
+  // Names one-to-one with paths, across reloads too. Today's spelling
+  // (BizName) is not: "envoy.x.z.z" is domain x.z's z and domain x's z.z;
+  // key a_b and key a with value b are both "a_b"; a byte a name cannot
+  // hold becomes '_'. So a name, once given, is bound to its path's
+  // identity in the table (envoy.ids) for good: a path takes the name
+  // bound to it, else its spelling when no other path holds that, else the
+  // spelling cut and ended in a hash of its identity (another hash on the
+  // rare collision). In the order of the limits (domains by name, then the
+  // files' order), so that a worker, given the master's table, finds the
+  // names the master gave.
+  std::unordered_map<std::string_view, const EnvoyIdEntry*> by_name, by_path;
+  for (const EnvoyIdEntry& e : cfg.ids) {
+    by_name.emplace(e.name, &e);
+    if (!e.path.empty()) by_path.emplace(e.path, &e);
   }
-  std::vector<std::string> biz_names;
-  for (const CompiledLimit& l : rules->limits_) biz_names.push_back(l.biz);
+  std::set<std::string> names;
+  std::set<std::string_view> identities;
+  for (CompiledLimit& l : rules->limits_) {
+    if (!identities.insert(l.identity).second)
+      return Status::InvalidArgument(l.file + ":" + std::to_string(l.line) + ": descriptor path '" + l.path +
+                                     "' of domain '" + l.domain + "' is configured twice");
+    auto available = [&](const std::string& name) {
+      auto b = by_name.find(name);
+      return !names.count(name) && (b == by_name.end() || b->second->path.empty() || b->second->path == l.identity);
+    };
+    if (auto bound = by_path.find(l.identity); bound != by_path.end() && !names.count(bound->second->name)) {
+      l.biz = bound->second->name;
+    } else if (!available(l.biz)) {
+      const std::string base = l.biz.substr(0, std::min(l.biz.size(), limit::kMaxBizNameBytes - 9));
+      // First the name earlier releases gave the second of two paths spelled
+      // alike in one configuration (a hash of the spelling), so that it
+      // keeps its id on the upgrade; then hashes of the identity.
+      l.biz = base + "." + Hex8(l.domain + "." + l.path);
+      for (uint32_t salt = 0; !available(l.biz); ++salt)
+        l.biz = base + "." + Hex8(salt == 0 ? l.identity : l.identity + "#" + std::to_string(salt));
+    }
+    names.insert(l.biz);
+  }
+  // The same spellings would be two series with one label set in /metrics
+  // (descriptor="a_b" twice), which a scraper refuses: the later path's
+  // label ends in a hash of its identity.
+  std::set<std::pair<std::string, std::string>> labels;
+  for (CompiledLimit& l : rules->limits_)
+    if (!labels.emplace(l.domain, l.path).second) l.path += "~" + Hex8(l.identity);
+  std::vector<std::string> biz_names, paths;
+  for (const CompiledLimit& l : rules->limits_) {
+    biz_names.push_back(l.biz);
+    paths.push_back(l.identity);
+  }
   EnvoyIds table = cfg.ids;
   std::vector<uint16_t> ids;
-  if (Status s = AssignEnvoyIds(biz_names, &table, &ids); !s.ok()) return s;
+  if (Status s = AssignEnvoyIds(biz_names, paths, &table, &ids); !s.ok()) return s;
   for (size_t i = 0; i < ids.size(); ++i) rules->limits_[i].biz_id = ids[i];
   if (ids_out) *ids_out = std::move(table);
   return std::shared_ptr<const EnvoyRules>(std::move(rules));
@@ -239,26 +326,24 @@ int32_t EnvoyRules::Find(std::string_view domain, std::span<const Entry> entries
   int32_t found = kNoLimit;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Node& n = nodes_[at];
-    scratch->assign(entries[i].key);
-    scratch->push_back(kSep);
-    scratch->append(entries[i].value);
-    auto c = n.children.find(std::string_view(*scratch));
+    ValueLookup(entries[i].key, entries[i].value, scratch);
+    auto c = n.values.find(std::string_view(*scratch));
     uint32_t next = 0;
-    bool hit = c != n.children.end();
+    bool hit = c != n.values.end();
     if (hit) next = c->second;
     for (size_t w = 0; !hit && w < n.wildcards.size(); ++w)
       if (n.wildcards[w].key == entries[i].key && GlobMatch(n.wildcards[w].pattern, entries[i].value)) {
         hit = true;
         next = n.wildcards[w].node;
       }
-    if (!hit && (c = n.children.find(entries[i].key)) != n.children.end()) {
+    if (!hit && (c = n.keys.find(entries[i].key)) != n.keys.end()) {
       hit = true;
       next = c->second;
     }
     if (!hit) return kNoLimit;
     at = next;
     if (i + 1 == entries.size()) found = nodes_[at].limit;
-    if (nodes_[at].children.empty() && nodes_[at].wildcards.empty()) break;
+    if (nodes_[at].values.empty() && nodes_[at].keys.empty() && nodes_[at].wildcards.empty()) break;
   }
   return found;
 }
@@ -310,12 +395,13 @@ void Escape(unsigned char c, std::string* out) {
 }
 
 // `s` appended as bytes ValidateKeyBytes accepts: valid UTF-8 without
-// control characters; '%' (the escape's own sign), controls and invalid
-// bytes as %XX. One-to-one, so distinct values stay distinct keys.
-void AppendKeyBytes(std::string_view s, std::string* out) {
+// control characters; '%' (the escape's own sign), controls, invalid bytes
+// and the bytes of `also` as %XX. One-to-one, so distinct values stay
+// distinct keys.
+void AppendKeyBytes(std::string_view s, std::string_view also, std::string* out) {
   for (size_t i = 0; i < s.size();) {
     const size_t len = KeyCharLength(s.substr(i));
-    if (len == 0 || s[i] == '%') {
+    if (len == 0 || s[i] == '%' || also.find(s[i]) != std::string_view::npos) {
       Escape(static_cast<unsigned char>(s[i]), out);
       ++i;
       continue;
@@ -329,11 +415,16 @@ void AppendKeyBytes(std::string_view s, std::string* out) {
 
 void CounterKey(std::span<const Entry> entries, std::string* out) {
   out->clear();
+  // Within one biz the keys are its descriptor path's, level by level, so
+  // only a value can shift a separator: a '_' in any value but the last is
+  // written %5F (envoyproxy/ratelimit's key would make a=1_b_2,b=3 and
+  // a=1,b=2_b_3 one counter). '#' is written %23 everywhere, so no key that
+  // was not cut can spell a cut key's '#' and hash.
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i) out->push_back('_');
-    AppendKeyBytes(entries[i].key, out);
+    AppendKeyBytes(entries[i].key, "#", out);
     out->push_back('_');
-    AppendKeyBytes(entries[i].value, out);
+    AppendKeyBytes(entries[i].value, i + 1 < entries.size() ? "#_" : "#", out);
   }
   if (out->size() > kMaxKeyBytes) {
     const uint64_t whole = XXH3_64bits(out->data(), out->size());

@@ -5,7 +5,12 @@
 // durability, frsctl explain/dump/top): name "envoy.DOMAIN.K1_V1.K2"
 // (key_value for a descriptor with a value, key alone for one without;
 // characters outside [A-Za-z0-9_.-] become '_'; a name past 64 bytes is cut
-// and ends in a hash of the whole), id in the reserved range
+// and ends in a hash of the whole). That spelling is not one-to-one (domain
+// x.z's z and domain x's z.z are both envoy.x.z.z), so a name once given is
+// bound to its path's identity ("DOMAIN/K1=V1/K2", every other byte than
+// [A-Za-z0-9_.*-] as %XX) in envoy.ids, and a path whose spelling another
+// path holds is named by the spelling cut and ended in a hash of its
+// identity. Id in the reserved range
 // [kFirstEnvoyBizId, 65535] assigned once per name and never moved
 // (AssignEnvoyIds: frsd's master keeps the assignment in the store
 // directory, so a reload that adds or removes descriptors leaves every other
@@ -51,6 +56,8 @@ struct CompiledLimit {
   uint16_t biz_id = 0;
   std::string domain;
   std::string path;  // "database_users": the metrics' descriptor label
+  // One-to-one (PathIdentity, below): what envoy.ids binds the biz name to.
+  std::string identity;
   Limit limit;
   bool shadow_mode = false;
   // detailed_metric: the per-descriptor metrics also carry the request's
@@ -70,12 +77,15 @@ struct UnlimitedLimit {
 
 // The slot (0..kEnvoyBizIds-1) a new name probes from.
 uint32_t EnvoyIdSlot(std::string_view biz);
-// Ids for `names` (biz names): a name in `table` keeps its id; a new one
-// takes the first free id from its slot and is added to `table`. Ids of
-// names in `table` but not in `names` stay taken (their nodes may live), so
-// an id never passes from one name to another. `ids` is parallel to
-// `names`. Refused when every id is taken.
-Status AssignEnvoyIds(const std::vector<std::string>& names, EnvoyIds* table, std::vector<uint16_t>* ids);
+// Ids for `names` (biz names) of the descriptor paths `paths` (parallel;
+// may be empty): a name in `table` keeps its id (and is bound to its path
+// when it was not yet); a new one takes the first free id from its slot and
+// is added to `table`, bound to its path. Ids of names in `table` but not
+// in `names` stay taken (their nodes may live), so an id never passes from
+// one name to another. `ids` is parallel to `names`. Refused when every id
+// is taken, or when a name is bound to another path.
+Status AssignEnvoyIds(const std::vector<std::string>& names, const std::vector<std::string>& paths, EnvoyIds* table,
+                      std::vector<uint16_t>* ids);
 
 class EnvoyRules {
  public:
@@ -111,11 +121,13 @@ class EnvoyRules {
   };
   struct Node {
     int32_t limit = kNoLimit;
-    // "key\x1fvalue" or "key" -> node index
-    std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> children;
-    std::vector<Wildcard> wildcards;  // in the file's order
+    // ValueLookup(key, value) -> node index, for the entries with a value
+    std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> values;
+    std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> keys;  // key alone -> node index
+    std::vector<Wildcard> wildcards;                                        // in the file's order
   };
-  void Add(const std::string& domain, const std::string& prefix, const DescriptorNode& d, uint32_t parent);
+  void Add(const std::string& domain, const std::string& prefix, const std::string& identity_prefix,
+           const DescriptorNode& d, uint32_t parent);
 
   std::vector<Node> nodes_;
   std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> domains_;  // domain -> root node
@@ -132,10 +144,13 @@ Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_
 
 // The counter key of a descriptor: its entries as envoyproxy/ratelimit
 // builds its cache key (key_value pairs joined by '_'), without the domain
-// (the biz holds it). Always a key the store accepts (ValidateKeyBytes),
-// whatever bytes Envoy sends (header values may hold a tab or invalid
-// UTF-8): '%', control characters (C0, DEL, C1) and bytes that are not
-// valid UTF-8 are written %XX, so distinct entries make distinct keys; past
+// (the biz holds it), but one-to-one where upstream's is not: a '_' inside
+// a value that another entry follows is written %5F, so that values
+// holding '_' never share a counter (upstream's a=1_b_2,b=3 and
+// a=1,b=2_b_3). Always a key the store accepts (ValidateKeyBytes), whatever
+// bytes Envoy sends (header values may hold a tab or invalid UTF-8): '%',
+// '#', control characters (C0, DEL, C1) and bytes that are not valid UTF-8
+// are written %XX, so distinct entries make distinct keys; past
 // kMaxKeyBytes, a prefix cut on a character boundary, '#' and a 64-bit hash
 // of the whole key.
 void CounterKey(std::span<const Entry> entries, std::string* out);

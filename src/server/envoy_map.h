@@ -3,7 +3,8 @@
 // function, so all three refuse and accept the same files.
 //
 // Biz ids: the master owns the assignment of Envoy descriptors' biz ids. It
-// reads the store directory's envoy.ids ("NAME ID" lines), gives new names
+// reads the store directory's envoy.ids ("NAME ID PATH" lines: a name is
+// bound to one descriptor path for good), gives new names
 // free ids (envoy/envoy_rules.h AssignEnvoyIds: an assigned id never moves,
 // a removed name's id stays reserved), writes the file whole (temp file,
 // fsync, rename) before the map is used, and appends the table to the

@@ -216,7 +216,8 @@ TEST(EnvoyHttpE2E, FrsctlNamesAnEnvoyDescriptorsBizByNameAndId) {
   const std::string ids = ReadFile(f.dir() + "/data/envoy.ids");
   const size_t at = ids.find("envoy.rl.user ");
   ASSERT_NE(at, std::string::npos) << ids;
-  const std::string id = ids.substr(at + 14, ids.find('\n', at) - at - 14);
+  // "NAME ID PATH": the id is the second word.
+  const std::string id = ids.substr(at + 14, ids.find_first_of(" \n", at + 14) - at - 14);
   r = Ctl(f, "explain " + id + " '" + key + "'");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("envoy.rl.user"), std::string::npos) << r.out;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "common/envoy_yaml.h"
 #include "common/temp_dir.h"
@@ -239,6 +240,51 @@ TEST_F(DecideTest, AnyDescriptorBytesAreLimitedNormally) {
   EXPECT_LE(ka.size(), kMaxKeyBytes);
 }
 
+const char* kTwoLevelYaml = R"(domain: rl
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: {unit: minute, requests_per_unit: 1}
+)";
+
+// envoyproxy/ratelimit joins key_value pairs with '_': a=1_b_2,b=3 and
+// a=1,b=2_b_3 are one cache key there, two counters here.
+TEST_F(DecideTest, ValuesHoldingTheSeparatorAreCountedApart) {
+  Init(kTwoLevelYaml);
+  EXPECT_EQ(Ask({{{"a", "1_b_2"}, {"b", "3"}}}).overall, Code::kOk);
+  EXPECT_EQ(Ask({{{"a", "1"}, {"b", "2_b_3"}}}).overall, Code::kOk);
+  EXPECT_EQ(Ask({{{"a", "1"}, {"b", "2_b_3"}}}).overall, Code::kOverLimit);
+  // The last value's '_' is not ambiguous: it is written as it is.
+  std::string key;
+  std::vector<Entry> e{{"a", "x_y"}, {"b", "u_v"}};
+  CounterKey(e, &key);
+  EXPECT_EQ(key, "a_x%5Fy_b_u_v");
+  e = {{"remote_address", "10.0.0.1"}};
+  CounterKey(e, &key);
+  EXPECT_EQ(key, "remote_address_10.0.0.1");
+  // A value spelling another key's cut-and-hashed form is not that key.
+  const std::string long_value(300, 'v');
+  e = {{"a", long_value}, {"b", "w"}};
+  std::string hashed;
+  CounterKey(e, &hashed);
+  ASSERT_NE(hashed.find('#'), std::string::npos);
+  ASSERT_TRUE(hashed.starts_with("a_"));
+  Init(R"(domain: rl
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1}
+)");
+  std::vector<Entry> one{{"a", long_value}};
+  CounterKey(one, &hashed);
+  const std::string spelled_value = hashed.substr(2);
+  std::vector<Entry> spelled{{"a", spelled_value}};
+  CounterKey(spelled, &key);
+  EXPECT_NE(key, hashed);
+  EXPECT_EQ(Ask({one}).overall, Code::kOk);
+  EXPECT_EQ(Ask({spelled}).overall, Code::kOk);
+}
+
 TEST_F(DecideTest, EveryKeyIsCheckedBeforeAnyIsCountedAndTheCallIsBounded) {
   RlsAnswer a = AskAny({});
   EXPECT_EQ(a.status.code(), Status::Code::kInvalidArgument);
@@ -379,7 +425,8 @@ TEST(EnvoyConfig, RefusesSelfReplaceUnsupportedUnitsAndLimitsPastTheEngine) {
                                     "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      "
                                     "requests_per_unit: 2147483648\n"));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "r.yaml:6: requests_per_unit '2147483648' is not 0..2147483647");
+  EXPECT_EQ(r.status().message(),
+            "r.yaml:6: requests_per_unit '2147483648' is not 0..2147483647 (decimal digits only)");
 }
 
 // A new name whose slot is an existing name's, and which sorts before it,
@@ -393,22 +440,161 @@ TEST(EnvoyIds, AnAssignedIdNeverMovesAndARemovedOneIsNotReused) {
   }
   EnvoyIds table;
   std::vector<uint16_t> ids;
-  ASSERT_TRUE(AssignEnvoyIds({old_name, "envoy.rl.z"}, &table, &ids).ok());
+  ASSERT_TRUE(AssignEnvoyIds({old_name, "envoy.rl.z"}, {}, &table, &ids).ok());
   const uint16_t m = ids[0], z = ids[1];
   EXPECT_EQ(m, kFirstEnvoyBizId + EnvoyIdSlot(old_name));
-  ASSERT_TRUE(AssignEnvoyIds({intruder, old_name, "envoy.rl.z"}, &table, &ids).ok());
+  ASSERT_TRUE(AssignEnvoyIds({intruder, old_name, "envoy.rl.z"}, {}, &table, &ids).ok());
   EXPECT_EQ(ids[1], m);
   EXPECT_EQ(ids[2], z);
   EXPECT_NE(ids[0], m);
   const uint16_t intruder_id = ids[0];
   // old_name removed: its id stays reserved; back again, it has it again.
-  ASSERT_TRUE(AssignEnvoyIds({intruder, "envoy.rl.other"}, &table, &ids).ok());
+  ASSERT_TRUE(AssignEnvoyIds({intruder, "envoy.rl.other"}, {}, &table, &ids).ok());
   EXPECT_EQ(ids[0], intruder_id);
   EXPECT_NE(ids[1], m);
-  ASSERT_TRUE(AssignEnvoyIds({old_name}, &table, &ids).ok());
+  ASSERT_TRUE(AssignEnvoyIds({old_name}, {}, &table, &ids).ok());
   EXPECT_EQ(ids[0], m);
   // The table travels as text (envoy.ids, the bundle) unchanged.
   EXPECT_EQ(ParseEnvoyIds(FormatEnvoyIds(table)), table);
+}
+
+// The master's view of a reload: the table persisted as text (envoy.ids)
+// is what the next Compile starts from.
+std::shared_ptr<const EnvoyRules> CompileWith(const std::vector<std::pair<std::string, std::string>>& files,
+                                              std::string* ids_text) {
+  std::string bundle;
+  for (const auto& [name, text] : files) bundle += Bundle(name, text);
+  auto cfg = ParseEnvoyBundle(bundle);
+  EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
+  if (!cfg.ok()) return nullptr;
+  cfg->ids = ParseEnvoyIds(*ids_text);
+  EnvoyIds table;
+  auto rules = EnvoyRules::Compile(cfg.value(), &table);
+  EXPECT_TRUE(rules.ok()) << rules.status().ToString();
+  *ids_text = FormatEnvoyIds(table);
+  // A worker compiles the same bundle with the table the master wrote: the
+  // same names and ids.
+  cfg->ids = ParseEnvoyIds(*ids_text);
+  auto again = EnvoyRules::Compile(cfg.value());
+  EXPECT_TRUE(again.ok());
+  if (rules.ok() && again.ok())
+    for (size_t i = 0; i < rules.value()->limits().size(); ++i) {
+      EXPECT_EQ(again.value()->limits()[i].biz, rules.value()->limits()[i].biz);
+      EXPECT_EQ(again.value()->limits()[i].biz_id, rules.value()->limits()[i].biz_id);
+    }
+  return rules.ok() ? rules.value() : nullptr;
+}
+
+const CompiledLimit* LimitOf(const EnvoyRules& rules, const std::string& domain, const std::string& path) {
+  for (const CompiledLimit& l : rules.limits())
+    if (l.domain == domain && l.path == path) return &l;
+  return nullptr;
+}
+
+// Domain x.z with key z and domain x with z under z both spelled
+// envoy.x.z.z: a reload adding x gave it x.z's id and counts.
+TEST(EnvoyIds, TwoPathsNeverShareANameOrAnIdAcrossReloads) {
+  const std::string xz = "domain: x.z\ndescriptors:\n  - key: z\n    rate_limit: {unit: day, requests_per_unit: 1}\n";
+  const std::string x =
+      "domain: x\ndescriptors:\n  - key: z\n    descriptors:\n      - key: z\n"
+      "        rate_limit: {unit: day, requests_per_unit: 1}\n";
+  std::string ids;
+  auto first = CompileWith({{"xz.yaml", xz}}, &ids);
+  ASSERT_TRUE(first);
+  const CompiledLimit* before = LimitOf(*first, "x.z", "z");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->biz, "envoy.x.z.z");  // a name of today's stays
+  auto second = CompileWith({{"xz.yaml", xz}, {"x.yaml", x}}, &ids);
+  ASSERT_TRUE(second);
+  const CompiledLimit* kept = LimitOf(*second, "x.z", "z");
+  const CompiledLimit* added = LimitOf(*second, "x", "z.z");
+  ASSERT_TRUE(kept && added);
+  EXPECT_EQ(kept->biz, before->biz);
+  EXPECT_EQ(kept->biz_id, before->biz_id);
+  EXPECT_NE(added->biz, kept->biz);
+  EXPECT_NE(added->biz_id, kept->biz_id);
+  // x.z removed and added again: its name and id come back to it, not to x.
+  auto third = CompileWith({{"x.yaml", x}}, &ids);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(LimitOf(*third, "x", "z.z")->biz_id, added->biz_id);
+  auto fourth = CompileWith({{"x.yaml", x}, {"xz.yaml", xz}}, &ids);
+  ASSERT_TRUE(fourth);
+  EXPECT_EQ(LimitOf(*fourth, "x.z", "z")->biz_id, before->biz_id);
+  EXPECT_EQ(LimitOf(*fourth, "x", "z.z")->biz_id, added->biz_id);
+}
+
+// Within one domain: a key holding '_' and a key with a value, and bytes a
+// biz name cannot hold, spell one name too.
+TEST(EnvoyIds, KeyValueJoinsAndReplacedBytesNeverShareAnId) {
+  const std::string one =
+      "domain: d\ndescriptors:\n  - key: a_b\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "  - key: p q\n    rate_limit: {unit: day, requests_per_unit: 1}\n";
+  const std::string two =
+      "domain: d\ndescriptors:\n  - key: a\n    value: b\n"
+      "    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "  - key: p_q\n    rate_limit: {unit: day, requests_per_unit: 1}\n" +
+      one.substr(one.find("  - key: a_b"));
+  std::string ids;
+  auto first = CompileWith({{"d.yaml", one}}, &ids);
+  ASSERT_TRUE(first);
+  auto second = CompileWith({{"d.yaml", two}}, &ids);
+  ASSERT_TRUE(second);
+  std::set<uint16_t> seen;
+  for (const CompiledLimit& l : second->limits()) EXPECT_TRUE(seen.insert(l.biz_id).second) << l.biz;
+  // Nor one label set in /metrics (descriptor="a_b").
+  std::set<std::string> labels;
+  for (const CompiledLimit& l : second->limits()) EXPECT_TRUE(labels.insert(l.path).second) << l.path;
+  // The display paths are alike too ("a_b"): the limits by their identity.
+  for (const CompiledLimit& l : first->limits()) {
+    const CompiledLimit* now = nullptr;
+    for (const CompiledLimit& m : second->limits())
+      if (m.identity == l.identity) now = &m;
+    ASSERT_TRUE(now);
+    EXPECT_EQ(now->biz_id, l.biz_id) << l.identity;
+    EXPECT_EQ(now->biz, l.biz) << l.identity;
+  }
+}
+
+// envoy.ids of an earlier release: NAME ID lines, names bound to no path.
+// Each path keeps its name and id, the second of two spelled alike too.
+TEST(EnvoyIds, NamesOfAnEarlierTableStay) {
+  const std::string yaml =
+      "domain: d\ndescriptors:\n  - key: a_b\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "  - key: a\n    value: b\n    rate_limit: {unit: day, requests_per_unit: 1}\n";
+  std::string ids;
+  auto first = CompileWith({{"d.yaml", yaml}}, &ids);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->limits()[0].biz, "envoy.d.a_b");
+  EXPECT_TRUE(first->limits()[1].biz.starts_with("envoy.d.a_b."));
+  EnvoyIds old = ParseEnvoyIds(ids);
+  for (EnvoyIdEntry& e : old) e.path.clear();
+  std::string old_text = FormatEnvoyIds(old);
+  auto again = CompileWith({{"d.yaml", yaml}}, &old_text);
+  ASSERT_TRUE(again);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(again->limits()[i].biz, first->limits()[i].biz);
+    EXPECT_EQ(again->limits()[i].biz_id, first->limits()[i].biz_id);
+  }
+  EXPECT_EQ(old_text, ids);  // bound now, as the table written fresh
+}
+
+// The tree's lookup joined key and value with a byte a YAML key may hold.
+TEST(EnvoyRules, AKeyHoldingTheLookupSeparatorIsItsOwnDescriptor) {
+  auto rules = Rules(
+      "domain: rl\ndescriptors:\n  - key: a\n    value: b\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "  - key: \"a\\x1fb\"\n    rate_limit: {unit: day, requests_per_unit: 2}\n");
+  ASSERT_TRUE(rules);
+  std::string scratch;
+  std::vector<Entry> kv{{"a", "b"}};
+  const std::string odd =
+      "a\x1f"
+      "b";
+  std::vector<Entry> k{{odd, "v"}};
+  const int32_t f1 = rules->Find("rl", kv, &scratch), f2 = rules->Find("rl", k, &scratch);
+  ASSERT_GE(f1, 0);
+  ASSERT_GE(f2, 0);
+  EXPECT_EQ(rules->limits()[static_cast<size_t>(f1)].limit.requests_per_unit, 1u);
+  EXPECT_EQ(rules->limits()[static_cast<size_t>(f2)].limit.requests_per_unit, 2u);
 }
 
 TEST(EnvoyRules, ComposeFindsTheClosingTagOutsideComments) {

@@ -81,6 +81,40 @@ class EnvoyConfig(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("broken.yaml:6: unknown unit 'fortnight'", r.stderr)
 
+    def frsd_check(self, d, yaml_text):
+        os.makedirs(os.path.join(d, "envoy"), exist_ok=True)
+        with open(os.path.join(d, "envoy", "rl.yaml"), "w") as f:
+            f.write(yaml_text)
+        with open(os.path.join(d, "map.xml"), "w") as f:
+            f.write("<map>\n</map>\n")
+        with open(os.path.join(d, "srv.xml"), "w") as f:
+            f.write('<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
+                    '<store dir="data" files="1" keynodes="1024" chain="8"/>'
+                    '<grpc listen="127.0.0.1:0" config="envoy"/></frs>\n')
+        return subprocess.run([FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True,
+                              timeout=30)
+
+    def test_frsd_t_refuses_an_alias_bomb_without_expanding_it(self):
+        # 9^7 descriptor paths in 2.6 kB: nested lists, each an alias of the one below.
+        lst = ""
+        for level in range(7):
+            items = []
+            for i in range(9):
+                rest = (", rate_limit: {unit: second, requests_per_unit: 1}" if level == 0 else
+                        ", descriptors: " + (lst if i == 0 else "*l%d" % (level - 1)))
+                items.append("{key: k%d%s}" % (i, rest))
+            lst = "&l%d [%s]" % (level, ", ".join(items))
+        with tempfile.TemporaryDirectory() as d:
+            t = self.frsd_check(d, "domain: d\ndescriptors: " + lst + "\n")
+            self.assertEqual(t.returncode, 1, t.stdout + t.stderr)
+            self.assertIn("envoy/rl.yaml:2: the file expands to more than 1000000 YAML nodes", t.stdout + t.stderr)
+
+    def test_frsd_t_refuses_a_duplicate_key(self):
+        with tempfile.TemporaryDirectory() as d:
+            t = self.frsd_check(d, "domain: a\ndescriptors: []\ndomain: b\n")
+            self.assertEqual(t.returncode, 1, t.stdout + t.stderr)
+            self.assertIn("envoy/rl.yaml:3: duplicate key 'domain'", t.stdout + t.stderr)
+
     def test_two_files_of_one_domain_are_refused(self):
         r = envoy_config("rl.yaml", "rl.yaml")
         self.assertNotEqual(r.returncode, 0)

@@ -3,6 +3,7 @@ core) against a live frsd's <grpc> listener: Envoy's ShouldRateLimit and
 gRPC health, as a platform team moving from envoyproxy/ratelimit would
 check them. Skipped (77) without grpcio or protoc."""
 import json
+import os
 import threading
 import time
 import unittest
@@ -237,6 +238,21 @@ class Grpc(unittest.TestCase):
         self.assertEqual(r.statuses[0].current_limit.requests_per_unit, 7)
         self.assertEqual(r.statuses[0].limit_remaining, 0)
         self.frsd.write_yaml("edge.yaml", YAML % 7)
+        # Nested aliases meaning 9^7 descriptor paths: the master refuses the
+        # file while parsing it, before building anything, and serves on.
+        lst = ""
+        for level in range(7):
+            items = []
+            for i in range(9):
+                rest = (", rate_limit: {unit: second, requests_per_unit: 1}" if level == 0 else
+                        ", descriptors: " + (lst if i == 0 else "*l%d" % (level - 1)))
+                items.append("{key: k%d%s}" % (i, rest))
+            lst = "&l%d [%s]" % (level, ", ".join(items))
+        self.frsd.write_yaml("bomb.yaml", "domain: bomb\ndescriptors: " + lst + "\n")
+        self.assertFalse(self.frsd.reload())
+        self.assertIn("bomb.yaml:2: the file expands to more than 1000000 YAML nodes", self.frsd.log())
+        os.remove(self.frsd.path("envoy", "bomb.yaml"))
+        self.assertEqual(self.call(request("edge", [key], look=True)).statuses[0].current_limit.requests_per_unit, 7)
 
 
 class Headers(unittest.TestCase):

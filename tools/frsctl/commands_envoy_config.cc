@@ -5,20 +5,14 @@
 #include "commands.h"
 #include "envoy/envoy_config.h"
 #include "envoy/envoy_rules.h"
-#include "os/text_file.h"
 
 namespace frs::ctl {
 
 Result<int> RunEnvoyConfig(Session&, const EnvoyConfigArgs& a) {
   // A bundle of the files named, as frsd builds one from its directory.
-  std::string bundle;
-  for (const std::string& path : a.files) {
-    Result<std::string> read = os::ReadTextFile(path);
-    if (!read.ok()) return Status::NotFound("cannot read " + path);
-    const std::string& bytes = read.value();
-    bundle += path + "\n" + std::to_string(bytes.size()) + "\n" + bytes;
-  }
-  auto rules = envoy::EnvoyRules::FromBundle(bundle);
+  Result<std::string> bundle = envoy::BundleOfFiles(a.files);
+  if (!bundle.ok()) return bundle.status();
+  auto rules = envoy::EnvoyRules::FromBundle(bundle.value());
   if (!rules.ok()) return rules.status();
   std::printf("<map>\n");
   std::printf(

@@ -1,0 +1,193 @@
+#include "envoy/yaml_tree.h"
+
+#include <algorithm>
+#include <exception>
+#include <sstream>
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/exceptions.h>
+#include <yaml-cpp/parser.h>
+
+namespace frs::envoy {
+
+namespace {
+
+// Thrown from the event handler through yaml-cpp's parser, caught in Parse.
+struct Refusal {
+  int line;
+  std::string message;
+};
+
+}  // namespace
+
+class YamlTreeBuilder : public YAML::EventHandler {
+ public:
+  YamlTreeBuilder(YamlTree* tree, const YamlBounds& bounds) : tree_(tree), bounds_(bounds) {}
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    // YAML::Load reads the first document and drops the others.
+    if (documents_++ > 0) throw Refusal{mark.line + 1, "a second YAML document: a file holds one domain"};
+  }
+  void OnDocumentEnd() override {}
+
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    Leaf(mark, YamlTree::Kind::kNull, std::string(), anchor);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+    Leaf(mark, YamlTree::Kind::kScalar, value, anchor);
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    // yaml-cpp registers an anchor when its node starts: an alias inside the
+    // node names a node not yet closed, a cycle for whoever walks the tree.
+    if (anchor >= anchors_.size() || anchors_[anchor] == kOpen)
+      throw Refusal{mark.line + 1, "an alias of the node that contains it"};
+    const uint32_t target = anchors_[anchor];
+    Count(mark, extents_[target].size);
+    if (open_.size() + extents_[target].height > bounds_.max_depth) TooDeep(mark);
+    Attach(target, extents_[target].height);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    Start(mark, YamlTree::Kind::kSequence, anchor);
+  }
+  void OnSequenceEnd() override { End(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    Start(mark, YamlTree::Kind::kMap, anchor);
+  }
+  void OnMapEnd() override {
+    const YamlTree::Node& map = tree_->nodes_[open_.back().index];
+    // The node API keeps one of two equal keys silently: a second `unit`
+    // or `domain` would be a limit other than the one the operator reads.
+    std::vector<std::pair<std::string_view, uint32_t>> keys;  // (key, position)
+    for (uint32_t i = 0; i < map.items.size(); i += 2) {
+      const YamlTree::Node& k = tree_->nodes_[map.items[i]];
+      if (k.kind == YamlTree::Kind::kScalar) keys.emplace_back(k.scalar, i);
+    }
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = 1; i < keys.size(); ++i)
+      if (keys[i].first == keys[i - 1].first) {
+        const uint32_t later = std::max(keys[i].second, keys[i - 1].second);
+        throw Refusal{tree_->nodes_[map.items[later]].line, "duplicate key '" + std::string(keys[i].first) + "'"};
+      }
+    End();
+  }
+
+  bool has_root() const { return has_root_; }
+
+ private:
+  static constexpr uint32_t kOpen = UINT32_MAX;
+  struct Extent {
+    uint64_t size = 1;    // nodes, aliases expanded
+    uint32_t height = 0;  // nested collections, aliases expanded (a scalar: 0)
+  };
+  struct Open {
+    uint32_t index;
+    uint64_t total_before;
+    uint32_t child_height = 0;
+    YAML::anchor_t anchor;
+  };
+
+  // The running total of nodes the document means, checked as it grows.
+  void Count(const YAML::Mark& mark, uint64_t nodes) {
+    total_ += nodes;
+    if (total_ > bounds_.max_nodes)
+      throw Refusal{mark.line + 1, "the file expands to more than " + std::to_string(bounds_.max_nodes) +
+                                       " YAML nodes (an alias counts the nodes of its anchor each time it is used)"};
+  }
+  [[noreturn]] void TooDeep(const YAML::Mark& mark) {
+    throw Refusal{mark.line + 1, "YAML nested deeper than " + std::to_string(bounds_.max_depth) + " levels"};
+  }
+  uint32_t Add(const YAML::Mark& mark, YamlTree::Kind kind, std::string scalar) {
+    const uint32_t index = static_cast<uint32_t>(tree_->nodes_.size());
+    YamlTree::Node n;
+    n.kind = kind;
+    n.line = mark.line + 1;
+    n.scalar = std::move(scalar);
+    tree_->nodes_.push_back(std::move(n));
+    extents_.emplace_back();
+    return index;
+  }
+  void Anchor(YAML::anchor_t anchor, uint32_t index) {
+    if (anchor == YAML::NullAnchor) return;
+    if (anchors_.size() <= anchor) anchors_.resize(anchor + 1, kOpen);
+    anchors_[anchor] = index;
+  }
+  void Attach(uint32_t index, uint32_t height) {
+    if (open_.empty()) {
+      tree_->root_ = index;
+      has_root_ = true;
+      return;
+    }
+    tree_->nodes_[open_.back().index].items.push_back(index);
+    open_.back().child_height = std::max(open_.back().child_height, height);
+  }
+  void Leaf(const YAML::Mark& mark, YamlTree::Kind kind, std::string value, YAML::anchor_t anchor) {
+    Count(mark, 1);
+    const uint32_t index = Add(mark, kind, std::move(value));
+    Anchor(anchor, index);
+    Attach(index, 0);
+  }
+  void Start(const YAML::Mark& mark, YamlTree::Kind kind, YAML::anchor_t anchor) {
+    const uint64_t before = total_;
+    Count(mark, 1);
+    const uint32_t index = Add(mark, kind, std::string());
+    if (anchor != YAML::NullAnchor) {
+      if (anchors_.size() <= anchor) anchors_.resize(anchor + 1, kOpen);
+      anchors_[anchor] = kOpen;
+    }
+    Attach(index, 0);
+    open_.push_back(Open{index, before, 0, anchor});
+    if (open_.size() > bounds_.max_depth) TooDeep(mark);
+  }
+  void End() {
+    const Open o = open_.back();
+    open_.pop_back();
+    extents_[o.index].size = total_ - o.total_before;
+    extents_[o.index].height = o.child_height + 1;
+    Anchor(o.anchor, o.index);
+    if (!open_.empty()) open_.back().child_height = std::max(open_.back().child_height, extents_[o.index].height);
+  }
+
+  YamlTree* tree_;
+  const YamlBounds bounds_;
+  std::vector<Extent> extents_;    // parallel to tree_->nodes_
+  std::vector<uint32_t> anchors_;  // yaml-cpp's anchor id -> node (kOpen until it closes)
+  std::vector<Open> open_;         // the collections being read, outermost first
+  uint64_t total_ = 0;
+  int documents_ = 0;
+  bool has_root_ = false;
+};
+
+Result<YamlTree> YamlTree::Parse(std::string_view text, const std::string& file, const YamlBounds& bounds) {
+  YamlTree tree;
+  try {
+    std::istringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    YamlTreeBuilder builder(&tree, bounds);
+    while (parser.HandleNextDocument(builder)) {
+    }
+    if (!builder.has_root()) {  // an empty file: one null, as YAML::Load reads it
+      tree.nodes_.assign(1, Node{Kind::kNull, 1, {}, {}});
+      tree.root_ = 0;
+    }
+    return tree;
+  } catch (const Refusal& r) {
+    return Status::InvalidArgument(file + ":" + std::to_string(r.line) + ": " + r.message);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(file + ": " + e.what());
+  }
+}
+
+const YamlTree::Node* YamlTree::Find(const Node& map, std::string_view key) const {
+  if (map.kind != Kind::kMap) return nullptr;
+  for (size_t i = 0; i + 1 < map.items.size(); i += 2) {
+    const Node& k = nodes_[map.items[i]];
+    if (k.kind == Kind::kScalar && k.scalar == key) return &nodes_[map.items[i + 1]];
+  }
+  return nullptr;
+}
+
+}  // namespace frs::envoy

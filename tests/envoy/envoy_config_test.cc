@@ -1,0 +1,163 @@
+// envoyproxy/ratelimit's YAML read (envoy/envoy_config.h): bounded in size
+// and work while it is parsed, and strict where YAML is lenient.
+#include "envoy/envoy_config.h"
+
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "common/temp_dir.h"
+
+namespace frs::envoy {
+namespace {
+
+// `levels` lists of `fan` descriptors, each list but the innermost made of
+// descriptors whose children are one alias of the list below: fan^levels
+// descriptor paths from a file of a few hundred bytes.
+std::string AliasBomb(int levels, int fan, const std::string& leaf) {
+  std::string list;
+  for (int level = 0; level < levels; ++level) {
+    std::string next = "&l" + std::to_string(level) + " [";
+    for (int i = 0; i < fan; ++i) {
+      if (i) next += ", ";
+      next += "{key: k" + std::to_string(i);
+      if (level == 0) next += leaf;
+      else next += ", descriptors: " + (i == 0 ? list : "*l" + std::to_string(level - 1));
+      next += "}";
+    }
+    list = next + "]";
+  }
+  return "domain: d\ndescriptors: " + list + "\n";
+}
+
+std::string Message(const Result<Domain>& r) { return r.ok() ? std::string("(accepted)") : r.status().message(); }
+
+TEST(EnvoyYamlBounds, AnAliasBombIsRefusedWhileParsing) {
+  const std::string bomb = AliasBomb(6, 8, ", rate_limit: {unit: second, requests_per_unit: 1}");
+  ASSERT_LT(bomb.size(), 2000u);
+  Result<Domain> r = ParseEnvoyYaml(bomb, "bomb.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Message(r),
+            "bomb.yaml:2: the file expands to more than 1000000 YAML nodes (an alias counts the nodes of its anchor "
+            "each time it is used)");
+}
+
+TEST(EnvoyYamlBounds, DescriptorPathsAreBounded) {
+  // Small descriptors: under the node bound, over the descriptor bound.
+  Result<Domain> r = ParseEnvoyYaml(AliasBomb(4, 17, ""), "many.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Message(r), "many.yaml:2: more than 65536 descriptors in one file");
+}
+
+TEST(EnvoyYamlBounds, NestingIsBounded) {
+  std::string deep = "domain: d\ndescriptors: ";
+  for (int i = 0; i < 40; ++i) deep += "[{key: a, descriptors: ";
+  deep += "[]";
+  for (int i = 0; i < 40; ++i) deep += "}]";
+  Result<Domain> r = ParseEnvoyYaml(deep + "\n", "deep.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Message(r), "deep.yaml:2: YAML nested deeper than 64 levels");
+  // An alias cannot nest past the bound either.
+  std::string aliased = "domain: d\ndescriptors: [{key: a, descriptors: &x ";
+  for (int i = 0; i < 28; ++i) aliased += "[{key: a, descriptors: ";
+  aliased += "[]";
+  for (int i = 0; i < 28; ++i) aliased += "}]";
+  aliased +=
+      "}, {key: b, descriptors: [{key: c, descriptors: [{key: d, descriptors: [{key: e, descriptors: *x}]}]}]}]\n";
+  r = ParseEnvoyYaml(aliased, "alias.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Message(r), "alias.yaml:2: YAML nested deeper than 64 levels");
+}
+
+TEST(EnvoyYamlBounds, AnAliasInsideItsOwnAnchorIsRefused) {
+  Result<Domain> r = ParseEnvoyYaml("domain: d\ndescriptors: &x [{key: a, descriptors: *x}]\n", "loop.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Message(r), "loop.yaml:2: an alias of the node that contains it");
+}
+
+TEST(EnvoyYamlBounds, AnAliasUsedWithinTheBoundsIsRead) {
+  Result<Domain> r = ParseEnvoyYaml(
+      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: &std {unit: minute, requests_per_unit: 7}\n"
+      "  - key: b\n    rate_limit: *std\n",
+      "ok.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->descriptors.size(), 2u);
+  EXPECT_EQ(r->descriptors[1].limit.requests_per_unit, 7u);
+  EXPECT_EQ(r->descriptors[1].limit.unit, Unit::kMinute);
+}
+
+TEST(EnvoyYamlBounds, ALargeFileIsRefusedBeforeItIsParsed) {
+  std::string big = "domain: d\n#" + std::string(kMaxEnvoyFileBytes, 'x') + "\n";
+  Result<Domain> r = ParseEnvoyYaml(big, "big.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Message(r), "big.yaml:0: 4194316 bytes, more than the 4194304 an Envoy configuration file may hold");
+  testing::TempDir dir;
+  std::ofstream(dir / "big.yaml") << big;
+  Result<std::string> read = ReadEnvoyDir(dir.path());
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().message(), dir / "big.yaml" + ":0: larger than 4 MiB");
+}
+
+// A FIFO (or a device) would block the reader in open(2) or read(2): the
+// master on SIGHUP, frsd -t.
+TEST(EnvoyYamlBounds, AFileThatIsNotRegularIsRefusedWithItsName) {
+  testing::TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo.yaml").c_str(), 0600), 0);
+  Result<std::string> read = ReadEnvoyDir(dir.path());
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().message(), dir / "fifo.yaml" + ":0: " + dir / "fifo.yaml" + " is a FIFO, not a regular file");
+}
+
+TEST(EnvoyYamlStrict, DuplicateKeysAreRefusedWithFileLineAndKey) {
+  const struct {
+    const char* yaml;
+    const char* message;
+  } cases[] = {
+      {"domain: a\ndomain: b\n", "dup.yaml:2: duplicate key 'domain'"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+       "    rate_limit: {unit: second, requests_per_unit: 9}\n",
+       "dup.yaml:5: duplicate key 'rate_limit'"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: 1\n"
+       "      unit: second\n",
+       "dup.yaml:7: duplicate key 'unit'"},
+      {"domain: d\ndescriptors:\n  - {key: a, key: b}\n", "dup.yaml:3: duplicate key 'key'"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1, "
+       "replaces: [{name: x, name: y}]}\n",
+       "dup.yaml:4: duplicate key 'name'"},
+  };
+  for (const auto& c : cases) {
+    Result<Domain> r = ParseEnvoyYaml(c.yaml, "dup.yaml");
+    EXPECT_EQ(Message(r), c.message) << c.yaml;
+  }
+}
+
+TEST(EnvoyYamlStrict, RequestsPerUnitIsDigitsOnly) {
+  for (const char* v : {"'5 '", "' 5'", "+5", "0x10", "5.0", "1_000", "-1", "''"}) {
+    const std::string yaml =
+        std::string(
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: ") +
+        v + "\n";
+    Result<Domain> r = ParseEnvoyYaml(yaml, "n.yaml");
+    ASSERT_FALSE(r.ok()) << v;
+    EXPECT_NE(Message(r).find("n.yaml:6: requests_per_unit '"), std::string::npos) << Message(r);
+  }
+  Result<Domain> r = ParseEnvoyYaml(
+      "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: '5'\n",
+      "n.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->descriptors[0].limit.requests_per_unit, 5u);
+}
+
+TEST(EnvoyYamlStrict, ASecondDocumentIsRefused) {
+  Result<Domain> r = ParseEnvoyYaml("domain: a\n---\ndomain: b\n", "two.yaml");
+  EXPECT_EQ(Message(r), "two.yaml:2: a second YAML document: a file holds one domain");
+  // One document, marked as such, is read.
+  r = ParseEnvoyYaml("---\ndomain: a\n...\n", "one.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->name, "a");
+}
+
+}  // namespace
+}  // namespace frs::envoy
