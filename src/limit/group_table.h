@@ -118,9 +118,6 @@ class GroupTable {
   uint32_t groups() const;  // values with their own group
   const GroupTableShape& shape() const { return shape_; }
   const std::string& path() const { return path_; }
-  // An offset read from the file pointed outside it (or the file shrank
-  // under its mapping): the table's figures stopped.
-  bool broken() const { return broken_.load(std::memory_order_relaxed); }
 
   struct Header;
   struct Record;

@@ -163,9 +163,21 @@ TEST(DecisionLogE2E, OneWholeValidLinePerDeniedDecisionThenPerDecisionAfterARelo
   Tally second;
   RunClients(srv, 40, 30, &second, "m");
   EXPECT_EQ(second.failed, 0);
+  // A route as long as the request line allows still makes its line: one
+  // of 2.6 KB and more made none, so a client kept its decisions out.
+  {
+    Client c(srv.port());
+    ASSERT_EQ(c.Get("/acquire?biz=low&key=longroute&route=" + std::string(4000, 'r')).status, 200);
+    second.answered += 1;
+  }
   EXPECT_EQ(srv.Stop(), 0);  // a stop writes out what the workers hold
 
   ASSERT_EQ(ValidJsonLines(log), static_cast<long>(phase1.size() + second.answered)) << srv.log();
+  const std::string all = ReadFile(log);
+  const size_t long_line = all.find("\"key\":\"longroute\"");
+  ASSERT_NE(long_line, std::string::npos);
+  EXPECT_NE(all.find(std::string(1024, 'r') + "...\",\"client\"", long_line), std::string::npos);
+  EXPECT_NE(all.find("\"truncated\":true}", long_line), std::string::npos);
   size_t shadow = 0, denied = 0;
   for (const std::string& l : phase1) {
     EXPECT_NE(l.find("\"allowed\":false"), std::string::npos) << l;
