@@ -59,11 +59,11 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
   const uint32_t today = Today();
   const uint32_t day = q.day < 0 ? today : static_cast<uint32_t>(q.day);
   StatsTable* table = biz->stats_tables[i];
-  // Today's file through the writer's door: one found damaged (cut short,
-  // a broken header) is set aside and the day starts anew, instead of an
-  // error for the rest of the day.
-  if (day == today && !field_stats_->read_only()) table->Day(day);
-  auto tables = table->ReadDay(day);
+  // A file found damaged (cut short, a broken header) is left out and
+  // counted in `lost`, not an error for the rest of the day; the day's next
+  // count sets it aside and starts a fresh one.
+  uint64_t damaged = 0;
+  auto tables = table->ReadDay(day, &damaged);
   if (!tables.ok()) return tables.status();
   GroupStats out = ReadGroupStats(tables.value(), q);
   // Damage met while reading (an offset outside the file): set aside, what
@@ -71,10 +71,12 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
   if (!field_stats_->read_only() &&
       std::any_of(tables->begin(), tables->end(), [](const auto& t) { return t->damaged(); }) &&
       table->RecoverIfDamaged(day)) {
-    tables = table->ReadDay(day);
+    damaged = 0;
+    tables = table->ReadDay(day, &damaged);
     if (!tables.ok()) return tables.status();
     out = ReadGroupStats(tables.value(), q);
   }
+  out.lost += damaged;
   if (day == today) out.lost += table->unstored();
   out.biz_id = biz->cfg.id;
   out.biz = biz->cfg.name;

@@ -100,8 +100,10 @@ class StatsTable {
   }
   // A day's files to read: its own (today's as mapped here, another day's
   // opened read-only) and those received from leaving shards (WriteReceived);
-  // none when the day has no file or is older than `days`.
-  Result<std::vector<std::shared_ptr<const GroupTable>>> ReadDay(uint32_t day);
+  // none when the day has no file or is older than `days`. A file found
+  // damaged is left out and counted in `*damaged` (a reader never moves or
+  // makes a file: the next count of the day sets it aside).
+  Result<std::vector<std::shared_ptr<const GroupTable>>> ReadDay(uint32_t day, uint64_t* damaged);
   // Statistics counted elsewhere (a leaving shard's handoff), kept in a file
   // of their own beside the day's, `<day>.from-<receipt hash>.frs`: made
   // whole under a temporary name and linked into place, so a receipt taken

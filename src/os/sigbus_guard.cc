@@ -22,6 +22,7 @@ struct Entry {
 };
 Entry g_entries[kMaxMappings];
 std::mutex g_register_mu;  // registration only; the handler never locks
+int g_hint = 0;            // where the next free entry likely is (under g_register_mu)
 std::atomic<bool> g_installed{false};
 uintptr_t g_page = 4096;  // set before the handler is installed
 
@@ -63,12 +64,14 @@ void InstallSigbusGuard() {
 
 int RegisterGuardedMapping(uint8_t* base, size_t len, std::atomic<bool>* broken) {
   std::lock_guard<std::mutex> g(g_register_mu);
-  for (int i = 0; i < kMaxMappings; ++i) {
+  for (int k = 0; k < kMaxMappings; ++k) {
+    const int i = (g_hint + k) % kMaxMappings;
     Entry& e = g_entries[i];
     if (e.base.load(std::memory_order_relaxed) != 0) continue;
     e.broken.store(broken, std::memory_order_release);
     e.len.store(len, std::memory_order_release);
     e.base.store(reinterpret_cast<uintptr_t>(base), std::memory_order_release);
+    g_hint = (i + 1) % kMaxMappings;
     return i;
   }
   return -1;
