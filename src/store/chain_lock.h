@@ -37,9 +37,12 @@ class LockSet {
     if (s_->read_only()) return;
     if (!os::ShmTryLock(f_->lock(k))) {
       // About to wait: this thread is in no write (a write holds its locks
-      // before it takes a writer entry), so the entries it keeps go to any
-      // writer waiting for one, which may hold the lock waited for here.
-      s_->ReleaseIdleWriters();
+      // before it takes a writer entry), so every entry it keeps goes back,
+      // not only those a waiter wants now: the holder of the lock waited
+      // for here may start waiting for an entry after that check, and with
+      // every entry kept by threads waiting like this one it would wait out
+      // writer_wait_ms and fail with Busy. Taking one again is one CAS.
+      s_->ReleaseKeptWriters(/*only_if_wanted=*/false);
       s_->LockChain(f_, k);
     }
     held_.push_back(k);

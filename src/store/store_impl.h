@@ -88,6 +88,9 @@ class StoreImpl final : public Store {
   Status Reserve() override;
   Result<uint32_t> RecoverDeadOwner(int32_t pid) override;
   void ReleaseIdleWriters() override;
+  // Hands back the entries this thread keeps between writes: those a
+  // waiter wants (only_if_wanted), or all of them.
+  void ReleaseKeptWriters(bool only_if_wanted);
   Result<VerifyReport> Verify(bool repair) override;
   // See store/test_hooks.h.
   void SetTestHook(std::function<void(int)> hook) { hook_ = std::move(hook); }

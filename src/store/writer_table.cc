@@ -133,12 +133,15 @@ void StoreImpl::ReleaseWriter(uint32_t file_index, WriterEntryHeader* w) {
   std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0, std::memory_order_release);
 }
 
-void StoreImpl::ReleaseIdleWriters() {
+void StoreImpl::ReleaseIdleWriters() { ReleaseKeptWriters(/*only_if_wanted=*/true); }
+
+void StoreImpl::ReleaseKeptWriters(bool only_if_wanted) {
   if (!opts_.keep_writer_entries) return;  // no entry outlives its write
   const os::Owner self = os::Self();
   for (uint32_t fi = 0; fi < files_.size(); ++fi) {
     StoreFile* f = files_[fi].get();
-    if (std::atomic_ref<uint64_t>(f->header()->writer_waiters).load(std::memory_order_relaxed) == 0) continue;
+    if (only_if_wanted && std::atomic_ref<uint64_t>(f->header()->writer_waiters).load(std::memory_order_relaxed) == 0)
+      continue;
     for (const WriterCacheEntry& e : t_writers) {
       if (e.instance == instance_ && e.file == fi && e.tid == self.tid) {
         ReleaseWriter(fi, e.w);
