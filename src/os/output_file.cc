@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -29,11 +30,22 @@ std::string NotRegularWords(const std::string& path, mode_t mode) {
 }
 
 Status CheckOutputPath(const std::string& path, std::string_view what) {
+  // What the open would say, said without opening: `frsd -t` creates nothing,
+  // yet must not pass a path that the start and a reload refuse.
+  auto cannot = [&](int err) { return Status::FromErrno("cannot open the " + std::string(what) + " " + path, err); };
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Status::OK();  // absent (created on open) or said by the open
-  if (!TakesOutput(st.st_mode))
-    return Status::InvalidArgument("the " + std::string(what) + " " + NotRegularWords(path, st.st_mode));
-  return Status::OK();
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!TakesOutput(st.st_mode))
+      return Status::InvalidArgument("the " + std::string(what) + " " + NotRegularWords(path, st.st_mode));
+    return ::access(path.c_str(), W_OK) == 0 ? Status::OK() : cannot(errno);
+  }
+  if (errno != ENOENT) return cannot(errno);
+  // Absent: the open creates it in its directory, which must be one we may write.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0) return cannot(errno);
+  if (!S_ISDIR(st.st_mode)) return cannot(ENOTDIR);
+  return ::access(dir.c_str(), W_OK | X_OK) == 0 ? Status::OK() : cannot(errno);
 }
 
 Result<UniqueFd> OpenForAppend(const std::string& path, std::string_view what) {

@@ -32,9 +32,11 @@ namespace frs::os {
 // device", "a symbolic link", "a regular file".
 const char* FileKindName(mode_t mode);
 
-// OK when `path` does not exist yet (opening would create it) or names a
-// file OpenForAppend takes; else InvalidArgument "WHAT PATH is a FIFO, not
-// a regular file". Looks only (stat(2)): creates nothing, for `frsd -t`.
+// OK when OpenForAppend would open `path`: a file it takes that we may
+// write, or none yet in a directory we may write (opening creates it); else
+// InvalidArgument "the WHAT PATH is a FIFO, not a regular file", or "cannot
+// open the WHAT PATH: reason" as the open would say. Looks only (stat(2),
+// access(2)): creates nothing, for `frsd -t`.
 Status CheckOutputPath(const std::string& path, std::string_view what);
 
 // open(2) O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC, mode 0640, of a regular file

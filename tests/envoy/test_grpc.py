@@ -240,15 +240,7 @@ class Grpc(unittest.TestCase):
         self.frsd.write_yaml("edge.yaml", YAML % 7)
         # Nested aliases meaning 9^7 descriptor paths: the master refuses the
         # file while parsing it, before building anything, and serves on.
-        lst = ""
-        for level in range(7):
-            items = []
-            for i in range(9):
-                rest = (", rate_limit: {unit: second, requests_per_unit: 1}" if level == 0 else
-                        ", descriptors: " + (lst if i == 0 else "*l%d" % (level - 1)))
-                items.append("{key: k%d%s}" % (i, rest))
-            lst = "&l%d [%s]" % (level, ", ".join(items))
-        self.frsd.write_yaml("bomb.yaml", "domain: bomb\ndescriptors: " + lst + "\n")
+        self.frsd.write_yaml("bomb.yaml", envoy_frsd.alias_bomb("bomb"))
         self.assertFalse(self.frsd.reload())
         self.assertIn("bomb.yaml:2: the file expands to more than 1000000 YAML nodes", self.frsd.log())
         os.remove(self.frsd.path("envoy", "bomb.yaml"))

@@ -43,6 +43,11 @@ TEST(OutputFile, ADirectoryIsRefusedAndAFileIsCreatedBlocking) {
 
   const std::string file = d / "a.log";
   EXPECT_TRUE(os::CheckOutputPath(file, "log file").ok());  // absent: created by the open
+  // In a directory that does not exist: what the open (so the start) says.
+  const std::string lost = d / "nodir/x.log";
+  EXPECT_EQ(os::CheckOutputPath(lost, "decision log").message(),
+            os::OpenForAppend(lost, "decision log").status().message());
+  EXPECT_NE(os::CheckOutputPath(lost, "decision log").message().find("No such file or directory"), std::string::npos);
   auto f = os::OpenForAppend(file, "log file");
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ(::fcntl(f->get(), F_GETFL) & (O_NONBLOCK | O_APPEND), O_APPEND);
