@@ -16,8 +16,12 @@ bool RateLimitService::CheckOwnership(const RlsRequest& req, RlsAnswer* out) {
     // The route of a counter key as the HTTP side hashes a key without
     // ?route= (a {hash tag} in it included), so that frsctl owner, the
     // clients' rings and nginx's agree on where it lives.
-    const size_t owner = own_.ring->OwnerOfHash(Ring::HashRoute(Ring::RouteOf(key, {})));
+    const uint32_t pos = Ring::HashRoute(Ring::RouteOf(key, {}));
+    const size_t owner = own_.ring->OwnerOfHash(pos);
     if (static_cast<long>(owner) == own_.self_index) continue;
+    // With replicas the successor holds the key's count too (it is the
+    // other holder): it serves it and sends the change back to the owner.
+    if (own_.replicas && own_.ring->SuccessorOfHash(pos) == own_.self_index) continue;
     ++out->misrouted;
     if (!own_.enforce) continue;
     out->owner = own_.ring->shards()[owner].name;

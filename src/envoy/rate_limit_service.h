@@ -90,6 +90,7 @@ struct Ownership {
   std::shared_ptr<const Ring> ring;  // null: a lone server owns every key
   long self_index = -1;              // in ring->shards(); -1: owns nothing
   bool enforce = true;
+  bool replicas = false;  // <cluster replicas="1">: a route's successor serves it too
 };
 
 class RateLimitService {

@@ -16,6 +16,7 @@ struct ClusterView {
   std::string self;      // this shard's name on the ring
   long self_index = -1;  // in ring->shards(); -1: owns nothing (being removed)
   bool enforce = true;
+  bool replicas = false;  // <cluster replicas="1">: a route's successor serves it too
 };
 
 }  // namespace frs::server

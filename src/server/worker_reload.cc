@@ -92,8 +92,11 @@ void Worker::ApplyLive(const SrvConfig& next) {
   limits_ = ConnectionLimits{cfg_.max_header_bytes, cfg_.max_body_bytes};
   idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);
   busy_.set_timeout(int64_t{cfg_.request_timeout_ms} * kMsNs);
+  const uint32_t old_digest = handler_.options().cluster.ring ? handler_.options().cluster.ring->Digest() : 0;
   handler_.SetOptions(HandlerOptionsFor(cfg_));
   if (grpc_) grpc_->SetCluster(handler_.options().cluster);
+  const uint32_t new_digest = handler_.options().cluster.ring ? handler_.options().cluster.ring->Digest() : 0;
+  if (repl_ && new_digest != old_digest) SetUpReplicas();
 }
 
 void Worker::ApplyDecisionLog(const SrvConfig& next) {
