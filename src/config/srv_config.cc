@@ -339,6 +339,12 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     cfg.cluster_self = ListenName(cfg.host, cfg.port);
     cfg.cluster_self_derived = true;
   }
+  // Shards send each other changes of counts (POST /replicate), an admin's
+  // act: they prove it with the token they share.
+  if (cfg.cluster_replicas > 0 && cfg.admin_token.empty())
+    return P.Error(root,
+                   "<cluster replicas=\"1\"> needs <admin token=\"...\">, the same on every shard: shards "
+                   "authenticate the changes they send each other with it");
   return cfg;
 }
 

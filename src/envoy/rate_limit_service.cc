@@ -1,6 +1,7 @@
 #include "envoy/rate_limit_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <limits>
@@ -10,6 +11,16 @@ namespace frs::envoy {
 
 bool RateLimitService::CheckOwnership(const RlsRequest& req, RlsAnswer* out) {
   if (!own_.ring) return true;
+  if (own_.replicas && own_.catching_up != nullptr &&
+      std::atomic_ref<uint64_t>(const_cast<uint64_t&>(*own_.catching_up)).load(std::memory_order_relaxed) != 0) {
+    for (size_t i = 0; i < req.descriptors.size(); ++i) {
+      if (found_[i] < 0) continue;
+      out->status = Status::Unavailable(
+          "this shard is taking back its nodes from the other shards after a start (replicas); ask again shortly");
+      out->statuses.clear();
+      return false;
+    }
+  }
   for (size_t i = 0; i < req.descriptors.size(); ++i) {
     if (found_[i] < 0) continue;  // nothing counted: any shard answers it alike
     const std::string& key = keys_[i];

@@ -128,7 +128,7 @@ void GrpcMethods::HealthCheck(std::string_view message, Reply* out) {
 }
 
 void GrpcMethods::SetCluster(const ClusterView& c) {
-  rls_.SetOwnership(envoy::Ownership{c.ring, c.self_index, c.enforce, c.replicas});
+  rls_.SetOwnership(envoy::Ownership{c.ring, c.self_index, c.enforce, c.replicas, c.catching_up});
 }
 
 }  // namespace frs::server

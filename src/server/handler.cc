@@ -43,6 +43,7 @@ Handler::Handler(const Backend& backend, const HandlerOptions& opts, Metrics* me
       metrics_(metrics),
       counters_(counters),
       envoy_log_(backend.clock) {
+  if (metrics_ != nullptr) opts_.cluster.catching_up = &metrics_->master().replica.catching_up;
   body_.reserve(4096);
   biz_buf_.reserve(256);
   key_buf_.reserve(256);
@@ -71,6 +72,7 @@ HandlerOptions HandlerOptionsFor(const SrvConfig& cfg) {
 
 void Handler::SetOptions(const HandlerOptions& opts) {
   opts_ = opts;
+  if (metrics_ != nullptr) opts_.cluster.catching_up = &metrics_->master().replica.catching_up;
   if (opts_.max_batch > wire_.capacity()) {
     wire_.reserve(opts_.max_batch);
     reqs_.reserve(opts_.max_batch);
