@@ -281,7 +281,9 @@ void Master::Reload() {
     FRS_LOG("srv.xml: <decisions> changed (file \"%s\", record %s, sample %g); applied by each worker",
             next->decisions_file.c_str(), next->decisions_all ? "all" : "denied", next->decisions_sample);
   if (next->cluster_shards != live_.cluster_shards || next->cluster_self != live_.cluster_self ||
-      next->cluster_enforce != live_.cluster_enforce)
+      next->cluster_enforce != live_.cluster_enforce || next->cluster_replicas != live_.cluster_replicas ||
+      next->replica_sync != live_.replica_sync || next->replica_refuse != live_.replica_refuse ||
+      next->replica_timeout_ms != live_.replica_timeout_ms)
     FRS_LOG(
         "srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
         "other shards now own",

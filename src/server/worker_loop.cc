@@ -150,7 +150,7 @@ void Worker::SetUpReplicas() {
       Settle(held, MonoNs());
     }
     repl_wait_.clear();
-    FRS_LOG("<cluster> changed: replica links rebuilt for the new ring");
+    FRS_LOG("<cluster> changed: the replica links start anew");
     engine_->SetChangeSink(nullptr);
     handler_.set_replicator(nullptr);
     for (auto& conn : conns_)

@@ -27,12 +27,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "cluster"))
+import nginx_conf  # noqa: E402
 import processes  # noqa: E402
 from failover_bench import ring_owner, ring_points  # noqa: E402
 
 FRSD = None
 TOKEN = "replica-test"
-MAP = '<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n</map>\n'
+MAP = ('<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
+       '  <biz id="2" name="small"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>\n')
+CLIENTS_PER_FRONT = 4
 
 
 class Relay:
@@ -199,6 +202,35 @@ class Pair:
         self.relay.close()
 
 
+class Front:
+    """An nginx in front of the pair, `hash $arg_key consistent` over the
+    ring's names; `owner_down`: it takes the owner for dead (`down`), as a
+    proxy that saw it fail does while another still uses it."""
+
+    def __init__(self, dir_, pair, owner_down):
+        self.dir, self.proc = dir_, None
+        lines = ["  upstream ring {", "    hash $arg_key consistent;"]
+        for s in (pair.a, pair.b):
+            lines.append("    server %s%s;" % (s.name, " down" if owner_down and s is pair.a else ""))
+        lines += ["    keepalive 8;", "  }"]
+        for _ in range(5):
+            self.port = processes.candidate_port()
+            body = "\n".join(lines) + "\n  server {\n    listen 127.0.0.1:%d;\n    location / {\n" % self.port
+            body += "      proxy_pass http://ring;\n      proxy_http_version 1.1;\n"
+            body += '      proxy_set_header Connection "";\n    }\n  }\n'
+            conf = nginx_conf.write(dir_, body)
+            nginx = processes.require("nginx", "/usr/sbin/nginx")
+            self.proc = subprocess.Popen([nginx, "-p", dir_, "-c", conf], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            if processes.wait_for(lambda: processes.listening(self.proc.pid, self.port), 3):
+                return
+            processes.stop(self.proc)
+        raise AssertionError("nginx did not listen")
+
+    def stop(self):
+        processes.stop(self.proc, signal.SIGQUIT, timeout=3)
+
+
 class Replicas(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="frs-replicas-")
@@ -315,6 +347,49 @@ class Replicas(unittest.TestCase):
         self.assertIn("node(s) taken from snapshots", p.a.log())
         for i, k in enumerate(p.keys[5:10]):
             self.assertEqual(p.a.count(k), i + 1, k)
+
+    def test_two_proxies_that_disagree_grant_a_key_at_most_its_limit_plus_the_other_sides_in_flight(self):
+        # One nginx sends the owner's routes to the owner, the other (which
+        # holds the owner for dead) to the successor: both serve one key at
+        # once. Each answer waits for the other holder's acknowledgement, so
+        # a key's uses are granted at most M, plus what the other side
+        # granted at the same instant (its requests in flight: one per
+        # client of the other proxy).
+        p = self.pair()
+        fronts = [Front(os.path.join(self.tmp, "front%d" % i), p, owner_down=i == 1) for i in range(2)]
+        try:
+            keys = p.keys[10:20]
+            granted = {k: 0 for k in keys}
+            lock = threading.Lock()
+
+            def client(front):
+                c = http.client.HTTPConnection("127.0.0.1", front.port, timeout=5)
+                for _ in range(3):
+                    for k in keys:
+                        c.request("GET", "/acquire?biz=small&key=" + k)
+                        r = c.getresponse()
+                        r.read()
+                        self.assertIn(r.status, (200, 429))
+                        if r.status == 200:
+                            with lock:
+                                granted[k] += 1
+                c.close()
+
+            threads = [threading.Thread(target=client, args=(fronts[i % 2],)) for i in range(2 * CLIENTS_PER_FRONT)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            self.assertGreater(p.b.metric("frs_replica_served_for_owner_total"), 0)
+            for k in keys:
+                self.assertGreaterEqual(granted[k], 5, k)
+                self.assertLessEqual(granted[k], 5 + CLIENTS_PER_FRONT, k)
+                self.assertEqual(p.a.get("/query?biz=small&key=" + k)[1], p.b.get("/query?biz=small&key=" + k)[1])
+            print("granted per key (M = 5, %d clients per proxy): %s" % (CLIENTS_PER_FRONT, sorted(granted.values())),
+                  file=sys.stderr)
+        finally:
+            for f in fronts:
+                f.stop()
 
     def test_both_holders_dead_the_survivor_of_a_restart_serves(self):
         p = self.pair(extra_a='replica_timeout_ms="200"')
