@@ -151,7 +151,17 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   if (!is_batch) {
     const WireRequest& r = wire_[0];
     if (r.cmd == Cmd::kStats) {
-      AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_);
+      std::vector<ReplicaPeerView> peers;
+      if (opts_.cluster.ring && opts_.cluster.replicas && metrics_ != nullptr) {
+        peers.resize(std::min(opts_.cluster.ring->shards().size(), kMaxReplicaPeers));
+        for (size_t i = 0; i < peers.size(); ++i)
+          for (uint32_t w = 0; w < metrics_->workers(); ++w) {
+            peers[i].pending += CounterGet(metrics_->worker(w).replica.pending[i]);
+            peers[i].up = peers[i].up && CounterGet(metrics_->worker(w).replica.down[i]) == 0;
+          }
+      }
+      AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_,
+                  peers.empty() ? nullptr : &peers);
       *status = 200;
       return true;
     }
