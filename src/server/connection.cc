@@ -138,13 +138,16 @@ void Connection::Process() {
 }
 
 void Connection::NoteReplica(uint64_t noted_before, size_t out_before) {
+  const uint64_t links = repl_->TakeTouched();
   if (repl_->sync() && repl_->noted() != noted_before) {
     if (!repl_held_) {
       repl_held_ = true;
       repl_from_ = out_before;
       repl_count_ = 0;
+      repl_links_ = 0;
     }
     repl_ticket_ = repl_->noted();
+    repl_links_ |= links;
   }
   if (repl_held_) ++repl_count_;
 }

@@ -100,9 +100,10 @@ class Connection : public DeadlineNode {
   // until the other holder of its route has the change: the worker
   // releases the connection once the replicator's SafeThrough() reaches
   // ReplicaTicket(). Null: nothing is held.
-  void set_replicator(const Replicator* r) { repl_ = r; }
+  void set_replicator(Replicator* r) { repl_ = r; }
   bool HoldsForReplica() const { return repl_held_; }
   uint64_t ReplicaTicket() const { return repl_ticket_; }
+  uint64_t ReplicaLinks() const { return repl_links_; }  // the links whose acknowledgement it waits for
   void ReleaseReplica() { repl_held_ = false; }
   // on_replica_down="refuse": the held answers become `response` each (a
   // complete HTTP 503 that keeps the connection); a gRPC connection closes.
@@ -178,8 +179,9 @@ class Connection : public DeadlineNode {
   bool has_peer_ = false;
   std::unique_ptr<GrpcSession> grpc_;
   bool grpc_busy_ = false;  // the session has a stream not yet answered
-  const Replicator* repl_ = nullptr;
+  Replicator* repl_ = nullptr;
   bool repl_held_ = false;
+  uint64_t repl_links_ = 0;  // Replicator::TakeTouched() of the held answers
   uint64_t repl_ticket_ = 0;
   size_t repl_from_ = 0;     // out_[repl_from_, ...) is held
   uint32_t repl_count_ = 0;  // answers held

@@ -63,6 +63,13 @@ os::UniqueFd StartConnect(const std::string& name, std::string* err) {
   return fd;
 }
 
+// The clock changes are stamped with (the engine's: unix ms).
+int64_t RealMs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
 }  // namespace
 
 Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop* loop)
@@ -119,6 +126,7 @@ void Replicator::OnChange(const Change& c) {
       l.queue.push_back(std::move(q));
       Publish(l);
     }
+    touched_ = ~uint64_t{0};
     ++next_id_;
     return;
   }
@@ -133,14 +141,16 @@ void Replicator::OnChange(const Change& c) {
     if (counters_) CounterAdd(counters_->dropped);
   }
   if (l->down && counters_) CounterAdd(counters_->unprotected);  // answered alone
+  touched_ |= uint64_t{1} << static_cast<size_t>(l - links_.data());
   l->queue.push_back(Queued{next_id_++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key)});
   Publish(*l);
 }
 
-uint64_t Replicator::SafeThrough() const {
+uint64_t Replicator::SafeThrough(uint64_t mask) const {
   uint64_t safe = next_id_ - 1;
-  for (const Link& l : links_) {
-    if (l.down || l.queue.empty()) continue;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    const Link& l = links_[i];
+    if (!(mask >> i & 1) || l.down || l.queue.empty()) continue;
     safe = std::min(safe, l.queue.front().id - 1);
   }
   return safe;
@@ -313,7 +323,12 @@ void Replicator::Acked(Link& l, int64_t now_ns) {
     FRS_LOG("replica link to %s is back; %zu change(s) still queued for it", l.name.c_str(), l.queue.size());
   }
   Publish(l);
-  if (!l.queue.empty()) SendBatch(l, now_ns);
+  if (!l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
+}
+
+bool Replicator::Due(const Link& l, int64_t now_ms) const {
+  if (l.queue.empty()) return false;
+  return opts_.sync || l.queue.size() >= kBatch || now_ms - l.queue.front().at_ms >= kAsyncLingerMs;
 }
 
 void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
@@ -344,7 +359,7 @@ void Replicator::OnEvent(const void* tag, int64_t now_ns) {
     }
     l.state = LinkState::kIdle;
     if (!l.queue.empty()) {
-      SendBatch(l, now_ns);
+      SendBatch(l, now_ns);  // a link back (or new) sends what waited at once
     } else if (l.down) {
       l.down = false;
       FRS_LOG("replica link to %s is back", l.name.c_str());
@@ -358,6 +373,7 @@ void Replicator::OnEvent(const void* tag, int64_t now_ns) {
 
 void Replicator::Pump(int64_t now_ns) {
   const int64_t timeout_ns = int64_t{opts_.timeout_ms} * 1000 * 1000;
+  const int64_t now_ms = RealMs();
   int64_t oldest_ms = -1;
   for (Link& l : links_) {
     switch (l.state) {
@@ -372,20 +388,12 @@ void Replicator::Pump(int64_t now_ns) {
           Fail(l, "no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms), now_ns);
         break;
       case LinkState::kIdle:
-        if (!l.queue.empty()) SendBatch(l, now_ns);
+        if (Due(l, now_ms)) SendBatch(l, now_ns);
         break;
     }
     if (!l.queue.empty() && (oldest_ms < 0 || l.queue.front().at_ms < oldest_ms)) oldest_ms = l.queue.front().at_ms;
   }
-  if (counters_) {
-    int64_t lag = 0;
-    if (oldest_ms >= 0) {
-      timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      lag = std::max<int64_t>(0, ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - oldest_ms);
-    }
-    CounterSet(counters_->lag_ms, static_cast<uint64_t>(lag));
-  }
+  if (counters_) CounterSet(counters_->lag_ms, static_cast<uint64_t>(oldest_ms < 0 ? 0 : std::max<int64_t>(0, now_ms - oldest_ms)));
 }
 
 }  // namespace frs::server

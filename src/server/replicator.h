@@ -57,6 +57,10 @@ class Replicator final : public ChangeSink {
   static constexpr size_t kBatch = 63;  // AdminEngine::kMaxMergeNodes: one transaction at the receiver
   static constexpr size_t kMaxBacklog = size_t{1} << 20;
   static constexpr int64_t kRetryNs = 1000LL * 1000 * 1000;
+  // Async: a batch goes when it is full or its oldest change is this old,
+  // so that batches carry many changes (each exchange costs more CPU than a
+  // decision); the reported lag includes it.
+  static constexpr int64_t kAsyncLingerMs = 5;
 
   // `loop`: the worker's; each link's socket is added to it with a tag
   // that OwnsTag() knows.
@@ -68,9 +72,16 @@ class Replicator final : public ChangeSink {
   bool sync() const { return opts_.sync; }
   // Changes noted so far: a held answer's ticket.
   uint64_t noted() const { return next_id_ - 1; }
-  // Every change with an id up to this is acknowledged, or waited for no
-  // longer (its link is down: serve).
-  uint64_t SafeThrough() const;
+  // The links (bit i: link i) that changes were queued for since the last
+  // call: a held answer waits for those links only.
+  uint64_t TakeTouched() {
+    const uint64_t t = touched_;
+    touched_ = 0;
+    return t;
+  }
+  // Every change with an id up to this, of the links in `mask`, is
+  // acknowledged, or waited for no longer (its link is down: serve).
+  uint64_t SafeThrough(uint64_t mask = ~uint64_t{0}) const;
   // Answers holding a ticket up to this are refused (refuse: a link went
   // down with their changes unacknowledged).
   uint64_t RefusedThrough() const { return refused_through_; }
@@ -130,6 +141,9 @@ class Replicator final : public ChangeSink {
   void Write(Link& l, int64_t now_ns);
   void Read(Link& l, int64_t now_ns);
   void Close(Link& l);
+  // Whether the idle link `l` sends its queue now (sync: at once; async:
+  // full, or lingered long enough).
+  bool Due(const Link& l, int64_t now_ms) const;
 
   ReplicaOptions opts_;
   ReplicaCounters* counters_;
@@ -138,6 +152,7 @@ class Replicator final : public ChangeSink {
   std::vector<Link> links_;
   std::vector<long> link_of_shard_;  // ring index -> index into links_ (-1)
   uint64_t next_id_ = 1;
+  uint64_t touched_ = 0;  // TakeTouched()
   uint64_t refused_through_ = 0;
   std::string digest_;  // the ring's, in hex: a receiver on another ring refuses
 };

@@ -189,12 +189,13 @@ void Worker::ReplicaTurn(int64_t now) {
     return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: " +
            std::to_string(body.size()) + "\r\n\r\n" + body;
   }();
-  const uint64_t safe = repl_->SafeThrough(), refused = repl_->RefusedThrough();
+  const uint64_t refused = repl_->RefusedThrough();
   size_t kept = 0;
   for (size_t i = 0; i < repl_wait_.size(); ++i) {
     Connection* c = repl_wait_[i];
     if (c == nullptr) continue;
     const uint64_t ticket = c->ReplicaTicket();
+    const uint64_t safe = repl_->SafeThrough(c->ReplicaLinks());
     if (ticket > safe && ticket > refused) {
       repl_wait_[kept++] = c;
       continue;
