@@ -71,7 +71,7 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
   }
   Result<std::string> bundle = envoy::ReadEnvoyDir(cfg.grpc_config);
   if (!bundle.ok()) return bundle.status();
-  Result<envoy::EnvoyConfig> parsed = envoy::ParseEnvoyBundle(bundle.value());
+  Result<envoy::EnvoyConfig> parsed = envoy::ParseEnvoyBundle(bundle.value(), cfg.grpc_merge_domains);
   if (!parsed.ok()) return parsed.status();
   Result<std::string> saved = ReadIds(cfg.store_dir + "/" + kEnvoyIdsFile);
   if (!saved.ok()) return saved.status();

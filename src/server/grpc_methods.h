@@ -1,9 +1,11 @@
 // server/grpc_methods.h: the gRPC methods frsd answers on <grpc>:
 //
 //   /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
-//   /grpc.health.v1.Health/Check   ("" or the rate limit service: SERVING,
-//                                   NOT_SERVING once stopping; another
-//                                   service: NOT_FOUND)
+//   /grpc.health.v1.Health/Check   ("", "ratelimit" or the rate limit
+//                                   service's full name: SERVING, NOT_SERVING
+//                                   once stopping, or while no domain is
+//                                   loaded under healthy_with_config;
+//                                   another service: NOT_FOUND)
 //
 // Anything else is UNIMPLEMENTED; a message protobuf cannot parse is
 // INVALID_ARGUMENT; the store unable to answer is UNAVAILABLE (Envoy's
@@ -17,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "config/srv_config.h"
 #include "envoy/rate_limit_service.h"
 #include "server/cluster_view.h"
 #include "server/envoy_log.h"
@@ -26,15 +29,32 @@
 namespace frs::server {
 
 struct GrpcOptions {
-  bool headers = false;  // RateLimit-Limit, -Remaining, -Reset in response_headers_to_add
+  bool headers = false;                          // RateLimit-Limit, -Remaining, -Reset in response_headers_to_add
+  std::string limit_header = "RateLimit-Limit";  // LIMIT_LIMIT_HEADER
+  std::string remaining_header = "RateLimit-Remaining";
+  std::string reset_header = "RateLimit-Reset";
+  bool metadata = false;  // RESPONSE_DYNAMIC_METADATA
+  // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: NOT_SERVING while the Envoy
+  // configuration has no domain.
+  bool healthy_with_config = false;
+  envoy::RlsSettings rls;
 };
+
+// The options of a <grpc> (srv.xml).
+GrpcOptions GrpcOptionsFor(const SrvConfig& cfg);
 
 class GrpcMethods final : public GrpcService {
  public:
   GrpcMethods(Engine* engine, const GrpcOptions& opts);
   ~GrpcMethods() override;
   void SetRules(std::shared_ptr<const envoy::EnvoyRules> rules) { rls_.SetRules(std::move(rules)); }
-  void SetOptions(const GrpcOptions& opts) { opts_ = opts; }
+  void SetOptions(const GrpcOptions& opts) {
+    opts_ = opts;
+    rls_.SetSettings(opts.rls);
+  }
+  // Health as Check answers it for the rate limit service: SERVING, or
+  // NOT_SERVING while stopping or (healthy_with_config) without a domain.
+  bool Serving() const;
   void set_shutting_down(bool v) { shutting_down_ = v; }
   // <cluster>: which descriptors' counter keys this shard owns.
   void SetCluster(const ClusterView& c);
@@ -53,6 +73,7 @@ class GrpcMethods final : public GrpcService {
   static constexpr int kHealthCheckMethod = 1;
   void ShouldRateLimit(std::string_view message, Reply* out);
   void HealthCheck(std::string_view message, Reply* out);
+  void AddDynamicMetadata();
 
   struct Messages;  // the generated protobuf types, kept out of this header
   std::unique_ptr<Messages> m_;
