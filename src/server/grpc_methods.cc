@@ -12,6 +12,7 @@ namespace {
 
 constexpr std::string_view kShouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 constexpr std::string_view kHealthCheck = "/grpc.health.v1.Health/Check";
+constexpr std::string_view kHealthWatch = "/grpc.health.v1.Health/Watch";
 constexpr std::string_view kRlsService = "envoy.service.ratelimit.v3.RateLimitService";
 
 using RlsResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
@@ -68,12 +69,14 @@ GrpcMethods::~GrpcMethods() = default;
 int GrpcMethods::MethodOf(std::string_view path) const {
   if (path == kShouldRateLimit) return kShouldRateLimitMethod;
   if (path == kHealthCheck) return kHealthCheckMethod;
+  if (path == kHealthWatch) return kHealthWatchMethod;
   return -1;
 }
 
 void GrpcMethods::Call(int method, std::string_view message, Reply* out) {
   if (method == kShouldRateLimitMethod) return ShouldRateLimit(message, out);
-  if (method == kHealthCheckMethod) return HealthCheck(message, out);
+  if (method == kHealthCheckMethod) return HealthCheck(message, out, false);
+  if (method == kHealthWatchMethod) return HealthCheck(message, out, true);
   Fail(GrpcCode::kUnimplemented, "unknown method", out);
 }
 
@@ -174,14 +177,20 @@ void GrpcMethods::AddDynamicMetadata() {
   if (passed.fields_size() > 0) *fields["metadata"].mutable_struct_value() = std::move(passed);
 }
 
-void GrpcMethods::HealthCheck(std::string_view message, Reply* out) {
+void GrpcMethods::HealthCheck(std::string_view message, Reply* out, bool watch) {
+  using Health = ::grpc::health::v1::HealthCheckResponse;
   auto& in = m_->health_request;
   if (!ParseInto(message, &in, "HealthCheckRequest", out)) return;
-  if (!in.service().empty() && in.service() != kRlsService && in.service() != kRlsShortName)
-    return Fail(GrpcCode::kNotFound, "unknown service", out);
   auto& r = m_->health_response;
-  r.set_status(Serving() ? ::grpc::health::v1::HealthCheckResponse::SERVING
-                         : ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  if (!in.service().empty() && in.service() != kRlsService && in.service() != kRlsShortName) {
+    // Check: NOT_FOUND; Watch: a status message, the stream kept (grpc's
+    // health/v1 protocol), so a service registered later could be seen.
+    if (!watch) return Fail(GrpcCode::kNotFound, "unknown service", out);
+    r.set_status(Health::SERVICE_UNKNOWN);
+    r.SerializeToString(&out->body);
+    return;
+  }
+  r.set_status(Serving() ? Health::SERVING : Health::NOT_SERVING);
   r.SerializeToString(&out->body);
 }
 

@@ -1,6 +1,10 @@
 // server/grpc_methods.h: the gRPC methods frsd answers on <grpc>:
 //
 //   /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
+//   /grpc.health.v1.Health/Watch   (the same status, streamed: sent at
+//                                   once, then each change; an unknown
+//                                   service: SERVICE_UNKNOWN, as gRPC's own
+//                                   health servers answer it)
 //   /grpc.health.v1.Health/Check   ("", "ratelimit" or the rate limit
 //                                   service's full name: SERVING, NOT_SERVING
 //                                   once stopping, or while no domain is
@@ -66,13 +70,15 @@ class GrpcMethods final : public GrpcService {
   envoy::RateLimitService& rls() { return rls_; }
 
   int MethodOf(std::string_view path) const override;
+  bool Streaming(int method) const override { return method == kHealthWatchMethod; }
   void Call(int method, std::string_view message, Reply* out) override;
 
  private:
   static constexpr int kShouldRateLimitMethod = 0;
   static constexpr int kHealthCheckMethod = 1;
+  static constexpr int kHealthWatchMethod = 2;
   void ShouldRateLimit(std::string_view message, Reply* out);
-  void HealthCheck(std::string_view message, Reply* out);
+  void HealthCheck(std::string_view message, Reply* out, bool watch);
   void AddDynamicMetadata();
 
   struct Messages;  // the generated protobuf types, kept out of this header

@@ -125,6 +125,39 @@ class UpstreamReload(unittest.TestCase):
             except grpc.RpcError as e:
                 return e.code()
 
+    def test_health_watch_streams_the_status_and_its_changes(self):
+        f = self.frsd
+        ch = grpc.insecure_channel("127.0.0.1:%d" % f.grpc_port)
+        watch = ch.unary_stream(HEALTH_WATCH, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                                response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        saved = f.path("saved-w")
+        try:
+            stream = watch(health_pb2.HealthCheckRequest(service="ratelimit"), timeout=30)
+            self.assertEqual(next(stream).status, Health.SERVING)
+            # The status changes (no domain under healthy_with_config): the
+            # open stream gets NOT_SERVING once the connection carries
+            # anything (here a Check on the same channel).
+            f.write_srv(' healthy_with_config="1"')
+            os.mkdir(saved)
+            self.assertTrue(f.reloaded(lambda: [os.rename(f.path("envoy", n), os.path.join(saved, n))
+                                                for n in os.listdir(f.path("envoy"))]), f.log())
+            check = ch.unary_unary(envoy_frsd.HEALTH_CHECK,
+                                   request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                                   response_deserializer=health_pb2.HealthCheckResponse.FromString)
+            self.assertEqual(check(health_pb2.HealthCheckRequest(service=""), timeout=5).status, Health.NOT_SERVING)
+            self.assertEqual(next(stream).status, Health.NOT_SERVING)
+            # An unknown service is SERVICE_UNKNOWN, the stream kept.
+            other = watch(health_pb2.HealthCheckRequest(service="other"), timeout=30)
+            self.assertEqual(next(other).status, Health.SERVICE_UNKNOWN)
+            other.cancel()
+            stream.cancel()
+        finally:
+            ch.close()
+            f.write_srv()
+            for n in os.listdir(saved) if os.path.isdir(saved) else []:
+                os.rename(os.path.join(saved, n), f.path("envoy", n))
+            self.assertTrue(f.reload(), f.log())
+
     def test_health_check_names_and_healthy_with_config(self):
         for name in ("", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"):
             self.assertEqual(self.check(name), Health.SERVING, name)
