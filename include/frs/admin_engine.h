@@ -76,6 +76,18 @@ class AdminEngine : public Engine {
   // taken again (answers OK).
   virtual Status MergeStatsBy(const GroupStats& incoming, std::string_view receipt = {}) = 0;
 
+  // A replica's side (frs/change.h): folds the changes another shard made
+  // into this store's nodes of the same keys with the handoff's merge, in
+  // one transaction with the stream's watermark: `stream` (1..200 bytes)
+  // names the sender's ordered stream and `seq` (>= 1) this batch of it. A
+  // seq at or below the stream's watermark was applied before: nothing
+  // changes and the answer is false. Changes with at_ms below `cutoff_ms`
+  // are skipped (a snapshot already carried them). At most
+  // kMaxMergeNodes distinct keys; kResetBiz is applied on its own. An
+  // error changes nothing.
+  virtual Result<bool> ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
+                                    int64_t cutoff_ms = 0) = 0;
+
  protected:
   AdminEngine() = default;
 };

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "frs/biz_stats.h"
+#include "frs/change.h"
 #include "frs/clock.h"
 #include "frs/decision.h"
 #include "frs/group_stats.h"
@@ -100,6 +101,12 @@ class Engine {
   virtual Result<GroupStats> StatsBy(const GroupStatsQuery& q) const = 0;
   // Today's day number (days since 1970-01-01 in the engine's time zone).
   virtual uint32_t Today() const = 0;
+
+  // Every change this engine makes to a node from now on is told to `sink`
+  // (frs/change.h), from the deciding thread, after the node's lock is
+  // released; null stops it. Not thread-safe against Execute: set it before
+  // serving (a server sets one per process).
+  virtual void SetChangeSink(ChangeSink* sink) { (void)sink; }
 
  protected:
   Engine() = default;

@@ -59,6 +59,12 @@ class Ring {
   size_t OwnerOfHash(uint32_t hash) const;
   size_t OwnerIndex(std::string_view route) const { return OwnerOfHash(HashRoute(route)); }
   const std::string& Owner(std::string_view route) const { return shards_[OwnerIndex(route)].name; }
+  // Index of the route's successor: the shard nginx falls over to when the
+  // owner fails, the server of the first point after the owner's that
+  // belongs to another shard (nginx marks the failed peer tried and walks
+  // on point by point). -1 with a single shard. The holder of a route's
+  // replica (<cluster replicas="1">).
+  long SuccessorOfHash(uint32_t hash) const;
 
   const std::vector<RingShard>& shards() const { return shards_; }
   // Index of the shard named `name`, or -1.

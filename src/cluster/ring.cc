@@ -131,6 +131,19 @@ size_t Ring::OwnerOfHash(uint32_t hash) const {
   return it->shard;
 }
 
+long Ring::SuccessorOfHash(uint32_t hash) const {
+  auto it =
+      std::lower_bound(points_.begin(), points_.end(), hash, [](const Point& p, uint32_t h) { return p.hash < h; });
+  if (it == points_.end()) it = points_.begin();
+  const uint32_t owner = it->shard;
+  for (size_t step = 1; step < points_.size(); ++step) {
+    ++it;
+    if (it == points_.end()) it = points_.begin();
+    if (it->shard != owner) return it->shard;
+  }
+  return -1;
+}
+
 uint32_t Ring::Digest() const {
   boost::crc_32_type crc;
   for (const RingShard& s : shards_) {

@@ -67,6 +67,29 @@ std::string Resolve(const fs::path& base, const std::string& p) {
   return path.lexically_normal().string();
 }
 
+// <cluster>'s replica attributes (docs/configuration.md).
+Status ParseReplicas(const Parser& P, const pugi::xml_node& n, SrvConfig* cfg) {
+  uint64_t v = 0;
+  if (Status s = P.UInt(n, "replicas", 0, 1, &v); !s.ok()) return s;
+  cfg->cluster_replicas = static_cast<uint32_t>(v);
+  if (pugi::xml_attribute a = n.attribute("replica_mode")) {
+    const std::string_view m = a.value();
+    if (m != "sync" && m != "async")
+      return P.Error(n, "<cluster replica_mode> is sync (the default) or async, not \"" + std::string(m) + "\"");
+    cfg->replica_sync = m == "sync";
+  }
+  v = cfg->replica_timeout_ms;
+  if (Status s = P.UInt(n, "replica_timeout_ms", 10, 60000, &v); !s.ok()) return s;
+  cfg->replica_timeout_ms = static_cast<uint32_t>(v);
+  if (pugi::xml_attribute a = n.attribute("on_replica_down")) {
+    const std::string_view m = a.value();
+    if (m != "serve" && m != "refuse")
+      return P.Error(n, "<cluster on_replica_down> is serve (the default) or refuse, not \"" + std::string(m) + "\"");
+    cfg->replica_refuse = m == "refuse";
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<SrvConfig> LoadSrvConfig(const std::string& path_in) { return LoadSrvConfigText(path_in, nullptr); }
@@ -205,7 +228,10 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         *f.field = static_cast<uint32_t>(v);
       }
     } else if (name == "cluster") {
-      if (!(s = P.OnlyAttrs(n, {"self", "enforce"})).ok()) return s;
+      if (!(s = P.OnlyAttrs(n,
+                            {"self", "enforce", "replicas", "replica_mode", "replica_timeout_ms", "on_replica_down"}))
+               .ok())
+        return s;
       cfg.cluster_self = n.attribute("self").value();
       // Checked as a <shard> is: a self that is not a dialable host:port
       // named no shard (every key answered 421 naming this very server), and
@@ -217,6 +243,7 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
       v = 1;
       if (!(s = P.UInt(n, "enforce", 0, 1, &v)).ok()) return s;
       cfg.cluster_enforce = v == 1;
+      if (Status r = ParseReplicas(P, n, &cfg); !r.ok()) return r;
       for (pugi::xml_node sh : n.children()) {
         if (sh.type() != pugi::node_element) continue;
         if (std::string_view(sh.name()) != "shard")
@@ -240,6 +267,11 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
       }
       if (cfg.cluster_shards.empty()) return P.Error(n, "<cluster> needs at least one <shard>");
       if (auto ring = Ring::Make(cfg.cluster_shards); !ring.ok()) return P.Error(n, ring.status().message());
+      if (cfg.cluster_replicas > 0 && cfg.cluster_shards.size() < 2)
+        return P.Error(n, "<cluster replicas=\"1\"> needs at least two <shard>s: a replica lives on another shard");
+      if (cfg.cluster_replicas > 0 && cfg.cluster_shards.size() > SrvConfig::kMaxReplicaShards)
+        return P.Error(n, "<cluster replicas=\"1\"> takes at most " + std::to_string(SrvConfig::kMaxReplicaShards) +
+                              " shards (each worker keeps a link to every other shard)");
     } else if (name == "flush") {
       if (!(s = P.OnlyAttrs(n, {"interval_ms"})).ok()) return s;
       v = cfg.flush_interval_ms;
@@ -360,6 +392,12 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     cfg.cluster_self = ListenName(cfg.host, cfg.port);
     cfg.cluster_self_derived = true;
   }
+  // Shards send each other changes of counts (POST /replicate), an admin's
+  // act: they prove it with the token they share.
+  if (cfg.cluster_replicas > 0 && cfg.admin_token.empty())
+    return P.Error(root,
+                   "<cluster replicas=\"1\"> needs <admin token=\"...\">, the same on every shard: shards "
+                   "authenticate the changes they send each other with it");
   return cfg;
 }
 

@@ -64,6 +64,15 @@ struct SrvConfig {
   std::string cluster_self;
   bool cluster_self_derived = false;  // no self="" given: it follows host:port
   bool cluster_enforce = true;
+  // <cluster replicas="0|1" replica_mode="sync|async" replica_timeout_ms="N"
+  // on_replica_down="serve|refuse">: every change of a node is also made on
+  // the other holder of its route (its successor, or the owner this shard
+  // serves for), docs/cluster.md "Replicas". 0: no replicas (the default).
+  static constexpr size_t kMaxReplicaShards = 64;
+  uint32_t cluster_replicas = 0;
+  bool replica_sync = true;           // "sync": an answer waits for the other holder's acknowledgement
+  uint32_t replica_timeout_ms = 200;  // how long it waits before on_replica_down applies
+  bool replica_refuse = false;        // on_replica_down="refuse": 503 instead of serving alone
   // <decisions file="..." record="denied|all" sample="0..1"/>: the decision
   // log (server/decision_log.h). Empty file: no log (the default).
   std::string decisions_file;     // absolute; "" = none

@@ -1,6 +1,7 @@
 #include "envoy/rate_limit_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <limits>
@@ -10,14 +11,28 @@ namespace frs::envoy {
 
 bool RateLimitService::CheckOwnership(const RlsRequest& req, RlsAnswer* out) {
   if (!own_.ring) return true;
+  if (own_.replicas && own_.catching_up != nullptr &&
+      std::atomic_ref<uint64_t>(const_cast<uint64_t&>(*own_.catching_up)).load(std::memory_order_relaxed) != 0) {
+    for (size_t i = 0; i < req.descriptors.size(); ++i) {
+      if (found_[i] < 0) continue;
+      out->status = Status::Unavailable(
+          "this shard is taking back its nodes from the other shards after a start (replicas); ask again shortly");
+      out->statuses.clear();
+      return false;
+    }
+  }
   for (size_t i = 0; i < req.descriptors.size(); ++i) {
     if (found_[i] < 0) continue;  // nothing counted: any shard answers it alike
     const std::string& key = keys_[i];
     // The route of a counter key as the HTTP side hashes a key without
     // ?route= (a {hash tag} in it included), so that frsctl owner, the
     // clients' rings and nginx's agree on where it lives.
-    const size_t owner = own_.ring->OwnerOfHash(Ring::HashRoute(Ring::RouteOf(key, {})));
+    const uint32_t pos = Ring::HashRoute(Ring::RouteOf(key, {}));
+    const size_t owner = own_.ring->OwnerOfHash(pos);
     if (static_cast<long>(owner) == own_.self_index) continue;
+    // With replicas the successor holds the key's count too (it is the
+    // other holder): it serves it and sends the change back to the owner.
+    if (own_.replicas && own_.ring->SuccessorOfHash(pos) == own_.self_index) continue;
     ++out->misrouted;
     if (!own_.enforce) continue;
     out->owner = own_.ring->shards()[owner].name;

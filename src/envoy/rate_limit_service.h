@@ -122,6 +122,10 @@ struct Ownership {
   std::shared_ptr<const Ring> ring;  // null: a lone server owns every key
   long self_index = -1;              // in ring->shards(); -1: owns nothing
   bool enforce = true;
+  bool replicas = false;  // <cluster replicas="1">: a route's successor serves it too
+  // Non-zero while the shard takes back its nodes after a start (a word of
+  // the server's shared region; null: never): every counted call is refused.
+  const uint64_t* catching_up = nullptr;
 };
 
 class RateLimitService {

@@ -124,6 +124,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
     if (m.biz != nullptr) {
       out[i].biz_id = m.biz->cfg.id;
       if (out[i].ok() && CountsUses(reqs[i].cmd)) Count(*m.biz, reqs[i], out[i], m.created, now.s, &tally);
+      if (sink_ != nullptr) Notify(*m.biz, reqs[i], out[i], now);
     }
     all = all && out[i].ok() && out[i].allowed;
   }

@@ -54,6 +54,7 @@ Decision EngineImpl::Execute(const Request& req) {
   DecideOne(*biz, req, ref, now, d, &created);
   d.biz_id = biz->cfg.id;
   if (d.ok() && CountsUses(req.cmd)) Count(*biz, req, d, created, now.s);
+  if (sink_ != nullptr) Notify(*biz, req, d, now);
   return d;
 }
 

@@ -174,6 +174,9 @@ class EngineImpl final : public AdminEngine {
   Status CheckImport(std::string_view json_line) const override;
   uint32_t Today() const override { return Today(NowAt().s); }
   Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override;
+  Result<bool> ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
+                            int64_t cutoff_ms) override;
+  void SetChangeSink(ChangeSink* sink) override { sink_ = sink; }
 
  private:
   const Map& CurrentMap() const;
@@ -200,6 +203,8 @@ class EngineImpl final : public AdminEngine {
   void Count(const Biz& biz, const Request& req, const Decision& d, bool created, int64_t now_s,
              StatsTally* tally = nullptr);
   Decision AnswerOff(const Biz& biz, const Now& now) const;
+  // Tells sink_ of the change a decided request made (replica_apply.cc).
+  void Notify(const Biz& biz, const Request& req, const Decision& d, const Now& now);
   static KeyRef RefOf(const Biz& biz, const Request& req) {
     KeyRef ref{biz.cfg.id,    Fingerprint{},   req.key,          static_cast<uint8_t>(req.key.size()),
                req.route_pos, req.route_known, biz.cfg.keep_keys};
@@ -220,6 +225,7 @@ class EngineImpl final : public AdminEngine {
   std::string map_path_ FRS_GUARDED_BY(mu_);
   std::shared_ptr<const Map> map_ FRS_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
+  ChangeSink* sink_ = nullptr;  // null: nobody replicates (SetChangeSink)
 };
 
 }  // namespace frs::limit

@@ -16,6 +16,10 @@ struct ClusterView {
   std::string self;      // this shard's name on the ring
   long self_index = -1;  // in ring->shards(); -1: owns nothing (being removed)
   bool enforce = true;
+  bool replicas = false;  // <cluster replicas="1">: a route's successor serves it too
+  // The shared word that says the shard is still taking back its nodes
+  // (ReplicaShared::catching_up; null: no shared region).
+  const uint64_t* catching_up = nullptr;
 };
 
 }  // namespace frs::server

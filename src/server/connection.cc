@@ -26,6 +26,7 @@ void Connection::UseGrpc(std::unique_ptr<GrpcSession> session) {
 }
 
 void Connection::ProcessGrpc() {
+  const uint64_t noted = repl_ != nullptr ? repl_->noted() : 0;
   if (state_ == State::kOpen && (req_ < end_ || grpc_->HasBacklog()) && out_.size() - sent_ < kOutputHighWater) {
     const uint64_t before = grpc_->answered();
     grpc_->set_peer(has_peer_ ? &peer_ : nullptr);
@@ -39,7 +40,11 @@ void Connection::ProcessGrpc() {
     if (!peer_closed_) grpc_->Shutdown();
     state_ = State::kClosing;
   }
+  const size_t out_before = out_.size();
   grpc_->Drain(&out_);
+  // An answer that changed a count waits for the other holder (sync
+  // replicas), and with it every frame drained after it.
+  if (repl_ != nullptr) NoteReplica(noted, out_before);
   grpc_busy_ = grpc_->HasOpenStreams();
   if (state_ == State::kOpen && grpc_->Finished()) state_ = State::kClosing;
 }
@@ -113,7 +118,10 @@ void Connection::Process() {
       break;
     }
     bool keep = parser_.head().keep_alive && !shutting_down_;
+    const uint64_t noted = repl_ != nullptr ? repl_->noted() : 0;
+    const size_t out_before = out_.size();
     keep = handler_->Handle(parser_.head(), in_.get() + req_, keep, req_start_ns_, &out_, has_peer_ ? &peer_ : nullptr);
+    if (repl_ != nullptr) NoteReplica(noted, out_before);
     req_ += parser_.consumed();
     parser_.Reset();
     continue_sent_ = false;
@@ -127,6 +135,31 @@ void Connection::Process() {
     state_ = State::kClosing;
   }
   if (req_ == end_) req_ = end_ = 0;
+}
+
+void Connection::NoteReplica(uint64_t noted_before, size_t out_before) {
+  if (repl_->sync() && repl_->noted() != noted_before) {
+    if (!repl_held_) {
+      repl_held_ = true;
+      repl_from_ = out_before;
+      repl_count_ = 0;
+    }
+    repl_ticket_ = repl_->noted();
+  }
+  if (repl_held_) ++repl_count_;
+}
+
+void Connection::RefuseReplica(std::string_view response) {
+  if (!repl_held_) return;
+  repl_held_ = false;
+  if (grpc_) {
+    // Its frames cannot be taken back one stream at a time: the client sees
+    // the connection fail, as Envoy's failure_mode expects of a lost service.
+    state_ = State::kClosed;
+    return;
+  }
+  out_.resize(repl_from_);
+  for (uint32_t i = 0; i < repl_count_; ++i) out_.append(response);
 }
 
 void Connection::Consumed(size_t n) {

@@ -48,6 +48,7 @@
 #include "server/grpc_session.h"
 #include "server/handler.h"
 #include "server/http_parser.h"
+#include "server/replicator.h"
 
 namespace frs::server {
 
@@ -90,19 +91,35 @@ class Connection : public DeadlineNode {
   void Process();
 
   // --- output
-  std::string_view PendingOutput() const { return std::string_view(out_).substr(sent_); }
+  // Output up to the first answer held for replicas (see HoldsForReplica).
+  std::string_view PendingOutput() const { return std::string_view(out_).substr(sent_, WriteLimit() - sent_); }
   void Consumed(size_t n);
+
+  // --- replicas (<cluster replicas="1" replica_mode="sync">)
+  // An answer that changed a count is held, with every answer after it,
+  // until the other holder of its route has the change: the worker
+  // releases the connection once the replicator's SafeThrough() reaches
+  // ReplicaTicket(). Null: nothing is held.
+  void set_replicator(const Replicator* r) { repl_ = r; }
+  bool HoldsForReplica() const { return repl_held_; }
+  uint64_t ReplicaTicket() const { return repl_ticket_; }
+  void ReleaseReplica() { repl_held_ = false; }
+  // on_replica_down="refuse": the held answers become `response` each (a
+  // complete HTTP 503 that keeps the connection); a gRPC connection closes.
+  void RefuseReplica(std::string_view response);
 
   // --- state for the worker
   bool WantsRead() const;
-  bool WantsWrite() const { return sent_ < out_.size(); }
+  bool WantsWrite() const { return sent_ < WriteLimit(); }
   // A request is partly received, a response is not fully sent, or the
   // connection lingers: the request timeout applies (else the idle timeout).
-  bool Busy() const { return req_ < end_ || grpc_busy_ || WantsWrite() || state_ == State::kLingering; }
+  bool Busy() const { return req_ < end_ || grpc_busy_ || WantsWrite() || repl_held_ || state_ == State::kLingering; }
   // Close now.
-  bool Done() const { return state_ == State::kClosed || (state_ == State::kClosing && !WantsWrite() && !linger_); }
+  bool Done() const {
+    return state_ == State::kClosed || (state_ == State::kClosing && !WantsWrite() && !repl_held_ && !linger_);
+  }
   // The answer is out; shut our side down and drain (see kLingering).
-  bool NeedsLinger() const { return state_ == State::kClosing && !WantsWrite() && linger_; }
+  bool NeedsLinger() const { return state_ == State::kClosing && !WantsWrite() && !repl_held_ && linger_; }
   void StartLinger() { state_ = State::kLingering; }
   // Grows when a request completes or output drains: a busy connection that
   // makes progress gets a fresh request deadline. gRPC: only when a call is
@@ -135,6 +152,11 @@ class Connection : public DeadlineNode {
  private:
   void Compact();
   void ProcessGrpc();
+  size_t WriteLimit() const { return repl_held_ ? repl_from_ : out_.size(); }
+  // After answering: hold what was just appended (from `out_before`) when
+  // the answer noted changes (`noted_before` is the replicator's count
+  // before it).
+  void NoteReplica(uint64_t noted_before, size_t out_before);
 
   os::UniqueFd fd_;
   Handler* handler_;
@@ -156,6 +178,11 @@ class Connection : public DeadlineNode {
   bool has_peer_ = false;
   std::unique_ptr<GrpcSession> grpc_;
   bool grpc_busy_ = false;  // the session has a stream not yet answered
+  const Replicator* repl_ = nullptr;
+  bool repl_held_ = false;
+  uint64_t repl_ticket_ = 0;
+  size_t repl_from_ = 0;     // out_[repl_from_, ...) is held
+  uint32_t repl_count_ = 0;  // answers held
 };
 
 }  // namespace frs::server

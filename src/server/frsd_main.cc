@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
   for (const std::string& said : side.value()) FRS_LOG("%s", said.c_str());
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
   eo.map_text = map_text;
-  auto engine = Engine::Open(eo);
+  auto engine = AdminEngine::Open(eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().message().c_str());
     return 1;
@@ -244,6 +244,8 @@ int main(int argc, char** argv) {
   mc.config = &cfg;
   mc.store = store.value().get();
   mc.engine = engine.value().get();
+  mc.admin = engine.value().get();
+  mc.fresh_store = before.ok() && !before->exists;
   mc.metrics = metrics.value().get();
   mc.allow = &allow.value();
   mc.listeners = std::move(listeners->fds);

@@ -215,7 +215,7 @@ GrpcOptions GrpcOptionsFor(const SrvConfig& cfg) {
 }
 
 void GrpcMethods::SetCluster(const ClusterView& c) {
-  rls_.SetOwnership(envoy::Ownership{c.ring, c.self_index, c.enforce});
+  rls_.SetOwnership(envoy::Ownership{c.ring, c.self_index, c.enforce, c.replicas, c.catching_up});
 }
 
 }  // namespace frs::server

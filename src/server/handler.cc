@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "server/clock_util.h"
+#include "server/replica_metrics.h"
 
 namespace frs::server {
 
@@ -42,6 +43,7 @@ Handler::Handler(const Backend& backend, const HandlerOptions& opts, Metrics* me
       metrics_(metrics),
       counters_(counters),
       envoy_log_(backend.clock) {
+  if (metrics_ != nullptr) opts_.cluster.catching_up = &metrics_->master().replica.catching_up;
   body_.reserve(4096);
   biz_buf_.reserve(256);
   key_buf_.reserve(256);
@@ -62,6 +64,7 @@ HandlerOptions HandlerOptionsFor(const SrvConfig& cfg) {
       o.cluster.self = cfg.cluster_self;
       o.cluster.self_index = o.cluster.ring->Find(cfg.cluster_self);
       o.cluster.enforce = cfg.cluster_enforce;
+      o.cluster.replicas = cfg.cluster_replicas > 0;
     }
   }
   return o;
@@ -69,6 +72,7 @@ HandlerOptions HandlerOptionsFor(const SrvConfig& cfg) {
 
 void Handler::SetOptions(const HandlerOptions& opts) {
   opts_ = opts;
+  if (metrics_ != nullptr) opts_.cluster.catching_up = &metrics_->master().replica.catching_up;
   if (opts_.max_batch > wire_.capacity()) {
     wire_.reserve(opts_.max_batch);
     reqs_.reserve(opts_.max_batch);
@@ -92,6 +96,10 @@ void Handler::TextBody(int code, std::string_view msg, int* status) {
 
 Status Handler::Unhealthy() const {
   if (shutting_down_) return Status::Unavailable("the server is shutting down");
+  // <cluster replicas="1">: not serving its routes before it took back what
+  // the other shards hold for it.
+  if (opts_.cluster.replicas && metrics_ != nullptr && CounterGet(metrics_->master().replica.catching_up) != 0)
+    return Status::Unavailable("taking back this shard's nodes from the other shards (replicas) after a start");
   // A store file deleted or truncated under a running server: take it out
   // of rotation rather than answer from a lost inode.
   return store_ != nullptr ? store_->CheckFiles() : Status::OK();
@@ -180,6 +188,8 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
         if (metrics_) {
           metrics_->Render(*engine_, store_, &body_);
           if (rls_ && rls_->rules()) RenderEnvoyMetrics(*metrics_, *rls_->rules(), &body_);
+          if (opts_.cluster.ring && opts_.cluster.replicas)
+            RenderReplicaMetrics(*metrics_, *opts_.cluster.ring, opts_.cluster.self_index, &body_);
         } else {
           body_.append("# metrics are not shared in this process\n");
         }
@@ -208,6 +218,10 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       HandleJson(std::string_view(base + head.body_off, head.body_len), &json, &status);
       if (json) ctype = kJson;
     }
+  } else if (path == "/replicate") {
+    label = CmdLabel::kMerge;
+    ctype = kPlain;
+    HandleReplicate(head, base, query, &status);
   } else if (path == "/stats") {
     label = CmdLabel::kStats;
     if (!is_get && head.method != HttpMethod::kPost) {

@@ -44,6 +44,7 @@
 #include "server/envoy_metrics.h"
 #include "server/http_parser.h"
 #include "server/metrics.h"
+#include "server/replicator.h"
 #include "server/request_decoder.h"
 #include "server/response_encoder.h"
 
@@ -108,6 +109,10 @@ class Handler {
     rls_ = rls;
     envoy_metrics_ = metrics;
   }
+  // <cluster replicas="1">: the worker's links (null: none). Routes this
+  // shard is successor of are served, and refused while a link is down
+  // with on_replica_down="refuse".
+  void set_replicator(Replicator* r) { repl_ = r; }
   // The map was reloaded: biz names may have changed.
   void MapReloaded() {
     bizzes_.clear();
@@ -140,6 +145,9 @@ class Handler {
   void ProblemBody(const Decision& d);
   // GET /stats (statistics by key field) and POST /stats (a handoff's merge).
   void HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status);
+  // /replicate: changes from another shard, and what a returning shard asks
+  // (handler_replica.cc).
+  void HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status);
   // Runs one request into decisions_[0] and appends its answer to body_.
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);
@@ -186,6 +194,7 @@ class Handler {
   bool bizzes_loaded_ = false;       // bizzes_ is the current map's
   envoy::RateLimitService* rls_ = nullptr;
   EnvoyMetrics* envoy_metrics_ = nullptr;
+  Replicator* repl_ = nullptr;
   EnvoyDecisionLog envoy_log_;
   EnvoyJson json_;
   envoy::RlsRequest rls_req_;

@@ -61,6 +61,28 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
     r.route_known = true;
   }
   const size_t owner = c.ring->OwnerOfHash(pos);
+  if (c.replicas) {
+    // A shard taking back its nodes after an absence answers none of its
+    // routes: nginx sends them to their successors meanwhile.
+    if (metrics_ != nullptr && CounterGet(metrics_->master().replica.catching_up) != 0) {
+      ErrorBody(503, "this shard is taking back its nodes from the other shards after a start; ask again shortly",
+                status);
+      return false;
+    }
+    bool as_successor = false;
+    const long other = repl_ != nullptr ? repl_->OtherHolder(pos, &as_successor) : -1;
+    if (static_cast<long>(owner) == c.self_index || as_successor) {
+      if (repl_ != nullptr && repl_->Refusing(other)) {
+        ErrorBody(503,
+                  "the other holder of this route (" + c.ring->shards()[static_cast<size_t>(other)].name +
+                      ") does not acknowledge changes, and <cluster on_replica_down=\"refuse\">",
+                  status);
+        return false;
+      }
+      if (as_successor && counters_) CounterAdd(counters_->replica.served_for_owner);
+      return true;
+    }
+  }
   if (static_cast<long>(owner) == c.self_index) return true;
   if (counters_) CounterAdd(counters_->misrouted);
   if (!c.enforce) return true;
@@ -129,7 +151,17 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   if (!is_batch) {
     const WireRequest& r = wire_[0];
     if (r.cmd == Cmd::kStats) {
-      AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_);
+      std::vector<ReplicaPeerView> peers;
+      if (opts_.cluster.ring && opts_.cluster.replicas && metrics_ != nullptr) {
+        peers.resize(std::min(opts_.cluster.ring->shards().size(), kMaxReplicaPeers));
+        for (size_t i = 0; i < peers.size(); ++i)
+          for (uint32_t w = 0; w < metrics_->workers(); ++w) {
+            peers[i].pending += CounterGet(metrics_->worker(w).replica.pending[i]);
+            peers[i].up = peers[i].up && CounterGet(metrics_->worker(w).replica.down[i]) == 0;
+          }
+      }
+      AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_,
+                  peers.empty() ? nullptr : &peers);
       *status = 200;
       return true;
     }

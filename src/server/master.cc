@@ -5,6 +5,7 @@
 #include "server/config_check.h"
 #include "server/envoy_map.h"
 #include "server/fd_limit.h"
+#include "server/replica_catchup.h"
 
 #include <poll.h>
 #include <sys/wait.h>
@@ -290,7 +291,9 @@ void Master::Reload() {
     FRS_LOG("srv.xml: <decisions> changed (file \"%s\", record %s, sample %g); applied by each worker",
             next->decisions_file.c_str(), next->decisions_all ? "all" : "denied", next->decisions_sample);
   if (next->cluster_shards != live_.cluster_shards || next->cluster_self != live_.cluster_self ||
-      next->cluster_enforce != live_.cluster_enforce)
+      next->cluster_enforce != live_.cluster_enforce || next->cluster_replicas != live_.cluster_replicas ||
+      next->replica_sync != live_.replica_sync || next->replica_refuse != live_.replica_refuse ||
+      next->replica_timeout_ms != live_.replica_timeout_ms)
     FRS_LOG(
         "srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
         "other shards now own",
@@ -335,6 +338,7 @@ void Master::Tick(int64_t now) {
 
 int Master::Run(const sigset_t* wait_mask) {
   if (ctx_.metrics) CounterSet(ctx_.metrics->master().master_pid, static_cast<uint64_t>(getpid()));
+  if (ctx_.metrics) PrepareReplicaCatchUp(cfg_, ctx_.fresh_store, &ctx_.metrics->master().replica);
   for (uint32_t i = 0; i < slots_.size(); ++i)
     if (!Spawn(i)) {
       StopWorkers();
@@ -351,6 +355,10 @@ int Master::Run(const sigset_t* wait_mask) {
     if (ready_pending && AllServing()) {
       ready_pending = false;
       if (ctx_.on_ready) ctx_.on_ready();
+      // Every worker serves /replicate: take back what the other shards
+      // hold for this one, then open its routes.
+      if (ctx_.admin != nullptr && ctx_.metrics != nullptr && cfg_.cluster_replicas > 0)
+        RunReplicaCatchUp(cfg_, ctx_.fresh_store, ctx_.admin, &ctx_.metrics->master().replica, cfg_.workers);
       if (ctx_.notify)
         ctx_.notify("READY=1\nMAINPID=" + std::to_string(getpid()) + "\nSTATUS=serving on " + cfg_.host + ":" +
                     std::to_string(cfg_.port) + " with " + std::to_string(slots_.size()) + " worker(s)");

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "config/srv_config.h"
+#include "frs/admin_engine.h"
 #include "frs/engine.h"
 #include "frs/store.h"
 #include "os/unique_fd.h"
@@ -37,6 +38,11 @@ struct MasterContext {
   const SrvConfig* config = nullptr;
   Store* store = nullptr;
   Engine* engine = nullptr;  // the master's own, to validate reloads
+  // The same engine's admin face: a shard's return takes nodes back through
+  // it (<cluster replicas="1">, replica_catchup.h). `fresh_store`: this
+  // start created the store.
+  AdminEngine* admin = nullptr;
+  bool fresh_store = false;
   Metrics* metrics = nullptr;
   const AllowList* allow = nullptr;
   std::vector<os::UniqueFd> listeners;       // one per worker slot

@@ -107,6 +107,36 @@ struct alignas(64) DetailedKeySlot {
 // descriptor keyed by client address cannot grow /metrics without end.
 inline constexpr size_t kDetailedKeys = 1024;
 
+// <cluster replicas="1">: at most this many shards (SrvConfig::kMaxReplicaShards),
+// so that per-peer figures fit a fixed region.
+inline constexpr size_t kMaxReplicaPeers = 64;
+
+// One worker's replica links (server/replicator.h). Gauges are set by the
+// worker; the rest count up.
+struct ReplicaCounters {
+  uint64_t sent, acked;                // changes sent to / acknowledged by the other holders
+  uint64_t batches, retries;           // batches sent; batches sent again after a lost link
+  uint64_t unprotected;                // answers given before the other holder had the change (a link down)
+  uint64_t refused;                    // answers 503 for a link down (on_replica_down="refuse")
+  uint64_t served_for_owner;           // requests this shard served as a route's successor
+  uint64_t received, duplicates;       // changes applied from other shards; batches received again
+  uint64_t dropped;                    // changes dropped from a full backlog (kMaxBacklog)
+  uint64_t episodes;                   // times a link went down
+  uint64_t lag_ms;                     // gauge: age of the oldest change not acknowledged
+  uint64_t pending[kMaxReplicaPeers];  // gauge: changes queued for each shard (ring index)
+  uint64_t down[kMaxReplicaPeers];     // gauge: 1 while the link to that shard is down
+};
+
+// What every process of a shard shares about its replicas (in the master's
+// region): whether it is still taking back its nodes, and per other shard
+// (ring index) whether its changes are taken yet and from when.
+struct ReplicaShared {
+  uint64_t catching_up;                  // 1: routed requests answer 503 (the start's catch-up is not done)
+  uint64_t hold_off[kMaxReplicaPeers];   // 1: /replicate from that shard answers 503 (its snapshot is being taken)
+  uint64_t cutoff_ms[kMaxReplicaPeers];  // unix ms: changes from that shard older than this are in its snapshot
+  uint64_t catchup_nodes;                // nodes taken back from snapshots at the start
+};
+
 struct alignas(64) WorkerCounters {
   uint64_t requests[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots];
   uint64_t latency[kLatencyBuckets];
@@ -121,6 +151,7 @@ struct alignas(64) WorkerCounters {
   uint64_t pid;                       // set by the master when it starts the slot's worker
   uint64_t serving_pid;               // set by that worker once its event loop holds the listening socket
   alignas(64) DecisionLogCounters decision_log;
+  alignas(64) ReplicaCounters replica;
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];
   // [biz id][rule position][result]: like the per-biz arrays, the pages of
   // bizzes never decided are never touched.
@@ -139,6 +170,7 @@ struct alignas(64) MasterCounters {
   uint64_t reloads, reload_failures;
   uint64_t started_unix;
   uint64_t master_pid;  // set by the master once it runs (after daemonizing)
+  alignas(64) ReplicaShared replica;
 };
 
 class Metrics {
@@ -159,6 +191,7 @@ class Metrics {
   WorkerCounters& worker(uint32_t i) { return workers_base_[i]; }
   const WorkerCounters& worker(uint32_t i) const { return workers_base_[i]; }
   MasterCounters& master() { return *master_; }
+  const MasterCounters& master() const { return *master_; }
 
   // Appends the Prometheus text exposition (version 0.0.4). `engine` gives
   // the biz names and the store figures.

@@ -1,5 +1,7 @@
 #include "server/response_encoder.h"
 
+#include <atomic>
+
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -162,7 +164,7 @@ void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<cons
 }
 
 void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, const ClusterView* cluster,
-                 std::string* out) {
+                 std::string* out, const std::vector<ReplicaPeerView>* peers) {
   out->append("<response code=\"0\">\n  <store");
   Attr("files", st.geometry.files, out);
   Attr("keynodes", st.geometry.keynodes, out);
@@ -185,12 +187,23 @@ void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, cons
     out->push_back('"');
     Attr("enforce", cluster->enforce ? 1 : 0, out);
     Attr("shards", static_cast<int64_t>(cluster->ring->shards().size()), out);
+    if (cluster->replicas) {
+      Attr("replicas", 1, out);
+      const bool catching = cluster->catching_up != nullptr &&
+                            std::atomic_ref<uint64_t>(const_cast<uint64_t&>(*cluster->catching_up)).load() != 0;
+      Attr("catching_up", catching ? 1 : 0, out);
+    }
     char digest[16];
     int dn = std::snprintf(digest, sizeof digest, "%08x", cluster->ring->Digest());
     out->append(" digest=\"").append(digest, static_cast<size_t>(dn)).append("\">\n");
-    for (const RingShard& s : cluster->ring->shards()) {
+    for (size_t i = 0; i < cluster->ring->shards().size(); ++i) {
+      const RingShard& s = cluster->ring->shards()[i];
       out->append("    <shard");
       Attr("weight", s.weight, out);
+      if (peers != nullptr && i < peers->size() && static_cast<long>(i) != cluster->self_index) {
+        Attr("pending", static_cast<int64_t>((*peers)[i].pending), out);
+        out->append((*peers)[i].up ? " link=\"up\"" : " link=\"down\"");
+      }
       out->push_back('>');
       AppendXmlEscaped(s.name, out);
       out->append("</shard>\n");

@@ -33,9 +33,14 @@ void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<cons
 // <batch answer="compact">: one <m a="0|1" r="REMAINING" t="RESET"/> per
 // member (w="RETRY_AFTER" when denied; code= and msg= for a member error).
 void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out);
+// This shard's view of its link to another shard (<cluster replicas="1">).
+struct ReplicaPeerView {
+  uint64_t pending = 0;  // changes queued for it, not acknowledged
+  bool up = true;
+};
 // The answer to cmd="stats"; `cluster` is the cluster this server is a shard
-// of (null: none).
+// of (null: none); `peers` (by ring index, with replicas) its replica links.
 void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, const ClusterView* cluster,
-                 std::string* out);
+                 std::string* out, const std::vector<ReplicaPeerView>* peers = nullptr);
 
 }  // namespace frs::server

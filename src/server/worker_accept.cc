@@ -77,10 +77,12 @@ void Worker::Accept(int64_t now, bool grpc) {
       queued_.resize(idx + 1);
       held_flag_.resize(idx + 1);
       reading_flag_.resize(idx + 1);
+      repl_flag_.resize(idx + 1);
       progress_seen_.resize(idx + 1);
     }
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
     conn->set_peer(PeerOf(peer));
+    conn->set_replicator(repl_.get());
     if (grpc) {
       auto session =
           GrpcSession::Create(&*grpc_, GrpcLimits{cfg_.grpc_max_streams, cfg_.max_header_bytes, cfg_.max_body_bytes});

@@ -32,6 +32,7 @@ int Worker::Run(const sigset_t* wait_mask) {
     return 1;
   }
   SetOpenGauge();  // a replacement starts from its predecessor's stale value
+  SetUpReplicas();
   reading_.reserve(EventLoop::kMaxEvents);
   FRS_LOG("serving (listen socket %d)", ctx_.listener.get());
   if (counters_) CounterSet(counters_->serving_pid, static_cast<uint64_t>(getpid()));  // the master's READY=1
@@ -44,6 +45,8 @@ int Worker::Run(const sigset_t* wait_mask) {
     if (stopping_) timeout_ms = std::min(timeout_ms, 50);
     if (accept_paused_) timeout_ms = std::min(timeout_ms, 50);  // look again soon whether to resume
     if (!again_.empty()) timeout_ms = 0;                        // input is waiting on a socket already
+    // Replica links time out (replica_timeout_ms) and retry on the loop's turns.
+    if (repl_ && (!repl_wait_.empty() || repl_->Busy())) timeout_ms = std::min(timeout_ms, 5);
     auto events = loop_.Wait(timeout_ms, wait_mask);
     now = MonoNs();
     // A handler runs only when the wait returns EINTR, with no events: a
@@ -57,6 +60,10 @@ int Worker::Run(const sigset_t* wait_mask) {
     // more GETs per CPU-second and 11-16 % less user CPU; batches, whose
     // members already run in a row, +1 %: docs/performance.md section 10).
     for (const epoll_event& ev : events) {
+      if (repl_ && repl_->OwnsTag(ev.data.ptr)) {
+        repl_->OnEvent(ev.data.ptr, now);
+        continue;
+      }
       if (ev.data.ptr == nullptr || ev.data.ptr == &grpc_tag_) {
         if (!stopping_) Accept(now, ev.data.ptr == &grpc_tag_);
         continue;
@@ -79,6 +86,7 @@ int Worker::Run(const sigset_t* wait_mask) {
     ServeAgain(now);
     holding_ = false;
     WriteHeld(now);
+    if (repl_) ReplicaTurn(now);
     // A saturating load keeps every wait from sleeping, and only a sleeping
     // wait lets signals in: look for pending ones every 10 ms.
     if (now >= next_signal_check_) {
@@ -127,6 +135,83 @@ void Worker::SampleGrpcHeld() {
     ::malloc_trim(0);
     grpc_held_peak_ = held;
   }
+}
+
+void Worker::SetUpReplicas() {
+  const ClusterView& c = handler_.options().cluster;
+  if (repl_) {
+    // The old links' tickets mean nothing to new ones: what they held goes
+    // out now (the changes still queued are dropped with the links, said).
+    for (Connection* held : repl_wait_) {
+      if (held == nullptr) continue;
+      repl_flag_[static_cast<size_t>(held->fd())] = 0;
+      held->ReleaseReplica();
+      held->set_replicator(nullptr);
+      Settle(held, MonoNs());
+    }
+    repl_wait_.clear();
+    FRS_LOG("<cluster> changed: the replica links start anew");
+    engine_->SetChangeSink(nullptr);
+    handler_.set_replicator(nullptr);
+    for (auto& conn : conns_)
+      if (conn) conn->set_replicator(nullptr);
+    repl_.reset();
+  }
+  if (!c.ring || !c.replicas || c.self_index < 0) return;
+  ReplicaOptions o;
+  o.ring = c.ring;
+  o.self_index = c.self_index;
+  o.self = c.self;
+  o.sync = cfg_.replica_sync;
+  o.refuse = cfg_.replica_refuse;
+  o.timeout_ms = cfg_.replica_timeout_ms;
+  o.token = cfg_.admin_token;
+  // A stream per worker process: its seqs start at 1, and the receivers
+  // keep a watermark per stream name.
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  o.stream =
+      c.self + "/" + std::to_string(getpid()) + "." + std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec);
+  repl_ = std::make_unique<Replicator>(std::move(o), counters_ ? &counters_->replica : nullptr, &loop_);
+  engine_->SetChangeSink(repl_.get());
+  handler_.set_replicator(repl_.get());
+  for (auto& conn : conns_)
+    if (conn) conn->set_replicator(repl_.get());
+}
+
+void Worker::ReplicaTurn(int64_t now) {
+  repl_->Pump(now);
+  if (repl_wait_.empty()) return;
+  static const std::string kRefused = [] {
+    const std::string body =
+        "<response code=\"503\" msg=\"the other holder of this route did not acknowledge the change within "
+        "replica_timeout_ms, and &lt;cluster on_replica_down=&quot;refuse&quot;&gt;\"/>\n";
+    return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  const uint64_t safe = repl_->SafeThrough(), refused = repl_->RefusedThrough();
+  size_t kept = 0;
+  for (size_t i = 0; i < repl_wait_.size(); ++i) {
+    Connection* c = repl_wait_[i];
+    if (c == nullptr) continue;
+    const uint64_t ticket = c->ReplicaTicket();
+    if (ticket > safe && ticket > refused) {
+      repl_wait_[kept++] = c;
+      continue;
+    }
+    repl_flag_[static_cast<size_t>(c->fd())] = 0;
+    if (ticket <= refused) {
+      c->RefuseReplica(kRefused);
+      if (counters_) CounterAdd(counters_->replica.refused);
+    } else {
+      c->ReleaseReplica();
+    }
+    // Settle may hold it again (more answers noted): it is appended anew,
+    // and this loop, which runs to the list's end, keeps it.
+    repl_wait_[i] = nullptr;
+    Guarded(c, [&] { Settle(c, now); });
+  }
+  repl_wait_.resize(kept);
 }
 
 void Worker::BeginShutdown(int64_t now) {
@@ -271,6 +356,13 @@ void Worker::Settle(Connection* c, int64_t now) {
   for (int round = 0;; ++round) {
     const uint64_t progress = c->progress();
     c->Process();
+    if (c->HoldsForReplica()) {
+      const size_t fd = static_cast<size_t>(c->fd());
+      if (!repl_flag_[fd]) {
+        repl_flag_[fd] = 1;
+        repl_wait_.push_back(c);
+      }
+    }
     if (holding_ && c->WantsWrite()) {
       // Written with the turn's other answers; WriteHeld settles it then.
       Hold(c);
@@ -334,6 +426,10 @@ void Worker::Close(Connection* c) {
   if (held_flag_[idx]) {
     std::replace(held_.begin(), held_.end(), c, static_cast<Connection*>(nullptr));
     held_flag_[idx] = 0;
+  }
+  if (idx < repl_flag_.size() && repl_flag_[idx]) {
+    std::replace(repl_wait_.begin(), repl_wait_.end(), c, static_cast<Connection*>(nullptr));
+    repl_flag_[idx] = 0;
   }
   if (reading_flag_[idx]) {
     std::replace(reading_.begin(), reading_.end(), c, static_cast<Connection*>(nullptr));

@@ -62,6 +62,13 @@ class Worker {
   void SampleGrpcHeld();
 
  private:
+  // <cluster replicas="1">: the links to the other shards (server/replicator.h),
+  // made at start and again when a reload changes the ring.
+  void SetUpReplicas();
+  // Once a turn: ship what the turn changed, then release the answers the
+  // other holders have acknowledged (refuse: answer 503 for those a lost
+  // link leaves unacknowledged).
+  void ReplicaTurn(int64_t now);
   static constexpr int64_t kMsNs = 1000000;
 
   // From the HTTP listener, or the <grpc> one (`grpc`).
@@ -118,6 +125,9 @@ class Worker {
   EnvoyMetrics envoy_metrics_{counters_};   // Envoy's per-descriptor counters, in counters_
   Handler handler_;
   std::optional<GrpcMethods> grpc_;            // with <grpc>
+  std::unique_ptr<Replicator> repl_;           // with <cluster replicas="1">
+  std::vector<Connection*> repl_wait_;         // connections holding answers for replicas (null: released)
+  std::vector<uint8_t> repl_flag_;             // by fd: in repl_wait_
   std::string envoy_bundle_;                   // applied to grpc_
   std::unique_ptr<DecisionLog> decision_log_;  // null: no <decisions>
   Engine* engine_;

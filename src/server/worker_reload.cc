@@ -98,12 +98,22 @@ void Worker::ApplyLive(const SrvConfig& next) {
   // A self that follows <listen> follows the port really bound (port="0").
   cfg_.cluster_self = next.cluster_self_derived ? ListenName(cfg_.host, cfg_.port) : next.cluster_self;
   cfg_.cluster_enforce = next.cluster_enforce;
+  const bool replicas_changed = next.cluster_replicas != cfg_.cluster_replicas ||
+                                next.replica_sync != cfg_.replica_sync || next.replica_refuse != cfg_.replica_refuse ||
+                                next.replica_timeout_ms != cfg_.replica_timeout_ms;
+  cfg_.cluster_replicas = next.cluster_replicas;
+  cfg_.replica_sync = next.replica_sync;
+  cfg_.replica_refuse = next.replica_refuse;
+  cfg_.replica_timeout_ms = next.replica_timeout_ms;
   ApplyDecisionLog(next);
   limits_ = ConnectionLimits{cfg_.max_header_bytes, cfg_.max_body_bytes};
   idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);
   busy_.set_timeout(int64_t{cfg_.request_timeout_ms} * kMsNs);
+  const uint32_t old_digest = handler_.options().cluster.ring ? handler_.options().cluster.ring->Digest() : 0;
   handler_.SetOptions(HandlerOptionsFor(cfg_));
   if (grpc_) grpc_->SetCluster(handler_.options().cluster);
+  const uint32_t new_digest = handler_.options().cluster.ring ? handler_.options().cluster.ring->Digest() : 0;
+  if (replicas_changed || (repl_ && new_digest != old_digest)) SetUpReplicas();
 }
 
 void Worker::ApplyDecisionLog(const SrvConfig& next) {

@@ -1,7 +1,9 @@
 // The ring agrees with a real nginx: for 10,000 routes and for weighted
 // shards, the backend nginx's `hash $arg_route consistent;` reaches is the
 // shard frs::Ring computes. The backends are server blocks of the same nginx
-// that answer with their own port.
+// that answer with their own port. With one backend dead (it closes every
+// connection unanswered), nginx falls over to the route's successor as the
+// ring computes it (the holder of the route's replica).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -18,7 +20,7 @@ namespace {
 // Asks nginx for every route and counts the routes whose backend differs
 // from the ring's owner. nginx is its own front (ports[0]) and its own
 // backends (the rest, one `weights` each): each backend answers its port.
-void ExpectAgreement(const std::vector<uint32_t>& weights, const std::vector<std::string>& routes) {
+void ExpectAgreement(const std::vector<uint32_t>& weights, const std::vector<std::string>& routes, long dead = -1) {
   ASSERT_FALSE(testing::NginxBinary().empty()) << "nginx is not installed (tools/setup.sh --test installs it)";
   testing::TempDir dir;
   testing::Nginx nginx(dir.path(), "");
@@ -32,9 +34,12 @@ void ExpectAgreement(const std::vector<uint32_t>& weights, const std::vector<std
         http += "  server {\n    listen 127.0.0.1:" + std::to_string(p[0]) +
                 ";\n    location / {\n      proxy_pass http://ring;\n      proxy_http_version 1.1;\n"
                 "      proxy_set_header Connection \"\";\n    }\n  }\n";
+        // The dead backend closes every connection unanswered (444): an
+        // `error` for proxy_next_upstream, as a killed shard's reset is.
         for (size_t i = 1; i < p.size(); ++i)
-          http += "  server {\n    listen 127.0.0.1:" + std::to_string(p[i]) + ";\n    location / { return 200 \"" +
-                  std::to_string(p[i]) + "\"; }\n  }\n";
+          http += "  server {\n    listen 127.0.0.1:" + std::to_string(p[i]) + ";\n    location / { return " +
+                  (static_cast<long>(i) - 1 == dead ? std::string("444; }\n  }\n")
+                                                    : "200 \"" + std::to_string(p[i]) + "\"; }\n  }\n");
         return http;
       });
   ASSERT_FALSE(ports.empty()) << nginx.log();
@@ -58,13 +63,21 @@ void ExpectAgreement(const std::vector<uint32_t>& weights, const std::vector<std
     }
     ASSERT_EQ(r.status, 200) << route << "\n" << nginx.log();
     size_t owner = ring->OwnerIndex(route);
+    if (static_cast<long>(owner) == dead) {
+      const long successor = ring->SuccessorOfHash(Ring::HashRoute(route));
+      ASSERT_GE(successor, 0);
+      owner = static_cast<size_t>(successor);
+    }
     ++per_shard[owner];
     if (r.body != std::to_string(backends[owner]) && ++mismatches <= 5)
       ADD_FAILURE() << "route " << route << ": nginx reached " << r.body << ", the ring says "
                     << ring->shards()[owner].name;
   }
   EXPECT_EQ(mismatches, 0) << "of " << routes.size() << " routes";
-  for (size_t i = 0; i < backends.size(); ++i) EXPECT_GT(per_shard[i], 0) << "shard " << i << " owns nothing";
+  for (size_t i = 0; i < backends.size(); ++i)
+    if (static_cast<long>(i) != dead) {
+      EXPECT_GT(per_shard[i], 0) << "shard " << i << " owns nothing";
+    }
 }
 
 std::vector<std::string> Routes(int n) {
@@ -83,6 +96,8 @@ std::vector<std::string> Routes(int n) {
 TEST(NginxRingTest, OwnersAgreeForTenThousandRoutes) { ExpectAgreement({1, 1, 1}, Routes(10000)); }
 
 TEST(NginxRingTest, WeightsAgree) { ExpectAgreement({1, 2, 3, 1}, Routes(10000)); }
+
+TEST(NginxRingTest, SuccessorsAgreeWhenAnOwnerIsDead) { ExpectAgreement({1, 2, 1, 1}, Routes(4000), 1); }
 
 }  // namespace
 }  // namespace frs

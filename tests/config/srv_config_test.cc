@@ -170,6 +170,43 @@ TEST(SrvConfig, ClusterErrors) {
   ExpectError(head + "<ratelimit legacy=\"2\"/>\n</frs>", "4", "<ratelimit legacy> is 1 (both forms), 0");
 }
 
+// <cluster replicas="1">: sync and serve by default, each attribute checked
+// with its allowed values, and refused where it cannot work.
+TEST(SrvConfig, ClusterReplicas) {
+  TempDir d;
+  auto c = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/><admin token="t"/>
+<cluster self="10.0.0.1:8301" replicas="1"><shard>10.0.0.1:8301</shard><shard>10.0.0.2:8301</shard></cluster></frs>)"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->cluster_replicas, 1u);
+  EXPECT_TRUE(c->replica_sync);
+  EXPECT_FALSE(c->replica_refuse);
+  EXPECT_EQ(c->replica_timeout_ms, 200u);
+  auto a = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/><admin token="t"/>
+<cluster replicas="1" replica_mode="async" replica_timeout_ms="50" on_replica_down="refuse">
+<shard>10.0.0.1:8301</shard><shard>10.0.0.2:8301</shard></cluster></frs>)"));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_FALSE(a->replica_sync);
+  EXPECT_TRUE(a->replica_refuse);
+  EXPECT_EQ(a->replica_timeout_ms, 50u);
+  auto off = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/>
+<cluster><shard>10.0.0.1:8301</shard></cluster></frs>)"));
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->cluster_replicas, 0u);
+
+  const std::string head = "<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<admin token=\"t\"/>\n";
+  const std::string two = "<shard>a:1</shard><shard>b:1</shard>\n</cluster>\n</frs>";
+  ExpectError(head + "<cluster replicas=\"2\">\n" + two, "5", "<cluster replicas> is 2, must be from 0 to 1");
+  ExpectError(head + "<cluster replicas=\"1\" replica_mode=\"quorum\">\n" + two, "5",
+              "<cluster replica_mode> is sync (the default) or async, not \"quorum\"");
+  ExpectError(head + "<cluster replicas=\"1\" on_replica_down=\"fail\">\n" + two, "5",
+              "<cluster on_replica_down> is serve (the default) or refuse");
+  ExpectError(head + "<cluster replicas=\"1\" replica_timeout_ms=\"5\">\n" + two, "5", "replica_timeout_ms");
+  ExpectError(head + "<cluster replicas=\"1\">\n<shard>a:1</shard>\n</cluster>\n</frs>", "5",
+              "needs at least two <shard>s");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<cluster replicas=\"1\">\n" + two, "1",
+              "needs <admin token");
+}
+
 // <cluster self> and every <shard> are host:port a peer can dial: one check
 // for both, naming the attribute and the bad value.
 TEST(SrvConfig, ClusterSelfAndShardsAreHostPortExactly) {

@@ -35,8 +35,9 @@ class Pair:
     """Two shards started on ports of their own binding, then told the
     cluster (the ports they got) by a live reload of srv.xml."""
 
-    def __init__(self, enforce):
-        self.shards = [envoy_frsd.Frsd({"rl.yaml": YAML}, workers=1) for _ in range(2)]
+    def __init__(self, enforce, replicas=False):
+        extra = '  <admin token="pair"/>\n' if replicas else ""
+        self.shards = [envoy_frsd.Frsd({"rl.yaml": YAML}, workers=1, extra=extra) for _ in range(2)]
         for s in self.shards:
             s.start()
         names = ["127.0.0.1:%d" % s.port for s in self.shards]
@@ -44,8 +45,9 @@ class Pair:
             with open(s.path("srv.xml")) as f:
                 text = f.read()
             text = text.replace('port="0"', 'port="%d"' % s.port, 1)
-            cluster = '  <cluster self="%s" enforce="%d">\n%s  </cluster>\n' % (
-                name, 1 if enforce else 0, "".join("    <shard>%s</shard>\n" % n for n in names))
+            cluster = '  <cluster self="%s" enforce="%d"%s>\n%s  </cluster>\n' % (
+                name, 1 if enforce else 0, ' replicas="1"' if replicas else "",
+                "".join("    <shard>%s</shard>\n" % n for n in names))
             with open(s.path("srv.xml"), "w") as f:
                 f.write(text.replace("</frs>", cluster + "</frs>"))
             if not s.reload():
@@ -105,6 +107,33 @@ class GrpcCluster(unittest.TestCase):
             # Shard 1's counts are its own: fail-open splits a limit between shards.
             for u in USERS:
                 self.assertEqual(pair.call(1, request(u)).statuses[0].limit_remaining, 1)
+        finally:
+            pair.remove()
+
+    def test_a_replicated_pair_counts_every_descriptor_once_whichever_shard_a_call_reaches(self):
+        # envoyproxy/ratelimit's deployment: N replicas over one Redis, Envoy
+        # spreading calls round robin. Here: two frsd, each the other's
+        # successor (<cluster replicas="1">), so both hold every counter.
+        pair = Pair(enforce=True, replicas=True)
+        try:
+            # Round robin: each user's calls alternate between the shards.
+            for u in USERS[:20]:
+                codes = [pair.call(i % 2, request(u)).overall_code for i in range(3)]
+                self.assertEqual(codes, [Resp.OK, Resp.OK, Resp.OVER_LIMIT], u)
+            # Both hold each count: a look at either says 0 left.
+            for u in USERS[:20]:
+                for i in range(2):
+                    r = pair.call(i, request(u))
+                    self.assertEqual(r.overall_code, Resp.OVER_LIMIT, (u, i))
+            # One of them killed mid-run: the other goes on from the same counts.
+            for u in USERS[20:]:
+                self.assertEqual(pair.call(0, request(u)).overall_code, Resp.OK, u)
+            pair.shards[1].kill9_all()
+            for u in USERS[20:]:
+                codes = [pair.call(0, request(u)).overall_code for _ in range(2)]
+                self.assertEqual(codes, [Resp.OK, Resp.OVER_LIMIT], u)
+            for u in USERS[:20]:
+                self.assertEqual(pair.call(0, request(u)).overall_code, Resp.OVER_LIMIT, u)
         finally:
             pair.remove()
 

@@ -54,8 +54,12 @@ std::set<std::string> MetricNames(const std::string& text) {
 
 TEST(Monitoring, RulesAndDashboardUseOnlyMetricsFrsdExports) {
   // With <grpc>: the dashboard's Envoy panel uses the per-descriptor series.
+  // With replicas (a ring whose other shard does not answer): the replica
+  // alerts' series.
   e2e::ServerOptions o;
-  o.extra = "  <grpc listen=\"127.0.0.1:0\" config=\"envoy\"/>\n";
+  o.extra =
+      "  <grpc listen=\"127.0.0.1:0\" config=\"envoy\"/>\n"
+      "  <cluster self=\"127.0.0.1:1\" replicas=\"1\"><shard>127.0.0.1:1</shard><shard>127.0.0.1:2</shard></cluster>\n";
   e2e::Frsd srv(o);
   std::filesystem::create_directories(srv.dir() + "/envoy");
   e2e::WriteFile(srv.dir() + "/envoy/rl.yaml",

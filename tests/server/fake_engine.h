@@ -138,6 +138,9 @@ class FakeEngine final : public AdminEngine {
   Result<bool> MergeNodes(std::span<const std::string_view>, std::string_view) override {
     return Status::NotFound("fake");
   }
+  Result<bool> ApplyChanges(std::span<const Change>, std::string_view, uint64_t, int64_t) override {
+    return Status::NotFound("fake");
+  }
 
  private:
   void Fill(Decision* d, int64_t c, bool allowed) const {

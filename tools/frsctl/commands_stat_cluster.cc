@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <map>
+#include <string_view>
+#include <vector>
 
 #include "client/http_client.h"
 #include "commands.h"
@@ -19,6 +21,15 @@ struct ShardFigures {
   bool reachable = false;
   std::string error;
   uint64_t slots = 0, nodes = 0, evictions_stale = 0, evictions_live = 0;
+  // <cluster replicas="1">: this shard's replica state, and its links to
+  // the others (shard name, changes pending, link up).
+  bool replicas = false, catching_up = false;
+  struct Link {
+    std::string to;
+    uint64_t pending = 0;
+    bool up = true;
+  };
+  std::vector<Link> links;
 };
 struct DayFigures {
   uint64_t requests = 0, allowed = 0, denied = 0, new_keys = 0;
@@ -51,6 +62,13 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
       f.nodes = st.attribute("nodes_used").as_ullong();
       f.evictions_stale = st.attribute("evictions_stale").as_ullong();
       f.evictions_live = st.attribute("evictions_live").as_ullong();
+      pugi::xml_node cl = r.child("cluster");
+      f.replicas = cl.attribute("replicas").as_int() == 1;
+      f.catching_up = cl.attribute("catching_up").as_int() == 1;
+      for (pugi::xml_node sh2 = cl.child("shard"); sh2; sh2 = sh2.next_sibling("shard"))
+        if (sh2.attribute("link"))
+          f.links.push_back({sh2.child_value(), sh2.attribute("pending").as_ullong(),
+                             std::string_view(sh2.attribute("link").value()) == "up"});
       for (pugi::xml_node b = r.child("biz"); b; b = b.next_sibling("biz")) {
         uint32_t shown = 0;
         for (pugi::xml_node day = b.child("day"); day && shown < a.days; day = day.next_sibling("day"), ++shown) {
@@ -80,7 +98,14 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
       j.BeginObject().Key("shard").String(f.name).Key("reachable").Bool(f.reachable);
       if (!f.reachable) j.Key("error").String(f.error);
       j.Key("slots").Uint(f.slots).Key("nodes_used").Uint(f.nodes).Key("share_pct").Double(share(f));
-      j.Key("evictions_stale").Uint(f.evictions_stale).Key("evictions_live").Uint(f.evictions_live).EndObject();
+      j.Key("evictions_stale").Uint(f.evictions_stale).Key("evictions_live").Uint(f.evictions_live);
+      if (f.replicas) {
+        j.Key("replicas").BeginObject().Key("catching_up").Bool(f.catching_up).Key("links").BeginArray();
+        for (const auto& l : f.links)
+          j.BeginObject().Key("to").String(l.to).Key("pending").Uint(l.pending).Key("up").Bool(l.up).EndObject();
+        j.EndArray().EndObject();
+      }
+      j.EndObject();
     }
     j.EndArray();
     j.Key("slots").Uint(total.slots).Key("nodes_used").Uint(total.nodes);
@@ -113,6 +138,21 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
                 static_cast<unsigned long long>(total.nodes), "",
                 static_cast<unsigned long long>(total.evictions_stale),
                 static_cast<unsigned long long>(total.evictions_live));
+    bool any_replicas = false;
+    for (const ShardFigures& f : shards) any_replicas = any_replicas || f.replicas;
+    if (any_replicas) {
+      // Each shard's links to the others, as it sees them: what it still
+      // owes each (changes not acknowledged) and whether that link answers.
+      std::printf("replicas\n");
+      for (const ShardFigures& f : shards) {
+        if (!f.reachable || !f.replicas) continue;
+        std::printf("  %-26s %s", f.name.c_str(), f.catching_up ? "catching up (its routes answer 503)" : "serving");
+        for (const auto& l : f.links)
+          std::printf("; to %s: %llu pending, link %s", l.to.c_str(), static_cast<unsigned long long>(l.pending),
+                      l.up ? "up" : "DOWN");
+        std::printf("\n");
+      }
+    }
     for (const auto& [name, days] : bizzes) {
       std::printf("biz %s\n", name.c_str());
       for (auto it = days.rbegin(); it != days.rend(); ++it)

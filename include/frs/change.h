@@ -1,0 +1,45 @@
+// frs/change.h: a change an engine made to a node, as a replica needs it.
+//
+// With <cluster replicas="1"> every change of a count is also made on the
+// other holder of its route (docs/cluster.md, "Replicas"). The engine tells
+// a ChangeSink of each change it made, after the node's lock is released;
+// the server ships them, and the other holder folds them into its own node
+// of the key with AdminEngine::ApplyChanges. A change is what was recorded,
+// not the state after it: "n more uses at at_ms" merges into a node that
+// holds other uses (the other holder's, during a split) and loses none.
+//
+// Thread safety: a Change is a value whose key points into the request that
+// made it (valid during OnChange only); a sink is called from the deciding
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace frs {
+
+struct Change {
+  enum class Kind : uint8_t {
+    kAdd,       // n uses recorded at at_ms (an allowed acquire, an update, a shadow denial)
+    kSet,       // the admin `set`: the count is now n
+    kErase,     // the admin `delete`: the node is gone
+    kResetBiz,  // the admin `reset`: every node of the biz is gone (key empty)
+  };
+  Kind kind = Kind::kAdd;
+  uint16_t biz_id = 0;
+  std::string_view key;
+  // The route's ring position, when the request named it (frs/ring.h);
+  // else the route its key implies.
+  uint32_t route_pos = 0;
+  bool route_known = false;
+  int64_t n = 0;
+  int64_t at_ms = 0;  // the engine's clock when it decided
+};
+
+class ChangeSink {
+ public:
+  virtual ~ChangeSink() = default;
+  virtual void OnChange(const Change& change) = 0;
+};
+
+}  // namespace frs

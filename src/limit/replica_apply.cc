@@ -1,0 +1,238 @@
+// A replica's side of <cluster replicas="1">: changes another shard made,
+// folded into this store's nodes with the handoff's merge (frs/change.h).
+//
+// Each change is rebuilt as the block it would have made of a fresh node
+// ("n uses at at_ms"), then merged into the node here rule by rule
+// (MergeBlock): a node that also holds this shard's own uses (it served the
+// key for the other holder during a split) keeps both, and two changes of
+// one key in a batch fold into each other first. A token bucket is the
+// exception: its merge adds each side's lead over *now*, and a lead drains
+// with time, so a change merged later than it was made would give back what
+// it drained meanwhile; its uses are recorded at their own instants instead
+// (the bucket's TAT moves as it would have on the sender). The stream's watermark is
+// a receipt node written in the same transaction, so a batch sent again
+// after a lost acknowledgement is applied once.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "limit/engine_impl.h"
+
+namespace frs::limit {
+namespace {
+
+// The receipt node of a stream: bytes 0..4 when it was last written (as a
+// handoff receipt's), 8..16 the last applied seq.
+constexpr uint32_t kWatermarkBytes = kBlockUnit;
+
+uint64_t LoadSeq(const NodeRef& r) {
+  if (!r.exists || r.state_bytes < kWatermarkBytes) return 0;
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | r.state[8 + i];
+  return v;
+}
+
+void StoreSeq(NodeRef& r, uint64_t seq) {
+  for (int i = 0; i < 8; ++i) r.state[8 + i] = static_cast<uint8_t>(seq >> (8 * i));
+}
+
+}  // namespace
+
+void EngineImpl::Notify(const Biz& biz, const Request& req, const Decision& d, const Now& now) {
+  if (!d.ok()) return;
+  Change c;
+  c.biz_id = biz.cfg.id;
+  c.key = req.key;
+  c.route_pos = req.route_pos;
+  c.route_known = req.route_known;
+  c.at_ms = now.ms;
+  switch (req.cmd) {
+    case Cmd::kAcquire:
+    case Cmd::kUpdate:
+      // As Count says "recorded": an allowed acquire, any update, a shadow
+      // denial (shadow answers allowed); nothing of a biz that is off.
+      if (biz.cfg.mode == Mode::kOff || (req.cmd == Cmd::kAcquire && !d.allowed)) return;
+      c.kind = Change::Kind::kAdd;
+      c.n = std::clamp<int64_t>(req.n, 1, kMaxUses);
+      break;
+    case Cmd::kSet:
+      c.kind = Change::Kind::kSet;
+      c.n = req.count;
+      break;
+    case Cmd::kDelete:
+      if (!d.found) return;
+      c.kind = Change::Kind::kErase;
+      break;
+    case Cmd::kReset:
+      c.kind = Change::Kind::kResetBiz;
+      c.key = {};
+      break;
+    default: return;
+  }
+  sink_->OnChange(c);
+}
+
+Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
+                                      int64_t cutoff_ms) {
+  if (stream.empty() || stream.size() > 200) return Status::InvalidArgument("a stream name is 1..200 bytes");
+  if (seq == 0) return Status::InvalidArgument("a stream's seq starts at 1");
+  std::shared_ptr<const Map> map = SharedMap();
+  const Now now = NowAt();
+  // The nodes: one item per distinct key, every change of it folded into
+  // one incoming state (merges commute, so their order does not matter).
+  struct Item {
+    const BizConfig* cfg;
+    std::string_view key;
+    std::array<uint8_t, kMaxStateBytes> incoming;
+    std::vector<std::pair<int64_t, int64_t>> adds;  // (at_ms, n), for token buckets
+    bool has_add = false;
+    bool erase = false;
+    bool set = false;
+    int64_t set_count = 0;
+    int64_t set_ms = 0;
+  };
+  std::vector<Item> items;
+  std::vector<Store::BatchItem> batch;
+  std::vector<uint16_t> resets;
+  items.reserve(changes.size());
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const Change& c = changes[i];
+    const Biz* biz = map->FindId(c.biz_id);
+    if (biz == nullptr)
+      return Status::NotFound("change " + std::to_string(i + 1) + ": no biz " + std::to_string(c.biz_id) +
+                              " in this map");
+    if (c.kind == Change::Kind::kResetBiz) {
+      resets.push_back(c.biz_id);
+      continue;
+    }
+    if (!KeyIsValid(c.key)) return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key");
+    if (c.kind == Change::Kind::kAdd && (c.n < 1 || c.n > kMaxUses))
+      return Status::InvalidArgument("change " + std::to_string(i + 1) + ": n must be 1..2147483647");
+    if (c.kind == Change::Kind::kSet && (c.n < 0 || c.n > kMaxUses))
+      return Status::InvalidArgument("change " + std::to_string(i + 1) + ": count must be 0..2147483647");
+    if (c.at_ms < cutoff_ms) continue;  // a snapshot carried it
+    size_t k = 0;
+    while (k < items.size() && !(items[k].cfg->id == c.biz_id && items[k].key == c.key)) ++k;
+    if (k == items.size()) {
+      if (items.size() == kMaxMergeNodes)
+        return Status::InvalidArgument("a batch of changes names at most " + std::to_string(kMaxMergeNodes) + " keys");
+      Item& it = items.emplace_back();
+      it.cfg = &biz->cfg;
+      it.key = c.key;
+      it.incoming.fill(0);
+      Request r;
+      r.key = c.key;
+      r.route_pos = c.route_pos;
+      r.route_known = c.route_known;
+      batch.push_back({RefOf(*biz, r), biz->cfg.state_bytes});
+    }
+    Item& it = items[k];
+    const Now at = Now::At(c.at_ms, tz_.get());
+    switch (c.kind) {
+      case Change::Kind::kAdd: {
+        // The block "n uses at at_ms" makes of a fresh node, folded into
+        // what this batch already holds for the key.
+        std::array<uint8_t, kMaxStateBytes> fresh{};
+        Decision scratch;
+        RecordRules(*it.cfg, fresh.data(), at, c.n, &scratch);
+        for (uint32_t r = 0; r < it.cfg->nrules; ++r) {
+          const RuleSpec& spec = it.cfg->rules[r];
+          MergeBlock(spec, it.incoming.data() + spec.offset, fresh.data() + spec.offset, now);
+        }
+        it.adds.emplace_back(c.at_ms, c.n);
+        it.has_add = true;
+        break;
+      }
+      case Change::Kind::kSet:
+        // A set replaces what was counted before it: uses merged so far in
+        // this batch came before it and are dropped with the rest.
+        it.set = true;
+        it.erase = false;
+        it.set_count = c.n;
+        it.set_ms = c.at_ms;
+        it.has_add = false;
+        it.adds.clear();
+        it.incoming.fill(0);
+        break;
+      case Change::Kind::kErase:
+        it.erase = true;
+        it.set = false;
+        it.has_add = false;
+        it.adds.clear();
+        it.incoming.fill(0);
+        break;
+      case Change::Kind::kResetBiz: break;
+    }
+  }
+  const std::string receipt = "repl/" + std::string(stream);
+  batch.push_back({KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt,
+                          static_cast<uint8_t>(std::min<size_t>(receipt.size(), kMaxKeyBytes))},
+                   kWatermarkBytes});
+  const size_t n = items.size();
+  bool applied = false;
+  std::vector<uint32_t> need(n + 1, 0);
+  auto fn = [&](std::span<NodeRef> refs, std::span<Commit> commits) {
+    std::fill(commits.begin(), commits.end(), Commit::kNone);
+    std::fill(need.begin(), need.end(), 0);
+    applied = false;
+    if (LoadSeq(refs[n]) >= seq) return;  // applied before
+    bool short_state = false;
+    for (size_t i = 0; i < n; ++i)
+      if (!items[i].erase) short_state |= !AdoptLayout(*items[i].cfg, refs[i], now, &need[i]);
+    if (short_state) return;
+    for (size_t i = 0; i < n; ++i) {
+      const Item& it = items[i];
+      const BizConfig& cfg = *it.cfg;
+      if (it.erase) {
+        commits[i] = refs[i].exists ? Commit::kErase : Commit::kNone;
+        continue;
+      }
+      if (it.set) {
+        const Now at = Now::At(it.set_ms, tz_.get());
+        for (uint32_t r = 0; r < cfg.nrules; ++r)
+          SetCount(cfg.rules[r], refs[i].state + cfg.rules[r].offset, at, it.set_count);
+      }
+      if (it.has_add)
+        for (uint32_t r = 0; r < cfg.nrules; ++r) {
+          const RuleSpec& spec = cfg.rules[r];
+          if (spec.algo == Algo::kTokenBucket) {
+            for (const auto& [at_ms, n_uses] : it.adds)
+              Record(spec, refs[i].state + spec.offset, Now::At(at_ms, tz_.get()), n_uses);
+          } else {
+            MergeBlock(spec, refs[i].state + spec.offset, it.incoming.data() + spec.offset, now);
+          }
+        }
+      refs[i].expire_s = NodeExpireS(cfg, refs[i].state, now);
+      commits[i] = Commit::kWrite;
+    }
+    std::memset(refs[n].state, 0, refs[n].state_bytes);
+    Store32(refs[n].state, Clamp32(now.s));
+    StoreSeq(refs[n], seq);
+    refs[n].expire_s = Clamp32(now.s + kReceiptSeconds);
+    commits[n] = Commit::kWrite;
+    applied = true;
+  };
+  // A reset is applied before the batch's nodes (its changes came first or
+  // are of other keys); it is not part of the transaction, but erasing a
+  // biz twice leaves what erasing it once does.
+  for (uint16_t biz : resets) {
+    Store::Filter filter;
+    filter.biz = biz;
+    auto erased = store_->EraseIf(filter, [](const NodeInfo&) { return true; });
+    if (!erased.ok()) return erased.status();
+  }
+  Status s = store_->UpdateBatch(batch, Clamp32(now.s), fn);
+  bool again = false;
+  for (size_t i = 0; s.ok() && i < n; ++i)
+    if (need[i] > batch[i].state_bytes) {
+      batch[i].state_bytes = need[i];
+      again = true;
+    }
+  if (again) s = store_->UpdateBatch(batch, Clamp32(now.s), fn);
+  if (!s.ok()) return s;
+  return applied;
+}
+
+}  // namespace frs::limit

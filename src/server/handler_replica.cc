@@ -1,0 +1,176 @@
+// The receiving side of <cluster replicas="1"> (docs/protocol.md,
+// "Replicas"):
+//   POST /replicate?from=SHARD&stream=S&seq=N&digest=D   a batch of changes (replica_wire.h)
+//   GET  /replicate?for=SHARD&digest=D                   what this shard still queues for SHARD
+//   GET  /replicate?for=SHARD&digest=D&snapshot=1&file=F every node of store file F that SHARD holds
+// Every form needs the admin token (Authorization: Bearer T): the shards of
+// a cluster share it, and a change of counts is an admin's act.
+#include <charconv>
+#include <cstdio>
+
+#include "frs/ring.h"
+#include "frs/store.h"
+#include "server/admin_auth.h"
+#include "server/handler.h"
+#include "server/replica_wire.h"
+
+namespace frs::server {
+
+void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status) {
+  const ClusterView& c = opts_.cluster;
+  std::string from, stream, forname, digest, buf, token;
+  uint64_t seq = 0, file = 0;
+  bool snapshot = false, have_file = false;
+  for (size_t start = 0; start <= query.size() && !query.empty();) {
+    const size_t amp = query.find('&', start);
+    const std::string_view pair = query.substr(start, amp == std::string_view::npos ? query.npos : amp - start);
+    start = amp == std::string_view::npos ? query.size() + 1 : amp + 1;
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    std::string_view value;
+    if (!PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &buf, &value)) {
+      TextBody(400, "/replicate: parameter '" + std::string(name.substr(0, 32)) + "' has a bad %-escape", status);
+      return;
+    }
+    auto number = [&](uint64_t* out) {
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
+      return !value.empty() && ec == std::errc() && p == value.data() + value.size();
+    };
+    if (name == "from") from = std::string(value);
+    else if (name == "stream") stream = std::string(value);
+    else if (name == "for") forname = std::string(value);
+    else if (name == "digest") digest = std::string(value);
+    else if (name == "snapshot") snapshot = value == "1";
+    else if (name == "token") token = std::string(value);
+    else if (name == "seq" && number(&seq)) continue;
+    else if (name == "file" && number(&file)) have_file = true;
+    else {
+      TextBody(400,
+               "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
+                   "' (from, stream, seq, digest; for, snapshot, file)",
+               status);
+      return;
+    }
+  }
+  std::string_view auth(base + head.auth_off, head.auth_len);
+  if (token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
+    token = auth.substr(7);
+  const AdminAuth a = CheckAdminToken(opts_.admin_token, token);
+  if (a == AdminAuth::kDisabled) {
+    TextBody(403, "/replicate: replicas authenticate with the admin token, and srv.xml sets none", status);
+    return;
+  }
+  if (a != AdminAuth::kOk) {
+    TextBody(403, "/replicate needs the admin token (Authorization: Bearer T), and it is missing or wrong", status);
+    return;
+  }
+  if (!c.ring || !c.replicas) {
+    TextBody(404, "/replicate: this shard keeps no replicas (<cluster replicas=\"1\">)", status);
+    return;
+  }
+  char mine[16];
+  std::snprintf(mine, sizeof mine, "%08x", c.ring->Digest());
+  if (digest != mine) {
+    TextBody(409,
+             "/replicate: the sender's <cluster> (digest " + digest.substr(0, 16) + ") is not this shard's (" + mine +
+                 "): every shard must list the same shards",
+             status);
+    return;
+  }
+  ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
+  const std::string& peer_name = head.method == HttpMethod::kPost ? from : forname;
+  const long peer = c.ring->Find(peer_name);
+  if (peer < 0 || peer == c.self_index) {
+    TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
+    return;
+  }
+  const size_t pi = static_cast<size_t>(peer);
+  if (head.method == HttpMethod::kPost) {
+    if (shared != nullptr && pi < kMaxReplicaPeers && CounterGet(shared->hold_off[pi]) != 0) {
+      TextBody(503, "/replicate: this shard is taking back its nodes from " + from + "; send again later", status);
+      return;
+    }
+    if (stream.empty() || seq == 0) {
+      TextBody(400, "/replicate: POST needs stream and seq (>= 1)", status);
+      return;
+    }
+    std::vector<Change> changes;
+    std::vector<std::string> keys;
+    if (Status s = DecodeChangeLines(std::string_view(base + head.body_off, head.body_len), &changes, &keys); !s.ok()) {
+      TextBody(400, "/replicate: " + s.message(), status);
+      return;
+    }
+    const int64_t cutoff =
+        shared != nullptr && pi < kMaxReplicaPeers ? static_cast<int64_t>(CounterGet(shared->cutoff_ms[pi])) : 0;
+    auto applied = engine_->ApplyChanges(changes, stream, seq, cutoff);
+    if (!applied.ok()) {
+      const Status& s = applied.status();
+      TextBody(s.code() == Status::Code::kInvalidArgument || s.IsNotFound() ? 400 : 503, "/replicate: " + s.message(),
+               status);
+      return;
+    }
+    if (counters_) {
+      if (applied.value()) CounterAdd(counters_->replica.received, changes.size());
+      else CounterAdd(counters_->replica.duplicates);
+    }
+    TextBody(200, applied.value() ? "applied" : "duplicate", status);
+    return;
+  }
+  if (head.method != HttpMethod::kGet) {
+    TextBody(405, "/replicate takes POST (changes) or GET (state, snapshot)", status);
+    return;
+  }
+  if (!snapshot) {
+    uint64_t pending = 0;
+    if (metrics_ != nullptr && pi < kMaxReplicaPeers)
+      for (uint32_t w = 0; w < metrics_->workers(); ++w) pending += CounterGet(metrics_->worker(w).replica.pending[pi]);
+    TextBody(200,
+             "pending " + std::to_string(pending) + "\ncatching_up " +
+                 std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0),
+             status);
+    return;
+  }
+  if (store_ == nullptr || !have_file) {
+    TextBody(400, "/replicate: a snapshot names its store file (file=F)", status);
+    return;
+  }
+  const StoreStats st = store_->Stats();
+  if (file >= st.geometry.files) {
+    TextBody(400,
+             "/replicate: file " + std::to_string(file) + " is beyond this store's " +
+                 std::to_string(st.geometry.files),
+             status);
+    return;
+  }
+  // The time the walk begins: the receiver skips changes older than it
+  // from this shard (they are in the nodes sent here).
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  body_.clear();
+  body_ += "snapshot " + std::to_string(int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000) + " files " +
+           std::to_string(st.geometry.files) + "\n";
+  Store::Filter filter;
+  filter.file = static_cast<int64_t>(file);
+  Status walk = store_->ForEach(filter, [&](const NodeInfo& node) {
+    if (node.biz == kReceiptBiz) return;
+    uint32_t pos = node.route_pos;
+    if (!node.route_known) {
+      if (node.key_len == 0 || node.key.size() != node.key_len) return;  // no route to place it by
+      pos = Ring::HashRoute(Ring::RouteOf(node.key, {}));
+    }
+    if (static_cast<long>(c.ring->OwnerOfHash(pos)) != peer && c.ring->SuccessorOfHash(pos) != peer) return;
+    auto line = engine_->ExportNode(node);
+    if (line.ok()) {
+      body_ += line.value();
+      body_ += '\n';
+    }
+  });
+  if (!walk.ok()) {
+    TextBody(503, "/replicate: " + walk.message(), status);
+    return;
+  }
+  *status = 200;
+}
+
+}  // namespace frs::server

@@ -1,0 +1,177 @@
+#include "server/replica_catchup.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "client/http_client.h"
+#include "frs/ring.h"
+#include "server/clock_util.h"
+#include "server/logger.h"
+
+namespace frs::server {
+namespace {
+
+constexpr int64_t kMsNs = 1000 * 1000;
+// The whole catch-up: past it the shard serves with what it has (said).
+constexpr int64_t kCatchUpLimitNs = 60 * 1000 * kMsNs;
+
+std::string QueryValue(std::string_view v) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : v) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+void SleepMs(int ms) {
+  timespec ts{ms / 1000, (ms % 1000) * kMsNs};
+  nanosleep(&ts, nullptr);
+}
+
+// Merges one snapshot file's lines; returns the nodes merged, or an error.
+Result<uint64_t> MergeSnapshot(std::string_view body, AdminEngine* engine, const std::string& receipt_base) {
+  std::vector<std::string_view> lines;
+  uint64_t merged = 0, batch = 0;
+  auto flush = [&]() -> Status {
+    if (lines.empty()) return Status::OK();
+    auto r = engine->MergeNodes(lines, receipt_base + "/" + std::to_string(batch++));
+    if (!r.ok()) return r.status();
+    merged += lines.size();
+    lines.clear();
+    return Status::OK();
+  };
+  while (!body.empty()) {
+    const size_t nl = body.find('\n');
+    std::string_view line = body.substr(0, nl);
+    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
+    if (line.empty()) continue;
+    lines.push_back(line);
+    if (lines.size() == AdminEngine::kMaxMergeNodes)
+      if (Status s = flush(); !s.ok()) return s;
+  }
+  if (Status s = flush(); !s.ok()) return s;
+  return merged;
+}
+
+}  // namespace
+
+void PrepareReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared) {
+  if (cfg.cluster_replicas == 0 || shared == nullptr) return;
+  CounterSet(shared->catching_up, 1);
+  if (!fresh_store) return;
+  // A new store takes each shard's snapshot before that shard's changes.
+  for (size_t i = 0; i < cfg.cluster_shards.size() && i < kMaxReplicaPeers; ++i)
+    if (cfg.cluster_shards[i].name != cfg.cluster_self) CounterSet(shared->hold_off[i], 1);
+}
+
+void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared,
+                       uint32_t workers_per_peer) {
+  if (cfg.cluster_replicas == 0 || shared == nullptr) return;
+  auto ring = Ring::Make(cfg.cluster_shards);
+  if (!ring.ok()) {
+    CounterSet(shared->catching_up, 0);
+    return;
+  }
+  char digest[16];
+  std::snprintf(digest, sizeof digest, "%08x", ring->Digest());
+  const int64_t start = MonoNs();
+  const std::string self = QueryValue(cfg.cluster_self);
+  const std::string auth = "&token=" + QueryValue(cfg.admin_token);
+  uint64_t nodes = 0;
+  std::vector<size_t> peers;
+  for (size_t i = 0; i < ring->shards().size() && i < kMaxReplicaPeers; ++i)
+    if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);
+  for (size_t i : peers) {
+    const std::string& name = ring->shards()[i].name;
+    if (!fresh_store) break;
+    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 2000)));
+    int64_t cutoff = 0;
+    uint64_t files = 1;
+    bool ok = true;
+    for (uint64_t f = 0; f < files && ok; ++f) {
+      auto r =
+          http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1&file=" + std::to_string(f) + auth);
+      if (!r.ok() || r->status != 200) {
+        FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
+                name.c_str(),
+                r.ok() ? (std::to_string(r->status) + " " + r->body.substr(0, 200)).c_str()
+                       : r.status().message().c_str());
+        ok = false;
+        break;
+      }
+      // "snapshot T files N\n" then the nodes.
+      std::string_view body = r->body;
+      const size_t nl = body.find('\n');
+      std::string_view first = body.substr(0, nl);
+      body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
+      long long t = 0;
+      unsigned long long n = 0;
+      if (std::sscanf(std::string(first).c_str(), "snapshot %lld files %llu", &t, &n) != 2) {
+        FRS_LOG("replicas: %s answered a snapshot without its first line; skipped", name.c_str());
+        ok = false;
+        break;
+      }
+      files = n;
+      cutoff = cutoff == 0 ? t : std::min<int64_t>(cutoff, t);
+      auto merged =
+          MergeSnapshot(body, engine,
+                        "snap/" + cfg.cluster_self + "/" + name + "/" + std::to_string(t) + "/" + std::to_string(f));
+      if (!merged.ok()) {
+        FRS_LOG("replicas: the snapshot of %s file %llu could not be merged: %s", name.c_str(),
+                static_cast<unsigned long long>(f), merged.status().message().c_str());
+        ok = false;
+        break;
+      }
+      nodes += merged.value();
+    }
+    if (ok) CounterSet(shared->cutoff_ms[i], static_cast<uint64_t>(cutoff));
+    CounterSet(shared->hold_off[i], 0);
+  }
+  CounterSet(shared->catchup_nodes, nodes);
+  // Then wait until nobody queues more than a batch per worker for this
+  // shard: the changes made for it while it was away have arrived.
+  const uint64_t settled = 64ull * std::max<uint32_t>(workers_per_peer, 1);
+  for (size_t i : peers) {
+    const std::string& name = ring->shards()[i].name;
+    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 1000)));
+    for (;;) {
+      auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + auth);
+      if (!r.ok()) {
+        FRS_LOG("replicas: %s cannot be reached (%s); serving without what it may hold for this shard", name.c_str(),
+                r.status().message().c_str());
+        break;
+      }
+      unsigned long long pending = 0;
+      if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
+        FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, r->body.substr(0, 200).c_str());
+        break;
+      }
+      if (pending <= settled) break;
+      if (MonoNs() - start > kCatchUpLimitNs) {
+        FRS_LOG("replicas: %s still queues %llu change(s) for this shard after 60 s; serving now", name.c_str(),
+                pending);
+        break;
+      }
+      SleepMs(20);
+    }
+  }
+  CounterSet(shared->catching_up, 0);
+  FRS_LOG("replicas: caught up in %lld ms (%s store; %llu node(s) taken from snapshots); serving this shard's routes",
+          static_cast<long long>((MonoNs() - start) / kMsNs), fresh_store ? "a new" : "its old",
+          static_cast<unsigned long long>(nodes));
+}
+
+}  // namespace frs::server

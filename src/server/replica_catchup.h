@@ -1,0 +1,33 @@
+// server/replica_catchup.h: a shard's return (<cluster replicas="1">).
+//
+// A shard that starts takes back, before it answers on its routes, what the
+// other shards hold for it (docs/cluster.md, "Replicas"):
+//   - on a new store (a lost disk), every node it holds (owns, or is the
+//     successor of) from each other shard's snapshot (GET /replicate?
+//     snapshot=1), merged in; changes from that shard older than the
+//     snapshot are skipped afterwards (they are in it);
+//   - on its old store, nothing to fetch: the other shards' workers send
+//     what they queued for it while it was away as soon as it listens.
+// Either way it then waits until no other shard queues more than a batch
+// per worker for it, and only then clears `catching_up`: until then its
+// workers answer 503 on routed requests, so nginx keeps its routes on their
+// successors. A shard that cannot be reached is skipped (said in the log):
+// what it alone held is lost (docs/cluster.md, "Both holders lost").
+//
+// Thread safety: runs in the master, once, before it serves signals.
+#pragma once
+
+#include "config/srv_config.h"
+#include "frs/admin_engine.h"
+#include "server/metrics.h"
+
+namespace frs::server {
+
+// Before the workers start: whether to catch up, and the gates it needs.
+void PrepareReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared);
+
+// Takes back what the other shards hold, then opens the gates.
+void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared,
+                       uint32_t workers_per_peer);
+
+}  // namespace frs::server

@@ -1,0 +1,91 @@
+#include "server/replica_metrics.h"
+
+#include <algorithm>
+
+namespace frs::server {
+namespace {
+
+void Help(std::string* out, const char* name, const char* type, const char* help) {
+  out->append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ");
+  out->append(type).append("\n");
+}
+
+void Value(std::string* out, const char* name, const std::string& labels, uint64_t v) {
+  out->append(name);
+  if (!labels.empty()) out->append("{").append(labels).append("}");
+  out->append(" ").append(std::to_string(v)).append("\n");
+}
+
+}  // namespace
+
+void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_index, std::string* out) {
+  const auto sum = [&](uint64_t ReplicaCounters::*f) {
+    uint64_t v = 0;
+    for (uint32_t w = 0; w < metrics.workers(); ++w) v += CounterGet(metrics.worker(w).replica.*f);
+    return v;
+  };
+  struct Row {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t ReplicaCounters::*field;
+  };
+  static const Row kRows[] = {
+      {"frs_replica_changes_sent_total", "counter", "Changes sent to the other holder of their route.",
+       &ReplicaCounters::sent},
+      {"frs_replica_changes_acked_total", "counter",
+       "Changes the other holder acknowledged (it has them in its store).", &ReplicaCounters::acked},
+      {"frs_replica_batches_total", "counter", "Batches of changes sent (POST /replicate).", &ReplicaCounters::batches},
+      {"frs_replica_batches_resent_total", "counter",
+       "Batches sent again after a lost link (the receiver applies each once).", &ReplicaCounters::retries},
+      {"frs_replica_unprotected_total", "counter",
+       "Changes answered before the other holder had them, its link being down (on_replica_down=\"serve\").",
+       &ReplicaCounters::unprotected},
+      {"frs_replica_refused_total", "counter",
+       "Answers replaced by 503 because the other holder did not acknowledge (on_replica_down=\"refuse\").",
+       &ReplicaCounters::refused},
+      {"frs_replica_served_for_owner_total", "counter",
+       "Requests this shard served as their route's successor (its owner down, or another proxy's choice).",
+       &ReplicaCounters::served_for_owner},
+      {"frs_replica_changes_received_total", "counter", "Changes other shards sent here and applied.",
+       &ReplicaCounters::received},
+      {"frs_replica_duplicates_total", "counter", "Batches received again and ignored (already applied).",
+       &ReplicaCounters::duplicates},
+      {"frs_replica_dropped_total", "counter",
+       "Changes dropped from a full backlog (a link down for long): the other holder never gets them.",
+       &ReplicaCounters::dropped},
+      {"frs_replica_link_down_total", "counter", "Times a link to another shard went down (episodes).",
+       &ReplicaCounters::episodes},
+  };
+  for (const Row& r : kRows) {
+    Help(out, r.name, r.type, r.help);
+    Value(out, r.name, "", sum(r.field));
+  }
+  uint64_t lag = 0;
+  for (uint32_t w = 0; w < metrics.workers(); ++w) lag = std::max(lag, CounterGet(metrics.worker(w).replica.lag_ms));
+  Help(out, "frs_replica_lag_seconds", "gauge",
+       "Age of the oldest change not yet acknowledged by its other holder (0: none waits).");
+  out->append("frs_replica_lag_seconds ").append(std::to_string(static_cast<double>(lag) / 1000.0)).append("\n");
+  Help(out, "frs_replica_pending", "gauge", "Changes queued for each other shard, not yet acknowledged.");
+  for (size_t i = 0; i < ring.shards().size() && i < kMaxReplicaPeers; ++i) {
+    if (static_cast<long>(i) == self_index) continue;
+    uint64_t v = 0;
+    for (uint32_t w = 0; w < metrics.workers(); ++w) v += CounterGet(metrics.worker(w).replica.pending[i]);
+    Value(out, "frs_replica_pending", "shard=\"" + ring.shards()[i].name + "\"", v);
+  }
+  Help(out, "frs_replica_link_up", "gauge", "1 while every worker's link to that shard acknowledges, else 0.");
+  for (size_t i = 0; i < ring.shards().size() && i < kMaxReplicaPeers; ++i) {
+    if (static_cast<long>(i) == self_index) continue;
+    uint64_t down = 0;
+    for (uint32_t w = 0; w < metrics.workers(); ++w) down |= CounterGet(metrics.worker(w).replica.down[i]);
+    Value(out, "frs_replica_link_up", "shard=\"" + ring.shards()[i].name + "\"", down ? 0 : 1);
+  }
+  const ReplicaShared& sh = metrics.master().replica;
+  Help(out, "frs_replica_catching_up", "gauge",
+       "1 while this shard takes back its nodes after a start (its routes answer 503).");
+  Value(out, "frs_replica_catching_up", "", CounterGet(sh.catching_up));
+  Help(out, "frs_replica_catchup_nodes", "gauge", "Nodes taken back from other shards' snapshots at the last start.");
+  Value(out, "frs_replica_catchup_nodes", "", CounterGet(sh.catchup_nodes));
+}
+
+}  // namespace frs::server

@@ -1,0 +1,18 @@
+// server/replica_metrics.h: /metrics' series of <cluster replicas="1">
+// (server/replicator.h), summed over the workers, per other shard where
+// they are about one.
+//
+// Thread safety: reads the shared counters (relaxed); any worker may render.
+#pragma once
+
+#include <string>
+
+#include "frs/ring.h"
+#include "server/metrics.h"
+
+namespace frs::server {
+
+// Appends the frs_replica_* series; nothing without a ring.
+void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_index, std::string* out);
+
+}  // namespace frs::server

@@ -1,0 +1,115 @@
+#include "server/replica_wire.h"
+
+#include <charconv>
+
+namespace frs::server {
+namespace {
+
+constexpr char kHex[] = "0123456789ABCDEF";
+
+void AppendKey(std::string_view key, std::string* out) {
+  for (unsigned char c : key) {
+    if (c > 0x20 && c < 0x7f && c != '%') {
+      out->push_back(static_cast<char>(c));
+    } else {
+      out->push_back('%');
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 15]);
+    }
+  }
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+template <class T>
+bool Number(std::string_view s, T* out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size() && !s.empty();
+}
+
+// The next space-separated field of *line.
+std::string_view Field(std::string_view* line) {
+  const size_t sp = line->find(' ');
+  std::string_view f = line->substr(0, sp);
+  line->remove_prefix(sp == std::string_view::npos ? line->size() : sp + 1);
+  return f;
+}
+
+}  // namespace
+
+void AppendChangeLine(const Change& c, std::string* out) {
+  static constexpr char kKinds[] = {'A', 'S', 'E', 'R'};
+  out->push_back(kKinds[static_cast<size_t>(c.kind)]);
+  out->push_back(' ');
+  out->append(std::to_string(c.biz_id));
+  out->push_back(' ');
+  out->append(c.route_known ? std::to_string(c.route_pos) : std::string("-"));
+  out->push_back(' ');
+  out->append(std::to_string(c.n));
+  out->push_back(' ');
+  out->append(std::to_string(c.at_ms));
+  out->push_back(' ');
+  if (c.kind == Change::Kind::kResetBiz) out->push_back('-');
+  else AppendKey(c.key, out);
+  out->push_back('\n');
+}
+
+Status DecodeChangeLines(std::string_view body, std::vector<Change>* changes, std::vector<std::string>* keys) {
+  changes->clear();
+  keys->clear();
+  size_t lines = 0;
+  for (char c : body) lines += c == '\n';
+  keys->reserve(lines);
+  size_t no = 0;
+  while (!body.empty()) {
+    ++no;
+    const size_t nl = body.find('\n');
+    if (nl == std::string_view::npos) return Status::InvalidArgument("line " + std::to_string(no) + ": no newline");
+    std::string_view line = body.substr(0, nl);
+    body.remove_prefix(nl + 1);
+    const auto bad = [&](const std::string& what) {
+      return Status::InvalidArgument("line " + std::to_string(no) + ": " + what);
+    };
+    Change c;
+    const std::string_view kind = Field(&line), biz = Field(&line), route = Field(&line), n = Field(&line),
+                           at = Field(&line), key = Field(&line);
+    if (!line.empty()) return bad("more than six fields");
+    if (kind == "A") c.kind = Change::Kind::kAdd;
+    else if (kind == "S") c.kind = Change::Kind::kSet;
+    else if (kind == "E") c.kind = Change::Kind::kErase;
+    else if (kind == "R") c.kind = Change::Kind::kResetBiz;
+    else return bad("the kind is A, S, E or R, not \"" + std::string(kind.substr(0, 8)) + "\"");
+    if (!Number(biz, &c.biz_id) || c.biz_id == 0) return bad("the biz is a number 1..65535");
+    if (route != "-") {
+      if (!Number(route, &c.route_pos)) return bad("the route is a ring position (0..4294967295) or -");
+      c.route_known = true;
+    }
+    if (!Number(n, &c.n) || c.n < 0) return bad("n is a whole number");
+    if (!Number(at, &c.at_ms)) return bad("the time is unix milliseconds");
+    std::string& k = keys->emplace_back();
+    if (c.kind != Change::Kind::kResetBiz) {
+      for (size_t i = 0; i < key.size(); ++i) {
+        if (key[i] != '%') {
+          k.push_back(key[i]);
+          continue;
+        }
+        const int hi = i + 2 < key.size() ? HexValue(key[i + 1]) : -1, lo = hi >= 0 ? HexValue(key[i + 2]) : -1;
+        if (lo < 0) return bad("a % in the key is not followed by two hex digits");
+        k.push_back(static_cast<char>(hi << 4 | lo));
+        i += 2;
+      }
+      if (k.empty()) return bad("the key is empty");
+    }
+    c.key = k;
+    changes->push_back(c);
+  }
+  if (changes->empty()) return Status::InvalidArgument("no change in the body");
+  return Status::OK();
+}
+
+}  // namespace frs::server

@@ -1,0 +1,391 @@
+#include "server/replicator.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+
+#include "server/logger.h"
+#include "server/replica_wire.h"
+
+namespace frs::server {
+namespace {
+
+void AppendQueryValue(std::string_view v, std::string* out) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : v) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      out->push_back(static_cast<char>(c));
+    } else {
+      out->push_back('%');
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 15]);
+    }
+  }
+}
+
+// A non-blocking socket connecting to "host:port" (an IPv6 host in
+// brackets). Names are resolved by getaddrinfo, which blocks: give shards
+// as addresses where a slow resolver matters.
+os::UniqueFd StartConnect(const std::string& name, std::string* err) {
+  const size_t colon = name.rfind(':');
+  std::string host = name.substr(0, colon), port = name.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_family = AF_UNSPEC;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    *err = std::string("cannot resolve: ") + gai_strerror(rc);
+    return os::UniqueFd();
+  }
+  os::UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) {
+    *err = std::string("socket: ") + std::strerror(errno);
+    freeaddrinfo(res);
+    return fd;
+  }
+  const int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (::connect(fd.get(), res->ai_addr, res->ai_addrlen) != 0 && errno != EINPROGRESS) {
+    *err = std::string("connect: ") + std::strerror(errno);
+    fd.reset();
+  }
+  freeaddrinfo(res);
+  return fd;
+}
+
+}  // namespace
+
+Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop* loop)
+    : opts_(std::move(opts)), counters_(counters), loop_(loop) {
+  const auto& shards = opts_.ring->shards();
+  link_of_shard_.assign(shards.size(), -1);
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (static_cast<long>(i) == opts_.self_index) continue;
+    link_of_shard_[i] = static_cast<long>(links_.size());
+    Link& l = links_.emplace_back();
+    l.shard = static_cast<long>(i);
+    l.name = shards[i].name;
+  }
+  tags_ = std::make_unique<char[]>(std::max<size_t>(links_.size(), 1));
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", opts_.ring->Digest());
+  digest_ = hex;
+}
+
+Replicator::~Replicator() {
+  for (Link& l : links_) Close(l);
+}
+
+long Replicator::OtherHolder(uint32_t pos, bool* as_successor) const {
+  const long owner = static_cast<long>(opts_.ring->OwnerOfHash(pos));
+  const long successor = opts_.ring->SuccessorOfHash(pos);
+  *as_successor = false;
+  if (owner == opts_.self_index) return successor;
+  if (successor == opts_.self_index) {
+    *as_successor = true;
+    return owner;
+  }
+  return -1;
+}
+
+bool Replicator::Refusing(long peer) const {
+  if (!opts_.refuse || peer < 0 || static_cast<size_t>(peer) >= link_of_shard_.size()) return false;
+  const long li = link_of_shard_[static_cast<size_t>(peer)];
+  return li >= 0 && links_[static_cast<size_t>(li)].down;
+}
+
+Replicator::Link* Replicator::LinkFor(long shard) {
+  if (shard < 0 || static_cast<size_t>(shard) >= link_of_shard_.size()) return nullptr;
+  const long li = link_of_shard_[static_cast<size_t>(shard)];
+  return li < 0 ? nullptr : &links_[static_cast<size_t>(li)];
+}
+
+void Replicator::OnChange(const Change& c) {
+  const uint32_t pos = c.route_known ? c.route_pos : Ring::HashRoute(Ring::RouteOf(c.key, {}));
+  if (c.kind == Change::Kind::kResetBiz) {
+    // A biz's every node: every other shard holds some of them.
+    for (Link& l : links_) {
+      Queued q{next_id_, c.kind, c.biz_id, false, 0, c.n, c.at_ms, {}};
+      l.queue.push_back(std::move(q));
+      Publish(l);
+    }
+    ++next_id_;
+    return;
+  }
+  bool as_successor = false;
+  Link* l = LinkFor(OtherHolder(pos, &as_successor));
+  if (l == nullptr) return;  // served for a route this shard does not hold (enforce="0")
+  if (l->queue.size() >= kMaxBacklog) {
+    // Oldest first: what the other holder misses is the oldest uses, which
+    // their windows forget first.
+    if (l->inflight > 0) --l->inflight;
+    l->queue.pop_front();
+    if (counters_) CounterAdd(counters_->dropped);
+  }
+  if (l->down && counters_) CounterAdd(counters_->unprotected);  // answered alone
+  l->queue.push_back(Queued{next_id_++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key)});
+  Publish(*l);
+}
+
+uint64_t Replicator::SafeThrough() const {
+  uint64_t safe = next_id_ - 1;
+  for (const Link& l : links_) {
+    if (l.down || l.queue.empty()) continue;
+    safe = std::min(safe, l.queue.front().id - 1);
+  }
+  return safe;
+}
+
+bool Replicator::Busy() const {
+  for (const Link& l : links_)
+    if (!l.queue.empty() && !l.down) return true;
+  return false;
+}
+
+void Replicator::Publish(Link& l) {
+  if (!counters_) return;
+  if (l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers) {
+    CounterSet(counters_->pending[l.shard], l.queue.size());
+    CounterSet(counters_->down[l.shard], l.down ? 1 : 0);
+  }
+}
+
+void Replicator::Close(Link& l) {
+  if (l.fd.valid()) {
+    loop_->Remove(l.fd.get());
+    l.fd.reset();
+  }
+  l.state = LinkState::kClosed;
+  l.out.clear();
+  l.in.clear();
+  l.out_sent = 0;
+}
+
+void Replicator::Connect(Link& l, int64_t now_ns) {
+  std::string err;
+  os::UniqueFd fd = StartConnect(l.name, &err);
+  if (!fd.valid()) {
+    Fail(l, err, now_ns);
+    return;
+  }
+  const size_t idx = static_cast<size_t>(&l - links_.data());
+  if (Status s = loop_->Add(fd.get(), EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP, &tags_[idx]); !s.ok()) {
+    Fail(l, s.message(), now_ns);
+    return;
+  }
+  l.fd = std::move(fd);
+  l.state = LinkState::kConnecting;
+  l.sent_ns = now_ns;
+}
+
+void Replicator::SendBatch(Link& l, int64_t now_ns) {
+  // A batch sent before and not acknowledged goes again as it was (same
+  // changes, same seq): the receiver's watermark applies it once.
+  const bool again = l.inflight > 0;
+  if (!again) {
+    l.inflight = std::min(l.queue.size(), kBatch);
+    l.inflight_seq = l.next_seq++;
+  }
+  std::string body;
+  for (size_t i = 0; i < l.inflight; ++i) {
+    const Queued& q = l.queue[i];
+    Change c;
+    c.kind = q.kind;
+    c.biz_id = q.biz_id;
+    c.key = q.key;
+    c.route_pos = q.route_pos;
+    c.route_known = q.route_known;
+    c.n = q.n;
+    c.at_ms = q.at_ms;
+    AppendChangeLine(c, &body);
+  }
+  l.out.clear();
+  l.out_sent = 0;
+  l.out += "POST /replicate?from=";
+  AppendQueryValue(opts_.self, &l.out);
+  l.out += "&stream=";
+  AppendQueryValue(opts_.stream, &l.out);
+  l.out += "&seq=" + std::to_string(l.inflight_seq) + "&digest=" + digest_ + " HTTP/1.1\r\nHost: ";
+  l.out += l.name;
+  if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;
+  l.out += "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  l.out += body;
+  l.in.clear();
+  l.state = LinkState::kInFlight;
+  l.sent_ns = now_ns;
+  if (counters_) {
+    CounterAdd(counters_->batches);
+    if (again) CounterAdd(counters_->retries);
+    else CounterAdd(counters_->sent, l.inflight);
+  }
+  Write(l, now_ns);
+}
+
+void Replicator::Write(Link& l, int64_t now_ns) {
+  while (l.out_sent < l.out.size()) {
+    ssize_t n = ::send(l.fd.get(), l.out.data() + l.out_sent, l.out.size() - l.out_sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      l.out_sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    Fail(l, std::string("send: ") + std::strerror(errno), now_ns);
+    return;
+  }
+}
+
+bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, bool* failed) {
+  *failed = false;
+  const size_t head_end = l.in.find("\r\n\r\n");
+  if (head_end == std::string::npos) return false;
+  std::string_view head(l.in.data(), head_end);
+  if (head.size() < 12 || head.substr(0, 5) != "HTTP/") {
+    *failed = true;
+    return false;
+  }
+  std::from_chars(head.data() + 9, head.data() + 12, *status);
+  size_t length = 0;
+  for (size_t p = head.find("\r\n"); p != std::string_view::npos; p = head.find("\r\n", p + 2)) {
+    std::string_view line = head.substr(p + 2, head.find("\r\n", p + 2) - (p + 2));
+    if (line.size() > 15 && strncasecmp(line.data(), "content-length:", 15) == 0) {
+      std::string_view v = line.substr(15);
+      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      std::from_chars(v.data(), v.data() + v.size(), length);
+    }
+  }
+  if (l.in.size() < head_end + 4 + length) return false;
+  body->assign(l.in, head_end + 4, length);
+  l.in.erase(0, head_end + 4 + length);
+  return true;
+}
+
+void Replicator::Read(Link& l, int64_t now_ns) {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(l.fd.get(), buf, sizeof buf, 0);
+    if (n > 0) {
+      l.in.append(buf, static_cast<size_t>(n));
+      if (l.in.size() > 65536) {
+        Fail(l, "an answer larger than 64 KiB", now_ns);
+        return;
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    Fail(l, n == 0 ? std::string("closed by the other side") : std::string("recv: ") + std::strerror(errno), now_ns);
+    return;
+  }
+  if (l.state != LinkState::kInFlight) return;
+  int status = 0;
+  std::string body;
+  bool failed = false;
+  if (!ReadAnswer(l, &status, &body, &failed)) {
+    if (failed) Fail(l, "a malformed answer", now_ns);
+    return;
+  }
+  if (status != 200) {
+    while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+    Fail(l, "answered " + std::to_string(status) + ": " + body.substr(0, 300), now_ns);
+    return;
+  }
+  Acked(l, now_ns);
+}
+
+void Replicator::Acked(Link& l, int64_t now_ns) {
+  if (counters_) CounterAdd(counters_->acked, l.inflight);
+  l.queue.erase(l.queue.begin(), l.queue.begin() + static_cast<long>(l.inflight));
+  l.inflight = 0;
+  l.state = LinkState::kIdle;
+  if (l.down) {
+    l.down = false;
+    FRS_LOG("replica link to %s is back; %zu change(s) still queued for it", l.name.c_str(), l.queue.size());
+  }
+  Publish(l);
+  if (!l.queue.empty()) SendBatch(l, now_ns);
+}
+
+void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
+  Close(l);
+  l.retry_ns = now_ns + kRetryNs;
+  if (!l.down) {
+    l.down = true;
+    if (counters_) CounterAdd(counters_->episodes);
+    FRS_LOG("replica link to %s is down (%s): %s; %zu change(s) kept for its return", l.name.c_str(), why.c_str(),
+            opts_.refuse ? "its routes answer 503 (on_replica_down=refuse)" : "serving alone (on_replica_down=serve)",
+            l.queue.size());
+    if (opts_.refuse && !l.queue.empty()) refused_through_ = std::max(refused_through_, l.queue.back().id);
+    if (!opts_.refuse && counters_) CounterAdd(counters_->unprotected, l.queue.size());
+  }
+  Publish(l);
+}
+
+void Replicator::OnEvent(const void* tag, int64_t now_ns) {
+  Link& l = links_[static_cast<size_t>(static_cast<const char*>(tag) - tags_.get())];
+  if (!l.fd.valid()) return;
+  if (l.state == LinkState::kConnecting) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(l.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      Fail(l, std::string("connect: ") + std::strerror(err), now_ns);
+      return;
+    }
+    l.state = LinkState::kIdle;
+    if (!l.queue.empty()) {
+      SendBatch(l, now_ns);
+    } else if (l.down) {
+      l.down = false;
+      FRS_LOG("replica link to %s is back", l.name.c_str());
+      Publish(l);
+    }
+    return;
+  }
+  if (l.state == LinkState::kInFlight) Write(l, now_ns);
+  if (l.fd.valid()) Read(l, now_ns);
+}
+
+void Replicator::Pump(int64_t now_ns) {
+  const int64_t timeout_ns = int64_t{opts_.timeout_ms} * 1000 * 1000;
+  int64_t oldest_ms = -1;
+  for (Link& l : links_) {
+    switch (l.state) {
+      case LinkState::kClosed:
+        // A down link is tried again each second even with nothing to
+        // send: refuse answers 503 for its routes until it is back.
+        if ((!l.queue.empty() || l.down) && now_ns >= l.retry_ns) Connect(l, now_ns);
+        break;
+      case LinkState::kConnecting:
+      case LinkState::kInFlight:
+        if (now_ns - l.sent_ns > timeout_ns)
+          Fail(l, "no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms), now_ns);
+        break;
+      case LinkState::kIdle:
+        if (!l.queue.empty()) SendBatch(l, now_ns);
+        break;
+    }
+    if (!l.queue.empty() && (oldest_ms < 0 || l.queue.front().at_ms < oldest_ms)) oldest_ms = l.queue.front().at_ms;
+  }
+  if (counters_) {
+    int64_t lag = 0;
+    if (oldest_ms >= 0) {
+      timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      lag = std::max<int64_t>(0, ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - oldest_ms);
+    }
+    CounterSet(counters_->lag_ms, static_cast<uint64_t>(lag));
+  }
+}
+
+}  // namespace frs::server

@@ -1,0 +1,145 @@
+// server/replicator.h: a worker's links to the other holders of its routes
+// (<cluster replicas="1">, docs/cluster.md "Replicas").
+//
+// Every change the worker's engine makes (frs/change.h) to a node whose
+// route this shard owns goes to the route's successor; one made to a route
+// this shard serves as successor goes back to the owner. Per other shard
+// the worker keeps one ordered stream: a queue of changes, sent in batches
+// of up to kBatch over one keep-alive HTTP connection (POST /replicate),
+// one batch in flight at a time, each batch numbered. The receiver applies
+// a batch and the stream's new watermark in one store transaction, so a
+// batch sent again after a lost acknowledgement is applied once.
+//
+// Sync mode: a connection whose answer changed a count holds that answer
+// (Connection::HoldForReplica) until SafeThrough() passes its ticket, i.e.
+// every change noted up to it is acknowledged. A link that does not
+// acknowledge within replica_timeout_ms goes down (an episode, logged once):
+// with on_replica_down="serve" the answers waiting on it go out, counted as
+// unprotected, and its queue is kept for the shard's return (the backlog,
+// bounded by kMaxBacklog); with "refuse" they are answered 503 and routes
+// whose other holder it is answer 503 until it is back. A down link is
+// tried again every second.
+//
+// The backlog lives in this worker's memory: a kill -9 of the worker
+// during an episode loses what the other holder had not taken yet (its
+// copy is then short of those uses; docs/cluster.md says what that costs).
+//
+// Thread safety: none; one per worker, driven by its event loop.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frs/change.h"
+#include "frs/ring.h"
+#include "os/unique_fd.h"
+#include "server/event_loop.h"
+#include "server/metrics.h"
+
+namespace frs::server {
+
+struct ReplicaOptions {
+  std::shared_ptr<const Ring> ring;
+  long self_index = -1;
+  std::string self;
+  bool sync = true;
+  bool refuse = false;
+  uint32_t timeout_ms = 200;
+  std::string token;   // srv.xml's admin token: the receivers check it
+  std::string stream;  // this worker's stream name: self, pid and start time
+};
+
+class Replicator final : public ChangeSink {
+ public:
+  static constexpr size_t kBatch = 63;  // AdminEngine::kMaxMergeNodes: one transaction at the receiver
+  static constexpr size_t kMaxBacklog = size_t{1} << 20;
+  static constexpr int64_t kRetryNs = 1000LL * 1000 * 1000;
+
+  // `loop`: the worker's; each link's socket is added to it with a tag
+  // that OwnsTag() knows.
+  Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop* loop);
+  ~Replicator() override;
+
+  void OnChange(const Change& c) override;
+
+  bool sync() const { return opts_.sync; }
+  // Changes noted so far: a held answer's ticket.
+  uint64_t noted() const { return next_id_ - 1; }
+  // Every change with an id up to this is acknowledged, or waited for no
+  // longer (its link is down: serve).
+  uint64_t SafeThrough() const;
+  // Answers holding a ticket up to this are refused (refuse: a link went
+  // down with their changes unacknowledged).
+  uint64_t RefusedThrough() const { return refused_through_; }
+
+  // The shard (ring index) that holds route `pos` beside this one: the
+  // successor when this shard owns it, the owner when this shard is its
+  // successor; -1 when this shard is neither. *as_successor: this shard
+  // serves the route for its owner.
+  long OtherHolder(uint32_t pos, bool* as_successor) const;
+  // refuse: the link to `peer` is down, so its routes answer 503.
+  bool Refusing(long peer) const;
+  const ReplicaOptions& options() const { return opts_; }
+
+  // An epoll event's data pointer that is one of the links' tags.
+  bool OwnsTag(const void* p) const { return links_.size() > 0 && p >= tags_.get() && p < tags_.get() + links_.size(); }
+  void OnEvent(const void* tag, int64_t now_ns);
+  // Connects, sends what is queued, times out; once per loop turn.
+  void Pump(int64_t now_ns);
+  // Whether anything is queued or in flight (the loop should not sleep long).
+  bool Busy() const;
+
+ private:
+  struct Queued {
+    uint64_t id;
+    Change::Kind kind;
+    uint16_t biz_id;
+    bool route_known;
+    uint32_t route_pos;
+    int64_t n, at_ms;
+    std::string key;
+  };
+  enum class LinkState : uint8_t { kClosed, kConnecting, kIdle, kInFlight };
+  struct Link {
+    long shard = -1;  // ring index
+    std::string name;
+    os::UniqueFd fd;
+    LinkState state = LinkState::kClosed;
+    std::deque<Queued> queue;
+    size_t inflight = 0;        // queue[0, inflight) is the batch in flight
+    uint64_t inflight_seq = 0;  // its seq (sent again unchanged after a lost link)
+    uint64_t next_seq = 1;
+    int64_t sent_ns = 0;   // the batch in flight was sent (or the connect began)
+    int64_t retry_ns = 0;  // a closed link is tried again from here
+    bool down = false;     // an episode: the other holder does not acknowledge
+    std::string out, in;
+    size_t out_sent = 0;
+  };
+
+  Link* LinkFor(long shard);
+  void Connect(Link& l, int64_t now_ns);
+  void SendBatch(Link& l, int64_t now_ns);
+  void Fail(Link& l, const std::string& why, int64_t now_ns);
+  void Acked(Link& l, int64_t now_ns);
+  void Publish(Link& l);
+  // Reads the answer; false: not whole yet.
+  bool ReadAnswer(Link& l, int* status, std::string* body, bool* failed);
+  void Write(Link& l, int64_t now_ns);
+  void Read(Link& l, int64_t now_ns);
+  void Close(Link& l);
+
+  ReplicaOptions opts_;
+  ReplicaCounters* counters_;
+  EventLoop* loop_;
+  std::unique_ptr<char[]> tags_;  // tags_[i] is link i's epoll tag
+  std::vector<Link> links_;
+  std::vector<long> link_of_shard_;  // ring index -> index into links_ (-1)
+  uint64_t next_id_ = 1;
+  uint64_t refused_through_ = 0;
+  std::string digest_;  // the ring's, in hex: a receiver on another ring refuses
+};
+
+}  // namespace frs::server

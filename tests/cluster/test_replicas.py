@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""Replicas on the ring, end to end (docs/cluster.md, "Replicas"): two real
+frsd shards, each the other's successor, on loopback. The owner reaches its
+successor through a relay this test controls, so that the link between them
+can be cut and healed (loopback cannot be partitioned otherwise).
+
+    python3 tests/cluster/test_replicas.py FRSD
+
+Every process is started here and stopped by its pid; everything lives in
+one temp dir.
+"""
+import http.client
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "cluster"))
+import nginx_conf  # noqa: E402
+import processes  # noqa: E402
+from failover_bench import ring_owner, ring_points  # noqa: E402
+
+FRSD = None
+TOKEN = "replica-test"
+MAP = ('<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
+       '  <biz id="2" name="small"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>\n')
+CLIENTS_PER_FRONT = 4
+
+
+class Relay:
+    """Forwards 127.0.0.1:port to `target`; cut() stops forwarding (what is
+    sent is held unanswered, as a partition does), heal() resumes."""
+
+    def __init__(self, target):
+        self.target = target
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.cut_ = False
+        self.conns = []
+        self.lock = threading.Lock()
+        self.stop_ = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.stop_:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns.append(c)
+                if self.cut_:
+                    continue  # held: nothing is forwarded either way
+            threading.Thread(target=self.pump, args=(c,), daemon=True).start()
+
+    def pump(self, c):
+        try:
+            u = socket.create_connection(("127.0.0.1", self.target))
+        except OSError:
+            c.close()
+            return
+        with self.lock:
+            self.conns.append(u)
+        socks = [c, u]
+        try:
+            while not self.stop_:
+                if self.cut_:
+                    time.sleep(0.02)  # held open, nothing forwarded: heal() closes it
+                    continue
+                r, _, _ = select.select(socks, [], [], 0.05)
+                if self.cut_:
+                    continue  # cut while waiting: what came stays unread
+                for s in r:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    (u if s is c else c).sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self):
+        self.cut_ = True
+
+    def heal(self):
+        with self.lock:
+            held, self.conns = self.conns, []
+            self.cut_ = False
+        for s in held:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop_ = True
+        self.sock.close()
+        self.heal()
+
+
+class Shard:
+    def __init__(self, dir_, listen_port, self_name, names, extra):
+        self.dir, self.port, self.name, self.proc = dir_, listen_port, self_name, None
+        os.makedirs(dir_, exist_ok=True)
+        with open(os.path.join(dir_, "map.xml"), "w") as f:
+            f.write(MAP)
+        shards = "".join("<shard>%s</shard>" % n for n in names)
+        with open(os.path.join(dir_, "srv.xml"), "w") as f:
+            f.write('<frs><listen host="127.0.0.1" port="%d"/><workers>1</workers><map>map.xml</map>'
+                    '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
+                    '<cluster self="%s" enforce="1" replicas="1" %s>%s</cluster></frs>\n'
+                    % (listen_port, TOKEN, self_name, extra, shards))
+
+    def start(self):
+        err = open(os.path.join(self.dir, "stderr"), "ab")
+        self.proc = subprocess.Popen([FRSD, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
+                                     stdout=err, stderr=err, stdin=subprocess.DEVNULL)
+        err.close()
+        # Serving once /health says so: after the start's catch-up.
+        ok = processes.wait_for(lambda: self.proc.poll() is None and self.status("/health") == 200, 10)
+        if not ok:
+            raise AssertionError("frsd did not serve:\n" + self.log())
+
+    def log(self):
+        return processes.read_text(os.path.join(self.dir, "stderr"))[-3000:]
+
+    def status(self, path):
+        try:
+            return self.get(path)[0]
+        except OSError:
+            return None
+
+    def get(self, path, timeout=5):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            c.close()
+
+    def acquire(self, key, timeout=5):
+        return self.get("/acquire?biz=b&key=" + key, timeout)[0]
+
+    def count(self, key):
+        st, body = self.get("/query?biz=b&key=" + key)
+        m = re.search(r' count="(\d+)"', body)
+        return int(m.group(1)) if st == 200 and m else None
+
+    def metric(self, name):
+        _, body = self.get("/metrics")
+        for line in body.splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.split()[-1])
+        return None
+
+    def kill9(self):
+        processes.kill9(self.proc)
+
+    def stop(self):
+        processes.stop(self.proc, timeout=5, with_workers=True)
+
+
+class Pair:
+    """Shard A (owner of the test's keys) and shard B (their successor); A
+    reaches B through a relay."""
+
+    def __init__(self, tmp, extra_a="", extra_b=""):
+        pa, pb = processes.candidate_port(), processes.candidate_port()
+        self.relay = Relay(pb)
+        a_name, b_name = "127.0.0.1:%d" % pa, "127.0.0.1:%d" % self.relay.port
+        names = [a_name, b_name]
+        self.a = Shard(os.path.join(tmp, "a"), pa, a_name, names, extra_a)
+        self.b = Shard(os.path.join(tmp, "b"), pb, b_name, names, extra_b)
+        points = ring_points(names)
+        self.keys = [k for k in ("user:%d" % i for i in range(200)) if ring_owner(points, k) == 0][:20]
+        self.b.start()
+        self.a.start()
+
+    def close(self):
+        for s in (self.a, self.b):
+            s.stop()
+        self.relay.close()
+
+
+class Front:
+    """An nginx in front of the pair, `hash $arg_key consistent` over the
+    ring's names; `owner_down`: it takes the owner for dead (`down`), as a
+    proxy that saw it fail does while another still uses it."""
+
+    def __init__(self, dir_, pair, owner_down):
+        self.dir, self.proc = dir_, None
+        lines = ["  upstream ring {", "    hash $arg_key consistent;"]
+        for s in (pair.a, pair.b):
+            lines.append("    server %s%s;" % (s.name, " down" if owner_down and s is pair.a else ""))
+        lines += ["    keepalive 8;", "  }"]
+        for _ in range(5):
+            self.port = processes.candidate_port()
+            body = "\n".join(lines) + "\n  server {\n    listen 127.0.0.1:%d;\n    location / {\n" % self.port
+            body += "      proxy_pass http://ring;\n      proxy_http_version 1.1;\n"
+            body += '      proxy_set_header Connection "";\n    }\n  }\n'
+            conf = nginx_conf.write(dir_, body)
+            nginx = processes.require("nginx", "/usr/sbin/nginx")
+            self.proc = subprocess.Popen([nginx, "-p", dir_, "-c", conf], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            if processes.wait_for(lambda: processes.listening(self.proc.pid, self.port), 3):
+                return
+            processes.stop(self.proc)
+        raise AssertionError("nginx did not listen")
+
+    def stop(self):
+        processes.stop(self.proc, signal.SIGQUIT, timeout=3)
+
+
+class Replicas(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="frs-replicas-")
+        self.pairs = []
+
+    def tearDown(self):
+        for p in self.pairs:
+            p.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def pair(self, **kw):
+        p = Pair(os.path.join(self.tmp, str(len(self.pairs))), **kw)
+        self.pairs.append(p)
+        return p
+
+    def test_sync_answers_once_the_successor_holds_the_change(self):
+        p = self.pair(extra_a='replica_mode="sync"', extra_b='replica_mode="sync"')
+        k = p.keys[0]
+        for _ in range(3):
+            self.assertEqual(p.a.acquire(k), 200)
+        # Read on the successor at once: it had each change before A answered.
+        self.assertEqual(p.b.count(k), 3)
+        # B serves the route for its owner too, and sends the use back.
+        self.assertEqual(p.b.acquire(k), 200)
+        self.assertEqual(p.a.count(k), 4)
+        self.assertGreaterEqual(p.a.metric("frs_replica_changes_acked_total"), 3)
+        self.assertEqual(p.b.metric("frs_replica_served_for_owner_total"), 2)  # the acquire and the query
+
+    def test_a_cut_link_serves_alone_then_the_successor_catches_up_exactly(self):
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        k = p.keys[1]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.relay.cut()
+        t = time.monotonic()
+        self.assertEqual(p.a.acquire(k), 200)  # waited out the timeout, then served alone
+        self.assertLess(time.monotonic() - t, 2.0)
+        for _ in range(5):
+            self.assertEqual(p.a.acquire(k), 200)
+        self.assertGreaterEqual(p.a.metric("frs_replica_unprotected_total"), 6)
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
+        self.assertEqual(p.b.count(k), 1)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 7, 5), "B holds %s" % p.b.count(k))
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5))
+        self.assertEqual(p.a.count(k), 7)
+
+    def test_refuse_answers_503_within_the_timeout_and_serves_again_once_healed(self):
+        p = self.pair(extra_a='replica_timeout_ms="300" on_replica_down="refuse"')
+        k = p.keys[2]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.relay.cut()
+        t = time.monotonic()
+        self.assertEqual(p.a.acquire(k), 503)
+        self.assertLess(time.monotonic() - t, 1.5)
+        t = time.monotonic()
+        self.assertEqual(p.a.acquire(k), 503)  # the link is known down: at once
+        self.assertLess(time.monotonic() - t, 0.2)
+        self.assertGreaterEqual(p.a.metric("frs_replica_refused_total"), 1)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.acquire(k) == 200, 5))
+
+    def test_an_owner_killed_before_the_acknowledgement_loses_and_doubles_nothing(self):
+        p = self.pair(extra_a='replica_timeout_ms="5000"')
+        k = p.keys[3]
+        for _ in range(4):
+            self.assertEqual(p.a.acquire(k), 200)
+        p.relay.cut()
+        result = {}
+
+        def held():
+            try:
+                result["status"] = p.a.acquire(k, timeout=10)
+            except (OSError, http.client.HTTPException) as e:
+                result["error"] = str(e)
+
+        th = threading.Thread(target=held)
+        th.start()
+        # The use is in A's store and on its way to B: kill A then.
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_pending") == 1, 5))
+        p.a.kill9()
+        th.join(10)
+        self.assertIn("error", result, "the held answer was sent: %s" % result)
+        p.relay.heal()
+        p.a.start()
+        # Four acknowledged uses: both hold them; the fifth was never
+        # acknowledged and counts at most once.
+        self.assertEqual(p.b.count(k), 4)
+        a_before = p.a.count(k)
+        self.assertIn(a_before, (4, 5))
+        # Both go on from there: A's unacknowledged use makes it stricter,
+        # never laxer.
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertEqual(p.a.count(k), a_before + 1)
+        self.assertEqual(p.b.count(k), 5)
+
+    def test_a_killed_successor_takes_back_what_it_missed(self):
+        p = self.pair()
+        k = p.keys[4]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.b.kill9()
+        for _ in range(6):
+            self.assertEqual(p.a.acquire(k), 200)
+        p.b.start()
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 7, 5), "B holds %s" % p.b.count(k))
+
+    def test_a_lost_store_is_taken_back_before_the_shard_serves(self):
+        p = self.pair()
+        for i, k in enumerate(p.keys[5:10]):
+            for _ in range(i + 1):
+                self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        p.a.start()
+        self.assertIn("node(s) taken from snapshots", p.a.log())
+        for i, k in enumerate(p.keys[5:10]):
+            self.assertEqual(p.a.count(k), i + 1, k)
+
+    def test_two_proxies_that_disagree_grant_a_key_at_most_its_limit_plus_the_other_sides_in_flight(self):
+        # One nginx sends the owner's routes to the owner, the other (which
+        # holds the owner for dead) to the successor: both serve one key at
+        # once. Each answer waits for the other holder's acknowledgement, so
+        # a key's uses are granted at most M, plus what the other side
+        # granted at the same instant (its requests in flight: one per
+        # client of the other proxy).
+        p = self.pair()
+        fronts = [Front(os.path.join(self.tmp, "front%d" % i), p, owner_down=i == 1) for i in range(2)]
+        try:
+            keys = p.keys[10:20]
+            granted = {k: 0 for k in keys}
+            lock = threading.Lock()
+
+            def client(front):
+                c = http.client.HTTPConnection("127.0.0.1", front.port, timeout=5)
+                for _ in range(3):
+                    for k in keys:
+                        c.request("GET", "/acquire?biz=small&key=" + k)
+                        r = c.getresponse()
+                        r.read()
+                        self.assertIn(r.status, (200, 429))
+                        if r.status == 200:
+                            with lock:
+                                granted[k] += 1
+                c.close()
+
+            threads = [threading.Thread(target=client, args=(fronts[i % 2],)) for i in range(2 * CLIENTS_PER_FRONT)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            self.assertGreater(p.b.metric("frs_replica_served_for_owner_total"), 0)
+            for k in keys:
+                self.assertGreaterEqual(granted[k], 5, k)
+                self.assertLessEqual(granted[k], 5 + CLIENTS_PER_FRONT, k)
+                self.assertEqual(p.a.get("/query?biz=small&key=" + k)[1], p.b.get("/query?biz=small&key=" + k)[1])
+            print("granted per key (M = 5, %d clients per proxy): %s" % (CLIENTS_PER_FRONT, sorted(granted.values())),
+                  file=sys.stderr)
+        finally:
+            for f in fronts:
+                f.stop()
+
+    def test_both_holders_dead_the_survivor_of_a_restart_serves(self):
+        p = self.pair(extra_a='replica_timeout_ms="200"')
+        k = p.keys[6]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        p.b.kill9()
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        shutil.rmtree(os.path.join(p.b.dir, "data"))
+        p.a.start()  # B is gone: A says so and serves what it has (nothing)
+        self.assertIn("no snapshot from " + p.b.name, p.a.log())
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertEqual(p.a.count(k), 1)
+
+
+if __name__ == "__main__":
+    FRSD = sys.argv.pop(1)
+    unittest.main(verbosity=2)
