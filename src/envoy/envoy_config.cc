@@ -359,7 +359,7 @@ Result<Domain> ParseEnvoyYaml(std::string_view text, const std::string& file) {
 }
 
 Result<std::string> ReadEnvoyFile(const std::string& path) {
-  // Read as srv.xml is: a FIFO named *.yaml is refused, not waited on (the
+  // Read as srv.xml is: a FIFO in the directory is refused, not waited on (the
   // master on SIGHUP, frsd -t); a larger file is refused as it is read.
   return os::ReadTextFile(path, kMaxEnvoyFileBytes);
 }
