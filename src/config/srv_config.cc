@@ -304,7 +304,11 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         cfg.decisions_sample = v;
       }
     } else if (name == "grpc") {
-      if (!(s = P.OnlyAttrs(n, {"listen", "config", "headers", "streams"})).ok()) return s;
+      if (!(s = P.OnlyAttrs(n, {"listen", "config", "headers", "streams", "shadow", "quota", "metadata", "limit_header",
+                                "remaining_header", "reset_header", "near_limit_ratio", "stop_increment_when_over",
+                                "healthy_with_config", "merge_domains"}))
+               .ok())
+        return s;
       const std::string listen = n.attribute("listen").value();
       const size_t colon = listen.rfind(':');
       std::string host = colon == std::string::npos ? std::string() : listen.substr(0, colon);
@@ -329,6 +333,55 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
       v = cfg.grpc_max_streams;
       if (!(s = P.UInt(n, "streams", 1, 1000, &v)).ok()) return s;
       cfg.grpc_max_streams = static_cast<uint32_t>(v);
+      // envoyproxy/ratelimit's settings (its environment variables), each
+      // an attribute: the switches 0|1, the header names HTTP tokens, the
+      // near-limit ratio a share from 0 to 1.
+      struct {
+        const char* attr;
+        bool* field;
+      } switches[] = {{"shadow", &cfg.grpc_shadow},
+                      {"quota", &cfg.grpc_quota},
+                      {"metadata", &cfg.grpc_metadata},
+                      {"stop_increment_when_over", &cfg.grpc_stop_increment},
+                      {"healthy_with_config", &cfg.grpc_healthy_with_config},
+                      {"merge_domains", &cfg.grpc_merge_domains}};
+      for (auto& sw : switches) {
+        v = *sw.field ? 1 : 0;
+        if (!(s = P.UInt(n, sw.attr, 0, 1, &v)).ok()) return s;
+        *sw.field = v == 1;
+      }
+      struct {
+        const char* attr;
+        std::string* field;
+      } header_names[] = {{"limit_header", &cfg.grpc_limit_header},
+                          {"remaining_header", &cfg.grpc_remaining_header},
+                          {"reset_header", &cfg.grpc_reset_header}};
+      for (auto& h : header_names) {
+        if (!n.attribute(h.attr)) continue;
+        const std::string name = n.attribute(h.attr).value();
+        const bool token = !name.empty() && name.size() <= 128 &&
+                           name.find_first_not_of(
+                               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                               "!#$%&'*+-.^_`|~") == std::string::npos;
+        if (!token)
+          return P.Error(n, std::string("<grpc ") + h.attr +
+                                "> must be an HTTP header name (1..128 token characters), "
+                                "not \"" +
+                                name + "\"");
+        *h.field = name;
+      }
+      if (n.attribute("near_limit_ratio")) {
+        const std::string text = n.attribute("near_limit_ratio").value();
+        double r = -1;
+        const bool plain = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), r, std::chars_format::fixed);
+        if (!plain || ec != std::errc() || p != text.data() + text.size() || !(r >= 0.0 && r <= 1.0))
+          return P.Error(n,
+                         "<grpc near_limit_ratio> is a share of the limit from 0 to 1 (0.8 is envoyproxy/"
+                         "ratelimit's NEAR_LIMIT_RATIO default), not \"" +
+                             text + "\"");
+        cfg.grpc_near_limit_ratio = r;
+      }
     } else {
       return P.Error(n, "unknown element <" + name + ">");
     }

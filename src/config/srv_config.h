@@ -87,6 +87,18 @@ struct SrvConfig {
   std::string grpc_config;          // absolute: envoyproxy/ratelimit's YAML files
   bool grpc_headers = false;        // add RateLimit-Limit/-Remaining/-Reset to answers (as envoyproxy/ratelimit)
   uint32_t grpc_max_streams = 100;  // SETTINGS_MAX_CONCURRENT_STREAMS per connection
+  // envoyproxy/ratelimit's settings, as <grpc> attributes (their variable
+  // names beside them; docs/configuration.md).
+  bool grpc_shadow = false;                                   // shadow="1": SHADOW_MODE
+  bool grpc_quota = false;                                    // quota="1": QUOTA_MODE
+  bool grpc_metadata = false;                                 // metadata="1": RESPONSE_DYNAMIC_METADATA
+  std::string grpc_limit_header = "RateLimit-Limit";          // limit_header: LIMIT_LIMIT_HEADER
+  std::string grpc_remaining_header = "RateLimit-Remaining";  // remaining_header: LIMIT_REMAINING_HEADER
+  std::string grpc_reset_header = "RateLimit-Reset";          // reset_header: LIMIT_RESET_HEADER
+  double grpc_near_limit_ratio = 0.8;                         // near_limit_ratio: NEAR_LIMIT_RATIO
+  bool grpc_stop_increment = false;       // stop_increment_when_over="1": STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+  bool grpc_healthy_with_config = false;  // healthy_with_config="1": HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED
+  bool grpc_merge_domains = false;        // merge_domains="1": MERGE_DOMAIN_CONFIG
 };
 
 // The srv.xml frsd and frsctl read without -c: $FRS_CONF when set, else the

@@ -1,6 +1,7 @@
 #include "envoy/envoy_config.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <exception>
@@ -19,8 +20,17 @@ uint32_t UnitSeconds(Unit u) {
     case Unit::kMinute: return 60;
     case Unit::kHour: return 3600;
     case Unit::kDay: return 86400;
+    case Unit::kWeek: return 7 * 86400;
+    case Unit::kMonth: return 30 * 86400;
+    case Unit::kYear: return 365 * 86400;
   }
   return 1;
+}
+
+bool UnitFromNumber(int64_t n, Unit* u) {
+  if (n < 1 || n > 7) return false;
+  *u = static_cast<Unit>(n);
+  return true;
 }
 
 const char* UnitName(Unit u) {
@@ -29,6 +39,9 @@ const char* UnitName(Unit u) {
     case Unit::kMinute: return "minute";
     case Unit::kHour: return "hour";
     case Unit::kDay: return "day";
+    case Unit::kWeek: return "week";
+    case Unit::kMonth: return "month";
+    case Unit::kYear: return "year";
   }
   return "second";
 }
@@ -64,10 +77,10 @@ bool Bool(const YNode& n, const char* what) {
 bool ParseUnit(std::string_view s, Unit* u) {
   std::string lower(s);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static constexpr std::pair<const char*, Unit> kUnits[] = {{"second", Unit::kSecond},
-                                                            {"minute", Unit::kMinute},
-                                                            {"hour", Unit::kHour},
-                                                            {"day", Unit::kDay}};
+  static constexpr std::pair<const char*, Unit> kUnits[] = {{"second", Unit::kSecond}, {"minute", Unit::kMinute},
+                                                            {"hour", Unit::kHour},     {"day", Unit::kDay},
+                                                            {"week", Unit::kWeek},     {"month", Unit::kMonth},
+                                                            {"year", Unit::kYear}};
   for (const auto& [name, unit] : kUnits)
     if (lower == name) {
       *u = unit;
@@ -126,6 +139,105 @@ class Walker {
     }
   }
 
+  // A YAML node as JSON, for google.protobuf.Struct: maps (keys as text),
+  // lists, and scalars typed as envoyproxy/ratelimit's YAML reader (YAML
+  // 1.1) types a plain one: null, a boolean, a number, else a string; a
+  // quoted scalar is always a string.
+  void Json(const YNode& n, std::string* out) const {
+    switch (n.kind) {
+      case Kind::kNull: out->append("null"); return;
+      case Kind::kScalar: return JsonScalar(n, out);
+      case Kind::kSequence:
+        out->push_back('[');
+        for (size_t i = 0; i < n.items.size(); ++i) {
+          if (i) out->push_back(',');
+          Json(At(n.items[i]), out);
+        }
+        out->push_back(']');
+        return;
+      case Kind::kMap:
+        out->push_back('{');
+        for (size_t i = 0; i < n.items.size(); i += 2) {
+          if (i) out->push_back(',');
+          const YNode& k = At(n.items[i]);
+          if (k.kind != Kind::kScalar) Fail(k, "a metadata key must be a string");
+          JsonString(k.scalar, out);
+          out->push_back(':');
+          Json(At(n.items[i + 1]), out);
+        }
+        out->push_back('}');
+        return;
+    }
+  }
+
+  static void JsonString(std::string_view s, std::string* out) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    out->push_back('"');
+    for (char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        out->push_back('\\');
+        out->push_back(ch);
+      } else if (c < 0x20) {
+        out->append("\\u00");
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 15]);
+      } else {
+        out->push_back(ch);
+      }
+    }
+    out->push_back('"');
+  }
+
+  static void JsonScalar(const YNode& n, std::string* out) {
+    const std::string& s = n.scalar;
+    if (n.plain) {
+      static constexpr std::string_view kNull[] = {"", "~", "null", "Null", "NULL"};
+      static constexpr std::string_view kTrue[] = {"y",  "Y",  "yes",  "Yes",  "YES", "on",
+                                                   "On", "ON", "true", "True", "TRUE"};
+      static constexpr std::string_view kFalse[] = {"n",   "N",   "no",    "No",    "NO",   "off",
+                                                    "Off", "OFF", "false", "False", "FALSE"};
+      const char* word = nullptr;
+      for (std::string_view v : kNull)
+        if (s == v) word = "null";
+      for (std::string_view v : kTrue)
+        if (s == v) word = "true";
+      for (std::string_view v : kFalse)
+        if (s == v) word = "false";
+      if (word) {
+        out->append(word);
+        return;
+      }
+      if (IsJsonNumber(s)) {
+        out->append(s);
+        return;
+      }
+    }
+    JsonString(s, out);
+  }
+
+  // A decimal number JSON can carry as it is written: [-+]?digits[.digits][e[-+]digits].
+  static bool IsJsonNumber(std::string_view s) {
+    size_t i = 0;
+    if (i < s.size() && s[i] == '-') ++i;
+    const size_t digits = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    if (i == digits || (s[digits] == '0' && i - digits > 1)) return false;
+    if (i < s.size() && s[i] == '.') {
+      const size_t frac = ++i;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+      if (i == frac) return false;
+    }
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+      ++i;
+      if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+      const size_t exp = i;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+      if (i == exp) return false;
+    }
+    return i == s.size();
+  }
+
   void Replaces(const YNode& r, DescriptorNode* d) const {
     if (r.kind != Kind::kSequence) Fail(r, "replaces must be a list of {name: NAME}");
     for (uint32_t i : r.items) {
@@ -153,31 +265,22 @@ class Walker {
     }
     if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour or day)");
     const std::string unit = Scalar(*unit_node, "unit");
-    if (!ParseUnit(unit, &d->limit.unit)) {
-      std::string lower = unit;
-      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      // envoyproxy/ratelimit's week, month and year are windows aligned to the
-      // Unix epoch (now % unit); FRS's calendar aligns weeks to Monday and
-      // months to the calendar, so they would reset at other instants: refused
-      // rather than answered with another duration_until_reset.
-      if (lower == "week" || lower == "month" || lower == "year")
-        Fail(*unit_node, "unit '" + unit + "' is not supported by frsd (second, minute, hour or day)");
-      Fail(*unit_node, "unknown unit '" + unit + "' (second, minute, hour or day)");
-    }
+    if (!ParseUnit(unit, &d->limit.unit))
+      Fail(*unit_node, "unknown unit '" + unit + "' (second, minute, hour, day, week, month or year)");
     if (!r) Fail(n, "rate_limit without requests_per_unit");
     uint64_t rpu = 0;
-    if (r->kind != Kind::kScalar || !ParseCount(r->scalar, &rpu) || rpu > 2147483647)
-      // The engine counts up to 2^31-1 (kMaxUses); a larger limit could never
-      // be reached and would be a different limit than the one written.
-      Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..2147483647 (decimal digits only)");
+    // rls.proto's requests_per_unit is a uint32, as envoyproxy/ratelimit's
+    // YAML field is.
+    if (r->kind != Kind::kScalar || !ParseCount(r->scalar, &rpu) || rpu > 4294967295u)
+      Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..4294967295 (decimal digits only)");
     d->limit.requests_per_unit = static_cast<uint32_t>(rpu);
     d->has_limit = true;
   }
 
   DescriptorNode Descriptor(const YNode& n) {
     OnlyKeys(n,
-             {"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "unlimited", "name",
-              "replaces"},
+             {"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric",
+              "value_to_metric", "share_threshold", "metadata", "unlimited", "name", "replaces"},
              "a descriptor");
     if (++descriptors_ > kMaxEnvoyDescriptors)
       Fail(n, "more than " + std::to_string(kMaxEnvoyDescriptors) + " descriptors in one file");
@@ -197,6 +300,17 @@ class Walker {
     if (const YNode* limit = Get(n, "rate_limit")) Limit(*limit, &d);
     if (const YNode* s = Get(n, "shadow_mode")) d.shadow_mode = Bool(*s, "shadow_mode");
     if (const YNode* m = Get(n, "detailed_metric")) d.detailed_metric = Bool(*m, "detailed_metric");
+    if (const YNode* q = Get(n, "quota_mode")) d.quota_mode = Bool(*q, "quota_mode");
+    if (const YNode* v = Get(n, "value_to_metric")) d.value_to_metric = Bool(*v, "value_to_metric");
+    if (const YNode* s = Get(n, "share_threshold")) d.share_threshold = Bool(*s, "share_threshold");
+    // As envoyproxy/ratelimit: one counter for every value a wildcard
+    // matches needs a wildcard.
+    if (d.share_threshold && d.value.find('*') == std::string::npos)
+      Fail(n, "share_threshold needs a wildcard value (one holding '*'), not '" + d.value + "'");
+    if (const YNode* m = Get(n, "metadata"); m && m->kind != Kind::kNull) {
+      if (m->kind != Kind::kMap) Fail(*m, "metadata must be a map");
+      if (!m->items.empty()) Json(*m, &d.metadata_json);
+    }
     if (d.unlimited) d.has_limit = false;
     // An unlimited limit may replace others too (envoyproxy/ratelimit collects
     // replaces from every matched limit, unlimited ones included).
@@ -245,24 +359,49 @@ Result<Domain> ParseEnvoyYaml(std::string_view text, const std::string& file) {
 }
 
 Result<std::string> ReadEnvoyFile(const std::string& path) {
-  // Read as srv.xml is: a FIFO named *.yaml is refused, not waited on (the
+  // Read as srv.xml is: a FIFO in the directory is refused, not waited on (the
   // master on SIGHUP, frsd -t); a larger file is refused as it is read.
   return os::ReadTextFile(path, kMaxEnvoyFileBytes);
 }
 
-Result<std::string> ReadEnvoyDir(const std::string& dir) {
+namespace {
+
+// Every file under `dir` (recursively) whose name and whose directories'
+// names do not start with '.', as paths. A symbolic link to a file is read
+// through; one to a directory is not walked, as envoyproxy/ratelimit's
+// loader (a filepath walk) does not.
+Status ListEnvoyFiles(const std::string& dir, int depth, std::vector<std::string>* out) {
+  if (depth > 16) return Status::InvalidArgument("<grpc config> directory " + dir + ": nested deeper than 16 levels");
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return Status::FromErrno("<grpc config> directory " + dir, errno);
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
     std::string_view n = e->d_name;
-    if (n.starts_with(".")) continue;
-    if (n.ends_with(".yaml") || n.ends_with(".yml")) names.emplace_back(n);
+    if (!n.starts_with(".")) names.emplace_back(n);
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
-  for (std::string& n : names) n = dir + "/" + n;
-  return BundleOfFiles(names);
+  for (const std::string& n : names) {
+    const std::string path = dir + "/" + n;
+    struct stat lst {};
+    if (::lstat(path.c_str(), &lst) != 0) continue;  // gone since readdir
+    if (S_ISDIR(lst.st_mode)) {
+      if (Status s = ListEnvoyFiles(path, depth + 1, out); !s.ok()) return s;
+      continue;
+    }
+    struct stat st {};
+    if (S_ISLNK(lst.st_mode) && (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode))) continue;
+    out->push_back(path);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::string> ReadEnvoyDir(const std::string& dir) {
+  std::vector<std::string> paths;
+  if (Status s = ListEnvoyFiles(dir, 0, &paths); !s.ok()) return s;
+  return BundleOfFiles(paths);
 }
 
 Result<std::string> BundleOfFiles(const std::vector<std::string>& paths) {
@@ -279,7 +418,7 @@ Result<std::string> BundleOfFiles(const std::vector<std::string>& paths) {
   return bundle;
 }
 
-Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle) {
+Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains) {
   EnvoyConfig cfg;
   while (!bundle.empty()) {
     const size_t nl1 = bundle.find('\n');
@@ -296,11 +435,27 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle) {
     }
     Result<Domain> d = ParseEnvoyYaml(bundle.substr(nl2 + 1, len), path);
     if (!d.ok()) return d.status();
-    for (const Domain& other : cfg.domains)
-      if (other.name == d->name)
-        return Status::InvalidArgument(path + ":" + std::to_string(d->line) + ": domain '" + d->name +
-                                       "' is already configured in " + other.file);
-    cfg.domains.push_back(std::move(d.value()));
+    Domain* same = nullptr;
+    for (Domain& other : cfg.domains)
+      if (other.name == d->name) same = &other;
+    if (same && !merge_domains)
+      return Status::InvalidArgument(path + ":" + std::to_string(d->line) + ": domain '" + d->name +
+                                     "' is already configured in " + same->file +
+                                     " (<grpc merge_domains=\"1\"> merges the files of one domain)");
+    if (same) {
+      // MERGE_DOMAIN_CONFIG: the later file's descriptors join the domain;
+      // one both give is refused, as envoyproxy/ratelimit refuses it.
+      for (DescriptorNode& n : d->descriptors) {
+        for (const DescriptorNode& o : same->descriptors)
+          if (o.key == n.key && o.value == n.value)
+            return Status::InvalidArgument(n.file + ":" + std::to_string(n.line) + ": duplicate descriptor '" + n.key +
+                                           (n.value.empty() ? "" : "_" + n.value) + "' of domain '" + d->name +
+                                           "', already in " + o.file);
+        same->descriptors.push_back(std::move(n));
+      }
+    } else {
+      cfg.domains.push_back(std::move(d.value()));
+    }
     bundle.remove_prefix(nl2 + 1 + len);
   }
   std::sort(cfg.domains.begin(), cfg.domains.end(), [](const Domain& a, const Domain& b) { return a.name < b.name; });

@@ -6,13 +6,19 @@
 //       value: users
 //       rate_limit: {unit: second, requests_per_unit: 500}
 //       shadow_mode: false          # count, never deny
+//       quota_mode: false           # OVER_LIMIT overall only when every quota one is
 //       detailed_metric: false
+//       value_to_metric: false      # the request's value in the metric's path
+//       share_threshold: false      # a wildcard's values share one counter
+//       metadata: {any: yaml}       # returned as the answer's dynamic metadata
 //       name: users_limit           # for `replaces`
 //       replaces: [{name: other}]   # this limit drops `other` when both match
 //       descriptors: [...]          # nested: deeper entries of one descriptor
 //
-// A <grpc config="DIR"> directory holds such files (*.yaml, *.yml), one
-// domain each, as envoyproxy/ratelimit's runtime directory does. Errors are
+// A <grpc config="DIR"> directory holds such files, one domain each (two of
+// one domain merged under <grpc merge_domains="1">, MERGE_DOMAIN_CONFIG), as
+// envoyproxy/ratelimit's runtime directory does: every file of any name in
+// it and in its subdirectories but names starting with '.' (ReadEnvoyDir). Errors are
 // "file:line: message", line from the YAML node at fault.
 //
 // Reading is done once by frsd's master (and by frsd -t, frsctl
@@ -34,13 +40,18 @@
 namespace frs::envoy {
 
 // As envoyproxy/ratelimit names units, and as rls.proto numbers them.
-enum class Unit : uint8_t { kSecond = 1, kMinute = 2, kHour = 3, kDay = 4 };
+enum class Unit : uint8_t { kSecond = 1, kMinute = 2, kHour = 3, kDay = 4, kMonth = 5, kYear = 6, kWeek = 7 };
+// Its window, as envoyproxy/ratelimit computes it (utils.UnitToDivider):
+// a week is 7 days, a month 30, a year 365, every window a multiple of
+// that many seconds since the Unix epoch (a week starts on a Thursday).
 uint32_t UnitSeconds(Unit u);
 const char* UnitName(Unit u);  // "second", ...
+// rls.proto's number (1..7) as a Unit; false for 0 (UNKNOWN) and others.
+bool UnitFromNumber(int64_t n, Unit* u);
 
 struct Limit {
   Unit unit = Unit::kSecond;
-  uint32_t requests_per_unit = 0;
+  uint32_t requests_per_unit = 0;  // 0..2^32-1, as rls.proto's uint32
 };
 
 // One `descriptors` entry: matches a request entry with this key and (when
@@ -52,7 +63,13 @@ struct DescriptorNode {
   Limit limit;
   bool unlimited = false;
   bool shadow_mode = false;
+  bool quota_mode = false;
   bool detailed_metric = false;
+  bool value_to_metric = false;
+  bool share_threshold = false;  // only on a wildcard value (checked)
+  // `metadata` as JSON text (a YAML map, its plain scalars typed as YAML
+  // 1.1 types them); "" when none.
+  std::string metadata_json;
   std::string name;  // the limit's name (current_limit.name, replaces)
   std::vector<std::string> replaces;
   std::vector<DescriptorNode> children;
@@ -105,13 +122,19 @@ Result<Domain> ParseEnvoyYaml(std::string_view text, const std::string& file);
 // One file's bytes: a file that is not a regular one (a FIFO would block
 // the reader) or is larger than kMaxEnvoyFileBytes is refused, naming it.
 Result<std::string> ReadEnvoyFile(const std::string& path);
-// The files of `dir` (*.yaml, *.yml, in name order) as one bundle of
-// (path, bytes) pairs; a missing or unreadable directory is an error.
+// The files of `dir` and of its subdirectories (every regular file, or
+// symbolic link to one, whose name does not start with '.'; in path order)
+// as one bundle of (path, bytes) pairs; a missing or unreadable directory
+// is an error. Directories whose name starts with '.' are skipped too, so
+// that a Kubernetes ConfigMap's "..data" and "..2024_..." are read once,
+// through the links beside them.
 Result<std::string> ReadEnvoyDir(const std::string& dir);
 // The bundle of the files named, in that order (frsctl envoy-config).
 Result<std::string> BundleOfFiles(const std::vector<std::string>& paths);
-// Parses every file of a bundle; two files of one domain are refused.
-Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle);
+// Parses every file of a bundle; two files of one domain are refused, or,
+// with `merge_domains` (MERGE_DOMAIN_CONFIG), merged into one domain in the
+// files' order (a descriptor both give is refused, as upstream refuses it).
+Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains = false);
 // The ids entry of a bundle (an entry with an empty path: no file has one),
 // appended by frsd's master after the files.
 std::string BundleIdsEntry(const EnvoyIds& ids);

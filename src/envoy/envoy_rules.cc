@@ -8,6 +8,7 @@
 
 #include <xxhash.h>
 
+#include "frs/decision.h"
 #include "frs/key.h"
 #include "limit/map_config.h"
 
@@ -123,7 +124,8 @@ size_t ClosingMapTag(std::string_view xml) {
 std::string XmlCommentText(std::string_view s) { return XmlEscape(s); }
 
 void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const std::string& identity_prefix,
-                     const DescriptorNode& d, uint32_t parent) {
+                     const DescriptorNode& d, uint32_t parent, bool value_to_metric) {
+  value_to_metric = value_to_metric || d.value_to_metric;
   const std::string step = d.value.empty() ? d.key : d.key + "_" + d.value;
   const std::string path = prefix.empty() ? step : prefix + "." + step;
   std::string identity = identity_prefix + "/";
@@ -134,6 +136,9 @@ void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const
   }
   const uint32_t index = static_cast<uint32_t>(nodes_.size());
   nodes_.emplace_back();
+  nodes_[index].value_to_metric = d.value_to_metric;
+  nodes_[index].share_threshold = d.share_threshold;
+  nodes_[index].pattern = d.value;
   if (d.value.find('*') != std::string::npos) {
     // Matched after the exact values, before the key alone (Find).
     nodes_[parent].wildcards.push_back(Wildcard{d.key, d.value, index});
@@ -156,6 +161,9 @@ void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const
     l.limit = d.limit;
     l.shadow_mode = d.shadow_mode;
     l.detailed_metric = d.detailed_metric;
+    l.quota_mode = d.quota_mode;
+    l.value_to_metric = value_to_metric;
+    l.metadata_json = d.metadata_json;
     l.name = d.name;
     l.replaces = d.replaces;
     l.file = d.file;
@@ -163,7 +171,7 @@ void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const
     nodes_[index].limit = static_cast<int32_t>(limits_.size());
     limits_.push_back(std::move(l));
   }
-  for (const DescriptorNode& c : d.children) Add(domain, path, identity, c, index);
+  for (const DescriptorNode& c : d.children) Add(domain, path, identity, c, index, value_to_metric);
 }
 
 uint32_t EnvoyIdSlot(std::string_view biz) {
@@ -232,8 +240,24 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig&
     rules->domains_.emplace(dom.name, root);
     std::string identity;
     AppendIdentity(dom.name, &identity);
-    for (const DescriptorNode& d : dom.descriptors) rules->Add(dom.name, "", identity, d, root);
+    for (const DescriptorNode& d : dom.descriptors) rules->Add(dom.name, "", identity, d, root, false);
   }
+  // A request's own limit (RateLimitDescriptor.limit) counts in one biz per
+  // unit, shared by every domain: only with a domain configured, as
+  // envoyproxy/ratelimit applies it only in a known domain.
+  if (!cfg.domains.empty())
+    for (int u = 1; u <= 7; ++u) {
+      CompiledLimit l;
+      l.limit.unit = static_cast<Unit>(u);
+      l.limit.requests_per_unit = static_cast<uint32_t>(kMaxUses);
+      l.path = std::string("override_") + UnitName(l.limit.unit);
+      l.identity = std::string("%7Eoverride/") + UnitName(l.limit.unit);
+      l.biz = std::string("envoy._override.") + UnitName(l.limit.unit);
+      l.is_override = true;
+      l.file = "(a request's own limit)";
+      rules->overrides_[u - 1] = static_cast<int32_t>(rules->limits_.size());
+      rules->limits_.push_back(std::move(l));
+    }
   if (rules->limits_.size() > kEnvoyBizIds)
     return Status::InvalidArgument("the Envoy configuration has " + std::to_string(rules->limits_.size()) +
                                    " rate limits, more than the " + std::to_string(kEnvoyBizIds) +
@@ -295,8 +319,8 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig&
   return std::shared_ptr<const EnvoyRules>(std::move(rules));
 }
 
-Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::FromBundle(std::string_view bundle) {
-  Result<EnvoyConfig> cfg = ParseEnvoyBundle(bundle);
+Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::FromBundle(std::string_view bundle, bool merge_domains) {
+  Result<EnvoyConfig> cfg = ParseEnvoyBundle(bundle, merge_domains);
   if (!cfg.ok()) return cfg.status();
   return Compile(cfg.value());
 }
@@ -304,22 +328,26 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::FromBundle(std::string_vie
 std::string EnvoyRules::MapXmlBizzes() const {
   std::string out;
   for (const CompiledLimit& l : limits_) {
-    // requests_per_unit 0 denies everything: max="0" is not a rule, so the
-    // biz gets max 1, and Decide never acquires on it: a limit of 0 is
-    // answered OVER_LIMIT after a query (nothing counted) that gives the
-    // window's reset.
-    const uint32_t max = l.limit.requests_per_unit == 0 ? 1 : l.limit.requests_per_unit;
+    // The service counts every hit (an update) and compares the count with
+    // requests_per_unit itself, as envoyproxy/ratelimit does; the rule's max
+    // is the limit where the engine can hold it (frsctl explain shows it):
+    // 0 is not a rule's max (1 then), and the engine counts up to 2^31-1.
+    const uint64_t max = std::clamp<uint64_t>(l.limit.requests_per_unit, 1, static_cast<uint64_t>(kMaxUses));
+    // week, month and year windows count from the Unix epoch, as upstream's.
+    const bool epoch = l.limit.unit == Unit::kWeek || l.limit.unit == Unit::kMonth || l.limit.unit == Unit::kYear;
     out += "  <biz id=\"" + std::to_string(l.biz_id) + "\" name=\"" + l.biz + "\"" +
            (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + XmlEscape(l.file) + ":" + std::to_string(l.line) +
            ": domain " + XmlEscape(l.domain) + ", " + XmlEscape(l.path) + ", " +
            std::to_string(l.limit.requests_per_unit) + " per " + UnitName(l.limit.unit) + " -->\n";
     out += "    <rule algo=\"calendar\" interval=\"" + std::to_string(UnitSeconds(l.limit.unit)) + "\" max=\"" +
-           std::to_string(max) + "\" zone=\"UTC\"/>\n  </biz>\n";
+           std::to_string(max) + "\" zone=\"" + (epoch ? "epoch" : "UTC") + "\"/>\n  </biz>\n";
   }
   return out;
 }
 
-int32_t EnvoyRules::Find(std::string_view domain, std::span<const Entry> entries, std::string* scratch) const {
+int32_t EnvoyRules::Find(std::string_view domain, std::span<const Entry> entries, std::string* scratch,
+                         MatchInfo* info) const {
+  if (info) info->Clear(entries.size());
   auto d = domains_.find(domain);
   if (d == domains_.end() || entries.empty()) return kNoLimit;
   uint32_t at = d->second;
@@ -330,10 +358,12 @@ int32_t EnvoyRules::Find(std::string_view domain, std::span<const Entry> entries
     auto c = n.values.find(std::string_view(*scratch));
     uint32_t next = 0;
     bool hit = c != n.values.end();
+    const bool by_value = hit;
+    bool by_wildcard = false;
     if (hit) next = c->second;
     for (size_t w = 0; !hit && w < n.wildcards.size(); ++w)
       if (n.wildcards[w].key == entries[i].key && GlobMatch(n.wildcards[w].pattern, entries[i].value)) {
-        hit = true;
+        hit = by_wildcard = true;
         next = n.wildcards[w].node;
       }
     if (!hit && (c = n.keys.find(entries[i].key)) != n.keys.end()) {
@@ -342,6 +372,23 @@ int32_t EnvoyRules::Find(std::string_view domain, std::span<const Entry> entries
     }
     if (!hit) return kNoLimit;
     at = next;
+    if (info) {
+      // envoyproxy/ratelimit's value_to_metric path, level by level: the
+      // configured spelling, but the request's value where a
+      // value_to_metric descriptor matched it by wildcard or by key alone.
+      const Node& m = nodes_[at];
+      if (by_wildcard && m.share_threshold) info->share[i] = m.pattern;
+      if (i) info->metric_path.push_back('.');
+      info->metric_path.append(entries[i].key);
+      std::string_view v;
+      if (by_value) v = entries[i].value;
+      else if (by_wildcard)
+        v = m.share_threshold || !m.value_to_metric ? std::string_view(m.pattern) : entries[i].value;
+      else if (m.value_to_metric) v = entries[i].value;
+      if (!v.empty()) info->metric_path.append("_").append(v);
+      if (m.value_to_metric && !by_value && !m.share_threshold && v != std::string_view(m.pattern))
+        info->metric_path_changed = true;
+    }
     if (i + 1 == entries.size()) found = nodes_[at].limit;
     if (nodes_[at].values.empty() && nodes_[at].keys.empty() && nodes_[at].wildcards.empty()) break;
   }
@@ -413,8 +460,12 @@ void AppendKeyBytes(std::string_view s, std::string_view also, std::string* out)
 
 }  // namespace
 
-void CounterKey(std::span<const Entry> entries, std::string* out) {
+void CounterKey(std::span<const Entry> entries, std::string* out, std::string_view domain) {
   out->clear();
+  if (!domain.empty()) {
+    AppendKeyBytes(domain, "#|", out);
+    out->push_back('|');
+  }
   // Within one biz the keys are its descriptor path's, level by level, so
   // only a value can shift a separator: a '_' in any value but the last is
   // written %5F (envoyproxy/ratelimit's key would make a=1_b_2,b=3 and

@@ -25,7 +25,16 @@
 // first wildcard value (`value: foo*`, `a*b`; '*' is any run of bytes) of
 // its key in the file's order, else its key alone; the limit is the one on
 // the node the last entry reaches. A wildcard's values each get a counter
-// of their own: the counter key is made of the request's values.
+// of their own: the counter key is made of the request's values, but for a
+// wildcard with `share_threshold: true`, whose values all share one counter
+// (the key holds the pattern, MatchInfo::share).
+//
+// A request descriptor's own `limit` (Envoy's RateLimitDescriptor.limit)
+// replaces whatever the configuration says for it, as envoyproxy/ratelimit
+// applies it: in a configured domain only, listed or not, never in shadow
+// mode, without name or replaces. Its counts live in one biz per unit,
+// "envoy._override.UNIT" (OverrideLimit), the counter key prefixed with the
+// domain.
 //
 // Thread safety: immutable after Compile; Find from any thread.
 #pragma once
@@ -63,7 +72,13 @@ struct CompiledLimit {
   // detailed_metric: the per-descriptor metrics also carry the request's
   // own values (server/envoy_metrics.h).
   bool detailed_metric = false;
-  std::string name;  // current_limit.name ("" when not named)
+  bool quota_mode = false;
+  // A descriptor on the path has value_to_metric: the metrics may carry the
+  // request's values (MatchInfo::metric_path).
+  bool value_to_metric = false;
+  std::string metadata_json;  // `metadata` as JSON; "" when none
+  bool is_override = false;   // a request's own limit: one of OverrideLimit's bizzes
+  std::string name;           // current_limit.name ("" when not named)
   std::vector<std::string> replaces;
   std::string file;
   int line = 0;
@@ -87,13 +102,30 @@ uint32_t EnvoyIdSlot(std::string_view biz);
 Status AssignEnvoyIds(const std::vector<std::string>& names, const std::vector<std::string>& paths, EnvoyIds* table,
                       std::vector<uint16_t>* ids);
 
+// What Find learnt on the way besides the limit (filled when asked for).
+struct MatchInfo {
+  // Per entry: the wildcard value (the YAML's, '*' included) that stands for
+  // the request's value in the counter key (share_threshold), or empty.
+  std::vector<std::string_view> share;
+  // envoyproxy/ratelimit's metric path with value_to_metric ("k1_v1.k2"):
+  // set (metric_path_changed) only where value_to_metric put a request's
+  // value in it that the configured path does not hold.
+  std::string metric_path;
+  bool metric_path_changed = false;
+  void Clear(size_t n) {
+    share.assign(n, std::string_view());
+    metric_path.clear();
+    metric_path_changed = false;
+  }
+};
+
 class EnvoyRules {
  public:
   // Ids from cfg.ids (as the master assigned them), new names taking free
   // ones; `ids_out`, when given, receives the table with the new names.
   static Result<std::shared_ptr<const EnvoyRules>> Compile(const EnvoyConfig& cfg, EnvoyIds* ids_out = nullptr);
   // From a bundle (envoy_config.h): parse and compile.
-  static Result<std::shared_ptr<const EnvoyRules>> FromBundle(std::string_view bundle);
+  static Result<std::shared_ptr<const EnvoyRules>> FromBundle(std::string_view bundle, bool merge_domains = false);
 
   // The <biz> elements of every limit, one per line, for the engine's map.
   std::string MapXmlBizzes() const;
@@ -108,7 +140,15 @@ class EnvoyRules {
   // The limit (an index into limits()) for one request descriptor, or
   // kNoLimit / kUnlimited. `scratch` is reused between calls (no allocation
   // once warm).
-  int32_t Find(std::string_view domain, std::span<const Entry> entries, std::string* scratch) const;
+  int32_t Find(std::string_view domain, std::span<const Entry> entries, std::string* scratch,
+               MatchInfo* info = nullptr) const;
+  bool HasDomain(std::string_view domain) const { return domains_.find(domain) != domains_.end(); }
+  // The limit (an index into limits()) whose biz counts a request's own
+  // limit of unit `u`; kNoLimit when no domain is configured.
+  int32_t OverrideLimit(Unit u) const {
+    const auto k = static_cast<size_t>(u) - 1;
+    return k < 7 ? overrides_[k] : kNoLimit;
+  }
 
  private:
   struct Hash {
@@ -121,18 +161,22 @@ class EnvoyRules {
   };
   struct Node {
     int32_t limit = kNoLimit;
+    bool value_to_metric = false;
+    bool share_threshold = false;
+    std::string pattern;  // a wildcard's value (share_threshold's counter key)
     // ValueLookup(key, value) -> node index, for the entries with a value
     std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> values;
     std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> keys;  // key alone -> node index
     std::vector<Wildcard> wildcards;                                        // in the file's order
   };
   void Add(const std::string& domain, const std::string& prefix, const std::string& identity_prefix,
-           const DescriptorNode& d, uint32_t parent);
+           const DescriptorNode& d, uint32_t parent, bool value_to_metric);
 
   std::vector<Node> nodes_;
   std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> domains_;  // domain -> root node
   std::vector<CompiledLimit> limits_;
   std::vector<UnlimitedLimit> unlimited_;
+  int32_t overrides_[7] = {kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit};
 };
 
 // map.xml's text with the bizzes of `rules` added before its closing
@@ -153,7 +197,9 @@ Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_
 // are written %XX, so distinct entries make distinct keys; past
 // kMaxKeyBytes, a prefix cut on a character boundary, '#' and a 64-bit hash
 // of the whole key.
-void CounterKey(std::span<const Entry> entries, std::string* out);
+// `domain`, when given (a request's own limit, whose biz every domain
+// shares), leads the key, escaped alike and ended by '|'.
+void CounterKey(std::span<const Entry> entries, std::string* out, std::string_view domain = {});
 
 // `s` made safe inside an XML comment ("--" broken up; & < " escaped).
 std::string XmlCommentText(std::string_view s);

@@ -52,6 +52,8 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
   out->misrouted = 0;
   out->owner.clear();
   out->statuses.clear();
+  out->passed.clear();
+  out->global_shadowed = false;
   const size_t n = req.descriptors.size();
   // As envoyproxy/ratelimit (service/ratelimit.go): an empty list is an
   // error, not an empty answer.
@@ -67,8 +69,29 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
   }
   out->statuses.assign(n, RlsStatus{});
   found_.assign(n, EnvoyRules::kNoLimit);
-  if (!rules_) return;
-  for (size_t i = 0; i < n; ++i) found_[i] = rules_->Find(req.domain, req.descriptors[i].entries, &scratch_);
+  if (match_.size() < n) match_.resize(n);
+  if (!rules_) {
+    for (uint32_t i = 0; i < n; ++i) out->passed.push_back(i);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const RlsDescriptor& d = req.descriptors[i];
+    found_[i] = rules_->Find(req.domain, d.entries, &scratch_, &match_[i]);
+    if (!d.has_limit) continue;
+    // The descriptor's own limit wins over the configuration's, in a
+    // configured domain only (envoyproxy/ratelimit's GetLimit).
+    Unit u;
+    if (!UnitFromNumber(d.limit_unit, &u)) {
+      out->status = Status::InvalidArgument("descriptor " + std::to_string(i + 1) + ": limit unit " +
+                                            std::to_string(d.limit_unit) + " is not SECOND..WEEK (1..7)");
+      out->statuses.clear();
+      return;
+    }
+    if (!rules_->HasDomain(req.domain)) continue;
+    found_[i] = rules_->OverrideLimit(u);
+    match_[i].Clear(d.entries.size());
+    out->statuses[i].own = Limit{u, d.limit_rpu};
+  }
   // `replaces` in two passes, as envoyproxy/ratelimit: every name that any
   // matched limit (unlimited ones included) replaces, then every matched
   // limit of such a name dropped; the outcome does not depend on order.
@@ -81,9 +104,9 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
   }
   if (!replaced_.empty())
     for (size_t i = 0; i < n; ++i) {
-      const std::string* name = found_[i] >= 0 ? &rules_->limits()[static_cast<size_t>(found_[i])].name
-                                : EnvoyRules::IsUnlimited(found_[i]) ? &rules_->unlimited(found_[i]).name
-                                                                     : nullptr;
+      // An unlimited limit is not dropped (upstream drops only the limits it
+      // still checks).
+      const std::string* name = found_[i] >= 0 ? &rules_->limits()[static_cast<size_t>(found_[i])].name : nullptr;
       if (name && !name->empty() && replaced_.count(*name)) found_[i] = EnvoyRules::kNoLimit;
     }
   // Every counter key made and checked before anything is counted: a call
@@ -91,7 +114,20 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
   if (keys_.size() < n) keys_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (found_[i] < 0) continue;
-    CounterKey(req.descriptors[i].entries, &keys_[i]);
+    const CompiledLimit& l = rules_->limits()[static_cast<size_t>(found_[i])];
+    std::span<const Entry> entries = req.descriptors[i].entries;
+    const MatchInfo& m = match_[i];
+    bool shared = false;
+    for (std::string_view p : m.share) shared = shared || !p.empty();
+    if (shared) {
+      // share_threshold: the wildcard's pattern stands for every value it
+      // matches, so they all count in one counter.
+      shared_entries_.assign(entries.begin(), entries.end());
+      for (size_t k = 0; k < shared_entries_.size() && k < m.share.size(); ++k)
+        if (!m.share[k].empty()) shared_entries_[k].value = m.share[k];
+      entries = shared_entries_;
+    }
+    CounterKey(entries, &keys_[i], l.is_override ? req.domain : std::string_view());
     // CounterKey escapes whatever the store refuses; this only guards it.
     if (std::string why = ValidateKeyBytes(keys_[i]); !why.empty()) {
       out->status = Status::InvalidArgument("descriptor " + std::to_string(i + 1) + ": " + why);
@@ -101,6 +137,41 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
   }
   // Before anything is counted: a refused call leaves no count behind.
   if (!CheckOwnership(req, out)) return;
+  // One bound for the engine and the metrics alike: the engine counts at
+  // most 2^31-1 per call (kMaxUses).
+  hits_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const RlsDescriptor& d = req.descriptors[i];
+    hits_[i] = std::min<uint64_t>(d.has_hits ? d.hits : req.hits, static_cast<uint64_t>(kMaxUses));
+  }
+  if (settings_.stop_increment) {
+    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, as envoyproxy/ratelimit does
+    // it: every counter read first; when any descriptor would go past its
+    // limit, only those that would are counted (the others' hits are not).
+    bool any = false;
+    std::vector<bool> would(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      if (found_[i] < 0 || hits_[i] == 0) continue;
+      const CompiledLimit& l = rules_->limits()[static_cast<size_t>(found_[i])];
+      Request r;
+      r.biz = l.biz;
+      r.key = keys_[i];
+      r.cmd = Cmd::kQuery;
+      Decision dec = engine_->Execute(r);
+      if (!dec.ok()) {
+        out->status = dec.status;
+        return;
+      }
+      const uint64_t limit = l.is_override ? out->statuses[i].own.requests_per_unit : l.limit.requests_per_unit;
+      would[i] = static_cast<uint64_t>(dec.rules[0].count) + hits_[i] > limit;
+      any = any || would[i];
+    }
+    if (any)
+      for (size_t i = 0; i < n; ++i)
+        if (!would[i]) hits_[i] = 0;
+  }
+  uint32_t failed_rate_limit = 0, failed_quota = 0, total_quota = 0;
+  uint32_t min_remaining = std::numeric_limits<uint32_t>::max();
   for (size_t i = 0; i < n; ++i) {
     RlsStatus& st = out->statuses[i];
     const RlsDescriptor& d = req.descriptors[i];
@@ -108,22 +179,24 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
       st.remaining = std::numeric_limits<uint32_t>::max();
       continue;
     }
-    if (found_[i] < 0) continue;
+    if (found_[i] < 0) {
+      out->passed.push_back(static_cast<uint32_t>(i));
+      continue;
+    }
     const CompiledLimit& l = rules_->limits()[static_cast<size_t>(found_[i])];
     st.has_limit = true;
     st.limit = &l;
-    // One bound for the engine and the metrics alike: the engine counts at
-    // most 2^31-1 per acquire (kMaxUses), and a limit is at most that.
-    const uint64_t hits = std::min<uint64_t>(d.has_hits ? d.hits : req.hits, static_cast<uint64_t>(kMaxUses));
-    st.hits = hits;
-    const int64_t limit = l.limit.requests_per_unit;
+    const Limit& lim = st.limit_value();
+    st.hits = std::min<uint64_t>(d.has_hits ? d.hits : req.hits, static_cast<uint64_t>(kMaxUses));
+    const uint64_t applied = hits_[i];
+    const int64_t limit = lim.requests_per_unit;
     Request r;
     r.biz = l.biz;
     r.key = keys_[i];
-    // A limit of 0 is never acquired on (its biz's rule is max 1, which an
-    // acquire would pass): a query gives the window's reset, nothing counted.
-    r.cmd = hits == 0 || limit == 0 ? Cmd::kQuery : Cmd::kAcquire;
-    r.n = static_cast<int64_t>(std::max<uint64_t>(hits, 1));
+    // Every hit is counted (an update), past the limit too, as upstream's
+    // counter counts them; a look (0) only reads.
+    r.cmd = applied == 0 ? Cmd::kQuery : Cmd::kUpdate;
+    r.n = static_cast<int64_t>(std::max<uint64_t>(applied, 1));
     Decision dec = engine_->Execute(r);
     if (!dec.ok()) {
       // Descriptors before this one stay counted, as envoyproxy/ratelimit's
@@ -133,39 +206,54 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
     }
     const RuleResult& rule = dec.rules[0];
     st.until_reset_s = std::max<int64_t>(0, rule.reset - dec.now_s);
-    // The count after this call: an acquire that counted re-reads its rule
-    // (node_op.cc RecordRules); a denied one or a query counted nothing.
+    // The count after this call (an update re-reads its rule, node_op.cc).
     const int64_t count = rule.count;
-    // A look (hits 0) at an exhausted key is over its limit: FRS never counts
-    // a denied hit, so "exhausted" is count == limit, where envoyproxy/
-    // ratelimit's counter has run past it after the first denial.
-    bool over;
-    if (limit == 0) over = true;
-    else if (hits == 0) over = count >= limit;
-    else over = dec.shadow ? dec.would_deny : !dec.allowed;
-    // Over the limit: 0 remaining, as envoyproxy/ratelimit (base_limiter.go).
-    st.remaining = over ? 0 : static_cast<uint32_t>(std::clamp<int64_t>(limit - count, 0, limit));
+    st.after = count;
+    st.before = std::max<int64_t>(0, count - static_cast<int64_t>(applied));
+    st.near_threshold = static_cast<uint64_t>(
+        std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(settings_.near_limit_ratio))));
+    // Past the limit, not at it: a look at a key exactly at its limit is OK,
+    // as upstream answers (base_limiter.go: after > limit).
+    const bool over = count > limit;
+    st.remaining = over ? 0 : static_cast<uint32_t>(limit - count);
+    st.quota = settings_.global_quota || l.quota_mode;
     if (over) {
       if (l.shadow_mode) {
         st.shadow_over = true;
       } else {
         st.over = true;
         st.code = Code::kOverLimit;
-        out->overall = Code::kOverLimit;
       }
-    } else if (hits > 0 && static_cast<double>(count) > std::floor(static_cast<double>(limit) * kNearLimitRatio)) {
+    } else if (applied > 0 && static_cast<uint64_t>(count) > st.near_threshold) {
       st.near = true;
     }
-    // The headers' descriptor: the fewest remaining, and of those an
-    // OVER_LIMIT one first.
-    if (out->tightest < 0) {
+    // The headers' descriptor, as upstream picks it.
+    if (st.remaining < min_remaining) {
+      min_remaining = st.remaining;
       out->tightest = static_cast<int32_t>(i);
-    } else {
-      const RlsStatus& t = out->statuses[static_cast<size_t>(out->tightest)];
-      if (st.remaining < t.remaining ||
-          (st.remaining == t.remaining && st.code == Code::kOverLimit && t.code != Code::kOverLimit))
-        out->tightest = static_cast<int32_t>(i);
     }
+    if (st.code == Code::kOverLimit) {
+      if (st.quota) {
+        ++failed_quota;
+      } else {
+        ++failed_rate_limit;
+        out->tightest = static_cast<int32_t>(i);
+        min_remaining = 0;
+      }
+    } else {
+      out->passed.push_back(static_cast<uint32_t>(i));
+    }
+    if (st.quota) ++total_quota;
+    // The per-key metric label: detailed_metric's counter key, else the
+    // value_to_metric path where it differs from the configured one.
+    if (l.detailed_metric) st.metric_key = keys_[i];
+    else if (match_[i].metric_path_changed) st.metric_key = match_[i].metric_path;
+  }
+  if (failed_rate_limit > 0 || (total_quota > 0 && total_quota == failed_quota)) out->overall = Code::kOverLimit;
+  // SHADOW_MODE: the statuses as they are, the overall code OK.
+  if (out->overall == Code::kOverLimit && settings_.global_shadow) {
+    out->overall = Code::kOk;
+    out->global_shadowed = true;
   }
 }
 

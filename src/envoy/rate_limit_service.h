@@ -6,16 +6,21 @@
 // request order; a descriptor that matches no limit is OK without
 // current_limit (limit_remaining 0), an `unlimited` one is OK with
 // limit_remaining 4294967295; a limit another matched limit `replaces` is
-// dropped (OK, no current_limit); shadow_mode limits count and answer OK;
-// OVER_LIMIT answers limit_remaining 0; overall OVER_LIMIT when any status
-// is. An empty descriptor list, or more than kMaxDescriptorsPerCall, is
-// INVALID_ARGUMENT. Each counted descriptor is one engine acquire of n =
-// hits, at most 2^31-1 (check and count in one step, so a limit is exact
-// under concurrency: a denied hit is not counted, where
-// envoyproxy/ratelimit's counter keeps growing past the limit); hits 0 is a
-// query: the count as it is, nothing counted, OVER_LIMIT when the count has
-// reached the limit. Every counter key is made before anything is counted;
-// a store error part way leaves the earlier descriptors counted.
+// dropped (OK, no current_limit). Each counted descriptor is one engine
+// update of n = hits (every hit counted, as upstream's counter counts it,
+// at most 2^31-1 a call): OVER_LIMIT when the count after it is past
+// requests_per_unit, limit_remaining 0 then, else the limit less the count;
+// hits 0 is a look (a query): OK at the limit, OVER_LIMIT past it. With
+// stop_increment (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) every counter is
+// read first and, when any descriptor would go past its limit, only those
+// that would are counted. shadow_mode limits answer OK where they would
+// not; quota_mode ones (or every one, global quota) answer OVER_LIMIT in
+// their status but make the overall code OVER_LIMIT only when every quota
+// descriptor is over (and no other); global shadow turns an overall
+// OVER_LIMIT into OK. An empty descriptor list, or more than
+// kMaxDescriptorsPerCall, is INVALID_ARGUMENT, as is an own limit of an
+// unknown unit. Every counter key is made before anything is counted; a
+// store error part way leaves the earlier descriptors counted.
 //
 // In a cluster (SetOwnership) each descriptor's counter key is a route on
 // the ring, as a key of the HTTP side is: a descriptor another shard owns
@@ -45,6 +50,11 @@ struct RlsDescriptor {
   std::vector<Entry> entries;
   bool has_hits = false;  // a per-descriptor hits_addend (overrides the request's)
   uint64_t hits = 0;
+  // Envoy's RateLimitDescriptor.limit: the descriptor's own limit (unit as
+  // rls.proto numbers it; anything but 1..7 is refused).
+  bool has_limit = false;
+  uint32_t limit_rpu = 0;
+  int64_t limit_unit = 0;
 };
 
 struct RlsRequest {
@@ -66,18 +76,40 @@ struct RlsStatus {
   const CompiledLimit* limit = nullptr;
   uint32_t remaining = 0;
   int64_t until_reset_s = 0;
-  // For metrics: what this descriptor did.
+  // The descriptor's own limit (has_limit and limit->is_override): what
+  // current_limit says.
+  Limit own;
+  bool quota = false;  // quota_mode (its own or the global one)
+  // For metrics: what this descriptor did, its count before and after.
   uint64_t hits = 0;
+  int64_t before = 0, after = 0;
+  uint64_t near_threshold = 0;  // floor(limit x near_limit_ratio)
   bool over = false, near = false, shadow_over = false;
+  // The per-key metric label: the counter key (detailed_metric) or the
+  // value_to_metric path; "": none.
+  std::string metric_key;
+  const Limit& limit_value() const { return limit->is_override ? own : limit->limit; }
+};
+
+// envoyproxy/ratelimit's settings that shape answers (<grpc> attributes).
+struct RlsSettings {
+  bool global_shadow = false;     // SHADOW_MODE
+  bool global_quota = false;      // QUOTA_MODE
+  double near_limit_ratio = 0.8;  // NEAR_LIMIT_RATIO
+  bool stop_increment = false;    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
 };
 
 struct RlsAnswer {
   Status status;  // not OK: no answer (store unavailable, bad key)
   Code overall = Code::kOk;
   std::vector<RlsStatus> statuses;
-  // The descriptor of the RateLimit-* headers (fewest remaining, an
-  // OVER_LIMIT one first), -1: none.
+  // The descriptor of the RateLimit-* headers, as upstream picks it: the
+  // first with the fewest remaining, but the last OVER_LIMIT one that is not
+  // in quota mode; -1: none.
   int32_t tightest = -1;
+  // The descriptors answered OK (not unlimited), for the dynamic metadata.
+  std::vector<uint32_t> passed;
+  bool global_shadowed = false;  // SHADOW_MODE turned OVER_LIMIT into OK
   // Descriptors whose counter key another shard of the cluster owns.
   uint32_t misrouted = 0;
   // Set with a not-OK status when the call was refused for a descriptor
@@ -103,6 +135,8 @@ class RateLimitService {
   const EnvoyRules* rules() const { return rules_.get(); }
   void SetOwnership(Ownership o) { own_ = std::move(o); }
   void set_max_descriptors(size_t n) { max_descriptors_ = n; }
+  void SetSettings(const RlsSettings& s) { settings_ = s; }
+  const RlsSettings& settings() const { return settings_; }
   // Fills `out` (cleared first).
   void Decide(const RlsRequest& req, RlsAnswer* out);
 
@@ -117,12 +151,16 @@ class RateLimitService {
   std::string scratch_;
   std::vector<std::string> keys_;  // per descriptor, reused between calls
   std::vector<int32_t> found_;
+  std::vector<MatchInfo> match_;
+  std::vector<Entry> shared_entries_;
+  std::vector<uint64_t> hits_;
+  RlsSettings settings_;
   std::unordered_set<std::string_view> replaced_;
   size_t max_descriptors_ = kMaxDescriptorsPerCall;
 };
 
 // envoyproxy/ratelimit's near_limit_ratio default: a hit that leaves the
-// count above 80 % of the limit is near it.
+// count above 80 % of the limit is near it (RlsSettings).
 inline constexpr double kNearLimitRatio = 0.8;
 
 }  // namespace frs::envoy

@@ -33,8 +33,11 @@ class YamlTreeBuilder : public YAML::EventHandler {
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     Leaf(mark, YamlTree::Kind::kNull, std::string(), anchor);
   }
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
-    Leaf(mark, YamlTree::Kind::kScalar, value, anchor);
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
+    const uint32_t index = Leaf(mark, YamlTree::Kind::kScalar, value, anchor);
+    // yaml-cpp tags a plain scalar "?" and a quoted one "!".
+    tree_->nodes_[index].plain = tag == "?";
   }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     // yaml-cpp registers an anchor when its node starts: an alias inside the
@@ -122,11 +125,12 @@ class YamlTreeBuilder : public YAML::EventHandler {
     tree_->nodes_[open_.back().index].items.push_back(index);
     open_.back().child_height = std::max(open_.back().child_height, height);
   }
-  void Leaf(const YAML::Mark& mark, YamlTree::Kind kind, std::string value, YAML::anchor_t anchor) {
+  uint32_t Leaf(const YAML::Mark& mark, YamlTree::Kind kind, std::string value, YAML::anchor_t anchor) {
     Count(mark, 1);
     const uint32_t index = Add(mark, kind, std::move(value));
     Anchor(anchor, index);
     Attach(index, 0);
+    return index;
   }
   void Start(const YAML::Mark& mark, YamlTree::Kind kind, YAML::anchor_t anchor) {
     const uint64_t before = total_;
@@ -168,7 +172,7 @@ Result<YamlTree> YamlTree::Parse(std::string_view text, const std::string& file,
     while (parser.HandleNextDocument(builder)) {
     }
     if (!builder.has_root()) {  // an empty file: one null, as YAML::Load reads it
-      tree.nodes_.assign(1, Node{Kind::kNull, 1, {}, {}});
+      tree.nodes_.assign(1, Node{Kind::kNull, 1, {}, false, {}});
       tree.root_ = 0;
     }
     return tree;

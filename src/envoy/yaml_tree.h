@@ -38,6 +38,7 @@ class YamlTree {
     Kind kind = Kind::kNull;
     int line = 0;        // 1-based
     std::string scalar;  // kScalar
+    bool plain = false;  // kScalar written without quotes (a quoted one is always text)
     // kSequence: the items; kMap: key, value, key, value... (indexes into
     // the tree; an alias is its anchor's index).
     std::vector<uint32_t> items;

@@ -7,9 +7,10 @@ const TimeZone& CalendarWindow::ZoneOf(const RuleSpec& spec, const Now& now) {
   return spec.utc || now.tz == nullptr ? *utc : *now.tz;
 }
 
-void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start, int64_t* end) {
+void CalendarWindow::WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start, int64_t* end,
+                              bool epoch) {
   const int64_t i = interval;
-  const int64_t origin = i % (7 * 86400) == 0 ? 4 * 86400 : 0;  // Monday 1970-01-05
+  const int64_t origin = !epoch && i % (7 * 86400) == 0 ? 4 * 86400 : 0;  // Monday 1970-01-05
   const int64_t ls = FloorDiv(tz.ToLocal(t) - origin, i) * i + origin;
   *start = tz.LocalToUtc(ls);
   *end = tz.LocalToUtc(ls + i);
@@ -37,16 +38,17 @@ bool ForeignStart(uint32_t start_s, int64_t window_start) {
 Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const Now& now) {
   Frame f;
   f.open = true;
-  WindowOf(ZoneOf(spec, now), spec.interval, now.s, &f.start, &f.end);
+  WindowOf(ZoneOf(spec, now), spec.interval, now.s, &f.start, &f.end, spec.epoch);
   if (b.start_s != 0 && int64_t{b.start_s} >= f.start) {
     // The stored window is current, or the clock stepped back out of it: stay in it.
-    if (int64_t{b.start_s} > f.start) WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &f.start, &f.end);
+    if (int64_t{b.start_s} > f.start)
+      WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &f.start, &f.end, spec.epoch);
     f.count = b.count;
     f.debt_in = b.debt;
     f.held = true;
   } else if (b.start_s != 0 && b.count > 0) {
     int64_t prev_start, prev_end;
-    WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &prev_start, &prev_end);
+    WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &prev_start, &prev_end, spec.epoch);
     if (ForeignStart(b.start_s, prev_start) && int64_t{b.start_s} + spec.interval > f.start) {
       // A start that is no boundary of ours was written under another zone
       // (<timezone> or the rule's zone changed): that window, taken as
@@ -63,7 +65,7 @@ Frame CalendarWindow::FrameAt(const RuleSpec& spec, const CounterBlock& b, const
   f.next_debt = DebtOut(spec, f.count, f.debt_in);
   if (f.next_debt > 0) {
     int64_t s2;
-    WindowOf(ZoneOf(spec, now), spec.interval, f.end, &s2, &f.after);
+    WindowOf(ZoneOf(spec, now), spec.interval, f.end, &s2, &f.after, spec.epoch);
   }
   return f;
 }
@@ -94,11 +96,11 @@ int64_t CalendarWindow::ExpireS(const RuleSpec& spec, const uint8_t* block, cons
   CounterBlock b = CounterBlock::Load(block);
   if (b.start_s == 0) return 0;
   int64_t start, end;
-  WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &start, &end);
+  WindowOf(ZoneOf(spec, now), spec.interval, b.start_s, &start, &end, spec.epoch);
   // A start written under another zone: FrameAt holds its count for an interval.
   if (ForeignStart(b.start_s, start))
-    WindowOf(ZoneOf(spec, now), spec.interval, b.start_s + spec.interval - 1, &start, &end);
-  if (DebtOut(spec, b.count, b.debt) > 0) WindowOf(ZoneOf(spec, now), spec.interval, end, &start, &end);
+    WindowOf(ZoneOf(spec, now), spec.interval, b.start_s + spec.interval - 1, &start, &end, spec.epoch);
+  if (DebtOut(spec, b.count, b.debt) > 0) WindowOf(ZoneOf(spec, now), spec.interval, end, &start, &end, spec.epoch);
   return end;
 }
 

@@ -19,8 +19,11 @@ namespace frs::limit {
 struct CalendarWindow {
   static constexpr uint32_t kBytes = 16;
 
-  // The window [*start, *end) that contains `t`.
-  static void WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start, int64_t* end);
+  // The window [*start, *end) that contains `t`. `epoch` (zone="epoch"):
+  // weeks too count from the Unix epoch (a Thursday), as Envoy's rate
+  // limit service counts them.
+  static void WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start, int64_t* end,
+                       bool epoch = false);
   // The zone `spec`'s windows are aligned in: UTC for zone="UTC" (or when
   // `now` names none), else the engine's.
   static const TimeZone& ZoneOf(const RuleSpec& spec, const Now& now);

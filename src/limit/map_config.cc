@@ -335,11 +335,12 @@ class Parser {
         spec->borrow = static_cast<int64_t>(v);
         have_borrow = true;
       } else if (name == "zone") {
-        if (value != "UTC")
+        if (value != "UTC" && value != "epoch")
           return Fail(spec->line, "rule zone '" + std::string(value) +
-                                      "' is not UTC (the only zone a rule may name; "
+                                      "' is not UTC or epoch (the only zones a rule may name; "
                                       "<timezone> in srv.xml sets every other calendar's)");
         spec->utc = true;
+        spec->epoch = value == "epoch";
       } else {
         return Fail(spec->line, "<rule>: unknown attribute '" + std::string(name) + "'");
       }

@@ -60,6 +60,10 @@ struct RuleSpec {
   // day. Envoy's rate limit service aligns its windows so
   // (docs/integrations.md); an hour in Asia/Kolkata would start at :30.
   bool utc = false;
+  // zone="epoch": UTC, and weeks aligned to the Unix epoch (a Thursday), not
+  // to Monday: every window a multiple of `interval` since 1970-01-01, as
+  // envoyproxy/ratelimit computes its week, month (30 days) and year (365).
+  bool epoch = false;
   uint32_t offset = 0;  // of this rule's block in the node state
   uint32_t bytes = 0;   // block length
   uint32_t tag = 0;

@@ -125,7 +125,8 @@ void ConvertWindow(const RuleSpec& spec, uint32_t old_tag, CounterBlock b, const
     int64_t old_end = old_start + TagInterval(old_tag);
     if (TagAlgo(old_tag) == Algo::kCalendar) {
       int64_t s;
-      CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), TagInterval(old_tag), old_start, &s, &old_end);
+      CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), TagInterval(old_tag), old_start, &s, &old_end,
+                               spec.epoch);
     }
     // A clock stepped back behind the old window: its uses lie later than
     // now, anywhere in it. They go to the new rule's window that ends with
@@ -137,11 +138,11 @@ void ConvertWindow(const RuleSpec& spec, uint32_t old_tag, CounterBlock b, const
     int64_t start = old_start;
     if (spec.algo == Algo::kCalendar) {
       int64_t end;
-      CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, t, &start, &end);
+      CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, t, &start, &end, spec.epoch);
       // Ended before this window began: the window holding its start, so a
       // debt still passes to the window right after it.
       if (start >= old_end)
-        CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, old_start, &start, &end);
+        CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), spec.interval, old_start, &start, &end, spec.epoch);
     } else if (behind) {
       start = std::max(old_start, old_end - interval);
     } else if (t >= old_start + interval && t < old_end) {

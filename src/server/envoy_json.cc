@@ -47,8 +47,40 @@ const char* UnitEnumName(envoy::Unit u) {
     case envoy::Unit::kMinute: return "MINUTE";
     case envoy::Unit::kHour: return "HOUR";
     case envoy::Unit::kDay: return "DAY";
+    case envoy::Unit::kMonth: return "MONTH";
+    case envoy::Unit::kYear: return "YEAR";
+    case envoy::Unit::kWeek: return "WEEK";
   }
   return "UNKNOWN";
+}
+
+// A RateLimitOverride: {"requestsPerUnit": N, "unit": "MINUTE" or 2}.
+Status DecodeOverride(const json& v, const std::string& where, envoy::RlsDescriptor* out) {
+  if (!v.is_object()) return Bad(where + ".limit is not an object");
+  for (const auto& [name, f] : v.items()) {
+    if (f.is_null()) continue;
+    if (Is(name, "requestsPerUnit", "requests_per_unit")) {
+      uint64_t n = 0;
+      if (!ReadUnsigned(f, UINT32_MAX, &n)) return Bad(where + ".limit.requestsPerUnit is not 0..4294967295");
+      out->limit_rpu = static_cast<uint32_t>(n);
+    } else if (name == "unit") {
+      if (f.is_number_integer()) {
+        out->limit_unit = f.get<int64_t>();
+      } else if (f.is_string()) {
+        out->limit_unit = -1;
+        for (int u = 0; u <= 7; ++u)
+          if (f.get_ref<const std::string&>() == (u == 0 ? "UNKNOWN" : UnitEnumName(static_cast<envoy::Unit>(u))))
+            out->limit_unit = u;
+        if (out->limit_unit < 0) return Bad(where + ".limit.unit is not a unit name (SECOND..WEEK)");
+      } else {
+        return Bad(where + ".limit.unit is not a unit");
+      }
+    } else {
+      return Bad(where + ".limit: unknown field '" + name.substr(0, 64) + "'");
+    }
+  }
+  out->has_limit = true;
+  return Status::OK();
 }
 
 Status DecodeEntry(const json& e, const std::string& where, envoy::Entry* out) {
@@ -78,8 +110,8 @@ Status DecodeDescriptor(const json& d, const std::string& where, envoy::RlsDescr
       if (!ReadUnsigned(v, UINT64_MAX, &out->hits)) return Bad(where + ".hitsAddend is not a count");
       out->has_hits = true;
     } else if (name == "limit") {
-      // The override Envoy may send: read, not applied (as on gRPC).
-      if (!v.is_object()) return Bad(where + ".limit is not an object");
+      // The descriptor's own limit, applied as on gRPC.
+      if (Status s = DecodeOverride(v, where, out); !s.ok()) return s;
     } else {
       return Bad(where + ": unknown field '" + name.substr(0, 64) + "'");
     }
@@ -148,8 +180,9 @@ bool EnvoyJson::Encode(const envoy::RlsAnswer& a, std::string* out) {
         s["code"] = CodeName(st.code);
         if (st.has_limit && st.limit) {
           nlohmann::ordered_json l = nlohmann::ordered_json::object();
-          if (st.limit->limit.requests_per_unit != 0) l["requestsPerUnit"] = st.limit->limit.requests_per_unit;
-          l["unit"] = UnitEnumName(st.limit->limit.unit);
+          const envoy::Limit& lim = st.limit_value();
+          if (lim.requests_per_unit != 0) l["requestsPerUnit"] = lim.requests_per_unit;
+          l["unit"] = UnitEnumName(lim.unit);
           if (!st.limit->name.empty()) l["name"] = st.limit->name;
           s["currentLimit"] = std::move(l);
         }

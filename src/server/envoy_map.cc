@@ -1,5 +1,7 @@
 #include "server/envoy_map.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -71,7 +73,7 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
   }
   Result<std::string> bundle = envoy::ReadEnvoyDir(cfg.grpc_config);
   if (!bundle.ok()) return bundle.status();
-  Result<envoy::EnvoyConfig> parsed = envoy::ParseEnvoyBundle(bundle.value());
+  Result<envoy::EnvoyConfig> parsed = envoy::ParseEnvoyBundle(bundle.value(), cfg.grpc_merge_domains);
   if (!parsed.ok()) return parsed.status();
   Result<std::string> saved = ReadIds(cfg.store_dir + "/" + kEnvoyIdsFile);
   if (!saved.ok()) return saved.status();
@@ -87,7 +89,9 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
     if (Status s = WriteIds(cfg.store_dir, text); !s.ok()) return s;
   out.map_text = std::move(composed.value());
   out.envoy_bundle = std::move(bundle.value()) + envoy::BundleIdsEntry(ids);
-  out.envoy_limits = (*rules)->limits().size();
+  // The YAML's limits, not the bizzes that count a descriptor's own limit.
+  out.envoy_limits = static_cast<size_t>(std::count_if((*rules)->limits().begin(), (*rules)->limits().end(),
+                                                       [](const envoy::CompiledLimit& l) { return !l.is_override; }));
   out.envoy_domains = parsed->domains.size();
   return out;
 }

@@ -25,25 +25,26 @@ constexpr size_t kProbes = 16;
 
 using Counts = std::array<uint64_t, kEnvoyResults>;
 
-// What one status adds to each result.
+// What one status adds to each result, as envoyproxy/ratelimit's
+// base_limiter.go counts them from the count before and after the hits:
+// over_limit the hits past the limit (all of them when the count already
+// was), near_limit those between the near threshold and the limit.
 Counts HitsOf(const envoy::RlsStatus& st) {
   Counts c{};
   const uint64_t hits = st.hits;
   c[static_cast<size_t>(EnvoyResult::kTotal)] = hits;
+  const auto limit = static_cast<uint64_t>(st.limit_value().requests_per_unit);
+  const auto before = static_cast<uint64_t>(st.before), after = static_cast<uint64_t>(st.after);
+  const uint64_t near = st.near_threshold;
   if (st.over || st.shadow_over) {
-    // A denied acquire counts none of its hits (rate_limit_service.h), so
-    // all of them were over, not just the part past the limit.
-    c[static_cast<size_t>(EnvoyResult::kOverLimit)] = hits;
-    if (st.shadow_over) c[static_cast<size_t>(EnvoyResult::kShadowMode)] = hits;
+    const uint64_t past = before >= limit ? hits : after - limit;
+    c[static_cast<size_t>(EnvoyResult::kOverLimit)] = past;
+    if (before < limit) c[static_cast<size_t>(EnvoyResult::kNearLimit)] = limit - std::max(near, before);
+    if (st.shadow_over) c[static_cast<size_t>(EnvoyResult::kShadowMode)] = past;
     return c;
   }
   c[static_cast<size_t>(EnvoyResult::kWithinLimit)] = hits;
-  if (st.near) {
-    const uint64_t limit = st.limit->limit.requests_per_unit;
-    const uint64_t count = limit - std::min<uint64_t>(st.remaining, limit);
-    const auto threshold = static_cast<uint64_t>(std::floor(static_cast<double>(limit) * envoy::kNearLimitRatio));
-    c[static_cast<size_t>(EnvoyResult::kNearLimit)] = std::min(hits, count > threshold ? count - threshold : 0);
-  }
+  if (after > near) c[static_cast<size_t>(EnvoyResult::kNearLimit)] = before >= near ? hits : after - near;
   return c;
 }
 
@@ -117,9 +118,8 @@ void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a
     if (st.limit->biz_id < kFirstEnvoyDescriptorId || idx >= kEnvoyDescriptorIds) continue;
     const Counts hits = HitsOf(st);
     Add(c_->envoy_descriptor[idx], hits);
-    if (!st.limit->detailed_metric) continue;
-    envoy::CounterKey(req.descriptors[i].entries, &key_);
-    LabelOf(key_, &label_);
+    if (st.metric_key.empty()) continue;
+    LabelOf(st.metric_key, &label_);
     if (DetailedKeySlot* s = Slot(st.limit->biz_id, label_)) Add(s->counts, hits);
     else Add(c_->detailed_other[idx], hits);
   }
@@ -140,7 +140,7 @@ void RenderEnvoyMetrics(const Metrics& metrics, const envoy::EnvoyRules& rules, 
   for (const envoy::CompiledLimit& l : rules.limits()) {
     const uint32_t idx = l.biz_id - kFirstEnvoyDescriptorId;
     if (l.biz_id < kFirstEnvoyDescriptorId || idx >= kEnvoyDescriptorIds) continue;
-    any_detailed = any_detailed || l.detailed_metric;
+    any_detailed = any_detailed || l.detailed_metric || l.value_to_metric;
     for (size_t r = 0; r < kEnvoyResults; ++r) {
       uint64_t sum = 0;
       for (uint32_t w = 0; w < workers; ++w) sum += CounterGet(metrics.worker(w).envoy_descriptor[idx][r]);
@@ -168,7 +168,7 @@ void RenderEnvoyMetrics(const Metrics& metrics, const envoy::EnvoyRules& rules, 
   }
   const std::string other = "~other";
   for (const envoy::CompiledLimit& l : rules.limits()) {
-    if (!l.detailed_metric) continue;
+    if (!l.detailed_metric && !l.value_to_metric) continue;
     const uint32_t idx = l.biz_id - kFirstEnvoyDescriptorId;
     if (l.biz_id < kFirstEnvoyDescriptorId || idx >= kEnvoyDescriptorIds) continue;
     if (auto it = by_biz.find(l.biz_id); it != by_biz.end())

@@ -18,7 +18,11 @@
 // above that threshold). A look (hits_addend 0) counts nothing.
 //
 // `detailed_metric: true` adds the request's own values, one series per
-// counter key,
+// counter key (a share_threshold wildcard's pattern in place of the values
+// it shares), and `value_to_metric: true` its descriptor path with the
+// request's value where the configuration has a wildcard or no value
+// ("route_api.path_/users"; envoyproxy/ratelimit puts that path in the
+// metric's name), in the same series,
 //
 //   frs_envoy_descriptor_detailed_hits_total{domain,descriptor,key="remote_address_10.0.0.7",result}
 //
@@ -58,7 +62,7 @@ class EnvoyMetrics {
   DetailedKeySlot* Slot(uint16_t biz_id, std::string_view key);
 
   WorkerCounters* c_;
-  std::string key_, label_;
+  std::string label_;
 };
 
 // Counts a decision's descriptors in `metrics` (may be null): the gRPC and

@@ -1,5 +1,8 @@
 #include "server/grpc_methods.h"
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "grpc/health/v1/health.pb.h"
 
@@ -9,10 +12,28 @@ namespace {
 
 constexpr std::string_view kShouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 constexpr std::string_view kHealthCheck = "/grpc.health.v1.Health/Check";
+constexpr std::string_view kHealthWatch = "/grpc.health.v1.Health/Watch";
 constexpr std::string_view kRlsService = "envoy.service.ratelimit.v3.RateLimitService";
 
 using RlsResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
 using Reply = GrpcService::Reply;
+
+// upstream's short name for the service (its health checks use it).
+constexpr std::string_view kRlsShortName = "ratelimit";
+
+// `src`'s fields into `dest`, as envoyproxy/ratelimit merges the metadata of
+// the descriptors that passed: two maps merge, else the first value stays.
+void MergeStruct(google::protobuf::Struct* dest, const google::protobuf::Struct& src) {
+  for (const auto& [k, v] : src.fields()) {
+    auto& fields = *dest->mutable_fields();
+    auto it = fields.find(k);
+    if (it == fields.end()) {
+      fields[k] = v;
+    } else if (it->second.has_struct_value() && v.has_struct_value()) {
+      MergeStruct(it->second.mutable_struct_value(), v.struct_value());
+    }
+  }
+}
 
 // A call answered with an error status.
 void Fail(GrpcCode code, std::string message, Reply* out) {
@@ -40,18 +61,22 @@ struct GrpcMethods::Messages {
 };
 
 GrpcMethods::GrpcMethods(Engine* engine, const GrpcOptions& opts)
-    : m_(std::make_unique<Messages>()), rls_(engine), opts_(opts) {}
+    : m_(std::make_unique<Messages>()), rls_(engine), opts_(opts) {
+  rls_.SetSettings(opts.rls);
+}
 GrpcMethods::~GrpcMethods() = default;
 
 int GrpcMethods::MethodOf(std::string_view path) const {
   if (path == kShouldRateLimit) return kShouldRateLimitMethod;
   if (path == kHealthCheck) return kHealthCheckMethod;
+  if (path == kHealthWatch) return kHealthWatchMethod;
   return -1;
 }
 
 void GrpcMethods::Call(int method, std::string_view message, Reply* out) {
   if (method == kShouldRateLimitMethod) return ShouldRateLimit(message, out);
-  if (method == kHealthCheckMethod) return HealthCheck(message, out);
+  if (method == kHealthCheckMethod) return HealthCheck(message, out, false);
+  if (method == kHealthWatchMethod) return HealthCheck(message, out, true);
   Fail(GrpcCode::kUnimplemented, "unknown method", out);
 }
 
@@ -72,6 +97,9 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
     for (const auto& e : d.entries()) rd.entries.push_back(envoy::Entry{e.key(), e.value()});
     rd.has_hits = d.has_hits_addend();
     rd.hits = rd.has_hits ? d.hits_addend().value() : 0;
+    rd.has_limit = d.has_limit();
+    rd.limit_rpu = rd.has_limit ? d.limit().requests_per_unit() : 0;
+    rd.limit_unit = rd.has_limit ? d.limit().unit() : 0;
   }
   rls_.Decide(req_, &answer_);
   CountEnvoyAnswer(metrics_, req_, answer_);
@@ -94,37 +122,96 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
     s->set_limit_remaining(st.remaining);
     if (st.has_limit) {
       auto* l = s->mutable_current_limit();
-      l->set_requests_per_unit(st.limit->limit.requests_per_unit);
-      l->set_unit(static_cast<RlsResponse::RateLimit::Unit>(st.limit->limit.unit));
+      const envoy::Limit& lim = st.limit_value();
+      l->set_requests_per_unit(lim.requests_per_unit);
+      l->set_unit(static_cast<RlsResponse::RateLimit::Unit>(lim.unit));
       if (!st.limit->name.empty()) l->set_name(st.limit->name);
       s->mutable_duration_until_reset()->set_seconds(st.until_reset_s);
     }
   }
   if (opts_.headers && answer_.tightest >= 0) {
-    // envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED, with its default
-    // names and values (service/ratelimit.go): the descriptor with the
-    // fewest remaining (an OVER_LIMIT one first), its limit as "N".
+    // envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED, with the names
+    // of <grpc limit_header ...> (LIMIT_*_HEADER): the descriptor upstream
+    // picks (RlsAnswer::tightest), its limit as "N".
     const envoy::RlsStatus& t = answer_.statuses[static_cast<size_t>(answer_.tightest)];
     auto add = [&](const char* k, std::string v) {
       auto* h = r.add_response_headers_to_add();
       h->set_key(k);
       h->set_value(std::move(v));
     };
-    add("RateLimit-Limit", std::to_string(t.limit->limit.requests_per_unit));
-    add("RateLimit-Remaining", std::to_string(t.remaining));
-    add("RateLimit-Reset", std::to_string(t.until_reset_s));
+    add(opts_.limit_header.c_str(), std::to_string(t.limit_value().requests_per_unit));
+    add(opts_.remaining_header.c_str(), std::to_string(t.remaining));
+    add(opts_.reset_header.c_str(), std::to_string(t.until_reset_s));
   }
+  if (opts_.metadata) AddDynamicMetadata();
   r.SerializeToString(&out->body);
 }
 
-void GrpcMethods::HealthCheck(std::string_view message, Reply* out) {
+void GrpcMethods::AddDynamicMetadata() {
+  // As envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA: the domain, each
+  // descriptor's entries ("key=value"), own limit and hits_addend, the
+  // request's hits_addend, and the merged `metadata` of the limits of the
+  // descriptors that passed.
+  const auto& in = m_->request;
+  auto& fields = *m_->response.mutable_dynamic_metadata()->mutable_fields();
+  fields["domain"].set_string_value(in.domain());
+  auto* list = fields["descriptors"].mutable_list_value();
+  for (const auto& d : in.descriptors()) {
+    auto& df = *list->add_values()->mutable_struct_value()->mutable_fields();
+    auto* entries = df["entries"].mutable_list_value();
+    for (const auto& e : d.entries()) entries->add_values()->set_string_value(e.key() + "=" + e.value());
+    if (d.has_limit())
+      df["limit"].set_string_value("requests_per_unit:" + std::to_string(d.limit().requests_per_unit()) +
+                                   " unit:" + std::to_string(d.limit().unit()));
+    if (d.has_hits_addend()) df["hitsAddend"].set_number_value(static_cast<double>(d.hits_addend().value()));
+  }
+  if (in.hits_addend() != 0) fields["hitsAddend"].set_number_value(in.hits_addend());
+  google::protobuf::Struct passed;
+  for (uint32_t i : answer_.passed) {
+    const envoy::RlsStatus& st = answer_.statuses[i];
+    if (!st.has_limit || st.limit->metadata_json.empty()) continue;
+    google::protobuf::Struct m;
+    // Written by envoy_config.cc from the YAML: always a JSON object.
+    if (google::protobuf::util::JsonStringToMessage(st.limit->metadata_json, &m).ok()) MergeStruct(&passed, m);
+  }
+  if (passed.fields_size() > 0) *fields["metadata"].mutable_struct_value() = std::move(passed);
+}
+
+void GrpcMethods::HealthCheck(std::string_view message, Reply* out, bool watch) {
+  using Health = ::grpc::health::v1::HealthCheckResponse;
   auto& in = m_->health_request;
   if (!ParseInto(message, &in, "HealthCheckRequest", out)) return;
-  if (!in.service().empty() && in.service() != kRlsService) return Fail(GrpcCode::kNotFound, "unknown service", out);
   auto& r = m_->health_response;
-  r.set_status(shutting_down_ ? ::grpc::health::v1::HealthCheckResponse::NOT_SERVING
-                              : ::grpc::health::v1::HealthCheckResponse::SERVING);
+  if (!in.service().empty() && in.service() != kRlsService && in.service() != kRlsShortName) {
+    // Check: NOT_FOUND; Watch: a status message, the stream kept (grpc's
+    // health/v1 protocol), so a service registered later could be seen.
+    if (!watch) return Fail(GrpcCode::kNotFound, "unknown service", out);
+    r.set_status(Health::SERVICE_UNKNOWN);
+    r.SerializeToString(&out->body);
+    return;
+  }
+  r.set_status(Serving() ? Health::SERVING : Health::NOT_SERVING);
   r.SerializeToString(&out->body);
+}
+
+bool GrpcMethods::Serving() const {
+  if (shutting_down_) return false;
+  return !opts_.healthy_with_config || (rls_.rules() && !rls_.rules()->empty());
+}
+
+GrpcOptions GrpcOptionsFor(const SrvConfig& cfg) {
+  GrpcOptions o;
+  o.headers = cfg.grpc_headers;
+  o.limit_header = cfg.grpc_limit_header;
+  o.remaining_header = cfg.grpc_remaining_header;
+  o.reset_header = cfg.grpc_reset_header;
+  o.metadata = cfg.grpc_metadata;
+  o.healthy_with_config = cfg.grpc_healthy_with_config;
+  o.rls.global_shadow = cfg.grpc_shadow;
+  o.rls.global_quota = cfg.grpc_quota;
+  o.rls.near_limit_ratio = cfg.grpc_near_limit_ratio;
+  o.rls.stop_increment = cfg.grpc_stop_increment;
+  return o;
 }
 
 void GrpcMethods::SetCluster(const ClusterView& c) {

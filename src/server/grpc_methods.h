@@ -1,9 +1,15 @@
 // server/grpc_methods.h: the gRPC methods frsd answers on <grpc>:
 //
 //   /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
-//   /grpc.health.v1.Health/Check   ("" or the rate limit service: SERVING,
-//                                   NOT_SERVING once stopping; another
-//                                   service: NOT_FOUND)
+//   /grpc.health.v1.Health/Watch   (the same status, streamed: sent at
+//                                   once, then each change; an unknown
+//                                   service: SERVICE_UNKNOWN, as gRPC's own
+//                                   health servers answer it)
+//   /grpc.health.v1.Health/Check   ("", "ratelimit" or the rate limit
+//                                   service's full name: SERVING, NOT_SERVING
+//                                   once stopping, or while no domain is
+//                                   loaded under healthy_with_config;
+//                                   another service: NOT_FOUND)
 //
 // Anything else is UNIMPLEMENTED; a message protobuf cannot parse is
 // INVALID_ARGUMENT; the store unable to answer is UNAVAILABLE (Envoy's
@@ -17,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "config/srv_config.h"
 #include "envoy/rate_limit_service.h"
 #include "server/cluster_view.h"
 #include "server/envoy_log.h"
@@ -26,15 +33,32 @@
 namespace frs::server {
 
 struct GrpcOptions {
-  bool headers = false;  // RateLimit-Limit, -Remaining, -Reset in response_headers_to_add
+  bool headers = false;                          // RateLimit-Limit, -Remaining, -Reset in response_headers_to_add
+  std::string limit_header = "RateLimit-Limit";  // LIMIT_LIMIT_HEADER
+  std::string remaining_header = "RateLimit-Remaining";
+  std::string reset_header = "RateLimit-Reset";
+  bool metadata = false;  // RESPONSE_DYNAMIC_METADATA
+  // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: NOT_SERVING while the Envoy
+  // configuration has no domain.
+  bool healthy_with_config = false;
+  envoy::RlsSettings rls;
 };
+
+// The options of a <grpc> (srv.xml).
+GrpcOptions GrpcOptionsFor(const SrvConfig& cfg);
 
 class GrpcMethods final : public GrpcService {
  public:
   GrpcMethods(Engine* engine, const GrpcOptions& opts);
   ~GrpcMethods() override;
   void SetRules(std::shared_ptr<const envoy::EnvoyRules> rules) { rls_.SetRules(std::move(rules)); }
-  void SetOptions(const GrpcOptions& opts) { opts_ = opts; }
+  void SetOptions(const GrpcOptions& opts) {
+    opts_ = opts;
+    rls_.SetSettings(opts.rls);
+  }
+  // Health as Check answers it for the rate limit service: SERVING, or
+  // NOT_SERVING while stopping or (healthy_with_config) without a domain.
+  bool Serving() const;
   void set_shutting_down(bool v) { shutting_down_ = v; }
   // <cluster>: which descriptors' counter keys this shard owns.
   void SetCluster(const ClusterView& c);
@@ -46,13 +70,16 @@ class GrpcMethods final : public GrpcService {
   envoy::RateLimitService& rls() { return rls_; }
 
   int MethodOf(std::string_view path) const override;
+  bool Streaming(int method) const override { return method == kHealthWatchMethod; }
   void Call(int method, std::string_view message, Reply* out) override;
 
  private:
   static constexpr int kShouldRateLimitMethod = 0;
   static constexpr int kHealthCheckMethod = 1;
+  static constexpr int kHealthWatchMethod = 2;
   void ShouldRateLimit(std::string_view message, Reply* out);
-  void HealthCheck(std::string_view message, Reply* out);
+  void HealthCheck(std::string_view message, Reply* out, bool watch);
+  void AddDynamicMetadata();
 
   struct Messages;  // the generated protobuf types, kept out of this header
   std::unique_ptr<Messages> m_;

@@ -132,6 +132,7 @@ struct GrpcCallbacks {
     GrpcSession* g = Self(user);
     auto it = g->streams_.find(id);
     if (it == g->streams_.end()) return 0;
+    if (it->second.watch) --g->watches_;
     g->Release(it->second);
     g->streams_.erase(it);  // order_ and ready_ skip it when they reach it
     return 0;
@@ -148,6 +149,14 @@ struct GrpcCallbacks {
     const size_t n = std::min(length, s.response.size() - s.sent);
     std::memcpy(buf, s.response.data() + s.sent, n);
     s.sent += n;
+    if (s.watch && !s.closing && s.sent == s.response.size()) {
+      // A server-streaming call stays open: nothing more until PollWatches
+      // queues a message and resumes it.
+      g->responses_ -= s.response.size();
+      std::string().swap(s.response);
+      s.sent = 0;
+      return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+    }
     if (s.sent == s.response.size()) {
       // Out of our hands (nghttp2 has copied it into its frame).
       g->responses_ -= s.response.size();
@@ -219,8 +228,36 @@ void GrpcSession::Release(Stream& s) {
   buffered_ -= s.charged;
   s.charged = 0;
   std::string().swap(s.body);
-  responses_ -= s.response.size();
+  responses_ -= s.response.size() + s.request.size() + s.last.size();
   std::string().swap(s.response);
+  std::string().swap(s.request);
+  std::string().swap(s.last);
+}
+
+void GrpcSession::QueueMessage(int32_t id, Stream& s, const std::string& body) {
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  responses_ += kPrefixBytes + n;
+  s.response.push_back('\0');
+  for (int shift = 24; shift >= 0; shift -= 8) s.response.push_back(static_cast<char>((n >> shift) & 0xff));
+  s.response.append(body);
+  responses_ -= s.last.size();
+  s.last = body;
+  responses_ += s.last.size();
+  nghttp2_session_resume_data(session_, id);
+}
+
+void GrpcSession::PollWatches() {
+  if (watches_ == 0) return;
+  for (auto& [id, s] : streams_) {
+    if (!s.watch || s.closing) continue;
+    GrpcService::Reply reply;
+    try {
+      service_->Call(s.method, s.request, &reply);
+    } catch (const std::exception&) {
+      continue;  // nothing new to say
+    }
+    if (reply.code == GrpcCode::kOk && reply.body != s.last) QueueMessage(id, s, reply.body);
+  }
 }
 
 namespace {
@@ -381,6 +418,9 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
       reply = GrpcService::Reply{GrpcCode::kInternal, std::string("internal error: ") + e.what(), {}};
     }
   }
+  std::string request;  // a server-streaming call's, asked again later
+  if (reply.code == GrpcCode::kOk && s.method >= 0 && service_->Streaming(s.method))
+    request.assign(std::string_view(s.body).substr(kPrefixBytes));
   Release(s);
   if (reply.code != GrpcCode::kOk) {
     const std::string code = CodeText(reply.code);
@@ -392,6 +432,14 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
                             Nv("grpc-message", text)};
     nghttp2_submit_response(session_, id, h, text.empty() ? 3 : 4, nullptr);
     return;
+  }
+  if (service_->Streaming(s.method)) {
+    // Open from here on: the request kept to ask again (PollWatches).
+    s.watch = true;
+    ++watches_;
+    s.request = std::move(request);
+    s.last = reply.body;
+    responses_ += s.request.size() + s.last.size();
   }
   const uint32_t n = static_cast<uint32_t>(reply.body.size());
   s.response.reserve(kPrefixBytes + n);
@@ -428,6 +476,7 @@ bool GrpcSession::Receive(std::string_view in, int64_t now_ns) {
     Answer(id, it->second);
     ++n;
   }
+  PollWatches();
   return true;
 }
 
@@ -449,6 +498,14 @@ bool GrpcSession::Finished() const {
 }
 
 void GrpcSession::Shutdown() {
+  // Server-streaming calls get the service's last word (a health watch:
+  // NOT_SERVING), then end.
+  PollWatches();
+  for (auto& [id, s] : streams_)
+    if (s.watch && !s.closing) {
+      s.closing = true;
+      nghttp2_session_resume_data(session_, id);
+    }
   nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
                         NGHTTP2_NO_ERROR, nullptr, 0);
 }

@@ -6,6 +6,14 @@
 // time-outs and connection limits apply as for HTTP/1.1, and the fuzz target
 // drives this very code with bytes in memory.
 //
+// A server-streaming call (GrpcService::Streaming: grpc.health.v1.Health/
+// Watch) is answered like a unary one but its stream stays open without
+// trailers: whenever the session is given input (any frame: a keepalive
+// PING) and when it shuts down, the service is asked again and a message
+// that differs from the last one sent is sent; at shutdown the stream then
+// ends (grpc-status 0). Such a stream is not "open" for HasOpenStreams()
+// (the connection is idle, not busy, while it only watches).
+//
 // A unary call is answered as soon as its request stream ends: HEADERS
 // (:status 200, content-type application/grpc), one DATA frame of the
 // 5-byte length prefix and the message, and trailers (grpc-status,
@@ -96,6 +104,9 @@ class GrpcService {
   // without its prefix. Never throws past here (the session's callbacks run
   // inside nghttp2, which is C).
   virtual void Call(int method, std::string_view message, Reply* out) = 0;
+  // A server-streaming method: Call is asked again with the same request
+  // for each later message (see above).
+  virtual bool Streaming(int /*method*/) const { return false; }
   // The peer of the connection whose calls follow (for the decision log's
   // "client"); null when unknown. Set before each read is handed over.
   virtual void set_peer(const IpAddress* /*peer*/) {}
@@ -142,8 +153,9 @@ class GrpcSession {
   // Neither wants to read nor to write: the session is over (GOAWAY sent
   // and received, or a fatal error).
   bool Finished() const;
-  // A stream has begun and not been closed (answered and sent, or reset).
-  bool HasOpenStreams() const { return !streams_.empty(); }
+  // A stream has begun and not been closed (answered and sent, or reset),
+  // server-streaming ones aside.
+  bool HasOpenStreams() const { return streams_.size() > watches_; }
   // Calls whose request ended wait to be answered by the next Receive().
   bool HasBacklog() const { return !ready_.empty(); }
   // When the oldest stream not yet answered began (its HEADERS arrived);
@@ -188,11 +200,19 @@ class GrpcSession {
     std::string body;      // prefix + message as received
     std::string response;  // prefix + message to send
     size_t sent = 0;
+    // A server-streaming call: its request and the last message sent (to
+    // send only a change); `closing`: its last message, then trailers.
+    bool watch = false;
+    bool closing = false;
+    std::string request, last;
   };
   GrpcSession(GrpcService* service, const GrpcLimits& limits);
   void Answer(int32_t id, Stream& s);
   void Release(Stream& s);
   void Refuse(int32_t id, Stream& s);
+  // Server-streaming calls: a message where the service's answer changed.
+  void PollWatches();
+  void QueueMessage(int32_t id, Stream& s, const std::string& body);
   int OnData(int32_t id, const char* data, size_t len);
   // nghttp2's allocator: every block counted in nghttp2_bytes_.
   static void* Malloc(size_t size, void* user);
@@ -210,7 +230,8 @@ class GrpcSession {
   mutable std::deque<int32_t> order_;  // streams by start (pruned as read)
   std::deque<int32_t> ready_;          // ended, to be answered
   size_t buffered_ = 0;
-  size_t responses_ = 0;      // answers' bytes not yet sent
+  size_t responses_ = 0;      // answers' bytes not yet sent (and server-streaming calls' requests)
+  size_t watches_ = 0;        // server-streaming streams open
   size_t nghttp2_bytes_ = 0;  // held by nghttp2 for this session
   size_t held_limit_;
   uint64_t answered_ = 0;

@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "server/clock_util.h"
+#include "server/config_watch.h"
 #include "server/decision_log.h"
 #include "server/logger.h"
 #include "server/signals.h"
@@ -59,6 +60,8 @@ class Master {
   void Reap(bool stopping);
   void StopWorkers();
   void Reload();
+  // Watches live_'s <grpc config> directory (ConfigWatch), or nothing.
+  void WatchEnvoyConfig();
   void Tick(int64_t now);
   // Every slot's current worker has marked itself serving (metrics.h).
   bool AllServing() const {
@@ -80,7 +83,14 @@ class Master {
   int64_t next_flush_ = 0;
   int64_t next_eviction_report_ = 0;
   uint64_t evictions_live_seen_ = 0;
+  ConfigWatch watch_;
+  int64_t watch_due_ns_ = -1;  // >= 0: the directory changed; reload once quiet until then
 };
+
+void Master::WatchEnvoyConfig() {
+  if (Status s = watch_.Rearm(live_.grpc ? live_.grpc_config : std::string()); !s.ok())
+    FRS_LOG("warning: <grpc config> changes may go unnoticed (SIGHUP reloads them): %s", s.message().c_str());
+}
 
 bool Master::Spawn(uint32_t i) {
   pid_t pid = fork();
@@ -339,6 +349,7 @@ int Master::Run(const sigset_t* wait_mask) {
   // requests at once.
   bool ready_pending = true;
   SignalFlags& f = Signals();
+  WatchEnvoyConfig();
   for (;;) {
     int64_t now = MonoNs();
     if (ready_pending && AllServing()) {
@@ -356,11 +367,18 @@ int Master::Run(const sigset_t* wait_mask) {
     int64_t wake = std::min(next_flush_, now + (ready_pending ? 5 : 1000) * kMsNs);
     for (const Slot& s : slots_)
       if (s.respawn_at_ns >= 0) wake = std::min(wake, s.respawn_at_ns);
+    if (watch_due_ns_ >= 0) wake = std::min(wake, watch_due_ns_);
     int64_t wait = std::max<int64_t>(0, wake - now);
     timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
     // Signals are blocked except inside ppoll: a flag set before the wait
     // interrupts it at once, none is lost in between.
-    if (!f.terminate && !f.child && !f.reload && !f.reopen) ppoll(nullptr, 0, &ts, wait_mask);
+    pollfd pfd{watch_.fd(), POLLIN, 0};
+    if (!f.terminate && !f.child && !f.reload && !f.reopen) ppoll(&pfd, pfd.fd >= 0 ? 1 : 0, &ts, wait_mask);
+    // A change restarts the quiet period: the several steps of one update
+    // (a ConfigMap's new directory and link, an editor's temp file and
+    // rename) are one reload.
+    if (pfd.fd >= 0 && (pfd.revents & POLLIN) && watch_.Drain())
+      watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kMsNs;
     if (f.child) {
       f.child = 0;
       Reap(/*stopping=*/false);
@@ -377,6 +395,16 @@ int Master::Run(const sigset_t* wait_mask) {
     if (f.reload) {
       f.reload = 0;
       Reload();
+      WatchEnvoyConfig();
+    }
+    if (watch_due_ns_ >= 0 && MonoNs() >= watch_due_ns_) {
+      watch_due_ns_ = -1;
+      // As SIGHUP: srv.xml, map.xml and the YAML files read and checked
+      // once, a broken file keeping the old configuration (logged, counted
+      // in frs_reload_failures_total), every worker handed the same bytes.
+      FRS_LOG("<grpc config> %s changed: reloading", live_.grpc_config.c_str());
+      Reload();
+      WatchEnvoyConfig();
     }
     if (f.reopen) {
       f.reopen = 0;

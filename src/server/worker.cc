@@ -24,7 +24,7 @@ Worker::Worker(WorkerContext ctx, const Backend& backend)
       idle_(int64_t{cfg_.idle_timeout_ms} * kMsNs),
       busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {
   if (ctx_.grpc_listener.valid()) {
-    grpc_.emplace(backend.engine, GrpcOptions{cfg_.grpc_headers});
+    grpc_.emplace(backend.engine, GrpcOptionsFor(cfg_));
     // /json decides with the gRPC methods' service: one set of rules, one
     // ownership, one set of per-descriptor counters.
     grpc_->set_metrics(&envoy_metrics_);
@@ -82,7 +82,7 @@ int RunWorker(WorkerContext ctx) {
   try {
     Worker w(std::move(ctx), Backend(engine.value().get(), store.value().get(), eo.clock));
     w.set_map_generation(generation);
-    w.ApplyEnvoy(envoy_bundle);
+    w.ApplyEnvoy(envoy_bundle, (live ? *live : cfg).grpc_merge_domains);
     if (live) w.ApplyLive(*live);
     else w.ApplyDecisionLog(cfg);
     rc = w.Run(&wait_mask);

@@ -46,7 +46,7 @@ class Worker {
   // envoy/envoy_config.h): compiled and handed to the gRPC methods. The
   // master validated the very bytes; a failure here is said and the old
   // rules stay.
-  void ApplyEnvoy(const std::string& bundle);
+  void ApplyEnvoy(const std::string& bundle, bool merge_domains);
   // Takes what can change without a restart from a reloaded srv.xml (the
   // master validated it and logs what needs a restart): admin token, allow
   // list, limits, the cluster. Connections already open keep the limits

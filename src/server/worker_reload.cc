@@ -34,7 +34,7 @@ void Worker::HandleSignals(int64_t now) {
           else s = parsed.status();
         }
         if (s.ok()) s = engine_->ReloadText(m->text, next ? next->map_path : cfg_.map_path);
-        if (s.ok()) ApplyEnvoy(m->envoy_text);
+        if (s.ok()) ApplyEnvoy(m->envoy_text, next ? next->grpc_merge_domains : cfg_.grpc_merge_domains);
         if (s.ok() && next) ApplyLive(*next);
       }
       if (m.ok()) generation = m->generation;
@@ -75,7 +75,17 @@ void Worker::ApplyLive(const SrvConfig& next) {
   cfg_.admin_token = next.admin_token;
   cfg_.grpc_headers = next.grpc_headers;
   cfg_.grpc_max_streams = next.grpc_max_streams;
-  if (grpc_) grpc_->SetOptions(GrpcOptions{cfg_.grpc_headers});
+  cfg_.grpc_shadow = next.grpc_shadow;
+  cfg_.grpc_quota = next.grpc_quota;
+  cfg_.grpc_metadata = next.grpc_metadata;
+  cfg_.grpc_limit_header = next.grpc_limit_header;
+  cfg_.grpc_remaining_header = next.grpc_remaining_header;
+  cfg_.grpc_reset_header = next.grpc_reset_header;
+  cfg_.grpc_near_limit_ratio = next.grpc_near_limit_ratio;
+  cfg_.grpc_stop_increment = next.grpc_stop_increment;
+  cfg_.grpc_healthy_with_config = next.grpc_healthy_with_config;
+  cfg_.grpc_merge_domains = next.grpc_merge_domains;
+  if (grpc_) grpc_->SetOptions(GrpcOptionsFor(cfg_));
   cfg_.max_header_bytes = next.max_header_bytes;
   cfg_.max_body_bytes = next.max_body_bytes;
   cfg_.max_connections = next.max_connections;
@@ -133,9 +143,9 @@ void Worker::ApplyDecisionLog(const SrvConfig& next) {
   cfg_.decisions_sample = next.decisions_sample;
 }
 
-void Worker::ApplyEnvoy(const std::string& bundle) {
+void Worker::ApplyEnvoy(const std::string& bundle, bool merge_domains) {
   if (!grpc_ || bundle == envoy_bundle_) return;
-  auto rules = envoy::EnvoyRules::FromBundle(bundle);
+  auto rules = envoy::EnvoyRules::FromBundle(bundle, merge_domains);
   if (!rules.ok()) {
     FRS_LOG("the Envoy configuration is refused, the old one stays: %s", rules.status().message().c_str());
     return;

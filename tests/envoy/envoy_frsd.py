@@ -119,14 +119,38 @@ class Frsd:
             f.write(MAP)
         for name, text in yaml_files.items():
             self.write_yaml(name, text)
-        with open(os.path.join(self.dir, "srv.xml"), "w") as f:
+        self.write_srv(grpc_extra, extra)
+
+    def write_srv(self, grpc_extra="", extra=""):
+        """srv.xml, its <grpc> element with the attributes `grpc_extra` (a
+        running frsd applies a change on reload)."""
+        with open(os.path.join(self.dir, "srv.xml.tmp"), "w") as f:
             f.write('<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>%d</workers>\n'
                     '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
                     '  <grpc listen="127.0.0.1:0" config="envoy"%s/>\n%s</frs>\n'
-                    % (workers, grpc_extra, extra))
+                    % (self.workers, grpc_extra, extra))
+        os.rename(os.path.join(self.dir, "srv.xml.tmp"), os.path.join(self.dir, "srv.xml"))
+
+    def reloaded(self, change, timeout=10.0):
+        """Runs change() (a file written, renamed, removed) and waits for
+        frsd to act on it without a signal: True once every worker reloaded,
+        False when the master refused the new configuration."""
+        log = self.log()
+        done, refused = log.count("(map generation"), log.count("reload refused")
+        change()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            text = self.log()
+            if text.count("reload refused") > refused:
+                return False
+            if text.count("(map generation") >= done + self.workers:
+                return True
+            time.sleep(0.02)
+        raise RuntimeError("frsd did not reload: " + self.log())
 
     def write_yaml(self, name, text):
         path = os.path.join(self.dir, "envoy", name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".tmp", "w") as f:
             f.write(text)
         os.rename(path + ".tmp", path)

@@ -80,15 +80,15 @@ TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
   r = c.Post(Call(User("ann"), 2), "/json");
   ASSERT_EQ(r.status, 429) << r.body;
   // Over the limit: limitRemaining 0 (left out, protojson's default), as
-  // envoyproxy/ratelimit answers; the denied acquire counted nothing, so the
-  // one use left is still there for the next call.
+  // envoyproxy/ratelimit answers; its hits are counted as upstream's counter
+  // counts them (4 + 2 = 6), so the next single hit is over too.
   EXPECT_NE(
       r.body.find(
           R"({"overallCode":"OVER_LIMIT","statuses":[{"code":"OVER_LIMIT","currentLimit":{"requestsPerUnit":5,"unit":"DAY"},"durationUntilReset":")"),
       std::string::npos)
       << r.body;
   r = c.Post(Call(User("ann")), "/json");
-  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.status, 429) << r.body;
 
   // Unknown descriptor, unknown domain, unlimited: OK, no currentLimit.
   r = c.Post(Call(R"({"entries":[{"key":"nothing","value":"x"}]})"), "/json");
@@ -123,12 +123,14 @@ TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
   }
   EXPECT_EQ(c.Get("/json").status, 405);
 
-  // The per-descriptor series: user "ann" took 1 + 3 + 2 (denied) + 1 hits.
+  // The per-descriptor series: user "ann" took 1 + 3 + 2 (over) + 1 (over)
+  // hits, counted as envoyproxy/ratelimit counts them: over_limit the hits
+  // past the limit (6 - 5, then the whole 1), near_limit those between
+  // floor(0.8 x 5) = 4 and the limit (the 5th).
   const std::string m = c.Get("/metrics").body;
   EXPECT_EQ(Series(m, Hits("user", "total")), "7") << m;
   EXPECT_EQ(Series(m, Hits("user", "over_limit")), "2");
-  EXPECT_EQ(Series(m, Hits("user", "within_limit")), "5");
-  // Past floor(0.8 x 5) = 4: the call that took the count from 4 to 5.
+  EXPECT_EQ(Series(m, Hits("user", "within_limit")), "4");
   EXPECT_EQ(Series(m, Hits("user", "near_limit")), "1");
   EXPECT_EQ(Series(m, Hits("user", "shadow_mode")), "0");
   EXPECT_EQ(Series(m, Hits("client_trial", "total")), "3");
@@ -207,7 +209,8 @@ TEST(EnvoyHttpE2E, FrsctlNamesAnEnvoyDescriptorsBizByNameAndId) {
 
   r = Ctl(f, "explain envoy.rl.user '" + key + "'");
   EXPECT_EQ(r.rc, 1) << r.out;  // denied now
-  EXPECT_NE(r.out.find("count 5 of 5"), std::string::npos) << r.out;
+  // Every hit counted, the denied one too, as upstream counts them.
+  EXPECT_NE(r.out.find("count 6 of 5"), std::string::npos) << r.out;
   r = Ctl(f, "get envoy.rl.user '" + key + "'");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("envoy.rl.user"), std::string::npos) << r.out;

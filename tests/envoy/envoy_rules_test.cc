@@ -180,8 +180,10 @@ TEST_F(DecideTest, HitsZeroLooksWithoutCounting) {
     EXPECT_EQ(a.overall, Code::kOk);
     EXPECT_EQ(a.statuses[0].remaining, 1u);
   }
-  EXPECT_EQ(Ask({{{"remote_address", "a"}}}, 2).overall, Code::kOverLimit);  // 2 + 2 > 3: not counted
-  EXPECT_EQ(Ask({{{"remote_address", "a"}}}, 1).overall, Code::kOk);
+  // 2 + 2 > 3: over, and counted as upstream's counter counts every hit, so
+  // the next single hit is over too (4 + 1 > 3).
+  EXPECT_EQ(Ask({{{"remote_address", "a"}}}, 2).overall, Code::kOverLimit);
+  EXPECT_EQ(Ask({{{"remote_address", "a"}}}, 1).overall, Code::kOverLimit);
 }
 
 TEST_F(DecideTest, UnknownUnlimitedShadowAndOrder) {
@@ -299,22 +301,28 @@ TEST_F(DecideTest, EveryKeyIsCheckedBeforeAnyIsCountedAndTheCallIsBounded) {
   EXPECT_TRUE(AskAny(many).status.ok());
 }
 
-TEST_F(DecideTest, OverLimitAnswersZeroRemainingAndALookAtAnExhaustedKeyIsOver) {
-  Ask({{{"remote_address", "o"}}}, 2);
-  RlsAnswer a = Ask({{{"remote_address", "o"}}}, 2);  // 2 + 2 > 3: denied, 1 left in the store
+TEST_F(DecideTest, OverLimitAnswersZeroRemainingAndALookAtTheLimitIsOk) {
+  Ask({{{"remote_address", "o"}}}, 3);
+  // Exactly at the limit: a look is OK with nothing left (upstream denies
+  // only past the limit: after > limit).
+  RlsAnswer a = Ask({{{"remote_address", "o"}}}, 0);
+  EXPECT_EQ(a.overall, Code::kOk);
+  EXPECT_EQ(a.statuses[0].remaining, 0u);
+  a = Ask({{{"remote_address", "o"}}}, 1);  // 4 > 3
   EXPECT_EQ(a.statuses[0].code, Code::kOverLimit);
   EXPECT_EQ(a.statuses[0].remaining, 0u);
-  EXPECT_EQ(Ask({{{"remote_address", "o"}}}, 0).overall, Code::kOk);
-  Ask({{{"remote_address", "o"}}}, 1);
-  a = Ask({{{"remote_address", "o"}}}, 0);
+  a = Ask({{{"remote_address", "o"}}}, 0);  // past the limit: a look is over
   EXPECT_EQ(a.overall, Code::kOverLimit);
   EXPECT_EQ(a.statuses[0].remaining, 0u);
-  // The headers' descriptor: fewest remaining, an OVER_LIMIT one first.
+  // The headers' descriptor, as upstream picks it: the first with the
+  // fewest remaining, but an OVER_LIMIT one wins.
   Ask({{{"remote_address", "p"}}}, 3);
   a = Ask({{{"remote_address", "p"}}, {{"remote_address", "o"}}}, 0);
+  EXPECT_EQ(a.statuses[0].code, Code::kOk);
   EXPECT_EQ(a.statuses[0].remaining, 0u);
-  EXPECT_EQ(a.tightest, 0);
-  a = Ask({{{"category", "account"}, {"source", "proxy"}}, {{"remote_address", "o"}}});
+  EXPECT_EQ(a.tightest, 1);
+  a = Ask({{{"category", "account"}, {"source", "proxy"}}, {{"remote_address", "p"}}}, 0);
+  EXPECT_EQ(a.statuses[0].remaining, 2u);
   EXPECT_EQ(a.tightest, 1);
 }
 
@@ -329,7 +337,7 @@ TEST_F(DecideTest, HitsAddendIsClampedToTheEnginesBound) {
   EXPECT_EQ(a.overall, Code::kOverLimit);
 }
 
-TEST_F(DecideTest, ZeroRequestsPerUnitIsNeverCounted) {
+TEST_F(DecideTest, ZeroRequestsPerUnitDeniesEveryHitAndCountsIt) {
   for (int i = 0; i < 3; ++i) {
     RlsAnswer a = Ask({{{"blocked", "y"}}});
     EXPECT_EQ(a.overall, Code::kOverLimit);
@@ -341,7 +349,9 @@ TEST_F(DecideTest, ZeroRequestsPerUnitIsNeverCounted) {
   q.cmd = Cmd::kQuery;
   Decision d = engine_->Execute(q);
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d.rules[0].count, 0);
+  EXPECT_EQ(d.rules[0].count, 3);
+  // A look is not past 0.
+  EXPECT_EQ(Ask({{{"blocked", "z"}}}, 0).overall, Code::kOk);
 }
 
 const char* kWildYaml = R"(domain: rl
@@ -406,27 +416,24 @@ TEST_F(DecideTest, ReplacesIsOrderIndependentAndWorksFromUnlimited) {
   EXPECT_EQ(a.statuses[1].remaining, 4294967295u);
 }
 
-TEST(EnvoyConfig, RefusesSelfReplaceUnsupportedUnitsAndLimitsPastTheEngine) {
+TEST(EnvoyConfig, RefusesSelfReplaceAndLimitsPastUint32) {
   auto r = EnvoyRules::FromBundle(
       Bundle("s.yaml",
              "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {name: x, unit: day, requests_per_unit: 1, "
              "replaces: [{name: x}]}\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "s.yaml:3: rate limit 'x' replaces itself");
-  for (const char* unit : {"week", "month", "year"}) {
-    r = EnvoyRules::FromBundle(Bundle("u.yaml", std::string("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n"
-                                                            "      unit: ") +
-                                                    unit + "\n      requests_per_unit: 1\n"));
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().message(),
-              std::string("u.yaml:5: unit '") + unit + "' is not supported by frsd (second, minute, hour or day)");
-  }
   r = EnvoyRules::FromBundle(Bundle("r.yaml",
                                     "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      "
-                                    "requests_per_unit: 2147483648\n"));
+                                    "requests_per_unit: 4294967296\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            "r.yaml:6: requests_per_unit '2147483648' is not 0..2147483647 (decimal digits only)");
+            "r.yaml:6: requests_per_unit '4294967296' is not 0..4294967295 (decimal digits only)");
+  r = EnvoyRules::FromBundle(Bundle("r.yaml",
+                                    "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      "
+                                    "requests_per_unit: 4294967295\n"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->limits()[0].limit.requests_per_unit, 4294967295u);
 }
 
 // A new name whose slot is an existing name's, and which sorts before it,

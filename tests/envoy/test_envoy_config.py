@@ -54,7 +54,12 @@ class EnvoyConfig(unittest.TestCase):
         self.assertEqual(nested[0] and bizzes[nested[0]].find("rule").get("interval"), "60")
         # unlimited: no biz, nothing counted
         self.assertFalse([n for n in bizzes if "internal" in n])
-        self.assertEqual(len(bizzes), 7)
+        # 7 limited paths, and one biz per unit (second..week) for the limits
+        # Envoy sends with a descriptor (RateLimitDescriptor.limit).
+        own = sorted(n for n in bizzes if n.startswith("envoy._override."))
+        self.assertEqual(own, ["envoy._override." + u for u in
+                               ("day", "hour", "minute", "month", "second", "week", "year")])
+        self.assertEqual(len(bizzes), 7 + 7)
         ids = [int(b.get("id")) for b in bizzes.values()]
         self.assertEqual(len(set(ids)), len(ids))
         self.assertTrue(all(49152 <= i <= 65535 for i in ids), ids)
@@ -76,7 +81,7 @@ class EnvoyConfig(unittest.TestCase):
             t = subprocess.run([FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True,
                                timeout=30)
             self.assertEqual(t.returncode, 0, t.stderr)
-            self.assertIn("7 biz(es)", t.stdout)
+            self.assertIn("14 biz(es)", t.stdout)
 
     def test_a_broken_file_names_file_and_line(self):
         r = envoy_config("broken.yaml")

@@ -1,0 +1,90 @@
+#include "server/config_watch.h"
+
+#include <dirent.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+
+namespace frs::server {
+
+namespace {
+
+constexpr uint32_t kDirEvents = IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
+                                IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+// The parent: only its entries created, removed or renamed (the directory
+// or its link replaced); its other files' writes are none of ours.
+constexpr uint32_t kParentEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR;
+
+}  // namespace
+
+ConfigWatch::~ConfigWatch() { Close(); }
+
+void ConfigWatch::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  parent_wd_ = -1;
+}
+
+Status ConfigWatch::AddTree(const std::string& dir, int depth) {
+  // inotify_add_watch follows a symbolic link: a directory reached through
+  // one (a ConfigMap's "..data") is watched where it really is.
+  if (::inotify_add_watch(fd_, dir.c_str(), kDirEvents) < 0)
+    return Status::FromErrno("cannot watch " + dir + " (inotify)", errno);
+  if (depth >= 16) return Status::OK();  // ReadEnvoyDir refuses deeper trees
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::OK();  // gone meanwhile: its parent's event says so
+  Status first;
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n.starts_with(".")) continue;
+    const std::string path = dir + "/" + std::string(n);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (Status s = AddTree(path, depth + 1); !s.ok() && first.ok()) first = s;
+  }
+  ::closedir(d);
+  return first;
+}
+
+Status ConfigWatch::Rearm(const std::string& dir) {
+  Close();
+  dir_ = dir;
+  if (dir.empty()) return Status::OK();
+  fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd_ < 0) return Status::FromErrno("inotify_init1", errno);
+  const size_t slash = dir.find_last_of('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+  base_ = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  parent_wd_ = ::inotify_add_watch(fd_, parent.c_str(), kParentEvents);
+  if (parent_wd_ < 0) return Status::FromErrno("cannot watch " + parent + " (inotify)", errno);
+  // The directory's own dot entries (a ConfigMap's "..data" link) count as
+  // changes too: the watch on the directory itself reports them.
+  return AddTree(dir, 0);
+}
+
+bool ConfigWatch::Drain() {
+  if (fd_ < 0) return false;
+  bool changed = false;
+  alignas(inotify_event) char buf[16 * (sizeof(inotify_event) + NAME_MAX + 1)];
+  for (;;) {
+    const ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n <= 0) break;  // EAGAIN: drained
+    for (ssize_t off = 0; off < n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      if (ev->mask & IN_Q_OVERFLOW) {
+        changed = true;  // events lost: reload to be sure
+      } else if (ev->wd == parent_wd_) {
+        if (ev->len > 0 && base_ == ev->name) changed = true;
+      } else if (!(ev->mask & IN_IGNORED)) {
+        changed = true;
+      }
+    }
+  }
+  return changed;
+}
+
+}  // namespace frs::server

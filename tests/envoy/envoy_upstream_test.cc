@@ -1,0 +1,264 @@
+// envoyproxy/ratelimit's configuration keys, units and settings as the
+// rate limit service answers them (envoy/rate_limit_service.h) over a real
+// engine and store: share_threshold, quota_mode, value_to_metric, metadata,
+// week/month/year windows, a descriptor's own limit, the global settings.
+#include <gtest/gtest.h>
+
+#include "common/temp_dir.h"
+#include "envoy/envoy_rules.h"
+#include "envoy/rate_limit_service.h"
+#include "frs/clock.h"
+#include "frs/engine.h"
+#include "frs/store.h"
+
+namespace frs::envoy {
+namespace {
+
+constexpr int64_t kT0 = 1795000000;
+
+const char* kYaml = R"(domain: up
+descriptors:
+  - key: path
+    value: "/files/*"
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: path
+    value: "/api/*"
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: tenant
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: org
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: w
+    rate_limit: {unit: week, requests_per_unit: 5}
+  - key: mo
+    rate_limit: {unit: month, requests_per_unit: 5}
+  - key: y
+    rate_limit: {unit: year, requests_per_unit: 5}
+  - key: huge
+    rate_limit: {unit: second, requests_per_unit: 4294967295}
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: method
+        rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: meta
+    metadata:
+      team: payments
+      tier: 2
+      nested: {on_call: "yes", flag: yes}
+    rate_limit: {unit: minute, requests_per_unit: 10}
+)";
+
+class UpstreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto r = EnvoyRules::FromBundle("up.yaml\n" + std::to_string(std::string(kYaml).size()) + "\n" + kYaml);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    rules_ = r.value();
+    StoreOptions so;
+    so.dir = dir_.path() + "/store";
+    so.geometry = StoreGeometry{1, 1024, 8};
+    auto s = Store::Open(so);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s.value());
+    auto map = ComposeMap("<map>\n</map>\n", "map.xml", *rules_);
+    ASSERT_TRUE(map.ok()) << map.status().ToString();
+    EngineOptions eo;
+    eo.map_text = *map;
+    eo.map_path = dir_.path() + "/map.xml";
+    eo.store = store_.get();
+    eo.stats_dir = so.dir;
+    eo.clock = &clock_;
+    auto e = Engine::Open(eo);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    engine_ = std::move(e.value());
+    svc_ = std::make_unique<RateLimitService>(engine_.get());
+    svc_->SetRules(rules_);
+  }
+  RlsAnswer Ask(std::vector<RlsDescriptor> d, uint64_t hits = 1, std::string_view domain = "up") {
+    RlsRequest req;
+    req.domain = domain;
+    req.hits = hits;
+    req.descriptors = std::move(d);
+    RlsAnswer a;
+    svc_->Decide(req, &a);
+    EXPECT_TRUE(a.status.ok()) << a.status.ToString();
+    return a;
+  }
+  static RlsDescriptor D(std::vector<Entry> e) { return RlsDescriptor{std::move(e), false, 0}; }
+  static RlsDescriptor Own(std::vector<Entry> e, uint32_t rpu, int64_t unit) {
+    RlsDescriptor d{std::move(e), false, 0};
+    d.has_limit = true;
+    d.limit_rpu = rpu;
+    d.limit_unit = unit;
+    return d;
+  }
+  testing::TempDir dir_;
+  FakeClock clock_{kT0 * 1000};
+  std::shared_ptr<const EnvoyRules> rules_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<RateLimitService> svc_;
+};
+
+TEST_F(UpstreamTest, ShareThresholdCountsEveryMatchedValueInOneCounter) {
+  EXPECT_EQ(Ask({D({{"path", "/files/a"}})}).statuses[0].remaining, 2u);
+  EXPECT_EQ(Ask({D({{"path", "/files/b"}})}).statuses[0].remaining, 1u);
+  EXPECT_EQ(Ask({D({{"path", "/files/c"}})}).statuses[0].remaining, 0u);
+  EXPECT_EQ(Ask({D({{"path", "/files/d"}})}).overall, Code::kOverLimit);
+  // Without share_threshold each value has its own counter.
+  EXPECT_EQ(Ask({D({{"path", "/api/a"}})}).statuses[0].remaining, 2u);
+  EXPECT_EQ(Ask({D({{"path", "/api/b"}})}).statuses[0].remaining, 2u);
+}
+
+TEST_F(UpstreamTest, QuotaModeIsOverOverallOnlyWhenEveryQuotaDescriptorIs) {
+  Ask({D({{"tenant", "t"}})});
+  // tenant over (quota), org within (quota): the status says OVER_LIMIT, the
+  // overall code OK.
+  RlsAnswer a = Ask({D({{"tenant", "t"}}), D({{"org", "o"}})});
+  EXPECT_EQ(a.statuses[0].code, Code::kOverLimit);
+  EXPECT_EQ(a.statuses[1].code, Code::kOk);
+  EXPECT_EQ(a.overall, Code::kOk);
+  // Both quota descriptors over: OVER_LIMIT.
+  Ask({D({{"org", "o"}})});
+  EXPECT_EQ(Ask({D({{"tenant", "t"}}), D({{"org", "o"}})}).overall, Code::kOverLimit);
+  // A non-quota descriptor over is OVER_LIMIT whatever the quota ones say.
+  Ask({D({{"plain", "p"}})});
+  EXPECT_EQ(Ask({D({{"plain", "p"}}), D({{"org", "fresh"}})}).overall, Code::kOverLimit);
+}
+
+TEST_F(UpstreamTest, GlobalQuotaAndShadowSettings) {
+  RlsSettings s;
+  s.global_quota = true;
+  svc_->SetSettings(s);
+  Ask({D({{"plain", "q"}})});
+  RlsAnswer a = Ask({D({{"plain", "q"}}), D({{"plain", "r"}})});
+  EXPECT_EQ(a.statuses[0].code, Code::kOverLimit);
+  EXPECT_EQ(a.overall, Code::kOk);
+  s = RlsSettings{};
+  s.global_shadow = true;
+  svc_->SetSettings(s);
+  a = Ask({D({{"plain", "q"}})});
+  EXPECT_EQ(a.statuses[0].code, Code::kOverLimit);  // the status stays
+  EXPECT_EQ(a.overall, Code::kOk);
+  EXPECT_TRUE(a.global_shadowed);
+}
+
+TEST_F(UpstreamTest, WeekMonthYearWindowsCountFromTheEpoch) {
+  EXPECT_EQ(Ask({D({{"w", "a"}})}).statuses[0].until_reset_s, 604800 - kT0 % 604800);
+  EXPECT_EQ(Ask({D({{"mo", "a"}})}).statuses[0].until_reset_s, 2592000 - kT0 % 2592000);
+  EXPECT_EQ(Ask({D({{"y", "a"}})}).statuses[0].until_reset_s, 31536000 - kT0 % 31536000);
+  // The next week starts a new count.
+  for (int i = 0; i < 5; ++i) Ask({D({{"w", "b"}})});
+  EXPECT_EQ(Ask({D({{"w", "b"}})}, 0).statuses[0].remaining, 0u);
+  clock_.Set((kT0 + 604800 - kT0 % 604800) * 1000);
+  EXPECT_EQ(Ask({D({{"w", "b"}})}).statuses[0].remaining, 4u);
+}
+
+TEST_F(UpstreamTest, RequestsPerUnitUpToUint32) {
+  RlsAnswer a = Ask({D({{"huge", "h"}})}, 1000);
+  EXPECT_EQ(a.overall, Code::kOk);
+  EXPECT_EQ(a.statuses[0].remaining, 4294967295u - 1000);
+}
+
+TEST_F(UpstreamTest, ADescriptorsOwnLimitWinsListedOrNot) {
+  // plain is 1 a minute in the YAML; its own limit says 3 a second.
+  for (uint32_t left : {2u, 1u, 0u}) {
+    RlsAnswer a = Ask({Own({{"plain", "x"}}, 3, 1)});
+    EXPECT_EQ(a.overall, Code::kOk);
+    EXPECT_EQ(a.statuses[0].remaining, left);
+    ASSERT_TRUE(a.statuses[0].has_limit);
+    EXPECT_EQ(a.statuses[0].limit_value().requests_per_unit, 3u);
+    EXPECT_EQ(a.statuses[0].limit_value().unit, Unit::kSecond);
+  }
+  EXPECT_EQ(Ask({Own({{"plain", "x"}}, 3, 1)}).overall, Code::kOverLimit);
+  // A descriptor the YAML does not list, in a configured domain.
+  EXPECT_EQ(Ask({Own({{"unlisted", "u"}}, 1, 2)}).statuses[0].remaining, 0u);
+  EXPECT_EQ(Ask({Own({{"unlisted", "u"}}, 1, 2)}).overall, Code::kOverLimit);
+  // An unknown domain: no limit at all, as upstream.
+  RlsAnswer a = Ask({Own({{"unlisted", "u"}}, 1, 2)}, 1, "nowhere");
+  EXPECT_FALSE(a.statuses[0].has_limit);
+  EXPECT_EQ(a.overall, Code::kOk);
+  // The same entries in another domain count apart.
+  // A unit that is not SECOND..WEEK is refused whole.
+  RlsRequest req;
+  req.domain = "up";
+  req.descriptors.push_back(Own({{"plain", "x"}}, 3, 0));
+  svc_->Decide(req, &a);
+  EXPECT_EQ(a.status.code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(UpstreamTest, StopIncrementWhenOverCountsOnlyTheDescriptorsThatGoOver) {
+  RlsSettings s;
+  s.stop_increment = true;
+  svc_->SetSettings(s);
+  Ask({D({{"plain", "s"}})});
+  // plain s would go over: only it is counted, the api one is not.
+  RlsAnswer a = Ask({D({{"plain", "s"}}), D({{"path", "/api/s"}})});
+  EXPECT_EQ(a.overall, Code::kOverLimit);
+  EXPECT_EQ(Ask({D({{"path", "/api/s"}})}, 0).statuses[0].remaining, 3u);
+  EXPECT_EQ(Ask({D({{"plain", "s"}})}, 0).overall, Code::kOverLimit);
+  // Without it, every descriptor is counted.
+  svc_->SetSettings(RlsSettings{});
+  Ask({D({{"plain", "s"}}), D({{"path", "/api/s"}})});
+  EXPECT_EQ(Ask({D({{"path", "/api/s"}})}, 0).statuses[0].remaining, 2u);
+}
+
+TEST_F(UpstreamTest, NearLimitRatioAndValueToMetric) {
+  RlsSettings s;
+  s.near_limit_ratio = 0.5;
+  svc_->SetSettings(s);
+  RlsAnswer a = Ask({D({{"route", "/users"}, {"method", "GET"}})}, 5);
+  EXPECT_FALSE(a.statuses[0].near);  // 5 is not past floor(10 x 0.5)
+  EXPECT_EQ(a.statuses[0].metric_key, "route_/users.method");
+  a = Ask({D({{"route", "/users"}, {"method", "GET"}})});
+  EXPECT_TRUE(a.statuses[0].near);
+  // Without value_to_metric, no per-key label.
+  EXPECT_EQ(Ask({D({{"plain", "n"}})}).statuses[0].metric_key, "");
+}
+
+TEST_F(UpstreamTest, MetadataIsKeptAsJsonWithYamlTypes) {
+  std::string scratch;
+  std::vector<Entry> e{{"meta", "m"}};
+  const int32_t i = rules_->Find("up", e, &scratch);
+  ASSERT_GE(i, 0);
+  EXPECT_EQ(rules_->limits()[static_cast<size_t>(i)].metadata_json,
+            R"({"team":"payments","tier":2,"nested":{"on_call":"yes","flag":true}})");
+  // Answered OK, the descriptor is among those whose metadata is returned.
+  RlsAnswer a = Ask({D({{"meta", "m"}})});
+  ASSERT_EQ(a.passed.size(), 1u);
+}
+
+TEST(EnvoyUpstreamConfig, RefusesShareThresholdWithoutAWildcardAndMergesDomainsWhenAsked) {
+  const std::string bad = "domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n";
+  auto r = EnvoyRules::FromBundle("b.yaml\n" + std::to_string(bad.size()) + "\n" + bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "b.yaml:3: share_threshold needs a wildcard value (one holding '*'), not 'b'");
+  const std::string one = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day, requests_per_unit: 1}\n";
+  const std::string two = "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: day, requests_per_unit: 1}\n";
+  const std::string bundle =
+      "1.yaml\n" + std::to_string(one.size()) + "\n" + one + "2.yaml\n" + std::to_string(two.size()) + "\n" + two;
+  r = EnvoyRules::FromBundle(bundle);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("domain 'd' is already configured in 1.yaml"), std::string::npos);
+  r = EnvoyRules::FromBundle(bundle, /*merge_domains=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string scratch;
+  std::vector<Entry> a{{"a", "1"}}, b{{"b", "1"}};
+  EXPECT_GE((*r)->Find("d", a, &scratch), 0);
+  EXPECT_GE((*r)->Find("d", b, &scratch), 0);
+  // A descriptor both files give is refused, merged or not.
+  r = EnvoyRules::FromBundle("1.yaml\n" + std::to_string(one.size()) + "\n" + one + "3.yaml\n" +
+                                 std::to_string(one.size()) + "\n" + one,
+                             true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("duplicate descriptor 'a'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace frs::envoy

@@ -1,0 +1,184 @@
+"""tests/envoy/test_upstream_reload.py: envoyproxy/ratelimit's runtime
+directory as frsd reads and watches it (live frsd, python3-grpcio): files
+of any name and in subdirectories, a change applied without a signal
+(inotify), a Kubernetes ConfigMap's "..data" swap and a swapped directory
+link each one reload, a broken file keeping the old configuration (logged,
+counted), SIGHUP as before; gRPC health for "ratelimit", "" and the full
+service name, HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED. One frsd for the
+module. Skipped (77) without grpcio or protoc."""
+import os
+import re
+import shutil
+import unittest
+
+import envoy_frsd
+
+grpc, rls_pb2, ratelimit_pb2, health_pb2 = envoy_frsd.load_grpc()
+Resp = rls_pb2.RateLimitResponse
+Health = health_pb2.HealthCheckResponse
+HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
+
+
+def domain(name, limit):
+    return ("domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: %d}\n"
+            % (name, limit))
+
+
+class UpstreamReload(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.frsd = f = envoy_frsd.Frsd({"a.yaml": domain("a", 5), "team/b.conf": domain("b", 5)}, workers=2)
+        # The configuration directory is a link to a version of it, as
+        # upstream's RUNTIME_ROOT "current" is, and holds a ConfigMap's layout.
+        os.rename(f.path("envoy"), f.path("envoy-v1"))
+        os.symlink("envoy-v1", f.path("envoy"))
+        os.mkdir(f.path("envoy", "..2024_v1"))
+        with open(f.path("envoy", "..2024_v1", "cm.yaml"), "w") as out:
+            out.write(domain("cm", 1))
+        os.symlink("..2024_v1", f.path("envoy", "..data"))
+        os.symlink("..data/cm.yaml", f.path("envoy", "cm.yaml"))
+        f.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.frsd.remove()
+
+    def limit(self, dom, value="x"):
+        """requests_per_unit for (k, value) in `dom`, or None: no limit."""
+        req = rls_pb2.RateLimitRequest(domain=dom.encode(), hits_addend=0)
+        req.descriptors.add().entries.add(key=b"k", value=value.encode())
+        st = envoy_frsd.should_rate_limit(self.frsd.grpc_port, req).statuses[0]
+        return st.current_limit.requests_per_unit if st.HasField("current_limit") else None
+
+    def metric(self, name):
+        _, text = self.frsd.get("/metrics")
+        m = re.search(r"^%s (\d+)$" % name, text, re.M)
+        return int(m.group(1)) if m else None
+
+    def test_files_of_any_name_in_subdirectories_and_links_are_read_once(self):
+        # b from team/b.conf; cm through its links (read twice, domain cm
+        # would be configured twice and frsd would not have started).
+        self.assertEqual(self.limit("b"), 5)
+        self.assertIsNotNone(self.limit("a"))
+        self.assertIsNotNone(self.limit("cm"))
+
+    def test_a_new_or_changed_file_applies_without_a_signal(self):
+        f = self.frsd
+        self.assertTrue(f.reloaded(lambda: f.write_yaml("deep/er/c.yml", domain("c", 7))), f.log())
+        self.assertEqual(self.limit("c"), 7)
+        self.assertTrue(f.reloaded(lambda: f.write_yaml("deep/er/c.yml", domain("c", 8))), f.log())
+        self.assertEqual(self.limit("c"), 8)
+        self.assertTrue(f.reloaded(lambda: os.unlink(f.path("envoy", "deep", "er", "c.yml"))), f.log())
+        self.assertIsNone(self.limit("c"))
+
+    def test_a_broken_file_keeps_the_old_configuration_logged_and_counted(self):
+        f = self.frsd
+        before = self.metric("frs_reload_failures_total")
+        self.assertFalse(f.reloaded(lambda: f.write_yaml("a.yaml", domain("a", 6).replace("hour", "fortnight"))))
+        self.assertIn("a.yaml:4: unknown unit 'fortnight'", f.log())
+        self.assertEqual(self.metric("frs_reload_failures_total"), before + 1)
+        self.assertEqual(self.limit("a"), 5)  # the old configuration answers
+        self.assertTrue(f.reloaded(lambda: f.write_yaml("a.yaml", domain("a", 6))), f.log())
+        self.assertEqual(self.limit("a"), 6)
+
+    def test_a_configmap_data_swap_is_one_reload(self):
+        f = self.frsd
+
+        def swap():
+            os.mkdir(f.path("envoy", "..2024_v2"))
+            with open(f.path("envoy", "..2024_v2", "cm.yaml"), "w") as out:
+                out.write(domain("cm", 2))
+            os.symlink("..2024_v2", f.path("envoy", "..data_tmp"))
+            os.rename(f.path("envoy", "..data_tmp"), f.path("envoy", "..data"))
+            shutil.rmtree(f.path("envoy", "..2024_v1"))
+        self.assertTrue(f.reloaded(swap), f.log())
+        self.assertEqual(self.limit("cm"), 2)
+
+    def test_the_directory_link_swapped_to_another_version(self):
+        f = self.frsd
+
+        def swap():
+            shutil.copytree(f.path("envoy-v1"), f.path("envoy-v2"), symlinks=True)
+            with open(f.path("envoy-v2", "a.yaml"), "w") as out:
+                out.write(domain("a", 9))
+            os.symlink("envoy-v2", f.path("envoy.tmp"))
+            os.rename(f.path("envoy.tmp"), f.path("envoy"))
+        try:
+            self.assertTrue(f.reloaded(swap), f.log())
+            self.assertEqual(self.limit("a"), 9)
+            # The new version is watched: a change in it applies too.
+            self.assertTrue(f.reloaded(lambda: f.write_yaml("a.yaml", domain("a", 10))), f.log())
+            self.assertEqual(self.limit("a"), 10)
+        finally:
+            f.reloaded(lambda: (os.unlink(f.path("envoy")), os.symlink("envoy-v1", f.path("envoy"))))
+
+    def test_sighup_still_reloads(self):
+        self.frsd.write_yaml("a.yaml", domain("a", 5))
+        self.assertTrue(self.frsd.reload(), self.frsd.log())
+
+    def check(self, service):
+        with grpc.insecure_channel("127.0.0.1:%d" % self.frsd.grpc_port) as ch:
+            f = ch.unary_unary(envoy_frsd.HEALTH_CHECK, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                               response_deserializer=health_pb2.HealthCheckResponse.FromString)
+            try:
+                return f(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+            except grpc.RpcError as e:
+                return e.code()
+
+    def test_health_watch_streams_the_status_and_its_changes(self):
+        f = self.frsd
+        ch = grpc.insecure_channel("127.0.0.1:%d" % f.grpc_port)
+        watch = ch.unary_stream(HEALTH_WATCH, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                                response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        saved = f.path("saved-w")
+        try:
+            stream = watch(health_pb2.HealthCheckRequest(service="ratelimit"), timeout=30)
+            self.assertEqual(next(stream).status, Health.SERVING)
+            # The status changes (no domain under healthy_with_config): the
+            # open stream gets NOT_SERVING once the connection carries
+            # anything (here a Check on the same channel).
+            f.write_srv(' healthy_with_config="1"')
+            os.mkdir(saved)
+            self.assertTrue(f.reloaded(lambda: [os.rename(f.path("envoy", n), os.path.join(saved, n))
+                                                for n in os.listdir(f.path("envoy"))]), f.log())
+            check = ch.unary_unary(envoy_frsd.HEALTH_CHECK,
+                                   request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                                   response_deserializer=health_pb2.HealthCheckResponse.FromString)
+            self.assertEqual(check(health_pb2.HealthCheckRequest(service=""), timeout=5).status, Health.NOT_SERVING)
+            self.assertEqual(next(stream).status, Health.NOT_SERVING)
+            # An unknown service is SERVICE_UNKNOWN, the stream kept.
+            other = watch(health_pb2.HealthCheckRequest(service="other"), timeout=30)
+            self.assertEqual(next(other).status, Health.SERVICE_UNKNOWN)
+            other.cancel()
+            stream.cancel()
+        finally:
+            ch.close()
+            f.write_srv()
+            for n in os.listdir(saved) if os.path.isdir(saved) else []:
+                os.rename(os.path.join(saved, n), f.path("envoy", n))
+            self.assertTrue(f.reload(), f.log())
+
+    def test_health_check_names_and_healthy_with_config(self):
+        for name in ("", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"):
+            self.assertEqual(self.check(name), Health.SERVING, name)
+        self.assertEqual(self.check("other"), grpc.StatusCode.NOT_FOUND)
+        f = self.frsd
+        saved = f.path("saved")
+        try:
+            # No domain loaded: SERVING, unless healthy_with_config="1".
+            f.write_srv(' healthy_with_config="1"')
+            os.mkdir(saved)
+            self.assertTrue(f.reloaded(lambda: [os.rename(f.path("envoy", n), os.path.join(saved, n))
+                                                for n in os.listdir(f.path("envoy"))]), f.log())
+            self.assertEqual(self.check("ratelimit"), Health.NOT_SERVING)
+            self.assertTrue(f.reloaded(lambda: os.rename(os.path.join(saved, "a.yaml"), f.path("envoy", "a.yaml"))))
+            self.assertEqual(self.check("ratelimit"), Health.SERVING)
+        finally:
+            f.write_srv()
+            for n in os.listdir(saved) if os.path.isdir(saved) else []:
+                os.rename(os.path.join(saved, n), f.path("envoy", n))
+            self.assertTrue(f.reload(), f.log())
+
+
+if __name__ == "__main__":
+    envoy_frsd.main()
