@@ -37,7 +37,9 @@ Counts HitsOf(const envoy::RlsStatus& st) {
   const auto before = static_cast<uint64_t>(st.before), after = static_cast<uint64_t>(st.after);
   const uint64_t near = st.near_threshold;
   if (st.over || st.shadow_over) {
-    const uint64_t past = before >= limit ? hits : after - limit;
+    // An over answer that counted nothing (stop_increment_when_over, a
+    // denial of hits that were not recorded) is all past the limit.
+    const uint64_t past = before >= limit || after <= limit ? hits : std::min(hits, after - limit);
     c[static_cast<size_t>(EnvoyResult::kOverLimit)] = past;
     if (before < limit) c[static_cast<size_t>(EnvoyResult::kNearLimit)] = limit - std::max(near, before);
     if (st.shadow_over) c[static_cast<size_t>(EnvoyResult::kShadowMode)] = past;

@@ -27,9 +27,10 @@ struct Fixture {
     rules = envoy::EnvoyRules::Compile(cfg).value();
     metrics = Metrics::Create(2).value();
   }
-  // One descriptor `key`=`value` of limit `li`: `hits` hits, the count after
-  // them `count` (within the limit) or denied (`over`).
-  void Answer(EnvoyMetrics& m, size_t li, std::string value, uint64_t hits, uint32_t count, bool over) {
+  // One descriptor `key`=`value` of limit `li` (10 a day, near past 8):
+  // `hits` hits counted on `before` (every hit counts, as upstream's), over
+  // the limit (`over`) or not.
+  void Answer(EnvoyMetrics& m, size_t li, std::string value, uint64_t hits, int64_t before, bool over) {
     const envoy::CompiledLimit& l = rules->limits()[li];
     values.push_back(std::move(value));
     envoy::RlsRequest req;
@@ -42,9 +43,14 @@ struct Fixture {
     st.has_limit = true;
     st.limit = &l;
     st.hits = hits;
-    st.remaining = over ? 0 : 10 - count;
+    st.before = before;
+    st.after = before + static_cast<int64_t>(hits);
+    st.near_threshold = 8;
+    st.remaining = over ? 0 : static_cast<uint32_t>(10 - st.after);
     if (over) (l.shadow_mode ? st.shadow_over : st.over) = true;
-    st.near = !over && count > 8;
+    st.near = !over && st.after > 8;
+    // The counter key names a detailed_metric descriptor's series.
+    if (l.detailed_metric) st.metric_key = std::string(li == 0 ? "user_" : "trial_") + values.back();
     m.Count(req, a);
   }
   uint64_t Value(const std::string& text, const std::string& series) {
@@ -69,10 +75,10 @@ std::string S(const char* descriptor, const char* result) {
 TEST(EnvoyMetrics, CountsAsEnvoyproxyRatelimitAcrossWorkers) {
   Fixture f;
   EnvoyMetrics w0(&f.metrics->worker(0)), w1(&f.metrics->worker(1));
-  f.Answer(w0, 0, "a", 7, 7, false);   // 0 -> 7: under floor(0.8 x 10) = 8
-  f.Answer(w1, 0, "a", 3, 10, false);  // 7 -> 10: two of three hits past 8
+  f.Answer(w0, 0, "a", 7, 0, false);   // 0 -> 7: under floor(0.8 x 10) = 8
+  f.Answer(w1, 0, "a", 3, 7, false);   // 7 -> 10: two of three hits past 8
   f.Answer(w0, 0, "a", 2, 10, true);   // denied: both hits over
-  f.Answer(w1, 1, "t", 4, 0, true);    // shadow: over and let through
+  f.Answer(w1, 1, "t", 4, 10, true);   // shadow: over and let through
   f.Answer(w1, 0, "a", 0, 10, false);  // a look counts nothing
   const std::string m = f.Render();
   EXPECT_EQ(f.Value(m, S("user", "total")), 12u) << m;
