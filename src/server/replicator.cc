@@ -393,7 +393,8 @@ void Replicator::Pump(int64_t now_ns) {
     }
     if (!l.queue.empty() && (oldest_ms < 0 || l.queue.front().at_ms < oldest_ms)) oldest_ms = l.queue.front().at_ms;
   }
-  if (counters_) CounterSet(counters_->lag_ms, static_cast<uint64_t>(oldest_ms < 0 ? 0 : std::max<int64_t>(0, now_ms - oldest_ms)));
+  if (counters_)
+    CounterSet(counters_->lag_ms, static_cast<uint64_t>(oldest_ms < 0 ? 0 : std::max<int64_t>(0, now_ms - oldest_ms)));
 }
 
 }  // namespace frs::server
