@@ -78,6 +78,18 @@ struct SrvConfig {
   std::string grpc_config;          // absolute: envoyproxy/ratelimit's YAML files
   bool grpc_headers = false;        // add RateLimit-Limit/-Remaining/-Reset to answers (as envoyproxy/ratelimit)
   uint32_t grpc_max_streams = 100;  // SETTINGS_MAX_CONCURRENT_STREAMS per connection
+  // <grpc unix="PATH" mode="0660">: a Unix stream socket instead of
+  // listen="host:port" (absolute; removed when frsd stops).
+  std::string grpc_unix;
+  uint32_t grpc_unix_mode = 0660;
+  // <grpc cert="PEM" key="PEM" client_ca="PEM" client_names="a,b">: TLS
+  // (1.2, 1.3; ALPN h2), and with client_ca a required client certificate
+  // whose names must include one of client_names (server/tls_context.h).
+  // Absolute; SIGHUP reads the files again.
+  std::string grpc_tls_cert;
+  std::string grpc_tls_key;
+  std::string grpc_tls_client_ca;
+  std::vector<std::string> grpc_tls_client_names;
 };
 
 // The srv.xml frsd and frsctl read without -c: $FRS_CONF when set, else the

@@ -7,6 +7,9 @@ namespace frs::server {
 namespace {
 constexpr size_t kMinReadRoom = 2048;
 constexpr size_t kShrinkOutputAbove = 1 << 20;
+// One read of TLS records: a full record and its header, so that a read
+// never takes less than the record it waits for.
+constexpr size_t kRawBuffer = 16 * 1024 + 512;
 }  // namespace
 
 Connection::Connection(os::UniqueFd fd, const ConnectionLimits& limits, Handler* handler)
@@ -25,8 +28,42 @@ void Connection::UseGrpc(std::unique_ptr<GrpcSession> session) {
   grpc_->Drain(&out_);  // the server's SETTINGS go first
 }
 
+void Connection::UseTls(std::unique_ptr<TlsStream> tls) {
+  tls_ = std::move(tls);
+  raw_ = std::make_unique<char[]>(kRawBuffer);
+}
+
+void Connection::Seal() {
+  if (!tls_) return;
+  if (tls_->handshake_done() && !tls_->failed() && sent_ < out_.size()) {
+    tls_->Encrypt(std::string_view(out_).substr(sent_));
+    out_.clear();
+    sent_ = 0;
+    if (out_.capacity() > kShrinkOutputAbove) out_.shrink_to_fit();
+  }
+  tls_->TakeOutput(&tls_out_);
+  if (tls_->failed() && state_ != State::kClosed) {
+    // The alert (if any) goes out, then the connection closes; the
+    // plaintext that was not sealed never will be.
+    state_ = State::kClosing;
+    linger_ = false;
+  }
+}
+
+void Connection::Unseal(int64_t now_ns) {
+  while (state_ == State::kOpen && OutputBacklog() < kOutputHighWater) {
+    const bool shaking = !tls_->handshake_done();
+    const size_t n = tls_->Decrypt(PlainSpace());
+    if (n > 0) PlainProduced(n, now_ns);
+    // The client's Finished and its first frames often come in one read:
+    // on to them once the handshake is done.
+    else if (!shaking || !tls_->handshake_done()) break;
+  }
+  if (tls_->closed()) PeerClosed();
+}
+
 void Connection::ProcessGrpc() {
-  if (state_ == State::kOpen && (req_ < end_ || grpc_->HasBacklog()) && out_.size() - sent_ < kOutputHighWater) {
+  if (state_ == State::kOpen && (req_ < end_ || grpc_->HasBacklog()) && OutputBacklog() < kOutputHighWater) {
     const uint64_t before = grpc_->answered();
     grpc_->set_peer(has_peer_ ? &peer_ : nullptr);
     // A failed session (false) has queued its GOAWAY: Finished() below
@@ -46,7 +83,7 @@ void Connection::ProcessGrpc() {
 
 bool Connection::WantsRead() const {
   if (state_ == State::kLingering) return true;
-  return state_ == State::kOpen && !peer_closed_ && out_.size() - sent_ < kOutputHighWater;
+  return state_ == State::kOpen && !peer_closed_ && OutputBacklog() < kOutputHighWater;
 }
 
 void Connection::Compact() {
@@ -64,6 +101,11 @@ void Connection::Compact() {
 std::span<char> Connection::ReadSpace() {
   if (state_ == State::kLingering) return {in_.get(), cap_};  // read to drop
   if (!WantsRead()) return {};
+  if (tls_) return {raw_.get(), kRawBuffer};
+  return PlainSpace();
+}
+
+std::span<char> Connection::PlainSpace() {
   Compact();
   if (cap_ - end_ < kMinReadRoom && cap_ < max_buffer_) {
     size_t ncap = std::min(max_buffer_, cap_ * 2);
@@ -79,6 +121,17 @@ std::span<char> Connection::ReadSpace() {
 
 void Connection::Produced(size_t n, int64_t now_ns) {
   if (n == 0 || state_ == State::kLingering) return;
+  if (tls_) {
+    last_read_ns_ = now_ns;
+    tls_->Feed(raw_.get(), n);
+    Unseal(now_ns);
+    Seal();  // the handshake's records, an alert
+    return;
+  }
+  PlainProduced(n, now_ns);
+}
+
+void Connection::PlainProduced(size_t n, int64_t now_ns) {
   if (req_ == end_) req_start_ns_ = now_ns;
   last_read_ns_ = now_ns;
   end_ += n;
@@ -91,10 +144,13 @@ void Connection::PeerClosed() {
 
 void Connection::Process() {
   if (grpc_) {
+    // Records left undecrypted for want of room (a backlog) first.
+    if (tls_ && tls_->HasPendingInput()) Unseal(last_read_ns_);
     ProcessGrpc();
+    Seal();
     return;
   }
-  while (state_ == State::kOpen && req_ < end_ && out_.size() - sent_ < kOutputHighWater) {
+  while (state_ == State::kOpen && req_ < end_ && OutputBacklog() < kOutputHighWater) {
     HttpRequestParser::Outcome o = parser_.Feed(in_.get() + req_, end_ - req_);
     if (o == HttpRequestParser::Outcome::kNeedMore) {
       const HttpHead& h = parser_.head();
@@ -130,6 +186,15 @@ void Connection::Process() {
 }
 
 void Connection::Consumed(size_t n) {
+  if (tls_) {
+    tls_sent_ += n;
+    if (tls_sent_ == tls_out_.size()) {
+      tls_out_.clear();
+      tls_sent_ = 0;
+      if (tls_out_.capacity() > kShrinkOutputAbove) tls_out_.shrink_to_fit();
+    }
+    return;
+  }
   sent_ += n;
   if (n > 0 && !grpc_) ++progress_;  // gRPC: answers only (progress())
   if (sent_ == out_.size()) {
@@ -146,6 +211,7 @@ void Connection::BeginShutdown() {
     if (state_ == State::kOpen) grpc_->Shutdown();
     if (state_ == State::kOpen && !grpc_->HasOpenStreams()) state_ = State::kClosing;
     grpc_->Drain(&out_);
+    Seal();
     return;
   }
   if (state_ == State::kOpen && req_ == end_) state_ = State::kClosing;
@@ -163,6 +229,7 @@ void Connection::OnTimeout() {
     if (state_ == State::kOpen) {
       grpc_->Terminate(grpc_busy_ ? 0x1 /* PROTOCOL_ERROR */ : 0x0);
       grpc_->Drain(&out_);
+      Seal();
       state_ = State::kClosing;
       return;
     }

@@ -49,6 +49,7 @@ void Worker::HandleSignals(int64_t now) {
         if (counters_) CounterAdd(counters_->reloads);
       }
       map_generation_ = generation;
+      ReloadTls();
     } else {
       FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
       if (counters_) CounterAdd(counters_->reload_failures);
@@ -75,6 +76,15 @@ void Worker::ApplyLive(const SrvConfig& next) {
   cfg_.admin_token = next.admin_token;
   cfg_.grpc_headers = next.grpc_headers;
   cfg_.grpc_max_streams = next.grpc_max_streams;
+  // TLS on or off, and mTLS on or off, need a restart (the master says so);
+  // the files' paths and the allowed names apply from the next reload of them.
+  if (next.grpc_tls_cert.empty() == cfg_.grpc_tls_cert.empty() &&
+      next.grpc_tls_client_ca.empty() == cfg_.grpc_tls_client_ca.empty()) {
+    cfg_.grpc_tls_cert = next.grpc_tls_cert;
+    cfg_.grpc_tls_key = next.grpc_tls_key;
+    cfg_.grpc_tls_client_ca = next.grpc_tls_client_ca;
+    cfg_.grpc_tls_client_names = next.grpc_tls_client_names;
+  }
   if (grpc_) grpc_->SetOptions(GrpcOptions{cfg_.grpc_headers});
   cfg_.max_header_bytes = next.max_header_bytes;
   cfg_.max_body_bytes = next.max_body_bytes;

@@ -7,6 +7,8 @@
 # content-type application/grpc and te: trailers; both ask for one key of a limit they never reach.
 #
 #   tools/bench/grpc_ab.sh [ROUNDS (3)] [SECONDS (5)]
+#   GET_CONNS=16 GRPC_CONNS=16 GRPC_STREAMS=1 tools/bench/grpc_ab.sh   # one stream per connection
+#   GRPC_TLS=1 tools/bench/grpc_ab.sh      # gRPC over TLS (a throwaway self-signed certificate), GET in clear
 #
 # Prints one line per side and round, then the ratio of decisions per CPU-second (gRPC / GET) per round.
 # A failed gRPC call is :status 200 too, so h2load's count alone proves nothing: before the timed runs the
@@ -19,6 +21,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FRSD="${FRSD:-$ROOT/build/src/server/frsd}"
 ROUNDS=${1:-3} SECS=${2:-5}
+GET_CONNS=${GET_CONNS:-64} GRPC_CONNS=${GRPC_CONNS:-4} GRPC_STREAMS=${GRPC_STREAMS:-16} GRPC_TLS=${GRPC_TLS:-0}
 for t in h2load nghttp curl; do
   command -v "$t" >/dev/null || { echo "grpc_ab: $t is missing (apt-get install nghttp2-client curl)" >&2; exit 2; }
 done
@@ -83,8 +86,10 @@ $((n * HZ / (c1 - c0 > 0 ? c1 - c0 : 1))) decisions/server-CPU-s" >&2
   grep -q "succeeded" <<<"$out" || { echo "$out" >&2; exit 1; }
 }
 for r in $(seq "$ROUNDS"); do
-  get=$(run "round $r GET /acquire (h1, 64 conns)" get --h1 -c 64 -m 1 "http://127.0.0.1:$PORT/acquire?biz=bench&key=value1")
-  grpc=$(run "round $r gRPC ShouldRateLimit (4 conns x 16 streams)" grpc -c 4 -m 16 -d "$W/rls.bin" \
+  get=$(run "round $r GET /acquire (h1, $GET_CONNS conns)" get --h1 -c "$GET_CONNS" -m 1 \
+    "http://127.0.0.1:$PORT/acquire?biz=bench&key=value1")
+  grpc=$(run "round $r gRPC ShouldRateLimit ($GRPC_CONNS conns x $GRPC_STREAMS streams)" grpc -c "$GRPC_CONNS" \
+    -m "$GRPC_STREAMS" -d "$W/rls.bin" \
     -H 'content-type: application/grpc' -H 'te: trailers' "$URL")
   echo "round $r: gRPC / GET decisions per server CPU-second = $(awk -v a="$grpc" -v b="$get" 'BEGIN {printf "%.2f", a / b}')"
 done
