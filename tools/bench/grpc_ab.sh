@@ -37,9 +37,15 @@ descriptors:
   - key: key
     rate_limit: {unit: second, requests_per_unit: 2000000000}
 X
-cat >"$W/srv.xml" <<'X'
+TLS_ATTRS="" SCHEME=http
+if [ "$GRPC_TLS" = 1 ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
+    -keyout "$W/key.pem" -out "$W/cert.pem" 2>/dev/null
+  TLS_ATTRS=' cert="cert.pem" key="key.pem"' SCHEME=https
+fi
+cat >"$W/srv.xml" <<X
 <frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>
-<store dir="data" files="1" keynodes="65536" chain="8"/><grpc listen="127.0.0.1:0" config="envoy"/></frs>
+<store dir="data" files="1" keynodes="65536" chain="8"/><grpc listen="127.0.0.1:0" config="envoy"$TLS_ATTRS/></frs>
 X
 # RateLimitRequest{domain: "bench", descriptors: [{entries: [{key: "key", value: "value1"}]}]}, 24 bytes,
 # behind gRPC's 5-byte prefix.
@@ -48,7 +54,7 @@ taskset -c 0 "$FRSD" -c "$W/srv.xml" --foreground 2>"$W/frsd.log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$W/data/frsd.listen" ] && break; sleep 0.05; done
 PORT=$(sed 's/.*://' "$W/data/frsd.listen") GPORT=$(sed 's/.*://' "$W/data/frsd.grpc.listen")
-URL="http://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+URL="$SCHEME://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 # One call first, checked whole: trailers grpc-status 0, and a RateLimitResponse whose first field is
 # overall_code OK (08 01) behind the 5-byte prefix.
 nghttp -v -d "$W/rls.bin" -H 'content-type: application/grpc' -H 'te: trailers' "$URL" >"$W/check.txt" 2>&1 || true
