@@ -231,8 +231,10 @@ void Master::Reload() {
       s = Status::InvalidArgument(out.front());
     else if (!next->decisions_file.empty() && next->decisions_file != live_.decisions_file)
       s = DecisionLog::CheckFile(next->decisions_file);
-    // <listen port="0"> means the port already bound, not a new one.
+    // <listen port="0"> means the port already bound, not a new one; so
+    // does <grpc listen="host:0"> (it was said to need a restart).
     ApplyBoundPort(&*next, live_.port);
+    if (next->grpc && next->grpc_port == 0 && next->grpc_host == live_.grpc_host) next->grpc_port = live_.grpc_port;
     // The store's geometry stays what is running until a restart.
     SrvConfig check = *next;
     check.geometry = cfg_.geometry;

@@ -4,10 +4,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <strings.h>
 #include <cstdio>
 #include <cstring>
-#include <strings.h>
-
 
 namespace frs::server {
 
@@ -62,7 +61,8 @@ int VerifyClient(int preverify_ok, X509_STORE_CTX* store) {
 }
 
 std::string Text(const ASN1_STRING* s) {
-  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)), static_cast<size_t>(ASN1_STRING_length(s)));
+  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                     static_cast<size_t>(ASN1_STRING_length(s)));
 }
 
 }  // namespace
@@ -151,8 +151,7 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files
     // The CA names sent in CertificateRequest: the client picks a matching certificate.
     STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(files.client_ca.c_str());
     if (!names)
-      return Status::InvalidArgument("the client CA file " + files.client_ca + " holds no certificate: " +
-                                     SslErrors());
+      return Status::InvalidArgument("the client CA file " + files.client_ca + " holds no certificate: " + SslErrors());
     SSL_CTX_set_client_CA_list(c, names);
     SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, VerifyClient);
     SSL_CTX_set_verify_depth(c, 8);

@@ -36,9 +36,9 @@ struct ssl_ctx_st;
 namespace frs::server {
 
 struct TlsFiles {
-  std::string cert;       // PEM: the server's certificate, then its chain
-  std::string key;        // PEM: its private key
-  std::string client_ca;  // PEM: CA(s) of client certificates; "": none asked for
+  std::string cert;                       // PEM: the server's certificate, then its chain
+  std::string key;                        // PEM: its private key
+  std::string client_ca;                  // PEM: CA(s) of client certificates; "": none asked for
   std::vector<std::string> client_names;  // allowed client names; empty: any the CA signed
 };
 
