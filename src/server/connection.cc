@@ -7,9 +7,6 @@ namespace frs::server {
 namespace {
 constexpr size_t kMinReadRoom = 2048;
 constexpr size_t kShrinkOutputAbove = 1 << 20;
-// One read of TLS records: a full record and its header, so that a read
-// never takes less than the record it waits for.
-constexpr size_t kRawBuffer = 16 * 1024 + 512;
 }  // namespace
 
 Connection::Connection(os::UniqueFd fd, const ConnectionLimits& limits, Handler* handler)
@@ -28,20 +25,33 @@ void Connection::UseGrpc(std::unique_ptr<GrpcSession> session) {
   grpc_->Drain(&out_);  // the server's SETTINGS go first
 }
 
-void Connection::UseTls(std::unique_ptr<TlsStream> tls) {
-  tls_ = std::move(tls);
-  raw_ = std::make_unique<char[]>(kRawBuffer);
+void Connection::UseTls(std::unique_ptr<TlsStream> tls) { tls_ = std::move(tls); }
+
+char* Connection::RawScratch() {
+  // One per worker (a worker is one thread): the socket's bytes are fed to
+  // the connection's TLS stream as soon as they are read, so no connection
+  // keeps a read buffer of its own while idle.
+  static thread_local char raw[kRawBuffer];
+  return raw;
 }
 
 void Connection::Seal() {
   if (!tls_) return;
-  if (tls_->handshake_done() && !tls_->failed() && sent_ < out_.size()) {
-    tls_->Encrypt(std::string_view(out_).substr(sent_));
+  if (tls_->handshake_done() && !tls_->failed()) {
+    // A record at a time, so that the stream's output buffer never holds
+    // more than one record's worth.
+    for (size_t at = sent_; at < out_.size() && !tls_->failed();) {
+      const size_t n = std::min(out_.size() - at, kRawBuffer - 512);
+      tls_->Encrypt(std::string_view(out_).substr(at, n));
+      tls_->TakeOutput(&tls_out_);
+      at += n;
+    }
     out_.clear();
     sent_ = 0;
     if (out_.capacity() > kShrinkOutputAbove) out_.shrink_to_fit();
   }
   tls_->TakeOutput(&tls_out_);
+  tls_->Trim();
   if (tls_->failed() && state_ != State::kClosed) {
     // The alert (if any) goes out, then the connection closes; the
     // plaintext that was not sealed never will be.
@@ -101,7 +111,7 @@ void Connection::Compact() {
 std::span<char> Connection::ReadSpace() {
   if (state_ == State::kLingering) return {in_.get(), cap_};  // read to drop
   if (!WantsRead()) return {};
-  if (tls_) return {raw_.get(), kRawBuffer};
+  if (tls_) return {RawScratch(), kRawBuffer};
   return PlainSpace();
 }
 
@@ -123,7 +133,7 @@ void Connection::Produced(size_t n, int64_t now_ns) {
   if (n == 0 || state_ == State::kLingering) return;
   if (tls_) {
     last_read_ns_ = now_ns;
-    tls_->Feed(raw_.get(), n);
+    tls_->Feed(RawScratch(), n);
     Unseal(now_ns);
     Seal();  // the handshake's records, an alert
     return;

@@ -156,6 +156,10 @@ class Connection : public DeadlineNode {
   // TLS: encrypts the plaintext output into tls_out_ (once the handshake is
   // done), with the handshake's and alerts' records.
   void Seal();
+  // TLS: one read of records (a full record and its header), shared by the
+  // worker's connections: ReadSpace() hands it out, Produced() feeds it.
+  static constexpr size_t kRawBuffer = 16 * 1024 + 512;
+  static char* RawScratch();
   // Output not yet written: plaintext and, with TLS, records.
   size_t OutputBacklog() const { return out_.size() - sent_ + (tls_out_.size() - tls_sent_); }
 
@@ -180,8 +184,7 @@ class Connection : public DeadlineNode {
   std::unique_ptr<GrpcSession> grpc_;
   bool grpc_busy_ = false;  // the session has a stream not yet answered
   std::unique_ptr<TlsStream> tls_;
-  std::unique_ptr<char[]> raw_;  // TLS: the socket's bytes, before Feed
-  std::string tls_out_;          // TLS: records to send
+  std::string tls_out_;  // TLS: records to send
   size_t tls_sent_ = 0;
 };
 

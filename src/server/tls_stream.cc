@@ -4,6 +4,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <openssl/buffer.h>
+
 #include <climits>
 
 namespace frs::server {
@@ -96,6 +98,34 @@ bool TlsStream::Encrypt(std::string_view plain) {
     plain.remove_prefix(static_cast<size_t>(rc));
   }
   return !failed_;
+}
+
+namespace {
+
+bool Oversized(BIO* b) {
+  BUF_MEM* m = nullptr;
+  BIO_get_mem_ptr(b, &m);
+  return m != nullptr && m->max > TlsStream::kKeepBioBytes && BIO_ctrl_pending(b) == 0;
+}
+
+}  // namespace
+
+void TlsStream::Trim() {
+  if (Oversized(in_)) {
+    BIO* fresh = BIO_new(BIO_s_mem());
+    if (fresh) {
+      BIO_set_mem_eof_return(fresh, -1);
+      SSL_set0_rbio(ssl_, fresh);  // frees the old one
+      in_ = fresh;
+    }
+  }
+  if (Oversized(out_)) {
+    BIO* fresh = BIO_new(BIO_s_mem());
+    if (fresh) {
+      SSL_set0_wbio(ssl_, fresh);
+      out_ = fresh;
+    }
+  }
 }
 
 void TlsStream::TakeOutput(std::string* out) {

@@ -50,6 +50,11 @@ class TlsStream {
   bool Encrypt(std::string_view plain);
   // Appends the records to send (handshake, data, alerts) to *out.
   void TakeOutput(std::string* out);
+  // Memory BIOs keep the largest buffer they ever held: an empty one past
+  // kKeepBioBytes is replaced by a fresh one, so an idle connection holds
+  // no read's or answer's worth of memory.
+  void Trim();
+  static constexpr size_t kKeepBioBytes = 4096;
 
   bool handshake_done() const { return handshake_done_; }
   // The handshake or a record failed (an alert may be in TakeOutput's
