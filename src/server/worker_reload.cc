@@ -42,6 +42,9 @@ void Worker::HandleSignals(int64_t now) {
       s = engine_->Reload(cfg_.map_path);
     }
     if (s.ok()) {
+      // Before the "reloaded" line: whoever waits for it (an operator, a
+      // test) finds the new certificate serving.
+      ReloadTls();
       if (generation != map_generation_ || !ctx_.map_channel) {
         handler_.MapReloaded();
         FRS_LOG("reloaded %s (map generation %llu)", cfg_.map_path.c_str(),
@@ -49,7 +52,6 @@ void Worker::HandleSignals(int64_t now) {
         if (counters_) CounterAdd(counters_->reloads);
       }
       map_generation_ = generation;
-      ReloadTls();
     } else {
       FRS_LOG("reload refused, the old map stays: %s", s.message().c_str());
       if (counters_) CounterAdd(counters_->reload_failures);
