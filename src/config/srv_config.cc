@@ -306,24 +306,76 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     } else if (name == "grpc") {
       if (!(s = P.OnlyAttrs(n, {"listen", "config", "headers", "streams", "shadow", "quota", "metadata", "limit_header",
                                 "remaining_header", "reset_header", "near_limit_ratio", "stop_increment_when_over",
-                                "healthy_with_config", "merge_domains"}))
+                                "healthy_with_config", "merge_domains", "unix", "mode", "cert", "key", "client_ca",
+                                "client_names"}))
                .ok())
         return s;
       const std::string listen = n.attribute("listen").value();
-      const size_t colon = listen.rfind(':');
-      std::string host = colon == std::string::npos ? std::string() : listen.substr(0, colon);
-      if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-      IpAddress ip;
-      uint64_t port = 0;
-      const std::string port_text = colon == std::string::npos ? std::string() : listen.substr(colon + 1);
-      auto [pe, pec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-      if (!IpAddress::Parse(host, &ip) || port_text.empty() || pec != std::errc() ||
-          pe != port_text.data() + port_text.size() || port > 65535)
-        return P.Error(n, "<grpc listen> must be host:port (an IP address; port 0: the kernel chooses), not \"" +
-                              listen + "\"");
-      cfg.grpc = true;
-      cfg.grpc_host = host;
-      cfg.grpc_port = static_cast<uint16_t>(port);
+      // unix="PATH" mode="0660": a Unix socket in place of host:port.
+      if (n.attribute("unix") && n.attribute("listen"))
+        return P.Error(n, "<grpc> takes listen=\"host:port\" or unix=\"PATH\", not both");
+      if (n.attribute("unix")) {
+        const std::string path = n.attribute("unix").value();
+        // sun_path holds 108 bytes with its terminating NUL.
+        if (path.empty() || path.size() > 107)
+          return P.Error(n, "<grpc unix> must be the socket's path (at most 107 bytes), not \"" + path + "\"");
+        cfg.grpc_unix = Resolve(base, path);
+        if (cfg.grpc_unix.size() > 107)
+          return P.Error(n,
+                         "<grpc unix> resolves to " + cfg.grpc_unix + ", longer than a socket path may be (107 bytes)");
+      }
+      if (n.attribute("mode")) {
+        const std::string text = n.attribute("mode").value();
+        uint64_t mode = 0;
+        auto [me, mec] = std::from_chars(text.data(), text.data() + text.size(), mode, 8);
+        if (cfg.grpc_unix.empty() || text.empty() || mec != std::errc() || me != text.data() + text.size() ||
+            mode > 0777)
+          return P.Error(n, "<grpc mode> is the Unix socket's permissions in octal (0660), with unix=\"PATH\", not \"" +
+                                text + "\"");
+        cfg.grpc_unix_mode = static_cast<uint32_t>(mode);
+      }
+      if (n.attribute("cert")) cfg.grpc_tls_cert = Resolve(base, n.attribute("cert").value());
+      if (n.attribute("key")) cfg.grpc_tls_key = Resolve(base, n.attribute("key").value());
+      if (n.attribute("client_ca")) cfg.grpc_tls_client_ca = Resolve(base, n.attribute("client_ca").value());
+      if (cfg.grpc_tls_cert.empty() != cfg.grpc_tls_key.empty() ||
+          (n.attribute("cert") && !*n.attribute("cert").value()) ||
+          (n.attribute("key") && !*n.attribute("key").value()))
+        return P.Error(n, "<grpc cert> and <grpc key> go together: the server's certificate and its private key (PEM)");
+      if (n.attribute("client_ca") && (cfg.grpc_tls_cert.empty() || !*n.attribute("client_ca").value()))
+        return P.Error(n, "<grpc client_ca> (a required client certificate) needs TLS: cert=\"...\" key=\"...\"");
+      if (n.attribute("client_names")) {
+        std::string list = n.attribute("client_names").value();
+        for (char& c : list)
+          if (c == ',' || c == '\n' || c == '\t') c = ' ';
+        for (size_t i = 0; i < list.size();) {
+          size_t j = list.find(' ', i);
+          if (j == std::string::npos) j = list.size();
+          if (j > i) cfg.grpc_tls_client_names.push_back(list.substr(i, j - i));
+          i = j + 1;
+        }
+        if (cfg.grpc_tls_client_names.empty() || cfg.grpc_tls_client_ca.empty())
+          return P.Error(n, "<grpc client_names> lists the client certificate names allowed, and needs client_ca");
+      }
+      if (!cfg.grpc_unix.empty()) {
+        cfg.grpc = true;
+        cfg.grpc_host.clear();
+        cfg.grpc_port = 0;
+      } else {
+        const size_t colon = listen.rfind(':');
+        std::string host = colon == std::string::npos ? std::string() : listen.substr(0, colon);
+        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        IpAddress ip;
+        uint64_t port = 0;
+        const std::string port_text = colon == std::string::npos ? std::string() : listen.substr(colon + 1);
+        auto [pe, pec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+        if (!IpAddress::Parse(host, &ip) || port_text.empty() || pec != std::errc() ||
+            pe != port_text.data() + port_text.size() || port > 65535)
+          return P.Error(n, "<grpc listen> must be host:port (an IP address; port 0: the kernel chooses), not \"" +
+                                listen + "\"");
+        cfg.grpc = true;
+        cfg.grpc_host = host;
+        cfg.grpc_port = static_cast<uint16_t>(port);
+      }
       const std::string dir = n.attribute("config").value();
       if (dir.empty()) return P.Error(n, "<grpc config> must name the directory of envoyproxy/ratelimit YAML files");
       cfg.grpc_config = Resolve(base, dir);

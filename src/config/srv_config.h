@@ -99,6 +99,18 @@ struct SrvConfig {
   bool grpc_stop_increment = false;       // stop_increment_when_over="1": STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
   bool grpc_healthy_with_config = false;  // healthy_with_config="1": HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED
   bool grpc_merge_domains = false;        // merge_domains="1": MERGE_DOMAIN_CONFIG
+  // <grpc unix="PATH" mode="0660">: a Unix stream socket instead of
+  // listen="host:port" (absolute; removed when frsd stops).
+  std::string grpc_unix;
+  uint32_t grpc_unix_mode = 0660;
+  // <grpc cert="PEM" key="PEM" client_ca="PEM" client_names="a,b">: TLS
+  // (1.2, 1.3; ALPN h2), and with client_ca a required client certificate
+  // whose names must include one of client_names (server/tls_context.h).
+  // Absolute; SIGHUP reads the files again.
+  std::string grpc_tls_cert;
+  std::string grpc_tls_key;
+  std::string grpc_tls_client_ca;
+  std::vector<std::string> grpc_tls_client_names;
 };
 
 // The srv.xml frsd and frsctl read without -c: $FRS_CONF when set, else the

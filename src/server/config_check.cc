@@ -16,6 +16,7 @@
 #include "server/allow_list.h"
 #include "server/envoy_map.h"
 #include "server/fd_limit.h"
+#include "server/tls_context.h"
 #include "store/store_check.h"
 
 namespace frs::server {
@@ -96,6 +97,11 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     bizzes = map->bizzes.size();
     for (std::string& p : NodeFitProblemsOf(*cfg, map.value())) problems.push_back(std::move(p));
   }
+  // <grpc cert key client_ca>: readable, PEM, the key is the certificate's,
+  // the CA file loads, as frsd's start and each reload load them.
+  if (cfg->grpc && !cfg->grpc_tls_cert.empty())
+    if (auto tls = TlsContext::Load(TlsFilesOf(*cfg)); !tls.ok())
+      problems.push_back(cfg->path + ": <grpc cert>: " + tls.status().message());
   std::string envoy_words;
   if (cfg->grpc && map.ok()) {
     Result<std::string> text = os::ReadTextFile(cfg->map_path);

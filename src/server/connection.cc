@@ -25,9 +25,67 @@ void Connection::UseGrpc(std::unique_ptr<GrpcSession> session) {
   grpc_->Drain(&out_);  // the server's SETTINGS go first
 }
 
+void Connection::UseTls(std::unique_ptr<TlsStream> tls) { tls_ = std::move(tls); }
+
+char* Connection::RawScratch() {
+  // One per worker (a worker is one thread): the socket's bytes are fed to
+  // the connection's TLS stream as soon as they are read, so no connection
+  // keeps a read buffer of its own while idle.
+  static thread_local char raw[kRawBuffer];
+  return raw;
+}
+
+void Connection::Seal() {
+  if (!tls_) return;
+  if (tls_->handshake_done() && !tls_->failed()) {
+    // A record at a time, so that the stream's output buffer never holds
+    // more than one record's worth.
+    // Answers held for replicas stay plaintext until they are released.
+    const size_t limit = WriteLimit();
+    for (size_t at = sent_; at < limit && !tls_->failed();) {
+      const size_t n = std::min(limit - at, kRawBuffer - 512);
+      tls_->Encrypt(std::string_view(out_).substr(at, n));
+      tls_->TakeOutput(&tls_out_);
+      at += n;
+    }
+    if (repl_held_) {
+      out_.erase(0, limit);
+      repl_from_ = 0;
+    } else {
+      out_.clear();
+      if (out_.capacity() > kShrinkOutputAbove) out_.shrink_to_fit();
+    }
+    sent_ = 0;
+  }
+  tls_->TakeOutput(&tls_out_);
+  tls_->Trim();
+  if (tls_->failed() && state_ != State::kClosed) {
+    // The alert (if any) goes out, then the connection closes; the
+    // plaintext that was not sealed never will be.
+    state_ = State::kClosing;
+    linger_ = false;
+  }
+}
+
+void Connection::Unseal(int64_t now_ns) {
+  while (state_ == State::kOpen && OutputBacklog() < kOutputHighWater) {
+    const bool shaking = !tls_->handshake_done();
+    // Into the room the buffer has, never growing it: the session takes
+    // any piece of its input, and a record not taken whole waits in the
+    // stream (Process() hands the buffer over and decrypts the rest).
+    Compact();
+    const size_t n = tls_->Decrypt({in_.get() + end_, cap_ - end_});
+    if (n > 0) PlainProduced(n, now_ns);
+    // The client's Finished and its first frames often come in one read:
+    // on to them once the handshake is done.
+    else if (!shaking || !tls_->handshake_done()) break;
+  }
+  if (tls_->closed()) PeerClosed();
+}
+
 void Connection::ProcessGrpc() {
   const uint64_t noted = repl_ != nullptr ? repl_->noted() : 0;
-  if (state_ == State::kOpen && (req_ < end_ || grpc_->HasBacklog()) && out_.size() - sent_ < kOutputHighWater) {
+  if (state_ == State::kOpen && (req_ < end_ || grpc_->HasBacklog()) && OutputBacklog() < kOutputHighWater) {
     const uint64_t before = grpc_->answered();
     grpc_->set_peer(has_peer_ ? &peer_ : nullptr);
     // A failed session (false) has queued its GOAWAY: Finished() below
@@ -51,7 +109,7 @@ void Connection::ProcessGrpc() {
 
 bool Connection::WantsRead() const {
   if (state_ == State::kLingering) return true;
-  return state_ == State::kOpen && !peer_closed_ && out_.size() - sent_ < kOutputHighWater;
+  return state_ == State::kOpen && !peer_closed_ && OutputBacklog() < kOutputHighWater;
 }
 
 void Connection::Compact() {
@@ -69,6 +127,11 @@ void Connection::Compact() {
 std::span<char> Connection::ReadSpace() {
   if (state_ == State::kLingering) return {in_.get(), cap_};  // read to drop
   if (!WantsRead()) return {};
+  if (tls_) return {RawScratch(), kRawBuffer};
+  return PlainSpace();
+}
+
+std::span<char> Connection::PlainSpace() {
   Compact();
   if (cap_ - end_ < kMinReadRoom && cap_ < max_buffer_) {
     size_t ncap = std::min(max_buffer_, cap_ * 2);
@@ -84,6 +147,17 @@ std::span<char> Connection::ReadSpace() {
 
 void Connection::Produced(size_t n, int64_t now_ns) {
   if (n == 0 || state_ == State::kLingering) return;
+  if (tls_) {
+    last_read_ns_ = now_ns;
+    tls_->Feed(RawScratch(), n);
+    Unseal(now_ns);
+    Seal();  // the handshake's records, an alert
+    return;
+  }
+  PlainProduced(n, now_ns);
+}
+
+void Connection::PlainProduced(size_t n, int64_t now_ns) {
   if (req_ == end_) req_start_ns_ = now_ns;
   last_read_ns_ = now_ns;
   end_ += n;
@@ -97,9 +171,18 @@ void Connection::PeerClosed() {
 void Connection::Process() {
   if (grpc_) {
     ProcessGrpc();
+    // Records left undecrypted for want of room: a buffer at a time, all of
+    // one read (at most 16.5 KB) before the turn ends.
+    while (tls_ && tls_->HasPendingInput() && state_ == State::kOpen && req_ == end_ &&
+           OutputBacklog() < kOutputHighWater) {
+      Unseal(last_read_ns_);
+      if (req_ == end_) break;  // nothing came of it
+      ProcessGrpc();
+    }
+    Seal();
     return;
   }
-  while (state_ == State::kOpen && req_ < end_ && out_.size() - sent_ < kOutputHighWater) {
+  while (state_ == State::kOpen && req_ < end_ && OutputBacklog() < kOutputHighWater) {
     HttpRequestParser::Outcome o = parser_.Feed(in_.get() + req_, end_ - req_);
     if (o == HttpRequestParser::Outcome::kNeedMore) {
       const HttpHead& h = parser_.head();
@@ -166,6 +249,15 @@ void Connection::RefuseReplica(std::string_view response) {
 }
 
 void Connection::Consumed(size_t n) {
+  if (tls_) {
+    tls_sent_ += n;
+    if (tls_sent_ == tls_out_.size()) {
+      tls_out_.clear();
+      tls_sent_ = 0;
+      if (tls_out_.capacity() > kShrinkOutputAbove) tls_out_.shrink_to_fit();
+    }
+    return;
+  }
   sent_ += n;
   if (n > 0 && !grpc_) ++progress_;  // gRPC: answers only (progress())
   if (sent_ == out_.size()) {
@@ -182,6 +274,7 @@ void Connection::BeginShutdown() {
     if (state_ == State::kOpen) grpc_->Shutdown();
     if (state_ == State::kOpen && !grpc_->HasOpenStreams()) state_ = State::kClosing;
     grpc_->Drain(&out_);
+    Seal();
     return;
   }
   if (state_ == State::kOpen && req_ == end_) state_ = State::kClosing;
@@ -199,6 +292,7 @@ void Connection::OnTimeout() {
     if (state_ == State::kOpen) {
       grpc_->Terminate(grpc_busy_ ? 0x1 /* PROTOCOL_ERROR */ : 0x0);
       grpc_->Drain(&out_);
+      Seal();
       state_ = State::kClosing;
       return;
     }

@@ -49,6 +49,7 @@
 #include "server/handler.h"
 #include "server/http_parser.h"
 #include "server/replicator.h"
+#include "server/tls_stream.h"
 
 namespace frs::server {
 
@@ -71,6 +72,15 @@ class Connection : public DeadlineNode {
   // handed to the session at once, so "a request partly received" is "a
   // stream begun and not answered".
   void UseGrpc(std::unique_ptr<GrpcSession> session);
+  // TLS under the connection (the <grpc cert> listener): ReadSpace() and
+  // Produced() then take the socket's bytes, which the stream decrypts
+  // into the input buffer; PendingOutput() is the records to send. The
+  // plaintext side (HTTP/2 session, buffers, limits) is unchanged, and
+  // nothing goes out in plaintext: what the session queues before the
+  // handshake ends (its SETTINGS) is encrypted when it does.
+  void UseTls(std::unique_ptr<TlsStream> tls);
+  // The TLS handshake or a record failed, or is not finished (null: none).
+  const TlsStream* tls() const { return tls_.get(); }
 
   int fd() const { return fd_.get(); }
   // The peer's address, for the decision log's "client".
@@ -91,8 +101,12 @@ class Connection : public DeadlineNode {
   void Process();
 
   // --- output
-  // Output up to the first answer held for replicas (see HoldsForReplica).
-  std::string_view PendingOutput() const { return std::string_view(out_).substr(sent_, WriteLimit() - sent_); }
+  // Output up to the first answer held for replicas (see HoldsForReplica);
+  // with TLS, the records sealed from it.
+  std::string_view PendingOutput() const {
+    return tls_ ? std::string_view(tls_out_).substr(tls_sent_)
+                : std::string_view(out_).substr(sent_, WriteLimit() - sent_);
+  }
   void Consumed(size_t n);
 
   // --- replicas (<cluster replicas="1" replica_mode="sync">)
@@ -111,7 +125,7 @@ class Connection : public DeadlineNode {
 
   // --- state for the worker
   bool WantsRead() const;
-  bool WantsWrite() const { return sent_ < WriteLimit(); }
+  bool WantsWrite() const { return tls_ ? tls_sent_ < tls_out_.size() : sent_ < WriteLimit(); }
   // A request is partly received, a response is not fully sent, or the
   // connection lingers: the request timeout applies (else the idle timeout).
   bool Busy() const { return req_ < end_ || grpc_busy_ || WantsWrite() || repl_held_ || state_ == State::kLingering; }
@@ -135,7 +149,8 @@ class Connection : public DeadlineNode {
   size_t GrpcHeld() const { return grpc_ ? grpc_->held() : 0; }
   // gRPC: calls received whole and not yet answered (a bounded number is
   // answered per Process()): process again next turn, without a read.
-  bool HasBacklog() const { return grpc_ && grpc_->HasBacklog(); }
+  // TLS: records fed and not yet decrypted (no room for their plaintext).
+  bool HasBacklog() const { return (grpc_ && grpc_->HasBacklog()) || (tls_ && tls_->HasPendingInput()); }
 
   // Graceful stop: an idle connection closes at once, a busy one after the
   // response to the request in progress.
@@ -158,6 +173,20 @@ class Connection : public DeadlineNode {
   // the answer noted changes (`noted_before` is the replicator's count
   // before it).
   void NoteReplica(uint64_t noted_before, size_t out_before);
+  // Room in the input buffer (compacted, grown up to max_buffer_).
+  std::span<char> PlainSpace();
+  void PlainProduced(size_t n, int64_t now_ns);
+  // TLS: decrypts what was fed into the input buffer, as room allows.
+  void Unseal(int64_t now_ns);
+  // TLS: encrypts the plaintext output into tls_out_ (once the handshake is
+  // done), with the handshake's and alerts' records.
+  void Seal();
+  // TLS: one read of records (a full record and its header), shared by the
+  // worker's connections: ReadSpace() hands it out, Produced() feeds it.
+  static constexpr size_t kRawBuffer = 16 * 1024 + 512;
+  static char* RawScratch();
+  // Output not yet written: plaintext and, with TLS, records.
+  size_t OutputBacklog() const { return out_.size() - sent_ + (tls_out_.size() - tls_sent_); }
 
   os::UniqueFd fd_;
   Handler* handler_;
@@ -185,6 +214,9 @@ class Connection : public DeadlineNode {
   uint64_t repl_ticket_ = 0;
   size_t repl_from_ = 0;     // out_[repl_from_, ...) is held
   uint32_t repl_count_ = 0;  // answers held
+  std::unique_ptr<TlsStream> tls_;
+  std::string tls_out_;  // TLS: records to send
+  size_t tls_sent_ = 0;
 };
 
 }  // namespace frs::server

@@ -33,6 +33,7 @@
 #include "server/metrics.h"
 #include "server/pidfile.h"
 #include "server/sd_notify.h"
+#include "server/tls_context.h"
 #include "store/store_check.h"
 #include "store/store_file.h"
 
@@ -203,14 +204,32 @@ int main(int argc, char** argv) {
   // From here on the configuration names the port really bound (<listen
   // port="0">: the kernel's choice), which the workers inherit.
   ApplyBoundPort(&cfg, listeners->port);
+  // <grpc cert>: loaded (and checked) once here; the workers inherit it.
+  std::shared_ptr<const TlsContext> tls;
+  if (cfg.grpc && !cfg.grpc_tls_cert.empty()) {
+    auto loaded = TlsContext::Load(TlsFilesOf(cfg));
+    if (!loaded.ok()) return Fail("<grpc cert>: " + loaded.status().message());
+    tls = std::move(loaded.value());
+  }
   // <grpc>: its own sockets, shared by the workers the same way.
   std::vector<os::UniqueFd> grpc_fds;
-  if (cfg.grpc) {
+  if (cfg.grpc && !cfg.grpc_unix.empty()) {
+    auto grpc = OpenUnixListener(cfg.grpc_unix, cfg.grpc_unix_mode, cfg.workers);
+    if (!grpc.ok()) return Fail("<grpc unix>: " + grpc.status().message());
+    grpc_fds = std::move(grpc->fds);
+  } else if (cfg.grpc) {
     auto grpc = OpenListeners(cfg.grpc_host, cfg.grpc_port, cfg.workers, cfg.reuseport);
     if (!grpc.ok()) return Fail("<grpc listen>: " + grpc.status().message());
     cfg.grpc_port = grpc->port;
     grpc_fds = std::move(grpc->fds);
   }
+  // The socket file is ours from here on: removed however the start ends.
+  struct UnixSocketFile {
+    std::string path;
+    ~UnixSocketFile() {
+      if (!path.empty()) RemoveUnixListener(path);
+    }
+  } unix_socket{cfg.grpc_unix};
 
   auto metrics = Metrics::Create(cfg.workers);
   if (!metrics.ok()) return Fail(metrics.status().message());
@@ -227,7 +246,9 @@ int main(int argc, char** argv) {
   // Last before serving: whoever waits for this file may connect at once.
   const std::string listen_file = ListenAddressPath(cfg);
   if (s.ok() && cfg.grpc)
-    s = PublishListenAddress(GrpcListenAddressPath(cfg), ListenName(cfg.grpc_host, cfg.grpc_port));
+    s = PublishListenAddress(GrpcListenAddressPath(cfg), cfg.grpc_unix.empty()
+                                                             ? ListenName(cfg.grpc_host, cfg.grpc_port)
+                                                             : "unix:" + cfg.grpc_unix);
   if (s.ok()) s = PublishListenAddress(listen_file, ListenName(cfg.host, cfg.port));
   if (!s.ok()) {
     daemon.Failed();
@@ -250,6 +271,7 @@ int main(int argc, char** argv) {
   mc.allow = &allow.value();
   mc.listeners = std::move(listeners->fds);
   mc.grpc_listeners = std::move(grpc_fds);
+  mc.tls = std::move(tls);
   mc.map_channel = &map_channel.value();
   mc.in_child = [&] {
     store_lock.value().CloseInChild();

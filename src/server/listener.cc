@@ -4,10 +4,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -102,6 +105,59 @@ Result<Listeners> OpenListeners(const std::string& host, uint16_t port, uint32_t
     out.fds.push_back(std::move(fd.value()));
   }
   return out;
+}
+
+Result<Listeners> OpenUnixListener(const std::string& path, uint32_t mode, uint32_t count, int backlog) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof sa.sun_path)
+    return Status::InvalidArgument("the socket path " + path + " is empty or too long");
+  std::memcpy(sa.sun_path, path.data(), path.size());
+  const auto* addr = reinterpret_cast<const sockaddr*>(&sa);
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return Status::InvalidArgument(path + " exists and is not a socket: not replaced");
+    // Someone answering there is another server: leave it alone.
+    os::UniqueFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!probe.valid()) return Status::FromErrno("socket", errno);
+    if (::connect(probe.get(), addr, len) == 0)
+      return Status::InvalidArgument("cannot listen on " + path + ": a server listens there already");
+    if (errno != ECONNREFUSED) return Status::FromErrno("cannot probe the socket " + path, errno);
+    if (::unlink(path.c_str()) != 0) return Status::FromErrno("cannot remove the stale socket " + path, errno);
+  }
+  os::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status::FromErrno("socket", errno);
+  if (bind(fd.get(), addr, len) != 0) return Status::FromErrno("cannot listen on " + path, errno);
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());
+    return Status::FromErrno("cannot set the permissions of " + path, err);
+  }
+  if (listen(fd.get(), backlog) != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());
+    return Status::FromErrno("listen on " + path, err);
+  }
+  Listeners out;
+  out.fds.reserve(count);
+  out.fds.push_back(std::move(fd));
+  for (uint32_t i = 1; i < count; ++i) {
+    os::UniqueFd dup(fcntl(out.fds.front().get(), F_DUPFD_CLOEXEC, 0));
+    if (!dup.valid()) {
+      const int err = errno;
+      ::unlink(path.c_str());
+      return Status::FromErrno("dup of the listening socket", err);
+    }
+    out.fds.push_back(std::move(dup));
+  }
+  return out;
+}
+
+void RemoveUnixListener(const std::string& path) {
+  // Only a socket: whatever else took the name since is not ours.
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
 }
 
 Status PublishListenAddress(const std::string& path, const std::string& name) {

@@ -41,6 +41,15 @@ struct Listeners {
 Result<Listeners> OpenListeners(const std::string& host, uint16_t port, uint32_t count, bool reuseport,
                                 int backlog = 4096);
 
+// <grpc unix="PATH" mode="...">: one Unix stream socket at `path`, shared by
+// `count` workers as the shared TCP socket is. A socket file left by a
+// server that is gone (connect() refused) is removed first; a live one (a
+// server answers there) or a file that is not a socket is an error, never
+// removed. The socket gets `mode` before it listens, so no client connects
+// through the umask's permissions. RemoveUnixListener unlinks it at stop.
+Result<Listeners> OpenUnixListener(const std::string& path, uint32_t mode, uint32_t count, int backlog = 4096);
+void RemoveUnixListener(const std::string& path);
+
 // Publishes "name\n" at `path` for whoever started frsd on port 0: written
 // to a temporary file and renamed, so a reader sees the whole line or none.
 Status PublishListenAddress(const std::string& path, const std::string& name);

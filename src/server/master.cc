@@ -112,6 +112,7 @@ bool Master::Spawn(uint32_t i) {
     w.metrics = ctx_.metrics;
     w.allow = ctx_.allow;
     w.map_channel = ctx_.map_channel;
+    w.tls = ctx_.tls;
     int rc = RunWorker(std::move(w));
     // _exit: the master's objects copied into this process (its store and
     // engine) must not run their destructors here.
@@ -193,6 +194,10 @@ std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
   };
   diff("<grpc listen>", a.grpc ? a.grpc_host + ":" + std::to_string(a.grpc_port) : "none",
        b.grpc ? b.grpc_host + ":" + std::to_string(b.grpc_port) : "none");
+  diff("<grpc unix>", a.grpc_unix, b.grpc_unix);
+  diff("<grpc> TLS", a.grpc_tls_cert.empty() ? "off" : "on", b.grpc_tls_cert.empty() ? "off" : "on");
+  diff("<grpc client_ca> (mTLS)", a.grpc_tls_client_ca.empty() ? "off" : "on",
+       b.grpc_tls_client_ca.empty() ? "off" : "on");
   diff("<listen>", a.host + ":" + std::to_string(a.port) + (a.reuseport ? " reuseport" : ""),
        b.host + ":" + std::to_string(b.port) + (b.reuseport ? " reuseport" : ""));
   diff("<workers>", std::to_string(a.workers), std::to_string(b.workers));
@@ -237,8 +242,10 @@ void Master::Reload() {
       s = Status::InvalidArgument(out.front());
     else if (!next->decisions_file.empty() && next->decisions_file != live_.decisions_file)
       s = DecisionLog::CheckFile(next->decisions_file);
-    // <listen port="0"> means the port already bound, not a new one.
+    // <listen port="0"> means the port already bound, not a new one; so
+    // does <grpc listen="host:0"> (it was said to need a restart).
     ApplyBoundPort(&*next, live_.port);
+    if (next->grpc && next->grpc_port == 0 && next->grpc_host == live_.grpc_host) next->grpc_port = live_.grpc_port;
     // The store's geometry stays what is running until a restart.
     SrvConfig check = *next;
     check.geometry = cfg_.geometry;
@@ -309,7 +316,23 @@ void Master::Reload() {
   applied.workers = live_.workers;
   applied.geometry = live_.geometry;
   applied.flush_interval_ms = live_.flush_interval_ms;
+  applied.grpc_unix = live_.grpc_unix;
+  if (applied.grpc_tls_cert.empty() != live_.grpc_tls_cert.empty() ||
+      applied.grpc_tls_client_ca.empty() != live_.grpc_tls_client_ca.empty()) {
+    applied.grpc_tls_cert = live_.grpc_tls_cert;
+    applied.grpc_tls_key = live_.grpc_tls_key;
+    applied.grpc_tls_client_ca = live_.grpc_tls_client_ca;
+    applied.grpc_tls_client_names = live_.grpc_tls_client_names;
+  }
   live_ = std::move(applied);
+  // <grpc cert>'s files, read again (rotated certificates): a set that does
+  // not load keeps the previous one serving. Each worker reads them too;
+  // this copy is what a respawned worker starts with.
+  if (ctx_.tls) {
+    auto tls = TlsContext::Load(TlsFilesOf(live_));
+    if (tls.ok()) ctx_.tls = std::move(tls.value());
+    else FRS_LOG("TLS files refused, the previous certificate stays: %s", tls.status().message().c_str());
+  }
   FRS_LOG("srv.xml %s and map %s are valid; reloading them in every worker", cfg_.path.c_str(), live_.map_path.c_str());
   for (const Slot& sl : slots_)
     if (sl.pid > 0) kill(sl.pid, SIGHUP);

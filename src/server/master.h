@@ -31,6 +31,7 @@
 #include "server/allow_list.h"
 #include "server/map_channel.h"
 #include "server/metrics.h"
+#include "server/tls_context.h"
 
 namespace frs::server {
 
@@ -50,6 +51,10 @@ struct MasterContext {
   // The map every worker runs: the master publishes the bytes it validated
   // (map_channel.h); workers never read map.xml themselves.
   MapChannel* map_channel = nullptr;
+  // <grpc cert>: the TLS files as loaded at start; a reload loads them again
+  // (a broken set keeps the previous one), and a respawned worker starts
+  // with the last good set.
+  std::shared_ptr<const TlsContext> tls;
   // Runs in every forked worker before anything else: closes what workers
   // must not inherit (the lock files, the daemon's start-up pipe).
   std::function<void()> in_child;

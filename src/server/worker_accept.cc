@@ -34,7 +34,7 @@ IpAddress PeerOf(const sockaddr_storage& peer) {
 void Worker::Accept(int64_t now, bool grpc) {
   // From a shared queue take one connection per wake-up, so the next one
   // goes to whichever worker is idle rather than to this one.
-  const int max_accepts = cfg_.reuseport ? kMaxAcceptsPerWake : 1;
+  const int max_accepts = ListenEvents(grpc) & EPOLLEXCLUSIVE ? 1 : kMaxAcceptsPerWake;
   for (int i = 0; i < max_accepts; ++i) {
     sockaddr_storage peer;
     socklen_t plen = sizeof peer;
@@ -46,7 +46,9 @@ void Worker::Accept(int64_t now, bool grpc) {
     }
     os::UniqueFd sock(fd);
     const AllowList* allow = allow_ ? &*allow_ : ctx_.allow;
-    if (allow && !allow->Allows(reinterpret_cast<sockaddr*>(&peer))) {
+    // <allow> is of IP addresses: a Unix socket's clients are whoever its
+    // permissions let in.
+    if (allow && peer.ss_family != AF_UNIX && !allow->Allows(reinterpret_cast<sockaddr*>(&peer))) {
       if (counters_) CounterAdd(counters_->connections_refused);
       continue;
     }
@@ -68,7 +70,7 @@ void Worker::Accept(int64_t now, bool grpc) {
       refuse = true;
     }
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (peer.ss_family != AF_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     size_t idx = static_cast<size_t>(fd);
     if (conns_.size() <= idx) {
       conns_.resize(idx + 1);
@@ -81,7 +83,7 @@ void Worker::Accept(int64_t now, bool grpc) {
       progress_seen_.resize(idx + 1);
     }
     auto conn = std::make_unique<Connection>(std::move(sock), limits_, &handler_);
-    conn->set_peer(PeerOf(peer));
+    if (peer.ss_family != AF_UNIX) conn->set_peer(PeerOf(peer));
     conn->set_replicator(repl_.get());
     if (grpc) {
       auto session =
@@ -91,6 +93,14 @@ void Worker::Accept(int64_t now, bool grpc) {
         continue;
       }
       conn->UseGrpc(std::move(session.value()));
+      if (tls_) {
+        auto tls = TlsStream::Create(tls_);
+        if (!tls.ok()) {
+          FRS_LOG("cannot start a TLS session: %s", tls.status().message().c_str());
+          continue;
+        }
+        conn->UseTls(std::move(tls.value()));
+      }
     }
     Connection* c = conn.get();
     if (!loop_.Add(fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, c).ok()) continue;  // conn (and fd) dropped here
@@ -146,12 +156,23 @@ void Worker::RemoveListeners() {
 }
 
 void Worker::AddListeners() {
-  const uint32_t ev = cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE;
   // A failure leaves that socket out until the next pause and resume; the
   // other listener still accepts.
-  if (!loop_.Add(ctx_.listener.get(), ev, nullptr).ok()) FRS_LOG("cannot resume accepting HTTP connections");
-  if (grpc_ && !loop_.Add(ctx_.grpc_listener.get(), ev, &grpc_tag_).ok())
+  if (!loop_.Add(ctx_.listener.get(), ListenEvents(false), nullptr).ok())
+    FRS_LOG("cannot resume accepting HTTP connections");
+  if (grpc_ && !loop_.Add(ctx_.grpc_listener.get(), ListenEvents(true), &grpc_tag_).ok())
     FRS_LOG("cannot resume accepting gRPC connections");
+}
+
+void Worker::ReloadTls() {
+  if (!tls_) return;
+  auto tls = TlsContext::Load(TlsFilesOf(cfg_));
+  if (!tls.ok()) {
+    FRS_LOG("TLS files refused, the previous certificate stays: %s", tls.status().message().c_str());
+    return;
+  }
+  tls_ = std::move(tls.value());
+  if (ctx_.index == 0) FRS_LOG("TLS: %s reloaded (new connections use it)", cfg_.grpc_tls_cert.c_str());
 }
 
 void Worker::FdExhausted(int err, int64_t now) {

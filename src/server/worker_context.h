@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "config/srv_config.h"
 #include "os/unique_fd.h"
 #include "server/allow_list.h"
 #include "server/map_channel.h"
 #include "server/metrics.h"
+#include "server/tls_context.h"
 
 namespace frs::server {
 
@@ -26,6 +28,7 @@ struct WorkerContext {
   Metrics* metrics = nullptr;
   const AllowList* allow = nullptr;
   const MapChannel* map_channel = nullptr;  // the map to run (see map_channel.h)
+  std::shared_ptr<const TlsContext> tls;    // <grpc cert>: the master's last good files; null: plain
 };
 
 }  // namespace frs::server

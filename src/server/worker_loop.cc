@@ -24,9 +24,8 @@ constexpr int64_t kHoldNs = 100 * 1000;
 
 int Worker::Run(const sigset_t* wait_mask) {
   Status s = loop_.Init();
-  if (s.ok()) s = loop_.Add(ctx_.listener.get(), cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE, nullptr);
-  if (s.ok() && grpc_)
-    s = loop_.Add(ctx_.grpc_listener.get(), cfg_.reuseport ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE, &grpc_tag_);
+  if (s.ok()) s = loop_.Add(ctx_.listener.get(), ListenEvents(false), nullptr);
+  if (s.ok() && grpc_) s = loop_.Add(ctx_.grpc_listener.get(), ListenEvents(true), &grpc_tag_);
   if (!s.ok()) {
     FRS_LOG("cannot start the event loop: %s", s.ToString().c_str());
     return 1;

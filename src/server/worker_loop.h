@@ -74,6 +74,14 @@ class Worker {
   // From the HTTP listener, or the <grpc> one (`grpc`).
   void Accept(int64_t now, bool grpc = false);
   int ListenerFd(bool grpc) const { return grpc ? ctx_.grpc_listener.get() : ctx_.listener.get(); }
+  // epoll events of a listening socket: EPOLLEXCLUSIVE on a shared one (a
+  // <grpc unix> socket is always shared, <listen reuseport> or not).
+  uint32_t ListenEvents(bool grpc) const {
+    return cfg_.reuseport && !(grpc && !cfg_.grpc_unix.empty()) ? EPOLLIN : EPOLLIN | EPOLLEXCLUSIVE;
+  }
+  // <grpc cert>: this worker's files read again (SIGHUP); a set that does
+  // not load is said and the current one stays.
+  void ReloadTls();
   void AddListeners();
   void RemoveListeners();
   // Read, then Settle.
@@ -118,8 +126,9 @@ class Worker {
   }
 
   WorkerContext ctx_;
-  SrvConfig cfg_;                   // as started, with the live settings of the last reload
-  std::optional<AllowList> allow_;  // replaces ctx_.allow after a reload
+  SrvConfig cfg_;                          // as started, with the live settings of the last reload
+  std::optional<AllowList> allow_;         // replaces ctx_.allow after a reload
+  std::shared_ptr<const TlsContext> tls_;  // <grpc cert>: new connections' TLS (null: plain)
   WorkerCounters* counters_;
   DecisionLogCounters own_log_counters_{};  // without a metrics region
   EnvoyMetrics envoy_metrics_{counters_};   // Envoy's per-descriptor counters, in counters_

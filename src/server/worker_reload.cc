@@ -42,6 +42,9 @@ void Worker::HandleSignals(int64_t now) {
       s = engine_->Reload(cfg_.map_path);
     }
     if (s.ok()) {
+      // Before the "reloaded" line: whoever waits for it (an operator, a
+      // test) finds the new certificate serving.
+      ReloadTls();
       if (generation != map_generation_ || !ctx_.map_channel) {
         handler_.MapReloaded();
         FRS_LOG("reloaded %s (map generation %llu)", cfg_.map_path.c_str(),
@@ -85,6 +88,15 @@ void Worker::ApplyLive(const SrvConfig& next) {
   cfg_.grpc_stop_increment = next.grpc_stop_increment;
   cfg_.grpc_healthy_with_config = next.grpc_healthy_with_config;
   cfg_.grpc_merge_domains = next.grpc_merge_domains;
+  // TLS on or off, and mTLS on or off, need a restart (the master says so);
+  // the files' paths and the allowed names apply from the next reload of them.
+  if (next.grpc_tls_cert.empty() == cfg_.grpc_tls_cert.empty() &&
+      next.grpc_tls_client_ca.empty() == cfg_.grpc_tls_client_ca.empty()) {
+    cfg_.grpc_tls_cert = next.grpc_tls_cert;
+    cfg_.grpc_tls_key = next.grpc_tls_key;
+    cfg_.grpc_tls_client_ca = next.grpc_tls_client_ca;
+    cfg_.grpc_tls_client_names = next.grpc_tls_client_names;
+  }
   if (grpc_) grpc_->SetOptions(GrpcOptionsFor(cfg_));
   cfg_.max_header_bytes = next.max_header_bytes;
   cfg_.max_body_bytes = next.max_body_bytes;

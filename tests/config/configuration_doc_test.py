@@ -17,7 +17,7 @@ elements = set(re.findall(r'name == "([a-z]+)"', code))
 attrs = {}
 for el in elements:
     # The OnlyAttrs list of the branch that handles <el>.
-    m = re.search(r'name == "%s"\) \{\s*if \(!\(s = P\.OnlyAttrs\(n, \{([^}]*)\}' % el, code)
+    m = re.search(r'name == "%s"\) \{\s*if \(!\(s = P\.OnlyAttrs\(n,\s*\{([^}]*)\}' % el, code)
     attrs[el] = re.findall(r'"([a-z_]+)"', m.group(1)) if m else []
 missing = []
 for el in sorted(elements):

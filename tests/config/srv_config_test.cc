@@ -286,6 +286,45 @@ TEST(SrvConfig, DecisionLogErrorsNameTheAttribute) {
   ExpectError(head + "<decisions file=\"/x\" level=\"1\"/>\n</frs>", "4", "<decisions> has no attribute \"level\"");
 }
 
+TEST(SrvConfig, GrpcTransportsUnixSocketAndTls) {
+  TempDir d;
+  auto c = LoadSrvConfig(Write(d, ShortSrv("port=\"0\"",
+                                           "<grpc unix=\"g.sock\" mode=\"0600\" config=\"envoy\" cert=\"tls/s.pem\" "
+                                           "key=\"tls/s.key\" client_ca=\"tls/ca.pem\" "
+                                           "client_names=\"spiffe://a/b, envoy.example\tc\"/>\n")));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->grpc);
+  EXPECT_EQ(c->grpc_unix, d / "g.sock");
+  EXPECT_EQ(c->grpc_unix_mode, 0600u);
+  EXPECT_EQ(c->grpc_tls_cert, d / "tls/s.pem");
+  EXPECT_EQ(c->grpc_tls_key, d / "tls/s.key");
+  EXPECT_EQ(c->grpc_tls_client_ca, d / "tls/ca.pem");
+  EXPECT_EQ(c->grpc_tls_client_names, (std::vector<std::string>{"spiffe://a/b", "envoy.example", "c"}));
+  // Defaults: cleartext TCP, mode 0660 for a socket.
+  c = LoadSrvConfig(Write(d, ShortSrv("port=\"0\"", "<grpc unix=\"g.sock\" config=\"envoy\"/>\n")));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->grpc_unix_mode, 0660u);
+  EXPECT_TRUE(c->grpc_tls_cert.empty());
+}
+
+TEST(SrvConfig, GrpcTransportErrorsNameTheAttribute) {
+  const std::string head = "<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n";
+  ExpectError(head + "<grpc listen=\"127.0.0.1:1\" unix=\"/s\" config=\"e\"/>\n</frs>", "4",
+              "<grpc> takes listen=\"host:port\" or unix=\"PATH\", not both");
+  ExpectError(head + "<grpc unix=\"/s\" mode=\"0999\" config=\"e\"/>\n</frs>", "4",
+              "<grpc mode> is the Unix socket's permissions in octal (0660), with unix=\"PATH\", not \"0999\"");
+  ExpectError(head + "<grpc listen=\"127.0.0.1:1\" mode=\"0600\" config=\"e\"/>\n</frs>", "4",
+              "<grpc mode> is the Unix socket's permissions in octal");
+  ExpectError(head + "<grpc unix=\"/" + std::string(120, 'x') + "\" config=\"e\"/>\n</frs>", "4",
+              "<grpc unix> must be the socket's path (at most 107 bytes)");
+  ExpectError(head + "<grpc listen=\"127.0.0.1:1\" cert=\"/c\" config=\"e\"/>\n</frs>", "4",
+              "<grpc cert> and <grpc key> go together");
+  ExpectError(head + "<grpc listen=\"127.0.0.1:1\" client_ca=\"/ca\" config=\"e\"/>\n</frs>", "4",
+              "<grpc client_ca> (a required client certificate) needs TLS");
+  ExpectError(head + "<grpc listen=\"127.0.0.1:1\" cert=\"/c\" key=\"/k\" client_names=\"a\" config=\"e\"/>\n</frs>",
+              "4", "<grpc client_names> lists the client certificate names allowed, and needs client_ca");
+}
+
 TEST(SrvConfig, MissingFileIsAnError) {
   auto c = LoadSrvConfig("/nonexistent/srv.xml");
   ASSERT_FALSE(c.ok());

@@ -36,7 +36,7 @@ code = open(sys.argv[1]).read()
 page = open(sys.argv[2]).read().replace("\\-", "-")
 bad = []
 for el in sorted(set(re.findall(r'name == "([a-z]+)"', code))):
-    m = re.search(r'name == "%s"\) \{\s*if \(!\(s = P\.OnlyAttrs\(n, \{([^}]*)\}' % el, code)
+    m = re.search(r'name == "%s"\) \{\s*if \(!\(s = P\.OnlyAttrs\(n,\s*\{([^}]*)\}' % el, code)
     attrs = re.findall(r'"([a-z_]+)"', m.group(1)) if m else []
     line = re.search(r'^\.B <%s[ >](.*)$' % el, page, re.M)
     if not line:

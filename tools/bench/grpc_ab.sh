@@ -7,6 +7,8 @@
 # content-type application/grpc and te: trailers; both ask for one key of a limit they never reach.
 #
 #   tools/bench/grpc_ab.sh [ROUNDS (3)] [SECONDS (5)]
+#   GET_CONNS=16 GRPC_CONNS=16 GRPC_STREAMS=1 tools/bench/grpc_ab.sh   # one stream per connection
+#   GRPC_TLS=1 tools/bench/grpc_ab.sh      # gRPC over TLS (a throwaway self-signed certificate), GET in clear
 #
 # Prints one line per side and round, then the ratio of decisions per CPU-second (gRPC / GET) per round.
 # A failed gRPC call is :status 200 too, so h2load's count alone proves nothing: before the timed runs the
@@ -19,6 +21,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FRSD="${FRSD:-$ROOT/build/src/server/frsd}"
 ROUNDS=${1:-3} SECS=${2:-5}
+GET_CONNS=${GET_CONNS:-64} GRPC_CONNS=${GRPC_CONNS:-4} GRPC_STREAMS=${GRPC_STREAMS:-16} GRPC_TLS=${GRPC_TLS:-0}
 for t in h2load nghttp curl; do
   command -v "$t" >/dev/null || { echo "grpc_ab: $t is missing (apt-get install nghttp2-client curl)" >&2; exit 2; }
 done
@@ -34,9 +37,15 @@ descriptors:
   - key: key
     rate_limit: {unit: second, requests_per_unit: 2000000000}
 X
-cat >"$W/srv.xml" <<'X'
+TLS_ATTRS="" SCHEME=http
+if [ "$GRPC_TLS" = 1 ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
+    -keyout "$W/key.pem" -out "$W/cert.pem" 2>/dev/null
+  TLS_ATTRS=' cert="cert.pem" key="key.pem"' SCHEME=https
+fi
+cat >"$W/srv.xml" <<X
 <frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>
-<store dir="data" files="1" keynodes="65536" chain="8"/><grpc listen="127.0.0.1:0" config="envoy"/></frs>
+<store dir="data" files="1" keynodes="65536" chain="8"/><grpc listen="127.0.0.1:0" config="envoy"$TLS_ATTRS/></frs>
 X
 # RateLimitRequest{domain: "bench", descriptors: [{entries: [{key: "key", value: "value1"}]}]}, 24 bytes,
 # behind gRPC's 5-byte prefix.
@@ -45,7 +54,7 @@ taskset -c 0 "$FRSD" -c "$W/srv.xml" --foreground 2>"$W/frsd.log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$W/data/frsd.listen" ] && break; sleep 0.05; done
 PORT=$(sed 's/.*://' "$W/data/frsd.listen") GPORT=$(sed 's/.*://' "$W/data/frsd.grpc.listen")
-URL="http://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+URL="$SCHEME://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 # One call first, checked whole: trailers grpc-status 0, and a RateLimitResponse whose first field is
 # overall_code OK (08 01) behind the 5-byte prefix.
 nghttp -v -d "$W/rls.bin" -H 'content-type: application/grpc' -H 'te: trailers' "$URL" >"$W/check.txt" 2>&1 || true
@@ -83,8 +92,10 @@ $((n * HZ / (c1 - c0 > 0 ? c1 - c0 : 1))) decisions/server-CPU-s" >&2
   grep -q "succeeded" <<<"$out" || { echo "$out" >&2; exit 1; }
 }
 for r in $(seq "$ROUNDS"); do
-  get=$(run "round $r GET /acquire (h1, 64 conns)" get --h1 -c 64 -m 1 "http://127.0.0.1:$PORT/acquire?biz=bench&key=value1")
-  grpc=$(run "round $r gRPC ShouldRateLimit (4 conns x 16 streams)" grpc -c 4 -m 16 -d "$W/rls.bin" \
+  get=$(run "round $r GET /acquire (h1, $GET_CONNS conns)" get --h1 -c "$GET_CONNS" -m 1 \
+    "http://127.0.0.1:$PORT/acquire?biz=bench&key=value1")
+  grpc=$(run "round $r gRPC ShouldRateLimit ($GRPC_CONNS conns x $GRPC_STREAMS streams)" grpc -c "$GRPC_CONNS" \
+    -m "$GRPC_STREAMS" -d "$W/rls.bin" \
     -H 'content-type: application/grpc' -H 'te: trailers' "$URL")
   echo "round $r: gRPC / GET decisions per server CPU-second = $(awk -v a="$grpc" -v b="$get" 'BEGIN {printf "%.2f", a / b}')"
 done

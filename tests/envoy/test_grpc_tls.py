@@ -1,0 +1,395 @@
+"""tests/envoy/test_grpc_tls.py: the <grpc> listener's transports with a real
+gRPC client (python3-grpcio): TLS (cert, key), mTLS (client_ca,
+client_names), certificates read again on SIGHUP, frsd -t on the files, a
+hostile TLS client, and a Unix socket (unix, mode). Every certificate is
+made here with the openssl command line, in the test's temp dir. Skipped
+(77) without grpcio, protoc or openssl."""
+import os
+import shutil
+import socket
+import ssl
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import envoy_frsd
+
+if shutil.which("openssl") is None:
+    print("SKIP: no openssl command (tools/setup.sh --test installs it with libssl-dev)")
+    sys.exit(77)
+grpc, rls_pb2, ratelimit_pb2, health_pb2 = envoy_frsd.load_grpc()
+Resp = rls_pb2.RateLimitResponse
+
+YAML = """domain: edge
+descriptors:
+  - key: route
+    rate_limit: {unit: minute, requests_per_unit: 1000}
+"""
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_ca(d, name):
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=%s" % name, "-keyout", name + ".key", "-out", name + ".pem", cwd=d)
+
+
+def make_cert(d, name, ca, subject, san=None):
+    """A key and a certificate `name`.pem signed by `ca`, with subjectAltName `san`."""
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", subject,
+            "-keyout", name + ".key", "-out", name + ".csr", cwd=d)
+    ext = []
+    if san:
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write("subjectAltName=%s\n" % san)
+        ext = ["-extfile", name + ".ext"]
+    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key", "-CAcreateserial",
+            "-days", "2", "-out", name + ".pem", *ext, cwd=d)
+
+
+def read(d, name):
+    with open(os.path.join(d, name), "rb") as f:
+        return f.read()
+
+
+def request(route="checkout"):
+    r = rls_pb2.RateLimitRequest(domain=b"edge")
+    r.descriptors.add().entries.add(key=b"route", value=route.encode())
+    return r
+
+
+class TlsFrsd(envoy_frsd.Frsd):
+    """frsd whose <grpc> element is `grpc` (attributes after config="envoy")."""
+
+    def __init__(self, grpc_attrs, request_timeout_ms=None):
+        super().__init__({"edge.yaml": YAML}, workers=2)
+        limits = '  <limits request_timeout_ms="%d"/>\n' % request_timeout_ms if request_timeout_ms else ""
+        with open(self.path("srv.xml"), "w") as f:
+            f.write('<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>2</workers>\n'
+                    '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
+                    '  <grpc config="envoy" %s/>\n%s</frs>\n' % (grpc_attrs, limits))
+
+    def start(self, timeout=10.0):
+        # frsd.grpc.listen says "unix:PATH" for a Unix socket: the port is read here.
+        for name in ("frsd.listen", "frsd.grpc.listen"):
+            try:
+                os.unlink(self.path("data", name))
+            except OSError:
+                pass
+        with open(self.path("frsd.stderr"), "ab") as err:
+            self.proc = subprocess.Popen([envoy_frsd.FRSD, "-c", self.path("srv.xml"), "--foreground"],
+                                         stdout=err, stderr=err, stdin=subprocess.DEVNULL, close_fds=True)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.proc.poll() is None:
+            self.port = envoy_frsd.processes.listen_port(self.path("data", "frsd.listen"))
+            glisten = envoy_frsd.processes.read_text(self.path("data", "frsd.grpc.listen"))
+            if self.port and glisten.endswith("\n") and self.get("/health")[0] == 200:
+                self.grpc_target = glisten.strip()
+                if not self.grpc_target.startswith("unix:"):
+                    self.grpc_port = int(self.grpc_target.rsplit(":", 1)[1])
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("frsd did not start: " + self.log())
+
+
+class Certs:
+    """Two CAs, the server's certificate, and client certificates."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="frs-tls-")
+        d = self.dir
+        make_ca(d, "ca")
+        make_ca(d, "other-ca")
+        make_cert(d, "server", "ca", "/CN=frsd.test", "DNS:frsd.test,IP:127.0.0.1")
+        make_cert(d, "server2", "other-ca", "/CN=frsd.test", "DNS:frsd.test,IP:127.0.0.1")
+        make_cert(d, "envoy", "ca", "/CN=ignored-when-san", "URI:spiffe://frs.test/envoy")
+        make_cert(d, "dnsclient", "ca", "/CN=x", "DNS:Envoy.Frs.Test")
+        make_cert(d, "cnonly", "ca", "/CN=envoy-cn")
+        make_cert(d, "stranger", "ca", "/CN=envoy-cn", "DNS:stranger.frs.test")
+        make_cert(d, "rogue", "other-ca", "/CN=envoy-cn", "URI:spiffe://frs.test/envoy")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def creds(self, root="ca", client=None):
+        key = read(self.dir, client + ".key") if client else None
+        chain = read(self.dir, client + ".pem") if client else None
+        return grpc.ssl_channel_credentials(root_certificates=read(self.dir, root + ".pem"), private_key=key,
+                                            certificate_chain=chain)
+
+
+def call(target, creds=None, timeout=5):
+    ch = grpc.secure_channel(target, creds) if creds else grpc.insecure_channel(target)
+    with ch:
+        f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                           response_deserializer=rls_pb2.RateLimitResponse.FromString)
+        return f(request(), timeout=timeout)
+
+
+def refused(test, target, creds):
+    with test.assertRaises(grpc.RpcError) as e:
+        call(target, creds, timeout=3)
+    test.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE, e.exception.details())
+
+
+class Tls(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = Certs()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.certs.dir, ignore_errors=True)
+
+    def frsd(self, attrs, **kw):
+        f = TlsFrsd(attrs, **kw)
+        self.addCleanup(f.remove)
+        f.start()
+        return f
+
+    def test_tls_without_client_certificate(self):
+        c = self.certs
+        f = self.frsd('listen="127.0.0.1:0" cert="%s" key="%s"' % (c.path("server.pem"), c.path("server.key")))
+        target = "127.0.0.1:%d" % f.grpc_port
+        self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
+        # A client that trusts another CA refuses the server.
+        refused(self, target, c.creds(root="other-ca"))
+        # Plaintext HTTP/2 on a TLS port is not served.
+        with self.assertRaises(grpc.RpcError):
+            call(target, None, timeout=3)
+        self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
+
+    def test_alpn_without_h2_is_refused_in_the_handshake(self):
+        c = self.certs
+        f = self.frsd('listen="127.0.0.1:0" cert="%s" key="%s"' % (c.path("server.pem"), c.path("server.key")))
+        ctx = ssl.create_default_context(cafile=c.path("ca.pem"))
+        ctx.set_alpn_protocols(["http/1.1"])
+        with socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5) as s:
+            with self.assertRaises(ssl.SSLError) as e:
+                ctx.wrap_socket(s, server_hostname="frsd.test")
+            self.assertIn("NO APPLICATION PROTOCOL", str(e.exception).upper().replace("_", " "))
+        ctx = ssl.create_default_context(cafile=c.path("ca.pem"))
+        ctx.set_alpn_protocols(["h2", "http/1.1"])
+        with socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5) as s:
+            with ctx.wrap_socket(s, server_hostname="frsd.test") as t:
+                self.assertEqual(t.selected_alpn_protocol(), "h2")
+                self.assertIn(t.version(), ("TLSv1.3", "TLSv1.2"))
+        # TLS 1.2 is served too; 1.1 is not.
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        with socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5) as s:
+            with ctx.wrap_socket(s, server_hostname="frsd.test") as t:
+                self.assertEqual(t.version(), "TLSv1.2")
+
+    def test_mtls_names_and_cas(self):
+        c = self.certs
+        f = self.frsd('listen="127.0.0.1:0" cert="%s" key="%s" client_ca="%s" '
+                      'client_names="spiffe://frs.test/envoy, envoy.frs.test envoy-cn"'
+                      % (c.path("server.pem"), c.path("server.key"), c.path("ca.pem")))
+        target = "127.0.0.1:%d" % f.grpc_port
+        # SAN URI exact, SAN DNS case-insensitive, CN when the certificate has no SAN.
+        for client in ("envoy", "dnsclient", "cnonly"):
+            self.assertEqual(call(target, c.creds(client=client)).overall_code, Resp.OK, client)
+        # No certificate; a certificate of another CA; a name not allowed (its
+        # CN is, but a certificate with a DNS SAN is judged by its SAN).
+        refused(self, target, c.creds())
+        refused(self, target, c.creds(client="rogue"))
+        refused(self, target, c.creds(client="stranger"))
+        self.assertEqual(call(target, c.creds(client="envoy")).overall_code, Resp.OK)
+
+    def test_sighup_reads_the_files_again_and_a_broken_set_keeps_the_old(self):
+        c = self.certs
+        live = tempfile.mkdtemp(prefix="frs-tls-live-")
+        self.addCleanup(shutil.rmtree, live, True)
+        for n in ("server.pem", "server.key"):
+            shutil.copy(c.path(n), os.path.join(live, n))
+        f = self.frsd('listen="127.0.0.1:0" cert="%s/server.pem" key="%s/server.key"' % (live, live))
+        target = "127.0.0.1:%d" % f.grpc_port
+        self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
+        # A key that is not the certificate's: refused, said, the old one serves.
+        shutil.copy(c.path("server2.key"), os.path.join(live, "server.key"))
+        self.assertTrue(f.reload())
+        self.assertIn("TLS files refused, the previous certificate stays", f.log())
+        self.assertIn("does not match", f.log())
+        self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
+        # A rotated certificate (of another CA): served from the reload on.
+        shutil.copy(c.path("server2.pem"), os.path.join(live, "server.pem"))
+        self.assertTrue(f.reload())
+        self.assertIn("reloaded (new connections use it)", f.log())
+        # listen="127.0.0.1:0" is the port already bound, not a change that needs a restart.
+        self.assertNotIn("needs a restart", f.log())
+        self.assertEqual(call(target, c.creds(root="other-ca")).overall_code, Resp.OK)
+        refused(self, target, c.creds())
+
+    def test_frsd_t_checks_the_files(self):
+        c = self.certs
+        cases = [
+            ('cert="%s" key="%s"' % (c.path("server.pem"), c.path("server2.key")), "does not match"),
+            ('cert="%s" key="%s"' % (c.path("missing.pem"), c.path("server.key")), "cannot read the certificate"),
+            ('cert="%s" key="%s" client_ca="%s"' % (c.path("server.pem"), c.path("server.key"), c.path("server.ext")),
+             "client CA file"),
+        ]
+        for attrs, words in cases:
+            f = TlsFrsd('listen="127.0.0.1:0" ' + attrs)
+            self.addCleanup(f.remove)
+            r = subprocess.run([envoy_frsd.FRSD, "-t", "-c", f.path("srv.xml")], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn(words, r.stderr)
+            self.assertIn("<grpc cert>", r.stderr)
+        f = TlsFrsd('listen="127.0.0.1:0" cert="%s" key="%s" client_ca="%s"'
+                    % (c.path("server.pem"), c.path("server.key"), c.path("ca.pem")))
+        self.addCleanup(f.remove)
+        r = subprocess.run([envoy_frsd.FRSD, "-t", "-c", f.path("srv.xml")], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_hostile_clients_cost_a_bounded_time_and_nothing_else(self):
+        c = self.certs
+        f = self.frsd('listen="127.0.0.1:0" cert="%s" key="%s"' % (c.path("server.pem"), c.path("server.key")),
+                      request_timeout_ms=500)
+        target = "127.0.0.1:%d" % f.grpc_port
+        # Garbage instead of a ClientHello: an alert or a close, at once.
+        with socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5) as s:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + os.urandom(4096))
+            data = s.recv(4096)
+            self.assertTrue(data == b"" or data[0] == 0x15, data[:16])  # 0x15: a TLS alert record
+        # Slowloris: handshakes begun and never finished are closed by the
+        # request time-out, while a real client is served meanwhile.
+        slow = []
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5)
+            s.sendall(b"\x16\x03\x01\x02\x00\x01")  # the start of a ClientHello
+            slow.append(s)
+        self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
+        start = time.monotonic()
+        for s in slow:
+            s.settimeout(5)
+            try:
+                self.assertEqual(s.recv(1024), b"")
+            except ConnectionResetError:
+                pass
+            s.close()
+        self.assertLess(time.monotonic() - start, 4)
+        # Renegotiation (TLS 1.2): refused; the connection serves no renegotiated session.
+        r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % f.grpc_port, "-tls1_2", "-alpn",
+                            "h2", "-CAfile", c.path("ca.pem")], input="R\n", capture_output=True, text=True,
+                           timeout=30)
+        self.assertIn("RENEGOTIATING", r.stdout + r.stderr)
+        self.assertIn("no renegotiation", r.stdout + r.stderr)
+        self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
+
+
+def under_asan(binary):
+    """Whether `binary` links AddressSanitizer's runtime."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30).stdout
+    return "libasan" in out
+
+
+def rss_kb(pids):
+    total = 0
+    for pid in pids:
+        for line in envoy_frsd.processes.read_text("/proc/%d/status" % pid).splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total
+
+
+class TlsMemory(unittest.TestCase):
+    def per_connection_kb(self, tls, n=300):
+        """Worker memory per idle connection that sent the preface, SETTINGS
+        and a full record's worth of frames (WINDOW_UPDATEs), and was answered."""
+        certs = self.certs
+        attrs = ' cert="%s" key="%s"' % (certs.path("server.pem"), certs.path("server.key")) if tls else ""
+        f = TlsFrsd('listen="127.0.0.1:0"' + attrs)
+        self.addCleanup(f.remove)
+        f.start()
+        pids = f.workers_pids()
+        ctx = ssl.create_default_context(cafile=certs.path("ca.pem"))
+        ctx.set_alpn_protocols(["h2"])
+        before = rss_kb(pids)
+        conns = []
+        self.addCleanup(lambda: [c.close() for c in conns])
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5)
+            if tls:
+                s = ctx.wrap_socket(s, server_hostname="frsd.test")
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +
+                      b"\x00\x00\x04\x08\x00\x00\x00\x00\x00\x00\x00\x00\x01" * 1200)
+            conns.append(s)
+        for s in conns:
+            self.assertTrue(s.recv(65536))  # the server's SETTINGS: served
+        time.sleep(1.2)  # the workers' once-a-second trim of freed memory
+        return (rss_kb(pids) - before) / n
+
+    @unittest.skipIf(under_asan(envoy_frsd.FRSD), "AddressSanitizer's redzones and quarantine are not frsd's memory")
+    def test_an_idle_tls_connection_costs_little_more_than_a_cleartext_one(self):
+        self.certs = Certs()
+        self.addCleanup(shutil.rmtree, self.certs.dir, True)
+        plain = self.per_connection_kb(tls=False)
+        tls = self.per_connection_kb(tls=True)
+        print("worker memory per idle connection: %.1f KB cleartext, %.1f KB TLS" % (plain, tls), file=sys.stderr)
+        # The TLS session (OpenSSL's state and what its handshake left on the
+        # heap, about 50 KB here): no read buffer per connection, no record
+        # buffers kept while idle, no plaintext buffer grown past what one
+        # piece of the session's input needs (113 KB more before those).
+        self.assertLess(tls - plain, 64, "%.1f KB cleartext, %.1f KB TLS" % (plain, tls))
+
+
+class UnixSocket(unittest.TestCase):
+    def test_unix_socket_mode_stale_file_and_removal(self):
+        f = TlsFrsd('unix="grpc.sock" mode="0600"')
+        self.addCleanup(f.remove)
+        sock = f.path("grpc.sock")
+        # A socket file left by a server that is gone: replaced.
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(sock)
+        s.close()
+        f.start()
+        self.assertEqual(f.grpc_target, "unix:" + sock)
+        st = os.stat(sock)
+        self.assertTrue(stat.S_ISSOCK(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        self.assertEqual(call("unix:" + sock).overall_code, Resp.OK)
+        # A second frsd on the same path does not take it over.
+        g = TlsFrsd('unix="%s"' % sock)
+        self.addCleanup(g.remove)
+        with self.assertRaises(RuntimeError):
+            g.start(timeout=5)
+        self.assertIn("a server listens there already", g.log())
+        self.assertEqual(call("unix:" + sock).overall_code, Resp.OK)
+        f.stop()
+        self.assertFalse(os.path.exists(sock))
+        # A file that is not a socket is never removed.
+        with open(sock, "w") as out:
+            out.write("data")
+        h = TlsFrsd('unix="%s"' % sock)
+        self.addCleanup(h.remove)
+        with self.assertRaises(RuntimeError):
+            h.start(timeout=5)
+        self.assertIn("is not a socket", h.log())
+        self.assertEqual(read(f.dir, "grpc.sock"), b"data")
+
+    def test_unix_socket_with_tls(self):
+        certs = Certs()
+        self.addCleanup(shutil.rmtree, certs.dir, True)
+        f = TlsFrsd('unix="grpc.sock" cert="%s" key="%s"' % (certs.path("server.pem"), certs.path("server.key")))
+        self.addCleanup(f.remove)
+        f.start()
+        creds = certs.creds()
+        ch = grpc.secure_channel("unix:" + f.path("grpc.sock"), creds,
+                                 options=[("grpc.ssl_target_name_override", "frsd.test")])
+        with ch:
+            fn = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
+                                request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                                response_deserializer=rls_pb2.RateLimitResponse.FromString)
+            self.assertEqual(fn(request(), timeout=5).overall_code, Resp.OK)
+
+
+if __name__ == "__main__":
+    envoy_frsd.main()
