@@ -304,9 +304,25 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         cfg.decisions_sample = v;
       }
     } else if (name == "grpc") {
-      if (!(s = P.OnlyAttrs(n, {"listen", "config", "headers", "streams", "shadow", "quota", "metadata", "limit_header",
-                                "remaining_header", "reset_header", "near_limit_ratio", "stop_increment_when_over",
-                                "healthy_with_config", "merge_domains", "unix", "mode", "cert", "key", "client_ca",
+      if (!(s = P.OnlyAttrs(n, {"listen",
+                                "config",
+                                "headers",
+                                "streams",
+                                "shadow",
+                                "quota",
+                                "metadata",
+                                "limit_header",
+                                "remaining_header",
+                                "reset_header",
+                                "near_limit_ratio",
+                                "stop_increment_when_over",
+                                "healthy_with_config",
+                                "merge_domains",
+                                "unix",
+                                "mode",
+                                "cert",
+                                "key",
+                                "client_ca",
                                 "client_names"}))
                .ok())
         return s;
