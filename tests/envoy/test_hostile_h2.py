@@ -336,12 +336,16 @@ class Hostile(unittest.TestCase):
         # been buffered; the budget is 4 x (64 KiB + 5) per connection.
         chunk = grpc_body(b"\0" * 65530)[:15000]
         rest = b"\0" * 15000
+        # The 6 MB are built before connecting: built after, they took the
+        # first connection past the server's request time-out (1 s here) on
+        # a slow machine, and it was closed before a byte arrived.
+        parts = [PREFACE + SETTINGS + frame(4, 1, 0, b"")]
+        for i in range(100):
+            sid = 2 * i + 1
+            parts.append(headers(sid) + data(sid, chunk, False) + b"".join(data(sid, rest, False) for _ in range(3)))
+        b = b"".join(parts)
         for _ in range(4):
             c = Conn(self.frsd.grpc_port)
-            b = PREFACE + SETTINGS + frame(4, 1, 0, b"")
-            for i in range(100):
-                sid = 2 * i + 1
-                b += headers(sid) + data(sid, chunk, False) + b"".join(data(sid, rest, False) for _ in range(3))
             got = []
             t = threading.Thread(target=lambda c=c, got=got: got.append(c.read_for(0.7)))
             t.start()
