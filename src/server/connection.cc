@@ -220,6 +220,14 @@ void Connection::Process() {
   if (req_ == end_) req_ = end_ = 0;
 }
 
+bool Connection::PollGrpcWatches() {
+  if (!grpc_ || !grpc_->HasWatches() || state_ != State::kOpen) return false;
+  grpc_->PollWatches();
+  grpc_->Drain(&out_);
+  Seal();
+  return WantsWrite();
+}
+
 void Connection::NoteReplica(uint64_t noted_before, size_t out_before) {
   const uint64_t links = repl_->TakeTouched();
   if (repl_->sync() && repl_->noted() != noted_before) {

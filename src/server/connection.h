@@ -151,6 +151,8 @@ class Connection : public DeadlineNode {
   // answered per Process()): process again next turn, without a read.
   // TLS: records fed and not yet decrypted (no room for their plaintext).
   bool HasBacklog() const { return (grpc_ && grpc_->HasBacklog()) || (tls_ && tls_->HasPendingInput()); }
+  // gRPC: health watches hear what a reload changed (true: output queued).
+  bool PollGrpcWatches();
 
   // Graceful stop: an idle connection closes at once, a busy one after the
   // response to the request in progress.

@@ -156,6 +156,12 @@ class GrpcSession {
   // A stream has begun and not been closed (answered and sent, or reset),
   // server-streaming ones aside.
   bool HasOpenStreams() const { return streams_.size() > watches_; }
+  // Server-streaming calls (Health/Watch) open on this connection.
+  bool HasWatches() const { return watches_ > 0; }
+  // Queues a message on each of them whose answer changed (the worker asks
+  // after a reload, so that a watch hears of it at once, not with the
+  // connection's next frame).
+  void PollWatches();
   // Calls whose request ended wait to be answered by the next Receive().
   bool HasBacklog() const { return !ready_.empty(); }
   // When the oldest stream not yet answered began (its HEADERS arrived);
@@ -210,8 +216,6 @@ class GrpcSession {
   void Answer(int32_t id, Stream& s);
   void Release(Stream& s);
   void Refuse(int32_t id, Stream& s);
-  // Server-streaming calls: a message where the service's answer changed.
-  void PollWatches();
   void QueueMessage(int32_t id, Stream& s, const std::string& body);
   int OnData(int32_t id, const char* data, size_t len);
   // nghttp2's allocator: every block counted in nghttp2_bytes_.

@@ -136,6 +136,19 @@ void Worker::SampleGrpcHeld() {
   }
 }
 
+void Worker::PollGrpcWatches() {
+  if (!grpc_) return;
+  const int64_t now = MonoNs();
+  for (auto& slot : conns_) {
+    Connection* c = slot.get();
+    if (c == nullptr) continue;
+    bool wrote = false;
+    Guarded(c, [&] { wrote = c->PollGrpcWatches(); });
+    const size_t idx = static_cast<size_t>(c->fd());
+    if (wrote && idx < conns_.size() && conns_[idx].get() == c) Guarded(c, [&] { Settle(c, now); });
+  }
+}
+
 void Worker::SetUpReplicas() {
   const ClusterView& c = handler_.options().cluster;
   if (repl_) {

@@ -60,6 +60,8 @@ class Worker {
   // frs_grpc_held_bytes, and memory given back to the system once the
   // gRPC connections have freed much of what they held.
   void SampleGrpcHeld();
+  // After a reload: every gRPC health watch hears of a changed status now.
+  void PollGrpcWatches();
 
  private:
   // <cluster replicas="1">: the links to the other shards (server/replicator.h),

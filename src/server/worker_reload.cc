@@ -97,7 +97,10 @@ void Worker::ApplyLive(const SrvConfig& next) {
     cfg_.grpc_tls_client_ca = next.grpc_tls_client_ca;
     cfg_.grpc_tls_client_names = next.grpc_tls_client_names;
   }
-  if (grpc_) grpc_->SetOptions(GrpcOptionsFor(cfg_));
+  if (grpc_) {
+    grpc_->SetOptions(GrpcOptionsFor(cfg_));
+    PollGrpcWatches();  // healthy_with_config may change the status
+  }
   cfg_.max_header_bytes = next.max_header_bytes;
   cfg_.max_body_bytes = next.max_body_bytes;
   cfg_.max_connections = next.max_connections;
@@ -164,6 +167,7 @@ void Worker::ApplyEnvoy(const std::string& bundle, bool merge_domains) {
   }
   grpc_->SetRules(std::move(rules.value()));
   envoy_bundle_ = bundle;
+  PollGrpcWatches();
 }
 
 }  // namespace frs::server

@@ -135,17 +135,17 @@ class UpstreamReload(unittest.TestCase):
             stream = watch(health_pb2.HealthCheckRequest(service="ratelimit"), timeout=30)
             self.assertEqual(next(stream).status, Health.SERVING)
             # The status changes (no domain under healthy_with_config): the
-            # open stream gets NOT_SERVING once the connection carries
-            # anything (here a Check on the same channel).
+            # open stream gets NOT_SERVING as the reload lands, with nothing
+            # else on the connection (the channel sends no keepalive).
             f.write_srv(' healthy_with_config="1"')
             os.mkdir(saved)
             self.assertTrue(f.reloaded(lambda: [os.rename(f.path("envoy", n), os.path.join(saved, n))
                                                 for n in os.listdir(f.path("envoy"))]), f.log())
+            self.assertEqual(next(stream).status, Health.NOT_SERVING)
             check = ch.unary_unary(envoy_frsd.HEALTH_CHECK,
                                    request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
                                    response_deserializer=health_pb2.HealthCheckResponse.FromString)
             self.assertEqual(check(health_pb2.HealthCheckRequest(service=""), timeout=5).status, Health.NOT_SERVING)
-            self.assertEqual(next(stream).status, Health.NOT_SERVING)
             # An unknown service is SERVICE_UNKNOWN, the stream kept.
             other = watch(health_pb2.HealthCheckRequest(service="other"), timeout=30)
             self.assertEqual(next(other).status, Health.SERVICE_UNKNOWN)
