@@ -30,6 +30,7 @@ struct HandoffArgs {
   std::string token;  // "" = srv.xml's admin token
   bool dry_run = false;
   uint32_t batch = 32;  // nodes per merge request
+  std::string from;     // the srv.xml before the <cluster> change ("" = not known; replicas need it)
 };
 struct NodeArgs {  // get, explain, del
   std::string biz, key;

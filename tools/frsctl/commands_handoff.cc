@@ -8,6 +8,13 @@
 //   V ID   not erased: the node changed after it was spooled (it stays
 //          here and a later run sends it again, as a new entry)
 //   A ID   the owner acknowledged it (merged, or found its receipt)
+//   D ID PRIMARY RECEIPT DEST   the node of entry PRIMARY goes to DEST too
+//          (a node two new holders lack): sent once PRIMARY is erased
+//   C ID RECEIPT DEST ...   as N, a copy: sent, never erased here (this
+//          shard stays a holder); RECEIPT names the node and the ring change,
+//          so a copy made again by a later run is found merged
+// Which nodes go where, and which shard of a node's two holders sends it, is
+// handoff_plan.h's.
 // The entries of one batch (one destination) share a RECEIPT; the receiver
 // writes their merges and one receipt node in one transaction and ignores a
 // receipt it already has, so re-sending a batch whose acknowledgement was
@@ -34,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -41,6 +49,7 @@
 #include "client/http_client.h"
 #include "commands.h"
 #include "frs/ring.h"
+#include "handoff_plan.h"
 #include "handoff_spool.h"
 #include "handoff_stats.h"
 #include "hex.h"
@@ -62,6 +71,8 @@ void CrashPoint(const char* step) {
 }
 
 struct Entry {
+  char kind = 'N';      // N, D or C (the file comment)
+  std::string primary;  // D: the entry whose node this is
   std::string id, receipt, dest, json;
   uint16_t biz = 0;
   Fingerprint fp;
@@ -87,8 +98,35 @@ Status ParseRecords(const std::vector<SpoolRecord>& records, std::vector<Entry>*
     std::istringstream ls(line);
     std::string kind, id;
     ls >> kind >> id;
-    if (kind == "N") {
+    if (kind == "D") {
+      std::string primary, receipt, dest;
+      ls >> primary >> receipt >> dest;
+      auto p = index.find(primary);
       Entry e;
+      if (p == index.end() || !DecodeField(receipt, &e.receipt) || !DecodeField(dest, &e.dest)) {
+        if (records[n].checked)
+          return Status::Corruption("handoff.spool record " + std::to_string(n + 1) + " (node " + id +
+                                    ") names no node it can send: nothing was changed");
+        continue;
+      }
+      const Entry& first = (*out)[p->second];
+      e.kind = 'D';
+      e.primary = primary;
+      e.id = id;
+      e.json = first.json;
+      e.biz = first.biz;
+      e.fp = first.fp;
+      e.key_len = first.key_len;
+      e.key = first.key;
+      e.state = first.state;
+      index[id] = out->size();
+      out->push_back(std::move(e));
+      continue;
+    }
+    if (kind == "N" || kind == "C") {
+      Entry e;
+      e.kind = kind[0];
+      e.erased = e.kind == 'C';  // a copy is sendable as it is
       e.id = id;
       std::string receipt, dest, fp_lo, fp_hi, key_hex, state_hex;
       unsigned biz = 0, key_len = 0;
@@ -123,16 +161,40 @@ Status ParseRecords(const std::vector<SpoolRecord>& records, std::vector<Entry>*
 }
 
 std::string EntryLine(const Entry& e) {
+  if (e.kind == 'D') return "D " + e.id + " " + e.primary + " " + EncodeField(e.receipt) + " " + EncodeField(e.dest);
   char fp[40];
   std::snprintf(fp, sizeof fp, "%016" PRIx64 " %016" PRIx64, e.fp.lo, e.fp.hi);
-  return "N " + e.id + " " + EncodeField(e.receipt) + " " + EncodeField(e.dest) + " " + std::to_string(e.biz) + " " +
-         fp + " " + std::to_string(e.key_len) + " " + (e.key.empty() ? std::string("-") : Hex(e.key)) + " " +
-         Hex(e.state) + " " + e.json;
+  return std::string(1, e.kind) + " " + e.id + " " + EncodeField(e.receipt) + " " + EncodeField(e.dest) + " " +
+         std::to_string(e.biz) + " " + fp + " " + std::to_string(e.key_len) + " " +
+         (e.key.empty() ? std::string("-") : Hex(e.key)) + " " + Hex(e.state) + " " + e.json;
 }
 
-// The room the marks of `e` may still need: its E or V, and its A.
+// The room the marks of `e` may still need: its E or V (an N entry's), and its A.
 uint64_t MarkBytes(const Entry& e, bool erase_mark) {
-  return (erase_mark ? HandoffSpool::RecordBytes("E " + e.id) : 0) + HandoffSpool::RecordBytes("A " + e.id);
+  return (erase_mark && e.kind == 'N' ? HandoffSpool::RecordBytes("E " + e.id) : 0) +
+         HandoffSpool::RecordBytes("A " + e.id);
+}
+
+// A D entry is sendable once its node's N entry was erased, and void with it.
+void FollowPrimaries(std::vector<Entry>& entries) {
+  std::map<std::string, const Entry*> by_id;
+  for (const Entry& e : entries) by_id[e.id] = &e;
+  for (Entry& e : entries) {
+    if (e.kind != 'D') continue;
+    auto p = by_id.find(e.primary);
+    e.erased = p != by_id.end() && p->second->erased;
+    e.voided = p == by_id.end() || p->second->voided;
+  }
+}
+
+// The receipt of a copy: one per node and ring change (the digests before
+// and after), so the node is merged into a new holder once, however many
+// runs copy it.
+std::string CopyReceipt(const std::string& self, const Ring& before, const Ring& after, const NodeInfo& n) {
+  char tail[96];
+  std::snprintf(tail, sizeof tail, "/copy/%08x.%08x/%u.%016" PRIx64 "%016" PRIx64, before.Digest(), after.Digest(),
+                static_cast<unsigned>(n.biz), n.fp.lo, n.fp.hi);
+  return self + tail;
 }
 
 // Errors of a run that went on after them: the first is said whole, the
@@ -277,11 +339,35 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   if (!a.dry_run && token.empty())
     return Status::InvalidArgument("the other shards need the admin token: pass --token or set <admin token> in " +
                                    s.cfg.path);
+  // The shard list before the change: with replicas, it says which of a
+  // node's two old holders sends it and which new holders lack it.
+  std::optional<Ring> before;
+  bool replicas_before = false;
+  if (!a.from.empty()) {
+    auto old_cfg = LoadSrvConfig(a.from);
+    if (!old_cfg.ok()) return Status::InvalidArgument("--from " + a.from + ": " + old_cfg.status().message());
+    if (old_cfg->cluster_shards.empty())
+      return Status::InvalidArgument("--from " + a.from + " has no <cluster>: name the srv.xml this shard ran before");
+    if (old_cfg->cluster_self != s.cfg.cluster_self)
+      return Status::InvalidArgument("--from " + a.from + " is another shard's srv.xml (self " + old_cfg->cluster_self +
+                                     "; this shard is " + s.cfg.cluster_self + ")");
+    auto old_ring = Ring::Make(old_cfg->cluster_shards);
+    if (!old_ring.ok()) return Status::InvalidArgument("--from " + a.from + ": " + old_ring.status().message());
+    before.emplace(std::move(old_ring.value()));
+    replicas_before = old_cfg->cluster_replicas != 0;
+  } else if (s.cfg.cluster_replicas != 0) {
+    return Status::InvalidArgument(
+        "with <cluster replicas=\"1\"> handoff needs the shard list before the change: pass --from OLD_SRV.xml "
+        "(the srv.xml this shard ran before), which says which of a node's two holders sends it");
+  }
+  const HandoffPlanner planner(before ? &*before : nullptr, replicas_before, ring, s.cfg.cluster_replicas != 0,
+                               s.cfg.cluster_self);
   const uint32_t batch = std::clamp<uint32_t>(a.batch, 1, AdminEngine::kMaxMergeNodes);
   const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
   std::map<std::string, DestCount> counts;
   uint64_t unknown_route = 0;
-  uint64_t stats_files = 0;                                        // statistics day files handed over (a leaving shard)
+  uint64_t erased_copies = 0;  // nodes another old holder hands over: erased here (or would be, dry run)
+  uint64_t stats_files = 0;    // statistics day files handed over (a leaving shard)
   std::vector<std::pair<std::string, std::string>> stats_skipped;  // day files the receiver does not keep, and why
 
   HandoffSpool spool;
@@ -312,7 +398,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       return Status::IOError(st.message() + ": free space on that disk first (nothing was changed)");
     // Then settle what was not erased yet, each mark right after its erase.
     for (Entry& e : entries) {
-      if (e.acked || e.voided || e.erased || unready.count(e.dest) != 0) continue;
+      if (e.kind != 'N' || e.acked || e.voided || e.erased || unready.count(e.dest) != 0) continue;
       Result<NodeInfo> cur = s.store->Get(RefOf(e));
       if (!cur.ok() && !cur.status().IsNotFound()) return cur.status();
       if (!cur.ok()) {
@@ -325,10 +411,16 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       }
       if (Status st = spool.Append({(e.erased ? "E " : "V ") + e.id}); !st.ok()) return st;
     }
+    FollowPrimaries(entries);
   }
 
-  // This run's nodes: every one whose route another shard owns.
-  std::vector<NodeInfo> moving;
+  // This run's nodes: every one whose plan is not to stay as it is.
+  struct Move {
+    NodeInfo node;
+    NodePlan plan;
+  };
+  std::vector<Move> moving;
+  std::vector<NodeInfo> dropping;  // erased here only: another old holder sends them
   Store::Filter filter;
   filter.busy_percent = kWalkBusyPercent;
   Status walk = s.store->ForEach(filter, [&](const NodeInfo& n) {
@@ -337,10 +429,19 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       ++unknown_route;
       return;
     }
-    const size_t owner = ring.OwnerOfHash(n.route_pos);
-    if (static_cast<long>(owner) == self) return;
-    ++counts[ring.shards()[owner].name].would_move;
-    if (!a.dry_run && unready.count(ring.shards()[owner].name) == 0) moving.push_back(n);
+    NodePlan plan = planner.PlanFor(n.route_pos);
+    if (plan.Keeps()) return;
+    if (plan.dests.empty()) {
+      if (a.dry_run) ++erased_copies;
+      else dropping.push_back(n);
+      return;
+    }
+    bool ready = true;
+    for (const std::string& d : plan.dests) {
+      ++counts[d].would_move;
+      ready = ready && unready.count(d) == 0;
+    }
+    if (!a.dry_run && ready) moving.push_back({n, std::move(plan)});
   });
   if (!walk.ok()) return walk;
 
@@ -349,37 +450,54 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     char run[20];
     std::snprintf(run, sizeof run, "%08x%08x", rd(), rd());
     uint64_t seq = 0, batches = 0;
-    // Batches of one destination each: one receipt per batch.
-    std::stable_sort(moving.begin(), moving.end(), [&](const NodeInfo& x, const NodeInfo& y) {
-      return ring.OwnerOfHash(x.route_pos) < ring.OwnerOfHash(y.route_pos);
-    });
+    // Batches of nodes with the same destinations and the same plan: one
+    // receipt per destination and batch (a copy's is its own).
+    auto group_of = [](const Move& m) {
+      std::string g(m.plan.erase ? "E" : "C");
+      for (const std::string& d : m.plan.dests) g += " " + d;
+      return g;
+    };
+    std::stable_sort(moving.begin(), moving.end(),
+                     [&](const Move& x, const Move& y) { return group_of(x) < group_of(y); });
     for (size_t i = 0; i < moving.size();) {
       if (os::StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
-      const size_t owner = ring.OwnerOfHash(moving[i].route_pos);
+      const std::string group = group_of(moving[i]);
       const size_t begin = i;
       size_t end = i;
-      while (end < moving.size() && end - i < batch && ring.OwnerOfHash(moving[end].route_pos) == owner) ++end;
-      const std::string receipt = s.cfg.cluster_self + "/" + run + "/" + std::to_string(++batches);
+      while (end < moving.size() && end - i < batch && group_of(moving[end]) == group) ++end;
+      const std::vector<std::string> dests = moving[i].plan.dests;
+      const bool copy = !moving[i].plan.erase && before;
+      std::vector<std::string> receipts;
+      if (!copy)
+        for (size_t d = 0; d < dests.size(); ++d)
+          receipts.push_back(s.cfg.cluster_self + "/" + run + "/" + std::to_string(++batches));
       std::vector<std::string> lines;
       std::vector<Entry> spooled;
       uint64_t room = 0;
       for (size_t k = i; k < end; ++k) {
-        const NodeInfo& n = moving[k];
+        const NodeInfo& n = moving[k].node;
         auto json = s.engine->ExportNode(n);
         if (!json.ok()) return json.status();
-        Entry e;
-        e.id = std::string(run) + "." + std::to_string(++seq);
-        e.receipt = receipt;
-        e.dest = ring.shards()[ring.OwnerOfHash(n.route_pos)].name;
-        e.json = json.value();
-        e.biz = n.biz;
-        e.fp = n.fp;
-        e.key_len = n.key_len;
-        e.key = n.key;
-        e.state.assign(n.state.begin(), n.state.end());
-        lines.push_back(EntryLine(e));
-        room += HandoffSpool::RecordBytes(lines.back()) + MarkBytes(e, true);
-        spooled.push_back(std::move(e));
+        std::string primary;
+        for (size_t d = 0; d < dests.size(); ++d) {
+          Entry e;
+          e.kind = copy ? 'C' : d == 0 ? 'N' : 'D';
+          e.id = std::string(run) + "." + std::to_string(++seq);
+          if (e.kind == 'N') primary = e.id;
+          if (e.kind == 'D') e.primary = primary;
+          e.erased = copy;
+          e.receipt = copy ? CopyReceipt(s.cfg.cluster_self, *before, ring, n) : receipts[d];
+          e.dest = dests[d];
+          e.json = json.value();
+          e.biz = n.biz;
+          e.fp = n.fp;
+          e.key_len = n.key_len;
+          e.key = n.key;
+          e.state.assign(n.state.begin(), n.state.end());
+          lines.push_back(EntryLine(e));
+          room += HandoffSpool::RecordBytes(lines.back()) + MarkBytes(e, true);
+          spooled.push_back(std::move(e));
+        }
       }
       i = end;
       // The batch's records, its erase marks and its acknowledgements must
@@ -398,6 +516,10 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       // leaves one node whose next run finds it gone and sends it (or, had
       // the key been counted here again meanwhile, finds it changed).
       for (Entry& e : spooled) {
+        if (e.kind != 'N') {
+          entries.push_back(std::move(e));
+          continue;
+        }
         auto erased = EraseIfUnchanged(*s.store, e, now_s);
         if (!erased.ok()) return erased.status();
         e.erased = erased.value();
@@ -405,6 +527,20 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         if (Status ms = spool.Append({(e.erased ? "E " : "V ") + e.id}); !ms.ok()) return ms;
         entries.push_back(std::move(e));
       }
+    }
+    FollowPrimaries(entries);
+    // A node another old holder sends: this shard's copy goes (unless it
+    // changed since the walk; a later run erases it then).
+    for (const NodeInfo& n : dropping) {
+      Entry e;
+      e.biz = n.biz;
+      e.fp = n.fp;
+      e.key_len = n.key_len;
+      e.key = n.key;
+      e.state.assign(n.state.begin(), n.state.end());
+      auto erased = EraseIfUnchanged(*s.store, e, now_s);
+      if (!erased.ok()) return erased.status();
+      if (erased.value()) ++erased_copies;
     }
     CrashPoint("erased");
     // Send everything erased and not acknowledged, per destination.
@@ -459,12 +595,16 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         .Uint(stats_files)
         .Key("stats_skipped")
         .Uint(stats_skipped.size())
+        .Key(a.dry_run ? "would_erase" : "erased")
+        .Uint(erased_copies)
         .Key("dry_run")
         .Bool(a.dry_run)
         .EndObject();
     std::printf("%s\n", t.str().c_str());
   } else {
-    if (counts.empty()) std::printf("nothing to hand off: this shard owns every node it holds\n");
+    if (counts.empty() && erased_copies == 0)
+      std::printf("nothing to hand off: this shard %s every node it holds\n",
+                  s.cfg.cluster_replicas != 0 ? "owns or follows" : "owns");
     for (const auto& [dest, c] : counts) {
       if (a.dry_run)
         std::printf("%s: %llu node(s) would move\n", dest.c_str(), static_cast<unsigned long long>(c.would_move));
@@ -473,6 +613,9 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                     static_cast<unsigned long long>(c.sent), static_cast<unsigned long long>(c.merged),
                     static_cast<unsigned long long>(c.duplicates));
     }
+    if (erased_copies)
+      std::printf("%llu node(s) %s here: another old holder of each hands it over\n",
+                  static_cast<unsigned long long>(erased_copies), a.dry_run ? "would be erased" : "erased");
     if (stats_files)
       std::printf("%llu statistics day file(s) handed over\n", static_cast<unsigned long long>(stats_files));
     for (const auto& [path, why] : stats_skipped) std::printf("skipped %s: %s\n", path.c_str(), why.c_str());

@@ -190,6 +190,9 @@ const CommandSpec kCommands[] =
      [](CLI::App& c, Args& a) {
   c.add_option("--token", a.handoff.token, "the other shards' admin token (default: srv.xml's)");
   c.add_flag("--dry-run", a.handoff.dry_run, "print how many nodes would go to each shard; change nothing");
+  c.add_option("--from", a.handoff.from,
+               "the srv.xml this shard ran before the change (required with replicas: it says which of a node's "
+               "two holders sends it, and to which new holders)");
   c.add_option("--batch", a.handoff.batch,
                "nodes per merge request, each with one receipt (1..63; at most the receivers' <limits batch>)")
       ->check(CLI::Range(1, 63))

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""frsctl handoff with replicas, end to end (docs/cluster.md, "Ring changes
+with replicas"): real frsd shards with <cluster replicas="1"> on loopback,
+one set for the whole file. Three shards count 300 keys; a fourth is added,
+then one of the first three removed, then two added at once; after each change every shard runs
+`frsctl handoff --from OLD_SRV.xml`, and every key's two new holders (owner
+and successor) hold exactly the count a single server would, and no other
+shard holds it. A second run changes nothing; a run killed after its merges
+and a run with a destination down, both run again, count nothing twice.
+
+    python3 tests/cluster/test_replica_handoff.py FRSD FRSCTL
+
+Every process is started here and stopped by its pid; everything lives in
+one temp dir.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "cluster"))
+import processes  # noqa: E402
+from failover_bench import ring_points  # noqa: E402
+
+FRSD = FRSCTL = None
+TOKEN = "handoff-test"
+MAP = '<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n</map>\n'
+KEYS = ["user:%d" % i for i in range(300)]
+
+
+def holders(names, route):
+    """(owner, successor) of `route` under the ring of `names`, as
+    Ring::OwnerOfHash and Ring::SuccessorOfHash (nginx's fail-over walk)."""
+    import zlib
+    points = ring_points(names)
+    h = zlib.crc32(route.encode())
+    lo, hi = 0, len(points)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if points[mid][0] < h:
+            lo = mid + 1
+        else:
+            hi = mid
+    owner = points[lo % len(points)][1]
+    j = lo + 1
+    while points[j % len(points)][1] == owner:
+        j += 1
+    return names[owner], names[points[j % len(points)][1]]
+
+
+class Shard:
+    def __init__(self, dir_, port):
+        self.dir, self.port, self.name, self.proc = dir_, port, "127.0.0.1:%d" % port, None
+        os.makedirs(dir_, exist_ok=True)
+        with open(os.path.join(dir_, "map.xml"), "w") as f:
+            f.write(MAP)
+        self.config = os.path.join(dir_, "srv.xml")
+        self.old = os.path.join(dir_, "old.xml")
+
+    def write(self, names):
+        """A new srv.xml listing `names`; the one it replaces is kept as old.xml
+        (a new shard's old.xml is its srv.xml: it ran no other list)."""
+        fresh = not os.path.exists(self.config)
+        if not fresh:
+            shutil.copy(self.config, self.old)
+        shards = "".join("<shard>%s</shard>" % n for n in names)
+        with open(self.config, "w") as f:
+            f.write('<frs><listen host="127.0.0.1" port="%d"/><workers>1</workers><map>map.xml</map>'
+                    '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
+                    '<cluster self="%s" enforce="1" replicas="1" replica_mode="sync" replica_timeout_ms="500">'
+                    '%s</cluster></frs>\n' % (self.port, TOKEN, self.name, shards))
+        if fresh:
+            shutil.copy(self.config, self.old)
+
+    def start(self):
+        err = open(os.path.join(self.dir, "stderr"), "ab")
+        self.proc = subprocess.Popen([FRSD, "-c", self.config, "--foreground"], stdout=err, stderr=err,
+                                     stdin=subprocess.DEVNULL)
+        err.close()
+        if not processes.wait_for(lambda: self.proc.poll() is None and self.status("/health") == 200, 10):
+            raise AssertionError("frsd did not serve:\n" + self.log())
+
+    def reload(self, names):
+        """The new <cluster>, applied by SIGHUP; waits for the log line."""
+        before = self.log().count("<cluster> changed")
+        self.write(names)
+        self.proc.send_signal(signal.SIGHUP)
+        if not processes.wait_for(lambda: self.log().count("<cluster> changed") > before, 10):
+            raise AssertionError("no reload:\n" + self.log())
+
+    def log(self):
+        return processes.read_text(os.path.join(self.dir, "stderr"))
+
+    def status(self, path):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+            c.request("GET", path)
+            r = c.getresponse()
+            r.read()
+            c.close()
+            return r.status
+        except OSError:
+            return None
+
+    def counts(self):
+        """Every node of biz b this shard holds: key -> count (read from the store)."""
+        out = subprocess.run([FRSCTL, "-c", self.config, "--json", "dump", "--biz", "b"], capture_output=True,
+                             text=True, timeout=30)
+        if out.returncode != 0:
+            raise AssertionError("dump: " + out.stderr)
+        return {j["key"]: j["count"] for j in map(json.loads, out.stdout.splitlines()) if j.get("count")}
+
+    def handoff(self, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        r = subprocess.run([FRSCTL, "-c", self.config, "handoff", "--batch", "8", "--from", self.old],
+                           capture_output=True, text=True, timeout=60, env=e)
+        return r.returncode, r.stdout + r.stderr
+
+    def stop(self):
+        processes.stop(self.proc, timeout=5, with_workers=True)
+
+
+class ReplicaHandoff(unittest.TestCase):
+    """One cluster for the file; the tests run in order (unittest sorts them
+    by name) and each starts from the cluster the previous one left."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="frs-replica-handoff-")
+        cls.shards = {}
+        cls.oracle = {}
+        for i in range(3):
+            cls.add_shard()
+        cls.names = [s.name for s in cls.shards.values()]
+        for s in cls.shards.values():
+            s.write(cls.names)
+            s.start()
+        # key i gets i % 4 + 1 uses at its owner (which waits for its successor: sync)
+        for i, k in enumerate(KEYS):
+            for _ in range(i % 4 + 1):
+                cls.use(k)
+
+    @classmethod
+    def add_shard(cls):
+        s = Shard(os.path.join(cls.tmp, str(len(cls.shards))), processes.candidate_port())
+        cls.shards[s.name] = s
+        return s
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.shards.values():
+            s.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def use(cls, key):
+        owner = cls.shards[holders(cls.names, key)[0]]
+        assert owner.status("/acquire?biz=b&key=" + key) == 200, key
+        cls.oracle[key] = cls.oracle.get(key, 0) + 1
+
+    def change(self, names):
+        """The runbook with replicas: a new shard starts on the new list, the
+        others are given it by SIGHUP. Returns the live shards."""
+        for n in names:
+            s = self.shards[n]
+            if s.proc is None:  # first: with the others on the old list, it takes no snapshot from them
+                s.write(names)
+                s.start()
+        for n in self.names:
+            self.shards[n].reload(names)  # the leaving shard too: it hands over under the new list
+        old, type(self).names = self.names, names
+        return old
+
+    def check_holders(self, names, live):
+        """Every key: exactly the oracle's count at its two holders, on no other shard."""
+        held = {n: self.shards[n].counts() for n in live}
+        wrong = []
+        for k in KEYS:
+            owner, succ = holders(names, k)
+            for n in live:
+                want = self.oracle[k] if n in (owner, succ) else None
+                if held[n].get(k) != want:
+                    wrong.append("%s on %s: %s, want %s" % (k, n, held[n].get(k), want))
+        self.assertEqual(wrong[:10], [], "%d wrong" % len(wrong))
+        return held
+
+    def test_1_adding_a_shard_moves_owners_and_successors(self):
+        old = list(self.names)
+        new = old + [self.add_shard().name]
+        self.change(new)
+        # Counted under the new ring before the handoff: the new holders
+        # each get the use; the handoff adds the old count to it.
+        for k in KEYS[:40]:
+            self.use(k)
+        # One run killed after its merges, before it noted the
+        # acknowledgements: the run again re-sends them under their
+        # receipts, which the receivers find merged.
+        code, out = self.shards[old[0]].handoff({"FRS_TEST_HANDOFF_CRASH": "sent"})
+        self.assertEqual(code, 137, out)
+        for n in old + [new[-1]]:
+            code, out = self.shards[n].handoff()
+            self.assertEqual(code, 0, out)
+        moved = sum(1 for k in KEYS if holders(old, k) != holders(new, k))
+        self.assertGreater(moved, 40)
+        before = self.check_holders(new, new)
+        for n in new:
+            code, out = self.shards[n].handoff()
+            self.assertEqual(code, 0, out)
+            self.assertIn("nothing to hand off", out)
+        self.assertEqual(self.check_holders(new, new), before)
+
+    def test_2_removing_a_shard_with_a_destination_down(self):
+        old = list(self.names)
+        leaving = old[1]
+        new = [n for n in old if n != leaving]
+        self.change(new)
+        # A destination down: the leaving shard hands the others theirs,
+        # keeps that one's, and says so; once it is back a second run
+        # sends the rest.
+        down = self.shards[new[0]]
+        down.stop()
+        code, out = self.shards[leaving].handoff()
+        self.assertNotEqual(code, 0, out)
+        self.assertIn(down.name, out)
+        down.start()
+        for n in old:
+            code, out = self.shards[n].handoff()
+            self.assertEqual(code, 0, out)
+        self.check_holders(new, old)  # the leaving shard holds nothing any more
+        for n in old:
+            code, out = self.shards[n].handoff()
+            self.assertEqual(code, 0, out)
+            self.assertNotIn("sent", out)
+        self.check_holders(new, old)
+
+    def test_3_two_shards_added_at_once_give_a_node_to_both_its_new_holders(self):
+        old = list(self.names)
+        new = old + [self.add_shard().name, self.add_shard().name]
+        both_new = [k for k in KEYS if not set(holders(new, k)) & set(holders(old, k))]
+        self.assertGreater(len(both_new), 0)  # one spooled node, two destinations
+        self.change(new)
+        # Killed with the node erased here and only in the spool: the run
+        # again sends it to both destinations from there.
+        sender = self.shards[holders(old, both_new[0])[0]]
+        code, out = sender.handoff({"FRS_TEST_HANDOFF_CRASH": "erased"})
+        self.assertEqual(code, 137, out)
+        self.assertNotIn(both_new[0], sender.counts())
+        for n in old:
+            code, out = self.shards[n].handoff()
+            self.assertEqual(code, 0, out)
+        self.check_holders(new, new)
+        for n in new:
+            code, out = self.shards[n].handoff()
+            self.assertEqual(code, 0, out)
+            self.assertIn("nothing to hand off", out)
+        self.check_holders(new, new)
+
+    def test_4_replicas_need_the_list_before_the_change(self):
+        s = self.shards[self.names[0]]
+        r = subprocess.run([FRSCTL, "-c", s.config, "handoff"], capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--from", r.stderr)
+        self.assertTrue(re.search(r"replicas", r.stderr), r.stderr)
+
+
+if __name__ == "__main__":
+    FRSD = sys.argv.pop(1)
+    FRSCTL = sys.argv.pop(1)
+    unittest.main(verbosity=2)
