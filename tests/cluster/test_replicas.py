@@ -40,7 +40,9 @@ CLIENTS_PER_FRONT = 4
 
 class Relay:
     """Forwards 127.0.0.1:port to `target`; cut() stops forwarding (what is
-    sent is held unanswered, as a partition does), heal() resumes."""
+    sent is held unanswered, as a partition does), refuse(status) answers
+    every request itself with `status` (as a successor whose store refuses
+    the changes would), heal() resumes."""
 
     def __init__(self, target):
         self.target = target
@@ -50,6 +52,8 @@ class Relay:
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.cut_ = False
+        self.refuse_ = None
+        self.accepted = 0
         self.conns = []
         self.lock = threading.Lock()
         self.stop_ = False
@@ -62,10 +66,41 @@ class Relay:
             except OSError:
                 return
             with self.lock:
+                self.accepted += 1
                 self.conns.append(c)
                 if self.cut_:
                     continue  # held: nothing is forwarded either way
+                refuse = self.refuse_
+            if refuse:
+                threading.Thread(target=self.answer, args=(c, refuse), daemon=True).start()
+                continue
             threading.Thread(target=self.pump, args=(c,), daemon=True).start()
+
+    def answer(self, c, status):
+        """Answers each request on `c` with `status`, keeping the connection."""
+        buf = b""
+        try:
+            while not self.stop_:
+                while b"\r\n\r\n" not in buf:
+                    data = c.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                m = re.search(rb"(?i)content-length: *(\d+)", head)
+                need = int(m.group(1)) if m else 0
+                while len(buf) < need:
+                    data = c.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf[need:]
+                body = b"/replicate: the store has no room\n"
+                c.sendall(b"HTTP/1.1 %d Error\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body))
+        except OSError:
+            pass
+        finally:
+            c.close()
 
     def pump(self, c):
         try:
@@ -78,18 +113,22 @@ class Relay:
         socks = [c, u]
         try:
             while not self.stop_:
+                if self.refuse_:
+                    u.close()
+                    self.answer(c, self.refuse_)
+                    return
                 if self.cut_:
                     time.sleep(0.02)  # held open, nothing forwarded: heal() closes it
                     continue
                 r, _, _ = select.select(socks, [], [], 0.05)
-                if self.cut_:
-                    continue  # cut while waiting: what came stays unread
+                if self.cut_ or self.refuse_:
+                    continue  # cut (or refusing) while waiting: what came stays unread here
                 for s in r:
                     data = s.recv(65536)
                     if not data:
                         return
                     (u if s is c else c).sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: select() on a socket heal() closed
             pass
         finally:
             for s in socks:
@@ -101,10 +140,14 @@ class Relay:
     def cut(self):
         self.cut_ = True
 
+    def refuse(self, status):
+        self.refuse_ = status  # connections open now are answered `status` from their next request
+
     def heal(self):
         with self.lock:
             held, self.conns = self.conns, []
             self.cut_ = False
+            self.refuse_ = None
         for s in held:
             try:
                 s.close()
@@ -184,7 +227,8 @@ class Pair:
     """Shard A (owner of the test's keys) and shard B (their successor); A
     reaches B through a relay."""
 
-    def __init__(self, tmp, extra_a="", extra_b=""):
+    def __init__(self, tmp, extra_a="", extra_b="", b_disk=None):
+        self.disk = None
         pa, pb = processes.candidate_port(), processes.candidate_port()
         self.relay = Relay(pb)
         a_name, b_name = "127.0.0.1:%d" % pa, "127.0.0.1:%d" % self.relay.port
@@ -193,6 +237,10 @@ class Pair:
         self.b = Shard(os.path.join(tmp, "b"), pb, b_name, names, extra_b)
         points = ring_points(names)
         self.keys = [k for k in ("user:%d" % i for i in range(200)) if ring_owner(points, k) == 0][:20]
+        if b_disk:  # B's store on a tmpfs of that size (root only)
+            self.disk = os.path.join(self.b.dir, "data")
+            os.makedirs(self.disk)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + b_disk, "tmpfs", self.disk], check=True)
         self.b.start()
         self.a.start()
 
@@ -200,6 +248,8 @@ class Pair:
         for s in (self.a, self.b):
             s.stop()
         self.relay.close()
+        if self.disk:
+            subprocess.run(["umount", "-l", self.disk])
 
 
 class Front:
@@ -276,6 +326,73 @@ class Replicas(unittest.TestCase):
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 7, 5), "B holds %s" % p.b.count(k))
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5))
         self.assertEqual(p.a.count(k), 7)
+
+    def test_a_successor_on_a_full_disk_keeps_every_change(self):
+        # B's store is on a disk with not one byte free. Its files were
+        # allocated whole when it started (Store::Reserve), so each change
+        # still lands in them: A answers at once, protected, and B holds
+        # every use; once there is room again nothing changes.
+        if os.getuid() != 0:
+            self.skipTest("mounting a small tmpfs needs root")
+        p = self.pair(b_disk="8m")
+        filler = os.path.join(p.disk, "filler")
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError as e:
+                self.assertIn("No space left", str(e))
+        self.assertLess(os.statvfs(p.disk).f_bavail, 16)  # (a partial block may be left)
+        k = p.keys[11]
+        for _ in range(20):
+            self.assertEqual(p.a.acquire(k), 200)
+        self.assertEqual(p.b.count(k), 20)  # sync: B had each use before A answered
+        self.assertEqual(p.a.metric("frs_replica_unprotected_total"), 0)
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 1)
+        self.assertEqual(p.b.acquire(k), 200)  # B serves the route for its owner, disk full
+        self.assertEqual(p.a.count(k), 21)
+        os.remove(filler)
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertEqual(p.b.count(k), 22)
+
+    def test_a_successor_that_answers_an_error_is_a_down_link(self):
+        # B answers /replicate with an error (a successor whose store
+        # refused the changes would): A takes the link for down at once, not
+        # after the timeout, serves alone (counted), tries again once a
+        # second, not in a loop, and B catches up exactly once it accepts.
+        p = self.pair(extra_a='replica_timeout_ms="5000"')
+        k = p.keys[12]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.relay.refuse(507)
+        t = time.monotonic()
+        for _ in range(5):
+            self.assertEqual(p.a.acquire(k), 200)
+        self.assertLess(time.monotonic() - t, 2.5)  # not 5 s: the answer said so
+        self.assertIn("answered 507", p.a.log())
+        self.assertGreaterEqual(p.a.metric("frs_replica_unprotected_total"), 5)
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
+        tried, t = p.relay.accepted, time.monotonic()
+        self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 5))
+        self.assertGreater(time.monotonic() - t, 0.9)  # two attempts took a second or more
+        self.assertEqual(p.b.count(k), 1)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 6, 5), "B holds %s" % p.b.count(k))
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5))
+        self.assertEqual(p.a.count(k), 6)
+
+    def test_refuse_answers_503_at_once_when_the_successor_answers_an_error(self):
+        p = self.pair(extra_a='replica_timeout_ms="5000" on_replica_down="refuse"')
+        k = p.keys[13]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.relay.refuse(507)
+        t = time.monotonic()
+        self.assertEqual(p.a.acquire(k), 503)
+        self.assertLess(time.monotonic() - t, 2.5)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.acquire(k) == 200, 5))
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == p.a.count(k), 5),
+                        "A %s, B %s" % (p.a.count(k), p.b.count(k)))
 
     def test_refuse_answers_503_within_the_timeout_and_serves_again_once_healed(self):
         p = self.pair(extra_a='replica_timeout_ms="300" on_replica_down="refuse"')
