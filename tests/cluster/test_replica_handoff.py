@@ -249,6 +249,14 @@ class ReplicaHandoff(unittest.TestCase):
         both_new = [k for k in KEYS if not set(holders(new, k)) & set(holders(old, k))]
         self.assertGreater(len(both_new), 0)  # one spooled node, two destinations
         self.change(new)
+        # Both old holders of such a node leave, and both send it, under one
+        # receipt per node: the old successor's run alone gives both new
+        # holders the count, and the old owner's adds nothing.
+        k = both_new[0]
+        code, out = self.shards[holders(old, k)[1]].handoff()
+        self.assertEqual(code, 0, out)
+        for n in holders(new, k):
+            self.assertEqual(self.shards[n].counts().get(k), self.oracle[k], n)
         # Killed with the node erased here and only in the spool: the run
         # again sends it to both destinations from there.
         sender = self.shards[holders(old, both_new[0])[0]]

@@ -187,14 +187,15 @@ void FollowPrimaries(std::vector<Entry>& entries) {
   }
 }
 
-// The receipt of a copy: one per node and ring change (the digests before
-// and after), so the node is merged into a new holder once, however many
-// runs copy it.
-std::string CopyReceipt(const std::string& self, const Ring& before, const Ring& after, const NodeInfo& n) {
+// The receipt of one node for one ring change (the digests before and
+// after): a copy (`prefix` "SELF/copy") is merged into a new holder once
+// however many runs copy it, and a node both old holders send ("moved") once
+// whichever sends first.
+std::string NodeReceipt(const std::string& prefix, const Ring& before, const Ring& after, const NodeInfo& n) {
   char tail[96];
-  std::snprintf(tail, sizeof tail, "/copy/%08x.%08x/%u.%016" PRIx64 "%016" PRIx64, before.Digest(), after.Digest(),
+  std::snprintf(tail, sizeof tail, "/%08x.%08x/%u.%016" PRIx64 "%016" PRIx64, before.Digest(), after.Digest(),
                 static_cast<unsigned>(n.biz), n.fp.lo, n.fp.hi);
-  return self + tail;
+  return prefix + tail;
 }
 
 // Errors of a run that went on after them: the first is said whole, the
@@ -451,9 +452,10 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     std::snprintf(run, sizeof run, "%08x%08x", rd(), rd());
     uint64_t seq = 0, batches = 0;
     // Batches of nodes with the same destinations and the same plan: one
-    // receipt per destination and batch (a copy's is its own).
+    // receipt per destination and batch (a copy's, and a node's that both
+    // old holders send, is its own).
     auto group_of = [](const Move& m) {
-      std::string g(m.plan.erase ? "E" : "C");
+      std::string g(!m.plan.erase ? "C" : m.plan.shared ? "S" : "E");
       for (const std::string& d : m.plan.dests) g += " " + d;
       return g;
     };
@@ -467,8 +469,9 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       while (end < moving.size() && end - i < batch && group_of(moving[end]) == group) ++end;
       const std::vector<std::string> dests = moving[i].plan.dests;
       const bool copy = !moving[i].plan.erase && before;
+      const bool shared = moving[i].plan.shared && before;
       std::vector<std::string> receipts;
-      if (!copy)
+      if (!copy && !shared)
         for (size_t d = 0; d < dests.size(); ++d)
           receipts.push_back(s.cfg.cluster_self + "/" + run + "/" + std::to_string(++batches));
       std::vector<std::string> lines;
@@ -486,7 +489,9 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
           if (e.kind == 'N') primary = e.id;
           if (e.kind == 'D') e.primary = primary;
           e.erased = copy;
-          e.receipt = copy ? CopyReceipt(s.cfg.cluster_self, *before, ring, n) : receipts[d];
+          e.receipt = copy     ? NodeReceipt(s.cfg.cluster_self + "/copy", *before, ring, n)
+                      : shared ? NodeReceipt("moved", *before, ring, n)
+                               : receipts[d];
           e.dest = dests[d];
           e.json = json.value();
           e.biz = n.biz;

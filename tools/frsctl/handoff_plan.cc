@@ -42,17 +42,16 @@ NodePlan HandoffPlanner::PlanFor(uint32_t route_pos) const {
     if (!In(now, self_)) plan = {now, true};
     return plan;  // a holder now: what it counted since the change stays
   }
-  std::string sender;
-  for (const std::string& h : was)
-    if (!In(now, h)) {
-      sender = h;
-      break;
-    }
+  size_t leaving = 0;
+  for (const std::string& h : was) leaving += In(now, h) ? 0 : 1;
   const bool self_stays = In(now, self_);
-  if (sender.empty()) sender = was.front();  // every old holder stays one: the old owner copies
-  if (sender == self_)
+  // The sender: this shard when it leaves (both leaving: both, shared), the
+  // old owner when every old holder stays.
+  const bool sends = !self_stays || (leaving == 0 && was.front() == self_);
+  if (sends)
     for (const std::string& h : now)
       if (!In(was, h)) plan.dests.push_back(h);
+  plan.shared = !self_stays && leaving > 1 && !plan.dests.empty();
   plan.erase = !self_stays;
   return plan;
 }

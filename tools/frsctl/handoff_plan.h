@@ -4,12 +4,15 @@
 // A node's holders are its route's owner and, with replicas, its successor
 // (docs/cluster.md, "Replicas"). Both old holders hold the same count, so
 // exactly one of them may sum it into each new holder that lacked it, or the
-// count would double there. The one that sends is the first old holder that
-// is no holder any more (the old owner before the old successor); when every
-// old holder stays one (replicas switched on), the old owner copies its node
-// to the new holder and keeps it. An old holder that is no holder any more
-// erases its node (the sender once it is spooled, see commands_handoff.cc);
-// a holder that stays keeps its own. A node on a shard that was no holder of
+// count would double there. The one that sends is the old holder that is no
+// holder any more; when every old holder stays one (replicas switched on),
+// the old owner copies its node to the new holder and keeps it. When both
+// old holders leave, both send, under a receipt that names the node and the
+// change (the same on both), so the first merges and the second is found
+// merged: either shard's handoff is enough, and neither erases a node the
+// other might never send. An old holder that is no holder any more erases its
+// node once it is spooled (commands_handoff.cc); a holder that stays keeps
+// its own. A node on a shard that was no holder of
 // it (counted there misrouted, with enforce="0") is a count of its own: it
 // goes to every new holder, and is erased here.
 //
@@ -28,6 +31,7 @@ namespace frs::ctl {
 struct NodePlan {
   std::vector<std::string> dests;  // shards to sum this node into
   bool erase = false;              // erased here (after spooling when dests are named)
+  bool shared = false;             // sent by both old holders: the receipt names the node and the change
   bool Keeps() const { return dests.empty() && !erase; }
 };
 
