@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -210,7 +211,9 @@ class ReplicaHandoff(unittest.TestCase):
         for n in old + [new[-1]]:
             code, out = self.shards[n].handoff()
             self.assertEqual(code, 0, out)
+            print("%s: %s" % (n, out.strip().replace("\n", "; ")), file=sys.stderr)
         moved = sum(1 for k in KEYS if holders(old, k) != holders(new, k))
+        print("%d of %d keys changed holders" % (moved, len(KEYS)), file=sys.stderr)
         self.assertGreater(moved, 40)
         before = self.check_holders(new, new)
         for n in new:
@@ -273,12 +276,20 @@ class ReplicaHandoff(unittest.TestCase):
             self.assertIn("nothing to hand off", out)
         self.check_holders(new, new)
 
-    def test_4_replicas_need_the_list_before_the_change(self):
+    def test_4_replicas_need_the_list_before_the_change_and_this_shards_own(self):
         s = self.shards[self.names[0]]
         r = subprocess.run([FRSCTL, "-c", s.config, "handoff"], capture_output=True, text=True, timeout=30)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("--from", r.stderr)
         self.assertTrue(re.search(r"replicas", r.stderr), r.stderr)
+        # Another shard's old srv.xml is refused, naming both selves; nothing changes.
+        other = self.shards[self.names[1]]
+        before = s.counts()
+        r = subprocess.run([FRSCTL, "-c", s.config, "handoff", "--from", other.old], capture_output=True, text=True,
+                           timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("another shard's srv.xml", r.stderr)
+        self.assertEqual(s.counts(), before)
 
 
 if __name__ == "__main__":
