@@ -199,6 +199,9 @@ class ReplicaHandoff(unittest.TestCase):
         old = list(self.names)
         new = old + [self.add_shard().name]
         self.change(new)
+        # Started while the others ran the old list, it took no snapshot:
+        # its nodes come from the handoff alone.
+        self.assertIn("0 node(s) taken from snapshots", self.shards[new[-1]].log())
         # Counted under the new ring before the handoff: the new holders
         # each get the use; the handoff adds the old count to it.
         for k in KEYS[:40]:
