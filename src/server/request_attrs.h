@@ -68,7 +68,7 @@ class RequestAttrs {
     const bool one_key = r_->cmd == Cmd::kQuery || r_->cmd == Cmd::kUpdate || r_->cmd == Cmd::kAcquire ||
                          r_->cmd == Cmd::kGet || r_->cmd == Cmd::kDelete;
     if (have_cmd_ && one_key && have_biz_ && !r_->biz.empty() && have_key_ && key_ascii_ && !r_->key.empty() &&
-        r_->key.size() <= kMaxKeyBytes && !have_n_ && !have_count_)
+        r_->key.size() <= kMaxKeyBytes && !have_n_ && !have_count_ && !have_lease_)
       return true;
     return FinishOther(err);
   }
