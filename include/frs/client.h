@@ -46,7 +46,7 @@ struct ClientDecision {
   bool shadow = false;
   // A concurrency rule's lease: granted by an acquire (or renewed), its id
   // for Release/Renew and the unix second it ends ("" and 0: none).
-  std::string lease;
+  std::string lease = {};
   int64_t lease_expires = 0;
   bool released = false;  // Release: the lease was held and is now free
   // Not OK: there was no usable answer (unreachable, time-out, an error

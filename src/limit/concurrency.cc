@@ -4,6 +4,8 @@
 #include <cstring>
 #include <random>
 
+#include <sys/random.h>
+
 namespace frs::limit {
 namespace {
 
@@ -71,11 +73,17 @@ uint32_t Rebase(const RuleSpec& spec, uint8_t* block, int64_t t) {
   return expired;
 }
 
-// A nonce for a node's first lease: random, never 0.
+// A nonce for a node's first lease: random, never 0. From the kernel each
+// time (once per node made, not per request): a generator seeded in one
+// process and copied by fork would give two workers the same nonces.
 uint32_t NewNonce() {
-  thread_local std::mt19937_64 gen{std::random_device{}()};
   uint32_t v = 0;
-  while (v == 0) v = static_cast<uint32_t>(gen() >> 17);
+  while (v == 0) {
+    if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+      thread_local std::mt19937 fallback{std::random_device{}()};
+      v = static_cast<uint32_t>(fallback());
+    }
+  }
   return v;
 }
 
