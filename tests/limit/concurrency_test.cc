@@ -347,5 +347,19 @@ TEST_F(LeaseTest, AReloadThatRaisesMaxKeepsTheLeasesAndTheirIds) {
   EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).released);
 }
 
+TEST_F(LeaseTest, AReloadThatChangesTheLeaseKeepsTheLeasesHeld) {
+  Decision a = Acquire("inflight", "u1");
+  ASSERT_TRUE(a.allowed);
+  std::string map = kLeaseMap;
+  map.replace(map.find(R"(max="2" lease="10")"), 18, R"(max="2" lease="40")");
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  // Kept with its own expiry (granted under the old lease), and its id.
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 1);
+  Decision r = Lease(Cmd::kRenew, "inflight", "u1", IdOf(a));
+  ASSERT_TRUE(r.ok()) << r.status.ToString();
+  EXPECT_EQ(r.lease_expires, kDay0 + 41);  // renewed under the new lease
+}
+
 }  // namespace
 }  // namespace frs
