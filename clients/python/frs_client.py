@@ -62,6 +62,8 @@ or a network failure):
     get(biz, key, route=None)           the node's state (Decision.found)
     set(biz, key, count, route=None)    admin (needs token)
     delete(biz, key, route=None)        admin (needs token); Decision.found
+    release(biz, key, lease, route=None) ends a lease a concurrency rule granted; Decision.released
+    renew(biz, key, lease, route=None)   the lease holds its `lease` seconds from now again
 
 Decision fields: allowed (bool; also the truth value of the Decision),
 count, limit, remaining, reset (unix seconds), retry_after (seconds; 0 when
@@ -69,7 +71,11 @@ allowed, -1 when no wait can cure the denial), rules (list of Rule: algo,
 interval, count, limit, remaining, reset, allowed, debt), shadow (bool: the
 biz is in shadow mode, counted and never denied), would_deny (bool), found
 (None, or bool for get/set/delete), error (None, or a sentence), status (the
-HTTP status, 0 when no answer came), server (the shard that answered).
+HTTP status, 0 when no answer came), server (the shard that answered),
+lease and lease_expires (an acquire or renew of a biz with a concurrency rule:
+the lease's id and the unix second it ends; None and 0 otherwise), released
+(release: the lease was held and is now free). A release or renew of an id
+this key never granted is an error with status 409, of a lease that ended 410.
 
 An answer frsd refuses (400 bad key or attribute, 403, 404 unknown biz, ...)
 is a Decision with allowed=False and error="HTTP 404: unknown biz ...",
@@ -188,10 +194,11 @@ class Decision(_Verdict, _Record):
     """What frsd decided (or what the fail policy decided when it could not)."""
 
     __slots__ = ("allowed", "count", "limit", "remaining", "reset", "retry_after", "rules", "shadow",
-                 "would_deny", "found", "error", "status", "server")
+                 "would_deny", "found", "error", "status", "server", "lease", "lease_expires", "released")
 
     def __init__(self, allowed=False, count=0, limit=0, remaining=0, reset=0, retry_after=0, rules=None,
-                 shadow=False, would_deny=False, found=None, error=None, status=0, server=None):
+                 shadow=False, would_deny=False, found=None, error=None, status=0, server=None, lease=None,
+                 lease_expires=0, released=False):
         rules = rules if rules is not None else []
         self._set(locals())
 
@@ -252,7 +259,8 @@ def _decision_from(elem, status, server, cmd):
     return Decision(allowed=a.get("allowed", "1") == "1", count=_int(a, "count"), limit=_int(a, "limit"),
                     remaining=_int(a, "remaining"), reset=_int(a, "reset"), retry_after=_int(a, "retry_after"),
                     rules=rules, shadow=a.get("shadow") == "1", would_deny=a.get("would_deny") == "1",
-                    found=found, status=status, server=server)
+                    found=found, status=status, server=server, lease=a.get("lease"),
+                    lease_expires=_int(a, "expires"), released=a.get("released") == "1")
 
 
 # ------------------------------------------------------------------ ring
@@ -679,6 +687,12 @@ class Client(object):
     def delete(self, biz, key, route=None):
         return self._request("delete", biz, key, route, token=self.token or "")
 
+    def release(self, biz, key, lease, route=None):
+        return self._request("release", biz, key, route, lease=lease)
+
+    def renew(self, biz, key, lease, route=None):
+        return self._request("renew", biz, key, route, lease=lease)
+
     def batch(self, items, route=None):
         members = []
         for it in items:
@@ -783,7 +797,7 @@ def _request_xml(cmd, biz, key, attrs):
     if isinstance(biz, bytes):
         biz = biz.decode("utf-8")
     parts = ["<request cmd=", quoteattr(str(cmd)), " biz=", quoteattr(str(biz)), " key=", quoteattr(str(key))]
-    for name in ("n", "count", "token"):
+    for name in ("n", "count", "lease", "token"):
         v = attrs.get(name)
         if v is None:
             continue

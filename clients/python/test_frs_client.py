@@ -57,6 +57,7 @@ MAP = """<map>
   </biz>
   <biz id="5" name="shadowed" mode="shadow"><rule interval="60" max="1"/></biz>
   <biz id="6" name="big"><rule interval="3600" max="1000000"/></biz>
+  <biz id="7" name="inflight"><rule algo="concurrency" max="2" lease="60"/></biz>
 </map>
 """
 
@@ -444,6 +445,30 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(len(d.rules), 1)
         r = d.rules[0]
         self.assertEqual((r.algo, r.interval, r.count, r.limit, r.remaining, r.allowed), ("fixed", 60, 5, 5, 0, False))
+
+    def test_leases_acquire_release_renew(self):
+        c = self.client
+        a, b = c.acquire("inflight", "py"), c.acquire("inflight", "py")
+        self.assertTrue(a and b, (a, b))
+        self.assertEqual(len(a.lease), 24)
+        self.assertNotEqual(a.lease, b.lease)
+        self.assertGreater(a.lease_expires, time.time())
+        denied = c.acquire("inflight", "py")
+        self.assertFalse(denied)
+        self.assertIsNone(denied.lease)
+        r = c.renew("inflight", "py", a.lease)
+        self.assertIsNone(r.error, r)
+        self.assertEqual(r.lease, a.lease)
+        r = c.release("inflight", "py", a.lease)
+        self.assertTrue(r.released, r)
+        self.assertEqual(r.count, 1)
+        again = c.release("inflight", "py", a.lease)
+        self.assertEqual(again.status, 410, again)
+        self.assertFalse(again.released)
+        other = c.release("inflight", "py-other", b.lease)
+        self.assertEqual(other.status, 409, other)
+        self.assertEqual(self.count_by_get("inflight", "py"), 1)
+        self.assertTrue(c.release("inflight", "py", b.lease).released)
 
     def test_acquire_n_is_atomic(self):
         c = self.client

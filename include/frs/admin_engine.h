@@ -29,6 +29,15 @@ inline constexpr uint16_t kReceiptBiz = 0;
 inline constexpr uint32_t kReceiptSeconds = 7 * 86400;
 
 // A node as a human or a script sees it.
+// A lease held now (a concurrency rule): its id, when the node's whole key
+// is known (the id hashes it), and when it expires (unix s).
+struct LeaseView {
+  uint32_t serial = 0;
+  uint32_t nonce = 0;  // the node's (with the key, what the id is made of)
+  std::string id;      // "" when the key is not known whole
+  int64_t expires_s = 0;
+};
+
 struct NodeView {
   uint16_t biz_id = 0;
   std::string biz_name;
@@ -40,6 +49,7 @@ struct NodeView {
   Mode mode = Mode::kEnforce;
   int64_t count = 0;  // of the most restrictive rule
   std::vector<RuleView> rules;
+  std::vector<LeaseView> leases;  // held now, of the biz's concurrency rule
   NodeInfo node;
 };
 

@@ -44,6 +44,11 @@ struct ClientDecision {
   int64_t count = 0, limit = 0, remaining = 0, reset = 0;
   int64_t retry_after = 0;  // seconds; kNeverCurable (-1): no wait cures it
   bool shadow = false;
+  // A concurrency rule's lease: granted by an acquire (or renewed), its id
+  // for Release/Renew and the unix second it ends ("" and 0: none).
+  std::string lease = {};
+  int64_t lease_expires = 0;
+  bool released = false;  // Release: the lease was held and is now free
   // Not OK: there was no usable answer (unreachable, time-out, an error
   // status); `allowed` then follows the fail policy (or is false for a
   // request the server refused as malformed: InvalidArgument/NotFound).
@@ -51,9 +56,10 @@ struct ClientDecision {
 };
 
 struct ClientRequest {
-  Cmd cmd = Cmd::kAcquire;  // query, update or acquire
+  Cmd cmd = Cmd::kAcquire;  // query, update, acquire, release or renew
   std::string biz, key;
   int64_t n = 1;
+  std::string lease = {};  // release, renew: the id an acquire answered
 };
 
 class Client {
@@ -67,6 +73,11 @@ class Client {
   ClientDecision Acquire(std::string_view biz, std::string_view key, int64_t n = 1, std::string_view route = {});
   ClientDecision Query(std::string_view biz, std::string_view key, int64_t n = 1, std::string_view route = {});
   ClientDecision Update(std::string_view biz, std::string_view key, int64_t n = 1, std::string_view route = {});
+  // Ends or extends a lease (docs/protocol.md, "Leases"). An id the key
+  // never granted answers error Conflict (409), a lease that ended Gone (410).
+  ClientDecision Release(std::string_view biz, std::string_view key, std::string_view lease,
+                         std::string_view route = {});
+  ClientDecision Renew(std::string_view biz, std::string_view key, std::string_view lease, std::string_view route = {});
   ClientDecision Execute(const ClientRequest& r, std::string_view route = {});
 
   // One decision per request, in order; returns whether every one was

@@ -21,15 +21,17 @@
 
 namespace frs {
 
-// kMerge: handoff between shards (admin; frs/admin_engine.h).
-enum class Cmd : uint8_t { kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge };
-enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket };
+// kMerge: handoff between shards (admin; frs/admin_engine.h). kRelease and
+// kRenew end and extend a lease that an acquire on a concurrency rule granted.
+enum class Cmd : uint8_t { kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge, kRelease, kRenew };
+// kConcurrency: at most `max` leases held at once (limit/concurrency.h).
+enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket, kConcurrency };
 enum class Mode : uint8_t { kEnforce, kShadow, kOff };
 
 // Indexed by the enum's value.
-inline constexpr std::string_view kCmdNames[] = {"query",  "update", "acquire", "get",  "set",
-                                                 "delete", "reset",  "stats",   "merge"};
-inline constexpr std::string_view kAlgoNames[] = {"fixed", "calendar", "sliding", "token_bucket"};
+inline constexpr std::string_view kCmdNames[] = {"query", "update", "acquire", "get",     "set",  "delete",
+                                                 "reset", "stats",  "merge",   "release", "renew"};
+inline constexpr std::string_view kAlgoNames[] = {"fixed", "calendar", "sliding", "token_bucket", "concurrency"};
 inline constexpr std::string_view kModeNames[] = {"enforce", "shadow", "off"};
 
 // NUL-terminated (the tables' literals are), for printf and C strings.
@@ -64,6 +66,9 @@ struct Request {
   std::string_view key;
   int64_t n = 1;
   int64_t count = 0;  // for kSet
+  // kRelease, kRenew: the lease's id as an acquire answered it (24 hex
+  // digits, limit/lease_id.h).
+  std::string_view lease = {};
   // The ring position of the request's route (frs/ring.h), kept in the node
   // for handoff. Not known: the route its key implies (hash tag, else key).
   uint32_t route_pos = 0;
@@ -106,6 +111,15 @@ struct Decision {
   uint64_t erased = 0;  // kReset: nodes erased
   uint16_t biz_id = 0;  // the biz the request resolved to (0: none)
   int64_t now_s = 0;    // the engine's clock when it decided (unix seconds; 0: no decision)
+  // A lease of the biz's concurrency rule: granted by this acquire (or
+  // update), or renewed (lease_serial 0: none). The id is the serial and
+  // the keyed hash that proves it (limit/lease_id.h); expires is the unix
+  // second from which the lease is no longer held.
+  uint64_t lease_mac = 0;
+  uint32_t lease_serial = 0;
+  uint16_t leases_expired = 0;  // leases this call found past their expiry and freed (counted)
+  bool released = false;        // kRelease: the lease was held and is now free
+  int64_t lease_expires = 0;
   bool ok() const { return status.ok(); }
   // Back to Decision{}, writing only rules[0, nrules): the engine sets
   // nrules before it writes a rule and writes none past it, so the rest are
@@ -123,6 +137,11 @@ struct Decision {
     erased = 0;
     biz_id = 0;
     now_s = 0;
+    lease_mac = 0;
+    lease_serial = 0;
+    leases_expired = 0;
+    released = false;
+    lease_expires = 0;
   }
 };
 

@@ -30,6 +30,8 @@ class [[nodiscard]] Status {
     kIOError,
     kBusy,         // a resource is full or held (e.g. writer table)
     kUnavailable,  // shutting down, overloaded
+    kConflict,     // names nothing this holds (a lease id of another key, forged, or of an erased node)
+    kGone,         // named something that has ended (a lease released or expired)
   };
 
   Status() = default;
@@ -43,6 +45,8 @@ class [[nodiscard]] Status {
   static Status FromErrno(std::string_view context, int err);
   static Status Busy(std::string_view msg) { return Status(Code::kBusy, msg); }
   static Status Unavailable(std::string_view msg) { return Status(Code::kUnavailable, msg); }
+  static Status Conflict(std::string_view msg) { return Status(Code::kConflict, msg); }
+  static Status Gone(std::string_view msg) { return Status(Code::kGone, msg); }
 
   bool ok() const { return rep_ == nullptr; }
   Code code() const { return rep_ ? rep_->code : Code::kOk; }

@@ -28,6 +28,8 @@ std::string Status::ToString() const {
     case Code::kIOError: name = "IOError"; break;
     case Code::kBusy: name = "Busy"; break;
     case Code::kUnavailable: name = "Unavailable"; break;
+    case Code::kConflict: name = "Conflict"; break;
+    case Code::kGone: name = "Gone"; break;
   }
   return std::string(name) + ": " + rep_->msg;
 }

@@ -18,15 +18,19 @@ void AppendAttr(std::string* out, const char* name, std::string_view v) {
   out->push_back('"');
 }
 
-// The client sends query, update and acquire; anything else asks as acquire.
-const char* WireName(Cmd c) { return CmdName(c == Cmd::kQuery || c == Cmd::kUpdate ? c : Cmd::kAcquire); }
+bool IsLeaseCmd(Cmd c) { return c == Cmd::kRelease || c == Cmd::kRenew; }
+// The client sends query, update, acquire, release and renew; anything else asks as acquire.
+const char* WireName(Cmd c) {
+  return CmdName(c == Cmd::kQuery || c == Cmd::kUpdate || IsLeaseCmd(c) ? c : Cmd::kAcquire);
+}
 
 void AppendRequest(std::string* out, const ClientRequest& r) {
   out->append("<request");
   AppendAttr(out, "cmd", WireName(r.cmd));
   AppendAttr(out, "biz", r.biz);
   AppendAttr(out, "key", r.key);
-  AppendAttr(out, "n", std::to_string(r.n));
+  if (IsLeaseCmd(r.cmd)) AppendAttr(out, "lease", r.lease);
+  else AppendAttr(out, "n", std::to_string(r.n));
   out->append("/>");
 }
 
@@ -55,6 +59,8 @@ ClientDecision FromXml(const pugi::xml_node& r) {
     std::string msg = r.attribute("msg").value();
     d.error = code == 400   ? Status::InvalidArgument(msg)
               : code == 404 ? Status::NotFound(msg)
+              : code == 409 ? Status::Conflict(msg)
+              : code == 410 ? Status::Gone(msg)
                             : Status::Unavailable(msg);
     return d;
   }
@@ -65,6 +71,9 @@ ClientDecision FromXml(const pugi::xml_node& r) {
   d.reset = r.attribute("reset").as_llong();
   d.retry_after = r.attribute("retry_after").as_llong();
   d.shadow = r.attribute("shadow").as_int() == 1;
+  d.lease = r.attribute("lease").value();
+  d.lease_expires = r.attribute("expires").as_llong();
+  d.released = r.attribute("released").as_int() == 1;
   return d;
 }
 
@@ -145,9 +154,19 @@ ClientDecision Client::Update(std::string_view biz, std::string_view key, int64_
   return Execute(ClientRequest{Cmd::kUpdate, std::string(biz), std::string(key), n}, route);
 }
 
+ClientDecision Client::Release(std::string_view biz, std::string_view key, std::string_view lease,
+                               std::string_view route) {
+  return Execute(ClientRequest{Cmd::kRelease, std::string(biz), std::string(key), 1, std::string(lease)}, route);
+}
+ClientDecision Client::Renew(std::string_view biz, std::string_view key, std::string_view lease,
+                             std::string_view route) {
+  return Execute(ClientRequest{Cmd::kRenew, std::string(biz), std::string(key), 1, std::string(lease)}, route);
+}
+
 ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
-  if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire)
-    return ClientDecision{.error = Status::InvalidArgument("the client sends query, update and acquire")};
+  if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire && !IsLeaseCmd(r.cmd))
+    return ClientDecision{.error =
+                              Status::InvalidArgument("the client sends query, update, acquire, release and renew")};
   std::string body;
   AppendRequest(&body, r);
   pugi::xml_document doc;

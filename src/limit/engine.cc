@@ -22,6 +22,12 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
   auto denials = limit::RecentDenials::Open(opts.stats_dir, opts.read_only);
   auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(stats.value()),
                                                     denials.ok() ? std::move(denials.value()) : nullptr);
+  // Every process of a store keys lease ids alike; a read-only store whose
+  // secret was never made gets one of its own (it grants no lease).
+  auto secret = limit::LoadLeaseSecret(opts.stats_dir, !opts.read_only);
+  if (!secret.ok() && opts.read_only) secret = limit::LoadLeaseSecret("", false);
+  if (!secret.ok()) return secret.status();
+  engine->SetLeaseSecret(secret.value());
   Status s = engine->Install(std::move(map.value()));
   if (!s.ok()) return s;
   return std::unique_ptr<AdminEngine>(std::move(engine));

@@ -142,7 +142,7 @@ void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> 
   need.assign(items.size(), 0);
   // Reset lists Decision's fields one by one (as does the engine test that
   // checks it against Decision{}): a new field must join both.
-  static_assert(sizeof(Decision) == 512, "a Decision field was added or removed: see Decision::Reset");
+  static_assert(sizeof(Decision) == 536, "a Decision field was added or removed: see Decision::Reset");
   // What the visitor needs, behind one pointer: it fits std::function's
   // inline room, so the call allocates nothing.
   struct Run {
@@ -252,13 +252,19 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
       Decision& d = out[item_member[k]];
       const int64_t n = reqs[item_member[k]].n;
       d.found = nodes[k].exists;
+      // As NodeOp: expired leases are freed (and counted) first; put back
+      // with the rest when the batch records nothing.
+      if (first_with(k) && nodes[k].exists)
+        d.leases_expired = static_cast<uint16_t>(SweepLeases(cfg, nodes[k].state, now));
       EvaluateRules(cfg, nodes[k].state, now, n, &d);
       Summarize(&d, enforce);
       if (!d.allowed) {
         all = false;
         break;
       }
+      const uint32_t next_before = NextLeaseSerial(cfg, nodes[k].state);
       RecordRules(cfg, nodes[k].state, now, n, &d);
+      LeaseGranted(cfg, nodes[k].state, now, reqs[item_member[k]].key, lease_secret_, next_before, &d);
       Summarize(&d, enforce);
     }
     if (all) {
@@ -276,6 +282,9 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
       const BizConfig& cfg = members[item_member[k]].biz->cfg;
       Decision& d = out[item_member[k]];
       d.found = nodes[k].exists;
+      d.leases_expired = 0;
+      d.lease_serial = 0;
+      d.lease_expires = 0;
       EvaluateRules(cfg, nodes[k].state, now, reqs[item_member[k]].n, &d);
       Summarize(&d, cfg.mode == Mode::kEnforce);
       d.allowed = false;

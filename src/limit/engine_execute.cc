@@ -9,6 +9,14 @@
 
 namespace frs::limit {
 
+namespace {
+bool LeaseIdIsWellFormed(std::string_view id) {
+  uint32_t serial;
+  uint64_t mac;
+  return ParseLeaseId(id, &serial, &mac);
+}
+}  // namespace
+
 const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) {
   if (req.cmd == Cmd::kStats) return nullptr;
   if (req.cmd == Cmd::kMerge) {
@@ -28,6 +36,12 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) 
     bad = Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n));
   } else if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
     bad = Status::InvalidArgument("count must be 0..2147483647, not " + std::to_string(req.count));
+  } else if ((req.cmd == Cmd::kRelease || req.cmd == Cmd::kRenew) && biz->cfg.lease_rule < 0) {
+    bad = Status::InvalidArgument("biz '" + biz->cfg.name + "' has no concurrency rule: it grants no lease to " +
+                                  CmdName(req.cmd));
+  } else if ((req.cmd == Cmd::kRelease || req.cmd == Cmd::kRenew) && !LeaseIdIsWellFormed(req.lease)) {
+    bad = Status::InvalidArgument("lease must be the 24 lowercase hex digits an acquire answered, not '" +
+                                  std::string(req.lease.substr(0, 64)) + "'");
   } else {
     return biz;
   }
@@ -95,6 +109,9 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
   op.count = req.count;
   op.now = now;
   op.d = &d;
+  op.key = req.key;
+  op.secret = &lease_secret_;
+  op.lease = req.lease;
   UpdateResult result;
   Store::BatchItem item{ref, biz.cfg.state_bytes};
   const auto fn = [&op](NodeRef& node) { return op.Apply(node); };

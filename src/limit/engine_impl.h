@@ -226,6 +226,10 @@ class EngineImpl final : public AdminEngine {
   std::shared_ptr<const Map> map_ FRS_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
   ChangeSink* sink_ = nullptr;  // null: nobody replicates (SetChangeSink)
+  LeaseSecret lease_secret_;    // keys lease ids (limit/lease_id.h); set once at Open
+
+ public:
+  void SetLeaseSecret(const LeaseSecret& s) { lease_secret_ = s; }
 };
 
 }  // namespace frs::limit

@@ -9,6 +9,7 @@
 #include <pugixml.hpp>
 #include <unordered_map>
 
+#include "limit/concurrency.h"
 #include "limit/group_table.h"
 #include "limit/token_bucket.h"
 #include "os/text_file.h"
@@ -163,10 +164,14 @@ class Parser {
         spec.name[def.size()] = '\0';
       }
       for (uint32_t k = 0; k < biz->nrules; ++k)
+        if (spec.algo == Algo::kConcurrency && biz->rules[k].algo == Algo::kConcurrency)
+          return Fail(spec.line, who + " has two concurrency rules (a biz holds one: its leases' ids name no rule)");
+      for (uint32_t k = 0; k < biz->nrules; ++k)
         if (std::string_view(biz->rules[k].name) == spec.name)
           return Fail(spec.line, who + ": two rules are named '" + std::string(spec.name) + "'");
       spec.offset = biz->state_bytes;
       biz->state_bytes += spec.bytes;
+      if (spec.algo == Algo::kConcurrency) biz->lease_rule = static_cast<int32_t>(biz->nrules);
       ++biz->nrules;
     }
     if (biz->nrules == 0) return Fail(biz->line, who + " has no <rule>");
@@ -300,14 +305,14 @@ class Parser {
 
   Status ParseRule(const pugi::xml_node& n, RuleSpec* spec) {
     spec->line = LineOf(n);
-    bool have_interval = false, have_max = false, have_burst = false, have_borrow = false;
+    bool have_interval = false, have_max = false, have_burst = false, have_borrow = false, have_lease = false;
     uint64_t v;
     for (pugi::xml_attribute a : n.attributes()) {
       std::string_view name = a.name(), value = a.value();
       if (name == "algo") {
         if (!ParseAlgo(value, &spec->algo)) {
-          return Fail(spec->line,
-                      "unknown algo '" + std::string(value) + "' (fixed, calendar, sliding or token_bucket)");
+          return Fail(spec->line, "unknown algo '" + std::string(value) +
+                                      "' (fixed, calendar, sliding, token_bucket or concurrency)");
         }
       } else if (name == "interval") {
         if (!ParseUint(value, kMaxInterval, &v) || v == 0) {
@@ -334,6 +339,12 @@ class Parser {
         }
         spec->borrow = static_cast<int64_t>(v);
         have_borrow = true;
+      } else if (name == "lease") {
+        if (!ParseUint(value, Concurrency::kMaxLeaseS, &v) || v == 0)
+          return Fail(spec->line, "rule lease '" + std::string(value) + "' is out of range (1.." +
+                                      std::to_string(Concurrency::kMaxLeaseS) + " s)");
+        spec->interval = static_cast<uint32_t>(v);
+        have_lease = true;
       } else if (name == "zone") {
         if (value != "UTC" && value != "epoch")
           return Fail(spec->line, "rule zone '" + std::string(value) +
@@ -345,6 +356,9 @@ class Parser {
         return Fail(spec->line, "<rule>: unknown attribute '" + std::string(name) + "'");
       }
     }
+    if (spec->algo == Algo::kConcurrency) return FinishConcurrency(spec, have_interval, have_lease, have_max);
+    if (have_lease)
+      return Fail(spec->line, std::string("lease is only for concurrency, not algo '") + AlgoName(spec->algo) + "'");
     if (!have_interval) return Fail(spec->line, "<rule>: missing attribute 'interval'");
     if (!have_max) return Fail(spec->line, "<rule>: missing attribute 'max'");
     bool windows = spec->algo == Algo::kFixed || spec->algo == Algo::kCalendar;
@@ -376,6 +390,25 @@ class Parser {
     return Status::OK();
   }
 
+  // algo="concurrency" max="N" lease="S": N leases held at once, each for
+  // S seconds unless released or renewed. Its block holds at most
+  // Concurrency::kMaxLeases (a node's state bounds it).
+  Status FinishConcurrency(RuleSpec* spec, bool have_interval, bool have_lease, bool have_max) const {
+    if (have_interval) return Fail(spec->line, "concurrency takes lease=\"S\" (how long a lease holds), not interval");
+    if (!have_lease) return Fail(spec->line, "<rule algo=\"concurrency\">: missing attribute 'lease'");
+    if (!have_max) return Fail(spec->line, "<rule>: missing attribute 'max'");
+    if (spec->borrow != 0 || spec->utc || spec->burst != 0)
+      return Fail(spec->line, "concurrency takes max and lease only (no borrow, zone or burst)");
+    if (spec->max > Concurrency::kMaxLeases)
+      return Fail(spec->line, "concurrency max '" + std::to_string(spec->max) + "' is out of range (1.." +
+                                  std::to_string(Concurrency::kMaxLeases) +
+                                  ": a node holds at most that many leases of one key)");
+    spec->burst = spec->max;
+    spec->bytes = BlockBytes(spec->algo, spec->max, spec->interval);
+    spec->tag = BlockTag(spec->algo, spec->max, spec->interval);
+    return Status::OK();
+  }
+
   std::string_view text_;
   const std::string& path_;
   os::LineIndex lines_;
@@ -390,7 +423,8 @@ bool BizConfig::CompactNodes() const {
     case Algo::kFixed:
     case Algo::kCalendar: return r.borrow == 0;
     case Algo::kTokenBucket: return r.max < 65536 && r.interval < (1u << 20);
-    case Algo::kSliding: return false;
+    case Algo::kSliding:
+    case Algo::kConcurrency: return false;
   }
   return false;
 }

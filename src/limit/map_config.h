@@ -11,7 +11,8 @@
 // and not only digits (so a numeric biz in a request is always an id),
 // 1..kMaxRulesPerBiz rules, interval 1..31536000 s, max and burst
 // 1..2^31-1, borrow 0..2^31-1 (fixed and calendar only), burst for
-// token_bucket only.
+// token_bucket only; algo="concurrency" takes max (1..77) and lease
+// (1..65534 s) instead of interval, at most one per biz.
 //
 // Thread safety: a MapConfig is a value; parsing touches no global state.
 #pragma once
@@ -57,6 +58,7 @@ struct BizConfig {
   uint32_t nrules = 0;
   RuleSpec rules[kMaxRulesPerBiz];
   uint32_t state_bytes = 0;  // sum of the rules' blocks
+  int32_t lease_rule = -1;   // the index of its concurrency rule (at most one), -1: none
   // keys="keep": every node keeps its whole key text (readable in dump, top
   // and explain) at the cost of more slots; by default a key that is not its
   // node's identity (store/identity.h) is kept only where a node has room.

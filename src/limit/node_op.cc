@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+
+#include "limit/concurrency.h"
 
 namespace frs::limit {
 
@@ -133,9 +136,39 @@ bool ReadRules(const BizConfig& biz, NodeRef& ref, const Now& now, int64_t n, De
   return true;
 }
 
+uint32_t SweepLeases(const BizConfig& biz, uint8_t* state, const Now& now) {
+  if (biz.lease_rule < 0) return 0;
+  const RuleSpec& spec = biz.rules[biz.lease_rule];
+  return Concurrency::Sweep(spec, state + spec.offset, now);
+}
+
+uint32_t NextLeaseSerial(const BizConfig& biz, const uint8_t* state) {
+  if (biz.lease_rule < 0) return 0;
+  return Concurrency::NextSerial(state + biz.rules[biz.lease_rule].offset);
+}
+
+void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, std::string_view key,
+                  const LeaseSecret& secret, uint32_t next_before, Decision* d) {
+  if (biz.lease_rule < 0) return;
+  const RuleSpec& spec = biz.rules[biz.lease_rule];
+  const uint8_t* block = state + spec.offset;
+  const uint32_t next = Concurrency::NextSerial(block);
+  if (next == next_before) return;  // no place was free
+  const uint32_t serial = next == 1 ? UINT32_MAX : next - 1;
+  Concurrency::Lease lease;
+  if (Concurrency::Find(spec, block, now, serial, &lease) != Concurrency::Found::kHeld) return;
+  d->lease_serial = serial;
+  d->lease_mac = LeaseMac(secret, biz.id, Concurrency::Nonce(block), serial, key);
+  d->lease_expires = lease.expires;
+}
+
 Commit NodeOp::Apply(NodeRef& ref) {
   need_bytes = 0;
   recorded = false;
+  d->leases_expired = 0;
+  d->lease_serial = 0;
+  d->lease_expires = 0;
+  d->released = false;
   if (cmd == Cmd::kQuery || cmd == Cmd::kGet) {
     ReadRules(*biz, ref, now, n, d, &need_bytes);
     return Commit::kNone;
@@ -144,26 +177,35 @@ Commit NodeOp::Apply(NodeRef& ref) {
   if (!AdoptLayout(*biz, ref, now, &need_bytes, &converted)) return Commit::kNone;
   const bool enforce = biz->mode == Mode::kEnforce;
   d->found = ref.exists;
+  // Leases past their expiry are freed and counted at the node's first
+  // write after it (a read sees them as free already).
+  const uint32_t expired = ref.exists ? SweepLeases(*biz, ref.state, now) : 0;
+  d->leases_expired = static_cast<uint16_t>(expired);
+  if (cmd == Cmd::kRelease || cmd == Cmd::kRenew) return ApplyLease(ref, converted, expired);
   switch (cmd) {
     case Cmd::kUpdate:
-    case Cmd::kAcquire:
+    case Cmd::kAcquire: {
       EvaluateRules(*biz, ref.state, now, n, d);
       Summarize(d, enforce);
       // A denied acquire records nothing (and never creates a node). It
       // stores a conversion to a reloaded rule all the same: converted again
       // at each later touch, a narrowed window would carry the old window's
-      // uses into each new window until the old one ends (ConvertBlock).
+      // uses into each new window until the old one ends (ConvertBlock);
+      // and leases it found expired, counted once.
       if (cmd == Cmd::kAcquire && !d->allowed) {
-        if (!converted) return Commit::kNone;
+        if (!converted && expired == 0) return Commit::kNone;
         ref.expire_s = NodeExpireS(*biz, ref.state, now);
         return Commit::kWrite;
       }
+      const uint32_t next_before = NextLeaseSerial(*biz, ref.state);
       RecordRules(*biz, ref.state, now, n, d);
+      if (secret != nullptr) LeaseGranted(*biz, ref.state, now, key, *secret, next_before, d);
       // The rules keep their verdicts from before recording, so an update
       // still answers whether its uses were within every rule.
       Summarize(d, enforce);
       recorded = true;
       break;
+    }
     case Cmd::kSet:
       for (uint32_t i = 0; i < biz->nrules; ++i) {
         SetCount(biz->rules[i], ref.state + biz->rules[i].offset, now, count);
@@ -173,6 +215,44 @@ Commit NodeOp::Apply(NodeRef& ref) {
       break;
     default: return Commit::kNone;
   }
+  ref.expire_s = NodeExpireS(*biz, ref.state, now);
+  return Commit::kWrite;
+}
+
+Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
+  d->status = Status::OK();
+  if (!ref.exists || biz->lease_rule < 0) {
+    d->status = Status::Conflict("lease " + std::string(lease) + " is unknown: this key holds no lease");
+    return Commit::kNone;
+  }
+  const RuleSpec& spec = biz->rules[biz->lease_rule];
+  uint8_t* block = ref.state + spec.offset;
+  uint32_t serial = 0;
+  uint64_t mac = 0;
+  bool changed = converted || expired > 0;
+  Concurrency::Lease held;
+  // Checked against the id's hash before anything else: an id of another
+  // key or a forged one learns nothing, and frees nothing.
+  if (!ParseLeaseId(lease, &serial, &mac) || secret == nullptr ||
+      LeaseMac(*secret, biz->id, Concurrency::Nonce(block), serial, key) != mac) {
+    d->status =
+        Status::Conflict("lease " + std::string(lease) +
+                         " is unknown: it was never granted for this key (or this key's node was erased since)");
+  } else if (Concurrency::Find(spec, block, now, serial, &held) != Concurrency::Found::kHeld) {
+    // The sweep above freed (and counted) an expired one already.
+    d->status = Status::Gone("lease " + std::string(lease) + " is no longer held: released, or expired");
+  } else if (cmd == Cmd::kRelease) {
+    d->released = Concurrency::Free(spec, block, now, serial);
+    changed = true;
+  } else {
+    d->lease_serial = serial;
+    d->lease_mac = mac;
+    d->lease_expires = Concurrency::Extend(spec, block, now, serial);
+    changed = true;
+  }
+  EvaluateRules(*biz, ref.state, now, 1, d);
+  Summarize(d, biz->mode == Mode::kEnforce);
+  if (!changed) return Commit::kNone;
   ref.expire_s = NodeExpireS(*biz, ref.state, now);
   return Commit::kWrite;
 }

@@ -18,6 +18,7 @@
 
 #include "frs/decision.h"
 #include "frs/store.h"
+#include "limit/lease_id.h"
 #include "limit/map_config.h"
 
 namespace frs::limit {
@@ -53,9 +54,21 @@ void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n
 // read it again with that many bytes.
 bool ReadRules(const BizConfig& biz, NodeRef& ref, const Now& now, int64_t n, Decision* d, uint32_t* need_bytes);
 
+// Leases (the biz's concurrency rule, if any). SweepLeases frees the leases
+// past their expiry and returns how many (the caller counts them, and
+// writes the node when any). LeaseGranted fills d's lease when the rule
+// granted one since its next serial was `next_before`.
+uint32_t SweepLeases(const BizConfig& biz, uint8_t* state, const Now& now);
+uint32_t NextLeaseSerial(const BizConfig& biz, const uint8_t* state);
+void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, std::string_view key,
+                  const LeaseSecret& secret, uint32_t next_before, Decision* d);
+
 struct NodeOp {
   const BizConfig* biz = nullptr;
   Cmd cmd = Cmd::kQuery;
+  std::string_view key;                 // for lease ids
+  const LeaseSecret* secret = nullptr;  // for lease ids
+  std::string_view lease;               // kRelease, kRenew: the id (checked well-formed)
   int64_t n = 1;
   int64_t count = 0;  // kSet
   Now now;
@@ -64,6 +77,9 @@ struct NodeOp {
   bool recorded = false;    // out: uses were recorded
 
   Commit Apply(NodeRef& ref);
+
+ private:
+  Commit ApplyLease(NodeRef& ref, bool converted, uint32_t expired);
 };
 
 }  // namespace frs::limit

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "frs/ring.h"
+#include "limit/concurrency.h"
 #include "limit/engine_impl.h"
 #include "limit/node_json.h"
 
@@ -61,6 +62,18 @@ Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
     Explain(biz->cfg.rules[i], state + biz->cfg.rules[i].offset, now, &r);
     v.rules.push_back(r);
   }
+  if (biz->cfg.lease_rule >= 0) {
+    const RuleSpec& spec = biz->cfg.rules[biz->cfg.lease_rule];
+    const uint8_t* block = state + spec.offset;
+    Concurrency::Lease held[Concurrency::kMaxLeases];
+    const size_t n = std::min<size_t>(Concurrency::Held(spec, block, now, held), std::size(held));
+    for (size_t i = 0; i < n; ++i) {
+      LeaseView l{held[i].serial, Concurrency::Nonce(block), "", held[i].expires};
+      if (v.key_kept && !v.key_truncated)
+        l.id = LeaseIdText(l.serial, LeaseMac(lease_secret_, biz->cfg.id, l.nonce, l.serial, v.key));
+      v.leases.push_back(std::move(l));
+    }
+  }
   Decision d;
   EvaluateRules(biz->cfg, state, now, 1, &d);
   Summarize(&d, true);
@@ -86,6 +99,10 @@ Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view
     // Looked up by its key: the caller knows the text the node did not keep.
     v.value().key = std::string(key);
     v.value().key_kept = true;
+  }
+  if (v.ok()) {
+    for (LeaseView& l : v.value().leases)
+      if (l.id.empty()) l.id = LeaseIdText(l.serial, LeaseMac(lease_secret_, biz->cfg.id, l.nonce, l.serial, key));
   }
   return v;
 }
@@ -214,7 +231,8 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
         st->type != T::kString || !HexDecode(st->s, &block)) {
       return Status::InvalidArgument("a rule needs algo, interval and a hex state");
     }
-    if (block.size() < kBlockUnit || block.size() > kMaxBlockBytes) {
+    const uint32_t most = a == Algo::kConcurrency ? kMaxLeaseBlockBytes : kMaxBlockBytes;
+    if (block.size() < kBlockUnit || block.size() > most) {
       return Status::InvalidArgument("a rule state of " + std::to_string(block.size()) + " bytes");
     }
     uint32_t tag = Load32(reinterpret_cast<const uint8_t*>(block.data()));

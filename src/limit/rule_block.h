@@ -38,6 +38,7 @@ namespace frs::limit {
 inline constexpr uint32_t kBlockUnit = 16;
 inline constexpr uint32_t kMaxInterval = 31536000;  // a year
 inline constexpr uint32_t kMaxBlockBytes = 112;     // kMaxRulesPerBiz blocks fit in kMaxStateBytes
+                                                    // (a concurrency block may be larger: kMaxLeaseBlockBytes)
 static_assert(kMaxRulesPerBiz * kMaxBlockBytes <= kMaxStateBytes);
 
 // An (algo, interval) identity a rule of the same name had in an earlier
@@ -55,6 +56,8 @@ struct RuleSpec {
   int64_t max = 0;
   int64_t burst = 0;   // token_bucket capacity (map.xml default: max)
   int64_t borrow = 0;  // fixed, calendar
+  // concurrency: `interval` is the lease in seconds (map.xml's lease=),
+  // `max` the leases held at once.
   // zone="UTC" (calendar only): windows aligned in UTC whatever the engine's
   // <timezone> says, i.e. to the Unix epoch for every interval dividing a
   // day. Envoy's rate limit service aligns its windows so
@@ -87,16 +90,34 @@ struct Now {
 // second (SlidingWindow: the narrow form, interval below 65,536 s). The
 // block says its own form, so a block of either form is read as what it is
 // whatever the rule now asks for (a rule change, a store of format 4).
+//
+// A concurrency block (limit/concurrency.h) has no algo value of its own in
+// two bits: it is bit 31 with the token bucket's algo bits (a token bucket
+// is never narrow), its interval field the lease in seconds, and its length
+// in units of kLeaseBlockUnit (32 bytes: up to 480, the most leases a node
+// can hold). A build before concurrency rules reads such a block as a token
+// bucket of the wrong length: it must not open a store whose map has them.
 inline constexpr uint32_t kNarrowTag = 1u << 31;
+inline constexpr uint32_t kLeaseBlockUnit = 32;
+inline constexpr uint32_t kMaxLeaseBlockBytes = 15 * kLeaseBlockUnit;
+inline bool TagIsConcurrency(uint32_t tag) { return (tag & kNarrowTag) != 0 && ((tag >> 25) & 3) == 3; }
 inline uint32_t MakeTag(Algo algo, uint32_t interval, uint32_t bytes, bool narrow = false) {
+  if (algo == Algo::kConcurrency) return interval | 3u << 25 | (bytes / kLeaseBlockUnit) << 27 | kNarrowTag;
   return interval | static_cast<uint32_t>(algo) << 25 | (bytes / kBlockUnit) << 27 | (narrow ? kNarrowTag : 0);
 }
-inline Algo TagAlgo(uint32_t tag) { return static_cast<Algo>((tag >> 25) & 3); }
+inline Algo TagAlgo(uint32_t tag) {
+  return TagIsConcurrency(tag) ? Algo::kConcurrency : static_cast<Algo>((tag >> 25) & 3);
+}
 inline uint32_t TagInterval(uint32_t tag) { return tag & ((1u << 25) - 1); }
-inline uint32_t TagBytes(uint32_t tag) { return ((tag >> 27) & 15) * kBlockUnit; }
-inline bool TagNarrow(uint32_t tag) { return (tag & kNarrowTag) != 0; }
-// The (algo, interval) identity of a rule state, without its length.
-inline uint32_t TagIdentity(uint32_t tag) { return tag & ((1u << 27) - 1); }
+inline uint32_t TagBytes(uint32_t tag) {
+  return ((tag >> 27) & 15) * (TagIsConcurrency(tag) ? kLeaseBlockUnit : kBlockUnit);
+}
+inline bool TagNarrow(uint32_t tag) { return (tag & kNarrowTag) != 0 && !TagIsConcurrency(tag); }
+// The (algo, interval) identity of a rule state, without its length (a
+// sliding block's form is not part of it; a concurrency block's mark is).
+inline uint32_t TagIdentity(uint32_t tag) {
+  return (tag & ((1u << 27) - 1)) | (TagIsConcurrency(tag) ? kNarrowTag : 0);
+}
 
 // Fixed and calendar windows keep the same block (limit/window_counter.h),
 // so a reload may carry one's count into the other.

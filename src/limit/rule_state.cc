@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "limit/calendar_window.h"
+#include "limit/concurrency.h"
 #include "limit/fixed_window.h"
 #include "limit/sliding_window.h"
 #include "limit/token_bucket.h"
@@ -16,6 +17,7 @@ uint32_t BlockBytes(Algo algo, int64_t max, uint32_t interval) {
     case Algo::kCalendar: return CalendarWindow::kBytes;
     case Algo::kSliding: return SlidingWindow::Bytes(max, interval);
     case Algo::kTokenBucket: return TokenBucket::kBytes;
+    case Algo::kConcurrency: return Concurrency::Bytes(max);
   }
   return kBlockUnit;
 }
@@ -38,6 +40,7 @@ int64_t MostEverGranted(const RuleSpec& spec) {
     case Algo::kCalendar: return spec.max + spec.borrow;  // a window that owes nothing
     case Algo::kSliding: return spec.max;
     case Algo::kTokenBucket: return spec.burst;
+    case Algo::kConcurrency: return kMaxUses;  // one lease whatever n: n never decides
   }
   return spec.max;
 }
@@ -48,6 +51,7 @@ void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_
     case Algo::kCalendar: CalendarWindow::Evaluate(spec, block, now, n, out); break;
     case Algo::kSliding: SlidingWindow::Evaluate(spec, block, now, n, out); break;
     case Algo::kTokenBucket: TokenBucket::Evaluate(spec, block, now, n, out); break;
+    case Algo::kConcurrency: Concurrency::Evaluate(spec, block, now, n, out); break;
   }
   // n more than any window can ever grant: no wait cures it, and a client
   // told to retry after some seconds would retry forever.
@@ -62,6 +66,7 @@ void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
     case Algo::kCalendar: return CalendarWindow::Record(spec, block, now, n);
     case Algo::kSliding: return SlidingWindow::Record(spec, block, now, n);
     case Algo::kTokenBucket: return TokenBucket::Record(spec, block, now, n);
+    case Algo::kConcurrency: return Concurrency::Record(spec, block, now, n);
   }
 }
 
@@ -71,6 +76,7 @@ void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t coun
     case Algo::kCalendar: return CalendarWindow::SetCount(spec, block, now, count);
     case Algo::kSliding: return SlidingWindow::SetCount(spec, block, now, count);
     case Algo::kTokenBucket: return TokenBucket::SetCount(spec, block, now, count);
+    case Algo::kConcurrency: return Concurrency::SetCount(spec, block, now, count);
   }
 }
 
@@ -81,6 +87,7 @@ int64_t ExpireS(const RuleSpec& spec, const uint8_t* block, const Now& now) {
     case Algo::kCalendar: return CalendarWindow::ExpireS(spec, block, now);
     case Algo::kSliding: return SlidingWindow::ExpireS(spec, block);
     case Algo::kTokenBucket: return TokenBucket::ExpireS(spec, block);
+    case Algo::kConcurrency: return Concurrency::ExpireS(spec, block);
   }
   return 0;
 }
@@ -92,6 +99,7 @@ void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleVie
     case Algo::kCalendar: CalendarWindow::Explain(spec, block, now, out); break;
     case Algo::kSliding: SlidingWindow::Explain(spec, block, now, out); break;
     case Algo::kTokenBucket: TokenBucket::Explain(spec, block, now, out); break;
+    case Algo::kConcurrency: Concurrency::Explain(spec, block, now, out); break;
   }
   out->max = spec.max;
   out->burst = spec.burst;
@@ -104,6 +112,7 @@ void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, c
     case Algo::kCalendar: return CalendarWindow::Merge(spec, block, incoming, now);
     case Algo::kSliding: return SlidingWindow::Merge(spec, block, incoming, now);
     case Algo::kTokenBucket: return TokenBucket::Merge(spec, block, incoming, now);
+    case Algo::kConcurrency: return Concurrency::Merge(spec, block, incoming, now);
   }
 }
 
@@ -165,6 +174,10 @@ bool ConvertBlock(const RuleSpec& spec, std::span<const uint8_t> old_block, uint
   if ((TagAlgo(old_tag) != spec.algo && !windows) || TagBytes(old_tag) != old_block.size()) return false;
   const bool same_interval = TagInterval(old_tag) == spec.interval;
   switch (spec.algo) {
+    case Algo::kConcurrency:
+      if (old_block.size() > kMaxLeaseBlockBytes || old_block.size() < Concurrency::kHeaderBytes) return false;
+      Concurrency::Convert(spec, old_block, block, now);
+      return true;
     case Algo::kSliding:
       if (old_block.size() > kMaxBlockBytes ||
           (!SlidingWindow::BytesAreExact(TagBytes(old_tag)) && TagBytes(old_tag) != SlidingWindow::kApproxBytes)) {

@@ -159,8 +159,11 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
     } else {
       HandlePost(base + head.body_off, head.body_len, query, &label, &status);
     }
-  } else if (path == "/acquire" || path == "/query" || path == "/auth") {
-    Cmd cmd = path == "/query" ? Cmd::kQuery : Cmd::kAcquire;
+  } else if (path == "/acquire" || path == "/query" || path == "/auth" || path == "/release" || path == "/renew") {
+    Cmd cmd = path == "/query"     ? Cmd::kQuery
+              : path == "/release" ? Cmd::kRelease
+              : path == "/renew"   ? Cmd::kRenew
+                                   : Cmd::kAcquire;
     label = LabelOf(cmd);
     if (!is_get) {
       ErrorBody(405, std::string(path) + " takes GET", &status);
@@ -233,7 +236,8 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
     }
   } else {
     ErrorBody(404,
-              "no such path: use POST /frs, GET /acquire, /query, /auth, /stats, /health or /metrics (with <grpc>: "
+              "no such path: use POST /frs, GET /acquire, /query, /auth, /release, /renew, /stats, /health or /metrics "
+              "(with <grpc>: "
               "POST /json, GET /healthcheck)",
               &status);
   }
@@ -269,6 +273,8 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, const Ac
     // passes none from a subrequest): the violated policies go in a field.
     // /acquire and /query carry them in their body.
     extra->violated = true;
+  } else if (cmd == Cmd::kRelease || cmd == Cmd::kRenew) {
+    *status = 200;  // done (an unknown or ended lease answered 409 or 410 above)
   } else {
     *status = d.allowed ? 200 : 429;
     if (!d.allowed && accept.PrefersProblemJson()) {

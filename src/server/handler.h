@@ -158,6 +158,8 @@ class Handler {
   // POST /json; sets *json when the body is JSON (else it is plain text).
   void HandleJson(std::string_view body, bool* json, int* status);
   void CountDecision(const WireRequest& r, const Decision& d);
+  // The leases a decision granted, released, renewed or found expired.
+  void CountLeases(const WireRequest& r, const Decision& d);
   // Writes d to the decision log (it wants it).
   void LogDecision(const WireRequest& r, const Decision& d);
   // The name of biz `id` in the current map (a request may name it by id).

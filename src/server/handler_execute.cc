@@ -173,7 +173,10 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   // ExecuteBatch writes every decision: no clearing of ~500 bytes each first.
   std::span<Decision> out(decisions_.data(), reqs_.size());
   bool allowed = engine_->ExecuteBatch(reqs_, out);
-  for (size_t i = 0; i < wire_.size(); ++i) CountDecision(wire_[i], out[i]);
+  for (size_t i = 0; i < wire_.size(); ++i) {
+    CountLeases(wire_[i], out[i]);
+    CountDecision(wire_[i], out[i]);
+  }
   if (decoder_.compact()) AppendBatchCompact(allowed, out, &body_);
   else AppendBatch(allowed, wire_, out, &body_);
   *status = 200;
@@ -183,6 +186,7 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
 bool Handler::ExecuteOne(const WireRequest& r, int* status) {
   Decision& d = decisions_[0];
   d = engine_->Execute(r.ToEngine());
+  CountLeases(r, d);
   if (!d.ok()) {
     ErrorBody(HttpStatusFor(d.status), d.status.message(), status);
     return false;
@@ -191,6 +195,17 @@ bool Handler::ExecuteOne(const WireRequest& r, int* status) {
   decision_ = std::string_view(decision_buf_, WriteDecision(r.cmd, d, decision_buf_));
   *status = 200;
   return true;
+}
+
+void Handler::CountLeases(const WireRequest& r, const Decision& d) {
+  // A failed release still counts the leases its node found expired.
+  if (!counters_ || d.biz_id == 0) return;
+  const uint16_t biz = d.biz_id;
+  if (d.leases_expired != 0) CounterAdd(counters_->leases_expired[biz], d.leases_expired);
+  if (!d.ok()) return;
+  if (d.released) CounterAdd(counters_->leases_released[biz]);
+  if (d.lease_serial != 0)
+    CounterAdd(r.cmd == Cmd::kRenew ? counters_->leases_renewed[biz] : counters_->leases_granted[biz]);
 }
 
 void Handler::CountDecision(const WireRequest& r, const Decision& d) {

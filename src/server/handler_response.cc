@@ -85,6 +85,12 @@ void WriteRateLimitFields(const Decision& d, int64_t now_s, std::string_view uni
       w.Str(r.name);
       w.Lit("\";q=");
       w.Int(r.quota);
+      if (r.algo == Algo::kConcurrency) {
+        // Leases held at once: the draft's own unit, and no window (a
+        // lease's length is not one).
+        w.Lit(";qu=\"concurrent-requests\"");
+        continue;
+      }
       if (!unit.empty()) {
         // The draft's own order (3.2): q, qu, w.
         if (RegisteredUnit(unit)) w.Lit(";qu=\"");

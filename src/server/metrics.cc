@@ -84,6 +84,8 @@ CmdLabel LabelOf(Cmd cmd) {
     case Cmd::kReset: return CmdLabel::kReset;
     case Cmd::kStats: return CmdLabel::kStats;
     case Cmd::kMerge: return CmdLabel::kMerge;
+    case Cmd::kRelease: return CmdLabel::kRelease;
+    case Cmd::kRenew: return CmdLabel::kRenew;
   }
   return CmdLabel::kNone;
 }
@@ -191,6 +193,14 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
        offsetof(WorkerCounters, biz_denied)},
       {"frs_biz_shadow_denied_total", "Shadow-mode decisions that enforce mode would have denied, by biz.",
        offsetof(WorkerCounters, biz_shadow_denied)},
+      {"frs_leases_granted_total", "Leases granted by a concurrency rule, by biz.",
+       offsetof(WorkerCounters, leases_granted)},
+      {"frs_leases_released_total", "Leases released by their holder, by biz.",
+       offsetof(WorkerCounters, leases_released)},
+      {"frs_leases_renewed_total", "Leases renewed by their holder, by biz.", offsetof(WorkerCounters, leases_renewed)},
+      {"frs_leases_expired_total",
+       "Leases that reached their expiry unreleased and were freed (at their key's next write), by biz.",
+       offsetof(WorkerCounters, leases_expired)},
   };
   for (const PerBiz& pb : per_biz) {
     Header(out, pb.name, "counter", pb.help);

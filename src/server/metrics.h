@@ -38,6 +38,8 @@ enum class CmdLabel : uint8_t {
   kReset,
   kStats,
   kMerge,
+  kRelease,
+  kRenew,
   kBatch,
   kHealth,
   kMetrics,
@@ -48,7 +50,7 @@ enum class CmdLabel : uint8_t {
 CmdLabel LabelOf(Cmd cmd);
 const char* LabelName(CmdLabel label);
 
-inline constexpr int kStatusCodes[] = {200, 204, 400, 403, 404, 405, 408, 411, 413, 421, 429, 431, 500, 503};
+inline constexpr int kStatusCodes[] = {200, 204, 400, 403, 404, 405, 408, 409, 410, 411, 413, 421, 429, 431, 500, 503};
 inline constexpr size_t kStatusSlots = sizeof(kStatusCodes) / sizeof(kStatusCodes[0]);
 size_t StatusSlot(int http_status);  // unknown statuses count as 500
 
@@ -153,6 +155,9 @@ struct alignas(64) WorkerCounters {
   alignas(64) DecisionLogCounters decision_log;
   alignas(64) ReplicaCounters replica;
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];
+  // Leases of a biz's concurrency rule: granted (acquire, update), released,
+  // renewed, and found expired (freed at the node's next write).
+  uint64_t leases_granted[65536], leases_released[65536], leases_renewed[65536], leases_expired[65536];
   // [biz id][rule position][result]: like the per-biz arrays, the pages of
   // bizzes never decided are never touched.
   uint64_t rule_decisions[65536][kMaxRulesPerBiz][kRuleResults];

@@ -13,7 +13,7 @@ namespace {
 // memcmp call of a runtime length): this runs for every batch member.
 // Which attributes each command takes (besides cmd and token, which all take).
 struct CmdShape {
-  bool biz, key, n, count;
+  bool biz, key, n, count, lease = false;
 };
 CmdShape ShapeOf(Cmd c) {
   switch (c) {
@@ -26,6 +26,8 @@ CmdShape ShapeOf(Cmd c) {
     case Cmd::kReset: return {true, false, false, false};
     case Cmd::kStats:
     case Cmd::kMerge: return {false, false, false, false};
+    case Cmd::kRelease:
+    case Cmd::kRenew: return {true, true, false, false, true};
   }
   return {};
 }
@@ -48,6 +50,7 @@ AttrName AttrNameOf(std::string_view s) {
     case 5:
       if (std::memcmp(p, "count", 5) == 0) return AttrName::kCount;
       if (std::memcmp(p, "token", 5) == 0) return AttrName::kToken;
+      if (std::memcmp(p, "lease", 5) == 0) return AttrName::kLease;
       return AttrName::kOther;
     case 7: return std::memcmp(p, "receipt", 7) == 0 ? AttrName::kReceipt : AttrName::kOther;
     default: return AttrName::kOther;
@@ -115,7 +118,7 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
       if (!ParseCmd(value, &r->cmd))
         return Fail(err, 400,
                     "unknown cmd \"" + std::string(value.substr(0, 64)) +
-                        "\": use query, update, acquire, get, set, delete, reset, stats or merge");
+                        "\": use query, update, acquire, get, set, delete, reset, stats, merge, release or renew");
       break;
     case AttrName::kBiz:
       Seen(&have_biz_);
@@ -150,6 +153,10 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
       dup = !r->node.empty();
       r->node = value;
       break;
+    case AttrName::kLease:
+      Seen(&have_lease_);
+      r->lease = value;
+      break;
     case AttrName::kOther: return Unknown(name, err);
   }
   if (dup) return Fail(err, 400, "attribute \"" + std::string(name) + "\" appears twice");
@@ -178,6 +185,9 @@ bool RequestAttrs::FinishOther(ProtocolError* err) {
   }
   if (r->cmd == Cmd::kMerge && (r->receipt.empty() || r->receipt.size() > kMaxKeyBytes || r->node.empty()))
     return Fail(err, 400, "cmd=\"merge\" needs a receipt (1..255 bytes) and a node attribute, after cmd");
+  if (shape.lease && !have_lease_)
+    return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a lease attribute (the id an acquire answered)");
+  if (!shape.lease && have_lease_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no lease attribute");
   if (shape.count && !have_count_) return Fail(err, 400, "cmd=\"set\" needs a count attribute");
   if (have_count_) {
     if (!shape.count) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no count attribute");

@@ -326,6 +326,13 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
       buf = &n_buf;
       dest = &n_text;
       seen = &have_n;
+    } else if (name == "lease" && (cmd == Cmd::kRelease || cmd == Cmd::kRenew)) {
+      // Hex digits, sent as they were answered: nothing to decode (an id
+      // with an escape or any other byte is refused by the engine's check).
+      if (!out->lease.empty()) return Fail(err, 400, "query parameter \"lease\" appears twice");
+      if (value.empty()) return Fail(err, 400, "query parameter \"lease\" is empty");
+      out->lease = value;
+      continue;
     } else if (name == "route") {
       if (have_route) return Fail(err, 400, "query parameter \"route\" appears twice");
       if (value.empty()) return Fail(err, 400, "query parameter \"route\" is empty");
@@ -344,6 +351,9 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
   if (!have_biz || out->biz.empty()) return Fail(err, 400, "the query needs biz=NAME");
   if (!have_key) return Fail(err, 400, "the query needs key=KEY");
   if (!CheckKey(out->key, err)) return false;
+  const bool lease_cmd = cmd == Cmd::kRelease || cmd == Cmd::kRenew;
+  if (lease_cmd && out->lease.empty()) return Fail(err, 400, "the query needs lease=ID (the id an acquire answered)");
+  if (lease_cmd && have_n) return Fail(err, 400, std::string("/") + CmdName(cmd) + " takes no n");
   if (have_n && (!ParseCount(n_text, &out->n) || out->n < 1))
     return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
   return true;

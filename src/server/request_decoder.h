@@ -45,7 +45,8 @@ class XmlRequestDecoder {
   bool last_was_fast_ = false;
 };
 
-// GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query). `out`
+// GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query), and
+// /release or /renew?biz=B&key=K&lease=ID[&route=R]. `out`
 // points into `query` where a value holds nothing to decode, else into the
 // two buffers (reused) it is percent-decoded into. '+' decodes to a space,
 // as in HTML forms: send %2B for a literal plus.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "limit/lease_id.h"
 #include "server/buf_writer.h"
 
 namespace frs::server {
@@ -78,6 +79,16 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
     if (d.would_deny) w.Lit(" would_deny=\"1\"");
   }
   if (cmd == Cmd::kGet || cmd == Cmd::kSet) w.Field(" found=\"", d.found ? 1 : 0);
+  if (d.lease_serial != 0) {
+    // A lease granted (acquire, update) or renewed: its id and expiry.
+    char id[limit::kLeaseIdChars];
+    limit::FormatLeaseId(d.lease_serial, d.lease_mac, id);
+    w.Lit(" lease=\"");
+    w.Str(std::string_view(id, sizeof id));
+    w.Char('"');
+    w.Field(" expires=\"", d.lease_expires);
+  }
+  if (cmd == Cmd::kRelease) w.Field(" released=\"", d.released ? 1 : 0);
   if (d.nrules == 0) {
     w.Lit("/>\n");
     return w.size();

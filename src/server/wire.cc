@@ -9,6 +9,8 @@ int HttpStatusFor(const Status& s) {
     case Status::Code::kOk: return 200;
     case Status::Code::kInvalidArgument: return 400;
     case Status::Code::kNotFound: return 404;
+    case Status::Code::kConflict: return 409;
+    case Status::Code::kGone: return 410;
     case Status::Code::kBusy:
     case Status::Code::kUnavailable:
     case Status::Code::kIOError:

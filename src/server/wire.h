@@ -23,6 +23,7 @@ struct WireRequest {
   // the decoded key.
   std::string_view route, route_key;
   std::string_view receipt, node;  // cmd="merge"
+  std::string_view lease;          // cmd="release", "renew"
   uint32_t route_pos = 0;          // filled by the handler
   bool route_known = false;
   int64_t n = 1;
@@ -36,6 +37,7 @@ struct WireRequest {
     r.key = key;
     r.n = n;
     r.count = count;
+    r.lease = lease;
     r.route_pos = route_pos;
     r.route_known = route_known;
     return r;

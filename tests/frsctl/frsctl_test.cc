@@ -810,3 +810,37 @@ TEST_F(FrsctlTest, ImportMapsByNameOnlyWhenAsked) {
 
 }  // namespace
 }  // namespace frs::ctl
+
+namespace frs::ctl {
+namespace {
+
+TEST_F(FrsctlTest, GetAndExplainShowHeldLeasesWithTheirIds) {
+  std::ofstream(dir_ / "map.xml")
+      << "<map>\n  <biz id=\"20\" name=\"inflight\">\n    <rule algo=\"concurrency\" max=\"2\" lease=\"600\"/>\n"
+         "  </biz>\n</map>\n";
+  CreateStore();
+  Set("inflight", "u42", 2);  // an operator's set: two leases (their ids are the store's)
+  CtlRun r = Ctl({"get", "--json", "inflight", "u42"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue v = Parse(r.out);
+  ASSERT_NE(v.Find("leases"), nullptr) << r.out;
+  ASSERT_EQ(v.Find("leases")->items.size(), 2u) << r.out;
+  for (const JsonValue& l : v.Find("leases")->items) {
+    EXPECT_EQ(l.Find("id")->text.size(), 24u) << r.out;
+    EXPECT_GT(l.Find("expires_s")->number, 0) << r.out;
+  }
+  EXPECT_NE(v.Find("leases")->items[0].Find("id")->text, v.Find("leases")->items[1].Find("id")->text);
+  EXPECT_EQ(v.Find("count")->number, 2);
+
+  r = Ctl({"get", "inflight", "u42"});
+  EXPECT_NE(r.out.find("concurrency, max 2 leases of 600 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lease " + v.Find("leases")->items[0].Find("id")->text + " held, expires"), std::string::npos)
+      << r.out;
+
+  r = Ctl({"explain", "inflight", "u42"});
+  EXPECT_EQ(r.rc, 1) << r.out;  // both places held: denied now
+  EXPECT_NE(r.out.find("2 of 2 leases held, the first ends"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace frs::ctl

@@ -290,7 +290,8 @@ TEST_F(EngineTest, BrokenMapIsRefusedAndTheOldOneStays) {
   WriteMap("<map>\n<biz id=\"1\" name=\"a\">\n<rule algo=\"nope\" interval=\"600\" max=\"9\"/></biz></map>");
   Status s = e->Reload("");
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), (dir_ / "map.xml") + ":3: unknown algo 'nope' (fixed, calendar, sliding or token_bucket)");
+  EXPECT_EQ(s.message(),
+            (dir_ / "map.xml") + ":3: unknown algo 'nope' (fixed, calendar, sliding, token_bucket or concurrency)");
   EXPECT_FALSE(Do(*e, Cmd::kAcquire, "a", "k").allowed);
   EXPECT_EQ(Do(*e, Cmd::kGet, "a", "k").limit, 1);
 }

@@ -42,7 +42,7 @@ TEST(MapConfig, ErrorsNameTheFileAndLine) {
             "map.xml:4: duplicate biz name 'a' (first used at line 2)");
   EXPECT_EQ(ErrorOf(
                 "<map>\n<biz id=\"1\" name=\"a\">\n  <rule algo=\"leaky\" interval=\"60\" max=\"5\"/>\n</biz></map>"),
-            "map.xml:3: unknown algo 'leaky' (fixed, calendar, sliding or token_bucket)");
+            "map.xml:3: unknown algo 'leaky' (fixed, calendar, sliding, token_bucket or concurrency)");
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"0\" max=\"5\"/></biz></map>"),
             "map.xml:2: rule interval '0' is out of range (1..31536000 s)");
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"31536001\" max=\"5\"/></biz></map>"),

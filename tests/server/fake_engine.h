@@ -80,6 +80,12 @@ class FakeEngine final : public AdminEngine {
       }
       case Cmd::kStats:
       case Cmd::kMerge: break;
+      case Cmd::kRelease:
+      case Cmd::kRenew:
+        // The fake grants no lease: every id is one it never granted.
+        d = Decision{};
+        d.status = Status::Conflict("lease is unknown");
+        break;
     }
     return d;
   }

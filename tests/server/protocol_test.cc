@@ -259,3 +259,58 @@ TEST(Protocol, EscapedTextIsWellFormedWhateverItHeld) {
 
 }  // namespace
 }  // namespace frs::server
+
+namespace frs::server {
+namespace {
+
+TEST(Protocol, LeaseCommandsTakeALeaseAndOnlyThey) {
+  for (bool fast : {true, false}) {
+    XmlRequestDecoder d(fast);
+    std::string body = R"(<request cmd="release" biz="llm" key="u42" lease="00000001f3a09c5e7b21d4c8"/>)";
+    Decoded r = DecodeText(d, body);
+    ASSERT_TRUE(r.ok) << r.err.msg;
+    EXPECT_EQ(r.reqs[0].cmd, Cmd::kRelease);
+    EXPECT_EQ(r.reqs[0].lease, "00000001f3a09c5e7b21d4c8");
+    EXPECT_EQ(r.reqs[0].ToEngine().lease, "00000001f3a09c5e7b21d4c8");
+    body =
+        R"(<batch><request cmd="renew" biz="llm" key="u42" lease="x"/><request cmd="acquire" biz="llm" key="u42"/></batch>)";
+    r = DecodeText(d, body);
+    ASSERT_TRUE(r.ok) << r.err.msg;
+    EXPECT_EQ(r.reqs[0].cmd, Cmd::kRenew);
+  }
+  ExpectRefusedWith400(R"(<request cmd="release" biz="llm" key="u42"/>)");
+  ExpectRefusedWith400(R"(<request cmd="renew" biz="llm" key="u42" lease="a" n="2"/>)");
+  ExpectRefusedWith400(R"(<request cmd="acquire" biz="llm" key="u42" lease="00000001f3a09c5e7b21d4c8"/>)");
+  ExpectRefusedWith400(R"(<request cmd="release" biz="llm" key="u42" lease="a" lease="b"/>)");
+
+  std::string biz, key;
+  WireRequest w;
+  ProtocolError err;
+  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&lease=00000001f3a09c5e7b21d4c8", Cmd::kRelease, &biz, &key, &w, &err))
+      << err.msg;
+  EXPECT_EQ(w.lease, "00000001f3a09c5e7b21d4c8");
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42", Cmd::kRelease, &biz, &key, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&lease=a&n=2", Cmd::kRenew, &biz, &key, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&lease=a", Cmd::kAcquire, &biz, &key, &w, &err));
+}
+
+TEST(Protocol, AGrantedLeaseIsAnswered) {
+  Decision d;
+  d.nrules = 1;
+  d.rules[0].algo = Algo::kConcurrency;
+  d.lease_serial = 1;
+  d.lease_mac = 0xf3a09c5e7b21d4c8ull;
+  d.lease_expires = 1795305721;
+  std::string out;
+  AppendDecision(Cmd::kAcquire, d, &out);
+  EXPECT_NE(out.find(" lease=\"00000001f3a09c5e7b21d4c8\" expires=\"1795305721\""), std::string::npos) << out;
+  EXPECT_NE(out.find("<rule algo=\"concurrency\""), std::string::npos) << out;
+  Decision rel;
+  rel.released = true;
+  out.clear();
+  AppendDecision(Cmd::kRelease, rel, &out);
+  EXPECT_NE(out.find(" released=\"1\""), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace frs::server

@@ -26,6 +26,11 @@ std::string RuleSentence(const RuleView& r, int64_t now) {
                   static_cast<long long>(r.count));
     return buf;
   }
+  if (r.algo == Algo::kConcurrency) {
+    s = std::to_string(r.count) + " of " + std::to_string(r.max) + " leases held";
+    if (r.denies) s += ", the first ends " + Relative(r.next_allowed_ms, now);
+    return s;
+  }
   s = "count " + std::to_string(r.count) + " of " + std::to_string(r.limit);
   if (r.algo == Algo::kSliding) {
     s += " in the last " + Duration(r.interval);

@@ -1,6 +1,7 @@
 // frsctl/node_out.cc: NodeView rendering shared by the node commands.
 #include "node_out.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "format.h"
@@ -8,6 +9,8 @@
 namespace frs::ctl {
 
 std::string RuleSummary(const RuleView& r) {
+  if (r.algo == Algo::kConcurrency)
+    return "concurrency, max " + std::to_string(r.max) + " leases of " + std::to_string(r.interval) + " s";
   std::string s = std::string(AlgoName(r.algo)) + " " + std::to_string(r.interval) + " s, max " + std::to_string(r.max);
   if (r.algo == Algo::kTokenBucket && r.burst != 0 && r.burst != r.max) s += ", burst " + std::to_string(r.burst);
   if (r.borrow != 0) s += ", borrow " + std::to_string(r.borrow);
@@ -71,6 +74,19 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
   j.Key("rules").BeginArray();
   for (const RuleView& r : v.rules) RuleJson(r, j);
   j.EndArray();
+  if (!v.leases.empty() ||
+      std::any_of(v.rules.begin(), v.rules.end(), [](const RuleView& r) { return r.algo == Algo::kConcurrency; })) {
+    // Held now: the ids release them (GET /release?...&lease=ID).
+    j.Key("leases").BeginArray();
+    for (const LeaseView& l : v.leases) {
+      j.BeginObject();
+      j.Key("serial").Uint(l.serial);
+      j.Key("id").String(l.id);
+      j.Key("expires_s").Int(l.expires_s);
+      j.EndObject();
+    }
+    j.EndArray();
+  }
   PositionMembers(v.node, j);
 }
 

@@ -1,0 +1,82 @@
+// limit/concurrency.h: at most `max` leases held at once (algo="concurrency").
+//
+// An acquire takes a lease when fewer than `max` are held; the lease holds
+// for `lease` seconds (the rule's interval field) unless released earlier or
+// renewed. A lease nobody released frees its place by itself at its expiry,
+// and the next write to the node counts it as expired (Sweep).
+//
+// Block (its length in 32-byte units, rule_block.h):
+//   [0]  tag
+//   [4]  the next lease's serial (1.., never 0; a key's serials never repeat
+//        while its node lives)
+//   [8]  base: the unix second the expiry offsets count from (the last write)
+//   [12] nonce: drawn when the node's first lease is granted, so that a node
+//        erased and made again tells its old ids apart (limit/lease_id.h)
+//   [16] `places` serials (u32, 0: a free place), then `places` expiry
+//        offsets (u16, seconds from base): a lease holds while now < base + offset.
+// places = (bytes - 16) / 6, so the layout follows from the block's length
+// alone: 32 bytes hold 2 leases, 64 hold 8, 416 hold 66, 480 (the most a
+// tag can say) 77. Every write moves base to now, so an offset never
+// exceeds lease + 1 <= 65,535.
+//
+// Time: a lease granted at second t expires at t + lease + 1, so it holds
+// between `lease` and `lease` + 1 s; a clock stepped back is held at base.
+//
+// Thread safety: plain functions over caller-owned bytes; the store's chain
+// lock serializes access to one node.
+#pragma once
+
+#include <span>
+
+#include "limit/rule_block.h"
+
+namespace frs::limit {
+
+struct Concurrency {
+  static constexpr uint32_t kHeaderBytes = 16;
+  static constexpr uint32_t kPlaceBytes = 6;
+  static constexpr int64_t kMaxLeases = (kMaxLeaseBlockBytes - kHeaderBytes) / kPlaceBytes;  // 77
+  static constexpr uint32_t kMaxLeaseS = 65534;                                              // lease + 1 fits an offset
+
+  static uint32_t Bytes(int64_t max);
+  static uint32_t Places(uint32_t bytes) { return bytes < kHeaderBytes ? 0 : (bytes - kHeaderBytes) / kPlaceBytes; }
+
+  struct Lease {
+    uint32_t serial = 0;
+    int64_t expires = 0;  // unix s: no longer held from this second
+  };
+  enum class Found : uint8_t { kHeld, kExpired, kNone };
+
+  // The rule interface (rule_state.h). A concurrency rule judges one lease
+  // per request whatever n is (n counts the biz's rate rules' units).
+  static void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out);
+  // Grants one lease when a place is free (an update past max grants none).
+  static void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n);
+  // Admin set: keeps `count` leases (the latest to expire), or grants
+  // leases without ids up to `count`.
+  static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
+  static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
+  static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
+  // Handoff: the incoming leases join this block's (a serial already held
+  // here is the same lease, sent again). Their ids prove themselves only on
+  // a node that had none before (the nonce is this node's).
+  static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
+  // A reload changed max (the block's length) or lease: the held leases are
+  // kept, with their ids and expiries, as far as the new block has places.
+  static void Convert(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now);
+
+  // Lease operations, on a block in spec's layout.
+  // Frees every lease past its expiry; returns how many (to be counted).
+  static uint32_t Sweep(const RuleSpec& spec, uint8_t* block, const Now& now);
+  static uint32_t NextSerial(const uint8_t* block) { return Load32(block + 4); }
+  static uint32_t Nonce(const uint8_t* block) { return Load32(block + 12); }
+  static Found Find(const RuleSpec& spec, const uint8_t* block, const Now& now, uint32_t serial, Lease* out);
+  // The lease of `serial` no longer held (false: none had it).
+  static bool Free(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial);
+  // A held lease of `serial` now holds `lease` + 1 s from now; its new expiry.
+  static int64_t Extend(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial);
+  // The leases held now, up to out.size(); returns how many are held.
+  static size_t Held(const RuleSpec& spec, const uint8_t* block, const Now& now, std::span<Lease> out);
+};
+
+}  // namespace frs::limit

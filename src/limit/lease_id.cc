@@ -1,0 +1,166 @@
+#include "limit/lease_id.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "os/unique_fd.h"
+
+namespace frs::limit {
+namespace {
+
+inline uint64_t Rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+struct Sip {
+  uint64_t v0, v1, v2, v3;
+  void Round() {
+    v0 += v1;
+    v1 = Rotl(v1, 13);
+    v1 ^= v0;
+    v0 = Rotl(v0, 32);
+    v2 += v3;
+    v3 = Rotl(v3, 16);
+    v3 ^= v2;
+    v0 += v3;
+    v3 = Rotl(v3, 21);
+    v3 ^= v0;
+    v2 += v1;
+    v1 = Rotl(v1, 17);
+    v1 ^= v2;
+    v2 = Rotl(v2, 32);
+  }
+  void Absorb(uint64_t m) {
+    v3 ^= m;
+    Round();
+    Round();
+    v0 ^= m;
+  }
+};
+
+uint64_t LoadLe64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+Status ReadSecret(const std::string& path, LeaseSecret* out) {
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(path, errno);
+  uint8_t buf[17];
+  const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  if (n != 16) return Status::Corruption(path + ": a lease secret is 16 bytes; this file holds another size");
+  out->k0 = LoadLe64(buf);
+  out->k1 = LoadLe64(buf + 8);
+  return Status::OK();
+}
+
+Status RandomSecret(LeaseSecret* out) {
+  uint8_t buf[16];
+  size_t got = 0;
+  while (got < sizeof buf) {
+    const ssize_t n = ::getrandom(buf + got, sizeof buf - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno("getrandom", errno);
+    got += static_cast<size_t>(n);
+  }
+  out->k0 = LoadLe64(buf);
+  out->k1 = LoadLe64(buf + 8);
+  return Status::OK();
+}
+
+}  // namespace
+
+uint64_t SipHash24(uint64_t k0, uint64_t k1, const uint8_t* data, size_t len) {
+  Sip s{k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull, k0 ^ 0x6c7967656e657261ull, k1 ^ 0x7465646279746573ull};
+  const size_t whole = len / 8 * 8;
+  for (size_t i = 0; i < whole; i += 8) s.Absorb(LoadLe64(data + i));
+  uint64_t last = static_cast<uint64_t>(len & 0xff) << 56;
+  for (size_t i = whole; i < len; ++i) last |= static_cast<uint64_t>(data[i]) << (8 * (i - whole));
+  s.Absorb(last);
+  s.v2 ^= 0xff;
+  for (int i = 0; i < 4; ++i) s.Round();
+  return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
+}
+
+uint64_t LeaseMac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial, std::string_view key) {
+  // Fixed-width fields first, the key last: no two inputs share bytes.
+  uint8_t buf[10 + 256];
+  const size_t klen = key.size() < 256 ? key.size() : 256;
+  buf[0] = static_cast<uint8_t>(biz);
+  buf[1] = static_cast<uint8_t>(biz >> 8);
+  for (int i = 0; i < 4; ++i) {
+    buf[2 + i] = static_cast<uint8_t>(nonce >> (8 * i));
+    buf[6 + i] = static_cast<uint8_t>(serial >> (8 * i));
+  }
+  std::memcpy(buf + 10, key.data(), klen);
+  return SipHash24(secret.k0, secret.k1, buf, 10 + klen);
+}
+
+std::string LeaseIdText(uint32_t serial, uint64_t mac) {
+  std::string s(kLeaseIdChars, '0');
+  FormatLeaseId(serial, mac, s.data());
+  return s;
+}
+
+bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac) {
+  if (text.size() != kLeaseIdChars) return false;
+  uint64_t words[2] = {0, 0};
+  for (size_t i = 0; i < kLeaseIdChars; ++i) {
+    const char c = text[i];
+    const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (v < 0) return false;
+    uint64_t& w = words[i < 8 ? 0 : 1];
+    w = w << 4 | static_cast<uint64_t>(v);
+  }
+  if (words[0] == 0) return false;
+  *serial = static_cast<uint32_t>(words[0]);
+  *mac = words[1];
+  return true;
+}
+
+Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create) {
+  LeaseSecret secret;
+  if (dir.empty()) {
+    Status s = RandomSecret(&secret);
+    if (!s.ok()) return s;
+    return secret;
+  }
+  const std::string path = dir + "/lease.key";
+  Status s = ReadSecret(path, &secret);
+  if (s.ok() || !create || ::access(path.c_str(), F_OK) == 0) {
+    if (!s.ok()) return s;
+    return secret;
+  }
+  // Made whole under another name, then linked into place: a reader never
+  // sees a short file, and of two processes making it at once one wins and
+  // the other reads the winner's.
+  s = RandomSecret(&secret);
+  if (!s.ok()) return s;
+  const std::string tmp = path + ".new." + std::to_string(::getpid());
+  {
+    os::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!fd.valid()) return Status::FromErrno(tmp, errno);
+    uint8_t buf[16];
+    for (int i = 0; i < 8; ++i) {
+      buf[i] = static_cast<uint8_t>(secret.k0 >> (8 * i));
+      buf[8 + i] = static_cast<uint8_t>(secret.k1 >> (8 * i));
+    }
+    if (::write(fd.get(), buf, sizeof buf) != static_cast<ssize_t>(sizeof buf) || ::fsync(fd.get()) != 0) {
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      return Status::FromErrno(tmp, err);
+    }
+  }
+  const int linked = ::link(tmp.c_str(), path.c_str());
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0 && err != EEXIST) return Status::FromErrno(path, err);
+  s = ReadSecret(path, &secret);
+  if (!s.ok()) return s;
+  return secret;
+}
+
+}  // namespace frs::limit

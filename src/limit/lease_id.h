@@ -1,0 +1,51 @@
+// limit/lease_id.h: a lease's id, and the per-store secret that makes it
+// unguessable.
+//
+// An id is 24 lowercase hex digits: the lease's serial (8, as its node
+// numbers its leases) then a 64-bit SipHash-2-4 (16) keyed with the store's
+// secret over (biz id, the node's nonce, serial, key). The serial alone
+// names a place; the hash proves the id was issued for this very key and
+// this incarnation of its node: ids of one key tell nothing of another's,
+// an id of an erased node does not match its successor's leases, and
+// forging one is guessing 64 bits. The secret is `lease.key` in the store
+// directory (16 random bytes, mode 0600, made by the first engine that
+// opens the store): every frsd worker and restart reads the same one.
+//
+// Thread safety: pure functions, except LoadLeaseSecret (file system).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "frs/status.h"
+
+namespace frs::limit {
+
+struct LeaseSecret {
+  uint64_t k0 = 0, k1 = 0;
+};
+
+inline constexpr size_t kLeaseIdChars = 24;
+
+// SipHash-2-4 of `data` under (k0, k1) (Aumasson and Bernstein's PRF).
+uint64_t SipHash24(uint64_t k0, uint64_t k1, const uint8_t* data, size_t len);
+
+uint64_t LeaseMac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial, std::string_view key);
+// Writes exactly kLeaseIdChars characters (no NUL). Inline: the server's
+// encoder writes ids without linking the engine.
+inline void FormatLeaseId(uint32_t serial, uint64_t mac, char* out) {
+  constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 8; ++i) out[i] = kHex[(serial >> (28 - 4 * i)) & 15];
+  for (int i = 0; i < 16; ++i) out[8 + i] = kHex[(mac >> (60 - 4 * i)) & 15];
+}
+std::string LeaseIdText(uint32_t serial, uint64_t mac);
+// Exactly kLeaseIdChars of [0-9a-f], serial not 0; else false.
+bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac);
+
+// Reads `dir`/lease.key, making it first when it is missing and `create`.
+// An empty `dir` (an engine without a store directory) gets a random
+// secret of its own: its ids last as long as the engine.
+Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create);
+
+}  // namespace frs::limit

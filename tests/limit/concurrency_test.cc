@@ -1,0 +1,365 @@
+// Leases: algo="concurrency" through the engine (acquire, release, renew,
+// expiry), its ids, its block, and what map.xml accepts of it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "frs/admin_engine.h"
+#include "frs/store.h"
+#include "limit/concurrency.h"
+#include "limit/lease_id.h"
+#include "limit/map_config.h"
+#include "limit/rule_harness.h"
+
+namespace frs {
+namespace {
+
+using limit::testing::kDay0;
+
+constexpr const char* kLeaseMap = R"(<map>
+  <biz id="20" name="inflight"><rule algo="concurrency" max="2" lease="10"/></biz>
+  <biz id="21" name="both">
+    <rule algo="fixed" interval="60" max="3"/>
+    <rule algo="concurrency" max="5" lease="30"/>
+  </biz>
+  <biz id="22" name="wide"><rule algo="concurrency" max="64" lease="100"/></biz>
+  <biz id="23" name="plain"><rule interval="60" max="5"/></biz>
+</map>)";
+
+class LeaseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ofstream(dir_ / "map.xml") << kLeaseMap;
+    store_ = OpenStore();
+    engine_ = OpenEngine(store_.get());
+  }
+
+  std::unique_ptr<Store> OpenStore() {
+    StoreOptions o;
+    o.dir = dir_ / "store";
+    o.geometry = StoreGeometry{1, 1024, 8};
+    auto s = Store::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s.value()) : nullptr;
+  }
+  std::unique_ptr<AdminEngine> OpenEngine(Store* store) {
+    EngineOptions o;
+    o.map_path = dir_ / "map.xml";
+    o.store = store;
+    o.stats_dir = dir_ / "store";
+    o.clock = &clock_;
+    auto e = AdminEngine::Open(o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? std::move(e.value()) : nullptr;
+  }
+
+  Decision Acquire(std::string_view biz, std::string_view key, int64_t n = 1) {
+    return engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = biz, .key = key, .n = n});
+  }
+  Decision Lease(Cmd cmd, std::string_view biz, std::string_view key, std::string_view id) {
+    return engine_->Execute(Request{.cmd = cmd, .biz = biz, .key = key, .lease = id});
+  }
+  static std::string IdOf(const Decision& d) { return limit::LeaseIdText(d.lease_serial, d.lease_mac); }
+
+  testing::TempDir dir_;
+  FakeClock clock_{kDay0 * 1000 + 250};
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<AdminEngine> engine_;
+};
+
+TEST(LeaseId, SipHashMatchesThePublishedVector) {
+  // SipHash-2-4, key 00..0f: the empty message and 00..0e (the paper's
+  // appendix and its reference vectors).
+  const uint64_t k0 = 0x0706050403020100ull, k1 = 0x0f0e0d0c0b0a0908ull;
+  EXPECT_EQ(limit::SipHash24(k0, k1, nullptr, 0), 0x726fdb47dd0e0e31ull);
+  uint8_t msg[15];
+  for (int i = 0; i < 15; ++i) msg[i] = static_cast<uint8_t>(i);
+  EXPECT_EQ(limit::SipHash24(k0, k1, msg, 15), 0xa129ca6149be45e5ull);
+}
+
+TEST(LeaseId, ParsesOnlyWhatItFormats) {
+  const std::string id = limit::LeaseIdText(0x1234abcd, 0x0123456789abcdefull);
+  EXPECT_EQ(id, "1234abcd0123456789abcdef");
+  uint32_t serial = 0;
+  uint64_t mac = 0;
+  ASSERT_TRUE(limit::ParseLeaseId(id, &serial, &mac));
+  EXPECT_EQ(serial, 0x1234abcdu);
+  EXPECT_EQ(mac, 0x0123456789abcdefull);
+  EXPECT_FALSE(limit::ParseLeaseId(id.substr(1), &serial, &mac));                // short
+  EXPECT_FALSE(limit::ParseLeaseId(id + "0", &serial, &mac));                    // long
+  EXPECT_FALSE(limit::ParseLeaseId("1234ABCD0123456789abcdef", &serial, &mac));  // upper case
+  EXPECT_FALSE(limit::ParseLeaseId("000000000123456789abcdef", &serial, &mac));  // serial 0
+  EXPECT_FALSE(limit::ParseLeaseId("1234abcd0123456789abcde ", &serial, &mac));
+}
+
+TEST_F(LeaseTest, GrantsUpToMaxThenDeniesUntilOneIsReleased) {
+  Decision a = Acquire("inflight", "u1"), b = Acquire("inflight", "u1");
+  ASSERT_TRUE(a.ok() && a.allowed && b.ok() && b.allowed);
+  ASSERT_NE(a.lease_serial, 0u);
+  ASSERT_NE(b.lease_serial, 0u);
+  EXPECT_NE(IdOf(a), IdOf(b));
+  EXPECT_EQ(a.lease_expires, kDay0 + 10 + 1);  // holds 10..11 s
+  EXPECT_EQ(b.count, 2);
+  Decision c = Acquire("inflight", "u1");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c.allowed);
+  EXPECT_EQ(c.lease_serial, 0u);
+  EXPECT_EQ(c.retry_after, 11);
+  // Another key has places of its own.
+  EXPECT_TRUE(Acquire("inflight", "u2").allowed);
+
+  Decision r = Lease(Cmd::kRelease, "inflight", "u1", IdOf(a));
+  ASSERT_TRUE(r.ok()) << r.status.ToString();
+  EXPECT_TRUE(r.released);
+  EXPECT_EQ(r.count, 1);
+  Decision d = Acquire("inflight", "u1");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_NE(d.lease_serial, 0u);
+}
+
+TEST_F(LeaseTest, HostileIdsAreRefusedAndChangeNothing) {
+  Decision a = Acquire("inflight", "u1");
+  Decision other = Acquire("inflight", "u2");
+  ASSERT_TRUE(a.allowed && other.allowed);
+  const std::string id = IdOf(a);
+
+  // Malformed: a clear 400-class error.
+  for (std::string bad : {std::string(""), id.substr(0, 23), id + "0", std::string(24, 'z'), std::string(24, '0')}) {
+    Decision d = Lease(Cmd::kRelease, "inflight", "u1", bad);
+    EXPECT_EQ(d.status.code(), Status::Code::kInvalidArgument) << bad;
+  }
+  // Another key's id, on this key: unknown (its hash names the other key).
+  Decision wrong_key = Lease(Cmd::kRelease, "inflight", "u1", IdOf(other));
+  EXPECT_EQ(wrong_key.status.code(), Status::Code::kConflict) << wrong_key.status.ToString();
+  // This key's id with one digit of its hash changed: unknown.
+  std::string forged = id;
+  forged[23] = forged[23] == '0' ? '1' : '0';
+  EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "u1", forged).status.code(), Status::Code::kConflict);
+  // Another serial (one this key never granted) under this id's hash: unknown.
+  Decision other2 = Acquire("inflight", "u2");
+  ASSERT_EQ(other2.lease_serial, a.lease_serial + 1);
+  std::string spliced = IdOf(other2).substr(0, 8) + id.substr(8);
+  EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "u1", spliced).status.code(), Status::Code::kConflict);
+  // A key holding no lease, and a biz without a concurrency rule.
+  EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "nobody", id).status.code(), Status::Code::kConflict);
+  EXPECT_EQ(Lease(Cmd::kRelease, "plain", "u1", id).status.code(), Status::Code::kInvalidArgument);
+  // Nothing was freed by any of them.
+  Decision q = engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"});
+  EXPECT_EQ(q.count, 1);
+  q = engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u2"});
+  EXPECT_EQ(q.count, 2);
+
+  // Released once; replayed: gone, and nothing else freed.
+  ASSERT_TRUE(Acquire("inflight", "u1").allowed);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", id).released);
+  Decision again = Lease(Cmd::kRelease, "inflight", "u1", id);
+  EXPECT_EQ(again.status.code(), Status::Code::kGone);
+  EXPECT_EQ(Lease(Cmd::kRenew, "inflight", "u1", id).status.code(), Status::Code::kGone);
+  q = engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"});
+  EXPECT_EQ(q.count, 1);
+}
+
+TEST_F(LeaseTest, AnUnreleasedLeaseExpiresAndIsCountedOnce) {
+  Decision a = Acquire("inflight", "u1");
+  ASSERT_TRUE(Acquire("inflight", "u1").allowed);
+  EXPECT_FALSE(Acquire("inflight", "u1").allowed);
+  clock_.Advance(10'000);  // 10 s: still held (expires at +11 s)
+  EXPECT_FALSE(Acquire("inflight", "u1").allowed);
+  clock_.Advance(1'000);  // 11 s: both ended
+  Decision q = engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"});
+  EXPECT_EQ(q.count, 0);
+  EXPECT_TRUE(q.allowed);
+  Decision b = Acquire("inflight", "u1");
+  EXPECT_TRUE(b.allowed);
+  EXPECT_EQ(b.leases_expired, 2);
+  Decision c = Acquire("inflight", "u1");
+  EXPECT_TRUE(c.allowed);
+  EXPECT_EQ(c.leases_expired, 0);  // counted once
+  // The expired lease's id: gone, not another's.
+  EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).status.code(), Status::Code::kGone);
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 2);
+}
+
+TEST_F(LeaseTest, RenewExtendsByTheLease) {
+  Decision a = Acquire("inflight", "u1");
+  clock_.Advance(8'000);
+  Decision r = Lease(Cmd::kRenew, "inflight", "u1", IdOf(a));
+  ASSERT_TRUE(r.ok()) << r.status.ToString();
+  EXPECT_EQ(r.lease_expires, kDay0 + 8 + 11);
+  EXPECT_EQ(IdOf(r), IdOf(a));
+  clock_.Advance(5'000);  // past the first expiry, within the renewed one
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 1);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).released);
+}
+
+TEST_F(LeaseTest, ARateRuleAndAConcurrencyRuleDecideOneAcquireTogether) {
+  for (int i = 0; i < 3; ++i) {
+    Decision d = Acquire("both", "k");
+    ASSERT_TRUE(d.allowed);
+    EXPECT_NE(d.lease_serial, 0u);
+  }
+  Decision denied = Acquire("both", "k");  // the fixed window's 4th: no lease taken
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.lease_serial, 0u);
+  EXPECT_EQ(denied.rules[1].count, 3);
+  EXPECT_TRUE(denied.rules[1].allowed);
+  EXPECT_FALSE(denied.rules[0].allowed);
+}
+
+TEST_F(LeaseTest, SixtyFourLeasesOfOneKeyEachReleaseTheirOwn) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 64; ++i) {
+    Decision d = Acquire("wide", "k");
+    ASSERT_TRUE(d.allowed) << i;
+    ids.push_back(IdOf(d));
+  }
+  EXPECT_FALSE(Acquire("wide", "k").allowed);
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 64u);
+  for (size_t i = 0; i < ids.size(); i += 2) ASSERT_TRUE(Lease(Cmd::kRelease, "wide", "k", ids[i]).released) << i;
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "wide", .key = "k"}).count, 32);
+  for (size_t i = 1; i < ids.size(); i += 2) ASSERT_TRUE(Lease(Cmd::kRelease, "wide", "k", ids[i]).released) << i;
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "wide", .key = "k"}).count, 0);
+}
+
+TEST_F(LeaseTest, LeasesAndTheirIdsOutliveTheEngineAndTheStore) {
+  Decision a = Acquire("inflight", "u1");
+  ASSERT_TRUE(a.allowed);
+  engine_.reset();
+  store_.reset();
+  store_ = OpenStore();
+  engine_ = OpenEngine(store_.get());
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 1);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).released);
+}
+
+TEST_F(LeaseTest, AnErasedNodesIdsDoNotReleaseItsSuccessorsLeases) {
+  Decision a = Acquire("inflight", "u1");
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "inflight", .key = "u1"}).found);
+  Decision b = Acquire("inflight", "u1");  // a new node: serial 1 again, another nonce
+  ASSERT_TRUE(b.allowed);
+  EXPECT_EQ(b.lease_serial, a.lease_serial);
+  EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).status.code(), Status::Code::kConflict);
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 1);
+}
+
+TEST_F(LeaseTest, ABatchGrantsEachMemberItsLease) {
+  Request reqs[2] = {{.cmd = Cmd::kAcquire, .biz = "inflight", .key = "b1"},
+                     {.cmd = Cmd::kAcquire, .biz = "inflight", .key = "b1"}};
+  Decision out[2];
+  ASSERT_TRUE(engine_->ExecuteBatch(reqs, out));
+  ASSERT_NE(out[0].lease_serial, 0u);
+  ASSERT_NE(out[1].lease_serial, 0u);
+  EXPECT_NE(out[0].lease_serial, out[1].lease_serial);
+  EXPECT_FALSE(engine_->ExecuteBatch(reqs, out));  // a third and fourth: none
+  EXPECT_EQ(out[0].lease_serial, 0u);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "b1", IdOf(Acquire("inflight", "zz"))).status.code() ==
+              Status::Code::kConflict);
+}
+
+TEST_F(LeaseTest, ThreadsRacingOnOneKeyNeverHoldMoreThanMax) {
+  // Held leases counted from the answers: +1 on a grant, -1 on a release
+  // answered released; the count before each release is at most max.
+  std::atomic<int> held{0}, most{0};
+  std::atomic<bool> over{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 300; ++i) {
+        Decision d = Acquire("inflight", "race");
+        if (!d.allowed) continue;
+        const int now = held.fetch_add(1) + 1;
+        if (now > 2) over = true;
+        int m = most.load();
+        while (now > m && !most.compare_exchange_weak(m, now)) {
+        }
+        held.fetch_sub(1);  // before the release: a place freed is never counted twice
+        Decision r = Lease(Cmd::kRelease, "inflight", "race", IdOf(d));
+        if (!r.released) over = true;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(over.load());
+  EXPECT_EQ(most.load() <= 2, true);
+}
+
+struct MapCase {
+  const char* rule;
+  const char* error;  // part of the message
+};
+
+TEST(LeaseMap, RefusesWhatALeaseRuleCannotMean) {
+  const MapCase cases[] = {
+      {R"(<rule algo="concurrency" max="78" lease="10"/>)", "out of range (1..77"},
+      {R"(<rule algo="concurrency" max="3"/>)", "missing attribute 'lease'"},
+      {R"(<rule algo="concurrency" max="3" lease="10" interval="60"/>)", "not interval"},
+      {R"(<rule algo="concurrency" max="3" lease="65535"/>)", "rule lease '65535' is out of range"},
+      {R"(<rule algo="concurrency" max="3" lease="0"/>)", "rule lease '0' is out of range"},
+      {R"(<rule algo="concurrency" max="3" lease="9" borrow="1"/>)", "max and lease only"},
+      {R"(<rule algo="fixed" interval="60" max="3" lease="9"/>)", "lease is only for concurrency"},
+      {R"(<rule algo="concurrency" max="3" lease="9"/><rule algo="concurrency" max="4" lease="9" name="x"/>)",
+       "two concurrency rules"},
+      {R"(<rule algo="concurrency" max="77" lease="9"/><rule interval="60" max="4"/>)", "state bytes"},
+  };
+  for (const MapCase& c : cases) {
+    const std::string xml = std::string("<map><biz id=\"1\" name=\"a\">") + c.rule + "</biz></map>";
+    auto m = limit::ParseMap(xml, "map.xml");
+    ASSERT_FALSE(m.ok()) << c.rule;
+    EXPECT_NE(m.status().message().find(c.error), std::string::npos) << m.status().message();
+  }
+  auto ok = limit::ParseMap(
+      R"(<map><biz id="1" name="a"><rule algo="concurrency" max="64" lease="65534"/><rule interval="60" max="4"/>)"
+      R"(<rule algo="token_bucket" interval="1" max="4"/></biz></map>)",
+      "map.xml");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok.value().bizzes[0].lease_rule, 0);
+  EXPECT_EQ(ok.value().bizzes[0].rules[0].bytes, 416u);
+}
+
+TEST(LeaseBlock, TagSaysConcurrencyAndItsLength) {
+  const uint32_t tag = limit::BlockTag(Algo::kConcurrency, 64, 120);
+  EXPECT_EQ(limit::TagAlgo(tag), Algo::kConcurrency);
+  EXPECT_EQ(limit::TagBytes(tag), 416u);
+  EXPECT_EQ(limit::TagInterval(tag), 120u);
+  EXPECT_FALSE(limit::TagNarrow(tag));
+  // Not the identity of a token bucket or a narrow sliding window of the same interval.
+  EXPECT_NE(limit::TagIdentity(tag), limit::TagIdentity(limit::BlockTag(Algo::kTokenBucket, 64, 120)));
+  EXPECT_NE(limit::TagIdentity(tag), limit::TagIdentity(limit::BlockTag(Algo::kSliding, 4, 120)));
+  EXPECT_EQ(limit::Concurrency::Places(416), 66u);
+  EXPECT_EQ(limit::Concurrency::Places(480), 77u);
+}
+
+TEST_F(LeaseTest, AReloadThatRaisesMaxKeepsTheLeasesAndTheirIds) {
+  Decision a = Acquire("inflight", "u1");
+  ASSERT_TRUE(Acquire("inflight", "u1").allowed);
+  std::string map = kLeaseMap;
+  map.replace(map.find(R"(max="2" lease="10")"), 18, R"(max="9" lease="10")");
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  Decision c = Acquire("inflight", "u1");
+  EXPECT_TRUE(c.allowed);
+  EXPECT_EQ(c.count, 3);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).released);
+}
+
+TEST_F(LeaseTest, AReloadThatChangesTheLeaseKeepsTheLeasesHeld) {
+  Decision a = Acquire("inflight", "u1");
+  ASSERT_TRUE(a.allowed);
+  std::string map = kLeaseMap;
+  map.replace(map.find(R"(max="2" lease="10")"), 18, R"(max="2" lease="40")");
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  // Kept with its own expiry (granted under the old lease), and its id.
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 1);
+  Decision r = Lease(Cmd::kRenew, "inflight", "u1", IdOf(a));
+  ASSERT_TRUE(r.ok()) << r.status.ToString();
+  EXPECT_EQ(r.lease_expires, kDay0 + 41);  // renewed under the new lease
+}
+
+}  // namespace
+}  // namespace frs
