@@ -1,5 +1,6 @@
 #include "server/rls_response.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
@@ -22,19 +23,25 @@ size_t VarintSize(uint64_t v) {
   return n;
 }
 
-void PutVarint(std::string* out, uint64_t v) {
-  for (; v >= 0x80; v >>= 7) out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-  out->push_back(static_cast<char>(v));
+// Writes at `p` (sized beforehand: no bounds checked, no append per byte)
+// and returns the position after what it wrote.
+char* PutVarint(char* p, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) *p++ = static_cast<char>((v & 0x7f) | 0x80);
+  *p++ = static_cast<char>(v);
+  return p;
 }
 
-void PutTag(std::string* out, uint32_t field, uint8_t type) { PutVarint(out, field << 3 | type); }
+// Field numbers here are below 16: a tag is one byte.
+char* PutTag(char* p, uint32_t field, uint8_t type) {
+  *p++ = static_cast<char>(field << 3 | type);
+  return p;
+}
 
 // A varint field of a proto3 scalar: left out when 0 (the default).
 size_t ScalarSize(uint64_t v) { return v == 0 ? 0 : 1 + VarintSize(v); }
-void PutScalar(std::string* out, uint32_t field, uint64_t v) {
-  if (v == 0) return;
-  PutTag(out, field, kVarint);
-  PutVarint(out, v);
+char* PutScalar(char* p, uint32_t field, uint64_t v) {
+  if (v == 0) return p;
+  return PutVarint(PutTag(p, field, kVarint), v);
 }
 
 // RateLimit{requests_per_unit = 1, unit = 2, name = 3}.
@@ -80,29 +87,31 @@ void FillRateLimitResponse(const envoy::RlsAnswer& a, RlsResponse* r) {
 }
 
 void EncodeRateLimitResponse(const envoy::RlsAnswer& a, std::string* out) {
-  out->clear();
-  PutScalar(out, 1, static_cast<uint64_t>(a.overall));  // overall_code
+  size_t total = ScalarSize(static_cast<uint64_t>(a.overall));
   for (const envoy::RlsStatus& st : a.statuses) {
-    PutTag(out, 2, kLength);  // statuses
-    PutVarint(out, StatusSize(st));
-    PutScalar(out, 1, static_cast<uint64_t>(st.code));
+    const size_t n = StatusSize(st);
+    total += 1 + VarintSize(n) + n;
+  }
+  out->resize(total);  // within its capacity when reused: no allocation
+  char* p = out->data();
+  p = PutScalar(p, 1, static_cast<uint64_t>(a.overall));  // overall_code
+  for (const envoy::RlsStatus& st : a.statuses) {
+    p = PutVarint(PutTag(p, 2, kLength), StatusSize(st));  // statuses
+    p = PutScalar(p, 1, static_cast<uint64_t>(st.code));
     if (st.has_limit) {
       const envoy::Limit& l = st.limit_value();
-      PutTag(out, 2, kLength);  // current_limit
-      PutVarint(out, RateLimitSize(st));
-      PutScalar(out, 1, l.requests_per_unit);
-      PutScalar(out, 2, static_cast<uint64_t>(l.unit));
-      if (!st.limit->name.empty()) {
-        PutTag(out, 3, kLength);
-        PutVarint(out, st.limit->name.size());
-        out->append(st.limit->name);
+      p = PutVarint(PutTag(p, 2, kLength), RateLimitSize(st));  // current_limit
+      p = PutScalar(p, 1, l.requests_per_unit);
+      p = PutScalar(p, 2, static_cast<uint64_t>(l.unit));
+      if (const std::string& name = st.limit->name; !name.empty()) {
+        p = PutVarint(PutTag(p, 3, kLength), name.size());
+        p = std::copy(name.begin(), name.end(), p);
       }
     }
-    PutScalar(out, 3, st.remaining);  // limit_remaining
+    p = PutScalar(p, 3, st.remaining);  // limit_remaining
     if (st.has_limit) {
-      PutTag(out, 4, kLength);  // duration_until_reset
-      PutVarint(out, DurationSize(st));
-      PutScalar(out, 1, static_cast<uint64_t>(st.until_reset_s));
+      p = PutVarint(PutTag(p, 4, kLength), DurationSize(st));  // duration_until_reset
+      p = PutScalar(p, 1, static_cast<uint64_t>(st.until_reset_s));
     }
   }
 }
