@@ -35,7 +35,8 @@
 //    (nothing of it was processed: a gRPC client may retry it). Every byte
 //    the connection makes the server hold is counted in held(): nghttp2's
 //    own (its streams, HPACK tables and queued frames, through an allocator
-//    of the session's), each stream's record and the answers not yet sent.
+//    of the session's), each stream's record (and the closed ones kept for
+//    the next streams, kSpareStreams) and the answers not yet sent.
 //    A new stream while held() is past held_limit() is refused the same
 //    way. A stream keeps no header value: :path becomes the service's
 //    method number, :method and content-type two flags. All of it is
