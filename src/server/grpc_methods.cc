@@ -5,6 +5,7 @@
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "grpc/health/v1/health.pb.h"
+#include "server/rls_response.h"
 
 namespace frs::server {
 
@@ -84,7 +85,8 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
   auto& in = m_->request;
   if (!ParseInto(message, &in, "RateLimitRequest", out)) return;
   if (in.domain().empty()) return Fail(GrpcCode::kInvalidArgument, "rate limit domain must not be empty", out);
-  req_.Clear();
+  // Not cleared: each descriptor kept from the last call keeps its entries'
+  // capacity (every field of it is set below).
   req_.domain = in.domain();
   // 0 (not set) is 1, as Envoy and envoyproxy/ratelimit take it; a
   // descriptor's own hits_addend, when set, wins, 0 included (a look).
@@ -113,23 +115,15 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
     out->message = answer_.status.message();
     return;
   }
-  RlsResponse& r = m_->response;
-  r.Clear();
-  r.set_overall_code(static_cast<RlsResponse::Code>(answer_.overall));
-  for (const envoy::RlsStatus& st : answer_.statuses) {
-    auto* s = r.add_statuses();
-    s->set_code(static_cast<RlsResponse::Code>(st.code));
-    s->set_limit_remaining(st.remaining);
-    if (st.has_limit) {
-      auto* l = s->mutable_current_limit();
-      const envoy::Limit& lim = st.limit_value();
-      l->set_requests_per_unit(lim.requests_per_unit);
-      l->set_unit(static_cast<RlsResponse::RateLimit::Unit>(lim.unit));
-      if (!st.limit->name.empty()) l->set_name(st.limit->name);
-      s->mutable_duration_until_reset()->set_seconds(st.until_reset_s);
-    }
+  const bool headers = opts_.headers && answer_.tightest >= 0;
+  if (!headers && !opts_.metadata) {
+    // The common answer: its bytes written directly (rls_response.h).
+    EncodeRateLimitResponse(answer_, &out->body);
+    return;
   }
-  if (opts_.headers && answer_.tightest >= 0) {
+  RlsResponse& r = m_->response;
+  FillRateLimitResponse(answer_, &r);
+  if (headers) {
     // envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED, with the names
     // of <grpc limit_header ...> (LIMIT_*_HEADER): the descriptor upstream
     // picks (RlsAnswer::tightest), its limit as "N".

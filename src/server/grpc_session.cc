@@ -31,6 +31,21 @@ nghttp2_nv Nv(std::string_view name, std::string_view value) {
                     NGHTTP2_NV_FLAG_NONE};
 }
 
+// A header of string literals: nghttp2 keeps pointers to them instead of
+// copies (they outlive the session).
+template <size_t N, size_t M>
+nghttp2_nv StaticNv(const char (&name)[N], const char (&value)[M]) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value)), N - 1, M - 1,
+                    NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+}
+
+// Empties `s`, keeping its buffer for the next stream when it is small.
+void KeepSmall(std::string* s) {
+  if (s->capacity() > GrpcSession::kKeptCapacity) std::string().swap(*s);
+  else s->clear();
+}
+
 const char* CodeText(GrpcCode c) {
   static thread_local char buf[4];
   std::snprintf(buf, sizeof buf, "%u", static_cast<unsigned>(c));
@@ -75,11 +90,7 @@ struct GrpcCallbacks {
                  ? 0
                  : NGHTTP2_ERR_CALLBACK_FAILURE;
     }
-    auto [it, fresh] = g->streams_.try_emplace(id);
-    if (fresh) {
-      it->second.start_ns = g->now_ns_;
-      g->order_.push_back(id);
-    }
+    if (!g->streams_.contains(id)) g->Begin(id);
     return 0;
   } catch (...) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -134,7 +145,7 @@ struct GrpcCallbacks {
     if (it == g->streams_.end()) return 0;
     if (it->second.watch) --g->watches_;
     g->Release(it->second);
-    g->streams_.erase(it);  // order_ and ready_ skip it when they reach it
+    g->Forget(it);  // order_ and ready_ skip it when they reach it
     return 0;
   } catch (...) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -153,17 +164,17 @@ struct GrpcCallbacks {
       // A server-streaming call stays open: nothing more until PollWatches
       // queues a message and resumes it.
       g->responses_ -= s.response.size();
-      std::string().swap(s.response);
+      KeepSmall(&s.response);
       s.sent = 0;
       return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
     }
     if (s.sent == s.response.size()) {
       // Out of our hands (nghttp2 has copied it into its frame).
       g->responses_ -= s.response.size();
-      std::string().swap(s.response);
+      KeepSmall(&s.response);
       s.sent = 0;
       *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-      const nghttp2_nv trailers[] = {Nv("grpc-status", "0")};
+      const nghttp2_nv trailers[] = {StaticNv("grpc-status", "0")};
       if (nghttp2_submit_trailer(session, id, trailers, 1) != 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
     return static_cast<ssize_t>(n);
@@ -177,8 +188,10 @@ GrpcSession::GrpcSession(GrpcService* service, const GrpcLimits& limits)
       limits_(limits),
       budget_(limits.max_buffered_bytes != 0 ? limits.max_buffered_bytes
                                              : size_t{kBufferedMessages} * (limits.max_message_bytes + kPrefixBytes)),
-      held_limit_(budget_ + size_t{limits.max_streams} * (kStreamBytes + kNghttp2StreamBytes) + kNghttp2SessionBytes +
-                  limits.max_header_bytes) {}
+      held_limit_(budget_ + size_t{limits.max_streams} * (kStreamBytes + kNghttp2StreamBytes) +
+                  kSpareStreams * kStreamBytes + kNghttp2SessionBytes + limits.max_header_bytes) {
+  spare_.reserve(kSpareStreams);
+}
 
 int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
   auto it = streams_.find(id);
@@ -227,11 +240,42 @@ int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
 void GrpcSession::Release(Stream& s) {
   buffered_ -= s.charged;
   s.charged = 0;
-  std::string().swap(s.body);
+  KeepSmall(&s.body);
   responses_ -= s.response.size() + s.request.size() + s.last.size();
-  std::string().swap(s.response);
+  KeepSmall(&s.response);
   std::string().swap(s.request);
   std::string().swap(s.last);
+}
+
+void GrpcSession::Stream::Recycle() {
+  KeepSmall(&body);
+  KeepSmall(&response);
+  std::string b = std::move(body), r = std::move(response);  // moved, not copied: no allocation
+  *this = Stream{};
+  body = std::move(b);
+  response = std::move(r);
+}
+
+void GrpcSession::Begin(int32_t id) {
+  Streams::iterator it;
+  if (spare_.empty()) {
+    it = streams_.try_emplace(id).first;
+  } else {
+    Streams::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = id;
+    it = streams_.insert(std::move(node)).position;
+  }
+  it->second.start_ns = now_ns_;
+  order_.push_back(id);
+}
+
+void GrpcSession::Forget(Streams::iterator it) {
+  Streams::node_type node = streams_.extract(it);
+  if (spare_.size() < kSpareStreams) {
+    node.mapped().Recycle();
+    spare_.push_back(std::move(node));
+  }
 }
 
 void GrpcSession::QueueMessage(int32_t id, Stream& s, const std::string& body) {
@@ -401,6 +445,7 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
     return;
   }
   GrpcService::Reply reply;
+  reply.body.swap(reply_body_);  // its capacity, empty
   uint32_t len = 0;
   if (s.too_long) {
     reply.code = GrpcCode::kResourceExhausted;
@@ -440,6 +485,8 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
     const nghttp2_nv h[] = {Nv(":status", "200"), Nv("content-type", "application/grpc"), Nv("grpc-status", code),
                             Nv("grpc-message", text)};
     nghttp2_submit_response(session_, id, h, text.empty() ? 3 : 4, nullptr);
+    KeepSmall(&reply.body);
+    reply_body_.swap(reply.body);
     return;
   }
   if (service_->Streaming(s.method)) {
@@ -457,7 +504,9 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
   s.response.append(reply.body);
   s.sent = 0;
   responses_ += s.response.size();
-  const nghttp2_nv h[] = {Nv(":status", "200"), Nv("content-type", "application/grpc")};
+  KeepSmall(&reply.body);
+  reply_body_.swap(reply.body);
+  const nghttp2_nv h[] = {StaticNv(":status", "200"), StaticNv("content-type", "application/grpc")};
   nghttp2_data_provider prd;
   prd.source.ptr = nullptr;
   prd.read_callback = GrpcCallbacks::ReadBody;

@@ -35,7 +35,8 @@
 //    (nothing of it was processed: a gRPC client may retry it). Every byte
 //    the connection makes the server hold is counted in held(): nghttp2's
 //    own (its streams, HPACK tables and queued frames, through an allocator
-//    of the session's), each stream's record and the answers not yet sent.
+//    of the session's), each stream's record (and the closed ones kept for
+//    the next streams, kSpareStreams) and the answers not yet sent.
 //    A new stream while held() is past held_limit() is refused the same
 //    way. A stream keeps no header value: :path becomes the service's
 //    method number, :method and content-type two flags. All of it is
@@ -65,6 +66,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "frs/key.h"
 #include "frs/status.h"
@@ -177,13 +179,22 @@ class GrpcSession {
   size_t buffered() const { return buffered_; }
   // Every byte this connection makes the server hold now: nghttp2's
   // allocations, the streams' records, bodies and unsent answers.
-  size_t held() const { return nghttp2_bytes_ + streams_.size() * kStreamBytes + buffered_ + responses_; }
+  size_t held() const {
+    return nghttp2_bytes_ + (streams_.size() + spare_.size()) * kStreamBytes + buffered_ + responses_;
+  }
   // Past this, new streams are refused: the body budget, one record per
   // allowed stream, and what nghttp2 itself needs for a full session.
   size_t held_limit() const { return held_limit_; }
-  // What one stream costs beside nghttp2's own and its body: its record
-  // and its entry in the map.
-  static constexpr size_t kStreamBytes = 256;
+  // What one stream costs beside nghttp2's own and its body: its record,
+  // its entry in the map, and the small string capacity a record keeps for
+  // its next stream (kKeptCapacity for the body and for the answer).
+  static constexpr size_t kStreamBytes = 384;
+  // A closed stream's record, its map node and the capacity of its body and
+  // answer strings (when at most kKeptCapacity) are kept for the next
+  // stream, up to kSpareStreams of them (counted in held()): a lone call
+  // per connection then allocates none of them.
+  static constexpr size_t kSpareStreams = 2;
+  static constexpr size_t kKeptCapacity = 64;
   // Graceful stop: GOAWAY with the last stream id seen; streams already
   // open are still answered.
   void Shutdown();
@@ -211,9 +222,17 @@ class GrpcSession {
     bool watch = false;
     bool closing = false;
     std::string request, last;
+    // Back to a fresh stream's state, keeping the body's and the answer's
+    // capacity when small (kKeptCapacity).
+    void Recycle();
   };
+  using Streams = std::unordered_map<int32_t, Stream>;
   GrpcSession(GrpcService* service, const GrpcLimits& limits);
   void Answer(int32_t id, Stream& s);
+  // A record for a new stream (from spare_ when there is one).
+  void Begin(int32_t id);
+  // Forgets a closed stream (its record to spare_ when there is room).
+  void Forget(Streams::iterator it);
   void Release(Stream& s);
   void Refuse(int32_t id, Stream& s);
   void QueueMessage(int32_t id, Stream& s, const std::string& body);
@@ -230,7 +249,11 @@ class GrpcSession {
   GrpcLimits limits_;
   size_t budget_;
   int64_t now_ns_ = 0;  // of the bytes being fed
-  std::unordered_map<int32_t, Stream> streams_;
+  Streams streams_;
+  std::vector<Streams::node_type> spare_;  // recycled records (kSpareStreams)
+  // The answer's message is serialized into this string's capacity (at
+  // most kKeptCapacity kept between calls, like a member's).
+  std::string reply_body_;
   mutable std::deque<int32_t> order_;  // streams by start (pruned as read)
   std::deque<int32_t> ready_;          // ended, to be answered
   size_t buffered_ = 0;

@@ -8,9 +8,11 @@
 #
 # Prints one line per shape: instructions of the worker per answered call (user space only: the kernel's
 # share is not seen). GRPC_TLS=1: the gRPC shapes over TLS (a throwaway self-signed certificate).
+# CG_KEEP=DIR: each shape's callgrind dump is kept there (DIR/grpc--c16--m1.cg, ...), for
+# `callgrind_annotate --inclusive=yes FILE` (where a call's instructions go).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-FRSD=$(readlink -f "${1:-$ROOT/build/src/server/frsd}") N=${2:-5000} GRPC_TLS=${GRPC_TLS:-0}
+FRSD=$(readlink -f "${1:-$ROOT/build/src/server/frsd}") N=${2:-5000} GRPC_TLS=${GRPC_TLS:-0} CG_KEEP=${CG_KEEP:+$(mkdir -p "$CG_KEEP" && cd "$CG_KEEP" && pwd)}
 for t in h2load valgrind callgrind_control callgrind_annotate; do
   command -v "$t" >/dev/null || { echo "grpc_callgrind: $t is missing (nghttp2-client, valgrind)" >&2; exit 2; }
 done
@@ -56,6 +58,7 @@ shape() { # label, h2load args...
   local f; f=$(ls -t "$W/cg.$WPID".* | head -1)
   local ir; ir=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   echo "$label: $((ir / ok)) instructions per call ($ok calls)"
+  if [ -n "$CG_KEEP" ]; then cp "$f" "$CG_KEEP/$(echo "$label" | tr -c 'A-Za-z0-9\n' - | tr A-Z a-z).cg"; fi
 }
 shape "gRPC -c16 -m1" -c 16 -m 1 "${GRPC[@]}"
 shape "gRPC -c4 -m16" -c 4 -m 16 "${GRPC[@]}"
