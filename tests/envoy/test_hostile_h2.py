@@ -186,7 +186,12 @@ def under_asan(binary):
         out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return True
-    return "libasan" in out
+    # GCC links the runtime as libasan.so; clang (the asan preset's) links it
+    # into the program.
+    if "libasan" in out:
+        return True
+    with open(binary, "rb") as f:
+        return b"AddressSanitizer" in f.read()
 
 
 def frames(b):
