@@ -49,8 +49,20 @@ run_ctest() {
   rm -f "$junit"
   return "$rc"
 }
+# The CPU seconds (user+sys) of every program this script has waited for, in
+# $cpu: a stage's line gives both its wall time and its CPU time, which on a
+# shared machine says what the stage costs where wall time cannot.
+cpu_seconds() {
+  local f
+  f=$(mktemp)
+  times >"$f"
+  cpu=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%d", s }' "$f")
+  rm -f "$f"
+}
 for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
   stage_start=$(date +%s)
+  cpu_seconds
+  stage_cpu=$cpu
   echo "== ${preset}: configure, build, test"
   build="build$([ "$preset" = release ] || echo "-$preset")"
   reset_other_generator "$build"
@@ -111,5 +123,6 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
       run_ctest "$build" --preset "$preset" -j"$jobs" --no-tests=error
     fi
   fi
-  echo "== ${preset}: done in $(( $(date +%s) - stage_start )) s"
+  cpu_seconds
+  echo "== ${preset}: done in $(( $(date +%s) - stage_start )) s ($(( cpu - stage_cpu )) CPU-s)"
 done
