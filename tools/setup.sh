@@ -24,7 +24,7 @@ pkgs=(
 if [ "${1:-}" = --test ]; then
   pkgs+=(
     googletest libgtest-dev libgmock-dev # unit and end-to-end tests
-    clang libclang-rt-14-dev             # the thread-safety analysis (tsa preset) and the libFuzzer targets
+    clang libclang-rt-14-dev lld         # the asan preset (clang: its thread-safety analysis; lld links the tests) and the libFuzzer targets
     clang-format                         # tools/check_format.sh: the tree as .clang-format says
     curl procps                          # end-to-end tests and the bench scripts
     nginx                                # the cluster ring is checked against nginx's consistent hash

@@ -4,16 +4,18 @@
 #            tests that put them behind other programs (nginx, HAProxy, Caddy,
 #            the Python and CGI clients) or package them (.deb, install tree);
 #   asan     every GoogleTest suite, end-to-end ones included, and the fuzz
-#            corpus replayed, under AddressSanitizer+UBSan;
-#   tsan     the store's suite, the statistics' threads and the lock word's
-#            (the places threads share mapped memory) under ThreadSanitizer;
-#   tsa      the programs built with clang's thread-safety analysis as an
-#            error: every FRS_GUARDED_BY field touched without its lock, every
-#            FRS_REQUIRES function called without it, fails the build.
+#            corpus replayed, under AddressSanitizer+UBSan, built by clang
+#            with its thread-safety analysis as an error: every
+#            FRS_GUARDED_BY field touched without its lock, every FRS_REQUIRES
+#            function called without it, fails the build of everything;
+#   tsan     the TESTs whose threads share mapped memory (the store's, the
+#            statistics' and the lock word's) under ThreadSanitizer, their
+#            programs the only ones built.
 # FRS_TEST_PRESETS chooses stages: "fuzz" adds 20 s of libFuzzer exploration
 # of the request path and 20 s of the XML scanner against pugixml
 # (FRS_FUZZ_SECONDS each), and FRS_RELEASE_TESTS=all runs every
-# test in the release stage too. CI runs the default: 7-9 minutes here.
+# test in the release stage too. CI runs the default (docs/development.md
+# has its times).
 # A test that ctest reports skipped fails its stage unless tests/skips.txt
 # lists it with its reason.
 set -euo pipefail
@@ -35,18 +37,42 @@ reset_other_generator() {
 }
 # ctest, then a failure for each test it skipped that tests/skips.txt does
 # not list with its reason: a skip must never pass unnoticed.
+# A ctest test runs a whole GoogleTest suite; the skipped TESTs inside one
+# are in the suites' XML reports, in the build directory ($1).
 run_ctest() {
-  local junit rc=0
+  local build="$1" junit rc=0
+  shift
   junit=$(mktemp --suffix=.xml)
+  rm -rf "$build/gtest-xml"
   ctest "$@" --output-junit "$junit" || rc=$?
-  tools/check_skips.py tests/skips.txt "$junit" || rc=1
+  tools/check_skips.py tests/skips.txt "$junit" "$build/gtest-xml" || rc=1
   rm -f "$junit"
   return "$rc"
 }
-for preset in ${FRS_TEST_PRESETS:-release asan tsan tsa}; do
+# The CPU seconds (user+sys) of every program this script has waited for, in
+# $cpu: a stage's line gives both its wall time and its CPU time, which on a
+# shared machine says what the stage costs where wall time cannot.
+cpu_seconds() {
+  local f
+  f=$(mktemp)
+  times >"$f"
+  cpu=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%d", s }' "$f")
+  rm -f "$f"
+}
+for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
   stage_start=$(date +%s)
+  cpu_seconds
+  stage_cpu=$cpu
   echo "== ${preset}: configure, build, test"
-  reset_other_generator "build$([ "$preset" = release ] || echo "-$preset")"
+  build="build$([ "$preset" = release ] || echo "-$preset")"
+  reset_other_generator "$build"
+  # The asan preset was gcc's before it was clang's: a tree configured with
+  # another compiler cannot change it in place.
+  if [ -f "$build/CMakeCache.txt" ] && [ "$preset" = asan ] &&
+    ! grep -q '^CMAKE_CXX_COMPILER:.*clang++$' "$build/CMakeCache.txt"; then
+    echo "setup: $build was configured with another compiler; reconfiguring it with clang"
+    rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+  fi
   cmake --preset "$preset" >/dev/null
   if [ "$preset" = fuzz ]; then
     # libFuzzer (with ASan+UBSan), 20 s each: the whole request path, then the
@@ -74,32 +100,29 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan tsa}; do
       rm -rf "$corpus" "$artifacts"
       [ "$rc" = 0 ] || { echo "fuzz: frs_fuzz_${target%%:*} found a failure (exit $rc)"; exit "$rc"; }
     done
-  elif [ "$preset" = tsa ]; then
-    # The analysis runs while compiling: building the libraries that hold a
-    # lock (store and os under limit: engine and statistics; server_core:
-    # the decision log) is the test. The master, the workers and the tools
-    # hold none, and linking would check nothing more.
-    cmake --build --preset tsa -j"$jobs" --target frs_limit frs_server_core
   elif [ "$preset" = tsan ]; then
     # Stages select by ctest label (tests/CMakeLists.txt), never by name, and
-    # a selection that finds no test fails (--no-tests=error).
-    cmake --build --preset tsan -j"$jobs" --target store_test stats_threads_test os_test
-    run_ctest --preset tsan -j"$jobs" --no-tests=error -L '^tsan$'
+    # a selection that finds no test fails (--no-tests=error). The programs
+    # built are those frs_tsan_tests() names.
+    cmake --build --preset tsan -j"$jobs" --target frs_tsan_programs
+    run_ctest "$build" --preset tsan -j"$jobs" --no-tests=error -L '^tsan$'
   else
     if [ "$preset" = release ] && [ "${FRS_RELEASE_TESTS:-}" != all ]; then
       # The programs and the library only (the GoogleTest programs are the
       # ASan stage's), and the tests that run them inside other programs.
       cmake --build --preset release -j"$jobs" --target frsd frsctl frsbench frs_archive frs_compressed_docs
-      run_ctest --preset release -j"$jobs" --no-tests=error -L '^outside$'
+      run_ctest "$build" --preset release -j"$jobs" --no-tests=error -L '^outside$'
     elif [ "$preset" = asan ]; then
       # Everything but those: under ASan they would cost a third of this stage
-      # and test no more of our memory safety than the e2e suites do.
+      # and test no more of our memory safety than the e2e suites do. The
+      # tsan-labelled tests run here with the rest of their programs.
       cmake --build --preset asan -j"$jobs"
-      run_ctest --preset asan -j"$jobs" --no-tests=error -LE '^outside$'
+      run_ctest "$build" --preset asan -j"$jobs" --no-tests=error -LE '^(outside|tsan)$'
     else
       cmake --build --preset "$preset" -j"$jobs"
-      run_ctest --preset "$preset" -j"$jobs" --no-tests=error
+      run_ctest "$build" --preset "$preset" -j"$jobs" --no-tests=error
     fi
   fi
-  echo "== ${preset}: done in $(( $(date +%s) - stage_start )) s"
+  cpu_seconds
+  echo "== ${preset}: done in $(( $(date +%s) - stage_start )) s ($(( cpu - stage_cpu )) CPU-s)"
 done
