@@ -178,8 +178,9 @@ TEST_F(FrsctlTest, OwnerWithReplicasAlsoPrintsTheSuccessor) {
     EXPECT_EQ(v.Find("successor")->text, successor);
   }
   // Without replicas there is no copy to name.
-  std::ofstream(dir_ / "c.xml") << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"data\"/>\n"
-                                   "<cluster><shard>127.0.0.1:8301</shard><shard>127.0.0.1:8302</shard></cluster></frs>\n";
+  std::ofstream(dir_ / "c.xml")
+      << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"data\"/>\n"
+         "<cluster><shard>127.0.0.1:8301</shard><shard>127.0.0.1:8302</shard></cluster></frs>\n";
   CtlRun r = Ctl({"owner", "k", "--json"}, "c.xml");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Parse(r.out).Find("successor"), nullptr) << r.out;
