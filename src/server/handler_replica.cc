@@ -92,7 +92,8 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   }
   const size_t pi = static_cast<size_t>(peer);
   if (head.method == HttpMethod::kPost) {
-    if (shared != nullptr && pi < kMaxReplicaPeers && CounterGet(shared->hold_off[pi]) != 0) {
+    if (shared != nullptr && pi < kMaxReplicaPeers &&
+        std::atomic_ref<uint64_t>(shared->hold_off[pi]).load(std::memory_order_acquire) != 0) {
       TextBody(503, "/replicate: this shard is taking back its nodes from " + from + "; send again later", status);
       return;
     }

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 #include <string>
@@ -140,7 +141,8 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     } else {
       nodes += merged.value();
     }
-    CounterSet(shared->hold_off[i], 0);
+    // Release: a worker that sees the changes taken sees `carried` too.
+    std::atomic_ref<uint64_t>(shared->hold_off[i]).store(0, std::memory_order_release);
   }
   CounterSet(shared->catchup_nodes, nodes);
   // Then wait until nobody queues more than a batch per worker for this

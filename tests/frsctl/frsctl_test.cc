@@ -155,9 +155,10 @@ TEST_F(FrsctlTest, OwnerPrintsTheRingsShard) {
 }
 
 TEST_F(FrsctlTest, OwnerWithReplicasAlsoPrintsTheSuccessor) {
-  std::ofstream(dir_ / "r.xml") << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"data\"/>\n"
-                                   "<cluster self=\"127.0.0.1:8302\" replicas=\"1\"><shard>127.0.0.1:8301</shard>"
-                                   "<shard>127.0.0.1:8302</shard><shard>127.0.0.1:8303</shard></cluster></frs>\n";
+  std::ofstream(dir_ / "r.xml")
+      << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"data\"/><admin token=\"t\"/>\n"
+         "<cluster self=\"127.0.0.1:8302\" replicas=\"1\"><shard>127.0.0.1:8301</shard>"
+         "<shard>127.0.0.1:8302</shard><shard>127.0.0.1:8303</shard></cluster></frs>\n";
   auto ring = Ring::Make({{"127.0.0.1:8301", 1}, {"127.0.0.1:8302", 1}, {"127.0.0.1:8303", 1}});
   ASSERT_TRUE(ring.ok());
   for (int i = 0; i < 12; ++i) {
