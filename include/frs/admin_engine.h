@@ -91,12 +91,13 @@ class AdminEngine : public Engine {
   // one transaction with the stream's watermark: `stream` (1..200 bytes)
   // names the sender's ordered stream and `seq` (>= 1) this batch of it. A
   // seq at or below the stream's watermark was applied before: nothing
-  // changes and the answer is false. Changes with at_ms below `cutoff_ms`
-  // are skipped (a snapshot already carried them). At most
+  // changes and the answer is false. The first `skip_first` changes are
+  // skipped (a snapshot already carried them: the receiver knows by their
+  // numbers in the stream, docs/cluster.md "Replicas"). At most
   // kMaxMergeNodes distinct keys; kResetBiz is applied on its own. An
   // error changes nothing.
   virtual Result<bool> ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
-                                    int64_t cutoff_ms = 0) = 0;
+                                    size_t skip_first = 0) = 0;
 
  protected:
   AdminEngine() = default;

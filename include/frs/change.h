@@ -40,6 +40,27 @@ class ChangeSink {
  public:
   virtual ~ChangeSink() = default;
   virtual void OnChange(const Change& change) = 0;
+  // Around every request the engine executes (before its clock is read,
+  // after its last OnChange): a sink that must see the store still while
+  // it reads it (a replica's snapshot) waits here until then.
+  virtual void Enter() {}
+  virtual void Leave() {}
+};
+
+// Enter/Leave of a sink that may be null, as one scope.
+class ChangeScope {
+ public:
+  explicit ChangeScope(ChangeSink* sink) : sink_(sink) {
+    if (sink_ != nullptr) sink_->Enter();
+  }
+  ~ChangeScope() {
+    if (sink_ != nullptr) sink_->Leave();
+  }
+  ChangeScope(const ChangeScope&) = delete;
+  ChangeScope& operator=(const ChangeScope&) = delete;
+
+ private:
+  ChangeSink* sink_;
 };
 
 }  // namespace frs

@@ -63,6 +63,7 @@ class Prefetcher {
 }  // namespace
 
 bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) {
+  const ChangeScope scope(sink_);
   if (out.size() < reqs.size()) return false;
   // A copy of the map pointer: Execute's per-thread cache may move on if a
   // reload lands in the middle of the batch. Every member resolves its biz

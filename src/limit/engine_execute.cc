@@ -51,6 +51,7 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) 
 }
 
 Decision EngineImpl::Execute(const Request& req) {
+  const ChangeScope scope(sink_);
   BizCache bizzes(CurrentMap());
   Decision d;
   const Biz* biz = Check(bizzes, req, d);

@@ -175,7 +175,7 @@ class EngineImpl final : public AdminEngine {
   uint32_t Today() const override { return Today(NowAt().s); }
   Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override;
   Result<bool> ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
-                            int64_t cutoff_ms) override;
+                            size_t skip_first) override;
   void SetChangeSink(ChangeSink* sink) override { sink_ = sink; }
 
  private:

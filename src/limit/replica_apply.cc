@@ -75,7 +75,7 @@ void EngineImpl::Notify(const Biz& biz, const Request& req, const Decision& d, c
 }
 
 Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
-                                      int64_t cutoff_ms) {
+                                      size_t skip_first) {
   if (stream.empty() || stream.size() > 200) return Status::InvalidArgument("a stream name is 1..200 bytes");
   if (seq == 0) return Status::InvalidArgument("a stream's seq starts at 1");
   std::shared_ptr<const Map> map = SharedMap();
@@ -112,7 +112,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       return Status::InvalidArgument("change " + std::to_string(i + 1) + ": n must be 1..2147483647");
     if (c.kind == Change::Kind::kSet && (c.n < 0 || c.n > kMaxUses))
       return Status::InvalidArgument("change " + std::to_string(i + 1) + ": count must be 0..2147483647");
-    if (c.at_ms < cutoff_ms) continue;  // a snapshot carried it
+    if (i < skip_first) continue;  // a snapshot carried it
     size_t k = 0;
     while (k < items.size() && !(items[k].cfg->id == c.biz_id && items[k].key == c.key)) ++k;
     if (k == items.size()) {

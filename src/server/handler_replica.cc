@@ -1,10 +1,14 @@
 // The receiving side of <cluster replicas="1"> (docs/protocol.md,
 // "Replicas"):
-//   POST /replicate?from=SHARD&stream=S&seq=N&digest=D   a batch of changes (replica_wire.h)
-//   GET  /replicate?for=SHARD&digest=D                   what this shard still queues for SHARD
-//   GET  /replicate?for=SHARD&digest=D&snapshot=1&file=F every node of store file F that SHARD holds
+//   POST /replicate?from=SHARD&stream=S&seq=N&first=K&digest=D  a batch of changes (replica_wire.h)
+//   GET  /replicate?for=SHARD&digest=D                          what this shard still queues for SHARD
+//   GET  /replicate?for=SHARD&digest=D&snapshot=1[&file=F]      every node (of store file F) SHARD holds
 // Every form needs the admin token (Authorization: Bearer T): the shards of
 // a cluster share it, and a change of counts is an admin's act.
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 
@@ -19,7 +23,7 @@ namespace frs::server {
 void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status) {
   const ClusterView& c = opts_.cluster;
   std::string from, stream, forname, digest, buf, token;
-  uint64_t seq = 0, file = 0;
+  uint64_t seq = 0, file = 0, first = 0;
   bool snapshot = false, have_file = false;
   for (size_t start = 0; start <= query.size() && !query.empty();) {
     const size_t amp = query.find('&', start);
@@ -44,11 +48,12 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     else if (name == "snapshot") snapshot = value == "1";
     else if (name == "token") token = std::string(value);
     else if (name == "seq" && number(&seq)) continue;
+    else if (name == "first" && number(&first)) continue;
     else if (name == "file" && number(&file)) have_file = true;
     else {
       TextBody(400,
                "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
-                   "' (from, stream, seq, digest; for, snapshot, file)",
+                   "' (from, stream, seq, first, digest; for, snapshot, file)",
                status);
       return;
     }
@@ -87,7 +92,8 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   }
   const size_t pi = static_cast<size_t>(peer);
   if (head.method == HttpMethod::kPost) {
-    if (shared != nullptr && pi < kMaxReplicaPeers && CounterGet(shared->hold_off[pi]) != 0) {
+    if (shared != nullptr && pi < kMaxReplicaPeers &&
+        std::atomic_ref<uint64_t>(shared->hold_off[pi]).load(std::memory_order_acquire) != 0) {
       TextBody(503, "/replicate: this shard is taking back its nodes from " + from + "; send again later", status);
       return;
     }
@@ -101,9 +107,22 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
       TextBody(400, "/replicate: " + s.message(), status);
       return;
     }
-    const int64_t cutoff =
-        shared != nullptr && pi < kMaxReplicaPeers ? static_cast<int64_t>(CounterGet(shared->cutoff_ms[pi])) : 0;
-    auto applied = engine_->ApplyChanges(changes, stream, seq, cutoff);
+    // The batch's changes are numbers first, first + 1, ... of the stream:
+    // those up to the last that a snapshot of the sender carried are in
+    // this store already.
+    size_t skip = 0;
+    if (shared != nullptr && pi < kMaxReplicaPeers && first != 0) {
+      const uint64_t h = StreamHash(stream);
+      for (size_t k = 0; k < kMaxSnapshotStreams; ++k) {
+        const uint64_t kh = CounterGet(shared->carried[pi][k][0]);
+        if (kh == 0) break;
+        if (kh != h) continue;
+        const uint64_t through = CounterGet(shared->carried[pi][k][1]);
+        if (through >= first) skip = static_cast<size_t>(std::min<uint64_t>(through - first + 1, changes.size()));
+        break;
+      }
+    }
+    auto applied = engine_->ApplyChanges(changes, stream, seq, skip);
     if (!applied.ok()) {
       const Status& s = applied.status();
       TextBody(s.code() == Status::Code::kInvalidArgument || s.IsNotFound() ? 400 : 503, "/replicate: " + s.message(),
@@ -131,27 +150,76 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
              status);
     return;
   }
-  if (store_ == nullptr || !have_file) {
-    TextBody(400, "/replicate: a snapshot names its store file (file=F)", status);
+  if (store_ == nullptr) {
+    TextBody(503, "/replicate: this shard has no store open", status);
     return;
   }
   const StoreStats st = store_->Stats();
-  if (file >= st.geometry.files) {
+  if (have_file && file >= st.geometry.files) {
     TextBody(400,
              "/replicate: file " + std::to_string(file) + " is beyond this store's " +
                  std::to_string(st.geometry.files),
              status);
     return;
   }
-  // The time the walk begins: the receiver skips changes older than it
-  // from this shard (they are in the nodes sent here).
+  // The store must hold still while it is read: every worker's engine
+  // waits before its next request (Replicator::Enter) and the ones inside
+  // one finish it, change queued. Then each worker's stream to SHARD has
+  // queued exactly the changes the nodes read here hold: the receiver
+  // skips those (by number), and takes every later one.
+  if (metrics_ == nullptr || shared == nullptr) {
+    TextBody(503, "/replicate: a snapshot needs the shard's shared counters", status);
+    return;
+  }
+  auto mono_ns = [] {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+  };
+  const int64_t deadline = mono_ns() + kSnapshotHoldNs;
+  {
+    std::atomic_ref<uint64_t> until(shared->snapshot_until_ns);
+    uint64_t cur = until.load();
+    while (cur < static_cast<uint64_t>(deadline) &&
+           !until.compare_exchange_weak(cur, static_cast<uint64_t>(deadline))) {
+    }
+  }
+  struct Hold {
+    uint64_t& n;
+    explicit Hold(uint64_t& c) : n(c) { std::atomic_ref<uint64_t>(n).fetch_add(1); }
+    ~Hold() { std::atomic_ref<uint64_t>(n).fetch_sub(1); }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+  } hold(shared->snapshots);
+  const std::string too_long = "/replicate: the store could not be read within the snapshot's hold (" +
+                               std::to_string(kSnapshotHoldNs / 1000000000) + " s): every count would not be exact";
+  for (uint32_t w = 0; w < metrics_->workers(); ++w) {
+    std::atomic_ref<uint64_t> inside(metrics_->worker(w).replica.inside);
+    while (inside.load() != 0) {
+      if (mono_ns() >= deadline) {
+        TextBody(503, too_long, status);
+        return;
+      }
+      timespec ts{0, 50 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   body_.clear();
   body_ += "snapshot " + std::to_string(int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000) + " files " +
            std::to_string(st.geometry.files) + "\n";
+  for (uint32_t w = 0; w < metrics_->workers() && pi < kMaxReplicaPeers; ++w) {
+    const ReplicaCounters& rc = metrics_->worker(w).replica;
+    const uint64_t h = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(rc.stream_hash)).load();
+    if (h == 0) continue;
+    char line[64];
+    std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(h),
+                  static_cast<unsigned long long>(CounterGet(rc.queued_no[pi])));
+    body_ += line;
+  }
   Store::Filter filter;
-  filter.file = static_cast<int64_t>(file);
+  filter.file = have_file ? static_cast<int64_t>(file) : -1;
   Status walk = store_->ForEach(filter, [&](const NodeInfo& node) {
     if (node.biz == kReceiptBiz) return;
     uint32_t pos = node.route_pos;
@@ -168,6 +236,10 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   });
   if (!walk.ok()) {
     TextBody(503, "/replicate: " + walk.message(), status);
+    return;
+  }
+  if (mono_ns() >= deadline) {  // the workers went on before the reading ended
+    TextBody(503, too_long, status);
     return;
   }
   *status = 200;

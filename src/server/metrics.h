@@ -112,6 +112,9 @@ inline constexpr size_t kDetailedKeys = 1024;
 // <cluster replicas="1">: at most this many shards (SrvConfig::kMaxReplicaShards),
 // so that per-peer figures fit a fixed region.
 inline constexpr size_t kMaxReplicaPeers = 64;
+// A snapshot names the change streams of the sender's workers (<workers>
+// is at most 256).
+inline constexpr size_t kMaxSnapshotStreams = 256;
 
 // One worker's replica links (server/replicator.h). Gauges are set by the
 // worker; the rest count up.
@@ -127,17 +130,37 @@ struct ReplicaCounters {
   uint64_t lag_ms;                     // gauge: age of the oldest change not acknowledged
   uint64_t pending[kMaxReplicaPeers];  // gauge: changes queued for each shard (ring index)
   uint64_t down[kMaxReplicaPeers];     // gauge: 1 while the link to that shard is down
+  // For a snapshot (handler_replica.cc), set by the worker:
+  uint64_t inside;                       // 1 while its engine executes a request (ChangeSink::Enter..Leave)
+  uint64_t stream_hash;                  // StreamHash of its stream's name; 0 before its replicator exists
+  uint64_t queued_no[kMaxReplicaPeers];  // the number of the last change queued for each shard (1, 2, ...)
 };
 
 // What every process of a shard shares about its replicas (in the master's
-// region): whether it is still taking back its nodes, and per other shard
-// (ring index) whether its changes are taken yet and from when.
+// region): whether it is still taking back its nodes, per other shard
+// (ring index) whether its changes are taken yet and which of them its
+// snapshot carried, and whether this shard is reading a snapshot.
 struct ReplicaShared {
-  uint64_t catching_up;                  // 1: routed requests answer 503 (the start's catch-up is not done)
-  uint64_t hold_off[kMaxReplicaPeers];   // 1: /replicate from that shard answers 503 (its snapshot is being taken)
-  uint64_t cutoff_ms[kMaxReplicaPeers];  // unix ms: changes from that shard older than this are in its snapshot
-  uint64_t catchup_nodes;                // nodes taken back from snapshots at the start
+  uint64_t catching_up;                 // 1: routed requests answer 503 (the start's catch-up is not done)
+  uint64_t hold_off[kMaxReplicaPeers];  // 1: /replicate from that shard answers 503 (its snapshot is being taken)
+  // Per other shard, per stream of it: (StreamHash, number of the last
+  // change its snapshot carried); that stream's changes up to it are skipped.
+  uint64_t carried[kMaxReplicaPeers][kMaxSnapshotStreams][2];
+  uint64_t catchup_nodes;      // nodes taken back from snapshots at the start
+  uint64_t snapshots;          // > 0: a snapshot is being read here; every worker's engine waits (Replicator::Enter)
+  uint64_t snapshot_until_ns;  // CLOCK_MONOTONIC: ... until then at most (a reader that died stops nobody longer)
 };
+
+// How long a snapshot may hold the store still: a longer reading answers 503.
+inline constexpr int64_t kSnapshotHoldNs = 10LL * 1000 * 1000 * 1000;
+
+// A stream name's 64-bit FNV-1a hash, never 0: how a snapshot names a
+// stream in a fixed region.
+inline uint64_t StreamHash(std::string_view name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h == 0 ? 1 : h;
+}
 
 struct alignas(64) WorkerCounters {
   uint64_t requests[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots];

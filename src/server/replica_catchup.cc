@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 #include <string>
@@ -97,48 +98,51 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   for (size_t i : peers) {
     const std::string& name = ring->shards()[i].name;
     if (!fresh_store) break;
-    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 2000)));
-    int64_t cutoff = 0;
-    uint64_t files = 1;
-    bool ok = true;
-    for (uint64_t f = 0; f < files && ok; ++f) {
-      auto r =
-          http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1&file=" + std::to_string(f) + auth);
-      if (!r.ok() || r->status != 200) {
-        FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
-                name.c_str(),
-                r.ok() ? (std::to_string(r->status) + " " + r->body.substr(0, 200)).c_str()
-                       : r.status().message().c_str());
-        ok = false;
-        break;
+    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 15000)));
+    // Every store file in one answer: one reading of the sender's store,
+    // so one set of stream numbers holds for all of it.
+    auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + auth);
+    if (!r.ok() || r->status != 200) {
+      FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
+              name.c_str(),
+              r.ok() ? (std::to_string(r->status) + " " + r->body.substr(0, 200)).c_str()
+                     : r.status().message().c_str());
+      CounterSet(shared->hold_off[i], 0);
+      continue;
+    }
+    // "snapshot T files N\n", "carried STREAM_HASH N\n" per stream of the
+    // sender (its changes 1..N to this shard are in the nodes), the nodes.
+    std::string_view body = r->body;
+    const size_t nl = body.find('\n');
+    std::string_view first = body.substr(0, nl);
+    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
+    long long t = 0;
+    unsigned long long files = 0;
+    if (std::sscanf(std::string(first).c_str(), "snapshot %lld files %llu", &t, &files) != 2) {
+      FRS_LOG("replicas: %s answered a snapshot without its first line; skipped", name.c_str());
+      CounterSet(shared->hold_off[i], 0);
+      continue;
+    }
+    size_t streams = 0;
+    while (body.starts_with("carried ")) {
+      const size_t end = body.find('\n');
+      unsigned long long h = 0, through = 0;
+      if (std::sscanf(std::string(body.substr(0, end)).c_str(), "carried %llx %llu", &h, &through) == 2 && h != 0 &&
+          streams < kMaxSnapshotStreams) {
+        CounterSet(shared->carried[i][streams][1], through);
+        CounterSet(shared->carried[i][streams][0], h);
+        ++streams;
       }
-      // "snapshot T files N\n" then the nodes.
-      std::string_view body = r->body;
-      const size_t nl = body.find('\n');
-      std::string_view first = body.substr(0, nl);
-      body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
-      long long t = 0;
-      unsigned long long n = 0;
-      if (std::sscanf(std::string(first).c_str(), "snapshot %lld files %llu", &t, &n) != 2) {
-        FRS_LOG("replicas: %s answered a snapshot without its first line; skipped", name.c_str());
-        ok = false;
-        break;
-      }
-      files = n;
-      cutoff = cutoff == 0 ? t : std::min<int64_t>(cutoff, t);
-      auto merged =
-          MergeSnapshot(body, engine,
-                        "snap/" + cfg.cluster_self + "/" + name + "/" + std::to_string(t) + "/" + std::to_string(f));
-      if (!merged.ok()) {
-        FRS_LOG("replicas: the snapshot of %s file %llu could not be merged: %s", name.c_str(),
-                static_cast<unsigned long long>(f), merged.status().message().c_str());
-        ok = false;
-        break;
-      }
+      body.remove_prefix(end == std::string_view::npos ? body.size() : end + 1);
+    }
+    auto merged = MergeSnapshot(body, engine, "snap/" + cfg.cluster_self + "/" + name + "/" + std::to_string(t));
+    if (!merged.ok()) {
+      FRS_LOG("replicas: the snapshot of %s could not be merged: %s", name.c_str(), merged.status().message().c_str());
+    } else {
       nodes += merged.value();
     }
-    if (ok) CounterSet(shared->cutoff_ms[i], static_cast<uint64_t>(cutoff));
-    CounterSet(shared->hold_off[i], 0);
+    // Release: a worker that sees the changes taken sees `carried` too.
+    std::atomic_ref<uint64_t>(shared->hold_off[i]).store(0, std::memory_order_release);
   }
   CounterSet(shared->catchup_nodes, nodes);
   // Then wait until nobody queues more than a batch per worker for this

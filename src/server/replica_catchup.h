@@ -4,8 +4,10 @@
 // other shards hold for it (docs/cluster.md, "Replicas"):
 //   - on a new store (a lost disk), every node it holds (owns, or is the
 //     successor of) from each other shard's snapshot (GET /replicate?
-//     snapshot=1), merged in; changes from that shard older than the
-//     snapshot are skipped afterwards (they are in it);
+//     snapshot=1, every store file in one reading), merged in; of that
+//     shard's changes afterwards, those the snapshot carried (by their
+//     numbers in each of its streams, which it names) are skipped and
+//     every later one is applied;
 //   - on its old store, nothing to fetch: the other shards' workers send
 //     what they queued for it while it was away as soon as it listens.
 // Either way it then waits until no other shard queues more than a batch

@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -64,6 +67,12 @@ os::UniqueFd StartConnect(const std::string& name, std::string* err) {
 }
 
 // The clock changes are stamped with (the engine's: unix ms).
+int64_t MonoNsNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
 int64_t RealMs() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -84,6 +93,13 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
     l.name = shards[i].name;
   }
   tags_ = std::make_unique<char[]>(std::max<size_t>(links_.size(), 1));
+  if (counters_) {
+    // A worker started again in this slot begins a new stream: numbers
+    // first, then the name a snapshot reads them under.
+    for (size_t i = 0; i < kMaxReplicaPeers; ++i) CounterSet(counters_->queued_no[i], 0);
+    std::atomic_ref<uint64_t>(counters_->inside).store(0);  // a dead worker's, in this slot
+    std::atomic_ref<uint64_t>(counters_->stream_hash).store(StreamHash(opts_.stream));
+  }
   char hex[16];
   std::snprintf(hex, sizeof hex, "%08x", opts_.ring->Digest());
   digest_ = hex;
@@ -122,7 +138,7 @@ void Replicator::OnChange(const Change& c) {
   if (c.kind == Change::Kind::kResetBiz) {
     // A biz's every node: every other shard holds some of them.
     for (Link& l : links_) {
-      Queued q{next_id_, c.kind, c.biz_id, false, 0, c.n, c.at_ms, {}};
+      Queued q{next_id_, l.next_no++, c.kind, c.biz_id, false, 0, c.n, c.at_ms, {}};
       l.queue.push_back(std::move(q));
       Publish(l);
     }
@@ -142,8 +158,30 @@ void Replicator::OnChange(const Change& c) {
   }
   if (l->down && counters_) CounterAdd(counters_->unprotected);  // answered alone
   touched_ |= uint64_t{1} << static_cast<size_t>(l - links_.data());
-  l->queue.push_back(Queued{next_id_++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key)});
+  l->queue.push_back(Queued{next_id_++, l->next_no++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key)});
   Publish(*l);
+}
+
+void Replicator::Enter() {
+  if (counters_ == nullptr || opts_.shared == nullptr) return;
+  // With the snapshot's reader (handler_replica.cc), a store-then-check
+  // handshake on both sides (sequentially consistent): either this worker
+  // sees the snapshot's count, or the reader sees `inside` and waits for
+  // Leave(). The reader's deadline bounds the wait.
+  std::atomic_ref<uint64_t> inside(counters_->inside);
+  std::atomic_ref<uint64_t> snapshots(opts_.shared->snapshots);
+  std::atomic_ref<uint64_t> until(opts_.shared->snapshot_until_ns);
+  for (;;) {
+    inside.store(1);
+    if (snapshots.load() == 0 || MonoNsNow() >= static_cast<int64_t>(until.load())) return;
+    inside.store(0);
+    timespec ts{0, 100 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void Replicator::Leave() {
+  if (counters_ != nullptr) std::atomic_ref<uint64_t>(counters_->inside).store(0);
 }
 
 uint64_t Replicator::SafeThrough(uint64_t mask) const {
@@ -167,6 +205,7 @@ void Replicator::Publish(Link& l) {
   if (l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers) {
     CounterSet(counters_->pending[l.shard], l.queue.size());
     CounterSet(counters_->down[l.shard], l.down ? 1 : 0);
+    CounterSet(counters_->queued_no[l.shard], l.next_no - 1);
   }
 }
 
@@ -225,7 +264,9 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   AppendQueryValue(opts_.self, &l.out);
   l.out += "&stream=";
   AppendQueryValue(opts_.stream, &l.out);
-  l.out += "&seq=" + std::to_string(l.inflight_seq) + "&digest=" + digest_ + " HTTP/1.1\r\nHost: ";
+  l.out += "&seq=" + std::to_string(l.inflight_seq);
+  if (l.inflight > 0) l.out += "&first=" + std::to_string(l.queue.front().no);
+  l.out += "&digest=" + digest_ + " HTTP/1.1\r\nHost: ";
   l.out += l.name;
   if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;
   l.out += "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";

@@ -50,6 +50,8 @@ struct ReplicaOptions {
   uint32_t timeout_ms = 200;
   std::string token;   // srv.xml's admin token: the receivers check it
   std::string stream;  // this worker's stream name: self, pid and start time
+  // The shard's shared replica state: Enter() waits while a snapshot is read.
+  ReplicaShared* shared = nullptr;
 };
 
 class Replicator final : public ChangeSink {
@@ -68,6 +70,11 @@ class Replicator final : public ChangeSink {
   ~Replicator() override;
 
   void OnChange(const Change& c) override;
+  // While this shard reads a snapshot (handler_replica.cc), a request waits
+  // here, before it touches the store, until the reading is done: the
+  // snapshot and the changes queued before it then hold the same uses.
+  void Enter() override;
+  void Leave() override;
 
   bool sync() const { return opts_.sync; }
   // Changes noted so far: a held answer's ticket.
@@ -106,6 +113,7 @@ class Replicator final : public ChangeSink {
  private:
   struct Queued {
     uint64_t id;
+    uint64_t no;  // its number in the link's stream (1, 2, ...): a snapshot names the last it carried
     Change::Kind kind;
     uint16_t biz_id;
     bool route_known;
@@ -123,6 +131,7 @@ class Replicator final : public ChangeSink {
     size_t inflight = 0;        // queue[0, inflight) is the batch in flight
     uint64_t inflight_seq = 0;  // its seq (sent again unchanged after a lost link)
     uint64_t next_seq = 1;
+    uint64_t next_no = 1;  // Queued::no of the next change
     int64_t sent_ns = 0;   // the batch in flight was sent (or the connect began)
     int64_t retry_ns = 0;  // a closed link is tried again from here
     bool down = false;     // an episode: the other holder does not acknowledge

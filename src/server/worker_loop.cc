@@ -178,6 +178,7 @@ void Worker::SetUpReplicas() {
   o.refuse = cfg_.replica_refuse;
   o.timeout_ms = cfg_.replica_timeout_ms;
   o.token = cfg_.admin_token;
+  o.shared = ctx_.metrics ? &ctx_.metrics->master().replica : nullptr;
   // A stream per worker process: its seqs start at 1, and the receivers
   // keep a watermark per stream name.
   timespec ts;

@@ -154,6 +154,39 @@ TEST_F(FrsctlTest, OwnerPrintsTheRingsShard) {
   EXPECT_NE(r.err.find("no <cluster>"), std::string::npos) << r.err;
 }
 
+TEST_F(FrsctlTest, OwnerWithReplicasAlsoPrintsTheSuccessor) {
+  std::ofstream(dir_ / "r.xml")
+      << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"data\"/><admin token=\"t\"/>\n"
+         "<cluster self=\"127.0.0.1:8302\" replicas=\"1\"><shard>127.0.0.1:8301</shard>"
+         "<shard>127.0.0.1:8302</shard><shard>127.0.0.1:8303</shard></cluster></frs>\n";
+  auto ring = Ring::Make({{"127.0.0.1:8301", 1}, {"127.0.0.1:8302", 1}, {"127.0.0.1:8303", 1}});
+  ASSERT_TRUE(ring.ok());
+  for (int i = 0; i < 12; ++i) {
+    const std::string route = "user:" + std::to_string(i);
+    const uint32_t hash = Ring::HashRoute(route);
+    const long succ = ring->SuccessorOfHash(hash);
+    ASSERT_GE(succ, 0);
+    const std::string& successor = ring->shards()[static_cast<size_t>(succ)].name;
+    EXPECT_NE(successor, ring->Owner(route));
+    CtlRun r = Ctl({"owner", route}, "r.xml");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, ring->Owner(route) + "\nsuccessor " + successor + "\n");
+    r = Ctl({"owner", route, "--json"}, "r.xml");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    JsonValue v = Parse(r.out);
+    EXPECT_EQ(v.Find("owner")->text, ring->Owner(route));
+    ASSERT_NE(v.Find("successor"), nullptr) << r.out;
+    EXPECT_EQ(v.Find("successor")->text, successor);
+  }
+  // Without replicas there is no copy to name.
+  std::ofstream(dir_ / "c.xml")
+      << "<frs><listen port=\"8302\"/><map>map.xml</map><store dir=\"data\"/>\n"
+         "<cluster><shard>127.0.0.1:8301</shard><shard>127.0.0.1:8302</shard></cluster></frs>\n";
+  CtlRun r = Ctl({"owner", "k", "--json"}, "c.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Parse(r.out).Find("successor"), nullptr) << r.out;
+}
+
 TEST_F(FrsctlTest, VersionAndTheDefaultConfigPath) {
   CtlRun r = Ctl({"--version"}, "");
   EXPECT_EQ(r.rc, 0);

@@ -144,7 +144,7 @@ class FakeEngine final : public AdminEngine {
   Result<bool> MergeNodes(std::span<const std::string_view>, std::string_view) override {
     return Status::NotFound("fake");
   }
-  Result<bool> ApplyChanges(std::span<const Change>, std::string_view, uint64_t, int64_t) override {
+  Result<bool> ApplyChanges(std::span<const Change>, std::string_view, uint64_t, size_t) override {
     return Status::NotFound("fake");
   }
 
