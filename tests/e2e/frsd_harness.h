@@ -310,10 +310,16 @@ class Frsd {
     WriteFile(config(), x.str());
   }
 
+  // How long a start may take before a test calls it failed. A start under
+  // ASan creates and syncs its store files: beside a parallel build on two
+  // cores one took more than 5 s. A healthy start is seen at once, so only a
+  // failure waits this long.
+  static constexpr int kStartTimeoutMs = 20000;
+
   // Starts frsd --foreground and waits for /health.
   bool Start() {
     if (!std::filesystem::exists(config())) WriteConfig(0);
-    return Spawn() > 0 && WaitHealthy(5000);
+    return Spawn() > 0 && WaitHealthy(kStartTimeoutMs);
   }
 
   // The address in data/frsd.listen ("127.0.0.1:PORT"), waited for up to

@@ -538,7 +538,7 @@ TEST(LifecycleE2E, ABizWhoseNodesCannotFitTheChainsIsRefused) {
 
   WriteFile(s.dir() + "/map.xml", login_only);
   s.Spawn();
-  ASSERT_TRUE(s.WaitHealthy(5000)) << s.log();
+  ASSERT_TRUE(s.WaitHealthy(Frsd::kStartTimeoutMs)) << s.log();
   WriteFile(s.dir() + "/map.xml", DefaultMap());
   ::kill(s.pid(), SIGHUP);
   ASSERT_TRUE(WaitFor([&] { return s.log().find("reload refused") != std::string::npos; }, 5000)) << s.log();

@@ -84,7 +84,7 @@ TEST(SystemdNotify, ReadyReloadingStoppingFromTheMasterOnly) {
        p = log.find("serving (listen socket", p + 1))
     ++serving;
   EXPECT_EQ(serving, 2u) << log;
-  ASSERT_TRUE(srv.WaitHealthy(5000)) << srv.log();
+  ASSERT_TRUE(srv.WaitHealthy(e2e::Frsd::kStartTimeoutMs)) << srv.log();
 
   ::kill(srv.pid(), SIGHUP);
   msg = sock.Next(5000, &sender);
