@@ -152,6 +152,10 @@ TEST_F(LeaseE2E, AuthGivesTheLeaseItTookInHeaders) {
   EXPECT_EQ(denied.header("frs-lease"), "");
   // A biz without a concurrency rule names no lease.
   EXPECT_EQ(c_.Get("/auth?biz=login&key=auth3").header("frs-lease"), "");
+  // Nor has it lease counters; a biz with a concurrency rule has them.
+  const std::string metrics = c_.Get("/metrics").body;
+  EXPECT_EQ(metrics.find("frs_leases_granted_total{biz=\"login\""), std::string::npos);
+  EXPECT_NE(metrics.find("frs_leases_granted_total{biz=\"llm_inflight\""), std::string::npos);
 }
 
 TEST_F(LeaseE2E, GetFormsAndTheirHeaders) {
