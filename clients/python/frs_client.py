@@ -63,7 +63,7 @@ or a network failure):
     set(biz, key, count, route=None)    admin (needs token)
     delete(biz, key, route=None)        admin (needs token); Decision.found
     release(biz, key, lease, route=None) ends a lease a concurrency rule granted; Decision.released
-    renew(biz, key, lease, route=None)   the lease holds its `lease` seconds from now again
+    renew(biz, key, lease, route=None)   the lease holds again, until now + its `lease` + 1 s
 
 Decision fields: allowed (bool; also the truth value of the Decision),
 count, limit, remaining, reset (unix seconds), retry_after (seconds; 0 when

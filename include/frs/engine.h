@@ -52,6 +52,7 @@ struct BizInfo {
   std::vector<std::string> fields = {};
   char separator = ':';
   std::string unit = {};  // map.xml's unit: what one of a request's n counts ("": requests)
+  bool leases = false;    // it has a concurrency rule (grants leases)
 };
 
 struct EngineOptions {

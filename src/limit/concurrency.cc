@@ -87,10 +87,16 @@ uint32_t NewNonce() {
   return v;
 }
 
-// Grants a lease at a free place, on a block just rebased to now; false
-// when none is free.
+// Grants a lease at a free place, on a block just rebased to now (every
+// serial in it is held); false when `max` are held. The block's length is
+// rounded up to 32 bytes, so it has more places than max: a free place is
+// not a free lease, and every path that adds one (record, set, merge)
+// checks max here or as Merge does.
 bool Grant(const RuleSpec& spec, uint8_t* block) {
   PlaceTable p(block, spec.bytes);
+  int64_t held = 0;
+  for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0;
+  if (held >= spec.max) return false;
   for (uint32_t i = 0; i < p.n; ++i) {
     if (p.Serial(i) != 0) continue;
     uint32_t serial = Load32(block + kNextAt);
@@ -101,6 +107,21 @@ bool Grant(const RuleSpec& spec, uint8_t* block) {
     return true;
   }
   return false;
+}
+
+// Keeps at most `count` taken places (the ones that would end first go
+// first); returns how many are left. On a block just rebased, each is held.
+int64_t KeepLatest(const RuleSpec& spec, uint8_t* block, int64_t count) {
+  PlaceTable p(block, spec.bytes);
+  int64_t held = 0;
+  for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0;
+  for (; held > count; --held) {
+    uint32_t pick = p.n;
+    for (uint32_t i = 0; i < p.n; ++i)
+      if (p.Serial(i) != 0 && (pick == p.n || p.Expires(i) < p.Expires(pick))) pick = i;
+    p.Set(pick, 0, 0);
+  }
+  return held;
 }
 
 }  // namespace
@@ -136,16 +157,7 @@ void Concurrency::Record(const RuleSpec& spec, uint8_t* block, const Now& now, i
 void Concurrency::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
   const int64_t t = ClampedNow(block, now);
   Rebase(spec, block, t);
-  PlaceTable p(block, spec.bytes);
-  int64_t held = CountHeld(p, t).held;
-  while (held > count) {
-    // The one that would end first goes first.
-    uint32_t pick = p.n;
-    for (uint32_t i = 0; i < p.n; ++i)
-      if (p.Serial(i) != 0 && (pick == p.n || p.Expires(i) < p.Expires(pick))) pick = i;
-    p.Set(pick, 0, 0);
-    --held;
-  }
+  int64_t held = KeepLatest(spec, block, count);
   while (held < count && Grant(spec, block)) ++held;
 }
 
@@ -173,13 +185,16 @@ void Concurrency::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* inc
   if (Load32(incoming) == 0) return;
   if (Load32(block) == 0) {
     std::memcpy(block, incoming, spec.bytes);
+    KeepLatest(spec, block, spec.max);  // expired ones end first, so go first
     return;
   }
   const int64_t t = std::max(ClampedNow(block, now), ClampedNow(incoming, now));
   Rebase(spec, block, t);
   PlaceTable mine(block, spec.bytes);
   const PlaceTable theirs(incoming, spec.bytes);
-  for (uint32_t j = 0; j < theirs.n; ++j) {
+  int64_t held = 0;
+  for (uint32_t i = 0; i < mine.n; ++i) held += mine.Serial(i) != 0;
+  for (uint32_t j = 0; j < theirs.n && held < spec.max; ++j) {
     const uint32_t serial = theirs.Serial(j);
     if (serial == 0 || theirs.Expires(j) <= t) continue;
     uint32_t free = mine.n;
@@ -190,6 +205,7 @@ void Concurrency::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* inc
     }
     if (same || free == mine.n) continue;
     mine.Set(free, serial, theirs.Expires(j) - t);
+    ++held;
   }
   Store32(block + kNextAt, std::max(Load32(block + kNextAt), Load32(incoming + kNextAt)));
 }
@@ -206,6 +222,8 @@ void Concurrency::Convert(const RuleSpec& spec, std::span<const uint8_t> old_blo
   uint32_t k = 0;
   for (uint32_t i = 0; i < old.n && k < p.n; ++i)
     if (old.Serial(i) != 0 && old.Expires(i) > t) p.Set(k++, old.Serial(i), old.Expires(i) - t);
+  // A lowered max within the same block length keeps no more than max.
+  KeepLatest(spec, block, spec.max);
 }
 
 uint32_t Concurrency::Sweep(const RuleSpec& spec, uint8_t* block, const Now& now) {

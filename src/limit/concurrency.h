@@ -58,11 +58,11 @@ struct Concurrency {
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
   // Handoff: the incoming leases join this block's (a serial already held
-  // here is the same lease, sent again). Their ids prove themselves only on
-  // a node that had none before (the nonce is this node's).
+  // here is the same lease, sent again), as far as max allows. Their ids
+  // prove themselves only on a node that had none before (the nonce is this node's).
   static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
   // A reload changed max (the block's length) or lease: the held leases are
-  // kept, with their ids and expiries, as far as the new block has places.
+  // kept, with their ids and expiries, up to the new max (those expiring last).
   static void Convert(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now);
 
   // Lease operations, on a block in spec's layout.

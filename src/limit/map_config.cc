@@ -322,6 +322,9 @@ class Parser {
         have_interval = true;
       } else if (name == "max" || name == "burst") {
         if (!ParseUint(value, kMaxUses, &v) || v == 0) {
+          // A concurrency rule's max has its own range, whichever attribute comes first.
+          if (name == "max" && std::string_view(n.attribute("algo").value()) == "concurrency")
+            return Fail(spec->line, ConcurrencyMaxOutOfRange(value));
           return Fail(spec->line,
                       "rule " + std::string(name) + " '" + std::string(value) + "' is out of range (1..2147483647)");
         }
@@ -390,6 +393,11 @@ class Parser {
     return Status::OK();
   }
 
+  static std::string ConcurrencyMaxOutOfRange(std::string_view value) {
+    return "concurrency max '" + std::string(value) + "' is out of range (1.." +
+           std::to_string(Concurrency::kMaxLeases) + ": a node holds at most that many leases of one key)";
+  }
+
   // algo="concurrency" max="N" lease="S": N leases held at once, each for
   // S seconds unless released or renewed. Its block holds at most
   // Concurrency::kMaxLeases (a node's state bounds it).
@@ -400,9 +408,7 @@ class Parser {
     if (spec->borrow != 0 || spec->utc || spec->burst != 0)
       return Fail(spec->line, "concurrency takes max and lease only (no borrow, zone or burst)");
     if (spec->max > Concurrency::kMaxLeases)
-      return Fail(spec->line, "concurrency max '" + std::to_string(spec->max) + "' is out of range (1.." +
-                                  std::to_string(Concurrency::kMaxLeases) +
-                                  ": a node holds at most that many leases of one key)");
+      return Fail(spec->line, ConcurrencyMaxOutOfRange(std::to_string(spec->max)));
     spec->burst = spec->max;
     spec->bytes = BlockBytes(spec->algo, spec->max, spec->interval);
     spec->tag = BlockTag(spec->algo, spec->max, spec->interval);

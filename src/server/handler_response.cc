@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "limit/lease_id.h"
 #include "server/buf_writer.h"
 
 namespace frs::server {
@@ -130,6 +131,18 @@ void WriteRateLimitFields(const Decision& d, int64_t now_s, std::string_view uni
     w.Int(std::max<int64_t>(d.retry_after, 1));
     w.Lit("\r\n");
   }
+  if (violated && d.allowed && d.lease_serial != 0) {
+    // /auth answers no body, so a lease it took is only of use with its id
+    // here: a front door keeps it (nginx: auth_request_set $lease
+    // $upstream_http_frs_lease) and releases with it when the request ends.
+    char id[limit::kLeaseIdChars];
+    limit::FormatLeaseId(d.lease_serial, d.lease_mac, id);
+    w.Lit("FRS-Lease: ");
+    w.Str(std::string_view(id, sizeof id));
+    w.Lit("\r\nFRS-Lease-Expires: ");
+    w.Int(d.lease_expires);
+    w.Lit("\r\n");
+  }
   if (violated && !d.allowed) {
     // The policies that denied, as a list of strings: what a front door
     // that makes its own 429 (nginx's auth_request sees no body) puts
@@ -175,8 +188,8 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
   // line rebuilt once a second). Worst case: the fixed text, the Date line
   // (< 64), a content type, an Allow value (short literals), four policies
   // (names < 32 bytes, a unit < 32 bytes, four integers each), four
-  // violated policies' names and eight more integers of at most 20 digits:
-  // well under 2048.
+  // violated policies' names or a lease id, and nine more integers of at
+  // most 20 digits: well under 2048.
   const std::string_view body = Body();
   char buf[2048];
   BufWriter w(buf);

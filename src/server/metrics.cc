@@ -185,6 +185,7 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
     const char* name;
     const char* help;
     size_t offset;
+    bool leases = false;  // only of a biz with a concurrency rule (or one that had, while nonzero)
   };
   const PerBiz per_biz[] = {
       {"frs_biz_allowed_total", "Decisions that allowed (query, update, acquire), by biz.",
@@ -194,13 +195,14 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
       {"frs_biz_shadow_denied_total", "Shadow-mode decisions that enforce mode would have denied, by biz.",
        offsetof(WorkerCounters, biz_shadow_denied)},
       {"frs_leases_granted_total", "Leases granted by a concurrency rule, by biz.",
-       offsetof(WorkerCounters, leases_granted)},
+       offsetof(WorkerCounters, leases_granted), true},
       {"frs_leases_released_total", "Leases released by their holder, by biz.",
-       offsetof(WorkerCounters, leases_released)},
-      {"frs_leases_renewed_total", "Leases renewed by their holder, by biz.", offsetof(WorkerCounters, leases_renewed)},
+       offsetof(WorkerCounters, leases_released), true},
+      {"frs_leases_renewed_total", "Leases renewed by their holder, by biz.", offsetof(WorkerCounters, leases_renewed),
+       true},
       {"frs_leases_expired_total",
        "Leases that reached their expiry unreleased and were freed (at their key's next write), by biz.",
-       offsetof(WorkerCounters, leases_expired)},
+       offsetof(WorkerCounters, leases_expired), true},
   };
   for (const PerBiz& pb : per_biz) {
     Header(out, pb.name, "counter", pb.help);
@@ -211,6 +213,7 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
             reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(&workers_base_[w]) + pb.offset);
         sum += CounterGet(arr[b.id]);
       }
+      if (pb.leases && !b.leases && sum == 0) continue;
       BizSample(out, pb.name, b.name, b.id, sum);
     }
   }

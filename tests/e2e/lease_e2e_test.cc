@@ -124,6 +124,40 @@ TEST_F(LeaseE2E, AcquireReleaseAndRenewOverXml) {
   EXPECT_EQ(Count("llm_inflight", "u42"), "3");
 }
 
+TEST_F(LeaseE2E, AnUpdateOfAFullKeyGrantsNoLease) {
+  // max 3 lives in a block of 8 places: an update must not fill the spare ones.
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Attr(Acquire("llm_inflight", "full"), "allowed"), "1");
+  const std::string u = Req("cmd=\"update\" biz=\"llm_inflight\" key=\"full\" n=\"7\"");
+  EXPECT_EQ(Attr(u, "allowed"), "0") << u;
+  EXPECT_EQ(Attr(u, "lease"), "") << u;
+  EXPECT_EQ(Attr(u, "count"), "3") << u;
+  EXPECT_EQ(Count("llm_inflight", "full"), "3");
+}
+
+TEST_F(LeaseE2E, AuthGivesTheLeaseItTookInHeaders) {
+  HttpResponse a = c_.Get("/auth?biz=llm_inflight&key=auth1");
+  ASSERT_EQ(a.status, 204);
+  const std::string id = a.header("frs-lease");
+  ASSERT_EQ(id.size(), 24u) << "no FRS-Lease header";
+  EXPECT_GT(std::atoll(a.header("frs-lease-expires").c_str()), 1700000000) << a.header("frs-lease-expires");
+  EXPECT_EQ(Count("llm_inflight", "auth1"), "1");
+  HttpResponse rel = c_.Get("/release?biz=llm_inflight&key=auth1&lease=" + id);
+  EXPECT_EQ(rel.status, 200) << rel.body;
+  EXPECT_EQ(Attr(rel.body, "released"), "1") << rel.body;
+  EXPECT_EQ(Count("llm_inflight", "auth1"), "0");
+  // A denial takes no lease and names none.
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c_.Get("/auth?biz=llm_inflight&key=auth2").status, 204);
+  HttpResponse denied = c_.Get("/auth?biz=llm_inflight&key=auth2");
+  EXPECT_EQ(denied.status, 403);  // nginx auth_request passes 403, not 429
+  EXPECT_EQ(denied.header("frs-lease"), "");
+  // A biz without a concurrency rule names no lease.
+  EXPECT_EQ(c_.Get("/auth?biz=login&key=auth3").header("frs-lease"), "");
+  // Nor has it lease counters; a biz with a concurrency rule has them.
+  const std::string metrics = c_.Get("/metrics").body;
+  EXPECT_EQ(metrics.find("frs_leases_granted_total{biz=\"login\""), std::string::npos);
+  EXPECT_NE(metrics.find("frs_leases_granted_total{biz=\"llm_inflight\""), std::string::npos);
+}
+
 TEST_F(LeaseE2E, GetFormsAndTheirHeaders) {
   HttpResponse a = c_.Get("/acquire?biz=llm_inflight&key=g1");
   ASSERT_EQ(a.status, 200) << a.body;

@@ -29,6 +29,8 @@ constexpr const char* kLeaseMap = R"(<map>
   </biz>
   <biz id="22" name="wide"><rule algo="concurrency" max="64" lease="100"/></biz>
   <biz id="23" name="plain"><rule interval="60" max="5"/></biz>
+  <biz id="24" name="three"><rule algo="concurrency" max="3" lease="10"/></biz>
+  <biz id="25" name="shadowed" mode="shadow"><rule algo="concurrency" max="3" lease="10"/></biz>
 </map>)";
 
 class LeaseTest : public ::testing::Test {
@@ -288,6 +290,66 @@ TEST_F(LeaseTest, ThreadsRacingOnOneKeyNeverHoldMoreThanMax) {
   EXPECT_EQ(most.load() <= 2, true);
 }
 
+// max 3 lives in a 64-byte block of 8 places: the 5 spare places must
+// never hold a lease, whichever command writes the node.
+TEST_F(LeaseTest, NoCommandHoldsMoreThanMaxInTheBlocksSparePlaces) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Acquire("three", "full").allowed);
+  const auto count = [&](std::string_view biz) {
+    return engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = biz, .key = "full"}).count;
+  };
+  Decision u = engine_->Execute(Request{.cmd = Cmd::kUpdate, .biz = "three", .key = "full", .n = 7});
+  ASSERT_TRUE(u.ok()) << u.status.ToString();
+  EXPECT_FALSE(u.allowed);
+  EXPECT_EQ(u.lease_serial, 0u);  // no lease: no place was free
+  EXPECT_EQ(count("three"), 3);
+
+  Request ups[2] = {{.cmd = Cmd::kUpdate, .biz = "three", .key = "full"},
+                    {.cmd = Cmd::kUpdate, .biz = "three", .key = "full"}};
+  Decision out[2];
+  engine_->ExecuteBatch(ups, out);
+  EXPECT_EQ(out[0].lease_serial, 0u);
+  EXPECT_EQ(out[1].lease_serial, 0u);
+  EXPECT_EQ(count("three"), 3);
+
+  // A set past max holds max.
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kSet, .biz = "three", .key = "full", .count = 7}).ok());
+  EXPECT_EQ(count("three"), 3);
+
+  // Shadow mode answers allowed past max, but grants (and holds) no more than max.
+  int granted = 0;
+  for (int i = 0; i < 5; ++i) {
+    Decision d = Acquire("shadowed", "full");
+    EXPECT_TRUE(d.allowed);
+    granted += d.lease_serial != 0;
+  }
+  EXPECT_EQ(granted, 3);
+  EXPECT_EQ(count("shadowed"), 3);
+}
+
+// A handoff merges leases of two nodes of one key: the union is capped at max.
+TEST(LeaseBlock, AMergeHoldsNoMoreThanMax) {
+  auto m = limit::ParseMap(R"(<map><biz id="1" name="a"><rule algo="concurrency" max="3" lease="10"/></biz></map>)",
+                           "map.xml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const limit::RuleSpec& spec = m.value().bizzes[0].rules[0];
+  ASSERT_EQ(spec.bytes, 64u);
+  const limit::Now now = limit::Now::At(kDay0 * 1000, nullptr);
+  std::vector<uint8_t> mine(spec.bytes), theirs(spec.bytes);
+  for (int i = 0; i < 3; ++i) limit::Concurrency::Record(spec, mine.data(), now, 1);  // serials 1..3
+  for (int i = 0; i < 3; ++i) limit::Concurrency::Record(spec, theirs.data(), now, 1);
+  ASSERT_TRUE(limit::Concurrency::Free(spec, theirs.data(), now, 1));
+  ASSERT_TRUE(limit::Concurrency::Free(spec, theirs.data(), now, 2));
+  limit::Concurrency::Record(spec, theirs.data(), now, 1);  // serials 3..5
+  limit::Concurrency::Record(spec, theirs.data(), now, 1);
+  limit::Concurrency::Lease held[8];
+  ASSERT_EQ(limit::Concurrency::Held(spec, theirs.data(), now, held), 3u);
+  limit::Concurrency::Merge(spec, mine.data(), theirs.data(), now);
+  EXPECT_EQ(limit::Concurrency::Held(spec, mine.data(), now, held), 3u);
+  std::vector<uint8_t> empty(spec.bytes);
+  limit::Concurrency::Merge(spec, empty.data(), theirs.data(), now);
+  EXPECT_EQ(limit::Concurrency::Held(spec, empty.data(), now, held), 3u);
+}
+
 struct MapCase {
   const char* rule;
   const char* error;  // part of the message
@@ -296,6 +358,8 @@ struct MapCase {
 TEST(LeaseMap, RefusesWhatALeaseRuleCannotMean) {
   const MapCase cases[] = {
       {R"(<rule algo="concurrency" max="78" lease="10"/>)", "out of range (1..77"},
+      {R"(<rule algo="concurrency" max="0" lease="10"/>)", "concurrency max '0' is out of range (1..77"},
+      {R"(<rule max="0" algo="concurrency" lease="10"/>)", "concurrency max '0' is out of range (1..77"},
       {R"(<rule algo="concurrency" max="3"/>)", "missing attribute 'lease'"},
       {R"(<rule algo="concurrency" max="3" lease="10" interval="60"/>)", "not interval"},
       {R"(<rule algo="concurrency" max="3" lease="65535"/>)", "rule lease '65535' is out of range"},
