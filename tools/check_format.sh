@@ -9,7 +9,8 @@
 # style (K&R comments, `char *p`), built by hand outside CMake.
 # clang-format 14 (Debian 12's clang-format package): another version lays
 # out some lines differently, so it is named when it is not the one found.
-# To fix a file: clang-format -i FILE.
+# To fix a file: clang-format -i FILE. With no FILE, the tracked shell scripts
+# are checked by shellcheck too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,3 +59,19 @@ if ((changed)); then
   exit 1
 fi
 echo "check_format: ${#files[@]} files agree with .clang-format"
+
+# The whole tree's shell scripts, when no file is named: shellcheck's warnings
+# and errors (its notes and style hints are advice, not failures). -x follows
+# what a script sources, so a variable set for lib.sh counts as used.
+if ((!$#)); then
+  if ! command -v shellcheck >/dev/null; then
+    echo "check_format: shellcheck not found (Debian: apt-get install shellcheck)" >&2
+    exit 2
+  fi
+  mapfile -t scripts < <(git ls-files -- '*.sh' .ci/run)
+  if ! shellcheck -x -S warning -f gcc "${scripts[@]}"; then
+    echo "check_format: shellcheck found warnings in the shell scripts above" >&2
+    exit 1
+  fi
+  echo "check_format: ${#scripts[@]} shell scripts pass shellcheck -S warning"
+fi

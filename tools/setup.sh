@@ -26,6 +26,7 @@ if [ "${1:-}" = --test ]; then
     googletest libgtest-dev libgmock-dev # unit and end-to-end tests
     clang libclang-rt-14-dev lld         # the asan preset (clang: its thread-safety analysis; lld links the tests) and the libFuzzer targets
     clang-format                         # tools/check_format.sh: the tree as .clang-format says
+    shellcheck                           # tools/check_format.sh: the shell scripts' warnings and errors
     curl procps                          # end-to-end tests and the bench scripts
     nginx                                # the cluster ring is checked against nginx's consistent hash
     prometheus                           # promtool checks the shipped alert rules

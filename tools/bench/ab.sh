@@ -111,7 +111,7 @@ taskset -c 1 "$LG" -p 17401 -d "$FILL_S" "${ARGS_A[@]}" > /dev/null
 taskset -c 1 "$LG" -p 17402 -d "$FILL_S" "${ARGS[@]}" > /dev/null
 RES="$OUT/runs.txt"
 : > "$RES"
-for r in $(seq 1 "$ROUNDS"); do
+for _ in $(seq 1 "$ROUNDS"); do
   "$BENCH/cpu_probe.sh" "$(cat "$OUT/a/pid")" 17401 A -- "${ARGS_A[@]}" | tee -a "$RES"
   "$BENCH/cpu_probe.sh" "$(cat "$OUT/b/pid")" 17402 B -- "${ARGS[@]}" | tee -a "$RES"
 done

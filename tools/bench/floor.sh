@@ -57,7 +57,6 @@ ALL_ROWS="nginx-return200 frsd-get frsd-batch64 frsd-batch256 frsd-batch64-full 
 ROWS="${ROWS:-$ALL_ROWS}"
 NGINX_PORT="${NGINX_PORT:-17083}" FRSD_PORT="${FRSD_PORT:-17091}"
 DATE="$(date -u +%Y%m%d-%H%M%S)"
-T0=$(date +%s)
 RUNDIR="$OUT/run"
 LG="${LG:-$OUT/loadgen}"
 mkdir -p "$OUT" "$RUNDIR"

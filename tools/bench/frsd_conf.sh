@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # frsd_conf.sh - the frsd configuration the benchmarks share (source it; bash only): biz "bench", a fixed
 # window of at most 5 per 60 s per key, served on loopback with an empty admin token.
 #

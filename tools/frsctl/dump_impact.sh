@@ -65,7 +65,7 @@ loadgen() {  # MODE DURATION KEYSPACE -> one JSON line
 # Fill: uniform keys over 2*KEYS names reach KEYS distinct ones in ~1.4*KEYS requests.
 echo "filling the store with $KEYS keys through frsd ..."
 start=$SECONDS
-for round in $(seq 60); do
+for _ in $(seq 60); do
   n=$(nodes)
   (( n >= KEYS )) && break
   loadgen acquire 5 $((KEYS * 2)) >/dev/null
