@@ -17,6 +17,7 @@ try_files/`auth_request off` counts it once.
 """
 
 import os
+import signal
 
 import frontdoor as fd
 
@@ -56,7 +57,7 @@ class NginxAuthRequestTest(fd.FrontDoorTest):
         self.spawn([self.program, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf")], render)
 
     def stop_door(self):
-        fd.stop(self.proc, fd.signal.SIGQUIT)
+        fd.stop(self.proc, signal.SIGQUIT)
         self.proc = None
 
     def door_log(self):
