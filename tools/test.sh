@@ -137,16 +137,18 @@ run_stage() {
 
 # The stages run side by side, each into its own log, printed whole when it
 # ends: on two cores a stage's tests leave a core idle as often as not
-# (servers started, waited for, stopped), and another stage's build fills it.
-# The ASan stage is the longest (its build, then the most tests), so the
-# other stages' builds are niced: they take the CPU the ASan stage leaves and
-# never slow its tests. Tests themselves all run at the same priority.
+# (servers started, waited for, stopped, packages unpacked), and another
+# stage's build fills it. The release and ASan builds share the CPU, so the
+# release stage's tests (the slowest to wait, the quickest to build) run
+# while the ASan build goes on; the TSan build is niced: it takes only what
+# those leave, and is done long before the ASan tests are. Tests all run at
+# the same priority.
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 declare -A pid_of=()
-for preset in ${FRS_TEST_PRESETS:-asan release tsan}; do
+for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
   build_nice=0
-  [ "$preset" = asan ] || [ "${FRS_TEST_PRESETS:-asan}" = "$preset" ] || build_nice=10
+  case "$preset" in tsan | fuzz) build_nice=10 ;; esac
   run_stage "$preset" "$build_nice" >"$logs/$preset" 2>&1 &
   pid_of[$preset]=$!
 done
