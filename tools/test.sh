@@ -142,27 +142,34 @@ run_stage() {
 # release stage's tests (the slowest to wait, the quickest to build) run
 # while the ASan build goes on; the TSan build is niced: it takes only what
 # those leave, and is done long before the ASan tests are. Tests all run at
-# the same priority.
+# the same priority. FRS_TEST_SERIAL=1 runs the stages one after another
+# (a machine shared with other builds, or a stage's output as it comes).
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 declare -A pid_of=()
+failed=()
+# Waits for the stages started, printing each one's log as it ends.
+collect() {
+  local rc ended preset
+  while ((${#pid_of[@]})); do
+    rc=0
+    wait -n -p ended "${pid_of[@]}" || rc=$?
+    for preset in "${!pid_of[@]}"; do
+      [ "${pid_of[$preset]}" = "$ended" ] || continue
+      cat "$logs/$preset"
+      [ "$rc" = 0 ] || { failed+=("$preset"); echo "== ${preset}: FAILED (exit $rc)"; }
+      unset "pid_of[$preset]"
+    done
+  done
+}
 for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
   build_nice=0
-  case "$preset" in tsan | fuzz) build_nice=10 ;; esac
+  case "$preset" in tsan | fuzz) [ "${FRS_TEST_SERIAL:-0}" = 1 ] || build_nice=10 ;; esac
   run_stage "$preset" "$build_nice" >"$logs/$preset" 2>&1 &
   pid_of[$preset]=$!
+  [ "${FRS_TEST_SERIAL:-0}" != 1 ] || collect
 done
-failed=()
-while ((${#pid_of[@]})); do
-  rc=0
-  wait -n -p ended "${pid_of[@]}" || rc=$?
-  for preset in "${!pid_of[@]}"; do
-    [ "${pid_of[$preset]}" = "$ended" ] || continue
-    cat "$logs/$preset"
-    [ "$rc" = 0 ] || { failed+=("$preset"); echo "== ${preset}: FAILED (exit $rc)"; }
-    unset "pid_of[$preset]"
-  done
-done
+collect
 cpu_seconds
 echo "== all stages: done in $(($(date +%s) - run_start)) s ($cpu CPU-s)"
 if ((${#failed[@]})); then
