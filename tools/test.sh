@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test with ctest, each once:
+# Installs what is missing, checks the format, builds, and runs every test
+# with ctest, each once, in stages that run side by side (FRS_TEST_SERIAL=1:
+# one after another):
 #   release  the optimized build of the programs and the library, and the
 #            tests that put them behind other programs (nginx, HAProxy, Caddy,
 #            the Python and CGI clients) or package them (.deb, install tree);
