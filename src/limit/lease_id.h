@@ -47,5 +47,11 @@ bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac);
 // An empty `dir` (an engine without a store directory) gets a random
 // secret of its own: its ids last as long as the engine.
 Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create);
+// Reads an operator's key file (<cluster lease_key>): exactly 16 bytes,
+// never made here, the same file on every shard of a cluster.
+Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path);
+// A check of `secret` that tells two secrets apart and reveals neither: its
+// SipHash of a fixed text (never 0).
+uint64_t LeaseKeyCheckOf(const LeaseSecret& secret);
 
 }  // namespace frs::limit
