@@ -62,16 +62,16 @@ struct EngineOptions {
   Store* store = nullptr;        // not owned; must outlive the engine
   std::string stats_dir;         // where the daily statistics file lives (the store dir)
   bool read_only = false;        // never write the statistics file (a read-only store)
-  // <cluster lease_key="FILE">: the 16-byte secret that keys lease ids,
-  // the same on every shard so that a route's two holders verify each
-  // other's ids (docs/cluster.md, "Leases on replicas"). Empty: the store's
-  // own lease.key.
-  std::string lease_key_file;
   const Clock* clock = nullptr;  // default: SystemClock
   // Called (from the deciding thread) with one sentence when a statistics
   // file was found damaged and set aside, or could not be opened: the
   // engine goes on either way; the caller decides where the sentence goes.
   std::function<void(const std::string& what)> on_problem;
+  // <cluster lease_key="FILE">: the 16-byte secret that keys lease ids,
+  // the same on every shard so that a route's two holders verify each
+  // other's ids (docs/cluster.md, "Leases on replicas"). Empty: the store's
+  // own lease.key.
+  std::string lease_key_file;
 };
 
 class Engine {

@@ -88,7 +88,7 @@ Status DecodeChangeLines(std::string_view body, std::vector<Change>* changes, st
                            at = Field(&line), key = Field(&line);
     if (kind == "V") {
       const std::string_view event = Field(&line), item = Field(&line), until = Field(&line), nonce = Field(&line);
-      if (!line.empty()) return bad("an event line has ten fields");
+      if (!line.empty() || nonce.empty()) return bad("an event line has ten fields");
       size_t e = 1;
       while (e < std::size(kEventWords) && kEventWords[e] != event) ++e;
       if (e == std::size(kEventWords)) return bad("unknown event \"" + std::string(event.substr(0, 16)) + "\"");
