@@ -14,6 +14,7 @@ One cluster for the file; the tests run in order (unittest sorts them by
 name), each on keys of its own. Every process is started here and stopped
 by its pid; everything lives in one temp dir.
 """
+import http.client
 import json
 import os
 import re
@@ -171,6 +172,30 @@ class LeaseReplicas(unittest.TestCase):
         # The successor's next write of the key finds nothing expired.
         self.assertEqual(b.get("/acquire?biz=s&key=" + k)[0], 200)
         self.assertEqual(expired_total(b), 0)
+
+    def test_4_a_shard_keyed_otherwise_is_refused(self):
+        # A batch carries the check of its sender's key: one keyed
+        # otherwise, or by its own store, is answered 409 naming both.
+        b = self.p.b
+
+        def post(query):
+            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=5)
+            try:
+                c.request("POST", "/replicate?from=%s&stream=t&seq=1&%s" % (self.p.a.name, query),
+                          body="A 1 - 1 1 k\n", headers={"Authorization": "Bearer " + test_replicas.TOKEN})
+                r = c.getresponse()
+                return r.status, r.read().decode()
+            finally:
+                c.close()
+
+        st, body = post("digest=0")
+        self.assertEqual(st, 409)
+        digest = re.search(r"is not this shard's \(([0-9a-f]{8})\)", body).group(1)
+        for query, says in (("", "(none)"), ("&lease_key=0123456789abcdef", "(check 0123456789abcdef)")):
+            st, body = post("digest=" + digest + query)
+            self.assertEqual(st, 409, body)
+            self.assertIn("the sender's <cluster lease_key> " + says, body)
+        self.assertIn(' count="0"', b.get("/query?biz=b&key=k")[1])  # nothing applied
 
 
 if __name__ == "__main__":
