@@ -9,7 +9,9 @@
 // an id of an erased node does not match its successor's leases, and
 // forging one is guessing 64 bits. The secret is `lease.key` in the store
 // directory (16 random bytes, mode 0600, made by the first engine that
-// opens the store): every frsd worker and restart reads the same one.
+// opens the store): every frsd worker and restart reads the same one. A
+// cluster names one file for every shard instead (<cluster lease_key>,
+// LoadLeaseKeyFile), so that a route's two holders verify each other's ids.
 //
 // Thread safety: pure functions, except LoadLeaseSecret (file system).
 #pragma once
