@@ -24,6 +24,19 @@ struct Change {
     kSet,       // the admin `set`: the count is now n
     kErase,     // the admin `delete`: the node is gone
     kResetBiz,  // the admin `reset`: every node of the biz is gone (key empty)
+    kEvent,     // one of a rule's own events (`event`), for state that is more than a count
+  };
+  // What a rule whose state names items (a concurrency rule's leases) did to
+  // one of them. The other holder applies it to its copy of that rule, in
+  // order, so that both hold the same items: the same lease, under the same
+  // id, held until the same second (limit/rule_event.h). Another kind of
+  // item adds its events here and in rule_event.cc.
+  enum class Event : uint8_t {
+    kNone,
+    kLeaseGrant,    // lease `item` granted, held until `until`, the node's nonce `nonce`
+    kLeaseRelease,  // lease `item` released
+    kLeaseRenew,    // lease `item` held until `until` now (granted, when the copy lacks it)
+    kLeaseSweep,    // the leases expired by at_ms were freed (and counted, by the sender only)
   };
   Kind kind = Kind::kAdd;
   uint16_t biz_id = 0;
@@ -34,6 +47,11 @@ struct Change {
   bool route_known = false;
   int64_t n = 0;
   int64_t at_ms = 0;  // the engine's clock when it decided
+  // kEvent only.
+  Event event = Event::kNone;
+  uint32_t item = 0;   // the item the event names (a lease's serial)
+  uint32_t nonce = 0;  // the rule's incarnation (a lease node's nonce)
+  int64_t until = 0;   // unix s: the item holds until then
 };
 
 class ChangeSink {

@@ -110,7 +110,10 @@ struct Decision {
   RuleResult rules[kMaxRulesPerBiz];
   uint64_t erased = 0;  // kReset: nodes erased
   uint16_t biz_id = 0;  // the biz the request resolved to (0: none)
-  int64_t now_s = 0;    // the engine's clock when it decided (unix seconds; 0: no decision)
+  // With lease_serial below (here: it fits beside biz_id): the node's nonce
+  // the lease's id was made with, which a replica adopts (limit/rule_event.h).
+  uint32_t lease_nonce = 0;
+  int64_t now_s = 0;  // the engine's clock when it decided (unix seconds; 0: no decision)
   // A lease of the biz's concurrency rule: granted by this acquire (or
   // update), or renewed (lease_serial 0: none). The id is the serial and
   // the keyed hash that proves it (limit/lease_id.h); expires is the unix
@@ -139,6 +142,7 @@ struct Decision {
     now_s = 0;
     lease_mac = 0;
     lease_serial = 0;
+    lease_nonce = 0;
     leases_expired = 0;
     released = false;
     lease_expires = 0;

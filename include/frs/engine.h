@@ -67,6 +67,11 @@ struct EngineOptions {
   // file was found damaged and set aside, or could not be opened: the
   // engine goes on either way; the caller decides where the sentence goes.
   std::function<void(const std::string& what)> on_problem;
+  // <cluster lease_key="FILE">: the 16-byte secret that keys lease ids,
+  // the same on every shard so that a route's two holders verify each
+  // other's ids (docs/cluster.md, "Leases on replicas"). Empty: the store's
+  // own lease.key.
+  std::string lease_key_file;
 };
 
 class Engine {
@@ -108,6 +113,10 @@ class Engine {
   // released; null stops it. Not thread-safe against Execute: set it before
   // serving (a server sets one per process).
   virtual void SetChangeSink(ChangeSink* sink) { (void)sink; }
+  // A check of the lease key named by EngineOptions::lease_key_file (a
+  // keyed hash of a constant: it tells two keys apart and reveals neither);
+  // 0 when the engine keys lease ids with its store's own lease.key.
+  virtual uint64_t LeaseKeyCheck() const { return 0; }
 
  protected:
   Engine() = default;

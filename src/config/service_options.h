@@ -26,6 +26,7 @@ inline EngineOptions EngineOptionsFor(const SrvConfig& cfg, Store* store) {
   eo.timezone = cfg.timezone;
   eo.store = store;
   eo.stats_dir = cfg.store_dir;
+  eo.lease_key_file = cfg.cluster_lease_key;
   return eo;
 }
 

@@ -228,8 +228,8 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
         *f.field = static_cast<uint32_t>(v);
       }
     } else if (name == "cluster") {
-      if (!(s = P.OnlyAttrs(n,
-                            {"self", "enforce", "replicas", "replica_mode", "replica_timeout_ms", "on_replica_down"}))
+      if (!(s = P.OnlyAttrs(n, {"self", "enforce", "replicas", "replica_mode", "replica_timeout_ms", "on_replica_down",
+                                "lease_key"}))
                .ok())
         return s;
       cfg.cluster_self = n.attribute("self").value();
@@ -244,6 +244,10 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
       if (!(s = P.UInt(n, "enforce", 0, 1, &v)).ok()) return s;
       cfg.cluster_enforce = v == 1;
       if (Status r = ParseReplicas(P, n, &cfg); !r.ok()) return r;
+      if (pugi::xml_attribute a = n.attribute("lease_key")) {
+        if (std::string_view(a.value()).empty()) return P.Error(n, "<cluster lease_key> names a file, not \"\"");
+        cfg.cluster_lease_key = Resolve(base, a.value());
+      }
       for (pugi::xml_node sh : n.children()) {
         if (sh.type() != pugi::node_element) continue;
         if (std::string_view(sh.name()) != "shard")

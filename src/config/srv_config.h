@@ -73,6 +73,9 @@ struct SrvConfig {
   bool replica_sync = true;           // "sync": an answer waits for the other holder's acknowledgement
   uint32_t replica_timeout_ms = 200;  // how long it waits before on_replica_down applies
   bool replica_refuse = false;        // on_replica_down="refuse": 503 instead of serving alone
+  // <cluster lease_key="FILE">: absolute; the secret that keys lease ids on
+  // every shard alike ("": each store's own lease.key).
+  std::string cluster_lease_key;
   // <decisions file="..." record="denied|all" sample="0..1"/>: the decision
   // log (server/decision_log.h). Empty file: no log (the default).
   std::string decisions_file;     // absolute; "" = none

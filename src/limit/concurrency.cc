@@ -269,6 +269,30 @@ int64_t Concurrency::Extend(const RuleSpec& spec, uint8_t* block, const Now& now
   return 0;
 }
 
+void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, int64_t until,
+                        uint32_t nonce) {
+  if (serial == 0) return;
+  const int64_t t = ClampedNow(block, now);
+  Rebase(spec, block, t);
+  PlaceTable p(block, spec.bytes);
+  uint32_t at = p.n, free = p.n;
+  int64_t held = 0;
+  for (uint32_t i = 0; i < p.n; ++i) {
+    const uint32_t s = p.Serial(i);
+    held += s != 0;
+    if (s == serial) at = i;
+    if (s == 0 && free == p.n) free = i;
+  }
+  const uint32_t mine = Load32(block + kNonceAt);
+  if (nonce != 0 && (mine == 0 || held == 0 || nonce < mine)) Store32(block + kNonceAt, nonce);
+  // Never granted here again: the next serial passes it (a wrap excepted).
+  if (serial >= Load32(block + kNextAt)) Store32(block + kNextAt, serial == UINT32_MAX ? 1 : serial + 1);
+  if (until <= t) return;  // over by now, as the other holder's sweep will say
+  if (at == p.n) at = free;
+  if (at == p.n) return;
+  p.Set(at, serial, until - t);
+}
+
 size_t Concurrency::Held(const RuleSpec& spec, const uint8_t* block, const Now& now, std::span<Lease> out) {
   if (Load32(block) == 0) return 0;
   const PlaceTable p(block, spec.bytes);

@@ -75,6 +75,18 @@ struct Concurrency {
   static bool Free(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial);
   // A held lease of `serial` now holds `lease` + 1 s from now; its new expiry.
   static int64_t Extend(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial);
+  // A replica's copy (limit/rule_event.h): the other holder granted lease
+  // `serial`, or renewed it, held until `until` under its node's `nonce`.
+  // The copy holds it as the same lease (the same id verifies on both
+  // holders, the secret being shared), even past max (the other holder's
+  // grants are counted as they are; Evaluate then denies); a copy without a
+  // free place drops it. Its serial is never granted here again.
+  // The copy takes the nonce when it has none or holds no lease; two
+  // holders that drew different ones (both made the node at once) keep the
+  // smaller, so that they end with the same.
+  static void Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, int64_t until,
+                    uint32_t nonce);
+
   // The leases held now, up to out.size(); returns how many are held.
   static size_t Held(const RuleSpec& spec, const uint8_t* block, const Now& now, std::span<Lease> out);
 };

@@ -24,10 +24,12 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
                                                     denials.ok() ? std::move(denials.value()) : nullptr);
   // Every process of a store keys lease ids alike; a read-only store whose
   // secret was never made gets one of its own (it grants no lease).
-  auto secret = limit::LoadLeaseSecret(opts.stats_dir, !opts.read_only);
-  if (!secret.ok() && opts.read_only) secret = limit::LoadLeaseSecret("", false);
+  // A cluster's key file, when named, keys them alike on every shard.
+  auto secret = opts.lease_key_file.empty() ? limit::LoadLeaseSecret(opts.stats_dir, !opts.read_only)
+                                            : limit::LoadLeaseKeyFile(opts.lease_key_file);
+  if (!secret.ok() && opts.read_only && opts.lease_key_file.empty()) secret = limit::LoadLeaseSecret("", false);
   if (!secret.ok()) return secret.status();
-  engine->SetLeaseSecret(secret.value());
+  engine->SetLeaseSecret(secret.value(), !opts.lease_key_file.empty());
   Status s = engine->Install(std::move(map.value()));
   if (!s.ok()) return s;
   return std::unique_ptr<AdminEngine>(std::move(engine));

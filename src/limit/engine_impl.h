@@ -205,6 +205,8 @@ class EngineImpl final : public AdminEngine {
   Decision AnswerOff(const Biz& biz, const Now& now) const;
   // Tells sink_ of the change a decided request made (replica_apply.cc).
   void Notify(const Biz& biz, const Request& req, const Decision& d, const Now& now);
+  // The count's change a decided request made (false: none), into *out.
+  static bool CountChange(const Biz& biz, const Request& req, const Decision& d, Change* out);
   static KeyRef RefOf(const Biz& biz, const Request& req) {
     KeyRef ref{biz.cfg.id,    Fingerprint{},   req.key,          static_cast<uint8_t>(req.key.size()),
                req.route_pos, req.route_known, biz.cfg.keep_keys};
@@ -227,9 +229,14 @@ class EngineImpl final : public AdminEngine {
   std::atomic<uint64_t> generation_{0};
   ChangeSink* sink_ = nullptr;  // null: nobody replicates (SetChangeSink)
   LeaseSecret lease_secret_;    // keys lease ids (limit/lease_id.h); set once at Open
+  uint64_t lease_check_ = 0;    // LeaseKeyCheck(): of a cluster's key file, else 0
 
  public:
-  void SetLeaseSecret(const LeaseSecret& s) { lease_secret_ = s; }
+  void SetLeaseSecret(const LeaseSecret& s, bool shared) {
+    lease_secret_ = s;
+    lease_check_ = shared ? LeaseKeyCheckOf(s) : 0;
+  }
+  uint64_t LeaseKeyCheck() const override { return lease_check_; }
 };
 
 }  // namespace frs::limit

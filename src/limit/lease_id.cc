@@ -121,6 +121,21 @@ bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac) {
   return true;
 }
 
+Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path) {
+  LeaseSecret secret;
+  Status s = ReadSecret(path, &secret);
+  if (!s.ok())
+    return Status::InvalidArgument("<cluster lease_key>: " + s.message() +
+                                   " (16 random bytes, the same file on every shard: head -c 16 /dev/urandom > FILE)");
+  return secret;
+}
+
+uint64_t LeaseKeyCheckOf(const LeaseSecret& secret) {
+  static constexpr char kText[] = "frs lease key check";
+  const uint64_t v = SipHash24(secret.k0, secret.k1, reinterpret_cast<const uint8_t*>(kText), sizeof kText - 1);
+  return v == 0 ? 1 : v;
+}
+
 Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create) {
   LeaseSecret secret;
   if (dir.empty()) {

@@ -9,7 +9,9 @@
 // an id of an erased node does not match its successor's leases, and
 // forging one is guessing 64 bits. The secret is `lease.key` in the store
 // directory (16 random bytes, mode 0600, made by the first engine that
-// opens the store): every frsd worker and restart reads the same one.
+// opens the store): every frsd worker and restart reads the same one. A
+// cluster names one file for every shard instead (<cluster lease_key>,
+// LoadLeaseKeyFile), so that a route's two holders verify each other's ids.
 //
 // Thread safety: pure functions, except LoadLeaseSecret (file system).
 #pragma once
@@ -47,5 +49,11 @@ bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac);
 // An empty `dir` (an engine without a store directory) gets a random
 // secret of its own: its ids last as long as the engine.
 Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create);
+// Reads an operator's key file (<cluster lease_key>): exactly 16 bytes,
+// never made here, the same file on every shard of a cluster.
+Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path);
+// A check of `secret` that tells two secrets apart and reveals neither: its
+// SipHash of a fixed text (never 0).
+uint64_t LeaseKeyCheckOf(const LeaseSecret& secret);
 
 }  // namespace frs::limit

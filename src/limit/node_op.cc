@@ -158,7 +158,8 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
   Concurrency::Lease lease;
   if (Concurrency::Find(spec, block, now, serial, &lease) != Concurrency::Found::kHeld) return;
   d->lease_serial = serial;
-  d->lease_mac = LeaseMac(secret, biz.id, Concurrency::Nonce(block), serial, key);
+  d->lease_nonce = Concurrency::Nonce(block);
+  d->lease_mac = LeaseMac(secret, biz.id, d->lease_nonce, serial, key);
   d->lease_expires = lease.expires;
 }
 
@@ -246,6 +247,7 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
     changed = true;
   } else {
     d->lease_serial = serial;
+    d->lease_nonce = Concurrency::Nonce(block);
     d->lease_mac = mac;
     d->lease_expires = Concurrency::Extend(spec, block, now, serial);
     changed = true;

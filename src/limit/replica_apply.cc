@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "limit/engine_impl.h"
+#include "limit/rule_event.h"
 
 namespace frs::limit {
 namespace {
@@ -41,37 +42,45 @@ void StoreSeq(NodeRef& r, uint64_t seq) {
 }  // namespace
 
 void EngineImpl::Notify(const Biz& biz, const Request& req, const Decision& d, const Now& now) {
-  if (!d.ok()) return;
   Change c;
   c.biz_id = biz.cfg.id;
   c.key = req.key;
   c.route_pos = req.route_pos;
   c.route_known = req.route_known;
   c.at_ms = now.ms;
+  // A lease rule's own events go around the count's change, in the order
+  // they happened (limit/rule_event.h).
+  SendRuleEvents(biz.cfg, req, d, c, EventPhase::kBefore, sink_);
+  if (CountChange(biz, req, d, &c)) sink_->OnChange(c);
+  SendRuleEvents(biz.cfg, req, d, c, EventPhase::kAfter, sink_);
+}
+
+bool EngineImpl::CountChange(const Biz& biz, const Request& req, const Decision& d, Change* out) {
+  if (!d.ok()) return false;
+  Change& c = *out;
   switch (req.cmd) {
     case Cmd::kAcquire:
     case Cmd::kUpdate:
       // As Count says "recorded": an allowed acquire, any update, a shadow
       // denial (shadow answers allowed); nothing of a biz that is off.
-      if (biz.cfg.mode == Mode::kOff || (req.cmd == Cmd::kAcquire && !d.allowed)) return;
+      if (biz.cfg.mode == Mode::kOff || (req.cmd == Cmd::kAcquire && !d.allowed)) return false;
       c.kind = Change::Kind::kAdd;
       c.n = std::clamp<int64_t>(req.n, 1, kMaxUses);
-      break;
+      return true;
     case Cmd::kSet:
       c.kind = Change::Kind::kSet;
       c.n = req.count;
-      break;
+      return true;
     case Cmd::kDelete:
-      if (!d.found) return;
+      if (!d.found) return false;
       c.kind = Change::Kind::kErase;
-      break;
+      return true;
     case Cmd::kReset:
       c.kind = Change::Kind::kResetBiz;
       c.key = {};
-      break;
-    default: return;
+      return true;
+    default: return false;
   }
-  sink_->OnChange(c);
 }
 
 Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
@@ -87,7 +96,10 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     std::string_view key;
     std::array<uint8_t, kMaxStateBytes> incoming;
     std::vector<std::pair<int64_t, int64_t>> adds;  // (at_ms, n), for token buckets
+    std::vector<const Change*> events;              // a rule's own events, in order (rule_event.h)
+    size_t events_before_set = 0;                   // events[0, this) came before the set
     bool has_add = false;
+    bool creates = false;  // something here makes the node (not only a release or sweep)
     bool erase = false;
     bool set = false;
     int64_t set_count = 0;
@@ -110,6 +122,8 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     if (!KeyIsValid(c.key)) return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key");
     if (c.kind == Change::Kind::kAdd && (c.n < 1 || c.n > kMaxUses))
       return Status::InvalidArgument("change " + std::to_string(i + 1) + ": n must be 1..2147483647");
+    if (c.kind == Change::Kind::kEvent && c.event == Change::Event::kNone)
+      return Status::InvalidArgument("change " + std::to_string(i + 1) + ": an event names what happened");
     if (c.kind == Change::Kind::kSet && (c.n < 0 || c.n > kMaxUses))
       return Status::InvalidArgument("change " + std::to_string(i + 1) + ": count must be 0..2147483647");
     if (i < skip_first) continue;  // a snapshot carried it
@@ -143,12 +157,19 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
         }
         it.adds.emplace_back(c.at_ms, c.n);
         it.has_add = true;
+        it.creates = true;
         break;
       }
+      case Change::Kind::kEvent:
+        it.events.push_back(&c);
+        it.creates |= RuleEventCreates(c);
+        break;
       case Change::Kind::kSet:
         // A set replaces what was counted before it: uses merged so far in
         // this batch came before it and are dropped with the rest.
         it.set = true;
+        it.creates = true;
+        it.events_before_set = it.events.size();
         it.erase = false;
         it.set_count = c.n;
         it.set_ms = c.at_ms;
@@ -158,6 +179,9 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
         break;
       case Change::Kind::kErase:
         it.erase = true;
+        it.events.clear();
+        it.events_before_set = 0;
+        it.creates = false;
         it.set = false;
         it.has_add = false;
         it.adds.clear();
@@ -189,7 +213,10 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
         commits[i] = refs[i].exists ? Commit::kErase : Commit::kNone;
         continue;
       }
+      if (!refs[i].exists && !it.creates) continue;  // a release or sweep of a node not here
+      size_t e = 0;
       if (it.set) {
+        for (; e < it.events_before_set; ++e) ApplyRuleEvent(cfg, refs[i].state, *it.events[e], now);
         const Now at = Now::At(it.set_ms, tz_.get());
         for (uint32_t r = 0; r < cfg.nrules; ++r)
           SetCount(cfg.rules[r], refs[i].state + cfg.rules[r].offset, at, it.set_count);
@@ -197,13 +224,16 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       if (it.has_add)
         for (uint32_t r = 0; r < cfg.nrules; ++r) {
           const RuleSpec& spec = cfg.rules[r];
-          if (spec.algo == Algo::kTokenBucket) {
+          if (spec.algo == Algo::kConcurrency) {
+            continue;  // its leases come as events, each with its id and expiry
+          } else if (spec.algo == Algo::kTokenBucket) {
             for (const auto& [at_ms, n_uses] : it.adds)
               Record(spec, refs[i].state + spec.offset, Now::At(at_ms, tz_.get()), n_uses);
           } else {
             MergeBlock(spec, refs[i].state + spec.offset, it.incoming.data() + spec.offset, now);
           }
         }
+      for (; e < it.events.size(); ++e) ApplyRuleEvent(cfg, refs[i].state, *it.events[e], now);
       refs[i].expire_s = NodeExpireS(cfg, refs[i].state, now);
       commits[i] = Commit::kWrite;
     }

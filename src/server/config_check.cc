@@ -8,6 +8,7 @@
 
 #include "config/srv_config.h"
 #include "frs/store.h"
+#include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "limit/side_files.h"
 #include "limit/time_zone.h"
@@ -116,6 +117,10 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     }
   }
 
+  // <cluster lease_key>: readable and 16 bytes, as frsd's start reads it.
+  if (!cfg->cluster_lease_key.empty())
+    if (auto key = limit::LoadLeaseKeyFile(cfg->cluster_lease_key); !key.ok())
+      problems.push_back(cfg->path + ": " + key.status().message());
   std::string store_words;
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
   if (!sc.ok()) problems.push_back(sc.status().message());

@@ -22,7 +22,7 @@ namespace frs::server {
 
 void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status) {
   const ClusterView& c = opts_.cluster;
-  std::string from, stream, forname, digest, buf, token;
+  std::string from, stream, forname, digest, buf, token, lease_key;
   uint64_t seq = 0, file = 0, first = 0;
   bool snapshot = false, have_file = false;
   for (size_t start = 0; start <= query.size() && !query.empty();) {
@@ -45,6 +45,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     else if (name == "stream") stream = std::string(value);
     else if (name == "for") forname = std::string(value);
     else if (name == "digest") digest = std::string(value);
+    else if (name == "lease_key") lease_key = std::string(value);
     else if (name == "snapshot") snapshot = value == "1";
     else if (name == "token") token = std::string(value);
     else if (name == "seq" && number(&seq)) continue;
@@ -53,7 +54,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     else {
       TextBody(400,
                "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
-                   "' (from, stream, seq, first, digest; for, snapshot, file)",
+                   "' (from, stream, seq, first, digest, lease_key; for, snapshot, file)",
                status);
       return;
     }
@@ -80,6 +81,20 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     TextBody(409,
              "/replicate: the sender's <cluster> (digest " + digest.substr(0, 16) + ") is not this shard's (" + mine +
                  "): every shard must list the same shards",
+             status);
+    return;
+  }
+  // Lease ids verify on both holders only under one key: a sender keyed
+  // otherwise (or keyed by its own store) is refused as another <cluster>
+  // is, so that the operator hears of it before a failover answers 409.
+  const uint64_t check = engine_->LeaseKeyCheck();
+  char mine_key[20] = "";
+  if (check != 0) std::snprintf(mine_key, sizeof mine_key, "%016llx", static_cast<unsigned long long>(check));
+  if (head.method == HttpMethod::kPost && lease_key != mine_key) {
+    auto said = [](const std::string& k) { return k.empty() ? std::string("none") : "check " + k.substr(0, 16); };
+    TextBody(409,
+             "/replicate: the sender's <cluster lease_key> (" + said(lease_key) + ") is not this shard's (" +
+                 said(mine_key) + "): every shard must name the same key file, or none",
              status);
     return;
   }

@@ -1,6 +1,7 @@
 #include "server/replica_wire.h"
 
 #include <charconv>
+#include <iterator>
 
 namespace frs::server {
 namespace {
@@ -40,10 +41,12 @@ std::string_view Field(std::string_view* line) {
   return f;
 }
 
+constexpr std::string_view kEventWords[] = {"-", "lease-grant", "lease-release", "lease-renew", "lease-sweep"};
+
 }  // namespace
 
 void AppendChangeLine(const Change& c, std::string* out) {
-  static constexpr char kKinds[] = {'A', 'S', 'E', 'R'};
+  static constexpr char kKinds[] = {'A', 'S', 'E', 'R', 'V'};
   out->push_back(kKinds[static_cast<size_t>(c.kind)]);
   out->push_back(' ');
   out->append(std::to_string(c.biz_id));
@@ -56,6 +59,11 @@ void AppendChangeLine(const Change& c, std::string* out) {
   out->push_back(' ');
   if (c.kind == Change::Kind::kResetBiz) out->push_back('-');
   else AppendKey(c.key, out);
+  if (c.kind == Change::Kind::kEvent) {
+    out->push_back(' ');
+    out->append(kEventWords[static_cast<size_t>(c.event)]);
+    out->append(" " + std::to_string(c.item) + " " + std::to_string(c.until) + " " + std::to_string(c.nonce));
+  }
   out->push_back('\n');
 }
 
@@ -78,12 +86,25 @@ Status DecodeChangeLines(std::string_view body, std::vector<Change>* changes, st
     Change c;
     const std::string_view kind = Field(&line), biz = Field(&line), route = Field(&line), n = Field(&line),
                            at = Field(&line), key = Field(&line);
-    if (!line.empty()) return bad("more than six fields");
+    if (kind == "V") {
+      const std::string_view event = Field(&line), item = Field(&line), until = Field(&line), nonce = Field(&line);
+      if (!line.empty() || nonce.empty()) return bad("an event line has ten fields");
+      size_t e = 1;
+      while (e < std::size(kEventWords) && kEventWords[e] != event) ++e;
+      if (e == std::size(kEventWords)) return bad("unknown event \"" + std::string(event.substr(0, 16)) + "\"");
+      c.kind = Change::Kind::kEvent;
+      c.event = static_cast<Change::Event>(e);
+      if (!Number(item, &c.item) || !Number(until, &c.until) || c.until < 0 || !Number(nonce, &c.nonce))
+        return bad("an event's item, until and nonce are whole numbers");
+    } else if (!line.empty()) {
+      return bad("more than six fields");
+    }
     if (kind == "A") c.kind = Change::Kind::kAdd;
     else if (kind == "S") c.kind = Change::Kind::kSet;
     else if (kind == "E") c.kind = Change::Kind::kErase;
     else if (kind == "R") c.kind = Change::Kind::kResetBiz;
-    else return bad("the kind is A, S, E or R, not \"" + std::string(kind.substr(0, 8)) + "\"");
+    else if (kind == "V") c.kind = Change::Kind::kEvent;
+    else return bad("the kind is A, S, E, R or V, not \"" + std::string(kind.substr(0, 8)) + "\"");
     if (!Number(biz, &c.biz_id) || c.biz_id == 0) return bad("the biz is a number 1..65535");
     if (route != "-") {
       if (!Number(route, &c.route_pos)) return bad("the route is a ring position (0..4294967295) or -");

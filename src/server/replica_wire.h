@@ -1,9 +1,14 @@
 // server/replica_wire.h: the body of POST /replicate, one change per line.
 //
 //   KIND BIZ ROUTE N AT_MS KEY\n
+//   V BIZ ROUTE 0 AT_MS KEY EVENT ITEM UNTIL NONCE\n
 //
 // KIND is A (n uses recorded), S (count set to n), E (node erased) or R
-// (every node of the biz erased; KEY is "-"); ROUTE the route's ring
+// (every node of the biz erased; KEY is "-"). V is one of a rule's own
+// events (frs/change.h): EVENT a word (lease-grant, lease-release,
+// lease-renew, lease-sweep), ITEM the item it names (a lease's serial),
+// UNTIL the unix second it holds until (0: none), NONCE the rule's
+// incarnation (0: none). ROUTE the route's ring
 // position in decimal, or "-" when the request named none (the key's own
 // route); AT_MS the sender's clock when it decided. KEY is percent-encoded:
 // every byte outside printable ASCII, and ' ' and '%', as %XX. Text, so

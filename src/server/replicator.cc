@@ -138,7 +138,7 @@ void Replicator::OnChange(const Change& c) {
   if (c.kind == Change::Kind::kResetBiz) {
     // A biz's every node: every other shard holds some of them.
     for (Link& l : links_) {
-      Queued q{next_id_, l.next_no++, c.kind, c.biz_id, false, 0, c.n, c.at_ms, {}};
+      Queued q{next_id_, l.next_no++, c.kind, c.biz_id, false, 0, c.n, c.at_ms, {}, c.event, c.item, c.nonce, c.until};
       l.queue.push_back(std::move(q));
       Publish(l);
     }
@@ -158,7 +158,8 @@ void Replicator::OnChange(const Change& c) {
   }
   if (l->down && counters_) CounterAdd(counters_->unprotected);  // answered alone
   touched_ |= uint64_t{1} << static_cast<size_t>(l - links_.data());
-  l->queue.push_back(Queued{next_id_++, l->next_no++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key)});
+  l->queue.push_back(Queued{next_id_++, l->next_no++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key),
+                            c.event, c.item, c.nonce, c.until});
   Publish(*l);
 }
 
@@ -256,6 +257,10 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
     c.route_known = q.route_known;
     c.n = q.n;
     c.at_ms = q.at_ms;
+    c.event = q.event;
+    c.item = q.item;
+    c.nonce = q.nonce;
+    c.until = q.until;
     AppendChangeLine(c, &body);
   }
   l.out.clear();
@@ -266,7 +271,9 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   AppendQueryValue(opts_.stream, &l.out);
   l.out += "&seq=" + std::to_string(l.inflight_seq);
   if (l.inflight > 0) l.out += "&first=" + std::to_string(l.queue.front().no);
-  l.out += "&digest=" + digest_ + " HTTP/1.1\r\nHost: ";
+  l.out += "&digest=" + digest_;
+  if (!opts_.lease_check.empty()) l.out += "&lease_key=" + opts_.lease_check;
+  l.out += " HTTP/1.1\r\nHost: ";
   l.out += l.name;
   if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;
   l.out += "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";

@@ -48,7 +48,10 @@ struct ReplicaOptions {
   bool sync = true;
   bool refuse = false;
   uint32_t timeout_ms = 200;
-  std::string token;   // srv.xml's admin token: the receivers check it
+  std::string token;  // srv.xml's admin token: the receivers check it
+  // The lease key's check (Engine::LeaseKeyCheck, hex; empty: no
+  // <cluster lease_key>): a receiver with another key refuses the batch.
+  std::string lease_check;
   std::string stream;  // this worker's stream name: self, pid and start time
   // The shard's shared replica state: Enter() waits while a snapshot is read.
   ReplicaShared* shared = nullptr;
@@ -120,6 +123,10 @@ class Replicator final : public ChangeSink {
     uint32_t route_pos;
     int64_t n, at_ms;
     std::string key;
+    // Change::Kind::kEvent's fields.
+    Change::Event event = Change::Event::kNone;
+    uint32_t item = 0, nonce = 0;
+    int64_t until = 0;
   };
   enum class LinkState : uint8_t { kClosed, kConnecting, kIdle, kInFlight };
   struct Link {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <exception>
 
 #include "server/clock_util.h"
@@ -178,6 +179,11 @@ void Worker::SetUpReplicas() {
   o.refuse = cfg_.replica_refuse;
   o.timeout_ms = cfg_.replica_timeout_ms;
   o.token = cfg_.admin_token;
+  if (const uint64_t check = engine_->LeaseKeyCheck(); check != 0) {
+    char hex[20];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(check));
+    o.lease_check = hex;
+  }
   o.shared = ctx_.metrics ? &ctx_.metrics->master().replica : nullptr;
   // A stream per worker process: its seqs start at 1, and the receivers
   // keep a watermark per stream name.

@@ -188,10 +188,16 @@ TEST(SrvConfig, ClusterReplicas) {
   EXPECT_FALSE(a->replica_sync);
   EXPECT_TRUE(a->replica_refuse);
   EXPECT_EQ(a->replica_timeout_ms, 50u);
+  EXPECT_EQ(a->cluster_lease_key, "");
   auto off = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/>
 <cluster><shard>10.0.0.1:8301</shard></cluster></frs>)"));
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->cluster_replicas, 0u);
+  // lease_key: a file, relative to srv.xml's directory (read at start).
+  auto keyed = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/><admin token="t"/>
+<cluster replicas="1" lease_key="keys/lease.key"><shard>a:1</shard><shard>b:1</shard></cluster></frs>)"));
+  ASSERT_TRUE(keyed.ok()) << keyed.status().ToString();
+  EXPECT_EQ(keyed->cluster_lease_key, d.path() + "/keys/lease.key");
 
   const std::string head = "<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<admin token=\"t\"/>\n";
   const std::string two = "<shard>a:1</shard><shard>b:1</shard>\n</cluster>\n</frs>";
@@ -201,6 +207,7 @@ TEST(SrvConfig, ClusterReplicas) {
   ExpectError(head + "<cluster replicas=\"1\" on_replica_down=\"fail\">\n" + two, "5",
               "<cluster on_replica_down> is serve (the default) or refuse");
   ExpectError(head + "<cluster replicas=\"1\" replica_timeout_ms=\"5\">\n" + two, "5", "replica_timeout_ms");
+  ExpectError(head + "<cluster replicas=\"1\" lease_key=\"\">\n" + two, "5", "<cluster lease_key> names a file");
   ExpectError(head + "<cluster replicas=\"1\">\n<shard>a:1</shard>\n</cluster>\n</frs>", "5",
               "needs at least two <shard>s");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<cluster replicas=\"1\">\n" + two, "1",

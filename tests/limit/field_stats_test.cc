@@ -43,7 +43,8 @@ struct Server {
                                              .store = store.get(),
                                              .stats_dir = dir,
                                              .clock = clock,
-                                             .on_problem = nullptr});
+                                             .on_problem = nullptr,
+                                             .lease_key_file = {}});
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine = std::move(e.value());
   }

@@ -12,6 +12,7 @@
 #include "common/temp_dir.h"
 #include "frs/admin_engine.h"
 #include "frs/store.h"
+#include "limit/lease_id.h"
 #include "limit/rule_harness.h"
 
 namespace frs {
@@ -24,6 +25,7 @@ constexpr char kMap[] = R"(<map>
   <biz id="2" name="sliding"><rule algo="sliding" interval="60" max="4"/></biz>
   <biz id="3" name="bucket"><rule algo="token_bucket" interval="60" max="60" burst="6"/></biz>
   <biz id="4" name="two"><rule algo="fixed" interval="60" max="3"/><rule algo="fixed" interval="3600" max="10"/></biz>
+  <biz id="5" name="lease"><rule algo="concurrency" lease="60" max="3"/></biz>
 </map>
 )";
 
@@ -64,11 +66,12 @@ class ReplicaApplyTest : public ::testing::Test {
     return std::move(s.value());
   }
 
-  std::unique_ptr<AdminEngine> OpenEngine(Store* store, const std::string& name) {
+  std::unique_ptr<AdminEngine> OpenEngine(Store* store, const std::string& name, const std::string& key_file = "") {
     EngineOptions o;
     o.map_path = dir_ / "map.xml";
     o.store = store;
     o.stats_dir = dir_ / name;
+    o.lease_key_file = key_file;
     o.clock = &clock_;
     auto e = AdminEngine::Open(o);
     EXPECT_TRUE(e.ok()) << e.status().ToString();
@@ -205,6 +208,124 @@ TEST_F(ReplicaApplyTest, ManyChangesOfOneKeyInABatchFoldIntoOne) {
   const Decision a = Do(*owner_, Cmd::kQuery, "bucket", "hot"), b = Do(*replica_, Cmd::kQuery, "bucket", "hot");
   EXPECT_EQ(a.allowed, b.allowed);
   EXPECT_EQ(a.remaining, b.remaining);
+}
+
+// Leases: with one key file (<cluster lease_key>) on both holders, the
+// owner's events give the replica the same leases under the same ids; the
+// replica's go back the same way.
+class LeaseReplicaTest : public ReplicaApplyTest {
+ protected:
+  void SetUp() override {
+    ReplicaApplyTest::SetUp();
+    const std::string key = dir_ / "cluster.key";
+    std::ofstream(key, std::ios::binary) << "0123456789abcdef";
+    owner_ = OpenEngine(owner_store_.get(), "owner", key);
+    replica_ = OpenEngine(replica_store_.get(), "replica", key);
+    owner_->SetChangeSink(&rec_);
+    replica_->SetChangeSink(&back_);
+  }
+
+  static std::string Id(const Decision& d) { return limit::LeaseIdText(d.lease_serial, d.lease_mac); }
+  static Decision Lease(Engine& e, Cmd cmd, std::string_view key, std::string_view id) {
+    return e.Execute(Request{.cmd = cmd, .biz = "lease", .key = key, .lease = id});
+  }
+  // Ships what the replica recorded to the owner.
+  Result<bool> ShipBack(uint64_t seq) {
+    std::vector<Change> changes = back_.Take();
+    auto r = owner_->ApplyChanges(changes, "back", seq);
+    back_.changes.clear();
+    back_.keys.clear();
+    return r;
+  }
+
+  Recorder back_;
+};
+
+TEST_F(LeaseReplicaTest, TheReplicaHoldsTheOwnersLeasesUnderTheirIds) {
+  const Decision a1 = Do(*owner_, Cmd::kAcquire, "lease", "k"), a2 = Do(*owner_, Cmd::kAcquire, "lease", "k");
+  ASSERT_NE(a1.lease_serial, 0u);
+  ASSERT_NE(a2.lease_serial, 0u);
+  // Each acquire sent its count's change and the lease's grant.
+  ASSERT_EQ(rec_.changes.size(), 4u);
+  EXPECT_EQ(rec_.changes[1].kind, Change::Kind::kEvent);
+  EXPECT_EQ(rec_.changes[1].event, Change::Event::kLeaseGrant);
+  EXPECT_EQ(rec_.changes[1].item, a1.lease_serial);
+  EXPECT_EQ(rec_.changes[1].until, a1.lease_expires);
+  EXPECT_NE(rec_.changes[1].nonce, 0u);
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "k").count, 2);  // two leases, not four
+
+  // The owner is gone: its ids work on the replica, a forged one does not.
+  std::string forged = Id(a2);
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  EXPECT_EQ(Lease(*replica_, Cmd::kRelease, "k", forged).status.code(), Status::Code::kConflict);
+  const Decision r1 = Lease(*replica_, Cmd::kRelease, "k", Id(a1));
+  ASSERT_TRUE(r1.ok()) << r1.status.ToString();
+  EXPECT_TRUE(r1.released);
+  EXPECT_EQ(Lease(*replica_, Cmd::kRelease, "k", Id(a1)).status.code(), Status::Code::kGone);
+  clock_.Advance(5000);
+  const Decision n2 = Lease(*replica_, Cmd::kRenew, "k", Id(a2));
+  ASSERT_TRUE(n2.ok()) << n2.status.ToString();
+  EXPECT_EQ(n2.lease_expires, a2.lease_expires + 5);
+  // Up to max with the owner's lease counted: two more, then none.
+  const Decision b1 = Do(*replica_, Cmd::kAcquire, "lease", "k");
+  EXPECT_TRUE(Do(*replica_, Cmd::kAcquire, "lease", "k").allowed);
+  EXPECT_FALSE(Do(*replica_, Cmd::kAcquire, "lease", "k").allowed);
+  EXPECT_NE(b1.lease_serial, a1.lease_serial);  // a serial the owner used is never granted again
+  EXPECT_NE(b1.lease_serial, a2.lease_serial);
+
+  // Back to the owner: the same leases, the replica's release and renewal
+  // done, and the replica's lease releases there.
+  ASSERT_TRUE(ShipBack(1).value());
+  EXPECT_EQ(Do(*owner_, Cmd::kQuery, "lease", "k").count, 3);
+  EXPECT_EQ(Lease(*owner_, Cmd::kRelease, "k", Id(a1)).status.code(), Status::Code::kGone);
+  EXPECT_EQ(Lease(*owner_, Cmd::kRenew, "k", Id(a2)).lease_expires, n2.lease_expires);
+  EXPECT_TRUE(Lease(*owner_, Cmd::kRelease, "k", Id(b1)).released);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Lease(*replica_, Cmd::kRelease, "k", Id(b1)).status.code(), Status::Code::kGone);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "k").count, 2);
+}
+
+TEST_F(LeaseReplicaTest, AnExpiryIsCountedByTheHolderThatFoundItOnly) {
+  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "k");
+  ASSERT_TRUE(Ship(1).value());
+  clock_.Advance(62000);  // past its expiry (60 + 1 s)
+  const Decision renew = Lease(*owner_, Cmd::kRenew, "k", Id(a));
+  EXPECT_EQ(renew.status.code(), Status::Code::kGone);
+  EXPECT_EQ(renew.leases_expired, 1);
+  ASSERT_EQ(rec_.changes.size(), 1u);
+  EXPECT_EQ(rec_.changes[0].event, Change::Event::kLeaseSweep);
+  ASSERT_TRUE(Ship(2).value());
+  // The replica's next write finds nothing expired left to count.
+  const Decision b = Do(*replica_, Cmd::kAcquire, "lease", "k");
+  EXPECT_TRUE(b.allowed);
+  EXPECT_EQ(b.leases_expired, 0);
+}
+
+TEST_F(LeaseReplicaTest, AReleaseOfANodeTheReplicaLacksMakesNone) {
+  Change c;
+  c.kind = Change::Kind::kEvent;
+  c.event = Change::Event::kLeaseRelease;
+  c.biz_id = 5;
+  c.key = "absent";
+  c.item = 1;
+  c.at_ms = clock_.NowMs();
+  ASSERT_TRUE(replica_->ApplyChanges(std::span<const Change>(&c, 1), "s1", 1).value());
+  EXPECT_FALSE(Do(*replica_, Cmd::kGet, "lease", "absent").found);
+  c.event = Change::Event::kNone;
+  EXPECT_FALSE(replica_->ApplyChanges(std::span<const Change>(&c, 1), "s1", 2).ok());
+}
+
+TEST_F(ReplicaApplyTest, WithoutOneKeyFileTheOwnersIdsAreUnknownToTheReplica) {
+  // Each store keys its own ids (lease.key): the lease is held on both, its
+  // id verifies on the owner only (docs/cluster.md, "Leases on replicas").
+  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "k");
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "k").count, 1);
+  const std::string id = limit::LeaseIdText(a.lease_serial, a.lease_mac);
+  EXPECT_EQ(replica_->Execute(Request{.cmd = Cmd::kRelease, .biz = "lease", .key = "k", .lease = id}).status.code(),
+            Status::Code::kConflict);
+  EXPECT_EQ(owner_->LeaseKeyCheck(), 0u);
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ class StatsDamageTest : public ::testing::Test {
                                              .store = store_.get(),
                                              .stats_dir = dir_.path(),
                                              .clock = &clock_,
-                                             .on_problem = [this](const std::string& what) { said_ += what + "\n"; }});
+                                             .on_problem = [this](const std::string& what) { said_ += what + "\n"; },
+                                             .lease_key_file = {}});
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine_ = std::move(e.value());
   }

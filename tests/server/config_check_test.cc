@@ -102,6 +102,26 @@ TEST_F(FrsdCheckTest, AGoodConfigurationIsOkAndNothingIsCreated) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "data")) << "-t created the store directory";
 }
 
+// <cluster lease_key>: the file is read as frsd's start reads it (16 bytes).
+TEST_F(FrsdCheckTest, AClusterLeaseKeyFileIsRead) {
+  auto write = [&](const std::string& key_attr) {
+    std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n  <store dir=\"data\"/>\n"
+                                    << "  <cluster self=\"127.0.0.1:1\"" << key_attr
+                                    << "><shard>127.0.0.1:1</shard><shard>127.0.0.1:2</shard></cluster>\n</frs>\n";
+  };
+  write(" lease_key=\"lease.key\"");
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("<cluster lease_key>: " + (dir_ / "lease.key")), std::string::npos) << r.err;
+  std::ofstream(dir_ / "lease.key") << "too short";
+  r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("a lease secret is 16 bytes"), std::string::npos) << r.err;
+  std::ofstream(dir_ / "lease.key") << "0123456789abcdef";
+  r = Check();
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
 TEST_F(FrsdCheckTest, BrokenFilesAreFileLineErrors) {
   std::ofstream(dir_ / "map.xml")
       << "<map>\n<biz id=\"1\" name=\"login\">\n<rule interval=\"0\" max=\"5\"/>\n</biz>\n</map>\n";

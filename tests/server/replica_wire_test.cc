@@ -37,6 +37,44 @@ TEST(ReplicaWire, ChangesRoundTrip) {
   }
 }
 
+TEST(ReplicaWire, RuleEventsRoundTrip) {
+  std::vector<Change> in(4);
+  for (Change& c : in) {
+    c.kind = Change::Kind::kEvent;
+    c.biz_id = 3;
+    c.key = "user 7";
+    c.at_ms = 1764547200123;
+  }
+  in[0].event = Change::Event::kLeaseGrant;
+  in[0].item = 4294967295u;
+  in[0].until = 1764547261;
+  in[0].nonce = 2882400001u;
+  in[1].event = Change::Event::kLeaseRelease;
+  in[1].item = 1;
+  in[2].event = Change::Event::kLeaseRenew;
+  in[2].item = 2;
+  in[2].until = 1764547300;
+  in[3].event = Change::Event::kLeaseSweep;
+  std::string body;
+  for (const Change& c : in) AppendChangeLine(c, &body);
+  EXPECT_NE(body.find("V 3 - 0 1764547200123 user%207 lease-grant 4294967295 1764547261 2882400001\n"),
+            std::string::npos)
+      << body;
+  std::vector<Change> out;
+  std::vector<std::string> keys;
+  ASSERT_TRUE(DecodeChangeLines(body, &out, &keys).ok()) << body;
+  ASSERT_EQ(out.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(out[i].kind, Change::Kind::kEvent) << i;
+    EXPECT_EQ(out[i].event, in[i].event) << i;
+    EXPECT_EQ(out[i].key, in[i].key) << i;
+    EXPECT_EQ(out[i].item, in[i].item) << i;
+    EXPECT_EQ(out[i].until, in[i].until) << i;
+    EXPECT_EQ(out[i].nonce, in[i].nonce) << i;
+    EXPECT_EQ(out[i].at_ms, in[i].at_ms) << i;
+  }
+}
+
 TEST(ReplicaWire, HostileLinesAreRefusedNamingTheLine) {
   const struct {
     const char* body;
@@ -55,6 +93,12 @@ TEST(ReplicaWire, HostileLinesAreRefusedNamingTheLine) {
       {"A 1 - 1 5 \n", "key is empty"},
       {"A 1 - 1 5 k extra\n", "more than six"},
       {"A 1 - 1 5 k\nA 1 - 1 5\n", "line 2"},
+      {"V 1 - 0 5 k lease-grant 1 9\n", "ten fields"},
+      {"V 1 - 0 5 k lease-grant 1 9 3 x\n", "ten fields"},
+      {"V 1 - 0 5 k lease-steal 1 9 3\n", "unknown event"},
+      {"V 1 - 0 5 k - 1 9 3\n", "unknown event"},
+      {"V 1 - 0 5 k lease-grant 1 -9 3\n", "whole numbers"},
+      {"V 1 - 0 5 k lease-grant 4294967296 9 3\n", "whole numbers"},
   };
   for (const auto& c : cases) {
     std::vector<Change> out;

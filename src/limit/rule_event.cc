@@ -1,0 +1,58 @@
+#include "limit/rule_event.h"
+
+#include "limit/concurrency.h"
+#include "limit/lease_id.h"
+
+namespace frs::limit {
+
+void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d, const Change& base, EventPhase when,
+                    ChangeSink* sink) {
+  if (biz.lease_rule < 0) return;
+  Change c = base;
+  c.kind = Change::Kind::kEvent;
+  c.n = 0;
+  if (when == EventPhase::kBefore) {
+    // The sweep first: the grant that follows may take a place it freed.
+    if (d.leases_expired == 0) return;
+    c.event = Change::Event::kLeaseSweep;
+    sink->OnChange(c);
+    return;
+  }
+  if (!d.ok()) return;
+  if (req.cmd == Cmd::kRelease) {
+    uint64_t mac = 0;
+    if (!d.released || !ParseLeaseId(req.lease, &c.item, &mac)) return;
+    c.event = Change::Event::kLeaseRelease;
+  } else if (d.lease_serial != 0 && (req.cmd == Cmd::kAcquire || req.cmd == Cmd::kUpdate || req.cmd == Cmd::kRenew)) {
+    c.event = req.cmd == Cmd::kRenew ? Change::Event::kLeaseRenew : Change::Event::kLeaseGrant;
+    c.item = d.lease_serial;
+    c.until = d.lease_expires;
+    c.nonce = d.lease_nonce;
+  } else {
+    return;
+  }
+  sink->OnChange(c);
+}
+
+void ApplyRuleEvent(const BizConfig& biz, uint8_t* state, const Change& c, const Now& now) {
+  if (biz.lease_rule < 0) return;
+  const RuleSpec& spec = biz.rules[biz.lease_rule];
+  uint8_t* block = state + spec.offset;
+  switch (c.event) {
+    case Change::Event::kLeaseGrant:
+    case Change::Event::kLeaseRenew: Concurrency::Adopt(spec, block, now, c.item, c.until, c.nonce); return;
+    case Change::Event::kLeaseRelease: Concurrency::Free(spec, block, now, c.item); return;
+    case Change::Event::kLeaseSweep:
+      // What expired by the sender's instant (the same leases: expiries
+      // are the same on both); not counted here.
+      Concurrency::Sweep(spec, block, Now::At(c.at_ms, nullptr));
+      return;
+    case Change::Event::kNone: return;
+  }
+}
+
+bool RuleEventCreates(const Change& c) {
+  return c.event == Change::Event::kLeaseGrant || c.event == Change::Event::kLeaseRenew;
+}
+
+}  // namespace frs::limit

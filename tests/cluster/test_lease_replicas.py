@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Leases on replicas, end to end (docs/cluster.md, "Leases on replicas"):
+two real frsd shards, each the other's successor, on loopback, both naming
+one <cluster lease_key> file. The owner grants leases and dies (kill -9);
+its successor releases them by the ids the owner issued, refuses a forged
+one, and counts the owner's held leases before it grants more; the owner
+comes back (on its store, then on an empty one) and holds what its
+successor holds: the same ids, the same expiries, and a lease the successor
+granted releases on the owner.
+
+    python3 tests/cluster/test_lease_replicas.py FRSD FRSCTL
+
+One cluster for the file; the tests run in order (unittest sorts them by
+name), each on keys of its own. Every process is started here and stopped
+by its pid; everything lives in one temp dir.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+import processes  # noqa: E402
+import test_replicas  # noqa: E402
+
+FRSCTL = None
+MAX = 3
+test_replicas.MAP = ('<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
+                     '  <biz id="3" name="l"><rule algo="concurrency" lease="600" max="%d"/></biz>\n'
+                     '  <biz id="4" name="s"><rule algo="concurrency" lease="1" max="2"/></biz>\n</map>\n' % MAX)
+
+
+def expired_total(shard):
+    """frs_leases_expired_total summed over its bizzes."""
+    _, body = shard.get("/metrics")
+    return sum(float(line.split()[-1]) for line in body.splitlines()
+               if line.startswith("frs_leases_expired_total"))
+
+
+def lease_of(body):
+    m = re.search(r' lease="([0-9a-f]{24})"', body)
+    return m.group(1) if m else None
+
+
+class Holder:
+    """Lease calls on one shard (a test_replicas.Shard)."""
+
+    def __init__(self, shard):
+        self.s = shard
+
+    def acquire(self, key):
+        st, body = self.s.get("/acquire?biz=l&key=" + key)
+        return st, lease_of(body)
+
+    def release(self, key, lease):
+        return self.s.get("/release?biz=l&key=%s&lease=%s" % (key, lease))[0]
+
+    def renew(self, key, lease):
+        st, body = self.s.get("/renew?biz=l&key=%s&lease=%s" % (key, lease))
+        m = re.search(r' expires="(\d+)"', body)
+        return st, int(m.group(1)) if m else None
+
+    def held(self, key):
+        """The leases this shard's store holds for `key`: {id: expires_s},
+        read with frsctl from the store files (ids keyed as frsd keys them)."""
+        r = subprocess.run([FRSCTL, "-c", os.path.join(self.s.dir, "srv.xml"), "--json", "get", "l", key],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            return {}
+        return {x["id"]: x["expires_s"] for x in json.loads(r.stdout).get("leases", [])}
+
+
+class LeaseReplicas(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="frs-lease-replicas-")
+        cls.key_file = os.path.join(cls.tmp, "lease.key")
+        with open(cls.key_file, "wb") as f:
+            f.write(os.urandom(16))
+        os.chmod(cls.key_file, 0o600)
+        extra = 'replica_mode="sync" replica_timeout_ms="300" lease_key="%s"' % cls.key_file
+        cls.p = test_replicas.Pair(cls.tmp, extra_a=extra, extra_b=extra)
+        cls.a, cls.b = Holder(cls.p.a), Holder(cls.p.b)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.p.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def failover_and_back(self, key, lose_store):
+        a, b, p = self.a, self.b, self.p
+        # The owner grants two leases; its successor holds them under the
+        # same ids and expiries (sync: before each answer went out).
+        ids = []
+        for _ in range(2):
+            st, lease = a.acquire(key)
+            self.assertEqual(st, 200)
+            self.assertIsNotNone(lease)
+            ids.append(lease)
+        self.assertEqual(b.held(key), a.held(key))
+        self.assertEqual(sorted(b.held(key)), sorted(ids))
+
+        p.a.kill9()
+        # The successor serves the owner's routes: it knows the owner's ids.
+        self.assertEqual(b.release(key, ids[0]), 200)
+        self.assertEqual(b.release(key, ids[0]), 410)  # released already
+        forged = ids[1][:-1] + ("0" if ids[1][-1] != "0" else "1")
+        self.assertEqual(b.release(key, forged), 409)
+        st, expires = b.renew(key, ids[1])
+        self.assertEqual(st, 200)
+        # Up to max, counting the owner's lease still held: no extra grant.
+        taken = []
+        for _ in range(MAX - 1):
+            st, lease = b.acquire(key)
+            self.assertEqual(st, 200)
+            taken.append(lease)
+        self.assertEqual(b.acquire(key)[0], 429)
+        self.assertEqual(sorted(b.held(key)), sorted([ids[1]] + taken))
+        self.assertEqual(b.held(key)[ids[1]], expires)
+
+        if lose_store:
+            shutil.rmtree(os.path.join(p.a.dir, "data"))
+        p.a.start()
+        if lose_store:
+            self.assertIn("node(s) taken from snapshots", p.a.log())
+        # The owner holds what its successor holds: ids and expiries (the
+        # successor's queue may still be on its way: a batch at most).
+        self.assertTrue(processes.wait_for(lambda: a.held(key) == b.held(key), 10),
+                        "A %s, B %s" % (a.held(key), b.held(key)))
+        self.assertEqual(len(a.held(key)), MAX)
+        self.assertEqual(a.acquire(key)[0], 429)
+        # A lease the successor granted releases on the owner, and the
+        # successor hears of it.
+        self.assertEqual(a.release(key, taken[0]), 200)
+        self.assertEqual(b.release(key, taken[0]), 410)
+        self.assertEqual(a.held(key), b.held(key))
+        self.assertEqual(len(a.held(key)), MAX - 1)
+        st, lease = a.acquire(key)
+        self.assertEqual(st, 200)
+        self.assertEqual(b.release(key, lease), 200)
+        # B's link to A may still be down from A's absence (tried again once
+        # a second): then its release reaches A with the next attempt.
+        self.assertTrue(processes.wait_for(lambda: a.held(key) == b.held(key), 5),
+                        "A %s, B %s" % (a.held(key), b.held(key)))
+        self.assertEqual(len(a.held(key)), MAX - 1)
+
+    def test_1_a_failover_keeps_the_leases_and_the_owner_takes_them_back(self):
+        self.failover_and_back(self.p.keys[0], lose_store=False)
+
+    def test_2_an_owner_on_an_empty_store_takes_them_back_from_the_snapshot(self):
+        self.failover_and_back(self.p.keys[1], lose_store=True)
+
+    def test_3_an_expiry_is_counted_by_the_holder_that_found_it_only(self):
+        a, b, k = self.p.a, self.p.b, self.p.keys[2]
+        st, body = a.get("/acquire?biz=s&key=" + k)
+        self.assertEqual(st, 200)
+        lease = lease_of(body)
+        # A 1 s lease is over within 2 s; a read sees it free at once.
+        self.assertTrue(processes.wait_for(lambda: ' count="0"' in a.get("/query?biz=s&key=" + k)[1], 5))
+        # Its renewal is a 410 that frees it and counts its expiry, here;
+        # the successor frees it too (the sweep), uncounted.
+        self.assertEqual(a.get("/renew?biz=s&key=%s&lease=%s" % (k, lease))[0], 410)
+        self.assertEqual(expired_total(a), 1)
+        # The successor's next write of the key finds nothing expired.
+        self.assertEqual(b.get("/acquire?biz=s&key=" + k)[0], 200)
+        self.assertEqual(expired_total(b), 0)
+
+    def test_4_a_shard_keyed_otherwise_is_refused(self):
+        # A batch carries the check of its sender's key: one keyed
+        # otherwise, or by its own store, is answered 409 naming both.
+        b = self.p.b
+
+        def post(query):
+            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=5)
+            try:
+                c.request("POST", "/replicate?from=%s&stream=t&seq=1&%s" % (self.p.a.name, query),
+                          body="A 1 - 1 1 k\n", headers={"Authorization": "Bearer " + test_replicas.TOKEN})
+                r = c.getresponse()
+                return r.status, r.read().decode()
+            finally:
+                c.close()
+
+        st, body = post("digest=0")
+        self.assertEqual(st, 409)
+        digest = re.search(r"is not this shard's \(([0-9a-f]{8})\)", body).group(1)
+        for query, says in (("", "(none)"), ("&lease_key=0123456789abcdef", "(check 0123456789abcdef)")):
+            st, body = post("digest=" + digest + query)
+            self.assertEqual(st, 409, body)
+            self.assertIn("the sender's <cluster lease_key> " + says, body)
+        self.assertIn(' count="0"', b.get("/query?biz=b&key=k")[1])  # nothing applied
+
+
+if __name__ == "__main__":
+    test_replicas.FRSD = sys.argv.pop(1)
+    FRSCTL = sys.argv.pop(1)
+    unittest.main(verbosity=2)
