@@ -33,16 +33,17 @@ import test_replicas  # noqa: E402
 
 FRSCTL = None
 MAX = 3
-test_replicas.MAP = ('<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
-                     '  <biz id="3" name="l"><rule algo="concurrency" lease="600" max="%d"/></biz>\n'
-                     '  <biz id="4" name="s"><rule algo="concurrency" lease="1" max="2"/></biz>\n</map>\n' % MAX)
+test_replicas.MAP = (
+    '<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
+    '  <biz id="3" name="l"><rule algo="concurrency" lease="600" max="%d"/></biz>\n'
+    '  <biz id="4" name="s"><rule algo="concurrency" lease="1" max="2"/></biz>\n</map>\n' % MAX
+)
 
 
 def expired_total(shard):
     """frs_leases_expired_total summed over its bizzes."""
     _, body = shard.get("/metrics")
-    return sum(float(line.split()[-1]) for line in body.splitlines()
-               if line.startswith("frs_leases_expired_total"))
+    return sum(float(line.split()[-1]) for line in body.splitlines() if line.startswith("frs_leases_expired_total"))
 
 
 def lease_of(body):
@@ -71,8 +72,12 @@ class Holder:
     def held(self, key):
         """The leases this shard's store holds for `key`: {id: expires_s},
         read with frsctl from the store files (ids keyed as frsd keys them)."""
-        r = subprocess.run([FRSCTL, "-c", os.path.join(self.s.dir, "srv.xml"), "--json", "get", "l", key],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [FRSCTL, "-c", os.path.join(self.s.dir, "srv.xml"), "--json", "get", "l", key],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if r.returncode != 0:
             return {}
         return {x["id"]: x["expires_s"] for x in json.loads(r.stdout).get("leases", [])}
@@ -133,8 +138,9 @@ class LeaseReplicas(unittest.TestCase):
             self.assertIn("node(s) taken from snapshots", p.a.log())
         # The owner holds what its successor holds: ids and expiries (the
         # successor's queue may still be on its way: a batch at most).
-        self.assertTrue(processes.wait_for(lambda: a.held(key) == b.held(key), 10),
-                        "A %s, B %s" % (a.held(key), b.held(key)))
+        self.assertTrue(
+            processes.wait_for(lambda: a.held(key) == b.held(key), 10), "A %s, B %s" % (a.held(key), b.held(key))
+        )
         self.assertEqual(len(a.held(key)), MAX)
         self.assertEqual(a.acquire(key)[0], 429)
         # A lease the successor granted releases on the owner, and the
@@ -148,8 +154,9 @@ class LeaseReplicas(unittest.TestCase):
         self.assertEqual(b.release(key, lease), 200)
         # B's link to A may still be down from A's absence (tried again once
         # a second): then its release reaches A with the next attempt.
-        self.assertTrue(processes.wait_for(lambda: a.held(key) == b.held(key), 5),
-                        "A %s, B %s" % (a.held(key), b.held(key)))
+        self.assertTrue(
+            processes.wait_for(lambda: a.held(key) == b.held(key), 5), "A %s, B %s" % (a.held(key), b.held(key))
+        )
         self.assertEqual(len(a.held(key)), MAX - 1)
 
     def test_1_a_failover_keeps_the_leases_and_the_owner_takes_them_back(self):
@@ -181,8 +188,12 @@ class LeaseReplicas(unittest.TestCase):
         def post(query):
             c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=5)
             try:
-                c.request("POST", "/replicate?from=%s&stream=t&seq=1&%s" % (self.p.a.name, query),
-                          body="A 1 - 1 1 k\n", headers={"Authorization": "Bearer " + test_replicas.TOKEN})
+                c.request(
+                    "POST",
+                    "/replicate?from=%s&stream=t&seq=1&%s" % (self.p.a.name, query),
+                    body="A 1 - 1 1 k\n",
+                    headers={"Authorization": "Bearer " + test_replicas.TOKEN},
+                )
                 r = c.getresponse()
                 return r.status, r.read().decode()
             finally:
