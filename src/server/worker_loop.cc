@@ -164,7 +164,7 @@ void Worker::SetUpReplicas() {
   const ClusterView& c = handler_.options().cluster;
   if (repl_) {
     // The old links' tickets mean nothing to new ones: what they held goes
-    // out now (the changes still queued are dropped with the links, said).
+    // out now (the changes still queued are delivered, below).
     for (Connection* held : repl_wait_) {
       if (held == nullptr) continue;
       repl_flag_[static_cast<size_t>(held->fd())] = 0;
