@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Checks that the C++ sources agree with .clang-format, changing nothing:
+# Checks that the sources agree with their formatters, changing nothing:
 #   tools/check_format.sh           lists every file clang-format would change
 #                                   and exits 1 if there is one (CI)
 #   tools/check_format.sh --diff    shows the changes too
-#   tools/check_format.sh FILE...   checks those files only
+#   tools/check_format.sh FILE...   checks those C++ files only
 # The files are the tracked .cc, .h and .c files under src, include, tools
 # and tests, but tools/bench/loadgen.c: a stand-alone C program in its own
 # style (K&R comments, `char *p`), built by hand outside CMake.
 # clang-format 14 (Debian 12's clang-format package): another version lays
 # out some lines differently, so it is named when it is not the one found.
 # To fix a file: clang-format -i FILE. With no FILE, the tracked shell scripts
-# are checked by shellcheck too.
+# are checked by shellcheck, and the tracked Python files by black (layout,
+# pyproject.toml: black --config pyproject.toml FILE fixes one) and flake8
+# (.flake8), too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,13 +48,15 @@ else
     grep -E '\.(cc|h|c)$' | grep -vx 'tools/bench/loadgen.c')
 fi
 
-changed=0
-for f in "${files[@]}"; do
-  if ! "$cf" --style=file "$f" | cmp -s "$f" -; then
-    echo "$f"
-    changed=$((changed + 1))
-    if ((show_diff)); then "$cf" --style=file "$f" | diff -u "$f" - | sed '1,2d' || true; fi
-  fi
+# One clang-format process for the whole tree (--dry-run reports each line it
+# would change as "FILE:LINE:COL: error"): a process per file took a minute
+# of CI's time, this takes two seconds.
+mapfile -t bad < <("$cf" --style=file --dry-run "${files[@]}" 2>&1 |
+  sed -n 's/^\(.*\):[0-9][0-9]*:[0-9][0-9]*: \(error\|warning\): code should be clang-formatted.*/\1/p' | uniq)
+changed=${#bad[@]}
+for f in "${bad[@]}"; do
+  echo "$f"
+  if ((show_diff)); then "$cf" --style=file "$f" | diff -u "$f" - | sed '1,2d' || true; fi
 done
 if ((changed)); then
   echo "check_format: clang-format would change ${changed} of ${#files[@]} files (clang-format -i FILE to fix)" >&2
@@ -74,4 +78,27 @@ if ((!$#)); then
     exit 1
   fi
   echo "check_format: ${#scripts[@]} shell scripts pass shellcheck -S warning"
+fi
+
+# The tracked Python files, when no file is named: black's layout and
+# flake8's findings (a finding kept on purpose carries `# noqa: CODE` and its
+# reason on its line).
+if ((!$#)); then
+  for tool in black flake8; do
+    if ! command -v "$tool" >/dev/null; then
+      echo "check_format: $tool not found (Debian: apt-get install $tool)" >&2
+      exit 2
+    fi
+  done
+  mapfile -t py < <(git ls-files -- '*.py')
+  if ! black --config pyproject.toml --check --quiet "${py[@]}"; then
+    black --config pyproject.toml --check "${py[@]}" 2>&1 | grep '^would reformat' >&2 || true
+    echo "check_format: black would reformat the Python files above (black --config pyproject.toml FILE to fix)" >&2
+    exit 1
+  fi
+  if ! flake8 "${py[@]}"; then
+    echo "check_format: flake8 found the problems above in the Python files (.flake8)" >&2
+    exit 1
+  fi
+  echo "check_format: ${#py[@]} Python files agree with black and pass flake8"
 fi

@@ -34,8 +34,9 @@ def allowed(path):
 def skipped(junit):
     """The names of the tests ctest reports as not run in `junit`."""
     root = ET.parse(junit).getroot()
-    return [c.get("name") for c in root.iter("testcase")
-            if c.get("status") == "notrun" or c.find("skipped") is not None]
+    return [
+        c.get("name") for c in root.iter("testcase") if c.get("status") == "notrun" or c.find("skipped") is not None
+    ]
 
 
 def gtest_skipped(xml_dir):
@@ -47,8 +48,11 @@ def gtest_skipped(xml_dir):
         parts = entry[: -len(".xml")].split("@")
         prefix = parts[1] if len(parts) == 3 else ""
         root = ET.parse(os.path.join(xml_dir, entry)).getroot()
-        out += ["%s%s.%s" % (prefix, c.get("classname"), c.get("name")) for c in root.iter("testcase")
-                if c.get("result") == "skipped" or c.find("skipped") is not None]
+        out += [
+            "%s%s.%s" % (prefix, c.get("classname"), c.get("name"))
+            for c in root.iter("testcase")
+            if c.get("result") == "skipped" or c.find("skipped") is not None
+        ]
     return out
 
 

@@ -27,6 +27,7 @@ if [ "${1:-}" = --test ]; then
     clang libclang-rt-14-dev lld         # the asan preset (clang: its thread-safety analysis; lld links the tests) and the libFuzzer targets
     clang-format                         # tools/check_format.sh: the tree as .clang-format says
     shellcheck                           # tools/check_format.sh: the shell scripts' warnings and errors
+    black flake8                         # tools/check_format.sh: the Python files' layout (pyproject.toml) and findings (.flake8)
     curl procps                          # end-to-end tests and the bench scripts
     nginx                                # the cluster ring is checked against nginx's consistent hash
     prometheus                           # promtool checks the shipped alert rules

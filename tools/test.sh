@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test with ctest, each once:
+# Installs what is missing, checks the format, builds, and runs every test
+# with ctest, each once, in stages that run side by side (FRS_TEST_SERIAL=1:
+# one after another):
 #   release  the optimized build of the programs and the library, and the
 #            tests that put them behind other programs (nginx, HAProxy, Caddy,
 #            the Python and CGI clients) or package them (.deb, install tree);
@@ -20,6 +22,7 @@
 # lists it with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+run_start=$(date +%s)
 tools/setup.sh --test
 # The tree as .clang-format says, before anything is built: a file that
 # does not agree is named and fails the run.
@@ -59,11 +62,13 @@ cpu_seconds() {
   cpu=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%d", s }' "$f")
   rm -f "$f"
 }
-for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
+# One stage: configure, build, test; its last line its wall and CPU time.
+# A build that only fills the CPU others leave (nice) says so in $2.
+run_stage() {
+  local preset=$1 build_nice=$2 build stage_start stage_cpu built corpus artifacts rc target a
   stage_start=$(date +%s)
   cpu_seconds
   stage_cpu=$cpu
-  echo "== ${preset}: configure, build, test"
   build="build$([ "$preset" = release ] || echo "-$preset")"
   reset_other_generator "$build"
   # The asan preset was gcc's before it was clang's: a tree configured with
@@ -74,11 +79,22 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
     rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
   fi
   cmake --preset "$preset" >/dev/null
+  # What each stage builds: the release stage the programs and the library
+  # only (the GoogleTest programs are the ASan stage's), the TSan stage the
+  # programs frs_tsan_tests() names, the others everything.
+  local targets=()
+  case "$preset" in
+    release) [ "${FRS_RELEASE_TESTS:-}" = all ] || targets=(frsd frsctl frsbench frs_archive frs_compressed_docs) ;;
+    tsan) targets=(frs_tsan_programs) ;;
+    fuzz) targets=(frs_fuzz_request frs_fuzz_xml_decode) ;;
+  esac
+  nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" ${targets[@]+--target "${targets[@]}"}
+  built=$(date +%s)
+  echo "== ${preset}: built in $((built - stage_start)) s"
   if [ "$preset" = fuzz ]; then
     # libFuzzer (with ASan+UBSan), 20 s each: the whole request path, then the
     # fast XML scanner against pugixml's path; from scratch copies of their
     # corpora, so a run adds nothing to the tree.
-    cmake --build --preset fuzz -j"$jobs" --target frs_fuzz_request frs_fuzz_xml_decode
     for target in request:corpus xml_decode:xml_corpus; do
       # Crash inputs (-artifact_prefix) go to a scratch directory too, and are
       # printed, so a failure leaves nothing in the working tree.
@@ -98,31 +114,67 @@ for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
         done
       fi
       rm -rf "$corpus" "$artifacts"
-      [ "$rc" = 0 ] || { echo "fuzz: frs_fuzz_${target%%:*} found a failure (exit $rc)"; exit "$rc"; }
+      [ "$rc" = 0 ] || { echo "fuzz: frs_fuzz_${target%%:*} found a failure (exit $rc)"; return "$rc"; }
     done
-  elif [ "$preset" = tsan ]; then
-    # Stages select by ctest label (tests/CMakeLists.txt), never by name, and
-    # a selection that finds no test fails (--no-tests=error). The programs
-    # built are those frs_tsan_tests() names.
-    cmake --build --preset tsan -j"$jobs" --target frs_tsan_programs
-    run_ctest "$build" --preset tsan -j"$jobs" --no-tests=error -L '^tsan$'
   else
-    if [ "$preset" = release ] && [ "${FRS_RELEASE_TESTS:-}" != all ]; then
-      # The programs and the library only (the GoogleTest programs are the
-      # ASan stage's), and the tests that run them inside other programs.
-      cmake --build --preset release -j"$jobs" --target frsd frsctl frsbench frs_archive frs_compressed_docs
-      run_ctest "$build" --preset release -j"$jobs" --no-tests=error -L '^outside$'
-    elif [ "$preset" = asan ]; then
-      # Everything but those: under ASan they would cost a third of this stage
-      # and test no more of our memory safety than the e2e suites do. The
-      # tsan-labelled tests run here with the rest of their programs.
-      cmake --build --preset asan -j"$jobs"
-      run_ctest "$build" --preset asan -j"$jobs" --no-tests=error -LE '^(outside|tsan)$'
-    else
-      cmake --build --preset "$preset" -j"$jobs"
-      run_ctest "$build" --preset "$preset" -j"$jobs" --no-tests=error
-    fi
+    # Stages select by ctest label (tests/CMakeLists.txt), never by name, and
+    # a selection that finds no test fails (--no-tests=error): the release
+    # stage the tests that run our programs inside others (label outside),
+    # the TSan stage the TESTs whose threads share mapped memory (label
+    # tsan), the ASan stage every other test. Under ASan the outside tests
+    # would cost a third of that stage and test no more of our memory safety
+    # than the e2e suites do; the tsan-labelled TESTs run there with the rest
+    # of their programs.
+    local select=()
+    case "$preset" in
+      release) [ "${FRS_RELEASE_TESTS:-}" = all ] || select=(-L '^outside$') ;;
+      tsan) select=(-L '^tsan$') ;;
+      asan) select=(-LE '^(outside|tsan)$') ;;
+    esac
+    run_ctest "$build" --preset "$preset" -j"$jobs" --no-tests=error ${select[@]+"${select[@]}"}
   fi
   cpu_seconds
-  echo "== ${preset}: done in $(( $(date +%s) - stage_start )) s ($(( cpu - stage_cpu )) CPU-s)"
+  echo "== ${preset}: done in $(($(date +%s) - stage_start)) s ($((cpu - stage_cpu)) CPU-s; tests $(($(date +%s) - built)) s)"
+}
+
+# The stages run side by side, each into its own log, printed whole when it
+# ends: on two cores a stage's tests leave a core idle as often as not
+# (servers started, waited for, stopped, packages unpacked), and another
+# stage's build fills it. The release and ASan builds share the CPU, so the
+# release stage's tests (the slowest to wait, the quickest to build) run
+# while the ASan build goes on; the TSan build is niced: it takes only what
+# those leave, and is done long before the ASan tests are. Tests all run at
+# the same priority. FRS_TEST_SERIAL=1 runs the stages one after another
+# (a machine shared with other builds, or a stage's output as it comes).
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+declare -A pid_of=()
+failed=()
+# Waits for the stages started, printing each one's log as it ends.
+collect() {
+  local rc ended preset
+  while ((${#pid_of[@]})); do
+    rc=0
+    wait -n -p ended "${pid_of[@]}" || rc=$?
+    for preset in "${!pid_of[@]}"; do
+      [ "${pid_of[$preset]}" = "$ended" ] || continue
+      cat "$logs/$preset"
+      [ "$rc" = 0 ] || { failed+=("$preset"); echo "== ${preset}: FAILED (exit $rc)"; }
+      unset "pid_of[$preset]"
+    done
+  done
+}
+for preset in ${FRS_TEST_PRESETS:-release asan tsan}; do
+  build_nice=0
+  case "$preset" in tsan | fuzz) [ "${FRS_TEST_SERIAL:-0}" = 1 ] || build_nice=10 ;; esac
+  run_stage "$preset" "$build_nice" >"$logs/$preset" 2>&1 &
+  pid_of[$preset]=$!
+  [ "${FRS_TEST_SERIAL:-0}" != 1 ] || collect
 done
+collect
+cpu_seconds
+echo "== all stages: done in $(($(date +%s) - run_start)) s ($cpu CPU-s)"
+if ((${#failed[@]})); then
+  echo "== failed: ${failed[*]}"
+  exit 1
+fi

@@ -155,6 +155,7 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024  # the C++ client's body_limit: no answer of
 
 # ---------------------------------------------------------------- answers
 
+
 class _Record(object):
     """Named fields (the subclass's __slots__), set from its __init__'s
     arguments and listed by repr()."""
@@ -193,12 +194,44 @@ class Rule(_Record):
 class Decision(_Verdict, _Record):
     """What frsd decided (or what the fail policy decided when it could not)."""
 
-    __slots__ = ("allowed", "count", "limit", "remaining", "reset", "retry_after", "rules", "shadow",
-                 "would_deny", "found", "error", "status", "server", "lease", "lease_expires", "released")
+    __slots__ = (
+        "allowed",
+        "count",
+        "limit",
+        "remaining",
+        "reset",
+        "retry_after",
+        "rules",
+        "shadow",
+        "would_deny",
+        "found",
+        "error",
+        "status",
+        "server",
+        "lease",
+        "lease_expires",
+        "released",
+    )
 
-    def __init__(self, allowed=False, count=0, limit=0, remaining=0, reset=0, retry_after=0, rules=None,
-                 shadow=False, would_deny=False, found=None, error=None, status=0, server=None, lease=None,
-                 lease_expires=0, released=False):
+    def __init__(
+        self,
+        allowed=False,
+        count=0,
+        limit=0,
+        remaining=0,
+        reset=0,
+        retry_after=0,
+        rules=None,
+        shadow=False,
+        would_deny=False,
+        found=None,
+        error=None,
+        status=0,
+        server=None,
+        lease=None,
+        lease_expires=0,
+        released=False,
+    ):
         rules = rules if rules is not None else []
         self._set(locals())
 
@@ -249,21 +282,43 @@ def _decision_from(elem, status, server, cmd):
     need = "found" if cmd == "delete" else "allowed"
     if a.get(need) not in ("0", "1"):
         raise _Unusable('a <response code="0"> without %s="0" or "1"' % need)
-    rules = [Rule(algo=r.get("algo", ""), interval=_int(r.attrib, "interval"), count=_int(r.attrib, "count"),
-                  limit=_int(r.attrib, "limit"), remaining=_int(r.attrib, "remaining"),
-                  reset=_int(r.attrib, "reset"), allowed=r.get("allowed") == "1", debt=_int(r.attrib, "debt"))
-             for r in elem.findall("rule")]
+    rules = [
+        Rule(
+            algo=r.get("algo", ""),
+            interval=_int(r.attrib, "interval"),
+            count=_int(r.attrib, "count"),
+            limit=_int(r.attrib, "limit"),
+            remaining=_int(r.attrib, "remaining"),
+            reset=_int(r.attrib, "reset"),
+            allowed=r.get("allowed") == "1",
+            debt=_int(r.attrib, "debt"),
+        )
+        for r in elem.findall("rule")
+    ]
     found = None
     if "found" in a:
         found = a["found"] == "1"
-    return Decision(allowed=a.get("allowed", "1") == "1", count=_int(a, "count"), limit=_int(a, "limit"),
-                    remaining=_int(a, "remaining"), reset=_int(a, "reset"), retry_after=_int(a, "retry_after"),
-                    rules=rules, shadow=a.get("shadow") == "1", would_deny=a.get("would_deny") == "1",
-                    found=found, status=status, server=server, lease=a.get("lease"),
-                    lease_expires=_int(a, "expires"), released=a.get("released") == "1")
+    return Decision(
+        allowed=a.get("allowed", "1") == "1",
+        count=_int(a, "count"),
+        limit=_int(a, "limit"),
+        remaining=_int(a, "remaining"),
+        reset=_int(a, "reset"),
+        retry_after=_int(a, "retry_after"),
+        rules=rules,
+        shadow=a.get("shadow") == "1",
+        would_deny=a.get("would_deny") == "1",
+        found=found,
+        status=status,
+        server=server,
+        lease=a.get("lease"),
+        lease_expires=_int(a, "expires"),
+        released=a.get("released") == "1",
+    )
 
 
 # ------------------------------------------------------------------ ring
+
 
 def _split_host_port(name):
     """nginx's split of a server string: at the last ':' when only digits follow."""
@@ -273,7 +328,7 @@ def _split_host_port(name):
     while i >= 0 and name[i] in "0123456789":
         i -= 1
     if i >= 0 and name[i] == ":":
-        return name[:i], name[i + 1:]
+        return name[:i], name[i + 1 :]
     return name, ""
 
 
@@ -288,7 +343,7 @@ def parse_shards(servers):
         weight = 1
         if isinstance(s, (tuple, list)):
             if len(s) != 2:
-                raise ValueError("a shard is (\"host:port\", weight), not %r" % (s,))
+                raise ValueError('a shard is ("host:port", weight), not %r' % (s,))
             name, weight = s[0], s[1]
         else:
             parts = str(s).split()
@@ -299,7 +354,7 @@ def parse_shards(servers):
                 if not extra.startswith("weight="):
                     raise ValueError("shard %r: only weight=N may follow the address" % (s,))
                 try:
-                    weight = int(extra[len("weight="):])
+                    weight = int(extra[len("weight=") :])
                 except ValueError:
                     raise ValueError("shard %r: weight must be a whole number" % (s,))
         name = str(name).strip()
@@ -362,7 +417,7 @@ def _key_route(key):
     if open_ >= 0:
         close = key.find(b"}", open_ + 1)
         if close > open_ + 1:
-            return key[open_ + 1:close]
+            return key[open_ + 1 : close]
     return key
 
 
@@ -461,8 +516,10 @@ def _read_body(resp):
     beyond it without reading further (a body is read in pieces, so memory
     grows with what came, never with what is announced)."""
     if resp.length is not None and resp.length > MAX_ANSWER_BYTES:
-        raise _AnswerTooBig("its answer announces %d bytes (Content-Length), over the 64 MiB cap (%d bytes); "
-                            "not read" % (resp.length, MAX_ANSWER_BYTES))
+        raise _AnswerTooBig(
+            "its answer announces %d bytes (Content-Length), over the 64 MiB cap (%d bytes); "
+            "not read" % (resp.length, MAX_ANSWER_BYTES)
+        )
     parts = []
     size = 0
     while True:
@@ -471,8 +528,9 @@ def _read_body(resp):
             break
         size += len(part)
         if size > MAX_ANSWER_BYTES:
-            raise _AnswerTooBig("its answer grew past the 64 MiB cap (%d bytes); the rest was not read"
-                                % MAX_ANSWER_BYTES)
+            raise _AnswerTooBig(
+                "its answer grew past the 64 MiB cap (%d bytes); the rest was not read" % MAX_ANSWER_BYTES
+            )
         parts.append(part)
     data = b"".join(parts)
     if resp.length:  # read(amt) returns b"" at an early EOF instead of raising
@@ -602,8 +660,12 @@ class Client(object):
             try:
                 status, data = self._server(server).post(path, body, deadline)
             except socket.timeout:
-                return 0, None, server, "frsd %s timed out: no whole answer within the %ss time-out" % (
-                    server, self.timeout)
+                return (
+                    0,
+                    None,
+                    server,
+                    "frsd %s timed out: no whole answer within the %ss time-out" % (server, self.timeout),
+                )
             except _AnswerTooBig as e:
                 return 0, None, server, "frsd %s: %s" % (server, e)
             except (OSError, http.client.HTTPException) as e:
@@ -620,8 +682,15 @@ class Client(object):
                     continue
                 if hop == 0 and owner and owner not in self._names:
                     # Only the client's own shards get its requests (and token).
-                    return status, None, server, ("HTTP 421 from %s: misrouted, and the owner it names (%r) is not "
-                                                  "in this client's shard list" % (server, owner[:100]))
+                    return (
+                        status,
+                        None,
+                        server,
+                        (
+                            "HTTP 421 from %s: misrouted, and the owner it names (%r) is not "
+                            "in this client's shard list" % (server, owner[:100])
+                        ),
+                    )
                 return status, None, server, "HTTP 421 from %s: %s" % (server, root.get("msg", "misdirected"))
             return status, root, server, None
         return 0, None, server, "unreachable"
@@ -748,9 +817,11 @@ class Client(object):
 
     def _batch_group(self, server, path, members):
         try:
-            body = ("<batch>" + "".join(
-                _request_xml(c, b, k, {"n": n if c in _COUNTED else None}) for c, b, k, n in members)
-                    + "</batch>").encode("utf-8")
+            body = (
+                "<batch>"
+                + "".join(_request_xml(c, b, k, {"n": n if c in _COUNTED else None}) for c, b, k, n in members)
+                + "</batch>"
+            ).encode("utf-8")
         except (UnicodeError, ValueError) as e:
             err = "bad request: %s" % e
             return [Decision(allowed=False, error=err, server=server) for _ in members], False
@@ -775,8 +846,12 @@ class Client(object):
                 for m, r in zip(members, responses):
                     d = _decision_from(r, status, server, m[0])
                     if d is None:
-                        d = Decision(allowed=False, status=status, server=server,
-                                     error="HTTP %d from %s: %s" % (status, server, r.get("msg", "error")))
+                        d = Decision(
+                            allowed=False,
+                            status=status,
+                            server=server,
+                            error="HTTP %d from %s: %s" % (status, server, r.get("msg", "error")),
+                        )
                     ds.append(d)
             except _Unusable as e:
                 err = "frsd %s answered HTTP 200 that is not an FRS answer a decision can rest on (%s)" % (server, e)

@@ -123,10 +123,12 @@ class Frsd(object):
         self.port = port
         self._config_port = port
         with open(self.config, "w") as f:
-            f.write('<frs>\n  <listen host="127.0.0.1" port="%d"/>\n  <workers>%d</workers>\n'
-                    '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="1024" chain="8"/>\n'
-                    '  <pidfile>frsd.pid</pidfile>\n  <admin token="%s"/>\n%s%s</frs>\n'
-                    % (port, self.workers, self.token, self.extra, cluster))
+            f.write(
+                '<frs>\n  <listen host="127.0.0.1" port="%d"/>\n  <workers>%d</workers>\n'
+                '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="1024" chain="8"/>\n'
+                '  <pidfile>frsd.pid</pidfile>\n  <admin token="%s"/>\n%s%s</frs>\n'
+                % (port, self.workers, self.token, self.extra, cluster)
+            )
 
     def spawn(self):
         if self._config_port == 0:
@@ -136,8 +138,13 @@ class Frsd(object):
                 pass
             self.port = 0
         self._err = open(os.path.join(self.dir, "frsd.stderr"), "ab")
-        self.proc = subprocess.Popen([FRSD, "-c", self.config, "--foreground"], stdout=self._err,
-                                     stderr=self._err, stdin=subprocess.DEVNULL, close_fds=True)
+        self.proc = subprocess.Popen(
+            [FRSD, "-c", self.config, "--foreground"],
+            stdout=self._err,
+            stderr=self._err,
+            stdin=subprocess.DEVNULL,
+            close_fds=True,
+        )
 
     def wait_healthy(self, timeout=5.0):
         end = time.monotonic() + timeout
@@ -196,8 +203,10 @@ def start_cluster(n, weights=None):
         for _ in range(n):
             shards.append(Frsd())
             shards[-1].start()
-        lines = "".join('    <shard%s>127.0.0.1:%d</shard>\n' % ('' if w == 1 else ' weight="%d"' % w, s.port)
-                        for s, w in zip(shards, weights))
+        lines = "".join(
+            "    <shard%s>127.0.0.1:%d</shard>\n" % ("" if w == 1 else ' weight="%d"' % w, s.port)
+            for s, w in zip(shards, weights)
+        )
         for s in shards:
             s.write_config(s.port, '  <cluster self="127.0.0.1:%d" enforce="1">\n%s  </cluster>\n' % (s.port, lines))
             s.reload()
@@ -244,8 +253,10 @@ def _read_request(conn):
 
 def http_answer(body, status="200 OK", close=False):
     """The bytes of one HTTP/1.1 answer holding `body`."""
-    return (("HTTP/1.1 %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n%s\r\n"
-             % (status, len(body), "Connection: close\r\n" if close else "")).encode("ascii") + body)
+    return (
+        "HTTP/1.1 %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n%s\r\n"
+        % (status, len(body), "Connection: close\r\n" if close else "")
+    ).encode("ascii") + body
 
 
 class StubServer(object):
@@ -313,9 +324,11 @@ class StubServer(object):
 
 def answer_200(body, status="200 OK"):
     """An answer function: `body` as a 200 (or `status`), keeping the connection."""
+
     def answer(stub, conn, req):
         stub.send(conn, http_answer(body, status))
         return True
+
     return answer
 
 
@@ -328,8 +341,9 @@ def stub_answers(body, **client_args):
         for fail in ("open", "closed"):
             c = Client(stub.name, timeout=2.0, fail=fail, **client_args)
             try:
-                out.append((fail, c.acquire("login", "k"),
-                            c.batch([("acquire", "login", "a"), ("acquire", "login", "b")])))
+                out.append(
+                    (fail, c.acquire("login", "k"), c.batch([("acquire", "login", "a"), ("acquire", "login", "b")]))
+                )
             finally:
                 c.close()
     finally:
@@ -356,6 +370,7 @@ def need_frsd(cls):
 
 
 # ------------------------------------------------------------------ ring
+
 
 class RingTest(unittest.TestCase):
     def test_split_host_port_as_nginx(self):
@@ -404,6 +419,7 @@ class RingTest(unittest.TestCase):
 
 
 # ----------------------------------------------------------- one server
+
 
 @need_frsd
 class ClientTest(unittest.TestCase):
@@ -489,8 +505,23 @@ class ClientTest(unittest.TestCase):
         self.assertEqual([r.allowed for r in d.rules], [True, False])
 
     def test_keys_that_need_escaping(self):
-        keys = ["a+b", "a b", "a&b", "a&amp;b", "a=b?c#d", "100%", "ünïcødé", "emoji 😀", 'say "hi"', "it's",
-                "both \"'", "<tag/>", "x/y\\z", "{tag}rest", "%41"]
+        keys = [
+            "a+b",
+            "a b",
+            "a&b",
+            "a&amp;b",
+            "a=b?c#d",
+            "100%",
+            "ünïcødé",
+            "emoji 😀",
+            'say "hi"',
+            "it's",
+            "both \"'",
+            "<tag/>",
+            "x/y\\z",
+            "{tag}rest",
+            "%41",
+        ]
         for i, key in enumerate(keys):
             for _ in range(i + 1):
                 d = self.client.acquire("big", key)
@@ -608,6 +639,7 @@ class ClientTest(unittest.TestCase):
 
 # -------------------------------------------------------------- failures
 
+
 class FailureTest(unittest.TestCase):
     def test_timeout_fail_open_and_closed(self):
         silent = SilentServer()
@@ -663,10 +695,11 @@ class HostileServerTest(unittest.TestCase):
 
         def trickle(stub, conn, req):
             for i in range(len(answer)):
-                stub.send(conn, answer[i:i + 1])
+                stub.send(conn, answer[i : i + 1])
                 if stub.stop.wait(0.2):
                     return False
             return False
+
         stub = StubServer(trickle)
         try:
             for c, allowed in each_policy(stub.name, timeout=0.5):
@@ -687,13 +720,19 @@ class HostileServerTest(unittest.TestCase):
 
     def test_421_to_a_shard_outside_the_ring_is_not_followed(self):
         elsewhere = StubServer(answer_200(b'<response code="0" allowed="1" count="1"/>\n'))
-        misroute = (b'<response code="421" msg="route belongs to shard %s" owner="%s"/>\n'
-                    % (elsewhere.name.encode(), elsewhere.name.encode()))
+        misroute = b'<response code="421" msg="route belongs to shard %s" owner="%s"/>\n' % (
+            elsewhere.name.encode(),
+            elsewhere.name.encode(),
+        )
         stub = StubServer(answer_200(misroute, "421 Misdirected Request"))
         try:
             for c, allowed in each_policy(stub.name, timeout=2.0, token="s3cret"):
-                for d in (c.set("login", "k", 0), c.acquire("login", "k"), c.delete("login", "k"),
-                          c.batch([("acquire", "login", "a")])):
+                for d in (
+                    c.set("login", "k", 0),
+                    c.acquire("login", "k"),
+                    c.delete("login", "k"),
+                    c.batch([("acquire", "login", "a")]),
+                ):
                     self.assertEqual(d.allowed, allowed, d)
                     self.assertIn("not in this client's shard list", d.error or "", d)
                 self.assertEqual(c.redirects, 0)
@@ -781,9 +820,13 @@ class HostileServerTest(unittest.TestCase):
                 self.assertIn("not FRS XML", res.error or "", (body, fail, res))
 
     def test_frs_answer_without_allowed_follows_the_policy(self):
-        for body in (b'<response code="0"/>\n', b'<response code="0" allowed="maybe"/>\n', b'<response/>\n',
-                     b'<batch allowed="1"><response code="0"/><response code="0"/></batch>\n',
-                     b'<batch allowed="1"><response code="0" allowed="1"/></batch>\n'):
+        for body in (
+            b'<response code="0"/>\n',
+            b'<response code="0" allowed="maybe"/>\n',
+            b"<response/>\n",
+            b'<batch allowed="1"><response code="0"/><response code="0"/></batch>\n',
+            b'<batch allowed="1"><response code="0" allowed="1"/></batch>\n',
+        ):
             for fail, d, res in stub_answers(body):
                 allowed = fail == "open"
                 self.assertEqual(d.allowed, allowed, (body, fail, d))
@@ -794,6 +837,7 @@ class HostileServerTest(unittest.TestCase):
 
 
 # --------------------------------------------------------------- cluster
+
 
 @need_frsd
 class ClusterTest(unittest.TestCase):
@@ -818,16 +862,38 @@ class ClusterTest(unittest.TestCase):
     @unittest.skipUnless(FRSCTL and os.access(FRSCTL, os.X_OK), "set FRSCTL to the frsctl binary")
     def test_owner_matches_frsctl(self):
         routes = ["route-%d" % i for i in range(170)] + ["user:%d" % i for i in range(10)]
-        routes += ["a b", "a+b", "a&b", "ünï", "😀", "x%20y", "{t}", "127.0.0.1", "-", "~", "A" * 200,
-                   "q'\"", "tab", "z:1", "k" * 7, "0", "00", "1", "route", "frs"]
+        routes += [
+            "a b",
+            "a+b",
+            "a&b",
+            "ünï",
+            "😀",
+            "x%20y",
+            "{t}",
+            "127.0.0.1",
+            "-",
+            "~",
+            "A" * 200,
+            "q'\"",
+            "tab",
+            "z:1",
+            "k" * 7,
+            "0",
+            "00",
+            "1",
+            "route",
+            "frs",
+        ]
         self.assertEqual(len(routes), 200)
         # A few frsctl at a time: under AddressSanitizer each takes ~150 ms to start.
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
 
         def frsctl_owner(route):
-            out = subprocess.run([FRSCTL, "-c", self.shards[0].config, "owner", route], capture_output=True,
-                                 check=True, env=env)
+            out = subprocess.run(
+                [FRSCTL, "-c", self.shards[0].config, "owner", route], capture_output=True, check=True, env=env
+            )
             return out.stdout.decode().strip()
+
         with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
             wants = list(pool.map(frsctl_owner, routes))
         seen = set()

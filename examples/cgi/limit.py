@@ -46,9 +46,11 @@ def main():
     user = form.get("user", [""])[0]
     key = "user:" + user if user else "ip:" + os.environ.get("REMOTE_ADDR", "unknown")
 
-    frs = Client(os.environ.get("FRS_SERVERS", "127.0.0.1:8300"),
-                 timeout=float(os.environ.get("FRS_TIMEOUT", "0.5")),
-                 fail=os.environ.get("FRS_FAIL", "open"))
+    frs = Client(
+        os.environ.get("FRS_SERVERS", "127.0.0.1:8300"),
+        timeout=float(os.environ.get("FRS_TIMEOUT", "0.5")),
+        fail=os.environ.get("FRS_FAIL", "open"),
+    )
     d = frs.acquire(os.environ.get("FRS_BIZ", "login"), key)
     frs.close()
 

@@ -74,16 +74,24 @@ class CgiTest(unittest.TestCase):
     def _start_cgi(cls):
         cgi = os.path.join(cls.dir, "cgi")
         os.makedirs(cgi)
-        for src in (os.path.join(ROOT, "examples", "cgi", "limit.py"), os.path.join(ROOT, "examples", "cgi", "limit.sh"),
-                    os.path.join(ROOT, "clients", "python", "frs_client.py")):
+        for src in (
+            os.path.join(ROOT, "examples", "cgi", "limit.py"),
+            os.path.join(ROOT, "examples", "cgi", "limit.sh"),
+            os.path.join(ROOT, "clients", "python", "frs_client.py"),
+        ):
             dst = os.path.join(cgi, os.path.basename(src))
             shutil.copy(src, dst)
             os.chmod(dst, 0o755)
         sock = os.path.join(cls.dir, "fcgiwrap.sock")
         path = os.path.dirname(os.path.abspath(sys.executable)) + ":/usr/local/bin:/usr/bin:/bin"
         cls.fcgi_err = open(os.path.join(cls.dir, "fcgiwrap.stderr"), "ab")
-        cls.fcgi = subprocess.Popen([FCGIWRAP, "-s", "unix:" + sock], stdin=subprocess.DEVNULL, stdout=cls.fcgi_err,
-                                    stderr=cls.fcgi_err, env={"PATH": path})
+        cls.fcgi = subprocess.Popen(
+            [FCGIWRAP, "-s", "unix:" + sock],
+            stdin=subprocess.DEVNULL,
+            stdout=cls.fcgi_err,
+            stderr=cls.fcgi_err,
+            env={"PATH": path},
+        )
         if not wait_for(lambda: os.path.exists(sock)):
             raise RuntimeError("fcgiwrap did not create its socket")
 
@@ -110,7 +118,18 @@ class CgiTest(unittest.TestCase):
       fastcgi_param FRS_BIZ %s;
       fastcgi_param FRS_FAIL %s;
       fastcgi_param FRS_TIMEOUT %s;
-    }""" % (name, sock, cgi, script, path, servers, url, biz, fail, timeout)
+    }""" % (
+                name,
+                sock,
+                cgi,
+                script,
+                path,
+                servers,
+                url,
+                biz,
+                fail,
+                timeout,
+            )
 
         locs = []
         for lang, script in (("py", "limit.py"), ("sh", "limit.sh")):
@@ -124,10 +143,15 @@ class CgiTest(unittest.TestCase):
         # and another on "address in use" (nginx exits then).
         for _ in range(5):
             cls.port = candidate_port()
-            conf = nginx_conf.write(cls.dir, "  server {\n    listen 127.0.0.1:%d;\n%s\n  }\n"
-                                    % (cls.port, "".join(locs)))
-            cls.nginx = subprocess.Popen([NGINX, "-p", cls.dir, "-c", conf], stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            conf = nginx_conf.write(
+                cls.dir, "  server {\n    listen 127.0.0.1:%d;\n%s\n  }\n" % (cls.port, "".join(locs))
+            )
+            cls.nginx = subprocess.Popen(
+                [NGINX, "-p", cls.dir, "-c", conf],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
 
             def up():
                 try:
@@ -135,8 +159,12 @@ class CgiTest(unittest.TestCase):
                     return True
                 except OSError:
                     return False
-            if (wait_for(lambda: cls.nginx.poll() is not None or listening(cls.nginx.pid, cls.port))
-                    and cls.nginx.poll() is None and wait_for(up)):
+
+            if (
+                wait_for(lambda: cls.nginx.poll() is not None or listening(cls.nginx.pid, cls.port))
+                and cls.nginx.poll() is None
+                and wait_for(up)
+            ):
                 return
             stop(cls.nginx, signal.SIGQUIT)  # lost the port: try another
         raise RuntimeError("nginx did not start: " + cls.log("error.log"))
@@ -168,8 +196,9 @@ class CgiTest(unittest.TestCase):
     def get(self, target):
         status, headers, body = support.http_get(self.port, target, timeout=10)
         if status == 502 or status == 500:
-            self.fail("%s: %d\nnginx: %s\nfcgiwrap: %s" % (target, status, self.log("error.log"),
-                                                          self.log("fcgiwrap.stderr")))
+            self.fail(
+                "%s: %d\nnginx: %s\nfcgiwrap: %s" % (target, status, self.log("error.log"), self.log("fcgiwrap.stderr"))
+            )
         return status, headers, body
 
     def test_allow_then_deny(self):
@@ -196,7 +225,9 @@ class CgiTest(unittest.TestCase):
                 self.assertEqual(self.client.query("login", "user:" + user).count, 1, user)
             # Five per user name: the sixth is denied.
             for i in range(4):
-                self.assertEqual(self.get("/%s/login?user=%s" % (lang, urllib.parse.quote(lang + ":" + names[0])))[0], 200)
+                self.assertEqual(
+                    self.get("/%s/login?user=%s" % (lang, urllib.parse.quote(lang + ":" + names[0])))[0], 200
+                )
             status, headers, _ = self.get("/%s/login?user=%s" % (lang, urllib.parse.quote(lang + ":" + names[0])))
             self.assertEqual(status, 429)
             self.assertIn("retry-after", headers)

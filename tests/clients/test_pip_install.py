@@ -73,8 +73,10 @@ class PipInstallTest(unittest.TestCase):
     def test_from_its_source_archive(self):
         dist = os.path.join(self.dir, "dist")
         os.makedirs(dist)
-        rc, out = run([sys.executable, "-c", "import sys, frs_build; print(frs_build.build_sdist(sys.argv[1]))", dist],
-                      cwd=os.path.join(CLIENT, "build_backend"))
+        rc, out = run(
+            [sys.executable, "-c", "import sys, frs_build; print(frs_build.build_sdist(sys.argv[1]))", dist],
+            cwd=os.path.join(CLIENT, "build_backend"),
+        )
         self.assertEqual(rc, 0, out)
         sdist = os.path.join(dist, out.strip())
         rc, out = run([self.python, "-m", "pip", "install", "--no-index", sdist])

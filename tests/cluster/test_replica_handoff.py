@@ -48,7 +48,7 @@ KEYS = ["user:%d" % i for i in range(300)]
 def holders(names, route):
     """(owner, successor) of `route` under the ring of `names`, as
     Ring::OwnerOfHash and Ring::SuccessorOfHash (nginx's fail-over walk)."""
-    import zlib
+
     points = ring_points(names)
     h = zlib.crc32(route.encode())
     lo, hi = 0, len(points)
@@ -85,10 +85,12 @@ class Shard:
             shutil.copy(self.config, self.old)
         shards = "".join("<shard>%s</shard>" % n for n in names)
         with open(self.config, "w") as f:
-            f.write('<frs><listen host="127.0.0.1" port="%d"/><workers>1</workers><map>map.xml</map>'
-                    '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
-                    '<cluster self="%s" enforce="1" replicas="1" replica_mode="sync" replica_timeout_ms="500">'
-                    '%s</cluster></frs>\n' % (self.port, TOKEN, self.name, shards))
+            f.write(
+                '<frs><listen host="127.0.0.1" port="%d"/><workers>1</workers><map>map.xml</map>'
+                '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
+                '<cluster self="%s" enforce="1" replicas="1" replica_mode="sync" replica_timeout_ms="500">'
+                "%s</cluster></frs>\n" % (self.port, TOKEN, self.name, shards)
+            )
         if fresh:
             shutil.copy(self.config, self.old)
 
@@ -107,8 +109,9 @@ class Shard:
 
     def start(self):
         err = open(os.path.join(self.dir, "stderr"), "ab")
-        self.proc = subprocess.Popen([FRSD, "-c", self.config, "--foreground"], stdout=err, stderr=err,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [FRSD, "-c", self.config, "--foreground"], stdout=err, stderr=err, stdin=subprocess.DEVNULL
+        )
         err.close()
         if not processes.wait_for(lambda: self.proc.poll() is None and self.status("/health") == 200, 10):
             raise AssertionError("frsd did not serve:\n" + self.log())
@@ -137,8 +140,9 @@ class Shard:
 
     def counts(self):
         """Every node of biz b this shard holds: key -> count (read from the store)."""
-        out = subprocess.run([FRSCTL, "-c", self.config, "--json", "dump", "--biz", "b"], capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            [FRSCTL, "-c", self.config, "--json", "dump", "--biz", "b"], capture_output=True, text=True, timeout=30
+        )
         if out.returncode != 0:
             raise AssertionError("dump: " + out.stderr)
         return {j["key"]: j["count"] for j in map(json.loads, out.stdout.splitlines()) if j.get("count")}
@@ -146,8 +150,13 @@ class Shard:
     def handoff(self, env=None):
         e = dict(os.environ)
         e.update(env or {})
-        r = subprocess.run([FRSCTL, "-c", self.config, "handoff", "--batch", "8", "--from", self.old],
-                           capture_output=True, text=True, timeout=60, env=e)
+        r = subprocess.run(
+            [FRSCTL, "-c", self.config, "handoff", "--batch", "8", "--from", self.old],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=e,
+        )
         return r.returncode, r.stdout + r.stderr
 
     def stop(self):
@@ -319,8 +328,9 @@ class ReplicaHandoff(unittest.TestCase):
         # Another shard's old srv.xml is refused, naming both selves; nothing changes.
         other = self.shards[self.names[1]]
         before = s.counts()
-        r = subprocess.run([FRSCTL, "-c", s.config, "handoff", "--from", other.old], capture_output=True, text=True,
-                           timeout=30)
+        r = subprocess.run(
+            [FRSCTL, "-c", s.config, "handoff", "--from", other.old], capture_output=True, text=True, timeout=30
+        )
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("another shard's srv.xml", r.stderr)
         self.assertEqual(s.counts(), before)

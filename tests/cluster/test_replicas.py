@@ -33,8 +33,10 @@ from failover_bench import ring_owner, ring_points  # noqa: E402
 
 FRSD = None
 TOKEN = "replica-test"
-MAP = ('<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
-       '  <biz id="2" name="small"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>\n')
+MAP = (
+    '<map>\n  <biz id="1" name="b"><rule algo="fixed" interval="3600" max="1000"/></biz>\n'
+    '  <biz id="2" name="small"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>\n'
+)
 CLIENTS_PER_FRONT = 4
 
 
@@ -168,15 +170,21 @@ class Shard:
             f.write(MAP)
         shards = "".join("<shard>%s</shard>" % n for n in names)
         with open(os.path.join(dir_, "srv.xml"), "w") as f:
-            f.write('<frs><listen host="127.0.0.1" port="%d"/><workers>%d</workers><map>map.xml</map>'
-                    '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
-                    '<cluster self="%s" enforce="1" replicas="1" %s>%s</cluster></frs>\n'
-                    % (listen_port, workers, TOKEN, self_name, extra, shards))
+            f.write(
+                '<frs><listen host="127.0.0.1" port="%d"/><workers>%d</workers><map>map.xml</map>'
+                '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
+                '<cluster self="%s" enforce="1" replicas="1" %s>%s</cluster></frs>\n'
+                % (listen_port, workers, TOKEN, self_name, extra, shards)
+            )
 
     def start(self, wait=True):
         err = open(os.path.join(self.dir, "stderr"), "ab")
-        self.proc = subprocess.Popen([FRSD, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
-                                     stdout=err, stderr=err, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [FRSD, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
+            stdout=err,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
         err.close()
         if not wait:
             return
@@ -243,8 +251,9 @@ class Pair:
         if b_disk:  # B's store on a tmpfs of that size (root only)
             self.disk = os.path.join(self.b.dir, "data")
             os.makedirs(self.disk)
-            r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + b_disk, "tmpfs", self.disk],
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=" + b_disk, "tmpfs", self.disk], capture_output=True, text=True
+            )
             if r.returncode != 0:
                 self.disk = None
                 self.relay.close()
@@ -278,8 +287,9 @@ class Front:
             body += '      proxy_set_header Connection "";\n    }\n  }\n'
             conf = nginx_conf.write(dir_, body)
             nginx = processes.require("nginx", "/usr/sbin/nginx")
-            self.proc = subprocess.Popen([nginx, "-p", dir_, "-c", conf], stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                [nginx, "-p", dir_, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             if processes.wait_for(lambda: processes.listening(self.proc.pid, self.port), 3):
                 return
             processes.stop(self.proc)
@@ -399,8 +409,9 @@ class Replicas(unittest.TestCase):
         self.assertLess(time.monotonic() - t, 2.5)
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.a.acquire(k) == 200, 5))
-        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == p.a.count(k), 5),
-                        "A %s, B %s" % (p.a.count(k), p.b.count(k)))
+        self.assertTrue(
+            processes.wait_for(lambda: p.b.count(k) == p.a.count(k), 5), "A %s, B %s" % (p.a.count(k), p.b.count(k))
+        )
 
     def test_refuse_answers_503_within_the_timeout_and_serves_again_once_healed(self):
         p = self.pair(extra_a='replica_timeout_ms="300" on_replica_down="refuse"')
@@ -557,8 +568,11 @@ class Replicas(unittest.TestCase):
         at_a = {k: p.a.count(k) for k in keys}
         at_b = {k: p.b.count(k) for k in keys}
         wrong = {k: (granted[k], at_a[k], at_b[k]) for k in keys if not granted[k] == at_a[k] == at_b[k]}
-        print("granted %d over %d keys; keys off (granted, owner, successor): %s"
-              % (sum(granted.values()), len(keys), wrong), file=sys.stderr)
+        print(
+            "granted %d over %d keys; keys off (granted, owner, successor): %s"
+            % (sum(granted.values()), len(keys), wrong),
+            file=sys.stderr,
+        )
         self.assertEqual(wrong, {})
 
     def test_two_proxies_that_disagree_grant_a_key_at_most_its_limit_plus_the_other_sides_in_flight(self):
@@ -602,8 +616,10 @@ class Replicas(unittest.TestCase):
                 counts = [re.search(r' count="(\d+)"', s.get("/query?biz=small&key=" + k)[1]) for s in (p.a, p.b)]
                 self.assertTrue(all(counts), k)
                 self.assertEqual(counts[0].group(1), counts[1].group(1), k)
-            print("granted per key (M = 5, %d clients per proxy): %s" % (CLIENTS_PER_FRONT, sorted(granted.values())),
-                  file=sys.stderr)
+            print(
+                "granted per key (M = 5, %d clients per proxy): %s" % (CLIENTS_PER_FRONT, sorted(granted.values())),
+                file=sys.stderr,
+            )
         finally:
             for f in fronts:
                 f.stop()

@@ -12,9 +12,16 @@ def write(d, http, worker_connections=256):
     http {}, and d/tmp for nginx's temp files; returns the file's path."""
     os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
     lines = ["user root;"] if os.geteuid() == 0 else []
-    lines += ["daemon off;", "master_process off;", "worker_processes 1;", "pid %s/nginx.pid;" % d,
-              "error_log %s/error.log warn;" % d, "events { worker_connections %d; }" % worker_connections,
-              "http {", "  access_log off;"]
+    lines += [
+        "daemon off;",
+        "master_process off;",
+        "worker_processes 1;",
+        "pid %s/nginx.pid;" % d,
+        "error_log %s/error.log warn;" % d,
+        "events { worker_connections %d; }" % worker_connections,
+        "http {",
+        "  access_log off;",
+    ]
     lines += ["  %s_temp_path %s/tmp/%s;" % (t, d, t) for t in TEMP_PATHS]
     path = os.path.join(d, "nginx.conf")
     with open(path, "w") as f:

@@ -39,7 +39,7 @@ def children(pid):
         if not e.isdigit():
             continue
         st = read_text("/proc/%s/stat" % e)
-        rest = st[st.rfind(")") + 2:].split()
+        rest = st[st.rfind(")") + 2 :].split()
         if len(rest) > 1 and int(rest[1]) == pid and rest[0] != "Z":
             out.append(int(e))
     return out
@@ -48,7 +48,7 @@ def children(pid):
 def alive(pid):
     """True while `pid` exists and is not a zombie."""
     st = read_text("/proc/%d/stat" % pid)
-    return bool(st) and st[st.rfind(")") + 2:].split()[0] != "Z"
+    return bool(st) and st[st.rfind(")") + 2 :].split()[0] != "Z"
 
 
 def kill9(proc):

@@ -9,7 +9,9 @@ import os
 import re
 import sys
 
-root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+root = (
+    sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 code = open(os.path.join(root, "src", "config", "srv_config.cc"), encoding="utf-8").read()
 doc = open(os.path.join(root, "docs", "configuration.md"), encoding="utf-8").read()
 
@@ -31,4 +33,6 @@ if "`<cluster><shard weight>`" not in doc:
 if missing:
     print("docs/configuration.md lacks: " + ", ".join(missing))
     sys.exit(1)
-print("1 passed, 0 failed: %d elements, %d attributes documented" % (len(elements), sum(len(v) for v in attrs.values())))
+print(
+    "1 passed, 0 failed: %d elements, %d attributes documented" % (len(elements), sum(len(v) for v in attrs.values()))
+)

@@ -21,26 +21,35 @@ import processes  # noqa: E402
 
 FRSD = os.environ.get("FRSD", "")
 PROTO_DIR = os.path.join(ROOT, "src", "envoy", "proto")
-PROTOS = ["envoy/config/core/v3/base.proto", "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
-          "envoy/service/ratelimit/v3/rls.proto", "grpc/health/v1/health.proto"]
+PROTOS = [
+    "envoy/config/core/v3/base.proto",
+    "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+    "envoy/service/ratelimit/v3/rls.proto",
+    "grpc/health/v1/health.proto",
+]
 SHOULD_RATE_LIMIT = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
 
 def generate_messages(out_dir):
     """protoc --python_out into out_dir; returns (rls_pb2, ratelimit_pb2, health_pb2)."""
-    subprocess.run(["protoc", "--python_out=" + out_dir, "-I", PROTO_DIR, "-I", "/usr/include"] + PROTOS,
-                   check=True, timeout=60)
+    subprocess.run(
+        ["protoc", "--python_out=" + out_dir, "-I", PROTO_DIR, "-I", "/usr/include"] + PROTOS, check=True, timeout=60
+    )
     for d, _, _ in os.walk(os.path.join(out_dir, "envoy")):
         open(os.path.join(d, "__init__.py"), "a").close()
     sys.path.insert(0, out_dir)
     # health_pb2 by its file: its package path "grpc" is grpcio's module.
-    spec = importlib.util.spec_from_file_location("frs_health_pb2",
-                                                  os.path.join(out_dir, "grpc", "health", "v1", "health_pb2.py"))
+    spec = importlib.util.spec_from_file_location(
+        "frs_health_pb2", os.path.join(out_dir, "grpc", "health", "v1", "health_pb2.py")
+    )
     health = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(health)
-    return (importlib.import_module("envoy.service.ratelimit.v3.rls_pb2"),
-            importlib.import_module("envoy.extensions.common.ratelimit.v3.ratelimit_pb2"), health)
+    return (
+        importlib.import_module("envoy.service.ratelimit.v3.rls_pb2"),
+        importlib.import_module("envoy.extensions.common.ratelimit.v3.ratelimit_pb2"),
+        health,
+    )
 
 
 def load_grpc():
@@ -79,8 +88,11 @@ def should_rate_limit(port, req, timeout=5):
     """One ShouldRateLimit call on a channel of its own; returns the response."""
     grpc, rls_pb2 = _LOADED[0], _LOADED[1]
     with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
-        f = ch.unary_unary(SHOULD_RATE_LIMIT, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                           response_deserializer=rls_pb2.RateLimitResponse.FromString)
+        f = ch.unary_unary(
+            SHOULD_RATE_LIMIT,
+            request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+            response_deserializer=rls_pb2.RateLimitResponse.FromString,
+        )
         return f(req, timeout=timeout)
 
 
@@ -91,8 +103,11 @@ def alias_bomb(domain, levels=7, fanout=9):
     for level in range(levels):
         items = []
         for i in range(fanout):
-            rest = (", rate_limit: {unit: second, requests_per_unit: 1}" if level == 0 else
-                    ", descriptors: " + (lst if i == 0 else "*l%d" % (level - 1)))
+            rest = (
+                ", rate_limit: {unit: second, requests_per_unit: 1}"
+                if level == 0
+                else ", descriptors: " + (lst if i == 0 else "*l%d" % (level - 1))
+            )
             items.append("{key: k%d%s}" % (i, rest))
         lst = "&l%d [%s]" % (level, ", ".join(items))
     return "domain: %s\ndescriptors: %s\n" % (domain, lst)
@@ -125,10 +140,11 @@ class Frsd:
         """srv.xml, its <grpc> element with the attributes `grpc_extra` (a
         running frsd applies a change on reload)."""
         with open(os.path.join(self.dir, "srv.xml.tmp"), "w") as f:
-            f.write('<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>%d</workers>\n'
-                    '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
-                    '  <grpc listen="127.0.0.1:0" config="envoy"%s/>\n%s</frs>\n'
-                    % (self.workers, grpc_extra, extra))
+            f.write(
+                '<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>%d</workers>\n'
+                '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
+                '  <grpc listen="127.0.0.1:0" config="envoy"%s/>\n%s</frs>\n' % (self.workers, grpc_extra, extra)
+            )
         os.rename(os.path.join(self.dir, "srv.xml.tmp"), os.path.join(self.dir, "srv.xml"))
 
     def reloaded(self, change, timeout=10.0):
@@ -166,8 +182,13 @@ class Frsd:
                 pass
         self.port = self.grpc_port = 0
         with open(self.path("frsd.stderr"), "ab") as err:
-            self.proc = subprocess.Popen([FRSD, "-c", self.path("srv.xml"), "--foreground"], stdout=err,
-                                         stderr=err, stdin=subprocess.DEVNULL, close_fds=True)
+            self.proc = subprocess.Popen(
+                [FRSD, "-c", self.path("srv.xml"), "--foreground"],
+                stdout=err,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
+            )
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:

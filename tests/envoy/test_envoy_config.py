@@ -20,8 +20,9 @@ FRSD = os.environ["FRSD"]
 
 
 def envoy_config(*files):
-    return subprocess.run([FRSCTL, "envoy-config", *[os.path.join(FIX, f) for f in files]],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [FRSCTL, "envoy-config", *[os.path.join(FIX, f) for f in files]], capture_output=True, text=True, timeout=30
+    )
 
 
 class EnvoyConfig(unittest.TestCase):
@@ -57,8 +58,9 @@ class EnvoyConfig(unittest.TestCase):
         # 7 limited paths, and one biz per unit (second..week) for the limits
         # Envoy sends with a descriptor (RateLimitDescriptor.limit).
         own = sorted(n for n in bizzes if n.startswith("envoy._override."))
-        self.assertEqual(own, ["envoy._override." + u for u in
-                               ("day", "hour", "minute", "month", "second", "week", "year")])
+        self.assertEqual(
+            own, ["envoy._override." + u for u in ("day", "hour", "minute", "month", "second", "week", "year")]
+        )
         self.assertEqual(len(bizzes), 7 + 7)
         ids = [int(b.get("id")) for b in bizzes.values()]
         self.assertEqual(len(set(ids)), len(ids))
@@ -76,10 +78,13 @@ class EnvoyConfig(unittest.TestCase):
             with open(os.path.join(d, "map.xml"), "w") as f:
                 f.write(r.stdout)
             with open(os.path.join(d, "srv.xml"), "w") as f:
-                f.write('<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
-                        '<store dir="data" files="1" keynodes="1024" chain="8"/></frs>\n')
-            t = subprocess.run([FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True,
-                               timeout=30)
+                f.write(
+                    '<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
+                    '<store dir="data" files="1" keynodes="1024" chain="8"/></frs>\n'
+                )
+            t = subprocess.run(
+                [FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True, timeout=30
+            )
             self.assertEqual(t.returncode, 0, t.stderr)
             self.assertIn("14 biz(es)", t.stdout)
 
@@ -95,11 +100,14 @@ class EnvoyConfig(unittest.TestCase):
         with open(os.path.join(d, "map.xml"), "w") as f:
             f.write("<map>\n</map>\n")
         with open(os.path.join(d, "srv.xml"), "w") as f:
-            f.write('<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
-                    '<store dir="data" files="1" keynodes="1024" chain="8"/>'
-                    '<grpc listen="127.0.0.1:0" config="envoy"/></frs>\n')
-        return subprocess.run([FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True,
-                              timeout=30)
+            f.write(
+                '<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
+                '<store dir="data" files="1" keynodes="1024" chain="8"/>'
+                '<grpc listen="127.0.0.1:0" config="envoy"/></frs>\n'
+            )
+        return subprocess.run(
+            [FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True, timeout=30
+        )
 
     def test_frsd_t_refuses_an_alias_bomb_without_expanding_it(self):
         # 9^7 descriptor paths in 2.6 kB: nested lists, each an alias of the one below.

@@ -70,8 +70,11 @@ class Grpc(unittest.TestCase):
 
     def call(self, req, channel=None):
         ch = channel or self.channel()
-        f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                           response_deserializer=Resp.FromString)
+        f = ch.unary_unary(
+            envoy_frsd.SHOULD_RATE_LIMIT,
+            request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+            response_deserializer=Resp.FromString,
+        )
         try:
             return f(req, timeout=5)
         finally:
@@ -166,8 +169,10 @@ class Grpc(unittest.TestCase):
         self.assertNotIn("String field", self.frsd.log())
 
     def test_empty_and_too_many_descriptors_are_invalid_argument(self):
-        for descriptors, message in (([], "rate limit descriptor list must not be empty"),
-                                     ([[("remote_address", "many")]] * 65, "at most 64")):
+        for descriptors, message in (
+            ([], "rate limit descriptor list must not be empty"),
+            ([[("remote_address", "many")]] * 65, "at most 64"),
+        ):
             with self.assertRaises(grpc.RpcError) as e:
                 self.call(request("edge", descriptors))
             self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
@@ -186,20 +191,31 @@ class Grpc(unittest.TestCase):
                     return o
             return None
 
-        self.assertTrue(envoy_frsd.processes.wait_for(lambda: line() is not None, 5), envoy_frsd.processes.read_text(log))
+        self.assertTrue(
+            envoy_frsd.processes.wait_for(lambda: line() is not None, 5), envoy_frsd.processes.read_text(log)
+        )
         o = line()
-        self.assertEqual((o["biz"], o["domain"], o["descriptor"], o["allowed"], o["n"], o["limit"], o["client"]),
-                         ("envoy.edge.remote_address", "edge", "remote_address", True, 1, 50, "127.0.0.1"))
+        self.assertEqual(
+            (o["biz"], o["domain"], o["descriptor"], o["allowed"], o["n"], o["limit"], o["client"]),
+            ("envoy.edge.remote_address", "edge", "remote_address", True, 1, 50, "127.0.0.1"),
+        )
 
     def test_health_check(self):
         with self.channel() as ch:
-            check = ch.unary_unary(envoy_frsd.HEALTH_CHECK,
-                                   request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-                                   response_deserializer=health_pb2.HealthCheckResponse.FromString)
-            self.assertEqual(check(health_pb2.HealthCheckRequest(), timeout=5).status,
-                             health_pb2.HealthCheckResponse.SERVING)
-            self.assertEqual(check(health_pb2.HealthCheckRequest(service="envoy.service.ratelimit.v3.RateLimitService"),
-                                   timeout=5).status, health_pb2.HealthCheckResponse.SERVING)
+            check = ch.unary_unary(
+                envoy_frsd.HEALTH_CHECK,
+                request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                response_deserializer=health_pb2.HealthCheckResponse.FromString,
+            )
+            self.assertEqual(
+                check(health_pb2.HealthCheckRequest(), timeout=5).status, health_pb2.HealthCheckResponse.SERVING
+            )
+            self.assertEqual(
+                check(
+                    health_pb2.HealthCheckRequest(service="envoy.service.ratelimit.v3.RateLimitService"), timeout=5
+                ).status,
+                health_pb2.HealthCheckResponse.SERVING,
+            )
             with self.assertRaises(grpc.RpcError) as e:
                 check(health_pb2.HealthCheckRequest(service="other"), timeout=5)
             self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
@@ -231,7 +247,9 @@ class Grpc(unittest.TestCase):
             self.assertEqual(self.call(request("edge", [key])).overall_code, Resp.OK, i)
         self.assertEqual(self.call(request("edge", [key])).overall_code, Resp.OVER_LIMIT)
         # A broken file: refused with file:line, the old limit and count stay.
-        self.frsd.write_yaml("edge.yaml", (YAML % 9).replace("unit: minute, requests_per_unit: 9", "unit: minit, requests_per_unit: 9"))
+        self.frsd.write_yaml(
+            "edge.yaml", (YAML % 9).replace("unit: minute, requests_per_unit: 9", "unit: minit, requests_per_unit: 9")
+        )
         self.assertFalse(self.frsd.reload())
         self.assertIn("edge.yaml:7: unknown unit 'minit'", self.frsd.log())
         r = self.call(request("edge", [key], look=True))
@@ -254,9 +272,11 @@ class Headers(unittest.TestCase):
         try:
             frsd.start()
             with grpc.insecure_channel("127.0.0.1:%d" % frsd.grpc_port) as ch:
-                f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
-                                   request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                                   response_deserializer=Resp.FromString)
+                f = ch.unary_unary(
+                    envoy_frsd.SHOULD_RATE_LIMIT,
+                    request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                    response_deserializer=Resp.FromString,
+                )
                 f(request("edge", [[("route", "checkout")]], hits_addend=3), timeout=5)
                 # route is exhausted (0 left, OVER_LIMIT); remote_address has 49
                 # left: the OVER_LIMIT descriptor's values are sent.
@@ -290,8 +310,10 @@ class Durability(unittest.TestCase):
         frsd, call = self.start(5)
         key = [("route", "checkout")]
         self.assertEqual(call(request("edge", [key], hits_addend=3)).statuses[0].limit_remaining, 2)
-        frsd.write_yaml("edge.yaml", YAML % 5 + "  - key: path\n    value: '13022'\n"
-                        "    rate_limit: {unit: minute, requests_per_unit: 9}\n")
+        frsd.write_yaml(
+            "edge.yaml",
+            YAML % 5 + "  - key: path\n    value: '13022'\n" "    rate_limit: {unit: minute, requests_per_unit: 9}\n",
+        )
         self.assertTrue(frsd.reload())
         r = call(request("edge", [key, [("path", "13022")]], look=True))
         self.assertEqual(r.statuses[0].limit_remaining, 2)

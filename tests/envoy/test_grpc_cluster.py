@@ -46,8 +46,11 @@ class Pair:
                 text = f.read()
             text = text.replace('port="0"', 'port="%d"' % s.port, 1)
             cluster = '  <cluster self="%s" enforce="%d"%s>\n%s  </cluster>\n' % (
-                name, 1 if enforce else 0, ' replicas="1"' if replicas else "",
-                "".join("    <shard>%s</shard>\n" % n for n in names))
+                name,
+                1 if enforce else 0,
+                ' replicas="1"' if replicas else "",
+                "".join("    <shard>%s</shard>\n" % n for n in names),
+            )
             with open(s.path("srv.xml"), "w") as f:
                 f.write(text.replace("</frs>", cluster + "</frs>"))
             if not s.reload():

@@ -35,21 +35,65 @@ def openssl(*args, cwd):
 
 
 def make_ca(d, name):
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
-            "-subj", "/CN=%s" % name, "-keyout", name + ".key", "-out", name + ".pem", cwd=d)
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=%s" % name,
+        "-keyout",
+        name + ".key",
+        "-out",
+        name + ".pem",
+        cwd=d,
+    )
 
 
 def make_cert(d, name, ca, subject, san=None):
     """A key and a certificate `name`.pem signed by `ca`, with subjectAltName `san`."""
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", subject,
-            "-keyout", name + ".key", "-out", name + ".csr", cwd=d)
+    openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-subj",
+        subject,
+        "-keyout",
+        name + ".key",
+        "-out",
+        name + ".csr",
+        cwd=d,
+    )
     ext = []
     if san:
         with open(os.path.join(d, name + ".ext"), "w") as f:
             f.write("subjectAltName=%s\n" % san)
         ext = ["-extfile", name + ".ext"]
-    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key", "-CAcreateserial",
-            "-days", "2", "-out", name + ".pem", *ext, cwd=d)
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        name + ".csr",
+        "-CA",
+        ca + ".pem",
+        "-CAkey",
+        ca + ".key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-out",
+        name + ".pem",
+        *ext,
+        cwd=d,
+    )
 
 
 def read(d, name):
@@ -70,9 +114,11 @@ class TlsFrsd(envoy_frsd.Frsd):
         super().__init__({"edge.yaml": YAML}, workers=2)
         limits = '  <limits request_timeout_ms="%d"/>\n' % request_timeout_ms if request_timeout_ms else ""
         with open(self.path("srv.xml"), "w") as f:
-            f.write('<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>2</workers>\n'
-                    '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
-                    '  <grpc config="envoy" %s/>\n%s</frs>\n' % (grpc_attrs, limits))
+            f.write(
+                '<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>2</workers>\n'
+                '  <map>map.xml</map>\n  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
+                '  <grpc config="envoy" %s/>\n%s</frs>\n' % (grpc_attrs, limits)
+            )
 
     def start(self, timeout=10.0):
         # frsd.grpc.listen says "unix:PATH" for a Unix socket: the port is read here.
@@ -82,8 +128,13 @@ class TlsFrsd(envoy_frsd.Frsd):
             except OSError:
                 pass
         with open(self.path("frsd.stderr"), "ab") as err:
-            self.proc = subprocess.Popen([envoy_frsd.FRSD, "-c", self.path("srv.xml"), "--foreground"],
-                                         stdout=err, stderr=err, stdin=subprocess.DEVNULL, close_fds=True)
+            self.proc = subprocess.Popen(
+                [envoy_frsd.FRSD, "-c", self.path("srv.xml"), "--foreground"],
+                stdout=err,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
+            )
         end = time.monotonic() + timeout
         while time.monotonic() < end and self.proc.poll() is None:
             self.port = envoy_frsd.processes.listen_port(self.path("data", "frsd.listen"))
@@ -120,15 +171,19 @@ class Certs:
     def creds(self, root="ca", client=None):
         key = read(self.dir, client + ".key") if client else None
         chain = read(self.dir, client + ".pem") if client else None
-        return grpc.ssl_channel_credentials(root_certificates=read(self.dir, root + ".pem"), private_key=key,
-                                            certificate_chain=chain)
+        return grpc.ssl_channel_credentials(
+            root_certificates=read(self.dir, root + ".pem"), private_key=key, certificate_chain=chain
+        )
 
 
 def call(target, creds=None, timeout=5):
     ch = grpc.secure_channel(target, creds) if creds else grpc.insecure_channel(target)
     with ch:
-        f = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                           response_deserializer=rls_pb2.RateLimitResponse.FromString)
+        f = ch.unary_unary(
+            envoy_frsd.SHOULD_RATE_LIMIT,
+            request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+            response_deserializer=rls_pb2.RateLimitResponse.FromString,
+        )
         return f(request(), timeout=timeout)
 
 
@@ -188,9 +243,11 @@ class Tls(unittest.TestCase):
 
     def test_mtls_names_and_cas(self):
         c = self.certs
-        f = self.frsd('listen="127.0.0.1:0" cert="%s" key="%s" client_ca="%s" '
-                      'client_names="spiffe://frs.test/envoy, envoy.frs.test envoy-cn"'
-                      % (c.path("server.pem"), c.path("server.key"), c.path("ca.pem")))
+        f = self.frsd(
+            'listen="127.0.0.1:0" cert="%s" key="%s" client_ca="%s" '
+            'client_names="spiffe://frs.test/envoy, envoy.frs.test envoy-cn"'
+            % (c.path("server.pem"), c.path("server.key"), c.path("ca.pem"))
+        )
         target = "127.0.0.1:%d" % f.grpc_port
         # SAN URI exact, SAN DNS case-insensitive, CN when the certificate has no SAN.
         for client in ("envoy", "dnsclient", "cnonly"):
@@ -231,28 +288,35 @@ class Tls(unittest.TestCase):
         cases = [
             ('cert="%s" key="%s"' % (c.path("server.pem"), c.path("server2.key")), "does not match"),
             ('cert="%s" key="%s"' % (c.path("missing.pem"), c.path("server.key")), "cannot read the certificate"),
-            ('cert="%s" key="%s" client_ca="%s"' % (c.path("server.pem"), c.path("server.key"), c.path("server.ext")),
-             "client CA file"),
+            (
+                'cert="%s" key="%s" client_ca="%s"'
+                % (c.path("server.pem"), c.path("server.key"), c.path("server.ext")),
+                "client CA file",
+            ),
         ]
         for attrs, words in cases:
             f = TlsFrsd('listen="127.0.0.1:0" ' + attrs)
             self.addCleanup(f.remove)
-            r = subprocess.run([envoy_frsd.FRSD, "-t", "-c", f.path("srv.xml")], capture_output=True, text=True,
-                               timeout=30)
+            r = subprocess.run(
+                [envoy_frsd.FRSD, "-t", "-c", f.path("srv.xml")], capture_output=True, text=True, timeout=30
+            )
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn(words, r.stderr)
             self.assertIn("<grpc cert>", r.stderr)
-        f = TlsFrsd('listen="127.0.0.1:0" cert="%s" key="%s" client_ca="%s"'
-                    % (c.path("server.pem"), c.path("server.key"), c.path("ca.pem")))
+        f = TlsFrsd(
+            'listen="127.0.0.1:0" cert="%s" key="%s" client_ca="%s"'
+            % (c.path("server.pem"), c.path("server.key"), c.path("ca.pem"))
+        )
         self.addCleanup(f.remove)
-        r = subprocess.run([envoy_frsd.FRSD, "-t", "-c", f.path("srv.xml")], capture_output=True, text=True,
-                           timeout=30)
+        r = subprocess.run([envoy_frsd.FRSD, "-t", "-c", f.path("srv.xml")], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_hostile_clients_cost_a_bounded_time_and_nothing_else(self):
         c = self.certs
-        f = self.frsd('listen="127.0.0.1:0" cert="%s" key="%s"' % (c.path("server.pem"), c.path("server.key")),
-                      request_timeout_ms=500)
+        f = self.frsd(
+            'listen="127.0.0.1:0" cert="%s" key="%s"' % (c.path("server.pem"), c.path("server.key")),
+            request_timeout_ms=500,
+        )
         target = "127.0.0.1:%d" % f.grpc_port
         # Garbage instead of a ClientHello: an alert or a close, at once.
         with socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5) as s:
@@ -277,9 +341,23 @@ class Tls(unittest.TestCase):
             s.close()
         self.assertLess(time.monotonic() - start, 4)
         # Renegotiation (TLS 1.2): refused; the connection serves no renegotiated session.
-        r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % f.grpc_port, "-tls1_2", "-alpn",
-                            "h2", "-CAfile", c.path("ca.pem")], input="R\n", capture_output=True, text=True,
-                           timeout=30)
+        r = subprocess.run(
+            [
+                "openssl",
+                "s_client",
+                "-connect",
+                "127.0.0.1:%d" % f.grpc_port,
+                "-tls1_2",
+                "-alpn",
+                "h2",
+                "-CAfile",
+                c.path("ca.pem"),
+            ],
+            input="R\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         self.assertIn("RENEGOTIATING", r.stdout + r.stderr)
         self.assertIn("no renegotiation", r.stdout + r.stderr)
         self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
@@ -324,8 +402,11 @@ class TlsMemory(unittest.TestCase):
             s = socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5)
             if tls:
                 s = ctx.wrap_socket(s, server_hostname="frsd.test")
-            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +
-                      b"\x00\x00\x04\x08\x00\x00\x00\x00\x00\x00\x00\x00\x01" * 1200)
+            s.sendall(
+                b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+                + b"\x00\x00\x04\x08\x00\x00\x00\x00\x00\x00\x00\x00\x01" * 1200
+            )
             conns.append(s)
         for s in conns:
             self.assertTrue(s.recv(65536))  # the server's SETTINGS: served
@@ -387,12 +468,15 @@ class UnixSocket(unittest.TestCase):
         self.addCleanup(f.remove)
         f.start()
         creds = certs.creds()
-        ch = grpc.secure_channel("unix:" + f.path("grpc.sock"), creds,
-                                 options=[("grpc.ssl_target_name_override", "frsd.test")])
+        ch = grpc.secure_channel(
+            "unix:" + f.path("grpc.sock"), creds, options=[("grpc.ssl_target_name_override", "frsd.test")]
+        )
         with ch:
-            fn = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
-                                request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                                response_deserializer=rls_pb2.RateLimitResponse.FromString)
+            fn = ch.unary_unary(
+                envoy_frsd.SHOULD_RATE_LIMIT,
+                request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                response_deserializer=rls_pb2.RateLimitResponse.FromString,
+            )
             self.assertEqual(fn(request(), timeout=5).overall_code, Resp.OK)
 
 

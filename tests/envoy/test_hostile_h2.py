@@ -40,7 +40,16 @@ def headers(stream, end_stream=False, path=b"/envoy.service.ratelimit.v3.RateLim
     # HPACK: :method POST (static 3), :scheme http (6), :authority literal
     # (name 1; nghttp2 requires it or host), :path literal without indexing
     # (name 4), content-type literal (name 31).
-    block = b"\x83\x86" + b"\x01\x01x" + b"\x04" + bytes([len(path)]) + path + b"\x0f\x10" + bytes([16]) + b"application/grpc"
+    block = (
+        b"\x83\x86"
+        + b"\x01\x01x"
+        + b"\x04"
+        + bytes([len(path)])
+        + path
+        + b"\x0f\x10"
+        + bytes([16])
+        + b"application/grpc"
+    )
     return frame(1, 0x4 | (0x1 if end_stream else 0), stream, block)
 
 
@@ -48,9 +57,9 @@ def hpack_len(n):
     """An HPACK string length (a 7-bit prefix integer, no Huffman)."""
     if n < 127:
         return bytes([n])
-    out, n = [0x7f], n - 127
+    out, n = [0x7F], n - 127
     while n >= 128:
-        out.append(0x80 | (n & 0x7f))
+        out.append(0x80 | (n & 0x7F))
         n >>= 7
     return bytes(out + [n])
 
@@ -139,15 +148,26 @@ class Conn:
 
 
 class _Nv(ctypes.Structure):
-    _fields_ = [("name", ctypes.POINTER(ctypes.c_uint8)), ("value", ctypes.POINTER(ctypes.c_uint8)),
-                ("namelen", ctypes.c_size_t), ("valuelen", ctypes.c_size_t), ("flags", ctypes.c_uint8)]
+    _fields_ = [
+        ("name", ctypes.POINTER(ctypes.c_uint8)),
+        ("value", ctypes.POINTER(ctypes.c_uint8)),
+        ("namelen", ctypes.c_size_t),
+        ("valuelen", ctypes.c_size_t),
+        ("flags", ctypes.c_uint8),
+    ]
 
 
 _NGHTTP2 = ctypes.CDLL("libnghttp2.so.14")
 _NGHTTP2.nghttp2_hd_inflate_new.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
 _NGHTTP2.nghttp2_hd_inflate_hd2.restype = ctypes.c_ssize_t
-_NGHTTP2.nghttp2_hd_inflate_hd2.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Nv), ctypes.POINTER(ctypes.c_int),
-                                            ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+_NGHTTP2.nghttp2_hd_inflate_hd2.argtypes = [
+    ctypes.c_void_p,
+    ctypes.POINTER(_Nv),
+    ctypes.POINTER(ctypes.c_int),
+    ctypes.c_char_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+]
 _NGHTTP2.nghttp2_hd_inflate_end_headers.argtypes = [ctypes.c_void_p]
 _NGHTTP2.nghttp2_hd_inflate_del.argtypes = [ctypes.c_void_p]
 
@@ -166,14 +186,20 @@ def header_blocks(got):
             at = 0
             while True:
                 nv, fl = _Nv(), ctypes.c_int(0)
-                rv = _NGHTTP2.nghttp2_hd_inflate_hd2(inf, ctypes.byref(nv), ctypes.byref(fl),
-                                                     ctypes.cast(ctypes.byref(buf, at), ctypes.c_char_p),
-                                                     len(p) - at, 1)
+                rv = _NGHTTP2.nghttp2_hd_inflate_hd2(
+                    inf,
+                    ctypes.byref(nv),
+                    ctypes.byref(fl),
+                    ctypes.cast(ctypes.byref(buf, at), ctypes.c_char_p),
+                    len(p) - at,
+                    1,
+                )
                 assert rv >= 0, rv
                 at += rv
                 if fl.value & 0x02:  # NGHTTP2_HD_INFLATE_EMIT
-                    out.setdefault(sid, []).append((ctypes.string_at(nv.name, nv.namelen),
-                                                    ctypes.string_at(nv.value, nv.valuelen)))
+                    out.setdefault(sid, []).append(
+                        (ctypes.string_at(nv.name, nv.namelen), ctypes.string_at(nv.value, nv.valuelen))
+                    )
                 if fl.value & 0x01:  # NGHTTP2_HD_INFLATE_FINAL
                     _NGHTTP2.nghttp2_hd_inflate_end_headers(inf)
                     break
@@ -215,8 +241,8 @@ def frames(b):
     out = []
     while len(b) >= 9:
         n = struct.unpack(">I", b"\x00" + b[:3])[0]
-        out.append((b[3], b[4], struct.unpack(">I", b[5:9])[0] & 0x7fffffff, b[9:9 + n]))
-        b = b[9 + n:]
+        out.append((b[3], b[4], struct.unpack(">I", b[5:9])[0] & 0x7FFFFFFF, b[9 : 9 + n]))
+        b = b[9 + n :]
     return out
 
 
@@ -225,8 +251,9 @@ class Hostile(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.frsd = envoy_frsd.Frsd({"edge.yaml": YAML}, workers=1,
-                                   extra='  <limits request_timeout_ms="1000" idle_timeout_ms="3000"/>\n')
+        cls.frsd = envoy_frsd.Frsd(
+            {"edge.yaml": YAML}, workers=1, extra='  <limits request_timeout_ms="1000" idle_timeout_ms="3000"/>\n'
+        )
         cls.frsd.start()
 
     @classmethod
@@ -298,9 +325,11 @@ class Hostile(unittest.TestCase):
         self.assertEqual(self.count("slow"), 0)
 
     def test_a_lying_length_prefix_and_a_message_that_is_no_protobuf(self):
-        for name, body, want in (("lying_prefix", grpc_body(rls_message(b"lie"), lie=3), b"13"),
-                                 ("not_protobuf", grpc_body(b"\x0a\xff\xff\xff\xff\x0f"), b"3"),
-                                 ("compressed", b"\x01" + grpc_body(b"")[1:], b"12")):
+        for name, body, want in (
+            ("lying_prefix", grpc_body(rls_message(b"lie"), lie=3), b"13"),
+            ("not_protobuf", grpc_body(b"\x0a\xff\xff\xff\xff\x0f"), b"3"),
+            ("compressed", b"\x01" + grpc_body(b"")[1:], b"12"),
+        ):
             b = PREFACE + SETTINGS + headers(1) + data(1, body)
             self.save(name, b)
             c = Conn(self.frsd.grpc_port)
@@ -313,7 +342,7 @@ class Hostile(unittest.TestCase):
             self.assertEqual(field(hdrs, b"grpc-status"), want, (name, hdrs))
             msg = field(hdrs, b"grpc-message")
             self.assertTrue(msg, (name, hdrs))
-            self.assertTrue(all(0x20 <= ch <= 0x7e for ch in msg), (name, msg))  # percent-encoded
+            self.assertTrue(all(0x20 <= ch <= 0x7E for ch in msg), (name, msg))  # percent-encoded
             self.assertEqual(self.count("lie"), 0)
         self.assert_serving()
 
@@ -457,8 +486,9 @@ class Hostile(unittest.TestCase):
             flood.s.settimeout(2)
             try:
                 for _ in range(10):
-                    batch = b"".join(headers(sid + 2 * i) + data(sid + 2 * i, grpc_body(rls_message(b"burst")))
-                                     for i in range(100))
+                    batch = b"".join(
+                        headers(sid + 2 * i) + data(sid + 2 * i, grpc_body(rls_message(b"burst"))) for i in range(100)
+                    )
                     want = set(range(sid, sid + 200, 2))
                     sid += 200
                     flood.send(batch)
@@ -472,11 +502,11 @@ class Hostile(unittest.TestCase):
                             n = struct.unpack(">I", b"\0" + buf[:3])[0]
                             if len(buf) < 9 + n:
                                 break
-                            t, fl, s_ = buf[3], buf[4], struct.unpack(">I", buf[5:9])[0] & 0x7fffffff
+                            t, fl, s_ = buf[3], buf[4], struct.unpack(">I", buf[5:9])[0] & 0x7FFFFFFF
                             if t == 1 and fl & 1 and s_ in want:  # trailers: a call answered
                                 want.discard(s_)
                                 answered[0] += 1
-                            buf = buf[9 + n:]
+                            buf = buf[9 + n :]
             except OSError as e:
                 errors.append(repr(e))
 
@@ -501,7 +531,7 @@ class Hostile(unittest.TestCase):
         self.assertEqual(self.count("burst"), 1000)
 
     def flood(self, name, b, want_goaway):
-        self.save(name, b[:1 << 16])
+        self.save(name, b[: 1 << 16])
         c = Conn(self.frsd.grpc_port)
         th = threading.Thread(target=lambda: self._send_quietly(c, b))
         th.start()
@@ -537,14 +567,17 @@ class Hostile(unittest.TestCase):
         self.flood("rst_stream_flood", b, True)
 
     def test_settings_flood(self):
-        out = self.flood("settings_flood", PREFACE + b"".join(frame(4, 0, 0, b"\0\x03\0\0\0\x64")
-                                                              for _ in range(20000)), False)
+        out = self.flood(
+            "settings_flood", PREFACE + b"".join(frame(4, 0, 0, b"\0\x03\0\0\0\x64") for _ in range(20000)), False
+        )
         self.assertTrue(out is None or isinstance(out, bytes))
 
     def test_ping_flood(self):
-        out = self.flood("ping_flood", PREFACE + SETTINGS + b"".join(frame(6, 0, 0, b"\0" * 8)
-                                                                     for _ in range(20000)), False)
+        out = self.flood(
+            "ping_flood", PREFACE + SETTINGS + b"".join(frame(6, 0, 0, b"\0" * 8) for _ in range(20000)), False
+        )
         self.assertTrue(out is None or isinstance(out, bytes))
+
 
 if __name__ == "__main__":
     unittest.main()

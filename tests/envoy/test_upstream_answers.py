@@ -63,8 +63,10 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10}
 """
 
-SETTINGS = (' headers="1" limit_header="X-RL-Limit" remaining_header="X-RL-Remaining" reset_header="X-RL-Reset"'
-            ' metadata="1" near_limit_ratio="0.5"')
+SETTINGS = (
+    ' headers="1" limit_header="X-RL-Limit" remaining_header="X-RL-Remaining" reset_header="X-RL-Reset"'
+    ' metadata="1" near_limit_ratio="0.5"'
+)
 
 
 def desc(entries, hits=None, limit=None):
@@ -150,8 +152,11 @@ class UpstreamAnswers(unittest.TestCase):
         self.assertEqual(self.ask(desc([("strict", k)]), desc([("seat", self.unique("f"))])).overall_code, OVER)
 
     def test_week_month_year_windows_count_from_the_epoch(self):
-        for key, seconds, unit in (("weekly", 604800, Unit.WEEK), ("monthly", 2592000, Unit.MONTH),
-                                   ("yearly", 31536000, Unit.YEAR)):
+        for key, seconds, unit in (
+            ("weekly", 604800, Unit.WEEK),
+            ("monthly", 2592000, Unit.MONTH),
+            ("yearly", 31536000, Unit.YEAR),
+        ):
             now = int(time.time())
             st = self.ask(desc([(key, self.unique("w"))])).statuses[0]
             self.assertEqual(st.current_limit.unit, unit)
@@ -159,8 +164,9 @@ class UpstreamAnswers(unittest.TestCase):
 
     def test_requests_per_unit_up_to_uint32(self):
         st = self.ask(desc([("huge", self.unique("h"))]), hits=1000).statuses[0]
-        self.assertEqual((st.code, st.current_limit.requests_per_unit, st.limit_remaining),
-                         (OK, 4294967295, 4294967295 - 1000))
+        self.assertEqual(
+            (st.code, st.current_limit.requests_per_unit, st.limit_remaining), (OK, 4294967295, 4294967295 - 1000)
+        )
 
     def test_a_descriptors_own_limit_wins_listed_or_not(self):
         v = self.unique("o")
@@ -168,8 +174,9 @@ class UpstreamAnswers(unittest.TestCase):
         r = [self.ask(desc([("look", v)], limit=(3, 1))) for _ in range(4)]
         self.assertEqual([x.statuses[0].limit_remaining for x in r], [2, 1, 0, 0])
         self.assertEqual(r[3].overall_code, OVER)
-        self.assertEqual((r[0].statuses[0].current_limit.requests_per_unit, r[0].statuses[0].current_limit.unit),
-                         (3, Unit.SECOND))
+        self.assertEqual(
+            (r[0].statuses[0].current_limit.requests_per_unit, r[0].statuses[0].current_limit.unit), (3, Unit.SECOND)
+        )
         # Not in the YAML, in a configured domain: limited all the same.
         n = self.unique("n")
         self.assertEqual(self.ask(desc([("nowhere", n)], limit=(1, 2))).statuses[0].limit_remaining, 0)
@@ -202,8 +209,10 @@ class UpstreamAnswers(unittest.TestCase):
         v = self.unique("p")
         self.ask(desc([("api", "/" + v), ("verb", "GET")]), hits=60)
         _, text = self.frsd.get("/metrics")
-        near = re.search(r'frs_envoy_descriptor_hits_total\{domain="shop",descriptor="api.verb",'
-                         r'result="near_limit"\} (\d+)', text)
+        near = re.search(
+            r'frs_envoy_descriptor_hits_total\{domain="shop",descriptor="api.verb",' r'result="near_limit"\} (\d+)',
+            text,
+        )
         self.assertIsNotNone(near, text[-2000:])
         self.assertGreaterEqual(int(near.group(1)), 10)  # past floor(100 x 0.5)
         self.assertIn('key="api_/%s.verb",result="total"} 60' % v, text)

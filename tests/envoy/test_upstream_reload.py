@@ -20,8 +20,7 @@ HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
 
 
 def domain(name, limit):
-    return ("domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: %d}\n"
-            % (name, limit))
+    return "domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: %d}\n" % (name, limit)
 
 
 class UpstreamReload(unittest.TestCase):
@@ -91,6 +90,7 @@ class UpstreamReload(unittest.TestCase):
             os.symlink("..2024_v2", f.path("envoy", "..data_tmp"))
             os.rename(f.path("envoy", "..data_tmp"), f.path("envoy", "..data"))
             shutil.rmtree(f.path("envoy", "..2024_v1"))
+
         self.assertTrue(f.reloaded(swap), f.log())
         self.assertEqual(self.limit("cm"), 2)
 
@@ -103,6 +103,7 @@ class UpstreamReload(unittest.TestCase):
                 out.write(domain("a", 9))
             os.symlink("envoy-v2", f.path("envoy.tmp"))
             os.rename(f.path("envoy.tmp"), f.path("envoy"))
+
         try:
             self.assertTrue(f.reloaded(swap), f.log())
             self.assertEqual(self.limit("a"), 9)
@@ -118,8 +119,11 @@ class UpstreamReload(unittest.TestCase):
 
     def check(self, service):
         with grpc.insecure_channel("127.0.0.1:%d" % self.frsd.grpc_port) as ch:
-            f = ch.unary_unary(envoy_frsd.HEALTH_CHECK, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-                               response_deserializer=health_pb2.HealthCheckResponse.FromString)
+            f = ch.unary_unary(
+                envoy_frsd.HEALTH_CHECK,
+                request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                response_deserializer=health_pb2.HealthCheckResponse.FromString,
+            )
             try:
                 return f(health_pb2.HealthCheckRequest(service=service), timeout=5).status
             except grpc.RpcError as e:
@@ -128,8 +132,11 @@ class UpstreamReload(unittest.TestCase):
     def test_health_watch_streams_the_status_and_its_changes(self):
         f = self.frsd
         ch = grpc.insecure_channel("127.0.0.1:%d" % f.grpc_port)
-        watch = ch.unary_stream(HEALTH_WATCH, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-                                response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        watch = ch.unary_stream(
+            HEALTH_WATCH,
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
         saved = f.path("saved-w")
         try:
             stream = watch(health_pb2.HealthCheckRequest(service="ratelimit"), timeout=30)
@@ -139,12 +146,18 @@ class UpstreamReload(unittest.TestCase):
             # else on the connection (the channel sends no keepalive).
             f.write_srv(' healthy_with_config="1"')
             os.mkdir(saved)
-            self.assertTrue(f.reloaded(lambda: [os.rename(f.path("envoy", n), os.path.join(saved, n))
-                                                for n in os.listdir(f.path("envoy"))]), f.log())
+            self.assertTrue(
+                f.reloaded(
+                    lambda: [os.rename(f.path("envoy", n), os.path.join(saved, n)) for n in os.listdir(f.path("envoy"))]
+                ),
+                f.log(),
+            )
             self.assertEqual(next(stream).status, Health.NOT_SERVING)
-            check = ch.unary_unary(envoy_frsd.HEALTH_CHECK,
-                                   request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-                                   response_deserializer=health_pb2.HealthCheckResponse.FromString)
+            check = ch.unary_unary(
+                envoy_frsd.HEALTH_CHECK,
+                request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                response_deserializer=health_pb2.HealthCheckResponse.FromString,
+            )
             self.assertEqual(check(health_pb2.HealthCheckRequest(service=""), timeout=5).status, Health.NOT_SERVING)
             # An unknown service is SERVICE_UNKNOWN, the stream kept.
             other = watch(health_pb2.HealthCheckRequest(service="other"), timeout=30)
@@ -168,8 +181,12 @@ class UpstreamReload(unittest.TestCase):
             # No domain loaded: SERVING, unless healthy_with_config="1".
             f.write_srv(' healthy_with_config="1"')
             os.mkdir(saved)
-            self.assertTrue(f.reloaded(lambda: [os.rename(f.path("envoy", n), os.path.join(saved, n))
-                                                for n in os.listdir(f.path("envoy"))]), f.log())
+            self.assertTrue(
+                f.reloaded(
+                    lambda: [os.rename(f.path("envoy", n), os.path.join(saved, n)) for n in os.listdir(f.path("envoy"))]
+                ),
+                f.log(),
+            )
             self.assertEqual(self.check("ratelimit"), Health.NOT_SERVING)
             self.assertTrue(f.reloaded(lambda: os.rename(os.path.join(saved, "a.yaml"), f.path("envoy", "a.yaml"))))
             self.assertEqual(self.check("ratelimit"), Health.SERVING)

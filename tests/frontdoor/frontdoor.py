@@ -2,7 +2,8 @@
 config rendered with test addresses, and a front door run and stopped by pid.
 
 Each test gets a temp dir, a fresh frsd (fresh counts) on a loopback port it
-binds itself (<listen port="0">, named in data/frsd.listen), and the front door (nginx, haproxy or caddy, Debian's) started in the
+binds itself (<listen port="0">, named in data/frsd.listen), and the front
+door (nginx, haproxy or caddy, Debian's) started in the
 foreground from the SHIPPED file in conf/frontdoor/, in which only the
 addresses (and paths) are replaced; every replacement must match the shipped
 text exactly as often as expected, so a change of the file that the test
@@ -18,7 +19,6 @@ import http.server
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -43,7 +43,10 @@ MAP = """<map>
   <biz id="1" name="login"><rule interval="60" max="%d"/></biz>
   <biz id="3" name="api"><rule interval="60" max="%d"/></biz>
 </map>
-""" % (LOGIN_MAX, API_MAX)
+""" % (
+    LOGIN_MAX,
+    API_MAX,
+)
 
 
 def frsd_path():
@@ -99,8 +102,10 @@ def render(src, dst, replacements):
     for old, new, times in replacements:
         found = text.count(old)
         if found != times:
-            raise AssertionError("%s: expected %r %d time(s), found %d: the test's rendering needs updating"
-                                 % (os.path.relpath(src, ROOT), old, times, found))
+            raise AssertionError(
+                "%s: expected %r %d time(s), found %d: the test's rendering needs updating"
+                % (os.path.relpath(src, ROOT), old, times, found)
+            )
         text = text.replace(old, new)
     with open(dst, "w") as f:
         f.write(text)
@@ -121,15 +126,21 @@ class Frsd(object):
 
     def start(self):
         with open(os.path.join(self.dir, "srv.xml"), "w") as f:
-            f.write('<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>1</workers>\n'
-                    '  <map>map.xml</map>\n  <store dir="data" files="2" keynodes="4096" chain="8"/>\n'
-                    '  <pidfile>frsd.pid</pidfile>\n  <admin token=""/>\n</frs>\n')
+            f.write(
+                '<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>1</workers>\n'
+                '  <map>map.xml</map>\n  <store dir="data" files="2" keynodes="4096" chain="8"/>\n'
+                '  <pidfile>frsd.pid</pidfile>\n  <admin token=""/>\n</frs>\n'
+            )
         listen_file = os.path.join(self.dir, "data", "frsd.listen")
         if os.path.exists(listen_file):
             os.unlink(listen_file)
         err = open(os.path.join(self.dir, "frsd.stderr"), "ab")
-        self.proc = subprocess.Popen([frsd_path(), "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
-                                     stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        self.proc = subprocess.Popen(
+            [frsd_path(), "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+        )
         err.close()
 
         def bound():
@@ -142,8 +153,12 @@ class Frsd(object):
                 return False
             self.port = int(line.rsplit(":", 1)[1])
             return True
-        if (wait_for(lambda: self.proc.poll() is not None or bound())
-                and self.proc.poll() is None and wait_for(self.healthy)):
+
+        if (
+            wait_for(lambda: self.proc.poll() is not None or bound())
+            and self.proc.poll() is None
+            and wait_for(self.healthy)
+        ):
             return
         stop(self.proc)
         raise RuntimeError("frsd did not start: " + self.log())
@@ -341,8 +356,10 @@ class FrontDoorTest(unittest.TestCase):
             out = open(os.path.join(self.dir, name + ".out"), "ab")
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
             out.close()
-            if (wait_for(lambda: self.proc.poll() is not None or listening(self.proc.pid, port), 10)
-                    and self.proc.poll() is None):
+            if (
+                wait_for(lambda: self.proc.poll() is not None or listening(self.proc.pid, port), 10)
+                and self.proc.poll() is None
+            ):
                 self.port = port
                 return
             stop(self.proc)
@@ -421,12 +438,16 @@ class FrontDoorTest(unittest.TestCase):
             h = self.assert_429(path, biz, headers=problem)
             status, h, body = self.get(path, headers=problem)
             self.assertEqual(h.get("content-type"), "application/problem+json", "%s %r" % (h, body))
-            self.assertEqual(json.loads(body), {
-                "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
-                "title": "Request cannot be satisfied as assigned quota has been exceeded",
-                "status": 429,
-                "violated-policies": ["%s_1" % biz],
-            }, body)
+            self.assertEqual(
+                json.loads(body),
+                {
+                    "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+                    "title": "Request cannot be satisfied as assigned quota has been exceeded",
+                    "status": 429,
+                    "violated-policies": ["%s_1" % biz],
+                },
+                body,
+            )
             for accept in ("text/html,*/*;q=0.8", "application/problem+json;q=0, text/plain"):
                 status, h, body = self.get(path, headers={"Accept": accept})
                 self.assertEqual(status, 429)

@@ -32,17 +32,25 @@ class CaddyForwardAuthTest(fd.FrontDoorTest):
     def start_door(self, frsd_port, extra=(), site_port=None):
         cfg = os.path.join(self.dir, "Caddyfile")
         home = os.path.join(self.dir, "home")
-        env = dict(os.environ, HOME=home, XDG_DATA_HOME=os.path.join(home, "data"),
-                   XDG_CONFIG_HOME=os.path.join(home, "config"))
+        env = dict(
+            os.environ,
+            HOME=home,
+            XDG_DATA_HOME=os.path.join(home, "data"),
+            XDG_CONFIG_HOME=os.path.join(home, "config"),
+        )
 
         def render():
             port = fd.candidate_port()
-            self.render_shipped(cfg, list(extra) + [
-                ("admin localhost:2019", "admin off", 1),
-                ("forward_auth 127.0.0.1:8300 {", "forward_auth 127.0.0.1:%d {" % frsd_port, 1),
-                ("reverse_proxy 127.0.0.1:8080", "reverse_proxy 127.0.0.1:%d" % (site_port or self.site.port), 3),
-                ("\n:80 {\n", "\n:%d {\n\tbind 127.0.0.1\n" % port, 1),
-            ])
+            self.render_shipped(
+                cfg,
+                list(extra)
+                + [
+                    ("admin localhost:2019", "admin off", 1),
+                    ("forward_auth 127.0.0.1:8300 {", "forward_auth 127.0.0.1:%d {" % frsd_port, 1),
+                    ("reverse_proxy 127.0.0.1:8080", "reverse_proxy 127.0.0.1:%d" % (site_port or self.site.port), 3),
+                    ("\n:80 {\n", "\n:%d {\n\tbind 127.0.0.1\n" % port, 1),
+                ],
+            )
             return port
 
         self.spawn([self.program, "run", "--config", cfg, "--adapter", "caddyfile"], render, env=env)

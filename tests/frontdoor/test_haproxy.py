@@ -8,7 +8,8 @@
 Checked: allowed pages with RateLimit-Policy and RateLimit, each counted once;
 the (max+1)th request a 429 with Retry-After and the fields, as text or, to
 a client that asks for it, as the draft's quota-exceeded problem
-(application/problem+json); a POST keeps its body; frsd stopped (by pid) or silent: fail-open pages (200) and fail-closed
+(application/problem+json); a POST keeps its body; frsd stopped (by pid) or
+silent: fail-open pages (200) and fail-closed
 /login (503, Retry-After: 5), each within 1.5 s; an frsd answering 503 counts
 as down; a biz frsd does not know (its 404) is a 500, not a page served.
 """
@@ -29,12 +30,16 @@ class HaproxyLuaTest(fd.FrontDoorTest):
 
         def render():
             port = fd.candidate_port()
-            self.render_shipped(cfg, list(extra) + [
-                ("setenv FRS_ADDR 127.0.0.1:8300", "setenv FRS_ADDR 127.0.0.1:%d" % frsd_port, 1),
-                ("lua-load /etc/haproxy/frs.lua", "lua-load " + os.path.join(fd.CONF, "frs.lua"), 1),
-                ("    bind :80\n", "    bind 127.0.0.1:%d\n" % port, 1),
-                ("server site1 127.0.0.1:8080", "server site1 127.0.0.1:%d" % self.site.port, 1),
-            ])
+            self.render_shipped(
+                cfg,
+                list(extra)
+                + [
+                    ("setenv FRS_ADDR 127.0.0.1:8300", "setenv FRS_ADDR 127.0.0.1:%d" % frsd_port, 1),
+                    ("lua-load /etc/haproxy/frs.lua", "lua-load " + os.path.join(fd.CONF, "frs.lua"), 1),
+                    ("    bind :80\n", "    bind 127.0.0.1:%d\n" % port, 1),
+                    ("server site1 127.0.0.1:8080", "server site1 127.0.0.1:%d" % self.site.port, 1),
+                ],
+            )
             return port
 
         self.spawn([self.program, "-f", cfg, "-db"], render)

@@ -17,6 +17,7 @@ try_files/`auth_request off` counts it once.
 """
 
 import os
+import signal
 
 import frontdoor as fd
 
@@ -40,19 +41,23 @@ class NginxAuthRequestTest(fd.FrontDoorTest):
 
         def render():
             port = fd.candidate_port()
-            self.render_shipped(os.path.join(self.dir, "site.conf"), list(extra) + [
-                ("server 127.0.0.1:8300;", "server 127.0.0.1:%d;" % frsd_port, 1),
-                ("server 127.0.0.1:8080;", "server 127.0.0.1:%d;" % self.site.port, 1),
-                ("listen 80;", "listen 127.0.0.1:%d;" % port, 1),
-                ("root /var/www/html;", "root %s;" % www, 1),
-            ])
+            self.render_shipped(
+                os.path.join(self.dir, "site.conf"),
+                list(extra)
+                + [
+                    ("server 127.0.0.1:8300;", "server 127.0.0.1:%d;" % frsd_port, 1),
+                    ("server 127.0.0.1:8080;", "server 127.0.0.1:%d;" % self.site.port, 1),
+                    ("listen 80;", "listen 127.0.0.1:%d;" % port, 1),
+                    ("root /var/www/html;", "root %s;" % www, 1),
+                ],
+            )
             fd.nginx_conf.write(self.dir, "  include %s/site.conf;\n" % self.dir)
             return port
 
         self.spawn([self.program, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf")], render)
 
     def stop_door(self):
-        fd.stop(self.proc, fd.signal.SIGQUIT)
+        fd.stop(self.proc, signal.SIGQUIT)
         self.proc = None
 
     def door_log(self):
@@ -77,8 +82,16 @@ class NginxAuthRequestTest(fd.FrontDoorTest):
         # `index` instead of try_files. GET /docs/ redirects internally to
         # /docs/index.html, which `location /` (with auth_request) handles
         # again: two subrequests, two counts for one view.
-        self.start_door(self.frsd.port, extra=[
-            ("        try_files $uri $uri/index.html @site;", "        index index.html;\n        try_files $uri $uri/ @site;", 1)])
+        self.start_door(
+            self.frsd.port,
+            extra=[
+                (
+                    "        try_files $uri $uri/index.html @site;",
+                    "        index index.html;\n        try_files $uri $uri/ @site;",
+                    1,
+                )
+            ],
+        )
         status, h, body = self.get("/docs/")
         self.assertEqual((status, body), (200, b"docs index\n"))
         self.assertEqual(self.counted("api"), fd.API_MAX - 2, "one view, counted twice")
@@ -91,9 +104,17 @@ class NginxAuthRequestTest(fd.FrontDoorTest):
         fresh = fd.Frsd(os.path.join(self.dir, "frsd2"))
         fresh.start()
         try:
-            self.start_door(fresh.port, extra=[
-                ("    root /var/www/html;", "    auth_request /_frs/open/api;\n    root /var/www/html;", 1),
-                ("        auth_request off;\n        proxy_pass http://site;", "        proxy_pass http://site;", 1)])
+            self.start_door(
+                fresh.port,
+                extra=[
+                    ("    root /var/www/html;", "    auth_request /_frs/open/api;\n    root /var/www/html;", 1),
+                    (
+                        "        auth_request off;\n        proxy_pass http://site;",
+                        "        proxy_pass http://site;",
+                        1,
+                    ),
+                ],
+            )
             status, h, body = self.get("/page")
             self.assertEqual(status, 200, body)
             self.assertEqual(self.counted("api", fresh), fd.API_MAX - 2, "one view, counted twice")

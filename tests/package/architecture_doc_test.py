@@ -25,7 +25,7 @@ def cmake_graph(path):
 
 def doc_table(path, libraries):
     """{library: (public, private)} from the table's rows that name a library."""
-    names = {lib[len("frs_"):] for lib in libraries}
+    names = {lib[len("frs_") :] for lib in libraries}
     rows = {}
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -61,9 +61,17 @@ def main():
         want_public, want_private = graph[lib]
         for kind, doc, want in (("public", public, want_public), ("private", private, want_private)):
             if doc != want:
-                errors.append("%s:%d: %s links %s %s; the table says %s" % (
-                    sys.argv[2], n, lib, kind, " ".join(sorted(want)) or "nothing of ours",
-                    " ".join(sorted(doc)) or "nothing of ours"))
+                errors.append(
+                    "%s:%d: %s links %s %s; the table says %s"
+                    % (
+                        sys.argv[2],
+                        n,
+                        lib,
+                        kind,
+                        " ".join(sorted(want)) or "nothing of ours",
+                        " ".join(sorted(doc)) or "nothing of ours",
+                    )
+                )
     for lib in sorted(set(rows) - set(graph)):
         errors.append("%s:%d: %s is no library of src/" % (sys.argv[2], rows[lib][2], lib))
     if errors:

@@ -77,30 +77,40 @@ class RsyslogShipsTheDecisionLog(unittest.TestCase):
         with open(self.path("map.xml"), "w") as f:
             f.write('<map><biz id="1" name="login"><rule interval="60" max="2"/></biz></map>\n')
         with open(self.path("srv.xml"), "w") as f:
-            f.write('<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>2</workers>\n  <map>map.xml</map>\n'
-                    '  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
-                    '  <decisions file="decisions.log" record="all"/>\n</frs>\n')
+            f.write(
+                '<frs>\n  <listen host="127.0.0.1" port="0"/>\n  <workers>2</workers>\n  <map>map.xml</map>\n'
+                '  <store dir="data" files="1" keynodes="4096" chain="8"/>\n'
+                '  <decisions file="decisions.log" record="all"/>\n</frs>\n'
+            )
         err = open(self.path("frsd.stderr"), "ab")
-        self.frsd = subprocess.Popen([frsd_path(), "-c", self.path("srv.xml"), "--foreground"],
-                                     stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        self.frsd = subprocess.Popen(
+            [frsd_path(), "-c", self.path("srv.xml"), "--foreground"], stdin=subprocess.DEVNULL, stdout=err, stderr=err
+        )
         err.close()
         listen = self.path("data/frsd.listen")
-        ok = wait_for(lambda: self.frsd.poll() is not None or
-                      text(listen).endswith("\n"), 10)
+        ok = wait_for(lambda: self.frsd.poll() is not None or text(listen).endswith("\n"), 10)
         self.assertTrue(ok and self.frsd.poll() is None, "frsd did not start: " + text(self.path("frsd.stderr")))
         self.port = int(text(listen).strip().rsplit(":", 1)[1])
 
     def start_rsyslogd(self):
         os.makedirs(self.path("rsyslog-work"))
         with open(self.path("rsyslog.conf"), "w") as f:
-            f.write(RSYSLOG_CONF.format(work=self.path("rsyslog-work"), out=self.path("shipped.log"),
-                                        log=self.path("decisions.log")))
+            f.write(
+                RSYSLOG_CONF.format(
+                    work=self.path("rsyslog-work"), out=self.path("shipped.log"), log=self.path("decisions.log")
+                )
+            )
         err = open(self.path("rsyslogd.out"), "ab")
-        self.rsyslogd = subprocess.Popen([RSYSLOGD, "-n", "-f", self.path("rsyslog.conf"),
-                                          "-i", self.path("rsyslogd.pid")],
-                                         stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        self.rsyslogd = subprocess.Popen(
+            [RSYSLOGD, "-n", "-f", self.path("rsyslog.conf"), "-i", self.path("rsyslogd.pid")],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+        )
         err.close()
-        self.assertTrue(wait_for(lambda: os.path.exists(self.path("rsyslogd.pid")) or self.rsyslogd.poll() is not None, 10))
+        self.assertTrue(
+            wait_for(lambda: os.path.exists(self.path("rsyslogd.pid")) or self.rsyslogd.poll() is not None, 10)
+        )
         self.assertIsNone(self.rsyslogd.poll(), "rsyslogd stopped: " + text(self.path("rsyslogd.out")))
 
     def acquire(self, keys):
@@ -116,6 +126,7 @@ class RsyslogShipsTheDecisionLog(unittest.TestCase):
                 if r.status != 200:
                     failures.append((k, r.status))
             c.close()
+
         threads = [threading.Thread(target=run, args=(keys[i::4],)) for i in range(4)]
         for t in threads:
             t.start()
@@ -131,8 +142,10 @@ class RsyslogShipsTheDecisionLog(unittest.TestCase):
         self.acquire(before[:300])
         # rsyslog follows the file (its first lines are out), then the
         # rotation comes while lines are still arriving.
-        self.assertTrue(wait_for(lambda: len(lines(self.path("shipped.log"))) > 0, 15),
-                        "rsyslog shipped nothing: " + text(self.path("rsyslogd.out")))
+        self.assertTrue(
+            wait_for(lambda: len(lines(self.path("shipped.log"))) > 0, 15),
+            "rsyslog shipped nothing: " + text(self.path("rsyslogd.out")),
+        )
         writer = threading.Thread(target=self.acquire, args=(before[300:],))
         writer.start()
         writer.join()
@@ -149,11 +162,14 @@ class RsyslogShipsTheDecisionLog(unittest.TestCase):
         shipped = lines(self.path("shipped.log"))
         self.assertEqual(len(written), want, "frsd wrote %d lines for %d decisions" % (len(written), want))
         self.assertTrue(lines(self.path("decisions.log")), "no line went to the new file")
-        keys = [json.loads(l)["key"] for l in shipped]
+        keys = [json.loads(line)["key"] for line in shipped]
         self.assertEqual(len(keys), len(set(keys)), "a line arrived twice")
-        self.assertEqual(sorted(shipped), sorted(written),
-                         "rsyslog's output differs from what frsd wrote: %d shipped, %d written; missing %s"
-                         % (len(shipped), len(written), sorted(set(before + after) - set(keys))[:10]))
+        self.assertEqual(
+            sorted(shipped),
+            sorted(written),
+            "rsyslog's output differs from what frsd wrote: %d shipped, %d written; missing %s"
+            % (len(shipped), len(written), sorted(set(before + after) - set(keys))[:10]),
+        )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,8 @@ import xml.etree.ElementTree as ET
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-KEY_LEN = 14           # "k" + 13 digits
-BATCH = 64             # acquires per POST /frs (the protocol's limit per batch)
+KEY_LEN = 14  # "k" + 13 digits
+BATCH = 64  # acquires per POST /frs (the protocol's limit per batch)
 
 # The map measured unless --map names another (the file says why these bizzes).
 DEFAULT_MAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bytes_per_key.map.xml")
@@ -67,6 +67,7 @@ def log(msg):
 
 
 # ---------------------------------------------------------------- config
+
 
 def conf_geometry(path):
     """(files, keynodes, chain, timezone) of a srv.xml's <store>."""
@@ -95,6 +96,7 @@ def map_bizzes(text):
 
 # ---------------------------------------------------------------- frsd
 
+
 class Frsd(object):
     """One frsd --foreground in `dir`, on a loopback port it binds itself (port 0)."""
 
@@ -115,15 +117,17 @@ class Frsd(object):
     def write_conf(self):
         files, keynodes, chain, tz = self.geometry
         with open(self.conf, "w") as f:
-            f.write('<frs>\n'
-                    '  <listen host="127.0.0.1" port="0"/>\n'
-                    '  <workers>1</workers>\n'
-                    '  <map>map.xml</map>\n'
-                    '  <store dir="data" files="%d" keynodes="%d" chain="%d"/>\n'
-                    '  <timezone>%s</timezone>\n'
-                    '  <pidfile>frsd.pid</pidfile>\n'
-                    '  <admin token=""/>\n'
-                    '</frs>\n' % (files, keynodes, chain, tz))
+            f.write(
+                "<frs>\n"
+                '  <listen host="127.0.0.1" port="0"/>\n'
+                "  <workers>1</workers>\n"
+                "  <map>map.xml</map>\n"
+                '  <store dir="data" files="%d" keynodes="%d" chain="%d"/>\n'
+                "  <timezone>%s</timezone>\n"
+                "  <pidfile>frsd.pid</pidfile>\n"
+                '  <admin token=""/>\n'
+                "</frs>\n" % (files, keynodes, chain, tz)
+            )
 
     def log_text(self):
         try:
@@ -162,8 +166,9 @@ class Frsd(object):
             pass
         self.port = 0
         with open(self.logfile, "ab") as err:
-            self.proc = subprocess.Popen([self.exe, "-c", self.conf, "--foreground"],
-                                         stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+            self.proc = subprocess.Popen(
+                [self.exe, "-c", self.conf, "--foreground"], stdin=subprocess.DEVNULL, stdout=err, stderr=err
+            )
         end = time.monotonic() + self.start_timeout
         while time.monotonic() < end and self.proc.poll() is None:
             self.port = self.port or self.listen_port()
@@ -173,8 +178,10 @@ class Frsd(object):
         rc = self.proc.poll()
         self.stop()
         if rc is None:
-            raise BenchError("frsd (pid %d) did not answer /health on 127.0.0.1:%d within %g s; its log (%s):\n%s"
-                             % (self.proc.pid, self.port, self.start_timeout, self.logfile, self.log_text()))
+            raise BenchError(
+                "frsd (pid %d) did not answer /health on 127.0.0.1:%d within %g s; its log (%s):\n%s"
+                % (self.proc.pid, self.port, self.start_timeout, self.logfile, self.log_text())
+            )
         raise BenchError("frsd exited with status %s at start; its log (%s):\n%s" % (rc, self.logfile, self.log_text()))
 
     def stop(self):
@@ -254,6 +261,7 @@ def batch_body(biz, first, n, units):
 
 # ---------------------------------------------------------------- measure
 
+
 def dir_blocks(path):
     """[(relative name, allocated bytes, apparent bytes)] of `path` and
     everything under it, the directory entries themselves included (du -s)."""
@@ -274,12 +282,19 @@ def dir_blocks(path):
 
 def frsctl_stat(exe, conf):
     try:
-        r = subprocess.run([exe, "-c", conf, "stat", "--json"], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        r = subprocess.run(
+            [exe, "-c", conf, "stat", "--json"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise BenchError("frsctl stat failed: %s" % e)
     if r.returncode != 0:
-        raise BenchError("frsctl -c %s stat --json exited %d: %s" % (conf, r.returncode, r.stderr.decode(errors="replace")))
+        raise BenchError(
+            "frsctl -c %s stat --json exited %d: %s" % (conf, r.returncode, r.stderr.decode(errors="replace"))
+        )
     try:
         return json.loads(r.stdout.decode())
     except ValueError as e:
@@ -307,7 +322,9 @@ def measure(args, biz, geometry, map_text, outdir):
         while True:
             status, text = client.post(batch_body(biz, sent, BATCH, args.units))
             if status != 200 or '<batch allowed="1"' not in text:
-                raise BenchError("batch of keys %s..%s answered %d: %s" % (key(sent), key(sent + BATCH - 1), status, text[:400]))
+                raise BenchError(
+                    "batch of keys %s..%s answered %d: %s" % (key(sent), key(sent + BATCH - 1), status, text[:400])
+                )
             sent += BATCH
             batches += 1
             if batches % args.check_every == 0:
@@ -359,20 +376,37 @@ def measure(args, biz, geometry, map_text, outdir):
         "frsd_log": frsd.logfile,
     }
     if res["evictions_stale"]:
-        log("[%s] warning: %d stale reclaims during the fill (nodes expired: see the map's intervals)"
-            % (biz, res["evictions_stale"]))
+        log(
+            "[%s] warning: %d stale reclaims during the fill (nodes expired: see the map's intervals)"
+            % (biz, res["evictions_stale"])
+        )
     if not args.keep:
         shutil.rmtree(frsd.data, ignore_errors=True)
-    log("[%s] %d keys in %.1f s: %.2f B/key, occupancy %.2f %%, %d nodes"
-        % (biz, sent, fill_s, res["bytes_per_key"], 100 * res["occupancy"], nodes))
+    log(
+        "[%s] %d keys in %.1f s: %.2f B/key, occupancy %.2f %%, %d nodes"
+        % (biz, sent, fill_s, res["bytes_per_key"], 100 * res["occupancy"], nodes)
+    )
     return res
 
 
 def print_table(results):
-    print("%-14s %9s %10s %10s %10s %9s %12s" % ("biz", "B/key", "occupancy", "nodes", "slots_used", "slots/key", "dir bytes"))
+    print(
+        "%-14s %9s %10s %10s %10s %9s %12s"
+        % ("biz", "B/key", "occupancy", "nodes", "slots_used", "slots/key", "dir bytes")
+    )
     for r in results:
-        print("%-14s %9.2f %9.2f%% %10d %10d %9.2f %12d" % (r["biz"], r["bytes_per_key"], 100 * r["occupancy"], r["nodes"],
-                                                          r["slots_used"], r["slots_per_node"], r["dir_bytes"]))
+        print(
+            "%-14s %9.2f %9.2f%% %10d %10d %9.2f %12d"
+            % (
+                r["biz"],
+                r["bytes_per_key"],
+                100 * r["occupancy"],
+                r["nodes"],
+                r["slots_used"],
+                r["slots_per_node"],
+                r["dir_bytes"],
+            )
+        )
     names = []
     for r in results:
         for f in r["files"]:
@@ -387,25 +421,42 @@ def print_table(results):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--frsd", default=os.path.join(ROOT, "build", "src", "server", "frsd"))
     ap.add_argument("--frsctl", default=os.path.join(ROOT, "build", "tools", "frsctl", "frsctl"))
-    ap.add_argument("--conf", default=os.path.join(ROOT, "conf", "srv.xml"),
-                    help="srv.xml whose <store> geometry (and <timezone>) the runs use (default: conf/srv.xml)")
+    ap.add_argument(
+        "--conf",
+        default=os.path.join(ROOT, "conf", "srv.xml"),
+        help="srv.xml whose <store> geometry (and <timezone>) the runs use (default: conf/srv.xml)",
+    )
     ap.add_argument("--map", help="map.xml to use instead of bytes_per_key.map.xml (one biz per algorithm)")
-    ap.add_argument("--biz", action="append", help="biz to measure (repeatable; default: the six shapes and \"mixed\", or every biz of --map)")
+    ap.add_argument(
+        "--biz",
+        action="append",
+        help='biz to measure (repeatable; default: the six shapes and "mixed", or every biz of --map)',
+    )
     ap.add_argument("--all", action="store_true", help="every biz of the map, each on a fresh store (the default)")
     ap.add_argument("--out", help="directory for the runs and bytes_per_key.json (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep each run's store directory (data/)")
-    ap.add_argument("--check-every", type=int, default=1, metavar="N",
-                    help="ask frsd's stats for evictions_live every N batches of %d (default 1)" % BATCH)
+    ap.add_argument(
+        "--check-every",
+        type=int,
+        default=1,
+        metavar="N",
+        help="ask frsd's stats for evictions_live every N batches of %d (default 1)" % BATCH,
+    )
     ap.add_argument("--timeout", type=float, default=900, help="seconds a run's fill may take (default 900)")
     ap.add_argument("--start-timeout", type=float, default=30, help="seconds frsd may take to serve (default 30)")
     args = ap.parse_args()
 
     for what, p in (("frsd", args.frsd), ("frsctl", args.frsctl)):
         if not os.access(p, os.X_OK):
-            sys.exit("bytes_per_key: no %s at %s (build it: cmake --build build --target frsd frsctl, or pass --%s)" % (what, p, what))
+            sys.exit(
+                "bytes_per_key: no %s at %s (build it: cmake --build build --target frsd frsctl, or pass --%s)"
+                % (what, p, what)
+            )
     args.frsd = os.path.abspath(args.frsd)
     args.frsctl = os.path.abspath(args.frsctl)
     if args.check_every < 1:

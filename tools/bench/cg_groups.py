@@ -9,7 +9,8 @@ prints, as markdown:
   * requests in the dump (calls of Handler::Handle, counted from the file) and instructions (Ir) per request
     and per decision (N = --members per request);
   * self cost grouped (the self cost of memcpy, memchr, strlen, std::to_chars, std::string's append and
-    std::hash goes to the group of their callers, in proportion): syscall wrappers (user side only: the kernel is not seen by callgrind), event loop
+    std::hash goes to the group of their callers, in proportion): syscall wrappers (user side only: the
+    kernel is not seen by callgrind), event loop
     and connection, HTTP parsing (Beast), request decode (XML: pugixml and its checks; GET: the query
     string), routing (the ring hash), engine and store, response writing, allocation, libc memory/string
     primitives (memcpy, memchr, ...: their callers are listed), other;
@@ -20,11 +21,16 @@ Frames that were active when the counters were zeroed (main ... Worker::Run) are
 with their whole inclusive cost as "self"; they are left out here.
 Stdlib only; needs callgrind_annotate (valgrind) on PATH.
 """
-import argparse, re, subprocess, sys
+import argparse
+import re
+import subprocess
+import sys
 from collections import defaultdict
 
 LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*?):(.*?)(?: \[(.*)\])?$")
-ABOVE = re.compile(r"__libc_start|\(below main\)|^main$|Master::Spawn|RunMaster|RunWorker|Worker::Run\(|0x000000000001ab70")
+ABOVE = re.compile(
+    r"__libc_start|\(below main\)|^main$|Master::Spawn|RunMaster|RunWorker|Worker::Run\(|0x000000000001ab70"
+)
 
 
 def annotate(path, inclusive):
@@ -69,9 +75,11 @@ def callers_of(path):
 
 # Functions whose self cost is handed to their callers' groups (in proportion to what each caller spent in
 # them): memcpy, memchr, strlen, ... , std::to_chars, std::string's append/replace, std::hash.
-SHARED = re.compile(r"^__(mem|str)\w*|^(mem|str)\w*$|__to_chars_10_impl|_M_replace$|_M_append$|_M_mutate$|"
-                    r"_M_create$|_Hash_bytes$|reflected_byte_table_driven_crcs|^tolower$|pthread_mutex|"
-                    r"_Sp_counted_base|boost::container::vector")
+SHARED = re.compile(
+    r"^__(mem|str)\w*|^(mem|str)\w*$|__to_chars_10_impl|_M_replace$|_M_append$|_M_mutate$|"
+    r"_M_create$|_Hash_bytes$|reflected_byte_table_driven_crcs|^tolower$|pthread_mutex|"
+    r"_Sp_counted_base|boost::container::vector"
+)
 
 
 def count_calls(path, pattern):
@@ -108,29 +116,69 @@ def fname(fn):
 
 
 GROUPS = [  # (group, test on (file, function name, object)); first match wins
-    ("syscall wrappers (user side)", lambda f, fn, ob: "libc.so" in ob and re.search(
-        r"^(__libc_)?(recv|send|sendmsg|recvmsg|read|write|writev|epoll_wait|epoll_pwait2?|epoll_ctl|accept4?|"
-        r"close|syscall|clock_gettime|__clock_gettime|time|setsockopt|shutdown|__GI_.*)(@.*)?$", fn)),
-    ("allocation (malloc/free/new/delete)", lambda f, fn, ob: re.search(
-        r"^(malloc|free|cfree|_int_malloc|_int_free|realloc|_int_realloc|malloc_consolidate|tcache_\w+|"
-        r"operator new|operator delete|__libc_malloc|__libc_free|calloc|__libc_calloc|unlink_chunk)", fn)),
-    ("libc memory/string primitives (callers unknown)", lambda f, fn, ob: ("libc.so" in ob and re.search(
-        r"^__(mem|str|wmem)\w*|^(mem|str)\w*$", fn)) or "multiarch" in f),
+    (
+        "syscall wrappers (user side)",
+        lambda f, fn, ob: "libc.so" in ob
+        and re.search(
+            r"^(__libc_)?(recv|send|sendmsg|recvmsg|read|write|writev|epoll_wait|epoll_pwait2?|epoll_ctl|accept4?|"
+            r"close|syscall|clock_gettime|__clock_gettime|time|setsockopt|shutdown|__GI_.*)(@.*)?$",
+            fn,
+        ),
+    ),
+    (
+        "allocation (malloc/free/new/delete)",
+        lambda f, fn, ob: re.search(
+            r"^(malloc|free|cfree|_int_malloc|_int_free|realloc|_int_realloc|malloc_consolidate|tcache_\w+|"
+            r"operator new|operator delete|__libc_malloc|__libc_free|calloc|__libc_calloc|unlink_chunk)",
+            fn,
+        ),
+    ),
+    (
+        "libc memory/string primitives (callers unknown)",
+        lambda f, fn, ob: ("libc.so" in ob and re.search(r"^__(mem|str|wmem)\w*|^(mem|str)\w*$", fn))
+        or "multiarch" in f,
+    ),
     ("HTTP parsing (Beast)", lambda f, fn, ob: "beast" in fn or "HttpRequestParser" in fn or "http_parser.cc" in f),
-    ("request decode: XML (pugixml + per-member checks)", lambda f, fn, ob: "pugixml" in ob or "pugi::" in fn or
-        re.search(r"XmlRequestDecoder|DecodeOne|CheckRawBody|HasStrayContent|HasControl|ParseCount|"
-                  r"WireRequest::ToEngine|ScanSimpleBody|Scanner::|RequestAttrs::", fn)),
+    (
+        "request decode: XML (pugixml + per-member checks)",
+        lambda f, fn, ob: "pugixml" in ob
+        or "pugi::" in fn
+        or re.search(
+            r"XmlRequestDecoder|DecodeOne|CheckRawBody|HasStrayContent|HasControl|ParseCount|"
+            r"WireRequest::ToEngine|ScanSimpleBody|Scanner::|RequestAttrs::",
+            fn,
+        ),
+    ),
     ("request decode: key checks", lambda f, fn, ob: re.search(r"CheckKey|ValidateKeyBytes", fn)),
-    ("request decode: query string (GET)", lambda f, fn, ob: re.search(r"DecodeQuery|PercentDecode|NextParam|"
-        r"DecodePostQuery|OriginForm", fn)),
+    (
+        "request decode: query string (GET)",
+        lambda f, fn, ob: re.search(r"DecodeQuery|PercentDecode|NextParam|" r"DecodePostQuery|OriginForm", fn),
+    ),
     ("routing (ring hash)", lambda f, fn, ob: re.search(r"Ring::|RouteRequests", fn)),
-    ("response writing", lambda f, fn, ob: re.search(r"Append(Decision|Batch|BatchCompact|Error|Stats|XmlEscaped|Num)$|"
-        r"Handler::Respond$|WriteRateLimitFields|DateHeader|ServerAndDate|StatusLine|WriteDecision|BufWriter|"
-        r"DigitsMemo|strftime|gmtime|__tz|__offtime", fn)),
-    ("engine and store", lambda f, fn, ob: re.search(r"frs::(limit|store|os)::|Fingerprint|XXH|xxh|frs::Key", fn) or
-        re.search(r"/src/(limit|store|base|os)/", f) or "libxxhash" in ob),
-    ("event loop, connection, handler glue, metrics", lambda f, fn, ob: re.search(r"Worker::|Connection::|EventLoop|"
-        r"Deadline|Handler::|CountRequest|CountDecision|Counter|MonoNs|RunWorker", fn) or "/src/server/" in f),
+    (
+        "response writing",
+        lambda f, fn, ob: re.search(
+            r"Append(Decision|Batch|BatchCompact|Error|Stats|XmlEscaped|Num)$|"
+            r"Handler::Respond$|WriteRateLimitFields|DateHeader|ServerAndDate|StatusLine|WriteDecision|BufWriter|"
+            r"DigitsMemo|strftime|gmtime|__tz|__offtime",
+            fn,
+        ),
+    ),
+    (
+        "engine and store",
+        lambda f, fn, ob: re.search(r"frs::(limit|store|os)::|Fingerprint|XXH|xxh|frs::Key", fn)
+        or re.search(r"/src/(limit|store|base|os)/", f)
+        or "libxxhash" in ob,
+    ),
+    (
+        "event loop, connection, handler glue, metrics",
+        lambda f, fn, ob: re.search(
+            r"Worker::|Connection::|EventLoop|"
+            r"Deadline|Handler::|CountRequest|CountDecision|Counter|MonoNs|RunWorker",
+            fn,
+        )
+        or "/src/server/" in f,
+    ),
     ("std::string append/replace (callers unknown)", lambda f, fn, ob: re.search(r"basic_string", fn)),
 ]
 
@@ -172,12 +220,23 @@ def main():
     incl_rows = [r for r in annotate(a.file, True) if not ABOVE.search(r[2])]
     reqs = count_calls(a.file, r"Handler::Handle\(")
     total = sum(r[0] for r in self_rows)
-    per = lambda ir: ir / reqs if reqs else 0
+
+    def per(ir):
+        return ir / reqs if reqs else 0
+
     print("### %s: %s" % (a.label or a.file, a.file))
     print()
-    print("Requests in the dump: %d (calls of Handler::Handle); instructions in the worker: %s; per request %s; "
-          "per decision (%d a request) %s." % (reqs, "{:,}".format(total), "{:,.0f}".format(per(total)), a.members,
-                                               "{:,.0f}".format(per(total) / a.members)))
+    print(
+        "Requests in the dump: %d (calls of Handler::Handle); instructions in the worker: %s; per request %s; "
+        "per decision (%d a request) %s."
+        % (
+            reqs,
+            "{:,}".format(total),
+            "{:,.0f}".format(per(total)),
+            a.members,
+            "{:,.0f}".format(per(total) / a.members),
+        )
+    )
     print()
     groups = defaultdict(int)
     callers = callers_of(a.file)
@@ -198,8 +257,16 @@ def main():
     print("| group (self cost) | Ir | % | Ir / request | Ir / decision |")
     print("|---|---:|---:|---:|---:|")
     for g, ir in sorted(groups.items(), key=lambda kv: -kv[1]):
-        print("| %s | %s | %.1f | %s | %s |" % (g, "{:,.0f}".format(ir), 100 * ir / total, "{:,.0f}".format(per(ir)),
-                                               "{:,.0f}".format(per(ir) / a.members)))
+        print(
+            "| %s | %s | %.1f | %s | %s |"
+            % (
+                g,
+                "{:,.0f}".format(ir),
+                100 * ir / total,
+                "{:,.0f}".format(per(ir)),
+                "{:,.0f}".format(per(ir) / a.members),
+            )
+        )
     print()
     phases = [
         ("HttpRequestParser::Feed (Beast)", r"HttpRequestParser::Feed\("),
@@ -235,8 +302,16 @@ def main():
                 ir = r[0]
                 break
         if ir:
-            print("| %s | %s | %.1f | %s | %s |" % (label, "{:,}".format(ir), 100 * ir / total,
-                                                   "{:,.0f}".format(per(ir)), "{:,.0f}".format(per(ir) / a.members)))
+            print(
+                "| %s | %s | %.1f | %s | %s |"
+                % (
+                    label,
+                    "{:,}".format(ir),
+                    100 * ir / total,
+                    "{:,.0f}".format(per(ir)),
+                    "{:,.0f}".format(per(ir) / a.members),
+                )
+            )
     table_head("Top %d by self cost:" % a.top, ["Ir (self)", "%", "Ir / request", "group", "function (file)"], 3)
     for ir, f, fn, ob in self_rows[: a.top]:
         if SHARED.search(fname(fn)):
@@ -244,18 +319,33 @@ def main():
             for c in callers.get((f, fn), []):
                 by[fname(c[2])] += c[0]
             tot = sum(by.values())
-            grp = ("shared: " + ", ".join("%s %.0f%%" % (short(n, 40), 100 * v / tot)
-                                          for n, v in sorted(by.items(), key=lambda kv: -kv[1])[:3])) if tot else \
-                classify(f, fn, ob)
+            grp = (
+                (
+                    "shared: "
+                    + ", ".join(
+                        "%s %.0f%%" % (short(n, 40), 100 * v / tot)
+                        for n, v in sorted(by.items(), key=lambda kv: -kv[1])[:3]
+                    )
+                )
+                if tot
+                else classify(f, fn, ob)
+            )
         else:
             grp = classify(f, fn, ob)
-        print("| %s | %.1f | %s | %s | `%s` (%s) |" % ("{:,}".format(ir), 100 * ir / total, "{:,.0f}".format(per(ir)),
-                                                    grp, short(fn), f.split("/")[-1]))
-    table_head("Top %d by inclusive cost (below Worker::Run):" % a.top, ["Ir (incl)", "%", "Ir / request",
-                                                                        "function (file)"], 3)
+        print(
+            "| %s | %.1f | %s | %s | `%s` (%s) |"
+            % ("{:,}".format(ir), 100 * ir / total, "{:,.0f}".format(per(ir)), grp, short(fn), f.split("/")[-1])
+        )
+    table_head(
+        "Top %d by inclusive cost (below Worker::Run):" % a.top,
+        ["Ir (incl)", "%", "Ir / request", "function (file)"],
+        3,
+    )
     for ir, f, fn, ob in incl_rows[: a.top]:
-        print("| %s | %.1f | %s | `%s` (%s) |" % ("{:,}".format(ir), 100 * ir / total, "{:,.0f}".format(per(ir)),
-                                              short(fn), f.split("/")[-1]))
+        print(
+            "| %s | %.1f | %s | `%s` (%s) |"
+            % ("{:,}".format(ir), 100 * ir / total, "{:,.0f}".format(per(ir)), short(fn), f.split("/")[-1])
+        )
     print()
 
 

@@ -68,6 +68,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import nginx_conf  # noqa: E402
 import processes  # noqa: E402  (frsd's workers by pid, stopping, ports)
+
 SHIPPED_CONF = os.path.join(ROOT, "conf", "cluster", "nginx-frs.conf")
 SHIPPED_SHARDS = ["127.0.0.1:8301", "127.0.0.1:8302", "127.0.0.1:8303"]
 TOKEN = "failover-bench"
@@ -136,14 +137,28 @@ class Shard:
                 "  <pidfile>frsd.pid</pidfile>\n"
                 '  <admin token="%s"/>\n  <flush interval_ms="200"/>\n'
                 '  <cluster self="%s" enforce="%d"%s>\n%s  </cluster>\n</frs>\n'
-                % (port, args.workers, map_path, args.keynodes, TOKEN, self.name,
-                   1 if args.mode == "enforce" or args.replicas != "0" else 0,
-                   ' replicas="1" replica_mode="%s"' % args.replicas if args.replicas != "0" else "", shards))
+                % (
+                    port,
+                    args.workers,
+                    map_path,
+                    args.keynodes,
+                    TOKEN,
+                    self.name,
+                    1 if args.mode == "enforce" or args.replicas != "0" else 0,
+                    ' replicas="1" replica_mode="%s"' % args.replicas if args.replicas != "0" else "",
+                    shards,
+                )
+            )
 
     def start(self, timeout=5.0):
         err = open(os.path.join(self.dir, "frsd.stderr"), "ab")
-        self.proc = subprocess.Popen([self.args.frsd, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
-                                     stdin=subprocess.DEVNULL, stdout=err, stderr=err, close_fds=True)
+        self.proc = subprocess.Popen(
+            [self.args.frsd, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            close_fds=True,
+        )
         err.close()
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -192,6 +207,7 @@ class Nginx:
         os.makedirs(os.path.join(dir_, "tmp"), exist_ok=True)
         with open(args.conf) as f:
             conf = f.read()
+
         # The shipped file, with its ports: exactly 3 server lines and 1 listen.
         def sub(pattern, repl, count):
             # Directives only: a line's first word, never inside a comment.
@@ -212,10 +228,13 @@ class Nginx:
             conf = sub(r"(server \S+ .*)max_fails=1(?=[\s;])", lambda m: m.group(2) + "max_fails=0", 3)
         with open(os.path.join(dir_, "frs-shards.conf"), "w") as f:
             f.write(conf)
-        nginx_conf.write(dir_, "  keepalive_requests 1000000;\n"
-                         # Which shard served each answer (a comma list after a fail-over).
-                         "  add_header X-FRS-Shard $upstream_addr always;\n"
-                         "  include %s/frs-shards.conf;\n" % dir_, worker_connections=4096)
+        nginx_conf.write(
+            dir_,
+            "  keepalive_requests 1000000;\n"
+            # Which shard served each answer (a comma list after a fail-over).
+            "  add_header X-FRS-Shard $upstream_addr always;\n" "  include %s/frs-shards.conf;\n" % dir_,
+            worker_connections=4096,
+        )
 
     def start(self, timeout=5.0):
         conf = os.path.join(self.dir, "nginx.conf")
@@ -223,8 +242,13 @@ class Nginx:
         if chk.returncode != 0:
             raise RuntimeError("nginx -t failed:\n" + chk.stderr)
         out = open(os.path.join(self.dir, "nginx.stderr"), "ab")
-        self.proc = subprocess.Popen([self.args.nginx, "-p", self.dir, "-c", conf], stdin=subprocess.DEVNULL,
-                                     stdout=out, stderr=out, close_fds=True)
+        self.proc = subprocess.Popen(
+            [self.args.nginx, "-p", self.dir, "-c", conf],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            close_fds=True,
+        )
         out.close()
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -252,16 +276,16 @@ class Worker(threading.Thread):
         self.args, self.port, self.keys, self.key_ids, self.owner = args, port, keys, key_ids, owner
         self.t0, self.stop, self.port_to_shard = t0, stop, port_to_shard
         n = len(keys)
-        self.granted = [0] * n          # 200s per key (index into keys)
-        self.denied = [0] * n           # 429s
-        self.granted_by = [0] * n       # bit i: shard i granted this key at least once
-        self.status = {}                # status -> count
-        self.errors = 0                 # transport errors seen by the client
-        self.failover_answers = 0       # answers after nginx tried more than one shard
-        self.seconds = {}               # whole second -> {status: count}
-        self.victim_back_at = None      # first 200 from the victim after its restart
+        self.granted = [0] * n  # 200s per key (index into keys)
+        self.denied = [0] * n  # 429s
+        self.granted_by = [0] * n  # bit i: shard i granted this key at least once
+        self.status = {}  # status -> count
+        self.errors = 0  # transport errors seen by the client
+        self.failover_answers = 0  # answers after nginx tried more than one shard
+        self.seconds = {}  # whole second -> {status: count}
+        self.victim_back_at = None  # first 200 from the victim after its restart
         self.sent = 0
-        self.ring_checked = 0           # answers before the kill, nginx's shard compared with ring_owner()
+        self.ring_checked = 0  # answers before the kill, nginx's shard compared with ring_owner()
         self.ring_mismatches = 0
 
     def conn(self):
@@ -310,8 +334,11 @@ class Worker(threading.Thread):
                 shard = self.port_to_shard.get(last)
                 if shard is not None:
                     self.granted_by[j] |= 1 << shard
-                    if (shard == args.victim - 1 and self.victim_back_at is None
-                            and time.monotonic() - self.t0 > args.restart_at):
+                    if (
+                        shard == args.victim - 1
+                        and self.victim_back_at is None
+                        and time.monotonic() - self.t0 > args.restart_at
+                    ):
                         self.victim_back_at = time.monotonic() - self.t0
             elif st == 429:
                 self.denied[j] += 1
@@ -327,8 +354,10 @@ def run(args):
         names = ["127.0.0.1:%d" % p for p in ports]
         map_path = os.path.join(tmp, "map.xml")
         with open(map_path, "w") as f:
-            f.write('<map>\n  <biz id="1" name="bench">\n    <rule algo="fixed" interval="%d" max="%d"/>\n'
-                    "  </biz>\n</map>\n" % (args.window, args.max))
+            f.write(
+                '<map>\n  <biz id="1" name="bench">\n    <rule algo="fixed" interval="%d" max="%d"/>\n'
+                "  </biz>\n</map>\n" % (args.window, args.max)
+            )
         for i in range(3):
             shards.append(Shard(args, i, os.path.join(tmp, "shard%d" % (i + 1)), ports[i], names, map_path))
         for s in shards:
@@ -349,8 +378,10 @@ def run(args):
         port_to_shard = {n: i for i, n in enumerate(names)}
         stop = threading.Event()
         t0 = time.monotonic()
-        workers = [Worker(args, nport, keys, order[t::args.threads], t0, stop, port_to_shard, owner)
-                   for t in range(args.threads)]
+        workers = [
+            Worker(args, nport, keys, order[t :: args.threads], t0, stop, port_to_shard, owner)
+            for t in range(args.threads)
+        ]
         for w in workers:
             w.start()
 
@@ -371,7 +402,9 @@ def run(args):
         restart_t = time.monotonic() - t0
         shards[victim].start()
         healthy_t = time.monotonic() - t0
-        log(args, "t=%.2f s: shard %d restarted on its store, healthy at t=%.2f s" % (restart_t, args.victim, healthy_t))
+        log(
+            args, "t=%.2f s: shard %d restarted on its store, healthy at t=%.2f s" % (restart_t, args.victim, healthy_t)
+        )
         at(args.duration)
         stop.set()
         for w in workers:
@@ -418,33 +451,54 @@ def run(args):
         result = {
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "command": " ".join([os.path.relpath(sys.argv[0], os.getcwd())] + sys.argv[1:]),
-            "keys": args.keys, "max": M, "window_s": args.window, "threads": args.threads,
-            "target_rate": args.rate, "achieved_rate": round(sent / end_t, 1),
-            "requests": sent, "requests_per_key": round(reqs_per_key, 2),
-            "duration_s": round(end_t, 2), "kill_at_s": round(kill_t, 2), "restart_at_s": round(restart_t, 2),
-            "victim": names[victim], "victim_pids_killed": killed,
+            "keys": args.keys,
+            "max": M,
+            "window_s": args.window,
+            "threads": args.threads,
+            "target_rate": args.rate,
+            "achieved_rate": round(sent / end_t, 1),
+            "requests": sent,
+            "requests_per_key": round(reqs_per_key, 2),
+            "duration_s": round(end_t, 2),
+            "kill_at_s": round(kill_t, 2),
+            "restart_at_s": round(restart_t, 2),
+            "victim": names[victim],
+            "victim_pids_killed": killed,
             "victim_back_in_nginx_at_s": round(min(back), 2) if back else None,
-            "status": status, "client_errors": errors, "failover_answers": failover_answers,
+            "status": status,
+            "client_errors": errors,
+            "failover_answers": failover_answers,
             "keys_owned_by_victim": len(victim_keys),
             "keys_granted_by_two_shards": two_shards,
             "over_grant_total": sum(over),
-            "over_grant_victim_keys": over_victim, "over_grant_other_keys": over_other,
+            "over_grant_victim_keys": over_victim,
+            "over_grant_other_keys": over_other,
             "keys_over_granted": sum(1 for o in over if o > 0),
             "over_grant_max_per_key": max(over) if over else 0,
             "over_grant_per_victim_key": {str(k): v for k, v in sorted(hist.items())},
-            "mode": args.mode, "replicas": args.replicas, "lose_store": args.lose_store,
-            "bound_per_key": bound, "bound_total": bound * len(victim_keys),
+            "mode": args.mode,
+            "replicas": args.replicas,
+            "lose_store": args.lose_store,
+            "bound_per_key": bound,
+            "bound_total": bound * len(victim_keys),
             # With replicas the answers other than 200 and 429 are nginx's
             # detection only: under 1 % of all requests.
             "other_answers": sent - status.get("200", 0) - status.get("429", 0),
             "within_bound": ((max(over) <= bound and over_other == 0) if args.replicas != "async" else True)
             and ring_mismatches == 0
             and (args.replicas == "0" or sent - status.get("200", 0) - status.get("429", 0) < 0.01 * sent),
-            "ring_checked": ring_checked, "ring_mismatches": ring_mismatches,
-            "granted_per_victim_key_min_max": [min(granted[k] for k in victim_keys),
-                                               max(granted[k] for k in victim_keys)] if victim_keys else None,
-            "granted_max_per_key": max(granted), "granted_total": sum(granted),
-            "misrouted_before_kill": misrouted_before, "misrouted_at_end": misrouted_after,
+            "ring_checked": ring_checked,
+            "ring_mismatches": ring_mismatches,
+            "granted_per_victim_key_min_max": [
+                min(granted[k] for k in victim_keys),
+                max(granted[k] for k in victim_keys),
+            ]
+            if victim_keys
+            else None,
+            "granted_max_per_key": max(granted),
+            "granted_total": sum(granted),
+            "misrouted_before_kill": misrouted_before,
+            "misrouted_at_end": misrouted_after,
             "per_second": {str(k): seconds[k] for k in sorted(seconds)},
             "temp_dir": tmp if args.keep else None,
         }
@@ -461,31 +515,53 @@ def run(args):
 def print_table(r):
     st = r["status"]
     other = {k: v for k, v in st.items() if k not in ("200", "429")}
-    print("failover bench, mode %s, replicas %s%s, %s" % (r["mode"], r["replicas"],
-                                                        ", store lost" if r["lose_store"] else "", r["date"]))
+    print(
+        "failover bench, mode %s, replicas %s%s, %s"
+        % (r["mode"], r["replicas"], ", store lost" if r["lose_store"] else "", r["date"])
+    )
     print("  %s" % r["command"])
     print()
     rows = [
         ("keys (rule: fixed, max %d per %d s)" % (r["max"], r["window_s"]), r["keys"]),
-        ("requests (GET /acquire through nginx)", "%d in %.1f s, %.0f/s, %.1f per key"
-         % (r["requests"], r["duration_s"], r["achieved_rate"], r["requests_per_key"])),
-        ("answers 200 / 429 / other", "%d / %d / %s" % (st.get("200", 0), st.get("429", 0),
-                                                       ", ".join("%s: %d" % kv for kv in sorted(other.items())) or "0")),
+        (
+            "requests (GET /acquire through nginx)",
+            "%d in %.1f s, %.0f/s, %.1f per key"
+            % (r["requests"], r["duration_s"], r["achieved_rate"], r["requests_per_key"]),
+        ),
+        (
+            "answers 200 / 429 / other",
+            "%d / %d / %s"
+            % (st.get("200", 0), st.get("429", 0), ", ".join("%s: %d" % kv for kv in sorted(other.items())) or "0"),
+        ),
         ("answers after nginx failed over", r["failover_answers"]),
-        ("shard killed (kill -9, master + workers)", "%s at t=%.1f s, restarted at t=%.1f s"
-         % (r["victim"], r["kill_at_s"], r["restart_at_s"])),
+        (
+            "shard killed (kill -9, master + workers)",
+            "%s at t=%.1f s, restarted at t=%.1f s" % (r["victim"], r["kill_at_s"], r["restart_at_s"]),
+        ),
         ("nginx back on it (first 200 from it)", "t=%s s" % r["victim_back_in_nginx_at_s"]),
         ("keys owned by the killed shard", r["keys_owned_by_victim"]),
         ("keys granted by two shards", r["keys_granted_by_two_shards"]),
         ("granted per affected key, min / max", "%s / %s" % tuple(r["granted_per_victim_key_min_max"] or ("-", "-"))),
         ("over-grant total (sum of max(0, granted - M))", r["over_grant_total"]),
-        ("  of which on the killed shard's keys / others", "%d / %d" % (r["over_grant_victim_keys"], r["over_grant_other_keys"])),
+        (
+            "  of which on the killed shard's keys / others",
+            "%d / %d" % (r["over_grant_victim_keys"], r["over_grant_other_keys"]),
+        ),
         ("keys over-granted", r["keys_over_granted"]),
         ("over-grant max per key", r["over_grant_max_per_key"]),
-        ("over-grant per affected key: value x keys", ", ".join("%s x %d" % kv for kv in r["over_grant_per_victim_key"].items())),
-        ("bound (open: M per affected key per failover; sync replicas: 0)", "%d per key, %d in all" % (r["bound_per_key"], r["bound_total"])),
+        (
+            "over-grant per affected key: value x keys",
+            ", ".join("%s x %d" % kv for kv in r["over_grant_per_victim_key"].items()),
+        ),
+        (
+            "bound (open: M per affected key per failover; sync replicas: 0)",
+            "%d per key, %d in all" % (r["bound_per_key"], r["bound_total"]),
+        ),
         ("within the bound", "yes" if r["within_bound"] else "NO"),
-        ("answers before the kill: nginx's shard != ring owner", "%d of %d" % (r["ring_mismatches"], r["ring_checked"])),
+        (
+            "answers before the kill: nginx's shard != ring owner",
+            "%d of %d" % (r["ring_mismatches"], r["ring_checked"]),
+        ),
         ("frs_misrouted_total before the kill", r["misrouted_before_kill"]),
         ("frs_misrouted_total at the end", r["misrouted_at_end"]),
     ]
@@ -500,8 +576,9 @@ def print_table(r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--frsd", default=os.path.join(ROOT, "build", "src", "server", "frsd"))
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--conf", default=SHIPPED_CONF, help="the nginx http-context file to run (ports substituted)")
@@ -518,17 +595,26 @@ def main():
     ap.add_argument("--keynodes", type=int, default=1024, help="store: 1 file x KEYNODES x 8 slots per shard")
     ap.add_argument("--prefix", default="user:")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--mode", choices=("open", "closed", "enforce", "next-off"), default="open",
-                    help="open: the shipped config, shards enforce=\"0\" (fail open); closed: "
-                         "proxy_next_upstream off and max_fails=0, shards enforce=\"0\" (nginx alone fails "
-                         "closed: 502); enforce: the shipped nginx, shards enforce=\"1\" (the neighbour "
-                         "answers 421); next-off: proxy_next_upstream off but max_fails=1 (the pitfall: "
-                         "not closed)")
-    ap.add_argument("--replicas", choices=("0", "sync", "async"), default="0",
-                    help="shards with <cluster replicas=\"1\" replica_mode=...> and enforce=\"1\" (the shipped "
-                         "nginx): the successor holds the dead shard's counts")
-    ap.add_argument("--lose-store", action="store_true",
-                    help="delete the killed shard's store before its restart (a lost machine)")
+    ap.add_argument(
+        "--mode",
+        choices=("open", "closed", "enforce", "next-off"),
+        default="open",
+        help='open: the shipped config, shards enforce="0" (fail open); closed: '
+        'proxy_next_upstream off and max_fails=0, shards enforce="0" (nginx alone fails '
+        'closed: 502); enforce: the shipped nginx, shards enforce="1" (the neighbour '
+        "answers 421); next-off: proxy_next_upstream off but max_fails=1 (the pitfall: "
+        "not closed)",
+    )
+    ap.add_argument(
+        "--replicas",
+        choices=("0", "sync", "async"),
+        default="0",
+        help='shards with <cluster replicas="1" replica_mode=...> and enforce="1" (the shipped '
+        "nginx): the successor holds the dead shard's counts",
+    )
+    ap.add_argument(
+        "--lose-store", action="store_true", help="delete the killed shard's store before its restart (a lost machine)"
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs, stores)")
     args = ap.parse_args()

@@ -76,9 +76,15 @@ from failover_bench import Nginx, SHIPPED_CONF  # noqa: E402  (the shipped nginx
 CONFIGS = ("0", "sync", "async")
 TOKEN = "replica-bench"
 RAMP_PERIOD_MS = 20  # h2load starts one connection per period (spreads the keys in flight)
-REPLICA_METRICS = ("frs_replica_changes_sent_total", "frs_replica_batches_total", "frs_replica_changes_acked_total",
-                   "frs_replica_changes_received_total", "frs_replica_link_down_total",
-                   "frs_replica_unprotected_total", "frs_replica_batches_resent_total")
+REPLICA_METRICS = (
+    "frs_replica_changes_sent_total",
+    "frs_replica_batches_total",
+    "frs_replica_changes_acked_total",
+    "frs_replica_changes_received_total",
+    "frs_replica_link_down_total",
+    "frs_replica_unprotected_total",
+    "frs_replica_batches_resent_total",
+)
 
 
 class Failure(Exception):
@@ -95,7 +101,7 @@ def cpu_ticks(pid):
     st = processes.read_text("/proc/%d/stat" % pid)
     if not st:
         return 0
-    rest = st[st.rfind(")") + 2:].split()
+    rest = st[st.rfind(")") + 2 :].split()
     return int(rest[11]) + int(rest[12])  # fields 14 and 15 of stat(5)
 
 
@@ -105,21 +111,31 @@ class Shard:
         self.proc = None
         os.makedirs(dir_, exist_ok=True)
         shards = "".join("    <shard>%s</shard>\n" % n for n in names)
-        repl = ' replicas="1" replica_mode="%s" replica_timeout_ms="%d"' % (config, args.replica_timeout_ms) \
-            if config != "0" else ""
+        repl = (
+            ' replicas="1" replica_mode="%s" replica_timeout_ms="%d"' % (config, args.replica_timeout_ms)
+            if config != "0"
+            else ""
+        )
         with open(os.path.join(dir_, "srv.xml"), "w") as f:
-            f.write('<frs>\n  <listen host="127.0.0.1" port="%d"/>\n  <workers>%d</workers>\n'
-                    "  <map>%s</map>\n"
-                    '  <store dir="data" files="1" keynodes="%d" chain="8"/>\n'
-                    "  <pidfile>frsd.pid</pidfile>\n"
-                    '  <admin token="%s"/>\n'
-                    '  <cluster self="127.0.0.1:%d" enforce="1"%s>\n%s  </cluster>\n</frs>\n'
-                    % (port, args.workers, map_path, args.keynodes, TOKEN, port, repl, shards))
+            f.write(
+                '<frs>\n  <listen host="127.0.0.1" port="%d"/>\n  <workers>%d</workers>\n'
+                "  <map>%s</map>\n"
+                '  <store dir="data" files="1" keynodes="%d" chain="8"/>\n'
+                "  <pidfile>frsd.pid</pidfile>\n"
+                '  <admin token="%s"/>\n'
+                '  <cluster self="127.0.0.1:%d" enforce="1"%s>\n%s  </cluster>\n</frs>\n'
+                % (port, args.workers, map_path, args.keynodes, TOKEN, port, repl, shards)
+            )
 
     def start(self, timeout=10.0):
         err = open(os.path.join(self.dir, "frsd.stderr"), "ab")
-        self.proc = subprocess.Popen([self.args.frsd, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
-                                     stdin=subprocess.DEVNULL, stdout=err, stderr=err, close_fds=True)
+        self.proc = subprocess.Popen(
+            [self.args.frsd, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            close_fds=True,
+        )
         err.close()
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -210,8 +226,29 @@ def delta(after, before):
 
 def run_loadgen(args, port, seconds, seed, conns):
     tmpl = r"GET /acquire?biz=bench&key=%KEY% HTTP/1.1\r\nHost: frs\r\n\r\n"
-    cmd = [args.loadgen, "-h", "127.0.0.1", "-p", str(port), "-c", str(conns), "-d", str(seconds), "-k",
-           str(args.keys), "-P", args.prefix, "-s", str(seed), "-m", "http-get", "-r", tmpl, "-T", "2000"]
+    cmd = [
+        args.loadgen,
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-c",
+        str(conns),
+        "-d",
+        str(seconds),
+        "-k",
+        str(args.keys),
+        "-P",
+        args.prefix,
+        "-s",
+        str(seed),
+        "-m",
+        "http-get",
+        "-r",
+        tmpl,
+        "-T",
+        "2000",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:
@@ -233,9 +270,26 @@ def run_paced(args, port, dir_, uris_path):
     ramp_s = args.conns * RAMP_PERIOD_MS / 1000.0
     n_per_conn = int(per_conn * (ramp_s + args.paced_seconds + 0.5)) + 1
     log_path = os.path.join(dir_, "h2load.tsv")
-    cmd = [args.h2load, "--h1", "-c", str(args.conns), "-r", "1", "--rate-period", "%dms" % RAMP_PERIOD_MS,
-           "-n", str(n_per_conn * args.conns), "--rps", "%g" % per_conn, "-T", "5", "-i", uris_path,
-           "--log-file", log_path]
+    cmd = [
+        args.h2load,
+        "--h1",
+        "-c",
+        str(args.conns),
+        "-r",
+        "1",
+        "--rate-period",
+        "%dms" % RAMP_PERIOD_MS,
+        "-n",
+        str(n_per_conn * args.conns),
+        "--rps",
+        "%g" % per_conn,
+        "-T",
+        "5",
+        "-i",
+        uris_path,
+        "--log-file",
+        log_path,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=ramp_s + n_per_conn / per_conn + 30)
     if p.returncode != 0:
         raise Failure("h2load failed (rc %d): %s %s" % (p.returncode, p.stdout[-800:], p.stderr[-500:]))
@@ -263,10 +317,15 @@ def run_paced(args, port, dir_, uris_path):
     steady = sorted(r[2] for r in rows if lo <= r[0] <= hi)
     span = (hi - lo) / 1e6
     return {
-        "requests": len(rows), "status": status, "h2load_failed": failed,
-        "steady_requests": len(steady), "steady_rps": round(len(steady) / span, 1) if span > 0 else None,
-        "p50_us": percentile(steady, 0.50), "p90_us": percentile(steady, 0.90),
-        "p99_us": percentile(steady, 0.99), "p999_us": percentile(steady, 0.999),
+        "requests": len(rows),
+        "status": status,
+        "h2load_failed": failed,
+        "steady_requests": len(steady),
+        "steady_rps": round(len(steady) / span, 1) if span > 0 else None,
+        "p50_us": percentile(steady, 0.50),
+        "p90_us": percentile(steady, 0.90),
+        "p99_us": percentile(steady, 0.99),
+        "p999_us": percentile(steady, 0.999),
         "max_us": steady[-1] if steady else None,
     }
 
@@ -301,11 +360,18 @@ def one_run(args, config, rep, ports, nport, map_path, uris_path):
         decisions = st.get("200", 0) + st.get("429", 0)
         dm = delta(m1, m0)
         sat = {
-            "rps": lg["rps"], "requests": lg["requests"], "errors": lg["errors"], "status": st,
-            "p50_us": lg["p50_us"], "p99_us": lg["p99_us"], "seconds": round(meter.seconds, 3),
-            "shard_cpu_s": round(shard_cpu, 3), "nginx_cpu_s": round(nginx_cpu, 3),
+            "rps": lg["rps"],
+            "requests": lg["requests"],
+            "errors": lg["errors"],
+            "status": st,
+            "p50_us": lg["p50_us"],
+            "p99_us": lg["p99_us"],
+            "seconds": round(meter.seconds, 3),
+            "shard_cpu_s": round(shard_cpu, 3),
+            "nginx_cpu_s": round(nginx_cpu, 3),
             "loadgen_cpu_s": round(lg.get("cpu_user_s", 0) + lg.get("cpu_sys_s", 0), 3),
-            "decisions": decisions, "decisions_per_cpu_s": round(decisions / shard_cpu, 1) if shard_cpu else None,
+            "decisions": decisions,
+            "decisions_per_cpu_s": round(decisions / shard_cpu, 1) if shard_cpu else None,
             "ctx_switches_per_decision": round(meter.switches / decisions, 3) if decisions else None,
             "replica": {k: int(v) for k, v in sorted(dm.items()) if k.startswith("frs_replica")},
         }
@@ -329,8 +395,10 @@ def one_run(args, config, rep, ports, nport, map_path, uris_path):
         pc["changes_per_batch"] = round(dm.get("frs_replica_changes_sent_total", 0) / b, 2) if b else None
 
         problems = []
-        for phase, stt, errs in (("saturated", sat["status"], sat["errors"]),
-                                 ("paced", pc["status"], pc["h2load_failed"])):
+        for phase, stt, errs in (
+            ("saturated", sat["status"], sat["errors"]),
+            ("paced", pc["status"], pc["h2load_failed"]),
+        ):
             other = {k: v for k, v in stt.items() if k not in ("200", "429")}
             if other:
                 problems.append("%s: answers other than 200/429: %s" % (phase, other))
@@ -344,8 +412,14 @@ def one_run(args, config, rep, ports, nport, map_path, uris_path):
         for s in shards:
             if s.proc.poll() is not None:
                 problems.append("shard %d died: %s" % (s.idx + 1, s.stderr()))
-        return {"config": config, "rep": rep, "saturated": sat, "paced": pc, "problems": problems,
-                "temp_dir": tmp if args.keep else None}
+        return {
+            "config": config,
+            "rep": rep,
+            "saturated": sat,
+            "paced": pc,
+            "problems": problems,
+            "temp_dir": tmp if args.keep else None,
+        }
     finally:
         if nginx:
             nginx.stop()
@@ -377,8 +451,9 @@ def summarize(runs):
             "sat_batches_per_decision": med([r["saturated"]["batches_per_decision"] for r in rs]),
             "sat_ctx_switches_per_decision": med([r["saturated"]["ctx_switches_per_decision"] for r in rs]),
             "sat_nginx_cpu_pct": med([100.0 * r["saturated"]["nginx_cpu_s"] / r["saturated"]["seconds"] for r in rs]),
-            "sat_loadgen_cpu_pct": med([100.0 * r["saturated"]["loadgen_cpu_s"] / r["saturated"]["seconds"]
-                                        for r in rs]),
+            "sat_loadgen_cpu_pct": med(
+                [100.0 * r["saturated"]["loadgen_cpu_s"] / r["saturated"]["seconds"] for r in rs]
+            ),
             "paced_rps": med([r["paced"]["steady_rps"] for r in rs]),
             "paced_p50_us": med([r["paced"]["p50_us"] for r in rs]),
             "paced_p99_us": med([r["paced"]["p99_us"] for r in rs]),
@@ -440,10 +515,22 @@ def print_table(result):
     a = result["settings"]
     print("replica bench, %s" % result["date"])
     print("  %s" % result["command"])
-    print("  3 shards x %d worker, nginx (shipped conf), %d keys, rule fixed %d per %d s; %d reps interleaved; "
-          "saturated: loadgen c=%d, %g s; paced: h2load --h1 c=%d at %d/s, %g s steady"
-          % (a["workers"], a["keys"], a["max"], a["window"], a["reps"], a["conns"], a["sat_seconds"], a["conns"],
-             a["rate"], a["paced_seconds"]))
+    print(
+        "  3 shards x %d worker, nginx (shipped conf), %d keys, rule fixed %d per %d s; %d reps interleaved; "
+        "saturated: loadgen c=%d, %g s; paced: h2load --h1 c=%d at %d/s, %g s steady"
+        % (
+            a["workers"],
+            a["keys"],
+            a["max"],
+            a["window"],
+            a["reps"],
+            a["conns"],
+            a["sat_seconds"],
+            a["conns"],
+            a["rate"],
+            a["paced_seconds"],
+        )
+    )
     print()
     s = result["summary"]
     rows = [
@@ -496,10 +583,20 @@ def print_table(result):
     print("  runs (in order): config rep: saturated decisions/CPU-s, rps, paced p50/p99 us, changes/batch sat/paced")
     for r in result["runs"]:
         sat, pc = r["saturated"], r["paced"]
-        print("    %-5s %d: %9s %9s %6s/%-6s %5s/%-5s %s" % (
-            r["config"], r["rep"], fmt(sat["decisions_per_cpu_s"]), fmt(sat["rps"]), fmt(pc["p50_us"]),
-            fmt(pc["p99_us"]), fmt(sat["changes_per_batch"], 1), fmt(pc["changes_per_batch"], 1),
-            "; ".join(r["problems"])))
+        print(
+            "    %-5s %d: %9s %9s %6s/%-6s %5s/%-5s %s"
+            % (
+                r["config"],
+                r["rep"],
+                fmt(sat["decisions_per_cpu_s"]),
+                fmt(sat["rps"]),
+                fmt(pc["p50_us"]),
+                fmt(pc["p99_us"]),
+                fmt(sat["changes_per_batch"], 1),
+                fmt(pc["changes_per_batch"], 1),
+                "; ".join(r["problems"]),
+            )
+        )
 
 
 def ensure_loadgen(args):
@@ -512,13 +609,15 @@ def ensure_loadgen(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--frsd", default=os.path.join(ROOT, "build", "src", "server", "frsd"))
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--h2load", default=shutil.which("h2load") or "/usr/bin/h2load")
-    ap.add_argument("--loadgen", default=None,
-                    help="tools/bench/loadgen binary (default: built with cc -O2 next to the build dir)")
+    ap.add_argument(
+        "--loadgen", default=None, help="tools/bench/loadgen binary (default: built with cc -O2 next to the build dir)"
+    )
     ap.add_argument("--conf", default=SHIPPED_CONF, help="the nginx http-context file to run (ports substituted)")
     ap.add_argument("--configs", default=",".join(CONFIGS), help="which of 0,sync,async (default all three)")
     ap.add_argument("--reps", type=int, default=2)
@@ -558,8 +657,10 @@ def main():
     try:
         map_path = os.path.join(shared, "map.xml")
         with open(map_path, "w") as f:
-            f.write('<map>\n  <biz id="1" name="bench">\n    <rule algo="fixed" interval="%d" max="%d"/>\n'
-                    "  </biz>\n</map>\n" % (args.window, args.max))
+            f.write(
+                '<map>\n  <biz id="1" name="bench">\n    <rule algo="fixed" interval="%d" max="%d"/>\n'
+                "  </biz>\n</map>\n" % (args.window, args.max)
+            )
         # The paced phase's URIs: keys of the same key space, a fixed order.
         per_conn = args.rate / float(args.conns)
         n = int(per_conn * (args.conns * RAMP_PERIOD_MS / 1000.0 + args.paced_seconds + 0.5)) + 1
@@ -576,16 +677,28 @@ def main():
             text = f.read().replace("{port}", str(nport))
         with open(uris_path, "w") as f:
             f.write(text)
-        log(args, "shards 127.0.0.1:%s, nginx 127.0.0.1:%d; %s x %d reps" % (",".join(map(str, ports)), nport,
-                                                                           "/".join(configs), args.reps))
+        log(
+            args,
+            "shards 127.0.0.1:%s, nginx 127.0.0.1:%d; %s x %d reps"
+            % (",".join(map(str, ports)), nport, "/".join(configs), args.reps),
+        )
         for rep in range(args.reps):
             for c in configs:
                 r = one_run(args, c, rep, ports, nport, map_path, uris_path)
                 runs.append(r)
-                log(args, "  %-5s rep %d: saturated %s decisions/CPU-s, %s rps; paced p50 %s us p99 %s us%s" % (
-                    c, rep, fmt(r["saturated"]["decisions_per_cpu_s"]), fmt(r["saturated"]["rps"]),
-                    fmt(r["paced"]["p50_us"]), fmt(r["paced"]["p99_us"]),
-                    ("; " + "; ".join(r["problems"])) if r["problems"] else ""))
+                log(
+                    args,
+                    "  %-5s rep %d: saturated %s decisions/CPU-s, %s rps; paced p50 %s us p99 %s us%s"
+                    % (
+                        c,
+                        rep,
+                        fmt(r["saturated"]["decisions_per_cpu_s"]),
+                        fmt(r["saturated"]["rps"]),
+                        fmt(r["paced"]["p50_us"]),
+                        fmt(r["paced"]["p99_us"]),
+                        ("; " + "; ".join(r["problems"])) if r["problems"] else "",
+                    ),
+                )
     except (Failure, OSError, subprocess.SubprocessError) as e:
         sys.exit("replica_bench: %s" % e)
     finally:
@@ -594,10 +707,21 @@ def main():
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "command": " ".join([os.path.relpath(sys.argv[0], os.getcwd())] + sys.argv[1:]),
-        "settings": {"workers": args.workers, "keys": args.keys, "max": args.max, "window": args.window,
-                     "reps": args.reps, "conns": args.conns, "rate": args.rate, "sat_seconds": args.sat_seconds,
-                     "paced_seconds": args.paced_seconds, "cpus": os.cpu_count()},
-        "summary": summary, "targets": targets, "runs": runs,
+        "settings": {
+            "workers": args.workers,
+            "keys": args.keys,
+            "max": args.max,
+            "window": args.window,
+            "reps": args.reps,
+            "conns": args.conns,
+            "rate": args.rate,
+            "sat_seconds": args.sat_seconds,
+            "paced_seconds": args.paced_seconds,
+            "cpus": os.cpu_count(),
+        },
+        "summary": summary,
+        "targets": targets,
+        "runs": runs,
     }
     if args.json_file:
         with open(args.json_file, "w") as f:

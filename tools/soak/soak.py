@@ -69,7 +69,12 @@ def map_xml(m, cal_interval):
     <stats by="app" distinct="user"/>
   </biz>
 </map>
-""" % (m, cal_interval, m, m)
+""" % (
+        m,
+        cal_interval,
+        m,
+        m,
+    )
 
 
 def envoy_yaml(m):

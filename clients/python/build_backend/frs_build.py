@@ -114,7 +114,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     entries.append((info + "/METADATA", _metadata(project).encode("utf-8")))
     with open(_license_path(), "rb") as f:
         entries.append((info + "/LICENSE", f.read()))  # the MIT notice travels with every copy
-    entries.append((info + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: frs_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"))
+    entries.append(
+        (info + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: frs_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    )
     record = io.StringIO()
     for arcname, data in entries:
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
@@ -147,9 +149,11 @@ def build_sdist(sdist_directory, config_settings=None):
                 t.addfile(ti, f)
         with open(_license_path(), "rb") as f:
             license_text = f.read()
-        for name, data in (("PKG-INFO", _metadata(project).encode("utf-8")),
-                           ("VERSION", (project["version"] + "\n").encode("ascii")),
-                           ("LICENSE", license_text)):
+        for name, data in (
+            ("PKG-INFO", _metadata(project).encode("utf-8")),
+            ("VERSION", (project["version"] + "\n").encode("ascii")),
+            ("LICENSE", license_text),
+        ):
             ti = tarfile.TarInfo(base + "/" + name)
             ti.size, ti.mtime, ti.mode = len(data), 315532800, 0o644
             t.addfile(ti, io.BytesIO(data))
