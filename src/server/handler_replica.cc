@@ -3,6 +3,13 @@
 //   POST /replicate?from=SHARD&stream=S&seq=N&first=K&digest=D  a batch of changes (replica_wire.h)
 //   GET  /replicate?for=SHARD&digest=D                          what this shard still queues for SHARD
 //   GET  /replicate?for=SHARD&digest=D&snapshot=1[&file=F]      every node (of store file F) SHARD holds
+//   GET  /replicate?state=1                                     this shard's list, what it still delivers
+//                                                               from an earlier list, and whether a
+//                                                               ring change's handoff is pending here
+//   POST /replicate?handed_off=D                                frsctl handoff finished under list D
+// A batch stamped with the digest of the list this shard ran before its
+// last <cluster> change is taken too: its sender queued it before the
+// change and delivers it after (Replicator::Retire).
 // Every form needs the admin token (Authorization: Bearer T): the shards of
 // a cluster share it, and a change of counts is an admin's act.
 #include <time.h>
@@ -22,9 +29,9 @@ namespace frs::server {
 
 void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status) {
   const ClusterView& c = opts_.cluster;
-  std::string from, stream, forname, digest, buf, token, lease_key;
+  std::string from, stream, forname, digest, buf, token, lease_key, handed_off;
   uint64_t seq = 0, file = 0, first = 0;
-  bool snapshot = false, have_file = false;
+  bool snapshot = false, have_file = false, state = false;
   for (size_t start = 0; start <= query.size() && !query.empty();) {
     const size_t amp = query.find('&', start);
     const std::string_view pair = query.substr(start, amp == std::string_view::npos ? query.npos : amp - start);
@@ -47,6 +54,8 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     else if (name == "digest") digest = std::string(value);
     else if (name == "lease_key") lease_key = std::string(value);
     else if (name == "snapshot") snapshot = value == "1";
+    else if (name == "state") state = value == "1";
+    else if (name == "handed_off") handed_off = std::string(value);
     else if (name == "token") token = std::string(value);
     else if (name == "seq" && number(&seq)) continue;
     else if (name == "first" && number(&first)) continue;
@@ -54,7 +63,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     else {
       TextBody(400,
                "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
-                   "' (from, stream, seq, first, digest, lease_key; for, snapshot, file)",
+                   "' (from, stream, seq, first, digest, lease_key; for, snapshot, file; state; handed_off)",
                status);
       return;
     }
@@ -75,9 +84,36 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     TextBody(404, "/replicate: this shard keeps no replicas (<cluster replicas=\"1\">)", status);
     return;
   }
-  char mine[16];
+  char mine[16], earlier[16] = "";
   std::snprintf(mine, sizeof mine, "%08x", c.ring->Digest());
-  if (digest != mine) {
+  if (c.previous_ring) std::snprintf(earlier, sizeof earlier, "%08x", c.previous_ring->Digest());
+  ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
+  if (state && head.method == HttpMethod::kGet) {
+    uint64_t draining = 0;
+    if (metrics_ != nullptr)
+      for (uint32_t w = 0; w < metrics_->workers(); ++w) draining += CounterGet(metrics_->worker(w).replica.draining);
+    TextBody(200,
+             std::string("digest ") + mine + "\ndraining " + std::to_string(draining) + "\nhandoff_pending " +
+                 (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n",
+             status);
+    return;
+  }
+  if (!handed_off.empty() && head.method == HttpMethod::kPost) {
+    if (handed_off != mine) {
+      TextBody(409,
+               "/replicate: handed off under <cluster> digest " + handed_off.substr(0, 16) + ", this shard runs " +
+                   mine + ": nothing noted",
+               status);
+      return;
+    }
+    if (shared != nullptr) CounterSet(shared->handed_off, c.ring->Digest());
+    TextBody(200, "noted", status);
+    return;
+  }
+  // A batch its sender queued under the list before the change (it is
+  // delivered after it): its shards are named in that list.
+  const bool old_batch = head.method == HttpMethod::kPost && digest != mine && earlier[0] != '\0' && digest == earlier;
+  if (digest != mine && !old_batch) {
     TextBody(409,
              "/replicate: the sender's <cluster> (digest " + digest.substr(0, 16) + ") is not this shard's (" + mine +
                  "): every shard must list the same shards",
@@ -98,16 +134,19 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
              status);
     return;
   }
-  ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
   const std::string& peer_name = head.method == HttpMethod::kPost ? from : forname;
-  const long peer = c.ring->Find(peer_name);
-  if (peer < 0 || peer == c.self_index) {
+  const Ring& peer_ring = old_batch ? *c.previous_ring : *c.ring;
+  const long peer = peer_ring.Find(peer_name);
+  const long self_in_peer_ring = old_batch ? c.previous_ring->Find(c.self) : c.self_index;
+  if (peer < 0 || peer == self_in_peer_ring) {
     TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
     return;
   }
   const size_t pi = static_cast<size_t>(peer);
   if (head.method == HttpMethod::kPost) {
-    if (shared != nullptr && pi < kMaxReplicaPeers &&
+    // An earlier list's batch: not of a stream a snapshot here named (a
+    // start's snapshots are of the current list), so none of it is skipped.
+    if (!old_batch && shared != nullptr && pi < kMaxReplicaPeers &&
         std::atomic_ref<uint64_t>(shared->hold_off[pi]).load(std::memory_order_acquire) != 0) {
       TextBody(503, "/replicate: this shard is taking back its nodes from " + from + "; send again later", status);
       return;
@@ -126,7 +165,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     // those up to the last that a snapshot of the sender carried are in
     // this store already.
     size_t skip = 0;
-    if (shared != nullptr && pi < kMaxReplicaPeers && first != 0) {
+    if (!old_batch && shared != nullptr && pi < kMaxReplicaPeers && first != 0) {
       const uint64_t h = StreamHash(stream);
       for (size_t k = 0; k < kMaxSnapshotStreams; ++k) {
         const uint64_t kh = CounterGet(shared->carried[pi][k][0]);
@@ -161,7 +200,17 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
       for (uint32_t w = 0; w < metrics_->workers(); ++w) pending += CounterGet(metrics_->worker(w).replica.pending[pi]);
     TextBody(200,
              "pending " + std::to_string(pending) + "\ncatching_up " +
-                 std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0),
+                 std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
+                 (shared != nullptr && HandoffPending(*shared) ? "1" : "0"),
+             status);
+    return;
+  }
+  if (shared != nullptr && HandoffPending(*shared)) {
+    // Its nodes of moved routes go to their new holders by the handoff:
+    // a snapshot taken now would give them the same counts a second time.
+    TextBody(409,
+             "/replicate: a <cluster> change's handoff is pending on this shard (frsctl handoff --from OLD_SRV.xml "
+             "has not finished here): its nodes reach their new holders by the handoff, not by a snapshot",
              status);
     return;
   }

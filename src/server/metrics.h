@@ -134,6 +134,9 @@ struct ReplicaCounters {
   uint64_t inside;                       // 1 while its engine executes a request (ChangeSink::Enter..Leave)
   uint64_t stream_hash;                  // StreamHash of its stream's name; 0 before its replicator exists
   uint64_t queued_no[kMaxReplicaPeers];  // the number of the last change queued for each shard (1, 2, ...)
+  // gauge: changes queued under an earlier <cluster> that its links still
+  // deliver (a ring change keeps them: Worker::SetUpReplicas)
+  uint64_t draining;
 };
 
 // What every process of a shard shares about its replicas (in the master's
@@ -149,7 +152,20 @@ struct ReplicaShared {
   uint64_t catchup_nodes;      // nodes taken back from snapshots at the start
   uint64_t snapshots;          // > 0: a snapshot is being read here; every worker's engine waits (Replicator::Enter)
   uint64_t snapshot_until_ns;  // CLOCK_MONOTONIC: ... until then at most (a reader that died stops nobody longer)
+  uint64_t snapshot_retries;   // snapshots asked again at the start after a 503 (replica_catchup.cc)
+  // A ring change (SIGHUP with another <cluster>) and its handoff: the
+  // digest of the list it changed to, and the one frsctl handoff said it
+  // finished under. While they differ, this shard answers no snapshot
+  // (the nodes of moved routes go by the handoff, docs/cluster.md).
+  uint64_t ring_changed_to;
+  uint64_t handed_off;
 };
+
+// Whether a ring change's handoff has not been reported done here.
+inline bool HandoffPending(const ReplicaShared& s) {
+  const uint64_t to = CounterGet(s.ring_changed_to);
+  return to != 0 && to != CounterGet(s.handed_off);
+}
 
 // How long a snapshot may hold the store still: a longer reading answers 503.
 inline constexpr int64_t kSnapshotHoldNs = 10LL * 1000 * 1000 * 1000;

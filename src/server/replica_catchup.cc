@@ -20,6 +20,11 @@ namespace {
 constexpr int64_t kMsNs = 1000 * 1000;
 // The whole catch-up: past it the shard serves with what it has (said).
 constexpr int64_t kCatchUpLimitNs = 60 * 1000 * kMsNs;
+// A snapshot answered 503 (the other shard could not read its store within
+// the hold, or is catching up itself) is asked again after this, doubled
+// each time up to kSnapshotRetryMaxMs, within kCatchUpLimitNs.
+constexpr int kSnapshotRetryFirstMs = 100;
+constexpr int kSnapshotRetryMaxMs = 5000;
 
 std::string QueryValue(std::string_view v) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -95,13 +100,46 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   std::vector<size_t> peers;
   for (size_t i = 0; i < ring->shards().size() && i < kMaxReplicaPeers; ++i)
     if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);
+  // A ring change whose handoff is pending on any shard of this list: the
+  // nodes of moved routes reach their new holders by the handoff, and one
+  // snapshot (of the shard that finished, say) would give them the same
+  // counts again. So none is taken: this shard's nodes come from the
+  // handoff and from the changes queued for it (docs/cluster.md).
+  bool snapshots = fresh_store;
+  for (size_t i : peers) {
+    if (!snapshots) break;
+    const std::string& name = ring->shards()[i].name;
+    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 1000)));
+    auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + auth);
+    if (r.ok() && r->status == 200 && r->body.find("handoff_pending 1") != std::string::npos) {
+      FRS_LOG(
+          "replicas: a <cluster> change's handoff is pending on %s: no snapshot taken from any shard (the "
+          "nodes of this shard's routes come by frsctl handoff and by the changes queued for it)",
+          name.c_str());
+      snapshots = false;
+    }
+  }
+  if (!snapshots)
+    for (size_t i : peers) CounterSet(shared->hold_off[i], 0);
   for (size_t i : peers) {
     const std::string& name = ring->shards()[i].name;
-    if (!fresh_store) break;
+    if (!snapshots) break;
     client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 15000)));
     // Every store file in one answer: one reading of the sender's store,
-    // so one set of stream numbers holds for all of it.
+    // so one set of stream numbers holds for all of it. A 503 is asked
+    // again (bounded, logged): this shard keeps answering 503 meanwhile.
     auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + auth);
+    for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
+         r.ok() && r->status == 503 && MonoNs() - start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
+         wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
+      std::string why = r->body.substr(0, 200);
+      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      FRS_LOG("replicas: no snapshot from %s yet (503 %s); asking again in %d ms (attempt %d)", name.c_str(),
+              why.c_str(), wait_ms, attempt + 1);
+      CounterAdd(shared->snapshot_retries);
+      SleepMs(wait_ms);
+      r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + auth);
+    }
     if (!r.ok() || r->status != 200) {
       FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
               name.c_str(),

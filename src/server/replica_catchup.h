@@ -10,6 +10,10 @@
 //     every later one is applied;
 //   - on its old store, nothing to fetch: the other shards' workers send
 //     what they queued for it while it was away as soon as it listens.
+// A new store takes no snapshot at all while any shard reports a ring
+// change's handoff pending (the moved nodes come by the handoff: a snapshot
+// would count them again), and asks a snapshot answered 503 again, with a
+// growing wait, within the catch-up's bound.
 // Either way it then waits until no other shard queues more than a batch
 // per worker for it, and only then clears `catching_up`: until then its
 // workers answer 503 on routed requests, so nginx keeps its routes on their

@@ -86,6 +86,17 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
   Value(out, "frs_replica_catching_up", "", CounterGet(sh.catching_up));
   Help(out, "frs_replica_catchup_nodes", "gauge", "Nodes taken back from other shards' snapshots at the last start.");
   Value(out, "frs_replica_catchup_nodes", "", CounterGet(sh.catchup_nodes));
+  Help(out, "frs_replica_snapshot_retries_total", "counter",
+       "Snapshots asked again at the start because the other shard answered 503 (it could not read its store within "
+       "the hold, or was catching up itself).");
+  Value(out, "frs_replica_snapshot_retries_total", "", CounterGet(sh.snapshot_retries));
+  Help(out, "frs_replica_draining", "gauge",
+       "Changes queued under the shard list before the last <cluster> change, still to be delivered to their old "
+       "holders (frsctl handoff waits for 0).");
+  Value(out, "frs_replica_draining", "", sum(&ReplicaCounters::draining));
+  Help(out, "frs_replica_handoff_pending", "gauge",
+       "1 from a <cluster> change until frsctl handoff reports it finished here: snapshots are refused meanwhile.");
+  Value(out, "frs_replica_handoff_pending", "", HandoffPending(sh) ? 1 : 0);
 }
 
 }  // namespace frs::server

@@ -201,6 +201,24 @@ bool Replicator::Busy() const {
   return false;
 }
 
+size_t Replicator::QueuedChanges() const {
+  size_t n = 0;
+  for (const Link& l : links_) n += l.queue.size();
+  return n;
+}
+
+void Replicator::Retire() {
+  if (counters_)
+    for (Link& l : links_)
+      if (l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers) {
+        CounterSet(counters_->pending[l.shard], 0);
+        CounterSet(counters_->down[l.shard], 0);
+      }
+  counters_ = nullptr;
+  retired_ = true;
+  touched_ = 0;
+}
+
 void Replicator::Publish(Link& l) {
   if (!counters_) return;
   if (l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers) {
@@ -368,7 +386,8 @@ void Replicator::Acked(Link& l, int64_t now_ns) {
   l.state = LinkState::kIdle;
   if (l.down) {
     l.down = false;
-    FRS_LOG("replica link to %s is back; %zu change(s) still queued for it", l.name.c_str(), l.queue.size());
+    FRS_LOG("replica link to %s is back; %zu change(s)%s still queued for it", l.name.c_str(), l.queue.size(),
+            retired_ ? " made under the earlier <cluster>" : "");
   }
   Publish(l);
   if (!l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
@@ -382,7 +401,13 @@ bool Replicator::Due(const Link& l, int64_t now_ms) const {
 void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   Close(l);
   l.retry_ns = now_ns + kRetryNs;
-  if (!l.down) {
+  if (!l.down && retired_) {
+    l.down = true;
+    FRS_LOG(
+        "replica link to %s is down (%s): %zu change(s) made under the earlier <cluster> kept for it, tried "
+        "again every second",
+        l.name.c_str(), why.c_str(), l.queue.size());
+  } else if (!l.down) {
     l.down = true;
     if (counters_) CounterAdd(counters_->episodes);
     FRS_LOG("replica link to %s is down (%s): %s; %zu change(s) kept for its return", l.name.c_str(), why.c_str(),

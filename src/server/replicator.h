@@ -113,6 +113,15 @@ class Replicator final : public ChangeSink {
   // Whether anything is queued or in flight (the loop should not sleep long).
   bool Busy() const;
 
+  // After a ring change (Worker::SetUpReplicas): this replicator takes no
+  // more changes, and its links go on delivering what they queued, to the
+  // same shards, under the earlier list's digest (the receivers take it:
+  // handler_replica.cc), until nothing is left. Its per-shard gauges are
+  // cleared and left to the replicator of the new list.
+  void Retire();
+  // Changes queued and not acknowledged, over every link.
+  size_t QueuedChanges() const;
+
  private:
   struct Queued {
     uint64_t id;
@@ -171,6 +180,7 @@ class Replicator final : public ChangeSink {
   uint64_t touched_ = 0;  // TakeTouched()
   uint64_t refused_through_ = 0;
   std::string digest_;  // the ring's, in hex: a receiver on another ring refuses
+  bool retired_ = false;
 };
 
 }  // namespace frs::server

@@ -47,6 +47,8 @@ int Worker::Run(const sigset_t* wait_mask) {
     if (!again_.empty()) timeout_ms = 0;                        // input is waiting on a socket already
     // Replica links time out (replica_timeout_ms) and retry on the loop's turns.
     if (repl_ && (!repl_wait_.empty() || repl_->Busy())) timeout_ms = std::min(timeout_ms, 5);
+    for (const auto& d : draining_)
+      if (d->Busy()) timeout_ms = std::min(timeout_ms, 5);
     auto events = loop_.Wait(timeout_ms, wait_mask);
     now = MonoNs();
     // A handler runs only when the wait returns EINTR, with no events: a
@@ -63,6 +65,14 @@ int Worker::Run(const sigset_t* wait_mask) {
       if (repl_ && repl_->OwnsTag(ev.data.ptr)) {
         repl_->OnEvent(ev.data.ptr, now);
         continue;
+      }
+      if (!draining_.empty()) {
+        auto d =
+            std::find_if(draining_.begin(), draining_.end(), [&](const auto& r) { return r->OwnsTag(ev.data.ptr); });
+        if (d != draining_.end()) {
+          (*d)->OnEvent(ev.data.ptr, now);
+          continue;
+        }
       }
       if (ev.data.ptr == nullptr || ev.data.ptr == &grpc_tag_) {
         if (!stopping_) Accept(now, ev.data.ptr == &grpc_tag_);
@@ -87,6 +97,7 @@ int Worker::Run(const sigset_t* wait_mask) {
     holding_ = false;
     WriteHeld(now);
     if (repl_) ReplicaTurn(now);
+    if (!draining_.empty()) DrainTurn(now);
     // A saturating load keeps every wait from sleeping, and only a sleeping
     // wait lets signals in: look for pending ones every 10 ms.
     if (now >= next_signal_check_) {
@@ -154,7 +165,7 @@ void Worker::SetUpReplicas() {
   const ClusterView& c = handler_.options().cluster;
   if (repl_) {
     // The old links' tickets mean nothing to new ones: what they held goes
-    // out now (the changes still queued are dropped with the links, said).
+    // out now (the changes still queued are delivered, below).
     for (Connection* held : repl_wait_) {
       if (held == nullptr) continue;
       repl_flag_[static_cast<size_t>(held->fd())] = 0;
@@ -163,12 +174,32 @@ void Worker::SetUpReplicas() {
       Settle(held, MonoNs());
     }
     repl_wait_.clear();
-    FRS_LOG("<cluster> changed: the replica links start anew");
     engine_->SetChangeSink(nullptr);
     handler_.set_replicator(nullptr);
     for (auto& conn : conns_)
       if (conn) conn->set_replicator(nullptr);
-    repl_.reset();
+    // What the old links still queue is not dropped: its other holders'
+    // copies would be short of those uses, and a handoff could then move a
+    // short copy (docs/cluster.md, "Ring changes with replicas"). The old
+    // replicator goes on delivering it to the same shards, under the old
+    // list's digest, which they accept; frsctl handoff waits for it.
+    const size_t queued = repl_->QueuedChanges();
+    if (queued > 0) {
+      FRS_LOG(
+          "<cluster> changed: the replica links start anew; %zu change(s) queued under the earlier list are "
+          "still delivered to their shards (frs_replica_draining)",
+          queued);
+      repl_->Retire();
+      draining_.push_back(std::move(repl_));
+    } else {
+      FRS_LOG("<cluster> changed: the replica links start anew");
+      repl_.reset();
+    }
+    if (counters_) {
+      size_t draining = 0;
+      for (const auto& d : draining_) draining += d->QueuedChanges();
+      CounterSet(counters_->replica.draining, draining);
+    }
   }
   if (!c.ring || !c.replicas || c.self_index < 0) return;
   ReplicaOptions o;
@@ -196,6 +227,21 @@ void Worker::SetUpReplicas() {
   handler_.set_replicator(repl_.get());
   for (auto& conn : conns_)
     if (conn) conn->set_replicator(repl_.get());
+}
+
+void Worker::DrainTurn(int64_t now) {
+  size_t left = 0;
+  for (auto& d : draining_) {
+    d->Pump(now);
+    left += d->QueuedChanges();
+  }
+  if (counters_) CounterSet(counters_->replica.draining, left);
+  const auto done =
+      std::remove_if(draining_.begin(), draining_.end(), [](const auto& d) { return d->QueuedChanges() == 0; });
+  if (done != draining_.end()) {
+    draining_.erase(done, draining_.end());
+    if (draining_.empty()) FRS_LOG("replicas: every change queued under the earlier <cluster> is delivered");
+  }
 }
 
 void Worker::ReplicaTurn(int64_t now) {

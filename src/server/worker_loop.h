@@ -71,6 +71,8 @@ class Worker {
   // other holders have acknowledged (refuse: answer 503 for those a lost
   // link leaves unacknowledged).
   void ReplicaTurn(int64_t now);
+  // The replicators of earlier lists: each delivers what it queued, then goes.
+  void DrainTurn(int64_t now);
   static constexpr int64_t kMsNs = 1000000;
 
   // From the HTTP listener, or the <grpc> one (`grpc`).
@@ -135,8 +137,12 @@ class Worker {
   DecisionLogCounters own_log_counters_{};  // without a metrics region
   EnvoyMetrics envoy_metrics_{counters_};   // Envoy's per-descriptor counters, in counters_
   Handler handler_;
-  std::optional<GrpcMethods> grpc_;            // with <grpc>
-  std::unique_ptr<Replicator> repl_;           // with <cluster replicas="1">
+  std::optional<GrpcMethods> grpc_;   // with <grpc>
+  std::unique_ptr<Replicator> repl_;  // with <cluster replicas="1">
+  // Replicators of the lists before ring changes, still delivering what
+  // they queued (Replicator::Retire); dropped once empty.
+  std::vector<std::unique_ptr<Replicator>> draining_;
+  std::shared_ptr<const Ring> previous_ring_;  // the list before the last <cluster> change (null: none)
   std::vector<Connection*> repl_wait_;         // connections holding answers for replicas (null: released)
   std::vector<uint8_t> repl_flag_;             // by fd: in repl_wait_
   std::string envoy_bundle_;                   // applied to grpc_

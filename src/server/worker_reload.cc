@@ -124,10 +124,22 @@ void Worker::ApplyLive(const SrvConfig& next) {
   limits_ = ConnectionLimits{cfg_.max_header_bytes, cfg_.max_body_bytes};
   idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);
   busy_.set_timeout(int64_t{cfg_.request_timeout_ms} * kMsNs);
-  const uint32_t old_digest = handler_.options().cluster.ring ? handler_.options().cluster.ring->Digest() : 0;
-  handler_.SetOptions(HandlerOptionsFor(cfg_));
+  const std::shared_ptr<const Ring> old_ring = handler_.options().cluster.ring;
+  const uint32_t old_digest = old_ring ? old_ring->Digest() : 0;
+  HandlerOptions hopts = HandlerOptionsFor(cfg_);
+  const uint32_t new_digest = hopts.cluster.ring ? hopts.cluster.ring->Digest() : 0;
+  if (old_ring && new_digest != old_digest) {
+    // Changes queued under the old list are still delivered (SetUpReplicas),
+    // and the shards that run the new one take them under the old digest.
+    previous_ring_ = old_ring;
+    // Until frsctl handoff reports this change finished here, this shard
+    // answers no snapshot (handler_replica.cc).
+    if (new_digest != 0 && cfg_.cluster_replicas != 0 && ctx_.metrics != nullptr)
+      CounterSet(ctx_.metrics->master().replica.ring_changed_to, new_digest);
+  }
+  hopts.cluster.previous_ring = previous_ring_;
+  handler_.SetOptions(hopts);
   if (grpc_) grpc_->SetCluster(handler_.options().cluster);
-  const uint32_t new_digest = handler_.options().cluster.ring ? handler_.options().cluster.ring->Digest() : 0;
   if (replicas_changed || (repl_ && new_digest != old_digest)) SetUpReplicas();
 }
 

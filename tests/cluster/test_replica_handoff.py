@@ -7,6 +7,12 @@ then one of the first three removed, then two added at once; after each change e
 and successor) hold exactly the count a single server would, and no other
 shard holds it. A second run changes nothing; a run killed after its merges
 and a run with a destination down, both run again, count nothing twice.
+Then the two corners of a ring change: a shard removed while the link to a
+holder is down (the changes queued for it reach it before the handoff
+moves anything), and a shard added in the wrong order (started on an empty
+store after the others run the new list: it takes no snapshot).
+The third shard is reached through a relay the test controls (as in
+test_replicas.py), so that its links can go down.
 
     python3 tests/cluster/test_replica_handoff.py FRSD FRSCTL
 
@@ -31,6 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "cluster"))
 import processes  # noqa: E402
 from failover_bench import ring_points  # noqa: E402
+from test_replicas import Relay  # noqa: E402
 
 FRSD = FRSCTL = None
 TOKEN = "handoff-test"
@@ -59,8 +66,11 @@ def holders(names, route):
 
 
 class Shard:
-    def __init__(self, dir_, port):
-        self.dir, self.port, self.name, self.proc = dir_, port, "127.0.0.1:%d" % port, None
+    def __init__(self, dir_, port, relay=None):
+        # Behind a relay, the shard is named (and reached by the others) at
+        # the relay's address; the test talks to its own port.
+        self.dir, self.port, self.proc = dir_, port, None
+        self.name = "127.0.0.1:%d" % (relay.port if relay else port)
         os.makedirs(dir_, exist_ok=True)
         with open(os.path.join(dir_, "map.xml"), "w") as f:
             f.write(MAP)
@@ -83,6 +93,19 @@ class Shard:
             )
         if fresh:
             shutil.copy(self.config, self.old)
+
+    def metric(self, name):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+            c.request("GET", "/metrics")
+            body = c.getresponse().read().decode()
+            c.close()
+        except OSError:
+            return None
+        for line in body.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[-1])
+        return None
 
     def start(self):
         err = open(os.path.join(self.dir, "stderr"), "ab")
@@ -149,8 +172,9 @@ class ReplicaHandoff(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="frs-replica-handoff-")
         cls.shards = {}
         cls.oracle = {}
+        cls.relay = None
         for i in range(3):
-            cls.add_shard()
+            cls.add_shard(relayed=i == 2)
         cls.names = [s.name for s in cls.shards.values()]
         for s in cls.shards.values():
             s.write(cls.names)
@@ -161,8 +185,13 @@ class ReplicaHandoff(unittest.TestCase):
                 cls.use(k)
 
     @classmethod
-    def add_shard(cls):
-        s = Shard(os.path.join(cls.tmp, str(len(cls.shards))), processes.candidate_port())
+    def add_shard(cls, relayed=False):
+        port = processes.candidate_port()
+        if relayed:
+            cls.relay = Relay(port)
+        s = Shard(os.path.join(cls.tmp, str(len(cls.shards))), port, cls.relay if relayed else None)
+        if relayed:
+            cls.relayed = s
         cls.shards[s.name] = s
         return s
 
@@ -170,6 +199,8 @@ class ReplicaHandoff(unittest.TestCase):
     def tearDownClass(cls):
         for s in cls.shards.values():
             s.stop()
+        if cls.relay:
+            cls.relay.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
@@ -303,6 +334,75 @@ class ReplicaHandoff(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("another shard's srv.xml", r.stderr)
         self.assertEqual(s.counts(), before)
+
+    def test_5_changes_queued_for_a_holder_whose_link_is_down_reach_it_before_the_handoff(self):
+        # A removed shard R owns keys whose successor T is behind the relay.
+        # T's link answers errors (a down link, at once), so R answers alone
+        # and queues the uses for T; then the ring changes. R leaves and T
+        # stays a holder: T's copy must get those uses, or it stays stale.
+        old = list(self.names)
+        t = self.relayed
+        pairs = {}
+        for k in KEYS:
+            owner, succ = holders(old, k)
+            if succ == t.name:
+                pairs.setdefault(owner, []).append(k)
+        leaving = max(pairs, key=lambda n: len(pairs[n]))
+        keys = pairs[leaving][:20]
+        self.assertGreater(len(keys), 0)
+        new = [n for n in old if n != leaving]
+        self.relay.refuse(503)
+        for k in keys:
+            self.use(k)
+        self.assertGreaterEqual(self.shards[leaving].metric("frs_replica_unprotected_total"), len(keys))
+        self.change(new)
+        # While R still delivers them, no handoff starts (nothing changes).
+        refused = self.shards[leaving].handoff()
+        self.relay.heal()
+        live = list(old)
+        # (None: a frsd without the gauge; the holders' counts below say whether anything was lost.)
+        self.assertTrue(
+            processes.wait_for(
+                lambda: all(self.shards[n].metric("frs_replica_draining") in (0, None) for n in live), 15
+            ),
+            self.shards[leaving].log()[-2000:],
+        )
+        for n in old:
+            code, out = self.shards[n].handoff()
+            self.assertEqual(code, 0, out)
+        self.check_holders(new, live)
+        self.assertNotEqual(refused[0], 0, refused[1])
+        self.assertIn(leaving + " still delivers", refused[1])
+        self.assertIn("Nothing was changed", refused[1])
+
+    def test_6_a_shard_started_on_an_empty_store_after_the_others_changed_takes_no_snapshot(self):
+        # The wrong order: the others run the new list (their handoff
+        # pending) before the new shard starts on an empty store. A snapshot
+        # would give it the moved nodes' counts, which the handoff then adds
+        # again; it takes none, and the handoff gives each count once.
+        old = list(self.names)
+        n_new = self.add_shard()
+        new = old + [n_new.name]
+        for n in old:
+            self.shards[n].reload(new)
+        type(self).names = new
+        n_new.write(new)
+        n_new.start()
+        pending = self.shards[old[0]].metric("frs_replica_handoff_pending")
+        moved = [k for k in KEYS if n_new.name in holders(new, k)]
+        self.assertGreater(len(moved), 0)
+        for k in moved[:20]:
+            self.use(k)
+        for n in old:
+            code, out = self.shards[n].handoff()
+            self.assertEqual(code, 0, out)
+        self.check_holders(new, new)
+        self.assertIn("handoff is pending on", n_new.log())
+        self.assertIn("0 node(s) taken from snapshots", n_new.log())
+        self.assertEqual(pending, 1)
+        # Each finished handoff was reported to its shard: snapshots again.
+        for n in old:
+            self.assertEqual(self.shards[n].metric("frs_replica_handoff_pending"), 0, n)
 
 
 if __name__ == "__main__":

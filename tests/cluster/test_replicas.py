@@ -177,7 +177,7 @@ class Shard:
                 % (listen_port, workers, TOKEN, self_name, extra, shards)
             )
 
-    def start(self):
+    def start(self, wait=True):
         err = open(os.path.join(self.dir, "stderr"), "ab")
         self.proc = subprocess.Popen(
             [FRSD, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
@@ -186,6 +186,8 @@ class Shard:
             stdin=subprocess.DEVNULL,
         )
         err.close()
+        if not wait:
+            return
         # Serving once /health says so: after the start's catch-up.
         ok = processes.wait_for(lambda: self.proc.poll() is None and self.status("/health") == 200, 10)
         if not ok:
@@ -480,6 +482,32 @@ class Replicas(unittest.TestCase):
         p.a.start()
         self.assertIn("node(s) taken from snapshots", p.a.log())
         for i, k in enumerate(p.keys[5:10]):
+            self.assertEqual(p.a.count(k), i + 1, k)
+
+    def test_a_snapshot_answered_503_is_asked_again_until_it_is_taken(self):
+        # The successor answers the returning owner's snapshot request 503
+        # (as one that could not read its store within the hold does): the
+        # owner asks again with a growing wait, logged and counted, answers
+        # 503 on its routes meanwhile, and takes the snapshot once it is
+        # answered, rather than serving without it.
+        p = self.pair()
+        keys = p.keys[14:17]
+        for i, k in enumerate(keys):
+            for _ in range(i + 1):
+                self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        p.relay.refuse(503)
+        p.a.start(wait=False)
+        self.assertTrue(processes.wait_for(lambda: "asking again in" in p.a.log(), 10), p.a.log())
+        self.assertIn("no snapshot from %s yet (503" % p.b.name, p.a.log())
+        self.assertGreaterEqual(p.a.metric("frs_replica_snapshot_retries_total"), 1)
+        self.assertEqual(p.a.status("/health"), 503)
+        self.assertEqual(p.a.acquire(keys[0]), 503)  # its routes wait for the snapshot
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 15), p.a.log())
+        self.assertRegex(p.a.log(), r"caught up in \d+ ms \(a new store; [1-9]\d* node\(s\) taken from snapshots\)")
+        for i, k in enumerate(keys):
             self.assertEqual(p.a.count(k), i + 1, k)
 
     def test_a_lost_store_taken_back_under_load_counts_every_grant_once(self):

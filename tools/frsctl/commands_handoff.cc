@@ -36,6 +36,7 @@
 
 #include <pugixml.hpp>
 
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -327,6 +328,79 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
   return Status::OK();
 }
 
+std::string QueryValue(std::string_view v) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : v) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+// With replicas, a shard whose link to a node's other holder was down when
+// its <cluster> changed still queues changes for that holder, made under the
+// old list (docs/cluster.md, "Ring changes with replicas"): until they are
+// delivered that holder's copy is short of them, and a handoff could move
+// or keep the short copy. So none starts while a shard of either list
+// says it still delivers some. A shard that cannot be reached is not asked
+// (CheckPeer says so for the new list; a stopped shard's queue went with it).
+Status CheckNothingDraining(const Ring& before, const Ring& after, const std::string& token) {
+  std::set<std::string> names;
+  for (const Ring* r : {&before, &after})
+    for (const auto& sh : r->shards()) names.insert(sh.name);
+  char old_digest[16];
+  std::snprintf(old_digest, sizeof old_digest, "%08x", before.Digest());
+  std::string busy;
+  size_t shards = 0;
+  for (const std::string& name : names) {
+    client::HttpClient http(name, 5000);
+    auto resp = http.Get("/replicate?state=1&token=" + QueryValue(token));
+    if (!resp.ok() || resp->status != 200) continue;
+    // Still on the old list, its queues are not yet of the earlier list:
+    // they become so, and are counted here, once it is given the new one.
+    if (before.Digest() != after.Digest() && resp->body.starts_with("digest " + std::string(old_digest) + "\n"))
+      return Status::Unavailable("shard " + name +
+                                 " still runs the shard list before the change: give it the new srv.xml and SIGHUP "
+                                 "it first (with replicas every shard must run the new list before a handoff; "
+                                 "nothing was changed)");
+    const size_t at = resp->body.find("draining ");
+    const unsigned long long n = at == std::string::npos ? 0 : std::strtoull(resp->body.c_str() + at + 9, nullptr, 10);
+    if (n == 0) continue;
+    if (shards++ == 0) busy = name + " still delivers " + std::to_string(n) + " change(s)";
+    else busy += ", " + name + " " + std::to_string(n);
+  }
+  if (shards == 0) return Status::OK();
+  return Status::Unavailable(busy +
+                             " queued under the shard list before the change, for their other holders (a link that "
+                             "was down at the change): those holders' copies lack them, and a handoff now could move "
+                             "or keep a short copy. Nothing was changed: bring the links back, wait until "
+                             "frs_replica_draining is 0 on every shard, and run frsctl handoff again");
+}
+
+// Tells this shard's frsd that the handoff of the change to `after` is
+// finished here: it answers snapshots again once every shard of the list
+// says so (handler_replica.cc). Said on standard error when it cannot be told.
+void ReportHandedOff(const std::string& self, const Ring& after, const std::string& token) {
+  char digest[16];
+  std::snprintf(digest, sizeof digest, "%08x", after.Digest());
+  client::HttpClient http(self, 5000);
+  auto resp =
+      http.Post("/replicate?handed_off=" + std::string(digest) + "&token=" + QueryValue(token), "", "text/plain");
+  if (!resp.ok() || resp->status != 200)
+    std::fprintf(stderr,
+                 "frsctl: handed off, but %s was not told so (%s): it answers no snapshot until a handoff run tells "
+                 "it (run frsctl handoff again once it is up)\n",
+                 self.c_str(),
+                 resp.ok() ? (std::to_string(resp->status) + " " + resp->body.substr(0, 200)).c_str()
+                           : resp.status().message().c_str());
+}
+
 }  // namespace
 
 Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
@@ -361,6 +435,9 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         "with <cluster replicas=\"1\"> handoff needs the shard list before the change: pass --from OLD_SRV.xml "
         "(the srv.xml this shard ran before), which says which of a node's two holders sends it");
   }
+  const bool with_replicas = replicas_before || s.cfg.cluster_replicas != 0;
+  if (before && with_replicas && !a.dry_run)
+    if (Status st = CheckNothingDraining(*before, ring, token); !st.ok()) return st;
   const HandoffPlanner planner(before ? &*before : nullptr, replicas_before, ring, s.cfg.cluster_replicas != 0,
                                s.cfg.cluster_self);
   const uint32_t batch = std::clamp<uint32_t>(a.batch, 1, AdminEngine::kMaxMergeNodes);
@@ -629,6 +706,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                   static_cast<unsigned long long>(unknown_route));
   }
   if (Status st = failed.Combined(); !st.ok()) return st;
+  if (before && with_replicas && !a.dry_run) ReportHandedOff(s.cfg.cluster_self, ring, token);
   return kExitOk;
 }
 
