@@ -78,6 +78,7 @@ struct CompiledLimit {
   bool value_to_metric = false;
   std::string metadata_json;  // `metadata` as JSON; "" when none
   bool is_override = false;   // a request's own limit: one of OverrideLimit's bizzes
+  bool is_pending = false;    // PendingLimit's biz: never matched by a descriptor
   std::string name;           // current_limit.name ("" when not named)
   std::vector<std::string> replaces;
   std::string file;
@@ -149,6 +150,10 @@ class EnvoyRules {
     const auto k = static_cast<size_t>(u) - 1;
     return k < 7 ? overrides_[k] : kNoLimit;
   }
+  // The limit (an index into limits()) whose biz notes the acquires that
+  // limits of unit: concurrent denied, until their give-back comes; kNoLimit
+  // when no limit is concurrent.
+  int32_t PendingLimit() const { return pending_; }
 
  private:
   struct Hash {
@@ -176,6 +181,7 @@ class EnvoyRules {
   std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> domains_;  // domain -> root node
   std::vector<CompiledLimit> limits_;
   std::vector<UnlimitedLimit> unlimited_;
+  int32_t pending_ = kNoLimit;
   int32_t overrides_[7] = {kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit};
 };
 

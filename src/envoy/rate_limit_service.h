@@ -50,6 +50,9 @@ struct RlsDescriptor {
   std::vector<Entry> entries;
   bool has_hits = false;  // a per-descriptor hits_addend (overrides the request's)
   uint64_t hits = 0;
+  // RateLimitDescriptor.is_negative_hits: the hits are given back, not
+  // counted (Envoy's refund, typically sent when a stream is done).
+  bool negative = false;
   // Envoy's RateLimitDescriptor.limit: the descriptor's own limit (unit as
   // rls.proto numbers it; anything but 1..7 is refused).
   bool has_limit = false;
@@ -84,6 +87,11 @@ struct RlsStatus {
   uint64_t hits = 0;
   int64_t before = 0, after = 0;
   uint64_t near_threshold = 0;  // floor(limit x near_limit_ratio)
+  bool negative = false;        // given back (is_negative_hits): `hits` not counted
+  // unit: concurrent: a lease taken, leases given back, leases found expired.
+  bool lease_granted = false;
+  uint32_t leases_given_back = 0;
+  uint16_t leases_expired = 0;
   bool over = false, near = false, shadow_over = false;
   // The per-key metric label: the counter key (detailed_metric) or the
   // value_to_metric path; "": none.
@@ -154,6 +162,11 @@ class RateLimitService {
   std::vector<MatchInfo> match_;
   std::vector<Entry> shared_entries_;
   std::vector<uint64_t> hits_;
+  std::string pending_key_;
+  // One descriptor of unit: concurrent, counted (acquire, give back or look).
+  Decision DecideConcurrent(const CompiledLimit& l, const std::string& key, uint64_t applied, bool negative,
+                            RlsStatus* st);
+  Decision Give(std::string_view biz, std::string_view key, uint64_t n);
   RlsSettings settings_;
   std::unordered_set<std::string_view> replaced_;
   size_t max_descriptors_ = kMaxDescriptorsPerCall;
