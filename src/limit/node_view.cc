@@ -43,6 +43,30 @@ void StateInLayout(const BizConfig& biz, const NodeInfo& node, const Now& now, u
 
 }  // namespace
 
+Result<std::vector<AdminEngine::BizLeases>> EngineImpl::LeasesHeld() {
+  std::shared_ptr<const Map> map = SharedMap();
+  const Now now = NowAt();
+  std::vector<BizLeases> out;
+  for (const Biz& b : map->bizzes) {
+    if (b.cfg.lease_rule < 0) continue;
+    const RuleSpec& spec = b.cfg.rules[b.cfg.lease_rule];
+    BizLeases n{b.cfg.id, b.cfg.name, 0};
+    Store::Filter f;
+    f.biz = b.cfg.id;
+    Status s = store_->ForEach(f, [&](const NodeInfo& node) {
+      // A node of an older layout (a reload since its last write) is read
+      // as the rules see it.
+      uint8_t state[kMaxStateBytes] = {};
+      StateInLayout(b.cfg, node, now, state);
+      Concurrency::Lease held[Concurrency::kMaxLeases];
+      n.held += Concurrency::Held(spec, state + spec.offset, now, held);
+    });
+    if (!s.ok()) return s;
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
 Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = map->FindId(node.biz);
