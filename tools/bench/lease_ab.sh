@@ -2,15 +2,16 @@
 # lease_ab.sh - an in-flight limit's two requests (acquire, then release with the lease it got) against one
 # plain acquire of a fixed rule, paired in one run on one frsd whose one worker is pinned to CPU 0 (loadgen
 # on CPU 1): uses per server CPU-second (user+system of the master and its worker, from /proc, as
-# cpu_probe.sh counts) and p99 per request. Both sides ask GET /auth (204, no body) on 64 connections over
-# 100,000 keys: the plain side of biz "plain" (fixed, never reached), the lease side of biz "inflight"
-# (concurrency, max 8) followed on the same connection by GET /release?...&lease=ID of the FRS-Lease it
-# answered (loadgen -R). A use is one plain acquire, or one acquire and its release.
+# cpu_probe.sh counts) and p99 per request, on 64 connections over 100,000 keys. The lease side asks GET
+# /auth of biz "inflight" (concurrency, max 8; a 204 carrying FRS-Lease) and then, on the same connection,
+# GET /release?...&lease=ID (a 200 with the XML answer; loadgen -R). Two plain sides of biz "plain" (fixed,
+# never reached): GET /auth (a 204, no body, as the lease's acquire) and GET /acquire (a 200 with the XML
+# answer, as the release). A use is one plain acquire, or one acquire and its release.
 #
 #   tools/bench/lease_ab.sh [ROUNDS (3)] [SECONDS (5)]
 #
-# Prints one line per side and round, then per round the ratio (lease uses / plain uses per server
-# CPU-second). After each lease run frsd's own frs_leases_released_total must have grown by the releases
+# Prints one line per side and round, then per round the ratios (lease uses / plain uses per server
+# CPU-second, against each plain side). After each lease run frsd's own frs_leases_released_total must have grown by the releases
 # loadgen counted (1 % slack for the last requests of a run), or no ratio is printed (exit 1).
 # Run under the build lock on a quiet machine: flock /tmp/frs-build.lock tools/bench/lease_ab.sh
 set -euo pipefail
@@ -59,7 +60,7 @@ run() { # label, side (plain|lease), loadgen args...
       exit 1
     fi
   else
-    uses=$(jq -r '.status["204"] // 0' <<<"$out")
+    uses=$(jq -r '(.status["204"] // 0) + (.status["200"] // 0)' <<<"$out")
   fi
   p99=$(jq -r .p99_us <<<"$out")
   echo "$label: $((uses / SECS)) uses/s ($(jq -c .status <<<"$out")), p99 ${p99} us per request, server CPU \
@@ -71,10 +72,12 @@ run warmup-plain plain -r 'GET /auth?biz=plain&key=%KEY% HTTP/1.1\r\nHost: x\r\n
 run warmup-lease lease -r 'GET /auth?biz=inflight&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n' \
   -R 'GET /release?biz=inflight&key=%KEY%&lease=%LEASE% HTTP/1.1\r\nHost: x\r\n\r\n' >/dev/null
 for r in $(seq "$ROUNDS"); do
-  plain=$(run "round $r plain acquire (fixed)" plain -r 'GET /auth?biz=plain&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n')
+  plain=$(run "round $r plain GET /auth (fixed)" plain -r 'GET /auth?biz=plain&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n')
+  xml=$(run "round $r plain GET /acquire (fixed)" plain -r 'GET /acquire?biz=plain&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n')
   lease=$(run "round $r acquire + release (concurrency)" lease \
     -r 'GET /auth?biz=inflight&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n' \
     -R 'GET /release?biz=inflight&key=%KEY%&lease=%LEASE% HTTP/1.1\r\nHost: x\r\n\r\n')
-  echo "round $r: acquire+release / plain acquire, uses per server CPU-second = \
-$(awk -v a="$lease" -v b="$plain" 'BEGIN {printf "%.2f", a / b}')"
+  echo "round $r: acquire+release per server CPU-second / plain /auth = \
+$(awk -v a="$lease" -v b="$plain" 'BEGIN {printf "%.2f", a / b}'), / plain /acquire = \
+$(awk -v a="$lease" -v b="$xml" 'BEGIN {printf "%.2f", a / b}')"
 done
