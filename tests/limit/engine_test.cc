@@ -465,8 +465,9 @@ TEST_F(EngineTest, GiveBackEndsTheOldestLeasesAndLowersARateCountNeverBelowZero)
   // The older lease ended: its id is gone, the younger one still holds.
   auto id = [](const Decision& x) { return limit::LeaseIdText(x.lease_serial, x.lease_mac); };
   const std::string first_id = id(first), second_id = id(second);
-  EXPECT_TRUE(e->Execute(Request{.cmd = Cmd::kRelease, .biz = "inflight", .key = "u", .lease = first_id})
-                  .status.code() == Status::Code::kGone);
+  EXPECT_TRUE(
+      e->Execute(Request{.cmd = Cmd::kRelease, .biz = "inflight", .key = "u", .lease = first_id}).status.code() ==
+      Status::Code::kGone);
   EXPECT_TRUE(e->Execute(Request{.cmd = Cmd::kRenew, .biz = "inflight", .key = "u", .lease = second_id}).ok());
   EXPECT_EQ(give("inflight", "u", 5).given_back, 1);
   EXPECT_EQ(give("inflight", "u", 1).given_back, 0);
