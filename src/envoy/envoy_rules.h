@@ -18,7 +18,9 @@
 // rule of interval = the unit's seconds aligned in UTC (zone="UTC":
 // envoyproxy/ratelimit's duration_until_reset = unit - now % unit).
 // shadow_mode is the biz's mode="shadow". An unlimited descriptor has no
-// biz: nothing is counted.
+// biz: nothing is counted. FRS's own `unit: concurrent` is a concurrency
+// rule (max = requests_per_unit, its lease), and with any such limit one
+// more biz, "envoy._pending" (PendingLimit), notes the acquires they refused.
 //
 // Find() walks a request descriptor's entries through the tree as
 // envoyproxy/ratelimit does: at each level the entry's key_value, else the
