@@ -22,6 +22,14 @@
 // unknown unit. Every counter key is made before anything is counted; a
 // store error part way leaves the earlier descriptors counted.
 //
+// A descriptor with is_negative_hits gives its hits back (Request::
+// give_back): a rate limit's count lowered, never below 0, answered OK. A
+// limit of FRS's `unit: concurrent` takes one lease per positive call (OVER_
+// LIMIT when none is free) and a give-back ends the key's leases that expire
+// first; an acquire it refused is noted (EnvoyRules::PendingLimit) and the
+// key's give-backs take such notes first, since Envoy sends the stream-done
+// give-back of a refused request too (docs/integrations.md).
+//
 // In a cluster (SetOwnership) each descriptor's counter key is a route on
 // the ring, as a key of the HTTP side is: a descriptor another shard owns
 // fails the whole call, before anything is counted, when the cluster
