@@ -60,6 +60,17 @@ class AdminEngine : public Engine {
   // Decodes a node for humans and scripts (explain, get, dump, top).
   virtual Result<NodeView> Inspect(std::string_view biz, std::string_view key) = 0;
   virtual Result<NodeView> View(const NodeInfo& node) const = 0;
+  // The leases held now (not past their expiry, swept or not) of every biz
+  // with a concurrency rule, zeros included, in map order: what /metrics
+  // shows as frs_leases_held. Read from the store, so it is right after a
+  // restart and the moment a lease expires; the price is a walk over the
+  // store's chains per such biz (one chain locked at a time).
+  struct BizLeases {
+    uint16_t biz_id = 0;
+    std::string biz;
+    uint64_t held = 0;
+  };
+  virtual Result<std::vector<BizLeases>> LeasesHeld() { return std::vector<BizLeases>{}; }
 
   // Portable text (one JSON object per node, no trailing newline) and back.
   // Import resolves the biz by name (falling back to id), rehashes into this

@@ -69,6 +69,11 @@ struct Request {
   // kRelease, kRenew: the lease's id as an acquire answered it (24 hex
   // digits, limit/lease_id.h).
   std::string_view lease = {};
+  // kRelease only: give back n uses instead of ending the lease `lease`
+  // names (Envoy's negative hits, which carry no id). A concurrency rule
+  // ends its n leases that expire first, whoever holds them; any other rule
+  // takes n from its current count, never below 0. Answers the rules after.
+  bool give_back = false;
   // The ring position of the request's route (frs/ring.h), kept in the node
   // for handoff. Not known: the route its key implies (hash tag, else key).
   uint32_t route_pos = 0;
@@ -123,6 +128,7 @@ struct Decision {
   uint16_t leases_expired = 0;  // leases this call found past their expiry and freed (counted)
   bool released = false;        // kRelease: the lease was held and is now free
   int64_t lease_expires = 0;
+  int64_t given_back = 0;  // kRelease with give_back: the uses (leases) it took back
   bool ok() const { return status.ok(); }
   // Back to Decision{}, writing only rules[0, nrules): the engine sets
   // nrules before it writes a rule and writes none past it, so the rest are
@@ -146,6 +152,7 @@ struct Decision {
     leases_expired = 0;
     released = false;
     lease_expires = 0;
+    given_back = 0;
   }
 };
 

@@ -252,7 +252,7 @@ class Walker {
   }
 
   void Limit(const YNode& n, DescriptorNode* d) const {
-    OnlyKeys(n, {"unit", "requests_per_unit", "unlimited", "name", "replaces"}, "rate_limit");
+    OnlyKeys(n, {"unit", "requests_per_unit", "unlimited", "name", "replaces", "lease"}, "rate_limit");
     // unlimited: may sit in rate_limit too (envoyproxy/ratelimit's own place for it)
     if (const YNode* u = Get(n, "unlimited")) d->unlimited = Bool(*u, "unlimited");
     if (const YNode* name = Get(n, "name")) d->name = Scalar(*name, "name");
@@ -265,6 +265,12 @@ class Walker {
     }
     if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour or day)");
     const std::string unit = Scalar(*unit_node, "unit");
+    const YNode* lease = Get(n, "lease");
+    if (unit == "concurrent") {
+      Concurrent(n, r, lease, d);
+      return;
+    }
+    if (lease) Fail(*lease, "lease belongs to unit: concurrent only");
     if (!ParseUnit(unit, &d->limit.unit))
       Fail(*unit_node, "unknown unit '" + unit + "' (second, minute, hour, day, week, month or year)");
     if (!r) Fail(n, "rate_limit without requests_per_unit");
@@ -274,6 +280,21 @@ class Walker {
     if (r->kind != Kind::kScalar || !ParseCount(r->scalar, &rpu) || rpu > 4294967295u)
       Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..4294967295 (decimal digits only)");
     d->limit.requests_per_unit = static_cast<uint32_t>(rpu);
+    d->has_limit = true;
+  }
+
+  // FRS's in-flight limit: requests_per_unit leases of `lease` seconds.
+  void Concurrent(const YNode& n, const YNode* r, const YNode* lease, DescriptorNode* d) const {
+    uint64_t max = 0, secs = 0;
+    if (!r) Fail(n, "rate_limit without requests_per_unit");
+    if (r->kind != Kind::kScalar || !ParseCount(r->scalar, &max) || max < 1 || max > kMaxConcurrent)
+      Fail(*r, "requests_per_unit '" + r->scalar + "' of unit concurrent is not 1.." + std::to_string(kMaxConcurrent) +
+                   " (the leases one counter key holds)");
+    if (!lease) Fail(n, "unit concurrent without lease (seconds a request holds its place unless it ends sooner)");
+    if (lease->kind != Kind::kScalar || !ParseCount(lease->scalar, &secs) || secs < 1 || secs > kMaxConcurrentLeaseS)
+      Fail(*lease, "lease '" + lease->scalar + "' is not 1.." + std::to_string(kMaxConcurrentLeaseS) + " seconds");
+    d->limit.requests_per_unit = static_cast<uint32_t>(max);
+    d->limit.lease_s = static_cast<uint32_t>(secs);
     d->has_limit = true;
   }
 

@@ -5,6 +5,8 @@
 //     - key: database
 //       value: users
 //       rate_limit: {unit: second, requests_per_unit: 500}
+//       # or, FRS's own: at most 3 in flight, each held at most 120 s
+//       # rate_limit: {unit: concurrent, requests_per_unit: 3, lease: 120}
 //       shadow_mode: false          # count, never deny
 //       quota_mode: false           # OVER_LIMIT overall only when every quota one is
 //       detailed_metric: false
@@ -52,6 +54,15 @@ bool UnitFromNumber(int64_t n, Unit* u);
 struct Limit {
   Unit unit = Unit::kSecond;
   uint32_t requests_per_unit = 0;  // 0..2^32-1, as rls.proto's uint32
+  // FRS's own `unit: concurrent` (an in-flight limit): at most
+  // requests_per_unit (1..77) leases held at once per counter key, each of
+  // `lease` seconds (1..65534) unless given back sooner (a descriptor with
+  // is_negative_hits, as Envoy sends one when a stream is done). 0: a rate.
+  uint32_t lease_s = 0;
+  bool concurrent() const { return lease_s != 0; }
+  // rls.proto's unit number in an answer's current_limit: UNKNOWN (0) for
+  // an in-flight limit, which has no window.
+  int rls_unit() const { return concurrent() ? 0 : static_cast<int>(unit); }
 };
 
 // One `descriptors` entry: matches a request entry with this key and (when
@@ -112,6 +123,9 @@ inline constexpr size_t kMaxEnvoyFileBytes = 4u << 20;
 // time it is used, so that a "billion laughs" is refused, not expanded.
 inline constexpr uint64_t kMaxEnvoyYamlNodes = 1000000;
 inline constexpr uint32_t kMaxEnvoyYamlDepth = 64;
+// unit: concurrent's bounds, a concurrency rule's (limit/concurrency.h).
+inline constexpr uint64_t kMaxConcurrent = 77;
+inline constexpr uint64_t kMaxConcurrentLeaseS = 65534;
 inline constexpr size_t kMaxEnvoyDescriptors = 65536;
 // All the files of a configuration together.
 inline constexpr size_t kMaxEnvoyBundleBytes = 16u << 20;

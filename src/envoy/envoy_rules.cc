@@ -258,6 +258,25 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::Compile(const EnvoyConfig&
       rules->overrides_[u - 1] = static_cast<int32_t>(rules->limits_.size());
       rules->limits_.push_back(std::move(l));
     }
+  // An in-flight limit (unit: concurrent) needs somewhere to note the
+  // requests it denied: Envoy sends their stream-done give-back all the
+  // same (its filter does on every stream it asked for), and that one must
+  // not end another request's lease (RateLimitService::Decide). One biz,
+  // shared by every such limit, the counter key prefixed with the limit's.
+  bool concurrent = false;
+  for (const CompiledLimit& l : rules->limits_) concurrent = concurrent || l.limit.concurrent();
+  if (concurrent) {
+    CompiledLimit l;
+    l.limit.unit = Unit::kHour;
+    l.limit.requests_per_unit = static_cast<uint32_t>(kMaxUses);
+    l.path = "pending_give_backs";
+    l.identity = "%7Epending";
+    l.biz = "envoy._pending";
+    l.is_pending = true;
+    l.file = "(denials of unit: concurrent awaiting their give-back)";
+    rules->pending_ = static_cast<int32_t>(rules->limits_.size());
+    rules->limits_.push_back(std::move(l));
+  }
   if (rules->limits_.size() > kEnvoyBizIds)
     return Status::InvalidArgument("the Envoy configuration has " + std::to_string(rules->limits_.size()) +
                                    " rate limits, more than the " + std::to_string(kEnvoyBizIds) +
@@ -332,6 +351,15 @@ std::string EnvoyRules::MapXmlBizzes() const {
     // requests_per_unit itself, as envoyproxy/ratelimit does; the rule's max
     // is the limit where the engine can hold it (frsctl explain shows it):
     // 0 is not a rule's max (1 then), and the engine counts up to 2^31-1.
+    if (l.limit.concurrent()) {
+      out += "  <biz id=\"" + std::to_string(l.biz_id) + "\" name=\"" + l.biz + "\"" +
+             (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + XmlEscape(l.file) + ":" + std::to_string(l.line) +
+             ": domain " + XmlEscape(l.domain) + ", " + XmlEscape(l.path) + ", " +
+             std::to_string(l.limit.requests_per_unit) + " in flight -->\n";
+      out += "    <rule algo=\"concurrency\" max=\"" + std::to_string(l.limit.requests_per_unit) + "\" lease=\"" +
+             std::to_string(l.limit.lease_s) + "\"/>\n  </biz>\n";
+      continue;
+    }
     const uint64_t max = std::clamp<uint64_t>(l.limit.requests_per_unit, 1, static_cast<uint64_t>(kMaxUses));
     // week, month and year windows count from the Unix epoch, as upstream's.
     const bool epoch = l.limit.unit == Unit::kWeek || l.limit.unit == Unit::kMonth || l.limit.unit == Unit::kYear;

@@ -18,7 +18,9 @@
 // rule of interval = the unit's seconds aligned in UTC (zone="UTC":
 // envoyproxy/ratelimit's duration_until_reset = unit - now % unit).
 // shadow_mode is the biz's mode="shadow". An unlimited descriptor has no
-// biz: nothing is counted.
+// biz: nothing is counted. FRS's own `unit: concurrent` is a concurrency
+// rule (max = requests_per_unit, its lease), and with any such limit one
+// more biz, "envoy._pending" (PendingLimit), notes the acquires they refused.
 //
 // Find() walks a request descriptor's entries through the tree as
 // envoyproxy/ratelimit does: at each level the entry's key_value, else the
@@ -78,6 +80,7 @@ struct CompiledLimit {
   bool value_to_metric = false;
   std::string metadata_json;  // `metadata` as JSON; "" when none
   bool is_override = false;   // a request's own limit: one of OverrideLimit's bizzes
+  bool is_pending = false;    // PendingLimit's biz: never matched by a descriptor
   std::string name;           // current_limit.name ("" when not named)
   std::vector<std::string> replaces;
   std::string file;
@@ -149,6 +152,10 @@ class EnvoyRules {
     const auto k = static_cast<size_t>(u) - 1;
     return k < 7 ? overrides_[k] : kNoLimit;
   }
+  // The limit (an index into limits()) whose biz notes the acquires that
+  // limits of unit: concurrent denied, until their give-back comes; kNoLimit
+  // when no limit is concurrent.
+  int32_t PendingLimit() const { return pending_; }
 
  private:
   struct Hash {
@@ -176,6 +183,7 @@ class EnvoyRules {
   std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> domains_;  // domain -> root node
   std::vector<CompiledLimit> limits_;
   std::vector<UnlimitedLimit> unlimited_;
+  int32_t pending_ = kNoLimit;
   int32_t overrides_[7] = {kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit};
 };
 

@@ -151,8 +151,11 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
     bool any = false;
     std::vector<bool> would(n, false);
     for (size_t i = 0; i < n; ++i) {
-      if (found_[i] < 0 || hits_[i] == 0) continue;
+      if (found_[i] < 0 || hits_[i] == 0 || req.descriptors[i].negative) continue;
       const CompiledLimit& l = rules_->limits()[static_cast<size_t>(found_[i])];
+      // An in-flight limit takes a place or notes a denial, always: its
+      // give-back comes whatever this call answers.
+      if (l.limit.concurrent()) continue;
       Request r;
       r.biz = l.biz;
       r.key = keys_[i];
@@ -168,7 +171,9 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
     }
     if (any)
       for (size_t i = 0; i < n; ++i)
-        if (!would[i]) hits_[i] = 0;
+        if (!would[i] && !req.descriptors[i].negative &&
+            !(found_[i] >= 0 && rules_->limits()[static_cast<size_t>(found_[i])].limit.concurrent()))
+          hits_[i] = 0;
   }
   uint32_t failed_rate_limit = 0, failed_quota = 0, total_quota = 0;
   uint32_t min_remaining = std::numeric_limits<uint32_t>::max();
@@ -190,14 +195,26 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
     st.hits = std::min<uint64_t>(d.has_hits ? d.hits : req.hits, static_cast<uint64_t>(kMaxUses));
     const uint64_t applied = hits_[i];
     const int64_t limit = lim.requests_per_unit;
-    Request r;
-    r.biz = l.biz;
-    r.key = keys_[i];
-    // Every hit is counted (an update), past the limit too, as upstream's
-    // counter counts them; a look (0) only reads.
-    r.cmd = applied == 0 ? Cmd::kQuery : Cmd::kUpdate;
-    r.n = static_cast<int64_t>(std::max<uint64_t>(applied, 1));
-    Decision dec = engine_->Execute(r);
+    st.negative = d.negative && applied > 0;
+    Decision dec;
+    bool denied = false;  // unit: concurrent: no place taken
+    if (lim.concurrent()) {
+      dec = DecideConcurrent(l, keys_[i], applied, d.negative, &st);
+      denied = applied > 0 && !d.negative && !st.lease_granted;
+    } else if (st.negative) {
+      // is_negative_hits, as envoyproxy/ratelimit takes it: the count
+      // lowered by the hits, never below 0, and the answer OK.
+      dec = Give(l.biz, keys_[i], applied);
+    } else {
+      Request r;
+      r.biz = l.biz;
+      r.key = keys_[i];
+      // Every hit is counted (an update), past the limit too, as upstream's
+      // counter counts them; a look (0) only reads.
+      r.cmd = applied == 0 ? Cmd::kQuery : Cmd::kUpdate;
+      r.n = static_cast<int64_t>(std::max<uint64_t>(applied, 1));
+      dec = engine_->Execute(r);
+    }
     if (!dec.ok()) {
       // Descriptors before this one stay counted, as envoyproxy/ratelimit's
       // Redis pipeline leaves them (docs/integrations.md).
@@ -209,13 +226,14 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
     // The count after this call (an update re-reads its rule, node_op.cc).
     const int64_t count = rule.count;
     st.after = count;
-    st.before = std::max<int64_t>(0, count - static_cast<int64_t>(applied));
+    st.before = st.negative ? count + dec.given_back : std::max<int64_t>(0, count - static_cast<int64_t>(applied));
     st.near_threshold = static_cast<uint64_t>(
         std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(settings_.near_limit_ratio))));
     // Past the limit, not at it: a look at a key exactly at its limit is OK,
-    // as upstream answers (base_limiter.go: after > limit).
-    const bool over = count > limit;
-    st.remaining = over ? 0 : static_cast<uint32_t>(limit - count);
+    // as upstream answers (base_limiter.go: after > limit). A give-back is
+    // never over; an in-flight limit is over when it took no place.
+    const bool over = lim.concurrent() ? denied : !st.negative && count > limit;
+    st.remaining = over || count >= limit ? 0 : static_cast<uint32_t>(limit - count);
     st.quota = settings_.global_quota || l.quota_mode;
     if (over) {
       if (l.shadow_mode) {
@@ -224,7 +242,7 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
         st.over = true;
         st.code = Code::kOverLimit;
       }
-    } else if (applied > 0 && static_cast<uint64_t>(count) > st.near_threshold) {
+    } else if (applied > 0 && !st.negative && static_cast<uint64_t>(count) > st.near_threshold) {
       st.near = true;
     }
     // The headers' descriptor, as upstream picks it.
@@ -255,6 +273,67 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
     out->overall = Code::kOk;
     out->global_shadowed = true;
   }
+}
+
+Decision RateLimitService::Give(std::string_view biz, std::string_view key, uint64_t n) {
+  Request r;
+  r.biz = biz;
+  r.key = key;
+  r.cmd = Cmd::kRelease;
+  r.give_back = true;
+  r.n = static_cast<int64_t>(std::clamp<uint64_t>(n, 1, static_cast<uint64_t>(kMaxUses)));
+  return engine_->Execute(r);
+}
+
+Decision RateLimitService::DecideConcurrent(const CompiledLimit& l, const std::string& key, uint64_t applied,
+                                            bool negative, RlsStatus* st) {
+  Request r;
+  r.biz = l.biz;
+  r.key = key;
+  r.cmd = Cmd::kQuery;
+  if (applied == 0) return engine_->Execute(r);
+  // Where this key's denials wait for their give-back (EnvoyRules::
+  // PendingLimit): the limit's biz name leads the key, so two limits never
+  // share a count.
+  const int32_t pending = rules_->PendingLimit();
+  std::string_view pending_biz;
+  if (pending >= 0) pending_biz = rules_->limits()[static_cast<size_t>(pending)].biz;
+  const Entry e{l.biz, key};
+  CounterKey(std::span<const Entry>(&e, 1), &pending_key_);
+  if (!negative) {
+    // Any hits take one place: a request is in flight or not.
+    r.cmd = Cmd::kAcquire;
+    Decision d = engine_->Execute(r);
+    if (!d.ok()) return d;
+    st->lease_granted = d.lease_serial != 0;
+    st->leases_expired = d.leases_expired;
+    if (st->lease_granted || pending < 0) return d;
+    // Denied (or, in shadow mode, no place free): Envoy still sends this
+    // request's give-back when its stream ends, and that must end no
+    // other request's lease. Noted here, it is taken first.
+    Request p;
+    p.biz = pending_biz;
+    p.key = pending_key_;
+    p.cmd = Cmd::kUpdate;
+    Decision pd = engine_->Execute(p);
+    return pd.ok() ? d : pd;
+  }
+  // A give-back: the key's noted denials first, then its leases, those
+  // that expire first (the oldest), whoever holds them: Envoy carries no
+  // lease id (docs/integrations.md).
+  uint64_t left = applied;
+  if (pending >= 0) {
+    Decision pd = Give(pending_biz, pending_key_, left);
+    if (!pd.ok()) return pd;
+    left -= std::min<uint64_t>(left, static_cast<uint64_t>(pd.given_back));
+  }
+  if (left == 0) return engine_->Execute(r);
+  Decision d = Give(l.biz, key, left);
+  if (!d.ok()) return d;
+  st->leases_given_back = static_cast<uint32_t>(d.given_back);
+  st->leases_expired = d.leases_expired;
+  d.given_back = static_cast<int64_t>(applied - left) + d.given_back;
+  return d;
 }
 
 }  // namespace frs::envoy

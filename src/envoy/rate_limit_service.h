@@ -22,6 +22,14 @@
 // unknown unit. Every counter key is made before anything is counted; a
 // store error part way leaves the earlier descriptors counted.
 //
+// A descriptor with is_negative_hits gives its hits back (Request::
+// give_back): a rate limit's count lowered, never below 0, answered OK. A
+// limit of FRS's `unit: concurrent` takes one lease per positive call (OVER_
+// LIMIT when none is free) and a give-back ends the key's leases that expire
+// first; an acquire it refused is noted (EnvoyRules::PendingLimit) and the
+// key's give-backs take such notes first, since Envoy sends the stream-done
+// give-back of a refused request too (docs/integrations.md).
+//
 // In a cluster (SetOwnership) each descriptor's counter key is a route on
 // the ring, as a key of the HTTP side is: a descriptor another shard owns
 // fails the whole call, before anything is counted, when the cluster
@@ -50,6 +58,9 @@ struct RlsDescriptor {
   std::vector<Entry> entries;
   bool has_hits = false;  // a per-descriptor hits_addend (overrides the request's)
   uint64_t hits = 0;
+  // RateLimitDescriptor.is_negative_hits: the hits are given back, not
+  // counted (Envoy's refund, typically sent when a stream is done).
+  bool negative = false;
   // Envoy's RateLimitDescriptor.limit: the descriptor's own limit (unit as
   // rls.proto numbers it; anything but 1..7 is refused).
   bool has_limit = false;
@@ -84,6 +95,11 @@ struct RlsStatus {
   uint64_t hits = 0;
   int64_t before = 0, after = 0;
   uint64_t near_threshold = 0;  // floor(limit x near_limit_ratio)
+  bool negative = false;        // given back (is_negative_hits): `hits` not counted
+  // unit: concurrent: a lease taken, leases given back, leases found expired.
+  bool lease_granted = false;
+  uint32_t leases_given_back = 0;
+  uint16_t leases_expired = 0;
   bool over = false, near = false, shadow_over = false;
   // The per-key metric label: the counter key (detailed_metric) or the
   // value_to_metric path; "": none.
@@ -154,6 +170,11 @@ class RateLimitService {
   std::vector<MatchInfo> match_;
   std::vector<Entry> shared_entries_;
   std::vector<uint64_t> hits_;
+  std::string pending_key_;
+  // One descriptor of unit: concurrent, counted (acquire, give back or look).
+  Decision DecideConcurrent(const CompiledLimit& l, const std::string& key, uint64_t applied, bool negative,
+                            RlsStatus* st);
+  Decision Give(std::string_view biz, std::string_view key, uint64_t n);
   RlsSettings settings_;
   std::unordered_set<std::string_view> replaced_;
   size_t max_descriptors_ = kMaxDescriptorsPerCall;

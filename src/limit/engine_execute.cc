@@ -36,6 +36,11 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) 
     bad = Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n));
   } else if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
     bad = Status::InvalidArgument("count must be 0..2147483647, not " + std::to_string(req.count));
+  } else if (req.cmd == Cmd::kRelease && req.give_back) {
+    // Any rule gives back; n is checked as a use count is.
+    if (req.n < 1 || req.n > kMaxUses)
+      bad = Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n));
+    else return biz;
   } else if ((req.cmd == Cmd::kRelease || req.cmd == Cmd::kRenew) && biz->cfg.lease_rule < 0) {
     bad = Status::InvalidArgument("biz '" + biz->cfg.name + "' has no concurrency rule: it grants no lease to " +
                                   CmdName(req.cmd));
@@ -113,6 +118,10 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
   op.key = req.key;
   op.secret = &lease_secret_;
   op.lease = req.lease;
+  if (req.cmd == Cmd::kRelease && req.give_back) {
+    op.give_back = true;
+    op.n = req.n;  // checked 1..kMaxUses
+  }
   UpdateResult result;
   Store::BatchItem item{ref, biz.cfg.state_bytes};
   const auto fn = [&op](NodeRef& node) { return op.Apply(node); };

@@ -182,6 +182,7 @@ Commit NodeOp::Apply(NodeRef& ref) {
   // write after it (a read sees them as free already).
   const uint32_t expired = ref.exists ? SweepLeases(*biz, ref.state, now) : 0;
   d->leases_expired = static_cast<uint16_t>(expired);
+  if (cmd == Cmd::kRelease && give_back) return ApplyGiveBack(ref, converted, expired);
   if (cmd == Cmd::kRelease || cmd == Cmd::kRenew) return ApplyLease(ref, converted, expired);
   switch (cmd) {
     case Cmd::kUpdate:
@@ -255,6 +256,33 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   EvaluateRules(*biz, ref.state, now, 1, d);
   Summarize(d, biz->mode == Mode::kEnforce);
   if (!changed) return Commit::kNone;
+  ref.expire_s = NodeExpireS(*biz, ref.state, now);
+  return Commit::kWrite;
+}
+
+Commit NodeOp::ApplyGiveBack(NodeRef& ref, bool converted, uint32_t expired) {
+  d->status = Status::OK();
+  // Each rule's count now (held leases for a concurrency rule), lowered by
+  // n: a concurrency rule's SetCount keeps the leases that expire last, so
+  // those granted (or renewed) earliest end first. Nothing to give back on
+  // a key never counted.
+  EvaluateRules(*biz, ref.state, now, 1, d);
+  if (!ref.exists) {
+    Summarize(d, biz->mode == Mode::kEnforce);
+    return Commit::kNone;  // a key never counted: nothing to give back, no node made
+  }
+  int64_t given = 0;
+  for (uint32_t i = 0; i < biz->nrules; ++i) {
+    const int64_t before = d->rules[i].count;
+    if (before <= 0) continue;
+    const int64_t after = std::max<int64_t>(0, before - n);
+    SetCount(biz->rules[i], ref.state + biz->rules[i].offset, now, after);
+    given = std::max(given, before - after);
+  }
+  d->given_back = given;
+  EvaluateRules(*biz, ref.state, now, 1, d);
+  Summarize(d, biz->mode == Mode::kEnforce);
+  if (given == 0 && !converted && expired == 0) return Commit::kNone;
   ref.expire_s = NodeExpireS(*biz, ref.state, now);
   return Commit::kWrite;
 }

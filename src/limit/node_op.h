@@ -70,7 +70,8 @@ struct NodeOp {
   const LeaseSecret* secret = nullptr;  // for lease ids
   std::string_view lease;               // kRelease, kRenew: the id (checked well-formed)
   int64_t n = 1;
-  int64_t count = 0;  // kSet
+  int64_t count = 0;       // kSet
+  bool give_back = false;  // kRelease: n uses given back, no lease named (Request::give_back)
   Now now;
   Decision* d = nullptr;
   uint32_t need_bytes = 0;  // out: see AdoptLayout
@@ -80,6 +81,7 @@ struct NodeOp {
 
  private:
   Commit ApplyLease(NodeRef& ref, bool converted, uint32_t expired);
+  Commit ApplyGiveBack(NodeRef& ref, bool converted, uint32_t expired);
 };
 
 }  // namespace frs::limit

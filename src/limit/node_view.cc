@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 
 #include "frs/ring.h"
 #include "limit/concurrency.h"
@@ -42,6 +43,39 @@ void StateInLayout(const BizConfig& biz, const NodeInfo& node, const Now& now, u
 }
 
 }  // namespace
+
+Result<std::vector<AdminEngine::BizLeases>> EngineImpl::LeasesHeld() {
+  std::shared_ptr<const Map> map = SharedMap();
+  const Now now = NowAt();
+  std::vector<BizLeases> out;
+  std::vector<const Biz*> of;  // parallel to out
+  for (const Biz& b : map->bizzes) {
+    if (b.cfg.lease_rule < 0) continue;
+    out.push_back(BizLeases{b.cfg.id, b.cfg.name, 0});
+    of.push_back(&b);
+  }
+  if (out.empty()) return out;
+  // One walk over the store whatever the number of such bizzes (an Envoy
+  // configuration may have many): a lone one filtered by the walk itself.
+  std::unordered_map<uint16_t, size_t> index;
+  for (size_t i = 0; i < out.size(); ++i) index.emplace(out[i].biz_id, i);
+  Store::Filter f;
+  if (out.size() == 1) f.biz = out[0].biz_id;
+  Status s = store_->ForEach(f, [&](const NodeInfo& node) {
+    auto it = index.find(node.biz);
+    if (it == index.end()) return;
+    const BizConfig& cfg = of[it->second]->cfg;
+    const RuleSpec& spec = cfg.rules[cfg.lease_rule];
+    // A node of an older layout (a reload since its last write) is read as
+    // the rules see it.
+    uint8_t state[kMaxStateBytes] = {};
+    StateInLayout(cfg, node, now, state);
+    Concurrency::Lease held[Concurrency::kMaxLeases];
+    out[it->second].held += Concurrency::Held(spec, state + spec.offset, now, held);
+  });
+  if (!s.ok()) return s;
+  return out;
+}
 
 Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
   std::shared_ptr<const Map> map = SharedMap();

@@ -109,6 +109,9 @@ Status DecodeDescriptor(const json& d, const std::string& where, envoy::RlsDescr
       // A UInt64Value: present means set, 0 included (a look).
       if (!ReadUnsigned(v, UINT64_MAX, &out->hits)) return Bad(where + ".hitsAddend is not a count");
       out->has_hits = true;
+    } else if (Is(name, "isNegativeHits", "is_negative_hits")) {
+      if (!v.is_boolean()) return Bad(where + ".isNegativeHits is not true or false");
+      out->negative = v.get<bool>();
     } else if (name == "limit") {
       // The descriptor's own limit, applied as on gRPC.
       if (Status s = DecodeOverride(v, where, out); !s.ok()) return s;
@@ -182,7 +185,7 @@ bool EnvoyJson::Encode(const envoy::RlsAnswer& a, std::string* out) {
           nlohmann::ordered_json l = nlohmann::ordered_json::object();
           const envoy::Limit& lim = st.limit_value();
           if (lim.requests_per_unit != 0) l["requestsPerUnit"] = lim.requests_per_unit;
-          l["unit"] = UnitEnumName(lim.unit);
+          l["unit"] = lim.concurrent() ? "UNKNOWN" : UnitEnumName(lim.unit);
           if (!st.limit->name.empty()) l["name"] = st.limit->name;
           s["currentLimit"] = std::move(l);
         }

@@ -116,6 +116,13 @@ void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a
   for (size_t i = 0; i < a.statuses.size() && i < req.descriptors.size(); ++i) {
     const envoy::RlsStatus& st = a.statuses[i];
     if (!st.has_limit || st.limit == nullptr || st.hits == 0) continue;
+    // unit: concurrent's leases count as /acquire's and /release's do.
+    const uint16_t biz = st.limit->biz_id;
+    if (st.lease_granted) CounterAdd(c_->leases_granted[biz]);
+    if (st.leases_given_back != 0) CounterAdd(c_->leases_released[biz], st.leases_given_back);
+    if (st.leases_expired != 0) CounterAdd(c_->leases_expired[biz], st.leases_expired);
+    // A give-back is not a hit (envoyproxy/ratelimit counts it apart).
+    if (st.negative) continue;
     const uint32_t idx = st.limit->biz_id - kFirstEnvoyDescriptorId;
     if (st.limit->biz_id < kFirstEnvoyDescriptorId || idx >= kEnvoyDescriptorIds) continue;
     const Counts hits = HitsOf(st);

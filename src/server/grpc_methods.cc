@@ -99,6 +99,7 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
     for (const auto& e : d.entries()) rd.entries.push_back(envoy::Entry{e.key(), e.value()});
     rd.has_hits = d.has_hits_addend();
     rd.hits = rd.has_hits ? d.hits_addend().value() : 0;
+    rd.negative = d.is_negative_hits();
     rd.has_limit = d.has_limit();
     rd.limit_rpu = rd.has_limit ? d.limit().requests_per_unit() : 0;
     rd.limit_unit = rd.has_limit ? d.limit().unit() : 0;
@@ -158,6 +159,7 @@ void GrpcMethods::AddDynamicMetadata() {
       df["limit"].set_string_value("requests_per_unit:" + std::to_string(d.limit().requests_per_unit()) +
                                    " unit:" + std::to_string(d.limit().unit()));
     if (d.has_hits_addend()) df["hitsAddend"].set_number_value(static_cast<double>(d.hits_addend().value()));
+    if (d.is_negative_hits()) df["isNegativeHits"].set_bool_value(true);
   }
   if (in.hits_addend() != 0) fields["hitsAddend"].set_number_value(in.hits_addend());
   google::protobuf::Struct passed;

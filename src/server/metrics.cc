@@ -63,6 +63,18 @@ void BizSample(std::string* out, const char* name, std::string_view biz, uint16_
 
 }  // namespace
 
+void RenderLeasesHeld(AdminEngine& engine, std::string* out) {
+  // Read from the store at each scrape, not counted: a count of grants
+  // less releases would start again at 0 with each restart and miss the
+  // leases that expire unseen (they are swept at their key's next write).
+  Result<std::vector<AdminEngine::BizLeases>> held = engine.LeasesHeld();
+  if (!held.ok() || held->empty()) return;
+  Header(out, "frs_leases_held", "gauge",
+         "Leases held now (granted, neither released nor past their expiry), by biz with a concurrency rule; read "
+         "from the store at each scrape.");
+  for (const AdminEngine::BizLeases& b : *held) BizSample(out, "frs_leases_held", b.biz, b.biz_id, b.held);
+}
+
 // Label values are biz names from map.xml: escape what the format demands.
 void AppendLabelValue(std::string* out, std::string_view v) {
   for (char c : v) {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "frs/admin_engine.h"
 #include "frs/engine.h"
 #include "frs/status.h"
 #include "frs/store.h"
@@ -248,5 +249,10 @@ class Metrics {
   MasterCounters* master_ = nullptr;
   WorkerCounters* workers_base_ = nullptr;
 };
+
+// frs_leases_held{biz,id}: the leases each biz with a concurrency rule holds
+// now (AdminEngine::LeasesHeld, a walk over the store); nothing when no biz
+// has one.
+void RenderLeasesHeld(AdminEngine& engine, std::string* out);
 
 }  // namespace frs::server

@@ -48,7 +48,7 @@ char* PutScalar(char* p, uint32_t field, uint64_t v) {
 size_t RateLimitSize(const envoy::RlsStatus& st) {
   const envoy::Limit& l = st.limit_value();
   const size_t name = st.limit->name.size();
-  return ScalarSize(l.requests_per_unit) + ScalarSize(static_cast<uint64_t>(l.unit)) +
+  return ScalarSize(l.requests_per_unit) + ScalarSize(static_cast<uint64_t>(l.rls_unit())) +
          (name == 0 ? 0 : 1 + VarintSize(name) + name);
 }
 
@@ -79,7 +79,7 @@ void FillRateLimitResponse(const envoy::RlsAnswer& a, RlsResponse* r) {
       auto* l = s->mutable_current_limit();
       const envoy::Limit& lim = st.limit_value();
       l->set_requests_per_unit(lim.requests_per_unit);
-      l->set_unit(static_cast<RlsResponse::RateLimit::Unit>(lim.unit));
+      l->set_unit(static_cast<RlsResponse::RateLimit::Unit>(lim.rls_unit()));
       if (!st.limit->name.empty()) l->set_name(st.limit->name);
       s->mutable_duration_until_reset()->set_seconds(st.until_reset_s);
     }
@@ -102,7 +102,7 @@ void EncodeRateLimitResponse(const envoy::RlsAnswer& a, std::string* out) {
       const envoy::Limit& l = st.limit_value();
       p = PutVarint(PutTag(p, 2, kLength), RateLimitSize(st));  // current_limit
       p = PutScalar(p, 1, l.requests_per_unit);
-      p = PutScalar(p, 2, static_cast<uint64_t>(l.unit));
+      p = PutScalar(p, 2, static_cast<uint64_t>(l.rls_unit()));
       if (const std::string& name = st.limit->name; !name.empty()) {
         p = PutVarint(PutTag(p, 3, kLength), name.size());
         p = std::copy(name.begin(), name.end(), p);

@@ -150,6 +150,33 @@ TEST(EnvoyYamlStrict, RequestsPerUnitIsDigitsOnly) {
   EXPECT_EQ(r->descriptors[0].limit.requests_per_unit, 5u);
 }
 
+// FRS's own unit: concurrent: 1..77 places, a lease of 1..65534 s, and
+// `lease` nowhere else.
+TEST(EnvoyYamlStrict, ConcurrentNeedsPlacesAndALeaseWithinBounds) {
+  auto parse = [](const std::string& limit) {
+    return ParseEnvoyYaml("domain: d\ndescriptors:\n  - key: a\n    rate_limit: " + limit + "\n", "c.yaml");
+  };
+  Result<Domain> ok = parse("{unit: concurrent, requests_per_unit: 77, lease: 65534}");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->descriptors[0].limit.requests_per_unit, 77u);
+  EXPECT_EQ(ok->descriptors[0].limit.lease_s, 65534u);
+  EXPECT_TRUE(ok->descriptors[0].limit.concurrent());
+  const std::pair<const char*, const char*> bad[] = {
+      {"{unit: concurrent, requests_per_unit: 0, lease: 60}", "requests_per_unit '0' of unit concurrent is not 1..77"},
+      {"{unit: concurrent, requests_per_unit: 78, lease: 60}", "is not 1..77"},
+      {"{unit: concurrent, requests_per_unit: 3}", "unit concurrent without lease"},
+      {"{unit: concurrent, requests_per_unit: 3, lease: 0}", "lease '0' is not 1..65534 seconds"},
+      {"{unit: concurrent, requests_per_unit: 3, lease: 65535}", "lease '65535' is not 1..65534 seconds"},
+      {"{unit: minute, requests_per_unit: 3, lease: 60}", "lease belongs to unit: concurrent only"},
+  };
+  for (const auto& [limit, why] : bad) {
+    Result<Domain> r = parse(limit);
+    ASSERT_FALSE(r.ok()) << limit;
+    EXPECT_NE(Message(r).find(why), std::string::npos) << limit << ": " << Message(r);
+    EXPECT_EQ(Message(r).rfind("c.yaml:", 0), 0u) << Message(r);
+  }
+}
+
 TEST(EnvoyYamlStrict, ASecondDocumentIsRefused) {
   Result<Domain> r = ParseEnvoyYaml("domain: a\n---\ndomain: b\n", "two.yaml");
   EXPECT_EQ(Message(r), "two.yaml:2: a second YAML document: a file holds one domain");

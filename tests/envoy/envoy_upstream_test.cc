@@ -46,6 +46,8 @@ descriptors:
     descriptors:
       - key: method
         rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: inflight
+    rate_limit: {unit: concurrent, requests_per_unit: 2, lease: 30}
   - key: meta
     metadata:
       team: payments
@@ -91,6 +93,13 @@ class UpstreamTest : public ::testing::Test {
     return a;
   }
   static RlsDescriptor D(std::vector<Entry> e) { return RlsDescriptor{std::move(e), false, 0}; }
+  // As Envoy sends a descriptor whose action has is_negative_hits (at
+  // stream done, with apply_on_stream_done).
+  static RlsDescriptor Neg(std::vector<Entry> e, uint64_t hits = 1) {
+    RlsDescriptor d{std::move(e), true, hits};
+    d.negative = true;
+    return d;
+  }
   static RlsDescriptor Own(std::vector<Entry> e, uint32_t rpu, int64_t unit) {
     RlsDescriptor d{std::move(e), false, 0};
     d.has_limit = true;
@@ -114,6 +123,81 @@ TEST_F(UpstreamTest, ShareThresholdCountsEveryMatchedValueInOneCounter) {
   // Without share_threshold each value has its own counter.
   EXPECT_EQ(Ask({D({{"path", "/api/a"}})}).statuses[0].remaining, 2u);
   EXPECT_EQ(Ask({D({{"path", "/api/b"}})}).statuses[0].remaining, 2u);
+}
+
+// is_negative_hits as envoyproxy/ratelimit takes it: the count lowered,
+// never below 0, and the answer OK even on a key past its limit.
+TEST_F(UpstreamTest, NegativeHitsGiveBackToARateLimitNeverBelowZero) {
+  EXPECT_EQ(Ask({D({{"plain", "p"}})}).statuses[0].remaining, 0u);
+  EXPECT_EQ(Ask({D({{"plain", "p"}})}).overall, Code::kOverLimit);
+  RlsAnswer back = Ask({Neg({{"plain", "p"}}, 5)});
+  EXPECT_EQ(back.overall, Code::kOk);
+  EXPECT_EQ(back.statuses[0].code, Code::kOk);
+  EXPECT_EQ(back.statuses[0].after, 0);
+  EXPECT_EQ(back.statuses[0].before, 2);
+  EXPECT_EQ(back.statuses[0].remaining, 1u);
+  EXPECT_EQ(Ask({D({{"plain", "p"}})}).overall, Code::kOk);
+  // The request's hits_addend when the descriptor has none; a key never
+  // counted stays so.
+  EXPECT_EQ(Ask({Neg({{"plain", "q"}})}, 3).statuses[0].remaining, 1u);
+  EXPECT_EQ(Ask({D({{"plain", "q"}})}).overall, Code::kOk);
+}
+
+// unit: concurrent as Envoy drives it: +1 when a request starts, -1 (a
+// negative hit) when its stream is done, whatever the +1 answered: a
+// denied request's -1 ends nobody's lease.
+TEST_F(UpstreamTest, ConcurrentLimitHoldsAPlacePerRequestUntilItsStreamIsDone) {
+  const std::vector<Entry> k = {{"inflight", "u42"}};
+  RlsAnswer a = Ask({D(k)});
+  EXPECT_EQ(a.statuses[0].code, Code::kOk);
+  EXPECT_TRUE(a.statuses[0].lease_granted);
+  EXPECT_EQ(a.statuses[0].remaining, 1u);
+  EXPECT_EQ(a.statuses[0].limit_value().rls_unit(), 0);  // UNKNOWN: no window
+  EXPECT_EQ(Ask({D(k)}).statuses[0].remaining, 0u);
+  RlsAnswer c = Ask({D(k)});  // a third in flight: refused
+  EXPECT_EQ(c.overall, Code::kOverLimit);
+  EXPECT_FALSE(c.statuses[0].lease_granted);
+  // The refused one's stream is done: both others still hold their place.
+  RlsAnswer cd = Ask({Neg(k)});
+  EXPECT_EQ(cd.overall, Code::kOk);
+  EXPECT_EQ(cd.statuses[0].leases_given_back, 0u);
+  EXPECT_EQ(Ask({D(k)}).overall, Code::kOverLimit);
+  Ask({Neg(k)});
+  EXPECT_EQ(Ask({D(k)}).overall, Code::kOverLimit);
+  Ask({Neg(k)});
+  // The first request's stream is done: a place frees, and one more passes.
+  RlsAnswer ad = Ask({Neg(k)});
+  EXPECT_EQ(ad.statuses[0].leases_given_back, 1u);
+  EXPECT_EQ(ad.statuses[0].remaining, 1u);
+  EXPECT_EQ(Ask({D(k)}).overall, Code::kOk);
+  EXPECT_EQ(Ask({D(k)}).overall, Code::kOverLimit);
+  // Another key has places of its own; hits_addend 0 looks.
+  EXPECT_EQ(Ask({D({{"inflight", "u7"}})}).statuses[0].remaining, 1u);
+  RlsDescriptor look = D({{"inflight", "u7"}});
+  look.has_hits = true;
+  EXPECT_EQ(Ask({look}).statuses[0].remaining, 1u);
+}
+
+// An Envoy that dies sends no -1: the place frees at the lease's expiry
+// (granted at second t, held until t + lease + 1), counted expired.
+TEST_F(UpstreamTest, AConcurrentPlaceNobodyGivesBackExpiresWithinLeasePlusOneSecond) {
+  const std::vector<Entry> k = {{"inflight", "crash"}};
+  Ask({D(k)});
+  Ask({D(k)});
+  EXPECT_EQ(Ask({D(k)}).overall, Code::kOverLimit);
+  Ask({Neg(k)});  // the refused one's stream done
+  clock_.Advance(30 * 1000);
+  EXPECT_EQ(Ask({D(k)}).overall, Code::kOverLimit);  // held for `lease` s at least
+  Ask({Neg(k)});
+  clock_.Advance(1000 + 999);
+  RlsAnswer a = Ask({D(k)});
+  EXPECT_EQ(a.overall, Code::kOk);
+  EXPECT_EQ(a.statuses[0].leases_expired, 2u);
+  EXPECT_EQ(a.statuses[0].remaining, 1u);
+  // A late -1 of a dead request ends the one live lease: fungible, as
+  // Envoy's give-back names no lease (docs/integrations.md).
+  EXPECT_EQ(Ask({Neg(k)}).statuses[0].leases_given_back, 1u);
+  EXPECT_EQ(Ask({Neg(k)}).statuses[0].leases_given_back, 0u);
 }
 
 TEST_F(UpstreamTest, QuotaModeIsOverOverallOnlyWhenEveryQuotaDescriptorIs) {

@@ -124,6 +124,25 @@ class Grpc(unittest.TestCase):
         self.assertEqual(r.overall_code, Resp.OVER_LIMIT)  # 10 + 41 > 50: nothing counted
         self.assertEqual(self.call(request("edge", [key], hits_addend=40)).statuses[0].limit_remaining, 0)
 
+    def test_negative_hits_give_back_never_below_zero_and_answer_ok(self):
+        # is_negative_hits (RateLimitDescriptor field 4), as envoyproxy/
+        # ratelimit takes it: the count lowered, floored at 0, OK even past
+        # the limit.
+        wait_for_a_fresh_minute()
+        key = [("remote_address", "neg-%f" % time.time())]
+        self.assertEqual(self.call(request("edge", [key], hits_addend=51)).overall_code, Resp.OVER_LIMIT)
+
+        def give_back(n):
+            r = request("edge", [key])
+            r.descriptors[0].hits_addend.value = n
+            r.descriptors[0].is_negative_hits = True
+            return self.call(r)
+        r = give_back(31)
+        self.assertEqual((r.overall_code, r.statuses[0].code), (Resp.OK, Resp.OK))
+        self.assertEqual(r.statuses[0].limit_remaining, 30)
+        self.assertEqual(give_back(100).statuses[0].limit_remaining, 50)
+        self.assertEqual(self.call(request("edge", [key])).statuses[0].limit_remaining, 49)
+
     def test_shadow_unknown_unlimited_in_request_order(self):
         wait_for_a_fresh_minute()
         for i in range(4):
@@ -343,6 +362,119 @@ class Durability(unittest.TestCase):
         frsd.start()
         r = call(request("edge", [key], look=True))
         self.assertEqual(r.statuses[0].limit_remaining, 25)
+
+
+INFLIGHT_YAML = """domain: llm
+descriptors:
+  - key: user
+    rate_limit: {unit: concurrent, requests_per_unit: 3, lease: 60}
+  - key: crashy
+    rate_limit: {unit: concurrent, requests_per_unit: 2, lease: 1}
+"""
+
+
+class InFlight(unittest.TestCase):
+    """unit: concurrent driven as Envoy drives it: a ShouldRateLimit with
+    the descriptor when a request starts, the same descriptor with
+    is_negative_hits when its stream is done (apply_on_stream_done), for a
+    refused request too (Envoy's filter sends it from onDestroy)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.frsd = envoy_frsd.Frsd({"llm.yaml": INFLIGHT_YAML})
+        cls.frsd.start()
+        cls.ch = grpc.insecure_channel("127.0.0.1:%d" % cls.frsd.grpc_port)
+        cls.f = cls.ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
+                                   request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                                   response_deserializer=Resp.FromString)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ch.close()
+        cls.frsd.remove()
+
+    def start(self, key, value):
+        return self.f(request("llm", [[(key, value)]]), timeout=5)
+
+    def done(self, key, value):
+        r = request("llm", [[(key, value)]])
+        r.descriptors[0].hits_addend.value = 1
+        r.descriptors[0].is_negative_hits = True
+        return self.f(r, timeout=5)
+
+    def metric(self, name, biz):
+        body = self.frsd.get("/metrics")[1]
+        for line in body.splitlines():
+            if line.startswith(name + '{biz="%s",' % biz):
+                return int(line.rsplit(" ", 1)[1])
+        return None
+
+    def test_never_more_than_max_in_flight_under_8_concurrent_envoys(self):
+        in_flight, peak, refused, lock = [0], [0], [0], threading.Lock()
+        errors = []
+
+        def envoy():
+            try:
+                for _ in range(40):
+                    r = self.start("user", "u1")
+                    if r.overall_code == Resp.OK:
+                        with lock:
+                            in_flight[0] += 1
+                            peak[0] = max(peak[0], in_flight[0])
+                        with lock:  # the stream is done
+                            in_flight[0] -= 1
+                    else:
+                        with lock:
+                            refused[0] += 1
+                    self.assertEqual(self.done("user", "u1").overall_code, Resp.OK)
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+        threads = [threading.Thread(target=envoy) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors, [])
+        self.assertLessEqual(peak[0], 3)
+        # Every stream done: nothing held, every grant given back.
+        biz = "envoy.llm.user"
+        self.assertEqual(self.metric("frs_leases_held", biz), 0)
+        granted = self.metric("frs_leases_granted_total", biz)
+        self.assertEqual(granted + refused[0], 8 * 40)
+        self.assertEqual(self.metric("frs_leases_released_total", biz), granted)
+        self.assertEqual(self.start("user", "u1").statuses[0].limit_remaining, 2)
+        self.done("user", "u1")
+
+    def test_an_envoy_that_dies_leaves_places_that_expire_within_lease_plus_one_second(self):
+        biz = "envoy.llm.crashy"
+        for _ in range(2):
+            r = self.start("crashy", "c1")
+            self.assertEqual(r.overall_code, Resp.OK)
+            self.assertEqual(r.statuses[0].current_limit.requests_per_unit, 2)
+            self.assertEqual(r.statuses[0].current_limit.unit, Resp.RateLimit.UNKNOWN)
+        started = time.monotonic()
+        self.assertEqual(self.start("crashy", "c1").overall_code, Resp.OVER_LIMIT)
+        self.done("crashy", "c1")  # the refused one's stream: it ends no lease
+        self.assertEqual(self.start("crashy", "c1").overall_code, Resp.OVER_LIMIT)
+        self.done("crashy", "c1")
+        self.assertEqual(self.metric("frs_leases_held", biz), 2)
+        # The Envoy dies: no -1 for the two it let through. Granted at second
+        # t, each is held until t + lease + 1 = t + 2.
+        end = started + 4
+        while self.metric("frs_leases_held", biz) != 0 and time.monotonic() < end:
+            time.sleep(0.02)
+        self.assertEqual(self.metric("frs_leases_held", biz), 0)
+        self.assertLessEqual(time.monotonic() - started, 2.2)
+        r = self.start("crashy", "c1")
+        self.assertEqual(r.overall_code, Resp.OK)
+        self.assertEqual(self.metric("frs_leases_expired_total", biz), 2)
+        self.done("crashy", "c1")
+        self.assertEqual(self.metric("frs_leases_held", biz), 0)
+
+    def test_a_give_back_for_a_key_never_counted_changes_nothing(self):
+        r = self.done("user", "never")
+        self.assertEqual(r.overall_code, Resp.OK)
+        self.assertEqual(r.statuses[0].limit_remaining, 3)
 
 
 if __name__ == "__main__":

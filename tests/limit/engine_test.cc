@@ -17,6 +17,7 @@
 
 #include "common/temp_dir.h"
 #include "limit/alloc_count.h"
+#include "limit/lease_id.h"
 #include "limit/rule_harness.h"
 #include "store/format.h"
 
@@ -426,10 +427,54 @@ void ExpectSameDecision(const Decision& a, const Decision& b, const std::string&
   EXPECT_EQ(a.nrules, b.nrules) << who;
   EXPECT_EQ(a.top, b.top) << who;
   EXPECT_EQ(a.erased, b.erased) << who;
+  EXPECT_EQ(a.given_back, b.given_back) << who;
   EXPECT_EQ(a.biz_id, b.biz_id) << who;
   EXPECT_EQ(a.now_s, b.now_s) << who;
   for (size_t i = 0; i < kMaxRulesPerBiz; ++i)
     ExpectSameRule(a.rules[i], b.rules[i], who + " rule " + std::to_string(i));
+}
+
+// kRelease with give_back (Envoy's negative hits): a concurrency rule ends
+// the leases that expire first, whoever holds them; a rate rule's count is
+// lowered, never below 0; a key never counted gets no node; a bad n is
+// refused and changes nothing.
+TEST_F(EngineTest, GiveBackEndsTheOldestLeasesAndLowersARateCountNeverBelowZero) {
+  auto e = EngineFor(R"(<map>
+    <biz id="1" name="rate"><rule interval="60" max="5"/></biz>
+    <biz id="2" name="inflight"><rule algo="concurrency" max="3" lease="100"/></biz>
+  </map>)");
+  auto give = [&](std::string_view biz, std::string_view key, int64_t n) {
+    return e->Execute(Request{.cmd = Cmd::kRelease, .biz = biz, .key = key, .n = n, .give_back = true});
+  };
+  Do(*e, Cmd::kUpdate, "rate", "k", 4);
+  Decision d = give("rate", "k", 3);
+  ASSERT_TRUE(d.ok()) << d.status.ToString();
+  EXPECT_EQ(d.given_back, 3);
+  EXPECT_EQ(d.count, 1);
+  EXPECT_EQ(give("rate", "k", 10).given_back, 1);
+  EXPECT_EQ(Do(*e, Cmd::kQuery, "rate", "k").count, 0);
+
+  const Decision first = Do(*e, Cmd::kAcquire, "inflight", "u");
+  clock_.Advance(5'000);
+  const Decision second = Do(*e, Cmd::kAcquire, "inflight", "u");
+  ASSERT_NE(first.lease_serial, 0u);
+  ASSERT_NE(second.lease_serial, 0u);
+  d = give("inflight", "u", 1);
+  EXPECT_EQ(d.given_back, 1);
+  EXPECT_EQ(d.count, 1);
+  // The older lease ended: its id is gone, the younger one still holds.
+  auto id = [](const Decision& x) { return limit::LeaseIdText(x.lease_serial, x.lease_mac); };
+  const std::string first_id = id(first), second_id = id(second);
+  EXPECT_TRUE(
+      e->Execute(Request{.cmd = Cmd::kRelease, .biz = "inflight", .key = "u", .lease = first_id}).status.code() ==
+      Status::Code::kGone);
+  EXPECT_TRUE(e->Execute(Request{.cmd = Cmd::kRenew, .biz = "inflight", .key = "u", .lease = second_id}).ok());
+  EXPECT_EQ(give("inflight", "u", 5).given_back, 1);
+  EXPECT_EQ(give("inflight", "u", 1).given_back, 0);
+
+  EXPECT_EQ(give("inflight", "never", 1).given_back, 0);
+  EXPECT_FALSE(Do(*e, Cmd::kGet, "inflight", "never").found);
+  EXPECT_EQ(give("rate", "k", 0).status.code(), Status::Code::kInvalidArgument);
 }
 
 // ExecuteBatch resets the decisions it is given rule by rule as far as

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# lease_ab.sh - an in-flight limit's two requests (acquire, then release with the lease it got) against one
+# plain acquire of a fixed rule, paired in one run on one frsd whose one worker is pinned to CPU 0 (loadgen
+# on CPU 1): uses per server CPU-second (user+system of the master and its worker, from /proc, as
+# cpu_probe.sh counts) and p99 per request, on 64 connections over 100,000 keys. The lease side asks GET
+# /auth of biz "inflight" (concurrency, max 8; a 204 carrying FRS-Lease) and then, on the same connection,
+# GET /release?...&lease=ID (a 200 with the XML answer; loadgen -R). Two plain sides of biz "plain" (fixed,
+# never reached): GET /auth (a 204, no body, as the lease's acquire) and GET /acquire (a 200 with the XML
+# answer, as the release). A use is one plain acquire, or one acquire and its release.
+#
+#   tools/bench/lease_ab.sh [ROUNDS (3)] [SECONDS (5)]
+#
+# Prints one line per side and round, then per round the ratios (lease uses / plain uses per server
+# CPU-second, against each plain side). After each lease run frsd's own frs_leases_released_total must have grown by the releases
+# loadgen counted (1 % slack for the last requests of a run), or no ratio is printed (exit 1).
+# Run under the build lock on a quiet machine: flock /tmp/frs-build.lock tools/bench/lease_ab.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BENCH="$ROOT/tools/bench"
+FRSD="${FRSD:-$ROOT/build/src/server/frsd}"
+ROUNDS=${1:-3} SECS=${2:-5}
+for t in curl jq taskset; do
+  command -v "$t" >/dev/null || { echo "lease_ab: $t is missing" >&2; exit 2; }
+done
+W=$(mktemp -d /tmp/frs-lease-ab-XXXXXX)
+trap '[ -n "${PID:-}" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
+LG="$W/loadgen"
+cc -O2 -o "$LG" "$BENCH/loadgen.c" -lpthread
+cat >"$W/map.xml" <<'X'
+<map>
+  <biz id="1" name="plain"><rule algo="fixed" interval="60" max="2000000000"/></biz>
+  <biz id="2" name="inflight"><rule algo="concurrency" max="8" lease="120"/></biz>
+</map>
+X
+cat >"$W/srv.xml" <<'X'
+<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>
+<store dir="data" files="1" keynodes="65536" chain="8"/><admin token=""/><limits connections="4096"/></frs>
+X
+taskset -c 0 "$FRSD" -c "$W/srv.xml" --foreground 2>"$W/frsd.log" &
+PID=$!
+for _ in $(seq 200); do [ -s "$W/data/frsd.listen" ] && break; sleep 0.05; done
+PORT=$(sed 's/.*://' "$W/data/frsd.listen")
+released() { curl -fsS "http://127.0.0.1:$PORT/metrics" |
+  awk '/^frs_leases_released_total\{biz="inflight"/ {n += $NF} END {printf "%d\n", n}'; }
+cpu() { local t=0 p; for p in $PID $(ps -o pid= --ppid "$PID"); do
+  t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done; echo "$t"; }
+HZ=$(getconf CLK_TCK)
+run() { # label, side (plain|lease), loadgen args...
+  local label=$1 side=$2; shift 2
+  local c0 c1 out uses r0 r1 p99
+  r0=$(released)
+  c0=$(cpu)
+  out=$(taskset -c 1 "$LG" -p "$PORT" -c 64 -k 100000 -d "$SECS" -l "$label" "$@")
+  c1=$(cpu)
+  r1=$(released)
+  if [ "$side" = lease ]; then
+    uses=$(jq -r .releases <<<"$out")
+    if ! awk -v a="$uses" -v b="$((r1 - r0))" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b / 100)}'; then
+      echo "lease_ab: $label: loadgen counted $uses releases, frsd $((r1 - r0)): no ratio" >&2
+      exit 1
+    fi
+  else
+    uses=$(jq -r '(.status["204"] // 0) + (.status["200"] // 0)' <<<"$out")
+  fi
+  p99=$(jq -r .p99_us <<<"$out")
+  echo "$label: $((uses / SECS)) uses/s ($(jq -c .status <<<"$out")), p99 ${p99} us per request, server CPU \
+$(((c1 - c0) * 1000 / HZ)) ms = $((uses * HZ / (c1 - c0 > 0 ? c1 - c0 : 1))) uses/server-CPU-s" >&2
+  echo "$((uses * HZ / (c1 - c0 > 0 ? c1 - c0 : 1)))"
+}
+# A warm-up of each side (discarded): the store's pages and both bizzes' nodes.
+run warmup-plain plain -r 'GET /auth?biz=plain&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n' >/dev/null
+run warmup-lease lease -r 'GET /auth?biz=inflight&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n' \
+  -R 'GET /release?biz=inflight&key=%KEY%&lease=%LEASE% HTTP/1.1\r\nHost: x\r\n\r\n' >/dev/null
+for r in $(seq "$ROUNDS"); do
+  plain=$(run "round $r plain GET /auth (fixed)" plain -r 'GET /auth?biz=plain&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n')
+  xml=$(run "round $r plain GET /acquire (fixed)" plain -r 'GET /acquire?biz=plain&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n')
+  lease=$(run "round $r acquire + release (concurrency)" lease \
+    -r 'GET /auth?biz=inflight&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n' \
+    -R 'GET /release?biz=inflight&key=%KEY%&lease=%LEASE% HTTP/1.1\r\nHost: x\r\n\r\n')
+  echo "round $r: acquire+release per server CPU-second / plain /auth = \
+$(awk -v a="$lease" -v b="$plain" 'BEGIN {printf "%.2f", a / b}'), / plain /acquire = \
+$(awk -v a="$lease" -v b="$xml" 'BEGIN {printf "%.2f", a / b}')"
+done
