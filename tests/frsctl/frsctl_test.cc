@@ -16,12 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
 #include "common/temp_dir.h"
 #include "ctl_runner.h"
 #include "frs/admin_engine.h"
 #include "frs/ring.h"
 #include "frs/store.h"
 #include "json_in.h"
+#include "session.h"
 #include "store/format.h"
 
 namespace frs::ctl {
@@ -81,13 +83,24 @@ class FrsctlTest : public ::testing::Test {
     ASSERT_EQ(r.rc, 0) << r.err;
   }
 
-  // Fills nodes of every algorithm.
+  // Fills nodes of every algorithm: the 20 `set`s frsctl would run, in this
+  // process through the command's own code (one session, as frsctl opens it),
+  // instead of 20 sanitized frsctl starts per TEST; `set` itself runs as a
+  // program in the TESTs about it (Set above).
   void Fill(const std::string& config = "srv.xml") {
+    Session s;
+    Status st = OpenSession(dir_ / config, Needs::kEngine, &s);
+    ASSERT_TRUE(st.ok()) << st.message();
+    s.json = true;  // one line per node on the test's output, as `set --json` prints it
     for (int i = 0; i < 5; ++i) {
-      Set("login", "user:" + std::to_string(i), i + 1, config);
-      Set("ad_user", "u" + std::to_string(i), i % 4, config);
-      Set("api", "k" + std::to_string(i), 2 * i + 1, config);
-      Set("partner", "p" + std::to_string(i), 300 * i + 7, config);
+      for (const SetArgs& a :
+           {SetArgs{"login", "user:" + std::to_string(i), i + 1}, SetArgs{"ad_user", "u" + std::to_string(i), i % 4},
+            SetArgs{"api", "k" + std::to_string(i), 2 * i + 1},
+            SetArgs{"partner", "p" + std::to_string(i), 300 * i + 7}}) {
+        Result<int> rc = RunSet(s, a);
+        ASSERT_TRUE(rc.ok()) << rc.status().message();
+        ASSERT_EQ(rc.value(), kExitOk) << a.biz << " " << a.key;
+      }
     }
   }
 
