@@ -37,6 +37,9 @@ struct Change {
     kLeaseRelease,  // lease `item` released
     kLeaseRenew,    // lease `item` held until `until` now (granted, when the copy lacks it)
     kLeaseSweep,    // the leases expired by at_ms were freed (and counted, by the sender only)
+    kGiveBack,      // `n` uses given back (a release without an id: Envoy's negative hits): every
+                    // rule's count lowered by n, never below 0; a concurrency rule's first-expiring
+                    // leases end
   };
   Kind kind = Kind::kAdd;
   uint16_t biz_id = 0;

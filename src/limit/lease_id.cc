@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "os/unique_fd.h"
 
@@ -47,11 +49,18 @@ uint64_t LoadLe64(const uint8_t* p) {
 }
 
 Status ReadSecret(const std::string& path, LeaseSecret* out) {
-  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO named here must not hold a start or a reload up.
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid()) return Status::FromErrno(path, errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path, errno);
+  if (!S_ISREG(st.st_mode))
+    return Status::InvalidArgument(path + ": a lease secret is a regular file; this is not one");
   uint8_t buf[17];
   const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-  if (n != 16) return Status::Corruption(path + ": a lease secret is 16 bytes; this file holds another size");
+  if (n < 0) return Status::FromErrno(path, errno);
+  if (n != 16)
+    return Status::Corruption(path + ": a lease secret is 16 bytes; this file holds " + std::to_string(st.st_size));
   out->k0 = LoadLe64(buf);
   out->k1 = LoadLe64(buf + 8);
   return Status::OK();

@@ -1,16 +1,28 @@
 #include "limit/rule_event.h"
 
+#include <algorithm>
+
 #include "limit/concurrency.h"
 #include "limit/lease_id.h"
+#include "limit/node_op.h"
+#include "limit/rule_state.h"
 
 namespace frs::limit {
 
 void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d, const Change& base, EventPhase when,
                     ChangeSink* sink) {
-  if (biz.lease_rule < 0) return;
   Change c = base;
   c.kind = Change::Kind::kEvent;
   c.n = 0;
+  // A release without an id gives uses back on any rule: the other holder
+  // lowers the same counts (the same leases end: both hold the same).
+  if (when == EventPhase::kAfter && req.cmd == Cmd::kRelease && req.give_back && d.ok() && d.given_back > 0) {
+    c.event = Change::Event::kGiveBack;
+    c.n = std::clamp<int64_t>(req.n, 1, kMaxUses);
+    sink->OnChange(c);
+    return;
+  }
+  if (biz.lease_rule < 0) return;
   if (when == EventPhase::kBefore) {
     // The sweep first: the grant that follows may take a place it freed.
     if (d.leases_expired == 0) return;
@@ -35,6 +47,15 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
 }
 
 void ApplyRuleEvent(const BizConfig& biz, uint8_t* state, const Change& c, const Now& now) {
+  if (c.event == Change::Event::kGiveBack) {
+    // As NodeOp::ApplyGiveBack does on the sender.
+    Decision d;
+    EvaluateRules(biz, state, now, 1, &d);
+    for (uint32_t i = 0; i < biz.nrules; ++i)
+      if (d.rules[i].count > 0)
+        SetCount(biz.rules[i], state + biz.rules[i].offset, now, std::max<int64_t>(0, d.rules[i].count - c.n));
+    return;
+  }
   if (biz.lease_rule < 0) return;
   const RuleSpec& spec = biz.rules[biz.lease_rule];
   uint8_t* block = state + spec.offset;
@@ -47,6 +68,7 @@ void ApplyRuleEvent(const BizConfig& biz, uint8_t* state, const Change& c, const
       // are the same on both); not counted here.
       Concurrency::Sweep(spec, block, Now::At(c.at_ms, nullptr));
       return;
+    case Change::Event::kGiveBack:  // handled above, for every rule
     case Change::Event::kNone: return;
   }
 }

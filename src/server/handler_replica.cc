@@ -122,11 +122,12 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   }
   // Lease ids verify on both holders only under one key: a sender keyed
   // otherwise (or keyed by its own store) is refused as another <cluster>
-  // is, so that the operator hears of it before a failover answers 409.
+  // is, so that the operator hears of it before a failover answers 409; a
+  // snapshot likewise, or the asker would hold leases it cannot verify.
   const uint64_t check = engine_->LeaseKeyCheck();
   char mine_key[20] = "";
   if (check != 0) std::snprintf(mine_key, sizeof mine_key, "%016llx", static_cast<unsigned long long>(check));
-  if (head.method == HttpMethod::kPost && lease_key != mine_key) {
+  if ((head.method == HttpMethod::kPost || snapshot) && lease_key != mine_key) {
     auto said = [](const std::string& k) { return k.empty() ? std::string("none") : "check " + k.substr(0, 16); };
     TextBody(409,
              "/replicate: the sender's <cluster lease_key> (" + said(lease_key) + ") is not this shard's (" +
@@ -195,13 +196,25 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     return;
   }
   if (!snapshot) {
+    // Per worker, the number of the last change it queued for SHARD and how
+    // many it still holds: the asker waits until every change queued before
+    // its first question is delivered (replica_catchup.cc). The number is
+    // loaded first (Replicator::Publish releases it after the count).
     uint64_t pending = 0;
+    std::string lines;
     if (metrics_ != nullptr && pi < kMaxReplicaPeers)
-      for (uint32_t w = 0; w < metrics_->workers(); ++w) pending += CounterGet(metrics_->worker(w).replica.pending[pi]);
+      for (uint32_t w = 0; w < metrics_->workers(); ++w) {
+        const ReplicaCounters& rc = metrics_->worker(w).replica;
+        const uint64_t queued = std::atomic_ref<const uint64_t>(rc.queued_no[pi]).load(std::memory_order_acquire);
+        const uint64_t held = CounterGet(rc.pending[pi]);
+        pending += held;
+        lines += "worker " + std::to_string(w) + " " + std::to_string(CounterGet(rc.stream_hash)) + " " +
+                 std::to_string(queued) + " " + std::to_string(held) + "\n";
+      }
     TextBody(200,
              "pending " + std::to_string(pending) + "\ncatching_up " +
                  std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
-                 (shared != nullptr && HandoffPending(*shared) ? "1" : "0"),
+                 (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" + lines,
              status);
     return;
   }

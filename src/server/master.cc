@@ -1,5 +1,6 @@
 #include "server/master.h"
 
+#include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "os/text_file.h"
 #include "server/config_check.h"
@@ -265,6 +266,18 @@ void Master::Reload() {
       else s = ctx_.engine->ReloadText(text, next->map_path);
     }
   }
+  // <cluster lease_key> is read at start only (ids verify under it): a file
+  // that `frsd -t` refuses refuses the reload too, and another key is said
+  // to need a restart.
+  bool lease_key_changed = false;
+  if (s.ok() && next) {
+    uint64_t check = 0;
+    if (!next->cluster_lease_key.empty()) {
+      if (auto key = limit::LoadLeaseKeyFile(next->cluster_lease_key); !key.ok()) s = key.status();
+      else check = limit::LeaseKeyCheckOf(key.value());
+    }
+    lease_key_changed = s.ok() && check != ctx_.engine->LeaseKeyCheck();
+  }
   if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(srv_text, text, envoy);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old configuration stays: %s", s.message().c_str());
@@ -275,6 +288,10 @@ void Master::Reload() {
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   for (const std::string& line : NeedRestart(live_, *next))
     FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
+  if (lease_key_changed)
+    FRS_LOG(
+        "srv.xml: <cluster lease_key> (the file or its key) changed: this needs a restart of every shard; still "
+        "running with the old key");
   // A map with more <stats> tables needs more descriptors: said from the
   // same sum as at start (server/fd_limit.h).
   if (Result<limit::MapConfig> m = limit::ParseMap(text, next->map_path); m.ok())
@@ -381,7 +398,7 @@ int Master::Run(const sigset_t* wait_mask) {
       // Every worker serves /replicate: take back what the other shards
       // hold for this one, then open its routes.
       if (ctx_.admin != nullptr && ctx_.metrics != nullptr && cfg_.cluster_replicas > 0)
-        RunReplicaCatchUp(cfg_, ctx_.fresh_store, ctx_.admin, &ctx_.metrics->master().replica, cfg_.workers);
+        RunReplicaCatchUp(cfg_, ctx_.fresh_store, ctx_.admin, &ctx_.metrics->master().replica);
       if (ctx_.notify)
         ctx_.notify("READY=1\nMAINPID=" + std::to_string(getpid()) + "\nSTATUS=serving on " + cfg_.host + ":" +
                     std::to_string(cfg_.port) + " with " + std::to_string(slots_.size()) + " worker(s)");

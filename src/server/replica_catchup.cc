@@ -83,8 +83,7 @@ void PrepareReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, ReplicaShared
     if (cfg.cluster_shards[i].name != cfg.cluster_self) CounterSet(shared->hold_off[i], 1);
 }
 
-void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared,
-                       uint32_t workers_per_peer) {
+void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared) {
   if (cfg.cluster_replicas == 0 || shared == nullptr) return;
   auto ring = Ring::Make(cfg.cluster_shards);
   if (!ring.ok()) {
@@ -121,6 +120,14 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   }
   if (!snapshots)
     for (size_t i : peers) CounterSet(shared->hold_off[i], 0);
+  // A snapshot is asked with this shard's lease key check: a shard keyed
+  // otherwise refuses it (409), as it refuses another's changes.
+  std::string lease_key;
+  if (const uint64_t check = engine->LeaseKeyCheck(); check != 0) {
+    char hex[20];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(check));
+    lease_key = std::string("&lease_key=") + hex;
+  }
   for (size_t i : peers) {
     const std::string& name = ring->shards()[i].name;
     if (!snapshots) break;
@@ -128,7 +135,7 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     // Every store file in one answer: one reading of the sender's store,
     // so one set of stream numbers holds for all of it. A 503 is asked
     // again (bounded, logged): this shard keeps answering 503 meanwhile.
-    auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + auth);
+    auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + lease_key + auth);
     for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
          r.ok() && r->status == 503 && MonoNs() - start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
          wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
@@ -138,7 +145,7 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
               why.c_str(), wait_ms, attempt + 1);
       CounterAdd(shared->snapshot_retries);
       SleepMs(wait_ms);
-      r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + auth);
+      r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + lease_key + auth);
     }
     if (!r.ok() || r->status != 200) {
       FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
@@ -183,13 +190,23 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     std::atomic_ref<uint64_t>(shared->hold_off[i]).store(0, std::memory_order_release);
   }
   CounterSet(shared->catchup_nodes, nodes);
-  // Then wait until nobody queues more than a batch per worker for this
-  // shard: the changes made for it while it was away have arrived.
-  const uint64_t settled = 64ull * std::max<uint32_t>(workers_per_peer, 1);
+  // Then wait until every change another shard queued for this one before
+  // the first question here is delivered: those made for its routes while
+  // it was away (a link down retries once a second, so they may not have
+  // come yet). Per worker stream of the peer, "worker W HASH QUEUED HELD":
+  // QUEUED - HELD changes of it are delivered. Changes queued after the
+  // first question are new traffic, sent in step with it (sync) or within
+  // the lag (async), and not waited for, so a loaded peer cannot hold this
+  // shard off. A stream that restarted (another HASH) lost its queue with
+  // its process: nothing of it to wait for.
   for (size_t i : peers) {
     const std::string& name = ring->shards()[i].name;
     client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 1000)));
-    for (;;) {
+    struct Mark {
+      unsigned long long hash, queued;
+    };
+    std::vector<Mark> marks;  // by worker index, from the first answer
+    for (bool first = true;; first = false) {
       auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + auth);
       if (!r.ok()) {
         FRS_LOG("replicas: %s cannot be reached (%s); serving without what it may hold for this shard", name.c_str(),
@@ -201,10 +218,26 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
         FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, r->body.substr(0, 200).c_str());
         break;
       }
-      if (pending <= settled) break;
+      unsigned long long behind = 0;  // changes queued before the first question, not delivered yet
+      for (size_t at = r->body.find("\nworker "); at != std::string::npos; at = r->body.find("\nworker ", at + 1)) {
+        unsigned long long w = 0, hash = 0, queued = 0, held = 0;
+        if (std::sscanf(r->body.c_str() + at + 1, "worker %llu %llu %llu %llu", &w, &hash, &queued, &held) != 4 ||
+            w >= kMaxSnapshotStreams)
+          continue;
+        if (first) {
+          if (marks.size() <= w) marks.resize(w + 1, Mark{0, 0});
+          marks[w] = Mark{hash, queued};
+        }
+        if (w >= marks.size() || marks[w].hash != hash) continue;
+        const unsigned long long delivered = queued >= held ? queued - held : 0;
+        if (delivered < marks[w].queued) behind += marks[w].queued - delivered;
+      }
+      if (behind == 0) break;
       if (MonoNs() - start > kCatchUpLimitNs) {
-        FRS_LOG("replicas: %s still queues %llu change(s) for this shard after 60 s; serving now", name.c_str(),
-                pending);
+        FRS_LOG(
+            "replicas: %s still holds %llu change(s) made for this shard while it was away, after 60 s; serving "
+            "now",
+            name.c_str(), behind);
         break;
       }
       SleepMs(20);

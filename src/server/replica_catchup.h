@@ -33,7 +33,6 @@ namespace frs::server {
 void PrepareReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared);
 
 // Takes back what the other shards hold, then opens the gates.
-void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared,
-                       uint32_t workers_per_peer);
+void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared);
 
 }  // namespace frs::server

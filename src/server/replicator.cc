@@ -224,7 +224,10 @@ void Replicator::Publish(Link& l) {
   if (l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers) {
     CounterSet(counters_->pending[l.shard], l.queue.size());
     CounterSet(counters_->down[l.shard], l.down ? 1 : 0);
-    CounterSet(counters_->queued_no[l.shard], l.next_no - 1);
+    // Released after `pending`: a reader that loads this number first (with
+    // acquire) and `pending` after it never takes a change for delivered
+    // that is not (a returning shard waits on that: replica_catchup.cc).
+    std::atomic_ref<uint64_t>(counters_->queued_no[l.shard]).store(l.next_no - 1, std::memory_order_release);
   }
 }
 

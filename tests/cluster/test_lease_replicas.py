@@ -207,6 +207,21 @@ class LeaseReplicas(unittest.TestCase):
             self.assertEqual(st, 409, body)
             self.assertIn("the sender's <cluster lease_key> " + says, body)
         self.assertIn(' count="0"', b.get("/query?biz=b&key=k")[1])  # nothing applied
+        # A snapshot too: the asker would hold leases it cannot verify.
+        for query, says in (("", "(none)"), ("&lease_key=0123456789abcdef", "(check 0123456789abcdef)")):
+            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=5)
+            try:
+                c.request(
+                    "GET",
+                    "/replicate?for=%s&digest=%s&snapshot=1%s" % (self.p.a.name, digest, query),
+                    headers={"Authorization": "Bearer " + test_replicas.TOKEN},
+                )
+                r = c.getresponse()
+                st, body = r.status, r.read().decode()
+            finally:
+                c.close()
+            self.assertEqual(st, 409, body)
+            self.assertIn("the sender's <cluster lease_key> " + says, body)
 
 
 if __name__ == "__main__":

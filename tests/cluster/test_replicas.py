@@ -472,6 +472,21 @@ class Replicas(unittest.TestCase):
         p.b.start()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 7, 5), "B holds %s" % p.b.count(k))
 
+    def test_an_owner_back_on_its_old_store_serves_only_once_the_successors_uses_arrived(self):
+        # The successor's link to the dead owner is down, so what it served
+        # for it waits for its next try (once a second): the owner, back in a
+        # few ms on its old store, must not answer before those uses are in.
+        p = self.pair()
+        k = p.keys[11]
+        for _ in range(2):
+            self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        for _ in range(3):
+            self.assertEqual(p.b.acquire(k), 200)
+        p.a.start()
+        self.assertIn("its old store", p.a.log())
+        self.assertEqual(p.a.count(k), 5, p.a.log())
+
     def test_a_lost_store_is_taken_back_before_the_shard_serves(self):
         p = self.pair()
         for i, k in enumerate(p.keys[5:10]):

@@ -137,6 +137,7 @@ class Grpc(unittest.TestCase):
             r.descriptors[0].hits_addend.value = n
             r.descriptors[0].is_negative_hits = True
             return self.call(r)
+
         r = give_back(31)
         self.assertEqual((r.overall_code, r.statuses[0].code), (Resp.OK, Resp.OK))
         self.assertEqual(r.statuses[0].limit_remaining, 30)
@@ -384,9 +385,11 @@ class InFlight(unittest.TestCase):
         cls.frsd = envoy_frsd.Frsd({"llm.yaml": INFLIGHT_YAML})
         cls.frsd.start()
         cls.ch = grpc.insecure_channel("127.0.0.1:%d" % cls.frsd.grpc_port)
-        cls.f = cls.ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT,
-                                   request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
-                                   response_deserializer=Resp.FromString)
+        cls.f = cls.ch.unary_unary(
+            envoy_frsd.SHOULD_RATE_LIMIT,
+            request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+            response_deserializer=Resp.FromString,
+        )
 
     @classmethod
     def tearDownClass(cls):
@@ -429,6 +432,7 @@ class InFlight(unittest.TestCase):
                     self.assertEqual(self.done("user", "u1").overall_code, Resp.OK)
             except Exception as e:  # noqa: BLE001 (reported below)
                 errors.append(e)
+
         threads = [threading.Thread(target=envoy) for _ in range(8)]
         for t in threads:
             t.start()

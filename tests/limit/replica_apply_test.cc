@@ -286,6 +286,33 @@ TEST_F(LeaseReplicaTest, TheReplicaHoldsTheOwnersLeasesUnderTheirIds) {
   EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "k").count, 2);
 }
 
+// A release without an id (Envoy's negative hits) gives the same uses back
+// on the other holder: the same first-expiring leases end, a rate rule's
+// count is lowered the same, never below 0.
+TEST_F(LeaseReplicaTest, AGiveBackLowersTheReplicasCountsAsTheOwners) {
+  Do(*owner_, Cmd::kAcquire, "lease", "k");
+  clock_.Advance(1000);
+  const Decision second = Do(*owner_, Cmd::kAcquire, "lease", "k");
+  clock_.Advance(1000);
+  const Decision third = Do(*owner_, Cmd::kAcquire, "lease", "k");
+  for (int i = 0; i < 4; ++i) Do(*owner_, Cmd::kAcquire, "fixed", "k");
+  ASSERT_TRUE(Ship(1).value());
+  const Decision g1 = owner_->Execute(Request{.cmd = Cmd::kRelease, .biz = "lease", .key = "k", .give_back = true});
+  ASSERT_TRUE(g1.ok()) << g1.status.ToString();
+  EXPECT_EQ(g1.given_back, 1);
+  const Decision g2 =
+      owner_->Execute(Request{.cmd = Cmd::kRelease, .biz = "fixed", .key = "k", .n = 9, .give_back = true});
+  EXPECT_EQ(g2.given_back, 4);
+  ASSERT_EQ(rec_.changes.size(), 2u);
+  EXPECT_EQ(rec_.changes[0].event, Change::Event::kGiveBack);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "k").count, 2);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 0);
+  // The leases left are the same two on both: the first granted ended.
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "k", Id(second)).released);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "k", Id(third)).released);
+}
+
 TEST_F(LeaseReplicaTest, AnExpiryIsCountedByTheHolderThatFoundItOnly) {
   const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "k");
   ASSERT_TRUE(Ship(1).value());

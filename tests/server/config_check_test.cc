@@ -117,6 +117,18 @@ TEST_F(FrsdCheckTest, AClusterLeaseKeyFileIsRead) {
   r = Check();
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("a lease secret is 16 bytes"), std::string::npos) << r.err;
+  // A FIFO or a directory is refused by name, never waited on.
+  std::filesystem::remove(dir_ / "lease.key");
+  ASSERT_EQ(::mkfifo((dir_ / "lease.key").c_str(), 0600), 0);
+  r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("a lease secret is a regular file"), std::string::npos) << r.err;
+  std::filesystem::remove(dir_ / "lease.key");
+  std::filesystem::create_directory(dir_ / "lease.key");
+  r = Check();
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("a lease secret is a regular file"), std::string::npos) << r.err;
+  std::filesystem::remove(dir_ / "lease.key");
   std::ofstream(dir_ / "lease.key") << "0123456789abcdef";
   r = Check();
   EXPECT_EQ(r.rc, 0) << r.err;
