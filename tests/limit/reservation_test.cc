@@ -19,7 +19,7 @@ namespace {
 
 using limit::testing::kDay0;
 
-constexpr const char* kMap = R"(<map>
+constexpr const char* kReserveMap = R"(<map>
   <biz id="21" name="tokens"><rule algo="fixed" interval="86400" max="200000"/></biz>
   <biz id="22" name="minute"><rule algo="fixed" interval="60" max="100"/></biz>
   <biz id="23" name="capped"><rule algo="fixed" interval="60" max="100" overrun="limit"/></biz>
@@ -40,7 +40,7 @@ constexpr const char* kMap = R"(<map>
 class ReservationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ofstream(dir_ / "map.xml") << kMap;
+    std::ofstream(dir_ / "map.xml") << kReserveMap;
     store_ = OpenStore();
     engine_ = OpenEngine(store_.get());
   }
@@ -335,7 +335,7 @@ TEST_F(ReservationTest, EveryRuleOfTheBizSettlesInItsOwnWindow) {
 
 TEST_F(ReservationTest, AReloadThatAddsARuleKeepsTheReservations) {
   Decision r = Reserve("minute", "k", 40);
-  std::string map = kMap;
+  std::string map = kReserveMap;
   map.replace(map.find(R"(<rule algo="fixed" interval="60" max="100"/></biz>
   <biz id="23")"),
               std::string(R"(<rule algo="fixed" interval="60" max="100"/>)").size(),
