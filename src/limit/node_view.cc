@@ -148,6 +148,12 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
     uint32_t tag = Load32(s + off);
     uint32_t bytes = TagBytes(tag);
     if (tag == 0 || bytes == 0 || off + bytes > node.state.size()) break;
+    if (Reservations::IsTag(tag)) {
+      // Not a rule: the counts carry the held estimates; the reservations
+      // (their ids keyed by this store's secret) stay behind.
+      off += bytes;
+      continue;
+    }
     w.BeginObject();
     w.Key("algo").String(AlgoName(TagAlgo(tag)));
     w.Key("interval").Int(TagInterval(tag));

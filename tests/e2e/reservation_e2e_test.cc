@@ -88,7 +88,7 @@ TEST_F(ReservationE2E, HostileIdsAndAmountsAreRefusedAndChangeNothing) {
     EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
   }
   EXPECT_EQ(Settle("llm_tokens", "h1", other, "5").status, 409);  // another key's id
-  for (const std::string& n : {"9223372036854775808", "-1", "2147483648", "x"}) {
+  for (const char* n : {"9223372036854775808", "-1", "2147483648", "x"}) {
     HttpResponse r = Settle("llm_tokens", "h1", id, n);
     EXPECT_EQ(r.status, 400) << n << ": " << r.body;
   }
@@ -125,18 +125,18 @@ TEST_F(ReservationE2E, ABatchTakesAndSettles) {
 }
 
 TEST_F(ReservationE2E, GetFormsAndMetrics) {
-  const double taken = Metric(c_, "frs_reservations_taken_total{biz=\"llm_tokens\"}");
+  const double taken = Metric(c_, "frs_reservations_taken_total{biz=\"llm_tokens\",id=\"21\"}");
   HttpResponse a = c_.Get("/acquire?biz=llm_tokens&key=g1&n=4000&reserve=600");
   EXPECT_EQ(a.status, 200) << a.body;
   const std::string id = Attr(a.body, "reservation");
   ASSERT_EQ(id.size(), 24u) << a.body;
-  EXPECT_EQ(Metric(c_, "frs_reservations_taken_total{biz=\"llm_tokens\"}"), std::max(taken, 0.0) + 1);
-  EXPECT_GE(Metric(c_, "frs_reservations_held{biz=\"llm_tokens\"}"), 1);
-  const double settled = Metric(c_, "frs_reservations_settled_total{biz=\"llm_tokens\"}");
+  EXPECT_EQ(Metric(c_, "frs_reservations_taken_total{biz=\"llm_tokens\",id=\"21\"}"), std::max(taken, 0.0) + 1);
+  EXPECT_GE(Metric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}"), 1);
+  const double settled = Metric(c_, "frs_reservations_settled_total{biz=\"llm_tokens\",id=\"21\"}");
   HttpResponse s = c_.Get("/settle?biz=llm_tokens&key=g1&reservation=" + id + "&n=1730");
   EXPECT_EQ(s.status, 200) << s.body;
   EXPECT_EQ(Attr(s.body, "returned"), "2270") << s.body;
-  EXPECT_EQ(Metric(c_, "frs_reservations_settled_total{biz=\"llm_tokens\"}"), settled + 1);
+  EXPECT_EQ(Metric(c_, "frs_reservations_settled_total{biz=\"llm_tokens\",id=\"21\"}"), settled + 1);
   EXPECT_EQ(c_.Get("/settle?biz=llm_tokens&key=g1&reservation=" + id + "&n=1730").status, 410);
   EXPECT_EQ(c_.Get("/settle?biz=llm_tokens&key=g1&reservation=" + id).status, 400);  // no n
   EXPECT_EQ(c_.Get("/auth?biz=llm_tokens&key=g1&n=5&reserve=60").status, 400);

@@ -315,17 +315,20 @@ TEST(Protocol, AGrantedLeaseIsAnswered) {
 TEST(Protocol, ReserveAndSettleTakeTheirAttributesAndOnlyThey) {
   for (bool fast : {true, false}) {
     XmlRequestDecoder d(fast);
-    Decoded r = DecodeText(d, R"(<request cmd="acquire" biz="llm" key="u42" n="4000" reserve="600"/>)");
+    std::string body = R"(<request cmd="acquire" biz="llm" key="u42" n="4000" reserve="600"/>)";
+    Decoded r = DecodeText(d, body);
     ASSERT_TRUE(r.ok) << r.err.msg;
     EXPECT_EQ(r.reqs[0].ToEngine().reserve, 600);
     EXPECT_EQ(r.reqs[0].ToEngine().n, 4000);
-    r = DecodeText(d, R"(<request cmd="settle" biz="llm" key="u42" reservation="00000001f3a09c5e7b21d4c8" n="0"/>)");
+    std::string settle = R"(<request cmd="settle" biz="llm" key="u42" reservation="00000001f3a09c5e7b21d4c8" n="0"/>)";
+    r = DecodeText(d, settle);
     ASSERT_TRUE(r.ok) << r.err.msg;
     EXPECT_EQ(r.reqs[0].cmd, Cmd::kSettle);
     EXPECT_EQ(r.reqs[0].ToEngine().reservation, "00000001f3a09c5e7b21d4c8");
     EXPECT_EQ(r.reqs[0].ToEngine().n, 0);
-    r = DecodeText(d, R"(<batch><request cmd="acquire" biz="a" key="u" n="5" reserve="9"/>)"
-                      R"(<request cmd="settle" biz="a" key="u" reservation="x" n="1730"/></batch>)");
+    std::string batch = R"(<batch><request cmd="acquire" biz="a" key="u" n="5" reserve="9"/>)"
+                        R"(<request cmd="settle" biz="a" key="u" reservation="x" n="1730"/></batch>)";
+    r = DecodeText(d, batch);
     ASSERT_TRUE(r.ok) << r.err.msg;
     EXPECT_EQ(r.reqs[1].n, 1730);
   }
