@@ -172,9 +172,22 @@ TEST(ReservationThreads, SettledPlusHeldNeverPassesTheLimit) {
           ledger.Add(k, h.window, estimate, estimate);
           held.emplace_back(k, h);
         }
+        // One reservation of a key of its own, taken as the window ends
+        // and settled in the next one: late, it changes nothing there.
+        const std::string own = "late" + std::to_string(t);
+        Decision last =
+            engine.Execute(Request{.cmd = Cmd::kAcquire, .biz = "tokens", .key = own, .n = 5, .reserve = 600});
         sync.arrive_and_wait();
+        Decision s = engine.Execute(Request{.cmd = Cmd::kSettle,
+                                            .biz = "tokens",
+                                            .key = own,
+                                            .n = 0,
+                                            .reservation = limit::LeaseIdText(last.res_serial, last.res_mac)});
+        if (!last.allowed || !s.settled || s.res_returned != 0 || s.rules[0].count != 0) ++errors;
+        ++late;
       }
-      // Left held: settled late, they change no window.
+      // Left held: settled late (the last step moved the clock on), they
+      // change no window.
       for (const auto& [k, h] : held) {
         Decision s =
             engine.Execute(Request{.cmd = Cmd::kSettle, .biz = "tokens", .key = keys[k], .n = 0, .reservation = h.id});
