@@ -56,7 +56,10 @@ Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None)
 Decisions (every call returns one; none raises on a denial, an HTTP error
 or a network failure):
 
-    acquire(biz, key, n=1, route=None)  atomic: records n uses if every rule allows them
+    acquire(biz, key, n=1, route=None, reserve=None)
+                                        atomic: records n uses if every rule allows them; with
+                                        reserve=S, holds n as an estimate for S seconds and answers
+                                        Decision.reservation (settle it with the real amount)
     query(biz, key, n=1, route=None)    read-only: would n more uses be allowed now
     update(biz, key, n=1, route=None)   records n uses unconditionally
     get(biz, key, route=None)           the node's state (Decision.found)
@@ -64,6 +67,9 @@ or a network failure):
     delete(biz, key, route=None)        admin (needs token); Decision.found
     release(biz, key, lease, route=None) ends a lease a concurrency rule granted; Decision.released
     renew(biz, key, lease, route=None)   the lease holds again, until now + its `lease` + 1 s
+    settle(biz, key, reservation, n, route=None)
+                                        charges n (the real amount) in the reservation's window and
+                                        gives back the rest of its estimate; Decision.settled
 
 Decision fields: allowed (bool; also the truth value of the Decision),
 count, limit, remaining, reset (unix seconds), retry_after (seconds; 0 when
@@ -76,6 +82,11 @@ lease and lease_expires (an acquire or renew of a biz with a concurrency rule:
 the lease's id and the unix second it ends; None and 0 otherwise), released
 (release: the lease was held and is now free). A release or renew of an id
 this key never granted is an error with status 409, of a lease that ended 410.
+reservation and reservation_expires (an acquire with reserve: the id and the
+unix second it expires, charged its estimate, if not settled), settled,
+returned and overrun (settle: applied, what it gave back, what it charged
+beyond the estimate). A settle of an id this key never issued is an error
+with status 409; one settled already or expired, 410 (it was applied once).
 
 An answer frsd refuses (400 bad key or attribute, 403, 404 unknown biz, ...)
 is a Decision with allowed=False and error="HTTP 404: unknown biz ...",
@@ -211,6 +222,11 @@ class Decision(_Verdict, _Record):
         "lease",
         "lease_expires",
         "released",
+        "reservation",
+        "reservation_expires",
+        "settled",
+        "returned",
+        "overrun",
     )
 
     def __init__(
@@ -231,6 +247,11 @@ class Decision(_Verdict, _Record):
         lease=None,
         lease_expires=0,
         released=False,
+        reservation=None,
+        reservation_expires=0,
+        settled=False,
+        returned=0,
+        overrun=0,
     ):
         rules = rules if rules is not None else []
         self._set(locals())
@@ -312,8 +333,15 @@ def _decision_from(elem, status, server, cmd):
         status=status,
         server=server,
         lease=a.get("lease"),
-        lease_expires=_int(a, "expires"),
+        lease_expires=_int(a, "expires") if a.get("lease") else 0,
         released=a.get("released") == "1",
+        reservation=a.get("reservation"),
+        reservation_expires=_int(a, "reservation_expires" if a.get("lease") else "expires")
+        if a.get("reservation")
+        else 0,
+        settled=a.get("settled") == "1",
+        returned=_int(a, "returned"),
+        overrun=_int(a, "overrun"),
     )
 
 
@@ -738,8 +766,8 @@ class Client(object):
 
     # -- commands
 
-    def acquire(self, biz, key, n=1, route=None):
-        return self._request("acquire", biz, key, route, n=n)
+    def acquire(self, biz, key, n=1, route=None, reserve=None):
+        return self._request("acquire", biz, key, route, n=n, reserve=reserve)
 
     def query(self, biz, key, n=1, route=None):
         return self._request("query", biz, key, route, n=n)
@@ -761,6 +789,9 @@ class Client(object):
 
     def renew(self, biz, key, lease, route=None):
         return self._request("renew", biz, key, route, lease=lease)
+
+    def settle(self, biz, key, reservation, n, route=None):
+        return self._request("settle", biz, key, route, reservation=reservation, n=n)
 
     def batch(self, items, route=None):
         members = []
@@ -872,7 +903,7 @@ def _request_xml(cmd, biz, key, attrs):
     if isinstance(biz, bytes):
         biz = biz.decode("utf-8")
     parts = ["<request cmd=", quoteattr(str(cmd)), " biz=", quoteattr(str(biz)), " key=", quoteattr(str(key))]
-    for name in ("n", "count", "lease", "token"):
+    for name in ("n", "count", "lease", "reserve", "reservation", "token"):
         v = attrs.get(name)
         if v is None:
             continue

@@ -486,6 +486,29 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.count_by_get("inflight", "py"), 1)
         self.assertTrue(c.release("inflight", "py", b.lease).released)
 
+    def test_reservations_reserve_and_settle(self):
+        c = self.client
+        d = c.acquire("big", "py-res", n=4000, reserve=600)
+        self.assertTrue(d, d)
+        self.assertEqual(len(d.reservation), 24)
+        self.assertGreater(d.reservation_expires, time.time())
+        self.assertEqual(d.lease_expires, 0)
+        self.assertEqual(d.count, 4000)
+        s = c.settle("big", "py-res", d.reservation, 1730)
+        self.assertIsNone(s.error, s)
+        self.assertTrue(s.settled)
+        self.assertEqual((s.returned, s.overrun, s.count), (2270, 0, 1730))
+        again = c.settle("big", "py-res", d.reservation, 1730)
+        self.assertEqual(again.status, 410, again)
+        self.assertFalse(again.settled)
+        other = c.settle("big", "py-res-other", d.reservation, 1)
+        self.assertEqual(other.status, 409, other)
+        zero = c.acquire("big", "py-res", n=10, reserve=60)
+        self.assertTrue(c.settle("big", "py-res", zero.reservation, 0).settled)
+        self.assertEqual(self.count_by_get("big", "py-res"), 1730)
+        plain = c.acquire("big", "py-res")
+        self.assertIsNone(plain.reservation)
+
     def test_acquire_n_is_atomic(self):
         c = self.client
         self.assertTrue(c.acquire("login", "n-key", n=3))

@@ -38,6 +38,17 @@ struct LeaseView {
   int64_t expires_s = 0;
 };
 
+// A reservation held now (limit/reservation.h): its id (as a lease's), the
+// estimate it holds, when it was taken and when it expires (unix s).
+struct ReservationView {
+  uint32_t serial = 0;
+  uint32_t nonce = 0;
+  std::string id;  // "" when the key is not known whole
+  int64_t estimate = 0;
+  int64_t taken_s = 0;
+  int64_t expires_s = 0;
+};
+
 struct NodeView {
   uint16_t biz_id = 0;
   std::string biz_name;
@@ -49,7 +60,8 @@ struct NodeView {
   Mode mode = Mode::kEnforce;
   int64_t count = 0;  // of the most restrictive rule
   std::vector<RuleView> rules;
-  std::vector<LeaseView> leases;  // held now, of the biz's concurrency rule
+  std::vector<LeaseView> leases;              // held now, of the biz's concurrency rule
+  std::vector<ReservationView> reservations;  // held now
   NodeInfo node;
 };
 

@@ -49,6 +49,13 @@ struct ClientDecision {
   std::string lease = {};
   int64_t lease_expires = 0;
   bool released = false;  // Release: the lease was held and is now free
+  // A reservation (acquire with reserve): its id for Settle and the unix
+  // second it expires at ("" and 0: none; `lease_expires` is a lease's).
+  std::string reservation = {};
+  int64_t reservation_expires = 0;
+  bool settled = false;  // Settle: it was held and is now charged its real amount
+  int64_t returned = 0;  // Settle: given back (real below the estimate)
+  int64_t overrun = 0;   // Settle: charged beyond the estimate
   // Not OK: there was no usable answer (unreachable, time-out, an error
   // status); `allowed` then follows the fail policy (or is false for a
   // request the server refused as malformed: InvalidArgument/NotFound).
@@ -56,10 +63,12 @@ struct ClientDecision {
 };
 
 struct ClientRequest {
-  Cmd cmd = Cmd::kAcquire;  // query, update, acquire, release or renew
+  Cmd cmd = Cmd::kAcquire;  // query, update, acquire, release, renew or settle
   std::string biz, key;
   int64_t n = 1;
-  std::string lease = {};  // release, renew: the id an acquire answered
+  std::string lease = {};        // release, renew: the id an acquire answered
+  int64_t reserve = 0;           // acquire: hold n as an estimate for this many seconds (0: no reservation)
+  std::string reservation = {};  // settle: the id an acquire answered (n: the real amount)
 };
 
 class Client {
@@ -78,6 +87,14 @@ class Client {
   ClientDecision Release(std::string_view biz, std::string_view key, std::string_view lease,
                          std::string_view route = {});
   ClientDecision Renew(std::string_view biz, std::string_view key, std::string_view lease, std::string_view route = {});
+  // Reservations (docs/protocol.md, "Reservations"): Reserve holds n for
+  // `seconds`; Settle charges `real` in the reservation's window and gives
+  // back the rest. An id the key never issued answers Conflict (409), one
+  // settled or expired Gone (410).
+  ClientDecision Reserve(std::string_view biz, std::string_view key, int64_t n, int64_t seconds,
+                         std::string_view route = {});
+  ClientDecision Settle(std::string_view biz, std::string_view key, std::string_view reservation, int64_t real,
+                        std::string_view route = {});
   ClientDecision Execute(const ClientRequest& r, std::string_view route = {});
 
   // One decision per request, in order; returns whether every one was

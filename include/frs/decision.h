@@ -23,14 +23,29 @@ namespace frs {
 
 // kMerge: handoff between shards (admin; frs/admin_engine.h). kRelease and
 // kRenew end and extend a lease that an acquire on a concurrency rule granted.
-enum class Cmd : uint8_t { kQuery, kUpdate, kAcquire, kGet, kSet, kDelete, kReset, kStats, kMerge, kRelease, kRenew };
+// kSettle charges the real amount of a reservation an acquire with
+// `reserve` took (limit/reservation.h).
+enum class Cmd : uint8_t {
+  kQuery,
+  kUpdate,
+  kAcquire,
+  kGet,
+  kSet,
+  kDelete,
+  kReset,
+  kStats,
+  kMerge,
+  kRelease,
+  kRenew,
+  kSettle
+};
 // kConcurrency: at most `max` leases held at once (limit/concurrency.h).
 enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket, kConcurrency };
 enum class Mode : uint8_t { kEnforce, kShadow, kOff };
 
 // Indexed by the enum's value.
-inline constexpr std::string_view kCmdNames[] = {"query", "update", "acquire", "get",     "set",  "delete",
-                                                 "reset", "stats",  "merge",   "release", "renew"};
+inline constexpr std::string_view kCmdNames[] = {"query", "update", "acquire", "get",     "set",   "delete",
+                                                 "reset", "stats",  "merge",   "release", "renew", "settle"};
 inline constexpr std::string_view kAlgoNames[] = {"fixed", "calendar", "sliding", "token_bucket", "concurrency"};
 inline constexpr std::string_view kModeNames[] = {"enforce", "shadow", "off"};
 
@@ -74,6 +89,11 @@ struct Request {
   // ends its n leases that expire first, whoever holds them; any other rule
   // takes n from its current count, never below 0. Answers the rules after.
   bool give_back = false;
+  // kAcquire: hold n as an estimate for `reserve` seconds and answer a
+  // reservation id (0: an ordinary acquire). kSettle: the id, and n the real
+  // amount (0..2^31-1).
+  int64_t reserve = 0;
+  std::string_view reservation = {};
   // The ring position of the request's route (frs/ring.h), kept in the node
   // for handoff. Not known: the route its key implies (hash tag, else key).
   uint32_t route_pos = 0;
@@ -129,6 +149,19 @@ struct Decision {
   bool released = false;        // kRelease: the lease was held and is now free
   int64_t lease_expires = 0;
   int64_t given_back = 0;  // kRelease with give_back: the uses (leases) it took back
+  // A reservation (limit/reservation.h): taken by this acquire (res_serial
+  // 0: none), with its id's serial and hash and the unix second it expires
+  // at; reservations this call found expired (charged their estimate); a
+  // settle applied (kSettle), and how much it charged beyond the estimate
+  // or gave back, summed over the rules whose window was still in force.
+  uint64_t res_mac = 0;
+  uint32_t res_serial = 0;
+  uint16_t res_expired = 0;
+  bool settled = false;
+  bool reservations_full = false;  // an acquire denied: the key holds all the reservations its biz allows
+  int64_t res_expires = 0;         // taken: its expiry; full: when the first held one expires
+  int64_t res_returned = 0;
+  int64_t res_overrun = 0;
   bool ok() const { return status.ok(); }
   // Back to Decision{}, writing only rules[0, nrules): the engine sets
   // nrules before it writes a rule and writes none past it, so the rest are
@@ -153,6 +186,14 @@ struct Decision {
     released = false;
     lease_expires = 0;
     given_back = 0;
+    res_mac = 0;
+    res_serial = 0;
+    res_expired = 0;
+    settled = false;
+    reservations_full = false;
+    res_expires = 0;
+    res_returned = 0;
+    res_overrun = 0;
   }
 };
 

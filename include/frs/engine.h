@@ -51,8 +51,9 @@ struct BizInfo {
   // (empty when it declares none).
   std::vector<std::string> fields = {};
   char separator = ':';
-  std::string unit = {};  // map.xml's unit: what one of a request's n counts ("": requests)
-  bool leases = false;    // it has a concurrency rule (grants leases)
+  std::string unit = {};      // map.xml's unit: what one of a request's n counts ("": requests)
+  bool leases = false;        // it has a concurrency rule (grants leases)
+  bool reservations = false;  // map.xml names its reservations (reservations="N", N > 0)
 };
 
 struct EngineOptions {

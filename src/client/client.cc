@@ -19,10 +19,9 @@ void AppendAttr(std::string* out, const char* name, std::string_view v) {
 }
 
 bool IsLeaseCmd(Cmd c) { return c == Cmd::kRelease || c == Cmd::kRenew; }
+bool IsSent(Cmd c) { return c == Cmd::kQuery || c == Cmd::kUpdate || IsLeaseCmd(c) || c == Cmd::kSettle; }
 // The client sends query, update, acquire, release and renew; anything else asks as acquire.
-const char* WireName(Cmd c) {
-  return CmdName(c == Cmd::kQuery || c == Cmd::kUpdate || IsLeaseCmd(c) ? c : Cmd::kAcquire);
-}
+const char* WireName(Cmd c) { return CmdName(IsSent(c) ? c : Cmd::kAcquire); }
 
 void AppendRequest(std::string* out, const ClientRequest& r) {
   out->append("<request");
@@ -31,6 +30,8 @@ void AppendRequest(std::string* out, const ClientRequest& r) {
   AppendAttr(out, "key", r.key);
   if (IsLeaseCmd(r.cmd)) AppendAttr(out, "lease", r.lease);
   else AppendAttr(out, "n", std::to_string(r.n));
+  if (r.cmd == Cmd::kSettle) AppendAttr(out, "reservation", r.reservation);
+  if (r.cmd == Cmd::kAcquire && r.reserve > 0) AppendAttr(out, "reserve", std::to_string(r.reserve));
   out->append("/>");
 }
 
@@ -74,6 +75,16 @@ ClientDecision FromXml(const pugi::xml_node& r) {
   d.lease = r.attribute("lease").value();
   d.lease_expires = r.attribute("expires").as_llong();
   d.released = r.attribute("released").as_int() == 1;
+  d.reservation = r.attribute("reservation").value();
+  if (!d.reservation.empty()) {
+    // expires is the reservation's unless a lease came too (then it is the lease's).
+    const bool lease = !r.attribute("lease").empty();
+    d.reservation_expires = lease ? r.attribute("reservation_expires").as_llong() : d.lease_expires;
+    if (!lease) d.lease_expires = 0;
+  }
+  d.settled = r.attribute("settled").as_int() == 1;
+  d.returned = r.attribute("returned").as_llong();
+  d.overrun = r.attribute("overrun").as_llong();
   return d;
 }
 
@@ -163,10 +174,23 @@ ClientDecision Client::Renew(std::string_view biz, std::string_view key, std::st
   return Execute(ClientRequest{Cmd::kRenew, std::string(biz), std::string(key), 1, std::string(lease)}, route);
 }
 
+ClientDecision Client::Reserve(std::string_view biz, std::string_view key, int64_t n, int64_t seconds,
+                               std::string_view route) {
+  ClientRequest r{Cmd::kAcquire, std::string(biz), std::string(key), n};
+  r.reserve = seconds;
+  return Execute(r, route);
+}
+ClientDecision Client::Settle(std::string_view biz, std::string_view key, std::string_view reservation, int64_t real,
+                              std::string_view route) {
+  ClientRequest r{Cmd::kSettle, std::string(biz), std::string(key), real};
+  r.reservation = std::string(reservation);
+  return Execute(r, route);
+}
+
 ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
-  if (r.cmd != Cmd::kQuery && r.cmd != Cmd::kUpdate && r.cmd != Cmd::kAcquire && !IsLeaseCmd(r.cmd))
-    return ClientDecision{.error =
-                              Status::InvalidArgument("the client sends query, update, acquire, release and renew")};
+  if (r.cmd != Cmd::kAcquire && !IsSent(r.cmd))
+    return ClientDecision{
+        .error = Status::InvalidArgument("the client sends query, update, acquire, release, renew and settle")};
   std::string body;
   AppendRequest(&body, r);
   pugi::xml_document doc;

@@ -209,6 +209,7 @@ std::vector<BizInfo> EngineImpl::Bizzes() const {
   for (const Biz& b : map->bizzes) {
     BizInfo info{b.cfg.id,     b.cfg.name,      b.cfg.mode, {},
                  b.cfg.fields, b.cfg.separator, b.cfg.unit, b.cfg.lease_rule >= 0};
+    info.reservations = b.cfg.res_explicit && b.cfg.res_cap > 0;
     for (uint32_t i = 0; i < b.cfg.nrules; ++i) info.rules.emplace_back(b.cfg.rules[i].name);
     out.push_back(std::move(info));
   }

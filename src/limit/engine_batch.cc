@@ -143,7 +143,7 @@ void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> 
   need.assign(items.size(), 0);
   // Reset lists Decision's fields one by one (as does the engine test that
   // checks it against Decision{}): a new field must join both.
-  static_assert(sizeof(Decision) == 544, "a Decision field was added or removed: see Decision::Reset");
+  static_assert(sizeof(Decision) == 584, "a Decision field was added or removed: see Decision::Reset");
   // What the visitor needs, behind one pointer: it fits std::function's
   // inline room, so the call allocates nothing.
   struct Run {
@@ -221,7 +221,9 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
       out[i] = AnswerOff(*m.biz, now);
       continue;
     }
-    items.push_back(Store::BatchItem{m.ref, m.biz->cfg.state_bytes});
+    // Room for the reservation table of a member that takes one.
+    const uint32_t table = reqs[i].reserve > 0 ? m.biz->cfg.res_bytes : 0;
+    items.push_back(Store::BatchItem{m.ref, m.biz->cfg.state_bytes + table});
     item_member.push_back(i);
   }
 
@@ -238,7 +240,9 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
       return true;
     };
     bool short_read = false;
+    std::vector<uint32_t> asked(nodes.size());
     for (size_t k = 0; k < nodes.size(); ++k) {
+      asked[k] = nodes[k].state_bytes;
       if (first_with(k) && !AdoptLayout(members[item_member[k]].biz->cfg, nodes[k], now, &need[k])) short_read = true;
     }
     if (short_read) return;
@@ -257,8 +261,17 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
       // with the rest when the batch records nothing.
       if (first_with(k) && nodes[k].exists)
         d.leases_expired = static_cast<uint16_t>(SweepLeases(cfg, nodes[k].state, now));
+      if (first_with(k) && nodes[k].exists)
+        d.res_expired = static_cast<uint16_t>(SweepReservations(cfg, nodes[k], now));
       EvaluateRules(cfg, nodes[k].state, now, n, &d);
       Summarize(&d, enforce);
+      const int64_t reserve = reqs[item_member[k]].reserve;
+      if (d.allowed && reserve > 0 && !HasReservationRoom(cfg, nodes[k], asked[k], &need[k], &d)) {
+        if (need[k] != 0) return;  // read again with room for the table
+        d.allowed = false;
+        d.reservations_full = true;
+        d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
+      }
       if (!d.allowed) {
         all = false;
         break;
@@ -266,12 +279,13 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
       const uint32_t next_before = NextLeaseSerial(cfg, nodes[k].state);
       RecordRules(cfg, nodes[k].state, now, n, &d);
       LeaseGranted(cfg, nodes[k].state, now, reqs[item_member[k]].key, lease_secret_, next_before, &d);
+      if (reserve > 0) GrantReservation(cfg, nodes[k], now, reqs[item_member[k]].key, lease_secret_, n, reserve, &d);
       Summarize(&d, enforce);
     }
     if (all) {
       for (size_t k = 0; k < nodes.size(); ++k) {
         commits[k] = Commit::kWrite;
-        nodes[k].expire_s = NodeExpireS(members[item_member[k]].biz->cfg, nodes[k].state, now);
+        nodes[k].expire_s = NodeExpireS(members[item_member[k]].biz->cfg, nodes[k], now);
       }
       return;
     }
@@ -286,6 +300,9 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
       d.leases_expired = 0;
       d.lease_serial = 0;
       d.lease_expires = 0;
+      d.res_expired = 0;
+      d.res_serial = 0;
+      if (!d.reservations_full) d.res_expires = 0;
       EvaluateRules(cfg, nodes[k].state, now, reqs[item_member[k]].n, &d);
       Summarize(&d, cfg.mode == Mode::kEnforce);
       d.allowed = false;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "limit/engine_impl.h"
+#include "limit/reservation.h"
 
 namespace frs::limit {
 
@@ -14,6 +15,31 @@ bool LeaseIdIsWellFormed(std::string_view id) {
   uint32_t serial;
   uint64_t mac;
   return ParseLeaseId(id, &serial, &mac);
+}
+// A reserve on an acquire, or a settle: well-formed, and of a biz that
+// keeps reservations.
+Status CheckReservation(const BizConfig& biz, const Request& req) {
+  if (req.cmd == Cmd::kSettle) {
+    if (biz.res_cap == 0)
+      return Status::InvalidArgument("biz '" + biz.name + "' keeps no reservations: nothing to settle");
+    if (!LeaseIdIsWellFormed(req.reservation))
+      return Status::InvalidArgument("reservation must be the 24 lowercase hex digits an acquire answered, not '" +
+                                     std::string(req.reservation.substr(0, 64)) + "'");
+    if (req.n < 0 || req.n > kMaxUses)
+      return Status::InvalidArgument("a settle's n (the real amount) must be 0..2147483647, not " +
+                                     std::to_string(req.n));
+    return Status::OK();
+  }
+  if (req.reserve == 0) return Status::OK();
+  if (req.cmd != Cmd::kAcquire)
+    return Status::InvalidArgument(std::string("reserve is for acquire, not ") + CmdName(req.cmd));
+  if (biz.res_cap == 0)
+    return Status::InvalidArgument("biz '" + biz.name +
+                                   "' keeps no reservations (reservations=\"0\", or no rate rule)");
+  if (req.reserve < 1 || req.reserve > Reservations::kMaxReserveS)
+    return Status::InvalidArgument("reserve must be 1.." + std::to_string(Reservations::kMaxReserveS) +
+                                   " seconds, not " + std::to_string(req.reserve));
+  return Status::OK();
 }
 }  // namespace
 
@@ -32,6 +58,8 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) 
   if (req.cmd == Cmd::kReset) return biz;  // the whole biz: no key, no n
   if (!KeyIsValid(req.key)) {
     bad = Status::InvalidArgument("bad key: " + ValidateKeyBytes(req.key));
+  } else if (Status r = CheckReservation(biz->cfg, req); !r.ok()) {
+    bad = std::move(r);
   } else if (CountsUses(req.cmd) && (req.n < 1 || req.n > kMaxUses)) {
     bad = Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n));
   } else if (req.cmd == Cmd::kSet && (req.count < 0 || req.count > kMaxUses)) {
@@ -103,7 +131,8 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
   // while the store does its part.
   if (!biz.stats_tables.empty() && CountsUses(req.cmd))
     FieldStats::Prefetch(biz.cfg, biz.stats_tables, req.key, Today(now.s));
-  if (biz.cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
+  if (biz.cfg.mode == Mode::kOff && (CountsUses(req.cmd) || req.cmd == Cmd::kSettle)) {
+    // Nothing was held: a settle has nothing to change.
     d = AnswerOff(biz, now);
     d.now_s = now.s;
     return;
@@ -112,6 +141,9 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
   op.biz = &biz.cfg;
   op.cmd = req.cmd;
   op.n = CountsUses(req.cmd) || req.cmd == Cmd::kGet ? std::clamp<int64_t>(req.n, 1, kMaxUses) : 1;
+  if (req.cmd == Cmd::kSettle) op.n = std::clamp<int64_t>(req.n, 0, kMaxUses);
+  op.reserve = req.reserve;
+  op.reservation = req.reservation;
   op.count = req.count;
   op.now = now;
   op.d = &d;
@@ -123,7 +155,9 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
     op.n = req.n;  // checked 1..kMaxUses
   }
   UpdateResult result;
-  Store::BatchItem item{ref, biz.cfg.state_bytes};
+  // A node that may get or holds a reservation is read with room for its table.
+  const bool table = req.reserve > 0 || req.cmd == Cmd::kSettle;
+  Store::BatchItem item{ref, biz.cfg.state_bytes + (table ? biz.cfg.res_bytes : 0)};
   const auto fn = [&op](NodeRef& node) { return op.Apply(node); };
   Status s = WithWholeNodes(std::span<Store::BatchItem>(&item, 1), std::span<uint32_t>(&op.need_bytes, 1),
                             [&] { return store_->Update(item.key, item.state_bytes, Clamp32(now.s), fn, &result); });

@@ -204,6 +204,8 @@ class EngineImpl final : public AdminEngine {
   void Count(const Biz& biz, const Request& req, const Decision& d, bool created, int64_t now_s,
              StatsTally* tally = nullptr);
   Decision AnswerOff(const Biz& biz, const Now& now) const;
+  // The reservations `node` holds now, into v (node_view.cc).
+  void ViewReservations(const BizConfig& biz, const NodeInfo& node, const Now& now, NodeView* v) const;
   // Tells sink_ of the change a decided request made (replica_apply.cc).
   void Notify(const Biz& biz, const Request& req, const Decision& d, const Now& now);
   // The count's change a decided request made (false: none), into *out.

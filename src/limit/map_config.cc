@@ -11,6 +11,7 @@
 
 #include "limit/concurrency.h"
 #include "limit/group_table.h"
+#include "limit/reservation.h"
 #include "limit/token_bucket.h"
 #include "os/text_file.h"
 
@@ -92,6 +93,7 @@ class Parser {
   Status ParseBiz(const pugi::xml_node& n, BizConfig* biz) {
     biz->line = LineOf(n);
     bool have_id = false, have_name = false;
+    int64_t reservations = -1;  // not given: the default, as far as the node has room
     for (pugi::xml_attribute a : n.attributes()) {
       std::string_view name = a.name(), value = a.value();
       if (name == "id") {
@@ -134,6 +136,12 @@ class Parser {
           return Fail(biz->line,
                       "separator '" + std::string(value) + "' must be one punctuation character, e.g. '|' or ':'");
         biz->separator = value[0];
+      } else if (name == "reservations") {
+        uint64_t v;
+        if (!ParseUint(value, Reservations::kMaxPerKey, &v))
+          return Fail(biz->line, "reservations '" + std::string(value) + "' is out of range (0.." +
+                                     std::to_string(Reservations::kMaxPerKey) + " held at once per key; 0: none)");
+        reservations = static_cast<int64_t>(v);
       } else {
         return Fail(biz->line, "<biz>: unknown attribute '" + std::string(name) + "'");
       }
@@ -179,6 +187,31 @@ class Parser {
       return Fail(biz->line, who + ": its rules need " + std::to_string(biz->state_bytes) +
                                  " state bytes, more than a node holds (" + std::to_string(kMaxStateBytes) + ")");
     }
+    return FinishReservations(biz, reservations);
+  }
+
+  // The reservations a key of this biz may hold at once (limit/reservation.h):
+  // given, or kDefaultPerKey as far as the node has room beside the rules'
+  // blocks. A biz of concurrency rules alone takes none (n counts nothing).
+  Status FinishReservations(BizConfig* biz, int64_t given) const {
+    bool rate = false;
+    for (uint32_t i = 0; i < biz->nrules; ++i) rate |= biz->rules[i].algo != Algo::kConcurrency;
+    const uint32_t room = Reservations::Cap(kMaxStateBytes - biz->state_bytes);
+    const std::string who = "biz '" + biz->name + "'";
+    if (given < 0) {
+      biz->res_cap = rate ? std::min(Reservations::kDefaultPerKey, room) : 0;
+    } else {
+      if (given > 0 && !rate)
+        return Fail(biz->line, who + ": reservations need a rate rule (a concurrency rule counts no n)");
+      if (given > room)
+        return Fail(biz->line, who + ": reservations '" + std::to_string(given) + "' need " +
+                                   std::to_string(Reservations::Bytes(static_cast<uint32_t>(given))) +
+                                   " bytes beside its rules' " + std::to_string(biz->state_bytes) + "; a node holds " +
+                                   std::to_string(kMaxStateBytes) + ": at most " + std::to_string(room) + " here");
+      biz->res_cap = static_cast<uint32_t>(given);
+      biz->res_explicit = true;
+    }
+    biz->res_bytes = Reservations::Bytes(biz->res_cap);
     return Status::OK();
   }
 
@@ -348,6 +381,14 @@ class Parser {
                                       std::to_string(Concurrency::kMaxLeaseS) + " s)");
         spec->interval = static_cast<uint32_t>(v);
         have_lease = true;
+      } else if (name == "overrun") {
+        if (value == "charge") spec->overrun = Overrun::kCharge;
+        else if (value == "limit") spec->overrun = Overrun::kLimit;
+        else if (value == "estimate") spec->overrun = Overrun::kEstimate;
+        else
+          return Fail(spec->line, "rule overrun '" + std::string(value) +
+                                      "' is not charge (a settle above its estimate charges all, the default), "
+                                      "limit (as far as the limit allows) or estimate (no more than the estimate)");
       } else if (name == "zone") {
         if (value != "UTC" && value != "epoch")
           return Fail(spec->line, "rule zone '" + std::string(value) +
@@ -405,8 +446,8 @@ class Parser {
     if (have_interval) return Fail(spec->line, "concurrency takes lease=\"S\" (how long a lease holds), not interval");
     if (!have_lease) return Fail(spec->line, "<rule algo=\"concurrency\">: missing attribute 'lease'");
     if (!have_max) return Fail(spec->line, "<rule>: missing attribute 'max'");
-    if (spec->borrow != 0 || spec->utc || spec->burst != 0)
-      return Fail(spec->line, "concurrency takes max and lease only (no borrow, zone or burst)");
+    if (spec->borrow != 0 || spec->utc || spec->burst != 0 || spec->overrun != Overrun::kCharge)
+      return Fail(spec->line, "concurrency takes max and lease only (no borrow, zone, burst or overrun)");
     if (spec->max > Concurrency::kMaxLeases)
       return Fail(spec->line, ConcurrencyMaxOutOfRange(std::to_string(spec->max)));
     spec->burst = spec->max;
@@ -436,7 +477,11 @@ bool BizConfig::CompactNodes() const {
 }
 
 uint32_t BizConfig::NodeSlotsNeeded() const {
-  return CompactNodes() ? 1 : NodeSlots(state_bytes, keep_keys ? kMaxKeyBytes : 0);
+  // Reservations asked for by name count: a geometry that cannot hold
+  // them is refused (frsd -t). The default ones take room only in nodes
+  // that hold one, and a store that has none answers such an acquire 503.
+  const uint32_t res = res_explicit ? res_bytes : 0;
+  return CompactNodes() && res == 0 ? 1 : NodeSlots(state_bytes + res, keep_keys ? kMaxKeyBytes : 0);
 }
 
 std::string StatsSpec::DirName(const std::vector<std::string>& fields) const {

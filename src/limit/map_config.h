@@ -59,6 +59,12 @@ struct BizConfig {
   RuleSpec rules[kMaxRulesPerBiz];
   uint32_t state_bytes = 0;  // sum of the rules' blocks
   int32_t lease_rule = -1;   // the index of its concurrency rule (at most one), -1: none
+  // reservations="N": how many a key holds at once (limit/reservation.h; 0:
+  // none), the table's bytes after the rules' blocks in a node that holds
+  // one, and whether map.xml asked for them by name.
+  uint32_t res_cap = 0;
+  uint32_t res_bytes = 0;
+  bool res_explicit = false;
   // keys="keep": every node keeps its whole key text (readable in dump, top
   // and explain) at the cost of more slots; by default a key that is not its
   // node's identity (store/identity.h) is kept only where a node has room.

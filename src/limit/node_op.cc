@@ -5,26 +5,31 @@
 #include <string>
 
 #include "limit/concurrency.h"
+#include "limit/reservation.h"
 
 namespace frs::limit {
 
 bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted) {
   if (!ref.exists) return true;
-  const uint32_t have = std::min(ref.stored_state_bytes, ref.state_bytes);
+  // Read whole: past the rules' blocks may be a reservation table
+  // (limit/reservation.h), which a write of fewer bytes would drop.
+  if (ref.stored_state_bytes > ref.state_bytes) {
+    // With room for the table in this biz's place (a rule that grew).
+    *need_bytes = std::min(std::max(ref.stored_state_bytes, biz.state_bytes + biz.res_bytes), kMaxStateBytes);
+    return false;
+  }
+  const uint32_t have = ref.stored_state_bytes;
   bool same = have >= biz.state_bytes;
   for (uint32_t i = 0; same && i < biz.nrules; ++i)
     same = BlockIsCurrent(biz.rules[i], ref.state + biz.rules[i].offset);
-  if (same) return true;
-  if (ref.stored_state_bytes > ref.state_bytes) {
-    *need_bytes = std::min(ref.stored_state_bytes, kMaxStateBytes);
-    return false;
-  }
+  if (same && ReservationsInPlace(biz, ref)) return true;
   uint8_t old[kMaxStateBytes];
   std::memcpy(old, ref.state, have);
-  MigrateState(biz, std::span<const uint8_t>(old, have), ref.state, now);
-  std::memset(ref.state + biz.state_bytes, 0, ref.state_bytes - biz.state_bytes);
-  if (converted) *converted = true;
-  return true;
+  if (!same) {
+    MigrateState(biz, std::span<const uint8_t>(old, have), ref.state, now);
+    if (converted) *converted = true;
+  }
+  return PlaceReservations(biz, std::span<const uint8_t>(old, have), ref, need_bytes);
 }
 
 void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now) {
@@ -166,10 +171,17 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
 Commit NodeOp::Apply(NodeRef& ref) {
   need_bytes = 0;
   recorded = false;
+  const uint32_t asked = ref.state_bytes;
   d->leases_expired = 0;
   d->lease_serial = 0;
   d->lease_expires = 0;
   d->released = false;
+  d->res_serial = 0;
+  d->res_expires = 0;
+  d->settled = false;
+  d->reservations_full = false;
+  d->res_returned = 0;
+  d->res_overrun = 0;
   if (cmd == Cmd::kQuery || cmd == Cmd::kGet) {
     ReadRules(*biz, ref, now, n, d, &need_bytes);
     return Commit::kNone;
@@ -182,8 +194,10 @@ Commit NodeOp::Apply(NodeRef& ref) {
   // write after it (a read sees them as free already).
   const uint32_t expired = ref.exists ? SweepLeases(*biz, ref.state, now) : 0;
   d->leases_expired = static_cast<uint16_t>(expired);
-  if (cmd == Cmd::kRelease && give_back) return ApplyGiveBack(ref, converted, expired);
-  if (cmd == Cmd::kRelease || cmd == Cmd::kRenew) return ApplyLease(ref, converted, expired);
+  d->res_expired = static_cast<uint16_t>(ref.exists ? SweepReservations(*biz, ref, now) : 0);
+  if (cmd == Cmd::kRelease && give_back) return ApplyGiveBack(ref, converted, expired + d->res_expired);
+  if (cmd == Cmd::kRelease || cmd == Cmd::kRenew) return ApplyLease(ref, converted, expired + d->res_expired);
+  if (cmd == Cmd::kSettle) return ApplySettle(ref, converted || expired + d->res_expired > 0);
   switch (cmd) {
     case Cmd::kUpdate:
     case Cmd::kAcquire: {
@@ -194,14 +208,21 @@ Commit NodeOp::Apply(NodeRef& ref) {
       // at each later touch, a narrowed window would carry the old window's
       // uses into each new window until the old one ends (ConvertBlock);
       // and leases it found expired, counted once.
+      if (reserve > 0 && d->allowed && !HasReservationRoom(*biz, ref, asked, &need_bytes, d)) {
+        if (need_bytes != 0) return Commit::kNone;  // read again with room for the table
+        d->allowed = false;                         // the key holds all it may: d says until when
+        d->reservations_full = true;
+        d->retry_after = std::max<int64_t>(1, d->res_expires - now.s);
+      }
       if (cmd == Cmd::kAcquire && !d->allowed) {
-        if (!converted && expired == 0) return Commit::kNone;
-        ref.expire_s = NodeExpireS(*biz, ref.state, now);
+        if (!converted && expired + d->res_expired == 0) return Commit::kNone;
+        ref.expire_s = NodeExpireS(*biz, ref, now);
         return Commit::kWrite;
       }
       const uint32_t next_before = NextLeaseSerial(*biz, ref.state);
       RecordRules(*biz, ref.state, now, n, d);
       if (secret != nullptr) LeaseGranted(*biz, ref.state, now, key, *secret, next_before, d);
+      if (reserve > 0 && secret != nullptr) GrantReservation(*biz, ref, now, key, *secret, n, reserve, d);
       // The rules keep their verdicts from before recording, so an update
       // still answers whether its uses were within every rule.
       Summarize(d, enforce);
@@ -217,7 +238,7 @@ Commit NodeOp::Apply(NodeRef& ref) {
       break;
     default: return Commit::kNone;
   }
-  ref.expire_s = NodeExpireS(*biz, ref.state, now);
+  ref.expire_s = NodeExpireS(*biz, ref, now);
   return Commit::kWrite;
 }
 
@@ -256,7 +277,7 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   EvaluateRules(*biz, ref.state, now, 1, d);
   Summarize(d, biz->mode == Mode::kEnforce);
   if (!changed) return Commit::kNone;
-  ref.expire_s = NodeExpireS(*biz, ref.state, now);
+  ref.expire_s = NodeExpireS(*biz, ref, now);
   return Commit::kWrite;
 }
 

@@ -63,12 +63,33 @@ uint32_t NextLeaseSerial(const BizConfig& biz, const uint8_t* state);
 void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, std::string_view key,
                   const LeaseSecret& secret, uint32_t next_before, Decision* d);
 
+// Reservations (limit/reservation.h; their code is in reservation_op.cc).
+// ReservationsInPlace: the node's table, if any, sits after biz's rules in
+// biz's length (ref.state_bytes is made to end with it, or with the rules).
+// PlaceReservations: moves a table found in `old` there (false: *need_bytes
+// says the bytes to read the node with first). SweepReservations frees the
+// expired ones and returns how many. GrantReservation takes one for an
+// acquire that recorded `n`; HasReservationRoom, asked before recording,
+// makes the table when the node has none (`asked`: the bytes the node was
+// read with; false: *need_bytes more are needed, or the table is full and
+// d->res_expires says when its first one expires).
+// NodeExpireS with the table: a node is kept while it holds one.
+bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref);
+bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes);
+uint32_t SweepReservations(const BizConfig& biz, NodeRef& ref, const Now& now);
+bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d);
+void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
+                      const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d);
+uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now);
+
 struct NodeOp {
   const BizConfig* biz = nullptr;
   Cmd cmd = Cmd::kQuery;
   std::string_view key;                 // for lease ids
   const LeaseSecret* secret = nullptr;  // for lease ids
   std::string_view lease;               // kRelease, kRenew: the id (checked well-formed)
+  int64_t reserve = 0;                  // kAcquire: take a reservation for this many seconds
+  std::string_view reservation;         // kSettle: the id (checked well-formed); n is the real amount
   int64_t n = 1;
   int64_t count = 0;       // kSet
   bool give_back = false;  // kRelease: n uses given back, no lease named (Request::give_back)
@@ -82,6 +103,7 @@ struct NodeOp {
  private:
   Commit ApplyLease(NodeRef& ref, bool converted, uint32_t expired);
   Commit ApplyGiveBack(NodeRef& ref, bool converted, uint32_t expired);
+  Commit ApplySettle(NodeRef& ref, bool changed);
 };
 
 }  // namespace frs::limit

@@ -14,6 +14,7 @@
 #include "limit/concurrency.h"
 #include "limit/engine_impl.h"
 #include "limit/node_json.h"
+#include "limit/reservation.h"
 
 namespace frs::limit {
 namespace {
@@ -77,6 +78,21 @@ Result<std::vector<AdminEngine::BizLeases>> EngineImpl::LeasesHeld() {
   return out;
 }
 
+void EngineImpl::ViewReservations(const BizConfig& biz, const NodeInfo& node, const Now& now, NodeView* v) const {
+  const std::span<const uint8_t> table = Reservations::Find(node.state);
+  if (table.empty()) return;
+  Reservations::Entry held[Reservations::kMaxPerKey];
+  const uint32_t bytes = static_cast<uint32_t>(table.size());
+  const uint32_t n = std::min<uint32_t>(Reservations::Held(table.data(), bytes, now.s, held), std::size(held));
+  for (uint32_t i = 0; i < n; ++i) {
+    ReservationView r{held[i].serial, Reservations::Nonce(table.data()), "", held[i].estimate, held[i].taken_s,
+                      held[i].expires};
+    if (v->key_kept && !v->key_truncated)
+      r.id = LeaseIdText(r.serial, Reservations::Mac(lease_secret_, biz.id, r.nonce, r.serial, v->key));
+    v->reservations.push_back(std::move(r));
+  }
+}
+
 Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = map->FindId(node.biz);
@@ -108,6 +124,7 @@ Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
       v.leases.push_back(std::move(l));
     }
   }
+  ViewReservations(biz->cfg, node, now, &v);
   Decision d;
   EvaluateRules(biz->cfg, state, now, 1, &d);
   Summarize(&d, true);
@@ -137,6 +154,9 @@ Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view
   if (v.ok()) {
     for (LeaseView& l : v.value().leases)
       if (l.id.empty()) l.id = LeaseIdText(l.serial, LeaseMac(lease_secret_, biz->cfg.id, l.nonce, l.serial, key));
+    for (ReservationView& r : v.value().reservations)
+      if (r.id.empty())
+        r.id = LeaseIdText(r.serial, Reservations::Mac(lease_secret_, biz->cfg.id, r.nonce, r.serial, key));
   }
   return v;
 }
@@ -162,6 +182,12 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
     uint32_t tag = Load32(s + off);
     uint32_t bytes = TagBytes(tag);
     if (tag == 0 || bytes == 0 || off + bytes > node.state.size()) break;
+    if (Reservations::IsTag(tag)) {
+      // Not a rule: the counts carry the held estimates; the reservations
+      // (their ids keyed by this store's secret) stay behind.
+      off += bytes;
+      continue;
+    }
     w.BeginObject();
     w.Key("algo").String(AlgoName(TagAlgo(tag)));
     w.Key("interval").Int(TagInterval(tag));

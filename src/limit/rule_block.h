@@ -50,6 +50,11 @@ struct RulePast {
 };
 inline constexpr size_t kRulePasts = 8;
 
+// What a settle charges beyond its reservation's estimate (limit/reservation.h):
+// all of it, even past the limit (charge, the default: the uses happened);
+// as much as the limit leaves (limit); nothing (estimate).
+enum class Overrun : uint8_t { kCharge, kLimit, kEstimate };
+
 struct RuleSpec {
   Algo algo = Algo::kFixed;
   uint32_t interval = 0;
@@ -67,6 +72,7 @@ struct RuleSpec {
   // to Monday: every window a multiple of `interval` since 1970-01-01, as
   // envoyproxy/ratelimit computes its week, month (30 days) and year (365).
   bool epoch = false;
+  Overrun overrun = Overrun::kCharge;
   uint32_t offset = 0;  // of this rule's block in the node state
   uint32_t bytes = 0;   // block length
   uint32_t tag = 0;

@@ -214,6 +214,32 @@ void SlidingWindow::Record(const RuleSpec& spec, uint8_t* block, const Now& now,
   v.Store(block, spec.tag);
 }
 
+int64_t SlidingWindow::GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t at_s, int64_t k) {
+  if (Load32(block) == 0 || k <= 0 || now.s >= at_s + spec.interval) return 0;
+  if (Exact(spec.max)) {
+    // The newest uses of that second go first (all of them are the
+    // reservation's or as old: either way the same count leaves together).
+    ExactView v = ExactView::Load(block, spec.bytes);
+    int64_t back = 0;
+    for (int64_t i = v.used - 1; i >= 0 && back < k; --i) {
+      if (int64_t{v.ts[i]} != at_s) continue;
+      std::memmove(v.ts + i, v.ts + i + 1, sizeof(uint32_t) * static_cast<size_t>(v.used - i - 1));
+      --v.used;
+      ++back;
+    }
+    if (back > 0) v.Store(block, spec.tag, spec.bytes);
+    return back;
+  }
+  BucketView v = BucketView::Load(block);
+  const int64_t idx = at_s / BucketWidth(spec.interval);
+  const int64_t have = v.Get(idx);
+  const int64_t back = std::min(k, have);
+  if (back <= 0) return 0;
+  v.At(idx) = static_cast<uint32_t>(have - back);
+  v.Store(block, spec.tag);
+  return back;
+}
+
 void SlidingWindow::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
   int64_t t = ClampedNow(spec, block, now);
   if (Exact(spec.max)) {

@@ -55,6 +55,10 @@ struct SlidingWindow {
   // kExactMax). Bucketed uses become exact ones at the end of their bucket,
   // which never grants extra uses.
   static void Convert(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now);
+  // A settled reservation gives back up to k of the uses recorded at
+  // `at_s` (exact: those timestamps; bucketed: its bucket's counter while
+  // the bucket is kept); returns how many.
+  static int64_t GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t at_s, int64_t k);
 };
 
 }  // namespace frs::limit

@@ -98,6 +98,18 @@ void TokenBucket::Record(const RuleSpec& spec, uint8_t* block, const Now& now, i
   Tat::FromUnits(std::min(next, std::max(cap, base)), spec.max).Store(spec, block);
 }
 
+int64_t TokenBucket::GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t k) {
+  if (Load32(block) == 0 || k <= 0) return 0;
+  Tat tat = Tat::Load(spec, block);
+  const i128 floor = i128{now.ms} * spec.max;
+  const i128 had = tat.Units(spec.max);
+  if (had <= floor) return 0;  // full already
+  const i128 next = std::max(floor, had - i128{k} * UnitsPerMax(spec));
+  Tat::FromUnits(next, spec.max).Store(spec, block);
+  // Whole tokens back, as Evaluate counts them (rounded up in use).
+  return std::min<int64_t>(k, CeilDiv128(had - next, UnitsPerMax(spec)));
+}
+
 void TokenBucket::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
   i128 next = i128{now.ms} * spec.max + i128{count} * UnitsPerMax(spec);
   i128 cap = i128{now.ms + kMaxAheadMs} * spec.max;

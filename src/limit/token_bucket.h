@@ -35,6 +35,10 @@ struct TokenBucket {
   // rule (its interval, `old_max`) stay in use, refilling at the new rate;
   // a raised max also keeps the instant the bucket is full again.
   static void Convert(const RuleSpec& spec, const uint8_t* old_block, uint8_t* block, const Now& now, int64_t old_max);
+  // A settled reservation gives back k tokens, the bucket at most full:
+  // exact at any later instant, since taking E and returning E - R once the
+  // bucket might have refilled leaves what taking R would have left.
+  static int64_t GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t k);
   // The low 16 bits of the max the block was written under (0: not known),
   // and whether that is spec's.
   static int64_t WrittenMaxBits(const uint8_t* block) { return Load32(block + 8) >> 16; }

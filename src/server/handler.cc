@@ -159,10 +159,12 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
     } else {
       HandlePost(base + head.body_off, head.body_len, query, &label, &status);
     }
-  } else if (path == "/acquire" || path == "/query" || path == "/auth" || path == "/release" || path == "/renew") {
+  } else if (path == "/acquire" || path == "/query" || path == "/auth" || path == "/release" || path == "/renew" ||
+             path == "/settle") {
     Cmd cmd = path == "/query"     ? Cmd::kQuery
               : path == "/release" ? Cmd::kRelease
               : path == "/renew"   ? Cmd::kRenew
+              : path == "/settle"  ? Cmd::kSettle
                                    : Cmd::kAcquire;
     label = LabelOf(cmd);
     if (!is_get) {
@@ -237,7 +239,8 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
     }
   } else {
     ErrorBody(404,
-              "no such path: use POST /frs, GET /acquire, /query, /auth, /release, /renew, /stats, /health or /metrics "
+              "no such path: use POST /frs, GET /acquire, /query, /auth, /release, /renew, /settle, /stats, /health or "
+              "/metrics "
               "(with <grpc>: "
               "POST /json, GET /healthcheck)",
               &status);
@@ -254,6 +257,11 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, const Ac
   WireRequest r;
   if (!DecodeQuery(query, cmd, &biz_buf_, &key_buf_, &r, &err)) {
     ErrorBody(err.status, err.msg, status);
+    return false;
+  }
+  if (auth && r.reserve != 0) {
+    // Its 204 carries no body to give the reservation's id in.
+    ErrorBody(400, "/auth takes no reserve: take a reservation with GET /acquire or POST /frs", status);
     return false;
   }
   if (!RouteRequests(std::span<WireRequest>(&r, 1), {}, status)) return false;
@@ -274,8 +282,8 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, const Ac
     // passes none from a subrequest): the violated policies go in a field.
     // /acquire and /query carry them in their body.
     extra->violated = true;
-  } else if (cmd == Cmd::kRelease || cmd == Cmd::kRenew) {
-    *status = 200;  // done (an unknown or ended lease answered 409 or 410 above)
+  } else if (cmd == Cmd::kRelease || cmd == Cmd::kRenew || cmd == Cmd::kSettle) {
+    *status = 200;  // done (an unknown or ended lease or reservation answered 409 or 410 above)
   } else {
     *status = d.allowed ? 200 : 429;
     if (!d.allowed && accept.PrefersProblemJson()) {

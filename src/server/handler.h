@@ -160,6 +160,8 @@ class Handler {
   void CountDecision(const WireRequest& r, const Decision& d);
   // The leases a decision granted, released, renewed or found expired.
   void CountLeases(const WireRequest& r, const Decision& d);
+  // The reservations a decision took, settled or found expired (from CountLeases).
+  void CountReservations(const Decision& d);
   // Writes d to the decision log (it wants it).
   void LogDecision(const WireRequest& r, const Decision& d);
   // The name of biz `id` in the current map (a request may name it by id).

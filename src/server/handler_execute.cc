@@ -201,11 +201,19 @@ void Handler::CountLeases(const WireRequest& r, const Decision& d) {
   // A failed release still counts the leases its node found expired.
   if (!counters_ || d.biz_id == 0) return;
   const uint16_t biz = d.biz_id;
+  CountReservations(d);  // a failed settle too: it may have found expiries
   if (d.leases_expired != 0) CounterAdd(counters_->leases_expired[biz], d.leases_expired);
   if (!d.ok()) return;
   if (d.released) CounterAdd(counters_->leases_released[biz]);
   if (d.lease_serial != 0)
     CounterAdd(r.cmd == Cmd::kRenew ? counters_->leases_renewed[biz] : counters_->leases_granted[biz]);
+}
+
+void Handler::CountReservations(const Decision& d) {
+  const uint16_t biz = d.biz_id;
+  if (d.res_expired != 0) CounterAdd(counters_->res_expired[biz], d.res_expired);
+  if (d.res_serial != 0) CounterAdd(counters_->res_taken[biz]);
+  if (d.settled) CounterAdd(counters_->res_settled[biz]);
 }
 
 void Handler::CountDecision(const WireRequest& r, const Decision& d) {

@@ -98,6 +98,7 @@ CmdLabel LabelOf(Cmd cmd) {
     case Cmd::kMerge: return CmdLabel::kMerge;
     case Cmd::kRelease: return CmdLabel::kRelease;
     case Cmd::kRenew: return CmdLabel::kRenew;
+    case Cmd::kSettle: return CmdLabel::kSettle;
   }
   return CmdLabel::kNone;
 }
@@ -229,6 +230,8 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
       BizSample(out, pb.name, b.name, b.id, sum);
     }
   }
+
+  RenderReservations(bizzes, out);
 
   // Per rule: every rule of a biz of the current map that has decided since
   // frsd started (its allowed and denied series, zeros included, so that a
@@ -381,6 +384,49 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
   for (uint32_t w = 0; w < workers_; ++w)
     procs.push_back({static_cast<pid_t>(CounterGet(workers_base_[w].pid)), static_cast<int>(w)});
   AppendProcessMetrics(procs, out);
+}
+
+void Metrics::RenderReservations(const std::vector<BizInfo>& bizzes, std::string* out) const {
+  struct Sums {
+    uint64_t taken = 0, settled = 0, expired = 0;
+  };
+  std::vector<Sums> sums(bizzes.size());
+  for (size_t i = 0; i < bizzes.size(); ++i)
+    for (uint32_t w = 0; w < workers_; ++w) {
+      const WorkerCounters& c = workers_base_[w];
+      sums[i].taken += CounterGet(c.res_taken[bizzes[i].id]);
+      sums[i].settled += CounterGet(c.res_settled[bizzes[i].id]);
+      sums[i].expired += CounterGet(c.res_expired[bizzes[i].id]);
+    }
+  auto shown = [&](size_t i) {
+    return bizzes[i].reservations || sums[i].taken != 0 || sums[i].settled != 0 || sums[i].expired != 0;
+  };
+  // Held: taken and not yet settled or found expired. An expiry is found at
+  // the key's next write that looks, so until then it is still held here.
+  Header(out, "frs_reservations_held", "gauge",
+         "Reservations taken and not yet settled or found expired (an expiry is found at the key's next write), by "
+         "biz.");
+  for (size_t i = 0; i < bizzes.size(); ++i) {
+    if (!shown(i)) continue;
+    const uint64_t gone = sums[i].settled + sums[i].expired;
+    BizSample(out, "frs_reservations_held", bizzes[i].name, bizzes[i].id,
+              sums[i].taken > gone ? sums[i].taken - gone : 0);
+  }
+  const struct {
+    const char* name;
+    const char* help;
+    uint64_t Sums::*field;
+  } series[] = {
+      {"frs_reservations_taken_total", "Reservations taken by an acquire with reserve, by biz.", &Sums::taken},
+      {"frs_reservations_settled_total", "Reservations settled with their real amount, by biz.", &Sums::settled},
+      {"frs_reservations_expired_total",
+       "Reservations that reached their expiry unsettled and were charged their estimate, by biz.", &Sums::expired},
+  };
+  for (const auto& s : series) {
+    Header(out, s.name, "counter", s.help);
+    for (size_t i = 0; i < bizzes.size(); ++i)
+      if (shown(i)) BizSample(out, s.name, bizzes[i].name, bizzes[i].id, sums[i].*(s.field));
+  }
 }
 
 }  // namespace frs::server

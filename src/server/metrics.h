@@ -41,6 +41,7 @@ enum class CmdLabel : uint8_t {
   kMerge,
   kRelease,
   kRenew,
+  kSettle,
   kBatch,
   kHealth,
   kMetrics,
@@ -198,6 +199,9 @@ struct alignas(64) WorkerCounters {
   // Leases of a biz's concurrency rule: granted (acquire, update), released,
   // renewed, and found expired (freed at the node's next write).
   uint64_t leases_granted[65536], leases_released[65536], leases_renewed[65536], leases_expired[65536];
+  // Reservations (limit/reservation.h): taken (acquire with reserve), settled,
+  // and found expired (charged their estimate); held is taken - settled - expired.
+  uint64_t res_taken[65536], res_settled[65536], res_expired[65536];
   // [biz id][rule position][result]: like the per-biz arrays, the pages of
   // bizzes never decided are never touched.
   uint64_t rule_decisions[65536][kMaxRulesPerBiz][kRuleResults];
@@ -243,6 +247,10 @@ class Metrics {
   void Render(Engine& engine, const Store* store, std::string* out) const;
 
  private:
+  // frs_reservations_*: of a biz that names its reservations, or whose
+  // series are not zero.
+  void RenderReservations(const std::vector<BizInfo>& bizzes, std::string* out) const;
+
   void* base_ = nullptr;
   size_t bytes_ = 0;
   uint32_t workers_ = 0;

@@ -13,7 +13,7 @@ namespace {
 // memcmp call of a runtime length): this runs for every batch member.
 // Which attributes each command takes (besides cmd and token, which all take).
 struct CmdShape {
-  bool biz, key, n, count, lease = false;
+  bool biz, key, n, count, lease = false, reservation = false;
 };
 CmdShape ShapeOf(Cmd c) {
   switch (c) {
@@ -28,6 +28,7 @@ CmdShape ShapeOf(Cmd c) {
     case Cmd::kMerge: return {false, false, false, false};
     case Cmd::kRelease:
     case Cmd::kRenew: return {true, true, false, false, true};
+    case Cmd::kSettle: return {true, true, true, false, false, true};
   }
   return {};
 }
@@ -52,7 +53,11 @@ AttrName AttrNameOf(std::string_view s) {
       if (std::memcmp(p, "token", 5) == 0) return AttrName::kToken;
       if (std::memcmp(p, "lease", 5) == 0) return AttrName::kLease;
       return AttrName::kOther;
-    case 7: return std::memcmp(p, "receipt", 7) == 0 ? AttrName::kReceipt : AttrName::kOther;
+    case 7:
+      if (std::memcmp(p, "receipt", 7) == 0) return AttrName::kReceipt;
+      if (std::memcmp(p, "reserve", 7) == 0) return AttrName::kReserve;
+      return AttrName::kOther;
+    case 11: return std::memcmp(p, "reservation", 11) == 0 ? AttrName::kReservation : AttrName::kOther;
     default: return AttrName::kOther;
   }
 }
@@ -118,7 +123,8 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
       if (!ParseCmd(value, &r->cmd))
         return Fail(err, 400,
                     "unknown cmd \"" + std::string(value.substr(0, 64)) +
-                        "\": use query, update, acquire, get, set, delete, reset, stats, merge, release or renew");
+                        "\": use query, update, acquire, get, set, delete, reset, stats, merge, release, renew or "
+                        "settle");
       break;
     case AttrName::kBiz:
       Seen(&have_biz_);
@@ -157,6 +163,16 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
       Seen(&have_lease_);
       r->lease = value;
       break;
+    case AttrName::kReserve:
+      Seen(&have_reserve_);
+      have_res_ = true;
+      reserve_text_ = value;
+      break;
+    case AttrName::kReservation:
+      Seen(&have_reservation_);
+      have_res_ = true;
+      r->reservation = value;
+      break;
     case AttrName::kOther: return Unknown(name, err);
   }
   if (dup) return Fail(err, 400, "attribute \"" + std::string(name) + "\" appears twice");
@@ -181,7 +197,21 @@ bool RequestAttrs::FinishOther(ProtocolError* err) {
   }
   if (have_n_) {
     if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");
-    if (!ParseCount(n_text_, &r->n) || r->n < 1) return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
+    // A settle's n is the real amount: 0 when nothing was used.
+    const int64_t least = r->cmd == Cmd::kSettle ? 0 : 1;
+    if (!ParseCount(n_text_, &r->n) || r->n < least)
+      return Fail(err, 400,
+                  std::string("n must be a whole number from ") + (least == 0 ? "0" : "1") + " to 2147483647");
+  }
+  if (shape.reservation && (!have_reservation_ || !have_n_))
+    return Fail(err, 400,
+                "cmd=\"settle\" needs a reservation attribute (the id an acquire answered) and n (the real amount)");
+  if (!shape.reservation && have_reservation_)
+    return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no reservation attribute");
+  if (have_reserve_) {
+    if (r->cmd != Cmd::kAcquire) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no reserve attribute");
+    if (!ParseCount(reserve_text_, &r->reserve) || r->reserve < 1 || r->reserve > 65534)
+      return Fail(err, 400, "reserve must be a whole number of seconds from 1 to 65534");
   }
   if (r->cmd == Cmd::kMerge && (r->receipt.empty() || r->receipt.size() > kMaxKeyBytes || r->node.empty()))
     return Fail(err, 400, "cmd=\"merge\" needs a receipt (1..255 bytes) and a node attribute, after cmd");

@@ -19,7 +19,20 @@
 namespace frs::server {
 
 // The protocol's attribute names.
-enum class AttrName : uint8_t { kCmd, kBiz, kKey, kN, kCount, kReceipt, kNode, kToken, kLease, kOther };
+enum class AttrName : uint8_t {
+  kCmd,
+  kBiz,
+  kKey,
+  kN,
+  kCount,
+  kReceipt,
+  kNode,
+  kToken,
+  kLease,
+  kReserve,
+  kReservation,
+  kOther
+};
 AttrName AttrNameOf(std::string_view name);
 
 class RequestAttrs {
@@ -68,7 +81,7 @@ class RequestAttrs {
     const bool one_key = r_->cmd == Cmd::kQuery || r_->cmd == Cmd::kUpdate || r_->cmd == Cmd::kAcquire ||
                          r_->cmd == Cmd::kGet || r_->cmd == Cmd::kDelete;
     if (have_cmd_ && one_key && have_biz_ && !r_->biz.empty() && have_key_ && key_ascii_ && !r_->key.empty() &&
-        r_->key.size() <= kMaxKeyBytes && !have_n_ && !have_count_ && !have_lease_)
+        r_->key.size() <= kMaxKeyBytes && !have_n_ && !have_count_ && !have_lease_ && !have_res_)
       return true;
     return FinishOther(err);
   }
@@ -80,6 +93,9 @@ class RequestAttrs {
   WireRequest* r_;
   bool have_cmd_ = false, have_biz_ = false, have_key_ = false, have_n_ = false, have_count_ = false;
   bool have_lease_ = false;
+  bool have_res_ = false;  // reserve or reservation
+  bool have_reserve_ = false, have_reservation_ = false;
+  std::string_view reserve_text_;
   bool key_ascii_ = false;
   std::string_view n_text_, count_text_;
 };

@@ -333,6 +333,17 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
       if (value.empty()) return Fail(err, 400, "query parameter \"lease\" is empty");
       out->lease = value;
       continue;
+    } else if (name == "reservation" && cmd == Cmd::kSettle) {
+      // Hex digits as answered, like a lease.
+      if (!out->reservation.empty()) return Fail(err, 400, "query parameter \"reservation\" appears twice");
+      if (value.empty()) return Fail(err, 400, "query parameter \"reservation\" is empty");
+      out->reservation = value;
+      continue;
+    } else if (name == "reserve" && cmd == Cmd::kAcquire) {
+      if (out->reserve != 0) return Fail(err, 400, "query parameter \"reserve\" appears twice");
+      if (!ParseCount(value, &out->reserve) || out->reserve < 1 || out->reserve > 65534)
+        return Fail(err, 400, "reserve must be a whole number of seconds from 1 to 65534");
+      continue;
     } else if (name == "route") {
       if (have_route) return Fail(err, 400, "query parameter \"route\" appears twice");
       if (value.empty()) return Fail(err, 400, "query parameter \"route\" is empty");
@@ -341,7 +352,9 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
       continue;
     } else {
       return Fail(err, 400,
-                  "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\": use biz, key, n and route");
+                  "unknown query parameter \"" + std::string(name.substr(0, 64)) +
+                      "\": use biz, key, n and route (reserve on /acquire, lease on /release and /renew, reservation "
+                      "on /settle)");
     }
     if (*seen) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" appears twice");
     *seen = true;
@@ -354,6 +367,12 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
   const bool lease_cmd = cmd == Cmd::kRelease || cmd == Cmd::kRenew;
   if (lease_cmd && out->lease.empty()) return Fail(err, 400, "the query needs lease=ID (the id an acquire answered)");
   if (lease_cmd && have_n) return Fail(err, 400, std::string("/") + CmdName(cmd) + " takes no n");
+  if (cmd == Cmd::kSettle) {
+    if (out->reservation.empty() || !have_n)
+      return Fail(err, 400, "the query needs reservation=ID (the id an acquire answered) and n (the real amount)");
+    if (!ParseCount(n_text, &out->n)) return Fail(err, 400, "n must be a whole number from 0 to 2147483647");
+    return true;
+  }
   if (have_n && (!ParseCount(n_text, &out->n) || out->n < 1))
     return Fail(err, 400, "n must be a whole number from 1 to 2147483647");
   return true;

@@ -89,6 +89,25 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
     w.Field(" expires=\"", d.lease_expires);
   }
   if (cmd == Cmd::kRelease) w.Field(" released=\"", d.released ? 1 : 0);
+  if (d.res_serial != 0) {
+    // A reservation taken: its id (the lease id's form) and expiry.
+    char id[limit::kLeaseIdChars];
+    limit::FormatLeaseId(d.res_serial, d.res_mac, id);
+    w.Lit(" reservation=\"");
+    w.Str(std::string_view(id, sizeof id));
+    w.Char('"');
+    // expires="T" as the contract words it; beside a lease (a biz with a
+    // concurrency rule too), whose expires it is, as reservation_expires.
+    if (d.lease_serial != 0) w.Field(" reservation_expires=\"", d.res_expires);
+    else w.Field(" expires=\"", d.res_expires);
+  } else if (d.reservations_full) {
+    w.Lit(" reservations_full=\"1\"");
+  }
+  if (cmd == Cmd::kSettle) {
+    w.Field(" settled=\"", d.settled ? 1 : 0);
+    w.Field(" returned=\"", d.res_returned);
+    w.Field(" overrun=\"", d.res_overrun);
+  }
   if (d.nrules == 0) {
     w.Lit("/>\n");
     return w.size();

@@ -24,6 +24,8 @@ struct WireRequest {
   std::string_view route, route_key;
   std::string_view receipt, node;  // cmd="merge"
   std::string_view lease;          // cmd="release", "renew"
+  std::string_view reservation;    // cmd="settle"
+  int64_t reserve = 0;             // cmd="acquire": hold n for this many seconds
   uint32_t route_pos = 0;          // filled by the handler
   bool route_known = false;
   int64_t n = 1;
@@ -38,6 +40,8 @@ struct WireRequest {
     r.n = n;
     r.count = count;
     r.lease = lease;
+    r.reservation = reservation;
+    r.reserve = reserve;
     r.route_pos = route_pos;
     r.route_known = route_known;
     return r;

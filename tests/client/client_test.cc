@@ -88,6 +88,29 @@ TEST(Client, ExactLimitsOnEveryShardOfACluster) {
   EXPECT_TRUE(bad.error.IsNotFound()) << bad.error.ToString();
 }
 
+TEST(Client, ReserveAndSettle) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  auto client = Client::Make(c.Options());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  Client& cl = *client.value();
+  ClientDecision r = cl.Reserve("login", "res", 2, 600);
+  ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+  ASSERT_TRUE(r.allowed);
+  ASSERT_EQ(r.reservation.size(), 24u);
+  EXPECT_GT(r.reservation_expires, 0);
+  EXPECT_EQ(r.lease_expires, 0);
+  EXPECT_EQ(r.count, 2);
+  ClientDecision s = cl.Settle("login", "res", r.reservation, 1);
+  ASSERT_TRUE(s.error.ok()) << s.error.ToString();
+  EXPECT_TRUE(s.settled);
+  EXPECT_EQ(s.returned, 1);
+  EXPECT_EQ(s.count, 1);
+  EXPECT_EQ(cl.Settle("login", "res", r.reservation, 1).error.code(), Status::Code::kGone);
+  EXPECT_EQ(cl.Settle("login", "other", r.reservation, 1).error.code(), Status::Code::kConflict);
+  EXPECT_EQ(cl.Acquire("login", "res").remaining, 1);
+}
+
 TEST(Client, ABatchIsSplitByOwner) {
   Cluster c(3);
   ASSERT_TRUE(c.ok());

@@ -86,6 +86,11 @@ class FakeEngine final : public AdminEngine {
         d = Decision{};
         d.status = Status::Conflict("lease is unknown");
         break;
+      case Cmd::kSettle:
+        // Nor a reservation.
+        d = Decision{};
+        d.status = Status::Conflict("reservation is unknown");
+        break;
     }
     return d;
   }

@@ -312,5 +312,82 @@ TEST(Protocol, AGrantedLeaseIsAnswered) {
   EXPECT_NE(out.find(" released=\"1\""), std::string::npos) << out;
 }
 
+TEST(Protocol, ReserveAndSettleTakeTheirAttributesAndOnlyThey) {
+  for (bool fast : {true, false}) {
+    XmlRequestDecoder d(fast);
+    std::string body = R"(<request cmd="acquire" biz="llm" key="u42" n="4000" reserve="600"/>)";
+    Decoded r = DecodeText(d, body);
+    ASSERT_TRUE(r.ok) << r.err.msg;
+    EXPECT_EQ(r.reqs[0].ToEngine().reserve, 600);
+    EXPECT_EQ(r.reqs[0].ToEngine().n, 4000);
+    std::string settle = R"(<request cmd="settle" biz="llm" key="u42" reservation="00000001f3a09c5e7b21d4c8" n="0"/>)";
+    r = DecodeText(d, settle);
+    ASSERT_TRUE(r.ok) << r.err.msg;
+    EXPECT_EQ(r.reqs[0].cmd, Cmd::kSettle);
+    EXPECT_EQ(r.reqs[0].ToEngine().reservation, "00000001f3a09c5e7b21d4c8");
+    EXPECT_EQ(r.reqs[0].ToEngine().n, 0);
+    std::string batch = R"(<batch><request cmd="acquire" biz="a" key="u" n="5" reserve="9"/>)"
+                        R"(<request cmd="settle" biz="a" key="u" reservation="x" n="1730"/></batch>)";
+    r = DecodeText(d, batch);
+    ASSERT_TRUE(r.ok) << r.err.msg;
+    EXPECT_EQ(r.reqs[1].n, 1730);
+  }
+  ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" n="5"/>)");
+  ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" reservation="a"/>)");
+  ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" reservation="a" n="9223372036854775808"/>)");
+  ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" reservation="a" n="-1"/>)");
+  ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" reservation="a" reservation="b" n="1"/>)");
+  ExpectRefusedWith400(R"(<request cmd="query" biz="llm" key="u42" reserve="60"/>)");
+  ExpectRefusedWith400(R"(<request cmd="acquire" biz="llm" key="u42" reserve="0"/>)");
+  ExpectRefusedWith400(R"(<request cmd="acquire" biz="llm" key="u42" reserve="65535"/>)");
+  ExpectRefusedWith400(R"(<request cmd="acquire" biz="llm" key="u42" reservation="00000001f3a09c5e7b21d4c8"/>)");
+  ExpectRefusedWith400(R"(<request cmd="acquire" biz="llm" key="u42" n="0" reserve="5"/>)");
+
+  std::string biz, key;
+  WireRequest w;
+  ProtocolError err;
+  ASSERT_TRUE(
+      DecodeQuery("biz=llm&key=u42&reservation=00000001f3a09c5e7b21d4c8&n=1730", Cmd::kSettle, &biz, &key, &w, &err))
+      << err.msg;
+  EXPECT_EQ(w.reservation, "00000001f3a09c5e7b21d4c8");
+  EXPECT_EQ(w.n, 1730);
+  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&n=4000&reserve=600", Cmd::kAcquire, &biz, &key, &w, &err)) << err.msg;
+  EXPECT_EQ(w.reserve, 600);
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reservation=a", Cmd::kSettle, &biz, &key, &w, &err));  // no n
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&n=5", Cmd::kSettle, &biz, &key, &w, &err));            // no id
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reservation=a&n=9223372036854775808", Cmd::kSettle, &biz, &key, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reserve=600", Cmd::kQuery, &biz, &key, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reserve=0", Cmd::kAcquire, &biz, &key, &w, &err));
+}
+
+TEST(Protocol, AReservationAndASettleAreAnswered) {
+  Decision d;
+  d.nrules = 1;
+  d.res_serial = 2;
+  d.res_mac = 0xf3a09c5e7b21d4c8ull;
+  d.res_expires = 1795305721;
+  std::string out;
+  AppendDecision(Cmd::kAcquire, d, &out);
+  EXPECT_NE(out.find(" reservation=\"00000002f3a09c5e7b21d4c8\" expires=\"1795305721\""), std::string::npos) << out;
+  d.lease_serial = 1;  // a lease beside it: expires is the lease's
+  d.lease_expires = 1795305611;
+  out.clear();
+  AppendDecision(Cmd::kAcquire, d, &out);
+  EXPECT_NE(out.find(" expires=\"1795305611\""), std::string::npos) << out;
+  EXPECT_NE(out.find(" reservation_expires=\"1795305721\""), std::string::npos) << out;
+  Decision s;
+  s.settled = true;
+  s.res_returned = 2270;
+  out.clear();
+  AppendDecision(Cmd::kSettle, s, &out);
+  EXPECT_NE(out.find(" settled=\"1\" returned=\"2270\" overrun=\"0\""), std::string::npos) << out;
+  Decision full;
+  full.allowed = false;
+  full.reservations_full = true;
+  out.clear();
+  AppendDecision(Cmd::kAcquire, full, &out);
+  EXPECT_NE(out.find(" reservations_full=\"1\""), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace frs::server

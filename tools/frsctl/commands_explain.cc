@@ -163,6 +163,7 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
     t.Row({"rule " + std::to_string(i + 1), RuleSummary(r) + ":", RuleSentence(r, now) + ":", state});
   }
   t.Print(stdout, 2);
+  PrintReservations(node, now);
   std::printf("%s\n", verdict.words.c_str());
   return rc;
 }

@@ -53,6 +53,7 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
   for (const LeaseView& l : v.leases)
     std::printf("  lease %s held, expires %s\n", l.id.empty() ? ("#" + std::to_string(l.serial)).c_str() : l.id.c_str(),
                 When(l.expires_s * 1000, now_ms).c_str());
+  PrintReservations(v, now_ms);
   const NodeInfo& n = v.node;
   std::printf("  node at %s; last use %s; expires %s\n", Position(n).c_str(),
               When(int64_t{n.last_access_s} * 1000, now_ms).c_str(),

@@ -87,7 +87,29 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
     }
     j.EndArray();
   }
+  if (!v.reservations.empty()) {
+    // Held now, their estimates counted: the ids settle them (GET /settle?...&reservation=ID&n=REAL).
+    j.Key("reservations").BeginArray();
+    for (const ReservationView& r : v.reservations) {
+      j.BeginObject();
+      j.Key("serial").Uint(r.serial);
+      j.Key("id").String(r.id);
+      j.Key("estimate").Int(r.estimate);
+      j.Key("taken_s").Int(r.taken_s);
+      j.Key("expires_s").Int(r.expires_s);
+      j.EndObject();
+    }
+    j.EndArray();
+  }
   PositionMembers(v.node, j);
+}
+
+void PrintReservations(const NodeView& v, int64_t now_ms) {
+  for (const ReservationView& r : v.reservations) {
+    const std::string id = r.id.empty() ? "#" + std::to_string(r.serial) : r.id;
+    std::printf("  reservation %s holds %lld, taken %s, expires %s\n", id.c_str(), static_cast<long long>(r.estimate),
+                When(r.taken_s * 1000, now_ms).c_str(), When(r.expires_s * 1000, now_ms).c_str());
+  }
 }
 
 void RawNodeMembers(const NodeInfo& n, JsonOut& j) {

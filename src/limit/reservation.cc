@@ -1,0 +1,235 @@
+#include "limit/reservation.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "limit/calendar_window.h"
+#include "limit/fixed_window.h"
+#include "limit/rule_state.h"
+#include "limit/sliding_window.h"
+#include "limit/token_bucket.h"
+#include "limit/window_counter.h"
+
+namespace frs::limit {
+namespace {
+
+constexpr uint32_t kResNextAt = 4, kResNonceAt = 8;
+
+struct EntrySlot {
+  uint8_t* p;
+  uint32_t Serial() const { return Load32(p); }
+  Reservations::Entry Load() const {
+    return Reservations::Entry{Load32(p), Load32(p + 4), Load32(p + 8), Load32(p + 12)};
+  }
+  void Store(const Reservations::Entry& e) {
+    Store32(p, e.serial);
+    Store32(p + 4, Clamp32(e.estimate));
+    Store32(p + 8, Clamp32(e.taken_s));
+    Store32(p + 12, Clamp32(e.expires));
+  }
+  void Clear() { std::memset(p, 0, Reservations::kEntryBytes); }
+};
+
+EntrySlot EntryAt(const uint8_t* table, uint32_t i) {
+  return EntrySlot{const_cast<uint8_t*>(table) + Reservations::kHeaderBytes + Reservations::kEntryBytes * i};
+}
+
+// Random, never 0, from the kernel each time: once per table made, and a
+// generator copied by fork would give two workers the same nonces.
+uint32_t NewTableNonce() {
+  uint32_t v = 0;
+  while (v == 0) {
+    if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+      thread_local std::mt19937 fallback{std::random_device{}()};
+      v = static_cast<uint32_t>(fallback());
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+std::span<const uint8_t> Reservations::Find(std::span<const uint8_t> state) {
+  for (uint32_t off = 0; off + kBlockUnit <= state.size();) {
+    const uint32_t tag = Load32(state.data() + off);
+    const uint32_t bytes = TagBytes(tag);
+    if (tag == 0 || bytes == 0 || off + bytes > state.size()) break;
+    if (IsTag(tag)) return state.subspan(off, bytes);
+    off += bytes;
+  }
+  return {};
+}
+
+void Reservations::Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_t cap) {
+  const uint32_t bytes = Bytes(cap);
+  std::memset(table, 0, bytes);
+  Store32(table, Tag(bytes));
+  Store32(table + kResNextAt, 1);
+  if (old.size() < kHeaderBytes) return;
+  Store32(table + kResNextAt, std::max<uint32_t>(1, Load32(old.data() + kResNextAt)));
+  Store32(table + kResNonceAt, Load32(old.data() + kResNonceAt));
+  Entry kept[kMaxPerKey];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < Cap(static_cast<uint32_t>(old.size())); ++i) {
+    const Entry e = EntryAt(old.data(), i).Load();
+    if (e.serial == 0) continue;
+    if (n < cap) {
+      kept[n++] = e;
+      continue;
+    }
+    // Full: the one expiring first goes (it is charged its estimate, as at
+    // its expiry, which is what a lowered bound means).
+    auto first = std::min_element(kept, kept + n, [](const Entry& a, const Entry& b) { return a.expires < b.expires; });
+    if (first != kept + n && first->expires < e.expires) *first = e;
+  }
+  for (uint32_t i = 0; i < n; ++i) EntryAt(table, i).Store(kept[i]);
+}
+
+uint32_t Reservations::Sweep(uint8_t* table, uint32_t bytes, int64_t now_s) {
+  uint32_t expired = 0;
+  for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    EntrySlot s = EntryAt(table, i);
+    if (s.Serial() == 0 || s.Load().expires > now_s) continue;
+    s.Clear();
+    ++expired;
+  }
+  return expired;
+}
+
+uint32_t Reservations::Held(const uint8_t* table, uint32_t bytes, int64_t now_s, std::span<Entry> out) {
+  uint32_t held = 0;
+  for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    const Entry e = EntryAt(table, i).Load();
+    if (e.serial == 0 || e.expires <= now_s) continue;
+    if (held < out.size()) out[held] = e;
+    ++held;
+  }
+  return held;
+}
+
+int64_t Reservations::LastExpiry(const uint8_t* table, uint32_t bytes) {
+  int64_t last = 0;
+  for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    const Entry e = EntryAt(table, i).Load();
+    if (e.serial != 0) last = std::max(last, e.expires);
+  }
+  return last;
+}
+
+bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s,
+                        Entry* out) {
+  for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    EntrySlot s = EntryAt(table, i);
+    if (s.Serial() != 0) continue;
+    uint32_t serial = Load32(table + kResNextAt);
+    if (serial == 0) serial = 1;
+    Store32(table + kResNextAt, serial == UINT32_MAX ? 1 : serial + 1);
+    if (Load32(table + kResNonceAt) == 0) Store32(table + kResNonceAt, NewTableNonce());
+    // Held for at least reserve_s whole seconds, as a lease.
+    *out = Entry{serial, estimate, now_s, now_s + reserve_s + 1};
+    s.Store(*out);
+    return true;
+  }
+  return false;
+}
+
+bool Reservations::Get(const uint8_t* table, uint32_t bytes, uint32_t serial, Entry* out) {
+  if (serial == 0) return false;
+  for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    const Entry e = EntryAt(table, i).Load();
+    if (e.serial != serial) continue;
+    *out = e;
+    return true;
+  }
+  return false;
+}
+
+void Reservations::Free(uint8_t* table, uint32_t bytes, uint32_t serial) {
+  for (uint32_t i = 0; i < Cap(bytes); ++i)
+    if (EntryAt(table, i).Serial() == serial) EntryAt(table, i).Clear();
+}
+
+uint64_t Reservations::Mac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial,
+                           std::string_view key) {
+  // A leading 'r' and one byte more than a lease's input: no reservation
+  // input is a lease's, whatever the key.
+  uint8_t buf[11 + 256];
+  const size_t klen = std::min<size_t>(key.size(), 256);
+  buf[0] = 'r';
+  buf[1] = static_cast<uint8_t>(biz);
+  buf[2] = static_cast<uint8_t>(biz >> 8);
+  for (int i = 0; i < 4; ++i) {
+    buf[3 + i] = static_cast<uint8_t>(nonce >> (8 * i));
+    buf[7 + i] = static_cast<uint8_t>(serial >> (8 * i));
+  }
+  std::memcpy(buf + 11, key.data(), klen);
+  return SipHash24(secret.k0, secret.k1, buf, 11 + klen);
+}
+
+bool Reservations::InWindow(const RuleSpec& spec, const uint8_t* block, const Now& now, const Entry& e) {
+  if (Load32(block) == 0) return false;
+  switch (spec.algo) {
+    case Algo::kFixed: {
+      // The window open now is the one the reservation was taken in.
+      const Frame f = FixedWindow::FrameAt(spec, CounterBlock::Load(block), now.s);
+      return f.open && f.start <= e.taken_s && e.taken_s < f.end;
+    }
+    case Algo::kCalendar: {
+      const Frame f = CalendarWindow::FrameAt(spec, CounterBlock::Load(block), now);
+      return f.held && f.start <= e.taken_s && e.taken_s < f.end;
+    }
+    case Algo::kSliding:
+      // Its uses are in every window ending before taken_s + interval.
+      return now.s < e.taken_s + spec.interval;
+    case Algo::kTokenBucket:
+      // Tokens given back are capped at a full bucket, which makes a late
+      // give-back exact (TokenBucket::GiveBack): the window is the
+      // reservation's life.
+      return true;
+    case Algo::kConcurrency: return false;
+  }
+  return false;
+}
+
+Reservations::RuleSettle Reservations::SettleRule(const RuleSpec& spec, uint8_t* block, const Now& now, const Entry& e,
+                                                  int64_t real) {
+  RuleSettle out;
+  if (spec.algo == Algo::kConcurrency || !InWindow(spec, block, now, e)) return out;
+  out.in_window = true;
+  if (real < e.estimate) {
+    const int64_t back = e.estimate - real;
+    switch (spec.algo) {
+      case Algo::kFixed:
+      case Algo::kCalendar: {
+        CounterBlock b = CounterBlock::Load(block);
+        out.returned = std::min<int64_t>(back, b.count);
+        b.count -= static_cast<uint32_t>(out.returned);
+        b.Store(block);
+        break;
+      }
+      case Algo::kSliding: out.returned = SlidingWindow::GiveBack(spec, block, now, e.taken_s, back); break;
+      case Algo::kTokenBucket: out.returned = TokenBucket::GiveBack(spec, block, now, back); break;
+      case Algo::kConcurrency: break;
+    }
+    return out;
+  }
+  int64_t extra = real - e.estimate;
+  if (extra == 0 || spec.overrun == Overrun::kEstimate) return out;
+  if (spec.overrun == Overrun::kLimit) {
+    RuleResult r;
+    Evaluate(spec, block, now, 1, &r);
+    extra = std::min(extra, r.remaining);
+  }
+  if (extra <= 0) return out;
+  // In the reservation's window (checked above): a fixed or calendar window
+  // adds to its count; a sliding window and a token bucket count the excess
+  // as used now, which holds it no shorter than at taken_s would.
+  Record(spec, block, now, extra);
+  out.overrun = extra;
+  return out;
+}
+
+}  // namespace frs::limit

@@ -1,0 +1,102 @@
+// limit/reservation.h: estimates held on a key's rate rules until settled.
+//
+// An acquire with reserve="S" records its n (the estimate) on every rule of
+// the biz, as any acquire, and keeps a reservation: the estimate, the second
+// it was taken at and when it expires (S + 1 s later). A settle with the
+// real amount R then changes each rate rule whose window the reservation was
+// taken in is still in force (InWindow, per algorithm: docs/rules.md):
+// R below the estimate gives the difference back; R above it charges the
+// excess as the rule's `overrun` says. A rule whose window has ended keeps
+// what it counted (the estimate) and no other window changes. A reservation
+// not settled by its expiry is settled at its estimate: nothing changes but
+// the table, and the expiry is counted (at the node's next write that looks).
+// Since the estimate is counted from the acquire on, a rule's count is at
+// every instant settled + held, and the acquire's check keeps it within
+// the limit; only an overrun="charge" settle takes it beyond (by at most its
+// excess over the estimate).
+//
+// The table lives in the key's node, after the rules' blocks, and only in
+// the nodes that took a reservation (a node without one is as before):
+//   [0]  tag: the length in 16-byte units in bits 27..30, every other bit 0
+//        (no rule's tag has interval 0, so a reload's matching never takes it
+//        for a rule, and MigrateState walks past it)
+//   [4]  the next serial (1.., never 0)
+//   [8]  nonce: drawn when the table is made, so that ids of an erased node
+//        do not settle its successor's reservations
+//   [12] 0
+//   [16] `cap` entries of 16 bytes: serial (0: free), estimate, taken at
+//        (unix s), expires (unix s)
+// A biz holds `reservations` (default 8, at most kMaxPerKey and what the node
+// has room for beside the rules) per key: 16 + 16 x 8 = 144 bytes.
+//
+// Ids: 24 lowercase hex digits, the serial then a SipHash-2-4 keyed with the
+// store's lease.key over ("r", biz, nonce, serial, key) (limit/lease_id.h):
+// a lease's id never settles a reservation, nor one key's id another's.
+//
+// Thread safety: plain functions over caller-owned bytes; the store's chain
+// lock serializes access to one node.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "limit/lease_id.h"
+#include "limit/map_config.h"
+#include "limit/rule_block.h"
+
+namespace frs::limit {
+
+struct Reservations {
+  static constexpr uint32_t kHeaderBytes = 16;
+  static constexpr uint32_t kEntryBytes = 16;
+  static constexpr uint32_t kMaxPerKey = (15 * kBlockUnit - kHeaderBytes) / kEntryBytes;  // 14: the tag's length
+  static constexpr uint32_t kDefaultPerKey = 8;
+  static constexpr uint32_t kMaxReserveS = 65534;  // as a lease
+
+  static uint32_t Bytes(uint32_t cap) { return cap == 0 ? 0 : kHeaderBytes + kEntryBytes * cap; }
+  static uint32_t Tag(uint32_t bytes) { return (bytes / kBlockUnit) << 27; }
+  static bool IsTag(uint32_t tag) { return tag != 0 && (tag & ~(15u << 27)) == 0; }
+  static uint32_t Cap(uint32_t bytes) { return bytes < kHeaderBytes ? 0 : (bytes - kHeaderBytes) / kEntryBytes; }
+
+  struct Entry {
+    uint32_t serial = 0;
+    int64_t estimate = 0;
+    int64_t taken_s = 0;
+    int64_t expires = 0;  // unix s: no longer held from this second
+  };
+
+  // The table in `state` (a node's whole state, `bytes` long) after its
+  // rules' blocks, walking their tags; empty when there is none.
+  static std::span<const uint8_t> Find(std::span<const uint8_t> state);
+  // A table of `cap` entries made from `old` (any length, or empty): held
+  // entries kept up to cap (those expiring last), its serial and nonce kept.
+  static void Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_t cap);
+
+  // Frees every entry past its expiry; returns how many.
+  static uint32_t Sweep(uint8_t* table, uint32_t bytes, int64_t now_s);
+  static uint32_t Held(const uint8_t* table, uint32_t bytes, int64_t now_s, std::span<Entry> out);
+  static int64_t LastExpiry(const uint8_t* table, uint32_t bytes);
+  // Takes a free entry for `estimate` (false: all held); makes the nonce.
+  static bool Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s, Entry* out);
+  // The entry of `serial`, held or not (false: none has it now).
+  static bool Get(const uint8_t* table, uint32_t bytes, uint32_t serial, Entry* out);
+  static void Free(uint8_t* table, uint32_t bytes, uint32_t serial);
+  static uint32_t Nonce(const uint8_t* table) { return Load32(table + 8); }
+  static uint32_t NextSerial(const uint8_t* table) { return Load32(table + 4); }
+
+  static uint64_t Mac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial, std::string_view key);
+
+  // What one rule did with a settle.
+  struct RuleSettle {
+    bool in_window = false;  // the reservation's window was still in force
+    int64_t returned = 0;    // given back (real below the estimate)
+    int64_t overrun = 0;     // charged beyond the estimate
+  };
+  // Settles `e` at `real` on one rule's block (concurrency rules: nothing).
+  static RuleSettle SettleRule(const RuleSpec& spec, uint8_t* block, const Now& now, const Entry& e, int64_t real);
+  // Whether the window `e` was taken in is still in force on this rule.
+  static bool InWindow(const RuleSpec& spec, const uint8_t* block, const Now& now, const Entry& e);
+};
+
+}  // namespace frs::limit

@@ -1,0 +1,147 @@
+// A node's reservation table as NodeOp and a batch's acquires see it: where
+// it sits, how a node gets one, and the settle command
+// (limit/reservation.h says what a reservation is).
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "limit/node_op.h"
+#include "limit/reservation.h"
+#include "limit/rule_state.h"
+
+namespace frs::limit {
+namespace {
+
+// The table in biz's place and length, or null.
+uint8_t* TableOf(const BizConfig& biz, const NodeRef& ref) {
+  if (biz.res_bytes == 0 || ref.state_bytes < biz.state_bytes + biz.res_bytes) return nullptr;
+  uint8_t* t = ref.state + biz.state_bytes;
+  return Load32(t) == Reservations::Tag(biz.res_bytes) ? t : nullptr;
+}
+
+// The node ends with its rules (nothing follows them).
+void DropTail(const BizConfig& biz, NodeRef& ref) {
+  if (ref.state_bytes > biz.state_bytes) std::memset(ref.state + biz.state_bytes, 0, ref.state_bytes - biz.state_bytes);
+  ref.state_bytes = std::min(ref.state_bytes, biz.state_bytes);
+}
+
+}  // namespace
+
+bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref) {
+  const uint32_t have = std::min(ref.stored_state_bytes, ref.state_bytes);
+  if (biz.res_bytes != 0 && have >= biz.state_bytes + biz.res_bytes &&
+      Load32(ref.state + biz.state_bytes) == Reservations::Tag(biz.res_bytes)) {
+    const uint32_t end = biz.state_bytes + biz.res_bytes;
+    std::memset(ref.state + end, 0, ref.state_bytes - end);
+    ref.state_bytes = end;
+    return true;
+  }
+  if (!Reservations::Find(std::span<const uint8_t>(ref.state, have)).empty()) return false;
+  DropTail(biz, ref);
+  return true;
+}
+
+bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes) {
+  const std::span<const uint8_t> table = Reservations::Find(old);
+  if (table.empty() || biz.res_cap == 0) {
+    // A reload that took reservations away: the held ones stay charged
+    // their estimates, as at their expiry.
+    DropTail(biz, ref);
+    return true;
+  }
+  const uint32_t end = biz.state_bytes + biz.res_bytes;
+  if (ref.state_bytes < end) {
+    *need_bytes = end;
+    return false;
+  }
+  Reservations::Rebuild(table, ref.state + biz.state_bytes, biz.res_cap);
+  std::memset(ref.state + end, 0, ref.state_bytes - end);
+  ref.state_bytes = end;
+  return true;
+}
+
+uint32_t SweepReservations(const BizConfig& biz, NodeRef& ref, const Now& now) {
+  uint8_t* t = TableOf(biz, ref);
+  return t == nullptr ? 0 : Reservations::Sweep(t, biz.res_bytes, now.s);
+}
+
+bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d) {
+  const uint32_t end = biz.state_bytes + biz.res_bytes;
+  uint8_t* t = TableOf(biz, ref);
+  if (t == nullptr) {
+    if (asked < end) {
+      *need_bytes = end;
+      return false;
+    }
+    // The store zeroed what it was asked for past the stored state, and
+    // AdoptLayout what it dropped.
+    ref.state_bytes = end;
+    Reservations::Rebuild({}, ref.state + biz.state_bytes, biz.res_cap);
+    return true;
+  }
+  Reservations::Entry held[Reservations::kMaxPerKey];
+  const uint32_t n = Reservations::Held(t, biz.res_bytes, 0, held);
+  if (n < biz.res_cap) return true;
+  d->res_expires = held[0].expires;
+  for (uint32_t i = 1; i < std::min(n, Reservations::kMaxPerKey); ++i)
+    d->res_expires = std::min(d->res_expires, held[i].expires);
+  return false;
+}
+
+void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
+                      const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d) {
+  uint8_t* t = TableOf(biz, ref);
+  Reservations::Entry e;
+  if (t == nullptr || !Reservations::Take(t, biz.res_bytes, n, now.s, reserve_s, &e)) return;
+  d->res_serial = e.serial;
+  d->res_mac = Reservations::Mac(secret, biz.id, Reservations::Nonce(t), e.serial, key);
+  d->res_expires = e.expires;
+}
+
+uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now) {
+  const uint32_t rules = NodeExpireS(biz, ref.state, now);
+  const uint8_t* t = TableOf(biz, ref);
+  return t == nullptr ? rules : std::max(rules, Clamp32(Reservations::LastExpiry(t, biz.res_bytes)));
+}
+
+Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
+  d->status = Status::OK();
+  uint8_t* t = ref.exists ? TableOf(*biz, ref) : nullptr;
+  uint32_t serial = 0;
+  uint64_t mac = 0;
+  Reservations::Entry e;
+  const std::string id(reservation);
+  // The id's hash first: an id of another key, a lease's or a forged one
+  // learns nothing and settles nothing.
+  if (t == nullptr) {
+    d->status = Status::Conflict("reservation " + id + " is unknown: this key holds no reservation");
+  } else if (!ParseLeaseId(reservation, &serial, &mac) || secret == nullptr ||
+             Reservations::Mac(*secret, biz->id, Reservations::Nonce(t), serial, key) != mac) {
+    d->status = Status::Conflict("reservation " + id +
+                                 " is unknown: it was never taken for this key (or this key's node was erased since)");
+  } else if (!Reservations::Get(t, biz->res_bytes, serial, &e)) {
+    // The sweep before this freed (and counted) one that expired.
+    d->status = Status::Gone("reservation " + id +
+                             " is no longer held: settled already, or expired (and charged its estimate)");
+  } else {
+    for (uint32_t i = 0; i < biz->nrules; ++i) {
+      const RuleSpec& spec = biz->rules[i];
+      const Reservations::RuleSettle r = Reservations::SettleRule(spec, ref.state + spec.offset, now, e, n);
+      d->res_returned += r.returned;
+      d->res_overrun += r.overrun;
+    }
+    Reservations::Free(t, biz->res_bytes, serial);
+    d->settled = true;
+    changed = true;
+  }
+  EvaluateRules(*biz, ref.state, now, 1, d);
+  Summarize(d, biz->mode == Mode::kEnforce);
+  // A settle is a report of what was used, not a request: it is never denied.
+  d->allowed = true;
+  d->retry_after = 0;
+  if (!changed) return Commit::kNone;
+  ref.expire_s = NodeExpireS(*biz, ref, now);
+  return Commit::kWrite;
+}
+
+}  // namespace frs::limit

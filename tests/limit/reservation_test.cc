@@ -1,0 +1,378 @@
+// Reservations: acquire with reserve, settle, expiry, their ids, their table
+// in the node, each rate algorithm's window, and what map.xml accepts.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "common/temp_dir.h"
+#include "frs/admin_engine.h"
+#include "frs/store.h"
+#include "limit/lease_id.h"
+#include "limit/map_config.h"
+#include "limit/reservation.h"
+#include "limit/rule_harness.h"
+
+namespace frs {
+namespace {
+
+using limit::testing::kDay0;
+
+constexpr const char* kReserveMap = R"(<map>
+  <biz id="21" name="tokens"><rule algo="fixed" interval="86400" max="200000"/></biz>
+  <biz id="22" name="minute"><rule algo="fixed" interval="60" max="100"/></biz>
+  <biz id="23" name="capped"><rule algo="fixed" interval="60" max="100" overrun="limit"/></biz>
+  <biz id="24" name="forgiven"><rule algo="fixed" interval="60" max="100" overrun="estimate"/></biz>
+  <biz id="25" name="day"><rule algo="calendar" interval="86400" max="100"/></biz>
+  <biz id="26" name="slide"><rule algo="sliding" interval="60" max="10"/></biz>
+  <biz id="27" name="slidewide"><rule algo="sliding" interval="600" max="1000"/></biz>
+  <biz id="28" name="bucket"><rule algo="token_bucket" interval="60" max="60" burst="100"/></biz>
+  <biz id="29" name="two">
+    <rule algo="fixed" interval="60" max="100"/>
+    <rule algo="sliding" interval="3600" max="1000"/>
+  </biz>
+  <biz id="30" name="few" reservations="2"><rule algo="fixed" interval="60" max="100"/></biz>
+  <biz id="31" name="none" reservations="0"><rule algo="fixed" interval="60" max="100"/></biz>
+  <biz id="32" name="inflight"><rule algo="concurrency" max="2" lease="10"/></biz>
+</map>)";
+
+class ReservationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ofstream(dir_ / "map.xml") << kReserveMap;
+    store_ = OpenStore();
+    engine_ = OpenEngine(store_.get());
+  }
+
+  std::unique_ptr<Store> OpenStore() {
+    StoreOptions o;
+    o.dir = dir_ / "store";
+    o.geometry = StoreGeometry{1, 1024, 8};
+    auto s = Store::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s.value()) : nullptr;
+  }
+  std::unique_ptr<AdminEngine> OpenEngine(Store* store) {
+    EngineOptions o;
+    o.map_path = dir_ / "map.xml";
+    o.store = store;
+    o.stats_dir = dir_ / "store";
+    o.clock = &clock_;
+    auto e = AdminEngine::Open(o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? std::move(e.value()) : nullptr;
+  }
+
+  Decision Reserve(std::string_view biz, std::string_view key, int64_t n, int64_t s = 600) {
+    return engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = biz, .key = key, .n = n, .reserve = s});
+  }
+  Decision Settle(std::string_view biz, std::string_view key, std::string_view id, int64_t n) {
+    return engine_->Execute(Request{.cmd = Cmd::kSettle, .biz = biz, .key = key, .n = n, .reservation = id});
+  }
+  Decision Acquire(std::string_view biz, std::string_view key, int64_t n = 1) {
+    return engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = biz, .key = key, .n = n});
+  }
+  int64_t Count(std::string_view biz, std::string_view key, uint32_t rule = 0) {
+    Decision d = engine_->Execute(Request{.cmd = Cmd::kGet, .biz = biz, .key = key});
+    return d.rules[rule].count;
+  }
+  static std::string IdOf(const Decision& d) { return limit::LeaseIdText(d.res_serial, d.res_mac); }
+
+  testing::TempDir dir_;
+  FakeClock clock_{kDay0 * 1000 + 250};
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<AdminEngine> engine_;
+};
+
+TEST_F(ReservationTest, TheGatewaysDayReservesFourThousandAndSettlesSeventeenThirty) {
+  Decision r = Reserve("tokens", "u42", 4000, 600);
+  ASSERT_TRUE(r.ok()) << r.status.ToString();
+  ASSERT_TRUE(r.allowed);
+  ASSERT_NE(r.res_serial, 0u);
+  EXPECT_EQ(r.res_expires, kDay0 + 601);  // held 600 whole seconds at least
+  EXPECT_EQ(r.count, 4000);               // the estimate is held, counted
+  Decision s = Settle("tokens", "u42", IdOf(r), 1730);
+  ASSERT_TRUE(s.ok()) << s.status.ToString();
+  EXPECT_TRUE(s.settled);
+  EXPECT_EQ(s.res_returned, 2270);
+  EXPECT_EQ(s.count, 1730);
+  EXPECT_EQ(s.remaining, 200000 - 1730);
+  EXPECT_EQ(Count("tokens", "u42"), 1730);
+}
+
+TEST_F(ReservationTest, AHeldEstimateDeniesWhatWouldPassTheLimit) {
+  Decision r = Reserve("minute", "k", 80);
+  ASSERT_TRUE(r.allowed);
+  EXPECT_FALSE(Acquire("minute", "k", 21).allowed);
+  EXPECT_TRUE(Settle("minute", "k", IdOf(r), 10).settled);
+  EXPECT_TRUE(Acquire("minute", "k", 90).allowed);  // 10 settled + 90
+  EXPECT_EQ(Count("minute", "k"), 100);
+}
+
+TEST_F(ReservationTest, ASettleAboveTheEstimateChargesAsTheRuleSays) {
+  // charge (the default): all of it, past the limit.
+  Decision r = Reserve("minute", "k", 90);
+  Decision s = Settle("minute", "k", IdOf(r), 130);
+  EXPECT_EQ(s.res_overrun, 40);
+  EXPECT_EQ(Count("minute", "k"), 130);
+  EXPECT_TRUE(s.allowed);  // a settle is never denied
+  EXPECT_FALSE(Acquire("minute", "k").allowed);
+  // limit: as far as the limit.
+  r = Reserve("capped", "k", 90);
+  s = Settle("capped", "k", IdOf(r), 130);
+  EXPECT_EQ(s.res_overrun, 10);
+  EXPECT_EQ(Count("capped", "k"), 100);
+  // estimate: nothing beyond it.
+  r = Reserve("forgiven", "k", 90);
+  s = Settle("forgiven", "k", IdOf(r), 130);
+  EXPECT_EQ(s.res_overrun, 0);
+  EXPECT_EQ(Count("forgiven", "k"), 90);
+}
+
+TEST_F(ReservationTest, ASettleRepeatedIsAppliedOnce) {
+  Decision r = Reserve("minute", "k", 50);
+  ASSERT_TRUE(Settle("minute", "k", IdOf(r), 5).settled);
+  Decision again = Settle("minute", "k", IdOf(r), 5);
+  EXPECT_EQ(again.status.code(), Status::Code::kGone) << again.status.ToString();
+  EXPECT_FALSE(again.settled);
+  EXPECT_EQ(Count("minute", "k"), 5);
+}
+
+TEST_F(ReservationTest, ALateSettleChangesNoOtherWindow) {
+  Decision r = Reserve("minute", "k", 50, 600);
+  clock_.Advance(61'000);
+  ASSERT_TRUE(Acquire("minute", "k", 7).allowed);  // a new window
+  Decision s = Settle("minute", "k", IdOf(r), 1);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s.settled);
+  EXPECT_EQ(s.res_returned, 0);
+  EXPECT_EQ(Count("minute", "k"), 7);
+  // Nor above its estimate.
+  r = Reserve("minute", "k", 10, 600);
+  clock_.Advance(61'000);
+  ASSERT_TRUE(Acquire("minute", "k", 3).allowed);
+  s = Settle("minute", "k", IdOf(r), 90);
+  EXPECT_EQ(s.res_overrun, 0);
+  EXPECT_EQ(Count("minute", "k"), 3);
+}
+
+TEST_F(ReservationTest, AnUnsettledReservationExpiresAtItsEstimateCountedOnce) {
+  Decision r = Reserve("tokens", "k", 300, 10);
+  clock_.Advance(11'000);
+  Decision a = Acquire("tokens", "k");  // the node's next write finds it
+  EXPECT_EQ(a.res_expired, 1);
+  EXPECT_EQ(a.count, 301);  // charged its estimate
+  EXPECT_EQ(Acquire("tokens", "k").res_expired, 0);
+  EXPECT_EQ(Settle("tokens", "k", IdOf(r), 1).status.code(), Status::Code::kGone);
+  EXPECT_EQ(Count("tokens", "k"), 302);
+}
+
+TEST_F(ReservationTest, HostileIdsAreRefusedAndChangeNothing) {
+  Decision r = Reserve("minute", "k", 50);
+  Decision other = Reserve("minute", "other", 50);
+  const std::string id = IdOf(r);
+  // Wrong length, not hex, upper case: malformed.
+  for (std::string bad : {id.substr(0, 23), id + "0", std::string(24, 'g'), std::string(24, 'A'), std::string()}) {
+    Decision d = Settle("minute", "k", bad, 1);
+    EXPECT_EQ(d.status.code(), Status::Code::kInvalidArgument) << bad;
+  }
+  // Another key's id, a forged mac, a lease's id of the same serial: unknown.
+  EXPECT_EQ(Settle("minute", "k", IdOf(other), 1).status.code(), Status::Code::kConflict);
+  std::string forged = id;
+  forged[23] = forged[23] == '0' ? '1' : '0';
+  EXPECT_EQ(Settle("minute", "k", forged, 1).status.code(), Status::Code::kConflict);
+  Decision lease = engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = "inflight", .key = "k"});
+  EXPECT_EQ(Settle("inflight", "k", limit::LeaseIdText(lease.lease_serial, lease.lease_mac), 1).status.code(),
+            Status::Code::kInvalidArgument);  // a biz of no rate rule keeps none
+  // n out of range: 2^63 (as a client sends it, the wire refuses it first), -1, 2^31.
+  for (int64_t n : {int64_t{-1}, int64_t{2147483648}, INT64_MAX}) {
+    Decision d = Settle("minute", "k", id, n);
+    EXPECT_EQ(d.status.code(), Status::Code::kInvalidArgument) << n;
+  }
+  // reserve out of range, on another command, on a biz that keeps none.
+  EXPECT_EQ(Reserve("minute", "k", 1, 0).status.code(), Status::Code::kOk);  // 0: an ordinary acquire
+  EXPECT_EQ(Reserve("minute", "k", 1, 65535).status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kUpdate, .biz = "minute", .key = "k", .reserve = 5}).status.code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(Reserve("none", "k", 1).status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Reserve("inflight", "k", 1).status.code(), Status::Code::kInvalidArgument);
+  // Nothing changed: 50 + the ordinary 1, and the id still settles.
+  EXPECT_EQ(Count("minute", "k"), 51);
+  EXPECT_TRUE(Settle("minute", "k", id, 0).settled);
+  EXPECT_EQ(Count("minute", "k"), 1);
+}
+
+TEST_F(ReservationTest, AKeyHoldsAtMostItsBizsReservations) {
+  Decision a = Reserve("few", "k", 1, 30);
+  clock_.Advance(5'000);
+  ASSERT_TRUE(Reserve("few", "k", 1, 30).allowed);
+  Decision full = Reserve("few", "k", 1, 30);
+  EXPECT_FALSE(full.allowed);
+  EXPECT_TRUE(full.reservations_full);
+  EXPECT_EQ(full.retry_after, a.res_expires - (kDay0 + 5));
+  EXPECT_EQ(Count("few", "k"), 2);           // the denied one recorded nothing
+  EXPECT_TRUE(Acquire("few", "k").allowed);  // an ordinary acquire is not held back
+  ASSERT_TRUE(Settle("few", "k", IdOf(a), 1).settled);
+  EXPECT_TRUE(Reserve("few", "k", 1, 30).allowed);
+}
+
+TEST_F(ReservationTest, EightHeldTakeOneNodeOfSixSlots) {
+  std::string ids[8];
+  for (auto& id : ids) {
+    Decision d = Reserve("tokens", "eight", 100);
+    ASSERT_TRUE(d.allowed);
+    id = IdOf(d);
+  }
+  EXPECT_FALSE(Reserve("tokens", "eight", 100).allowed);
+  Result<NodeView> v = engine_->Inspect("tokens", "eight");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v.value().reservations.size(), 8u);
+  // 16 (the fixed rule) + 16 + 8 x 16 (the table) + the 28-byte header: 188 bytes, six 32-byte slots.
+  EXPECT_EQ(NodeSlots(16 + limit::Reservations::Bytes(8), 0), 6u);
+  for (const auto& id : ids) EXPECT_TRUE(Settle("tokens", "eight", id, 10).settled);
+  EXPECT_EQ(Count("tokens", "eight"), 80);
+}
+
+TEST_F(ReservationTest, OrdinaryCommandsKeepTheTable) {
+  Decision r = Reserve("minute", "k", 40);
+  ASSERT_TRUE(Acquire("minute", "k", 2).allowed);
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kUpdate, .biz = "minute", .key = "k"}).ok());
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "minute", .key = "k"}).ok());
+  Request batch[2] = {{.cmd = Cmd::kAcquire, .biz = "minute", .key = "k"},
+                      {.cmd = Cmd::kAcquire, .biz = "tokens", .key = "k"}};
+  Decision out[2];
+  ASSERT_TRUE(engine_->ExecuteBatch(batch, out));
+  EXPECT_EQ(Count("minute", "k"), 44);
+  EXPECT_TRUE(Settle("minute", "k", IdOf(r), 0).settled);
+  EXPECT_EQ(Count("minute", "k"), 4);
+}
+
+TEST_F(ReservationTest, ABatchTakesReservationsAllOrNothing) {
+  Request reqs[2] = {{.cmd = Cmd::kAcquire, .biz = "minute", .key = "b", .n = 30, .reserve = 60},
+                     {.cmd = Cmd::kAcquire, .biz = "tokens", .key = "b", .n = 30, .reserve = 60}};
+  Decision out[2];
+  ASSERT_TRUE(engine_->ExecuteBatch(reqs, out));
+  ASSERT_NE(out[0].res_serial, 0u);
+  ASSERT_NE(out[1].res_serial, 0u);
+  reqs[0].n = 80;  // 30 + 80 > 100: the batch records nothing
+  EXPECT_FALSE(engine_->ExecuteBatch(reqs, out));
+  EXPECT_EQ(out[1].res_serial, 0u);
+  EXPECT_EQ(Count("tokens", "b"), 30);
+}
+
+TEST_F(ReservationTest, ReservationsAndTheirIdsOutliveTheEngineAndTheStore) {
+  Decision r = Reserve("tokens", "k", 500);
+  engine_.reset();
+  store_.reset();
+  store_ = OpenStore();
+  engine_ = OpenEngine(store_.get());
+  EXPECT_EQ(Count("tokens", "k"), 500);
+  EXPECT_TRUE(Settle("tokens", "k", IdOf(r), 20).settled);
+  EXPECT_EQ(Count("tokens", "k"), 20);
+}
+
+TEST_F(ReservationTest, AnErasedNodesIdsDoNotSettleItsSuccessors) {
+  Decision a = Reserve("minute", "k", 10);
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "k"}).found);
+  Decision b = Reserve("minute", "k", 10);
+  EXPECT_EQ(a.res_serial, b.res_serial);
+  EXPECT_EQ(Settle("minute", "k", IdOf(a), 0).status.code(), Status::Code::kConflict);
+  EXPECT_EQ(Count("minute", "k"), 10);
+}
+
+TEST_F(ReservationTest, CalendarGivesBackInItsDayOnly) {
+  Decision r = Reserve("day", "k", 60);
+  EXPECT_EQ(Settle("day", "k", IdOf(r), 15).res_returned, 45);
+  r = Reserve("day", "k", 20, 60000);
+  clock_.Advance(86'400'000);  // the next day
+  ASSERT_TRUE(Acquire("day", "k", 2).allowed);
+  EXPECT_EQ(Settle("day", "k", IdOf(r), 0).res_returned, 0);
+  EXPECT_EQ(Count("day", "k"), 2);
+}
+
+TEST_F(ReservationTest, SlidingGivesBackTheUsesOfItsSecondWhileTheyAreInTheWindow) {
+  // Exact (max 10): the timestamps of the reservation's second go.
+  ASSERT_TRUE(Acquire("slide", "k", 2).allowed);
+  clock_.Advance(3'000);
+  Decision r = Reserve("slide", "k", 6);
+  EXPECT_FALSE(Acquire("slide", "k", 3).allowed);
+  EXPECT_EQ(Settle("slide", "k", IdOf(r), 1).res_returned, 5);
+  EXPECT_EQ(Count("slide", "k"), 3);
+  EXPECT_TRUE(Acquire("slide", "k", 7).allowed);
+  // Once its second has left the window, nothing is given back.
+  r = Reserve("slide", "k2", 6, 600);
+  clock_.Advance(61'000);
+  EXPECT_EQ(Settle("slide", "k2", IdOf(r), 1).res_returned, 0);
+  // Bucketed (max 1000).
+  r = Reserve("slidewide", "k", 900);
+  EXPECT_FALSE(Acquire("slidewide", "k", 101).allowed);
+  EXPECT_EQ(Settle("slidewide", "k", IdOf(r), 100).res_returned, 800);
+  EXPECT_TRUE(Acquire("slidewide", "k", 900).allowed);
+}
+
+TEST_F(ReservationTest, TokenBucketGivesBackTokensUpToAFullBucket) {
+  Decision r = Reserve("bucket", "k", 90);
+  EXPECT_FALSE(Acquire("bucket", "k", 11).allowed);
+  EXPECT_EQ(Settle("bucket", "k", IdOf(r), 30).res_returned, 60);
+  EXPECT_EQ(Count("bucket", "k"), 30);
+  // Late: the bucket refilled 60 s x 1/s meanwhile; what it gives back stops at full.
+  r = Reserve("bucket", "k", 50, 600);  // 80 in use
+  clock_.Advance(60'000);               // 20 in use
+  Decision s = Settle("bucket", "k", IdOf(r), 0);
+  EXPECT_EQ(s.res_returned, 20);
+  EXPECT_EQ(Count("bucket", "k"), 0);
+}
+
+TEST_F(ReservationTest, EveryRuleOfTheBizSettlesInItsOwnWindow) {
+  Decision r = Reserve("two", "k", 50, 6000);
+  clock_.Advance(61'000);  // the fixed minute ended; the sliding hour has not
+  Decision s = Settle("two", "k", IdOf(r), 10);
+  EXPECT_EQ(s.res_returned, 40);  // the hour's alone
+  EXPECT_EQ(Count("two", "k", 0), 0);
+  EXPECT_EQ(Count("two", "k", 1), 10);
+}
+
+TEST_F(ReservationTest, AReloadThatAddsARuleKeepsTheReservations) {
+  Decision r = Reserve("minute", "k", 40);
+  std::string map = kReserveMap;
+  map.replace(map.find(R"(<rule algo="fixed" interval="60" max="100"/></biz>
+  <biz id="23")"),
+              std::string(R"(<rule algo="fixed" interval="60" max="100"/>)").size(),
+              R"(<rule algo="sliding" interval="10" max="5"/><rule algo="fixed" interval="60" max="100"/>)");
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  EXPECT_EQ(Count("minute", "k", 1), 40);
+  Decision s = Settle("minute", "k", IdOf(r), 4);
+  ASSERT_TRUE(s.ok()) << s.status.ToString();
+  EXPECT_EQ(Count("minute", "k", 1), 4);
+}
+
+TEST(ReservationMap, BoundsAndOverrunAreChecked) {
+  auto parse = [](const std::string& body) { return limit::ParseMap("<map>" + body + "</map>", "map.xml"); };
+  EXPECT_TRUE(parse(R"(<biz id="1" name="a" reservations="14"><rule interval="60" max="5"/></biz>)").ok());
+  auto too_many = parse(R"(<biz id="1" name="a" reservations="15"><rule interval="60" max="5"/></biz>)");
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("out of range (0..14"), std::string::npos) << too_many.status().message();
+  auto no_room = parse(R"(<biz id="1" name="a" reservations="8">
+    <rule algo="concurrency" max="70" lease="10"/><rule interval="60" max="5"/></biz>)");
+  ASSERT_FALSE(no_room.ok());
+  EXPECT_NE(no_room.status().message().find("at most 0 here"), std::string::npos) << no_room.status().message();
+  auto no_rate = parse(R"(<biz id="1" name="a" reservations="2"><rule algo="concurrency" max="2" lease="10"/></biz>)");
+  ASSERT_FALSE(no_rate.ok());
+  EXPECT_NE(no_rate.status().message().find("need a rate rule"), std::string::npos);
+  auto bad = parse(R"(<biz id="1" name="a"><rule interval="60" max="5" overrun="sometimes"/></biz>)");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("overrun 'sometimes'"), std::string::npos);
+  // The default: 8 where they fit, fewer beside a large concurrency block, none without a rate rule.
+  auto def = parse(R"(<biz id="1" name="a"><rule interval="60" max="5"/></biz>
+    <biz id="2" name="b"><rule algo="concurrency" max="64" lease="10"/><rule interval="60" max="5"/></biz>
+    <biz id="3" name="c"><rule algo="concurrency" max="2" lease="10"/></biz>)");
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(def.value().bizzes[0].res_cap, 8u);
+  EXPECT_EQ(def.value().bizzes[1].res_cap, limit::Reservations::Cap(kMaxStateBytes - 416 - 16));
+  EXPECT_EQ(def.value().bizzes[2].res_cap, 0u);
+}
+
+}  // namespace
+}  // namespace frs
