@@ -17,6 +17,7 @@ import http.server
 import os
 import re
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -113,7 +114,7 @@ class NginxInflightTest(unittest.TestCase):
         self.backend.close()
         for t in self.threads:
             t.join(10)
-        fd.stop(self.proc, fd.signal.SIGQUIT)
+        fd.stop(self.proc, signal.SIGQUIT)
         self.frsd.close()
         if not os.environ.get("FRS_E2E_KEEP"):
             shutil.rmtree(self.dir, ignore_errors=True)
