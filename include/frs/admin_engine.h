@@ -77,10 +77,16 @@ class AdminEngine : public Engine {
   // shows as frs_leases_held. Read from the store, so it is right after a
   // restart and the moment a lease expires; the price is a walk over the
   // store's chains per such biz (one chain locked at a time).
+  // The same walk counts the reservations held now (not past their expiry)
+  // of every biz that names reservations="N" in map.xml (frs_reservations_held);
+  // `leases` and `reservations` say which of the two a biz has.
   struct BizLeases {
     uint16_t biz_id = 0;
     std::string biz;
     uint64_t held = 0;
+    uint64_t reservations_held = 0;
+    bool leases = false;
+    bool reservations = false;
   };
   virtual Result<std::vector<BizLeases>> LeasesHeld() { return std::vector<BizLeases>{}; }
 

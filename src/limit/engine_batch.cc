@@ -305,6 +305,9 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
       if (!d.reservations_full) d.res_expires = 0;
       EvaluateRules(cfg, nodes[k].state, now, reqs[item_member[k]].n, &d);
       Summarize(&d, cfg.mode == Mode::kEnforce);
+      // The rules would allow it: its wait is the table's, until the first
+      // reservation held expires (as a single acquire answers).
+      if (d.reservations_full) d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
       d.allowed = false;
     }
   };

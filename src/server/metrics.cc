@@ -69,10 +69,26 @@ void RenderLeasesHeld(AdminEngine& engine, std::string* out) {
   // leases that expire unseen (they are swept at their key's next write).
   Result<std::vector<AdminEngine::BizLeases>> held = engine.LeasesHeld();
   if (!held.ok() || held->empty()) return;
-  Header(out, "frs_leases_held", "gauge",
-         "Leases held now (granted, neither released nor past their expiry), by biz with a concurrency rule; read "
-         "from the store at each scrape.");
-  for (const AdminEngine::BizLeases& b : *held) BizSample(out, "frs_leases_held", b.biz, b.biz_id, b.held);
+  bool leases = false, reservations = false;
+  for (const AdminEngine::BizLeases& b : *held) {
+    leases |= b.leases;
+    reservations |= b.reservations;
+  }
+  if (leases) {
+    Header(out, "frs_leases_held", "gauge",
+           "Leases held now (granted, neither released nor past their expiry), by biz with a concurrency rule; read "
+           "from the store at each scrape.");
+    for (const AdminEngine::BizLeases& b : *held)
+      if (b.leases) BizSample(out, "frs_leases_held", b.biz, b.biz_id, b.held);
+  }
+  if (reservations) {
+    Header(out, "frs_reservations_held", "gauge",
+           "Reservations held now (taken, neither settled nor past their expiry), by biz that names "
+           "reservations=\"N\"; "
+           "read from the store at each scrape.");
+    for (const AdminEngine::BizLeases& b : *held)
+      if (b.reservations) BizSample(out, "frs_reservations_held", b.biz, b.biz_id, b.reservations_held);
+  }
 }
 
 // Label values are biz names from map.xml: escape what the format demands.
@@ -401,17 +417,6 @@ void Metrics::RenderReservations(const std::vector<BizInfo>& bizzes, std::string
   auto shown = [&](size_t i) {
     return bizzes[i].reservations || sums[i].taken != 0 || sums[i].settled != 0 || sums[i].expired != 0;
   };
-  // Held: taken and not yet settled or found expired. An expiry is found at
-  // the key's next write that looks, so until then it is still held here.
-  Header(out, "frs_reservations_held", "gauge",
-         "Reservations taken and not yet settled or found expired (an expiry is found at the key's next write), by "
-         "biz.");
-  for (size_t i = 0; i < bizzes.size(); ++i) {
-    if (!shown(i)) continue;
-    const uint64_t gone = sums[i].settled + sums[i].expired;
-    BizSample(out, "frs_reservations_held", bizzes[i].name, bizzes[i].id,
-              sums[i].taken > gone ? sums[i].taken - gone : 0);
-  }
   const struct {
     const char* name;
     const char* help;

@@ -16,7 +16,8 @@ namespace frs::e2e {
 namespace {
 
 constexpr const char* kBizzes =
-    "  <biz id=\"21\" name=\"llm_tokens\"><rule algo=\"fixed\" interval=\"86400\" max=\"200000\"/></biz>\n"
+    "  <biz id=\"21\" name=\"llm_tokens\" reservations=\"8\"><rule algo=\"fixed\" interval=\"86400\" "
+    "max=\"200000\"/></biz>\n"
     "  <biz id=\"24\" name=\"gateway\">\n"
     "    <rule algo=\"calendar\" interval=\"86400\" max=\"200000\" name=\"tokens\"/>\n"
     "    <rule algo=\"concurrency\" max=\"3\" lease=\"120\" name=\"inflight\"/>\n"
@@ -163,6 +164,10 @@ TEST_F(ReservationE2E, KillNineOfEveryProcessKeepsEveryReservationAndItsId) {
   ASSERT_TRUE(c_.Connect(server_->port()));
   EXPECT_EQ(Count("llm_tokens", "k9"), "8000");
   EXPECT_EQ(Attr(Reserve("llm_tokens", "k9", 1), "reservations_full"), "1");
+  // The gauge is read from the store: right after the restart, down by the
+  // ones settled.
+  const double held = Metric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}");
+  EXPECT_GE(held, 8);
   for (const std::string& id : ids) {
     HttpResponse r = Settle("llm_tokens", "k9", id, "10");
     ASSERT_EQ(r.status, 200) << r.body;
@@ -170,6 +175,7 @@ TEST_F(ReservationE2E, KillNineOfEveryProcessKeepsEveryReservationAndItsId) {
   }
   EXPECT_EQ(Attr(Settle("gateway", "k9", g, "20").body, "settled"), "1");
   EXPECT_EQ(Count("llm_tokens", "k9"), "80");
+  EXPECT_EQ(Metric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}"), held - 8);
 }
 
 }  // namespace

@@ -211,6 +211,12 @@ TEST_F(ReservationTest, AKeyHoldsAtMostItsBizsReservations) {
   EXPECT_FALSE(full.allowed);
   EXPECT_TRUE(full.reservations_full);
   EXPECT_EQ(full.retry_after, a.res_expires - (kDay0 + 5));
+  // In a batch too: the same wait, not the rules' 0.
+  Request one[1] = {{.cmd = Cmd::kAcquire, .biz = "few", .key = "k", .n = 1, .reserve = 30}};
+  Decision in_batch[1];
+  EXPECT_FALSE(engine_->ExecuteBatch(one, in_batch));
+  EXPECT_TRUE(in_batch[0].reservations_full);
+  EXPECT_EQ(in_batch[0].retry_after, a.res_expires - (kDay0 + 5));
   EXPECT_EQ(Count("few", "k"), 2);           // the denied one recorded nothing
   EXPECT_TRUE(Acquire("few", "k").allowed);  // an ordinary acquire is not held back
   ASSERT_TRUE(Settle("few", "k", IdOf(a), 1).settled);
