@@ -26,7 +26,8 @@ struct Change {
     kResetBiz,  // the admin `reset`: every node of the biz is gone (key empty)
     kEvent,     // one of a rule's own events (`event`), for state that is more than a count
   };
-  // What a rule whose state names items (a concurrency rule's leases) did to
+  // What a rule whose state names items (a concurrency rule's leases, a
+  // key's reservations) did to
   // one of them. The other holder applies it to its copy of that rule, in
   // order, so that both hold the same items: the same lease, under the same
   // id, held until the same second (limit/rule_event.h). Another kind of
@@ -40,6 +41,9 @@ struct Change {
     kGiveBack,      // `n` uses given back (a release without an id: Envoy's negative hits): every
                     // rule's count lowered by n, never below 0; a concurrency rule's first-expiring
                     // leases end
+    kResTake,       // reservation `item` taken: estimate `n`, at at_ms, held until `until`, the table's nonce `nonce`
+    kResSettle,     // reservation `item` settled at the real amount `n`
+    kResSweep,      // the reservations expired by at_ms were freed (and counted, by the sender only)
   };
   Kind kind = Kind::kAdd;
   uint16_t biz_id = 0;
@@ -52,8 +56,8 @@ struct Change {
   int64_t at_ms = 0;  // the engine's clock when it decided
   // kEvent only.
   Event event = Event::kNone;
-  uint32_t item = 0;   // the item the event names (a lease's serial)
-  uint32_t nonce = 0;  // the rule's incarnation (a lease node's nonce)
+  uint32_t item = 0;   // the item the event names (a lease's or a reservation's serial)
+  uint32_t nonce = 0;  // the rule's incarnation (a lease node's nonce, a reservation table's)
   int64_t until = 0;   // unix s: the item holds until then
 };
 

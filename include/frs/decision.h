@@ -156,6 +156,7 @@ struct Decision {
   // or gave back, summed over the rules whose window was still in force.
   uint64_t res_mac = 0;
   uint32_t res_serial = 0;
+  uint32_t res_nonce = 0;  // the table's nonce (its replica needs it)
   uint16_t res_expired = 0;
   bool settled = false;
   bool reservations_full = false;  // an acquire denied: the key holds all the reservations its biz allows
@@ -188,6 +189,7 @@ struct Decision {
     given_back = 0;
     res_mac = 0;
     res_serial = 0;
+    res_nonce = 0;
     res_expired = 0;
     settled = false;
     reservations_full = false;

@@ -20,6 +20,7 @@
 #include "frs/store.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
+#include "limit/reservation.h"
 
 namespace frs::limit {
 
@@ -81,6 +82,13 @@ bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint
 void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
                       const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d);
 uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now);
+// A replica's copy (limit/rule_event.h): AdoptReservation keeps the other
+// holder's reservation `e` under its serial and table nonce (the table made
+// first by HasReservationRoom); SettleReservationCopy settles `serial` at
+// `real` as NodeOp::ApplySettle did on the sender at `at` (nothing when it
+// is not held here).
+void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e);
+void SettleReservationCopy(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real);
 
 struct NodeOp {
   const BizConfig* biz = nullptr;

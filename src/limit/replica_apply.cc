@@ -98,8 +98,10 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     std::vector<std::pair<int64_t, int64_t>> adds;  // (at_ms, n), for token buckets
     std::vector<const Change*> events;              // a rule's own events, in order (rule_event.h)
     size_t events_before_set = 0;                   // events[0, this) came before the set
+    size_t events_before_add = 0;                   // events[0, this) came before the first add (has_add)
     bool has_add = false;
-    bool creates = false;  // something here makes the node (not only a release or sweep)
+    bool creates = false;      // something here makes the node (not only a release or sweep)
+    bool needs_table = false;  // a reservation taken: the node's table is read and kept
     bool erase = false;
     bool set = false;
     int64_t set_count = 0;
@@ -156,6 +158,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
           MergeBlock(spec, it.incoming.data() + spec.offset, fresh.data() + spec.offset, now);
         }
         it.adds.emplace_back(c.at_ms, c.n);
+        if (!it.has_add) it.events_before_add = it.events.size();
         it.has_add = true;
         it.creates = true;
         break;
@@ -163,6 +166,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       case Change::Kind::kEvent:
         it.events.push_back(&c);
         it.creates |= RuleEventCreates(c);
+        it.needs_table |= RuleEventNeedsTable(c);
         break;
       case Change::Kind::kSet:
         // A set replaces what was counted before it: uses merged so far in
@@ -205,6 +209,14 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     bool short_state = false;
     for (size_t i = 0; i < n; ++i)
       if (!items[i].erase) short_state |= !AdoptLayout(*items[i].cfg, refs[i], now, &need[i]);
+    // A reservation taken needs the table after the rules (made as the
+    // sender's acquire made it; read again with room for it).
+    for (size_t i = 0; i < n; ++i) {
+      if (items[i].erase || !items[i].needs_table) continue;
+      Decision scratch;
+      if (!HasReservationRoom(*items[i].cfg, refs[i], batch[i].state_bytes, &need[i], &scratch) && need[i] != 0)
+        short_state = true;
+    }
     if (short_state) return;
     for (size_t i = 0; i < n; ++i) {
       const Item& it = items[i];
@@ -216,11 +228,14 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       if (!refs[i].exists && !it.creates) continue;  // a release or sweep of a node not here
       size_t e = 0;
       if (it.set) {
-        for (; e < it.events_before_set; ++e) ApplyRuleEvent(cfg, refs[i].state, *it.events[e], now);
+        for (; e < it.events_before_set; ++e) ApplyRuleEvent(cfg, refs[i], *it.events[e], now);
         const Now at = Now::At(it.set_ms, tz_.get());
         for (uint32_t r = 0; r < cfg.nrules; ++r)
           SetCount(cfg.rules[r], refs[i].state + cfg.rules[r].offset, at, it.set_count);
       }
+      // The events before the first add go first: a window a later add's
+      // merge moves on is not yet moved for a settle made before it.
+      for (; it.has_add && e < it.events_before_add; ++e) ApplyRuleEvent(cfg, refs[i], *it.events[e], now);
       if (it.has_add)
         for (uint32_t r = 0; r < cfg.nrules; ++r) {
           const RuleSpec& spec = cfg.rules[r];
@@ -233,8 +248,8 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
             MergeBlock(spec, refs[i].state + spec.offset, it.incoming.data() + spec.offset, now);
           }
         }
-      for (; e < it.events.size(); ++e) ApplyRuleEvent(cfg, refs[i].state, *it.events[e], now);
-      refs[i].expire_s = NodeExpireS(cfg, refs[i].state, now);
+      for (; e < it.events.size(); ++e) ApplyRuleEvent(cfg, refs[i], *it.events[e], now);
+      refs[i].expire_s = NodeExpireS(cfg, refs[i], now);
       commits[i] = Commit::kWrite;
     }
     std::memset(refs[n].state, 0, refs[n].state_bytes);

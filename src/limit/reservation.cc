@@ -152,6 +152,24 @@ void Reservations::Free(uint8_t* table, uint32_t bytes, uint32_t serial) {
     if (EntryAt(table, i).Serial() == serial) EntryAt(table, i).Clear();
 }
 
+void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e) {
+  if (e.serial == 0 || Cap(bytes) == 0) return;
+  // The sender's nonce: its ids must verify here after a failover.
+  Store32(table + kResNonceAt, nonce);
+  Store32(table + kResNextAt, e.serial == UINT32_MAX ? 1 : e.serial + 1);
+  int64_t place = -1;
+  for (uint32_t i = 0; i < Cap(bytes) && place < 0; ++i)
+    if (EntryAt(table, i).Serial() == e.serial) place = i;
+  for (uint32_t i = 0; i < Cap(bytes) && place < 0; ++i)
+    if (EntryAt(table, i).Serial() == 0) place = i;
+  if (place < 0) {
+    place = 0;
+    for (uint32_t i = 1; i < Cap(bytes); ++i)
+      if (EntryAt(table, i).Load().expires < EntryAt(table, static_cast<uint32_t>(place)).Load().expires) place = i;
+  }
+  EntryAt(table, static_cast<uint32_t>(place)).Store(e);
+}
+
 uint64_t Reservations::Mac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial,
                            std::string_view key) {
   // A leading 'r' and one byte more than a lease's input: no reservation

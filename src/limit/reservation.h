@@ -82,6 +82,11 @@ struct Reservations {
   // The entry of `serial`, held or not (false: none has it now).
   static bool Get(const uint8_t* table, uint32_t bytes, uint32_t serial, Entry* out);
   static void Free(uint8_t* table, uint32_t bytes, uint32_t serial);
+  // The other holder's reservation `e`, taken under its table's `nonce`
+  // (a replica's copy): kept under the same serial, the serials after it
+  // are the sender's next; when every entry is held, the one expiring first
+  // gives its place (charged its estimate, as at its expiry).
+  static void Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e);
   static uint32_t Nonce(const uint8_t* table) { return Load32(table + 8); }
   static uint32_t NextSerial(const uint8_t* table) { return Load32(table + 4); }
 

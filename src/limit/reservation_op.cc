@@ -94,8 +94,25 @@ void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::s
   Reservations::Entry e;
   if (t == nullptr || !Reservations::Take(t, biz.res_bytes, n, now.s, reserve_s, &e)) return;
   d->res_serial = e.serial;
+  d->res_nonce = Reservations::Nonce(t);
   d->res_mac = Reservations::Mac(secret, biz.id, Reservations::Nonce(t), e.serial, key);
   d->res_expires = e.expires;
+}
+
+void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e) {
+  uint8_t* t = TableOf(biz, ref);
+  if (t != nullptr) Reservations::Adopt(t, biz.res_bytes, nonce, e);
+}
+
+void SettleReservationCopy(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real) {
+  uint8_t* t = TableOf(biz, ref);
+  Reservations::Entry e;
+  if (t == nullptr || !Reservations::Get(t, biz.res_bytes, serial, &e)) return;
+  // The same rules as the sender's settle at the same instant: a window
+  // ended there has ended here.
+  for (uint32_t i = 0; i < biz.nrules; ++i)
+    Reservations::SettleRule(biz.rules[i], ref.state + biz.rules[i].offset, at, e, real);
+  Reservations::Free(t, biz.res_bytes, serial);
 }
 
 uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now) {

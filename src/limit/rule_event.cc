@@ -5,9 +5,40 @@
 #include "limit/concurrency.h"
 #include "limit/lease_id.h"
 #include "limit/node_op.h"
+#include "limit/reservation.h"
 #include "limit/rule_state.h"
 
 namespace frs::limit {
+namespace {
+
+// A key's reservations: the sweep first (as the sender's request began
+// with it), then what the request took or settled.
+void SendReservationEvents(const Request& req, const Decision& d, Change c, EventPhase when, ChangeSink* sink) {
+  if (when == EventPhase::kBefore) {
+    if (d.res_expired == 0) return;
+    c.event = Change::Event::kResSweep;
+    sink->OnChange(c);
+    return;
+  }
+  if (!d.ok()) return;
+  if (req.cmd == Cmd::kAcquire && d.res_serial != 0) {
+    c.event = Change::Event::kResTake;
+    c.item = d.res_serial;
+    c.until = d.res_expires;
+    c.nonce = d.res_nonce;
+    c.n = std::clamp<int64_t>(req.n, 1, kMaxUses);
+  } else if (req.cmd == Cmd::kSettle && d.settled) {
+    uint64_t mac = 0;
+    if (!ParseLeaseId(req.reservation, &c.item, &mac)) return;
+    c.event = Change::Event::kResSettle;
+    c.n = std::clamp<int64_t>(req.n, 0, kMaxUses);
+  } else {
+    return;
+  }
+  sink->OnChange(c);
+}
+
+}  // namespace
 
 void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d, const Change& base, EventPhase when,
                     ChangeSink* sink) {
@@ -22,6 +53,7 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
     sink->OnChange(c);
     return;
   }
+  SendReservationEvents(req, d, c, when, sink);
   if (biz.lease_rule < 0) return;
   if (when == EventPhase::kBefore) {
     // The sweep first: the grant that follows may take a place it freed.
@@ -46,7 +78,21 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
   sink->OnChange(c);
 }
 
-void ApplyRuleEvent(const BizConfig& biz, uint8_t* state, const Change& c, const Now& now) {
+void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const Now& now) {
+  uint8_t* state = ref.state;
+  switch (c.event) {
+    case Change::Event::kResTake: {
+      const Now at = Now::At(c.at_ms, now.tz);
+      AdoptReservation(biz, ref, c.nonce, Reservations::Entry{c.item, c.n, at.s, c.until});
+      return;
+    }
+    case Change::Event::kResSettle: SettleReservationCopy(biz, ref, Now::At(c.at_ms, now.tz), c.item, c.n); return;
+    case Change::Event::kResSweep:
+      // As kLeaseSweep: the same entries expired there; not counted here.
+      SweepReservations(biz, ref, Now::At(c.at_ms, now.tz));
+      return;
+    default: break;
+  }
   if (c.event == Change::Event::kGiveBack) {
     // As NodeOp::ApplyGiveBack does on the sender.
     Decision d;
@@ -69,12 +115,18 @@ void ApplyRuleEvent(const BizConfig& biz, uint8_t* state, const Change& c, const
       Concurrency::Sweep(spec, block, Now::At(c.at_ms, nullptr));
       return;
     case Change::Event::kGiveBack:  // handled above, for every rule
+    case Change::Event::kResTake:
+    case Change::Event::kResSettle:
+    case Change::Event::kResSweep:
     case Change::Event::kNone: return;
   }
 }
 
 bool RuleEventCreates(const Change& c) {
-  return c.event == Change::Event::kLeaseGrant || c.event == Change::Event::kLeaseRenew;
+  return c.event == Change::Event::kLeaseGrant || c.event == Change::Event::kLeaseRenew ||
+         c.event == Change::Event::kResTake;
 }
+
+bool RuleEventNeedsTable(const Change& c) { return c.event == Change::Event::kResTake; }
 
 }  // namespace frs::limit

@@ -12,14 +12,24 @@
 // leases it found expired (frs_leases_expired_total); the other holder frees
 // them silently, so an expiry is counted once.
 //
-// Another rule whose state names items (a reservation) adds its events to
-// Change::Event and a case to each function here.
+// A key's reservations (limit/reservation.h) replicate the same way: taken
+// (serial, estimate, taken at, expiry, the table's nonce: the acquire's
+// estimate itself comes as its count's add), settled (serial, real amount:
+// the other holder settles its copy by the same rules at the sender's
+// instant, so a window ended there changes nothing here either), the
+// expired ones swept (an expiry changes only the table, and is counted by
+// the sender). Both hold the same table, so an id the owner gave settles
+// once on its successor after a failover.
+//
+// Another rule whose state names items adds its events to Change::Event
+// and a case to each function here.
 //
 // Thread safety: plain functions.
 #pragma once
 
 #include "frs/change.h"
 #include "frs/decision.h"
+#include "frs/store.h"
 #include "limit/map_config.h"
 
 namespace frs::limit {
@@ -33,13 +43,17 @@ enum class EventPhase : uint8_t { kBefore, kAfter };
 void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d, const Change& base, EventPhase when,
                     ChangeSink* sink);
 
-// Applies an event (c.kind == kEvent) to `state` (biz's layout), as the
-// other holder made it at c.at_ms; `now` is this engine's clock. An event
-// for a rule this map lacks changes nothing.
-void ApplyRuleEvent(const BizConfig& biz, uint8_t* state, const Change& c, const Now& now);
+// Applies an event (c.kind == kEvent) to `ref` (biz's layout; with its
+// reservation table when the events include a take, see
+// RuleEventNeedsTable), as the other holder made it at c.at_ms; `now` is
+// this engine's clock. An event for a rule this map lacks changes nothing.
+void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const Now& now);
 
-// Whether the event makes a node that did not exist (a grant, a renewal),
-// or only changes one that does (a release, a sweep).
+// Whether the event makes a node that did not exist (a grant, a renewal, a
+// reservation taken), or only changes one that does (a release, a sweep, a
+// settle).
 bool RuleEventCreates(const Change& c);
+// Whether the event needs the node's reservation table (a take).
+bool RuleEventNeedsTable(const Change& c);
 
 }  // namespace frs::limit

@@ -41,8 +41,8 @@ std::string_view Field(std::string_view* line) {
   return f;
 }
 
-constexpr std::string_view kEventWords[] = {"-",           "lease-grant", "lease-release",
-                                            "lease-renew", "lease-sweep", "give-back"};
+constexpr std::string_view kEventWords[] = {"-",         "lease-grant", "lease-release", "lease-renew", "lease-sweep",
+                                            "give-back", "res-take",    "res-settle",    "res-sweep"};
 
 }  // namespace
 

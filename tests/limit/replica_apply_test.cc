@@ -26,6 +26,7 @@ constexpr char kMap[] = R"(<map>
   <biz id="3" name="bucket"><rule algo="token_bucket" interval="60" max="60" burst="6"/></biz>
   <biz id="4" name="two"><rule algo="fixed" interval="60" max="3"/><rule algo="fixed" interval="3600" max="10"/></biz>
   <biz id="5" name="lease"><rule algo="concurrency" lease="60" max="3"/></biz>
+  <biz id="6" name="tokens"><rule algo="fixed" interval="600" max="100"/></biz>
 </map>
 )";
 
@@ -341,6 +342,113 @@ TEST_F(LeaseReplicaTest, AReleaseOfANodeTheReplicaLacksMakesNone) {
   EXPECT_FALSE(Do(*replica_, Cmd::kGet, "lease", "absent").found);
   c.event = Change::Event::kNone;
   EXPECT_FALSE(replica_->ApplyChanges(std::span<const Change>(&c, 1), "s1", 2).ok());
+}
+
+// Reservations replicate as leases do: the replica holds the owner's under
+// the same ids, settles one once, and a settle on either side moves the
+// other's counts the same (docs/cluster.md, "Leases on replicas").
+class ReservationReplicaTest : public LeaseReplicaTest {
+ protected:
+  static Decision Reserve(Engine& e, std::string_view key, int64_t n, int64_t s = 60) {
+    return e.Execute(Request{.cmd = Cmd::kAcquire, .biz = "tokens", .key = key, .n = n, .reserve = s});
+  }
+  static Decision Settle(Engine& e, std::string_view key, const Decision& taken, int64_t real) {
+    const std::string id = limit::LeaseIdText(taken.res_serial, taken.res_mac);
+    return e.Execute(Request{.cmd = Cmd::kSettle, .biz = "tokens", .key = key, .n = real, .reservation = id});
+  }
+  static int64_t Count(Engine& e, std::string_view key) { return Do(e, Cmd::kQuery, "tokens", key).count; }
+};
+
+TEST_F(ReservationReplicaTest, TheOwnersReservationSettlesOnTheReplicaOnce) {
+  const Decision r = Reserve(*owner_, "k", 50);
+  ASSERT_NE(r.res_serial, 0u);
+  // The estimate's add, then the reservation taken.
+  ASSERT_EQ(rec_.changes.size(), 2u);
+  EXPECT_EQ(rec_.changes[0].kind, Change::Kind::kAdd);
+  EXPECT_EQ(rec_.changes[1].event, Change::Event::kResTake);
+  EXPECT_EQ(rec_.changes[1].item, r.res_serial);
+  EXPECT_EQ(rec_.changes[1].until, r.res_expires);
+  EXPECT_EQ(rec_.changes[1].n, 50);
+  EXPECT_NE(rec_.changes[1].nonce, 0u);
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Count(*replica_, "k"), 50);
+
+  // The owner is gone: its id settles on the replica, once.
+  clock_.Advance(2000);
+  const Decision s = Settle(*replica_, "k", r, 20);
+  ASSERT_TRUE(s.ok()) << s.status.ToString();
+  EXPECT_TRUE(s.settled);
+  EXPECT_EQ(s.res_returned, 30);
+  EXPECT_EQ(Count(*replica_, "k"), 20);
+  EXPECT_EQ(Settle(*replica_, "k", r, 20).status.code(), Status::Code::kGone);
+  // A reservation the replica takes gets a serial the owner never gave.
+  const Decision mine = Reserve(*replica_, "k", 5);
+  EXPECT_GT(mine.res_serial, r.res_serial);
+
+  // Back to the owner: the same counts, the settled id gone there too.
+  ASSERT_EQ(back_.changes.size(), 3u);
+  EXPECT_EQ(back_.changes[0].event, Change::Event::kResSettle);
+  EXPECT_EQ(back_.changes[0].item, r.res_serial);
+  EXPECT_EQ(back_.changes[0].n, 20);
+  ASSERT_TRUE(ShipBack(1).value());
+  EXPECT_EQ(Count(*owner_, "k"), 25);
+  EXPECT_EQ(Settle(*owner_, "k", r, 20).status.code(), Status::Code::kGone);
+  EXPECT_TRUE(Settle(*owner_, "k", mine, 5).settled);
+}
+
+TEST_F(ReservationReplicaTest, ASettleOnTheOwnerMovesTheReplicasCountTheSame) {
+  const Decision below = Reserve(*owner_, "k", 50), above = Reserve(*owner_, "k", 10);
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Count(*replica_, "k"), 60);
+  clock_.Advance(1000);
+  ASSERT_TRUE(Settle(*owner_, "k", below, 20).settled);  // 30 given back
+  ASSERT_EQ(rec_.changes.size(), 1u);
+  EXPECT_EQ(rec_.changes[0].event, Change::Event::kResSettle);
+  EXPECT_EQ(rec_.changes[0].item, below.res_serial);
+  EXPECT_EQ(rec_.changes[0].n, 20);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Count(*replica_, "k"), Count(*owner_, "k"));
+  EXPECT_EQ(Count(*replica_, "k"), 30);
+  const Decision over = Settle(*owner_, "k", above, 45);  // 35 charged beyond the estimate
+  ASSERT_TRUE(over.settled);
+  EXPECT_EQ(over.res_overrun, 35);
+  ASSERT_TRUE(Ship(3).value());
+  EXPECT_EQ(Count(*owner_, "k"), 65);
+  EXPECT_EQ(Count(*replica_, "k"), 65);
+  // Both settled: neither id settles on the replica again.
+  EXPECT_EQ(Settle(*replica_, "k", below, 1).status.code(), Status::Code::kGone);
+  EXPECT_EQ(Settle(*replica_, "k", above, 1).status.code(), Status::Code::kGone);
+}
+
+TEST_F(ReservationReplicaTest, ASettleAfterItsWindowChangesNothingOnEither) {
+  const Decision r = Reserve(*owner_, "k", 50, 3600);
+  ASSERT_TRUE(Ship(1).value());
+  clock_.Advance(601 * 1000);  // the 600 s window it was taken in has ended
+  const Decision s = Settle(*owner_, "k", r, 90);
+  ASSERT_TRUE(s.settled);
+  EXPECT_EQ(s.res_overrun, 0);
+  Do(*owner_, Cmd::kAcquire, "tokens", "k", 7);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Count(*owner_, "k"), 7);
+  EXPECT_EQ(Count(*replica_, "k"), 7);
+  EXPECT_EQ(Settle(*replica_, "k", r, 90).status.code(), Status::Code::kGone);
+}
+
+TEST_F(ReservationReplicaTest, AnExpiryIsCountedByTheHolderThatFoundItOnly) {
+  Reserve(*owner_, "k", 10, 5);
+  ASSERT_TRUE(Ship(1).value());
+  clock_.Advance(7000);  // past its expiry (5 + 1 s)
+  const Decision a = Do(*owner_, Cmd::kAcquire, "tokens", "k");
+  EXPECT_EQ(a.res_expired, 1);
+  ASSERT_EQ(rec_.changes.size(), 2u);
+  EXPECT_EQ(rec_.changes[0].event, Change::Event::kResSweep);
+  ASSERT_TRUE(Ship(2).value());
+  // Charged its estimate on both (the add counted it), and the replica's
+  // next write finds nothing expired left to count.
+  const Decision b = Do(*replica_, Cmd::kAcquire, "tokens", "k");
+  EXPECT_EQ(b.res_expired, 0);
+  EXPECT_EQ(Count(*replica_, "k"), 12);
+  EXPECT_EQ(Count(*owner_, "k"), 11);
 }
 
 TEST_F(ReplicaApplyTest, WithoutOneKeyFileTheOwnersIdsAreUnknownToTheReplica) {

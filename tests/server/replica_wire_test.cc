@@ -75,6 +75,42 @@ TEST(ReplicaWire, RuleEventsRoundTrip) {
   }
 }
 
+// A reservation's events carry N (the estimate taken, the real amount
+// settled) beside the lease's fields.
+TEST(ReplicaWire, ReservationEventsRoundTripWithTheirAmounts) {
+  std::vector<Change> in(3);
+  for (Change& c : in) {
+    c.kind = Change::Kind::kEvent;
+    c.biz_id = 6;
+    c.key = "k";
+    c.at_ms = 1764547200123;
+  }
+  in[0].event = Change::Event::kResTake;
+  in[0].item = 7;
+  in[0].n = 4000;
+  in[0].until = 1764547801;
+  in[0].nonce = 99;
+  in[1].event = Change::Event::kResSettle;
+  in[1].item = 7;
+  in[1].n = 0;
+  in[2].event = Change::Event::kResSweep;
+  std::string body;
+  for (const Change& c : in) AppendChangeLine(c, &body);
+  EXPECT_NE(body.find("V 6 - 4000 1764547200123 k res-take 7 1764547801 99\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("V 6 - 0 1764547200123 k res-settle 7 0 0\n"), std::string::npos) << body;
+  std::vector<Change> out;
+  std::vector<std::string> keys;
+  ASSERT_TRUE(DecodeChangeLines(body, &out, &keys).ok()) << body;
+  ASSERT_EQ(out.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(out[i].event, in[i].event) << i;
+    EXPECT_EQ(out[i].item, in[i].item) << i;
+    EXPECT_EQ(out[i].n, in[i].n) << i;
+    EXPECT_EQ(out[i].until, in[i].until) << i;
+    EXPECT_EQ(out[i].nonce, in[i].nonce) << i;
+  }
+}
+
 TEST(ReplicaWire, HostileLinesAreRefusedNamingTheLine) {
   const struct {
     const char* body;
