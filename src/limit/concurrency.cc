@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 
-#include <sys/random.h>
+#include "limit/lease_id.h"
 
 namespace frs::limit {
 namespace {
@@ -73,20 +72,6 @@ uint32_t Rebase(const RuleSpec& spec, uint8_t* block, int64_t t) {
   return expired;
 }
 
-// A nonce for a node's first lease: random, never 0. From the kernel each
-// time (once per node made, not per request): a generator seeded in one
-// process and copied by fork would give two workers the same nonces.
-uint32_t NewNonce() {
-  uint32_t v = 0;
-  while (v == 0) {
-    if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
-      thread_local std::mt19937 fallback{std::random_device{}()};
-      v = static_cast<uint32_t>(fallback());
-    }
-  }
-  return v;
-}
-
 // Grants a lease at a free place, on a block just rebased to now (every
 // serial in it is held); false when `max` are held. The block's length is
 // rounded up to 32 bytes, so it has more places than max: a free place is
@@ -102,7 +87,7 @@ bool Grant(const RuleSpec& spec, uint8_t* block) {
     uint32_t serial = Load32(block + kNextAt);
     if (serial == 0) serial = 1;
     Store32(block + kNextAt, serial == UINT32_MAX ? 1 : serial + 1);
-    if (Load32(block + kNonceAt) == 0) Store32(block + kNonceAt, NewNonce());
+    if (Load32(block + kNonceAt) == 0) Store32(block + kNonceAt, NewIdNonce());
     p.Set(i, serial, int64_t{spec.interval} + 1);
     return true;
   }

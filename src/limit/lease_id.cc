@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "os/unique_fd.h"
@@ -137,6 +138,17 @@ Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path) {
     return Status::InvalidArgument("<cluster lease_key>: " + s.message() +
                                    " (16 random bytes, the same file on every shard: head -c 16 /dev/urandom > FILE)");
   return secret;
+}
+
+uint32_t NewIdNonce() {
+  uint32_t v = 0;
+  while (v == 0) {
+    if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+      thread_local std::mt19937 fallback{std::random_device{}()};
+      v = static_cast<uint32_t>(fallback());
+    }
+  }
+  return v;
 }
 
 uint64_t LeaseKeyCheckOf(const LeaseSecret& secret) {

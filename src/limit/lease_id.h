@@ -34,6 +34,11 @@ inline constexpr size_t kLeaseIdChars = 24;
 uint64_t SipHash24(uint64_t k0, uint64_t k1, const uint8_t* data, size_t len);
 
 uint64_t LeaseMac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial, std::string_view key);
+// A node's id nonce (its leases' block, its reservations' table): random,
+// never 0, from the kernel each time (once per block made, not per request):
+// a generator seeded in one process and copied by fork would give two
+// workers the same nonces.
+uint32_t NewIdNonce();
 // Writes exactly kLeaseIdChars characters (no NUL). Inline: the server's
 // encoder writes ids without linking the engine.
 inline void FormatLeaseId(uint32_t serial, uint64_t mac, char* out) {

@@ -1,13 +1,11 @@
 #include "limit/reservation.h"
 
-#include <sys/random.h>
-
 #include <algorithm>
 #include <cstring>
-#include <random>
 
 #include "limit/calendar_window.h"
 #include "limit/fixed_window.h"
+#include "limit/lease_id.h"
 #include "limit/rule_state.h"
 #include "limit/sliding_window.h"
 #include "limit/token_bucket.h"
@@ -35,19 +33,6 @@ struct EntrySlot {
 
 EntrySlot EntryAt(const uint8_t* table, uint32_t i) {
   return EntrySlot{const_cast<uint8_t*>(table) + Reservations::kHeaderBytes + Reservations::kEntryBytes * i};
-}
-
-// Random, never 0, from the kernel each time: once per table made, and a
-// generator copied by fork would give two workers the same nonces.
-uint32_t NewTableNonce() {
-  uint32_t v = 0;
-  while (v == 0) {
-    if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
-      thread_local std::mt19937 fallback{std::random_device{}()};
-      v = static_cast<uint32_t>(fallback());
-    }
-  }
-  return v;
 }
 
 }  // namespace
@@ -127,7 +112,7 @@ bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_
     uint32_t serial = Load32(table + kResNextAt);
     if (serial == 0) serial = 1;
     Store32(table + kResNextAt, serial == UINT32_MAX ? 1 : serial + 1);
-    if (Load32(table + kResNonceAt) == 0) Store32(table + kResNonceAt, NewTableNonce());
+    if (Load32(table + kResNonceAt) == 0) Store32(table + kResNonceAt, NewIdNonce());
     // Held for at least reserve_s whole seconds, as a lease.
     *out = Entry{serial, estimate, now_s, now_s + reserve_s + 1};
     s.Store(*out);
