@@ -22,6 +22,7 @@
 #include "frs/ring.h"
 #include "frs/store.h"
 #include "server/admin_auth.h"
+#include "server/clock_util.h"
 #include "server/handler.h"
 #include "server/replica_wire.h"
 
@@ -87,12 +88,6 @@ size_t CarriedAlready(const ReplicaShared& shared, size_t pi, const std::string&
     break;
   }
   return 0;
-}
-
-int64_t MonoNs() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
 }
 
 // While it lives, every worker's engine waits before its next request

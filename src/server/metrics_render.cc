@@ -90,7 +90,7 @@ class Scrape {
 
 // A series: its header, then what `samples` appends. A series of one
 // unlabelled sample gives `value` instead.
-struct Series {
+struct SeriesRow {
   const char* name;
   const char* type;
   const char* help;
@@ -217,7 +217,7 @@ uint64_t Summed(const Scrape& s) {
   return s.Sum(kCounter);
 }
 
-constexpr Series kSeries[] =
+constexpr SeriesRow kSeries[] =
     {
         {"frs_requests_total", "counter", "Requests answered, by command and HTTP status.", nullptr, RequestSamples},
         {"frs_request_duration_seconds", "histogram", "Time from a request's first byte read to its response queued.",
@@ -291,20 +291,20 @@ constexpr Series kSeries[] =
   return s.Sum(&WorkerCounters::reload_failures) + CounterGet(s.master().reload_failures);
          },
          nullptr},
-                 {"frs_misrouted_total", "counter",
-                  "Requests for a route that another shard of <cluster> owns (answered 421 when enforce=\"1\").",
-                  Summed<&WorkerCounters::misrouted>, nullptr},
-                 {"frs_handoff_merged_total", "counter",
-                  "Nodes received from other shards by frsctl handoff and merged.", Summed<&WorkerCounters::merged>,
-                  nullptr},
-                 {"frs_handoff_duplicates_total", "counter",
-                  "Handoff nodes received again after an interruption and ignored (their receipt was already here).",
-                  Summed<&WorkerCounters::merge_duplicates>, nullptr},
-                 {"frs_decision_log_lines_total", "counter", "Lines written to the decision log (<decisions file>).",
-                  [](const Scrape& s) {
+                    {"frs_misrouted_total", "counter",
+                     "Requests for a route that another shard of <cluster> owns (answered 421 when enforce=\"1\").",
+                     Summed<&WorkerCounters::misrouted>, nullptr},
+                    {"frs_handoff_merged_total", "counter",
+                     "Nodes received from other shards by frsctl handoff and merged.", Summed<&WorkerCounters::merged>,
+                     nullptr},
+                    {"frs_handoff_duplicates_total", "counter",
+                     "Handoff nodes received again after an interruption and ignored (their receipt was already here).",
+                     Summed<&WorkerCounters::merge_duplicates>, nullptr},
+                    {"frs_decision_log_lines_total", "counter", "Lines written to the decision log (<decisions file>).",
+                     [](const Scrape& s) {
   return s.Sum([](const WorkerCounters& c) { return CounterGet(c.decision_log.lines); });
-                  },
-                  nullptr},
+                     },
+                     nullptr},
     {"frs_decision_log_dropped_total", "counter",
      "Decision log lines dropped: a worker's buffer was full (the disk is slower than the decisions), or a write "
      "failed (a full disk, an I/O error).",
@@ -343,7 +343,7 @@ constexpr Series kSeries[] =
 
 void Metrics::Render(Engine& engine, const Store* store, std::string* out) const {
   const Scrape scrape(*this, engine, store);
-  for (const Series& s : kSeries) {
+  for (const SeriesRow& s : kSeries) {
     Header(out, s.name, s.type, s.help);
     if (s.samples != nullptr) {
       s.samples(scrape, s.name, out);
