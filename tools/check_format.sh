@@ -9,8 +9,9 @@
 # style (K&R comments, `char *p`), built by hand outside CMake.
 # clang-format 14 (Debian 12's clang-format package): another version lays
 # out some lines differently, so it is named when it is not the one found.
-# To fix a file: clang-format -i FILE. With no FILE, the tracked shell scripts
-# are checked by shellcheck, and the tracked Python files by black (layout,
+# To fix a file: clang-format -i FILE. With no FILE, no function of src/ may
+# be longer than 120 lines (tools/function_lengths.py), the tracked shell
+# scripts are checked by shellcheck, and the tracked Python files by black (layout,
 # pyproject.toml: black --config pyproject.toml FILE fixes one) and flake8
 # (.flake8), too.
 set -euo pipefail
@@ -63,6 +64,23 @@ if ((changed)); then
   exit 1
 fi
 echo "check_format: ${#files[@]} files agree with .clang-format"
+
+# No function of src/ longer than 120 lines, signature to closing brace
+# (tools/function_lengths.py; --top 10 lists the longest): split one by
+# meaning, into steps with names, rows of a table, helpers that own a check.
+# The one exception, with its reason, is named here.
+if ((!$#)); then
+  mapfile -t sources < <(git ls-files -- 'src/*.cc' 'src/*.h')
+  # StoreImpl::UpdateBatchImpl: the batch's claims, locks, journals and
+  # writes go to the store's collaborators (LockSet, Txn) as StoreImpl is
+  # taken apart into them; split there, not cut here.
+  if ! python3 tools/function_lengths.py --max 120 \
+    --allow src/store/update.cc:StoreImpl::UpdateBatchImpl "${sources[@]}"; then
+    echo "check_format: the functions above are longer than 120 lines: split them by meaning" >&2
+    exit 1
+  fi
+  echo "check_format: no function of the ${#sources[@]} files of src/ is longer than 120 lines"
+fi
 
 # The whole tree's shell scripts, when no file is named: shellcheck's warnings
 # and errors (its notes and style hints are advice, not failures). -x follows
