@@ -365,8 +365,6 @@ constexpr Element kElements[] = {
 
 }  // namespace
 
-std::span<const Element> Elements() { return kElements; }
-
 const Element* FindElement(std::string_view name, bool in_cluster) {
   for (const Element& e : kElements)
     if (e.name == name && (e.place == Place::kInCluster) == in_cluster) return &e;

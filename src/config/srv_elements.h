@@ -73,11 +73,10 @@ struct Element {
   Status (*set)(const Context& ctx, const pugi::xml_node& n);
 };
 
-// Every element srv.xml knows, in the order docs/configuration.md lists them.
-std::span<const Element> Elements();
-
-// The row of element `name` that may stand in `place`'s parent (kOnce and
-// kRepeated both mean <frs>); null when there is none.
+// The row of element `name` as a child of <cluster> (`in_cluster`) or of
+// <frs>; null when srv.xml has no such element there. The rows are
+// srv_elements.cc's kElements (docs/configuration.md documents each one, as
+// tests/config/configuration_doc_test.py checks).
 const Element* FindElement(std::string_view name, bool in_cluster);
 
 // Checks `n`'s attributes against its row, then runs its setter.
