@@ -258,9 +258,9 @@ class Metrics {
   WorkerCounters* workers_base_ = nullptr;
 };
 
-// frs_leases_held{biz,id}: the leases each biz with a concurrency rule holds
-// now (AdminEngine::LeasesHeld, a walk over the store); nothing when no biz
-// has one.
-void RenderLeasesHeld(AdminEngine& engine, std::string* out);
+// frs_leases_held{biz,id} and frs_reservations_held{biz,id}: what each biz
+// holds now (AdminEngine::HeldNow, one walk over the store); nothing when no
+// biz has a concurrency rule or names its reservations.
+void RenderHeldNow(AdminEngine& engine, std::string* out);
 
 }  // namespace frs::server
