@@ -435,6 +435,19 @@ class Ring(object):
     def owner(self, route):
         return self.shards[self.owner_index(route)][0]
 
+    def successor_index(self, route):
+        """The shard nginx falls over to when the owner of `route` fails (and,
+        with <cluster replicas="1">, the one holding its copy): that of the
+        next point on the continuum that belongs to another shard, as
+        Ring::SuccessorOfHash; None when the ring has one shard."""
+        i = bisect.bisect_left(self._hashes, Ring.hash(route))
+        owner = self._owners[i % len(self._owners)]
+        for k in range(1, len(self._owners)):
+            other = self._owners[(i + k) % len(self._owners)]
+            if other != owner:
+                return other
+        return None
+
     def __len__(self):
         return len(self._hashes)
 

@@ -925,6 +925,30 @@ class ClusterTest(unittest.TestCase):
             seen.add(want)
         self.assertEqual(seen, set(self.names))
 
+    @unittest.skipUnless(FRSCTL and os.access(FRSCTL, os.X_OK), "set FRSCTL to the frsctl binary")
+    def test_successor_matches_frsctl(self):
+        # The same <cluster> with replicas: frsctl owner names the successor too.
+        with open(self.shards[0].config) as f:
+            text = f.read()
+        conf = os.path.join(self.shards[0].dir, "replicas.xml")
+        with open(conf, "w") as f:
+            f.write(text.replace('enforce="1">', 'enforce="1" replicas="1">', 1))
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+        ring = self.client.ring
+
+        def frsctl_holders(route):
+            out = subprocess.run([FRSCTL, "-c", conf, "owner", route], capture_output=True, check=True, env=env)
+            owner, succ = out.stdout.decode().splitlines()
+            return owner, succ.split()[-1]
+
+        routes = ["route-%d" % i for i in range(40)] + ["a b", "ünï", "{t}"]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            wants = list(pool.map(frsctl_holders, routes))
+        for r, (owner, succ) in zip(routes, wants):
+            self.assertEqual(ring.owner(r), owner, r)
+            self.assertEqual(ring.shards[ring.successor_index(r)][0], succ, r)
+        self.assertIsNone(frs_client.Ring([(self.names[0], 1)]).successor_index("x"))
+
     def test_requests_reach_their_owner(self):
         c = self.client
         before = c.redirects
