@@ -32,15 +32,10 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   std::string from, stream, forname, digest, buf, token, lease_key, handed_off;
   uint64_t seq = 0, file = 0, first = 0;
   bool snapshot = false, have_file = false, state = false;
-  for (size_t start = 0; start <= query.size() && !query.empty();) {
-    const size_t amp = query.find('&', start);
-    const std::string_view pair = query.substr(start, amp == std::string_view::npos ? query.npos : amp - start);
-    start = amp == std::string_view::npos ? query.size() + 1 : amp + 1;
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    const std::string_view name = pair.substr(0, eq);
+  std::string_view name, raw;
+  while (NextQueryParam(&query, &name, &raw)) {
     std::string_view value;
-    if (!PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &buf, &value)) {
+    if (!PercentDecode(raw, &buf, &value)) {
       TextBody(400, "/replicate: parameter '" + std::string(name.substr(0, 32)) + "' has a bad %-escape", status);
       return;
     }
