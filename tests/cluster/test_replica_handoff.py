@@ -350,7 +350,15 @@ class ReplicaHandoff(unittest.TestCase):
         self.change(new)
         # While R still delivers them, no handoff starts (nothing changes).
         refused = self.shards[leaving].handoff()
+        # The link was down before the change, so it logs nothing new: the
+        # stalled drain is logged once, naming the shard and the failure.
+        r = self.shards[leaving]
+        self.assertTrue(processes.wait_for(lambda: "have not drained for" in r.log(), 15), r.log()[-2000:])
+        stalled = [line for line in r.log().splitlines() if "have not drained for" in line]
+        self.assertEqual(len(stalled), 1, stalled)
+        self.assertRegex(stalled[0], re.escape(t.name) + r": \d+ queued, answered 503")
         self.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: "drain again after" in r.log(), 15), r.log()[-2000:])
         live = list(old)
         # (None: a frsd without the gauge; the holders' counts below say whether anything was lost.)
         self.assertTrue(
