@@ -85,8 +85,11 @@ this key never granted is an error with status 409, of a lease that ended 410.
 reservation and reservation_expires (an acquire with reserve: the id and the
 unix second it expires, charged its estimate, if not settled), settled,
 returned and overrun (settle: applied, what it gave back, what it charged
-beyond the estimate). A settle of an id this key never issued is an error
-with status 409; one settled already or expired, 410 (it was applied once).
+beyond the estimate), reservations_full (an acquire with reserve denied
+because the key holds all the reservations its biz allows; retry_after says
+until the first of them expires). A settle of an id this key never issued is
+an error with status 409; one settled already or expired, 410 (it was applied
+once).
 
 An answer frsd refuses (400 bad key or attribute, 403, 404 unknown biz, ...)
 is a Decision with allowed=False and error="HTTP 404: unknown biz ...",
@@ -227,6 +230,7 @@ class Decision(_Verdict, _Record):
         "settled",
         "returned",
         "overrun",
+        "reservations_full",
     )
 
     def __init__(
@@ -252,6 +256,7 @@ class Decision(_Verdict, _Record):
         settled=False,
         returned=0,
         overrun=0,
+        reservations_full=False,
     ):
         rules = rules if rules is not None else []
         self._set(locals())
@@ -342,6 +347,7 @@ def _decision_from(elem, status, server, cmd):
         settled=a.get("settled") == "1",
         returned=_int(a, "returned"),
         overrun=_int(a, "overrun"),
+        reservations_full=a.get("reservations_full") == "1",
     )
 
 
@@ -434,6 +440,19 @@ class Ring(object):
 
     def owner(self, route):
         return self.shards[self.owner_index(route)][0]
+
+    def successor_index(self, route):
+        """The shard nginx falls over to when the owner of `route` fails (and,
+        with <cluster replicas="1">, the one holding its copy): that of the
+        next point on the continuum that belongs to another shard, as
+        Ring::SuccessorOfHash; None when the ring has one shard."""
+        i = bisect.bisect_left(self._hashes, Ring.hash(route))
+        owner = self._owners[i % len(self._owners)]
+        for k in range(1, len(self._owners)):
+            other = self._owners[(i + k) % len(self._owners)]
+            if other != owner:
+                return other
+        return None
 
     def __len__(self):
         return len(self._hashes)

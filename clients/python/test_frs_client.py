@@ -58,6 +58,7 @@ MAP = """<map>
   <biz id="5" name="shadowed" mode="shadow"><rule interval="60" max="1"/></biz>
   <biz id="6" name="big"><rule interval="3600" max="1000000"/></biz>
   <biz id="7" name="inflight"><rule algo="concurrency" max="2" lease="60"/></biz>
+  <biz id="8" name="twice" reservations="2"><rule interval="3600" max="1000"/></biz>
 </map>
 """
 
@@ -508,6 +509,24 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.count_by_get("big", "py-res"), 1730)
         plain = c.acquire("big", "py-res")
         self.assertIsNone(plain.reservation)
+        self.assertFalse(plain.reservations_full)
+
+    def test_reservations_full_says_why_an_acquire_is_denied(self):
+        c = self.client
+        held = [c.acquire("twice", "py-full", n=5, reserve=600) for _ in range(2)]
+        self.assertTrue(all(held), held)
+        self.assertFalse(any(d.reservations_full for d in held))
+        full = c.acquire("twice", "py-full", n=5, reserve=600)
+        self.assertFalse(full, full)
+        self.assertTrue(full.reservations_full, full)
+        self.assertIsNone(full.reservation)
+        self.assertGreater(full.retry_after, 0)
+        # The rate rule itself has room: only the table is full.
+        self.assertEqual(full.remaining, 990)
+        self.assertTrue(c.settle("twice", "py-full", held[0].reservation, 5).settled)
+        again = c.acquire("twice", "py-full", n=5, reserve=600)
+        self.assertTrue(again, again)
+        self.assertFalse(again.reservations_full)
 
     def test_acquire_n_is_atomic(self):
         c = self.client
@@ -924,6 +943,30 @@ class ClusterTest(unittest.TestCase):
             self.assertEqual(self.client.owner(r), want, r)
             seen.add(want)
         self.assertEqual(seen, set(self.names))
+
+    @unittest.skipUnless(FRSCTL and os.access(FRSCTL, os.X_OK), "set FRSCTL to the frsctl binary")
+    def test_successor_matches_frsctl(self):
+        # The same <cluster> with replicas: frsctl owner names the successor too.
+        with open(self.shards[0].config) as f:
+            text = f.read()
+        conf = os.path.join(self.shards[0].dir, "replicas.xml")
+        with open(conf, "w") as f:
+            f.write(text.replace('enforce="1">', 'enforce="1" replicas="1">', 1))
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+        ring = self.client.ring
+
+        def frsctl_holders(route):
+            out = subprocess.run([FRSCTL, "-c", conf, "owner", route], capture_output=True, check=True, env=env)
+            owner, succ = out.stdout.decode().splitlines()
+            return owner, succ.split()[-1]
+
+        routes = ["route-%d" % i for i in range(40)] + ["a b", "ünï", "{t}"]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            wants = list(pool.map(frsctl_holders, routes))
+        for r, (owner, succ) in zip(routes, wants):
+            self.assertEqual(ring.owner(r), owner, r)
+            self.assertEqual(ring.shards[ring.successor_index(r)][0], succ, r)
+        self.assertIsNone(frs_client.Ring([(self.names[0], 1)]).successor_index("x"))
 
     def test_requests_reach_their_owner(self):
         c = self.client

@@ -72,23 +72,23 @@ class AdminEngine : public Engine {
   // Decodes a node for humans and scripts (explain, get, dump, top).
   virtual Result<NodeView> Inspect(std::string_view biz, std::string_view key) = 0;
   virtual Result<NodeView> View(const NodeInfo& node) const = 0;
-  // The leases held now (not past their expiry, swept or not) of every biz
-  // with a concurrency rule, zeros included, in map order: what /metrics
-  // shows as frs_leases_held. Read from the store, so it is right after a
-  // restart and the moment a lease expires; the price is a walk over the
-  // store's chains per such biz (one chain locked at a time).
-  // The same walk counts the reservations held now (not past their expiry)
-  // of every biz that names reservations="N" in map.xml (frs_reservations_held);
-  // `leases` and `reservations` say which of the two a biz has.
-  struct BizLeases {
+  // What every biz holds now, in one walk over the store's chains (one
+  // chain locked at a time), in map order, zeros included: the leases (not
+  // past their expiry, swept or not) of each biz with a concurrency rule
+  // (/metrics: frs_leases_held) and the reservations (not settled, not past
+  // their expiry) of each biz that names reservations="N" in map.xml
+  // (frs_reservations_held). Read from the store, so it is right after a
+  // restart and the moment one expires. `has_leases` and `has_reservations`
+  // say which of the two a biz counts; a biz with neither is left out.
+  struct BizHeldNow {
     uint16_t biz_id = 0;
     std::string biz;
-    uint64_t held = 0;
-    uint64_t reservations_held = 0;
-    bool leases = false;
-    bool reservations = false;
+    uint64_t leases = 0;
+    uint64_t reservations = 0;
+    bool has_leases = false;
+    bool has_reservations = false;
   };
-  virtual Result<std::vector<BizLeases>> LeasesHeld() { return std::vector<BizLeases>{}; }
+  virtual Result<std::vector<BizHeldNow>> HeldNow() { return std::vector<BizHeldNow>{}; }
 
   // Portable text (one JSON object per node, no trailing newline) and back.
   // Import resolves the biz by name (falling back to id), rehashes into this

@@ -56,6 +56,9 @@ struct ClientDecision {
   bool settled = false;  // Settle: it was held and is now charged its real amount
   int64_t returned = 0;  // Settle: given back (real below the estimate)
   int64_t overrun = 0;   // Settle: charged beyond the estimate
+  // An acquire with reserve denied because the key holds all the
+  // reservations its biz allows (retry_after: until the first expires).
+  bool reservations_full = false;
   // Not OK: there was no usable answer (unreachable, time-out, an error
   // status); `allowed` then follows the fail policy (or is false for a
   // request the server refused as malformed: InvalidArgument/NotFound).

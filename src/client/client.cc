@@ -85,6 +85,7 @@ ClientDecision FromXml(const pugi::xml_node& r) {
   d.settled = r.attribute("settled").as_int() == 1;
   d.returned = r.attribute("returned").as_llong();
   d.overrun = r.attribute("overrun").as_llong();
+  d.reservations_full = r.attribute("reservations_full").as_int() == 1;
   return d;
 }
 

@@ -169,7 +169,7 @@ class EngineImpl final : public AdminEngine {
   std::vector<BizInfo> Bizzes() const override;
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
   Result<NodeView> View(const NodeInfo& node) const override;
-  Result<std::vector<BizLeases>> LeasesHeld() override;
+  Result<std::vector<BizHeldNow>> HeldNow() override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;
   Status ImportNode(std::string_view json_line) override;
   Status CheckImport(std::string_view json_line) const override;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -49,7 +50,8 @@ uint64_t LoadLe64(const uint8_t* p) {
   return v;
 }
 
-Status ReadSecret(const std::string& path, LeaseSecret* out) {
+// *mode (when given): the file's permission bits.
+Status ReadSecret(const std::string& path, LeaseSecret* out, mode_t* mode = nullptr) {
   // O_NONBLOCK: a FIFO named here must not hold a start or a reload up.
   os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid()) return Status::FromErrno(path, errno);
@@ -57,6 +59,7 @@ Status ReadSecret(const std::string& path, LeaseSecret* out) {
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path, errno);
   if (!S_ISREG(st.st_mode))
     return Status::InvalidArgument(path + ": a lease secret is a regular file; this is not one");
+  if (mode != nullptr) *mode = st.st_mode & 07777;
   uint8_t buf[17];
   const ssize_t n = ::read(fd.get(), buf, sizeof buf);
   if (n < 0) return Status::FromErrno(path, errno);
@@ -133,10 +136,23 @@ bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac) {
 
 Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path) {
   LeaseSecret secret;
-  Status s = ReadSecret(path, &secret);
+  mode_t mode = 0;
+  Status s = ReadSecret(path, &secret, &mode);
   if (!s.ok())
     return Status::InvalidArgument("<cluster lease_key>: " + s.message() +
-                                   " (16 random bytes, the same file on every shard: head -c 16 /dev/urandom > FILE)");
+                                   " (16 random bytes, the same file on every shard, readable by frsd's user only: "
+                                   "(umask 077; head -c 16 /dev/urandom > FILE))");
+  // Whoever reads the key can forge every lease and reservation id of the
+  // cluster: a file others may read is refused, as ssh refuses such a
+  // private key, rather than trusted until someone notices.
+  if ((mode & 077) != 0) {
+    char octal[16];
+    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
+    return Status::InvalidArgument("<cluster lease_key>: " + path + " has mode " + octal +
+                                   ": its group or others may read it, and a reader can forge lease and reservation "
+                                   "ids; chmod 600 " +
+                                   path + " (frsd refuses a key readable by anyone but its owner)");
+  }
   return secret;
 }
 

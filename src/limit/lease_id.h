@@ -55,7 +55,9 @@ bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac);
 // secret of its own: its ids last as long as the engine.
 Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create);
 // Reads an operator's key file (<cluster lease_key>): exactly 16 bytes,
-// never made here, the same file on every shard of a cluster.
+// never made here, the same file on every shard of a cluster, and readable
+// by its owner only (a mode with any group or other bit is refused, naming
+// the file and its mode: frsd -t, the start and a reload alike).
 Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path);
 // A check of `secret` that tells two secrets apart and reveals neither: its
 // SipHash of a fixed text (never 0).

@@ -281,25 +281,28 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   return Commit::kWrite;
 }
 
-Commit NodeOp::ApplyGiveBack(NodeRef& ref, bool converted, uint32_t expired) {
-  d->status = Status::OK();
-  // Each rule's count now (held leases for a concurrency rule), lowered by
-  // n: a concurrency rule's SetCount keeps the leases that expire last, so
-  // those granted (or renewed) earliest end first. Nothing to give back on
-  // a key never counted.
-  EvaluateRules(*biz, ref.state, now, 1, d);
-  if (!ref.exists) {
-    Summarize(d, biz->mode == Mode::kEnforce);
-    return Commit::kNone;  // a key never counted: nothing to give back, no node made
-  }
+int64_t GiveBackUses(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d) {
+  EvaluateRules(biz, state, now, 1, d);
   int64_t given = 0;
-  for (uint32_t i = 0; i < biz->nrules; ++i) {
+  for (uint32_t i = 0; i < biz.nrules; ++i) {
     const int64_t before = d->rules[i].count;
     if (before <= 0) continue;
     const int64_t after = std::max<int64_t>(0, before - n);
-    SetCount(biz->rules[i], ref.state + biz->rules[i].offset, now, after);
+    SetCount(biz.rules[i], state + biz.rules[i].offset, now, after);
     given = std::max(given, before - after);
   }
+  return given;
+}
+
+Commit NodeOp::ApplyGiveBack(NodeRef& ref, bool converted, uint32_t expired) {
+  d->status = Status::OK();
+  if (!ref.exists) {
+    // A key never counted: nothing to give back, no node made.
+    EvaluateRules(*biz, ref.state, now, 1, d);
+    Summarize(d, biz->mode == Mode::kEnforce);
+    return Commit::kNone;
+  }
+  const int64_t given = GiveBackUses(*biz, ref.state, now, n, d);
   d->given_back = given;
   EvaluateRules(*biz, ref.state, now, 1, d);
   Summarize(d, biz->mode == Mode::kEnforce);

@@ -49,6 +49,14 @@ uint32_t NodeExpireS(const BizConfig& biz, const uint8_t* state, const Now& now)
 // retry_after) and reporting the counts after.
 void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d);
 
+// A give-back (a release naming no lease, Request::give_back), of a request
+// and of a replica's copy alike: lowers each rule's count now (held leases
+// for a concurrency rule) by n, never below 0; a concurrency rule's SetCount
+// keeps the leases that expire last, so those granted (or renewed) earliest
+// end first. Returns the most any rule gave back; d's rules are left judged
+// before it.
+int64_t GiveBackUses(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d);
+
 // What a read (query, get) answers of a node: adopts biz's layout, then
 // judges "n more now" on every rule and sums up. False, with d untouched:
 // the node holds more state than `ref` carries (*need_bytes says how much),
@@ -82,13 +90,17 @@ bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint
 void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
                       const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d);
 uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now);
-// A replica's copy (limit/rule_event.h): AdoptReservation keeps the other
-// holder's reservation `e` under its serial and table nonce (the table made
-// first by HasReservationRoom); SettleReservationCopy settles `serial` at
-// `real` as NodeOp::ApplySettle did on the sender at `at` (nothing when it
-// is not held here).
+// SettleReservation: the one settle, of a request (NodeOp, once the id is
+// checked) and of a replica's copy (limit/rule_event.h, at the sender's
+// instant `at`: a window ended there has ended here): charges `serial` at
+// `real` in every rule's window as it was taken in, adds what each rule gave
+// back and charged beyond the estimate to *sum, and frees it; false (and
+// nothing changed) when the node does not hold it.
+// AdoptReservation keeps the other holder's reservation `e` under its serial
+// and table nonce (the table made first by HasReservationRoom).
+bool SettleReservation(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
+                       Reservations::RuleSettle* sum);
 void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e);
-void SettleReservationCopy(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real);
 
 struct NodeOp {
   const BizConfig* biz = nullptr;

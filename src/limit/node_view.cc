@@ -45,15 +45,15 @@ void StateInLayout(const BizConfig& biz, const NodeInfo& node, const Now& now, u
 
 }  // namespace
 
-Result<std::vector<AdminEngine::BizLeases>> EngineImpl::LeasesHeld() {
+Result<std::vector<AdminEngine::BizHeldNow>> EngineImpl::HeldNow() {
   std::shared_ptr<const Map> map = SharedMap();
   const Now now = NowAt();
-  std::vector<BizLeases> out;
+  std::vector<BizHeldNow> out;
   std::vector<const Biz*> of;  // parallel to out
   for (const Biz& b : map->bizzes) {
     const bool leases = b.cfg.lease_rule >= 0, reservations = b.cfg.res_explicit && b.cfg.res_cap > 0;
     if (!leases && !reservations) continue;
-    out.push_back(BizLeases{b.cfg.id, b.cfg.name, 0, 0, leases, reservations});
+    out.push_back(BizHeldNow{b.cfg.id, b.cfg.name, 0, 0, leases, reservations});
     of.push_back(&b);
   }
   if (out.empty()) return out;
@@ -67,26 +67,26 @@ Result<std::vector<AdminEngine::BizLeases>> EngineImpl::LeasesHeld() {
     auto it = index.find(node.biz);
     if (it == index.end()) return;
     const BizConfig& cfg = of[it->second]->cfg;
-    BizLeases& b = out[it->second];
-    if (b.reservations) {
+    BizHeldNow& b = out[it->second];
+    if (b.has_reservations) {
       // The table sits after the rules' blocks as stored (a reload since
       // the node's last write changes nothing of it).
       const std::span<const uint8_t> table = Reservations::Find(node.state);
       if (!table.empty()) {
         Reservations::Entry held[Reservations::kMaxPerKey];
-        b.reservations_held +=
+        b.reservations +=
             std::min<uint32_t>(Reservations::Held(table.data(), static_cast<uint32_t>(table.size()), now.s, held),
                                static_cast<uint32_t>(std::size(held)));
       }
     }
-    if (!b.leases) return;
+    if (!b.has_leases) return;
     const RuleSpec& spec = cfg.rules[cfg.lease_rule];
     // A node of an older layout (a reload since its last write) is read as
     // the rules see it.
     uint8_t state[kMaxStateBytes] = {};
     StateInLayout(cfg, node, now, state);
     Concurrency::Lease held[Concurrency::kMaxLeases];
-    b.held += Concurrency::Held(spec, state + spec.offset, now, held);
+    b.leases += Concurrency::Held(spec, state + spec.offset, now, held);
   });
   if (!s.ok()) return s;
   return out;

@@ -104,15 +104,19 @@ void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const 
   if (t != nullptr) Reservations::Adopt(t, biz.res_bytes, nonce, e);
 }
 
-void SettleReservationCopy(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real) {
+bool SettleReservation(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
+                       Reservations::RuleSettle* sum) {
   uint8_t* t = TableOf(biz, ref);
   Reservations::Entry e;
-  if (t == nullptr || !Reservations::Get(t, biz.res_bytes, serial, &e)) return;
-  // The same rules as the sender's settle at the same instant: a window
-  // ended there has ended here.
-  for (uint32_t i = 0; i < biz.nrules; ++i)
-    Reservations::SettleRule(biz.rules[i], ref.state + biz.rules[i].offset, at, e, real);
+  if (t == nullptr || !Reservations::Get(t, biz.res_bytes, serial, &e)) return false;
+  for (uint32_t i = 0; i < biz.nrules; ++i) {
+    const Reservations::RuleSettle r =
+        Reservations::SettleRule(biz.rules[i], ref.state + biz.rules[i].offset, at, e, real);
+    sum->returned += r.returned;
+    sum->overrun += r.overrun;
+  }
   Reservations::Free(t, biz.res_bytes, serial);
+  return true;
 }
 
 uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now) {
@@ -126,7 +130,6 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
   uint8_t* t = ref.exists ? TableOf(*biz, ref) : nullptr;
   uint32_t serial = 0;
   uint64_t mac = 0;
-  Reservations::Entry e;
   const std::string id(reservation);
   // The id's hash first: an id of another key, a lease's or a forged one
   // learns nothing and settles nothing.
@@ -136,18 +139,13 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
              Reservations::Mac(*secret, biz->id, Reservations::Nonce(t), serial, key) != mac) {
     d->status = Status::Conflict("reservation " + id +
                                  " is unknown: it was never taken for this key (or this key's node was erased since)");
-  } else if (!Reservations::Get(t, biz->res_bytes, serial, &e)) {
+  } else if (Reservations::RuleSettle sum; !SettleReservation(*biz, ref, now, serial, n, &sum)) {
     // The sweep before this freed (and counted) one that expired.
     d->status = Status::Gone("reservation " + id +
                              " is no longer held: settled already, or expired (and charged its estimate)");
   } else {
-    for (uint32_t i = 0; i < biz->nrules; ++i) {
-      const RuleSpec& spec = biz->rules[i];
-      const Reservations::RuleSettle r = Reservations::SettleRule(spec, ref.state + spec.offset, now, e, n);
-      d->res_returned += r.returned;
-      d->res_overrun += r.overrun;
-    }
-    Reservations::Free(t, biz->res_bytes, serial);
+    d->res_returned = sum.returned;
+    d->res_overrun = sum.overrun;
     d->settled = true;
     changed = true;
   }

@@ -86,7 +86,11 @@ void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const N
       AdoptReservation(biz, ref, c.nonce, Reservations::Entry{c.item, c.n, at.s, c.until});
       return;
     }
-    case Change::Event::kResSettle: SettleReservationCopy(biz, ref, Now::At(c.at_ms, now.tz), c.item, c.n); return;
+    case Change::Event::kResSettle: {
+      Reservations::RuleSettle sum;  // the sender's answer said it
+      SettleReservation(biz, ref, Now::At(c.at_ms, now.tz), c.item, c.n, &sum);
+      return;
+    }
     case Change::Event::kResSweep:
       // As kLeaseSweep: the same entries expired there; not counted here.
       SweepReservations(biz, ref, Now::At(c.at_ms, now.tz));
@@ -94,12 +98,8 @@ void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const N
     default: break;
   }
   if (c.event == Change::Event::kGiveBack) {
-    // As NodeOp::ApplyGiveBack does on the sender.
     Decision d;
-    EvaluateRules(biz, state, now, 1, &d);
-    for (uint32_t i = 0; i < biz.nrules; ++i)
-      if (d.rules[i].count > 0)
-        SetCount(biz.rules[i], state + biz.rules[i].offset, now, std::max<int64_t>(0, d.rules[i].count - c.n));
+    GiveBackUses(biz, state, now, c.n, &d);
     return;
   }
   if (biz.lease_rule < 0) return;

@@ -192,7 +192,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
         ctype = kText;
         if (metrics_) {
           metrics_->Render(*engine_, store_, &body_);
-          RenderLeasesHeld(*engine_, &body_);
+          RenderHeldNow(*engine_, &body_);
           if (rls_ && rls_->rules()) RenderEnvoyMetrics(*metrics_, *rls_->rules(), &body_);
           if (opts_.cluster.ring && opts_.cluster.replicas)
             RenderReplicaMetrics(*metrics_, *opts_.cluster.ring, opts_.cluster.self_index, &body_);

@@ -157,6 +157,9 @@ class Handler {
                         int* status);
   void ReplicatePending(size_t peer, int* status);
   void ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status);
+  // Logs (at most once a minute per peer and kind) a /replicate refused as the
+  // two shards' <cluster lease_key> differ, naming the peer, never a key.
+  void LogKeyRefusal(std::string_view peer, bool batch, bool peer_keyless, bool self_keyless);
   // Runs one request into decisions_[0] and appends its answer to body_.
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);
@@ -208,6 +211,11 @@ class Handler {
   envoy::RateLimitService* rls_ = nullptr;
   EnvoyMetrics* envoy_metrics_ = nullptr;
   Replicator* repl_ = nullptr;
+  // Per peer (a few: the shards of a <cluster>) and kind (batch, snapshot),
+  // when a /replicate of it refused for its <cluster lease_key> was last
+  // logged (CLOCK_MONOTONIC s): a sender retrying each second is logged
+  // once a minute.
+  std::vector<std::pair<std::string, int64_t>> key_refusals_logged_;
   EnvoyDecisionLog envoy_log_;
   EnvoyJson json_;
   envoy::RlsRequest rls_req_;

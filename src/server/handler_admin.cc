@@ -52,15 +52,10 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
   std::string token, receipt;
   bool have_biz = false, have_by = false;
   std::string buf;
-  for (size_t start = 0; start <= query.size() && !query.empty();) {
-    const size_t amp = query.find('&', start);
-    const std::string_view pair = query.substr(start, amp == std::string_view::npos ? query.npos : amp - start);
-    start = amp == std::string_view::npos ? query.size() + 1 : amp + 1;
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    const std::string_view name = pair.substr(0, eq);
+  std::string_view name, raw;
+  while (NextQueryParam(&query, &name, &raw)) {
     std::string_view value;
-    if (!PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &buf, &value)) {
+    if (!PercentDecode(raw, &buf, &value)) {
       ErrorBody(400, "/stats: parameter '" + std::string(name) + "' has a bad %-escape", status);
       return;
     }

@@ -24,7 +24,9 @@
 #include "server/admin_auth.h"
 #include "server/clock_util.h"
 #include "server/handler.h"
+#include "server/logger.h"
 #include "server/replica_wire.h"
+#include "server/request_decoder.h"
 
 namespace frs::server {
 
@@ -35,20 +37,43 @@ struct ReplicateQuery {
   bool snapshot = false, have_file = false, state = false;
 };
 
+void Handler::LogKeyRefusal(std::string_view peer, bool batch, bool peer_keyless, bool self_keyless) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t now_s = ts.tv_sec;
+  // Named as sent (admin-authenticated, but still bytes from the network):
+  // cut short and made printable before it reaches the log.
+  std::string name(peer.substr(0, 64));
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  if (name.empty()) name = "(unnamed)";
+  // A batch and a snapshot ask are logged apart: each says what stopped.
+  const std::string slot = (batch ? "batch " : "snapshot ") + name;
+  auto seen = std::find_if(key_refusals_logged_.begin(), key_refusals_logged_.end(),
+                           [&](const auto& e) { return e.first == slot; });
+  if (seen != key_refusals_logged_.end() && now_s - seen->second < 60) return;
+  if (seen != key_refusals_logged_.end()) seen->second = now_s;
+  else if (key_refusals_logged_.size() < 2 * kMaxReplicaPeers) key_refusals_logged_.emplace_back(slot, now_s);
+  // Which side has a key is said; the keys themselves (and their checks)
+  // never are.
+  const char* why = peer_keyless   ? "it names no <cluster lease_key> and this shard does"
+                    : self_keyless ? "it names a <cluster lease_key> and this shard names none"
+                                   : "its <cluster lease_key> differs from this shard's";
+  FRS_LOG(
+      "replicas: refused %s from %s (409): %s; every shard must name the same key file, or none "
+      "(frs_replica_key_refused_total; logged once a minute per shard and kind)",
+      batch ? "a batch of changes" : "a snapshot", name.c_str(), why);
+}
+
 namespace {
 
 // The query string's parameters into *q; "" or the 400's text.
 std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
   std::string buf;
-  for (size_t start = 0; start <= query.size() && !query.empty();) {
-    const size_t amp = query.find('&', start);
-    const std::string_view pair = query.substr(start, amp == std::string_view::npos ? query.npos : amp - start);
-    start = amp == std::string_view::npos ? query.size() + 1 : amp + 1;
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    const std::string_view name = pair.substr(0, eq);
+  std::string_view name, raw;
+  while (NextQueryParam(&query, &name, &raw)) {
     std::string_view value;
-    if (!PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &buf, &value))
+    if (!PercentDecode(raw, &buf, &value))
       return "/replicate: parameter '" + std::string(name.substr(0, 32)) + "' has a bad %-escape";
     auto number = [&](uint64_t* out) {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
@@ -195,6 +220,9 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   if (check != 0) std::snprintf(mine_key, sizeof mine_key, "%016llx", static_cast<unsigned long long>(check));
   if ((head.method == HttpMethod::kPost || q.snapshot) && q.lease_key != mine_key) {
     auto said = [](const std::string& k) { return k.empty() ? std::string("none") : "check " + k.substr(0, 16); };
+    if (counters_) CounterAdd(counters_->replica.key_refused);
+    LogKeyRefusal(head.method == HttpMethod::kPost ? q.from : q.forname, head.method == HttpMethod::kPost,
+                  q.lease_key.empty(), mine_key[0] == '\0');
     TextBody(409,
              "/replicate: the sender's <cluster lease_key> (" + said(q.lease_key) + ") is not this shard's (" +
                  said(mine_key) + "): every shard must name the same key file, or none",

@@ -127,6 +127,7 @@ struct ReplicaCounters {
   uint64_t refused;                    // answers 503 for a link down (on_replica_down="refuse")
   uint64_t served_for_owner;           // requests this shard served as a route's successor
   uint64_t received, duplicates;       // changes applied from other shards; batches received again
+  uint64_t key_refused;                // batches and snapshot asks refused: the sender's <cluster lease_key> differs
   uint64_t dropped;                    // changes dropped from a full backlog (kMaxBacklog)
   uint64_t episodes;                   // times a link went down
   uint64_t lag_ms;                     // gauge: age of the oldest change not acknowledged
@@ -255,9 +256,9 @@ class Metrics {
   WorkerCounters* workers_base_ = nullptr;
 };
 
-// frs_leases_held{biz,id}: the leases each biz with a concurrency rule holds
-// now (AdminEngine::LeasesHeld, a walk over the store); nothing when no biz
-// has one.
-void RenderLeasesHeld(AdminEngine& engine, std::string* out);
+// frs_leases_held{biz,id} and frs_reservations_held{biz,id}: what each biz
+// holds now (AdminEngine::HeldNow, one walk over the store); nothing when no
+// biz has a concurrency rule or names its reservations.
+void RenderHeldNow(AdminEngine& engine, std::string* out);
 
 }  // namespace frs::server

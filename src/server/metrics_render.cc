@@ -361,31 +361,31 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
   AppendProcessMetrics(procs, out);
 }
 
-void RenderLeasesHeld(AdminEngine& engine, std::string* out) {
+void RenderHeldNow(AdminEngine& engine, std::string* out) {
   // Read from the store at each scrape, not counted: a count of grants
   // less releases would start again at 0 with each restart and miss the
-  // leases that expire unseen (they are swept at their key's next write).
-  Result<std::vector<AdminEngine::BizLeases>> held = engine.LeasesHeld();
+  // leases and reservations that expire unseen (they are swept at their key's next write).
+  Result<std::vector<AdminEngine::BizHeldNow>> held = engine.HeldNow();
   if (!held.ok() || held->empty()) return;
   bool leases = false, reservations = false;
-  for (const AdminEngine::BizLeases& b : *held) {
-    leases |= b.leases;
-    reservations |= b.reservations;
+  for (const AdminEngine::BizHeldNow& b : *held) {
+    leases |= b.has_leases;
+    reservations |= b.has_reservations;
   }
   if (leases) {
     Header(out, "frs_leases_held", "gauge",
            "Leases held now (granted, neither released nor past their expiry), by biz with a concurrency rule; read "
            "from the store at each scrape.");
-    for (const AdminEngine::BizLeases& b : *held)
-      if (b.leases) BizSample(out, "frs_leases_held", b.biz, b.biz_id, b.held);
+    for (const AdminEngine::BizHeldNow& b : *held)
+      if (b.has_leases) BizSample(out, "frs_leases_held", b.biz, b.biz_id, b.leases);
   }
   if (reservations) {
     Header(out, "frs_reservations_held", "gauge",
            "Reservations held now (taken, neither settled nor past their expiry), by biz that names "
            "reservations=\"N\"; "
            "read from the store at each scrape.");
-    for (const AdminEngine::BizLeases& b : *held)
-      if (b.reservations) BizSample(out, "frs_reservations_held", b.biz, b.biz_id, b.reservations_held);
+    for (const AdminEngine::BizHeldNow& b : *held)
+      if (b.has_reservations) BizSample(out, "frs_reservations_held", b.biz, b.biz_id, b.reservations);
   }
 }
 

@@ -51,6 +51,10 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
        &ReplicaCounters::received},
       {"frs_replica_duplicates_total", "counter", "Batches received again and ignored (already applied).",
        &ReplicaCounters::duplicates},
+      {"frs_replica_key_refused_total", "counter",
+       "Batches and snapshot asks refused (409) because the sending shard's <cluster lease_key> is not this "
+       "shard's (another key file, or a key on one side only).",
+       &ReplicaCounters::key_refused},
       {"frs_replica_dropped_total", "counter",
        "Changes dropped from a full backlog (a link down for long): the other holder never gets them.",
        &ReplicaCounters::dropped},

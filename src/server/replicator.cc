@@ -207,6 +207,17 @@ size_t Replicator::QueuedChanges() const {
   return n;
 }
 
+std::string Replicator::QueuedByShard() const {
+  std::string out;
+  for (const Link& l : links_) {
+    if (l.queue.empty()) continue;
+    if (!out.empty()) out += "; ";
+    out += l.name + ": " + std::to_string(l.queue.size()) + " queued";
+    if (!l.failure.empty()) out += ", " + l.failure;
+  }
+  return out;
+}
+
 void Replicator::Retire() {
   if (counters_)
     for (Link& l : links_)
@@ -387,6 +398,7 @@ void Replicator::Acked(Link& l, int64_t now_ns) {
   l.queue.erase(l.queue.begin(), l.queue.begin() + static_cast<long>(l.inflight));
   l.inflight = 0;
   l.state = LinkState::kIdle;
+  l.failure.clear();
   if (l.down) {
     l.down = false;
     FRS_LOG("replica link to %s is back; %zu change(s)%s still queued for it", l.name.c_str(), l.queue.size(),
@@ -403,6 +415,7 @@ bool Replicator::Due(const Link& l, int64_t now_ms) const {
 
 void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   Close(l);
+  l.failure = why;
   l.retry_ns = now_ns + kRetryNs;
   if (!l.down && retired_) {
     l.down = true;

@@ -121,6 +121,9 @@ class Replicator final : public ChangeSink {
   void Retire();
   // Changes queued and not acknowledged, over every link.
   size_t QueuedChanges() const;
+  // For a log line: "SHARD: N queued, LAST FAILURE" of each link that
+  // queues any, joined by "; " ("" when none does).
+  std::string QueuedByShard() const;
 
  private:
   struct Queued {
@@ -151,6 +154,7 @@ class Replicator final : public ChangeSink {
     int64_t sent_ns = 0;   // the batch in flight was sent (or the connect began)
     int64_t retry_ns = 0;  // a closed link is tried again from here
     bool down = false;     // an episode: the other holder does not acknowledge
+    std::string failure;   // why the link last failed ("" since it was acknowledged)
     std::string out, in;
     size_t out_sent = 0;
   };

@@ -254,11 +254,7 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   return true;
 }
 
-namespace {
-
-// The next name=value pair of a query string (empty pairs skipped); false at
-// its end. Nothing is decoded.
-bool NextParam(std::string_view* query, std::string_view* name, std::string_view* value) {
+bool NextQueryParam(std::string_view* query, std::string_view* name, std::string_view* value) {
   // One pass for '=' and '&': the pairs are a few bytes, shorter than what
   // a memchr call costs to set up.
   const char* p = query->data();
@@ -285,11 +281,9 @@ bool NextParam(std::string_view* query, std::string_view* name, std::string_view
   return false;
 }
 
-}  // namespace
-
 bool DecodePostQuery(std::string_view query, std::string_view* route, ProtocolError* err) {
   std::string_view name, value;
-  while (NextParam(&query, &name, &value)) {
+  while (NextQueryParam(&query, &name, &value)) {
     if (name != "route")
       return Fail(err, 400,
                   "unknown query parameter \"" + std::string(name.substr(0, 64)) +
@@ -309,7 +303,7 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
   std::string n_buf;  // only for an n that holds a %-escape
   std::string_view n_text;
   std::string_view name, value;
-  while (NextParam(&query, &name, &value)) {
+  while (NextQueryParam(&query, &name, &value)) {
     std::string* buf = nullptr;
     std::string_view* dest = nullptr;
     bool* seen = nullptr;

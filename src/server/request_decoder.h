@@ -56,6 +56,12 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
 // POST /frs?route=R: the only query parameter it takes (kept as sent).
 bool DecodePostQuery(std::string_view query, std::string_view* route, ProtocolError* err);
 
+// The one walk over a query string's pairs (the GET forms, POST /frs?route,
+// /replicate, /stats): the next name=value pair of *query, which moves on
+// past it (empty pairs skipped; a pair without '=' has an empty value);
+// false at its end. Nothing is decoded: PercentDecode each value as needed.
+bool NextQueryParam(std::string_view* query, std::string_view* name, std::string_view* value);
+
 // `in` with %XX and '+' decoded: `in` itself when it holds neither, else
 // decoded into `buf`. False for a bad escape.
 bool PercentDecode(std::string_view in, std::string* buf, std::string_view* out);

@@ -236,11 +236,44 @@ void Worker::DrainTurn(int64_t now) {
     left += d->QueuedChanges();
   }
   if (counters_) CounterSet(counters_->replica.draining, left);
+  // Nothing new is queued on a retired replicator: `left` only falls, until
+  // another ring change adds one (a new start for the stall's clock).
+  if (drain_moved_ns_ == 0 || left > drain_left_) {
+    drain_left_ = left;
+    drain_moved_ns_ = now;
+  } else if (left < drain_left_) {
+    if (drain_stalled_)
+      FRS_LOG("replicas: the changes queued under the earlier <cluster> drain again after %lld s stalled; %zu left",
+              static_cast<long long>((now - drain_moved_ns_) / 1000000000), left);
+    drain_stalled_ = false;
+    drain_left_ = left;
+    drain_moved_ns_ = now;
+  } else if (!drain_stalled_ && now - drain_moved_ns_ >= kDrainStallNs) {
+    // The links log their own failures, but a link that was down before
+    // the change is not logged again: this says why frsctl handoff waits.
+    drain_stalled_ = true;
+    std::string where;
+    for (const auto& d : draining_) {
+      const std::string w = d->QueuedByShard();
+      if (w.empty()) continue;
+      if (!where.empty()) where += "; ";
+      where += w;
+    }
+    FRS_LOG(
+        "replicas: the changes queued under the earlier <cluster> have not drained for %lld s: %zu left (%s); "
+        "frsctl handoff waits for them (frs_replica_draining)",
+        static_cast<long long>(kDrainStallNs / 1000000000), left, where.c_str());
+  }
   const auto done =
       std::remove_if(draining_.begin(), draining_.end(), [](const auto& d) { return d->QueuedChanges() == 0; });
   if (done != draining_.end()) {
     draining_.erase(done, draining_.end());
-    if (draining_.empty()) FRS_LOG("replicas: every change queued under the earlier <cluster> is delivered");
+    if (draining_.empty()) {
+      FRS_LOG("replicas: every change queued under the earlier <cluster> is delivered");
+      drain_left_ = 0;
+      drain_moved_ns_ = 0;
+      drain_stalled_ = false;
+    }
   }
 }
 

@@ -71,8 +71,11 @@ class Worker {
   // other holders have acknowledged (refuse: answer 503 for those a lost
   // link leaves unacknowledged).
   void ReplicaTurn(int64_t now);
-  // The replicators of earlier lists: each delivers what it queued, then goes.
+  // The replicators of earlier lists: each delivers what it queued, then
+  // goes. A drain that delivers nothing for kDrainStallNs is logged once as
+  // stalled, and once more when it moves again.
   void DrainTurn(int64_t now);
+  static constexpr int64_t kDrainStallNs = 5LL * 1000 * 1000 * 1000;
   static constexpr int64_t kMsNs = 1000000;
 
   // From the HTTP listener, or the <grpc> one (`grpc`).
@@ -142,6 +145,9 @@ class Worker {
   // Replicators of the lists before ring changes, still delivering what
   // they queued (Replicator::Retire); dropped once empty.
   std::vector<std::unique_ptr<Replicator>> draining_;
+  size_t drain_left_ = 0;                      // changes draining_ held when it last delivered one (or grew)
+  int64_t drain_moved_ns_ = 0;                 // then (0: no drain under way)
+  bool drain_stalled_ = false;                 // the stall was logged, its end not yet
   std::shared_ptr<const Ring> previous_ring_;  // the list before the last <cluster> change (null: none)
   std::vector<Connection*> repl_wait_;         // connections holding answers for replicas (null: released)
   std::vector<uint8_t> repl_flag_;             // by fd: in repl_wait_

@@ -16,6 +16,7 @@ namespace {
 
 constexpr const char* kMap = R"(<map>
   <biz id="1" name="login"><rule interval="3600" max="3"/></biz>
+  <biz id="2" name="once" reservations="1"><rule interval="3600" max="100"/></biz>
 </map>
 )";
 
@@ -109,6 +110,17 @@ TEST(Client, ReserveAndSettle) {
   EXPECT_EQ(cl.Settle("login", "res", r.reservation, 1).error.code(), Status::Code::kGone);
   EXPECT_EQ(cl.Settle("login", "other", r.reservation, 1).error.code(), Status::Code::kConflict);
   EXPECT_EQ(cl.Acquire("login", "res").remaining, 1);
+  EXPECT_FALSE(r.reservations_full);
+  // A key that holds all the reservations its biz allows is denied for that
+  // reason, which the decision names (the rate rule has room).
+  ClientDecision held = cl.Reserve("once", "res", 1, 600);
+  ASSERT_TRUE(held.allowed && held.error.ok()) << held.error.ToString();
+  ClientDecision full = cl.Reserve("once", "res", 1, 600);
+  ASSERT_TRUE(full.error.ok()) << full.error.ToString();
+  EXPECT_FALSE(full.allowed);
+  EXPECT_TRUE(full.reservations_full);
+  EXPECT_GT(full.retry_after, 0);
+  EXPECT_EQ(full.remaining, 99);
 }
 
 TEST(Client, ABatchIsSplitByOwner) {

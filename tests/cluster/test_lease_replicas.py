@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -222,6 +223,64 @@ class LeaseReplicas(unittest.TestCase):
                 c.close()
             self.assertEqual(st, 409, body)
             self.assertIn("the sender's <cluster lease_key> " + says, body)
+        # Each refusal is counted, and the first of each kind from the peer
+        # logged, naming it and which side has a key, never a key or its check.
+        self.assertEqual(b.metric("frs_replica_key_refused_total"), 4)
+        log = b.log()
+        self.assertIn(
+            "replicas: refused a batch of changes from %s (409): it names no <cluster lease_key> and this shard does"
+            % self.p.a.name,
+            log,
+        )
+        self.assertIn(
+            "replicas: refused a snapshot from %s (409): it names no <cluster lease_key> and this shard does"
+            % self.p.a.name,
+            log,
+        )
+        # Once a minute per peer and kind: the second of each is counted, not logged.
+        self.assertEqual(log.count("refused a batch of changes from"), 1, log)
+        self.assertEqual(log.count("refused a snapshot from"), 1, log)
+        self.assertNotIn("0123456789abcdef", log)
+        with open(self.key_file, "rb") as f:
+            key = f.read()
+        self.assertNotIn(key.hex(), log)
+
+    def test_5_a_key_file_others_may_read_is_refused_at_reload_and_start(self):
+        b = self.p.b
+        os.chmod(self.key_file, 0o640)
+        try:
+            before = b.log().count("reload refused")
+            b.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(processes.wait_for(lambda: b.log().count("reload refused") > before, 10), b.log())
+            self.assertIn("<cluster lease_key>: %s has mode 0640" % self.key_file, b.log())
+            self.assertEqual(b.status("/health"), 200)  # the old configuration stays
+            # frsd -t and a start are refused likewise, naming the file and its mode.
+            r = subprocess.run(
+                [test_replicas.FRSD, "-c", os.path.join(b.dir, "srv.xml"), "-t"], capture_output=True, text=True
+            )
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("%s has mode 0640" % self.key_file, r.stderr)
+            self.assertIn("chmod 600 %s" % self.key_file, r.stderr)
+            alone = os.path.join(self.tmp, "alone")
+            os.makedirs(alone)
+            shutil.copy(os.path.join(b.dir, "map.xml"), alone)
+            with open(os.path.join(alone, "srv.xml"), "w") as f:
+                f.write(
+                    '<frs><listen host="127.0.0.1" port="0"/><map>map.xml</map>'
+                    '<store dir="data" files="1" keynodes="1024" chain="8"/>'
+                    '<cluster self="127.0.0.1:1" lease_key="%s"><shard>127.0.0.1:1</shard></cluster></frs>\n'
+                    % self.key_file
+                )
+            r = subprocess.run(
+                [test_replicas.FRSD, "-c", os.path.join(alone, "srv.xml"), "--foreground"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("%s has mode 0640" % self.key_file, r.stderr)
+        finally:
+            os.chmod(self.key_file, 0o600)
 
 
 if __name__ == "__main__":

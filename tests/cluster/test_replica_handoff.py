@@ -19,6 +19,7 @@ test_replicas.py), so that its links can go down.
 Every process is started here and stopped by its pid; everything lives in
 one temp dir.
 """
+import functools
 import http.client
 import json
 import os
@@ -29,14 +30,13 @@ import subprocess
 import sys
 import tempfile
 import unittest
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "cluster"))
 import processes  # noqa: E402
-from failover_bench import ring_points  # noqa: E402
+from failover_bench import ring_of  # noqa: E402
 from test_replicas import Relay  # noqa: E402
 
 FRSD = FRSCTL = None
@@ -48,21 +48,13 @@ KEYS = ["user:%d" % i for i in range(300)]
 def holders(names, route):
     """(owner, successor) of `route` under the ring of `names`, as
     Ring::OwnerOfHash and Ring::SuccessorOfHash (nginx's fail-over walk)."""
+    ring = _ring(tuple(names))
+    return names[ring.owner_index(route)], names[ring.successor_index(route)]
 
-    points = ring_points(names)
-    h = zlib.crc32(route.encode())
-    lo, hi = 0, len(points)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if points[mid][0] < h:
-            lo = mid + 1
-        else:
-            hi = mid
-    owner = points[lo % len(points)][1]
-    j = lo + 1
-    while points[j % len(points)][1] == owner:
-        j += 1
-    return names[owner], names[points[j % len(points)][1]]
+
+@functools.lru_cache(maxsize=8)
+def _ring(names):
+    return ring_of(names)
 
 
 class Shard:
@@ -358,7 +350,15 @@ class ReplicaHandoff(unittest.TestCase):
         self.change(new)
         # While R still delivers them, no handoff starts (nothing changes).
         refused = self.shards[leaving].handoff()
+        # The link was down before the change, so it logs nothing new: the
+        # stalled drain is logged once, naming the shard and the failure.
+        r = self.shards[leaving]
+        self.assertTrue(processes.wait_for(lambda: "have not drained for" in r.log(), 15), r.log()[-2000:])
+        stalled = [line for line in r.log().splitlines() if "have not drained for" in line]
+        self.assertEqual(len(stalled), 1, stalled)
+        self.assertRegex(stalled[0], re.escape(t.name) + r": \d+ queued, answered 503")
         self.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: "drain again after" in r.log(), 15), r.log()[-2000:])
         live = list(old)
         # (None: a frsd without the gauge; the holders' counts below say whether anything was lost.)
         self.assertTrue(

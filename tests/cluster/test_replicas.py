@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "cluster"))
 import nginx_conf  # noqa: E402
 import processes  # noqa: E402
-from failover_bench import ring_owner, ring_points  # noqa: E402
+from failover_bench import ring_of  # noqa: E402
 
 FRSD = None
 TOKEN = "replica-test"
@@ -245,9 +245,9 @@ class Pair:
         names = [a_name, b_name]
         self.a = Shard(os.path.join(tmp, "a"), pa, a_name, names, extra_a)
         self.b = Shard(os.path.join(tmp, "b"), pb, b_name, names, extra_b, b_workers)
-        points = ring_points(names)
-        self.keys = [k for k in ("user:%d" % i for i in range(200)) if ring_owner(points, k) == 0][:20]
-        self.many = [k for k in ("load:%d" % i for i in range(400)) if ring_owner(points, k) == 0][:100]
+        ring = ring_of(names)
+        self.keys = [k for k in ("user:%d" % i for i in range(200)) if ring.owner_index(k) == 0][:20]
+        self.many = [k for k in ("load:%d" % i for i in range(400)) if ring.owner_index(k) == 0][:100]
         if b_disk:  # B's store on a tmpfs of that size (root only)
             self.disk = os.path.join(self.b.dir, "data")
             os.makedirs(self.disk)

@@ -21,15 +21,6 @@
 namespace frs::e2e {
 namespace {
 
-bool WaitFor(const std::function<bool()>& cond, int timeout_ms) {
-  const int64_t end = NowMs() + timeout_ms;
-  while (!cond()) {
-    if (NowMs() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
 const char* kLogMap = R"(<map>
   <biz id="7" name="low">
     <rule interval="3600" max="3"/>
@@ -233,12 +224,6 @@ TEST(DecisionLogE2E, ARotationUnderLoadLosesAndRepeatsNoLine) {
   EXPECT_EQ(keys.size(), static_cast<size_t>(answered));
 }
 
-double MetricValue(Client& c, const std::string& name) {
-  const std::string body = c.Get("/metrics").body;
-  const size_t p = body.find("\n" + name + " ");
-  return p == std::string::npos ? -1 : std::atof(body.c_str() + p + name.size() + 2);
-}
-
 TEST(DecisionLogE2E, AFullDiskCostsLinesCountedNeverAnswers) {
   // /dev/full: every write fails with ENOSPC, as on a full disk (no root
   // needed, unlike tests/common/small_disk.h's tmpfs).
@@ -252,9 +237,9 @@ TEST(DecisionLogE2E, AFullDiskCostsLinesCountedNeverAnswers) {
   EXPECT_LT(NowMs() - start, 20000);
   Client c(srv.port());
   // Denials plus the shadow biz's would-be denials are recorded; all fail.
-  ASSERT_TRUE(WaitFor([&] { return MetricValue(c, "frs_decision_log_dropped_total") >= t.denied; }, 5000))
-      << MetricValue(c, "frs_decision_log_dropped_total") << " dropped, " << t.denied << " denied";
-  EXPECT_EQ(MetricValue(c, "frs_decision_log_lines_total"), 0);
+  ASSERT_TRUE(WaitFor([&] { return Metric(c, "frs_decision_log_dropped_total") >= t.denied; }, 5000))
+      << Metric(c, "frs_decision_log_dropped_total") << " dropped, " << t.denied << " denied";
+  EXPECT_EQ(Metric(c, "frs_decision_log_lines_total"), 0);
   EXPECT_EQ(c.Get("/health").status, 200);
   EXPECT_EQ(srv.Stop(), 0);
 }

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -26,7 +27,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -505,6 +508,49 @@ class Frsd {
   size_t log_offset_ = 0;     // frsd.stderr's size at the last Spawn
   pid_t pid_ = 0;
   int status_ = -1;
+};
+
+// Whether `cond` becomes true within `timeout_ms` (asked every 10 ms): for
+// what no log line or answer announces.
+inline bool WaitFor(const std::function<bool()>& cond, int timeout_ms) {
+  const int64_t end = NowMs() + timeout_ms;
+  while (!cond()) {
+    if (NowMs() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The value of the series `series` (name and labels as /metrics writes
+// them); -1 when absent.
+inline double Metric(Client& c, const std::string& series) {
+  const std::string body = c.Get("/metrics").body;
+  const size_t p = body.find("\n" + series + " ");
+  return p == std::string::npos ? -1 : std::atof(body.c_str() + p + series.size() + 2);
+}
+
+// One frsd for every TEST of a suite (each on keys of its own), on the
+// example map plus Suite::kBizzes; a test may restart it in place
+// (server_->KillAll(), then Start()). c_ is connected to it before each TEST.
+template <class Suite>
+class SharedFrsdTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ServerOptions o;
+    o.map = testing::ExampleMapWith(Suite::kBizzes);
+    server_ = std::make_unique<Frsd>(o);
+    ASSERT_TRUE(server_->Start()) << server_->log();
+  }
+  static void TearDownTestSuite() { server_.reset(); }
+  void SetUp() override { ASSERT_TRUE(c_.Connect(server_->port())); }
+
+  std::string Req(const std::string& attrs) { return c_.Post("<request " + attrs + "/>").body; }
+  std::string Count(const std::string& biz, const std::string& key) {
+    return Attr(Req("cmd=\"query\" biz=\"" + biz + "\" key=\"" + key + "\""), "count");
+  }
+
+  inline static std::unique_ptr<Frsd> server_;
+  Client c_;
 };
 
 }  // namespace frs::e2e

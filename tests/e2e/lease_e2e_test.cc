@@ -16,7 +16,7 @@
 namespace frs::e2e {
 namespace {
 
-constexpr const char* kBizzes =
+constexpr const char* kLeaseBizzes =
     "  <biz id=\"20\" name=\"llm_inflight\"><rule algo=\"concurrency\" max=\"3\" lease=\"120\"/></biz>\n"
     "  <biz id=\"21\" name=\"race\"><rule algo=\"concurrency\" max=\"5\" lease=\"60\"/></biz>\n"
     "  <biz id=\"22\" name=\"short\"><rule algo=\"concurrency\" max=\"1\" lease=\"1\"/></biz>\n"
@@ -25,51 +25,18 @@ constexpr const char* kBizzes =
     "    <rule algo=\"concurrency\" max=\"64\" lease=\"600\"/>\n"
     "  </biz>\n";
 
-bool WaitFor(const std::function<bool()>& cond, int timeout_ms) {
-  const int64_t end = NowMs() + timeout_ms;
-  while (!cond()) {
-    if (NowMs() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
+class LeaseE2E : public SharedFrsdTest<LeaseE2E> {
+ public:
+  static constexpr const char* kBizzes = kLeaseBizzes;
 
-// The value of the series `series` (name and labels as /metrics writes
-// them); -1 when absent.
-double Metric(Client& c, const std::string& series) {
-  const std::string body = c.Get("/metrics").body;
-  const size_t p = body.find("\n" + series + " ");
-  return p == std::string::npos ? -1 : std::atof(body.c_str() + p + series.size() + 2);
-}
-
-class LeaseE2E : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    ServerOptions o;
-    o.map = testing::ExampleMapWith(kBizzes);
-    server_ = new Frsd(o);
-    ASSERT_TRUE(server_->Start()) << server_->log();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(c_.Connect(server_->port())); }
-  std::string Req(const std::string& attrs) { return c_.Post("<request " + attrs + "/>").body; }
   std::string Acquire(const std::string& biz, const std::string& key) {
     return Req("cmd=\"acquire\" biz=\"" + biz + "\" key=\"" + key + "\"");
   }
   HttpResponse Release(const std::string& biz, const std::string& key, const std::string& id) {
     return c_.Post("<request cmd=\"release\" biz=\"" + biz + "\" key=\"" + key + "\" lease=\"" + id + "\"/>");
   }
-  std::string Count(const std::string& biz, const std::string& key) {
-    return Attr(Req("cmd=\"query\" biz=\"" + biz + "\" key=\"" + key + "\""), "count");
-  }
-
-  static Frsd* server_;
-  Client c_;
 };
-Frsd* LeaseE2E::server_ = nullptr;
 
 TEST_F(LeaseE2E, AcquireReleaseAndRenewOverXml) {
   std::vector<std::string> ids;

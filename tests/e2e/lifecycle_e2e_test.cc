@@ -27,15 +27,6 @@ std::string Get(Client& c, const std::string& biz, const std::string& key) {
   return c.Post("<request cmd=\"get\" biz=\"" + biz + "\" key=\"" + key + "\"/>").body;
 }
 
-bool WaitFor(const std::function<bool()>& cond, int timeout_ms) {
-  int64_t end = NowMs() + timeout_ms;
-  while (NowMs() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
-
 TEST(LifecycleE2E, ReloadWithAChangedMapKeepsCounts) {
   Frsd s;
   ASSERT_TRUE(s.Start()) << s.log();

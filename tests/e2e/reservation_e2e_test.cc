@@ -15,7 +15,7 @@
 namespace frs::e2e {
 namespace {
 
-constexpr const char* kBizzes =
+constexpr const char* kReserveBizzes =
     "  <biz id=\"21\" name=\"llm_tokens\" reservations=\"8\"><rule algo=\"fixed\" interval=\"86400\" "
     "max=\"200000\"/></biz>\n"
     "  <biz id=\"24\" name=\"gateway\">\n"
@@ -23,28 +23,11 @@ constexpr const char* kBizzes =
     "    <rule algo=\"concurrency\" max=\"3\" lease=\"120\" name=\"inflight\"/>\n"
     "  </biz>\n";
 
-// The value of the series `series` (name and labels as /metrics writes
-// them); -1 when absent.
-double Metric(Client& c, const std::string& series) {
-  const std::string body = c.Get("/metrics").body;
-  const size_t p = body.find("\n" + series + " ");
-  return p == std::string::npos ? -1 : std::atof(body.c_str() + p + series.size() + 2);
-}
+class ReservationE2E : public SharedFrsdTest<ReservationE2E> {
+ public:
+  static constexpr const char* kBizzes = kReserveBizzes;
 
-class ReservationE2E : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    ServerOptions o;
-    o.map = testing::ExampleMapWith(kBizzes);
-    server_ = new Frsd(o);
-    ASSERT_TRUE(server_->Start()) << server_->log();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(c_.Connect(server_->port())); }
-  std::string Req(const std::string& attrs) { return c_.Post("<request " + attrs + "/>").body; }
   std::string Reserve(const std::string& biz, const std::string& key, int n, int s = 600) {
     return Req("cmd=\"acquire\" biz=\"" + biz + "\" key=\"" + key + "\" n=\"" + std::to_string(n) + "\" reserve=\"" +
                std::to_string(s) + "\"");
@@ -53,14 +36,7 @@ class ReservationE2E : public ::testing::Test {
     return c_.Post("<request cmd=\"settle\" biz=\"" + biz + "\" key=\"" + key + "\" reservation=\"" + id + "\" n=\"" +
                    n + "\"/>");
   }
-  std::string Count(const std::string& biz, const std::string& key) {
-    return Attr(Req("cmd=\"query\" biz=\"" + biz + "\" key=\"" + key + "\""), "count");
-  }
-
-  static Frsd* server_;
-  Client c_;
 };
-Frsd* ReservationE2E::server_ = nullptr;
 
 TEST_F(ReservationE2E, ReserveAndSettleOverXml) {
   const std::string r = Reserve("llm_tokens", "u42", 4000);

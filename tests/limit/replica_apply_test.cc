@@ -220,6 +220,7 @@ class LeaseReplicaTest : public ReplicaApplyTest {
     ReplicaApplyTest::SetUp();
     const std::string key = dir_ / "cluster.key";
     std::ofstream(key, std::ios::binary) << "0123456789abcdef";
+    std::filesystem::permissions(key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     owner_ = OpenEngine(owner_store_.get(), "owner", key);
     replica_ = OpenEngine(replica_store_.get(), "replica", key);
     owner_->SetChangeSink(&rec_);

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/temp_dir.h"
+#include "common/engine_fixture.h"
 #include "frs/admin_engine.h"
 #include "frs/store.h"
 #include "limit/lease_id.h"
@@ -37,32 +37,9 @@ constexpr const char* kReserveMap = R"(<map>
   <biz id="32" name="inflight"><rule algo="concurrency" max="2" lease="10"/></biz>
 </map>)";
 
-class ReservationTest : public ::testing::Test {
+class ReservationTest : public testing::EngineFixture {
  protected:
-  void SetUp() override {
-    std::ofstream(dir_ / "map.xml") << kReserveMap;
-    store_ = OpenStore();
-    engine_ = OpenEngine(store_.get());
-  }
-
-  std::unique_ptr<Store> OpenStore() {
-    StoreOptions o;
-    o.dir = dir_ / "store";
-    o.geometry = StoreGeometry{1, 1024, 8};
-    auto s = Store::Open(o);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return s.ok() ? std::move(s.value()) : nullptr;
-  }
-  std::unique_ptr<AdminEngine> OpenEngine(Store* store) {
-    EngineOptions o;
-    o.map_path = dir_ / "map.xml";
-    o.store = store;
-    o.stats_dir = dir_ / "store";
-    o.clock = &clock_;
-    auto e = AdminEngine::Open(o);
-    EXPECT_TRUE(e.ok()) << e.status().ToString();
-    return e.ok() ? std::move(e.value()) : nullptr;
-  }
+  ReservationTest() : EngineFixture(kReserveMap, kDay0 * 1000 + 250) {}
 
   Decision Reserve(std::string_view biz, std::string_view key, int64_t n, int64_t s = 600) {
     return engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = biz, .key = key, .n = n, .reserve = s});
@@ -70,19 +47,11 @@ class ReservationTest : public ::testing::Test {
   Decision Settle(std::string_view biz, std::string_view key, std::string_view id, int64_t n) {
     return engine_->Execute(Request{.cmd = Cmd::kSettle, .biz = biz, .key = key, .n = n, .reservation = id});
   }
-  Decision Acquire(std::string_view biz, std::string_view key, int64_t n = 1) {
-    return engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = biz, .key = key, .n = n});
-  }
   int64_t Count(std::string_view biz, std::string_view key, uint32_t rule = 0) {
     Decision d = engine_->Execute(Request{.cmd = Cmd::kGet, .biz = biz, .key = key});
     return d.rules[rule].count;
   }
   static std::string IdOf(const Decision& d) { return limit::LeaseIdText(d.res_serial, d.res_mac); }
-
-  testing::TempDir dir_;
-  FakeClock clock_{kDay0 * 1000 + 250};
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<AdminEngine> engine_;
 };
 
 TEST_F(ReservationTest, TheGatewaysDayReservesFourThousandAndSettlesSeventeenThirty) {

@@ -130,8 +130,22 @@ TEST_F(FrsdCheckTest, AClusterLeaseKeyFileIsRead) {
   EXPECT_NE(r.err.find("a lease secret is a regular file"), std::string::npos) << r.err;
   std::filesystem::remove(dir_ / "lease.key");
   std::ofstream(dir_ / "lease.key") << "0123456789abcdef";
-  r = Check();
-  EXPECT_EQ(r.rc, 0) << r.err;
+  // Readable by group or others: refused as ssh refuses such a private key,
+  // naming the file and its mode; the key itself is never shown.
+  for (const char* mode : {"0644", "0640", "0604", "0660"}) {
+    ::chmod((dir_ / "lease.key").c_str(), static_cast<mode_t>(std::stoi(mode, nullptr, 8)));
+    r = Check();
+    EXPECT_EQ(r.rc, 1) << mode;
+    EXPECT_NE(r.err.find("<cluster lease_key>: " + (dir_ / "lease.key") + " has mode " + mode), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("chmod 600 " + (dir_ / "lease.key")), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("0123456789abcdef"), std::string::npos) << r.err;
+  }
+  for (const char* mode : {"0600", "0400"}) {
+    ::chmod((dir_ / "lease.key").c_str(), static_cast<mode_t>(std::stoi(mode, nullptr, 8)));
+    r = Check();
+    EXPECT_EQ(r.rc, 0) << mode << ": " << r.err;
+  }
 }
 
 TEST_F(FrsdCheckTest, BrokenFilesAreFileLineErrors) {

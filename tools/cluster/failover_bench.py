@@ -61,13 +61,14 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 import nginx_conf  # noqa: E402
 import processes  # noqa: E402  (frsd's workers by pid, stopping, ports)
+from frs_client import Ring  # noqa: E402
 
 SHIPPED_CONF = os.path.join(ROOT, "conf", "cluster", "nginx-frs.conf")
 SHIPPED_SHARDS = ["127.0.0.1:8301", "127.0.0.1:8302", "127.0.0.1:8303"]
@@ -91,35 +92,11 @@ def can_connect(port, timeout=0.2):
         return False
 
 
-# --- nginx's `hash KEY consistent;` ring, as src/cluster/ring.cc -------------
-def ring_points(shards):
-    points = []
-    for idx, name in enumerate(shards):
-        host, _, port = name.rpartition(":")
-        base = zlib.crc32(host.encode() + b"\0" + port.encode())
-        prev = 0
-        for _ in range(160):
-            prev = zlib.crc32(prev.to_bytes(4, "little"), base)
-            points.append((prev, idx))
-    points.sort(key=lambda p: p[0])  # stable: the earlier server wins a tie
-    out, last = [], None
-    for h, i in points:
-        if h != last:
-            out.append((h, i))
-            last = h
-    return out
-
-
-def ring_owner(points, route):
-    h = zlib.crc32(route.encode())
-    lo, hi = 0, len(points)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if points[mid][0] < h:
-            lo = mid + 1
-        else:
-            hi = mid
-    return points[lo % len(points)][1]
+# --- nginx's `hash KEY consistent;` ring: the Python client's (clients/python),
+# the one Python copy of src/cluster/ring.cc ---------------------------------
+def ring_of(names):
+    """frs_client.Ring over shard names of weight 1."""
+    return Ring([(n, 1) for n in names])
 
 
 class Shard:
@@ -285,7 +262,7 @@ class Worker(threading.Thread):
         self.seconds = {}  # whole second -> {status: count}
         self.victim_back_at = None  # first 200 from the victim after its restart
         self.sent = 0
-        self.ring_checked = 0  # answers before the kill, nginx's shard compared with ring_owner()
+        self.ring_checked = 0  # answers before the kill, nginx's shard compared with ring_of().owner_index()
         self.ring_mismatches = 0
 
     def conn(self):
@@ -368,8 +345,8 @@ def run(args):
         log(args, "shards %s, nginx 127.0.0.1:%d, temp dir %s" % (", ".join(names), nport, tmp))
 
         keys = ["%s%d" % (args.prefix, i) for i in range(args.keys)]
-        points = ring_points(names)
-        owner = [ring_owner(points, k) for k in keys]
+        ring = ring_of(names)
+        owner = [ring.owner_index(k) for k in keys]
         victim = args.victim - 1
         victim_keys = [k for k in range(args.keys) if owner[k] == victim]
 
