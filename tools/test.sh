@@ -125,9 +125,8 @@ run_stage() {
     # would cost a third of that stage and test no more of our memory safety
     # than the e2e suites do; the tsan-labelled TESTs run there with the rest
     # of their programs.
-    # The ASan tests run two per core: one after another they take 530 s
-    # for 306 CPU-s (most wait on the frsd and frsctl they start), so two
-    # a core still leave it idle about a quarter of the time.
+    # The ASan tests run two per core: one after another they took 526 s
+    # for 306 CPU-s, most of them waiting on the frsd and frsctl they start.
     local select=() test_jobs=$jobs
     case "$preset" in
       release) [ "${FRS_RELEASE_TESTS:-}" = all ] || select=(-L '^outside$') ;;
