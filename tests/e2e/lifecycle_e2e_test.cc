@@ -418,7 +418,18 @@ TEST(LifecycleE2E, AStoreFileDeletedOrTruncatedWhileServingIsAnsweredNotDiedOf) 
       ASSERT_EQ(::truncate(victim.c_str(), 4096), 0);
     } else {
       ASSERT_EQ(::unlink(victim.c_str()), 0);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the workers' check runs each second
+      // Each worker's check runs once a second and says what it found: once
+      // every worker has said it, none acknowledges a key of the lost file.
+      EXPECT_TRUE(WaitFor(
+          [&] {
+        const std::string log = s.log();
+        size_t lines = 0;
+        for (size_t p = log.find("STORE FILE LOST"); p != std::string::npos; p = log.find("STORE FILE LOST", p + 1))
+          ++lines;
+        return lines >= workers.size();
+          },
+          5000))
+          << s.log();
     }
     int ok = 0, unavailable = 0;
     std::string msg;
