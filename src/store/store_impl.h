@@ -13,16 +13,17 @@
 // interrupted critical section.
 //
 // StoreImpl composes its collaborators, each a class of its own over the
-// mapped files and the geometry it is given at construction, with its own
-// test, none a friend:
+// mapped files, geometry and options it is given at construction, with its
+// own test (tests/store/<name>_test.cc), none a friend:
 //   WriterTable   writer_table.h   writer entries: claimed, kept between
 //                                  writes, handed to waiters; batch entries;
 //                                  the one recovery of dead writers
-//   Txn           journal.h        the undo journal of a critical section
 //   ChainLocks    chain_lock.h     chain locks (LockSet: one operation's),
 //                                  take-over of a dead owner's lock
 //   Placer        placer.h         room for a node: free run, stale reclaim,
 //                                  cuckoo step, LRU eviction; the live bizzes
+// An operation's undo journal is a Txn (journal.h) in an entry of the
+// writer table.
 // The operations are defined by concept in:
 //   nodes.h, nodes.cc       one node: find, write, clear, tags, copy out
 //   placement.h             Locate and the placement's pure decisions
