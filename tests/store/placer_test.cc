@@ -171,7 +171,7 @@ TEST(Placer, PinnedNodesAreNeitherReclaimedNorEvicted) {
   Rig rig;
   const Location one{0, 0, 0};  // A and B are one chain
   rig.Fill(0, 0, kChain, 500);
-  rig.Fill(1, 0, kChain, 500);  // no room for a cuckoo move either
+  rig.Fill(1, 0, kChain, 500);                          // no room for a cuckoo move either
   PutNode(rig.f(), 0, 7, 70, 1, kNow, /*expire_s=*/1);  // stale
   PutNode(rig.f(), 0, 9, 90, 1, 1);                     // the oldest
   PutNode(rig.f(), 0, 12, 120, 1, 2);                   // the next oldest
