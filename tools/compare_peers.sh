@@ -33,6 +33,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH="${BENCH:-$ROOT/tools/bench}"
 [ -x "$BENCH/run_target.sh" ] || { echo "compare_peers: $BENCH/run_target.sh not found (set BENCH=)" >&2; exit 1; }
+# shellcheck source=tools/bench/frsd_conf.sh
 . "$BENCH/frsd_conf.sh"
 FRSD="${FRSD:-$ROOT/build/src/server/frsd}"
 OUT="${OUT:-/tmp/frs-compare}"
@@ -86,6 +87,7 @@ if [ "$SKIP_FLOOR" != 1 ]; then
   log "floor: $BENCH/floor.sh"
   mkdir -p "$OUT/floor"
   FRSD="$FRSD" OUT="$OUT/floor" ROWS="${FLOOR_ROWS:-}" "$BENCH/floor.sh" > /dev/null || log "floor.sh failed (see above)"
+  # shellcheck disable=SC2012 # the newest by time; the names are floor.sh's own (floor-DATE.md)
   FLOOR_MD=$(ls -t "$OUT"/floor/floor-2*.md 2>/dev/null | head -1)
   [[ -n "$FLOOR_MD" && "$(basename "$FLOOR_MD")" > "floor-$DATE" ]] || FLOOR_MD=""   # only this run's table
 fi

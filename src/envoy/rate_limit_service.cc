@@ -55,24 +55,78 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
   out->passed.clear();
   out->global_shadowed = false;
   const size_t n = req.descriptors.size();
+  if (!FindLimits(req, out) || !rules_) return;
+  DropReplaced(n);
+  if (!MakeKeys(req, out)) return;
+  // Before anything is counted: a refused call leaves no count behind.
+  if (!CheckOwnership(req, out)) return;
+  // One bound for the engine and the metrics alike: the engine counts at
+  // most 2^31-1 per call (kMaxUses).
+  hits_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const RlsDescriptor& d = req.descriptors[i];
+    hits_[i] = std::min<uint64_t>(d.has_hits ? d.hits : req.hits, static_cast<uint64_t>(kMaxUses));
+  }
+  if (settings_.stop_increment && !StopIncrement(req, out)) return;
+  uint32_t failed_rate_limit = 0, failed_quota = 0, total_quota = 0;
+  uint32_t min_remaining = std::numeric_limits<uint32_t>::max();
+  for (size_t i = 0; i < n; ++i) {
+    RlsStatus& st = out->statuses[i];
+    if (EnvoyRules::IsUnlimited(found_[i])) {
+      st.remaining = std::numeric_limits<uint32_t>::max();
+      continue;
+    }
+    if (found_[i] < 0) {
+      out->passed.push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    if (!Count(req, i, out)) return;
+    // The headers' descriptor, as upstream picks it.
+    if (st.remaining < min_remaining) {
+      min_remaining = st.remaining;
+      out->tightest = static_cast<int32_t>(i);
+    }
+    if (st.code == Code::kOverLimit) {
+      if (st.quota) {
+        ++failed_quota;
+      } else {
+        ++failed_rate_limit;
+        out->tightest = static_cast<int32_t>(i);
+        min_remaining = 0;
+      }
+    } else {
+      out->passed.push_back(static_cast<uint32_t>(i));
+    }
+    if (st.quota) ++total_quota;
+  }
+  if (failed_rate_limit > 0 || (total_quota > 0 && total_quota == failed_quota)) out->overall = Code::kOverLimit;
+  // SHADOW_MODE: the statuses as they are, the overall code OK.
+  if (out->overall == Code::kOverLimit && settings_.global_shadow) {
+    out->overall = Code::kOk;
+    out->global_shadowed = true;
+  }
+}
+
+bool RateLimitService::FindLimits(const RlsRequest& req, RlsAnswer* out) {
+  const size_t n = req.descriptors.size();
   // As envoyproxy/ratelimit (service/ratelimit.go): an empty list is an
   // error, not an empty answer.
   if (n == 0) {
     out->status = Status::InvalidArgument("rate limit descriptor list must not be empty");
-    return;
+    return false;
   }
   // Each descriptor is a store operation: the work of one call is bounded.
   if (n > max_descriptors_) {
     out->status = Status::InvalidArgument(std::to_string(n) + " descriptors in one call; at most " +
                                           std::to_string(max_descriptors_) + " are answered");
-    return;
+    return false;
   }
   out->statuses.assign(n, RlsStatus{});
   found_.assign(n, EnvoyRules::kNoLimit);
   if (match_.size() < n) match_.resize(n);
   if (!rules_) {
     for (uint32_t i = 0; i < n; ++i) out->passed.push_back(i);
-    return;
+    return true;
   }
   for (size_t i = 0; i < n; ++i) {
     const RlsDescriptor& d = req.descriptors[i];
@@ -85,13 +139,17 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
       out->status = Status::InvalidArgument("descriptor " + std::to_string(i + 1) + ": limit unit " +
                                             std::to_string(d.limit_unit) + " is not SECOND..WEEK (1..7)");
       out->statuses.clear();
-      return;
+      return false;
     }
     if (!rules_->HasDomain(req.domain)) continue;
     found_[i] = rules_->OverrideLimit(u);
     match_[i].Clear(d.entries.size());
     out->statuses[i].own = Limit{u, d.limit_rpu};
   }
+  return true;
+}
+
+void RateLimitService::DropReplaced(size_t n) {
   // `replaces` in two passes, as envoyproxy/ratelimit: every name that any
   // matched limit (unlimited ones included) replaces, then every matched
   // limit of such a name dropped; the outcome does not depend on order.
@@ -102,15 +160,19 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
     else if (EnvoyRules::IsUnlimited(found_[i]))
       for (const std::string& name : rules_->unlimited(found_[i]).replaces) replaced_.insert(name);
   }
-  if (!replaced_.empty())
-    for (size_t i = 0; i < n; ++i) {
-      // An unlimited limit is not dropped (upstream drops only the limits it
-      // still checks).
-      const std::string* name = found_[i] >= 0 ? &rules_->limits()[static_cast<size_t>(found_[i])].name : nullptr;
-      if (name && !name->empty() && replaced_.count(*name)) found_[i] = EnvoyRules::kNoLimit;
-    }
+  if (replaced_.empty()) return;
+  for (size_t i = 0; i < n; ++i) {
+    // An unlimited limit is not dropped (upstream drops only the limits it
+    // still checks).
+    const std::string* name = found_[i] >= 0 ? &rules_->limits()[static_cast<size_t>(found_[i])].name : nullptr;
+    if (name && !name->empty() && replaced_.count(*name)) found_[i] = EnvoyRules::kNoLimit;
+  }
+}
+
+bool RateLimitService::MakeKeys(const RlsRequest& req, RlsAnswer* out) {
   // Every counter key made and checked before anything is counted: a call
   // is refused whole or answered whole (a store error aside).
+  const size_t n = req.descriptors.size();
   if (keys_.size() < n) keys_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (found_[i] < 0) continue;
@@ -132,147 +194,111 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
     if (std::string why = ValidateKeyBytes(keys_[i]); !why.empty()) {
       out->status = Status::InvalidArgument("descriptor " + std::to_string(i + 1) + ": " + why);
       out->statuses.clear();
-      return;
+      return false;
     }
   }
-  // Before anything is counted: a refused call leaves no count behind.
-  if (!CheckOwnership(req, out)) return;
-  // One bound for the engine and the metrics alike: the engine counts at
-  // most 2^31-1 per call (kMaxUses).
-  hits_.assign(n, 0);
+  return true;
+}
+
+bool RateLimitService::StopIncrement(const RlsRequest& req, RlsAnswer* out) {
+  // As envoyproxy/ratelimit does it: every counter read first; when any
+  // descriptor would go past its limit, only those that would are counted
+  // (the others' hits are not).
+  const size_t n = req.descriptors.size();
+  bool any = false;
+  std::vector<bool> would(n, false);
   for (size_t i = 0; i < n; ++i) {
-    const RlsDescriptor& d = req.descriptors[i];
-    hits_[i] = std::min<uint64_t>(d.has_hits ? d.hits : req.hits, static_cast<uint64_t>(kMaxUses));
-  }
-  if (settings_.stop_increment) {
-    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, as envoyproxy/ratelimit does
-    // it: every counter read first; when any descriptor would go past its
-    // limit, only those that would are counted (the others' hits are not).
-    bool any = false;
-    std::vector<bool> would(n, false);
-    for (size_t i = 0; i < n; ++i) {
-      if (found_[i] < 0 || hits_[i] == 0 || req.descriptors[i].negative) continue;
-      const CompiledLimit& l = rules_->limits()[static_cast<size_t>(found_[i])];
-      // An in-flight limit takes a place or notes a denial, always: its
-      // give-back comes whatever this call answers.
-      if (l.limit.concurrent()) continue;
-      Request r;
-      r.biz = l.biz;
-      r.key = keys_[i];
-      r.cmd = Cmd::kQuery;
-      Decision dec = engine_->Execute(r);
-      if (!dec.ok()) {
-        out->status = dec.status;
-        return;
-      }
-      const uint64_t limit = l.is_override ? out->statuses[i].own.requests_per_unit : l.limit.requests_per_unit;
-      would[i] = static_cast<uint64_t>(dec.rules[0].count) + hits_[i] > limit;
-      any = any || would[i];
-    }
-    if (any)
-      for (size_t i = 0; i < n; ++i)
-        if (!would[i] && !req.descriptors[i].negative &&
-            !(found_[i] >= 0 && rules_->limits()[static_cast<size_t>(found_[i])].limit.concurrent()))
-          hits_[i] = 0;
-  }
-  uint32_t failed_rate_limit = 0, failed_quota = 0, total_quota = 0;
-  uint32_t min_remaining = std::numeric_limits<uint32_t>::max();
-  for (size_t i = 0; i < n; ++i) {
-    RlsStatus& st = out->statuses[i];
-    const RlsDescriptor& d = req.descriptors[i];
-    if (EnvoyRules::IsUnlimited(found_[i])) {
-      st.remaining = std::numeric_limits<uint32_t>::max();
-      continue;
-    }
-    if (found_[i] < 0) {
-      out->passed.push_back(static_cast<uint32_t>(i));
-      continue;
-    }
+    if (found_[i] < 0 || hits_[i] == 0 || req.descriptors[i].negative) continue;
     const CompiledLimit& l = rules_->limits()[static_cast<size_t>(found_[i])];
-    st.has_limit = true;
-    st.limit = &l;
-    const Limit& lim = st.limit_value();
-    st.hits = std::min<uint64_t>(d.has_hits ? d.hits : req.hits, static_cast<uint64_t>(kMaxUses));
-    const uint64_t applied = hits_[i];
-    const int64_t limit = lim.requests_per_unit;
-    st.negative = d.negative && applied > 0;
-    Decision dec;
-    bool denied = false;  // unit: concurrent: no place taken
-    if (lim.concurrent()) {
-      dec = DecideConcurrent(l, keys_[i], applied, d.negative, &st);
-      denied = applied > 0 && !d.negative && !st.lease_granted;
-    } else if (st.negative) {
-      // is_negative_hits, as envoyproxy/ratelimit takes it: the count
-      // lowered by the hits, never below 0, and the answer OK.
-      dec = Give(l.biz, keys_[i], applied);
-    } else {
-      Request r;
-      r.biz = l.biz;
-      r.key = keys_[i];
-      // Every hit is counted (an update), past the limit too, as upstream's
-      // counter counts them; a look (0) only reads.
-      r.cmd = applied == 0 ? Cmd::kQuery : Cmd::kUpdate;
-      r.n = static_cast<int64_t>(std::max<uint64_t>(applied, 1));
-      dec = engine_->Execute(r);
-    }
+    // An in-flight limit takes a place or notes a denial, always: its
+    // give-back comes whatever this call answers.
+    if (l.limit.concurrent()) continue;
+    Request r;
+    r.biz = l.biz;
+    r.key = keys_[i];
+    r.cmd = Cmd::kQuery;
+    Decision dec = engine_->Execute(r);
     if (!dec.ok()) {
-      // Descriptors before this one stay counted, as envoyproxy/ratelimit's
-      // Redis pipeline leaves them (docs/integrations.md).
       out->status = dec.status;
-      return;
+      return false;
     }
-    const RuleResult& rule = dec.rules[0];
-    st.until_reset_s = std::max<int64_t>(0, rule.reset - dec.now_s);
-    // The count after this call (an update re-reads its rule, node_op.cc).
-    const int64_t count = rule.count;
-    st.after = count;
-    st.before = st.negative ? count + dec.given_back : std::max<int64_t>(0, count - static_cast<int64_t>(applied));
-    st.near_threshold = static_cast<uint64_t>(
-        std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(settings_.near_limit_ratio))));
-    // Past the limit, not at it: a look at a key exactly at its limit is OK,
-    // as upstream answers (base_limiter.go: after > limit). A give-back is
-    // never over; an in-flight limit is over when it took no place.
-    const bool over = lim.concurrent() ? denied : !st.negative && count > limit;
-    st.remaining = over || count >= limit ? 0 : static_cast<uint32_t>(limit - count);
-    st.quota = settings_.global_quota || l.quota_mode;
-    if (over) {
-      if (l.shadow_mode) {
-        st.shadow_over = true;
-      } else {
-        st.over = true;
-        st.code = Code::kOverLimit;
-      }
-    } else if (applied > 0 && !st.negative && static_cast<uint64_t>(count) > st.near_threshold) {
-      st.near = true;
-    }
-    // The headers' descriptor, as upstream picks it.
-    if (st.remaining < min_remaining) {
-      min_remaining = st.remaining;
-      out->tightest = static_cast<int32_t>(i);
-    }
-    if (st.code == Code::kOverLimit) {
-      if (st.quota) {
-        ++failed_quota;
-      } else {
-        ++failed_rate_limit;
-        out->tightest = static_cast<int32_t>(i);
-        min_remaining = 0;
-      }
+    const uint64_t limit = l.is_override ? out->statuses[i].own.requests_per_unit : l.limit.requests_per_unit;
+    would[i] = static_cast<uint64_t>(dec.rules[0].count) + hits_[i] > limit;
+    any = any || would[i];
+  }
+  if (any)
+    for (size_t i = 0; i < n; ++i)
+      if (!would[i] && !req.descriptors[i].negative &&
+          !(found_[i] >= 0 && rules_->limits()[static_cast<size_t>(found_[i])].limit.concurrent()))
+        hits_[i] = 0;
+  return true;
+}
+
+bool RateLimitService::Count(const RlsRequest& req, size_t i, RlsAnswer* out) {
+  RlsStatus& st = out->statuses[i];
+  const RlsDescriptor& d = req.descriptors[i];
+  const CompiledLimit& l = rules_->limits()[static_cast<size_t>(found_[i])];
+  st.has_limit = true;
+  st.limit = &l;
+  const Limit& lim = st.limit_value();
+  st.hits = std::min<uint64_t>(d.has_hits ? d.hits : req.hits, static_cast<uint64_t>(kMaxUses));
+  const uint64_t applied = hits_[i];
+  const int64_t limit = lim.requests_per_unit;
+  st.negative = d.negative && applied > 0;
+  Decision dec;
+  bool denied = false;  // unit: concurrent: no place taken
+  if (lim.concurrent()) {
+    dec = DecideConcurrent(l, keys_[i], applied, d.negative, &st);
+    denied = applied > 0 && !d.negative && !st.lease_granted;
+  } else if (st.negative) {
+    // is_negative_hits, as envoyproxy/ratelimit takes it: the count
+    // lowered by the hits, never below 0, and the answer OK.
+    dec = Give(l.biz, keys_[i], applied);
+  } else {
+    Request r;
+    r.biz = l.biz;
+    r.key = keys_[i];
+    // Every hit is counted (an update), past the limit too, as upstream's
+    // counter counts them; a look (0) only reads.
+    r.cmd = applied == 0 ? Cmd::kQuery : Cmd::kUpdate;
+    r.n = static_cast<int64_t>(std::max<uint64_t>(applied, 1));
+    dec = engine_->Execute(r);
+  }
+  if (!dec.ok()) {
+    // Descriptors before this one stay counted, as envoyproxy/ratelimit's
+    // Redis pipeline leaves them (docs/integrations.md).
+    out->status = dec.status;
+    return false;
+  }
+  const RuleResult& rule = dec.rules[0];
+  st.until_reset_s = std::max<int64_t>(0, rule.reset - dec.now_s);
+  // The count after this call (an update re-reads its rule, node_op.cc).
+  const int64_t count = rule.count;
+  st.after = count;
+  st.before = st.negative ? count + dec.given_back : std::max<int64_t>(0, count - static_cast<int64_t>(applied));
+  st.near_threshold = static_cast<uint64_t>(
+      std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(settings_.near_limit_ratio))));
+  // Past the limit, not at it: a look at a key exactly at its limit is OK,
+  // as upstream answers (base_limiter.go: after > limit). A give-back is
+  // never over; an in-flight limit is over when it took no place.
+  const bool over = lim.concurrent() ? denied : !st.negative && count > limit;
+  st.remaining = over || count >= limit ? 0 : static_cast<uint32_t>(limit - count);
+  st.quota = settings_.global_quota || l.quota_mode;
+  if (over) {
+    if (l.shadow_mode) {
+      st.shadow_over = true;
     } else {
-      out->passed.push_back(static_cast<uint32_t>(i));
+      st.over = true;
+      st.code = Code::kOverLimit;
     }
-    if (st.quota) ++total_quota;
-    // The per-key metric label: detailed_metric's counter key, else the
-    // value_to_metric path where it differs from the configured one.
-    if (l.detailed_metric) st.metric_key = keys_[i];
-    else if (match_[i].metric_path_changed) st.metric_key = match_[i].metric_path;
+  } else if (applied > 0 && !st.negative && static_cast<uint64_t>(count) > st.near_threshold) {
+    st.near = true;
   }
-  if (failed_rate_limit > 0 || (total_quota > 0 && total_quota == failed_quota)) out->overall = Code::kOverLimit;
-  // SHADOW_MODE: the statuses as they are, the overall code OK.
-  if (out->overall == Code::kOverLimit && settings_.global_shadow) {
-    out->overall = Code::kOk;
-    out->global_shadowed = true;
-  }
+  // The per-key metric label: detailed_metric's counter key, else the
+  // value_to_metric path where it differs from the configured one.
+  if (l.detailed_metric) st.metric_key = keys_[i];
+  else if (match_[i].metric_path_changed) st.metric_key = match_[i].metric_path;
+  return true;
 }
 
 Decision RateLimitService::Give(std::string_view biz, std::string_view key, uint64_t n) {

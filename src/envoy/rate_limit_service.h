@@ -161,6 +161,17 @@ class RateLimitService {
   // False (out->status and out->owner set) when a descriptor belongs to
   // another shard and the cluster enforces ownership.
   bool CheckOwnership(const RlsRequest& req, RlsAnswer* out);
+  // Decide's steps, in order; each false once `out` holds the call's error.
+  // FindLimits: the matched limit of each descriptor, or its own.
+  bool FindLimits(const RlsRequest& req, RlsAnswer* out);
+  // The limits whose names a matched limit `replaces`, dropped.
+  void DropReplaced(size_t n);
+  // The counter key of each descriptor that counts.
+  bool MakeKeys(const RlsRequest& req, RlsAnswer* out);
+  // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: the hits that are not counted.
+  bool StopIncrement(const RlsRequest& req, RlsAnswer* out);
+  // Descriptor i counted (or looked at, or given back) and its status filled.
+  bool Count(const RlsRequest& req, size_t i, RlsAnswer* out);
 
   std::shared_ptr<const EnvoyRules> rules_;
   Ownership own_;

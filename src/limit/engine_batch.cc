@@ -192,6 +192,93 @@ void EngineImpl::DecideReads(std::span<const Request> reqs, std::span<Decision> 
   store_->ReadEach(items, Clamp32(now.s), visit);
 }
 
+namespace {
+
+// The acquires of one batch as the store hands their nodes over: member
+// `item_member[k]` is judged on nodes[k]. Members naming one node share
+// its buffer.
+struct AcquireRun {
+  std::span<const Request> reqs;
+  std::span<Decision> out;
+  std::span<BatchMember> members;
+  const std::vector<size_t>& item_member;
+  const Now& now;
+  const LeaseSecret& lease_secret;
+  std::span<NodeRef> nodes;
+
+  const BizConfig& cfg(size_t k) const { return members[item_member[k]].biz->cfg; }
+  const Request& req(size_t k) const { return reqs[item_member[k]]; }
+  Decision& decision(size_t k) const { return out[item_member[k]]; }
+  // Whether nodes[k] is the first to name its node (its layout adopted,
+  // its leases swept, its state saved, once).
+  bool first_with(size_t k) const {
+    for (size_t j = 0; j < k; ++j)
+      if (nodes[j].state == nodes[k].state) return false;
+    return true;
+  }
+};
+
+enum class Judged : uint8_t { kAll, kRefused, kReadAgain };
+
+// Every acquire judged and recorded in turn, until one is refused (then
+// none may stay recorded) or needs its node read again with room for its
+// reservation table (need[k] set).
+Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::span<uint32_t> need) {
+  const Now& now = run.now;
+  for (size_t k = 0; k < run.nodes.size(); ++k) {
+    NodeRef& node = run.nodes[k];
+    const BizConfig& cfg = run.cfg(k);
+    const bool enforce = cfg.mode == Mode::kEnforce;
+    Decision& d = run.decision(k);
+    const int64_t n = run.req(k).n;
+    d.found = node.exists;
+    // As NodeOp: expired leases are freed (and counted) first; put back
+    // with the rest when the batch records nothing.
+    if (run.first_with(k) && node.exists) d.leases_expired = static_cast<uint16_t>(SweepLeases(cfg, node.state, now));
+    if (run.first_with(k) && node.exists) d.res_expired = static_cast<uint16_t>(SweepReservations(cfg, node, now));
+    EvaluateRules(cfg, node.state, now, n, &d);
+    Summarize(&d, enforce);
+    const int64_t reserve = run.req(k).reserve;
+    if (d.allowed && reserve > 0 && !HasReservationRoom(cfg, node, asked[k], &need[k], &d)) {
+      if (need[k] != 0) return Judged::kReadAgain;
+      d.allowed = false;
+      d.reservations_full = true;
+      d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
+    }
+    if (!d.allowed) return Judged::kRefused;
+    const uint32_t next_before = NextLeaseSerial(cfg, node.state);
+    RecordRules(cfg, node.state, now, n, &d);
+    LeaseGranted(cfg, node.state, now, run.req(k).key, run.lease_secret, next_before, &d);
+    if (reserve > 0) GrantReservation(cfg, node, now, run.req(k).key, run.lease_secret, n, reserve, &d);
+    Summarize(&d, enforce);
+  }
+  return Judged::kAll;
+}
+
+// Nothing is recorded (the states already put back): each member is
+// reported as it stands, refused.
+void ReportRefused(const AcquireRun& run) {
+  for (size_t k = 0; k < run.nodes.size(); ++k) {
+    const BizConfig& cfg = run.cfg(k);
+    Decision& d = run.decision(k);
+    d.found = run.nodes[k].exists;
+    d.leases_expired = 0;
+    d.lease_serial = 0;
+    d.lease_expires = 0;
+    d.res_expired = 0;
+    d.res_serial = 0;
+    if (!d.reservations_full) d.res_expires = 0;
+    EvaluateRules(cfg, run.nodes[k].state, run.now, run.req(k).n, &d);
+    Summarize(&d, cfg.mode == Mode::kEnforce);
+    // The rules would allow it: its wait is the table's, until the first
+    // reservation held expires (as a single acquire answers).
+    if (d.reservations_full) d.retry_after = std::max<int64_t>(1, d.res_expires - run.now.s);
+    d.allowed = false;
+  }
+}
+
+}  // namespace
+
 void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members,
                                 const Now& now) {
   std::vector<size_t> acquires;
@@ -232,84 +319,30 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
   auto fn = [&](std::span<NodeRef> nodes, std::span<Commit> commits) {
     std::fill(commits.begin(), commits.end(), Commit::kNone);
     std::fill(need.begin(), need.end(), 0);
-    // Members naming one node share its buffer: adopt the layout once.
-    auto first_with = [&](size_t k) {
-      for (size_t j = 0; j < k; ++j) {
-        if (nodes[j].state == nodes[k].state) return false;
-      }
-      return true;
-    };
+    const AcquireRun run{reqs, out, members, item_member, now, lease_secret_, nodes};
     bool short_read = false;
     std::vector<uint32_t> asked(nodes.size());
     for (size_t k = 0; k < nodes.size(); ++k) {
       asked[k] = nodes[k].state_bytes;
-      if (first_with(k) && !AdoptLayout(members[item_member[k]].biz->cfg, nodes[k], now, &need[k])) short_read = true;
+      if (run.first_with(k) && !AdoptLayout(run.cfg(k), nodes[k], now, &need[k])) short_read = true;
     }
     if (short_read) return;
     std::vector<std::vector<uint8_t>> backup(nodes.size());
-    for (size_t k = 0; k < nodes.size(); ++k) {
-      if (first_with(k)) backup[k].assign(nodes[k].state, nodes[k].state + nodes[k].state_bytes);
-    }
-    bool all = valid;
-    for (size_t k = 0; all && k < nodes.size(); ++k) {
-      const BizConfig& cfg = members[item_member[k]].biz->cfg;
-      const bool enforce = cfg.mode == Mode::kEnforce;
-      Decision& d = out[item_member[k]];
-      const int64_t n = reqs[item_member[k]].n;
-      d.found = nodes[k].exists;
-      // As NodeOp: expired leases are freed (and counted) first; put back
-      // with the rest when the batch records nothing.
-      if (first_with(k) && nodes[k].exists)
-        d.leases_expired = static_cast<uint16_t>(SweepLeases(cfg, nodes[k].state, now));
-      if (first_with(k) && nodes[k].exists)
-        d.res_expired = static_cast<uint16_t>(SweepReservations(cfg, nodes[k], now));
-      EvaluateRules(cfg, nodes[k].state, now, n, &d);
-      Summarize(&d, enforce);
-      const int64_t reserve = reqs[item_member[k]].reserve;
-      if (d.allowed && reserve > 0 && !HasReservationRoom(cfg, nodes[k], asked[k], &need[k], &d)) {
-        if (need[k] != 0) return;  // read again with room for the table
-        d.allowed = false;
-        d.reservations_full = true;
-        d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
-      }
-      if (!d.allowed) {
-        all = false;
-        break;
-      }
-      const uint32_t next_before = NextLeaseSerial(cfg, nodes[k].state);
-      RecordRules(cfg, nodes[k].state, now, n, &d);
-      LeaseGranted(cfg, nodes[k].state, now, reqs[item_member[k]].key, lease_secret_, next_before, &d);
-      if (reserve > 0) GrantReservation(cfg, nodes[k], now, reqs[item_member[k]].key, lease_secret_, n, reserve, &d);
-      Summarize(&d, enforce);
-    }
-    if (all) {
+    for (size_t k = 0; k < nodes.size(); ++k)
+      if (run.first_with(k)) backup[k].assign(nodes[k].state, nodes[k].state + nodes[k].state_bytes);
+    const Judged judged = valid ? JudgeAll(run, asked, need) : Judged::kRefused;
+    if (judged == Judged::kReadAgain) return;
+    if (judged == Judged::kAll) {
       for (size_t k = 0; k < nodes.size(); ++k) {
         commits[k] = Commit::kWrite;
-        nodes[k].expire_s = NodeExpireS(members[item_member[k]].biz->cfg, nodes[k], now);
+        nodes[k].expire_s = NodeExpireS(run.cfg(k), nodes[k], now);
       }
       return;
     }
     // Nothing is recorded: put the states back and report each member as it stands.
-    for (size_t k = 0; k < nodes.size(); ++k) {
+    for (size_t k = 0; k < nodes.size(); ++k)
       if (!backup[k].empty()) std::memcpy(nodes[k].state, backup[k].data(), backup[k].size());
-    }
-    for (size_t k = 0; k < nodes.size(); ++k) {
-      const BizConfig& cfg = members[item_member[k]].biz->cfg;
-      Decision& d = out[item_member[k]];
-      d.found = nodes[k].exists;
-      d.leases_expired = 0;
-      d.lease_serial = 0;
-      d.lease_expires = 0;
-      d.res_expired = 0;
-      d.res_serial = 0;
-      if (!d.reservations_full) d.res_expires = 0;
-      EvaluateRules(cfg, nodes[k].state, now, reqs[item_member[k]].n, &d);
-      Summarize(&d, cfg.mode == Mode::kEnforce);
-      // The rules would allow it: its wait is the table's, until the first
-      // reservation held expires (as a single acquire answers).
-      if (d.reservations_full) d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
-      d.allowed = false;
-    }
+    ReportRefused(run);
   };
 
   Status s = Status::OK();

@@ -184,15 +184,12 @@ uint8_t* GroupTable::BlockAt(uint32_t offset, uint32_t bytes) const {
 }
 uint32_t* GroupTable::index() const { return reinterpret_cast<uint32_t*>(base_ + sizeof(Header)); }
 
-Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape, Mode mode,
-                                                     std::string* set_aside) {
-  if (shape.distinct > kMaxDistinctFields || shape.groups == 0) return Status::InvalidArgument("bad group table shape");
-  std::unique_ptr<GroupTable> t(new GroupTable());
-  t->path_ = path;
-  t->shape_ = shape;
-  t->read_only_ = mode == Mode::kRead;
+namespace {
 
-  // The geometry this shape asks for.
+using Header = GroupTable::Header;
+
+// The header a table of `shape` has: its geometry, and the checksum of it.
+Header WantedHeader(const GroupTableShape& shape) {
   Header want{};
   std::memcpy(want.magic, kMagic, sizeof kMagic);
   want.version = kVersion;
@@ -209,45 +206,64 @@ Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, co
       RoundUp(want.pool_start + (uint64_t{shape.groups} + 1) * per_group + kSpareSketches * SketchBytes() + kGrowBytes,
               kGrowBytes);
   want.checksum = XXH3_64bits(&want, offsetof(Header, checksum));
+  return want;
+}
 
+// A new day's file at `path`: its header and its ~other record, made whole
+// under a temporary name, then linked into place. A reader never sees a
+// half-written header, and of two processes creating the same day, one
+// wins the link and the other opens its file (OK for both).
+Status CreateDay(const std::string& path, const Header& want, const GroupTableShape& shape) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  os::UniqueFd tfd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!tfd.valid()) return Errno("cannot create", tmp);
+  Header h = want;
+  h.next = want.pool_start + RecordBytes(shape.distinct, kOtherGroup.size());
+  h.file_bytes = RoundUp(h.next, kGrowBytes);
+  h.other = static_cast<uint32_t>(want.pool_start / kUnit);
+  GroupTable::Record other{};
+  other.hash = HashOf(kOtherGroup);
+  other.value_len = static_cast<uint16_t>(kOtherGroup.size());
+  std::string rec(RecordBytes(shape.distinct, kOtherGroup.size()), '\0');
+  std::memcpy(rec.data(), &other, sizeof other);
+  std::memcpy(rec.data() + sizeof other + shape.distinct * sizeof(sketch::SketchHead), kOtherGroup.data(),
+              kOtherGroup.size());
+  bool ok = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)) == 0 &&
+            ::pwrite(tfd.get(), &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+            ::pwrite(tfd.get(), rec.data(), rec.size(), static_cast<off_t>(want.pool_start)) ==
+                static_cast<ssize_t>(rec.size());
+  if (!ok) {
+    Status s = Errno("cannot write", tmp);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  const int linked = ::link(tmp.c_str(), path.c_str());
+  const int link_errno = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0 && link_errno != EEXIST) {
+    errno = link_errno;
+    return Errno("cannot create", path);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape, Mode mode,
+                                                     std::string* set_aside) {
+  if (shape.distinct > kMaxDistinctFields || shape.groups == 0) return Status::InvalidArgument("bad group table shape");
+  std::unique_ptr<GroupTable> t(new GroupTable());
+  t->path_ = path;
+  t->shape_ = shape;
+  t->read_only_ = mode == Mode::kRead;
+
+  const Header want = WantedHeader(shape);
   for (int attempt = 0; attempt < 3; ++attempt) {
     int fd = ::open(path.c_str(), t->read_only_ ? O_RDONLY | O_CLOEXEC : O_RDWR | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && !t->read_only_) {
-      // Made whole under a temporary name, then linked into place: a reader
-      // never sees a half-written header, and of two processes creating the
-      // same day, one wins the link and the other opens its file.
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-      const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-      os::UniqueFd tfd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-      if (!tfd.valid()) return Errno("cannot create", tmp);
-      Header h = want;
-      h.next = want.pool_start + RecordBytes(shape.distinct, kOtherGroup.size());
-      h.file_bytes = RoundUp(h.next, kGrowBytes);
-      h.other = static_cast<uint32_t>(want.pool_start / kUnit);
-      Record other{};
-      other.hash = HashOf(kOtherGroup);
-      other.value_len = static_cast<uint16_t>(kOtherGroup.size());
-      std::string rec(RecordBytes(shape.distinct, kOtherGroup.size()), '\0');
-      std::memcpy(rec.data(), &other, sizeof other);
-      std::memcpy(rec.data() + sizeof other + shape.distinct * sizeof(sketch::SketchHead), kOtherGroup.data(),
-                  kOtherGroup.size());
-      bool ok = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)) == 0 &&
-                ::pwrite(tfd.get(), &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-                ::pwrite(tfd.get(), rec.data(), rec.size(), static_cast<off_t>(want.pool_start)) ==
-                    static_cast<ssize_t>(rec.size());
-      if (!ok) {
-        Status s = Errno("cannot write", tmp);
-        ::unlink(tmp.c_str());
-        return s;
-      }
-      const int linked = ::link(tmp.c_str(), path.c_str());
-      const int link_errno = errno;
-      ::unlink(tmp.c_str());
-      if (linked != 0 && link_errno != EEXIST) {
-        errno = link_errno;
-        return Errno("cannot create", path);
-      }
+      if (Status s = CreateDay(path, want, shape); !s.ok()) return s;
       continue;  // open what is now there
     }
     if (fd < 0) {

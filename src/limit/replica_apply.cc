@@ -83,31 +83,130 @@ bool EngineImpl::CountChange(const Biz& biz, const Request& req, const Decision&
   }
 }
 
+namespace {
+
+// One key of a batch of changes: every change of it folded into one
+// incoming state (merges commute, so their order does not matter).
+struct ChangedNode {
+  const BizConfig* cfg;
+  std::string_view key;
+  std::array<uint8_t, kMaxStateBytes> incoming;
+  std::vector<std::pair<int64_t, int64_t>> adds;  // (at_ms, n), for token buckets
+  std::vector<const Change*> events;              // a rule's own events, in order (rule_event.h)
+  size_t events_before_set = 0;                   // events[0, this) came before the set
+  size_t events_before_add = 0;                   // events[0, this) came before the first add (has_add)
+  bool has_add = false;
+  bool creates = false;      // something here makes the node (not only a release or sweep)
+  bool needs_table = false;  // a reservation taken: the node's table is read and kept
+  bool erase = false;
+  bool set = false;
+  int64_t set_count = 0;
+  int64_t set_ms = 0;
+};
+
+// What a change must be to be applied; change `i` (0-based) in the error.
+Status CheckChange(const Change& c, size_t i) {
+  if (!KeyIsValid(c.key)) return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key");
+  if (c.kind == Change::Kind::kAdd && (c.n < 1 || c.n > kMaxUses))
+    return Status::InvalidArgument("change " + std::to_string(i + 1) + ": n must be 1..2147483647");
+  if (c.kind == Change::Kind::kEvent && c.event == Change::Event::kNone)
+    return Status::InvalidArgument("change " + std::to_string(i + 1) + ": an event names what happened");
+  if (c.kind == Change::Kind::kSet && (c.n < 0 || c.n > kMaxUses))
+    return Status::InvalidArgument("change " + std::to_string(i + 1) + ": count must be 0..2147483647");
+  return Status::OK();
+}
+
+// Change `c` (made at `at`) folded into what the batch holds for its key.
+void Fold(const Change& c, const Now& at, const Now& now, ChangedNode* node) {
+  ChangedNode& it = *node;
+  switch (c.kind) {
+    case Change::Kind::kAdd: {
+      // The block "n uses at at_ms" makes of a fresh node, folded into
+      // what this batch already holds for the key.
+      std::array<uint8_t, kMaxStateBytes> fresh{};
+      Decision scratch;
+      RecordRules(*it.cfg, fresh.data(), at, c.n, &scratch);
+      for (uint32_t r = 0; r < it.cfg->nrules; ++r) {
+        const RuleSpec& spec = it.cfg->rules[r];
+        MergeBlock(spec, it.incoming.data() + spec.offset, fresh.data() + spec.offset, now);
+      }
+      it.adds.emplace_back(c.at_ms, c.n);
+      if (!it.has_add) it.events_before_add = it.events.size();
+      it.has_add = true;
+      it.creates = true;
+      break;
+    }
+    case Change::Kind::kEvent:
+      it.events.push_back(&c);
+      it.creates |= RuleEventCreates(c);
+      it.needs_table |= RuleEventNeedsTable(c);
+      break;
+    case Change::Kind::kSet:
+      // A set replaces what was counted before it: uses merged so far in
+      // this batch came before it and are dropped with the rest.
+      it.set = true;
+      it.creates = true;
+      it.events_before_set = it.events.size();
+      it.erase = false;
+      it.set_count = c.n;
+      it.set_ms = c.at_ms;
+      it.has_add = false;
+      it.adds.clear();
+      it.incoming.fill(0);
+      break;
+    case Change::Kind::kErase:
+      it.erase = true;
+      it.events.clear();
+      it.events_before_set = 0;
+      it.creates = false;
+      it.set = false;
+      it.has_add = false;
+      it.adds.clear();
+      it.incoming.fill(0);
+      break;
+    case Change::Kind::kResetBiz: break;
+  }
+}
+
+// The folded changes written into the key's node (its layout adopted):
+// events before a set, the set, events before the first add, the adds,
+// then the rest of the events.
+void WriteNode(const ChangedNode& it, const Now& now, const TimeZone* tz, NodeRef& ref) {
+  const BizConfig& cfg = *it.cfg;
+  size_t e = 0;
+  if (it.set) {
+    for (; e < it.events_before_set; ++e) ApplyRuleEvent(cfg, ref, *it.events[e], now);
+    const Now at = Now::At(it.set_ms, tz);
+    for (uint32_t r = 0; r < cfg.nrules; ++r) SetCount(cfg.rules[r], ref.state + cfg.rules[r].offset, at, it.set_count);
+  }
+  // The events before the first add go first: a window a later add's
+  // merge moves on is not yet moved for a settle made before it.
+  for (; it.has_add && e < it.events_before_add; ++e) ApplyRuleEvent(cfg, ref, *it.events[e], now);
+  if (it.has_add)
+    for (uint32_t r = 0; r < cfg.nrules; ++r) {
+      const RuleSpec& spec = cfg.rules[r];
+      if (spec.algo == Algo::kConcurrency) {
+        continue;  // its leases come as events, each with its id and expiry
+      } else if (spec.algo == Algo::kTokenBucket) {
+        for (const auto& [at_ms, n_uses] : it.adds) Record(spec, ref.state + spec.offset, Now::At(at_ms, tz), n_uses);
+      } else {
+        MergeBlock(spec, ref.state + spec.offset, it.incoming.data() + spec.offset, now);
+      }
+    }
+  for (; e < it.events.size(); ++e) ApplyRuleEvent(cfg, ref, *it.events[e], now);
+  ref.expire_s = NodeExpireS(cfg, ref, now);
+}
+
+}  // namespace
+
 Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
                                       size_t skip_first) {
   if (stream.empty() || stream.size() > 200) return Status::InvalidArgument("a stream name is 1..200 bytes");
   if (seq == 0) return Status::InvalidArgument("a stream's seq starts at 1");
   std::shared_ptr<const Map> map = SharedMap();
   const Now now = NowAt();
-  // The nodes: one item per distinct key, every change of it folded into
-  // one incoming state (merges commute, so their order does not matter).
-  struct Item {
-    const BizConfig* cfg;
-    std::string_view key;
-    std::array<uint8_t, kMaxStateBytes> incoming;
-    std::vector<std::pair<int64_t, int64_t>> adds;  // (at_ms, n), for token buckets
-    std::vector<const Change*> events;              // a rule's own events, in order (rule_event.h)
-    size_t events_before_set = 0;                   // events[0, this) came before the set
-    size_t events_before_add = 0;                   // events[0, this) came before the first add (has_add)
-    bool has_add = false;
-    bool creates = false;      // something here makes the node (not only a release or sweep)
-    bool needs_table = false;  // a reservation taken: the node's table is read and kept
-    bool erase = false;
-    bool set = false;
-    int64_t set_count = 0;
-    int64_t set_ms = 0;
-  };
-  std::vector<Item> items;
+  // The nodes: one item per distinct key.
+  std::vector<ChangedNode> items;
   std::vector<Store::BatchItem> batch;
   std::vector<uint16_t> resets;
   items.reserve(changes.size());
@@ -121,20 +220,14 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       resets.push_back(c.biz_id);
       continue;
     }
-    if (!KeyIsValid(c.key)) return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key");
-    if (c.kind == Change::Kind::kAdd && (c.n < 1 || c.n > kMaxUses))
-      return Status::InvalidArgument("change " + std::to_string(i + 1) + ": n must be 1..2147483647");
-    if (c.kind == Change::Kind::kEvent && c.event == Change::Event::kNone)
-      return Status::InvalidArgument("change " + std::to_string(i + 1) + ": an event names what happened");
-    if (c.kind == Change::Kind::kSet && (c.n < 0 || c.n > kMaxUses))
-      return Status::InvalidArgument("change " + std::to_string(i + 1) + ": count must be 0..2147483647");
+    if (Status s = CheckChange(c, i); !s.ok()) return s;
     if (i < skip_first) continue;  // a snapshot carried it
     size_t k = 0;
     while (k < items.size() && !(items[k].cfg->id == c.biz_id && items[k].key == c.key)) ++k;
     if (k == items.size()) {
       if (items.size() == kMaxMergeNodes)
         return Status::InvalidArgument("a batch of changes names at most " + std::to_string(kMaxMergeNodes) + " keys");
-      Item& it = items.emplace_back();
+      ChangedNode& it = items.emplace_back();
       it.cfg = &biz->cfg;
       it.key = c.key;
       it.incoming.fill(0);
@@ -144,55 +237,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       r.route_known = c.route_known;
       batch.push_back({RefOf(*biz, r), biz->cfg.state_bytes});
     }
-    Item& it = items[k];
-    const Now at = Now::At(c.at_ms, tz_.get());
-    switch (c.kind) {
-      case Change::Kind::kAdd: {
-        // The block "n uses at at_ms" makes of a fresh node, folded into
-        // what this batch already holds for the key.
-        std::array<uint8_t, kMaxStateBytes> fresh{};
-        Decision scratch;
-        RecordRules(*it.cfg, fresh.data(), at, c.n, &scratch);
-        for (uint32_t r = 0; r < it.cfg->nrules; ++r) {
-          const RuleSpec& spec = it.cfg->rules[r];
-          MergeBlock(spec, it.incoming.data() + spec.offset, fresh.data() + spec.offset, now);
-        }
-        it.adds.emplace_back(c.at_ms, c.n);
-        if (!it.has_add) it.events_before_add = it.events.size();
-        it.has_add = true;
-        it.creates = true;
-        break;
-      }
-      case Change::Kind::kEvent:
-        it.events.push_back(&c);
-        it.creates |= RuleEventCreates(c);
-        it.needs_table |= RuleEventNeedsTable(c);
-        break;
-      case Change::Kind::kSet:
-        // A set replaces what was counted before it: uses merged so far in
-        // this batch came before it and are dropped with the rest.
-        it.set = true;
-        it.creates = true;
-        it.events_before_set = it.events.size();
-        it.erase = false;
-        it.set_count = c.n;
-        it.set_ms = c.at_ms;
-        it.has_add = false;
-        it.adds.clear();
-        it.incoming.fill(0);
-        break;
-      case Change::Kind::kErase:
-        it.erase = true;
-        it.events.clear();
-        it.events_before_set = 0;
-        it.creates = false;
-        it.set = false;
-        it.has_add = false;
-        it.adds.clear();
-        it.incoming.fill(0);
-        break;
-      case Change::Kind::kResetBiz: break;
-    }
+    Fold(c, Now::At(c.at_ms, tz_.get()), now, &items[k]);
   }
   const std::string receipt = "repl/" + std::string(stream);
   batch.push_back({KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt,
@@ -219,37 +264,12 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     }
     if (short_state) return;
     for (size_t i = 0; i < n; ++i) {
-      const Item& it = items[i];
-      const BizConfig& cfg = *it.cfg;
-      if (it.erase) {
+      if (items[i].erase) {
         commits[i] = refs[i].exists ? Commit::kErase : Commit::kNone;
         continue;
       }
-      if (!refs[i].exists && !it.creates) continue;  // a release or sweep of a node not here
-      size_t e = 0;
-      if (it.set) {
-        for (; e < it.events_before_set; ++e) ApplyRuleEvent(cfg, refs[i], *it.events[e], now);
-        const Now at = Now::At(it.set_ms, tz_.get());
-        for (uint32_t r = 0; r < cfg.nrules; ++r)
-          SetCount(cfg.rules[r], refs[i].state + cfg.rules[r].offset, at, it.set_count);
-      }
-      // The events before the first add go first: a window a later add's
-      // merge moves on is not yet moved for a settle made before it.
-      for (; it.has_add && e < it.events_before_add; ++e) ApplyRuleEvent(cfg, refs[i], *it.events[e], now);
-      if (it.has_add)
-        for (uint32_t r = 0; r < cfg.nrules; ++r) {
-          const RuleSpec& spec = cfg.rules[r];
-          if (spec.algo == Algo::kConcurrency) {
-            continue;  // its leases come as events, each with its id and expiry
-          } else if (spec.algo == Algo::kTokenBucket) {
-            for (const auto& [at_ms, n_uses] : it.adds)
-              Record(spec, refs[i].state + spec.offset, Now::At(at_ms, tz_.get()), n_uses);
-          } else {
-            MergeBlock(spec, refs[i].state + spec.offset, it.incoming.data() + spec.offset, now);
-          }
-        }
-      for (; e < it.events.size(); ++e) ApplyRuleEvent(cfg, refs[i], *it.events[e], now);
-      refs[i].expire_s = NodeExpireS(cfg, refs[i], now);
+      if (!refs[i].exists && !items[i].creates) continue;  // a release or sweep of a node not here
+      WriteNode(items[i], now, tz_.get(), refs[i]);
       commits[i] = Commit::kWrite;
     }
     std::memset(refs[n].state, 0, refs[n].state_bytes);

@@ -73,20 +73,21 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace frs;
-  using namespace frs::server;
+struct Args {
   std::string config_path;
   bool foreground = false;
   bool test_only = false;
+};
+
+// The command line into *args; an exit code when there is nothing to start
+// (--help, --version, a bad argument).
+std::optional<int> ParseArgs(int argc, char** argv, Args* args) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if ((a == "-c" || a == "--config") && i + 1 < argc) config_path = argv[++i];
-    else if (a.rfind("--config=", 0) == 0) config_path = a.substr(9);
-    else if (a == "-f" || a == "--foreground") foreground = true;
-    else if (a == "-t" || a == "--test") test_only = true;
+    if ((a == "-c" || a == "--config") && i + 1 < argc) args->config_path = argv[++i];
+    else if (a.rfind("--config=", 0) == 0) args->config_path = a.substr(9);
+    else if (a == "-f" || a == "--foreground") args->foreground = true;
+    else if (a == "-t" || a == "--test") args->test_only = true;
     else if (a == "-h" || a == "--help") return Usage(argv[0], 0);
     else if (a == "--version") {
       std::printf("frsd %s\n", FRS_VERSION);
@@ -96,13 +97,152 @@ int main(int argc, char** argv) {
       return Usage(argv[0], 2);
     }
   }
-  if (config_path.empty()) config_path = DefaultSrvConfigPath();
-  if (test_only) return CheckConfiguration(config_path, stdout, stderr);
+  if (args->config_path.empty()) args->config_path = frs::DefaultSrvConfigPath();
+  return std::nullopt;
+}
+
+// The log (stderr in the foreground, else <log file> or the store's
+// frsd.log), and the decision log's file checked once here: the workers
+// open it after fork.
+frs::Status OpenLogs(const frs::SrvConfig& cfg, bool foreground) {
+  using frs::server::Logger;
+  // A daemon without <log file> logs next to its store.
+  std::string logfile = cfg.logfile;
+  if (logfile.empty() && !foreground) logfile = cfg.store_dir + "/frsd.log";
+  Logger::Get().SetDefaultPath(foreground ? "" : cfg.store_dir + "/frsd.log");
+  if (frs::Status s = Logger::Get().Configure(logfile, "master"); !s.ok()) return s;
+  if (!cfg.decisions_file.empty()) return frs::server::DecisionLog::CheckFile(cfg.decisions_file);
+  return frs::Status::OK();
+}
+
+// map.xml, read once here: the workers get these bytes through the map
+// channel, so every process starts on the map that was validated. With
+// <grpc config>'s Envoy descriptors as bizzes of the map. 0, or the exit
+// code once the refusal is printed.
+int ReadMap(const frs::SrvConfig& cfg, frs::server::ComposedMap* map) {
+  frs::Result<std::string> map_read = frs::os::ReadTextFile(cfg.map_path);
+  if (!map_read.ok()) {
+    std::fprintf(stderr, "%s\n", map_read.status().message().c_str());
+    return 1;
+  }
+  auto composed = frs::server::ComposeEnvoyMap(cfg, std::move(map_read.value()));
+  if (!composed.ok()) {
+    std::fprintf(stderr, "%s\n", composed.status().message().c_str());
+    return 1;
+  }
+  *map = std::move(composed.value());
+  if (auto fit = frs::server::NodeFitProblems(cfg, map->map_text); !fit.empty()) {
+    for (const std::string& p : fit) std::fprintf(stderr, "%s\n", p.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// <grpc>'s TLS context (loaded and checked once here) and its own sockets,
+// shared by the workers as the HTTP ones are; cfg->grpc_port becomes the
+// bound one.
+frs::Status OpenGrpc(frs::SrvConfig* cfg, std::shared_ptr<const frs::server::TlsContext>* tls,
+                     std::vector<frs::os::UniqueFd>* fds) {
+  using namespace frs::server;
+  if (!cfg->grpc) return frs::Status::OK();
+  if (!cfg->grpc_tls_cert.empty()) {
+    auto loaded = TlsContext::Load(TlsFilesOf(*cfg));
+    if (!loaded.ok()) return frs::Status::InvalidArgument("<grpc cert>: " + loaded.status().message());
+    *tls = std::move(loaded.value());
+  }
+  if (!cfg->grpc_unix.empty()) {
+    auto grpc = OpenUnixListener(cfg->grpc_unix, cfg->grpc_unix_mode, cfg->workers);
+    if (!grpc.ok()) return frs::Status::InvalidArgument("<grpc unix>: " + grpc.status().message());
+    *fds = std::move(grpc->fds);
+    return frs::Status::OK();
+  }
+  auto grpc = OpenListeners(cfg->grpc_host, cfg->grpc_port, cfg->workers, cfg->reuseport);
+  if (!grpc.ok()) return frs::Status::InvalidArgument("<grpc listen>: " + grpc.status().message());
+  cfg->grpc_port = grpc->port;
+  *fds = std::move(grpc->fds);
+  return frs::Status::OK();
+}
+
+// The pid in the lock files, then the addresses frsd listens on: last
+// before serving, since whoever waits for them may connect at once.
+frs::Status PublishStart(const frs::SrvConfig& cfg, frs::server::LockFile& store_lock,
+                         std::optional<frs::server::LockFile>& pid_lock) {
+  using namespace frs::server;
+  const pid_t pid = getpid();
+  frs::Status s = store_lock.WritePid(pid);
+  if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
+  if (s.ok() && cfg.grpc)
+    s = PublishListenAddress(GrpcListenAddressPath(cfg), cfg.grpc_unix.empty()
+                                                             ? frs::ListenName(cfg.grpc_host, cfg.grpc_port)
+                                                             : "unix:" + cfg.grpc_unix);
+  if (s.ok()) s = PublishListenAddress(frs::ListenAddressPath(cfg), frs::ListenName(cfg.host, cfg.port));
+  return s;
+}
+
+// One frsd per store and per pid file: their locks, held while frsd runs.
+frs::Status TakeLocks(const frs::SrvConfig& cfg, std::optional<frs::server::LockFile>* store_lock,
+                      std::optional<frs::server::LockFile>* pid_lock) {
+  using frs::server::LockFile;
+  auto sl = LockFile::Acquire(cfg.store_dir + "/frsd.lock", "store");
+  if (!sl.ok()) return sl.status();
+  store_lock->emplace(std::move(sl.value()));
+  if (cfg.pidfile.empty()) return frs::Status::OK();
+  auto pl = LockFile::Acquire(cfg.pidfile, "pid file");
+  if (!pl.ok()) return pl.status();
+  pid_lock->emplace(std::move(pl.value()));
+  return frs::Status::OK();
+}
+
+// The store, created when missing, its whole size reserved: a disk too
+// small for it fails here, with its name, not later as a SIGBUS in a
+// worker; and no request pays first-touch page faults. A lock left by a
+// process that died with the previous frsd is recovered by whoever meets
+// it; nothing from a dead run needs the master here.
+frs::Result<std::unique_ptr<frs::Store>> OpenStore(const frs::SrvConfig& cfg) {
+  frs::StoreOptions so = frs::StoreOptionsFor(cfg, /*create_if_missing=*/true);
+  so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
+  auto store = frs::Store::Open(so);
+  if (!store.ok()) return store.status();
+  if (frs::Status s = store.value()->Reserve(); !s.ok()) return s;
+  return store;
+}
+
+// The open-file limit raised for the workers to inherit: room for <limits
+// connections> where the hard limit allows it, and a word when it does not
+// (server/fd_limit.h). The statistics day files of the map's <stats> tables
+// count too.
+std::string RaiseFdLimitFor(const frs::SrvConfig& cfg, const std::string& map_text) {
+  frs::Result<frs::limit::MapConfig> map = frs::limit::ParseMap(map_text, cfg.map_path);
+  return map.ok() ? frs::server::FdLimitProblem(cfg, map.value(), frs::server::RaiseFdLimit(), /*raised=*/true)
+                  : std::string();
+}
+
+// The channel the workers read their configuration from, holding the
+// srv.xml bytes the configuration was read from (so that a worker respawned
+// after a reload runs the reloaded settings) and the composed map.
+frs::Result<frs::server::MapChannel> PublishConfiguration(const frs::SrvConfig& cfg,
+                                                          const frs::server::ComposedMap& map) {
+  auto channel = frs::server::MapChannel::Create();
+  if (!channel.ok()) return channel.status();
+  frs::Result<std::string> srv_read = frs::os::ReadTextFile(cfg.path);
+  if (!srv_read.ok()) return srv_read.status();
+  if (frs::Status s = channel.value().Publish(srv_read.value(), map.map_text, map.envoy_bundle); !s.ok()) return s;
+  return channel;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace frs;
+  using namespace frs::server;
+  Args args;
+  if (std::optional<int> rc = ParseArgs(argc, argv, &args)) return *rc;
+  if (args.test_only) return CheckConfiguration(args.config_path, stdout, stderr);
   // Taken out of the environment at once: no worker may speak for the service.
   const SdNotifier notifier = SdNotifier::FromEnvironment();
 
   // srv.xml: its own errors are already "file:line: message".
-  auto cfg_r = LoadSrvConfig(config_path);
+  auto cfg_r = LoadSrvConfig(args.config_path);
   if (!cfg_r.ok()) {
     std::fprintf(stderr, "%s\n", cfg_r.status().message().c_str());
     return 1;
@@ -115,61 +255,22 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(cfg.store_dir, ec);
   if (ec) return Fail("cannot create the store directory " + cfg.store_dir + ": " + ec.message());
 
-  // One frsd per store and per pid file.
-  auto store_lock = LockFile::Acquire(cfg.store_dir + "/frsd.lock", "store");
-  if (!store_lock.ok()) return Fail(store_lock.status().message());
-  std::optional<LockFile> pid_lock;
-  if (!cfg.pidfile.empty()) {
-    auto pl = LockFile::Acquire(cfg.pidfile, "pid file");
-    if (!pl.ok()) return Fail(pl.status().message());
-    pid_lock.emplace(std::move(pl.value()));
-  }
+  std::optional<LockFile> store_lock, pid_lock;
+  if (Status s = TakeLocks(cfg, &store_lock, &pid_lock); !s.ok()) return Fail(s.message());
 
-  // A daemon without <log file> logs next to its store.
-  std::string logfile = cfg.logfile;
-  if (logfile.empty() && !foreground) logfile = cfg.store_dir + "/frsd.log";
-  Logger::Get().SetDefaultPath(foreground ? "" : cfg.store_dir + "/frsd.log");
-  Status s = Logger::Get().Configure(logfile, "master");
-  if (!s.ok()) return Fail(s.message());
-  // The workers open it after fork; one that cannot is refused here, once.
-  if (!cfg.decisions_file.empty())
-    if (Status ds = DecisionLog::CheckFile(cfg.decisions_file); !ds.ok()) return Fail(ds.message());
+  if (Status s = OpenLogs(cfg, args.foreground); !s.ok()) return Fail(s.message());
 
   // A start that fails after creating a new store takes it away again, so a
   // disk too small is left as it was found (not 100 % full of a store that
   // never served). An existing store is never removed.
   auto before = store::CheckStoreFiles(cfg.store_dir, cfg.geometry);
   NewStoreCleanup cleanup(cfg.store_dir, cfg.geometry.files, before.ok() && !before->exists);
-  StoreOptions so = StoreOptionsFor(cfg, /*create_if_missing=*/true);
-  so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
-  auto store = Store::Open(so);
+  auto store = OpenStore(cfg);
   if (!store.ok()) return Fail(store.status().message());
-  // Before serving: a disk too small for the store fails here, with its
-  // name, not later as a SIGBUS in a worker; and no request pays first-touch
-  // page faults.
-  if (Status s = store.value()->Reserve(); !s.ok()) return Fail(s.message());
-  // A lock left by a process that died with the previous frsd is recovered
-  // by whoever meets it; nothing from a dead run needs the master here.
 
-  // map.xml is read once here; the workers get these bytes through the map
-  // channel, so every process starts on the map that was validated.
-  Result<std::string> map_read = os::ReadTextFile(cfg.map_path);
-  if (!map_read.ok()) {
-    std::fprintf(stderr, "%s\n", map_read.status().message().c_str());
-    return 1;
-  }
-  std::string map_text = std::move(map_read.value());
-  // With <grpc config>'s Envoy descriptors as bizzes of the map.
-  auto composed = ComposeEnvoyMap(cfg, std::move(map_text));
-  if (!composed.ok()) {
-    std::fprintf(stderr, "%s\n", composed.status().message().c_str());
-    return 1;
-  }
-  map_text = std::move(composed->map_text);
-  if (auto fit = NodeFitProblems(cfg, map_text); !fit.empty()) {
-    for (const std::string& p : fit) std::fprintf(stderr, "%s\n", p.c_str());
-    return 1;
-  }
+  ComposedMap composed;
+  if (int rc = ReadMap(cfg, &composed); rc != 0) return rc;
+  const std::string& map_text = composed.map_text;
   // The engine's other files, checked as frsctl verify checks them: a
   // damaged one is refused with its name and fix, or moved aside and said.
   auto side = limit::PrepareSideFiles(cfg.store_dir);
@@ -182,47 +283,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", engine.status().message().c_str());
     return 1;
   }
-  auto map_channel = MapChannel::Create();
+  auto map_channel = PublishConfiguration(cfg, composed);
   if (!map_channel.ok()) return Fail(map_channel.status().message());
-  // With the srv.xml bytes the configuration was read from, so that a worker
-  // respawned after a reload runs the reloaded settings.
-  Result<std::string> srv_read = os::ReadTextFile(cfg.path);
-  if (!srv_read.ok()) return Fail(srv_read.status().message());
-  const std::string& srv_text = srv_read.value();
-  if (Status ps = map_channel.value().Publish(srv_text, map_text, composed->envoy_bundle); !ps.ok())
-    return Fail(ps.message());
 
-  // The workers inherit it: room for <limits connections> where the hard
-  // limit allows it, and a word when it does not (server/fd_limit.h).
-  // The statistics day files of the map's <stats> tables count too.
-  Result<limit::MapConfig> fd_map = limit::ParseMap(map_text, cfg.map_path);
-  const std::string fd_problem =
-      fd_map.ok() ? FdLimitProblem(cfg, fd_map.value(), RaiseFdLimit(), /*raised=*/true) : std::string();
+  const std::string fd_problem = RaiseFdLimitFor(cfg, map_text);
 
   auto listeners = OpenListeners(cfg.host, cfg.port, cfg.workers, cfg.reuseport);
   if (!listeners.ok()) return Fail(listeners.status().message());
   // From here on the configuration names the port really bound (<listen
   // port="0">: the kernel's choice), which the workers inherit.
   ApplyBoundPort(&cfg, listeners->port);
-  // <grpc cert>: loaded (and checked) once here; the workers inherit it.
   std::shared_ptr<const TlsContext> tls;
-  if (cfg.grpc && !cfg.grpc_tls_cert.empty()) {
-    auto loaded = TlsContext::Load(TlsFilesOf(cfg));
-    if (!loaded.ok()) return Fail("<grpc cert>: " + loaded.status().message());
-    tls = std::move(loaded.value());
-  }
-  // <grpc>: its own sockets, shared by the workers the same way.
   std::vector<os::UniqueFd> grpc_fds;
-  if (cfg.grpc && !cfg.grpc_unix.empty()) {
-    auto grpc = OpenUnixListener(cfg.grpc_unix, cfg.grpc_unix_mode, cfg.workers);
-    if (!grpc.ok()) return Fail("<grpc unix>: " + grpc.status().message());
-    grpc_fds = std::move(grpc->fds);
-  } else if (cfg.grpc) {
-    auto grpc = OpenListeners(cfg.grpc_host, cfg.grpc_port, cfg.workers, cfg.reuseport);
-    if (!grpc.ok()) return Fail("<grpc listen>: " + grpc.status().message());
-    cfg.grpc_port = grpc->port;
-    grpc_fds = std::move(grpc->fds);
-  }
+  if (Status g = OpenGrpc(&cfg, &tls, &grpc_fds); !g.ok()) return Fail(g.message());
   // The socket file is ours from here on: removed however the start ends.
   struct UnixSocketFile {
     std::string path;
@@ -236,23 +309,12 @@ int main(int argc, char** argv) {
 
   cleanup.Disarm();  // everything that could fail because of the disk has passed
   Daemon daemon;
-  if (!foreground) {
-    s = daemon.Daemonize();
-    if (!s.ok()) return Fail(s.message());
-  }
-  pid_t pid = getpid();
-  s = store_lock.value().WritePid(pid);
-  if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
-  // Last before serving: whoever waits for this file may connect at once.
+  if (!args.foreground)
+    if (Status d = daemon.Daemonize(); !d.ok()) return Fail(d.message());
   const std::string listen_file = ListenAddressPath(cfg);
-  if (s.ok() && cfg.grpc)
-    s = PublishListenAddress(GrpcListenAddressPath(cfg), cfg.grpc_unix.empty()
-                                                             ? ListenName(cfg.grpc_host, cfg.grpc_port)
-                                                             : "unix:" + cfg.grpc_unix);
-  if (s.ok()) s = PublishListenAddress(listen_file, ListenName(cfg.host, cfg.port));
-  if (!s.ok()) {
+  if (Status p = PublishStart(cfg, *store_lock, pid_lock); !p.ok()) {
     daemon.Failed();
-    return Fail(s.message());
+    return Fail(p.message());
   }
 
   FRS_LOG("starting: %s, %u worker(s) on %s:%u, store %s (%llu slots), map %s", cfg.path.c_str(), cfg.workers,
@@ -274,7 +336,7 @@ int main(int argc, char** argv) {
   mc.tls = std::move(tls);
   mc.map_channel = &map_channel.value();
   mc.in_child = [&] {
-    store_lock.value().CloseInChild();
+    store_lock->CloseInChild();
     if (pid_lock) pid_lock->CloseInChild();
     daemon.CloseInChild();
   };

@@ -75,6 +75,9 @@ struct Backend {
   const Clock* clock;
 };
 
+// What a /replicate request names (handler_replica.cc).
+struct ReplicateQuery;
+
 class Handler {
  public:
   // `metrics` and `counters` may be null (tests, fuzzing): nothing is counted
@@ -148,6 +151,12 @@ class Handler {
   // /replicate: changes from another shard, and what a returning shard asks
   // (handler_replica.cc).
   void HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status);
+  // Its forms, once the sender is known to be another shard of this
+  // <cluster> (`peer`: its index in the ring the request is of).
+  void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool old_batch, size_t peer,
+                        int* status);
+  void ReplicatePending(size_t peer, int* status);
+  void ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status);
   // Runs one request into decisions_[0] and appends its answer to body_.
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);

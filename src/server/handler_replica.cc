@@ -22,16 +22,24 @@
 #include "frs/ring.h"
 #include "frs/store.h"
 #include "server/admin_auth.h"
+#include "server/clock_util.h"
 #include "server/handler.h"
 #include "server/replica_wire.h"
 
 namespace frs::server {
 
-void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status) {
-  const ClusterView& c = opts_.cluster;
-  std::string from, stream, forname, digest, buf, token, lease_key, handed_off;
+// What a /replicate request names (the header comment's forms).
+struct ReplicateQuery {
+  std::string from, stream, forname, digest, token, lease_key, handed_off;
   uint64_t seq = 0, file = 0, first = 0;
   bool snapshot = false, have_file = false, state = false;
+};
+
+namespace {
+
+// The query string's parameters into *q; "" or the 400's text.
+std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
+  std::string buf;
   for (size_t start = 0; start <= query.size() && !query.empty();) {
     const size_t amp = query.find('&', start);
     const std::string_view pair = query.substr(start, amp == std::string_view::npos ? query.npos : amp - start);
@@ -40,38 +48,95 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     const size_t eq = pair.find('=');
     const std::string_view name = pair.substr(0, eq);
     std::string_view value;
-    if (!PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &buf, &value)) {
-      TextBody(400, "/replicate: parameter '" + std::string(name.substr(0, 32)) + "' has a bad %-escape", status);
-      return;
-    }
+    if (!PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), &buf, &value))
+      return "/replicate: parameter '" + std::string(name.substr(0, 32)) + "' has a bad %-escape";
     auto number = [&](uint64_t* out) {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
       return !value.empty() && ec == std::errc() && p == value.data() + value.size();
     };
-    if (name == "from") from = std::string(value);
-    else if (name == "stream") stream = std::string(value);
-    else if (name == "for") forname = std::string(value);
-    else if (name == "digest") digest = std::string(value);
-    else if (name == "lease_key") lease_key = std::string(value);
-    else if (name == "snapshot") snapshot = value == "1";
-    else if (name == "state") state = value == "1";
-    else if (name == "handed_off") handed_off = std::string(value);
-    else if (name == "token") token = std::string(value);
-    else if (name == "seq" && number(&seq)) continue;
-    else if (name == "first" && number(&first)) continue;
-    else if (name == "file" && number(&file)) have_file = true;
-    else {
-      TextBody(400,
-               "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
-                   "' (from, stream, seq, first, digest, lease_key; for, snapshot, file; state; handed_off)",
-               status);
-      return;
+    if (name == "from") q->from = std::string(value);
+    else if (name == "stream") q->stream = std::string(value);
+    else if (name == "for") q->forname = std::string(value);
+    else if (name == "digest") q->digest = std::string(value);
+    else if (name == "lease_key") q->lease_key = std::string(value);
+    else if (name == "snapshot") q->snapshot = value == "1";
+    else if (name == "state") q->state = value == "1";
+    else if (name == "handed_off") q->handed_off = std::string(value);
+    else if (name == "token") q->token = std::string(value);
+    else if (name == "seq" && number(&q->seq)) continue;
+    else if (name == "first" && number(&q->first)) continue;
+    else if (name == "file" && number(&q->file)) q->have_file = true;
+    else
+      return "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
+             "' (from, stream, seq, first, digest, lease_key; for, snapshot, file; state; handed_off)";
+  }
+  return "";
+}
+
+// How many of a batch's changes (numbers first, first + 1, ... of
+// `stream`) a snapshot of the sender carried already: those up to the
+// last it named are in this store.
+size_t CarriedAlready(const ReplicaShared& shared, size_t pi, const std::string& stream, uint64_t first,
+                      size_t changes) {
+  const uint64_t h = StreamHash(stream);
+  for (size_t k = 0; k < kMaxSnapshotStreams; ++k) {
+    const uint64_t kh = CounterGet(shared.carried[pi][k][0]);
+    if (kh == 0) break;
+    if (kh != h) continue;
+    const uint64_t through = CounterGet(shared.carried[pi][k][1]);
+    if (through >= first) return static_cast<size_t>(std::min<uint64_t>(through - first + 1, changes));
+    break;
+  }
+  return 0;
+}
+
+// While it lives, every worker's engine waits before its next request
+// (Replicator::Enter), until `deadline` at most (a reader that died stops
+// nobody longer).
+class SnapshotHold {
+ public:
+  SnapshotHold(ReplicaShared& shared, int64_t deadline) : n_(shared.snapshots) {
+    std::atomic_ref<uint64_t> until(shared.snapshot_until_ns);
+    uint64_t cur = until.load();
+    while (cur < static_cast<uint64_t>(deadline) &&
+           !until.compare_exchange_weak(cur, static_cast<uint64_t>(deadline))) {
+    }
+    std::atomic_ref<uint64_t>(n_).fetch_add(1);
+  }
+  ~SnapshotHold() { std::atomic_ref<uint64_t>(n_).fetch_sub(1); }
+  SnapshotHold(const SnapshotHold&) = delete;
+  SnapshotHold& operator=(const SnapshotHold&) = delete;
+
+ private:
+  uint64_t& n_;
+};
+
+// Waits until no worker's engine is inside a request; false at `deadline`.
+bool WaitForWorkersOutside(Metrics& metrics, int64_t deadline) {
+  for (uint32_t w = 0; w < metrics.workers(); ++w) {
+    std::atomic_ref<uint64_t> inside(metrics.worker(w).replica.inside);
+    while (inside.load() != 0) {
+      if (MonoNs() >= deadline) return false;
+      timespec ts{0, 50 * 1000};
+      nanosleep(&ts, nullptr);
     }
   }
+  return true;
+}
+
+}  // namespace
+
+void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status) {
+  const ClusterView& c = opts_.cluster;
+  ReplicateQuery q;
+  if (std::string bad = ParseReplicateQuery(query, &q); !bad.empty()) {
+    TextBody(400, bad, status);
+    return;
+  }
   std::string_view auth(base + head.auth_off, head.auth_len);
-  if (token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
-    token = auth.substr(7);
-  const AdminAuth a = CheckAdminToken(opts_.admin_token, token);
+  if (q.token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
+    q.token = auth.substr(7);
+  const AdminAuth a = CheckAdminToken(opts_.admin_token, q.token);
   if (a == AdminAuth::kDisabled) {
     TextBody(403, "/replicate: replicas authenticate with the admin token, and srv.xml sets none", status);
     return;
@@ -88,7 +153,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   std::snprintf(mine, sizeof mine, "%08x", c.ring->Digest());
   if (c.previous_ring) std::snprintf(earlier, sizeof earlier, "%08x", c.previous_ring->Digest());
   ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
-  if (state && head.method == HttpMethod::kGet) {
+  if (q.state && head.method == HttpMethod::kGet) {
     uint64_t draining = 0;
     if (metrics_ != nullptr)
       for (uint32_t w = 0; w < metrics_->workers(); ++w) draining += CounterGet(metrics_->worker(w).replica.draining);
@@ -98,10 +163,10 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
              status);
     return;
   }
-  if (!handed_off.empty() && head.method == HttpMethod::kPost) {
-    if (handed_off != mine) {
+  if (!q.handed_off.empty() && head.method == HttpMethod::kPost) {
+    if (q.handed_off != mine) {
       TextBody(409,
-               "/replicate: handed off under <cluster> digest " + handed_off.substr(0, 16) + ", this shard runs " +
+               "/replicate: handed off under <cluster> digest " + q.handed_off.substr(0, 16) + ", this shard runs " +
                    mine + ": nothing noted",
                status);
       return;
@@ -112,10 +177,11 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   }
   // A batch its sender queued under the list before the change (it is
   // delivered after it): its shards are named in that list.
-  const bool old_batch = head.method == HttpMethod::kPost && digest != mine && earlier[0] != '\0' && digest == earlier;
-  if (digest != mine && !old_batch) {
+  const bool old_batch =
+      head.method == HttpMethod::kPost && q.digest != mine && earlier[0] != '\0' && q.digest == earlier;
+  if (q.digest != mine && !old_batch) {
     TextBody(409,
-             "/replicate: the sender's <cluster> (digest " + digest.substr(0, 16) + ") is not this shard's (" + mine +
+             "/replicate: the sender's <cluster> (digest " + q.digest.substr(0, 16) + ") is not this shard's (" + mine +
                  "): every shard must list the same shards",
              status);
     return;
@@ -127,15 +193,15 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   const uint64_t check = engine_->LeaseKeyCheck();
   char mine_key[20] = "";
   if (check != 0) std::snprintf(mine_key, sizeof mine_key, "%016llx", static_cast<unsigned long long>(check));
-  if ((head.method == HttpMethod::kPost || snapshot) && lease_key != mine_key) {
+  if ((head.method == HttpMethod::kPost || q.snapshot) && q.lease_key != mine_key) {
     auto said = [](const std::string& k) { return k.empty() ? std::string("none") : "check " + k.substr(0, 16); };
     TextBody(409,
-             "/replicate: the sender's <cluster lease_key> (" + said(lease_key) + ") is not this shard's (" +
+             "/replicate: the sender's <cluster lease_key> (" + said(q.lease_key) + ") is not this shard's (" +
                  said(mine_key) + "): every shard must name the same key file, or none",
              status);
     return;
   }
-  const std::string& peer_name = head.method == HttpMethod::kPost ? from : forname;
+  const std::string& peer_name = head.method == HttpMethod::kPost ? q.from : q.forname;
   const Ring& peer_ring = old_batch ? *c.previous_ring : *c.ring;
   const long peer = peer_ring.Find(peer_name);
   const long self_in_peer_ring = old_batch ? c.previous_ring->Find(c.self) : c.self_index;
@@ -143,81 +209,85 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
     return;
   }
-  const size_t pi = static_cast<size_t>(peer);
   if (head.method == HttpMethod::kPost) {
-    // An earlier list's batch: not of a stream a snapshot here named (a
-    // start's snapshots are of the current list), so none of it is skipped.
-    if (!old_batch && shared != nullptr && pi < kMaxReplicaPeers &&
-        std::atomic_ref<uint64_t>(shared->hold_off[pi]).load(std::memory_order_acquire) != 0) {
-      TextBody(503, "/replicate: this shard is taking back its nodes from " + from + "; send again later", status);
-      return;
-    }
-    if (stream.empty() || seq == 0) {
-      TextBody(400, "/replicate: POST needs stream and seq (>= 1)", status);
-      return;
-    }
-    std::vector<Change> changes;
-    std::vector<std::string> keys;
-    if (Status s = DecodeChangeLines(std::string_view(base + head.body_off, head.body_len), &changes, &keys); !s.ok()) {
-      TextBody(400, "/replicate: " + s.message(), status);
-      return;
-    }
-    // The batch's changes are numbers first, first + 1, ... of the stream:
-    // those up to the last that a snapshot of the sender carried are in
-    // this store already.
-    size_t skip = 0;
-    if (!old_batch && shared != nullptr && pi < kMaxReplicaPeers && first != 0) {
-      const uint64_t h = StreamHash(stream);
-      for (size_t k = 0; k < kMaxSnapshotStreams; ++k) {
-        const uint64_t kh = CounterGet(shared->carried[pi][k][0]);
-        if (kh == 0) break;
-        if (kh != h) continue;
-        const uint64_t through = CounterGet(shared->carried[pi][k][1]);
-        if (through >= first) skip = static_cast<size_t>(std::min<uint64_t>(through - first + 1, changes.size()));
-        break;
-      }
-    }
-    auto applied = engine_->ApplyChanges(changes, stream, seq, skip);
-    if (!applied.ok()) {
-      const Status& s = applied.status();
-      TextBody(s.code() == Status::Code::kInvalidArgument || s.IsNotFound() ? 400 : 503, "/replicate: " + s.message(),
-               status);
-      return;
-    }
-    if (counters_) {
-      if (applied.value()) CounterAdd(counters_->replica.received, changes.size());
-      else CounterAdd(counters_->replica.duplicates);
-    }
-    TextBody(200, applied.value() ? "applied" : "duplicate", status);
+    ReplicateReceive(head, base, q, old_batch, static_cast<size_t>(peer), status);
     return;
   }
   if (head.method != HttpMethod::kGet) {
     TextBody(405, "/replicate takes POST (changes) or GET (state, snapshot)", status);
     return;
   }
-  if (!snapshot) {
-    // Per worker, the number of the last change it queued for SHARD and how
-    // many it still holds: the asker waits until every change queued before
-    // its first question is delivered (replica_catchup.cc). The number is
-    // loaded first (Replicator::Publish releases it after the count).
-    uint64_t pending = 0;
-    std::string lines;
-    if (metrics_ != nullptr && pi < kMaxReplicaPeers)
-      for (uint32_t w = 0; w < metrics_->workers(); ++w) {
-        const ReplicaCounters& rc = metrics_->worker(w).replica;
-        const uint64_t queued = std::atomic_ref<const uint64_t>(rc.queued_no[pi]).load(std::memory_order_acquire);
-        const uint64_t held = CounterGet(rc.pending[pi]);
-        pending += held;
-        lines += "worker " + std::to_string(w) + " " + std::to_string(CounterGet(rc.stream_hash)) + " " +
-                 std::to_string(queued) + " " + std::to_string(held) + "\n";
-      }
-    TextBody(200,
-             "pending " + std::to_string(pending) + "\ncatching_up " +
-                 std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
-                 (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" + lines,
+  if (q.snapshot) ReplicateSnapshot(q, peer, status);
+  else ReplicatePending(static_cast<size_t>(peer), status);
+}
+
+// POST: a batch of changes from the shard `pi`.
+void Handler::ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool old_batch,
+                               size_t pi, int* status) {
+  ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
+  // An earlier list's batch: not of a stream a snapshot here named (a
+  // start's snapshots are of the current list), so none of it is skipped.
+  const bool current = !old_batch && shared != nullptr && pi < kMaxReplicaPeers;
+  if (current && std::atomic_ref<uint64_t>(shared->hold_off[pi]).load(std::memory_order_acquire) != 0) {
+    TextBody(503, "/replicate: this shard is taking back its nodes from " + q.from + "; send again later", status);
+    return;
+  }
+  if (q.stream.empty() || q.seq == 0) {
+    TextBody(400, "/replicate: POST needs stream and seq (>= 1)", status);
+    return;
+  }
+  std::vector<Change> changes;
+  std::vector<std::string> keys;
+  if (Status s = DecodeChangeLines(std::string_view(base + head.body_off, head.body_len), &changes, &keys); !s.ok()) {
+    TextBody(400, "/replicate: " + s.message(), status);
+    return;
+  }
+  const size_t skip = current && q.first != 0 ? CarriedAlready(*shared, pi, q.stream, q.first, changes.size()) : 0;
+  auto applied = engine_->ApplyChanges(changes, q.stream, q.seq, skip);
+  if (!applied.ok()) {
+    const Status& s = applied.status();
+    TextBody(s.code() == Status::Code::kInvalidArgument || s.IsNotFound() ? 400 : 503, "/replicate: " + s.message(),
              status);
     return;
   }
+  if (counters_) {
+    if (applied.value()) CounterAdd(counters_->replica.received, changes.size());
+    else CounterAdd(counters_->replica.duplicates);
+  }
+  TextBody(200, applied.value() ? "applied" : "duplicate", status);
+}
+
+// GET without snapshot: per worker, the number of the last change it
+// queued for shard `pi` and how many it still holds. The asker waits until
+// every change queued before its first question is delivered
+// (replica_catchup.cc). The number is loaded first (Replicator::Publish
+// releases it after the count).
+void Handler::ReplicatePending(size_t pi, int* status) {
+  ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
+  uint64_t pending = 0;
+  std::string lines;
+  if (metrics_ != nullptr && pi < kMaxReplicaPeers)
+    for (uint32_t w = 0; w < metrics_->workers(); ++w) {
+      const ReplicaCounters& rc = metrics_->worker(w).replica;
+      const uint64_t queued = std::atomic_ref<const uint64_t>(rc.queued_no[pi]).load(std::memory_order_acquire);
+      const uint64_t held = CounterGet(rc.pending[pi]);
+      pending += held;
+      lines += "worker " + std::to_string(w) + " " + std::to_string(CounterGet(rc.stream_hash)) + " " +
+               std::to_string(queued) + " " + std::to_string(held) + "\n";
+    }
+  TextBody(200,
+           "pending " + std::to_string(pending) + "\ncatching_up " +
+               std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
+               (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" + lines,
+           status);
+}
+
+// GET with snapshot=1: every node (of store file `file`) the shard `peer`
+// holds, owner or successor, read while the store holds still.
+void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status) {
+  const ClusterView& c = opts_.cluster;
+  const size_t pi = static_cast<size_t>(peer);
+  ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
   if (shared != nullptr && HandoffPending(*shared)) {
     // Its nodes of moved routes go to their new holders by the handoff:
     // a snapshot taken now would give them the same counts a second time.
@@ -232,9 +302,9 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     return;
   }
   const StoreStats st = store_->Stats();
-  if (have_file && file >= st.geometry.files) {
+  if (q.have_file && q.file >= st.geometry.files) {
     TextBody(400,
-             "/replicate: file " + std::to_string(file) + " is beyond this store's " +
+             "/replicate: file " + std::to_string(q.file) + " is beyond this store's " +
                  std::to_string(st.geometry.files),
              status);
     return;
@@ -248,38 +318,13 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     TextBody(503, "/replicate: a snapshot needs the shard's shared counters", status);
     return;
   }
-  auto mono_ns = [] {
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
-  };
-  const int64_t deadline = mono_ns() + kSnapshotHoldNs;
-  {
-    std::atomic_ref<uint64_t> until(shared->snapshot_until_ns);
-    uint64_t cur = until.load();
-    while (cur < static_cast<uint64_t>(deadline) &&
-           !until.compare_exchange_weak(cur, static_cast<uint64_t>(deadline))) {
-    }
-  }
-  struct Hold {
-    uint64_t& n;
-    explicit Hold(uint64_t& c) : n(c) { std::atomic_ref<uint64_t>(n).fetch_add(1); }
-    ~Hold() { std::atomic_ref<uint64_t>(n).fetch_sub(1); }
-    Hold(const Hold&) = delete;
-    Hold& operator=(const Hold&) = delete;
-  } hold(shared->snapshots);
+  const int64_t deadline = MonoNs() + kSnapshotHoldNs;
+  SnapshotHold hold(*shared, deadline);
   const std::string too_long = "/replicate: the store could not be read within the snapshot's hold (" +
                                std::to_string(kSnapshotHoldNs / 1000000000) + " s): every count would not be exact";
-  for (uint32_t w = 0; w < metrics_->workers(); ++w) {
-    std::atomic_ref<uint64_t> inside(metrics_->worker(w).replica.inside);
-    while (inside.load() != 0) {
-      if (mono_ns() >= deadline) {
-        TextBody(503, too_long, status);
-        return;
-      }
-      timespec ts{0, 50 * 1000};
-      nanosleep(&ts, nullptr);
-    }
+  if (!WaitForWorkersOutside(*metrics_, deadline)) {
+    TextBody(503, too_long, status);
+    return;
   }
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -296,7 +341,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     body_ += line;
   }
   Store::Filter filter;
-  filter.file = have_file ? static_cast<int64_t>(file) : -1;
+  filter.file = q.have_file ? static_cast<int64_t>(q.file) : -1;
   Status walk = store_->ForEach(filter, [&](const NodeInfo& node) {
     if (node.biz == kReceiptBiz) return;
     uint32_t pos = node.route_pos;
@@ -315,7 +360,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     TextBody(503, "/replicate: " + walk.message(), status);
     return;
   }
-  if (mono_ns() >= deadline) {  // the workers went on before the reading ended
+  if (MonoNs() >= deadline) {  // the workers went on before the reading ended
     TextBody(503, too_long, status);
     return;
   }

@@ -213,6 +213,112 @@ std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
   return out;
 }
 
+// What a reload reads: srv.xml's and map.xml's bytes (every worker is
+// handed these very bytes), the <grpc config> bundle, and srv.xml parsed.
+struct ReloadFiles {
+  std::string srv_text, map_text, envoy;
+  std::optional<SrvConfig> next;
+};
+
+Status ReadWhole(const std::string& path, std::string* out) {
+  Result<std::string> r = os::ReadTextFile(path);
+  if (!r.ok()) return Status::InvalidArgument(r.status().message());
+  *out = std::move(r.value());
+  return Status::OK();
+}
+
+// srv.xml (at `path`) and the map it names read and checked against what
+// runs (`live`, `geometry`), and the map loaded into `engine`. A broken file
+// refuses the whole reload; f->next is set once srv.xml parsed.
+Status ReadForReload(const std::string& path, const SrvConfig& live, const StoreGeometry& geometry, Engine* engine,
+                     ReloadFiles* f) {
+  if (Status s = ReadWhole(path, &f->srv_text); !s.ok()) return s;
+  auto parsed = LoadSrvConfigText(path, &f->srv_text);
+  if (!parsed.ok()) return parsed.status();
+  if (auto allow = AllowList::Parse(parsed->allow); !allow.ok())
+    return Status::InvalidArgument(path + ": " + allow.status().message());
+  f->next = std::move(parsed.value());
+  SrvConfig& next = *f->next;
+  Status s;
+  // A file to write that would make an open(2) wait (a FIFO) is refused
+  // here, before any worker is told: a worker opens files it is told of.
+  if (std::vector<std::string> out = OutputPathProblems(next); !out.empty()) s = Status::InvalidArgument(out.front());
+  else if (!next.decisions_file.empty() && next.decisions_file != live.decisions_file)
+    s = DecisionLog::CheckFile(next.decisions_file);
+  // <listen port="0"> means the port already bound, not a new one; so
+  // does <grpc listen="host:0"> (it was said to need a restart).
+  ApplyBoundPort(&next, live.port);
+  if (next.grpc && next.grpc_port == 0 && next.grpc_host == live.grpc_host) next.grpc_port = live.grpc_port;
+  if (!s.ok()) return s;
+  // The store's geometry stays what is running until a restart.
+  SrvConfig check = next;
+  check.geometry = geometry;
+  // <grpc config>'s YAML files are read here too and their bizzes put in
+  // the map: a broken file refuses the whole reload like a broken map.
+  std::string text;
+  if (s = ReadWhole(next.map_path, &text); !s.ok()) return s;
+  Result<ComposedMap> composed = ComposeEnvoyMap(next, std::move(text));
+  if (!composed.ok()) return composed.status();
+  f->map_text = std::move(composed->map_text);
+  f->envoy = std::move(composed->envoy_bundle);
+  if (auto fit = NodeFitProblems(check, f->map_text); !fit.empty())
+    return Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
+  return engine->ReloadText(f->map_text, next.map_path);
+}
+
+// What a reload applies, said in the log (the <log file> switched here:
+// the master's lines go to the new file; each worker switches as it
+// reloads).
+void SayApplied(const SrvConfig& live, const SrvConfig& next) {
+  if (next.admin_token != live.admin_token) FRS_LOG("srv.xml: the admin token changed; applied");
+  if (next.ratelimit_fields != live.ratelimit_fields) {
+    static constexpr const char* kForms[] = {"0 (the draft's fields)", "1 (the draft's fields and the older trio)",
+                                             "only (the older trio)"};
+    FRS_LOG("srv.xml: <ratelimit legacy> changed to %s; applied", kForms[static_cast<size_t>(next.ratelimit_fields)]);
+  }
+  if (next.logfile != live.logfile) {
+    FRS_LOG("srv.xml: <log file> changed to \"%s\"; switching", next.logfile.c_str());
+    if (Status ls = Logger::Get().UseFile(next.logfile); !ls.ok())
+      FRS_LOG("cannot switch the log file, logging here still: %s", ls.message().c_str());
+    else FRS_LOG("logging here from now on (srv.xml reloaded)");
+  }
+  if (next.decisions_file != live.decisions_file || next.decisions_all != live.decisions_all ||
+      next.decisions_sample != live.decisions_sample)
+    FRS_LOG("srv.xml: <decisions> changed (file \"%s\", record %s, sample %g); applied by each worker",
+            next.decisions_file.c_str(), next.decisions_all ? "all" : "denied", next.decisions_sample);
+  if (next.cluster_shards != live.cluster_shards || next.cluster_self != live.cluster_self ||
+      next.cluster_enforce != live.cluster_enforce || next.cluster_replicas != live.cluster_replicas ||
+      next.replica_sync != live.replica_sync || next.replica_refuse != live.replica_refuse ||
+      next.replica_timeout_ms != live.replica_timeout_ms)
+    FRS_LOG(
+        "srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
+        "other shards now own",
+        next.cluster_shards.size(), next.cluster_self.c_str());
+}
+
+// The configuration that runs after a reload: `next`, but for what a
+// restart would change, which stays as running for the next comparison.
+SrvConfig AppliedConfig(const SrvConfig& live, SrvConfig next) {
+  next.host = live.host;
+  next.store_dir = live.store_dir;
+  next.timezone = live.timezone;
+  next.pidfile = live.pidfile;
+  next.port = live.port;
+  next.reuseport = live.reuseport;
+  next.workers = live.workers;
+  next.geometry = live.geometry;
+  next.flush_interval_ms = live.flush_interval_ms;
+  next.grpc_unix = live.grpc_unix;
+  if (next.grpc_tls_cert.empty() != live.grpc_tls_cert.empty() ||
+      next.grpc_tls_client_ca.empty() != live.grpc_tls_client_ca.empty()) {
+    next.grpc_tls_cert = live.grpc_tls_cert;
+    next.grpc_tls_key = live.grpc_tls_key;
+    next.grpc_tls_client_ca = live.grpc_tls_client_ca;
+    next.grpc_tls_client_names = live.grpc_tls_client_names;
+  }
+  return next;
+}
+
 }  // namespace
 
 void Master::Reload() {
@@ -220,73 +326,30 @@ void Master::Reload() {
   // srv.xml and map.xml are read once, validated, and every worker is handed
   // these very bytes: a file rewritten meanwhile cannot give two workers two
   // configurations. A broken file refuses the whole reload.
-  auto read = [](const std::string& path, std::string* out) {
-    Result<std::string> r = os::ReadTextFile(path);
-    if (!r.ok()) return Status::InvalidArgument(r.status().message());
-    *out = std::move(r.value());
-    return Status::OK();
-  };
-  std::string srv_text, text, envoy;
-  std::optional<SrvConfig> next;
-  Status s = read(cfg_.path, &srv_text);
-  if (!s.ok()) {
-    // refused below
-  } else if (auto parsed = LoadSrvConfigText(cfg_.path, &srv_text); !parsed.ok()) {
-    s = parsed.status();
-  } else if (auto allow = AllowList::Parse(parsed->allow); !allow.ok()) {
-    s = Status::InvalidArgument(cfg_.path + ": " + allow.status().message());
-  } else {
-    next = std::move(parsed.value());
-    // A file to write that would make an open(2) wait (a FIFO) is refused
-    // here, before any worker is told: a worker opens files it is told of.
-    if (std::vector<std::string> out = OutputPathProblems(*next); !out.empty())
-      s = Status::InvalidArgument(out.front());
-    else if (!next->decisions_file.empty() && next->decisions_file != live_.decisions_file)
-      s = DecisionLog::CheckFile(next->decisions_file);
-    // <listen port="0"> means the port already bound, not a new one; so
-    // does <grpc listen="host:0"> (it was said to need a restart).
-    ApplyBoundPort(&*next, live_.port);
-    if (next->grpc && next->grpc_port == 0 && next->grpc_host == live_.grpc_host) next->grpc_port = live_.grpc_port;
-    // The store's geometry stays what is running until a restart.
-    SrvConfig check = *next;
-    check.geometry = cfg_.geometry;
-    // <grpc config>'s YAML files are read here too and their bizzes put in
-    // the map: a broken file refuses the whole reload like a broken map.
-    if (!s.ok()) {
-      // refused below
-    } else if (s = read(next->map_path, &text); !s.ok()) {
-      // refused below
-    } else if (Result<ComposedMap> composed = ComposeEnvoyMap(*next, std::move(text)); !composed.ok()) {
-      s = composed.status();
-    } else {
-      text = std::move(composed->map_text);
-      envoy = std::move(composed->envoy_bundle);
-      if (auto fit = NodeFitProblems(check, text); !fit.empty())
-        s = Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
-      else s = ctx_.engine->ReloadText(text, next->map_path);
-    }
-  }
+  ReloadFiles f;
+  Status s = ReadForReload(cfg_.path, live_, cfg_.geometry, ctx_.engine, &f);
   // <cluster lease_key> is read at start only (ids verify under it): a file
   // that `frsd -t` refuses refuses the reload too, and another key is said
   // to need a restart.
   bool lease_key_changed = false;
-  if (s.ok() && next) {
+  if (s.ok()) {
     uint64_t check = 0;
-    if (!next->cluster_lease_key.empty()) {
-      if (auto key = limit::LoadLeaseKeyFile(next->cluster_lease_key); !key.ok()) s = key.status();
+    if (!f.next->cluster_lease_key.empty()) {
+      if (auto key = limit::LoadLeaseKeyFile(f.next->cluster_lease_key); !key.ok()) s = key.status();
       else check = limit::LeaseKeyCheckOf(key.value());
     }
     lease_key_changed = s.ok() && check != ctx_.engine->LeaseKeyCheck();
   }
-  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(srv_text, text, envoy);
+  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(f.srv_text, f.map_text, f.envoy);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old configuration stays: %s", s.message().c_str());
     if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reload_failures);
     if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=reload refused, the old configuration stays: " + s.message());
     return;
   }
+  const SrvConfig& next = *f.next;
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
-  for (const std::string& line : NeedRestart(live_, *next))
+  for (const std::string& line : NeedRestart(live_, next))
     FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
   if (lease_key_changed)
     FRS_LOG(
@@ -294,54 +357,11 @@ void Master::Reload() {
         "running with the old key");
   // A map with more <stats> tables needs more descriptors: said from the
   // same sum as at start (server/fd_limit.h).
-  if (Result<limit::MapConfig> m = limit::ParseMap(text, next->map_path); m.ok())
-    if (std::string fd = FdLimitProblem(*next, m.value(), CurrentFdLimit(), /*raised=*/true); !fd.empty())
+  if (Result<limit::MapConfig> m = limit::ParseMap(f.map_text, next.map_path); m.ok())
+    if (std::string fd = FdLimitProblem(next, m.value(), CurrentFdLimit(), /*raised=*/true); !fd.empty())
       FRS_LOG("warning: %s", fd.c_str());
-  if (next->admin_token != live_.admin_token) FRS_LOG("srv.xml: the admin token changed; applied");
-  if (next->ratelimit_fields != live_.ratelimit_fields) {
-    static constexpr const char* kForms[] = {"0 (the draft's fields)", "1 (the draft's fields and the older trio)",
-                                             "only (the older trio)"};
-    FRS_LOG("srv.xml: <ratelimit legacy> changed to %s; applied", kForms[static_cast<size_t>(next->ratelimit_fields)]);
-  }
-  if (next->logfile != live_.logfile) {
-    // The master's lines go to the new file; each worker switches as it reloads.
-    FRS_LOG("srv.xml: <log file> changed to \"%s\"; switching", next->logfile.c_str());
-    if (Status ls = Logger::Get().UseFile(next->logfile); !ls.ok())
-      FRS_LOG("cannot switch the log file, logging here still: %s", ls.message().c_str());
-    else FRS_LOG("logging here from now on (srv.xml reloaded)");
-  }
-  if (next->decisions_file != live_.decisions_file || next->decisions_all != live_.decisions_all ||
-      next->decisions_sample != live_.decisions_sample)
-    FRS_LOG("srv.xml: <decisions> changed (file \"%s\", record %s, sample %g); applied by each worker",
-            next->decisions_file.c_str(), next->decisions_all ? "all" : "denied", next->decisions_sample);
-  if (next->cluster_shards != live_.cluster_shards || next->cluster_self != live_.cluster_self ||
-      next->cluster_enforce != live_.cluster_enforce || next->cluster_replicas != live_.cluster_replicas ||
-      next->replica_sync != live_.replica_sync || next->replica_refuse != live_.replica_refuse ||
-      next->replica_timeout_ms != live_.replica_timeout_ms)
-    FRS_LOG(
-        "srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
-        "other shards now own",
-        next->cluster_shards.size(), next->cluster_self.c_str());
-  // What a restart would change stays as running, for the next comparison.
-  SrvConfig applied = *next;
-  applied.host = live_.host;
-  applied.store_dir = live_.store_dir;
-  applied.timezone = live_.timezone;
-  applied.pidfile = live_.pidfile;
-  applied.port = live_.port;
-  applied.reuseport = live_.reuseport;
-  applied.workers = live_.workers;
-  applied.geometry = live_.geometry;
-  applied.flush_interval_ms = live_.flush_interval_ms;
-  applied.grpc_unix = live_.grpc_unix;
-  if (applied.grpc_tls_cert.empty() != live_.grpc_tls_cert.empty() ||
-      applied.grpc_tls_client_ca.empty() != live_.grpc_tls_client_ca.empty()) {
-    applied.grpc_tls_cert = live_.grpc_tls_cert;
-    applied.grpc_tls_key = live_.grpc_tls_key;
-    applied.grpc_tls_client_ca = live_.grpc_tls_client_ca;
-    applied.grpc_tls_client_names = live_.grpc_tls_client_names;
-  }
-  live_ = std::move(applied);
+  SayApplied(live_, next);
+  live_ = AppliedConfig(live_, next);
   // <grpc cert>'s files, read again (rotated certificates): a set that does
   // not load keeps the previous one serving. Each worker reads them too;
   // this copy is what a respawned worker starts with.

@@ -242,15 +242,12 @@ class Metrics {
   MasterCounters& master() { return *master_; }
   const MasterCounters& master() const { return *master_; }
 
-  // Appends the Prometheus text exposition (version 0.0.4). `engine` gives
-  // the biz names and the store figures.
+  // Appends the Prometheus text exposition (version 0.0.4) of the series
+  // metrics_render.cc's table lists. `engine` gives the biz names and the
+  // daily statistics, `store` (may be null) its figures.
   void Render(Engine& engine, const Store* store, std::string* out) const;
 
  private:
-  // frs_reservations_*: of a biz that names its reservations, or whose
-  // series are not zero.
-  void RenderReservations(const std::vector<BizInfo>& bizzes, std::string* out) const;
-
   void* base_ = nullptr;
   size_t bytes_ = 0;
   uint32_t workers_ = 0;

@@ -72,6 +72,166 @@ Result<uint64_t> MergeSnapshot(std::string_view body, AdminEngine* engine, const
   return merged;
 }
 
+// What every question of one catch-up carries, and when it began.
+struct CatchUp {
+  const SrvConfig& cfg;
+  AdminEngine* engine;
+  ReplicaShared* shared;
+  std::string self;    // this shard's name, as a query value
+  std::string digest;  // the <cluster> list's, "%08x"
+  std::string auth;    // "&token=..."
+  int64_t start;       // MonoNs()
+
+  std::string StateQuery() const { return "/replicate?for=" + self + "&digest=" + digest + auth; }
+};
+
+// Whether snapshots may be taken: not when a ring change's handoff is
+// pending on any shard of this list. The nodes of moved routes reach their
+// new holders by the handoff, and one snapshot (of the shard that
+// finished, say) would give them the same counts again; this shard's nodes
+// then come from the handoff and from the changes queued for it
+// (docs/cluster.md).
+bool SnapshotsWanted(const CatchUp& c, const Ring& ring, const std::vector<size_t>& peers) {
+  for (size_t i : peers) {
+    const std::string& name = ring.shards()[i].name;
+    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
+    auto r = http.Get(c.StateQuery());
+    if (r.ok() && r->status == 200 && r->body.find("handoff_pending 1") != std::string::npos) {
+      FRS_LOG(
+          "replicas: a <cluster> change's handoff is pending on %s: no snapshot taken from any shard (the "
+          "nodes of this shard's routes come by frsctl handoff and by the changes queued for it)",
+          name.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// A snapshot's head: "snapshot T files N\n", then "carried STREAM_HASH N\n"
+// per stream of the sender (its changes 1..N to this shard are in the
+// nodes), noted in shared->carried[i]; *body is left at the nodes. False
+// without the first line.
+bool ReadSnapshotHead(std::string_view* body, size_t i, ReplicaShared* shared, long long* t) {
+  const size_t nl = body->find('\n');
+  std::string_view first = body->substr(0, nl);
+  body->remove_prefix(nl == std::string_view::npos ? body->size() : nl + 1);
+  unsigned long long files = 0;
+  if (std::sscanf(std::string(first).c_str(), "snapshot %lld files %llu", t, &files) != 2) return false;
+  size_t streams = 0;
+  while (body->starts_with("carried ")) {
+    const size_t end = body->find('\n');
+    unsigned long long h = 0, through = 0;
+    if (std::sscanf(std::string(body->substr(0, end)).c_str(), "carried %llx %llu", &h, &through) == 2 && h != 0 &&
+        streams < kMaxSnapshotStreams) {
+      CounterSet(shared->carried[i][streams][1], through);
+      CounterSet(shared->carried[i][streams][0], h);
+      ++streams;
+    }
+    body->remove_prefix(end == std::string_view::npos ? body->size() : end + 1);
+  }
+  return true;
+}
+
+// The snapshot of shard `i` (`name`) asked and merged; the nodes merged.
+// Its changes are taken from then on (hold_off[i] released), whatever
+// became of the snapshot.
+uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key) {
+  client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 15000)));
+  // Every store file in one answer: one reading of the sender's store,
+  // so one set of stream numbers holds for all of it. A 503 is asked
+  // again (bounded, logged): this shard keeps answering 503 meanwhile.
+  const std::string ask = "/replicate?for=" + c.self + "&digest=" + c.digest + "&snapshot=1" + lease_key + c.auth;
+  auto r = http.Get(ask);
+  for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
+       r.ok() && r->status == 503 && MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
+       wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
+    std::string why = r->body.substr(0, 200);
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    FRS_LOG("replicas: no snapshot from %s yet (503 %s); asking again in %d ms (attempt %d)", name.c_str(), why.c_str(),
+            wait_ms, attempt + 1);
+    CounterAdd(c.shared->snapshot_retries);
+    SleepMs(wait_ms);
+    r = http.Get(ask);
+  }
+  if (!r.ok() || r->status != 200) {
+    FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
+            name.c_str(),
+            r.ok() ? (std::to_string(r->status) + " " + r->body.substr(0, 200)).c_str() : r.status().message().c_str());
+    CounterSet(c.shared->hold_off[i], 0);
+    return 0;
+  }
+  std::string_view body = r->body;
+  long long t = 0;
+  if (!ReadSnapshotHead(&body, i, c.shared, &t)) {
+    FRS_LOG("replicas: %s answered a snapshot without its first line; skipped", name.c_str());
+    CounterSet(c.shared->hold_off[i], 0);
+    return 0;
+  }
+  uint64_t nodes = 0;
+  auto merged = MergeSnapshot(body, c.engine, "snap/" + c.cfg.cluster_self + "/" + name + "/" + std::to_string(t));
+  if (!merged.ok()) {
+    FRS_LOG("replicas: the snapshot of %s could not be merged: %s", name.c_str(), merged.status().message().c_str());
+  } else {
+    nodes = merged.value();
+  }
+  // Release: a worker that sees the changes taken sees `carried` too.
+  std::atomic_ref<uint64_t>(c.shared->hold_off[i]).store(0, std::memory_order_release);
+  return nodes;
+}
+
+// Waits until every change shard `name` queued for this one before the
+// first question here is delivered: those made for its routes while it
+// was away (a link down retries once a second, so they may not have come
+// yet). Per worker stream of the peer, "worker W HASH QUEUED HELD":
+// QUEUED - HELD changes of it are delivered. Changes queued after the
+// first question are new traffic, sent in step with it (sync) or within
+// the lag (async), and not waited for, so a loaded peer cannot hold this
+// shard off. A stream that restarted (another HASH) lost its queue with
+// its process: nothing of it to wait for.
+void WaitForQueued(const CatchUp& c, const std::string& name) {
+  client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
+  struct Mark {
+    unsigned long long hash, queued;
+  };
+  std::vector<Mark> marks;  // by worker index, from the first answer
+  for (bool first = true;; first = false) {
+    auto r = http.Get(c.StateQuery());
+    if (!r.ok()) {
+      FRS_LOG("replicas: %s cannot be reached (%s); serving without what it may hold for this shard", name.c_str(),
+              r.status().message().c_str());
+      return;
+    }
+    unsigned long long pending = 0;
+    if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
+      FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, r->body.substr(0, 200).c_str());
+      return;
+    }
+    unsigned long long behind = 0;  // changes queued before the first question, not delivered yet
+    for (size_t at = r->body.find("\nworker "); at != std::string::npos; at = r->body.find("\nworker ", at + 1)) {
+      unsigned long long w = 0, hash = 0, queued = 0, held = 0;
+      if (std::sscanf(r->body.c_str() + at + 1, "worker %llu %llu %llu %llu", &w, &hash, &queued, &held) != 4 ||
+          w >= kMaxSnapshotStreams)
+        continue;
+      if (first) {
+        if (marks.size() <= w) marks.resize(w + 1, Mark{0, 0});
+        marks[w] = Mark{hash, queued};
+      }
+      if (w >= marks.size() || marks[w].hash != hash) continue;
+      const unsigned long long delivered = queued >= held ? queued - held : 0;
+      if (delivered < marks[w].queued) behind += marks[w].queued - delivered;
+    }
+    if (behind == 0) return;
+    if (MonoNs() - c.start > kCatchUpLimitNs) {
+      FRS_LOG(
+          "replicas: %s still holds %llu change(s) made for this shard while it was away, after 60 s; serving "
+          "now",
+          name.c_str(), behind);
+      return;
+    }
+    SleepMs(20);
+  }
+}
+
 }  // namespace
 
 void PrepareReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared) {
@@ -92,32 +252,14 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   }
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", ring->Digest());
-  const int64_t start = MonoNs();
-  const std::string self = QueryValue(cfg.cluster_self);
-  const std::string auth = "&token=" + QueryValue(cfg.admin_token);
-  uint64_t nodes = 0;
+  const CatchUp c{cfg,     engine,
+                  shared,  QueryValue(cfg.cluster_self),
+                  digest,  "&token=" + QueryValue(cfg.admin_token),
+                  MonoNs()};
   std::vector<size_t> peers;
   for (size_t i = 0; i < ring->shards().size() && i < kMaxReplicaPeers; ++i)
     if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);
-  // A ring change whose handoff is pending on any shard of this list: the
-  // nodes of moved routes reach their new holders by the handoff, and one
-  // snapshot (of the shard that finished, say) would give them the same
-  // counts again. So none is taken: this shard's nodes come from the
-  // handoff and from the changes queued for it (docs/cluster.md).
-  bool snapshots = fresh_store;
-  for (size_t i : peers) {
-    if (!snapshots) break;
-    const std::string& name = ring->shards()[i].name;
-    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 1000)));
-    auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + auth);
-    if (r.ok() && r->status == 200 && r->body.find("handoff_pending 1") != std::string::npos) {
-      FRS_LOG(
-          "replicas: a <cluster> change's handoff is pending on %s: no snapshot taken from any shard (the "
-          "nodes of this shard's routes come by frsctl handoff and by the changes queued for it)",
-          name.c_str());
-      snapshots = false;
-    }
-  }
+  const bool snapshots = fresh_store && SnapshotsWanted(c, *ring, peers);
   if (!snapshots)
     for (size_t i : peers) CounterSet(shared->hold_off[i], 0);
   // A snapshot is asked with this shard's lease key check: a shard keyed
@@ -128,124 +270,14 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(check));
     lease_key = std::string("&lease_key=") + hex;
   }
-  for (size_t i : peers) {
-    const std::string& name = ring->shards()[i].name;
-    if (!snapshots) break;
-    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 15000)));
-    // Every store file in one answer: one reading of the sender's store,
-    // so one set of stream numbers holds for all of it. A 503 is asked
-    // again (bounded, logged): this shard keeps answering 503 meanwhile.
-    auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + lease_key + auth);
-    for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
-         r.ok() && r->status == 503 && MonoNs() - start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
-         wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
-      std::string why = r->body.substr(0, 200);
-      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-      FRS_LOG("replicas: no snapshot from %s yet (503 %s); asking again in %d ms (attempt %d)", name.c_str(),
-              why.c_str(), wait_ms, attempt + 1);
-      CounterAdd(shared->snapshot_retries);
-      SleepMs(wait_ms);
-      r = http.Get("/replicate?for=" + self + "&digest=" + digest + "&snapshot=1" + lease_key + auth);
-    }
-    if (!r.ok() || r->status != 200) {
-      FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
-              name.c_str(),
-              r.ok() ? (std::to_string(r->status) + " " + r->body.substr(0, 200)).c_str()
-                     : r.status().message().c_str());
-      CounterSet(shared->hold_off[i], 0);
-      continue;
-    }
-    // "snapshot T files N\n", "carried STREAM_HASH N\n" per stream of the
-    // sender (its changes 1..N to this shard are in the nodes), the nodes.
-    std::string_view body = r->body;
-    const size_t nl = body.find('\n');
-    std::string_view first = body.substr(0, nl);
-    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
-    long long t = 0;
-    unsigned long long files = 0;
-    if (std::sscanf(std::string(first).c_str(), "snapshot %lld files %llu", &t, &files) != 2) {
-      FRS_LOG("replicas: %s answered a snapshot without its first line; skipped", name.c_str());
-      CounterSet(shared->hold_off[i], 0);
-      continue;
-    }
-    size_t streams = 0;
-    while (body.starts_with("carried ")) {
-      const size_t end = body.find('\n');
-      unsigned long long h = 0, through = 0;
-      if (std::sscanf(std::string(body.substr(0, end)).c_str(), "carried %llx %llu", &h, &through) == 2 && h != 0 &&
-          streams < kMaxSnapshotStreams) {
-        CounterSet(shared->carried[i][streams][1], through);
-        CounterSet(shared->carried[i][streams][0], h);
-        ++streams;
-      }
-      body.remove_prefix(end == std::string_view::npos ? body.size() : end + 1);
-    }
-    auto merged = MergeSnapshot(body, engine, "snap/" + cfg.cluster_self + "/" + name + "/" + std::to_string(t));
-    if (!merged.ok()) {
-      FRS_LOG("replicas: the snapshot of %s could not be merged: %s", name.c_str(), merged.status().message().c_str());
-    } else {
-      nodes += merged.value();
-    }
-    // Release: a worker that sees the changes taken sees `carried` too.
-    std::atomic_ref<uint64_t>(shared->hold_off[i]).store(0, std::memory_order_release);
-  }
+  uint64_t nodes = 0;
+  if (snapshots)
+    for (size_t i : peers) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);
   CounterSet(shared->catchup_nodes, nodes);
-  // Then wait until every change another shard queued for this one before
-  // the first question here is delivered: those made for its routes while
-  // it was away (a link down retries once a second, so they may not have
-  // come yet). Per worker stream of the peer, "worker W HASH QUEUED HELD":
-  // QUEUED - HELD changes of it are delivered. Changes queued after the
-  // first question are new traffic, sent in step with it (sync) or within
-  // the lag (async), and not waited for, so a loaded peer cannot hold this
-  // shard off. A stream that restarted (another HASH) lost its queue with
-  // its process: nothing of it to wait for.
-  for (size_t i : peers) {
-    const std::string& name = ring->shards()[i].name;
-    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(cfg.replica_timeout_ms, 1000)));
-    struct Mark {
-      unsigned long long hash, queued;
-    };
-    std::vector<Mark> marks;  // by worker index, from the first answer
-    for (bool first = true;; first = false) {
-      auto r = http.Get("/replicate?for=" + self + "&digest=" + digest + auth);
-      if (!r.ok()) {
-        FRS_LOG("replicas: %s cannot be reached (%s); serving without what it may hold for this shard", name.c_str(),
-                r.status().message().c_str());
-        break;
-      }
-      unsigned long long pending = 0;
-      if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
-        FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, r->body.substr(0, 200).c_str());
-        break;
-      }
-      unsigned long long behind = 0;  // changes queued before the first question, not delivered yet
-      for (size_t at = r->body.find("\nworker "); at != std::string::npos; at = r->body.find("\nworker ", at + 1)) {
-        unsigned long long w = 0, hash = 0, queued = 0, held = 0;
-        if (std::sscanf(r->body.c_str() + at + 1, "worker %llu %llu %llu %llu", &w, &hash, &queued, &held) != 4 ||
-            w >= kMaxSnapshotStreams)
-          continue;
-        if (first) {
-          if (marks.size() <= w) marks.resize(w + 1, Mark{0, 0});
-          marks[w] = Mark{hash, queued};
-        }
-        if (w >= marks.size() || marks[w].hash != hash) continue;
-        const unsigned long long delivered = queued >= held ? queued - held : 0;
-        if (delivered < marks[w].queued) behind += marks[w].queued - delivered;
-      }
-      if (behind == 0) break;
-      if (MonoNs() - start > kCatchUpLimitNs) {
-        FRS_LOG(
-            "replicas: %s still holds %llu change(s) made for this shard while it was away, after 60 s; serving "
-            "now",
-            name.c_str(), behind);
-        break;
-      }
-      SleepMs(20);
-    }
-  }
+  for (size_t i : peers) WaitForQueued(c, ring->shards()[i].name);
   CounterSet(shared->catching_up, 0);
   FRS_LOG("replicas: caught up in %lld ms (%s store; %llu node(s) taken from snapshots); serving this shard's routes",
-          static_cast<long long>((MonoNs() - start) / kMsNs), fresh_store ? "a new" : "its old",
+          static_cast<long long>((MonoNs() - c.start) / kMsNs), fresh_store ? "a new" : "its old",
           static_cast<unsigned long long>(nodes));
 }
 

@@ -21,7 +21,8 @@ trap 'rm -rf "$tmp"' EXIT
 deb=$(ls "$tmp"/pkg/frsd_*.deb) || fail "no frsd package"
 dev=$(ls "$tmp"/pkg/libfrs-dev_*.deb) || fail "no libfrs-dev package"
 py=$(ls "$tmp"/pkg/python3-frs-client_*_all.deb) || fail "no python3-frs-client package (Architecture: all)"
-[ "$(ls "$tmp"/pkg/*.deb | wc -l)" = 3 ] || fail "expected 3 packages: $(ls "$tmp"/pkg)"
+debs=("$tmp"/pkg/*.deb)
+[ "${#debs[@]}" = 3 ] || fail "expected 3 packages: $(ls "$tmp"/pkg)"
 [ "$(dpkg-deb -f "$deb" Package)" = frsd ] || fail "Package is not frsd"
 depends=$(dpkg-deb -f "$deb" Depends)
 for d in libc6 libstdc++6 libpugixml1v5 libcctz2 adduser init-system-helpers; do
@@ -33,10 +34,10 @@ dpkg-deb -f "$py" Depends | grep -q python3 || fail "python3-frs-client does not
 # their reasons, in docs/install.md (and only those may appear).
 lintian --allow-root "$deb" "$dev" "$py" >"$tmp/lintian" 2>&1 || true
 grep -q '^E: ' "$tmp/lintian" && { cat "$tmp/lintian"; fail "lintian finds errors in the packages"; }
-for tag in $(sed -n 's/^W: [^ ]* \([a-z0-9-]*\).*/\1/p' "$tmp/lintian" | sort -u); do
+while read -r tag; do
   grep -q "\`$tag\`" "$(dirname "$0")/../../docs/install.md" ||
     { cat "$tmp/lintian"; fail "lintian warns $tag, which docs/install.md does not list"; }
-done
+done < <(sed -n 's/^W: [^ ]* \([a-z0-9-]*\).*/\1/p' "$tmp/lintian" | sort -u)
 echo "lintian: no errors, $(grep -c '^W: ' "$tmp/lintian" || true) listed warning(s)"
 contents() { dpkg-deb -c "$1" | awk '{print $6}'; }
 for f in ./usr/sbin/frsd ./usr/sbin/frsctl ./etc/frs/srv.xml ./etc/frs/map.xml ./etc/logrotate.d/frsd \
@@ -55,10 +56,10 @@ contents "$deb" | grep -q "/include/\|libfrs.a\|frs_client.py" && fail "frsd car
 # The documents the man pages cite are in the package, and docs/install.md
 # names every package frsd depends on.
 src=$(dirname "$0")/../..
-for doc in $(grep -ohE 'docs/[a-z_]+\.md' "$src"/docs/man/*.8 | sort -u); do
+while read -r doc; do
   contents "$deb" | grep -qx "./usr/share/doc/frsd/$(basename "$doc").gz" ||
     fail "a man page cites $doc, which frsd does not ship as /usr/share/doc/frsd/$(basename "$doc").gz"
-done
+done < <(grep -ohE 'docs/[a-z_]+\.md' "$src"/docs/man/*.8 | sort -u)
 for d in $(echo "$depends" | tr ',' '\n' | sed 's/(.*//; s/|.*//' | tr -d ' '); do
   grep -q "\b$d\b" "$src/docs/install.md" || fail "frsd depends on $d, which docs/install.md does not name"
 done

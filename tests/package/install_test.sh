@@ -49,7 +49,8 @@ set -e
 
 # pkg-config: the same program, built by hand; it sees the counts above.
 flags=$(PKG_CONFIG_PATH="$r/usr/$libdir/pkgconfig" pkg-config --cflags --libs frs)
-g++ -o "$tmp/pc" "$src/examples/inprocess/main.cc" $flags 2>"$tmp/pc.log" || { cat "$tmp/pc.log"; fail "pkg-config flags do not build"; }
+read -ra flag_words <<<"$flags"  # pkg-config's words, each an argument
+g++ -o "$tmp/pc" "$src/examples/inprocess/main.cc" "${flag_words[@]}" 2>"$tmp/pc.log" || { cat "$tmp/pc.log"; fail "pkg-config flags do not build"; }
 set +e
 "$tmp/pc" "$tmp/srv.xml" login user:42 >"$tmp/out" 2>&1
 rc=$?

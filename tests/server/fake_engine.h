@@ -18,6 +18,10 @@ class FakeEngine final : public AdminEngine {
   int64_t now_ms = 1763790000000;
   std::map<std::pair<uint16_t, std::string>, int64_t> counts;
   int reloads = 0;
+  // What Bizzes, DailyStats and Today answer (the /metrics tests set them).
+  std::vector<BizInfo> bizzes = {{1, "login", Mode::kEnforce, {"login_1"}}, {2, "api", Mode::kEnforce, {"api_1"}}};
+  std::vector<BizStats> daily_stats;
+  uint32_t today = 0;
 
   int64_t Count(uint16_t biz, const std::string& key) const {
     auto it = counts.find({biz, key});
@@ -131,21 +135,19 @@ class FakeEngine final : public AdminEngine {
   Status MergeStatsBy(const GroupStats&, std::string_view) override {
     return Status::NotFound("no statistics by field");
   }
-  std::vector<BizStats> DailyStats() const override { return {}; }
+  std::vector<BizStats> DailyStats() const override { return daily_stats; }
   Result<uint16_t> ResolveBiz(std::string_view biz) const override {
     if (biz == "login" || biz == "1") return uint16_t{1};
     if (biz == "api" || biz == "2") return uint16_t{2};
     return Status::NotFound("unknown biz \"" + std::string(biz) + "\"");
   }
-  std::vector<BizInfo> Bizzes() const override {
-    return {{1, "login", Mode::kEnforce, {"login_1"}}, {2, "api", Mode::kEnforce, {"api_1"}}};
-  }
+  std::vector<BizInfo> Bizzes() const override { return bizzes; }
   Result<NodeView> Inspect(std::string_view, std::string_view) override { return Status::NotFound("fake"); }
   Result<NodeView> View(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Result<std::string> ExportNode(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Status ImportNode(std::string_view) override { return Status::NotFound("fake"); }
   Status CheckImport(std::string_view) const override { return Status::NotFound("fake"); }
-  uint32_t Today() const override { return 0; }
+  uint32_t Today() const override { return today; }
   Result<bool> MergeNodes(std::span<const std::string_view>, std::string_view) override {
     return Status::NotFound("fake");
   }

@@ -40,7 +40,7 @@ ROUNDS=8
 [ "${1:-}" = -- ] && shift
 OUT="${OUT:-/tmp/frs-ab}" DUR="${DUR:-2}" FILL_S="${FILL_S:-3}"
 export LG="${LG:-/tmp/frs-floor/loadgen}" DUR
-[ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ] || { mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c" || exit 1; }
+if ! { [ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ]; }; then mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c" || exit 1; fi
 . "$BENCH/frsd_conf.sh"
 ARGS=("$@")
 [[ " ${ARGS[*]} " == *" -k "* ]] || ARGS+=(-k "${KEYSPACE:-1000000}")

@@ -16,9 +16,9 @@ BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 [ $# -ge 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 BIN=$(readlink -f "$1") OUT=$2 PORT=${3:-18611} KEYS=${KEYS:-200000}
 STORE_KEYNODES=${STORE_KEYNODES:-65536} FILL_S=${FILL_S:-4}
-command -v valgrind > /dev/null && command -v callgrind_control > /dev/null || { echo "callgrind.sh: needs valgrind" >&2; exit 1; }
+if ! command -v valgrind > /dev/null || ! command -v callgrind_control > /dev/null; then echo "callgrind.sh: needs valgrind" >&2; exit 1; fi
 LG="${LG:-/tmp/frs-floor/loadgen}"
-[ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ] || { mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c"; }
+if ! { [ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ]; }; then mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c"; fi
 rm -rf "$OUT"; mkdir -p "$OUT"; cp "$BIN" "$OUT/frsd"; cd "$OUT"
 cat > map.xml <<'MAP'
 <map>

@@ -12,10 +12,10 @@
 # store on ext4 against tmpfs huge=always, see docs/performance.md "The floor of HTTP").
 set -uo pipefail
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[ $# -ge 4 ] && [ "$4" = -- ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+if [ $# -lt 4 ] || [ "$4" != -- ]; then sed -n '2,12p' "$0" >&2; exit 2; fi
 PID=$1 PORT=$2 LABEL=$3; shift 4
 LG="${LG:-/tmp/frs-floor/loadgen}"
-[ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ] || { mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c" || exit 1; }
+if ! { [ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ]; }; then mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c" || exit 1; fi
 HZ=$(getconf CLK_TCK)
 PIDS="$PID $(ps -o pid= --ppid "$PID")"
 sample() { # utime stime minflt, summed

@@ -55,10 +55,12 @@ shape() { # label, h2load args...
   callgrind_control -z "$WPID" >/dev/null 2>&1
   local ok; ok=$(h2load -n "$N" "$@" | awk '/^requests:/ {print $8}')
   callgrind_control -d "$WPID" >/dev/null 2>&1
-  local f; f=$(ls -t "$W/cg.$WPID".* | head -1)
+  local f
+  # shellcheck disable=SC2012 # the newest dump by time; the names are callgrind's own (cg.PID.N)
+  f=$(ls -t "$W/cg.$WPID".* | head -1)
   local ir; ir=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   echo "$label: $((ir / ok)) instructions per call ($ok calls)"
-  if [ -n "$CG_KEEP" ]; then cp "$f" "$CG_KEEP/$(echo "$label" | tr -c 'A-Za-z0-9\n' - | tr A-Z a-z).cg"; fi
+  if [ -n "$CG_KEEP" ]; then cp "$f" "$CG_KEEP/$(echo "$label" | tr -c 'A-Za-z0-9\n' - | tr '[:upper:]' '[:lower:]').cg"; fi
 }
 shape "gRPC -c16 -m1" -c 16 -m 1 "${GRPC[@]}"
 shape "gRPC -c4 -m16" -c 4 -m 16 "${GRPC[@]}"

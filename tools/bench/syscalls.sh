@@ -21,7 +21,7 @@ OUT="${OUT:-/tmp/frs-syscalls}"
 LG="${LG:-/tmp/frs-floor/loadgen}"
 mkdir -p "$OUT"
 command -v strace >/dev/null || { echo "syscalls: strace is not installed" >&2; exit 1; }
-[ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ] || { mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c" || exit 1; }
+if ! { [ -x "$LG" ] && [ "$LG" -nt "$BENCH/loadgen.c" ]; }; then mkdir -p "$(dirname "$LG")"; cc -O2 -o "$LG" "$BENCH/loadgen.c" || exit 1; fi
 [ -r "/proc/$WPID/stat" ] || { echo "syscalls: no process $WPID" >&2; exit 1; }
 
 strace -c -f -p "$WPID" -o "$OUT/$NAME.strace" 2> "$OUT/$NAME.strace.err" &

@@ -31,8 +31,8 @@ done
 work=$(mktemp -d /tmp/frs-dump-impact-XXXXXX)
 frsd_pid="" dump_pid=""
 cleanup() {
-  [[ -n $dump_pid ]] && kill "$dump_pid" 2>/dev/null || true
-  [[ -n $frsd_pid ]] && kill -TERM "$frsd_pid" 2>/dev/null && wait "$frsd_pid" 2>/dev/null || true
+  if [[ -n $dump_pid ]]; then kill "$dump_pid" 2>/dev/null || true; fi
+  if [[ -n $frsd_pid ]] && kill -TERM "$frsd_pid" 2>/dev/null; then wait "$frsd_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -43,6 +43,7 @@ cc -O2 -o "$work/loadgen" "$BENCH_DIR/loadgen.c"
 # 4,194,304 slots: 1,000,000 one-slot nodes fill a quarter.
 workers=2 on_srv="" on_cli=""
 if [[ $PIN = 1 ]]; then workers=1 on_srv="taskset -c 0" on_cli="taskset -c 1"; fi
+# shellcheck source=tools/bench/frsd_conf.sh
 . "$BENCH_DIR/frsd_conf.sh"
 write_frsd_conf "$work" "$PORT" "$workers" 2 262144 data 'connections="4096"' 'interval="86400" max="1000000"' \
   '  <timezone>UTC</timezone>
