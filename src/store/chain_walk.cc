@@ -11,6 +11,7 @@
 #include "os/stop_request.h"
 #include "store/chain_lock.h"
 #include "store/journal.h"
+#include "store/nodes.h"
 #include "store/store_impl.h"
 
 namespace frs::store {
@@ -64,7 +65,7 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
     {
       // The chain is copied out under its lock and visited after: a slow
       // visitor (a terminal, a pipe) never holds a lock the server needs.
-      LockSet locks(this, f);
+      LockSet locks(locks_, f);
       locks.Lock(k);
       WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {
         if (e.damaged) {
@@ -89,9 +90,9 @@ Result<uint64_t> StoreImpl::EraseIf(const Filter& filter, const std::function<bo
       [&](uint32_t fi, StoreFile* f, uint32_t k) {
     // One chain is one transaction: it is erased whole or (on a refused
     // journal, or a predicate that throws) not at all.
-    LockSet locks(this, f);
+    LockSet locks(locks_, f);
     locks.Lock(k);
-    Txn txn(this, f, fi);
+    Txn txn(writers_, fi);
     Status refused;
     uint64_t here = 0;
     WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {

@@ -118,7 +118,7 @@ struct FileHeader {
   uint64_t lock_recoveries;
   uint64_t damaged_nodes;  // damaged nodes met (and ignored) by lookups and walks
   // Threads waiting for a writer entry of this file: while it is not 0,
-  // holders hand their entries back after each write (journal.cc).
+  // holders hand their entries back after each write (writer_table.h).
   uint64_t writer_waiters;
   // The lock held while a dead owner's journal is undone (own cache line).
   alignas(64) os::LockWord recovery_lock;
@@ -273,7 +273,7 @@ static_assert(sizeof(JournalRecord) == 40);
 // is (the entry in the batch's lowest file). The commit point is one store:
 // the coordinator's `committed` = `batch`, after every file is written. A
 // dead writer's active entry of such a batch is kept (not undone) exactly
-// when its coordinator says committed; see StoreImpl::RecoverDeadWriters.
+// when its coordinator says committed; see WriterTable::RecoverDeadWriters.
 struct WriterEntryHeader {
   uint64_t owner;  // os::Owner::word(): tid, and start time << 32; 0 = free
   uint32_t active;

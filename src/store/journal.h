@@ -1,11 +1,11 @@
 // store/journal.h: the undo journal of one critical section (Txn), in this
 // thread's writer entry of one file. Private to src/store; the writer table
-// itself (claiming entries, recovering dead writers) is in journal.cc.
+// itself (claiming entries, recovering dead writers) is writer_table.h.
 //
 // Before a slot (or a key-node's tags) changes, its old image is appended to
 // the entry's journal; the entry is marked active before the first in-place
 // write and inactive after the last. Whoever finds the entry's owner dead
-// restores the images (StoreImpl::RecoverDeadWriters).
+// restores the images (WriterTable::RecoverDeadWriters).
 //
 // A Txn aborts unless committed: its destructor restores every image it
 // saved, so an early return or an exception (a mutator's, a visitor's, an
@@ -27,17 +27,19 @@
 #include <atomic>
 #include <cstring>
 
-#include "store/store_impl.h"
+#include "store/store_file.h"
+#include "store/writer_table.h"
 
 namespace frs::store {
 
 // A critical section's undo journal in this thread's writer entry of a file.
 class Txn {
  public:
-  // `batch_entry`: a batch entry the caller claimed for this transaction
-  // (ClaimBatchWriter); null: this thread's own writer entry.
-  Txn(StoreImpl* s, StoreFile* f, uint32_t file_index, WriterEntryHeader* batch_entry = nullptr)
-      : s_(s), f_(f), file_(file_index), batch_entry_(batch_entry) {}
+  // A transaction on file `file_index` of `writers`' files. `batch_entry`:
+  // a batch entry the caller claimed for this transaction (BatchWriterClaim);
+  // null: this thread's own writer entry, claimed by Open.
+  Txn(WriterTable& writers, uint32_t file_index, WriterEntryHeader* batch_entry = nullptr)
+      : writers_(writers), f_(writers.file(file_index)), file_(file_index), batch_entry_(batch_entry) {}
   ~Txn() { Rollback(); }
   Txn(const Txn&) = delete;
   Txn& operator=(const Txn&) = delete;
@@ -59,7 +61,7 @@ class Txn {
   // without an undo record.
   [[nodiscard]] bool Open() {
     if (w_) return true;
-    w_ = batch_entry_ ? batch_entry_ : s_->ClaimWriter(file_);
+    w_ = batch_entry_ ? batch_entry_ : writers_.Claim(file_);
     if (!w_) return false;
     recs_ = f_->records(w_);
     cap_ = f_->capacity(f_->writer_index(w_));
@@ -98,8 +100,8 @@ class Txn {
     if (w_) {
       std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_release);
       std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_release);
-      s_->UndoEntry(f_, w_);
-      if (!batch_entry_) s_->AfterWrite(f_, file_, w_);
+      writers_.Undo(f_, w_);
+      if (!batch_entry_) writers_.AfterWrite(file_, w_);
     }
     w_ = nullptr;
     nodes = slots = evict_stale = evict_live = cuckoo = 0;
@@ -113,7 +115,7 @@ class Txn {
       // Inactive entries are never looked at: these clear only for tidiness.
       std::atomic_ref<uint64_t>(w_->batch).store(0, std::memory_order_relaxed);
       std::atomic_ref<uint64_t>(w_->committed).store(0, std::memory_order_relaxed);
-      if (!batch_entry_) s_->AfterWrite(f_, file_, w_);
+      if (!batch_entry_) writers_.AfterWrite(file_, w_);
       w_ = nullptr;
     }
     FileHeader* h = f_->header();
@@ -154,7 +156,7 @@ class Txn {
     return true;
   }
 
-  StoreImpl* s_;
+  WriterTable& writers_;
   StoreFile* f_;
   uint32_t file_;
   WriterEntryHeader* batch_entry_;
@@ -174,21 +176,19 @@ class BatchWriterClaim {
   ~BatchWriterClaim() { Release(); }
   // Claims a batch entry of `f` (waits while all are held by live threads,
   // up to about two seconds); false when none could be had.
-  [[nodiscard]] bool Claim(StoreImpl* s, uint32_t file_index) {
-    s_ = s;
-    f_ = s->files_[file_index].get();
-    w_ = s->ClaimBatchWriter(file_index);
+  [[nodiscard]] bool Claim(WriterTable& writers, uint32_t file_index) {
+    writers_ = &writers;
+    w_ = writers.ClaimBatch(file_index);
     return w_ != nullptr;
   }
   WriterEntryHeader* entry() const { return w_; }
   void Release() {
-    if (w_) s_->ReleaseBatchWriter(f_, w_);
+    if (w_) writers_->ReleaseBatch(w_);
     w_ = nullptr;
   }
 
  private:
-  StoreImpl* s_ = nullptr;
-  StoreFile* f_ = nullptr;
+  WriterTable* writers_ = nullptr;
   WriterEntryHeader* w_ = nullptr;
 };
 

@@ -9,6 +9,7 @@
 #include "frs/ring.h"
 #include "store/journal.h"
 #include "store/node_codec.h"
+#include "store/nodes.h"
 #include "store/packed_state.h"
 #include "store/store_impl.h"
 
@@ -59,15 +60,15 @@ bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint32_t home
   });
 }
 
-bool StoreImpl::SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
+bool SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
   // Rewriting a node in place (the common update) leaves its tags as they
   // are: nothing to save. (Its check byte is saved with its slot's record.)
   return TagsAre(f->tags(keynode), slot, span, tag) || txn.Save(keynode, kTagsRecord);
 }
 
-void StoreImpl::SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
+void SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag) {
   uint8_t* tags = f->tags(keynode);
-  uint8_t* checks = ChecksOf(tags, geo_.chain);
+  uint8_t* checks = ChecksOf(tags, f->chain());
   // The node is written: its check follows from it (a cleared one has none).
   const uint8_t check = tag == 0 ? 0 : NodeCheck(f->slot(keynode, slot), span);
   if (checks[slot] != check) checks[slot] = check;
@@ -78,10 +79,10 @@ void StoreImpl::SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, ui
   for (uint32_t k = 1; k < span; ++k) StoreTag(tags + slot + k, tag == 0 ? 0 : kContTag);
 }
 
-bool StoreImpl::ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {
+bool ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot) {
   // The extent the tags vouch for, not the header's span: clearing a
   // damaged node must not clear a neighbour.
-  const uint32_t span = ExtentAt(f->slot(keynode, 0), f->tags(keynode), geo_.chain, slot).span;
+  const uint32_t span = ExtentAt(f->slot(keynode, 0), f->tags(keynode), f->chain(), slot).span;
   if (!txn.SaveRange(keynode, slot, span) || !SaveTags_locked(f, txn, keynode, slot, span, 0)) return false;
   for (uint32_t k = 0; k < span; ++k) std::memset(f->slot(keynode, slot + k), 0, kSlotBytes);
   SetTags_locked(f, keynode, slot, span, 0);
@@ -159,10 +160,6 @@ void StoreImpl::FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, 
   out->file = file;
   out->keynode = up.keynode;
   out->slot = up.slot;
-}
-
-bool StoreImpl::IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live) {
-  return (h->expire_s != 0 && h->expire_s <= now_s) || !live[h->biz];
 }
 
 void StoreImpl::NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const {

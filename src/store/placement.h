@@ -8,13 +8,13 @@
 // in its own key-node's chain while that has room. Below the placement
 // code, "key-node" and "chain" mean a group and its slots. Lookups lock
 // A and look there first; B is locked too only when the node is not in A or
-// something must be inserted (store_impl.h). How Place finds room when
-// neither chain has a free run is in StoreImpl::Place_locked (placement.cc).
+// something must be inserted (store_impl.h). How room is found when
+// neither chain has a free run is the Placer's (placer.h).
 //
 // Locate, LessLoaded and FreeRunIn are the placement's decisions as pure
 // functions of a key's hash and the chains' maps: no store state, each
 // tested alone (tests/store/placement_test.cc). The steps that act on them
-// (evict, move) are StoreImpl::Place_locked's (placement.cc).
+// (evict, move) are the Placer's (placer.h, tests/store/placer_test.cc).
 //
 // Thread safety: pure functions.
 #pragma once

@@ -80,7 +80,7 @@ void StoreImpl::ReadEach(std::span<const ReadItem> items, uint32_t now_s, const 
       NodeRef ref;
       bool whole = false;
       {
-        LockSet locks(this, f);
+        LockSet locks(locks_, f);
         const Pos pos = LockAndFind(f, here.loc, here.nk, locks);
         LoadedNode node;
         LoadNode_locked(f, item.key, pos, item.state_bytes, now_s, state, &ref, &node);

@@ -16,11 +16,6 @@
 #include "store/test_hooks.h"
 
 namespace frs::store {
-namespace {
-
-std::atomic<uint64_t> g_instances{1};
-
-}  // namespace
 
 StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files)
     : opts_(std::move(opts)),
@@ -28,17 +23,17 @@ StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> 
       group_(KeynodeGroup(user_geo_)),
       geo_(GroupGeometry(user_geo_)),
       files_(std::move(files)),
-      instance_(g_instances.fetch_add(1)) {
-  live_ = std::make_shared<const std::vector<bool>>(65536, true);
-}
+      writers_(files_, geo_, opts_),
+      locks_(files_, geo_, writers_, opts_),
+      placer_(user_geo_) {}
 
-StoreImpl::~StoreImpl() { ReleaseClaimedWriters(); }
+StoreImpl::~StoreImpl() = default;
 
-void StoreImpl::SetLiveBizzes(std::vector<bool> live) {
-  live.resize(65536, false);
-  auto p = std::make_shared<const std::vector<bool>>(std::move(live));
-  MutexLock g(&live_mu_);
-  live_ = std::move(p);
+void StoreImpl::SetLiveBizzes(std::vector<bool> live) { placer_.SetLiveBizzes(std::move(live)); }
+
+Result<uint32_t> StoreImpl::RecoverDeadOwner(int32_t pid) {
+  if (pid > 0 && opts_.read_only) return ReadOnly();
+  return locks_.ReleaseDeadOwner(pid);
 }
 
 Status StoreImpl::CheckRequest(const KeyRef& key, uint32_t state_bytes) const {
@@ -135,7 +130,7 @@ Result<NodeInfo> StoreImpl::Get(const KeyRef& key) {
   const Location loc = Locate(nk.place);
   StoreFile* f = files_[loc.file].get();
   if (Status s = FileUsable(f); !s.ok()) return s;
-  LockSet locks(this, f);
+  LockSet locks(locks_, f);
   locks.Lock(loc.a);
   const Pos pos = FindWithA_locked(f, loc, nk, locks);
   if (!pos.found) return Status::NotFound("no such node");

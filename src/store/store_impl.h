@@ -12,16 +12,21 @@
 // lock over restores the images, so the chain is exactly as before the
 // interrupted critical section.
 //
-// One concept per file; the class is declared here, its parts are defined in:
-//   writer_table.cc         the writer table: entries taken, kept between
-//                           writes, handed to waiters; batch entries
-//   journal.h, journal.cc   the undo journal of a critical section
-//                           (Txn), and the one recovery of dead writers
-//   chain_lock.h, .cc       chain locks (LockSet), take-over of a dead
-//                           owner's lock, RecoverDeadOwner
-//   nodes.cc                one node: find, write, clear, tags, copy out
-//   placement.h, .cc        Locate, and Place_locked's steps: free run, stale
-//                           reclaim, cuckoo step, LRU eviction
+// StoreImpl composes its collaborators, each a class of its own over the
+// mapped files, geometry and options it is given at construction, with its
+// own test (tests/store/<name>_test.cc), none a friend:
+//   WriterTable   writer_table.h   writer entries: claimed, kept between
+//                                  writes, handed to waiters; batch entries;
+//                                  the one recovery of dead writers
+//   ChainLocks    chain_lock.h     chain locks (LockSet: one operation's),
+//                                  take-over of a dead owner's lock
+//   Placer        placer.h         room for a node: free run, stale reclaim,
+//                                  cuckoo step, LRU eviction; the live bizzes
+// An operation's undo journal is a Txn (journal.h) in an entry of the
+// writer table.
+// The operations are defined by concept in:
+//   nodes.h, nodes.cc       one node: find, write, clear, tags, copy out
+//   placement.h             Locate and the placement's pure decisions
 //   update.cc               Update and UpdateBatch over one node load and one
 //                           node write-back
 //   read_each.cc            ReadEach: reads on the same load, pipelined
@@ -51,19 +56,16 @@
 #include "base/thread_annotations.h"
 #include "frs/store.h"
 #include "os/shm_lock.h"
+#include "store/chain_lock.h"
 #include "store/chain_map.h"
+#include "store/journal.h"
 #include "store/placement.h"
+#include "store/placer.h"
 #include "store/store_file.h"
 #include "store/tag_match.h"
+#include "store/writer_table.h"
 
 namespace frs::store {
-
-// The parts of one operation, each in its own header and a friend of
-// StoreImpl's (they reach its files and writer table):
-class Txn;               // journal.h: one critical section's undo journal
-class BatchWriterClaim;  // journal.h: a batch's writer entries
-class LockSet;           // chain_lock.h: the chain locks an operation holds
-class Placer;            // placement.cc: one placement's steps
 
 class StoreImpl final : public Store {
  public:
@@ -87,10 +89,7 @@ class StoreImpl final : public Store {
   Status Flush(bool sync) override;
   Status Reserve() override;
   Result<uint32_t> RecoverDeadOwner(int32_t pid) override;
-  void ReleaseIdleWriters() override;
-  // Hands back the entries this thread keeps between writes: those a
-  // waiter wants (only_if_wanted), or all of them.
-  void ReleaseKeptWriters(bool only_if_wanted);
+  void ReleaseIdleWriters() override { writers_.ReleaseKept(/*only_if_wanted=*/true); }
   Result<VerifyReport> Verify(bool repair) override;
   // See store/test_hooks.h.
   void SetTestHook(std::function<void(int)> hook) { hook_ = std::move(hook); }
@@ -98,22 +97,11 @@ class StoreImpl final : public Store {
   Location Locate(uint64_t place_hash) const { return store::Locate(place_hash, user_geo_, group_); }
 
  private:
-  friend class Txn;
-  friend class BatchWriterClaim;
-  friend class LockSet;
-  friend class Placer;
   struct Pos {
     uint32_t keynode = 0, slot = 0;
     bool found = false;
     uint32_t span = 0;  // found: the slots the node covers (its extent)
   };
-  struct Placement {
-    uint32_t keynode = 0, slot = 0;
-    bool ok = false;
-    bool journal_full = false;  // a step could not journal what it had to write: nothing placed
-  };
-  // Nodes a batch found or placed: never moved or evicted by its later members.
-  using Pins = std::vector<std::pair<uint32_t, uint32_t>>;  // (key-node, slot)
   // Where a written node says its route lies (see RouteFor).
   struct RouteMark {
     uint32_t pos = 0;
@@ -135,48 +123,6 @@ class StoreImpl final : public Store {
     uint8_t tag = 0;
   };
 
-  // ---- the writer table and dead writers (journal.cc)
-  // This thread's writer entry of a file, claimed for one write (or, with
-  // StoreOptions::keep_writer_entries, on first use and kept between
-  // writes); when every entry is held, dead holders' are recovered and live
-  // ones waited for (AfterWrite, ReleaseIdleWriters hand them back). Null
-  // when none came free within StoreOptions::writer_wait_ms.
-  WriterEntryHeader* ClaimWriter(uint32_t file_index);
-  // The end of a transaction in this thread's entry of a file: the entry is
-  // handed back, or, kept between writes, when someone waits for one
-  // (FileHeader::writer_waiters).
-  void AfterWrite(StoreFile* f, uint32_t file_index, WriterEntryHeader* w) {
-    if (!opts_.keep_writer_entries ||
-        std::atomic_ref<uint64_t>(f->header()->writer_waiters).load(std::memory_order_relaxed) != 0)
-      ReleaseWriter(file_index, w);
-  }
-  // Hands this thread's entry of a file back (it must be closed).
-  void ReleaseWriter(uint32_t file_index, WriterEntryHeader* w);
-  // A batch entry of a file for one batch, claimed before any chain lock is
-  // taken (it may wait for one); null when all stayed held by live threads.
-  WriterEntryHeader* ClaimBatchWriter(uint32_t file_index);
-  // ClaimWriter's wait when every entry is held (journal.cc).
-  WriterEntryHeader* WaitForWriter(StoreFile* f, os::Owner self);
-  void ReleaseBatchWriter(StoreFile* f, WriterEntryHeader* w);
-  // Calls fn(index, owner, active) for each writer entry of `f` whose owner
-  // is certainly dead.
-  void ForEachDeadWriter(StoreFile* f, const std::function<void(uint32_t, os::Owner, bool)>& fn) const;
-  // Undoes (or, for a committed batch across files, keeps) and frees every
-  // writer entry of `dead` in every file (of every dead owner, when an
-  // earlier recovery died half done); returns how many were undone. The only
-  // place a dead writer's journal is undone.
-  uint32_t RecoverDeadWriters(os::Owner dead);
-  // Restores an entry's saved images, newest first, and closes it.
-  void UndoEntry(StoreFile* f, WriterEntryHeader* w);
-  // Hands back the writer entries this process claimed (~StoreImpl).
-  void ReleaseClaimedWriters();
-
-  // ---- chain locks (chain_lock.cc)
-  // Takes a chain's lock; taking over a dead owner's runs its recovery first.
-  // Never called for a read-only store (LockSet takes no locks there).
-  void LockChain(StoreFile* f, uint32_t keynode) FRS_ACQUIRE(*f->lock(keynode));
-  void RecoverOwner_locked(StoreFile* f, os::Owner dead);  // REQUIRES: the chain lock taken over
-
   // ---- one node (nodes.cc)
   // Looks only at slots whose tag matches; a damaged match counts as absent.
   // Found: `pos` says where, and the extent the damage check measured.
@@ -191,16 +137,7 @@ class StoreImpl final : public Store {
   bool HomeTagged(StoreFile* f, uint32_t keynode, uint32_t home, uint8_t tag) const {
     return TagWordMatches(f->tags(keynode), home / 8, geo_.chain, tag) != 0;
   }
-  // The tags of a node's slots: `tag` at its first, kContTag at the others
-  // (tag 0 at every slot: free). SaveTags_locked journals the key-node's tags when they would
-  // change (false: the journal refused); SetTags_locked then writes them.
-  [[nodiscard]] bool SaveTags_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, uint32_t span,
-                                     uint8_t tag);
-  // SetTags_locked also writes the node's check byte (node_check.h), from
-  // the node as it now is in its slots: call it after writing them.
-  void SetTags_locked(StoreFile* f, uint32_t keynode, uint32_t slot, uint32_t span, uint8_t tag);
-
-  static void StoreTag(uint8_t* p, uint8_t v) { std::atomic_ref<uint8_t>(*p).store(v, std::memory_order_relaxed); }
+  // Writing a node's tags and clearing a node: nodes.h.
   // Composes a node: compact when its state packs and its key text need not
   // be kept, else general (format.h). `key_bytes` are the key bytes at hand
   // (`key_avail` of them).
@@ -212,10 +149,6 @@ class StoreImpl final : public Store {
   // when the journal refused.
   [[nodiscard]] bool WriteNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot, NodeImage& img,
                                       bool alternate);
-  // Journals, then clears the node at (keynode, slot): the extent its tags
-  // vouch for, so a damaged node never takes a neighbour with it. False
-  // (nothing cleared) when the journal refused.
-  [[nodiscard]] bool ClearNode_locked(StoreFile* f, Txn& txn, uint32_t keynode, uint32_t slot);
   // A read that changes nothing else still records the use (last second and
   // heat) for eviction. Not journaled: losing it in a crash loses nothing.
   // Written only when it changes, so that reads of a node used within the
@@ -243,18 +176,8 @@ class StoreImpl final : public Store {
   // The caller's route, else the node's own (`existing`, may be null), else
   // the one the whole key implies.
   static RouteMark RouteFor(const KeyRef& key, const RouteMark* existing);
-  static bool IsStale(const NodeHeader* h, uint32_t now_s, const std::vector<bool>& live);
   // Counts a damaged node met by a lookup or a walk, and logs it once.
   void NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const;
-
-  // ---- placement (placement.cc)
-  // Finds room for a node of `span` slots in chain A or B (both locked):
-  // a free run, else reclaimed stale nodes, else one resident moved to its
-  // other chain, else the least recently used evicted. `pins` (may be null)
-  // are never moved or evicted.
-  Placement Place_locked(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s, LockSet& locks,
-                         const Pins* pins, UpdateResult* r);
-  std::shared_ptr<const std::vector<bool>> LiveBizzes() const;
 
   // ---- Update and UpdateBatch (update.cc), and ReadEach (read_each.cc)
   // What LoadNode_locked read from the node, for StoreNode_locked.
@@ -294,6 +217,13 @@ class StoreImpl final : public Store {
                     UpdateResult* result);
   Status UpdateBatchImpl(std::span<const BatchItem> items, std::span<const NodeKey> nks, std::span<const Location> locs,
                          uint32_t now_s, const BatchMutator& fn, std::vector<UpdateResult>* results);
+  // A batch entry of each file `locs` names (in file order), then every
+  // chain of every member locked, in (file, key-node) order.
+  Status ClaimAndLockBatch(std::span<const Location> locs, std::vector<BatchWriterClaim>& claims,
+                           std::vector<std::unique_ptr<LockSet>>& lockset);
+  // Members naming one node (owner[i]: the first of them) share its buffer:
+  // the owner's node takes the strongest commit asked of it.
+  static void MergeSharedCommits(std::span<const size_t> owner, std::span<NodeRef> refs, std::span<Commit> commits);
   Status CheckRequest(const KeyRef& key, uint32_t state_bytes) const;
   // Prefetch's two steps on a located key (store_impl.cc): the key-node
   // heads (lock words and tags) of both chains, and, once those are in
@@ -338,17 +268,12 @@ class StoreImpl final : public Store {
   uint32_t group_;
   StoreGeometry geo_;
   std::vector<std::unique_ptr<StoreFile>> files_;
-  const uint64_t instance_;
-  mutable Mutex live_mu_;
-  std::shared_ptr<const std::vector<bool>> live_ FRS_GUARDED_BY(live_mu_);  // biz id -> live
+  // The collaborators, over files_ and the geometry above (declared after
+  // them: they are built from them, and gone before them).
+  WriterTable writers_;
+  ChainLocks locks_;
+  Placer placer_;
   std::function<void(int)> hook_;
-  Mutex claimed_mu_;
-  struct Claimed {
-    uint32_t file, entry;
-    uint64_t owner;  // os::Owner::word()
-    pid_t pid;
-  };
-  std::vector<Claimed> claimed_ FRS_GUARDED_BY(claimed_mu_);
   mutable Mutex damage_mu_;
   mutable std::set<std::pair<std::string, uint64_t>> damage_logged_ FRS_GUARDED_BY(damage_mu_);
 };

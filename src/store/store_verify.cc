@@ -10,6 +10,7 @@
 #include "store/chain_lock.h"
 #include "store/chain_map.h"
 #include "store/journal.h"
+#include "store/nodes.h"
 #include "store/store_impl.h"
 
 namespace frs::store {
@@ -29,12 +30,13 @@ Result<Store::VerifyReport> StoreImpl::Verify(bool repair) {
     // of a chain it touched undoes the write (chain_lock.cc), and so does
     // verify, on a store it may write; read without locks it cannot, and
     // says so. Either way it is the protocol at work, not damage.
-    ForEachDeadWriter(f, [&](uint32_t i, os::Owner owner, bool active) {
+    writers_.ForEachDead(f, [&](uint32_t i, os::Owner owner, bool active) {
       if (!active) return;
       const std::string what = path + ": writer entry " + std::to_string(i) + " of dead thread " +
                                std::to_string(owner.tid) + " has an unfinished write";
       if (opts_.read_only) rep.recovered.push_back(what + ": recoverable (its next writer undoes it)");
-      else if (RecoverDeadWriters(owner) > 0) rep.recovered.push_back(what + ": undone, as its next locker would");
+      else if (writers_.RecoverDeadWriters(owner) > 0)
+        rep.recovered.push_back(what + ": undone, as its next locker would");
     });
     uint64_t nodes = 0, slots = 0;
     Filter this_file;
@@ -81,14 +83,14 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
         what + (opts_.read_only ? std::string(": recoverable (its next locker takes it over)")
                                 : std::string(": taken over as its next locker would, its unfinished write undone")));
   }
-  LockSet locks(this, f);
+  LockSet locks(locks_, f);
   locks.Lock(k);  // takes over (and undoes) a dead owner's lock
   ++rep->chains;
   // Repairs are journaled like any write. One that cannot be (every writer
   // entry held by a live thread, or the journal full) is not made: nothing
   // is ever changed without its undo record. The report says so, and the
   // problem stays for the next `verify --repair`.
-  Txn txn(this, f, fi);
+  Txn txn(writers_, fi);
   auto journaled = [&](const std::string& where, bool saved) {
     if (!saved)
       rep->problems.push_back(where + "not repaired: " + (txn.opened() ? JournalFull(f) : WritersBusy(f)).message());

@@ -13,6 +13,7 @@
 #include "store/chain_lock.h"
 #include "store/journal.h"
 #include "store/node_codec.h"
+#include "store/nodes.h"
 #include "store/store_impl.h"
 
 namespace frs::store {
@@ -132,7 +133,7 @@ StoreImpl::WriteBack StoreImpl::StoreNode_locked(StoreFile* f, Txn& txn, const L
     if (!ClearNode_locked(f, txn, pos.keynode, pos.slot)) return WriteBack::kJournalFull;
     if (pins) std::erase(*pins, std::make_pair(pos.keynode, pos.slot));
   }
-  const Placement pl = Place_locked(f, txn, loc, span, now_s, locks, pins, r);
+  const Placement pl = placer_.Place_locked(f, txn, loc, span, now_s, locks, pins, r);
   if (pl.journal_full) return WriteBack::kJournalFull;
   if (!pl.ok) return WriteBack::kNoRoom;
   if (!WriteNode_locked(f, txn, pl.keynode, pl.slot, img, pl.keynode != loc.a)) return WriteBack::kJournalFull;
@@ -167,7 +168,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, const NodeKey& nk, uint32_t stat
   *r = UpdateResult{};
 
   alignas(8) uint8_t state[kMaxSpan * kSlotBytes];
-  LockSet locks(this, f);
+  LockSet locks(locks_, f);
   Pos pos = LockAndFind(f, loc, nk, locks);
   for (;;) {
     NodeRef ref;
@@ -185,7 +186,7 @@ Status StoreImpl::UpdateImpl(const KeyRef& key, const NodeKey& nk, uint32_t stat
     {
       // Declared after the LockSet: an early return or an exception rolls
       // back under the locks.
-      Txn txn(this, f, loc.file);
+      Txn txn(writers_, loc.file);
       if (!txn.Open()) return WritersBusy(f);
       if (c == Commit::kErase) {
         if (pos.found && !ClearNode_locked(f, txn, pos.keynode, pos.slot)) return JournalFull(f);
@@ -227,6 +228,42 @@ Status StoreImpl::UpdateBatch(std::span<const BatchItem> items, uint32_t now_s, 
   return s;
 }
 
+Status StoreImpl::ClaimAndLockBatch(std::span<const Location> locs, std::vector<BatchWriterClaim>& claims,
+                                    std::vector<std::unique_ptr<LockSet>>& lockset) {
+  // A batch entry of every file the batch touches, claimed in file order
+  // before any chain lock: waiting for one while holding locks could wait on
+  // a batch that waits for those locks.
+  std::vector<uint32_t> files;
+  for (const Location& l : locs) files.push_back(l.file);
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  for (uint32_t file : files)
+    if (!claims[file].Claim(writers_, file)) return WritersBusy(files_[file].get());
+  // Every chain of every member, per file, locked in (file, key-node) order.
+  std::vector<std::pair<uint32_t, uint32_t>> chains;
+  for (const Location& l : locs) {
+    chains.emplace_back(l.file, l.a);
+    chains.emplace_back(l.file, l.b);
+  }
+  std::sort(chains.begin(), chains.end());
+  chains.erase(std::unique(chains.begin(), chains.end()), chains.end());
+  for (auto& [file, k] : chains) {
+    if (!lockset[file]) lockset[file] = std::make_unique<LockSet>(locks_, files_[file].get());
+    lockset[file]->Lock(k);
+  }
+  return Status::OK();
+}
+
+void StoreImpl::MergeSharedCommits(std::span<const size_t> owner, std::span<NodeRef> refs, std::span<Commit> commits) {
+  // Shared members: the owner's node takes the strongest commit asked of it.
+  for (size_t i = 0; i < owner.size(); ++i) {
+    if (owner[i] == i) continue;
+    refs[owner[i]].expire_s = refs[i].expire_s;
+    if (commits[i] == Commit::kWrite || (commits[i] == Commit::kErase && commits[owner[i]] == Commit::kNone))
+      commits[owner[i]] = commits[i];
+  }
+}
+
 Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, std::span<const NodeKey> nks,
                                   std::span<const Location> locs, uint32_t now_s, const BatchMutator& fn,
                                   std::vector<UpdateResult>* results) {
@@ -234,33 +271,11 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, std::span<co
   if (n == 0) return Status::OK();
   for (size_t i = 0; i < n; ++i)
     if (Status s = CheckRequest(items[i].key, items[i].state_bytes); !s.ok()) return s;
-  // A batch entry of every file the batch touches, claimed in file order
-  // before any chain lock: waiting for one while holding locks could wait on
-  // a batch that waits for those locks.
+  // Claimed, then locked; the lock sets declared after the claims, so that
+  // they unlock before the entries go back.
   std::vector<BatchWriterClaim> claims(files_.size());
-  {
-    std::vector<uint32_t> files;
-    for (const Location& l : locs) files.push_back(l.file);
-    std::sort(files.begin(), files.end());
-    files.erase(std::unique(files.begin(), files.end()), files.end());
-    for (uint32_t file : files)
-      if (!claims[file].Claim(this, file)) return WritersBusy(files_[file].get());
-  }
-  // Every chain of every member, per file, locked in (file, key-node) order.
   std::vector<std::unique_ptr<LockSet>> lockset(files_.size());
-  {
-    std::vector<std::pair<uint32_t, uint32_t>> chains;
-    for (const Location& l : locs) {
-      chains.emplace_back(l.file, l.a);
-      chains.emplace_back(l.file, l.b);
-    }
-    std::sort(chains.begin(), chains.end());
-    chains.erase(std::unique(chains.begin(), chains.end()), chains.end());
-    for (auto& [file, k] : chains) {
-      if (!lockset[file]) lockset[file] = std::make_unique<LockSet>(this, files_[file].get());
-      lockset[file]->Lock(k);
-    }
-  }
+  if (Status s = ClaimAndLockBatch(locs, claims, lockset); !s.ok()) return s;
 
   // Find and load each member; members naming one node share the first
   // one's buffer (owner[i] is that first member).
@@ -287,20 +302,14 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, std::span<co
   }
   fn(std::span<NodeRef>(refs), std::span<Commit>(commits));
   if (hook_) hook_(0);
-  // Shared members: the owner's node takes the strongest commit asked of it.
-  for (size_t i = 0; i < n; ++i) {
-    if (owner[i] == i) continue;
-    refs[owner[i]].expire_s = refs[i].expire_s;
-    if (commits[i] == Commit::kWrite || (commits[i] == Commit::kErase && commits[owner[i]] == Commit::kNone))
-      commits[owner[i]] = commits[i];
-  }
+  MergeSharedCommits(owner, refs, commits);
   if (results) results->assign(n, UpdateResult{});
 
   // Declared after the lock sets: whatever returns (or throws) before the
   // commit below rolls every file back, under the locks.
   std::vector<std::unique_ptr<Txn>> txns(files_.size());
   auto txn_for = [&](uint32_t file) -> Txn& {
-    if (!txns[file]) txns[file] = std::make_unique<Txn>(this, files_[file].get(), file, claims[file].entry());
+    if (!txns[file]) txns[file] = std::make_unique<Txn>(writers_, file, claims[file].entry());
     return *txns[file];
   };
   // A batch across files is one transaction: every file's journal is opened

@@ -1,25 +1,24 @@
-// The writer table: each thread that writes a file claims one of its
-// kWriterEntries entries for each write and hands it back at its end; with
-// StoreOptions::keep_writer_entries (frsd's workers) it keeps it between
-// writes (a per-thread cache), handing it back when another writer waits
-// for one (FileHeader::writer_waiters); batches take one of kBatchEntries
-// batch entries per batch. Entries of dead owners are recovered through RecoverDeadWriters
-// (journal.cc) before they are reused. docs/store.md, "Writer entries".
+// The writer table (writer_table.h): taking and handing back entries, and
+// the recovery of dead writers' entries, the only place a dead writer's
+// journal is undone.
+#include "store/writer_table.h"
+
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "os/shm_lock.h"
-#include "store/journal.h"
-#include "store/store_impl.h"
+#include "store/nodes.h"
 
 namespace frs::store {
 namespace {
 
+std::atomic<uint64_t> g_instances{1};
 // Per-thread cache of claimed writer entries: (store instance, file) -> entry.
 struct WriterCacheEntry {
   uint64_t instance;
@@ -49,15 +48,21 @@ WriterEntryHeader* TakeFreeWriter(StoreFile* f, os::Owner self, uint32_t first =
 
 }  // namespace
 
-WriterEntryHeader* StoreImpl::ClaimWriter(uint32_t file_index) {
+WriterTable::WriterTable(const std::vector<std::unique_ptr<StoreFile>>& files, const StoreGeometry& geo,
+                         const StoreOptions& opts)
+    : files_(files), geo_(geo), opts_(opts), keep_(opts.keep_writer_entries), instance_(g_instances.fetch_add(1)) {}
+
+WriterTable::~WriterTable() { ReleaseClaimed(); }
+
+WriterEntryHeader* WriterTable::Claim(uint32_t file_index) {
   const os::Owner self = os::Self();
-  if (!opts_.keep_writer_entries) {
+  if (!keep_) {
     // Taken for this write, handed back by AfterWrite at its end: nothing
     // to remember between writes.
     StoreFile* f = files_[file_index].get();
     if (t_hint == kNoHint) t_hint = self.tid % kWriterEntries;
     WriterEntryHeader* w = TakeFreeWriter(f, self, t_hint);
-    if (!w) w = WaitForWriter(f, self);
+    if (!w) w = WaitFor(f, self);
     if (!w) return nullptr;
     t_hint = f->writer_index(w);
     std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_relaxed);
@@ -68,7 +73,7 @@ WriterEntryHeader* StoreImpl::ClaimWriter(uint32_t file_index) {
     if (e.instance == instance_ && e.file == file_index && e.tid == self.tid) return e.w;
   StoreFile* f = files_[file_index].get();
   WriterEntryHeader* w = TakeFreeWriter(f, self);
-  if (!w) w = WaitForWriter(f, self);
+  if (!w) w = WaitFor(f, self);
   if (!w) return nullptr;
   // Atomic stores: a thread scanning for dead writers may read these of an
   // entry it saw owned by someone else a moment ago.
@@ -80,7 +85,7 @@ WriterEntryHeader* StoreImpl::ClaimWriter(uint32_t file_index) {
   return w;
 }
 
-WriterEntryHeader* StoreImpl::WaitForWriter(StoreFile* f, os::Owner self) {
+WriterEntryHeader* WriterTable::WaitFor(StoreFile* f, os::Owner self) {
   // Every entry is taken. Those of dead threads are recovered (whatever
   // they left is undone) and freed. Live holders see the waiter count and
   // hand theirs back at the end of their next write, or within a second
@@ -97,7 +102,7 @@ WriterEntryHeader* StoreImpl::WaitForWriter(StoreFile* f, os::Owner self) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.writer_wait_ms);
   WriterEntryHeader* w = nullptr;
   for (uint32_t round = 0;; ++round) {
-    ForEachDeadWriter(f, [&](uint32_t i, os::Owner dead, bool) {
+    ForEachDead(f, [&](uint32_t i, os::Owner dead, bool) {
       if (i < kWriterEntries) RecoverDeadWriters(dead);
     });
     if ((w = TakeFreeWriter(f, self)) != nullptr) break;
@@ -112,12 +117,12 @@ WriterEntryHeader* StoreImpl::WaitForWriter(StoreFile* f, os::Owner self) {
   return w;
 }
 
-void StoreImpl::ReleaseWriter(uint32_t file_index, WriterEntryHeader* w) {
+void WriterTable::Release(uint32_t file_index, WriterEntryHeader* w) {
   // Only a closed entry: an open journal stays with its owner (or, dead, for
   // recovery).
   if (AtomicLoad(w->active) != 0) return;
   const os::Owner self = os::Self();
-  if (!opts_.keep_writer_entries) {
+  if (!keep_) {
     uint64_t expected = self.word();
     std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0, std::memory_order_release);
     return;
@@ -133,10 +138,8 @@ void StoreImpl::ReleaseWriter(uint32_t file_index, WriterEntryHeader* w) {
   std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0, std::memory_order_release);
 }
 
-void StoreImpl::ReleaseIdleWriters() { ReleaseKeptWriters(/*only_if_wanted=*/true); }
-
-void StoreImpl::ReleaseKeptWriters(bool only_if_wanted) {
-  if (!opts_.keep_writer_entries) return;  // no entry outlives its write
+void WriterTable::ReleaseKept(bool only_if_wanted) {
+  if (!keep_) return;  // no entry outlives its write
   const os::Owner self = os::Self();
   for (uint32_t fi = 0; fi < files_.size(); ++fi) {
     StoreFile* f = files_[fi].get();
@@ -144,14 +147,14 @@ void StoreImpl::ReleaseKeptWriters(bool only_if_wanted) {
       continue;
     for (const WriterCacheEntry& e : t_writers) {
       if (e.instance == instance_ && e.file == fi && e.tid == self.tid) {
-        ReleaseWriter(fi, e.w);
+        Release(fi, e.w);
         break;  // ReleaseWriter changed t_writers
       }
     }
   }
 }
 
-WriterEntryHeader* StoreImpl::ClaimBatchWriter(uint32_t file_index) {
+WriterEntryHeader* WriterTable::ClaimBatch(uint32_t file_index) {
   StoreFile* f = files_[file_index].get();
   const os::Owner self = os::Self();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -169,7 +172,7 @@ WriterEntryHeader* StoreImpl::ClaimBatchWriter(uint32_t file_index) {
     // All held: a dead holder's entry is recovered (its batch undone or
     // kept) and freed; live holders finish their batch in microseconds.
     bool recovered = false;
-    ForEachDeadWriter(f, [&](uint32_t i, os::Owner dead, bool) {
+    ForEachDead(f, [&](uint32_t i, os::Owner dead, bool) {
       if (i >= kWriterEntries) {
         RecoverDeadWriters(dead);
         recovered = true;
@@ -185,16 +188,15 @@ WriterEntryHeader* StoreImpl::ClaimBatchWriter(uint32_t file_index) {
   }
 }
 
-void StoreImpl::ReleaseBatchWriter(StoreFile* f, WriterEntryHeader* w) {
+void WriterTable::ReleaseBatch(WriterEntryHeader* w) {
   // Closed by the Txn's commit or rollback before this runs; an entry still
   // active (it cannot be, short of a bug) stays for recovery.
-  (void)f;
   if (AtomicLoad(w->active) != 0) return;
   uint64_t expected = os::Self().word();
   std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
 }
 
-void StoreImpl::ReleaseClaimedWriters() {
+void WriterTable::ReleaseClaimed() {
   // Only this process's entries (not a parent's, after fork), and only
   // closed ones: an open journal stays for recovery.
   MutexLock g(&claimed_mu_);
@@ -207,6 +209,107 @@ void StoreImpl::ReleaseClaimedWriters() {
       std::atomic_ref<uint64_t>(w->owner).compare_exchange_strong(expected, 0);
     }
   }
+}
+
+void WriterTable::ForEachDead(const StoreFile* f, const std::function<void(uint32_t, os::Owner, bool)>& fn) const {
+  for (uint32_t i = 0; i < kAllWriterEntries; ++i) {
+    const WriterEntryHeader* w = f->writer(i);
+    const os::Owner owner = os::Owner::FromWord(AtomicLoad(w->owner));
+    if (owner.tid == 0 || os::OwnerAlive(owner)) continue;
+    fn(i, owner, AtomicLoad(w->active) != 0);
+  }
+}
+
+void WriterTable::Undo(StoreFile* f, WriterEntryHeader* w) const {
+  JournalRecord* recs = f->records(w);
+  const uint32_t n = std::min<uint32_t>(AtomicLoad(w->count), f->capacity(f->writer_index(w)));
+  // Newest first, so a slot saved twice ends with its oldest image.
+  for (uint32_t i = n; i-- > 0;) {
+    if (recs[i].keynode >= geo_.keynodes) continue;
+    if (IsTagsRecord(recs[i].slot)) {
+      const uint32_t first = (recs[i].slot - kTagsRecord) * kSlotBytes;
+      if (first >= geo_.chain) continue;
+      uint8_t* tags = f->tags(recs[i].keynode) + first;
+      for (uint32_t k = 0; k < std::min(kSlotBytes, geo_.chain - first); ++k) StoreTag(tags + k, recs[i].image[k]);
+      continue;
+    }
+    const uint32_t slot = recs[i].slot & kRecordSlotMask;
+    if (slot >= geo_.chain) continue;
+    std::memcpy(f->slot(recs[i].keynode, slot), recs[i].image, kSlotBytes);
+    // The slot's check byte with it (format.h JournalRecord).
+    if (recs[i].slot & kRecordHasCheck)
+      ChecksOf(f->tags(recs[i].keynode), geo_.chain)[slot] = static_cast<uint8_t>(recs[i].slot >> 8);
+  }
+  std::atomic_ref<uint32_t>(w->count).store(0, std::memory_order_release);
+  std::atomic_ref<uint32_t>(w->active).store(0, std::memory_order_release);
+}
+
+// Outside the thread-safety analysis: it takes one recovery lock per file in
+// a loop, a set the analysis cannot name.
+uint32_t WriterTable::RecoverDeadWriters(os::Owner dead) FRS_NO_THREAD_SAFETY_ANALYSIS {
+  // In every file at once: a batch across files is kept or undone as a
+  // whole, decided by its coordinator entry before any entry is touched. The
+  // recovery locks (taken in file order) serialize this against anyone else
+  // recovering the same owner. It is safe without the dead owner's chain
+  // locks: they stay held by the dead owner until someone takes them over,
+  // and every take-over runs this first.
+  //
+  // A recovery lock taken over from a dead holder means a recovery died
+  // half done: the writer it was undoing is still active, owned by a dead
+  // thread whose chain locks that holder had already taken over, so no
+  // take-over will ever name it again. This pass then finishes the recovery
+  // of every dead writer, not only `dead`'s (undoing again is harmless: the
+  // images are the same).
+  bool interrupted = false;
+  for (auto& f : files_) {
+    const os::LockResult lr = os::ShmLock(&f->header()->recovery_lock);
+    if (!lr.took_over) continue;
+    interrupted = true;
+    std::atomic_ref<uint64_t>(f->header()->lock_recoveries).fetch_add(1, std::memory_order_relaxed);
+    if (opts_.on_recovery)
+      opts_.on_recovery("took over the recovery lock of dead owner " + std::to_string(lr.dead_owner.tid) + " in " +
+                        f->path() + ": its interrupted recovery is finished now");
+  }
+  auto recovered = [&](uint64_t owner) {
+    return owner == dead.word() || (interrupted && owner != 0 && !os::OwnerAlive(os::Owner::FromWord(owner)));
+  };
+  struct Act {
+    StoreFile* f;
+    WriterEntryHeader* w;
+    bool undo;
+  };
+  std::vector<Act> acts;
+  for (auto& fp : files_) {
+    StoreFile* f = fp.get();
+    for (uint32_t i = 0; i < kAllWriterEntries; ++i) {
+      WriterEntryHeader* w = f->writer(i);
+      const uint64_t owner = AtomicLoad(w->owner);
+      if (!recovered(owner)) continue;
+      bool undo = AtomicLoad(w->active) != 0;
+      const uint64_t batch = AtomicLoad(w->batch);
+      if (undo && batch != 0 && w->coord_file < files_.size() && w->coord_entry < kAllWriterEntries) {
+        const WriterEntryHeader* c = files_[w->coord_file]->writer(w->coord_entry);
+        undo = !(AtomicLoad(c->owner) == owner && AtomicLoad(c->committed) == batch);
+      }
+      acts.push_back({f, w, undo});
+    }
+  }
+  uint32_t undone = 0;
+  for (const Act& a : acts) {
+    if (a.undo) {
+      Undo(a.f, a.w);
+      ++undone;
+    }
+  }
+  for (const Act& a : acts) {
+    std::atomic_ref<uint32_t>(a.w->count).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint32_t>(a.w->active).store(0, std::memory_order_release);
+    std::atomic_ref<uint64_t>(a.w->batch).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(a.w->committed).store(0, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(a.w->owner).store(0, std::memory_order_release);
+  }
+  for (auto it = files_.rbegin(); it != files_.rend(); ++it) os::ShmUnlock(&(*it)->header()->recovery_lock);
+  return undone;
 }
 
 }  // namespace frs::store

@@ -1,5 +1,7 @@
 // Behaviour of the store in one process: create/find/update/erase, geometry
-// and header checks, eviction order, cuckoo placement, batches, iteration.
+// and header checks, reads, batches, iteration, transactions, verify.
+// Placement and eviction are placer_test.cc's, the writer table's
+// writer_table_test.cc's, the chain locks' chain_lock_test.cc's.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -347,79 +349,6 @@ TEST(Store, CloseAndReopenKeepsEveryNode) {
   ExpectClean(s.get());
 }
 
-// ---- eviction and placement
-
-TEST(StoreEviction, StaleFirstThenLeastRecentlyUsed) {
-  TempDir d;
-  // One key-node: both of every key's chains are the same 4-slot chain.
-  auto s = MustOpen(Opts(d.path(), 1, 1, 4));
-  std::vector<Key> k;
-  for (int i = 0; i < 6; ++i) k.push_back(MakeKey(1, "n" + std::to_string(i)));
-  // k0 expires at 1500; k1..k3 live, touched at 1001..1003.
-  ASSERT_TRUE(Incr(s.get(), k[0], 1, 1000, 1500).ok());
-  ASSERT_TRUE(Incr(s.get(), k[1], 1, 1001, 0).ok());
-  ASSERT_TRUE(Incr(s.get(), k[2], 1, 1002, 0).ok());
-  ASSERT_TRUE(Incr(s.get(), k[3], 1, 1003, 0).ok());
-  ASSERT_TRUE(Incr(s.get(), k[1], 1, 1004, 0).ok());  // k1 is now the most recent live
-  UpdateResult r;
-  ASSERT_TRUE(Incr(s.get(), k[4], 1, 2000, 0, &r).ok());  // k0 is stale at 2000
-  EXPECT_TRUE(r.evicted_stale);
-  EXPECT_FALSE(r.evicted_live);
-  EXPECT_TRUE(s->Get(k[0].ref()).status().IsNotFound());
-  EXPECT_EQ(s->Stats().total.evictions_stale, 1u);
-  EXPECT_EQ(s->Stats().total.evictions_live, 0u);
-  ASSERT_TRUE(Incr(s.get(), k[5], 1, 2001, 0, &r).ok());  // no stale: LRU live k2 goes
-  EXPECT_TRUE(r.evicted_live);
-  EXPECT_TRUE(s->Get(k[2].ref()).status().IsNotFound());
-  for (int i : {1, 3, 4, 5}) EXPECT_TRUE(s->Get(k[i].ref()).ok()) << i;
-  EXPECT_EQ(s->Stats().total.evictions_stale, 1u);
-  EXPECT_EQ(s->Stats().total.evictions_live, 1u);
-  EXPECT_EQ(s->Stats().total.nodes_used, 4u);
-}
-
-TEST(StoreEviction, RemovedBizIsStale) {
-  TempDir d;
-  auto s = MustOpen(Opts(d.path(), 1, 1, 2));
-  Key a = MakeKey(7, std::string("old")), b = MakeKey(1, std::string("b")), c = MakeKey(1, std::string("c"));
-  ASSERT_TRUE(Incr(s.get(), a, 1, 1000, 0).ok());
-  ASSERT_TRUE(Incr(s.get(), b, 1, 1000, 0).ok());
-  std::vector<bool> live(65536, true);
-  live[7] = false;
-  s->SetLiveBizzes(live);
-  UpdateResult r;
-  ASSERT_TRUE(Incr(s.get(), c, 1, 900, 0, &r).ok());
-  EXPECT_TRUE(r.evicted_stale);
-  EXPECT_TRUE(s->Get(a.ref()).status().IsNotFound());
-  EXPECT_TRUE(s->Get(b.ref()).ok());
-}
-
-TEST(StoreEviction, CuckooMoveAvoidsEviction) {
-  TempDir d;
-  // 8 key-node groups of 64 slots (chains of 8).
-  auto s = MustOpen(Opts(d.path(), 1, 64, 8));
-  // Fill well past what two-choice without moves would hold; count evictions.
-  int stored = 0;
-  for (int i = 0; i < 600; ++i) {
-    UpdateResult r;
-    ASSERT_TRUE(Incr(s.get(), MakeKey(1, "c" + std::to_string(i)), 1, 1000, 0, &r).ok());
-    if (r.evicted_live) break;
-    ++stored;
-  }
-  auto st = s->Stats();
-  EXPECT_GT(st.total.cuckoo_moves, 0u);
-  EXPECT_GE(stored, 435) << "first live eviction below 85 % of the 512 slots";
-  ExpectClean(s.get());
-}
-
-TEST(StoreEviction, FullChainNeverFailsARequest) {
-  TempDir d;
-  auto s = MustOpen(Opts(d.path(), 1, 4, 2));
-  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "f" + std::to_string(i)), 1, 1000 + i, 0).ok());
-  auto st = s->Stats();
-  EXPECT_EQ(st.total.nodes_used, 8u);
-  EXPECT_EQ(st.total.evictions_live, 2000u - 8u);
-}
-
 // ---- reads (ReadEach)
 
 // What one ReadEach call showed, item by item.
@@ -671,43 +600,6 @@ TEST(StoreBatch, AllNodesSeenTogetherAndWrittenTogether) {
                }).ok());
   EXPECT_EQ(CountOf(s.get(), a), 7u);
   EXPECT_EQ(CountOf(s.get(), b), 1u);
-}
-
-// A batch journals into one of a file's kBatchEntries batch entries, taken
-// before any chain lock and handed back when it ends. More threads than
-// entries batching at once wait their turn: every batch is applied, exactly
-// once, and every entry is free afterwards.
-TEST(StoreBatch, MoreConcurrentBatchesThanBatchEntriesAllLand) {
-  TempDir d;
-  auto s = MustOpen(Opts(d.path(), 2, 64, 8));
-  constexpr int kThreads = 2 * static_cast<int>(store::kBatchEntries), kBatches = 200;
-  std::vector<Key> keys;
-  for (int i = 0; i < 16; ++i) keys.push_back(MakeKey(1, "batch-key-number-" + std::to_string(i)));
-  std::atomic<int> failed{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int b = 0; b < kBatches; ++b) {
-        // Four keys of both files, a different four each time.
-        std::vector<Store::BatchItem> items;
-        for (int k = 0; k < 4; ++k) items.push_back({keys[(t + b + 4 * k) % keys.size()].ref(), 8});
-        Status st = s->UpdateBatch(items, 1000, testing::AddingToEach(1));
-        if (!st.ok()) failed.fetch_add(1);
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failed.load(), 0);
-  uint64_t total = 0;
-  for (const Key& k : keys) total += CountOf(s.get(), k);
-  EXPECT_EQ(total, uint64_t{kThreads} * kBatches * 4);
-  // Every batch entry was handed back: one more batch per entry, from this
-  // thread, does not wait.
-  for (uint32_t i = 0; i < store::kBatchEntries + 1; ++i)
-    ASSERT_TRUE(s->UpdateBatch(std::vector<Store::BatchItem>{{keys[0].ref(), 8}}, 1000,
-                               [](std::span<NodeRef>, std::span<Commit>) {})
-                    .ok());
-  ExpectClean(s.get());
 }
 
 TEST(StoreBatch, MembersCrowdingOneChainRollBackWhole) {
@@ -1307,61 +1199,6 @@ TEST(StoreForm, AOneRuleNodeIsCompactUnlessItsStateCannotPack) {
   FixedBlock(want, 60, 1000, 3, 0);
   EXPECT_EQ(std::memcmp(info->state.data(), want, 16), 0);
   ExpectClean(s.get());
-}
-
-}  // namespace
-}  // namespace frs
-
-namespace frs {
-namespace {
-
-// Every rule shape at its own size (store format 5): nodes of 1, 2, 3 and 5
-// slots, alone and mixed, fill a store of 2 x 256 x 8 slots (key-node
-// groups of 64) past 85 % before the first live eviction. In format 4 (the
-// node confined to one chain of 8) nodes of 3 slots were evicted from a
-// third full and nodes of 5 from 8 %.
-TEST(StoreFill, EveryNodeSizeFillsPast85PercentBeforeALiveEviction) {
-  // General nodes: 28 header bytes plus the state (frs/store.h NodeSlots).
-  struct Shape {
-    const char* what;
-    std::vector<uint32_t> state_bytes;  // dealt round robin
-  };
-  const Shape shapes[] = {
-      {"1 slot (4-byte state)", {4}},
-      {"2 slots (an ad cap, a sliding window of max 10)", {36}},
-      {"3 slots", {60}},
-      {"5 slots (a bucketed sliding window)", {132}},
-      {"a mix of 1, 2, 3 and 5 slots", {4, 36, 60, 132}},
-  };
-  for (const Shape& sh : shapes) {
-    SCOPED_TRACE(sh.what);
-    TempDir d;
-    auto s = MustOpen(Opts(d.path(), 2, 256, 8));
-    const uint64_t slots = s->Stats().slots;
-    uint64_t keys = 0;
-    for (;; ++keys) {
-      ASSERT_LT(keys, slots) << "no live eviction with a key per slot";
-      const uint32_t bytes = sh.state_bytes[keys % sh.state_bytes.size()];
-      UpdateResult r;
-      ASSERT_TRUE(s->Update(
-                       MakeKey(1, "fill" + std::to_string(keys)).ref(), bytes, 1000,
-                       [](NodeRef& n) {
-        n.state[0] = 1;
-        n.expire_s = 0;
-        return Commit::kWrite;
-                       },
-                       &r)
-                      .ok());
-      if (r.evicted_live) break;
-    }
-    // Occupancy just before the eviction: the slots in use minus the new
-    // node's, plus the evicted one's (the same size alone; roughly so mixed).
-    const double occupancy = static_cast<double>(s->Stats().total.slots_used) / static_cast<double>(slots);
-    std::printf("%s: first live eviction at %.1f %% of the slots (%llu keys)\n", sh.what, 100 * occupancy,
-                static_cast<unsigned long long>(keys));
-    EXPECT_GE(occupancy, 0.85);
-    ExpectClean(s.get());
-  }
 }
 
 }  // namespace

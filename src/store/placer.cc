@@ -1,14 +1,6 @@
-// Placement of a new (or grown) node when its key's chains A and B are both
-// locked, as docs/store.md "Placement and eviction" tells it, one named step
-// each, tried in order:
-//   1. FreeRun       a free run in the less loaded chain (two-choice)
-//   2. ReclaimStale  a window of free and stale nodes (expired, or of a
-//                    removed biz), reused before anything live
-//   3. CuckooStep    one resident moved to its other key-node, when that
-//                    frees a long enough run here
-//   4. EvictLru      the window whose most recently used live node is the
-//                    oldest (last second of use, then heat)
-// A batch's pinned nodes are never reclaimed, moved or evicted.
+// The Placer (placer.h): one placement's steps over the two chains' maps.
+#include "store/placer.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -16,30 +8,34 @@
 
 #include "store/chain_lock.h"
 #include "store/journal.h"
-#include "store/store_impl.h"
+#include "store/nodes.h"
 
 namespace frs::store {
-std::shared_ptr<const std::vector<bool>> StoreImpl::LiveBizzes() const {
-  MutexLock g(&live_mu_);
-  return live_;
-}
+namespace {
 
 // One placement: the two candidate chains (both locked), their maps, and
 // what the steps share. REQUIRES: the locks of loc.a and loc.b.
-class Placer {
+class Steps {
  public:
-  using Placement = StoreImpl::Placement;
-  using Pins = StoreImpl::Pins;
-
-  Placer(StoreImpl* s, StoreFile* f, Txn& txn, LockSet& locks, const Location& loc, uint32_t span, uint32_t now_s,
-         const Pins* pins, UpdateResult* r)
-      : s_(s), f_(f), txn_(txn), locks_(locks), span_(span), now_s_(now_s), pins_(pins), r_(r), live_(s->LiveBizzes()) {
+  Steps(const StoreGeometry& user_geo, uint32_t group, std::shared_ptr<const std::vector<bool>> live, StoreFile* f,
+        Txn& txn, LockSet& locks, const Location& loc, uint32_t span, uint32_t now_s, const Pins* pins, UpdateResult* r)
+      : user_geo_(user_geo),
+        group_(group),
+        chain_(f->chain()),
+        f_(f),
+        txn_(txn),
+        locks_(locks),
+        span_(span),
+        now_s_(now_s),
+        pins_(pins),
+        r_(r),
+        live_(std::move(live)) {
     cands_[0] = loc.a;
     cands_[1] = loc.b;
     homes_[0] = loc.home_a;
     homes_[1] = loc.home_b;
     ncand_ = loc.a == loc.b ? 1 : 2;
-    for (int c = 0; c < ncand_; ++c) maps_[c].FromTags(f->tags(cands_[c]), s->geo_.chain);
+    for (int c = 0; c < ncand_; ++c) maps_[c].FromTags(f->tags(cands_[c]), chain_);
   }
 
   // Each step decides on the maps the tags give (ChainMap::FromTags), then
@@ -68,7 +64,7 @@ class Placer {
     Placement p = step();
     if (p.keynode != kUnconfirmed || exact_) return p;
     exact_ = true;
-    for (int c = 0; c < ncand_; ++c) maps_[c].Build(f_->slot(cands_[c], 0), f_->tags(cands_[c]), s_->geo_.chain);
+    for (int c = 0; c < ncand_; ++c) maps_[c].Build(f_->slot(cands_[c], 0), f_->tags(cands_[c]), chain_);
     return step();
   }
   static Placement Unconfirmed() {
@@ -117,7 +113,7 @@ class Placer {
   }
 
   Placement CuckooStep() {
-    const uint32_t chain = s_->geo_.chain;
+    const uint32_t chain = chain_;
     for (int c = 0; c < ncand_; ++c) {
       const ChainMap& m = maps_[c];
       for (uint32_t s = 0; s < chain; ++s) {
@@ -128,7 +124,7 @@ class Placer {
         const int here = FreeRunIn(without, span_, homes_[c]);
         if (here < 0) continue;
         const NodeHeader* h = HeaderAt(f_->slot(cands_[c], s));
-        const Location nl = s_->Locate(PlaceHashOf(h));
+        const Location nl = Locate(PlaceHashOf(h), user_geo_, group_);
         if (nl.a == nl.b) continue;
         const uint32_t other = (h->form & kNodeInAlternate) ? nl.a : nl.b;
         if (other == cands_[c]) continue;
@@ -188,9 +184,7 @@ class Placer {
     return EvictWindow(ev_c, ev_s);
   }
 
-  bool Stale(int c, uint32_t slot) const {
-    return StoreImpl::IsStale(HeaderAt(f_->slot(cands_[c], slot)), now_s_, *live_);
-  }
+  bool Stale(int c, uint32_t slot) const { return IsStale(HeaderAt(f_->slot(cands_[c], slot)), now_s_, *live_); }
   bool Pinned(uint32_t keynode, uint32_t slot) const {
     if (!pins_) return false;
     for (const auto& p : *pins_)
@@ -212,7 +206,7 @@ class Placer {
       if (m.start[k] == ChainMap::kFree || m.start[k] == last) continue;
       last = m.start[k];
       const bool stale = Stale(c, last);
-      if (!s_->ClearNode_locked(f_, txn_, cands_[c], last)) return JournalFullPlacement();
+      if (!ClearNode_locked(f_, txn_, cands_[c], last)) return JournalFullPlacement();
       (stale ? txn_.evict_stale : txn_.evict_live) += 1;
       if (r_) (stale ? r_->evicted_stale : r_->evicted_live) = true;
     }
@@ -227,18 +221,20 @@ class Placer {
     NodeHeader* nh = HeaderAt(img);
     nh->form = static_cast<uint8_t>((nh->form & ~kNodeInAlternate) | (to_alternate ? kNodeInAlternate : 0));
     const uint8_t tag = TagOf(PlaceHashOf(nh));
-    if (!txn_.SaveRange(to, dest, nspan) || !s_->SaveTags_locked(f_, txn_, to, dest, nspan, tag) ||
-        !txn_.SaveRange(from, s, nspan) || !s_->SaveTags_locked(f_, txn_, from, s, nspan, 0))
+    if (!txn_.SaveRange(to, dest, nspan) || !SaveTags_locked(f_, txn_, to, dest, nspan, tag) ||
+        !txn_.SaveRange(from, s, nspan) || !SaveTags_locked(f_, txn_, from, s, nspan, 0))
       return false;
     std::memcpy(f_->slot(to, dest), img, nspan * kSlotBytes);
-    s_->SetTags_locked(f_, to, dest, nspan, tag);
+    SetTags_locked(f_, to, dest, nspan, tag);
     for (uint32_t k = 0; k < nspan; ++k) std::memset(f_->slot(from, s + k), 0, kSlotBytes);
-    s_->SetTags_locked(f_, from, s, nspan, 0);
+    SetTags_locked(f_, from, s, nspan, 0);
     txn_.cuckoo += 1;
     return true;
   }
 
-  StoreImpl* s_;
+  const StoreGeometry& user_geo_;
+  const uint32_t group_;
+  const uint32_t chain_;
   StoreFile* f_;
   Txn& txn_;
   LockSet& locks_;
@@ -253,9 +249,29 @@ class Placer {
   ChainMap maps_[2];
 };
 
-StoreImpl::Placement StoreImpl::Place_locked(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s,
-                                             LockSet& locks, const Pins* pins, UpdateResult* r) {
-  Placer p(this, f, txn, locks, loc, span, now_s, pins, r);
+}  // namespace
+
+Placer::Placer(const StoreGeometry& user_geo)
+    : user_geo_(user_geo),
+      group_(KeynodeGroup(user_geo)),
+      live_(std::make_shared<const std::vector<bool>>(65536, true)) {}
+
+void Placer::SetLiveBizzes(std::vector<bool> live) {
+  live.resize(65536, false);
+  auto p = std::make_shared<const std::vector<bool>>(std::move(live));
+  MutexLock g(&live_mu_);
+  live_ = std::move(p);
+}
+
+std::shared_ptr<const std::vector<bool>> Placer::LiveBizzes() const {
+  MutexLock g(&live_mu_);
+  return live_;
+}
+
+Placement Placer::Place_locked(StoreFile* f, Txn& txn, const Location& loc, uint32_t span, uint32_t now_s,
+                               LockSet& locks, const Pins* pins, UpdateResult* r) const {
+  // A snapshot: SetLiveBizzes may swap the set meanwhile.
+  Steps p(user_geo_, group_, LiveBizzes(), f, txn, locks, loc, span, now_s, pins, r);
   if (Placement pl = p.FreeRun(); pl.ok) return pl;
   if (Placement pl = p.ReclaimStale(); pl.ok || pl.journal_full) return pl;
   if (Placement pl = p.Cuckoo(); pl.ok || pl.journal_full) return pl;

@@ -1,0 +1,275 @@
+// The writer table (store/writer_table.h) on its own, over mapped files
+// without a Store: who holds an entry when, what a waiter does, and the one
+// recovery of dead writers; and, through a Store, batches sharing the batch
+// entries.
+#include "store/writer_table.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/store_ops.h"
+#include "common/temp_dir.h"
+#include "store/journal.h"
+#include "store/store_files.h"
+
+namespace frs {
+namespace {
+
+using store::kAllWriterEntries;
+using store::kBatchEntries;
+using store::kWriterEntries;
+using store::WriterEntryHeader;
+using store::WriterTable;
+using testing::DeadOwner;
+using testing::OpenEntryWithImage;
+using testing::PutNode;
+using testing::StoreFiles;
+
+uint64_t OwnerOf(const WriterEntryHeader* w) { return store::AtomicLoad(w->owner); }
+
+TEST(WriterTable, AClaimedEntryIsThisThreadsUntilItsWriteEnds) {
+  StoreFiles s(1, 4, 64);
+  WriterTable t(s.files, s.geo, s.opts);
+  WriterEntryHeader* w = t.Claim(0);
+  ASSERT_NE(w, nullptr);
+  EXPECT_LT(s.file(0)->writer_index(w), kWriterEntries) << "a write takes a per-thread entry, not a batch one";
+  EXPECT_EQ(OwnerOf(w), os::Self().word());
+  EXPECT_EQ(w->active, 0u);
+  t.AfterWrite(0, w);
+  EXPECT_EQ(OwnerOf(w), 0u) << "without keep_writer_entries the entry goes back after each write";
+}
+
+TEST(WriterTable, AKeptEntryStaysUntilAWaiterWantsIt) {
+  StoreFiles s(1, 4, 64);
+  s.opts.keep_writer_entries = true;
+  WriterTable t(s.files, s.geo, s.opts);
+  WriterEntryHeader* w = t.Claim(0);
+  ASSERT_NE(w, nullptr);
+  t.AfterWrite(0, w);
+  EXPECT_EQ(OwnerOf(w), os::Self().word()) << "kept between writes";
+  EXPECT_EQ(t.Claim(0), w) << "the next write of this thread takes the one it keeps";
+  t.ReleaseKept(/*only_if_wanted=*/true);
+  EXPECT_EQ(OwnerOf(w), os::Self().word()) << "nobody waits: kept";
+  // Someone waits for an entry: the end of the next write hands it back.
+  std::atomic_ref<uint64_t>(s.file(0)->header()->writer_waiters).store(1);
+  t.AfterWrite(0, w);
+  EXPECT_EQ(OwnerOf(w), 0u);
+  std::atomic_ref<uint64_t>(s.file(0)->header()->writer_waiters).store(0);
+  // And all of them, when asked (a thread about to wait for a chain lock).
+  w = t.Claim(0);
+  ASSERT_NE(w, nullptr);
+  t.ReleaseKept(/*only_if_wanted=*/false);
+  EXPECT_EQ(OwnerOf(w), 0u);
+}
+
+TEST(WriterTable, AnOpenJournalIsNeverHandedBack) {
+  StoreFiles s(1, 4, 64);
+  WriterTable t(s.files, s.geo, s.opts);
+  WriterEntryHeader* w = t.Claim(0);
+  ASSERT_NE(w, nullptr);
+  w->active = 1;  // a write in progress (or one its thread died in)
+  t.Release(0, w);
+  EXPECT_EQ(OwnerOf(w), os::Self().word());
+  w->active = 0;
+  t.Release(0, w);
+  EXPECT_EQ(OwnerOf(w), 0u);
+}
+
+TEST(WriterTable, DestroyingTheTableHandsBackTheEntriesItKept) {
+  StoreFiles s(2, 4, 64);
+  s.opts.keep_writer_entries = true;
+  WriterEntryHeader* kept = nullptr;
+  WriterEntryHeader* open = nullptr;
+  {
+    WriterTable t(s.files, s.geo, s.opts);
+    kept = t.Claim(0);
+    open = t.Claim(1);
+    ASSERT_NE(kept, nullptr);
+    ASSERT_NE(open, nullptr);
+    open->active = 1;
+  }
+  EXPECT_EQ(OwnerOf(kept), 0u);
+  EXPECT_EQ(OwnerOf(open), os::Self().word()) << "an open journal stays for recovery";
+}
+
+TEST(WriterTable, RecoveringADeadWriterRestoresItsImagesAndFreesItsEntries) {
+  StoreFiles s(1, 4, 64);
+  WriterTable t(s.files, s.geo, s.opts);
+  store::StoreFile* f = s.file(0);
+  PutNode(f, 2, 3, 111, 1, 1000);
+  uint8_t before[kSlotBytes];
+  std::memcpy(before, f->slot(2, 3), kSlotBytes);
+  const os::Owner dead = DeadOwner();
+  OpenEntryWithImage(f, 5, dead, 2, 3);
+  f->writer(6)->owner = dead.word();             // a closed entry of the same owner
+  std::memset(f->slot(2, 3), 0xAB, kSlotBytes);  // the write it died in
+
+  std::vector<uint32_t> seen;
+  t.ForEachDead(f, [&](uint32_t i, os::Owner o, bool active) {
+    EXPECT_EQ(o, dead);
+    EXPECT_EQ(active, i == 5);
+    seen.push_back(i);
+  });
+  EXPECT_EQ(seen, (std::vector<uint32_t>{5, 6}));
+  EXPECT_EQ(t.RecoverDeadWriters(dead), 1u);
+  EXPECT_EQ(std::memcmp(f->slot(2, 3), before, kSlotBytes), 0) << "its saved image is back";
+  for (uint32_t i : {5u, 6u}) {
+    EXPECT_EQ(OwnerOf(f->writer(i)), 0u) << i;
+    EXPECT_EQ(f->writer(i)->active, 0u) << i;
+  }
+  EXPECT_EQ(t.RecoverDeadWriters(dead), 0u) << "nothing left to undo";
+}
+
+// A batch across files is kept or undone whole, as its coordinator entry
+// says: committed, every file keeps its writes; not yet, every file is undone.
+TEST(WriterTable, ADeadBatchAcrossFilesIsKeptWhenCommittedAndUndoneWhenNot) {
+  for (bool committed : {false, true}) {
+    SCOPED_TRACE(committed ? "committed" : "not committed");
+    StoreFiles s(2, 4, 64);
+    WriterTable t(s.files, s.geo, s.opts);
+    const os::Owner dead = DeadOwner();
+    constexpr uint64_t kBatch = 77;
+    for (uint32_t fi = 0; fi < 2; ++fi) {
+      store::StoreFile* f = s.file(fi);
+      OpenEntryWithImage(f, kWriterEntries, dead, 1, 0);
+      WriterEntryHeader* w = f->writer(kWriterEntries);
+      w->batch = kBatch;
+      w->coord_file = 0;
+      w->coord_entry = kWriterEntries;
+      std::memset(f->slot(1, 0), 0xCD, kSlotBytes);
+    }
+    if (committed) s.file(0)->writer(kWriterEntries)->committed = kBatch;
+    EXPECT_EQ(t.RecoverDeadWriters(dead), committed ? 0u : 2u);
+    for (uint32_t fi = 0; fi < 2; ++fi) {
+      EXPECT_EQ(s.file(fi)->slot(1, 0)[0], committed ? 0xCD : 0) << "file " << fi;
+      EXPECT_EQ(OwnerOf(s.file(fi)->writer(kWriterEntries)), 0u) << "file " << fi;
+    }
+  }
+}
+
+TEST(WriterTable, AFullTableRecoversDeadHoldersInsteadOfWaiting) {
+  StoreFiles s(1, 4, 64);
+  WriterTable t(s.files, s.geo, s.opts);
+  store::StoreFile* f = s.file(0);
+  PutNode(f, 0, 0, 5, 1, 1000);
+  const os::Owner dead = DeadOwner();
+  for (uint32_t i = 0; i < kWriterEntries; ++i) f->writer(i)->owner = dead.word();
+  OpenEntryWithImage(f, 3, dead, 0, 0);
+  std::memset(f->slot(0, 0), 0xEE, kSlotBytes);
+  WriterEntryHeader* w = t.Claim(0);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(store::HeaderAt(f->slot(0, 0))->id, 5u) << "the dead holder's write was undone first";
+  EXPECT_EQ(f->header()->writer_waiters, 0u) << "the waiter counted itself out";
+  uint32_t free = 0;
+  for (uint32_t i = 0; i < kWriterEntries; ++i) free += OwnerOf(f->writer(i)) == 0;
+  EXPECT_EQ(free, kWriterEntries - 1) << "every dead holder's entry is free again";
+}
+
+TEST(WriterTable, AFullTableOfLiveHoldersGivesUpAfterWriterWaitMs) {
+  StoreFiles s(1, 4, 64);
+  s.opts.writer_wait_ms = 30;
+  WriterTable t(s.files, s.geo, s.opts);
+  // A live thread other than this one owns every entry.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::atomic<uint64_t> holder{0};
+  std::thread th([&] {
+    holder.store(os::Self().word());
+    std::unique_lock<std::mutex> g(mu);
+    cv.wait(g, [&] { return done; });
+  });
+  while (holder.load() == 0) std::this_thread::yield();
+  for (uint32_t i = 0; i < kWriterEntries; ++i) s.file(0)->writer(i)->owner = holder.load();
+  EXPECT_EQ(t.Claim(0), nullptr);
+  EXPECT_EQ(s.file(0)->header()->writer_waiters, 0u);
+  for (uint32_t i = 0; i < kWriterEntries; ++i) EXPECT_EQ(OwnerOf(s.file(0)->writer(i)), holder.load()) << i;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    done = true;
+  }
+  cv.notify_all();
+  th.join();
+}
+
+TEST(WriterTable, BatchesTakeBatchEntriesOnly) {
+  StoreFiles s(1, 4, 64);
+  WriterTable t(s.files, s.geo, s.opts);
+  std::vector<WriterEntryHeader*> held;
+  for (uint32_t n = 0; n < kBatchEntries; ++n) {
+    WriterEntryHeader* w = t.ClaimBatch(0);
+    ASSERT_NE(w, nullptr);
+    const uint32_t i = s.file(0)->writer_index(w);
+    EXPECT_GE(i, kWriterEntries);
+    EXPECT_LT(i, kAllWriterEntries);
+    held.push_back(w);
+  }
+  for (uint32_t i = 0; i < kWriterEntries; ++i) EXPECT_EQ(OwnerOf(s.file(0)->writer(i)), 0u) << i;
+  held[0]->active = 1;
+  for (WriterEntryHeader* w : held) t.ReleaseBatch(w);
+  EXPECT_EQ(OwnerOf(held[0]), os::Self().word()) << "an open batch journal stays for recovery";
+  for (size_t n = 1; n < held.size(); ++n) EXPECT_EQ(OwnerOf(held[n]), 0u) << n;
+}
+
+// A Txn journals into the entry the table gives it, and hands it back.
+TEST(WriterTable, ATxnRollsBackThroughItsEntryAndHandsItBack) {
+  StoreFiles s(1, 4, 64);
+  WriterTable t(s.files, s.geo, s.opts);
+  store::StoreFile* f = s.file(0);
+  PutNode(f, 1, 2, 9, 1, 1000);
+  {
+    store::Txn txn(t, 0);
+    ASSERT_TRUE(txn.Save(1, 2));
+    ASSERT_TRUE(txn.opened());
+    std::memset(f->slot(1, 2), 0, kSlotBytes);
+  }
+  EXPECT_EQ(store::HeaderAt(f->slot(1, 2))->id, 9u);
+  for (uint32_t i = 0; i < kAllWriterEntries; ++i) EXPECT_EQ(OwnerOf(f->writer(i)), 0u) << i;
+}
+
+// Through a Store: a batch journals into one of a file's kBatchEntries batch
+// entries, taken before any chain lock and handed back when it ends. More
+// threads than entries batching at once wait their turn: every batch is
+// applied, exactly once, and every entry is free afterwards.
+TEST(StoreBatch, MoreConcurrentBatchesThanBatchEntriesAllLand) {
+  testing::TempDir d;
+  auto s = testing::MustOpen(testing::Opts(d.path(), 2, 64, 8));
+  constexpr int kThreads = 2 * static_cast<int>(store::kBatchEntries), kBatches = 200;
+  std::vector<Key> keys;
+  for (int i = 0; i < 16; ++i) keys.push_back(MakeKey(1, "batch-key-number-" + std::to_string(i)));
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int b = 0; b < kBatches; ++b) {
+        // Four keys of both files, a different four each time.
+        std::vector<Store::BatchItem> items;
+        for (int k = 0; k < 4; ++k) items.push_back({keys[(t + b + 4 * k) % keys.size()].ref(), 8});
+        Status st = s->UpdateBatch(items, 1000, testing::AddingToEach(1));
+        if (!st.ok()) failed.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failed.load(), 0);
+  uint64_t total = 0;
+  for (const Key& k : keys) total += testing::CountOf(s.get(), k);
+  EXPECT_EQ(total, uint64_t{kThreads} * kBatches * 4);
+  // Every batch entry was handed back: one more batch per entry, from this
+  // thread, does not wait.
+  for (uint32_t i = 0; i < store::kBatchEntries + 1; ++i)
+    ASSERT_TRUE(s->UpdateBatch(std::vector<Store::BatchItem>{{keys[0].ref(), 8}}, 1000,
+                               [](std::span<NodeRef>, std::span<Commit>) {})
+                    .ok());
+  testing::ExpectClean(s.get());
+}
+
+}  // namespace
+}  // namespace frs
