@@ -13,8 +13,10 @@
 # unmeasured, the worker's counters zeroed, RUN_S (4) seconds dumped. Prints per side the requests (calls of
 # Handler::Handle), instructions, D1 and LL misses per request and per use (a use: one plain request, or the
 # two of a lease or reservation), and a use's instructions over a plain /auth's. The dumps stay in OUT_DIR
-# (cg.PID.out.N, N in the order above) for cg_groups.py or callgrind_annotate. Instructions and simulated
-# misses, not time: the kernel's part of each request is not in them.
+# (cg.PID.out.N, N in the order above) for cg_groups.py or callgrind_annotate. Then, per use, where the
+# instructions go by part (the id, the rule, the store, the request, the answer: self cost grouped by
+# function name): the lease's against two plain /auth, the reservation's against two plain /acquire.
+# Instructions and simulated misses, not time: the kernel's part of each request is not in them.
 set -euo pipefail
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 [ $# -eq 2 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
@@ -79,7 +81,10 @@ python3 - "$BENCH" "$OUT" "$W" "${SIDES[@]}" << 'PY'
 import json, sys
 bench, out, w, sides = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 sys.path.insert(0, bench)
-from cg_groups import count_calls  # noqa: E402
+import re  # noqa: E402
+from collections import defaultdict  # noqa: E402
+
+from cg_groups import annotate, count_calls, fname  # noqa: E402
 
 base = None
 print("| side | requests | Ir per request | D1 misses | LL misses | Ir per use | use / plain /auth |")
@@ -100,4 +105,42 @@ for i, side in enumerate(sides):
         "| %s%s | %d | %.0f | %.1f | %.2f | %.0f | %.3f |"
         % (side, extra, calls, summary["Ir"] / calls, d1 / calls, ll / calls, per_use, per_use / base)
     )
+
+# Per use, by part (self cost grouped by function name): a lease's use against two plain /auth, a
+# reservation's against two plain /acquire.
+PARTS = [
+    ("the id: parse and hash", r"ParseLeaseId|SipHash24|LeaseMac|Reservations::Mac|HexWord"),
+    (
+        "the rule and the table",
+        r"frs::limit::(Concurrency|FixedWindow|Reservations|NodeOp|\{anon\}::(Rebase|Grant|CountHeld|KeepLatest|"
+        r"TableOf|DropTail)|Evaluate|Record|ExpireS|NodeExpireS|Summarize|RecordRules|EvaluateRules|SweepLeases|"
+        r"SweepReservations|LeaseGranted|GrantReservation|HasReservationRoom|ReservationsInPlace|AdoptLayout|"
+        r"NextLeaseSerial|ReadRules|NameRule|SettleReservation)",
+    ),
+    ("the store: find, journal, write", r"frs::store::"),
+    ("the request: HTTP and query string", r"beast|NextParam|DecodeQuery|PercentDecode|ParseCount|HttpRequestParser|CheckKey"),
+    ("the answer", r"Respond|WriteDecision|BufWriter|to_chars|AppendDecision|ServerAndDate|RateLimit"),
+]
+
+
+def parts(i, per):
+    path = "%s/cg.%s.out.%d" % (out, w, i + 1)
+    calls = max(count_calls(path, r"Handler::Handle\("), 1)
+    d = defaultdict(float)
+    for ir, _, fn, _ in annotate(path, False):
+        name = next((p for p, rx in PARTS if re.search(rx, fname(fn))), None)
+        if name:
+            d[name] += ir / calls * per
+    lines = open(path, errors="replace").read().splitlines()
+    total = int(next(line.split()[1] for line in lines if line.startswith("summary:")))
+    d["the rest"] = total / calls * per - sum(d.values())
+    d["all"] = total / calls * per
+    return d
+
+
+for plain, paired in ((0, 2), (1, 3)):
+    a, b = parts(plain, 2), parts(paired, 2)
+    print("\n| part | two of %s | %s |\n|---|---:|---:|" % (sides[plain], sides[paired]))
+    for name in [p for p, _ in PARTS] + ["the rest", "all"]:
+        print("| %s | %.0f | %.0f (%+.0f) |" % (name, a[name], b[name], b[name] - a[name]))
 PY
