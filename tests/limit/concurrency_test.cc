@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/engine_fixture.h"
@@ -53,6 +54,23 @@ TEST(LeaseId, SipHashMatchesThePublishedVector) {
   EXPECT_EQ(limit::SipHash24(k0, k1, msg, 15), 0xa129ca6149be45e5ull);
 }
 
+TEST(LeaseId, SipHashOfWholeWordsAtAnyAddress) {
+  // The reference vectors of messages 00..(n-1) with whole 8-byte words
+  // (16, 24, 63 bytes: one, three and seven words), each read from an
+  // address of every alignment: the words are loaded whole.
+  const uint64_t k0 = 0x0706050403020100ull, k1 = 0x0f0e0d0c0b0a0908ull;
+  const std::pair<size_t, uint64_t> vectors[] = {{16, 0x3f2acc7f57c29bdbull},
+                                                 {17, 0x699ae9f52cbe4794ull},
+                                                 {24, 0xb8ad50c6f649af94ull},
+                                                 {63, 0x958a324ceb064572ull}};
+  alignas(8) uint8_t buf[64 + 8];
+  for (size_t shift = 0; shift < 8; ++shift) {
+    for (size_t i = 0; i < 64; ++i) buf[shift + i] = static_cast<uint8_t>(i);
+    for (const auto& [len, want] : vectors)
+      EXPECT_EQ(limit::SipHash24(k0, k1, buf + shift, len), want) << len << " bytes at offset " << shift;
+  }
+}
+
 TEST(LeaseId, ParsesOnlyWhatItFormats) {
   const std::string id = limit::LeaseIdText(0x1234abcd, 0x0123456789abcdefull);
   EXPECT_EQ(id, "1234abcd0123456789abcdef");
@@ -66,6 +84,37 @@ TEST(LeaseId, ParsesOnlyWhatItFormats) {
   EXPECT_FALSE(limit::ParseLeaseId("1234ABCD0123456789abcdef", &serial, &mac));  // upper case
   EXPECT_FALSE(limit::ParseLeaseId("000000000123456789abcdef", &serial, &mac));  // serial 0
   EXPECT_FALSE(limit::ParseLeaseId("1234abcd0123456789abcde ", &serial, &mac));
+}
+
+TEST(LeaseId, EveryByteButALowerCaseHexDigitIsRefusedAnywhere) {
+  const std::string id = limit::LeaseIdText(0x1234abcd, 0x0123456789abcdefull);
+  uint32_t serial = 0;
+  uint64_t mac = 0;
+  for (size_t pos = 0; pos < id.size(); ++pos) {
+    for (int b = 0; b < 256; ++b) {
+      std::string bad = id;
+      bad[pos] = static_cast<char>(b);
+      const bool digit = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f');
+      EXPECT_EQ(limit::ParseLeaseId(bad, &serial, &mac), digit) << "byte " << b << " at " << pos;
+      if (!digit) continue;
+      // A digit anywhere reads as its value in its place.
+      const uint64_t v = static_cast<uint64_t>(b <= '9' ? b - '0' : b - 'a' + 10);
+      if (pos < 8) EXPECT_EQ(serial >> (4 * (7 - pos)) & 15, v);
+      else EXPECT_EQ(mac >> (4 * (23 - pos)) & 15, v);
+    }
+  }
+  // And whole ids of many values read back as written.
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 10000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const uint32_t want_serial = static_cast<uint32_t>(x >> 32) | 1;
+    const uint64_t want_mac = x * 0xbf58476d1ce4e5b9ull;
+    ASSERT_TRUE(limit::ParseLeaseId(limit::LeaseIdText(want_serial, want_mac), &serial, &mac));
+    EXPECT_EQ(serial, want_serial);
+    EXPECT_EQ(mac, want_mac);
+  }
 }
 
 TEST_F(LeaseTest, GrantsUpToMaxThenDeniesUntilOneIsReleased) {
