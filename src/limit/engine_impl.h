@@ -210,6 +210,9 @@ class EngineImpl final : public AdminEngine {
   void Notify(const Biz& biz, const Request& req, const Decision& d, const Now& now);
   // The count's change a decided request made (false: none), into *out.
   static bool CountChange(const Biz& biz, const Request& req, const Decision& d, Change* out);
+  // Applies the other holder's add `c` (kind kAdd) to `state`, a node of
+  // `cfg`'s layout (replica_apply.cc).
+  void ApplyAdd(const BizConfig& cfg, uint8_t* state, const Change& c, const Now& now) const;
   static KeyRef RefOf(const Biz& biz, const Request& req) {
     KeyRef ref{biz.cfg.id,    Fingerprint{},   req.key,          static_cast<uint8_t>(req.key.size()),
                req.route_pos, req.route_known, biz.cfg.keep_keys};

@@ -1,17 +1,24 @@
 // A replica's side of <cluster replicas="1">: changes another shard made,
 // folded into this store's nodes with the handoff's merge (frs/change.h).
 //
-// Each change is rebuilt as the block it would have made of a fresh node
+// A key's changes are applied in the order they were made, its adds and its
+// rule events (limit/rule_event.h) interleaved as on the sender, so that a
+// settle is judged against the window its reservation's estimate was counted
+// in. Each add is rebuilt as the block it would have made of a fresh node
 // ("n uses at at_ms"), then merged into the node here rule by rule
 // (MergeBlock): a node that also holds this shard's own uses (it served the
-// key for the other holder during a split) keeps both, and two changes of
-// one key in a batch fold into each other first. A token bucket is the
-// exception: its merge adds each side's lead over *now*, and a lead drains
+// key for the other holder during a split) keeps both. Two exceptions. A
+// token bucket's merge adds each side's lead over *now*, and a lead drains
 // with time, so a change merged later than it was made would give back what
 // it drained meanwhile; its uses are recorded at their own instants instead
-// (the bucket's TAT moves as it would have on the sender). The stream's watermark is
-// a receipt node written in the same transaction, so a batch sent again
-// after a lost acknowledgement is applied once.
+// (the bucket's TAT moves as it would have on the sender). And a use that
+// falls in the fixed window the node holds open at its instant joins that
+// window, as it did on the sender: the merge of two open windows keeps the
+// later one, so merging each use would move the window's start on to the
+// latest use's second, and a reservation taken before it would be judged
+// out of its window (its give-back and its overrun lost here). The stream's
+// watermark is a receipt node written in the same transaction, so a batch
+// sent again after a lost acknowledgement is applied once.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -19,7 +26,9 @@
 #include <vector>
 
 #include "limit/engine_impl.h"
+#include "limit/fixed_window.h"
 #include "limit/rule_event.h"
+#include "limit/window_counter.h"
 
 namespace frs::limit {
 namespace {
@@ -40,6 +49,29 @@ void StoreSeq(NodeRef& r, uint64_t seq) {
 }
 
 }  // namespace
+
+void EngineImpl::ApplyAdd(const BizConfig& cfg, uint8_t* state, const Change& c, const Now& now) const {
+  const Now at = Now::At(c.at_ms, tz_.get());
+  std::array<uint8_t, kMaxStateBytes> fresh{};
+  bool made = false;
+  for (uint32_t r = 0; r < cfg.nrules; ++r) {
+    const RuleSpec& spec = cfg.rules[r];
+    uint8_t* block = state + spec.offset;
+    if (spec.algo == Algo::kConcurrency) continue;  // its leases come as events, each with its id and expiry
+    if (spec.algo == Algo::kTokenBucket ||
+        (spec.algo == Algo::kFixed && FixedWindow::FrameAt(spec, CounterBlock::Load(block), at.s).open)) {
+      Record(spec, block, at, c.n);
+      continue;
+    }
+    if (!made) {
+      // The block "n uses at at_ms" makes of a fresh node.
+      Decision scratch;
+      RecordRules(cfg, fresh.data(), at, c.n, &scratch);
+      made = true;
+    }
+    MergeBlock(spec, block, fresh.data() + spec.offset, now);
+  }
+}
 
 void EngineImpl::Notify(const Biz& biz, const Request& req, const Decision& d, const Now& now) {
   Change c;
@@ -85,19 +117,15 @@ bool EngineImpl::CountChange(const Biz& biz, const Request& req, const Decision&
 
 namespace {
 
-// One key of a batch of changes: every change of it folded into one
-// incoming state (merges commute, so their order does not matter).
+// One key of a batch of changes, with its changes in the order they were
+// made.
 struct ChangedNode {
   const BizConfig* cfg;
   std::string_view key;
-  std::array<uint8_t, kMaxStateBytes> incoming;
-  std::vector<std::pair<int64_t, int64_t>> adds;  // (at_ms, n), for token buckets
-  std::vector<const Change*> events;              // a rule's own events, in order (rule_event.h)
-  size_t events_before_set = 0;                   // events[0, this) came before the set
-  size_t events_before_add = 0;                   // events[0, this) came before the first add (has_add)
-  bool has_add = false;
-  bool creates = false;      // something here makes the node (not only a release or sweep)
-  bool needs_table = false;  // a reservation taken: the node's table is read and kept
+  std::vector<const Change*> ops;  // its adds and rule events (rule_event.h), in order; after the set if any
+  size_t ops_before_set = 0;       // ops[0, this) came before the set (events only: its adds were dropped)
+  bool creates = false;            // something here makes the node (not only a release or sweep)
+  bool needs_table = false;        // a reservation taken: the node's table is read and kept
   bool erase = false;
   bool set = false;
   int64_t set_count = 0;
@@ -116,84 +144,61 @@ Status CheckChange(const Change& c, size_t i) {
   return Status::OK();
 }
 
-// Change `c` (made at `at`) folded into what the batch holds for its key.
-void Fold(const Change& c, const Now& at, const Now& now, ChangedNode* node) {
+// Change `c` noted in what the batch holds for its key.
+void Fold(const Change& c, ChangedNode* node) {
   ChangedNode& it = *node;
   switch (c.kind) {
-    case Change::Kind::kAdd: {
-      // The block "n uses at at_ms" makes of a fresh node, folded into
-      // what this batch already holds for the key.
-      std::array<uint8_t, kMaxStateBytes> fresh{};
-      Decision scratch;
-      RecordRules(*it.cfg, fresh.data(), at, c.n, &scratch);
-      for (uint32_t r = 0; r < it.cfg->nrules; ++r) {
-        const RuleSpec& spec = it.cfg->rules[r];
-        MergeBlock(spec, it.incoming.data() + spec.offset, fresh.data() + spec.offset, now);
-      }
-      it.adds.emplace_back(c.at_ms, c.n);
-      if (!it.has_add) it.events_before_add = it.events.size();
-      it.has_add = true;
+    case Change::Kind::kAdd:
+      it.ops.push_back(&c);
       it.creates = true;
       break;
-    }
     case Change::Kind::kEvent:
-      it.events.push_back(&c);
+      it.ops.push_back(&c);
       it.creates |= RuleEventCreates(c);
       it.needs_table |= RuleEventNeedsTable(c);
       break;
     case Change::Kind::kSet:
-      // A set replaces what was counted before it: uses merged so far in
-      // this batch came before it and are dropped with the rest.
+      // A set replaces what was counted before it: uses of this batch
+      // before it are dropped with the rest (its events still apply).
+      std::erase_if(it.ops, [](const Change* op) { return op->kind == Change::Kind::kAdd; });
       it.set = true;
       it.creates = true;
-      it.events_before_set = it.events.size();
+      it.ops_before_set = it.ops.size();
       it.erase = false;
       it.set_count = c.n;
       it.set_ms = c.at_ms;
-      it.has_add = false;
-      it.adds.clear();
-      it.incoming.fill(0);
       break;
     case Change::Kind::kErase:
       it.erase = true;
-      it.events.clear();
-      it.events_before_set = 0;
+      it.ops.clear();
+      it.ops_before_set = 0;
       it.creates = false;
       it.set = false;
-      it.has_add = false;
-      it.adds.clear();
-      it.incoming.fill(0);
       break;
     case Change::Kind::kResetBiz: break;
   }
 }
 
-// The folded changes written into the key's node (its layout adopted):
-// events before a set, the set, events before the first add, the adds,
-// then the rest of the events.
-void WriteNode(const ChangedNode& it, const Now& now, const TimeZone* tz, NodeRef& ref) {
+// The key's changes written into its node (its layout adopted): the events
+// before a set, the set, then its adds (`add`: EngineImpl::ApplyAdd) and
+// events in the order they were made.
+template <class AddFn>
+void WriteNode(const ChangedNode& it, const Now& now, const TimeZone* tz, NodeRef& ref, AddFn&& add) {
   const BizConfig& cfg = *it.cfg;
   size_t e = 0;
   if (it.set) {
-    for (; e < it.events_before_set; ++e) ApplyRuleEvent(cfg, ref, *it.events[e], now);
+    for (; e < it.ops_before_set; ++e) ApplyRuleEvent(cfg, ref, *it.ops[e], now);
     const Now at = Now::At(it.set_ms, tz);
     for (uint32_t r = 0; r < cfg.nrules; ++r) SetCount(cfg.rules[r], ref.state + cfg.rules[r].offset, at, it.set_count);
   }
-  // The events before the first add go first: a window a later add's
-  // merge moves on is not yet moved for a settle made before it.
-  for (; it.has_add && e < it.events_before_add; ++e) ApplyRuleEvent(cfg, ref, *it.events[e], now);
-  if (it.has_add)
-    for (uint32_t r = 0; r < cfg.nrules; ++r) {
-      const RuleSpec& spec = cfg.rules[r];
-      if (spec.algo == Algo::kConcurrency) {
-        continue;  // its leases come as events, each with its id and expiry
-      } else if (spec.algo == Algo::kTokenBucket) {
-        for (const auto& [at_ms, n_uses] : it.adds) Record(spec, ref.state + spec.offset, Now::At(at_ms, tz), n_uses);
-      } else {
-        MergeBlock(spec, ref.state + spec.offset, it.incoming.data() + spec.offset, now);
-      }
+  for (; e < it.ops.size(); ++e) {
+    const Change& c = *it.ops[e];
+    if (c.kind == Change::Kind::kAdd) {
+      add(cfg, ref.state, c);
+    } else {
+      ApplyRuleEvent(cfg, ref, c, now);
     }
-  for (; e < it.events.size(); ++e) ApplyRuleEvent(cfg, ref, *it.events[e], now);
+  }
   ref.expire_s = NodeExpireS(cfg, ref, now);
 }
 
@@ -205,7 +210,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
   if (seq == 0) return Status::InvalidArgument("a stream's seq starts at 1");
   std::shared_ptr<const Map> map = SharedMap();
   const Now now = NowAt();
-  // The nodes: one item per distinct key.
+  // The nodes: one item per distinct key, with its changes in their order.
   std::vector<ChangedNode> items;
   std::vector<Store::BatchItem> batch;
   std::vector<uint16_t> resets;
@@ -230,14 +235,13 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       ChangedNode& it = items.emplace_back();
       it.cfg = &biz->cfg;
       it.key = c.key;
-      it.incoming.fill(0);
       Request r;
       r.key = c.key;
       r.route_pos = c.route_pos;
       r.route_known = c.route_known;
       batch.push_back({RefOf(*biz, r), biz->cfg.state_bytes});
     }
-    Fold(c, Now::At(c.at_ms, tz_.get()), now, &items[k]);
+    Fold(c, &items[k]);
   }
   const std::string receipt = "repl/" + std::string(stream);
   batch.push_back({KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt,
@@ -269,7 +273,8 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
         continue;
       }
       if (!refs[i].exists && !items[i].creates) continue;  // a release or sweep of a node not here
-      WriteNode(items[i], now, tz_.get(), refs[i]);
+      WriteNode(items[i], now, tz_.get(), refs[i],
+                [&](const BizConfig& cfg, uint8_t* state, const Change& c) { ApplyAdd(cfg, state, c, now); });
       commits[i] = Commit::kWrite;
     }
     std::memset(refs[n].state, 0, refs[n].state_bytes);

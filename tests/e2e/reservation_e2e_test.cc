@@ -1,13 +1,21 @@
 // End to end: reservations of a real frsd over loopback: the XML door
-// (single and batch), the GET doors, hostile ids, their /metrics series, and
-// kill -9 of every frsd process with reservations held. One server for the
-// file (restarted in place by the kill -9 test); every test uses its own keys.
+// (single and batch), the GET doors, hostile ids, their /metrics series, a
+// client that dies holding one, and kill -9 of every frsd process with
+// reservations and leases held. One server for the file (restarted in place
+// by the kill -9 test); every test uses its own keys.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "frsd_harness.h"
@@ -120,9 +128,53 @@ TEST_F(ReservationE2E, GetFormsAndMetrics) {
   EXPECT_EQ(Count("llm_tokens", "g1"), "1730");
 }
 
+// A client that takes a reservation and dies: it ends by itself at its
+// expiry (reserve + 1 s), charged its estimate, and the key's next write
+// counts it in frs_reservations_expired_total.
+TEST_F(ReservationE2E, AClientKilledHoldingAReservationIsChargedItsEstimateAtItsExpiry) {
+  Client metrics(server_->port());
+  const std::string held = "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}";
+  const std::string expired = "frs_reservations_expired_total{biz=\"llm_tokens\",id=\"21\"}";
+  const double held_before = std::max(Metric(metrics, held), 0.0);
+  const double expired_before = std::max(Metric(metrics, expired), 0.0);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The client: reserves 300 for 1 s, passes its id on, and dies unsettled.
+    Client c(server_->port());
+    const std::string id = Attr(c.Get("/acquire?biz=llm_tokens&key=dies&n=300&reserve=1").body, "reservation");
+    (void)!write(fds[1], id.data(), id.size());
+    raise(SIGKILL);
+  }
+  close(fds[1]);
+  char id[24];
+  ASSERT_EQ(read(fds[0], id, sizeof id), static_cast<ssize_t>(sizeof id));
+  const int64_t taken_ms = NowMs();
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(Metric(metrics, held), held_before + 1);
+  // The gauge reads the store: held, then not from its expiry on (within
+  // reserve + 1 s = 2 s of the take, a little slack for the poll).
+  ASSERT_TRUE(WaitFor([&] { return Metric(metrics, held) == held_before; }, 4000));
+  EXPECT_LE(NowMs() - taken_ms, 2100);
+  EXPECT_EQ(Count("llm_tokens", "dies"), "300");  // charged its estimate
+  // The key's next write finds it expired and counts it, once.
+  EXPECT_EQ(Attr(Req("cmd=\"acquire\" biz=\"llm_tokens\" key=\"dies\""), "allowed"), "1");
+  EXPECT_EQ(Metric(metrics, expired), expired_before + 1);
+  HttpResponse late = Settle("llm_tokens", "dies", std::string(id, sizeof id), "10");
+  EXPECT_EQ(late.status, 410) << late.body;
+  EXPECT_EQ(Count("llm_tokens", "dies"), "301");
+  EXPECT_EQ(Metric(metrics, expired), expired_before + 1);
+}
+
 // Last in the file (it restarts the shared server): kill -9 of every frsd
-// process with 8 reservations held on one key and one on another, then a
-// restart: all still held, and the very same ids settle them.
+// process with 8 reservations held on one key, and a reservation and a lease
+// on another, then a restart: all still held, and the very same ids settle
+// and release them.
 TEST_F(ReservationE2E, KillNineOfEveryProcessKeepsEveryReservationAndItsId) {
   std::vector<std::string> ids;
   for (int i = 0; i < 8; ++i) {
@@ -133,7 +185,9 @@ TEST_F(ReservationE2E, KillNineOfEveryProcessKeepsEveryReservationAndItsId) {
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 8u);
   const std::string full = Reserve("llm_tokens", "k9", 1);
   EXPECT_EQ(Attr(full, "reservations_full"), "1") << full;
-  const std::string g = Attr(Reserve("gateway", "k9", 500), "reservation");
+  const std::string both = Reserve("gateway", "k9", 500);
+  const std::string g = Attr(both, "reservation"), lease = Attr(both, "lease");
+  ASSERT_EQ(lease.size(), 24u) << both;
   c_.Close();
   server_->KillAll();
   ASSERT_TRUE(server_->Start()) << server_->log();
@@ -150,6 +204,8 @@ TEST_F(ReservationE2E, KillNineOfEveryProcessKeepsEveryReservationAndItsId) {
     EXPECT_EQ(Attr(r.body, "settled"), "1") << r.body;
   }
   EXPECT_EQ(Attr(Settle("gateway", "k9", g, "20").body, "settled"), "1");
+  HttpResponse r = c_.Post("<request cmd=\"release\" biz=\"gateway\" key=\"k9\" lease=\"" + lease + "\"/>");
+  EXPECT_EQ(Attr(r.body, "released"), "1") << r.body;
   EXPECT_EQ(Count("llm_tokens", "k9"), "80");
   EXPECT_EQ(Metric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}"), held - 8);
 }

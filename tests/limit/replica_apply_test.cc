@@ -452,6 +452,54 @@ TEST_F(ReservationReplicaTest, AnExpiryIsCountedByTheHolderThatFoundItOnly) {
   EXPECT_EQ(Count(*owner_, "k"), 11);
 }
 
+// A fixed window merged on the replica moves its start on to the latest
+// add's (the merge of two open windows keeps the later one). A settle of a
+// reservation taken before such an add is still in its window on the owner,
+// and must be judged so on the replica: the give-back lands on both.
+TEST_F(ReservationReplicaTest, ASettleAfterALaterAddChargesTheReservationsWindowOnTheReplica) {
+  const Decision r = Reserve(*owner_, "k", 50, 3600);
+  ASSERT_TRUE(Ship(1).value());
+  clock_.Advance(5000);
+  ASSERT_TRUE(Do(*owner_, Cmd::kAcquire, "tokens", "k", 4).allowed);
+  ASSERT_TRUE(Ship(2).value());
+  clock_.Advance(1000);
+  const Decision s = Settle(*owner_, "k", r, 20);
+  ASSERT_TRUE(s.settled);
+  EXPECT_EQ(s.res_returned, 30);
+  ASSERT_TRUE(Ship(3).value());
+  EXPECT_EQ(Count(*owner_, "k"), 24);
+  EXPECT_EQ(Count(*replica_, "k"), 24);
+  // An overrun too: charged on both.
+  const Decision o = Reserve(*owner_, "k", 10, 3600);
+  ASSERT_TRUE(Ship(4).value());
+  clock_.Advance(1000);
+  Do(*owner_, Cmd::kAcquire, "tokens", "k", 1);
+  ASSERT_TRUE(Ship(5).value());
+  ASSERT_EQ(Settle(*owner_, "k", o, 30).res_overrun, 20);
+  ASSERT_TRUE(Ship(6).value());
+  EXPECT_EQ(Count(*owner_, "k"), 55);
+  EXPECT_EQ(Count(*replica_, "k"), 55);
+}
+
+// The same in one batch, both holders serving the key: the replica's own
+// use (a split) and the owner's add, take, later add and settle all reach it
+// together; the settle is judged in the reservation's window there too.
+TEST_F(ReservationReplicaTest, ASettleAfterAnAddOfTheSameBatchChargesTheReservationsWindow) {
+  ASSERT_TRUE(Do(*replica_, Cmd::kAcquire, "tokens", "k", 3).allowed);  // the replica serves the key too
+  clock_.Advance(2000);
+  const Decision r = Reserve(*owner_, "k", 50, 3600);
+  clock_.Advance(5000);
+  ASSERT_TRUE(Do(*owner_, Cmd::kAcquire, "tokens", "k", 4).allowed);
+  clock_.Advance(1000);
+  const Decision s = Settle(*owner_, "k", r, 20);
+  ASSERT_TRUE(s.settled);
+  EXPECT_EQ(s.res_returned, 30);
+  ASSERT_EQ(rec_.changes.size(), 4u);  // add, take, add, settle
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Count(*replica_, "k"), 27);  // its own 3, the owner's 24
+  EXPECT_EQ(Settle(*replica_, "k", r, 20).status.code(), Status::Code::kGone);
+}
+
 TEST_F(ReplicaApplyTest, WithoutOneKeyFileTheOwnersIdsAreUnknownToTheReplica) {
   // Each store keys its own ids (lease.key): the lease is held on both, its
   // id verifies on the owner only (docs/cluster.md, "Leases on replicas").
