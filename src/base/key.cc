@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include "base/utf8.h"
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -42,37 +44,12 @@ size_t KeyCharLength(std::string_view s, bool* control) {
   if (control == nullptr) control = &is_control;
   *control = false;
   if (s.empty()) return 0;
-  const unsigned char c = static_cast<unsigned char>(s[0]);
-  if (c < 0x80) {
-    *control = c < 0x20 || c == 0x7f;
-    return *control ? 0 : 1;
-  }
-  size_t len = 0;
-  uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4;
-    cp = c & 0x07;
-  } else return 0;
-  if (len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const unsigned char cc = static_cast<unsigned char>(s[k]);
-    if ((cc & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  // Overlong forms, surrogates and out-of-range code points are invalid.
-  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  if (cp >= 0x80 && cp <= 0x9F) {
-    *control = true;
-    return 0;
-  }
-  return len;
+  char32_t cp = 0;
+  const size_t len = Utf8Decode(s, 0, &cp);
+  if (len == 0) return 0;
+  // C0, DEL and C1.
+  *control = cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+  return *control ? 0 : len;
 }
 
 std::string ValidateKeyBytes(std::string_view s) {

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "base/percent_encode.h"
 #include "base/xml_escape.h"
 #include "client/http_client.h"
 
@@ -33,24 +34,6 @@ void AppendRequest(std::string* out, const ClientRequest& r) {
   if (r.cmd == Cmd::kSettle) AppendAttr(out, "reservation", r.reservation);
   if (r.cmd == Cmd::kAcquire && r.reserve > 0) AppendAttr(out, "reserve", std::to_string(r.reserve));
   out->append("/>");
-}
-
-// %-encodes everything but unreserved characters (RFC 3986), so that the
-// route frsd hashes (the raw query bytes) is the one a proxy hashes too.
-std::string QueryEscape(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-        c == '_' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  return out;
 }
 
 ClientDecision FromXml(const pugi::xml_node& r) {
@@ -111,7 +94,9 @@ struct Client::Impl {
   // the parsed answer's root element, or why there is none.
   Result<pugi::xml_node> Post(size_t i, std::string_view route, const std::string& body, pugi::xml_document* doc) {
     std::string target = "/frs";
-    if (!route.empty()) target += "?route=" + QueryEscape(route);
+    // Only unreserved characters as themselves, so that the route frsd
+    // hashes (the raw query bytes) is the one a proxy hashes too.
+    if (!route.empty()) target += "?route=" + PercentEncoded(route, kPercentQueryValue);
     for (int hop = 0; hop < 2; ++hop) {
       auto resp = conns[i]->Post(target, body);
       if (!resp.ok()) return resp.status();

@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/json_escape.h"
 #include "envoy/yaml_tree.h"
 #include "os/text_file.h"
 
@@ -161,32 +162,13 @@ class Walker {
           if (i) out->push_back(',');
           const YNode& k = At(n.items[i]);
           if (k.kind != Kind::kScalar) Fail(k, "a metadata key must be a string");
-          JsonString(k.scalar, out);
+          AppendJsonString(k.scalar, out);
           out->push_back(':');
           Json(At(n.items[i + 1]), out);
         }
         out->push_back('}');
         return;
     }
-  }
-
-  static void JsonString(std::string_view s, std::string* out) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    out->push_back('"');
-    for (char ch : s) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c == '"' || c == '\\') {
-        out->push_back('\\');
-        out->push_back(ch);
-      } else if (c < 0x20) {
-        out->append("\\u00");
-        out->push_back(kHex[c >> 4]);
-        out->push_back(kHex[c & 15]);
-      } else {
-        out->push_back(ch);
-      }
-    }
-    out->push_back('"');
   }
 
   static void JsonScalar(const YNode& n, std::string* out) {
@@ -213,7 +195,7 @@ class Walker {
         return;
       }
     }
-    JsonString(s, out);
+    AppendJsonString(s, out);
   }
 
   // A decimal number JSON can carry as it is written: [-+]?digits[.digits][e[-+]digits].

@@ -8,6 +8,7 @@
 
 #include <xxhash.h>
 
+#include "base/percent_encode.h"
 #include "frs/decision.h"
 #include "frs/key.h"
 #include "limit/map_config.h"
@@ -461,37 +462,21 @@ Result<std::string> ComposeMap(std::string_view map_xml, const std::string& map_
 
 namespace {
 
-// One byte as %XX.
-void Escape(unsigned char c, std::string* out) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  out->push_back('%');
-  out->push_back(kHex[c >> 4]);
-  out->push_back(kHex[c & 15]);
-}
-
-// `s` appended as bytes ValidateKeyBytes accepts: valid UTF-8 without
-// control characters; '%' (the escape's own sign), controls, invalid bytes
-// and the bytes of `also` as %XX. One-to-one, so distinct values stay
-// distinct keys.
-void AppendKeyBytes(std::string_view s, std::string_view also, std::string* out) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t len = KeyCharLength(s.substr(i));
-    if (len == 0 || s[i] == '%' || also.find(s[i]) != std::string_view::npos) {
-      Escape(static_cast<unsigned char>(s[i]), out);
-      ++i;
-      continue;
-    }
-    out->append(s.substr(i, len));
-    i += len;
-  }
-}
+// `s` as bytes ValidateKeyBytes accepts: well-formed UTF-8 without control
+// characters; '%' (the escape's own sign), controls, bytes that are not
+// UTF-8 and the separators of the part's place as %XX (the domain, an
+// entry's key, a value followed by another entry). One-to-one, so distinct
+// values stay distinct keys.
+constexpr PercentTable kDomainBytes(0x20, 0x7e, "%#|", PercentHigh::kKeyChars);
+constexpr PercentTable kEntryKeyBytes(0x20, 0x7e, "%#", PercentHigh::kKeyChars);
+constexpr PercentTable kInnerValueBytes(0x20, 0x7e, "%#_", PercentHigh::kKeyChars);
 
 }  // namespace
 
 void CounterKey(std::span<const Entry> entries, std::string* out, std::string_view domain) {
   out->clear();
   if (!domain.empty()) {
-    AppendKeyBytes(domain, "#|", out);
+    AppendPercentEncoded(domain, kDomainBytes, out);
     out->push_back('|');
   }
   // Within one biz the keys are its descriptor path's, level by level, so
@@ -501,9 +486,9 @@ void CounterKey(std::span<const Entry> entries, std::string* out, std::string_vi
   // was not cut can spell a cut key's '#' and hash.
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i) out->push_back('_');
-    AppendKeyBytes(entries[i].key, "#", out);
+    AppendPercentEncoded(entries[i].key, kEntryKeyBytes, out);
     out->push_back('_');
-    AppendKeyBytes(entries[i].value, i + 1 < entries.size() ? "#_" : "#", out);
+    AppendPercentEncoded(entries[i].value, i + 1 < entries.size() ? kInnerValueBytes : kEntryKeyBytes, out);
   }
   if (out->size() > kMaxKeyBytes) {
     const uint64_t whole = XXH3_64bits(out->data(), out->size());

@@ -5,51 +5,10 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "base/json_escape.h"
 #include "limit/json_sax.h"
 
 namespace frs::limit {
-
-namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i], 0 when there is none.
-size_t Utf8Len(std::string_view s, size_t i) {
-  unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
-  return n;
-}
-
-}  // namespace
-
-void AppendJsonString(std::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  for (size_t i = 0; i < s.size();) {
-    // Printable ASCII other than '"' and '\\' goes over in one piece.
-    size_t plain = i;
-    while (plain < s.size() && s[plain] >= 0x20 && s[plain] < 0x7f && s[plain] != '"' && s[plain] != '\\') ++plain;
-    if (plain != i) {
-      out->append(s.substr(i, plain - i));
-      i = plain;
-      continue;
-    }
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = Utf8Len(s, i);
-    if (n == 0 || c < 0x20 || c == 0x7f) {
-      *out += "\\u00";
-      out->push_back(kHex[c >> 4]);
-      out->push_back(kHex[c & 15]);
-      ++i;
-      continue;
-    }
-    if (c == '"' || c == '\\') out->push_back('\\');
-    out->append(s.substr(i, n));
-    i += n;
-  }
-  out->push_back('"');
-}
 
 void JsonWriter::Separate() {
   if (after_key_) {
@@ -213,21 +172,6 @@ Result<JsonValue> ParseJson(std::string_view text) {
   NodeReader r;
   if (Status s = ParseWith(text, &r); !s.ok()) return s;
   return std::move(r.root);
-}
-
-std::string_view Utf8Prefix(std::string_view s) {
-  size_t i = 0, good = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > s.size()) break;
-    bool ok = true;
-    for (size_t k = 1; k < len; ++k) ok = ok && (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
-    if (!ok) break;
-    i += len;
-    good = i;
-  }
-  return s.substr(0, good);
 }
 
 std::string HexEncode(std::string_view bytes) {

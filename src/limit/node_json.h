@@ -31,7 +31,7 @@ class JsonWriter {
   JsonWriter& BeginArray() { return Open('['); }
   JsonWriter& EndArray() { return Close(']'); }
   JsonWriter& Key(std::string_view k);
-  // Escaped as AppendJsonString does.
+  // Escaped as AppendJsonString (base/json_escape.h) does.
   JsonWriter& String(std::string_view s);
   JsonWriter& Int(int64_t v);
   JsonWriter& Uint(uint64_t v);
@@ -53,11 +53,6 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-// Appends `s` as a JSON string literal (with its quotes) to `out`: '"' and
-// '\\' escaped, control bytes, 0x7f and bytes of no valid UTF-8 sequence as
-// \u00XX (so the text always parses), other UTF-8 as it is.
-void AppendJsonString(std::string_view s, std::string* out);
-
 struct JsonValue {
   enum class Type { kNull, kBool, kInt, kString, kArray, kObject };
   Type type = Type::kNull;
@@ -78,9 +73,6 @@ inline constexpr int kMaxJsonDepth = 8;
 
 Result<JsonValue> ParseJson(std::string_view text);
 
-// The longest prefix of `s` that is valid UTF-8 (a stored key prefix may end
-// inside a multi-byte character).
-std::string_view Utf8Prefix(std::string_view s);
 std::string HexEncode(std::string_view bytes);
 bool HexDecode(std::string_view hex, std::string* out);
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/utf8.h"
 #include "frs/ring.h"
 #include "limit/concurrency.h"
 #include "limit/engine_impl.h"
@@ -182,7 +183,12 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   w.BeginObject();
   w.Key("biz").Int(node.biz);
   w.Key("biz_name").String(biz ? std::string_view(biz->cfg.name) : std::string_view());
-  w.Key("key").String(Utf8Prefix(node.key));
+  // "key" is for people: the stored key up to its first byte that is not
+  // well-formed UTF-8 (base/utf8.h; a stored prefix may end inside a
+  // character). Before, an overlong form or a surrogate passed here and
+  // came out raw, which a strict JSON reader refuses. "key_hex" is the
+  // exact bytes, and what import reads.
+  w.Key("key").String(Utf8ValidPrefix(node.key));
   w.Key("key_hex").String(HexEncode(node.key));
   w.Key("key_len").Int(node.key_len);
   w.Key("fp_lo").String(Hex64(node.fp.lo));

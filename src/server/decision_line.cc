@@ -12,63 +12,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/json_escape.h"
+#include "base/utf8.h"
 #include "server/buf_writer.h"
 
 namespace frs::server {
 
 namespace {
-
-// The length of the valid UTF-8 sequence at s[i] (Unicode 15, table 3-7:
-// no overlong forms, no surrogates, nothing above U+10FFFF), 0 if none.
-size_t Utf8SequenceAt(std::string_view s, size_t i) {
-  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
-    return k < s.size() && at(k) >= lo && at(k) <= hi;
-  };
-  const unsigned char c = at(i);
-  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
-  if (c == 0xE0) return cont(i + 1, 0xA0, 0xBF) && cont(i + 2) ? 3 : 0;
-  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(i + 1) && cont(i + 2) ? 3 : 0;
-  if (c == 0xED) return cont(i + 1, 0x80, 0x9F) && cont(i + 2) ? 3 : 0;
-  if (c == 0xF0) return cont(i + 1, 0x90, 0xBF) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-  if (c >= 0xF1 && c <= 0xF3) return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-  if (c == 0xF4) return cont(i + 1, 0x80, 0x8F) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-  return 0;
-}
-
-// Escapes `s` into p (room for 6 bytes a byte); returns the new end.
-char* EscapeInto(std::string_view s, char* p) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-      *p++ = static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    if (c == '"' || c == '\\') {
-      *p++ = '\\';
-      *p++ = static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    if (c >= 0x80) {
-      if (size_t len = Utf8SequenceAt(s, i); len != 0) {
-        std::memcpy(p, s.data() + i, len);
-        p += len;
-        i += len;
-        continue;
-      }
-    }
-    // A control character, or a byte outside any valid UTF-8 sequence.
-    std::memcpy(p, "\\u00", 4);
-    p[4] = kHex[c >> 4];
-    p[5] = kHex[c & 15];
-    p += 6;
-    ++i;
-  }
-  return p;
-}
 
 // The peer's address as text into `buf` (INET6_ADDRSTRLEN); an IPv4
 // address mapped into IPv6 (a dual-stack socket) is written as IPv4.
@@ -90,7 +40,7 @@ std::string_view Capped(std::string_view s, size_t cap, bool* cut) {
   *cut = true;
   size_t end = 0;
   while (end < cap) {
-    const size_t len = static_cast<unsigned char>(s[end]) >= 0x80 ? Utf8SequenceAt(s, end) : 1;
+    const size_t len = Utf8Decode(s, end);
     // A byte outside any sequence is escaped alone; a sequence goes whole or not at all.
     const size_t step = len == 0 ? 1 : len;
     if (end + step > cap) break;
@@ -159,7 +109,7 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   num(r.ts_ms);
   lit(",\"biz\":\"");
   auto str = [&](std::string_view cap, std::string_view whole) {
-    q = EscapeInto(cap, q);
+    q = JsonEscapeInto(cap, q);
     if (cap.size() != whole.size()) lit(kDecisionTruncated);
   };
   str(biz, r.biz);
@@ -192,7 +142,7 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
       if (IsLineMember(name)) lit("field_");
       lit(name);
       lit("\":\"");
-      q = EscapeInto(rest.substr(0, end), q);
+      q = JsonEscapeInto(rest.substr(0, end), q);
       lit("\"");
       rest.remove_prefix(std::min(end + 1, rest.size()));
     }
@@ -207,13 +157,6 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   if (cut) lit(",\"truncated\":true");
   lit(r.shadow && !r.allowed ? ",\"shadow\":true}\n" : "}\n");
   return static_cast<size_t>(q - p);
-}
-
-void AppendJsonEscaped(std::string_view s, std::string* out) {
-  const size_t old = out->size();
-  out->resize(old + 6 * s.size());
-  char* end = EscapeInto(s, out->data() + old);
-  out->resize(static_cast<size_t>(end - out->data()));
 }
 
 }  // namespace frs::server

@@ -11,13 +11,11 @@
 // on the request path, for every recorded decision, into a fixed buffer
 // with no allocation; the fields are fixed and their bounds known.
 //
-// Strings are escaped so that every line is valid JSON in valid UTF-8
-// whatever bytes a request carried: `"` and `\` get a backslash, control
-// characters (below 0x20, and 0x7F) become \u00XX, valid UTF-8 sequences
-// are copied as they are, and every byte that is not part of a valid UTF-8
-// sequence (a stray continuation byte, an overlong form, a surrogate, a
-// truncated sequence) becomes \u00XX of that byte: a reader gets the
-// character U+00XX, so the original byte is still recoverable (latin-1).
+// Strings are escaped by base/json_escape.h, so that every line is valid
+// JSON in valid UTF-8 whatever bytes a request carried: `"` and `\` get a
+// backslash, control characters become \u00XX, well-formed UTF-8 is copied
+// as it is, and every byte outside a well-formed sequence becomes \u00XX of
+// that byte (a reader gets U+00XX: the original byte is still recoverable).
 //
 // Thread safety: pure functions.
 #pragma once
@@ -76,8 +74,5 @@ static_assert(400 + 6 * (kDecisionBizCap + kDecisionKeyCap + kDecisionRuleCap + 
 // Writes the line, its '\n' included, into `out`; returns its length, or 0
 // when `out` is shorter than kMaxDecisionLineBytes and the line does not fit.
 size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out);
-
-// Appends `s` escaped as above, without the surrounding quotes.
-void AppendJsonEscaped(std::string_view s, std::string* out);
 
 }  // namespace frs::server

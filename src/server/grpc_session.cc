@@ -11,6 +11,8 @@
 #include <exception>
 #include <string>
 
+#include "base/percent_encode.h"
+
 namespace frs::server {
 
 namespace {
@@ -55,20 +57,10 @@ const char* CodeText(GrpcCode c) {
 }  // namespace
 
 std::string PercentEncodeGrpcMessage(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (const char ch : text) {
-    const auto c = static_cast<uint8_t>(ch);
-    if (c >= 0x20 && c <= 0x7e && c != '%') {
-      out.push_back(ch);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-  return out;
+  // gRPC's grpc-message: printable ASCII but '%' as itself, every other
+  // byte (UTF-8's among them) as %XX.
+  static constexpr PercentTable kGrpcMessage(0x20, 0x7e, "%", PercentHigh::kEscape);
+  return PercentEncoded(text, kGrpcMessage);
 }
 
 // nghttp2's C callbacks, friends of the session. nghttp2 is C: nothing may

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/percent_encode.h"
 #include "client/http_client.h"
 #include "frs/ring.h"
 #include "server/clock_util.h"
@@ -25,22 +26,6 @@ constexpr int64_t kCatchUpLimitNs = 60 * 1000 * kMsNs;
 // each time up to kSnapshotRetryMaxMs, within kCatchUpLimitNs.
 constexpr int kSnapshotRetryFirstMs = 100;
 constexpr int kSnapshotRetryMaxMs = 5000;
-
-std::string QueryValue(std::string_view v) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : v) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-        c == '_' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
 
 void SleepMs(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * kMsNs};
@@ -253,8 +238,8 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", ring->Digest());
   const CatchUp c{cfg,     engine,
-                  shared,  QueryValue(cfg.cluster_self),
-                  digest,  "&token=" + QueryValue(cfg.admin_token),
+                  shared,  PercentEncoded(cfg.cluster_self, kPercentQueryValue),
+                  digest,  "&token=" + PercentEncoded(cfg.admin_token, kPercentQueryValue),
                   MonoNs()};
   std::vector<size_t> peers;
   for (size_t i = 0; i < ring->shards().size() && i < kMaxReplicaPeers; ++i)

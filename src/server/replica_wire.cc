@@ -3,22 +3,14 @@
 #include <charconv>
 #include <iterator>
 
+#include "base/percent_encode.h"
+
 namespace frs::server {
 namespace {
 
-constexpr char kHex[] = "0123456789ABCDEF";
-
-void AppendKey(std::string_view key, std::string* out) {
-  for (unsigned char c : key) {
-    if (c > 0x20 && c < 0x7f && c != '%') {
-      out->push_back(static_cast<char>(c));
-    } else {
-      out->push_back('%');
-      out->push_back(kHex[c >> 4]);
-      out->push_back(kHex[c & 15]);
-    }
-  }
-}
+// A key on the stream: printable ASCII but ' ' (the field separator) and
+// '%' as itself, every other byte as %XX.
+constexpr PercentTable kStreamKey(0x21, 0x7e, "%", PercentHigh::kEscape);
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -59,7 +51,7 @@ void AppendChangeLine(const Change& c, std::string* out) {
   out->append(std::to_string(c.at_ms));
   out->push_back(' ');
   if (c.kind == Change::Kind::kResetBiz) out->push_back('-');
-  else AppendKey(c.key, out);
+  else AppendPercentEncoded(c.key, kStreamKey, out);
   if (c.kind == Change::Kind::kEvent) {
     out->push_back(' ');
     out->append(kEventWords[static_cast<size_t>(c.event)]);

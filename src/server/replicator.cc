@@ -15,25 +15,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/percent_encode.h"
 #include "server/logger.h"
 #include "server/replica_wire.h"
 
 namespace frs::server {
 namespace {
-
-void AppendQueryValue(std::string_view v, std::string* out) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  for (unsigned char c : v) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-        c == '_' || c == '~') {
-      out->push_back(static_cast<char>(c));
-    } else {
-      out->push_back('%');
-      out->push_back(kHex[c >> 4]);
-      out->push_back(kHex[c & 15]);
-    }
-  }
-}
 
 // A non-blocking socket connecting to "host:port" (an IPv6 host in
 // brackets). Names are resolved by getaddrinfo, which blocks: give shards
@@ -298,9 +285,9 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   l.out.clear();
   l.out_sent = 0;
   l.out += "POST /replicate?from=";
-  AppendQueryValue(opts_.self, &l.out);
+  AppendPercentEncoded(opts_.self, kPercentQueryValue, &l.out);
   l.out += "&stream=";
-  AppendQueryValue(opts_.stream, &l.out);
+  AppendPercentEncoded(opts_.stream, kPercentQueryValue, &l.out);
   l.out += "&seq=" + std::to_string(l.inflight_seq);
   if (l.inflight > 0) l.out += "&first=" + std::to_string(l.queue.front().no);
   l.out += "&digest=" + digest_;

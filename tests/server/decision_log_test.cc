@@ -24,12 +24,6 @@ std::string Line(const DecisionRecord& r) {
   return std::string(buf.data(), FormatDecisionLine(r, buf));
 }
 
-std::string Escaped(std::string_view s) {
-  std::string out;
-  AppendJsonEscaped(s, &out);
-  return out;
-}
-
 DecisionRecord ContractExample(const IpAddress* client) {
   return DecisionRecord{.ts_ms = 1795625073261,
                         .biz = "login",
@@ -112,25 +106,6 @@ TEST(DecisionLine, ClientsOfEachFamily) {
   ASSERT_TRUE(IpAddress::Parse("::ffff:192.0.2.1", &mapped));
   EXPECT_NE(Line(ContractExample(&v6)).find("\"client\":\"2001:db8::7\"}"), std::string::npos);
   EXPECT_NE(Line(ContractExample(&mapped)).find("\"client\":\"192.0.2.1\"}"), std::string::npos);
-}
-
-TEST(DecisionLine, EscapesQuotesBackslashesAndControlCharacters) {
-  EXPECT_EQ(Escaped("a\"b\\c"), "a\\\"b\\\\c");
-  EXPECT_EQ(Escaped(std::string("\x00\x01\n\t\x1f\x7f", 6)), "\\u0000\\u0001\\u000a\\u0009\\u001f\\u007f");
-  EXPECT_EQ(Escaped("plain:key-1_{tag}/x"), "plain:key-1_{tag}/x");
-}
-
-TEST(DecisionLine, KeepsValidUtf8AndEscapesEveryOtherHighByte) {
-  // é (2 bytes), 中 (3), 😀 (4): copied as they are.
-  EXPECT_EQ(Escaped("\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80"), "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80");
-  // A lone continuation byte, a truncated sequence, an overlong '/', a
-  // surrogate, a code point above U+10FFFF, 0xFF: each byte as \u00XX.
-  EXPECT_EQ(Escaped("\x80"), "\\u0080");
-  EXPECT_EQ(Escaped("\xe4\xb8"), "\\u00e4\\u00b8");
-  EXPECT_EQ(Escaped("\xc0\xaf"), "\\u00c0\\u00af");
-  EXPECT_EQ(Escaped("\xed\xa0\x80"), "\\u00ed\\u00a0\\u0080");
-  EXPECT_EQ(Escaped("\xf4\x90\x80\x80"), "\\u00f4\\u0090\\u0080\\u0080");
-  EXPECT_EQ(Escaped("a\xffz\xc3\xa9"), "a\\u00ffz\xc3\xa9");
 }
 
 TEST(DecisionLine, ParsesAsJsonWithTheRightValues) {

@@ -13,7 +13,7 @@
 //       and with a single choice, on the same key sequence.
 //   frsbench zone [--zone Z] [--interval I] [--windows N] [--direct]
 //       The cost of the time zone on a calendar window's decision: N
-//       CalendarWindow::WindowOf over instants spread across 2026 (both DST
+//       CalendarZone::WindowOf (frs/calendar.h) over instants spread across 2026 (both DST
 //       changes of a zone that has them), through FRS's zone table, or with
 //       --direct through cctz's own lookups (what the table saves); one JSON
 //       line. For instructions rather than time (the machine is shared):
@@ -44,11 +44,10 @@
 #include <string>
 #include <vector>
 
+#include "frs/calendar.h"
 #include "frs/key.h"
 #include "frs/store.h"
-#include "limit/calendar_window.h"
-#include "limit/time_zone.h"
-#include "store/placement.h"  // the store's own Locate and two-choice rule, for the simulations
+#include "frs/store_placement.h"  // the store's own placement, for the simulations
 
 namespace {
 
@@ -493,32 +492,29 @@ int RunStore(const StoreArgs& a) {
 
 // ------------------------------------------------------------ store --fill
 
-// Placement into the same key-node groups as the store (its Locate), without
-// moves: with two choices a key goes where the store's first placement step
-// puts it (LessLoaded: the chain of its two with more free slots, A on a
-// tie); `choices` 1 is single-choice (always A). Returns the occupancy when a
-// key first finds its chains full.
-double SimulateFirstOverflow(const std::vector<Fingerprint>& fps, const StoreGeometry& g, int choices,
+// Placement into the same key-node groups as the store (frs::PlacementOf),
+// without moves: with two choices a key goes where the store's first
+// placement step puts it (frs::PlacementChoice: A while it has room to
+// spare, else the group of its two with more free slots); `choices` 1 is
+// single-choice (always A). Returns the occupancy when a key first finds its
+// groups full.
+double SimulateFirstOverflow(const std::vector<std::string>& keys, const StoreGeometry& g, int choices,
                              uint64_t* placed_out) {
   // The store locks and fills key-node groups (frs/store.h KeynodeGroup).
-  const StoreGeometry gg = frs::store::GroupGeometry(g);
-  std::vector<uint8_t> load(uint64_t{gg.files} * gg.keynodes, 0);
+  const uint32_t groups = g.keynodes / frs::KeynodeGroup(g), group_slots = frs::GroupSlots(g);
+  std::vector<uint8_t> load(uint64_t{g.files} * groups, 0);
   uint64_t placed = 0;
-  for (const Fingerprint& fp : fps) {
-    // The fill's keys ("k" and 16 hex digits) are too long to be their own
-    // identity: the store places them by their fingerprint (store/identity.h).
-    const frs::store::Location l =
-        frs::store::Locate(frs::store::PlaceHash(kBiz, frs::store::Identity{fp.lo, frs::store::KeyForm::kHashed}), g,
-                           frs::KeynodeGroup(g));
-    uint8_t* chains[2] = {&load[uint64_t{l.file} * gg.keynodes + l.a], &load[uint64_t{l.file} * gg.keynodes + l.b]};
+  for (const std::string& key : keys) {
+    const frs::KeyPlacement l = frs::PlacementOf(g, kBiz, key);
+    uint8_t* chains[2] = {&load[uint64_t{l.file} * groups + l.a], &load[uint64_t{l.file} * groups + l.b]};
     const int ncand = choices == 1 || l.a == l.b ? 1 : 2;
     bool fits[2];
     uint32_t free_slots[2];
     for (int c = 0; c < 2; ++c) {
-      fits[c] = *chains[c] < gg.chain;
-      free_slots[c] = gg.chain - *chains[c];
+      fits[c] = *chains[c] < group_slots;
+      free_slots[c] = group_slots - *chains[c];
     }
-    const int dst = frs::store::LessLoaded(fits, free_slots, ncand);
+    const int dst = frs::PlacementChoice(fits, free_slots, ncand);
     if (dst < 0) break;
     ++*chains[dst];
     ++placed;
@@ -569,8 +565,8 @@ int RunFill(const FillArgs& a) {
       TempDir tmp(a.dir.empty() ? DefaultTmp() : a.dir, "frsbench-fill", a.keep);
       auto store = OpenStore(tmp.path(), g);
       std::mt19937_64 rng(a.seed * 7919 + chain * 131 + uint64_t(rep));
-      std::vector<Fingerprint> fps;
-      fps.reserve(g.slots());
+      std::vector<std::string> keys;
+      keys.reserve(g.slots());
       const uint32_t now = NowS();
       const Store::Mutator create = [now](NodeRef& n) {
         auto* st = reinterpret_cast<FixedWindowState*>(n.state);
@@ -589,7 +585,7 @@ int RunFill(const FillArgs& a) {
         int len = std::snprintf(key, sizeof key, "k%016" PRIx64, rng());
         std::string_view k(key, static_cast<size_t>(len));
         Fingerprint fp = frs::FingerprintOf(kBiz, k);
-        fps.push_back(fp);
+        keys.emplace_back(k);
         frs::UpdateResult r;
         frs::Status s = store->Update(frs::KeyRef{kBiz, fp, k, static_cast<uint8_t>(len)}, sizeof(FixedWindowState),
                                       now, create, &r);
@@ -608,8 +604,8 @@ int RunFill(const FillArgs& a) {
       occ.push_back(at);
       // The same key sequence, placed without moves.
       uint64_t placed;
-      two.push_back(SimulateFirstOverflow(fps, g, 2, &placed));
-      one.push_back(SimulateFirstOverflow(fps, g, 1, &placed));
+      two.push_back(SimulateFirstOverflow(keys, g, 2, &placed));
+      one.push_back(SimulateFirstOverflow(keys, g, 1, &placed));
     }
     Json j;
     j.Str("bench", "fill")
@@ -651,12 +647,12 @@ void DirectWindow(const cctz::time_zone& tz, int64_t interval, int64_t t, int64_
 }
 
 // The measured loops, by name for callgrind's --toggle-collect.
-__attribute__((noinline)) uint64_t ZoneWindowsTable(const frs::limit::TimeZone& tz, uint32_t interval, int64_t t0,
+__attribute__((noinline)) uint64_t ZoneWindowsTable(const frs::CalendarZone& tz, uint32_t interval, int64_t t0,
                                                     int64_t step, uint64_t n) {
   uint64_t sum = 0;
   for (uint64_t k = 0; k < n; ++k) {
     int64_t start, end;
-    frs::limit::CalendarWindow::WindowOf(tz, interval, t0 + static_cast<int64_t>(k) * step, &start, &end);
+    tz.WindowOf(interval, t0 + static_cast<int64_t>(k) * step, &start, &end);
     sum = sum * 31 + static_cast<uint64_t>(start) * 7 + static_cast<uint64_t>(end);
   }
   return sum;
@@ -681,7 +677,7 @@ struct ZoneArgs {
 
 int RunZone(const ZoneArgs& a) {
   if (a.interval == 0 || a.windows == 0) Die("--interval and --windows must be positive");
-  auto tz = frs::limit::TimeZone::Load(a.zone);
+  auto tz = frs::CalendarZone::Load(a.zone);
   if (!tz.ok()) Die(tz.status().message());
   cctz::time_zone direct;
   if (a.direct && !cctz::load_time_zone(a.zone, &direct)) Die("cctz cannot load " + a.zone);
@@ -689,7 +685,7 @@ int RunZone(const ZoneArgs& a) {
   const int64_t step = std::max<int64_t>(1, 365 * 86400 / static_cast<int64_t>(a.windows));
   const uint64_t begin = NowNs(CLOCK_PROCESS_CPUTIME_ID);
   const uint64_t sum = a.direct ? ZoneWindowsDirect(direct, a.interval, t0, step, a.windows)
-                                : ZoneWindowsTable(*tz.value(), a.interval, t0, step, a.windows);
+                                : ZoneWindowsTable(tz.value(), a.interval, t0, step, a.windows);
   const uint64_t cpu_ns = NowNs(CLOCK_PROCESS_CPUTIME_ID) - begin;
   // Both ways find the same windows: the sums agree (outside a repeated hour's second pass).
   Json j;

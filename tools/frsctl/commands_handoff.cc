@@ -47,6 +47,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/percent_encode.h"
 #include "client/http_client.h"
 #include "commands.h"
 #include "frs/ring.h"
@@ -328,21 +329,6 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
   return Status::OK();
 }
 
-std::string QueryValue(std::string_view v) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : v) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
 // With replicas, a shard whose link to a node's other holder was down when
 // its <cluster> changed still queues changes for that holder, made under the
 // old list (docs/cluster.md, "Ring changes with replicas"): until they are
@@ -360,7 +346,7 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
   size_t shards = 0;
   for (const std::string& name : names) {
     client::HttpClient http(name, 5000);
-    auto resp = http.Get("/replicate?state=1&token=" + QueryValue(token));
+    auto resp = http.Get("/replicate?state=1&token=" + PercentEncoded(token, kPercentQueryValue));
     if (!resp.ok() || resp->status != 200) continue;
     // Still on the old list, its queues are not yet of the earlier list:
     // they become so, and are counted here, once it is given the new one.
@@ -391,7 +377,8 @@ void ReportHandedOff(const std::string& self, const Ring& after, const std::stri
   std::snprintf(digest, sizeof digest, "%08x", after.Digest());
   client::HttpClient http(self, 5000);
   auto resp =
-      http.Post("/replicate?handed_off=" + std::string(digest) + "&token=" + QueryValue(token), "", "text/plain");
+      http.Post("/replicate?handed_off=" + std::string(digest) + "&token=" + PercentEncoded(token, kPercentQueryValue),
+                "", "text/plain");
   if (!resp.ok() || resp->status != 200)
     std::fprintf(stderr,
                  "frsctl: handed off, but %s was not told so (%s): it answers no snapshot until a handoff run tells "

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 
+#include "base/percent_encode.h"
 #include "client/http_client.h"
 #include "commands.h"
 #include "format.h"
@@ -103,10 +104,11 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
   bool any = false;
   for (const std::string& biz : bizzes.value()) {
     // One day for every shard (each would answer its own "today" otherwise).
-    std::string target = "/stats?biz=" + QueryEscaped(biz) + "&by=" + QueryEscaped(a.by) +
+    std::string target = "/stats?biz=" + PercentEncoded(biz, kPercentQueryValue) +
+                         "&by=" + PercentEncoded(a.by, kPercentQueryValue) +
                          "&sketches=1&day=" + DayText(static_cast<uint32_t>(a.day >= 0 ? a.day : today));
-    if (!a.value.empty()) target += "&value=" + QueryEscaped(a.value);
-    if (!s.cfg.admin_token.empty()) target += "&token=" + QueryEscaped(s.cfg.admin_token);
+    if (!a.value.empty()) target += "&value=" + PercentEncoded(a.value, kPercentQueryValue);
+    if (!s.cfg.admin_token.empty()) target += "&token=" + PercentEncoded(s.cfg.admin_token, kPercentQueryValue);
     GroupStats sum;
     bool have = false;
     std::map<std::string, std::pair<GroupStat, std::vector<limit::sketch::Sketch>>> groups;

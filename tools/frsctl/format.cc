@@ -137,19 +137,4 @@ std::string ShownKey(const std::string& key, bool truncated, bool kept, uint64_t
   return Printable(key) + (truncated ? "..." : "");
 }
 
-std::string QueryEscaped(std::string_view v) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : v) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ',') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
 }  // namespace frs::ctl

@@ -50,7 +50,4 @@ class Table {
   std::vector<bool> right_;
 };
 
-// `v` for a URL's query: unreserved bytes (and ',') as they are, the rest %XX.
-std::string QueryEscaped(std::string_view v);
-
 }  // namespace frs::ctl

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/percent_encode.h"
+
 namespace frs::ctl {
 
 namespace {
@@ -140,18 +142,10 @@ Status HandoffSpool::Clear() {
 }
 
 std::string EncodeField(std::string_view field) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : field) {
-    if (c <= 0x20 || c == 0x7f || c == '%' || c == '#') {
-      out.push_back('%');
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out;
+  // Printable ASCII but '%' and '#' (a line's comment sign) as itself, bytes
+  // from 0x80 up as they are (a line is read back by DecodeField, not as text).
+  static constexpr PercentTable kSpoolField(0x21, 0x7e, "%#", PercentHigh::kKeep);
+  return PercentEncoded(field, kSpoolField);
 }
 
 bool DecodeField(std::string_view text, std::string* out) {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <span>
 
+#include "base/percent_encode.h"
 #include "client/http_client.h"
 #include "commands.h"
 #include "format.h"
@@ -133,8 +134,9 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
           server::AppendGroupStats(bodies[k], &body);
           const std::string receipt = s.cfg.cluster_self + "/" + route + "/" + name + "#" + std::to_string(k);
           client::HttpClient http(dest, 10000);
-          auto resp = http.Post("/stats?receipt=" + QueryEscaped(receipt) + "&token=" + QueryEscaped(token), body,
-                                "application/xml");
+          auto resp = http.Post("/stats?receipt=" + PercentEncoded(receipt, kPercentQueryValue) +
+                                    "&token=" + PercentEncoded(token, kPercentQueryValue),
+                                body, "application/xml");
           // A day the receiver does not keep is refused whole, at the first
           // body, before anything is merged: it would never be taken, so the
           // file stays and the run goes on.

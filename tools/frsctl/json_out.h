@@ -6,11 +6,12 @@
 // Thread safety: a value used by one thread.
 #pragma once
 
+#include "base/json_escape.h"
 #include "limit/node_json.h"
 
 namespace frs::ctl {
 
 using JsonOut = limit::JsonWriter;
-using limit::AppendJsonString;
+using frs::AppendJsonString;
 
 }  // namespace frs::ctl
