@@ -19,6 +19,7 @@
 #include "frs/store.h"
 #include "limit/map_config.h"
 #include "limit/side_files.h"
+#include "os/store_dir.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/config_check.h"
@@ -58,7 +59,7 @@ class NewStoreCleanup {
   ~NewStoreCleanup() {
     if (!armed_) return;
     for (uint32_t i = 0; i < files_; ++i) ::unlink(frs::store::StoreFile::PathFor(dir_, i).c_str());
-    ::unlink((dir_ + "/stats.frs").c_str());
+    ::unlink(frs::os::store_dir::In(dir_, frs::os::store_dir::kDailyStats).c_str());
   }
   void Disarm() { armed_ = false; }
 
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   if (ec) return Fail("cannot create the store directory " + cfg.store_dir + ": " + ec.message());
 
   // One frsd per store and per pid file.
-  auto store_lock = LockFile::Acquire(cfg.store_dir + "/frsd.lock", "store");
+  auto store_lock = LockFile::Acquire(os::store_dir::In(cfg.store_dir, os::store_dir::kStoreLock), "store");
   if (!store_lock.ok()) return Fail(store_lock.status().message());
   std::optional<LockFile> pid_lock;
   if (!cfg.pidfile.empty()) {
@@ -127,8 +128,9 @@ int main(int argc, char** argv) {
 
   // A daemon without <log file> logs next to its store.
   std::string logfile = cfg.logfile;
-  if (logfile.empty() && !foreground) logfile = cfg.store_dir + "/frsd.log";
-  Logger::Get().SetDefaultPath(foreground ? "" : cfg.store_dir + "/frsd.log");
+  const std::string store_log = os::store_dir::In(cfg.store_dir, os::store_dir::kLog);
+  if (logfile.empty() && !foreground) logfile = store_log;
+  Logger::Get().SetDefaultPath(foreground ? "" : store_log);
   Status s = Logger::Get().Configure(logfile, "master");
   if (!s.ok()) return Fail(s.message());
   // The workers open it after fork; one that cannot is refused here, once.

@@ -66,7 +66,7 @@ TEST(SideFiles, ADamagedDenialsTableOrRuleHistoryIsMovedAsideAndSaid) {
   auto said = PrepareSideFiles(dir);
   ASSERT_TRUE(said.ok()) << said.status().ToString();
   ASSERT_EQ(said->size(), 2u);
-  EXPECT_NE((*said)[0].find("denials.frs: not a table of recent denials"), std::string::npos) << (*said)[0];
+  EXPECT_NE((*said)[0].find("denials.frs: bad magic"), std::string::npos) << (*said)[0];
   EXPECT_NE((*said)[0].find("moved aside to " + dir + "/denials.frs.damaged-"), std::string::npos) << (*said)[0];
   EXPECT_NE((*said)[1].find("moved aside to " + dir + "/rules.history.damaged-"), std::string::npos) << (*said)[1];
   size_t aside = 0;
@@ -93,6 +93,61 @@ TEST(SideFiles, ADamagedDailyStatsFileRefusesTheStartNamingTheFix) {
       << said.status().message();
   EXPECT_NE(said.status().message().find("restore it from a backup, or move it aside"), std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(dir + "/stats.frs"));
+}
+
+// Each fault of stats.frs's and denials.frs's headers: verify's report
+// (CheckSideFiles) and frsd's start (PrepareSideFiles) name the file and the
+// same fault in the same words, and the start acts on it as the report says.
+// (denials.frs had one sentence for every fault, and stats.frs's truncation
+// gave no sizes.)
+TEST(SideFiles, VerifyAndTheStartNameTheSameFaultOfEachHeader) {
+  struct Fault {
+    uint64_t at;  // where bytes go; or, with resize, the new size
+    std::string bytes;
+    bool resize;
+    std::string words;  // after "PATH: "
+  };
+  for (const std::string file : {"stats.frs", "denials.frs"}) {
+    const bool stats = file == "stats.frs";
+    const uint64_t table_bytes = stats ? 64 + 1024 * (8 + 8 * 8 * 4) : 64 + 8192 * 384;
+    const Fault faults[] = {
+        {0, "XXXXXXXX", false, "bad magic"},
+        {8, std::string("\x07\0\0\0", 4), false, std::string("format version 7, this build reads 2")},
+        {16, std::string("\x05\0\0\0", 4), false, "header checksum"},
+        {1000, "", true, "truncated (1000 bytes of " + std::to_string(table_bytes) + ")"},
+        {40, "", true, "shorter than its header"},
+    };
+    for (const Fault& f : faults) {
+      frs::testing::TempDir d;
+      const std::string dir = d.path();
+      MakeFiles(dir);
+      const std::string path = dir + "/" + file;
+      if (f.resize) std::filesystem::resize_file(path, f.at);
+      else Smash(path, f.at, f.bytes);
+      const std::string fault = path + ": " + f.words;
+      const auto reports = CheckSideFiles(dir);
+      const SideFileReport& r = reports[stats ? 0 : 1];
+      ASSERT_EQ(r.path, path);
+      EXPECT_EQ(r.status.message(), fault);
+      for (const SideFileReport& other : reports) {
+        if (other.path != path) {
+          EXPECT_TRUE(other.status.ok()) << other.status.ToString();
+        }
+      }
+      auto said = PrepareSideFiles(dir);
+      if (stats) {
+        ASSERT_FALSE(said.ok()) << fault;
+        EXPECT_TRUE(said.status().message().starts_with(fault + ": frsd will not start on a damaged"))
+            << said.status().message();
+        EXPECT_TRUE(std::filesystem::exists(path));
+      } else {
+        ASSERT_TRUE(said.ok()) << said.status().ToString();
+        ASSERT_EQ(said->size(), 1u);
+        EXPECT_TRUE((*said)[0].starts_with(fault + ": moved aside to " + path + ".damaged-")) << (*said)[0];
+        EXPECT_FALSE(std::filesystem::exists(path));
+      }
+    }
+  }
 }
 
 // Day files: header, size and every index offset; a damaged one is listed

@@ -21,6 +21,7 @@
 #include "handoff_stats.h"
 #include "limit/field_stats.h"
 #include "limit/group_table.h"
+#include "os/store_dir.h"
 #include "server/group_stats_xml.h"
 
 namespace frs::ctl {
@@ -39,7 +40,7 @@ std::string ErrorMessageOf(const std::string& body) {
 Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& token, std::vector<Status>* failed,
                               std::vector<std::pair<std::string, std::string>>* skipped) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::path(s.cfg.store_dir) / "stats";
+  const fs::path root = os::store_dir::In(s.cfg.store_dir, os::store_dir::kFieldStats);
   std::error_code ec;
   if (!fs::exists(root, ec)) return uint64_t{0};
   uint64_t sent = 0;
@@ -64,9 +65,9 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
         const std::string name = file.path().filename().string();
         uint32_t day = 0;
         // A day's own file, or one this shard received from another.
-        const bool own = name.size() == 14 && name.ends_with(".frs");
-        const bool received = name.size() > 14 && name.ends_with(".frs") && name.substr(10, 6) == ".from-";
-        if ((!own && !received) || !ParseDayText(name.substr(0, 10), &day)) continue;
+        if (os::store_dir::KindOfDayFile(name) == os::store_dir::DayFile::kNone ||
+            !ParseDayText(name.substr(0, 10), &day))
+          continue;
         // The file itself, whatever the map says now: a table the map no
         // longer keeps (a changed distinct) is handed over as it was counted.
         auto day_table = limit::GroupTable::Open(file.path().string(),
