@@ -8,11 +8,11 @@
 #include <ctime>
 #include <filesystem>
 
-#include "limit/daily_stats.h"
-#include "limit/group_table.h"
-#include "limit/recent_denials.h"
 #include "limit/rule_history.h"
 #include "os/store_dir.h"
+#include "stats/daily_stats.h"
+#include "stats/group_table.h"
+#include "stats/recent_denials.h"
 
 namespace frs::limit {
 namespace {
@@ -37,9 +37,9 @@ std::vector<SideFileReport> CheckStartFiles(const std::string& dir) {
   std::vector<SideFileReport> out;
   // Read-only opens check exactly what a writing open checks, and keep
   // empty tables in memory for a missing file (nothing is created).
-  auto stats = DailyStats::Open(dir, /*read_only=*/true);
-  out.push_back(Report(names::In(dir, names::kDailyStats), AtStart::kRefuse, stats.status()));
-  auto denials = RecentDenials::Open(dir, /*read_only=*/true);
+  auto daily = stats::DailyStats::Open(dir, /*read_only=*/true);
+  out.push_back(Report(names::In(dir, names::kDailyStats), AtStart::kRefuse, daily.status()));
+  auto denials = stats::RecentDenials::Open(dir, /*read_only=*/true);
   out.push_back(Report(names::In(dir, names::kRecentDenials), AtStart::kSetAside, denials.status()));
   out.push_back(Report(names::In(dir, names::kRuleHistory), AtStart::kSetAside, RuleHistory::Check(dir)));
   return out;
@@ -66,7 +66,7 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
   }
   std::sort(days.begin(), days.end());
   for (std::string& d : days) {
-    Status s = CheckDayFile(d);
+    Status s = stats::CheckDayFile(d);
     out.push_back(Report(std::move(d), AtStart::kSetAsideLater, std::move(s)));
   }
   return out;

@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "common/temp_dir.h"
-#include "limit/daily_stats.h"
-#include "limit/group_table.h"
-#include "limit/recent_denials.h"
+#include "stats/daily_stats.h"
+#include "stats/group_table.h"
+#include "stats/recent_denials.h"
 
 namespace frs::limit {
 namespace {
@@ -24,8 +24,8 @@ void Smash(const std::string& path, uint64_t at, const std::string& bytes) {
 
 // Makes stats.frs, denials.frs and rules.history as frsd's engine would.
 void MakeFiles(const std::string& dir) {
-  ASSERT_TRUE(DailyStats::Open(dir).ok());
-  ASSERT_TRUE(RecentDenials::Open(dir, /*read_only=*/false).ok());
+  ASSERT_TRUE(stats::DailyStats::Open(dir).ok());
+  ASSERT_TRUE(stats::RecentDenials::Open(dir, /*read_only=*/false).ok());
   std::ofstream(dir + "/rules.history") << "# biz-id rule-name identity max\n1 login_1 60 5\n";
 }
 
@@ -157,12 +157,13 @@ TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
   const std::string dir = d.path();
   const std::string day = dir + "/stats/7/app/2026-11-25.frs";
   {
-    auto t = GroupTable::Open(day, GroupTableShape{100, 1}, GroupTable::Mode::kWrite);
+    auto t = stats::GroupTable::Open(day, stats::GroupTableShape{100, 1}, stats::GroupTable::Mode::kWrite);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    const uint32_t codes[1] = {sketch::CodeOf("u1")};
-    for (const char* v : {"app1", "app2", "app3"}) ASSERT_TRUE(t.value()->Add(v, GroupCounts{1, 1, 0, 1}, codes));
+    const uint32_t codes[1] = {stats::sketch::CodeOf("u1")};
+    for (const char* v : {"app1", "app2", "app3"})
+      ASSERT_TRUE(t.value()->Add(v, stats::GroupCounts{1, 1, 0, 1}, codes));
   }
-  EXPECT_TRUE(CheckDayFile(day).ok()) << CheckDayFile(day).ToString();
+  EXPECT_TRUE(stats::CheckDayFile(day).ok()) << stats::CheckDayFile(day).ToString();
   auto reports = CheckSideFiles(dir);
   ASSERT_EQ(reports.size(), 4u);
   EXPECT_EQ(reports[3].path, day);
@@ -184,19 +185,19 @@ TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
       break;
     }
   }
-  Status s = CheckDayFile(copy);
+  Status s = stats::CheckDayFile(copy);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("points outside"), std::string::npos) << s.ToString();
 
   // A header smashed, and a file cut short.
   Smash(day, 0, "ZZZZ");
-  EXPECT_FALSE(CheckDayFile(day).ok());
+  EXPECT_FALSE(stats::CheckDayFile(day).ok());
   reports = CheckSideFiles(dir);
   EXPECT_FALSE(reports[3].status.ok());
   EXPECT_EQ(reports[3].AtStartText(), "frsd moves it aside when it next counts that day, and starts the day anew");
   std::filesystem::copy_file(copy, day, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(day, 300);
-  EXPECT_FALSE(CheckDayFile(day).ok());
+  EXPECT_FALSE(stats::CheckDayFile(day).ok());
 }
 
 }  // namespace

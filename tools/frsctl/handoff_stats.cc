@@ -19,10 +19,10 @@
 #include "commands.h"
 #include "format.h"
 #include "handoff_stats.h"
-#include "limit/field_stats.h"
-#include "limit/group_table.h"
 #include "os/store_dir.h"
 #include "server/group_stats_xml.h"
+#include "stats/field_stats.h"
+#include "stats/group_table.h"
 
 namespace frs::ctl {
 namespace {
@@ -70,17 +70,17 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
           continue;
         // The file itself, whatever the map says now: a table the map no
         // longer keeps (a changed distinct) is handed over as it was counted.
-        auto day_table = limit::GroupTable::Open(file.path().string(),
-                                                 limit::GroupTableShape{1, static_cast<uint32_t>(distinct.size())},
-                                                 limit::GroupTable::Mode::kRead);
+        auto day_table = stats::GroupTable::Open(file.path().string(),
+                                                 stats::GroupTableShape{1, static_cast<uint32_t>(distinct.size())},
+                                                 stats::GroupTable::Mode::kRead);
         if (!day_table.ok()) {
           failed->push_back(Status::Unavailable(file.path().string() + " stays: " + day_table.status().message()));
           continue;
         }
         GroupStatsQuery q;
         q.sketches = true;
-        const std::shared_ptr<const limit::GroupTable> one(std::move(day_table.value()));
-        const GroupStats all = limit::ReadGroupStats(std::span(&one, 1), q);
+        const std::shared_ptr<const stats::GroupTable> one(std::move(day_table.value()));
+        const GroupStats all = stats::ReadGroupStats(std::span(&one, 1), q);
         const std::string route = "stats/" + std::to_string(biz_id) + "/" + table + "/" + name.substr(0, 10);
         const std::string& dest = ring.shards()[ring.OwnerOfHash(Ring::HashRoute(route))].name;
         // In bodies the receiver takes (its <limits body_bytes>, taken to be
@@ -139,7 +139,7 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
           // A day the receiver does not keep is refused whole, at the first
           // body, before anything is merged: it would never be taken, so the
           // file stays and the run goes on.
-          if (resp.ok() && resp->status == 400 && resp->body.find(limit::kDayNotKept) != std::string::npos) {
+          if (resp.ok() && resp->status == 400 && resp->body.find(stats::kDayNotKept) != std::string::npos) {
             skipped->emplace_back(file.path().string(), dest + " answered " + ErrorMessageOf(resp->body));
             taken = false;
             break;

@@ -1,4 +1,4 @@
-#include "limit/recent_denials.h"
+#include "stats/recent_denials.h"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -13,7 +13,7 @@
 #include "os/mapped_table.h"
 #include "os/store_dir.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
 // 2: a bucket is one word (minute, count).
@@ -202,4 +202,4 @@ std::vector<RecentDenials::Row> RecentDenials::Top(uint32_t minutes, uint16_t bi
 
 uint64_t RecentDenials::dropped() const { return Load(header()->dropped); }
 
-}  // namespace frs::limit
+}  // namespace frs::stats

@@ -1,4 +1,4 @@
-#include "limit/daily_stats.h"
+#include "stats/daily_stats.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "os/mapped_table.h"
 #include "os/store_dir.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
 // 2: 1024 slots (was 4096). FNV-1a: the checksum of this file's format.
@@ -157,4 +157,4 @@ uint64_t DailyStats::overflow() const {
   return std::atomic_ref<uint64_t>(header()->overflow).load(std::memory_order_relaxed);
 }
 
-}  // namespace frs::limit
+}  // namespace frs::stats

@@ -1,4 +1,4 @@
-#include "limit/field_stats.h"
+#include "stats/field_stats.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@
 #include "os/store_dir.h"
 #include "os/whole_file.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
 // How long an Open replaced or dropped outlives it: far longer than any
@@ -33,12 +33,6 @@ bool DayOfName(std::string_view name, uint32_t* day) {
 }
 
 }  // namespace
-
-uint64_t StatsDescriptors(const MapConfig& map) {
-  uint64_t tables = 0;
-  for (const BizConfig& b : map.bizzes) tables += b.stats.size();
-  return tables * kOpenDaysPerTable;
-}
 
 void RetiredDays::Add(std::shared_ptr<const void> open) {
   MutexLock lock(&mu_);
@@ -315,7 +309,7 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
   return Status::OK();
 }
 
-StatsTable* FieldStats::TableFor(uint16_t biz, const BizConfig& cfg, const StatsSpec& spec) {
+StatsTable* FieldStats::TableFor(uint16_t biz, const KeyShape& cfg, const StatsSpec& spec) {
   if (dir_.empty()) return nullptr;
   const std::string name = spec.DirName(cfg.fields);
   MutexLock lock(&mu_);
@@ -334,7 +328,7 @@ void FieldStats::CloseAllBut(const std::vector<const StatsTable*>& kept) {
     if (std::find(kept.begin(), kept.end(), table.get()) == kept.end()) table->CloseDays();
 }
 
-bool FieldStats::SplitKey(const BizConfig& cfg, std::string_view key, std::string_view* fields) {
+bool FieldStats::SplitKey(const KeyShape& cfg, std::string_view key, std::string_view* fields) {
   const size_t want = cfg.fields.size();
   size_t n = 0, start = 0;
   while (true) {
@@ -351,7 +345,7 @@ namespace {
 
 // The value of `spec`'s group in `fields` (split from a key): a field of the
 // key itself, or the by fields joined into `buf`.
-std::string_view GroupValue(const BizConfig& cfg, const StatsSpec& spec, const std::string_view* fields, char* buf) {
+std::string_view GroupValue(const KeyShape& cfg, const StatsSpec& spec, const std::string_view* fields, char* buf) {
   if (spec.by.size() == 1) return fields[spec.by[0]];
   size_t len = 0;
   for (size_t k = 0; k < spec.by.size(); ++k) {
@@ -365,7 +359,7 @@ std::string_view GroupValue(const BizConfig& cfg, const StatsSpec& spec, const s
 
 }  // namespace
 
-void FieldStats::Prefetch(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
+void FieldStats::Prefetch(const KeyShape& cfg, std::span<StatsTable* const> tables, std::string_view key,
                           uint32_t day) {
   std::string_view fields[kMaxKeyFields];
   if (!SplitKey(cfg, key, fields)) return;
@@ -381,7 +375,7 @@ void FieldStats::Prefetch(const BizConfig& cfg, std::span<StatsTable* const> tab
   }
 }
 
-void FieldStats::Count(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
+void FieldStats::Count(const KeyShape& cfg, std::span<StatsTable* const> tables, std::string_view key,
                        const GroupCounts& delta, uint32_t day) {
   std::string_view fields[kMaxKeyFields];
   const bool split = SplitKey(cfg, key, fields);
@@ -467,4 +461,4 @@ GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tab
   return out;
 }
 
-}  // namespace frs::limit
+}  // namespace frs::stats

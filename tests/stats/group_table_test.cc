@@ -1,4 +1,4 @@
-#include "limit/group_table.h"
+#include "stats/group_table.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -21,7 +21,7 @@
 
 #include "common/temp_dir.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace group_table_test {
 
 using Mode = GroupTable::Mode;
@@ -581,4 +581,4 @@ TEST(GroupTable, DamagedOffsetsPastTheHeaderAreNeverFollowed) {
 }
 
 }  // namespace group_table_test
-}  // namespace frs::limit
+}  // namespace frs::stats

@@ -1,4 +1,4 @@
-#include "limit/group_table.h"
+#include "stats/group_table.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -19,7 +19,7 @@
 #include "os/store_dir.h"
 #include "os/whole_file.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
 // 2: registers of 2^15 (codes of 15 index bits).
@@ -535,4 +535,4 @@ Status CheckDayFile(const std::string& path) {
   return Status::OK();
 }
 
-}  // namespace frs::limit
+}  // namespace frs::stats
