@@ -3,7 +3,7 @@
 // A store directory holds the store (frs.N.store), the engine's files beside
 // it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
 // files under stats/), and the server's (frsd.lock, frsd.listen,
-// frsd.grpc.listen, frsd.log, envoy.ids). Every module that makes, reads,
+// frsd.grpc.listen, frsd.log, envoy.ids) and frsctl's (handoff.spool). Every module that makes, reads,
 // checks, copies or moves one of them spells its name through this header, so
 // that frsctl (verify, grow, handoff) and frsd agree on what each file is.
 // What each file holds, and what survives what, is docs/store.md.
@@ -29,6 +29,8 @@ inline constexpr std::string_view kListen = "frsd.listen";
 inline constexpr std::string_view kGrpcListen = "frsd.grpc.listen";
 inline constexpr std::string_view kLog = "frsd.log";
 inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of Envoy's descriptors
+// frsctl's.
+inline constexpr std::string_view kHandoffSpool = "handoff.spool";  // a handoff's nodes until each is taken
 
 // `dir`/`name`.
 std::string In(const std::string& dir, std::string_view name);
