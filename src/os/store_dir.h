@@ -2,10 +2,11 @@
 //
 // A store directory holds the store (frs.N.store), the engine's files beside
 // it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
-// files under stats/), and the server's (frsd.lock, frsd.listen,
-// frsd.grpc.listen, frsd.log, envoy.ids) and frsctl's (handoff.spool). Every module that makes, reads,
-// checks, copies or moves one of them spells its name through this header, so
-// that frsctl (verify, grow, handoff) and frsd agree on what each file is.
+// files under stats/), the server's (frsd.lock, frsd.listen,
+// frsd.grpc.listen, frsd.log, envoy.ids) and frsctl's (handoff.spool). Every
+// module that makes, reads, checks, copies or moves one of them spells its
+// name through this header, so that frsctl (verify, grow, handoff) and frsd
+// agree on what each file is.
 // What each file holds, and what survives what, is docs/store.md.
 //
 // Thread safety: plain functions and constants.
