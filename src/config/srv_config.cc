@@ -7,6 +7,7 @@
 #include <set>
 
 #include "config/srv_elements.h"
+#include "os/store_dir.h"
 #include "os/text_file.h"
 
 namespace frs {
@@ -92,7 +93,9 @@ void ApplyBoundPort(SrvConfig* cfg, uint16_t bound) {
   if (cfg->cluster_self_derived) cfg->cluster_self = ListenName(cfg->host, cfg->port);
 }
 
-std::string ListenAddressPath(const SrvConfig& cfg) { return cfg.store_dir + "/frsd.listen"; }
-std::string GrpcListenAddressPath(const SrvConfig& cfg) { return cfg.store_dir + "/frsd.grpc.listen"; }
+std::string ListenAddressPath(const SrvConfig& cfg) { return os::store_dir::In(cfg.store_dir, os::store_dir::kListen); }
+std::string GrpcListenAddressPath(const SrvConfig& cfg) {
+  return os::store_dir::In(cfg.store_dir, os::store_dir::kGrpcListen);
+}
 
 }  // namespace frs

@@ -15,13 +15,9 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
   if (!tz.ok()) return tz.status();
   auto map = opts.map_text.empty() ? limit::LoadMapFile(opts.map_path) : limit::ParseMap(opts.map_text, opts.map_path);
   if (!map.ok()) return map.status();
-  auto stats = limit::DailyStats::Open(opts.stats_dir, opts.read_only);
-  if (!stats.ok()) return stats.status();
-  // The table of recent denials is a view for operators: a store where it
-  // cannot be made (an old read-only copy) still serves without it.
-  auto denials = limit::RecentDenials::Open(opts.stats_dir, opts.read_only);
-  auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(stats.value()),
-                                                    denials.ok() ? std::move(denials.value()) : nullptr);
+  auto statistics = stats::Statistics::Open(opts.stats_dir, opts.read_only, opts.on_problem);
+  if (!statistics.ok()) return statistics.status();
+  auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(statistics.value()));
   // Every process of a store keys lease ids alike; a read-only store whose
   // secret was never made gets one of its own (it grants no lease).
   // A cluster's key file, when named, keys them alike on every shard.
@@ -76,15 +72,13 @@ const Biz* Map::Find(std::string_view biz) const {
 }
 
 EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz,
-                       std::unique_ptr<limit::DailyStats> stats, std::unique_ptr<RecentDenials> denials)
+                       std::unique_ptr<stats::Statistics> statistics)
     : id_(next_engine_id.fetch_add(1)),
       store_(opts.store),
       clock_(opts.clock ? opts.clock : SystemClock::Default()),
       tz_(std::move(tz)),
-      stats_(std::move(stats)),
-      field_stats_(std::make_unique<FieldStats>(opts.stats_dir, opts.read_only, opts.on_problem)),
+      statistics_(std::move(statistics)),
       history_(opts.stats_dir, opts.read_only),
-      denials_(std::move(denials)),
       map_path_(opts.map_path) {}
 
 EngineImpl::~EngineImpl() = default;
@@ -96,11 +90,8 @@ Status EngineImpl::Install(MapConfig config) {
   std::vector<bool> live(65536, false);
   for (BizConfig& cfg : config.bizzes) {
     Biz b;
-    b.stats_slot = stats_->SlotFor(cfg.id);
+    b.counters = statistics_->Attach(cfg.id, cfg.Shape());
     b.cfg = cfg;
-    for (const StatsSpec& spec : cfg.stats) b.stats_tables.push_back(field_stats_->TableFor(cfg.id, cfg, spec));
-    if (std::all_of(b.stats_tables.begin(), b.stats_tables.end(), [](StatsTable* t) { return t == nullptr; }))
-      b.stats_tables.clear();
     map->by_id[cfg.id] = static_cast<int32_t>(map->bizzes.size());
     map->by_name.emplace(cfg.name, static_cast<uint32_t>(map->bizzes.size()));
     live[cfg.id] = true;
@@ -110,8 +101,8 @@ Status EngineImpl::Install(MapConfig config) {
   live[kReceiptBiz] = true;  // handoff receipts live until they expire
   // Nodes of a biz the new map lacks become stale: eviction reclaims them.
   store_->SetLiveBizzes(std::move(live));
-  std::vector<const StatsTable*> kept;
-  for (const Biz& b : map->bizzes) kept.insert(kept.end(), b.stats_tables.begin(), b.stats_tables.end());
+  std::vector<const stats::BizCounters*> kept;
+  for (const Biz& b : map->bizzes) kept.push_back(&b.counters);
   {
     MutexLock lock(&mu_);
     map_ = std::move(map);
@@ -119,7 +110,7 @@ Status EngineImpl::Install(MapConfig config) {
   }
   // A table the map no longer keeps closes its day files: they are not in
   // the descriptor need of the new map (server/fd_limit.h).
-  field_stats_->CloseAllBut(kept);
+  statistics_->KeepOnly(kept);
   return Status::OK();
 }
 
@@ -188,10 +179,29 @@ std::vector<BizStats> EngineImpl::DailyStats() const {
     BizStats s;
     s.id = b.cfg.id;
     s.name = b.cfg.name;
-    s.days = stats_->Days(b.cfg.id, today);
+    s.days = statistics_->Days(b.cfg.id, today);
     out.push_back(std::move(s));
   }
   return out;
+}
+
+Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
+  std::shared_ptr<const Map> map = SharedMap();
+  const Biz* biz = map->Find(q.biz);
+  if (biz == nullptr) return Status::NotFound("unknown biz '" + q.biz + "'");
+  auto out = statistics_->ReadBy(biz->counters, biz->cfg.name, biz->cfg.Shape(), q, Today());
+  if (!out.ok()) return out.status();
+  out->biz_id = biz->cfg.id;
+  out->biz = biz->cfg.name;
+  return out;
+}
+
+Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) {
+  std::shared_ptr<const Map> map = SharedMap();
+  const Biz* biz = in.biz.empty() ? map->FindId(in.biz_id) : map->Find(in.biz);
+  if (biz == nullptr)
+    return Status::NotFound("unknown biz '" + (in.biz.empty() ? std::to_string(in.biz_id) : in.biz) + "'");
+  return statistics_->MergeBy(biz->counters, biz->cfg.name, biz->cfg.Shape(), in, receipt, Today(), clock_->NowMs());
 }
 
 Result<uint16_t> EngineImpl::ResolveBiz(std::string_view biz) const {

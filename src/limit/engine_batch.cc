@@ -71,7 +71,7 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
   // each run of one name once.
   std::shared_ptr<const Map> map = SharedMap();
   BizCache bizzes(*map);
-  StatsTally tally(stats_.get());
+  stats::StatsTally tally(statistics_->daily());
   // One instant for the whole batch: its members are judged together.
   const Now now = NowAt();
   // Per thread, so that a batch allocates nothing once warm.

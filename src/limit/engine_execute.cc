@@ -129,8 +129,7 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
   // The distinct sketches' registers are the statistics' one cache miss
   // (a register per request, in 32 KB per group): asked for now, they come
   // while the store does its part.
-  if (!biz.stats_tables.empty() && CountsUses(req.cmd))
-    FieldStats::Prefetch(biz.cfg, biz.stats_tables, req.key, Today(now.s));
+  if (CountsUses(req.cmd)) stats::Statistics::Prefetch(biz.counters, biz.cfg.Shape(), req.key, Today(now.s));
   if (biz.cfg.mode == Mode::kOff && (CountsUses(req.cmd) || req.cmd == Cmd::kSettle)) {
     // Nothing was held: a settle has nothing to change.
     d = AnswerOff(biz, now);
@@ -171,23 +170,18 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
 }
 
 void EngineImpl::Count(const Biz& biz, const Request& req, const Decision& d, bool created, int64_t now_s,
-                       StatsTally* tally) {
+                       stats::StatsTally* tally) {
+  stats::Counted c;
   // Shadow mode counts what enforce would have denied as denied.
-  const bool allowed = d.ok() && d.allowed && !d.would_deny;
-  uint64_t delta[limit::DailyStats::kFields] = {1, allowed ? 1u : 0u, allowed ? 0u : 1u, created ? 1u : 0u};
-  const uint32_t today = Today(now_s);
-  if (tally != nullptr) tally->Add(biz.stats_slot, today, delta);
-  else stats_->Add(biz.stats_slot, today, delta);
-  if (!allowed && d.ok() && denials_ != nullptr) denials_->Count(biz.cfg.id, req.key, now_s);
-  if (!biz.stats_tables.empty()) {
-    // Units: the uses this request recorded (an allowed acquire, or an
-    // update, which records unconditionally; a shadow denial records too).
-    const bool recorded =
-        d.ok() && biz.cfg.mode != Mode::kOff && (req.cmd == Cmd::kUpdate || (req.cmd == Cmd::kAcquire && d.allowed));
-    const GroupCounts counts{1, allowed ? 1u : 0u, allowed ? 0u : 1u,
-                             recorded ? static_cast<uint64_t>(std::clamp<int64_t>(req.n, 1, kMaxUses)) : 0u};
-    FieldStats::Count(biz.cfg, biz.stats_tables, req.key, counts, today);
-  }
+  c.allowed = d.ok() && d.allowed && !d.would_deny;
+  c.created = created;
+  c.denial = !c.allowed && d.ok();
+  // Units: the uses this request recorded (an allowed acquire, or an
+  // update, which records unconditionally; a shadow denial records too).
+  const bool recorded =
+      d.ok() && biz.cfg.mode != Mode::kOff && (req.cmd == Cmd::kUpdate || (req.cmd == Cmd::kAcquire && d.allowed));
+  c.units = recorded ? static_cast<uint64_t>(std::clamp<int64_t>(req.n, 1, kMaxUses)) : 0u;
+  statistics_->Count(biz.counters, biz.cfg.id, biz.cfg.Shape(), req.key, c, Today(now_s), now_s, tally);
 }
 
 Decision EngineImpl::AnswerOff(const Biz& biz, const Now& now) const {

@@ -2,8 +2,8 @@
 //
 // Its parts live in files named for them: engine.cc (opening, the map and
 // its reloads), engine_execute.cc (one request: check, decide, count),
-// engine_batch.cc (a batch's one walk), engine_stats.cc (statistics by key
-// field) and node_view.cc (the operator's verbs on nodes).
+// engine_batch.cc (a batch's one walk) and node_view.cc (the operator's verbs
+// on nodes). What it counts of its decisions is one stats::Statistics.
 //
 // The map (bizzes by name and id) is an immutable object swapped on reload.
 // Readers reach it through a per-thread cache checked against a generation
@@ -26,20 +26,17 @@
 #include "base/mutex.h"
 #include "frs/admin_engine.h"
 #include "frs/clock.h"
-#include "limit/daily_stats.h"
-#include "limit/field_stats.h"
 #include "limit/map_config.h"
 #include "limit/node_op.h"
-#include "limit/recent_denials.h"
 #include "limit/rule_history.h"
 #include "limit/time_zone.h"
+#include "stats/statistics.h"
 
 namespace frs::limit {
 
 struct Biz {
   BizConfig cfg;
-  int32_t stats_slot = DailyStats::kNoSlot;
-  std::vector<StatsTable*> stats_tables;  // parallel to cfg.stats; empty when none is kept
+  stats::BizCounters counters;  // its place in the statistics
 };
 
 struct StringHash {
@@ -150,8 +147,8 @@ struct BatchMember {
 
 class EngineImpl final : public AdminEngine {
  public:
-  EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz, std::unique_ptr<limit::DailyStats> stats,
-             std::unique_ptr<RecentDenials> denials);
+  EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone> tz,
+             std::unique_ptr<stats::Statistics> statistics);
   ~EngineImpl() override;
 
   Status Install(MapConfig config);
@@ -202,7 +199,7 @@ class EngineImpl final : public AdminEngine {
   // request; with a tally (a batch), the daily counters are added when it
   // flushes. Every route counts here, once its locks are released.
   void Count(const Biz& biz, const Request& req, const Decision& d, bool created, int64_t now_s,
-             StatsTally* tally = nullptr);
+             stats::StatsTally* tally = nullptr);
   Decision AnswerOff(const Biz& biz, const Now& now) const;
   // The reservations `node` holds now, into v (node_view.cc).
   void ViewReservations(const BizConfig& biz, const NodeInfo& node, const Now& now, NodeView* v) const;
@@ -224,10 +221,8 @@ class EngineImpl final : public AdminEngine {
   Store* const store_;
   const Clock* const clock_;
   const std::shared_ptr<const TimeZone> tz_;
-  const std::unique_ptr<limit::DailyStats> stats_;
-  const std::unique_ptr<FieldStats> field_stats_;
+  const std::unique_ptr<stats::Statistics> statistics_;
   RuleHistory history_;
-  const std::unique_ptr<RecentDenials> denials_;  // null: the table could not be opened
 
   mutable Mutex mu_;
   std::string map_path_ FRS_GUARDED_BY(mu_);

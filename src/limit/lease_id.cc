@@ -12,7 +12,9 @@
 #include <random>
 #include <string>
 
+#include "os/store_dir.h"
 #include "os/unique_fd.h"
+#include "os/whole_file.h"
 
 namespace frs::limit {
 namespace {
@@ -212,36 +214,26 @@ Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create) {
     if (!s.ok()) return s;
     return secret;
   }
-  const std::string path = dir + "/lease.key";
+  const std::string path = os::store_dir::In(dir, os::store_dir::kLeaseKey);
   Status s = ReadSecret(path, &secret);
   if (s.ok() || !create || ::access(path.c_str(), F_OK) == 0) {
     if (!s.ok()) return s;
     return secret;
   }
-  // Made whole under another name, then linked into place: a reader never
-  // sees a short file, and of two processes making it at once one wins and
-  // the other reads the winner's.
+  // Made whole, synced, then linked into place: a reader never sees a short
+  // file, of two processes making it at once one wins and the other reads
+  // the winner's, and a lease id handed out survives a power cut.
   s = RandomSecret(&secret);
   if (!s.ok()) return s;
-  const std::string tmp = path + ".new." + std::to_string(::getpid());
-  {
-    os::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!fd.valid()) return Status::FromErrno(tmp, errno);
-    uint8_t buf[16];
-    for (int i = 0; i < 8; ++i) {
-      buf[i] = static_cast<uint8_t>(secret.k0 >> (8 * i));
-      buf[8 + i] = static_cast<uint8_t>(secret.k1 >> (8 * i));
-    }
-    if (::write(fd.get(), buf, sizeof buf) != static_cast<ssize_t>(sizeof buf) || ::fsync(fd.get()) != 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      return Status::FromErrno(tmp, err);
-    }
+  std::string buf(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    buf[i] = static_cast<char>(secret.k0 >> (8 * i));
+    buf[8 + i] = static_cast<char>(secret.k1 >> (8 * i));
   }
-  const int linked = ::link(tmp.c_str(), path.c_str());
-  const int err = errno;
-  ::unlink(tmp.c_str());
-  if (linked != 0 && err != EEXIST) return Status::FromErrno(path, err);
+  auto made =
+      os::WriteFileWhole(path, buf,
+                         os::WholeFileOptions{.sync_file = true, .sync_dir = true, .exclusive = true, .mode = 0600});
+  if (!made.ok()) return made.status();
   s = ReadSecret(path, &secret);
   if (!s.ok()) return s;
   return secret;

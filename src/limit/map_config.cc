@@ -10,10 +10,11 @@
 #include <unordered_map>
 
 #include "limit/concurrency.h"
-#include "limit/group_table.h"
 #include "limit/reservation.h"
 #include "limit/token_bucket.h"
 #include "os/text_file.h"
+#include "stats/field_stats.h"
+#include "stats/group_table.h"
 
 namespace frs::limit {
 namespace {
@@ -330,9 +331,9 @@ class Parser {
       if (std::find(spec.by.begin(), spec.by.end(), d) != spec.by.end())
         return Fail(spec.line, "<stats by=\"" + spec.by_text + "\">: distinct '" + biz.fields[d] +
                                    "' is one of the by fields (each group has one value of it)");
-    if (spec.distinct.size() > kMaxDistinctFields)
+    if (spec.distinct.size() > stats::kMaxDistinctFields)
       return Fail(spec.line, "<stats by=\"" + spec.by_text + "\"> counts more than " +
-                                 std::to_string(kMaxDistinctFields) + " distinct fields");
+                                 std::to_string(stats::kMaxDistinctFields) + " distinct fields");
     return Status::OK();
   }
 
@@ -484,11 +485,10 @@ uint32_t BizConfig::NodeSlotsNeeded() const {
   return CompactNodes() && res == 0 ? 1 : NodeSlots(state_bytes + res, keep_keys ? kMaxKeyBytes : 0);
 }
 
-std::string StatsSpec::DirName(const std::vector<std::string>& fields) const {
-  std::string name;
-  for (uint8_t f : by) name += (name.empty() ? "" : ",") + fields[f];
-  for (size_t i = 0; i < distinct.size(); ++i) name += (i == 0 ? "+" : ",") + fields[distinct[i]];
-  return name;
+uint64_t StatsDescriptors(const MapConfig& map) {
+  uint64_t tables = 0;
+  for (const BizConfig& b : map.bizzes) tables += b.stats.size();
+  return tables * stats::kOpenDaysPerTable;
 }
 
 bool BizConfig::SameLayout(const BizConfig& o) const {

@@ -25,31 +25,18 @@
 #include "frs/decision.h"
 #include "frs/status.h"
 #include "limit/rule_state.h"
+#include "stats/stats_spec.h"
 
 namespace frs::limit {
 
 inline constexpr size_t kMaxBizNameBytes = 64;
 inline constexpr size_t kMaxUnitBytes = 32;
-inline constexpr size_t kMaxKeyFields = 16;
 inline constexpr size_t kMaxStatsPerBiz = 8;
 inline constexpr uint32_t kMaxStatsDays = 366;
 inline constexpr uint32_t kMaxStatsGroups = 1000000;
 
-// <stats by="app,iface" distinct="user" days="31" groups="100000"/>: daily
-// counters per value of the `by` fields (limit/field_stats.h). Two <stats>
-// of one biz with the same `by` are one table: their distinct fields are
-// joined and the larger days and groups kept.
-struct StatsSpec {
-  std::vector<uint8_t> by;        // indexes into BizConfig::fields, in the order given
-  std::vector<uint8_t> distinct;  // at most 2, none of them in `by`
-  uint32_t days = 31;
-  uint32_t groups = 100000;
-  std::string by_text;  // "app,iface"
-  int line = 0;
-  // The table's directory name under stats/<biz id>/: "app,iface" or
-  // "app,iface+user" (a changed distinct starts a new table).
-  std::string DirName(const std::vector<std::string>& fields) const;
-};
+using stats::kMaxKeyFields;  // fields="...": stats/stats_spec.h
+using stats::StatsSpec;      // <stats>
 
 struct BizConfig {
   uint16_t id = 0;
@@ -79,6 +66,9 @@ struct BizConfig {
   std::vector<StatsSpec> stats;
   int line = 0;
 
+  // Its keys' fields and tables, as the statistics read them.
+  stats::KeyShape Shape() const { return {fields, separator, stats}; }
+
   // Same rules in the same order (what a reload may keep as is).
   bool SameLayout(const BizConfig& o) const;
   // Whether every node of this biz is a compact one (one 32-byte slot,
@@ -99,6 +89,11 @@ bool ValidBizName(std::string_view name);
 // A quota unit: 1..kMaxUnitBytes of a-z, 0-9 and '-', starting with a letter
 // (an RFC 9651 token and string alike, needing no escapes).
 bool ValidUnit(std::string_view unit);
+
+// The descriptors the statistics by key field of `map` may keep open in one
+// process: every table's open days (stats::kOpenDaysPerTable). Part of
+// frsd's descriptor need.
+uint64_t StatsDescriptors(const MapConfig& map);
 
 // Reads and parses `path`.
 Result<MapConfig> LoadMapFile(const std::string& path);

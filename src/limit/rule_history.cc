@@ -7,6 +7,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "os/store_dir.h"
+#include "os/whole_file.h"
+
 namespace frs::limit {
 
 bool RuleHistory::ParseLine(const std::string& line, Entry* e) {
@@ -23,7 +26,7 @@ bool RuleHistory::ParseLine(const std::string& line, Entry* e) {
 std::vector<RuleHistory::Entry> RuleHistory::ReadFile() const {
   std::vector<Entry> out;
   if (dir_.empty()) return out;
-  std::ifstream in(dir_ + "/rules.history");
+  std::ifstream in(os::store_dir::In(dir_, os::store_dir::kRuleHistory));
   std::string line;
   while (std::getline(in, line)) {
     Entry e;
@@ -34,7 +37,7 @@ std::vector<RuleHistory::Entry> RuleHistory::ReadFile() const {
 }
 
 Status RuleHistory::Check(const std::string& dir) {
-  const std::string path = dir + "/rules.history";
+  const std::string path = os::store_dir::In(dir, os::store_dir::kRuleHistory);
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (::access(path.c_str(), F_OK) != 0) return Status::OK();
@@ -52,18 +55,13 @@ Status RuleHistory::Check(const std::string& dir) {
 
 void RuleHistory::WriteFile(const std::vector<Entry>& entries) const {
   if (dir_.empty() || read_only_) return;
-  const std::string path = dir_ + "/rules.history";
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << "# biz-id rule-name identity(algo<<25|interval) max: written by frsd, read at reload (docs/rules.md)\n";
-    for (const Entry& e : entries) out << e.biz << ' ' << e.name << ' ' << e.identity << ' ' << e.max << '\n';
-    if (!out.good()) {
-      ::unlink(tmp.c_str());
-      return;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+  std::ostringstream out;
+  out << "# biz-id rule-name identity(algo<<25|interval) max: written by frsd, read at reload (docs/rules.md)\n";
+  for (const Entry& e : entries) out << e.biz << ' ' << e.name << ' ' << e.identity << ' ' << e.max << '\n';
+  // Not synced: a history lost to a power cut only starts the changed rules'
+  // counts fresh at the next reload. Not written (a full disk): the same.
+  auto written = os::WriteFileWhole(os::store_dir::In(dir_, os::store_dir::kRuleHistory), out.str(), {});
+  if (!written.ok()) return;
 }
 
 void RuleHistory::Apply(MapConfig* config) {

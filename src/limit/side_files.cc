@@ -8,13 +8,16 @@
 #include <ctime>
 #include <filesystem>
 
-#include "limit/daily_stats.h"
-#include "limit/group_table.h"
-#include "limit/recent_denials.h"
 #include "limit/rule_history.h"
+#include "os/store_dir.h"
+#include "stats/daily_stats.h"
+#include "stats/group_table.h"
+#include "stats/recent_denials.h"
 
 namespace frs::limit {
 namespace {
+
+namespace names = os::store_dir;
 
 bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
@@ -34,23 +37,13 @@ std::vector<SideFileReport> CheckStartFiles(const std::string& dir) {
   std::vector<SideFileReport> out;
   // Read-only opens check exactly what a writing open checks, and keep
   // empty tables in memory for a missing file (nothing is created).
-  auto stats = DailyStats::Open(dir, /*read_only=*/true);
-  out.push_back(Report(dir + "/stats.frs", AtStart::kRefuse, stats.status()));
-  auto denials = RecentDenials::Open(dir, /*read_only=*/true);
-  out.push_back(Report(dir + "/denials.frs", AtStart::kSetAside, denials.status()));
-  out.push_back(Report(dir + "/rules.history", AtStart::kSetAside, RuleHistory::Check(dir)));
+  auto daily = stats::DailyStats::Open(dir, /*read_only=*/true);
+  out.push_back(Report(names::In(dir, names::kDailyStats), AtStart::kRefuse, daily.status()));
+  auto denials = stats::RecentDenials::Open(dir, /*read_only=*/true);
+  out.push_back(Report(names::In(dir, names::kRecentDenials), AtStart::kSetAside, denials.status()));
+  out.push_back(Report(names::In(dir, names::kRuleHistory), AtStart::kSetAside, RuleHistory::Check(dir)));
   return out;
 }
-
-namespace {
-
-bool IsDayFile(const std::string& name) {
-  // YYYY-MM-DD.frs, or YYYY-MM-DD.from-<receipt>.frs (a handoff's).
-  return name.size() >= 14 && name.ends_with(".frs") && name[4] == '-' && name[7] == '-' &&
-         (name.size() == 14 || name.substr(10, 6) == ".from-");
-}
-
-}  // namespace
 
 std::string SideFileReport::AtStartText() const {
   if (status.ok()) return exists ? "frsd uses it" : "frsd creates it";
@@ -66,13 +59,14 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
   std::vector<SideFileReport> out = CheckStartFiles(dir);
   std::error_code ec;
   std::vector<std::string> days;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir + "/stats", ec);
+  for (auto it = std::filesystem::recursive_directory_iterator(names::In(dir, names::kFieldStats), ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file(ec) && IsDayFile(it->path().filename().string())) days.push_back(it->path().string());
+    if (it->is_regular_file(ec) && names::KindOfDayFile(it->path().filename().string()) != names::DayFile::kNone)
+      days.push_back(it->path().string());
   }
   std::sort(days.begin(), days.end());
   for (std::string& d : days) {
-    Status s = CheckDayFile(d);
+    Status s = stats::CheckDayFile(d);
     out.push_back(Report(std::move(d), AtStart::kSetAsideLater, std::move(s)));
   }
   return out;
@@ -90,7 +84,7 @@ Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
       return Status::Corruption(r.status.message() + ": frsd will not start on a damaged " + r.path +
                                 ": restore it from a backup, or move it aside (its daily counters then start from "
                                 "zero); frsctl verify lists every damaged file");
-    const std::string aside = r.path + ".damaged-" + std::to_string(::time(nullptr));
+    const std::string aside = names::DamagedPath(r.path, std::to_string(::time(nullptr)));
     if (::rename(r.path.c_str(), aside.c_str()) != 0)
       return Status::FromErrno(r.status.message() + ": cannot move it aside to " + aside, errno);
     said.push_back(r.status.message() + ": moved aside to " + aside + "; a new one is started");

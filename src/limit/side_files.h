@@ -8,9 +8,13 @@
 // Envoy's descriptors, server/envoy_map.h) is the server's too, and read at
 // start by a parser that skips a damaged line: it is not checked here.
 //
-// Each file is checked by the function its reader uses, so that frsctl
-// verify and frsd's start agree on every file: CheckSideFiles reports, and
-// PrepareSideFiles is frsd's start acting on the same reports.
+// Each file is checked by the function its reader uses (a mapped table's
+// header by os/mapped_table.h's one check, which names each fault in the same
+// words everywhere), so that frsctl verify and frsd's start agree on every
+// file: CheckSideFiles reports, and PrepareSideFiles is frsd's start acting on
+// the same reports. The table below is the one policy on a damaged file: the
+// openers only say what is wrong (a day file's writer carries out its row).
+// The names are os/store_dir.h's.
 //
 // What frsd does with a damaged file:
 //   stats.frs      refuses to start, naming the file and the fix: it holds
@@ -20,7 +24,8 @@
 //   rules.history  the same: without it a reload that changes an interval
 //                  starts that rule's counts fresh, as before the file;
 //   day files      not read at start: the first count of the day moves a
-//                  damaged one aside (PATH.old-<pid>) and starts the day anew.
+//                  damaged one aside (PATH.damaged-<pid>-<n>) and starts the day
+//                  anew.
 //
 // Thread safety: plain functions over files; no state.
 #pragma once

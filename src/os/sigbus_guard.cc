@@ -12,7 +12,7 @@ namespace {
 // Every mapping a worker holds: the store's files and, above all, the
 // statistics day files (three per <stats> table: 140 bizzes of 8 tables
 // took 3,360). A fuller table leaves a mapping unwatched, so callers that
-// can refuse one (limit/group_table.cc) do.
+// can refuse one (stats/group_table.cc) do.
 constexpr int kMaxMappings = 16384;
 
 struct Entry {

@@ -12,6 +12,8 @@
 
 #include "envoy/envoy_config.h"
 #include "envoy/envoy_rules.h"
+#include "os/store_dir.h"
+#include "os/whole_file.h"
 
 namespace frs::server {
 
@@ -27,40 +29,12 @@ Result<std::string> ReadIds(const std::string& path) {
   return ss.str();
 }
 
-// Written whole: a temp file, fsync, rename, fsync of the directory, so
-// that a crash leaves the old table or the new one, never a part.
+// Written whole and synced, file and directory: a crash leaves the old table
+// or the new one, never a part, and an id once given survives a power cut.
 Status WriteIds(const std::string& dir, const std::string& text) {
-  const std::string path = dir + "/" + kEnvoyIdsFile;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno("cannot write " + tmp, errno);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::FromErrno("cannot write " + tmp, e);
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return Status::FromErrno("cannot write " + tmp, e);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return Status::FromErrno("cannot rename " + tmp, e);
-  }
-  if (const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
-    ::fsync(d);
-    ::close(d);
-  }
-  return Status::OK();
+  auto written = os::WriteFileWhole(os::store_dir::In(dir, os::store_dir::kEnvoyIds), text,
+                                    os::WholeFileOptions{.sync_file = true, .sync_dir = true});
+  return written.status();
 }
 
 }  // namespace
@@ -75,7 +49,7 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
   if (!bundle.ok()) return bundle.status();
   Result<envoy::EnvoyConfig> parsed = envoy::ParseEnvoyBundle(bundle.value(), cfg.grpc_merge_domains);
   if (!parsed.ok()) return parsed.status();
-  Result<std::string> saved = ReadIds(cfg.store_dir + "/" + kEnvoyIdsFile);
+  Result<std::string> saved = ReadIds(os::store_dir::In(cfg.store_dir, os::store_dir::kEnvoyIds));
   if (!saved.ok()) return saved.status();
   parsed->ids = envoy::ParseEnvoyIds(saved.value());
   envoy::EnvoyIds ids;

@@ -29,9 +29,6 @@ struct ComposedMap {
   size_t envoy_domains = 0;
 };
 
-// The file that keeps the ids, in the store directory.
-inline constexpr const char* kEnvoyIdsFile = "envoy.ids";
-
 // Without <grpc>, map_xml as it is. Errors are "file:line: message" (a
 // YAML file's, or map.xml's for a biz in the range reserved for Envoy).
 // `persist_ids` false (frsd -t): envoy.ids is read, never written.

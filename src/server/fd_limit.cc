@@ -4,8 +4,6 @@
 
 #include <cstdint>
 
-#include "limit/field_stats.h"
-
 namespace frs::server {
 
 namespace {

@@ -19,6 +19,7 @@
 #include "frs/store.h"
 #include "limit/map_config.h"
 #include "limit/side_files.h"
+#include "os/store_dir.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/config_check.h"
@@ -58,7 +59,7 @@ class NewStoreCleanup {
   ~NewStoreCleanup() {
     if (!armed_) return;
     for (uint32_t i = 0; i < files_; ++i) ::unlink(frs::store::StoreFile::PathFor(dir_, i).c_str());
-    ::unlink((dir_ + "/stats.frs").c_str());
+    ::unlink(frs::os::store_dir::In(dir_, frs::os::store_dir::kDailyStats).c_str());
   }
   void Disarm() { armed_ = false; }
 
@@ -108,8 +109,9 @@ frs::Status OpenLogs(const frs::SrvConfig& cfg, bool foreground) {
   using frs::server::Logger;
   // A daemon without <log file> logs next to its store.
   std::string logfile = cfg.logfile;
-  if (logfile.empty() && !foreground) logfile = cfg.store_dir + "/frsd.log";
-  Logger::Get().SetDefaultPath(foreground ? "" : cfg.store_dir + "/frsd.log");
+  const std::string store_log = frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kLog);
+  if (logfile.empty() && !foreground) logfile = store_log;
+  Logger::Get().SetDefaultPath(foreground ? "" : store_log);
   if (frs::Status s = Logger::Get().Configure(logfile, "master"); !s.ok()) return s;
   if (!cfg.decisions_file.empty()) return frs::server::DecisionLog::CheckFile(cfg.decisions_file);
   return frs::Status::OK();
@@ -183,7 +185,7 @@ frs::Status PublishStart(const frs::SrvConfig& cfg, frs::server::LockFile& store
 frs::Status TakeLocks(const frs::SrvConfig& cfg, std::optional<frs::server::LockFile>* store_lock,
                       std::optional<frs::server::LockFile>* pid_lock) {
   using frs::server::LockFile;
-  auto sl = LockFile::Acquire(cfg.store_dir + "/frsd.lock", "store");
+  auto sl = LockFile::Acquire(frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kStoreLock), "store");
   if (!sl.ok()) return sl.status();
   store_lock->emplace(std::move(sl.value()));
   if (cfg.pidfile.empty()) return frs::Status::OK();

@@ -5,7 +5,7 @@
 //   </stats>
 //
 // GET /stats answers it; with sketches each group also carries
-// sketch_<field>="..." (limit/distinct_sketch.h's text form), which is what
+// sketch_<field>="..." (stats/distinct_sketch.h's text form), which is what
 // `frsctl stat --cluster` merges across shards and what POST /stats (a
 // handoff) hands to a receiving shard.
 //

@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "os/whole_file.h"
+
 namespace frs::server {
 
 namespace {
@@ -161,14 +163,9 @@ void RemoveUnixListener(const std::string& path) {
 }
 
 Status PublishListenAddress(const std::string& path, const std::string& name) {
-  const std::string tmp = path + ".tmp";
-  os::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd.valid()) return Status::FromErrno("cannot write " + tmp, errno);
-  const std::string line = name + "\n";
-  if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-    return Status::FromErrno("cannot write " + tmp, errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno("cannot rename " + tmp + " to " + path, errno);
-  return Status::OK();
+  // Whole, so that a reader never sees half a name; not synced: frsd writes
+  // it anew at every start.
+  return os::WriteFileWhole(path, name + "\n", {}).status();
 }
 
 }  // namespace frs::server

@@ -6,6 +6,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "os/store_dir.h"
+
 namespace frs::store {
 
 uint64_t HeaderChecksum(const FileHeader& h) { return XXH3_64bits(&h, kChecksummedBytes); }
@@ -36,7 +38,7 @@ void AddCounters(const FileStats& fs, StoreStats* s) {
 }
 
 std::string StoreFile::PathFor(const std::string& dir, uint32_t index) {
-  return dir + "/frs." + std::to_string(index) + ".store";
+  return os::store_dir::In(dir, os::store_dir::StoreFileName(index));
 }
 
 Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g, uint32_t index,

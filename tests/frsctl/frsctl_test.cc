@@ -1,7 +1,10 @@
 // End-to-end tests of the frsctl binary against real stores in a temporary
 // directory: every command's output and exit code, verify on a damaged file,
 // export -> import into another geometry, and refused imports.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -550,9 +554,9 @@ TEST_F(FrsctlTest, VerifyChecksEveryFileOfTheStoreDirectoryAsFrsdWill) {
     std::string file, what, at_start;
   } want[] = {
       {"stats.frs", "bad magic", "frsd refuses to start"},
-      {"denials.frs", "not a table of recent denials", "frsd moves it aside at start"},
+      {"denials.frs", "denials.frs: bad magic", "frsd moves it aside at start"},
       {"rules.history", "line 1 is not", "frsd moves it aside at start"},
-      {"stats/7/app/2026-11-25.frs", "is not a statistics file", "frsd moves it aside when it next counts that day"},
+      {"stats/7/app/2026-11-25.frs", "2026-11-25.frs: bad magic", "frsd moves it aside when it next counts that day"},
   };
   for (const auto& w : want) {
     const size_t at = r.out.find("  " + (dir_ / ("data/" + w.file)) + ": damaged");
@@ -582,8 +586,73 @@ TEST_F(FrsctlTest, VerifyChecksEveryFileOfTheStoreDirectoryAsFrsdWill) {
   std::ofstream(dir_ / "data/stats.frs", std::ios::binary | std::ios::trunc) << stats;
   t = frsd_test();
   EXPECT_EQ(t.rc, 0) << t.out << t.err;
-  EXPECT_NE(t.err.find("denials.frs: not a table of recent denials"), std::string::npos) << t.err;
+  EXPECT_NE(t.err.find("denials.frs: bad magic"), std::string::npos) << t.err;
   EXPECT_NE(t.err.find("rules.history: line 1 is not"), std::string::npos) << t.err;
+}
+
+// A header fault of stats.frs and of denials.frs: verify names each file and
+// its fault in the words frsd's start uses when it refuses stats.frs and when
+// it moves denials.frs aside. (denials.frs had one sentence for any damage.)
+TEST_F(FrsctlTest, VerifyNamesEachHeaderFaultInTheWordsOfFrsdsStart) {
+  // Port 0: frsd binds one of its own; data/frsd.listen says it is up.
+  std::ofstream(dir_ / "live.xml")
+      << "<frs>\n  <listen host=\"127.0.0.1\" port=\"0\"/>\n  <workers>1</workers>\n"
+         "  <map>map.xml</map>\n  <store dir=\"data\" files=\"2\" keynodes=\"256\" chain=\"8\"/>\n"
+         "  <timezone>UTC</timezone>\n</frs>\n";
+  CreateStore();
+  Fill();
+  const std::string stats = dir_ / "data/stats.frs", denials = dir_ / "data/denials.frs";
+  const std::string good_stats = ReadFile(stats);
+  auto put = [](const std::string& path, std::streamoff at, uint32_t v) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(at);
+    f.write(reinterpret_cast<const char*>(&v), sizeof v);
+  };
+  put(stats, 16, 5);   // a geometry word, its checksum left as it was
+  put(denials, 8, 7);  // the format version
+  const std::string stats_fault = stats + ": header checksum";
+  const std::string denials_fault = denials + ": format version 7, this build reads 2";
+
+  CtlRun r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(stats_fault + " (frsd refuses to start"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(denials_fault + " (frsd moves it aside at start"), std::string::npos) << r.out;
+
+  CtlRun start = ctl_test::RunCtl(dir_.path(), "", {"-c", dir_ / "live.xml", "--foreground"}, "", FRSD_PATH);
+  EXPECT_EQ(start.rc, 1) << start.err;
+  EXPECT_NE(start.err.find(stats_fault + ": frsd will not start on a damaged"), std::string::npos) << start.err;
+  // A refused start changes nothing: denials.frs is moved aside only by a
+  // start that goes on.
+  EXPECT_TRUE(std::filesystem::exists(denials));
+
+  // stats.frs restored: frsd starts, moving denials.frs aside in verify's words.
+  std::ofstream(stats, std::ios::binary | std::ios::trunc) << good_stats;
+  std::string frsd = FRSD_PATH, config = dir_ / "live.xml", err = dir_ / "frsd.err";
+  char* argv[] = {frsd.data(), const_cast<char*>("-c"), config.data(), const_cast<char*>("--foreground"), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, frsd.c_str(), &fa, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // frsd.listen is written after the start has dealt with the side files.
+  for (int i = 0; i < 400 && !std::filesystem::exists(dir_ / "data/frsd.listen"); ++i) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      pid = 0;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string log = ReadFile(err);
+  if (pid > 0) {
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+  EXPECT_NE(log.find(denials_fault + ": moved aside to " + denials + ".damaged-"), std::string::npos) << log;
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out;
 }
 
 // An operator upgrades with export (the old build), install, import (this

@@ -2,7 +2,7 @@
 // platform asks of them (requests and denials per app, per app and
 // interface, distinct users per app), days, reopening, merging, and the
 // map's errors.
-#include "limit/field_stats.h"
+#include "stats/field_stats.h"
 
 #include <gtest/gtest.h>
 

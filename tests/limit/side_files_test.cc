@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "common/temp_dir.h"
-#include "limit/daily_stats.h"
-#include "limit/group_table.h"
-#include "limit/recent_denials.h"
+#include "stats/daily_stats.h"
+#include "stats/group_table.h"
+#include "stats/recent_denials.h"
 
 namespace frs::limit {
 namespace {
@@ -24,8 +24,8 @@ void Smash(const std::string& path, uint64_t at, const std::string& bytes) {
 
 // Makes stats.frs, denials.frs and rules.history as frsd's engine would.
 void MakeFiles(const std::string& dir) {
-  ASSERT_TRUE(DailyStats::Open(dir).ok());
-  ASSERT_TRUE(RecentDenials::Open(dir, /*read_only=*/false).ok());
+  ASSERT_TRUE(stats::DailyStats::Open(dir).ok());
+  ASSERT_TRUE(stats::RecentDenials::Open(dir, /*read_only=*/false).ok());
   std::ofstream(dir + "/rules.history") << "# biz-id rule-name identity max\n1 login_1 60 5\n";
 }
 
@@ -66,7 +66,7 @@ TEST(SideFiles, ADamagedDenialsTableOrRuleHistoryIsMovedAsideAndSaid) {
   auto said = PrepareSideFiles(dir);
   ASSERT_TRUE(said.ok()) << said.status().ToString();
   ASSERT_EQ(said->size(), 2u);
-  EXPECT_NE((*said)[0].find("denials.frs: not a table of recent denials"), std::string::npos) << (*said)[0];
+  EXPECT_NE((*said)[0].find("denials.frs: bad magic"), std::string::npos) << (*said)[0];
   EXPECT_NE((*said)[0].find("moved aside to " + dir + "/denials.frs.damaged-"), std::string::npos) << (*said)[0];
   EXPECT_NE((*said)[1].find("moved aside to " + dir + "/rules.history.damaged-"), std::string::npos) << (*said)[1];
   size_t aside = 0;
@@ -95,6 +95,61 @@ TEST(SideFiles, ADamagedDailyStatsFileRefusesTheStartNamingTheFix) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/stats.frs"));
 }
 
+// Each fault of stats.frs's and denials.frs's headers: verify's report
+// (CheckSideFiles) and frsd's start (PrepareSideFiles) name the file and the
+// same fault in the same words, and the start acts on it as the report says.
+// (denials.frs had one sentence for every fault, and stats.frs's truncation
+// gave no sizes.)
+TEST(SideFiles, VerifyAndTheStartNameTheSameFaultOfEachHeader) {
+  struct Fault {
+    uint64_t at;  // where bytes go; or, with resize, the new size
+    std::string bytes;
+    bool resize;
+    std::string words;  // after "PATH: "
+  };
+  for (const std::string file : {"stats.frs", "denials.frs"}) {
+    const bool stats = file == "stats.frs";
+    const uint64_t table_bytes = stats ? 64 + 1024 * (8 + 8 * 8 * 4) : 64 + 8192 * 384;
+    const Fault faults[] = {
+        {0, "XXXXXXXX", false, "bad magic"},
+        {8, std::string("\x07\0\0\0", 4), false, std::string("format version 7, this build reads 2")},
+        {16, std::string("\x05\0\0\0", 4), false, "header checksum"},
+        {1000, "", true, "truncated (1000 bytes of " + std::to_string(table_bytes) + ")"},
+        {40, "", true, "shorter than its header"},
+    };
+    for (const Fault& f : faults) {
+      frs::testing::TempDir d;
+      const std::string dir = d.path();
+      MakeFiles(dir);
+      const std::string path = dir + "/" + file;
+      if (f.resize) std::filesystem::resize_file(path, f.at);
+      else Smash(path, f.at, f.bytes);
+      const std::string fault = path + ": " + f.words;
+      const auto reports = CheckSideFiles(dir);
+      const SideFileReport& r = reports[stats ? 0 : 1];
+      ASSERT_EQ(r.path, path);
+      EXPECT_EQ(r.status.message(), fault);
+      for (const SideFileReport& other : reports) {
+        if (other.path != path) {
+          EXPECT_TRUE(other.status.ok()) << other.status.ToString();
+        }
+      }
+      auto said = PrepareSideFiles(dir);
+      if (stats) {
+        ASSERT_FALSE(said.ok()) << fault;
+        EXPECT_TRUE(said.status().message().starts_with(fault + ": frsd will not start on a damaged"))
+            << said.status().message();
+        EXPECT_TRUE(std::filesystem::exists(path));
+      } else {
+        ASSERT_TRUE(said.ok()) << said.status().ToString();
+        ASSERT_EQ(said->size(), 1u);
+        EXPECT_TRUE((*said)[0].starts_with(fault + ": moved aside to " + path + ".damaged-")) << (*said)[0];
+        EXPECT_FALSE(std::filesystem::exists(path));
+      }
+    }
+  }
+}
+
 // Day files: header, size and every index offset; a damaged one is listed
 // with what frsd does with it (moved aside at its next count).
 TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
@@ -102,12 +157,13 @@ TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
   const std::string dir = d.path();
   const std::string day = dir + "/stats/7/app/2026-11-25.frs";
   {
-    auto t = GroupTable::Open(day, GroupTableShape{100, 1}, GroupTable::Mode::kWrite);
+    auto t = stats::GroupTable::Open(day, stats::GroupTableShape{100, 1}, stats::GroupTable::Mode::kWrite);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    const uint32_t codes[1] = {sketch::CodeOf("u1")};
-    for (const char* v : {"app1", "app2", "app3"}) ASSERT_TRUE(t.value()->Add(v, GroupCounts{1, 1, 0, 1}, codes));
+    const uint32_t codes[1] = {stats::sketch::CodeOf("u1")};
+    for (const char* v : {"app1", "app2", "app3"})
+      ASSERT_TRUE(t.value()->Add(v, stats::GroupCounts{1, 1, 0, 1}, codes));
   }
-  EXPECT_TRUE(CheckDayFile(day).ok()) << CheckDayFile(day).ToString();
+  EXPECT_TRUE(stats::CheckDayFile(day).ok()) << stats::CheckDayFile(day).ToString();
   auto reports = CheckSideFiles(dir);
   ASSERT_EQ(reports.size(), 4u);
   EXPECT_EQ(reports[3].path, day);
@@ -129,19 +185,19 @@ TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
       break;
     }
   }
-  Status s = CheckDayFile(copy);
+  Status s = stats::CheckDayFile(copy);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("points outside"), std::string::npos) << s.ToString();
 
   // A header smashed, and a file cut short.
   Smash(day, 0, "ZZZZ");
-  EXPECT_FALSE(CheckDayFile(day).ok());
+  EXPECT_FALSE(stats::CheckDayFile(day).ok());
   reports = CheckSideFiles(dir);
   EXPECT_FALSE(reports[3].status.ok());
   EXPECT_EQ(reports[3].AtStartText(), "frsd moves it aside when it next counts that day, and starts the day anew");
   std::filesystem::copy_file(copy, day, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(day, 300);
-  EXPECT_FALSE(CheckDayFile(day).ok());
+  EXPECT_FALSE(stats::CheckDayFile(day).ok());
 }
 
 }  // namespace

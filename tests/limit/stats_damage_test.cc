@@ -15,9 +15,9 @@
 
 #include "common/temp_dir.h"
 #include "frs/admin_engine.h"
-#include "limit/group_table.h"
 #include "limit/rule_harness.h"
 #include "os/sigbus_guard.h"
+#include "stats/group_table.h"
 
 namespace frs {
 namespace stats_damage_test {
@@ -119,10 +119,10 @@ TEST(StatsDamage, ATruncatedDayFileNeverKillsAProcessWhoseGuardIsFull) {
         static uint8_t page[64];
         while (os::RegisterGuardedMapping(page, sizeof page, &broken) >= 0) {
         }
-        auto t = limit::GroupTable::Open(path, limit::GroupTableShape{10, 0}, limit::GroupTable::Mode::kWrite);
+        auto t = stats::GroupTable::Open(path, stats::GroupTableShape{10, 0}, stats::GroupTable::Mode::kWrite);
         if (t.ok()) {
           if (::truncate(path.c_str(), 0) != 0) std::_Exit(2);
-          t.value()->Add("a", limit::GroupCounts{1, 1, 0, 1}, nullptr);
+          t.value()->Add("a", stats::GroupCounts{1, 1, 0, 1}, nullptr);
           t.value()->Rows();
         } else if (t.status().message().find(path) == std::string::npos) {
           std::_Exit(3);  // the refusal must name the file
@@ -186,9 +186,9 @@ TEST_F(StatsDamageTest, DamagedIndexOffsetsAreReportedAndTheDayStartsAfresh) {
     if (r.value == "after") after = r.requests == 6;
   EXPECT_TRUE(after) << "decisions after the damage are not counted";
   // The check that found it, on its own, names the file and what is wrong.
-  const Status check = limit::CheckDayFile(Aside(day).at(0));
+  const Status check = stats::CheckDayFile(Aside(day).at(0));
   EXPECT_EQ(check.code(), Status::Code::kCorruption) << check.ToString();
-  EXPECT_TRUE(limit::CheckDayFile(DayPath(day)).ok());
+  EXPECT_TRUE(stats::CheckDayFile(DayPath(day)).ok());
 }
 
 // One decision under a clock 400 days ahead (a bad NTP step, a test clock

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "limit/field_stats.h"
 #include "limit/map_config.h"
+#include "stats/field_stats.h"
 
 namespace frs::server {
 namespace {
@@ -40,8 +40,8 @@ TEST(FdLimit, TheNeedHoldsEveryStatisticsDayFile) {
   const limit::MapConfig none = StatsMap(140, 0);
   const limit::MapConfig many = StatsMap(140, 8);
   EXPECT_EQ(limit::StatsDescriptors(none), 0u);
-  EXPECT_EQ(limit::StatsDescriptors(many), 140u * 8 * limit::kOpenDaysPerTable);
-  EXPECT_EQ(DescriptorsNeeded(cfg, many), DescriptorsNeeded(cfg, none) + 140u * 8 * limit::kOpenDaysPerTable);
+  EXPECT_EQ(limit::StatsDescriptors(many), 140u * 8 * stats::kOpenDaysPerTable);
+  EXPECT_EQ(DescriptorsNeeded(cfg, many), DescriptorsNeeded(cfg, none) + 140u * 8 * stats::kOpenDaysPerTable);
   // 900 connections fit in 1,100 descriptors without statistics...
   EXPECT_EQ(FdLimitProblem(cfg, none, FdLimit{1100, 1100}, /*raised=*/true), "");
   // ...and not with 3,360 day files: said, with what to change.

@@ -12,26 +12,16 @@
 #include "commands.h"
 #include "format.h"
 #include "json_out.h"
+#include "os/whole_file.h"
 #include "receipt_line.h"
 
 namespace frs::ctl {
+namespace {
 
-Result<int> RunExport(Session& s, const ExportArgs& a) {
-  FILE* out = stdout;
-  std::string tmp;
-  if (!a.file.empty()) {
-    tmp = a.file + ".tmp." + std::to_string(::getpid());
-    out = std::fopen(tmp.c_str(), "we");
-    if (out == nullptr) return Status::FromErrno(tmp, errno);
-  }
-  auto discard = [&] {
-    if (out != stdout) {
-      std::fclose(out);
-      ::unlink(tmp.c_str());
-    }
-  };
-  uint64_t nodes = 0, nameless = 0, receipts = 0;
-  std::set<uint16_t> unknown_ids;
+// Writes the export to `out`, named `name` in errors (standard output, or
+// FILE's temporary file).
+Status WriteExport(Session& s, FILE* out, const std::string& name, uint64_t* nodes, uint64_t* nameless,
+                   uint64_t* receipts, std::set<uint16_t>* unknown_ids) {
   Status failed;
   Status st = s.store->ForEach(Store::Filter{.busy_percent = kWalkBusyPercent}, [&](const NodeInfo& n) {
     if (!failed.ok()) return;
@@ -41,7 +31,7 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
       const std::string line = ReceiptLine(n);
       std::fwrite(line.data(), 1, line.size(), out);
       std::fputc('\n', out);
-      ++receipts;
+      ++*receipts;
       return;
     }
     Result<std::string> line = s.engine->ExportNode(n);
@@ -50,35 +40,37 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
       return;
     }
     if (!s.engine->ResolveBiz(std::to_string(n.biz)).ok()) {
-      ++nameless;
-      unknown_ids.insert(n.biz);
+      ++*nameless;
+      unknown_ids->insert(n.biz);
     }
     std::fwrite(line->data(), 1, line->size(), out);
     std::fputc('\n', out);
-    ++nodes;
+    ++*nodes;
   });
   if (st.ok()) st = failed;
-  if (!st.ok()) {
-    discard();
-    return st;
-  }
-  if (std::fflush(out) != 0 || std::ferror(out)) {
-    Status e = Status::FromErrno(a.file.empty() ? "standard output" : tmp, errno);
-    discard();
-    return e;
-  }
-  if (out != stdout) {
-    if (::fsync(::fileno(out)) != 0) {
-      Status e = Status::FromErrno(tmp, errno);
-      discard();
-      return e;
-    }
-    std::fclose(out);
-    if (std::rename(tmp.c_str(), a.file.c_str()) != 0) {
-      Status e = Status::FromErrno(a.file, errno);
-      ::unlink(tmp.c_str());
-      return e;
-    }
+  if (!st.ok()) return st;
+  if (std::fflush(out) != 0 || std::ferror(out)) return Status::FromErrno(name, errno);
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<int> RunExport(Session& s, const ExportArgs& a) {
+  uint64_t nodes = 0, nameless = 0, receipts = 0;
+  std::set<uint16_t> unknown_ids;
+  if (a.file.empty()) {
+    if (Status st = WriteExport(s, stdout, "standard output", &nodes, &nameless, &receipts, &unknown_ids); !st.ok())
+      return st;
+  } else {
+    // A backup: synced before it takes its name.
+    auto written = os::WriteFileWhole(a.file, os::WholeFileOptions{.sync_file = true}, [&](const std::string& tmp) {
+      FILE* out = std::fopen(tmp.c_str(), "wxe");
+      if (out == nullptr) return Status::FromErrno(tmp, errno);
+      Status st = WriteExport(s, out, tmp, &nodes, &nameless, &receipts, &unknown_ids);
+      if (std::fclose(out) != 0 && st.ok()) st = Status::FromErrno(tmp, errno);
+      return st;
+    });
+    if (!written.ok()) return written.status();
   }
   std::string ids;
   for (uint16_t id : unknown_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);

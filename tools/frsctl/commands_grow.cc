@@ -41,6 +41,7 @@
 #include "format.h"
 #include "json_out.h"
 #include "os/stop_request.h"
+#include "os/store_dir.h"
 #include "store/format.h"
 #include "store/format4_reader.h"
 #include "store/store_check.h"
@@ -204,10 +205,8 @@ Status CopyFile(const std::string& from, const std::string& to) {
 }
 
 bool IsStoreFileName(const std::string& name) {
-  if (name == "stats.frs") return true;
-  if (name.size() < 10 || name.rfind("frs.", 0) != 0 || !name.ends_with(".store")) return false;
-  const std::string digits = name.substr(4, name.size() - 10);
-  return !digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos;
+  uint32_t index;
+  return name == os::store_dir::kDailyStats || os::store_dir::ParseStoreFileName(name, &index);
 }
 
 // Every other entry of the old directory (frsd.lock, frsd.log, ...) goes
@@ -442,7 +441,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (!store_lock.ok()) return store_lock.status();
   std::vector<std::string> paths;
   for (uint32_t i = 0; i < from.files; ++i) paths.push_back(store::StoreFile::PathFor(dir, i));
-  const std::string stats_path = dir + "/stats.frs";
+  const std::string stats_path = os::store_dir::In(dir, os::store_dir::kDailyStats);
   std::error_code ec;
   const bool have_stats = fs::exists(stats_path, ec);
   if (have_stats) paths.push_back(stats_path);
@@ -528,7 +527,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (Status st = CopyNodes(*old, *fresh, now, /*expired=*/false, to, &copied); !st.ok()) return st;
   if (Status st = CopyNodes(*old, *fresh, now, /*expired=*/true, to, &copied); !st.ok()) return st;
   if (have_stats)
-    if (Status st = CopyFile(stats_path, build + "/stats.frs"); !st.ok()) return st;
+    if (Status st = CopyFile(stats_path, os::store_dir::In(build, os::store_dir::kDailyStats)); !st.ok()) return st;
 
   // The check: the store's own, then node by node, then the statistics.
   Result<Store::VerifyReport> after = fresh->Verify(false);
@@ -543,7 +542,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (fresh->Stats().total.nodes_used != kept || after->nodes != kept)
     return Status::Corruption("the grown store holds " + Grouped(fresh->Stats().total.nodes_used) + " nodes, " +
                               Grouped(kept) + " expected; nothing changed");
-  if (have_stats && ReadWhole(stats_path) != ReadWhole(build + "/stats.frs"))
+  if (have_stats && ReadWhole(stats_path) != ReadWhole(os::store_dir::In(build, os::store_dir::kDailyStats)))
     return Status::Corruption("the copy of " + stats_path + " differs from it; nothing changed");
   const uint64_t slots_used = fresh->Stats().total.slots_used;
   if (Status st = fresh->Flush(true); !st.ok()) return st;

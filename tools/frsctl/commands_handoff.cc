@@ -58,6 +58,7 @@
 #include "json_in.h"
 #include "json_out.h"
 #include "os/stop_request.h"
+#include "os/store_dir.h"
 #include "os/unique_fd.h"
 
 namespace frs::ctl {
@@ -442,7 +443,9 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   if (!a.dry_run) {
     std::vector<SpoolRecord> records;
     std::string cut;
-    if (Status st = spool.Open(s.cfg.store_dir + "/handoff.spool", &records, &cut); !st.ok()) return st;
+    if (Status st = spool.Open(os::store_dir::In(s.cfg.store_dir, os::store_dir::kHandoffSpool), &records, &cut);
+        !st.ok())
+      return st;
     if (!cut.empty()) std::fprintf(stderr, "frsctl: %s\n", cut.c_str());
     if (Status st = ParseRecords(records, &entries); !st.ok()) return st;
     // A shard that cannot be reached, or runs another <cluster>, is left

@@ -12,11 +12,11 @@
 #include "commands.h"
 #include "format.h"
 #include "json_out.h"
-#include "limit/distinct_sketch.h"
-#include "limit/group_table.h"
 #include "limit/map_config.h"
 #include "limit/time_zone.h"
 #include "server/group_stats_xml.h"
+#include "stats/distinct_sketch.h"
+#include "stats/group_table.h"
 
 namespace frs::ctl {
 namespace {
@@ -111,7 +111,7 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
     if (!s.cfg.admin_token.empty()) target += "&token=" + PercentEncoded(s.cfg.admin_token, kPercentQueryValue);
     GroupStats sum;
     bool have = false;
-    std::map<std::string, std::pair<GroupStat, std::vector<limit::sketch::Sketch>>> groups;
+    std::map<std::string, std::pair<GroupStat, std::vector<stats::sketch::Sketch>>> groups;
     for (const RingShard& sh : s.cfg.cluster_shards) {
       client::HttpClient http(sh.name, 5000);
       auto resp = http.Get(target);
@@ -146,8 +146,8 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
         row.units += g.units;
         sketches.resize(sum.distinct_fields.size());
         for (size_t d = 0; d < sum.distinct_fields.size() && d < g.sketches.size(); ++d) {
-          limit::sketch::Sketch sk;
-          if (!limit::sketch::Sketch::Decode(g.sketches[d], &sk))
+          stats::sketch::Sketch sk;
+          if (!stats::sketch::Sketch::Decode(g.sketches[d], &sk))
             return Status::IOError("shard " + sh.name + ": group '" + g.value +
                                    "' has a sketch this frsctl cannot read");
           sketches[d].Merge(sk);
@@ -161,7 +161,7 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
       sum.rows.push_back(std::move(g));
     }
     sum.groups = 0;  // groups of their own, as one shard counts them: not ~other
-    for (const GroupStat& g : sum.rows) sum.groups += g.value != limit::kOtherGroup;
+    for (const GroupStat& g : sum.rows) sum.groups += g.value != stats::kOtherGroup;
     std::sort(sum.rows.begin(), sum.rows.end(), [](const GroupStat& x, const GroupStat& y) {
       return x.requests != y.requests ? x.requests > y.requests : x.value < y.value;
     });

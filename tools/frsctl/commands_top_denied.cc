@@ -1,6 +1,6 @@
 // frsctl top --denied [BIZ] [N]: the keys denied most in the last minutes,
 // with their text, from the store's table of recent denials (denials.frs,
-// limit/recent_denials.h), which every process deciding on this store
+// stats/recent_denials.h), which every process deciding on this store
 // writes: the answer to "who is being denied right now?", also for a biz
 // whose nodes do not keep their keys.
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "format.h"
 #include "json_out.h"
-#include "limit/recent_denials.h"
+#include "stats/recent_denials.h"
 
 namespace frs::ctl {
 
@@ -20,7 +20,7 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
     if (!id.ok()) return id.status();
     biz = id.value();
   }
-  auto table = limit::RecentDenials::Open(s.cfg.store_dir, /*read_only=*/true);
+  auto table = stats::RecentDenials::Open(s.cfg.store_dir, /*read_only=*/true);
   if (!table.ok()) return table.status();
   const int64_t now_ms = s.NowMs();
   const auto rows = table.value()->Top(a.minutes, biz, a.n, now_ms / 1000);

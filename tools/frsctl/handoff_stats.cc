@@ -20,9 +20,10 @@
 #include "commands.h"
 #include "format.h"
 #include "handoff_stats.h"
-#include "limit/field_stats.h"
-#include "limit/group_table.h"
+#include "os/store_dir.h"
 #include "server/group_stats_xml.h"
+#include "stats/field_stats.h"
+#include "stats/group_table.h"
 
 namespace frs::ctl {
 namespace {
@@ -40,7 +41,7 @@ std::string ErrorMessageOf(const std::string& body) {
 Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& token, std::vector<Status>* failed,
                               std::vector<std::pair<std::string, std::string>>* skipped) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::path(s.cfg.store_dir) / "stats";
+  const fs::path root = os::store_dir::In(s.cfg.store_dir, os::store_dir::kFieldStats);
   std::error_code ec;
   if (!fs::exists(root, ec)) return uint64_t{0};
   uint64_t sent = 0;
@@ -65,22 +66,22 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
         const std::string name = file.path().filename().string();
         uint32_t day = 0;
         // A day's own file, or one this shard received from another.
-        const bool own = name.size() == 14 && name.ends_with(".frs");
-        const bool received = name.size() > 14 && name.ends_with(".frs") && name.substr(10, 6) == ".from-";
-        if ((!own && !received) || !ParseDayText(name.substr(0, 10), &day)) continue;
+        if (os::store_dir::KindOfDayFile(name) == os::store_dir::DayFile::kNone ||
+            !ParseDayText(name.substr(0, 10), &day))
+          continue;
         // The file itself, whatever the map says now: a table the map no
         // longer keeps (a changed distinct) is handed over as it was counted.
-        auto day_table = limit::GroupTable::Open(file.path().string(),
-                                                 limit::GroupTableShape{1, static_cast<uint32_t>(distinct.size())},
-                                                 limit::GroupTable::Mode::kRead);
+        auto day_table = stats::GroupTable::Open(file.path().string(),
+                                                 stats::GroupTableShape{1, static_cast<uint32_t>(distinct.size())},
+                                                 stats::GroupTable::Mode::kRead);
         if (!day_table.ok()) {
           failed->push_back(Status::Unavailable(file.path().string() + " stays: " + day_table.status().message()));
           continue;
         }
         GroupStatsQuery q;
         q.sketches = true;
-        const std::shared_ptr<const limit::GroupTable> one(std::move(day_table.value()));
-        const GroupStats all = limit::ReadGroupStats(std::span(&one, 1), q);
+        const std::shared_ptr<const stats::GroupTable> one(std::move(day_table.value()));
+        const GroupStats all = stats::ReadGroupStats(std::span(&one, 1), q);
         const std::string route = "stats/" + std::to_string(biz_id) + "/" + table + "/" + name.substr(0, 10);
         const std::string& dest = ring.shards()[ring.OwnerOfHash(Ring::HashRoute(route))].name;
         // In bodies the receiver takes (its <limits body_bytes>, taken to be
@@ -140,7 +141,7 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
           // A day the receiver does not keep is refused whole, at the first
           // body, before anything is merged: it would never be taken, so the
           // file stays and the run goes on.
-          if (resp.ok() && resp->status == 400 && resp->body.find(limit::kDayNotKept) != std::string::npos) {
+          if (resp.ok() && resp->status == 400 && resp->body.find(stats::kDayNotKept) != std::string::npos) {
             skipped->emplace_back(file.path().string(), dest + " answered " + ErrorMessageOf(resp->body));
             taken = false;
             break;

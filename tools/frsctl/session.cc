@@ -7,6 +7,7 @@
 
 #include "config/service_options.h"
 #include "frs/clock.h"
+#include "os/store_dir.h"
 #include "os/text_file.h"
 #include "server/envoy_map.h"
 
@@ -19,7 +20,7 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   // Reading commands work on a store that cannot be written here (a
   // read-only file system, a backup mounted read-only): without locks, see
   // StoreOptions::read_only.
-  const std::string first = s->cfg.store_dir + "/frs.0.store";
+  const std::string first = os::store_dir::In(s->cfg.store_dir, os::store_dir::StoreFileName(0));
   if (s->reads_only && ::access(first.c_str(), F_OK) == 0 &&
       (::access(first.c_str(), W_OK) != 0 || ::access(s->cfg.store_dir.c_str(), W_OK) != 0)) {
     so.read_only = true;

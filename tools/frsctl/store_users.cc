@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "os/store_dir.h"
 #include "os/text_file.h"
 
 namespace frs::ctl {
@@ -188,7 +189,7 @@ Result<ExclusiveLocks> ExclusiveLocks::Take(const std::vector<std::string>& path
 }
 
 Result<os::UniqueFd> TakeFrsdStoreLock(const std::string& dir) {
-  const std::string path = dir + "/frsd.lock";
+  const std::string path = os::store_dir::In(dir, os::store_dir::kStoreLock);
   os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid() && errno == ENOENT) {
     fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));

@@ -1,4 +1,4 @@
-#include "limit/recent_denials.h"
+#include "stats/recent_denials.h"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -10,12 +10,18 @@
 
 #include "frs/key.h"
 #include "os/mapped_file.h"
+#include "os/mapped_table.h"
+#include "os/store_dir.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
-constexpr char kMagic[8] = {'F', 'R', 'S', 'D', 'E', 'N', 'Y', '1'};
-constexpr uint32_t kVersion = 2;  // 2: a bucket is one word (minute, count)
+// 2: a bucket is one word (minute, count).
+constexpr os::TableFormat kDenialsFormat{.magic = "FRSDENY1",
+                                         .version = 2,
+                                         .header_bytes = 64,
+                                         .checksum_at = 32,
+                                         .sum = os::HeaderSum::kXxh3};
 
 template <typename T>
 T Load(const T& v) {
@@ -39,7 +45,8 @@ struct RecentDenials::Header {
   uint8_t reserved[16];
 };
 static_assert(sizeof(RecentDenials::Header) == 64);
-static_assert(offsetof(RecentDenials::Header, checksum) == 32);
+static_assert(offsetof(RecentDenials::Header, checksum) == kDenialsFormat.checksum_at);
+static_assert(sizeof(RecentDenials::Header) == kDenialsFormat.header_bytes);
 
 struct RecentDenials::Slot {
   uint64_t hash;  // 0: free; claimed by compare-and-swap
@@ -60,15 +67,15 @@ namespace {
 constexpr uint64_t kFileBytes =
     sizeof(RecentDenials::Header) + uint64_t{RecentDenials::kSlots} * sizeof(RecentDenials::Slot);
 
-void InitHeader(RecentDenials::Header* h) {
-  std::memset(h, 0, sizeof *h);
-  std::memcpy(h->magic, kMagic, sizeof kMagic);
-  h->version = kVersion;
-  h->header_bytes = sizeof(RecentDenials::Header);
-  h->slots = RecentDenials::kSlots;
-  h->slot_bytes = sizeof(RecentDenials::Slot);
-  h->minutes = RecentDenials::kMinutes;
-  h->checksum = XXH3_64bits(h, offsetof(RecentDenials::Header, checksum));
+// This build's header: the one a new file gets, and the one an existing
+// file's must match.
+RecentDenials::Header WantDenialsHeader() {
+  RecentDenials::Header h{};
+  h.slots = RecentDenials::kSlots;
+  h.slot_bytes = sizeof(RecentDenials::Slot);
+  h.minutes = RecentDenials::kMinutes;
+  os::SealHeader(&h, kDenialsFormat);
+  return h;
 }
 
 uint32_t MinuteOf(uint64_t bucket) { return static_cast<uint32_t>(bucket >> 32); }
@@ -92,31 +99,13 @@ RecentDenials::Slot* RecentDenials::slot(uint32_t i) const {
 Result<std::unique_ptr<RecentDenials>> RecentDenials::Open(const std::string& dir, bool read_only) {
   std::unique_ptr<RecentDenials> d(new RecentDenials());
   d->read_only_ = read_only;
-  const std::string path = dir + "/denials.frs";
-  if (dir.empty() || (read_only && ::access(path.c_str(), F_OK) != 0)) {
-    d->memory_ = std::make_unique<uint64_t[]>(kFileBytes / 8);
-    d->base_ = reinterpret_cast<uint8_t*>(d->memory_.get());
-    InitHeader(d->header());
-    return d;
-  }
-  auto f =
-      os::MappedFile::Open(path, read_only ? os::MappedFile::Mode::kReadOnly : os::MappedFile::Mode::kCreateIfMissing,
-                           kFileBytes);
-  if (!f.ok()) return f.status();
-  d->file_ = std::move(f.value());
-  d->base_ = d->file_->data();
-  if (d->file_->created()) {
-    if (Status st = d->file_->Reserve(); !st.ok()) return st;
-    InitHeader(d->header());
-    if (Status st = d->file_->FinishCreate(); !st.ok()) return st;
-    return d;
-  }
-  Header want;
-  InitHeader(&want);
-  if (d->file_->size() < kFileBytes || std::memcmp(d->header(), &want, offsetof(Header, dropped)) != 0)
-    return Status::Mismatch(path +
-                            ": not a table of recent denials of this build's layout (delete it: it only "
-                            "holds the last minutes)");
+  const Header want = WantDenialsHeader();
+  auto t = os::OpenMappedTable(dir.empty() ? "" : os::store_dir::In(dir, os::store_dir::kRecentDenials), kDenialsFormat,
+                               &want, kFileBytes, read_only);
+  if (!t.ok()) return t.status();
+  d->file_ = std::move(t->file);
+  d->memory_ = std::move(t->memory);
+  d->base_ = t->base;
   return d;
 }
 
@@ -213,4 +202,4 @@ std::vector<RecentDenials::Row> RecentDenials::Top(uint32_t minutes, uint16_t bi
 
 uint64_t RecentDenials::dropped() const { return Load(header()->dropped); }
 
-}  // namespace frs::limit
+}  // namespace frs::stats

@@ -1,4 +1,4 @@
-// limit/recent_denials.h: the keys denied in the last minutes, with their
+// stats/recent_denials.h: the keys denied in the last minutes, with their
 // text, for `frsctl top --denied` ("who is being denied right now?"), even
 // for a biz whose nodes do not keep their keys.
 //
@@ -35,7 +35,7 @@ namespace frs::os {
 class MappedFile;
 }
 
-namespace frs::limit {
+namespace frs::stats {
 
 class RecentDenials {
  public:
@@ -75,4 +75,4 @@ class RecentDenials {
   bool read_only_ = false;
 };
 
-}  // namespace frs::limit
+}  // namespace frs::stats

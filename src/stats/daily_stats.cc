@@ -1,4 +1,4 @@
-#include "limit/daily_stats.h"
+#include "stats/daily_stats.h"
 
 #include <unistd.h>
 
@@ -7,21 +7,19 @@
 #include <cstring>
 
 #include "os/mapped_file.h"
+#include "os/mapped_table.h"
+#include "os/store_dir.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
-constexpr char kMagic[8] = {'F', 'R', 'S', 'S', 'T', 'A', 'T', 'S'};
-// 2: 1024 slots (was 4096).
-constexpr uint32_t kVersion = 2;
+// 2: 1024 slots (was 4096). FNV-1a: the checksum of this file's format.
+constexpr os::TableFormat kDailyFormat{.magic = "FRSSTATS",
+                                       .version = 2,
+                                       .header_bytes = 64,
+                                       .checksum_at = 32,
+                                       .sum = os::HeaderSum::kFnv1a};
 constexpr uint64_t kValueMask = (uint64_t{1} << 48) - 1;
-
-uint64_t Fnv1a(const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 }  // namespace
 
@@ -38,7 +36,8 @@ struct DailyStats::Header {
   uint8_t reserved[16];
 };
 static_assert(sizeof(DailyStats::Header) == 64);
-static_assert(offsetof(DailyStats::Header, checksum) == 32);
+static_assert(offsetof(DailyStats::Header, checksum) == kDailyFormat.checksum_at);
+static_assert(sizeof(DailyStats::Header) == kDailyFormat.header_bytes);
 
 struct DailyStats::Slot {
   uint32_t biz;  // 0: free; claimed by compare-and-swap
@@ -51,16 +50,16 @@ static_assert(alignof(DailyStats::Slot) == 8);
 namespace {
 constexpr uint64_t kFileBytes = sizeof(DailyStats::Header) + uint64_t{DailyStats::kSlots} * sizeof(DailyStats::Slot);
 
-void InitHeader(DailyStats::Header* h) {
-  std::memset(h, 0, sizeof *h);
-  std::memcpy(h->magic, kMagic, sizeof kMagic);
-  h->version = kVersion;
-  h->header_bytes = sizeof(DailyStats::Header);
-  h->slots = DailyStats::kSlots;
-  h->days = DailyStats::kDays;
-  h->slot_bytes = sizeof(DailyStats::Slot);
-  h->fields = DailyStats::kFields;
-  h->checksum = Fnv1a(h, offsetof(DailyStats::Header, checksum));
+// This build's header: the one a new file gets, and the one an existing
+// file's must match.
+DailyStats::Header WantDailyHeader() {
+  DailyStats::Header h{};
+  h.slots = DailyStats::kSlots;
+  h.days = DailyStats::kDays;
+  h.slot_bytes = sizeof(DailyStats::Slot);
+  h.fields = DailyStats::kFields;
+  os::SealHeader(&h, kDailyFormat);
+  return h;
 }
 }  // namespace
 
@@ -74,45 +73,14 @@ DailyStats::Slot* DailyStats::slot(uint32_t i) const {
 Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir, bool read_only) {
   std::unique_ptr<DailyStats> s(new DailyStats());
   s->read_only_ = read_only;
-  if (dir.empty() || (read_only && ::access((dir + "/stats.frs").c_str(), F_OK) != 0)) {
-    s->memory_ = std::make_unique<uint64_t[]>(kFileBytes / 8);
-    s->base_ = reinterpret_cast<uint8_t*>(s->memory_.get());
-    InitHeader(s->header());
-    return s;
-  }
-  s->path_ = dir + "/stats.frs";
-  auto f = os::MappedFile::Open(s->path_,
-                                read_only ? os::MappedFile::Mode::kReadOnly : os::MappedFile::Mode::kCreateIfMissing,
-                                kFileBytes);
-  if (!f.ok()) return f.status();
-  s->file_ = std::move(f.value());
-  s->base_ = s->file_->data();
-  if (s->file_->created()) {
-    // Backed by blocks before its first page is written: a full disk is an
-    // error here, not a SIGBUS later in a worker (or in the master, when a
-    // reload adds a biz and claims its slot).
-    if (Status st = s->file_->Reserve(); !st.ok()) return st;
-    InitHeader(s->header());
-    Status st = s->file_->FinishCreate();
-    if (!st.ok()) return st;
-    return s;
-  }
-  if (s->file_->size() < sizeof(Header)) return Status::Corruption(s->path_ + ": shorter than its header");
-  const Header* h = s->header();
-  if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) return Status::Corruption(s->path_ + ": bad magic");
-  if (h->version != kVersion) {
-    return Status::Mismatch(s->path_ + ": format version " + std::to_string(h->version) + ", this build reads " +
-                            std::to_string(kVersion));
-  }
-  if (h->checksum != Fnv1a(h, offsetof(Header, checksum))) return Status::Corruption(s->path_ + ": header checksum");
-  if (h->header_bytes != sizeof(Header) || h->slots != kSlots || h->days != kDays || h->slot_bytes != sizeof(Slot) ||
-      h->fields != kFields) {
-    return Status::Mismatch(s->path_ + ": table layout differs from this build's");
-  }
-  if (s->file_->size() < kFileBytes) return Status::Corruption(s->path_ + ": truncated");
-  // A file made sparse by an older build (or copied sparse) is backed now.
-  if (auto n = s->file_->BytesToReserve(); !read_only && n.ok() && n.value() > 0)
-    if (Status st = s->file_->Reserve(); !st.ok()) return st;
+  const Header want = WantDailyHeader();
+  auto t = os::OpenMappedTable(dir.empty() ? "" : os::store_dir::In(dir, os::store_dir::kDailyStats), kDailyFormat,
+                               &want, kFileBytes, read_only);
+  if (!t.ok()) return t.status();
+  if (t->file) s->path_ = t->file->path();
+  s->file_ = std::move(t->file);
+  s->memory_ = std::move(t->memory);
+  s->base_ = t->base;
   return s;
 }
 
@@ -189,4 +157,4 @@ uint64_t DailyStats::overflow() const {
   return std::atomic_ref<uint64_t>(header()->overflow).load(std::memory_order_relaxed);
 }
 
-}  // namespace frs::limit
+}  // namespace frs::stats

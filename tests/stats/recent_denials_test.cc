@@ -1,4 +1,4 @@
-#include "limit/recent_denials.h"
+#include "stats/recent_denials.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "common/temp_dir.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
 using frs::testing::TempDir;
@@ -95,4 +95,4 @@ TEST(RecentDenials, AnotherProcessReadsWhatWasWritten) {
 }
 
 }  // namespace
-}  // namespace frs::limit
+}  // namespace frs::stats

@@ -1,4 +1,4 @@
-#include "limit/field_stats.h"
+#include "stats/field_stats.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -14,8 +14,10 @@
 #include <map>
 
 #include "frs/key.h"
+#include "os/store_dir.h"
+#include "os/whole_file.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
 // How long an Open replaced or dropped outlives it: far longer than any
@@ -31,12 +33,6 @@ bool DayOfName(std::string_view name, uint32_t* day) {
 }
 
 }  // namespace
-
-uint64_t StatsDescriptors(const MapConfig& map) {
-  uint64_t tables = 0;
-  for (const BizConfig& b : map.bizzes) tables += b.stats.size();
-  return tables * kOpenDaysPerTable;
-}
 
 void RetiredDays::Add(std::shared_ptr<const void> open) {
   MutexLock lock(&mu_);
@@ -63,7 +59,7 @@ StatsTable::StatsTable(std::string dir, const StatsSpec& spec, StatsReporter rep
 
 StatsTable::~StatsTable() = default;
 
-std::string StatsTable::PathOf(uint32_t day) const { return dir_ + "/" + DayText(day) + ".frs"; }
+std::string StatsTable::PathOf(uint32_t day) const { return dir_ + "/" + os::store_dir::DayFileName(DayText(day)); }
 
 void StatsTable::Report(const std::string& what) const {
   if (report_) report_(what);
@@ -218,7 +214,8 @@ void StatsTable::DropOldDays(uint32_t today) {
   while (dirent* e = ::readdir(d)) {
     const std::string_view name = e->d_name;
     uint32_t day;
-    if (name.size() != 14 || !name.ends_with(".frs") || !DayOfName(name, &day) || day >= today) continue;
+    if (os::store_dir::KindOfDayFile(name) != os::store_dir::DayFile::kOwn || !DayOfName(name, &day) || day >= today)
+      continue;
     newest = std::max(newest, day);
     any = true;
   }
@@ -228,7 +225,7 @@ void StatsTable::DropOldDays(uint32_t today) {
       const std::string_view name = e->d_name;
       uint32_t day;
       // The day's own file, those received, and those set aside as damaged.
-      if (!DayOfName(name, &day) || name.ends_with(".tmp") || name.find(".tmp.") != std::string_view::npos) continue;
+      if (!DayOfName(name, &day) || os::store_dir::IsTempName(name)) continue;
       if (day + days_ <= today) ::unlink((dir_ + "/" + std::string(name)).c_str());
     }
     pruned_today_ = today;
@@ -239,7 +236,7 @@ void StatsTable::DropOldDays(uint32_t today) {
   const time_t hour_ago = ::time(nullptr) - 3600;
   while (dirent* e = ::readdir(d)) {
     const std::string_view name = e->d_name;
-    if (!name.ends_with(".tmp") && name.find(".tmp.") == std::string_view::npos) continue;
+    if (!os::store_dir::IsTempName(name)) continue;
     const std::string path = dir_ + "/" + std::string(name);
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && st.st_mtime < hour_ago) ::unlink(path.c_str());
@@ -269,7 +266,8 @@ Result<std::vector<std::shared_ptr<const GroupTable>>> StatsTable::ReadDay(uint3
   if (DIR* d = ::opendir(dir_.c_str())) {
     while (dirent* e = ::readdir(d)) {
       const std::string_view name = e->d_name;
-      if (!name.starts_with(prefix + ".from-") || !name.ends_with(".frs")) continue;
+      if (!name.starts_with(prefix) || os::store_dir::KindOfDayFile(name) != os::store_dir::DayFile::kReceived)
+        continue;
       auto t = GroupTable::Open(dir_ + "/" + std::string(name), shape, GroupTable::Mode::kRead);
       if (t.ok()) out.push_back(std::move(t.value()));
       else ++*damaged;  // left out, counted: the others still answer
@@ -284,7 +282,7 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
   *duplicate = false;
   char id[17];
   std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(XXH3_64bits(receipt.data(), receipt.size())));
-  const std::string final_path = dir_ + "/" + DayText(day) + ".from-" + id + ".frs";
+  const std::string final_path = dir_ + "/" + os::store_dir::ReceivedDayFileName(DayText(day), id);
   if (::access(final_path.c_str(), F_OK) == 0) {
     *duplicate = true;
     return Status::OK();
@@ -294,38 +292,30 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
     MutexLock lock(&mu_);
     distinct = shape_.distinct;
   }
-  const std::string tmp = dir_ + "/receiving." + id + "." + std::to_string(::getpid()) + ".tmp";
-  ::unlink(tmp.c_str());
-  {
+  // Made whole, then linked in: a racing request with the same receipt that
+  // got there first keeps its file, and this one counts as the duplicate.
+  auto made = os::WriteFileWhole(final_path, os::WholeFileOptions{.exclusive = true}, [&](const std::string& tmp) {
     auto t = GroupTable::Open(tmp, GroupTableShape{static_cast<uint32_t>(rows.size()) + 1, distinct},
                               GroupTable::Mode::kWrite);
     if (!t.ok()) return t.status();
-    for (const GroupRow& r : rows) {
-      if (!t.value()->Merge(r)) {
-        ::unlink(tmp.c_str());
+    for (const GroupRow& r : rows)
+      if (!t.value()->Merge(r))
         return Status::Unavailable("no room for the received statistics in " + dir_ + " (is the disk full?)");
-      }
-    }
     t.value()->AddFieldErrors(field_errors);
-  }
-  const int linked = ::link(tmp.c_str(), final_path.c_str());
-  const int err = errno;
-  ::unlink(tmp.c_str());
-  if (linked != 0 && err == EEXIST) {
-    *duplicate = true;  // a racing request with the same receipt got there first
     return Status::OK();
-  }
-  if (linked != 0) return Status::FromErrno("cannot link " + final_path, err);
+  });
+  if (!made.ok()) return made.status();
+  *duplicate = made.value() == os::Placed::kExisting;
   return Status::OK();
 }
 
-StatsTable* FieldStats::TableFor(uint16_t biz, const BizConfig& cfg, const StatsSpec& spec) {
+StatsTable* FieldStats::TableFor(uint16_t biz, const KeyShape& cfg, const StatsSpec& spec) {
   if (dir_.empty()) return nullptr;
   const std::string name = spec.DirName(cfg.fields);
   MutexLock lock(&mu_);
   auto& slot = tables_[{biz, name}];
   if (slot == nullptr) {
-    slot = std::make_unique<StatsTable>(dir_ + "/stats/" + std::to_string(biz) + "/" + name, spec, report_, &retired_);
+    slot = std::make_unique<StatsTable>(os::store_dir::FieldStatsDir(dir_, biz, name), spec, report_, &retired_);
   } else {
     slot->Reshape(spec);
   }
@@ -338,7 +328,7 @@ void FieldStats::CloseAllBut(const std::vector<const StatsTable*>& kept) {
     if (std::find(kept.begin(), kept.end(), table.get()) == kept.end()) table->CloseDays();
 }
 
-bool FieldStats::SplitKey(const BizConfig& cfg, std::string_view key, std::string_view* fields) {
+bool FieldStats::SplitKey(const KeyShape& cfg, std::string_view key, std::string_view* fields) {
   const size_t want = cfg.fields.size();
   size_t n = 0, start = 0;
   while (true) {
@@ -355,7 +345,7 @@ namespace {
 
 // The value of `spec`'s group in `fields` (split from a key): a field of the
 // key itself, or the by fields joined into `buf`.
-std::string_view GroupValue(const BizConfig& cfg, const StatsSpec& spec, const std::string_view* fields, char* buf) {
+std::string_view GroupValue(const KeyShape& cfg, const StatsSpec& spec, const std::string_view* fields, char* buf) {
   if (spec.by.size() == 1) return fields[spec.by[0]];
   size_t len = 0;
   for (size_t k = 0; k < spec.by.size(); ++k) {
@@ -369,7 +359,7 @@ std::string_view GroupValue(const BizConfig& cfg, const StatsSpec& spec, const s
 
 }  // namespace
 
-void FieldStats::Prefetch(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
+void FieldStats::Prefetch(const KeyShape& cfg, std::span<StatsTable* const> tables, std::string_view key,
                           uint32_t day) {
   std::string_view fields[kMaxKeyFields];
   if (!SplitKey(cfg, key, fields)) return;
@@ -385,7 +375,7 @@ void FieldStats::Prefetch(const BizConfig& cfg, std::span<StatsTable* const> tab
   }
 }
 
-void FieldStats::Count(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
+void FieldStats::Count(const KeyShape& cfg, std::span<StatsTable* const> tables, std::string_view key,
                        const GroupCounts& delta, uint32_t day) {
   std::string_view fields[kMaxKeyFields];
   const bool split = SplitKey(cfg, key, fields);
@@ -471,4 +461,4 @@ GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tab
   return out;
 }
 
-}  // namespace frs::limit
+}  // namespace frs::stats

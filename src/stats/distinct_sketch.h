@@ -1,4 +1,4 @@
-// limit/distinct_sketch.h: counting the distinct values of a field (the
+// stats/distinct_sketch.h: counting the distinct values of a field (the
 // distinct users of an app today) in bounded shared memory.
 //
 // A HyperLogLog of 2^15 registers (standard error 1.04 / 181 = 0.57 %: 2 % is
@@ -37,7 +37,7 @@
 #include <string_view>
 #include <vector>
 
-namespace frs::limit::sketch {
+namespace frs::stats::sketch {
 
 inline constexpr uint32_t kPrecision = 15;
 inline constexpr uint32_t kRegisters = 1u << kPrecision;  // 32,768 bytes dense
@@ -106,4 +106,4 @@ class Sketch {
 // The estimator alone, over kRegisters registers (tested on its own).
 double EstimateRegisters(std::span<const uint8_t> registers);
 
-}  // namespace frs::limit::sketch
+}  // namespace frs::stats::sketch

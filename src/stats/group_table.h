@@ -1,4 +1,4 @@
-// limit/group_table.h: one day of one <stats by="..."> of a biz, in its own
+// stats/group_table.h: one day of one <stats by="..."> of a biz, in its own
 // mmap file: the groups (values of the `by` fields) with their counters and
 // distinct-value sketches.
 //
@@ -22,7 +22,7 @@
 //
 // Every update is one atomic step: counters are atomic adds, a record is
 // written in full before a compare-and-swap publishes its offset in the
-// index, a sketch grows as limit/distinct_sketch.h says. A process killed at
+// index, a sketch grows as stats/distinct_sketch.h says. A process killed at
 // any instruction leaves a valid file (at worst a record or block allocated
 // and never published: space, not counts), and any number of processes may
 // update one file at once.
@@ -38,10 +38,10 @@
 #include <vector>
 
 #include "frs/status.h"
-#include "limit/distinct_sketch.h"
 #include "os/unique_fd.h"
+#include "stats/distinct_sketch.h"
 
-namespace frs::limit {
+namespace frs::stats {
 
 inline constexpr uint32_t kMaxDistinctFields = 2;
 inline constexpr std::string_view kOtherGroup = "~other";
@@ -159,4 +159,4 @@ class GroupTable {
 // when there is no file). Shared by the runtime and `frsctl verify`.
 Status CheckDayFile(const std::string& path);
 
-}  // namespace frs::limit
+}  // namespace frs::stats

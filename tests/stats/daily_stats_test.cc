@@ -1,4 +1,4 @@
-#include "limit/daily_stats.h"
+#include "stats/daily_stats.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "common/temp_dir.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
 TEST(DailyStats, CountsPerDayAndSurvivesReopen) {
@@ -76,4 +76,4 @@ TEST(DailyStats, RefusesAFileOfAnotherFormat) {
 }
 
 }  // namespace
-}  // namespace frs::limit
+}  // namespace frs::stats

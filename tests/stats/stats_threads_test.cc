@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "common/temp_dir.h"
-#include "limit/group_table.h"
-#include "limit/recent_denials.h"
+#include "stats/group_table.h"
+#include "stats/recent_denials.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
 constexpr int kThreads = 4;
@@ -84,4 +84,4 @@ TEST(StatsThreads, RecentDenialsFromManyThreadsAddUp) {
 }
 
 }  // namespace
-}  // namespace frs::limit
+}  // namespace frs::stats

@@ -1,4 +1,4 @@
-#include "limit/distinct_sketch.h"
+#include "stats/distinct_sketch.h"
 
 #include <xxhash.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-namespace frs::limit::sketch {
+namespace frs::stats::sketch {
 namespace {
 
 inline constexpr uint32_t kRankBits = 64 - kPrecision;  // q: the bits that rank the value
@@ -304,4 +304,4 @@ bool Sketch::Decode(std::string_view text, Sketch* out) {
   return true;
 }
 
-}  // namespace frs::limit::sketch
+}  // namespace frs::stats::sketch

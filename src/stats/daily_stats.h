@@ -1,4 +1,4 @@
-// limit/daily_stats.h: per-biz counters of the last days, in a small mmap file.
+// stats/daily_stats.h: per-biz counters of the last days, in a small mmap file.
 //
 // `stats.frs` in the store directory: a 64-byte header (magic, version, the
 // layout's sizes and a checksum over them: a file of another layout is
@@ -26,7 +26,7 @@ namespace frs::os {
 class MappedFile;
 }
 
-namespace frs::limit {
+namespace frs::stats {
 
 class DailyStats {
  public:
@@ -106,4 +106,4 @@ class StatsTally {
   uint64_t sum_[DailyStats::kFields] = {};
 };
 
-}  // namespace frs::limit
+}  // namespace frs::stats

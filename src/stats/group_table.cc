@@ -1,4 +1,4 @@
-#include "limit/group_table.h"
+#include "stats/group_table.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -14,13 +14,20 @@
 #include <vector>
 
 #include "frs/key.h"
+#include "os/mapped_table.h"
 #include "os/sigbus_guard.h"
+#include "os/store_dir.h"
+#include "os/whole_file.h"
 
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
-constexpr char kMagic[8] = {'F', 'R', 'S', 'G', 'R', 'O', 'U', 'P'};
-constexpr uint32_t kVersion = 2;  // 2: registers of 2^15 (codes of 15 index bits)
+// 2: registers of 2^15 (codes of 15 index bits).
+constexpr os::TableFormat kGroupFormat{.magic = "FRSGROUP",
+                                       .version = 2,
+                                       .header_bytes = 256,
+                                       .checksum_at = 48,
+                                       .sum = os::HeaderSum::kXxh3};
 constexpr uint64_t kUnit = 64;
 constexpr uint64_t kGrowBytes = 1 << 20;
 // Blocks that racing writers may allocate and lose (distinct_sketch.h): the
@@ -68,7 +75,8 @@ struct GroupTable::Header {
   uint8_t reserved[152];
 };
 static_assert(sizeof(GroupTable::Header) == 256);
-static_assert(offsetof(GroupTable::Header, checksum) == 48);
+static_assert(offsetof(GroupTable::Header, checksum) == kGroupFormat.checksum_at);
+static_assert(sizeof(GroupTable::Header) == kGroupFormat.header_bytes);
 static_assert(offsetof(GroupTable::Header, claimed) == 56);
 static_assert(offsetof(GroupTable::Header, retired) == 100);
 
@@ -95,10 +103,10 @@ uint64_t SketchBytes() { return uint64_t{sketch::kSparseSlots} * 4 + sketch::kRe
 
 // "" when the header is one of ours (magic, version, checksum), else what is wrong.
 std::string HeaderProblem(const GroupTable::Header& h, ssize_t got, const std::string& path) {
-  if (got != static_cast<ssize_t>(sizeof h) || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 ||
-      h.version != kVersion || h.checksum != XXH3_64bits(&h, offsetof(GroupTable::Header, checksum)))
-    return path + " is not a statistics file of version " + std::to_string(kVersion);
-  return "";
+  // The geometry is the file's own (a day keeps the shape it was made in):
+  // Open and CheckDayFile check it after.
+  const Status s = os::CheckTableHeader(path, &h, got < 0 ? 0 : static_cast<uint64_t>(got), kGroupFormat, nullptr, 0);
+  return s.ok() ? std::string() : s.message();
 }
 
 // "" when a file of `size` bytes holds what header `h` says it does.
@@ -122,7 +130,8 @@ Result<bool> MoveAsideFd(int fd, const std::string& path, std::string* aside) {
   Result<bool> out = false;
   if (::fstat(fd, &mine) == 0 && ::stat(path.c_str(), &there) == 0 && mine.st_ino == there.st_ino &&
       mine.st_dev == there.st_dev) {
-    *aside = path + ".damaged-" + std::to_string(::getpid()) + "-" + std::to_string(g_aside_seq.fetch_add(1));
+    *aside =
+        os::store_dir::DamagedPath(path, std::to_string(::getpid()) + "-" + std::to_string(g_aside_seq.fetch_add(1)));
     if (::rename(path.c_str(), aside->c_str()) != 0) {
       out = Errno("cannot move aside", path);
     } else {
@@ -184,16 +193,16 @@ uint8_t* GroupTable::BlockAt(uint32_t offset, uint32_t bytes) const {
 }
 uint32_t* GroupTable::index() const { return reinterpret_cast<uint32_t*>(base_ + sizeof(Header)); }
 
-namespace {
+Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape, Mode mode,
+                                                     std::string* set_aside) {
+  if (shape.distinct > kMaxDistinctFields || shape.groups == 0) return Status::InvalidArgument("bad group table shape");
+  std::unique_ptr<GroupTable> t(new GroupTable());
+  t->path_ = path;
+  t->shape_ = shape;
+  t->read_only_ = mode == Mode::kRead;
 
-using Header = GroupTable::Header;
-
-// The header a table of `shape` has: its geometry, and the checksum of it.
-Header WantedHeader(const GroupTableShape& shape) {
+  // The geometry this shape asks for.
   Header want{};
-  std::memcpy(want.magic, kMagic, sizeof kMagic);
-  want.version = kVersion;
-  want.header_bytes = sizeof(Header);
   uint32_t slots = 64;
   while (slots < 2 * (uint64_t{shape.groups} + 1)) slots *= 2;
   want.index_slots = slots;
@@ -205,65 +214,37 @@ Header WantedHeader(const GroupTableShape& shape) {
   want.limit_bytes =
       RoundUp(want.pool_start + (uint64_t{shape.groups} + 1) * per_group + kSpareSketches * SketchBytes() + kGrowBytes,
               kGrowBytes);
-  want.checksum = XXH3_64bits(&want, offsetof(Header, checksum));
-  return want;
-}
+  os::SealHeader(&want, kGroupFormat);
 
-// A new day's file at `path`: its header and its ~other record, made whole
-// under a temporary name, then linked into place. A reader never sees a
-// half-written header, and of two processes creating the same day, one
-// wins the link and the other opens its file (OK for both).
-Status CreateDay(const std::string& path, const Header& want, const GroupTableShape& shape) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  os::UniqueFd tfd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!tfd.valid()) return Errno("cannot create", tmp);
-  Header h = want;
-  h.next = want.pool_start + RecordBytes(shape.distinct, kOtherGroup.size());
-  h.file_bytes = RoundUp(h.next, kGrowBytes);
-  h.other = static_cast<uint32_t>(want.pool_start / kUnit);
-  GroupTable::Record other{};
-  other.hash = HashOf(kOtherGroup);
-  other.value_len = static_cast<uint16_t>(kOtherGroup.size());
-  std::string rec(RecordBytes(shape.distinct, kOtherGroup.size()), '\0');
-  std::memcpy(rec.data(), &other, sizeof other);
-  std::memcpy(rec.data() + sizeof other + shape.distinct * sizeof(sketch::SketchHead), kOtherGroup.data(),
-              kOtherGroup.size());
-  bool ok = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)) == 0 &&
-            ::pwrite(tfd.get(), &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-            ::pwrite(tfd.get(), rec.data(), rec.size(), static_cast<off_t>(want.pool_start)) ==
-                static_cast<ssize_t>(rec.size());
-  if (!ok) {
-    Status s = Errno("cannot write", tmp);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  const int linked = ::link(tmp.c_str(), path.c_str());
-  const int link_errno = errno;
-  ::unlink(tmp.c_str());
-  if (linked != 0 && link_errno != EEXIST) {
-    errno = link_errno;
-    return Errno("cannot create", path);
-  }
-  return Status::OK();
-}
-
-}  // namespace
-
-Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, const GroupTableShape& shape, Mode mode,
-                                                     std::string* set_aside) {
-  if (shape.distinct > kMaxDistinctFields || shape.groups == 0) return Status::InvalidArgument("bad group table shape");
-  std::unique_ptr<GroupTable> t(new GroupTable());
-  t->path_ = path;
-  t->shape_ = shape;
-  t->read_only_ = mode == Mode::kRead;
-
-  const Header want = WantedHeader(shape);
   for (int attempt = 0; attempt < 3; ++attempt) {
     int fd = ::open(path.c_str(), t->read_only_ ? O_RDONLY | O_CLOEXEC : O_RDWR | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && !t->read_only_) {
-      if (Status s = CreateDay(path, want, shape); !s.ok()) return s;
+      // Made whole under a temporary name, then linked into place: a reader
+      // never sees a half-written header, and of two processes creating the
+      // same day, one wins the link and the other opens its file.
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+      Header h = want;
+      h.next = want.pool_start + RecordBytes(shape.distinct, kOtherGroup.size());
+      h.file_bytes = RoundUp(h.next, kGrowBytes);
+      h.other = static_cast<uint32_t>(want.pool_start / kUnit);
+      Record other{};
+      other.hash = HashOf(kOtherGroup);
+      other.value_len = static_cast<uint16_t>(kOtherGroup.size());
+      std::string rec(RecordBytes(shape.distinct, kOtherGroup.size()), '\0');
+      std::memcpy(rec.data(), &other, sizeof other);
+      std::memcpy(rec.data() + sizeof other + shape.distinct * sizeof(sketch::SketchHead), kOtherGroup.data(),
+                  kOtherGroup.size());
+      auto made = os::WriteFileWhole(path, os::WholeFileOptions{.exclusive = true}, [&](const std::string& tmp) {
+        os::UniqueFd tfd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+        if (!tfd.valid()) return Errno("cannot create", tmp);
+        const bool ok = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)) == 0 &&
+                        ::pwrite(tfd.get(), &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+                        ::pwrite(tfd.get(), rec.data(), rec.size(), static_cast<off_t>(want.pool_start)) ==
+                            static_cast<ssize_t>(rec.size());
+        return ok ? Status::OK() : Errno("cannot write", tmp);
+      });
+      if (!made.ok()) return made.status();
       continue;  // open what is now there
     }
     if (fd < 0) {
@@ -554,4 +535,4 @@ Status CheckDayFile(const std::string& path) {
   return Status::OK();
 }
 
-}  // namespace frs::limit
+}  // namespace frs::stats

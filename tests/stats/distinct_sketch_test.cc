@@ -1,4 +1,4 @@
-#include "limit/distinct_sketch.h"
+#include "stats/distinct_sketch.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace frs::limit::sketch {
+namespace frs::stats::sketch {
 namespace sketch_test {
 
 // A BlockSource over one std::vector arena, reserved up front so that the
@@ -372,4 +372,4 @@ TEST(DistinctSketch, ConcurrentInsertsCountAsOneThreadWould) {
 }
 
 }  // namespace sketch_test
-}  // namespace frs::limit::sketch
+}  // namespace frs::stats::sketch

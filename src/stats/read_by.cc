@@ -1,19 +1,21 @@
-// The statistics by key field of a biz, read and merged (map.xml <stats>).
+// The statistics by key field of a biz, read and merged (map.xml <stats>):
+// frsctl stat-by, GET /stats, and a handoff's POST /stats.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <string>
 #include <vector>
 
-#include "limit/engine_impl.h"
+#include "frs/key.h"
+#include "stats/statistics.h"
 
-#include <unistd.h>
-
-namespace frs::limit {
+namespace frs::stats {
 namespace {
 
-// The <stats> of `biz` whose by fields are those of `by` ("iface,app" finds
+// The <stats> of a biz shaped `keys` whose by fields are those of `by` ("iface,app" finds
 // by="app,iface"), or -1.
-int FindStatsSpec(const BizConfig& biz, std::string_view by) {
+int FindStatsSpec(const KeyShape& keys, std::string_view by) {
   std::vector<std::string_view> want;
   for (size_t start = 0;;) {
     const size_t comma = by.find(',', start);
@@ -22,43 +24,41 @@ int FindStatsSpec(const BizConfig& biz, std::string_view by) {
     start = comma + 1;
   }
   std::sort(want.begin(), want.end());
-  for (size_t i = 0; i < biz.stats.size(); ++i) {
+  for (size_t i = 0; i < keys.stats.size(); ++i) {
     std::vector<std::string_view> have;
-    for (uint8_t f : biz.stats[i].by) have.push_back(biz.fields[f]);
+    for (uint8_t f : keys.stats[i].by) have.push_back(keys.fields[f]);
     std::sort(have.begin(), have.end());
     if (have == want) return static_cast<int>(i);
   }
   return -1;
 }
 
-Status NoSuchStats(const BizConfig& biz, std::string_view by) {
+Status NoSuchStats(std::string_view name, const KeyShape& keys, std::string_view by) {
   std::string kept;
-  for (const StatsSpec& s : biz.stats) kept += (kept.empty() ? "" : ", ") + std::string("by=\"") + s.by_text + "\"";
-  return Status::NotFound("biz '" + biz.name + "' keeps no <stats by=\"" + std::string(by) + "\"> (" +
+  for (const StatsSpec& s : keys.stats) kept += (kept.empty() ? "" : ", ") + std::string("by=\"") + s.by_text + "\"";
+  return Status::NotFound("biz '" + std::string(name) + "' keeps no <stats by=\"" + std::string(by) + "\"> (" +
                           (kept.empty() ? std::string("it keeps none") : "it keeps " + kept) + ")");
 }
 
 // Names a merge that came without a receipt, so that no other is taken for it.
-std::string UnnamedReceipt(const Clock& clock) {
+std::string UnnamedReceipt(int64_t now_ms) {
   static std::atomic<uint64_t> next{1};
-  return "unnamed/" + std::to_string(clock.NowMs()) + "/" + std::to_string(::getpid()) + "/" +
+  return "unnamed/" + std::to_string(now_ms) + "/" + std::to_string(::getpid()) + "/" +
          std::to_string(next.fetch_add(1));
 }
 
+Status NotKept() { return Status::Unavailable("statistics by field are kept only with a store directory"); }
+
 }  // namespace
 
-Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
-  std::shared_ptr<const Map> map = SharedMap();
-  const Biz* biz = map->Find(q.biz);
-  if (biz == nullptr) return Status::NotFound("unknown biz '" + q.biz + "'");
-  const int i = FindStatsSpec(biz->cfg, q.by);
-  if (i < 0) return NoSuchStats(biz->cfg, q.by);
-  const StatsSpec& spec = biz->cfg.stats[i];
-  if (biz->stats_tables.empty() || biz->stats_tables[i] == nullptr)
-    return Status::Unavailable("statistics by field are kept only with a store directory");
-  const uint32_t today = Today();
+Result<GroupStats> Statistics::ReadBy(const BizCounters& b, std::string_view name, const KeyShape& keys,
+                                      const GroupStatsQuery& q, uint32_t today) const {
+  const int i = FindStatsSpec(keys, q.by);
+  if (i < 0) return NoSuchStats(name, keys, q.by);
+  const StatsSpec& spec = keys.stats[i];
+  if (b.tables.empty() || b.tables[i] == nullptr) return NotKept();
   const uint32_t day = q.day < 0 ? today : static_cast<uint32_t>(q.day);
-  StatsTable* table = biz->stats_tables[i];
+  StatsTable* table = b.tables[i];
   // A file found damaged (cut short, a broken header) is left out and
   // counted in `lost`, not an error for the rest of the day; the day's next
   // count sets it aside and starts a fresh one.
@@ -68,7 +68,7 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
   GroupStats out = ReadGroupStats(tables.value(), q);
   // Damage met while reading (an offset outside the file): set aside, what
   // is readable carried over, and read again.
-  if (!field_stats_->read_only() &&
+  if (!fields_->read_only() &&
       std::any_of(tables->begin(), tables->end(), [](const auto& t) { return t->damaged(); }) &&
       table->RecoverIfDamaged(day)) {
     damaged = 0;
@@ -78,27 +78,20 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
   }
   out.lost += damaged;
   if (day == today) out.lost += table->unstored();
-  out.biz_id = biz->cfg.id;
-  out.biz = biz->cfg.name;
   out.by = spec.by_text;
   out.day = day;
-  for (uint8_t f : spec.distinct) out.distinct_fields.push_back(biz->cfg.fields[f]);
+  for (uint8_t f : spec.distinct) out.distinct_fields.push_back(keys.fields[f]);
   return out;
 }
 
-Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) {
-  std::shared_ptr<const Map> map = SharedMap();
-  const Biz* biz = in.biz.empty() ? map->FindId(in.biz_id) : map->Find(in.biz);
-  if (biz == nullptr)
-    return Status::NotFound("unknown biz '" + (in.biz.empty() ? std::to_string(in.biz_id) : in.biz) + "'");
-  const int i = FindStatsSpec(biz->cfg, in.by);
-  if (i < 0) return NoSuchStats(biz->cfg, in.by);
-  if (biz->stats_tables.empty() || biz->stats_tables[i] == nullptr)
-    return Status::Unavailable("statistics by field are kept only with a store directory");
-  const StatsSpec& spec = biz->cfg.stats[i];
+Status Statistics::MergeBy(const BizCounters& b, std::string_view name, const KeyShape& keys, const GroupStats& in,
+                           std::string_view receipt, uint32_t today, int64_t now_ms) const {
+  const int i = FindStatsSpec(keys, in.by);
+  if (i < 0) return NoSuchStats(name, keys, in.by);
+  if (b.tables.empty() || b.tables[i] == nullptr) return NotKept();
+  const StatsSpec& spec = keys.stats[i];
   // Only days this table keeps, and none after today: a day in the future
   // would never be pruned and would hide the days before it.
-  const uint32_t today = Today();
   if (in.day > today || in.day + spec.days <= today)
     return Status::InvalidArgument("day " + DayText(in.day) + " " + std::string(kDayNotKept) + " (the " +
                                    std::to_string(spec.days) + " days up to " + DayText(today) + ")");
@@ -107,7 +100,7 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
   std::vector<int> from(spec.distinct.size(), -1);
   for (size_t d = 0; d < spec.distinct.size(); ++d)
     for (size_t k = 0; k < in.distinct_fields.size(); ++k)
-      if (in.distinct_fields[k] == biz->cfg.fields[spec.distinct[d]]) from[d] = static_cast<int>(k);
+      if (in.distinct_fields[k] == keys.fields[spec.distinct[d]]) from[d] = static_cast<int>(k);
   std::vector<GroupRow> rows;
   for (const GroupStat& g : in.rows) {
     if (g.value.size() > kMaxKeyBytes) return Status::InvalidArgument("a group value is longer than 255 bytes");
@@ -127,9 +120,9 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
   }
   // Without a receipt the merge cannot be recognized again: each is its own.
   std::string id(receipt);
-  if (id.empty()) id = UnnamedReceipt(*clock_);
+  if (id.empty()) id = UnnamedReceipt(now_ms);
   bool duplicate = false;
-  return biz->stats_tables[i]->WriteReceived(in.day, id, rows, in.field_errors, &duplicate);
+  return b.tables[i]->WriteReceived(in.day, id, rows, in.field_errors, &duplicate);
 }
 
-}  // namespace frs::limit
+}  // namespace frs::stats

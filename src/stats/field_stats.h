@@ -1,4 +1,4 @@
-// limit/field_stats.h: statistics by key field (map.xml <stats>), kept per
+// stats/field_stats.h: statistics by key field (map.xml <stats>), kept per
 // biz, table (`by` plus its distinct fields) and day in GroupTable files
 // under the store directory: stats/<biz id>/<table>/<YYYY-MM-DD>.frs.
 //
@@ -41,19 +41,15 @@
 #include "base/thread_annotations.h"
 #include "frs/group_stats.h"
 #include "frs/status.h"
-#include "limit/group_table.h"
-#include "limit/map_config.h"
+#include "stats/group_table.h"
+#include "stats/stats_spec.h"
 
-namespace frs::limit {
+namespace frs::stats {
 
 // Day files of one table a process keeps open (today and the two before: a
 // request decided just before midnight may still be counted just after it),
 // each one descriptor and one mapping.
 inline constexpr uint32_t kOpenDaysPerTable = 3;
-
-// The descriptors the statistics by key field of `map` may keep open in one
-// process: every table's open days. Part of frsd's descriptor need.
-uint64_t StatsDescriptors(const MapConfig& map);
 
 // The words of a merge's refusal of a day its table does not keep (older
 // than `days`, or after today): frsctl handoff skips such a day file, as the
@@ -154,19 +150,20 @@ class FieldStats {
 
   // The table of `spec` for biz `biz` (made at first use, then the same
   // object for the engine's life); null when statistics are not kept.
-  StatsTable* TableFor(uint16_t biz, const BizConfig& cfg, const StatsSpec& spec);
+  StatsTable* TableFor(uint16_t biz, const KeyShape& cfg, const StatsSpec& spec);
   bool read_only() const { return read_only_; }
   // Closes the day files of every table but `kept` (a reload dropped them;
   // a request still on the old map reopens what it needs).
   void CloseAllBut(const std::vector<const StatsTable*>& kept);
-  // Counts one decision of `cfg`'s `key` in its tables (parallel to cfg.stats).
-  static void Count(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key,
+  // Counts one decision of a biz shaped `cfg` for `key` in its tables (parallel
+  // to cfg.stats).
+  static void Count(const KeyShape& cfg, std::span<StatsTable* const> tables, std::string_view key,
                     const GroupCounts& delta, uint32_t day);
   // Starts loading what Count will touch that is likely not in the cache
   // (the registers of distinct sketches); changes nothing.
-  static void Prefetch(const BizConfig& cfg, std::span<StatsTable* const> tables, std::string_view key, uint32_t day);
+  static void Prefetch(const KeyShape& cfg, std::span<StatsTable* const> tables, std::string_view key, uint32_t day);
   // Splits `key` into cfg.fields.size() fields; false when it has another count.
-  static bool SplitKey(const BizConfig& cfg, std::string_view key, std::string_view* fields);
+  static bool SplitKey(const KeyShape& cfg, std::string_view key, std::string_view* fields);
 
  private:
   const std::string dir_;
@@ -182,4 +179,4 @@ class FieldStats {
 // and the sketches only of the groups `top` or `value` keep.
 GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tables, const GroupStatsQuery& q);
 
-}  // namespace frs::limit
+}  // namespace frs::stats
