@@ -197,14 +197,17 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   w.Key("last_access_s").Int(node.last_access_s);
   if (node.route_known) w.Key("route_pos").Int(node.route_pos);
   w.Key("rules").BeginArray();
+  std::string reservations;
   const uint8_t* s = node.state.data();
   for (size_t off = 0; off + kBlockUnit <= node.state.size();) {
     uint32_t tag = Load32(s + off);
     uint32_t bytes = TagBytes(tag);
     if (tag == 0 || bytes == 0 || off + bytes > node.state.size()) break;
     if (Reservations::IsTag(tag)) {
-      // Not a rule: the counts carry the held estimates; the reservations
-      // (their ids keyed by this store's secret) stay behind.
+      // Not a rule: the table goes beside the rules, whole (its nonce
+      // with it), so a holder keyed by the same <cluster lease_key> settles
+      // the same ids; one keyed otherwise holds them to their expiry.
+      reservations = HexEncode(std::string_view(reinterpret_cast<const char*>(s + off), bytes));
       off += bytes;
       continue;
     }
@@ -216,11 +219,16 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
     off += bytes;
   }
   w.EndArray();
+  if (!reservations.empty()) w.Key("reservations").String(reservations);
   w.EndObject();
   return w.str();
 }
 
 namespace {
+
+std::span<const uint8_t> AsBytes(const std::string& s) {
+  return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
 
 // One exported node, parsed and checked against this engine's map.
 struct ParsedNode {
@@ -230,7 +238,8 @@ struct ParsedNode {
   uint8_t key_len = 0;
   uint32_t route_pos = 0;
   bool route_known = false;
-  std::string state;  // rule blocks, each carrying its tag
+  std::string state;         // rule blocks, each carrying its tag
+  std::string reservations;  // the node's reservation table, or empty
 };
 
 }  // namespace
@@ -322,6 +331,15 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
     state += block;
     if (state.size() > kMaxStateBytes) return Status::InvalidArgument("rule states exceed a node's state");
   }
+  if (const JsonValue* res = j.Find("reservations")) {
+    std::string table;
+    if (res->type != T::kString || !HexDecode(res->s, &table) || table.size() < kBlockUnit ||
+        table.size() > kMaxStateBytes ||
+        Load32(reinterpret_cast<const uint8_t*>(table.data())) !=
+            Reservations::Tag(static_cast<uint32_t>(table.size())))
+      return Status::InvalidArgument("reservations must be a reservation table in hex");
+    out->reservations = std::move(table);
+  }
   out->cfg = &biz->cfg;
   out->fp = fp;
   out->key = std::move(key);
@@ -336,14 +354,17 @@ Status EngineImpl::ImportNode(std::string_view json_line) {
   if (Status s = ParseNode(json_line, *map, &pn); !s.ok()) return s;
   const Now now = NowAt();
   const BizConfig& cfg = *pn.cfg;
+  const bool table = !pn.reservations.empty() && cfg.res_cap != 0;
   auto fn = [&](NodeRef& ref) {
     MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
                  ref.state, now);
-    ref.expire_s = NodeExpireS(cfg, ref.state, now);
+    uint32_t need = 0;
+    if (table) PlaceReservations(cfg, AsBytes(pn.reservations), ref, &need);  // asked with room for it
+    ref.expire_s = NodeExpireS(cfg, ref, now);
     return Commit::kWrite;
   };
   return store_->Update(KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, cfg.keep_keys},
-                        cfg.state_bytes, Clamp32(now.s), fn);
+                        cfg.state_bytes + (table ? cfg.res_bytes : 0), Clamp32(now.s), fn);
 }
 
 Status EngineImpl::CheckImport(std::string_view json_line) const {
@@ -387,15 +408,29 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
     merged = false;
     if (refs[n].exists) return;  // sent before: already merged, all of them
     bool short_state = false;
-    for (size_t i = 0; i < n; ++i) short_state |= !AdoptLayout(*nodes[i].cfg, refs[i], now, &need[i]);
-    if (short_state) return;  // a node holds a larger layout: read it whole, then merge
+    for (size_t i = 0; i < n; ++i) {
+      const BizConfig& cfg = *nodes[i].cfg;
+      if (!AdoptLayout(cfg, refs[i], now, &need[i])) {
+        short_state = true;  // asked again with room for its table too
+        continue;
+      }
+      // A node that holds no reservation table here takes the sent one (its
+      // own, when it has one, is kept: docs/cluster.md, the handoff's
+      // merge). Every node's room is found in this one pass: the batch is
+      // asked again once.
+      if (nodes[i].reservations.empty() || cfg.res_cap == 0) continue;
+      const uint32_t have = refs[i].exists ? std::min(refs[i].stored_state_bytes, refs[i].state_bytes) : 0;
+      if (!Reservations::Find(std::span<const uint8_t>(refs[i].state, have)).empty()) continue;
+      short_state |= !PlaceReservations(cfg, AsBytes(nodes[i].reservations), refs[i], &need[i]);
+    }
+    if (short_state) return;  // a node holds a larger layout, or takes a table: read it whole, then merge
     for (size_t i = 0; i < n; ++i) {
       const BizConfig& cfg = *nodes[i].cfg;
       for (uint32_t r = 0; r < cfg.nrules; ++r) {
         const RuleSpec& spec = cfg.rules[r];
         MergeBlock(spec, refs[i].state + spec.offset, incoming[i].data() + spec.offset, now);
       }
-      refs[i].expire_s = NodeExpireS(cfg, refs[i].state, now);
+      refs[i].expire_s = NodeExpireS(cfg, refs[i], now);
       commits[i] = Commit::kWrite;
     }
     std::memset(refs[n].state, 0, refs[n].state_bytes);

@@ -247,6 +247,54 @@ TEST_F(ReservationTest, ReservationsAndTheirIdsOutliveTheEngineAndTheStore) {
   EXPECT_EQ(Count("tokens", "k"), 20);
 }
 
+// A node taken back whole from the other holder (a snapshot after a lost
+// disk, a handoff's merge, an import) brings its reservations: the same
+// ids settle there, once.
+TEST_F(ReservationTest, ANodeTakenBackWholeKeepsItsReservationsAndTheirIds) {
+  const Decision a = Reserve("minute", "snap", 80);
+  const Decision b = Reserve("minute", "snap", 10);
+  const Decision c = Reserve("minute", "snap2", 7);
+  ASSERT_TRUE(a.allowed && b.allowed && c.allowed);
+  std::string line, line2;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& node) {
+    if (node.key != "snap" && node.key != "snap2") return;
+    auto exported = engine_->ExportNode(node);
+    ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+    (node.key == "snap" ? line : line2) = exported.value();
+                      })
+                  .ok());
+  ASSERT_NE(line.find("\"reservations\":\""), std::string::npos) << line;
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "snap"}).found);
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "snap2"}).found);
+  // Two nodes that each take a table in one merge: the room of both is
+  // found before the batch is asked again (once).
+  const std::string_view lines[] = {line, line2};
+  auto merged = engine_->MergeNodes(lines, "snapshot-res");
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  ASSERT_TRUE(merged.value());
+  EXPECT_EQ(Count("minute", "snap"), 90);
+  EXPECT_EQ(Count("minute", "snap2"), 7);
+  EXPECT_TRUE(Settle("minute", "snap2", IdOf(c), 7).settled);
+  Decision s = Settle("minute", "snap", IdOf(a), 30);
+  ASSERT_TRUE(s.ok()) << s.status.ToString();
+  EXPECT_TRUE(s.settled);
+  EXPECT_EQ(Count("minute", "snap"), 40);
+  EXPECT_FALSE(Settle("minute", "snap", IdOf(a), 30).settled);  // once
+  // Imported over an erased node likewise.
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "snap"}).found);
+  ASSERT_TRUE(engine_->ImportNode(line).ok());
+  EXPECT_TRUE(Settle("minute", "snap", IdOf(b), 5).settled);
+  // A table that is not one is refused by name, and nothing changes.
+  std::string bad = line;
+  bad.replace(bad.find("\"reservations\":\"") + 16, 2, "zz");
+  Status refused = engine_->ImportNode(bad);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("reservations"), std::string::npos) << refused.ToString();
+}
+
 TEST_F(ReservationTest, AnErasedNodesIdsDoNotSettleItsSuccessors) {
   Decision a = Reserve("minute", "k", 10);
   ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "k"}).found);
