@@ -35,13 +35,7 @@ W=$(mktemp -d /tmp/frs-lease-ab-XXXXXX)
 trap '[ -n "${PID:-}" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
 LG="$W/loadgen"
 cc -O2 -o "$LG" "$BENCH/loadgen.c" -lpthread
-cat >"$W/map.xml" <<'X'
-<map>
-  <biz id="1" name="plain"><rule algo="fixed" interval="60" max="2000000000"/></biz>
-  <biz id="2" name="inflight"><rule algo="concurrency" max="8" lease="120"/></biz>
-  <biz id="3" name="tokens"><rule algo="fixed" interval="60" max="2000000000"/></biz>
-</map>
-X
+cp "$BENCH/lease_map.xml" "$W/map.xml"
 # The store: 65,536 x 8 slots for leases (400,000 of 524,288 slots in use: a plain key takes one, a key
 # of the concurrency rule three); 262,144 x 8 for reservations (a key whose node holds a table of 8 takes
 # six: 28 bytes of header, 16 of the rule, 144 of the table; 700,000 of 2,097,152), so that no live node

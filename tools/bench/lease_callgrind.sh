@@ -28,13 +28,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
 cc -O2 -o "$OUT/loadgen" "$BENCH/loadgen.c" -lpthread
-cat > "$OUT/map.xml" << 'X'
-<map>
-  <biz id="1" name="plain"><rule algo="fixed" interval="60" max="2000000000"/></biz>
-  <biz id="2" name="inflight"><rule algo="concurrency" max="8" lease="120"/></biz>
-  <biz id="3" name="tokens"><rule algo="fixed" interval="60" max="2000000000"/></biz>
-</map>
-X
+cp "$BENCH/lease_map.xml" "$OUT/map.xml"
 cat > "$OUT/srv.xml" << X
 <frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>
 <store dir="data" files="1" keynodes="${STORE_KEYNODES:-262144}" chain="8"/><admin token=""/>
