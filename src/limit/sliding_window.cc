@@ -10,8 +10,8 @@ namespace {
 //   wide    [tag][used][ts 0 .. used-1]
 //   narrow  [tag][base][u16 off 0 .. max-1]: ts = base + off, 0xFFFF none
 constexpr uint32_t kNoUse = 0xFFFF;
-inline uint16_t Load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
-inline void Store16(uint8_t* p, uint32_t v) {
+inline uint16_t LoadOffset(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+inline void StoreOffset(uint8_t* p, uint32_t v) {
   p[0] = static_cast<uint8_t>(v);
   p[1] = static_cast<uint8_t>(v >> 8);
 }
@@ -29,7 +29,7 @@ struct ExactView {
       const uint32_t base = Load32(b + 4);
       const int64_t cap = std::min<int64_t>((bytes - 8) / 2, SlidingWindow::kExactMax);
       while (v.used < cap) {
-        const uint32_t off = Load16(b + 8 + 2 * v.used);
+        const uint32_t off = LoadOffset(b + 8 + 2 * v.used);
         if (off == kNoUse) break;
         v.ts[v.used++] = base + off;
       }
@@ -53,7 +53,7 @@ struct ExactView {
       first = used - n;
       const uint32_t base = n > 0 ? ts[first] : 0;
       Store32(b + 4, base);
-      for (int64_t i = 0; i < cap; ++i) Store16(b + 8 + 2 * i, i < n ? ts[first + i] - base : kNoUse);
+      for (int64_t i = 0; i < cap; ++i) StoreOffset(b + 8 + 2 * i, i < n ? ts[first + i] - base : kNoUse);
       return;
     }
     Store32(b + 4, static_cast<uint32_t>(used));

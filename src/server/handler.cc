@@ -12,7 +12,7 @@ namespace {
 
 // Content-Type lines, whole.
 constexpr const char* kXml = "Content-Type: application/xml\r\n";
-constexpr const char* kText = "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n";
+constexpr const char* kPrometheusTextType = "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n";
 constexpr const char* kPlain = "Content-Type: text/plain; charset=utf-8\r\n";
 constexpr const char* kJson = "Content-Type: application/json\r\n";
 constexpr const char* kProblem = "Content-Type: application/problem+json\r\n";
@@ -189,7 +189,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
         else body_.append("<response code=\"0\" msg=\"serving\"/>\n");
       } else {
         body_.clear();
-        ctype = kText;
+        ctype = kPrometheusTextType;
         if (metrics_) {
           metrics_->Render(*engine_, store_, &body_);
           RenderHeldNow(*engine_, &body_);

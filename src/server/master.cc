@@ -29,10 +29,10 @@ namespace frs::server {
 
 namespace {
 
-constexpr int64_t kMsNs = 1000000;
-constexpr int64_t kStopGraceNs = 4500 * kMsNs;
-constexpr int64_t kYoungDeathNs = 5000 * kMsNs;
-constexpr int64_t kEvictionReportNs = 60000 * kMsNs;
+constexpr int64_t kNsPerMs = 1000000;
+constexpr int64_t kStopGraceNs = 4500 * kNsPerMs;
+constexpr int64_t kYoungDeathNs = 5000 * kNsPerMs;
+constexpr int64_t kEvictionReportNs = 60000 * kNsPerMs;
 
 struct Slot {
   pid_t pid = 0;
@@ -158,7 +158,7 @@ void Master::Reap(bool stopping) {
     else s.young_deaths = 0;
     int64_t delay =
         s.young_deaths == 0 ? 0 : std::min<int64_t>(1000, int64_t{50} << std::min<uint32_t>(s.young_deaths - 1, 5));
-    s.respawn_at_ns = now + delay * kMsNs;
+    s.respawn_at_ns = now + delay * kNsPerMs;
     if (delay > 0) FRS_LOG("worker %u keeps dying; respawning in %lld ms", i, static_cast<long long>(delay));
   }
 }
@@ -168,7 +168,7 @@ void Master::StopWorkers() {
     if (s.pid > 0) kill(s.pid, SIGTERM);
   int64_t deadline = MonoNs() + kStopGraceNs;
   while (Alive() > 0 && MonoNs() < deadline) {
-    timespec ts{0, 20 * kMsNs};
+    timespec ts{0, 20 * kNsPerMs};
     ppoll(nullptr, 0, &ts, nullptr);
     Reap(/*stopping=*/true);
   }
@@ -178,7 +178,7 @@ void Master::StopWorkers() {
       kill(s.pid, SIGKILL);
     }
   while (Alive() > 0) {
-    timespec ts{0, 10 * kMsNs};
+    timespec ts{0, 10 * kNsPerMs};
     ppoll(nullptr, 0, &ts, nullptr);
     Reap(/*stopping=*/true);
   }
@@ -378,11 +378,11 @@ void Master::Reload() {
 
 void Master::Tick(int64_t now) {
   if (cfg_.flush_interval_ms == 0) {
-    next_flush_ = now + 1000 * kMsNs;  // off: only the wake-up below uses it
+    next_flush_ = now + 1000 * kNsPerMs;  // off: only the wake-up below uses it
   } else if (now >= next_flush_) {
     Status s = ctx_.store->Flush(false);
     if (!s.ok()) FRS_LOG("store flush failed: %s", s.ToString().c_str());
-    next_flush_ = now + int64_t{cfg_.flush_interval_ms} * kMsNs;
+    next_flush_ = now + int64_t{cfg_.flush_interval_ms} * kNsPerMs;
   }
   if (now >= next_eviction_report_) {
     uint64_t live = ctx_.store->Stats().total.evictions_live;
@@ -424,7 +424,7 @@ int Master::Run(const sigset_t* wait_mask) {
                     std::to_string(cfg_.port) + " with " + std::to_string(slots_.size()) + " worker(s)");
     }
     Tick(now);
-    int64_t wake = std::min(next_flush_, now + (ready_pending ? 5 : 1000) * kMsNs);
+    int64_t wake = std::min(next_flush_, now + (ready_pending ? 5 : 1000) * kNsPerMs);
     for (const Slot& s : slots_)
       if (s.respawn_at_ns >= 0) wake = std::min(wake, s.respawn_at_ns);
     if (watch_due_ns_ >= 0) wake = std::min(wake, watch_due_ns_);
@@ -438,7 +438,7 @@ int Master::Run(const sigset_t* wait_mask) {
     // (a ConfigMap's new directory and link, an editor's temp file and
     // rename) are one reload.
     if (pfd.fd >= 0 && (pfd.revents & POLLIN) && watch_.Drain())
-      watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kMsNs;
+      watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kNsPerMs;
     if (f.child) {
       f.child = 0;
       Reap(/*stopping=*/false);
@@ -481,7 +481,7 @@ int Master::Run(const sigset_t* wait_mask) {
         if (Spawn(i)) {
           if (ctx_.metrics) CounterAdd(ctx_.metrics->master().worker_restarts);
         } else {
-          s.respawn_at_ns = now + 1000 * kMsNs;
+          s.respawn_at_ns = now + 1000 * kNsPerMs;
         }
       }
     }
