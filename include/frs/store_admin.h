@@ -4,8 +4,10 @@
 // beside DB::Open). frsctl's grow, upgrade and verify are built on these.
 //
 //   frs::Result<frs::StoreOnDisk> s = frs::InspectStoreFiles("/var/lib/frs");
-//   if (s.ok() && s->format_version == frs::kPreviousStoreFormatVersion)
+//   if (!s.ok()) return s.status();  // no store, or a damaged file named
+//   if (s->format_version == frs::kPreviousStoreFormatVersion) {
 //     auto old = frs::OpenPreviousFormatStore("/var/lib/frs");  // read it, copy it into a new one
+//   }
 //
 // Every function reads files only: nothing is mapped writable, locked or
 // created, so each is safe beside a running frsd.
