@@ -65,6 +65,19 @@ struct NodeView {
   NodeInfo node;
 };
 
+// A key denied lately (AdminEngine::TopDenied).
+struct DeniedKey {
+  uint16_t biz_id = 0;
+  std::string key;          // its text, also of a biz whose nodes keep no key
+  uint64_t denied = 0;      // in the minutes asked about
+  int64_t last_minute = 0;  // unix minute of the newest denial
+};
+
+struct DeniedKeys {
+  std::vector<DeniedKey> keys;  // most denied first
+  uint64_t dropped = 0;         // denials since the table was made that found no room in it
+};
+
 class AdminEngine : public Engine {
  public:
   static Result<std::unique_ptr<AdminEngine>> Open(const EngineOptions& opts);
@@ -114,6 +127,20 @@ class AdminEngine : public Engine {
   // `receipt` (not empty): a merge of that receipt already taken is not
   // taken again (answers OK).
   virtual Status MergeStatsBy(const GroupStats& incoming, std::string_view receipt = {}) = 0;
+  // The keys denied most in the last `minutes` (1..10) of `biz_id` (0:
+  // every biz), at most `n`: from the store directory's table of recent
+  // denials (denials.frs), which every process deciding on this store
+  // writes, so they are a running frsd's too. Read only.
+  virtual Result<DeniedKeys> TopDenied(uint32_t minutes, uint16_t biz_id, size_t n) const;
+
+  // The other way: every day file of statistics by key field this store
+  // keeps, its own days' and those handoffs brought, whatever map.xml says
+  // now (a table the map no longer keeps goes as it was counted); and one of
+  // them read whole, with its sketches, as MergeStatsBy takes it (biz: the
+  // id's text). Reading changes nothing; the caller removes a file it has
+  // handed over. An engine without a store directory keeps none.
+  virtual Result<std::vector<StatsDayFile>> StatsDayFiles() const { return std::vector<StatsDayFile>{}; }
+  virtual Result<GroupStats> ExportStatsDay(const StatsDayFile& file) const;
 
   // A replica's side (frs/change.h): folds the changes another shard made
   // into this store's nodes of the same keys with the handoff's merge, in

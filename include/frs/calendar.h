@@ -37,6 +37,10 @@ class CalendarZone {
   // second `t`, both ends in unix seconds.
   void WindowOf(uint32_t interval, int64_t t, int64_t* start, int64_t* end) const;
 
+  // The local day of the unix second `t`, as days since 1970-01-01 (the day
+  // numbers of frs/group_stats.h).
+  int64_t DayOf(int64_t t) const;
+
  private:
   explicit CalendarZone(std::shared_ptr<const limit::TimeZone> zone) : zone_(std::move(zone)) {}
   std::shared_ptr<const limit::TimeZone> zone_;

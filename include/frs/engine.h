@@ -56,6 +56,11 @@ struct BizInfo {
   bool reservations = false;  // map.xml names its reservations (reservations="N", N > 0)
 };
 
+// The bizzes map.xml at `map_path` declares, as Engine::Bizzes lists them,
+// read without a store or an engine (map.xml's errors as Engine::Open says
+// them). The bizzes of <grpc>'s Envoy descriptors are frsd's, not listed.
+Result<std::vector<BizInfo>> ReadMapBizzes(const std::string& map_path);
+
 struct EngineOptions {
   std::string map_path;          // map.xml
   std::string map_text;          // when not empty: map.xml's bytes, used instead of reading map_path

@@ -13,12 +13,21 @@
 // Service is moved, not copied; the engine is destroyed before the store.
 // A thread holds a writer entry of the shared files only while it writes
 // (frs/engine.h): an idle thread locks no one out.
+//
+// A program that opens the store and the engine itself (read-only, or later
+// than it reads the configuration) reads srv.xml with ReadServiceConfig and
+// opens them with StoreOptionsFor and EngineOptionsFor: the options frsd's
+// own processes take from the same file.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "frs/admin_engine.h"
+#include "frs/engine.h"
+#include "frs/ring.h"
 #include "frs/status.h"
 #include "frs/store.h"
 
@@ -40,5 +49,40 @@ struct Service {
 // Reads srv.xml (errors are "file:line: what is wrong"), opens its store and
 // its map.xml.
 Result<Service> OpenFromConfig(const std::string& srv_xml, const ServiceOpenOptions& opts = {});
+
+// What srv.xml says about the files an frsd serves and its place in the
+// cluster (docs/configuration.md): what a program beside it needs. Paths are
+// absolute (srv.xml's own are relative to its folder).
+struct ServiceConfig {
+  std::string path;  // srv.xml
+  std::string store_dir;
+  StoreGeometry geometry;
+  std::string map_path;
+  std::string timezone;                   // of the calendar rules and the statistics' days
+  std::string pidfile;                    // "" = none
+  std::string admin_token;                // "" = admin requests over HTTP are refused
+  uint16_t port = 0;                      // <listen port>; see ReadServiceConfig for port 0
+  uint32_t max_body_bytes = 0;            // the largest request body frsd takes
+  bool grpc = false;                      // <grpc>: the map frsd runs holds Envoy's descriptors too
+  std::string cluster_self;               // "host:port": this shard as the ring names it
+  std::vector<RingShard> cluster_shards;  // empty: a lone server owning every route
+  uint32_t cluster_replicas = 0;
+  std::string cluster_lease_key;  // "" = each store's own lease.key
+};
+
+// Reads srv.xml. With <listen port="0"> the port (and a cluster self that
+// follows <listen>) is the one the running frsd bound, from its store
+// directory's frsd.listen; with no frsd running it stays 0.
+Result<ServiceConfig> ReadServiceConfig(const std::string& srv_xml);
+
+// The srv.xml read without -c: $FRS_CONF when set, else the one installed
+// beside the program (PREFIX/etc/frs/srv.xml; /etc/frs/srv.xml for the
+// prefixes /usr and /).
+std::string DefaultServiceConfigPath();
+
+// The options frsd opens the store and the engine with. EngineOptions's map
+// is map.xml as it is: with <grpc>, frsd adds Envoy's descriptors to it.
+StoreOptions StoreOptionsFor(const ServiceConfig& cfg, bool create_if_missing);
+EngineOptions EngineOptionsFor(const ServiceConfig& cfg, Store* store);
 
 }  // namespace frs

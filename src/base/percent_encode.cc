@@ -1,4 +1,4 @@
-#include "base/percent_encode.h"
+#include "frs/percent_encode.h"
 
 #include "frs/key.h"
 

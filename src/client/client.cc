@@ -4,9 +4,9 @@
 
 #include <map>
 
-#include "base/percent_encode.h"
 #include "base/xml_escape.h"
 #include "client/http_client.h"
+#include "frs/percent_encode.h"
 
 namespace frs {
 namespace {

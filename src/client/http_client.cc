@@ -1,4 +1,4 @@
-#include "client/http_client.h"
+#include "frs/http_client.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -13,8 +13,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
-namespace frs::client {
+#include "os/unique_fd.h"
+
+namespace frs {
 namespace {
 
 namespace http = boost::beast::http;
@@ -50,6 +53,26 @@ bool SplitServer(const std::string& server, std::string* host, std::string* port
 
 HttpClient::HttpClient(std::string server, int timeout_ms) : server_(std::move(server)), timeout_ms_(timeout_ms) {}
 
+HttpClient::~HttpClient() { Disconnect(); }
+
+HttpClient::HttpClient(HttpClient&& o) noexcept
+    : server_(std::move(o.server_)), timeout_ms_(o.timeout_ms_), fd_(std::exchange(o.fd_, -1)) {}
+
+HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
+  if (this != &o) {
+    Disconnect();
+    server_ = std::move(o.server_);
+    timeout_ms_ = o.timeout_ms_;
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+void HttpClient::Disconnect() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 Status HttpClient::Connect() {
   std::string host, port;
   if (!SplitServer(server_, &host, &port)) return Status::InvalidArgument("\"" + server_ + "\" is not host:port");
@@ -81,7 +104,8 @@ Status HttpClient::Connect() {
     }
     int one = 1;
     ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    fd_ = std::move(fd);
+    Disconnect();
+    fd_ = fd.release();
     ::freeaddrinfo(res);
     return Status::OK();
   }
@@ -107,7 +131,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
   // that one attempt is repeated on a fresh connection. A request is never
   // sent twice once any answer byte came back.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool reused = fd_.valid();
+    const bool reused = fd_ >= 0;
     if (!reused) {
       if (Status s = Connect(); !s.ok()) return s;
     }
@@ -115,12 +139,12 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
     size_t sent = 0;
     bool broken = false;
     while (sent < request.size()) {
-      ssize_t n = ::send(fd_.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      ssize_t n = ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
       if (n > 0) {
         sent += static_cast<size_t>(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        if (!WaitFor(fd_.get(), POLLOUT, deadline)) {
-          fd_.reset();
+        if (!WaitFor(fd_, POLLOUT, deadline)) {
+          Disconnect();
           return Status::Unavailable(server_ + ": send timed out");
         }
       } else {
@@ -129,7 +153,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
       }
     }
     if (broken) {
-      fd_.reset();
+      Disconnect();
       if (reused) continue;
       return Status::Unavailable(server_ + ": send: " + std::strerror(errno));
     }
@@ -139,16 +163,16 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
     std::string pending;
     bool got_any = false;
     for (;;) {
-      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        if (!WaitFor(fd_.get(), POLLIN, deadline)) {
-          fd_.reset();
+        if (!WaitFor(fd_, POLLIN, deadline)) {
+          Disconnect();
           return Status::Unavailable(server_ + ": no answer in " + std::to_string(timeout_ms_) + " ms");
         }
         continue;
       }
       if (n <= 0) {
-        fd_.reset();
+        Disconnect();
         if (!got_any && reused) break;  // closed while idle: retry once
         if (n == 0 && parser.is_header_done() && !parser.is_done()) {
           boost::system::error_code ec;
@@ -168,14 +192,14 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
         size_t used = parser.put(boost::asio::buffer(pending.data(), pending.size()), ec);
         if (ec == http::error::need_more) break;
         if (ec) {
-          fd_.reset();
+          Disconnect();
           return Status::IOError(server_ + ": malformed HTTP answer: " + ec.message());
         }
         pending.erase(0, used);
         if (used == 0) break;
       }
       if (parser.is_done()) {
-        if (!parser.keep_alive()) fd_.reset();
+        if (!parser.keep_alive()) Disconnect();
         HttpResponse r{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
         return r;
       }
@@ -184,4 +208,4 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
   return Status::Unavailable(server_ + ": the connection closed before an answer");
 }
 
-}  // namespace frs::client
+}  // namespace frs

@@ -8,9 +8,9 @@
 
 #include <xxhash.h>
 
-#include "base/percent_encode.h"
 #include "frs/decision.h"
 #include "frs/key.h"
+#include "frs/percent_encode.h"
 #include "limit/map_config.h"
 
 namespace frs::envoy {

@@ -17,4 +17,6 @@ void CalendarZone::WindowOf(uint32_t interval, int64_t t, int64_t* start, int64_
   limit::CalendarWindow::WindowOf(*zone_, interval, t, start, end);
 }
 
+int64_t CalendarZone::DayOf(int64_t t) const { return zone_->LocalDay(t); }
+
 }  // namespace frs

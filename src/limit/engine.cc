@@ -3,6 +3,8 @@
 #include <memory>
 
 #include "limit/engine_impl.h"
+#include "stats/day_files.h"
+#include "stats/recent_denials.h"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -29,6 +31,12 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
   Status s = engine->Install(std::move(map.value()));
   if (!s.ok()) return s;
   return std::unique_ptr<AdminEngine>(std::move(engine));
+}
+
+Result<DeniedKeys> AdminEngine::TopDenied(uint32_t, uint16_t, size_t) const { return DeniedKeys{}; }
+
+Result<GroupStats> AdminEngine::ExportStatsDay(const StatsDayFile& file) const {
+  return Status::NotFound(file.path + ": this engine keeps no statistics by key field");
 }
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& opts) {
@@ -79,7 +87,8 @@ EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone
       tz_(std::move(tz)),
       statistics_(std::move(statistics)),
       history_(opts.stats_dir, opts.read_only),
-      map_path_(opts.map_path) {}
+      map_path_(opts.map_path),
+      stats_dir_(opts.stats_dir) {}
 
 EngineImpl::~EngineImpl() = default;
 
@@ -204,6 +213,25 @@ Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) 
   return statistics_->MergeBy(biz->counters, biz->cfg.name, biz->cfg.Shape(), in, receipt, Today(), clock_->NowMs());
 }
 
+Result<DeniedKeys> EngineImpl::TopDenied(uint32_t minutes, uint16_t biz_id, size_t n) const {
+  // The file itself, opened read-only, not this engine's own table: what
+  // every process of the store wrote up to now.
+  auto table = stats::RecentDenials::Open(stats_dir_, /*read_only=*/true);
+  if (!table.ok()) return table.status();
+  DeniedKeys out;
+  for (stats::RecentDenials::Row& r : table.value()->Top(minutes, biz_id, n, clock_->NowMs() / 1000))
+    out.keys.push_back(DeniedKey{r.biz, std::move(r.key), r.denied, r.last_minute});
+  out.dropped = table.value()->dropped();
+  return out;
+}
+
+Result<std::vector<StatsDayFile>> EngineImpl::StatsDayFiles() const {
+  if (stats_dir_.empty()) return std::vector<StatsDayFile>{};
+  return stats::ListDayFiles(stats_dir_);
+}
+
+Result<GroupStats> EngineImpl::ExportStatsDay(const StatsDayFile& file) const { return stats::ReadDayFile(file); }
+
 Result<uint16_t> EngineImpl::ResolveBiz(std::string_view biz) const {
   // The per-thread map: no lock on the request path (a batch's members are
   // resolved before any executes).
@@ -212,18 +240,36 @@ Result<uint16_t> EngineImpl::ResolveBiz(std::string_view biz) const {
   return b->cfg.id;
 }
 
+namespace {
+
+BizInfo InfoOf(const BizConfig& cfg) {
+  BizInfo info{cfg.id, cfg.name, cfg.mode, {}, cfg.fields, cfg.separator, cfg.unit, cfg.lease_rule >= 0};
+  info.reservations = cfg.res_explicit && cfg.res_cap > 0;
+  for (uint32_t i = 0; i < cfg.nrules; ++i) info.rules.emplace_back(cfg.rules[i].name);
+  return info;
+}
+
+}  // namespace
+
 std::vector<BizInfo> EngineImpl::Bizzes() const {
   std::shared_ptr<const Map> map = SharedMap();
   std::vector<BizInfo> out;
   out.reserve(map->bizzes.size());
-  for (const Biz& b : map->bizzes) {
-    BizInfo info{b.cfg.id,     b.cfg.name,      b.cfg.mode, {},
-                 b.cfg.fields, b.cfg.separator, b.cfg.unit, b.cfg.lease_rule >= 0};
-    info.reservations = b.cfg.res_explicit && b.cfg.res_cap > 0;
-    for (uint32_t i = 0; i < b.cfg.nrules; ++i) info.rules.emplace_back(b.cfg.rules[i].name);
-    out.push_back(std::move(info));
-  }
+  for (const Biz& b : map->bizzes) out.push_back(InfoOf(b.cfg));
   return out;
 }
 
 }  // namespace frs::limit
+
+namespace frs {
+
+Result<std::vector<BizInfo>> ReadMapBizzes(const std::string& map_path) {
+  Result<limit::MapConfig> map = limit::LoadMapFile(map_path);
+  if (!map.ok()) return map.status();
+  std::vector<BizInfo> out;
+  out.reserve(map->bizzes.size());
+  for (const limit::BizConfig& b : map->bizzes) out.push_back(limit::InfoOf(b));
+  return out;
+}
+
+}  // namespace frs

@@ -162,6 +162,9 @@ class EngineImpl final : public AdminEngine {
   std::vector<BizStats> DailyStats() const override;
   Result<GroupStats> StatsBy(const GroupStatsQuery& q) const override;
   Status MergeStatsBy(const GroupStats& incoming, std::string_view receipt) override;
+  Result<DeniedKeys> TopDenied(uint32_t minutes, uint16_t biz_id, size_t n) const override;
+  Result<std::vector<StatsDayFile>> StatsDayFiles() const override;
+  Result<GroupStats> ExportStatsDay(const StatsDayFile& file) const override;
   Result<uint16_t> ResolveBiz(std::string_view biz) const override;
   std::vector<BizInfo> Bizzes() const override;
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
@@ -226,6 +229,7 @@ class EngineImpl final : public AdminEngine {
 
   mutable Mutex mu_;
   std::string map_path_ FRS_GUARDED_BY(mu_);
+  const std::string stats_dir_;  // the store directory ("": statistics in memory only)
   std::shared_ptr<const Map> map_ FRS_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
   ChangeSink* sink_ = nullptr;  // null: nobody replicates (SetChangeSink)

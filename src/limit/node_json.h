@@ -14,44 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "frs/json_writer.h"
 #include "frs/status.h"
 
 namespace frs::limit {
 
-// Builds JSON text value by value, with no tree in between (export writes a
-// million nodes). Not nlohmann's dump(): the bytes are fixed by what readers
-// of export lines and of frsctl --json already hold (control bytes as
-// \u00XX, 0x7f escaped, doubles as %.17g), which dump() writes otherwise.
-//
-// Usage: JsonWriter j; j.BeginObject().Key("slots").Int(10).EndObject(); j.str().
-class JsonWriter {
- public:
-  JsonWriter& BeginObject() { return Open('{'); }
-  JsonWriter& EndObject() { return Close('}'); }
-  JsonWriter& BeginArray() { return Open('['); }
-  JsonWriter& EndArray() { return Close(']'); }
-  JsonWriter& Key(std::string_view k);
-  // Escaped as AppendJsonString (base/json_escape.h) does.
-  JsonWriter& String(std::string_view s);
-  JsonWriter& Int(int64_t v);
-  JsonWriter& Uint(uint64_t v);
-  // Enough digits to read back the same double; NaN and infinities as null.
-  JsonWriter& Double(double v);
-  JsonWriter& Bool(bool v);
-  JsonWriter& Null();
-  // Inserts already-serialized JSON as one value.
-  JsonWriter& Raw(std::string_view json);
-  const std::string& str() const { return out_; }
-
- private:
-  void Separate();
-  JsonWriter& Open(char bracket);
-  JsonWriter& Close(char bracket);
-  std::string out_;
-  int depth_ = 0;
-  bool first_ = true;  // no value yet at this nesting level
-  bool after_key_ = false;
-};
+// The writer is the public one (frs/json_writer.h), under the name export's
+// code has always used.
+using frs::JsonWriter;
 
 struct JsonValue {
   enum class Type { kNull, kBool, kInt, kString, kArray, kObject };

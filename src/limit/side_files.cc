@@ -45,16 +45,6 @@ std::vector<SideFileReport> CheckStartFiles(const std::string& dir) {
   return out;
 }
 
-std::string SideFileReport::AtStartText() const {
-  if (status.ok()) return exists ? "frsd uses it" : "frsd creates it";
-  switch (at_start) {
-    case AtStart::kRefuse: return "frsd refuses to start until it is moved aside or restored";
-    case AtStart::kSetAside: return "frsd moves it aside at start and starts a new one";
-    case AtStart::kSetAsideLater: return "frsd moves it aside when it next counts that day, and starts the day anew";
-  }
-  return "";
-}
-
 std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
   std::vector<SideFileReport> out = CheckStartFiles(dir);
   std::error_code ec;
@@ -93,3 +83,20 @@ Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
 }
 
 }  // namespace frs::limit
+
+namespace frs {
+
+std::string SideFileReport::AtStartText() const {
+  if (status.ok()) return exists ? "frsd uses it" : "frsd creates it";
+  switch (at_start) {
+    case SideFileAtStart::kRefuse: return "frsd refuses to start until it is moved aside or restored";
+    case SideFileAtStart::kSetAside: return "frsd moves it aside at start and starts a new one";
+    case SideFileAtStart::kSetAsideLater:
+      return "frsd moves it aside when it next counts that day, and starts the day anew";
+  }
+  return "";
+}
+
+std::vector<SideFileReport> CheckStoreSideFiles(const std::string& dir) { return limit::CheckSideFiles(dir); }
+
+}  // namespace frs

@@ -34,23 +34,14 @@
 #include <vector>
 
 #include "frs/status.h"
+#include "frs/store_admin.h"
 
 namespace frs::limit {
 
-enum class AtStart {
-  kRefuse,        // frsd will not start until the operator acts
-  kSetAside,      // frsd moves it aside at start and makes a new one
-  kSetAsideLater  // a day file: moved aside when frsd first writes it
-};
-
-struct SideFileReport {
-  std::string path;
-  bool exists = false;
-  Status status;  // OK: clean (or absent); else what is wrong
-  AtStart at_start = AtStart::kSetAside;
-  // What frsd does with the file at start, as one phrase for a report.
-  std::string AtStartText() const;
-};
+// The report and its verdicts are the public ones (frs/store_admin.h), under
+// the names the engine's and the server's code use.
+using AtStart = SideFileAtStart;
+using frs::SideFileReport;
 
 // The files frsd's start reads (stats.frs, denials.frs, rules.history),
 // present or not, each with its check's verdict. Changes nothing.

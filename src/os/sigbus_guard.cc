@@ -52,16 +52,6 @@ void OnSigbus(int sig, siginfo_t* info, void*) {
 
 }  // namespace
 
-void InstallSigbusGuard() {
-  if (g_installed.exchange(true)) return;
-  g_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  struct sigaction sa {};
-  sa.sa_sigaction = OnSigbus;
-  sa.sa_flags = SA_SIGINFO;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGBUS, &sa, nullptr);
-}
-
 int RegisterGuardedMapping(uint8_t* base, size_t len, std::atomic<bool>* broken) {
   std::lock_guard<std::mutex> g(g_register_mu);
   for (int k = 0; k < kMaxMappings; ++k) {
@@ -87,3 +77,17 @@ void UnregisterGuardedMapping(int handle) {
 }
 
 }  // namespace frs::os
+
+namespace frs {
+
+void InstallSigbusGuard() {
+  if (os::g_installed.exchange(true)) return;
+  os::g_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  struct sigaction sa {};
+  sa.sa_sigaction = os::OnSigbus;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+}  // namespace frs

@@ -19,10 +19,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "frs/sigbus_guard.h"
+
 namespace frs::os {
 
-// Installs the SIGBUS handler (once per process; later calls do nothing).
-void InstallSigbusGuard();
+// Installs the SIGBUS handler: frs/sigbus_guard.h.
+using frs::InstallSigbusGuard;
 
 // Registers [base, base + len); a fault there sets *broken. Returns a handle
 // for Unregister, or -1 when the table is full (the mapping is then not

@@ -1,8 +1,8 @@
-#include "os/stop_request.h"
+#include "frs/stop_request.h"
 
 #include <atomic>
 
-namespace frs::os {
+namespace frs {
 namespace {
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
@@ -11,4 +11,4 @@ static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler
 void RequestStop() { g_stop.store(true, std::memory_order_relaxed); }
 bool StopRequested() { return g_stop.load(std::memory_order_relaxed); }
 
-}  // namespace frs::os
+}  // namespace frs

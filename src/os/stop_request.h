@@ -1,17 +1,12 @@
-// os/stop_request.h: a process-wide request to stop between steps.
-//
-// frsctl's SIGINT/SIGTERM handlers call RequestStop() instead of letting the
-// signal kill the process in the middle of a chain it holds; long walks over
-// the store (dump, export, reset, verify) look at StopRequested() between
-// chains and end there, with nothing half done. A single operation always
-// finishes. frsd does not use it: its workers stop through their own loop.
-//
-// Thread safety: RequestStop is async-signal-safe; both are lock-free.
+// os/stop_request.h: the process-wide stop request (frs/stop_request.h),
+// under the names the store's walks use.
 #pragma once
+
+#include "frs/stop_request.h"
 
 namespace frs::os {
 
-void RequestStop();
-bool StopRequested();
+using frs::RequestStop;
+using frs::StopRequested;
 
 }  // namespace frs::os

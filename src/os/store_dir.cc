@@ -4,19 +4,16 @@
 
 #include <atomic>
 
-namespace frs::os::store_dir {
+namespace frs::store_dir {
 namespace {
 
 constexpr std::string_view kStorePrefix = "frs.";
 constexpr std::string_view kStoreSuffix = ".store";
 constexpr std::string_view kDaySuffix = ".frs";
 constexpr std::string_view kReceivedInfix = ".from-";
-constexpr std::string_view kTempInfix = ".tmp.";
 
 // YYYY-MM-DD: the shape only.
 bool LooksLikeDay(std::string_view s) { return s.size() == 10 && s[4] == '-' && s[7] == '-'; }
-
-std::atomic<uint64_t> g_temp_seq{0};
 
 }  // namespace
 
@@ -60,6 +57,16 @@ DayFile KindOfDayFile(std::string_view name) {
     return DayFile::kReceived;
   return DayFile::kNone;
 }
+
+}  // namespace frs::store_dir
+
+namespace frs::os::store_dir {
+namespace {
+
+constexpr std::string_view kTempInfix = ".tmp.";
+std::atomic<uint64_t> g_temp_seq{0};
+
+}  // namespace
 
 std::string TempPath(const std::string& path) {
   return path + std::string(kTempInfix) + std::to_string(::getpid()) + "." +

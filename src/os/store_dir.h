@@ -1,56 +1,18 @@
-// os/store_dir.h: the name of every file of a store directory, in one place.
-//
-// A store directory holds the store (frs.N.store), the engine's files beside
-// it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
-// files under stats/), the server's (frsd.lock, frsd.listen,
-// frsd.grpc.listen, frsd.log, envoy.ids) and frsctl's (handoff.spool). Every
-// module that makes, reads, checks, copies or moves one of them spells its
-// name through this header, so that frsctl (verify, grow, handoff) and frsd
-// agree on what each file is.
-// What each file holds, and what survives what, is docs/store.md.
+// os/store_dir.h: the names of a store directory's files (frs/store_dir.h),
+// under the names the modules use, and the names of the files made on the
+// way (temporary, damaged), which are the modules' own.
 //
 // Thread safety: plain functions and constants.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "frs/store_dir.h"
+
 namespace frs::os::store_dir {
 
-// The engine's files.
-inline constexpr std::string_view kDailyStats = "stats.frs";       // daily counters per biz
-inline constexpr std::string_view kRecentDenials = "denials.frs";  // the keys denied in the last minutes
-inline constexpr std::string_view kRuleHistory = "rules.history";  // what each named rule was
-inline constexpr std::string_view kLeaseKey = "lease.key";         // the lease ids' secret
-inline constexpr std::string_view kFieldStats = "stats";           // stats/<biz id>/<table>/<day files>
-// The server's.
-inline constexpr std::string_view kStoreLock = "frsd.lock";  // one frsd per store; holds its pid
-inline constexpr std::string_view kListen = "frsd.listen";
-inline constexpr std::string_view kGrpcListen = "frsd.grpc.listen";
-inline constexpr std::string_view kLog = "frsd.log";
-inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of Envoy's descriptors
-// frsctl's.
-inline constexpr std::string_view kHandoffSpool = "handoff.spool";  // a handoff's nodes until each is taken
-
-// `dir`/`name`.
-std::string In(const std::string& dir, std::string_view name);
-
-// The store's files: frs.0.store, frs.1.store, ...
-std::string StoreFileName(uint32_t index);
-// True (and *index) for a name StoreFileName makes.
-bool ParseStoreFileName(std::string_view name, uint32_t* index);
-
-// Statistics by key field: the directory of one biz's table, and its files.
-// `day` is YYYY-MM-DD (base's DayText).
-std::string FieldStatsDir(const std::string& dir, uint16_t biz, std::string_view table);
-std::string DayFileName(std::string_view day);  // YYYY-MM-DD.frs: the day's own counts
-// YYYY-MM-DD.from-<id>.frs: counts a handoff brought, `id` naming its receipt.
-std::string ReceivedDayFileName(std::string_view day, std::string_view id);
-enum class DayFile { kNone, kOwn, kReceived };
-// What a file name in a table's directory is (the day text is not checked
-// beyond its dashes: the caller parses it with ParseDayText).
-DayFile KindOfDayFile(std::string_view name);
+using namespace frs::store_dir;  // the published names, as os::store_dir::X
 
 // The files every writer makes on the way (os/whole_file.h): PATH.tmp.<pid>.<n>,
 // unique in the machine; and how one is told, so that a directory's sweep

@@ -8,7 +8,7 @@
 #include "os/store_dir.h"
 #include "os/unique_fd.h"
 
-namespace frs::os {
+namespace frs {
 namespace {
 
 std::string DirOf(const std::string& path) {
@@ -18,7 +18,7 @@ std::string DirOf(const std::string& path) {
 }
 
 Status SyncPath(const std::string& path, int flags) {
-  UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC));
+  os::UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC));
   if (!fd.valid() || ::fsync(fd.get()) != 0) return Status::FromErrno("cannot sync " + path, errno);
   return Status::OK();
 }
@@ -27,7 +27,7 @@ Status SyncPath(const std::string& path, int flags) {
 
 Result<Placed> WriteFileWhole(const std::string& path, const WholeFileOptions& o,
                               const std::function<Status(const std::string& tmp)>& make) {
-  const std::string tmp = store_dir::TempPath(path);
+  const std::string tmp = os::store_dir::TempPath(path);
   auto fail = [&](Status s) -> Result<Placed> {
     ::unlink(tmp.c_str());
     return s;
@@ -52,7 +52,7 @@ Result<Placed> WriteFileWhole(const std::string& path, const WholeFileOptions& o
 
 Result<Placed> WriteFileWhole(const std::string& path, std::string_view bytes, const WholeFileOptions& o) {
   return WriteFileWhole(path, o, [&](const std::string& tmp) -> Status {
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, o.mode));
+    os::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, o.mode));
     if (!fd.valid()) return Status::FromErrno("cannot write " + tmp, errno);
     size_t done = 0;
     while (done < bytes.size()) {
@@ -67,4 +67,4 @@ Result<Placed> WriteFileWhole(const std::string& path, std::string_view bytes, c
   });
 }
 
-}  // namespace frs::os
+}  // namespace frs

@@ -11,7 +11,7 @@
 #include <exception>
 #include <string>
 
-#include "base/percent_encode.h"
+#include "frs/percent_encode.h"
 
 namespace frs::server {
 

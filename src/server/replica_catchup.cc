@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "base/percent_encode.h"
 #include "client/http_client.h"
+#include "frs/percent_encode.h"
 #include "frs/ring.h"
 #include "server/clock_util.h"
 #include "server/logger.h"

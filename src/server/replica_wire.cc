@@ -3,7 +3,7 @@
 #include <charconv>
 #include <iterator>
 
-#include "base/percent_encode.h"
+#include "frs/percent_encode.h"
 
 namespace frs::server {
 namespace {

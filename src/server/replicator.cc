@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "base/percent_encode.h"
+#include "frs/percent_encode.h"
 #include "server/logger.h"
 #include "server/replica_wire.h"
 

@@ -54,7 +54,7 @@ inline constexpr uint32_t kOpenDaysPerTable = 3;
 // The words of a merge's refusal of a day its table does not keep (older
 // than `days`, or after today): frsctl handoff skips such a day file, as the
 // receiver would not keep it, instead of failing on it at every run.
-inline constexpr std::string_view kDayNotKept = "is not one this table keeps";
+inline constexpr std::string_view kDayNotKept = kStatsDayNotKept;  // frs/group_stats.h
 
 // Where a table says what went wrong with its files (one sentence each).
 using StatsReporter = std::function<void(const std::string& what)>;

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "frs/store.h"
+#include "frs/store_admin.h"
 #include "os/shm_lock.h"
 
 namespace frs::store {
@@ -36,7 +37,7 @@ inline constexpr uint64_t kMagic = 0x45524f5453535246ull;  // "FRSSTORE" read li
 // 5: key-node groups (frs/store.h KeynodeGroup): consecutive key-nodes share
 // one lock and one head of tags, and a node may live in any chain of its
 // key-node's group, so multi-slot nodes fill a store as one-slot nodes do.
-inline constexpr uint32_t kFormatVersion = 5;
+inline constexpr uint32_t kFormatVersion = kStoreFormatVersion;  // frs/store_admin.h publishes it
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kWriterEntries = 32;  // one per writing thread
 inline constexpr uint32_t kBatchEntries = 4;    // one per batch in progress

@@ -23,10 +23,11 @@
 
 #include "frs/status.h"
 #include "frs/store.h"
+#include "frs/store_admin.h"
 
 namespace frs::store {
 
-inline constexpr uint32_t kPreviousFormatVersion = 4;
+inline constexpr uint32_t kPreviousFormatVersion = kPreviousStoreFormatVersion;  // frs/store_admin.h
 
 // The format version the store file `path` says it has in its header (its
 // magic checked; the rest is for the opener of that version to check).

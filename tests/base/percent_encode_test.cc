@@ -1,6 +1,6 @@
 // base/percent_encode: the one %-encoder and what each kind of table lets
 // through.
-#include "base/percent_encode.h"
+#include "frs/percent_encode.h"
 
 #include <gtest/gtest.h>
 

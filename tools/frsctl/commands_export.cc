@@ -11,8 +11,8 @@
 
 #include "commands.h"
 #include "format.h"
+#include "frs/whole_file.h"
 #include "json_out.h"
-#include "os/whole_file.h"
 #include "receipt_line.h"
 
 namespace frs::ctl {
@@ -63,7 +63,7 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
       return st;
   } else {
     // A backup: synced before it takes its name.
-    auto written = os::WriteFileWhole(a.file, os::WholeFileOptions{.sync_file = true}, [&](const std::string& tmp) {
+    auto written = WriteFileWhole(a.file, WholeFileOptions{.sync_file = true}, [&](const std::string& tmp) {
       FILE* out = std::fopen(tmp.c_str(), "wxe");
       if (out == nullptr) return Status::FromErrno(tmp, errno);
       Status st = WriteExport(s, out, tmp, &nodes, &nameless, &receipts, &unknown_ids);

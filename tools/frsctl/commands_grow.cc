@@ -39,13 +39,10 @@
 
 #include "commands.h"
 #include "format.h"
+#include "frs/stop_request.h"
+#include "frs/store_admin.h"
+#include "frs/store_dir.h"
 #include "json_out.h"
-#include "os/stop_request.h"
-#include "os/store_dir.h"
-#include "store/format.h"
-#include "store/format4_reader.h"
-#include "store/store_check.h"
-#include "store/store_file.h"
 #include "store_users.h"
 
 namespace frs::ctl {
@@ -104,38 +101,13 @@ std::string ResolveDir(const std::string& dir) {
 }
 
 // The geometry the store's files say they have (not srv.xml's: the operator
-// may have edited srv.xml already).
-// A store of the format before this build's (4) is `frsctl upgrade`'s to
-// read: *format4 says so, and its geometry comes from its header (checked
-// whole by store::OpenFormat4).
+// may have edited srv.xml already). A store of the format before this
+// build's is `frsctl upgrade`'s to read: *format4 says so.
 Result<StoreGeometry> GeometryOnDisk(const std::string& dir, bool* format4) {
-  const std::string path = store::StoreFile::PathFor(dir, 0);
-  *format4 = false;
-  if (Result<uint32_t> v = store::FormatVersionOf(path); v.ok() && v.value() == store::kPreviousFormatVersion) {
-    Result<std::unique_ptr<Store>> old = store::OpenFormat4(dir);
-    if (!old.ok()) return old.status();
-    *format4 = true;
-    return old.value()->geometry();
-  }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound(dir + ": no store here (" + path + " is missing)");
-    return Status::FromErrno(path, errno);
-  }
-  store::FileHeader h{};
-  struct stat st {};
-  ssize_t n = ::pread(fd, &h, sizeof h, 0);
-  int err = n < 0 ? errno : 0;
-  if (err == 0 && ::fstat(fd, &st) != 0) err = errno;
-  ::close(fd);
-  if (err != 0) return Status::FromErrno(path, err);
-  if (static_cast<size_t>(n) < sizeof h) return Status::Corruption(path + ": shorter than a store file header");
-  const StoreGeometry g{h.files, h.keynodes, h.chain};
-  // Magic, version, checksum, then the layout, before the geometry is used.
-  if (Status s = store::StoreFile::CheckHeader(path, h, g, 0, static_cast<uint64_t>(st.st_size)); !s.ok()) return s;
-  Result<store::StoreCheck> all = store::CheckStoreFiles(dir, g);
-  if (!all.ok()) return all.status();
-  return g;
+  Result<StoreOnDisk> on_disk = InspectStoreFiles(dir);
+  if (!on_disk.ok()) return on_disk.status();
+  *format4 = on_disk->format_version == kPreviousStoreFormatVersion;
+  return on_disk->geometry;
 }
 
 Status FsyncPath(const std::string& path, bool directory) {
@@ -206,7 +178,7 @@ Status CopyFile(const std::string& from, const std::string& to) {
 
 bool IsStoreFileName(const std::string& name) {
   uint32_t index;
-  return name == os::store_dir::kDailyStats || os::store_dir::ParseStoreFileName(name, &index);
+  return name == store_dir::kDailyStats || store_dir::ParseStoreFileName(name, &index);
 }
 
 // Every other entry of the old directory (frsd.lock, frsd.log, ...) goes
@@ -421,7 +393,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (!on_disk.ok()) return on_disk.status();
   const StoreGeometry from = on_disk.value();
   if (a.upgrade && !format4)
-    return Status::InvalidArgument(dir + " is a store of format " + std::to_string(store::kFormatVersion) +
+    return Status::InvalidArgument(dir + " is a store of format " + std::to_string(kStoreFormatVersion) +
                                    " already: nothing to upgrade");
   const StoreGeometry to{a.files ? a.files : from.files, a.keynodes ? a.keynodes : from.keynodes,
                          a.chain ? a.chain : from.chain};
@@ -437,11 +409,11 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     return Status::Busy("frsd (pid " + std::to_string(pid) + ", pid file " + s.cfg.pidfile +
                         ") is running on this store: stop it first (e.g. systemctl stop frsd); grow works on a "
                         "stopped store only");
-  Result<os::UniqueFd> store_lock = TakeFrsdStoreLock(dir);
+  Result<UniqueFd> store_lock = TakeFrsdStoreLock(dir);
   if (!store_lock.ok()) return store_lock.status();
   std::vector<std::string> paths;
-  for (uint32_t i = 0; i < from.files; ++i) paths.push_back(store::StoreFile::PathFor(dir, i));
-  const std::string stats_path = os::store_dir::In(dir, os::store_dir::kDailyStats);
+  for (uint32_t i = 0; i < from.files; ++i) paths.push_back(store_dir::In(dir, store_dir::StoreFileName(i)));
+  const std::string stats_path = store_dir::In(dir, store_dir::kDailyStats);
   std::error_code ec;
   const bool have_stats = fs::exists(stats_path, ec);
   if (have_stats) paths.push_back(stats_path);
@@ -466,7 +438,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   oo.geometry = from;
   oo.create_if_missing = false;
   oo.read_only = true;
-  Result<std::unique_ptr<Store>> old_r = format4 ? store::OpenFormat4(dir) : Store::Open(oo);
+  Result<std::unique_ptr<Store>> old_r = format4 ? OpenPreviousFormatStore(dir) : Store::Open(oo);
   if (!old_r.ok()) return old_r.status();
   std::unique_ptr<Store> old = std::move(old_r).value();
   Result<Store::VerifyReport> before = old->Verify(false);
@@ -492,7 +464,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
         "cannot shrink " + dir + " to " + Geo(to) + " = " + Grouped(to.slots()) + " slots: it holds " +
         Grouped(sv.live) + " live nodes taking " + Grouped(sv.live_slots) + " slots (and " + Grouped(sv.expired) +
         " expired ones); give a geometry of more slots, with room to spare (chains fill to about 90 %)");
-  const uint64_t new_bytes = uint64_t{to.files} * store::LayoutFor(to).file_bytes;
+  const uint64_t new_bytes = uint64_t{to.files} * StoreFileBytes(to);
   {
     struct statvfs vfs;
     const std::string parent = fs::path(dir).parent_path().string();
@@ -521,13 +493,13 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   std::unique_ptr<Store> fresh = std::move(fresh_r).value();
   if (Status st = fresh->Reserve(); !st.ok()) return st;
   for (uint32_t i = 0; i < to.files; ++i)
-    if (Status st = MatchOwner(store::StoreFile::PathFor(build, i), file_st); !st.ok()) return st;
+    if (Status st = MatchOwner(store_dir::In(build, store_dir::StoreFileName(i)), file_st); !st.ok()) return st;
 
   uint64_t copied = 0;
   if (Status st = CopyNodes(*old, *fresh, now, /*expired=*/false, to, &copied); !st.ok()) return st;
   if (Status st = CopyNodes(*old, *fresh, now, /*expired=*/true, to, &copied); !st.ok()) return st;
   if (have_stats)
-    if (Status st = CopyFile(stats_path, os::store_dir::In(build, os::store_dir::kDailyStats)); !st.ok()) return st;
+    if (Status st = CopyFile(stats_path, store_dir::In(build, store_dir::kDailyStats)); !st.ok()) return st;
 
   // The check: the store's own, then node by node, then the statistics.
   Result<Store::VerifyReport> after = fresh->Verify(false);
@@ -542,7 +514,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (fresh->Stats().total.nodes_used != kept || after->nodes != kept)
     return Status::Corruption("the grown store holds " + Grouped(fresh->Stats().total.nodes_used) + " nodes, " +
                               Grouped(kept) + " expected; nothing changed");
-  if (have_stats && ReadWhole(stats_path) != ReadWhole(os::store_dir::In(build, os::store_dir::kDailyStats)))
+  if (have_stats && ReadWhole(stats_path) != ReadWhole(store_dir::In(build, store_dir::kDailyStats)))
     return Status::Corruption("the copy of " + stats_path + " differs from it; nothing changed");
   const uint64_t slots_used = fresh->Stats().total.slots_used;
   if (Status st = fresh->Flush(true); !st.ok()) return st;
@@ -552,7 +524,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   Result<std::vector<std::string>> carried = CarryOthers(dir, build);
   if (!carried.ok()) return carried.status();
   if (Status st = FsyncPath(build, true); !st.ok()) return st;
-  if (os::StopRequested()) return Status::Unavailable("interrupted before the swap; nothing changed");
+  if (StopRequested()) return Status::Unavailable("interrupted before the swap; nothing changed");
 
   // Nobody may have opened the old store meanwhile (their writes would be
   // lost): checked again, and the files held exclusively through the swap.
@@ -579,8 +551,8 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     JsonOut j;
     j.BeginObject();
     j.Key("store_dir").String(dir);
-    j.Key("format_from").Uint(format4 ? store::kPreviousFormatVersion : store::kFormatVersion);
-    j.Key("format_to").Uint(store::kFormatVersion);
+    j.Key("format_from").Uint(format4 ? kPreviousStoreFormatVersion : kStoreFormatVersion);
+    j.Key("format_to").Uint(kStoreFormatVersion);
     auto geo = [&](const char* key, const StoreGeometry& g) {
       j.Key(key).BeginObject();
       j.Key("files").Uint(g.files).Key("keynodes").Uint(g.keynodes).Key("chain").Uint(g.chain);
@@ -611,7 +583,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     for (const std::string& r : removed) std::printf("removed %s, left by an interrupted grow\n", r.c_str());
     if (format4)
       std::printf("upgraded %s from store format %u to %u, %s (files x key-nodes x chain): %s -> %s slots\n",
-                  dir.c_str(), store::kPreviousFormatVersion, store::kFormatVersion, Geo(to).c_str(),
+                  dir.c_str(), kPreviousStoreFormatVersion, kStoreFormatVersion, Geo(to).c_str(),
                   Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
     else
       std::printf("grew %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n", dir.c_str(), Geo(from).c_str(),

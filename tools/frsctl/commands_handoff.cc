@@ -47,19 +47,18 @@
 #include <set>
 #include <sstream>
 
-#include "base/percent_encode.h"
-#include "client/http_client.h"
 #include "commands.h"
+#include "frs/http_client.h"
+#include "frs/percent_encode.h"
 #include "frs/ring.h"
+#include "frs/stop_request.h"
+#include "frs/store_dir.h"
 #include "handoff_plan.h"
 #include "handoff_spool.h"
 #include "handoff_stats.h"
 #include "hex.h"
 #include "json_in.h"
 #include "json_out.h"
-#include "os/stop_request.h"
-#include "os/store_dir.h"
-#include "os/unique_fd.h"
 
 namespace frs::ctl {
 namespace {
@@ -247,11 +246,11 @@ Result<bool> EraseIfUnchanged(Store& store, const Entry& e, uint32_t now_s) {
 // reached ends the sending to it (the others are still sent to).
 Status SendTo(const std::string& dest, const std::string& token, std::vector<Entry*>& entries, HandoffSpool& spool,
               DestCount* count, Failures* failed) {
-  client::HttpClient http(dest, 10000);
+  HttpClient http(dest, 10000);
   std::stable_sort(entries.begin(), entries.end(),
                    [](const Entry* a, const Entry* b) { return a->receipt < b->receipt; });
   for (size_t i = 0; i < entries.size();) {
-    if (os::StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
+    if (StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
     size_t end = i;
     while (end < entries.size() && entries[end]->receipt == entries[i]->receipt) ++end;
     const size_t begin = i;
@@ -312,7 +311,7 @@ Status SendTo(const std::string& dest, const std::string& token, std::vector<Ent
 
 // The shard must run the same <cluster>, or it could refuse or misplace what it gets.
 Status CheckPeer(const std::string& dest, const Ring& ring) {
-  client::HttpClient http(dest, 5000);
+  HttpClient http(dest, 5000);
   auto resp = http.Post("/frs", "<request cmd=\"stats\"/>");
   if (!resp.ok()) return Status::Unavailable("shard " + dest + " cannot be reached: " + resp.status().message());
   pugi::xml_document d;
@@ -346,7 +345,7 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
   std::string busy;
   size_t shards = 0;
   for (const std::string& name : names) {
-    client::HttpClient http(name, 5000);
+    HttpClient http(name, 5000);
     auto resp = http.Get("/replicate?state=1&token=" + PercentEncoded(token, kPercentQueryValue));
     if (!resp.ok() || resp->status != 200) continue;
     // Still on the old list, its queues are not yet of the earlier list:
@@ -376,7 +375,7 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
 void ReportHandedOff(const std::string& self, const Ring& after, const std::string& token) {
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", after.Digest());
-  client::HttpClient http(self, 5000);
+  HttpClient http(self, 5000);
   auto resp =
       http.Post("/replicate?handed_off=" + std::string(digest) + "&token=" + PercentEncoded(token, kPercentQueryValue),
                 "", "text/plain");
@@ -407,7 +406,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   std::optional<Ring> before;
   bool replicas_before = false;
   if (!a.from.empty()) {
-    auto old_cfg = LoadSrvConfig(a.from);
+    auto old_cfg = ReadServiceConfig(a.from);
     if (!old_cfg.ok()) return Status::InvalidArgument("--from " + a.from + ": " + old_cfg.status().message());
     if (old_cfg->cluster_shards.empty())
       return Status::InvalidArgument("--from " + a.from + " has no <cluster>: name the srv.xml this shard ran before");
@@ -443,8 +442,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   if (!a.dry_run) {
     std::vector<SpoolRecord> records;
     std::string cut;
-    if (Status st = spool.Open(os::store_dir::In(s.cfg.store_dir, os::store_dir::kHandoffSpool), &records, &cut);
-        !st.ok())
+    if (Status st = spool.Open(store_dir::In(s.cfg.store_dir, store_dir::kHandoffSpool), &records, &cut); !st.ok())
       return st;
     if (!cut.empty()) std::fprintf(stderr, "frsctl: %s\n", cut.c_str());
     if (Status st = ParseRecords(records, &entries); !st.ok()) return st;
@@ -529,7 +527,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     std::stable_sort(moving.begin(), moving.end(),
                      [&](const Move& x, const Move& y) { return group_of(x) < group_of(y); });
     for (size_t i = 0; i < moving.size();) {
-      if (os::StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
+      if (StopRequested()) return Status::Unavailable("interrupted; run frsctl handoff again to finish");
       const std::string group = group_of(moving[i]);
       const size_t begin = i;
       size_t end = i;

@@ -7,8 +7,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "config/service_options.h"
-#include "store/store_file.h"
+#include "frs/store_dir.h"
 
 namespace frs::ctl {
 
@@ -18,7 +17,7 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   uint32_t present = 0;
   std::error_code ec;
   for (uint32_t i = 0; i < g.files; ++i) {
-    std::string p = store::StoreFile::PathFor(s.cfg.store_dir, i);
+    std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
     if (std::filesystem::exists(p, ec)) ++present;
     else missing.push_back(p);
   }

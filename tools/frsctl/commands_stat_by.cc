@@ -7,26 +7,24 @@
 #include <cstdio>
 #include <map>
 
-#include "base/percent_encode.h"
-#include "client/http_client.h"
 #include "commands.h"
 #include "format.h"
+#include "frs/calendar.h"
+#include "frs/engine.h"
+#include "frs/group_stats.h"
+#include "frs/http_client.h"
+#include "frs/percent_encode.h"
 #include "json_out.h"
-#include "limit/map_config.h"
-#include "limit/time_zone.h"
-#include "server/group_stats_xml.h"
-#include "stats/distinct_sketch.h"
-#include "stats/group_table.h"
 
 namespace frs::ctl {
 namespace {
 
 // The bizzes (names) of map.xml that keep a table by `by`, or `only`.
 Result<std::vector<std::string>> BizzesBy(const std::string& map_path, const StatArgs& a) {
-  auto map = limit::LoadMapFile(map_path);
+  auto map = ReadMapBizzes(map_path);
   if (!map.ok()) return map.status();
   std::vector<std::string> out;
-  for (const limit::BizConfig& b : map->bizzes) {
+  for (const BizInfo& b : map.value()) {
     if (!a.biz.empty() && a.biz != b.name && a.biz != std::to_string(b.id)) continue;
     out.push_back(b.name);
   }
@@ -97,9 +95,9 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
     return Status::InvalidArgument(s.cfg.path + " has no <cluster>: use frsctl stat --by without --cluster");
   auto bizzes = BizzesBy(s.cfg.map_path, a);
   if (!bizzes.ok()) return bizzes.status();
-  auto tz = limit::TimeZone::Load(s.cfg.timezone);
+  auto tz = CalendarZone::Load(s.cfg.timezone);
   if (!tz.ok()) return tz.status();
-  const uint32_t today = static_cast<uint32_t>(std::max<int64_t>(tz.value()->LocalDay(s.NowMs() / 1000), 0));
+  const uint32_t today = static_cast<uint32_t>(std::max<int64_t>(tz.value().DayOf(s.NowMs() / 1000), 0));
   size_t down = 0;
   bool any = false;
   for (const std::string& biz : bizzes.value()) {
@@ -109,11 +107,9 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
                          "&sketches=1&day=" + DayText(static_cast<uint32_t>(a.day >= 0 ? a.day : today));
     if (!a.value.empty()) target += "&value=" + PercentEncoded(a.value, kPercentQueryValue);
     if (!s.cfg.admin_token.empty()) target += "&token=" + PercentEncoded(s.cfg.admin_token, kPercentQueryValue);
-    GroupStats sum;
-    bool have = false;
-    std::map<std::string, std::pair<GroupStat, std::vector<stats::sketch::Sketch>>> groups;
+    GroupStatsSum sum;
     for (const RingShard& sh : s.cfg.cluster_shards) {
-      client::HttpClient http(sh.name, 5000);
+      HttpClient http(sh.name, 5000);
       auto resp = http.Get(target);
       if (!resp.ok() || resp->status != 200) {
         // A shard whose map keeps no such table counts nothing for it; any
@@ -126,47 +122,13 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
                                : resp.status().message().c_str());
         continue;
       }
-      auto st = server::ParseGroupStats(resp->body);
+      auto st = ParseGroupStats(resp->body);
       if (!st.ok()) return Status::IOError("shard " + sh.name + ": " + st.status().message());
-      if (!have) {
-        sum.biz = st->biz;
-        sum.by = st->by;
-        sum.day = st->day;
-        sum.distinct_fields = st->distinct_fields;
-        have = true;
-      }
-      sum.field_errors += st->field_errors;
-      sum.lost += st->lost;
-      for (GroupStat& g : st->rows) {
-        auto& [row, sketches] = groups[g.value];
-        row.value = g.value;
-        row.requests += g.requests;
-        row.allowed += g.allowed;
-        row.denied += g.denied;
-        row.units += g.units;
-        sketches.resize(sum.distinct_fields.size());
-        for (size_t d = 0; d < sum.distinct_fields.size() && d < g.sketches.size(); ++d) {
-          stats::sketch::Sketch sk;
-          if (!stats::sketch::Sketch::Decode(g.sketches[d], &sk))
-            return Status::IOError("shard " + sh.name + ": group '" + g.value +
-                                   "' has a sketch this frsctl cannot read");
-          sketches[d].Merge(sk);
-        }
-      }
+      if (Status added = sum.Add(st.value()); !added.ok())
+        return Status::IOError("shard " + sh.name + ": " + added.message());
     }
-    if (!have) continue;
-    for (auto& [value, entry] : groups) {
-      GroupStat g = std::move(entry.first);
-      for (const auto& sk : entry.second) g.distinct.push_back(sk.Count());
-      sum.rows.push_back(std::move(g));
-    }
-    sum.groups = 0;  // groups of their own, as one shard counts them: not ~other
-    for (const GroupStat& g : sum.rows) sum.groups += g.value != stats::kOtherGroup;
-    std::sort(sum.rows.begin(), sum.rows.end(), [](const GroupStat& x, const GroupStat& y) {
-      return x.requests != y.requests ? x.requests > y.requests : x.value < y.value;
-    });
-    if (a.top != 0 && sum.rows.size() > a.top) sum.rows.resize(a.top);
-    Print(s, sum);
+    if (sum.empty()) continue;
+    Print(s, sum.Total(a.top));
     any = true;
   }
   if (!any && down == 0)

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "client/http_client.h"
 #include "commands.h"
+#include "frs/http_client.h"
 #include "frs/ring.h"
 #include "json_out.h"
 
@@ -47,7 +47,7 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
   for (const RingShard& sh : s.cfg.cluster_shards) {
     ShardFigures f;
     f.name = sh.name;
-    client::HttpClient http(sh.name, 5000);
+    HttpClient http(sh.name, 5000);
     auto resp = http.Post("/frs", "<request cmd=\"stats\"/>");
     pugi::xml_document d;
     if (!resp.ok()) {

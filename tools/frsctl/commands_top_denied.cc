@@ -1,6 +1,6 @@
 // frsctl top --denied [BIZ] [N]: the keys denied most in the last minutes,
 // with their text, from the store's table of recent denials (denials.frs,
-// stats/recent_denials.h), which every process deciding on this store
+// AdminEngine::TopDenied), which every process deciding on this store
 // writes: the answer to "who is being denied right now?", also for a biz
 // whose nodes do not keep their keys.
 #include <cstdio>
@@ -9,7 +9,6 @@
 #include "commands.h"
 #include "format.h"
 #include "json_out.h"
-#include "stats/recent_denials.h"
 
 namespace frs::ctl {
 
@@ -20,10 +19,9 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
     if (!id.ok()) return id.status();
     biz = id.value();
   }
-  auto table = stats::RecentDenials::Open(s.cfg.store_dir, /*read_only=*/true);
-  if (!table.ok()) return table.status();
-  const int64_t now_ms = s.NowMs();
-  const auto rows = table.value()->Top(a.minutes, biz, a.n, now_ms / 1000);
+  Result<DeniedKeys> denied = s.engine->TopDenied(a.minutes, biz, a.n);
+  if (!denied.ok()) return denied.status();
+  const std::vector<DeniedKey>& rows = denied->keys;
   std::map<uint16_t, std::string> names;
   for (const BizInfo& b : s.engine->Bizzes()) names[b.id] = b.name;
   auto name_of = [&](uint16_t id) {
@@ -33,7 +31,7 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
   if (s.json) {
     for (const auto& r : rows) {
       JsonOut j;
-      j.BeginObject().Key("biz").String(name_of(r.biz)).Key("key").String(r.key).Key("denied").Uint(r.denied);
+      j.BeginObject().Key("biz").String(name_of(r.biz_id)).Key("key").String(r.key).Key("denied").Uint(r.denied);
       j.Key("last_minute").String(LocalTime(r.last_minute * 60000)).EndObject();
       std::printf("%s\n", j.str().c_str());
     }
@@ -47,9 +45,9 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
   std::printf("denied in the last %u minute(s), most first\n", a.minutes);
   std::printf("%-16s %10s  %-20s %s\n", "biz", "denied", "last (minute)", "key");
   for (const auto& r : rows)
-    std::printf("%-16s %10llu  %-20s %s\n", name_of(r.biz).c_str(), static_cast<unsigned long long>(r.denied),
+    std::printf("%-16s %10llu  %-20s %s\n", name_of(r.biz_id).c_str(), static_cast<unsigned long long>(r.denied),
                 LocalTime(r.last_minute * 60000).c_str(), Printable(r.key).c_str());
-  if (uint64_t dropped = table.value()->dropped())
+  if (uint64_t dropped = denied->dropped)
     std::printf("(%llu denial(s) since the table was made found no room: the table keeps the keys it has)\n",
                 static_cast<unsigned long long>(dropped));
   return kExitOk;

@@ -1,7 +1,7 @@
 // frsctl verify [--repair]: every header (magic, version, geometry,
 // checksum), every chain (no duplicate identities, fields in range, no torn
 // node) and the counters; then every other file of the store directory
-// (limit/side_files.h), each by the check frsd's start makes, with what
+// (frs/store_admin.h), each by the check frsd's start makes, with what
 // frsd will do with it. A lock held by a dead process is recovered as its
 // next locker would (listed, not a problem). With --repair it fixes
 // what can be fixed, says what it did, and checks again: the exit code is
@@ -10,8 +10,8 @@
 
 #include "commands.h"
 #include "format.h"
+#include "frs/store_admin.h"
 #include "json_out.h"
-#include "limit/side_files.h"
 
 namespace frs::ctl {
 namespace {
@@ -53,9 +53,9 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   }
   // The engine's files: checked, never repaired here (frsd's start acts on
   // them as AtStartText says).
-  const std::vector<limit::SideFileReport> side = limit::CheckSideFiles(s.cfg.store_dir);
+  const std::vector<SideFileReport> side = CheckStoreSideFiles(s.cfg.store_dir);
   const bool store_repairable = !(rechecked ? after.problems : first.problems).empty() && opened.ok();
-  for (const limit::SideFileReport& f : side) {
+  for (const SideFileReport& f : side) {
     if (f.status.ok()) continue;
     const std::string p = f.status.message() + " (" + f.AtStartText() + ")";
     first.problems.push_back(p);
@@ -74,7 +74,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     ListJson(j, "recovered", first.recovered);
     ListJson(j, "remaining", remaining);
     j.Key("files").BeginArray();
-    for (const limit::SideFileReport& f : side) {
+    for (const SideFileReport& f : side) {
       j.BeginObject();
       j.Key("path").String(f.path);
       j.Key("state").String(!f.exists ? "absent" : f.status.ok() ? "clean" : "damaged");
@@ -96,8 +96,8 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   // The named files one line each; day files only when damaged, with a count.
   size_t days = 0, days_damaged = 0;
   std::printf("files:\n");
-  for (const limit::SideFileReport& f : side) {
-    const bool day = f.at_start == limit::AtStart::kSetAsideLater;
+  for (const SideFileReport& f : side) {
+    const bool day = f.at_start == SideFileAtStart::kSetAsideLater;
     days += day;
     days_damaged += day && !f.status.ok();
     if (day && f.status.ok()) continue;

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "base/percent_encode.h"
+#include "frs/percent_encode.h"
 
 namespace frs::ctl {
 

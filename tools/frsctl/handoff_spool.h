@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "frs/status.h"
-#include "os/unique_fd.h"
+#include "unique_fd.h"
 
 namespace frs::ctl {
 
@@ -60,7 +60,7 @@ class HandoffSpool {
 
  private:
   std::string path_;
-  os::UniqueFd fd_;
+  UniqueFd fd_;
   uint64_t reserved_end_ = 0;  // the end of the room set aside so far
 };
 

@@ -1,12 +1,14 @@
-// frsctl/json_in.cc: JsonValue built from nlohmann::json's parser, with the
-// byte range of every value.
+// frsctl/json_in.cc: JsonValue built from nlohmann::json's SAX parser, with
+// the byte range of every value (frsctl's own reader of what it reads).
 #include "json_in.h"
 
 #include <cstdint>
+#include <exception>
+#include <iterator>
 #include <span>
 #include <string>
 
-#include "limit/json_sax.h"
+#include <nlohmann/json.hpp>
 
 namespace frs::ctl {
 
@@ -20,14 +22,56 @@ namespace {
 
 constexpr size_t kMaxDepth = 64;
 
-// The library reports a value once its last byte has been read (a number's,
+// A pointer iterator that publishes how far it has gone: nlohmann's lexer
+// owns its copy, the handler reads the position through `read`.
+class Iter {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+  Iter(const char* p, const char** read) : p_(p), read_(read) {}
+  reference operator*() const { return *p_; }
+  Iter& operator++() {
+    *read_ = ++p_;
+    return *this;
+  }
+  Iter operator++(int) {
+    Iter was = *this;
+    ++*this;
+    return was;
+  }
+  bool operator==(const Iter& o) const { return p_ == o.p_; }
+
+ private:
+  const char* p_;
+  const char** read_;
+};
+
+// nlohmann::json's SAX events, with the byte range of every value. The
+// library reports a value once its last byte has been read (a number's,
 // once the byte after it has been read too); the handler works out where it
 // began from the text itself.
-class RangeReader : public limit::SaxReader {
+class RangeReader {
  public:
   using Type = JsonValue::Type;
 
-  explicit RangeReader(std::span<const std::string_view> wanted = {}) : wanted_(wanted) {}
+  RangeReader(std::string_view text, std::span<const std::string_view> wanted = {})
+      : text_(text), read_(text.data()), wanted_(wanted) {}
+
+  // Runs the parse. A syntax error and a refusal alike are InvalidArgument
+  // naming the byte offset; nothing thrown leaves it.
+  Status Parse() {
+    try {
+      if (nlohmann::json::sax_parse(Iter(text_.data(), &read_), Iter(text_.data() + text_.size(), &read_), this))
+        return Status::OK();
+    } catch (const std::exception& e) {
+      // Only bad_alloc or a library surprise: syntax errors reach parse_error.
+      return Status::InvalidArgument(std::string("JSON could not be read: ") + e.what());
+    }
+    return Status::InvalidArgument("JSON at byte " + std::to_string(at_) + ": " + why_);
+  }
   // True when the parse stopped because every wanted member had been read.
   bool stopped() const { return stopped_; }
 
@@ -64,10 +108,32 @@ class RangeReader : public limit::SaxReader {
   bool end_object() { return Close() && !Done(); }
   bool start_array(size_t) { return Open(Type::kArray); }
   bool end_array() { return Close() && !Done(); }
+  bool binary(nlohmann::json::binary_t&) { return Refuse("binary values are not JSON"); }
+  bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 8:
+    // syntax error ...": what follows the column is the message.
+    std::string_view what = e.what();
+    size_t column = what.find("column ");
+    size_t colon = column == std::string_view::npos ? column : what.find(": ", column);
+    why_ = std::string(colon == std::string_view::npos ? what : what.substr(colon + 2));
+    at_ = position > 0 ? position - 1 : 0;
+    return false;
+  }
 
   JsonValue root;
 
  private:
+  // Stops the parse, naming what is wrong at the byte just read.
+  bool Refuse(std::string why) {
+    why_ = std::move(why);
+    at_ = ReadTo() > 0 ? ReadTo() - 1 : 0;
+    return false;
+  }
+  // How many bytes of the text the lexer has read. A number's event comes
+  // after the lexer has also read the byte that ended it (when there is one).
+  size_t ReadTo() const { return static_cast<size_t>(read_ - text_.data()); }
+  std::string_view text() const { return text_; }
+
   JsonValue* Put(Type t, size_t begin, size_t end) {
     if (open_.size() > kMaxDepth) {
       Refuse("nesting deeper than 64");
@@ -124,6 +190,10 @@ class RangeReader : public limit::SaxReader {
     return stopped_;
   }
 
+  std::string_view text_;
+  const char* read_;
+  std::string why_;
+  size_t at_ = 0;
   std::vector<JsonValue*> open_;
   std::span<const std::string_view> wanted_;
   size_t found_ = 0;
@@ -133,14 +203,14 @@ class RangeReader : public limit::SaxReader {
 }  // namespace
 
 Result<JsonValue> ParseJson(std::string_view text) {
-  RangeReader r;
-  if (Status s = limit::ParseWith(text, &r); !s.ok()) return s;
+  RangeReader r(text);
+  if (Status s = r.Parse(); !s.ok()) return s;
   return std::move(r.root);
 }
 
 Result<JsonValue> ParseLeadingMembers(std::string_view text, std::initializer_list<std::string_view> wanted) {
-  RangeReader r(std::span<const std::string_view>(wanted.begin(), wanted.size()));
-  if (Status s = limit::ParseWith(text, &r); !s.ok() && !r.stopped()) return s;
+  RangeReader r(text, std::span<const std::string_view>(wanted.begin(), wanted.size()));
+  if (Status s = r.Parse(); !s.ok() && !r.stopped()) return s;
   return std::move(r.root);
 }
 

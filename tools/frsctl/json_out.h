@@ -1,17 +1,15 @@
-// frsctl/json_out.h: --json output is written by the one JSON writer of
-// node export (limit/node_json.h), under the name frsctl's commands use.
+// frsctl/json_out.h: --json output is written by FRS's one JSON writer
+// (frs/json_writer.h), under the name frsctl's commands use.
 //
 // Usage: JsonOut j; j.BeginObject().Key("slots").Int(10).EndObject(); j.str().
 //
 // Thread safety: a value used by one thread.
 #pragma once
 
-#include "base/json_escape.h"
-#include "limit/node_json.h"
+#include "frs/json_writer.h"
 
 namespace frs::ctl {
 
-using JsonOut = limit::JsonWriter;
-using frs::AppendJsonString;
+using JsonOut = frs::JsonWriter;
 
 }  // namespace frs::ctl

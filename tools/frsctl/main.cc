@@ -13,8 +13,8 @@
 #include <signal.h>
 
 #include "commands.h"
-#include "os/sigbus_guard.h"
-#include "os/stop_request.h"
+#include "frs/sigbus_guard.h"
+#include "frs/stop_request.h"
 #include "session.h"
 
 namespace {
@@ -227,7 +227,7 @@ int Fail(const std::string& msg, int code) {
 
 // The contract's default: $FRS_CONF, else the installed srv.xml
 // (/etc/frs/srv.xml, or PREFIX/etc/frs/srv.xml under another prefix).
-std::string DefaultConfig() { return frs::DefaultSrvConfigPath(); }
+std::string DefaultConfig() { return frs::DefaultServiceConfigPath(); }
 
 // The first word that is not an option (or an option's value): the command.
 std::string_view CommandWord(int argc, char** argv) {
@@ -251,11 +251,11 @@ int main(int argc, char** argv) {
   // exits with a message. Before, an interrupted `reset` left a lock that
   // only a waiter's liveness check could recover.
   struct sigaction sa {};
-  sa.sa_handler = [](int) { frs::os::RequestStop(); };
+  sa.sa_handler = [](int) { frs::RequestStop(); };
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  frs::os::InstallSigbusGuard();  // a truncated store file is an error, not a crash
+  frs::InstallSigbusGuard();  // a truncated store file is an error, not a crash
   static char outbuf[1 << 16];
   std::setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
 

@@ -5,9 +5,9 @@
 
 #include <cstdio>
 
-#include "config/service_options.h"
+#include "config/srv_config.h"
 #include "frs/clock.h"
-#include "os/store_dir.h"
+#include "frs/store_dir.h"
 #include "os/text_file.h"
 #include "server/envoy_map.h"
 
@@ -20,7 +20,7 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   // Reading commands work on a store that cannot be written here (a
   // read-only file system, a backup mounted read-only): without locks, see
   // StoreOptions::read_only.
-  const std::string first = os::store_dir::In(s->cfg.store_dir, os::store_dir::StoreFileName(0));
+  const std::string first = store_dir::In(s->cfg.store_dir, store_dir::StoreFileName(0));
   if (s->reads_only && ::access(first.c_str(), F_OK) == 0 &&
       (::access(first.c_str(), W_OK) != 0 || ::access(s->cfg.store_dir.c_str(), W_OK) != 0)) {
     so.read_only = true;
@@ -45,10 +45,12 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     // The map frsd runs: map.xml with <grpc config>'s descriptors in it, under
     // the ids the running frsd gave them (envoy.ids, read, never written), so
     // every command names an Envoy descriptor's biz as frsd counts it.
+    Result<SrvConfig> srv = LoadSrvConfig(s->cfg.path);
+    if (!srv.ok()) return srv.status();
     Result<std::string> text = os::ReadTextFile(s->cfg.map_path);
     if (!text.ok()) return text.status();
     Result<server::ComposedMap> composed =
-        server::ComposeEnvoyMap(s->cfg, std::move(text).value(), /*persist_ids=*/false);
+        server::ComposeEnvoyMap(srv.value(), std::move(text).value(), /*persist_ids=*/false);
     if (!composed.ok()) return composed.status();
     eo.map_text = std::move(composed->map_text);
   }
@@ -60,20 +62,9 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
 
 Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
   if (needs == Needs::kNothing) return Status::OK();
-  Result<SrvConfig> cfg = LoadSrvConfig(config_path);
+  Result<ServiceConfig> cfg = ReadServiceConfig(config_path);
   if (!cfg.ok()) return cfg.status();
   s->cfg = std::move(cfg).value();
-  if (s->cfg.port == 0) {
-    // <listen port="0">: the running frsd's address names this shard (its
-    // own words in the store directory); with no frsd running, 0 it stays.
-    if (Result<std::string> read = os::ReadTextFile(ListenAddressPath(s->cfg)); read.ok()) {
-      const std::string& line = read.value();
-      const size_t colon = line.rfind(':');
-      unsigned port = 0;
-      if (colon != std::string::npos && std::sscanf(line.c_str() + colon + 1, "%u", &port) == 1 && port <= 65535)
-        ApplyBoundPort(&s->cfg, static_cast<uint16_t>(port));
-    }
-  }
   if (needs == Needs::kConfig) return Status::OK();
   return OpenStoreAndEngine(s, /*create=*/false, needs == Needs::kEngine);
 }

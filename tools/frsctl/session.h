@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "config/srv_config.h"
 #include "frs/admin_engine.h"
+#include "frs/service.h"
 #include "frs/status.h"
 #include "frs/store.h"
 
@@ -31,7 +31,7 @@ inline constexpr int kExitFail = 3;   // could not do it: missing store, I/O, st
 inline constexpr uint32_t kWalkBusyPercent = 50;
 
 struct Session {
-  SrvConfig cfg;
+  ServiceConfig cfg;
   std::unique_ptr<Store> store;
   std::unique_ptr<AdminEngine> engine;
   bool json = false;

@@ -19,16 +19,20 @@
 #include <set>
 #include <sstream>
 
-#include "os/store_dir.h"
-#include "os/text_file.h"
+#include "frs/store_dir.h"
 
 namespace frs::ctl {
 namespace {
 
-// A /proc file's text; empty when it cannot be read (the process is gone).
+// A /proc file's or a pid file's text; empty when it cannot be read (the
+// process is gone) or is not a regular file (a FIFO would block the read).
 std::string ReadSmall(const std::string& path) {
-  Result<std::string> text = os::ReadTextFile(path);
-  return text.ok() ? std::move(text.value()) : std::string();
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::string();
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : std::string();
 }
 
 std::string Comm(pid_t pid) {
@@ -176,7 +180,7 @@ std::string DescribeHolders(const std::string& path) {
 Result<ExclusiveLocks> ExclusiveLocks::Take(const std::vector<std::string>& paths) {
   ExclusiveLocks out;
   for (const std::string& p : paths) {
-    os::UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) return Status::FromErrno(p, errno);
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK) return Status::FromErrno("cannot lock " + p, errno);
@@ -188,9 +192,9 @@ Result<ExclusiveLocks> ExclusiveLocks::Take(const std::vector<std::string>& path
   return out;
 }
 
-Result<os::UniqueFd> TakeFrsdStoreLock(const std::string& dir) {
-  const std::string path = os::store_dir::In(dir, os::store_dir::kStoreLock);
-  os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+Result<UniqueFd> TakeFrsdStoreLock(const std::string& dir) {
+  const std::string path = store_dir::In(dir, store_dir::kStoreLock);
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid() && errno == ENOENT) {
     fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
     struct stat d;

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "frs/status.h"
-#include "os/unique_fd.h"
+#include "unique_fd.h"
 
 namespace frs::ctl {
 
@@ -62,13 +62,13 @@ class ExclusiveLocks {
   void Release() { fds_.clear(); }
 
  private:
-  std::vector<os::UniqueFd> fds_;
+  std::vector<UniqueFd> fds_;
 };
 
 // frsd's store lock DIR/frsd.lock, taken as frsd takes it (exclusive flock),
 // so that no frsd starts on the directory while it is held. Created when
 // missing, owned like the directory (so that frsd, running as its own user,
 // can still open it later). Busy names the frsd that holds it.
-Result<os::UniqueFd> TakeFrsdStoreLock(const std::string& dir);
+Result<UniqueFd> TakeFrsdStoreLock(const std::string& dir);
 
 }  // namespace frs::ctl

@@ -1,4 +1,4 @@
-// base/percent_encode.h: bytes written as %XX (RFC 3986, 2.1), the one
+// frs/percent_encode.h: bytes written as %XX (RFC 3986, 2.1), the one
 // encoder for every %-escaped text FRS writes: query values, gRPC's
 // grpc-message, the replication stream's keys, frsctl's spool, keys built
 // from Envoy's descriptors. What differs between them is only which bytes

@@ -1,4 +1,6 @@
-#include "server/group_stats_xml.h"
+// stats/group_stats_xml.cc: statistics by key field as XML, both ways
+// (frs/group_stats.h): GET /stats writes it, POST /stats and frsctl read it.
+#include "frs/group_stats.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,7 +8,7 @@
 
 #include "base/xml_escape.h"
 
-namespace frs::server {
+namespace frs {
 namespace {
 
 void Attr(std::string_view name, std::string_view value, std::string* out) {
@@ -150,4 +152,4 @@ Result<GroupStats> ParseGroupStats(std::string_view xml) {
   return st;
 }
 
-}  // namespace frs::server
+}  // namespace frs

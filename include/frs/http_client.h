@@ -1,0 +1,54 @@
+// frs/http_client.h: a small blocking HTTP/1.1 client, for the programs
+// that talk to frsd's HTTP side (frsctl handoff and stat --cluster ask other
+// shards; GET /stats, POST /replicate).
+//
+//   frs::HttpClient http("10.0.0.2:8300");
+//   frs::Result<frs::HttpResponse> r = http.Get("/stats?biz=login&by=app");
+//   if (r.ok() && r->status == 200) std::puts(r->body.c_str());
+//
+// One keep-alive TCP connection to "host:port" (IPv4, IPv6 in brackets or a
+// name), opened on first use and again after the server closed it. Every
+// call has a deadline; a time-out, a refused connection or a malformed
+// answer is a Status (Unavailable / IOError), never an exception.
+//
+// Thread safety: one HttpClient per thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "frs/status.h"
+
+namespace frs {
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+};
+
+class HttpClient {
+ public:
+  // `server` is "host:port", as in a <shard> line.
+  explicit HttpClient(std::string server, int timeout_ms = 5000);
+  ~HttpClient();
+  HttpClient(HttpClient&& o) noexcept;
+  HttpClient& operator=(HttpClient&& o) noexcept;
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  Result<HttpResponse> Get(std::string_view target);
+  Result<HttpResponse> Post(std::string_view target, std::string_view body,
+                            std::string_view content_type = "application/xml");
+  const std::string& server() const { return server_; }
+
+ private:
+  Result<HttpResponse> Exchange(std::string_view request);
+  Status Connect();
+  void Disconnect();
+
+  std::string server_;
+  int timeout_ms_;
+  int fd_ = -1;  // the connection; -1: none yet, or closed
+};
+
+}  // namespace frs

@@ -1,0 +1,77 @@
+// frs/store_admin.h: a store directory as a whole, beside Store::Open: what
+// its files say they are, the store of the format before this one, and the
+// engine's files kept beside it (as LevelDB's DestroyDB and RepairDB sit
+// beside DB::Open). frsctl's grow, upgrade and verify are built on these.
+//
+//   frs::Result<frs::StoreOnDisk> s = frs::InspectStoreFiles("/var/lib/frs");
+//   if (!s.ok()) return s.status();  // no store, or a damaged file named
+//   if (s->format_version == frs::kPreviousStoreFormatVersion) {
+//     auto old = frs::OpenPreviousFormatStore("/var/lib/frs");  // read it, copy it into a new one
+//   }
+//
+// Every function reads files only: nothing is mapped writable, locked or
+// created, so each is safe beside a running frsd.
+//
+// Thread safety: plain functions over the files.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frs/status.h"
+#include "frs/store.h"
+
+namespace frs {
+
+// The store format this build writes and opens, and the one before it,
+// which it reads only (OpenPreviousFormatStore). docs/store.md.
+inline constexpr uint32_t kStoreFormatVersion = 5;
+inline constexpr uint32_t kPreviousStoreFormatVersion = 4;
+
+struct StoreOnDisk {
+  uint32_t format_version = 0;  // kStoreFormatVersion or kPreviousStoreFormatVersion
+  StoreGeometry geometry;       // as the files say (srv.xml may say otherwise)
+};
+
+// The format and geometry of the store in `dir`, from its files' headers,
+// each checked as Store::Open checks it (magic, version, checksum, layout,
+// one store). NotFound when the store's first file is missing; an error
+// names a damaged or missing file.
+Result<StoreOnDisk> InspectStoreFiles(const std::string& dir);
+
+// Opens the store of the previous format in `dir`, read-only and without
+// locks (it must be stopped): ForEach, Verify without repair, Stats and
+// geometry() answer, every other operation is Unavailable.
+Result<std::unique_ptr<Store>> OpenPreviousFormatStore(const std::string& dir);
+
+// The bytes of each file of a store of geometry `g` (all its files are the
+// same size).
+uint64_t StoreFileBytes(const StoreGeometry& g);
+
+// The engine's files beside the store (stats.frs, denials.frs,
+// rules.history, the day files of statistics by key field), each checked by
+// the function its reader uses, and what frsd's start does with a damaged
+// one. docs/store.md, "What survives what".
+enum class SideFileAtStart {
+  kRefuse,        // frsd will not start until the operator acts
+  kSetAside,      // frsd moves it aside at start and makes a new one
+  kSetAsideLater  // a day file: moved aside when frsd first writes it
+};
+
+struct SideFileReport {
+  std::string path;
+  bool exists = false;
+  Status status;  // OK: clean (or absent); else what is wrong
+  SideFileAtStart at_start = SideFileAtStart::kSetAside;
+  // What frsd does with the file at start, as one phrase for a report.
+  std::string AtStartText() const;
+};
+
+// Every side file of the store in `dir` in a fixed order (the three named
+// files, present or not, then each day file found under stats/), each with
+// its check's verdict. Changes nothing.
+std::vector<SideFileReport> CheckStoreSideFiles(const std::string& dir);
+
+}  // namespace frs

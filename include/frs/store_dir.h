@@ -1,0 +1,56 @@
+// frs/store_dir.h: the name of every file of a store directory, in one
+// place: what a program that backs up, checks, copies or moves a store
+// (frsctl verify, grow, handoff) and frsd agree each file is.
+//
+// A store directory holds the store (frs.N.store), the engine's files beside
+// it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
+// files under stats/), the server's (frsd.lock, frsd.listen,
+// frsd.grpc.listen, frsd.log, envoy.ids) and frsctl's (handoff.spool).
+// What each file holds, and what survives what, is docs/store.md.
+//
+//   frs::store_dir::In("/var/lib/frs", frs::store_dir::StoreFileName(0))  // "/var/lib/frs/frs.0.store"
+//
+// Thread safety: plain functions and constants.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace frs::store_dir {
+
+// The engine's files.
+inline constexpr std::string_view kDailyStats = "stats.frs";       // daily counters per biz
+inline constexpr std::string_view kRecentDenials = "denials.frs";  // the keys denied in the last minutes
+inline constexpr std::string_view kRuleHistory = "rules.history";  // what each named rule was
+inline constexpr std::string_view kLeaseKey = "lease.key";         // the lease ids' secret
+inline constexpr std::string_view kFieldStats = "stats";           // stats/<biz id>/<table>/<day files>
+// The server's.
+inline constexpr std::string_view kStoreLock = "frsd.lock";  // one frsd per store; holds its pid
+inline constexpr std::string_view kListen = "frsd.listen";
+inline constexpr std::string_view kGrpcListen = "frsd.grpc.listen";
+inline constexpr std::string_view kLog = "frsd.log";
+inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of Envoy's descriptors
+// frsctl's.
+inline constexpr std::string_view kHandoffSpool = "handoff.spool";  // a handoff's nodes until each is taken
+
+// `dir`/`name`.
+std::string In(const std::string& dir, std::string_view name);
+
+// The store's files: frs.0.store, frs.1.store, ...
+std::string StoreFileName(uint32_t index);
+// True (and *index) for a name StoreFileName makes.
+bool ParseStoreFileName(std::string_view name, uint32_t* index);
+
+// Statistics by key field: the directory of one biz's table, and its files.
+// `day` is YYYY-MM-DD.
+std::string FieldStatsDir(const std::string& dir, uint16_t biz, std::string_view table);
+std::string DayFileName(std::string_view day);  // YYYY-MM-DD.frs: the day's own counts
+// YYYY-MM-DD.from-<id>.frs: counts a handoff brought, `id` naming its receipt.
+std::string ReceivedDayFileName(std::string_view day, std::string_view id);
+enum class DayFile { kNone, kOwn, kReceived };
+// What a file name in a table's directory is (the day text is not checked
+// beyond its dashes: the caller parses it with ParseDayText).
+DayFile KindOfDayFile(std::string_view name);
+
+}  // namespace frs::store_dir

@@ -1,0 +1,51 @@
+// store/store_admin.cc: a store directory as a whole (frs/store_admin.h).
+#include "frs/store_admin.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "store/format.h"
+#include "store/format4_reader.h"
+#include "store/store_check.h"
+#include "store/store_file.h"
+
+namespace frs {
+
+// A store of the previous format is read whole by store::OpenFormat4, which
+// checks every file as that format did; this build's by each file's header.
+Result<StoreOnDisk> InspectStoreFiles(const std::string& dir) {
+  const std::string path = store::StoreFile::PathFor(dir, 0);
+  if (Result<uint32_t> v = store::FormatVersionOf(path); v.ok() && v.value() == kPreviousStoreFormatVersion) {
+    Result<std::unique_ptr<Store>> old = store::OpenFormat4(dir);
+    if (!old.ok()) return old.status();
+    return StoreOnDisk{kPreviousStoreFormatVersion, old.value()->geometry()};
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound(dir + ": no store here (" + path + " is missing)");
+    return Status::FromErrno(path, errno);
+  }
+  store::FileHeader h{};
+  struct stat st {};
+  ssize_t n = ::pread(fd, &h, sizeof h, 0);
+  int err = n < 0 ? errno : 0;
+  if (err == 0 && ::fstat(fd, &st) != 0) err = errno;
+  ::close(fd);
+  if (err != 0) return Status::FromErrno(path, err);
+  if (static_cast<size_t>(n) < sizeof h) return Status::Corruption(path + ": shorter than a store file header");
+  const StoreGeometry g{h.files, h.keynodes, h.chain};
+  // Magic, version, checksum, then the layout, before the geometry is used.
+  if (Status s = store::StoreFile::CheckHeader(path, h, g, 0, static_cast<uint64_t>(st.st_size)); !s.ok()) return s;
+  Result<store::StoreCheck> all = store::CheckStoreFiles(dir, g);
+  if (!all.ok()) return all.status();
+  return StoreOnDisk{kStoreFormatVersion, g};
+}
+
+Result<std::unique_ptr<Store>> OpenPreviousFormatStore(const std::string& dir) { return store::OpenFormat4(dir); }
+
+uint64_t StoreFileBytes(const StoreGeometry& g) { return store::LayoutFor(g).file_bytes; }
+
+}  // namespace frs
