@@ -14,12 +14,12 @@
 
 #include <cstddef>
 #include <exception>
-#include <iterator>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "frs/read_position.h"
 #include "frs/status.h"
 
 namespace frs::limit {
@@ -52,33 +52,6 @@ class SaxReader {
   std::string_view text() const { return text_; }
 
  private:
-  // A pointer iterator that publishes how far it has gone: the library's
-  // lexer owns its copy, the handler reads the position through `read`.
-  class Iter {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = char;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const char*;
-    using reference = const char&;
-    Iter(const char* p, const char** read) : p_(p), read_(read) {}
-    reference operator*() const { return *p_; }
-    Iter& operator++() {
-      *read_ = ++p_;
-      return *this;
-    }
-    Iter operator++(int) {
-      Iter was = *this;
-      ++*this;
-      return was;
-    }
-    bool operator==(const Iter& o) const { return p_ == o.p_; }
-
-   private:
-    const char* p_;
-    const char** read_;
-  };
-
   template <class Handler>
   friend Status ParseWith(std::string_view text, Handler* h);
 
@@ -95,8 +68,8 @@ Status ParseWith(std::string_view text, Handler* h) {
   r.text_ = text;
   r.read_ = text.data();
   try {
-    if (nlohmann::json::sax_parse(SaxReader::Iter(text.data(), &r.read_),
-                                  SaxReader::Iter(text.data() + text.size(), &r.read_), h))
+    if (nlohmann::json::sax_parse(ReadPositionIterator(text.data(), &r.read_),
+                                  ReadPositionIterator(text.data() + text.size(), &r.read_), h))
       return Status::OK();
   } catch (const std::exception& e) {
     // Only bad_alloc or a library surprise: syntax errors reach parse_error.

@@ -1,35 +1,10 @@
-// os/unique_fd.h: a move-only owned file descriptor.
+// os/unique_fd.h: the modules' name for the owned descriptor (frs/unique_fd.h).
 #pragma once
 
-#include <unistd.h>
-
-#include <utility>
+#include "frs/unique_fd.h"
 
 namespace frs::os {
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) reset(std::exchange(o.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+using ::frs::UniqueFd;
 
 }  // namespace frs::os

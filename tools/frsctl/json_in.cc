@@ -4,11 +4,12 @@
 
 #include <cstdint>
 #include <exception>
-#include <iterator>
 #include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "frs/read_position.h"
 
 namespace frs::ctl {
 
@@ -21,33 +22,6 @@ const JsonValue* JsonValue::Find(std::string_view key) const {
 namespace {
 
 constexpr size_t kMaxDepth = 64;
-
-// A pointer iterator that publishes how far it has gone: nlohmann's lexer
-// owns its copy, the handler reads the position through `read`.
-class Iter {
- public:
-  using iterator_category = std::input_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = const char&;
-  Iter(const char* p, const char** read) : p_(p), read_(read) {}
-  reference operator*() const { return *p_; }
-  Iter& operator++() {
-    *read_ = ++p_;
-    return *this;
-  }
-  Iter operator++(int) {
-    Iter was = *this;
-    ++*this;
-    return was;
-  }
-  bool operator==(const Iter& o) const { return p_ == o.p_; }
-
- private:
-  const char* p_;
-  const char** read_;
-};
 
 // nlohmann::json's SAX events, with the byte range of every value. The
 // library reports a value once its last byte has been read (a number's,
@@ -64,7 +38,8 @@ class RangeReader {
   // naming the byte offset; nothing thrown leaves it.
   Status Parse() {
     try {
-      if (nlohmann::json::sax_parse(Iter(text_.data(), &read_), Iter(text_.data() + text_.size(), &read_), this))
+      if (nlohmann::json::sax_parse(ReadPositionIterator(text_.data(), &read_),
+                                    ReadPositionIterator(text_.data() + text_.size(), &read_), this))
         return Status::OK();
     } catch (const std::exception& e) {
       // Only bad_alloc or a library surprise: syntax errors reach parse_error.

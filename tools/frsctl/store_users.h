@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "frs/status.h"
-#include "unique_fd.h"
+#include "frs/unique_fd.h"
 
 namespace frs::ctl {
 

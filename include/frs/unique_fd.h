@@ -1,15 +1,18 @@
-// frsctl/unique_fd.h: a move-only owned file descriptor, for the locks and
-// the spool frsctl holds (store_users.h, handoff_spool.h). frsctl's own:
-// the library's file handling is behind its API, not part of it.
+// frs/unique_fd.h: a move-only owned file descriptor.
 //
-// Thread safety: a value used by one thread.
+// Every descriptor FRS opens is held by one of these, so that no return
+// path (an error value, an early exit of a loop) leaks it: the store's lock
+// file, a spool, a socket. Closing is the destructor's; release() hands the
+// descriptor to a caller that takes its ownership.
+//
+// Thread safety: a value used by one thread at a time.
 #pragma once
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace frs::ctl {
+namespace frs {
 
 class UniqueFd {
  public:
@@ -26,6 +29,7 @@ class UniqueFd {
 
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
   void reset(int fd = -1) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;
@@ -35,4 +39,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace frs::ctl
+}  // namespace frs
