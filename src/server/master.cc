@@ -63,6 +63,7 @@ class Master {
   void Reload();
   // Watches live_'s <grpc config> directory (ConfigWatch), or nothing.
   void WatchEnvoyConfig();
+  void ReloadWatched();
   void Tick(int64_t now);
   // Every slot's current worker has marked itself serving (metrics.h).
   bool AllServing() const {
@@ -91,6 +92,21 @@ class Master {
 void Master::WatchEnvoyConfig() {
   if (Status s = watch_.Rearm(live_.grpc ? live_.grpc_config : std::string()); !s.ok())
     FRS_LOG("warning: <grpc config> changes may go unnoticed (SIGHUP reloads them): %s", s.message().c_str());
+}
+
+// A reload with the watch armed before the files are read: a change made
+// while they are read, or just after, is an event on the new watch (one
+// more reload once quiet) instead of falling between the read and the
+// arming, where nothing would ever reload it. A changed <grpc config>
+// directory is read once more when it is watched.
+void Master::ReloadWatched() {
+  const std::string before = live_.grpc ? live_.grpc_config : std::string();
+  WatchEnvoyConfig();
+  Reload();
+  const std::string after = live_.grpc ? live_.grpc_config : std::string();
+  if (after == before) return;
+  WatchEnvoyConfig();
+  if (!after.empty()) watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kNsPerMs;
 }
 
 bool Master::Spawn(uint32_t i) {
@@ -454,8 +470,7 @@ int Master::Run(const sigset_t* wait_mask) {
     }
     if (f.reload) {
       f.reload = 0;
-      Reload();
-      WatchEnvoyConfig();
+      ReloadWatched();
     }
     if (watch_due_ns_ >= 0 && MonoNs() >= watch_due_ns_) {
       watch_due_ns_ = -1;
@@ -463,8 +478,7 @@ int Master::Run(const sigset_t* wait_mask) {
       // once, a broken file keeping the old configuration (logged, counted
       // in frs_reload_failures_total), every worker handed the same bytes.
       FRS_LOG("<grpc config> %s changed: reloading", live_.grpc_config.c_str());
-      Reload();
-      WatchEnvoyConfig();
+      ReloadWatched();
     }
     if (f.reopen) {
       f.reopen = 0;
