@@ -11,18 +11,17 @@
 namespace frs::limit {
 
 namespace {
-bool LeaseIdIsWellFormed(std::string_view id) {
-  uint32_t serial;
-  uint64_t mac;
-  return ParseLeaseId(id, &serial, &mac);
+// Whether `id` is well-formed; its parts go to *parsed.
+bool LeaseIdIsWellFormed(std::string_view id, ParsedLeaseId* parsed) {
+  return ParseLeaseId(id, &parsed->serial, &parsed->mac);
 }
 // A reserve on an acquire, or a settle: well-formed, and of a biz that
 // keeps reservations.
-Status CheckReservation(const BizConfig& biz, const Request& req) {
+Status CheckReservation(const BizConfig& biz, const Request& req, ParsedLeaseId* parsed) {
   if (req.cmd == Cmd::kSettle) {
     if (biz.res_cap == 0)
       return Status::InvalidArgument("biz '" + biz.name + "' keeps no reservations: nothing to settle");
-    if (!LeaseIdIsWellFormed(req.reservation))
+    if (!LeaseIdIsWellFormed(req.reservation, parsed))
       return Status::InvalidArgument("reservation must be the 24 lowercase hex digits an acquire answered, not '" +
                                      std::string(req.reservation.substr(0, 64)) + "'");
     if (req.n < 0 || req.n > kMaxUses)
@@ -43,7 +42,9 @@ Status CheckReservation(const BizConfig& biz, const Request& req) {
 }
 }  // namespace
 
-const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) {
+const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, ParsedLeaseId* id) {
+  ParsedLeaseId unused;
+  if (id == nullptr) id = &unused;
   if (req.cmd == Cmd::kStats) return nullptr;
   if (req.cmd == Cmd::kMerge) {
     d = ErrorDecision(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));
@@ -58,7 +59,7 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) 
   if (req.cmd == Cmd::kReset) return biz;  // the whole biz: no key, no n
   if (!KeyIsValid(req.key)) {
     bad = Status::InvalidArgument("bad key: " + ValidateKeyBytes(req.key));
-  } else if (Status r = CheckReservation(biz->cfg, req); !r.ok()) {
+  } else if (Status r = CheckReservation(biz->cfg, req, id); !r.ok()) {
     bad = std::move(r);
   } else if (CountsUses(req.cmd) && (req.n < 1 || req.n > kMaxUses)) {
     bad = Status::InvalidArgument("n must be 1..2147483647, not " + std::to_string(req.n));
@@ -72,7 +73,7 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d) 
   } else if ((req.cmd == Cmd::kRelease || req.cmd == Cmd::kRenew) && biz->cfg.lease_rule < 0) {
     bad = Status::InvalidArgument("biz '" + biz->cfg.name + "' has no concurrency rule: it grants no lease to " +
                                   CmdName(req.cmd));
-  } else if ((req.cmd == Cmd::kRelease || req.cmd == Cmd::kRenew) && !LeaseIdIsWellFormed(req.lease)) {
+  } else if ((req.cmd == Cmd::kRelease || req.cmd == Cmd::kRenew) && !LeaseIdIsWellFormed(req.lease, id)) {
     bad = Status::InvalidArgument("lease must be the 24 lowercase hex digits an acquire answered, not '" +
                                   std::string(req.lease.substr(0, 64)) + "'");
   } else {
@@ -87,7 +88,8 @@ Decision EngineImpl::Execute(const Request& req) {
   const ChangeScope scope(sink_);
   BizCache bizzes(CurrentMap());
   Decision d;
-  const Biz* biz = Check(bizzes, req, d);
+  ParsedLeaseId id;
+  const Biz* biz = Check(bizzes, req, d, &id);
   if (biz == nullptr) return d;
   // Start loading the key's key-node heads and first chain now: the clock,
   // the op and the store's entry run while those lines and their page-table
@@ -99,7 +101,7 @@ Decision EngineImpl::Execute(const Request& req) {
   }
   const Now now = NowAt();
   bool created = false;
-  DecideOne(*biz, req, ref, now, d, &created);
+  DecideOne(*biz, req, ref, now, d, &created, id);
   d.biz_id = biz->cfg.id;
   if (d.ok() && CountsUses(req.cmd)) Count(*biz, req, d, created, now.s);
   if (sink_ != nullptr) Notify(*biz, req, d, now);
@@ -107,7 +109,7 @@ Decision EngineImpl::Execute(const Request& req) {
 }
 
 void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref, const Now& now, Decision& d,
-                           bool* created) {
+                           bool* created, const ParsedLeaseId& id) {
   if (req.cmd == Cmd::kReset) {
     Store::Filter filter;
     filter.biz = biz.cfg.id;
@@ -149,6 +151,7 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
   op.key = req.key;
   op.secret = &lease_secret_;
   op.lease = req.lease;
+  op.id = id;
   if (req.cmd == Cmd::kRelease && req.give_back) {
     op.give_back = true;
     op.n = req.n;  // checked 1..kMaxUses

@@ -187,11 +187,14 @@ class EngineImpl final : public AdminEngine {
 
   // The one check of a request, whichever way it is decided: its biz, or
   // null with `d` holding the error (or nothing: stats has no decision).
-  static const Biz* Check(BizCache& bizzes, const Request& req, Decision& d);
+  // `id` (optional): a release's, renew's or settle's id, taken apart.
+  static const Biz* Check(BizCache& bizzes, const Request& req, Decision& d, ParsedLeaseId* id = nullptr);
   // Decides a checked request that is not a read of a run nor an acquire
   // of a batch, into `d` (reset). `ref`: RefOf(biz, req), prepared and
-  // prefetched (unused by reset and delete).
-  void DecideOne(const Biz& biz, const Request& req, const KeyRef& ref, const Now& now, Decision& d, bool* created);
+  // prefetched (unused by reset and delete). `id`: what Check took apart
+  // (or nothing: the node's operation parses the id itself).
+  void DecideOne(const Biz& biz, const Request& req, const KeyRef& ref, const Now& now, Decision& d, bool* created,
+                 const ParsedLeaseId& id = {});
   // Reads members [begin, end), all of step kRead, through one Store::ReadEach.
   void DecideReads(std::span<const Request> reqs, std::span<Decision> out, std::span<BatchMember> members, size_t begin,
                    size_t end, const Now& now);

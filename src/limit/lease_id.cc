@@ -139,11 +139,18 @@ uint64_t LeaseMac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint3
   // Fixed-width fields first, the key last: no two inputs share bytes.
   uint8_t buf[10 + 256];
   const size_t klen = key.size() < 256 ? key.size() : 256;
-  buf[0] = static_cast<uint8_t>(biz);
-  buf[1] = static_cast<uint8_t>(biz >> 8);
-  for (int i = 0; i < 4; ++i) {
-    buf[2 + i] = static_cast<uint8_t>(nonce >> (8 * i));
-    buf[6 + i] = static_cast<uint8_t>(serial >> (8 * i));
+  if constexpr (std::endian::native == std::endian::little) {
+    // The fields' little-endian bytes as they lie in memory: three stores.
+    std::memcpy(buf, &biz, 2);
+    std::memcpy(buf + 2, &nonce, 4);
+    std::memcpy(buf + 6, &serial, 4);
+  } else {
+    buf[0] = static_cast<uint8_t>(biz);
+    buf[1] = static_cast<uint8_t>(biz >> 8);
+    for (int i = 0; i < 4; ++i) {
+      buf[2 + i] = static_cast<uint8_t>(nonce >> (8 * i));
+      buf[6 + i] = static_cast<uint8_t>(serial >> (8 * i));
+    }
   }
   std::memcpy(buf + 10, key.data(), klen);
   return SipHash24(secret.k0, secret.k1, buf, 10 + klen);
@@ -156,8 +163,9 @@ std::string LeaseIdText(uint32_t serial, uint64_t mac) {
 }
 
 bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac) {
-  // Every release, renew and settle parses its id twice (the request's
-  // check, then under the node's lock): eight digits at a time.
+  // Every release, renew and settle parses its id (the request's check,
+  // which hands the parts on to the node's operation): eight digits at a
+  // time.
   if (text.size() != kLeaseIdChars) return false;
   uint64_t value[3];
   for (int i = 0; i < 3; ++i)

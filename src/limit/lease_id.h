@@ -49,6 +49,13 @@ inline void FormatLeaseId(uint32_t serial, uint64_t mac, char* out) {
 std::string LeaseIdText(uint32_t serial, uint64_t mac);
 // Exactly kLeaseIdChars of [0-9a-f], serial not 0; else false.
 bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac);
+// An id taken apart once, by the request's check, and handed on to the
+// node's operation, which would otherwise parse it again under the node's
+// lock. serial 0 (never a valid id's): not parsed.
+struct ParsedLeaseId {
+  uint32_t serial = 0;
+  uint64_t mac = 0;
+};
 
 // Reads `dir`/lease.key, making it first when it is missing and `create`.
 // An empty `dir` (an engine without a store directory) gets a random

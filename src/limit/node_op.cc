@@ -250,13 +250,13 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   }
   const RuleSpec& spec = biz->rules[biz->lease_rule];
   uint8_t* block = ref.state + spec.offset;
-  uint32_t serial = 0;
-  uint64_t mac = 0;
+  uint32_t serial = id.serial;
+  uint64_t mac = id.mac;
   bool changed = converted || expired > 0;
   Concurrency::Lease held;
   // Checked against the id's hash before anything else: an id of another
   // key or a forged one learns nothing, and frees nothing.
-  if (!ParseLeaseId(lease, &serial, &mac) || secret == nullptr ||
+  if ((serial == 0 && !ParseLeaseId(lease, &serial, &mac)) || secret == nullptr ||
       LeaseMac(*secret, biz->id, Concurrency::Nonce(block), serial, key) != mac) {
     d->status =
         Status::Conflict("lease " + std::string(lease) +

@@ -110,6 +110,7 @@ struct NodeOp {
   std::string_view lease;               // kRelease, kRenew: the id (checked well-formed)
   int64_t reserve = 0;                  // kAcquire: take a reservation for this many seconds
   std::string_view reservation;         // kSettle: the id (checked well-formed); n is the real amount
+  ParsedLeaseId id;                     // lease or reservation taken apart by the check (serial 0: parse here)
   int64_t n = 1;
   int64_t count = 0;       // kSet
   bool give_back = false;  // kRelease: n uses given back, no lease named (Request::give_back)

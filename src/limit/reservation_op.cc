@@ -128,20 +128,22 @@ uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now) {
 Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
   d->status = Status::OK();
   uint8_t* t = ref.exists ? TableOf(*biz, ref) : nullptr;
-  uint32_t serial = 0;
-  uint64_t mac = 0;
-  const std::string id(reservation);
+  uint32_t serial = id.serial;
+  uint64_t mac = id.mac;
+  // Made only for an error's message: 24 digits do not fit a short string,
+  // and a settle that succeeds should not allocate one.
+  auto text = [this] { return std::string(reservation); };
   // The id's hash first: an id of another key, a lease's or a forged one
   // learns nothing and settles nothing.
   if (t == nullptr) {
-    d->status = Status::Conflict("reservation " + id + " is unknown: this key holds no reservation");
-  } else if (!ParseLeaseId(reservation, &serial, &mac) || secret == nullptr ||
+    d->status = Status::Conflict("reservation " + text() + " is unknown: this key holds no reservation");
+  } else if ((serial == 0 && !ParseLeaseId(reservation, &serial, &mac)) || secret == nullptr ||
              Reservations::Mac(*secret, biz->id, Reservations::Nonce(t), serial, key) != mac) {
-    d->status = Status::Conflict("reservation " + id +
+    d->status = Status::Conflict("reservation " + text() +
                                  " is unknown: it was never taken for this key (or this key's node was erased since)");
   } else if (Reservations::RuleSettle sum; !SettleReservation(*biz, ref, now, serial, n, &sum)) {
     // The sweep before this freed (and counted) one that expired.
-    d->status = Status::Gone("reservation " + id +
+    d->status = Status::Gone("reservation " + text() +
                              " is no longer held: settled already, or expired (and charged its estimate)");
   } else {
     d->res_returned = sum.returned;

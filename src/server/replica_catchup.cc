@@ -14,6 +14,7 @@
 #include "frs/ring.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
+#include "server/snapshot_merge.h"
 
 namespace frs::server {
 namespace {
@@ -30,31 +31,6 @@ constexpr int kSnapshotRetryMaxMs = 5000;
 void SleepMs(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * kMsNs};
   nanosleep(&ts, nullptr);
-}
-
-// Merges one snapshot file's lines; returns the nodes merged, or an error.
-Result<uint64_t> MergeSnapshot(std::string_view body, AdminEngine* engine, const std::string& receipt_base) {
-  std::vector<std::string_view> lines;
-  uint64_t merged = 0, batch = 0;
-  auto flush = [&]() -> Status {
-    if (lines.empty()) return Status::OK();
-    auto r = engine->MergeNodes(lines, receipt_base + "/" + std::to_string(batch++));
-    if (!r.ok()) return r.status();
-    merged += lines.size();
-    lines.clear();
-    return Status::OK();
-  };
-  while (!body.empty()) {
-    const size_t nl = body.find('\n');
-    std::string_view line = body.substr(0, nl);
-    body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
-    if (line.empty()) continue;
-    lines.push_back(line);
-    if (lines.size() == AdminEngine::kMaxMergeNodes)
-      if (Status s = flush(); !s.ok()) return s;
-  }
-  if (Status s = flush(); !s.ok()) return s;
-  return merged;
 }
 
 // What every question of one catch-up carries, and when it began.

@@ -73,4 +73,12 @@ inline bool AnyTagged(const uint8_t* tags, uint32_t chain, uint8_t tag) {
   return false;
 }
 
+// The first slot below `chain` that carries `tag`, or -1.
+inline int FirstTagged(const uint8_t* tags, uint32_t chain, uint8_t tag) {
+  for (uint32_t w = 0; 8 * w < chain; ++w)
+    if (const uint64_t m = TagWordMatches(tags, w, chain, tag); m != 0)
+      return static_cast<int>(8 * w + static_cast<uint32_t>(std::countr_zero(m)) / 8);
+  return -1;
+}
+
 }  // namespace frs::store

@@ -50,13 +50,21 @@ StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const N
   // a lookup that finds the node there reads next.
   __builtin_prefetch(ChecksOf(f->tags(loc.a), geo_.chain) + loc.home_a, 0, 3);
   if (!one_chain) __builtin_prefetch(f->lock(loc.b), 1, 3);
-  if (!one_chain) {
+  Location at = loc;
+  if (!one_chain && !HomeTagged(f, loc.a, loc.home_a, nk.tag)) {
     // Most nodes live in their own chain of A (placement.h LessLoaded): a
     // match in that one tag word sends the lookup to A without reading the
     // rest of either group's tags. (Reading A's first 56 tags instead, where
     // best fit puts most multi-slot nodes, was 8 % slower for one-slot
-    // nodes and no faster for two-slot ones.)
-    if (!HomeTagged(f, loc.a, loc.home_a, nk.tag) && PeekTag(f, loc.b, nk.tag) && !PeekTag(f, loc.a, nk.tag)) {
+    // nodes and no faster for two-slot ones.) Past that word, A's tags are
+    // read before B's: a node of several slots is mostly in A but outside
+    // its own chain (best fit, placement.h FreeRunIn), and a match in A
+    // ends the peek without reading B's; the lookup in A then begins at
+    // that match (it still reads every tag word of A, wrapping round).
+    const int in_a = FirstTagged(f->tags(loc.a), geo_.chain, nk.tag);
+    if (in_a >= 0) {
+      at.home_a = static_cast<uint32_t>(in_a);
+    } else if (PeekTag(f, loc.b, nk.tag)) {
       locks.Lock(loc.b);
       Pos pos;
       if (FindInChain_locked(f, loc.b, loc.home_b, nk, &pos)) return pos;
@@ -64,7 +72,7 @@ StoreImpl::Pos StoreImpl::LockAndFind(StoreFile* f, const Location& loc, const N
     }
   }
   locks.Lock(loc.a);
-  return FindWithA_locked(f, loc, nk, locks);
+  return FindWithA_locked(f, at, nk, locks);
 }
 
 void StoreImpl::LoadNode_locked(StoreFile* f, const KeyRef& key, const Pos& pos, uint32_t state_bytes, uint32_t now_s,

@@ -10,9 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,7 +32,9 @@ constexpr const char* kReserveBizzes =
     "  <biz id=\"24\" name=\"gateway\">\n"
     "    <rule algo=\"calendar\" interval=\"86400\" max=\"200000\" name=\"tokens\"/>\n"
     "    <rule algo=\"concurrency\" max=\"3\" lease=\"120\" name=\"inflight\"/>\n"
-    "  </biz>\n";
+    "  </biz>\n"
+    "  <biz id=\"25\" name=\"race_tokens\" reservations=\"8\"><rule algo=\"fixed\" interval=\"86400\" "
+    "max=\"600\"/></biz>\n";
 
 class ReservationE2E : public SharedFrsdTest<ReservationE2E> {
  public:
@@ -169,6 +174,99 @@ TEST_F(ReservationE2E, AClientKilledHoldingAReservationIsChargedItsEstimateAtIts
   EXPECT_EQ(late.status, 410) << late.body;
   EXPECT_EQ(Count("llm_tokens", "dies"), "301");
   EXPECT_EQ(Metric(metrics, expired), expired_before + 1);
+}
+
+// Many clients reserving and settling on one key whose window holds 600
+// (estimates of 40..149, so that the 8 reservations a key keeps would hold
+// more than that): every answer's count, which is what is settled plus
+// what is held (estimates, and those expired unsettled), stays within 600,
+// and the key never holds more than 8 at once. At the end the stored count
+// is exactly what was settled plus the estimates of the reservations left
+// unsettled (reserve=1: expired by then, or about to be).
+TEST_F(ReservationE2E, ClientsRacingOnOneKeyNeverHoldMoreThanItsLimit) {
+  constexpr int kClients = 24;
+  constexpr int kMax = 600;
+  // Real amounts settled and estimates left unsettled are bounded, so that
+  // the day's window does not fill up with them and the race goes on.
+  std::atomic<int> real_budget{150}, abandon_budget{12};
+  std::atomic<int64_t> charged{0};  // settled reals + unsettled estimates
+  std::atomic<int> held{0}, most{0}, taken{0}, settled{0}, full{0}, denied{0}, over{0}, errors{0};
+  std::atomic<int> worst{0};  // the highest count any answer gave
+  std::string first_error;
+  std::mutex error_mu;
+  auto fail = [&](const std::string& what) {
+    ++errors;
+    std::lock_guard<std::mutex> g(error_mu);
+    if (first_error.empty()) first_error = what;
+  };
+  auto note_count = [&](const std::string& body) {
+    const std::string c = Attr(body, "count");
+    if (c.empty()) return;
+    const int v = std::atoi(c.c_str());
+    int w = worst.load();
+    while (v > w && !worst.compare_exchange_weak(w, v)) {
+    }
+    if (v > kMax) ++over;
+  };
+  const int64_t until = NowMs() + 2'500;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      Client c(server_->port());
+      unsigned seed = 7919u * static_cast<unsigned>(t + 1);
+      auto next = [&seed](int below) {
+        seed = seed * 1103515245u + 12345u;
+        return static_cast<int>((seed >> 8) % static_cast<unsigned>(below));
+      };
+      while (NowMs() < until) {
+        const bool abandon = next(16) == 0 && abandon_budget.fetch_sub(1) > 0;
+        const int n = abandon ? 10 : 40 + next(110);
+        HttpResponse a =
+            c.Get("/acquire?biz=race_tokens&key=one&n=" + std::to_string(n) + "&reserve=" + (abandon ? "1" : "60"));
+        note_count(a.body);
+        if (a.status == 429) {
+          ++(Attr(a.body, "reservations_full") == "1" ? full : denied);
+          if (abandon) ++abandon_budget;
+          continue;
+        }
+        const std::string id = Attr(a.body, "reservation");
+        if (a.status != 200 || id.size() != 24) return fail("acquire " + std::to_string(a.status) + ": " + a.body);
+        ++taken;
+        if (abandon) {
+          charged += n;  // never settled: charged its estimate
+          continue;
+        }
+        const int now = ++held;
+        int m = most.load();
+        while (now > m && !most.compare_exchange_weak(m, now)) {
+        }
+        // Held across a round trip of its own, so that reservations overlap.
+        if (c.Get("/query?biz=race_tokens&key=one").status == 0) return fail("query: no answer");
+        const int real = next(4) == 0 && real_budget.fetch_sub(1) > 0 ? 1 : 0;
+        --held;
+        HttpResponse s = c.Get("/settle?biz=race_tokens&key=one&reservation=" + id + "&n=" + std::to_string(real));
+        note_count(s.body);
+        if (s.status != 200 || Attr(s.body, "settled") != "1")
+          return fail("settle " + std::to_string(s.status) + ": " + s.body);
+        ++settled;
+        charged += real;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0) << first_error;
+  EXPECT_EQ(over.load(), 0) << "answers with a count above " << kMax << "; the highest " << worst.load();
+  EXPECT_LE(most.load(), 8);
+  // They did race: reservations overlapped, and the limit and the table were met.
+  EXPECT_GE(most.load(), 2);
+  EXPECT_GT(settled.load(), 50);
+  EXPECT_GT(denied.load() + full.load(), 0);
+  ASSERT_TRUE(c_.Connect(server_->port()));
+  EXPECT_EQ(Count("race_tokens", "one"), std::to_string(charged.load()));
+  std::printf(
+      "%d clients, 2.5 s: %d reservations taken, %d settled, %d denied by the limit, %d by a full table; "
+      "at most %d held by settling clients at once, the highest count %d of %d\n",
+      kClients, taken.load(), settled.load(), denied.load(), full.load(), most.load(), worst.load(), kMax);
 }
 
 // Last in the file (it restarts the shared server): kill -9 of every frsd

@@ -2,6 +2,7 @@
 // expiry), its ids, its block, and what map.xml accepts of it.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <string>
@@ -398,6 +399,88 @@ TEST(LeaseBlock, AMergeHoldsNoMoreThanMax) {
   std::vector<uint8_t> empty(spec.bytes);
   limit::Concurrency::Merge(spec, empty.data(), theirs.data(), now);
   EXPECT_EQ(limit::Concurrency::Held(spec, empty.data(), now, held), 3u);
+}
+
+// A block of 8 places (64 bytes: any max up to 8) is swept, counted and
+// given its expiry on all places at once; any other length one place at a
+// time. The same operations on a 64-byte block and on a 96-byte one of the
+// same rule (13 places, of which a max of 8 uses the first 8 only) must
+// answer alike at every step, over clock steps that expire some leases and
+// not others, a clock stepped back, and steps past every offset.
+TEST(LeaseBlock, EightPlacesAtOnceAnswerAsOneAtATime) {
+  auto m = limit::ParseMap(R"(<map><biz id="1" name="a"><rule algo="concurrency" max="8" lease="10"/></biz></map>)",
+                           "map.xml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const limit::RuleSpec wide = m.value().bizzes[0].rules[0];
+  ASSERT_EQ(wide.bytes, 64u);
+  limit::RuleSpec narrow = wide;
+  narrow.bytes = 96;
+  ASSERT_EQ(limit::Concurrency::Places(narrow.bytes), 13u);
+  std::vector<uint8_t> a(wide.bytes), b(narrow.bytes);
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  auto next = [&rng](uint32_t below) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return static_cast<uint32_t>(rng % below);
+  };
+  int64_t t = kDay0;
+  int swept = 0, denied = 0, freed = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const uint32_t r = next(100);
+    if (r < 3) t -= next(4);  // a clock stepped back: held at each block's base
+    else if (r < 30) t += next(8);
+    else if (r < 31) t += 65530 + next(10);  // past every offset
+    const limit::Now now = limit::Now::At(t * 1000, nullptr);
+    const uint32_t op = next(6);
+    SCOPED_TRACE("step " + std::to_string(step) + " op " + std::to_string(op));
+    if (op <= 1) {
+      limit::Concurrency::Record(wide, a.data(), now, 1);
+      limit::Concurrency::Record(narrow, b.data(), now, 1);
+    } else if (op == 2 || op == 3) {
+      // Mostly one held now, else any serial (released, expired or never granted).
+      limit::Concurrency::Lease held[8];
+      const size_t nheld = limit::Concurrency::Held(wide, a.data(), now, held);
+      const uint32_t serial = nheld > 0 && next(3) != 0 ? held[next(static_cast<uint32_t>(nheld))].serial
+                                                        : 1 + next(limit::Concurrency::NextSerial(a.data()) + 1);
+      const bool fa = op == 2 ? limit::Concurrency::Free(wide, a.data(), now, serial)
+                              : limit::Concurrency::Extend(wide, a.data(), now, serial) != 0;
+      const bool fb = op == 2 ? limit::Concurrency::Free(narrow, b.data(), now, serial)
+                              : limit::Concurrency::Extend(narrow, b.data(), now, serial) != 0;
+      ASSERT_EQ(fa, fb);
+      freed += op == 2 && fa;
+    } else if (op == 4) {
+      const uint32_t sa = limit::Concurrency::Sweep(wide, a.data(), now);
+      ASSERT_EQ(sa, limit::Concurrency::Sweep(narrow, b.data(), now));
+      swept += static_cast<int>(sa);
+    }
+    RuleResult ra, rb;
+    limit::Concurrency::Evaluate(wide, a.data(), now, 1, &ra);
+    limit::Concurrency::Evaluate(narrow, b.data(), now, 1, &rb);
+    ASSERT_EQ(ra.count, rb.count);
+    ASSERT_EQ(ra.remaining, rb.remaining);
+    ASSERT_EQ(ra.reset, rb.reset);
+    ASSERT_EQ(ra.allowed, rb.allowed);
+    ASSERT_EQ(ra.retry_after, rb.retry_after);
+    denied += !ra.allowed;
+    ASSERT_EQ(limit::Concurrency::ExpireS(wide, a.data()), limit::Concurrency::ExpireS(narrow, b.data()));
+    const uint32_t probe = next(limit::Concurrency::NextSerial(a.data()) + 2);
+    limit::Concurrency::Lease la, lb;
+    ASSERT_EQ(limit::Concurrency::Find(wide, a.data(), now, probe, &la),
+              limit::Concurrency::Find(narrow, b.data(), now, probe, &lb));
+    ASSERT_EQ(la.serial, lb.serial);
+    ASSERT_EQ(la.expires, lb.expires);
+    // The header but its nonce (drawn at random) and the first 8 places'
+    // serials and offsets, byte for byte (the 96-byte block's offsets
+    // follow its 13 serials).
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), 12));
+    ASSERT_EQ(0, std::memcmp(a.data() + 16, b.data() + 16, 4 * 8));
+    ASSERT_EQ(0, std::memcmp(a.data() + 16 + 4 * 8, b.data() + 16 + 4 * 13, 2 * 8));
+  }
+  // The walk met what it is for: expiries swept, releases, a full block.
+  EXPECT_GT(swept, 100);
+  EXPECT_GT(freed, 100);
+  EXPECT_GT(denied, 100);
 }
 
 struct MapCase {

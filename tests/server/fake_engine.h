@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "frs/admin_engine.h"
@@ -22,6 +23,10 @@ class FakeEngine final : public AdminEngine {
   std::vector<BizInfo> bizzes = {{1, "login", Mode::kEnforce, {"login_1"}}, {2, "api", Mode::kEnforce, {"api_1"}}};
   std::vector<BizStats> daily_stats;
   uint32_t today = 0;
+  // MergeNodes answers NotFound unless `merges`; then each receipt once.
+  bool merges = false;
+  std::set<std::string> receipts;
+  size_t merged_nodes = 0;
 
   int64_t Count(uint16_t biz, const std::string& key) const {
     auto it = counts.find({biz, key});
@@ -148,8 +153,12 @@ class FakeEngine final : public AdminEngine {
   Status ImportNode(std::string_view) override { return Status::NotFound("fake"); }
   Status CheckImport(std::string_view) const override { return Status::NotFound("fake"); }
   uint32_t Today() const override { return today; }
-  Result<bool> MergeNodes(std::span<const std::string_view>, std::string_view) override {
-    return Status::NotFound("fake");
+  Result<bool> MergeNodes(std::span<const std::string_view> lines, std::string_view receipt) override {
+    if (!merges) return Status::NotFound("fake");
+    // As the engine: a receipt already present takes nothing again.
+    if (!receipts.insert(std::string(receipt)).second) return false;
+    merged_nodes += lines.size();
+    return true;
   }
   Result<bool> ApplyChanges(std::span<const Change>, std::string_view, uint64_t, size_t) override {
     return Status::NotFound("fake");

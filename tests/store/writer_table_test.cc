@@ -234,6 +234,45 @@ TEST(WriterTable, ATxnRollsBackThroughItsEntryAndHandsItBack) {
   for (uint32_t i = 0; i < kAllWriterEntries; ++i) EXPECT_EQ(OwnerOf(f->writer(i)), 0u) << i;
 }
 
+// SaveRange journals a node's slots in one pass: slots saved before (alone
+// or in an overlapping range) are not saved twice, and the rollback puts
+// every slot of every range back, check bytes included.
+TEST(WriterTable, SaveRangeJournalsEachSlotOnceAndRollsEveryOneBack) {
+  StoreFiles s(1, 4, 64);
+  WriterTable t(s.files, s.geo, s.opts);
+  store::StoreFile* f = s.file(0);
+  for (uint32_t i = 0; i < 12; ++i) PutNode(f, 1, i, 100 + i, 1, 1000);
+  PutNode(f, 2, 0, 7, 1, 1000);
+  uint8_t* checks = store::ChecksOf(f->tags(1), f->chain());
+  for (uint32_t i = 0; i < 12; ++i) checks[i] = static_cast<uint8_t>(0x40 + i);
+  std::vector<uint8_t> before(12 * kSlotBytes), checks_before(checks, checks + 12), other(kSlotBytes);
+  std::memcpy(before.data(), f->slot(1, 0), before.size());
+  std::memcpy(other.data(), f->slot(2, 0), kSlotBytes);
+  {
+    store::Txn txn(t, 0);
+    ASSERT_TRUE(txn.Save(1, 4));
+    ASSERT_TRUE(txn.Save(2, 0));           // another chain's slot 0: not chain 1's
+    ASSERT_TRUE(txn.SaveRange(1, 3, 3));   // 3, 4 (saved), 5
+    ASSERT_TRUE(txn.SaveRange(1, 0, 7));   // 0..6: 3..5 saved already
+    ASSERT_TRUE(txn.SaveRange(1, 10, 2));  // 10, 11
+    ASSERT_TRUE(txn.SaveRange(1, 8, 0));   // nothing
+    const WriterEntryHeader* w = nullptr;
+    for (uint32_t i = 0; i < kAllWriterEntries && w == nullptr; ++i)
+      if (f->writer(i)->active) w = f->writer(i);
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->count, 1u + 7u + 2u) << "each slot once: chain 2's 0, chain 1's 0..6, 10, 11";
+    // The writes the journal is for, images and checks alike.
+    for (uint32_t i : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 10u, 11u}) {
+      std::memset(f->slot(1, i), 0xEE, kSlotBytes);
+      checks[i] = 0x11;
+    }
+    std::memset(f->slot(2, 0), 0xEE, kSlotBytes);
+  }
+  EXPECT_EQ(std::memcmp(f->slot(1, 0), before.data(), before.size()), 0) << "every slot is back";
+  EXPECT_EQ(std::vector<uint8_t>(checks, checks + 12), checks_before) << "every check byte is back";
+  EXPECT_EQ(std::memcmp(f->slot(2, 0), other.data(), kSlotBytes), 0);
+}
+
 // Through a Store: a batch journals into one of a file's kBatchEntries batch
 // entries, taken before any chain lock and handed back when it ends. More
 // threads than entries batching at once wait their turn: every batch is

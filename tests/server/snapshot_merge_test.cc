@@ -1,0 +1,71 @@
+// A replica snapshot's nodes merged in batches (server/snapshot_merge.h):
+// the count is of batches the engine took, and a batch it did not take
+// stops the merge with an error.
+#include "server/snapshot_merge.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/fake_engine.h"
+
+namespace frs::server {
+namespace {
+
+// `n` node lines (their text is the engine's business, not the merge's).
+std::string Lines(size_t n) {
+  std::string body;
+  for (size_t i = 0; i < n; ++i) body += "{\"node\":" + std::to_string(i) + "}\n";
+  return body;
+}
+
+constexpr size_t kBatch = AdminEngine::kMaxMergeNodes;
+
+TEST(SnapshotMerge, CountsTheNodesOfEveryBatchTaken) {
+  testing::FakeEngine e;
+  e.merges = true;
+  auto r = MergeSnapshot(Lines(2 * kBatch + 1) + "\n", &e, "snap/a/b/7");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value(), 2 * kBatch + 1);
+  EXPECT_EQ(e.merged_nodes, 2 * kBatch + 1);
+  EXPECT_EQ(e.receipts, (std::set<std::string>{"snap/a/b/7/0", "snap/a/b/7/1", "snap/a/b/7/2"}));
+}
+
+TEST(SnapshotMerge, ABatchWhoseReceiptIsThereAlreadyIsAnErrorNotNodesTaken) {
+  testing::FakeEngine e;
+  e.merges = true;
+  e.receipts.insert("snap/a/b/7/1");  // the second batch's
+  auto r = MergeSnapshot(Lines(3 * kBatch), &e, "snap/a/b/7");
+  ASSERT_FALSE(r.ok()) << "counted " << r.value() << " nodes of which the engine took " << e.merged_nodes;
+  EXPECT_EQ(r.status().code(), Status::Code::kConflict) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("batch snap/a/b/7/1 (" + std::to_string(kBatch) + " nodes) was not merged"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find(std::to_string(kBatch) + " nodes merged before it"), std::string::npos)
+      << r.status().message();
+  // It stops there: the third batch is not asked.
+  EXPECT_EQ(e.merged_nodes, kBatch);
+  EXPECT_EQ(e.receipts.count("snap/a/b/7/2"), 0u);
+}
+
+TEST(SnapshotMerge, TheSameSnapshotTwiceIsRefusedTheSecondTime) {
+  testing::FakeEngine e;
+  e.merges = true;
+  ASSERT_TRUE(MergeSnapshot(Lines(5), &e, "snap/x").ok());
+  auto again = MergeSnapshot(Lines(5), &e, "snap/x");
+  EXPECT_FALSE(again.ok());
+  EXPECT_EQ(e.merged_nodes, 5u);
+}
+
+TEST(SnapshotMerge, TheEnginesErrorStopsIt) {
+  testing::FakeEngine e;  // merges off: NotFound
+  auto r = MergeSnapshot(Lines(3), &e, "snap/x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();
+  auto empty = MergeSnapshot("\n\n", &e, "snap/x");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty.value(), 0u);
+}
+
+}  // namespace
+}  // namespace frs::server
