@@ -15,7 +15,7 @@
 //   </stats>
 //
 // with sketches each group also carries sketch_<field>="...": what
-// SumGroupStats merges across shards (frsctl stat --cluster).
+// GroupStatsSum merges across shards (frsctl stat --cluster).
 //
 // Thread safety: values and pure functions.
 #pragma once
