@@ -12,7 +12,9 @@
 
 #include "envoy/envoy_config.h"
 #include "envoy/envoy_rules.h"
+#include "frs/envoy_map.h"
 #include "os/store_dir.h"
+#include "os/text_file.h"
 #include "os/whole_file.h"
 
 namespace frs::server {
@@ -71,3 +73,18 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
 }
 
 }  // namespace frs::server
+
+namespace frs {
+
+Result<std::string> ServedMapText(const std::string& srv_xml) {
+  Result<SrvConfig> cfg = LoadSrvConfig(srv_xml);
+  if (!cfg.ok()) return cfg.status();
+  Result<std::string> text = os::ReadTextFile(cfg->map_path);
+  if (!text.ok()) return text.status();
+  Result<server::ComposedMap> composed =
+      server::ComposeEnvoyMap(cfg.value(), std::move(text).value(), /*persist_ids=*/false);
+  if (!composed.ok()) return composed.status();
+  return std::move(composed->map_text);
+}
+
+}  // namespace frs

@@ -25,6 +25,8 @@ done
 # Only the public API: nothing of src/ under include/.
 extra=$(find "$r/usr/include" -type f ! -path "*/include/frs/*.h")
 [ -z "$extra" ] || fail "internal files installed: $extra"
+# frs/envoy_map.h is tools' face of the Envoy modules, which libfrs.a leaves out.
+[ ! -e "$r/usr/include/frs/envoy_map.h" ] || fail "frs/envoy_map.h installed: libfrs.a has none of its functions"
 grep -q '/var/lib/frs' "$r/etc/frs/srv.xml" || fail "/etc/frs/srv.xml does not keep the store under /var/lib/frs"
 grep -q '/run/frs/frsd.pid' "$r/etc/frs/srv.xml" || fail "/etc/frs/srv.xml does not put the pid file under /run/frs"
 

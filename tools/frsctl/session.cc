@@ -5,11 +5,9 @@
 
 #include <cstdio>
 
-#include "config/srv_config.h"
 #include "frs/clock.h"
+#include "frs/envoy_map.h"
 #include "frs/store_dir.h"
-#include "os/text_file.h"
-#include "server/envoy_map.h"
 
 namespace frs::ctl {
 
@@ -45,14 +43,9 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     // The map frsd runs: map.xml with <grpc config>'s descriptors in it, under
     // the ids the running frsd gave them (envoy.ids, read, never written), so
     // every command names an Envoy descriptor's biz as frsd counts it.
-    Result<SrvConfig> srv = LoadSrvConfig(s->cfg.path);
-    if (!srv.ok()) return srv.status();
-    Result<std::string> text = os::ReadTextFile(s->cfg.map_path);
-    if (!text.ok()) return text.status();
-    Result<server::ComposedMap> composed =
-        server::ComposeEnvoyMap(srv.value(), std::move(text).value(), /*persist_ids=*/false);
-    if (!composed.ok()) return composed.status();
-    eo.map_text = std::move(composed->map_text);
+    Result<std::string> served = ServedMapText(s->cfg.path);
+    if (!served.ok()) return served.status();
+    eo.map_text = std::move(served).value();
   }
   Result<std::unique_ptr<AdminEngine>> e = AdminEngine::Open(eo);
   if (!e.ok()) return e.status();

@@ -11,8 +11,10 @@ install(TARGETS frsbench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT d
 
 # The library: one archive, the public headers, a CMake package and a .pc.
 install(FILES ${FRS_ARCHIVE} DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+# But frs/envoy_map.h: its functions are in the Envoy and server modules,
+# not in libfrs.a (they need yaml-cpp and protobuf); frsctl links them.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/frs DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "envoy_map.h" EXCLUDE)
 set(FRS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/frs)
 file(RELATIVE_PATH FRS_RELATIVE_PREFIX "/${FRS_CMAKE_DIR}" "/")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/frsConfig.cmake.in ${PROJECT_BINARY_DIR}/frsConfig.cmake @ONLY)

@@ -1,0 +1,37 @@
+// frs/envoy_map.h: the maps that envoyproxy/ratelimit's YAML files make, as
+// an admin tool asks for them.
+//
+// frsd serves <grpc config>'s descriptors as bizzes of its map (docs/
+// integrations.md): every command of frsctl on such a server needs the map
+// frsd runs, and `frsctl envoy-config` prints what a set of YAML files means.
+//
+// Not installed with libfrs-dev: this header's functions live in the Envoy
+// and server modules (frs_envoy, frs_server_core), which need yaml-cpp and
+// protobuf and so are not part of libfrs.a. A program of this tree links
+// them for it (tools/frsctl/CMakeLists.txt).
+//
+// Thread safety: plain functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frs/status.h"
+
+namespace frs {
+
+// The map.xml that the YAML `files` mean, as <grpc config> compiles them:
+// one biz per rate-limited descriptor path, each commented with the names
+// it has and replaces, under ids derived from the names alone (a running
+// frsd keeps the ids it assigned in envoy.ids, which may differ: the text
+// says so). Errors name the file and line.
+Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files);
+
+// The map the frsd of `srv_xml` serves: its map.xml, and with <grpc config>
+// the descriptors of its YAML files under the ids that frsd gave them
+// (envoy.ids in its store directory, read, never written). The same
+// function frsd's start and `frsd -t` compose it with, so a tool names a
+// descriptor's biz as frsd counts it.
+Result<std::string> ServedMapText(const std::string& srv_xml);
+
+}  // namespace frs
