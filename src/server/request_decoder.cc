@@ -1,5 +1,9 @@
 #include "server/request_decoder.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <charconv>
 #include <cstring>
 
@@ -14,6 +18,46 @@ namespace {
 inline bool IsXmlWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 constexpr size_t kNpos = std::string_view::npos;
+
+// The query string's scans, 16 bytes a step where SSE2 is (every x86-64):
+// a settle's or a release's query carries a 24-digit id, and byte loops
+// were a tenth of such a request's instructions. The last bytes, fewer than
+// 16, go one at a time: a load never reads past the string.
+
+// Where the pair that starts at `p` ends (its '&', or `end`), and its first
+// '=' in *eq (left as it is when the pair has none).
+inline const char* PairEnd(const char* p, const char* end, const char** eq) {
+#if defined(__SSE2__)
+  const __m128i amp = _mm_set1_epi8('&'), equals = _mm_set1_epi8('=');
+  for (; end - p >= 16; p += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const unsigned amps = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, amp)));
+    unsigned eqs = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, equals)));
+    if (amps != 0) eqs &= (amps & (0u - amps)) - 1;  // only the '='s before the '&'
+    if (*eq == nullptr && eqs != 0) *eq = p + __builtin_ctz(eqs);
+    if (amps != 0) return p + __builtin_ctz(amps);
+  }
+#endif
+  for (; p < end && *p != '&'; ++p)
+    if (*p == '=' && *eq == nullptr) *eq = p;
+  return p;
+}
+
+// The offset of the first '%' or '+' of `in`, or in.size().
+inline size_t FirstEscape(std::string_view in) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i pct = _mm_set1_epi8('%'), plus = _mm_set1_epi8('+');
+  for (; in.size() - i >= 16; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in.data() + i));
+    const unsigned hits =
+        static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, pct), _mm_cmpeq_epi8(v, plus))));
+    if (hits != 0) return i + static_cast<size_t>(__builtin_ctz(hits));
+  }
+#endif
+  while (i < in.size() && in[i] != '%' && in[i] != '+') ++i;
+  return i;
+}
 
 // Where the markup that starts at `from` ends: its closing '>' outside quotes
 // (for a DOCTYPE, also outside its [...] internal subset), the '<' that
@@ -255,15 +299,12 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
 }
 
 bool NextQueryParam(std::string_view* query, std::string_view* name, std::string_view* value) {
-  // One pass for '=' and '&': the pairs are a few bytes, shorter than what
-  // a memchr call costs to set up.
   const char* p = query->data();
   const char* const end = p + query->size();
   while (p < end) {
     const char* start = p;
     const char* eq = nullptr;
-    for (; p < end && *p != '&'; ++p)
-      if (*p == '=' && eq == nullptr) eq = p;
+    p = PairEnd(p, end, &eq);
     const char* stop = p;
     if (p < end) ++p;  // the '&'
     if (stop == start) continue;
@@ -375,8 +416,7 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
 // `in` with %XX and '+' decoded: `in` itself when it holds neither (a biz
 // name, a plain key: no copy), else decoded into `buf`.
 bool PercentDecode(std::string_view in, std::string* buf, std::string_view* out) {
-  size_t first = 0;
-  while (first < in.size() && in[first] != '%' && in[first] != '+') ++first;
+  const size_t first = FirstEscape(in);
   if (first == in.size()) {
     *out = in;
     return true;
