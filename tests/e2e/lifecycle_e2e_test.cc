@@ -143,7 +143,16 @@ TEST(LifecycleE2E, GracefulStopAnswersTheRequestInFlight) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   int64_t t0 = NowMs();
   kill(s.pid(), SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Both workers draining (their log line), the request still half sent.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+    const std::string log = s.log();
+    size_t n = 0;
+    for (size_t at = log.find(": stopping: "); at != std::string::npos; at = log.find(": stopping: ", at + 1)) ++n;
+    return n == 2;
+      },
+      5000))
+      << s.log();
   ASSERT_TRUE(c.Send(req.substr(30)));
   HttpResponse r = c.Read();
   EXPECT_EQ(r.status, 200);
@@ -181,7 +190,8 @@ TEST(LifecycleE2E, KilledWorkerIsRespawnedAndNoAcknowledgedUpdateIsLost) {
         else c.Close();
       }
     });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Under load when the worker dies: the clients' updates acknowledged.
+  ASSERT_TRUE(WaitFor([&] { return acked >= 50; }, 10000));
   int64_t killed_at = NowMs();
   kill(before[0], SIGKILL);
   bool respawned = WaitFor(
@@ -192,12 +202,13 @@ TEST(LifecycleE2E, KilledWorkerIsRespawnedAndNoAcknowledgedUpdateIsLost) {
       2000);
   int64_t respawn_ms = NowMs() - killed_at;
   long acked_at_kill = acked;
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The clients go on being served (by the survivor and the new worker).
+  const bool served_on = WaitFor([&] { return acked >= acked_at_kill + 50; }, 10000);
   stop = true;
   for (auto& t : clients) t.join();
   EXPECT_TRUE(respawned) << s.log();
   EXPECT_LT(respawn_ms, 1000);
-  EXPECT_GT(acked.load(), acked_at_kill);  // clients kept being served
+  EXPECT_TRUE(served_on) << "acknowledged " << acked.load() << ", " << acked_at_kill << " at the kill";
   Client c(s.port());
   long count = std::atol(Attr(Get(c, "big", "killme"), "count").c_str());
   EXPECT_GE(count, acked.load());
@@ -386,7 +397,13 @@ TEST(LifecycleE2E, AnIdleFloodIsSharedAnsweredAndDrainsByItself) {
   EXPECT_EQ(refused, 4) << "the overflow answer did not reach each client past 2 x 8";
   EXPECT_EQ(ok, 16) << "one worker took more than its share (or refused early)";
   flood.clear();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The server has seen them closed: open, only the connection that asks.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+    Client m(s.port());
+    return m.Get("/metrics").body.find("\nfrs_connections_open 1\n") != std::string::npos;
+      },
+      5000));
 
   // A flood that sends nothing: it is reclaimed after the request time-out.
   for (int i = 0; i < 16; ++i) {
