@@ -9,7 +9,7 @@
 #            outside): the least optimization at which _FORTIFY_SOURCE, and
 #            so the packages' hardening check, works, and a third less
 #            compile time than the release preset's -O2 -g1, which
-#            FRS_TEST_PRESETS=release builds instead;
+#            FRS_TEST_PRESETS="release asan tsan" builds in its place;
 #   asan     every GoogleTest suite, end-to-end ones included, and the fuzz
 #            corpus replayed, under AddressSanitizer+UBSan, built by clang
 #            with its thread-safety analysis as an error: every

@@ -1,16 +1,18 @@
 // frs/envoy_map.h: the maps that envoyproxy/ratelimit's YAML files make, as
 // an admin tool asks for them.
 //
-// frsd serves <grpc config>'s descriptors as bizzes of its map (docs/
-// integrations.md): every command of frsctl on such a server needs the map
-// frsd runs, and `frsctl envoy-config` prints what a set of YAML files means.
+// frsd serves <grpc config>'s descriptors as bizzes of its map
+// (docs/integrations.md): every command of frsctl on such a server needs the
+// map frsd runs, and `frsctl envoy-config` prints what a set of YAML files
+// means.
 //
 // Not installed with libfrs-dev: this header's functions live in the Envoy
 // and server modules (frs_envoy, frs_server_core), which need yaml-cpp and
 // protobuf and so are not part of libfrs.a. A program of this tree links
 // them for it (tools/frsctl/CMakeLists.txt).
 //
-// Thread safety: plain functions.
+// Thread safety: safe from any thread; no shared state, each call reads its
+// files.
 #pragma once
 
 #include <string>

@@ -139,7 +139,8 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Stripped programs. Their debug information stays in the build tree (the
 # release preset builds RelWithDebInfo: build/src/server/frsd is the same
 # program unstripped, for gdb or eu-unstrip), and -DFRS_DEB_STRIP=OFF ships
-# it in the packages. CPack 3.25's dbgsym package is not used: its md5sums
+# it in the packages (the outside preset, CI's, has none to ship: package
+# from the release preset for that). CPack 3.25's dbgsym package is not used: its md5sums
 # name the build's absolute paths, which lintian and dpkg refuse.
 option(FRS_DEB_STRIP "strip the programs in the .debs (OFF: ship them with their debug information)" ON)
 set(CPACK_STRIP_FILES ${FRS_DEB_STRIP})
