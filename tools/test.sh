@@ -150,12 +150,13 @@ run_stage() {
 # The stages run side by side, each into its own log, printed whole when it
 # ends: on two cores a stage's tests leave a core idle as often as not
 # (servers started, waited for, stopped, packages unpacked), and another
-# stage's build fills it. The outside and ASan builds share the CPU, so the
-# outside stage's tests (the slowest to wait, the quickest to build) run
-# while the ASan build goes on; the TSan build is niced: it takes only what
-# those leave, and is done long before the ASan tests are. Tests all run at
-# the same priority. FRS_TEST_SERIAL=1 runs the stages one after another
-# (a machine shared with other builds, or a stage's output as it comes).
+# stage's build fills it. The ASan stage is the longest chain (its build,
+# then the most tests), so its build goes first: the outside build is
+# niced (5) and takes what the ASan build leaves, then the cores the ASan
+# tests leave (they wait on the programs they start); the TSan build is
+# niced more (10). Tests all run at the same priority. FRS_TEST_SERIAL=1
+# runs the stages one after another (a machine shared with other builds, or
+# a stage's output as it comes).
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 declare -A pid_of=()
@@ -176,7 +177,12 @@ collect() {
 }
 for preset in ${FRS_TEST_PRESETS:-outside asan tsan}; do
   build_nice=0
-  case "$preset" in tsan | fuzz) [ "${FRS_TEST_SERIAL:-0}" = 1 ] || build_nice=10 ;; esac
+  if [ "${FRS_TEST_SERIAL:-0}" != 1 ]; then
+    case "$preset" in
+      release | outside) build_nice=5 ;;
+      tsan | fuzz) build_nice=10 ;;
+    esac
+  fi
   run_stage "$preset" "$build_nice" >"$logs/$preset" 2>&1 &
   pid_of[$preset]=$!
   [ "${FRS_TEST_SERIAL:-0}" != 1 ] || collect
