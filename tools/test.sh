@@ -150,15 +150,12 @@ run_stage() {
 # The stages run side by side, each into its own log, printed whole when it
 # ends: on two cores a stage's tests leave a core idle as often as not
 # (servers started, waited for, stopped, packages unpacked), and another
-# stage's build fills it. The outside build goes first and the ASan build
-# (niced, 5) takes what it leaves: the outside tests mostly wait (dpkg,
-# lintian, pip, front doors), so they run while the ASan build has the
-# cores; niced the other way round, the outside build was starved until
-# the ASan tests ended and its tests were the run's last 83 s (611 s in
-# all, 541 s side by side at one priority). The TSan build is niced more
-# (10). Tests all run at the same priority. FRS_TEST_SERIAL=1
-# runs the stages one after another (a machine shared with other builds, or
-# a stage's output as it comes).
+# stage's build fills it. The outside and ASan builds share the CPU, so the
+# outside stage's tests (the slowest to wait, the quickest to build) run
+# while the ASan build goes on; the TSan build is niced: it takes only what
+# those leave, and is done long before the ASan tests are. Tests all run at
+# the same priority. FRS_TEST_SERIAL=1 runs the stages one after another
+# (a machine shared with other builds, or a stage's output as it comes).
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 declare -A pid_of=()
@@ -179,12 +176,7 @@ collect() {
 }
 for preset in ${FRS_TEST_PRESETS:-outside asan tsan}; do
   build_nice=0
-  if [ "${FRS_TEST_SERIAL:-0}" != 1 ]; then
-    case "$preset" in
-      asan) build_nice=5 ;;
-      tsan | fuzz) build_nice=10 ;;
-    esac
-  fi
+  case "$preset" in tsan | fuzz) [ "${FRS_TEST_SERIAL:-0}" = 1 ] || build_nice=10 ;; esac
   run_stage "$preset" "$build_nice" >"$logs/$preset" 2>&1 &
   pid_of[$preset]=$!
   [ "${FRS_TEST_SERIAL:-0}" != 1 ] || collect
