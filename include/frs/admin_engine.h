@@ -62,6 +62,10 @@ struct NodeView {
   std::vector<RuleView> rules;
   std::vector<LeaseView> leases;              // held now, of the biz's concurrency rule
   std::vector<ReservationView> reservations;  // held now
+  // How many reservations the biz lets one key hold (map.xml
+  // `reservations`; 0: it takes none): with as many held, an acquire with
+  // `reserve` is denied until the first of them expires.
+  uint32_t reservations_cap = 0;
   NodeInfo node;
 };
 

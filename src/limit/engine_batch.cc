@@ -221,9 +221,10 @@ struct AcquireRun {
 enum class Judged : uint8_t { kAll, kRefused, kReadAgain };
 
 // Every acquire judged and recorded in turn, until one is refused (then
-// none may stay recorded) or needs its node read again with room for its
-// reservation table (need[k] set).
-Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::span<uint32_t> need) {
+// none may stay recorded; *refused is its index, its decision as judged) or
+// needs its node read again with room for its reservation table (need[k]
+// set).
+Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::span<uint32_t> need, size_t* refused) {
   const Now& now = run.now;
   for (size_t k = 0; k < run.nodes.size(); ++k) {
     NodeRef& node = run.nodes[k];
@@ -245,7 +246,10 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
       d.reservations_full = true;
       d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
     }
-    if (!d.allowed) return Judged::kRefused;
+    if (!d.allowed) {
+      *refused = k;
+      return Judged::kRefused;
+    }
     const uint32_t next_before = NextLeaseSerial(cfg, node.state);
     RecordRules(cfg, node.state, now, n, &d);
     LeaseGranted(cfg, node.state, now, run.req(k).key, run.lease_secret, next_before, &d);
@@ -256,8 +260,11 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
 }
 
 // Nothing is recorded (the states already put back): each member is
-// reported as it stands, refused.
-void ReportRefused(const AcquireRun& run) {
+// reported refused, as it stands, except the one that refused the batch
+// (`refused`; none when the batch was not judged): it keeps its verdict as
+// judged, after the uses of the members before it, so that the answer
+// names the member and the rule that denied, and its wait.
+void ReportRefused(const AcquireRun& run, size_t refused) {
   for (size_t k = 0; k < run.nodes.size(); ++k) {
     const BizConfig& cfg = run.cfg(k);
     Decision& d = run.decision(k);
@@ -267,6 +274,7 @@ void ReportRefused(const AcquireRun& run) {
     d.lease_expires = 0;
     d.res_expired = 0;
     d.res_serial = 0;
+    if (k == refused) continue;
     if (!d.reservations_full) d.res_expires = 0;
     EvaluateRules(cfg, run.nodes[k].state, run.now, run.req(k).n, &d);
     Summarize(&d, cfg.mode == Mode::kEnforce);
@@ -330,7 +338,8 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
     std::vector<std::vector<uint8_t>> backup(nodes.size());
     for (size_t k = 0; k < nodes.size(); ++k)
       if (run.first_with(k)) backup[k].assign(nodes[k].state, nodes[k].state + nodes[k].state_bytes);
-    const Judged judged = valid ? JudgeAll(run, asked, need) : Judged::kRefused;
+    size_t refused = nodes.size();
+    const Judged judged = valid ? JudgeAll(run, asked, need, &refused) : Judged::kRefused;
     if (judged == Judged::kReadAgain) return;
     if (judged == Judged::kAll) {
       for (size_t k = 0; k < nodes.size(); ++k) {
@@ -342,7 +351,7 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
     // Nothing is recorded: put the states back and report each member as it stands.
     for (size_t k = 0; k < nodes.size(); ++k)
       if (!backup[k].empty()) std::memcpy(nodes[k].state, backup[k].data(), backup[k].size());
-    ReportRefused(run);
+    ReportRefused(run, refused);
   };
 
   Status s = Status::OK();

@@ -94,6 +94,7 @@ Result<std::vector<AdminEngine::BizHeldNow>> EngineImpl::HeldNow() {
 }
 
 void EngineImpl::ViewReservations(const BizConfig& biz, const NodeInfo& node, const Now& now, NodeView* v) const {
+  v->reservations_cap = biz.res_cap;
   const std::span<const uint8_t> table = Reservations::Find(node.state);
   if (table.empty()) return;
   Reservations::Entry held[Reservations::kMaxPerKey];

@@ -115,9 +115,19 @@ void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a
   if (!a.status.ok()) return;
   for (size_t i = 0; i < a.statuses.size() && i < req.descriptors.size(); ++i) {
     const envoy::RlsStatus& st = a.statuses[i];
-    if (!st.has_limit || st.limit == nullptr || st.hits == 0) continue;
-    // unit: concurrent's leases count as /acquire's and /release's do.
+    if (!st.has_limit || st.limit == nullptr) continue;
     const uint16_t biz = st.limit->biz_id;
+    // Each limited descriptor is a decision of its biz, as an update of the
+    // HTTP side is (frs_biz_*_total): denied when over its limit, unless a
+    // shadow mode (its own, or SHADOW_MODE's for the whole answer) let it
+    // through. A give-back decides nothing.
+    if (!st.negative) {
+      const bool shadowed = st.shadow_over || (st.over && a.global_shadowed);
+      CounterAdd(st.over && !shadowed ? c_->biz_denied[biz] : c_->biz_allowed[biz]);
+      if (shadowed) CounterAdd(c_->biz_shadow_denied[biz]);
+    }
+    if (st.hits == 0) continue;
+    // unit: concurrent's leases count as /acquire's and /release's do.
     if (st.lease_granted) CounterAdd(c_->leases_granted[biz]);
     if (st.leases_given_back != 0) CounterAdd(c_->leases_released[biz], st.leases_given_back);
     if (st.leases_expired != 0) CounterAdd(c_->leases_expired[biz], st.leases_expired);

@@ -313,7 +313,16 @@ void Handler::ProblemBody(const Decision& d) {
     body_.append(d.rules[i].name, strnlen(d.rules[i].name, sizeof d.rules[i].name));
     body_.push_back('"');
   }
-  body_.append("]}\n");
+  body_.push_back(']');
+  // A full reservation table denies what every rule allows: no policy is
+  // violated, and the wait (Retry-After) is the table's, shorter than the
+  // RateLimit field's t. Said, so that the empty list does not puzzle.
+  if (d.reservations_full) {
+    body_.append(
+        ",\"detail\":\"the key holds every reservation its biz allows: an acquire with reserve is denied until "
+        "the first of them is settled or expires (Retry-After)\"");
+  }
+  body_.append("}\n");
 }
 
 void Handler::HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out) {

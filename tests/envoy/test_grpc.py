@@ -4,6 +4,7 @@ gRPC health, as a platform team moving from envoyproxy/ratelimit would
 check them. Skipped (77) without grpcio or protoc."""
 import json
 import os
+import re
 import threading
 import time
 import unittest
@@ -144,8 +145,19 @@ class Grpc(unittest.TestCase):
         self.assertEqual(give_back(100).statuses[0].limit_remaining, 50)
         self.assertEqual(self.call(request("edge", [key])).statuses[0].limit_remaining, 49)
 
+    def biz_totals(self):
+        """frs_biz_{allowed,denied,shadow_denied}_total summed over this
+        domain's descriptors (bizzes envoy.edge.*)."""
+        body = self.frsd.get("/metrics")[1]
+        totals = {"allowed": 0, "denied": 0, "shadow_denied": 0}
+        for name in totals:
+            for m in re.finditer(r'^frs_biz_%s_total\{biz="envoy\.edge\.[^"]*",[^}]*\} (\d+)$' % name, body, re.M):
+                totals[name] += int(m.group(1))
+        return totals
+
     def test_shadow_unknown_unlimited_in_request_order(self):
         wait_for_a_fresh_minute()
+        before = self.biz_totals()
         for i in range(4):
             r = self.call(request("edge", [[("nothing", "x")], [("client", "internal")], [("client", "trial")]]))
             self.assertEqual(r.overall_code, Resp.OK)
@@ -157,6 +169,13 @@ class Grpc(unittest.TestCase):
             self.assertEqual(unlimited.limit_remaining, 4294967295)
             self.assertEqual(shadow.code, Resp.OK)  # over its limit of 2 from the third on
             self.assertEqual(shadow.current_limit.requests_per_unit, 2)
+        # Each limited descriptor is a decision of its biz: the shadow one's
+        # four allowed, the two past its limit counted as shadow denials
+        # (the unknown and the unlimited ones decide nothing).
+        after = self.biz_totals()
+        self.assertEqual(after["allowed"] - before["allowed"], 4, (before, after))
+        self.assertEqual(after["denied"], before["denied"])
+        self.assertGreaterEqual(after["shadow_denied"] - before["shadow_denied"], 2, (before, after))
         # An unknown domain: every descriptor OK, unlimited.
         r = self.call(request("no_such_domain", [[("remote_address", "1")]]))
         self.assertEqual(r.overall_code, Resp.OK)
@@ -167,9 +186,12 @@ class Grpc(unittest.TestCase):
         key = "multi-%f" % time.time()
         r = self.call(request("edge", [[("remote_address", key)]], hits_addend=50))
         self.assertEqual(r.overall_code, Resp.OK)
+        before = self.biz_totals()
         r = self.call(request("edge", [[("client", "internal")], [("remote_address", key)]]))
         self.assertEqual(r.overall_code, Resp.OVER_LIMIT)
         self.assertEqual([s.code for s in r.statuses], [Resp.OK, Resp.OVER_LIMIT])
+        after = self.biz_totals()
+        self.assertEqual((after["allowed"] - before["allowed"], after["denied"] - before["denied"]), (0, 1))
 
     def test_any_descriptor_bytes_are_limited_normally(self):
         # Header values Envoy forwards: a tab, bytes that are not UTF-8, 1,000

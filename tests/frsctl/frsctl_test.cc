@@ -957,5 +957,31 @@ TEST_F(FrsctlTest, GetAndExplainShowHeldLeasesWithTheirIds) {
   EXPECT_NE(r.out.find("2 of 2 leases held, the first ends"), std::string::npos) << r.out;
 }
 
+// The rules allow one more, but the key holds every reservation its biz
+// allows: explain says that an acquire with reserve is denied until the
+// first of them ends (a 429 whose problem names no policy).
+TEST_F(FrsctlTest, ExplainSaysWhenEveryReservationTheBizAllowsIsHeld) {
+  std::ofstream(dir_ / "map.xml") << "<map>\n  <biz id=\"21\" name=\"tok\" reservations=\"2\">\n"
+                                     "    <rule interval=\"3600\" max=\"1000\"/>\n  </biz>\n</map>\n";
+  CreateStore();
+  {
+    Session s;
+    Status st = OpenSession(dir_ / "srv.xml", Needs::kEngine, &s);
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int i = 0; i < 2; ++i) {
+      Decision d = s.engine->Execute(Request{.cmd = Cmd::kAcquire, .biz = "tok", .key = "k", .n = 5, .reserve = 600});
+      ASSERT_TRUE(d.ok() && d.allowed && d.res_serial != 0) << d.status.ToString();
+    }
+  }
+  CtlRun r = Ctl({"explain", "tok", "k"});
+  EXPECT_EQ(r.rc, 0) << r.out;  // the rule allows a plain acquire
+  EXPECT_NE(r.out.find("with reserve, denied until the first reservation ends"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("holds all 2 reservations its biz allows"), std::string::npos) << r.out;
+  r = Ctl({"explain", "--json", "tok", "k"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_NE(Parse(r.out).Find("reservations_full"), nullptr) << r.out;
+  EXPECT_TRUE(Parse(r.out).Find("reservations_full")->boolean) << r.out;
+}
+
 }  // namespace
 }  // namespace frs::ctl

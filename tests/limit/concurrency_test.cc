@@ -250,6 +250,22 @@ TEST_F(LeaseTest, RenewExtendsByTheLease) {
   EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).released);
 }
 
+// A renew that took effect is never answered as a denial, though the key
+// holds every place (a client checking `allowed` would take it for failed);
+// the rule's own verdict still says it is full.
+TEST_F(LeaseTest, ARenewOnAFullKeyIsAllowedAndItsRuleSaysFull) {
+  Decision a = Acquire("inflight", "full");
+  ASSERT_TRUE(Acquire("inflight", "full").allowed);
+  Decision r = Lease(Cmd::kRenew, "inflight", "full", IdOf(a));
+  ASSERT_TRUE(r.ok()) << r.status.ToString();
+  EXPECT_TRUE(r.allowed);
+  EXPECT_EQ(r.retry_after, 0);
+  EXPECT_FALSE(r.rules[0].allowed);
+  EXPECT_EQ(r.rules[0].count, 2);
+  Decision rel = Lease(Cmd::kRelease, "inflight", "full", IdOf(a));
+  EXPECT_TRUE(rel.released && rel.allowed);
+}
+
 TEST_F(LeaseTest, ARateRuleAndAConcurrencyRuleDecideOneAcquireTogether) {
   for (int i = 0; i < 3; ++i) {
     Decision d = Acquire("both", "k");
@@ -312,6 +328,28 @@ TEST_F(LeaseTest, ABatchGrantsEachMemberItsLease) {
   EXPECT_EQ(out[0].lease_serial, 0u);
   EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "b1", IdOf(Acquire("inflight", "zz"))).status.code() ==
               Status::Code::kConflict);
+}
+
+// A refused batch names the member that refused it: the second acquire of
+// one key sees the first's lease and is denied by the rule, with its wait;
+// the first, which alone would pass, is refused with its rule allowing.
+TEST_F(LeaseTest, ARefusedBatchShowsTheVerdictOfTheMemberThatRefusedIt) {
+  ASSERT_TRUE(Acquire("inflight", "b2").allowed);  // 1 of 2 held
+  Request reqs[2] = {{.cmd = Cmd::kAcquire, .biz = "inflight", .key = "b2"},
+                     {.cmd = Cmd::kAcquire, .biz = "inflight", .key = "b2"}};
+  Decision out[2];
+  EXPECT_FALSE(engine_->ExecuteBatch(reqs, out));
+  EXPECT_FALSE(out[0].allowed);
+  EXPECT_TRUE(out[0].rules[0].allowed);
+  EXPECT_EQ(out[0].rules[0].count, 1);
+  EXPECT_EQ(out[0].lease_serial, 0u);
+  EXPECT_FALSE(out[1].allowed);
+  EXPECT_FALSE(out[1].rules[0].allowed);
+  EXPECT_EQ(out[1].rules[0].count, 2);  // the first member's lease counted
+  EXPECT_GT(out[1].retry_after, 0);
+  EXPECT_EQ(out[1].lease_serial, 0u);
+  // Nothing was recorded: one place is still free.
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "b2"}).count, 1);
 }
 
 TEST_F(LeaseTest, ThreadsRacingOnOneKeyNeverHoldMoreThanMax) {

@@ -310,6 +310,29 @@ TEST(RateLimitFields, ADenialAskedForAsAProblemIsQuotaExceededWithTheViolatedPol
   EXPECT_EQ(Header(a, "FRS-Violated-Policies"), "");
 }
 
+// A key holding every reservation its biz allows is denied a reserve
+// though no rule is exhausted: the problem names no policy and says why, and
+// Retry-After is the table's wait (the first reservation's end), shorter
+// than the RateLimit field's t.
+TEST(RateLimitFields, AFullReservationTableIsAProblemThatSaysSoAndWaitsForTheFirstToEnd) {
+  Server s(R"(<map><biz id="1" name="tok" reservations="2"><rule interval="3600" max="1000"/></biz></map>)");
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < 2; ++i) {
+    const std::string a = s.Get("/acquire?biz=tok&key=k&n=1&reserve=" + std::to_string(30 + i));
+    ASSERT_EQ(Status(a), 200) << a;
+  }
+  const std::string a = s.Get("/acquire?biz=tok&key=k&n=1&reserve=60", kProblemAccept);
+  ASSERT_EQ(Status(a), 429) << a;
+  EXPECT_EQ(Header(a, "Content-Type"), "application/problem+json");
+  EXPECT_NE(Body(a).find("\"violated-policies\":[],\"detail\":\"the key holds every reservation its biz allows"),
+            std::string::npos)
+      << a;
+  EXPECT_EQ(Header(a, "Retry-After"), "31");  // the first taken, for 30 s, ends 31 s on
+  EXPECT_EQ(Field(a, "RateLimit"), "\"tok_1\";r=998;t=3600");
+  // A denial by a rule keeps the problem without the detail.
+  EXPECT_EQ(Body(s.Get("/acquire?biz=tok&key=k&n=999", kProblemAccept)).find("detail"), std::string::npos);
+}
+
 // Content negotiation (RFC 9110 12.5.1): the problem when the client names
 // application/problem+json with a weight above 0 and does not prefer XML.
 TEST(RateLimitFields, TheProblemIsSentOnlyWhenTheClientPrefersIt) {

@@ -96,6 +96,15 @@ Verdict Judge(const NodeView& v, int64_t now) {
       out.words = would_deny ? why : "allowed now: no rule denies it";
       break;
   }
+  // The rules allow it, but the key holds every reservation its biz lets it
+  // hold: an acquire with `reserve` is denied (reservations_full) until the
+  // first of them ends, which the rules' verdict alone does not say.
+  if (v.reservations_cap != 0 && v.reservations.size() >= v.reservations_cap && v.mode != Mode::kOff) {
+    int64_t first = v.reservations[0].expires_s;
+    for (const ReservationView& r : v.reservations) first = std::min(first, r.expires_s);
+    out.words += "; with reserve, denied until the first reservation ends at " + When(first * 1000, now) +
+                 ": the key holds all " + std::to_string(v.reservations_cap) + " reservations its biz allows";
+  }
   return out;
 }
 
@@ -110,6 +119,7 @@ void PrintJson(const NodeView& v, const Verdict& verdict, int64_t now) {
   for (size_t i : verdict.by) j.Uint(i + 1);
   j.EndArray();
   j.Key("verdict").String(verdict.words);
+  j.Key("reservations_full").Bool(v.reservations_cap != 0 && v.reservations.size() >= v.reservations_cap);
   j.Key("explanations").BeginArray();
   for (const RuleView& r : v.rules) j.String(RuleSentence(r, now));
   j.EndArray();
