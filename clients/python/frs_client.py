@@ -813,16 +813,7 @@ class Client(object):
         return self._request("settle", biz, key, route, reservation=reservation, n=n)
 
     def batch(self, items, route=None):
-        members = []
-        for it in items:
-            if len(it) == 3:
-                cmd, biz, key = it
-                n = 1
-            elif len(it) == 4:
-                cmd, biz, key, n = it
-            else:
-                raise ValueError("a batch member is (cmd, biz, key) or (cmd, biz, key, n), not %r" % (it,))
-            members.append((cmd, biz, key, n))
+        members = [_batch_member(it) for it in items]
         if not members:
             return BatchResult([], False, "the batch is empty")
         # Groups of member indexes, each sent as one batch to one server.
@@ -868,9 +859,7 @@ class Client(object):
     def _batch_group(self, server, path, members):
         try:
             body = (
-                "<batch>"
-                + "".join(_request_xml(c, b, k, {"n": n if c in _COUNTED else None}) for c, b, k, n in members)
-                + "</batch>"
+                "<batch>" + "".join(_request_xml(c, b, k, attrs) for c, b, k, attrs in members) + "</batch>"
             ).encode("utf-8")
         except (UnicodeError, ValueError) as e:
             err = "bad request: %s" % e
@@ -896,11 +885,15 @@ class Client(object):
                 for m, r in zip(members, responses):
                     d = _decision_from(r, status, server, m[0])
                     if d is None:
+                        # A member's own failure (a settle's 410, a release's
+                        # 409) is in its code, the batch's HTTP status is 200.
+                        code = r.get("code", "")
+                        st = int(code) if code.isdigit() and 100 <= int(code) <= 599 else status
                         d = Decision(
                             allowed=False,
-                            status=status,
+                            status=st,
                             server=server,
-                            error="HTTP %d from %s: %s" % (status, server, r.get("msg", "error")),
+                            error="HTTP %d from %s: %s" % (st, server, r.get("msg", "error")),
                         )
                     ds.append(d)
             except _Unusable as e:
@@ -913,6 +906,46 @@ class Client(object):
                 return ds, self.fail == "open"
             return [Decision(allowed=False, error=err, status=status, server=server) for _ in members], False
         return ds, root.get("allowed") == "1"
+
+
+# What a batch member's tuple holds after (cmd, biz, key), as the method of
+# the same command takes it: acquire(biz, key, n, reserve), release(biz, key,
+# lease), settle(biz, key, reservation, n), ...
+_MEMBER_ARGS = {
+    "acquire": ("n", "reserve"),
+    "query": ("n",),
+    "update": ("n",),
+    "get": (),
+    "release": ("lease",),
+    "renew": ("lease",),
+    "settle": ("reservation", "n"),
+}
+
+
+def _batch_member(it):
+    """(cmd, biz, key, attrs) of a batch member given as a tuple, (cmd, biz,
+    key, then the command's method's arguments in their order), or as a dict
+    {"cmd", "biz", "key", and any of "n", "reserve", "lease", "reservation"}."""
+    if isinstance(it, dict):
+        unknown = set(it) - {"cmd", "biz", "key", "n", "reserve", "lease", "reservation"}
+        if unknown or not {"cmd", "biz", "key"} <= set(it):
+            raise ValueError("a batch member dict has cmd, biz, key and n, reserve, lease, reservation, not %r" % (it,))
+        attrs = {k: v for k, v in it.items() if k not in ("cmd", "biz", "key")}
+        return (it["cmd"], it["biz"], it["key"], attrs)
+    if len(it) < 3:
+        raise ValueError("a batch member is (cmd, biz, key, ...) or a dict, not %r" % (it,))
+    cmd, biz, key, rest = it[0], it[1], it[2], tuple(it[3:])
+    names = _MEMBER_ARGS.get(cmd, ("n",))
+    if len(rest) > len(names):
+        raise ValueError(
+            "a batch member %s takes (cmd, biz, key%s), not %r" % (cmd, "".join(", " + n for n in names), it)
+        )
+    attrs = dict(zip(names, rest))
+    if cmd not in _MEMBER_ARGS:
+        attrs = {}  # a command that takes no n: a 4th element was always left out
+    elif cmd in _COUNTED and attrs.get("n") is None:
+        attrs["n"] = 1
+    return (cmd, biz, key, attrs)
 
 
 def _request_xml(cmd, biz, key, attrs):

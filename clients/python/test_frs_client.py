@@ -476,6 +476,7 @@ class ClientTest(unittest.TestCase):
         r = c.renew("inflight", "py", a.lease)
         self.assertIsNone(r.error, r)
         self.assertEqual(r.lease, a.lease)
+        self.assertTrue(r, r)  # renewed, though both places are held
         r = c.release("inflight", "py", a.lease)
         self.assertTrue(r.released, r)
         self.assertEqual(r.count, 1)
@@ -510,6 +511,27 @@ class ClientTest(unittest.TestCase):
         plain = c.acquire("big", "py-res")
         self.assertIsNone(plain.reservation)
         self.assertFalse(plain.reservations_full)
+
+    def test_leases_and_reservations_as_batch_members(self):
+        c = self.client
+        # Tuples as the methods take their arguments, or dicts.
+        res = c.batch([("acquire", "inflight", "py-b"), ("acquire", "big", "py-b", 100, 600)])
+        self.assertTrue(res.allowed, res)
+        lease, reservation = res[0].lease, res[1].reservation
+        self.assertEqual((len(lease), len(reservation)), (24, 24), res)
+        res = c.batch(
+            [
+                ("renew", "inflight", "py-b", lease),
+                {"cmd": "settle", "biz": "big", "key": "py-b", "reservation": reservation, "n": 40},
+            ]
+        )
+        self.assertEqual((res[0].lease, res[1].settled, res[1].returned), (lease, True, 60), res)
+        res = c.batch([("release", "inflight", "py-b", lease), ("settle", "big", "py-b", reservation, 40)])
+        self.assertTrue(res[0].released, res)
+        self.assertEqual(res[1].status, 410, res)  # settled once
+        for bad in (("release", "inflight", "k", lease, 1), {"cmd": "settle", "biz": "big", "key": "k", "id": "x"}):
+            with self.assertRaises(ValueError):
+                c.batch([bad])
 
     def test_reservations_full_says_why_an_acquire_is_denied(self):
         c = self.client
