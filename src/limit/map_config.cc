@@ -350,7 +350,7 @@ class Parser {
         }
       } else if (name == "interval") {
         if (!ParseUint(value, kMaxInterval, &v) || v == 0) {
-          return Fail(spec->line, "rule interval '" + std::string(value) + "' is out of range (1..31536000 s)");
+          return Fail(spec->line, "rule interval " + BadNumber(value) + " (1..31536000 s)");
         }
         spec->interval = static_cast<uint32_t>(v);
         have_interval = true;
@@ -359,8 +359,7 @@ class Parser {
           // A concurrency rule's max has its own range, whichever attribute comes first.
           if (name == "max" && std::string_view(n.attribute("algo").value()) == "concurrency")
             return Fail(spec->line, ConcurrencyMaxOutOfRange(value));
-          return Fail(spec->line,
-                      "rule " + std::string(name) + " '" + std::string(value) + "' is out of range (1..2147483647)");
+          return Fail(spec->line, "rule " + std::string(name) + " " + BadNumber(value) + " (1..2147483647)");
         }
         (name == "max" ? spec->max : spec->burst) = static_cast<int64_t>(v);
         (name == "max" ? have_max : have_burst) = true;
@@ -435,8 +434,16 @@ class Parser {
     return Status::OK();
   }
 
+  // What is wrong with a number attribute ParseUint refused: "'3.5' is not
+  // a whole number", "'' is empty", "'0' is out of range".
+  static std::string BadNumber(std::string_view value) {
+    const bool digits = !value.empty() && value.find_first_not_of("0123456789") == std::string_view::npos;
+    return "'" + std::string(value) + "' " +
+           (value.empty() ? "is empty" : digits ? "is out of range" : "is not a whole number");
+  }
+
   static std::string ConcurrencyMaxOutOfRange(std::string_view value) {
-    return "concurrency max '" + std::string(value) + "' is out of range (1.." +
+    return "concurrency max " + BadNumber(value) + " (1.." +
            std::to_string(Concurrency::kMaxLeases) + ": a node holds at most that many leases of one key)";
   }
 

@@ -531,6 +531,7 @@ TEST(LeaseMap, RefusesWhatALeaseRuleCannotMean) {
       {R"(<rule algo="concurrency" max="78" lease="10"/>)", "out of range (1..77"},
       {R"(<rule algo="concurrency" max="0" lease="10"/>)", "concurrency max '0' is out of range (1..77"},
       {R"(<rule max="0" algo="concurrency" lease="10"/>)", "concurrency max '0' is out of range (1..77"},
+      {R"(<rule algo="concurrency" max="3.5" lease="10"/>)", "concurrency max '3.5' is not a whole number (1..77"},
       {R"(<rule algo="concurrency" max="3"/>)", "missing attribute 'lease'"},
       {R"(<rule algo="concurrency" max="3" lease="10" interval="60"/>)", "not interval"},
       {R"(<rule algo="concurrency" max="3" lease="65535"/>)", "rule lease '65535' is out of range"},

@@ -49,6 +49,11 @@ TEST(MapConfig, ErrorsNameTheFileAndLine) {
             "map.xml:2: rule interval '31536001' is out of range (1..31536000 s)");
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"6\" max=\"2147483648\"/></biz></map>"),
             "map.xml:2: rule max '2147483648' is out of range (1..2147483647)");
+  // Not a number at all: said so, not "out of range".
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"6\" max=\"3.5\"/></biz></map>"),
+            "map.xml:2: rule max '3.5' is not a whole number (1..2147483647)");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"\" max=\"3\"/></biz></map>"),
+            "map.xml:2: rule interval '' is empty (1..31536000 s)");
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"sliding\" interval=\"6\" max=\"2\" "
                     "borrow=\"1\"/></biz></map>"),
             "map.xml:2: borrow needs windows: algo 'sliding' has none (use fixed or calendar)");
