@@ -22,7 +22,8 @@
 
 namespace frs {
 
-// The map.xml that the YAML `files` mean, as <grpc config> compiles them:
+// The map.xml that the YAML `files` mean, as <grpc config> compiles them
+// (a directory among them: its files, as <grpc config> reads a directory):
 // one biz per rate-limited descriptor path, each commented with the names
 // it has and replaces, under ids derived from the names alone (a running
 // frsd keeps the ids it assigned in envoy.ids, which may differ: the text

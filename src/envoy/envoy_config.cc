@@ -372,7 +372,8 @@ namespace {
 // Every file under `dir` (recursively) whose name and whose directories'
 // names do not start with '.', as paths. A symbolic link to a file is read
 // through; one to a directory is not walked, as envoyproxy/ratelimit's
-// loader (a filepath walk) does not.
+// loader (a filepath walk) does not. A link to nothing is an error: skipped,
+// its domain would answer OK with no limit and nobody would know why.
 Status ListEnvoyFiles(const std::string& dir, int depth, std::vector<std::string>* out) {
   if (depth > 16) return Status::InvalidArgument("<grpc config> directory " + dir + ": nested deeper than 16 levels");
   DIR* d = ::opendir(dir.c_str());
@@ -393,7 +394,11 @@ Status ListEnvoyFiles(const std::string& dir, int depth, std::vector<std::string
       continue;
     }
     struct stat st {};
-    if (S_ISLNK(lst.st_mode) && (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode))) continue;
+    if (S_ISLNK(lst.st_mode)) {
+      if (::stat(path.c_str(), &st) != 0)
+        return Status::FromErrno(path + ": a symbolic link whose target cannot be read", errno);
+      if (S_ISDIR(st.st_mode)) continue;
+    }
     out->push_back(path);
   }
   return Status::OK();
@@ -405,6 +410,19 @@ Result<std::string> ReadEnvoyDir(const std::string& dir) {
   std::vector<std::string> paths;
   if (Status s = ListEnvoyFiles(dir, 0, &paths); !s.ok()) return s;
   return BundleOfFiles(paths);
+}
+
+Result<std::vector<std::string>> ExpandEnvoyPaths(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (Status s = ListEnvoyFiles(p, 0, &files); !s.ok()) return s;
+    } else {
+      files.push_back(p);  // read (or refused, named) as a file
+    }
+  }
+  return files;
 }
 
 Result<std::string> BundleOfFiles(const std::vector<std::string>& paths) {

@@ -143,6 +143,9 @@ Result<std::string> ReadEnvoyFile(const std::string& path);
 // that a Kubernetes ConfigMap's "..data" and "..2024_..." are read once,
 // through the links beside them.
 Result<std::string> ReadEnvoyDir(const std::string& dir);
+// `paths` with each directory replaced by its files as ReadEnvoyDir reads
+// them (frsctl envoy-config DIR reads what frsd's <grpc config> would).
+Result<std::vector<std::string>> ExpandEnvoyPaths(const std::vector<std::string>& paths);
 // The bundle of the files named, in that order (frsctl envoy-config).
 Result<std::string> BundleOfFiles(const std::vector<std::string>& paths);
 // Parses every file of a bundle; two files of one domain are refused, or,

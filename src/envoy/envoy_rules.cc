@@ -345,6 +345,19 @@ Result<std::shared_ptr<const EnvoyRules>> EnvoyRules::FromBundle(std::string_vie
   return Compile(cfg.value());
 }
 
+namespace {
+
+// Where a biz of the map came from, for its comment: the YAML file and line
+// with the domain and descriptor path, or, for the bizzes that count a
+// request's own `limit` (Envoy's override), which has neither, that.
+std::string OriginOf(const CompiledLimit& l) {
+  if (l.is_override) return "a descriptor's own limit (Envoy's limit override), in any configured domain";
+  return XmlEscape(l.file) + ":" + std::to_string(l.line) + ": domain " + XmlEscape(l.domain) + ", " +
+         XmlEscape(l.path);
+}
+
+}  // namespace
+
 std::string EnvoyRules::MapXmlBizzes() const {
   std::string out;
   for (const CompiledLimit& l : limits_) {
@@ -354,8 +367,7 @@ std::string EnvoyRules::MapXmlBizzes() const {
     // 0 is not a rule's max (1 then), and the engine counts up to 2^31-1.
     if (l.limit.concurrent()) {
       out += "  <biz id=\"" + std::to_string(l.biz_id) + "\" name=\"" + l.biz + "\"" +
-             (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + XmlEscape(l.file) + ":" + std::to_string(l.line) +
-             ": domain " + XmlEscape(l.domain) + ", " + XmlEscape(l.path) + ", " +
+             (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + OriginOf(l) + ", " +
              std::to_string(l.limit.requests_per_unit) + " in flight -->\n";
       out += "    <rule algo=\"concurrency\" max=\"" + std::to_string(l.limit.requests_per_unit) + "\" lease=\"" +
              std::to_string(l.limit.lease_s) + "\"/>\n  </biz>\n";
@@ -365,9 +377,9 @@ std::string EnvoyRules::MapXmlBizzes() const {
     // week, month and year windows count from the Unix epoch, as upstream's.
     const bool epoch = l.limit.unit == Unit::kWeek || l.limit.unit == Unit::kMonth || l.limit.unit == Unit::kYear;
     out += "  <biz id=\"" + std::to_string(l.biz_id) + "\" name=\"" + l.biz + "\"" +
-           (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + XmlEscape(l.file) + ":" + std::to_string(l.line) +
-           ": domain " + XmlEscape(l.domain) + ", " + XmlEscape(l.path) + ", " +
-           std::to_string(l.limit.requests_per_unit) + " per " + UnitName(l.limit.unit) + " -->\n";
+           (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + OriginOf(l) + ", " +
+           (l.is_override ? std::string("up to ") : std::string()) + std::to_string(l.limit.requests_per_unit) +
+           " per " + UnitName(l.limit.unit) + " -->\n";
     out += "    <rule algo=\"calendar\" interval=\"" + std::to_string(UnitSeconds(l.limit.unit)) + "\" max=\"" +
            std::to_string(max) + "\" zone=\"" + (epoch ? "epoch" : "UTC") + "\"/>\n  </biz>\n";
   }

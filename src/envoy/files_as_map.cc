@@ -7,7 +7,9 @@ namespace frs {
 
 Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files) {
   // A bundle of the files named, as frsd builds one from its directory.
-  Result<std::string> bundle = envoy::BundleOfFiles(files);
+  Result<std::vector<std::string>> paths = envoy::ExpandEnvoyPaths(files);
+  if (!paths.ok()) return paths.status();
+  Result<std::string> bundle = envoy::BundleOfFiles(paths.value());
   if (!bundle.ok()) return bundle.status();
   auto rules = envoy::EnvoyRules::FromBundle(bundle.value());
   if (!rules.ok()) return rules.status();
@@ -20,10 +22,13 @@ Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files) {
   // Names come from the YAML: escaped, as a "--" in one would end the comment.
   for (const envoy::CompiledLimit& l : (*rules)->limits()) {
     if (l.name.empty() && l.replaces.empty()) continue;
-    out += "  <!-- " + l.biz + ":";
-    if (!l.name.empty()) out += " name '" + envoy::XmlCommentText(l.name) + "'";
-    for (const std::string& r : l.replaces) out += ", replaces '" + envoy::XmlCommentText(r) + "'";
-    out += " -->\n";
+    std::string what;
+    if (!l.name.empty()) what = "name '" + envoy::XmlCommentText(l.name) + "'";
+    for (const std::string& r : l.replaces) {
+      if (!what.empty()) what += ", ";
+      what += "replaces '" + envoy::XmlCommentText(r) + "'";
+    }
+    out += "  <!-- " + l.biz + ": " + what + " -->\n";
   }
   return out + (*rules)->MapXmlBizzes() + "</map>\n";
 }

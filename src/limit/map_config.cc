@@ -439,12 +439,14 @@ class Parser {
   static std::string BadNumber(std::string_view value) {
     const bool digits = !value.empty() && value.find_first_not_of("0123456789") == std::string_view::npos;
     return "'" + std::string(value) + "' " +
-           (value.empty() ? "is empty" : digits ? "is out of range" : "is not a whole number");
+           (value.empty() ? "is empty"
+            : digits      ? "is out of range"
+                          : "is not a whole number");
   }
 
   static std::string ConcurrencyMaxOutOfRange(std::string_view value) {
-    return "concurrency max " + BadNumber(value) + " (1.." +
-           std::to_string(Concurrency::kMaxLeases) + ": a node holds at most that many leases of one key)";
+    return "concurrency max " + BadNumber(value) + " (1.." + std::to_string(Concurrency::kMaxLeases) +
+           ": a node holds at most that many leases of one key)";
   }
 
   // algo="concurrency" max="N" lease="S": N leases held at once, each for

@@ -67,6 +67,53 @@ class EnvoyConfig(unittest.TestCase):
         self.assertTrue(all(49152 <= i <= 65535 for i in ids), ids)
         self.assertIn("replaces 'per_user'", r.stdout)
 
+    def test_comments_say_where_each_biz_comes_from(self):
+        out = envoy_config("mongo_cps.yaml", "rl.yaml").stdout
+        comments = [line.strip() for line in out.splitlines() if "<!--" in line and "-->" in line]
+        self.assertTrue(comments, out)
+        for c in comments:
+            self.assertNotIn(":,", c)  # a biz with only `replaces` had "NAME:, replaces"
+            self.assertNotIn(":0:", c)  # nor a file and line it does not have
+            self.assertNotIn("domain ,", c)
+        self.assertIn("<!-- envoy.rl.plan_premium: replaces 'per_user' -->", out)
+        self.assertIn("a descriptor's own limit (Envoy's limit override)", out)
+
+    def test_a_directory_is_read_as_frsd_reads_its_config_directory(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "envoy", "sub"))
+            os.makedirs(os.path.join(d, "envoy", ".hidden"))
+            with open(os.path.join(FIX, "rl.yaml")) as f, open(os.path.join(d, "envoy", "sub", "rl.conf"), "w") as g:
+                g.write(f.read())
+            with open(os.path.join(FIX, "broken.yaml")) as f, open(os.path.join(d, "envoy", ".hidden", "x"), "w") as g:
+                g.write(f.read())  # skipped, as frsd skips it
+            os.symlink(os.path.join(FIX, "mongo_cps.yaml"), os.path.join(d, "envoy", "mongo.yaml"))
+            r = subprocess.run([FRSCTL, "envoy-config", os.path.join(d, "envoy")], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+            # The same bizzes and rules as the two files named (the comments
+            # name other paths).
+            def bizzes(text):
+                return [(b.get("id"), b.get("name"), b.find("rule").attrib) for b in ET.fromstring(text).findall("biz")]
+
+            self.assertEqual(bizzes(r.stdout), bizzes(envoy_config("mongo_cps.yaml", "rl.yaml").stdout))
+            # A link to nothing is refused by name (skipped, its domain would
+            # answer OK with no limit), by frsctl and by frsd -t alike.
+            os.symlink(os.path.join(d, "nowhere.yaml"), os.path.join(d, "envoy", "dangling.yaml"))
+            r = subprocess.run([FRSCTL, "envoy-config", os.path.join(d, "envoy")], capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("dangling.yaml: a symbolic link whose target cannot be read", r.stderr)
+            with open(os.path.join(d, "map.xml"), "w") as f:
+                f.write("<map>\n</map>\n")
+            with open(os.path.join(d, "srv.xml"), "w") as f:
+                f.write(
+                    '<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
+                    '<store dir="data" files="1" keynodes="1024" chain="8"/>'
+                    '<grpc listen="127.0.0.1:0" config="envoy"/></frs>\n'
+                )
+            t = subprocess.run([FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True)
+            self.assertEqual(t.returncode, 1, t.stdout + t.stderr)
+            self.assertIn("dangling.yaml: a symbolic link whose target cannot be read", t.stdout + t.stderr)
+
     def test_the_same_files_give_the_same_ids(self):
         a = envoy_config("mongo_cps.yaml", "rl.yaml").stdout
         b = envoy_config("rl.yaml", "mongo_cps.yaml").stdout

@@ -180,7 +180,10 @@ const CommandSpec kCommands[] =
      "<grpc config> runs them), to move to FRS's own rules",
      Needs::kNothing, false,
      [](CLI::App& c, Args& a) {
-  c.add_option("FILE", a.envoy_config.files, "YAML files, one domain each")->required();
+  c.add_option("FILE", a.envoy_config.files,
+               "YAML files, one domain each, or directories (read as frsd reads <grpc config>: every file, "
+               "subdirectories included, names starting with '.' skipped)")
+      ->required();
      },
      [](Session& s, Args& a) { return RunEnvoyConfig(s, a.envoy_config); }},
     {"handoff",
