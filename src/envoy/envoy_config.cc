@@ -460,9 +460,12 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains
     for (Domain& other : cfg.domains)
       if (other.name == d->name) same = &other;
     if (same && !merge_domains)
-      return Status::InvalidArgument(path + ":" + std::to_string(d->line) + ": domain '" + d->name +
-                                     "' is already configured in " + same->file +
-                                     " (<grpc merge_domains=\"1\"> merges the files of one domain)");
+      // Both files named, in the order they are read: which of the two is
+      // the stray one is the operator's to say, not the reading order's.
+      return Status::InvalidArgument(
+          same->file + ":" + std::to_string(same->line) + ": domain '" + d->name +
+          "' is configured in two files, here and in " + path + ":" + std::to_string(d->line) +
+          " (one file per domain; <grpc merge_domains=\"1\"> merges the files of one domain)");
     if (same) {
       // MERGE_DOMAIN_CONFIG: the later file's descriptors join the domain;
       // one both give is refused, as envoyproxy/ratelimit refuses it.

@@ -102,7 +102,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   // the CA file loads, as frsd's start and each reload load them.
   if (cfg->grpc && !cfg->grpc_tls_cert.empty())
     if (auto tls = TlsContext::Load(TlsFilesOf(*cfg)); !tls.ok())
-      problems.push_back(cfg->path + ": <grpc cert>: " + tls.status().message());
+      problems.push_back(cfg->path + ": <grpc> TLS files (cert, key, client_ca): " + tls.status().message());
   std::string envoy_words;
   if (cfg->grpc && map.ok()) {
     Result<std::string> text = os::ReadTextFile(cfg->map_path);

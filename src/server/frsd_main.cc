@@ -149,7 +149,8 @@ frs::Status OpenGrpc(frs::SrvConfig* cfg, std::shared_ptr<const frs::server::Tls
   if (!cfg->grpc) return frs::Status::OK();
   if (!cfg->grpc_tls_cert.empty()) {
     auto loaded = TlsContext::Load(TlsFilesOf(*cfg));
-    if (!loaded.ok()) return frs::Status::InvalidArgument("<grpc cert>: " + loaded.status().message());
+    if (!loaded.ok())
+      return frs::Status::InvalidArgument("<grpc> TLS files (cert, key, client_ca): " + loaded.status().message());
     *tls = std::move(loaded.value());
   }
   if (!cfg->grpc_unix.empty()) {
@@ -163,6 +164,17 @@ frs::Status OpenGrpc(frs::SrvConfig* cfg, std::shared_ptr<const frs::server::Tls
   cfg->grpc_port = grpc->port;
   *fds = std::move(grpc->fds);
   return frs::Status::OK();
+}
+
+// Envoy's side in the log too, not only in frsd.grpc.listen: where it
+// listens, how it is secured, and which directory it answers from.
+void LogGrpcListener(const frs::SrvConfig& cfg) {
+  const std::string where =
+      !cfg.grpc_unix.empty() ? "unix socket " + cfg.grpc_unix : cfg.grpc_host + ":" + std::to_string(cfg.grpc_port);
+  const char* security = cfg.grpc_tls_cert.empty()        ? "cleartext (h2c)"
+                         : cfg.grpc_tls_client_ca.empty() ? "TLS"
+                                                          : "TLS with a required client certificate (mTLS)";
+  FRS_LOG("gRPC (Envoy's rate limit service) on %s, %s, config %s", where.c_str(), security, cfg.grpc_config.c_str());
 }
 
 // The pid in the lock files, then the addresses frsd listens on: last
@@ -323,6 +335,7 @@ int main(int argc, char** argv) {
           cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(), static_cast<unsigned long long>(cfg.geometry.slots()),
           cfg.map_path.c_str());
 
+  if (cfg.grpc) LogGrpcListener(cfg);
   if (!fd_problem.empty()) FRS_LOG("warning: %s", fd_problem.c_str());
 
   MasterContext mc;

@@ -381,12 +381,15 @@ void Master::Reload() {
   // <grpc cert>'s files, read again (rotated certificates): a set that does
   // not load keeps the previous one serving. Each worker reads them too;
   // this copy is what a respawned worker starts with.
+  bool tls_refused = false;
   if (ctx_.tls) {
     auto tls = TlsContext::Load(TlsFilesOf(live_));
+    tls_refused = !tls.ok();
     if (tls.ok()) ctx_.tls = std::move(tls.value());
     else FRS_LOG("TLS files refused, the previous certificate stays: %s", tls.status().message().c_str());
   }
-  FRS_LOG("srv.xml %s and map %s are valid; reloading them in every worker", cfg_.path.c_str(), live_.map_path.c_str());
+  FRS_LOG("srv.xml %s and map %s are valid; reloading them in every worker%s", cfg_.path.c_str(),
+          live_.map_path.c_str(), tls_refused ? " (not the TLS files: the previous certificate stays)" : "");
   for (const Slot& sl : slots_)
     if (sl.pid > 0) kill(sl.pid, SIGHUP);
   if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=serving; configuration reloaded");

@@ -172,7 +172,7 @@ class EnvoyConfig(unittest.TestCase):
     def test_two_files_of_one_domain_are_refused(self):
         r = envoy_config("rl.yaml", "rl.yaml")
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("domain 'rl' is already configured", r.stderr)
+        self.assertIn("domain 'rl' is configured in two files", r.stderr)
 
 
 if __name__ == "__main__":

@@ -268,10 +268,13 @@ class Tls(unittest.TestCase):
         f = self.frsd('listen="127.0.0.1:0" cert="%s/server.pem" key="%s/server.key"' % (live, live))
         target = "127.0.0.1:%d" % f.grpc_port
         self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
+        # The start says where Envoy's side listens and how.
+        self.assertIn("gRPC (Envoy's rate limit service) on %s, TLS, config " % target, f.log())
         # A key that is not the certificate's: refused, said, the old one serves.
         shutil.copy(c.path("server2.key"), os.path.join(live, "server.key"))
         self.assertTrue(f.reload())
         self.assertIn("TLS files refused, the previous certificate stays", f.log())
+        self.assertIn("reloading them in every worker (not the TLS files: the previous certificate stays)", f.log())
         self.assertIn("does not match", f.log())
         self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
         # A rotated certificate (of another CA): served from the reload on.
@@ -302,7 +305,7 @@ class Tls(unittest.TestCase):
             )
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn(words, r.stderr)
-            self.assertIn("<grpc cert>", r.stderr)
+            self.assertIn("<grpc> TLS files (cert, key, client_ca): ", r.stderr)
         f = TlsFrsd(
             'listen="127.0.0.1:0" cert="%s" key="%s" client_ca="%s"'
             % (c.path("server.pem"), c.path("server.key"), c.path("ca.pem"))
