@@ -192,6 +192,7 @@ struct alignas(64) WorkerCounters {
   uint64_t merged, merge_duplicates;  // handoff nodes received
   uint64_t accept_fd_exhausted;       // accept failed for want of a descriptor (EMFILE/ENFILE)
   uint64_t grpc_held_bytes;           // a gauge: what the gRPC connections hold (GrpcSession::held())
+  uint64_t grpc_tls_refused;          // TLS handshakes that failed (Worker::NoteTlsRefused)
   uint64_t pid;                       // set by the master when it starts the slot's worker
   uint64_t serving_pid;               // set by that worker once its event loop holds the listening socket
   alignas(64) DecisionLogCounters decision_log;

@@ -331,6 +331,10 @@ constexpr SeriesRow kSeries[] =
      Summed<&WorkerCounters::connections_overflow>, nullptr},
     {"frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.",
      Summed<&WorkerCounters::connections_timed_out>, nullptr},
+    {"frs_grpc_tls_refused_total", "counter",
+     "TLS handshakes of the <grpc> listener that failed: a client certificate refused or missing, no h2 in ALPN, "
+     "not TLS at all.",
+     Summed<&WorkerCounters::grpc_tls_refused>, nullptr},
     {"frs_accept_fd_exhausted_total", "counter",
      "Accepts that failed for want of a file descriptor (EMFILE/ENFILE); the worker stops accepting for 500 ms.",
      Summed<&WorkerCounters::accept_fd_exhausted>, nullptr},

@@ -517,7 +517,19 @@ void Worker::Settle(Connection* c, int64_t now) {
   }
 }
 
+void Worker::NoteTlsRefused(const std::string& why) {
+  if (counters_) CounterAdd(counters_->grpc_tls_refused);
+  ++tls_unlogged_;
+  const int64_t now = MonoNs();
+  if (tls_logged_ns_ != 0 && now - tls_logged_ns_ < 60'000'000'000) return;
+  FRS_LOG("TLS handshake refused: %s (%llu since the last such line; frs_grpc_tls_refused_total counts each)",
+          why.empty() ? "the peer closed" : why.c_str(), static_cast<unsigned long long>(tls_unlogged_));
+  tls_logged_ns_ = now;
+  tls_unlogged_ = 0;
+}
+
 void Worker::Close(Connection* c) {
+  if (const TlsStream* t = c->tls(); t && t->failed() && !t->handshake_done()) NoteTlsRefused(t->error());
   size_t idx = static_cast<size_t>(c->fd());
   idle_.Remove(c);
   busy_.Remove(c);

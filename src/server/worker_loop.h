@@ -185,6 +185,14 @@ class Worker {
   std::vector<uint8_t> held_flag_;  // by fd: in held_
   std::vector<Connection*> held_;   // answers to write (null: closed since)
   int64_t held_since_ = 0;          // when the oldest held answer was ready
+  // TLS handshakes refused (a client certificate of another CA or of a name
+  // not allowed, a client without one, no h2 in ALPN): counted each, logged
+  // at most once a minute with how many since the last line, so that a
+  // misconfigured Envoy fleet is visible and a flood of bad handshakes does
+  // not flood the log.
+  void NoteTlsRefused(const std::string& why);
+  int64_t tls_logged_ns_ = 0;
+  uint64_t tls_unlogged_ = 0;
   int64_t next_signal_check_ = 0;
   std::vector<uint64_t> progress_seen_;
   // The gRPC connections' held bytes at their highest since the last

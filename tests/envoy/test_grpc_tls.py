@@ -5,6 +5,7 @@ hostile TLS client, and a Unix socket (unix, mode). Every certificate is
 made here with the openssl command line, in the test's temp dir. Skipped
 (77) without grpcio, protoc or openssl."""
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -258,6 +259,12 @@ class Tls(unittest.TestCase):
         refused(self, target, c.creds(client="rogue"))
         refused(self, target, c.creds(client="stranger"))
         self.assertEqual(call(target, c.creds(client="envoy")).overall_code, Resp.OK)
+        # Each refusal counted (grpcio may retry one), logged once a minute.
+        _, text = f.get("/metrics")
+        m = re.search(r"^frs_grpc_tls_refused_total (\d+)$", text, re.M)
+        self.assertIsNotNone(m, text[-2000:])
+        self.assertGreaterEqual(int(m.group(1)), 3)
+        self.assertIn("TLS handshake refused: ", f.log())
 
     def test_sighup_reads_the_files_again_and_a_broken_set_keeps_the_old(self):
         c = self.certs

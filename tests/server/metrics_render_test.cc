@@ -48,6 +48,7 @@ std::unique_ptr<Metrics> FilledMetrics() {
     CounterSet(c.merge_duplicates, 43 * k);
     CounterSet(c.accept_fd_exhausted, 47 * k);
     CounterSet(c.grpc_held_bytes, 53 * k);
+    CounterSet(c.grpc_tls_refused, 59 * k);
     CounterSet(c.biz_allowed[1], 61 * k);
     CounterSet(c.biz_denied[1], 67 * k);
     CounterSet(c.biz_shadow_denied[2], 71 * k);
