@@ -301,14 +301,20 @@ void Concurrency::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now,
 }
 
 int64_t Concurrency::ExpireS(const RuleSpec& spec, const uint8_t* block) {
+  // With no lease held the node keeps nothing worth keeping (its serial and
+  // nonce only make ids, and a new node draws a new nonce, so an old id
+  // never frees a new lease): it may go at once. 0 would mean "never": every
+  // key that once held a lease would stay for good, and evicting those
+  // nodes count as live evictions ("grow the store").
+  constexpr int64_t kGoneAlready = 1;
   PlaceTable p(block, spec.bytes);
 #if defined(__SSE2__)
   if (p.n == EightPlaces::kPlaces) {
     uint16_t last = 0;
-    return EightPlaces(block).LastOffset(&last) ? int64_t{WordAt(block + kBaseAt)} + last : 0;
+    return EightPlaces(block).LastOffset(&last) ? int64_t{WordAt(block + kBaseAt)} + last : kGoneAlready;
   }
 #endif
-  int64_t e = 0;
+  int64_t e = kGoneAlready;
   for (uint32_t i = 0; i < p.n; ++i)
     if (p.Serial(i) != 0) e = std::max(e, p.Expires(i));
   return e;

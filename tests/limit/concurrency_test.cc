@@ -330,6 +330,26 @@ TEST_F(LeaseTest, ABatchGrantsEachMemberItsLease) {
               Status::Code::kConflict);
 }
 
+// A key's node expires with its last lease: released (or expired), it holds
+// nothing and the store may reclaim it as stale, not as a live node (a node
+// kept "forever" filled the store with every key that ever held a lease,
+// and evicting those counted as live evictions).
+TEST_F(LeaseTest, ANodeHoldingNoLeaseIsStale) {
+  Decision a = Acquire("inflight", "gone"), b = Acquire("inflight", "gone");
+  ASSERT_TRUE(a.allowed && b.allowed);
+  Result<NodeView> v = engine_->Inspect("inflight", "gone");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->node.expire_s, kDay0 + 11u);  // the last lease's end
+  ASSERT_TRUE(Lease(Cmd::kRelease, "inflight", "gone", IdOf(a)).released);
+  ASSERT_TRUE(Lease(Cmd::kRelease, "inflight", "gone", IdOf(b)).released);
+  v = engine_->Inspect("inflight", "gone");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_NE(v->node.expire_s, 0u);  // 0: never
+  EXPECT_LE(v->node.expire_s, kDay0);
+  // Still answered as before while it stays: a replayed release is a 410.
+  EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "gone", IdOf(a)).status.code(), Status::Code::kGone);
+}
+
 // A refused batch names the member that refused it: the second acquire of
 // one key sees the first's lease and is denied by the rule, with its wait;
 // the first, which alone would pass, is refused with its rule allowing.
