@@ -65,9 +65,15 @@ std::vector<std::string> OutputPathProblems(const SrvConfig& cfg) {
   };
   check(cfg.decisions_file, "decision log");
   check(cfg.logfile, "log file");
-  // The pid file is locked and rewritten: a regular file only.
-  if (struct stat st; !cfg.pidfile.empty() && ::stat(cfg.pidfile.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    problems.push_back(cfg.path + ": the pid file " + os::NotRegularWords(cfg.pidfile, st.st_mode));
+  // The pid file is locked and rewritten: a regular file only; one that
+  // does not exist yet needs a directory frsd may create it in (else the
+  // start fails after -t passed it).
+  if (struct stat st; !cfg.pidfile.empty() && ::stat(cfg.pidfile.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      problems.push_back(cfg.path + ": the pid file " + os::NotRegularWords(cfg.pidfile, st.st_mode));
+  } else {
+    check(cfg.pidfile, "pid file");
+  }
   return problems;
 }
 

@@ -239,10 +239,8 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
     }
   } else {
     ErrorBody(404,
-              "no such path: use POST /frs, GET /acquire, /query, /auth, /release, /renew, /settle, /stats, /health or "
-              "/metrics "
-              "(with <grpc>: "
-              "POST /json, GET /healthcheck)",
+              "no such path: use POST /frs, GET /acquire, /query, /auth, /release, /renew, /settle, /stats, /health, "
+              "/healthcheck or /metrics (with <grpc>: POST /json)",
               &status);
   }
   if (shutting_down_) keep_alive = false;

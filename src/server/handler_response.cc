@@ -24,6 +24,8 @@ std::string_view StatusLine(int status) {
     case 404: return "HTTP/1.1 404 Not Found\r\n";
     case 405: return "HTTP/1.1 405 Method Not Allowed\r\n";
     case 408: return "HTTP/1.1 408 Request Timeout\r\n";
+    case 409: return "HTTP/1.1 409 Conflict\r\n";
+    case 410: return "HTTP/1.1 410 Gone\r\n";
     case 411: return "HTTP/1.1 411 Length Required\r\n";
     case 413: return "HTTP/1.1 413 Content Too Large\r\n";
     case 421: return "HTTP/1.1 421 Misdirected Request\r\n";

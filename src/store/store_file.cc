@@ -63,7 +63,8 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
   auto differs = [&](const char* what, uint64_t file, uint64_t want) {
     return Status::Mismatch(path + ": store has " + what + "=" + std::to_string(file) + " but srv.xml says " + what +
                             "=" + std::to_string(want) +
-                            " (a store is never reinterpreted: export, recreate and import to change geometry)");
+                            " (a store is never reinterpreted: set srv.xml's <store> to the store's geometry, or "
+                            "change the store's with frsctl grow)");
   };
   if (h.files != g.files) return differs("files", h.files, g.files);
   if (h.keynodes != g.keynodes) return differs("keynodes", h.keynodes, g.keynodes);

@@ -302,6 +302,7 @@ TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {
                                                                 {"set", "login", "k", "x"},
                                                                 {"get", "login", ""},
                                                                 {"dump", "--file", "7"},
+                                                                {"dump", "--file", "-1"},
                                                                 {"top", "login", "0"},
                                                                 {"frobnicate"}}) {
     CtlRun r = Ctl(args);

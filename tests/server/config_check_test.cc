@@ -216,6 +216,13 @@ TEST_F(FrsdCheckTest, OutputFilesThatAreFifosOrDirectoriesAreNamed) {
       << r.err;
   EXPECT_EQ(r.err.find("decisions.log"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "decisions.log"));
+  // A pid file in a directory that does not exist: the start would fail.
+  std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n"
+                                     "  <store dir=\"data\" files=\"2\" keynodes=\"64\" chain=\"8\"/>\n"
+                                     "  <pidfile>no/such/dir/frsd.pid</pidfile>\n</frs>\n";
+  r = Check();
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("cannot open the pid file " + (dir_ / "no/such/dir/frsd.pid")), std::string::npos) << r.err;
 }
 
 TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {

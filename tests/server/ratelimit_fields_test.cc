@@ -331,6 +331,10 @@ TEST(RateLimitFields, AFullReservationTableIsAProblemThatSaysSoAndWaitsForTheFir
   EXPECT_EQ(Field(a, "RateLimit"), "\"tok_1\";r=998;t=3600");
   // A denial by a rule keeps the problem without the detail.
   EXPECT_EQ(Body(s.Get("/acquire?biz=tok&key=k&n=999", kProblemAccept)).find("detail"), std::string::npos);
+  // An id this key never issued: 409 with its reason phrase (not "Error").
+  EXPECT_EQ(s.Get("/settle?biz=tok&key=k&reservation=000000010000000000000000&n=1")
+                .rfind("HTTP/1.1 409 Conflict\r\n", 0),
+            0u);
 }
 
 // Content negotiation (RFC 9110 12.5.1): the problem when the client names

@@ -90,8 +90,10 @@ const CommandSpec kCommands[] =
                   {"dump", "every node, one line each, with its chain position (file, key-node, slot, span, alternate)",
                    Needs::kEngine, true,
                    [](CLI::App& c, Args& a) {
-  c.add_option("--file", a.dump.file, "only this store file (0-based)");
-  c.add_option("--keynode", a.dump.keynode, "only this key-node (in every file unless --file)");
+  // -1 is "every file" inside; given on the command line it is a mistake.
+  c.add_option("--file", a.dump.file, "only this store file (0-based)")->check(CLI::Range(0, 255));
+  c.add_option("--keynode", a.dump.keynode, "only this key-node (in every file unless --file)")
+      ->check(CLI::Range(0, 67108863));
   c.add_option("--biz", a.dump.biz, "only this biz (name or id)");
                    },
                    [](Session& s, Args& a) { return RunDump(s, a.dump); }},
