@@ -242,6 +242,13 @@ TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
   EXPECT_NE(r.out.find("frs.1.store: created empty"), std::string::npos) << r.out;
   r = Ctl({"verify"});
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  // --json: one object, as every command prints.
+  r = Ctl({"init", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue v = Parse(r.out);
+  ASSERT_NE(v.Find("done"), nullptr) << r.out;
+  EXPECT_EQ(v.Find("done")->text, "nothing");
+  EXPECT_EQ(v.Find("geometry")->Find("files")->number, 2);
 }
 
 // frsctl could not read a store on a read-only file system, not even `get`.

@@ -8,8 +8,26 @@
 
 #include "commands.h"
 #include "frs/store_dir.h"
+#include "json_out.h"
 
 namespace frs::ctl {
+namespace {
+
+// --json: one object, {"store_dir", "done": "nothing" | "created" |
+// "recreated", "files": the files made (empty when nothing), "geometry"}.
+void PrintInitJson(const Session& s, const char* done, const std::vector<std::string>& made) {
+  const StoreGeometry& g = s.cfg.geometry;
+  JsonOut j;
+  j.BeginObject().Key("store_dir").String(s.cfg.store_dir).Key("done").String(done);
+  j.Key("files").BeginArray();
+  for (const std::string& p : made) j.String(p);
+  j.EndArray();
+  j.Key("geometry").BeginObject().Key("files").Uint(g.files).Key("keynodes").Uint(g.keynodes);
+  j.Key("chain").Uint(g.chain).EndObject().EndObject();
+  std::printf("%s\n", j.str().c_str());
+}
+
+}  // namespace
 
 Result<int> RunInit(Session& s, const InitArgs& a) {
   const StoreGeometry& g = s.cfg.geometry;
@@ -22,7 +40,8 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
     else missing.push_back(p);
   }
   if (missing.empty()) {
-    std::printf("%s: the store is complete (%u files); nothing to do\n", s.cfg.store_dir.c_str(), g.files);
+    if (s.json) PrintInitJson(s, "nothing", {});
+    else std::printf("%s: the store is complete (%u files); nothing to do\n", s.cfg.store_dir.c_str(), g.files);
     return kExitOk;
   }
   if (present > 0 && !a.recreate_missing)
@@ -34,7 +53,9 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   so.recreate_missing_files = present > 0;
   Result<std::unique_ptr<Store>> store = Store::Open(so);
   if (!store.ok()) return store.status();
-  if (present == 0) {
+  if (s.json) {
+    PrintInitJson(s, present == 0 ? "created" : "recreated", missing);
+  } else if (present == 0) {
     std::printf("%s: created a store of %u x %u x %u slots\n", s.cfg.store_dir.c_str(), g.files, g.keynodes, g.chain);
   } else {
     for (const std::string& p : missing)
