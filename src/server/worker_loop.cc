@@ -161,8 +161,9 @@ void Worker::PollGrpcWatches() {
   }
 }
 
-void Worker::SetUpReplicas() {
+void Worker::SetUpReplicas(bool reload) {
   const ClusterView& c = handler_.options().cluster;
+  const bool had_links = repl_ != nullptr;
   if (repl_) {
     // The old links' tickets mean nothing to new ones: what they held goes
     // out now (the changes still queued are delivered, below).
@@ -202,6 +203,9 @@ void Worker::SetUpReplicas() {
     }
   }
   if (!c.ring || !c.replicas || c.self_index < 0) return;
+  // A shard that had no links (out of the list, or replicas="0" before) and
+  // gets them on a reload says so: its owners' changes go out from here on.
+  if (!had_links && reload) FRS_LOG("<cluster> changed: this shard is in the list; its replica links start");
   ReplicaOptions o;
   o.ring = c.ring;
   o.self_index = c.self_index;

@@ -66,7 +66,8 @@ class Worker {
  private:
   // <cluster replicas="1">: the links to the other shards (server/replicator.h),
   // made at start and again when a reload changes the ring.
-  void SetUpReplicas();
+  // `reload`: a SIGHUP's new <cluster>, not the worker's start.
+  void SetUpReplicas(bool reload = false);
   // Once a turn: ship what the turn changed, then release the answers the
   // other holders have acknowledged (refuse: answer 503 for those a lost
   // link leaves unacknowledged).

@@ -140,7 +140,10 @@ void Worker::ApplyLive(const SrvConfig& next) {
   hopts.cluster.previous_ring = previous_ring_;
   handler_.SetOptions(hopts);
   if (grpc_) grpc_->SetCluster(handler_.options().cluster);
-  if (replicas_changed || (repl_ && new_digest != old_digest)) SetUpReplicas();
+  // Any change of the list sets the links up anew, also on a shard that had
+  // none: one taken out of the ring (no links while it is not in it) and put
+  // back must replicate again, and follow its owners, from this reload on.
+  if (replicas_changed || new_digest != old_digest) SetUpReplicas(/*reload=*/true);
 }
 
 void Worker::ApplyDecisionLog(const SrvConfig& next) {

@@ -404,6 +404,33 @@ class ReplicaHandoff(unittest.TestCase):
         for n in old:
             self.assertEqual(self.shards[n].metric("frs_replica_handoff_pending"), 0, n)
 
+    def test_7_a_shard_taken_out_of_the_list_and_put_back_replicates_again(self):
+        # Out of the list a shard has no replica links; put back by SIGHUP it
+        # must set them up again (it kept none, and a reload only renewed
+        # links it had): else its owners' changes never reach their
+        # successors, and a failover grants a window again.
+        full = list(self.names)
+        x = self.shards[full[0]]
+        without = [n for n in full if n != x.name]
+        for n in full:
+            self.shards[n].reload(without)  # x too: it keeps its self
+        before = x.log().count("its replica links start")
+        for n in full:
+            self.shards[n].reload(full)
+        type(self).names = full
+        # reload() returns on the master's line; the worker's comes after it.
+        self.assertTrue(
+            processes.wait_for(lambda: x.log().count("its replica links start") > before, 10), x.log()[-2000:]
+        )
+        # New keys x owns, used on x (sync: answered once the successor holds it).
+        mine = [k for k in ("back:%d" % i for i in range(200)) if holders(full, k)[0] == x.name][:5]
+        self.assertEqual(len(mine), 5)
+        for k in mine:
+            self.assertEqual(x.status("/acquire?biz=b&key=" + k), 200, k)
+        for k in mine:
+            succ = self.shards[holders(full, k)[1]]
+            self.assertEqual(succ.counts().get(k), 1, "%s not at its successor %s" % (k, succ.name))
+
 
 if __name__ == "__main__":
     FRSD = sys.argv.pop(1)
