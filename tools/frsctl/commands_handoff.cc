@@ -36,6 +36,7 @@
 
 #include <pugixml.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
@@ -371,21 +372,23 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
 
 // Tells this shard's frsd that the handoff of the change to `after` is
 // finished here: it answers snapshots again once every shard of the list
-// says so (handler_replica.cc). Said on standard error when it cannot be told.
-void ReportHandedOff(const std::string& self, const Ring& after, const std::string& token) {
+// says so (handler_replica.cc). An error when it cannot be told: the run's
+// nodes moved, but its shard waits for a run that tells it.
+Status ReportHandedOff(const std::string& self, const Ring& after, const std::string& token) {
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", after.Digest());
   HttpClient http(self, 5000);
   auto resp =
       http.Post("/replicate?handed_off=" + std::string(digest) + "&token=" + PercentEncoded(token, kPercentQueryValue),
                 "", "text/plain");
-  if (!resp.ok() || resp->status != 200)
-    std::fprintf(stderr,
-                 "frsctl: handed off, but %s was not told so (%s): it answers no snapshot until a handoff run tells "
-                 "it (run frsctl handoff again once it is up)\n",
-                 self.c_str(),
-                 resp.ok() ? (std::to_string(resp->status) + " " + resp->body.substr(0, 200)).c_str()
-                           : resp.status().message().c_str());
+  if (resp.ok() && resp->status == 200) return Status::OK();
+  std::string why =
+      resp.ok() ? std::to_string(resp->status) + " " + resp->body.substr(0, 200) : resp.status().message();
+  std::replace(why.begin(), why.end(), '\n', ' ');
+  while (!why.empty() && why.back() == ' ') why.pop_back();
+  return Status::Unavailable("the nodes were handed off, but " + self + " was not told so (" + why +
+                             "): it answers no snapshot until a handoff run tells it (run frsctl handoff again once it "
+                             "is up, with the right token)");
 }
 
 }  // namespace
@@ -694,7 +697,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                   static_cast<unsigned long long>(unknown_route));
   }
   if (Status st = failed.Combined(); !st.ok()) return st;
-  if (before && with_replicas && !a.dry_run) ReportHandedOff(s.cfg.cluster_self, ring, token);
+  if (before && with_replicas && !a.dry_run)
+    if (Status told = ReportHandedOff(s.cfg.cluster_self, ring, token); !told.ok()) return told;
   return kExitOk;
 }
 
