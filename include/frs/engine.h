@@ -54,6 +54,9 @@ struct BizInfo {
   std::string unit = {};      // map.xml's unit: what one of a request's n counts ("": requests)
   bool leases = false;        // it has a concurrency rule (grants leases)
   bool reservations = false;  // map.xml names its reservations (reservations="N", N > 0)
+  // Its tables of statistics by key field (<stats by="app,iface">), as
+  // `by` names them.
+  std::vector<std::string> stats_by = {};
 };
 
 // The bizzes map.xml at `map_path` declares, as Engine::Bizzes lists them,

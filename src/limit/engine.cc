@@ -246,6 +246,7 @@ BizInfo InfoOf(const BizConfig& cfg) {
   BizInfo info{cfg.id, cfg.name, cfg.mode, {}, cfg.fields, cfg.separator, cfg.unit, cfg.lease_rule >= 0};
   info.reservations = cfg.res_explicit && cfg.res_cap > 0;
   for (uint32_t i = 0; i < cfg.nrules; ++i) info.rules.emplace_back(cfg.rules[i].name);
+  for (const StatsSpec& s : cfg.stats) info.stats_by.push_back(s.by_text);
   return info;
 }
 

@@ -192,10 +192,20 @@ void DecisionLog::WriteOut(const std::string& lines) {
       continue;
     }
     // ENOSPC, EIO, EFBIG...: what was not written is lost, and counted.
+    const int err = w < 0 ? errno : ENOSPC;  // a short write: the file system took no more
     const size_t done = w > 0 ? static_cast<size_t>(w) : 0;
     const size_t whole = CountLines(piece.substr(0, done));
     CounterAdd(counters_->lines, whole);
     CounterAdd(counters_->dropped_failed, CountLines(piece) - whole);
+    lost_unlogged_ += CountLines(piece) - whole;
+    if (const int64_t now_s = std::time(nullptr); failure_logged_s_ == 0 || now_s - failure_logged_s_ >= 60) {
+      FRS_LOG(
+          "decision log: a write failed (%s): %llu line(s) lost since the last such line "
+          "(frs_decision_log_dropped_total counts each)",
+          std::strerror(err), static_cast<unsigned long long>(lost_unlogged_));
+      failure_logged_s_ = now_s;
+      lost_unlogged_ = 0;
+    }
     if (done > 0 && piece[done - 1] != '\n') torn_ = true;
   }
 }

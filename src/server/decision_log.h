@@ -151,6 +151,11 @@ class DecisionLog {
   std::string spare_;
   os::UniqueFd fd_;
   bool torn_ = false;  // a short write left a partial line: start the next write on a new line
+  // A failing file (a full disk, an I/O error) is said in frsd's log, with
+  // its error and the lines lost since the last such line, at most once a
+  // minute: the counter alone would leave an audit log that stopped unseen.
+  int64_t failure_logged_s_ = 0;
+  uint64_t lost_unlogged_ = 0;
 
   std::thread writer_;
 };

@@ -965,6 +965,23 @@ TEST_F(FrsctlTest, GetAndExplainShowHeldLeasesWithTheirIds) {
   EXPECT_NE(r.out.find("2 of 2 leases held, the first ends"), std::string::npos) << r.out;
 }
 
+// stat --by for a table no biz keeps, or for an unknown biz: the message
+// says what there is to ask for.
+TEST_F(FrsctlTest, StatByNamesTheTablesTheMapKeeps) {
+  std::ofstream(dir_ / "map.xml") << "<map>\n  <biz id=\"7\" name=\"api\" fields=\"app,user,iface\" separator=\"|\">\n"
+                                     "    <rule interval=\"3600\" max=\"10\"/>\n    <stats by=\"app\"/>\n"
+                                     "    <stats by=\"app,iface\"/>\n  </biz>\n"
+                                     "  <biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"5\"/></biz>\n</map>\n";
+  CreateStore();
+  CtlRun r = Ctl({"stat", "--by", "user"});
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("keeps <stats by=\"user\">; it keeps: api by app and app,iface"), std::string::npos) << r.err;
+  r = Ctl({"stat", "--by", "app", "--biz", "nope"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown biz \"nope\" ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("has api, login)"), std::string::npos) << r.err;
+}
+
 // The rules allow one more, but the key holds every reservation its biz
 // allows: explain says that an acquire with reserve is denied until the
 // first of them ends (a 429 whose problem names no policy).

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "common/temp_dir.h"
 #include "server/decision_line.h"
 #include "server/decision_log.h"
+#include "server/logger.h"
 
 namespace frs::server {
 namespace {
@@ -269,6 +272,10 @@ TEST(DecisionLog, AFullBufferDropsAndCountsWithoutWaiting) {
 }
 
 TEST(DecisionLog, FailedWritesAreCountedAndNothingBreaks) {
+  // frsd's log into a file of the test's, to see the failure said there.
+  frs::testing::TempDir dir;
+  const std::string frsd_log = dir / "frsd.log";
+  ASSERT_TRUE(Logger::Get().Configure(frsd_log, "worker 0").ok());
   DecisionLogCounters counters{};
   DecisionLogOptions o;
   o.file = "/dev/full";  // every write: ENOSPC
@@ -277,6 +284,15 @@ TEST(DecisionLog, FailedWritesAreCountedAndNothingBreaks) {
   log->Flush();
   EXPECT_EQ(CounterGet(counters.lines), 0u);
   EXPECT_EQ(CounterGet(counters.dropped_failed), 1000u);
+  std::ifstream in(frsd_log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Said once (a minute), with the error, not once per lost line.
+  EXPECT_NE(text.find("decision log: a write failed (No space left on device)"), std::string::npos) << text;
+  size_t said = 0;
+  for (size_t at = text.find("a write failed"); at != std::string::npos; at = text.find("a write failed", at + 1))
+    ++said;
+  EXPECT_EQ(said, 1u) << text;
+  ASSERT_TRUE(Logger::Get().Configure("", "frsd").ok());
 }
 
 size_t LinesOf(const std::string& path) {

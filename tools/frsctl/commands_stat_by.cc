@@ -28,8 +28,26 @@ Result<std::vector<std::string>> BizzesBy(const std::string& map_path, const Sta
     if (!a.biz.empty() && a.biz != b.name && a.biz != std::to_string(b.id)) continue;
     out.push_back(b.name);
   }
-  if (out.empty()) return Status::InvalidArgument("unknown biz '" + a.biz + "'");
+  if (out.empty()) {
+    std::string known;
+    for (const BizInfo& b : map.value()) known += (known.empty() ? "" : ", ") + b.name;
+    return Status::InvalidArgument("unknown biz \"" + a.biz + "\" (" + map_path + " has " + known + ")");
+  }
   return out;
+}
+
+// The tables of statistics by key field the map keeps, for a message: "api
+// by app, app,iface; sh by a", or "none".
+std::string TablesKept(const std::string& map_path) {
+  auto map = ReadMapBizzes(map_path);
+  if (!map.ok()) return "none";
+  std::string out;
+  for (const BizInfo& b : map.value()) {
+    if (b.stats_by.empty()) continue;
+    out += (out.empty() ? "" : "; ") + b.name + " by ";
+    for (size_t i = 0; i < b.stats_by.size(); ++i) out += (i ? " and " : "") + b.stats_by[i];
+  }
+  return out.empty() ? "none (a biz keeps them with <stats by=\"FIELD\"/>, docs/rules.md)" : out;
 }
 
 void Print(const Session& s, const GroupStats& st) {
@@ -86,7 +104,9 @@ Result<int> RunStatBy(Session& s, const StatArgs& a) {
     Print(s, st.value());
     any = true;
   }
-  if (!any) return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
+  if (!any)
+    return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by +
+                                   "\">; it keeps: " + TablesKept(s.cfg.map_path));
   return kExitOk;
 }
 
@@ -132,7 +152,8 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
     any = true;
   }
   if (!any && down == 0)
-    return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by + "\">");
+    return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by +
+                                   "\">; it keeps: " + TablesKept(s.cfg.map_path));
   return down ? kExitNo : kExitOk;
 }
 
