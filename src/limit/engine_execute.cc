@@ -13,7 +13,13 @@ namespace frs::limit {
 namespace {
 // Whether `id` is well-formed; its parts go to *parsed.
 bool LeaseIdIsWellFormed(std::string_view id, ParsedLeaseId* parsed) {
-  return ParseLeaseId(id, &parsed->serial, &parsed->mac);
+  if (ParseLeaseId(id, &parsed->serial, &parsed->mac)) return true;
+  // 24 lowercase hex digits whose serial is 0: well-formed, but no acquire
+  // answers one. Left to the node's operation (serial 0: parsed again there,
+  // refused), it is the 409 of an id this key never issued, as documented,
+  // not a 400 that says "24 lowercase hex digits" of one that is.
+  parsed->serial = 0;
+  return id.size() == kLeaseIdChars && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 // A reserve on an acquire, or a settle: well-formed, and of a biz that
 // keeps reservations.

@@ -89,7 +89,7 @@ Stat ProbeTask(uint32_t tid, uint32_t* start) {
   // A killed child that its parent has not reaped yet is a zombie: it will
   // never release anything.
   if (state == 'Z' || state == 'X' || state == 'x') return Stat::kGone;
-  *start = static_cast<uint32_t>(st);
+  *start = WordStart(st);
   return Stat::kRead;
 }
 
@@ -104,10 +104,10 @@ Owner Self() {
     std::snprintf(path, sizeof path, "/proc/self/task/%u/stat", o.tid);
     char state = 0;
     uint64_t start = 0;
-    // Unread (no fd left), the start stays 0, which OwnerAlive takes as
-    // "compare the id only". It is not read again later: the word must stay
-    // the same for as long as this thread holds anything under it.
-    if (ReadStat(path, &state, &start) == Stat::kRead) o.start = static_cast<uint32_t>(start);
+    // Unread (no fd left), the start is kUnknownStart, which OwnerAlive
+    // takes as "compare the id only". It is not read again later: the word
+    // must stay the same for as long as this thread holds anything under it.
+    o.start = ReadStat(path, &state, &start) == Stat::kRead ? WordStart(start) : kUnknownStart;
     t_self.self = o;
     t_self.generation = gen;
   }
@@ -123,7 +123,7 @@ bool OwnerAlive(Owner o) {
     case Stat::kUnknown: return true;  // cannot tell: a waiter asks again on its next check
     case Stat::kRead: break;
   }
-  return o.start == 0 || start == o.start;
+  return o.start == kUnknownStart || (o.start != 0 && start == o.start);
 }
 
 // The primitives themselves are beyond the analysis: to it, taking the lock

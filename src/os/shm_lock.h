@@ -48,9 +48,21 @@ inline constexpr int kLockCheckMs = 10;
 inline constexpr int kLockReportMs = 1000;
 
 // Who owns a lock or a writer entry: a thread id and its start time.
+// An owner's start as a lock word holds it: the low 32 bits of the task's
+// start time in clock ticks since boot, never 0 (a read of 0 is held as 1)
+// and never kUnknownStart (held as one less), which means "its own /proc
+// read failed: compare the id only". A word whose start is 0 was written by
+// no holder: damage (one flipped bit in a free word makes one whose id is
+// init's or a kernel thread's), and its owner is taken for dead.
+inline constexpr uint32_t kUnknownStart = 0xFFFFFFFFu;
+inline uint32_t WordStart(uint64_t ticks) {
+  const auto s = static_cast<uint32_t>(ticks);
+  return s == 0 ? 1 : s == kUnknownStart ? kUnknownStart - 1 : s;
+}
+
 struct Owner {
   uint32_t tid = 0;
-  uint32_t start = 0;  // low 32 bits of the start time in clock ticks since boot
+  uint32_t start = 0;  // WordStart of the start time (kUnknownStart: not read)
   bool operator==(const Owner&) const = default;
   uint64_t word() const { return uint64_t{start} << 32 | tid; }
   static Owner FromWord(uint64_t w) {
@@ -69,7 +81,8 @@ bool TaskStart(uint32_t tid, uint32_t* start);
 // that id that started at another time (the id was reused). True when /proc
 // cannot be read (no fd left): a live holder's lock is never taken on a
 // guess, and a waiter asks again on its next check. An owner whose start
-// is 0 (its own /proc read failed) is compared by id only.
+// is kUnknownStart (its own /proc read failed) is compared by id only; one
+// whose start is 0 is no holder's (damage): gone.
 bool OwnerAlive(Owner o);
 
 // [[nodiscard]]: a caller that took a dead owner's lock over must repair

@@ -153,6 +153,13 @@ bool CheckMarkup(std::string_view body, ProtocolError* err) {
 // references to characters XML forbids.
 bool CheckRawBody(std::string_view body, ProtocolError* err) {
   if (body.find('\0') != std::string_view::npos) return Fail(err, 400, "the body contains a NUL byte");
+  // A document ends with its root's end, or a comment or processing
+  // instruction after it: its last byte but whitespace is a '>'. pugixml
+  // keeps no text node for text after the root ("<request .../>x"), which
+  // the checks of the tree below would then never see.
+  const size_t last = body.find_last_not_of(" \t\r\n");
+  if (last != std::string_view::npos && body[last] != '>')
+    return Fail(err, 400, "the body holds text outside its root element");
   for (size_t i = body.find('&'); i != std::string_view::npos; i = body.find('&', i + 1)) {
     const size_t semi = body.find(';', i + 1);
     if (semi == std::string_view::npos || semi - i > 12)

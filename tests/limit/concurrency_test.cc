@@ -150,9 +150,15 @@ TEST_F(LeaseTest, HostileIdsAreRefusedAndChangeNothing) {
   const std::string id = IdOf(a);
 
   // Malformed: a clear 400-class error.
-  for (std::string bad : {std::string(""), id.substr(0, 23), id + "0", std::string(24, 'z'), std::string(24, '0')}) {
+  for (std::string bad : {std::string(""), id.substr(0, 23), id + "0", std::string(24, 'z'), std::string(24, 'A')}) {
     Decision d = Lease(Cmd::kRelease, "inflight", "u1", bad);
     EXPECT_EQ(d.status.code(), Status::Code::kInvalidArgument) << bad;
+  }
+  // 24 lowercase hex digits that no acquire answers (serial 0): an id this
+  // key never granted, as any other (a 400 said "24 lowercase hex digits").
+  for (std::string never : {std::string(24, '0'), std::string("000000000000000000000001")}) {
+    EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "u1", never).status.code(), Status::Code::kConflict) << never;
+    EXPECT_EQ(Lease(Cmd::kRenew, "inflight", "u1", never).status.code(), Status::Code::kConflict) << never;
   }
   // Another key's id, on this key: unknown (its hash names the other key).
   Decision wrong_key = Lease(Cmd::kRelease, "inflight", "u1", IdOf(other));

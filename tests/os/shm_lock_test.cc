@@ -29,11 +29,11 @@ TEST(StoreCrash, TheIdentityCheckTellsAReusedIdFromItsOwner) {
   pid_t child = ::fork();
   if (child == 0) ::_exit(0);
   // A zombie until reaped: wait for its exit without reaping it (a fixed
-  // sleep did not make it one on a busy machine). Start 0 compares the id
-  // only, so only the zombie state can make it read as gone.
+  // sleep did not make it one on a busy machine). kUnknownStart compares
+  // the id only, so only the zombie state can make it read as gone.
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
-  EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), 0}));
+  EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), os::kUnknownStart}));
   EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
   WaitExit(child);
   EXPECT_FALSE(os::OwnerAlive(os::Owner{static_cast<uint32_t>(child), me.start}));
@@ -55,8 +55,8 @@ TEST(StoreCrash, NoFdLeftDoesNotMakeALiveOwnerDead) {
       stage.store(1);
       while (stage.load() != 2) std::this_thread::yield();
       const os::Owner fresh = os::Self();
-      if (fresh.start != 0) fresh_rc = 14;             // its read must have failed too
-      else if (!os::OwnerAlive(fresh)) fresh_rc = 15;  // then it is compared by id only
+      if (fresh.start != os::kUnknownStart) fresh_rc = 14;  // its read must have failed too
+      else if (!os::OwnerAlive(fresh)) fresh_rc = 15;       // then it is compared by id only
       // It ends once fds are back: its end, too, needs the runtime's.
       stage.store(3);
       while (stage.load() != 4) std::this_thread::yield();
@@ -84,6 +84,20 @@ TEST(StoreCrash, NoFdLeftDoesNotMakeALiveOwnerDead) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10 setrlimit, 11 not EMFILE, 12 probe did not fail, 13 parent judged dead, "
                                        "14 fresh start read, 15 fresh thread judged dead";
+}
+
+// A lock word no holder wrote: one flipped bit in a free word gives an id
+// (1: init, 2: kthreadd, ...) of a task that lives for good, with start 0.
+// Taken for alive, it hung every waiter; no holder writes start 0.
+TEST(StoreCrash, AWordWithStartZeroIsDamageNotALiveOwner) {
+  EXPECT_FALSE(os::OwnerAlive(os::Owner{1, 0}));
+  EXPECT_FALSE(os::OwnerAlive(os::Owner{os::Self().tid, 0}));
+  EXPECT_TRUE(os::OwnerAlive(os::Owner{os::Self().tid, os::kUnknownStart}));
+  EXPECT_NE(os::Self().start, 0u);
+  EXPECT_EQ(os::WordStart(0), 1u);
+  EXPECT_EQ(os::WordStart(uint64_t{1} << 32), 1u);
+  EXPECT_EQ(os::WordStart(os::kUnknownStart), os::kUnknownStart - 1);
+  EXPECT_EQ(os::WordStart(12345), 12345u);
 }
 
 }  // namespace

@@ -109,6 +109,23 @@ TEST(ChainLocks, TryLockNeverWaitsOnAHeldChain) {
   EXPECT_EQ(LockOwner(f, 4), 0u);
 }
 
+// One flipped bit in a free lock word: owner 1 (init, alive for good) with
+// start 0, which no holder writes. It is damage, taken over at once; it was
+// taken for a live owner and every locker waited forever.
+TEST(ChainLocks, AFlippedBitInAFreeLockIsTakenOverNotWaitedOn) {
+  StoreFiles s(1, 8, 64);
+  WriterTable writers(s.files, s.geo, s.opts);
+  ChainLocks locks(s.files, s.geo, writers, s.opts);
+  store::StoreFile* f = s.file(0);
+  for (uint32_t tid : {1u, 2u}) {
+    HoldAs(f, 4, os::Owner{tid, 0});
+    LockSet set(locks, f);
+    set.Lock(4);
+    EXPECT_EQ(LockOwner(f, 4), os::Self().word()) << tid;
+  }
+  EXPECT_EQ(f->header()->lock_recoveries, 2u);
+}
+
 TEST(ChainLocks, TakingOverADeadOwnersLockUndoesItsWriteFirst) {
   StoreFiles s(1, 8, 64);
   std::vector<std::string> said;
