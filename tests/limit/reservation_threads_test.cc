@@ -136,8 +136,11 @@ TEST(ReservationThreads, SettledPlusHeldNeverPassesTheLimit) {
             }
             ++settled;
             if (s.rules[0].count > kMax) ++over_limit;
-            // The window the answer counts in is the reservation's, or it was late.
-            const bool in_window = s.rules[0].reset == h.window;
+            // The window the answer counts in is the reservation's, or it was
+            // late. Both rules say so: a fixed window that ended as the clock
+            // moved on still reports its end as its reset (with count 0) until
+            // a use opens the next, where the calendar rule's has moved on.
+            const bool in_window = s.rules[0].reset == h.window && s.rules[1].reset == h.window;
             if (!in_window) {
               ++late;
               continue;
