@@ -36,6 +36,7 @@ class HttpRequestParser::Adaptor {
       ec = http::error::bad_method;  // never called for a request parser
     }
     void on_field_impl(http::field name, string_view, string_view value, boost::beast::error_code&) override {
+      if (name == http::field::transfer_encoding) owner_->transfer_encoding_ = true;
       if (name == http::field::authorization) {
         owner_->head_.auth_off = static_cast<size_t>(value.data() - owner_->base_);
         owner_->head_.auth_len = value.size();
@@ -53,6 +54,14 @@ class HttpRequestParser::Adaptor {
         // The protocol asks for Content-Length (411): a length known up
         // front lets the 413 limit apply before any body byte is read.
         owner_->chunked_ = true;
+        ec = http::error::bad_transfer_encoding;
+        return;
+      }
+      // Any other coding (identity, gzip, ...): RFC 9112 6.3 makes the
+      // body's length unknowable, whatever Content-Length says, and asks for
+      // a 400 and a close; taking the Content-Length instead is how a proxy
+      // and this server could disagree on where a request ends.
+      if (owner_->transfer_encoding_) {
         ec = http::error::bad_transfer_encoding;
         return;
       }
@@ -164,7 +173,7 @@ void HttpRequestParser::Reset() {
   head_ = HttpHead{};
   consumed_ = 0;
   base_ = nullptr;
-  header_done_ = body_started_ = chunked_ = missing_length_ = false;
+  header_done_ = body_started_ = chunked_ = missing_length_ = transfer_encoding_ = false;
   error_status_ = 0;
   error_message_ = {};
   auto& p = adaptor_->parser.emplace(this);
@@ -189,6 +198,9 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
       } else if (chunked_) {
         error_status_ = 411;
         error_message_ = "chunked request bodies are not accepted: send a Content-Length header";
+      } else if (transfer_encoding_) {
+        error_status_ = 400;
+        error_message_ = "a request with Transfer-Encoding is not accepted: send the body with Content-Length alone";
       } else if (ec == http::error::header_limit) {
         error_status_ = 431;
         error_message_ = "the request line and headers exceed the configured header size limit";

@@ -93,6 +93,7 @@ class HttpRequestParser {
   bool body_started_ = false;
   bool chunked_ = false;
   bool missing_length_ = false;
+  bool transfer_encoding_ = false;  // the request named a Transfer-Encoding
   int error_status_ = 0;
   std::string_view error_message_;  // static text
 };

@@ -89,6 +89,23 @@ TEST(HttpParser, PostWithoutLengthIs411) {
   EXPECT_EQ(ErrorStatusOf(p, "POST /frs HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), 411);
 }
 
+// RFC 9112 6.3: a Transfer-Encoding other than chunked makes the length
+// unknowable, whatever Content-Length says: 400 (and a close), never the
+// Content-Length taken instead (where a proxy and frsd could disagree on
+// where the request ends). Chunked stays the documented 411.
+TEST(HttpParser, AnyOtherTransferEncodingIs400EvenWithContentLength) {
+  HttpRequestParser p(16384, 65536);
+  for (const char* te : {"identity", "gzip", "gzip, identity"}) {
+    p.Reset();
+    const std::string req =
+        std::string("POST /frs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ") + te + "\r\nContent-Length: 5\r\n\r\nhello";
+    EXPECT_EQ(ErrorStatusOf(p, req), 400) << te;
+  }
+  p.Reset();
+  EXPECT_EQ(ErrorStatusOf(p, "GET /acquire?biz=a&key=k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n"),
+            400);
+}
+
 TEST(HttpParser, GarbageIs400) {
   HttpRequestParser p(16384, 65536);
   EXPECT_EQ(ErrorStatusOf(p, "HELLO\x01 there\r\n\r\n"), 400);
