@@ -69,7 +69,7 @@ struct SideFileReport {
   std::string AtStartText() const;
 };
 
-// Every side file of the store in `dir` in a fixed order (the three named
+// Every side file of the store in `dir` in a fixed order (the four named
 // files, present or not, then each day file found under stats/), each with
 // its check's verdict. Changes nothing.
 std::vector<SideFileReport> CheckStoreSideFiles(const std::string& dir);

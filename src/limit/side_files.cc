@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "limit/lease_id.h"
 #include "limit/rule_history.h"
 #include "os/store_dir.h"
 #include "stats/daily_stats.h"
@@ -42,6 +43,10 @@ std::vector<SideFileReport> CheckStartFiles(const std::string& dir) {
   auto denials = stats::RecentDenials::Open(dir, /*read_only=*/true);
   out.push_back(Report(names::In(dir, names::kRecentDenials), AtStart::kSetAside, denials.status()));
   out.push_back(Report(names::In(dir, names::kRuleHistory), AtStart::kSetAside, RuleHistory::Check(dir)));
+  // The lease ids' secret: frsd refuses to start on one that is not 16
+  // bytes (a new one would void every lease and reservation id given out).
+  out.push_back(
+      Report(names::In(dir, names::kLeaseKey), AtStart::kRefuse, LoadLeaseSecret(dir, /*create=*/false).status()));
   return out;
 }
 
@@ -70,10 +75,15 @@ Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
     // A file that cannot be read (permissions, I/O) is not damage: moving it
     // aside would not help.
     if (!damaged) return r.status;
-    if (r.at_start == AtStart::kRefuse)
-      return Status::Corruption(r.status.message() + ": frsd will not start on a damaged " + r.path +
-                                ": restore it from a backup, or move it aside (its daily counters then start from "
-                                "zero); frsctl verify lists every damaged file");
+    if (r.at_start == AtStart::kRefuse) {
+      const bool lease_key = r.path == names::In(dir, names::kLeaseKey);
+      return Status::Corruption(
+          r.status.message() + ": frsd will not start on a damaged " + r.path + ": restore it from a backup, or " +
+          (lease_key ? "remove it (a new secret is made: every lease and reservation id given out is then unknown, "
+                       "409, and their places and estimates are freed at their expiry)"
+                     : "move it aside (its daily counters then start from zero)") +
+          "; frsctl verify lists every damaged file");
+    }
     const std::string aside = names::DamagedPath(r.path, std::to_string(::time(nullptr)));
     if (::rename(r.path.c_str(), aside.c_str()) != 0)
       return Status::FromErrno(r.status.message() + ": cannot move it aside to " + aside, errno);

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/temp_dir.h"
+#include "limit/lease_id.h"
 #include "stats/daily_stats.h"
 #include "stats/group_table.h"
 #include "stats/recent_denials.h"
@@ -39,8 +40,10 @@ TEST(SideFiles, CleanFilesAreCleanAndMissingOnesAreCreatedByFrsd) {
   }
   MakeFiles(dir);
   const auto reports = CheckSideFiles(dir);
-  ASSERT_EQ(reports.size(), 3u);
-  for (const SideFileReport& r : reports) EXPECT_TRUE(r.exists && r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(reports.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(reports[i].exists && reports[i].status.ok()) << reports[i].path;
+  EXPECT_FALSE(reports[3].exists);  // lease.key: made at the first lease, or frsd's start
+  EXPECT_TRUE(reports[3].status.ok());
   auto said = PrepareSideFiles(dir);
   ASSERT_TRUE(said.ok());
   EXPECT_TRUE(said->empty());
@@ -56,7 +59,7 @@ TEST(SideFiles, ADamagedDenialsTableOrRuleHistoryIsMovedAsideAndSaid) {
   Smash(dir + "/denials.frs", 0, "YYYYYYYY");
   std::ofstream(dir + "/rules.history", std::ios::app) << "\x01\x02 not a line of history\n";
   const auto reports = CheckSideFiles(dir);
-  ASSERT_EQ(reports.size(), 3u);
+  ASSERT_EQ(reports.size(), 4u);
   EXPECT_TRUE(reports[0].status.ok());
   EXPECT_FALSE(reports[1].status.ok());
   EXPECT_NE(reports[2].status.message().find("rules.history: line 3 is not"), std::string::npos)
@@ -93,6 +96,27 @@ TEST(SideFiles, ADamagedDailyStatsFileRefusesTheStartNamingTheFix) {
       << said.status().message();
   EXPECT_NE(said.status().message().find("restore it from a backup, or move it aside"), std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(dir + "/stats.frs"));
+}
+
+// lease.key of another length than 16 bytes passed verify and frsd -t, then
+// the start refused it: the three agree now, and the start names the fix.
+TEST(SideFiles, ALeaseKeyOfAnotherLengthIsDamageTheStartRefuses) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  ASSERT_TRUE(limit::LoadLeaseSecret(dir, /*create=*/true).ok());
+  std::filesystem::resize_file(dir + "/lease.key", 5);
+  const auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 4u);
+  EXPECT_EQ(reports[3].path, dir + "/lease.key");
+  EXPECT_NE(reports[3].status.message().find("a lease secret is 16 bytes; this file holds 5"), std::string::npos)
+      << reports[3].status.ToString();
+  EXPECT_EQ(reports[3].AtStartText(), "frsd refuses to start until it is moved aside or restored");
+  auto said = PrepareSideFiles(dir);
+  ASSERT_FALSE(said.ok());
+  EXPECT_NE(said.status().message().find("or remove it (a new secret is made"), std::string::npos)
+      << said.status().message();
+  EXPECT_EQ(std::filesystem::file_size(dir + "/lease.key"), 5u);  // nothing changed
 }
 
 // Each fault of stats.frs's and denials.frs's headers: verify's report
@@ -165,9 +189,9 @@ TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
   }
   EXPECT_TRUE(stats::CheckDayFile(day).ok()) << stats::CheckDayFile(day).ToString();
   auto reports = CheckSideFiles(dir);
-  ASSERT_EQ(reports.size(), 4u);
-  EXPECT_EQ(reports[3].path, day);
-  EXPECT_TRUE(reports[3].status.ok());
+  ASSERT_EQ(reports.size(), 5u);
+  EXPECT_EQ(reports[4].path, day);
+  EXPECT_TRUE(reports[4].status.ok());
 
   // An index entry pointing past the file.
   const std::string copy = dir + "/copy.frs";
@@ -193,8 +217,8 @@ TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
   Smash(day, 0, "ZZZZ");
   EXPECT_FALSE(stats::CheckDayFile(day).ok());
   reports = CheckSideFiles(dir);
-  EXPECT_FALSE(reports[3].status.ok());
-  EXPECT_EQ(reports[3].AtStartText(), "frsd moves it aside when it next counts that day, and starts the day anew");
+  EXPECT_FALSE(reports[4].status.ok());
+  EXPECT_EQ(reports[4].AtStartText(), "frsd moves it aside when it next counts that day, and starts the day anew");
   std::filesystem::copy_file(copy, day, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(day, 300);
   EXPECT_FALSE(stats::CheckDayFile(day).ok());
