@@ -58,7 +58,10 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, 
   }
   const Biz* biz = bizzes.Find(req.biz);
   if (biz == nullptr) {
-    d = ErrorDecision(Status::NotFound("unknown biz '" + std::string(req.biz) + "'"));
+    // Echoed to the client: at most 64 bytes of what it sent (a 60 KB biz
+    // name would come back whole in the 404).
+    d = ErrorDecision(
+        Status::NotFound("unknown biz '" + std::string(req.biz.substr(0, 64)) + (req.biz.size() > 64 ? "...'" : "'")));
     return nullptr;
   }
   Status bad;

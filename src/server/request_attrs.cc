@@ -194,6 +194,11 @@ bool RequestAttrs::FinishOther(ProtocolError* err) {
     // checked byte by byte.
     const bool plain = key_ascii_ && !r->key.empty() && r->key.size() <= kMaxKeyBytes;
     if (!plain && !CheckKey(r->key, err)) return false;
+    // U+FFFE and U+FFFF are UTF-8 (a GET form's key may hold them) but not
+    // XML characters, raw or as references (&#xFFFE; is refused).
+    if (!plain && (r->key.find("\xEF\xBF\xBE") != std::string_view::npos ||
+                   r->key.find("\xEF\xBF\xBF") != std::string_view::npos))
+      return Fail(err, 400, "the key holds U+FFFE or U+FFFF, which are not XML characters");
   }
   if (have_n_) {
     if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");

@@ -298,7 +298,9 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
       err->msg = "batch member " + std::to_string(out->size() + 1) + ": " + err->msg;
       return false;
     }
-    if (r.cmd == Cmd::kStats) return Fail(err, 400, "cmd=\"stats\" cannot be part of a batch");
+    if (r.cmd == Cmd::kStats)
+      return Fail(err, 400,
+                  "batch member " + std::to_string(out->size() + 1) + ": cmd=\"stats\" cannot be part of a batch");
     out->push_back(r);
   }
   if (out->empty()) return Fail(err, 400, "the batch is empty");

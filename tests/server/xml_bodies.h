@@ -26,6 +26,7 @@ inline std::vector<std::string> RefusedXmlBodies() {
       R"(<request cmd="acquire" biz="login" key="alice"/><request cmd="acquire" biz="login" key="bob"/>)",
       R"(<request cmd="acquire" biz="login" key="alice"/>trailing)",
       R"(<request cmd="acquire" biz="login" key="alice"/>x)",
+      std::string("<request cmd=\"acquire\" biz=\"login\" key=\"a\xEF\xBF\xBE") + "b\"/>",
       "<request cmd=\"acquire\" biz=\"login\" key=\"alice\"/>\nx\n",
       R"(<request cmd="acquire" biz="login" key="alice"/><!-- c -->x)",
       R"(garbage<request cmd="acquire" biz="login" key="alice"/>)",
