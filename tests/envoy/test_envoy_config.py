@@ -102,15 +102,7 @@ class EnvoyConfig(unittest.TestCase):
             r = subprocess.run([FRSCTL, "envoy-config", os.path.join(d, "envoy")], capture_output=True, text=True)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("dangling.yaml: a symbolic link whose target cannot be read", r.stderr)
-            with open(os.path.join(d, "map.xml"), "w") as f:
-                f.write("<map>\n</map>\n")
-            with open(os.path.join(d, "srv.xml"), "w") as f:
-                f.write(
-                    '<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
-                    '<store dir="data" files="1" keynodes="1024" chain="8"/>'
-                    '<grpc listen="127.0.0.1:0" config="envoy"/></frs>\n'
-                )
-            t = subprocess.run([FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True)
+            t = self.frsd_t(d)
             self.assertEqual(t.returncode, 1, t.stdout + t.stderr)
             self.assertIn("dangling.yaml: a symbolic link whose target cannot be read", t.stdout + t.stderr)
 
@@ -144,6 +136,10 @@ class EnvoyConfig(unittest.TestCase):
         os.makedirs(os.path.join(d, "envoy"), exist_ok=True)
         with open(os.path.join(d, "envoy", "rl.yaml"), "w") as f:
             f.write(yaml_text)
+        return self.frsd_t(d)
+
+    def frsd_t(self, d):
+        """frsd -t of a server whose <grpc config> is d/envoy."""
         with open(os.path.join(d, "map.xml"), "w") as f:
             f.write("<map>\n</map>\n")
         with open(os.path.join(d, "srv.xml"), "w") as f:
