@@ -123,7 +123,10 @@ void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a
     // through. A give-back decides nothing.
     if (!st.negative) {
       const bool shadowed = st.shadow_over || (st.over && a.global_shadowed);
-      CounterAdd(st.over && !shadowed ? c_->biz_denied[biz] : c_->biz_allowed[biz]);
+      // quota_mode: over its limit, but the answer stays OK unless every
+      // quota descriptor of the call is over: let through, not denied.
+      const bool quota_through = st.over && st.quota && a.overall == envoy::Code::kOk;
+      CounterAdd(st.over && !shadowed && !quota_through ? c_->biz_denied[biz] : c_->biz_allowed[biz]);
       if (shadowed) CounterAdd(c_->biz_shadow_denied[biz]);
     }
     if (st.hits == 0) continue;

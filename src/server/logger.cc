@@ -38,15 +38,18 @@ Status Logger::UseFile(const std::string& configured) {
 
 Status Logger::Reopen() {
   if (path_.empty()) {
-    fd_ = 2;
+    fd_.store(2, std::memory_order_release);
     return Status::OK();
   }
   // Never waits on the path (a FIFO no one reads): see os/output_file.h.
   Result<os::UniqueFd> fd = os::OpenForAppend(path_, "log file");
   if (!fd.ok()) return fd.status();
-  int old = fd_;
-  fd_ = fd->release();
-  if (old > 2) ::close(old);
+  // Another thread (a decision log's writer) may be writing to the current
+  // descriptor: the new file goes in under the same number (dup3 swaps it
+  // atomically), so no write ever lands on a number closed and reused.
+  const int old = fd_.load(std::memory_order_acquire);
+  if (old > 2 && ::dup3(fd->get(), old, O_CLOEXEC) >= 0) return Status::OK();  // `fd` closes its own number
+  fd_.store(fd->release(), std::memory_order_release);
   return Status::OK();
 }
 
@@ -73,7 +76,7 @@ void Logger::Log(const char* fmt, ...) {
   line[len++] = '\n';
   ssize_t w;
   do {
-    w = ::write(fd_, line, len);
+    w = ::write(fd_.load(std::memory_order_acquire), line, len);
   } while (w < 0 && errno == EINTR);
 }
 

@@ -9,6 +9,7 @@
 // Configure()/Reopen() only from the main thread.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "frs/status.h"
@@ -37,7 +38,7 @@ class Logger {
   std::string path_;
   std::string default_path_;
   std::string role_ = "frsd";
-  int fd_ = 2;
+  std::atomic<int> fd_{2};  // read by any thread that logs; see Reopen
 };
 
 #define FRS_LOG(...) ::frs::server::Logger::Get().Log(__VA_ARGS__)

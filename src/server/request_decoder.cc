@@ -153,13 +153,6 @@ bool CheckMarkup(std::string_view body, ProtocolError* err) {
 // references to characters XML forbids.
 bool CheckRawBody(std::string_view body, ProtocolError* err) {
   if (body.find('\0') != std::string_view::npos) return Fail(err, 400, "the body contains a NUL byte");
-  // A document ends with its root's end, or a comment or processing
-  // instruction after it: its last byte but whitespace is a '>'. pugixml
-  // keeps no text node for text after the root ("<request .../>x"), which
-  // the checks of the tree below would then never see.
-  const size_t last = body.find_last_not_of(" \t\r\n");
-  if (last != std::string_view::npos && body[last] != '>')
-    return Fail(err, 400, "the body holds text outside its root element");
   for (size_t i = body.find('&'); i != std::string_view::npos; i = body.find('&', i + 1)) {
     const size_t semi = body.find(';', i + 1);
     if (semi == std::string_view::npos || semi - i > 12)
@@ -233,6 +226,15 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   // instructions and, as a fragment, text outside the root are all kept in
   // the tree so that the checks below see them instead of pugixml dropping
   // them silently.
+  // A document ends with its root's end, or a comment or processing
+  // instruction after it: its last byte but whitespace is a '>'. pugixml
+  // keeps no text node for text after the root ("<request .../>x"), which
+  // the checks of the tree below would then never see. Judged now (the
+  // parse below writes into the body), said after it, so that a body that
+  // is no XML at all gets the parser's words.
+  const std::string_view raw(body, len);
+  const size_t last = raw.find_last_not_of(" \t\r\n");
+  const bool ends_in_markup = last == std::string_view::npos || raw[last] == '>';
   constexpr unsigned kFlags = pugi::parse_escapes | pugi::parse_cdata | pugi::parse_comments | pugi::parse_pi |
                               pugi::parse_declaration | pugi::parse_fragment;
   pugi::xml_parse_result pr = doc_.load_buffer_inplace(body, len, kFlags, pugi::encoding_utf8);
@@ -240,6 +242,7 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
     return Fail(err, 400,
                 std::string("the body is not well-formed XML (") + pr.description() + " at byte " +
                     std::to_string(pr.offset) + ")");
+  if (!ends_in_markup) return Fail(err, 400, "the body holds text outside its root element");
   // One element, with nothing but an XML declaration, comments and
   // whitespace around it.
   pugi::xml_node root;
