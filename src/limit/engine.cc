@@ -236,8 +236,7 @@ Result<uint16_t> EngineImpl::ResolveBiz(std::string_view biz) const {
   // The per-thread map: no lock on the request path (a batch's members are
   // resolved before any executes).
   const Biz* b = CurrentMap().Find(biz);
-  if (b == nullptr)
-    return Status::NotFound("unknown biz '" + std::string(biz.substr(0, 64)) + (biz.size() > 64 ? "...'" : "'"));
+  if (b == nullptr) return UnknownBiz(biz);
   return b->cfg.id;
 }
 

@@ -58,10 +58,7 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, 
   }
   const Biz* biz = bizzes.Find(req.biz);
   if (biz == nullptr) {
-    // Echoed to the client: at most 64 bytes of what it sent (a 60 KB biz
-    // name would come back whole in the 404).
-    d = ErrorDecision(
-        Status::NotFound("unknown biz '" + std::string(req.biz.substr(0, 64)) + (req.biz.size() > 64 ? "...'" : "'")));
+    d = ErrorDecision(UnknownBiz(req.biz));
     return nullptr;
   }
   Status bad;

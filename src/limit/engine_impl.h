@@ -109,6 +109,12 @@ inline Decision ErrorDecision(Status status) {
 // The commands that use the rules (and are counted in the statistics).
 inline bool CountsUses(Cmd c) { return c == Cmd::kQuery || c == Cmd::kUpdate || c == Cmd::kAcquire; }
 
+// NotFound "unknown biz 'NAME'", NAME cut at 64 bytes: it is echoed to
+// clients, and a 60 KB name must not come back whole.
+inline Status UnknownBiz(std::string_view name) {
+  return Status::NotFound("unknown biz '" + std::string(name.substr(0, 64)) + (name.size() > 64 ? "...'" : "'"));
+}
+
 // A node written under a larger layout (a rule removed since) holds more
 // state than its biz's: the first look at it, with the biz's size, cannot
 // take it whole, and says how many bytes it needs (AdoptLayout). A write

@@ -56,6 +56,9 @@ std::string RuleName(size_t i, const RuleView& r) {
   return "rule " + std::to_string(i + 1) + " (" + RuleSummary(r) + ")";
 }
 
+// The key holds every reservation its biz lets it hold.
+bool TableFull(const NodeView& v) { return v.reservations_cap != 0 && v.reservations.size() >= v.reservations_cap; }
+
 struct Verdict {
   bool denied = false;
   int64_t next_ms = 0;     // when n=1 is next allowed (the latest of the denying rules)
@@ -99,7 +102,7 @@ Verdict Judge(const NodeView& v, int64_t now) {
   // The rules allow it, but the key holds every reservation its biz lets it
   // hold: an acquire with `reserve` is denied (reservations_full) until the
   // first of them ends, which the rules' verdict alone does not say.
-  if (v.reservations_cap != 0 && v.reservations.size() >= v.reservations_cap && v.mode != Mode::kOff) {
+  if (TableFull(v) && v.mode != Mode::kOff) {
     int64_t first = v.reservations[0].expires_s;
     for (const ReservationView& r : v.reservations) first = std::min(first, r.expires_s);
     out.words += "; with reserve, denied until the first reservation ends at " + When(first * 1000, now) +
@@ -119,7 +122,7 @@ void PrintJson(const NodeView& v, const Verdict& verdict, int64_t now) {
   for (size_t i : verdict.by) j.Uint(i + 1);
   j.EndArray();
   j.Key("verdict").String(verdict.words);
-  j.Key("reservations_full").Bool(v.reservations_cap != 0 && v.reservations.size() >= v.reservations_cap);
+  j.Key("reservations_full").Bool(TableFull(v));
   j.Key("explanations").BeginArray();
   for (const RuleView& r : v.rules) j.String(RuleSentence(r, now));
   j.EndArray();
