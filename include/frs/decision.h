@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "frs/status.h"
@@ -82,7 +83,7 @@ struct Request {
   int64_t n = 1;
   int64_t count = 0;  // for kSet
   // kRelease, kRenew: the lease's id as an acquire answered it (24 hex
-  // digits, limit/lease_id.h).
+  // digits; LeaseId() below makes it from an in-process acquire's Decision).
   std::string_view lease = {};
   // kRelease only: give back n uses instead of ending the lease `lease`
   // names (Envoy's negative hits, which carry no id). A concurrency rule
@@ -198,6 +199,14 @@ struct Decision {
     res_overrun = 0;
   }
 };
+
+// The ids a decision carries, as the protocol writes them: 24 lowercase hex
+// digits, the same whether frsd or this process made them, so either may
+// release, renew or settle what the other granted. Request::lease of a
+// release or renew takes LeaseId, Request::reservation of a settle
+// ReservationId. "" when the decision carries none.
+std::string LeaseId(const Decision& d);
+std::string ReservationId(const Decision& d);
 
 // One rule of a node as a human or a script sees it (frsctl explain, get,
 // dump, top): the rule's configuration beside its state now.

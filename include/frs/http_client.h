@@ -8,12 +8,15 @@
 //
 // One keep-alive TCP connection to "host:port" (IPv4, IPv6 in brackets or a
 // name), opened on first use and again after the server closed it. Every
-// call has a deadline; a time-out, a refused connection or a malformed
-// answer is a Status (Unavailable / IOError), never an exception.
+// call has one deadline for its connect, send and answer (a name is
+// resolved before it starts: give addresses where a slow resolver must not
+// delay a call); a time-out, a refused connection or a malformed answer is a
+// Status (Unavailable / IOError), never an exception.
 //
 // Thread safety: one HttpClient per thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -41,9 +44,14 @@ class HttpClient {
                             std::string_view content_type = "application/xml");
   const std::string& server() const { return server_; }
 
+  // Whether `server` is "host:port" with a host and a port of 1..65535
+  // (InvalidArgument naming what is wrong if not): what every call checks
+  // first, for a caller to check once, up front.
+  static Status CheckServer(std::string_view server);
+
  private:
   Result<HttpResponse> Exchange(std::string_view request);
-  Status Connect();
+  Status Connect(int64_t deadline_ms);
   void Disconnect();
 
   std::string server_;

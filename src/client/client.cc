@@ -20,21 +20,27 @@ void AppendAttr(std::string* out, const char* name, std::string_view v) {
 }
 
 bool IsLeaseCmd(Cmd c) { return c == Cmd::kRelease || c == Cmd::kRenew; }
-bool IsSent(Cmd c) { return c == Cmd::kQuery || c == Cmd::kUpdate || IsLeaseCmd(c) || c == Cmd::kSettle; }
-// The client sends query, update, acquire, release and renew; anything else asks as acquire.
-const char* WireName(Cmd c) { return CmdName(IsSent(c) ? c : Cmd::kAcquire); }
+bool IsSent(Cmd c) {
+  return c == Cmd::kQuery || c == Cmd::kUpdate || c == Cmd::kAcquire || IsLeaseCmd(c) || c == Cmd::kSettle;
+}
 
+// Every field the caller set goes out, and the server judges it (a lease on
+// an acquire, a reserve on a query, an n on a release are its 400s): a field
+// dropped here would be a request answered as if it had not been asked.
 void AppendRequest(std::string* out, const ClientRequest& r) {
   out->append("<request");
-  AppendAttr(out, "cmd", WireName(r.cmd));
+  AppendAttr(out, "cmd", CmdName(r.cmd));
   AppendAttr(out, "biz", r.biz);
   AppendAttr(out, "key", r.key);
-  if (IsLeaseCmd(r.cmd)) AppendAttr(out, "lease", r.lease);
-  else AppendAttr(out, "n", std::to_string(r.n));
-  if (r.cmd == Cmd::kSettle) AppendAttr(out, "reservation", r.reservation);
-  if (r.cmd == Cmd::kAcquire && r.reserve > 0) AppendAttr(out, "reserve", std::to_string(r.reserve));
+  if (!IsLeaseCmd(r.cmd) || r.n != 1) AppendAttr(out, "n", std::to_string(r.n));
+  if (IsLeaseCmd(r.cmd) || !r.lease.empty()) AppendAttr(out, "lease", r.lease);
+  if (r.cmd == Cmd::kSettle || !r.reservation.empty()) AppendAttr(out, "reservation", r.reservation);
+  if (r.reserve != 0) AppendAttr(out, "reserve", std::to_string(r.reserve));
   out->append("/>");
 }
+
+ClientDecision Refused(std::string why) { return ClientDecision{.error = Status::InvalidArgument(std::move(why))}; }
+constexpr const char* kCmdsSent = "the client sends query, update, acquire, release, renew and settle";
 
 ClientDecision FromXml(const pugi::xml_node& r) {
   ClientDecision d;
@@ -128,6 +134,11 @@ Client::~Client() = default;
 Result<std::unique_ptr<Client>> Client::Make(ClientOptions opts) {
   auto ring = Ring::Make(opts.shards);
   if (!ring.ok()) return ring.status();
+  // A shard that is not host:port would fail every call it owns, and under
+  // fail open allow them all: refused here, where the typo is made.
+  for (const RingShard& s : opts.shards) {
+    if (Status st = HttpClient::CheckServer(s.name); !st.ok()) return st;
+  }
   if (opts.timeout_ms <= 0) return Status::InvalidArgument("timeout_ms must be positive");
   auto impl = std::make_unique<Impl>(Impl{std::move(opts), std::move(ring.value()), {}});
   for (const RingShard& s : impl->ring.shards())
@@ -162,6 +173,9 @@ ClientDecision Client::Renew(std::string_view biz, std::string_view key, std::st
 
 ClientDecision Client::Reserve(std::string_view biz, std::string_view key, int64_t n, int64_t seconds,
                                std::string_view route) {
+  // 0 in a ClientRequest means "no reservation"; asked for by name, it is
+  // the caller's error, not a plain acquire.
+  if (seconds <= 0) return Refused("reserve: seconds must be at least 1, got " + std::to_string(seconds));
   ClientRequest r{Cmd::kAcquire, std::string(biz), std::string(key), n};
   r.reserve = seconds;
   return Execute(r, route);
@@ -174,9 +188,7 @@ ClientDecision Client::Settle(std::string_view biz, std::string_view key, std::s
 }
 
 ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
-  if (r.cmd != Cmd::kAcquire && !IsSent(r.cmd))
-    return ClientDecision{
-        .error = Status::InvalidArgument("the client sends query, update, acquire, release, renew and settle")};
+  if (!IsSent(r.cmd)) return Refused(kCmdsSent);
   std::string body;
   AppendRequest(&body, r);
   pugi::xml_document doc;
@@ -188,6 +200,13 @@ ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
 
 bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route) {
   out->assign(reqs.size(), ClientDecision{});
+  // As the server refuses a batch with a bad member: every member says why.
+  for (const ClientRequest& r : reqs) {
+    if (!IsSent(r.cmd)) {
+      out->assign(reqs.size(), Refused(kCmdsSent));
+      return false;
+    }
+  }
   std::map<size_t, std::vector<size_t>> by_shard;
   for (size_t i = 0; i < reqs.size(); ++i) by_shard[impl_->ShardOf(reqs[i].key, route)].push_back(i);
   bool all = true;

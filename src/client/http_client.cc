@@ -40,13 +40,33 @@ bool WaitFor(int fd, short events, int64_t deadline_ms) {
   }
 }
 
-bool SplitServer(const std::string& server, std::string* host, std::string* port) {
+// "host:port" split; false (and `why`) when there is no host or the port is
+// not a decimal number of 1..65535 (getaddrinfo would take "99999" as
+// 34463, and "http" as 80).
+bool SplitServer(std::string_view server, std::string* host, std::string* port, std::string* why) {
   const size_t colon = server.rfind(':');
-  if (colon == std::string::npos || colon + 1 == server.size()) return false;
+  if (colon == std::string_view::npos) {
+    *why = "\"" + std::string(server) + "\" is not host:port";
+    return false;
+  }
   *host = server.substr(0, colon);
   *port = server.substr(colon + 1);
   if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
-  return !host->empty();
+  if (host->empty()) {
+    *why = "\"" + std::string(server) + "\" is not host:port: no host";
+    return false;
+  }
+  uint32_t value = 0;
+  bool digits = !port->empty() && port->size() <= 5;
+  for (char c : *port) {
+    digits = digits && c >= '0' && c <= '9';
+    if (digits) value = value * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (!digits || value == 0 || value > 65535) {
+    *why = "\"" + std::string(server) + "\" is not host:port: the port must be 1..65535";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -73,16 +93,20 @@ void HttpClient::Disconnect() {
   fd_ = -1;
 }
 
-Status HttpClient::Connect() {
-  std::string host, port;
-  if (!SplitServer(server_, &host, &port)) return Status::InvalidArgument("\"" + server_ + "\" is not host:port");
+Status HttpClient::CheckServer(std::string_view server) {
+  std::string host, port, why;
+  return SplitServer(server, &host, &port, &why) ? Status::OK() : Status::InvalidArgument(why);
+}
+
+Status HttpClient::Connect(int64_t deadline) {
+  std::string host, port, why;
+  if (!SplitServer(server_, &host, &port, &why)) return Status::InvalidArgument(why);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
     return Status::Unavailable(server_ + ": " + gai_strerror(rc));
   Status last = Status::Unavailable(server_ + ": no address");
-  const int64_t deadline = NowMs() + timeout_ms_;
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     os::UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
     if (!fd.valid()) continue;
@@ -130,12 +154,13 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
   // A kept-alive connection the server closed meanwhile fails on first use:
   // that one attempt is repeated on a fresh connection. A request is never
   // sent twice once any answer byte came back.
+  // One deadline for the whole call, a repeated attempt included.
+  const int64_t deadline = NowMs() + timeout_ms_;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = fd_ >= 0;
     if (!reused) {
-      if (Status s = Connect(); !s.ok()) return s;
+      if (Status s = Connect(deadline); !s.ok()) return s;
     }
-    const int64_t deadline = NowMs() + timeout_ms_;
     size_t sent = 0;
     bool broken = false;
     while (sent < request.size()) {

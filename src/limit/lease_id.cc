@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "frs/decision.h"
 #include "os/store_dir.h"
 #include "os/unique_fd.h"
 #include "os/whole_file.h"
@@ -248,3 +249,15 @@ Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create) {
 }
 
 }  // namespace frs::limit
+
+// The public face of the ids (frs/decision.h).
+namespace frs {
+
+std::string LeaseId(const Decision& d) {
+  return d.lease_serial == 0 ? std::string() : limit::LeaseIdText(d.lease_serial, d.lease_mac);
+}
+std::string ReservationId(const Decision& d) {
+  return d.res_serial == 0 ? std::string() : limit::LeaseIdText(d.res_serial, d.res_mac);
+}
+
+}  // namespace frs

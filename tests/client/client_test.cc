@@ -183,5 +183,57 @@ TEST(Client, NoAnswerFollowsTheFailPolicy) {
   EXPECT_FALSE(Client::Make(ClientOptions{}).ok());
 }
 
+// A shard that is not host:port is refused when the client is made: under
+// fail open each of its calls would otherwise be allowed, and a port past
+// 65535 was taken modulo 65536 (99999 reached 34463).
+TEST(Client, AShardThatIsNotHostColonPortIsRefusedUpFront) {
+  for (const char* bad : {"nonsense", "127.0.0.1:99999", "127.0.0.1:", ":80", "127.0.0.1:0", "127.0.0.1:http",
+                          "127.0.0.1:-1", "[]:80", "127.0.0.1:000080"}) {
+    ClientOptions o;
+    o.shards = {{bad, 1}};
+    auto client = Client::Make(o);
+    ASSERT_FALSE(client.ok()) << bad;
+    EXPECT_TRUE(client.status().code() == Status::Code::kInvalidArgument) << client.status().ToString();
+    EXPECT_NE(client.status().message().find(bad), std::string::npos) << client.status().ToString();
+  }
+  for (const char* good : {"127.0.0.1:1", "localhost:65535", "[::1]:8300"}) {
+    ClientOptions o;
+    o.shards = {{good, 1}};
+    EXPECT_TRUE(Client::Make(o).ok()) << good;
+  }
+}
+
+// What the caller set reaches the server, which judges it: a field that
+// does not fit the command is its 400, not a request answered as if the
+// field had not been asked; nothing is counted.
+TEST(Client, AFieldThatDoesNotFitItsCommandIsRefusedNotDropped) {
+  Cluster c(1);
+  ASSERT_TRUE(c.ok());
+  auto client = Client::Make(c.Options());
+  ASSERT_TRUE(client.ok());
+  Client& cl = *client.value();
+  ClientDecision zero = cl.Reserve("login", "f", 1, 0);
+  EXPECT_FALSE(zero.allowed);
+  EXPECT_TRUE(zero.error.code() == Status::Code::kInvalidArgument) << zero.error.ToString();
+  ClientRequest query_reserving{Cmd::kQuery, "login", "f", 1};
+  query_reserving.reserve = 10;
+  ClientRequest acquire_with_lease{Cmd::kAcquire, "login", "f", 1};
+  acquire_with_lease.lease = "0123456789abcdef01234567";
+  ClientRequest release_with_n{Cmd::kRelease, "login", "f", 5};
+  release_with_n.lease = "0123456789abcdef01234567";
+  for (const ClientRequest& r : {query_reserving, acquire_with_lease, release_with_n}) {
+    ClientDecision d = cl.Execute(r);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_TRUE(d.error.code() == Status::Code::kInvalidArgument) << d.error.ToString();
+  }
+  std::vector<ClientDecision> out;
+  std::vector<ClientRequest> batch{{Cmd::kAcquire, "login", "f", 1}, {Cmd::kGet, "login", "f", 1}};
+  EXPECT_FALSE(cl.Batch(batch, &out));
+  ASSERT_EQ(out.size(), 2u);
+  for (const ClientDecision& d : out)
+    EXPECT_TRUE(d.error.code() == Status::Code::kInvalidArgument) << d.error.ToString();
+  EXPECT_EQ(cl.Query("login", "f").count, 0);
+}
+
 }  // namespace
 }  // namespace frs

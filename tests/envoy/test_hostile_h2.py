@@ -143,8 +143,38 @@ class Conn:
             out += b
         return out
 
+    def read_until_answered(self, sid, limit=5.0):
+        """Bytes until stream `sid` has ended (its trailers, or a HEADERS that
+        ends it, or RST_STREAM), the server closed or sent GOAWAY, or `limit` s
+        passed: the answer's arrival, not a fixed wait, ends the read."""
+        out = b""
+        end = time.monotonic() + limit
+        self.s.settimeout(0.2)
+        while time.monotonic() < end and not stream_ended(out, sid):
+            try:
+                b = self.s.recv(65536)
+            except socket.timeout:
+                continue
+            if not b:
+                break
+            out += b
+        return out
+
     def close(self):
         self.s.close()
+
+
+def stream_ended(b, sid):
+    """Whether the whole frames in `b` end stream `sid` or the connection."""
+    while len(b) >= 9:
+        n = struct.unpack(">I", b"\x00" + b[:3])[0]
+        if len(b) < 9 + n:
+            return False
+        ty, fl, s = b[3], b[4], struct.unpack(">I", b[5:9])[0] & 0x7FFFFFFF
+        if ty == 7 or (s == sid and (ty == 3 or (ty in (0, 1) and fl & 1))):
+            return True
+        b = b[9 + n :]
+    return False
 
 
 class _Nv(ctypes.Structure):
@@ -274,7 +304,7 @@ class Hostile(unittest.TestCase):
     def assert_serving(self):
         c = Conn(self.frsd.grpc_port)
         c.send(PREFACE + SETTINGS + headers(1) + data(1, grpc_body(rls_message(b"probe"))))
-        got = frames(c.read_for(1.0))
+        got = frames(c.read_until_answered(1))
         c.close()
         self.assertIn(0, [t for t, _, sid, _ in got if sid == 1], got)  # a DATA frame: answered
 
@@ -334,7 +364,7 @@ class Hostile(unittest.TestCase):
             self.save(name, b)
             c = Conn(self.frsd.grpc_port)
             c.send(b)
-            got = frames(c.read_for(1.0))
+            got = frames(c.read_until_answered(1))
             c.close()
             hdrs = header_blocks(got).get(1)
             self.assertTrue(hdrs, (name, got))
@@ -535,7 +565,16 @@ class Hostile(unittest.TestCase):
         c = Conn(self.frsd.grpc_port)
         th = threading.Thread(target=lambda: self._send_quietly(c, b))
         th.start()
-        out = c.read_until_closed(6) if want_goaway else c.read_for(2.0)
+        if want_goaway:
+            out = c.read_until_closed(6)
+        else:
+            # What the server sends while the flood goes in, and a moment
+            # after: it must neither die nor stop serving others (below).
+            out = b""
+            end = time.monotonic() + 10
+            while th.is_alive() and time.monotonic() < end:
+                out += c.read_for(0.1)
+            out += c.read_for(0.2)
         th.join(10)
         c.close()
         self.assertEqual(self.frsd.proc.poll(), None, "frsd died")

@@ -42,7 +42,7 @@ class LeaseTest : public testing::EngineFixture {
   Decision Lease(Cmd cmd, std::string_view biz, std::string_view key, std::string_view id) {
     return engine_->Execute(Request{.cmd = cmd, .biz = biz, .key = key, .lease = id});
   }
-  static std::string IdOf(const Decision& d) { return limit::LeaseIdText(d.lease_serial, d.lease_mac); }
+  static std::string IdOf(const Decision& d) { return LeaseId(d); }
 };
 
 TEST(LeaseId, SipHashMatchesThePublishedVector) {
@@ -70,6 +70,21 @@ TEST(LeaseId, SipHashOfWholeWordsAtAnyAddress) {
     for (const auto& [len, want] : vectors)
       EXPECT_EQ(limit::SipHash24(k0, k1, buf + shift, len), want) << len << " bytes at offset " << shift;
   }
+}
+
+// What an in-process program hands a release, renew or settle: the text the
+// protocol answers (frs/decision.h).
+TEST(LeaseId, ThePublicIdsAreTheProtocolsText) {
+  Decision d;
+  EXPECT_EQ(LeaseId(d), "");
+  EXPECT_EQ(ReservationId(d), "");
+  d.lease_serial = 0x1234abcd;
+  d.lease_mac = 0x0123456789abcdefull;
+  EXPECT_EQ(LeaseId(d), "1234abcd0123456789abcdef");
+  EXPECT_EQ(ReservationId(d), "");
+  d.res_serial = 2;
+  d.res_mac = 1;
+  EXPECT_EQ(ReservationId(d), "000000020000000000000001");
 }
 
 TEST(LeaseId, ParsesOnlyWhatItFormats) {

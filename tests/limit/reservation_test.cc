@@ -51,7 +51,7 @@ class ReservationTest : public testing::EngineFixture {
     Decision d = engine_->Execute(Request{.cmd = Cmd::kGet, .biz = biz, .key = key});
     return d.rules[rule].count;
   }
-  static std::string IdOf(const Decision& d) { return limit::LeaseIdText(d.res_serial, d.res_mac); }
+  static std::string IdOf(const Decision& d) { return ReservationId(d); }
 };
 
 TEST_F(ReservationTest, TheGatewaysDayReservesFourThousandAndSettlesSeventeenThirty) {

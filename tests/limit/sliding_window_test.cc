@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <vector>
 
 #include "limit/rule_harness.h"
 
@@ -138,7 +139,11 @@ TEST(SlidingWindow, ChangingMaxAcrossTheExactBoundKeepsUses) {
   EXPECT_FALSE(h.Query((kDay0 + 1004) * 1000).allowed);
 }
 
-// Reference: every use kept; count = uses at seconds u with now - I < u.
+// Reference: every use kept until it can never count again; count = uses at
+// seconds u with now - I < u. The random sequences' clocks never step back,
+// so a use at u <= t - I (t the newest use) counts at no later second: pruning
+// it keeps each query's cost to the uses of one interval, not of the whole
+// sequence (the retry search is quadratic in them).
 class RefSliding {
  public:
   explicit RefSliding(int64_t interval) : i_(interval) {}
@@ -147,7 +152,11 @@ class RefSliding {
     for (auto [u, n] : uses_) c += u > t - i_ ? n : 0;
     return c;
   }
-  void Add(int64_t t, int64_t n) { uses_.push_back({t, n}); }
+  void Add(int64_t t, int64_t n) {
+    if (!uses_.empty() && t < uses_.back().first) ADD_FAILURE() << "the reference's clock stepped back";
+    std::erase_if(uses_, [&](const auto& use) { return use.first <= t - i_; });
+    uses_.push_back({t, n});
+  }
   // Earliest second at which count + n <= max (n <= max).
   int64_t RetryAt(int64_t t, int64_t n, int64_t max) const {
     std::vector<int64_t> times{t};
