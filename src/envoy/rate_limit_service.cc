@@ -54,6 +54,7 @@ void RateLimitService::Decide(const RlsRequest& req, RlsAnswer* out) {
   out->statuses.clear();
   out->passed.clear();
   out->global_shadowed = false;
+  out->unknown_domain = false;
   const size_t n = req.descriptors.size();
   if (!FindLimits(req, out) || !rules_) return;
   DropReplaced(n);
@@ -124,6 +125,7 @@ bool RateLimitService::FindLimits(const RlsRequest& req, RlsAnswer* out) {
   out->statuses.assign(n, RlsStatus{});
   found_.assign(n, EnvoyRules::kNoLimit);
   if (match_.size() < n) match_.resize(n);
+  out->unknown_domain = !rules_ || !rules_->HasDomain(req.domain);
   if (!rules_) {
     for (uint32_t i = 0; i < n; ++i) out->passed.push_back(i);
     return true;
@@ -131,9 +133,10 @@ bool RateLimitService::FindLimits(const RlsRequest& req, RlsAnswer* out) {
   for (size_t i = 0; i < n; ++i) {
     const RlsDescriptor& d = req.descriptors[i];
     found_[i] = rules_->Find(req.domain, d.entries, &scratch_, &match_[i]);
-    if (!d.has_limit) continue;
     // The descriptor's own limit wins over the configuration's, in a
-    // configured domain only (envoyproxy/ratelimit's GetLimit).
+    // configured domain only (envoyproxy/ratelimit's GetLimit, which
+    // answers an unknown domain before it reads the limit).
+    if (!d.has_limit || out->unknown_domain) continue;
     Unit u;
     if (!UnitFromNumber(d.limit_unit, &u)) {
       out->status = Status::InvalidArgument("descriptor " + std::to_string(i + 1) + ": limit unit " +
@@ -141,7 +144,6 @@ bool RateLimitService::FindLimits(const RlsRequest& req, RlsAnswer* out) {
       out->statuses.clear();
       return false;
     }
-    if (!rules_->HasDomain(req.domain)) continue;
     found_[i] = rules_->OverrideLimit(u);
     match_[i].Clear(d.entries.size());
     out->statuses[i].own = Limit{u, d.limit_rpu};

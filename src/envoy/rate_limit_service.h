@@ -126,6 +126,10 @@ struct RlsAnswer {
   // The descriptors answered OK (not unlimited), for the dynamic metadata.
   std::vector<uint32_t> passed;
   bool global_shadowed = false;  // SHADOW_MODE turned OVER_LIMIT into OK
+  // The call named a domain no configuration has: answered OK with no limit,
+  // as upstream answers it (counted and logged: a typo in Envoy's domain
+  // turns every limit off).
+  bool unknown_domain = false;
   // Descriptors whose counter key another shard of the cluster owns.
   uint32_t misrouted = 0;
   // Set with a not-OK status when the call was refused for a descriptor

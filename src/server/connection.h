@@ -88,6 +88,7 @@ class Connection : public DeadlineNode {
     peer_ = peer;
     has_peer_ = true;
   }
+  const IpAddress* peer() const { return has_peer_ ? &peer_ : nullptr; }
   State state() const { return state_; }
 
   // --- input

@@ -20,19 +20,6 @@ namespace frs::server {
 
 namespace {
 
-// The peer's address as text into `buf` (INET6_ADDRSTRLEN); an IPv4
-// address mapped into IPv6 (a dual-stack socket) is written as IPv4.
-std::string_view ClientText(const IpAddress* ip, char* buf, size_t cap) {
-  if (ip == nullptr) return {};
-  static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  const char* s = nullptr;
-  if (!ip->v6) s = inet_ntop(AF_INET, ip->addr, buf, static_cast<socklen_t>(cap));
-  else if (std::memcmp(ip->addr, kMapped, sizeof kMapped) == 0)
-    s = inet_ntop(AF_INET, ip->addr + 12, buf, static_cast<socklen_t>(cap));
-  else s = inet_ntop(AF_INET6, ip->addr, buf, static_cast<socklen_t>(cap));
-  return s == nullptr ? std::string_view() : std::string_view(s);
-}
-
 // `s` cut to at most `cap` bytes without splitting a valid UTF-8 sequence;
 // sets *cut when anything was left out.
 std::string_view Capped(std::string_view s, size_t cap, bool* cut) {
@@ -69,6 +56,17 @@ bool SplitsInto(std::string_view key, char sep, size_t n) {
 }
 
 }  // namespace
+
+std::string_view ClientText(const IpAddress* ip, char* buf, size_t cap) {
+  if (ip == nullptr) return {};
+  static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const char* s = nullptr;
+  if (!ip->v6) s = inet_ntop(AF_INET, ip->addr, buf, static_cast<socklen_t>(cap));
+  else if (std::memcmp(ip->addr, kMapped, sizeof kMapped) == 0)
+    s = inet_ntop(AF_INET, ip->addr + 12, buf, static_cast<socklen_t>(cap));
+  else s = inet_ntop(AF_INET6, ip->addr, buf, static_cast<socklen_t>(cap));
+  return s == nullptr ? std::string_view() : std::string_view(s);
+}
 
 size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
   char client_buf[INET6_ADDRSTRLEN + 1];

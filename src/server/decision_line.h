@@ -75,4 +75,9 @@ static_assert(400 + 6 * (kDecisionBizCap + kDecisionKeyCap + kDecisionRuleCap + 
 // when `out` is shorter than kMaxDecisionLineBytes and the line does not fit.
 size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out);
 
+// The peer's address as text into `buf` (INET6_ADDRSTRLEN bytes); an IPv4
+// address mapped into IPv6 (a dual-stack socket) is written as IPv4; "" for
+// none. The decision log's "client", and the worker's lines about a peer.
+std::string_view ClientText(const IpAddress* ip, char* buf, size_t cap);
+
 }  // namespace frs::server

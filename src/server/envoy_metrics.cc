@@ -10,6 +10,10 @@
 #include <functional>
 #include <map>
 
+#include "frs/json_writer.h"
+#include "server/clock_util.h"
+#include "server/logger.h"
+
 namespace frs::server {
 
 static_assert(kFirstEnvoyDescriptorId == envoy::kFirstEnvoyBizId && kEnvoyDescriptorIds == envoy::kEnvoyBizIds,
@@ -112,7 +116,9 @@ DetailedKeySlot* EnvoyMetrics::Slot(uint16_t biz_id, std::string_view key) {
 void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a) {
   if (!c_) return;
   if (a.misrouted != 0) CounterAdd(c_->misrouted, a.misrouted);
+  CounterAdd(c_->envoy_calls[!a.status.ok() ? 2 : a.overall == envoy::Code::kOverLimit ? 1 : 0]);
   if (!a.status.ok()) return;
+  if (a.unknown_domain) NoteUnknownDomain(req.domain);
   for (size_t i = 0; i < a.statuses.size() && i < req.descriptors.size(); ++i) {
     const envoy::RlsStatus& st = a.statuses[i];
     if (!st.has_limit || st.limit == nullptr) continue;
@@ -147,8 +153,25 @@ void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a
   }
 }
 
+void EnvoyMetrics::NoteUnknownDomain(std::string_view domain) {
+  CounterAdd(c_->envoy_unknown_domain);
+  uint64_t count = 0;
+  if (!unknown_domain_log_.Note(MonoNs(), &count)) return;
+  // The domain is the client's text: escaped, and cut short.
+  std::string quoted;
+  AppendJsonString(domain.substr(0, 64), &quoted);
+  FRS_LOG(
+      "Envoy asked for domain %s%s, which no <grpc config> file names: answered OK with no limit (%llu since "
+      "the last such line; frs_envoy_unknown_domain_total counts each)",
+      quoted.c_str(), domain.size() > 64 ? " (cut)" : "", static_cast<unsigned long long>(count));
+}
+
 void CountEnvoyAnswer(EnvoyMetrics* metrics, const envoy::RlsRequest& req, const envoy::RlsAnswer& a) {
   if (metrics) metrics->Count(req, a);
+}
+
+void CountEnvoyRefused(EnvoyMetrics* metrics) {
+  if (metrics) metrics->CountRefused();
 }
 
 void RenderEnvoyMetrics(const Metrics& metrics, const envoy::EnvoyRules& rules, std::string* out) {

@@ -42,8 +42,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "envoy/rate_limit_service.h"
+#include "server/log_throttle.h"
 #include "server/metrics.h"
 
 namespace frs::server {
@@ -55,19 +57,29 @@ class EnvoyMetrics {
   // One answer's descriptors, and its misrouted ones (frs_misrouted_total)
   // whether it was answered or refused.
   void Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a);
+  void CountRefused() {
+    if (c_) CounterAdd(c_->envoy_calls[2]);
+  }
 
  private:
   // This worker's slot for (biz, key), claimed when new; null: the table's
   // probe window is full (the key counts in detailed_other).
   DetailedKeySlot* Slot(uint16_t biz_id, std::string_view key);
+  // Counts a call for a domain no configuration has, and logs it at most
+  // once a minute: a typo in Envoy's domain turns every limit off.
+  void NoteUnknownDomain(std::string_view domain);
 
   WorkerCounters* c_;
   std::string label_;
+  LogThrottle unknown_domain_log_;
 };
 
 // Counts a decision's descriptors in `metrics` (may be null): the gRPC and
 // /json paths count alike.
 void CountEnvoyAnswer(EnvoyMetrics* metrics, const envoy::RlsRequest& req, const envoy::RlsAnswer& a);
+// A call refused before it was decided (not a RateLimitRequest, no domain):
+// frs_envoy_calls_total{result="error"} too.
+void CountEnvoyRefused(EnvoyMetrics* metrics);
 
 // Appends the series above for every limit of `rules`.
 void RenderEnvoyMetrics(const Metrics& metrics, const envoy::EnvoyRules& rules, std::string* out);

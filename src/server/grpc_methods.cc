@@ -83,8 +83,11 @@ void GrpcMethods::Call(int method, std::string_view message, Reply* out) {
 
 void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
   auto& in = m_->request;
-  if (!ParseInto(message, &in, "RateLimitRequest", out)) return;
-  if (in.domain().empty()) return Fail(GrpcCode::kInvalidArgument, "rate limit domain must not be empty", out);
+  if (!ParseInto(message, &in, "RateLimitRequest", out)) return CountEnvoyRefused(metrics_);
+  if (in.domain().empty()) {
+    CountEnvoyRefused(metrics_);
+    return Fail(GrpcCode::kInvalidArgument, "rate limit domain must not be empty", out);
+  }
   // Not cleared: each descriptor kept from the last call keeps its entries'
   // capacity (every field of it is set below).
   req_.domain = in.domain();

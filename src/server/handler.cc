@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "server/clock_util.h"
+#include "server/grpc_methods.h"
 #include "server/replica_metrics.h"
 
 namespace frs::server {
@@ -111,6 +112,7 @@ void Handler::HandleJson(std::string_view body, bool* json, int* status) {
     return;
   }
   if (Status s = json_.Decode(body, &rls_req_); !s.ok()) {
+    CountEnvoyRefused(envoy_metrics_);
     TextBody(400, "POST /json: " + s.message(), status);
     return;
   }
@@ -210,7 +212,11 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       extra.allow = "GET, HEAD";
     } else {
       head_only = head.method == HttpMethod::kHead;
+      // Upstream's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED holds its HTTP
+      // health check too, not only gRPC's Check.
       if (Status why = Unhealthy(); !why.ok()) TextBody(503, why.message(), &status);
+      else if (grpc_ && !grpc_->Serving())
+        TextBody(503, "no rate limit configuration is loaded (<grpc healthy_with_config=\"1\">)", &status);
       else TextBody(200, "OK", &status);
     }
   } else if (path == "/json") {

@@ -77,6 +77,7 @@ struct Backend {
 
 // What a /replicate request names (handler_replica.cc).
 struct ReplicateQuery;
+class GrpcMethods;
 
 class Handler {
  public:
@@ -107,10 +108,12 @@ class Handler {
   void set_decision_log(DecisionLog* log) { decision_log_ = log; }
   // Envoy's rate limit service (with <grpc>; null: /json answers 404 and
   // /metrics has no per-descriptor series): the worker's, shared with its
-  // gRPC methods, and the per-descriptor counters.
-  void set_envoy(envoy::RateLimitService* rls, EnvoyMetrics* metrics) {
+  // gRPC methods, and the per-descriptor counters; `grpc` answers for
+  // /healthcheck what Check answers (healthy_with_config).
+  void set_envoy(envoy::RateLimitService* rls, EnvoyMetrics* metrics, const GrpcMethods* grpc) {
     rls_ = rls;
     envoy_metrics_ = metrics;
+    grpc_ = grpc;
   }
   // <cluster replicas="1">: the worker's links (null: none). Routes this
   // shard is successor of are served, and refused while a link is down
@@ -210,6 +213,7 @@ class Handler {
   bool bizzes_loaded_ = false;       // bizzes_ is the current map's
   envoy::RateLimitService* rls_ = nullptr;
   EnvoyMetrics* envoy_metrics_ = nullptr;
+  const GrpcMethods* grpc_ = nullptr;
   Replicator* repl_ = nullptr;
   // Per peer (a few: the shards of a <cluster>) and kind (batch, snapshot),
   // when a /replicate of it refused for its <cluster lease_key> was last

@@ -193,8 +193,12 @@ struct alignas(64) WorkerCounters {
   uint64_t accept_fd_exhausted;       // accept failed for want of a descriptor (EMFILE/ENFILE)
   uint64_t grpc_held_bytes;           // a gauge: what the gRPC connections hold (GrpcSession::held())
   uint64_t grpc_tls_refused;          // TLS handshakes that failed (Worker::NoteTlsRefused)
-  uint64_t pid;                       // set by the master when it starts the slot's worker
-  uint64_t serving_pid;               // set by that worker once its event loop holds the listening socket
+  // ShouldRateLimit calls (gRPC and /json) by answer: OK, OVER_LIMIT, refused
+  // with an error status; and those that named a domain no configuration has.
+  uint64_t envoy_calls[3];
+  uint64_t envoy_unknown_domain;
+  uint64_t pid;          // set by the master when it starts the slot's worker
+  uint64_t serving_pid;  // set by that worker once its event loop holds the listening socket
   alignas(64) DecisionLogCounters decision_log;
   alignas(64) ReplicaCounters replica;
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];

@@ -211,6 +211,15 @@ void BuildSamples(const Scrape&, const char* name, std::string* out) {
   out->append("\"} 1\n");
 }
 
+void EnvoyCallSamples(const Scrape& s, const char* name, std::string* out) {
+  static constexpr const char* kResults[] = {"ok", "over_limit", "error"};
+  for (size_t r = 0; r < std::size(kResults); ++r) {
+    const uint64_t v = s.Sum([r](const WorkerCounters& c) { return CounterGet(c.envoy_calls[r]); });
+    out->append(name).append("{result=\"").append(kResults[r]).append("\"} ").append(std::to_string(v));
+    out->push_back('\n');
+  }
+}
+
 // A counter of WorkerCounters, summed over the workers.
 template <uint64_t WorkerCounters::*kCounter>
 uint64_t Summed(const Scrape& s) {
@@ -335,6 +344,14 @@ constexpr SeriesRow kSeries[] =
      "TLS handshakes of the <grpc> listener that failed: a client certificate refused or missing, no h2 in ALPN, "
      "not TLS at all.",
      Summed<&WorkerCounters::grpc_tls_refused>, nullptr},
+    {"frs_envoy_calls_total", "counter",
+     "Envoy ShouldRateLimit calls (gRPC and POST /json) by answer: ok, over_limit, error (refused: a malformed "
+     "call, a descriptor of another shard, the store unavailable).",
+     nullptr, EnvoyCallSamples},
+    {"frs_envoy_unknown_domain_total", "counter",
+     "ShouldRateLimit calls for a domain no <grpc config> file names, answered OK with no limit (as upstream): "
+     "a typo in Envoy's domain turns every limit off; logged once a minute too.",
+     Summed<&WorkerCounters::envoy_unknown_domain>, nullptr},
     {"frs_accept_fd_exhausted_total", "counter",
      "Accepts that failed for want of a file descriptor (EMFILE/ENFILE); the worker stops accepting for 500 ms.",
      Summed<&WorkerCounters::accept_fd_exhausted>, nullptr},

@@ -3,6 +3,7 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <openssl/buffer.h>
 
@@ -61,6 +62,12 @@ void TlsStream::Fail(int rc) {
     error_ = buf;
   } else {
     error_ = "TLS error " + std::to_string(err);
+  }
+  // "certificate verify failed" reads the same for every reason a client
+  // certificate is refused: name the one the verification found.
+  if (const long v = SSL_get_verify_result(ssl_); v != X509_V_OK) {
+    error_ += v == X509_V_ERR_APPLICATION_VERIFICATION ? ": the client certificate names none of <grpc client_names>"
+                                                       : std::string(": ") + X509_verify_cert_error_string(v);
   }
   ERR_clear_error();
 }

@@ -29,7 +29,7 @@ Worker::Worker(WorkerContext ctx, const Backend& backend)
     // ownership, one set of per-descriptor counters.
     grpc_->set_metrics(&envoy_metrics_);
     grpc_->SetCluster(handler_.options().cluster);
-    handler_.set_envoy(&grpc_->rls(), &envoy_metrics_);
+    handler_.set_envoy(&grpc_->rls(), &envoy_metrics_, &*grpc_);
     tls_ = ctx_.tls;
   }
 }

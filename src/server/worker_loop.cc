@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "server/clock_util.h"
+#include "server/decision_line.h"
 #include "server/logger.h"
 #include "server/signals.h"
 
@@ -521,19 +522,19 @@ void Worker::Settle(Connection* c, int64_t now) {
   }
 }
 
-void Worker::NoteTlsRefused(const std::string& why) {
+void Worker::NoteTlsRefused(const std::string& why, const IpAddress* peer) {
   if (counters_) CounterAdd(counters_->grpc_tls_refused);
-  ++tls_unlogged_;
-  const int64_t now = MonoNs();
-  if (tls_logged_ns_ != 0 && now - tls_logged_ns_ < 60'000'000'000) return;
-  FRS_LOG("TLS handshake refused: %s (%llu since the last such line; frs_grpc_tls_refused_total counts each)",
-          why.empty() ? "the peer closed" : why.c_str(), static_cast<unsigned long long>(tls_unlogged_));
-  tls_logged_ns_ = now;
-  tls_unlogged_ = 0;
+  uint64_t count = 0;
+  if (!tls_refused_log_.Note(MonoNs(), &count)) return;
+  char buf[64];
+  const std::string_view from = ClientText(peer, buf, sizeof buf);
+  FRS_LOG("TLS handshake refused%s%.*s: %s (%llu since the last such line; frs_grpc_tls_refused_total counts each)",
+          from.empty() ? "" : " from ", static_cast<int>(from.size()), from.data(),
+          why.empty() ? "the peer closed" : why.c_str(), static_cast<unsigned long long>(count));
 }
 
 void Worker::Close(Connection* c) {
-  if (const TlsStream* t = c->tls(); t && t->failed() && !t->handshake_done()) NoteTlsRefused(t->error());
+  if (const TlsStream* t = c->tls(); t && t->failed() && !t->handshake_done()) NoteTlsRefused(t->error(), c->peer());
   size_t idx = static_cast<size_t>(c->fd());
   idle_.Remove(c);
   busy_.Remove(c);

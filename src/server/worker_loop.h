@@ -32,6 +32,7 @@
 #include "server/fd_limit.h"
 #include "server/grpc_methods.h"
 #include "server/handler.h"
+#include "server/log_throttle.h"
 #include "server/worker_context.h"
 
 namespace frs::server {
@@ -191,9 +192,8 @@ class Worker {
   // at most once a minute with how many since the last line, so that a
   // misconfigured Envoy fleet is visible and a flood of bad handshakes does
   // not flood the log.
-  void NoteTlsRefused(const std::string& why);
-  int64_t tls_logged_ns_ = 0;
-  uint64_t tls_unlogged_ = 0;
+  void NoteTlsRefused(const std::string& why, const IpAddress* peer);
+  LogThrottle tls_refused_log_;
   int64_t next_signal_check_ = 0;
   std::vector<uint64_t> progress_seen_;
   // The gRPC connections' held bytes at their highest since the last

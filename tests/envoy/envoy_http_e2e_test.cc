@@ -145,6 +145,17 @@ TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
       << m;
   EXPECT_EQ(m.find("descriptor=\"client_trial\",key="), std::string::npos);
   EXPECT_EQ(Series(m, "frs_requests_total{cmd=\"json\",status=\"400\"}"), "6");
+  // Every call by its answer (the 6 bad ones refused), and the one for a
+  // domain no file names, which is logged too: a typo there turns every
+  // limit off.
+  EXPECT_EQ(Series(m, "frs_envoy_calls_total{result=\"ok\"}"), "8") << m;
+  EXPECT_EQ(Series(m, "frs_envoy_calls_total{result=\"over_limit\"}"), "2");
+  EXPECT_EQ(Series(m, "frs_envoy_calls_total{result=\"error\"}"), "6");
+  EXPECT_EQ(Series(m, "frs_envoy_unknown_domain_total"), "1");
+  EXPECT_NE(f.log().find("Envoy asked for domain \"other\", which no <grpc config> file names: answered OK with no "
+                         "limit (1 since the last such line"),
+            std::string::npos)
+      << f.log();
 }
 
 TEST(EnvoyHttpE2E, HealthcheckIsOkWhileServingAnd503WhenTheStoreIsLost) {

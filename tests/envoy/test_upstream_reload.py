@@ -188,8 +188,14 @@ class UpstreamReload(unittest.TestCase):
                 f.log(),
             )
             self.assertEqual(self.check("ratelimit"), Health.NOT_SERVING)
+            # Upstream's HTTP health check follows the same setting.
+            st, body = f.get("/healthcheck")
+            self.assertEqual(st, 503, body)
+            self.assertIn("no rate limit configuration is loaded", body)
             self.assertTrue(f.reloaded(lambda: os.rename(os.path.join(saved, "a.yaml"), f.path("envoy", "a.yaml"))))
             self.assertEqual(self.check("ratelimit"), Health.SERVING)
+            st, body = f.get("/healthcheck")
+            self.assertEqual((st, body), (200, "OK\n"))
         finally:
             f.write_srv()
             for n in os.listdir(saved) if os.path.isdir(saved) else []:
