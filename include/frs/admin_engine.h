@@ -112,7 +112,11 @@ class AdminEngine : public Engine {
   // store's geometry and keeps every rule's state. NotFound names a biz
   // missing from this map.
   virtual Result<std::string> ExportNode(const NodeInfo& node) const = 0;
-  virtual Status ImportNode(std::string_view json_line) = 0;
+  // true: written. false: no rule of this map takes any of its blocks (they
+  // were a removed rule's, or the biz was renamed into one with other
+  // rules), so nothing was written: a node of empty blocks would never
+  // expire.
+  virtual Result<bool> ImportNode(std::string_view json_line) = 0;
   // What ImportNode would refuse of the line, without writing anything.
   virtual Status CheckImport(std::string_view json_line) const = 0;
 

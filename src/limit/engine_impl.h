@@ -177,7 +177,7 @@ class EngineImpl final : public AdminEngine {
   Result<NodeView> View(const NodeInfo& node) const override;
   Result<std::vector<BizHeldNow>> HeldNow() override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;
-  Status ImportNode(std::string_view json_line) override;
+  Result<bool> ImportNode(std::string_view json_line) override;
   Status CheckImport(std::string_view json_line) const override;
   uint32_t Today() const override { return Today(NowAt().s); }
   Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override;

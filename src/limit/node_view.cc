@@ -1,13 +1,18 @@
 // The human and portable faces of a node: Inspect/View (explain, get, dump,
 // top) and ExportNode/ImportNode (one JSON object per node).
 //
-// Export needs no map: every rule block carries its (algo, interval) tag, so
-// nodes of a biz the map no longer has still export whole. Import matches
+// Export writes a node as stored (every rule block carries its (algo,
+// interval) tag, so a node of a biz the map no longer has exports whole),
+// except one holding a block written under a rule since changed (another
+// interval, a reload ago): that node is converted to the map's rules first,
+// as the key's next use would convert it, since the importing store's
+// rules.history never saw what its block was written under. Import matches
 // blocks to the importing map's rules by that tag, as a reload does.
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <unordered_map>
 
 #include "base/utf8.h"
@@ -33,6 +38,22 @@ bool ParseHex64(std::string_view s, uint64_t* out) {
   for (char c : bytes) v = v << 8 | static_cast<uint8_t>(c);
   *out = v;
   return true;
+}
+
+// Whether `state` holds a rule block whose (algo, interval) no rule of
+// `biz` has: written under a rule since changed, readable only through the
+// store's rules.history.
+bool HoldsBlockOfAnEarlierRule(const BizConfig& biz, std::span<const uint8_t> state) {
+  for (size_t off = 0; off + kBlockUnit <= state.size();) {
+    const uint32_t tag = Load32(state.data() + off);
+    const uint32_t bytes = TagBytes(tag);
+    if (tag == 0 || bytes == 0 || off + bytes > state.size()) break;
+    bool current = Reservations::IsTag(tag);
+    for (uint32_t i = 0; !current && i < biz.nrules; ++i) current = TagIdentity(biz.rules[i].tag) == TagIdentity(tag);
+    if (!current) return true;
+    off += bytes;
+  }
+  return false;
 }
 
 // The node's state in biz's layout (migrated in a copy when it differs).
@@ -199,6 +220,22 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   if (node.route_known) w.Key("route_pos").Int(node.route_pos);
   w.Key("rules").BeginArray();
   std::string reservations;
+  const auto block = [&w](const uint8_t* b, uint32_t tag) {
+    w.BeginObject();
+    w.Key("algo").String(AlgoName(TagAlgo(tag)));
+    w.Key("interval").Int(TagInterval(tag));
+    w.Key("state").String(HexEncode(std::string_view(reinterpret_cast<const char*>(b), TagBytes(tag))));
+    w.EndObject();
+  };
+  const bool convert = biz != nullptr && HoldsBlockOfAnEarlierRule(biz->cfg, node.state);
+  if (convert) {
+    uint8_t converted[kMaxStateBytes] = {};
+    StateInLayout(biz->cfg, node, NowAt(), converted);
+    for (uint32_t i = 0; i < biz->cfg.nrules; ++i) {
+      const uint8_t* b = converted + biz->cfg.rules[i].offset;
+      if (const uint32_t tag = Load32(b); tag != 0) block(b, tag);  // 0: a rule this key never used
+    }
+  }
   const uint8_t* s = node.state.data();
   for (size_t off = 0; off + kBlockUnit <= node.state.size();) {
     uint32_t tag = Load32(s + off);
@@ -212,11 +249,7 @@ Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
       off += bytes;
       continue;
     }
-    w.BeginObject();
-    w.Key("algo").String(AlgoName(TagAlgo(tag)));
-    w.Key("interval").Int(TagInterval(tag));
-    w.Key("state").String(HexEncode(std::string_view(reinterpret_cast<const char*>(s + off), bytes)));
-    w.EndObject();
+    if (!convert) block(s + off, tag);
     off += bytes;
   }
   w.EndArray();
@@ -349,23 +382,33 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
   return Status::OK();
 }
 
-Status EngineImpl::ImportNode(std::string_view json_line) {
+Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
   std::shared_ptr<const Map> map = SharedMap();
   ParsedNode pn;
   if (Status s = ParseNode(json_line, *map, &pn); !s.ok()) return s;
   const Now now = NowAt();
   const BizConfig& cfg = *pn.cfg;
   const bool table = !pn.reservations.empty() && cfg.res_cap != 0;
+  bool written = false;
   auto fn = [&](NodeRef& ref) {
     MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
                  ref.state, now);
+    // Not one block taken by a rule of the map (they were all a removed
+    // rule's): nothing to keep, and a node of empty blocks would never
+    // expire. An existing node stays as it is.
+    bool any = table;
+    for (uint32_t i = 0; !any && i < cfg.nrules; ++i) any = Load32(ref.state + cfg.rules[i].offset) != 0;
+    if (!any) return Commit::kNone;
     uint32_t need = 0;
     if (table) PlaceReservations(cfg, AsBytes(pn.reservations), ref, &need);  // asked with room for it
     ref.expire_s = NodeExpireS(cfg, ref, now);
+    written = true;
     return Commit::kWrite;
   };
-  return store_->Update(KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, cfg.keep_keys},
-                        cfg.state_bytes + (table ? cfg.res_bytes : 0), Clamp32(now.s), fn);
+  Status s = store_->Update(KeyRef{cfg.id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, cfg.keep_keys},
+                            cfg.state_bytes + (table ? cfg.res_bytes : 0), Clamp32(now.s), fn);
+  if (!s.ok()) return s;
+  return written;
 }
 
 Status EngineImpl::CheckImport(std::string_view json_line) const {

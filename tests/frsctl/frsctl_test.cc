@@ -820,6 +820,34 @@ TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
   EXPECT_EQ(Counts("small.xml"), before);
 }
 
+// Blocks written under a rule's earlier interval are read through the
+// store's rules.history until the key's next use converts them; a new store
+// has no such history. Export writes them converted, so the moved store
+// answers what the old one answered (it answered 0 for every changed rule).
+TEST_F(FrsctlTest, ExportImportKeepsCountsWrittenBeforeARuleChanged) {
+  CreateStore();
+  Fill();
+  std::string changed = kMap;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"interval=\"600\"", "interval=\"1200\""},
+                                 {"algo=\"sliding\" interval=\"3600\"", "algo=\"sliding\" interval=\"7200\""},
+                                 {"algo=\"fixed\" interval=\"3600\"", "algo=\"fixed\" interval=\"7200\""}}) {
+    const size_t at = changed.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    changed.replace(at, from.size(), to);
+  }
+  std::ofstream(dir_ / "map.xml") << changed;
+  const auto before = Counts("srv.xml");
+  ASSERT_EQ(before.size(), 20u);
+  EXPECT_EQ(before.at("login/user:4"), std::vector<int64_t>{5});
+  EXPECT_EQ(before.at("partner/p3"), std::vector<int64_t>{907});
+  CtlRun r = Ctl({"export", dir_ / "backup.jsonl"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  WriteConfig("big.xml", "big", 3, 1024, 4);
+  r = Ctl({"import", dir_ / "backup.jsonl"}, "big.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Counts("big.xml"), before);
+}
+
 // A handoff receipt travels with export and import: a destination moved by
 // export/import between an interrupted handoff and its re-run must still
 // know the batch it merged (it merged it again: 300 units became 396).
@@ -907,12 +935,25 @@ TEST_F(FrsctlTest, ImportOfABizMissingFromTheMapIsRefusedAndChangesNothing) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
 
-  // Asked to, partner's nodes go to another biz.
-  r = Ctl({"import", "--rename-biz", "partner=login", dir_ / "backup.jsonl"}, "new.xml");
+  // Asked to, partner's nodes go to another biz; login's rule (fixed, 600 s)
+  // takes no block of partner's (fixed, 3600 s), so they are not written
+  // (nodes of empty blocks that never expire), and the summary says so.
+  r = Ctl({"import", "--json", "--rename-biz", "partner=login", dir_ / "backup.jsonl"}, "new.xml");
   EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Parse(r.out).Find("imported")->number, 15) << r.out;
+  EXPECT_EQ(Parse(r.out).Find("no_rule")->number, 5) << r.out;
   auto counts = Counts("new.xml");
-  EXPECT_EQ(counts.size(), 20u);
-  EXPECT_TRUE(counts.count("login/p3"));
+  EXPECT_EQ(counts.size(), 15u);
+  EXPECT_FALSE(counts.count("login/p3"));
+  // Into a biz whose rule takes them, they are written.
+  std::string same = map;
+  same.replace(same.find("</map>"), 0,
+               "  <biz id=\"7\" name=\"partner2\"><rule algo=\"fixed\" interval=\"3600\" max=\"1000\"/></biz>\n");
+  std::ofstream(dir_ / "map3.xml") << same;
+  r = Ctl({"import", "--rename-biz", "partner=partner2", dir_ / "backup.jsonl"}, "new.xml");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.find("not imported"), std::string::npos) << r.out;
+  EXPECT_EQ(Counts("new.xml").at("partner2/p3"), std::vector<int64_t>{907});
 }
 
 TEST_F(FrsctlTest, ImportMapsByNameOnlyWhenAsked) {

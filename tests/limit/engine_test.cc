@@ -350,7 +350,7 @@ TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
   auto e3 = OpenEngine(third.get(), "map9.xml");
   int imported = 0;
   for (const std::string& l : lines) {
-    Status s = e3->ImportNode(l);
+    Status s = e3->ImportNode(l).status();
     if (s.ok()) ++imported;
     else EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   }
@@ -359,7 +359,7 @@ TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
 
   WriteMap(R"(<map><biz id="3" name="web"><rule interval="60" max="1"/></biz></map>)", "map3.xml");
   auto e4 = OpenEngine(third.get(), "map3.xml");
-  Status missing = e4->ImportNode(lines[0]);
+  Status missing = e4->ImportNode(lines[0]).status();
   EXPECT_TRUE(missing.IsNotFound());
   EXPECT_NE(missing.message().find("'api'"), std::string::npos);
   EXPECT_FALSE(e4->ImportNode("{\"biz\":1}").ok());

@@ -290,7 +290,7 @@ TEST_F(ReservationTest, ANodeTakenBackWholeKeepsItsReservationsAndTheirIds) {
   // A table that is not one is refused by name, and nothing changes.
   std::string bad = line;
   bad.replace(bad.find("\"reservations\":\"") + 16, 2, "zz");
-  Status refused = engine_->ImportNode(bad);
+  Status refused = engine_->ImportNode(bad).status();
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("reservations"), std::string::npos) << refused.ToString();
 }

@@ -150,7 +150,7 @@ class FakeEngine final : public AdminEngine {
   Result<NodeView> Inspect(std::string_view, std::string_view) override { return Status::NotFound("fake"); }
   Result<NodeView> View(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Result<std::string> ExportNode(const NodeInfo&) const override { return Status::NotFound("fake"); }
-  Status ImportNode(std::string_view) override { return Status::NotFound("fake"); }
+  Result<bool> ImportNode(std::string_view) override { return Status::NotFound("fake"); }
   Status CheckImport(std::string_view) const override { return Status::NotFound("fake"); }
   uint32_t Today() const override { return today; }
   Result<bool> MergeNodes(std::span<const std::string_view> lines, std::string_view receipt) override {

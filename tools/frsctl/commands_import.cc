@@ -196,7 +196,7 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   if (!checked.ok()) return checked.status();
   spool.close();
 
-  uint64_t applied = 0, live_before = 0, live_after = 0;
+  uint64_t applied = 0, no_rule = 0, live_before = 0, live_after = 0;
   if (!a.dry_run) {
     if (create) {
       if (Status st = OpenStoreAndEngine(&s, /*create=*/true, /*engine=*/true); !st.ok()) return st;
@@ -211,10 +211,11 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
           return Status::IOError("import stopped at a handoff receipt: " + st.message());
         continue;
       }
-      if (Status st = s.engine->ImportNode(line); !st.ok())
+      Result<bool> written = s.engine->ImportNode(line);
+      if (!written.ok())
         return Status::IOError("import stopped after " + std::to_string(applied) + " of " +
-                               std::to_string(checked->lines) + " nodes: " + st.message());
-      ++applied;
+                               std::to_string(checked->lines) + " nodes: " + written.status().message());
+      ++(written.value() ? applied : no_rule);
     }
     if (Status st = s.store->Flush(true); !st.ok()) return st;
     live_after = s.store->Stats().total.evictions_live;
@@ -225,6 +226,7 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
     j.BeginObject();
     j.Key("checked").Uint(checked->lines);
     j.Key("imported").Uint(applied);
+    j.Key("no_rule").Uint(no_rule);
     j.Key("receipts").Uint(checked->receipts);
     j.Key("dry_run").Bool(a.dry_run);
     j.Key("created_store").Bool(create && !a.dry_run);
@@ -243,6 +245,11 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
       std::printf("imported %s nodes into %s%s (%u files x %s key-nodes x %u slots)\n", Grouped(applied).c_str(),
                   s.cfg.store_dir.c_str(), create ? ", a new store" : "", g.files, Grouped(g.keynodes).c_str(),
                   g.chain);
+      if (no_rule != 0)
+        std::printf(
+            "%s nodes not imported: no rule of this map takes any of their blocks (another interval or "
+            "algorithm, a removed rule); their counts are not carried over\n",
+            Grouped(no_rule).c_str());
     }
     Table t;
     t.AlignRight({1});
