@@ -66,9 +66,22 @@ std::string StoreImpl::Where(uint32_t group, uint32_t slot) const {
 
 Status StoreImpl::FileUsable(const StoreFile* f) {
   if (!f->broken()) return Status::OK();
+  // Why a page of it could not be had: the file gone or cut short (those
+  // texts are CheckStillThere's), or a page of a file with holes that its
+  // full file system could not back: nothing is lost then, and room is the
+  // cure.
+  if (Status s = f->CheckStillThere(); !s.ok()) return s;
+  Result<uint64_t> holes = f->BytesToReserve();
+  struct statvfs vfs;
+  if (holes.ok() && holes.value() > 0 && ::statvfs(f->path().c_str(), &vfs) == 0 && vfs.f_bavail == 0)
+    return Status::Unavailable(f->path() +
+                               ": no space left on its file system for a page of this file, which is not fully "
+                               "allocated (frsd allocates a store when it starts; frsctl init does too); nothing "
+                               "was recorded, and a lock this process held is recovered by its next user: free "
+                               "space and retry");
   return Status::Unavailable(f->path() +
-                             " was deleted, truncated or failed while in use: frsd no longer answers from it "
-                             "(nothing was recorded); restore the file and restart");
+                             ": a page of it could not be read or written while in use (an I/O error); nothing "
+                             "was recorded: check the disk, then restart what uses the store");
 }
 
 Status StoreImpl::CheckFiles() {
@@ -133,9 +146,13 @@ Result<NodeInfo> StoreImpl::Get(const KeyRef& key) {
   LockSet locks(locks_, f);
   locks.Lock(loc.a);
   const Pos pos = FindWithA_locked(f, loc, nk, locks);
-  if (!pos.found) return Status::NotFound("no such node");
   NodeInfo info;
-  FillInfo_locked(loc.file, pos.keynode, pos.slot, f->slot(pos.keynode, pos.slot), &info);
+  if (pos.found) FillInfo_locked(loc.file, pos.keynode, pos.slot, f->slot(pos.keynode, pos.slot), &info);
+  // The SIGBUS guard may have replaced the mapping during the lookup (or the
+  // lock takeover before it): its zero pages are no answer, and "no such
+  // node" would call a counted key new (frsctl explain: allowed).
+  if (f->broken()) return FileUsable(f);
+  if (!pos.found) return Status::NotFound("no such node");
   return info;
 }
 

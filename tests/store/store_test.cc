@@ -27,6 +27,7 @@
 #include "common/store_ops.h"
 #include "common/temp_dir.h"
 #include "frs/store.h"
+#include "os/sigbus_guard.h"
 #include "os/unique_fd.h"
 #include "store/format.h"
 #include "store/identity.h"
@@ -71,6 +72,24 @@ TEST(Store, CreateFindUpdateErase) {
   EXPECT_TRUE(s->Get(k.ref()).status().IsNotFound());
   EXPECT_TRUE(s->Erase(k.ref()).IsNotFound());
   EXPECT_EQ(s->Stats().total.nodes_used, 0u);
+}
+
+// A lookup that meets a page its file no longer has (the SIGBUS guard swaps
+// in zero pages) answers the file's error, never "no such node": frsctl
+// get and explain called a counted key new (explain: allowed).
+TEST(Store, AGetOnAFileTruncatedUnderItIsTheFilesErrorNotNoSuchNode) {
+  os::InstallSigbusGuard();
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 64, 8));
+  Key k = MakeKey(1, std::string("user:42"));
+  UpdateResult r;
+  ASSERT_TRUE(Incr(s.get(), k, 3, 1000, 0, &r).ok());
+  ASSERT_TRUE(s->Get(k.ref()).ok());
+  ASSERT_EQ(::truncate((std::filesystem::path(d.path()) / "frs.0.store").c_str(), 4096), 0);
+  auto got = s->Get(k.ref());
+  ASSERT_FALSE(got.ok());
+  EXPECT_FALSE(got.status().IsNotFound()) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("truncated while in use"), std::string::npos) << got.status().ToString();
 }
 
 // The master's periodic flush (Flush(false)) must start the writeback of the

@@ -53,6 +53,13 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   so.recreate_missing_files = present > 0;
   Result<std::unique_ptr<Store>> store = Store::Open(so);
   if (!store.ok()) return store.status();
+  // A new store is allocated now, as frsd's start allocates it: one left
+  // with holes turns a full disk into a failed write at some later command
+  // instead of an error here. (Files recreated into a store are left to
+  // frsd's start, which must not race a running one.)
+  if (present == 0) {
+    if (Status r = store.value()->Reserve(); !r.ok()) return r;
+  }
   if (s.json) {
     PrintInitJson(s, present == 0 ? "created" : "recreated", missing);
   } else if (present == 0) {
