@@ -90,7 +90,12 @@ Result<MappedTable> OpenMappedTable(const std::string& path, const TableFormat& 
     // Backed by blocks before its first page is written: a full disk is an
     // error here, not a SIGBUS later in a worker (or in the master, when a
     // reload adds a biz and claims its slot).
-    if (Status s = t.file->Reserve(); !s.ok()) return s;
+    if (Status s = t.file->Reserve(); !s.ok()) {
+      // Not left behind as a file of zeros (a bad magic to every later
+      // opener, moved aside at each start): this open made it.
+      ::unlink(path.c_str());
+      return s;
+    }
     std::memcpy(t.base, want, f.header_bytes);
     if (Status s = t.file->FinishCreate(); !s.ok()) return s;
     return t;

@@ -10,6 +10,8 @@ Result<std::unique_ptr<Statistics>> Statistics::Open(const std::string& dir, boo
   // The table of recent denials is a view for operators: a store where it
   // cannot be made (an old read-only copy) still serves without it.
   auto denials = RecentDenials::Open(dir, read_only);
+  if (!denials.ok() && report)
+    report("recent denials are not kept (frsctl top --denied): " + denials.status().ToString());
   return std::unique_ptr<Statistics>(new Statistics(std::move(daily.value()),
                                                     denials.ok() ? std::move(denials.value()) : nullptr,
                                                     std::make_unique<FieldStats>(dir, read_only, std::move(report))));
