@@ -34,13 +34,20 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   // counts with no word said.
   {
     std::string missing;
-    uint32_t present = 0;
+    uint32_t present = 0, first_present = 0;
     for (uint32_t i = 0; i < g.files; ++i) {
       std::string p = store::StoreFile::PathFor(opts.dir, i);
       Result<bool> there = os::PathExists(p);
       if (!there.ok()) return there.status();
-      if (there.value()) ++present;
-      else missing += (missing.empty() ? "" : ", ") + p;
+      if (there.value() && present++ == 0) first_present = i;
+      if (!there.value()) missing += (missing.empty() ? "" : ", ") + p;
+    }
+    // A store of fewer files than srv.xml says is another geometry, not a
+    // store that lost its last files: its header says so, and "restore it
+    // from a backup" would send the operator after files that never were.
+    if (present > 0 && !missing.empty()) {
+      auto f = store::StoreFile::Open(opts.dir, first_present, g, /*create=*/false, 0, /*read_only=*/true);
+      if (!f.ok() && f.status().code() == Status::Code::kMismatch) return f.status();
     }
     if (present == 0 && !opts.create_if_missing)
       return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");

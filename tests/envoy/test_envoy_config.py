@@ -4,6 +4,7 @@ one biz per rate-limited descriptor path, calendar rules of the unit's
 seconds aligned in UTC, shadow mode as mode="shadow", nothing for an
 unlimited descriptor; `frsd -t` accepts it; a broken file is refused with
 file:line. Needs FRSCTL and FRSD."""
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,16 @@ def envoy_config(*files):
 
 
 class EnvoyConfig(unittest.TestCase):
+    def test_json_carries_the_same_map(self):
+        xml = envoy_config("rl.yaml")
+        r = subprocess.run(
+            [FRSCTL, "--json", "envoy-config", os.path.join(FIX, "rl.yaml")], capture_output=True, text=True, timeout=30
+        )
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["map_xml"], xml.stdout)
+        self.assertEqual(doc["files"], [os.path.join(FIX, "rl.yaml")])
+
     def test_readme_example_becomes_one_biz_per_limited_path(self):
         r = envoy_config("mongo_cps.yaml", "rl.yaml")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -293,6 +293,17 @@ TEST(StoreHeader, OtherGeometryIsRefusedNamingTheField) {
   EXPECT_NE(r.status().message().find("keynodes=64"), std::string::npos) << r.status().message();
 }
 
+// More files than the store has is its geometry too, not files lost: the
+// message said "frs.2.store is missing ... restore it from a backup".
+TEST(StoreHeader, MoreFilesThanTheStoreHasIsAnotherGeometryNotALostFile) {
+  TempDir d;
+  { MustOpen(Opts(d.path(), 2, 64, 8)); }
+  auto r = Store::Open(Opts(d.path(), 3, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kMismatch) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("files=2 but srv.xml says files=3"), std::string::npos) << r.status().message();
+}
+
 void PatchFile(const std::string& path, size_t off, const void* bytes, size_t n) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(static_cast<std::streamoff>(off));

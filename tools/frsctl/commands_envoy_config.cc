@@ -4,12 +4,26 @@
 
 #include "commands.h"
 #include "frs/envoy_map.h"
+#include "json_out.h"
 
 namespace frs::ctl {
 
-Result<int> RunEnvoyConfig(Session&, const EnvoyConfigArgs& a) {
+Result<int> RunEnvoyConfig(Session& s, const EnvoyConfigArgs& a) {
   Result<std::string> map = EnvoyFilesAsMapXml(a.files);
   if (!map.ok()) return map.status();
+  if (s.json) {
+    // The same text, as one JSON string: what --json promises of every
+    // command (a program reads one object), not XML on standard output.
+    JsonOut j;
+    j.BeginObject();
+    j.Key("files").BeginArray();
+    for (const std::string& f : a.files) j.String(f);
+    j.EndArray();
+    j.Key("map_xml").String(*map);
+    j.EndObject();
+    std::printf("%s\n", j.str().c_str());
+    return kExitOk;
+  }
   std::fputs(map->c_str(), stdout);
   return kExitOk;
 }

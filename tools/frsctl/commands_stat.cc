@@ -123,6 +123,8 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
                           (st.total.evictions_live ? " (live evictions reset limits: grow the store)" : "")});
   t.Row({"cuckoo moves", Grouped(st.total.cuckoo_moves)});
   t.Row({"lock recoveries", Grouped(st.total.lock_recoveries)});
+  t.Row({"damaged nodes", Grouped(st.total.damaged_nodes) +
+                              (st.total.damaged_nodes ? " (their keys count as absent: frsctl verify --repair)" : "")});
   t.Print(stdout);
 
   std::printf("\nper file\n");
