@@ -956,6 +956,23 @@ TEST_F(FrsctlTest, ImportOfABizMissingFromTheMapIsRefusedAndChangesNothing) {
   EXPECT_EQ(Counts("new.xml").at("partner2/p3"), std::vector<int64_t>{907});
 }
 
+// The nodes of a biz taken out of map.xml are erased by its id: they are
+// orphans, and an export holding them cannot be imported without a name.
+TEST_F(FrsctlTest, ResetByIdErasesTheNodesOfABizTheMapNoLongerHas) {
+  CreateStore();
+  Fill();
+  std::string map = kMap;
+  map.replace(map.find("<biz id=\"4\""), map.find("</map>") - map.find("<biz id=\"4\""), "");
+  std::ofstream(dir_ / "map.xml") << map;
+  CtlRun r = Ctl({"--json", "reset", "4"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Parse(r.out).Find("erased")->number, 5) << r.out;
+  EXPECT_EQ(Counts("srv.xml").size(), 15u);
+  r = Ctl({"reset", "partner"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("unknown biz \"partner\""), std::string::npos) << r.err;
+}
+
 TEST_F(FrsctlTest, ImportMapsByNameOnlyWhenAsked) {
   CreateStore();
   Fill();

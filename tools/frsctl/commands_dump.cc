@@ -24,13 +24,6 @@ int Digits(uint64_t v) {
   return d;
 }
 
-bool AllDigits(const std::string& s) {
-  if (s.empty() || s.size() > 5) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
-
 }  // namespace
 
 Result<int> RunDump(Session& s, const DumpArgs& a) {
@@ -53,8 +46,8 @@ Result<int> RunDump(Session& s, const DumpArgs& a) {
     Result<uint16_t> id = ResolveBizArg(s, a.biz);
     if (id.ok()) {
       filter.biz = id.value();
-    } else if (AllDigits(a.biz) && std::stoul(a.biz) >= 1 && std::stoul(a.biz) <= 65535) {
-      filter.biz = static_cast<int32_t>(std::stoul(a.biz));  // a biz id map.xml no longer has
+    } else if (std::optional<uint16_t> former = BizIdArg(a.biz)) {
+      filter.biz = *former;  // a biz id map.xml no longer has
     } else {
       return id.status();
     }

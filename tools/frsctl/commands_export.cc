@@ -64,10 +64,12 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
   } else {
     // A backup: synced before it takes its name.
     auto written = WriteFileWhole(a.file, WholeFileOptions{.sync_file = true}, [&](const std::string& tmp) {
+      // Errors name the file asked for: the temporary one beside it is
+      // removed, and means nothing to the operator.
       FILE* out = std::fopen(tmp.c_str(), "wxe");
-      if (out == nullptr) return Status::FromErrno(tmp, errno);
-      Status st = WriteExport(s, out, tmp, &nodes, &nameless, &receipts, &unknown_ids);
-      if (std::fclose(out) != 0 && st.ok()) st = Status::FromErrno(tmp, errno);
+      if (out == nullptr) return Status::FromErrno(a.file, errno);
+      Status st = WriteExport(s, out, a.file, &nodes, &nameless, &receipts, &unknown_ids);
+      if (std::fclose(out) != 0 && st.ok()) st = Status::FromErrno(a.file, errno);
       return st;
     });
     if (!written.ok()) return written.status();

@@ -159,19 +159,34 @@ Result<int> RunDel(Session& s, const NodeArgs& a) {
 
 Result<int> RunReset(Session& s, const ResetArgs& a) {
   Result<uint16_t> id = ResolveBizArg(s, a.biz);
-  if (!id.ok()) return id.status();
-  Request req;
-  req.cmd = Cmd::kReset;
-  req.biz = a.biz;
-  Decision d = s.engine->Execute(req);
-  if (!d.ok()) return DecisionError(d);
+  uint64_t erased = 0;
+  if (id.ok()) {
+    Request req;
+    req.cmd = Cmd::kReset;
+    req.biz = a.biz;
+    Decision d = s.engine->Execute(req);
+    if (!d.ok()) return DecisionError(d);
+    erased = d.erased;
+  } else if (std::optional<uint16_t> former = BizIdArg(a.biz)) {
+    // A biz map.xml no longer has: its nodes are orphans, which frsd reuses
+    // only when it needs their room, and which block an import of an export
+    // that holds them (it asks for a name). Reset erases them now.
+    Store::Filter filter;
+    filter.biz = *former;
+    Result<uint64_t> n = s.store->EraseIf(filter, [](const NodeInfo&) { return true; });
+    if (!n.ok()) return n.status();
+    id = *former;
+    erased = n.value();
+  } else {
+    return id.status();
+  }
   if (s.json) {
     JsonOut j;
     j.BeginObject().Key("biz").String(a.biz).Key("biz_id").Uint(id.value()).Key("action").String("reset");
-    j.Key("erased").Uint(d.erased).EndObject();
+    j.Key("erased").Uint(erased).EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
-    std::printf("%s: reset, %s node%s erased\n", a.biz.c_str(), Grouped(d.erased).c_str(), d.erased == 1 ? "" : "s");
+    std::printf("%s: reset, %s node%s erased\n", a.biz.c_str(), Grouped(erased).c_str(), erased == 1 ? "" : "s");
   }
   return kExitOk;
 }

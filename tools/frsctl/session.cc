@@ -74,6 +74,13 @@ Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
                                  (known.empty() ? "none" : known));
 }
 
+std::optional<uint16_t> BizIdArg(const std::string& biz) {
+  if (biz.empty() || biz.size() > 5 || biz.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const unsigned long id = std::stoul(biz);
+  if (id < 1 || id > 65535) return std::nullopt;
+  return static_cast<uint16_t>(id);
+}
+
 int ExitCodeFor(const Status& s) { return s.code() == Status::Code::kInvalidArgument ? kExitUsage : kExitFail; }
 
 }  // namespace frs::ctl

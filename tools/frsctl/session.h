@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "frs/admin_engine.h"
@@ -61,6 +62,10 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine);
 // Resolves a biz given on the command line (name or id); the error names it
 // and lists the bizs of map.xml.
 Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz);
+// `biz` as a biz id (1..65535) when it is written as one: what names the
+// nodes of a biz map.xml no longer has (export lists their ids), which
+// dump and reset take.
+std::optional<uint16_t> BizIdArg(const std::string& biz);
 
 // Exit code for a failed Status.
 int ExitCodeFor(const Status& s);
