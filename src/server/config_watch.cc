@@ -26,6 +26,7 @@ void ConfigWatch::Close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   parent_wd_ = -1;
+  dir_unwatched_ = false;
 }
 
 Status ConfigWatch::AddTree(const std::string& dir, int depth) {
@@ -62,7 +63,9 @@ Status ConfigWatch::Rearm(const std::string& dir) {
   if (parent_wd_ < 0) return Status::FromErrno("cannot watch " + parent + " (inotify)", errno);
   // The directory's own dot entries (a ConfigMap's "..data" link) count as
   // changes too: the watch on the directory itself reports them.
-  return AddTree(dir, 0);
+  Status s = AddTree(dir, 0);
+  dir_unwatched_ = !s.ok();
+  return s;
 }
 
 bool ConfigWatch::Drain() {
@@ -78,7 +81,7 @@ bool ConfigWatch::Drain() {
       if (ev->mask & IN_Q_OVERFLOW) {
         changed = true;  // events lost: reload to be sure
       } else if (ev->wd == parent_wd_) {
-        if (ev->len > 0 && base_ == ev->name) changed = true;
+        if (dir_unwatched_ || (ev->len > 0 && base_ == ev->name)) changed = true;
       } else if (!(ev->mask & IN_IGNORED)) {
         changed = true;
       }

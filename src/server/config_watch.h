@@ -51,6 +51,10 @@ class ConfigWatch {
   std::string dir_;
   std::string base_;  // the directory's own name, in its parent's events
   int parent_wd_ = -1;
+  // The directory itself could not be watched (missing, or a link to a
+  // directory not made yet): every change of its parent is then one to
+  // look at, since the link's target may be made there under another name.
+  bool dir_unwatched_ = false;
 };
 
 }  // namespace frs::server

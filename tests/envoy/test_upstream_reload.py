@@ -113,6 +113,26 @@ class UpstreamReload(unittest.TestCase):
         finally:
             f.reloaded(lambda: (os.unlink(f.path("envoy")), os.symlink("envoy-v1", f.path("envoy"))))
 
+    def test_a_link_to_a_version_not_made_yet_is_followed_once_it_is(self):
+        # The link first, its target after (a deploy script's order): the
+        # refused reload keeps the old configuration, and the target made
+        # later beside the link is noticed without a signal.
+        f = self.frsd
+        try:
+            self.assertFalse(f.reloaded(lambda: (os.unlink(f.path("envoy")), os.symlink("envoy-v3", f.path("envoy")))))
+            self.assertEqual(self.limit("b"), 5)
+
+            def make():
+                shutil.copytree(f.path("envoy-v1"), f.path("envoy-v3.tmp"), symlinks=True)
+                with open(f.path("envoy-v3.tmp", "a.yaml"), "w") as out:
+                    out.write(domain("a", 11))
+                os.rename(f.path("envoy-v3.tmp"), f.path("envoy-v3"))
+
+            self.assertTrue(f.reloaded(make), f.log())
+            self.assertEqual(self.limit("a"), 11)
+        finally:
+            f.reloaded(lambda: (os.unlink(f.path("envoy")), os.symlink("envoy-v1", f.path("envoy"))))
+
     def test_sighup_still_reloads(self):
         self.frsd.write_yaml("a.yaml", domain("a", 5))
         self.assertTrue(self.frsd.reload(), self.frsd.log())
