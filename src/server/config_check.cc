@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <string>
 #include <vector>
 
@@ -72,10 +73,29 @@ std::vector<std::string> OutputPathProblems(const SrvConfig& cfg) {
   if (struct stat st; !cfg.pidfile.empty() && ::stat(cfg.pidfile.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode))
       problems.push_back(cfg.path + ": the pid file " + os::NotRegularWords(cfg.pidfile, st.st_mode));
-  } else {
+  } else if (PidDirMissing(cfg).empty()) {
     check(cfg.pidfile, "pid file");
   }
   return problems;
+}
+
+std::string PidDirMissing(const SrvConfig& cfg) {
+  const size_t slash = cfg.pidfile.rfind('/');
+  if (cfg.pidfile.empty() || slash == std::string::npos || slash == 0) return {};
+  const std::string dir = cfg.pidfile.substr(0, slash);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) return {};
+  // One level not made yet, in a directory that is there (/run/frs in
+  // /run), is no mistake of the configuration: the systemd unit's
+  // RuntimeDirectory= makes it before its ExecStartPre runs this check. A
+  // deeper path missing is (a typo): that stays a problem.
+  const size_t up = dir.rfind('/');
+  const std::string parent = up == std::string::npos ? "." : up == 0 ? "/" : dir.substr(0, up);
+  if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
+  return "the pid file's directory " + dir +
+         " does not exist now: the start fails unless it is made first (the systemd unit's RuntimeDirectory= "
+         "makes it; by hand: install -d -o frs -g frs " +
+         dir + ")";
 }
 
 std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view map_xml) {
@@ -140,6 +160,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
                        ": frsd writes its lock, pid and listen files there");
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings;
+  if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   for (const limit::SideFileReport& r : limit::CheckStartFiles(cfg->store_dir)) {
     if (r.status.ok()) continue;
     if (r.at_start == limit::AtStart::kRefuse) problems.push_back(r.status.message() + ": " + r.AtStartText());

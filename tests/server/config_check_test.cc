@@ -223,6 +223,18 @@ TEST_F(FrsdCheckTest, OutputFilesThatAreFifosOrDirectoriesAreNamed) {
   r = Check();
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("cannot open the pid file " + (dir_ / "no/such/dir/frsd.pid")), std::string::npos) << r.err;
+  // One level missing in a directory that is there (/run/frs, which the
+  // systemd unit's RuntimeDirectory= makes at each start): a warning that
+  // says how to make it, not a failure.
+  std::filesystem::create_directories(dir_ / "run");
+  std::ofstream(dir_ / "srv.xml") << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n"
+                                     "  <store dir=\"data\" files=\"2\" keynodes=\"64\" chain=\"8\"/>\n"
+                                     "  <pidfile>run/frs/frsd.pid</pidfile>\n</frs>\n";
+  r = Check();
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("warning: the pid file's directory " + (dir_ / "run/frs") + " does not exist now"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {
