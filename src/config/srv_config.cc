@@ -49,7 +49,10 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     text = *text_in;
   } else {
     Result<std::string> read = os::ReadTextFile(cfg.path);
-    if (!read.ok()) return Status::InvalidArgument(read.status().message());
+    // A file that is not there is a wrong argument; one that cannot be read
+    // (permission, I/O) is not, and keeps its code (frsctl: exit 3, not 2).
+    if (!read.ok())
+      return read.status().IsNotFound() ? Status::InvalidArgument(read.status().message()) : read.status();
     text = std::move(read.value());
   }
   os::LineIndex lines(cfg.path, text);

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "os/output_file.h"
+#include "os/path_access.h"
 #include "os/unique_fd.h"
 
 namespace frs::os {
@@ -17,8 +18,11 @@ Result<std::string> ReadTextFile(const std::string& path, size_t max_bytes) {
   // is then refused (a read of it would wait as long).
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) {
-    if (errno == ENOENT) return Status::NotFound(path + ":0: no such file");
-    return Status::FromErrno(path + ":0", errno);
+    if (errno == ENOENT) return Status::NotFound(path + ": no such file");
+    // Whose file it is and as whom this runs: the fix is the user or the
+    // mode, which a bare "Permission denied" leaves to guess.
+    if (errno == EACCES || errno == EPERM) return Status::IOError(PermissionWords(path));
+    return Status::FromErrno(path, errno);
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path + ":0", errno);

@@ -138,7 +138,7 @@ TEST(MapConfig, FourLargestRulesFitANode) {
 TEST(MapConfig, MissingFileNamesIt) {
   auto m = LoadMapFile("/nonexistent/map.xml");
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().message(), "/nonexistent/map.xml:0: no such file");
+  EXPECT_EQ(m.status().message(), "/nonexistent/map.xml: no such file");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include "os/text_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -15,13 +17,35 @@ namespace {
 using testing::TempDir;
 using testing::WriteFile;
 
-TEST(TextFile, AMissingFileIsNotFoundAtLineZero) {
+TEST(TextFile, AMissingFileIsNotFoundNamingIt) {
   TempDir d;
   const std::string path = d / "srv.xml";
   auto r = os::ReadTextFile(path);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsNotFound());
-  EXPECT_EQ(r.status().message(), path + ":0: no such file");
+  EXPECT_EQ(r.status().message(), path + ": no such file");
+}
+
+// A file this user may not read says whose it is and as whom the process
+// runs (the fix is the user or the mode), as an I/O error, not a bad
+// argument. Run as an unprivileged user (root reads anything).
+TEST(TextFile, AFileThisUserMayNotReadSaysWhoseItIs) {
+  TempDir d;
+  const std::string path = d / "srv.xml";
+  WriteFile(path, "<frs/>");
+  ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+  EXPECT_EXIT(
+      {
+        if (::geteuid() == 0 && ::setuid(65534) != 0) std::_Exit(2);
+        auto r = os::ReadTextFile(path);
+        if (r.ok()) std::_Exit(3);
+        if (r.status().code() != Status::Code::kIOError) std::_Exit(4);
+        const std::string& m = r.status().message();
+        if (m.find("permission denied") == std::string::npos) std::_Exit(5);
+        if (m.find("this process runs as") == std::string::npos) std::_Exit(6);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(TextFile, AReadableFileIsReturnedByteForByte) {
