@@ -57,7 +57,9 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
   const NodeInfo& n = v.node;
   std::printf("  node at %s; last use %s; expires %s\n", Position(n).c_str(),
               When(int64_t{n.last_access_s} * 1000, now_ms).c_str(),
-              n.expire_s == 0 ? "never" : When(int64_t{n.expire_s} * 1000, now_ms).c_str());
+              n.expire_s == 0   ? "never"
+              : n.expire_s == 1 ? "already (it holds nothing: its room is reused when needed)"
+                                : When(int64_t{n.expire_s} * 1000, now_ms).c_str());
 }
 
 void PrintDecisionJson(const std::string& biz, const std::string& key, const char* action, const Decision& d) {

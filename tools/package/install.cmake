@@ -160,7 +160,10 @@ set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libfrs-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libpugixml-dev, libxxhash-dev, libcctz-dev, libboost-dev")
+# What a program linking libfrs.a needs: the libraries frs.pc names (no
+# installed header includes Boost, which only the sources use), and
+# pkg-config, which frsConfig.cmake calls.
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libpugixml-dev, libxxhash-dev, libcctz-dev, pkgconf | pkg-config")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
     "frequency restrict service: the library for in-process decisions\nThe counter store and rule engine of FRS as a static library with its\nheaders, CMake package and pkg-config file: a program decides on the\nsame store files a running frsd uses.")
 
