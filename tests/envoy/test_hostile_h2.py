@@ -126,14 +126,14 @@ class Conn:
     def read_for(self, seconds):
         return self.recv_for(seconds, 0.1, reset_closes=False)[0]
 
-    def read_until_ping_ack(self, limit):
-        """Bytes until a PING acknowledgement has arrived (or the server closed,
-        or `limit` s passed): how long the server takes to get there depends on
-        the machine, what it answered on the way does not."""
+    def read_until(self, done, limit):
+        """Bytes until done(bytes so far) holds, the server closed, or `limit`
+        s passed: how long the server takes to get there depends on the
+        machine, what it answered on the way does not."""
         out = b""
         end = time.monotonic() + limit
         self.s.settimeout(0.2)
-        while time.monotonic() < end and (6, 1) not in [(ty, fl) for ty, fl, _, _ in frames(out)]:
+        while time.monotonic() < end and not done(out):
             try:
                 b = self.s.recv(65536)
             except socket.timeout:
@@ -143,22 +143,15 @@ class Conn:
             out += b
         return out
 
+    def read_until_ping_ack(self, limit):
+        """Bytes until a PING acknowledgement has arrived."""
+        return self.read_until(lambda out: (6, 1) in [(ty, fl) for ty, fl, _, _ in frames(out)], limit)
+
     def read_until_answered(self, sid, limit=5.0):
         """Bytes until stream `sid` has ended (its trailers, or a HEADERS that
-        ends it, or RST_STREAM), the server closed or sent GOAWAY, or `limit` s
-        passed: the answer's arrival, not a fixed wait, ends the read."""
-        out = b""
-        end = time.monotonic() + limit
-        self.s.settimeout(0.2)
-        while time.monotonic() < end and not stream_ended(out, sid):
-            try:
-                b = self.s.recv(65536)
-            except socket.timeout:
-                continue
-            if not b:
-                break
-            out += b
-        return out
+        ends it, or RST_STREAM) or the server sent GOAWAY: the answer's
+        arrival, not a fixed wait, ends the read."""
+        return self.read_until(lambda out: stream_ended(out, sid), limit)
 
     def close(self):
         self.s.close()
