@@ -109,8 +109,11 @@ class AdminEngine : public Engine {
 
   // Portable text (one JSON object per node, no trailing newline) and back.
   // Import resolves the biz by name (falling back to id), rehashes into this
-  // store's geometry and keeps every rule's state. NotFound names a biz
-  // missing from this map.
+  // store's geometry and keeps every rule's state. Export writes a node that
+  // holds a block written under a rule since changed converted to this
+  // map's rules, as the key's next use would (a removed rule's block is
+  // dropped then); others as stored. NotFound names a biz missing from this
+  // map.
   virtual Result<std::string> ExportNode(const NodeInfo& node) const = 0;
   // true: written. false: no rule of this map takes any of its blocks (they
   // were a removed rule's, or the biz was renamed into one with other

@@ -8,10 +8,10 @@
 //
 // One keep-alive TCP connection to "host:port" (IPv4, IPv6 in brackets or a
 // name), opened on first use and again after the server closed it. Every
-// call has one deadline for its connect, send and answer (a name is
-// resolved before it starts: give addresses where a slow resolver must not
-// delay a call); a time-out, a refused connection or a malformed answer is a
-// Status (Unavailable / IOError), never an exception.
+// call has one deadline for its connect, send and answer (a name's lookup
+// counts against it but is not cut short by it: give addresses where a slow
+// resolver must not delay a call); a time-out, a refused connection or a
+// malformed answer is a Status (Unavailable / IOError), never an exception.
 //
 // Thread safety: one HttpClient per thread.
 #pragma once
@@ -45,7 +45,7 @@ class HttpClient {
   const std::string& server() const { return server_; }
 
   // Whether `server` is "host:port" with a host and a port of 1..65535
-  // (InvalidArgument naming what is wrong if not): what every call checks
+  // (InvalidArgument naming what is wrong if not): what connecting checks
   // first, for a caller to check once, up front.
   static Status CheckServer(std::string_view server);
 

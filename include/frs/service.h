@@ -46,8 +46,9 @@ struct Service {
   std::string config_path;              // the srv.xml, absolute
 };
 
-// Reads srv.xml (errors are "file:line: what is wrong"), opens its store and
-// its map.xml.
+// Reads srv.xml (errors are "file:line: what is wrong"; a file that cannot
+// be read says why: not there, or whose it is and as whom this runs), opens
+// its store and its map.xml.
 Result<Service> OpenFromConfig(const std::string& srv_xml, const ServiceOpenOptions& opts = {});
 
 // What srv.xml says about the files an frsd serves and its place in the

@@ -1,7 +1,9 @@
 #include "config/srv_config.h"
 
+#include <unistd.h>
 #include <pugixml.hpp>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -49,10 +51,13 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     text = *text_in;
   } else {
     Result<std::string> read = os::ReadTextFile(cfg.path);
-    // A file that is not there is a wrong argument; one that cannot be read
-    // (permission, I/O) is not, and keeps its code (frsctl: exit 3, not 2).
-    if (!read.ok())
-      return read.status().IsNotFound() ? Status::InvalidArgument(read.status().message()) : read.status();
+    // A path to nothing, or to no regular file, is a wrong argument; a file
+    // this user may not read is not (the fix is the user or the mode), and
+    // keeps its I/O code (frsctl: exit 3, not 2).
+    if (!read.ok()) {
+      const bool denied = ::access(cfg.path.c_str(), R_OK) != 0 && (errno == EACCES || errno == EPERM);
+      return denied ? read.status() : Status::InvalidArgument(read.status().message());
+    }
     text = std::move(read.value());
   }
   os::LineIndex lines(cfg.path, text);

@@ -474,6 +474,15 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
         const RuleSpec& spec = cfg.rules[r];
         MergeBlock(spec, refs[i].state + spec.offset, incoming[i].data() + spec.offset, now);
       }
+      // A new node none of whose blocks a rule here takes would be a node
+      // of empty blocks that never expires: not written (as ImportNode).
+      bool any =
+          refs[i].exists || Reservations::Find(std::span<const uint8_t>(refs[i].state, refs[i].state_bytes)).size();
+      for (uint32_t r = 0; !any && r < cfg.nrules; ++r) any = Load32(refs[i].state + cfg.rules[r].offset) != 0;
+      if (!any) {
+        commits[i] = Commit::kNone;
+        continue;
+      }
       refs[i].expire_s = NodeExpireS(cfg, refs[i], now);
       commits[i] = Commit::kWrite;
     }

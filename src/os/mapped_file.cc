@@ -23,6 +23,12 @@ struct MappedFile::Region {
 
 MappedFile::~MappedFile() { UnregisterGuardedMapping(guard_); }
 
+bool MappedFile::IsAt(const std::string& path) const {
+  struct stat mine, there;
+  return ::fstat(fd_.get(), &mine) == 0 && ::stat(path.c_str(), &there) == 0 && mine.st_dev == there.st_dev &&
+         mine.st_ino == there.st_ino;
+}
+
 Status MappedFile::CheckStillThere() const {
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(path_ + ": fstat", errno);

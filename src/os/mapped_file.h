@@ -59,6 +59,10 @@ class MappedFile {
   // fstat: a file unlinked (st_nlink 0) or shorter than mapped is marked
   // broken, with a message saying which.
   Status CheckStillThere() const;
+  // Whether `path` names the very file this maps (same device and inode):
+  // a creator that removes a file it could not finish removes only its own,
+  // never one another process made at that name meanwhile.
+  bool IsAt(const std::string& path) const;
 
  private:
   MappedFile() = default;

@@ -92,8 +92,9 @@ Result<MappedTable> OpenMappedTable(const std::string& path, const TableFormat& 
     // reload adds a biz and claims its slot).
     if (Status s = t.file->Reserve(); !s.ok()) {
       // Not left behind as a file of zeros (a bad magic to every later
-      // opener, moved aside at each start): this open made it.
-      ::unlink(path.c_str());
+      // opener, moved aside at each start): this open made it, and the
+      // name still names it.
+      if (t.file->IsAt(path)) ::unlink(path.c_str());
       return s;
     }
     std::memcpy(t.base, want, f.header_bytes);

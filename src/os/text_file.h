@@ -2,8 +2,10 @@
 // byte offset in it.
 //
 // srv.xml, map.xml and the listen file are read by one function, so that a
-// missing file, an unreadable one and one too large are said alike
-// ("path:0: reason", line 0 being the file as a whole). Parsers (pugixml)
+// missing file, an unreadable one and one too large are said alike: "path:
+// no such file", the permission words of os/path_access.h for a file this
+// user may not open, and "path:0: reason" (line 0 being the file as a
+// whole) for one that opens but cannot be read whole. Parsers (pugixml)
 // report byte offsets; operators want line numbers: a LineIndex indexes
 // the line starts once, and each lookup is a binary search.
 //

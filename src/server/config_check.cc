@@ -152,12 +152,12 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
   if (!sc.ok()) problems.push_back(sc.status().message());
   else store_words = sc->exists ? "store " + cfg->store_dir + " matches" : "store " + cfg->store_dir + " is new";
-  // frsd writes its lock, pid and listen files there: a directory on a
+  // frsd writes its lock and listen files there: a directory on a
   // read-only file system (or not this user's to write) fails the start,
   // so it fails the check too.
   if (sc.ok() && sc->exists && ::access(cfg->store_dir.c_str(), W_OK) != 0)
     problems.push_back(Status::FromErrno("store " + cfg->store_dir + " is not writable", errno).message() +
-                       ": frsd writes its lock, pid and listen files there");
+                       ": frsd writes its lock and listen files there");
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings;
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));

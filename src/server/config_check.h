@@ -27,8 +27,10 @@ std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view 
 // device: opening a FIFO for writing waits for a reader. Looks only
 // (stat(2)); frsd -t and every reload refuse such a file.
 std::vector<std::string> OutputPathProblems(const SrvConfig& cfg);
-// A warning when the pid file's directory does not exist (yet): "" if it
-// does. Not a problem: systemd's RuntimeDirectory= makes it at each start.
+// A warning when the pid file's directory alone does not exist (yet), in a
+// directory that does: systemd's RuntimeDirectory= makes it at each start.
+// "" otherwise: the directory is there, or a deeper path is missing, which
+// OutputPathProblems reports as a problem.
 std::string PidDirMissing(const SrvConfig& cfg);
 
 // Prints one line ending in "ok" to `out` and returns 0, or one

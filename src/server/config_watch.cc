@@ -64,7 +64,11 @@ Status ConfigWatch::Rearm(const std::string& dir) {
   // The directory's own dot entries (a ConfigMap's "..data" link) count as
   // changes too: the watch on the directory itself reports them.
   Status s = AddTree(dir, 0);
-  dir_unwatched_ = !s.ok();
+  // The directory itself, not one of its subdirectories (inotify's watch
+  // limit): only a directory that does not resolve makes every change of
+  // its parent one to look at.
+  struct stat st;
+  dir_unwatched_ = !s.ok() && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode));
   return s;
 }
 

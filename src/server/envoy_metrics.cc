@@ -116,7 +116,9 @@ DetailedKeySlot* EnvoyMetrics::Slot(uint16_t biz_id, std::string_view key) {
 void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a) {
   if (!c_) return;
   if (a.misrouted != 0) CounterAdd(c_->misrouted, a.misrouted);
-  CounterAdd(c_->envoy_calls[!a.status.ok() ? 2 : a.overall == envoy::Code::kOverLimit ? 1 : 0]);
+  CounterAdd(c_->envoy_calls[!a.status.ok()                         ? kEnvoyCallError
+                             : a.overall == envoy::Code::kOverLimit ? kEnvoyCallOverLimit
+                                                                    : kEnvoyCallOk]);
   if (!a.status.ok()) return;
   if (a.unknown_domain) NoteUnknownDomain(req.domain);
   for (size_t i = 0; i < a.statuses.size() && i < req.descriptors.size(); ++i) {

@@ -58,7 +58,7 @@ class EnvoyMetrics {
   // whether it was answered or refused.
   void Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a);
   void CountRefused() {
-    if (c_) CounterAdd(c_->envoy_calls[2]);
+    if (c_) CounterAdd(c_->envoy_calls[kEnvoyCallError]);
   }
 
  private:

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -204,14 +203,8 @@ frs::Status TakeLocks(const frs::SrvConfig& cfg, std::optional<frs::server::Lock
   if (cfg.pidfile.empty()) return frs::Status::OK();
   auto pl = LockFile::Acquire(cfg.pidfile, "pid file");
   if (!pl.ok()) {
-    const size_t slash = cfg.pidfile.rfind('/');
-    struct stat st;
-    if (slash != std::string::npos && slash > 0 && ::stat(cfg.pidfile.substr(0, slash).c_str(), &st) != 0 &&
-        errno == ENOENT)
-      return frs::Status::NotFound(pl.status().message() + " (its directory " + cfg.pidfile.substr(0, slash) +
-                                   " does not exist: the systemd unit's RuntimeDirectory= makes it; by hand, make "
-                                   "it owned by the user frsd runs as, e.g. install -d -o frs -g frs " +
-                                   cfg.pidfile.substr(0, slash) + ")");
+    if (std::string w = frs::server::PidDirMissing(cfg); !w.empty())
+      return frs::Status::NotFound(pl.status().message() + " (" + w + ")");
     return pl.status();
   }
   pid_lock->emplace(std::move(pl.value()));

@@ -19,16 +19,18 @@ class LogThrottle {
   // one included. The first occurrence is always logged.
   bool Note(int64_t now_ns, uint64_t* count) {
     ++unlogged_;
-    if (logged_ns_ != 0 && now_ns - logged_ns_ < period_ns_) return false;
+    if (logged_ && now_ns - logged_ns_ < period_ns_) return false;
     *count = unlogged_;
     unlogged_ = 0;
-    logged_ns_ = now_ns == 0 ? 1 : now_ns;
+    logged_ = true;
+    logged_ns_ = now_ns;
     return true;
   }
 
  private:
   int64_t period_ns_;
-  int64_t logged_ns_ = 0;  // 0: nothing logged yet
+  bool logged_ = false;
+  int64_t logged_ns_ = 0;
   uint64_t unlogged_ = 0;
 };
 

@@ -181,6 +181,10 @@ inline uint64_t StreamHash(std::string_view name) {
   return h == 0 ? 1 : h;
 }
 
+// frs_envoy_calls_total's result label, the index of WorkerCounters::envoy_calls.
+enum EnvoyCallResult : uint8_t { kEnvoyCallOk, kEnvoyCallOverLimit, kEnvoyCallError, kEnvoyCallResults };
+inline constexpr const char* kEnvoyCallResultNames[kEnvoyCallResults] = {"ok", "over_limit", "error"};
+
 struct alignas(64) WorkerCounters {
   uint64_t requests[static_cast<size_t>(CmdLabel::kCount)][kStatusSlots];
   uint64_t latency[kLatencyBuckets];
@@ -195,7 +199,7 @@ struct alignas(64) WorkerCounters {
   uint64_t grpc_tls_refused;          // TLS handshakes that failed (Worker::NoteTlsRefused)
   // ShouldRateLimit calls (gRPC and /json) by answer: OK, OVER_LIMIT, refused
   // with an error status; and those that named a domain no configuration has.
-  uint64_t envoy_calls[3];
+  uint64_t envoy_calls[kEnvoyCallResults];
   uint64_t envoy_unknown_domain;
   uint64_t pid;          // set by the master when it starts the slot's worker
   uint64_t serving_pid;  // set by that worker once its event loop holds the listening socket

@@ -212,10 +212,9 @@ void BuildSamples(const Scrape&, const char* name, std::string* out) {
 }
 
 void EnvoyCallSamples(const Scrape& s, const char* name, std::string* out) {
-  static constexpr const char* kResults[] = {"ok", "over_limit", "error"};
-  for (size_t r = 0; r < std::size(kResults); ++r) {
+  for (size_t r = 0; r < kEnvoyCallResults; ++r) {
     const uint64_t v = s.Sum([r](const WorkerCounters& c) { return CounterGet(c.envoy_calls[r]); });
-    out->append(name).append("{result=\"").append(kResults[r]).append("\"} ").append(std::to_string(v));
+    out->append(name).append("{result=\"").append(kEnvoyCallResultNames[r]).append("\"} ").append(std::to_string(v));
     out->push_back('\n');
   }
 }

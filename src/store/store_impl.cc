@@ -78,10 +78,12 @@ Status StoreImpl::FileUsable(const StoreFile* f) {
                                ": no space left on its file system for a page of this file, which is not fully "
                                "allocated (frsd allocates a store when it starts; frsctl init does too); nothing "
                                "was recorded, and a lock this process held is recovered by its next user: free "
-                               "space and retry");
+                               "space, then run frsctl again or restart what uses the store (this process no "
+                               "longer reads the file)");
   return Status::Unavailable(f->path() +
-                             ": a page of it could not be read or written while in use (an I/O error); nothing "
-                             "was recorded: check the disk, then restart what uses the store");
+                             ": a page of it could not be read or written while in use (an I/O error, a quota, "
+                             "or space since freed); nothing was recorded: check the disk, then restart what uses "
+                             "the store");
 }
 
 Status StoreImpl::CheckFiles() {
@@ -191,9 +193,11 @@ Status StoreImpl::JournalFull(StoreFile* f) {
 
 Status StoreImpl::Reserve() {
   if (opts_.read_only) return ReadOnly();
-  // frsd calls this once, at start: a writer that was killed while it waited
-  // for a writer entry left its count in the header, which would make every
-  // holder hand its entry back after each write until cleared.
+  // frsd calls this once, at start, and frsctl init on a store it has just
+  // made, when no other process can have it open: a writer that was killed
+  // while it waited for a writer entry left its count in the header, which
+  // would make every holder hand its entry back after each write until
+  // cleared.
   for (const auto& f : files_)
     std::atomic_ref<uint64_t>(f->header()->writer_waiters).store(0, std::memory_order_relaxed);
   // Compare first, allocate after: on a disk too small, nothing is allocated

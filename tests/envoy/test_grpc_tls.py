@@ -265,11 +265,8 @@ class Tls(unittest.TestCase):
         self.assertIsNotNone(m, text[-2000:])
         self.assertGreaterEqual(int(m.group(1)), 3)
         # The first line names the peer and why its certificate was refused.
-        self.assertIn(
-            "TLS handshake refused from 127.0.0.1: error:0A000086:SSL routines::certificate verify failed: "
-            "the client certificate names none of <grpc client_names>",
-            f.log(),
-        )
+        self.assertIn("TLS handshake refused from 127.0.0.1: ", f.log())
+        self.assertIn("certificate verify failed: the client certificate names none of <grpc client_names>", f.log())
 
     def test_sighup_reads_the_files_again_and_a_broken_set_keeps_the_old(self):
         c = self.certs

@@ -49,9 +49,9 @@ std::unique_ptr<Metrics> FilledMetrics() {
     CounterSet(c.accept_fd_exhausted, 47 * k);
     CounterSet(c.grpc_held_bytes, 53 * k);
     CounterSet(c.grpc_tls_refused, 59 * k);
-    CounterSet(c.envoy_calls[0], 1009 * k);
-    CounterSet(c.envoy_calls[1], 1013 * k);
-    CounterSet(c.envoy_calls[2], 1019 * k);
+    CounterSet(c.envoy_calls[kEnvoyCallOk], 1009 * k);
+    CounterSet(c.envoy_calls[kEnvoyCallOverLimit], 1013 * k);
+    CounterSet(c.envoy_calls[kEnvoyCallError], 1019 * k);
     CounterSet(c.envoy_unknown_domain, 1021 * k);
     CounterSet(c.biz_allowed[1], 61 * k);
     CounterSet(c.biz_denied[1], 67 * k);

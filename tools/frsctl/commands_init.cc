@@ -2,6 +2,8 @@
 // complete a store whose files were lost, with empty ones. frsd never
 // completes a store by itself: a missing file means lost counts, which an
 // operator should decide about (restore it from a backup first if one exists).
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -58,7 +60,13 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   // instead of an error here. (Files recreated into a store are left to
   // frsd's start, which must not race a running one.)
   if (present == 0) {
-    if (Status r = store.value()->Reserve(); !r.ok()) return r;
+    if (Status r = store.value()->Reserve(); !r.ok()) {
+      // Not left behind with its holes (a second init would call it
+      // complete): the files this init made go, as a failed start's do.
+      store.value().reset();
+      for (const std::string& p : missing) ::unlink(p.c_str());
+      return r;
+    }
   }
   if (s.json) {
     PrintInitJson(s, present == 0 ? "created" : "recreated", missing);
