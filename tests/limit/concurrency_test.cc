@@ -259,6 +259,32 @@ TEST_F(LeaseTest, ALeaseExpiredInAMergedNodeIsCountedByTheNextWrite) {
   EXPECT_EQ(Acquire("inflight", "lost").leases_expired, 0);  // counted once
 }
 
+// A merged node none of whose blocks a rule here takes (a removed rule's
+// state, exported as no rules) is not written: a node of empty blocks
+// would never expire. Import refuses it the same way.
+TEST_F(LeaseTest, AMergedNodeNoRuleTakesIsNotWritten) {
+  ASSERT_TRUE(Acquire("inflight", "ghost").allowed);
+  std::string line;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& node) {
+    if (node.key == "ghost") line = engine_->ExportNode(node).value();
+                      })
+                  .ok());
+  ASSERT_FALSE(line.empty());
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "inflight", .key = "ghost"}).found);
+  const size_t at = line.find("\"rules\":[");
+  ASSERT_NE(at, std::string::npos) << line;
+  line.replace(at, line.find(']', at) + 1 - at, "\"rules\":[]");
+  const std::string_view lines[] = {line};
+  auto merged = engine_->MergeNodes(lines, "snapshot-2");
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  bool found = false;
+  ASSERT_TRUE(store_->ForEach({}, [&](const NodeInfo& node) { found = found || node.key == "ghost"; }).ok());
+  EXPECT_FALSE(found) << line;
+}
+
 TEST_F(LeaseTest, RenewExtendsByTheLease) {
   Decision a = Acquire("inflight", "u1");
   clock_.Advance(8'000);
