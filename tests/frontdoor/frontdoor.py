@@ -476,6 +476,19 @@ class FrontDoorTest(unittest.TestCase):
         self.assertEqual(h.get("retry-after"), "5", h)
         self.assertNotIn(b"page", body)
 
+    def test_a_clients_own_ratelimit_header_never_reaches_the_site(self):
+        # The site may read RateLimit as frsd's word (the doors that forward
+        # it say so): one a client wrote must not pass, with frsd up or down.
+        forged = {"RateLimit": '"forged";r=999;t=1', "RateLimit-Policy": '"forged";q=999'}
+        self.start_door(self.frsd.port)
+        status, h, _ = self.get("/page", headers=forged)
+        self.assertEqual(status, 200, self.door_log())
+        self.assertNotIn("forged", h.get("x-seen-ratelimit", ""), h)
+        self.frsd.stop()
+        status, h, _ = self.get("/page", headers=forged)
+        self.assertEqual(status, 200, self.door_log())
+        self.assertEqual(h.get("x-seen-ratelimit"), "-", h)
+
     def test_silent_frsd_counts_as_down_within_a_second(self):
         self.silent = Silent()
         self.start_door(self.silent.port)
