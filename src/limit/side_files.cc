@@ -98,6 +98,10 @@ namespace frs {
 
 std::string SideFileReport::AtStartText() const {
   if (status.ok()) return exists ? "frsd uses it" : "frsd creates it";
+  // A file that cannot be read (permission, I/O) is not damage, and moving
+  // it aside would not help; for lease.key it would unmake every lease id.
+  if (status.code() != Status::Code::kCorruption && status.code() != Status::Code::kMismatch)
+    return "frsd refuses to start until it can read it: fix its owner or mode (or the disk); do not move it aside";
   switch (at_start) {
     case SideFileAtStart::kRefuse: return "frsd refuses to start until it is moved aside or restored";
     case SideFileAtStart::kSetAside: return "frsd moves it aside at start and starts a new one";

@@ -98,6 +98,23 @@ TEST(SideFiles, ADamagedDailyStatsFileRefusesTheStartNamingTheFix) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/stats.frs"));
 }
 
+// A side file that cannot be read is not damage: moving it aside would not
+// help, and for lease.key it would unmake every id given out. frsd -t and
+// verify said "until it is moved aside or restored" of an unreadable one.
+TEST(SideFiles, AFileThatCannotBeReadIsNotToBeMovedAside) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  std::filesystem::create_directory(dir + "/lease.key");
+  const auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 4u);
+  EXPECT_EQ(reports[3].path, dir + "/lease.key");
+  ASSERT_FALSE(reports[3].status.ok());
+  EXPECT_NE(reports[3].status.code(), Status::Code::kCorruption) << reports[3].status.ToString();
+  EXPECT_NE(reports[3].AtStartText().find("until it can read it"), std::string::npos) << reports[3].AtStartText();
+  EXPECT_NE(reports[3].AtStartText().find("do not move it aside"), std::string::npos);
+}
+
 // lease.key of another length than 16 bytes passed verify and frsd -t, then
 // the start refused it: the three agree now, and the start names the fix.
 TEST(SideFiles, ALeaseKeyOfAnotherLengthIsDamageTheStartRefuses) {
