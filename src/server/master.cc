@@ -287,6 +287,11 @@ Status ReadForReload(const std::string& path, const SrvConfig& live, const Store
 // reloads).
 void SayApplied(const SrvConfig& live, const SrvConfig& next) {
   if (next.admin_token != live.admin_token) FRS_LOG("srv.xml: the admin token changed; applied");
+  // Who may connect at all: a change an operator must be able to see in the
+  // log, as the token's.
+  if (next.allow != live.allow)
+    FRS_LOG("srv.xml: <allow> changed (%zu range(s)%s); applied by each worker", next.allow.size(),
+            next.allow.empty() ? ": every peer" : "");
   if (next.ratelimit_fields != live.ratelimit_fields) {
     static constexpr const char* kForms[] = {"0 (the draft's fields)", "1 (the draft's fields and the older trio)",
                                              "only (the older trio)"};

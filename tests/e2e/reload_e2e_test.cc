@@ -1,5 +1,5 @@
 // SIGHUP re-reads srv.xml with map.xml: what can change live does (admin
-// token, allow list, limits, log file, cluster), what cannot is logged as
+// token, allow list (said in the log), limits, log file, cluster), what cannot is logged as
 // needing a restart, and a broken srv.xml changes nothing.
 #include <gtest/gtest.h>
 
@@ -43,9 +43,12 @@ TEST(ReloadE2E, TheAdminTokenRotatesWithoutARestart) {
   const pid_t pid = srv.pid();
   EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 200);
   Rewrite(srv, "token=\"s3cret\"", "token=\"rotated\"");
+  // And who may connect, which the log says too (it did not).
+  Rewrite(srv, "</frs>", "  <allow>127.0.0.0/8</allow>\n</frs>");
   kill(pid, SIGHUP);
   ASSERT_TRUE(WaitLog(srv, "reloaded", 2)) << srv.log();  // both workers
   EXPECT_TRUE(WaitLog(srv, "the admin token changed; applied")) << srv.log();
+  EXPECT_TRUE(WaitLog(srv, "srv.xml: <allow> changed (1 range(s)); applied by each worker")) << srv.log();
   // Every worker has the new token: try on several connections.
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 403);
