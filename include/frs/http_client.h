@@ -44,11 +44,6 @@ class HttpClient {
                             std::string_view content_type = "application/xml");
   const std::string& server() const { return server_; }
 
-  // Whether `server` is "host:port" with a host and a port of 1..65535
-  // (InvalidArgument naming what is wrong if not): what connecting checks
-  // first, for a caller to check once, up front.
-  static Status CheckServer(std::string_view server);
-
  private:
   Result<HttpResponse> Exchange(std::string_view request);
   Status Connect(int64_t deadline_ms);

@@ -137,7 +137,8 @@ Result<std::unique_ptr<Client>> Client::Make(ClientOptions opts) {
   // A shard that is not host:port would fail every call it owns, and under
   // fail open allow them all: refused here, where the typo is made.
   for (const RingShard& s : opts.shards) {
-    if (Status st = HttpClient::CheckServer(s.name); !st.ok()) return st;
+    if (Status st = Ring::CheckAddress(s.name); !st.ok())
+      return Status::InvalidArgument("shard \"" + s.name + "\" is not host:port: " + st.message());
   }
   if (opts.timeout_ms <= 0) return Status::InvalidArgument("timeout_ms must be positive");
   auto impl = std::make_unique<Impl>(Impl{std::move(opts), std::move(ring.value()), {}});

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <utility>
 
+#include "frs/ring.h"
 #include "os/unique_fd.h"
 
 namespace frs {
@@ -40,33 +41,17 @@ bool WaitFor(int fd, short events, int64_t deadline_ms) {
   }
 }
 
-// "host:port" split; false (and `why`) when there is no host or the port is
-// not a decimal number of 1..65535 (getaddrinfo would take "99999" as
-// 34463, and "http" as 80).
-bool SplitServer(std::string_view server, std::string* host, std::string* port, std::string* why) {
+// "host:port" split, once Ring::CheckAddress (what srv.xml's <shard> lines
+// pass) took it: a port of 1..65535 in digits (getaddrinfo would take
+// "99999" as 34463, and "http" as 80), a host, an IPv6 one in brackets.
+Status SplitServer(const std::string& server, std::string* host, std::string* port) {
+  if (Status a = Ring::CheckAddress(server); !a.ok())
+    return Status::InvalidArgument("\"" + server + "\" is not host:port: " + a.message());
   const size_t colon = server.rfind(':');
-  if (colon == std::string_view::npos) {
-    *why = "\"" + std::string(server) + "\" is not host:port";
-    return false;
-  }
   *host = server.substr(0, colon);
   *port = server.substr(colon + 1);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
-  if (host->empty()) {
-    *why = "\"" + std::string(server) + "\" is not host:port: no host";
-    return false;
-  }
-  uint32_t value = 0;
-  bool digits = !port->empty() && port->size() <= 5;
-  for (char c : *port) {
-    digits = digits && c >= '0' && c <= '9';
-    if (digits) value = value * 10 + static_cast<uint32_t>(c - '0');
-  }
-  if (!digits || value == 0 || value > 65535) {
-    *why = "\"" + std::string(server) + "\" is not host:port: the port must be 1..65535";
-    return false;
-  }
-  return true;
+  if (host->front() == '[') *host = host->substr(1, host->size() - 2);
+  return Status::OK();
 }
 
 }  // namespace
@@ -93,14 +78,9 @@ void HttpClient::Disconnect() {
   fd_ = -1;
 }
 
-Status HttpClient::CheckServer(std::string_view server) {
-  std::string host, port, why;
-  return SplitServer(server, &host, &port, &why) ? Status::OK() : Status::InvalidArgument(why);
-}
-
 Status HttpClient::Connect(int64_t deadline) {
-  std::string host, port, why;
-  if (!SplitServer(server_, &host, &port, &why)) return Status::InvalidArgument(why);
+  std::string host, port;
+  if (Status s = SplitServer(server_, &host, &port); !s.ok()) return s;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;

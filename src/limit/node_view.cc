@@ -56,6 +56,16 @@ bool HoldsBlockOfAnEarlierRule(const BizConfig& biz, std::span<const uint8_t> st
   return false;
 }
 
+// Whether a rule of `biz` holds a block in `state` (biz's layout) after a
+// migration or merge: a node where none does and that holds no reservation
+// table keeps nothing, and written it would never expire (import and merge
+// leave it unwritten).
+bool AnyRuleBlock(const BizConfig& biz, const uint8_t* state) {
+  for (uint32_t i = 0; i < biz.nrules; ++i)
+    if (Load32(state + biz.rules[i].offset) != 0) return true;
+  return false;
+}
+
 // The node's state in biz's layout (migrated in a copy when it differs).
 void StateInLayout(const BizConfig& biz, const NodeInfo& node, const Now& now, uint8_t* state) {
   bool same = node.state.size() >= biz.state_bytes;
@@ -394,11 +404,8 @@ Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
     MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
                  ref.state, now);
     // Not one block taken by a rule of the map (they were all a removed
-    // rule's): nothing to keep, and a node of empty blocks would never
-    // expire. An existing node stays as it is.
-    bool any = table;
-    for (uint32_t i = 0; !any && i < cfg.nrules; ++i) any = Load32(ref.state + cfg.rules[i].offset) != 0;
-    if (!any) return Commit::kNone;
+    // rule's): nothing to keep. An existing node stays as it is.
+    if (!table && !AnyRuleBlock(cfg, ref.state)) return Commit::kNone;
     uint32_t need = 0;
     if (table) PlaceReservations(cfg, AsBytes(pn.reservations), ref, &need);  // asked with room for it
     ref.expire_s = NodeExpireS(cfg, ref, now);
@@ -474,12 +481,10 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
         const RuleSpec& spec = cfg.rules[r];
         MergeBlock(spec, refs[i].state + spec.offset, incoming[i].data() + spec.offset, now);
       }
-      // A new node none of whose blocks a rule here takes would be a node
-      // of empty blocks that never expires: not written (as ImportNode).
-      bool any =
-          refs[i].exists || Reservations::Find(std::span<const uint8_t>(refs[i].state, refs[i].state_bytes)).size();
-      for (uint32_t r = 0; !any && r < cfg.nrules; ++r) any = Load32(refs[i].state + cfg.rules[r].offset) != 0;
-      if (!any) {
+      // A new node none of whose blocks a rule here takes: not written (as
+      // ImportNode).
+      if (!refs[i].exists && !AnyRuleBlock(cfg, refs[i].state) &&
+          Reservations::Find(std::span<const uint8_t>(refs[i].state, refs[i].state_bytes)).empty()) {
         commits[i] = Commit::kNone;
         continue;
       }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -80,22 +81,19 @@ std::vector<std::string> OutputPathProblems(const SrvConfig& cfg) {
 }
 
 std::string PidDirMissing(const SrvConfig& cfg) {
-  const size_t slash = cfg.pidfile.rfind('/');
-  if (cfg.pidfile.empty() || slash == std::string::npos || slash == 0) return {};
-  const std::string dir = cfg.pidfile.substr(0, slash);
+  const std::filesystem::path dir = std::filesystem::path(cfg.pidfile).parent_path();
   struct stat st;
-  if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) return {};
+  if (dir.empty() || ::stat(dir.c_str(), &st) == 0 || errno != ENOENT) return {};
   // One level not made yet, in a directory that is there (/run/frs in
   // /run), is no mistake of the configuration: the systemd unit's
   // RuntimeDirectory= makes it before its ExecStartPre runs this check. A
   // deeper path missing is (a typo): that stays a problem.
-  const size_t up = dir.rfind('/');
-  const std::string parent = up == std::string::npos ? "." : up == 0 ? "/" : dir.substr(0, up);
+  const std::filesystem::path parent = dir.has_parent_path() ? dir.parent_path() : ".";
   if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
-  return "the pid file's directory " + dir +
+  return "the pid file's directory " + dir.string() +
          " does not exist now: the start fails unless it is made first (the systemd unit's RuntimeDirectory= "
          "makes it; by hand: install -d -o frs -g frs " +
-         dir + ")";
+         dir.string() + ")";
 }
 
 std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view map_xml) {

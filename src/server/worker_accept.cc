@@ -178,16 +178,11 @@ void Worker::ReloadTls() {
 void Worker::FdExhausted(int err, int64_t now) {
   fd_backoff_until_ = now + kFdBackoffNs;
   if (counters_) CounterAdd(counters_->accept_fd_exhausted);
-  if (fd_logged_at_ == 0 || now - fd_logged_at_ >= kFdLogEveryNs) {
+  if (uint64_t count = 0; fd_log_.Note(now, &count)) {
     FRS_LOG(
         "accept: %s; not accepting for %lld ms (%llu more such failure(s) since the last line): raise the open "
         "file limit (LimitNOFILE=, ulimit -n) or lower <limits connections>",
-        std::strerror(err), static_cast<long long>(kFdBackoffNs / kMsNs),
-        static_cast<unsigned long long>(fd_unlogged_));
-    fd_logged_at_ = now;
-    fd_unlogged_ = 0;
-  } else {
-    ++fd_unlogged_;
+        std::strerror(err), static_cast<long long>(kFdBackoffNs / kMsNs), static_cast<unsigned long long>(count - 1));
   }
   BalanceAccepting();
 }

@@ -203,10 +203,9 @@ class Worker {
   uint64_t open_ = 0;
   bool stopping_ = false;
   bool accept_paused_ = false;
-  int64_t fd_backoff_until_ = 0;  // not accepting before this (EMFILE)
-  int64_t fd_logged_at_ = 0;      // the last EMFILE line (0: none yet)
-  uint64_t fd_unlogged_ = 0;      // EMFILE failures since that line
-  uint64_t map_generation_ = 0;   // of the map channel, applied
+  int64_t fd_backoff_until_ = 0;       // not accepting before this (EMFILE)
+  LogThrottle fd_log_{kFdLogEveryNs};  // the EMFILE lines
+  uint64_t map_generation_ = 0;        // of the map channel, applied
   bool store_broken_logged_ = false;
   int64_t stop_deadline_ = 0;
   pid_t parent_ = getppid();
