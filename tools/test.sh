@@ -5,10 +5,11 @@
 #   outside  the programs and the library built by gcc without sanitizers,
 #            and the tests that put them behind other programs (nginx,
 #            HAProxy, Caddy, the Python and CGI clients) or package them
-#            (.deb, install tree); at -O1 without debug info (preset
-#            outside): the least optimization at which _FORTIFY_SOURCE, and
-#            so the packages' hardening check, works, and a third less
-#            compile time than the release preset's -O2 -g1, which
+#            (.deb, install tree); at -Og without debug info (preset
+#            outside): the cheapest optimization that still defines
+#            __OPTIMIZE__, so that _FORTIFY_SOURCE, and with it the
+#            packages' hardening check, works (-O0 would not); it compiles
+#            in half the time of the release preset's -O2 -g1, which
 #            FRS_TEST_PRESETS="release asan tsan" builds in its place;
 #   asan     every GoogleTest suite, end-to-end ones included, and the fuzz
 #            corpus replayed, under AddressSanitizer+UBSan, built by clang
