@@ -41,12 +41,14 @@ CLIENTS_PER_FRONT = 4
 
 
 class Relay:
-    """Forwards 127.0.0.1:port to `target`; cut() stops forwarding (what is
+    """Forwards 127.0.0.1:port (a port it binds itself) to `target`, the port
+    of the frsd behind it (None: every connection is closed at once, as a
+    dead shard's port would refuse it); cut() stops forwarding (what is
     sent is held unanswered, as a partition does), refuse(status) answers
     every request itself with `status` (as a successor whose store refuses
     the changes would), heal() resumes."""
 
-    def __init__(self, target):
+    def __init__(self, target=None):
         self.target = target
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -106,6 +108,8 @@ class Relay:
 
     def pump(self, c):
         try:
+            if self.target is None:
+                raise ConnectionRefusedError("no shard behind the relay")
             u = socket.create_connection(("127.0.0.1", self.target))
         except OSError:
             c.close()
@@ -163,21 +167,30 @@ class Relay:
 
 
 class Shard:
-    def __init__(self, dir_, listen_port, self_name, names, extra, workers=1):
-        self.dir, self.port, self.name, self.proc = dir_, listen_port, self_name, None
+    """One frsd on a port it binds itself (read from frsd.listen at each
+    start), named in the ring by the relay in front of it: the ring's names
+    must be known before any shard's srv.xml is written, and a port picked
+    for a server beforehand may be another test's by the time it binds."""
+
+    def __init__(self, dir_, relay, names, extra, workers=1):
+        self.dir, self.relay, self.port, self.proc = dir_, relay, None, None
+        self.name = "127.0.0.1:%d" % relay.port
         os.makedirs(dir_, exist_ok=True)
         with open(os.path.join(dir_, "map.xml"), "w") as f:
             f.write(MAP)
         shards = "".join("<shard>%s</shard>" % n for n in names)
         with open(os.path.join(dir_, "srv.xml"), "w") as f:
             f.write(
-                '<frs><listen host="127.0.0.1" port="%d"/><workers>%d</workers><map>map.xml</map>'
+                '<frs><listen host="127.0.0.1" port="0"/><workers>%d</workers><map>map.xml</map>'
                 '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
                 '<cluster self="%s" enforce="1" replicas="1" %s>%s</cluster></frs>\n'
-                % (listen_port, workers, TOKEN, self_name, extra, shards)
+                % (workers, TOKEN, self.name, extra, shards)
             )
 
     def start(self, wait=True):
+        listen = os.path.join(self.dir, "data", "frsd.listen")
+        if os.path.exists(listen):
+            os.unlink(listen)  # the last run's port, not this one's
         err = open(os.path.join(self.dir, "stderr"), "ab")
         self.proc = subprocess.Popen(
             [FRSD, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
@@ -186,6 +199,13 @@ class Shard:
             stdin=subprocess.DEVNULL,
         )
         err.close()
+        # frsd writes the file whole, last before it serves.
+        if not processes.wait_for(lambda: self.proc.poll() is not None or os.path.exists(listen), 10):
+            raise AssertionError("frsd wrote no frsd.listen:\n" + self.log())
+        if self.proc.poll() is not None:
+            raise AssertionError("frsd exited:\n" + self.log())
+        self.port = int(processes.read_text(listen).strip().rsplit(":", 1)[1])
+        self.relay.target = self.port
         if not wait:
             return
         # Serving once /health says so: after the start's catch-up.
@@ -228,23 +248,24 @@ class Shard:
 
     def kill9(self):
         processes.kill9(self.proc)
+        self.relay.target = None
 
     def stop(self):
         processes.stop(self.proc, timeout=5, with_workers=True)
+        self.relay.target = None
 
 
 class Pair:
-    """Shard A (owner of the test's keys) and shard B (their successor); A
-    reaches B through a relay."""
+    """Shard A (owner of the test's keys) and shard B (their successor), each
+    named by the relay in front of it: A reaches B through `relay`, which the
+    tests cut and heal; B reaches A through `relay_a`, which only forwards."""
 
     def __init__(self, tmp, extra_a="", extra_b="", b_disk=None, b_workers=1):
         self.disk = None
-        pa, pb = processes.candidate_port(), processes.candidate_port()
-        self.relay = Relay(pb)
-        a_name, b_name = "127.0.0.1:%d" % pa, "127.0.0.1:%d" % self.relay.port
-        names = [a_name, b_name]
-        self.a = Shard(os.path.join(tmp, "a"), pa, a_name, names, extra_a)
-        self.b = Shard(os.path.join(tmp, "b"), pb, b_name, names, extra_b, b_workers)
+        self.relay_a, self.relay = Relay(), Relay()
+        names = ["127.0.0.1:%d" % self.relay_a.port, "127.0.0.1:%d" % self.relay.port]
+        self.a = Shard(os.path.join(tmp, "a"), self.relay_a, names, extra_a)
+        self.b = Shard(os.path.join(tmp, "b"), self.relay, names, extra_b, b_workers)
         ring = ring_of(names)
         self.keys = [k for k in ("user:%d" % i for i in range(200)) if ring.owner_index(k) == 0][:20]
         self.many = [k for k in ("load:%d" % i for i in range(400)) if ring.owner_index(k) == 0][:100]
@@ -257,6 +278,7 @@ class Pair:
             if r.returncode != 0:
                 self.disk = None
                 self.relay.close()
+                self.relay_a.close()
                 raise unittest.SkipTest("mount -t tmpfs refused (a container may): " + r.stderr.strip())
         self.b.start()
         self.a.start()
@@ -265,6 +287,7 @@ class Pair:
         for s in (self.a, self.b):
             s.stop()
         self.relay.close()
+        self.relay_a.close()
         if self.disk:
             subprocess.run(["umount", "-l", self.disk])
 
