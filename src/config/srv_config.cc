@@ -9,6 +9,7 @@
 #include <set>
 
 #include "config/srv_elements.h"
+#include "limit/xml_shape.h"
 #include "os/store_dir.h"
 #include "os/text_file.h"
 
@@ -62,12 +63,13 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
   }
   os::LineIndex lines(cfg.path, text);
   pugi::xml_document doc;
-  pugi::xml_parse_result pr = doc.load_buffer(text.data(), text.size(), pugi::parse_default, pugi::encoding_utf8);
+  pugi::xml_parse_result pr = doc.load_buffer(text.data(), text.size(), limit::kConfigXmlFlags, pugi::encoding_utf8);
   if (!pr) return Status::InvalidArgument(lines.At(pr.offset, std::string("malformed XML: ") + pr.description()));
   const srv::Context ctx(lines, fs::path(cfg.path).parent_path(), &cfg);
   pugi::xml_node root = doc.document_element();
   if (std::string_view(root.name()) != "frs")
     return ctx.Error(root, "the root element must be <frs>, not <" + std::string(root.name()) + ">");
+  if (auto p = limit::FindXmlShapeProblem(doc, "frs")) return Status::InvalidArgument(lines.At(p->offset, p->message));
 
   std::set<std::string_view> seen;
   for (pugi::xml_node n : root.children()) {

@@ -12,6 +12,7 @@
 #include "limit/concurrency.h"
 #include "limit/reservation.h"
 #include "limit/token_bucket.h"
+#include "limit/xml_shape.h"
 #include "os/text_file.h"
 #include "stats/field_stats.h"
 #include "stats/group_table.h"
@@ -37,10 +38,11 @@ class Parser {
 
   Result<MapConfig> Run() {
     pugi::xml_document doc;
-    pugi::xml_parse_result pr = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
+    pugi::xml_parse_result pr = doc.load_buffer(text_.data(), text_.size(), kConfigXmlFlags, pugi::encoding_utf8);
     if (!pr) return Fail(static_cast<int>(lines_.LineOf(pr.offset)), std::string("malformed XML: ") + pr.description());
     pugi::xml_node root = doc.document_element();
     if (!root) return Fail(1, "no <map> element");
+    if (auto p = FindXmlShapeProblem(doc, "map")) return Fail(static_cast<int>(lines_.LineOf(p->offset)), p->message);
     if (std::string_view(root.name()) != "map") {
       return Fail(LineOf(root), "the root element is <" + std::string(root.name()) + ">, expected <map>");
     }
@@ -178,6 +180,19 @@ class Parser {
       for (uint32_t k = 0; k < biz->nrules; ++k)
         if (std::string_view(biz->rules[k].name) == spec.name)
           return Fail(spec.line, who + ": two rules are named '" + std::string(spec.name) + "'");
+      // A node tells its rules' blocks apart by their tags (algorithm and
+      // interval), not by name (docs/rules.md, "How a rule finds its
+      // state"): two alike would trade their counts when the map is
+      // reordered, and one would lose its count to the other when a reload
+      // gave one of them the other's interval.
+      for (uint32_t k = 0; k < biz->nrules; ++k)
+        if (spec.algo != Algo::kConcurrency && TagIdentity(biz->rules[k].tag) == TagIdentity(spec.tag))
+          return Fail(spec.line, who + ": rules '" + std::string(biz->rules[k].name) + "' and '" +
+                                     std::string(spec.name) + "' are both " + AlgoName(spec.algo) + " over " +
+                                     std::to_string(spec.interval) +
+                                     " s; a key's node tells its rules apart by algorithm and interval, so two "
+                                     "alike could trade or lose their counts at a reload: keep the stricter one, "
+                                     "or give one another interval");
       spec.offset = biz->state_bytes;
       biz->state_bytes += spec.bytes;
       if (spec.algo == Algo::kConcurrency) biz->lease_rule = static_cast<int32_t>(biz->nrules);
@@ -339,6 +354,7 @@ class Parser {
 
   Status ParseRule(const pugi::xml_node& n, RuleSpec* spec) {
     spec->line = LineOf(n);
+    if (n.first_child()) return Fail(spec->line, "<rule> takes no content");
     bool have_interval = false, have_max = false, have_burst = false, have_borrow = false, have_lease = false;
     uint64_t v;
     for (pugi::xml_attribute a : n.attributes()) {

@@ -125,6 +125,13 @@ TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<listen reuseport=\"2\"/>\n</frs>", "4", "reuseport");
   ExpectError("<frs>\n<map>m.xml</map>\n<workers>1</workers>\n<workers>2</workers>\n</frs>", "4", "twice");
   ExpectError("<frs>\n<map>m.xml<map>\n</frs>", "3", "malformed XML");
+  // What pugixml accepts and a typo would make of a setting: a second <frs>
+  // (ignored), text after it, an attribute given twice (one value wins).
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n</frs>\n<frs><workers>9</workers></frs>", "5",
+              "<frs> after </frs>: a file holds one <frs> and nothing after it");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n</frs>\n\nworkers 9", "6", "text outside <frs>");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" chain=\"8\" chain=\"16\"/>\n</frs>", "3",
+              "<store>: attribute 'chain' is given twice");
 }
 
 TEST(SrvConfig, ClusterAsInTheContract) {

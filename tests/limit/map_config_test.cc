@@ -82,6 +82,35 @@ TEST(MapConfig, ErrorsNameTheFileAndLine) {
   EXPECT_EQ(ErrorOf("<map>\n<bizz id=\"1\"/></map>"), "map.xml:2: unexpected element <bizz> in <map> (expected <biz>)");
 }
 
+// What pugixml lets through and a typo would make of a limit: a biz after
+// </map> (dropped), an attribute given twice (one value silently wins), text
+// in a rule, and two rules a node could not tell apart (their counts traded
+// at a reload that reorders them).
+TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
+  const std::string biz = "<biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz>";
+  EXPECT_EQ(ErrorOf("<map>" + biz + "</map>\n<biz id=\"2\" name=\"b\"/>"),
+            "map.xml:2: <biz> after </map>: a file holds one <map> and nothing after it");
+  EXPECT_EQ(ErrorOf("<map>" + biz + "</map>\n\njunk"), "map.xml:3: text outside <map>");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\">\n<rule interval=\"60\" max=\"5\" max=\"7\"/></biz></map>"),
+            "map.xml:3: <rule>: attribute 'max' is given twice");
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\" id=\"2\"><rule interval=\"60\" max=\"5\"/></biz></map>"),
+            "map.xml:2: <biz>: attribute 'id' is given twice");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule interval=\"60\" max=\"5\">6</rule></biz></map>"),
+            "map.xml:2: <rule> takes no content");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"calendar\" interval=\"86400\" max=\"3\" "
+                    "name=\"A\"/>\n<rule algo=\"calendar\" interval=\"86400\" max=\"10\" name=\"B\"/></biz></map>"),
+            "map.xml:3: biz 'a': rules 'A' and 'B' are both calendar over 86400 s; a key's node tells its rules "
+            "apart by algorithm and interval, so two alike could trade or lose their counts at a reload: keep the "
+            "stricter one, or give one another interval");
+  // Told apart: another algorithm or another interval; a declaration and
+  // comments around the root are fine.
+  EXPECT_EQ(ErrorOf("<?xml version=\"1.0\"?>\n<!-- rules -->\n<map><biz id=\"1\" name=\"a\">"
+                    "<rule algo=\"calendar\" interval=\"86400\" max=\"3\"/>"
+                    "<rule algo=\"fixed\" interval=\"86400\" max=\"10\"/>"
+                    "<rule algo=\"calendar\" interval=\"3600\" max=\"1\"/></biz></map>\n<!-- end -->\n"),
+            "OK");
+}
+
 // A bucket whose refill of burst outlasts what its state can hold ahead of
 // now (2^40 ms) was clipped there and never ran dry: 15,000 of 15,000
 // acquires granted. Such rules are refused; the longest one that fits is not.

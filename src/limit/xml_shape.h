@@ -1,0 +1,32 @@
+// limit/xml_shape.h: what pugixml accepts but a configuration file of FRS
+// must not hold (map.xml, srv.xml).
+//
+// pugixml parses a document leniently: a second element or text after the
+// root element, and an attribute given twice (the last one wins for a
+// reader that looks it up by name, the first for one that walks them), are
+// not errors to it. In a configuration each is a typo that silently drops
+// or changes a limit, so both files are refused whole for them.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <pugixml.hpp>
+#include <string>
+
+namespace frs::limit {
+
+// How both files are parsed: as a fragment, so that text after the root
+// element is kept as a node (pugixml drops it from a document) and
+// FindXmlShapeProblem can refuse it.
+inline constexpr unsigned kConfigXmlFlags = pugi::parse_default | pugi::parse_fragment;
+
+struct XmlShapeProblem {
+  std::ptrdiff_t offset = 0;  // of the node at fault, for the file:line
+  std::string message;
+};
+
+// The first problem in `doc` (document order), or none. `root` names the
+// root element the file must have, for the message.
+std::optional<XmlShapeProblem> FindXmlShapeProblem(const pugi::xml_document& doc, const char* root);
+
+}  // namespace frs::limit
