@@ -5,6 +5,7 @@
 
 #include "base/cidr.h"
 #include "frs/ring.h"
+#include "limit/time_zone.h"
 
 namespace frs::srv {
 
@@ -148,6 +149,11 @@ Status SetTimezone(const Context& ctx, const pugi::xml_node& n) {
   ctx.cfg().timezone = n.child_value();
   if (ctx.cfg().timezone.empty())
     return ctx.Error(n, "<timezone> must be an IANA zone name such as UTC or Asia/Shanghai");
+  // Read here, so that a zone this machine does not have is refused with its
+  // line by every reader of srv.xml: a reload (which keeps the running zone
+  // until a restart) must not call valid what the next start refuses.
+  if (auto tz = limit::TimeZone::Load(ctx.cfg().timezone); !tz.ok())
+    return ctx.Error(n, "<timezone>: " + tz.status().message());
   return Status::OK();
 }
 

@@ -14,7 +14,6 @@
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "limit/side_files.h"
-#include "limit/time_zone.h"
 #include "os/output_file.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
@@ -111,8 +110,6 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   std::vector<std::string> problems;
   if (auto allow = AllowList::Parse(cfg->allow); !allow.ok())
     problems.push_back(cfg->path + ": " + allow.status().message());
-  if (auto tz = limit::TimeZone::Load(cfg->timezone); !tz.ok())
-    problems.push_back(cfg->path + ": <timezone>: " + tz.status().message());
   for (std::string& p : OutputPathProblems(*cfg)) problems.push_back(std::move(p));
 
   size_t bizzes = 0;

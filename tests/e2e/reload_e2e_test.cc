@@ -83,6 +83,20 @@ TEST(ReloadE2E, ABrokenSrvXmlChangesNothing) {
   EXPECT_EQ(Client(srv.port()).Post(SetRequest("rotated")).status, 403);
 }
 
+// A zone the machine does not have needs a restart like any <timezone>,
+// which would then fail: the reload is refused as broken, not called valid.
+TEST(ReloadE2E, ATimeZoneThatDoesNotExistIsRefusedNotKeptForTheNextStart) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Rewrite(srv, "token=\"s3cret\"", "token=\"rotated\"");
+  Rewrite(srv, "</frs>", "<timezone>Mars/Olympus</timezone></frs>");
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
+  EXPECT_EQ(Count(srv.log(), "<timezone>: unknown time zone 'Mars/Olympus'"), 1u) << srv.log();
+  EXPECT_EQ(Count(srv.log(), "are valid; reloading"), 0u) << srv.log();
+  EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 200);
+}
+
 TEST(ReloadE2E, LimitsAndTheLogFileChangeLive) {
   Frsd srv;
   ASSERT_TRUE(srv.Start()) << srv.log();
