@@ -177,7 +177,8 @@ TEST_F(FrsdCheckTest, ATimeZoneFrsdCannotReadIsNamed) {
   with_zone("Mars/Olympus_Mons");
   r = Check();
   EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.err.find("srv.xml:5: <timezone>: unknown time zone 'Mars/Olympus_Mons' (no "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("srv.xml:5: <timezone>: unknown time zone 'Mars/Olympus_Mons' (no "), std::string::npos)
+      << r.err;
 
   with_zone("../../etc/passwd");
   r = Check();
