@@ -30,6 +30,11 @@ over to already holds every count of the dead shard's keys, and the shard
 takes them back when it returns. Bound: 0 in sync mode. --lose-store also
 deletes the killed shard's store directory before its restart (a lost
 machine): it starts on a new store and takes its nodes back from the others.
+--hang stops the shard (SIGSTOP to the master and its workers) instead of
+killing it, and lets it go on (SIGCONT) at --restart-at: a hung shard, which
+nginx sees only by proxy_read_timeout, not by a refused connection. With
+replicas, a request that reached it must be retried on the successor, not
+answered 504: the answers other than 200 and 429 must be none.
 
 Over-grant = sum over keys of max(0, granted - M) while the whole run fits
 in one window of every key (W >= the run). The bound: a dead shard's routes
@@ -160,6 +165,13 @@ class Shard:
 
     def stop(self):
         processes.stop(self.proc, timeout=6, with_workers=True)
+
+    def signal_all(self, sig):
+        """`sig` to the master and to each of its workers; returns their pids."""
+        pids = [self.proc.pid] + processes.children(self.proc.pid)
+        for pid in pids:
+            os.kill(pid, sig)
+        return pids
 
     def metric(self, name):
         try:
@@ -370,18 +382,27 @@ def run(args):
         at(args.kill_at)
         misrouted_before = [s.metric("frs_misrouted_total") for s in shards]
         kill_t = time.monotonic() - t0
-        killed = shards[victim].kill9()
-        log(args, "t=%.2f s: kill -9 shard %d (%s): pids %s" % (kill_t, args.victim, names[victim], killed))
+        if args.hang:
+            killed = shards[victim].signal_all(signal.SIGSTOP)
+            log(args, "t=%.2f s: SIGSTOP shard %d (%s): pids %s" % (kill_t, args.victim, names[victim], killed))
+        else:
+            killed = shards[victim].kill9()
+            log(args, "t=%.2f s: kill -9 shard %d (%s): pids %s" % (kill_t, args.victim, names[victim], killed))
         if args.lose_store:
             shutil.rmtree(os.path.join(shards[victim].dir, "data"), ignore_errors=True)
             log(args, "t=%.2f s: its store directory deleted" % (time.monotonic() - t0))
         at(args.restart_at)
         restart_t = time.monotonic() - t0
-        shards[victim].start()
-        healthy_t = time.monotonic() - t0
-        log(
-            args, "t=%.2f s: shard %d restarted on its store, healthy at t=%.2f s" % (restart_t, args.victim, healthy_t)
-        )
+        if args.hang:
+            shards[victim].signal_all(signal.SIGCONT)
+            log(args, "t=%.2f s: SIGCONT shard %d" % (restart_t, args.victim))
+        else:
+            shards[victim].start()
+            healthy_t = time.monotonic() - t0
+            log(
+                args,
+                "t=%.2f s: shard %d restarted on its store, healthy at t=%.2f s" % (restart_t, args.victim, healthy_t),
+            )
         at(args.duration)
         stop.set()
         for w in workers:
@@ -456,6 +477,7 @@ def run(args):
             "mode": args.mode,
             "replicas": args.replicas,
             "lose_store": args.lose_store,
+            "hang": args.hang,
             "bound_per_key": bound,
             "bound_total": bound * len(victim_keys),
             # With replicas the answers other than 200 and 429 are nginx's
@@ -463,7 +485,10 @@ def run(args):
             "other_answers": sent - status.get("200", 0) - status.get("429", 0),
             "within_bound": ((max(over) <= bound and over_other == 0) if args.replicas != "async" else True)
             and ring_mismatches == 0
-            and (args.replicas == "0" or sent - status.get("200", 0) - status.get("429", 0) < 0.01 * sent),
+            and (
+                args.replicas == "0"
+                or sent - status.get("200", 0) - status.get("429", 0) < (1 if args.hang else 0.01 * sent)
+            ),
             "ring_checked": ring_checked,
             "ring_mismatches": ring_mismatches,
             "granted_per_victim_key_min_max": [
@@ -591,6 +616,11 @@ def main():
     )
     ap.add_argument(
         "--lose-store", action="store_true", help="delete the killed shard's store before its restart (a lost machine)"
+    )
+    ap.add_argument(
+        "--hang",
+        action="store_true",
+        help="SIGSTOP the shard at --kill-at and SIGCONT it at --restart-at (a hung shard)",
     )
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs, stores)")
