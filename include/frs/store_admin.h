@@ -41,6 +41,12 @@ struct StoreOnDisk {
 // names a damaged or missing file.
 Result<StoreOnDisk> InspectStoreFiles(const std::string& dir);
 
+// Unavailable when `dir` is missing and DIR.grow-old is there: a frsctl grow
+// was killed between the two renames of its swap (frs/store_dir.h), and a
+// store made in `dir` now would serve from zero while the counts wait in
+// DIR.grow-old. Whoever would create `dir` asks first (frsd, Store::Open).
+Status CheckNoInterruptedGrow(const std::string& dir);
+
 // Opens the store of the previous format in `dir`, read-only and without
 // locks (it must be stopped): ForEach, Verify without repair, Stats and
 // geometry() answer, every other operation is Unavailable.

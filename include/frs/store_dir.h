@@ -33,6 +33,11 @@ inline constexpr std::string_view kLog = "frsd.log";
 inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of Envoy's descriptors
 // frsctl's.
 inline constexpr std::string_view kHandoffSpool = "handoff.spool";  // a handoff's nodes until each is taken
+// Siblings of the directory, `dir` + suffix, made by frsctl grow: the store
+// it builds (and, after its swap, the old one), and the old one where the file
+// system cannot exchange two directories in one step.
+inline constexpr std::string_view kGrowNewSuffix = ".grow-new";
+inline constexpr std::string_view kGrowOldSuffix = ".grow-old";
 
 // `dir`/`name`.
 std::string In(const std::string& dir, std::string_view name);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/srv_config.h"
+#include "frs/store_admin.h"
 #include "frs/store.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
@@ -144,6 +145,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     if (auto key = limit::LoadLeaseKeyFile(cfg->cluster_lease_key); !key.ok())
       problems.push_back(cfg->path + ": " + key.status().message());
   std::string store_words;
+  if (Status grow = CheckNoInterruptedGrow(cfg->store_dir); !grow.ok()) problems.push_back(grow.message());
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
   if (!sc.ok()) problems.push_back(sc.status().message());
   else store_words = sc->exists ? "store " + cfg->store_dir + " matches" : "store " + cfg->store_dir + " is new";

@@ -19,6 +19,7 @@
 #include "frs/store.h"
 #include "limit/map_config.h"
 #include "limit/side_files.h"
+#include "frs/store_admin.h"
 #include "os/store_dir.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
@@ -269,6 +270,7 @@ int main(int argc, char** argv) {
   auto allow = AllowList::Parse(cfg.allow);
   if (!allow.ok()) return Fail(cfg.path + ": " + allow.status().message());
 
+  if (Status grow = CheckNoInterruptedGrow(cfg.store_dir); !grow.ok()) return Fail(grow.message());
   std::error_code ec;
   std::filesystem::create_directories(cfg.store_dir, ec);
   if (ec) return Fail("cannot create the store directory " + cfg.store_dir + ": " + ec.message());

@@ -7,12 +7,23 @@
 
 #include <cerrno>
 
+#include "frs/store_dir.h"
 #include "store/format.h"
 #include "store/format4_reader.h"
 #include "store/store_check.h"
 #include "store/store_file.h"
 
 namespace frs {
+
+Status CheckNoInterruptedGrow(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) return Status::OK();
+  const std::string old = dir + std::string(store_dir::kGrowOldSuffix);
+  if (::stat(old.c_str(), &st) != 0) return Status::OK();
+  return Status::Unavailable(dir + " is missing and " + old +
+                             " holds the store from before an interrupted frsctl grow: run `frsctl grow` with "
+                             "this srv.xml, which says which store to keep, before anything else");
+}
 
 // A store of the previous format is read whole by store::OpenFormat4, which
 // checks every file as that format did; this build's by each file's header.

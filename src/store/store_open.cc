@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "frs/store_admin.h"
 #include "os/path_access.h"
 #include "store/store_impl.h"
 
@@ -26,6 +27,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   Result<bool> dir_exists = os::PathExists(opts.dir);
   if (!dir_exists.ok()) return dir_exists.status();
   if (!dir_exists.value()) {
+    if (Status grow = CheckNoInterruptedGrow(opts.dir); !grow.ok()) return grow;
     if (!opts.create_if_missing) return Status::NotFound(opts.dir + ": no store here (directory missing)");
     if (::mkdir(opts.dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::FromErrno(opts.dir, errno);
   }

@@ -457,7 +457,24 @@ TEST_F(GrowTest, TheNextGrowRemovesWhatAnInterruptedOneLeft) {
   EXPECT_EQ(r.rc, 3);
   EXPECT_NE(r.err.find("an interrupted grow left"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("is missing"), std::string::npos) << r.err;
-  ASSERT_EQ(Ctl({"init"}).rc, 0);  // as frsd would on a start
+  // Meanwhile nothing makes a store in DIR that would serve from zero: frsd
+  // (its check and its start) and init refuse, and every command says why.
+  const std::string config = dir_ / "srv.xml", why = "holds the store from before an interrupted frsctl grow";
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"10", FRSD_PATH, "-c", config, "--foreground"},
+        std::vector<std::string>{"10", FRSD_PATH, "-c", config, "-t"}}) {
+    r = ctl_test::RunCtl(dir_.path(), "", cmd, "", "/usr/bin/timeout");
+    EXPECT_EQ(r.rc, 1) << cmd.back() << ": " << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  for (const char* cmd : {"init", "stat"}) {
+    r = Ctl({cmd});
+    EXPECT_EQ(r.rc, 3) << cmd;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(data));
+  fs::create_directory(data);  // by hand, or by an frsd from before that check
+  ASSERT_EQ(Ctl({"init"}).rc, 0);
   r = Ctl({"grow", "--keynodes", "4096"});
   EXPECT_EQ(r.rc, 3);
   EXPECT_NE(r.err.find("created since"), std::string::npos) << r.err;

@@ -50,8 +50,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kBuildSuffix = ".grow-new";  // the store being built; after the swap, the old one
-constexpr const char* kOldSuffix = ".grow-old";    // the old store, when RENAME_EXCHANGE is unsupported
+// The store being built (after the swap, the old one), and the old store
+// where RENAME_EXCHANGE is unsupported.
+const std::string kBuildSuffix(store_dir::kGrowNewSuffix);
+const std::string kOldSuffix(store_dir::kGrowOldSuffix);
 
 std::string Geo(const StoreGeometry& g) {
   return std::to_string(g.files) + " x " + Grouped(g.keynodes) + " x " + std::to_string(g.chain);
@@ -213,7 +215,7 @@ Result<std::vector<std::string>> CarryOthers(const std::string& from, const std:
 // Removes what an interrupted grow left beside DIR.
 std::vector<std::string> RemoveLeftovers(const std::string& dir) {
   std::vector<std::string> removed;
-  for (const char* suffix : {kBuildSuffix, kOldSuffix}) {
+  for (const std::string& suffix : {kBuildSuffix, kOldSuffix}) {
     const std::string p = dir + suffix;
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(p, ec))) continue;
