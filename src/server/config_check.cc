@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "config/srv_config.h"
-#include "frs/store_admin.h"
 #include "frs/store.h"
+#include "frs/store_admin.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "limit/side_files.h"

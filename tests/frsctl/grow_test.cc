@@ -460,9 +460,8 @@ TEST_F(GrowTest, TheNextGrowRemovesWhatAnInterruptedOneLeft) {
   // Meanwhile nothing makes a store in DIR that would serve from zero: frsd
   // (its check and its start) and init refuse, and every command says why.
   const std::string config = dir_ / "srv.xml", why = "holds the store from before an interrupted frsctl grow";
-  for (const std::vector<std::string>& cmd :
-       {std::vector<std::string>{"10", FRSD_PATH, "-c", config, "--foreground"},
-        std::vector<std::string>{"10", FRSD_PATH, "-c", config, "-t"}}) {
+  for (const std::vector<std::string>& cmd : {std::vector<std::string>{"10", FRSD_PATH, "-c", config, "--foreground"},
+                                              std::vector<std::string>{"10", FRSD_PATH, "-c", config, "-t"}}) {
     r = ctl_test::RunCtl(dir_.path(), "", cmd, "", "/usr/bin/timeout");
     EXPECT_EQ(r.rc, 1) << cmd.back() << ": " << r.err;
     EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
