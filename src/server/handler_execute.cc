@@ -177,7 +177,7 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
     CountLeases(wire_[i], out[i]);
     CountDecision(wire_[i], out[i]);
   }
-  if (decoder_.compact()) AppendBatchCompact(allowed, out, &body_);
+  if (decoder_.compact()) AppendBatchCompact(allowed, wire_, out, &body_);
   else AppendBatch(allowed, wire_, out, &body_);
   *status = 200;
   return true;

@@ -47,6 +47,41 @@ void AppendError(int code, std::string_view msg, std::string* out) {
   out->append("\"/>\n");
 }
 
+// What only leases and reservations answer, the same in a <response> and in
+// a compact batch's <m>: an id the client needs to release, renew or
+// settle (a compact answer without it took a place nobody could give back).
+void WriteLeaseAndReservation(Cmd cmd, const Decision& d, BufWriter& w) {
+  if (d.lease_serial != 0) {
+    // A lease granted (acquire, update) or renewed: its id and expiry.
+    char id[limit::kLeaseIdChars];
+    limit::FormatLeaseId(d.lease_serial, d.lease_mac, id);
+    w.Lit(" lease=\"");
+    w.Str(std::string_view(id, sizeof id));
+    w.Char('"');
+    w.Field(" expires=\"", d.lease_expires);
+  }
+  if (cmd == Cmd::kRelease) w.Field(" released=\"", d.released ? 1 : 0);
+  if (d.res_serial != 0) {
+    // A reservation taken: its id (the lease id's form) and expiry.
+    char id[limit::kLeaseIdChars];
+    limit::FormatLeaseId(d.res_serial, d.res_mac, id);
+    w.Lit(" reservation=\"");
+    w.Str(std::string_view(id, sizeof id));
+    w.Char('"');
+    // expires="T" as the contract words it; beside a lease (a biz with a
+    // concurrency rule too), whose expires it is, as reservation_expires.
+    if (d.lease_serial != 0) w.Field(" reservation_expires=\"", d.res_expires);
+    else w.Field(" expires=\"", d.res_expires);
+  } else if (d.reservations_full) {
+    w.Lit(" reservations_full=\"1\"");
+  }
+  if (cmd == Cmd::kSettle) {
+    w.Field(" settled=\"", d.settled ? 1 : 0);
+    w.Field(" returned=\"", d.res_returned);
+    w.Field(" overrun=\"", d.res_overrun);
+  }
+}
+
 size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
   // Hot path (every acquire): literals of known length, small integers
   // without to_chars (buf_writer.h). Worst case: 6 top-level and 7
@@ -79,35 +114,7 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
     if (d.would_deny) w.Lit(" would_deny=\"1\"");
   }
   if (cmd == Cmd::kGet || cmd == Cmd::kSet) w.Field(" found=\"", d.found ? 1 : 0);
-  if (d.lease_serial != 0) {
-    // A lease granted (acquire, update) or renewed: its id and expiry.
-    char id[limit::kLeaseIdChars];
-    limit::FormatLeaseId(d.lease_serial, d.lease_mac, id);
-    w.Lit(" lease=\"");
-    w.Str(std::string_view(id, sizeof id));
-    w.Char('"');
-    w.Field(" expires=\"", d.lease_expires);
-  }
-  if (cmd == Cmd::kRelease) w.Field(" released=\"", d.released ? 1 : 0);
-  if (d.res_serial != 0) {
-    // A reservation taken: its id (the lease id's form) and expiry.
-    char id[limit::kLeaseIdChars];
-    limit::FormatLeaseId(d.res_serial, d.res_mac, id);
-    w.Lit(" reservation=\"");
-    w.Str(std::string_view(id, sizeof id));
-    w.Char('"');
-    // expires="T" as the contract words it; beside a lease (a biz with a
-    // concurrency rule too), whose expires it is, as reservation_expires.
-    if (d.lease_serial != 0) w.Field(" reservation_expires=\"", d.res_expires);
-    else w.Field(" expires=\"", d.res_expires);
-  } else if (d.reservations_full) {
-    w.Lit(" reservations_full=\"1\"");
-  }
-  if (cmd == Cmd::kSettle) {
-    w.Field(" settled=\"", d.settled ? 1 : 0);
-    w.Field(" returned=\"", d.res_returned);
-    w.Field(" overrun=\"", d.res_overrun);
-  }
+  WriteLeaseAndReservation(cmd, d, w);
   if (d.nrules == 0) {
     w.Lit("/>\n");
     return w.size();
@@ -144,17 +151,19 @@ void AppendDecision(Cmd cmd, const Decision& d, std::string* out) {
   out->append(buf, WriteDecision(cmd, d, buf));
 }
 
-void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out) {
+void AppendBatchCompact(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
+                        std::string* out) {
   out->append(allowed ? "<batch allowed=\"1\" answer=\"compact\">\n" : "<batch allowed=\"0\" answer=\"compact\">\n");
   // The members are written into a stack buffer, appended whenever it
   // might not hold one more (an element has three integers of at most 20
   // digits). Members often share their reset time (one window): its
   // digits are kept and copied rather than formatted again.
-  constexpr size_t kChunk = 4096, kMaxElement = 96;
+  constexpr size_t kChunk = 4096, kMaxElement = 320;  // with a lease's and a reservation's ids
   char buf[kChunk];
   DigitsMemo reset;
   BufWriter w(buf);
-  for (const Decision& d : decisions) {
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    const Decision& d = decisions[i];
     if (!d.ok()) {
       w.AppendTo(out);
       w = BufWriter(buf);
@@ -177,7 +186,9 @@ void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::
       w.Lit("\" w=\"");
       w.Int(d.retry_after);
     }
-    w.Lit("\"/>\n");
+    w.Char('"');
+    WriteLeaseAndReservation(reqs[i].cmd, d, w);
+    w.Lit("/>\n");
   }
   w.AppendTo(out);
   out->append("</batch>\n");

@@ -31,8 +31,10 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf);
 void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
                  std::string* out);
 // <batch answer="compact">: one <m a="0|1" r="REMAINING" t="RESET"/> per
-// member (w="RETRY_AFTER" when denied; code= and msg= for a member error).
-void AppendBatchCompact(bool allowed, std::span<const Decision> decisions, std::string* out);
+// member (w="RETRY_AFTER" when denied; code= and msg= for a member error;
+// a lease's or a reservation's attributes as in a <response>).
+void AppendBatchCompact(bool allowed, std::span<const WireRequest> reqs, std::span<const Decision> decisions,
+                        std::string* out);
 // This shard's view of its link to another shard (<cluster replicas="1">).
 struct ReplicaPeerView {
   uint64_t pending = 0;  // changes queued for it, not acknowledged

@@ -89,6 +89,30 @@ TEST_F(LeaseE2E, AcquireReleaseAndRenewOverXml) {
   EXPECT_EQ(Attr(batch, "allowed"), "1") << batch;
   EXPECT_NE(batch.find("released=\"1\""), std::string::npos) << batch;
   EXPECT_EQ(Count("llm_inflight", "u42"), "3");
+
+  // The compact answer carries what only leases and reservations answer: a
+  // lease taken there, and a reservation, can be given back with their ids.
+  const std::string compact =
+      c_.Post(
+            "<batch answer=\"compact\"><request cmd=\"acquire\" biz=\"capped\" key=\"c1\" n=\"5\" "
+            "reserve=\"60\"/><request cmd=\"acquire\" biz=\"llm_inflight\" key=\"c1\"/></batch>")
+          .body;
+  const std::string both = Attr(compact, "lease"), alone = compact.substr(compact.find("<m ", compact.find("<m ") + 1));
+  const std::string reservation = Attr(compact, "reservation"), lease = Attr(alone, "lease");
+  ASSERT_EQ(reservation.size(), 24u) << compact;
+  ASSERT_EQ(both.size(), 24u) << compact;  // capped has a concurrency rule too
+  ASSERT_EQ(lease.size(), 24u) << compact;
+  EXPECT_NE(Attr(alone, "expires"), "") << compact;
+  EXPECT_EQ(Release("llm_inflight", "c1", lease).status, 200);
+  EXPECT_EQ(Release("capped", "c1", both).status, 200);
+  const std::string settled =
+      c_.Post("<request cmd=\"settle\" biz=\"capped\" key=\"c1\" n=\"2\" reservation=\"" + reservation + "\"/>").body;
+  EXPECT_EQ(Attr(settled, "settled"), "1") << settled;
+  const std::string again =
+      c_.Post("<batch answer=\"compact\"><request cmd=\"settle\" biz=\"capped\" key=\"c1\" n=\"2\" reservation=\"" +
+              reservation + "\"/></batch>")
+          .body;
+  EXPECT_NE(again.find("code=\"410\""), std::string::npos) << again;
 }
 
 TEST_F(LeaseE2E, AnUpdateOfAFullKeyGrantsNoLease) {
