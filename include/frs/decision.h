@@ -216,6 +216,7 @@ struct RuleView {
   int64_t max = 0, burst = 0, borrow = 0;
   int64_t count = 0;
   int64_t limit = 0;
+  int64_t remaining = 0;                           // as an answer's: what may still be taken now, borrow included
   int64_t window_start_ms = 0, window_end_ms = 0;  // 0 when no window is open
   int64_t debt = 0;
   double tokens = 0;            // token_bucket

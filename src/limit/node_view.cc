@@ -174,6 +174,7 @@ Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
   ViewReservations(biz->cfg, node, now, &v);
   Decision d;
   EvaluateRules(biz->cfg, state, now, 1, &d);
+  for (uint32_t i = 0; i < biz->cfg.nrules && i < v.rules.size(); ++i) v.rules[i].remaining = d.rules[i].remaining;
   Summarize(&d, true);
   v.count = d.count;
   v.node = node;

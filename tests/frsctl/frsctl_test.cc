@@ -487,6 +487,14 @@ TEST_F(FrsctlTest, ExplainSaysWhichRuleDeniesAndUntilWhen) {
   EXPECT_EQ(r.rc, 0);
   EXPECT_NE(r.out.find("borrowed 200 beyond max 1000"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("allowed now"), std::string::npos) << r.out;
+  // What may still be taken is frsd's remaining, borrow included (max 1000,
+  // borrow 300: 100 more), in explain's words and get's JSON alike.
+  EXPECT_NE(r.out.find("allows (100 more)"), std::string::npos) << r.out;
+  r = Ctl({"get", "--json", "partner", "p"});
+  EXPECT_EQ(Parse(r.out).Find("rules")->items[0].Find("remaining")->number, 100) << r.out;
+  Set("partner", "p", 40);
+  r = Ctl({"get", "--json", "partner", "p"});
+  EXPECT_EQ(Parse(r.out).Find("rules")->items[0].Find("remaining")->number, 1260) << r.out;
 
   r = Ctl({"explain", "login", "never-seen"});
   EXPECT_EQ(r.rc, 0);

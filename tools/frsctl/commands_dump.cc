@@ -84,8 +84,8 @@ Result<int> RunDump(Session& s, const DumpArgs& a) {
       // The limit of the most restrictive rule: the one with least room left.
       int64_t best = INT64_MAX;
       for (const RuleView& r : v->rules) {
-        if (r.limit - r.count < best) {
-          best = r.limit - r.count;
+        if (r.remaining < best) {
+          best = r.remaining;
           limit = std::to_string(r.limit);
         }
       }

@@ -170,8 +170,8 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
   for (size_t i = 0; i < node.rules.size(); ++i) {
     const RuleView& r = node.rules[i];
     std::string state = r.denies ? "DENIES until " + When(r.next_allowed_ms, now)
-                                 : "allows" + (r.limit > r.count && r.algo != Algo::kTokenBucket
-                                                   ? " (" + std::to_string(r.limit - r.count) + " more)"
+                                 : "allows" + (r.remaining > 0 && r.algo != Algo::kTokenBucket
+                                                   ? " (" + std::to_string(r.remaining) + " more)"
                                                    : std::string());
     t.Row({"rule " + std::to_string(i + 1), RuleSummary(r) + ":", RuleSentence(r, now) + ":", state});
   }

@@ -74,8 +74,8 @@ Result<int> RunTop(Session& s, const TopArgs& a) {
     bool denies = false;
     for (const RuleView& r : v.rules) {
       denies |= r.denies;
-      if (r.limit - r.count < room) {
-        room = r.limit - r.count;
+      if (r.remaining < room) {
+        room = r.remaining;
         limit = r.limit;
       }
     }

@@ -39,7 +39,7 @@ void RuleJson(const RuleView& r, JsonOut& j) {
   j.Key("borrow").Int(r.borrow);
   j.Key("count").Int(r.count);
   j.Key("limit").Int(r.limit);
-  j.Key("remaining").Int(r.limit > r.count ? r.limit - r.count : 0);
+  j.Key("remaining").Int(r.remaining);
   j.Key("window_start_ms").Int(r.window_start_ms);
   j.Key("window_end_ms").Int(r.window_end_ms);
   j.Key("debt").Int(r.debt);
