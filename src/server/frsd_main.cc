@@ -342,6 +342,12 @@ int main(int argc, char** argv) {
           cfg.map_path.c_str());
 
   if (cfg.grpc) LogGrpcListener(cfg);
+  // A name of its own that is not where it listens is right behind a
+  // forwarder, and wrong when copied from another shard's srv.xml: said once.
+  if (!cfg.cluster_shards.empty() && !cfg.cluster_self_derived &&
+      cfg.cluster_self != frs::ListenName(cfg.host, cfg.port))
+    FRS_LOG("<cluster self> is %s while this frsd listens on %s: the other shards and the proxy reach it at %s",
+            cfg.cluster_self.c_str(), frs::ListenName(cfg.host, cfg.port).c_str(), cfg.cluster_self.c_str());
   if (!fd_problem.empty()) FRS_LOG("warning: %s", fd_problem.c_str());
 
   MasterContext mc;

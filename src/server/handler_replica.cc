@@ -233,7 +233,18 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   const Ring& peer_ring = old_batch ? *c.previous_ring : *c.ring;
   const long peer = peer_ring.Find(peer_name);
   const long self_in_peer_ring = old_batch ? c.previous_ring->Find(c.self) : c.self_index;
-  if (peer < 0 || peer == self_in_peer_ring) {
+  if (peer >= 0 && peer == self_in_peer_ring) {
+    // A shard that sent this to itself (its <shard> list names it under
+    // another name too), or another shard that took this one's <cluster self>
+    // (a copied srv.xml): either way one name, two meanings.
+    TextBody(400,
+             "/replicate: the sender calls itself '" + peer_name.substr(0, 64) +
+                 "', which is this shard's own <cluster self>: two shards have one self (a copied srv.xml?), or "
+                 "a <shard> names this shard a second time under another name",
+             status);
+    return;
+  }
+  if (peer < 0) {
     TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
     return;
   }

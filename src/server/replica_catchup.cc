@@ -19,6 +19,14 @@
 namespace frs::server {
 namespace {
 
+// An answer's text for a log line: its first 200 bytes, without the line
+// break that ends it (a log line shows one as a space before its ")").
+std::string AnswerWords(const std::string& body) {
+  std::string w = body.substr(0, 200);
+  while (!w.empty() && (w.back() == '\n' || w.back() == ' ' || w.back() == '\r')) w.pop_back();
+  return w;
+}
+
 constexpr int64_t kMsNs = 1000 * 1000;
 // The whole catch-up: past it the shard serves with what it has (said).
 constexpr int64_t kCatchUpLimitNs = 60 * 1000 * kMsNs;
@@ -106,7 +114,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
        r.ok() && r->status == 503 && MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
        wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
-    std::string why = r->body.substr(0, 200);
+    std::string why = AnswerWords(r->body);
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     FRS_LOG("replicas: no snapshot from %s yet (503 %s); asking again in %d ms (attempt %d)", name.c_str(), why.c_str(),
             wait_ms, attempt + 1);
@@ -117,7 +125,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   if (!r.ok() || r->status != 200) {
     FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
             name.c_str(),
-            r.ok() ? (std::to_string(r->status) + " " + r->body.substr(0, 200)).c_str() : r.status().message().c_str());
+            r.ok() ? (std::to_string(r->status) + " " + AnswerWords(r->body)).c_str() : r.status().message().c_str());
     CounterSet(c.shared->hold_off[i], 0);
     return 0;
   }
@@ -164,7 +172,7 @@ void WaitForQueued(const CatchUp& c, const std::string& name) {
     }
     unsigned long long pending = 0;
     if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
-      FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, r->body.substr(0, 200).c_str());
+      FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, AnswerWords(r->body).c_str());
       return;
     }
     unsigned long long behind = 0;  // changes queued before the first question, not delivered yet

@@ -129,6 +129,15 @@ int Worker::Run(const sigset_t* wait_mask) {
     }
   }
   if (open_ > 0) FRS_LOG("stopping with %llu connection(s) still busy", static_cast<unsigned long long>(open_));
+  // What a stopped shard queued for a down link is in its memory only
+  // (docs/cluster.md): said, so that the operator knows the other holder
+  // misses those uses.
+  if (repl_ && repl_->QueuedChanges() > 0)
+    FRS_LOG("stopping with replica changes not delivered, lost with this process (%s)", repl_->QueuedByShard().c_str());
+  for (const auto& d : draining_)
+    if (d->QueuedChanges() > 0)
+      FRS_LOG("stopping with changes of an earlier <cluster> not delivered, lost with this process (%s)",
+              d->QueuedByShard().c_str());
   for (auto& c : conns_)
     if (c) Close(c.get());
   return 0;

@@ -368,6 +368,30 @@ class Replicas(unittest.TestCase):
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5))
         self.assertEqual(p.a.count(k), 7)
 
+    def test_a_shard_that_hears_from_its_own_name_says_two_shards_share_it(self):
+        # What a shard whose srv.xml copied another's <cluster self> sends:
+        # the message names the mix-up, not "not another shard".
+        p = self.pair()
+        q = "/replicate?token=%s&for=%s&digest=" % (TOKEN, p.a.name)
+        st, body = p.a.get(q + "0")
+        self.assertEqual(st, 409, body)
+        digest = re.search(r"is not this shard's \(([0-9a-f]+)\)", body).group(1)
+        st, body = p.a.get(q + digest)
+        self.assertEqual(st, 400, body)
+        self.assertIn("which is this shard's own <cluster self>: two shards have one self", body)
+        # Its name is its relay's, not where it listens: said at the start.
+        self.assertIn("<cluster self> is %s while this frsd listens on 127.0.0.1:%d" % (p.a.name, p.a.port), p.a.log())
+
+    def test_a_shard_stopped_with_changes_queued_says_they_are_lost(self):
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        k = p.keys[18]
+        p.relay.cut()
+        self.assertEqual(p.a.acquire(k), 200)  # waited out the timeout, served alone: queued for B
+        p.a.stop()
+        self.assertIn(
+            "stopping with replica changes not delivered, lost with this process (%s: 1 queued" % p.b.name, p.a.log()
+        )
+
     def test_a_successor_on_a_full_disk_keeps_every_change(self):
         # B's store is on a disk with not one byte free. Its files were
         # allocated whole when it started (Store::Reserve), so each change
