@@ -169,6 +169,16 @@ frs::Status OpenGrpc(frs::SrvConfig* cfg, std::shared_ptr<const frs::server::Tls
 
 // Envoy's side in the log too, not only in frsd.grpc.listen: where it
 // listens, how it is secured, and which directory it answers from.
+// A name of its own that is not where it listens is right behind a
+// forwarder, and wrong when copied from another shard's srv.xml: said once.
+void LogClusterSelf(const frs::SrvConfig& cfg) {
+  if (cfg.cluster_shards.empty() || cfg.cluster_self_derived) return;
+  const std::string listen = frs::ListenName(cfg.host, cfg.port);
+  if (cfg.cluster_self != listen)
+    FRS_LOG("<cluster self> is %s while this frsd listens on %s: the other shards and the proxy reach it at %s",
+            cfg.cluster_self.c_str(), listen.c_str(), cfg.cluster_self.c_str());
+}
+
 void LogGrpcListener(const frs::SrvConfig& cfg) {
   const std::string where =
       !cfg.grpc_unix.empty() ? "unix socket " + cfg.grpc_unix : cfg.grpc_host + ":" + std::to_string(cfg.grpc_port);
@@ -342,12 +352,7 @@ int main(int argc, char** argv) {
           cfg.map_path.c_str());
 
   if (cfg.grpc) LogGrpcListener(cfg);
-  // A name of its own that is not where it listens is right behind a
-  // forwarder, and wrong when copied from another shard's srv.xml: said once.
-  if (!cfg.cluster_shards.empty() && !cfg.cluster_self_derived &&
-      cfg.cluster_self != frs::ListenName(cfg.host, cfg.port))
-    FRS_LOG("<cluster self> is %s while this frsd listens on %s: the other shards and the proxy reach it at %s",
-            cfg.cluster_self.c_str(), frs::ListenName(cfg.host, cfg.port).c_str(), cfg.cluster_self.c_str());
+  LogClusterSelf(cfg);
   if (!fd_problem.empty()) FRS_LOG("warning: %s", fd_problem.c_str());
 
   MasterContext mc;
