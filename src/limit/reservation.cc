@@ -214,7 +214,9 @@ Reservations::RuleSettle Reservations::SettleRule(const RuleSpec& spec, uint8_t*
         break;
       }
       case Algo::kSliding: out.returned = SlidingWindow::GiveBack(spec, block, now, e.taken_s, back); break;
-      case Algo::kTokenBucket: out.returned = TokenBucket::GiveBack(spec, block, now, back); break;
+      case Algo::kTokenBucket:
+        out.returned = TokenBucket::GiveBack(spec, block, now, back, e.taken_s * 1000, e.estimate);
+        break;
       case Algo::kConcurrency: break;
     }
     return out;

@@ -98,12 +98,17 @@ void TokenBucket::Record(const RuleSpec& spec, uint8_t* block, const Now& now, i
   Tat::FromUnits(std::min(next, std::max(cap, base)), spec.max).Store(spec, block);
 }
 
-int64_t TokenBucket::GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t k) {
+int64_t TokenBucket::GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t k, int64_t taken_ms,
+                              int64_t estimate) {
   if (Load32(block) == 0 || k <= 0) return 0;
   Tat tat = Tat::Load(spec, block);
   const i128 floor = i128{now.ms} * spec.max;
   const i128 had = tat.Units(spec.max);
   if (had <= floor) return 0;  // full already
+  // Whole tokens of the reservation not yet refilled, at most.
+  const i128 unrefilled = i128{taken_ms} * spec.max + i128{estimate} * UnitsPerMax(spec) - floor;
+  if (unrefilled < UnitsPerMax(spec)) return 0;
+  k = static_cast<int64_t>(std::min<i128>(k, unrefilled / UnitsPerMax(spec)));
   const i128 next = std::max(floor, had - i128{k} * UnitsPerMax(spec));
   Tat::FromUnits(next, spec.max).Store(spec, block);
   // Whole tokens back, as Evaluate counts them (rounded up in use).

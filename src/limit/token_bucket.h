@@ -35,10 +35,17 @@ struct TokenBucket {
   // rule (its interval, `old_max`) stay in use, refilling at the new rate;
   // a raised max also keeps the instant the bucket is full again.
   static void Convert(const RuleSpec& spec, const uint8_t* old_block, uint8_t* block, const Now& now, int64_t old_max);
-  // A settled reservation gives back k tokens, the bucket at most full:
-  // exact at any later instant, since taking E and returning E - R once the
-  // bucket might have refilled leaves what taking R would have left.
-  static int64_t GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t k);
+  // A settled reservation, `estimate` tokens taken at `taken_ms`, gives back
+  // k of them: only those the refill has not already replaced since (at
+  // most estimate less what the rate refilled in the time since taken_ms),
+  // the bucket at most full. Tokens a reservation held that refilled while
+  // it was held were used as fresh ones by others; giving them back too let
+  // a bucket of burst 10 grant 20 at one instant. The refill is counted from
+  // taken_ms, the earliest the reservation's tokens could start refilling:
+  // when earlier uses were still refilling, fewer go back than exactly
+  // could (never more).
+  static int64_t GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t k, int64_t taken_ms,
+                          int64_t estimate);
   // The low 16 bits of the max the block was written under (0: not known),
   // and whether that is spec's.
   static int64_t WrittenMaxBits(const uint8_t* block) { return Load32(block + 8) >> 16; }
