@@ -71,12 +71,14 @@ bool RegisteredUnit(std::string_view unit) { return unit == "content-bytes" || u
 void WriteRateLimitFields(const Decision& d, int64_t now_s, std::string_view unit, bool violated,
                           SrvConfig::RateLimitFields fields, BufWriter& w) {
   // The rule the fields speak for: the decision's most restrictive one,
-  // unless another has less left once borrowing is set aside (the decision
-  // weighs a borrowing window by what it may still grant, which a client
-  // pacing by r must not count on).
+  // unless, while it allows, another has less left once borrowing is set
+  // aside (the decision weighs a borrowing window by what it may still
+  // grant, which a client pacing by r must not count on). A denial speaks
+  // for the rule that decided it, as the body does: its reset is the wait.
   uint32_t pick = d.top < d.nrules ? d.top : 0;
-  for (uint32_t i = 0; i < d.nrules; ++i)
-    if (LeftWithoutBorrow(d.rules[i]) < LeftWithoutBorrow(d.rules[pick])) pick = i;
+  if (!d.would_deny)
+    for (uint32_t i = 0; i < d.nrules; ++i)
+      if (LeftWithoutBorrow(d.rules[i]) < LeftWithoutBorrow(d.rules[pick])) pick = i;
   const RuleResult& top = d.rules[pick];
   const int64_t reset_in = top.reset > now_s ? top.reset - now_s : 0;
   if (fields != SrvConfig::RateLimitFields::kLegacy) {

@@ -83,6 +83,15 @@ bool CheckKey(std::string_view key, ProtocolError* err) {
   return Fail(err, 400, "bad key: " + ValidateKeyBytes(key));
 }
 
+bool CheckProtocolKey(std::string_view key, ProtocolError* err) {
+  if (!CheckKey(key, err)) return false;
+  // U+FFFE and U+FFFF are UTF-8 but not XML characters, raw or as
+  // references (&#xFFFE; is refused).
+  if (key.find("\xEF\xBF\xBE") != std::string_view::npos || key.find("\xEF\xBF\xBF") != std::string_view::npos)
+    return Fail(err, 400, "the key holds U+FFFE or U+FFFF, which are not XML characters");
+  return true;
+}
+
 bool HasControl(std::string_view v) {
   for (size_t i = 0; i < v.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(v[i]);
@@ -193,12 +202,7 @@ bool RequestAttrs::FinishOther(ProtocolError* err) {
     // Printable ASCII needs only its length checked; anything else is
     // checked byte by byte.
     const bool plain = key_ascii_ && !r->key.empty() && r->key.size() <= kMaxKeyBytes;
-    if (!plain && !CheckKey(r->key, err)) return false;
-    // U+FFFE and U+FFFF are UTF-8 (a GET form's key may hold them) but not
-    // XML characters, raw or as references (&#xFFFE; is refused).
-    if (!plain && (r->key.find("\xEF\xBF\xBE") != std::string_view::npos ||
-                   r->key.find("\xEF\xBF\xBF") != std::string_view::npos))
-      return Fail(err, 400, "the key holds U+FFFE or U+FFFF, which are not XML characters");
+    if (!plain && !CheckProtocolKey(r->key, err)) return false;
   }
   if (have_n_) {
     if (!shape.n) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no n attribute");

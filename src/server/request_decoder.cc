@@ -410,7 +410,7 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
   }
   if (!have_biz || out->biz.empty()) return Fail(err, 400, "the query needs biz=NAME");
   if (!have_key) return Fail(err, 400, "the query needs key=KEY");
-  if (!CheckKey(out->key, err)) return false;
+  if (!CheckProtocolKey(out->key, err)) return false;
   const bool lease_cmd = cmd == Cmd::kRelease || cmd == Cmd::kRenew;
   if (lease_cmd && out->lease.empty()) return Fail(err, 400, "the query needs lease=ID (the id an acquire answered)");
   if (lease_cmd && have_n) return Fail(err, 400, std::string("/") + CmdName(cmd) + " takes no n");

@@ -175,6 +175,12 @@ TEST(Protocol, DecodesQueryStringsInPlaceOrIntoBuffers) {
   EXPECT_FALSE(DecodeQuery("=x&biz=login&key=k", Cmd::kAcquire, &biz, &key, &r, &err));
   EXPECT_FALSE(DecodeQuery("biz=login&key=k&n=%", Cmd::kAcquire, &biz, &key, &r, &err));
   EXPECT_EQ(err.msg, "query parameter \"n\" has a bad %-escape");
+  // A key the XML protocol could not name makes no node through a GET form.
+  for (const char* q : {"biz=login&key=a%EF%BF%BE", "biz=login&key=%EF%BF%BF"}) {
+    EXPECT_FALSE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &r, &err)) << q;
+    EXPECT_EQ(err.msg, "the key holds U+FFFE or U+FFFF, which are not XML characters");
+  }
+  ASSERT_TRUE(DecodeQuery("biz=login&key=%EF%BF%BD", Cmd::kAcquire, &biz, &key, &r, &err)) << err.msg;  // U+FFFD
 }
 
 TEST(Protocol, EncodesTheContractFormatExactly) {

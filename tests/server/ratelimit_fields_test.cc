@@ -240,6 +240,23 @@ TEST(RateLimitFields, ATokenBucketsBurstIsAVendorParameterWithTheOldSpellingBesi
   EXPECT_EQ(Field(a, "RateLimit"), "\"api_1\";r=10;t=1");
 }
 
+// A denial's fields speak for the rule the answer says decided it, not for
+// another denying rule with less left: a calendar 5 s max 3 and a sliding
+// 3 s max 2 both refuse n=4 for good; the body names the first, so do they.
+TEST(RateLimitFields, ADenialSpeaksForTheRuleThatDecidedIt) {
+  Server s(R"(<map><biz id="1" name="short"><rule algo="calendar" interval="5" max="3" name="c5"/>)"
+           R"(<rule algo="sliding" interval="3" max="2" name="s3"/></biz></map>)");
+  ASSERT_TRUE(s.ok());
+  const std::string a = s.Get("/acquire?biz=short&key=k&n=4");
+  ASSERT_EQ(Status(a), 429) << a;
+  EXPECT_NE(a.find("limit=\"3\" remaining=\"3\""), std::string::npos) << a;
+  EXPECT_EQ(Field(a, "RateLimit").rfind("\"c5\";r=3;", 0), 0u) << a;
+  // Allowed, the fields speak for the rule with least left: s3.
+  const std::string b = s.Get("/acquire?biz=short&key=j");
+  ASSERT_EQ(Status(b), 200) << b;
+  EXPECT_EQ(Field(b, "RateLimit").rfind("\"s3\";r=1;", 0), 0u) << b;
+}
+
 // Draft 3.1.2: `qu` names the quota unit, "requests" by default, and only
 // the registry's units; a biz that counts something else (points, tokens)
 // says so in a vendor parameter, `frs-qu`.
