@@ -31,11 +31,13 @@ class HttpRequestParser::Adaptor {
       h.version = version;
       h.target_off = static_cast<size_t>(target.data() - owner_->base_);
       h.target_len = target.size();
+      owner_->header_end_ = h.target_off + h.target_len + 11;  // " HTTP/1.1\r\n"
     }
     void on_response_impl(int, string_view, int, boost::beast::error_code& ec) override {
       ec = http::error::bad_method;  // never called for a request parser
     }
     void on_field_impl(http::field name, string_view, string_view value, boost::beast::error_code&) override {
+      owner_->header_end_ = static_cast<size_t>(value.data() + value.size() - owner_->base_) + 2;
       if (name == http::field::transfer_encoding) owner_->transfer_encoding_ = true;
       if (name == http::field::authorization) {
         owner_->head_.auth_off = static_cast<size_t>(value.data() - owner_->base_);
@@ -47,6 +49,12 @@ class HttpRequestParser::Adaptor {
         owner_->head_.expect_continue = true;
     }
     void on_header_impl(boost::beast::error_code& ec) override {
+      // Beast counts its limit its own way (a header that came whole got up
+      // to 4 KB past it): the configured bytes, up to the blank line.
+      if (owner_->header_end_ + 2 > owner_->max_header_bytes_) {
+        ec = http::error::header_limit;
+        return;
+      }
       HttpHead& h = owner_->head_;
       h.keep_alive = keep_alive();
       owner_->header_done_ = true;
@@ -174,6 +182,7 @@ void HttpRequestParser::Reset() {
   consumed_ = 0;
   base_ = nullptr;
   header_done_ = body_started_ = chunked_ = missing_length_ = transfer_encoding_ = false;
+  header_end_ = 0;
   error_status_ = 0;
   error_message_ = {};
   auto& p = adaptor_->parser.emplace(this);
@@ -190,7 +199,10 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
     boost::beast::error_code ec;
     size_t n = p.put(boost::asio::const_buffer(base + consumed_, available - consumed_), ec);
     consumed_ += n;
-    if (ec == http::error::need_more) break;
+    // A header still incomplete past the limit is over it, however it came.
+    if (ec == http::error::need_more && !header_done_ && available - consumed_ > max_header_bytes_)
+      ec = http::error::header_limit;
+    else if (ec == http::error::need_more) break;
     if (ec) {
       if (missing_length_) {
         error_status_ = 411;

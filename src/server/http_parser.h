@@ -90,6 +90,7 @@ class HttpRequestParser {
   size_t consumed_ = 0;
   const char* base_ = nullptr;  // valid only during Feed
   bool header_done_ = false;
+  size_t header_end_ = 0;  // past the last header byte seen (from base_), for the exact header limit
   bool body_started_ = false;
   bool chunked_ = false;
   bool missing_length_ = false;
