@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -68,7 +69,7 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
       << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"5\"/></biz></map>\n";
   // Port 0: frsd binds one of its own and names it in data/frsd.listen.
   std::ofstream(dir / "srv.xml") << "<frs><listen host=\"127.0.0.1\" port=\"0\"/><workers>1</workers><map>map.xml</map>"
-                                    "<store dir=\"data\" files=\"1\" keynodes=\"256\" chain=\"8\"/>"
+                                    "<store dir=\"data\" files=\"2\" keynodes=\"256\" chain=\"8\"/>"
                                     "<timezone>UTC</timezone></frs>\n";
   const std::string config = dir / "srv.xml";
   std::string frsd = FRSD_PATH;
@@ -99,6 +100,15 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
     EXPECT_EQ(HttpGet(port, "/query?biz=login&key=live"), 200);
     EXPECT_EQ(Ctl(config, "get login live"), 1);
     EXPECT_EQ(Ctl(config, "verify"), 0);
+
+    // A store file lost under a running frsd: recreating it now would make
+    // a file frsd does not map (it answers 503 for it until restarted), so
+    // init refuses, naming the frsd.
+    ASSERT_EQ(::unlink((dir / "data/frs.1.store").c_str()), 0);
+    const std::string init = CtlOut(config, "init --recreate-missing");
+    EXPECT_NE(init.find("is running on this store"), std::string::npos) << init;
+    EXPECT_EQ(Ctl(config, "init --recreate-missing"), 3);
+    EXPECT_FALSE(std::filesystem::exists(dir / "data/frs.1.store"));
   }
   ::kill(pid, SIGTERM);
   int status = 0;

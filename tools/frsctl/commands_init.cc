@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "frs/store_dir.h"
 #include "json_out.h"
+#include "store_users.h"
 
 namespace frs::ctl {
 namespace {
@@ -51,6 +52,18 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
                                    (missing.size() > 1 ? " and others" : "") +
                                    " missing): restore the files from a backup, or pass --recreate-missing to start "
                                    "them empty");
+  // Files recreated under a running frsd are not the ones it maps: it goes
+  // on answering 503 for them until restarted, and meanwhile nothing says
+  // so. A stopped store only, held against a start while they are made.
+  Result<UniqueFd> store_lock = UniqueFd();
+  if (present > 0) {
+    if (pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile))
+      return Status::Busy("frsd (pid " + std::to_string(pid) + ", pid file " + s.cfg.pidfile +
+                          ") is running on this store: stop it first (e.g. systemctl stop frsd); it maps the "
+                          "files it had and would not see the ones recreated");
+    store_lock = TakeFrsdStoreLock(s.cfg.store_dir);
+    if (!store_lock.ok()) return store_lock.status();
+  }
   StoreOptions so = StoreOptionsFor(s.cfg, /*create_if_missing=*/present == 0);
   so.recreate_missing_files = present > 0;
   Result<std::unique_ptr<Store>> store = Store::Open(so);
