@@ -283,6 +283,10 @@ TEST_F(FrsctlTest, ReadsAStoreItCannotWrite) {
     r = Ctl({cmd}, "ro.xml");
     EXPECT_EQ(r.rc, 0) << cmd << ": " << r.err;
   }
+  // Repairing writes: could not do it (3), not "the store has a problem" (1).
+  r = Ctl({"verify", "--repair"}, "ro.xml");
+  EXPECT_EQ(r.rc, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("verify --repair writes the store, and "), std::string::npos) << r.err;
   r = Ctl({"set", "login", "user:3", "9"}, "ro.xml");
   EXPECT_NE(r.rc, 0);
   EXPECT_EQ(Ctl({"get", "login", "user:3", "--json"}, "ro.xml").out.find("\"count\":9"), std::string::npos);

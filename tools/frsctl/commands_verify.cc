@@ -6,11 +6,14 @@
 // next locker would (listed, not a problem). With --repair it fixes
 // what can be fixed, says what it did, and checks again: the exit code is
 // that of the second check.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "commands.h"
 #include "format.h"
 #include "frs/store_admin.h"
+#include "frs/store_dir.h"
 #include "json_out.h"
 
 namespace frs::ctl {
@@ -35,6 +38,16 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   // that is verify's answer, not a failure of verify.
   Status opened = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/false);
   if (!opened.ok() && opened.IsNotFound()) return opened;
+  // --repair on a store this user cannot write here (a read-only mount,
+  // another owner's files) could not do what it was asked: said as such,
+  // not as a problem of the store.
+  const std::string first_file = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(0));
+  if (!opened.ok() && a.repair && ::access(first_file.c_str(), R_OK) == 0 &&
+      (::access(first_file.c_str(), W_OK) != 0 || ::access(s.cfg.store_dir.c_str(), W_OK) != 0))
+    return Status::Unavailable("verify --repair writes the store, and " + s.cfg.store_dir +
+                               " cannot be written here (" + opened.message() +
+                               "): run it as the store's owner on a writable file system; verify without --repair "
+                               "only reads");
   Store::VerifyReport first, after;
   bool rechecked = false;
   if (opened.ok()) {
