@@ -139,11 +139,11 @@ class Shard:
             raise AssertionError("dump: " + out.stderr)
         return {j["key"]: j["count"] for j in map(json.loads, out.stdout.splitlines()) if j.get("count")}
 
-    def handoff(self, env=None):
+    def handoff(self, env=None, extra=()):
         e = dict(os.environ)
         e.update(env or {})
         r = subprocess.run(
-            [FRSCTL, "-c", self.config, "handoff", "--batch", "8", "--from", self.old],
+            [FRSCTL, "-c", self.config, "handoff", "--batch", "8", "--from", self.old, *extra],
             capture_output=True,
             text=True,
             timeout=60,
@@ -350,6 +350,10 @@ class ReplicaHandoff(unittest.TestCase):
         self.change(new)
         # While R still delivers them, no handoff starts (nothing changes).
         refused = self.shards[leaving].handoff()
+        # A dry run says so too, rather than "nothing to hand off".
+        dry = self.shards[leaving].handoff(extra=("--dry-run",))
+        self.assertNotEqual(dry[0], 0, dry[1])
+        self.assertIn(leaving + " still delivers", dry[1])
         # The link was down before the change, so it logs nothing new: the
         # stalled drain is logged once, naming the shard and the failure.
         r = self.shards[leaving]

@@ -426,7 +426,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
         "(the srv.xml this shard ran before), which says which of a node's two holders sends it");
   }
   const bool with_replicas = replicas_before || s.cfg.cluster_replicas != 0;
-  if (before && with_replicas && !a.dry_run)
+  // A dry run asks too: it says what the real run would do, refusals included.
+  if (before && with_replicas)
     if (Status st = CheckNothingDraining(*before, ring, token); !st.ok()) return st;
   const HandoffPlanner planner(before ? &*before : nullptr, replicas_before, ring, s.cfg.cluster_replicas != 0,
                                s.cfg.cluster_self);
