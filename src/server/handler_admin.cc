@@ -1,5 +1,6 @@
 #include "server/handler.h"
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 #include <vector>
@@ -53,12 +54,21 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
   bool have_biz = false, have_by = false;
   std::string buf;
   std::string_view name, raw;
+  // Each parameter once, as the GET forms take them: of token=bad&token=T
+  // one would win silently (which one depended on the order).
+  std::string_view seen[8];
+  size_t nseen = 0;
   while (NextQueryParam(&query, &name, &raw)) {
     std::string_view value;
     if (!PercentDecode(raw, &buf, &value)) {
       ErrorBody(400, "/stats: parameter '" + std::string(name) + "' has a bad %-escape", status);
       return;
     }
+    if (std::find(seen, seen + nseen, name) != seen + nseen) {
+      ErrorBody(400, "/stats: parameter '" + std::string(name.substr(0, 32)) + "' appears twice", status);
+      return;
+    }
+    if (nseen < std::size(seen)) seen[nseen++] = name;
     auto count = [&](uint64_t max, uint64_t* out) {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
       return !value.empty() && ec == std::errc() && p == value.data() + value.size() && *out <= max;

@@ -46,6 +46,10 @@ TEST(StatsAccess, WithATokenTheTokenDecidesFromAnyPeer) {
     EXPECT_EQ(Get(p, "/stats?biz=api&by=app"), "HTTP/1.1 403 Forbidden") << peer;
     EXPECT_EQ(Get(p, "/stats?biz=api&by=app&token=wrong"), "HTTP/1.1 403 Forbidden") << peer;
     EXPECT_EQ(Get(p, "/stats?biz=api&by=app&token=s3cret"), "HTTP/1.1 200 OK") << peer;
+    // A parameter twice is refused whatever the order, not decided by it.
+    EXPECT_EQ(Get(p, "/stats?biz=api&by=app&token=wrong&token=s3cret"), "HTTP/1.1 400 Bad Request") << peer;
+    EXPECT_EQ(Get(p, "/stats?biz=api&by=app&token=s3cret&token=wrong"), "HTTP/1.1 400 Bad Request") << peer;
+    EXPECT_EQ(Get(p, "/stats?biz=api&by=app&top=1&top=0&token=s3cret"), "HTTP/1.1 400 Bad Request") << peer;
   }
 }
 
