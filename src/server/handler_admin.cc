@@ -48,27 +48,42 @@ bool Handler::HandleMerges(int* status) {
   return true;
 }
 
+namespace {
+
+// /stats takes each parameter once, as the GET forms do: of token=bad&token=T
+// one would win silently (which one, the order decided).
+class SeenNames {
+ public:
+  bool Again(std::string_view name) {
+    if (std::find(names_, names_ + n_, name) != names_ + n_) return true;
+    if (n_ < std::size(names_)) names_[n_++] = name;
+    return false;
+  }
+
+ private:
+  std::string_view names_[8];  // /stats knows 8 names; a 9th is refused as unknown
+  size_t n_ = 0;
+};
+
+}  // namespace
+
 void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status) {
   GroupStatsQuery q;
   std::string token, receipt;
   bool have_biz = false, have_by = false;
   std::string buf;
   std::string_view name, raw;
-  // Each parameter once, as the GET forms take them: of token=bad&token=T
-  // one would win silently (which one depended on the order).
-  std::string_view seen[8];
-  size_t nseen = 0;
+  SeenNames seen;
   while (NextQueryParam(&query, &name, &raw)) {
     std::string_view value;
     if (!PercentDecode(raw, &buf, &value)) {
       ErrorBody(400, "/stats: parameter '" + std::string(name) + "' has a bad %-escape", status);
       return;
     }
-    if (std::find(seen, seen + nseen, name) != seen + nseen) {
+    if (seen.Again(name)) {
       ErrorBody(400, "/stats: parameter '" + std::string(name.substr(0, 32)) + "' appears twice", status);
       return;
     }
-    if (nseen < std::size(seen)) seen[nseen++] = name;
     auto count = [&](uint64_t max, uint64_t* out) {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
       return !value.empty() && ec == std::errc() && p == value.data() + value.size() && *out <= max;
