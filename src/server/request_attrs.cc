@@ -69,6 +69,12 @@ bool Fail(ProtocolError* err, int status, std::string msg) {
 }
 
 bool ParseCount(std::string_view s, int64_t* out) {
+  // Leading zeros are a decimal's, however many ("0005" and "00000000005"
+  // alike); the length bound applies to the digits after them.
+  if (s.size() > 1 && s[0] == '0') {
+    const size_t nz = s.find_first_not_of('0');
+    s.remove_prefix(nz == std::string_view::npos ? s.size() - 1 : nz);
+  }
   if (s.empty() || s.size() > 10) return false;
   int64_t v = 0;
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);

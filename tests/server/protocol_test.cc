@@ -181,6 +181,17 @@ TEST(Protocol, DecodesQueryStringsInPlaceOrIntoBuffers) {
     EXPECT_EQ(err.msg, "the key holds U+FFFE or U+FFFF, which are not XML characters");
   }
   ASSERT_TRUE(DecodeQuery("biz=login&key=%EF%BF%BD", Cmd::kAcquire, &biz, &key, &r, &err)) << err.msg;  // U+FFFD
+  // n in decimal: leading zeros as many as sent, the bound on its value.
+  for (const auto& [q, n] :
+       std::vector<std::pair<std::string, int64_t>>{{"biz=login&key=k&n=0005", 5},
+                                                    {"biz=login&key=k&n=00000000002", 2},
+                                                    {"biz=login&key=k&n=02147483647", 2147483647}}) {
+    ASSERT_TRUE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &r, &err)) << q << ": " << err.msg;
+    EXPECT_EQ(r.n, n) << q;
+  }
+  for (const char* q :
+       {"biz=login&key=k&n=02147483648", "biz=login&key=k&n=00", "biz=login&key=k&n=0-5", "biz=login&key=k&n=0%2B5"})
+    EXPECT_FALSE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &r, &err)) << q;
 }
 
 TEST(Protocol, EncodesTheContractFormatExactly) {
