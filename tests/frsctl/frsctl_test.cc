@@ -637,6 +637,11 @@ TEST_F(FrsctlTest, VerifyNamesEachHeaderFaultInTheWordsOfFrsdsStart) {
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find(stats_fault + " (frsd refuses to start"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(denials_fault + " (frsd moves it aside at start"), std::string::npos) << r.out;
+  // A command that reads nodes cannot open the engine on it: it says where
+  // the way out is.
+  r = Ctl({"get", "login", "user:3"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find(stats_fault + " (`frsctl verify` names each damaged file"), std::string::npos) << r.err;
 
   CtlRun start = ctl_test::RunCtl(dir_.path(), "", {"-c", dir_ / "live.xml", "--foreground"}, "", FRSD_PATH);
   EXPECT_EQ(start.rc, 1) << start.err;

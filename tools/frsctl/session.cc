@@ -48,7 +48,17 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     eo.map_text = std::move(served).value();
   }
   Result<std::unique_ptr<AdminEngine>> e = AdminEngine::Open(eo);
-  if (!e.ok()) return e.status();
+  if (!e.ok()) {
+    // A damaged file beside the store (stats.frs, lease.key, ...) stops
+    // every command that reads nodes: say where the way out is.
+    const Status& st = e.status();
+    const std::string hint =
+        " (`frsctl verify` names each damaged file of the store and what frsd's start does with it; moved aside as "
+        "it says, the store's nodes can be read again)";
+    if (st.code() == Status::Code::kCorruption) return Status::Corruption(st.message() + hint);
+    if (st.code() == Status::Code::kInvalidArgument) return Status::InvalidArgument(st.message() + hint);
+    return st;
+  }
   s->engine = std::move(e).value();
   return Status::OK();
 }
