@@ -31,6 +31,10 @@ inline constexpr std::string_view kListen = "frsd.listen";
 inline constexpr std::string_view kGrpcListen = "frsd.grpc.listen";
 inline constexpr std::string_view kLog = "frsd.log";
 inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of Envoy's descriptors
+// With replicas: the digest of the <cluster> whose ring the store's nodes are
+// placed for (8 hex digits), written at the first start and when a frsctl
+// handoff finishes. A start under another list keeps the handoff pending.
+inline constexpr std::string_view kRingDigest = "cluster.digest";
 // frsctl's.
 inline constexpr std::string_view kHandoffSpool = "handoff.spool";  // a handoff's nodes until each is taken
 // Siblings of the directory, `dir` + suffix, made by frsctl grow: the store

@@ -12,6 +12,9 @@
 #include "client/http_client.h"
 #include "frs/percent_encode.h"
 #include "frs/ring.h"
+#include "frs/store_dir.h"
+#include "frs/whole_file.h"
+#include "os/text_file.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
 #include "server/snapshot_merge.h"
@@ -203,9 +206,39 @@ void WaitForQueued(const CatchUp& c, const std::string& name) {
 
 }  // namespace
 
+// A <cluster> change made by a restart instead of SIGHUP: the store says
+// which list its nodes were last handed off for (cluster.digest). Another
+// list keeps the handoff pending, as the SIGHUP would have, so that this
+// shard answers no snapshot until frsctl handoff reports done; a shard that
+// forgot it answered a new shard's snapshot with counts the handoff then
+// sent again (a count of 3 read 9).
+void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared) {
+  auto ring = Ring::Make(cfg.cluster_shards);
+  if (!ring.ok()) return;
+  char now[16];
+  std::snprintf(now, sizeof now, "%08x", ring->Digest());
+  const std::string path = store_dir::In(cfg.store_dir, store_dir::kRingDigest);
+  Result<std::string> was = os::ReadTextFile(path);
+  std::string text = was.ok() ? was.value() : std::string();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (fresh_store || !was.ok() || text.size() != 8) {
+    if (auto w = WriteFileWhole(path, std::string(now) + "\n", {}); !w.ok())
+      FRS_LOG("replicas: %s", w.status().message().c_str());
+    return;
+  }
+  if (text == now) return;
+  CounterSet(shared->ring_changed_to, ring->Digest());
+  FRS_LOG(
+      "replicas: this store's nodes were last handed off under another <cluster> (digest %s; this one is %s): "
+      "a ring change made by a restart; the handoff is pending here, and this shard answers no snapshot until "
+      "`frsctl handoff --from OLD_SRV.xml` reports it done (docs/cluster.md, \"Ring changes with replicas\")",
+      text.c_str(), now);
+}
+
 void PrepareReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared) {
   if (cfg.cluster_replicas == 0 || shared == nullptr) return;
   CounterSet(shared->catching_up, 1);
+  CarryRingChange(cfg, fresh_store, shared);
   if (!fresh_store) return;
   // A new store takes each shard's snapshot before that shard's changes.
   for (size_t i = 0; i < cfg.cluster_shards.size() && i < kMaxReplicaPeers; ++i)

@@ -382,6 +382,31 @@ class Replicas(unittest.TestCase):
         # Its name is its relay's, not where it listens: said at the start.
         self.assertIn("<cluster self> is %s while this frsd listens on 127.0.0.1:%d" % (p.a.name, p.a.port), p.a.log())
 
+    def test_a_ring_changed_by_a_restart_keeps_its_handoff_pending(self):
+        # The list changed in srv.xml and applied by a restart, not SIGHUP:
+        # the store says which list its nodes were handed off for, so the
+        # handoff stays pending (no snapshot answered) until frsctl says done.
+        p = self.pair()
+        conf = os.path.join(p.a.dir, "srv.xml")
+        before = open(conf).read()
+        third = Relay()  # a shard added to the list, never started
+        try:
+            p.a.stop()
+            with open(conf, "w") as f:
+                f.write(before.replace("</cluster>", "<shard>127.0.0.1:%d</shard></cluster>" % third.port))
+            p.a.start()
+            self.assertIn("a ring change made by a restart; the handoff is pending here", p.a.log())
+            self.assertEqual(p.a.metric("frs_replica_handoff_pending"), 1)
+            # Back on the list its nodes were handed off for: nothing pending.
+            p.a.stop()
+            with open(conf, "w") as f:
+                f.write(before)
+            p.a.start()
+            self.assertEqual(p.a.metric("frs_replica_handoff_pending"), 0)
+            self.assertEqual(p.a.log().count("a ring change made by a restart"), 1)
+        finally:
+            third.close()
+
     def test_a_shard_stopped_with_changes_queued_says_they_are_lost(self):
         p = self.pair(extra_a='replica_timeout_ms="300"')
         k = p.keys[18]

@@ -54,6 +54,7 @@
 #include "frs/ring.h"
 #include "frs/stop_request.h"
 #include "frs/store_dir.h"
+#include "frs/whole_file.h"
 #include "handoff_plan.h"
 #include "handoff_spool.h"
 #include "handoff_stats.h"
@@ -698,8 +699,15 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                   static_cast<unsigned long long>(unknown_route));
   }
   if (Status st = failed.Combined(); !st.ok()) return st;
-  if (before && with_replicas && !a.dry_run)
+  if (before && with_replicas && !a.dry_run) {
     if (Status told = ReportHandedOff(s.cfg.cluster_self, ring, token); !told.ok()) return told;
+    // The store's nodes are placed for this list now: a restart of frsd
+    // keeps no handoff pending (replica_catchup.cc, CarryRingChange).
+    char digest[16];
+    std::snprintf(digest, sizeof digest, "%08x\n", ring.Digest());
+    if (auto w = WriteFileWhole(store_dir::In(s.cfg.store_dir, store_dir::kRingDigest), digest, {}); !w.ok())
+      return w.status();
+  }
   return kExitOk;
 }
 
