@@ -115,7 +115,10 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
   Table t;
   t.Row({"geometry", std::to_string(g.files) + " files x " + Grouped(g.keynodes) + " key-nodes x " +
                          std::to_string(g.chain) + " slots"});
-  t.Row({"slots", Grouped(st.slots) + " (" + Grouped(st.bytes_mapped >> 20) + " MiB mapped)"});
+  // MiB with one decimal: 1.5 MiB read "1", and a small store "0".
+  char mapped[32];
+  std::snprintf(mapped, sizeof mapped, "%.1f", static_cast<double>(st.bytes_mapped) / (1 << 20));
+  t.Row({"slots", Grouped(st.slots) + " (" + mapped + " MiB mapped)"});
   t.Row({"nodes used",
          Grouped(st.total.nodes_used) + ", " + Grouped(w.in_alternate) + " of them in their alternate key-node"});
   t.Row({"slots used", Grouped(st.total.slots_used) + " (" + Percent(st.total.slots_used, st.slots) + " occupancy)"});
@@ -123,8 +126,12 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
                           (st.total.evictions_live ? " (live evictions reset limits: grow the store)" : "")});
   t.Row({"cuckoo moves", Grouped(st.total.cuckoo_moves)});
   t.Row({"lock recoveries", Grouped(st.total.lock_recoveries)});
-  t.Row({"damaged nodes", Grouped(st.total.damaged_nodes) +
-                              (st.total.damaged_nodes ? " (their keys count as absent: frsctl verify --repair)" : "")});
+  // A count of meetings (each read that found a damaged node adds one), not
+  // of nodes damaged now: after a repair it stays, and says so.
+  t.Row({"damaged nodes met", Grouped(st.total.damaged_nodes) +
+                                  (st.total.damaged_nodes ? " (reads that found one, since the store was made: "
+                                                            "frsctl verify says which are damaged now)"
+                                                          : "")});
   t.Print(stdout);
 
   std::printf("\nper file\n");
