@@ -315,6 +315,11 @@ TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {
                                                                 {"dump", "--file", "7"},
                                                                 {"dump", "--file", "-1"},
                                                                 {"top", "login", "0"},
+                                                                // two ways of saying one thing that disagree,
+                                                                // and --denied's options without it
+                                                                {"top", "login", "--biz", "api"},
+                                                                {"top", "login", "3", "-n", "2"},
+                                                                {"top", "login", "--minutes", "3"},
                                                                 {"frobnicate"}}) {
     CtlRun r = Ctl(args);
     EXPECT_EQ(r.rc, 2) << args[0] << ": " << r.err;

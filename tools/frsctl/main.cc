@@ -143,17 +143,22 @@ const CommandSpec kCommands[] =
     {"top", "the keys of a biz with the highest counts; --denied: the keys most denied in the last minutes",
      Needs::kEngine, true,
      [](CLI::App& c, Args& a) {
-  c.add_option("BIZ", a.top.biz, "biz name or id (with --denied: optional, default every biz)");
-  c.add_option("N", a.top.n, "how many keys")->capture_default_str()->check(CLI::Range(1u, 1000000u));
-  c.add_flag("--denied", a.top.denied,
-             "the keys denied most in the last minutes, with their text, even for a biz whose nodes keep no key "
-             "(from the store's table of recent denials)");
-  c.add_option("--biz", a.top.biz, "with --denied: only this biz (name or id)");
+  CLI::Option* biz = c.add_option("BIZ", a.top.biz, "biz name or id (with --denied: optional, default every biz)");
+  CLI::Option* n = c.add_option("N", a.top.n, "how many keys")->capture_default_str()->check(CLI::Range(1u, 1000000u));
+  CLI::Option* denied =
+      c.add_flag("--denied", a.top.denied,
+                 "the keys denied most in the last minutes, with their text, even for a biz whose nodes keep no key "
+                 "(from the store's table of recent denials)");
+  // One way to say each thing: two that disagree are refused, not one of
+  // them silently taken.
+  c.add_option("--biz", a.top.biz, "with --denied: only this biz (name or id)")->excludes(biz)->needs(denied);
   c.add_option("-n,--count", a.top.n, "how many keys (the same as N; with --denied, N without BIZ)")
-      ->check(CLI::Range(1u, 1000000u));
+      ->check(CLI::Range(1u, 1000000u))
+      ->excludes(n);
   c.add_option("--minutes", a.top.minutes, "with --denied: how many minutes back (1..10)")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 10u));
+      ->check(CLI::Range(1u, 10u))
+      ->needs(denied);
      },
      [](Session& s, Args& a) { return a.top.denied ? RunTopDenied(s, a.top) : RunTop(s, a.top); }},
     {"explain",
