@@ -1,5 +1,6 @@
 #include "server/http_parser.h"
 
+#include <algorithm>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
 #include <optional>
@@ -36,10 +37,15 @@ class HttpRequestParser::Adaptor {
     void on_response_impl(int, string_view, int, boost::beast::error_code& ec) override {
       ec = http::error::bad_method;  // never called for a request parser
     }
-    void on_field_impl(http::field name, string_view, string_view value, boost::beast::error_code&) override {
-      owner_->header_end_ = static_cast<size_t>(value.data() + value.size() - owner_->base_) + 2;
+    void on_field_impl(http::field name, string_view name_text, string_view value, boost::beast::error_code&) override {
+      // A folded value (obs-fold) is handed over from Beast's own buffer,
+      // not the request's: no offset into the request is taken from it.
+      const bool in_request = owner_->InRequest(value.data(), value.size());
+      owner_->header_end_ =
+          std::max(owner_->header_end_, static_cast<size_t>(name_text.data() + name_text.size() - owner_->base_) +
+                                            value.size() + 4);  // ": ", CRLF
       if (name == http::field::transfer_encoding) owner_->transfer_encoding_ = true;
-      if (name == http::field::authorization) {
+      if (name == http::field::authorization && in_request) {
         owner_->head_.auth_off = static_cast<size_t>(value.data() - owner_->base_);
         owner_->head_.auth_len = value.size();
       }
@@ -195,13 +201,13 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
   if (error_status_ != 0) return Outcome::kError;
   auto& p = *adaptor_->parser;
   base_ = base;
+  available_ = available;
   while (!p.is_done() && consumed_ < available) {
     boost::beast::error_code ec;
     size_t n = p.put(boost::asio::const_buffer(base + consumed_, available - consumed_), ec);
     consumed_ += n;
     // A header still incomplete past the limit is over it, however it came.
-    if (ec == http::error::need_more && !header_done_ && available - consumed_ > max_header_bytes_)
-      ec = http::error::header_limit;
+    if (ec == http::error::need_more && !header_done_ && available > max_header_bytes_) ec = http::error::header_limit;
     else if (ec == http::error::need_more) break;
     if (ec) {
       if (missing_length_) {

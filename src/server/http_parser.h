@@ -91,6 +91,12 @@ class HttpRequestParser {
   const char* base_ = nullptr;  // valid only during Feed
   bool header_done_ = false;
   size_t header_end_ = 0;  // past the last header byte seen (from base_), for the exact header limit
+  size_t available_ = 0;   // bytes at base_ in this Feed
+  // Whether [p, p + n) lies in the request's bytes (not in a parser's own).
+  bool InRequest(const char* p, size_t n) const {
+    const auto at = reinterpret_cast<uintptr_t>(p), from = reinterpret_cast<uintptr_t>(base_);
+    return base_ != nullptr && at >= from && at - from <= available_ && n <= available_ - (at - from);
+  }
   bool body_started_ = false;
   bool chunked_ = false;
   bool missing_length_ = false;

@@ -114,7 +114,8 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
     if (d.would_deny) w.Lit(" would_deny=\"1\"");
   }
   if (cmd == Cmd::kGet || cmd == Cmd::kSet) w.Field(" found=\"", d.found ? 1 : 0);
-  WriteLeaseAndReservation(cmd, d, w);
+  if ((d.lease_serial | d.res_serial) != 0 || d.reservations_full || cmd == Cmd::kRelease || cmd == Cmd::kSettle)
+    WriteLeaseAndReservation(cmd, d, w);
   if (d.nrules == 0) {
     w.Lit("/>\n");
     return w.size();
@@ -187,7 +188,10 @@ void AppendBatchCompact(bool allowed, std::span<const WireRequest> reqs, std::sp
       w.Int(d.retry_after);
     }
     w.Char('"');
-    WriteLeaseAndReservation(reqs[i].cmd, d, w);
+    // Most members are queries and acquires of rate rules: nothing to add.
+    const Cmd cmd = reqs[i].cmd;
+    if ((d.lease_serial | d.res_serial) != 0 || d.reservations_full || cmd == Cmd::kRelease || cmd == Cmd::kSettle)
+      WriteLeaseAndReservation(cmd, d, w);
     w.Lit("/>\n");
   }
   w.AppendTo(out);
