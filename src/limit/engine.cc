@@ -172,6 +172,8 @@ Status EngineImpl::ReloadText(std::string_view map_xml, const std::string& path)
 
 Status EngineImpl::InstallFrom(Result<MapConfig> config, const std::string& path) {
   if (!config.ok()) return config.status();
+  if (std::shared_ptr<const Map> running = SharedMap(); running)
+    if (Status order = CheckRuleOrder(running->config, config.value()); !order.ok()) return order;
   Status s = Install(std::move(config.value()));
   if (!s.ok()) return s;
   MutexLock lock(&mu_);

@@ -185,8 +185,14 @@ class Parser {
       // state"): two alike would trade their counts when the map is
       // reordered, and one would lose its count to the other when a reload
       // gave one of them the other's interval.
+      // Two alike in every respect a window has (a calendar day in the
+      // local zone and one in UTC are two limits, and so are two token
+      // buckets of one interval but other rates: those are told apart by
+      // their order, which a reload may not change, CheckRuleOrder).
       for (uint32_t k = 0; k < biz->nrules; ++k)
-        if (spec.algo != Algo::kConcurrency && TagIdentity(biz->rules[k].tag) == TagIdentity(spec.tag))
+        if (spec.algo != Algo::kConcurrency && spec.algo != Algo::kTokenBucket &&
+            TagIdentity(biz->rules[k].tag) == TagIdentity(spec.tag) && biz->rules[k].utc == spec.utc &&
+            biz->rules[k].epoch == spec.epoch)
           return Fail(spec.line, who + ": rules '" + std::string(biz->rules[k].name) + "' and '" +
                                      std::string(spec.name) + "' are both " + AlgoName(spec.algo) + " over " +
                                      std::to_string(spec.interval) +
@@ -549,6 +555,41 @@ Result<MapConfig> LoadMapFile(const std::string& path) {
   Result<std::string> text = os::ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParseMap(text.value(), path);
+}
+
+Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
+  for (const BizConfig& nb : next.bizzes) {
+    const BizConfig* ob = nullptr;
+    for (const BizConfig& b : running.bizzes)
+      if (b.id == nb.id) ob = &b;
+    if (ob == nullptr) continue;
+    // The names holding one (algorithm, interval), in their order.
+    auto holders = [](const BizConfig& b, uint32_t identity) {
+      std::vector<std::string_view> names;
+      for (uint32_t i = 0; i < b.nrules; ++i)
+        if (b.rules[i].algo != Algo::kConcurrency && TagIdentity(b.rules[i].tag) == identity)
+          names.emplace_back(b.rules[i].name);
+      return names;
+    };
+    for (const BizConfig* b : {ob, &nb})
+      for (uint32_t i = 0; i < b->nrules; ++i) {
+        const RuleSpec& r = b->rules[i];
+        if (r.algo == Algo::kConcurrency) continue;
+        const uint32_t identity = TagIdentity(r.tag);
+        const auto was = holders(*ob, identity), now = holders(nb, identity);
+        if ((was.size() > 1 || now.size() > 1) && was != now) {
+          const auto& two = now.size() > 1 ? now : was;
+          return Status::InvalidArgument(
+              next.path + ": biz '" + nb.name + "': rules '" + std::string(two[0]) + "' and '" + std::string(two[1]) +
+              "' are both " + AlgoName(r.algo) + " over " + std::to_string(r.interval) + " s " +
+              (now.size() > 1 ? "in this map" : "in the map running") +
+              ": a key's node tells such rules apart by their order, so this reload, which changes who holds that "
+              "algorithm and interval or in what order, would trade or lose their counts; keep their order and "
+              "intervals (a restart on such a map is not checked: docs/rules.md)");
+        }
+      }
+  }
+  return Status::OK();
 }
 
 }  // namespace frs::limit

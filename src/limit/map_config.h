@@ -100,4 +100,9 @@ Result<MapConfig> LoadMapFile(const std::string& path);
 // Parses map.xml text; messages name `path`.
 Result<MapConfig> ParseMap(std::string_view text, const std::string& path);
 
+// A reload from `running` to `next` that changes which rules of a biz hold
+// one (algorithm, interval) that two of them share, or their order: refused
+// (a node tells such rules apart by their order, docs/rules.md).
+Status CheckRuleOrder(const MapConfig& running, const MapConfig& next);
+
 }  // namespace frs::limit

@@ -102,6 +102,43 @@ TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
             "map.xml:3: biz 'a': rules 'A' and 'B' are both calendar over 86400 s; a key's node tells its rules "
             "apart by algorithm and interval, so two alike could trade or lose their counts at a reload: keep the "
             "stricter one, or give one another interval");
+  // Two limits of one algorithm and interval that a window tells apart: a
+  // local day and a UTC day, a fast bucket and a slow one. A reload may not
+  // reorder them, or give another rule their interval.
+  const std::string two =
+      "<map><biz id=\"1\" name=\"a\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\" "
+      "name=\"L\"/><rule algo=\"calendar\" interval=\"86400\" max=\"10\" zone=\"UTC\" name=\"U\"/>"
+      "<rule algo=\"token_bucket\" interval=\"1\" max=\"10\" name=\"peak\"/>"
+      "<rule algo=\"token_bucket\" interval=\"1\" max=\"2\" burst=\"50\" name=\"steady\"/></biz></map>";
+  auto running = ParseMap(two, "map.xml");
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  EXPECT_TRUE(CheckRuleOrder(running.value(), running.value()).ok());
+  std::string swapped = two;
+  const std::string peak = "<rule algo=\"token_bucket\" interval=\"1\" max=\"10\" name=\"peak\"/>";
+  swapped.erase(swapped.find(peak), peak.size());
+  swapped.insert(swapped.find("</biz>"), peak);
+  auto next = ParseMap(swapped, "map.xml");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  Status order = CheckRuleOrder(running.value(), next.value());
+  EXPECT_EQ(order.message(),
+            "map.xml: biz 'a': rules 'steady' and 'peak' are both token_bucket over 1 s in this map: a key's node "
+            "tells such rules apart by their order, so this reload, which changes who holds that algorithm and "
+            "interval or in what order, would trade or lose their counts; keep their order and intervals (a restart "
+            "on such a map is not checked: docs/rules.md)");
+  // Another rule given their interval: refused too; any other change is not.
+  auto more = ParseMap(
+      "<map><biz id=\"1\" name=\"a\"><rule algo=\"fixed\" interval=\"60\" max=\"5\" name=\"m\"/>"
+      "<rule algo=\"token_bucket\" interval=\"1\" max=\"3\" name=\"t\"/></biz></map>",
+      "map.xml");
+  auto into = ParseMap(
+      "<map><biz id=\"1\" name=\"a\"><rule algo=\"token_bucket\" interval=\"1\" max=\"9\" "
+      "name=\"m\"/><rule algo=\"token_bucket\" interval=\"1\" max=\"3\" burst=\"9\" "
+      "name=\"t\"/></biz></map>",
+      "map.xml");
+  ASSERT_TRUE(more.ok() && into.ok());
+  EXPECT_FALSE(CheckRuleOrder(more.value(), into.value()).ok());
+  EXPECT_TRUE(CheckRuleOrder(running.value(), ParseMap(two, "map.xml").value()).ok());
+
   // Told apart: another algorithm or another interval; a declaration and
   // comments around the root are fine.
   EXPECT_EQ(ErrorOf("<?xml version=\"1.0\"?>\n<!-- rules -->\n<map><biz id=\"1\" name=\"a\">"
