@@ -67,6 +67,7 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
   if (!pr) return Status::InvalidArgument(lines.At(pr.offset, std::string("malformed XML: ") + pr.description()));
   const srv::Context ctx(lines, fs::path(cfg.path).parent_path(), &cfg);
   pugi::xml_node root = doc.document_element();
+  if (!root) return Status::InvalidArgument(cfg.path + ":1: no <frs> element");
   if (std::string_view(root.name()) != "frs")
     return ctx.Error(root, "the root element must be <frs>, not <" + std::string(root.name()) + ">");
   if (auto p = limit::FindXmlShapeProblem(doc, "frs")) return Status::InvalidArgument(lines.At(p->offset, p->message));

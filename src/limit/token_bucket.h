@@ -41,9 +41,10 @@ struct TokenBucket {
   // the bucket at most full. Tokens a reservation held that refilled while
   // it was held were used as fresh ones by others; giving them back too let
   // a bucket of burst 10 grant 20 at one instant. The refill is counted from
-  // taken_ms, the earliest the reservation's tokens could start refilling:
-  // when earlier uses were still refilling, fewer go back than exactly
-  // could (never more).
+  // taken_ms, the earliest the reservation's tokens could start refilling
+  // (a reservation keeps its second whole): fewer go back than exactly, by
+  // up to one second's refill and by what earlier uses still had to refill
+  // when it was taken; never more.
   static int64_t GiveBack(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t k, int64_t taken_ms,
                           int64_t estimate);
   // The low 16 bits of the max the block was written under (0: not known),

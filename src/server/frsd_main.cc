@@ -173,8 +173,10 @@ frs::Status OpenGrpc(frs::SrvConfig* cfg, std::shared_ptr<const frs::server::Tls
 // forwarder, and wrong when copied from another shard's srv.xml: said once.
 void LogClusterSelf(const frs::SrvConfig& cfg) {
   if (cfg.cluster_shards.empty() || cfg.cluster_self_derived) return;
+  // The port alone: a shard listening on 0.0.0.0 names itself by an address.
   const std::string listen = frs::ListenName(cfg.host, cfg.port);
-  if (cfg.cluster_self != listen)
+  const size_t colon = cfg.cluster_self.rfind(':');
+  if (colon != std::string::npos && cfg.cluster_self.substr(colon + 1) != std::to_string(cfg.port))
     FRS_LOG("<cluster self> is %s while this frsd listens on %s: the other shards and the proxy reach it at %s",
             cfg.cluster_self.c_str(), listen.c_str(), cfg.cluster_self.c_str());
 }

@@ -15,7 +15,11 @@
 
 namespace frs {
 
-Status CheckNoInterruptedGrow(const std::string& dir) {
+Status CheckNoInterruptedGrow(const std::string& dir_as_given) {
+  // "data/" names the directory grow calls "data" (its sibling is
+  // data.grow-old, not data/.grow-old).
+  std::string dir = dir_as_given;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0 || errno != ENOENT) return Status::OK();
   const std::string old = dir + std::string(store_dir::kGrowOldSuffix);

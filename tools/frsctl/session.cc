@@ -55,8 +55,10 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     const std::string hint =
         " (`frsctl verify` names each damaged file of the store and what frsd's start does with it; moved aside as "
         "it says, the store's nodes can be read again)";
-    if (st.code() == Status::Code::kCorruption) return Status::Corruption(st.message() + hint);
-    if (st.code() == Status::Code::kInvalidArgument) return Status::InvalidArgument(st.message() + hint);
+    // Only for a file of the store directory (a map.xml error is not one).
+    const bool store_file = st.message().rfind(s->cfg.store_dir + "/", 0) == 0;
+    if (store_file && st.code() == Status::Code::kCorruption) return Status::Corruption(st.message() + hint);
+    if (store_file && st.code() == Status::Code::kInvalidArgument) return Status::InvalidArgument(st.message() + hint);
     return st;
   }
   s->engine = std::move(e).value();
