@@ -50,24 +50,26 @@ void AppendError(int code, std::string_view msg, std::string* out) {
 // What only leases and reservations answer, the same in a <response> and in
 // a compact batch's <m>: an id the client needs to release, renew or
 // settle (a compact answer without it took a place nobody could give back).
+// ` NAME="ID"`: a lease's or a reservation's id, 24 hex digits.
+template <size_t N>
+void WriteId(BufWriter& w, const char (&attr)[N], uint32_t serial, uint64_t mac) {
+  char id[limit::kLeaseIdChars];
+  limit::FormatLeaseId(serial, mac, id);
+  w.Lit(attr);
+  w.Str(std::string_view(id, sizeof id));
+  w.Char('"');
+}
+
 void WriteLeaseAndReservation(Cmd cmd, const Decision& d, BufWriter& w) {
   if (d.lease_serial != 0) {
     // A lease granted (acquire, update) or renewed: its id and expiry.
-    char id[limit::kLeaseIdChars];
-    limit::FormatLeaseId(d.lease_serial, d.lease_mac, id);
-    w.Lit(" lease=\"");
-    w.Str(std::string_view(id, sizeof id));
-    w.Char('"');
+    WriteId(w, " lease=\"", d.lease_serial, d.lease_mac);
     w.Field(" expires=\"", d.lease_expires);
   }
   if (cmd == Cmd::kRelease) w.Field(" released=\"", d.released ? 1 : 0);
   if (d.res_serial != 0) {
     // A reservation taken: its id (the lease id's form) and expiry.
-    char id[limit::kLeaseIdChars];
-    limit::FormatLeaseId(d.res_serial, d.res_mac, id);
-    w.Lit(" reservation=\"");
-    w.Str(std::string_view(id, sizeof id));
-    w.Char('"');
+    WriteId(w, " reservation=\"", d.res_serial, d.res_mac);
     // expires="T" as the contract words it; beside a lease (a biz with a
     // concurrency rule too), whose expires it is, as reservation_expires.
     if (d.lease_serial != 0) w.Field(" reservation_expires=\"", d.res_expires);

@@ -72,29 +72,23 @@ TEST(ReloadE2E, WhatNeedsARestartIsLoggedAndKept) {
   EXPECT_EQ(Client(port).Get("/health").status, 200);  // still on the old port
 }
 
+// A broken srv.xml changes nothing: a value out of range, or a <timezone>
+// this machine does not have (it needs a restart like any <timezone>, and
+// that start would fail: refused as broken, not called valid).
 TEST(ReloadE2E, ABrokenSrvXmlChangesNothing) {
-  Frsd srv;
-  ASSERT_TRUE(srv.Start()) << srv.log();
-  Rewrite(srv, "token=\"s3cret\"", "token=\"rotated\"");
-  Rewrite(srv, "</frs>", "<limits batch=\"0\"/></frs>");
-  kill(srv.pid(), SIGHUP);
-  ASSERT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
-  EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 200);
-  EXPECT_EQ(Client(srv.port()).Post(SetRequest("rotated")).status, 403);
-}
-
-// A zone the machine does not have needs a restart like any <timezone>,
-// which would then fail: the reload is refused as broken, not called valid.
-TEST(ReloadE2E, ATimeZoneThatDoesNotExistIsRefusedNotKeptForTheNextStart) {
-  Frsd srv;
-  ASSERT_TRUE(srv.Start()) << srv.log();
-  Rewrite(srv, "token=\"s3cret\"", "token=\"rotated\"");
-  Rewrite(srv, "</frs>", "<timezone>Mars/Olympus</timezone></frs>");
-  kill(srv.pid(), SIGHUP);
-  ASSERT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
-  EXPECT_EQ(Count(srv.log(), "<timezone>: unknown time zone 'Mars/Olympus'"), 1u) << srv.log();
-  EXPECT_EQ(Count(srv.log(), "are valid; reloading"), 0u) << srv.log();
-  EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 200);
+  for (const std::string broken : {"<limits batch=\"0\"/>", "<timezone>Mars/Olympus</timezone>"}) {
+    Frsd srv;
+    ASSERT_TRUE(srv.Start()) << srv.log();
+    Rewrite(srv, "token=\"s3cret\"", "token=\"rotated\"");
+    Rewrite(srv, "</frs>", broken + "</frs>");
+    kill(srv.pid(), SIGHUP);
+    ASSERT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
+    EXPECT_EQ(Count(srv.log(), "are valid; reloading"), 0u) << srv.log();
+    if (broken.find("Mars") != std::string::npos)
+      EXPECT_EQ(Count(srv.log(), "<timezone>: unknown time zone 'Mars/Olympus'"), 1u) << srv.log();
+    EXPECT_EQ(Client(srv.port()).Post(SetRequest("s3cret")).status, 200);
+    EXPECT_EQ(Client(srv.port()).Post(SetRequest("rotated")).status, 403);
+  }
 }
 
 TEST(ReloadE2E, LimitsAndTheLogFileChangeLive) {
