@@ -122,7 +122,10 @@ std::string ValidateKeyBytes(std::string_view bytes);
 // exactly when one of these sets a byte's top bit (the first term borrows
 // only out of a byte below 0x20, the second carries only out of one above
 // 0x7e, and a byte with its top bit set is above 0x7e itself).
-inline bool KeyIsValid(std::string_view key) {
+// The same, saying in *printable_ascii whether the key is printable ASCII
+// only (one pass: what the caller would otherwise look for again).
+inline bool KeyIsValid(std::string_view key, bool* printable_ascii) {
+  *printable_ascii = false;
   if (key.empty() || key.size() > kMaxKeyBytes) return false;
   constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
   auto plain = [](uint64_t w) { return (((w - kOnes * 0x20) & ~w) | (w + kOnes * 0x01) | w) & kTops; };
@@ -139,7 +142,12 @@ inline bool KeyIsValid(std::string_view key) {
     std::memcpy(&w, p, left);
     odd |= plain(w);
   }
+  *printable_ascii = odd == 0;
   return odd == 0 || ValidateKeyBytes(key).empty();
+}
+inline bool KeyIsValid(std::string_view key) {
+  bool ascii;
+  return KeyIsValid(key, &ascii);
 }
 // The character `s` starts with, as a key may hold it: its length in bytes
 // (1..4), or 0 when it is none (s empty, a control character: C0, DEL or C1,

@@ -91,19 +91,14 @@ bool CheckKey(std::string_view key, ProtocolError* err) {
 }
 
 bool CheckProtocolKey(std::string_view key, ProtocolError* err) {
-  if (!CheckKey(key, err)) return false;
+  bool ascii = false;
+  if (!KeyIsValid(key, &ascii)) return Fail(err, 400, "bad key: " + ValidateKeyBytes(key));
+  if (ascii) return true;
   // U+FFFE and U+FFFF are UTF-8 but not XML characters, raw or as
-  // references (&#xFFFE; is refused). Most keys are ASCII: a word at a
-  // time says so before their lead byte is looked for.
+  // references (&#xFFFE; is refused): their lead byte looked for in a key
+  // that is not ASCII.
   const char* p = key.data();
   const char* const end = p + key.size();
-  uint64_t high = 0;
-  for (const char* q = p; q < end; q += 8) {
-    uint64_t w = 0;
-    std::memcpy(&w, q, std::min<size_t>(8, static_cast<size_t>(end - q)));
-    high |= w;
-  }
-  if ((high & 0x8080808080808080ull) == 0) return true;
   while ((p = static_cast<const char*>(std::memchr(p, 0xEF, static_cast<size_t>(end - p)))) != nullptr) {
     if (end - p >= 3 && p[1] == '\xBF' && (p[2] == '\xBE' || p[2] == '\xBF'))
       return Fail(err, 400, "the key holds U+FFFE or U+FFFF, which are not XML characters");
