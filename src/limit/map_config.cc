@@ -184,11 +184,11 @@ class Parser {
       // interval), not by name (docs/rules.md, "How a rule finds its
       // state"): two alike would trade their counts when the map is
       // reordered, and one would lose its count to the other when a reload
-      // gave one of them the other's interval.
-      // Two alike in every respect a window has (a calendar day in the
-      // local zone and one in UTC are two limits, and so are two token
-      // buckets of one interval but other rates: those are told apart by
-      // their order, which a reload may not change, CheckRuleOrder).
+      // gave one of them the other's interval. Two alike in every respect a
+      // window has are one limit, and refused; a calendar day in the local
+      // zone and one in UTC are two limits, and so are two token buckets of
+      // one interval but other rates: those are told apart by their order,
+      // which a reload may not change (CheckRuleOrder).
       for (uint32_t k = 0; k < biz->nrules; ++k)
         if (spec.algo != Algo::kConcurrency && spec.algo != Algo::kTokenBucket &&
             TagIdentity(biz->rules[k].tag) == TagIdentity(spec.tag) && biz->rules[k].utc == spec.utc &&
