@@ -85,11 +85,6 @@ bool ParseCount(std::string_view s, int64_t* out) {
   return true;
 }
 
-bool CheckKey(std::string_view key, ProtocolError* err) {
-  if (KeyIsValid(key)) return true;
-  return Fail(err, 400, "bad key: " + ValidateKeyBytes(key));
-}
-
 bool CheckProtocolKey(std::string_view key, ProtocolError* err) {
   bool ascii = false;
   if (!KeyIsValid(key, &ascii)) return Fail(err, 400, "bad key: " + ValidateKeyBytes(key));

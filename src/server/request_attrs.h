@@ -105,10 +105,9 @@ bool Fail(ProtocolError* err, int status, std::string msg);
 // Decimal 0..kMaxUses, nothing else (no sign, no spaces, no hex).
 bool ParseCount(std::string_view s, int64_t* out);
 // 1..255 bytes of UTF-8 without control characters (frs::ValidateKeyBytes),
-// else a 400 naming why.
-bool CheckKey(std::string_view key, ProtocolError* err);
-// CheckKey, and no U+FFFE or U+FFFF: what the XML protocol can carry, so a
-// GET form makes no node a <request> could not name (one key, every door).
+// and no U+FFFE or U+FFFF: what the XML protocol can carry, so a GET form
+// makes no node a <request> could not name (one key, every door). Else a
+// 400 naming why.
 bool CheckProtocolKey(std::string_view key, ProtocolError* err);
 // A control character (C0, DEL, or C1 as UTF-8) in a decoded value.
 bool HasControl(std::string_view v);

@@ -47,9 +47,6 @@ void AppendError(int code, std::string_view msg, std::string* out) {
   out->append("\"/>\n");
 }
 
-// What only leases and reservations answer, the same in a <response> and in
-// a compact batch's <m>: an id the client needs to release, renew or
-// settle (a compact answer without it took a place nobody could give back).
 // ` NAME="ID"`: a lease's or a reservation's id, 24 hex digits.
 template <size_t N>
 void WriteId(BufWriter& w, const char (&attr)[N], uint32_t serial, uint64_t mac) {
@@ -60,7 +57,10 @@ void WriteId(BufWriter& w, const char (&attr)[N], uint32_t serial, uint64_t mac)
   w.Char('"');
 }
 
-void WriteLeaseAndReservation(Cmd cmd, const Decision& d, BufWriter& w) {
+// What only leases and reservations answer, the same in a <response> and in
+// a compact batch's <m>: an id the client needs to release, renew or
+// settle (a compact answer without it took a place nobody could give back).
+void WriteLeaseAndReservationFields(Cmd cmd, const Decision& d, BufWriter& w) {
   if (d.lease_serial != 0) {
     // A lease granted (acquire, update) or renewed: its id and expiry.
     WriteId(w, " lease=\"", d.lease_serial, d.lease_mac);
@@ -82,6 +82,13 @@ void WriteLeaseAndReservation(Cmd cmd, const Decision& d, BufWriter& w) {
     w.Field(" returned=\"", d.res_returned);
     w.Field(" overrun=\"", d.res_overrun);
   }
+}
+
+// Most decisions have none of them (queries and acquires of rate rules): the
+// test is made here, before any call.
+inline void WriteLeaseAndReservation(Cmd cmd, const Decision& d, BufWriter& w) {
+  if ((d.lease_serial | d.res_serial) != 0 || d.reservations_full || cmd == Cmd::kRelease || cmd == Cmd::kSettle)
+    WriteLeaseAndReservationFields(cmd, d, w);
 }
 
 size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
@@ -116,8 +123,7 @@ size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
     if (d.would_deny) w.Lit(" would_deny=\"1\"");
   }
   if (cmd == Cmd::kGet || cmd == Cmd::kSet) w.Field(" found=\"", d.found ? 1 : 0);
-  if ((d.lease_serial | d.res_serial) != 0 || d.reservations_full || cmd == Cmd::kRelease || cmd == Cmd::kSettle)
-    WriteLeaseAndReservation(cmd, d, w);
+  WriteLeaseAndReservation(cmd, d, w);
   if (d.nrules == 0) {
     w.Lit("/>\n");
     return w.size();
@@ -190,10 +196,7 @@ void AppendBatchCompact(bool allowed, std::span<const WireRequest> reqs, std::sp
       w.Int(d.retry_after);
     }
     w.Char('"');
-    // Most members are queries and acquires of rate rules: nothing to add.
-    const Cmd cmd = reqs[i].cmd;
-    if ((d.lease_serial | d.res_serial) != 0 || d.reservations_full || cmd == Cmd::kRelease || cmd == Cmd::kSettle)
-      WriteLeaseAndReservation(cmd, d, w);
+    WriteLeaseAndReservation(reqs[i].cmd, d, w);
     w.Lit("/>\n");
   }
   w.AppendTo(out);

@@ -373,16 +373,22 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
 
 // Tells this shard's frsd that the handoff of the change to `after` is
 // finished here: it answers snapshots again once every shard of the list
-// says so (handler_replica.cc). An error when it cannot be told: the run's
-// nodes moved, but its shard waits for a run that tells it.
-Status ReportHandedOff(const std::string& self, const Ring& after, const std::string& token) {
+// says so (handler_replica.cc), and the store directory `dir` notes the list
+// (cluster.digest). An error when it cannot be told: the run's nodes moved,
+// but its shard waits for a run that tells it.
+Status ReportHandedOff(const std::string& self, const Ring& after, const std::string& token, const std::string& dir) {
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", after.Digest());
   HttpClient http(self, 5000);
   auto resp =
       http.Post("/replicate?handed_off=" + std::string(digest) + "&token=" + PercentEncoded(token, kPercentQueryValue),
                 "", "text/plain");
-  if (resp.ok() && resp->status == 200) return Status::OK();
+  if (resp.ok() && resp->status == 200) {
+    // The store's nodes are placed for this list now: a restart of frsd
+    // keeps no handoff pending (replica_catchup.cc, CarryRingChange).
+    auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingDigest), std::string(digest) + "\n", {});
+    return w.ok() ? Status::OK() : w.status();
+  }
   std::string why =
       resp.ok() ? std::to_string(resp->status) + " " + resp->body.substr(0, 200) : resp.status().message();
   std::replace(why.begin(), why.end(), '\n', ' ');
@@ -699,15 +705,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                   static_cast<unsigned long long>(unknown_route));
   }
   if (Status st = failed.Combined(); !st.ok()) return st;
-  if (before && with_replicas && !a.dry_run) {
-    if (Status told = ReportHandedOff(s.cfg.cluster_self, ring, token); !told.ok()) return told;
-    // The store's nodes are placed for this list now: a restart of frsd
-    // keeps no handoff pending (replica_catchup.cc, CarryRingChange).
-    char digest[16];
-    std::snprintf(digest, sizeof digest, "%08x\n", ring.Digest());
-    if (auto w = WriteFileWhole(store_dir::In(s.cfg.store_dir, store_dir::kRingDigest), digest, {}); !w.ok())
-      return w.status();
-  }
+  if (before && with_replicas && !a.dry_run)
+    if (Status told = ReportHandedOff(s.cfg.cluster_self, ring, token, s.cfg.store_dir); !told.ok()) return told;
   return kExitOk;
 }
 
