@@ -106,6 +106,8 @@ class AdminEngine : public Engine {
     bool has_reservations = false;
   };
   virtual Result<std::vector<BizHeldNow>> HeldNow() { return std::vector<BizHeldNow>{}; }
+  // The same list with every figure 0 and no walk: which bizzes count what.
+  virtual std::vector<BizHeldNow> HeldBizzes() const { return {}; }
 
   // Portable text (one JSON object per node, no trailing newline) and back.
   // Import resolves the biz by name (falling back to id), rehashes into this

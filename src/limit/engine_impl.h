@@ -176,6 +176,7 @@ class EngineImpl final : public AdminEngine {
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
   Result<NodeView> View(const NodeInfo& node) const override;
   Result<std::vector<BizHeldNow>> HeldNow() override;
+  std::vector<BizHeldNow> HeldBizzes() const override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;
   Result<bool> ImportNode(std::string_view json_line) override;
   Status CheckImport(std::string_view json_line) const override;

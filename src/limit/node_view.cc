@@ -77,15 +77,30 @@ void StateInLayout(const BizConfig& biz, const NodeInfo& node, const Now& now, u
 
 }  // namespace
 
+namespace {
+
+bool CountsLeases(const BizConfig& b) { return b.lease_rule >= 0; }
+bool CountsReservations(const BizConfig& b) { return b.res_explicit && b.res_cap > 0; }
+
+}  // namespace
+
+std::vector<AdminEngine::BizHeldNow> EngineImpl::HeldBizzes() const {
+  std::shared_ptr<const Map> map = SharedMap();
+  std::vector<BizHeldNow> out;
+  for (const Biz& b : map->bizzes)
+    if (CountsLeases(b.cfg) || CountsReservations(b.cfg))
+      out.push_back(BizHeldNow{b.cfg.id, b.cfg.name, 0, 0, CountsLeases(b.cfg), CountsReservations(b.cfg)});
+  return out;
+}
+
 Result<std::vector<AdminEngine::BizHeldNow>> EngineImpl::HeldNow() {
   std::shared_ptr<const Map> map = SharedMap();
   const Now now = NowAt();
   std::vector<BizHeldNow> out;
   std::vector<const Biz*> of;  // parallel to out
   for (const Biz& b : map->bizzes) {
-    const bool leases = b.cfg.lease_rule >= 0, reservations = b.cfg.res_explicit && b.cfg.res_cap > 0;
-    if (!leases && !reservations) continue;
-    out.push_back(BizHeldNow{b.cfg.id, b.cfg.name, 0, 0, leases, reservations});
+    if (!CountsLeases(b.cfg) && !CountsReservations(b.cfg)) continue;
+    out.push_back(BizHeldNow{b.cfg.id, b.cfg.name, 0, 0, CountsLeases(b.cfg), CountsReservations(b.cfg)});
     of.push_back(&b);
   }
   if (out.empty()) return out;

@@ -5,6 +5,7 @@
 
 #include "server/clock_util.h"
 #include "server/grpc_methods.h"
+#include "server/held_now.h"
 #include "server/replica_metrics.h"
 
 namespace frs::server {
@@ -194,7 +195,8 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
         ctype = kPrometheusTextType;
         if (metrics_) {
           metrics_->Render(*engine_, store_, &body_);
-          RenderHeldNow(*engine_, &body_);
+          Result<HeldNowScrape> held = ReadHeldNow(*engine_, metrics_->master().held, counters_, MonoNs() / 1000000);
+          if (held.ok()) RenderHeldNow(*held, *metrics_, &body_);
           if (rls_ && rls_->rules()) RenderEnvoyMetrics(*metrics_, *rls_->rules(), &body_);
           if (opts_.cluster.ring && opts_.cluster.replicas)
             RenderReplicaMetrics(*metrics_, *opts_.cluster.ring, opts_.cluster.self_index, &body_);

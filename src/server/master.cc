@@ -21,6 +21,7 @@
 #include "server/clock_util.h"
 #include "server/config_watch.h"
 #include "server/decision_log.h"
+#include "server/held_now.h"
 #include "server/logger.h"
 #include "server/signals.h"
 #include "server/worker.h"
@@ -53,7 +54,9 @@ std::string DescribeExit(int st) {
 
 class Master {
  public:
-  explicit Master(MasterContext ctx) : ctx_(std::move(ctx)), cfg_(*ctx_.config), live_(cfg_), slots_(cfg_.workers) {}
+  explicit Master(MasterContext ctx) : ctx_(std::move(ctx)), cfg_(*ctx_.config), live_(cfg_), slots_(cfg_.workers) {
+    if (ctx_.admin != nullptr && ctx_.metrics != nullptr) held_.emplace(*ctx_.admin, ctx_.metrics->master().held);
+  }
   int Run(const sigset_t* wait_mask);
 
  private:
@@ -87,6 +90,8 @@ class Master {
   uint64_t evictions_live_seen_ = 0;
   ConfigWatch watch_;
   int64_t watch_due_ns_ = -1;  // >= 0: the directory changed; reload once quiet until then
+  // frs_leases_held and frs_reservations_held, walked for the scrapes.
+  std::optional<HeldNowPublisher> held_;
 };
 
 void Master::WatchEnvoyConfig() {
@@ -370,6 +375,7 @@ void Master::Reload() {
   }
   const SrvConfig& next = *f.next;
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
+  if (held_) held_->Invalidate();
   for (const std::string& line : NeedRestart(live_, next))
     FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
   if (lease_key_changed)
@@ -418,6 +424,7 @@ void Master::Tick(int64_t now) {
     evictions_live_seen_ = live;
     next_eviction_report_ = now + kEvictionReportNs;
   }
+  if (held_) held_->Tick(now / kNsPerMs);
 }
 
 int Master::Run(const sigset_t* wait_mask) {
@@ -452,6 +459,8 @@ int Master::Run(const sigset_t* wait_mask) {
     for (const Slot& s : slots_)
       if (s.respawn_at_ns >= 0) wake = std::min(wake, s.respawn_at_ns);
     if (watch_due_ns_ >= 0) wake = std::min(wake, watch_due_ns_);
+    if (held_)
+      if (const int64_t due = held_->NextDueMs(now / kNsPerMs); due >= 0) wake = std::min(wake, due * kNsPerMs);
     int64_t wait = std::max<int64_t>(0, wake - now);
     timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
     // Signals are blocked except inside ppoll: a flag set before the wait

@@ -21,7 +21,6 @@
 #include <memory>
 #include <string>
 
-#include "frs/admin_engine.h"
 #include "frs/engine.h"
 #include "frs/status.h"
 #include "frs/store.h"
@@ -201,6 +200,7 @@ struct alignas(64) WorkerCounters {
   // with an error status; and those that named a domain no configuration has.
   uint64_t envoy_calls[kEnvoyCallResults];
   uint64_t envoy_unknown_domain;
+  uint64_t held_walks;   // walks over the store a scrape of this worker made itself (server/held_now.h)
   uint64_t pid;          // set by the master when it starts the slot's worker
   uint64_t serving_pid;  // set by that worker once its event loop holds the listening socket
   alignas(64) DecisionLogCounters decision_log;
@@ -223,6 +223,22 @@ struct alignas(64) WorkerCounters {
   void CountRequest(CmdLabel label, int http_status, uint64_t latency_ns);
 };
 
+// What every biz holds now (frs_leases_held, frs_reservations_held) as the
+// master's last walk over the store found it (server/held_now.h). The
+// master writes all but asked_ms, under `seq`: odd while it writes, so a
+// reader that finds it odd or changed reads again. asked_ms is written by
+// every worker whose scrape wanted the figures: a timestamp, any writer's
+// will do.
+struct HeldNowShared {
+  uint64_t seq;
+  uint64_t asked_ms;        // CLOCK_MONOTONIC ms: the last scrape that wanted them
+  uint64_t walked_ms;       // CLOCK_MONOTONIC ms: when the last walk began; 0: none since the last reload
+  uint64_t fresh_until_ms;  // a scrape serves that walk's figures until then, else walks itself
+  uint64_t walk_us;         // how long the last walk took
+  uint64_t walks;           // the master's walks since it started
+  uint64_t leases[65536], reservations[65536];  // by biz id
+};
+
 struct alignas(64) MasterCounters {
   uint64_t worker_restarts;
   uint64_t lock_recoveries;  // locks the master recovered from dead workers
@@ -230,6 +246,7 @@ struct alignas(64) MasterCounters {
   uint64_t started_unix;
   uint64_t master_pid;  // set by the master once it runs (after daemonizing)
   alignas(64) ReplicaShared replica;
+  alignas(64) HeldNowShared held;
 };
 
 class Metrics {
@@ -264,10 +281,5 @@ class Metrics {
   MasterCounters* master_ = nullptr;
   WorkerCounters* workers_base_ = nullptr;
 };
-
-// frs_leases_held{biz,id} and frs_reservations_held{biz,id}: what each biz
-// holds now (AdminEngine::HeldNow, one walk over the store); nothing when no
-// biz has a concurrency rule or names its reservations.
-void RenderHeldNow(AdminEngine& engine, std::string* out);
 
 }  // namespace frs::server

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "server/held_now.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
 
@@ -381,32 +382,52 @@ void Metrics::Render(Engine& engine, const Store* store, std::string* out) const
   AppendProcessMetrics(procs, out);
 }
 
-void RenderHeldNow(AdminEngine& engine, std::string* out) {
-  // Read from the store at each scrape, not counted: a count of grants
-  // less releases would start again at 0 with each restart and miss the
-  // leases and reservations that expire unseen (they are swept at their key's next write).
-  Result<std::vector<AdminEngine::BizHeldNow>> held = engine.HeldNow();
-  if (!held.ok() || held->empty()) return;
+void RenderHeldNow(const HeldNowScrape& held, const Metrics& metrics, std::string* out) {
+  // Read from the store, not counted: a count of grants less releases
+  // would start again at 0 with each restart and miss the leases and
+  // reservations that expire unseen (they are swept at their key's next
+  // write). Who walked, and how long ago: server/held_now.h.
+  if (held.bizzes.empty()) return;
   bool leases = false, reservations = false;
-  for (const AdminEngine::BizHeldNow& b : *held) {
+  for (const AdminEngine::BizHeldNow& b : held.bizzes) {
     leases |= b.has_leases;
     reservations |= b.has_reservations;
   }
   if (leases) {
     Header(out, "frs_leases_held", "gauge",
-           "Leases held now (granted, neither released nor past their expiry), by biz with a concurrency rule; read "
-           "from the store at each scrape.");
-    for (const AdminEngine::BizHeldNow& b : *held)
+           "Leases held now (granted, neither released nor past their expiry), by biz with a concurrency rule; "
+           "read from the store, frs_held_age_seconds ago.");
+    for (const AdminEngine::BizHeldNow& b : held.bizzes)
       if (b.has_leases) BizSample(out, "frs_leases_held", b.biz, b.biz_id, b.leases);
   }
   if (reservations) {
     Header(out, "frs_reservations_held", "gauge",
            "Reservations held now (taken, neither settled nor past their expiry), by biz that names "
-           "reservations=\"N\"; "
-           "read from the store at each scrape.");
-    for (const AdminEngine::BizHeldNow& b : *held)
+           "reservations=\"N\"; read from the store, frs_held_age_seconds ago.");
+    for (const AdminEngine::BizHeldNow& b : held.bizzes)
       if (b.has_reservations) BizSample(out, "frs_reservations_held", b.biz, b.biz_id, b.reservations);
   }
+  Header(out, "frs_held_age_seconds", "gauge",
+         "How old the figures of frs_leases_held and frs_reservations_held in this answer are: 0 when this "
+         "scrape walked the store, else the age of the master's last walk.");
+  out->append("frs_held_age_seconds ");
+  AppendSeconds(out, held.age_ms * 1000);
+  out->append("\n");
+  const HeldNowShared& shared = metrics.master().held;
+  uint64_t by_scrapes = 0;
+  for (uint32_t w = 0; w < metrics.workers(); ++w) by_scrapes += CounterGet(metrics.worker(w).held_walks);
+  Header(out, "frs_held_walks_total", "counter",
+         "Walks over the store for frs_leases_held and frs_reservations_held: by the master for the scrapes, or "
+         "by a scrape that found no fresh figures of the master's.");
+  out->append("frs_held_walks_total{by=\"master\"} ");
+  AppendU64(out, CounterGet(shared.walks));
+  out->append("\nfrs_held_walks_total{by=\"scrape\"} ");
+  AppendU64(out, by_scrapes);
+  out->append("\n");
+  Header(out, "frs_held_walk_seconds", "gauge", "How long the master's last walk over the store took.");
+  out->append("frs_held_walk_seconds ");
+  AppendSeconds(out, CounterGet(shared.walk_us));
+  out->append("\n");
 }
 
 }  // namespace frs::server

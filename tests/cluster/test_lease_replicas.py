@@ -376,7 +376,8 @@ class LeaseReplicas(unittest.TestCase):
             processes.wait_for(lambda: ' count="167"' in a.get("/query?biz=t&key=" + k)[1], 10),
             a.get("/query?biz=t&key=" + k)[1],
         )
-        self.assertEqual(series(a, held_t), 1)
+        held_now = processes.held_metric(lambda: a.get("/metrics")[1], 'frs_reservations_held{biz="t",id="5"}')
+        self.assertEqual(held_now, 1)
         for name in ("r1", "r2", "r3"):
             self.assertEqual(settle(a, ids[name], 1)[0], 410, name)
         st, body = settle(a, ids["r4"], 60)

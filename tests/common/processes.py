@@ -115,6 +115,34 @@ def wait_for(pred, timeout=5.0):
     return False
 
 
+def held_metric(scrape, series, since=None, timeout=5.0):
+    """The value of frs_leases_held or frs_reservations_held `series` (name
+    and labels as /metrics writes them) as the store was at `since`
+    (time.monotonic(); default: now) or later, from `scrape()`, which returns
+    a /metrics body: the master walks the store for the scrapes about once a
+    second, and each answer says how old its figures are
+    (frs_held_age_seconds). Both clocks are CLOCK_MONOTONIC. None when the
+    series is absent or no walk that recent came within `timeout` s."""
+    asked = max(since or 0.0, time.monotonic())
+    end = asked + timeout
+    while True:
+        sent = time.monotonic()
+        body = scrape()
+        if isinstance(body, bytes):
+            body = body.decode()
+        values = {}
+        for line in body.splitlines():
+            name, _, value = line.rpartition(" ")
+            values[name] = value
+        if series not in values or "frs_held_age_seconds" not in values:
+            return None
+        if sent - float(values["frs_held_age_seconds"]) - 0.001 >= asked:
+            return float(values[series])
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.05)
+
+
 def stop(proc, sig=signal.SIGTERM, timeout=5, with_workers=False):
     """Sends `sig` to the child `proc` (a subprocess.Popen), then SIGKILL if it
     has not exited within `timeout` s (with_workers: to frsd's workers too,

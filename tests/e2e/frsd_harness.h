@@ -529,6 +529,28 @@ inline double Metric(Client& c, const std::string& series) {
   return p == std::string::npos ? -1 : std::atof(body.c_str() + p + series.size() + 2);
 }
 
+// The value of frs_leases_held or frs_reservations_held `series` as the
+// store was at `since_ms` (NowMs(); default: this call) or later: from a
+// walk that began then or after (the master walks for the scrapes about
+// once a second, and the answer says how old its figures are:
+// frs_held_age_seconds; server/held_now.h). Both clocks are
+// CLOCK_MONOTONIC. -1 when absent, -2 when no such walk came in 5 s.
+inline double HeldMetric(Client& c, const std::string& series, int64_t since_ms = 0) {
+  const int64_t asked = std::max(since_ms, NowMs());
+  const int64_t end = asked + 5000;
+  for (;;) {
+    const int64_t sent = NowMs();
+    const std::string body = c.Get("/metrics").body;
+    const size_t a = body.find("\nfrs_held_age_seconds ");
+    const size_t p = body.find("\n" + series + " ");
+    if (a == std::string::npos || p == std::string::npos) return -1;
+    const auto age_ms = static_cast<int64_t>(std::atof(body.c_str() + a + 22) * 1000 + 0.5);
+    if (sent - age_ms - 1 >= asked) return std::atof(body.c_str() + p + series.size() + 2);
+    if (NowMs() >= end) return -2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 // One frsd for every TEST of a suite (each on keys of its own), on the
 // example map plus Suite::kBizzes; a test may restart it in place
 // (server_->KillAll(), then Start()). c_ is connected to it before each TEST.

@@ -121,7 +121,7 @@ TEST_F(ReservationE2E, GetFormsAndMetrics) {
   const std::string id = Attr(a.body, "reservation");
   ASSERT_EQ(id.size(), 24u) << a.body;
   EXPECT_EQ(Metric(c_, "frs_reservations_taken_total{biz=\"llm_tokens\",id=\"21\"}"), std::max(taken, 0.0) + 1);
-  EXPECT_GE(Metric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}"), 1);
+  EXPECT_GE(HeldMetric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}"), 1);
   const double settled = Metric(c_, "frs_reservations_settled_total{biz=\"llm_tokens\",id=\"21\"}");
   HttpResponse s = c_.Get("/settle?biz=llm_tokens&key=g1&reservation=" + id + "&n=1730");
   EXPECT_EQ(s.status, 200) << s.body;
@@ -140,7 +140,7 @@ TEST_F(ReservationE2E, AClientKilledHoldingAReservationIsChargedItsEstimateAtIts
   Client metrics(server_->port());
   const std::string held = "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}";
   const std::string expired = "frs_reservations_expired_total{biz=\"llm_tokens\",id=\"21\"}";
-  const double held_before = std::max(Metric(metrics, held), 0.0);
+  const double held_before = std::max(HeldMetric(metrics, held), 0.0);
   const double expired_before = std::max(Metric(metrics, expired), 0.0);
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
@@ -161,11 +161,11 @@ TEST_F(ReservationE2E, AClientKilledHoldingAReservationIsChargedItsEstimateAtIts
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  EXPECT_EQ(Metric(metrics, held), held_before + 1);
-  // The gauge reads the store: held, then not from its expiry on (within
-  // reserve + 1 s = 2 s of the take, a little slack for the poll).
-  ASSERT_TRUE(WaitFor([&] { return Metric(metrics, held) == held_before; }, 4000));
-  EXPECT_LE(NowMs() - taken_ms, 2100);
+  // The gauge reads the store: not held from its expiry on (within
+  // reserve + 1 s = 2 s of the take), before any write sweeps it. (Held
+  // until then is checked with reservations that live longer, below: the
+  // master's walk that shows this one may come after its expiry.)
+  EXPECT_EQ(HeldMetric(metrics, held, taken_ms + 2000), held_before);
   EXPECT_EQ(Count("llm_tokens", "dies"), "300");  // charged its estimate
   // The key's next write finds it expired and counts it, once.
   EXPECT_EQ(Attr(Req("cmd=\"acquire\" biz=\"llm_tokens\" key=\"dies\""), "allowed"), "1");
@@ -294,7 +294,7 @@ TEST_F(ReservationE2E, KillNineOfEveryProcessKeepsEveryReservationAndItsId) {
   EXPECT_EQ(Attr(Reserve("llm_tokens", "k9", 1), "reservations_full"), "1");
   // The gauge is read from the store: right after the restart, down by the
   // ones settled.
-  const double held = Metric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}");
+  const double held = HeldMetric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}");
   EXPECT_GE(held, 8);
   for (const std::string& id : ids) {
     HttpResponse r = Settle("llm_tokens", "k9", id, "10");
@@ -305,7 +305,7 @@ TEST_F(ReservationE2E, KillNineOfEveryProcessKeepsEveryReservationAndItsId) {
   HttpResponse r = c_.Post("<request cmd=\"release\" biz=\"gateway\" key=\"k9\" lease=\"" + lease + "\"/>");
   EXPECT_EQ(Attr(r.body, "released"), "1") << r.body;
   EXPECT_EQ(Count("llm_tokens", "k9"), "80");
-  EXPECT_EQ(Metric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}"), held - 8);
+  EXPECT_EQ(HeldMetric(c_, "frs_reservations_held{biz=\"llm_tokens\",id=\"21\"}"), held - 8);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
 import nginx_conf  # noqa: E402,F401  (the tests use them here)
-from processes import candidate_port, listening, read_text, require, stop, wait_for  # noqa: E402,F401
+from processes import candidate_port, held_metric, listening, read_text, require, stop, wait_for  # noqa: E402,F401
 from stand_ins import fixed_answer, listener  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -4,9 +4,11 @@
 // The real engine is exercised by the end-to-end tests.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "frs/admin_engine.h"
 #include "frs/clock.h"
@@ -147,6 +149,23 @@ class FakeEngine final : public AdminEngine {
     return Status::NotFound("unknown biz \"" + std::string(biz) + "\"");
   }
   std::vector<BizInfo> Bizzes() const override { return bizzes; }
+  // What HeldNow answers (each call a walk, counted; `held_fails`: it
+  // fails), and HeldBizzes the same list with zeros.
+  std::vector<BizHeldNow> held;
+  int held_walks = 0;
+  bool held_fails = false;
+  int held_walk_ms = 0;  // how long a walk takes
+  Result<std::vector<BizHeldNow>> HeldNow() override {
+    ++held_walks;
+    if (held_walk_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(held_walk_ms));
+    if (held_fails) return Status::Corruption("fake: a damaged node");
+    return held;
+  }
+  std::vector<BizHeldNow> HeldBizzes() const override {
+    std::vector<BizHeldNow> zeros = held;
+    for (BizHeldNow& b : zeros) b.leases = b.reservations = 0;
+    return zeros;
+  }
   Result<NodeView> Inspect(std::string_view, std::string_view) override { return Status::NotFound("fake"); }
   Result<NodeView> View(const NodeInfo&) const override { return Status::NotFound("fake"); }
   Result<std::string> ExportNode(const NodeInfo&) const override { return Status::NotFound("fake"); }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "server/fake_engine.h"
+#include "server/held_now.h"
 
 namespace frs::server {
 namespace {
@@ -153,16 +154,36 @@ TEST(MetricsRender, EverySeriesOfTheDocsTableIsRenderedWithItsType) {
     EXPECT_EQ(type, it->second) << name;
   }
   // Series that other functions render beside Metrics::Render (handler.cc):
-  // the leases and reservations held (a walk over the store), Envoy's
+  // the leases and reservations held and their walks (held_now_test.cc), Envoy's
   // descriptors and the replica links.
   const auto elsewhere = [](const std::string& name) {
-    return name == "frs_leases_held" || name == "frs_reservations_held" || name.rfind("frs_envoy_", 0) == 0 ||
-           name.rfind("frs_replica_", 0) == 0;
+    return name == "frs_leases_held" || name == "frs_reservations_held" || name.rfind("frs_held_", 0) == 0 ||
+           name.rfind("frs_envoy_", 0) == 0 || name.rfind("frs_replica_", 0) == 0;
   };
   for (const auto& [name, type] : documented) {
     if (elsewhere(name)) continue;
     EXPECT_TRUE(rendered.count(name)) << name << " is documented but Metrics::Render lost it";
   }
+}
+
+// The series RenderHeldNow adds (server/held_now.h) are in the table too,
+// with their types.
+TEST(MetricsRender, TheHeldSeriesAreDocumented) {
+  std::unique_ptr<Metrics> m = Metrics::Create(1).value();
+  HeldNowScrape scrape;
+  scrape.bizzes = {AdminEngine::BizHeldNow{20, "inflight", 1, 0, true, false},
+                   AdminEngine::BizHeldNow{21, "tokens", 0, 2, false, true}};
+  std::string text;
+  RenderHeldNow(scrape, *m, &text);
+  const std::map<std::string, std::string> documented = DocumentedTypes();
+  std::set<std::string> names;
+  for (const auto& [name, type] : Types(text)) {
+    names.insert(name);
+    auto it = documented.find(name);
+    if (it == documented.end()) ADD_FAILURE() << name << " is rendered but not in docs/protocol.md's metric table";
+    else EXPECT_EQ(type, it->second) << name;
+  }
+  EXPECT_EQ(names.size(), 5u) << text;
 }
 
 // The text up to the process series (those read /proc), with the build's

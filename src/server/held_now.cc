@@ -1,0 +1,97 @@
+#include "server/held_now.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "server/clock_util.h"
+
+namespace frs::server {
+namespace {
+
+constexpr int64_t kNsPerMs = 1000000;
+
+std::atomic_ref<uint64_t> Word(uint64_t& w) { return std::atomic_ref<uint64_t>(w); }
+uint64_t Relaxed(uint64_t& w) { return Word(w).load(std::memory_order_relaxed); }
+
+}  // namespace
+
+void HeldNowPublisher::Tick(int64_t now_ms) {
+  const auto asked = static_cast<int64_t>(Relaxed(shared_.asked_ms));
+  if (asked == 0 || now_ms - asked > kHeldWantedMs || now_ms < next_ms_) return;
+  const int64_t t0 = MonoNs();
+  Result<std::vector<AdminEngine::BizHeldNow>> held = engine_.HeldNow();
+  const int64_t took_ns = MonoNs() - t0;
+  const int64_t interval_ms = std::max(kHeldMinIntervalMs, kHeldIntervalWalks * (took_ns / kNsPerMs));
+  next_ms_ = now_ms + took_ns / kNsPerMs + interval_ms;
+  // A walk that failed (a damaged node the store refuses to read) leaves
+  // the scrapes to walk themselves, and to fail the same way, visibly.
+  if (!held.ok()) Publish({}, 0, took_ns / 1000, 0);
+  else Publish(*held, now_ms, took_ns / 1000, next_ms_ + kHeldSlackMs);
+}
+
+int64_t HeldNowPublisher::NextDueMs(int64_t now_ms) const {
+  const auto asked = static_cast<int64_t>(Relaxed(shared_.asked_ms));
+  if (asked == 0 || now_ms - asked > kHeldWantedMs) return -1;
+  return std::max(next_ms_, now_ms);
+}
+
+void HeldNowPublisher::Invalidate() {
+  next_ms_ = 0;
+  Publish({}, 0, static_cast<int64_t>(Relaxed(shared_.walk_us)), 0);
+}
+
+void HeldNowPublisher::Publish(const std::vector<AdminEngine::BizHeldNow>& held, int64_t walked_ms, int64_t took_us,
+                               int64_t fresh_until_ms) {
+  // One writer: odd while the figures change, then the next even value
+  // released with them (a seqlock).
+  const uint64_t seq = Relaxed(shared_.seq);
+  Word(shared_.seq).store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (uint16_t id : published_) {
+    Word(shared_.leases[id]).store(0, std::memory_order_relaxed);
+    Word(shared_.reservations[id]).store(0, std::memory_order_relaxed);
+  }
+  published_.clear();
+  for (const AdminEngine::BizHeldNow& b : held) {
+    Word(shared_.leases[b.biz_id]).store(b.leases, std::memory_order_relaxed);
+    Word(shared_.reservations[b.biz_id]).store(b.reservations, std::memory_order_relaxed);
+    published_.push_back(b.biz_id);
+  }
+  Word(shared_.walked_ms).store(static_cast<uint64_t>(walked_ms), std::memory_order_relaxed);
+  Word(shared_.fresh_until_ms).store(static_cast<uint64_t>(fresh_until_ms), std::memory_order_relaxed);
+  Word(shared_.walk_us).store(static_cast<uint64_t>(took_us), std::memory_order_relaxed);
+  if (walked_ms != 0) Word(shared_.walks).store(Relaxed(shared_.walks) + 1, std::memory_order_relaxed);
+  Word(shared_.seq).store(seq + 2, std::memory_order_release);
+}
+
+Result<HeldNowScrape> ReadHeldNow(AdminEngine& engine, HeldNowShared& shared, WorkerCounters* counters,
+                                  int64_t now_ms) {
+  HeldNowScrape out;
+  out.bizzes = engine.HeldBizzes();
+  if (out.bizzes.empty()) return out;
+  Word(shared.asked_ms).store(static_cast<uint64_t>(now_ms), std::memory_order_relaxed);
+  // The master's writes take microseconds: a few tries, then a walk.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t seq = Word(shared.seq).load(std::memory_order_acquire);
+    if (seq & 1) continue;
+    const uint64_t walked = Relaxed(shared.walked_ms);
+    if (walked == 0 || static_cast<uint64_t>(now_ms) > Relaxed(shared.fresh_until_ms)) break;
+    for (AdminEngine::BizHeldNow& b : out.bizzes) {
+      b.leases = b.has_leases ? Relaxed(shared.leases[b.biz_id]) : 0;
+      b.reservations = b.has_reservations ? Relaxed(shared.reservations[b.biz_id]) : 0;
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (Word(shared.seq).load(std::memory_order_relaxed) != seq) continue;
+    out.age_ms = static_cast<uint64_t>(now_ms) > walked ? static_cast<uint64_t>(now_ms) - walked : 0;
+    return out;
+  }
+  Result<std::vector<AdminEngine::BizHeldNow>> held = engine.HeldNow();
+  if (!held.ok()) return held.status();
+  if (counters) CounterAdd(counters->held_walks);
+  out.bizzes = std::move(*held);
+  out.age_ms = 0;
+  out.walked_here = true;
+  return out;
+}
+
+}  // namespace frs::server

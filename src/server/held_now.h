@@ -1,0 +1,86 @@
+// server/held_now.h: frs_leases_held and frs_reservations_held without a
+// walk over the store in every scrape.
+//
+// What each biz holds now is known only by walking the store's chains (one
+// chain locked at a time): about 20 ns a node, 45 ms for 2 M nodes, and the
+// worker that answers /metrics answers nothing else meanwhile, so every
+// scrape stalled a worker's connections for as long. The master serves no
+// requests: while someone scrapes (a scrape in the last kHeldWantedMs), it
+// walks for the workers at most once a second, and never more than a
+// twentieth of its time (a walk of 100 ms is followed by 2 s without), and
+// publishes the figures in the metrics region (HeldNowShared). A scrape
+// serves them while they are fresh (until the master's next walk is due,
+// and a second more), else walks itself as before: the first scrape after a
+// quiet spell or a reload, or one while the master is late. So the figures
+// are at most about 2 s old (more on a store whose walk takes over 50 ms);
+// frs_held_age_seconds says how old.
+//
+// Thread safety: the master's publisher is single-threaded; any number of
+// workers read beside it (metrics.h: HeldNowShared).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frs/admin_engine.h"
+#include "frs/status.h"
+#include "server/metrics.h"
+
+namespace frs::server {
+
+// A scrape within this long keeps the master walking.
+inline constexpr int64_t kHeldWantedMs = 5 * 60 * 1000;
+// The shortest interval between two of the master's walks, and how many
+// walks' durations it is at least.
+inline constexpr int64_t kHeldMinIntervalMs = 1000;
+inline constexpr int64_t kHeldIntervalWalks = 20;
+// A walk's figures are served this long past the master's next walk's due
+// time (its tick comes up to a second late).
+inline constexpr int64_t kHeldSlackMs = 1000;
+
+// The master's side.
+class HeldNowPublisher {
+ public:
+  HeldNowPublisher(AdminEngine& engine, HeldNowShared& shared) : engine_(engine), shared_(shared) {}
+
+  // Walks the store and publishes what it found when a scrape wanted the
+  // figures lately and the interval since the last walk is over; else
+  // nothing. `now_ms`: CLOCK_MONOTONIC.
+  void Tick(int64_t now_ms);
+  // When the next walk is due while scrapes want them (CLOCK_MONOTONIC ms),
+  // else -1: the master wakes for it.
+  int64_t NextDueMs(int64_t now_ms) const;
+  // The map changed: its figures are served no more (a biz may count
+  // otherwise); the next scrape walks itself, and the next tick here.
+  void Invalidate();
+
+ private:
+  void Publish(const std::vector<AdminEngine::BizHeldNow>& held, int64_t walked_ms, int64_t took_us,
+               int64_t fresh_until_ms);
+
+  AdminEngine& engine_;
+  HeldNowShared& shared_;
+  std::vector<uint16_t> published_;  // the ids whose entries the last walk set
+  int64_t next_ms_ = 0;
+};
+
+// What one scrape serves: each biz's figures, and where they came from.
+struct HeldNowScrape {
+  std::vector<AdminEngine::BizHeldNow> bizzes;  // empty: no biz counts either
+  uint64_t age_ms = 0;                          // 0: walked by this scrape
+  bool walked_here = false;
+};
+
+// The worker's side: the master's figures when fresh, else a walk of its
+// own (counted in `counters->held_walks`, may be null). Marks the figures
+// wanted, so that the master walks for the next scrapes.
+Result<HeldNowScrape> ReadHeldNow(AdminEngine& engine, HeldNowShared& shared, WorkerCounters* counters, int64_t now_ms);
+
+// Appends frs_leases_held{biz,id}, frs_reservations_held{biz,id} and the
+// walks' own series (frs_held_age_seconds, frs_held_walks_total,
+// frs_held_walk_seconds); nothing when no biz counts either. In
+// metrics_render.cc, with the other series.
+void RenderHeldNow(const HeldNowScrape& held, const Metrics& metrics, std::string* out);
+
+}  // namespace frs::server
