@@ -97,6 +97,8 @@ class AdminEngine : public Engine {
   // (frs_reservations_held). Read from the store, so it is right after a
   // restart and the moment one expires. `has_leases` and `has_reservations`
   // say which of the two a biz counts; a biz with neither is left out.
+  // `lock_wait_ms` > 0: a chain locked that long ends the walk with Busy
+  // (Store::Filter::lock_wait_ms).
   struct BizHeldNow {
     uint16_t biz_id = 0;
     std::string biz;
@@ -105,7 +107,10 @@ class AdminEngine : public Engine {
     bool has_leases = false;
     bool has_reservations = false;
   };
-  virtual Result<std::vector<BizHeldNow>> HeldNow() { return std::vector<BizHeldNow>{}; }
+  virtual Result<std::vector<BizHeldNow>> HeldNow(uint32_t lock_wait_ms) {
+    (void)lock_wait_ms;
+    return std::vector<BizHeldNow>{};
+  }
   // The same list with every figure 0 and no walk: which bizzes count what.
   virtual std::vector<BizHeldNow> HeldBizzes() const { return {}; }
 

@@ -272,6 +272,11 @@ class Store {
     // so the walk uses at most about busy_percent of a core and its chain
     // locks and memory traffic leave room for the server (100: no pauses).
     uint32_t busy_percent = 100;
+    // > 0: a chain whose lock stays held this many milliseconds ends the
+    // walk with Busy, nothing visited of that chain (a walk that must never
+    // wait behind a stuck holder: frsd's master). 0: wait as long as it
+    // takes, taking a dead holder's lock over.
+    uint32_t lock_wait_ms = 0;
   };
   virtual Status ForEach(const Filter& filter, const Visitor& visit) = 0;
   // Erases every node for which `pred` is true, one chain locked at a time.

@@ -175,7 +175,7 @@ class EngineImpl final : public AdminEngine {
   std::vector<BizInfo> Bizzes() const override;
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
   Result<NodeView> View(const NodeInfo& node) const override;
-  Result<std::vector<BizHeldNow>> HeldNow() override;
+  Result<std::vector<BizHeldNow>> HeldNow(uint32_t lock_wait_ms) override;
   std::vector<BizHeldNow> HeldBizzes() const override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;
   Result<bool> ImportNode(std::string_view json_line) override;

@@ -75,10 +75,6 @@ void StateInLayout(const BizConfig& biz, const NodeInfo& node, const Now& now, u
   else MigrateState(biz, node.state, state, now);
 }
 
-}  // namespace
-
-namespace {
-
 bool CountsLeases(const BizConfig& b) { return b.lease_rule >= 0; }
 bool CountsReservations(const BizConfig& b) { return b.res_explicit && b.res_cap > 0; }
 
@@ -93,7 +89,7 @@ std::vector<AdminEngine::BizHeldNow> EngineImpl::HeldBizzes() const {
   return out;
 }
 
-Result<std::vector<AdminEngine::BizHeldNow>> EngineImpl::HeldNow() {
+Result<std::vector<AdminEngine::BizHeldNow>> EngineImpl::HeldNow(uint32_t lock_wait_ms) {
   std::shared_ptr<const Map> map = SharedMap();
   const Now now = NowAt();
   std::vector<BizHeldNow> out;
@@ -109,6 +105,7 @@ Result<std::vector<AdminEngine::BizHeldNow>> EngineImpl::HeldNow() {
   std::unordered_map<uint16_t, size_t> index;
   for (size_t i = 0; i < out.size(); ++i) index.emplace(out[i].biz_id, i);
   Store::Filter f;
+  f.lock_wait_ms = lock_wait_ms;
   if (out.size() == 1) f.biz = out[0].biz_id;
   Status s = store_->ForEach(f, [&](const NodeInfo& node) {
     auto it = index.find(node.biz);

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "server/clock_util.h"
+#include "server/logger.h"
 
 namespace frs::server {
 namespace {
@@ -19,14 +20,25 @@ void HeldNowPublisher::Tick(int64_t now_ms) {
   const auto asked = static_cast<int64_t>(Relaxed(shared_.asked_ms));
   if (asked == 0 || now_ms - asked > kHeldWantedMs || now_ms < next_ms_) return;
   const int64_t t0 = MonoNs();
-  Result<std::vector<AdminEngine::BizHeldNow>> held = engine_.HeldNow();
+  Result<std::vector<AdminEngine::BizHeldNow>> held = engine_.HeldNow(kHeldLockWaitMs);
   const int64_t took_ns = MonoNs() - t0;
   const int64_t interval_ms = std::max(kHeldMinIntervalMs, kHeldIntervalWalks * (took_ns / kNsPerMs));
   next_ms_ = now_ms + took_ns / kNsPerMs + interval_ms;
-  // A walk that failed (a damaged node the store refuses to read) leaves
-  // the scrapes to walk themselves, and to fail the same way, visibly.
-  if (!held.ok()) Publish({}, 0, took_ns / 1000, 0);
-  else Publish(*held, now_ms, took_ns / 1000, next_ms_ + kHeldSlackMs);
+  // A walk that failed (a chain locked past kHeldLockWaitMs, a damaged
+  // node) leaves the scrapes to walk themselves; said once, until a walk
+  // succeeds again.
+  if (!held.ok()) {
+    if (!failing_)
+      FRS_LOG(
+          "frs_leases_held: the master's walk over the store failed (%s); scrapes walk it themselves until it "
+          "succeeds",
+          held.status().ToString().c_str());
+    failing_ = true;
+    Publish({}, 0, took_ns / 1000, 0);
+    return;
+  }
+  failing_ = false;
+  Publish(*held, now_ms, took_ns / 1000, next_ms_ + kHeldSlackMs);
 }
 
 int64_t HeldNowPublisher::NextDueMs(int64_t now_ms) const {
@@ -85,7 +97,7 @@ Result<HeldNowScrape> ReadHeldNow(AdminEngine& engine, HeldNowShared& shared, Wo
     out.age_ms = static_cast<uint64_t>(now_ms) > walked ? static_cast<uint64_t>(now_ms) - walked : 0;
     return out;
   }
-  Result<std::vector<AdminEngine::BizHeldNow>> held = engine.HeldNow();
+  Result<std::vector<AdminEngine::BizHeldNow>> held = engine.HeldNow(0);
   if (!held.ok()) return held.status();
   if (counters) CounterAdd(counters->held_walks);
   out.bizzes = std::move(*held);

@@ -35,6 +35,10 @@ inline constexpr int64_t kHeldWantedMs = 5 * 60 * 1000;
 // walks' durations it is at least.
 inline constexpr int64_t kHeldMinIntervalMs = 1000;
 inline constexpr int64_t kHeldIntervalWalks = 20;
+// The master's walk never waits longer for a chain's lock: a worker stuck
+// holding one (stopped by a debugger, say) must not stop the master's
+// supervision; the walk ends, and the scrapes walk themselves meanwhile.
+inline constexpr uint32_t kHeldLockWaitMs = 100;
 // A walk's figures are served this long past the master's next walk's due
 // time (its tick comes up to a second late).
 inline constexpr int64_t kHeldSlackMs = 1000;
@@ -63,6 +67,7 @@ class HeldNowPublisher {
   HeldNowShared& shared_;
   std::vector<uint16_t> published_;  // the ids whose entries the last walk set
   int64_t next_ms_ = 0;
+  bool failing_ = false;  // the last walk failed (logged once)
 };
 
 // What one scrape serves: each biz's figures, and where they came from.

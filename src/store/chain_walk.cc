@@ -37,6 +37,18 @@ class WalkPacer {
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
 };
 
+// The chain's lock within `wait_ms`, asked every millisecond: a holder that
+// died is left to those who wait without a bound (they take its lock over
+// and repair what it left).
+bool LockWithin(LockSet& locks, uint32_t k, uint32_t wait_ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (!locks.TryLock(k)) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 }  // namespace
 
 Status StoreImpl::WalkChains(const Filter& filter, const ChainFn& chain,
@@ -66,7 +78,12 @@ Status StoreImpl::ForEach(const Filter& filter, const Visitor& visit) {
       // The chain is copied out under its lock and visited after: a slow
       // visitor (a terminal, a pipe) never holds a lock the server needs.
       LockSet locks(locks_, f);
-      locks.Lock(k);
+      if (filter.lock_wait_ms == 0) {
+        locks.Lock(k);
+      } else if (!LockWithin(locks, k, filter.lock_wait_ms)) {
+        return Status::Busy("chain " + std::to_string(k) + " of file " + std::to_string(fi) + " stayed locked " +
+                            std::to_string(filter.lock_wait_ms) + " ms; the walk ended there");
+      }
       WalkChain_locked(f, k, [&](uint32_t i, NodeExtent e) {
         if (e.damaged) {
           NoteDamage(f, k, i);

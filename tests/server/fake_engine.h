@@ -155,7 +155,7 @@ class FakeEngine final : public AdminEngine {
   int held_walks = 0;
   bool held_fails = false;
   int held_walk_ms = 0;  // how long a walk takes
-  Result<std::vector<BizHeldNow>> HeldNow() override {
+  Result<std::vector<BizHeldNow>> HeldNow(uint32_t /*lock_wait_ms*/) override {
     ++held_walks;
     if (held_walk_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(held_walk_ms));
     if (held_fails) return Status::Corruption("fake: a damaged node");

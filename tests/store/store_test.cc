@@ -27,6 +27,7 @@
 #include "common/store_ops.h"
 #include "common/temp_dir.h"
 #include "frs/store.h"
+#include "os/shm_lock.h"
 #include "os/sigbus_guard.h"
 #include "os/unique_fd.h"
 #include "store/format.h"
@@ -678,6 +679,35 @@ TEST(StoreIteration, ForEachFiltersAndEraseIfErasesOneBiz) {
   ASSERT_TRUE(erased.ok());
   EXPECT_EQ(*erased, 30u);
   EXPECT_EQ(s->Stats().total.nodes_used, 50u);
+}
+
+// A walk that must not wait behind a stuck holder (frsd's master's, for
+// frs_leases_held) ends with Busy at a chain held longer than its bound,
+// and walks every chain once the holder lets go.
+TEST(StoreIteration, AWalkWithALockWaitEndsAtAChainHeldLongerThanIt) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 1, 32, 8));
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "a" + std::to_string(i)), 1).ok());
+  // Its chains are key-node groups (store::GroupGeometry): chain 1 is one.
+  ASSERT_GT(store::GroupGeometry(StoreGeometry{1, 32, 8}).keynodes, 1u);
+  auto f = store::StoreFile::Open(d.path(), 0, StoreGeometry{1, 32, 8}, /*create=*/false, 0);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  // Held by a live owner (this thread, as far as the word says).
+  std::atomic_ref<uint64_t> word((*f)->lock(1)->bits);
+  word.store(os::Self().word(), std::memory_order_release);
+  Store::Filter bounded;
+  bounded.lock_wait_ms = 20;
+  size_t seen = 0;
+  const auto start = std::chrono::steady_clock::now();
+  Status st = s->ForEach(bounded, [&](const NodeInfo&) { ++seen; });
+  EXPECT_EQ(st.code(), Status::Code::kBusy) << st.ToString();
+  EXPECT_NE(st.message().find("chain 1 of file 0 stayed locked 20 ms"), std::string::npos) << st.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
+  EXPECT_LT(seen, 50u);
+  word.store(0, std::memory_order_release);
+  seen = 0;
+  ASSERT_TRUE(s->ForEach(bounded, [&](const NodeInfo&) { ++seen; }).ok());
+  EXPECT_EQ(seen, 50u);
 }
 
 // Where the node of k lies in a store in `dir` (one file of 16 key-nodes of
