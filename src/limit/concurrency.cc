@@ -370,11 +370,20 @@ void Concurrency::Convert(const RuleSpec& spec, std::span<const uint8_t> old_blo
   Store32(block + kBaseAt, Clamp32(t));
   Store32(block, spec.tag);
   PlaceTable p(block, spec.bytes);
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < old.n && k < p.n; ++i)
-    if (old.Serial(i) != 0 && old.Expires(i) > t) p.Set(k++, old.Serial(i), old.Expires(i) - t);
-  // A lowered max within the same block length keeps no more than max.
-  KeepLatest(spec, block, spec.max);
+  // Every lease held is kept, a lowered max's excess too: its holders are
+  // still running, and a new acquire is refused until they end. Only a
+  // block of fewer places than leases held (max 9 or more lowered to 8 or
+  // fewer, 3..8 to 1..2) keeps those that end last; the others end here
+  // (map_config.h: HeldAReloadEnds says so in the reload's log).
+  Lease held[kMaxLeases];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < old.n && n < std::size(held); ++i)
+    if (old.Serial(i) != 0 && old.Expires(i) > t) held[n++] = Lease{old.Serial(i), old.Expires(i)};
+  if (n > p.n) {
+    std::nth_element(held, held + p.n, held + n, [](const Lease& a, const Lease& b) { return a.expires > b.expires; });
+    n = p.n;
+  }
+  for (uint32_t i = 0; i < n; ++i) p.Set(i, held[i].serial, held[i].expires - t);
 }
 
 uint32_t Concurrency::Sweep(const RuleSpec& spec, uint8_t* block, const Now& now) {

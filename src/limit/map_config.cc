@@ -592,4 +592,34 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
   return Status::OK();
 }
 
+std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next) {
+  std::vector<std::string> out;
+  for (const BizConfig& nb : next.bizzes) {
+    const BizConfig* ob = nullptr;
+    for (const BizConfig& b : running.bizzes)
+      if (b.id == nb.id) ob = &b;
+    if (ob == nullptr) continue;
+    const std::string who = next.path + ": biz '" + nb.name + "'";
+    if (ob->lease_rule >= 0 && nb.lease_rule >= 0) {
+      const int64_t was = ob->rules[ob->lease_rule].max, now = nb.rules[nb.lease_rule].max;
+      const uint32_t places_was = Concurrency::Places(Concurrency::Bytes(was));
+      const uint32_t places_now = Concurrency::Places(Concurrency::Bytes(now));
+      if (places_now < places_was && now < was)
+        out.push_back(who + ": concurrency max " + std::to_string(was) + " -> " + std::to_string(now) +
+                      ": a key's node now has " + std::to_string(places_now) + " places for leases, not " +
+                      std::to_string(places_was) + "; a key holding more keeps the " + std::to_string(places_now) +
+                      " that end last, and the others end when the key is next touched (their release answers 410). "
+                      "A lowered max that keeps its places keeps every lease held");
+    }
+    if (nb.res_cap < ob->res_cap)
+      out.push_back(who + ": reservations per key " + std::to_string(ob->res_cap) + " -> " +
+                    std::to_string(nb.res_cap) +
+                    (nb.res_explicit ? "" : " (the default: as many as fit beside its rules)") +
+                    "; a key holding more keeps the " + std::to_string(nb.res_cap) +
+                    " that end last, and the others end when the key is next touched, charged their estimate as at "
+                    "their expiry (their settle answers 410)");
+  }
+  return out;
+}
+
 }  // namespace frs::limit

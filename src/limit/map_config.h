@@ -105,4 +105,12 @@ Result<MapConfig> ParseMap(std::string_view text, const std::string& path);
 // (a node tells such rules apart by their order, docs/rules.md).
 Status CheckRuleOrder(const MapConfig& running, const MapConfig& next);
 
+// What a reload from `running` to `next` ends of what keys hold, one line
+// each for its log: a concurrency rule whose block gets fewer places than
+// it had (a lowered max that keeps its places keeps every lease held), and
+// a biz that takes fewer reservations per key (a raised concurrency max
+// leaves the default fewer bytes). A key holding more than fits keeps those
+// that end last when it is next touched.
+std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next);
+
 }  // namespace frs::limit

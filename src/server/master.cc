@@ -366,6 +366,14 @@ void Master::Reload() {
     }
     lease_key_changed = s.ok() && check != ctx_.engine->LeaseKeyCheck();
   }
+  // What the map running held that the new one ends, read before it is
+  // replaced (the channel holds the map every worker runs).
+  std::vector<std::string> ends;
+  if (s.ok() && ctx_.map_channel)
+    if (Result<MapChannel::Map> was = ctx_.map_channel->Read(); was.ok() && !was->text.empty())
+      if (auto old_map = limit::ParseMap(was->text, live_.map_path); old_map.ok())
+        if (auto new_map = limit::ParseMap(f.map_text, live_.map_path); new_map.ok())
+          ends = limit::HeldAReloadEnds(*old_map, *new_map);
   if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(f.srv_text, f.map_text, f.envoy);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old configuration stays: %s", s.message().c_str());
@@ -374,6 +382,7 @@ void Master::Reload() {
     return;
   }
   const SrvConfig& next = *f.next;
+  for (const std::string& line : ends) FRS_LOG("warning: %s", line.c_str());
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   if (held_) held_->Invalidate();
   for (const std::string& line : NeedRestart(live_, next))

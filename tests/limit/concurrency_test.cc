@@ -650,6 +650,84 @@ TEST_F(LeaseTest, AReloadThatRaisesMaxKeepsTheLeasesAndTheirIds) {
   EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).released);
 }
 
+// A lowered max keeps every lease held (their holders are still running):
+// new acquires are refused until releases bring the count under it.
+TEST_F(LeaseTest, AReloadThatLowersMaxKeepsEveryLeaseHeldAndRefusesUntilUnderIt) {
+  Decision a = Acquire("inflight", "u1"), b = Acquire("inflight", "u1");
+  ASSERT_TRUE(a.allowed && b.allowed);
+  std::string map = kLeaseMap;
+  // The lease changes too: the block is converted, not kept as it is.
+  map.replace(map.find(R"(max="2" lease="10")"), 18, R"(max="1" lease="20")");
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 2);
+  EXPECT_FALSE(Acquire("inflight", "u1").allowed);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).released);
+  EXPECT_FALSE(Acquire("inflight", "u1").allowed);  // 1 held, max 1
+  EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(b)).released);
+  EXPECT_TRUE(Acquire("inflight", "u1").allowed);
+}
+
+// A max whose block has fewer places than a key holds (3..8 share a block
+// of 8, 1..2 one of 2) keeps as many as fit, and the reload says so.
+TEST_F(LeaseTest, AReloadToABlockOfFewerPlacesKeepsWhatFitsAndSaysSo) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    Decision d = Acquire("three", "u1");
+    ASSERT_TRUE(d.allowed);
+    ids.push_back(IdOf(d));
+  }
+  std::string map = kLeaseMap;
+  map.replace(map.find(R"(name="three"><rule algo="concurrency" max="3")"), 45,
+              R"(name="three"><rule algo="concurrency" max="2")");
+  auto running = limit::ParseMap(kLeaseMap, "map.xml");
+  auto next = limit::ParseMap(map, "map.xml");
+  ASSERT_TRUE(running.ok() && next.ok());
+  const std::vector<std::string> ends = limit::HeldAReloadEnds(*running, *next);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_NE(ends[0].find("biz 'three': concurrency max 3 -> 2: a key's node now has 2 places for leases, not 8"),
+            std::string::npos)
+      << ends[0];
+  // Lowered within its block: nothing ends, nothing said.
+  std::string within = kLeaseMap;
+  within.replace(within.find(R"(max="64" lease="100")"), 20, R"(max="63" lease="100")");
+  auto within_map = limit::ParseMap(within, "map.xml");
+  ASSERT_TRUE(within_map.ok()) << within_map.status().ToString();
+  EXPECT_TRUE(limit::HeldAReloadEnds(*running, *within_map).empty());
+
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "three", .key = "u1"}).count, 2);
+  int released = 0;
+  for (const std::string& id : ids) released += Lease(Cmd::kRelease, "three", "u1", id).released;
+  EXPECT_EQ(released, 2);
+}
+
+// A raised concurrency max leaves the default reservations fewer bytes:
+// the reload says what a key holding more loses.
+TEST(LeaseMap, AReloadThatLowersTheReservationsPerKeySaysSo) {
+  constexpr const char* kWas = R"(<map><biz id="1" name="llm_user">
+    <rule algo="fixed" interval="3600" max="100000"/><rule algo="concurrency" max="3" lease="60"/></biz></map>)";
+  std::string next = kWas;
+  next.replace(next.find(R"(max="3")"), 7, R"(max="64")");
+  auto was = limit::ParseMap(kWas, "map.xml"), now = limit::ParseMap(next, "map.xml");
+  ASSERT_TRUE(was.ok() && now.ok());
+  ASSERT_GT(was->bizzes[0].res_cap, now->bizzes[0].res_cap);
+  const std::vector<std::string> ends = limit::HeldAReloadEnds(*was, *now);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_NE(ends[0].find("biz 'llm_user': reservations per key " + std::to_string(was->bizzes[0].res_cap) + " -> " +
+                         std::to_string(now->bizzes[0].res_cap) + " (the default"),
+            std::string::npos)
+      << ends[0];
+  // Back: more reservations (nothing of them ends), a block of 8 places
+  // where there were 66 (a key holding more than 8 keeps 8).
+  const std::vector<std::string> back = limit::HeldAReloadEnds(*now, *was);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_NE(back[0].find("concurrency max 64 -> 3: a key's node now has 8 places for leases, not 66"),
+            std::string::npos)
+      << back[0];
+}
+
 TEST_F(LeaseTest, AReloadThatChangesTheLeaseKeepsTheLeasesHeld) {
   Decision a = Acquire("inflight", "u1");
   ASSERT_TRUE(a.allowed);
