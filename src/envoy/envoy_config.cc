@@ -374,8 +374,13 @@ namespace {
 // through; one to a directory is not walked, as envoyproxy/ratelimit's
 // loader (a filepath walk) does not. A link to nothing is an error: skipped,
 // its domain would answer OK with no limit and nobody would know why.
-Status ListEnvoyFiles(const std::string& dir, int depth, std::vector<std::string>* out) {
+// `seen`: the directories read so far (device, inode), so that one reached
+// twice (two links to it, a link to an ancestor) is read once.
+Status ListEnvoyFiles(const std::string& dir, int depth, std::vector<std::string>* out,
+                      std::set<std::pair<dev_t, ino_t>>* seen) {
   if (depth > 16) return Status::InvalidArgument("<grpc config> directory " + dir + ": nested deeper than 16 levels");
+  struct stat self {};
+  if (::stat(dir.c_str(), &self) == 0 && !seen->emplace(self.st_dev, self.st_ino).second) return Status::OK();
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return Status::FromErrno("<grpc config> directory " + dir, errno);
   std::vector<std::string> names;
@@ -390,14 +395,20 @@ Status ListEnvoyFiles(const std::string& dir, int depth, std::vector<std::string
     struct stat lst {};
     if (::lstat(path.c_str(), &lst) != 0) continue;  // gone since readdir
     if (S_ISDIR(lst.st_mode)) {
-      if (Status s = ListEnvoyFiles(path, depth + 1, out); !s.ok()) return s;
+      if (Status s = ListEnvoyFiles(path, depth + 1, out, seen); !s.ok()) return s;
       continue;
     }
     struct stat st {};
     if (S_ISLNK(lst.st_mode)) {
       if (::stat(path.c_str(), &st) != 0)
         return Status::FromErrno(path + ": a symbolic link whose target cannot be read", errno);
-      if (S_ISDIR(st.st_mode)) continue;
+      // A link to a directory is read through, as a ConfigMap item whose
+      // path has a "/" is laid out (team-a -> ..data/team-a): skipped, its
+      // domains would answer OK with no limit.
+      if (S_ISDIR(st.st_mode)) {
+        if (Status s = ListEnvoyFiles(path, depth + 1, out, seen); !s.ok()) return s;
+        continue;
+      }
     }
     out->push_back(path);
   }
@@ -408,7 +419,8 @@ Status ListEnvoyFiles(const std::string& dir, int depth, std::vector<std::string
 
 Result<std::string> ReadEnvoyDir(const std::string& dir) {
   std::vector<std::string> paths;
-  if (Status s = ListEnvoyFiles(dir, 0, &paths); !s.ok()) return s;
+  std::set<std::pair<dev_t, ino_t>> seen;
+  if (Status s = ListEnvoyFiles(dir, 0, &paths, &seen); !s.ok()) return s;
   return BundleOfFiles(paths);
 }
 
@@ -417,7 +429,8 @@ Result<std::vector<std::string>> ExpandEnvoyPaths(const std::vector<std::string>
   for (const std::string& p : paths) {
     struct stat st {};
     if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      if (Status s = ListEnvoyFiles(p, 0, &files); !s.ok()) return s;
+      std::set<std::pair<dev_t, ino_t>> seen;
+      if (Status s = ListEnvoyFiles(p, 0, &files, &seen); !s.ok()) return s;
     } else {
       files.push_back(p);  // read (or refused, named) as a file
     }

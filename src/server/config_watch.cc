@@ -42,8 +42,11 @@ Status ConfigWatch::AddTree(const std::string& dir, int depth) {
     const std::string_view n = e->d_name;
     if (n.starts_with(".")) continue;
     const std::string path = dir + "/" + std::string(n);
+    // stat, not lstat: a link to a directory (a ConfigMap item under a
+    // "/": team-a -> ..data/team-a) is read through (ReadEnvoyDir), and
+    // watched where it leads. A loop of links ends at depth 16.
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     if (Status s = AddTree(path, depth + 1); !s.ok() && first.ok()) first = s;
   }
   ::closedir(d);

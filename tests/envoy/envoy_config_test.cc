@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "common/temp_dir.h"
@@ -108,6 +109,27 @@ TEST(EnvoyYamlBounds, AFileThatIsNotRegularIsRefusedWithItsName) {
   Result<std::string> read = ReadEnvoyDir(dir.path());
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().message(), dir / "fifo.yaml" + ":0: " + dir / "fifo.yaml" + " is a FIFO, not a regular file");
+}
+
+// A ConfigMap item whose path has a "/" is a link to a directory
+// (team-a -> ..data/team-a): read through, once, however many ways it is
+// reached; skipped, its domain would answer OK with no limit.
+TEST(EnvoyYamlBounds, ALinkToADirectoryIsReadThroughOnce) {
+  testing::TempDir dir;
+  const std::string version = dir / "..2026_12_03";
+  ASSERT_TRUE(std::filesystem::create_directories(version + "/team-a"));
+  std::ofstream(version + "/team-a/messaging.yaml")
+      << "domain: messaging\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n";
+  std::filesystem::create_directory_symlink("..2026_12_03", dir / "..data");
+  std::filesystem::create_directory_symlink("..data/team-a", dir / "team-a");
+  std::filesystem::create_directory_symlink("team-a", dir / "also-team-a");  // the same directory again
+  std::filesystem::create_directory_symlink(".", version + "/team-a/loop");  // and a loop
+  Result<std::string> read = ReadEnvoyDir(dir.path());
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  Result<EnvoyConfig> cfg = ParseEnvoyBundle(*read, /*merge_domains=*/false);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_EQ(cfg->domains.size(), 1u);
+  EXPECT_EQ(cfg->domains[0].name, "messaging");
 }
 
 TEST(EnvoyYamlStrict, DuplicateKeysAreRefusedWithFileLineAndKey) {
