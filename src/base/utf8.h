@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace frs {
@@ -58,5 +59,10 @@ inline size_t Utf8Decode(std::string_view s, size_t i, char32_t* cp = nullptr) {
 // The longest prefix of `s` made of whole well-formed sequences: `s` cut
 // before the first byte Utf8Decode refuses.
 std::string_view Utf8ValidPrefix(std::string_view s);
+
+// `s` with each byte that starts no well-formed sequence replaced by U+FFFD
+// (EF BF BD): text for a place that must be UTF-8 (a protobuf string field,
+// which Envoy's parser refuses whole otherwise) from bytes that may not be.
+std::string Utf8Repaired(std::string_view s);
 
 }  // namespace frs

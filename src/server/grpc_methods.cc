@@ -3,6 +3,7 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "base/utf8.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/rls_response.h"
@@ -152,12 +153,15 @@ void GrpcMethods::AddDynamicMetadata() {
   // descriptors that passed.
   const auto& in = m_->request;
   auto& fields = *m_->response.mutable_dynamic_metadata()->mutable_fields();
-  fields["domain"].set_string_value(in.domain());
+  // Envoy forwards header bytes as they came: a value that is not UTF-8
+  // in a protobuf string field would make Envoy refuse the whole answer
+  // (and, failing open, let every descriptor of the call through).
+  fields["domain"].set_string_value(Utf8Repaired(in.domain()));
   auto* list = fields["descriptors"].mutable_list_value();
   for (const auto& d : in.descriptors()) {
     auto& df = *list->add_values()->mutable_struct_value()->mutable_fields();
     auto* entries = df["entries"].mutable_list_value();
-    for (const auto& e : d.entries()) entries->add_values()->set_string_value(e.key() + "=" + e.value());
+    for (const auto& e : d.entries()) entries->add_values()->set_string_value(Utf8Repaired(e.key() + "=" + e.value()));
     if (d.has_limit())
       df["limit"].set_string_value("requests_per_unit:" + std::to_string(d.limit().requests_per_unit()) +
                                    " unit:" + std::to_string(d.limit().unit()));

@@ -83,6 +83,19 @@ TEST(Utf8, DecodesAtAnOffset) {
   EXPECT_EQ(Utf8Decode("ab\xc3\xa9", 3), 0u);  // inside the sequence
 }
 
+TEST(Utf8, RepairedReplacesEachRefusedByteAndKeepsTheRest) {
+  EXPECT_EQ(Utf8Repaired("ab\xc3\xbc"), "ab\xc3\xbc");
+  EXPECT_EQ(Utf8Repaired("ab\xff"
+                         "cd"),
+            "ab\xef\xbf\xbd"
+            "cd");
+  EXPECT_EQ(Utf8Repaired("\xc3"), "\xef\xbf\xbd");                                  // cut at the end
+  EXPECT_EQ(Utf8Repaired("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // a surrogate: 3 bytes
+  EXPECT_EQ(Utf8Repaired(""), "");
+  EXPECT_EQ(Utf8ValidPrefix(Utf8Repaired("\x80\xc0\xaf\xf5x\xe2\x82\xac")).size(),
+            Utf8Repaired("\x80\xc0\xaf\xf5x\xe2\x82\xac").size());
+}
+
 TEST(Utf8, ValidPrefixStopsAtTheFirstRefusedByte) {
   EXPECT_EQ(Utf8ValidPrefix("ab\xc3\xbc"), "ab\xc3\xbc");
   EXPECT_EQ(Utf8ValidPrefix("ab\xc3"), "ab");  // a character cut at the end

@@ -208,6 +208,23 @@ class UpstreamAnswers(unittest.TestCase):
         # Merged: maps merge, the first value of a key stays.
         self.assertEqual(md["metadata"], {"tier": "gold", "limits": {"burst": 5, "owner": "web"}})
 
+    def test_dynamic_metadata_of_a_value_that_is_not_utf8_still_parses(self):
+        # Envoy forwards header bytes as they came. Such a value in the
+        # answer's metadata (a protobuf string) made Envoy's parser refuse
+        # the whole answer: failing open, every descriptor of the call passed.
+        grpc, rls_pb2 = envoy_frsd._LOADED[0], envoy_frsd._LOADED[1]
+        v = self.unique("u8")
+        req = rls_pb2.RateLimitRequest(domain=b"shop")
+        req.descriptors.extend([desc([("vip", v + "-X")])])
+        wire = req.SerializeToString().replace((v + "-X").encode(), (v + "-").encode() + b"\xff")
+        with grpc.insecure_channel("127.0.0.1:%d" % self.frsd.grpc_port) as ch:
+            call = ch.unary_unary(envoy_frsd.SHOULD_RATE_LIMIT)
+            raw = call(wire, timeout=5)
+        r = rls_pb2.RateLimitResponse.FromString(raw)  # raises on a string that is not UTF-8
+        self.assertEqual(r.overall_code, OK)
+        md = json_format.MessageToDict(r.dynamic_metadata)
+        self.assertEqual(md["descriptors"][0]["entries"], ["vip=" + v + "-\ufffd"])
+
     def test_near_limit_ratio_and_value_to_metric_in_the_metrics(self):
         v = self.unique("p")
         self.ask(desc([("api", "/" + v), ("verb", "GET")]), hits=60)
