@@ -245,7 +245,7 @@ class Walker {
       if (unit_node || r) Fail(n, "an unlimited rate_limit must not give unit or requests_per_unit");
       return;
     }
-    if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour or day)");
+    if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour, day, week, month or year)");
     const std::string unit = Scalar(*unit_node, "unit");
     const YNode* lease = Get(n, "lease");
     if (unit == "concurrent") {

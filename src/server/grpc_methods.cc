@@ -193,7 +193,11 @@ void GrpcMethods::HealthCheck(std::string_view message, Reply* out, bool watch) 
     r.SerializeToString(&out->body);
     return;
   }
-  r.set_status(Serving() ? Health::SERVING : Health::NOT_SERVING);
+  // "": the server as a whole, SERVING until it stops, as grpc's health
+  // server answers it upstream, where HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED
+  // holds the service's own name only.
+  const bool serving = in.service().empty() ? !shutting_down_ : Serving();
+  r.set_status(serving ? Health::SERVING : Health::NOT_SERVING);
   r.SerializeToString(&out->body);
 }
 

@@ -215,10 +215,11 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
     } else {
       head_only = head.method == HttpMethod::kHead;
       // Upstream's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED holds its HTTP
-      // health check too, not only gRPC's Check.
-      if (Status why = Unhealthy(); !why.ok()) TextBody(503, why.message(), &status);
+      // health check too, not only gRPC's Check; unhealthy is upstream's
+      // 500 here (/health says 503).
+      if (Status why = Unhealthy(); !why.ok()) TextBody(500, why.message(), &status);
       else if (grpc_ && !grpc_->Serving())
-        TextBody(503, "no rate limit configuration is loaded (<grpc healthy_with_config=\"1\">)", &status);
+        TextBody(500, "no rate limit configuration is loaded (<grpc healthy_with_config=\"1\">)", &status);
       else TextBody(200, "OK", &status);
     }
   } else if (path == "/json") {

@@ -158,7 +158,7 @@ TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
       << f.log();
 }
 
-TEST(EnvoyHttpE2E, HealthcheckIsOkWhileServingAnd503WhenTheStoreIsLost) {
+TEST(EnvoyHttpE2E, HealthcheckIsOkWhileServingAnd500WhenTheStoreIsLost) {
   Frsd f(WithGrpc(1));
   WriteYaml(f);
   ASSERT_TRUE(f.Start()) << f.log();
@@ -167,15 +167,16 @@ TEST(EnvoyHttpE2E, HealthcheckIsOkWhileServingAnd503WhenTheStoreIsLost) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "OK\n");
   EXPECT_EQ(r.header("content-type"), "text/plain; charset=utf-8");
-  // A store file removed under the running server: out of rotation, as /health.
+  // A store file removed under the running server: out of rotation, as
+  // /health, with upstream's status for it (its health check answers 500).
   ASSERT_TRUE(std::filesystem::remove(f.dir() + "/data/frs.1.store"));
   r = c.Get("/healthcheck");
-  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.status, 500) << r.body;
   EXPECT_EQ(c.Get("/health").status, 503);
-  // Shutting down: 503 until the listener closes.
+  // Shutting down: 500 until the listener closes.
   kill(f.pid(), SIGTERM);
   r = c.Get("/healthcheck");
-  EXPECT_TRUE(r.status == 503 || r.status == 0) << r.status;
+  EXPECT_TRUE(r.status == 500 || r.status == 0) << r.status;
 }
 
 // frsctl run as an operator runs it: exit code and both streams.

@@ -178,7 +178,8 @@ class UpstreamReload(unittest.TestCase):
                 request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
                 response_deserializer=health_pb2.HealthCheckResponse.FromString,
             )
-            self.assertEqual(check(health_pb2.HealthCheckRequest(service=""), timeout=5).status, Health.NOT_SERVING)
+            # The server as a whole ("") serves on, as upstream's does.
+            self.assertEqual(check(health_pb2.HealthCheckRequest(service=""), timeout=5).status, Health.SERVING)
             # An unknown service is SERVICE_UNKNOWN, the stream kept.
             other = watch(health_pb2.HealthCheckRequest(service="other"), timeout=30)
             self.assertEqual(next(other).status, Health.SERVICE_UNKNOWN)
@@ -208,9 +209,11 @@ class UpstreamReload(unittest.TestCase):
                 f.log(),
             )
             self.assertEqual(self.check("ratelimit"), Health.NOT_SERVING)
-            # Upstream's HTTP health check follows the same setting.
+            self.assertEqual(self.check("envoy.service.ratelimit.v3.RateLimitService"), Health.NOT_SERVING)
+            self.assertEqual(self.check(""), Health.SERVING)  # upstream's "" is the server's, not the config's
+            # Upstream's HTTP health check follows the same setting, with its 500.
             st, body = f.get("/healthcheck")
-            self.assertEqual(st, 503, body)
+            self.assertEqual(st, 500, body)
             self.assertIn("no rate limit configuration is loaded", body)
             self.assertTrue(f.reloaded(lambda: os.rename(os.path.join(saved, "a.yaml"), f.path("envoy", "a.yaml"))))
             self.assertEqual(self.check("ratelimit"), Health.SERVING)
