@@ -41,7 +41,9 @@ Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None)
         lacks what a decision needs: <response code="0"> with allowed="0|1",
         found="0|1" for delete, one per member in a <batch allowed="0|1">):
         "open" allows, "closed" denies. Either way the Decision carries
-        error="...".
+        error="...". release, renew and settle admit nothing: one that
+        failed is allowed=False whatever `fail` says, so that
+        `if client.settle(...)` never reads a dead server as done.
     token: srv.xml's <admin token>, sent with the admin commands (set,
         delete) only.
     One keep-alive HTTP/1.1 connection per server (http.client), opened on
@@ -686,8 +688,11 @@ class Client(object):
             return self.shards[0][0]
         return self.ring.owner(route_of(key, route))
 
-    def _failed(self, why, server):
-        return Decision(allowed=self.fail == "open", error=why, status=0, server=server)
+    def _failed(self, why, server, cmd=None):
+        # The policy decides whether traffic goes on; release, renew and
+        # settle let nothing go, and failed they were not done.
+        admits = cmd not in ("release", "renew", "settle")
+        return Decision(allowed=self.fail == "open" and admits, error=why, status=0, server=server)
 
     @staticmethod
     def _by_policy(status):
@@ -754,7 +759,7 @@ class Client(object):
         status, root, server, err = self._exchange(server, path, body)
         if err is not None:
             if self._by_policy(status):
-                d = self._failed(err, server)
+                d = self._failed(err, server, cmd)
                 d.status = status
                 return d
             return Decision(allowed=False, error=err, status=status, server=server)
@@ -767,7 +772,7 @@ class Client(object):
             except _Unusable as e:
                 # A real 200 from frsd always carries a decision: this is not frsd answering.
                 what = "an FRS answer a decision can rest on" if root.tag == "response" else "FRS XML"
-                d = self._failed("frsd %s answered HTTP 200 that is not %s (%s)" % (server, what, e), server)
+                d = self._failed("frsd %s answered HTTP 200 that is not %s (%s)" % (server, what, e), server, cmd)
                 d.status = status
                 return d
             if d is not None:
@@ -778,7 +783,7 @@ class Client(object):
             msg = "unexpected <%s> answer" % root.tag
         err = "HTTP %d from %s: %s" % (status, server, msg)
         if status >= 500:
-            d = self._failed(err, server)
+            d = self._failed(err, server, cmd)
             d.status = status
             return d
         return Decision(allowed=False, error=err, status=status, server=server)

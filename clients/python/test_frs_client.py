@@ -729,6 +729,16 @@ class FailureTest(unittest.TestCase):
                 d = c.query("login", "k")
                 self.assertEqual(d.allowed, allowed)
                 self.assertIn("ConnectionRefused", d.error)
+                # Nothing to admit: a release, renew or settle that failed
+                # reads as not done, whatever the policy.
+                for done in (
+                    c.release("login", "k", "0" * 24),
+                    c.renew("login", "k", "0" * 24),
+                    c.settle("login", "k", "0" * 24, 5),
+                ):
+                    self.assertFalse(done, done)
+                    self.assertIn("ConnectionRefused", done.error)
+                    self.assertFalse(done.released or done.settled)
         finally:
             refusing.close()
 

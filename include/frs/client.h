@@ -61,7 +61,9 @@ struct ClientDecision {
   bool reservations_full = false;
   // Not OK: there was no usable answer (unreachable, time-out, an error
   // status); `allowed` then follows the fail policy (or is false for a
-  // request the server refused as malformed: InvalidArgument/NotFound).
+  // request the server refused as malformed: InvalidArgument/NotFound, and
+  // for Release, Renew and Settle, which admit nothing: failed, they were
+  // not done).
   Status error;
 };
 

@@ -85,9 +85,12 @@ struct Client::Impl {
   Ring ring;
   std::vector<std::unique_ptr<client::HttpClient>> conns;  // by shard index
 
-  ClientDecision Failed(Status why) const {
+  ClientDecision Failed(Status why, Cmd cmd) const {
     ClientDecision d;
-    d.allowed = opts.fail == FailPolicy::kOpen;
+    // The policy decides whether traffic goes on; release, renew and
+    // settle let nothing go, and failed they were not done.
+    const bool admits = cmd != Cmd::kRelease && cmd != Cmd::kRenew && cmd != Cmd::kSettle;
+    d.allowed = opts.fail == FailPolicy::kOpen && admits;
     d.error = std::move(why);
     return d;
   }
@@ -194,7 +197,7 @@ ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
   AppendRequest(&body, r);
   pugi::xml_document doc;
   auto root = impl_->Post(impl_->ShardOf(r.key, route), route, body, &doc);
-  if (!root.ok()) return impl_->Failed(root.status());
+  if (!root.ok()) return impl_->Failed(root.status(), r.cmd);
   ClientDecision d = FromXml(root.value());
   return d;
 }
@@ -221,7 +224,7 @@ bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecisi
     pugi::xml_document doc;
     auto root = impl_->Post(shard, group_route, body, &doc);
     if (!root.ok()) {
-      for (size_t i : members) (*out)[i] = impl_->Failed(root.status());
+      for (size_t i : members) (*out)[i] = impl_->Failed(root.status(), reqs[i].cmd);
     } else if (std::string_view(root.value().name()) == "response") {
       // The whole batch was refused (a bad member): every member says why.
       for (size_t i : members) (*out)[i] = FromXml(root.value());
