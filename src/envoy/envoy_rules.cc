@@ -380,8 +380,12 @@ std::string EnvoyRules::MapXmlBizzes() const {
            (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + OriginOf(l) + ", " +
            (l.is_override ? std::string("up to ") : std::string()) + std::to_string(l.limit.requests_per_unit) +
            " per " + UnitName(l.limit.unit) + " -->\n";
+    // Named for its unit: a reload that changes the unit then starts the
+    // count from zero, as upstream's cache key (which holds the window)
+    // does, where a map.xml rule of the same name carries it over.
     out += "    <rule algo=\"calendar\" interval=\"" + std::to_string(UnitSeconds(l.limit.unit)) + "\" max=\"" +
-           std::to_string(max) + "\" zone=\"" + (epoch ? "epoch" : "UTC") + "\"/>\n  </biz>\n";
+           std::to_string(max) + "\" zone=\"" + (epoch ? "epoch" : "UTC") + "\" name=\"per_" + UnitName(l.limit.unit) +
+           "\"/>\n  </biz>\n";
   }
   return out;
 }

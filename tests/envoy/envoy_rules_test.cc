@@ -173,6 +173,25 @@ TEST_F(DecideTest, PerMinuteLimitWithRemainingAndResetAlignedToTheEpoch) {
   EXPECT_EQ(Ask({{{"remote_address", "10.0.0.1"}}}).overall, Code::kOk);
 }
 
+// A reload that changes a descriptor's unit starts its count from zero, as
+// upstream's cache key (domain, entries, window) does; the same unit keeps
+// it, whatever requests_per_unit becomes.
+TEST_F(DecideTest, AChangedUnitStartsFromZeroAndAChangedLimitKeepsTheCount) {
+  EXPECT_EQ(Ask({{{"remote_address", "10.0.0.9"}}}).statuses[0].remaining, 2u);
+  EXPECT_EQ(Ask({{{"remote_address", "10.0.0.9"}}}).statuses[0].remaining, 1u);
+  std::string per_minute = kYaml;
+  const std::string was = "{unit: minute, requests_per_unit: 3}";
+  per_minute.replace(per_minute.find(was), was.size(), "{unit: minute, requests_per_unit: 5}");
+  Init(per_minute);
+  EXPECT_EQ(Ask({{{"remote_address", "10.0.0.9"}}}).statuses[0].remaining, 2u);  // 3 of 5
+  std::string per_hour = kYaml;
+  per_hour.replace(per_hour.find(was), was.size(), "{unit: hour, requests_per_unit: 10}");
+  Init(per_hour);
+  RlsAnswer a = Ask({{{"remote_address", "10.0.0.9"}}});
+  EXPECT_EQ(a.statuses[0].remaining, 9u);  // 1 of 10: the minute's 3 are not carried into the hour
+  EXPECT_EQ(a.statuses[0].until_reset_s, 3600 - kT0 % 3600);
+}
+
 TEST_F(DecideTest, HitsZeroLooksWithoutCounting) {
   Ask({{{"remote_address", "a"}}}, 2);
   for (int i = 0; i < 3; ++i) {
