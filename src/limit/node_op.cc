@@ -259,11 +259,13 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   if ((serial == 0 && !ParseLeaseId(lease, &serial, &mac)) || secret == nullptr ||
       LeaseMac(*secret, biz->id, Concurrency::Nonce(block), serial, key) != mac) {
     d->status =
-        Status::Conflict("lease " + std::string(lease) +
-                         " is unknown: it was never granted for this key (or this key's node was erased since)");
+        Status::Conflict("lease " + std::string(lease) + " is unknown: it was never granted for this key in biz '" +
+                         biz->name + "' (another biz's or key's id, a forged one, or one of a node erased since)");
   } else if (Concurrency::Find(spec, block, now, serial, &held) != Concurrency::Found::kHeld) {
     // The sweep above freed (and counted) an expired one already.
-    d->status = Status::Gone("lease " + std::string(lease) + " is no longer held: released, or expired");
+    d->status = Status::Gone("lease " + std::string(lease) +
+                             " is no longer held: released, or expired (or ended by a reload that lowered the rule's "
+                             "max into a block with fewer places, logged then)");
   } else if (cmd == Cmd::kRelease) {
     d->released = Concurrency::Free(spec, block, now, serial);
     changed = true;

@@ -118,9 +118,11 @@ Result<std::vector<AdminEngine::BizHeldNow>> EngineImpl::HeldNow(uint32_t lock_w
       const std::span<const uint8_t> table = Reservations::Find(node.state);
       if (!table.empty()) {
         Reservations::Entry held[Reservations::kMaxPerKey];
+        // A table of a larger bound than the biz has now (a reload lowered
+        // it) holds no more than it at the key's next touch.
         b.reservations +=
-            std::min<uint32_t>(Reservations::Held(table.data(), static_cast<uint32_t>(table.size()), now.s, held),
-                               static_cast<uint32_t>(std::size(held)));
+            std::min<uint32_t>({Reservations::Held(table.data(), static_cast<uint32_t>(table.size()), now.s, held),
+                                static_cast<uint32_t>(std::size(held)), cfg.res_cap});
       }
     }
     if (!b.has_leases) return;
@@ -142,7 +144,14 @@ void EngineImpl::ViewReservations(const BizConfig& biz, const NodeInfo& node, co
   if (table.empty()) return;
   Reservations::Entry held[Reservations::kMaxPerKey];
   const uint32_t bytes = static_cast<uint32_t>(table.size());
-  const uint32_t n = std::min<uint32_t>(Reservations::Held(table.data(), bytes, now.s, held), std::size(held));
+  uint32_t n = std::min<uint32_t>(Reservations::Held(table.data(), bytes, now.s, held), std::size(held));
+  // As the key's next touch will hold them: a bound a reload lowered keeps
+  // those that end last (Reservations::Rebuild).
+  if (n > biz.res_cap) {
+    std::partial_sort(held, held + biz.res_cap, held + n,
+                      [](const Reservations::Entry& a, const Reservations::Entry& b) { return a.expires > b.expires; });
+    n = biz.res_cap;
+  }
   for (uint32_t i = 0; i < n; ++i) {
     ReservationView r{held[i].serial, Reservations::Nonce(table.data()), "", held[i].estimate, held[i].taken_s,
                       held[i].expires};

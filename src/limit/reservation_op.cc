@@ -139,12 +139,15 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
     d->status = Status::Conflict("reservation " + text() + " is unknown: this key holds no reservation");
   } else if ((serial == 0 && !ParseLeaseId(reservation, &serial, &mac)) || secret == nullptr ||
              Reservations::Mac(*secret, biz->id, Reservations::Nonce(t), serial, key) != mac) {
-    d->status = Status::Conflict("reservation " + text() +
-                                 " is unknown: it was never taken for this key (or this key's node was erased since)");
+    d->status =
+        Status::Conflict("reservation " + text() + " is unknown: it was never taken for this key in biz '" + biz->name +
+                         "' (another biz's or key's id, a lease's, a forged one, or one of a node "
+                         "erased since)");
   } else if (Reservations::RuleSettle sum; !SettleReservation(*biz, ref, now, serial, n, &sum)) {
     // The sweep before this freed (and counted) one that expired.
     d->status = Status::Gone("reservation " + text() +
-                             " is no longer held: settled already, or expired (and charged its estimate)");
+                             " is no longer held: settled already, or expired (and charged its estimate; so is one "
+                             "ended by a reload that lowered the reservations per key, logged then)");
   } else {
     d->res_returned = sum.returned;
     d->res_overrun = sum.overrun;

@@ -2,6 +2,10 @@
 // in the node, each rate algorithm's window, and what map.xml accepts.
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include <set>
+
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -53,6 +57,38 @@ class ReservationTest : public testing::EngineFixture {
   }
   static std::string IdOf(const Decision& d) { return ReservationId(d); }
 };
+
+// A reload that lowers the reservations per key: the key keeps those that
+// end last, and what frsctl get and the gauge show agrees with it before
+// the key is touched again.
+TEST_F(ReservationTest, ALoweredBoundKeepsThoseThatEndLastAndTheViewsAgree) {
+  std::vector<std::string> ids;
+  for (int s : {60, 62, 61}) {
+    Decision r = Reserve("minute", "k", 5, s);
+    ASSERT_TRUE(r.allowed) << r.status.ToString();
+    ids.push_back(IdOf(r));
+  }
+  std::string map = kReserveMap;
+  const std::string was = R"(<biz id="22" name="minute">)";
+  map.replace(map.find(was), was.size(), R"(<biz id="22" name="minute" reservations="2">)");
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  auto view = engine_->Inspect("minute", "k");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_EQ(view->reservations.size(), 2u);
+  std::set<int64_t> ends;
+  for (const auto& r : view->reservations) ends.insert(r.expires_s);
+  EXPECT_EQ(ends, (std::set<int64_t>{kDay0 + 62, kDay0 + 63}));  // reserve + 1 s, the two that end last
+  auto held = engine_->HeldNow(0);
+  ASSERT_TRUE(held.ok());
+  for (const auto& b : *held)
+    if (b.biz == "minute") EXPECT_EQ(b.reservations, 2u);
+  // The one that ends first is gone, charged its estimate; the others settle.
+  EXPECT_EQ(Settle("minute", "k", ids[0], 1).status.code(), Status::Code::kGone);
+  EXPECT_TRUE(Settle("minute", "k", ids[1], 1).settled);
+  EXPECT_TRUE(Settle("minute", "k", ids[2], 1).settled);
+  EXPECT_EQ(Count("minute", "k"), 5 + 1 + 1);
+}
 
 TEST_F(ReservationTest, TheGatewaysDayReservesFourThousandAndSettlesSeventeenThirty) {
   Decision r = Reserve("tokens", "u42", 4000, 600);
