@@ -181,13 +181,16 @@ void LogClusterSelf(const frs::SrvConfig& cfg) {
             cfg.cluster_self.c_str(), listen.c_str(), cfg.cluster_self.c_str());
 }
 
-void LogGrpcListener(const frs::SrvConfig& cfg) {
+void LogGrpcListener(const frs::SrvConfig& cfg, const frs::server::ComposedMap& map) {
   const std::string where =
       !cfg.grpc_unix.empty() ? "unix socket " + cfg.grpc_unix : cfg.grpc_host + ":" + std::to_string(cfg.grpc_port);
   const char* security = cfg.grpc_tls_cert.empty()        ? "cleartext (h2c)"
                          : cfg.grpc_tls_client_ca.empty() ? "TLS"
                                                           : "TLS with a required client certificate (mTLS)";
-  FRS_LOG("gRPC (Envoy's rate limit service) on %s, %s, config %s", where.c_str(), security, cfg.grpc_config.c_str());
+  // What the directory gave, said where an operator looks first: a file the
+  // reader skipped or a domain missing shows here as a count lower than meant.
+  FRS_LOG("gRPC (Envoy's rate limit service) on %s, %s, config %s: %zu rate limit(s) of %zu domain(s)", where.c_str(),
+          security, cfg.grpc_config.c_str(), map.envoy_limits, map.envoy_domains);
 }
 
 // The pid in the lock files, then the addresses frsd listens on: last
@@ -353,7 +356,7 @@ int main(int argc, char** argv) {
           cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(), static_cast<unsigned long long>(cfg.geometry.slots()),
           cfg.map_path.c_str());
 
-  if (cfg.grpc) LogGrpcListener(cfg);
+  if (cfg.grpc) LogGrpcListener(cfg, composed);
   LogClusterSelf(cfg);
   if (!fd_problem.empty()) FRS_LOG("warning: %s", fd_problem.c_str());
 

@@ -239,6 +239,7 @@ std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
 struct ReloadFiles {
   std::string srv_text, map_text, envoy;
   std::optional<SrvConfig> next;
+  size_t envoy_limits = 0, envoy_domains = 0;  // what <grpc config> gave
 };
 
 Status ReadWhole(const std::string& path, std::string* out) {
@@ -282,6 +283,8 @@ Status ReadForReload(const std::string& path, const SrvConfig& live, const Store
   if (!composed.ok()) return composed.status();
   f->map_text = std::move(composed->map_text);
   f->envoy = std::move(composed->envoy_bundle);
+  f->envoy_limits = composed->envoy_limits;
+  f->envoy_domains = composed->envoy_domains;
   if (auto fit = NodeFitProblems(check, f->map_text); !fit.empty())
     return Status::InvalidArgument(fit.front());  // a biz whose nodes cannot fit would answer 503 forever
   return engine->ReloadText(f->map_text, next.map_path);
@@ -408,8 +411,12 @@ void Master::Reload() {
     if (tls.ok()) ctx_.tls = std::move(tls.value());
     else FRS_LOG("TLS files refused, the previous certificate stays: %s", tls.status().message().c_str());
   }
-  FRS_LOG("srv.xml %s and map %s are valid; reloading them in every worker%s", cfg_.path.c_str(),
-          live_.map_path.c_str(), tls_refused ? " (not the TLS files: the previous certificate stays)" : "");
+  const std::string envoy = live_.grpc ? ", with " + std::to_string(f.envoy_limits) + " Envoy rate limit(s) of " +
+                                             std::to_string(f.envoy_domains) + " domain(s) from " + live_.grpc_config
+                                       : std::string();
+  FRS_LOG("srv.xml %s and map %s are valid%s; reloading them in every worker%s", cfg_.path.c_str(),
+          live_.map_path.c_str(), envoy.c_str(),
+          tls_refused ? " (not the TLS files: the previous certificate stays)" : "");
   for (const Slot& sl : slots_)
     if (sl.pid > 0) kill(sl.pid, SIGHUP);
   if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=serving; configuration reloaded");

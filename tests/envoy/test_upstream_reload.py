@@ -60,11 +60,14 @@ class UpstreamReload(unittest.TestCase):
         self.assertEqual(self.limit("b"), 5)
         self.assertIsNotNone(self.limit("a"))
         self.assertIsNotNone(self.limit("cm"))
+        # The start says what the directory gave: a file skipped would show.
+        self.assertIn(": 3 rate limit(s) of 3 domain(s)", self.frsd.log())
 
     def test_a_new_or_changed_file_applies_without_a_signal(self):
         f = self.frsd
         self.assertTrue(f.reloaded(lambda: f.write_yaml("deep/er/c.yml", domain("c", 7))), f.log())
         self.assertEqual(self.limit("c"), 7)
+        self.assertRegex(f.log(), r"are valid, with \d+ Envoy rate limit\(s\) of \d+ domain\(s\) from ")
         self.assertTrue(f.reloaded(lambda: f.write_yaml("deep/er/c.yml", domain("c", 8))), f.log())
         self.assertEqual(self.limit("c"), 8)
         self.assertTrue(f.reloaded(lambda: os.unlink(f.path("envoy", "deep", "er", "c.yml"))), f.log())
