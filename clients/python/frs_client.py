@@ -905,10 +905,10 @@ class Client(object):
                 err = "frsd %s answered HTTP 200 that is not an FRS answer a decision can rest on (%s)" % (server, e)
         if err is not None:
             if self._by_policy(status):
-                ds = [self._failed(err, server) for _ in members]
+                ds = [self._failed(err, server, m[0]) for m in members]
                 for d in ds:
                     d.status = status
-                return ds, self.fail == "open"
+                return ds, all(d.allowed for d in ds)
             return [Decision(allowed=False, error=err, status=status, server=server) for _ in members], False
         return ds, root.get("allowed") == "1"
 

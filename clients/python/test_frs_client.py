@@ -739,6 +739,10 @@ class FailureTest(unittest.TestCase):
                     self.assertFalse(done, done)
                     self.assertIn("ConnectionRefused", done.error)
                     self.assertFalse(done.released or done.settled)
+                # In a batch too, beside an acquire that follows the policy.
+                res = c.batch([("acquire", "login", "k"), ("settle", "login", "k", "0" * 24, 5)])
+                self.assertEqual([d.allowed for d in res], [allowed, False])
+                self.assertFalse(res.allowed)
         finally:
             refusing.close()
 

@@ -358,6 +358,10 @@ std::string OriginOf(const CompiledLimit& l) {
 
 }  // namespace
 
+std::string RuleNameOf(const CompiledLimit& l) {
+  return l.limit.concurrent() ? l.biz + "_1" : std::string("per_") + UnitName(l.limit.unit);
+}
+
 std::string EnvoyRules::MapXmlBizzes() const {
   std::string out;
   for (const CompiledLimit& l : limits_) {
@@ -384,7 +388,7 @@ std::string EnvoyRules::MapXmlBizzes() const {
     // count from zero, as upstream's cache key (which holds the window)
     // does, where a map.xml rule of the same name carries it over.
     out += "    <rule algo=\"calendar\" interval=\"" + std::to_string(UnitSeconds(l.limit.unit)) + "\" max=\"" +
-           std::to_string(max) + "\" zone=\"" + (epoch ? "epoch" : "UTC") + "\" name=\"per_" + UnitName(l.limit.unit) +
+           std::to_string(max) + "\" zone=\"" + (epoch ? "epoch" : "UTC") + "\" name=\"" + RuleNameOf(l) +
            "\"/>\n  </biz>\n";
   }
   return out;

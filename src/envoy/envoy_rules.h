@@ -162,6 +162,7 @@ class EnvoyRules {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
+
   struct Wildcard {
     std::string key, pattern;  // pattern: the YAML value, '*' any run of bytes
     uint32_t node = 0;
@@ -186,6 +187,12 @@ class EnvoyRules {
   int32_t pending_ = kNoLimit;
   int32_t overrides_[7] = {kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit, kNoLimit};
 };
+
+// The name the engine knows a limit's rule by (MapXmlBizzes): per_<unit>
+// for a rate, so that a changed unit starts from zero as upstream's cache
+// key does; <biz>_1, map.xml's default, for an in-flight limit. The
+// decision log and frs_rule_decisions_total say it.
+std::string RuleNameOf(const CompiledLimit& l);
 
 // map.xml's text with the bizzes of `rules` added before its closing
 // </map> (the last one outside a comment), then parsed again to check that

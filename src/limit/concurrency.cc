@@ -185,6 +185,20 @@ Count CountHeld(const PlaceTable& p, int64_t t) {
   return c;
 }
 
+// When a place frees for one more lease: the earliest expiry of those held,
+// or, above max (a reload lowered it: Convert keeps what is held), the one
+// after which the count is under max, the (held - max + 1)-th.
+int64_t NextPlaceFrees(const PlaceTable& p, int64_t t, const Count& c, int64_t max) {
+  if (c.held <= max) return c.first_end;
+  int64_t ends[Concurrency::kMaxLeases];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < p.n && n < std::size(ends); ++i)
+    if (p.Serial(i) != 0 && p.Expires(i) > t) ends[n++] = p.Expires(i);
+  const auto k = static_cast<uint32_t>(std::min<int64_t>(c.held - max, n - 1));
+  std::nth_element(ends, ends + k, ends + n);
+  return ends[k];
+}
+
 // Moves base to t, freeing what expired by then; returns how many.
 uint32_t Rebase(const RuleSpec& spec, uint8_t* block, int64_t t) {
   PlaceTable p(block, spec.bytes);
@@ -273,7 +287,8 @@ uint32_t Concurrency::Bytes(int64_t max) {
 void Concurrency::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out) {
   (void)n;
   const int64_t t = ClampedNow(block, now);
-  const Count c = CountHeld(PlaceTable(block, spec.bytes), t);
+  const PlaceTable p(block, spec.bytes);
+  const Count c = CountHeld(p, t);
   RuleResult& r = *out;
   r.algo = spec.algo;
   r.interval = spec.interval;
@@ -282,8 +297,9 @@ void Concurrency::Evaluate(const RuleSpec& spec, const uint8_t* block, const Now
   r.remaining = std::max<int64_t>(0, spec.max - c.held);
   r.reset = c.held > 0 ? c.first_end : t;
   r.allowed = c.held < spec.max;
-  // Denied: the first place frees at the earliest expiry (a release may free one sooner).
-  r.retry_after = r.allowed ? 0 : std::max<int64_t>(1, c.first_end - t);
+  // Denied: a place frees at the earliest expiry (a release may free one
+  // sooner), or past max, once enough have ended.
+  r.retry_after = r.allowed ? 0 : std::max<int64_t>(1, NextPlaceFrees(p, t, c, spec.max) - t);
 }
 
 void Concurrency::Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n) {
@@ -329,7 +345,7 @@ void Concurrency::Explain(const RuleSpec& spec, const uint8_t* block, const Now&
   out->count = r.count;
   out->limit = r.limit;
   out->denies = !r.allowed;
-  out->next_allowed_ms = r.allowed ? now.ms : r.reset * 1000;
+  out->next_allowed_ms = r.allowed ? now.ms : (ClampedNow(block, now) + r.retry_after) * 1000;
 }
 
 void Concurrency::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {

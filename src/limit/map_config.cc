@@ -594,10 +594,11 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
 
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next) {
   std::vector<std::string> out;
+  // By id: an Envoy configuration may bring thousands of bizzes.
+  std::vector<const BizConfig*> by_id(65536, nullptr);
+  for (const BizConfig& b : running.bizzes) by_id[b.id] = &b;
   for (const BizConfig& nb : next.bizzes) {
-    const BizConfig* ob = nullptr;
-    for (const BizConfig& b : running.bizzes)
-      if (b.id == nb.id) ob = &b;
+    const BizConfig* ob = by_id[nb.id];
     if (ob == nullptr) continue;
     const std::string who = next.path + ": biz '" + nb.name + "'";
     if (ob->lease_rule >= 0 && nb.lease_rule >= 0) {

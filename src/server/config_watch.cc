@@ -29,7 +29,9 @@ void ConfigWatch::Close() {
   dir_unwatched_ = false;
 }
 
-Status ConfigWatch::AddTree(const std::string& dir, int depth) {
+Status ConfigWatch::AddTree(const std::string& dir, int depth, std::set<std::pair<dev_t, ino_t>>* seen) {
+  struct stat self {};
+  if (::stat(dir.c_str(), &self) == 0 && !seen->emplace(self.st_dev, self.st_ino).second) return Status::OK();
   // inotify_add_watch follows a symbolic link: a directory reached through
   // one (a ConfigMap's "..data") is watched where it really is.
   if (::inotify_add_watch(fd_, dir.c_str(), kDirEvents) < 0)
@@ -44,10 +46,10 @@ Status ConfigWatch::AddTree(const std::string& dir, int depth) {
     const std::string path = dir + "/" + std::string(n);
     // stat, not lstat: a link to a directory (a ConfigMap item under a
     // "/": team-a -> ..data/team-a) is read through (ReadEnvoyDir), and
-    // watched where it leads. A loop of links ends at depth 16.
+    // watched where it leads, each directory once.
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    if (Status s = AddTree(path, depth + 1); !s.ok() && first.ok()) first = s;
+    if (Status s = AddTree(path, depth + 1, seen); !s.ok() && first.ok()) first = s;
   }
   ::closedir(d);
   return first;
@@ -66,7 +68,8 @@ Status ConfigWatch::Rearm(const std::string& dir) {
   if (parent_wd_ < 0) return Status::FromErrno("cannot watch " + parent + " (inotify)", errno);
   // The directory's own dot entries (a ConfigMap's "..data" link) count as
   // changes too: the watch on the directory itself reports them.
-  Status s = AddTree(dir, 0);
+  std::set<std::pair<dev_t, ino_t>> seen;
+  Status s = AddTree(dir, 0, &seen);
   // The directory itself, not one of its subdirectories (inotify's watch
   // limit): only a directory that does not resolve makes every change of
   // its parent one to look at.

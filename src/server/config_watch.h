@@ -17,8 +17,12 @@
 // Thread safety: the master's thread only.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "frs/status.h"
 
@@ -45,7 +49,9 @@ class ConfigWatch {
 
  private:
   void Close();
-  Status AddTree(const std::string& dir, int depth);
+  // `seen`: the directories watched so far (device, inode), so that one
+  // reached by several links, or a link to an ancestor, is walked once.
+  Status AddTree(const std::string& dir, int depth, std::set<std::pair<dev_t, ino_t>>* seen);
 
   int fd_ = -1;
   std::string dir_;

@@ -15,8 +15,7 @@ void EnvoyDecisionLog::Record(DecisionLog* log, const IpAddress* peer, const env
     if (!log->Wants(denied || st.shadow_over)) continue;
     const envoy::CompiledLimit& l = *st.limit;
     envoy::CounterKey(req.descriptors[i].entries, &key_);
-    // The engine names a biz's one rule as map.xml's default does.
-    rule_.assign(l.biz).append("_1");
+    rule_ = envoy::RuleNameOf(l);
     DecisionRecord rec;
     rec.ts_ms = clock_->NowMs();
     rec.biz = l.biz;

@@ -19,9 +19,9 @@ uint64_t Relaxed(uint64_t& w) { return Word(w).load(std::memory_order_relaxed); 
 void HeldNowPublisher::Tick(int64_t now_ms) {
   const auto asked = static_cast<int64_t>(Relaxed(shared_.asked_ms));
   if (asked == 0 || now_ms - asked > kHeldWantedMs || now_ms < next_ms_) return;
-  const int64_t t0 = MonoNs();
+  const int64_t t0 = clock_ns_();
   Result<std::vector<AdminEngine::BizHeldNow>> held = engine_.HeldNow(kHeldLockWaitMs);
-  const int64_t took_ns = MonoNs() - t0;
+  const int64_t took_ns = clock_ns_() - t0;
   const int64_t interval_ms = std::max(kHeldMinIntervalMs, kHeldIntervalWalks * (took_ns / kNsPerMs));
   next_ms_ = now_ms + took_ns / kNsPerMs + interval_ms;
   // A walk that failed (a chain locked past kHeldLockWaitMs, a damaged

@@ -25,6 +25,7 @@
 
 #include "frs/admin_engine.h"
 #include "frs/status.h"
+#include "server/clock_util.h"
 #include "server/metrics.h"
 
 namespace frs::server {
@@ -46,7 +47,10 @@ inline constexpr int64_t kHeldSlackMs = 1000;
 // The master's side.
 class HeldNowPublisher {
  public:
-  HeldNowPublisher(AdminEngine& engine, HeldNowShared& shared) : engine_(engine), shared_(shared) {}
+  // `clock_ns`: CLOCK_MONOTONIC nanoseconds (MonoNs; a test's own clock),
+  // what a walk's duration is measured with.
+  HeldNowPublisher(AdminEngine& engine, HeldNowShared& shared, int64_t (*clock_ns)() = MonoNs)
+      : engine_(engine), shared_(shared), clock_ns_(clock_ns) {}
 
   // Walks the store and publishes what it found when a scrape wanted the
   // figures lately and the interval since the last walk is over; else
@@ -65,6 +69,7 @@ class HeldNowPublisher {
 
   AdminEngine& engine_;
   HeldNowShared& shared_;
+  int64_t (*clock_ns_)();
   std::vector<uint16_t> published_;  // the ids whose entries the last walk set
   int64_t next_ms_ = 0;
   bool failing_ = false;  // the last walk failed (logged once)

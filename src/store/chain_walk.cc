@@ -37,10 +37,15 @@ class WalkPacer {
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
 };
 
-// The chain's lock within `wait_ms`, asked every millisecond: a holder that
-// died is left to those who wait without a bound (they take its lock over
-// and repair what it left).
+// The chain's lock within `wait_ms`: asked again at once a few times (a
+// request holds one for microseconds, and a walk of a busy store meets many
+// held), then every millisecond. A holder that died is left to those who
+// wait without a bound (they take its lock over and repair what it left).
 bool LockWithin(LockSet& locks, uint32_t k, uint32_t wait_ms) {
+  for (int i = 0; i < 64; ++i) {
+    if (locks.TryLock(k)) return true;
+    std::this_thread::yield();
+  }
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (!locks.TryLock(k)) {
     if (std::chrono::steady_clock::now() >= end) return false;

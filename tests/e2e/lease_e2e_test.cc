@@ -288,7 +288,7 @@ TEST_F(LeaseE2E, KillNineOfEveryProcessKeepsEveryLeaseAndItsId) {
   // frs_leases_held is read from the store: the same after the restart.
   const std::string held_capped = "frs_leases_held{biz=\"capped\",id=\"23\"}";
   const std::string held_inflight = "frs_leases_held{biz=\"llm_inflight\",id=\"20\"}";
-  const int64_t held_at = NowMs();  // both read from one walk of the store
+  const int64_t held_at = NowMs();  // both from walks begun after this moment
   const double capped_before = HeldMetric(c_, held_capped, held_at);
   const double inflight_before = HeldMetric(c_, held_inflight, held_at);
   EXPECT_GE(capped_before, 64);

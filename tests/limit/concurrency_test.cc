@@ -653,7 +653,9 @@ TEST_F(LeaseTest, AReloadThatRaisesMaxKeepsTheLeasesAndTheirIds) {
 // A lowered max keeps every lease held (their holders are still running):
 // new acquires are refused until releases bring the count under it.
 TEST_F(LeaseTest, AReloadThatLowersMaxKeepsEveryLeaseHeldAndRefusesUntilUnderIt) {
-  Decision a = Acquire("inflight", "u1"), b = Acquire("inflight", "u1");
+  Decision a = Acquire("inflight", "u1");
+  clock_.Advance(3000);
+  Decision b = Acquire("inflight", "u1");
   ASSERT_TRUE(a.allowed && b.allowed);
   std::string map = kLeaseMap;
   // The lease changes too: the block is converted, not kept as it is.
@@ -661,7 +663,10 @@ TEST_F(LeaseTest, AReloadThatLowersMaxKeepsEveryLeaseHeldAndRefusesUntilUnderIt)
   std::ofstream(dir_ / "map.xml") << map;
   ASSERT_TRUE(engine_->Reload().ok());
   EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"}).count, 2);
-  EXPECT_FALSE(Acquire("inflight", "u1").allowed);
+  Decision refused = Acquire("inflight", "u1");
+  EXPECT_FALSE(refused.allowed);
+  // Under max once both have ended (held 2, max 1): b's end, not a's.
+  EXPECT_EQ(refused.retry_after, b.lease_expires - (kDay0 + 3));
   EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(a)).released);
   EXPECT_FALSE(Acquire("inflight", "u1").allowed);  // 1 held, max 1
   EXPECT_TRUE(Lease(Cmd::kRelease, "inflight", "u1", IdOf(b)).released);

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -41,6 +42,24 @@ TEST(ConfigWatch, FilesSubdirectoriesAndDotEntriesAreChangesOthersInTheParentAre
   Write(t / "frsd.log", "x");
   EXPECT_FALSE(Changed(w, 100));
   EXPECT_FALSE(w.Drain());
+}
+
+// A link to a directory is watched where it leads (a ConfigMap item
+// under a "/"), and links in a loop cost one walk of each directory: three
+// links to "." were 3^16 calls of the walk before, in the master.
+TEST(ConfigWatch, LinkedDirectoriesAreWatchedOnceAndLoopsEnd) {
+  testing::TempDir t;
+  const std::string dir = t / "conf";
+  fs::create_directories(t / "elsewhere/team");
+  fs::create_directories(dir);
+  fs::create_directory_symlink(t / "elsewhere/team", dir + "/team");
+  for (const char* loop : {"a", "b", "c"}) fs::create_directory_symlink(".", dir + "/" + loop);
+  ConfigWatch w;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(w.Rearm(dir).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));  // minutes before
+  Write(t / "elsewhere/team/b.yaml", "x");
+  EXPECT_TRUE(Changed(w));
 }
 
 TEST(ConfigWatch, TheDirectorysLinkSwappedIsAChange) {

@@ -4,11 +4,10 @@
 // The real engine is exercised by the end-to-end tests.
 #pragma once
 
-#include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "frs/admin_engine.h"
 #include "frs/clock.h"
@@ -154,10 +153,10 @@ class FakeEngine final : public AdminEngine {
   std::vector<BizHeldNow> held;
   int held_walks = 0;
   bool held_fails = false;
-  int held_walk_ms = 0;  // how long a walk takes
+  std::function<void()> on_held_walk;  // during each walk (a test's clock moves on)
   Result<std::vector<BizHeldNow>> HeldNow(uint32_t /*lock_wait_ms*/) override {
     ++held_walks;
-    if (held_walk_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(held_walk_ms));
+    if (on_held_walk) on_held_walk();
     if (held_fails) return Status::Corruption("fake: a damaged node");
     return held;
   }
