@@ -454,6 +454,22 @@ class FrontDoorTest(unittest.TestCase):
                 self.assertTrue(h.get("content-type", "").startswith("text/plain"), (accept, h))
                 self.assertEqual(body.strip(), b"Too many requests", body)
 
+    def test_the_login_path_spelled_otherwise_is_counted_as_login(self):
+        # Sites route these to their login handler (a trailing slash, a path
+        # parameter, a percent-encoded letter, doubled slashes, another case):
+        # each must be counted in biz login, or spelling skips the limit.
+        self.start_door(self.frsd.port)
+        for i in range(LOGIN_MAX):
+            self.assert_page("/login", "login", LOGIN_MAX - 1 - i)
+        for path in ("/login/", "/login;jsessionid=1", "/%6Cogin", "//login", "/LOGIN"):
+            self.assert_429(path, "login")
+        # Dot segments: resolved by the door (nginx, Caddy) or refused (HAProxy).
+        for path in ("/./login", "/x/../login"):
+            status, h, body = self.get(path)
+            self.assertIn(status, (400, 429), "%s: %s %r" % (path, status, body))
+        # Not the login page: counted as a page view.
+        self.assert_page("/login-help", "api", API_MAX - 1)
+
     def test_post_keeps_its_body_and_is_counted(self):
         self.start_door(self.frsd.port)
         h, body = self.assert_page("/login", "login", LOGIN_MAX - 1, method="POST", body=b"user=alice&pw=x")
