@@ -11,8 +11,10 @@ request acquires one use of FRS_BIZ for its key:
 
 Allowed: the page (200). Denied: 429 Too Many Requests, with Retry-After
 when waiting cures it. frsd down or too slow (FRS_TIMEOUT): FRS_FAIL=open
-serves the page, FRS_FAIL=closed answers 503 with Retry-After: 1. The
-error goes to stderr (the server's error log).
+serves the page, FRS_FAIL=closed answers 503 with Retry-After: 1. A key
+frsd refuses (a user name too long, a control character): 400, which no
+wait cures; any other refusal (an unknown FRS_BIZ): 500, the page's
+configuration. The error goes to stderr (the server's error log).
 
 Settings, from the environment (nginx: fastcgi_param; Apache: SetEnv):
   FRS_SERVERS   "host:port" or shards "h1:p1,h2:p2 weight=2" (default 127.0.0.1:8300)
@@ -62,6 +64,11 @@ def main():
     # that is not an FRS answer): fail closed.
     elif d.error and (d.status in (0, 200, 421) or d.status >= 500):
         respond("503 Service Unavailable", [("Retry-After", "1")], "Try again in a moment.\n")
+    # frsd refused the request itself: not a denial, and no wait cures it.
+    elif d.error and d.status == 400:
+        respond("400 Bad Request", [], "This request cannot be counted: %s\n" % d.error)
+    elif d.error:
+        respond("500 Internal Server Error", [], "The rate limiter is misconfigured.\n")
     else:
         headers = [("Retry-After", str(max(1, d.retry_after)))] if d.retry_after >= 0 else []
         respond("429 Too Many Requests", headers, "Too many requests: slow down.\n")

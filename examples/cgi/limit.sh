@@ -6,7 +6,8 @@
 # parameter as "user:NAME", else the client's address as "ip:REMOTE_ADDR".
 # Allowed: the page (200). Denied: 429 with frsd's Retry-After. frsd down or
 # slower than FRS_TIMEOUT seconds: FRS_FAIL=open serves the page,
-# FRS_FAIL=closed answers 503 with Retry-After: 1.
+# FRS_FAIL=closed answers 503 with Retry-After: 1. A key frsd refuses: 400;
+# any other refusal (an unknown FRS_BIZ): 500.
 #
 # Settings, from the environment (nginx: fastcgi_param; Apache: SetEnv):
 #   FRS_URL      frsd, or the proxy in front of its shards (default http://127.0.0.1:8300)
@@ -47,9 +48,13 @@ page() { printf 'Status: %s\r\n%sContent-Type: text/plain; charset=utf-8\r\n\r\n
 case $code in
   200) page "200 OK" "" "Hello, ${user:-visitor}" ;;
   429) page "429 Too Many Requests" "${retry:+Retry-After: $retry$'\r\n'}" "Too many requests: slow down." ;;
-  4??) # frsd refused the request itself (a key it cannot take, an unknown biz): deny.
+  400) # frsd refused the key itself (too long, a control character): no
+       # wait cures it, so not a 429.
        echo "limit.sh: frsd answered $code" >&2
-       page "429 Too Many Requests" "" "Too many requests: slow down." ;;
+       page "400 Bad Request" "" "This request cannot be counted." ;;
+  4??) # any other refusal (an unknown biz): this page's configuration.
+       echo "limit.sh: frsd answered $code" >&2
+       page "500 Internal Server Error" "" "The rate limiter is misconfigured." ;;
   *)   # no answer (000), 5xx: the fail policy decides.
        echo "limit.sh: frsd at $url did not answer (HTTP ${code:-000})" >&2
        if [ "$fail" = closed ]; then

@@ -232,6 +232,14 @@ class CgiTest(unittest.TestCase):
             self.assertEqual(status, 429)
             self.assertIn("retry-after", headers)
 
+    def test_a_key_frsd_refuses_is_a_400_not_a_429(self):
+        # A user name frsd cannot take as a key (longer than 255 bytes): a
+        # 429 would tell the client to wait and try again, forever.
+        for lang in LANGS:
+            status, headers, body = self.get("/%s/login?user=%s" % (lang, "x" * 300))
+            self.assertEqual(status, 400, body)
+            self.assertNotIn("retry-after", headers)
+
     def test_frsd_down(self):
         for lang in LANGS:
             self.assertEqual(self.get("/%s/down-closed" % lang)[0], 200)  # while it serves
