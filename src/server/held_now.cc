@@ -16,14 +16,40 @@ uint64_t Relaxed(uint64_t& w) { return Word(w).load(std::memory_order_relaxed); 
 
 }  // namespace
 
+void HeldNowPublisher::ObserveAsk(int64_t asked) {
+  if (asked == last_ask_) return;
+  if (last_ask_ != 0 && asked > last_ask_) period_ = asked - last_ask_;
+  last_ask_ = asked;
+}
+
+int64_t HeldNowPublisher::DueMs(int64_t now_ms) const {
+  if (last_ask_ == 0) return -1;
+  if (period_ >= kHeldPeriodicMs) {
+    // One walk per scrape, just before the next: none once the scraper
+    // has missed two beats, none again for a scrape already walked for.
+    if (now_ms - last_ask_ > 2 * period_ + kHeldLeadMs || walked_for_ == last_ask_) return -1;
+    return std::max(next_ms_, last_ask_ + period_ - kHeldLeadMs - last_walk_ms_);
+  }
+  if (now_ms - last_ask_ > kHeldWantedMs) return -1;
+  return next_ms_;
+}
+
 void HeldNowPublisher::Tick(int64_t now_ms) {
-  const auto asked = static_cast<int64_t>(Relaxed(shared_.asked_ms));
-  if (asked == 0 || now_ms - asked > kHeldWantedMs || now_ms < next_ms_) return;
+  ObserveAsk(static_cast<int64_t>(Relaxed(shared_.asked_ms)));
+  const int64_t due = DueMs(now_ms);
+  if (due < 0 || now_ms < due) return;
+  const bool periodic = period_ >= kHeldPeriodicMs;
   const int64_t t0 = clock_ns_();
   Result<std::vector<AdminEngine::BizHeldNow>> held = engine_.HeldNow(kHeldLockWaitMs);
   const int64_t took_ns = clock_ns_() - t0;
-  const int64_t interval_ms = std::max(kHeldMinIntervalMs, kHeldIntervalWalks * (took_ns / kNsPerMs));
-  next_ms_ = now_ms + took_ns / kNsPerMs + interval_ms;
+  last_walk_ms_ = took_ns / kNsPerMs;
+  const int64_t interval_ms = std::max(kHeldMinIntervalMs, kHeldIntervalWalks * last_walk_ms_);
+  next_ms_ = now_ms + last_walk_ms_ + interval_ms;
+  if (periodic) walked_for_ = last_ask_;
+  // Served until the next walk is due and a second more; for a regular
+  // scraper, until its next scrape is well past (a quarter of its beat).
+  const int64_t fresh_until =
+      periodic ? now_ms + last_walk_ms_ + kHeldLeadMs + kHeldSlackMs + period_ / 4 : next_ms_ + kHeldSlackMs;
   // A walk that failed (a chain locked past kHeldLockWaitMs, a damaged
   // node) leaves the scrapes to walk themselves; said once, until a walk
   // succeeds again.
@@ -38,17 +64,19 @@ void HeldNowPublisher::Tick(int64_t now_ms) {
     return;
   }
   failing_ = false;
-  Publish(*held, now_ms, took_ns / 1000, next_ms_ + kHeldSlackMs);
+  Publish(*held, now_ms, took_ns / 1000, fresh_until);
 }
 
 int64_t HeldNowPublisher::NextDueMs(int64_t now_ms) const {
-  const auto asked = static_cast<int64_t>(Relaxed(shared_.asked_ms));
-  if (asked == 0 || now_ms - asked > kHeldWantedMs) return -1;
-  return std::max(next_ms_, now_ms);
+  // A new ask is seen at the next tick (a second at most): due then.
+  if (static_cast<int64_t>(Relaxed(shared_.asked_ms)) != last_ask_) return std::max(next_ms_, now_ms);
+  const int64_t due = DueMs(now_ms);
+  return due < 0 ? -1 : std::max(due, now_ms);
 }
 
 void HeldNowPublisher::Invalidate() {
   next_ms_ = 0;
+  walked_for_ = 0;
   Publish({}, 0, static_cast<int64_t>(Relaxed(shared_.walk_us)), 0);
 }
 

@@ -5,15 +5,19 @@
 // chain locked at a time): about 20 ns a node, 45 ms for 2 M nodes, and the
 // worker that answers /metrics answers nothing else meanwhile, so every
 // scrape stalled a worker's connections for as long. The master serves no
-// requests: while someone scrapes (a scrape in the last kHeldWantedMs), it
-// walks for the workers at most once a second, and never more than a
-// twentieth of its time (a walk of 100 ms is followed by 2 s without), and
-// publishes the figures in the metrics region (HeldNowShared). A scrape
-// serves them while they are fresh (until the master's next walk is due,
-// and a second more), else walks itself as before: the first scrape after a
-// quiet spell or a reload, or one while the master is late. So the figures
-// are at most about 2 s old (more on a store whose walk takes over 50 ms);
-// frs_held_age_seconds says how old.
+// requests: it walks for the workers and publishes the figures in the
+// metrics region (HeldNowShared), never more than a twentieth of its time
+// (a walk of 100 ms is followed by 2 s without).
+//
+// When it walks follows the scrapes. Scrapes that come regularly, at least
+// kHeldPeriodicMs apart (Prometheus: every 15 s), get one walk each, made
+// kHeldLeadMs and a walk's length before the next one is due; scrapes that
+// come more often, or not yet twice, get a walk a second while they come
+// (one in the last kHeldWantedMs). A scrape serves the figures while they
+// are fresh, else walks itself as before: the first two of a regular
+// scraper, one after a reload, or one that comes off its beat. So the
+// figures served are about a second old (more on a store whose walk takes
+// over 50 ms); frs_held_age_seconds says how old.
 //
 // Thread safety: the master's publisher is single-threaded; any number of
 // workers read beside it (metrics.h: HeldNowShared).
@@ -30,8 +34,12 @@
 
 namespace frs::server {
 
-// A scrape within this long keeps the master walking.
-inline constexpr int64_t kHeldWantedMs = 5 * 60 * 1000;
+// Scrapes more often than this (or not yet twice) get a walk a second while
+// one came within kHeldWantedMs; scrapes this far apart or more, one walk
+// each, kHeldLeadMs (and a walk's length) before the next is due.
+inline constexpr int64_t kHeldPeriodicMs = 5000;
+inline constexpr int64_t kHeldWantedMs = 10000;
+inline constexpr int64_t kHeldLeadMs = 1000;
 // The shortest interval between two of the master's walks, and how many
 // walks' durations it is at least.
 inline constexpr int64_t kHeldMinIntervalMs = 1000;
@@ -67,9 +75,18 @@ class HeldNowPublisher {
   void Publish(const std::vector<AdminEngine::BizHeldNow>& held, int64_t walked_ms, int64_t took_us,
                int64_t fresh_until_ms);
 
+  // The scrapes' beat, from the asks seen (HeldNowShared::asked_ms).
+  void ObserveAsk(int64_t asked);
+  // When the next walk is due (CLOCK_MONOTONIC ms), or -1: none is wanted.
+  int64_t DueMs(int64_t now_ms) const;
+
   AdminEngine& engine_;
   HeldNowShared& shared_;
   int64_t (*clock_ns_)();
+  int64_t last_ask_ = 0;             // the last ask seen
+  int64_t period_ = 0;               // the gap between the last two asks seen (0: not two yet)
+  int64_t walked_for_ = 0;           // periodic: the ask whose next scrape the last walk was for
+  int64_t last_walk_ms_ = 0;         // how long the last walk took
   std::vector<uint16_t> published_;  // the ids whose entries the last walk set
   int64_t next_ms_ = 0;
   bool failing_ = false;  // the last walk failed (logged once)

@@ -70,6 +70,34 @@ TEST_F(HeldNowTest, TheMasterWalksOnlyWhileSomeoneScrapes) {
   EXPECT_EQ(master_.NextDueMs(1'000'400 + kHeldWantedMs + 1), -1);
 }
 
+// A scraper on a beat (Prometheus: every 15 s) gets one walk per scrape,
+// a second before it comes, and is served; a second a second would be
+// 15 walks for one scrape's figures.
+TEST_F(HeldNowTest, ARegularScraperGetsOneWalkPerScrapeJustBeforeIt) {
+  const int64_t t = 8'000'000;
+  EXPECT_TRUE(Scrape(t).walked_here);  // the first: nothing published yet
+  for (int64_t ms = t + 10; ms < t + 15'000; ms += 500) master_.Tick(ms);
+  const int walks_first_beat = engine_.held_walks;
+  EXPECT_LE(walks_first_beat, 1 + 12);          // a walk a second while it came lately (10 s), then none
+  EXPECT_TRUE(Scrape(t + 15'000).walked_here);  // the second: the master did not know its beat yet
+  const int before = engine_.held_walks;
+  for (int64_t ms = t + 15'000; ms < t + 30'000; ms += 100) master_.Tick(ms);
+  EXPECT_EQ(engine_.held_walks, before + 1);                                     // one walk for the next scrape
+  EXPECT_EQ(CounterGet(shared().walked_ms), static_cast<uint64_t>(t + 29'000));  // a second before it
+  HeldNowScrape third = Scrape(t + 30'000);
+  EXPECT_FALSE(third.walked_here);
+  EXPECT_EQ(third.age_ms, 1000u);
+  // And so on, each beat: one walk, the scrape served.
+  for (int64_t ms = t + 30'000; ms < t + 45'000; ms += 100) master_.Tick(ms);
+  EXPECT_EQ(engine_.held_walks, before + 2);
+  EXPECT_FALSE(Scrape(t + 45'000).walked_here);
+  // The scraper stops: after two missed beats, no walk at all.
+  const int stopped = engine_.held_walks;
+  for (int64_t ms = t + 45'010; ms < t + 120'000; ms += 500) master_.Tick(ms);
+  EXPECT_LE(engine_.held_walks, stopped + 1);
+  EXPECT_EQ(master_.NextDueMs(t + 120'000), -1);
+}
+
 TEST_F(HeldNowTest, AScrapeServesTheMastersFiguresOnlyWhileFresh) {
   Scrape(2'000'000);
   master_.Tick(2'000'000);
