@@ -369,14 +369,17 @@ void Master::Reload() {
     }
     lease_key_changed = s.ok() && check != ctx_.engine->LeaseKeyCheck();
   }
-  // What the map running held that the new one ends, read before it is
-  // replaced (the channel holds the map every worker runs).
+  // The new map parsed once, for what it ends of what the running one held
+  // (read before it is replaced: the channel holds the map every worker
+  // runs) and for the descriptors its statistics need.
+  std::optional<limit::MapConfig> new_map;
+  if (s.ok())
+    if (Result<limit::MapConfig> m = limit::ParseMap(f.map_text, f.next->map_path); m.ok()) new_map = std::move(*m);
   std::vector<std::string> ends;
-  if (s.ok() && ctx_.map_channel)
+  if (new_map && ctx_.map_channel)
     if (Result<MapChannel::Map> was = ctx_.map_channel->Read(); was.ok() && !was->text.empty())
-      if (auto old_map = limit::ParseMap(was->text, live_.map_path); old_map.ok())
-        if (auto new_map = limit::ParseMap(f.map_text, live_.map_path); new_map.ok())
-          ends = limit::HeldAReloadEnds(*old_map, *new_map);
+      if (auto old_map = limit::ParseMap(was->text, f.next->map_path); old_map.ok())
+        ends = limit::HeldAReloadEnds(*old_map, *new_map);
   if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(f.srv_text, f.map_text, f.envoy);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old configuration stays: %s", s.message().c_str());
@@ -396,8 +399,8 @@ void Master::Reload() {
         "running with the old key");
   // A map with more <stats> tables needs more descriptors: said from the
   // same sum as at start (server/fd_limit.h).
-  if (Result<limit::MapConfig> m = limit::ParseMap(f.map_text, next.map_path); m.ok())
-    if (std::string fd = FdLimitProblem(next, m.value(), CurrentFdLimit(), /*raised=*/true); !fd.empty())
+  if (new_map)
+    if (std::string fd = FdLimitProblem(next, *new_map, CurrentFdLimit(), /*raised=*/true); !fd.empty())
       FRS_LOG("warning: %s", fd.c_str());
   SayApplied(live_, next);
   live_ = AppliedConfig(live_, next);
