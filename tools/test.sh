@@ -16,6 +16,8 @@
 #            with its thread-safety analysis as an error: every
 #            FRS_GUARDED_BY field touched without its lock, every FRS_REQUIRES
 #            function called without it, fails the build of everything;
+#            the scripts that run only frsd and frsctl (label programs)
+#            start as soon as those two are built, beside the rest;
 #   tsan     the TESTs whose threads share mapped memory (the store's, the
 #            statistics' and the lock word's) under ThreadSanitizer, built
 #            by clang, their programs the only ones built.
@@ -45,14 +47,22 @@ reset_other_generator() {
 # not list with its reason: a skip must never pass unnoticed.
 # A ctest test runs a whole GoogleTest suite; the skipped TESTs inside one
 # are in the suites' XML reports, in the build directory ($1).
+# With GTEST_REPORTS=0 (a selection that runs no GoogleTest program, beside
+# another of the same tree) it neither clears nor reads those reports.
 run_ctest() {
-  local build="$1" junit rc=0
+  local build="$1" junit rc=0 reports
   shift
   junit=$(mktemp --suffix=.xml)
-  rm -rf "$build/gtest-xml"
+  if [ "${GTEST_REPORTS:-1}" = 1 ]; then
+    reports=$build/gtest-xml
+    rm -rf "$reports"
+  else
+    reports=$(mktemp -d)
+  fi
   ctest "$@" --output-junit "$junit" || rc=$?
-  tools/check_skips.py tests/skips.txt "$junit" "$build/gtest-xml" || rc=1
+  tools/check_skips.py tests/skips.txt "$junit" "$reports" || rc=1
   rm -f "$junit"
+  [ "${GTEST_REPORTS:-1}" = 1 ] || rm -rf "$reports"
   return "$rc"
 }
 # The CPU seconds (user+sys) of every program this script has waited for, in
@@ -64,6 +74,16 @@ cpu_seconds() {
   times >"$f"
   cpu=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%d", s }' "$f")
   rm -f "$f"
+}
+# Waits for the ASan stage's early selection (run_stage's $early_pid), prints
+# its output and returns its status.
+wait_early() {
+  local early_rc=0
+  wait "$early_pid" || early_rc=$?
+  echo "-- the programs' tests, started before the build ended:"
+  cat "$early_log"
+  rm -f "$early_log"
+  return "$early_rc"
 }
 # One stage: configure, build, test; its last line its wall and CPU time.
 # A build that only fills the CPU others leave (nice) says so in $2.
@@ -91,7 +111,25 @@ run_stage() {
     tsan) targets=(frs_tsan_programs) ;;
     fuzz) targets=(frs_fuzz_request frs_fuzz_xml_decode) ;;
   esac
-  nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" ${targets[@]+--target "${targets[@]}"}
+  # The ASan stage builds frsd and frsctl first and starts the tests that run
+  # only them (label programs: the cluster's, Envoy's HTTP/2 and the docs'
+  # Python scripts) while it builds its test programs. Those tests spend
+  # most of their time waiting on the servers they start: after the build,
+  # they left a core idle; beside it, the compiles fill it.
+  local early_pid="" early_log="" rc=0
+  if [ "$preset" = asan ]; then
+    nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" --target frsd frsctl
+    echo "== ${preset}: frsd and frsctl built in $(($(date +%s) - stage_start)) s; the programs' tests started"
+    early_log=$(mktemp)
+    GTEST_REPORTS=0 run_ctest "$build" --preset "$preset" -j"$jobs" --no-tests=error -L '^programs$' \
+      >"$early_log" 2>&1 &
+    early_pid=$!
+  fi
+  nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" ${targets[@]+--target "${targets[@]}"} || rc=$?
+  if [ "$rc" != 0 ]; then
+    [ -z "$early_pid" ] || wait_early || true
+    return "$rc"
+  fi
   built=$(date +%s)
   echo "== ${preset}: built in $((built - stage_start)) s"
   if [ "$preset" = fuzz ]; then
@@ -124,7 +162,8 @@ run_stage() {
     # a selection that finds no test fails (--no-tests=error): the outside
     # stage the tests that run our programs inside others (label outside),
     # the TSan stage the TESTs whose threads share mapped memory (label
-    # tsan), the ASan stage every other test. Under ASan the outside tests
+    # tsan), the ASan stage every other test (those labelled programs
+    # started above). Under ASan the outside tests
     # would cost a third of that stage and test no more of our memory safety
     # than the e2e suites do; the tsan-labelled TESTs run there with the rest
     # of their programs.
@@ -135,11 +174,13 @@ run_stage() {
       release | outside) [ "${FRS_RELEASE_TESTS:-}" = all ] || select=(-L '^outside$') ;;
       tsan) select=(-L '^tsan$') ;;
       asan)
-        select=(-LE '^(outside|tsan)$')
+        select=(-LE '^(outside|tsan|programs)$')
         test_jobs=$((jobs * 2))
         ;;
     esac
-    run_ctest "$build" --preset "$preset" -j"$test_jobs" --no-tests=error ${select[@]+"${select[@]}"}
+    run_ctest "$build" --preset "$preset" -j"$test_jobs" --no-tests=error ${select[@]+"${select[@]}"} || rc=$?
+    [ -z "$early_pid" ] || wait_early || rc=$?
+    [ "$rc" = 0 ] || return "$rc"
   fi
   cpu_seconds
   echo "== ${preset}: done in $(($(date +%s) - stage_start)) s ($((cpu - stage_cpu)) CPU-s; tests $(($(date +%s) - built)) s)"
