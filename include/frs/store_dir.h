@@ -5,7 +5,8 @@
 // A store directory holds the store (frs.N.store), the engine's files beside
 // it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
 // files under stats/), the server's (frsd.lock, frsd.listen,
-// frsd.grpc.listen, frsd.log, envoy.ids) and frsctl's (handoff.spool).
+// frsd.grpc.listen, frsd.log, envoy.ids, replica-spool.*) and frsctl's
+// (handoff.spool).
 // What each file holds, and what survives what, is docs/store.md.
 //
 //   frs::store_dir::In("/var/lib/frs", frs::store_dir::StoreFileName(0))  // "/var/lib/frs/frs.0.store"
@@ -35,6 +36,10 @@ inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of En
 // placed for (8 hex digits), written at the first start and when a frsctl
 // handoff finishes. A start under another list keeps the handoff pending.
 inline constexpr std::string_view kRingDigest = "cluster.digest";
+// With replicas: the changes a worker stopped gracefully could not deliver
+// to a down link, for the next start to deliver: <prefix><pid>.<n>, named
+// <that>.taken-<pid> by the worker that delivers it, removed once delivered.
+inline constexpr std::string_view kReplicaSpoolPrefix = "replica-spool.";
 // frsctl's.
 inline constexpr std::string_view kHandoffSpool = "handoff.spool";  // a handoff's nodes until each is taken
 // Siblings of the directory, `dir` + suffix, made by frsctl grow: the store

@@ -205,6 +205,62 @@ std::string Replicator::QueuedByShard() const {
   return out;
 }
 
+ReplicaSpool Replicator::Spool() const {
+  ReplicaSpool s;
+  s.stream = opts_.stream;
+  s.digest = digest_;
+  for (const Link& l : links_) {
+    if (l.queue.empty()) continue;
+    ReplicaSpoolLink& sl = s.links.emplace_back();
+    sl.name = l.name;
+    sl.next_seq = l.next_seq;
+    sl.inflight = l.inflight;
+    sl.inflight_seq = l.inflight_seq;
+    sl.first_no = l.queue.front().no;
+    sl.changes.reserve(l.queue.size());
+    for (const Queued& q : l.queue) {
+      Change& c = sl.changes.emplace_back();
+      c.kind = q.kind;
+      c.biz_id = q.biz_id;
+      c.key = q.key;
+      c.route_pos = q.route_pos;
+      c.route_known = q.route_known;
+      c.n = q.n;
+      c.at_ms = q.at_ms;
+      c.event = q.event;
+      c.item = q.item;
+      c.nonce = q.nonce;
+      c.until = q.until;
+    }
+  }
+  return s;
+}
+
+std::unique_ptr<Replicator> Replicator::FromSpool(const ReplicaSpool& spool, ReplicaOptions base, EventLoop* loop) {
+  base.stream = spool.stream;
+  base.sync = true;  // each batch as soon as the one before is acknowledged
+  auto r = std::make_unique<Replicator>(std::move(base), nullptr, loop);
+  r->links_.clear();
+  r->link_of_shard_.assign(r->link_of_shard_.size(), -1);
+  for (const ReplicaSpoolLink& sl : spool.links) {
+    Link& l = r->links_.emplace_back();
+    l.name = sl.name;  // shard -1: in no gauge of this worker's
+    l.next_seq = sl.next_seq;
+    l.inflight = sl.inflight;
+    l.inflight_seq = sl.inflight_seq;
+    l.next_no = sl.first_no + sl.changes.size();
+    uint64_t no = sl.first_no;
+    for (const Change& c : sl.changes)
+      l.queue.push_back(Queued{r->next_id_++, no++, c.kind, c.biz_id, c.route_known, c.route_pos, c.n, c.at_ms,
+                               std::string(c.key), c.event, c.item, c.nonce, c.until});
+  }
+  r->tags_ = std::make_unique<char[]>(std::max<size_t>(r->links_.size(), 1));
+  r->digest_ = spool.digest;
+  r->retired_ = true;
+  r->from_spool_ = true;
+  return r;
+}
+
 void Replicator::Retire() {
   if (counters_)
     for (Link& l : links_)
@@ -254,6 +310,7 @@ void Replicator::Connect(Link& l, int64_t now_ns) {
   }
   l.fd = std::move(fd);
   l.state = LinkState::kConnecting;
+  l.exchanges = 0;
   l.sent_ns = now_ns;
 }
 
@@ -317,7 +374,7 @@ void Replicator::Write(Link& l, int64_t now_ns) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    Fail(l, std::string("send: ") + std::strerror(errno), now_ns);
+    Ended(l, std::string("send: ") + std::strerror(errno), now_ns);
     return;
   }
 }
@@ -361,7 +418,7 @@ void Replicator::Read(Link& l, int64_t now_ns) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    Fail(l, n == 0 ? std::string("closed by the other side") : std::string("recv: ") + std::strerror(errno), now_ns);
+    Ended(l, n == 0 ? std::string("closed by the other side") : std::string("recv: ") + std::strerror(errno), now_ns);
     return;
   }
   if (l.state != LinkState::kInFlight) return;
@@ -380,7 +437,28 @@ void Replicator::Read(Link& l, int64_t now_ns) {
   Acked(l, now_ns);
 }
 
+void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
+  // Between batches: the other side ended a keep-alive connection idle past
+  // its idle_timeout_ms (or its request timeout after a reconnect). Nothing
+  // waits on it; the next batch opens another.
+  if (l.state == LinkState::kIdle) {
+    Close(l);
+    return;
+  }
+  // A batch sent on a connection that had carried others, and no byte of
+  // its answer back: the other side may have closed it, idle, as the batch
+  // went. It goes again on a new connection, once (that one has carried
+  // none); its seq makes it applied once.
+  if (l.state == LinkState::kInFlight && l.in.empty() && l.exchanges > 0 && !l.down) {
+    Close(l);
+    Connect(l, now_ns);
+    return;
+  }
+  Fail(l, why, now_ns);
+}
+
 void Replicator::Acked(Link& l, int64_t now_ns) {
+  ++l.exchanges;
   if (counters_) CounterAdd(counters_->acked, l.inflight);
   l.queue.erase(l.queue.begin(), l.queue.begin() + static_cast<long>(l.inflight));
   l.inflight = 0;
@@ -388,8 +466,8 @@ void Replicator::Acked(Link& l, int64_t now_ns) {
   l.failure.clear();
   if (l.down) {
     l.down = false;
-    FRS_LOG("replica link to %s is back; %zu change(s)%s still queued for it", l.name.c_str(), l.queue.size(),
-            retired_ ? " made under the earlier <cluster>" : "");
+    FRS_LOG("replica link to %s is back; %zu change(s)%s%s still queued for it", l.name.c_str(), l.queue.size(),
+            retired_ ? " " : "", retired_ ? origin() : "");
   }
   Publish(l);
   if (!l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
@@ -406,10 +484,8 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   l.retry_ns = now_ns + kRetryNs;
   if (!l.down && retired_) {
     l.down = true;
-    FRS_LOG(
-        "replica link to %s is down (%s): %zu change(s) made under the earlier <cluster> kept for it, tried "
-        "again every second",
-        l.name.c_str(), why.c_str(), l.queue.size());
+    FRS_LOG("replica link to %s is down (%s): %zu change(s) %s kept for it, tried again every second", l.name.c_str(),
+            why.c_str(), l.queue.size(), origin());
   } else if (!l.down) {
     l.down = true;
     if (counters_) CounterAdd(counters_->episodes);

@@ -20,9 +20,11 @@
 // whose other holder it is answer 503 until it is back. A down link is
 // tried again every second.
 //
-// The backlog lives in this worker's memory: a kill -9 of the worker
-// during an episode loses what the other holder had not taken yet (its
-// copy is then short of those uses; docs/cluster.md says what that costs).
+// The backlog lives in this worker's memory: a graceful stop writes it to a
+// spool file that the next start delivers (replica_spool.h, Spool,
+// FromSpool); a kill -9 of the worker during an episode loses what the
+// other holder had not taken yet (its copy is then short of those uses;
+// docs/cluster.md says what that costs).
 //
 // Thread safety: none; one per worker, driven by its event loop.
 #pragma once
@@ -38,6 +40,7 @@
 #include "os/unique_fd.h"
 #include "server/event_loop.h"
 #include "server/metrics.h"
+#include "server/replica_spool.h"
 
 namespace frs::server {
 
@@ -119,6 +122,20 @@ class Replicator final : public ChangeSink {
   // handler_replica.cc), until nothing is left. Its per-shard gauges are
   // cleared and left to the replicator of the new list.
   void Retire();
+  // What this replicator still queues, as a spool (replica_spool.h) for a
+  // graceful stop to keep; links with nothing queued are left out. Its
+  // changes' keys point into this replicator's queues.
+  ReplicaSpool Spool() const;
+  // A replicator that delivers `spool` as the worker that wrote it would
+  // have: its stream, its digest, its batches' seqs. Retired from the start
+  // (it takes no change of this worker's). `base`: this shard's options
+  // (self, token, lease key check, timeout); its stream is the spool's.
+  static std::unique_ptr<Replicator> FromSpool(const ReplicaSpool& spool, ReplicaOptions base, EventLoop* loop);
+  // Whose changes these are, for log lines: made under an earlier <cluster>
+  // (Retire), or kept from a stop (FromSpool).
+  const char* origin() const { return from_spool_ ? "kept from an earlier stop" : "made under the earlier <cluster>"; }
+  bool from_spool() const { return from_spool_; }
+
   // Changes queued and not acknowledged, over every link.
   size_t QueuedChanges() const;
   // For a log line: "SHARD: N queued, LAST FAILURE" of each link that
@@ -157,6 +174,10 @@ class Replicator final : public ChangeSink {
     std::string failure;   // why the link last failed ("" since it was acknowledged)
     std::string out, in;
     size_t out_sent = 0;
+    // Batches acknowledged on this connection: one sent on a connection
+    // that carried others may meet the close of a keep-alive the other side
+    // ended while it was idle, and goes again on a new connection.
+    uint64_t exchanges = 0;
   };
 
   Link* LinkFor(long shard);
@@ -169,6 +190,9 @@ class Replicator final : public ChangeSink {
   bool ReadAnswer(Link& l, int* status, std::string* body, bool* failed);
   void Write(Link& l, int64_t now_ns);
   void Read(Link& l, int64_t now_ns);
+  // The connection of `l` ended (`why`): quietly when nothing was in flight
+  // or a reused connection's batch can go again on a new one; else Fail().
+  void Ended(Link& l, const std::string& why, int64_t now_ns);
   void Close(Link& l);
   // Whether the idle link `l` sends its queue now (sync: at once; async:
   // full, or lingered long enough).
@@ -185,6 +209,7 @@ class Replicator final : public ChangeSink {
   uint64_t refused_through_ = 0;
   std::string digest_;  // the ring's, in hex: a receiver on another ring refuses
   bool retired_ = false;
+  bool from_spool_ = false;
 };
 
 }  // namespace frs::server

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -129,15 +130,7 @@ int Worker::Run(const sigset_t* wait_mask) {
     }
   }
   if (open_ > 0) FRS_LOG("stopping with %llu connection(s) still busy", static_cast<unsigned long long>(open_));
-  // What a stopped shard queued for a down link is in its memory only
-  // (docs/cluster.md): said, so that the operator knows the other holder
-  // misses those uses.
-  if (repl_ && repl_->QueuedChanges() > 0)
-    FRS_LOG("stopping with replica changes not delivered, lost with this process (%s)", repl_->QueuedByShard().c_str());
-  for (const auto& d : draining_)
-    if (d->QueuedChanges() > 0)
-      FRS_LOG("stopping with changes of an earlier <cluster> not delivered, lost with this process (%s)",
-              d->QueuedByShard().c_str());
+  KeepUndelivered();
   for (auto& c : conns_)
     if (c) Close(c.get());
   return 0;
@@ -168,6 +161,54 @@ void Worker::PollGrpcWatches() {
     Guarded(c, [&] { wrote = c->PollGrpcWatches(); });
     const size_t idx = static_cast<size_t>(c->fd());
     if (wrote && idx < conns_.size() && conns_[idx].get() == c) Guarded(c, [&] { Settle(c, now); });
+  }
+}
+
+void Worker::KeepUndelivered() {
+  // What a down link queues is in this worker's memory only: it goes to a
+  // spool file for the next start (replica_spool.h), so that the other
+  // holder gets those uses however the shard is restarted.
+  std::vector<const Replicator*> mine;
+  if (repl_) mine.push_back(repl_.get());
+  for (const auto& d : draining_) mine.push_back(d.get());
+  for (const Replicator* r : mine) {
+    if (r->QueuedChanges() == 0) continue;
+    const auto taken =
+        std::find_if(spool_files_.begin(), spool_files_.end(), [&](const auto& f) { return f.first == r; });
+    // A spool this worker took stays as it is, to be delivered again from
+    // its start by the next one: the batches already taken are applied
+    // once (their seqs), the rest as new.
+    if (taken != spool_files_.end()) {
+      FRS_LOG("stopping with replica changes kept from an earlier stop not delivered (%s): still in %s",
+              r->QueuedByShard().c_str(), taken->second.c_str());
+      continue;
+    }
+    std::string path;
+    if (Status s = WriteReplicaSpool(cfg_.store_dir, r->Spool(), &path); s.ok())
+      FRS_LOG("stopping with replica changes %snot delivered (%s): kept in %s for the next start",
+              r == repl_.get() ? "" : "made under the earlier <cluster> ", r->QueuedByShard().c_str(), path.c_str());
+    else
+      FRS_LOG("stopping with replica changes not delivered, lost with this process (%s): %s",
+              r->QueuedByShard().c_str(), s.ToString().c_str());
+  }
+}
+
+void Worker::TakeSpools(const ReplicaOptions& base) {
+  std::vector<std::string> problems;
+  std::vector<TakenReplicaSpool> taken = TakeReplicaSpools(cfg_.store_dir, &problems);
+  for (const std::string& p : problems)
+    FRS_LOG("replicas: a spool of undelivered changes cannot be read: %s", p.c_str());
+  for (TakenReplicaSpool& t : taken) {
+    std::unique_ptr<Replicator> r = Replicator::FromSpool(t.spool, base, &loop_);
+    FRS_LOG("replicas: %zu change(s) an earlier stop could not deliver (%s) are delivered from %s", t.spool.Changes(),
+            r->QueuedByShard().c_str(), t.path.c_str());
+    spool_files_.emplace_back(r.get(), t.path);
+    draining_.push_back(std::move(r));
+  }
+  if (counters_ && !taken.empty()) {
+    size_t draining = 0;
+    for (const auto& d : draining_) draining += d->QueuedChanges();
+    CounterSet(counters_->replica.draining, draining);
   }
 }
 
@@ -236,6 +277,7 @@ void Worker::SetUpReplicas(bool reload) {
   clock_gettime(CLOCK_REALTIME, &ts);
   o.stream =
       c.self + "/" + std::to_string(getpid()) + "." + std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec);
+  if (!reload) TakeSpools(o);
   repl_ = std::make_unique<Replicator>(std::move(o), counters_ ? &counters_->replica : nullptr, &loop_);
   engine_->SetChangeSink(repl_.get());
   handler_.set_replicator(repl_.get());
@@ -245,6 +287,10 @@ void Worker::SetUpReplicas(bool reload) {
 
 void Worker::DrainTurn(int64_t now) {
   size_t left = 0;
+  // Whose changes these are, for the log: a ring change's, or a stop's too.
+  const bool spooled = std::any_of(draining_.begin(), draining_.end(), [](const auto& d) { return d->from_spool(); });
+  const char* what = spooled ? "the changes kept from an earlier stop or queued under the earlier <cluster>"
+                             : "the changes queued under the earlier <cluster>";
   for (auto& d : draining_) {
     d->Pump(now);
     left += d->QueuedChanges();
@@ -257,7 +303,7 @@ void Worker::DrainTurn(int64_t now) {
     drain_moved_ns_ = now;
   } else if (left < drain_left_) {
     if (drain_stalled_)
-      FRS_LOG("replicas: the changes queued under the earlier <cluster> drain again after %lld s stalled; %zu left",
+      FRS_LOG("replicas: %s drain again after %lld s stalled; %zu left", what,
               static_cast<long long>((now - drain_moved_ns_) / 1000000000), left);
     drain_stalled_ = false;
     drain_left_ = left;
@@ -274,16 +320,27 @@ void Worker::DrainTurn(int64_t now) {
       where += w;
     }
     FRS_LOG(
-        "replicas: the changes queued under the earlier <cluster> have not drained for %lld s: %zu left (%s); "
-        "frsctl handoff waits for them (frs_replica_draining)",
-        static_cast<long long>(kDrainStallNs / 1000000000), left, where.c_str());
+        "replicas: %s have not drained for %lld s: %zu left (%s); frsctl handoff waits for them "
+        "(frs_replica_draining)",
+        what, static_cast<long long>(kDrainStallNs / 1000000000), left, where.c_str());
+  }
+  // A spool delivered whole is done with (before remove_if: the replicators
+  // it removes are destroyed on the way).
+  for (auto f = spool_files_.begin(); f != spool_files_.end();) {
+    if (f->first->QueuedChanges() != 0) {
+      ++f;
+      continue;
+    }
+    ::unlink(f->second.c_str());
+    FRS_LOG("replicas: every change of %s is delivered", f->second.c_str());
+    f = spool_files_.erase(f);
   }
   const auto done =
       std::remove_if(draining_.begin(), draining_.end(), [](const auto& d) { return d->QueuedChanges() == 0; });
   if (done != draining_.end()) {
     draining_.erase(done, draining_.end());
     if (draining_.empty()) {
-      FRS_LOG("replicas: every change queued under the earlier <cluster> is delivered");
+      if (!spooled) FRS_LOG("replicas: every change queued under the earlier <cluster> is delivered");
       drain_left_ = 0;
       drain_moved_ns_ = 0;
       drain_stalled_ = false;

@@ -69,6 +69,11 @@ class Worker {
   // made at start and again when a reload changes the ring.
   // `reload`: a SIGHUP's new <cluster>, not the worker's start.
   void SetUpReplicas(bool reload = false);
+  // At the start: delivers the spools of undelivered changes earlier stops
+  // left (replica_spool.h), each by a retired replicator in draining_.
+  void TakeSpools(const ReplicaOptions& base);
+  // At a graceful stop: what the links still queue goes to a spool file.
+  void KeepUndelivered();
   // Once a turn: ship what the turn changed, then release the answers the
   // other holders have acknowledged (refuse: answer 503 for those a lost
   // link leaves unacknowledged).
@@ -147,6 +152,8 @@ class Worker {
   // Replicators of the lists before ring changes, still delivering what
   // they queued (Replicator::Retire); dropped once empty.
   std::vector<std::unique_ptr<Replicator>> draining_;
+  // The spool file each replicator of draining_ that delivers one took.
+  std::vector<std::pair<const Replicator*, std::string>> spool_files_;
   size_t drain_left_ = 0;                      // changes draining_ held when it last delivered one (or grew)
   int64_t drain_moved_ns_ = 0;                 // then (0: no drain under way)
   bool drain_stalled_ = false;                 // the stall was logged, its end not yet

@@ -46,7 +46,8 @@ class Relay:
     dead shard's port would refuse it); cut() stops forwarding (what is
     sent is held unanswered, as a partition does), refuse(status) answers
     every request itself with `status` (as a successor whose store refuses
-    the changes would), heal() resumes."""
+    the changes would), heal() resumes; `ended` counts the connections that
+    the frsd behind it closed."""
 
     def __init__(self, target=None):
         self.target = target
@@ -58,6 +59,7 @@ class Relay:
         self.cut_ = False
         self.refuse_ = None
         self.accepted = 0
+        self.ended = 0  # connections the shard behind closed
         self.conns = []
         self.lock = threading.Lock()
         self.stop_ = False
@@ -132,6 +134,9 @@ class Relay:
                 for s in r:
                     data = s.recv(65536)
                     if not data:
+                        if s is u:
+                            with self.lock:
+                                self.ended += 1
                         return
                     (u if s is c else c).sendall(data)
         except (OSError, ValueError):  # ValueError: select() on a socket heal() closed
@@ -172,7 +177,7 @@ class Shard:
     must be known before any shard's srv.xml is written, and a port picked
     for a server beforehand may be another test's by the time it binds."""
 
-    def __init__(self, dir_, relay, names, extra, workers=1):
+    def __init__(self, dir_, relay, names, extra, workers=1, limits=""):
         self.dir, self.relay, self.port, self.proc = dir_, relay, None, None
         self.name = "127.0.0.1:%d" % relay.port
         os.makedirs(dir_, exist_ok=True)
@@ -182,9 +187,9 @@ class Shard:
         with open(os.path.join(dir_, "srv.xml"), "w") as f:
             f.write(
                 '<frs><listen host="127.0.0.1" port="0"/><workers>%d</workers><map>map.xml</map>'
-                '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
+                '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>%s'
                 '<cluster self="%s" enforce="1" replicas="1" %s>%s</cluster></frs>\n'
-                % (workers, TOKEN, self.name, extra, shards)
+                % (workers, TOKEN, "<limits %s/>" % limits if limits else "", self.name, extra, shards)
             )
 
     def start(self, wait=True):
@@ -260,12 +265,12 @@ class Pair:
     named by the relay in front of it: A reaches B through `relay`, which the
     tests cut and heal; B reaches A through `relay_a`, which only forwards."""
 
-    def __init__(self, tmp, extra_a="", extra_b="", b_disk=None, b_workers=1):
+    def __init__(self, tmp, extra_a="", extra_b="", b_disk=None, b_workers=1, b_limits=""):
         self.disk = None
         self.relay_a, self.relay = Relay(), Relay()
         names = ["127.0.0.1:%d" % self.relay_a.port, "127.0.0.1:%d" % self.relay.port]
         self.a = Shard(os.path.join(tmp, "a"), self.relay_a, names, extra_a)
-        self.b = Shard(os.path.join(tmp, "b"), self.relay, names, extra_b, b_workers)
+        self.b = Shard(os.path.join(tmp, "b"), self.relay, names, extra_b, b_workers, b_limits)
         ring = ring_of(names)
         self.keys = [k for k in ("user:%d" % i for i in range(200)) if ring.owner_index(k) == 0][:20]
         self.many = [k for k in ("load:%d" % i for i in range(400)) if ring.owner_index(k) == 0][:100]
@@ -407,15 +412,67 @@ class Replicas(unittest.TestCase):
         finally:
             third.close()
 
-    def test_a_shard_stopped_with_changes_queued_says_they_are_lost(self):
+    def spools(self, shard):
+        return [f for f in os.listdir(os.path.join(shard.dir, "data")) if f.startswith("replica-spool.")]
+
+    def test_a_shard_stopped_with_changes_queued_delivers_them_after_its_restart(self):
+        # A's link to B is cut: A serves alone and queues the uses for B. A
+        # stopped gracefully keeps them in a file of its store directory and
+        # delivers them once started again, so B holds every use once, as
+        # it would have had the link come back before the stop. Before, they
+        # were lost with the process, B short of them for good (a later
+        # failover to B granted them again).
         p = self.pair(extra_a='replica_timeout_ms="300"')
-        k = p.keys[18]
+        k, k2 = p.keys[18], p.keys[19]
+        self.assertEqual(p.a.acquire(k), 200)  # the link up: B holds it
         p.relay.cut()
-        self.assertEqual(p.a.acquire(k), 200)  # waited out the timeout, served alone: queued for B
+        for _ in range(3):
+            self.assertEqual(p.a.acquire(k), 200)  # the first waits out the timeout; served alone, queued
+        self.assertEqual(p.a.acquire(k2), 200)
         p.a.stop()
-        self.assertIn(
-            "stopping with replica changes not delivered, lost with this process (%s: 1 queued" % p.b.name, p.a.log()
+        self.assertRegex(
+            p.a.log(),
+            r"stopping with replica changes not delivered \(%s: 4 queued[^)]*\): kept in \S+replica-spool\." % p.b.name,
         )
+        self.assertEqual(len(self.spools(p.a)), 1)
+        self.assertEqual(p.b.count(k), 1)
+        p.relay.heal()
+        p.a.start()
+        self.assertTrue(
+            processes.wait_for(lambda: p.b.count(k) == 4 and p.b.count(k2) == 1, 10),
+            "B holds %s and %s\n%s" % (p.b.count(k), p.b.count(k2), p.a.log()),
+        )
+        self.assertTrue(processes.wait_for(lambda: not self.spools(p.a), 5), self.spools(p.a))
+        self.assertIn("are delivered from", p.a.log())
+        self.assertEqual(p.a.count(k), 4)
+        self.assertEqual(p.a.count(k2), 1)
+        # Once: a later use adds one on both.
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertEqual(p.b.count(k), 5)
+
+    def test_a_spool_left_by_a_stop_during_its_delivery_is_delivered_once(self):
+        # A restarted with B still down takes its spool and cannot deliver
+        # it; stopped again, it leaves that file for the next start (nothing
+        # written twice), which delivers it: B holds each use once.
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        k = p.keys[17]
+        p.relay.cut()
+        for _ in range(2):
+            self.assertEqual(p.a.acquire(k), 200)
+        p.a.stop()
+        p.b.stop()
+        p.relay.heal()  # B's port refuses, as a dead shard's
+        p.a.start()
+        self.assertTrue(processes.wait_for(lambda: "are delivered from" in p.a.log(), 5), p.a.log())
+        self.assertEqual(p.a.acquire(k), 200)  # served alone, queued anew for B
+        p.a.stop()
+        self.assertIn("kept from an earlier stop not delivered", p.a.log())
+        self.assertEqual(len(self.spools(p.a)), 2, self.spools(p.a))  # the first one, and the new use's
+        p.b.start()
+        p.a.start()
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 3, 10), "B holds %s\n%s" % (p.b.count(k), p.a.log()))
+        self.assertTrue(processes.wait_for(lambda: not self.spools(p.a), 5), self.spools(p.a))
+        self.assertEqual(p.a.count(k), 3)
 
     def test_a_successor_on_a_full_disk_keeps_every_change(self):
         # B's store is on a disk with not one byte free. Its files were
@@ -445,6 +502,28 @@ class Replicas(unittest.TestCase):
         os.remove(filler)
         self.assertEqual(p.a.acquire(k), 200)
         self.assertEqual(p.b.count(k), 22)
+
+    def test_a_link_idle_past_the_successors_idle_timeout_stays_up(self):
+        # B closes a keep-alive connection idle for its idle_timeout_ms (300
+        # ms here), as any frsd does. That is no failure: A opens another
+        # for its next batch, and the link never goes down, so with refuse
+        # nothing is answered 503. Before, each such close was an episode
+        # ("closed by the other side"), then one again every request
+        # timeout while the link stayed idle.
+        p = self.pair(extra_a='on_replica_down="refuse"', b_limits='idle_timeout_ms="300"')
+        k = p.keys[14]
+        for i in range(3):
+            ended = p.relay.ended
+            self.assertEqual(p.a.acquire(k), 200)
+            self.assertTrue(processes.wait_for(lambda: p.relay.ended > ended, 5), "B kept the idle connection")
+        # The last close reached A before this acquire, or arrives as its
+        # batch goes: either way the batch is taken, the answer a grant.
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertEqual(p.b.count(k), 4)
+        self.assertGreaterEqual(p.relay.accepted, 4)
+        self.assertEqual(p.a.metric("frs_replica_link_down_total"), 0, p.a.log())
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 1)
+        self.assertNotIn("is down", p.a.log())
 
     def test_a_successor_that_answers_an_error_is_a_down_link(self):
         # B answers /replicate with an error (a successor whose store

@@ -1,0 +1,183 @@
+#include "server/replica_spool.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+
+#include "os/store_dir.h"
+#include "os/text_file.h"
+#include "os/whole_file.h"
+#include "server/replica_wire.h"
+
+namespace frs::server {
+namespace {
+
+constexpr std::string_view kMagic = "frs-replica-spool 1";
+constexpr std::string_view kTaken = ".taken-";
+// A spool holds at most what a worker's links may queue (Replicator's
+// backlog, a million changes a link, about 60 bytes each): a file past
+// this is not one.
+constexpr size_t kMaxSpoolBytes = size_t{1} << 30;
+
+bool SpoolWord(std::string_view w) { return !w.empty() && w.find_first_of(" \t\r\n") == std::string_view::npos; }
+
+template <typename T>
+bool SpoolNumber(std::string_view s, T* v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+// Splits `line` at spaces.
+std::vector<std::string_view> SpoolFields(std::string_view line) {
+  std::vector<std::string_view> out;
+  while (!line.empty()) {
+    const size_t sp = line.find(' ');
+    out.push_back(line.substr(0, sp));
+    if (sp == std::string_view::npos) break;
+    line.remove_prefix(sp + 1);
+  }
+  return out;
+}
+
+// The pid a taken spool's name ends with (0: not taken).
+pid_t TakerOf(std::string_view name) {
+  const size_t at = name.rfind(kTaken);
+  if (at == std::string_view::npos) return 0;
+  pid_t pid = 0;
+  return SpoolNumber(name.substr(at + kTaken.size()), &pid) ? pid : 0;
+}
+
+bool ProcessAlive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+}  // namespace
+
+size_t ReplicaSpool::Changes() const {
+  size_t n = 0;
+  for (const ReplicaSpoolLink& l : links) n += l.changes.size();
+  return n;
+}
+
+std::string EncodeReplicaSpool(const ReplicaSpool& spool) {
+  std::string out(kMagic);
+  out += "\nstream " + spool.stream + "\ndigest " + spool.digest + "\n";
+  for (const ReplicaSpoolLink& l : spool.links) {
+    out += "link " + l.name + " " + std::to_string(l.next_seq) + " " + std::to_string(l.inflight) + " " +
+           std::to_string(l.inflight_seq) + " " + std::to_string(l.first_no) + " " + std::to_string(l.changes.size()) +
+           "\n";
+    for (const Change& c : l.changes) AppendChangeLine(c, &out);
+  }
+  out += "end\n";
+  return out;
+}
+
+Result<ReplicaSpool> DecodeReplicaSpool(std::string_view text) {
+  ReplicaSpool spool;
+  size_t line_no = 0;
+  bool cut = false;  // the text ended before its "end" line
+  auto next = [&](std::string_view* line) {
+    const size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) {  // nothing left, or a last line without its end
+      cut = true;
+      return false;
+    }
+    *line = text.substr(0, nl);
+    text.remove_prefix(nl + 1);
+    ++line_no;
+    return true;
+  };
+  auto bad = [&](std::string_view why) {
+    return Status::Corruption("replica spool, line " + std::to_string(line_no + (cut ? 1 : 0)) + ": " +
+                              (cut ? std::string("cut short (no \"end\" line)") : std::string(why)));
+  };
+  std::string_view line;
+  if (!next(&line) || line != kMagic) return bad("not a replica spool (its first line is not \"frs-replica-spool 1\")");
+  if (!next(&line) || !line.starts_with("stream ") || !SpoolWord(line.substr(7)))
+    return bad("expected \"stream NAME\"");
+  spool.stream = std::string(line.substr(7));
+  if (!next(&line) || !line.starts_with("digest ") || !SpoolWord(line.substr(7))) return bad("expected \"digest HEX\"");
+  spool.digest = std::string(line.substr(7));
+  for (;;) {
+    if (!next(&line)) return bad("");
+    if (line == "end") break;
+    const std::vector<std::string_view> f = SpoolFields(line);
+    ReplicaSpoolLink l;
+    size_t count = 0;
+    if (f.size() != 7 || f[0] != "link" || !SpoolWord(f[1]) || !SpoolNumber(f[2], &l.next_seq) ||
+        !SpoolNumber(f[3], &l.inflight) || !SpoolNumber(f[4], &l.inflight_seq) || !SpoolNumber(f[5], &l.first_no) ||
+        !SpoolNumber(f[6], &count))
+      return bad("expected \"link NAME NEXT_SEQ INFLIGHT INFLIGHT_SEQ FIRST_NO COUNT\"");
+    if (l.inflight > count || (l.inflight > 0 && (l.inflight_seq == 0 || l.inflight_seq >= l.next_seq)) ||
+        l.next_seq == 0 || l.first_no == 0)
+      return bad("a link's numbers disagree (its batch in flight, its seqs, its first change)");
+    l.name = std::string(f[1]);
+    // The change lines as one body: the wire's decoder checks each.
+    const std::string_view rest = text;
+    size_t len = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const size_t nl = rest.find('\n', len);
+      if (nl == std::string_view::npos) {
+        line_no += i;
+        cut = true;
+        return bad("");
+      }
+      len = nl + 1;
+    }
+    if (Status s = DecodeChangeLines(rest.substr(0, len), &l.changes, &l.keys); !s.ok())
+      return bad("in the changes of link " + l.name + " (their " + s.message() + ")");
+    if (l.changes.size() != count) return bad("a link's count is not its changes'");
+    text.remove_prefix(len);
+    line_no += count;
+    spool.links.push_back(std::move(l));
+  }
+  if (!text.empty()) return bad("text after \"end\"");
+  return spool;
+}
+
+Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std::string* path) {
+  static std::atomic<uint32_t> seq{0};
+  *path = os::store_dir::In(dir, std::string(os::store_dir::kReplicaSpoolPrefix) + std::to_string(getpid()) + "." +
+                                     std::to_string(seq.fetch_add(1)));
+  auto placed = os::WriteFileWhole(*path, EncodeReplicaSpool(spool), {.sync_file = true, .sync_dir = true});
+  return placed.ok() ? Status::OK() : placed.status();
+}
+
+std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, std::vector<std::string>* problems) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string_view n(e->d_name);
+      if (n.starts_with(os::store_dir::kReplicaSpoolPrefix) && !os::store_dir::IsTempName(n) &&
+          n.find(".damaged-") == std::string_view::npos)
+        names.emplace_back(n);
+    }
+    ::closedir(d);
+  }
+  std::vector<TakenReplicaSpool> out;
+  const std::string mine = std::string(kTaken) + std::to_string(getpid());
+  for (const std::string& n : names) {
+    // Another worker of this start takes it, or one that runs still: not ours.
+    const pid_t taker = TakerOf(n);
+    if (taker == getpid() || ProcessAlive(taker)) continue;
+    const std::string base = taker == 0 ? n : n.substr(0, n.rfind(kTaken));
+    const std::string from = os::store_dir::In(dir, n), to = os::store_dir::In(dir, base + mine);
+    if (::rename(from.c_str(), to.c_str()) != 0) continue;  // taken by another worker first
+    Result<std::string> text = os::ReadTextFile(to, kMaxSpoolBytes);
+    Result<ReplicaSpool> spool = text.ok() ? DecodeReplicaSpool(*text) : Result<ReplicaSpool>(text.status());
+    if (!spool.ok()) {
+      const std::string aside = os::store_dir::DamagedPath(os::store_dir::In(dir, base), std::to_string(getpid()));
+      ::rename(to.c_str(), aside.c_str());
+      problems->push_back(base + ": " + spool.status().message() + " (moved aside as " + aside + ")");
+      continue;
+    }
+    out.push_back(TakenReplicaSpool{to, std::move(*spool)});
+  }
+  return out;
+}
+
+}  // namespace frs::server

@@ -1,0 +1,79 @@
+// server/replica_spool.h: the replica changes a worker could not deliver
+// before a graceful stop, kept in the store directory for the next start
+// (docs/cluster.md, "A shard's stop").
+//
+// A link that is down queues its changes in the worker's memory. A stopping
+// worker writes what each of its replicators still queues to a file of its
+// own (store_dir::ReplicaSpoolName); a starting worker takes each such file
+// (a rename to a name of its own: one taker, and a taker that died is taken
+// over) and delivers it as its writer would have: under the writer's stream
+// name, digest and batch seqs, so that a batch the other holder applied
+// before the stop, its acknowledgement lost, is applied once. The file goes
+// when its last change is acknowledged; a stop before then writes what is
+// left to a new file first.
+//
+// Text, one change per line as on the wire (replica_wire.h):
+//
+//   frs-replica-spool 1
+//   stream STREAM
+//   digest DIGEST
+//   link NAME NEXT_SEQ INFLIGHT INFLIGHT_SEQ FIRST_NO COUNT
+//   <COUNT change lines>
+//   ...
+//   end
+//
+// STREAM and NAME as they are (neither holds a space or a line break:
+// srv.xml refuses such a shard name). A kill -9 writes nothing: what a killed
+// worker queued is lost as before (docs/cluster.md says what that costs).
+//
+// Thread safety: plain functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frs/change.h"
+#include "frs/status.h"
+
+namespace frs::server {
+
+struct ReplicaSpoolLink {
+  std::string name;  // the other shard's host:port
+  uint64_t next_seq = 1;
+  // changes[0, inflight) were sent as batch `inflight_seq`, unacknowledged:
+  // they go again as that batch, whole (the receiver's watermark is a seq).
+  uint64_t inflight = 0;
+  uint64_t inflight_seq = 0;
+  uint64_t first_no = 1;  // changes[0]'s number in the stream
+  std::vector<Change> changes;
+  std::vector<std::string> keys;  // what changes[i].key points into (decoded spools)
+};
+
+struct ReplicaSpool {
+  std::string stream;
+  std::string digest;
+  std::vector<ReplicaSpoolLink> links;
+
+  size_t Changes() const;
+};
+
+std::string EncodeReplicaSpool(const ReplicaSpool& spool);
+// Names the line at fault; a file cut short (no `end`) is an error.
+Result<ReplicaSpool> DecodeReplicaSpool(std::string_view text);
+
+// Writes `spool` to a new file of `dir` (synced: a spool is what a power cut
+// after the stop must not lose); *path its name.
+Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std::string* path);
+
+// Takes every spool file of `dir` no live process has taken: each renamed
+// to a name of this process's, then read. One that cannot be read is moved
+// aside (store_dir::DamagedPath) and named in *problems, never taken twice.
+struct TakenReplicaSpool {
+  std::string path;  // its name now; remove it once delivered
+  ReplicaSpool spool;
+};
+std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, std::vector<std::string>* problems);
+
+}  // namespace frs::server
