@@ -258,9 +258,10 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   // key or a forged one learns nothing, and frees nothing.
   if ((serial == 0 && !ParseLeaseId(lease, &serial, &mac)) || secret == nullptr ||
       LeaseMac(*secret, biz->id, Concurrency::Nonce(block), serial, key) != mac) {
-    d->status =
-        Status::Conflict("lease " + std::string(lease) + " is unknown: it was never granted for this key in biz '" +
-                         biz->name + "' (another biz's or key's id, a forged one, or one of a node erased since)");
+    d->status = Status::Conflict(
+        "lease " + std::string(lease) + " is unknown: it was never granted for this key in biz '" + biz->name +
+        "' (another biz's or key's id, a forged one, one of a node erased since, or one granted "
+        "by another frsd keyed otherwise: shards without one <cluster lease_key>)");
   } else if (Concurrency::Find(spec, block, now, serial, &held) != Concurrency::Found::kHeld) {
     // The sweep above freed (and counted) an expired one already.
     d->status = Status::Gone("lease " + std::string(lease) +

@@ -141,8 +141,8 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
              Reservations::Mac(*secret, biz->id, Reservations::Nonce(t), serial, key) != mac) {
     d->status =
         Status::Conflict("reservation " + text() + " is unknown: it was never taken for this key in biz '" + biz->name +
-                         "' (another biz's or key's id, a lease's, a forged one, or one of a node "
-                         "erased since)");
+                         "' (another biz's or key's id, a lease's, a forged one, one of a node erased since, or "
+                         "one taken on another frsd keyed otherwise: shards without one <cluster lease_key>)");
   } else if (Reservations::RuleSettle sum; !SettleReservation(*biz, ref, now, serial, n, &sum)) {
     // The sweep before this freed (and counted) one that expired.
     d->status = Status::Gone("reservation " + text() +
