@@ -379,6 +379,20 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status)
                   static_cast<unsigned long long>(CounterGet(rc.queued_no[pi])));
     body_ += line;
   }
+  // The spools of an earlier stop the workers deliver: their changes are in
+  // the nodes read here, so the asker skips them as it skips a stream's.
+  for (uint32_t w = 0; w < metrics_->workers() && pi < kMaxReplicaPeers; ++w) {
+    const ReplicaCounters& rc = metrics_->worker(w).replica;
+    for (size_t i = 0; i < kMaxSpoolStreams; ++i) {
+      const uint64_t h = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(rc.spool_hash[i])).load();
+      const uint64_t through = CounterGet(rc.spool_no[i][pi]);
+      if (h == 0 || through == 0) continue;
+      char line[64];
+      std::snprintf(line, sizeof line, "carried %016llx %llu\n", static_cast<unsigned long long>(h),
+                    static_cast<unsigned long long>(through));
+      body_ += line;
+    }
+  }
   Store::Filter filter;
   filter.file = q.have_file ? static_cast<int64_t>(q.file) : -1;
   Status walk = store_->ForEach(filter, [&](const NodeInfo& node) {

@@ -116,6 +116,9 @@ inline constexpr size_t kMaxReplicaPeers = 64;
 // A snapshot names the change streams of the sender's workers (<workers>
 // is at most 256).
 inline constexpr size_t kMaxSnapshotStreams = 256;
+// Spools of earlier stops a worker names to a snapshot (beyond them, a
+// snapshot taken while it still delivers more may carry a change twice).
+inline constexpr size_t kMaxSpoolStreams = 8;
 
 // One worker's replica links (server/replicator.h). Gauges are set by the
 // worker; the rest count up.
@@ -139,6 +142,12 @@ struct ReplicaCounters {
   // gauge: changes queued under an earlier <cluster> that its links still
   // deliver (a ring change keeps them: Worker::SetUpReplicas)
   uint64_t draining;
+  // The spools of an earlier stop this worker delivers (replica_spool.h),
+  // for a snapshot as the streams above: every change they carry is in
+  // this shard's store already, so a snapshot carries it too, and the
+  // taker skips it when the spool reaches it.
+  uint64_t spool_hash[kMaxSpoolStreams];                  // StreamHash of the stopped worker's stream; 0: none
+  uint64_t spool_no[kMaxSpoolStreams][kMaxReplicaPeers];  // the number of its last change for each shard
 };
 
 // What every process of a shard shares about its replicas (in the master's

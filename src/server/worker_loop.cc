@@ -174,13 +174,13 @@ void Worker::KeepUndelivered() {
   for (const Replicator* r : mine) {
     if (r->QueuedChanges() == 0) continue;
     const auto taken =
-        std::find_if(spool_files_.begin(), spool_files_.end(), [&](const auto& f) { return f.first == r; });
+        std::find_if(spool_files_.begin(), spool_files_.end(), [&](const auto& f) { return f.replicator == r; });
     // A spool this worker took stays as it is, to be delivered again from
     // its start by the next one: the batches already taken are applied
     // once (their seqs), the rest as new.
     if (taken != spool_files_.end()) {
       FRS_LOG("stopping with replica changes kept from an earlier stop not delivered (%s): still in %s",
-              r->QueuedByShard().c_str(), taken->second.c_str());
+              r->QueuedByShard().c_str(), taken->path.c_str());
       continue;
     }
     std::string path;
@@ -198,11 +198,28 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
   std::vector<TakenReplicaSpool> taken = TakeReplicaSpools(cfg_.store_dir, &problems);
   for (const std::string& p : problems)
     FRS_LOG("replicas: a spool of undelivered changes cannot be read: %s", p.c_str());
+  // A dead predecessor's spools in this slot are named no more.
+  if (counters_)
+    for (size_t i = 0; i < kMaxSpoolStreams; ++i) std::atomic_ref<uint64_t>(counters_->replica.spool_hash[i]).store(0);
+  size_t slot = 0;
   for (TakenReplicaSpool& t : taken) {
     std::unique_ptr<Replicator> r = Replicator::FromSpool(t.spool, base, &loop_);
     FRS_LOG("replicas: %zu change(s) an earlier stop could not deliver (%s) are delivered from %s", t.spool.Changes(),
             r->QueuedByShard().c_str(), t.path.c_str());
-    spool_files_.emplace_back(r.get(), t.path);
+    // Named to the snapshots this shard answers (handler_replica.cc): a
+    // shard that takes one skips this spool's changes, which it carries.
+    long published = -1;
+    if (counters_ && slot < kMaxSpoolStreams) {
+      published = static_cast<long>(slot++);
+      ReplicaCounters& rc = counters_->replica;
+      const auto& shards = base.ring->shards();
+      for (size_t i = 0; i < kMaxReplicaPeers; ++i) CounterSet(rc.spool_no[published][i], 0);
+      for (const ReplicaSpoolLink& l : t.spool.links)
+        for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i)
+          if (shards[i].name == l.name) CounterSet(rc.spool_no[published][i], l.first_no + l.changes.size() - 1);
+      std::atomic_ref<uint64_t>(rc.spool_hash[published]).store(StreamHash(t.spool.stream));
+    }
+    spool_files_.push_back(SpoolFile{r.get(), t.path, published});
     draining_.push_back(std::move(r));
   }
   if (counters_ && !taken.empty()) {
@@ -327,12 +344,13 @@ void Worker::DrainTurn(int64_t now) {
   // A spool delivered whole is done with (before remove_if: the replicators
   // it removes are destroyed on the way).
   for (auto f = spool_files_.begin(); f != spool_files_.end();) {
-    if (f->first->QueuedChanges() != 0) {
+    if (f->replicator->QueuedChanges() != 0) {
       ++f;
       continue;
     }
-    ::unlink(f->second.c_str());
-    FRS_LOG("replicas: every change of %s is delivered", f->second.c_str());
+    if (counters_ && f->slot >= 0) std::atomic_ref<uint64_t>(counters_->replica.spool_hash[f->slot]).store(0);
+    ::unlink(f->path.c_str());
+    FRS_LOG("replicas: every change of %s is delivered", f->path.c_str());
     f = spool_files_.erase(f);
   }
   const auto done =

@@ -152,8 +152,14 @@ class Worker {
   // Replicators of the lists before ring changes, still delivering what
   // they queued (Replicator::Retire); dropped once empty.
   std::vector<std::unique_ptr<Replicator>> draining_;
-  // The spool file each replicator of draining_ that delivers one took.
-  std::vector<std::pair<const Replicator*, std::string>> spool_files_;
+  // The spool file each replicator of draining_ that delivers one took, and
+  // its slot in this worker's ReplicaCounters::spool_hash (-1: none free).
+  struct SpoolFile {
+    const Replicator* replicator;
+    std::string path;
+    long slot;
+  };
+  std::vector<SpoolFile> spool_files_;
   size_t drain_left_ = 0;                      // changes draining_ held when it last delivered one (or grew)
   int64_t drain_moved_ns_ = 0;                 // then (0: no drain under way)
   bool drain_stalled_ = false;                 // the stall was logged, its end not yet

@@ -450,6 +450,29 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(k), 200)
         self.assertEqual(p.b.count(k), 5)
 
+    def test_a_spool_that_reaches_a_successor_back_on_a_new_store_counts_once(self):
+        # A's spool waits for B, which comes back on a new store and takes
+        # its nodes back from a snapshot of A's: A's store holds the
+        # spool's uses already, and so does the snapshot. The spool then
+        # reaching B adds nothing: A names its stream to the snapshot, and
+        # B skips what the snapshot carried (before: counted twice).
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        k = p.keys[16]
+        self.assertEqual(p.a.acquire(k), 200)  # B holds it
+        p.relay.cut()
+        for _ in range(2):
+            self.assertEqual(p.a.acquire(k), 200)  # queued for B
+        p.a.stop()
+        p.b.stop()
+        p.relay.heal()  # B's port refuses, as a dead shard's
+        p.a.start()
+        self.assertTrue(processes.wait_for(lambda: "are delivered from" in p.a.log(), 5), p.a.log())
+        shutil.rmtree(os.path.join(p.b.dir, "data"))  # B's disk lost
+        p.b.start()
+        self.assertTrue(processes.wait_for(lambda: not self.spools(p.a), 10), p.a.log())
+        self.assertEqual(p.b.count(k), 3, p.b.log())
+        self.assertEqual(p.a.count(k), 3)
+
     def test_a_spool_left_by_a_stop_during_its_delivery_is_delivered_once(self):
         # A restarted with B still down takes its spool and cannot deliver
         # it; stopped again, it leaves that file for the next start (nothing
