@@ -147,7 +147,7 @@ Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std:
   return placed.ok() ? Status::OK() : placed.status();
 }
 
-std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, std::vector<std::string>* problems) {
+std::vector<std::string> ReplicaSpoolNames(const std::string& dir) {
   std::vector<std::string> names;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
@@ -158,6 +158,11 @@ std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, std::ve
     }
     ::closedir(d);
   }
+  return names;
+}
+
+std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, std::vector<std::string>* problems) {
+  const std::vector<std::string> names = ReplicaSpoolNames(dir);
   std::vector<TakenReplicaSpool> out;
   const std::string mine = std::string(kTaken) + std::to_string(getpid());
   for (const std::string& n : names) {

@@ -67,6 +67,10 @@ Result<ReplicaSpool> DecodeReplicaSpool(std::string_view text);
 // after the stop must not lose); *path its name.
 Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std::string* path);
 
+// The names of the spool files in `dir` (taken or not; not temporary or
+// damaged ones).
+std::vector<std::string> ReplicaSpoolNames(const std::string& dir);
+
 // Takes every spool file of `dir` no live process has taken: each renamed
 // to a name of this process's, then read. One that cannot be read is moved
 // aside (store_dir::DamagedPath) and named in *problems, never taken twice.

@@ -270,7 +270,16 @@ void Worker::SetUpReplicas(bool reload) {
       CounterSet(counters_->replica.draining, draining);
     }
   }
-  if (!c.ring || !c.replicas || c.self_index < 0) return;
+  if (!c.ring || !c.replicas || c.self_index < 0) {
+    // Spools an earlier stop left are delivered by replica links only:
+    // said, so that an operator who turned replicas off knows they wait.
+    if (const size_t n = reload ? 0 : ReplicaSpoolNames(cfg_.store_dir).size(); n > 0 && ctx_.index == 0)
+      FRS_LOG(
+          "replicas: %zu spool file(s) of changes an earlier stop could not deliver are kept in %s, undelivered: "
+          "this frsd runs without <cluster replicas=\"1\">",
+          n, cfg_.store_dir.c_str());
+    return;
+  }
   // A shard that had no links (out of the list, or replicas="0" before) and
   // gets them on a reload says so: its owners' changes go out from here on.
   if (!had_links && reload) FRS_LOG("<cluster> changed: this shard is in the list; its replica links start");
