@@ -218,20 +218,7 @@ ReplicaSpool Replicator::Spool() const {
     sl.inflight_seq = l.inflight_seq;
     sl.first_no = l.queue.front().no;
     sl.changes.reserve(l.queue.size());
-    for (const Queued& q : l.queue) {
-      Change& c = sl.changes.emplace_back();
-      c.kind = q.kind;
-      c.biz_id = q.biz_id;
-      c.key = q.key;
-      c.route_pos = q.route_pos;
-      c.route_known = q.route_known;
-      c.n = q.n;
-      c.at_ms = q.at_ms;
-      c.event = q.event;
-      c.item = q.item;
-      c.nonce = q.nonce;
-      c.until = q.until;
-    }
+    for (const Queued& q : l.queue) sl.changes.push_back(q.AsChange());
   }
   return s;
 }
@@ -323,22 +310,7 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
     l.inflight_seq = l.next_seq++;
   }
   std::string body;
-  for (size_t i = 0; i < l.inflight; ++i) {
-    const Queued& q = l.queue[i];
-    Change c;
-    c.kind = q.kind;
-    c.biz_id = q.biz_id;
-    c.key = q.key;
-    c.route_pos = q.route_pos;
-    c.route_known = q.route_known;
-    c.n = q.n;
-    c.at_ms = q.at_ms;
-    c.event = q.event;
-    c.item = q.item;
-    c.nonce = q.nonce;
-    c.until = q.until;
-    AppendChangeLine(c, &body);
-  }
+  for (size_t i = 0; i < l.inflight; ++i) AppendChangeLine(l.queue[i].AsChange(), &body);
   l.out.clear();
   l.out_sent = 0;
   l.out += "POST /replicate?from=";

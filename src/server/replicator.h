@@ -156,6 +156,23 @@ class Replicator final : public ChangeSink {
     Change::Event event = Change::Event::kNone;
     uint32_t item = 0, nonce = 0;
     int64_t until = 0;
+
+    // The change it is, its key pointing into this.
+    Change AsChange() const {
+      Change c;
+      c.kind = kind;
+      c.biz_id = biz_id;
+      c.key = key;
+      c.route_pos = route_pos;
+      c.route_known = route_known;
+      c.n = n;
+      c.at_ms = at_ms;
+      c.event = event;
+      c.item = item;
+      c.nonce = nonce;
+      c.until = until;
+      return c;
+    }
   };
   enum class LinkState : uint8_t { kClosed, kConnecting, kIdle, kInFlight };
   struct Link {
