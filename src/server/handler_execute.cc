@@ -156,8 +156,9 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
         peers.resize(std::min(opts_.cluster.ring->shards().size(), kMaxReplicaPeers));
         for (size_t i = 0; i < peers.size(); ++i)
           for (uint32_t w = 0; w < metrics_->workers(); ++w) {
-            peers[i].pending += CounterGet(metrics_->worker(w).replica.pending[i]);
-            peers[i].up = peers[i].up && CounterGet(metrics_->worker(w).replica.down[i]) == 0;
+            const ReplicaCounters& rc = metrics_->worker(w).replica;
+            peers[i].pending += CounterGet(rc.pending[i]) + SpoolHeld(rc, i);
+            peers[i].up = peers[i].up && CounterGet(rc.down[i]) == 0 && !SpoolDown(rc, i);
           }
       }
       AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_,

@@ -297,7 +297,8 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
 }
 
 // GET without snapshot: per worker, the number of the last change it
-// queued for shard `pi` and how many it still holds. The asker waits until
+// queued for shard `pi` and how many it still holds, and per spool of an
+// earlier stop it delivers, how many of its changes it still holds. The asker waits until
 // every change queued before its first question is delivered
 // (replica_catchup.cc). The number is loaded first (Replicator::Publish
 // releases it after the count).
@@ -313,6 +314,14 @@ void Handler::ReplicatePending(size_t pi, int* status) {
       pending += held;
       lines += "worker " + std::to_string(w) + " " + std::to_string(CounterGet(rc.stream_hash)) + " " +
                std::to_string(queued) + " " + std::to_string(held) + "\n";
+      // The spools of earlier stops it delivers: all made before the
+      // question, so the asker waits for every change they still hold.
+      for (size_t i = 0; i < kMaxSpoolStreams; ++i) {
+        const uint64_t h = CounterGet(rc.spool_hash[i]), spooled = CounterGet(rc.spool_held[i][pi]);
+        if (h == 0 || spooled == 0) continue;
+        pending += spooled;
+        lines += "spool " + std::to_string(w) + " " + std::to_string(h) + " " + std::to_string(spooled) + "\n";
+      }
     }
   TextBody(200,
            "pending " + std::to_string(pending) + "\ncatching_up " +

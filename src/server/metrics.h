@@ -148,7 +148,27 @@ struct ReplicaCounters {
   // taker skips it when the spool reaches it.
   uint64_t spool_hash[kMaxSpoolStreams];                  // StreamHash of the stopped worker's stream; 0: none
   uint64_t spool_no[kMaxSpoolStreams][kMaxReplicaPeers];  // the number of its last change for each shard
+  // And what each still holds, as the gauges above say it of the worker's
+  // own links: a spool's undelivered changes count as pending and lagging,
+  // and its link down as down (set by the worker each turn while it delivers).
+  uint64_t spool_held[kMaxSpoolStreams][kMaxReplicaPeers];
+  uint64_t spool_down[kMaxSpoolStreams][kMaxReplicaPeers];
+  uint64_t spool_oldest_ms[kMaxSpoolStreams];  // unix ms of its oldest change held (0: none)
 };
+
+// What the spools a worker delivers hold for shard `peer`, and whether a
+// link of theirs to it is down.
+inline uint64_t SpoolHeld(const ReplicaCounters& rc, size_t peer) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < kMaxSpoolStreams; ++i)
+    if (CounterGet(rc.spool_hash[i]) != 0) n += CounterGet(rc.spool_held[i][peer]);
+  return n;
+}
+inline bool SpoolDown(const ReplicaCounters& rc, size_t peer) {
+  for (size_t i = 0; i < kMaxSpoolStreams; ++i)
+    if (CounterGet(rc.spool_hash[i]) != 0 && CounterGet(rc.spool_down[i][peer]) != 0) return true;
+  return false;
+}
 
 // What every process of a shard shares about its replicas (in the master's
 // region): whether it is still taking back its nodes, per other shard

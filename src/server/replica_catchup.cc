@@ -159,7 +159,9 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
 // first question are new traffic, sent in step with it (sync) or within
 // the lag (async), and not waited for, so a loaded peer cannot hold this
 // shard off. A stream that restarted (another HASH) lost its queue with
-// its process: nothing of it to wait for.
+// its process: nothing of it to wait for, unless a graceful stop kept it
+// in a spool, which the answer lists ("spool W HASH HELD") until it is
+// delivered.
 void WaitForQueued(const CatchUp& c, const std::string& name) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
   struct Mark {
@@ -191,6 +193,13 @@ void WaitForQueued(const CatchUp& c, const std::string& name) {
       if (w >= marks.size() || marks[w].hash != hash) continue;
       const unsigned long long delivered = queued >= held ? queued - held : 0;
       if (delivered < marks[w].queued) behind += marks[w].queued - delivered;
+    }
+    // A spool of an earlier stop (replica_spool.h): every change it still
+    // holds was made before the question, made for this shard while it was
+    // away; waited for whole.
+    for (size_t at = r->body.find("\nspool "); at != std::string::npos; at = r->body.find("\nspool ", at + 1)) {
+      unsigned long long w = 0, hash = 0, held = 0;
+      if (std::sscanf(r->body.c_str() + at + 1, "spool %llu %llu %llu", &w, &hash, &held) == 3) behind += held;
     }
     if (behind == 0) return;
     if (MonoNs() - c.start > kCatchUpLimitNs) {

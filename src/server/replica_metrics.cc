@@ -1,5 +1,7 @@
 #include "server/replica_metrics.h"
 
+#include <time.h>
+
 #include <algorithm>
 
 namespace frs::server {
@@ -66,22 +68,36 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
     Value(out, r.name, "", sum(r.field));
   }
   uint64_t lag = 0;
-  for (uint32_t w = 0; w < metrics.workers(); ++w) lag = std::max(lag, CounterGet(metrics.worker(w).replica.lag_ms));
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t now_ms = static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+  for (uint32_t w = 0; w < metrics.workers(); ++w) {
+    const ReplicaCounters& rc = metrics.worker(w).replica;
+    lag = std::max(lag, CounterGet(rc.lag_ms));
+    // A spool of an earlier stop waits since its oldest change was made.
+    for (size_t i = 0; i < kMaxSpoolStreams; ++i) {
+      const uint64_t oldest = CounterGet(rc.spool_oldest_ms[i]);
+      if (CounterGet(rc.spool_hash[i]) != 0 && oldest != 0 && now_ms > oldest) lag = std::max(lag, now_ms - oldest);
+    }
+  }
   Help(out, "frs_replica_lag_seconds", "gauge",
        "Age of the oldest change not yet acknowledged by its other holder (0: none waits).");
   out->append("frs_replica_lag_seconds ").append(std::to_string(static_cast<double>(lag) / 1000.0)).append("\n");
-  Help(out, "frs_replica_pending", "gauge", "Changes queued for each other shard, not yet acknowledged.");
+  Help(out, "frs_replica_pending", "gauge",
+       "Changes queued for each other shard, not yet acknowledged (those an earlier stop kept in a spool included).");
   for (size_t i = 0; i < ring.shards().size() && i < kMaxReplicaPeers; ++i) {
     if (static_cast<long>(i) == self_index) continue;
     uint64_t v = 0;
-    for (uint32_t w = 0; w < metrics.workers(); ++w) v += CounterGet(metrics.worker(w).replica.pending[i]);
+    for (uint32_t w = 0; w < metrics.workers(); ++w)
+      v += CounterGet(metrics.worker(w).replica.pending[i]) + SpoolHeld(metrics.worker(w).replica, i);
     Value(out, "frs_replica_pending", "shard=\"" + ring.shards()[i].name + "\"", v);
   }
   Help(out, "frs_replica_link_up", "gauge", "1 while every worker's link to that shard acknowledges, else 0.");
   for (size_t i = 0; i < ring.shards().size() && i < kMaxReplicaPeers; ++i) {
     if (static_cast<long>(i) == self_index) continue;
     uint64_t down = 0;
-    for (uint32_t w = 0; w < metrics.workers(); ++w) down |= CounterGet(metrics.worker(w).replica.down[i]);
+    for (uint32_t w = 0; w < metrics.workers(); ++w)
+      down |= CounterGet(metrics.worker(w).replica.down[i]) | (SpoolDown(metrics.worker(w).replica, i) ? 1 : 0);
     Value(out, "frs_replica_link_up", "shard=\"" + ring.shards()[i].name + "\"", down ? 0 : 1);
   }
   const ReplicaShared& sh = metrics.master().replica;
@@ -95,8 +111,8 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
        "the hold, or was catching up itself).");
   Value(out, "frs_replica_snapshot_retries_total", "", CounterGet(sh.snapshot_retries));
   Help(out, "frs_replica_draining", "gauge",
-       "Changes queued under the shard list before the last <cluster> change, still to be delivered to their old "
-       "holders (frsctl handoff waits for 0).");
+       "Changes queued under the shard list before the last <cluster> change, or kept in a spool by an earlier stop, "
+       "still to be delivered (frsctl handoff waits for 0).");
   Value(out, "frs_replica_draining", "", sum(&ReplicaCounters::draining));
   Help(out, "frs_replica_handoff_pending", "gauge",
        "1 from a <cluster> change until frsctl handoff reports it finished here: snapshots are refused meanwhile.");

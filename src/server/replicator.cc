@@ -205,6 +205,14 @@ std::string Replicator::QueuedByShard() const {
   return out;
 }
 
+std::vector<Replicator::LinkView> Replicator::Links() const {
+  std::vector<LinkView> out;
+  out.reserve(links_.size());
+  for (const Link& l : links_)
+    out.push_back(LinkView{l.name, l.queue.size(), l.down, l.queue.empty() ? 0 : l.queue.front().at_ms});
+  return out;
+}
+
 ReplicaSpool Replicator::Spool() const {
   ReplicaSpool s;
   s.stream = opts_.stream;
@@ -456,8 +464,9 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   l.retry_ns = now_ns + kRetryNs;
   if (!l.down && retired_) {
     l.down = true;
-    FRS_LOG("replica link to %s is down (%s): %zu change(s) %s kept for it, tried again every second", l.name.c_str(),
-            why.c_str(), l.queue.size(), origin());
+    FRS_LOG("replica link to %s is down (%s): %zu change(s) %s, tried again every second", l.name.c_str(), why.c_str(),
+            l.queue.size(),
+            from_spool_ ? "kept from an earlier stop wait for it" : "made under the earlier <cluster> kept for it");
   } else if (!l.down) {
     l.down = true;
     if (counters_) CounterAdd(counters_->episodes);

@@ -136,6 +136,15 @@ class Replicator final : public ChangeSink {
   const char* origin() const { return from_spool_ ? "kept from an earlier stop" : "made under the earlier <cluster>"; }
   bool from_spool() const { return from_spool_; }
 
+  // Each link as the gauges see it.
+  struct LinkView {
+    std::string_view name;
+    size_t queued;
+    bool down;
+    int64_t oldest_ms;  // the oldest queued change's at_ms (0: none)
+  };
+  std::vector<LinkView> Links() const;
+
   // Changes queued and not acknowledged, over every link.
   size_t QueuedChanges() const;
   // For a log line: "SHARD: N queued, LAST FAILURE" of each link that

@@ -213,10 +213,18 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
       published = static_cast<long>(slot++);
       ReplicaCounters& rc = counters_->replica;
       const auto& shards = base.ring->shards();
-      for (size_t i = 0; i < kMaxReplicaPeers; ++i) CounterSet(rc.spool_no[published][i], 0);
+      for (size_t i = 0; i < kMaxReplicaPeers; ++i) {
+        CounterSet(rc.spool_no[published][i], 0);
+        CounterSet(rc.spool_held[published][i], 0);
+        CounterSet(rc.spool_down[published][i], 0);
+      }
+      CounterSet(rc.spool_oldest_ms[published], 0);
       for (const ReplicaSpoolLink& l : t.spool.links)
         for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i)
-          if (shards[i].name == l.name) CounterSet(rc.spool_no[published][i], l.first_no + l.changes.size() - 1);
+          if (shards[i].name == l.name) {
+            CounterSet(rc.spool_no[published][i], l.first_no + l.changes.size() - 1);
+            CounterSet(rc.spool_held[published][i], l.changes.size());
+          }
       std::atomic_ref<uint64_t>(rc.spool_hash[published]).store(StreamHash(t.spool.stream));
     }
     spool_files_.push_back(SpoolFile{r.get(), t.path, published});
@@ -349,6 +357,25 @@ void Worker::DrainTurn(int64_t now) {
         "replicas: %s have not drained for %lld s: %zu left (%s); frsctl handoff waits for them "
         "(frs_replica_draining)",
         what, static_cast<long long>(kDrainStallNs / 1000000000), left, where.c_str());
+  }
+  // What each spool still holds, for the gauges and the returning shards
+  // (replica_metrics.cc, handler_replica.cc): as the live links say theirs.
+  if (counters_ && !spool_files_.empty() && handler_.options().cluster.ring) {
+    const auto& shards = handler_.options().cluster.ring->shards();
+    ReplicaCounters& rc = counters_->replica;
+    for (const SpoolFile& f : spool_files_) {
+      if (f.slot < 0) continue;
+      int64_t oldest = 0;
+      for (const Replicator::LinkView& v : f.replicator->Links()) {
+        for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i) {
+          if (shards[i].name != v.name) continue;
+          CounterSet(rc.spool_held[f.slot][i], v.queued);
+          CounterSet(rc.spool_down[f.slot][i], v.down ? 1 : 0);
+        }
+        if (v.oldest_ms > 0 && (oldest == 0 || v.oldest_ms < oldest)) oldest = v.oldest_ms;
+      }
+      CounterSet(rc.spool_oldest_ms[f.slot], static_cast<uint64_t>(oldest));
+    }
   }
   // A spool delivered whole is done with (before remove_if: the replicators
   // it removes are destroyed on the way).

@@ -473,6 +473,31 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.b.count(k), 3, p.b.log())
         self.assertEqual(p.a.count(k), 3)
 
+    def test_an_owner_back_on_its_old_store_waits_for_a_spool_made_for_it(self):
+        # A dies; B serves A's key and queues the uses for A; B is restarted
+        # (a graceful stop keeps them in a spool) while A is still down. B's
+        # gauges say they wait: pending, link down. A back on its old store
+        # waits for that spool as for B's live queue, so it serves with every
+        # use counted (before: caught up at once, 9 grants of a limit of 5).
+        p = self.pair()
+        k = p.keys[15]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        for _ in range(2):
+            self.assertEqual(p.b.acquire(k), 200)  # served for its owner, queued for A
+        p.b.stop()
+        p.b.start()
+        self.assertTrue(processes.wait_for(lambda: "are delivered from" in p.b.log(), 5), p.b.log())
+        self.assertTrue(
+            processes.wait_for(lambda: p.b.metric("frs_replica_link_up") == 0, 5), "the spool's link to A not down"
+        )
+        self.assertEqual(p.b.metric("frs_replica_pending"), 2)
+        self.assertGreater(p.b.metric("frs_replica_lag_seconds"), 0)
+        p.a.start()  # serving once /health says so
+        self.assertEqual(p.a.count(k), 3, p.a.log())
+        self.assertTrue(processes.wait_for(lambda: p.b.metric("frs_replica_pending") == 0, 5))
+        self.assertTrue(processes.wait_for(lambda: p.b.metric("frs_replica_link_up") == 1, 5))
+
     def test_a_spool_left_by_a_stop_during_its_delivery_is_delivered_once(self):
         # A restarted with B still down takes its spool and cannot deliver
         # it; stopped again, it leaves that file for the next start (nothing

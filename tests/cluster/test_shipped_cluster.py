@@ -37,7 +37,7 @@ class ShippedCluster(unittest.TestCase):
         )
 
     def test_each_shard_passes_with_the_key_made_as_the_docs_say(self):
-        # docs/cluster.md: head -c 16 /dev/urandom > conf/cluster/lease.key && chmod 600 ...
+        # docs/cluster.md: (umask 077; head -c 16 /dev/urandom > conf/cluster/lease.key)
         key = os.path.join(self.dir, "lease.key")
         with open(key, "wb") as f:
             f.write(os.urandom(16))
