@@ -1043,6 +1043,9 @@ TEST_F(FrsctlTest, GetAndExplainShowHeldLeasesWithTheirIds) {
   r = Ctl({"explain", "inflight", "u42"});
   EXPECT_EQ(r.rc, 1) << r.out;  // both places held: denied now
   EXPECT_NE(r.out.find("2 of 2 leases held, the first ends"), std::string::npos) << r.out;
+  // Each by its id, as get names them (explain named none before).
+  for (const JsonValue& l : v.Find("leases")->items)
+    EXPECT_NE(r.out.find("lease " + l.Find("id")->text + " held, expires"), std::string::npos) << r.out;
 }
 
 // stat --by for a table no biz keeps, or for an unknown biz: the message

@@ -176,6 +176,7 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
     t.Row({"rule " + std::to_string(i + 1), RuleSummary(r) + ":", RuleSentence(r, now) + ":", state});
   }
   t.Print(stdout, 2);
+  PrintLeases(node, now);
   PrintReservations(node, now);
   std::printf("%s\n", verdict.words.c_str());
   return rc;

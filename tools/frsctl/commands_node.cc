@@ -50,9 +50,7 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
            std::to_string(r.debt), window.empty() ? "-" : window, r.denies ? When(r.next_allowed_ms, now_ms) : "now"});
   }
   t.Print(stdout, 2);
-  for (const LeaseView& l : v.leases)
-    std::printf("  lease %s held, expires %s\n", l.id.empty() ? ("#" + std::to_string(l.serial)).c_str() : l.id.c_str(),
-                When(l.expires_s * 1000, now_ms).c_str());
+  PrintLeases(v, now_ms);
   PrintReservations(v, now_ms);
   const NodeInfo& n = v.node;
   std::printf("  node at %s; last use %s; expires %s\n", Position(n).c_str(),

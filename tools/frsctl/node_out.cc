@@ -104,6 +104,13 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
   PositionMembers(v.node, j);
 }
 
+void PrintLeases(const NodeView& v, int64_t now_ms) {
+  for (const LeaseView& l : v.leases) {
+    const std::string id = l.id.empty() ? "#" + std::to_string(l.serial) : l.id;
+    std::printf("  lease %s held, expires %s\n", id.c_str(), When(l.expires_s * 1000, now_ms).c_str());
+  }
+}
+
 void PrintReservations(const NodeView& v, int64_t now_ms) {
   for (const ReservationView& r : v.reservations) {
     const std::string id = r.id.empty() ? "#" + std::to_string(r.serial) : r.id;

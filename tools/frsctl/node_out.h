@@ -22,6 +22,8 @@ std::string Position(const NodeInfo& n);
 // Members of a node object (no braces): biz, biz_id, key, mode, count, rules,
 // file, keynode, slot, span, alternate, expire_s, last_access_s.
 void NodeMembers(const NodeView& v, JsonOut& j);
+// One line per lease held (get and explain): its id and expiry.
+void PrintLeases(const NodeView& v, int64_t now_ms);
 // One line per reservation held (get and explain).
 void PrintReservations(const NodeView& v, int64_t now_ms);
 // The rule object of --json output.
