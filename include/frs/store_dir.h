@@ -37,8 +37,8 @@ inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of En
 // handoff finishes. A start under another list keeps the handoff pending.
 inline constexpr std::string_view kRingDigest = "cluster.digest";
 // With replicas: the changes a worker stopped gracefully could not deliver
-// to a down link, for the next start to deliver: <prefix><pid>.<n>, named
-// <that>.taken-<pid> by the worker that delivers it, removed once delivered.
+// to a down link, for the next start to deliver: <prefix><pid>.<ns>.<n>,
+// locked (flock) by the worker that delivers it, removed once delivered.
 inline constexpr std::string_view kReplicaSpoolPrefix = "replica-spool.";
 // frsctl's.
 inline constexpr std::string_view kHandoffSpool = "handoff.spool";  // a handoff's nodes until each is taken

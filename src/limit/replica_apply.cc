@@ -222,7 +222,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       return Status::NotFound("change " + std::to_string(i + 1) + ": no biz " + std::to_string(c.biz_id) +
                               " in this map");
     if (c.kind == Change::Kind::kResetBiz) {
-      resets.push_back(c.biz_id);
+      if (i >= skip_first) resets.push_back(c.biz_id);  // else a snapshot carried it
       continue;
     }
     if (Status s = CheckChange(c, i); !s.ok()) return s;
@@ -285,8 +285,20 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     applied = true;
   };
   // A reset is applied before the batch's nodes (its changes came first or
-  // are of other keys); it is not part of the transaction, but erasing a
-  // biz twice leaves what erasing it once does.
+  // are of other keys). It is not part of the transaction, so it is applied
+  // only to a batch the stream's watermark says is new: a batch sent again
+  // (a lost acknowledgement, a spool delivered again after a stop) would
+  // otherwise erase what was counted since its first delivery.
+  if (!resets.empty()) {
+    uint64_t mark = 0;
+    std::vector<Store::BatchItem> receipt_only{batch.back()};
+    Status read = store_->UpdateBatch(receipt_only, Clamp32(now.s), [&](std::span<NodeRef> refs, std::span<Commit> c) {
+      c[0] = Commit::kNone;
+      mark = LoadSeq(refs[0]);
+    });
+    if (!read.ok()) return read;
+    if (mark >= seq) resets.clear();
+  }
   for (uint16_t biz : resets) {
     Store::Filter filter;
     filter.biz = biz;

@@ -1,7 +1,10 @@
 #include "server/replica_spool.h"
 
 #include <dirent.h>
-#include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,7 +22,6 @@ namespace frs::server {
 namespace {
 
 constexpr std::string_view kMagic = "frs-replica-spool 1";
-constexpr std::string_view kTaken = ".taken-";
 // A spool holds at most what a worker's links may queue (Replicator's
 // backlog, a million changes a link, about 60 bytes each): a file past
 // this is not one.
@@ -44,16 +46,6 @@ std::vector<std::string_view> SpoolFields(std::string_view line) {
   }
   return out;
 }
-
-// The pid a taken spool's name ends with (0: not taken).
-pid_t TakerOf(std::string_view name) {
-  const size_t at = name.rfind(kTaken);
-  if (at == std::string_view::npos) return 0;
-  pid_t pid = 0;
-  return SpoolNumber(name.substr(at + kTaken.size()), &pid) ? pid : 0;
-}
-
-bool ProcessAlive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
 }  // namespace
 
@@ -140,11 +132,23 @@ Result<ReplicaSpool> DecodeReplicaSpool(std::string_view text) {
 }
 
 Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std::string* path) {
+  // A name no other file has, whatever pids an earlier run had (a container
+  // gives its workers the same pids at each start): the clock's ns, and
+  // `exclusive`, which never replaces a file already there.
   static std::atomic<uint32_t> seq{0};
-  *path = os::store_dir::In(dir, std::string(os::store_dir::kReplicaSpoolPrefix) + std::to_string(getpid()) + "." +
-                                     std::to_string(seq.fetch_add(1)));
-  auto placed = os::WriteFileWhole(*path, EncodeReplicaSpool(spool), {.sync_file = true, .sync_dir = true});
-  return placed.ok() ? Status::OK() : placed.status();
+  const std::string text = EncodeReplicaSpool(spool);
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const std::string stem = std::string(os::store_dir::kReplicaSpoolPrefix) + std::to_string(getpid()) + "." +
+                           std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec) + ".";
+  for (int tries = 0; tries < 100; ++tries) {
+    *path = os::store_dir::In(dir, stem + std::to_string(seq.fetch_add(1)));
+    auto placed =
+        os::WriteFileWhole(*path, text, {.sync_file = true, .sync_dir = true, .exclusive = true, .mode = 0600});
+    if (!placed.ok()) return placed.status();
+    if (*placed == os::Placed::kOurs) return Status::OK();
+  }
+  return Status::IOError("no free name for a replica spool in " + dir);
 }
 
 std::vector<std::string> ReplicaSpoolNames(const std::string& dir) {
@@ -161,26 +165,36 @@ std::vector<std::string> ReplicaSpoolNames(const std::string& dir) {
   return names;
 }
 
-std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, std::vector<std::string>* problems) {
-  const std::vector<std::string> names = ReplicaSpoolNames(dir);
+std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, size_t max, std::string_view digest,
+                                                 std::vector<std::string>* problems) {
   std::vector<TakenReplicaSpool> out;
-  const std::string mine = std::string(kTaken) + std::to_string(getpid());
-  for (const std::string& n : names) {
-    // Another worker of this start takes it, or one that runs still: not ours.
-    const pid_t taker = TakerOf(n);
-    if (taker == getpid() || ProcessAlive(taker)) continue;
-    const std::string base = taker == 0 ? n : n.substr(0, n.rfind(kTaken));
-    const std::string from = os::store_dir::In(dir, n), to = os::store_dir::In(dir, base + mine);
-    if (::rename(from.c_str(), to.c_str()) != 0) continue;  // taken by another worker first
-    Result<std::string> text = os::ReadTextFile(to, kMaxSpoolBytes);
+  for (const std::string& n : ReplicaSpoolNames(dir)) {
+    if (out.size() >= max) break;
+    const std::string path = os::store_dir::In(dir, n);
+    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) continue;  // delivered and removed meanwhile
+    // Held by a live worker, of this start or of one still stopping: not
+    // ours. The kernel drops a dead one's lock, whatever pid comes next.
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0 || st.st_nlink == 0) continue;  // removed by the worker that delivered it
+    Result<std::string> text = os::ReadTextFile(path, kMaxSpoolBytes);
     Result<ReplicaSpool> spool = text.ok() ? DecodeReplicaSpool(*text) : Result<ReplicaSpool>(text.status());
     if (!spool.ok()) {
-      const std::string aside = os::store_dir::DamagedPath(os::store_dir::In(dir, base), std::to_string(getpid()));
-      ::rename(to.c_str(), aside.c_str());
-      problems->push_back(base + ": " + spool.status().message() + " (moved aside as " + aside + ")");
+      const std::string aside = os::store_dir::DamagedPath(path, std::to_string(getpid()));
+      ::rename(path.c_str(), aside.c_str());
+      problems->push_back(n + ": " + spool.status().message() + " (moved aside as " + aside + ")");
       continue;
     }
-    out.push_back(TakenReplicaSpool{to, std::move(*spool)});
+    if (spool->digest != digest) {
+      // Its receivers, on this list, refuse it (409): kept for an operator.
+      problems->push_back(n + ": written under another <cluster> (digest " + spool->digest + ", this one " +
+                          std::string(digest) +
+                          "): not delivered; its receivers refuse it. Delete it once the list change's handoff is "
+                          "done");
+      continue;
+    }
+    out.push_back(TakenReplicaSpool{path, std::move(*spool), std::move(fd)});
   }
   return out;
 }

@@ -4,13 +4,14 @@
 //
 // A link that is down queues its changes in the worker's memory. A stopping
 // worker writes what each of its replicators still queues to a file of its
-// own (store_dir::ReplicaSpoolName); a starting worker takes each such file
-// (a rename to a name of its own: one taker, and a taker that died is taken
-// over) and delivers it as its writer would have: under the writer's stream
-// name, digest and batch seqs, so that a batch the other holder applied
-// before the stop, its acknowledgement lost, is applied once. The file goes
-// when its last change is acknowledged; a stop before then writes what is
-// left to a new file first.
+// own (store_dir::kReplicaSpoolPrefix); a starting worker takes such files
+// (an flock held while it delivers: one taker, and a dead taker's lock goes
+// with it, whatever pid comes next) and delivers each as its writer would
+// have: under the writer's stream name, digest and batch seqs, so that a
+// batch the other holder applied before the stop, its acknowledgement lost,
+// is applied once. The file goes when its last change is acknowledged; a
+// stop before then leaves it whole for the next start, which delivers it
+// again from its start (the batches taken already are applied once).
 //
 // Text, one change per line as on the wire (replica_wire.h):
 //
@@ -36,6 +37,7 @@
 
 #include "frs/change.h"
 #include "frs/status.h"
+#include "os/unique_fd.h"
 
 namespace frs::server {
 
@@ -71,13 +73,17 @@ Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std:
 // damaged ones).
 std::vector<std::string> ReplicaSpoolNames(const std::string& dir);
 
-// Takes every spool file of `dir` no live process has taken: each renamed
-// to a name of this process's, then read. One that cannot be read is moved
-// aside (store_dir::DamagedPath) and named in *problems, never taken twice.
+// Takes up to `max` spool files of `dir` that no live process holds, and
+// were written under the shard list of `digest`: each locked (flock, held
+// by `lock` until it is closed) and read. One that cannot be read is moved
+// aside (store_dir::DamagedPath), one of another list left where it is;
+// both are named in *problems.
 struct TakenReplicaSpool {
-  std::string path;  // its name now; remove it once delivered
+  std::string path;  // remove it, while `lock` is held, once delivered
   ReplicaSpool spool;
+  os::UniqueFd lock;
 };
-std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, std::vector<std::string>* problems);
+std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, size_t max, std::string_view digest,
+                                                 std::vector<std::string>* problems);
 
 }  // namespace frs::server

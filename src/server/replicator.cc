@@ -386,6 +386,7 @@ bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, bool* faile
 
 void Replicator::Read(Link& l, int64_t now_ns) {
   char buf[4096];
+  std::string closed;  // why the connection ended ("": it is open)
   for (;;) {
     ssize_t n = ::recv(l.fd.get(), buf, sizeof buf, 0);
     if (n > 0) {
@@ -398,23 +399,30 @@ void Replicator::Read(Link& l, int64_t now_ns) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    Ended(l, n == 0 ? std::string("closed by the other side") : std::string("recv: ") + std::strerror(errno), now_ns);
-    return;
+    closed = n == 0 ? std::string("closed by the other side") : std::string("recv: ") + std::strerror(errno);
+    break;
   }
-  if (l.state != LinkState::kInFlight) return;
-  int status = 0;
-  std::string body;
-  bool failed = false;
-  if (!ReadAnswer(l, &status, &body, &failed)) {
-    if (failed) Fail(l, "a malformed answer", now_ns);
-    return;
+  // An answer that came whole before the close counts (a receiver that
+  // stops answers its last batch with Connection: close).
+  if (l.state == LinkState::kInFlight) {
+    int status = 0;
+    std::string body;
+    bool failed = false;
+    if (ReadAnswer(l, &status, &body, &failed)) {
+      if (status != 200) {
+        while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+        Fail(l, "answered " + std::to_string(status) + ": " + body.substr(0, 300), now_ns);
+        return;
+      }
+      // Acknowledged; the next batch goes on this connection, or, closed,
+      // on the next one (Pump).
+      Acked(l, now_ns, /*send_next=*/closed.empty());
+    } else if (failed) {
+      Fail(l, "a malformed answer", now_ns);
+      return;
+    }
   }
-  if (status != 200) {
-    while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
-    Fail(l, "answered " + std::to_string(status) + ": " + body.substr(0, 300), now_ns);
-    return;
-  }
-  Acked(l, now_ns);
+  if (!closed.empty()) Ended(l, closed, now_ns);
 }
 
 void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
@@ -437,7 +445,7 @@ void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
   Fail(l, why, now_ns);
 }
 
-void Replicator::Acked(Link& l, int64_t now_ns) {
+void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   ++l.exchanges;
   if (counters_) CounterAdd(counters_->acked, l.inflight);
   l.queue.erase(l.queue.begin(), l.queue.begin() + static_cast<long>(l.inflight));
@@ -450,7 +458,7 @@ void Replicator::Acked(Link& l, int64_t now_ns) {
             retired_ ? " " : "", retired_ ? origin() : "");
   }
   Publish(l);
-  if (!l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
+  if (send_next && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
 }
 
 bool Replicator::Due(const Link& l, int64_t now_ms) const {

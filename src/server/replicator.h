@@ -210,7 +210,7 @@ class Replicator final : public ChangeSink {
   void Connect(Link& l, int64_t now_ns);
   void SendBatch(Link& l, int64_t now_ns);
   void Fail(Link& l, const std::string& why, int64_t now_ns);
-  void Acked(Link& l, int64_t now_ns);
+  void Acked(Link& l, int64_t now_ns, bool send_next = true);
   void Publish(Link& l);
   // Reads the answer; false: not whole yet.
   bool ReadAnswer(Link& l, int* status, std::string* body, bool* failed);

@@ -175,9 +175,9 @@ void Worker::KeepUndelivered() {
     if (r->QueuedChanges() == 0) continue;
     const auto taken =
         std::find_if(spool_files_.begin(), spool_files_.end(), [&](const auto& f) { return f.replicator == r; });
-    // A spool this worker took stays as it is, to be delivered again from
-    // its start by the next one: the batches already taken are applied
-    // once (their seqs), the rest as new.
+    // A spool this worker took stays as it is (its lock goes with this
+    // process), to be delivered again from its start by the next one: the
+    // batches taken already are applied once (their seqs), the rest as new.
     if (taken != spool_files_.end()) {
       FRS_LOG("stopping with replica changes kept from an earlier stop not delivered (%s): still in %s",
               r->QueuedByShard().c_str(), taken->path.c_str());
@@ -194,40 +194,47 @@ void Worker::KeepUndelivered() {
 }
 
 void Worker::TakeSpools(const ReplicaOptions& base) {
+  // At most one spool per slot of this worker's counters: each is named to
+  // the snapshots and the returning shards (handler_replica.cc); the rest
+  // wait for a slot (DrainTurn), or for another worker.
+  bool used[kMaxSpoolStreams] = {};
+  for (const SpoolFile& f : spool_files_) used[f.slot] = true;
+  const size_t free = kMaxSpoolStreams - spool_files_.size();
+  if (free == 0) return;
+  char digest[16];
+  std::snprintf(digest, sizeof digest, "%08x", base.ring->Digest());
   std::vector<std::string> problems;
-  std::vector<TakenReplicaSpool> taken = TakeReplicaSpools(cfg_.store_dir, &problems);
-  for (const std::string& p : problems)
-    FRS_LOG("replicas: a spool of undelivered changes cannot be read: %s", p.c_str());
-  // A dead predecessor's spools in this slot are named no more.
-  if (counters_)
-    for (size_t i = 0; i < kMaxSpoolStreams; ++i) std::atomic_ref<uint64_t>(counters_->replica.spool_hash[i]).store(0);
+  std::vector<TakenReplicaSpool> taken = TakeReplicaSpools(cfg_.store_dir, free, digest, &problems);
+  for (const std::string& p : problems) FRS_LOG("replicas: a spool of undelivered changes: %s", p.c_str());
   size_t slot = 0;
   for (TakenReplicaSpool& t : taken) {
+    while (used[slot]) ++slot;
+    used[slot] = true;
     std::unique_ptr<Replicator> r = Replicator::FromSpool(t.spool, base, &loop_);
     FRS_LOG("replicas: %zu change(s) an earlier stop could not deliver (%s) are delivered from %s", t.spool.Changes(),
             r->QueuedByShard().c_str(), t.path.c_str());
     // Named to the snapshots this shard answers (handler_replica.cc): a
     // shard that takes one skips this spool's changes, which it carries.
-    long published = -1;
-    if (counters_ && slot < kMaxSpoolStreams) {
-      published = static_cast<long>(slot++);
+    // Numbers and holdings first, the hash last: a reader that sees the
+    // hash sees them.
+    if (counters_) {
       ReplicaCounters& rc = counters_->replica;
       const auto& shards = base.ring->shards();
       for (size_t i = 0; i < kMaxReplicaPeers; ++i) {
-        CounterSet(rc.spool_no[published][i], 0);
-        CounterSet(rc.spool_held[published][i], 0);
-        CounterSet(rc.spool_down[published][i], 0);
+        CounterSet(rc.spool_no[slot][i], 0);
+        CounterSet(rc.spool_held[slot][i], 0);
+        CounterSet(rc.spool_down[slot][i], 0);
       }
-      CounterSet(rc.spool_oldest_ms[published], 0);
+      CounterSet(rc.spool_oldest_ms[slot], 0);
       for (const ReplicaSpoolLink& l : t.spool.links)
         for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i)
           if (shards[i].name == l.name) {
-            CounterSet(rc.spool_no[published][i], l.first_no + l.changes.size() - 1);
-            CounterSet(rc.spool_held[published][i], l.changes.size());
+            CounterSet(rc.spool_no[slot][i], l.first_no + l.changes.size() - 1);
+            CounterSet(rc.spool_held[slot][i], l.changes.size());
           }
-      std::atomic_ref<uint64_t>(rc.spool_hash[published]).store(StreamHash(t.spool.stream));
+      std::atomic_ref<uint64_t>(rc.spool_hash[slot]).store(StreamHash(t.spool.stream));
     }
-    spool_files_.push_back(SpoolFile{r.get(), t.path, published});
+    spool_files_.push_back(SpoolFile{r.get(), t.path, static_cast<long>(slot), std::move(t.lock)});
     draining_.push_back(std::move(r));
   }
   if (counters_ && !taken.empty()) {
@@ -311,7 +318,15 @@ void Worker::SetUpReplicas(bool reload) {
   clock_gettime(CLOCK_REALTIME, &ts);
   o.stream =
       c.self + "/" + std::to_string(getpid()) + "." + std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec);
-  if (!reload) TakeSpools(o);
+  if (!reload) {
+    // A predecessor's spools in this slot (a worker that died) are named no
+    // more: their files are taken again, below or by another worker.
+    if (counters_)
+      for (size_t i = 0; i < kMaxSpoolStreams; ++i)
+        std::atomic_ref<uint64_t>(counters_->replica.spool_hash[i]).store(0);
+    spool_base_ = o;
+    TakeSpools(o);
+  }
   repl_ = std::make_unique<Replicator>(std::move(o), counters_ ? &counters_->replica : nullptr, &loop_);
   engine_->SetChangeSink(repl_.get());
   handler_.set_replicator(repl_.get());
@@ -364,7 +379,6 @@ void Worker::DrainTurn(int64_t now) {
     const auto& shards = handler_.options().cluster.ring->shards();
     ReplicaCounters& rc = counters_->replica;
     for (const SpoolFile& f : spool_files_) {
-      if (f.slot < 0) continue;
       int64_t oldest = 0;
       for (const Replicator::LinkView& v : f.replicator->Links()) {
         for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i) {
@@ -379,16 +393,20 @@ void Worker::DrainTurn(int64_t now) {
   }
   // A spool delivered whole is done with (before remove_if: the replicators
   // it removes are destroyed on the way).
+  bool freed = false;
   for (auto f = spool_files_.begin(); f != spool_files_.end();) {
     if (f->replicator->QueuedChanges() != 0) {
       ++f;
       continue;
     }
-    if (counters_ && f->slot >= 0) std::atomic_ref<uint64_t>(counters_->replica.spool_hash[f->slot]).store(0);
-    ::unlink(f->path.c_str());
+    if (counters_) std::atomic_ref<uint64_t>(counters_->replica.spool_hash[f->slot]).store(0);
+    ::unlink(f->path.c_str());  // under its lock: no other worker takes it meanwhile
     FRS_LOG("replicas: every change of %s is delivered", f->path.c_str());
     f = spool_files_.erase(f);
+    freed = true;
   }
+  // A slot freed: more spools may wait for one.
+  if (freed && spool_base_) TakeSpools(*spool_base_);
   const auto done =
       std::remove_if(draining_.begin(), draining_.end(), [](const auto& d) { return d->QueuedChanges() == 0; });
   if (done != draining_.end()) {

@@ -153,13 +153,15 @@ class Worker {
   // they queued (Replicator::Retire); dropped once empty.
   std::vector<std::unique_ptr<Replicator>> draining_;
   // The spool file each replicator of draining_ that delivers one took, and
-  // its slot in this worker's ReplicaCounters::spool_hash (-1: none free).
+  // its slot in this worker's ReplicaCounters::spool_hash.
   struct SpoolFile {
     const Replicator* replicator;
     std::string path;
     long slot;
+    os::UniqueFd lock;  // its flock: no other worker takes it while this one delivers
   };
   std::vector<SpoolFile> spool_files_;
+  std::optional<ReplicaOptions> spool_base_;   // for the spools taken once a slot frees
   size_t drain_left_ = 0;                      // changes draining_ held when it last delivered one (or grew)
   int64_t drain_moved_ns_ = 0;                 // then (0: no drain under way)
   bool drain_stalled_ = false;                 // the stall was logged, its end not yet

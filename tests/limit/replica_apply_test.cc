@@ -170,6 +170,29 @@ TEST_F(ReplicaApplyTest, SetDeleteAndResetReplicate) {
   EXPECT_FALSE(Do(*replica_, Cmd::kGet, "fixed", "b").found);
 }
 
+// A reset is applied outside the batch's transaction: a batch that
+// carries one, sent again (a lost acknowledgement, a spool delivered again
+// after a stop), or carried by a snapshot, must not erase what was counted
+// since. Before, it erased the biz at each delivery.
+TEST_F(ReplicaApplyTest, AResetSentAgainOrCarriedErasesNothingCountedSince) {
+  owner_->Execute(Request{.cmd = Cmd::kReset, .biz = "fixed", .key = {}});
+  Do(*owner_, Cmd::kAcquire, "fixed", "k");
+  std::vector<Change> batch = rec_.Take();
+  std::vector<std::string> keys = rec_.keys;  // batch's keys point into rec_.keys
+  ASSERT_EQ(batch.size(), 2u);
+  ASSERT_EQ(batch[0].kind, Change::Kind::kResetBiz);
+  ASSERT_TRUE(replica_->ApplyChanges(batch, "s1", 1).value());
+  Do(*replica_, Cmd::kAcquire, "fixed", "k");  // counted since, here
+  Do(*replica_, Cmd::kAcquire, "fixed", "other");
+  EXPECT_FALSE(replica_->ApplyChanges(batch, "s1", 1).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 2);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "other").count, 1);
+  // A snapshot carried the reset (and the add): a new stream's batch skips both.
+  ASSERT_TRUE(replica_->ApplyChanges(batch, "s2", 1, /*skip_first=*/2).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "other").count, 1);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 2);
+}
+
 TEST_F(ReplicaApplyTest, ChangesASnapshotCarriedAreSkipped) {
   Do(*owner_, Cmd::kAcquire, "fixed", "k");
   clock_.Advance(1000);

@@ -81,8 +81,11 @@ TEST_F(ReservationTest, ALoweredBoundKeepsThoseThatEndLastAndTheViewsAgree) {
   EXPECT_EQ(ends, (std::set<int64_t>{kDay0 + 62, kDay0 + 63}));  // reserve + 1 s, the two that end last
   auto held = engine_->HeldNow(0);
   ASSERT_TRUE(held.ok());
-  for (const auto& b : *held)
-    if (b.biz == "minute") EXPECT_EQ(b.reservations, 2u);
+  for (const auto& b : *held) {
+    if (b.biz == "minute") {
+      EXPECT_EQ(b.reservations, 2u);
+    }
+  }
   // The one that ends first is gone, charged its estimate; the others settle.
   EXPECT_EQ(Settle("minute", "k", ids[0], 1).status.code(), Status::Code::kGone);
   EXPECT_TRUE(Settle("minute", "k", ids[1], 1).settled);

@@ -4,7 +4,9 @@
 // directory each is taken once, a damaged one moved aside.
 #include "server/replica_spool.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -105,34 +107,46 @@ std::vector<std::string> Names(const std::string& dir) {
 
 TEST(ReplicaSpool, EachFileIsTakenOnceAndADamagedOneMovedAside) {
   frs::testing::TempDir dir("frs-spool");
-  std::string path;
-  ASSERT_TRUE(WriteReplicaSpool(dir.path(), Sample(), &path).ok());
+  // Two spools written now: never under one name, whatever the pid.
+  std::string a, b;
+  ASSERT_TRUE(WriteReplicaSpool(dir.path(), Sample(), &a).ok());
+  ASSERT_TRUE(WriteReplicaSpool(dir.path(), Sample(), &b).ok());
+  EXPECT_NE(a, b);
   std::ofstream(dir / "replica-spool.1.0") << "frs-replica-spool 1\nstream x\n";  // cut short
-  // One a live process has taken (this one's parent runs): not taken again.
-  std::ofstream(dir / ("replica-spool.2.0.taken-" + std::to_string(getppid()))) << EncodeReplicaSpool(Sample());
-  // One a dead process took: taken over.
-  std::ofstream(dir / "replica-spool.3.0.taken-999999999") << EncodeReplicaSpool(Sample());
+  ReplicaSpool other = Sample();
+  other.digest = "99999999";
+  std::ofstream(dir / "replica-spool.2.0") << EncodeReplicaSpool(other);  // of another shard list
+  // One a live worker delivers: it holds its lock.
+  std::ofstream(dir / "replica-spool.3.0") << EncodeReplicaSpool(Sample());
+  os::UniqueFd held(::open((dir / "replica-spool.3.0").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_EQ(::flock(held.get(), LOCK_EX | LOCK_NB), 0);
+
   std::vector<std::string> problems;
-  std::vector<TakenReplicaSpool> taken = TakeReplicaSpools(dir.path(), &problems);
+  std::vector<TakenReplicaSpool> taken = TakeReplicaSpools(dir.path(), 8, "0a1b2c3d", &problems);
   ASSERT_EQ(taken.size(), 2u);
   for (const auto& t : taken) {
-    EXPECT_NE(t.path.find(".taken-" + std::to_string(getpid())), std::string::npos) << t.path;
+    EXPECT_TRUE(t.path == a || t.path == b) << t.path;
     EXPECT_EQ(t.spool.Changes(), 4u);
   }
-  ASSERT_EQ(problems.size(), 1u);
+  ASSERT_EQ(problems.size(), 2u);
+  std::sort(problems.begin(), problems.end());
   EXPECT_NE(problems[0].find("replica-spool.1.0: replica spool, line 3: cut short"), std::string::npos) << problems[0];
-  // Taken again by nobody: what is there is this process's, or the live
-  // one's, or set aside.
-  EXPECT_TRUE(TakeReplicaSpools(dir.path(), &problems).empty());
+  EXPECT_NE(problems[1].find("replica-spool.2.0: written under another <cluster> (digest 99999999"), std::string::npos)
+      << problems[1];
+  // Taken (locked) already, or held by another: none is taken twice.
+  problems.clear();
+  EXPECT_TRUE(TakeReplicaSpools(dir.path(), 8, "0a1b2c3d", &problems).empty());
+  // The lock goes with its holder: the next taker gets it, and `max` holds.
+  taken.clear();
+  held.reset();
+  EXPECT_EQ(TakeReplicaSpools(dir.path(), 1, "0a1b2c3d", &problems).size(), 1u);
   const std::vector<std::string> names = Names(dir.path());
-  ASSERT_EQ(names.size(), 4u);
   auto has = [&](const std::string& prefix) {
     return std::count_if(names.begin(), names.end(), [&](const std::string& n) { return n.starts_with(prefix); });
   };
   EXPECT_EQ(has("replica-spool.1.0.damaged-"), 1);
-  EXPECT_EQ(has("replica-spool.2.0.taken-" + std::to_string(getppid())), 1);
-  EXPECT_EQ(has("replica-spool.3.0.taken-" + std::to_string(getpid())), 1);
-  EXPECT_EQ(has("replica-spool." + std::to_string(getpid()) + ".0.taken-" + std::to_string(getpid())), 1);
+  EXPECT_EQ(has("replica-spool.2.0"), 1);  // left where it is
+  EXPECT_EQ(names.size(), 5u);
 }
 
 }  // namespace
