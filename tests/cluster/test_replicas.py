@@ -60,6 +60,7 @@ class Relay:
         self.refuse_ = None
         self.accepted = 0
         self.ended = 0  # connections the shard behind closed
+        self.close_after_answer = False  # close each connection once its answer went through
         self.conns = []
         self.lock = threading.Lock()
         self.stop_ = False
@@ -139,6 +140,8 @@ class Relay:
                                 self.ended += 1
                         return
                     (u if s is c else c).sendall(data)
+                    if s is u and self.close_after_answer:
+                        return  # the answer, then the close (finally), as a receiver that stops
         except (OSError, ValueError):  # ValueError: select() on a socket heal() closed
             pass
         finally:
@@ -571,6 +574,22 @@ class Replicas(unittest.TestCase):
         self.assertGreaterEqual(p.relay.accepted, 4)
         self.assertEqual(p.a.metric("frs_replica_link_down_total"), 0, p.a.log())
         self.assertEqual(p.a.metric("frs_replica_link_up"), 1)
+        self.assertNotIn("is down", p.a.log())
+
+    def test_an_answer_followed_by_a_close_is_an_acknowledgement(self):
+        # A receiver that stops answers its last batch with Connection:
+        # close; here the relay closes every connection once B's answer went
+        # through. The answer counts: the link never goes down, so with
+        # refuse nothing is answered 503, and the next batch goes on a new
+        # connection.
+        p = self.pair(extra_a='on_replica_down="refuse"')
+        p.relay.close_after_answer = True
+        k = p.keys[10]
+        for _ in range(5):
+            self.assertEqual(p.a.acquire(k), 200)
+        self.assertEqual(p.b.count(k), 5)
+        self.assertGreaterEqual(p.relay.accepted, 5)
+        self.assertEqual(p.a.metric("frs_replica_link_down_total"), 0, p.a.log())
         self.assertNotIn("is down", p.a.log())
 
     def test_a_successor_that_answers_an_error_is_a_down_link(self):
