@@ -317,7 +317,9 @@ void Handler::ReplicatePending(size_t pi, int* status) {
       // The spools of earlier stops it delivers: all made before the
       // question, so the asker waits for every change they still hold.
       for (size_t i = 0; i < kMaxSpoolStreams; ++i) {
-        const uint64_t h = CounterGet(rc.spool_hash[i]), spooled = CounterGet(rc.spool_held[i][pi]);
+        // The hash first, with acquire: the worker stores it after the counts.
+        const uint64_t h = std::atomic_ref<const uint64_t>(rc.spool_hash[i]).load(std::memory_order_acquire);
+        const uint64_t spooled = CounterGet(rc.spool_held[i][pi]);
         if (h == 0 || spooled == 0) continue;
         pending += spooled;
         lines += "spool " + std::to_string(w) + " " + std::to_string(h) + " " + std::to_string(spooled) + "\n";
