@@ -160,6 +160,8 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
             peers[i].pending += CounterGet(rc.pending[i]) + SpoolHeld(rc, i);
             peers[i].up = peers[i].up && CounterGet(rc.down[i]) == 0 && !SpoolDown(rc, i);
           }
+        for (size_t i = 0; i < peers.size(); ++i)
+          peers[i].up = peers[i].up && CounterGet(metrics_->master().replica.unreached[i]) == 0;
       }
       AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_,
                   peers.empty() ? nullptr : &peers);

@@ -248,6 +248,10 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
     return;
   }
+  // That shard is up: one this shard's start could not reach reads down no
+  // more (metrics.h, ReplicaShared::unreached).
+  if (!old_batch && metrics_ != nullptr && static_cast<size_t>(peer) < kMaxReplicaPeers)
+    CounterSet(metrics_->master().replica.unreached[peer], 0);
   if (head.method == HttpMethod::kPost) {
     ReplicateReceive(head, base, q, old_batch, static_cast<size_t>(peer), status);
     return;

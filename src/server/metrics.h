@@ -190,6 +190,10 @@ struct ReplicaShared {
   // (the nodes of moved routes go by the handoff, docs/cluster.md).
   uint64_t ring_changed_to;
   uint64_t handed_off;
+  // 1: this shard's start could not reach that shard, and no link of this
+  // shard's has reached it since, nor has it asked here: its link reads
+  // down (frs_replica_link_up, stats), though nothing waits for it.
+  uint64_t unreached[kMaxReplicaPeers];
 };
 
 // Whether a ring change's handoff has not been reported done here.

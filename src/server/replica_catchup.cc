@@ -162,7 +162,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
 // its process: nothing of it to wait for, unless a graceful stop kept it
 // in a spool, which the answer lists ("spool W HASH HELD") until it is
 // delivered.
-void WaitForQueued(const CatchUp& c, const std::string& name) {
+void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
   struct Mark {
     unsigned long long hash, queued;
@@ -173,6 +173,7 @@ void WaitForQueued(const CatchUp& c, const std::string& name) {
     if (!r.ok()) {
       FRS_LOG("replicas: %s cannot be reached (%s); serving without what it may hold for this shard", name.c_str(),
               r.status().message().c_str());
+      CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
       return;
     }
     unsigned long long pending = 0;
@@ -285,7 +286,7 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   if (snapshots)
     for (size_t i : peers) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);
   CounterSet(shared->catchup_nodes, nodes);
-  for (size_t i : peers) WaitForQueued(c, ring->shards()[i].name);
+  for (size_t i : peers) WaitForQueued(c, ring->shards()[i].name, i);
   CounterSet(shared->catching_up, 0);
   FRS_LOG("replicas: caught up in %lld ms (%s store; %llu node(s) taken from snapshots); serving this shard's routes",
           static_cast<long long>((MonoNs() - c.start) / kMsNs), fresh_store ? "a new" : "its old",

@@ -92,12 +92,15 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
       v += CounterGet(metrics.worker(w).replica.pending[i]) + SpoolHeld(metrics.worker(w).replica, i);
     Value(out, "frs_replica_pending", "shard=\"" + ring.shards()[i].name + "\"", v);
   }
-  Help(out, "frs_replica_link_up", "gauge", "1 while every worker's link to that shard acknowledges, else 0.");
+  Help(out, "frs_replica_link_up", "gauge",
+       "1 while every worker's link to that shard acknowledges, else 0 (0 too for a shard this one's start could not "
+       "reach, until it answers or asks here).");
   for (size_t i = 0; i < ring.shards().size() && i < kMaxReplicaPeers; ++i) {
     if (static_cast<long>(i) == self_index) continue;
     uint64_t down = 0;
     for (uint32_t w = 0; w < metrics.workers(); ++w)
       down |= CounterGet(metrics.worker(w).replica.down[i]) | (SpoolDown(metrics.worker(w).replica, i) ? 1 : 0);
+    down |= CounterGet(metrics.master().replica.unreached[i]);
     Value(out, "frs_replica_link_up", "shard=\"" + ring.shards()[i].name + "\"", down ? 0 : 1);
   }
   const ReplicaShared& sh = metrics.master().replica;

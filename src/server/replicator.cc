@@ -445,6 +445,11 @@ void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
   Fail(l, why, now_ns);
 }
 
+void Replicator::Reached(const Link& l) {
+  if (opts_.shared != nullptr && l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers)
+    CounterSet(opts_.shared->unreached[l.shard], 0);
+}
+
 void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   ++l.exchanges;
   if (counters_) CounterAdd(counters_->acked, l.inflight);
@@ -499,6 +504,7 @@ void Replicator::OnEvent(const void* tag, int64_t now_ns) {
       return;
     }
     l.state = LinkState::kIdle;
+    Reached(l);
     if (!l.queue.empty()) {
       SendBatch(l, now_ns);  // a link back (or new) sends what waited at once
     } else if (l.down) {

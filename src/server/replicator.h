@@ -211,6 +211,9 @@ class Replicator final : public ChangeSink {
   void SendBatch(Link& l, int64_t now_ns);
   void Fail(Link& l, const std::string& why, int64_t now_ns);
   void Acked(Link& l, int64_t now_ns, bool send_next = true);
+  // A connection to the other shard succeeded: it reads down no more for
+  // having been unreachable at the start (ReplicaShared::unreached).
+  void Reached(const Link& l);
   void Publish(Link& l);
   // Reads the answer; false: not whole yet.
   bool ReadAnswer(Link& l, int* status, std::string* body, bool* failed);

@@ -592,6 +592,21 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.metric("frs_replica_link_down_total"), 0, p.a.log())
         self.assertNotIn("is down", p.a.log())
 
+    def test_a_shard_its_start_could_not_reach_reads_down_until_it_answers(self):
+        # A starts while B is down, and sends B nothing: its link to B has
+        # carried nothing, yet reads down, as the start could not reach B
+        # (before: up, so the runbook's "every link up" passed with B away).
+        # B's start asks A for what A holds for it: up again.
+        p = self.pair()
+        p.a.stop()
+        p.b.stop()
+        p.a.start()
+        self.assertIn("cannot be reached", p.a.log())
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
+        self.assertEqual(p.a.metric("frs_replica_pending"), 0)
+        p.b.start()
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
+
     def test_a_successor_that_answers_an_error_is_a_down_link(self):
         # B answers /replicate with an error (a successor whose store
         # refused the changes would): A takes the link for down at once, not
