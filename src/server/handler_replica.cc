@@ -250,7 +250,10 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   }
   // That shard is up: one this shard's start could not reach reads down no
   // more (metrics.h, ReplicaShared::unreached).
-  if (!old_batch && metrics_ != nullptr && static_cast<size_t>(peer) < kMaxReplicaPeers)
+  // Written only when set: every batch of every worker passes here, and a
+  // store to one shared word each time would bounce its cache line.
+  if (!old_batch && metrics_ != nullptr && static_cast<size_t>(peer) < kMaxReplicaPeers &&
+      CounterGet(metrics_->master().replica.unreached[peer]) != 0)
     CounterSet(metrics_->master().replica.unreached[peer], 0);
   if (head.method == HttpMethod::kPost) {
     ReplicateReceive(head, base, q, old_batch, static_cast<size_t>(peer), status);

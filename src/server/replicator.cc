@@ -446,7 +446,8 @@ void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
 }
 
 void Replicator::Reached(const Link& l) {
-  if (opts_.shared != nullptr && l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers)
+  if (opts_.shared != nullptr && l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers &&
+      CounterGet(opts_.shared->unreached[l.shard]) != 0)
     CounterSet(opts_.shared->unreached[l.shard], 0);
 }
 
