@@ -25,14 +25,15 @@ bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* n
   if (same && ReservationsInPlace(biz, ref)) return true;
   uint8_t old[kMaxStateBytes];
   std::memcpy(old, ref.state, have);
+  bool started = false;
   if (!same) {
-    MigrateState(biz, std::span<const uint8_t>(old, have), ref.state, now);
+    started = MigrateState(biz, std::span<const uint8_t>(old, have), ref.state, now);
     if (converted) *converted = true;
   }
-  return PlaceReservations(biz, std::span<const uint8_t>(old, have), ref, need_bytes);
+  return PlaceReservations(biz, std::span<const uint8_t>(old, have), ref, need_bytes, started);
 }
 
-void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now) {
+bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now) {
   struct OldBlock {
     uint32_t offset, bytes, tag;
     bool used;
@@ -52,12 +53,15 @@ void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint
   // without one, a block of an identity its name had in an earlier map (a
   // reload changed its interval): its counts go on under the new interval.
   bool matched[kMaxRulesPerBiz] = {};
+  bool started = false;
   auto take = [&](uint32_t i, OldBlock& b, int64_t old_max) {
     const RuleSpec& spec = biz.rules[i];
     b.used = true;
     matched[i] = true;
-    if (!ConvertBlock(spec, old_state.subspan(b.offset, b.bytes), state + spec.offset, now, old_max))
+    if (!ConvertBlock(spec, old_state.subspan(b.offset, b.bytes), state + spec.offset, now, old_max)) {
       std::memset(state + spec.offset, 0, spec.bytes);
+      started |= spec.algo != Algo::kConcurrency;
+    }
   };
   for (uint32_t i = 0; i < biz.nrules; ++i) {
     for (size_t k = 0; k < nblocks && !matched[i]; ++k)
@@ -69,7 +73,9 @@ void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint
       for (size_t k = 0; k < nblocks && !matched[i]; ++k)
         if (!blocks[k].used && TagIdentity(blocks[k].tag) == spec.past[p].identity)
           take(i, blocks[k], spec.past[p].max);
+    started |= !matched[i] && spec.algo != Algo::kConcurrency;
   }
+  return started;
 }
 
 void NameRule(const RuleSpec& spec, RuleResult* r) {

@@ -34,8 +34,10 @@ void NameRule(const RuleSpec& spec, RuleResult* r);
 // *converted (when given) says whether the state was rebuilt.
 bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted = nullptr);
 // Rebuilds biz's blocks in `state` (biz.state_bytes, zeroed first) from
-// `old_state`, a sequence of tagged blocks of any layout.
-void MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now);
+// `old_state`, a sequence of tagged blocks of any layout. True when a rate
+// rule started from zero (no block was its, or none converted): it never
+// counted the reservations the node holds (PlaceReservations marks them).
+bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now);
 
 // Judges "n more now" on every rule into d->rules / d->nrules.
 void EvaluateRules(const BizConfig& biz, const uint8_t* state, const Now& now, int64_t n, Decision* d);
@@ -76,7 +78,9 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
 // ReservationsInPlace: the node's table, if any, sits after biz's rules in
 // biz's length (ref.state_bytes is made to end with it, or with the rules).
 // PlaceReservations: moves a table found in `old` there (false: *need_bytes
-// says the bytes to read the node with first). SweepReservations frees the
+// says the bytes to read the node with first); `rule_started` (MigrateState's
+// answer) marks the reservations it holds as taken before a rule that never
+// counted them, which a settle then changes nowhere (Reservations::Predates). SweepReservations frees the
 // expired ones and returns how many. GrantReservation takes one for an
 // acquire that recorded `n`; HasReservationRoom, asked before recording,
 // makes the table when the node has none (`asked`: the bytes the node was
@@ -84,7 +88,8 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
 // d->res_expires says when its first one expires).
 // NodeExpireS with the table: a node is kept while it holds one.
 bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref);
-bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes);
+bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes,
+                       bool rule_started = false);
 uint32_t SweepReservations(const BizConfig& biz, NodeRef& ref, const Now& now);
 bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d);
 void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,

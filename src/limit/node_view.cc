@@ -423,13 +423,14 @@ Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
   const bool table = !pn.reservations.empty() && cfg.res_cap != 0;
   bool written = false;
   auto fn = [&](NodeRef& ref) {
-    MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
-                 ref.state, now);
+    const bool started =
+        MigrateState(cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
+                     ref.state, now);
     // Not one block taken by a rule of the map (they were all a removed
     // rule's): nothing to keep. An existing node stays as it is.
     if (!table && !AnyRuleBlock(cfg, ref.state)) return Commit::kNone;
     uint32_t need = 0;
-    if (table) PlaceReservations(cfg, AsBytes(pn.reservations), ref, &need);  // asked with room for it
+    if (table) PlaceReservations(cfg, AsBytes(pn.reservations), ref, &need, started);  // asked with room for it
     ref.expire_s = NodeExpireS(cfg, ref, now);
     written = true;
     return Commit::kWrite;
@@ -457,6 +458,7 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
   // The sent rules of each node in this map's layout (a rule the map no
   // longer has is dropped, as a reload would).
   std::vector<std::array<uint8_t, kMaxStateBytes>> incoming(n);
+  std::vector<char> started(n, 0);  // a rule of the sent node started from zero here
   std::vector<Store::BatchItem> items;
   items.reserve(n + 1);
   for (size_t i = 0; i < n; ++i) {
@@ -465,8 +467,10 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
       const std::string msg = "node " + std::to_string(i + 1) + ": " + s.message();
       return s.IsNotFound() ? Status::NotFound(msg) : Status::InvalidArgument(msg);
     }
-    MigrateState(*pn.cfg, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
-                 incoming[i].data(), now);
+    started[i] =
+        MigrateState(*pn.cfg,
+                     std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
+                     incoming[i].data(), now);
     items.push_back({KeyRef{pn.cfg->id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, pn.cfg->keep_keys},
                      pn.cfg->state_bytes});
   }
@@ -494,7 +498,7 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
       if (nodes[i].reservations.empty() || cfg.res_cap == 0) continue;
       const uint32_t have = refs[i].exists ? std::min(refs[i].stored_state_bytes, refs[i].state_bytes) : 0;
       if (!Reservations::Find(std::span<const uint8_t>(refs[i].state, have)).empty()) continue;
-      short_state |= !PlaceReservations(cfg, AsBytes(nodes[i].reservations), refs[i], &need[i]);
+      short_state |= !PlaceReservations(cfg, AsBytes(nodes[i].reservations), refs[i], &need[i], started[i] != 0);
     }
     if (short_state) return;  // a node holds a larger layout, or takes a table: read it whole, then merge
     for (size_t i = 0; i < n; ++i) {

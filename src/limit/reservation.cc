@@ -14,7 +14,12 @@
 namespace frs::limit {
 namespace {
 
-constexpr uint32_t kResNextAt = 4, kResNonceAt = 8;
+constexpr uint32_t kResNextAt = 4, kResNonceAt = 8, kResBeforeAt = 12;
+static_assert(Reservations::kMaxPerKey <= 32, "one bit per entry in the word at kResBeforeAt");
+
+// An entry given a new reservation (or freed) is no longer one taken
+// before a rule: its bit goes.
+void Unmark(uint8_t* table, uint32_t i) { Store32(table + kResBeforeAt, Load32(table + kResBeforeAt) & ~(1u << i)); }
 
 struct EntrySlot {
   uint8_t* p;
@@ -56,21 +61,33 @@ void Reservations::Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_
   if (old.size() < kHeaderBytes) return;
   Store32(table + kResNextAt, std::max<uint32_t>(1, Load32(old.data() + kResNextAt)));
   Store32(table + kResNonceAt, Load32(old.data() + kResNonceAt));
+  const uint32_t was_before = Load32(old.data() + kResBeforeAt);
   Entry kept[kMaxPerKey];
+  bool before[kMaxPerKey] = {};
   uint32_t n = 0;
-  for (uint32_t i = 0; i < Cap(static_cast<uint32_t>(old.size())); ++i) {
+  for (uint32_t i = 0; i < std::min(Cap(static_cast<uint32_t>(old.size())), kMaxPerKey); ++i) {
     const Entry e = EntryAt(old.data(), i).Load();
     if (e.serial == 0) continue;
+    const bool marked = (was_before >> i) & 1;
     if (n < cap) {
+      before[n] = marked;
       kept[n++] = e;
       continue;
     }
     // Full: the one expiring first goes (it is charged its estimate, as at
     // its expiry, which is what a lowered bound means).
     auto first = std::min_element(kept, kept + n, [](const Entry& a, const Entry& b) { return a.expires < b.expires; });
-    if (first != kept + n && first->expires < e.expires) *first = e;
+    if (first != kept + n && first->expires < e.expires) {
+      *first = e;
+      before[first - kept] = marked;
+    }
   }
-  for (uint32_t i = 0; i < n; ++i) EntryAt(table, i).Store(kept[i]);
+  uint32_t now_before = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    EntryAt(table, i).Store(kept[i]);
+    now_before |= static_cast<uint32_t>(before[i]) << i;
+  }
+  Store32(table + kResBeforeAt, now_before);
 }
 
 uint32_t Reservations::Sweep(uint8_t* table, uint32_t bytes, int64_t now_s) {
@@ -79,6 +96,7 @@ uint32_t Reservations::Sweep(uint8_t* table, uint32_t bytes, int64_t now_s) {
     EntrySlot s = EntryAt(table, i);
     if (s.Serial() == 0 || s.Load().expires > now_s) continue;
     s.Clear();
+    Unmark(table, i);
     ++expired;
   }
   return expired;
@@ -116,6 +134,7 @@ bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_
     // Held for at least reserve_s whole seconds, as a lease.
     *out = Entry{serial, estimate, now_s, now_s + reserve_s + 1};
     s.Store(*out);
+    Unmark(table, i);
     return true;
   }
   return false;
@@ -133,8 +152,25 @@ bool Reservations::Get(const uint8_t* table, uint32_t bytes, uint32_t serial, En
 }
 
 void Reservations::Free(uint8_t* table, uint32_t bytes, uint32_t serial) {
+  for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    if (EntryAt(table, i).Serial() != serial) continue;
+    EntryAt(table, i).Clear();
+    Unmark(table, i);
+  }
+}
+
+void Reservations::MarkHeldBeforeARule(uint8_t* table, uint32_t bytes) {
+  uint32_t before = Load32(table + kResBeforeAt);
   for (uint32_t i = 0; i < Cap(bytes); ++i)
-    if (EntryAt(table, i).Serial() == serial) EntryAt(table, i).Clear();
+    if (EntryAt(table, i).Serial() != 0) before |= 1u << i;
+  Store32(table + kResBeforeAt, before);
+}
+
+bool Reservations::Predates(const uint8_t* table, uint32_t bytes, uint32_t serial) {
+  const uint32_t before = Load32(table + kResBeforeAt);
+  for (uint32_t i = 0; i < Cap(bytes); ++i)
+    if (EntryAt(table, i).Serial() == serial) return (before >> i) & 1;
+  return false;
 }
 
 void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e) {
@@ -152,6 +188,9 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
     for (uint32_t i = 1; i < Cap(bytes); ++i)
       if (EntryAt(table, i).Load().expires < EntryAt(table, static_cast<uint32_t>(place)).Load().expires) place = i;
   }
+  // The same reservation again keeps its mark; another one in its place
+  // was taken after any rule this node has.
+  if (EntryAt(table, static_cast<uint32_t>(place)).Serial() != e.serial) Unmark(table, static_cast<uint32_t>(place));
   EntryAt(table, static_cast<uint32_t>(place)).Store(e);
 }
 

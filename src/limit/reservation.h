@@ -23,7 +23,11 @@
 //   [4]  the next serial (1.., never 0)
 //   [8]  nonce: drawn when the table is made, so that ids of an erased node
 //        do not settle its successor's reservations
-//   [12] 0
+//   [12] the entries (bit i: entry i) held when a reload gave the biz a
+//        rate rule that started from zero in this node: that rule never
+//        counted them, and its count now holds other clients' uses, so a
+//        settle of one changes no rule (settled at its estimate; 0 in a
+//        table written before this bit existed: none is)
 //   [16] `cap` entries of 16 bytes: serial (0: free), estimate, taken at
 //        (unix s), expires (unix s)
 // A biz holds `reservations` (default 8, at most kMaxPerKey and what the node
@@ -82,6 +86,10 @@ struct Reservations {
   // The entry of `serial`, held or not (false: none has it now).
   static bool Get(const uint8_t* table, uint32_t bytes, uint32_t serial, Entry* out);
   static void Free(uint8_t* table, uint32_t bytes, uint32_t serial);
+  // Marks every entry held now as taken before a rule that never counted
+  // it; Predates says whether `serial`'s entry is so marked.
+  static void MarkHeldBeforeARule(uint8_t* table, uint32_t bytes);
+  static bool Predates(const uint8_t* table, uint32_t bytes, uint32_t serial);
   // The other holder's reservation `e`, taken under its table's `nonce`
   // (a replica's copy): kept under the same serial, the serials after it
   // are the sender's next; when every entry is held, the one expiring first

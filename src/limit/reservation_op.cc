@@ -41,7 +41,8 @@ bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref) {
   return true;
 }
 
-bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes) {
+bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes,
+                       bool rule_started) {
   const std::span<const uint8_t> table = Reservations::Find(old);
   if (table.empty() || biz.res_cap == 0) {
     // A reload that took reservations away: the held ones stay charged
@@ -55,6 +56,7 @@ bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeR
     return false;
   }
   Reservations::Rebuild(table, ref.state + biz.state_bytes, biz.res_cap);
+  if (rule_started) Reservations::MarkHeldBeforeARule(ref.state + biz.state_bytes, biz.res_bytes);
   std::memset(ref.state + end, 0, ref.state_bytes - end);
   ref.state_bytes = end;
   return true;
@@ -109,7 +111,11 @@ bool SettleReservation(const BizConfig& biz, NodeRef& ref, const Now& at, uint32
   uint8_t* t = TableOf(biz, ref);
   Reservations::Entry e;
   if (t == nullptr || !Reservations::Get(t, biz.res_bytes, serial, &e)) return false;
-  for (uint32_t i = 0; i < biz.nrules; ++i) {
+  // Taken before a rule that started from zero: that rule's count is other
+  // clients' uses only, and no rule's own state says which rules counted
+  // this one, so each keeps the estimate (as after the window ended).
+  const bool predates = Reservations::Predates(t, biz.res_bytes, serial);
+  for (uint32_t i = 0; i < biz.nrules && !predates; ++i) {
     const Reservations::RuleSettle r =
         Reservations::SettleRule(biz.rules[i], ref.state + biz.rules[i].offset, at, e, real);
     sum->returned += r.returned;

@@ -421,7 +421,10 @@ TEST_F(ReservationTest, EveryRuleOfTheBizSettlesInItsOwnWindow) {
   EXPECT_EQ(Count("two", "k", 1), 10);
 }
 
-TEST_F(ReservationTest, AReloadThatAddsARuleKeepsTheReservations) {
+// A reload that adds a rule keeps the reservations held, but the new rule
+// never counted them: a settle of one changes no rule (each keeps the
+// estimate), where it would have given back other clients' uses.
+TEST_F(ReservationTest, AReloadThatAddsARuleKeepsTheReservationsSettledAtTheirEstimate) {
   Decision r = Reserve("minute", "k", 40);
   std::string map = kReserveMap;
   map.replace(map.find(R"(<rule algo="fixed" interval="60" max="100"/></biz>
@@ -433,7 +436,42 @@ TEST_F(ReservationTest, AReloadThatAddsARuleKeepsTheReservations) {
   EXPECT_EQ(Count("minute", "k", 1), 40);
   Decision s = Settle("minute", "k", IdOf(r), 4);
   ASSERT_TRUE(s.ok()) << s.status.ToString();
-  EXPECT_EQ(Count("minute", "k", 1), 4);
+  EXPECT_TRUE(s.settled);
+  EXPECT_EQ(s.res_returned, 0);
+  EXPECT_EQ(Count("minute", "k", 1), 40);
+  // One taken after the reload (in the place the first left) settles on both.
+  Decision after = Reserve("minute", "k", 3);
+  ASSERT_TRUE(after.allowed) << after.status.ToString();
+  Decision s2 = Settle("minute", "k", IdOf(after), 1);
+  EXPECT_EQ(s2.res_returned, 2 * 2);
+  EXPECT_EQ(Count("minute", "k", 0), 1);
+  EXPECT_EQ(Count("minute", "k", 1), 41);
+}
+
+// The rules a reload adds to a biz whose key holds a reservation, each of
+// an algorithm whose window the reservation's time falls in: the settle of
+// the reservation (at 0) gives nothing back on any, and other clients' uses
+// stay counted on every rule.
+TEST_F(ReservationTest, ASettleNeverGivesBackOnARuleAddedAfterItsReservation) {
+  Decision r = Reserve("tokens", "k", 5000);
+  ASSERT_TRUE(r.allowed) << r.status.ToString();
+  std::string map = kReserveMap;
+  const std::string was = R"(<rule algo="fixed" interval="86400" max="200000"/></biz>)";
+  map.replace(map.find(was), was.size(), R"(<rule algo="fixed" interval="86400" max="200000"/>
+    <rule name="slide" algo="sliding" interval="600" max="10000"/>
+    <rule name="bucket" algo="token_bucket" interval="600" max="10000"/>
+    <rule name="day" algo="calendar" interval="86400" max="10000"/></biz>)");
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  clock_.Advance(1'000);
+  Decision other = engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = "tokens", .key = "k", .n = 100});
+  ASSERT_TRUE(other.allowed) << other.status.ToString();
+  Decision s = Settle("tokens", "k", IdOf(r), 0);
+  ASSERT_TRUE(s.settled) << s.status.ToString();
+  EXPECT_EQ(s.res_returned, 0);
+  EXPECT_EQ(s.res_overrun, 0);
+  EXPECT_EQ(Count("tokens", "k", 0), 5100);
+  for (uint32_t rule : {1u, 2u, 3u}) EXPECT_EQ(Count("tokens", "k", rule), 100) << "rule " << rule;
 }
 
 TEST(ReservationMap, BoundsAndOverrunAreChecked) {
