@@ -362,9 +362,12 @@ class Parser {
     spec->line = LineOf(n);
     if (n.first_child()) return Fail(spec->line, "<rule> takes no content");
     bool have_interval = false, have_max = false, have_burst = false, have_borrow = false, have_lease = false;
+    std::string_view not_concurrency;  // the first attribute given that a concurrency rule does not take
     uint64_t v;
     for (pugi::xml_attribute a : n.attributes()) {
       std::string_view name = a.name(), value = a.value();
+      if (not_concurrency.empty() && (name == "borrow" || name == "burst" || name == "overrun" || name == "zone"))
+        not_concurrency = name;
       if (name == "algo") {
         if (!ParseAlgo(value, &spec->algo)) {
           return Fail(spec->line, "unknown algo '" + std::string(value) +
@@ -422,7 +425,8 @@ class Parser {
         return Fail(spec->line, "<rule>: unknown attribute '" + std::string(name) + "'");
       }
     }
-    if (spec->algo == Algo::kConcurrency) return FinishConcurrency(spec, have_interval, have_lease, have_max);
+    if (spec->algo == Algo::kConcurrency)
+      return FinishConcurrency(spec, have_interval, have_lease, have_max, not_concurrency);
     if (have_lease)
       return Fail(spec->line, std::string("lease is only for concurrency, not algo '") + AlgoName(spec->algo) + "'");
     if (!have_interval) return Fail(spec->line, "<rule>: missing attribute 'interval'");
@@ -474,12 +478,16 @@ class Parser {
   // algo="concurrency" max="N" lease="S": N leases held at once, each for
   // S seconds unless released or renewed. Its block holds at most
   // Concurrency::kMaxLeases (a node's state bounds it).
-  Status FinishConcurrency(RuleSpec* spec, bool have_interval, bool have_lease, bool have_max) const {
+  // `other`: the first attribute given that only rate rules take (even
+  // with its default value: it says the map means something else).
+  Status FinishConcurrency(RuleSpec* spec, bool have_interval, bool have_lease, bool have_max,
+                           std::string_view other) const {
     if (have_interval) return Fail(spec->line, "concurrency takes lease=\"S\" (how long a lease holds), not interval");
     if (!have_lease) return Fail(spec->line, "<rule algo=\"concurrency\">: missing attribute 'lease'");
     if (!have_max) return Fail(spec->line, "<rule>: missing attribute 'max'");
-    if (spec->borrow != 0 || spec->utc || spec->burst != 0 || spec->overrun != Overrun::kCharge)
-      return Fail(spec->line, "concurrency takes max and lease only (no borrow, zone, burst or overrun)");
+    if (!other.empty())
+      return Fail(spec->line, "concurrency takes max and lease only (no borrow, zone, burst or overrun): '" +
+                                  std::string(other) + "' given");
     if (spec->max > Concurrency::kMaxLeases)
       return Fail(spec->line, ConcurrencyMaxOutOfRange(std::to_string(spec->max)));
     spec->burst = spec->max;

@@ -262,7 +262,7 @@ bool Handler::HandleGetForm(Cmd cmd, bool auth, std::string_view query, const Ac
                             int* status, bool* problem) {
   ProtocolError err;
   WireRequest r;
-  if (!DecodeQuery(query, cmd, &biz_buf_, &key_buf_, &r, &err)) {
+  if (!DecodeQuery(query, cmd, &biz_buf_, &key_buf_, &id_buf_, &r, &err)) {
     ErrorBody(err.status, err.msg, status);
     return false;
   }

@@ -231,7 +231,7 @@ class Handler {
   char decision_buf_[kMaxDecisionBytes];
   std::string_view decision_;
   std::string body_;
-  std::string biz_buf_, key_buf_;
+  std::string biz_buf_, key_buf_, id_buf_;
   XmlRequestDecoder decoder_;
   std::vector<WireRequest> wire_;
   std::vector<Request> reqs_;

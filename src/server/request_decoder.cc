@@ -348,12 +348,12 @@ bool DecodePostQuery(std::string_view query, std::string_view* route, ProtocolEr
   return true;
 }
 
-bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
-                 ProtocolError* err) {
+bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, std::string* id_buf,
+                 WireRequest* out, ProtocolError* err) {
   *out = WireRequest{};
   out->cmd = cmd;
   bool have_biz = false, have_key = false, have_n = false, have_route = false;
-  std::string n_buf;  // only for an n that holds a %-escape
+  std::string n_buf, reserve_buf;  // only for an n or a reserve that holds a %-escape
   std::string_view n_text;
   std::string_view name, value;
   while (NextQueryParam(&query, &name, &value)) {
@@ -373,22 +373,21 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
       buf = &n_buf;
       dest = &n_text;
       seen = &have_n;
-    } else if (name == "lease" && (cmd == Cmd::kRelease || cmd == Cmd::kRenew)) {
-      // Hex digits, sent as they were answered: nothing to decode (an id
-      // with an escape or any other byte is refused by the engine's check).
-      if (!out->lease.empty()) return Fail(err, 400, "query parameter \"lease\" appears twice");
-      if (value.empty()) return Fail(err, 400, "query parameter \"lease\" is empty");
-      out->lease = value;
-      continue;
-    } else if (name == "reservation" && cmd == Cmd::kSettle) {
-      // Hex digits as answered, like a lease.
-      if (!out->reservation.empty()) return Fail(err, 400, "query parameter \"reservation\" appears twice");
-      if (value.empty()) return Fail(err, 400, "query parameter \"reservation\" is empty");
-      out->reservation = value;
+    } else if ((name == "lease" && (cmd == Cmd::kRelease || cmd == Cmd::kRenew)) ||
+               (name == "reservation" && cmd == Cmd::kSettle)) {
+      // Hex digits as answered, decoded like every value (a client or a
+      // proxy may escape any byte); the engine checks what they are.
+      std::string_view* id = name == "lease" ? &out->lease : &out->reservation;
+      if (!id->empty()) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" appears twice");
+      if (!PercentDecode(value, id_buf, id))
+        return Fail(err, 400, "query parameter \"" + std::string(name) + "\" has a bad %-escape");
+      if (id->empty()) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" is empty");
       continue;
     } else if (name == "reserve" && cmd == Cmd::kAcquire) {
       if (out->reserve != 0) return Fail(err, 400, "query parameter \"reserve\" appears twice");
-      if (!ParseCount(value, &out->reserve) || out->reserve < 1 || out->reserve > 65534)
+      std::string_view text;
+      if (!PercentDecode(value, &reserve_buf, &text) || !ParseCount(text, &out->reserve) || out->reserve < 1 ||
+          out->reserve > 65534)
         return Fail(err, 400, "reserve must be a whole number of seconds from 1 to 65534");
       continue;
     } else if (name == "route") {

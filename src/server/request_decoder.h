@@ -46,12 +46,14 @@ class XmlRequestDecoder {
 };
 
 // GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query), and
-// /release or /renew?biz=B&key=K&lease=ID[&route=R]. `out`
-// points into `query` where a value holds nothing to decode, else into the
-// two buffers (reused) it is percent-decoded into. '+' decodes to a space,
-// as in HTML forms: send %2B for a literal plus.
-bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, WireRequest* out,
-                 ProtocolError* err);
+// /release or /renew?biz=B&key=K&lease=ID[&route=R], /settle with
+// reservation=ID and n, reserve=S on /acquire. `out` points into `query`
+// where a value holds nothing to decode, else into the buffers (reused) it
+// is percent-decoded into (`id_buf`: the lease's or the reservation's id).
+// '+' decodes to a space, as in HTML forms: send %2B for a literal plus.
+// Only route is kept as sent.
+bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::string* key_buf, std::string* id_buf,
+                 WireRequest* out, ProtocolError* err);
 
 // POST /frs?route=R: the only query parameter it takes (kept as sent).
 bool DecodePostQuery(std::string_view query, std::string_view* route, ProtocolError* err);

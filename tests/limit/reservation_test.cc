@@ -487,6 +487,14 @@ TEST(ReservationMap, BoundsAndOverrunAreChecked) {
   auto no_rate = parse(R"(<biz id="1" name="a" reservations="2"><rule algo="concurrency" max="2" lease="10"/></biz>)");
   ASSERT_FALSE(no_rate.ok());
   EXPECT_NE(no_rate.status().message().find("need a rate rule"), std::string::npos);
+  // Not on a concurrency rule, not even its default value.
+  for (const char* attr : {R"(overrun="charge")", R"(overrun="limit")", R"(borrow="0")", R"(zone="UTC")"}) {
+    auto on_leases =
+        parse(std::string(R"(<biz id="1" name="a"><rule algo="concurrency" max="2" lease="10" )") + attr + "/></biz>");
+    ASSERT_FALSE(on_leases.ok()) << attr;
+    EXPECT_NE(on_leases.status().message().find("concurrency takes max and lease only"), std::string::npos)
+        << on_leases.status().message();
+  }
   auto bad = parse(R"(<biz id="1" name="a"><rule interval="60" max="5" overrun="sometimes"/></biz>)");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("overrun 'sometimes'"), std::string::npos);

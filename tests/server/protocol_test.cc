@@ -131,29 +131,29 @@ TEST(Protocol, BatchLimit) {
 }
 
 TEST(Protocol, DecodesQueryStrings) {
-  std::string biz, key;
+  std::string biz, key, id;
   WireRequest r;
   ProtocolError err;
-  ASSERT_TRUE(DecodeQuery("biz=login&key=user%3A42+x&n=2", Cmd::kAcquire, &biz, &key, &r, &err)) << err.msg;
+  ASSERT_TRUE(DecodeQuery("biz=login&key=user%3A42+x&n=2", Cmd::kAcquire, &biz, &key, &id, &r, &err)) << err.msg;
   EXPECT_EQ(r.biz, "login");
   EXPECT_EQ(r.key, "user:42 x");
   EXPECT_EQ(r.n, 2);
-  EXPECT_FALSE(DecodeQuery("biz=login", Cmd::kAcquire, &biz, &key, &r, &err));
-  EXPECT_FALSE(DecodeQuery("biz=login&key=k&x=1", Cmd::kAcquire, &biz, &key, &r, &err));
-  EXPECT_FALSE(DecodeQuery("biz=login&key=k%2", Cmd::kAcquire, &biz, &key, &r, &err));
-  EXPECT_FALSE(DecodeQuery("biz=login&key=k%0a", Cmd::kAcquire, &biz, &key, &r, &err));
-  EXPECT_FALSE(DecodeQuery("biz=login&key=k&n=0", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login", Cmd::kAcquire, &biz, &key, &id, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&x=1", Cmd::kAcquire, &biz, &key, &id, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k%2", Cmd::kAcquire, &biz, &key, &id, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k%0a", Cmd::kAcquire, &biz, &key, &id, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&n=0", Cmd::kAcquire, &biz, &key, &id, &r, &err));
   EXPECT_EQ(err.status, 400);
 }
 
 // Values with nothing to decode are views of the query itself; the others
 // are decoded into the buffers. Empty pairs are skipped, repeats refused.
 TEST(Protocol, DecodesQueryStringsInPlaceOrIntoBuffers) {
-  std::string biz, key;
+  std::string biz, key, id;
   WireRequest r;
   ProtocolError err;
   const std::string_view q = "&&biz=login&key=u1&n=3&route=r%41&";
-  ASSERT_TRUE(DecodeQuery(q, Cmd::kQuery, &biz, &key, &r, &err)) << err.msg;
+  ASSERT_TRUE(DecodeQuery(q, Cmd::kQuery, &biz, &key, &id, &r, &err)) << err.msg;
   EXPECT_EQ(r.cmd, Cmd::kQuery);
   EXPECT_EQ(r.biz, "login");
   EXPECT_EQ(r.key, "u1");
@@ -161,37 +161,37 @@ TEST(Protocol, DecodesQueryStringsInPlaceOrIntoBuffers) {
   EXPECT_EQ(r.route, "r%41");
   EXPECT_EQ(r.n, 3);
   EXPECT_EQ(r.key.data(), q.data() + 16);  // not copied
-  ASSERT_TRUE(DecodeQuery("key=a+b%2Bc&biz=lo%67in&n=%32", Cmd::kAcquire, &biz, &key, &r, &err)) << err.msg;
+  ASSERT_TRUE(DecodeQuery("key=a+b%2Bc&biz=lo%67in&n=%32", Cmd::kAcquire, &biz, &key, &id, &r, &err)) << err.msg;
   EXPECT_EQ(r.biz, "login");
   EXPECT_EQ(r.key, "a b+c");
   EXPECT_EQ(r.route_key, "a+b%2Bc");
   EXPECT_EQ(r.n, 2);
-  EXPECT_FALSE(DecodeQuery("biz=login&key=k&key=j", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&key=j", Cmd::kAcquire, &biz, &key, &id, &r, &err));
   EXPECT_EQ(err.msg, "query parameter \"key\" appears twice");
-  EXPECT_FALSE(DecodeQuery("biz=&key=k", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=&key=k", Cmd::kAcquire, &biz, &key, &id, &r, &err));
   EXPECT_EQ(err.msg, "the query needs biz=NAME");
-  EXPECT_FALSE(DecodeQuery("biz=login&key", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key", Cmd::kAcquire, &biz, &key, &id, &r, &err));
   EXPECT_EQ(err.msg, "bad key: key is empty");
-  EXPECT_FALSE(DecodeQuery("=x&biz=login&key=k", Cmd::kAcquire, &biz, &key, &r, &err));
-  EXPECT_FALSE(DecodeQuery("biz=login&key=k&n=%", Cmd::kAcquire, &biz, &key, &r, &err));
+  EXPECT_FALSE(DecodeQuery("=x&biz=login&key=k", Cmd::kAcquire, &biz, &key, &id, &r, &err));
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&n=%", Cmd::kAcquire, &biz, &key, &id, &r, &err));
   EXPECT_EQ(err.msg, "query parameter \"n\" has a bad %-escape");
   // A key the XML protocol could not name makes no node through a GET form.
   for (const char* q : {"biz=login&key=a%EF%BF%BE", "biz=login&key=%EF%BF%BF"}) {
-    EXPECT_FALSE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &r, &err)) << q;
+    EXPECT_FALSE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &id, &r, &err)) << q;
     EXPECT_EQ(err.msg, "the key holds U+FFFE or U+FFFF, which are not XML characters");
   }
-  ASSERT_TRUE(DecodeQuery("biz=login&key=%EF%BF%BD", Cmd::kAcquire, &biz, &key, &r, &err)) << err.msg;  // U+FFFD
+  ASSERT_TRUE(DecodeQuery("biz=login&key=%EF%BF%BD", Cmd::kAcquire, &biz, &key, &id, &r, &err)) << err.msg;  // U+FFFD
   // n in decimal: leading zeros as many as sent, the bound on its value.
   for (const auto& [q, n] :
        std::vector<std::pair<std::string, int64_t>>{{"biz=login&key=k&n=0005", 5},
                                                     {"biz=login&key=k&n=00000000002", 2},
                                                     {"biz=login&key=k&n=02147483647", 2147483647}}) {
-    ASSERT_TRUE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &r, &err)) << q << ": " << err.msg;
+    ASSERT_TRUE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &id, &r, &err)) << q << ": " << err.msg;
     EXPECT_EQ(r.n, n) << q;
   }
   for (const char* q :
        {"biz=login&key=k&n=02147483648", "biz=login&key=k&n=00", "biz=login&key=k&n=0-5", "biz=login&key=k&n=0%2B5"})
-    EXPECT_FALSE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &r, &err)) << q;
+    EXPECT_FALSE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &id, &r, &err)) << q;
 }
 
 TEST(Protocol, EncodesTheContractFormatExactly) {
@@ -300,15 +300,22 @@ TEST(Protocol, LeaseCommandsTakeALeaseAndOnlyThey) {
   ExpectRefusedWith400(R"(<request cmd="acquire" biz="llm" key="u42" lease="00000001f3a09c5e7b21d4c8"/>)");
   ExpectRefusedWith400(R"(<request cmd="release" biz="llm" key="u42" lease="a" lease="b"/>)");
 
-  std::string biz, key;
+  std::string biz, key, id;
   WireRequest w;
   ProtocolError err;
-  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&lease=00000001f3a09c5e7b21d4c8", Cmd::kRelease, &biz, &key, &w, &err))
+  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&lease=00000001f3a09c5e7b21d4c8", Cmd::kRelease, &biz, &key, &id, &w, &err))
       << err.msg;
   EXPECT_EQ(w.lease, "00000001f3a09c5e7b21d4c8");
-  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42", Cmd::kRelease, &biz, &key, &w, &err));
-  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&lease=a&n=2", Cmd::kRenew, &biz, &key, &w, &err));
-  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&lease=a", Cmd::kAcquire, &biz, &key, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42", Cmd::kRelease, &biz, &key, &id, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&lease=a&n=2", Cmd::kRenew, &biz, &key, &id, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&lease=a", Cmd::kAcquire, &biz, &key, &id, &w, &err));
+  // Percent-decoded as every value but route.
+  ASSERT_TRUE(
+      DecodeQuery("biz=llm&key=u42&lease=%30000000%31f3a09c5e7b21d4c8", Cmd::kRelease, &biz, &key, &id, &w, &err))
+      << err.msg;
+  EXPECT_EQ(w.lease, "00000001f3a09c5e7b21d4c8");
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&lease=%3", Cmd::kRelease, &biz, &key, &id, &w, &err));
+  EXPECT_NE(err.msg.find("\"lease\" has a bad %-escape"), std::string::npos) << err.msg;
 }
 
 TEST(Protocol, AGrantedLeaseIsAnswered) {
@@ -360,21 +367,30 @@ TEST(Protocol, ReserveAndSettleTakeTheirAttributesAndOnlyThey) {
   ExpectRefusedWith400(R"(<request cmd="acquire" biz="llm" key="u42" reservation="00000001f3a09c5e7b21d4c8"/>)");
   ExpectRefusedWith400(R"(<request cmd="acquire" biz="llm" key="u42" n="0" reserve="5"/>)");
 
-  std::string biz, key;
+  std::string biz, key, id;
   WireRequest w;
   ProtocolError err;
-  ASSERT_TRUE(
-      DecodeQuery("biz=llm&key=u42&reservation=00000001f3a09c5e7b21d4c8&n=1730", Cmd::kSettle, &biz, &key, &w, &err))
+  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&reservation=00000001f3a09c5e7b21d4c8&n=1730", Cmd::kSettle, &biz, &key, &id,
+                          &w, &err))
       << err.msg;
   EXPECT_EQ(w.reservation, "00000001f3a09c5e7b21d4c8");
   EXPECT_EQ(w.n, 1730);
-  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&n=4000&reserve=600", Cmd::kAcquire, &biz, &key, &w, &err)) << err.msg;
+  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&n=4000&reserve=600", Cmd::kAcquire, &biz, &key, &id, &w, &err)) << err.msg;
   EXPECT_EQ(w.reserve, 600);
-  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reservation=a", Cmd::kSettle, &biz, &key, &w, &err));  // no n
-  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&n=5", Cmd::kSettle, &biz, &key, &w, &err));            // no id
-  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reservation=a&n=9223372036854775808", Cmd::kSettle, &biz, &key, &w, &err));
-  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reserve=600", Cmd::kQuery, &biz, &key, &w, &err));
-  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reserve=0", Cmd::kAcquire, &biz, &key, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reservation=a", Cmd::kSettle, &biz, &key, &id, &w, &err));  // no n
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&n=5", Cmd::kSettle, &biz, &key, &id, &w, &err));            // no id
+  EXPECT_FALSE(
+      DecodeQuery("biz=llm&key=u42&reservation=a&n=9223372036854775808", Cmd::kSettle, &biz, &key, &id, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reserve=600", Cmd::kQuery, &biz, &key, &id, &w, &err));
+  EXPECT_FALSE(DecodeQuery("biz=llm&key=u42&reserve=0", Cmd::kAcquire, &biz, &key, &id, &w, &err));
+  // Percent-decoded as every value but route.
+  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&n=4000&reserve=%36%30", Cmd::kAcquire, &biz, &key, &id, &w, &err))
+      << err.msg;
+  EXPECT_EQ(w.reserve, 60);
+  ASSERT_TRUE(DecodeQuery("biz=llm&key=u42&reservation=%300000001f3a09c5e7b21d4c%38&n=1", Cmd::kSettle, &biz, &key, &id,
+                          &w, &err))
+      << err.msg;
+  EXPECT_EQ(w.reservation, "00000001f3a09c5e7b21d4c8");
 }
 
 TEST(Protocol, AReservationAndASettleAreAnswered) {
