@@ -254,6 +254,12 @@ TEST(EnvoyHttpE2E, JsonDecisionsAndDeclaredFieldsAreInTheDecisionLog) {
   Client c(f.port());
   ASSERT_EQ(c.Post(Call(User("amy")), "/json").status, 200);
   ASSERT_EQ(c.Get("/acquire?biz=ad&key=u1%7Cad7").status, 200);
+  // Past the limit: the count the engine keeps (7 of 5), not limit - remaining.
+  ASSERT_EQ(c.Post(Call(User("bob"), 7), "/json").status, 429);
+  // Envoy's own limit: its limit, the key the engine counts (led by the
+  // domain) and the domain.
+  const std::string own = R"({"entries":[{"key":"foo","value":"ovdl"}],"limit":{"requestsPerUnit":2,"unit":"HOUR"}})";
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Post(Call(own), "/json").status, i < 2 ? 200 : 429);
   ASSERT_EQ(f.Stop(), 0);  // a stop writes out what the worker holds
   const std::string log = ReadFile(f.dir() + "/decisions.log");
   EXPECT_NE(log.find("\"biz\":\"envoy.rl.user\",\"key\":\"user_amy\""), std::string::npos) << log;
@@ -261,6 +267,11 @@ TEST(EnvoyHttpE2E, JsonDecisionsAndDeclaredFieldsAreInTheDecisionLog) {
   EXPECT_NE(log.find("\"client\":\"127.0.0.1\",\"domain\":\"rl\",\"descriptor\":\"user\"}"), std::string::npos) << log;
   EXPECT_NE(log.find("\"key\":\"u1|ad7\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"client\":\"127.0.0.1\",\"user\":\"u1\",\"ad\":\"ad7\"}"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"key\":\"user_bob\",\"rule\":"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"allowed\":false,\"n\":7,\"count\":7,\"limit\":5,\"remaining\":0,"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"biz\":\"envoy._override.hour\",\"key\":\"rl|foo_ovdl\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"allowed\":false,\"n\":1,\"count\":3,\"limit\":2,\"remaining\":0,"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"domain\":\"rl\",\"descriptor\":\"override_hour\"}"), std::string::npos) << log;
 }
 
 TEST(EnvoyHttpE2E, JsonWithoutGrpcConfigIs404) {
