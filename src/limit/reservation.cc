@@ -270,9 +270,14 @@ Reservations::RuleSettle Reservations::SettleRule(const RuleSpec& spec, uint8_t*
   if (extra <= 0) return out;
   // In the reservation's window (checked above): a fixed or calendar window
   // adds to its count; a sliding window and a token bucket count the excess
-  // as used now, which holds it no shorter than at taken_s would.
+  // as used now, which holds it no shorter than at taken_s would. What is
+  // reported is what the count took: a count at its top (2^32-1) takes no
+  // more.
+  RuleResult before, after;
+  Evaluate(spec, block, now, 1, &before);
   Record(spec, block, now, extra);
-  out.overrun = extra;
+  Evaluate(spec, block, now, 1, &after);
+  out.overrun = std::clamp<int64_t>(after.count - before.count, 0, extra);
   return out;
 }
 

@@ -39,6 +39,7 @@ constexpr const char* kReserveMap = R"(<map>
   <biz id="30" name="few" reservations="2"><rule algo="fixed" interval="60" max="100"/></biz>
   <biz id="31" name="none" reservations="0"><rule algo="fixed" interval="60" max="100"/></biz>
   <biz id="32" name="inflight"><rule algo="concurrency" max="2" lease="10"/></biz>
+  <biz id="33" name="huge"><rule algo="fixed" interval="31536000" max="2147483647"/></biz>
 </map>)";
 
 class ReservationTest : public testing::EngineFixture {
@@ -419,6 +420,22 @@ TEST_F(ReservationTest, EveryRuleOfTheBizSettlesInItsOwnWindow) {
   EXPECT_EQ(s.res_returned, 40);  // the hour's alone
   EXPECT_EQ(Count("two", "k", 0), 0);
   EXPECT_EQ(Count("two", "k", 1), 10);
+}
+
+// A settle's overrun says what the count took: at its top (2^32-1) a count
+// takes no more, and the answer says 0.
+TEST_F(ReservationTest, AnOverrunIsWhatTheCountTook) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(IdOf(Reserve("huge", "k", 1)));
+  int64_t overrun = 0;
+  for (const std::string& id : ids) {
+    Decision s = Settle("huge", "k", id, 2147483647);
+    ASSERT_TRUE(s.settled) << s.status.ToString();
+    overrun += s.res_overrun;
+    EXPECT_EQ(Count("huge", "k") - 3, overrun);
+  }
+  EXPECT_EQ(Count("huge", "k"), int64_t{UINT32_MAX});
+  EXPECT_EQ(overrun, int64_t{UINT32_MAX} - 3);
 }
 
 // A reload that adds a rule keeps the reservations held, but the new rule
