@@ -70,9 +70,13 @@ void WriteLeaseAndReservationFields(Cmd cmd, const Decision& d, BufWriter& w) {
   if (d.res_serial != 0) {
     // A reservation taken: its id (the lease id's form) and expiry.
     WriteId(w, " reservation=\"", d.res_serial, d.res_mac);
-    // expires="T" as the contract words it; beside a lease (a biz with a
-    // concurrency rule too), whose expires it is, as reservation_expires.
-    if (d.lease_serial != 0) w.Field(" reservation_expires=\"", d.res_expires);
+    // expires="T" as the contract words it; in a biz with a concurrency
+    // rule too, whose lease's expires it is, as reservation_expires, a
+    // lease granted or not (a shadow acquire past max takes none): the
+    // client reads one name per biz.
+    bool leases = d.lease_serial != 0;
+    for (uint32_t i = 0; i < d.nrules && !leases; ++i) leases = d.rules[i].algo == Algo::kConcurrency;
+    if (leases) w.Field(" reservation_expires=\"", d.res_expires);
     else w.Field(" expires=\"", d.res_expires);
   } else if (d.reservations_full) {
     w.Lit(" reservations_full=\"1\"");

@@ -408,6 +408,15 @@ TEST(Protocol, AReservationAndASettleAreAnswered) {
   AppendDecision(Cmd::kAcquire, d, &out);
   EXPECT_NE(out.find(" expires=\"1795305611\""), std::string::npos) << out;
   EXPECT_NE(out.find(" reservation_expires=\"1795305721\""), std::string::npos) << out;
+  // In a biz with a concurrency rule, with no lease granted (a shadow
+  // acquire past max): the same name.
+  d.lease_serial = 0;
+  d.nrules = 2;
+  d.rules[1].algo = Algo::kConcurrency;
+  out.clear();
+  AppendDecision(Cmd::kAcquire, d, &out);
+  EXPECT_NE(out.find(" reservation_expires=\"1795305721\""), std::string::npos) << out;
+  EXPECT_EQ(out.find(" expires="), std::string::npos) << out;
   Decision s;
   s.settled = true;
   s.res_returned = 2270;
