@@ -16,7 +16,8 @@ Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files) {
   std::string out =
       "<map>\n"
       "  <!-- from envoyproxy/ratelimit configuration: one biz per rate-limited descriptor path;\n"
-      "       the counter key of a request descriptor is its entries as KEY_VALUE joined by '_'.\n"
+      "       the counter key of a request descriptor is its entries as KEY_VALUE joined by '_'\n"
+      "       (a '_' in a value that another entry follows written %5F: docs/integrations.md).\n"
       "       Biz ids here are derived from the names alone: a running frsd keeps the ids it\n"
       "       assigned in its store directory (envoy.ids), which can differ. -->\n";
   // Names come from the YAML: escaped, as a "--" in one would end the comment.
