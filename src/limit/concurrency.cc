@@ -402,6 +402,14 @@ void Concurrency::Convert(const RuleSpec& spec, std::span<const uint8_t> old_blo
   for (uint32_t i = 0; i < n; ++i) p.Set(i, held[i].serial, held[i].expires - t);
 }
 
+uint32_t Concurrency::Taken(std::span<const uint8_t> block) {
+  if (block.size() < kHeaderBytes || Load32(block.data()) == 0) return 0;
+  const PlaceTable p(block.data(), static_cast<uint32_t>(block.size()));
+  uint32_t taken = 0;
+  for (uint32_t i = 0; i < p.n; ++i) taken += p.Serial(i) != 0;
+  return taken;
+}
+
 uint32_t Concurrency::Sweep(const RuleSpec& spec, uint8_t* block, const Now& now) {
   if (Load32(block) == 0) return 0;
   return Rebase(spec, block, ClampedNow(block, now));

@@ -89,6 +89,9 @@ struct Concurrency {
 
   // The leases held now, up to out.size(); returns how many are held.
   static size_t Held(const RuleSpec& spec, const uint8_t* block, const Now& now, std::span<Lease> out);
+  // The places a block of any length has taken, expired or not (what a
+  // conversion may end: limit/node_op.h, LayoutEnded).
+  static uint32_t Taken(std::span<const uint8_t> block);
 };
 
 }  // namespace frs::limit

@@ -10,6 +10,7 @@
 //     members ahead so that the cache misses of several members overlap.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -224,7 +225,8 @@ enum class Judged : uint8_t { kAll, kRefused, kReadAgain };
 // none may stay recorded; *refused is its index, its decision as judged) or
 // needs its node read again with room for its reservation table (need[k]
 // set).
-Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::span<uint32_t> need, size_t* refused) {
+Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::span<uint32_t> need,
+                std::span<const LayoutEnded> ended, size_t* refused) {
   const Now& now = run.now;
   for (size_t k = 0; k < run.nodes.size(); ++k) {
     NodeRef& node = run.nodes[k];
@@ -233,10 +235,16 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
     Decision& d = run.decision(k);
     const int64_t n = run.req(k).n;
     d.found = node.exists;
-    // As NodeOp: expired leases are freed (and counted) first; put back
-    // with the rest when the batch records nothing.
-    if (run.first_with(k) && node.exists) d.leases_expired = static_cast<uint16_t>(SweepLeases(cfg, node.state, now));
-    if (run.first_with(k) && node.exists) d.res_expired = static_cast<uint16_t>(SweepReservations(cfg, node, now));
+    // As NodeOp: expired leases are freed (and counted) first, with those
+    // the node's conversion ended; put back with the rest when the batch
+    // records nothing.
+    if (run.first_with(k) && node.exists) {
+      d.leases_expired = static_cast<uint16_t>(std::min<uint32_t>(SweepLeases(cfg, node.state, now) + ended[k].leases,
+                                                                  std::numeric_limits<uint16_t>::max()));
+      d.res_expired =
+          static_cast<uint16_t>(std::min<uint32_t>(SweepReservations(cfg, node, now) + ended[k].reservations,
+                                                   std::numeric_limits<uint16_t>::max()));
+    }
     EvaluateRules(cfg, node.state, now, n, &d);
     Summarize(&d, enforce);
     const int64_t reserve = run.req(k).reserve;
@@ -330,16 +338,17 @@ void EngineImpl::DecideAcquires(std::span<const Request> reqs, std::span<Decisio
     const AcquireRun run{reqs, out, members, item_member, now, lease_secret_, nodes};
     bool short_read = false;
     std::vector<uint32_t> asked(nodes.size());
+    std::vector<LayoutEnded> ended(nodes.size());
     for (size_t k = 0; k < nodes.size(); ++k) {
       asked[k] = nodes[k].state_bytes;
-      if (run.first_with(k) && !AdoptLayout(run.cfg(k), nodes[k], now, &need[k])) short_read = true;
+      if (run.first_with(k) && !AdoptLayout(run.cfg(k), nodes[k], now, &need[k], nullptr, &ended[k])) short_read = true;
     }
     if (short_read) return;
     std::vector<std::vector<uint8_t>> backup(nodes.size());
     for (size_t k = 0; k < nodes.size(); ++k)
       if (run.first_with(k)) backup[k].assign(nodes[k].state, nodes[k].state + nodes[k].state_bytes);
     size_t refused = nodes.size();
-    const Judged judged = valid ? JudgeAll(run, asked, need, &refused) : Judged::kRefused;
+    const Judged judged = valid ? JudgeAll(run, asked, need, ended, &refused) : Judged::kRefused;
     if (judged == Judged::kReadAgain) return;
     if (judged == Judged::kAll) {
       for (size_t k = 0; k < nodes.size(); ++k) {

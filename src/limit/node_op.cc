@@ -9,7 +9,29 @@
 
 namespace frs::limit {
 
-bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted) {
+namespace {
+
+// Leases and reservations a state holds, expired or not, walking its tags.
+LayoutEnded TakenIn(std::span<const uint8_t> state) {
+  LayoutEnded t;
+  for (uint32_t off = 0; off + kBlockUnit <= state.size();) {
+    const uint32_t tag = Load32(state.data() + off);
+    const uint32_t bytes = TagBytes(tag);
+    if (tag == 0 || bytes == 0 || off + bytes > state.size()) break;
+    if (Reservations::IsTag(tag)) {
+      t.reservations += Reservations::Held(state.data() + off, bytes, 0, {});
+    } else if (TagIsConcurrency(tag)) {
+      t.leases += Concurrency::Taken(state.subspan(off, bytes));
+    }
+    off += bytes;
+  }
+  return t;
+}
+
+}  // namespace
+
+bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted,
+                 LayoutEnded* ended) {
   if (!ref.exists) return true;
   // Read whole: past the rules' blocks may be a reservation table
   // (limit/reservation.h), which a write of fewer bytes would drop.
@@ -26,11 +48,16 @@ bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* n
   uint8_t old[kMaxStateBytes];
   std::memcpy(old, ref.state, have);
   bool started = false;
-  if (!same) {
-    started = MigrateState(biz, std::span<const uint8_t>(old, have), ref.state, now);
-    if (converted) *converted = true;
+  if (!same) started = MigrateState(biz, std::span<const uint8_t>(old, have), ref.state, now);
+  if (!PlaceReservations(biz, std::span<const uint8_t>(old, have), ref, need_bytes, started)) return false;
+  if (converted) *converted = true;
+  if (ended) {
+    const LayoutEnded was = TakenIn(std::span<const uint8_t>(old, have));
+    const LayoutEnded is = TakenIn(std::span<const uint8_t>(ref.state, ref.state_bytes));
+    ended->leases = was.leases > is.leases ? was.leases - is.leases : 0;
+    ended->reservations = was.reservations > is.reservations ? was.reservations - is.reservations : 0;
   }
-  return PlaceReservations(biz, std::span<const uint8_t>(old, have), ref, need_bytes, started);
+  return true;
 }
 
 bool MigrateState(const BizConfig& biz, std::span<const uint8_t> old_state, uint8_t* state, const Now& now) {
@@ -193,14 +220,17 @@ Commit NodeOp::Apply(NodeRef& ref) {
     return Commit::kNone;
   }
   bool converted = false;
-  if (!AdoptLayout(*biz, ref, now, &need_bytes, &converted)) return Commit::kNone;
+  LayoutEnded ended;
+  if (!AdoptLayout(*biz, ref, now, &need_bytes, &converted, &ended)) return Commit::kNone;
   const bool enforce = biz->mode == Mode::kEnforce;
   d->found = ref.exists;
   // Leases past their expiry are freed and counted at the node's first
-  // write after it (a read sees them as free already).
-  const uint32_t expired = ref.exists ? SweepLeases(*biz, ref.state, now) : 0;
-  d->leases_expired = static_cast<uint16_t>(expired);
-  d->res_expired = static_cast<uint16_t>(ref.exists ? SweepReservations(*biz, ref, now) : 0);
+  // write after it (a read sees them as free already); so are those a
+  // conversion ended (every write path below stores a conversion).
+  const uint32_t expired = (ref.exists ? SweepLeases(*biz, ref.state, now) : 0) + ended.leases;
+  d->leases_expired = static_cast<uint16_t>(std::min<uint32_t>(expired, UINT16_MAX));
+  d->res_expired = static_cast<uint16_t>(
+      std::min<uint32_t>((ref.exists ? SweepReservations(*biz, ref, now) : 0) + ended.reservations, UINT16_MAX));
   if (cmd == Cmd::kRelease && give_back) return ApplyGiveBack(ref, converted, expired + d->res_expired);
   if (cmd == Cmd::kRelease || cmd == Cmd::kRenew) return ApplyLease(ref, converted, expired + d->res_expired);
   if (cmd == Cmd::kSettle) return ApplySettle(ref, converted || expired + d->res_expired > 0);

@@ -27,12 +27,23 @@ namespace frs::limit {
 // Gives a verdict its rule's policy name and quota (RateLimit-Policy).
 void NameRule(const RuleSpec& spec, RuleResult* r);
 
+// What a node's conversion to a reloaded layout ended: leases (a lowered
+// max into fewer places, a removed concurrency rule, and those past their
+// expiry that no sweep had counted yet) and reservations (a lowered
+// `reservations`, or none kept). A write that stores the conversion counts
+// them as expired: they ended without a release or a settle.
+struct LayoutEnded {
+  uint32_t leases = 0, reservations = 0;
+};
+
 // Brings ref.state to biz's layout. When the node holds more state bytes
 // than were asked for and its layout differs (a rule was removed or
 // shrank), the blocks past the copied prefix are needed: sets *need_bytes
 // to the stored size and returns false (call again with that many bytes).
-// *converted (when given) says whether the state was rebuilt.
-bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted = nullptr);
+// *converted (when given) says whether the state was rebuilt (its rules or
+// its reservation table), *ended what that ended.
+bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* need_bytes, bool* converted = nullptr,
+                 LayoutEnded* ended = nullptr);
 // Rebuilds biz's blocks in `state` (biz.state_bytes, zeroed first) from
 // `old_state`, a sequence of tagged blocks of any layout. True when a rate
 // rule started from zero (no block was its, or none converted): it never

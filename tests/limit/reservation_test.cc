@@ -87,9 +87,14 @@ TEST_F(ReservationTest, ALoweredBoundKeepsThoseThatEndLastAndTheViewsAgree) {
       EXPECT_EQ(b.reservations, 2u);
     }
   }
-  // The one that ends first is gone, charged its estimate; the others settle.
-  EXPECT_EQ(Settle("minute", "k", ids[0], 1).status.code(), Status::Code::kGone);
-  EXPECT_TRUE(Settle("minute", "k", ids[1], 1).settled);
+  // The one that ends first is gone, charged its estimate, and counted as
+  // expired at the key's first write; the others settle.
+  Decision gone = Settle("minute", "k", ids[0], 1);
+  EXPECT_EQ(gone.status.code(), Status::Code::kGone);
+  EXPECT_EQ(gone.res_expired, 1);
+  Decision s1 = Settle("minute", "k", ids[1], 1);
+  EXPECT_TRUE(s1.settled);
+  EXPECT_EQ(s1.res_expired, 0);
   EXPECT_TRUE(Settle("minute", "k", ids[2], 1).settled);
   EXPECT_EQ(Count("minute", "k"), 5 + 1 + 1);
 }
