@@ -222,6 +222,9 @@ bool RequestAttrs::FinishOther(ProtocolError* err) {
       return Fail(err, 400,
                   std::string("n must be a whole number from ") + (least == 0 ? "0" : "1") + " to 2147483647");
   }
+  // What a command does not take is named before what it lacks: a settle
+  // sent a lease= instead of reservation= hears of the lease.
+  if (!shape.lease && have_lease_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no lease attribute");
   if (shape.reservation && (!have_reservation_ || !have_n_))
     return Fail(err, 400,
                 "cmd=\"settle\" needs a reservation attribute (the id an acquire answered) and n (the real amount)");
@@ -236,7 +239,6 @@ bool RequestAttrs::FinishOther(ProtocolError* err) {
     return Fail(err, 400, "cmd=\"merge\" needs a receipt (1..255 bytes) and a node attribute, after cmd");
   if (shape.lease && !have_lease_)
     return Fail(err, 400, std::string("cmd=\"") + cmd + "\" needs a lease attribute (the id an acquire answered)");
-  if (!shape.lease && have_lease_) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no lease attribute");
   if (shape.count && !have_count_) return Fail(err, 400, "cmd=\"set\" needs a count attribute");
   if (have_count_) {
     if (!shape.count) return Fail(err, 400, std::string("cmd=\"") + cmd + "\" takes no count attribute");

@@ -357,6 +357,14 @@ TEST(Protocol, ReserveAndSettleTakeTheirAttributesAndOnlyThey) {
     EXPECT_EQ(r.reqs[1].n, 1730);
   }
   ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" n="5"/>)");
+  {
+    // A lease's attribute on a settle is named as what it does not take.
+    XmlRequestDecoder d;
+    std::string body = R"(<request cmd="settle" biz="llm" key="u42" lease="00000001f3a09c5e7b21d4c8" n="5"/>)";
+    Decoded r = DecodeText(d, body);
+    ASSERT_FALSE(r.ok);
+    EXPECT_NE(r.err.msg.find("cmd=\"settle\" takes no lease attribute"), std::string::npos) << r.err.msg;
+  }
   ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" reservation="a"/>)");
   ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" reservation="a" n="9223372036854775808"/>)");
   ExpectRefusedWith400(R"(<request cmd="settle" biz="llm" key="u42" reservation="a" n="-1"/>)");
