@@ -73,6 +73,10 @@ struct SideFileReport {
   SideFileAtStart at_start = SideFileAtStart::kSetAside;
   // What frsd does with the file at start, as one phrase for a report.
   std::string AtStartText() const;
+  // Whether frsd's start refuses on it: a file it reads at start that it
+  // cannot read, or a damaged one whose row says so (frsd -t and frsctl
+  // grow ask this; frsd's start acts on the same verdicts).
+  bool RefusesStart() const;
 };
 
 // Every side file of the store in `dir` in a fixed order (the four named

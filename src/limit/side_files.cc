@@ -54,11 +54,17 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
   std::vector<SideFileReport> out = CheckStartFiles(dir);
   std::error_code ec;
   std::vector<std::string> days;
-  for (auto it = std::filesystem::recursive_directory_iterator(names::In(dir, names::kFieldStats), ec);
+  const std::string stats_dir = names::In(dir, names::kFieldStats);
+  for (auto it = std::filesystem::recursive_directory_iterator(stats_dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file(ec) && names::KindOfDayFile(it->path().filename().string()) != names::DayFile::kNone)
       days.push_back(it->path().string());
   }
+  // A statistics directory (or one below it) that cannot be walked is not
+  // "no day files": frsd counts nothing by field there until it can.
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    out.push_back(Report(stats_dir, AtStart::kSetAsideLater,
+                         Status::IOError(stats_dir + ": cannot read the statistics by key field: " + ec.message())));
   std::sort(days.begin(), days.end());
   for (std::string& d : days) {
     Status s = stats::CheckDayFile(d);
@@ -73,9 +79,9 @@ Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
     if (r.status.ok()) continue;
     const bool damaged = r.status.code() == Status::Code::kCorruption || r.status.code() == Status::Code::kMismatch;
     // A file that cannot be read (permissions, I/O) is not damage: moving it
-    // aside would not help.
+    // aside would not help (RefusesStart says so to frsd -t).
     if (!damaged) return r.status;
-    if (r.at_start == AtStart::kRefuse) {
+    if (r.RefusesStart()) {
       const bool lease_key = r.path == names::In(dir, names::kLeaseKey);
       return Status::Corruption(
           r.status.message() + ": frsd will not start on a damaged " + r.path + ": restore it from a backup, or " +
@@ -96,11 +102,25 @@ Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
 
 namespace frs {
 
+namespace {
+bool IsDamage(const Status& s) { return s.code() == Status::Code::kCorruption || s.code() == Status::Code::kMismatch; }
+}  // namespace
+
+bool SideFileReport::RefusesStart() const {
+  if (status.ok() || at_start == SideFileAtStart::kSetAsideLater) return false;
+  return !IsDamage(status) || at_start == SideFileAtStart::kRefuse;
+}
+
 std::string SideFileReport::AtStartText() const {
   if (status.ok()) return exists ? "frsd uses it" : "frsd creates it";
   // A file that cannot be read (permission, I/O) is not damage, and moving
   // it aside would not help; for lease.key it would unmake every lease id.
-  if (status.code() != Status::Code::kCorruption && status.code() != Status::Code::kMismatch)
+  // Day files (and their directory) are not read at start: their statistics
+  // go uncounted meanwhile, each time logged.
+  if (!IsDamage(status) && at_start == SideFileAtStart::kSetAsideLater)
+    return "frsd starts, but counts no statistics by key field here until it can read it: fix its owner, mode or "
+           "type (or the disk)";
+  if (!IsDamage(status))
     return "frsd refuses to start until it can read it: fix its owner or mode (or the disk); do not move it aside";
   switch (at_start) {
     case SideFileAtStart::kRefuse: return "frsd refuses to start until it is moved aside or restored";

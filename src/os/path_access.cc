@@ -35,20 +35,29 @@ std::string PermissionWords(const std::string& path) {
   // The first ancestor this process cannot search, else the path itself.
   std::string refusing;
   struct stat st {};
+  bool found = false;
   std::filesystem::path p(path);
   std::filesystem::path acc = p.root_path();
   for (const auto& part : p.relative_path().parent_path()) {
     acc /= part;
     if (::access(acc.c_str(), X_OK) != 0 && ::stat(acc.c_str(), &st) == 0) {
       refusing = Describe(acc.string(), st);
+      found = true;
       break;
     }
   }
-  if (refusing.empty() && ::stat(path.c_str(), &st) == 0) refusing = Describe(path, st);
+  if (!found && ::stat(path.c_str(), &st) == 0) {
+    refusing = Describe(path, st);
+    found = true;
+  }
   std::string words = path + ": permission denied";
   if (!refusing.empty()) words += ": " + refusing;
-  return words + ", and this process runs as " + UserName(::geteuid()) + ":" + GroupName(::getegid()) +
-         " (run it as that owner)";
+  words += ", and this process runs as " + UserName(::geteuid()) + ":" + GroupName(::getegid());
+  // Its owner already: the mode is what refuses (running as the owner
+  // would change nothing).
+  if (found && st.st_uid == ::geteuid())
+    return words + (S_ISDIR(st.st_mode) ? " (its owner: give it u+rwx)" : " (its owner: give it u+rw)");
+  return words + " (run it as that owner, or change its owner or mode)";
 }
 
 Result<bool> PathExists(const std::string& path) {

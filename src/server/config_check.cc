@@ -160,7 +160,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   for (const limit::SideFileReport& r : limit::CheckStartFiles(cfg->store_dir)) {
     if (r.status.ok()) continue;
-    if (r.at_start == limit::AtStart::kRefuse) problems.push_back(r.status.message() + ": " + r.AtStartText());
+    if (r.RefusesStart()) problems.push_back(r.status.message() + ": " + r.AtStartText());
     else side_warnings.push_back(r.status.message() + ": " + r.AtStartText());
   }
 

@@ -56,6 +56,7 @@ constexpr const char* kBizzes[] = {"login", "ad_user", "api", "partner"};
 using ctl_test::CtlRun;
 using ctl_test::Quote;
 using ctl_test::ReadFile;
+using frs::testing::WriteFile;
 
 using NodeMap = std::map<std::pair<uint64_t, uint64_t>, NodeInfo>;
 
@@ -324,6 +325,21 @@ TEST_F(GrowTest, ShrinksWhileTheLiveNodesFitAndRefusesBelowThem) {
   EXPECT_EQ(OnDisk(dir_ / "data"), from_);
   EXPECT_TRUE(Leftovers().empty());
   ExpectSame(before, Take());
+
+  // A damaged file of the store directory (stats.frs's magic): refused as
+  // verify reports it, nothing changed (grow said it kept the file, and frsd
+  // then refused to start on it).
+  const std::string stats = dir_ / "data/stats.frs";
+  const std::string kept = ReadFile(stats);
+  ASSERT_GE(kept.size(), 4u);
+  WriteFile(stats, "XXXX" + kept.substr(4));
+  r = Ctl({"grow", "--keynodes", "1024"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("stats.frs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("frsctl verify lists"), std::string::npos) << r.err;
+  EXPECT_EQ(OnDisk(dir_ / "data"), from_);
+  EXPECT_TRUE(Leftovers().empty());
+  WriteFile(stats, kept);
 
   // Smaller, with room for every node: done, and nothing lost.
   r = Ctl({"grow", "--files", "1", "--keynodes", "96", "--chain", "10", "--json"});

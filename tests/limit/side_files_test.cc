@@ -115,6 +115,52 @@ TEST(SideFiles, AFileThatCannotBeReadIsNotToBeMovedAside) {
   EXPECT_NE(reports[3].AtStartText().find("do not move it aside"), std::string::npos);
 }
 
+// What frsd -t reports as a refusal is what the start refuses: a file read
+// at start that cannot be read is one, whatever its row for damage says
+// (denials.frs or rules.history unreadable was only warned of, then the
+// start refused it); a damaged one whose row moves it aside is not.
+TEST(SideFiles, RefusesStartIsWhatTheStartRefuses) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  std::filesystem::remove(dir + "/denials.frs");
+  std::filesystem::create_directory(dir + "/denials.frs");  // unreadable as root too
+  auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports[1].path, dir + "/denials.frs");
+  ASSERT_FALSE(reports[1].status.ok());
+  EXPECT_NE(reports[1].status.code(), Status::Code::kCorruption) << reports[1].status.ToString();
+  EXPECT_TRUE(reports[1].RefusesStart()) << reports[1].status.ToString();
+  EXPECT_FALSE(PrepareSideFiles(dir).ok());
+  std::filesystem::remove(dir + "/denials.frs");
+  ASSERT_TRUE(stats::RecentDenials::Open(dir, /*read_only=*/false).ok());
+  std::ofstream(dir + "/rules.history", std::ios::app) << "not an entry\n";
+  reports = CheckSideFiles(dir);
+  ASSERT_FALSE(reports[2].status.ok());
+  EXPECT_FALSE(reports[2].RefusesStart()) << reports[2].status.ToString();  // moved aside
+  EXPECT_TRUE(PrepareSideFiles(dir).ok());
+  for (const SideFileReport& r : CheckSideFiles(dir)) EXPECT_FALSE(r.RefusesStart()) << r.path;
+}
+
+// A statistics directory that cannot be walked was reported as no day
+// files at all (verify "clean"), while frsd counted nothing by field: it is
+// reported, as what the start does not refuse.
+TEST(SideFiles, AStatisticsDirectoryThatCannotBeReadIsReported) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  std::filesystem::remove_all(dir + "/stats");
+  std::ofstream(dir + "/stats") << "x";
+  const auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 5u);
+  EXPECT_EQ(reports[4].path, dir + "/stats");
+  ASSERT_FALSE(reports[4].status.ok());
+  EXPECT_NE(reports[4].status.message().find("cannot read the statistics by key field"), std::string::npos)
+      << reports[4].status.ToString();
+  EXPECT_NE(reports[4].AtStartText().find("frsd starts, but counts no statistics by key field here"), std::string::npos)
+      << reports[4].AtStartText();
+  EXPECT_FALSE(reports[4].RefusesStart());
+}
+
 // lease.key of another length than 16 bytes passed verify and frsd -t, then
 // the start refused it: the three agree now, and the start names the fix.
 TEST(SideFiles, ALeaseKeyOfAnotherLengthIsDamageTheStartRefuses) {

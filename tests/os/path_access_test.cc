@@ -71,5 +71,22 @@ TEST(PathAccess, AStoreThisUserMayNotSeeIsNamedAsAPermissionProblem) {
   EXPECT_EQ(said.find("seen"), std::string::npos) << said;
 }
 
+// The fix the words give: a mode for a file this process owns (running as
+// its owner would change nothing), else the owner (or the owner or mode).
+TEST(PathAccess, TheFixNamedFitsWhoOwnsThePath) {
+  testing::TempDir d;
+  const std::string file = d / "frs.0.store";
+  std::ofstream(file) << "x";
+  ASSERT_EQ(::chmod(file.c_str(), 0400), 0);
+  const std::string own = os::PermissionWords(file);
+  EXPECT_NE(own.find("mode 0400"), std::string::npos) << own;
+  EXPECT_NE(own.find("(its owner: give it u+rw)"), std::string::npos) << own;
+  EXPECT_EQ(own.find("run it as that owner"), std::string::npos) << own;
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another user";
+  ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+  const std::string other = os::PermissionWords(file);
+  EXPECT_NE(other.find("(run it as that owner, or change its owner or mode)"), std::string::npos) << other;
+}
+
 }  // namespace
 }  // namespace frs

@@ -459,6 +459,15 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (!before->problems.empty() && !format4)
     return Status::Corruption(dir + " has " + std::to_string(before->problems.size()) + " problem(s), the first: " +
                               before->problems.front() + "; run `frsctl verify --repair` first (nothing changed)");
+  // The engine's files too, as frsctl verify checks them: a grown store
+  // carries them over as they are, so a damaged stats.frs would still stop
+  // frsd's start after a grow that said it kept it.
+  if (!format4)
+    for (const SideFileReport& f : CheckStoreSideFiles(dir))
+      if (!f.status.ok())
+        return Status::Corruption(f.status.message() + " (" + f.AtStartText() +
+                                  "): the store directory has a problem frsctl verify lists; fix it first (nothing "
+                                  "changed)");
   const std::vector<std::string> damaged_left = format4 ? before->problems : std::vector<std::string>{};
   Result<Survey> survey = SurveyNodes(*old, now);
   if (!survey.ok()) return survey.status();
