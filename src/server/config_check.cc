@@ -12,10 +12,12 @@
 #include "config/srv_config.h"
 #include "frs/store.h"
 #include "frs/store_admin.h"
+#include "frs/store_dir.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "limit/side_files.h"
 #include "os/output_file.h"
+#include "os/path_access.h"
 #include "os/text_file.h"
 #include "server/allow_list.h"
 #include "server/envoy_map.h"
@@ -155,6 +157,14 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   if (sc.ok() && sc->exists && ::access(cfg->store_dir.c_str(), W_OK) != 0)
     problems.push_back(Status::FromErrno("store " + cfg->store_dir + " is not writable", errno).message() +
                        ": frsd writes its lock and listen files there");
+  // The store files are read above; frsd maps them to write.
+  for (uint32_t i = 0; sc.ok() && sc->exists && i < cfg->geometry.files; ++i) {
+    const std::string path = frs::store_dir::In(cfg->store_dir, frs::store_dir::StoreFileName(i));
+    if (::access(path.c_str(), R_OK | W_OK) == 0) continue;
+    problems.push_back(
+        (errno == EACCES || errno == EPERM ? os::PermissionWords(path) : Status::FromErrno(path, errno).message()) +
+        ": frsd opens it to read and write");
+  }
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings;
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -280,6 +281,26 @@ TEST_F(FrsdCheckTest, AStoreOfAnotherGeometryOrWithAMissingFileIsRefused) {
   r = Check();
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("missing " + (dir_ / "data/frs.1.store")), std::string::npos) << r.err;
+}
+
+// A store file frsd may read but not write: frsd -t said ok (it reads the
+// headers) and the start refused it. Checked as another user (root may
+// write any file): CI runs as root.
+TEST_F(FrsdCheckTest, AStoreFileFrsdCannotWriteIsRefused) {
+  std::string create = std::string(FRSCTL_PATH) + " -c " + (dir_ / "srv.xml") + " import </dev/null >/dev/null 2>&1";
+  ASSERT_EQ(std::system(create.c_str()), 0);
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to check as another user";
+  const std::string give = "chown -R 65534:65534 " + dir_.path() + " && chmod 0755 " + dir_.path() + " && chmod 0400 " +
+                           (dir_ / "data/frs.0.store");
+  ASSERT_EQ(std::system(give.c_str()), 0);
+  const std::string cmd = "setpriv --reuid=65534 --regid=65534 --clear-groups " + std::string(FRSD_PATH) + " -t -c " +
+                          (dir_ / "srv.xml") + " >" + (dir_ / "out") + " 2>" + (dir_ / "err");
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 1) << ReadFile(dir_ / "out");
+  const std::string err = ReadFile(dir_ / "err");
+  EXPECT_NE(err.find((dir_ / "data/frs.0.store") + ": permission denied"), std::string::npos) << err;
+  EXPECT_NE(err.find("(its owner: give it u+rw): frsd opens it to read and write"), std::string::npos) << err;
 }
 
 }  // namespace
