@@ -116,7 +116,9 @@ struct StoreOptions {
   // Store::ReleaseIdleWriters while it idles (frsd's workers, whose loop
   // does so once a second).
   bool keep_writer_entries = false;
-  // Called (rarely) when a dead owner's lock is recovered; may be empty.
+  // Called (rarely) with what the store recovered from or worked around, as
+  // one sentence: a dead owner's lock taken over, a long wait on a live
+  // owner, a damaged node ignored. May be empty.
   std::function<void(const std::string& what)> on_recovery;
 };
 

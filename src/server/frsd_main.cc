@@ -86,12 +86,21 @@ struct Args {
 std::optional<int> ParseArgs(int argc, char** argv, Args* args) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if ((a == "-c" || a == "--config") && i + 1 < argc) args->config_path = argv[++i];
-    else if (a.rfind("--config=", 0) == 0) args->config_path = a.substr(9);
-    else if (a == "-f" || a == "--foreground") args->foreground = true;
-    else if (a == "-t" || a == "--test") args->test_only = true;
-    else if (a == "-h" || a == "--help") return Usage(argv[0], 0);
-    else if (a == "--version") {
+    if (a == "-c" || a == "--config") {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "frsd: %s needs a file: %s PATH/srv.xml\n", a.c_str(), a.c_str());
+        return Usage(argv[0], 2);
+      }
+      args->config_path = argv[++i];
+    } else if (a.rfind("--config=", 0) == 0) {
+      args->config_path = a.substr(9);
+    } else if (a == "-f" || a == "--foreground") {
+      args->foreground = true;
+    } else if (a == "-t" || a == "--test") {
+      args->test_only = true;
+    } else if (a == "-h" || a == "--help") {
+      return Usage(argv[0], 0);
+    } else if (a == "--version") {
       std::printf("frsd %s\n", FRS_VERSION);
       return 0;
     } else {
@@ -234,7 +243,7 @@ frs::Status TakeLocks(const frs::SrvConfig& cfg, std::optional<frs::server::Lock
 // it; nothing from a dead run needs the master here.
 frs::Result<std::unique_ptr<frs::Store>> OpenStore(const frs::SrvConfig& cfg) {
   frs::StoreOptions so = frs::StoreOptionsFor(cfg, /*create_if_missing=*/true);
-  so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
+  so.on_recovery = [](const std::string& what) { FRS_LOG("store: %s", what.c_str()); };
   auto store = frs::Store::Open(so);
   if (!store.ok()) return store.status();
   if (frs::Status s = store.value()->Reserve(); !s.ok()) return s;

@@ -44,7 +44,7 @@ int RunWorker(WorkerContext ctx) {
   if (!SetUpProcessSignals(/*want_child=*/false, &wait_mask)) return 1;
   const SrvConfig& cfg = *ctx.config;
   StoreOptions so = StoreOptionsFor(cfg, /*create_if_missing=*/false);
-  so.on_recovery = [](const std::string& what) { FRS_LOG("store lock recovered: %s", what.c_str()); };
+  so.on_recovery = [](const std::string& what) { FRS_LOG("store: %s", what.c_str()); };
   // A worker keeps its writer entry between requests (a claim less per
   // write): its loop hands it back when idle and someone waits for one.
   so.keep_writer_entries = true;

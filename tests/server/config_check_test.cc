@@ -283,6 +283,15 @@ TEST_F(FrsdCheckTest, AStoreOfAnotherGeometryOrWithAMissingFileIsRefused) {
   EXPECT_NE(r.err.find("missing " + (dir_ / "data/frs.1.store")), std::string::npos) << r.err;
 }
 
+// -c at the end of the line: said as a missing file, not as an unknown
+// argument "-c".
+TEST_F(FrsdCheckTest, AConfigOptionWithoutItsFileIsNamed) {
+  ProcRun r = Frsd("-t -c");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("frsd: -c needs a file: -c PATH/srv.xml"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("unknown argument"), std::string::npos) << r.err;
+}
+
 // A store file frsd may read but not write: frsd -t said ok (it reads the
 // headers) and the start refused it. Checked as another user (root may
 // write any file): CI runs as root.
