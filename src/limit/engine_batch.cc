@@ -250,9 +250,13 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
     const int64_t reserve = run.req(k).reserve;
     if (d.allowed && reserve > 0 && !HasReservationRoom(cfg, node, asked[k], &need[k], &d)) {
       if (need[k] != 0) return Judged::kReadAgain;
-      d.allowed = false;
+      // As NodeOp: shadow mode allows and counts it, with no reservation.
       d.reservations_full = true;
-      d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
+      d.would_deny = true;
+      if (enforce) {
+        d.allowed = false;
+        d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
+      }
     }
     if (!d.allowed) {
       *refused = k;
@@ -263,6 +267,7 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
     LeaseGranted(cfg, node.state, now, run.req(k).key, run.lease_secret, next_before, &d);
     if (reserve > 0) GrantReservation(cfg, node, now, run.req(k).key, run.lease_secret, n, reserve, &d);
     Summarize(&d, enforce);
+    d.would_deny = d.would_deny || d.reservations_full;  // shadow: the table was full
   }
   return Judged::kAll;
 }

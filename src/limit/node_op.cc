@@ -246,9 +246,15 @@ Commit NodeOp::Apply(NodeRef& ref) {
       // and leases it found expired, counted once.
       if (reserve > 0 && d->allowed && !HasReservationRoom(*biz, ref, asked, &need_bytes, d)) {
         if (need_bytes != 0) return Commit::kNone;  // read again with room for the table
-        d->allowed = false;                         // the key holds all it may: d says until when
+        // The key holds all it may: d says until when. In shadow mode the
+        // acquire is allowed and counted all the same, with no reservation
+        // (as a concurrency rule past max grants no lease there).
         d->reservations_full = true;
-        d->retry_after = std::max<int64_t>(1, d->res_expires - now.s);
+        d->would_deny = true;
+        if (enforce) {
+          d->allowed = false;
+          d->retry_after = std::max<int64_t>(1, d->res_expires - now.s);
+        }
       }
       if (cmd == Cmd::kAcquire && !d->allowed) {
         if (!converted && expired + d->res_expired == 0) return Commit::kNone;
@@ -262,6 +268,7 @@ Commit NodeOp::Apply(NodeRef& ref) {
       // The rules keep their verdicts from before recording, so an update
       // still answers whether its uses were within every rule.
       Summarize(d, enforce);
+      d->would_deny = d->would_deny || d->reservations_full;  // shadow: the table was full
       recorded = true;
       break;
     }

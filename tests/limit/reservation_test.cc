@@ -40,6 +40,7 @@ constexpr const char* kReserveMap = R"(<map>
   <biz id="31" name="none" reservations="0"><rule algo="fixed" interval="60" max="100"/></biz>
   <biz id="32" name="inflight"><rule algo="concurrency" max="2" lease="10"/></biz>
   <biz id="33" name="huge"><rule algo="fixed" interval="31536000" max="2147483647"/></biz>
+  <biz id="34" name="shadowed" mode="shadow" reservations="2"><rule algo="fixed" interval="60" max="100"/></biz>
 </map>)";
 
 class ReservationTest : public testing::EngineFixture {
@@ -425,6 +426,29 @@ TEST_F(ReservationTest, EveryRuleOfTheBizSettlesInItsOwnWindow) {
   EXPECT_EQ(s.res_returned, 40);  // the hour's alone
   EXPECT_EQ(Count("two", "k", 0), 0);
   EXPECT_EQ(Count("two", "k", 1), 10);
+}
+
+// Shadow mode always allows: a key whose table is full is counted as if
+// allowed, with no reservation, and would_deny says what enforce would have
+// answered (it answered 429).
+TEST_F(ReservationTest, ShadowModeAllowsAcquiresPastAFullTableWithoutAReservation) {
+  for (int i = 0; i < 2; ++i) ASSERT_NE(Reserve("shadowed", "k", 1).res_serial, 0u);
+  Decision d = Reserve("shadowed", "k", 5);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_TRUE(d.would_deny);
+  EXPECT_TRUE(d.reservations_full);
+  EXPECT_EQ(d.res_serial, 0u);
+  EXPECT_EQ(d.retry_after, 0);
+  EXPECT_EQ(Count("shadowed", "k"), 1 + 1 + 5);
+  // In a batch alike.
+  std::vector<Request> reqs{Request{.cmd = Cmd::kAcquire, .biz = "shadowed", .key = "k", .n = 2, .reserve = 60}};
+  std::vector<Decision> out(1);
+  ASSERT_TRUE(engine_->ExecuteBatch(reqs, out));
+  EXPECT_TRUE(out[0].allowed);
+  EXPECT_TRUE(out[0].would_deny);
+  EXPECT_TRUE(out[0].reservations_full);
+  EXPECT_EQ(out[0].res_serial, 0u);
+  EXPECT_EQ(Count("shadowed", "k"), 1 + 1 + 5 + 2);
 }
 
 // A settle's overrun says what the count took: at its top (2^32-1) a count
