@@ -169,6 +169,17 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   std::vector<std::string> side_warnings;
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   for (const limit::SideFileReport& r : limit::CheckStartFiles(cfg->store_dir)) {
+    // Checked as read; the engine maps these two to write: stats.frs it
+    // cannot write stops the start, denials.frs only goes unkept.
+    const bool daily = r.path == frs::store_dir::In(cfg->store_dir, frs::store_dir::kDailyStats);
+    const bool denials = r.path == frs::store_dir::In(cfg->store_dir, frs::store_dir::kRecentDenials);
+    if (r.status.ok() && r.exists && (daily || denials) && ::access(r.path.c_str(), R_OK | W_OK) != 0) {
+      const std::string why =
+          errno == EACCES || errno == EPERM ? os::PermissionWords(r.path) : Status::FromErrno(r.path, errno).message();
+      if (daily) problems.push_back(why + ": frsd opens it to write today's counters, and will not start");
+      else side_warnings.push_back(why + ": frsd starts, but keeps no recent denials (frsctl top --denied)");
+      continue;
+    }
     if (r.status.ok()) continue;
     if (r.RefusesStart()) problems.push_back(r.status.message() + ": " + r.AtStartText());
     else side_warnings.push_back(r.status.message() + ": " + r.AtStartText());

@@ -86,14 +86,15 @@ struct Args {
 std::optional<int> ParseArgs(int argc, char** argv, Args* args) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "-c" || a == "--config") {
-      if (i + 1 == argc) {
-        std::fprintf(stderr, "frsd: %s needs a file: %s PATH/srv.xml\n", a.c_str(), a.c_str());
+    if (a == "-c" || a == "--config" || a.rfind("--config=", 0) == 0) {
+      // An empty path is no path: it would fall back to the default file.
+      const bool joined = a.size() > 8 && a[8] == '=';
+      if ((joined && a.size() == 9) || (!joined && (i + 1 == argc || argv[i + 1][0] == '\0'))) {
+        const std::string name = joined ? std::string("--config") : a;
+        std::fprintf(stderr, "frsd: %s needs a file: %s PATH/srv.xml\n", name.c_str(), name.c_str());
         return Usage(argv[0], 2);
       }
-      args->config_path = argv[++i];
-    } else if (a.rfind("--config=", 0) == 0) {
-      args->config_path = a.substr(9);
+      args->config_path = joined ? a.substr(9) : std::string(argv[++i]);
     } else if (a == "-f" || a == "--foreground") {
       args->foreground = true;
     } else if (a == "-t" || a == "--test") {

@@ -290,6 +290,13 @@ TEST_F(FrsdCheckTest, AConfigOptionWithoutItsFileIsNamed) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("frsd: -c needs a file: -c PATH/srv.xml"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("unknown argument"), std::string::npos) << r.err;
+  // An empty one alike (it fell back to the default srv.xml).
+  r = Frsd("-t -c ''");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("frsd: -c needs a file"), std::string::npos) << r.err;
+  r = Frsd("-t --config=");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("frsd: --config needs a file"), std::string::npos) << r.err;
 }
 
 // A store file frsd may read but not write: frsd -t said ok (it reads the
@@ -310,6 +317,22 @@ TEST_F(FrsdCheckTest, AStoreFileFrsdCannotWriteIsRefused) {
   const std::string err = ReadFile(dir_ / "err");
   EXPECT_NE(err.find((dir_ / "data/frs.0.store") + ": permission denied"), std::string::npos) << err;
   EXPECT_NE(err.find("(its owner: give it u+rw): frsd opens it to read and write"), std::string::npos) << err;
+
+  // stats.frs the same (the start refuses it); denials.frs only warned of
+  // (the start serves without recent denials).
+  ASSERT_EQ(::chmod((dir_ / "data/frs.0.store").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod((dir_ / "data/stats.frs").c_str(), 0400), 0);
+  int rc = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 1);
+  EXPECT_NE(ReadFile(dir_ / "err").find("stats.frs: permission denied"), std::string::npos) << ReadFile(dir_ / "err");
+  EXPECT_NE(ReadFile(dir_ / "err").find("will not start"), std::string::npos) << ReadFile(dir_ / "err");
+  ASSERT_EQ(::chmod((dir_ / "data/stats.frs").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod((dir_ / "data/denials.frs").c_str(), 0400), 0);
+  rc = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << ReadFile(dir_ / "err");
+  EXPECT_NE(ReadFile(dir_ / "err").find("denials.frs: permission denied"), std::string::npos) << ReadFile(dir_ / "err");
+  EXPECT_NE(ReadFile(dir_ / "err").find("keeps no recent denials"), std::string::npos) << ReadFile(dir_ / "err");
+  EXPECT_NE(ReadFile(dir_ / "out").find("; ok"), std::string::npos) << ReadFile(dir_ / "out");
 }
 
 }  // namespace
