@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "os/path_access.h"
 #include "os/store_dir.h"
 #include "os/whole_file.h"
 
@@ -41,6 +43,8 @@ Status RuleHistory::Check(const std::string& dir) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (::access(path.c_str(), F_OK) != 0) return Status::OK();
+    if (::access(path.c_str(), R_OK) != 0 && (errno == EACCES || errno == EPERM))
+      return Status::IOError(os::PermissionWords(path));
     return Status::IOError("cannot read " + path);
   }
   std::string line;

@@ -613,6 +613,17 @@ TEST_F(FrsctlTest, VerifyChecksEveryFileOfTheStoreDirectoryAsFrsdWill) {
   EXPECT_EQ(t.rc, 0) << t.out << t.err;
   EXPECT_NE(t.err.find("denials.frs: bad magic"), std::string::npos) << t.err;
   EXPECT_NE(t.err.find("rules.history: line 1 is not"), std::string::npos) << t.err;
+
+  // A file where the statistics directory should be: unreadable, not damage,
+  // and no day file (verify said "clean" of it).
+  std::filesystem::remove_all(dir_ / "data/stats");
+  std::ofstream(dir_ / "data/stats") << "x";
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("  " + (dir_ / "data/stats") + ": unreadable (below): frsd starts, but counts no statistics"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("statistics day file(s)"), std::string::npos) << r.out;
 }
 
 // A header fault of stats.frs and of denials.frs: verify names each file and

@@ -31,6 +31,15 @@ void ListHuman(const char* title, const std::vector<std::string>& v) {
   for (const std::string& s : v) std::printf("  %s\n", s.c_str());
 }
 
+// absent, clean, damaged, or unreadable (its owner, mode or type, or the
+// disk: not damage, and not to be moved aside); `more` after the last two.
+std::string StateWord(const SideFileReport& f, const char* more) {
+  if (!f.exists) return "absent";
+  if (f.status.ok()) return "clean";
+  const bool damage = f.status.code() == Status::Code::kCorruption || f.status.code() == Status::Code::kMismatch;
+  return std::string(damage ? "damaged" : "unreadable") + more;
+}
+
 }  // namespace
 
 Result<int> RunVerify(Session& s, const VerifyArgs& a) {
@@ -90,7 +99,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     for (const SideFileReport& f : side) {
       j.BeginObject();
       j.Key("path").String(f.path);
-      j.Key("state").String(!f.exists ? "absent" : f.status.ok() ? "clean" : "damaged");
+      j.Key("state").String(StateWord(f, ""));
       if (!f.status.ok()) j.Key("problem").String(f.status.message());
       j.Key("at_start").String(f.AtStartText());
       j.EndObject();
@@ -108,17 +117,14 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
                         .c_str());
   // The named files one line each; day files only when damaged, with a count.
   size_t days = 0, days_damaged = 0;
+  const std::string stats_dir = frs::store_dir::In(s.cfg.store_dir, frs::store_dir::kFieldStats);
   std::printf("files:\n");
   for (const SideFileReport& f : side) {
-    const bool day = f.at_start == SideFileAtStart::kSetAsideLater;
+    const bool day = f.at_start == SideFileAtStart::kSetAsideLater && f.path != stats_dir;
     days += day;
     days_damaged += day && !f.status.ok();
     if (day && f.status.ok()) continue;
-    std::printf("  %s: %s: %s\n", f.path.c_str(),
-                !f.exists       ? "absent"
-                : f.status.ok() ? "clean"
-                                : "damaged (below)",
-                f.AtStartText().c_str());
+    std::printf("  %s: %s: %s\n", f.path.c_str(), StateWord(f, " (below)").c_str(), f.AtStartText().c_str());
   }
   if (days != 0) std::printf("  %zu statistics day file(s), %zu damaged\n", days, days_damaged);
   ListHuman("recovered (what a dead process left, as its next locker recovers it; no damage):", first.recovered);
