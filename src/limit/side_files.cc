@@ -1,5 +1,6 @@
 #include "limit/side_files.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,8 +74,19 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
   return out;
 }
 
+std::string LeaseKeyModeWarning(const std::string& dir) {
+  const std::string path = names::In(dir, names::kLeaseKey);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) == 0) return "";
+  char octal[8];
+  std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return path + " has mode " + octal +
+         ": its group or others may read it, and a reader can forge lease and reservation ids; chmod 600 " + path;
+}
+
 Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
   std::vector<std::string> said;
+  if (std::string w = LeaseKeyModeWarning(dir); !w.empty()) said.push_back("warning: " + w);
   for (const SideFileReport& r : CheckStartFiles(dir)) {
     if (r.status.ok()) continue;
     const bool damaged = r.status.code() == Status::Code::kCorruption || r.status.code() == Status::Code::kMismatch;

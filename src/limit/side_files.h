@@ -52,6 +52,12 @@ std::vector<SideFileReport> CheckStartFiles(const std::string& dir);
 // verdict. Changes nothing.
 std::vector<SideFileReport> CheckSideFiles(const std::string& dir);
 
+// A sentence when the store's lease.key may be read by its group or others
+// (whoever reads it can forge every lease and reservation id: frsd makes it
+// 0600, a restore may not keep that), else "". frsd -t and the start's log
+// say it; <cluster lease_key> at such a mode is refused instead.
+std::string LeaseKeyModeWarning(const std::string& dir);
+
 // frsd's start, before the engine opens: a damaged stats.frs is an error
 // naming it and the fix; a damaged denials.frs or rules.history is moved
 // aside, and a sentence for the log is returned for each. Day files are left

@@ -168,6 +168,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings;
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
+  if (std::string w = limit::LeaseKeyModeWarning(cfg->store_dir); !w.empty()) side_warnings.push_back(std::move(w));
   for (const limit::SideFileReport& r : limit::CheckStartFiles(cfg->store_dir)) {
     // Checked as read; the engine maps these two to write: stats.frs it
     // cannot write stops the start, denials.frs only goes unkept.

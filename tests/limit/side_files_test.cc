@@ -3,6 +3,7 @@
 #include "limit/side_files.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -159,6 +160,25 @@ TEST(SideFiles, AStatisticsDirectoryThatCannotBeReadIsReported) {
   EXPECT_NE(reports[4].AtStartText().find("frsd starts, but counts no statistics by key field here"), std::string::npos)
       << reports[4].AtStartText();
   EXPECT_FALSE(reports[4].RefusesStart());
+}
+
+// lease.key readable by others was accepted silently (a reader can forge
+// every id), where <cluster lease_key> at that mode is refused: warned of,
+// by frsd -t and in the start's log.
+TEST(SideFiles, ALeaseKeyOthersMayReadIsWarnedOf) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  ASSERT_TRUE(limit::LoadLeaseSecret(dir, /*create=*/true).ok());
+  EXPECT_EQ(LeaseKeyModeWarning(dir), "");  // made 0600
+  ASSERT_EQ(::chmod((dir + "/lease.key").c_str(), 0644), 0);
+  const std::string w = LeaseKeyModeWarning(dir);
+  EXPECT_NE(w.find(dir + "/lease.key has mode 0644"), std::string::npos) << w;
+  EXPECT_NE(w.find("chmod 600"), std::string::npos) << w;
+  auto said = PrepareSideFiles(dir);
+  ASSERT_TRUE(said.ok()) << said.status().ToString();
+  ASSERT_EQ(said->size(), 1u);
+  EXPECT_EQ((*said)[0], "warning: " + w);
 }
 
 // lease.key of another length than 16 bytes passed verify and frsd -t, then
