@@ -486,11 +486,13 @@ class FrontDoorTest(unittest.TestCase):
             self.assertEqual(status, 200, "%s: %r\n%s" % (path, body, self.door_log()))
             self.assertTrue(body.startswith(b"page " + path.encode()), body)
             self.assertNotIn("ratelimit", h)
-        # Fail-closed: 503 with Retry-After.
-        status, h, body = self.get("/login")
-        self.assertEqual(status, 503, "%r %s" % (body, h))
-        self.assertEqual(h.get("retry-after"), "5", h)
-        self.assertNotIn(b"page", body)
+        # Fail-closed: 503 with Retry-After, for every spelling that is
+        # counted as login (Caddy served /login/ and /login;... here).
+        for path in ("/login", "/login/", "/login;jsessionid=1", "/%6Cogin", "//login", "/LOGIN", "/Login/"):
+            status, h, body = self.get(path)
+            self.assertEqual(status, 503, "%s: %r %s" % (path, body, h))
+            self.assertEqual(h.get("retry-after"), "5", (path, h))
+            self.assertNotIn(b"page", body)
 
     def test_a_clients_own_ratelimit_header_never_reaches_the_site(self):
         # The site may read RateLimit as frsd's word (the doors that forward
