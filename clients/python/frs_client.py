@@ -777,6 +777,16 @@ class Client(object):
                 return d
             if d is not None:
                 return d
+            # A refusal (a non-zero code) frsd sends with its own HTTP status,
+            # never with 200: whatever sent this is not frsd answering.
+            d = self._failed(
+                "%s answered HTTP 200 with a refusal (code %s: %s), which frsd never sends with 200"
+                % (server, root.get("code", "?")[:10], root.get("msg", "")[:200]),
+                server,
+                cmd,
+            )
+            d.status = status
+            return d
         if root.tag == "response":
             msg = root.get("msg", "error")
         else:

@@ -897,6 +897,16 @@ class HostileServerTest(unittest.TestCase):
                 self.assertEqual([m.allowed for m in res], [allowed, allowed], (body, fail, res))
                 self.assertIn("not FRS XML", res.error or "", (body, fail, res))
 
+    def test_a_refusal_sent_with_200_follows_the_policy(self):
+        # frsd sends a refusal with its own status (400, 404, 503): one in a
+        # 200 is not frsd answering (it was denied whatever fail said).
+        for body in (b'<response code="503" msg="overloaded"/>\n', b'<response code="404" msg="unknown biz"/>\n'):
+            for fail, d, res in stub_answers(body):
+                allowed = fail == "open"
+                self.assertEqual(d.allowed, allowed, (body, fail, d))
+                self.assertIn("answered HTTP 200 with a refusal", d.error or "", (body, fail, d))
+                self.assertEqual(res.allowed, allowed, (body, fail, res))
+
     def test_frs_answer_without_allowed_follows_the_policy(self):
         for body in (
             b'<response code="0"/>\n',

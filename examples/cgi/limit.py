@@ -24,6 +24,7 @@ Settings, from the environment (nginx: fastcgi_param; Apache: SetEnv):
 """
 
 import os
+import re
 import sys
 import urllib.parse
 
@@ -44,7 +45,18 @@ def respond(status, headers, text):
 
 
 def main():
-    form = urllib.parse.parse_qs(os.environ.get("QUERY_STRING", ""))
+    query = os.environ.get("QUERY_STRING", "")
+    # A user name is counted as sent: a malformed %-escape or bytes that are
+    # no UTF-8 are refused (decoded leniently, every bad byte would become
+    # U+FFFD and distinct names would share one count).
+    if re.search(r"(^|&)user=[^&]*%(?![0-9A-Fa-f]{2})", query):
+        respond("400 Bad Request", [], "This request cannot be counted: the user parameter has a bad %-escape\n")
+        return
+    try:
+        form = urllib.parse.parse_qs(query, errors="strict")
+    except UnicodeDecodeError:
+        respond("400 Bad Request", [], "This request cannot be counted: the user parameter is not UTF-8\n")
+        return
     user = form.get("user", [""])[0]
     key = "user:" + user if user else "ip:" + os.environ.get("REMOTE_ADDR", "unknown")
 

@@ -27,6 +27,12 @@ for p in "${pairs[@]}"; do
   case $p in
     user=*)
       v=${p#user=}
+      # A malformed %-escape is refused, not counted on a made-up name.
+      if [[ $v =~ %([^0-9A-Fa-f]|.[^0-9A-Fa-f]|.?$) ]]; then
+        printf 'Status: 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n%s\n' \
+          "This request cannot be counted: the user parameter has a bad %-escape."
+        exit 0
+      fi
       v=${v//\\/\\\\}   # keep backslashes literal for printf %b
       v=${v//+/ }
       printf -v user '%b' "${v//%/\\x}" 2>/dev/null

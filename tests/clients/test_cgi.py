@@ -240,6 +240,15 @@ class CgiTest(unittest.TestCase):
             self.assertEqual(status, 400, body)
             self.assertNotIn("retry-after", headers)
 
+    def test_a_user_name_that_is_no_utf8_or_badly_escaped_is_a_400(self):
+        # limit.py decoded bad bytes to U+FFFD, so %FE, %FD, ... shared one
+        # count; a lone % was counted as sent (limit.sh made it "\\x").
+        for lang in LANGS:
+            for raw in ("%FE", "%FD", "a%", "a%4", "%zz1"):
+                status, headers, body = self.get("/%s/login?user=%s" % (lang, raw))
+                self.assertEqual(status, 400, (lang, raw, body))
+                self.assertNotIn("retry-after", headers)
+
     def test_frsd_down(self):
         for lang in LANGS:
             self.assertEqual(self.get("/%s/down-closed" % lang)[0], 200)  # while it serves
