@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "frs/store.h"
 #include "server/admin_auth.h"
 
 namespace frs::server {
@@ -142,6 +143,19 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
       known_biz = r.biz;
       have_known = true;
     }
+  }
+
+  // The acquires of a batch are judged in one store transaction, which
+  // holds at most Store::kMaxBatch nodes: more refuse the whole batch before
+  // anything runs, as any bad member does (run, its other members would
+  // have been counted while its acquires were not).
+  for (size_t i = 0, acquires = 0; is_batch && i < wire_.size(); ++i) {
+    if (wire_[i].cmd != Cmd::kAcquire || ++acquires <= Store::kMaxBatch) continue;
+    ErrorBody(400,
+              "batch member " + std::to_string(i + 1) + ": a batch holds at most " + std::to_string(Store::kMaxBatch) +
+                  " acquires (they are judged together)",
+              status);
+    return false;
   }
 
   if (!RouteRequests(wire_, route_param, status)) return false;
