@@ -253,6 +253,9 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
               &status);
   }
   if (shutting_down_) keep_alive = false;
+  // An answer to HEAD has no body, whatever it says (a 405, a 404 too): one
+  // sent would be read as the start of the next answer on the connection.
+  head_only = head_only || head.method == HttpMethod::kHead;
   Respond(status, keep_alive, head.version, ctype, &extra, head_only, out);
   if (counters_) counters_->CountRequest(label, status, static_cast<uint64_t>(MonoNs() - start_ns));
   return keep_alive;

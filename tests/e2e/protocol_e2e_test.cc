@@ -406,6 +406,36 @@ TEST_F(ProtocolE2E, ARequestFollowedByTheClientsEndIsAnsweredAndClosed) {
   }
 }
 
+// An answer to HEAD has no body, an error's neither (a 404 and a 405 sent
+// theirs, which a keep-alive client read as the start of its next answer).
+TEST_F(ProtocolE2E, AnAnswerToHeadHasNoBodyErrorsIncluded) {
+  Client c(server_->port(), 3000);
+  ASSERT_TRUE(
+      c.Send("HEAD /nope HTTP/1.1\r\nHost: t\r\n\r\n"
+             "HEAD /acquire?biz=login&key=head HTTP/1.1\r\nHost: t\r\n\r\n"
+             "HEAD /frs HTTP/1.1\r\nHost: t\r\n\r\n"
+             "GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+  std::string all;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(c.fd(), buf, sizeof buf, 0)) > 0;) all.append(buf, static_cast<size_t>(n));
+  std::vector<std::string> heads;
+  size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = all.find("\r\n\r\n", at);
+    ASSERT_NE(end, std::string::npos) << all;
+    heads.push_back(all.substr(at, all.find("\r\n", at) - at));
+    at = end + 4;
+    // The next answer starts right after the head: no body between.
+    ASSERT_EQ(all.compare(at, 9, "HTTP/1.1 "), 0) << "after answer " << i + 1 << ":\n" << all;
+  }
+  EXPECT_EQ(heads, (std::vector<std::string>{"HTTP/1.1 404 Not Found", "HTTP/1.1 405 Method Not Allowed",
+                                             "HTTP/1.1 405 Method Not Allowed"}))
+      << all;
+  EXPECT_NE(all.find("msg=\"serving\"", at), std::string::npos) << all;  // the GET's body is sent
+  // A HEAD counted nothing.
+  EXPECT_EQ(Attr(Client(server_->port()).Get("/query?biz=login&key=head").body, "count"), "0");
+}
+
 // More complete requests buffered than four rounds of answering take (each
 // round stops at the output high-water mark), with nothing left to read on
 // the socket: no epoll event will come, so the worker must come back to
