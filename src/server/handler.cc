@@ -152,7 +152,6 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
   int status = 200;
   const char* ctype = kXml;
   Extra extra;
-  bool head_only = false;
   bool is_get = head.method == HttpMethod::kGet;
 
   if (path == "/frs") {
@@ -185,7 +184,6 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       ErrorBody(405, std::string(path) + " takes GET or HEAD", &status);
       extra.allow = "GET, HEAD";
     } else {
-      head_only = head.method == HttpMethod::kHead;
       if (health) {
         body_.clear();
         if (Status why = Unhealthy(); !why.ok()) ErrorBody(503, why.message(), &status);
@@ -213,7 +211,6 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       TextBody(405, "/healthcheck takes GET or HEAD", &status);
       extra.allow = "GET, HEAD";
     } else {
-      head_only = head.method == HttpMethod::kHead;
       // Upstream's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED holds its HTTP
       // health check too, not only gRPC's Check; unhealthy is upstream's
       // 500 here (/health says 503).
@@ -253,10 +250,8 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
               &status);
   }
   if (shutting_down_) keep_alive = false;
-  // An answer to HEAD has no body, whatever it says (a 405, a 404 too): one
-  // sent would be read as the start of the next answer on the connection.
-  head_only = head_only || head.method == HttpMethod::kHead;
-  Respond(status, keep_alive, head.version, ctype, &extra, head_only, out);
+  // No body to HEAD, a 405's or 404's neither: it would be read as the next answer.
+  Respond(status, keep_alive, head.version, ctype, &extra, head.method == HttpMethod::kHead, out);
   if (counters_) counters_->CountRequest(label, status, static_cast<uint64_t>(MonoNs() - start_ns));
   return keep_alive;
 }
