@@ -397,7 +397,11 @@ TEST(LifecycleE2E, AnIdleFloodIsSharedAnsweredAndDrainsByItself) {
   int ok = 0;
   for (auto& c : flood) {
     HttpResponse r = c->Read();
-    if (r.status == 503) ++refused;
+    if (r.status == 503) {
+      ++refused;
+      EXPECT_NE(r.header("date"), "") << "the overflow answer has a Date, as every answer";
+      EXPECT_EQ(r.header("retry-after"), "1");
+    }
     if (r.status == 200) ++ok;
   }
   EXPECT_EQ(refused, 4) << "the overflow answer did not reach each client past 2 x 8";
