@@ -340,6 +340,10 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
   std::string key;
   if (key_hex) {
     if (!HexDecode(key_hex->s, &key)) return Status::InvalidArgument("key_hex is not hex");
+    // Both given (an export writes key, for people, as key_hex's bytes up to
+    // the first that is not UTF-8): one node, one key.
+    if (key_text && key_text->s != Utf8ValidPrefix(key))
+      return Status::InvalidArgument("key and key_hex name different keys");
   } else {
     key = key_text->s;
   }

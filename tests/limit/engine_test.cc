@@ -336,6 +336,18 @@ TEST_F(EngineTest, ExportImportAcrossGeometriesAndIds) {
   // Another geometry, the same biz under the same id: both keys come back.
   auto other = OpenStore(dir_ / "other", StoreGeometry{2, 64, 8});
   auto e2 = OpenEngine(other.get());
+  // A key that disagrees with key_hex is refused (a keyless node was left).
+  int disagreeing = 0;
+  for (const std::string& l : lines) {
+    if (l.find("\"key\":\"short\"") == std::string::npos) continue;
+    ++disagreeing;
+    std::string other_key = l;
+    other_key.replace(other_key.find("\"key\":\"short\""), 13, "\"key\":\"shore\"");
+    Status s = e2->ImportNode(other_key).status();
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("key and key_hex name different keys"), std::string::npos) << s.ToString();
+  }
+  EXPECT_EQ(disagreeing, 1);
   for (const std::string& l : lines) ASSERT_TRUE(e2->ImportNode(l).ok()) << l;
   EXPECT_EQ(Do(*e2, Cmd::kGet, "api", "short").count, 2);
   Decision d = Do(*e2, Cmd::kGet, "api", long_key);
