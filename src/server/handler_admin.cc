@@ -103,6 +103,7 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
       }
       q.day = day;
     } else if (name == "value") {
+      if (value.empty()) return ErrorBody(400, "/stats: value is empty: leave it out for every group", status);
       q.value = std::string(value);
     } else if (name == "top") {
       if (!count(1000000, &n)) {

@@ -95,6 +95,10 @@ TEST(PlatformE2E, StatsNeedTheAdminTokenAndSayWhatIsWrong) {
   EXPECT_EQ(c.Get("/stats?biz=nope&by=app&token=s3cret").status, 404);
   EXPECT_EQ(c.Get("/stats?biz=api&by=app&day=2026-13-01&token=s3cret").status, 400);
   EXPECT_EQ(c.Get("/stats?biz=api&by=app&top=x&token=s3cret").status, 400);
+  // value= given empty filtered nothing (every group came back).
+  const auto empty_value = c.Get("/stats?biz=api&by=app&value=&token=s3cret");
+  EXPECT_EQ(empty_value.status, 400);
+  EXPECT_NE(empty_value.body.find("value is empty"), std::string::npos) << empty_value.body;
   // A day with no file answers no groups.
   const auto old_day = c.Get("/stats?biz=api&by=app&day=2020-01-01&token=s3cret");
   EXPECT_EQ(old_day.status, 200);
