@@ -188,15 +188,18 @@ Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path) {
   // Whoever reads the key can forge every lease and reservation id of the
   // cluster: a file others may read is refused, as ssh refuses such a
   // private key, rather than trusted until someone notices.
-  if ((mode & 077) != 0) {
-    char octal[16];
-    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
-    return Status::InvalidArgument("<cluster lease_key>: " + path + " has mode " + octal +
-                                   ": its group or others may read it, and a reader can forge lease and reservation "
-                                   "ids; chmod 600 " +
-                                   path + " (frsd refuses a key readable by anyone but its owner)");
-  }
+  if (std::string words = ReadableSecretWords(path, mode); !words.empty())
+    return Status::InvalidArgument("<cluster lease_key>: " + words +
+                                   " (frsd refuses a key readable by anyone but its owner)");
   return secret;
+}
+
+std::string ReadableSecretWords(const std::string& path, unsigned mode) {
+  if ((mode & 077) == 0) return "";
+  char octal[16];
+  std::snprintf(octal, sizeof octal, "%04o", mode & 07777);
+  return path + " has mode " + octal +
+         ": its group or others may read it, and a reader can forge lease and reservation ids; chmod 600 " + path;
 }
 
 uint32_t NewIdNonce() {

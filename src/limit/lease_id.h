@@ -66,6 +66,9 @@ Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create);
 // by its owner only (a mode with any group or other bit is refused, naming
 // the file and its mode: frsd -t, the start and a reload alike).
 Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path);
+// "PATH has mode 0644: ... chmod 600 PATH" for a secret file its group or
+// others may read (a reader can forge every id); "" when only its owner may.
+std::string ReadableSecretWords(const std::string& path, unsigned mode);
 // A check of `secret` that tells two secrets apart and reveals neither: its
 // SipHash of a fixed text (never 0).
 uint64_t LeaseKeyCheckOf(const LeaseSecret& secret);

@@ -77,11 +77,8 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir) {
 std::string LeaseKeyModeWarning(const std::string& dir) {
   const std::string path = names::In(dir, names::kLeaseKey);
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) == 0) return "";
-  char octal[8];
-  std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  return path + " has mode " + octal +
-         ": its group or others may read it, and a reader can forge lease and reservation ids; chmod 600 " + path;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  return ReadableSecretWords(path, static_cast<unsigned>(st.st_mode));
 }
 
 Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
