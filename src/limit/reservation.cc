@@ -122,6 +122,20 @@ int64_t Reservations::LastExpiry(const uint8_t* table, uint32_t bytes) {
   return last;
 }
 
+uint32_t Reservations::InUse(const uint8_t* table, uint32_t bytes, int64_t* first_expiry) {
+  uint32_t n = 0;
+  int64_t first = 0;
+  for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    const EntrySlot s = EntryAt(table, i);
+    if (s.Serial() == 0) continue;
+    const int64_t expires = Load32(s.p + 12);
+    first = n == 0 ? expires : std::min(first, expires);
+    ++n;
+  }
+  *first_expiry = first;
+  return n;
+}
+
 bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s,
                         Entry* out) {
   for (uint32_t i = 0; i < Cap(bytes); ++i) {

@@ -81,6 +81,9 @@ struct Reservations {
   static uint32_t Sweep(uint8_t* table, uint32_t bytes, int64_t now_s);
   static uint32_t Held(const uint8_t* table, uint32_t bytes, int64_t now_s, std::span<Entry> out);
   static int64_t LastExpiry(const uint8_t* table, uint32_t bytes);
+  // The entries in use (after a Sweep: those held) and the first of their
+  // expiries (0: none), in one pass and without copying them.
+  static uint32_t InUse(const uint8_t* table, uint32_t bytes, int64_t* first_expiry);
   // Takes a free entry for `estimate` (false: all held); makes the nonce.
   static bool Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s, Entry* out);
   // The entry of `serial`, held or not (false: none has it now).

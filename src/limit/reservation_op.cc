@@ -81,12 +81,11 @@ bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint
     Reservations::Rebuild({}, ref.state + biz.state_bytes, biz.res_cap);
     return true;
   }
-  Reservations::Entry held[Reservations::kMaxPerKey];
-  const uint32_t n = Reservations::Held(t, biz.res_bytes, 0, held);
-  if (n < biz.res_cap) return true;
-  d->res_expires = held[0].expires;
-  for (uint32_t i = 1; i < std::min(n, Reservations::kMaxPerKey); ++i)
-    d->res_expires = std::min(d->res_expires, held[i].expires);
+  // The sweep before this freed every entry past its expiry: each one in
+  // use is held.
+  int64_t first_expiry = 0;
+  if (Reservations::InUse(t, biz.res_bytes, &first_expiry) < biz.res_cap) return true;
+  d->res_expires = first_expiry;
   return false;
 }
 

@@ -520,6 +520,30 @@ TEST_F(ReservationTest, ASettleNeverGivesBackOnARuleAddedAfterItsReservation) {
   for (uint32_t rule : {1u, 2u, 3u}) EXPECT_EQ(Count("tokens", "k", rule), 100) << "rule " << rule;
 }
 
+// What a full table's denial waits for: the first expiry among the
+// entries in use, wherever it sits, and the count of those entries.
+TEST(ReservationTable, InUseCountsTheEntriesAndFindsTheFirstExpiry) {
+  using limit::Reservations;
+  uint8_t table[Reservations::kHeaderBytes + 4 * Reservations::kEntryBytes];
+  const uint32_t bytes = sizeof table;
+  Reservations::Rebuild({}, table, 4);
+  int64_t first = -1;
+  EXPECT_EQ(Reservations::InUse(table, bytes, &first), 0u);
+  EXPECT_EQ(first, 0);
+  Reservations::Entry a, b, c;
+  ASSERT_TRUE(Reservations::Take(table, bytes, 5, 1000, 60, &a));  // expires 1061
+  ASSERT_TRUE(Reservations::Take(table, bytes, 5, 1000, 9, &b));   // 1010: the first, in the middle
+  ASSERT_TRUE(Reservations::Take(table, bytes, 5, 1000, 30, &c));  // 1031
+  EXPECT_EQ(Reservations::InUse(table, bytes, &first), 3u);
+  EXPECT_EQ(first, 1010);
+  Reservations::Free(table, bytes, b.serial);
+  EXPECT_EQ(Reservations::InUse(table, bytes, &first), 2u);
+  EXPECT_EQ(first, 1031);
+  EXPECT_EQ(Reservations::Sweep(table, bytes, 1031), 1u);  // c's second has come
+  EXPECT_EQ(Reservations::InUse(table, bytes, &first), 1u);
+  EXPECT_EQ(first, 1061);
+}
+
 TEST(ReservationMap, BoundsAndOverrunAreChecked) {
   auto parse = [](const std::string& body) { return limit::ParseMap("<map>" + body + "</map>", "map.xml"); };
   EXPECT_TRUE(parse(R"(<biz id="1" name="a" reservations="14"><rule interval="60" max="5"/></biz>)").ok());

@@ -1,3 +1,4 @@
+#include "server/request_attrs.h"
 #include "server/request_decoder.h"
 #include "server/response_encoder.h"
 
@@ -192,6 +193,30 @@ TEST(Protocol, DecodesQueryStringsInPlaceOrIntoBuffers) {
   for (const char* q :
        {"biz=login&key=k&n=02147483648", "biz=login&key=k&n=00", "biz=login&key=k&n=0-5", "biz=login&key=k&n=0%2B5"})
     EXPECT_FALSE(DecodeQuery(q, Cmd::kAcquire, &biz, &key, &id, &r, &err)) << q;
+}
+
+// n, reserve and count: decimal digits only, 0..2^31-1, every byte judged
+// (the digit loop must refuse what std::from_chars also refused).
+TEST(Protocol, ParseCountTakesDecimalDigitsAndNothingElse) {
+  int64_t v = -1;
+  for (const auto& [text, want] : std::vector<std::pair<std::string, int64_t>>{{"0", 0},
+                                                                               {"7", 7},
+                                                                               {"000", 0},
+                                                                               {"0009", 9},
+                                                                               {"2147483647", 2147483647},
+                                                                               {"0000000002147483647", 2147483647}}) {
+    ASSERT_TRUE(ParseCount(text, &v)) << text;
+    EXPECT_EQ(v, want) << text;
+  }
+  v = 42;
+  for (const char* text : {"", "+5", "-5", " 5", "5 ", "5x", "x5", "0x10", "1e3", "2147483648", "4294967296",
+                           "9999999999", "99999999999", "1/", "1:",
+                           "\xff"
+                           "1",
+                           "1.0"}) {
+    EXPECT_FALSE(ParseCount(text, &v)) << text;
+    EXPECT_EQ(v, 42) << text << ": nothing written";
+  }
 }
 
 TEST(Protocol, EncodesTheContractFormatExactly) {
