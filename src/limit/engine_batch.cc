@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "limit/engine_impl.h"
+#include "limit/rule_state.h"
 
 namespace frs::limit {
 namespace {
@@ -221,6 +222,31 @@ struct AcquireRun {
 
 enum class Judged : uint8_t { kAll, kRefused, kReadAgain };
 
+// Member k is denied after the members before it that name its node
+// recorded their uses. A retried batch needs all of them again, together:
+// a rule that can never grant so many at once (their uses past what one
+// window, one bucket ever grants; their leases past max) is a denial no
+// wait cures, whatever each asks alone.
+void MarkIncurableTogether(const AcquireRun& run, size_t k, Decision* d) {
+  int64_t before = 0;
+  int64_t members = 0;
+  for (size_t j = 0; j < k; ++j) {
+    if (run.nodes[j].state != run.nodes[k].state) continue;
+    before += run.req(j).n;
+    ++members;
+  }
+  if (members == 0) return;
+  const BizConfig& cfg = run.cfg(k);
+  for (uint32_t i = 0; i < cfg.nrules; ++i) {
+    RuleResult& r = d->rules[i];
+    if (r.allowed || r.retry_after == kNeverCurable) continue;
+    const RuleSpec& spec = cfg.rules[i];
+    const bool never =
+        spec.algo == Algo::kConcurrency ? members + 1 > spec.max : before + run.req(k).n > MostEverGranted(spec);
+    if (never) r.retry_after = kNeverCurable;
+  }
+}
+
 // Every acquire judged and recorded in turn, until one is refused (then
 // none may stay recorded; *refused is its index, its decision as judged) or
 // needs its node read again with room for its reservation table (need[k]
@@ -246,6 +272,7 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
                                                    std::numeric_limits<uint16_t>::max()));
     }
     EvaluateRules(cfg, node.state, now, n, &d);
+    MarkIncurableTogether(run, k, &d);
     Summarize(&d, enforce);
     const int64_t reserve = run.req(k).reserve;
     if (d.allowed && reserve > 0 && !HasReservationRoom(cfg, node, asked[k], &need[k], &d)) {

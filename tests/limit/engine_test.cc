@@ -195,6 +195,7 @@ TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
   reqs[0].biz = reqs[1].biz = "api_user";
   reqs[0].key = reqs[1].key = "fresh";
   EXPECT_FALSE(e->ExecuteBatch(reqs, out));
+  EXPECT_EQ(out[1].retry_after, kNeverCurable);  // max 1: the two never fit one window
   EXPECT_FALSE(Do(*e, Cmd::kGet, "api_user", "fresh").found);
 
   // An invalid member: nothing recorded either.
@@ -203,6 +204,45 @@ TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
   EXPECT_FALSE(e->ExecuteBatch(reqs, out));
   EXPECT_EQ(out[1].status.code(), Status::Code::kNotFound);
   EXPECT_FALSE(Do(*e, Cmd::kGet, "api_user", "other").found);
+}
+
+// A batch's members on one node are judged together: when no window could
+// ever grant their uses (or leases) at once, the denial says no wait cures
+// it (-1), though each member alone would fit; when a wait can, it says how
+// long, as a lone acquire would.
+TEST_F(EngineTest, ABatchNoWindowCouldGrantSaysNoWaitCuresIt) {
+  auto e = EngineFor(R"(<map>
+    <biz id="1" name="five"><rule interval="60" max="5"/></biz>
+    <biz id="2" name="owed"><rule interval="60" max="5" borrow="2"/></biz>
+    <biz id="3" name="bucket"><rule algo="token_bucket" interval="60" max="60" burst="4"/></biz>
+    <biz id="4" name="inflight"><rule algo="concurrency" max="2" lease="30"/></biz>
+  </map>)");
+  auto batch = [&](std::string_view biz, std::string_view key, std::initializer_list<int64_t> ns) {
+    std::vector<Request> reqs;
+    for (int64_t n : ns) reqs.push_back({.cmd = Cmd::kAcquire, .biz = biz, .key = key, .n = n});
+    std::vector<Decision> out(reqs.size());
+    EXPECT_FALSE(e->ExecuteBatch(reqs, out)) << biz;
+    EXPECT_FALSE(Do(*e, Cmd::kGet, biz, key).found) << biz << ": nothing recorded";
+    return out.back();
+  };
+  // 3 + 3 > 5, and 4 + 4 > 5 + 2 borrowed, 3 + 2 > a burst of 4: never.
+  EXPECT_EQ(batch("five", "k", {3, 3}).retry_after, kNeverCurable);
+  EXPECT_EQ(batch("five", "k", {1, 1, 1, 1, 1, 1}).retry_after, kNeverCurable);
+  EXPECT_EQ(batch("owed", "k", {4, 4}).retry_after, kNeverCurable);
+  EXPECT_EQ(batch("bucket", "k", {3, 2}).retry_after, kNeverCurable);
+  EXPECT_EQ(batch("inflight", "k", {1, 1, 1}).retry_after, kNeverCurable);
+  // Together within the rule, denied by what others used: the window's end.
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "five", "used", 2).allowed);
+  std::vector<Request> reqs = {{.cmd = Cmd::kAcquire, .biz = "five", .key = "used", .n = 2},
+                               {.cmd = Cmd::kAcquire, .biz = "five", .key = "used", .n = 2}};
+  std::vector<Decision> out(2);
+  EXPECT_FALSE(e->ExecuteBatch(reqs, out));
+  EXPECT_GT(out[1].retry_after, 0);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "five", "used").count, 2);
+  // Members on other keys are not summed.
+  reqs[1].key = "other";
+  reqs[0].n = reqs[1].n = 3;
+  EXPECT_TRUE(e->ExecuteBatch(reqs, out));
 }
 
 TEST_F(EngineTest, GetSetDeleteReset) {
