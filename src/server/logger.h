@@ -31,6 +31,11 @@ class Logger {
   // to it, or keeps the current file when the new one cannot be opened.
   Status UseFile(const std::string& configured);
   const std::string& path() const { return path_; }
+  // Where a start without <log file> logs, for an operator to read:
+  // "\"PATH\"", or "standard error".
+  std::string DefaultTarget() const {
+    return default_path_.empty() ? std::string("standard error") : "\"" + default_path_ + "\"";
+  }
   void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
  private:

@@ -306,7 +306,9 @@ void SayApplied(const SrvConfig& live, const SrvConfig& next) {
     FRS_LOG("srv.xml: <ratelimit legacy> changed to %s; applied", kForms[static_cast<size_t>(next.ratelimit_fields)]);
   }
   if (next.logfile != live.logfile) {
-    FRS_LOG("srv.xml: <log file> changed to \"%s\"; switching", next.logfile.c_str());
+    if (next.logfile.empty())  // removed: back where a start without it logs
+      FRS_LOG("srv.xml: <log file> removed; switching to %s", Logger::Get().DefaultTarget().c_str());
+    else FRS_LOG("srv.xml: <log file> changed to \"%s\"; switching", next.logfile.c_str());
     if (Status ls = Logger::Get().UseFile(next.logfile); !ls.ok())
       FRS_LOG("cannot switch the log file, logging here still: %s", ls.message().c_str());
     else FRS_LOG("logging here from now on (srv.xml reloaded)");

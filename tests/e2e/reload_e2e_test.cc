@@ -110,6 +110,13 @@ TEST(ReloadE2E, LimitsAndTheLogFileChangeLive) {
   EXPECT_EQ(Count(switched, "(map generation"), 2u) << srv.log() << switched;
   EXPECT_EQ(Count(switched, "logging here from now on"), 1u) << switched;
   EXPECT_EQ(Client(srv.port()).Post(body).status, 413);
+  // <log file> taken out again: the line says where logging goes, not "".
+  Rewrite(srv, "<log file=\"switched.log\"/>", "");
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "logging here from now on")) << srv.log() << ReadFile(srv.dir() + "/switched.log");
+  switched = ReadFile(srv.dir() + "/switched.log");
+  EXPECT_EQ(Count(switched, "srv.xml: <log file> removed; switching to "), 1u) << switched;
+  EXPECT_EQ(Count(switched, "changed to \"\""), 0u) << switched;
 }
 
 }  // namespace
