@@ -8,6 +8,11 @@
 # without an edit: TEST_PREFIX, TEST_SUFFIX, EXTRA_ARGS, WORKING_DIRECTORY,
 # DISCOVERY_TIMEOUT and PROPERTIES as CMake documents them; TIMEOUT in
 # PROPERTIES is each TEST's, and a suite gets it once per TEST it holds.
+# Keyword E2E: a program whose TESTs run frsd or frsctl and spend most of
+# their time waiting on them: its tests are labelled e2e and the program is a
+# dependency of target frs_e2e_programs, which tools/test.sh's ASan stage
+# builds and starts before the rest of its build (their waits fill a core
+# the compiles leave).
 # One more keyword, LONG_SUITES Suite[:N]...: the suites that take long (each
 # TEST a few programs started, killed, restarted), which ctest starts first
 # (property COST) instead of last, and, with :N, runs as N tests side by
@@ -21,8 +26,9 @@
 set(FRS_GTEST_XML_DIR ${PROJECT_BINARY_DIR}/gtest-xml)
 set(_frs_gtest_list_script ${CMAKE_CURRENT_LIST_DIR}/gtest_list_suites.cmake)
 
+add_custom_target(frs_e2e_programs)
 function(gtest_discover_tests target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TEST_PREFIX;TEST_SUFFIX;DISCOVERY_TIMEOUT;WORKING_DIRECTORY"
+  cmake_parse_arguments(PARSE_ARGV 1 arg "E2E" "TEST_PREFIX;TEST_SUFFIX;DISCOVERY_TIMEOUT;WORKING_DIRECTORY"
                         "EXTRA_ARGS;PROPERTIES;LONG_SUITES")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "gtest_discover_tests(${target}): not taken here: ${arg_UNPARSED_ARGUMENTS}"
@@ -50,6 +56,10 @@ function(gtest_discover_tests target)
     endif()
     math(EXPR i "${i} + 2")
   endwhile()
+  if(arg_E2E)
+    string(APPEND props " [==[LABELS]==] [==[e2e]==]")
+    add_dependencies(frs_e2e_programs ${target})
+  endif()
   set(extra "")
   foreach(a ${arg_EXTRA_ARGS})
     string(APPEND extra " [==[${a}]==]")
@@ -73,7 +83,7 @@ if(EXISTS \"\${_frs_exe}\")
     set(_frs_discovery_timeout [==[${arg_DISCOVERY_TIMEOUT}]==])
     set(_frs_workdir [==[${arg_WORKING_DIRECTORY}]==])
     set(_frs_xml_dir [==[${FRS_GTEST_XML_DIR}]==])
-    set(_frs_props [==[${props}]==])
+    set(_frs_props [===[${props}]===])
     set(_frs_extra [==[${extra}]==])
     set(_frs_long [==[${arg_LONG_SUITES}]==])
     include([==[${_frs_gtest_list_script}]==])
