@@ -157,6 +157,17 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   if (sc.ok() && sc->exists && ::access(cfg->store_dir.c_str(), W_OK) != 0)
     problems.push_back(Status::FromErrno("store " + cfg->store_dir + " is not writable", errno).message() +
                        ": frsd writes its lock and listen files there");
+  // frsd's own files there: a directory in their place fails the start
+  // ("Is a directory"), so it fails the check. (The lock is opened through
+  // a symbolic link; the listen file is renamed over one.)
+  for (std::string_view name : {frs::store_dir::kStoreLock, frs::store_dir::kListen}) {
+    const std::string path = frs::store_dir::In(cfg->store_dir, name);
+    const bool lock = name == frs::store_dir::kStoreLock;
+    struct stat st {};
+    if ((lock ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) == 0 && S_ISDIR(st.st_mode))
+      problems.push_back(path + " is a directory: frsd writes its " + (lock ? "lock" : "listen address") +
+                         " there and will not start; remove it");
+  }
   // The store files are read above; frsd maps them to write.
   for (uint32_t i = 0; sc.ok() && sc->exists && i < cfg->geometry.files; ++i) {
     const std::string path = frs::store_dir::In(cfg->store_dir, frs::store_dir::StoreFileName(i));

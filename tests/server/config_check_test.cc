@@ -239,6 +239,24 @@ TEST_F(FrsdCheckTest, OutputFilesThatAreFifosOrDirectoriesAreNamed) {
       << r.err;
 }
 
+// frsd's lock and listen files in the store directory: a directory in the
+// place of either fails the start ("Is a directory"), so it fails the check.
+TEST_F(FrsdCheckTest, ADirectoryWhereFrsdWritesItsLockOrListenFileIsRefused) {
+  for (const char* name : {"frsd.lock", "frsd.listen"}) {
+    std::filesystem::remove_all(dir_ / "data");
+    const std::string path = dir_ / ("data/" + std::string(name));
+    std::filesystem::create_directories(path);
+    ProcRun r = Check();
+    EXPECT_EQ(r.rc, 1) << name << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(path + " is a directory: frsd writes its"), std::string::npos) << r.err;
+  }
+  std::filesystem::remove_all(dir_ / "data");
+  std::filesystem::create_directories(dir_ / "data");
+  std::ofstream(dir_ / "data/frsd.listen") << "127.0.0.1:1\n";  // a stopped frsd's: fine
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+}
+
 TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {
   WriteSrv(2, 65536, 8);
   ProcRun r = Check();
