@@ -6,8 +6,7 @@ skipped, naming each such test; run by tools/test.sh after each ctest stage.
 
 JUNIT_FILE is what `ctest --output-junit` wrote: a skipped test (exit code
 SKIP_RETURN_CODE) is a <testcase status="notrun"> holding a <skipped>
-element there; "-" reads none (only the reports, once every ctest run that
-writes them has ended). A ctest test runs a whole GoogleTest suite
+element there. A ctest test runs a whole GoogleTest suite
 (tests/cmake/gtest_suites.cmake), which passes when a TEST in it calls
 GTEST_SKIP: such a TEST is found in the suite's own XML report, one file
 <program>@<prefix>@<suite>.xml in GTEST_XML_DIR, and named <prefix><Suite>.<Test>.
@@ -61,7 +60,7 @@ def main():
     if len(sys.argv) not in (3, 4):
         sys.exit("usage: check_skips.py SKIP_LIST JUNIT_FILE [GTEST_XML_DIR]")
     ok = allowed(sys.argv[1])
-    names = [] if sys.argv[2] == "-" else skipped(sys.argv[2])
+    names = skipped(sys.argv[2])
     if len(sys.argv) == 4 and os.path.isdir(sys.argv[3]):
         names += gtest_skipped(sys.argv[3])
     for name in names:

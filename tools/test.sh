@@ -47,9 +47,8 @@ reset_other_generator() {
 # not list with its reason: a skip must never pass unnoticed.
 # A ctest test runs a whole GoogleTest suite; the skipped TESTs inside one
 # are in the suites' XML reports, in the build directory ($1).
-# With GTEST_REPORTS=0 (a selection beside another of the same tree, as in
-# the ASan stage, which reads the reports of all its selections once they
-# have all ended) it neither clears nor reads those reports.
+# With GTEST_REPORTS=0 (a selection that runs no GoogleTest program, beside
+# another of the same tree) it neither clears nor reads those reports.
 run_ctest() {
   local build="$1" junit rc=0 reports
   shift
@@ -76,27 +75,14 @@ cpu_seconds() {
   cpu=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } printf "%d", s }' "$f")
   rm -f "$f"
 }
-# The ASan stage's selections started before its build ends (run_stage's
-# early_* arrays): start_early BUILD PRESET LABEL starts one in the
-# background; wait_early waits for each, prints its output and fails when
-# any failed.
-start_early() {
-  local log
-  log=$(mktemp)
-  GTEST_REPORTS=0 run_ctest "$1" --preset "$2" -j"$jobs" --no-tests=error -L "^$3\$" >"$log" 2>&1 &
-  early_pids+=("$!")
-  early_logs+=("$log")
-  early_labels+=("$3")
-}
+# Waits for the ASan stage's early selection (run_stage's $early_pid), prints
+# its output and returns its status.
 wait_early() {
-  local i early_rc=0
-  for i in "${!early_pids[@]}"; do
-    wait "${early_pids[i]}" || early_rc=1
-    echo "-- the tests labelled ${early_labels[i]}, started before the build ended:"
-    cat "${early_logs[i]}"
-    rm -f "${early_logs[i]}"
-  done
-  early_pids=()
+  local early_rc=0
+  wait "$early_pid" || early_rc=$?
+  echo "-- the programs' tests, started before the build ended:"
+  cat "$early_log"
+  rm -f "$early_log"
   return "$early_rc"
 }
 # One stage: configure, build, test; its last line its wall and CPU time.
@@ -127,30 +113,21 @@ run_stage() {
   esac
   # The ASan stage builds frsd and frsctl first and starts the tests that run
   # only them (label programs: the cluster's, Envoy's HTTP/2 and the docs'
-  # Python scripts), then the GoogleTest programs that run them (label e2e,
-  # target frs_e2e_programs) and starts theirs, while it builds the rest.
-  # Those tests spend most of their time waiting on the servers they start:
-  # after the build, they left a core idle; beside it, the compiles fill it.
-  # Every selection of the stage runs beside another, so none clears or
-  # reads the GoogleTest reports: the stage reads them once all have ended.
-  local early_pids=() early_logs=() early_labels=() rc=0
+  # Python scripts) while it builds its test programs. Those tests spend
+  # most of their time waiting on the servers they start: after the build,
+  # they left a core idle; beside it, the compiles fill it.
+  local early_pid="" early_log="" rc=0
   if [ "$preset" = asan ]; then
-    rm -rf "$build/gtest-xml"
-    nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" --target frsd frsctl || rc=$?
-    [ "$rc" = 0 ] || return "$rc"
+    nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" --target frsd frsctl
     echo "== ${preset}: frsd and frsctl built in $(($(date +%s) - stage_start)) s; the programs' tests started"
-    start_early "$build" "$preset" programs
-    nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" --target frs_e2e_programs || rc=$?
-    if [ "$rc" != 0 ]; then
-      wait_early || true
-      return "$rc"
-    fi
-    echo "== ${preset}: the e2e programs built in $(($(date +%s) - stage_start)) s; their tests started"
-    start_early "$build" "$preset" e2e
+    early_log=$(mktemp)
+    GTEST_REPORTS=0 run_ctest "$build" --preset "$preset" -j"$jobs" --no-tests=error -L '^programs$' \
+      >"$early_log" 2>&1 &
+    early_pid=$!
   fi
   nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" ${targets[@]+--target "${targets[@]}"} || rc=$?
   if [ "$rc" != 0 ]; then
-    ((${#early_pids[@]} == 0)) || wait_early || true
+    [ -z "$early_pid" ] || wait_early || true
     return "$rc"
   fi
   built=$(date +%s)
@@ -197,18 +174,12 @@ run_stage() {
       release | outside) [ "${FRS_RELEASE_TESTS:-}" = all ] || select=(-L '^outside$') ;;
       tsan) select=(-L '^tsan$') ;;
       asan)
-        select=(-LE '^(outside|tsan|programs|e2e)$')
+        select=(-LE '^(outside|tsan|programs)$')
         test_jobs=$((jobs * 2))
         ;;
     esac
-    local reports=1
-    [ "$preset" != asan ] || reports=0
-    GTEST_REPORTS=$reports run_ctest "$build" --preset "$preset" -j"$test_jobs" --no-tests=error \
-      ${select[@]+"${select[@]}"} || rc=$?
-    if ((${#early_pids[@]})); then
-      wait_early || rc=$?
-      tools/check_skips.py tests/skips.txt - "$build/gtest-xml" || rc=1
-    fi
+    run_ctest "$build" --preset "$preset" -j"$test_jobs" --no-tests=error ${select[@]+"${select[@]}"} || rc=$?
+    [ -z "$early_pid" ] || wait_early || rc=$?
     [ "$rc" = 0 ] || return "$rc"
   fi
   cpu_seconds

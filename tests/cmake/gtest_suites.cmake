@@ -8,11 +8,6 @@
 # without an edit: TEST_PREFIX, TEST_SUFFIX, EXTRA_ARGS, WORKING_DIRECTORY,
 # DISCOVERY_TIMEOUT and PROPERTIES as CMake documents them; TIMEOUT in
 # PROPERTIES is each TEST's, and a suite gets it once per TEST it holds.
-# Keyword E2E: a program whose TESTs run frsd or frsctl and spend most of
-# their time waiting on them: its tests are labelled e2e and the program is a
-# dependency of target frs_e2e_programs, which tools/test.sh's ASan stage
-# builds and starts before the rest of its build (their waits fill a core
-# the compiles leave).
 # One more keyword, LONG_SUITES Suite[:N]...: the suites that take long (each
 # TEST a few programs started, killed, restarted), which ctest starts first
 # (property COST) instead of last, and, with :N, runs as N tests side by
@@ -26,9 +21,8 @@
 set(FRS_GTEST_XML_DIR ${PROJECT_BINARY_DIR}/gtest-xml)
 set(_frs_gtest_list_script ${CMAKE_CURRENT_LIST_DIR}/gtest_list_suites.cmake)
 
-add_custom_target(frs_e2e_programs)
 function(gtest_discover_tests target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "E2E" "TEST_PREFIX;TEST_SUFFIX;DISCOVERY_TIMEOUT;WORKING_DIRECTORY"
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TEST_PREFIX;TEST_SUFFIX;DISCOVERY_TIMEOUT;WORKING_DIRECTORY"
                         "EXTRA_ARGS;PROPERTIES;LONG_SUITES")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "gtest_discover_tests(${target}): not taken here: ${arg_UNPARSED_ARGUMENTS}"
@@ -56,10 +50,6 @@ function(gtest_discover_tests target)
     endif()
     math(EXPR i "${i} + 2")
   endwhile()
-  if(arg_E2E)
-    string(APPEND props " [==[LABELS]==] [==[e2e]==]")
-    add_dependencies(frs_e2e_programs ${target})
-  endif()
   set(extra "")
   foreach(a ${arg_EXTRA_ARGS})
     string(APPEND extra " [==[${a}]==]")
