@@ -140,6 +140,13 @@ class AdminEngine : public Engine {
   // was already there; an error changes nothing.
   static constexpr size_t kMaxMergeNodes = Store::kMaxBatch - 1;
   virtual Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) = 0;
+  // As MergeNodes, but each sent node takes the place of this store's node
+  // of the same key, its rules and its reservation table whole: the copy a
+  // route's owner sends its new successor when replicas are switched on,
+  // whose node already holds every use the successor received as replicas
+  // since (a sum would count those twice), and which a copy sent again
+  // leaves as it is.
+  virtual Result<bool> ReplaceNodes(std::span<const std::string_view> json_lines, std::string_view receipt) = 0;
   // Adds statistics by key field counted elsewhere (a leaving shard's) to
   // the same day and table here: counts add up, distinct sketches merge.
   // `receipt` (not empty): a merge of that receipt already taken is not

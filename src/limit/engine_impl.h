@@ -181,7 +181,12 @@ class EngineImpl final : public AdminEngine {
   Result<bool> ImportNode(std::string_view json_line) override;
   Status CheckImport(std::string_view json_line) const override;
   uint32_t Today() const override { return Today(NowAt().s); }
-  Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override;
+  Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override {
+    return FoldNodes(json_lines, receipt, /*replace=*/false);
+  }
+  Result<bool> ReplaceNodes(std::span<const std::string_view> json_lines, std::string_view receipt) override {
+    return FoldNodes(json_lines, receipt, /*replace=*/true);
+  }
   Result<bool> ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
                             size_t skip_first) override;
   void SetChangeSink(ChangeSink* sink) override { sink_ = sink; }
@@ -191,6 +196,9 @@ class EngineImpl final : public AdminEngine {
   std::shared_ptr<const Map> SharedMap() const;
   Now NowAt() const { return Now::At(clock_->NowMs(), tz_.get()); }
   uint32_t Today(int64_t now_s) const;
+  // MergeNodes (each sent node summed into this store's, rule by rule) and
+  // ReplaceNodes (each sent node taking its place whole), one transaction.
+  Result<bool> FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt, bool replace);
 
   // The one check of a request, whichever way it is decided: its biz, or
   // null with `d` holding the error (or nothing: stats has no decision).

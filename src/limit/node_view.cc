@@ -451,7 +451,8 @@ Status EngineImpl::CheckImport(std::string_view json_line) const {
   return ParseNode(json_line, *map, &pn);
 }
 
-Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) {
+Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt,
+                                   bool replace) {
   if (receipt.empty() || receipt.size() > kMaxKeyBytes) return Status::InvalidArgument("a receipt is 1..255 bytes");
   if (json_lines.empty() || json_lines.size() > kMaxMergeNodes)
     return Status::InvalidArgument("a merge carries 1.." + std::to_string(kMaxMergeNodes) + " nodes");
@@ -497,17 +498,19 @@ Result<bool> EngineImpl::MergeNodes(std::span<const std::string_view> json_lines
       }
       // A node that holds no reservation table here takes the sent one (its
       // own, when it has one, is kept: docs/cluster.md, the handoff's
-      // merge). Every node's room is found in this one pass: the batch is
-      // asked again once.
-      if (nodes[i].reservations.empty() || cfg.res_cap == 0) continue;
+      // merge); a replacement takes the sent one, or none, in any case.
+      // Every node's room is found in this one pass: the batch is asked
+      // again once.
+      if (!replace && (nodes[i].reservations.empty() || cfg.res_cap == 0)) continue;
       const uint32_t have = refs[i].exists ? std::min(refs[i].stored_state_bytes, refs[i].state_bytes) : 0;
-      if (!Reservations::Find(std::span<const uint8_t>(refs[i].state, have)).empty()) continue;
+      if (!replace && !Reservations::Find(std::span<const uint8_t>(refs[i].state, have)).empty()) continue;
       short_state |= !PlaceReservations(cfg, AsBytes(nodes[i].reservations), refs[i], &need[i], started[i] != 0);
     }
     if (short_state) return;  // a node holds a larger layout, or takes a table: read it whole, then merge
     for (size_t i = 0; i < n; ++i) {
       const BizConfig& cfg = *nodes[i].cfg;
-      for (uint32_t r = 0; r < cfg.nrules; ++r) {
+      if (replace) std::memcpy(refs[i].state, incoming[i].data(), cfg.state_bytes);
+      for (uint32_t r = 0; r < cfg.nrules && !replace; ++r) {
         const RuleSpec& spec = cfg.rules[r];
         MergeBlock(spec, refs[i].state + spec.offset, incoming[i].data() + spec.offset, now);
       }

@@ -23,11 +23,13 @@ bool Handler::HandleMerges(int* status) {
   for (size_t i = 0; i < wire_.size();) {
     size_t end = i;
     lines.clear();
-    while (end < wire_.size() && wire_[end].receipt == wire_[i].receipt) lines.push_back(wire_[end++].node);
-    auto merged = lines.size() <= AdminEngine::kMaxMergeNodes
-                      ? engine_->MergeNodes(lines, wire_[i].receipt)
-                      : Result<bool>(Status::InvalidArgument("one receipt covers at most " +
-                                                             std::to_string(AdminEngine::kMaxMergeNodes) + " nodes"));
+    while (end < wire_.size() && wire_[end].receipt == wire_[i].receipt && wire_[end].replace == wire_[i].replace)
+      lines.push_back(wire_[end++].node);
+    auto merged = lines.size() > AdminEngine::kMaxMergeNodes
+                      ? Result<bool>(Status::InvalidArgument("one receipt covers at most " +
+                                                             std::to_string(AdminEngine::kMaxMergeNodes) + " nodes"))
+                  : wire_[i].replace ? engine_->ReplaceNodes(lines, wire_[i].receipt)
+                                     : engine_->MergeNodes(lines, wire_[i].receipt);
     all_merged = all_merged && merged.ok();
     for (size_t k = i; k < end; ++k) {
       body_.append("  ");

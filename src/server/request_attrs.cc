@@ -56,6 +56,7 @@ AttrName AttrNameOf(std::string_view s) {
     case 7:
       if (std::memcmp(p, "receipt", 7) == 0) return AttrName::kReceipt;
       if (std::memcmp(p, "reserve", 7) == 0) return AttrName::kReserve;
+      if (std::memcmp(p, "replace", 7) == 0) return AttrName::kReplace;
       return AttrName::kOther;
     case 11: return std::memcmp(p, "reservation", 11) == 0 ? AttrName::kReservation : AttrName::kOther;
     default: return AttrName::kOther;
@@ -182,6 +183,15 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
       if (r->cmd != Cmd::kMerge) return Unknown(name, err);
       dup = !r->node.empty();
       r->node = value;
+      break;
+    case AttrName::kReplace:
+      // The sent node takes the place of this store's (a copy when replicas
+      // are switched on, docs/cluster.md), instead of being summed into it.
+      if (r->cmd != Cmd::kMerge) return Unknown(name, err);
+      if (value != "0" && value != "1") return Fail(err, 400, "replace must be 0 or 1");
+      dup = r->has_replace;
+      r->has_replace = true;
+      r->replace = value == "1";
       break;
     case AttrName::kLease:
       Seen(&have_lease_);

@@ -31,6 +31,7 @@ enum class AttrName : uint8_t {
   kLease,
   kReserve,
   kReservation,
+  kReplace,
   kOther
 };
 AttrName AttrNameOf(std::string_view name);

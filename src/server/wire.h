@@ -23,10 +23,12 @@ struct WireRequest {
   // the decoded key.
   std::string_view route, route_key;
   std::string_view receipt, node;  // cmd="merge"
-  std::string_view lease;          // cmd="release", "renew"
-  std::string_view reservation;    // cmd="settle"
-  int64_t reserve = 0;             // cmd="acquire": hold n for this many seconds
-  uint32_t route_pos = 0;          // filled by the handler
+  bool replace = false;            // cmd="merge": the node replaces this store's (ReplaceNodes)
+  bool has_replace = false;
+  std::string_view lease;        // cmd="release", "renew"
+  std::string_view reservation;  // cmd="settle"
+  int64_t reserve = 0;           // cmd="acquire": hold n for this many seconds
+  uint32_t route_pos = 0;        // filled by the handler
   bool route_known = false;
   int64_t n = 1;
   int64_t count = 0;

@@ -341,6 +341,52 @@ TEST_F(ReservationTest, ANodeTakenBackWholeKeepsItsReservationsAndTheirIds) {
   EXPECT_NE(refused.message().find("reservations"), std::string::npos) << refused.ToString();
 }
 
+// A copy sent when replicas are switched on (ReplaceNodes): the sent node
+// takes the place of this store's, rules and reservation table whole (a sum
+// would count twice what this holder received as replicas since the
+// change), and the same copy sent again under another receipt leaves it so.
+TEST_F(ReservationTest, AReplacedNodeIsTheSentOneWholeAndACopySentAgainChangesNothing) {
+  const Decision r1 = Reserve("minute", "sw", 30);
+  ASSERT_TRUE(r1.allowed);
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = "minute", .key = "sw"}).allowed);
+  std::string line;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& node) {
+    if (node.key != "sw") return;
+    auto exported = engine_->ExportNode(node);
+    ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+    line = exported.value();
+                      })
+                  .ok());
+  ASSERT_NE(line.find("\"reservations\":\""), std::string::npos) << line;
+  // This holder's own node: the last use only, and a reservation of its own.
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "sw"}).found);
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = "minute", .key = "sw"}).allowed);
+  const Decision own = Reserve("minute", "sw", 5);
+  ASSERT_TRUE(own.allowed);
+  const std::string_view lines[] = {line};
+  for (const char* receipt : {"copy-1", "copy-2"}) {
+    auto replaced = engine_->ReplaceNodes(lines, receipt);
+    ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+    EXPECT_TRUE(replaced.value()) << receipt;
+    EXPECT_EQ(Count("minute", "sw"), 31) << receipt;  // the sent count, not 31 + 6
+  }
+  auto again = engine_->ReplaceNodes(lines, "copy-2");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again.value());  // a receipt taken already: nothing done
+  // The sent table: its reservation settles here, this holder's own is gone.
+  EXPECT_FALSE(Settle("minute", "sw", IdOf(own), 5).settled);
+  const Decision s = Settle("minute", "sw", IdOf(r1), 10);
+  EXPECT_TRUE(s.settled) << s.status.ToString();
+  EXPECT_EQ(Count("minute", "sw"), 11);
+  // MergeNodes sums instead.
+  auto merged = engine_->MergeNodes(lines, "sum-1");
+  ASSERT_TRUE(merged.ok() && merged.value());
+  EXPECT_EQ(Count("minute", "sw"), 42);
+}
+
 TEST_F(ReservationTest, AnErasedNodesIdsDoNotSettleItsSuccessors) {
   Decision a = Reserve("minute", "k", 10);
   ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "k"}).found);

@@ -178,6 +178,9 @@ class FakeEngine final : public AdminEngine {
     merged_nodes += lines.size();
     return true;
   }
+  Result<bool> ReplaceNodes(std::span<const std::string_view> lines, std::string_view receipt) override {
+    return MergeNodes(lines, receipt);
+  }
   Result<bool> ApplyChanges(std::span<const Change>, std::string_view, uint64_t, size_t) override {
     return Status::NotFound("fake");
   }

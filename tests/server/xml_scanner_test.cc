@@ -53,7 +53,7 @@ std::string Show(const std::string& s) {
 // Every field of a decoded request, to compare two at once.
 auto Fields(const WireRequest& r) {
   return std::tie(r.cmd, r.biz, r.key, r.token, r.has_token, r.route, r.route_key, r.receipt, r.node, r.n, r.count,
-                  r.route_known, r.route_pos);
+                  r.route_known, r.route_pos, r.replace);
 }
 
 // Decodes `body` both ways and compares everything; returns whether the
@@ -101,6 +101,8 @@ TEST(XmlScanner, TakesTheCommonShapes) {
       "<batch>\n  <request cmd=\"update\" biz=\"b\" key=\"k\"/>\n  <request cmd=\"delete\" biz=\"b\" key=\"k\" "
       "token=\"t\"/>\n</batch>\n",
       R"(<batch><request cmd="merge" receipt="r1" node="{}" token="t"/></batch>)",
+      R"(<batch><request cmd="merge" receipt="r1" replace="1" node="{}" token="t"/></batch>)",
+      R"(<request cmd="merge" receipt="r1" replace="0" node="{}" token="t"/>)",
       // The handler refuses these; the decoders both accept them.
       R"(<request cmd="stats"/>)",
       R"(<batch><request cmd="merge" receipt="r" node="{}" token="t"/><request cmd="query" biz="b" key="k"/></batch>)",
@@ -162,6 +164,9 @@ TEST(XmlScanner, HandsEverythingElseToPugixml) {
       R"(<batch><request cmd="query" biz="b" key="k"/></batch>x)",
       R"(<batch><request cmd="query" biz="b" key="k"/>)",
       R"(<batch><request cmd="query" biz="b" key="k" receipt="r"/></batch>)",
+      R"(<batch><request cmd="query" biz="b" key="k" replace="1"/></batch>)",
+      R"(<batch><request cmd="merge" receipt="r" replace="yes" node="{}" token="t"/></batch>)",
+      R"(<batch><request cmd="merge" receipt="r" replace="1" replace="1" node="{}" token="t"/></batch>)",
   };
   for (const std::string& body : slow) EXPECT_FALSE(Same(body)) << body;
   // And every body refused for what it holds (protocol_test.cc answers each with a 400).

@@ -11,8 +11,9 @@
 //   D ID PRIMARY RECEIPT DEST   the node of entry PRIMARY goes to DEST too
 //          (a node two new holders lack): sent once PRIMARY is erased
 //   C ID RECEIPT DEST ...   as N, a copy: sent, never erased here (this
-//          shard stays a holder); RECEIPT names the node and the ring change,
-//          so a copy made again by a later run is found merged
+//          shard stays a holder), and sent with replace="1": it takes the
+//          place of DEST's node, so a copy made again by a later run (or
+//          after the same change made again) leaves that node right
 // Which nodes go where, and which shard of a node's two holders sends it, is
 // handoff_plan.h's.
 // The entries of one batch (one destination) share a RECEIPT; the receiver
@@ -192,9 +193,10 @@ void FollowPrimaries(std::vector<Entry>& entries) {
 }
 
 // The receipt of one node for one ring change (the digests before and
-// after): a copy (`prefix` "SELF/copy") is merged into a new holder once
-// however many runs copy it, and a node both old holders send ("moved") once
-// whichever sends first.
+// after): a node both old holders send (`prefix` "moved") is merged once
+// whichever sends first. (A copy, replicas switched on, goes under its run's
+// receipts: it replaces the node there, so a copy sent again, by a later
+// run or after the same switch made again, leaves it right.)
 std::string NodeReceipt(const std::string& prefix, const Ring& before, const Ring& after, const NodeInfo& n) {
   char tail[96];
   std::snprintf(tail, sizeof tail, "/%08x.%08x/%u.%016" PRIx64 "%016" PRIx64, before.Digest(), after.Digest(),
@@ -263,6 +265,10 @@ Status SendTo(const std::string& dest, const std::string& token, std::vector<Ent
       pugi::xml_node r = d.append_child("request");
       r.append_attribute("cmd") = "merge";
       r.append_attribute("receipt") = entries[k]->receipt.c_str();
+      // A copy to a new holder when replicas are switched on takes the
+      // place of the node there: what that holder counted since the
+      // change, it received from this one, whose node holds it too.
+      if (entries[k]->kind == 'C') r.append_attribute("replace") = "1";
       r.append_attribute("node") = entries[k]->json.c_str();
       r.append_attribute("token") = token.c_str();
       std::ostringstream os;
@@ -375,10 +381,17 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
 // finished here: it answers snapshots again once every shard of the list
 // says so (handler_replica.cc), and the store directory `dir` notes the list
 // (cluster.digest). An error when it cannot be told: the run's nodes moved,
-// but its shard waits for a run that tells it.
-Status ReportHandedOff(const std::string& self, const Ring& after, const std::string& token, const std::string& dir) {
+// but its shard waits for a run that tells it. A shard that keeps no
+// replicas now (`replicas_after` false: switched off) answers no snapshot
+// and waits for nothing: only the directory notes the list.
+Status ReportHandedOff(const std::string& self, const Ring& after, bool replicas_after, const std::string& token,
+                       const std::string& dir) {
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", after.Digest());
+  if (!replicas_after) {
+    auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingDigest), std::string(digest) + "\n", {});
+    return w.ok() ? Status::OK() : w.status();
+  }
   HttpClient http(self, 5000);
   auto resp =
       http.Post("/replicate?handed_off=" + std::string(digest) + "&token=" + PercentEncoded(token, kPercentQueryValue),
@@ -528,8 +541,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     std::snprintf(run, sizeof run, "%08x%08x", rd(), rd());
     uint64_t seq = 0, batches = 0;
     // Batches of nodes with the same destinations and the same plan: one
-    // receipt per destination and batch (a copy's, and a node's that both
-    // old holders send, is its own).
+    // receipt per destination and batch (a node's that both old holders
+    // send is its own).
     auto group_of = [](const Move& m) {
       std::string g(!m.plan.erase ? "C" : m.plan.shared ? "S" : "E");
       for (const std::string& d : m.plan.dests) g += " " + d;
@@ -547,7 +560,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       const bool copy = !moving[i].plan.erase && before;
       const bool shared = moving[i].plan.shared && before;
       std::vector<std::string> receipts;
-      if (!copy && !shared)
+      if (!shared)
         for (size_t d = 0; d < dests.size(); ++d)
           receipts.push_back(s.cfg.cluster_self + "/" + run + "/" + std::to_string(++batches));
       std::vector<std::string> lines;
@@ -565,9 +578,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
           if (e.kind == 'N') primary = e.id;
           if (e.kind == 'D') e.primary = primary;
           e.erased = copy;
-          e.receipt = copy     ? NodeReceipt(s.cfg.cluster_self + "/copy", *before, ring, n)
-                      : shared ? NodeReceipt("moved", *before, ring, n)
-                               : receipts[d];
+          e.receipt = shared ? NodeReceipt("moved", *before, ring, n) : receipts[d];
           e.dest = dests[d];
           e.json = json.value();
           e.biz = n.biz;
@@ -706,7 +717,9 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   }
   if (Status st = failed.Combined(); !st.ok()) return st;
   if (before && with_replicas && !a.dry_run)
-    if (Status told = ReportHandedOff(s.cfg.cluster_self, ring, token, s.cfg.store_dir); !told.ok()) return told;
+    if (Status told = ReportHandedOff(s.cfg.cluster_self, ring, s.cfg.cluster_replicas != 0, token, s.cfg.store_dir);
+        !told.ok())
+      return told;
   return kExitOk;
 }
 
