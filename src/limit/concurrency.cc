@@ -350,31 +350,47 @@ void Concurrency::Explain(const RuleSpec& spec, const uint8_t* block, const Now&
 
 void Concurrency::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {
   if (Load32(incoming) == 0) return;
-  if (Load32(block) == 0) {
+  int64_t held = 0;
+  int64_t t = ClampedNow(incoming, now);
+  if (Load32(block) != 0) {
+    t = std::max(ClampedNow(block, now), t);
+    Rebase(spec, block, t);
+    held = Taken(std::span<const uint8_t>(block, spec.bytes));
+  }
+  if (held == 0) {
+    // Nothing held here: the sent block whole, its nonce with it, so that
+    // the ids its holders were given verify here.
     std::memcpy(block, incoming, spec.bytes);
     KeepLatest(spec, block, spec.max);  // expired ones end first, so go first
     return;
   }
-  const int64_t t = std::max(ClampedNow(block, now), ClampedNow(incoming, now));
-  Rebase(spec, block, t);
   PlaceTable mine(block, spec.bytes);
   const PlaceTable theirs(incoming, spec.bytes);
-  int64_t held = 0;
-  for (uint32_t i = 0; i < mine.n; ++i) held += mine.Serial(i) != 0;
+  // One series of ids (the nonce of both, as two holders of a route have):
+  // a serial held on both is one lease. Two series (a new owner that granted
+  // leases between a ring change and its handoff drew its own nonce): each
+  // sent lease is another one, held here under a serial of this node's, as
+  // far as max allows, until its expiry; its id verifies here no more.
+  const bool one_series = Load32(block + kNonceAt) == Load32(incoming + kNonceAt);
+  uint32_t next = Load32(block + kNextAt);
   for (uint32_t j = 0; j < theirs.n && held < spec.max; ++j) {
-    const uint32_t serial = theirs.Serial(j);
+    uint32_t serial = theirs.Serial(j);
     if (serial == 0 || theirs.Expires(j) <= t) continue;
     uint32_t free = mine.n;
     bool same = false;
     for (uint32_t i = 0; i < mine.n && !same; ++i) {
-      same = mine.Serial(i) == serial;
+      same = one_series && mine.Serial(i) == serial;
       if (mine.Serial(i) == 0 && free == mine.n) free = i;
     }
     if (same || free == mine.n) continue;
+    if (!one_series) {
+      serial = next == 0 ? 1 : next;
+      next = serial == UINT32_MAX ? 1 : serial + 1;
+    }
     mine.Set(free, serial, theirs.Expires(j) - t);
     ++held;
   }
-  Store32(block + kNextAt, std::max(Load32(block + kNextAt), Load32(incoming + kNextAt)));
+  Store32(block + kNextAt, one_series ? std::max(next, Load32(incoming + kNextAt)) : next);
 }
 
 void Concurrency::Convert(const RuleSpec& spec, std::span<const uint8_t> old_block, uint8_t* block, const Now& now) {

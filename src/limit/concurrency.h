@@ -57,9 +57,12 @@ struct Concurrency {
   static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
-  // Handoff: the incoming leases join this block's (a serial already held
-  // here is the same lease, sent again), as far as max allows. Their ids
-  // prove themselves only on a node that had none before (the nonce is this node's).
+  // Handoff: the incoming leases join this block's, as far as max allows.
+  // Under the same nonce a serial already held here is the same lease, sent
+  // again; under another (the node made here meanwhile) each is another
+  // lease, given a serial of this node's: held and counted until its
+  // expiry, its old id no longer verifying. A block holding no lease takes
+  // the sent one whole, nonce included, so its ids verify here.
   static void Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now);
   // A reload changed max (the block's length) or lease: the held leases are
   // kept, with their ids and expiries, up to the new max (those expiring last).

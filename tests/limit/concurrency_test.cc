@@ -259,6 +259,47 @@ TEST_F(LeaseTest, ALeaseExpiredInAMergedNodeIsCountedByTheNextWrite) {
   EXPECT_EQ(Acquire("inflight", "lost").leases_expired, 0);  // counted once
 }
 
+// A ring change's handoff into a new owner that granted leases of its own
+// since the change (its node drew its own nonce): the sent leases are other
+// leases, not the same serials, so all are held and max still holds; the
+// new owner's ids still release theirs, the sent ones' ids are unknown here
+// (they end at their expiry). A node holding none takes the sent one whole.
+TEST_F(LeaseTest, AHandoffIntoANodeOfAnotherSeriesHoldsEveryLeaseUpToMax) {
+  const Decision old1 = Acquire("three", "moved");
+  const Decision old2 = Acquire("three", "moved");
+  ASSERT_TRUE(old1.allowed && old2.allowed);
+  std::string line;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& node) {
+    if (node.key == "moved") line = engine_->ExportNode(node).value();
+                      })
+                  .ok());
+  ASSERT_FALSE(line.empty());
+  // The new owner's own node, made after the change: one lease, serial 1.
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "three", .key = "moved"}).found);
+  const Decision mine = Acquire("three", "moved");
+  ASSERT_TRUE(mine.allowed);
+  ASSERT_EQ(mine.lease_serial, 1u);
+  const std::string_view lines[] = {line};
+  auto merged = engine_->MergeNodes(lines, "handoff-1");
+  ASSERT_TRUE(merged.ok() && merged.value()) << merged.status().ToString();
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "three", .key = "moved"}).count, 3);
+  EXPECT_FALSE(Acquire("three", "moved").allowed);  // 3 held of 3: no fourth
+  EXPECT_FALSE(Lease(Cmd::kRelease, "three", "moved", IdOf(old1)).released);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "three", "moved", IdOf(mine)).released);
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "three", .key = "moved"}).count, 2);
+  // Into a node that holds none: taken whole, so the sent ids release here.
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "three", .key = "moved"}).found);
+  const Decision gone = Acquire("three", "moved");
+  ASSERT_TRUE(Lease(Cmd::kRelease, "three", "moved", IdOf(gone)).released);
+  merged = engine_->MergeNodes(lines, "handoff-2");
+  ASSERT_TRUE(merged.ok() && merged.value()) << merged.status().ToString();
+  EXPECT_TRUE(Lease(Cmd::kRelease, "three", "moved", IdOf(old1)).released);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "three", "moved", IdOf(old2)).released);
+}
+
 // A merged node none of whose blocks a rule here takes (a removed rule's
 // state, exported as no rules) is not written: a node of empty blocks
 // would never expire. Import refuses it the same way.
