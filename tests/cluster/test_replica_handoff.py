@@ -447,6 +447,11 @@ class ReplicaHandoff(unittest.TestCase):
         # merged left the successor without the count, and a failover granted
         # a window again).
         live = list(self.names)
+        # A wrong admin token is refused before anything moves (it was taken
+        # for every shard's draining check, then refused by every merge).
+        code, out = self.shards[live[0]].handoff(extra=("--token", "wrong"))
+        self.assertNotEqual(code, 0, out)
+        self.assertIn("refused the admin token", out)
         try:
             for replicas in (0, 1, 0, 1):
                 Shard.replicas = replicas

@@ -337,6 +337,21 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
   return Status::OK();
 }
 
+// The admin token, tried on this shard's own frsd before anything moves
+// (/replicate checks it first, replicas or not): a wrong one would have
+// every merge refused (403) after this shard's nodes were spooled and
+// erased, and the replicas' draining check skip every shard. A shard that
+// cannot be reached is not asked (its nodes move all the same).
+Status CheckToken(const std::string& self, const std::string& token) {
+  HttpClient http(self, 5000);
+  auto resp = http.Get("/replicate?state=1&token=" + PercentEncoded(token, kPercentQueryValue));
+  if (resp.ok() && resp->status == 403)
+    return Status::InvalidArgument("shard " + self + " refused the admin token (403 " + resp->body.substr(0, 120) +
+                                   "): pass the <admin token> the shards run (--token, or this srv.xml's); "
+                                   "nothing was changed");
+  return Status::OK();
+}
+
 // With replicas, a shard whose link to a node's other holder was down when
 // its <cluster> changed still queues changes for that holder, made under the
 // old list (docs/cluster.md, "Ring changes with replicas"): until they are
@@ -447,6 +462,8 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   }
   const bool with_replicas = replicas_before || s.cfg.cluster_replicas != 0;
   // A dry run asks too: it says what the real run would do, refusals included.
+  if (!token.empty())
+    if (Status st = CheckToken(s.cfg.cluster_self, token); !st.ok()) return st;
   if (before && with_replicas)
     if (Status st = CheckNothingDraining(*before, ring, token); !st.ok()) return st;
   const HandoffPlanner planner(before ? &*before : nullptr, replicas_before, ring, s.cfg.cluster_replicas != 0,
