@@ -52,6 +52,22 @@ class EngineFixture : public ::testing::Test {
   Decision Acquire(std::string_view biz, std::string_view key, int64_t n = 1) {
     return engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = biz, .key = key, .n = n});
   }
+  // The node of `key` (any biz) as ExportNode's JSON line, as a handoff or
+  // a snapshot sends it; empty when there is none.
+  std::string ExportOf(std::string_view key) {
+    std::string line;
+    EXPECT_TRUE(store_
+                    ->ForEach(
+                        {},
+                        [&](const NodeInfo& node) {
+      if (node.key != key) return;
+      auto exported = engine_->ExportNode(node);
+      EXPECT_TRUE(exported.ok()) << exported.status().ToString();
+      if (exported.ok()) line = exported.value();
+                        })
+                    .ok());
+    return line;
+  }
 
   const char* map_;
   TempDir dir_;

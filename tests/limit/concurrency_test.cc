@@ -268,14 +268,7 @@ TEST_F(LeaseTest, AHandoffIntoANodeOfAnotherSeriesHoldsEveryLeaseUpToMax) {
   const Decision old1 = Acquire("three", "moved");
   const Decision old2 = Acquire("three", "moved");
   ASSERT_TRUE(old1.allowed && old2.allowed);
-  std::string line;
-  ASSERT_TRUE(store_
-                  ->ForEach(
-                      {},
-                      [&](const NodeInfo& node) {
-    if (node.key == "moved") line = engine_->ExportNode(node).value();
-                      })
-                  .ok());
+  const std::string line = ExportOf("moved");
   ASSERT_FALSE(line.empty());
   // The new owner's own node, made after the change: one lease, serial 1.
   ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "three", .key = "moved"}).found);

@@ -349,17 +349,7 @@ TEST_F(ReservationTest, AReplacedNodeIsTheSentOneWholeAndACopySentAgainChangesNo
   const Decision r1 = Reserve("minute", "sw", 30);
   ASSERT_TRUE(r1.allowed);
   ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = "minute", .key = "sw"}).allowed);
-  std::string line;
-  ASSERT_TRUE(store_
-                  ->ForEach(
-                      {},
-                      [&](const NodeInfo& node) {
-    if (node.key != "sw") return;
-    auto exported = engine_->ExportNode(node);
-    ASSERT_TRUE(exported.ok()) << exported.status().ToString();
-    line = exported.value();
-                      })
-                  .ok());
+  const std::string line = ExportOf("sw");
   ASSERT_NE(line.find("\"reservations\":\""), std::string::npos) << line;
   // This holder's own node: the last use only, and a reservation of its own.
   ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "sw"}).found);
