@@ -492,10 +492,12 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
     bool short_state = false;
     for (size_t i = 0; i < n; ++i) {
       const BizConfig& cfg = *nodes[i].cfg;
+      const uint32_t asked = refs[i].state_bytes;
       if (!AdoptLayout(cfg, refs[i], now, &need[i])) {
         short_state = true;  // asked again with room for its table too
         continue;
       }
+
       // A node that holds no reservation table here takes the sent one (its
       // own, when it has one, is kept: docs/cluster.md, the handoff's
       // merge); a replacement takes the sent one, or none, in any case.
@@ -504,6 +506,13 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
       if (!replace && (nodes[i].reservations.empty() || cfg.res_cap == 0)) continue;
       const uint32_t have = refs[i].exists ? std::min(refs[i].stored_state_bytes, refs[i].state_bytes) : 0;
       if (!replace && !Reservations::Find(std::span<const uint8_t>(refs[i].state, have)).empty()) continue;
+      // A node here without a table ends with its rules after the
+      // adoption; the room asked past them (zeroed by the store) is still
+      // there for the sent table. (Without this, a batch asked again with
+      // room for it was found short again, and answered merged="0".)
+      const uint32_t with_table = cfg.state_bytes + cfg.res_bytes;
+      if (!nodes[i].reservations.empty() && asked >= with_table && refs[i].state_bytes < with_table)
+        refs[i].state_bytes = with_table;
       short_state |= !PlaceReservations(cfg, AsBytes(nodes[i].reservations), refs[i], &need[i], started[i] != 0);
     }
     if (short_state) return;  // a node holds a larger layout, or takes a table: read it whole, then merge

@@ -723,7 +723,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                     static_cast<unsigned long long>(c.duplicates));
     }
     if (erased_copies)
-      std::printf("%llu node(s) %s here: another old holder of each hands it over\n",
+      std::printf("%llu node(s) %s here: no holder of them now; another old holder of each keeps it or hands it over\n",
                   static_cast<unsigned long long>(erased_copies), a.dry_run ? "would be erased" : "erased");
     if (stats_files)
       std::printf("%llu statistics day file(s) handed over\n", static_cast<unsigned long long>(stats_files));
