@@ -452,6 +452,12 @@ Concurrency::Found Concurrency::Find(const RuleSpec& spec, const uint8_t* block,
   return Found::kNone;
 }
 
+bool Concurrency::FreeAdopted(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, uint32_t nonce) {
+  const uint32_t mine = Load32(block + kNonceAt);
+  if (nonce != 0 && mine != 0 && nonce != mine) serial |= kOtherSeries;
+  return Free(spec, block, now, serial);
+}
+
 bool Concurrency::Free(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial) {
   if (serial == 0 || Load32(block) == 0) return false;
   Rebase(spec, block, ClampedNow(block, now));
@@ -491,18 +497,25 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
   const int64_t t = ClampedNow(block, now);
   Rebase(spec, block, t);
   PlaceTable p(block, spec.bytes);
-  uint32_t at = p.n, free = p.n;
+  const uint32_t mine = Load32(block + kNonceAt);
   int64_t held = 0;
+  for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0;
+  // Another series (this node holds leases of its own nonce: a new owner
+  // granted these between a ring change and its handoff, or both holders
+  // made the node at once): another lease, never one of this node's of the
+  // same serial, kept under the serial with its top bit set until the
+  // other holder releases it or it expires.
+  if (nonce != 0 && mine != 0 && nonce != mine && held != 0) serial |= kOtherSeries;
+  else if (nonce != 0 && (mine == 0 || held == 0)) Store32(block + kNonceAt, nonce);
+  uint32_t at = p.n, free = p.n;
   for (uint32_t i = 0; i < p.n; ++i) {
     const uint32_t s = p.Serial(i);
-    held += s != 0;
     if (s == serial) at = i;
     if (s == 0 && free == p.n) free = i;
   }
-  const uint32_t mine = Load32(block + kNonceAt);
-  if (nonce != 0 && (mine == 0 || held == 0 || nonce < mine)) Store32(block + kNonceAt, nonce);
   // Never granted here again: the next serial passes it (a wrap excepted).
-  if (serial >= Load32(block + kNextAt)) Store32(block + kNextAt, serial == UINT32_MAX ? 1 : serial + 1);
+  if ((serial & kOtherSeries) == 0 && serial >= Load32(block + kNextAt))
+    Store32(block + kNextAt, serial == UINT32_MAX ? 1 : serial + 1);
   if (until <= t) return;  // over by now, as the other holder's sweep will say
   if (at == p.n) at = free;
   if (at == p.n) return;

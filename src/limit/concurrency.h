@@ -84,11 +84,18 @@ struct Concurrency {
   // holders, the secret being shared), even past max (the other holder's
   // grants are counted as they are; Evaluate then denies); a copy without a
   // free place drops it. Its serial is never granted here again.
-  // The copy takes the nonce when it has none or holds no lease; two
-  // holders that drew different ones (both made the node at once) keep the
-  // smaller, so that they end with the same.
+  // The copy takes the nonce when it has none or holds no lease. A lease
+  // of another nonce on a copy holding leases of its own (a new owner's,
+  // granted between a ring change and its handoff; or both holders made
+  // the node at once) is another lease: held under its serial with
+  // kOtherSeries set, which no id of this node names, until the other
+  // holder's release (FreeAdopted) or its expiry.
   static void Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, int64_t until,
                     uint32_t nonce);
+  // The other holder released `serial` of its node's `nonce` (0: a sender
+  // that did not say; this node's then).
+  static bool FreeAdopted(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, uint32_t nonce);
+  static constexpr uint32_t kOtherSeries = 0x80000000u;
 
   // The leases held now, up to out.size(); returns how many are held.
   static size_t Held(const RuleSpec& spec, const uint8_t* block, const Now& now, std::span<Lease> out);

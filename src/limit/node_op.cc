@@ -312,6 +312,7 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
                              "max into a block with fewer places, logged then)");
   } else if (cmd == Cmd::kRelease) {
     d->released = Concurrency::Free(spec, block, now, serial);
+    d->lease_nonce = Concurrency::Nonce(block);  // for the other holder (rule_event.cc)
     changed = true;
   } else {
     d->lease_serial = serial;

@@ -67,6 +67,7 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
     uint64_t mac = 0;
     if (!d.released || !ParseLeaseId(req.lease, &c.item, &mac)) return;
     c.event = Change::Event::kLeaseRelease;
+    c.nonce = d.lease_nonce;  // which series the serial is of, at the other holder
   } else if (d.lease_serial != 0 && (req.cmd == Cmd::kAcquire || req.cmd == Cmd::kUpdate || req.cmd == Cmd::kRenew)) {
     c.event = req.cmd == Cmd::kRenew ? Change::Event::kLeaseRenew : Change::Event::kLeaseGrant;
     c.item = d.lease_serial;
@@ -108,7 +109,7 @@ void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const N
   switch (c.event) {
     case Change::Event::kLeaseGrant:
     case Change::Event::kLeaseRenew: Concurrency::Adopt(spec, block, now, c.item, c.until, c.nonce); return;
-    case Change::Event::kLeaseRelease: Concurrency::Free(spec, block, now, c.item); return;
+    case Change::Event::kLeaseRelease: Concurrency::FreeAdopted(spec, block, now, c.item, c.nonce); return;
     case Change::Event::kLeaseSweep:
       // What expired by the sender's instant (the same leases: expiries
       // are the same on both); not counted here.

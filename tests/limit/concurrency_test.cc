@@ -540,6 +540,40 @@ TEST(LeaseBlock, AMergeHoldsNoMoreThanMax) {
   EXPECT_EQ(limit::Concurrency::Held(spec, empty.data(), now, held), 3u);
 }
 
+// A replica's copy of a lease granted under another nonce while this copy
+// holds leases of its own (a new owner's lease of the gap between a ring
+// change and its handoff): another lease, never one of this node's with the
+// same serial; the other holder's release of it frees it, and only it.
+TEST(LeaseBlock, ALeaseOfAnotherSeriesIsAnotherLeaseOnTheCopy) {
+  auto m = limit::ParseMap(R"(<map><biz id="1" name="a"><rule algo="concurrency" max="3" lease="10"/></biz></map>)",
+                           "map.xml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const limit::RuleSpec& spec = m.value().bizzes[0].rules[0];
+  const limit::Now now = limit::Now::At(kDay0 * 1000, nullptr);
+  std::vector<uint8_t> block(spec.bytes);
+  limit::Concurrency::Record(spec, block.data(), now, 1);  // serials 1, 2 of this node's nonce
+  limit::Concurrency::Record(spec, block.data(), now, 1);
+  const uint32_t mine = limit::Concurrency::Nonce(block.data());
+  const uint32_t theirs = mine ^ 0x5a5a;
+  limit::Concurrency::Lease held[8];
+  limit::Concurrency::Adopt(spec, block.data(), now, 1, kDay0 + 11, theirs);
+  EXPECT_EQ(limit::Concurrency::Held(spec, block.data(), now, held), 3u);
+  EXPECT_EQ(limit::Concurrency::Nonce(block.data()), mine);
+  limit::Concurrency::Adopt(spec, block.data(), now, 1, kDay0 + 11, theirs);  // renewed: the same one
+  EXPECT_EQ(limit::Concurrency::Held(spec, block.data(), now, held), 3u);
+  ASSERT_TRUE(limit::Concurrency::FreeAdopted(spec, block.data(), now, 1, theirs));
+  EXPECT_EQ(limit::Concurrency::Held(spec, block.data(), now, held), 2u);
+  limit::Concurrency::Lease own;
+  EXPECT_EQ(limit::Concurrency::Find(spec, block.data(), now, 1, &own), limit::Concurrency::Found::kHeld);
+  ASSERT_TRUE(limit::Concurrency::FreeAdopted(spec, block.data(), now, 1, mine));  // this node's serial 1
+  ASSERT_TRUE(limit::Concurrency::FreeAdopted(spec, block.data(), now, 2, 0));     // a sender that did not say
+  EXPECT_EQ(limit::Concurrency::Held(spec, block.data(), now, held), 0u);
+  // Holding none, the copy takes the other nonce: its ids are the copy's.
+  limit::Concurrency::Adopt(spec, block.data(), now, 7, kDay0 + 11, theirs);
+  EXPECT_EQ(limit::Concurrency::Nonce(block.data()), theirs);
+  EXPECT_EQ(limit::Concurrency::Find(spec, block.data(), now, 7, &own), limit::Concurrency::Found::kHeld);
+}
+
 // A block of 8 places (64 bytes: any max up to 8) is swept, counted and
 // given its expiry on all places at once; any other length one place at a
 // time. The same operations on a 64-byte block and on a 96-byte one of the
