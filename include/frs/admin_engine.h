@@ -34,8 +34,12 @@ inline constexpr uint32_t kReceiptSeconds = 7 * 86400;
 struct LeaseView {
   uint32_t serial = 0;
   uint32_t nonce = 0;  // the node's (with the key, what the id is made of)
-  std::string id;      // "" when the key is not known whole
+  std::string id;      // "" when the key is not known whole, or the lease is of another series
   int64_t expires_s = 0;
+  // A replica's copy of a lease the other holder granted under its own
+  // nonce (docs/cluster.md, "Ring changes with replicas"): counted here,
+  // released by the other holder; no id of this node names it.
+  bool other_series = false;
 };
 
 // A reservation held now (limit/reservation.h): its id (as a lease's), the

@@ -187,7 +187,8 @@ Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
     const size_t n = std::min<size_t>(Concurrency::Held(spec, block, now, held), std::size(held));
     for (size_t i = 0; i < n; ++i) {
       LeaseView l{held[i].serial, Concurrency::Nonce(block), "", held[i].expires};
-      if (v.key_kept && !v.key_truncated)
+      l.other_series = (l.serial & Concurrency::kOtherSeries) != 0;
+      if (v.key_kept && !v.key_truncated && !l.other_series)
         l.id = LeaseIdText(l.serial, LeaseMac(lease_secret_, biz->cfg.id, l.nonce, l.serial, v.key));
       v.leases.push_back(std::move(l));
     }
@@ -222,7 +223,8 @@ Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view
   }
   if (v.ok()) {
     for (LeaseView& l : v.value().leases)
-      if (l.id.empty()) l.id = LeaseIdText(l.serial, LeaseMac(lease_secret_, biz->cfg.id, l.nonce, l.serial, key));
+      if (l.id.empty() && !l.other_series)
+        l.id = LeaseIdText(l.serial, LeaseMac(lease_secret_, biz->cfg.id, l.nonce, l.serial, key));
     for (ReservationView& r : v.value().reservations)
       if (r.id.empty())
         r.id = LeaseIdText(r.serial, Reservations::Mac(lease_secret_, biz->cfg.id, r.nonce, r.serial, key));

@@ -266,6 +266,38 @@ class LeaseReplicaTest : public ReplicaApplyTest {
   Recorder back_;
 };
 
+// After a ring change the old owner stays as successor, holding leases of
+// its node's nonce, and the new owner grants one of its own node's before
+// the handoff: the copy holds it as another lease (not as its own of the
+// same serial), shows it without an id, and frees it on the owner's release.
+TEST_F(LeaseReplicaTest, ACopyHoldsTheOtherSeriesLeasesBesideItsOwn) {
+  const Decision own1 = Do(*replica_, Cmd::kAcquire, "lease", "g"), own2 = Do(*replica_, Cmd::kAcquire, "lease", "g");
+  ASSERT_EQ(own1.lease_serial, 1u);
+  back_.changes.clear();
+  back_.keys.clear();
+  const Decision gap = Do(*owner_, Cmd::kAcquire, "lease", "g");  // the owner's node: another nonce, serial 1
+  ASSERT_EQ(gap.lease_serial, 1u);
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "g").count, 3);  // not 2: serial 1 twice is two leases
+  EXPECT_FALSE(Do(*replica_, Cmd::kAcquire, "lease", "g").allowed);
+  auto view = replica_->Inspect("lease", "g");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  size_t other = 0;
+  for (const LeaseView& l : view.value().leases) {
+    if (!l.other_series) continue;
+    ++other;
+    EXPECT_TRUE(l.id.empty()) << l.id;  // no id of this node's names it
+  }
+  EXPECT_EQ(other, 1u);
+  EXPECT_EQ(Lease(*replica_, Cmd::kRelease, "g", Id(gap)).status.code(), Status::Code::kConflict);
+  // The owner's release frees its lease on the copy, not the copy's serial 1.
+  ASSERT_TRUE(Lease(*owner_, Cmd::kRelease, "g", Id(gap)).released);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "g").count, 2);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "g", Id(own1)).released);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "g", Id(own2)).released);
+}
+
 TEST_F(LeaseReplicaTest, TheReplicaHoldsTheOwnersLeasesUnderTheirIds) {
   const Decision a1 = Do(*owner_, Cmd::kAcquire, "lease", "k"), a2 = Do(*owner_, Cmd::kAcquire, "lease", "k");
   ASSERT_NE(a1.lease_serial, 0u);

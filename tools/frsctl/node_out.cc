@@ -83,6 +83,7 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
       j.Key("serial").Uint(l.serial);
       j.Key("id").String(l.id);
       j.Key("expires_s").Int(l.expires_s);
+      if (l.other_series) j.Key("other_series").Bool(true);
       j.EndObject();
     }
     j.EndArray();
@@ -106,7 +107,10 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
 
 void PrintLeases(const NodeView& v, int64_t now_ms) {
   for (const LeaseView& l : v.leases) {
-    const std::string id = l.id.empty() ? "#" + std::to_string(l.serial) : l.id;
+    // Another holder's (its own nonce): released there, no id of this node's.
+    const std::string id = l.other_series ? "of the other holder's series"
+                           : l.id.empty() ? "#" + std::to_string(l.serial)
+                                          : l.id;
     std::printf("  lease %s held, expires %s\n", id.c_str(), When(l.expires_s * 1000, now_ms).c_str());
   }
 }
