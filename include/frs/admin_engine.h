@@ -144,12 +144,13 @@ class AdminEngine : public Engine {
   // was already there; an error changes nothing.
   static constexpr size_t kMaxMergeNodes = Store::kMaxBatch - 1;
   virtual Result<bool> MergeNodes(std::span<const std::string_view> json_lines, std::string_view receipt) = 0;
-  // As MergeNodes, but each sent node takes the place of this store's node
-  // of the same key, its rules and its reservation table whole: the copy a
-  // route's owner sends its new successor when replicas are switched on,
-  // whose node already holds every use the successor received as replicas
-  // since (a sum would count those twice), and which a copy sent again
-  // leaves as it is.
+  // As MergeNodes, but each sent node's rules take the place of this
+  // store's node's, and its reservation table too: the copy a route's old
+  // owner sends a new holder when replicas are switched on, whose node
+  // already holds every use that holder counted since the change (each
+  // reached the old owner as a replica; a sum would count it twice), and
+  // which a copy sent again leaves as it is. Leases and a reservation table
+  // this node holds under a nonce of its own are kept, their ids with them.
   virtual Result<bool> ReplaceNodes(std::span<const std::string_view> json_lines, std::string_view receipt) = 0;
   // Adds statistics by key field counted elsewhere (a leaving shard's) to
   // the same day and table here: counts add up, distinct sketches merge.

@@ -253,8 +253,8 @@ bool Grant(const RuleSpec& spec, uint8_t* block) {
   for (uint32_t i = from; i < p.n; ++i) {
     if (p.Serial(i) != 0) continue;
     uint32_t serial = Load32(block + kNextAt);
-    if (serial == 0) serial = 1;
-    Store32(block + kNextAt, serial == UINT32_MAX ? 1 : serial + 1);
+    if (serial == 0 || serial > Concurrency::kMaxSerial) serial = 1;
+    Store32(block + kNextAt, Concurrency::AfterSerial(serial));
     if (Load32(block + kNonceAt) == 0) Store32(block + kNonceAt, NewIdNonce());
     p.Set(i, serial, int64_t{spec.interval} + 1);
     return true;
@@ -376,6 +376,10 @@ void Concurrency::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* inc
   for (uint32_t j = 0; j < theirs.n && held < spec.max; ++j) {
     uint32_t serial = theirs.Serial(j);
     if (serial == 0 || theirs.Expires(j) <= t) continue;
+    // A lease the sender held of another series: of this node's, as the
+    // sender had it from its other holder (this one, held here already),
+    // or of a series neither node can name; not added twice.
+    if (!one_series && (serial & kOtherSeries) != 0) continue;
     uint32_t free = mine.n;
     bool same = false;
     for (uint32_t i = 0; i < mine.n && !same; ++i) {
@@ -384,8 +388,8 @@ void Concurrency::Merge(const RuleSpec& spec, uint8_t* block, const uint8_t* inc
     }
     if (same || free == mine.n) continue;
     if (!one_series) {
-      serial = next == 0 ? 1 : next;
-      next = serial == UINT32_MAX ? 1 : serial + 1;
+      serial = next == 0 || next > kMaxSerial ? 1 : next;
+      next = AfterSerial(serial);
     }
     mine.Set(free, serial, theirs.Expires(j) - t);
     ++held;
@@ -454,7 +458,7 @@ Concurrency::Found Concurrency::Find(const RuleSpec& spec, const uint8_t* block,
 
 bool Concurrency::FreeAdopted(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, uint32_t nonce) {
   const uint32_t mine = Load32(block + kNonceAt);
-  if (nonce != 0 && mine != 0 && nonce != mine) serial |= kOtherSeries;
+  if (nonce != 0 && mine != 0 && nonce != mine) serial = (serial & kMaxSerial) | kOtherSeries;
   return Free(spec, block, now, serial);
 }
 
@@ -505,7 +509,8 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
   // made the node at once): another lease, never one of this node's of the
   // same serial, kept under the serial with its top bit set until the
   // other holder releases it or it expires.
-  if (nonce != 0 && mine != 0 && nonce != mine && held != 0) serial |= kOtherSeries;
+  const bool other = nonce != 0 && mine != 0 && nonce != mine && held != 0;
+  if (other) serial = (serial & kMaxSerial) | kOtherSeries;
   else if (nonce != 0 && (mine == 0 || held == 0)) Store32(block + kNonceAt, nonce);
   uint32_t at = p.n, free = p.n;
   for (uint32_t i = 0; i < p.n; ++i) {
@@ -514,8 +519,7 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
     if (s == 0 && free == p.n) free = i;
   }
   // Never granted here again: the next serial passes it (a wrap excepted).
-  if ((serial & kOtherSeries) == 0 && serial >= Load32(block + kNextAt))
-    Store32(block + kNextAt, serial == UINT32_MAX ? 1 : serial + 1);
+  if (!other && serial >= Load32(block + kNextAt)) Store32(block + kNextAt, AfterSerial(serial));
   if (until <= t) return;  // over by now, as the other holder's sweep will say
   if (at == p.n) at = free;
   if (at == p.n) return;

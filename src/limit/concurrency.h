@@ -96,6 +96,10 @@ struct Concurrency {
   // that did not say; this node's then).
   static bool FreeAdopted(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, uint32_t nonce);
   static constexpr uint32_t kOtherSeries = 0x80000000u;
+  // A node's own serials stay below kOtherSeries: 1..kMaxSerial, then 1
+  // again, so that no own serial is ever taken for another series'.
+  static constexpr uint32_t kMaxSerial = kOtherSeries - 1;
+  static constexpr uint32_t AfterSerial(uint32_t serial) { return serial >= kMaxSerial ? 1 : serial + 1; }
 
   // The leases held now, up to out.size(); returns how many are held.
   static size_t Held(const RuleSpec& spec, const uint8_t* block, const Now& now, std::span<Lease> out);

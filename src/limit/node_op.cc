@@ -192,7 +192,7 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
   const uint8_t* block = state + spec.offset;
   const uint32_t next = Concurrency::NextSerial(block);
   if (next == next_before) return;  // no place was free
-  const uint32_t serial = next == 1 ? UINT32_MAX : next - 1;
+  const uint32_t serial = next == 1 ? Concurrency::kMaxSerial : next - 1;
   Concurrency::Lease lease;
   if (Concurrency::Find(spec, block, now, serial, &lease) != Concurrency::Found::kHeld) return;
   d->lease_serial = serial;

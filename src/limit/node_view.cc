@@ -453,6 +453,35 @@ Status EngineImpl::CheckImport(std::string_view json_line) const {
   return ParseNode(json_line, *map, &pn);
 }
 
+namespace {
+
+// ReplaceNodes: the sent rules whole, but for a concurrency rule's leases
+// of this node's own (a new owner's, granted under its nonce): merged, so
+// that its clients' ids still release them (Concurrency::Merge).
+void ReplaceRules(const BizConfig& cfg, uint8_t* state, const uint8_t* incoming, const Now& now) {
+  const RuleSpec* lease = cfg.lease_rule >= 0 ? &cfg.rules[cfg.lease_rule] : nullptr;
+  uint8_t mine[kMaxLeaseBlockBytes];
+  if (lease) std::memcpy(mine, state + lease->offset, lease->bytes);
+  std::memcpy(state, incoming, cfg.state_bytes);
+  if (!lease) return;
+  std::memcpy(state + lease->offset, mine, lease->bytes);
+  MergeBlock(*lease, state + lease->offset, incoming + lease->offset, now);
+}
+
+// ReplaceNodes keeps a reservation table of this node's own: reservations
+// held here under another nonce than the sent table's (a new owner's, when
+// replicas were switched on with a shard added), whose ids its clients
+// hold; the sent ones stay charged at their estimates.
+bool TableOfItsOwn(std::span<const uint8_t> here, const std::string& sent) {
+  int64_t first_expiry = 0;
+  if (here.empty() || Reservations::InUse(here.data(), static_cast<uint32_t>(here.size()), &first_expiry) == 0)
+    return false;
+  return sent.size() < Reservations::kHeaderBytes ||
+         Reservations::Nonce(here.data()) != Reservations::Nonce(reinterpret_cast<const uint8_t*>(sent.data()));
+}
+
+}  // namespace
+
 Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines, std::string_view receipt,
                                    bool replace) {
   if (receipt.empty() || receipt.size() > kMaxKeyBytes) return Status::InvalidArgument("a receipt is 1..255 bytes");
@@ -507,7 +536,9 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
       // again once.
       if (!replace && (nodes[i].reservations.empty() || cfg.res_cap == 0)) continue;
       const uint32_t have = refs[i].exists ? std::min(refs[i].stored_state_bytes, refs[i].state_bytes) : 0;
-      if (!replace && !Reservations::Find(std::span<const uint8_t>(refs[i].state, have)).empty()) continue;
+      const std::span<const uint8_t> here = Reservations::Find(std::span<const uint8_t>(refs[i].state, have));
+      if (!replace && !here.empty()) continue;
+      if (replace && TableOfItsOwn(here, nodes[i].reservations)) continue;
       // A node here without a table ends with its rules after the
       // adoption; the room asked past them (zeroed by the store) is still
       // there for the sent table. (Without this, a batch asked again with
@@ -520,7 +551,7 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
     if (short_state) return;  // a node holds a larger layout, or takes a table: read it whole, then merge
     for (size_t i = 0; i < n; ++i) {
       const BizConfig& cfg = *nodes[i].cfg;
-      if (replace) std::memcpy(refs[i].state, incoming[i].data(), cfg.state_bytes);
+      if (replace) ReplaceRules(cfg, refs[i].state, incoming[i].data(), now);
       for (uint32_t r = 0; r < cfg.nrules && !replace; ++r) {
         const RuleSpec& spec = cfg.rules[r];
         MergeBlock(spec, refs[i].state + spec.offset, incoming[i].data() + spec.offset, now);

@@ -23,11 +23,15 @@ bool Handler::HandleMerges(int* status) {
   for (size_t i = 0; i < wire_.size();) {
     size_t end = i;
     lines.clear();
-    while (end < wire_.size() && wire_[end].receipt == wire_[i].receipt && wire_[end].replace == wire_[i].replace)
+    bool mixed = false;  // one receipt is one transaction: its members fold one way
+    while (end < wire_.size() && wire_[end].receipt == wire_[i].receipt) {
+      mixed = mixed || wire_[end].replace != wire_[i].replace;
       lines.push_back(wire_[end++].node);
+    }
     auto merged = lines.size() > AdminEngine::kMaxMergeNodes
                       ? Result<bool>(Status::InvalidArgument("one receipt covers at most " +
                                                              std::to_string(AdminEngine::kMaxMergeNodes) + " nodes"))
+                  : mixed ? Result<bool>(Status::InvalidArgument("the members of one receipt all say the same replace"))
                   : wire_[i].replace ? engine_->ReplaceNodes(lines, wire_[i].receipt)
                                      : engine_->MergeNodes(lines, wire_[i].receipt);
     all_merged = all_merged && merged.ok();

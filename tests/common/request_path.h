@@ -73,6 +73,23 @@ class RequestPath {
     return std::string_view(status_, line.size());
   }
 
+  // As RoundTrip, the whole answer (head and body) as a string.
+  std::string RoundTripWhole(const std::string& req) {
+    size_t pos = 0;
+    while (pos < req.size()) {
+      std::span<char> room = conn_->ReadSpace();
+      const size_t n = std::min(room.size(), req.size() - pos);
+      std::memcpy(room.data(), req.data() + pos, n);
+      pos += n;
+      conn_->Produced(n, 0);
+      conn_->Process();
+    }
+    std::string out(conn_->PendingOutput());
+    conn_->Consumed(out.size());
+    conn_->Process();
+    return out;
+  }
+
   static std::string Get(const std::string& target) { return "GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n"; }
   static std::string Post(const std::string& target, const std::string& body) {
     return "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +

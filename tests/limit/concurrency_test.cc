@@ -293,6 +293,25 @@ TEST_F(LeaseTest, AHandoffIntoANodeOfAnotherSeriesHoldsEveryLeaseUpToMax) {
   EXPECT_TRUE(Lease(Cmd::kRelease, "three", "moved", IdOf(old2)).released);
 }
 
+// A copy replacing a new owner's node (replicas switched on with a shard
+// added): the leases it granted under its own nonce are kept, their ids
+// releasing them, beside the sent ones (which its clients cannot name).
+TEST_F(LeaseTest, AReplacementKeepsTheLeasesOfTheNodesOwnSeries) {
+  ASSERT_TRUE(Acquire("three", "grown").allowed);
+  ASSERT_TRUE(Acquire("three", "grown").allowed);
+  const std::string line = ExportOf("grown");
+  ASSERT_FALSE(line.empty());
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "three", .key = "grown"}).found);
+  const Decision mine = Acquire("three", "grown");
+  ASSERT_TRUE(mine.allowed);
+  const std::string_view lines[] = {line};
+  auto replaced = engine_->ReplaceNodes(lines, "copy-grown");
+  ASSERT_TRUE(replaced.ok() && replaced.value()) << replaced.status().ToString();
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "three", .key = "grown"}).count, 3);
+  EXPECT_FALSE(Acquire("three", "grown").allowed);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "three", "grown", IdOf(mine)).released);
+}
+
 // A merged node none of whose blocks a rule here takes (a removed rule's
 // state, exported as no rules) is not written: a node of empty blocks
 // would never expire. Import refuses it the same way.
@@ -538,6 +557,33 @@ TEST(LeaseBlock, AMergeHoldsNoMoreThanMax) {
   std::vector<uint8_t> empty(spec.bytes);
   limit::Concurrency::Merge(spec, empty.data(), theirs.data(), now);
   EXPECT_EQ(limit::Concurrency::Held(spec, empty.data(), now, held), 3u);
+}
+
+// Merge under one nonce (a route's two holders) takes a serial held on both
+// for one lease; under two it adds the sent leases as others, up to max.
+TEST(LeaseBlock, AMergeMatchesSerialsOfOneSeriesAndCapsAtMax) {
+  auto m = limit::ParseMap(R"(<map><biz id="1" name="a"><rule algo="concurrency" max="3" lease="10"/></biz></map>)",
+                           "map.xml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const limit::RuleSpec& spec = m.value().bizzes[0].rules[0];
+  const limit::Now now = limit::Now::At(kDay0 * 1000, nullptr);
+  limit::Concurrency::Lease held[8];
+  std::vector<uint8_t> mine(spec.bytes);
+  limit::Concurrency::Record(spec, mine.data(), now, 1);  // serials 1, 2
+  limit::Concurrency::Record(spec, mine.data(), now, 1);
+  std::vector<uint8_t> same = mine;                       // the other holder's copy: one series
+  limit::Concurrency::Record(spec, same.data(), now, 1);  // and serial 3 there
+  limit::Concurrency::Merge(spec, mine.data(), same.data(), now);
+  EXPECT_EQ(limit::Concurrency::Held(spec, mine.data(), now, held), 3u);  // 1, 2, 3: not 1, 2, 1, 2, 3
+  std::vector<uint8_t> two(spec.bytes);
+  limit::Concurrency::Record(spec, two.data(), now, 1);  // one of its own series
+  std::vector<uint8_t> other(spec.bytes);
+  for (int i = 0; i < 3; ++i) limit::Concurrency::Record(spec, other.data(), now, 1);
+  ASSERT_NE(limit::Concurrency::Nonce(two.data()), limit::Concurrency::Nonce(other.data()));
+  limit::Concurrency::Merge(spec, two.data(), other.data(), now);
+  EXPECT_EQ(limit::Concurrency::Held(spec, two.data(), now, held), 3u);  // 1 + 3, capped at max
+  limit::Concurrency::Lease own;
+  EXPECT_EQ(limit::Concurrency::Find(spec, two.data(), now, 1, &own), limit::Concurrency::Found::kHeld);
 }
 
 // A replica's copy of a lease granted under another nonce while this copy

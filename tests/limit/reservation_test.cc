@@ -342,39 +342,47 @@ TEST_F(ReservationTest, ANodeTakenBackWholeKeepsItsReservationsAndTheirIds) {
 }
 
 // A copy sent when replicas are switched on (ReplaceNodes): the sent node
-// takes the place of this store's, rules and reservation table whole (a sum
-// would count twice what this holder received as replicas since the
-// change), and the same copy sent again under another receipt leaves it so.
-TEST_F(ReservationTest, AReplacedNodeIsTheSentOneWholeAndACopySentAgainChangesNothing) {
+// takes the place of this store's rules (a sum would count twice what this
+// holder received as replicas since the change), each copy sent again under
+// another receipt replaces again, and the sent table is taken by a node
+// without one of its own. A table of this node's own (another nonce: a new
+// owner's reservations) is kept, its ids with it.
+TEST_F(ReservationTest, AReplacedNodeTakesTheSentRulesAndKeepsAReservationTableOfItsOwn) {
   const Decision r1 = Reserve("minute", "sw", 30);
   ASSERT_TRUE(r1.allowed);
-  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = "minute", .key = "sw"}).allowed);
+  ASSERT_TRUE(Acquire("minute", "sw").allowed);
   const std::string line = ExportOf("sw");
   ASSERT_NE(line.find("\"reservations\":\""), std::string::npos) << line;
-  // This holder's own node: the last use only, and a reservation of its own.
-  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "sw"}).found);
-  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = "minute", .key = "sw"}).allowed);
-  const Decision own = Reserve("minute", "sw", 5);
-  ASSERT_TRUE(own.allowed);
   const std::string_view lines[] = {line};
-  for (const char* receipt : {"copy-1", "copy-2"}) {
-    auto replaced = engine_->ReplaceNodes(lines, receipt);
-    ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
-    EXPECT_TRUE(replaced.value()) << receipt;
-    EXPECT_EQ(Count("minute", "sw"), 31) << receipt;  // the sent count, not 31 + 6
-  }
-  auto again = engine_->ReplaceNodes(lines, "copy-2");
-  ASSERT_TRUE(again.ok());
-  EXPECT_FALSE(again.value());  // a receipt taken already: nothing done
-  // The sent table: its reservation settles here, this holder's own is gone.
-  EXPECT_FALSE(Settle("minute", "sw", IdOf(own), 5).settled);
+  // A successor's node: the uses it received since the change, no table.
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "sw"}).found);
+  ASSERT_TRUE(Acquire("minute", "sw", 6).allowed);
+  auto replaced = engine_->ReplaceNodes(lines, "copy-1");
+  ASSERT_TRUE(replaced.ok() && replaced.value()) << replaced.status().ToString();
+  EXPECT_EQ(Count("minute", "sw"), 31);  // the sent count, not 31 + 6
+  ASSERT_TRUE(Acquire("minute", "sw").allowed);
+  replaced = engine_->ReplaceNodes(lines, "copy-2");
+  ASSERT_TRUE(replaced.ok() && replaced.value()) << replaced.status().ToString();
+  EXPECT_EQ(Count("minute", "sw"), 31);  // replaced again, not added to
+  replaced = engine_->ReplaceNodes(lines, "copy-2");
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_FALSE(replaced.value());  // a receipt taken already: nothing done
   const Decision s = Settle("minute", "sw", IdOf(r1), 10);
   EXPECT_TRUE(s.settled) << s.status.ToString();
   EXPECT_EQ(Count("minute", "sw"), 11);
+  // A new owner's node, with a reservation of its own: kept.
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "minute", .key = "sw"}).found);
+  const Decision own = Reserve("minute", "sw", 5);
+  ASSERT_TRUE(own.allowed);
+  replaced = engine_->ReplaceNodes(lines, "copy-3");
+  ASSERT_TRUE(replaced.ok() && replaced.value()) << replaced.status().ToString();
+  EXPECT_EQ(Count("minute", "sw"), 31);
+  EXPECT_FALSE(Settle("minute", "sw", IdOf(r1), 10).settled);  // the sent one: charged at its estimate
+  EXPECT_TRUE(Settle("minute", "sw", IdOf(own), 5).settled);
   // MergeNodes sums instead.
   auto merged = engine_->MergeNodes(lines, "sum-1");
   ASSERT_TRUE(merged.ok() && merged.value());
-  EXPECT_EQ(Count("minute", "sw"), 42);
+  EXPECT_EQ(Count("minute", "sw"), 62);
 }
 
 // The sent node has a table, this store's node of the key has none (made

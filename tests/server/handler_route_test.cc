@@ -68,5 +68,38 @@ TEST_F(LoneServer, ANodeKeepsItsRouteWhenARequestNamesNone) {
   EXPECT_EQ(RouteOfNode("u1"), Known("r9"));
 }
 
+// merge with replace="1" (what frsctl handoff sends when replicas are
+// switched on): the node takes the place of this store's; the members of
+// one receipt all say the same replace, or the receipt changes nothing.
+TEST(MergeReplace, ReplacesTheNodeAndRefusesAReceiptOfBothKinds) {
+  server::HandlerOptions ho;
+  ho.admin_token = "T";
+  RequestPath path("<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1000\"/></biz></map>", ho);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(path.RoundTrip(RequestPath::Get("/acquire?biz=login&key=c")), "HTTP/1.1 200 OK");
+  auto view = path.engine()->Inspect("login", "c");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  auto json = path.engine()->ExportNode(view.value().node);
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  std::string node;
+  for (char ch : json.value()) node += ch == '"' ? std::string("&quot;") : std::string(1, ch);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(path.RoundTrip(RequestPath::Get("/acquire?biz=login&key=c")), "HTTP/1.1 200 OK");
+  auto member = [&](const char* receipt, const char* replace) {
+    return std::string("<request cmd=\"merge\" token=\"T\" receipt=\"") + receipt + "\" replace=\"" + replace +
+           "\" node=\"" + node + "\"/>";
+  };
+  std::string out =
+      path.RoundTripWhole(RequestPath::Post("/frs", "<batch>" + member("r1", "1") + member("r1", "0") + "</batch>"));
+  EXPECT_NE(out.find("the members of one receipt all say the same replace"), std::string::npos) << out;
+  EXPECT_EQ(path.engine()->Inspect("login", "c").value().count, 6);  // nothing changed
+  out = path.RoundTripWhole(RequestPath::Post("/frs", "<batch>" + member("r2", "1") + "</batch>"));
+  EXPECT_NE(out.find("merged=\"1\""), std::string::npos) << out;
+  EXPECT_EQ(path.engine()->Inspect("login", "c").value().count, 3);  // the sent node's, not 6 + 3
+  out = path.RoundTripWhole(RequestPath::Post("/frs", "<batch>" + member("r3", "0") + "</batch>"));
+  EXPECT_NE(out.find("merged=\"1\""), std::string::npos) << out;
+  EXPECT_EQ(path.engine()->Inspect("login", "c").value().count, 6);  // summed
+}
+
 }  // namespace
 }  // namespace frs::server

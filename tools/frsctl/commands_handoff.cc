@@ -248,8 +248,18 @@ Result<bool> EraseIfUnchanged(Store& store, const Entry& e, uint32_t now_s) {
 // merge batch) and records what was acknowledged. A batch the shard refuses
 // is counted in `failed` and the next one is sent; a shard that cannot be
 // reached ends the sending to it (the others are still sent to).
-Status SendTo(const std::string& dest, const std::string& token, std::vector<Entry*>& entries, HandoffSpool& spool,
-              DestCount* count, Failures* failed) {
+// A copy's node as it is now, read again right before it is sent: the
+// copy replaces the receiver's node, and every use replicated to it since
+// the copy was read would be lost there (the walk and the spooling of a
+// whole run lie between them). A node gone since keeps what was read.
+void RefreshCopy(Session& s, Entry& e) {
+  Result<NodeInfo> now = s.store->Get(RefOf(e));
+  if (!now.ok()) return;
+  if (auto json = s.engine->ExportNode(now.value()); json.ok()) e.json = std::move(json.value());
+}
+
+Status SendTo(Session& s, const std::string& dest, const std::string& token, std::vector<Entry*>& entries,
+              HandoffSpool& spool, DestCount* count, Failures* failed) {
   HttpClient http(dest, 10000);
   std::stable_sort(entries.begin(), entries.end(),
                    [](const Entry* a, const Entry* b) { return a->receipt < b->receipt; });
@@ -266,9 +276,13 @@ Status SendTo(const std::string& dest, const std::string& token, std::vector<Ent
       r.append_attribute("cmd") = "merge";
       r.append_attribute("receipt") = entries[k]->receipt.c_str();
       // A copy to a new holder when replicas are switched on takes the
-      // place of the node there: what that holder counted since the
-      // change, it received from this one, whose node holds it too.
-      if (entries[k]->kind == 'C') r.append_attribute("replace") = "1";
+      // place of the node's rules there: what that holder counted since
+      // the change reached this shard as replicas, so this node holds it
+      // too (its own leases and reservations it keeps: ReplaceNodes).
+      if (entries[k]->kind == 'C') {
+        RefreshCopy(s, *entries[k]);
+        r.append_attribute("replace") = "1";
+      }
       r.append_attribute("node") = entries[k]->json.c_str();
       r.append_attribute("token") = token.c_str();
       std::ostringstream os;
@@ -340,8 +354,10 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
 // The admin token, tried on this shard's own frsd before anything moves
 // (/replicate checks it first, replicas or not): a wrong one would have
 // every merge refused (403) after this shard's nodes were spooled and
-// erased, and the replicas' draining check skip every shard. A shard that
-// cannot be reached is not asked (its nodes move all the same).
+// erased, and the replicas' draining check skip every shard. When this
+// shard's frsd cannot be reached, the token is not checked here (the run
+// goes on; the other shards judge it). A 403 is also what a shard without
+// <admin token> answers: the other shards would refuse the merges too.
 Status CheckToken(const std::string& self, const std::string& token) {
   HttpClient http(self, 5000);
   auto resp = http.Get("/replicate?state=1&token=" + PercentEncoded(token, kPercentQueryValue));
@@ -663,7 +679,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                                            ", which is not in <cluster> any more: put it back until they are sent"));
         continue;
       }
-      if (Status st = SendTo(dest, token, list, spool, &counts[dest], &failed); !st.ok()) return st;
+      if (Status st = SendTo(s, dest, token, list, spool, &counts[dest], &failed); !st.ok()) return st;
     }
     bool settled = true;
     for (const Entry& e : entries) settled = settled && (e.acked || e.voided);
