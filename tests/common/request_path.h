@@ -56,15 +56,7 @@ class RequestPath {
   // and returns the answer's status line, valid until the next call: it
   // allocates nothing, for the tests that count allocations.
   std::string_view RoundTrip(const std::string& req) {
-    size_t pos = 0;
-    while (pos < req.size()) {
-      std::span<char> room = conn_->ReadSpace();
-      const size_t n = std::min(room.size(), req.size() - pos);
-      std::memcpy(room.data(), req.data() + pos, n);
-      pos += n;
-      conn_->Produced(n, 0);
-      conn_->Process();
-    }
+    Feed(req);
     std::string_view out = conn_->PendingOutput();
     const std::string_view line = out.substr(0, std::min(out.find('\r'), sizeof status_));
     std::memcpy(status_, line.data(), line.size());
@@ -75,15 +67,7 @@ class RequestPath {
 
   // As RoundTrip, the whole answer (head and body) as a string.
   std::string RoundTripWhole(const std::string& req) {
-    size_t pos = 0;
-    while (pos < req.size()) {
-      std::span<char> room = conn_->ReadSpace();
-      const size_t n = std::min(room.size(), req.size() - pos);
-      std::memcpy(room.data(), req.data() + pos, n);
-      pos += n;
-      conn_->Produced(n, 0);
-      conn_->Process();
-    }
+    Feed(req);
     std::string out(conn_->PendingOutput());
     conn_->Consumed(out.size());
     conn_->Process();
@@ -97,6 +81,19 @@ class RequestPath {
   }
 
  private:
+  // `req` into the connection, as many reads as its buffer takes.
+  void Feed(const std::string& req) {
+    size_t pos = 0;
+    while (pos < req.size()) {
+      std::span<char> room = conn_->ReadSpace();
+      const size_t n = std::min(room.size(), req.size() - pos);
+      std::memcpy(room.data(), req.data() + pos, n);
+      pos += n;
+      conn_->Produced(n, 0);
+      conn_->Process();
+    }
+  }
+
   TempDir dir_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<AdminEngine> engine_;

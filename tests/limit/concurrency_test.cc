@@ -536,6 +536,15 @@ TEST_F(LeaseTest, NoCommandHoldsMoreThanMaxInTheBlocksSparePlaces) {
 }
 
 // A handoff merges leases of two nodes of one key: the union is capped at max.
+// The rule of the LeaseBlock tests: at most 3 leases of 10 s (a block of
+// 8 places, 64 bytes).
+limit::RuleSpec ThreeLeaseRule() {
+  auto m = limit::ParseMap(R"(<map><biz id="1" name="a"><rule algo="concurrency" max="3" lease="10"/></biz></map>)",
+                           "map.xml");
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? m.value().bizzes[0].rules[0] : limit::RuleSpec{};
+}
+
 TEST(LeaseBlock, AMergeHoldsNoMoreThanMax) {
   auto m = limit::ParseMap(R"(<map><biz id="1" name="a"><rule algo="concurrency" max="3" lease="10"/></biz></map>)",
                            "map.xml");
@@ -562,10 +571,8 @@ TEST(LeaseBlock, AMergeHoldsNoMoreThanMax) {
 // Merge under one nonce (a route's two holders) takes a serial held on both
 // for one lease; under two it adds the sent leases as others, up to max.
 TEST(LeaseBlock, AMergeMatchesSerialsOfOneSeriesAndCapsAtMax) {
-  auto m = limit::ParseMap(R"(<map><biz id="1" name="a"><rule algo="concurrency" max="3" lease="10"/></biz></map>)",
-                           "map.xml");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  const limit::RuleSpec& spec = m.value().bizzes[0].rules[0];
+  const limit::RuleSpec spec = ThreeLeaseRule();
+  ASSERT_EQ(spec.algo, Algo::kConcurrency);
   const limit::Now now = limit::Now::At(kDay0 * 1000, nullptr);
   limit::Concurrency::Lease held[8];
   std::vector<uint8_t> mine(spec.bytes);
@@ -591,10 +598,8 @@ TEST(LeaseBlock, AMergeMatchesSerialsOfOneSeriesAndCapsAtMax) {
 // change and its handoff): another lease, never one of this node's with the
 // same serial; the other holder's release of it frees it, and only it.
 TEST(LeaseBlock, ALeaseOfAnotherSeriesIsAnotherLeaseOnTheCopy) {
-  auto m = limit::ParseMap(R"(<map><biz id="1" name="a"><rule algo="concurrency" max="3" lease="10"/></biz></map>)",
-                           "map.xml");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  const limit::RuleSpec& spec = m.value().bizzes[0].rules[0];
+  const limit::RuleSpec spec = ThreeLeaseRule();
+  ASSERT_EQ(spec.algo, Algo::kConcurrency);
   const limit::Now now = limit::Now::At(kDay0 * 1000, nullptr);
   std::vector<uint8_t> block(spec.bytes);
   limit::Concurrency::Record(spec, block.data(), now, 1);  // serials 1, 2 of this node's nonce
