@@ -16,12 +16,14 @@
 #include "os/store_dir.h"
 #include "os/text_file.h"
 #include "os/whole_file.h"
+#include "server/replica_journal.h"
 #include "server/replica_wire.h"
 
 namespace frs::server {
 namespace {
 
 constexpr std::string_view kMagic = "frs-replica-spool 1";
+constexpr std::string_view kJournalMagic = "frs-replica-spool 2\n";
 // A spool holds at most what a worker's links may queue (Replicator's
 // backlog, a million changes a link, about 60 bytes each): a file past
 // this is not one.
@@ -87,6 +89,7 @@ Result<ReplicaSpool> DecodeReplicaSpool(std::string_view text) {
     return Status::Corruption("replica spool, line " + std::to_string(line_no + (cut ? 1 : 0)) + ": " +
                               (cut ? std::string("cut short (no \"end\" line)") : std::string(why)));
   };
+  if (text.starts_with(kJournalMagic)) return DecodeReplicaJournal(text);
   std::string_view line;
   if (!next(&line) || line != kMagic) return bad("not a replica spool (its first line is not \"frs-replica-spool 1\")");
   if (!next(&line) || !line.starts_with("stream ") || !SpoolWord(line.substr(7)))
@@ -131,24 +134,34 @@ Result<ReplicaSpool> DecodeReplicaSpool(std::string_view text) {
   return spool;
 }
 
-Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std::string* path) {
-  // A name no other file has, whatever pids an earlier run had (a container
-  // gives its workers the same pids at each start): the clock's ns, and
-  // `exclusive`, which never replaces a file already there.
+std::string NewReplicaSpoolPath(const std::string& dir) {
+  // Whatever pids an earlier run had (a container gives its workers the
+  // same pids at each start): the clock's ns, and a sequence.
   static std::atomic<uint32_t> seq{0};
-  const std::string text = EncodeReplicaSpool(spool);
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  const std::string stem = std::string(os::store_dir::kReplicaSpoolPrefix) + std::to_string(getpid()) + "." +
-                           std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec) + ".";
+  return os::store_dir::In(dir, std::string(os::store_dir::kReplicaSpoolPrefix) + std::to_string(getpid()) + "." +
+                                    std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec) + "." +
+                                    std::to_string(seq.fetch_add(1)));
+}
+
+Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std::string* path) {
+  // `exclusive` never replaces a file already there.
+  const std::string text = EncodeReplicaSpool(spool);
   for (int tries = 0; tries < 100; ++tries) {
-    *path = os::store_dir::In(dir, stem + std::to_string(seq.fetch_add(1)));
+    *path = NewReplicaSpoolPath(dir);
     auto placed =
         os::WriteFileWhole(*path, text, {.sync_file = true, .sync_dir = true, .exclusive = true, .mode = 0600});
     if (!placed.ok()) return placed.status();
     if (*placed == os::Placed::kOurs) return Status::OK();
   }
   return Status::IOError("no free name for a replica spool in " + dir);
+}
+
+Status ReplaceReplicaSpool(const std::string& path, const ReplicaSpool& spool) {
+  auto placed =
+      os::WriteFileWhole(path, EncodeReplicaSpool(spool), {.sync_file = true, .sync_dir = true, .mode = 0600});
+  return placed.ok() ? Status::OK() : placed.status();
 }
 
 std::vector<std::string> ReplicaSpoolNames(const std::string& dir) {
@@ -184,6 +197,11 @@ std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, size_t 
       const std::string aside = os::store_dir::DamagedPath(path, std::to_string(getpid()));
       ::rename(path.c_str(), aside.c_str());
       problems->push_back(n + ": " + spool.status().message() + " (moved aside as " + aside + ")");
+      continue;
+    }
+    if (spool->Changes() == 0) {
+      // A killed worker's journal whose every change had been delivered.
+      ::unlink(path.c_str());
       continue;
     }
     if (spool->digest != digest) {

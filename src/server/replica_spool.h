@@ -24,8 +24,10 @@
 //   end
 //
 // STREAM and NAME as they are (neither holds a space or a line break:
-// srv.xml refuses such a shard name). A kill -9 writes nothing: what a killed
-// worker queued is lost as before (docs/cluster.md says what that costs).
+// srv.xml refuses such a shard name). A kill -9 writes nothing; what a link
+// that is down queues is in a journal meanwhile (replica_journal.h: the same
+// header, "frs-replica-spool 2", then the steps as they came), which is taken
+// and delivered as a spool is.
 //
 // Thread safety: plain functions.
 #pragma once
@@ -62,12 +64,21 @@ struct ReplicaSpool {
 };
 
 std::string EncodeReplicaSpool(const ReplicaSpool& spool);
-// Names the line at fault; a file cut short (no `end`) is an error.
+// Names the line at fault; a file cut short (no `end`) is an error. A
+// journal (replica_journal.h) reads as the spool its steps leave.
 Result<ReplicaSpool> DecodeReplicaSpool(std::string_view text);
+
+// A name for a new spool file of `dir` that no file of this or an earlier
+// run has had (the writer's pid, the clock's ns, a sequence); made with
+// `exclusive` all the same.
+std::string NewReplicaSpoolPath(const std::string& dir);
 
 // Writes `spool` to a new file of `dir` (synced: a spool is what a power cut
 // after the stop must not lose); *path its name.
 Status WriteReplicaSpool(const std::string& dir, const ReplicaSpool& spool, std::string* path);
+// The same at `path`, in the place of the file there in one step (a
+// journal, whose changes `spool` holds).
+Status ReplaceReplicaSpool(const std::string& path, const ReplicaSpool& spool);
 
 // The names of the spool files in `dir` (taken or not; not temporary or
 // damaged ones).

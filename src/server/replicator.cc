@@ -127,6 +127,7 @@ void Replicator::OnChange(const Change& c) {
     for (Link& l : links_) {
       Queued q{next_id_, l.next_no++, c.kind, c.biz_id, false, 0, c.n, c.at_ms, {}, c.event, c.item, c.nonce, c.until};
       l.queue.push_back(std::move(q));
+      if (l.journaled) journal_.Queued(IndexOf(l), l.queue.back().AsChange());
       Publish(l);
     }
     touched_ = ~uint64_t{0};
@@ -141,12 +142,15 @@ void Replicator::OnChange(const Change& c) {
     // their windows forget first.
     if (l->inflight > 0) --l->inflight;
     l->queue.pop_front();
+    if (l->journaled) journal_.Dropped(IndexOf(*l));
     if (counters_) CounterAdd(counters_->dropped);
   }
   if (l->down && counters_) CounterAdd(counters_->unprotected);  // answered alone
   touched_ |= uint64_t{1} << static_cast<size_t>(l - links_.data());
   l->queue.push_back(Queued{next_id_++, l->next_no++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key),
                             c.event, c.item, c.nonce, c.until});
+  // Written before the answer that tells of it goes out (FlushJournal).
+  if (l->journaled) journal_.Queued(IndexOf(*l), l->queue.back().AsChange());
   Publish(*l);
 }
 
@@ -233,7 +237,9 @@ ReplicaSpool Replicator::Spool() const {
 
 std::unique_ptr<Replicator> Replicator::FromSpool(const ReplicaSpool& spool, ReplicaOptions base, EventLoop* loop) {
   base.stream = spool.stream;
-  base.sync = true;  // each batch as soon as the one before is acknowledged
+  base.sync = true;
+  base.journal_dir.clear();  // its spool file is its record until it is delivered  // each batch as soon as the one
+                             // before is acknowledged
   auto r = std::make_unique<Replicator>(std::move(base), nullptr, loop);
   r->links_.clear();
   r->link_of_shard_.assign(r->link_of_shard_.size(), -1);
@@ -316,6 +322,13 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   if (!again) {
     l.inflight = std::min(l.queue.size(), kBatch);
     l.inflight_seq = l.next_seq++;
+  }
+  // On file before the other holder can apply it: a worker that delivers
+  // the journal after a kill sends this batch again as it was, which the
+  // receiver's watermark then applies once.
+  if (l.journaled) {
+    if (!again) journal_.Sent(IndexOf(l), l.inflight_seq, l.inflight);
+    JournalFlush();
   }
   std::string body;
   for (size_t i = 0; i < l.inflight; ++i) AppendChangeLine(l.queue[i].AsChange(), &body);
@@ -454,6 +467,7 @@ void Replicator::Reached(const Link& l) {
 void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   ++l.exchanges;
   if (counters_) CounterAdd(counters_->acked, l.inflight);
+  if (l.journaled) journal_.Acked(IndexOf(l), l.inflight_seq);
   l.queue.erase(l.queue.begin(), l.queue.begin() + static_cast<long>(l.inflight));
   l.inflight = 0;
   l.state = LinkState::kIdle;
@@ -463,6 +477,7 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
     FRS_LOG("replica link to %s is back; %zu change(s)%s%s still queued for it", l.name.c_str(), l.queue.size(),
             retired_ ? " " : "", retired_ ? origin() : "");
   }
+  JournalEnd(l);
   Publish(l);
   if (send_next && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
 }
@@ -490,6 +505,7 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
     if (opts_.refuse && !l.queue.empty()) refused_through_ = std::max(refused_through_, l.queue.back().id);
     if (!opts_.refuse && counters_) CounterAdd(counters_->unprotected, l.queue.size());
   }
+  JournalLink(l);
   Publish(l);
 }
 
@@ -511,6 +527,7 @@ void Replicator::OnEvent(const void* tag, int64_t now_ns) {
     } else if (l.down) {
       l.down = false;
       FRS_LOG("replica link to %s is back", l.name.c_str());
+      JournalEnd(l);
       Publish(l);
     }
     return;
@@ -543,6 +560,70 @@ void Replicator::Pump(int64_t now_ns) {
   }
   if (counters_)
     CounterSet(counters_->lag_ms, static_cast<uint64_t>(oldest_ms < 0 ? 0 : std::max<int64_t>(0, now_ms - oldest_ms)));
+  FlushJournal();  // steps no answer has carried out yet (a lease's sweep, an acknowledgement)
+}
+
+void Replicator::JournalLink(Link& l) {
+  if (opts_.journal_dir.empty() || !l.down || l.journaled) return;
+  if (journal_failed_) {
+    // Tried again in a new episode: no other link down.
+    if (std::any_of(links_.begin(), links_.end(), [&](const Link& o) { return &o != &l && o.down; })) return;
+    journal_failed_ = false;
+  }
+  if (!journal_.open()) {
+    if (Status s = journal_.Start(opts_.journal_dir, opts_.stream, digest_); !s.ok()) {
+      journal_failed_ = true;
+      FRS_LOG(
+          "replicas: no journal of the changes queued for %s (%s): they are in this worker's memory only, and a "
+          "kill -9 of it would lose them",
+          l.name.c_str(), s.message().c_str());
+      return;
+    }
+  }
+  JournalState(l);
+  l.journaled = true;
+  JournalFlush();
+}
+
+void Replicator::JournalState(const Link& l) {
+  const unsigned i = IndexOf(l);
+  journal_.Link(i, l.name, l.next_seq, l.inflight, l.inflight_seq, l.queue.empty() ? l.next_no : l.queue.front().no);
+  for (const Queued& q : l.queue) journal_.Queued(i, q.AsChange());
+}
+
+void Replicator::JournalEnd(Link& l) {
+  if (!l.journaled || l.down || !l.queue.empty()) return;
+  l.journaled = false;
+  if (std::none_of(links_.begin(), links_.end(), [](const Link& o) { return o.journaled; })) {
+    journal_.Remove();  // nothing in it is left to deliver
+    return;
+  }
+  journal_.Ended(IndexOf(l));
+}
+
+void Replicator::JournalFlush() {
+  if (!journal_.open()) return;
+  Status s = journal_.Flush();
+  if (s.ok()) {
+    uint64_t queued = 0;
+    for (const Link& l : links_)
+      if (l.journaled) queued += l.queue.size();
+    if (!journal_.Oversized(queued)) return;
+    // A long episode: the file holds mostly changes delivered or dropped
+    // since. Written again with what the queues hold now.
+    s = journal_.Restart([&] {
+      for (const Link& l : links_)
+        if (l.journaled) JournalState(l);
+    });
+    if (s.ok()) return;
+  }
+  FRS_LOG(
+      "replicas: %s: the journal is removed, and the changes queued for the links that are down are in this "
+      "worker's memory only (a kill -9 of it would lose them) until every link is up again",
+      s.message().c_str());
+  journal_.Remove();
+  journal_failed_ = true;
+  for (Link& l : links_) l.journaled = false;
 }
 
 }  // namespace frs::server

@@ -20,11 +20,12 @@
 // whose other holder it is answer 503 until it is back. A down link is
 // tried again every second.
 //
-// The backlog lives in this worker's memory: a graceful stop writes it to a
-// spool file that the next start delivers (replica_spool.h, Spool,
-// FromSpool); a kill -9 of the worker during an episode loses what the
-// other holder had not taken yet (its copy is then short of those uses;
-// docs/cluster.md says what that costs).
+// The backlog lives in this worker's memory, and from the moment a link
+// goes down until its queue is empty again, each of its steps is also
+// written to a journal in the store directory (replica_journal.h), which a
+// worker started after a kill -9 of this one delivers. A graceful stop writes
+// the backlog to a spool file, in the journal's place, that the next start
+// delivers (replica_spool.h, Spool, FromSpool).
 //
 // Thread safety: none; one per worker, driven by its event loop.
 #pragma once
@@ -40,6 +41,7 @@
 #include "os/unique_fd.h"
 #include "server/event_loop.h"
 #include "server/metrics.h"
+#include "server/replica_journal.h"
 #include "server/replica_spool.h"
 
 namespace frs::server {
@@ -58,6 +60,9 @@ struct ReplicaOptions {
   std::string stream;  // this worker's stream name: self, pid and start time
   // The shard's shared replica state: Enter() waits while a snapshot is read.
   ReplicaShared* shared = nullptr;
+  // Where the journal of the links that are down is made (the store
+  // directory; empty: none is kept).
+  std::string journal_dir;
 };
 
 class Replicator final : public ChangeSink {
@@ -115,6 +120,17 @@ class Replicator final : public ChangeSink {
   void Pump(int64_t now_ns);
   // Whether anything is queued or in flight (the loop should not sleep long).
   bool Busy() const;
+  // Writes the journal's steps buffered since the last call: before any
+  // answer of the worker goes out (Worker::Flush), so that no answer tells
+  // of a change a kill -9 could take from the other holder.
+  void FlushJournal() {
+    if (journal_.pending()) JournalFlush();
+  }
+  // The journal's file while one is kept ("" otherwise): a graceful stop's
+  // spool takes its place.
+  const std::string& journal_path() const { return journal_.path(); }
+  // The changes went to a spool at journal_path(): the journal is closed.
+  void CloseJournal() { journal_.Close(); }
 
   // After a ring change (Worker::SetUpReplicas): this replicator takes no
   // more changes, and its links go on delivering what they queued, to the
@@ -204,6 +220,9 @@ class Replicator final : public ChangeSink {
     // that carried others may meet the close of a keep-alive the other side
     // ended while it was idle, and goes again on a new connection.
     uint64_t exchanges = 0;
+    // Its steps go to the journal: from the link's going down until its
+    // queue is empty.
+    bool journaled = false;
   };
 
   Link* LinkFor(long shard);
@@ -226,6 +245,15 @@ class Replicator final : public ChangeSink {
   // Whether the idle link `l` sends its queue now (sync: at once; async:
   // full, or lingered long enough).
   bool Due(const Link& l, int64_t now_ms) const;
+  unsigned IndexOf(const Link& l) const { return static_cast<unsigned>(&l - links_.data()); }
+  // The journal (replica_journal.h): `l` went down, so its steps are
+  // written from now on; its queue is empty and it is up, so they end; a
+  // write failed, so none is kept until every link is up again.
+  void JournalLink(Link& l);
+  void JournalEnd(Link& l);
+  void JournalFlush();
+  // `l`'s state and queue as journal steps (its journal's start).
+  void JournalState(const Link& l);
 
   ReplicaOptions opts_;
   ReplicaCounters* counters_;
@@ -239,6 +267,8 @@ class Replicator final : public ChangeSink {
   std::string digest_;  // the ring's, in hex: a receiver on another ring refuses
   bool retired_ = false;
   bool from_spool_ = false;
+  ReplicaJournal journal_;
+  bool journal_failed_ = false;  // this episode's journal could not be written
 };
 
 }  // namespace frs::server

@@ -165,13 +165,14 @@ void Worker::PollGrpcWatches() {
 }
 
 void Worker::KeepUndelivered() {
-  // What a down link queues is in this worker's memory only: it goes to a
-  // spool file for the next start (replica_spool.h), so that the other
-  // holder gets those uses however the shard is restarted.
-  std::vector<const Replicator*> mine;
+  // What the links queue is in this worker's memory (and, for those that
+  // are down, in its journal): it goes to a spool file for the next start
+  // (replica_spool.h), so that the other holder gets those uses however the
+  // shard is restarted.
+  std::vector<Replicator*> mine;
   if (repl_) mine.push_back(repl_.get());
   for (const auto& d : draining_) mine.push_back(d.get());
-  for (const Replicator* r : mine) {
+  for (Replicator* r : mine) {
     if (r->QueuedChanges() == 0) continue;
     const auto taken =
         std::find_if(spool_files_.begin(), spool_files_.end(), [&](const auto& f) { return f.replicator == r; });
@@ -183,13 +184,23 @@ void Worker::KeepUndelivered() {
               r->QueuedByShard().c_str(), taken->path.c_str());
       continue;
     }
-    std::string path;
-    if (Status s = WriteReplicaSpool(cfg_.store_dir, r->Spool(), &path); s.ok())
+    // In the place of the journal of its down links when it keeps one: the
+    // spool holds every change the journal does, and more.
+    std::string path = r->journal_path();
+    const bool journal = !path.empty();
+    const Status s =
+        journal ? ReplaceReplicaSpool(path, r->Spool()) : WriteReplicaSpool(cfg_.store_dir, r->Spool(), &path);
+    if (s.ok()) {
+      r->CloseJournal();
       FRS_LOG("stopping with replica changes %snot delivered (%s): kept in %s for the next start",
               r == repl_.get() ? "" : "made under the earlier <cluster> ", r->QueuedByShard().c_str(), path.c_str());
-    else
+    } else if (journal) {
+      FRS_LOG("stopping with replica changes not delivered (%s): %s; those of the links that are down are kept in %s",
+              r->QueuedByShard().c_str(), s.ToString().c_str(), path.c_str());
+    } else {
       FRS_LOG("stopping with replica changes not delivered, lost with this process (%s): %s",
               r->QueuedByShard().c_str(), s.ToString().c_str());
+    }
   }
 }
 
@@ -312,6 +323,7 @@ void Worker::SetUpReplicas(bool reload) {
     o.lease_check = hex;
   }
   o.shared = ctx_.metrics ? &ctx_.metrics->master().replica : nullptr;
+  o.journal_dir = cfg_.store_dir;
   // A stream per worker process: its seqs start at 1, and the receivers
   // keep a watermark per stream name.
   timespec ts;
@@ -474,6 +486,9 @@ void Worker::BeginShutdown(int64_t now) {
 }
 
 inline bool Worker::Flush(Connection* c) {
+  // The replica journal first: an answer goes out only once the changes it
+  // tells of are on file for the other holder (replica_journal.h).
+  if (repl_) repl_->FlushJournal();
   while (c->WantsWrite()) {
     std::string_view out = c->PendingOutput();
     ssize_t n = send(c->fd(), out.data(), out.size(), MSG_NOSIGNAL);

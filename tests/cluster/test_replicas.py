@@ -453,6 +453,41 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(k), 200)
         self.assertEqual(p.b.count(k), 5)
 
+    def test_changes_queued_for_a_down_link_survive_a_kill_9_of_the_worker_and_of_every_process(self):
+        # A's link to B is cut: A serves alone, and from then on keeps what it
+        # queues for B in a journal of its store directory as well as in
+        # memory. A kill -9 of A's worker: the worker the master starts in its
+        # place takes the journal and delivers it. Then a kill -9 of every
+        # process of A: the next start does the same. So B holds every use
+        # once. Before, both kills lost what was queued, B short of those
+        # uses for good (a later failover to B granted them again).
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        k = p.keys[14]
+        self.assertEqual(p.a.acquire(k), 200)  # the link up: B holds it
+        p.relay.cut()
+        for _ in range(2):
+            self.assertEqual(p.a.acquire(k), 200)  # the first waits out the timeout; served alone, queued
+        self.assertEqual(len(self.spools(p.a)), 1, "no journal while a link is down")
+        [worker] = processes.children(p.a.proc.pid)
+        os.kill(worker, signal.SIGKILL)
+        self.assertTrue(
+            processes.wait_for(lambda: "are delivered from" in p.a.log(), 10),
+            "the new worker took nothing\n" + p.a.log(),
+        )
+        self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 10))
+        self.assertEqual(p.a.acquire(k), 200)  # served alone, queued in the new worker's journal
+        p.a.kill9()
+        self.assertEqual(p.b.count(k), 1)
+        self.assertEqual(len(self.spools(p.a)), 2, self.spools(p.a))  # the first worker's, and the second's
+        p.relay.heal()
+        p.a.start()
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 4, 10), "B holds %s\n%s" % (p.b.count(k), p.a.log()))
+        self.assertTrue(processes.wait_for(lambda: not self.spools(p.a), 5), self.spools(p.a))
+        self.assertEqual(p.a.count(k), 4)
+        # Once: a later use adds one on both.
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertEqual(p.b.count(k), 5)
+
     def test_a_spool_that_reaches_a_successor_back_on_a_new_store_counts_once(self):
         # A's spool waits for B, which comes back on a new store and takes
         # its nodes back from a snapshot of A's: A's store holds the

@@ -83,7 +83,7 @@ TEST(ReplicaSpool, AFileCutShortOrAlteredIsRefusedNamingItsLine) {
   const std::vector<Case> cases = {
       {good.substr(0, good.size() - 4), "line 10: cut short (no \"end\" line)"},  // the last line cut
       {good.substr(0, good.find("\nV ") + 1) + "end\n", "in the changes of link 127.0.0.1:8302 (their line 3"},
-      {"frs-replica-spool 2\n" + good.substr(good.find('\n') + 1), "line 1: not a replica spool"},
+      {"frs-replica-spool 3\n" + good.substr(good.find('\n') + 1), "line 1: not a replica spool"},
       {good.substr(0, good.find("link ")) + "link 127.0.0.1:8302 8 5 7 400 3\n" +
            good.substr(good.find('\n', good.find("link ")) + 1),
        "numbers disagree"},

@@ -9,7 +9,8 @@
 #   tools/bench/ab.sh /tmp/frsd-old build/src/server/frsd -- -c 16 -U -m http-post-xml -f /tmp/frs-floor/batch-64-compact-query.txt
 #   tools/bench/ab.sh nginx build/src/server/frsd 8 -- -c 64 -r 'GET /acquire?biz=bench&key=%KEY% HTTP/1.1\r\nHost: x\r\n\r\n'
 #   MAP_B=stats-map.xml SRV_B='<decisions file="%DIR%/decisions.log"/>' tools/bench/ab.sh frsd frsd -- -G 100 ...
-#     (one binary, side B with a feature: MAP_A/MAP_B and SRV_A/SRV_B give a side its own map and srv.xml)
+#     (one binary, side B with a feature: MAP_A/MAP_B and SRV_A/SRV_B give a side its own map and srv.xml;
+#     ADMIN_TOKEN sets both sides' <admin token>, which a <cluster replicas="1"> among them needs)
 #
 # BIN_A `nginx` is the floor of HTTP instead (issue 14): nginx answering `return 200` from
 # peers/nginx-floor.conf, 1 worker on CPU 0, sent `GET / HTTP/1.1` (NGINX_TMPL) in place of the -r
@@ -32,7 +33,7 @@
 # are stopped by the PIDs this script started.
 set -uo pipefail
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[ $# -ge 3 ] || { sed -n '2,24p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,25p' "$0" >&2; exit 2; }
 A=$1 B=$(readlink -f "$2"); shift 2
 [ "$A" = nginx ] || A=$(readlink -f "$A")
 ROUNDS=8
@@ -60,6 +61,8 @@ start() { # NAME BIN PORT
   local map_var="MAP_${1^^}" srv_var="SRV_${1^^}"
   [ -n "${!map_var:-}" ] && cp "${!map_var}" "$dir/map.xml"
   [ -n "${!srv_var:-}" ] && sed -i "s#</frs>#${!srv_var//%DIR%/$dir}\n</frs>#" "$dir/srv.xml"
+  # ADMIN_TOKEN: both sides' admin token (a <cluster replicas="1"> in SRV_A/SRV_B needs one).
+  [ -n "${ADMIN_TOKEN:-}" ] && sed -i "s#<admin token=\"\"/>#<admin token=\"$ADMIN_TOKEN\"/>#" "$dir/srv.xml"
   (echo > "/dev/tcp/127.0.0.1/$3") 2>/dev/null && { echo "ab: port $3 is taken" >&2; exit 1; }
   taskset -c 0 "$2" -c "$dir/srv.xml" --foreground > "$dir/frsd.log" 2>&1 &
   PIDS+=($!)
