@@ -279,6 +279,7 @@ Result<ReplicaSpool> DecodeReplicaJournal(std::string_view text) {
   // the worker saw what it records.
   text = text.substr(0, text.rfind('\n') + 1);
   ReplicaSpool spool;
+  spool.journal = true;
   size_t line_no = 0;
   auto bad = [&](std::string_view why) {
     return Status::Corruption("replica journal, line " + std::to_string(line_no) + ": " + std::string(why));

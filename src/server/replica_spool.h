@@ -59,6 +59,9 @@ struct ReplicaSpool {
   std::string stream;
   std::string digest;
   std::vector<ReplicaSpoolLink> links;
+  // Read from a killed worker's journal (replica_journal.h), not written
+  // by a stop.
+  bool journal = false;
 
   size_t Changes() const;
 };

@@ -471,7 +471,7 @@ class Replicas(unittest.TestCase):
         [worker] = processes.children(p.a.proc.pid)
         os.kill(worker, signal.SIGKILL)
         self.assertTrue(
-            processes.wait_for(lambda: "are delivered from" in p.a.log(), 10),
+            processes.wait_for(lambda: "a killed worker could not deliver" in p.a.log(), 10),
             "the new worker took nothing\n" + p.a.log(),
         )
         self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 10))

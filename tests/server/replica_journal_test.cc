@@ -174,6 +174,7 @@ TEST(ReplicaJournal, IsTakenOnlyOnceItsWriterIsGoneAndGoesWhenNothingIsLeft) {
   ASSERT_EQ(taken.size(), 1u);
   EXPECT_EQ(taken[0].path, path);
   EXPECT_EQ(taken[0].spool.stream, kStream);  // delivered under its writer's stream
+  EXPECT_TRUE(taken[0].spool.journal);
   EXPECT_EQ(taken[0].spool.Changes(), 1u);
   taken.clear();
   // A journal whose every change was delivered before the kill: removed.
