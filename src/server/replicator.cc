@@ -94,6 +94,9 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
 
 Replicator::~Replicator() {
   for (Link& l : links_) Close(l);
+  // A journal with changes stays for the worker that takes it next; one of
+  // links down with nothing queued holds nothing to deliver.
+  if (journal_.open() && QueuedChanges() == 0) journal_.Remove();
 }
 
 long Replicator::OtherHolder(uint32_t pos, bool* as_successor) const {

@@ -69,6 +69,10 @@ TEST(ReplicaJournal, ReadsBackAsTheStateItsStepsLeave) {
   EXPECT_EQ(a.inflight_seq, 8u);
   EXPECT_EQ(a.next_seq, 9u);
   EXPECT_EQ(a.changes[1].at_ms, 3);
+  // A batch the full backlog emptied is acknowledged with nothing in it.
+  EXPECT_TRUE(DecodeReplicaJournal(
+                  "frs-replica-spool 2\nstream s\ndigest d\nlink 0 h:1 1 0 0 1\n+0 A 1 7 1 5 k\n>0 1 1\nx0\n<0 1\n")
+                  .ok());
   EXPECT_EQ(a.changes[1].route_pos, 7u);
   EXPECT_EQ(s->links[1].name, "[::1]:8303");
   EXPECT_EQ(Keys(s->links[1]), (std::vector<std::string>{"f"}));
