@@ -240,9 +240,8 @@ ReplicaSpool Replicator::Spool() const {
 
 std::unique_ptr<Replicator> Replicator::FromSpool(const ReplicaSpool& spool, ReplicaOptions base, EventLoop* loop) {
   base.stream = spool.stream;
-  base.sync = true;
-  base.journal_dir.clear();  // its spool file is its record until it is delivered  // each batch as soon as the one
-                             // before is acknowledged
+  base.sync = true;          // each batch as soon as the one before is acknowledged
+  base.journal_dir.clear();  // its spool file is its record until it is delivered
   auto r = std::make_unique<Replicator>(std::move(base), nullptr, loop);
   r->links_.clear();
   r->link_of_shard_.assign(r->link_of_shard_.size(), -1);
@@ -491,6 +490,7 @@ bool Replicator::Due(const Link& l, int64_t now_ms) const {
 }
 
 void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
+  const bool was_down = l.down;
   Close(l);
   l.failure = why;
   l.retry_ns = now_ns + kRetryNs;
@@ -508,7 +508,7 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
     if (opts_.refuse && !l.queue.empty()) refused_through_ = std::max(refused_through_, l.queue.back().id);
     if (!opts_.refuse && counters_) CounterAdd(counters_->unprotected, l.queue.size());
   }
-  JournalLink(l);
+  if (!was_down) JournalLink(l);  // once an episode: not at each retry
   Publish(l);
 }
 
