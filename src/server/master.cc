@@ -180,7 +180,11 @@ void Master::Reap(bool stopping) {
     int64_t delay =
         s.young_deaths == 0 ? 0 : std::min<int64_t>(1000, int64_t{50} << std::min<uint32_t>(s.young_deaths - 1, 5));
     s.respawn_at_ns = now + delay * kNsPerMs;
-    if (delay > 0) FRS_LOG("worker %u keeps dying; respawning in %lld ms", i, static_cast<long long>(delay));
+    if (s.young_deaths > 1)
+      FRS_LOG("worker %u keeps dying (%u times in a row soon after its start); respawning in %lld ms", i,
+              s.young_deaths, static_cast<long long>(delay));
+    else if (delay > 0)
+      FRS_LOG("worker %u died soon after its start; respawning in %lld ms", i, static_cast<long long>(delay));
   }
 }
 

@@ -267,7 +267,9 @@ Status ApplyJournalStep(std::string_view line, std::string_view with_newline,
       ++l.first_no;
       return Status::OK();
     case '-':
-      if (!rest.empty() || !q.empty()) return Status::Corruption("a link's journal ended with changes queued");
+      // Ended with changes queued: young ones, whose answers a sync link
+      // still held (the writer's bound for async).
+      if (!rest.empty()) return Status::Corruption("expected \"-I\"");
       links->erase(it);
       return Status::OK();
     default: return Status::Corruption("an unknown step '" + std::string(1, kind) + "'");

@@ -24,7 +24,8 @@
 //   >I SEQ COUNT   batch SEQ sent: link I's COUNT oldest changes
 //   <I SEQ         batch SEQ acknowledged: its changes are gone
 //   xI             link I's oldest change dropped (its backlog was full)
-//   -I             link I's queue is empty: its journal ends
+//   -I             link I's journal ends: its queue is empty, or holds
+//                  only changes younger than any answered alone
 //
 // A line is written before what it records is seen outside the worker: a
 // change's before any answer the worker writes (Worker::Flush), a batch's

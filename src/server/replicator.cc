@@ -82,8 +82,14 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
   tags_ = std::make_unique<char[]>(std::max<size_t>(links_.size(), 1));
   if (counters_) {
     // A worker started again in this slot begins a new stream: numbers
-    // first, then the name a snapshot reads them under.
-    for (size_t i = 0; i < kMaxReplicaPeers; ++i) CounterSet(counters_->queued_no[i], 0);
+    // first, then the name a snapshot reads them under. A killed one's
+    // gauges go too: what it queued is counted again where a worker
+    // delivers its journal (frs_replica_pending read it twice).
+    for (size_t i = 0; i < kMaxReplicaPeers; ++i) {
+      CounterSet(counters_->queued_no[i], 0);
+      CounterSet(counters_->pending[i], 0);
+      CounterSet(counters_->down[i], 0);
+    }
     std::atomic_ref<uint64_t>(counters_->inside).store(0);  // a dead worker's, in this slot
     std::atomic_ref<uint64_t>(counters_->stream_hash).store(StreamHash(opts_.stream));
   }
@@ -261,6 +267,7 @@ std::unique_ptr<Replicator> Replicator::FromSpool(const ReplicaSpool& spool, Rep
   r->digest_ = spool.digest;
   r->retired_ = true;
   r->from_spool_ = true;
+  r->from_journal_ = spool.journal;
   return r;
 }
 
@@ -479,7 +486,7 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
     FRS_LOG("replica link to %s is back; %zu change(s)%s%s still queued for it", l.name.c_str(), l.queue.size(),
             retired_ ? " " : "", retired_ ? origin() : "");
   }
-  JournalEnd(l);
+  JournalEnd(l, RealMs());
   Publish(l);
   if (send_next && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
 }
@@ -496,9 +503,8 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   l.retry_ns = now_ns + kRetryNs;
   if (!l.down && retired_) {
     l.down = true;
-    FRS_LOG("replica link to %s is down (%s): %zu change(s) %s, tried again every second", l.name.c_str(), why.c_str(),
-            l.queue.size(),
-            from_spool_ ? "kept from an earlier stop wait for it" : "made under the earlier <cluster> kept for it");
+    FRS_LOG("replica link to %s is down (%s): %zu change(s) %s %s, tried again every second", l.name.c_str(),
+            why.c_str(), l.queue.size(), origin(), from_spool_ ? "wait for it" : "kept for it");
   } else if (!l.down) {
     l.down = true;
     if (counters_) CounterAdd(counters_->episodes);
@@ -530,7 +536,7 @@ void Replicator::OnEvent(const void* tag, int64_t now_ns) {
     } else if (l.down) {
       l.down = false;
       FRS_LOG("replica link to %s is back", l.name.c_str());
-      JournalEnd(l);
+      JournalEnd(l, RealMs());
       Publish(l);
     }
     return;
@@ -560,6 +566,11 @@ void Replicator::Pump(int64_t now_ns) {
         break;
     }
     if (!l.queue.empty() && (oldest_ms < 0 || l.queue.front().at_ms < oldest_ms)) oldest_ms = l.queue.front().at_ms;
+    // Async answers went out: changes that wait long (a batch unanswered,
+    // long before the timeout takes the link for down) go on file.
+    if (!opts_.sync && !l.journaled && !l.queue.empty() && now_ms - l.queue.front().at_ms >= kAsyncJournalMs)
+      JournalLink(l);
+    else if (l.journaled) JournalEnd(l, now_ms);
   }
   if (counters_)
     CounterSet(counters_->lag_ms, static_cast<uint64_t>(oldest_ms < 0 ? 0 : std::max<int64_t>(0, now_ms - oldest_ms)));
@@ -567,15 +578,10 @@ void Replicator::Pump(int64_t now_ns) {
 }
 
 void Replicator::JournalLink(Link& l) {
-  if (opts_.journal_dir.empty() || !l.down || l.journaled) return;
-  if (journal_failed_) {
-    // Tried again in a new episode: no other link down.
-    if (std::any_of(links_.begin(), links_.end(), [&](const Link& o) { return &o != &l && o.down; })) return;
-    journal_failed_ = false;
-  }
+  if (opts_.journal_dir.empty() || l.journaled || RealMs() < journal_retry_ms_) return;
   if (!journal_.open()) {
     if (Status s = journal_.Start(opts_.journal_dir, opts_.stream, digest_); !s.ok()) {
-      journal_failed_ = true;
+      journal_retry_ms_ = RealMs() + kJournalRetryMs;
       FRS_LOG(
           "replicas: no journal of the changes queued for %s (%s): they are in this worker's memory only, and a "
           "kill -9 of it would lose them",
@@ -594,8 +600,10 @@ void Replicator::JournalState(const Link& l) {
   for (const Queued& q : l.queue) journal_.Queued(i, q.AsChange());
 }
 
-void Replicator::JournalEnd(Link& l) {
-  if (!l.journaled || l.down || !l.queue.empty()) return;
+void Replicator::JournalEnd(Link& l, int64_t now_ms) {
+  // What is left is younger than any change answered alone or left waiting
+  // (sync holds its answers; async's bound is kAsyncJournalMs).
+  if (!l.journaled || l.down || (!l.queue.empty() && now_ms - l.queue.front().at_ms >= kAsyncJournalMs / 2)) return;
   l.journaled = false;
   if (std::none_of(links_.begin(), links_.end(), [](const Link& o) { return o.journaled; })) {
     journal_.Remove();  // nothing in it is left to deliver
@@ -625,7 +633,7 @@ void Replicator::JournalFlush() {
       "worker's memory only (a kill -9 of it would lose them) until every link is up again",
       s.message().c_str());
   journal_.Remove();
-  journal_failed_ = true;
+  journal_retry_ms_ = RealMs() + kJournalRetryMs;
   for (Link& l : links_) l.journaled = false;
 }
 

@@ -21,9 +21,11 @@
 // tried again every second.
 //
 // The backlog lives in this worker's memory, and from the moment a link
-// goes down until its queue is empty again, each of its steps is also
-// written to a journal in the store directory (replica_journal.h), which a
-// worker started after a kill -9 of this one delivers. A graceful stop writes
+// goes down (async: or its oldest change waits kAsyncJournalMs) until its
+// queue is empty again (or holds only young changes, whose answers sync
+// mode still holds), each of its steps is also written to a journal in the
+// store directory (replica_journal.h), which a worker started after a kill
+// -9 of this one delivers. A graceful stop writes
 // the backlog to a spool file, in the journal's place, that the next start
 // delivers (replica_spool.h, Spool, FromSpool).
 //
@@ -74,6 +76,13 @@ class Replicator final : public ChangeSink {
   // so that batches carry many changes (each exchange costs more CPU than a
   // decision); the reported lag includes it.
   static constexpr int64_t kAsyncLingerMs = 5;
+  // Async: a link whose oldest unacknowledged change is this old (a batch
+  // unanswered, a connect that hangs, long before replica_timeout_ms takes
+  // the link for down) journals its queue, whose answers went out; and
+  // stops once its oldest is younger than half of it again, or none is left.
+  static constexpr int64_t kAsyncJournalMs = 20;
+  // A journal that could not be made or written is tried again after this.
+  static constexpr int64_t kJournalRetryMs = 10000;
 
   // `loop`: the worker's; each link's socket is added to it with a tag
   // that OwnsTag() knows.
@@ -148,8 +157,11 @@ class Replicator final : public ChangeSink {
   // (self, token, lease key check, timeout); its stream is the spool's.
   static std::unique_ptr<Replicator> FromSpool(const ReplicaSpool& spool, ReplicaOptions base, EventLoop* loop);
   // Whose changes these are, for log lines: made under an earlier <cluster>
-  // (Retire), or kept from a stop (FromSpool).
-  const char* origin() const { return from_spool_ ? "kept from an earlier stop" : "made under the earlier <cluster>"; }
+  // (Retire), or kept from a stop or a killed worker (FromSpool).
+  const char* origin() const {
+    if (!from_spool_) return "made under the earlier <cluster>";
+    return from_journal_ ? "kept from a killed worker" : "kept from an earlier stop";
+  }
   bool from_spool() const { return from_spool_; }
 
   // Each link as the gauges see it.
@@ -246,11 +258,12 @@ class Replicator final : public ChangeSink {
   // full, or lingered long enough).
   bool Due(const Link& l, int64_t now_ms) const;
   unsigned IndexOf(const Link& l) const { return static_cast<unsigned>(&l - links_.data()); }
-  // The journal (replica_journal.h): `l` went down, so its steps are
-  // written from now on; its queue is empty and it is up, so they end; a
-  // write failed, so none is kept until every link is up again.
+  // The journal (replica_journal.h): `l` went down (or, async, its oldest
+  // change waits too long), so its steps are written from now on; it is up
+  // and its queue is empty or young, so they end; a write failed, so none is
+  // kept for kJournalRetryMs.
   void JournalLink(Link& l);
-  void JournalEnd(Link& l);
+  void JournalEnd(Link& l, int64_t now_ms);
   void JournalFlush();
   // `l`'s state and queue as journal steps (its journal's start).
   void JournalState(const Link& l);
@@ -267,8 +280,9 @@ class Replicator final : public ChangeSink {
   std::string digest_;  // the ring's, in hex: a receiver on another ring refuses
   bool retired_ = false;
   bool from_spool_ = false;
+  bool from_journal_ = false;  // the spool was a killed worker's journal
   ReplicaJournal journal_;
-  bool journal_failed_ = false;  // this episode's journal could not be written
+  int64_t journal_retry_ms_ = 0;  // a failed journal: none before this (real ms)
 };
 
 }  // namespace frs::server

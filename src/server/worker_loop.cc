@@ -180,7 +180,7 @@ void Worker::KeepUndelivered() {
     // process), to be delivered again from its start by the next one: the
     // batches taken already are applied once (their seqs), the rest as new.
     if (taken != spool_files_.end()) {
-      FRS_LOG("stopping with replica changes kept from an earlier stop not delivered (%s): still in %s",
+      FRS_LOG("stopping with replica changes %s not delivered (%s): still in %s", r->origin(),
               r->QueuedByShard().c_str(), taken->path.c_str());
       continue;
     }
@@ -350,8 +350,9 @@ void Worker::DrainTurn(int64_t now) {
   size_t left = 0;
   // Whose changes these are, for the log: a ring change's, or a stop's too.
   const bool spooled = std::any_of(draining_.begin(), draining_.end(), [](const auto& d) { return d->from_spool(); });
-  const char* what = spooled ? "the changes kept from an earlier stop or queued under the earlier <cluster>"
-                             : "the changes queued under the earlier <cluster>";
+  const char* what =
+      spooled ? "the changes kept from an earlier stop or a killed worker, or queued under the earlier <cluster>"
+              : "the changes queued under the earlier <cluster>";
   for (auto& d : draining_) {
     d->Pump(now);
     left += d->QueuedChanges();

@@ -104,6 +104,10 @@ TEST(ReplicaJournal, ALastLineCutByAKillIsDroppedAndADamagedOneNamed) {
   Result<ReplicaSpool> whole = DecodeReplicaJournal(head + last);
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole->links[0].inflight, 1u);
+  // A link's journal ended with young changes queued: none of it is read.
+  Result<ReplicaSpool> ended = DecodeReplicaJournal(head + last + "-0\n");
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  EXPECT_TRUE(ended->links.empty());
   struct Case {
     std::string text, says;
   };
@@ -111,7 +115,7 @@ TEST(ReplicaJournal, ALastLineCutByAKillIsDroppedAndADamagedOneNamed) {
       {head + "<0 2\n", "line 6: an acknowledgement of no batch in flight"},
       {head + ">0 1 2\n", "line 6: a batch sent that its link's state does not allow"},
       {head + "+1 A 1 7 1 5 k\n", "line 6: link 1 has no \"link\" line before"},
-      {head + "-0\n", "line 6: a link's journal ended with changes queued"},
+      {head + "-0 1\n", "line 6: expected \"-I\""},
       {head + "?0\n", "line 6: an unknown step"},
       {head + "+0 Q 1 7 1 5 k\n", "in the changes queued for link h:1"},
       {"frs-replica-spool 2\nstream a b\n", "line 2: expected \"stream NAME\""},
