@@ -5,8 +5,10 @@
 //
 // A graceful stop writes what a worker still queues to a spool
 // (replica_spool.h); a killed worker writes nothing. So from the moment one
-// of its links goes down until that link's queue is empty again, the
-// replicator appends each step of that link to a journal: a spool file
+// of its links goes down (async: or its oldest unacknowledged change waits
+// Replicator::kAsyncJournalMs) until that link's queue is empty again (or
+// holds only younger changes), the replicator appends each step of that
+// link to a journal: a spool file
 // (store_dir::kReplicaSpoolPrefix) that the worker holds under flock while it
 // lives. A worker that starts takes a dead one's journal as it takes a stop's
 // spool (TakeReplicaSpools: the kernel dropped the dead worker's lock) and
