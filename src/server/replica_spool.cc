@@ -178,8 +178,37 @@ std::vector<std::string> ReplicaSpoolNames(const std::string& dir) {
   return names;
 }
 
+namespace {
+
+// A spool or journal being made has a temporary name until it is whole
+// (os/whole_file.h). A process killed meanwhile leaves it: redundant (a
+// journal it was to replace, or the memory of a killed worker whose
+// journal had not started), and named like a spool. Removed once a minute
+// old and not locked (a journal's maker holds its lock).
+void RemoveLeftTemporaries(const std::string& dir, std::vector<std::string>* problems) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const time_t minute_ago = ::time(nullptr) - 60;
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view n(e->d_name);
+    if (!n.starts_with(os::store_dir::kReplicaSpoolPrefix) || !os::store_dir::IsTempName(n)) continue;
+    const std::string path = os::store_dir::In(dir, std::string(n));
+    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st;
+    if (!fd.valid() || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || ::fstat(fd.get(), &st) != 0 ||
+        st.st_mtime > minute_ago)
+      continue;
+    if (::unlink(path.c_str()) == 0)
+      problems->push_back(std::string(n) + ": a temporary file a killed process left while making a spool; removed");
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
 std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, size_t max, std::string_view digest,
                                                  std::vector<std::string>* problems) {
+  RemoveLeftTemporaries(dir, problems);
   std::vector<TakenReplicaSpool> out;
   for (const std::string& n : ReplicaSpoolNames(dir)) {
     if (out.size() >= max) break;

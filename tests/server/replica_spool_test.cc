@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -147,6 +148,26 @@ TEST(ReplicaSpool, EachFileIsTakenOnceAndADamagedOneMovedAside) {
   EXPECT_EQ(has("replica-spool.1.0.damaged-"), 1);
   EXPECT_EQ(has("replica-spool.2.0"), 1);  // left where it is
   EXPECT_EQ(names.size(), 5u);
+}
+
+TEST(ReplicaSpool, ATemporaryFileAKilledMakerLeftIsRemovedOnceAMinuteOld) {
+  frs::testing::TempDir dir("frs-spool");
+  const std::string old_tmp = dir / "replica-spool.7.0.0.tmp.7.0", young_tmp = dir / "replica-spool.8.0.0.tmp.8.0";
+  const std::string locked_tmp = dir / "replica-spool.9.0.0.tmp.9.0";
+  for (const std::string& p : {old_tmp, young_tmp, locked_tmp}) std::ofstream(p) << "frs-replica-spool 1\nstream x\n";
+  const auto past = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(2);
+  std::filesystem::last_write_time(old_tmp, past);
+  std::filesystem::last_write_time(locked_tmp, past);
+  os::UniqueFd maker(::open(locked_tmp.c_str(), O_RDONLY | O_CLOEXEC));  // a journal's maker, alive
+  ASSERT_EQ(::flock(maker.get(), LOCK_EX | LOCK_NB), 0);
+  std::vector<std::string> problems;
+  EXPECT_TRUE(TakeReplicaSpools(dir.path(), 8, "0a1b2c3d", &problems).empty());  // never taken as spools
+  EXPECT_FALSE(std::filesystem::exists(old_tmp));
+  EXPECT_TRUE(std::filesystem::exists(young_tmp));   // may be a stop's spool being made now
+  EXPECT_TRUE(std::filesystem::exists(locked_tmp));  // its maker lives
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("replica-spool.7.0.0.tmp.7.0: a temporary file a killed process left"), std::string::npos)
+      << problems[0];
 }
 
 }  // namespace
