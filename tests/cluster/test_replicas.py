@@ -453,6 +453,16 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(k), 200)
         self.assertEqual(p.b.count(k), 5)
 
+    def kill_worker_and_see_its_journal_taken(self, shard):
+        """kill -9 of the shard's one worker; the one the master starts in
+        its place takes the killed one's journal."""
+        [worker] = processes.children(shard.proc.pid)
+        os.kill(worker, signal.SIGKILL)
+        self.assertTrue(
+            processes.wait_for(lambda: "a killed worker could not deliver" in shard.log(), 10),
+            "the new worker took nothing\n" + shard.log(),
+        )
+
     def test_changes_queued_for_a_down_link_survive_a_kill_9_of_the_worker_and_of_every_process(self):
         # A's link to B is cut: A serves alone, and from then on keeps what it
         # queues for B in a journal of its store directory as well as in
@@ -468,12 +478,7 @@ class Replicas(unittest.TestCase):
         for _ in range(2):
             self.assertEqual(p.a.acquire(k), 200)  # the first waits out the timeout; served alone, queued
         self.assertEqual(len(self.spools(p.a)), 1, "no journal while a link is down")
-        [worker] = processes.children(p.a.proc.pid)
-        os.kill(worker, signal.SIGKILL)
-        self.assertTrue(
-            processes.wait_for(lambda: "a killed worker could not deliver" in p.a.log(), 10),
-            "the new worker took nothing\n" + p.a.log(),
-        )
+        self.kill_worker_and_see_its_journal_taken(p.a)
         self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 10))
         # Counted once: in the journal the new worker took, not also in the
         # killed worker's gauge (which read 4 before).
@@ -508,12 +513,7 @@ class Replicas(unittest.TestCase):
             self.assertEqual(p.a.acquire(k), 200)  # answered at once, queued behind an unanswered batch
         self.assertTrue(processes.wait_for(lambda: len(self.spools(p.a)) == 1, 5), "no journal of the waiting changes")
         self.assertEqual(p.a.metric("frs_replica_link_up"), 1)  # not taken for down: only slow
-        [worker] = processes.children(p.a.proc.pid)
-        os.kill(worker, signal.SIGKILL)
-        self.assertTrue(
-            processes.wait_for(lambda: "a killed worker could not deliver" in p.a.log(), 10),
-            "the new worker took nothing\n" + p.a.log(),
-        )
+        self.kill_worker_and_see_its_journal_taken(p.a)
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 6, 10), "B holds %s\n%s" % (p.b.count(k), p.a.log()))
         self.assertTrue(processes.wait_for(lambda: not self.spools(p.a), 5), self.spools(p.a))
