@@ -97,18 +97,21 @@ Result<bool> ReplicaJournal::Make(const std::string& path, bool exclusive, os::U
 Status ReplicaJournal::Start(const std::string& dir, std::string_view stream, std::string_view digest) {
   stream_ = std::string(stream);
   digest_ = std::string(digest);
-  buf_.clear();
   for (int tries = 0; tries < 100; ++tries) {
     const std::string path = NewReplicaSpoolPath(dir);
     os::UniqueFd fd;
     Result<bool> made = Make(path, /*exclusive=*/true, &fd);
-    if (!made.ok()) return made.status();
+    if (!made.ok()) {
+      buf_.clear();
+      return made.status();
+    }
     if (*made) {
       fd_ = std::move(fd);
       path_ = path;
       return Status::OK();
     }
   }
+  buf_.clear();
   return Status::IOError("no free name for a replica journal in " + dir);
 }
 
@@ -178,7 +181,7 @@ void ReplicaJournal::Ended(unsigned i) {
 
 Status ReplicaJournal::Flush() {
   Status s = WriteJournalBytes(fd_.get(), buf_, path_);
-  written_ += buf_.size();
+  if (s.ok()) written_ += buf_.size();
   buf_.clear();
   return s;
 }
@@ -310,6 +313,11 @@ Result<ReplicaSpool> DecodeReplicaJournal(std::string_view text) {
     if (Status s = ApplyJournalStep(line, whole, &links); !s.ok()) return bad(s.message());
   for (auto& [i, st] : links) {
     if (st.lines.empty()) continue;
+    // A link's state restated into an open journal by a write the kill cut
+    // short: its queue's lines whole up to the cut, and the batch in flight
+    // no more than those (sent again under its seq, applied once). The
+    // changes past the cut are lost, as they were before any journal.
+    st.link.inflight = std::min<uint64_t>(st.link.inflight, st.lines.size());
     std::string body;
     for (std::string_view l : st.lines) body += l;
     ReplicaSpoolLink& l = st.link;

@@ -1,7 +1,7 @@
 // server/replica_journal.h: the replica changes a worker queues for a link
 // that is down, written to the store directory as they are queued, so that a
-// kill -9 of the worker loses none of them (docs/cluster.md, "A shard's
-// stop").
+// kill -9 of the worker loses none of them (docs/cluster.md, "A worker's
+// kill -9").
 //
 // A graceful stop writes what a worker still queues to a spool
 // (replica_spool.h); a killed worker writes nothing. So from the moment one
@@ -70,8 +70,8 @@ class ReplicaJournal {
   bool open() const { return fd_.valid(); }
   const std::string& path() const { return path_; }
 
-  // Makes the file under a new spool name of `dir`, locked, its header
-  // written.
+  // Makes the file under a new spool name of `dir`, locked, holding its
+  // header and the steps buffered so far (a link's state), whole.
   Status Start(const std::string& dir, std::string_view stream, std::string_view digest);
 
   // Each step, buffered until Flush.
@@ -94,7 +94,8 @@ class ReplicaJournal {
   // The file made again in its own place (a new file renamed over it, so a
   // reader sees the old one or the new one), holding only the header and
   // what `restate` writes (each link's Link and Queued steps). Nothing
-  // buffered may be pending. On an error the old file is kept as it was.
+  // buffered may be pending. On an error the old file is left as it was
+  // (the replicator then removes it: a journal it cannot write is none).
   Status Restart(const std::function<void()>& restate);
   // Nothing in the file is left to deliver (or it cannot be trusted): it
   // goes, and the lock with it.

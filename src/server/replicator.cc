@@ -136,6 +136,7 @@ void Replicator::OnChange(const Change& c) {
     for (Link& l : links_) {
       Queued q{next_id_, l.next_no++, c.kind, c.biz_id, false, 0, c.n, c.at_ms, {}, c.event, c.item, c.nonce, c.until};
       l.queue.push_back(std::move(q));
+      if (l.down) l.down_through = l.queue.back().id;
       if (l.journaled) journal_.Queued(IndexOf(l), l.queue.back().AsChange());
       Publish(l);
     }
@@ -158,6 +159,7 @@ void Replicator::OnChange(const Change& c) {
   touched_ |= uint64_t{1} << static_cast<size_t>(l - links_.data());
   l->queue.push_back(Queued{next_id_++, l->next_no++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key),
                             c.event, c.item, c.nonce, c.until});
+  if (l->down) l->down_through = l->queue.back().id;
   // Written before the answer that tells of it goes out (FlushJournal).
   if (l->journaled) journal_.Queued(IndexOf(*l), l->queue.back().AsChange());
   Publish(*l);
@@ -255,7 +257,7 @@ std::unique_ptr<Replicator> Replicator::FromSpool(const ReplicaSpool& spool, Rep
     Link& l = r->links_.emplace_back();
     l.name = sl.name;  // shard -1: in no gauge of this worker's
     l.next_seq = sl.next_seq;
-    l.inflight = sl.inflight;
+    l.inflight = std::min<uint64_t>(sl.inflight, sl.changes.size());  // never past its changes
     l.inflight_seq = sl.inflight_seq;
     l.next_no = sl.first_no + sl.changes.size();
     uint64_t no = sl.first_no;
@@ -514,7 +516,8 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
     if (opts_.refuse && !l.queue.empty()) refused_through_ = std::max(refused_through_, l.queue.back().id);
     if (!opts_.refuse && counters_) CounterAdd(counters_->unprotected, l.queue.size());
   }
-  if (!was_down) JournalLink(l);  // once an episode: not at each retry
+  if (!l.queue.empty()) l.down_through = std::max(l.down_through, l.queue.back().id);  // answered alone or refused
+  if (!was_down) JournalLink(l);
   Publish(l);
 }
 
@@ -566,9 +569,12 @@ void Replicator::Pump(int64_t now_ns) {
         break;
     }
     if (!l.queue.empty() && (oldest_ms < 0 || l.queue.front().at_ms < oldest_ms)) oldest_ms = l.queue.front().at_ms;
-    // Async answers went out: changes that wait long (a batch unanswered,
-    // long before the timeout takes the link for down) go on file.
-    if (!opts_.sync && !l.journaled && !l.queue.empty() && now_ms - l.queue.front().at_ms >= kAsyncJournalMs)
+    // A down link not on file (its journal failed: tried again after
+    // kJournalRetryMs); async answers went out, so changes that wait long (a
+    // batch unanswered, long before the timeout takes the link for down) go
+    // on file too.
+    if (!l.journaled &&
+        (l.down || (!opts_.sync && !l.queue.empty() && now_ms - l.queue.front().at_ms >= kAsyncJournalMs)))
       JournalLink(l);
     else if (l.journaled) JournalEnd(l, now_ms);
   }
@@ -580,6 +586,9 @@ void Replicator::Pump(int64_t now_ns) {
 void Replicator::JournalLink(Link& l) {
   if (opts_.journal_dir.empty() || l.journaled || RealMs() < journal_retry_ms_) return;
   if (!journal_.open()) {
+    // The file is made with the link's state in it, whole: a kill while it
+    // is written leaves no file of that name, or all of it.
+    JournalState(l);
     if (Status s = journal_.Start(opts_.journal_dir, opts_.stream, digest_); !s.ok()) {
       journal_retry_ms_ = RealMs() + kJournalRetryMs;
       FRS_LOG(
@@ -588,8 +597,9 @@ void Replicator::JournalLink(Link& l) {
           l.name.c_str(), s.message().c_str());
       return;
     }
+  } else {
+    JournalState(l);
   }
-  JournalState(l);
   l.journaled = true;
   JournalFlush();
 }
@@ -601,9 +611,13 @@ void Replicator::JournalState(const Link& l) {
 }
 
 void Replicator::JournalEnd(Link& l, int64_t now_ms) {
-  // What is left is younger than any change answered alone or left waiting
-  // (sync holds its answers; async's bound is kAsyncJournalMs).
-  if (!l.journaled || l.down || (!l.queue.empty() && now_ms - l.queue.front().at_ms >= kAsyncJournalMs / 2)) return;
+  if (!l.journaled || l.down) return;
+  // Kept while it holds a change queued while the link was down (answered
+  // alone, whatever the mode); past those, sync holds its answers, and
+  // async's bound is kAsyncJournalMs.
+  if (!l.queue.empty() &&
+      (l.queue.front().id <= l.down_through || (!opts_.sync && now_ms - l.queue.front().at_ms >= kAsyncJournalMs / 2)))
+    return;
   l.journaled = false;
   if (std::none_of(links_.begin(), links_.end(), [](const Link& o) { return o.journaled; })) {
     journal_.Remove();  // nothing in it is left to deliver
@@ -630,7 +644,7 @@ void Replicator::JournalFlush() {
   }
   FRS_LOG(
       "replicas: %s: the journal is removed, and the changes queued for the links that are down are in this "
-      "worker's memory only (a kill -9 of it would lose them) until every link is up again",
+      "worker's memory only (a kill -9 of it would lose them); tried again in 10 s",
       s.message().c_str());
   journal_.Remove();
   journal_retry_ms_ = RealMs() + kJournalRetryMs;

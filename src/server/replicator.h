@@ -232,9 +232,12 @@ class Replicator final : public ChangeSink {
     // that carried others may meet the close of a keep-alive the other side
     // ended while it was idle, and goes again on a new connection.
     uint64_t exchanges = 0;
-    // Its steps go to the journal: from the link's going down until its
-    // queue is empty.
+    // Its steps go to the journal (JournalLink, JournalEnd).
     bool journaled = false;
+    // The last change queued while the link was down: answered alone
+    // (serve) or refused after its count, so kept on file until it is
+    // acknowledged, whatever the mode.
+    uint64_t down_through = 0;
   };
 
   Link* LinkFor(long shard);

@@ -104,6 +104,15 @@ TEST(ReplicaJournal, ALastLineCutByAKillIsDroppedAndADamagedOneNamed) {
   Result<ReplicaSpool> whole = DecodeReplicaJournal(head + last);
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole->links[0].inflight, 1u);
+  // A link's state restated by a write cut short: its batch in flight no
+  // more than the changes that made it to the file (a sender would read
+  // past its queue).
+  Result<ReplicaSpool> restated = DecodeReplicaJournal(
+      "frs-replica-spool 2\nstream s\ndigest d\nlink 0 h:1 9 5 8 1\n+0 A 1 7 1 5 a\n+0 A 1 7 1 5 b\n+0 A 1 7");
+  ASSERT_TRUE(restated.ok()) << restated.status().ToString();
+  EXPECT_EQ(restated->links[0].changes.size(), 2u);
+  EXPECT_EQ(restated->links[0].inflight, 2u);
+  EXPECT_EQ(restated->links[0].inflight_seq, 8u);
   // A link's journal ended with young changes queued: none of it is read.
   Result<ReplicaSpool> ended = DecodeReplicaJournal(head + last + "-0\n");
   ASSERT_TRUE(ended.ok()) << ended.status().ToString();

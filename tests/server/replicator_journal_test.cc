@@ -1,0 +1,209 @@
+// A Replicator's journal against its memory (server/replicator.h,
+// server/replica_journal.h): driven through a link's going down, changes
+// answered alone, its return with changes queued while its first batch was
+// in flight, and its end, the journal on disk reads back after each step as
+// the spool the replicator would write, and goes once nothing is left.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/temp_dir.h"
+#include "os/unique_fd.h"
+#include "server/event_loop.h"
+#include "server/replica_journal.h"
+#include "server/replicator.h"
+
+namespace frs::server {
+namespace {
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+int64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
+// The other holder, played by the test: a listening socket whose
+// connections it accepts, reads and answers (or closes) when told.
+class Peer {
+ public:
+  Peer() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_.get(), 8) != 0 ||
+        ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      fd_.reset();
+    port_ = ntohs(a.sin_port);
+  }
+  std::string name() const { return "127.0.0.1:" + std::to_string(port_); }
+  bool ok() const { return fd_.valid(); }
+  // A connection that came, or an invalid fd after 2 s.
+  os::UniqueFd Accept() {
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 2000) != 1) return os::UniqueFd();
+    return os::UniqueFd(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  }
+  // One whole request from `c` (its head and its Content-Length body).
+  static std::string ReadRequest(int c) {
+    std::string in;
+    char buf[4096];
+    for (;;) {
+      const size_t head = in.find("\r\n\r\n");
+      if (head != std::string::npos) {
+        const size_t at = in.find("Content-Length: ");
+        const size_t body = at == std::string::npos ? 0 : std::stoul(in.substr(at + 16));
+        if (in.size() >= head + 4 + body) return in;
+      }
+      pollfd p{c, POLLIN, 0};
+      if (::poll(&p, 1, 2000) != 1) return in;
+      const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+      if (n <= 0) return in;
+      in.append(buf, static_cast<size_t>(n));
+    }
+  }
+  static void Answer(int c) {
+    const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    ASSERT_EQ(::send(c, ok.data(), ok.size(), MSG_NOSIGNAL), static_cast<ssize_t>(ok.size()));
+  }
+
+ private:
+  os::UniqueFd fd_;
+  uint16_t port_ = 0;
+};
+
+class ReplicatorJournal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(peer_.ok());
+    ASSERT_TRUE(loop_.Init().ok());
+    auto ring = Ring::Make({RingShard{"127.0.0.1:1"}, RingShard{peer_.name()}});
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    ReplicaOptions o;
+    o.ring = std::make_shared<const Ring>(std::move(ring.value()));
+    o.self_index = 0;
+    o.self = "127.0.0.1:1";
+    o.sync = true;
+    o.timeout_ms = 200;
+    o.token = "t";
+    o.stream = "127.0.0.1:1/1.1";
+    o.journal_dir = dir_.path();
+    repl_ = std::make_unique<Replicator>(std::move(o), nullptr, &loop_);
+  }
+
+  // A use of a new key: every route's other holder is the peer.
+  void Use() {
+    keys_.push_back("key:" + std::to_string(keys_.size()));
+    repl_->OnChange(Change{Change::Kind::kAdd, 1, keys_.back(), 0, false, 1, NowMs()});
+    repl_->FlushJournal();  // as the worker does before it answers
+  }
+
+  // One turn of the worker's loop for the replicator, at `now_ns`.
+  void Turn(int64_t now_ns) {
+    repl_->Pump(now_ns);
+    for (const epoll_event& ev : loop_.Wait(50, nullptr))
+      if (repl_->OwnsTag(ev.data.ptr)) repl_->OnEvent(ev.data.ptr, now_ns);
+  }
+
+  std::vector<std::string> Journals() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path()))
+      if (e.path().filename().string().starts_with("replica-spool.")) out.push_back(e.path());
+    return out;
+  }
+
+  // The journal on disk reads back as the replicator's own spool.
+  void ExpectJournalIsMemory(const char* when) {
+    SCOPED_TRACE(when);
+    const std::vector<std::string> files = Journals();
+    ASSERT_EQ(files.size(), 1u);
+    EXPECT_EQ(files[0], repl_->journal_path());
+    std::ifstream in(files[0]);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Result<ReplicaSpool> disk = DecodeReplicaSpool(ss.str());
+    ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+    const ReplicaSpool mem = repl_->Spool();
+    EXPECT_EQ(disk->stream, mem.stream);
+    ASSERT_EQ(disk->links.size(), mem.links.size());
+    for (size_t i = 0; i < mem.links.size(); ++i) {
+      const ReplicaSpoolLink &d = disk->links[i], &m = mem.links[i];
+      EXPECT_EQ(d.name, m.name);
+      EXPECT_EQ(d.next_seq, m.next_seq);
+      EXPECT_EQ(d.inflight, m.inflight);
+      EXPECT_EQ(d.inflight_seq, m.inflight_seq);
+      EXPECT_EQ(d.first_no, m.first_no);
+      ASSERT_EQ(d.changes.size(), m.changes.size());
+      for (size_t j = 0; j < m.changes.size(); ++j) EXPECT_EQ(d.changes[j].key, m.changes[j].key) << j;
+    }
+  }
+
+  frs::testing::TempDir dir_{"frs-repl-journal"};
+  Peer peer_;
+  EventLoop loop_;
+  std::unique_ptr<Replicator> repl_;
+  std::vector<std::string> keys_;
+};
+
+TEST_F(ReplicatorJournal, ItsFileIsItsMemoryThroughALinksFallAndReturn) {
+  int64_t now = NowNs();
+  // Three uses; the link's first connection is closed unanswered: down.
+  for (int i = 0; i < 3; ++i) Use();
+  EXPECT_TRUE(Journals().empty());  // up: nothing on file
+  Turn(now);
+  Turn(now);  // connected: batch 1 (3 changes) sent
+  {
+    os::UniqueFd c = peer_.Accept();
+    ASSERT_TRUE(c.valid());
+    EXPECT_NE(Peer::ReadRequest(c.get()).find("seq=1"), std::string::npos);
+  }  // closed unanswered
+  for (int i = 0; i < 20 && repl_->journal_path().empty(); ++i) Turn(now);
+  ExpectJournalIsMemory("the link down, batch 1 in flight");
+  // Answered alone while it is down.
+  Use();
+  Use();
+  ExpectJournalIsMemory("two more, answered alone");
+  // Retried a second later: batch 1 goes again as it was; two more uses
+  // answered alone while it is in flight; then it is acknowledged.
+  now += Replicator::kRetryNs;
+  Turn(now);
+  Turn(now);
+  os::UniqueFd c = peer_.Accept();
+  ASSERT_TRUE(c.valid());
+  EXPECT_NE(Peer::ReadRequest(c.get()).find("seq=1"), std::string::npos);
+  Use();
+  Use();
+  Peer::Answer(c.get());
+  for (int i = 0; i < 20 && repl_->QueuedChanges() > 4; ++i) Turn(now);
+  ASSERT_EQ(repl_->QueuedChanges(), 4u);
+  // Back, with 4 changes queued while it was down: young, but answered
+  // alone, so still on file (before, the journal ended here).
+  ExpectJournalIsMemory("back, batch 2 on its way");
+  // Batch 2 (the 4) acknowledged: nothing left, and the file goes.
+  EXPECT_NE(Peer::ReadRequest(c.get()).find("seq=2"), std::string::npos);
+  Peer::Answer(c.get());
+  for (int i = 0; i < 20 && repl_->QueuedChanges() > 0; ++i) Turn(now);
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+  EXPECT_TRUE(Journals().empty());
+  EXPECT_TRUE(repl_->journal_path().empty());
+}
+
+}  // namespace
+}  // namespace frs::server
