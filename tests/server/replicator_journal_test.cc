@@ -8,9 +8,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -20,6 +20,7 @@
 
 #include "common/temp_dir.h"
 #include "os/unique_fd.h"
+#include "server/clock_util.h"
 #include "server/event_loop.h"
 #include "server/replica_journal.h"
 #include "server/replicator.h"
@@ -27,16 +28,10 @@
 namespace frs::server {
 namespace {
 
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
+// The clock changes are stamped with (the engine's: unix ms).
 int64_t NowMs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // The other holder, played by the test: a listening socket whose
@@ -163,7 +158,7 @@ class ReplicatorJournal : public ::testing::Test {
 };
 
 TEST_F(ReplicatorJournal, ItsFileIsItsMemoryThroughALinksFallAndReturn) {
-  int64_t now = NowNs();
+  int64_t now = MonoNs();
   // Three uses; the link's first connection is closed unanswered: down.
   for (int i = 0; i < 3; ++i) Use();
   EXPECT_TRUE(Journals().empty());  // up: nothing on file
