@@ -585,10 +585,10 @@ void Replicator::Pump(int64_t now_ns) {
 
 void Replicator::JournalLink(Link& l) {
   if (opts_.journal_dir.empty() || l.journaled || RealMs() < journal_retry_ms_) return;
+  JournalState(l);
   if (!journal_.open()) {
-    // The file is made with the link's state in it, whole: a kill while it
-    // is written leaves no file of that name, or all of it.
-    JournalState(l);
+    // A new file is made with that state in it, whole: a kill while it is
+    // written leaves no file of that name, or all of it.
     if (Status s = journal_.Start(opts_.journal_dir, opts_.stream, digest_); !s.ok()) {
       journal_retry_ms_ = RealMs() + kJournalRetryMs;
       FRS_LOG(
@@ -597,8 +597,6 @@ void Replicator::JournalLink(Link& l) {
           l.name.c_str(), s.message().c_str());
       return;
     }
-  } else {
-    JournalState(l);
   }
   l.journaled = true;
   JournalFlush();

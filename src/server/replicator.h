@@ -22,12 +22,12 @@
 //
 // The backlog lives in this worker's memory, and from the moment a link
 // goes down (async: or its oldest change waits kAsyncJournalMs) until its
-// queue is empty again (or holds only young changes, whose answers sync
-// mode still holds), each of its steps is also written to a journal in the
-// store directory (replica_journal.h), which a worker started after a kill
-// -9 of this one delivers. A graceful stop writes
-// the backlog to a spool file, in the journal's place, that the next start
-// delivers (replica_spool.h, Spool, FromSpool).
+// queue holds nothing answered alone (async: nothing older than half of
+// that), each of its steps is also written to a journal in the store
+// directory (replica_journal.h), which a worker started after a kill -9 of
+// this one delivers. A graceful stop writes the backlog to a spool file, in
+// the journal's place, that the next start delivers (replica_spool.h,
+// Spool, FromSpool).
 //
 // Thread safety: none; one per worker, driven by its event loop.
 #pragma once
