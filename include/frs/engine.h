@@ -81,6 +81,12 @@ struct EngineOptions {
   // other's ids (docs/cluster.md, "Leases on replicas"). Empty: the store's
   // own lease.key.
   std::string lease_key_file;
+  // false: a store without its lease.key is not given one (an inspecting
+  // tool: a secret made there would void every id the running frsd gave
+  // out at its next start); such an engine shows lease and reservation
+  // ids by serial only, and answers Unavailable to a request that would
+  // grant or check one.
+  bool make_lease_key = true;
 };
 
 class Engine {

@@ -20,14 +20,22 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
   auto statistics = stats::Statistics::Open(opts.stats_dir, opts.read_only, opts.on_problem);
   if (!statistics.ok()) return statistics.status();
   auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(statistics.value()));
-  // Every process of a store keys lease ids alike; a read-only store whose
-  // secret was never made gets one of its own (it grants no lease).
+  // Every process of a store keys lease ids alike. A store whose secret
+  // was never made, opened by a reader or an inspecting tool, gets a stand-in
+  // of its own: made there, a file would void at frsd's next start every id
+  // the running frsd gave out. The stand-in names no id (ids_known false).
+  // A damaged or unreadable file is refused whoever opens it.
   // A cluster's key file, when named, keys them alike on every shard.
-  auto secret = opts.lease_key_file.empty() ? limit::LoadLeaseSecret(opts.stats_dir, !opts.read_only)
+  const bool make = !opts.read_only && opts.make_lease_key;
+  auto secret = opts.lease_key_file.empty() ? limit::LoadLeaseSecret(opts.stats_dir, make)
                                             : limit::LoadLeaseKeyFile(opts.lease_key_file);
-  if (!secret.ok() && opts.read_only && opts.lease_key_file.empty()) secret = limit::LoadLeaseSecret("", false);
+  bool known = true;
+  if (!secret.ok() && !make && opts.lease_key_file.empty() && secret.status().IsNotFound()) {
+    secret = limit::LoadLeaseSecret("", false);
+    known = false;
+  }
   if (!secret.ok()) return secret.status();
-  engine->SetLeaseSecret(secret.value(), !opts.lease_key_file.empty());
+  engine->SetLeaseSecret(secret.value(), !opts.lease_key_file.empty(), known);
   Status s = engine->Install(std::move(map.value()));
   if (!s.ok()) return s;
   return std::unique_ptr<AdminEngine>(std::move(engine));

@@ -11,6 +11,14 @@
 namespace frs::limit {
 
 namespace {
+
+// Whether a request names or is given a lease or reservation id.
+bool UsesLeaseIds(const BizConfig& biz, const Request& req) {
+  if (req.cmd == Cmd::kRelease) return !req.give_back;
+  return req.cmd == Cmd::kRenew || req.cmd == Cmd::kSettle || req.reserve > 0 ||
+         (biz.lease_rule >= 0 && CountsUses(req.cmd));
+}
+
 // Whether `id` is well-formed; its parts go to *parsed.
 bool LeaseIdIsWellFormed(std::string_view id, ParsedLeaseId* parsed) {
   if (ParseLeaseId(id, &parsed->serial, &parsed->mac)) return true;
@@ -21,12 +29,23 @@ bool LeaseIdIsWellFormed(std::string_view id, ParsedLeaseId* parsed) {
   parsed->serial = 0;
   return id.size() == kLeaseIdChars && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
+// Why a biz keeps no reservations (res_cap 0), in its map's terms.
+std::string NoReservationsWhy(const BizConfig& biz) {
+  if (biz.res_explicit) return "its reservations=\"0\"";
+  for (uint32_t i = 0; i < biz.nrules; ++i)
+    if (biz.rules[i].algo != Algo::kConcurrency)
+      return "its rules' " + std::to_string(biz.state_bytes) + " state bytes leave no room in a node (" +
+             std::to_string(kMaxStateBytes) + ") for a reservation table";
+  return "it has no rate rule: a concurrency rule counts no n";
+}
+
 // A reserve on an acquire, or a settle: well-formed, and of a biz that
 // keeps reservations.
 Status CheckReservation(const BizConfig& biz, const Request& req, ParsedLeaseId* parsed) {
   if (req.cmd == Cmd::kSettle) {
     if (biz.res_cap == 0)
-      return Status::InvalidArgument("biz '" + biz.name + "' keeps no reservations: nothing to settle");
+      return Status::InvalidArgument("biz '" + biz.name + "' keeps no reservations (" + NoReservationsWhy(biz) +
+                                     "): nothing to settle");
     if (!LeaseIdIsWellFormed(req.reservation, parsed))
       return Status::InvalidArgument("reservation must be the 24 lowercase hex digits an acquire answered, not '" +
                                      std::string(req.reservation.substr(0, 64)) + "'");
@@ -39,8 +58,7 @@ Status CheckReservation(const BizConfig& biz, const Request& req, ParsedLeaseId*
   if (req.cmd != Cmd::kAcquire)
     return Status::InvalidArgument(std::string("reserve is for acquire, not ") + CmdName(req.cmd));
   if (biz.res_cap == 0)
-    return Status::InvalidArgument("biz '" + biz.name +
-                                   "' keeps no reservations (reservations=\"0\", or no rate rule)");
+    return Status::InvalidArgument("biz '" + biz.name + "' keeps no reservations (" + NoReservationsWhy(biz) + ")");
   if (req.reserve < 1 || req.reserve > Reservations::kMaxReserveS)
     return Status::InvalidArgument("reserve must be 1.." + std::to_string(Reservations::kMaxReserveS) +
                                    " seconds, not " + std::to_string(req.reserve));
@@ -48,7 +66,7 @@ Status CheckReservation(const BizConfig& biz, const Request& req, ParsedLeaseId*
 }
 }  // namespace
 
-const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, ParsedLeaseId* id) {
+const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, ParsedLeaseId* id) const {
   ParsedLeaseId unused;
   if (id == nullptr) id = &unused;
   if (req.cmd == Cmd::kStats) return nullptr;
@@ -63,6 +81,14 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, 
   }
   Status bad;
   if (req.cmd == Cmd::kReset) return biz;  // the whole biz: no key, no n
+  if (!ids_known_ && UsesLeaseIds(biz->cfg, req)) {
+    // A stand-in secret would answer ids the store's frsd cannot verify.
+    d = ErrorDecision(Status::Unavailable(
+        "this engine opened the store without its lease.key (EngineOptions::make_lease_key is false): it grants "
+        "and checks no lease or reservation id"));
+    d.biz_id = biz->cfg.id;
+    return nullptr;
+  }
   if (!KeyIsValid(req.key)) {
     bad = Status::InvalidArgument("bad key: " + ValidateKeyBytes(req.key));
   } else if (Status r = CheckReservation(biz->cfg, req, id); !r.ok()) {

@@ -203,7 +203,7 @@ class EngineImpl final : public AdminEngine {
   // The one check of a request, whichever way it is decided: its biz, or
   // null with `d` holding the error (or nothing: stats has no decision).
   // `id` (optional): a release's, renew's or settle's id, taken apart.
-  static const Biz* Check(BizCache& bizzes, const Request& req, Decision& d, ParsedLeaseId* id = nullptr);
+  const Biz* Check(BizCache& bizzes, const Request& req, Decision& d, ParsedLeaseId* id = nullptr) const;
   // Decides a checked request that is not a read of a run nor an acquire
   // of a batch, into `d` (reset). `ref`: RefOf(biz, req), prepared and
   // prefetched (unused by reset and delete). `id`: what Check took apart
@@ -253,11 +253,13 @@ class EngineImpl final : public AdminEngine {
   ChangeSink* sink_ = nullptr;  // null: nobody replicates (SetChangeSink)
   LeaseSecret lease_secret_;    // keys lease ids (limit/lease_id.h); set once at Open
   uint64_t lease_check_ = 0;    // LeaseKeyCheck(): of a cluster's key file, else 0
+  bool ids_known_ = true;       // false: lease_secret_ stands in for a lease.key not made
 
  public:
-  void SetLeaseSecret(const LeaseSecret& s, bool shared) {
+  void SetLeaseSecret(const LeaseSecret& s, bool shared, bool known) {
     lease_secret_ = s;
     lease_check_ = shared ? LeaseKeyCheckOf(s) : 0;
+    ids_known_ = known;
   }
   uint64_t LeaseKeyCheck() const override { return lease_check_; }
 };

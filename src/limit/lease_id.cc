@@ -228,6 +228,8 @@ Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create) {
   }
   const std::string path = os::store_dir::In(dir, os::store_dir::kLeaseKey);
   Status s = ReadSecret(path, &secret);
+  if (!s.ok() && !create && ::access(path.c_str(), F_OK) != 0 && errno == ENOENT)
+    return Status::NotFound(path + ": no lease secret was made here");
   if (s.ok() || !create || ::access(path.c_str(), F_OK) == 0) {
     if (!s.ok()) return s;
     return secret;

@@ -9,7 +9,8 @@
 // an id of an erased node does not match its successor's leases, and
 // forging one is guessing 64 bits. The secret is `lease.key` in the store
 // directory (16 random bytes, mode 0600, made by the first engine that
-// opens the store): every frsd worker and restart reads the same one. A
+// opens the store to serve it, never by frsctl): every frsd worker and
+// restart reads the same one. A
 // cluster names one file for every shard instead (<cluster lease_key>,
 // LoadLeaseKeyFile), so that a route's two holders verify each other's ids.
 //
@@ -57,7 +58,8 @@ struct ParsedLeaseId {
   uint64_t mac = 0;
 };
 
-// Reads `dir`/lease.key, making it first when it is missing and `create`.
+// Reads `dir`/lease.key, making it first when it is missing and `create`
+// (missing and not `create`: NotFound).
 // An empty `dir` (an engine without a store directory) gets a random
 // secret of its own: its ids last as long as the engine.
 Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create);

@@ -155,7 +155,7 @@ void EngineImpl::ViewReservations(const BizConfig& biz, const NodeInfo& node, co
   for (uint32_t i = 0; i < n; ++i) {
     ReservationView r{held[i].serial, Reservations::Nonce(table.data()), "", held[i].estimate, held[i].taken_s,
                       held[i].expires};
-    if (v->key_kept && !v->key_truncated)
+    if (ids_known_ && v->key_kept && !v->key_truncated)
       r.id = LeaseIdText(r.serial, Reservations::Mac(lease_secret_, biz.id, r.nonce, r.serial, v->key));
     v->reservations.push_back(std::move(r));
   }
@@ -188,7 +188,7 @@ Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
     for (size_t i = 0; i < n; ++i) {
       LeaseView l{held[i].serial, Concurrency::Nonce(block), "", held[i].expires};
       l.other_series = (l.serial & Concurrency::kOtherSeries) != 0;
-      if (v.key_kept && !v.key_truncated && !l.other_series)
+      if (ids_known_ && v.key_kept && !v.key_truncated && !l.other_series)
         l.id = LeaseIdText(l.serial, LeaseMac(lease_secret_, biz->cfg.id, l.nonce, l.serial, v.key));
       v.leases.push_back(std::move(l));
     }
@@ -221,7 +221,7 @@ Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view
     v.value().key = std::string(key);
     v.value().key_kept = true;
   }
-  if (v.ok()) {
+  if (v.ok() && ids_known_) {
     for (LeaseView& l : v.value().leases)
       if (l.id.empty() && !l.other_series)
         l.id = LeaseIdText(l.serial, LeaseMac(lease_secret_, biz->cfg.id, l.nonce, l.serial, key));

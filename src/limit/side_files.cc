@@ -81,6 +81,15 @@ std::string LeaseKeyModeWarning(const std::string& dir) {
   return ReadableSecretWords(path, static_cast<unsigned>(st.st_mode));
 }
 
+std::string LeaseKeyMissingWarning(const std::string& dir) {
+  const std::string path = names::In(dir, names::kLeaseKey);
+  if (::access(path.c_str(), F_OK) == 0 || errno != ENOENT) return "";
+  return path +
+         " is missing beside an existing store: frsd makes a new secret, and every lease and reservation id given "
+         "out before answers 409 (their places and estimates are freed at their expiry); restore the file from a "
+         "backup to keep them";
+}
+
 Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
   std::vector<std::string> said;
   if (std::string w = LeaseKeyModeWarning(dir); !w.empty()) said.push_back("warning: " + w);

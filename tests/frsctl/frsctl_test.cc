@@ -82,6 +82,13 @@ class FrsctlTest : public ::testing::Test {
     ASSERT_EQ(r.rc, 0) << r.err;
   }
 
+  // The store's lease secret, as frsd's start makes it (frsctl never does).
+  void MakeLeaseKey() {
+    const std::string path = dir_ / "data/lease.key";
+    std::ofstream(path) << "0123456789abcdef";
+    ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  }
+
   void Set(const std::string& biz, const std::string& key, int64_t count, const std::string& config = "srv.xml") {
     CtlRun r = Ctl({"set", biz, key, std::to_string(count)}, config);
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -1033,6 +1040,7 @@ TEST_F(FrsctlTest, GetAndExplainShowHeldLeasesWithTheirIds) {
       << "<map>\n  <biz id=\"20\" name=\"inflight\">\n    <rule algo=\"concurrency\" max=\"2\" lease=\"600\"/>\n"
          "  </biz>\n</map>\n";
   CreateStore();
+  MakeLeaseKey();
   Set("inflight", "u42", 2);  // an operator's set: two leases (their ids are the store's)
   CtlRun r = Ctl({"get", "--json", "inflight", "u42"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -1059,6 +1067,47 @@ TEST_F(FrsctlTest, GetAndExplainShowHeldLeasesWithTheirIds) {
     EXPECT_NE(r.out.find("lease " + l.Find("id")->text + " held, expires"), std::string::npos) << r.out;
 }
 
+// A store without its lease.key (removed while frsd ran, which keeps the
+// secret in memory): frsctl get made a new one, printed ids frsd would not
+// take, and the next start then voided every id the running frsd had given
+// out. Now frsctl makes none, shows the leases by serial and says why;
+// verify warns; the ids are the store's again once the file is restored.
+TEST_F(FrsctlTest, AMissingLeaseKeyIsNeverMadeByFrsctl) {
+  std::ofstream(dir_ / "map.xml")
+      << "<map>\n  <biz id=\"20\" name=\"inflight\">\n    <rule algo=\"concurrency\" max=\"2\" lease=\"600\"/>\n"
+         "  </biz>\n</map>\n";
+  CreateStore();
+  MakeLeaseKey();
+  Set("inflight", "u42", 1);
+  const std::string key = dir_ / "data/lease.key";
+  ASSERT_TRUE(std::filesystem::exists(key));
+  CtlRun before = Ctl({"get", "--json", "inflight", "u42"});
+  ASSERT_EQ(before.rc, 0) << before.err;
+  const std::string id = Parse(before.out).Find("leases")->items.at(0).Find("id")->text;
+  ASSERT_EQ(id.size(), 24u) << before.out;
+  std::filesystem::rename(key, dir_ / "lease.key.saved");
+
+  CtlRun r = Ctl({"get", "inflight", "u42"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(key)) << "frsctl get made a lease.key";
+  EXPECT_EQ(r.out.find(id), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lease #1 held"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("the store's lease.key is missing: lease and reservation ids are shown by serial"),
+            std::string::npos)
+      << r.err;
+  r = Ctl({"explain", "inflight", "u42"});
+  EXPECT_FALSE(std::filesystem::exists(key)) << "frsctl explain made a lease.key";
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;  // a warning, not damage
+  EXPECT_NE(r.out.find("lease.key is missing: frsd makes a new secret at its next start"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(key));
+
+  std::filesystem::rename(dir_ / "lease.key.saved", key);
+  r = Ctl({"get", "inflight", "u42"});
+  EXPECT_NE(r.out.find("lease " + id + " held"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("lease.key is missing"), std::string::npos) << r.err;
+}
+
 // stat --by for a table no biz keeps, or for an unknown biz: the message
 // says what there is to ask for.
 TEST_F(FrsctlTest, StatByNamesTheTablesTheMapKeeps) {
@@ -1083,6 +1132,7 @@ TEST_F(FrsctlTest, ExplainSaysWhenEveryReservationTheBizAllowsIsHeld) {
   std::ofstream(dir_ / "map.xml") << "<map>\n  <biz id=\"21\" name=\"tok\" reservations=\"2\">\n"
                                      "    <rule interval=\"3600\" max=\"1000\"/>\n  </biz>\n</map>\n";
   CreateStore();
+  MakeLeaseKey();  // as frsd's start would: frsctl's own engine grants no reservation without it
   {
     Session s;
     Status st = OpenSession(dir_ / "srv.xml", Needs::kEngine, &s);

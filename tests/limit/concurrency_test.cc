@@ -158,6 +158,40 @@ TEST_F(LeaseTest, GrantsUpToMaxThenDeniesUntilOneIsReleased) {
   EXPECT_NE(d.lease_serial, 0u);
 }
 
+// An engine told not to make the store's lease.key (frsctl's) makes none,
+// grants no lease, reservation or release (a stand-in secret's ids would be
+// refused by the store's frsd), and serves every other command.
+TEST_F(LeaseTest, AnEngineThatMayNotMakeTheLeaseKeyGrantsNoId) {
+  const std::string key = dir_ / "store/lease.key";
+  Decision held = Acquire("inflight", "u1");
+  ASSERT_TRUE(held.allowed);
+  engine_.reset();
+  ASSERT_EQ(std::remove(key.c_str()), 0);
+  EngineOptions o;
+  o.map_path = dir_ / "map.xml";
+  o.store = store_.get();
+  o.stats_dir = dir_ / "store";
+  o.clock = &clock_;
+  o.make_lease_key = false;
+  auto e = AdminEngine::Open(o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  engine_ = std::move(e.value());
+  EXPECT_FALSE(std::filesystem::exists(key));
+  for (const Decision& d :
+       {Acquire("inflight", "u1"), Lease(Cmd::kRelease, "inflight", "u1", IdOf(held)),
+        engine_->Execute(Request{.cmd = Cmd::kAcquire, .biz = "plain", .key = "k", .reserve = 60})}) {
+    EXPECT_EQ(d.status.code(), Status::Code::kUnavailable) << d.status.ToString();
+    EXPECT_NE(d.status.message().find("without its lease.key"), std::string::npos) << d.status.ToString();
+  }
+  EXPECT_TRUE(Acquire("plain", "k").allowed);  // a rate rule needs no id
+  auto v = engine_->Inspect("inflight", "u1");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_EQ(v->leases.size(), 1u);  // still held, shown by serial only
+  EXPECT_EQ(v->leases[0].id, "");
+  EXPECT_EQ(v->count, 1);
+  EXPECT_FALSE(std::filesystem::exists(key));
+}
+
 TEST_F(LeaseTest, HostileIdsAreRefusedAndChangeNothing) {
   Decision a = Acquire("inflight", "u1");
   Decision other = Acquire("inflight", "u2");

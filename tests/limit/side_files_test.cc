@@ -181,6 +181,20 @@ TEST(SideFiles, ALeaseKeyOthersMayReadIsWarnedOf) {
   EXPECT_EQ((*said)[0], "warning: " + w);
 }
 
+// A store whose lease.key went missing: frsd -t and the start say that a
+// new secret voids every id given out (they check that the store existed).
+TEST(SideFiles, AMissingLeaseKeyIsWarnedOf) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  const std::string w = LeaseKeyMissingWarning(dir);
+  EXPECT_NE(w.find(dir + "/lease.key is missing beside an existing store"), std::string::npos) << w;
+  EXPECT_NE(w.find("answers 409"), std::string::npos) << w;
+  EXPECT_TRUE(limit::LoadLeaseSecret(dir, /*create=*/false).status().IsNotFound());
+  ASSERT_TRUE(limit::LoadLeaseSecret(dir, /*create=*/true).ok());
+  EXPECT_EQ(LeaseKeyMissingWarning(dir), "");
+}
+
 // lease.key of another length than 16 bytes passed verify and frsd -t, then
 // the start refused it: the three agree now, and the start names the fix.
 TEST(SideFiles, ALeaseKeyOfAnotherLengthIsDamageTheStartRefuses) {

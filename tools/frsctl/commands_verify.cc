@@ -8,6 +8,7 @@
 // that of the second check.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 
 #include "commands.h"
@@ -83,6 +84,14 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     first.problems.push_back(p);
     if (rechecked) after.problems.push_back(p);
   }
+  // Not damage: a missing lease.key is made anew at frsd's next start, which
+  // voids every id given out before (a new store has given out none).
+  std::vector<std::string> warnings;
+  const std::string key_path = store_dir::In(s.cfg.store_dir, store_dir::kLeaseKey);
+  if (opened.ok() && s.cfg.cluster_lease_key.empty() && ::access(key_path.c_str(), F_OK) != 0 && errno == ENOENT)
+    warnings.push_back(key_path +
+                       " is missing: frsd makes a new secret at its next start, and every lease and "
+                       "reservation id given out before answers 409; restore it from a backup to keep them");
   const std::vector<std::string>& remaining = rechecked ? after.problems : first.problems;
   const bool clean = remaining.empty();
   if (s.json) {
@@ -95,6 +104,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     ListJson(j, "repairs", first.repairs);
     ListJson(j, "recovered", first.recovered);
     ListJson(j, "remaining", remaining);
+    ListJson(j, "warnings", warnings);
     j.Key("files").BeginArray();
     for (const SideFileReport& f : side) {
       j.BeginObject();
@@ -127,6 +137,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     std::printf("  %s: %s: %s\n", f.path.c_str(), StateWord(f, " (below)").c_str(), f.AtStartText().c_str());
   }
   if (days != 0) std::printf("  %zu statistics day file(s), %zu damaged\n", days, days_damaged);
+  ListHuman("warnings:", warnings);
   ListHuman("recovered (what a dead process left, as its next locker recovers it; no damage):", first.recovered);
   ListHuman("problems:", first.problems);
   ListHuman("repaired:", first.repairs);

@@ -105,8 +105,25 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
   PositionMembers(v.node, j);
 }
 
+namespace {
+
+// An id left empty for a node whose key is known whole: the engine keys no
+// id, the store's lease.key being missing (frsctl never makes it). Said
+// once a run, on standard error: the lines keep their form.
+void SayIdsUnknown(const NodeView& v, const std::string& id) {
+  static bool said = false;
+  if (said || !id.empty() || !v.key_kept || v.key_truncated) return;
+  said = true;
+  std::fprintf(stderr,
+               "frsctl: the store's lease.key is missing: lease and reservation ids are shown by serial (#N); frsd "
+               "makes a new key at its next start, and every id given out before then answers 409\n");
+}
+
+}  // namespace
+
 void PrintLeases(const NodeView& v, int64_t now_ms) {
   for (const LeaseView& l : v.leases) {
+    if (!l.other_series) SayIdsUnknown(v, l.id);
     // Another holder's (its own nonce): released there, no id of this node's.
     const std::string id = l.other_series ? "of the other holder's series"
                            : l.id.empty() ? "#" + std::to_string(l.serial)
@@ -117,6 +134,7 @@ void PrintLeases(const NodeView& v, int64_t now_ms) {
 
 void PrintReservations(const NodeView& v, int64_t now_ms) {
   for (const ReservationView& r : v.reservations) {
+    SayIdsUnknown(v, r.id);
     const std::string id = r.id.empty() ? "#" + std::to_string(r.serial) : r.id;
     std::printf("  reservation %s holds %lld, taken %s, expires %s\n", id.c_str(), static_cast<long long>(r.estimate),
                 When(r.taken_s * 1000, now_ms).c_str(), When(r.expires_s * 1000, now_ms).c_str());

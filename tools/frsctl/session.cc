@@ -39,6 +39,9 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   if (!engine) return Status::OK();
   EngineOptions eo = EngineOptionsFor(s->cfg, s->store.get());
   eo.read_only = s->opened_read_only;
+  // Only frsd makes the store's lease secret: one made here would void, at
+  // frsd's next start, every id the running frsd gave out.
+  eo.make_lease_key = false;
   if (s->cfg.grpc) {
     // The map frsd runs: map.xml with <grpc config>'s descriptors in it, under
     // the ids the running frsd gave them (envoy.ids, read, never written), so
