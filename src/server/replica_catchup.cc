@@ -17,6 +17,7 @@
 #include "os/text_file.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
+#include "server/replicator.h"
 #include "server/snapshot_merge.h"
 
 namespace frs::server {
@@ -33,6 +34,9 @@ std::string AnswerWords(const std::string& body) {
 constexpr int64_t kMsNs = 1000 * 1000;
 // The whole catch-up: past it the shard serves with what it has (said).
 constexpr int64_t kCatchUpLimitNs = 60 * 1000 * kMsNs;
+// A shard that answered and then stopped answering is waited for this long
+// (a stopping shard delivers its queues within Replicator::kStopDeliverMs).
+constexpr int64_t kStopDeliverGraceNs = (Replicator::kStopDeliverMs + 1000) * kMsNs;
 // A snapshot answered 503 (the other shard could not read its store within
 // the hold, or is catching up itself) is asked again after this, doubled
 // each time up to kSnapshotRetryMaxMs, within kCatchUpLimitNs.
@@ -168,14 +172,24 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
     unsigned long long hash, queued;
   };
   std::vector<Mark> marks;  // by worker index, from the first answer
+  int64_t lost_ns = 0;      // it answered, then stopped answering, at this time
   for (bool first = true;; first = false) {
     auto r = http.Get(c.StateQuery());
+    // A shard that answered and then went quiet may be stopping: its workers
+    // deliver what they queue for this one before they exit (within
+    // Replicator::kStopDeliverMs), so the wait goes on a little longer.
+    if (!r.ok() && !first && (lost_ns == 0 || MonoNs() - lost_ns < kStopDeliverGraceNs)) {
+      if (lost_ns == 0) lost_ns = MonoNs();
+      SleepMs(20);
+      continue;
+    }
     if (!r.ok()) {
-      FRS_LOG("replicas: %s cannot be reached (%s); serving without what it may hold for this shard", name.c_str(),
-              r.status().message().c_str());
+      FRS_LOG("replicas: %s cannot be reached (%s)%s; serving without what it may hold for this shard", name.c_str(),
+              r.status().message().c_str(), first ? "" : ", since it answered");
       CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
       return;
     }
+    lost_ns = 0;
     unsigned long long pending = 0;
     if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
       FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, AnswerWords(r->body).c_str());

@@ -203,6 +203,19 @@ bool Replicator::Busy() const {
   return false;
 }
 
+void Replicator::BeginStop(int64_t now_ns) {
+  stopping_ = true;
+  stop_ns_ = now_ns;
+  for (Link& l : links_)
+    if (l.state == LinkState::kClosed && !l.queue.empty()) l.retry_ns = now_ns;
+}
+
+bool Replicator::Delivering() const {
+  for (const Link& l : links_)
+    if (!l.queue.empty() && !l.stop_failed) return true;
+  return false;
+}
+
 size_t Replicator::QueuedChanges() const {
   size_t n = 0;
   for (const Link& l : links_) n += l.queue.size();
@@ -503,6 +516,10 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   Close(l);
   l.failure = why;
   l.retry_ns = now_ns + kRetryNs;
+  // While stopping: a try begun before the stop (a down link's, a batch in
+  // flight) is not the last try; one begun after it is.
+  l.stop_failed = stopping_ && l.sent_ns >= stop_ns_;
+  if (stopping_ && !l.stop_failed) l.retry_ns = now_ns;
   if (!l.down && retired_) {
     l.down = true;
     FRS_LOG("replica link to %s is down (%s): %zu change(s) %s %s, tried again every second", l.name.c_str(),
@@ -557,7 +574,9 @@ void Replicator::Pump(int64_t now_ns) {
       case LinkState::kClosed:
         // A down link is tried again each second even with nothing to
         // send: refuse answers 503 for its routes until it is back.
-        if ((!l.queue.empty() || l.down) && now_ns >= l.retry_ns) Connect(l, now_ns);
+        if (stopping_ ? !l.queue.empty() && !l.stop_failed && now_ns >= l.retry_ns
+                      : (!l.queue.empty() || l.down) && now_ns >= l.retry_ns)
+          Connect(l, now_ns);
         break;
       case LinkState::kConnecting:
       case LinkState::kInFlight:

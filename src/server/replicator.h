@@ -129,6 +129,17 @@ class Replicator final : public ChangeSink {
   void Pump(int64_t now_ns);
   // Whether anything is queued or in flight (the loop should not sleep long).
   bool Busy() const;
+  // A graceful stop (Worker::BeginShutdown): each link that queues changes
+  // tries once more at once, a down one included, since its other holder
+  // may be back (returning, and waiting for exactly these changes: a
+  // returning shard serves once they arrive, or once this shard is gone);
+  // a link that fails from here on is not tried again.
+  void BeginStop(int64_t now_ns);
+  // While stopping: whether a link still queues changes it may deliver (its
+  // last try has not failed). The worker goes on turning its loop meanwhile,
+  // within kStopDeliverMs, and spools what is left.
+  bool Delivering() const;
+  static constexpr int64_t kStopDeliverMs = 2000;
   // Writes the journal's steps buffered since the last call: before any
   // answer of the worker goes out (Worker::Flush), so that no answer tells
   // of a change a kill -9 could take from the other holder.
@@ -234,6 +245,8 @@ class Replicator final : public ChangeSink {
     uint64_t exchanges = 0;
     // Its steps go to the journal (JournalLink, JournalEnd).
     bool journaled = false;
+    // It failed after BeginStop: its queue goes to the stop's spool.
+    bool stop_failed = false;
     // The last change queued while the link was down: answered alone
     // (serve) or refused after its count, so kept on file until it is
     // acknowledged, whatever the mode.
@@ -282,6 +295,8 @@ class Replicator final : public ChangeSink {
   uint64_t refused_through_ = 0;
   std::string digest_;  // the ring's, in hex: a receiver on another ring refuses
   bool retired_ = false;
+  bool stopping_ = false;  // BeginStop, at stop_ns_
+  int64_t stop_ns_ = 0;
   bool from_spool_ = false;
   bool from_journal_ = false;  // the spool was a killed worker's journal
   ReplicaJournal journal_;

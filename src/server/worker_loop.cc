@@ -49,6 +49,7 @@ int Worker::Run(const sigset_t* wait_mask) {
     if (!again_.empty()) timeout_ms = 0;                        // input is waiting on a socket already
     // Replica links time out (replica_timeout_ms) and retry on the loop's turns.
     if (repl_ && (!repl_wait_.empty() || repl_->Busy())) timeout_ms = std::min(timeout_ms, 5);
+    if (stopping_ && now < replica_stop_deadline_ && ReplicasDelivering()) timeout_ms = std::min(timeout_ms, 5);
     for (const auto& d : draining_)
       if (d->Busy()) timeout_ms = std::min(timeout_ms, 5);
     auto events = loop_.Wait(timeout_ms, wait_mask);
@@ -108,7 +109,10 @@ int Worker::Run(const sigset_t* wait_mask) {
     }
     Expire(now);
     if (!stopping_) BalanceAccepting();
-    if (stopping_ && (open_ == 0 || now >= stop_deadline_)) break;
+    // Replica changes still on their way to a reachable other holder go
+    // before the spool does (a returning shard waits for them).
+    if (stopping_ && (open_ == 0 || now >= stop_deadline_) && !(now < replica_stop_deadline_ && ReplicasDelivering()))
+      break;
     // The master died without stopping us (PR_SET_PDEATHSIG covers most
     // cases; this covers a master that died before we set it).
     // Reparenting changes getppid() whoever the new parent is.
@@ -469,9 +473,20 @@ void Worker::ReplicaTurn(int64_t now) {
   repl_wait_.resize(kept);
 }
 
+bool Worker::ReplicasDelivering() const {
+  if (repl_ && repl_->Delivering()) return true;
+  for (const auto& d : draining_)
+    if (d->Delivering()) return true;
+  return false;
+}
+
 void Worker::BeginShutdown(int64_t now) {
   stopping_ = true;
   stop_deadline_ = now + int64_t{kDrainMs} * kMsNs;
+  // Within the master's grace (kStopGraceNs), whatever the connections take.
+  replica_stop_deadline_ = now + std::min<int64_t>(Replicator::kStopDeliverMs, kDrainMs) * kMsNs;
+  if (repl_) repl_->BeginStop(now);
+  for (const auto& d : draining_) d->BeginStop(now);
   handler_.set_shutting_down(true);
   if (grpc_) grpc_->set_shutting_down(true);
   if (!accept_paused_) RemoveListeners();

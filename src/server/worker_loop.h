@@ -223,6 +223,9 @@ class Worker {
   uint64_t map_generation_ = 0;        // of the map channel, applied
   bool store_broken_logged_ = false;
   int64_t stop_deadline_ = 0;
+  // A stop goes on delivering replica changes until this (BeginShutdown).
+  int64_t replica_stop_deadline_ = 0;
+  bool ReplicasDelivering() const;
   pid_t parent_ = getppid();
   // The epoll data of the <grpc> listening socket (the HTTP one's is null).
   char grpc_tag_ = 0;

@@ -60,6 +60,7 @@ class Relay:
         self.refuse_ = None
         self.accepted = 0
         self.ended = 0  # connections the shard behind closed
+        self.answers = 0  # reads of what the shard behind sent, forwarded
         self.close_after_answer = False  # close each connection once its answer went through
         self.conns = []
         self.lock = threading.Lock()
@@ -140,6 +141,9 @@ class Relay:
                                 self.ended += 1
                         return
                     (u if s is c else c).sendall(data)
+                    if s is u:
+                        with self.lock:
+                            self.answers += 1
                     if s is u and self.close_after_answer:
                         return  # the answer, then the close (finally), as a receiver that stops
         except (OSError, ValueError):  # ValueError: select() on a socket heal() closed
@@ -566,6 +570,33 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.count(k), 3, p.a.log())
         self.assertTrue(processes.wait_for(lambda: p.b.metric("frs_replica_pending") == 0, 5))
         self.assertTrue(processes.wait_for(lambda: p.b.metric("frs_replica_link_up") == 1, 5))
+
+    def test_an_owner_back_while_its_successor_stops_gets_the_successors_queue_first(self):
+        # A dies; B serves A's key alone and queues the uses for A. A comes
+        # back on its old store and waits for them, B's link to A still in
+        # its once-a-second retry; then B is stopped gracefully. B used to
+        # spool them for its own next start and close A's question: A took
+        # B for unreachable and served without them (7 grants of a limit of
+        # 5 in an outside check). Now a stopping worker tries each link with
+        # changes queued once more at once, and A waits a little for a shard
+        # that answered and went quiet: A serves with every use counted.
+        p = self.pair()
+        k = p.keys[12]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        for _ in range(2):
+            self.assertEqual(p.b.acquire(k), 200)  # served for its owner, queued for A
+        p.relay_a.cut()  # B's retries hang: nothing of B reaches A until B stops
+        answered = p.relay.answers
+        p.a.start(wait=False)
+        # A asked B what it queues for A (its only traffic to B at a start).
+        self.assertTrue(processes.wait_for(lambda: p.relay.answers > answered, 10), p.a.log())
+        self.assertEqual(p.a.status("/health"), 503)  # waiting for B's 2 changes
+        p.relay_a.heal()
+        p.b.stop()
+        self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 10), p.a.log())
+        self.assertEqual(p.a.count(k), 3, p.a.log() + p.b.log())
+        self.assertEqual(self.spools(p.b), [], p.b.log())  # delivered, nothing kept for B's next start
 
     def test_a_spool_left_by_a_stop_during_its_delivery_is_delivered_once(self):
         # A restarted with B still down takes its spool and cannot deliver
