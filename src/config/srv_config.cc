@@ -24,13 +24,21 @@ Status CheckWhole(const srv::Context& ctx, const pugi::xml_node& root) {
   if (cfg.map_path.empty()) return ctx.Error(root, "<map> is required (the map.xml of businesses)");
   if (cfg.store_dir.empty()) return ctx.Error(root, "<store dir=\"...\"/> is required");
   if (!cfg.cluster_shards.empty() && cfg.cluster_self.empty()) {
+    // A wildcard names no shard: taken for this shard's name, every route
+    // was another's, and the 421s sent clients back here.
+    if (cfg.host == "0.0.0.0" || cfg.host == "::" || cfg.host == "[::]" || cfg.host.empty())
+      return ctx.Error(root.child("cluster"),
+                       "<cluster> needs self=\"HOST:PORT\", this shard's name as the <shard> list spells it: "
+                       "it defaults to <listen host>:<port>, and " +
+                           (cfg.host.empty() ? std::string("an empty host") : cfg.host) +
+                           " (every address) names no shard");
     cfg.cluster_self = ListenName(cfg.host, cfg.port);
     cfg.cluster_self_derived = true;
   }
   // Shards send each other changes of counts (POST /replicate), an admin's
   // act: they prove it with the token they share.
   if (cfg.cluster_replicas > 0 && cfg.admin_token.empty())
-    return ctx.Error(root,
+    return ctx.Error(root.child("cluster"),
                      "<cluster replicas=\"1\"> needs <admin token=\"...\">, the same on every shard: shards "
                      "authenticate the changes they send each other with it");
   return Status::OK();
@@ -97,6 +105,16 @@ std::string DefaultSrvConfigPath() {
 
 std::string ListenName(const std::string& host, uint16_t port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string ClusterSelfNotListed(const SrvConfig& cfg) {
+  if (cfg.cluster_shards.empty()) return "";
+  for (const RingShard& sh : cfg.cluster_shards)
+    if (sh.name == cfg.cluster_self) return "";
+  return "<cluster self> " + cfg.cluster_self +
+         " is not among its <shard>s: this shard owns no route (with enforce=\"1\" it answers each routed request "
+         "421), which is right for a shard leaving the ring, until its handoff; if it is one of them, set self to "
+         "its name exactly as the list spells it";
 }
 
 void ApplyBoundPort(SrvConfig* cfg, uint16_t bound) {

@@ -126,6 +126,11 @@ std::string DefaultSrvConfigPath();
 // "host:port" as the proxy names a server (an IPv6 host in brackets).
 std::string ListenName(const std::string& host, uint16_t port);
 
+// A sentence when <cluster self> is not among the <shard>s (a shard leaving
+// the ring, or a name spelled otherwise than the list does: localhost for
+// 127.0.0.1), else "": frsd -t and the start's log say it.
+std::string ClusterSelfNotListed(const SrvConfig& cfg);
+
 // The port the listening sockets really have: a configured 0 becomes it, and
 // a cluster self that follows <listen> follows it too.
 void ApplyBoundPort(SrvConfig* cfg, uint16_t bound);

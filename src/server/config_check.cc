@@ -179,6 +179,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings;
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
+  if (std::string w = ClusterSelfNotListed(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = limit::LeaseKeyModeWarning(cfg->store_dir); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = limit::LeaseKeyMissingWarning(cfg->store_dir);
       !w.empty() && sc.ok() && sc->exists && cfg->cluster_lease_key.empty())

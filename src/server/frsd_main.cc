@@ -182,6 +182,7 @@ frs::Status OpenGrpc(frs::SrvConfig* cfg, std::shared_ptr<const frs::server::Tls
 // A name of its own that is not where it listens is right behind a
 // forwarder, and wrong when copied from another shard's srv.xml: said once.
 void LogClusterSelf(const frs::SrvConfig& cfg) {
+  if (std::string w = frs::ClusterSelfNotListed(cfg); !w.empty()) FRS_LOG("warning: %s", w.c_str());
   if (cfg.cluster_shards.empty() || cfg.cluster_self_derived) return;
   // The port alone: a shard listening on 0.0.0.0 names itself by an address.
   const std::string listen = frs::ListenName(cfg.host, cfg.port);

@@ -321,14 +321,22 @@ void SayApplied(const SrvConfig& live, const SrvConfig& next) {
       next.decisions_sample != live.decisions_sample)
     FRS_LOG("srv.xml: <decisions> changed (file \"%s\", record %s, sample %g); applied by each worker",
             next.decisions_file.c_str(), next.decisions_all ? "all" : "denied", next.decisions_sample);
-  if (next.cluster_shards != live.cluster_shards || next.cluster_self != live.cluster_self ||
-      next.cluster_enforce != live.cluster_enforce || next.cluster_replicas != live.cluster_replicas ||
-      next.replica_sync != live.replica_sync || next.replica_refuse != live.replica_refuse ||
-      next.replica_timeout_ms != live.replica_timeout_ms)
+  // Only a change of who holds which routes moves nodes: a mode, a timeout
+  // or enforce changes how they are served, and calls for no handoff.
+  const bool routes = next.cluster_shards != live.cluster_shards || next.cluster_self != live.cluster_self ||
+                      next.cluster_replicas != live.cluster_replicas;
+  if (routes)
     FRS_LOG(
         "srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
         "other shards now own",
         next.cluster_shards.size(), next.cluster_self.c_str());
+  else if (next.cluster_enforce != live.cluster_enforce || next.replica_sync != live.replica_sync ||
+           next.replica_refuse != live.replica_refuse || next.replica_timeout_ms != live.replica_timeout_ms)
+    FRS_LOG(
+        "srv.xml: <cluster> changed (enforce %d, replica_mode %s, on_replica_down %s, replica_timeout_ms %u); "
+        "applied, the shard list unchanged: no handoff is needed",
+        next.cluster_enforce ? 1 : 0, next.replica_sync ? "sync" : "async", next.replica_refuse ? "refuse" : "serve",
+        static_cast<unsigned>(next.replica_timeout_ms));
 }
 
 // The configuration that runs after a reload: `next`, but for what a

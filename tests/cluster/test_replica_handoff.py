@@ -241,6 +241,17 @@ class ReplicaHandoff(unittest.TestCase):
         # each get the use; the handoff adds the old count to it.
         for k in KEYS[:40]:
             self.use(k)
+        # --from naming the list the shard runs now (the file just edited)
+        # was taken: the run summed copies twice and marked the handoff done.
+        s = self.shards[old[0]]
+        before = s.counts()
+        r = subprocess.run(
+            [FRSCTL, "-c", s.config, "handoff", "--from", s.config], capture_output=True, text=True, timeout=30
+        )
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("names the shard list this shard runs now", r.stderr)
+        self.assertEqual(s.counts(), before)
+        self.assertEqual(s.metric("frs_replica_handoff_pending"), 1)
         # One run killed after its merges, before it noted the
         # acknowledgements: the run again re-sends them under their
         # receipts, which the receivers find merged.

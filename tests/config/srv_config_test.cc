@@ -217,8 +217,30 @@ TEST(SrvConfig, ClusterReplicas) {
   ExpectError(head + "<cluster replicas=\"1\" lease_key=\"\">\n" + two, "5", "<cluster lease_key> names a file");
   ExpectError(head + "<cluster replicas=\"1\">\n<shard>a:1</shard>\n</cluster>\n</frs>", "5",
               "needs at least two <shard>s");
-  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<cluster replicas=\"1\">\n" + two, "1",
+  // Named at the <cluster> element's line (it said line 1, the root's).
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<cluster replicas=\"1\">\n" + two, "4",
               "needs <admin token");
+  // A wildcard listen address names no shard: self is required then (taken
+  // as this shard's name, every route was another's, and the 421s pointed
+  // clients back here).
+  ExpectError("<frs>\n<listen host=\"0.0.0.0\" port=\"8300\"/>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<cluster>\n" +
+                  two,
+              "5", "<cluster> needs self=\"HOST:PORT\", this shard's name as the <shard> list spells it");
+}
+
+// A self that is not among the shards is a leaving shard's, or a name
+// spelled otherwise than the list does: said by frsd -t and the start.
+TEST(SrvConfig, ASelfNotAmongTheShardsIsWarnedOf) {
+  TempDir d;
+  auto listed = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/>
+<cluster self="a:1"><shard>a:1</shard><shard>b:1</shard></cluster></frs>)"));
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(ClusterSelfNotListed(listed.value()), "");
+  auto other = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/>
+<cluster self="localhost:1"><shard>127.0.0.1:1</shard><shard>b:1</shard></cluster></frs>)"));
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  const std::string w = ClusterSelfNotListed(other.value());
+  EXPECT_NE(w.find("<cluster self> localhost:1 is not among its <shard>s"), std::string::npos) << w;
 }
 
 // <cluster self> and every <shard> are host:port a peer can dial: one check

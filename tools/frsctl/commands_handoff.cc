@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -408,6 +409,25 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
                              "frs_replica_draining is 0 on every shard, and run frsctl handoff again");
 }
 
+// --from naming the list this shard runs now (an easy slip: the srv.xml just
+// edited) while the store's nodes were last handed off under another
+// (cluster.digest): such a run planned nothing to move, or moved copies as
+// if no holder had changed, summing counts twice, and then marked the
+// handoff done. A store that says nothing (no cluster.digest) is not judged.
+Status CheckFromIsBefore(const std::string& from, const Ring& before, const Ring& after, const std::string& dir) {
+  if (before.Digest() != after.Digest()) return Status::OK();
+  std::ifstream in(store_dir::In(dir, store_dir::kRingDigest));
+  std::string text;
+  if (!std::getline(in, text)) return Status::OK();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  char now[16];
+  std::snprintf(now, sizeof now, "%08x", after.Digest());
+  if (text.size() != 8 || text == now) return Status::OK();
+  return Status::InvalidArgument("--from " + from + " names the shard list this shard runs now (digest " + now +
+                                 "), and this store's nodes were last handed off under another (" + text +
+                                 "): pass the srv.xml from before the change (nothing was changed)");
+}
+
 // Tells this shard's frsd that the handoff of the change to `after` is
 // finished here: it answers snapshots again once every shard of the list
 // says so (handler_replica.cc), and the store directory `dir` notes the list
@@ -469,6 +489,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
                                      "; this shard is " + s.cfg.cluster_self + ")");
     auto old_ring = Ring::Make(old_cfg->cluster_shards);
     if (!old_ring.ok()) return Status::InvalidArgument("--from " + a.from + ": " + old_ring.status().message());
+    if (Status st = CheckFromIsBefore(a.from, old_ring.value(), ring, s.cfg.store_dir); !st.ok()) return st;
     before.emplace(std::move(old_ring.value()));
     replicas_before = old_cfg->cluster_replicas != 0;
   } else if (s.cfg.cluster_replicas != 0) {
