@@ -247,6 +247,14 @@ void MarkIncurableTogether(const AcquireRun& run, size_t k, Decision* d) {
   }
 }
 
+// Members up to k (k included) that reserve on member k's node.
+uint32_t ReservationsTogether(const AcquireRun& run, size_t k) {
+  uint32_t n = 0;
+  for (size_t j = 0; j <= k; ++j)
+    if (run.nodes[j].state == run.nodes[k].state && run.req(j).reserve > 0) ++n;
+  return n;
+}
+
 // Every acquire judged and recorded in turn, until one is refused (then
 // none may stay recorded; *refused is its index, its decision as judged) or
 // needs its node read again with room for its reservation table (need[k]
@@ -282,7 +290,10 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
       d.would_deny = true;
       if (enforce) {
         d.allowed = false;
-        d.retry_after = std::max<int64_t>(1, d.res_expires - now.s);
+        // More members reserving on this node than its table ever holds:
+        // the same batch is denied however long it waits.
+        d.retry_after =
+            ReservationsTogether(run, k) > cfg.res_cap ? kNeverCurable : std::max<int64_t>(1, d.res_expires - now.s);
       }
     }
     if (!d.allowed) {

@@ -232,7 +232,17 @@ TEST_F(ReservationTest, AKeyHoldsAtMostItsBizsReservations) {
   EXPECT_FALSE(engine_->ExecuteBatch(one, in_batch));
   EXPECT_TRUE(in_batch[0].reservations_full);
   EXPECT_EQ(in_batch[0].retry_after, a.res_expires - (kDay0 + 5));
-  EXPECT_EQ(Count("few", "k"), 2);           // the denied one recorded nothing
+  EXPECT_EQ(Count("few", "k"), 2);  // the denied one recorded nothing
+  // More reserving members on one key than its table holds: no wait cures
+  // that batch (it said the first expiry's, then 61 s on a key holding none).
+  Request three[3] = {{.cmd = Cmd::kAcquire, .biz = "few", .key = "fresh", .n = 1, .reserve = 30},
+                      {.cmd = Cmd::kAcquire, .biz = "few", .key = "fresh", .n = 1, .reserve = 30},
+                      {.cmd = Cmd::kAcquire, .biz = "few", .key = "fresh", .n = 1, .reserve = 30}};
+  Decision out3[3];
+  EXPECT_FALSE(engine_->ExecuteBatch(three, out3));
+  EXPECT_TRUE(out3[2].reservations_full);
+  EXPECT_EQ(out3[2].retry_after, kNeverCurable);
+  EXPECT_EQ(Count("few", "fresh"), 0);
   EXPECT_TRUE(Acquire("few", "k").allowed);  // an ordinary acquire is not held back
   ASSERT_TRUE(Settle("few", "k", IdOf(a), 1).settled);
   EXPECT_TRUE(Reserve("few", "k", 1, 30).allowed);

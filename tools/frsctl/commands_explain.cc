@@ -28,7 +28,10 @@ std::string RuleSentence(const RuleView& r, int64_t now) {
   }
   if (r.algo == Algo::kConcurrency) {
     s = std::to_string(r.count) + " of " + std::to_string(r.max) + " leases held";
-    if (r.denies) s += ", the first ends " + Relative(r.next_allowed_ms, now);
+    // Past a lowered max, more than one must end before a place is free.
+    if (r.denies)
+      s += (r.count > r.max ? ", enough of them to free a place end " : ", the first ends ") +
+           Relative(r.next_allowed_ms, now);
     return s;
   }
   s = "count " + std::to_string(r.count) + " of " + std::to_string(r.limit);

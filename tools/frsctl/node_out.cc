@@ -122,7 +122,13 @@ void SayIdsUnknown(const NodeView& v, const std::string& id) {
 }  // namespace
 
 void PrintLeases(const NodeView& v, int64_t now_ms) {
-  for (const LeaseView& l : v.leases) {
+  // In the order they end (the node keeps them by place).
+  std::vector<const LeaseView*> by_end;
+  for (const LeaseView& l : v.leases) by_end.push_back(&l);
+  std::stable_sort(by_end.begin(), by_end.end(),
+                   [](const LeaseView* a, const LeaseView* b) { return a->expires_s < b->expires_s; });
+  for (const LeaseView* lp : by_end) {
+    const LeaseView& l = *lp;
     if (!l.other_series) SayIdsUnknown(v, l.id);
     // Another holder's (its own nonce): released there, no id of this node's.
     const std::string id = l.other_series ? "of the other holder's series"
@@ -133,7 +139,12 @@ void PrintLeases(const NodeView& v, int64_t now_ms) {
 }
 
 void PrintReservations(const NodeView& v, int64_t now_ms) {
-  for (const ReservationView& r : v.reservations) {
+  std::vector<const ReservationView*> by_end;
+  for (const ReservationView& r : v.reservations) by_end.push_back(&r);
+  std::stable_sort(by_end.begin(), by_end.end(),
+                   [](const ReservationView* a, const ReservationView* b) { return a->expires_s < b->expires_s; });
+  for (const ReservationView* rp : by_end) {
+    const ReservationView& r = *rp;
     SayIdsUnknown(v, r.id);
     const std::string id = r.id.empty() ? "#" + std::to_string(r.serial) : r.id;
     std::printf("  reservation %s holds %lld, taken %s, expires %s\n", id.c_str(), static_cast<long long>(r.estimate),
