@@ -222,35 +222,35 @@ struct AcquireRun {
 
 enum class Judged : uint8_t { kAll, kRefused, kReadAgain };
 
-// Member k is denied after the members before it that name its node
-// recorded their uses. A retried batch needs all of them again, together:
-// a rule that can never grant so many at once (their uses past what one
-// window, one bucket ever grants; their leases past max) is a denial no
-// wait cures, whatever each asks alone.
+// Member k is denied (after the members before it that name its node
+// recorded their uses). A retried batch needs all its members on that node
+// again, together, those after k too: a rule that can never grant so many
+// at once (their uses past what one window, one bucket ever grants; their
+// leases past max) is a denial no wait cures, whatever each asks alone and
+// whatever the node holds now.
 void MarkIncurableTogether(const AcquireRun& run, size_t k, Decision* d) {
-  int64_t before = 0;
+  int64_t together = 0;
   int64_t members = 0;
-  for (size_t j = 0; j < k; ++j) {
+  for (size_t j = 0; j < run.nodes.size(); ++j) {
     if (run.nodes[j].state != run.nodes[k].state) continue;
-    before += run.req(j).n;
+    together += run.req(j).n;
     ++members;
   }
-  if (members == 0) return;
+  if (members == 1) return;
   const BizConfig& cfg = run.cfg(k);
   for (uint32_t i = 0; i < cfg.nrules; ++i) {
     RuleResult& r = d->rules[i];
     if (r.allowed || r.retry_after == kNeverCurable) continue;
     const RuleSpec& spec = cfg.rules[i];
-    const bool never =
-        spec.algo == Algo::kConcurrency ? members + 1 > spec.max : before + run.req(k).n > MostEverGranted(spec);
+    const bool never = spec.algo == Algo::kConcurrency ? members > spec.max : together > MostEverGranted(spec);
     if (never) r.retry_after = kNeverCurable;
   }
 }
 
-// Members up to k (k included) that reserve on member k's node.
+// The batch's members that reserve on member k's node.
 uint32_t ReservationsTogether(const AcquireRun& run, size_t k) {
   uint32_t n = 0;
-  for (size_t j = 0; j <= k; ++j)
+  for (size_t j = 0; j < run.nodes.size(); ++j)
     if (run.nodes[j].state == run.nodes[k].state && run.req(j).reserve > 0) ++n;
   return n;
 }

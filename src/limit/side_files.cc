@@ -84,6 +84,9 @@ std::string LeaseKeyModeWarning(const std::string& dir) {
 std::string LeaseKeyMissingWarning(const std::string& dir) {
   const std::string path = names::In(dir, names::kLeaseKey);
   if (::access(path.c_str(), F_OK) == 0 || errno != ENOENT) return "";
+  // A store that never served (frsctl init's) has given out no id: its
+  // engine, which makes stats.frs and lease.key alike, never opened there.
+  if (!Exists(names::In(dir, names::kDailyStats))) return "";
   return path +
          " is missing beside an existing store: frsd makes a new secret, and every lease and reservation id given "
          "out before answers 409 (their places and estimates are freed at their expiry); restore the file from a "

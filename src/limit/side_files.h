@@ -57,9 +57,9 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir);
 // 0600, a restore may not keep that), else "". frsd -t and the start's log
 // say it; <cluster lease_key> at such a mode is refused instead.
 std::string LeaseKeyModeWarning(const std::string& dir);
-// A sentence when `dir` has no lease.key, else "": said by frsd -t and the
-// start of a store that existed before it (a new store has given out no id),
-// and by frsctl verify.
+// A sentence when `dir` has no lease.key but the stats.frs of a store that
+// served (one that never did has given out no id), else "": said by frsd -t
+// and frsd's start before its engine opens.
 std::string LeaseKeyMissingWarning(const std::string& dir);
 
 // frsd's start, before the engine opens: a damaged stats.frs is an error

@@ -181,8 +181,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = ClusterSelfNotListed(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = limit::LeaseKeyModeWarning(cfg->store_dir); !w.empty()) side_warnings.push_back(std::move(w));
-  if (std::string w = limit::LeaseKeyMissingWarning(cfg->store_dir);
-      !w.empty() && sc.ok() && sc->exists && cfg->cluster_lease_key.empty())
+  if (std::string w = limit::LeaseKeyMissingWarning(cfg->store_dir); !w.empty() && cfg->cluster_lease_key.empty())
     side_warnings.push_back(std::move(w));
   for (const limit::SideFileReport& r : limit::CheckStartFiles(cfg->store_dir)) {
     // Checked as read; the engine maps these two to write: stats.frs it

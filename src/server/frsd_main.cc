@@ -276,14 +276,13 @@ frs::Result<frs::server::MapChannel> PublishConfiguration(const frs::SrvConfig& 
 }
 
 // The engine's files beside the store, as frsctl verify checks them, and
-// what the start does with each, logged; a store that existed before this
-// start and lost its lease.key is warned of (a new one voids every id).
-frs::Status PrepareSideFiles(const frs::SrvConfig& cfg, bool store_existed) {
+// what the start does with each, logged; a store that served before and
+// lost its lease.key is warned of (a new one voids every id).
+frs::Status PrepareSideFiles(const frs::SrvConfig& cfg) {
   auto side = frs::limit::PrepareSideFiles(cfg.store_dir);
   if (!side.ok()) return side.status();
   for (const std::string& said : side.value()) FRS_LOG("%s", said.c_str());
-  if (std::string w = frs::limit::LeaseKeyMissingWarning(cfg.store_dir);
-      !w.empty() && store_existed && cfg.cluster_lease_key.empty())
+  if (std::string w = frs::limit::LeaseKeyMissingWarning(cfg.store_dir); !w.empty() && cfg.cluster_lease_key.empty())
     FRS_LOG("warning: %s", w.c_str());
   return frs::Status::OK();
 }
@@ -332,7 +331,7 @@ int main(int argc, char** argv) {
   const std::string& map_text = composed.map_text;
   // The engine's other files, checked as frsctl verify checks them: a
   // damaged one is refused with its name and fix, or moved aside and said.
-  if (frs::Status side = PrepareSideFiles(cfg, before.ok() && before->exists); !side.ok()) return Fail(side.message());
+  if (frs::Status side = PrepareSideFiles(cfg); !side.ok()) return Fail(side.message());
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
   eo.map_text = map_text;
   auto engine = AdminEngine::Open(eo);

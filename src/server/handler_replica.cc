@@ -331,6 +331,12 @@ void Handler::ReplicatePending(size_t pi, int* status) {
         pending += spooled;
         lines += "spool " + std::to_string(w) + " " + std::to_string(h) + " " + std::to_string(spooled) + "\n";
       }
+      // Queued under an earlier <cluster> (a reload): made before the
+      // question too, waited for whole.
+      if (const uint64_t retired = CounterGet(rc.retired_held[pi]); retired != 0) {
+        pending += retired;
+        lines += "draining " + std::to_string(w) + " " + std::to_string(retired) + "\n";
+      }
     }
   TextBody(200,
            "pending " + std::to_string(pending) + "\ncatching_up " +

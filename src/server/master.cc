@@ -325,13 +325,14 @@ void SayApplied(const SrvConfig& live, const SrvConfig& next) {
   // or enforce changes how they are served, and calls for no handoff.
   const bool routes = next.cluster_shards != live.cluster_shards || next.cluster_self != live.cluster_self ||
                       next.cluster_replicas != live.cluster_replicas;
-  if (routes)
+  if (routes) {
     FRS_LOG(
         "srv.xml: <cluster> changed (%zu shard(s), self %s); applied: run frsctl handoff to move the nodes "
         "other shards now own",
         next.cluster_shards.size(), next.cluster_self.c_str());
-  else if (next.cluster_enforce != live.cluster_enforce || next.replica_sync != live.replica_sync ||
-           next.replica_refuse != live.replica_refuse || next.replica_timeout_ms != live.replica_timeout_ms)
+    if (std::string w = ClusterSelfNotListed(next); !w.empty()) FRS_LOG("warning: %s", w.c_str());
+  } else if (next.cluster_enforce != live.cluster_enforce || next.replica_sync != live.replica_sync ||
+             next.replica_refuse != live.replica_refuse || next.replica_timeout_ms != live.replica_timeout_ms)
     FRS_LOG(
         "srv.xml: <cluster> changed (enforce %d, replica_mode %s, on_replica_down %s, replica_timeout_ms %u); "
         "applied, the shard list unchanged: no handoff is needed",

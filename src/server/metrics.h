@@ -154,17 +154,23 @@ struct ReplicaCounters {
   uint64_t spool_held[kMaxSpoolStreams][kMaxReplicaPeers];
   uint64_t spool_down[kMaxSpoolStreams][kMaxReplicaPeers];
   uint64_t spool_oldest_ms[kMaxSpoolStreams];  // unix ms of its oldest change held (0: none)
+  // What the links of an earlier <cluster> (a reload retired them) still
+  // hold for each shard of the current list, and whether one is down: as a
+  // spool's, they count as pending, and a returning shard waits for them.
+  uint64_t retired_held[kMaxReplicaPeers];
+  uint64_t retired_down[kMaxReplicaPeers];
 };
 
-// What the spools a worker delivers hold for shard `peer`, and whether a
-// link of theirs to it is down.
+// What the spools a worker delivers and its retired links hold for shard
+// `peer`, and whether a link of theirs to it is down.
 inline uint64_t SpoolHeld(const ReplicaCounters& rc, size_t peer) {
-  uint64_t n = 0;
+  uint64_t n = CounterGet(rc.retired_held[peer]);
   for (size_t i = 0; i < kMaxSpoolStreams; ++i)
     if (CounterGet(rc.spool_hash[i]) != 0) n += CounterGet(rc.spool_held[i][peer]);
   return n;
 }
 inline bool SpoolDown(const ReplicaCounters& rc, size_t peer) {
+  if (CounterGet(rc.retired_down[peer]) != 0) return true;
   for (size_t i = 0; i < kMaxSpoolStreams; ++i)
     if (CounterGet(rc.spool_hash[i]) != 0 && CounterGet(rc.spool_down[i][peer]) != 0) return true;
   return false;

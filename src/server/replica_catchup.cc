@@ -216,6 +216,12 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       unsigned long long w = 0, hash = 0, held = 0;
       if (std::sscanf(r->body.c_str() + at + 1, "spool %llu %llu %llu", &w, &hash, &held) == 3) behind += held;
     }
+    // What its links of an earlier <cluster> still deliver (a reload there
+    // while this shard was away): made before the question, waited for whole.
+    for (size_t at = r->body.find("\ndraining "); at != std::string::npos; at = r->body.find("\ndraining ", at + 1)) {
+      unsigned long long w = 0, held = 0;
+      if (std::sscanf(r->body.c_str() + at + 1, "draining %llu %llu", &w, &held) == 2) behind += held;
+    }
     if (behind == 0) return;
     if (MonoNs() - c.start > kCatchUpLimitNs) {
       FRS_LOG(

@@ -290,6 +290,8 @@ void Worker::SetUpReplicas(bool reload) {
           queued);
       repl_->Retire();
       draining_.push_back(std::move(repl_));
+      // Before the next question of a returning shard, which waits for them.
+      PublishRetired();
     } else {
       FRS_LOG("<cluster> changed: the replica links start anew");
       repl_.reset();
@@ -408,6 +410,7 @@ void Worker::DrainTurn(int64_t now) {
       CounterSet(rc.spool_oldest_ms[f.slot], static_cast<uint64_t>(oldest));
     }
   }
+  PublishRetired();
   // A spool delivered whole is done with (before remove_if: the replicators
   // it removes are destroyed on the way).
   bool freed = false;
@@ -428,12 +431,36 @@ void Worker::DrainTurn(int64_t now) {
       std::remove_if(draining_.begin(), draining_.end(), [](const auto& d) { return d->QueuedChanges() == 0; });
   if (done != draining_.end()) {
     draining_.erase(done, draining_.end());
+    PublishRetired();
     if (draining_.empty()) {
       if (!spooled) FRS_LOG("replicas: every change queued under the earlier <cluster> is delivered");
       drain_left_ = 0;
       drain_moved_ns_ = 0;
       drain_stalled_ = false;
     }
+  }
+}
+
+void Worker::PublishRetired() {
+  if (!counters_) return;
+  ReplicaCounters& rc = counters_->replica;
+  uint64_t held[kMaxReplicaPeers] = {};
+  bool down[kMaxReplicaPeers] = {};
+  if (const auto& ring = handler_.options().cluster.ring) {
+    const auto& shards = ring->shards();
+    for (const auto& d : draining_) {
+      if (d->from_spool()) continue;  // a spool's have slots of their own
+      for (const Replicator::LinkView& v : d->Links())
+        for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i)
+          if (shards[i].name == v.name) {
+            held[i] += v.queued;
+            down[i] = down[i] || (v.down && v.queued > 0);
+          }
+    }
+  }
+  for (size_t i = 0; i < kMaxReplicaPeers; ++i) {
+    CounterSet(rc.retired_held[i], held[i]);
+    CounterSet(rc.retired_down[i], down[i] ? 1 : 0);
   }
 }
 

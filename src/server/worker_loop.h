@@ -226,6 +226,9 @@ class Worker {
   // A stop goes on delivering replica changes until this (BeginShutdown).
   int64_t replica_stop_deadline_ = 0;
   bool ReplicasDelivering() const;
+  // What the retired (not spooled) replicators still hold, per shard of the
+  // current list, into ReplicaCounters::retired_held and retired_down.
+  void PublishRetired();
   pid_t parent_ = getppid();
   // The epoll data of the <grpc> listening socket (the HTTP one's is null).
   char grpc_tag_ = 0;

@@ -6,11 +6,23 @@
 
 #include <cerrno>
 
+#include "frs/store_dir.h"
 #include "os/path_access.h"
 #include "os/unique_fd.h"
 #include "store/store_file.h"
 
 namespace frs::store {
+
+Status GoneStoreProblem(const std::string& dir, uint32_t files) {
+  const std::string stats = store_dir::In(dir, store_dir::kDailyStats);
+  Result<bool> served = os::PathExists(stats);
+  if (!served.ok()) return served.status();
+  if (!served.value()) return Status::OK();
+  return Status::NotFound("the store in " + dir + " is gone: none of its files (" + StoreFile::PathFor(dir, 0) +
+                          (files > 1 ? ", ..." : "") + ") is there, but " + stats +
+                          " shows a store that served here (its counts are lost unless you restore the files from a "
+                          "backup); restore them, or start it empty with `frsctl init --recreate-missing`");
+}
 
 Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& g) {
   StoreCheck out;
@@ -40,6 +52,8 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
   }
   if (out.files_found > 0 && !missing.empty())
     return Status::NotFound("the store in " + dir + " is incomplete: missing " + missing);
+  if (out.files_found == 0)
+    if (Status gone = GoneStoreProblem(dir, g.files); !gone.ok()) return gone;
   out.exists = out.files_found > 0;
   return out;
 }

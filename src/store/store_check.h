@@ -21,4 +21,10 @@ struct StoreCheck {
 // an error naming them; no file at all is `exists = false`.
 Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& geometry);
 
+// For a directory with no store file: an error when the engine's daily
+// counters (stats.frs) show a store that served there, whose files were
+// deleted or moved (a new empty store would reset every count unsaid);
+// OK otherwise. Only frsctl init --recreate-missing makes such a store anew.
+Status GoneStoreProblem(const std::string& dir, uint32_t files);
+
 }  // namespace frs::store

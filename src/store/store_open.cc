@@ -10,6 +10,7 @@
 
 #include "frs/store_admin.h"
 #include "os/path_access.h"
+#include "store/store_check.h"
 #include "store/store_impl.h"
 
 namespace frs {
@@ -51,6 +52,11 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
       auto f = store::StoreFile::Open(opts.dir, first_present, g, /*create=*/false, 0, /*read_only=*/true);
       if (!f.ok() && f.status().code() == Status::Code::kMismatch) return f.status();
     }
+    // Every file gone, but the engine's daily counters of a store that
+    // served here are not: the store was deleted or moved, not never made,
+    // and a new empty one would reset every count with no word said.
+    if (present == 0 && !opts.recreate_missing_files)
+      if (Status gone = store::GoneStoreProblem(opts.dir, g.files); !gone.ok()) return gone;
     if (present == 0 && !opts.create_if_missing)
       return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");
     if (present > 0 && !missing.empty() && !opts.recreate_missing_files)

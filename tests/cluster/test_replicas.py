@@ -598,6 +598,30 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.count(k), 3, p.a.log() + p.b.log())
         self.assertEqual(self.spools(p.b), [], p.b.log())  # delivered, nothing kept for B's next start
 
+    def test_an_owner_back_after_its_successors_reload_waits_for_what_the_earlier_links_hold(self):
+        # A dies; B serves A's key alone, queued for A. A reload of B that
+        # changes only a replica option starts its links anew: the old ones
+        # go on delivering the 2 changes. They were not in B's answer to a
+        # returning shard, so A caught up at once and served without them
+        # (7 grants of a limit of 5 in an outside check).
+        p = self.pair()
+        k = p.keys[13]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        for _ in range(2):
+            self.assertEqual(p.b.acquire(k), 200)  # served for its owner, queued for A
+        conf = os.path.join(p.b.dir, "srv.xml")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace('replicas="1"', 'replicas="1" replica_timeout_ms="300"', 1))
+        os.kill(p.b.proc.pid, signal.SIGHUP)
+        self.assertTrue(processes.wait_for(lambda: "2 change(s) queued under the earlier list" in p.b.log(), 5))
+        self.assertTrue(processes.wait_for(lambda: p.b.metric("frs_replica_pending") == 2, 5), p.b.log())
+        self.assertEqual(p.b.metric("frs_replica_link_up"), 0)  # the earlier links' one to A is down
+        p.a.start()  # serving once /health says so
+        self.assertEqual(p.a.count(k), 3, p.a.log() + p.b.log())
+
     def test_a_spool_left_by_a_stop_during_its_delivery_is_delivered_once(self):
         # A restarted with B still down takes its spool and cannot deliver
         # it; stopped again, it leaves that file for the next start (nothing

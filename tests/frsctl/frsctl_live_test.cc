@@ -109,6 +109,11 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
     EXPECT_NE(init.find("is running on this store"), std::string::npos) << init;
     EXPECT_EQ(Ctl(config, "init --recreate-missing"), 3);
     EXPECT_FALSE(std::filesystem::exists(dir / "data/frs.1.store"));
+    // Every file gone: refused alike (it made a new store that frsd, which
+    // counts on in the files it maps, never saw).
+    ASSERT_EQ(::unlink((dir / "data/frs.0.store").c_str()), 0);
+    EXPECT_NE(CtlOut(config, "init").find("is running on this store"), std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(dir / "data/frs.0.store"));
   }
   ::kill(pid, SIGTERM);
   int status = 0;

@@ -256,6 +256,24 @@ TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
   ASSERT_NE(v.Find("done"), nullptr) << r.out;
   EXPECT_EQ(v.Find("done")->text, "nothing");
   EXPECT_EQ(v.Find("geometry")->Find("files")->number, 2);
+
+  // Every file gone but the store's stats.frs: a store deleted or moved,
+  // not one never made. frsd's start, frsd -t, frsctl init made it anew
+  // and empty, unsaid; now only --recreate-missing does.
+  std::filesystem::remove(dir_ / "data/frs.0.store");
+  std::filesystem::remove(dir_ / "data/frs.1.store");
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "data/stats.frs"));
+  r = Ctl({"init"});
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.err.find("is gone: none of its files"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "data/frs.0.store"));
+  r = Ctl({"get", "login", "user:1"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("start it empty with `frsctl init --recreate-missing`"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("start frsd, or create"), std::string::npos) << r.err;
+  r = Ctl({"init", "--recreate-missing"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "data/frs.1.store"));
 }
 
 // frsctl could not read a store on a read-only file system, not even `get`.

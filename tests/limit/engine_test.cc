@@ -239,6 +239,14 @@ TEST_F(EngineTest, ABatchNoWindowCouldGrantSaysNoWaitCuresIt) {
   EXPECT_FALSE(e->ExecuteBatch(reqs, out));
   EXPECT_GT(out[1].retry_after, 0);
   EXPECT_EQ(Do(*e, Cmd::kGet, "five", "used").count, 2);
+  // A node at its limit, and a batch that no window could grant at once:
+  // denied at its first member, and still no wait cures it (it said the
+  // window's end, 60 s, to a client that would then loop for good).
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "five", "full", 5).allowed);
+  std::vector<Request> six(6, Request{.cmd = Cmd::kAcquire, .biz = "five", .key = "full", .n = 1});
+  std::vector<Decision> out6(6);
+  EXPECT_FALSE(e->ExecuteBatch(six, out6));
+  EXPECT_EQ(out6[0].retry_after, kNeverCurable);
   // Members on other keys are not summed.
   reqs[1].key = "other";
   reqs[0].n = reqs[1].n = 3;

@@ -243,6 +243,12 @@ TEST_F(ReservationTest, AKeyHoldsAtMostItsBizsReservations) {
   EXPECT_TRUE(out3[2].reservations_full);
   EXPECT_EQ(out3[2].retry_after, kNeverCurable);
   EXPECT_EQ(Count("few", "fresh"), 0);
+  // And on a key whose table is full now: denied at the first member, never
+  // curable all the same (it said the first expiry's wait).
+  for (Request& q : three) q.key = "k";
+  EXPECT_FALSE(engine_->ExecuteBatch(three, out3));
+  EXPECT_TRUE(out3[0].reservations_full);
+  EXPECT_EQ(out3[0].retry_after, kNeverCurable);
   EXPECT_TRUE(Acquire("few", "k").allowed);  // an ordinary acquire is not held back
   ASSERT_TRUE(Settle("few", "k", IdOf(a), 1).settled);
   EXPECT_TRUE(Reserve("few", "k", 1, 30).allowed);

@@ -55,17 +55,22 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   // Files recreated under a running frsd are not the ones it maps: it goes
   // on answering 503 for them until restarted, and meanwhile nothing says
   // so. A stopped store only, held against a start while they are made.
+  // Every file gone (deleted or moved under a running frsd, which goes on
+  // counting in the files it maps) is refused the same way.
   Result<UniqueFd> store_lock = UniqueFd();
-  if (present > 0) {
-    if (pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile))
-      return Status::Busy("frsd (pid " + std::to_string(pid) + ", pid file " + s.cfg.pidfile +
-                          ") is running on this store: stop it first (e.g. systemctl stop frsd); it maps the "
-                          "files it had and would not see the ones recreated");
+  if (pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile))
+    return Status::Busy("frsd (pid " + std::to_string(pid) + ", pid file " + s.cfg.pidfile +
+                        ") is running on this store: stop it first (e.g. systemctl stop frsd); it maps the "
+                        "files it had and would not see the ones " +
+                        (present > 0 ? "recreated" : "made"));
+  if (std::filesystem::exists(s.cfg.store_dir, ec)) {
     store_lock = TakeFrsdStoreLock(s.cfg.store_dir);
     if (!store_lock.ok()) return store_lock.status();
   }
   StoreOptions so = StoreOptionsFor(s.cfg, /*create_if_missing=*/present == 0);
-  so.recreate_missing_files = present > 0;
+  // A store whose files are all gone (its stats.frs left) is made anew only
+  // when asked: Store::Open refuses it otherwise, naming the way out.
+  so.recreate_missing_files = present > 0 || a.recreate_missing;
   Result<std::unique_ptr<Store>> store = Store::Open(so);
   if (!store.ok()) return store.status();
   // A new store is allocated now, as frsd's start allocates it: one left

@@ -41,6 +41,14 @@ std::string StateWord(const SideFileReport& f, const char* more) {
   return std::string(damage ? "damaged" : "unreadable") + more;
 }
 
+// What frsd's start does with the file; the store's own lease.key is not
+// read (nor made) where <cluster lease_key> names the cluster's.
+std::string AtStartWords(const Session& s, const SideFileReport& f) {
+  if (!s.cfg.cluster_lease_key.empty() && f.path == store_dir::In(s.cfg.store_dir, store_dir::kLeaseKey))
+    return "not used: <cluster lease_key> names " + s.cfg.cluster_lease_key;
+  return f.AtStartText();
+}
+
 }  // namespace
 
 Result<int> RunVerify(Session& s, const VerifyArgs& a) {
@@ -88,7 +96,10 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   // voids every id given out before (a new store has given out none).
   std::vector<std::string> warnings;
   const std::string key_path = store_dir::In(s.cfg.store_dir, store_dir::kLeaseKey);
-  if (opened.ok() && s.cfg.cluster_lease_key.empty() && ::access(key_path.c_str(), F_OK) != 0 && errno == ENOENT)
+  // (A store that never served, with no stats.frs, has given out no id.)
+  const std::string served = store_dir::In(s.cfg.store_dir, store_dir::kDailyStats);
+  if (opened.ok() && s.cfg.cluster_lease_key.empty() && ::access(key_path.c_str(), F_OK) != 0 && errno == ENOENT &&
+      ::access(served.c_str(), F_OK) == 0)
     warnings.push_back(key_path +
                        " is missing: frsd makes a new secret at its next start, and every lease and "
                        "reservation id given out before answers 409; restore it from a backup to keep them");
@@ -111,7 +122,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
       j.Key("path").String(f.path);
       j.Key("state").String(StateWord(f, ""));
       if (!f.status.ok()) j.Key("problem").String(f.status.message());
-      j.Key("at_start").String(f.AtStartText());
+      j.Key("at_start").String(AtStartWords(s, f));
       j.EndObject();
     }
     j.EndArray();
@@ -134,7 +145,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     days += day;
     days_damaged += day && !f.status.ok();
     if (day && f.status.ok()) continue;
-    std::printf("  %s: %s: %s\n", f.path.c_str(), StateWord(f, " (below)").c_str(), f.AtStartText().c_str());
+    std::printf("  %s: %s: %s\n", f.path.c_str(), StateWord(f, " (below)").c_str(), AtStartWords(s, f).c_str());
   }
   if (days != 0) std::printf("  %zu statistics day file(s), %zu damaged\n", days, days_damaged);
   ListHuman("warnings:", warnings);

@@ -30,7 +30,7 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   if (!store.ok()) {
     const Status& st = store.status();
     if (st.IsNotFound())
-      return Status::NotFound(st.message() + (st.message().find("incomplete") != std::string::npos
+      return Status::NotFound(st.message() + (st.message().find("frsctl init") != std::string::npos
                                                   ? std::string()
                                                   : ": start frsd, or create the store with `frsctl init`"));
     return st;
