@@ -347,7 +347,7 @@ constexpr const char* kGrpcAttrs[] = {"listen",
                                       "key",
                                       "client_ca",
                                       "client_names"};
-// The elements whose value is their text take any attribute unchecked.
+// The elements whose value is their text take no attribute.
 constexpr std::span<const char* const> kText;
 
 constexpr Element kElements[] = {
@@ -363,7 +363,7 @@ constexpr Element kElements[] = {
     {"ratelimit", Place::kOnce, kRatelimitAttrs, false, SetRatelimit},
     {"limits", Place::kOnce, kLimitsAttrs, false, SetLimits},
     {"cluster", Place::kOnce, kClusterAttrs, false, SetCluster},
-    {"shard", Place::kInCluster, kShardAttrs, false, SetShard},
+    {"shard", Place::kInCluster, kShardAttrs, true, SetShard},
     {"flush", Place::kOnce, kFlushAttrs, false, SetFlush},
     {"decisions", Place::kOnce, kDecisionsAttrs, false, SetDecisions},
     {"grpc", Place::kOnce, kGrpcAttrs, false, SetGrpc},
@@ -378,12 +378,22 @@ const Element* FindElement(std::string_view name, bool in_cluster) {
 }
 
 Status Apply(const Context& ctx, const Element& e, const pugi::xml_node& n) {
-  if (!e.any_attribute)
-    for (pugi::xml_attribute a : n.attributes()) {
-      bool known = false;
-      for (const char* name : e.attributes) known = known || std::string_view(a.name()) == name;
-      if (!known) return ctx.Error(n, std::string("<") + n.name() + "> has no attribute \"" + a.name() + "\"");
-    }
+  // A typo that is not refused changes what runs unsaid (<admin>T</admin>
+  // started without a token; <map file="x"> read the text), as map.xml
+  // refuses alike.
+  for (pugi::xml_attribute a : n.attributes()) {
+    bool known = false;
+    for (const char* name : e.attributes) known = known || std::string_view(a.name()) == name;
+    if (!known) return ctx.Error(n, std::string("<") + n.name() + "> has no attribute \"" + a.name() + "\"");
+  }
+  for (pugi::xml_node c : n.children()) {
+    if (c.type() == pugi::node_element && e.name != "cluster")
+      return ctx.Error(c, std::string("<") + n.name() + "> holds no element (<" + c.name() + ">)" +
+                              (e.text ? ": its value is its text" : ": its settings are attributes"));
+    if (!e.text && (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) &&
+        std::string_view(c.value()).find_first_not_of(" \t\r\n") != std::string_view::npos)
+      return ctx.Error(n, std::string("<") + n.name() + "> takes no text: its settings are attributes");
+  }
   return e.set(ctx, n);
 }
 

@@ -66,10 +66,10 @@ struct Element {
   std::string_view name;
   Place place;
   // The attributes it takes; anything else is refused before the setter
-  // runs. `any_attribute`: none is checked (the elements whose value is their
-  // text, as srv.xml has always read them).
+  // runs. `text`: its value is its text (<workers>2</workers>); the others
+  // take none. No element but <cluster> (its <shard>s) holds elements.
   std::span<const char* const> attributes;
-  bool any_attribute;
+  bool text;
   Status (*set)(const Context& ctx, const pugi::xml_node& n);
 };
 

@@ -228,6 +228,27 @@ TEST(SrvConfig, ClusterReplicas) {
               "5", "<cluster> needs self=\"HOST:PORT\", this shard's name as the <shard> list spells it");
 }
 
+// Typos that srv.xml took silently (map.xml refuses them alike): an
+// attribute on an element whose value is its text, text or an element
+// inside one whose settings are attributes.
+TEST(SrvConfig, StrayAttributesTextAndElementsAreRefused) {
+  const std::string head = "<frs>\n<map>m.xml</map>\n";
+  const std::string store = "<store dir=\"d\"/>\n";
+  ExpectError(head + store + "<workers bogus=\"1\">2</workers>\n</frs>", "4", "<workers> has no attribute \"bogus\"");
+  ExpectError("<frs>\n<map file=\"x\">m.xml</map>\n" + store + "</frs>", "2", "<map> has no attribute \"file\"");
+  ExpectError(head + store + "<admin>tok</admin>\n</frs>", "4", "<admin> takes no text: its settings are attributes");
+  ExpectError(head + "<store dir=\"d\">\n<keynodes>5</keynodes>\n</store>\n</frs>", "4",
+              "<store> holds no element (<keynodes>): its settings are attributes");
+  ExpectError(head + store + "<pidfile>p<x/></pidfile>\n</frs>", "4", "<pidfile> holds no element (<x>)");
+  // Whitespace and comments are no text; a shard's address is.
+  TempDir d;
+  auto ok = LoadSrvConfig(Write(d, head + "<store dir=\"d\">\n  <!-- here -->\n</store>\n"
+                                          "<cluster>\n  <shard weight=\"2\">a:1</shard>\n  <shard>b:1</shard>\n"
+                                          "</cluster>\n</frs>"));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->cluster_shards.size(), 2u);
+}
+
 // A self that is not among the shards is a leaving shard's, or a name
 // spelled otherwise than the list does: said by frsd -t and the start.
 TEST(SrvConfig, ASelfNotAmongTheShardsIsWarnedOf) {
