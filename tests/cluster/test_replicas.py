@@ -546,6 +546,13 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.b.count(k), 3, p.b.log())
         self.assertEqual(p.a.count(k), 3)
 
+    def owner_dies_and_successor_serves(self, p, k):
+        """One use of k on its owner A; A killed; two on B alone, queued for A."""
+        self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        for _ in range(2):
+            self.assertEqual(p.b.acquire(k), 200)  # served for its owner, queued for A
+
     def test_an_owner_back_on_its_old_store_waits_for_a_spool_made_for_it(self):
         # A dies; B serves A's key and queues the uses for A; B is restarted
         # (a graceful stop keeps them in a spool) while A is still down. B's
@@ -554,10 +561,7 @@ class Replicas(unittest.TestCase):
         # use counted (before: caught up at once, 9 grants of a limit of 5).
         p = self.pair()
         k = p.keys[15]
-        self.assertEqual(p.a.acquire(k), 200)
-        p.a.kill9()
-        for _ in range(2):
-            self.assertEqual(p.b.acquire(k), 200)  # served for its owner, queued for A
+        self.owner_dies_and_successor_serves(p, k)
         p.b.stop()
         p.b.start()
         self.assertTrue(processes.wait_for(lambda: "are delivered from" in p.b.log(), 5), p.b.log())
@@ -582,10 +586,7 @@ class Replicas(unittest.TestCase):
         # that answered and went quiet: A serves with every use counted.
         p = self.pair()
         k = p.keys[12]
-        self.assertEqual(p.a.acquire(k), 200)
-        p.a.kill9()
-        for _ in range(2):
-            self.assertEqual(p.b.acquire(k), 200)  # served for its owner, queued for A
+        self.owner_dies_and_successor_serves(p, k)
         p.relay_a.cut()  # B's retries hang: nothing of B reaches A until B stops
         answered = p.relay.answers
         p.a.start(wait=False)
@@ -606,10 +607,7 @@ class Replicas(unittest.TestCase):
         # (7 grants of a limit of 5 in an outside check).
         p = self.pair()
         k = p.keys[13]
-        self.assertEqual(p.a.acquire(k), 200)
-        p.a.kill9()
-        for _ in range(2):
-            self.assertEqual(p.b.acquire(k), 200)  # served for its owner, queued for A
+        self.owner_dies_and_successor_serves(p, k)
         conf = os.path.join(p.b.dir, "srv.xml")
         with open(conf) as f:
             text = f.read()

@@ -38,13 +38,18 @@ class EngineFixture : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(s.value()) : nullptr;
   }
-  std::unique_ptr<AdminEngine> OpenEngine(Store* store) {
+  // The options OpenEngine opens with: the map, the store and its
+  // directory, the fake clock.
+  EngineOptions OptionsFor(Store* store) {
     EngineOptions o;
     o.map_path = dir_ / "map.xml";
     o.store = store;
     o.stats_dir = dir_ / "store";
     o.clock = &clock_;
-    auto e = AdminEngine::Open(o);
+    return o;
+  }
+  std::unique_ptr<AdminEngine> OpenEngine(Store* store) {
+    auto e = AdminEngine::Open(OptionsFor(store));
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     return e.ok() ? std::move(e.value()) : nullptr;
   }

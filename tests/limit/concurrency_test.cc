@@ -167,11 +167,7 @@ TEST_F(LeaseTest, AnEngineThatMayNotMakeTheLeaseKeyGrantsNoId) {
   ASSERT_TRUE(held.allowed);
   engine_.reset();
   ASSERT_EQ(std::remove(key.c_str()), 0);
-  EngineOptions o;
-  o.map_path = dir_ / "map.xml";
-  o.store = store_.get();
-  o.stats_dir = dir_ / "store";
-  o.clock = &clock_;
+  EngineOptions o = OptionsFor(store_.get());
   o.make_lease_key = false;
   auto e = AdminEngine::Open(o);
   ASSERT_TRUE(e.ok()) << e.status().ToString();

@@ -119,15 +119,19 @@ void SayIdsUnknown(const NodeView& v, const std::string& id) {
                "makes a new key at its next start, and every id given out before then answers 409\n");
 }
 
+// Leases or reservations in the order they end (the node keeps them by place).
+template <typename View>
+std::vector<const View*> ByExpiry(const std::vector<View>& views) {
+  std::vector<const View*> out;
+  for (const View& x : views) out.push_back(&x);
+  std::stable_sort(out.begin(), out.end(), [](const View* a, const View* b) { return a->expires_s < b->expires_s; });
+  return out;
+}
+
 }  // namespace
 
 void PrintLeases(const NodeView& v, int64_t now_ms) {
-  // In the order they end (the node keeps them by place).
-  std::vector<const LeaseView*> by_end;
-  for (const LeaseView& l : v.leases) by_end.push_back(&l);
-  std::stable_sort(by_end.begin(), by_end.end(),
-                   [](const LeaseView* a, const LeaseView* b) { return a->expires_s < b->expires_s; });
-  for (const LeaseView* lp : by_end) {
+  for (const LeaseView* lp : ByExpiry(v.leases)) {
     const LeaseView& l = *lp;
     if (!l.other_series) SayIdsUnknown(v, l.id);
     // Another holder's (its own nonce): released there, no id of this node's.
@@ -139,11 +143,7 @@ void PrintLeases(const NodeView& v, int64_t now_ms) {
 }
 
 void PrintReservations(const NodeView& v, int64_t now_ms) {
-  std::vector<const ReservationView*> by_end;
-  for (const ReservationView& r : v.reservations) by_end.push_back(&r);
-  std::stable_sort(by_end.begin(), by_end.end(),
-                   [](const ReservationView* a, const ReservationView* b) { return a->expires_s < b->expires_s; });
-  for (const ReservationView* rp : by_end) {
+  for (const ReservationView* rp : ByExpiry(v.reservations)) {
     const ReservationView& r = *rp;
     SayIdsUnknown(v, r.id);
     const std::string id = r.id.empty() ? "#" + std::to_string(r.serial) : r.id;
