@@ -344,6 +344,9 @@ void Worker::SetUpReplicas(bool reload) {
         std::atomic_ref<uint64_t>(counters_->replica.spool_hash[i]).store(0);
     spool_base_ = o;
     TakeSpools(o);
+    // A predecessor in this slot (killed while its retired links delivered)
+    // leaves no count of them behind: a returning shard would wait for it.
+    PublishRetired();
   }
   repl_ = std::make_unique<Replicator>(std::move(o), counters_ ? &counters_->replica : nullptr, &loop_);
   engine_->SetChangeSink(repl_.get());
