@@ -245,7 +245,7 @@ class Walker {
       if (unit_node || r) Fail(n, "an unlimited rate_limit must not give unit or requests_per_unit");
       return;
     }
-    if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour, day, week, month or year)");
+    if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour, day, week, month, year or concurrent)");
     const std::string unit = Scalar(*unit_node, "unit");
     const YNode* lease = Get(n, "lease");
     if (unit == "concurrent") {
@@ -254,7 +254,7 @@ class Walker {
     }
     if (lease) Fail(*lease, "lease belongs to unit: concurrent only");
     if (!ParseUnit(unit, &d->limit.unit))
-      Fail(*unit_node, "unknown unit '" + unit + "' (second, minute, hour, day, week, month or year)");
+      Fail(*unit_node, "unknown unit '" + unit + "' (second, minute, hour, day, week, month, year or concurrent)");
     if (!r) Fail(n, "rate_limit without requests_per_unit");
     uint64_t rpu = 0;
     // rls.proto's requests_per_unit is a uint32, as envoyproxy/ratelimit's

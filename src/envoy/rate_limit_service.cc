@@ -218,7 +218,10 @@ bool RateLimitService::StopIncrement(const RlsRequest& req, RlsAnswer* out) {
     Request r;
     r.biz = l.biz;
     r.key = keys_[i];
-    r.cmd = Cmd::kQuery;
+    // Read as an admin's get: a read of stop_increment_when_over is no
+    // decision, and counted as a query it doubled every call in the daily
+    // statistics and every denial in frsctl top --denied.
+    r.cmd = Cmd::kGet;
     Decision dec = engine_->Execute(r);
     if (!dec.ok()) {
       out->status = dec.status;
@@ -277,7 +280,10 @@ bool RateLimitService::Count(const RlsRequest& req, size_t i, RlsAnswer* out) {
   // The count after this call (an update re-reads its rule, node_op.cc).
   const int64_t count = rule.count;
   st.after = count;
-  st.before = st.negative ? count + dec.given_back : std::max<int64_t>(0, count - static_cast<int64_t>(applied));
+  // An in-flight limit's denial took no place: the count is as it was.
+  st.before = st.negative                  ? count + dec.given_back
+              : lim.concurrent() && denied ? count
+                                           : std::max<int64_t>(0, count - static_cast<int64_t>(applied));
   st.near_threshold = static_cast<uint64_t>(
       std::floor(static_cast<double>(static_cast<float>(limit) * static_cast<float>(settings_.near_limit_ratio))));
   // Past the limit, not at it: a look at a key exactly at its limit is OK,
@@ -355,7 +361,13 @@ Decision RateLimitService::DecideConcurrent(const CompiledLimit& l, const std::s
     if (!pd.ok()) return pd;
     left -= std::min<uint64_t>(left, static_cast<uint64_t>(pd.given_back));
   }
-  if (left == 0) return engine_->Execute(r);
+  // Only noted denials ended: the key as it stands, read without counting
+  // (a give-back is no decision; as a query on a full key it counted a
+  // denial).
+  if (left == 0) {
+    r.cmd = Cmd::kGet;
+    return engine_->Execute(r);
+  }
   Decision d = Give(l.biz, key, left);
   if (!d.ok()) return d;
   st->leases_given_back = static_cast<uint32_t>(d.given_back);

@@ -93,6 +93,12 @@ class UpstreamTest : public ::testing::Test {
     return a;
   }
   static RlsDescriptor D(std::vector<Entry> e) { return RlsDescriptor{std::move(e), false, 0}; }
+  // Today's daily statistics of a biz (zeros when it counted nothing yet).
+  BizStatsDay TodayOf(std::string_view biz) const {
+    for (const BizStats& b : engine_->DailyStats())
+      if (b.name == biz && !b.days.empty() && b.days.front().day == engine_->Today()) return b.days.front();
+    return BizStatsDay{};
+  }
   // As Envoy sends a descriptor whose action has is_negative_hits (at
   // stream done, with apply_on_stream_done).
   static RlsDescriptor Neg(std::vector<Entry> e, uint64_t hits = 1) {
@@ -157,10 +163,20 @@ TEST_F(UpstreamTest, ConcurrentLimitHoldsAPlacePerRequestUntilItsStreamIsDone) {
   RlsAnswer c = Ask({D(k)});  // a third in flight: refused
   EXPECT_EQ(c.overall, Code::kOverLimit);
   EXPECT_FALSE(c.statuses[0].lease_granted);
+  // It took no place: the count before it is the count after (from which
+  // the metrics split its hit: all over_limit, none near_limit; before, 1
+  // before and 2 after made it a near_limit hit too).
+  EXPECT_EQ(c.statuses[0].before, 2);
+  EXPECT_EQ(c.statuses[0].after, 2);
   // The refused one's stream is done: both others still hold their place.
+  const BizStatsDay before = TodayOf("envoy.up.inflight");
   RlsAnswer cd = Ask({Neg(k)});
   EXPECT_EQ(cd.overall, Code::kOk);
   EXPECT_EQ(cd.statuses[0].leases_given_back, 0u);
+  // A give-back is no decision: not a request, not a denial (it was read as
+  // a query of the full key, and counted one of each).
+  EXPECT_EQ(TodayOf("envoy.up.inflight").requests, before.requests);
+  EXPECT_EQ(TodayOf("envoy.up.inflight").denied, before.denied);
   EXPECT_EQ(Ask({D(k)}).overall, Code::kOverLimit);
   Ask({Neg(k)});
   EXPECT_EQ(Ask({D(k)}).overall, Code::kOverLimit);
@@ -282,6 +298,9 @@ TEST_F(UpstreamTest, StopIncrementWhenOverCountsOnlyTheDescriptorsThatGoOver) {
   s.stop_increment = true;
   svc_->SetSettings(s);
   Ask({D({{"plain", "s"}})});
+  // Its read of each counter is no decision: one call, one request in the
+  // daily statistics (the read was counted as a query too: two).
+  EXPECT_EQ(TodayOf("envoy.up.plain").requests, 1u);
   // plain s would go over: only it is counted, the api one is not.
   RlsAnswer a = Ask({D({{"plain", "s"}}), D({{"path", "/api/s"}})});
   EXPECT_EQ(a.overall, Code::kOverLimit);
