@@ -1141,6 +1141,11 @@ TEST_F(FrsctlTest, StatByNamesTheTablesTheMapKeeps) {
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("unknown biz \"nope\" ("), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("has api, login)"), std::string::npos) << r.err;
+  // An empty --value read as no filter (every group printed, exit 0); GET
+  // /stats refuses it, and so does frsctl now.
+  r = Ctl({"stat", "--by", "app", "--value", ""});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.err.find("--value: empty: leave it out for every group"), std::string::npos) << r.err;
 }
 
 // The rules allow one more, but the key holds every reservation its biz

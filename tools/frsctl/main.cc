@@ -77,8 +77,11 @@ const CommandSpec kCommands[] =
   });
   c.add_option("--top", a.stat.top, "with --by: only the N groups with the most requests")
       ->check(CLI::Range(1, 1000000));
-  c.add_option("--value", a.stat.value,
-               "with --by: only this group (its fields' values joined by the biz's separator)");
+  c.add_option("--value", a.stat.value, "with --by: only this group (its fields' values joined by the biz's separator)")
+      ->check([](const std::string& v) {
+        // As GET /stats refuses it: an empty value would read as no filter.
+        return v.empty() ? std::string("empty: leave it out for every group") : std::string();
+      });
          },
          [](Session& s, Args& a) {
   if (!a.stat.by.empty()) return a.stat.cluster ? RunStatByCluster(s, a.stat) : RunStatBy(s, a.stat);
