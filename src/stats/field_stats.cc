@@ -411,6 +411,9 @@ GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tab
     if (!q.value.empty()) {
       GroupRow r;
       if (!t->Row(q.value, &r)) continue;
+      // ~other is a row when it counted anything, asked for or not (its
+      // record is always there).
+      if (r.value == kOtherGroup && r.counts.requests == 0 && r.counts.units == 0) continue;
       GroupCounts& c = counts[r.value];
       c.requests += r.counts.requests;
       c.allowed += r.counts.allowed;

@@ -246,6 +246,9 @@ TEST_F(FieldStatsTest, TopValueAndTheOrderOfBy) {
   EXPECT_EQ(app4.rows[0].distinct[0], 5u);
   EXPECT_TRUE(s.Stats("app,iface", -1, "app9|if0").rows.empty());
   EXPECT_TRUE(s.Stats("app", -1, "app3|if2").rows.empty());
+  // ~other, asked for, when nothing overflowed: no row, as for any group
+  // that counted nothing (it showed a row of zeros).
+  EXPECT_TRUE(s.Stats("app", -1, "~other").rows.empty());
 
   // by in another order finds the same table, named as the map names it.
   const GroupStats swapped = s.Stats("iface,app");
