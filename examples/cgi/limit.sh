@@ -33,6 +33,14 @@ for p in "${pairs[@]}"; do
           "This request cannot be counted: the user parameter has a bad %-escape."
         exit 0
       fi
+      # A NUL (%00) cannot live in a shell string: %b would end the name there
+      # and count "a%00x" on user a's key. frsd refuses a control character
+      # in a key, and so does this: the same 400.
+      if [[ $v =~ %00 ]]; then
+        printf 'Status: 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n%s\n' \
+          "This request cannot be counted: the user parameter holds a NUL byte."
+        exit 0
+      fi
       v=${v//\\/\\\\}   # keep backslashes literal for printf %b
       v=${v//+/ }
       printf -v user '%b' "${v//%/\\x}" 2>/dev/null

@@ -244,7 +244,9 @@ class CgiTest(unittest.TestCase):
         # limit.py decoded bad bytes to U+FFFD, so %FE, %FD, ... shared one
         # count; a lone % was counted as sent (limit.sh made it "\\x").
         for lang in LANGS:
-            for raw in ("%FE", "%FD", "a%", "a%4", "%zz1"):
+            # a%00x: limit.sh's printf ended the name at the NUL and counted
+            # it on user a's key; frsd refuses a control character: 400.
+            for raw in ("%FE", "%FD", "a%", "a%4", "%zz1", "a%00x", "%00"):
                 status, headers, body = self.get("/%s/login?user=%s" % (lang, raw))
                 self.assertEqual(status, 400, (lang, raw, body))
                 self.assertNotIn("retry-after", headers)

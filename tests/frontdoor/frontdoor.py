@@ -448,7 +448,13 @@ class FrontDoorTest(unittest.TestCase):
                 },
                 body,
             )
-            for accept in ("text/html,*/*;q=0.8", "application/problem+json;q=0, text/plain"):
+            # q=0 after another parameter refuses it too (the doors read only
+            # a q=0 right after the media type).
+            for accept in (
+                "text/html,*/*;q=0.8",
+                "application/problem+json;q=0, text/plain",
+                "application/problem+json;charset=utf-8;q=0",
+            ):
                 status, h, body = self.get(path, headers={"Accept": accept})
                 self.assertEqual(status, 429)
                 self.assertTrue(h.get("content-type", "").startswith("text/plain"), (accept, h))
