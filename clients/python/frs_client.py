@@ -829,6 +829,11 @@ class Client(object):
 
     def batch(self, items, route=None):
         members = [_batch_member(it) for it in items]
+        # set and delete are admin commands: each member carries the token, as
+        # the methods send it (without, frsd answered them 403).
+        for m in members:
+            if m[0] in _ADMIN and self.token:
+                m[3]["token"] = self.token
         if not members:
             return BatchResult([], False, "the batch is empty")
         # Groups of member indexes, each sent as one batch to one server.
@@ -934,17 +939,24 @@ _MEMBER_ARGS = {
     "release": ("lease",),
     "renew": ("lease",),
     "settle": ("reservation", "n"),
+    "set": ("count",),
+    "delete": (),
 }
+# The admin commands: their members carry the client's token.
+_ADMIN = ("set", "delete")
 
 
 def _batch_member(it):
     """(cmd, biz, key, attrs) of a batch member given as a tuple, (cmd, biz,
     key, then the command's method's arguments in their order), or as a dict
-    {"cmd", "biz", "key", and any of "n", "reserve", "lease", "reservation"}."""
+    {"cmd", "biz", "key", and any of "n", "reserve", "lease", "reservation",
+    "count"}."""
     if isinstance(it, dict):
-        unknown = set(it) - {"cmd", "biz", "key", "n", "reserve", "lease", "reservation"}
+        unknown = set(it) - {"cmd", "biz", "key", "n", "reserve", "lease", "reservation", "count"}
         if unknown or not {"cmd", "biz", "key"} <= set(it):
-            raise ValueError("a batch member dict has cmd, biz, key and n, reserve, lease, reservation, not %r" % (it,))
+            raise ValueError(
+                "a batch member dict has cmd, biz, key and n, reserve, lease, reservation, count, not %r" % (it,)
+            )
         attrs = {k: v for k, v in it.items() if k not in ("cmd", "biz", "key")}
         return (it["cmd"], it["biz"], it["key"], attrs)
     if len(it) < 3:

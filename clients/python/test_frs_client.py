@@ -682,6 +682,17 @@ class ClientTest(unittest.TestCase):
         res = self.client.batch([("get", "login", "bg"), ("get", "login", "bg-absent")])
         self.assertEqual([(d.found, d.count) for d in res], [(True, 1), (False, 0)])
 
+    def test_set_and_delete_in_batch_carry_the_token(self):
+        # They went without it (403), and a tuple's count was dropped.
+        res = self.client.batch([("set", "login", "bs", 3), {"cmd": "set", "biz": "login", "key": "bs2", "count": 2}])
+        self.assertIsNone(res.error, res)
+        self.assertEqual([d.count for d in res], [3, 2])
+        self.assertEqual(self.client.get("login", "bs").count, 3)
+        res = self.client.batch([("delete", "login", "bs"), ("delete", "login", "bs-absent")])
+        self.assertIsNone(res.error, res)
+        self.assertEqual([d.found for d in res], [True, False])
+        self.assertFalse(self.client.get("login", "bs").found)
+
     def test_keepalive_reopened_after_idle_close(self):
         c = Client(self.frsd.name, timeout=2.0, fail="closed")
         try:
