@@ -77,8 +77,10 @@ def main():
     elif d.error and (d.status in (0, 200, 421) or d.status >= 500):
         respond("503 Service Unavailable", [("Retry-After", "1")], "Try again in a moment.\n")
     # frsd refused the request itself: not a denial, and no wait cures it.
+    # Why goes to the log above; the visitor's page names no internal
+    # address (frsd's error starts with the server that answered).
     elif d.error and d.status == 400:
-        respond("400 Bad Request", [], "This request cannot be counted: %s\n" % d.error)
+        respond("400 Bad Request", [], "This request cannot be counted.\n")
     elif d.error:
         respond("500 Internal Server Error", [], "The rate limiter is misconfigured.\n")
     else:

@@ -239,6 +239,9 @@ class CgiTest(unittest.TestCase):
             status, headers, body = self.get("/%s/login?user=%s" % (lang, "x" * 300))
             self.assertEqual(status, 400, body)
             self.assertNotIn("retry-after", headers)
+            # The visitor's page names no internal address (frsd's error, in
+            # the server's log, starts with the frsd that answered).
+            self.assertNotIn(b"127.0.0.1", body)
 
     def test_a_user_name_that_is_no_utf8_or_badly_escaped_is_a_400(self):
         # limit.py decoded bad bytes to U+FFFD, so %FE, %FD, ... shared one
