@@ -1146,6 +1146,15 @@ TEST_F(FrsctlTest, StatByNamesTheTablesTheMapKeeps) {
   r = Ctl({"stat", "--by", "app", "--value", ""});
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.err.find("--value: empty: leave it out for every group"), std::string::npos) << r.err;
+  // Options of the other form were ignored unsaid; an empty --by ran plain stat.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"stat", "--by", "app", "--days", "2"},
+                                             {"stat", "--by", ""},
+                                             {"stat", "--value", "a"},
+                                             {"stat", "--top", "2"}}) {
+    r = Ctl(args);
+    EXPECT_EQ(r.rc, 2) << args[1] << " " << args[2] << ": " << r.out;
+  }
 }
 
 // The rules allow one more, but the key holds every reservation its biz

@@ -62,26 +62,36 @@ const CommandSpec kCommands[] =
         {"stat", "geometry, slots, nodes used, occupancy per file, chain-length histogram, evictions, per-biz counters",
          Needs::kEngine, true,
          [](CLI::App& c, Args& a) {
-  c.add_option("--days", a.stat.days, "days of per-biz counters to show, newest first (1..8)")
-      ->check(CLI::Range(1, 8))
-      ->capture_default_str();
+  CLI::Option* days = c.add_option("--days", a.stat.days, "days of per-biz counters to show, newest first (1..8)")
+                          ->check(CLI::Range(1, 8))
+                          ->capture_default_str();
   c.add_flag("--cluster", a.stat.cluster,
              "every shard of srv.xml's <cluster>, asked over HTTP and summed (exit 1 when one is unreachable)");
-  c.add_option("--by", a.stat.by,
-               "statistics by key field instead: the groups of map.xml's <stats by=\"F[,F]\"> of every biz that "
-               "keeps them, one day");
-  c.add_option("--biz", a.stat.biz, "with --by: only this biz (name or id)");
-  c.add_option("--day", a.stat_day, "with --by: the day, YYYY-MM-DD (default: today)")->check([](const std::string& v) {
-    uint32_t d;
-    return frs::ParseDayText(v, &d) ? std::string() : "'" + v + "' is not a YYYY-MM-DD date";
-  });
+  // The options of one form refuse the other's (they were ignored unsaid),
+  // and an empty --by, which read as plain stat.
+  CLI::Option* by = c.add_option("--by", a.stat.by,
+                                 "statistics by key field instead: the groups of map.xml's <stats by=\"F[,F]\"> of "
+                                 "every biz that keeps them, one day")
+                        ->check([](const std::string& v) {
+                          return v.empty() ? std::string("empty: name the fields of a <stats by=...>") : std::string();
+                        })
+                        ->excludes(days);
+  c.add_option("--biz", a.stat.biz, "with --by: only this biz (name or id)")->needs(by);
+  c.add_option("--day", a.stat_day, "with --by: the day, YYYY-MM-DD (default: today)")
+      ->check([](const std::string& v) {
+        uint32_t d;
+        return frs::ParseDayText(v, &d) ? std::string() : "'" + v + "' is not a YYYY-MM-DD date";
+      })
+      ->needs(by);
   c.add_option("--top", a.stat.top, "with --by: only the N groups with the most requests")
-      ->check(CLI::Range(1, 1000000));
+      ->check(CLI::Range(1, 1000000))
+      ->needs(by);
   c.add_option("--value", a.stat.value, "with --by: only this group (its fields' values joined by the biz's separator)")
       ->check([](const std::string& v) {
         // As GET /stats refuses it: an empty value would read as no filter.
         return v.empty() ? std::string("empty: leave it out for every group") : std::string();
-      });
+      })
+      ->needs(by);
          },
          [](Session& s, Args& a) {
   if (!a.stat.by.empty()) return a.stat.cluster ? RunStatByCluster(s, a.stat) : RunStatBy(s, a.stat);
