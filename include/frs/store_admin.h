@@ -84,4 +84,9 @@ struct SideFileReport {
 // its check's verdict. Changes nothing.
 std::vector<SideFileReport> CheckStoreSideFiles(const std::string& dir);
 
+// A sentence when the store in `dir` served (its stats.frs is there) and
+// has lost its lease.key, else "": frsd's next start makes a new secret,
+// and every lease and reservation id given out before then answers 409.
+std::string LeaseKeyMissingWarning(const std::string& dir);
+
 }  // namespace frs

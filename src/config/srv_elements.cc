@@ -362,7 +362,7 @@ constexpr Element kElements[] = {
     {"allow", Place::kRepeated, kText, true, SetAllow},
     {"ratelimit", Place::kOnce, kRatelimitAttrs, false, SetRatelimit},
     {"limits", Place::kOnce, kLimitsAttrs, false, SetLimits},
-    {"cluster", Place::kOnce, kClusterAttrs, false, SetCluster},
+    {"cluster", Place::kOnce, kClusterAttrs, false, SetCluster, true},
     {"shard", Place::kInCluster, kShardAttrs, true, SetShard},
     {"flush", Place::kOnce, kFlushAttrs, false, SetFlush},
     {"decisions", Place::kOnce, kDecisionsAttrs, false, SetDecisions},
@@ -387,7 +387,7 @@ Status Apply(const Context& ctx, const Element& e, const pugi::xml_node& n) {
     if (!known) return ctx.Error(n, std::string("<") + n.name() + "> has no attribute \"" + a.name() + "\"");
   }
   for (pugi::xml_node c : n.children()) {
-    if (c.type() == pugi::node_element && e.name != "cluster")
+    if (c.type() == pugi::node_element && !e.holds_elements)
       return ctx.Error(c, std::string("<") + n.name() + "> holds no element (<" + c.name() + ">)" +
                               (e.text ? ": its value is its text" : ": its settings are attributes"));
     if (!e.text && (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) &&

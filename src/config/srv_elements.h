@@ -67,10 +67,13 @@ struct Element {
   Place place;
   // The attributes it takes; anything else is refused before the setter
   // runs. `text`: its value is its text (<workers>2</workers>); the others
-  // take none. No element but <cluster> (its <shard>s) holds elements.
+  // take none.
   std::span<const char* const> attributes;
   bool text;
   Status (*set)(const Context& ctx, const pugi::xml_node& n);
+  // Whether it holds elements (<cluster> its <shard>s, which its setter
+  // reads); any other element inside one is refused.
+  bool holds_elements = false;
 };
 
 // The row of element `name` as a child of <cluster> (`in_cluster`) or of

@@ -153,5 +153,6 @@ std::string SideFileReport::AtStartText() const {
 }
 
 std::vector<SideFileReport> CheckStoreSideFiles(const std::string& dir) { return limit::CheckSideFiles(dir); }
+std::string LeaseKeyMissingWarning(const std::string& dir) { return limit::LeaseKeyMissingWarning(dir); }
 
 }  // namespace frs

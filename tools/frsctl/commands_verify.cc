@@ -8,7 +8,6 @@
 // that of the second check.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 
 #include "commands.h"
@@ -93,14 +92,10 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     if (rechecked) after.problems.push_back(p);
   }
   // Not damage: a missing lease.key is made anew at frsd's next start, which
-  // voids every id given out before (a new store has given out none).
+  // voids every id given out before (a store that never served gave none).
   std::vector<std::string> warnings;
-  const std::string key_path = store_dir::In(s.cfg.store_dir, store_dir::kLeaseKey);
-  // (A store that never served, with no stats.frs, has given out no id.)
-  const std::string served = store_dir::In(s.cfg.store_dir, store_dir::kDailyStats);
-  if (opened.ok() && s.cfg.cluster_lease_key.empty() && ::access(key_path.c_str(), F_OK) != 0 && errno == ENOENT &&
-      ::access(served.c_str(), F_OK) == 0)
-    warnings.push_back(key_path +
+  if (opened.ok() && s.cfg.cluster_lease_key.empty() && !LeaseKeyMissingWarning(s.cfg.store_dir).empty())
+    warnings.push_back(store_dir::In(s.cfg.store_dir, store_dir::kLeaseKey) +
                        " is missing: frsd makes a new secret at its next start, and every lease and "
                        "reservation id given out before answers 409; restore it from a backup to keep them");
   const std::vector<std::string>& remaining = rechecked ? after.problems : first.problems;
