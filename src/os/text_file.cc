@@ -26,7 +26,8 @@ Result<std::string> ReadTextFile(const std::string& path, size_t max_bytes) {
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path + ":0", errno);
-  if (!S_ISREG(st.st_mode)) return Status::IOError(path + ":0: " + NotRegularWords(path, st.st_mode));
+  // The path once, at "line 0" (the whole file), as a parse error names it.
+  if (!S_ISREG(st.st_mode)) return Status::IOError(path + ":0: " + NotRegularWords("this", st.st_mode));
   std::string text;
   char buf[65536];
   for (;;) {

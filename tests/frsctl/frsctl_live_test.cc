@@ -66,7 +66,8 @@ std::string CtlOut(const std::string& config, const std::string& args) {
 TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
   testing::TempDir dir;
   std::ofstream(dir / "map.xml")
-      << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"5\"/></biz></map>\n";
+      << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"5\"/></biz>"
+         "<biz id=\"2\" name=\"login_attempts_per_ip_address\"><rule interval=\"600\" max=\"1\"/></biz></map>\n";
   // Port 0: frsd binds one of its own and names it in data/frsd.listen.
   std::ofstream(dir / "srv.xml") << "<frs><listen host=\"127.0.0.1\" port=\"0\"/><workers>1</workers><map>map.xml</map>"
                                     "<store dir=\"data\" files=\"2\" keynodes=\"256\" chain=\"8\"/>"
@@ -100,6 +101,18 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
     EXPECT_EQ(HttpGet(port, "/query?biz=login&key=live"), 200);
     EXPECT_EQ(Ctl(config, "get login live"), 1);
     EXPECT_EQ(Ctl(config, "verify"), 0);
+
+    // top --denied with a biz name longer than its column's 16: the columns
+    // after it stay under their heads (the count ends where "denied" does).
+    EXPECT_EQ(HttpGet(port, "/acquire?biz=login_attempts_per_ip_address&key=ip1"), 200);
+    EXPECT_EQ(HttpGet(port, "/acquire?biz=login_attempts_per_ip_address&key=ip1"), 429);
+    const std::string top = CtlOut(config, "top --denied");
+    const size_t head = top.find("biz "), row = top.find("login_attempts_per_ip_address ");
+    ASSERT_NE(head, std::string::npos) << top;
+    ASSERT_NE(row, std::string::npos) << top;
+    const size_t head_denied = top.find("denied", head) + 6 - head;
+    const size_t row_count = top.find(" 1  ", row) + 2 - row;
+    EXPECT_EQ(head_denied, row_count) << top;
 
     // A store file lost under a running frsd: recreating it now would make
     // a file frsd does not map (it answers 503 for it until restarted), so

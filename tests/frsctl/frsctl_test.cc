@@ -992,6 +992,12 @@ TEST_F(FrsctlTest, ImportOfABizMissingFromTheMapIsRefusedAndChangesNothing) {
   r = Ctl({"import"}, "srv.xml", "{\"biz\":1}\n" + text);
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
+  // A biz_name that is no string is a damaged line, not a nameless biz to
+  // rename: the message says so, not --rename-biz.
+  r = Ctl({"import"}, "srv.xml", "{\"biz\":1,\"biz_name\":5,\"key\":\"k\"}\n");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("line 1: \"biz_name\" is not a string"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--rename-biz"), std::string::npos) << r.err;
 
   // Asked to, partner's nodes go to another biz; login's rule (fixed, 600 s)
   // takes no block of partner's (fixed, 3600 s), so they are not written

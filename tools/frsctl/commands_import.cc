@@ -86,7 +86,11 @@ Result<std::string> ApplyPolicy(const BizPolicy& p, const std::string& line, std
   const JsonValue* name_v = v->Find("biz_name");
   if (id_v == nullptr || !id_v->IsNumber()) return Status::InvalidArgument("no numeric \"biz\" member");
   const std::string id_text = id_v->text;
-  const std::string name = name_v && name_v->IsString() ? name_v->text : "";
+  // An export writes the name as a string or leaves it out: anything else
+  // is a damaged line, not a biz the exporting map left unnamed.
+  if (name_v != nullptr && !name_v->IsString())
+    return Status::InvalidArgument("\"biz_name\" is not a string (export writes the biz's name, or leaves it out)");
+  const std::string name = name_v ? name_v->text : "";
   const std::string shown = name.empty() ? "biz id " + id_text : "biz '" + name + "' (id " + id_text + ")";
   auto renamed = p.rename.find(name);
   if (name.empty() || renamed == p.rename.end()) renamed = p.rename.find(id_text);

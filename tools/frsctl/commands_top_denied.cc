@@ -3,6 +3,7 @@
 // AdminEngine::TopDenied), which every process deciding on this store
 // writes: the answer to "who is being denied right now?", also for a biz
 // whose nodes do not keep their keys.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -43,10 +44,15 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
     return kExitOk;
   }
   std::printf("denied in the last %u minute(s), most first\n", a.minutes);
-  std::printf("%-16s %10s  %-20s %s\n", "biz", "denied", "last (minute)", "key");
+  // The biz column as wide as its longest name (a map's names may be
+  // longer than 16): the columns after it stay aligned.
+  int biz_width = 16;
+  for (const auto& r : rows) biz_width = std::max(biz_width, static_cast<int>(name_of(r.biz_id).size()));
+  std::printf("%-*s %10s  %-20s %s\n", biz_width, "biz", "denied", "last (minute)", "key");
   for (const auto& r : rows)
-    std::printf("%-16s %10llu  %-20s %s\n", name_of(r.biz_id).c_str(), static_cast<unsigned long long>(r.denied),
-                LocalTime(r.last_minute * 60000).c_str(), Printable(r.key).c_str());
+    std::printf("%-*s %10llu  %-20s %s\n", biz_width, name_of(r.biz_id).c_str(),
+                static_cast<unsigned long long>(r.denied), LocalTime(r.last_minute * 60000).c_str(),
+                Printable(r.key).c_str());
   if (uint64_t dropped = denied->dropped)
     std::printf("(%llu denial(s) since the table was made found no room: the table keeps the keys it has)\n",
                 static_cast<unsigned long long>(dropped));
