@@ -102,6 +102,12 @@ class Engine {
   // Every out[i] for i < reqs.size() is written (the caller need not clear
   // them); every member resolves its biz in one map, even across a Reload.
   virtual bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) = 0;
+  // What Execute would refuse before it reads the store (an unknown biz, a
+  // bad key, n or count, a lease or reservation id that is not one, a
+  // command the biz's rules do not take), without running it: OK when it
+  // would run. A server refuses a whole batch with it when one member is
+  // bad, before any member is counted.
+  virtual Status CheckRequest(const Request& req) const = 0;
 
   // Re-reads map.xml (or `path` when given); on error the old map stays and
   // the error is returned as "file:line: message".

@@ -116,6 +116,14 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, 
   return nullptr;
 }
 
+Status EngineImpl::CheckRequest(const Request& req) const {
+  BizCache bizzes(CurrentMap());
+  Decision d;
+  ParsedLeaseId id;
+  if (req.cmd == Cmd::kStats || Check(bizzes, req, d, &id) != nullptr) return Status::OK();
+  return d.status;
+}
+
 Decision EngineImpl::Execute(const Request& req) {
   const ChangeScope scope(sink_);
   BizCache bizzes(CurrentMap());

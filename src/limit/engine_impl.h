@@ -161,6 +161,7 @@ class EngineImpl final : public AdminEngine {
 
   Decision Execute(const Request& req) override;
   bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) override;
+  Status CheckRequest(const Request& req) const override;
   Status Reload(const std::string& path) override;
   Status ReloadText(std::string_view map_xml, const std::string& path) override;
   // Installs a parsed map (or returns its error) and remembers its path.

@@ -90,6 +90,17 @@ TEST_F(LeaseE2E, AcquireReleaseAndRenewOverXml) {
   EXPECT_EQ(Attr(batch, "allowed"), "1") << batch;
   EXPECT_NE(batch.find("released=\"1\""), std::string::npos) << batch;
   EXPECT_EQ(Count("llm_inflight", "u42"), "3");
+  // A member whose id is no id, or whose biz takes none, fails the whole
+  // batch before anything runs: the other member's acquire is not counted.
+  for (const char* bad : {"<request cmd=\"renew\" biz=\"llm_inflight\" key=\"b1\" lease=\"not-an-id\"/>",
+                          "<request cmd=\"release\" biz=\"capped\" key=\"b1\" lease=\"abc\"/>",
+                          "<request cmd=\"settle\" biz=\"capped\" key=\"b1\" n=\"1\" reservation=\"zz\"/>",
+                          "<request cmd=\"acquire\" biz=\"race\" key=\"b1\" reserve=\"10\"/>"}) {
+    r = c_.Post(std::string("<batch><request cmd=\"acquire\" biz=\"llm_inflight\" key=\"b1\"/>") + bad + "</batch>");
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+    EXPECT_NE(r.body.find("batch member 2: "), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(Count("llm_inflight", "b1"), "0");
 
   // The compact answer carries what only leases and reservations answer: a
   // lease taken there, and a reservation, can be given back with their ids.

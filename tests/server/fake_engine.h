@@ -105,6 +105,12 @@ class FakeEngine final : public AdminEngine {
     return d;
   }
 
+  // The fake runs whatever it resolves: the checks are the real engine's.
+  Status CheckRequest(const Request& req) const override {
+    auto id = ResolveBiz(req.biz);
+    return id.ok() ? Status::OK() : id.status();
+  }
+
   bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) override {
     // All-or-nothing for acquire: check every acquire first.
     std::map<std::pair<uint16_t, std::string>, int64_t> want;
