@@ -1,5 +1,6 @@
 #include "limit/rule_history.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "os/output_file.h"
 #include "os/path_access.h"
 #include "os/store_dir.h"
 #include "os/whole_file.h"
@@ -40,6 +42,14 @@ std::vector<RuleHistory::Entry> RuleHistory::ReadFile() const {
 
 Status RuleHistory::Check(const std::string& dir) {
   const std::string path = os::store_dir::In(dir, os::store_dir::kRuleHistory);
+  // A directory (or a FIFO) in its place reads as an empty file, and no
+  // write replaces it: every interval changed since would start its keys'
+  // counts afresh at the next start, unsaid.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return Status::IOError(os::NotRegularWords(path, st.st_mode) +
+                           ": frsd could not keep in it what each rule was (a changed interval would start its "
+                           "keys' counts afresh)");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (::access(path.c_str(), F_OK) != 0) return Status::OK();

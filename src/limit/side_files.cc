@@ -142,7 +142,8 @@ std::string SideFileReport::AtStartText() const {
     return "frsd starts, but counts no statistics by key field here until it can read it: fix its owner, mode or "
            "type (or the disk)";
   if (!IsDamage(status))
-    return "frsd refuses to start until it can read it: fix its owner or mode (or the disk); do not move it aside";
+    return "frsd refuses to start until it can read it: fix its owner, mode or type (or the disk); it is not damaged, "
+           "so do not move it aside";
   switch (at_start) {
     case SideFileAtStart::kRefuse: return "frsd refuses to start until it is moved aside or restored";
     case SideFileAtStart::kSetAside: return "frsd moves it aside at start and starts a new one";

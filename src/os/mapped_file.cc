@@ -9,6 +9,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
 
+#include "os/output_file.h"
 #include "os/path_access.h"
 #include "os/sigbus_guard.h"
 
@@ -76,6 +77,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path + ": fstat", errno);
+  // A directory opens read-only, and its map would fail as "No such device".
+  if (!S_ISREG(st.st_mode)) return Status::IOError(NotRegularWords(path, st.st_mode));
   // A creator that has opened the file but not yet taken its lock leaves it
   // empty for an instant; wait for it rather than call the file damaged.
   for (int i = 0; st.st_size == 0 && !f->created_ && i < 100; ++i) {

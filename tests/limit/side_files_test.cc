@@ -116,6 +116,31 @@ TEST(SideFiles, AFileThatCannotBeReadIsNotToBeMovedAside) {
   EXPECT_NE(reports[3].AtStartText().find("do not move it aside"), std::string::npos);
 }
 
+// A directory in the place of denials.frs or rules.history: named as one,
+// with its fix (remove it), not as a map failing with "No such device";
+// rules.history read as empty and never written before, so an interval
+// changed since started its keys afresh at the next start, unsaid.
+TEST(SideFiles, ADirectoryInAFilesPlaceIsNamedAsOne) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  std::filesystem::remove(dir + "/denials.frs");
+  std::filesystem::create_directory(dir + "/denials.frs");
+  std::filesystem::remove(dir + "/rules.history");
+  std::filesystem::create_directory(dir + "/rules.history");
+  const auto reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 4u);
+  EXPECT_EQ(reports[1].path, dir + "/denials.frs");
+  EXPECT_EQ(reports[1].status.message(), dir + "/denials.frs is a directory, not a regular file");
+  EXPECT_TRUE(reports[1].RefusesStart());
+  EXPECT_NE(reports[1].AtStartText().find("owner, mode or type"), std::string::npos) << reports[1].AtStartText();
+  EXPECT_EQ(reports[2].path, dir + "/rules.history");
+  EXPECT_EQ(reports[2].status.message().rfind(dir + "/rules.history is a directory, not a regular file: ", 0), 0u)
+      << reports[2].status.message();
+  EXPECT_TRUE(reports[2].RefusesStart());
+  EXPECT_FALSE(PrepareSideFiles(dir).ok());
+}
+
 // What frsd -t reports as a refusal is what the start refuses: a file read
 // at start that cannot be read is one, whatever its row for damage says
 // (denials.frs or rules.history unreadable was only warned of, then the
