@@ -876,6 +876,15 @@ TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Parse(r.out).Find("imported")->number, 20);
   EXPECT_EQ(Counts("small.xml"), before);
+  // Into a store that lost a file, the dry run refuses what the import
+  // would: it is no store to make anew.
+  std::filesystem::remove(dir_ / "big/frs.2.store");
+  for (bool dry : {true, false}) {
+    r = dry ? Ctl({"import", "--dry-run", dir_ / "backup.jsonl"}, "big.xml")
+            : Ctl({"import", dir_ / "backup.jsonl"}, "big.xml");
+    EXPECT_EQ(r.rc, 3) << r.out << r.err;
+    EXPECT_NE(r.err.find("is incomplete"), std::string::npos) << r.err;
+  }
 }
 
 // Blocks written under a rule's earlier interval are read through the

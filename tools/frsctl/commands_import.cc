@@ -22,6 +22,7 @@
 
 #include "commands.h"
 #include "format.h"
+#include "frs/store_dir.h"
 #include "json_in.h"
 #include "json_out.h"
 #include "receipt_line.h"
@@ -119,6 +120,17 @@ Result<std::string> ApplyPolicy(const BizPolicy& p, const std::string& line, std
   return line;
 }
 
+// Whether a store may be made here: none of its files, and no stats.frs of
+// one that served. An incomplete store or one whose files are gone is also
+// "not found", but the import's open would refuse to make it, after a dry
+// run had said that every line can be imported.
+bool NoStoreWasHere(const ServiceConfig& cfg) {
+  std::error_code ec;
+  for (uint32_t i = 0; i < cfg.geometry.files; ++i)
+    if (std::filesystem::exists(store_dir::In(cfg.store_dir, store_dir::StoreFileName(i)), ec) || ec) return false;
+  return !std::filesystem::exists(store_dir::In(cfg.store_dir, store_dir::kDailyStats), ec) && !ec;
+}
+
 struct Checked {
   uint64_t lines = 0;
   uint64_t receipts = 0;
@@ -171,7 +183,7 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   // The real store first: one of another geometry or version is refused
   // before anything is read; a missing one is created only after the check.
   Status opened = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/true);
-  const bool create = opened.IsNotFound();
+  const bool create = opened.IsNotFound() && NoStoreWasHere(s.cfg);
   if (!opened.ok() && !create) return opened;
 
   const std::string dir = MakeScratchDir();
