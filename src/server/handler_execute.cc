@@ -111,6 +111,9 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   }
   route_param_ = route_param;
   if (!decoder_.Decode(body, len, opts_.max_batch, &wire_, &is_batch, &err)) {
+    // Counted under what it asked, as a GET form's error is.
+    if (is_batch) *label = CmdLabel::kBatch;
+    else if (std::optional<Cmd> cmd = decoder_.failed_cmd()) *label = LabelOf(*cmd);
     ErrorBody(err.status, err.msg, status);
     return false;
   }

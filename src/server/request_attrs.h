@@ -50,6 +50,8 @@ class RequestAttrs {
   // the first thing wrong: a control character, an unknown or repeated
   // attribute, an unknown cmd.
   bool Add(std::string_view name, std::string_view value, ProtocolError* err);
+  // A cmd attribute was taken (r->cmd is the one sent).
+  bool have_cmd() const { return have_cmd_; }
   // The same for a value its caller knows to hold no control character
   // (the fast scanner stops at every byte that could start one).
   bool AddPlain(std::string_view name, std::string_view value, ProtocolError* err) {

@@ -180,11 +180,15 @@ bool CheckRawBody(std::string_view body, ProtocolError* err) {
 }
 
 // Fills `r` from the attributes of one <request>.
-bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err) {
+// `*saw_cmd`: the request named its cmd (r->cmd), even when it fails.
+bool DecodeOne(const pugi::xml_node& node, WireRequest* r, ProtocolError* err, bool* saw_cmd = nullptr) {
   RequestAttrs attrs(r);
-  for (pugi::xml_attribute a = node.first_attribute(); a; a = a.next_attribute())
-    if (!attrs.Add(a.name(), a.value(), err)) return false;
-  return attrs.Finish(err);
+  bool ok = true;
+  for (pugi::xml_attribute a = node.first_attribute(); a && ok; a = a.next_attribute())
+    ok = attrs.Add(a.name(), a.value(), err);
+  ok = ok && attrs.Finish(err);
+  if (saw_cmd != nullptr) *saw_cmd = attrs.have_cmd();
+  return ok;
 }
 
 bool HasStrayContent(const pugi::xml_node& node) {
@@ -216,6 +220,7 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   // long way below (see xml_scanner.h).
   last_was_fast_ = fast_path_ && ScanSimpleBody(std::string_view(body, len), max_batch, out, is_batch, &compact_);
   if (last_was_fast_) return true;
+  failed_cmd_.reset();
   out->clear();
   *is_batch = false;
   compact_ = false;
@@ -267,7 +272,11 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   if (rname == "request") {
     if (HasStrayContent(root)) return Fail(err, 400, "<request> must be empty");
     WireRequest r;
-    if (!DecodeOne(root, &r, err)) return false;
+    bool saw_cmd = false;
+    if (!DecodeOne(root, &r, err, &saw_cmd)) {
+      if (saw_cmd) failed_cmd_ = r.cmd;
+      return false;
+    }
     out->push_back(r);
     return true;
   }

@@ -15,6 +15,7 @@
 #include <pugixml.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,12 +38,16 @@ class XmlRequestDecoder {
   bool compact() const { return compact_; }
   // The last Decode took the fast scanner's path (xml_scanner.h).
   bool last_was_fast() const { return last_was_fast_; }
+  // After a failed Decode of one <request>: its cmd, when it named one (the
+  // metrics count the failure under it, not under "none").
+  std::optional<Cmd> failed_cmd() const { return failed_cmd_; }
 
  private:
   pugi::xml_document doc_;
   bool fast_path_;
   bool compact_ = false;
   bool last_was_fast_ = false;
+  std::optional<Cmd> failed_cmd_;
 };
 
 // GET /acquire?biz=B&key=K[&n=N][&route=R] (cmd is acquire or query), and

@@ -223,6 +223,27 @@ TEST_F(ProtocolE2E, MetricsAreTotalsOfAllWorkers) {
   EXPECT_EQ(total() - before, 40);
 }
 
+// An XML request refused for what it carries is counted under its cmd (a
+// batch under batch), as the same GET form is; "none" is for a request
+// whose cmd was never known.
+TEST_F(ProtocolE2E, AnXmlRequestsErrorIsCountedUnderItsCmd) {
+  auto value = [&](const std::string& series) {
+    const std::string m = c_.Get("/metrics").body;
+    const size_t p = m.find(series + " ");
+    return p == std::string::npos ? 0L : std::atol(m.c_str() + p + series.size() + 1);
+  };
+  const std::string query = "frs_requests_total{cmd=\"query\",status=\"400\"}";
+  const std::string batch = "frs_requests_total{cmd=\"batch\",status=\"400\"}";
+  const std::string none = "frs_requests_total{cmd=\"none\",status=\"400\"}";
+  const long q0 = value(query), b0 = value(batch), n0 = value(none);
+  EXPECT_EQ(c_.Post("<request cmd=\"query\" biz=\"login\" key=\"a\" n=\"0\"/>").status, 400);
+  EXPECT_EQ(c_.Post("<batch><request cmd=\"query\" biz=\"login\" key=\"a\" n=\"0\"/></batch>").status, 400);
+  EXPECT_EQ(c_.Post("<request biz=\"login\" key=\"a\"/>").status, 400);  // no cmd
+  EXPECT_EQ(value(query) - q0, 1);
+  EXPECT_EQ(value(batch) - b0, 1);
+  EXPECT_EQ(value(none) - n0, 1);
+}
+
 TEST_F(ProtocolE2E, ErrorStatuses) {
   struct Case {
     std::string bytes;
