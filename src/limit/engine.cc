@@ -77,11 +77,17 @@ thread_local DayCache tls_day;
 }  // namespace
 
 const Biz* Map::Find(std::string_view biz) const {
-  if (!biz.empty() && biz.size() <= 5 &&
-      std::all_of(biz.begin(), biz.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    uint32_t id = 0;
-    for (char c : biz) id = id * 10 + static_cast<uint32_t>(c - '0');
-    return id <= 65535 ? FindId(static_cast<uint16_t>(id)) : nullptr;
+  if (biz.size() <= 5) {
+    if (!biz.empty() && std::all_of(biz.begin(), biz.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      uint32_t id = 0;
+      for (char c : biz) id = id * 10 + static_cast<uint32_t>(c - '0');
+      return id <= 65535 ? FindId(static_cast<uint16_t>(id)) : nullptr;
+    }
+  } else if (std::all_of(biz.begin(), biz.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    // No name is only digits: an id, however many zeros lead it ("01" and
+    // "0000001" alike).
+    const size_t first = std::min(biz.find_first_not_of('0'), biz.size() - 1);
+    return biz.size() - first <= 5 ? Find(biz.substr(first)) : nullptr;
   }
   auto it = by_name.find(biz);
   return it == by_name.end() ? nullptr : &bizzes[it->second];

@@ -121,6 +121,12 @@ TEST_F(EngineTest, ErrorsAndNumericIds) {
   EXPECT_FALSE(Do(*e, Cmd::kAcquire, "ad_user", "k").allowed);  // the same node
   EXPECT_EQ(e->ResolveBiz("2").value(), 2);
   EXPECT_FALSE(e->ResolveBiz("3").ok());
+  // An id is an id however many zeros lead it (no name is only digits).
+  for (const char* id : {"02", "00002", "000002", "000000000000000000002", "0000000000000000000000000000000002"})
+    EXPECT_EQ(e->ResolveBiz(id).value(), 2) << id;
+  EXPECT_FALSE(e->ResolveBiz("000000000000000065536").ok());
+  EXPECT_FALSE(e->ResolveBiz("100000000000000000002").ok());
+  EXPECT_FALSE(e->ResolveBiz("000000").ok());  // id 0 is no biz's
 }
 
 TEST_F(EngineTest, QueryNeverCreatesAndDeniedAcquireNeverCreates) {
