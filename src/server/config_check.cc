@@ -46,13 +46,14 @@ std::vector<std::string> NodeFitProblemsOf(const SrvConfig& cfg, const limit::Ma
 }
 
 // Key-nodes group only by a divisor of <store keynodes> (frs/store.h
-// KeynodeGroup): a count with no divisor near 64 / chain (a prime, say)
-// makes small groups, in which nodes of several slots are evicted early.
-// Not a refusal: the store works, one-slot nodes fill it as well.
+// KeynodeGroup): a count that is no multiple of 64 / chain makes smaller
+// groups (1020 with chains of 8: 6 key-nodes, 48 slots; a prime: one), in
+// which nodes of several slots are evicted earlier, as configuration.md
+// says frsd -t warns. Not a refusal: one-slot nodes fill it as well.
 std::string GroupWarning(const StoreGeometry& g) {
   const uint32_t ideal = std::min<uint32_t>(64 / std::max<uint32_t>(g.chain, 1), g.keynodes);
   const uint32_t group = KeynodeGroup(g);
-  if (group * 2 > ideal) return {};
+  if (group >= ideal) return {};
   return "<store keynodes=\"" + std::to_string(g.keynodes) + "\" chain=\"" + std::to_string(g.chain) +
          "\"> groups key-nodes " + std::to_string(group) + " by " + std::to_string(group) + " (" +
          std::to_string(group * g.chain) + " slots), the largest divisor of keynodes up to " + std::to_string(ideal) +

@@ -198,8 +198,6 @@ TEST_F(FrsdCheckTest, ATimeZoneFrsdCannotReadIsNamed) {
   EXPECT_NE(err.find("<timezone>: " + (dir_ / "zones/Bad/Zone") + ": not a TZif file"), std::string::npos) << err;
 }
 
-// A keynodes with no divisor near 64 / chain groups key-nodes in small
-// groups: frsd -t accepts it and warns, naming what to choose.
 // Files srv.xml names for frsd to write that an open(2) would wait on (a
 // FIFO) or that are no file (a directory) are refused, each with its name
 // and what it is; one that does not exist yet is fine (frsd creates it).
@@ -257,6 +255,8 @@ TEST_F(FrsdCheckTest, ADirectoryWhereFrsdWritesItsLockOrListenFileIsRefused) {
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
 }
 
+// A keynodes that is no multiple of 64 / chain groups key-nodes in smaller
+// groups: frsd -t accepts it and warns, naming what to choose.
 TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {
   WriteSrv(2, 65536, 8);
   ProcRun r = Check();
@@ -270,6 +270,10 @@ TEST_F(FrsdCheckTest, AKeynodesThatGroupsPoorlyIsWarnedOf) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("a keynodes divisible by 8 makes groups of 64 slots"), std::string::npos) << r.err;
+  WriteSrv(2, 1020, 8);  // 6 by 6: 48 slots
+  r = Check();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("groups key-nodes 6 by 6 (48 slots)"), std::string::npos) << r.err;
 }
 
 TEST_F(FrsdCheckTest, ABizWhoseNodeDoesNotFitTheChainIsNamed) {
