@@ -397,6 +397,27 @@ TEST(ClusterE2E, AShardThatRefusesOrIsNotReadyStopsNoOtherShard) {
   }
 }
 
+// A shard that cannot be reached is named on standard error once, by stat
+// --cluster and by stat --cluster --by over two bizzes alike (it was named
+// once per biz, and plain stat --cluster named it on standard output only).
+TEST(ClusterE2E, AnUnreachableShardIsNamedOnceOnStandardError) {
+  Shard a(R"(<map>
+  <biz id="1" name="api" fields="app,user"><rule interval="3600" max="1000"/><stats by="app"/></biz>
+  <biz id="2" name="web" fields="app,user"><rule interval="3600" max="1000"/><stats by="app"/></biz>
+</map>
+)");
+  ASSERT_TRUE(a.Start());
+  a.SetCluster({a.port(), 9});  // the discard port: nothing listens there
+  for (const char* args : {"stat --cluster", "stat --cluster --by app"}) {
+    std::string out;
+    EXPECT_EQ(a.Ctl(args, &out), 1) << args << ": " << out;
+    const std::string named = "frsctl: shard 127.0.0.1:9: ";
+    const size_t at = out.find(named);
+    EXPECT_NE(at, std::string::npos) << args << ": " << out;
+    EXPECT_EQ(out.find(named, at + 1), std::string::npos) << args << ": " << out;
+  }
+}
+
 // Statistics by key field in a cluster: frsctl stat --cluster --by sums the
 // shards and merges their distinct users (a user seen on both counts once);
 // a shard leaving the ring hands its statistics to the one that stays, once.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "commands.h"
 #include "format.h"
@@ -120,6 +121,9 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
   const uint32_t today = static_cast<uint32_t>(std::max<int64_t>(tz.value().DayOf(s.NowMs() / 1000), 0));
   size_t down = 0;
   bool any = false;
+  // A shard that could not be reached is not asked again for the next biz:
+  // it is named once, and a hung one costs one timeout, not one per biz.
+  std::set<std::string> unreached;
   for (const std::string& biz : bizzes.value()) {
     // One day for every shard (each would answer its own "today" otherwise).
     std::string target = "/stats?biz=" + PercentEncoded(biz, kPercentQueryValue) +
@@ -129,6 +133,7 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
     if (!s.cfg.admin_token.empty()) target += "&token=" + PercentEncoded(s.cfg.admin_token, kPercentQueryValue);
     GroupStatsSum sum;
     for (const RingShard& sh : s.cfg.cluster_shards) {
+      if (unreached.count(sh.name) != 0) continue;
       HttpClient http(sh.name, 5000);
       auto resp = http.Get(target);
       if (!resp.ok() || resp->status != 200) {
@@ -137,6 +142,7 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
         // missing from the sums.
         if (resp.ok() && resp->status == 404 && resp->body.find("keeps no") != std::string::npos) continue;
         ++down;
+        if (!resp.ok()) unreached.insert(sh.name);
         std::fprintf(stderr, "frsctl: shard %s: %s\n", sh.name.c_str(),
                      resp.ok() ? ("answered " + std::to_string(resp->status)).c_str()
                                : resp.status().message().c_str());

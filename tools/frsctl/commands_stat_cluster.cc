@@ -87,7 +87,13 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
     shards.push_back(std::move(f));
   }
   size_t down = 0;
-  for (const ShardFigures& f : shards) down += !f.reachable;
+  // Each shard left out is named on standard error too, once, as stat
+  // --cluster --by names it: a script that reads stderr sees why it exits 1.
+  for (const ShardFigures& f : shards) {
+    if (f.reachable) continue;
+    ++down;
+    std::fprintf(stderr, "frsctl: shard %s: %s\n", f.name.c_str(), f.error.c_str());
+  }
   auto share = [&](const ShardFigures& f) {
     return total.nodes ? 100.0 * static_cast<double>(f.nodes) / static_cast<double>(total.nodes) : 0.0;
   };
