@@ -47,11 +47,12 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
     else std::printf("%s: the store is complete (%u files); nothing to do\n", s.cfg.store_dir.c_str(), g.files);
     return kExitOk;
   }
+  // A missing file (exit 3), as every other command that meets this store says.
   if (present > 0 && !a.recreate_missing)
-    return Status::InvalidArgument("the store in " + s.cfg.store_dir + " is incomplete (" + missing.front() +
-                                   (missing.size() > 1 ? " and others" : "") +
-                                   " missing): restore the files from a backup, or pass --recreate-missing to start "
-                                   "them empty");
+    return Status::NotFound("the store in " + s.cfg.store_dir + " is incomplete (" + missing.front() +
+                            (missing.size() > 1 ? " and others" : "") +
+                            " missing): restore the files from a backup, or pass --recreate-missing to start "
+                            "them empty");
   // Files recreated under a running frsd are not the ones it maps: it goes
   // on answering 503 for them until restarted, and meanwhile nothing says
   // so. A stopped store only, held against a start while they are made.
