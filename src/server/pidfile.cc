@@ -27,7 +27,10 @@ Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& w
     ssize_t n = pread(fd.get(), buf, sizeof buf - 1, 0);
     long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
     std::string who = pid > 0 ? "frsd (pid " + std::to_string(pid) + ")" : "another frsd";
-    return Status::Busy(who + " is already running with the " + what + " " + path);
+    // Named by what it guards (the store's directory, not its lock file).
+    const size_t slash = path.rfind('/');
+    const std::string guarded = what == "store" && slash != std::string::npos ? path.substr(0, slash) : path;
+    return Status::Busy(who + " is already running with the " + what + " " + guarded);
   }
   return LockFile(std::move(fd), path);
 }

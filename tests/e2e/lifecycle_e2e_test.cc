@@ -262,6 +262,9 @@ TEST(LifecycleE2E, ASecondServerOnTheSameStoreOrPidFileRefuses) {
   EXPECT_NE(WEXITSTATUS(other.exit_status()), 0);
   EXPECT_NE(other.log().find("already running"), std::string::npos) << other.log();
   EXPECT_NE(other.log().find(std::to_string(s.pid())), std::string::npos) << other.log();
+  // The store is named by its directory, not by its lock file.
+  EXPECT_NE(other.log().find("already running with the store " + s.dir() + "/data\n"), std::string::npos)
+      << other.log();
   EXPECT_EQ(s.Stop(), 0);
 }
 

@@ -860,6 +860,11 @@ TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
   EXPECT_EQ(Lines(ReadFile(dir_ / "backup.jsonl")).size(), 20u);
   CtlRun to_stdout = Ctl({"export"});
   EXPECT_EQ(Lines(to_stdout.out).size(), 20u);
+  // Into a directory: said so, not as a rename of a file it never named.
+  r = Ctl({"export", dir_.path()});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find(dir_.path() + " is a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(".tmp."), std::string::npos) << r.err;
 
   WriteConfig("big.xml", "big", 3, 1024, 4);
   r = Ctl({"import", dir_ / "backup.jsonl"}, "big.xml");  // creates the store

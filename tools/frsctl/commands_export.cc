@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 
 #include "commands.h"
@@ -62,6 +63,10 @@ Result<int> RunExport(Session& s, const ExportArgs& a) {
     if (Status st = WriteExport(s, stdout, "standard output", &nodes, &nameless, &receipts, &unknown_ids); !st.ok())
       return st;
   } else {
+    // A directory there would be refused at the rename, in the words of a
+    // temporary file the operator never named.
+    if (std::error_code ec; std::filesystem::is_directory(a.file, ec))
+      return Status::InvalidArgument(a.file + " is a directory: name the export file in it");
     // A backup: synced before it takes its name.
     auto written = WriteFileWhole(a.file, WholeFileOptions{.sync_file = true}, [&](const std::string& tmp) {
       // Errors name the file asked for: the temporary one beside it is
