@@ -395,6 +395,12 @@ TEST_F(FrsctlTest, SetGetDelAndAbsentKeyExitsOne) {
   ASSERT_EQ(v.Find("rules")->items.size(), 1u);
   EXPECT_EQ(v.Find("rules")->items[0].Find("count")->number, 3);
 
+  // A sliding window of max 1 keeps one use: set 2 says what it holds,
+  // not "count set to 1" of a count the operator did not ask for.
+  r = Ctl({"set", "ad_user", "u2", "2"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("count set to 2; the most restrictive rule holds 1 of 1"), std::string::npos) << r.out;
+
   r = Ctl({"get", "1", "user:43"});  // biz by id
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.out.find("no such node"), std::string::npos);

@@ -125,6 +125,14 @@ Result<int> RunSet(Session& s, const SetArgs& a) {
   if (!d.ok()) return DecisionError(d);
   if (s.json) {
     PrintDecisionJson(a.biz, a.key, "set", d);
+  } else if (d.count != a.count) {
+    // The answer is the most restrictive rule's: one that keeps each use (a
+    // sliding window of a small max) holds no more than its max of them.
+    std::printf(
+        "%s \"%s\": count set to %lld; the most restrictive rule holds %lld of %lld (a sliding window "
+        "keeps at most its max uses; explain shows each rule): %s now\n",
+        a.biz.c_str(), Printable(a.key).c_str(), static_cast<long long>(a.count), static_cast<long long>(d.count),
+        static_cast<long long>(d.limit), d.allowed ? "allowed" : "denied");
   } else {
     std::printf("%s \"%s\": count set to %lld (limit %lld): %s now\n", a.biz.c_str(), Printable(a.key).c_str(),
                 static_cast<long long>(d.count), static_cast<long long>(d.limit), d.allowed ? "allowed" : "denied");
