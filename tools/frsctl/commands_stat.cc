@@ -174,6 +174,16 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
              Grouped(day.new_keys)});
     }
   }
+  // Nodes no biz of this map names (a biz taken out of map.xml: stale, for
+  // eviction, `dump --biz ID` lists them) and handoff and replica receipts:
+  // with them the column adds up to "nodes used".
+  std::vector<bool> named(65536, false);
+  for (const BizStats& biz : bizzes) named[biz.id] = true;
+  for (uint32_t id = 0; id < 65536; ++id) {
+    if (named[id] || w.nodes_per_biz[id] == 0) continue;
+    b.Row({id == kReceiptBiz ? "(receipts)" : "(not in map.xml)", std::to_string(id), Grouped(w.nodes_per_biz[id]), "-",
+           "", "", "", ""});
+  }
   b.Print(stdout, 2);
 }
 
