@@ -703,11 +703,21 @@ class Client(object):
         frsd always is one)."""
         return status == 0 or status == 200 or status == 421 or status >= 500
 
-    def _exchange(self, server, path, body):
-        """POST once, following one 421, all by one deadline. Returns
-        (status, root element, server name, error)."""
+    def _exchange(self, server, path, body, deadline=None):
+        """POST once, following one 421, all by one deadline (`deadline`, a
+        time.monotonic() instant, when the caller shares one across
+        exchanges; else the client's timeout from now). Returns (status,
+        root element, server name, error)."""
         # timeout=None keeps http.client's old meaning: no deadline, blocking.
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        if deadline is None and self.timeout is not None:
+            deadline = time.monotonic() + self.timeout
+        if deadline is not None and time.monotonic() >= deadline:
+            return (
+                0,
+                None,
+                server,
+                "frsd %s timed out: no whole answer within the %ss time-out" % (server, self.timeout),
+            )
         for hop in (0, 1):
             try:
                 status, data = self._server(server).post(path, body, deadline)
@@ -748,17 +758,20 @@ class Client(object):
         return 0, None, server, "unreachable"
 
     def _request(self, cmd, biz, key, route=None, **attrs):
-        server = self._target(key, route)
         try:
             body = _request_xml(cmd, biz, key, attrs).encode("utf-8")
         except (UnicodeError, ValueError) as e:
-            return Decision(allowed=False, error="bad request: %s" % e, server=server)
+            return Decision(allowed=False, error="bad request: %s" % e, server=None)
+        server = self._target(key, route)
         path = "/frs"
         if route is not None and route != "":
             path += "?route=" + _encode_route(route)
         status, root, server, err = self._exchange(server, path, body)
         if err is not None:
-            if self._by_policy(status):
+            # Every error _exchange returns is frsd not answering: no answer,
+            # a 421 not followed, or a body that is no FRS XML (a proxy's own
+            # 404 or 429 page): the policy decides.
+            if self._by_policy(status) or root is None:
                 d = self._failed(err, server, cmd)
                 d.status = status
                 return d
@@ -792,7 +805,9 @@ class Client(object):
         else:
             msg = "unexpected <%s> answer" % root.tag
         err = "HTTP %d from %s: %s" % (status, server, msg)
-        if status >= 500:
+        # frsd refuses with a <response>: another root is something else
+        # answering (an HTML error page that parses as XML).
+        if status >= 500 or root.tag != "response":
             d = self._failed(err, server, cmd)
             d.status = status
             return d
@@ -860,12 +875,17 @@ class Client(object):
         overall = True
         first_error = None
         stopped = None
+        # One deadline per shard, shared by every part sent to it: a shard
+        # that does not answer costs one time-out, not one per part.
+        deadlines = {}
         for server, idx in groups:
             if stopped is not None:
                 for i in idx:
                     out[i] = Decision(allowed=False, error=stopped, server=server)
                 continue
-            decisions, allowed = self._batch_group(server, path, [members[i] for i in idx])
+            if self.timeout is not None and server not in deadlines:
+                deadlines[server] = time.monotonic() + self.timeout
+            decisions, allowed = self._batch_group(server, path, [members[i] for i in idx], deadlines.get(server))
             for i, d in zip(idx, decisions):
                 out[i] = d
                 if d.error and first_error is None:
@@ -876,7 +896,7 @@ class Client(object):
                     stopped = "not sent: an earlier part of the batch (for shard %s) was denied" % server
         return BatchResult(out, overall and all(d.allowed for d in out), first_error)
 
-    def _batch_group(self, server, path, members):
+    def _batch_group(self, server, path, members, deadline=None):
         try:
             body = (
                 "<batch>" + "".join(_request_xml(c, b, k, attrs) for c, b, k, attrs in members) + "</batch>"
@@ -884,10 +904,13 @@ class Client(object):
         except (UnicodeError, ValueError) as e:
             err = "bad request: %s" % e
             return [Decision(allowed=False, error=err, server=server) for _ in members], False
-        return self._send_batch(server, path, body, members)
+        return self._send_batch(server, path, body, members, deadline)
 
-    def _send_batch(self, server, path, body, members):
-        status, root, server, err = self._exchange(server, path, body)
+    def _send_batch(self, server, path, body, members, deadline=None):
+        status, root, server, err = self._exchange(server, path, body, deadline)
+        # Not frsd answering (no FRS XML, or a 4xx that is no <response>):
+        # the policy decides, as for a single request.
+        not_frs = root is None or (status != 200 and root.tag != "response")
         if err is None and status == 200 and root.tag != "batch":
             err = "frsd %s answered HTTP 200 that is not FRS XML (a <%s> answer to a batch)" % (server, root.tag[:40])
         elif err is None and status != 200:
@@ -919,7 +942,7 @@ class Client(object):
             except _Unusable as e:
                 err = "frsd %s answered HTTP 200 that is not an FRS answer a decision can rest on (%s)" % (server, e)
         if err is not None:
-            if self._by_policy(status):
+            if self._by_policy(status) or not_frs:
                 ds = [self._failed(err, server, m[0]) for m in members]
                 for d in ds:
                     d.status = status
@@ -977,6 +1000,12 @@ def _batch_member(it):
 
 def _request_xml(cmd, biz, key, attrs):
     """One <request .../> element as text."""
+    # str(None) would send the key "None", one key for every caller whose id
+    # is missing (and a second shard in the list made it an AttributeError).
+    if not isinstance(key, (str, bytes)):
+        raise ValueError("the key must be str or bytes, not %s" % type(key).__name__)
+    if biz is None:
+        raise ValueError("the biz is None")
     if isinstance(key, bytes):
         key = key.decode("utf-8")
     if isinstance(biz, bytes):

@@ -353,6 +353,9 @@ def stub_answers(body, **client_args):
 
 
 _Answer503 = stand_ins.fixed_answer(503, b'<response code="503" msg="overloaded"/>\n')
+# What a proxy or another server in frsd's place answers: no FRS XML.
+_AnswerBare404 = stand_ins.fixed_answer(404, b"")
+_AnswerHtml429 = stand_ins.fixed_answer(429, b"<html><body>Too Many Requests</body></html>")
 
 
 def each_policy(name, **kw):
@@ -613,6 +616,19 @@ class ClientTest(unittest.TestCase):
             self.assertIn("bad request", d.error)
         finally:
             open_client.close()
+        # A key that is no string is refused alike with one shard or two (it
+        # was counted as the key "None" with one, and raised with two).
+        for servers in (self.frsd.name, [self.frsd.name, "127.0.0.1:9"]):
+            c = Client(servers, timeout=2.0, fail="open")
+            try:
+                for key in (None, 42):
+                    d = c.acquire("login", key)
+                    self.assertFalse(d.allowed, (servers, key, d))
+                    self.assertIn("the key must be str or bytes", d.error)
+                    res = c.batch([("acquire", "login", "ok-key"), ("acquire", "login", key)])
+                    self.assertFalse(res.allowed, (servers, key, res))
+            finally:
+                c.close()
 
     def test_query_and_update(self):
         c = self.client
@@ -733,6 +749,24 @@ class FailureTest(unittest.TestCase):
         finally:
             silent.close()
 
+    def test_a_batch_split_over_a_silent_shard_waits_one_time_out(self):
+        # Ten keys, each its own route, over two shards that never answer:
+        # one deadline per shard (0.2 s each), not one per part (2 s).
+        silent = [SilentServer(), SilentServer()]
+        try:
+            c = Client([s.name for s in silent], timeout=0.2, fail="open")
+            try:
+                t = time.monotonic()
+                res = c.batch([("get", "login", "u%d" % i) for i in range(10)])
+                took = time.monotonic() - t
+                self.assertTrue(all("timed out" in d.error for d in res), res)
+                self.assertLess(took, 1.2)
+            finally:
+                c.close()
+        finally:
+            for s in silent:
+                s.close()
+
     def test_connection_refused(self):
         refusing = RefusingPort()
         try:
@@ -770,6 +804,24 @@ class FailureTest(unittest.TestCase):
         finally:
             srv.shutdown()
             srv.server_close()
+
+    def test_a_4xx_that_is_no_frs_answer_follows_the_policy(self):
+        # frsd refuses with a <response>; a bare 404 or an HTML 429 is
+        # something else answering (a wrong port, a proxy's own limit).
+        for handler, status in ((_AnswerBare404, 404), (_AnswerHtml429, 429)):
+            srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            t = threading.Thread(target=srv.serve_forever, daemon=True)
+            t.start()
+            try:
+                name = "127.0.0.1:%d" % srv.server_address[1]
+                for c, allowed in each_policy(name, timeout=1.0):
+                    d = c.acquire("login", "k")
+                    self.assertEqual((d.allowed, d.status), (allowed, status), d)
+                    res = c.batch([("acquire", "login", "a"), ("acquire", "login", "b")])
+                    self.assertEqual([d.allowed for d in res], [allowed, allowed], res)
+            finally:
+                srv.shutdown()
+                srv.server_close()
 
 
 class HostileServerTest(unittest.TestCase):
