@@ -46,18 +46,21 @@ def respond(status, headers, text):
 
 def main():
     query = os.environ.get("QUERY_STRING", "")
+    # The first user= of the query, as limit.sh takes it (an empty one too:
+    # the visitor's address then), and only it decoded: another parameter's
+    # bytes are none of this page's business.
+    raw = next((p[5:] for p in query.split("&") if p.startswith("user=")), "")
     # A user name is counted as sent: a malformed %-escape or bytes that are
     # no UTF-8 are refused (decoded leniently, every bad byte would become
     # U+FFFD and distinct names would share one count).
-    if re.search(r"(^|&)user=[^&]*%(?![0-9A-Fa-f]{2})", query):
+    if re.search(r"%(?![0-9A-Fa-f]{2})", raw):
         respond("400 Bad Request", [], "This request cannot be counted: the user parameter has a bad %-escape\n")
         return
     try:
-        form = urllib.parse.parse_qs(query, errors="strict")
+        user = urllib.parse.unquote_plus(raw, errors="strict")
     except UnicodeDecodeError:
         respond("400 Bad Request", [], "This request cannot be counted: the user parameter is not UTF-8\n")
         return
-    user = form.get("user", [""])[0]
     key = "user:" + user if user else "ip:" + os.environ.get("REMOTE_ADDR", "unknown")
 
     frs = Client(

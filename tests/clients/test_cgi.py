@@ -254,6 +254,17 @@ class CgiTest(unittest.TestCase):
                 self.assertEqual(status, 400, (lang, raw, body))
                 self.assertNotIn("retry-after", headers)
 
+    def test_both_pages_count_the_first_user_and_leave_other_parameters_alone(self):
+        # limit.py decoded the whole query strictly (another parameter's
+        # %FF was "the user parameter is not UTF-8") and took the last
+        # non-empty user=, limit.sh the first: two keys for one request.
+        for lang in LANGS:
+            status, _, body = self.get("/%s/login?x=%%ff&user=%s-bob" % (lang, lang))
+            self.assertEqual((status, body.decode("utf-8")), (200, "Hello, %s-bob\n" % lang))
+            status, _, body = self.get("/%s/login?user=&user=%s-zed" % (lang, lang))
+            self.assertEqual((status, body), (200, b"Hello, visitor\n"), lang)
+            self.assertEqual(self.client.query("login", "user:%s-zed" % lang).count, 0, lang)
+
     def test_frsd_down(self):
         for lang in LANGS:
             self.assertEqual(self.get("/%s/down-closed" % lang)[0], 200)  # while it serves
