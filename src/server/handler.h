@@ -43,6 +43,7 @@
 #include "server/envoy_log.h"
 #include "server/envoy_metrics.h"
 #include "server/http_parser.h"
+#include "server/log_throttle.h"
 #include "server/metrics.h"
 #include "server/replicator.h"
 #include "server/request_decoder.h"
@@ -156,6 +157,7 @@ class Handler {
   void HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status);
   // Its forms, once the sender is known to be another shard of this
   // <cluster> (`peer`: its index in the ring the request is of).
+  void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
   void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool old_batch, size_t peer,
                         int* status);
   void ReplicatePending(size_t peer, int* status);
@@ -239,6 +241,7 @@ class Handler {
   int64_t date_sec_ = -1;
   char date_[128] = {};
   size_t date_len_ = 0;
+  LogThrottle no_biz_changes_;  // NoteChangesOfNoBiz
 };
 
 }  // namespace frs::server

@@ -267,6 +267,25 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   else ReplicatePending(static_cast<size_t>(peer), status);
 }
 
+// Changes of a biz this map has not are skipped by the engine (a map edit
+// that reached one shard first must not stop the link for every other
+// biz): said here, at most once a minute, since the counts of that biz are
+// then not kept here for a failover.
+void Handler::NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from) {
+  uint32_t dropped = 0, biz = 0;
+  for (const Change& c : changes)
+    if (!engine_->ResolveBiz(std::to_string(c.biz_id)).ok()) ++dropped, biz = c.biz_id;
+  if (dropped == 0) return;
+  uint64_t batches = 0;
+  if (!no_biz_changes_.Note(MonoNs(), &batches)) return;
+  FRS_LOG(
+      "replica changes from %.*s of a biz this map has not are skipped (%u in this batch, biz %u; %llu batch(es) "
+      "with such changes since the last such line): that biz's counts are not kept here for a failover until "
+      "every shard runs the same map.xml",
+      static_cast<int>(std::min<size_t>(from.size(), 100)), from.data(), dropped, biz,
+      static_cast<unsigned long long>(batches));
+}
+
 // POST: a batch of changes from the shard `pi`.
 void Handler::ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool old_batch,
                                size_t pi, int* status) {
@@ -289,6 +308,7 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     return;
   }
   const size_t skip = current && q.first != 0 ? CarriedAlready(*shared, pi, q.stream, q.first, changes.size()) : 0;
+  NoteChangesOfNoBiz(changes, q.from);
   auto applied = engine_->ApplyChanges(changes, q.stream, q.seq, skip);
   if (!applied.ok()) {
     const Status& s = applied.status();
