@@ -99,6 +99,9 @@ class Handler {
 
   // 503 for a connection over the worker's limit (closes).
   static void AppendOverloaded(std::string* out);
+  // The 503 of a use whose change the route's other holder did not take
+  // (<cluster on_replica_down="refuse">): the use is counted here.
+  static void AppendReplicaRefused(std::string* out);
 
   void set_shutting_down(bool v) { shutting_down_ = v; }
   // A reload (SIGHUP) changed the token or the cluster.

@@ -227,6 +227,34 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
   if (!head_only) out->append(body);
 }
 
+namespace {
+
+// A 503 written without a handler: Server and Date as every answer's (no
+// cached line: written here), then the body.
+void AppendBare503(std::string_view body, std::string_view extra_headers, std::string* out) {
+  out->append("HTTP/1.1 503 Service Unavailable\r\nServer: frsd/" FRS_VERSION "\r\n");
+  const time_t t = std::time(nullptr);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char date[64];
+  out->append(date, strftime(date, sizeof date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm));
+  out->append("Content-Type: application/xml\r\nContent-Length: ");
+  AppendNum(static_cast<int64_t>(body.size()), out);
+  out->append("\r\n").append(extra_headers).append("\r\n").append(body);
+}
+
+}  // namespace
+
+void Handler::AppendReplicaRefused(std::string* out) {
+  // The link may have failed at once (refused, reset) or timed out: the
+  // words fit both.
+  AppendBare503(
+      "<response code=\"503\" msg=\"the other holder of this route did not take the change (its link is down, or it "
+      "did not answer within replica_timeout_ms), and &lt;cluster on_replica_down=&quot;refuse&quot;&gt;: the use is "
+      "counted here\"/>\n",
+      "", out);
+}
+
 void Handler::AppendOverloaded(std::string* out) {
   static constexpr char kBody[] =
       "<response code=\"503\" msg=\"the server is at its connection limit; retry later\"/>\n";

@@ -470,13 +470,6 @@ void Worker::PublishRetired() {
 void Worker::ReplicaTurn(int64_t now) {
   repl_->Pump(now);
   if (repl_wait_.empty()) return;
-  static const std::string kRefused = [] {
-    const std::string body =
-        "<response code=\"503\" msg=\"the other holder of this route did not acknowledge the change within "
-        "replica_timeout_ms, and &lt;cluster on_replica_down=&quot;refuse&quot;&gt;\"/>\n";
-    return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\n\r\n" + body;
-  }();
   const uint64_t refused = repl_->RefusedThrough();
   size_t kept = 0;
   for (size_t i = 0; i < repl_wait_.size(); ++i) {
@@ -490,7 +483,9 @@ void Worker::ReplicaTurn(int64_t now) {
     }
     repl_flag_[static_cast<size_t>(c->fd())] = 0;
     if (ticket <= refused) {
-      c->RefuseReplica(kRefused);
+      std::string answer;
+      Handler::AppendReplicaRefused(&answer);
+      c->RefuseReplica(answer);
       if (counters_) CounterAdd(counters_->replica.refused);
     } else {
       c->ReleaseReplica();

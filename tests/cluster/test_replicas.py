@@ -757,8 +757,18 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(k), 200)
         p.relay.refuse(507)
         t = time.monotonic()
-        self.assertEqual(p.a.acquire(k), 503)
+        c = http.client.HTTPConnection("127.0.0.1", p.a.port, timeout=5)
+        c.request("GET", "/acquire?biz=b&key=" + k)
+        r = c.getresponse()
+        body = r.read().decode()
+        c.close()
+        self.assertEqual(r.status, 503)
         self.assertLess(time.monotonic() - t, 2.5)
+        # As every answer: Server and Date; and the words fit a link that
+        # failed at once, not only one that timed out.
+        self.assertTrue(r.getheader("Server", "").startswith("frsd/"), r.getheaders())
+        self.assertTrue(r.getheader("Date"), r.getheaders())
+        self.assertIn("its link is down, or it did not answer within replica_timeout_ms", body)
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.a.acquire(k) == 200, 5))
         self.assertTrue(

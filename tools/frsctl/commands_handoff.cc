@@ -359,11 +359,18 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
 // shard's frsd cannot be reached, the token is not checked here (the run
 // goes on; the other shards judge it). A 403 is also what a shard without
 // <admin token> answers: the other shards would refuse the merges too.
+// A text answer's first line, without its line end: a message quotes it.
+std::string_view TrimmedLine(std::string_view body) {
+  body = body.substr(0, body.find_first_of("\r\n"));
+  return body;
+}
+
 Status CheckToken(const std::string& self, const std::string& token) {
   HttpClient http(self, 5000);
   auto resp = http.Get("/replicate?state=1&token=" + PercentEncoded(token, kPercentQueryValue));
   if (resp.ok() && resp->status == 403)
-    return Status::InvalidArgument("shard " + self + " refused the admin token (403 " + resp->body.substr(0, 120) +
+    return Status::InvalidArgument("shard " + self + " refused the admin token (403 " +
+                                   std::string(TrimmedLine(resp->body.substr(0, 120))) +
                                    "): pass the <admin token> the shards run (--token, or this srv.xml's); "
                                    "nothing was changed");
   return Status::OK();
