@@ -13,6 +13,7 @@ FRSCTL). The Frsd class here is reused by tests/clients/test_cgi.py.
 """
 
 import concurrent.futures
+import contextlib
 import http.client
 import http.server
 import os
@@ -353,6 +354,20 @@ def stub_answers(body, **client_args):
 
 
 _Answer503 = stand_ins.fixed_answer(503, b'<response code="503" msg="overloaded"/>\n')
+
+
+@contextlib.contextmanager
+def serving(handler):
+    """An HTTP server of `handler` on a port of its own, its "host:port" given."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield "127.0.0.1:%d" % srv.server_address[1]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 # What a proxy or another server in frsd's place answers: no FRS XML.
 _AnswerBare404 = stand_ins.fixed_answer(404, b"")
 _AnswerHtml429 = stand_ins.fixed_answer(429, b"<html><body>Too Many Requests</body></html>")
@@ -792,36 +807,22 @@ class FailureTest(unittest.TestCase):
             refusing.close()
 
     def test_5xx_follows_the_policy(self):
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answer503)
-        t = threading.Thread(target=srv.serve_forever, daemon=True)
-        t.start()
-        try:
-            name = "127.0.0.1:%d" % srv.server_address[1]
+        with serving(_Answer503) as name:
             for c, allowed in each_policy(name, timeout=1.0):
                 d = c.acquire("login", "k")
                 self.assertEqual((d.allowed, d.status), (allowed, 503), d)
                 self.assertIn("overloaded", d.error)
-        finally:
-            srv.shutdown()
-            srv.server_close()
 
     def test_a_4xx_that_is_no_frs_answer_follows_the_policy(self):
         # frsd refuses with a <response>; a bare 404 or an HTML 429 is
         # something else answering (a wrong port, a proxy's own limit).
         for handler, status in ((_AnswerBare404, 404), (_AnswerHtml429, 429)):
-            srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-            t = threading.Thread(target=srv.serve_forever, daemon=True)
-            t.start()
-            try:
-                name = "127.0.0.1:%d" % srv.server_address[1]
+            with serving(handler) as name:
                 for c, allowed in each_policy(name, timeout=1.0):
                     d = c.acquire("login", "k")
                     self.assertEqual((d.allowed, d.status), (allowed, status), d)
                     res = c.batch([("acquire", "login", "a"), ("acquire", "login", "b")])
                     self.assertEqual([d.allowed for d in res], [allowed, allowed], res)
-            finally:
-                srv.shutdown()
-                srv.server_close()
 
 
 class HostileServerTest(unittest.TestCase):

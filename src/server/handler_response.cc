@@ -256,19 +256,8 @@ void Handler::AppendReplicaRefused(std::string* out) {
 }
 
 void Handler::AppendOverloaded(std::string* out) {
-  static constexpr char kBody[] =
-      "<response code=\"503\" msg=\"the server is at its connection limit; retry later\"/>\n";
-  out->append("HTTP/1.1 503 Service Unavailable\r\nServer: frsd/" FRS_VERSION "\r\n");
-  // Its Date as every answer's (no handler, so no cached line: written here).
-  const time_t t = std::time(nullptr);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char date[64];
-  out->append(date, strftime(date, sizeof date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm));
-  out->append("Content-Type: application/xml\r\nContent-Length: ");
-  AppendNum(static_cast<int64_t>(sizeof kBody - 1), out);
-  out->append("\r\nRetry-After: 1\r\nConnection: close\r\n\r\n");
-  out->append(kBody, sizeof kBody - 1);
+  AppendBare503("<response code=\"503\" msg=\"the server is at its connection limit; retry later\"/>\n",
+                "Retry-After: 1\r\nConnection: close\r\n", out);
 }
 
 }  // namespace frs::server

@@ -603,6 +603,10 @@ TEST(LifecycleE2E, LimitsConnectionsAndTimeouts) {
   HttpResponse r = over.Read();
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(Attr(r.body, "code"), "503");
+  // Written without a handler, with the headers of every answer.
+  EXPECT_EQ(r.header("retry-after"), "1");
+  EXPECT_EQ(r.header("server").rfind("frsd/", 0), 0u) << r.header("server");
+  EXPECT_FALSE(r.header("date").empty());
   // Idle connections are closed after the idle timeout.
   EXPECT_TRUE(a.WaitClosed());
   b.Close();
