@@ -221,7 +221,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     // A biz this map has not (taken out of it, or not yet reloaded in): its
     // node could be neither read nor served here, and a refusal would stop
     // the link for every other biz's changes until the maps agree. Skipped;
-    // the server says so (Handler::ReplicateReceive).
+    // the server says so (Handler::NoteChangesOfNoBiz).
     if (biz == nullptr) continue;
     if (c.kind == Change::Kind::kResetBiz) {
       if (i >= skip_first) resets.push_back(c.biz_id);  // else a snapshot carried it

@@ -158,9 +158,11 @@ class Handler {
   // /replicate: changes from another shard, and what a returning shard asks
   // (handler_replica.cc).
   void HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status);
+  // Logs (at most once a minute) the changes of a biz this map has not,
+  // which the engine skips.
+  void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
   // Its forms, once the sender is known to be another shard of this
   // <cluster> (`peer`: its index in the ring the request is of).
-  void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
   void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool old_batch, size_t peer,
                         int* status);
   void ReplicatePending(size_t peer, int* status);

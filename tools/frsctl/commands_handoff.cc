@@ -360,10 +360,7 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
 // goes on; the other shards judge it). A 403 is also what a shard without
 // <admin token> answers: the other shards would refuse the merges too.
 // A text answer's first line, without its line end: a message quotes it.
-std::string_view TrimmedLine(std::string_view body) {
-  body = body.substr(0, body.find_first_of("\r\n"));
-  return body;
-}
+std::string_view TrimmedLine(std::string_view body) { return body.substr(0, body.find_first_of("\r\n")); }
 
 Status CheckToken(const std::string& self, const std::string& token) {
   HttpClient http(self, 5000);
