@@ -116,16 +116,27 @@ run_stage() {
   # Python scripts) while it builds its test programs. Those tests spend
   # most of their time waiting on the servers they start: after the build,
   # they left a core idle; beside it, the compiles fill it.
+  # clang and lld (the asan, tsan and fuzz trees) allocate their heaps
+  # through glibc's malloc: in transparent huge pages (glibc.malloc.hugetlb,
+  # glibc 2.35 on; the kernel's default mode "madvise" gives them only to
+  # who asks) a unit takes a tenth of its page faults, and a clean ASan tree
+  # builds in 158 CPU-s instead of 188-203 (docs/development.md). gcc's own
+  # allocator does not go through malloc: the gcc tree gains nothing.
+  local build_env=()
+  case "$preset" in
+    asan | tsan | fuzz) build_env=(env "GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1") ;;
+  esac
   local early_pid="" early_log="" rc=0
   if [ "$preset" = asan ]; then
-    nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" --target frsd frsctl
+    nice -n "$build_nice" ${build_env[@]+"${build_env[@]}"} cmake --build --preset "$preset" -j"$jobs" --target frsd frsctl
     echo "== ${preset}: frsd and frsctl built in $(($(date +%s) - stage_start)) s; the programs' tests started"
     early_log=$(mktemp)
     GTEST_REPORTS=0 run_ctest "$build" --preset "$preset" -j"$jobs" --no-tests=error -L '^programs$' \
       >"$early_log" 2>&1 &
     early_pid=$!
   fi
-  nice -n "$build_nice" cmake --build --preset "$preset" -j"$jobs" ${targets[@]+--target "${targets[@]}"} || rc=$?
+  nice -n "$build_nice" ${build_env[@]+"${build_env[@]}"} cmake --build --preset "$preset" -j"$jobs" \
+    ${targets[@]+--target "${targets[@]}"} || rc=$?
   if [ "$rc" != 0 ]; then
     [ -z "$early_pid" ] || wait_early || true
     return "$rc"
