@@ -76,8 +76,10 @@ Result<MappedTable> OpenMappedTable(const std::string& path, const TableFormat& 
                                     uint64_t table_bytes, bool read_only) {
   MappedTable t;
   if (path.empty() || (read_only && ::access(path.c_str(), F_OK) != 0 && errno == ENOENT)) {
-    t.memory = std::make_unique<uint64_t[]>((table_bytes + 7) / 8);
-    t.base = reinterpret_cast<uint8_t*>(t.memory.get());
+    auto zeros = ZeroPages::Map(table_bytes);
+    if (!zeros.ok()) return zeros.status();
+    t.memory = std::move(zeros.value());
+    t.base = t.memory.data();
     std::memcpy(t.base, want, f.header_bytes);
     return t;
   }

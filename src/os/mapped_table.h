@@ -33,6 +33,7 @@
 
 #include "frs/status.h"
 #include "os/mapped_file.h"
+#include "os/zero_pages.h"
 
 namespace frs::os {
 
@@ -71,7 +72,7 @@ Status CheckTableHeaderOf(int fd, const std::string& path, const TableFormat& f,
 // memory: `base` is its first byte either way.
 struct MappedTable {
   std::unique_ptr<MappedFile> file;  // null: in memory
-  std::unique_ptr<uint64_t[]> memory;
+  ZeroPages memory;                  // the in-memory table's bytes
   uint8_t* base = nullptr;
 };
 

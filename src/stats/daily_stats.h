@@ -21,6 +21,7 @@
 
 #include "frs/biz_stats.h"
 #include "frs/status.h"
+#include "os/zero_pages.h"
 
 namespace frs::os {
 class MappedFile;
@@ -66,7 +67,7 @@ class DailyStats {
   int32_t FindSlot(uint16_t biz) const;
 
   std::unique_ptr<os::MappedFile> file_;
-  std::unique_ptr<uint64_t[]> memory_;
+  os::ZeroPages memory_;
   uint8_t* base_ = nullptr;
   std::string path_;
   bool read_only_ = false;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "frs/status.h"
+#include "os/zero_pages.h"
 
 namespace frs::os {
 class MappedFile;
@@ -70,7 +71,7 @@ class RecentDenials {
   Slot* slot(uint32_t i) const;
 
   std::unique_ptr<os::MappedFile> file_;
-  std::unique_ptr<uint64_t[]> memory_;
+  os::ZeroPages memory_;
   uint8_t* base_ = nullptr;
   bool read_only_ = false;
 };

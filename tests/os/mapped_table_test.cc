@@ -102,6 +102,9 @@ TEST(MappedTable, OpenCreatesChecksAndReadOnlyCreatesNothing) {
   ASSERT_TRUE(ro.ok());
   EXPECT_EQ(ro->file, nullptr);
   EXPECT_EQ(std::memcmp(ro->base, &want, sizeof want), 0);
+  // In memory: the header, then zeros to the table's end.
+  for (uint64_t i = sizeof want; i < kBytes; ++i) ASSERT_EQ(ro->base[i], 0) << i;
+  EXPECT_EQ(ro->memory.size(), kBytes);
   EXPECT_FALSE(std::filesystem::exists(path));
 
   {
