@@ -255,6 +255,20 @@ uint32_t ReservationsTogether(const AcquireRun& run, size_t k) {
   return n;
 }
 
+// Member k's wait for its node's reservation table: until it has room for
+// every member reserving there. The batch's earlier members took theirs on
+// the node already, but those go back with the refused batch: what it waits
+// for is the reservations held before it.
+int64_t ReservationWait(const AcquireRun& run, size_t k) {
+  uint32_t own[Reservations::kMaxPerKey];
+  uint32_t n = 0;
+  for (size_t j = 0; j < k && n < Reservations::kMaxPerKey; ++j)
+    if (run.nodes[j].state == run.nodes[k].state && run.decision(j).res_serial != 0)
+      own[n++] = run.decision(j).res_serial;
+  const int64_t at = ReservationRoomAt(run.cfg(k), run.nodes[k], run.now.s, {own, n}, ReservationsTogether(run, k));
+  return std::max<int64_t>(1, at - run.now.s);
+}
+
 // Every acquire judged and recorded in turn, until one is refused (then
 // none may stay recorded; *refused is its index, its decision as judged) or
 // needs its node read again with room for its reservation table (need[k]
@@ -292,8 +306,7 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
         d.allowed = false;
         // More members reserving on this node than its table ever holds:
         // the same batch is denied however long it waits.
-        d.retry_after =
-            ReservationsTogether(run, k) > cfg.res_cap ? kNeverCurable : std::max<int64_t>(1, d.res_expires - now.s);
+        d.retry_after = ReservationsTogether(run, k) > cfg.res_cap ? kNeverCurable : ReservationWait(run, k);
       }
     }
     if (!d.allowed) {

@@ -105,6 +105,12 @@ uint32_t SweepReservations(const BizConfig& biz, NodeRef& ref, const Now& now);
 bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d);
 void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
                       const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d);
+// When a batch with `together` members reserving on ref's node finds room
+// there: the instant enough of the reservations held before it expire.
+// `own`: the serials the batch's earlier members took on the node, which go
+// back with the batch when it is refused and hold no place after it.
+int64_t ReservationRoomAt(const BizConfig& biz, const NodeRef& ref, int64_t now_s, std::span<const uint32_t> own,
+                          uint32_t together);
 uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now);
 // SettleReservation: the one settle, of a request (NodeOp, once the id is
 // checked) and of a replica's copy (limit/rule_event.h, at the sender's

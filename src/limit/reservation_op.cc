@@ -89,6 +89,25 @@ bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint
   return false;
 }
 
+int64_t ReservationRoomAt(const BizConfig& biz, const NodeRef& ref, int64_t now_s, std::span<const uint32_t> own,
+                          uint32_t together) {
+  const uint8_t* t = TableOf(biz, ref);
+  if (t == nullptr) return now_s;
+  Reservations::Entry held[Reservations::kMaxPerKey];
+  const uint32_t n = std::min<uint32_t>(Reservations::Held(t, biz.res_bytes, now_s, held), Reservations::kMaxPerKey);
+  int64_t before[Reservations::kMaxPerKey];
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < n; ++i)
+    if (std::find(own.begin(), own.end(), held[i].serial) == own.end()) before[m++] = held[i].expires;
+  // `together` places needed, cap - m free once the batch's own are put back.
+  const uint32_t free = biz.res_cap > m ? biz.res_cap - m : 0;
+  if (together <= free) return now_s;
+  const uint32_t wait_for = std::min(together - free, m);
+  if (wait_for == 0) return now_s;
+  std::nth_element(before, before + wait_for - 1, before + m);
+  return before[wait_for - 1];
+}
+
 void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
                       const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d) {
   uint8_t* t = TableOf(biz, ref);

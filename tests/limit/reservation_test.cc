@@ -249,6 +249,18 @@ TEST_F(ReservationTest, AKeyHoldsAtMostItsBizsReservations) {
   EXPECT_FALSE(engine_->ExecuteBatch(three, out3));
   EXPECT_TRUE(out3[0].reservations_full);
   EXPECT_EQ(out3[0].retry_after, kNeverCurable);
+  // A batch that fills the table itself waits for what was held before it:
+  // the place its first member took goes back with the refused batch (it
+  // said that place's 6 s, for a batch denied as long as the 600 s one held).
+  Decision long_held = Reserve("few", "two", 1, 600);
+  ASSERT_TRUE(long_held.allowed);
+  Request two[2] = {{.cmd = Cmd::kAcquire, .biz = "few", .key = "two", .n = 1, .reserve = 5},
+                    {.cmd = Cmd::kAcquire, .biz = "few", .key = "two", .n = 1, .reserve = 5}};
+  Decision out2[2];
+  EXPECT_FALSE(engine_->ExecuteBatch(two, out2));
+  EXPECT_TRUE(out2[1].reservations_full);
+  EXPECT_EQ(out2[1].retry_after, long_held.res_expires - (kDay0 + 5));
+  EXPECT_EQ(Count("few", "two"), 1);
   EXPECT_TRUE(Acquire("few", "k").allowed);  // an ordinary acquire is not held back
   ASSERT_TRUE(Settle("few", "k", IdOf(a), 1).settled);
   EXPECT_TRUE(Reserve("few", "k", 1, 30).allowed);
