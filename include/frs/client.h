@@ -59,11 +59,16 @@ struct ClientDecision {
   // An acquire with reserve denied because the key holds all the
   // reservations its biz allows (retry_after: until the first expires).
   bool reservations_full = false;
-  // Not OK: there was no usable answer (unreachable, time-out, an error
-  // status); `allowed` then follows the fail policy (or is false for a
-  // request the server refused as malformed: InvalidArgument/NotFound, and
-  // for Release, Renew and Settle, which admit nothing: failed, they were
-  // not done).
+  // Not OK: there was no usable answer (unreachable, time-out, a 5xx, or a
+  // body that is not frsd's decision: a proxy's 404 or 429 page, a
+  // decision without `allowed`, a batch answered with fewer decisions than
+  // it has members: Unavailable, naming the shard and what came); `allowed`
+  // then follows the fail policy (or is false for a request the server
+  // refused as malformed: InvalidArgument/NotFound, and for Release, Renew
+  // and Settle, which admit nothing: failed, they were not done).
+  // A time-out says nothing of whether the server applied the request: one
+  // that came late may have been counted, and a lease or reservation it
+  // granted holds its place until it expires (the id never reached you).
   Status error;
 };
 

@@ -78,6 +78,34 @@ ClientDecision FromXml(const pugi::xml_node& r) {
   return d;
 }
 
+// Whether `r` is a decision frsd could have written: an error answer (code
+// not 0, with its msg) or a decision that says allowed 0 or 1. Anything else
+// (a proxy's page that parses as XML, a body cut short) is no answer.
+bool IsDecision(const pugi::xml_node& r) {
+  if (std::string_view(r.name()) != "response" || r.attribute("code").empty()) return false;
+  if (r.attribute("code").as_int(-1) != 0) return true;
+  const std::string_view allowed = r.attribute("allowed").value();
+  return allowed == "0" || allowed == "1";
+}
+
+// Why a batch's answer is no answer for its `members` (OK: it is one): the
+// refusal of the whole batch (<response code> not 0), or one decision for
+// each member, in order. A member missing would read as a plain denial.
+Status UnusableBatch(const pugi::xml_node& root, size_t members) {
+  if (std::string_view(root.name()) == "response")
+    return IsDecision(root) && root.attribute("code").as_int() != 0
+               ? Status::OK()
+               : Status::Unavailable("a single <response> without an error for a batch");
+  size_t n = 0;
+  for (pugi::xml_node r = root.child("response"); r; r = r.next_sibling("response")) {
+    if (!IsDecision(r)) return Status::Unavailable("a batch member's answer without a decision");
+    ++n;
+  }
+  if (n != members)
+    return Status::Unavailable(std::to_string(n) + " decisions for a batch of " + std::to_string(members));
+  return Status::OK();
+}
+
 }  // namespace
 
 struct Client::Impl {
@@ -112,7 +140,13 @@ struct Client::Impl {
       if (!doc->load_buffer(resp->body.data(), resp->body.size()))
         return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) +
                                    " without XML");
-      pugi::xml_node root = doc->first_child();
+      pugi::xml_node root = doc->document_element();
+      // Not FRS's answer (a proxy's 404 or 429 page, a wrong port): no
+      // answer, as when none comes, whatever its status.
+      const std::string_view name = root.name();
+      if (name != "response" && name != "batch")
+        return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) +
+                                   ": unexpected <" + std::string(name) + "> answer");
       if (resp->status == 421 && hop == 0) {
         long owner = ring.Find(root.attribute("owner").value());
         if (owner < 0 || static_cast<size_t>(owner) == i)
@@ -196,10 +230,14 @@ ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
   std::string body;
   AppendRequest(&body, r);
   pugi::xml_document doc;
-  auto root = impl_->Post(impl_->ShardOf(r.key, route), route, body, &doc);
+  const size_t shard = impl_->ShardOf(r.key, route);
+  auto root = impl_->Post(shard, route, body, &doc);
   if (!root.ok()) return impl_->Failed(root.status(), r.cmd);
-  ClientDecision d = FromXml(root.value());
-  return d;
+  if (!IsDecision(root.value()))
+    return impl_->Failed(Status::Unavailable(impl_->ring.shards()[shard].name + " answered <" + root.value().name() +
+                                             "> without a decision"),
+                         r.cmd);
+  return FromXml(root.value());
 }
 
 bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route) {
@@ -223,8 +261,11 @@ bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecisi
     body += "</batch>";
     pugi::xml_document doc;
     auto root = impl_->Post(shard, group_route, body, &doc);
-    if (!root.ok()) {
-      for (size_t i : members) (*out)[i] = impl_->Failed(root.status(), reqs[i].cmd);
+    Status unusable = root.ok() ? UnusableBatch(root.value(), members.size()) : root.status();
+    if (!unusable.ok()) {
+      const std::string& name = impl_->ring.shards()[shard].name;
+      if (root.ok()) unusable = Status::Unavailable(name + ": " + unusable.message());
+      for (size_t i : members) (*out)[i] = impl_->Failed(unusable, reqs[i].cmd);
     } else if (std::string_view(root.value().name()) == "response") {
       // The whole batch was refused (a bad member): every member says why.
       for (size_t i : members) (*out)[i] = FromXml(root.value());

@@ -6,7 +6,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "e2e/frsd_harness.h"
 #include "frs/client.h"
@@ -243,6 +247,121 @@ TEST(Client, AFieldThatDoesNotFitItsCommandIsRefusedNotDropped) {
   for (const ClientDecision& d : out)
     EXPECT_TRUE(d.error.code() == Status::Code::kInvalidArgument) << d.error.ToString();
   EXPECT_EQ(cl.Query("login", "f").count, 0);
+}
+
+// Answers every request with one canned status and body, then closes: a
+// proxy's page, a wrong port, a body cut short.
+class CannedServer {
+ public:
+  CannedServer(int status, std::string body) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    const std::string answer = "HTTP/1.1 " + std::to_string(status) +
+                               " X\r\nContent-Length: " + std::to_string(body.size()) +
+                               "\r\nConnection: close\r\n\r\n" + body;
+    thread_ = std::thread([this, answer] {
+      for (;;) {
+        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) return;
+        std::string got;
+        char buf[4096];
+        // The request whole: its head, then Content-Length bytes of body.
+        for (;;) {
+          const size_t head = got.find("\r\n\r\n");
+          if (head != std::string::npos) {
+            const size_t cl = got.find("Content-Length: ");
+            const size_t body_bytes = cl == std::string::npos ? 0 : std::stoul(got.substr(cl + 16));
+            if (got.size() >= head + 4 + body_bytes) break;
+          }
+          const ssize_t n = ::read(c, buf, sizeof buf);
+          if (n <= 0) break;
+          got.append(buf, static_cast<size_t>(n));
+        }
+        (void)!::write(c, answer.data(), answer.size());
+        ::close(c);
+      }
+    });
+  }
+  ~CannedServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// An answer that is not a decision frsd wrote is no answer: the fail policy
+// decides and the error says what came, for a call and for each member of a
+// batch. A proxy's 404 page denied every call under fail open with an empty
+// message, and a batch's members read as plain denials with no error.
+TEST(Client, AnAnswerThatIsNotADecisionFollowsTheFailPolicy) {
+  struct Case {
+    int status;
+    const char* body;
+    const char* says;  // in the single call's error
+  };
+  const Case cases[] = {
+      {404, "<html>nope</html>", "answered 404: unexpected <html> answer"},
+      {429, "<html><body>slow down</body></html>", "answered 429: unexpected <html> answer"},
+      {200, "plain text", "answered 200 without XML"},
+      {200, "<response code=\"0\"/>", "answered <response> without a decision"},
+      {200, "<response code=\"0\" allowed=\"2\"/>", "answered <response> without a decision"},
+      {200, "<batch><response code=\"0\" allowed=\"1\"/></batch>", "answered <batch> without a decision"},
+  };
+  for (const Case& k : cases) {
+    CannedServer canned(k.status, k.body);
+    for (FailPolicy fail : {FailPolicy::kOpen, FailPolicy::kClosed}) {
+      ClientOptions o;
+      o.shards = {{Name(canned.port()), 1}};
+      o.timeout_ms = 2000;
+      o.fail = fail;
+      auto client = Client::Make(o);
+      ASSERT_TRUE(client.ok());
+      ClientDecision d = client.value()->Acquire("login", "k");
+      EXPECT_EQ(d.error.code(), Status::Code::kUnavailable) << k.body;
+      EXPECT_NE(d.error.message().find(k.says), std::string::npos) << d.error.ToString();
+      EXPECT_EQ(d.allowed, fail == FailPolicy::kOpen) << k.body;
+      std::vector<ClientRequest> two{{Cmd::kAcquire, "login", "a", 1}, {Cmd::kAcquire, "login", "b", 1}};
+      std::vector<ClientDecision> out;
+      EXPECT_EQ(client.value()->Batch(two, &out), fail == FailPolicy::kOpen) << k.body;
+      ASSERT_EQ(out.size(), 2u);
+      for (const ClientDecision& m : out) {
+        EXPECT_EQ(m.error.code(), Status::Code::kUnavailable) << k.body << ": " << m.error.ToString();
+        EXPECT_EQ(m.allowed, fail == FailPolicy::kOpen) << k.body;
+      }
+    }
+  }
+  // A batch answered with fewer decisions than it has members, and frsd's
+  // own error answer, which is its verdict and not the policy's.
+  CannedServer short_batch(200, "<batch><response code=\"0\" allowed=\"1\"/></batch>");
+  ClientOptions o;
+  o.shards = {{Name(short_batch.port()), 1}};
+  auto client = Client::Make(o);
+  ASSERT_TRUE(client.ok());
+  std::vector<ClientRequest> two{{Cmd::kAcquire, "login", "a", 1}, {Cmd::kAcquire, "login", "b", 1}};
+  std::vector<ClientDecision> out;
+  client.value()->Batch(two, &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_NE(out[1].error.message().find("1 decisions for a batch of 2"), std::string::npos) << out[1].error.ToString();
+  CannedServer refusal(400, "<response code=\"400\" msg=\"no biz nope\"/>");
+  o.shards = {{Name(refusal.port()), 1}};
+  auto refused = Client::Make(o);
+  ASSERT_TRUE(refused.ok());
+  ClientDecision d = refused.value()->Acquire("nope", "k");
+  EXPECT_EQ(d.error.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(d.error.message(), "no biz nope");
+  EXPECT_FALSE(d.allowed);
 }
 
 }  // namespace
