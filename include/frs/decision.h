@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -51,7 +52,10 @@ inline constexpr std::string_view kAlgoNames[] = {"fixed", "calendar", "sliding"
 inline constexpr std::string_view kModeNames[] = {"enforce", "shadow", "off"};
 
 // NUL-terminated (the tables' literals are), for printf and C strings.
-inline const char* CmdName(Cmd c) { return kCmdNames[static_cast<size_t>(c)].data(); }
+// A value past the table (a cast integer) is named "?", never read past it.
+inline const char* CmdName(Cmd c) {
+  return static_cast<size_t>(c) < std::size(kCmdNames) ? kCmdNames[static_cast<size_t>(c)].data() : "?";
+}
 inline const char* AlgoName(Algo a) { return kAlgoNames[static_cast<size_t>(a)].data(); }
 inline const char* ModeName(Mode m) { return kModeNames[static_cast<size_t>(m)].data(); }
 
@@ -123,7 +127,10 @@ struct RuleResult {
 // The answer to one request. `status` is OK, or says in the engine's own
 // terms why there is no answer (InvalidArgument: a bad key, n or count;
 // NotFound: an unknown biz; Unavailable/Busy: the store could not do it),
-// its message one readable sentence. Only the server maps it to HTTP.
+// its message one readable sentence (Conflict and Gone: a lease or
+// reservation id the key never gave, or no longer holds). Only the server
+// maps it to HTTP. `allowed` is false whenever `status` is not OK: what
+// failed was not done.
 struct Decision {
   Status status;
   bool allowed = true;
@@ -168,7 +175,7 @@ struct Decision {
   // Back to Decision{}, writing only rules[0, nrules): the engine sets
   // nrules before it writes a rule and writes none past it, so the rest are
   // still as constructed. A batch resets each decision of the span it is
-  // given; clearing all 512 bytes of each cost a batch of 64 a 32-KB sweep
+  // given; clearing all 592 bytes of each cost a batch of 64 a 32-KB sweep
   // through the cache (docs/performance.md, section 9).
   void Reset() {
     const uint32_t used = nrules < kMaxRulesPerBiz ? nrules : static_cast<uint32_t>(kMaxRulesPerBiz);

@@ -101,6 +101,7 @@ class Engine {
   // answering as it would alone in its place. Returns overall allowed.
   // Every out[i] for i < reqs.size() is written (the caller need not clear
   // them); every member resolves its biz in one map, even across a Reload.
+  // `out` shorter than `reqs`: nothing is done, each out[i] InvalidArgument.
   virtual bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) = 0;
   // What Execute would refuse before it reads the store (an unknown biz, a
   // bad key, n or count, a lease or reservation id that is not one, a

@@ -66,7 +66,14 @@ class Prefetcher {
 
 bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) {
   const ChangeScope scope(sink_);
-  if (out.size() < reqs.size()) return false;
+  if (out.size() < reqs.size()) {
+    // Nothing is done; each decision there is says why (out: one per request).
+    for (Decision& d : out)
+      d = ErrorDecision(Status::InvalidArgument("a batch of " + std::to_string(reqs.size()) +
+                                                " requests given room for " + std::to_string(out.size()) +
+                                                " decisions: nothing was done"));
+    return false;
+  }
   // A copy of the map pointer: Execute's per-thread cache may move on if a
   // reload lands in the middle of the batch. Every member resolves its biz
   // in this one map; members mostly share their biz, and the cache hashes

@@ -69,6 +69,11 @@ Status CheckReservation(const BizConfig& biz, const Request& req, ParsedLeaseId*
 const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, ParsedLeaseId* id) const {
   ParsedLeaseId unused;
   if (id == nullptr) id = &unused;
+  if (static_cast<size_t>(req.cmd) >= std::size(kCmdNames)) {
+    d = ErrorDecision(Status::InvalidArgument("cmd " + std::to_string(static_cast<unsigned>(req.cmd)) +
+                                              " is not a command (frs/decision.h: Cmd)"));
+    return nullptr;
+  }
   if (req.cmd == Cmd::kStats) return nullptr;
   if (req.cmd == Cmd::kMerge) {
     d = ErrorDecision(Status::InvalidArgument("cmd=\"merge\" carries a node: use MergeNodes"));

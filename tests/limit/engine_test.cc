@@ -210,6 +210,23 @@ TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
   EXPECT_FALSE(e->ExecuteBatch(reqs, out));
   EXPECT_EQ(out[1].status.code(), Status::Code::kNotFound);
   EXPECT_FALSE(Do(*e, Cmd::kGet, "api_user", "other").found);
+
+  // Less room for decisions than requests: nothing done, and the room there
+  // is says so (its one decision read OK and allowed).
+  reqs[1].biz = "api_user";
+  Decision one[1];
+  EXPECT_FALSE(e->ExecuteBatch(reqs, one));
+  EXPECT_EQ(one[0].status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(one[0].status.message(), "a batch of 2 requests given room for 1 decisions: nothing was done");
+  EXPECT_FALSE(one[0].allowed);
+  EXPECT_FALSE(Do(*e, Cmd::kGet, "api_user", "other").found);
+  // A command no name stands for (a cast integer): refused, not allowed.
+  const Request bad{.cmd = static_cast<Cmd>(200), .biz = "api_user", .key = "other"};
+  EXPECT_EQ(e->CheckRequest(bad).code(), Status::Code::kInvalidArgument);
+  Decision d = e->Execute(bad);
+  EXPECT_EQ(d.status.message(), "cmd 200 is not a command (frs/decision.h: Cmd)");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_STREQ(CmdName(bad.cmd), "?");
 }
 
 // A batch's members on one node are judged together: when no window could

@@ -92,6 +92,7 @@ TEST_F(ReservationTest, ALoweredBoundKeepsThoseThatEndLastAndTheViewsAgree) {
   // expired at the key's first write; the others settle.
   Decision gone = Settle("minute", "k", ids[0], 1);
   EXPECT_EQ(gone.status.code(), Status::Code::kGone);
+  EXPECT_FALSE(gone.allowed);  // not done (a failed settle read allowed)
   EXPECT_EQ(gone.res_expired, 1);
   Decision s1 = Settle("minute", "k", ids[1], 1);
   EXPECT_TRUE(s1.settled);
