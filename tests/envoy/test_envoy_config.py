@@ -176,6 +176,31 @@ class EnvoyConfig(unittest.TestCase):
             self.assertEqual(t.returncode, 1, t.stdout + t.stderr)
             self.assertIn("envoy/rl.yaml:3: duplicate key 'domain'", t.stdout + t.stderr)
 
+    def test_frsctl_reads_map_xmls_counts_while_the_envoy_files_are_broken(self):
+        # A ConfigMap pushed with an error: frsd keeps the configuration it
+        # loaded, and frsctl, which refused every command then (exit 2 with
+        # the YAML's error), reads map.xml's bizzes and says what it left out.
+        with tempfile.TemporaryDirectory() as d:
+            t = self.frsd_check(
+                d, "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n"
+            )
+            self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+            with open(os.path.join(d, "map.xml"), "w") as f:
+                f.write('<map>\n  <biz id="1" name="login"><rule interval="60" max="5"/></biz>\n</map>\n')
+            ctl = [FRSCTL, "-c", os.path.join(d, "srv.xml")]
+            init = subprocess.run(ctl + ["init"], capture_output=True, text=True, timeout=30)
+            self.assertEqual(init.returncode, 0, init.stderr)
+            with open(os.path.join(d, "envoy", "rl.yaml"), "w") as f:
+                f.write("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minit, requests_per_unit: 5}\n")
+            r = subprocess.run(ctl + ["explain", "login", "u1"], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("<grpc config> does not load", r.stderr)
+            self.assertIn("rl.yaml:4: unknown unit 'minit'", r.stderr)
+            self.assertIn("frsd keeps serving the configuration it loaded before", r.stderr)
+            r = subprocess.run(ctl + ["get", "envoy.a.k", "x"], capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn('unknown biz "envoy.a.k"', r.stderr)
+
     def test_two_files_of_one_domain_are_refused(self):
         r = envoy_config("rl.yaml", "rl.yaml")
         self.assertNotEqual(r.returncode, 0)

@@ -46,9 +46,19 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     // The map frsd runs: map.xml with <grpc config>'s descriptors in it, under
     // the ids the running frsd gave them (envoy.ids, read, never written), so
     // every command names an Envoy descriptor's biz as frsd counts it.
+    // Envoy's configuration broken (a ConfigMap pushed with an error, which
+    // frsd refuses and keeps serving the one it loaded before) must not take
+    // away the counts an operator looks at then: map.xml's bizzes are read
+    // alone, and said so. A map.xml that is broken too fails below.
     Result<std::string> served = ServedMapText(s->cfg.path);
-    if (!served.ok()) return served.status();
-    eo.map_text = std::move(served).value();
+    if (served.ok()) {
+      eo.map_text = std::move(served).value();
+    } else {
+      std::fprintf(stderr,
+                   "frsctl: warning: <grpc config> does not load (%s): this command sees map.xml's bizzes only, "
+                   "not Envoy's descriptors; frsd keeps serving the configuration it loaded before\n",
+                   served.status().message().c_str());
+    }
   }
   Result<std::unique_ptr<AdminEngine>> e = AdminEngine::Open(eo);
   if (!e.ok()) {
