@@ -24,9 +24,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", svc.status().ToString().c_str());
     return 2;
   }
-  const int n = argc > 4 ? std::atoi(argv[4]) : 1;
+  // N: a whole number of acquires, 1 or more (0 or "x" asked nothing, and
+  // exited 1 as if denied).
+  char* end = nullptr;
+  const long n = argc > 4 ? std::strtol(argv[4], &end, 10) : 1;
+  if (argc > 4 && (end == argv[4] || *end != '\0' || n < 1 || n > 1000000)) {
+    std::fprintf(stderr, "N must be a whole number of acquires, 1 to 1000000, not '%s'\n", argv[4]);
+    return 2;
+  }
   bool allowed = false;
-  for (int i = 0; i < n; ++i) {
+  for (long i = 0; i < n; ++i) {
     frs::Request req;
     req.cmd = frs::Cmd::kAcquire;
     req.biz = argv[2];

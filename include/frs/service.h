@@ -14,6 +14,11 @@
 // A thread holds a writer entry of the shared files only while it writes
 // (frs/engine.h): an idle thread locks no one out.
 //
+// The map is the one map.xml held when the engine opened: frsd's reloads
+// (SIGHUP) reach its own processes, not this one. A program that must follow
+// them calls engine->Reload() itself (on its own SIGHUP, or when map.xml's
+// mtime moves); until then the same key may be decided by two maps.
+//
 // A program that opens the store and the engine itself (read-only, or later
 // than it reads the configuration) reads srv.xml with ReadServiceConfig and
 // opens them with StoreOptionsFor and EngineOptionsFor: the options frsd's
@@ -77,8 +82,11 @@ struct ServiceConfig {
 Result<ServiceConfig> ReadServiceConfig(const std::string& srv_xml);
 
 // The srv.xml read without -c: $FRS_CONF when set, else the one installed
-// beside the program (PREFIX/etc/frs/srv.xml; /etc/frs/srv.xml for the
-// prefixes /usr and /).
+// beside the program that calls it (PREFIX/etc/frs/srv.xml, PREFIX the
+// directory above the program's own; /etc/frs/srv.xml for the prefixes /usr
+// and /). frsd and frsctl use it; a program of your own in /usr/local/bin
+// gets /usr/local/etc/frs/srv.xml, not the .deb's /etc/frs/srv.xml: pass
+// frsd's path to OpenFromConfig instead.
 std::string DefaultServiceConfigPath();
 
 // The options frsd opens the store and the engine with. EngineOptions's map
