@@ -49,9 +49,11 @@ Status CheckWhole(const srv::Context& ctx, const pugi::xml_node& root) {
 Result<SrvConfig> LoadSrvConfig(const std::string& path_in) { return LoadSrvConfigText(path_in, nullptr); }
 
 Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::string* text_in) {
+  // An empty path named no file ("" read as ":1: cannot resolve path").
+  if (path_in.empty()) return Status::InvalidArgument("srv.xml: an empty path names no file");
   std::error_code ec;
   fs::path abs = fs::absolute(path_in, ec);
-  if (ec) return Status::InvalidArgument(path_in + ":1: cannot resolve path: " + ec.message());
+  if (ec) return Status::InvalidArgument(path_in + ": cannot resolve the path: " + ec.message());
   SrvConfig cfg;
   cfg.path = abs.lexically_normal().string();
 

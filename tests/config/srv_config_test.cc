@@ -132,6 +132,11 @@ TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n</frs>\n\nworkers 9", "6", "text outside <frs>");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" chain=\"8\" chain=\"16\"/>\n</frs>", "3",
               "<store>: attribute 'chain' is given twice");
+  // No path at all: said so (it read ":1: cannot resolve path: Invalid argument").
+  auto empty = LoadSrvConfig("");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(empty.status().message(), "srv.xml: an empty path names no file");
 }
 
 TEST(SrvConfig, ClusterAsInTheContract) {
