@@ -27,8 +27,9 @@ namespace frs {
 // one biz per rate-limited descriptor path, each commented with the names
 // it has and replaces, under ids derived from the names alone (a running
 // frsd keeps the ids it assigned in envoy.ids, which may differ: the text
-// says so). Errors name the file and line.
-Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files);
+// says so). Errors name the file and line. `merge_domains`: files of one
+// domain merged, as <grpc merge_domains="1"> merges them.
+Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files, bool merge_domains = false);
 
 // The map the frsd of `srv_xml` serves: its map.xml, and with <grpc config>
 // the descriptors of its YAML files under the ids that frsd gave them

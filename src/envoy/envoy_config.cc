@@ -478,7 +478,8 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains
       return Status::InvalidArgument(
           same->file + ":" + std::to_string(same->line) + ": domain '" + d->name +
           "' is configured in two files, here and in " + path + ":" + std::to_string(d->line) +
-          " (one file per domain; <grpc merge_domains=\"1\"> merges the files of one domain)");
+          " (one file per domain; <grpc merge_domains=\"1\">, and frsctl envoy-config --merge-domains, merge the files "
+          "of one domain)");
     if (same) {
       // MERGE_DOMAIN_CONFIG: the later file's descriptors join the domain;
       // one both give is refused, as envoyproxy/ratelimit refuses it.

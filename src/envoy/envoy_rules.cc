@@ -380,10 +380,20 @@ std::string EnvoyRules::MapXmlBizzes() const {
     const uint64_t max = std::clamp<uint64_t>(l.limit.requests_per_unit, 1, static_cast<uint64_t>(kMaxUses));
     // week, month and year windows count from the Unix epoch, as upstream's.
     const bool epoch = l.limit.unit == Unit::kWeek || l.limit.unit == Unit::kMonth || l.limit.unit == Unit::kYear;
+    // What the rule cannot say, said beside it: the map is printed to be
+    // taken as FRS's own rules (frsctl envoy-config), where a max of 1 for
+    // Envoy's 0 lets one request a window through.
+    std::string unsaid;
+    if (max != l.limit.requests_per_unit)
+      unsaid += l.limit.requests_per_unit == 0
+                    ? "; a rule's max is at least 1: as FRS's own rule this lets one through "
+                      "a window, where Envoy's 0 denies every request"
+                    : "; a rule counts up to 2147483647";
+    if (l.quota_mode) unsaid += "; quota_mode (the overall code only) has no rule of its own";
     out += "  <biz id=\"" + std::to_string(l.biz_id) + "\" name=\"" + l.biz + "\"" +
            (l.shadow_mode ? " mode=\"shadow\"" : "") + ">  <!-- " + OriginOf(l) + ", " +
            (l.is_override ? std::string("up to ") : std::string()) + std::to_string(l.limit.requests_per_unit) +
-           " per " + UnitName(l.limit.unit) + " -->\n";
+           " per " + UnitName(l.limit.unit) + unsaid + " -->\n";
     // Named for its unit: a reload that changes the unit then starts the
     // count from zero, as upstream's cache key (which holds the window)
     // does, where a map.xml rule of the same name carries it over.

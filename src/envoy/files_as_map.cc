@@ -5,13 +5,13 @@
 
 namespace frs {
 
-Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files) {
+Result<std::string> EnvoyFilesAsMapXml(const std::vector<std::string>& files, bool merge_domains) {
   // A bundle of the files named, as frsd builds one from its directory.
   Result<std::vector<std::string>> paths = envoy::ExpandEnvoyPaths(files);
   if (!paths.ok()) return paths.status();
   Result<std::string> bundle = envoy::BundleOfFiles(paths.value());
   if (!bundle.ok()) return bundle.status();
-  auto rules = envoy::EnvoyRules::FromBundle(bundle.value());
+  auto rules = envoy::EnvoyRules::FromBundle(bundle.value(), merge_domains);
   if (!rules.ok()) return rules.status();
   std::string out =
       "<map>\n"

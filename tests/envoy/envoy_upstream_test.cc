@@ -350,7 +350,7 @@ TEST(EnvoyUpstreamConfig, RefusesShareThresholdWithoutAWildcardAndMergesDomainsW
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "1.yaml:1: domain 'd' is configured in two files, here and in 2.yaml:1 (one file per domain; <grpc "
-            "merge_domains=\"1\"> merges the files of one domain)");
+            "merge_domains=\"1\">, and frsctl envoy-config --merge-domains, merge the files of one domain)");
   r = EnvoyRules::FromBundle(bundle, /*merge_domains=*/true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::string scratch;

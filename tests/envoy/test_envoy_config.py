@@ -205,6 +205,40 @@ class EnvoyConfig(unittest.TestCase):
         r = envoy_config("rl.yaml", "rl.yaml")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("domain 'rl' is configured in two files", r.stderr)
+        self.assertIn("frsctl envoy-config --merge-domains", r.stderr)
+
+    def test_merge_domains_prints_what_grpc_merge_domains_serves(self):
+        # The map a <grpc merge_domains="1"> server runs: frsctl could not
+        # print it (a domain in two files was refused, naming an attribute of
+        # srv.xml it never reads).
+        with tempfile.TemporaryDirectory() as d:
+            for name, key in (("1.yaml", "k"), ("2.yaml", "j")):
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(
+                        "domain: a\ndescriptors:\n  - key: %s\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+                        % key
+                    )
+            r = subprocess.run(
+                [FRSCTL, "envoy-config", "--merge-domains", d], capture_output=True, text=True, timeout=30
+            )
+            self.assertEqual(r.returncode, 0, r.stderr)
+            names = {b.get("name") for b in ET.fromstring(r.stdout).iter("biz")}
+            self.assertEqual({n for n in names if not n.startswith("envoy._override.")}, {"envoy.a.k", "envoy.a.j"})
+
+    def test_a_limit_a_rule_cannot_hold_is_said_beside_it(self):
+        # requests_per_unit 0 denies every request in Envoy; as FRS's own rule
+        # its max of 1 lets one through a window: the comment says so.
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "z.yaml"), "w") as f:
+                f.write(
+                    "domain: w\ndescriptors:\n  - key: zero\n    rate_limit: {unit: second, requests_per_unit: 0}\n"
+                    "  - key: q\n    quota_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 9}\n"
+                )
+            r = subprocess.run([FRSCTL, "envoy-config", d], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("0 per second; a rule's max is at least 1", r.stdout)
+            self.assertIn("where Envoy's 0 denies every request", r.stdout)
+            self.assertIn("9 per hour; quota_mode (the overall code only) has no rule of its own", r.stdout)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ Result<int> RunStat(Session& s, const StatArgs& a);
 Result<int> RunOwner(Session& s, const OwnerArgs& a);
 struct EnvoyConfigArgs {
   std::vector<std::string> files;  // envoyproxy/ratelimit YAML files
+  bool merge_domains = false;      // as <grpc merge_domains="1">
 };
 Result<int> RunEnvoyConfig(Session& s, const EnvoyConfigArgs& a);
 Result<int> RunStatCluster(Session& s, const StatArgs& a);

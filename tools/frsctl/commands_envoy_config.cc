@@ -9,7 +9,7 @@
 namespace frs::ctl {
 
 Result<int> RunEnvoyConfig(Session& s, const EnvoyConfigArgs& a) {
-  Result<std::string> map = EnvoyFilesAsMapXml(a.files);
+  Result<std::string> map = EnvoyFilesAsMapXml(a.files, a.merge_domains);
   if (!map.ok()) return map.status();
   if (s.json) {
     // The same text, as one JSON string: what --json promises of every

@@ -200,6 +200,9 @@ const CommandSpec kCommands[] =
      "<grpc config> runs them), to move to FRS's own rules",
      Needs::kNothing, false,
      [](CLI::App& c, Args& a) {
+  c.add_flag("--merge-domains", a.envoy_config.merge_domains,
+             "files of one domain merged into it, as <grpc merge_domains=\"1\"> serves them (MERGE_DOMAIN_CONFIG); "
+             "without it a domain in two files is refused");
   c.add_option("FILE", a.envoy_config.files,
                "YAML files, one domain each, or directories (read as frsd reads <grpc config>: every file, "
                "subdirectories included, names starting with '.' skipped)")
