@@ -255,7 +255,12 @@ class Walker {
     if (lease) Fail(*lease, "lease belongs to unit: concurrent only");
     if (!ParseUnit(unit, &d->limit.unit))
       Fail(*unit_node, "unknown unit '" + unit + "' (second, minute, hour, day, week, month, year or concurrent)");
-    if (!r) Fail(n, "rate_limit without requests_per_unit");
+    if (!r) {
+      // As envoyproxy/ratelimit reads it (a uint32 left out is 0): no request.
+      d->limit.requests_per_unit = 0;
+      d->has_limit = true;
+      return;
+    }
     uint64_t rpu = 0;
     // rls.proto's requests_per_unit is a uint32, as envoyproxy/ratelimit's
     // YAML field is.
@@ -294,13 +299,15 @@ class Walker {
     if (!key) Fail(n, "a descriptor without a key");
     d.key = Scalar(*key, "key");
     if (d.key.empty()) Fail(*key, "a descriptor with an empty key");
-    if (const YNode* v = Get(n, "value")) d.value = Scalar(*v, "value");
+    // `value: ~` (or empty) is upstream's "" : the key alone.
+    if (const YNode* v = Get(n, "value"); v && v->kind != Kind::kNull) d.value = Scalar(*v, "value");
     // In envoyproxy/ratelimit's files `name`, `replaces` and `unlimited` sit
     // in rate_limit; accepted beside it too, as its README's examples vary.
     if (const YNode* u = Get(n, "unlimited")) d.unlimited = Bool(*u, "unlimited");
     if (const YNode* name = Get(n, "name")) d.name = Scalar(*name, "name");
     if (const YNode* r = Get(n, "replaces")) Replaces(*r, &d);
-    if (const YNode* limit = Get(n, "rate_limit")) Limit(*limit, &d);
+    // An empty `rate_limit:` is upstream's nil: no limit on this descriptor.
+    if (const YNode* limit = Get(n, "rate_limit"); limit && limit->kind != Kind::kNull) Limit(*limit, &d);
     if (const YNode* s = Get(n, "shadow_mode")) d.shadow_mode = Bool(*s, "shadow_mode");
     if (const YNode* m = Get(n, "detailed_metric")) d.detailed_metric = Bool(*m, "detailed_metric");
     if (const YNode* q = Get(n, "quota_mode")) d.quota_mode = Bool(*q, "quota_mode");

@@ -73,10 +73,54 @@ class YamlTreeBuilder : public YAML::EventHandler {
         const uint32_t later = std::max(keys[i].second, keys[i - 1].second);
         throw Refusal{tree_->nodes_[map.items[later]].line, "duplicate key '" + std::string(keys[i].first) + "'"};
       }
+    Merge(open_.back().index);
     End();
   }
 
   bool has_root() const { return has_root_; }
+
+  // YAML's merge key (`<<: *defaults`, `<<: [*a, *b]`), which envoyproxy/
+  // ratelimit's reader (yaml.v2) expands: the map takes each key of the
+  // merged maps that it does not give itself, an earlier map of a list
+  // before a later one. The merged maps were closed, and so expanded,
+  // before this one: their nodes are reused, as an alias reuses its anchor's.
+  void Merge(uint32_t index) {
+    std::vector<uint32_t>& items = tree_->nodes_[index].items;
+    std::vector<uint32_t> sources;
+    std::vector<uint32_t> own;
+    int line = 0;
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      const YamlTree::Node& k = tree_->nodes_[items[i]];
+      if (k.kind == YamlTree::Kind::kScalar && k.plain && k.scalar == "<<") {
+        line = k.line;
+        const YamlTree::Node& v = tree_->nodes_[items[i + 1]];
+        if (v.kind == YamlTree::Kind::kMap) sources.push_back(items[i + 1]);
+        else if (v.kind == YamlTree::Kind::kSequence) sources.insert(sources.end(), v.items.begin(), v.items.end());
+        else throw Refusal{k.line, "the merge key '<<' takes a map or a list of maps"};
+      } else {
+        own.push_back(items[i]);
+        own.push_back(items[i + 1]);
+      }
+    }
+    if (line == 0) return;
+    for (uint32_t s : sources) {
+      const YamlTree::Node& src = tree_->nodes_[s];
+      if (src.kind != YamlTree::Kind::kMap) throw Refusal{line, "the merge key '<<' takes a map or a list of maps"};
+      for (size_t j = 0; j + 1 < src.items.size(); j += 2) {
+        const YamlTree::Node& k = tree_->nodes_[src.items[j]];
+        bool given = false;
+        for (size_t i = 0; i < own.size() && !given; i += 2) {
+          const YamlTree::Node& have = tree_->nodes_[own[i]];
+          given = have.kind == YamlTree::Kind::kScalar && k.kind == YamlTree::Kind::kScalar && have.scalar == k.scalar;
+        }
+        if (!given) {
+          own.push_back(src.items[j]);
+          own.push_back(src.items[j + 1]);
+        }
+      }
+    }
+    items = std::move(own);
+  }
 
  private:
   static constexpr uint32_t kOpen = UINT32_MAX;

@@ -55,15 +55,61 @@ TEST(EnvoyConfig, ErrorsNameFileAndLine) {
   auto r = EnvoyRules::FromBundle(Bundle("x.yaml", "domain: d\ndescriptors:\n  - key: a\n    valu: b\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "x.yaml:4: unknown key 'valu' in a descriptor");
-  r = EnvoyRules::FromBundle(Bundle("y.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: day}\n"));
+  r = EnvoyRules::FromBundle(
+      Bundle("y.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: concurrent, lease: 5}\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "y.yaml:4: rate_limit without requests_per_unit");
+  r = EnvoyRules::FromBundle(Bundle("m.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {<<: 5}\n"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "m.yaml:4: the merge key '<<' takes a map or a list of maps");
   r = EnvoyRules::FromBundle(Bundle("z.yaml", "domain: [\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("z.yaml:"), std::string::npos);
   r = EnvoyRules::FromBundle(Bundle("w.yaml", "domain: d\ndescriptors:\n  - key: a\n  - key: a\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "w.yaml:4: duplicate descriptor 'a' at this level");
+}
+
+// What envoyproxy/ratelimit's reader (yaml.v2) takes, meaning what it means
+// there: a merge key, a requests_per_unit left out (0: no request), an empty
+// rate_limit (no limit), `value: ~` (the key alone). Each was refused.
+TEST(EnvoyConfig, UpstreamsYamlReadingsMeanWhatTheyMeanThere) {
+  auto rules = Rules(R"(domain: d
+descriptors:
+  - key: a
+    rate_limit: &rl {unit: minute, requests_per_unit: 5}
+  - key: b
+    rate_limit: {<<: *rl, requests_per_unit: 7}
+  - key: b2
+    rate_limit:
+      <<: [*rl, {unit: day, name: later}]
+  - key: c
+    rate_limit: {unit: hour}
+  - key: e
+    rate_limit:
+  - key: f
+    value: ~
+    rate_limit: {unit: second, requests_per_unit: 3}
+)");
+  ASSERT_NE(rules, nullptr);
+  std::string scratch;
+  auto limit_of = [&](const char* key, const char* value) -> const CompiledLimit* {
+    const Entry e[1] = {{key, value}};
+    const int32_t i = rules->Find("d", e, &scratch);
+    return i < 0 ? nullptr : &rules->limits()[static_cast<size_t>(i)];
+  };
+  ASSERT_NE(limit_of("b", "x"), nullptr);
+  EXPECT_EQ(limit_of("b", "x")->limit.requests_per_unit, 7u);  // its own key over the merged one
+  EXPECT_EQ(limit_of("b", "x")->limit.unit, Unit::kMinute);
+  ASSERT_NE(limit_of("b2", "x"), nullptr);
+  EXPECT_EQ(limit_of("b2", "x")->limit.unit, Unit::kMinute);  // the first merged map's unit
+  EXPECT_EQ(limit_of("b2", "x")->limit.requests_per_unit, 5u);
+  EXPECT_EQ(limit_of("b2", "x")->name, "later");  // what only the later one gives
+  ASSERT_NE(limit_of("c", "x"), nullptr);
+  EXPECT_EQ(limit_of("c", "x")->limit.requests_per_unit, 0u);
+  EXPECT_EQ(limit_of("e", "x"), nullptr);
+  ASSERT_NE(limit_of("f", "any"), nullptr);
+  EXPECT_EQ(limit_of("f", "any")->limit.requests_per_unit, 3u);
 }
 
 TEST(EnvoyRules, FindWalksKeyValueThenKeyAsEnvoyDoes) {
