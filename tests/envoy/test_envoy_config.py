@@ -200,6 +200,12 @@ class EnvoyConfig(unittest.TestCase):
             r = subprocess.run(ctl + ["get", "envoy.a.k", "x"], capture_output=True, text=True, timeout=30)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn('unknown biz "envoy.a.k"', r.stderr)
+            # A command that writes would act on a map without the bizzes frsd
+            # serves: refused, saying which commands still run.
+            r = subprocess.run(ctl + ["set", "login", "u1", "3"], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("rl.yaml:4: unknown unit 'minit'", r.stderr)
+            self.assertIn("the commands that only read, get, explain, dump, stat, top and export, still run", r.stderr)
 
     def test_two_files_of_one_domain_are_refused(self):
         r = envoy_config("rl.yaml", "rl.yaml")

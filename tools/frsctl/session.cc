@@ -48,16 +48,23 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     // every command names an Envoy descriptor's biz as frsd counts it.
     // Envoy's configuration broken (a ConfigMap pushed with an error, which
     // frsd refuses and keeps serving the one it loaded before) must not take
-    // away the counts an operator looks at then: map.xml's bizzes are read
-    // alone, and said so. A map.xml that is broken too fails below.
+    // away the counts an operator looks at then: a command that only reads
+    // sees map.xml's bizzes alone, and says so. One that writes is refused:
+    // it would act on a map without the bizzes frsd serves. A map.xml that
+    // is broken too fails below.
     Result<std::string> served = ServedMapText(s->cfg.path);
     if (served.ok()) {
       eo.map_text = std::move(served).value();
-    } else {
+    } else if (s->reads_only) {
       std::fprintf(stderr,
                    "frsctl: warning: <grpc config> does not load (%s): this command sees map.xml's bizzes only, "
                    "not Envoy's descriptors; frsd keeps serving the configuration it loaded before\n",
                    served.status().message().c_str());
+    } else {
+      return Status::InvalidArgument(
+          served.status().message() +
+          " (frsd keeps serving the configuration it loaded before; the commands that only read, get, explain, "
+          "dump, stat, top and export, still run on map.xml's bizzes)");
     }
   }
   Result<std::unique_ptr<AdminEngine>> e = AdminEngine::Open(eo);
