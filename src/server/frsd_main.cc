@@ -401,8 +401,10 @@ int main(int argc, char** argv) {
   mc.on_ready = [&daemon] { daemon.Ready(); };
   if (notifier.enabled()) mc.notify = [&notifier](const std::string& state) { notifier.Notify(state); };
   int rc = RunMaster(std::move(mc));
-  if (rc == 0 && pid_lock) pid_lock->Remove();
-  if (rc == 0) ::unlink(listen_file.c_str());
-  if (rc == 0 && cfg.grpc) ::unlink(GrpcListenAddressPath(cfg).c_str());
+  // Stopped either way (its workers stopped, or dying with it): a pid or an
+  // address left behind would name a server that is not there.
+  if (pid_lock) pid_lock->Remove();
+  ::unlink(listen_file.c_str());
+  if (cfg.grpc) ::unlink(GrpcListenAddressPath(cfg).c_str());
   return rc;
 }

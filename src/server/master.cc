@@ -40,6 +40,7 @@ struct Slot {
   int64_t started_ns = 0;
   int64_t respawn_at_ns = -1;  // >= 0: due for respawn
   uint32_t young_deaths = 0;
+  uint32_t store_lost_tries = 0;  // respawns in a row that found a store file gone
 };
 
 std::string DescribeExit(int st) {
@@ -174,6 +175,27 @@ void Master::Reap(bool stopping) {
       fatal_ = true;
       continue;
     }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == kExitStoreLost) {
+      // One lost file must not take the others' keys down with it: the
+      // workers still alive hold it mapped and serve on (its keys 503).
+      if (Alive() == 0) {
+        FRS_LOG(
+            "worker %u cannot open the store (see its message above) and no worker is left; stopping: restore "
+            "the file, or `frsctl init --recreate-missing`, then start frsd",
+            i);
+        fatal_ = true;
+        continue;
+      }
+      s.store_lost_tries = std::min<uint32_t>(s.store_lost_tries + 1, 7);
+      const int64_t wait_ms = int64_t{1000} << (s.store_lost_tries - 1);
+      s.respawn_at_ns = MonoNs() + std::min<int64_t>(wait_ms, 60000) * kNsPerMs;
+      FRS_LOG(
+          "worker %u cannot open the store (see its message above): the %zu other worker(s) serve on; trying "
+          "again in %lld s (a restart of frsd needs the file back, or `frsctl init --recreate-missing`)",
+          i, Alive(), static_cast<long long>(std::min<int64_t>(wait_ms, 60000) / 1000));
+      continue;
+    }
+    s.store_lost_tries = 0;
     int64_t now = MonoNs();
     if (now - s.started_ns < kYoungDeathNs) ++s.young_deaths;
     else s.young_deaths = 0;

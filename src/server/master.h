@@ -5,7 +5,11 @@
 //   replacement starts; the replacement starts at once, or after a back-off
 //   (50 ms doubling to 1 s) when workers keep dying young.
 // - A worker that exits with kExitFatalConfig is not respawned: the master
-//   stops the others and exits 1.
+//   stops the others and exits 1. One that exits with kExitStoreLost (a store
+//   file went while frsd ran, so a new worker cannot open the store) is
+//   tried again, 1 s doubling to 60 s, while another worker serves: those
+//   have the file mapped and answer its keys 503 as before; when none is
+//   left the master stops and exits 1.
 // - SIGTERM/SIGINT: workers get SIGTERM and finish what is in flight; any
 //   still alive after 4.5 s is killed; the store is flushed (msync) and the
 //   master exits 0.

@@ -51,7 +51,9 @@ int RunWorker(WorkerContext ctx) {
   auto store = Store::Open(so);
   if (!store.ok()) {
     FRS_LOG("cannot open the store: %s", store.status().message().c_str());
-    return kExitFatalConfig;
+    // The master opened it whole before any worker started: a file missing
+    // now went while frsd ran (NotFound), which the master weighs.
+    return store.status().IsNotFound() ? kExitStoreLost : kExitFatalConfig;
   }
   // The master's current map (a respawned worker too): the bytes it
   // validated, not whatever map.xml holds at this moment.

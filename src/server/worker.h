@@ -9,7 +9,8 @@
 // log file.
 //
 // Exit codes: 0 after a graceful stop, kExitFatalConfig when the store or
-// map cannot be opened (the master does not respawn it), 1 otherwise.
+// map cannot be opened (the master does not respawn it), kExitStoreLost when
+// a store file went while frsd ran, 1 otherwise.
 //
 // Thread safety: single-threaded by design.
 #pragma once

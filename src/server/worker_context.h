@@ -18,6 +18,10 @@
 namespace frs::server {
 
 inline constexpr int kExitFatalConfig = 78;  // sysexits.h EX_CONFIG
+// A respawned worker that finds a store file gone (deleted or moved while
+// frsd ran): the others, which have it mapped, serve on (sysexits.h
+// EX_TEMPFAIL).
+inline constexpr int kExitStoreLost = 75;
 inline constexpr int kDrainMs = 3000;
 
 struct WorkerContext {
