@@ -153,6 +153,21 @@ TEST(LifecycleE2E, GracefulStopAnswersTheRequestInFlight) {
       },
       5000))
       << s.log();
+  // Draining, no one listens: a new connection is refused at once. It was
+  // taken into the master's backlog, left unanswered for the drain's 3 s,
+  // then reset, so a health checker or proxy hung instead of failing over.
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(s.port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    const int err = errno;
+    ::close(fd);
+    EXPECT_EQ(rc, -1);
+    EXPECT_EQ(err, ECONNREFUSED);
+  }
   ASSERT_TRUE(c.Send(req.substr(30)));
   HttpResponse r = c.Read();
   EXPECT_EQ(r.status, 200);
