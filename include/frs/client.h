@@ -59,13 +59,15 @@ struct ClientDecision {
   // An acquire with reserve denied because the key holds all the
   // reservations its biz allows (retry_after: until the first expires).
   bool reservations_full = false;
-  // Not OK: there was no usable answer (unreachable, time-out, a 5xx, or a
-  // body that is not frsd's decision: a proxy's 404 or 429 page, a
-  // decision without `allowed`, a batch answered with fewer decisions than
-  // it has members: Unavailable, naming the shard and what came); `allowed`
-  // then follows the fail policy (or is false for a request the server
-  // refused as malformed: InvalidArgument/NotFound, and for Release, Renew
-  // and Settle, which admit nothing: failed, they were not done).
+  // Not OK: there was no usable answer (unreachable, time-out, a 5xx or a
+  // 408, for a whole call or one batch member, or a body that is not
+  // frsd's decision: a proxy's 404 or 429 page, a decision without
+  // `allowed`, a batch answered with fewer decisions than it has members:
+  // Unavailable, naming the shard and what came); `allowed` then follows
+  // the fail policy. It is false for a request the server refused
+  // (InvalidArgument for a 400, 413 or 431; NotFound, Conflict, Gone), and
+  // for Release, Renew and Settle, which admit nothing: failed, they were
+  // not done.
   // A time-out says nothing of whether the server applied the request: one
   // that came late may have been counted, and a lease or reservation it
   // granted holds its place until it expires (the id never reached you).

@@ -47,11 +47,13 @@ ClientDecision FromXml(const pugi::xml_node& r) {
   const int code = r.attribute("code").as_int(-1);
   if (code != 0) {
     std::string msg = r.attribute("msg").value();
-    d.error = code == 400   ? Status::InvalidArgument(msg)
-              : code == 404 ? Status::NotFound(msg)
-              : code == 409 ? Status::Conflict(msg)
-              : code == 410 ? Status::Gone(msg)
-                            : Status::Unavailable(msg);
+    // 413 and 431: the request was too large for the server's limits, a
+    // refusal of the request as a 400 is.
+    d.error = code == 400 || code == 413 || code == 431 ? Status::InvalidArgument(msg)
+              : code == 404                             ? Status::NotFound(msg)
+              : code == 409                             ? Status::Conflict(msg)
+              : code == 410                             ? Status::Gone(msg)
+                                                        : Status::Unavailable(msg);
     return d;
   }
   d.allowed = r.attribute("allowed").as_int() == 1;
@@ -112,6 +114,17 @@ struct Client::Impl {
   ClientOptions opts;
   Ring ring;
   std::vector<std::unique_ptr<client::HttpClient>> conns;  // by shard index
+
+  // frsd's answer `r` (a decision): one it could not make (code 5xx: its
+  // store or a shard failed; 408: the request came too slowly) is no answer,
+  // decided by the fail policy, alone or as a batch's member; a refusal
+  // (400, 404, 409, 410, 413, 431) is the server's verdict on the request.
+  ClientDecision Decide(const pugi::xml_node& r, Cmd cmd) const {
+    ClientDecision d = FromXml(r);
+    const int code = r.attribute("code").as_int();
+    if (code >= 500 || code == 408) return Failed(std::move(d.error), cmd);
+    return d;
+  }
 
   ClientDecision Failed(Status why, Cmd cmd) const {
     ClientDecision d;
@@ -237,7 +250,7 @@ ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
     return impl_->Failed(Status::Unavailable(impl_->ring.shards()[shard].name + " answered <" + root.value().name() +
                                              "> without a decision"),
                          r.cmd);
-  return FromXml(root.value());
+  return impl_->Decide(root.value(), r.cmd);
 }
 
 bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route) {
@@ -268,11 +281,13 @@ bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecisi
       for (size_t i : members) (*out)[i] = impl_->Failed(unusable, reqs[i].cmd);
     } else if (std::string_view(root.value().name()) == "response") {
       // The whole batch was refused (a bad member): every member says why.
-      for (size_t i : members) (*out)[i] = FromXml(root.value());
+      for (size_t i : members) (*out)[i] = impl_->Decide(root.value(), reqs[i].cmd);
     } else {
       size_t k = 0;
-      for (pugi::xml_node r = root.value().child("response"); r && k < members.size(); r = r.next_sibling("response"))
-        (*out)[members[k++]] = FromXml(r);
+      for (pugi::xml_node r = root.value().child("response"); r && k < members.size(); r = r.next_sibling("response")) {
+        (*out)[members[k]] = impl_->Decide(r, reqs[members[k]].cmd);
+        ++k;
+      }
     }
     for (size_t i : members) all = all && (*out)[i].allowed;
   }

@@ -255,8 +255,9 @@ class Walker {
     if (lease) Fail(*lease, "lease belongs to unit: concurrent only");
     if (!ParseUnit(unit, &d->limit.unit))
       Fail(*unit_node, "unknown unit '" + unit + "' (second, minute, hour, day, week, month, year or concurrent)");
-    if (!r) {
-      // As envoyproxy/ratelimit reads it (a uint32 left out is 0): no request.
+    if (!r || r->kind == Kind::kNull) {
+      // As envoyproxy/ratelimit reads it (a uint32 left out, or ~, is 0): no
+      // request.
       d->limit.requests_per_unit = 0;
       d->has_limit = true;
       return;

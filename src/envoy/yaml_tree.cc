@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <sstream>
+#include <unordered_map>
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
@@ -65,7 +66,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
     std::vector<std::pair<std::string_view, uint32_t>> keys;  // (key, position)
     for (uint32_t i = 0; i < map.items.size(); i += 2) {
       const YamlTree::Node& k = tree_->nodes_[map.items[i]];
-      if (k.kind == YamlTree::Kind::kScalar) keys.emplace_back(k.scalar, i);
+      if (k.kind == YamlTree::Kind::kScalar && !IsMergeKey(k)) keys.emplace_back(k.scalar, i);
     }
     std::sort(keys.begin(), keys.end());
     for (size_t i = 1; i < keys.size(); ++i)
@@ -79,47 +80,54 @@ class YamlTreeBuilder : public YAML::EventHandler {
 
   bool has_root() const { return has_root_; }
 
-  // YAML's merge key (`<<: *defaults`, `<<: [*a, *b]`), which envoyproxy/
-  // ratelimit's reader (yaml.v2) expands: the map takes each key of the
-  // merged maps that it does not give itself, an earlier map of a list
-  // before a later one. The merged maps were closed, and so expanded,
-  // before this one: their nodes are reused, as an alias reuses its anchor's.
+  // YAML's merge key (`<<: *defaults`, `<<: [*a, *b]`), as envoyproxy/
+  // ratelimit's reader (gopkg.in/yaml.v2) applies it: where it stands, so a
+  // merged map's keys replace the map's own keys written before the `<<`
+  // and yield to those written after it, and of a list the earlier map
+  // wins. The merged maps were closed, and so expanded, before this one:
+  // their nodes are reused, as an alias reuses its anchor's. One pass with
+  // a table of the keys so far: linear in the keys, however many merge.
   void Merge(uint32_t index) {
     std::vector<uint32_t>& items = tree_->nodes_[index].items;
-    std::vector<uint32_t> sources;
-    std::vector<uint32_t> own;
-    int line = 0;
+    bool any = false;
+    for (size_t i = 0; i + 1 < items.size() && !any; i += 2) any = IsMergeKey(tree_->nodes_[items[i]]);
+    if (!any) return;
+    std::vector<uint32_t> out;
+    std::unordered_map<std::string_view, size_t> at;  // key -> its value's place in `out`
+    auto set = [&](uint32_t key, uint32_t value) {
+      const YamlTree::Node& k = tree_->nodes_[key];
+      if (k.kind == YamlTree::Kind::kScalar) {
+        auto [it, fresh] = at.try_emplace(k.scalar, out.size() + 1);
+        if (!fresh) {
+          out[it->second] = value;
+          return;
+        }
+      }
+      out.push_back(key);
+      out.push_back(value);
+    };
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       const YamlTree::Node& k = tree_->nodes_[items[i]];
-      if (k.kind == YamlTree::Kind::kScalar && k.plain && k.scalar == "<<") {
-        line = k.line;
-        const YamlTree::Node& v = tree_->nodes_[items[i + 1]];
-        if (v.kind == YamlTree::Kind::kMap) sources.push_back(items[i + 1]);
-        else if (v.kind == YamlTree::Kind::kSequence) sources.insert(sources.end(), v.items.begin(), v.items.end());
-        else throw Refusal{k.line, "the merge key '<<' takes a map or a list of maps"};
-      } else {
-        own.push_back(items[i]);
-        own.push_back(items[i + 1]);
+      if (!IsMergeKey(k)) {
+        set(items[i], items[i + 1]);
+        continue;
+      }
+      const YamlTree::Node& v = tree_->nodes_[items[i + 1]];
+      std::vector<uint32_t> sources;
+      if (v.kind == YamlTree::Kind::kMap) sources.push_back(items[i + 1]);
+      else if (v.kind == YamlTree::Kind::kSequence) sources = v.items;
+      else throw Refusal{k.line, "the merge key '<<' takes a map or a list of maps"};
+      // The last of a list first: an earlier map's keys then replace a later's.
+      for (auto src = sources.rbegin(); src != sources.rend(); ++src) {
+        const YamlTree::Node& m = tree_->nodes_[*src];
+        if (m.kind != YamlTree::Kind::kMap) throw Refusal{k.line, "the merge key '<<' takes a map or a list of maps"};
+        for (size_t j = 0; j + 1 < m.items.size(); j += 2) set(m.items[j], m.items[j + 1]);
       }
     }
-    if (line == 0) return;
-    for (uint32_t s : sources) {
-      const YamlTree::Node& src = tree_->nodes_[s];
-      if (src.kind != YamlTree::Kind::kMap) throw Refusal{line, "the merge key '<<' takes a map or a list of maps"};
-      for (size_t j = 0; j + 1 < src.items.size(); j += 2) {
-        const YamlTree::Node& k = tree_->nodes_[src.items[j]];
-        bool given = false;
-        for (size_t i = 0; i < own.size() && !given; i += 2) {
-          const YamlTree::Node& have = tree_->nodes_[own[i]];
-          given = have.kind == YamlTree::Kind::kScalar && k.kind == YamlTree::Kind::kScalar && have.scalar == k.scalar;
-        }
-        if (!given) {
-          own.push_back(src.items[j]);
-          own.push_back(src.items[j + 1]);
-        }
-      }
-    }
-    items = std::move(own);
+    items = std::move(out);
+  }
+  static bool IsMergeKey(const YamlTree::Node& k) {
+    return k.kind == YamlTree::Kind::kScalar && k.plain && k.scalar == "<<";
   }
 
  private:

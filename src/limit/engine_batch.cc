@@ -136,7 +136,8 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
       if (out[i].ok() && CountsUses(reqs[i].cmd)) Count(*m.biz, reqs[i], out[i], m.created, now.s, &tally);
       if (sink_ != nullptr) Notify(*m.biz, reqs[i], out[i], now);
     }
-    all = all && out[i].ok() && out[i].allowed;
+    if (!out[i].ok()) out[i].allowed = false;  // decision.h: what failed was not done
+    all = all && out[i].allowed;
   }
   return all;
 }

@@ -289,6 +289,7 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   d->status = Status::OK();
   if (!ref.exists || biz->lease_rule < 0) {
     d->status = Status::Conflict("lease " + std::string(lease) + " is unknown: this key holds no lease");
+    d->allowed = false;  // not done
     return Commit::kNone;
   }
   const RuleSpec& spec = biz->rules[biz->lease_rule];

@@ -354,6 +354,40 @@ TEST(Client, AnAnswerThatIsNotADecisionFollowsTheFailPolicy) {
   client.value()->Batch(two, &out);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_NE(out[1].error.message().find("1 decisions for a batch of 2"), std::string::npos) << out[1].error.ToString();
+  // frsd could not decide one member (its store failed: 503) or the whole
+  // request (408): no answer for it, as a 5xx of a lone call is, decided by
+  // the policy; a member it refused stays refused.
+  CannedServer half(200,
+                    "<batch><response code=\"0\" allowed=\"1\"/><response code=\"503\" msg=\"store busy\"/>"
+                    "<response code=\"404\" msg=\"no biz x\"/></batch>");
+  o.shards = {{Name(half.port()), 1}};
+  o.fail = FailPolicy::kOpen;
+  auto open = Client::Make(o);
+  ASSERT_TRUE(open.ok());
+  std::vector<ClientRequest> three{{Cmd::kAcquire, "login", "a", 1},
+                                   {Cmd::kAcquire, "login", "b", 1},
+                                   {Cmd::kAcquire, "x", "c", 1}};
+  out.clear();
+  EXPECT_FALSE(open.value()->Batch(three, &out));
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].allowed && out[0].error.ok());
+  EXPECT_TRUE(out[1].allowed) << "a member frsd could not decide denied under fail open";
+  EXPECT_EQ(out[1].error.code(), Status::Code::kUnavailable);
+  EXPECT_FALSE(out[2].allowed);
+  EXPECT_EQ(out[2].error.code(), Status::Code::kNotFound);
+  CannedServer slow(408, "<response code=\"408\" msg=\"the request came too slowly\"/>");
+  o.shards = {{Name(slow.port()), 1}};
+  auto timed_out = Client::Make(o);
+  ASSERT_TRUE(timed_out.ok());
+  EXPECT_TRUE(timed_out.value()->Acquire("login", "k").allowed);
+  CannedServer too_big(413, "<response code=\"413\" msg=\"the body is larger than 65536 bytes\"/>");
+  o.shards = {{Name(too_big.port()), 1}};
+  auto big = Client::Make(o);
+  ASSERT_TRUE(big.ok());
+  ClientDecision refused_big = big.value()->Acquire("login", "k");
+  EXPECT_FALSE(refused_big.allowed);
+  EXPECT_EQ(refused_big.error.code(), Status::Code::kInvalidArgument);
+  o.fail = FailPolicy::kClosed;
   CannedServer refusal(400, "<response code=\"400\" msg=\"no biz nope\"/>");
   o.shards = {{Name(refusal.port()), 1}};
   auto refused = Client::Make(o);

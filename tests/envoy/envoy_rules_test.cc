@@ -85,6 +85,12 @@ descriptors:
       <<: [*rl, {unit: day, name: later}]
   - key: c
     rate_limit: {unit: hour}
+  - key: c2
+    rate_limit: {unit: hour, requests_per_unit: ~}
+  - key: g
+    rate_limit: {requests_per_unit: 100, <<: *rl}
+  - key: h
+    rate_limit: {<<: *rl, name: h1, <<: {requests_per_unit: 9}}
   - key: e
     rate_limit:
   - key: f
@@ -107,6 +113,16 @@ descriptors:
   EXPECT_EQ(limit_of("b2", "x")->name, "later");  // what only the later one gives
   ASSERT_NE(limit_of("c", "x"), nullptr);
   EXPECT_EQ(limit_of("c", "x")->limit.requests_per_unit, 0u);
+  ASSERT_NE(limit_of("c2", "x"), nullptr);
+  EXPECT_EQ(limit_of("c2", "x")->limit.requests_per_unit, 0u);
+  // Where the `<<` stands, as yaml.v2 applies it: the merged keys replace
+  // the own ones written before it (g: 5, not 100), and a second `<<`
+  // applies after the first (h: 9).
+  ASSERT_NE(limit_of("g", "x"), nullptr);
+  EXPECT_EQ(limit_of("g", "x")->limit.requests_per_unit, 5u);
+  ASSERT_NE(limit_of("h", "x"), nullptr);
+  EXPECT_EQ(limit_of("h", "x")->limit.requests_per_unit, 9u);
+  EXPECT_EQ(limit_of("h", "x")->name, "h1");
   EXPECT_EQ(limit_of("e", "x"), nullptr);
   ASSERT_NE(limit_of("f", "any"), nullptr);
   EXPECT_EQ(limit_of("f", "any")->limit.requests_per_unit, 3u);

@@ -218,8 +218,12 @@ TEST_F(LeaseTest, HostileIdsAreRefusedAndChangeNothing) {
   std::string spliced = IdOf(other2).substr(0, 8) + id.substr(8);
   EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "u1", spliced).status.code(), Status::Code::kConflict);
   // A key holding no lease, and a biz without a concurrency rule.
-  EXPECT_EQ(Lease(Cmd::kRelease, "inflight", "nobody", id).status.code(), Status::Code::kConflict);
-  EXPECT_EQ(Lease(Cmd::kRelease, "plain", "u1", id).status.code(), Status::Code::kInvalidArgument);
+  Decision nobody = Lease(Cmd::kRelease, "inflight", "nobody", id);
+  EXPECT_EQ(nobody.status.code(), Status::Code::kConflict);
+  EXPECT_FALSE(nobody.allowed);  // not done (a key with no node read allowed)
+  Decision plain = Lease(Cmd::kRelease, "plain", "u1", id);
+  EXPECT_EQ(plain.status.code(), Status::Code::kInvalidArgument);
+  EXPECT_FALSE(plain.allowed);
   // Nothing was freed by any of them.
   Decision q = engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "inflight", .key = "u1"});
   EXPECT_EQ(q.count, 1);
