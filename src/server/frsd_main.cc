@@ -373,9 +373,9 @@ int main(int argc, char** argv) {
     return Fail(p.message());
   }
 
-  FRS_LOG("starting: %s, %u worker(s) on %s:%u, store %s (%llu slots), map %s", cfg.path.c_str(), cfg.workers,
-          cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(), static_cast<unsigned long long>(cfg.geometry.slots()),
-          cfg.map_path.c_str());
+  FRS_LOG("starting: %s, frsd " FRS_VERSION ", %u worker(s) on %s:%u, store %s (%llu slots), map %s", cfg.path.c_str(),
+          cfg.workers, cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(),
+          static_cast<unsigned long long>(cfg.geometry.slots()), cfg.map_path.c_str());
 
   if (cfg.grpc) LogGrpcListener(cfg, composed);
   LogClusterSelf(cfg);

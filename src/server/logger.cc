@@ -4,9 +4,11 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "os/output_file.h"
@@ -74,10 +76,31 @@ void Logger::Log(const char* fmt, ...) {
     if (line[i] == '\n') line[i] = ' ';
   if (len >= sizeof line - 1) len = sizeof line - 2;
   line[len++] = '\n';
+  // After a line cut short (a full disk): a newline ends it, and a line says
+  // how many went unwritten, so that no two events share a line and none
+  // goes missing unsaid. All of it one write, as every line is.
+  char out[sizeof line + 192];
+  size_t o = 0;
+  const bool torn = torn_.exchange(false, std::memory_order_acq_rel);
+  const uint64_t lost = lost_.exchange(0, std::memory_order_acq_rel);
+  if (torn) out[o++] = '\n';
+  if (lost > 0) {
+    const int k = std::snprintf(out + o, sizeof out - o - len,
+                                "%.*s%llu log line(s) before this one could not be written whole (a full disk?)\n", n,
+                                line, static_cast<unsigned long long>(lost));
+    if (k > 0) o += std::min<size_t>(static_cast<size_t>(k), sizeof out - o - len - 1);
+  }
+  std::memcpy(out + o, line, len);
+  o += len;
   ssize_t w;
   do {
-    w = ::write(fd_.load(std::memory_order_acquire), line, len);
+    w = ::write(fd_.load(std::memory_order_acquire), out, o);
   } while (w < 0 && errno == EINTR);
+  if (w == static_cast<ssize_t>(o)) return;
+  // Not written whole: this line is lost, with those the note would have
+  // told of; a part written leaves a line open.
+  lost_.fetch_add(lost + 1, std::memory_order_acq_rel);
+  if (w > 0 || torn) torn_.store(true, std::memory_order_release);
 }
 
 }  // namespace frs::server

@@ -3,7 +3,9 @@
 // Each line is "2026-11-22T01:54:13.123Z frsd[PID] ROLE: text" and is written
 // with a single write(2) on an O_APPEND descriptor, so lines of the master
 // and of every worker interleave whole. Reopen() (SIGUSR1) reopens the file
-// after a log rotation.
+// after a log rotation. On a full disk a line may be cut or lost: the next
+// line written starts on a line of its own, after one that says how many
+// this process could not write.
 //
 // Thread safety: a process-wide object; Log() may be called from any thread,
 // Configure()/Reopen() only from the main thread.
@@ -44,6 +46,11 @@ class Logger {
   std::string default_path_;
   std::string role_ = "frsd";
   std::atomic<int> fd_{2};  // read by any thread that logs; see Reopen
+  // A write cut short (a full disk) left part of a line: the next one
+  // starts with a newline. Lines not written whole since are counted and
+  // said by the next line that is.
+  std::atomic<bool> torn_{false};
+  std::atomic<uint64_t> lost_{0};
 };
 
 #define FRS_LOG(...) ::frs::server::Logger::Get().Log(__VA_ARGS__)

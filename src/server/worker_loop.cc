@@ -517,7 +517,11 @@ void Worker::BeginShutdown(int64_t now) {
   if (!accept_paused_) RemoveListeners();
   ctx_.listener.reset();
   ctx_.grpc_listener.reset();
-  FRS_LOG("stopping: %llu connection(s) open", static_cast<unsigned long long>(open_));
+  // A kill -9 of the master reaches the workers as SIGTERM (PR_SET_DEATHSIG):
+  // said, or the log would tell of an ordinary stop with no master's line.
+  FRS_LOG(::getppid() != master_pid_ ? "stopping, the master is gone (killed?): %llu connection(s) open"
+                                     : "stopping: %llu connection(s) open",
+          static_cast<unsigned long long>(open_));
   for (auto& slot : conns_) {
     Connection* c = slot.get();
     if (!c) continue;

@@ -217,6 +217,7 @@ class Worker {
   static constexpr size_t kTrimAfterBytes = size_t{4} << 20;
   uint64_t open_ = 0;
   bool stopping_ = false;
+  pid_t master_pid_ = ::getppid();  // the master that forked it: another parent later means it died
   bool accept_paused_ = false;
   int64_t fd_backoff_until_ = 0;       // not accepting before this (EMFILE)
   LogThrottle fd_log_{kFdLogEveryNs};  // the EMFILE lines

@@ -261,7 +261,15 @@ TEST(LifecycleE2E, CountsSurviveARestartAndAKillOfEveryProcess) {
   EXPECT_EQ(Attr(Get(c, "partner", "keep"), "count"), "4");
   std::string api = Get(c, "api", "keep");
   EXPECT_EQ(Attr(api, "found"), "1") << api;
-  EXPECT_EQ(s.Stop(), 0);
+  // A kill -9 of the master alone: its workers stop, and say why (they told
+  // of an ordinary stop, with no line of the master's before it).
+  const std::vector<pid_t> workers = s.Workers();
+  ::kill(s.pid(), SIGKILL);
+  ASSERT_TRUE(s.Exited(5000));
+  EXPECT_TRUE(
+      WaitFor([&] { return s.log().find("stopping, the master is gone (killed?)") != std::string::npos; }, 5000))
+      << s.log();
+  EXPECT_EQ(workers.size(), 2u);
 }
 
 TEST(LifecycleE2E, ASecondServerOnTheSameStoreOrPidFileRefuses) {
