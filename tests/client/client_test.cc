@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "common/read_request.h"
 #include "e2e/frsd_harness.h"
 #include "frs/client.h"
 
@@ -269,20 +270,7 @@ class CannedServer {
       for (;;) {
         const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) return;
-        std::string got;
-        char buf[4096];
-        // The request whole: its head, then Content-Length bytes of body.
-        for (;;) {
-          const size_t head = got.find("\r\n\r\n");
-          if (head != std::string::npos) {
-            const size_t cl = got.find("Content-Length: ");
-            const size_t body_bytes = cl == std::string::npos ? 0 : std::stoul(got.substr(cl + 16));
-            if (got.size() >= head + 4 + body_bytes) break;
-          }
-          const ssize_t n = ::read(c, buf, sizeof buf);
-          if (n <= 0) break;
-          got.append(buf, static_cast<size_t>(n));
-        }
+        frs::testing::ReadRequest(c);
         (void)!::write(c, answer.data(), answer.size());
         ::close(c);
       }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/read_request.h"
 #include "common/temp_dir.h"
 #include "os/unique_fd.h"
 #include "server/clock_util.h"
@@ -56,24 +57,7 @@ class Peer {
     if (::poll(&p, 1, 2000) != 1) return os::UniqueFd();
     return os::UniqueFd(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
   }
-  // One whole request from `c` (its head and its Content-Length body).
-  static std::string ReadRequest(int c) {
-    std::string in;
-    char buf[4096];
-    for (;;) {
-      const size_t head = in.find("\r\n\r\n");
-      if (head != std::string::npos) {
-        const size_t at = in.find("Content-Length: ");
-        const size_t body = at == std::string::npos ? 0 : std::stoul(in.substr(at + 16));
-        if (in.size() >= head + 4 + body) return in;
-      }
-      pollfd p{c, POLLIN, 0};
-      if (::poll(&p, 1, 2000) != 1) return in;
-      const ssize_t n = ::recv(c, buf, sizeof buf, 0);
-      if (n <= 0) return in;
-      in.append(buf, static_cast<size_t>(n));
-    }
-  }
+  static std::string ReadRequest(int c) { return frs::testing::ReadRequest(c); }
   static void Answer(int c) {
     const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
     ASSERT_EQ(::send(c, ok.data(), ok.size(), MSG_NOSIGNAL), static_cast<ssize_t>(ok.size()));
