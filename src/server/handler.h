@@ -155,6 +155,8 @@ class Handler {
   void ProblemBody(const Decision& d);
   // GET /stats (statistics by key field) and POST /stats (a handoff's merge).
   void HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status);
+  // POST /stats, the token checked: merges the body's groups (under `receipt`).
+  void MergeStatsBy(std::string_view body, const std::string& receipt, int* status);
   // /replicate: changes from another shard, and what a returning shard asks
   // (handler_replica.cc).
   void HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status);

@@ -73,6 +73,24 @@ class SeenNames {
 
 }  // namespace
 
+void Handler::MergeStatsBy(std::string_view body, const std::string& receipt, int* status) {
+  auto in = ParseGroupStats(body);
+  if (!in.ok()) {
+    ErrorBody(400, "POST /stats: " + in.status().message(), status);
+    return;
+  }
+  Status s = engine_->MergeStatsBy(in.value(), receipt);
+  if (!s.ok()) {
+    ErrorBody(HttpStatusFor(s), "POST /stats: " + s.message(), status);
+    return;
+  }
+  body_.clear();
+  body_.append("<response code=\"0\" msg=\"merged\" groups=\"");
+  body_.append(std::to_string(in.value().rows.size()));
+  body_.append("\"/>\n");
+  *status = 200;
+}
+
 void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_view query, int* status) {
   GroupStatsQuery q;
   std::string token, receipt;
@@ -118,6 +136,11 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
       }
       q.top = static_cast<uint32_t>(n);
     } else if (name == "sketches") {
+      // 0 or 1, as every other parameter is checked (yes, 2 read as 0).
+      if (value != "0" && value != "1") {
+        ErrorBody(400, "/stats: sketches '" + std::string(value.substr(0, 32)) + "' is not 0 or 1", status);
+        return;
+      }
       q.sketches = value == "1";
     } else if (name == "token") {
       token = std::string(value);
@@ -153,24 +176,8 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
               status);
     return;
   }
-  if (head.method == HttpMethod::kPost) {
-    auto in = ParseGroupStats(std::string_view(base + head.body_off, head.body_len));
-    if (!in.ok()) {
-      ErrorBody(400, "POST /stats: " + in.status().message(), status);
-      return;
-    }
-    Status s = engine_->MergeStatsBy(in.value(), receipt);
-    if (!s.ok()) {
-      ErrorBody(HttpStatusFor(s), "POST /stats: " + s.message(), status);
-      return;
-    }
-    body_.clear();
-    body_.append("<response code=\"0\" msg=\"merged\" groups=\"");
-    body_.append(std::to_string(in.value().rows.size()));
-    body_.append("\"/>\n");
-    *status = 200;
-    return;
-  }
+  if (head.method == HttpMethod::kPost)
+    return MergeStatsBy(std::string_view(base + head.body_off, head.body_len), receipt, status);
   if (!have_biz || !have_by) {
     ErrorBody(400, "/stats needs biz=B and by=F[,F...]", status);
     return;

@@ -66,6 +66,11 @@ TEST(StatsAccess, AnAnswerBeyondItsCapIsRefused) {
   EXPECT_EQ(Get(p, "/stats?biz=api&by=app&top=5"), "HTTP/1.1 200 OK");
   EXPECT_EQ(Get(p, "/stats?biz=api&by=app&value=app7"), "HTTP/1.1 200 OK");
   EXPECT_EQ(Get(p, "/stats?biz=api&by=app&top=1000001"), "HTTP/1.1 400 Bad Request");
+  // sketches is 0 or 1 (yes and 2 read as 0, where every other parameter
+  // is checked).
+  EXPECT_EQ(Get(p, "/stats?biz=api&by=app&top=5&sketches=0"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(Get(p, "/stats?biz=api&by=app&top=5&sketches=yes"), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(Get(p, "/stats?biz=api&by=app&top=5&sketches=2"), "HTTP/1.1 400 Bad Request");
 }
 
 }  // namespace
