@@ -421,6 +421,7 @@ void Master::Reload() {
   if (!s.ok()) {
     FRS_LOG("reload refused, the old configuration stays: %s", s.message().c_str());
     if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reload_failures);
+    if (ctx_.metrics) CounterSet(ctx_.metrics->master().last_reload_refused, 1);
     if (ctx_.notify) ctx_.notify("READY=1\nSTATUS=reload refused, the old configuration stays: " + s.message());
     return;
   }
@@ -428,8 +429,13 @@ void Master::Reload() {
   for (const std::string& line : ends) FRS_LOG("warning: %s", line.c_str());
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   if (held_) held_->Invalidate();
-  for (const std::string& line : NeedRestart(live_, next))
+  const std::vector<std::string> need_restart = NeedRestart(live_, next);
+  for (const std::string& line : need_restart)
     FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
+  if (ctx_.metrics) {
+    CounterSet(ctx_.metrics->master().last_reload_refused, 0);
+    CounterSet(ctx_.metrics->master().restart_pending, need_restart.empty() && !lease_key_changed ? 0 : 1);
+  }
   if (lease_key_changed)
     FRS_LOG(
         "srv.xml: <cluster lease_key> (the file or its key) changed: this needs a restart of every shard; still "

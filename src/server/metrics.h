@@ -282,6 +282,9 @@ struct alignas(64) MasterCounters {
   uint64_t worker_restarts;
   uint64_t lock_recoveries;  // locks the master recovered from dead workers
   uint64_t reloads, reload_failures;
+  // 1 from a refused reload until one is applied; 1 while srv.xml as last
+  // applied differs from the running one in what only a restart applies.
+  uint64_t last_reload_refused, restart_pending;
   uint64_t started_unix;
   uint64_t master_pid;  // set by the master once it runs (after daemonizing)
   alignas(64) ReplicaShared replica;

@@ -289,15 +289,22 @@ constexpr SeriesRow kSeries[] =
          "clears them.",
          [](const Scrape& s) { return s.store().total.damaged_nodes; }, nullptr},
         {"frs_lock_recoveries_total", "counter", "Store locks the master released for workers that died holding them.",
-         [](const Scrape& s) {
-  return CounterGet(s.master().lock_recoveries);
-         },
-         nullptr},
+         [](const Scrape& s) { return CounterGet(s.master().lock_recoveries); }, nullptr},
         {"frs_reloads_total", "counter", "map.xml reloads applied by workers (SIGHUP).",
          Summed<&WorkerCounters::reloads>, nullptr},
         {"frs_reload_failures_total", "counter", "map.xml reloads refused (the old map was kept).",
          [](const Scrape& s) {
   return s.Sum(&WorkerCounters::reload_failures) + CounterGet(s.master().reload_failures);
+         },
+         nullptr},
+        {"frs_config_last_reload_successful", "gauge",
+         "0 from a refused reload (the configuration on disk is broken; a restart would fail) until one is applied.",
+         [](const Scrape& s) { return CounterGet(s.master().last_reload_refused) == 0 ? uint64_t{1} : uint64_t{0}; },
+         nullptr},
+        {"frs_config_restart_pending", "gauge",
+         "1 while srv.xml, as last applied, changes what only a restart applies (workers, listen, store, ...).",
+         [](const Scrape& s) {
+  return CounterGet(s.master().restart_pending);
          },
          nullptr},
                     {"frs_misrouted_total", "counter",

@@ -123,6 +123,8 @@ TEST(LifecycleE2E, ReloadWithABrokenMapKeepsTheOldOne) {
   ASSERT_TRUE(s.Start()) << s.log();
   Client c(s.port());
   s.Acquire(c, "login", "broken");
+  EXPECT_EQ(Metric(c, "frs_config_last_reload_successful"), 1);
+  const std::string good_map = ReadFile(s.dir() + "/map.xml");
   WriteFile(s.dir() + "/map.xml",
             "<map>\n  <biz id=\"1\" name=\"login\">\n    <rule interval=\"sixty\" max=\"5\"/>\n  </biz>\n</map>\n");
   kill(s.pid(), SIGHUP);
@@ -130,6 +132,21 @@ TEST(LifecycleE2E, ReloadWithABrokenMapKeepsTheOldOne) {
   EXPECT_NE(s.log().find("map.xml:3"), std::string::npos) << s.log();
   EXPECT_EQ(Attr(Get(c, "login", "broken"), "count"), "1");
   EXPECT_EQ(c.Get("/acquire?biz=partner&key=p").status, 200);  // a biz the broken map lacks
+  // Said until a reload is applied (a restart would fail on these files),
+  // where frs_reload_failures_total only grew once.
+  EXPECT_EQ(Metric(c, "frs_config_last_reload_successful"), 0);
+  // The map mended, and srv.xml asking for what only a restart applies.
+  WriteFile(s.dir() + "/map.xml", good_map);
+  std::string cfg = ReadFile(s.config());
+  const size_t w = cfg.find("<workers>");
+  ASSERT_NE(w, std::string::npos) << cfg;
+  cfg.replace(w, cfg.find("</workers>") - w, "<workers>3");
+  WriteFile(s.config(), cfg);
+  ASSERT_TRUE(s.ReloadAndWait()) << s.log();
+  EXPECT_NE(s.log().find("this needs a restart"), std::string::npos) << s.log();
+  Client d(s.port());
+  EXPECT_EQ(Metric(d, "frs_config_last_reload_successful"), 1);
+  EXPECT_EQ(Metric(d, "frs_config_restart_pending"), 1);
   EXPECT_EQ(s.Stop(), 0);
 }
 

@@ -27,6 +27,8 @@ std::unique_ptr<Metrics> FilledMetrics() {
   CounterSet(master.worker_restarts, 3);
   CounterSet(master.lock_recoveries, 5);
   CounterSet(master.reload_failures, 7);
+  CounterSet(master.last_reload_refused, 1);
+  CounterSet(master.restart_pending, 1);
   for (uint32_t w = 0; w < 2; ++w) {
     WorkerCounters& c = m->worker(w);
     const uint64_t k = w + 1;  // worker 1 counts twice what worker 0 does
