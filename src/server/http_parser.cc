@@ -226,8 +226,16 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
         error_status_ = 413;
         error_message_ = "the request body exceeds the configured body size limit";
       } else if (ec == http::error::bad_version) {
+        // What the version token holds tells the likelier fault: a bare LF
+        // or a space in the target reads to the parser as a bad version.
+        const std::string_view seen(base, available);
+        const std::string_view line = seen.substr(0, seen.find('\n'));
         error_status_ = 400;
-        error_message_ = "the request line has an unsupported HTTP version";
+        if (line.size() < seen.size() && !line.ends_with('\r') && line.find(" HTTP/1.") != std::string_view::npos)
+          error_message_ = "the request line ends with a bare LF: HTTP/1.1 lines end with CRLF";
+        else if (std::count(line.begin(), line.end(), ' ') > 2)
+          error_message_ = "the request target has a space in it: percent-encode it (%20)";
+        else error_message_ = "the request line has an unsupported HTTP version";
       } else {
         error_status_ = 400;
         error_message_ = "the request is not valid HTTP/1.1";

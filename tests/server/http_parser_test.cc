@@ -72,6 +72,22 @@ int ErrorStatusOf(HttpRequestParser& p, const std::string& req) {
   return p.Feed(req.data(), req.size()) == Outcome::kError ? p.error_status() : 0;
 }
 
+// A request line the parser reads as a bad version says the likelier fault
+// (both a bare LF and a space in the target said "unsupported HTTP version").
+TEST(HttpParser, ABadRequestLineNamesItsFault) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"GET /health HTTP/1.1\nHost: x\n\n", "the request line ends with a bare LF: HTTP/1.1 lines end with CRLF"},
+      {"GET /query?biz=login&key=a b HTTP/1.1\r\nHost: x\r\n\r\n",
+       "the request target has a space in it: percent-encode it (%20)"},
+      {"GET /health HTTP/7.1\r\nHost: x\r\n\r\n", "the request line has an unsupported HTTP version"},
+  };
+  for (const auto& [req, said] : cases) {
+    HttpRequestParser p(16384, 65536);
+    EXPECT_EQ(ErrorStatusOf(p, req), 400) << req;
+    EXPECT_EQ(p.error_message(), said) << req;
+  }
+}
+
 TEST(HttpParser, HeaderTooLargeIs431) {
   HttpRequestParser p(1024, 65536);
   EXPECT_EQ(ErrorStatusOf(p, "GET / HTTP/1.1\r\nX: " + std::string(2000, 'a') + "\r\n\r\n"), 431);
