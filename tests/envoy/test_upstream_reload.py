@@ -68,6 +68,9 @@ class UpstreamReload(unittest.TestCase):
         self.assertTrue(f.reloaded(lambda: f.write_yaml("deep/er/c.yml", domain("c", 7))), f.log())
         self.assertEqual(self.limit("c"), 7)
         self.assertRegex(f.log(), r"are valid, with \d+ Envoy rate limit\(s\) of \d+ domain\(s\) from ")
+        # Each worker's line names the Envoy files too (it named map.xml alone,
+        # for a reload of the YAML alone).
+        self.assertIn(" and the <grpc config> files in ", f.log())
         self.assertTrue(f.reloaded(lambda: f.write_yaml("deep/er/c.yml", domain("c", 8))), f.log())
         self.assertEqual(self.limit("c"), 8)
         self.assertTrue(f.reloaded(lambda: os.unlink(f.path("envoy", "deep", "er", "c.yml"))), f.log())
