@@ -289,7 +289,6 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   d->status = Status::OK();
   if (!ref.exists || biz->lease_rule < 0) {
     d->status = Status::Conflict("lease " + std::string(lease) + " is unknown: this key holds no lease");
-    d->allowed = false;  // not done
     return Commit::kNone;
   }
   const RuleSpec& spec = biz->rules[biz->lease_rule];
@@ -327,9 +326,10 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   // A release or renew that took effect reports, as a settle does: it is
   // never denied (a renew of one of three leases held on a full key must
   // not read as refused). Each rule's own verdict stays in its answer.
-  // One that failed was not done: not allowed, whatever the rules say.
-  d->allowed = d->status.ok();
-  if (d->status.ok()) d->retry_after = 0;
+  if (d->status.ok()) {
+    d->allowed = true;
+    d->retry_after = 0;
+  }
   if (!changed) return Commit::kNone;
   ref.expire_s = NodeExpireS(*biz, ref, now);
   return Commit::kWrite;

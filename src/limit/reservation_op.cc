@@ -181,8 +181,9 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
   EvaluateRules(*biz, ref.state, now, 1, d);
   Summarize(d, biz->mode == Mode::kEnforce);
   // A settle is a report of what was used, not a request: it is never
-  // denied. One that failed was not done: not allowed.
-  d->allowed = d->status.ok();
+  // denied (one that failed reads not allowed: the engine says so of every
+  // decision whose status is not OK).
+  d->allowed = true;
   d->retry_after = 0;
   if (!changed) return Commit::kNone;
   ref.expire_s = NodeExpireS(*biz, ref, now);
