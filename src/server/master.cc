@@ -142,7 +142,10 @@ bool Master::Spawn(uint32_t i) {
     _exit(rc);
   }
   slots_[i].pid = pid;
-  if (ctx_.metrics) CounterSet(ctx_.metrics->worker(i).pid, static_cast<uint64_t>(pid));
+  if (ctx_.metrics) {
+    CounterSet(ctx_.metrics->worker(i).pid, static_cast<uint64_t>(pid));
+    CounterSet(ctx_.metrics->worker(i).log_reopen_failed, 0);
+  }
   slots_[i].started_ns = MonoNs();
   slots_[i].respawn_at_ns = -1;
   FRS_LOG("worker %u started (pid %d)", i, static_cast<int>(pid));
@@ -570,6 +573,7 @@ int Master::Run(const sigset_t* wait_mask) {
       Status s = Logger::Get().Reopen();
       if (!s.ok()) FRS_LOG("cannot reopen the log file: %s", s.ToString().c_str());
       else FRS_LOG("log file reopened");
+      if (ctx_.metrics) CounterSet(ctx_.metrics->master().log_reopen_failed, s.ok() ? 0 : 1);
       for (const Slot& sl : slots_)
         if (sl.pid > 0) kill(sl.pid, SIGUSR1);
     }

@@ -242,6 +242,10 @@ struct alignas(64) WorkerCounters {
   uint64_t held_walks;   // walks over the store a scrape of this worker made itself (server/held_now.h)
   uint64_t pid;          // set by the master when it starts the slot's worker
   uint64_t serving_pid;  // set by that worker once its event loop holds the listening socket
+  // A gauge: 1 from a failed reopen of <log file> (SIGUSR1) until one succeeds;
+  // 0 again when the master starts the slot's next worker (it logs to the
+  // master's descriptor until it is asked to reopen).
+  uint64_t log_reopen_failed;
   alignas(64) DecisionLogCounters decision_log;
   alignas(64) ReplicaCounters replica;
   uint64_t biz_allowed[65536], biz_denied[65536], biz_shadow_denied[65536];
@@ -285,6 +289,9 @@ struct alignas(64) MasterCounters {
   // 1 from a refused reload until one is applied; 1 while srv.xml as last
   // applied differs from the running one in what only a restart applies.
   uint64_t last_reload_refused, restart_pending;
+  // 1 from a failed reopen of <log file> (SIGUSR1: logrotate's postrotate)
+  // until one succeeds: the master logs on into the renamed file meanwhile.
+  uint64_t log_reopen_failed;
   uint64_t started_unix;
   uint64_t master_pid;  // set by the master once it runs (after daemonizing)
   alignas(64) ReplicaShared replica;

@@ -221,6 +221,12 @@ void EnvoyCallSamples(const Scrape& s, const char* name, std::string* out) {
 }
 
 // A counter of WorkerCounters, summed over the workers.
+// 0 while the master or a worker failed its last reopen of <log file>.
+uint64_t LogReopened(const Scrape& s) {
+  const bool failed = CounterGet(s.master().log_reopen_failed) != 0 || s.Sum(&WorkerCounters::log_reopen_failed) != 0;
+  return failed ? 0 : 1;
+}
+
 template <uint64_t WorkerCounters::*kCounter>
 uint64_t Summed(const Scrape& s) {
   return s.Sum(kCounter);
@@ -301,6 +307,10 @@ constexpr SeriesRow kSeries[] =
          "0 from a refused reload (the configuration on disk is broken; a restart would fail) until one is applied.",
          [](const Scrape& s) { return CounterGet(s.master().last_reload_refused) == 0 ? uint64_t{1} : uint64_t{0}; },
          nullptr},
+        {"frs_log_last_reopen_successful", "gauge",
+         "0 from a failed reopen of <log file> (SIGUSR1, after logrotate renamed it) by the master or a worker "
+         "until one succeeds: that process logs on into the renamed file meanwhile.",
+         LogReopened, nullptr},
         {"frs_config_restart_pending", "gauge",
          "1 while srv.xml, as last applied, changes what only a restart applies (workers, listen, store, ...).",
          [](const Scrape& s) {

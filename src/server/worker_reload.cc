@@ -14,6 +14,7 @@ void Worker::HandleSignals(int64_t now) {
     f.reopen = 0;
     Status s = Logger::Get().Reopen();
     if (!s.ok()) FRS_LOG("cannot reopen the log file: %s", s.ToString().c_str());
+    if (counters_) CounterSet(counters_->log_reopen_failed, s.ok() ? 0 : 1);
     // Its writer thread writes out what it holds to the old file first.
     if (decision_log_) decision_log_->Reopen();
   }

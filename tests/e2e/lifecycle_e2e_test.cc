@@ -696,6 +696,30 @@ TEST(LifecycleE2E, Sigusr1ReopensTheLogFile) {
   std::filesystem::rename(log, log + ".1");
   kill(s.pid(), SIGUSR1);
   ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("log file reopened") != std::string::npos; }, 3000));
+  Client c(s.port());
+  EXPECT_EQ(Metric(c, "frs_log_last_reopen_successful"), 1);
+  // A reopen that fails (a directory where the file was) is seen in the
+  // metrics, not only in the renamed file that the log goes on into, until
+  // a reopen succeeds. Every process tries: the master and each worker.
+  std::filesystem::rename(log, log + ".2");
+  std::filesystem::create_directory(log);
+  kill(s.pid(), SIGUSR1);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+    const std::string old = ReadFile(log + ".2");
+    size_t n = 0;
+    for (size_t at = old.find("cannot reopen the log file"); at != std::string::npos;
+         at = old.find("cannot reopen the log file", at + 1))
+      ++n;
+    return n == 3;  // the master and both workers
+      },
+      3000))
+      << ReadFile(log + ".2");
+  EXPECT_EQ(Metric(c, "frs_log_last_reopen_successful"), 0);
+  std::filesystem::remove(log);
+  kill(s.pid(), SIGUSR1);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("log file reopened") != std::string::npos; }, 3000));
+  ASSERT_TRUE(WaitFor([&] { return Metric(c, "frs_log_last_reopen_successful") == 1; }, 3000));
   EXPECT_EQ(s.Stop(), 0);
   EXPECT_NE(ReadFile(log).find("stopped"), std::string::npos);
 }

@@ -29,6 +29,7 @@ std::unique_ptr<Metrics> FilledMetrics() {
   CounterSet(master.reload_failures, 7);
   CounterSet(master.last_reload_refused, 1);
   CounterSet(master.restart_pending, 1);
+  CounterSet(m->worker(1).log_reopen_failed, 1);  // the master's reopen succeeded, a worker's did not
   for (uint32_t w = 0; w < 2; ++w) {
     WorkerCounters& c = m->worker(w);
     const uint64_t k = w + 1;  // worker 1 counts twice what worker 0 does
