@@ -316,6 +316,7 @@ void Replicator::Close(Link& l) {
     l.fd.reset();
   }
   l.state = LinkState::kClosed;
+  l.probing = false;
   l.out.clear();
   l.in.clear();
   l.out_sent = 0;
@@ -343,6 +344,7 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   // A batch sent before and not acknowledged goes again as it was (same
   // changes, same seq): the receiver's watermark applies it once.
   const bool again = l.inflight > 0;
+  l.probing = false;
   if (!again) {
     l.inflight = std::min(l.queue.size(), kBatch);
     l.inflight_seq = l.next_seq++;
@@ -380,6 +382,38 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
     else CounterAdd(counters_->sent, l.inflight);
   }
   Write(l, now_ns);
+}
+
+void Replicator::SendProbe(Link& l, int64_t now_ns) {
+  l.out.clear();
+  l.out_sent = 0;
+  l.out += "GET /replicate?for=";
+  AppendPercentEncoded(opts_.self, kPercentQueryValue, &l.out);
+  l.out += "&digest=" + digest_;
+  l.out += " HTTP/1.1\r\nHost: ";
+  l.out += l.name;
+  if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;
+  l.out += "\r\n\r\n";
+  l.in.clear();
+  l.probing = true;
+  l.state = LinkState::kInFlight;
+  l.sent_ns = now_ns;
+  Write(l, now_ns);
+}
+
+void Replicator::Probed(Link& l, int64_t now_ns, bool send_next) {
+  ++l.exchanges;
+  l.probing = false;
+  l.state = LinkState::kIdle;
+  l.failure.clear();
+  Reached(l);
+  if (l.down) {
+    l.down = false;
+    FRS_LOG("replica link to %s is back", l.name.c_str());
+    JournalEnd(l, RealMs());
+    Publish(l);
+  }
+  if (send_next && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
 }
 
 void Replicator::Write(Link& l, int64_t now_ns) {
@@ -453,7 +487,8 @@ void Replicator::Read(Link& l, int64_t now_ns) {
       }
       // Acknowledged; the next batch goes on this connection, or, closed,
       // on the next one (Pump).
-      Acked(l, now_ns, /*send_next=*/closed.empty());
+      if (l.probing) Probed(l, now_ns, /*send_next=*/closed.empty());
+      else Acked(l, now_ns, /*send_next=*/closed.empty());
     } else if (failed) {
       Fail(l, "a malformed answer", now_ns);
       return;
@@ -483,9 +518,13 @@ void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
 }
 
 void Replicator::Reached(const Link& l) {
-  if (opts_.shared != nullptr && l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers &&
-      CounterGet(opts_.shared->unreached[l.shard]) != 0)
-    CounterSet(opts_.shared->unreached[l.shard], 0);
+  if (Unreached(l)) CounterSet(opts_.shared->unreached[l.shard], 0);
+}
+
+bool Replicator::Unreached(const Link& l) const {
+  // A retired replicator's shard numbers are the earlier list's.
+  return !retired_ && opts_.shared != nullptr && l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers &&
+         CounterGet(opts_.shared->unreached[l.shard]) != 0;
 }
 
 void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
@@ -496,6 +535,7 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   l.inflight = 0;
   l.state = LinkState::kIdle;
   l.failure.clear();
+  Reached(l);
   if (l.down) {
     l.down = false;
     FRS_LOG("replica link to %s is back; %zu change(s)%s%s still queued for it", l.name.c_str(), l.queue.size(),
@@ -512,6 +552,14 @@ bool Replicator::Due(const Link& l, int64_t now_ms) const {
 }
 
 void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
+  if (l.probing && !l.down) {
+    // A probe of a shard never reached since the start: it reads down
+    // already (unreached); nothing waits on it, so no episode begins.
+    Close(l);
+    l.failure = why;
+    l.probe_ns = now_ns + kRetryNs;
+    return;
+  }
   const bool was_down = l.down;
   Close(l);
   l.failure = why;
@@ -550,15 +598,10 @@ void Replicator::OnEvent(const void* tag, int64_t now_ns) {
       return;
     }
     l.state = LinkState::kIdle;
-    Reached(l);
-    if (!l.queue.empty()) {
-      SendBatch(l, now_ns);  // a link back (or new) sends what waited at once
-    } else if (l.down) {
-      l.down = false;
-      FRS_LOG("replica link to %s is back", l.name.c_str());
-      JournalEnd(l, RealMs());
-      Publish(l);
-    }
+    // A link back (or new) sends what waited at once; with nothing to
+    // send, a down or never reached one asks whether the shard is back.
+    if (!l.queue.empty()) SendBatch(l, now_ns);
+    else if (l.down || Unreached(l)) SendProbe(l, now_ns);
     return;
   }
   if (l.state == LinkState::kInFlight) Write(l, now_ns);
@@ -573,13 +616,26 @@ void Replicator::Pump(int64_t now_ns) {
     switch (l.state) {
       case LinkState::kClosed:
         // A down link is tried again each second even with nothing to
-        // send: refuse answers 503 for its routes until it is back.
+        // send: refuse answers 503 for its routes until it is back. One to a
+        // shard this one's start could not reach is probed each second
+        // too, so that it reads up once that shard answers, used or not.
         if (stopping_ ? !l.queue.empty() && !l.stop_failed && now_ns >= l.retry_ns
-                      : (!l.queue.empty() || l.down) && now_ns >= l.retry_ns)
+                      : (!l.queue.empty() || l.down) && now_ns >= l.retry_ns) {
           Connect(l, now_ns);
+        } else if (!stopping_ && l.queue.empty() && !l.down && now_ns >= l.probe_ns && Unreached(l)) {
+          l.probing = true;
+          Connect(l, now_ns);
+        }
         break;
       case LinkState::kConnecting:
       case LinkState::kInFlight:
+        if (l.probing && !l.down && !l.queue.empty()) {
+          // A change came: it goes now, on a connection of its own, not
+          // after the probe's answer.
+          Close(l);
+          Connect(l, now_ns);
+          break;
+        }
         if (now_ns - l.sent_ns > timeout_ns)
           Fail(l, "no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms), now_ns);
         break;

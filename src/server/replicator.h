@@ -236,6 +236,10 @@ class Replicator final : public ChangeSink {
     int64_t sent_ns = 0;   // the batch in flight was sent (or the connect began)
     int64_t retry_ns = 0;  // a closed link is tried again from here
     bool down = false;     // an episode: the other holder does not acknowledge
+    // The connection or request in flight is a probe's (SendProbe), not a
+    // batch's: a failure of a link not down keeps it unreached, quietly.
+    bool probing = false;
+    int64_t probe_ns = 0;  // a never reached link is probed again from here
     std::string failure;   // why the link last failed ("" since it was acknowledged)
     std::string out, in;
     size_t out_sent = 0;
@@ -256,11 +260,20 @@ class Replicator final : public ChangeSink {
   Link* LinkFor(long shard);
   void Connect(Link& l, int64_t now_ns);
   void SendBatch(Link& l, int64_t now_ns);
+  // With nothing to send, a down or never reached link asks the other shard
+  // what it holds for this one (GET /replicate?for=): its answer, not a
+  // connection (a proxy's or a relay's may have no shard behind it), says
+  // the shard is back (Probed).
+  void SendProbe(Link& l, int64_t now_ns);
+  void Probed(Link& l, int64_t now_ns, bool send_next);
   void Fail(Link& l, const std::string& why, int64_t now_ns);
   void Acked(Link& l, int64_t now_ns, bool send_next = true);
-  // A connection to the other shard succeeded: it reads down no more for
-  // having been unreachable at the start (ReplicaShared::unreached).
+  // The other shard answered a batch: it reads down no more for having been
+  // unreachable at the start (ReplicaShared::unreached).
   void Reached(const Link& l);
+  // Whether this shard's start could not reach the other shard of `l` and
+  // nothing has reached it since (ReplicaShared::unreached).
+  bool Unreached(const Link& l) const;
   void Publish(Link& l);
   // Reads the answer; false: not whole yet.
   bool ReadAnswer(Link& l, int* status, std::string* body, bool* failed);

@@ -726,6 +726,26 @@ class Replicas(unittest.TestCase):
         p.b.start()
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
 
+    def test_a_link_its_start_could_not_reach_is_tried_until_the_shard_answers(self):
+        # A starts while the relay before B closes every connection (a proxy
+        # with no shard behind it: a connection alone is not B): its link to
+        # B reads down, though nothing is ever sent to B. B comes back behind
+        # the relay without a restart, so it never asks A: A's link, tried
+        # each second with an empty batch, reads up at B's first answer, with
+        # no use of a route (before, it read down until one).
+        p = self.pair()
+        p.a.stop()
+        target, p.relay.target = p.relay.target, None
+        p.a.start()
+        self.assertIn("cannot be reached", p.a.log())
+        tried = p.relay.accepted
+        self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 5), p.a.log())
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
+        p.relay.target = target
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
+        self.assertEqual(p.a.metric("frs_replica_pending"), 0)
+        self.assertEqual(p.a.metric("frs_replica_changes_acked_total"), 0)  # nothing but empty batches went
+
     def test_a_successor_that_answers_an_error_is_a_down_link(self):
         # B answers /replicate with an error (a successor whose store
         # refused the changes would): A takes the link for down at once, not
