@@ -34,7 +34,8 @@ Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None)
         exchange each). On the deadline the call decides by `fail`, with
         error="frsd ... timed out ...". Not covered: the name lookup of a
         shard given by host name (the resolver's own time-outs); give
-        addresses.
+        addresses. Above 0 (ValueError otherwise); None: no deadline (a
+        call waits as long as the server does).
     fail: what a request decides when frsd cannot answer (time-out,
         connection refused or reset, an HTTP 5xx, a 421 not followed, an
         answer over the 64 MiB cap, a 200 whose body is not FRS XML or
@@ -52,8 +53,10 @@ Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None)
     answer body is read up to 64 MiB (MAX_ANSWER_BYTES, the C++ client's
     cap): a larger Content-Length is refused unread, and a body that grows
     past it is not read further; either is a failed exchange. A
-    Client is not thread-safe: use one per thread. close() (or a `with`
-    block) closes the connections.
+    Client may be shared by threads and survives os.fork(): each thread,
+    and each process, uses connections of its own (a forked child opens
+    new ones; the parent's stay the parent's). close() (or a `with`
+    block) closes every thread's connections.
 
 Decisions (every call returns one; none raises on a denial, an HTTP error
 or a network failure):
@@ -79,7 +82,12 @@ allowed, -1 when no wait can cure the denial), rules (list of Rule: algo,
 interval, count, limit, remaining, reset, allowed, debt), shadow (bool: the
 biz is in shadow mode, counted and never denied), would_deny (bool), found
 (None, or bool for get/set/delete), error (None, or a sentence), status (the
-HTTP status, 0 when no answer came), server (the shard that answered),
+HTTP status, 0 when no answer came or the client refused the request
+itself), unanswered (bool: frsd did not decide, the fail policy did: no
+answer, a time-out, a 5xx, or an answer that is not frsd's, such as a
+proxy's page; a page may then answer 503 whatever `fail` says), server (the
+shard that answered; None when the client refused the request itself, as
+for a key that is not valid UTF-8),
 lease and lease_expires (an acquire or renew of a biz with a concurrency rule:
 the lease's id and the unix second it ends; None and 0 otherwise), released
 (release: the lease was held and is now free). A release or renew of an id
@@ -155,9 +163,12 @@ xml.sax.saxutils.quoteattr); the GET forms are not used.
 
 import bisect
 import http.client
+import os
 import socket
+import threading
 import time
 import urllib.parse
+import weakref
 import xml.etree.ElementTree as ET
 import zlib
 from xml.sax.saxutils import quoteattr
@@ -233,6 +244,7 @@ class Decision(_Verdict, _Record):
         "returned",
         "overrun",
         "reservations_full",
+        "unanswered",
     )
 
     def __init__(
@@ -259,6 +271,7 @@ class Decision(_Verdict, _Record):
         returned=0,
         overrun=0,
         reservations_full=False,
+        unanswered=False,
     ):
         rules = rules if rules is not None else []
         self._set(locals())
@@ -635,27 +648,74 @@ class _Server(object):
         raise http.client.HTTPException("unreachable")
 
 
+class _ServerMap(object):
+    """One thread's connections, by server name (an object, not a dict, so
+    that a WeakSet holds it and drops it with its thread)."""
+
+    __slots__ = ("by_name", "__weakref__")
+
+    def __init__(self):
+        self.by_name = {}
+
+
 class Client(object):
     """A client of one frsd, or of a cluster of frsd shards (see the module doc)."""
 
     def __init__(self, servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None):
         if fail not in ("open", "closed"):
             raise ValueError('fail must be "open" or "closed", not %r' % (fail,))
+        # 0 or less would fail every call before it is sent (and, fail open,
+        # count nothing ever); None means no deadline at all.
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf")
+        ):
+            raise ValueError("timeout must be a number of seconds above 0, or None (no deadline), not %r" % (timeout,))
         self.shards = parse_shards(servers)
         self.ring = Ring(self.shards)
         self._names = frozenset(name for name, _ in self.shards)  # where a 421 may send a request
         self.timeout = timeout
         self.fail = fail
         self.token = token
-        self._servers = {}
+        self._pid = os.getpid()
+        self._local = threading.local()
+        self._maps = weakref.WeakSet()  # every thread's connections, for close()
+        self._maps_lock = threading.Lock()
         self.redirects = 0  # 421 answers followed
 
     # -- plumbing
 
+    def _connections(self):
+        """This thread's connections (name -> _Server): each thread has its
+        own, and a forked child none of its parent's, so that two callers
+        never read each other's answers off one socket."""
+        if os.getpid() != self._pid:
+            # The parent's sockets stay the parent's: forgotten here, not
+            # closed (the child's copy is closed when collected, which ends
+            # nothing for the parent). A lock another thread held at the
+            # fork would stay held: the child makes its own.
+            self._pid = os.getpid()
+            self._local = threading.local()
+            self._maps = weakref.WeakSet()
+            self._maps_lock = threading.Lock()
+        m = getattr(self._local, "servers", None)
+        if m is None:
+            m = self._local.servers = _ServerMap()
+            with self._maps_lock:
+                self._maps.add(m)  # dropped with its thread
+        return m
+
     def close(self):
-        for s in self._servers.values():
-            s.close()
-        self._servers.clear()
+        """Closes every thread's connections (a call under way in another
+        thread then fails, by the fail policy)."""
+        if os.getpid() != self._pid:
+            self._connections()  # a child closes none of its parent's
+            return
+        with self._maps_lock:
+            maps = list(self._maps)
+        for m in maps:
+            for s in list(m.by_name.values()):
+                s.close()
+            m.by_name.clear()
 
     def __enter__(self):
         return self
@@ -671,9 +731,10 @@ class Client(object):
             pass
 
     def _server(self, name):
-        s = self._servers.get(name)
+        m = self._connections().by_name
+        s = m.get(name)
         if s is None:
-            s = self._servers[name] = _Server(name)
+            s = m[name] = _Server(name)
         return s
 
     def owner(self, route):
@@ -692,7 +753,7 @@ class Client(object):
         # The policy decides whether traffic goes on; release, renew and
         # settle let nothing go, and failed they were not done.
         admits = cmd not in ("release", "renew", "settle")
-        return Decision(allowed=self.fail == "open" and admits, error=why, status=0, server=server)
+        return Decision(allowed=self.fail == "open" and admits, error=why, status=0, server=server, unanswered=True)
 
     @staticmethod
     def _by_policy(status):

@@ -435,6 +435,10 @@ class RingTest(unittest.TestCase):
                 frs_client.parse_shards(bad)
         with self.assertRaises(ValueError):
             Client("h:1", fail="maybe")
+        for bad in (0, -1, 0.0, float("nan"), float("inf"), "0.5", True):
+            with self.assertRaises(ValueError):
+                Client("h:1", timeout=bad)
+        self.assertIsNone(Client("h:1", timeout=None).timeout)
 
 
 # ----------------------------------------------------------- one server
@@ -459,6 +463,57 @@ class ClientTest(unittest.TestCase):
         status, _, body = http_get(self.frsd.port, "/query?biz=%s&key=%s" % (biz, urllib.parse.quote(key, safe="")))
         self.assertIn(status, (200, 429), body)
         return int(body.split(b' count="', 1)[1].split(b'"', 1)[0])
+
+    def test_one_client_shared_by_threads_gives_each_its_own_answers(self):
+        # Each thread counts a key of its own with update: its answers must
+        # read 1, 2, 3, ... A socket shared between threads handed one
+        # thread another's answer (or mixed two requests on the wire).
+        c = Client(self.frsd.name, timeout=5.0, fail="closed")
+        wrong = []
+
+        def count(t):
+            for i in range(60):
+                d = c.update("big", "threads-%d" % t)
+                if d.error is not None or d.count != i + 1:
+                    wrong.append((t, i + 1, d.count, d.error))
+                    return
+
+        threads = [threading.Thread(target=count, args=(t,)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        c.close()
+        self.assertEqual(wrong, [])
+        for t in range(8):
+            self.assertEqual(self.count_by_get("big", "threads-%d" % t), 60)
+
+    def test_a_client_used_before_a_fork_serves_parent_and_child_apart(self):
+        # A pre-forking server makes its client, uses it, then forks: the
+        # child must not read the parent's answers off the parent's socket.
+        c = Client(self.frsd.name, timeout=5.0, fail="closed")
+        self.assertEqual(c.update("big", "fork-parent").count, 1)
+        children = []
+        for child in range(3):
+            pid = os.fork()
+            if pid == 0:  # the child: its own key, its own answers
+                ok = True
+                try:
+                    for i in range(50):
+                        d = c.update("big", "fork-child-%d" % child)
+                        ok = ok and d.error is None and d.count == i + 1
+                finally:
+                    os._exit(0 if ok else 1)
+            children.append(pid)
+        for i in range(50):
+            d = c.update("big", "fork-parent")
+            self.assertIsNone(d.error)
+            self.assertEqual(d.count, i + 2)
+        for pid in children:
+            self.assertEqual(os.waitpid(pid, 0)[1], 0)
+        c.close()
+        for child in range(3):
+            self.assertEqual(self.count_by_get("big", "fork-child-%d" % child), 50)
 
     def test_acquire_exact_limit(self):
         c = self.client
@@ -728,17 +783,17 @@ class ClientTest(unittest.TestCase):
         c = Client(self.frsd.name, timeout=2.0, fail="closed")
         try:
             self.assertTrue(c.acquire("big", "idle"))
-            first = c._servers[self.frsd.name].conn.sock
+            first = c._server(self.frsd.name).conn.sock
             time.sleep(0.8)  # frsd closes the idle connection after 400 ms
             d = c.acquire("big", "idle")
             self.assertIsNone(d.error, d)
             self.assertEqual(d.count, 2)  # sent once again, counted once
-            self.assertIsNot(c._servers[self.frsd.name].conn.sock, first)
+            self.assertIsNot(c._server(self.frsd.name).conn.sock, first)
             # Back to back, the connection is kept.
-            sock = c._servers[self.frsd.name].conn.sock
+            sock = c._server(self.frsd.name).conn.sock
             for _ in range(20):
                 c.acquire("big", "idle")
-            self.assertIs(c._servers[self.frsd.name].conn.sock, sock)
+            self.assertIs(c._server(self.frsd.name).conn.sock, sock)
         finally:
             c.close()
 

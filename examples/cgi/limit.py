@@ -10,8 +10,9 @@ request acquires one use of FRS_BIZ for its key:
   * the client's address, as key "ip:REMOTE_ADDR".
 
 Allowed: the page (200). Denied: 429 Too Many Requests, with Retry-After
-when waiting cures it. frsd down or too slow (FRS_TIMEOUT): FRS_FAIL=open
-serves the page, FRS_FAIL=closed answers 503 with Retry-After: 1. A key
+when waiting cures it. frsd down or too slow (FRS_TIMEOUT), or an answer
+that is not frsd's (a proxy's page): FRS_FAIL=open serves the page,
+FRS_FAIL=closed answers 503 with Retry-After: 1. A key
 frsd refuses (a user name too long, a control character): 400, which no
 wait cures; any other refusal (an unknown FRS_BIZ): 500, the page's
 configuration. The error goes to stderr (the server's error log).
@@ -75,14 +76,16 @@ def main():
         sys.stderr.write("limit.py: frs: %s\n" % d.error)
     if d.allowed:
         respond("200 OK", [], "Hello, %s\n" % (user or "visitor"))
-    # frsd did not decide (no answer, a 421 outside the ring, a 5xx, or a 200
-    # that is not an FRS answer): fail closed.
-    elif d.error and (d.status in (0, 200, 421) or d.status >= 500):
+    # frsd did not decide (no answer, a 421 outside the ring, a 5xx, or an
+    # answer that is not frsd's, such as a proxy's 200, 404 or 429 page):
+    # fail closed.
+    elif d.unanswered:
         respond("503 Service Unavailable", [("Retry-After", "1")], "Try again in a moment.\n")
-    # frsd refused the request itself: not a denial, and no wait cures it.
-    # Why goes to the log above; the visitor's page names no internal
-    # address (frsd's error starts with the server that answered).
-    elif d.error and d.status == 400:
+    # frsd, or the client before it, refused the key itself: not a denial,
+    # and no wait cures it. Why goes to the log above; the visitor's page
+    # names no internal address (frsd's error starts with the server that
+    # answered).
+    elif d.error and (d.status == 400 or d.server is None):
         respond("400 Bad Request", [], "This request cannot be counted.\n")
     elif d.error:
         respond("500 Internal Server Error", [], "The rate limiter is misconfigured.\n")

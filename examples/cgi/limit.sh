@@ -5,8 +5,9 @@
 # Every request acquires one use of FRS_BIZ for its key: the form's `user`
 # parameter as "user:NAME", else the client's address as "ip:REMOTE_ADDR".
 # Allowed: the page (200). Denied: 429 with frsd's Retry-After. frsd down or
-# slower than FRS_TIMEOUT seconds: FRS_FAIL=open serves the page,
-# FRS_FAIL=closed answers 503 with Retry-After: 1. A key frsd refuses: 400;
+# slower than FRS_TIMEOUT seconds, or a page at FRS_URL that is not frsd's
+# answer (a proxy's): FRS_FAIL=open serves the page, FRS_FAIL=closed answers
+# 503 with Retry-After: 1. A key frsd refuses: 400;
 # any other refusal (an unknown FRS_BIZ): 500.
 #
 # Settings, from the environment (nginx: fastcgi_param; Apache: SetEnv):
@@ -53,9 +54,19 @@ if [ -n "$user" ]; then key="user:$user"; else key="ip:${REMOTE_ADDR:-unknown}";
 # --data-urlencode pairs in the query string, so '+', '&', spaces, quotes and
 # UTF-8 reach frsd intact); frsd answers 200 allowed, 429 denied (with
 # Retry-After); curl prints 000 when frsd refused the connection or did not
-# answer within --max-time.
-read -r code retry < <(curl -s -o /dev/null --max-time "$timeout" -w '%{http_code} %header{retry-after}\n' \
+# answer within --max-time. The status line goes last, after the body.
+answer=$(curl -s --max-time "$timeout" --max-filesize 65536 -w '\n%{http_code} %header{retry-after}' \
   -G "$url/acquire" --data-urlencode "biz=$biz" --data-urlencode "key=$key")
+read -r code retry <<<"${answer##*$'\n'}"
+body=${answer%$'\n'*}
+# Only frsd's own answer decides: its XML says allowed="1" with a 200 and
+# allowed="0" with a 429. A proxy's or a web server's page at FRS_URL (its
+# own 200, 429 or 404) is frsd not answering: the fail policy decides.
+case $code in
+  200) [[ $body == *'<response code="0" allowed="1"'* ]] || code=000 ;;
+  429) [[ $body == *'<response code="0" allowed="0"'* ]] || code=000 ;;
+  4??) [[ $body == *'<response code="'* ]] || code=000 ;;
+esac
 
 page() { printf 'Status: %s\r\n%sContent-Type: text/plain; charset=utf-8\r\n\r\n%s\n' "$1" "$2" "$3"; }
 
@@ -69,7 +80,7 @@ case $code in
   4??) # any other refusal (an unknown biz): this page's configuration.
        echo "limit.sh: frsd answered $code" >&2
        page "500 Internal Server Error" "" "The rate limiter is misconfigured." ;;
-  *)   # no answer (000), 5xx: the fail policy decides.
+  *)   # no answer (000), not frsd's answer, 5xx: the fail policy decides.
        echo "limit.sh: frsd at $url did not answer (HTTP ${code:-000})" >&2
        if [ "$fail" = closed ]; then
          page "503 Service Unavailable" "Retry-After: 1"$'\r\n' "Try again in a moment."

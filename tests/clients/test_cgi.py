@@ -62,6 +62,12 @@ class CgiTest(unittest.TestCase):
         cls.down = support.Frsd(MAP)  # stopped by test_frsd_down
         cls.down.start()
         cls.silent = support.SilentServer()
+        # Not frsd: a proxy or a web server at FRS_URL, answering its own
+        # pages (a 200, a 429, a 404): frsd did not decide, the policy does.
+        cls.proxies = {
+            code: support.StubServer(support.answer_200(b"<html>not frsd</html>\n", status))
+            for code, status in ((200, "200 OK"), (429, "429 Too Many Requests"), (404, "404 Not Found"))
+        }
         cls.fcgi = cls.nginx = None
         try:
             cls._start_cgi()
@@ -138,6 +144,8 @@ class CgiTest(unittest.TestCase):
             for fail in ("open", "closed"):
                 locs.append(location("%s/down-%s" % (lang, fail), script, cls.down.name, "free", fail))
                 locs.append(location("%s/slow-%s" % (lang, fail), script, cls.silent.name, "free", fail, "0.3"))
+                for code, proxy in cls.proxies.items():
+                    locs.append(location("%s/proxy%d-%s" % (lang, code, fail), script, proxy.name, "free", fail))
 
         # nginx cannot bind port 0 and say which it got: a candidate port,
         # and another on "address in use" (nginx exits then).
@@ -178,6 +186,8 @@ class CgiTest(unittest.TestCase):
         if getattr(cls, "fcgi_err", None):
             cls.fcgi_err.close()
         cls.silent.close()
+        for proxy in getattr(cls, "proxies", {}).values():
+            proxy.close()
         if getattr(cls, "down_held", None):
             cls.down_held.close()
         cls.frsd.remove()
@@ -278,6 +288,18 @@ class CgiTest(unittest.TestCase):
             status, headers, body = self.get("/%s/down-closed" % lang)
             self.assertEqual(status, 503, body)
             self.assertEqual(headers.get("retry-after"), "1")
+
+    def test_a_page_that_is_not_frsd_answering_is_left_to_the_fail_policy(self):
+        # limit.sh took a proxy's 200 page for "allowed" and its 429 for a
+        # denial, limit.py its 404 for a misconfiguration (500), whatever
+        # FRS_FAIL said.
+        for lang in LANGS:
+            for code in self.proxies:
+                status, _, body = self.get("/%s/proxy%d-open" % (lang, code))
+                self.assertEqual((status, body), (200, b"Hello, visitor\n"), (lang, code))
+                status, headers, body = self.get("/%s/proxy%d-closed" % (lang, code))
+                self.assertEqual(status, 503, (lang, code, body))
+                self.assertEqual(headers.get("retry-after"), "1")
 
     def test_frsd_too_slow(self):
         for lang in LANGS:
