@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "os/output_file.h"
+#include "server/clock_util.h"
 #include "server/logger.h"
 
 namespace frs::server {
@@ -141,7 +142,8 @@ void DecisionLog::WriterLoop() {
     // Swapped under the lock, written without it: the request thread
     // appends to the other buffer meanwhile.
     active_.swap(spare_);
-    const bool reopen = std::exchange(reopen_, false);
+    const bool retry_due = reopen_retry_ns_ >= 0 && MonoNs() >= reopen_retry_ns_;
+    const bool reopen = std::exchange(reopen_, false) || retry_due;
     const bool stop = stop_;
     const uint64_t flush_ticket = flush_asked_;
     const std::string path = reopen ? path_ : std::string();
@@ -211,12 +213,22 @@ void DecisionLog::WriteOut(const std::string& lines) {
 }
 
 void DecisionLog::OpenFile(const std::string& path) {
+  const bool retrying = reopen_retry_ns_ >= 0;
   auto fd = OpenForAppend(path);
+  if (counters_) CounterSet(counters_->open_failed, fd.ok() ? 0 : 1);
   if (!fd.ok()) {
-    if (fd_.valid()) FRS_LOG("%s; writing decisions to the file already open", fd.status().message().c_str());
-    else FRS_LOG("%s; decisions are not logged (fix it and reload)", fd.status().message().c_str());
+    reopen_retry_ns_ = MonoNs() + kReopenRetryNs;
+    if (retrying) return;  // said when it first failed
+    if (fd_.valid())
+      FRS_LOG("%s; writing decisions to the file already open, and trying again every %lld s",
+              fd.status().message().c_str(), static_cast<long long>(kReopenRetryNs / 1'000'000'000));
+    else
+      FRS_LOG("%s; decisions are not logged until it opens (tried again every %lld s)", fd.status().message().c_str(),
+              static_cast<long long>(kReopenRetryNs / 1'000'000'000));
     return;
   }
+  if (retrying) FRS_LOG("decision log %s opened", path.c_str());
+  reopen_retry_ns_ = -1;
   fd_ = std::move(fd.value());
   torn_ = false;
 }

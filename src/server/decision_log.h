@@ -151,6 +151,11 @@ class DecisionLog {
   std::string spare_;
   os::UniqueFd fd_;
   bool torn_ = false;  // a short write left a partial line: start the next write on a new line
+  // An open that failed (after a rotation: the directory gone, its
+  // permissions) is tried again from then on, every kReopenRetryNs, until one
+  // succeeds: the lines go on into the renamed file meanwhile.
+  static constexpr int64_t kReopenRetryNs = 5'000'000'000;
+  int64_t reopen_retry_ns_ = -1;  // CLOCK_MONOTONIC; -1: none due
   // A failing file (a full disk, an I/O error) is said in frsd's log, with
   // its error and the lines lost since the last such line, at most once a
   // minute: the counter alone would leave an audit log that stopped unseen.

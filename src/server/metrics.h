@@ -78,6 +78,7 @@ struct DecisionLogCounters {
   uint64_t lines;           // written to the file
   uint64_t dropped_full;    // refused by a full buffer (or longer than a line may be)
   uint64_t dropped_failed;  // lost to a failed or short write, or no file open
+  uint64_t open_failed;     // a gauge: 1 from a failed open of <decisions file> until one succeeds
 };
 
 // Per-rule results of frs_rule_decisions_total, by rule position 0..3.

@@ -220,13 +220,15 @@ void EnvoyCallSamples(const Scrape& s, const char* name, std::string* out) {
   }
 }
 
-// A counter of WorkerCounters, summed over the workers.
-// 0 while the master or a worker failed its last reopen of <log file>.
+// 0 while the master or a worker failed its last reopen of <log file>, or
+// a worker its last open of <decisions file>.
 uint64_t LogReopened(const Scrape& s) {
-  const bool failed = CounterGet(s.master().log_reopen_failed) != 0 || s.Sum(&WorkerCounters::log_reopen_failed) != 0;
+  const bool failed = CounterGet(s.master().log_reopen_failed) != 0 || s.Sum(&WorkerCounters::log_reopen_failed) != 0 ||
+                      s.Sum([](const WorkerCounters& c) { return CounterGet(c.decision_log.open_failed); }) != 0;
   return failed ? 0 : 1;
 }
 
+// A counter of WorkerCounters, summed over the workers.
 template <uint64_t WorkerCounters::*kCounter>
 uint64_t Summed(const Scrape& s) {
   return s.Sum(kCounter);
@@ -308,8 +310,8 @@ constexpr SeriesRow kSeries[] =
          [](const Scrape& s) { return CounterGet(s.master().last_reload_refused) == 0 ? uint64_t{1} : uint64_t{0}; },
          nullptr},
         {"frs_log_last_reopen_successful", "gauge",
-         "0 from a failed reopen of <log file> (SIGUSR1, after logrotate renamed it) by the master or a worker "
-         "until one succeeds: that process logs on into the renamed file meanwhile.",
+         "0 from a failed reopen of <log file> or <decisions file> (SIGUSR1, after logrotate renamed it) by the "
+         "master or a worker until one succeeds: it logs on into the renamed file meanwhile.",
          LogReopened, nullptr},
         {"frs_config_restart_pending", "gauge",
          "1 while srv.xml, as last applied, changes what only a restart applies (workers, listen, store, ...).",

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <string>
@@ -222,6 +223,35 @@ TEST(DecisionLogE2E, ARotationUnderLoadLosesAndRepeatsNoLine) {
       EXPECT_TRUE(keys.insert(l.substr(k, l.find('"', k + 7) - k)).second) << "written twice: " << l;
     }
   EXPECT_EQ(keys.size(), static_cast<size_t>(answered));
+}
+
+// A rotation whose new file cannot be opened (a directory in its place):
+// the lines go on into the renamed file, nothing is lost, /metrics says so,
+// and the writer opens the file by itself once it can, with no second
+// SIGUSR1 (it kept the renamed file forever, unseen).
+TEST(DecisionLogE2E, AReopenThatFailsIsSeenAndTriedAgainUntilItOpens) {
+  Frsd srv(LogOptions("<decisions file=\"decisions.log\" record=\"all\"/>"));
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  const std::string log = srv.dir() + "/decisions.log";
+  Client c(srv.port());
+  auto acquire = [&](int i) { return c.Get("/acquire?biz=low&key=reopen" + std::to_string(i)).status; };
+  ASSERT_EQ(acquire(0), 200);
+  ASSERT_TRUE(WaitFor([&] { return Lines(log).size() == 1; }, 3000));
+  ASSERT_EQ(std::rename(log.c_str(), (log + ".1").c_str()), 0);
+  ASSERT_TRUE(std::filesystem::create_directory(log));
+  kill(srv.pid(), SIGUSR1);
+  ASSERT_TRUE(WaitFor([&] { return Metric(c, "frs_log_last_reopen_successful") == 0; }, 3000)) << srv.log();
+  ASSERT_EQ(acquire(1), 200);
+  ASSERT_TRUE(WaitFor([&] { return Lines(log + ".1").size() == 2; }, 3000)) << "the line did not reach the old file";
+  std::filesystem::remove(log);
+  ASSERT_TRUE(WaitFor([&] { return Metric(c, "frs_log_last_reopen_successful") == 1; }, 8000)) << srv.log();
+  ASSERT_EQ(acquire(2), 200);
+  ASSERT_TRUE(WaitFor([&] { return Lines(log).size() == 1; }, 3000)) << "no line reached the new file";
+  EXPECT_EQ(srv.Stop(), 0);
+  EXPECT_EQ(ValidJsonLines(log + ".1") + ValidJsonLines(log), 3);
+  const std::string said = srv.log();
+  EXPECT_NE(said.find("trying again every 5 s"), std::string::npos) << said;
+  EXPECT_NE(said.find("decision log " + log + " opened"), std::string::npos) << said;
 }
 
 TEST(DecisionLogE2E, AFullDiskCostsLinesCountedNeverAnswers) {
