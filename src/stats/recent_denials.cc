@@ -28,7 +28,16 @@ T Load(const T& v) {
   return std::atomic_ref<T>(const_cast<T&>(v)).load(std::memory_order_acquire);
 }
 
-uint64_t HashOf(uint16_t biz, std::string_view key) { return XXH3_64bits_withSeed(key.data(), key.size(), biz) | 1; }
+// The biz enters through a seed that is its own hash: XXH3 mixes its seed
+// linearly into keys of 1 to 8 bytes, and the bare id (10, 11, 12) made
+// short keys of neighbouring bizzes ("p|1", "p|2", "p|3") hash alike and
+// share one slot, shown under the first. Slots written with the bare id
+// before this do not verify (Top skips them) and are reused once stale:
+// an upgrade forgets at most the last kMinutes of denials.
+uint64_t HashOf(uint16_t biz, std::string_view key) {
+  const unsigned char id[2] = {static_cast<unsigned char>(biz & 0xff), static_cast<unsigned char>(biz >> 8)};
+  return XXH3_64bits_withSeed(key.data(), key.size(), XXH3_64bits(id, sizeof id)) | 1;
+}
 
 }  // namespace
 
