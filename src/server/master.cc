@@ -290,6 +290,19 @@ Status ReadForReload(const std::string& path, const SrvConfig& live, const Store
     return Status::InvalidArgument(path + ": " + allow.status().message());
   f->next = std::move(parsed.value());
   SrvConfig& next = *f->next;
+  // Another geometry for the running store: a restart would refuse to open
+  // it (a store is never reinterpreted), so the files are broken for it,
+  // not merely waiting for a restart.
+  if (next.store_dir == live.store_dir && !(next.geometry == geometry)) {
+    auto g = [](const StoreGeometry& x) {
+      return "files=" + std::to_string(x.files) + " keynodes=" + std::to_string(x.keynodes) +
+             " chain=" + std::to_string(x.chain);
+    };
+    return Status::Mismatch(path + ": <store> says " + g(next.geometry) + ", but the store in " + next.store_dir +
+                            " has " + g(geometry) +
+                            ": a restart would refuse it (a store is never reinterpreted). Put <store> back to the "
+                            "store's geometry, or stop frsd, change the store's with frsctl grow, and start it");
+  }
   Status s;
   // A file to write that would make an open(2) wait (a FIFO) is refused
   // here, before any worker is told: a worker opens files it is told of.

@@ -92,6 +92,29 @@ TEST(ReloadE2E, ABrokenSrvXmlChangesNothing) {
   }
 }
 
+// Another geometry for the running store is no change that waits for a
+// restart: that restart would refuse the store. The reload is refused as
+// broken (it was applied, called valid, with a restart pending).
+TEST(ReloadE2E, AStoreGeometryTheStoreDoesNotHaveIsRefused) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  Rewrite(srv, "keynodes=\"4096\"", "keynodes=\"8192\"");
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
+  const std::string log = srv.log();
+  EXPECT_EQ(Count(log, "<store> says files=2 keynodes=8192 chain=8, but the store in "), 1u) << log;
+  EXPECT_EQ(Count(log, "has files=2 keynodes=4096 chain=8: a restart would refuse it"), 1u) << log;
+  EXPECT_EQ(Count(log, "are valid; reloading"), 0u) << log;
+  Client c(srv.port());
+  EXPECT_EQ(Metric(c, "frs_config_last_reload_successful"), 0);
+  EXPECT_EQ(Metric(c, "frs_config_restart_pending"), 0);
+  // Back to the store's geometry: applied.
+  Rewrite(srv, "keynodes=\"8192\"", "keynodes=\"4096\"");
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "are valid; reloading")) << srv.log();
+  ASSERT_TRUE(WaitFor([&] { return Metric(c, "frs_config_last_reload_successful") == 1; }, 3000));
+}
+
 TEST(ReloadE2E, LimitsAndTheLogFileChangeLive) {
   Frsd srv;
   ASSERT_TRUE(srv.Start()) << srv.log();
