@@ -63,6 +63,7 @@ struct NodeView {
   bool key_kept = true;
   Mode mode = Mode::kEnforce;
   int64_t count = 0;  // of the most restrictive rule
+  int64_t limit = 0;  // of that same rule (its count's limit, as an answer gives both)
   std::vector<RuleView> rules;
   std::vector<LeaseView> leases;              // held now, of the biz's concurrency rule
   std::vector<ReservationView> reservations;  // held now

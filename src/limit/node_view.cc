@@ -199,6 +199,7 @@ Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
   for (uint32_t i = 0; i < biz->cfg.nrules && i < v.rules.size(); ++i) v.rules[i].remaining = d.rules[i].remaining;
   Summarize(&d, true);
   v.count = d.count;
+  v.limit = d.limit;
   v.node = node;
   return v;
 }

@@ -505,6 +505,26 @@ TEST_F(FrsctlTest, TopListsHighestCountsFirst) {
   EXPECT_LT(r.out.find("user:4"), r.out.find("user:0")) << r.out;
 }
 
+// dump's and top's count and limit are one rule's, the pair an answer
+// gives: with both rules at or past their limits (set 3: 3 of 3 a minute,
+// 3 of 1 an hour), the hour denies longest and decides, 3 of 1; the limit
+// came from the first rule with least room instead: "3 of 3, denied", a
+// key that looks merely full.
+TEST_F(FrsctlTest, DumpAndTopShowTheCountAndLimitOfOneRule) {
+  std::ofstream(dir_ / "capped.xml")
+      << "<map>\n  <biz id=\"1\" name=\"ad\"><rule interval=\"60\" max=\"3\"/><rule interval=\"3600\" "
+         "max=\"1\"/></biz>\n</map>\n";
+  WriteConfig("capped-srv.xml", "capped-data", 1, 256, 8, "capped.xml");
+  CreateStore("capped-srv.xml");
+  Set("ad", "u", 3, "capped-srv.xml");
+  CtlRun r = Ctl({"dump", "--biz", "ad"}, "capped-srv.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("ad            3           1  "), std::string::npos) << r.out;
+  r = Ctl({"top", "ad"}, "capped-srv.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("  1      3      1  denied"), std::string::npos) << r.out;
+}
+
 TEST_F(FrsctlTest, ExplainSaysWhichRuleDeniesAndUntilWhen) {
   CreateStore();
   Set("ad_user", "u", 1);

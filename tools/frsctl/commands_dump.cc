@@ -79,17 +79,10 @@ Result<int> RunDump(Session& s, const DumpArgs& a) {
     }
     std::string biz = v.ok() ? v->biz_name : "#" + std::to_string(n.biz);
     std::string count = v.ok() ? std::to_string(v->count) : "-";
-    std::string limit = "-";
-    if (v.ok()) {
-      // The limit of the most restrictive rule: the one with least room left.
-      int64_t best = INT64_MAX;
-      for (const RuleView& r : v->rules) {
-        if (r.remaining < best) {
-          best = r.remaining;
-          limit = std::to_string(r.limit);
-        }
-      }
-    }
+    // The count's own rule's limit (the most restrictive rule's, as an
+    // answer gives them): a limit taken apart from the count showed a key
+    // at 1 of 1 an hour and 3 of 3 a day as "1 of 3, denied".
+    std::string limit = v.ok() ? std::to_string(v->limit) : "-";
     std::string key = ShownKey(n.key, n.key.size() < n.key_len, n.key_len != 0 || !n.key.empty(), n.fp.lo);
     std::printf("%-*u  %-*u  %-4u  %-4u  %-3s  %-*s  %10s  %10s  %-16s  %s\n", wf, n.file, wk, n.keynode, n.slot,
                 n.span, n.in_alternate ? "yes" : "-", wb, biz.c_str(), count.c_str(), limit.c_str(),

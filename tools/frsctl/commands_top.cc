@@ -70,17 +70,10 @@ Result<int> RunTop(Session& s, const TopArgs& a) {
   t.AlignRight({0, 1, 2});
   for (size_t i = 0; i < rows.size(); ++i) {
     const NodeView& v = rows[i];
-    int64_t limit = 0, room = INT64_MAX;
     bool denies = false;
-    for (const RuleView& r : v.rules) {
-      denies |= r.denies;
-      if (r.remaining < room) {
-        room = r.remaining;
-        limit = r.limit;
-      }
-    }
+    for (const RuleView& r : v.rules) denies |= r.denies;
     t.Row({std::to_string(i + 1), Grouped(static_cast<uint64_t>(std::max<int64_t>(v.count, 0))),
-           Grouped(static_cast<uint64_t>(std::max<int64_t>(limit, 0))), denies ? "denied" : "allowed",
+           Grouped(static_cast<uint64_t>(std::max<int64_t>(v.limit, 0))), denies ? "denied" : "allowed",
            Relative(int64_t{v.node.last_access_s} * 1000, now),
            ShownKey(v.key, v.key_truncated, v.key_kept, v.node.fp.lo)});
   }
