@@ -12,6 +12,20 @@
 #include "os/output_file.h"
 
 namespace frs::server {
+namespace {
+
+// Whether `pid` is a live process named frsd (/proc/PID/comm).
+bool IsFrsd(long pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+  os::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  char comm[32] = {};
+  const ssize_t n = ::read(fd.get(), comm, sizeof comm - 1);
+  return n >= 5 && std::strncmp(comm, "frsd\n", 5) == 0;
+}
+
+}  // namespace
 
 Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& what) {
   // O_NONBLOCK and fstat: a FIFO is refused, never waited on (a regular
@@ -26,12 +40,20 @@ Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& w
     char buf[32] = {};
     ssize_t n = pread(fd.get(), buf, sizeof buf - 1, 0);
     long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
-    std::string who = pid > 0 ? "frsd (pid " + std::to_string(pid) + ")" : "another frsd";
+    // Named only when that process is an frsd: a holder that has not
+    // written its pid yet leaves what an earlier one wrote, and a pid an
+    // operator kills must be the holder's.
+    std::string who = pid > 0 && IsFrsd(pid) ? "frsd (pid " + std::to_string(pid) + ")"
+                                             : std::string("another frsd (its pid is not written yet)");
     // Named by what it guards (the store's directory, not its lock file).
     const size_t slash = path.rfind('/');
     const std::string guarded = what == "store" && slash != std::string::npos ? path.substr(0, slash) : path;
     return Status::Busy(who + " is already running with the " + what + " " + guarded);
   }
+  // What an earlier holder wrote goes at once: until WritePid, a second
+  // start reads an empty file, not a pid of a process that is gone (or,
+  // reused, another program's).
+  if (::ftruncate(fd.get(), 0) != 0) return Status::FromErrno("cannot truncate the " + what + " lock " + path, errno);
   return LockFile(std::move(fd), path);
 }
 

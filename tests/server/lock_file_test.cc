@@ -1,0 +1,56 @@
+// The pid file's and the store's lock (server/pidfile.h): what a second
+// start is told while another holds it.
+#include "server/pidfile.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/temp_dir.h"
+
+namespace frs::server {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A pid an earlier frsd left is emptied as the lock is taken: a second
+// start between the lock and WritePid read it and named a process that was
+// gone (or, its pid reused, another program).
+TEST(LockFile, TakingItEmptiesWhatAnEarlierHolderWrote) {
+  frs::testing::TempDir dir;
+  const std::string path = dir.path() + "/frsd.pid";
+  std::ofstream(path) << "12345\n";
+  auto lock = LockFile::Acquire(path, "pid file");
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  EXPECT_EQ(ReadAll(path), "");
+  ASSERT_TRUE(lock->WritePid(getpid()).ok());
+  EXPECT_EQ(ReadAll(path), std::to_string(getpid()) + "\n");
+}
+
+// Held: the refusal names a pid only when that process is an frsd.
+TEST(LockFile, ARefusalNamesNoPidThatIsNotAnFrsd) {
+  frs::testing::TempDir dir;
+  const std::string path = dir.path() + "/frsd.pid";
+  auto held = LockFile::Acquire(path, "pid file");
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  for (const std::string& pid : {std::string(), std::string("1\n"), std::to_string(getpid()) + "\n"}) {
+    std::ofstream(path, std::ios::trunc) << pid;
+    auto second = LockFile::Acquire(path, "pid file");
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().message(),
+              "another frsd (its pid is not written yet) is already running with the pid file " + path)
+        << "with " << pid;
+  }
+}
+
+}  // namespace
+}  // namespace frs::server
