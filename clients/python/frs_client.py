@@ -1043,8 +1043,9 @@ def _batch_member(it):
             )
         attrs = {k: v for k, v in it.items() if k not in ("cmd", "biz", "key")}
         return (it["cmd"], it["biz"], it["key"], attrs)
-    if len(it) < 3:
-        raise ValueError("a batch member is (cmd, biz, key, ...) or a dict, not %r" % (it,))
+    # A string is a sequence too: "acquire" would read as cmd "a", biz "c", ...
+    if isinstance(it, (str, bytes)) or not isinstance(it, (tuple, list)) or len(it) < 3:
+        raise ValueError("a batch member is a tuple (cmd, biz, key, ...) or a dict, not %r" % (it,))
     cmd, biz, key, rest = it[0], it[1], it[2], tuple(it[3:])
     names = _MEMBER_ARGS.get(cmd, ("n",))
     if len(rest) > len(names):

@@ -762,6 +762,10 @@ class ClientTest(unittest.TestCase):
         self.assertFalse(c.batch([]).allowed)
         with self.assertRaises(ValueError):
             c.batch([("acquire", "login")])
+        # A string is no member (it read as cmd "a", biz "c", key "q", ...).
+        for bad in ("acquire", b"acquire", 42, None):
+            with self.assertRaisesRegex(ValueError, "a batch member is a tuple"):
+                c.batch([bad])
 
     def test_get_in_batch(self):
         self.client.acquire("login", "bg")
