@@ -615,35 +615,49 @@ class _Server(object):
         self.conn = None
         self.used = False
 
+    def _drop(self, conn):
+        """Closes `conn`, and forgets it if it is still this server's."""
+        try:
+            conn.close()
+        except Exception:
+            pass
+        if self.conn is conn:
+            self.conn = None
+            self.used = False
+
     def post(self, path, body, deadline):
         """(status, body bytes), done by `deadline` (time.monotonic()); raises
         OSError (socket.timeout past the deadline) / HTTPException on failures."""
         for attempt in (0, 1):
-            if self.conn is None:
-                self.conn = _Connection(self.name)
+            # A local reference: Client.close() in another thread may drop
+            # self.conn meanwhile; this call then fails on a closed socket
+            # (the fail policy), never on a missing object.
+            conn = self.conn
+            if conn is None:
+                conn = self.conn = _Connection(self.name)
                 self.used = False
             # The resend below shares the deadline: one per exchange.
-            self.conn.deadline = deadline
-            if self.conn.sock is not None:
-                self.conn.sock.deadline = deadline
+            conn.deadline = deadline
+            if conn.sock is not None:
+                conn.sock.deadline = deadline
             reused = self.used
             try:
-                self.conn.request("POST", path, body=body, headers={"Content-Type": "application/xml"})
-                resp = self.conn.getresponse()
+                conn.request("POST", path, body=body, headers={"Content-Type": "application/xml"})
+                resp = conn.getresponse()
                 data = _read_body(resp)
             except _STALE:
                 # frsd closes idle keep-alive connections: such a request was
                 # never read, so it is sent again on a new connection, once.
-                self.close()
+                self._drop(conn)
                 if reused and attempt == 0:
                     continue
                 raise
             except BaseException:
-                self.close()
+                self._drop(conn)
                 raise
             self.used = True
             if resp.will_close:
-                self.close()
+                self._drop(conn)
             return resp.status, data
         raise http.client.HTTPException("unreachable")
 
@@ -705,8 +719,9 @@ class Client(object):
         return m
 
     def close(self):
-        """Closes every thread's connections (a call under way in another
-        thread then fails, by the fail policy)."""
+        """Closes every thread's connections. A call under way in another
+        thread may then fail, by the fail policy (it never raises); the
+        next call opens a new connection."""
         if os.getpid() != self._pid:
             self._connections()  # a child closes none of its parent's
             return
@@ -792,6 +807,11 @@ class Client(object):
             except _AnswerTooBig as e:
                 return 0, None, server, "frsd %s: %s" % (server, e)
             except (OSError, http.client.HTTPException) as e:
+                return 0, None, server, "frsd %s: %s" % (server, e.__class__.__name__ + (": %s" % e if str(e) else ""))
+            except Exception as e:
+                # No call raises: whatever else http.client met (a connection
+                # closed under it by close() in another thread) is frsd not
+                # answering, for the fail policy.
                 return 0, None, server, "frsd %s: %s" % (server, e.__class__.__name__ + (": %s" % e if str(e) else ""))
             try:
                 root = ET.fromstring(data)

@@ -488,6 +488,37 @@ class ClientTest(unittest.TestCase):
         for t in range(8):
             self.assertEqual(self.count_by_get("big", "threads-%d" % t), 60)
 
+    def test_close_from_another_thread_never_makes_a_call_raise(self):
+        # close() while other threads call: a call may fail (by the policy,
+        # with an error), never raise; it raised AttributeError on a
+        # connection dropped under it.
+        c = Client(self.frsd.name, timeout=5.0, fail="closed")
+        raised, stop = [], threading.Event()
+
+        def call(t):
+            while not stop.is_set():
+                try:
+                    d = c.query("big", "close-%d" % t)
+                    if d.error is None and d.status != 200:
+                        raised.append("no error and status %d" % d.status)
+                except Exception as e:  # what the client must never let out
+                    raised.append(repr(e))
+                    return
+
+        threads = [threading.Thread(target=call, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            c.close()
+            time.sleep(0.002)
+        stop.set()
+        for t in threads:
+            t.join()
+        self.assertEqual(raised, [])
+        self.assertIsNone(c.query("big", "close-after").error)  # a new connection
+        c.close()
+
     def test_a_client_used_before_a_fork_serves_parent_and_child_apart(self):
         # A pre-forking server makes its client, uses it, then forks: the
         # child must not read the parent's answers off the parent's socket.

@@ -69,6 +69,8 @@ DecisionLog::~DecisionLog() {
   }
   wake_.notify_one();
   writer_.join();
+  // No log, no failing file: a reload that drops <decisions> ends the alarm.
+  if (counters_) CounterSet(counters_->open_failed, 0);
 }
 
 uint64_t DecisionLog::ThresholdFor(double sample) {

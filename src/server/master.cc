@@ -145,6 +145,7 @@ bool Master::Spawn(uint32_t i) {
   if (ctx_.metrics) {
     CounterSet(ctx_.metrics->worker(i).pid, static_cast<uint64_t>(pid));
     CounterSet(ctx_.metrics->worker(i).log_reopen_failed, 0);
+    CounterSet(ctx_.metrics->worker(i).decision_log.open_failed, 0);  // its own log opens anew
   }
   slots_[i].started_ns = MonoNs();
   slots_[i].respawn_at_ns = -1;

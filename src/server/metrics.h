@@ -245,7 +245,8 @@ struct alignas(64) WorkerCounters {
   uint64_t serving_pid;  // set by that worker once its event loop holds the listening socket
   // A gauge: 1 from a failed reopen of <log file> (SIGUSR1) until one succeeds;
   // 0 again when the master starts the slot's next worker (it logs to the
-  // master's descriptor until it is asked to reopen).
+  // master's descriptor until it is asked to reopen), as is the slot's
+  // decision_log.open_failed (the new worker opens its own).
   uint64_t log_reopen_failed;
   alignas(64) DecisionLogCounters decision_log;
   alignas(64) ReplicaCounters replica;

@@ -254,6 +254,25 @@ TEST(DecisionLogE2E, AReopenThatFailsIsSeenAndTriedAgainUntilItOpens) {
   EXPECT_NE(said.find("decision log " + log + " opened"), std::string::npos) << said;
 }
 
+// A reload that takes <decisions> out ends the failing file's alarm: no log,
+// nothing failing (it read 0 until frsd restarted).
+TEST(DecisionLogE2E, AReloadWithoutTheLogEndsItsFailure) {
+  Frsd srv(LogOptions("<decisions file=\"decisions.log\"/>"));
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  const std::string log = srv.dir() + "/decisions.log";
+  Client c(srv.port());
+  ASSERT_EQ(std::rename(log.c_str(), (log + ".1").c_str()), 0);
+  ASSERT_TRUE(std::filesystem::create_directory(log));
+  kill(srv.pid(), SIGUSR1);
+  ASSERT_TRUE(WaitFor([&] { return Metric(c, "frs_log_last_reopen_successful") == 0; }, 3000)) << srv.log();
+  std::string conf = ReadFile(srv.config());
+  conf.erase(conf.find("<decisions file=\"decisions.log\"/>"), 33);
+  WriteFile(srv.config(), conf);
+  ASSERT_TRUE(srv.ReloadAndWait()) << srv.log();
+  EXPECT_TRUE(WaitFor([&] { return Metric(c, "frs_log_last_reopen_successful") == 1; }, 3000)) << srv.log();
+  EXPECT_EQ(srv.Stop(), 0);
+}
+
 TEST(DecisionLogE2E, AFullDiskCostsLinesCountedNeverAnswers) {
   // /dev/full: every write fails with ENOSPC, as on a full disk (no root
   // needed, unlike tests/common/small_disk.h's tmpfs).
