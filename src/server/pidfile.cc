@@ -30,7 +30,13 @@ bool IsFrsd(long pid) {
 Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& what) {
   // O_NONBLOCK and fstat: a FIFO is refused, never waited on (a regular
   // file ignores the flag).
-  os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644));
+  // O_NOFOLLOW: the store directory (and often the pid file's) is the
+  // service user's; a link planted there would have an frsd started as root
+  // write its pid into whatever file the link names.
+  os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, 0644));
+  if (!fd.valid() && errno == ELOOP)
+    return Status::InvalidArgument("the " + what + " lock " + path +
+                                   " is a symbolic link: frsd does not follow one there (remove it)");
   if (!fd.valid()) return Status::FromErrno("cannot open the " + what + " lock " + path, errno);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("cannot open the " + what + " lock " + path, errno);

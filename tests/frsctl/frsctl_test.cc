@@ -231,6 +231,21 @@ TEST_F(FrsctlTest, VersionAndTheDefaultConfigPath) {
   }
 }
 
+// frsctl runs as root (grow, the package's upgrade) in a store directory
+// the service user owns: a link that user plants at frsd.lock must not have
+// root create the file it names and give it to that user.
+TEST_F(FrsctlTest, ASymbolicLinkAtTheStoreLockIsRefusedNotFollowed) {
+  std::filesystem::create_directories(dir_ / "data");
+  const std::string target = dir_ / "planted";
+  ASSERT_EQ(::symlink(target.c_str(), std::string(dir_ / "data/frsd.lock").c_str()), 0);
+  CtlRun r = Ctl({"init"});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("frsd.lock is a symbolic link: frsctl does not follow one in a store directory (remove it)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(target));
+}
+
 TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
   CtlRun r = Ctl({"init"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -194,14 +194,20 @@ Result<ExclusiveLocks> ExclusiveLocks::Take(const std::vector<std::string>& path
 
 Result<UniqueFd> TakeFrsdStoreLock(const std::string& dir) {
   const std::string path = store_dir::In(dir, store_dir::kStoreLock);
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  // O_NOFOLLOW: the store directory is the service user's, and frsctl runs
+  // as root (grow, upgrade from the package's postinst): a link planted
+  // there would have root create, and hand to that user, any file it names.
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid() && errno == ENOENT) {
-    fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
     struct stat d;
     // Owned like the directory: frsd (its own user) opens it read-write.
     if (fd.valid() && ::stat(dir.c_str(), &d) == 0 && ::fchown(fd.get(), d.st_uid, d.st_gid) != 0 && errno != EPERM)
       return Status::FromErrno("cannot give " + path + " the owner of " + dir, errno);
   }
+  if (!fd.valid() && errno == ELOOP)
+    return Status::InvalidArgument("the store lock " + path +
+                                   " is a symbolic link: frsctl does not follow one in a store directory (remove it)");
   if (!fd.valid()) return Status::FromErrno("cannot open the store lock " + path, errno);
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) return Status::FromErrno("cannot lock " + path, errno);
