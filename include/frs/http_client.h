@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "frs/status.h"
 
@@ -43,6 +44,10 @@ class HttpClient {
   Result<HttpResponse> Post(std::string_view target, std::string_view body,
                             std::string_view content_type = "application/xml");
   const std::string& server() const { return server_; }
+  // Sends "Authorization: Bearer TOKEN" with every request ("": none). The
+  // admin token goes in a header, never in the target: a proxy's access log
+  // writes every target it forwards.
+  void SetBearer(std::string token) { bearer_ = std::move(token); }
 
  private:
   Result<HttpResponse> Exchange(std::string_view request);
@@ -52,6 +57,7 @@ class HttpClient {
   std::string server_;
   int timeout_ms_;
   int fd_ = -1;  // the connection; -1: none yet, or closed
+  std::string bearer_;
 };
 
 }  // namespace frs

@@ -118,14 +118,17 @@ Status HttpClient::Connect(int64_t deadline) {
 }
 
 Result<HttpResponse> HttpClient::Get(std::string_view target) {
-  std::string req = "GET " + std::string(target) + " HTTP/1.1\r\nHost: " + server_ + "\r\n\r\n";
+  std::string req = "GET " + std::string(target) + " HTTP/1.1\r\nHost: " + server_;
+  if (!bearer_.empty()) req += "\r\nAuthorization: Bearer " + bearer_;
+  req += "\r\n\r\n";
   return Exchange(req);
 }
 
 Result<HttpResponse> HttpClient::Post(std::string_view target, std::string_view body, std::string_view content_type) {
-  std::string req = "POST " + std::string(target) + " HTTP/1.1\r\nHost: " + server_ +
-                    "\r\nContent-Type: " + std::string(content_type) +
-                    "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  std::string req = "POST " + std::string(target) + " HTTP/1.1\r\nHost: " + server_;
+  if (!bearer_.empty()) req += "\r\nAuthorization: Bearer " + bearer_;
+  req += "\r\nContent-Type: " + std::string(content_type) + "\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n";
   req.append(body);
   return Exchange(req);
 }

@@ -55,10 +55,10 @@ struct CatchUp {
   ReplicaShared* shared;
   std::string self;    // this shard's name, as a query value
   std::string digest;  // the <cluster> list's, "%08x"
-  std::string auth;    // "&token=..."
+  std::string token;   // the admin token, sent as Authorization: Bearer
   int64_t start;       // MonoNs()
 
-  std::string StateQuery() const { return "/replicate?for=" + self + "&digest=" + digest + auth; }
+  std::string StateQuery() const { return "/replicate?for=" + self + "&digest=" + digest; }
 };
 
 // Whether snapshots may be taken: not when a ring change's handoff is
@@ -71,6 +71,7 @@ bool SnapshotsWanted(const CatchUp& c, const Ring& ring, const std::vector<size_
   for (size_t i : peers) {
     const std::string& name = ring.shards()[i].name;
     client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
+    http.SetBearer(c.token);
     auto r = http.Get(c.StateQuery());
     if (r.ok() && r->status == 200 && r->body.find("handoff_pending 1") != std::string::npos) {
       FRS_LOG(
@@ -113,10 +114,11 @@ bool ReadSnapshotHead(std::string_view* body, size_t i, ReplicaShared* shared, l
 // became of the snapshot.
 uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 15000)));
+  http.SetBearer(c.token);
   // Every store file in one answer: one reading of the sender's store,
   // so one set of stream numbers holds for all of it. A 503 is asked
   // again (bounded, logged): this shard keeps answering 503 meanwhile.
-  const std::string ask = "/replicate?for=" + c.self + "&digest=" + c.digest + "&snapshot=1" + lease_key + c.auth;
+  const std::string ask = "/replicate?for=" + c.self + "&digest=" + c.digest + "&snapshot=1" + lease_key;
   auto r = http.Get(ask);
   for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
        r.ok() && r->status == 503 && MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
@@ -168,6 +170,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
 // delivered.
 void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
+  http.SetBearer(c.token);
   struct Mark {
     unsigned long long hash, queued;
   };
@@ -284,10 +287,8 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   }
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", ring->Digest());
-  const CatchUp c{cfg,     engine,
-                  shared,  PercentEncoded(cfg.cluster_self, kPercentQueryValue),
-                  digest,  "&token=" + PercentEncoded(cfg.admin_token, kPercentQueryValue),
-                  MonoNs()};
+  const CatchUp c{cfg,    engine,          shared,  PercentEncoded(cfg.cluster_self, kPercentQueryValue),
+                  digest, cfg.admin_token, MonoNs()};
   std::vector<size_t> peers;
   for (size_t i = 0; i < ring->shards().size() && i < kMaxReplicaPeers; ++i)
     if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);

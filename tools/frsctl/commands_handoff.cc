@@ -364,7 +364,8 @@ std::string_view TrimmedLine(std::string_view body) { return body.substr(0, body
 
 Status CheckToken(const std::string& self, const std::string& token) {
   HttpClient http(self, 5000);
-  auto resp = http.Get("/replicate?state=1&token=" + PercentEncoded(token, kPercentQueryValue));
+  http.SetBearer(token);
+  auto resp = http.Get("/replicate?state=1");
   if (resp.ok() && resp->status == 403)
     return Status::InvalidArgument("shard " + self + " refused the admin token (403 " +
                                    std::string(TrimmedLine(resp->body.substr(0, 120))) +
@@ -390,7 +391,8 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
   size_t shards = 0;
   for (const std::string& name : names) {
     HttpClient http(name, 5000);
-    auto resp = http.Get("/replicate?state=1&token=" + PercentEncoded(token, kPercentQueryValue));
+    http.SetBearer(token);
+    auto resp = http.Get("/replicate?state=1");
     if (!resp.ok() || resp->status != 200) continue;
     // Still on the old list, its queues are not yet of the earlier list:
     // they become so, and are counted here, once it is given the new one.
@@ -448,9 +450,8 @@ Status ReportHandedOff(const std::string& self, const Ring& after, bool replicas
     return w.ok() ? Status::OK() : w.status();
   }
   HttpClient http(self, 5000);
-  auto resp =
-      http.Post("/replicate?handed_off=" + std::string(digest) + "&token=" + PercentEncoded(token, kPercentQueryValue),
-                "", "text/plain");
+  http.SetBearer(token);
+  auto resp = http.Post("/replicate?handed_off=" + std::string(digest), "", "text/plain");
   if (resp.ok() && resp->status == 200) {
     // The store's nodes are placed for this list now: a restart of frsd
     // keeps no handoff pending (replica_catchup.cc, CarryRingChange).

@@ -107,9 +107,8 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
       AppendGroupStats(bodies[k], &body);
       const std::string receipt = s.cfg.cluster_self + "/" + route + "/" + name + "#" + std::to_string(k);
       HttpClient http(dest, 10000);
-      auto resp = http.Post("/stats?receipt=" + PercentEncoded(receipt, kPercentQueryValue) +
-                                "&token=" + PercentEncoded(token, kPercentQueryValue),
-                            body, "application/xml");
+      http.SetBearer(token);
+      auto resp = http.Post("/stats?receipt=" + PercentEncoded(receipt, kPercentQueryValue), body, "application/xml");
       // A day the receiver does not keep is refused whole, at the first
       // body, before anything is merged: it would never be taken, so the
       // file stays and the run goes on.
