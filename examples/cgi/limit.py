@@ -64,11 +64,16 @@ def main():
         return
     key = "user:" + user if user else "ip:" + os.environ.get("REMOTE_ADDR", "unknown")
 
-    frs = Client(
-        os.environ.get("FRS_SERVERS", "127.0.0.1:8300"),
-        timeout=float(os.environ.get("FRS_TIMEOUT", "0.5")),
-        fail=os.environ.get("FRS_FAIL", "open"),
-    )
+    try:
+        frs = Client(
+            os.environ.get("FRS_SERVERS", "127.0.0.1:8300"),
+            timeout=float(os.environ.get("FRS_TIMEOUT", "0.5")),
+            fail=os.environ.get("FRS_FAIL", "open"),
+        )
+    except ValueError as e:  # FRS_TIMEOUT, FRS_FAIL or FRS_SERVERS: the page's configuration
+        sys.stderr.write("limit.py: %s\n" % e)
+        respond("500 Internal Server Error", [], "The rate limiter is misconfigured.\n")
+        return
     d = frs.acquire(os.environ.get("FRS_BIZ", "login"), key)
     frs.close()
 

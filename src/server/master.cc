@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <optional>
 
 #include "server/clock_util.h"
@@ -294,7 +295,12 @@ Status ReadForReload(const std::string& path, const SrvConfig& live, const Store
   // Another geometry for the running store: a restart would refuse to open
   // it (a store is never reinterpreted), so the files are broken for it,
   // not merely waiting for a restart.
-  if (next.store_dir == live.store_dir && !(next.geometry == geometry)) {
+  // Compared as the files they name: a trailing slash or a link to the
+  // same directory is the same store.
+  std::error_code same_ec;
+  const bool same_store =
+      next.store_dir == live.store_dir || std::filesystem::equivalent(next.store_dir, live.store_dir, same_ec);
+  if (same_store && !(next.geometry == geometry)) {
     auto g = [](const StoreGeometry& x) {
       return "files=" + std::to_string(x.files) + " keynodes=" + std::to_string(x.keynodes) +
              " chain=" + std::to_string(x.chain);

@@ -485,6 +485,12 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         Fail(l, "answered " + std::to_string(status) + ": " + body.substr(0, 300), now_ns);
         return;
       }
+      // A probe's answer is the shard's own ("pending N ..."), not any 200
+      // (a proxy's page before no shard).
+      if (l.probing && !body.starts_with("pending ")) {
+        Fail(l, "answered 200 that is not a shard's (" + body.substr(0, 60) + ")", now_ns);
+        return;
+      }
       // Acknowledged; the next batch goes on this connection, or, closed,
       // on the next one (Pump).
       if (l.probing) Probed(l, now_ns, /*send_next=*/closed.empty());
@@ -554,8 +560,13 @@ bool Replicator::Due(const Link& l, int64_t now_ms) const {
 void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   if (l.probing && !l.down) {
     // A probe of a shard never reached since the start: it reads down
-    // already (unreached); nothing waits on it, so no episode begins.
+    // already (unreached); nothing waits on it, so no episode begins. A new
+    // reason is said once (a shard that answers, but refuses: its token or
+    // its list differs), not each second.
     Close(l);
+    if (why != l.failure)
+      FRS_LOG("replicas: %s, not reached since this shard's start, does not answer yet: %s", l.name.c_str(),
+              why.c_str());
     l.failure = why;
     l.probe_ns = now_ns + kRetryNs;
     return;

@@ -731,8 +731,9 @@ class Replicas(unittest.TestCase):
         # with no shard behind it: a connection alone is not B): its link to
         # B reads down, though nothing is ever sent to B. B comes back behind
         # the relay without a restart, so it never asks A: A's link, tried
-        # each second with an empty batch, reads up at B's first answer, with
-        # no use of a route (before, it read down until one).
+        # each second with a GET /replicate?for= (the question a returning shard
+        # asks), reads up at B's first answer, with no use of a route (before,
+        # it read down until one).
         p = self.pair()
         p.a.stop()
         target, p.relay.target = p.relay.target, None
@@ -741,10 +742,18 @@ class Replicas(unittest.TestCase):
         tried = p.relay.accepted
         self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 5), p.a.log())
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
+        self.assertIn("not reached since this shard's start, does not answer yet", p.a.log())
+        # A 200 that is not a shard's answer (a proxy's page) is no answer.
+        p.relay.refuse(200)
+        tried = p.relay.accepted
+        self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 5), p.a.log())
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
+        self.assertIn("answered 200 that is not a shard's", p.a.log())
+        p.relay.heal()
         p.relay.target = target
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
         self.assertEqual(p.a.metric("frs_replica_pending"), 0)
-        self.assertEqual(p.a.metric("frs_replica_changes_acked_total"), 0)  # nothing but empty batches went
+        self.assertEqual(p.a.metric("frs_replica_changes_acked_total"), 0)  # no change was sent: probes only
 
     def test_a_successor_that_answers_an_error_is_a_down_link(self):
         # B answers /replicate with an error (a successor whose store
