@@ -12,6 +12,20 @@ namespace {
 
 bool TakesOutput(mode_t mode) { return S_ISREG(mode) || S_ISCHR(mode); }
 
+// Whether a process running as root must not follow a link at `path`: its
+// directory is one another user may write (a service user's log or store
+// directory), where that user could have planted the link to have root
+// write frsd's lines (keys sent by any client among them) into any file.
+// A link in a directory only root writes (/dev/stdout) is root's own.
+bool LinkNotToFollow(const std::string& path) {
+  if (::geteuid() != 0) return false;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat d;
+  if (::stat(dir.c_str(), &d) != 0) return true;
+  return d.st_uid != 0 || (d.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+}
+
 }  // namespace
 
 const char* FileKindName(mode_t mode) {
@@ -49,9 +63,17 @@ Status CheckOutputPath(const std::string& path, std::string_view what) {
 }
 
 Result<UniqueFd> OpenForAppend(const std::string& path, std::string_view what) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0640));
+  const bool no_link = LinkNotToFollow(path);
+  UniqueFd fd(::open(path.c_str(),
+                     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (no_link ? O_NOFOLLOW : 0),
+                     0640));
   if (!fd.valid()) {
     const int err = errno;
+    if (no_link && err == ELOOP)
+      return Status::InvalidArgument("the " + std::string(what) + " " + path +
+                                     " is a symbolic link in a directory another user than root may write: "
+                                     "running as root, frsd does not write through it (name the file it points to, "
+                                     "or run frsd as that directory's owner)");
     struct stat st;
     // ENXIO: a FIFO no one reads (or a socket); said as what it is.
     if (::stat(path.c_str(), &st) == 0 && !TakesOutput(st.st_mode))

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include "common/temp_dir.h"
@@ -53,6 +54,33 @@ TEST(OutputFile, ADirectoryIsRefusedAndAFileIsCreatedBlocking) {
   EXPECT_EQ(::fcntl(f->get(), F_GETFL) & (O_NONBLOCK | O_APPEND), O_APPEND);
   // A character device takes writes without a reader: allowed.
   EXPECT_TRUE(os::OpenForAppend("/dev/null", "log file").ok());
+}
+
+// As root, a link in a directory another user may write (a service user's
+// log directory) is refused, its target untouched; in a directory only
+// root writes it is followed (a container's /dev/stdout). Any other user
+// follows it: it writes nothing it could not write itself.
+TEST(OutputFile, RootFollowsNoLinkInADirectoryAnotherUserMayWrite) {
+  TempDir dir;
+  const std::string target = dir.path() + "/target", link = dir.path() + "/frsd.log";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
+  EXPECT_TRUE(frs::os::OpenForAppend(link, "log file").ok());  // root's own directory, or not root
+  ASSERT_TRUE(std::filesystem::exists(target));
+  std::filesystem::remove(target);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0777), 0);
+  auto opened = frs::os::OpenForAppend(link, "log file");
+  if (::geteuid() == 0) {
+    ASSERT_FALSE(opened.ok());
+    EXPECT_NE(opened.status().message().find("the log file " + link +
+                                             " is a symbolic link in a directory another user than root may write"),
+              std::string::npos)
+        << opened.status().message();
+    EXPECT_FALSE(std::filesystem::exists(target));
+  } else {
+    EXPECT_TRUE(opened.ok());
+  }
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
 }
 
 TEST(OutputFile, AConfigurationFileThatIsAFifoIsRefusedNotWaitedOn) {
