@@ -246,6 +246,28 @@ TEST_F(FrsctlTest, ASymbolicLinkAtTheStoreLockIsRefusedNotFollowed) {
   EXPECT_FALSE(std::filesystem::exists(target));
 }
 
+// frsctl as root on a store its service user owns creates nothing of
+// root's there: the side tables a read opens (stats.frs, denials.frs,
+// rules.history) were root's, and frsd, as that user, then refused to start.
+TEST_F(FrsctlTest, ARootReadOfAnotherUsersStoreLeavesNothingOfRoots) {
+  CreateStore();
+  const uid_t owner = ::geteuid() == 0 ? 65534 : ::geteuid();  // nobody, as root
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);            // its owner may reach it, as /var/lib
+  for (const auto& e : std::filesystem::directory_iterator(std::string(dir_ / "data")))
+    ASSERT_EQ(::chown(e.path().c_str(), owner, owner), 0) << e.path();
+  ASSERT_EQ(::chown(std::string(dir_ / "data").c_str(), owner, owner), 0);
+  for (const char* f : {"stats.frs", "denials.frs", "rules.history"}) std::filesystem::remove(dir_ / "data/" + f);
+  CtlRun r = Ctl({"get", "login", "user:1"});
+  EXPECT_EQ(r.rc, 1) << r.err << r.out;  // no such node: a read
+  r = Ctl({"stat"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(dir_ / "data"))) {
+    struct stat st;
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, owner) << e.path() << " is not the store owner's";
+  }
+}
+
 TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
   CtlRun r = Ctl({"init"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -1,7 +1,10 @@
 // frsctl/session.cc: opening srv.xml, the store and the engine for a command.
 #include "session.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 
@@ -85,12 +88,32 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   return Status::OK();
 }
 
+namespace {
+
+// frsctl run as root (sudo frsctl stat) on a store directory its service
+// user owns: every file it creates there (the side tables a mere read
+// opens: stats.frs, denials.frs, rules.history) must be that user's, or
+// frsd, running as that user, cannot open them at its next start (a root
+// `frsctl get` stopped the next start). So it acts as the directory's owner
+// from here on, its group too; what it reads (map.xml, lease.key) that user
+// reads as well.
+Status ActAsStoreOwner(const std::string& dir) {
+  struct stat st;
+  if (::geteuid() != 0 || ::stat(dir.c_str(), &st) != 0 || st.st_uid == 0) return Status::OK();
+  if (::setegid(st.st_gid) != 0 || ::seteuid(st.st_uid) != 0)
+    return Status::FromErrno("cannot act as the owner of the store directory " + dir, errno);
+  return Status::OK();
+}
+
+}  // namespace
+
 Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
   if (needs == Needs::kNothing) return Status::OK();
   Result<ServiceConfig> cfg = ReadServiceConfig(config_path);
   if (!cfg.ok()) return cfg.status();
   s->cfg = std::move(cfg).value();
   if (needs == Needs::kConfig) return Status::OK();
+  if (Status st = ActAsStoreOwner(s->cfg.store_dir); !st.ok()) return st;
   return OpenStoreAndEngine(s, /*create=*/false, needs == Needs::kEngine);
 }
 
