@@ -1,6 +1,8 @@
 // frsctl/session.cc: opening srv.xml, the store and the engine for a command.
 #include "session.h"
 
+#include <grp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,14 +96,23 @@ namespace {
 // user owns: every file it creates there (the side tables a mere read
 // opens: stats.frs, denials.frs, rules.history) must be that user's, or
 // frsd, running as that user, cannot open them at its next start (a root
-// `frsctl get` stopped the next start). So it acts as the directory's owner
+// `frsctl get` stopped the next start). So it becomes the directory's owner
 // from here on, its group too; what it reads (map.xml, lease.key) that user
 // reads as well.
 Status ActAsStoreOwner(const std::string& dir) {
   struct stat st;
   if (::geteuid() != 0 || ::stat(dir.c_str(), &st) != 0 || st.st_uid == 0) return Status::OK();
-  if (::setegid(st.st_gid) != 0 || ::seteuid(st.st_uid) != 0)
+  // For good (real, effective and saved ids, and the group list): nothing
+  // after the store is opened needs root, and a process half root would be
+  // no one's to trace, LeakSanitizer's scan at exit of its own threads
+  // included.
+  const gid_t group = st.st_gid;
+  if (::setgroups(1, &group) != 0 || ::setresgid(group, group, group) != 0 ||
+      ::setresuid(st.st_uid, st.st_uid, st.st_uid) != 0)
     return Status::FromErrno("cannot act as the owner of the store directory " + dir, errno);
+  // The kernel made the process undumpable with the change (a debugger, a
+  // core file, that scan): it is that user's own process now.
+  ::prctl(PR_SET_DUMPABLE, 1);
   return Status::OK();
 }
 
