@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <cstdio>
 
 #include "frs/clock.h"
