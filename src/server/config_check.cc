@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -126,9 +127,15 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   }
   // <grpc cert key client_ca>: readable, PEM, the key is the certificate's,
   // the CA file loads, as frsd's start and each reload load them.
-  if (cfg->grpc && !cfg->grpc_tls_cert.empty())
+  // Files that load but are past their date, or a key others may read: said,
+  // not refused (tls_context.h).
+  std::vector<std::string> tls_warnings;
+  if (cfg->grpc && !cfg->grpc_tls_cert.empty()) {
     if (auto tls = TlsContext::Load(TlsFilesOf(*cfg)); !tls.ok())
       problems.push_back(cfg->path + ": <grpc> TLS files (cert, key, client_ca): " + tls.status().message());
+    else
+      for (std::string& w : tls.value()->Warnings(std::time(nullptr))) tls_warnings.push_back("<grpc> TLS: " + w);
+  }
   std::string envoy_words;
   if (cfg->grpc && map.ok()) {
     Result<std::string> text = os::ReadTextFile(cfg->map_path);
@@ -178,7 +185,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
         ": frsd opens it to read and write");
   }
   // The engine's other files, as frsd's start will find them.
-  std::vector<std::string> side_warnings;
+  std::vector<std::string> side_warnings = std::move(tls_warnings);
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = ClusterSelfNotListed(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = limit::LeaseKeyModeWarning(cfg->store_dir); !w.empty()) side_warnings.push_back(std::move(w));

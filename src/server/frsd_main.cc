@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -177,8 +178,6 @@ frs::Status OpenGrpc(frs::SrvConfig* cfg, std::shared_ptr<const frs::server::Tls
   return frs::Status::OK();
 }
 
-// Envoy's side in the log too, not only in frsd.grpc.listen: where it
-// listens, how it is secured, and which directory it answers from.
 // A name of its own that is not where it listens is right behind a
 // forwarder, and wrong when copied from another shard's srv.xml: said once.
 void LogClusterSelf(const frs::SrvConfig& cfg) {
@@ -192,7 +191,11 @@ void LogClusterSelf(const frs::SrvConfig& cfg) {
             cfg.cluster_self.c_str(), listen.c_str(), cfg.cluster_self.c_str());
 }
 
-void LogGrpcListener(const frs::SrvConfig& cfg, const frs::server::ComposedMap& map) {
+// Envoy's side in the log too, not only in frsd.grpc.listen: where it
+// listens, how it is secured, and which directory it answers from; and
+// what is wrong with a certificate that loads all the same.
+void LogGrpcListener(const frs::SrvConfig& cfg, const frs::server::ComposedMap& map,
+                     const frs::server::TlsContext* tls) {
   const std::string where =
       !cfg.grpc_unix.empty() ? "unix socket " + cfg.grpc_unix : cfg.grpc_host + ":" + std::to_string(cfg.grpc_port);
   const char* security = cfg.grpc_tls_cert.empty()        ? "cleartext (h2c)"
@@ -202,6 +205,8 @@ void LogGrpcListener(const frs::SrvConfig& cfg, const frs::server::ComposedMap& 
   // reader skipped or a domain missing shows here as a count lower than meant.
   FRS_LOG("gRPC (Envoy's rate limit service) on %s, %s, config %s: %zu rate limit(s) of %zu domain(s)", where.c_str(),
           security, cfg.grpc_config.c_str(), map.envoy_limits, map.envoy_domains);
+  if (tls)
+    for (const std::string& w : tls->Warnings(std::time(nullptr))) FRS_LOG("warning: <grpc> TLS: %s", w.c_str());
 }
 
 // The pid in the lock files, then the addresses frsd listens on: last
@@ -377,7 +382,7 @@ int main(int argc, char** argv) {
           cfg.workers, cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(),
           static_cast<unsigned long long>(cfg.geometry.slots()), cfg.map_path.c_str());
 
-  if (cfg.grpc) LogGrpcListener(cfg, composed);
+  if (cfg.grpc) LogGrpcListener(cfg, composed, tls.get());
   LogClusterSelf(cfg);
   if (!fd_problem.empty()) FRS_LOG("warning: %s", fd_problem.c_str());
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <optional>
@@ -477,8 +478,12 @@ void Master::Reload() {
   if (ctx_.tls) {
     auto tls = TlsContext::Load(TlsFilesOf(live_));
     tls_refused = !tls.ok();
-    if (tls.ok()) ctx_.tls = std::move(tls.value());
-    else FRS_LOG("TLS files refused, the previous certificate stays: %s", tls.status().message().c_str());
+    if (tls.ok()) {
+      ctx_.tls = std::move(tls.value());
+      for (const std::string& w : ctx_.tls->Warnings(std::time(nullptr))) FRS_LOG("warning: <grpc> TLS: %s", w.c_str());
+    } else {
+      FRS_LOG("TLS files refused, the previous certificate stays: %s", tls.status().message().c_str());
+    }
   }
   const std::string envoy = live_.grpc ? ", with " + std::to_string(f.envoy_limits) + " Envoy rate limit(s) of " +
                                              std::to_string(f.envoy_domains) + " domain(s) from " + live_.grpc_config

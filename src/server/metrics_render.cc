@@ -133,6 +133,21 @@ void LatencySamples(const Scrape& s, const char* name, std::string* out) {
   out->append("\n");
 }
 
+// The earliest notAfter among the certificates the workers serve (after a
+// reload one that refused the new files serves the old one); no sample
+// without TLS.
+void TlsExpirySamples(const Scrape& s, const char* name, std::string* out) {
+  uint64_t earliest = 0;
+  for (uint32_t w = 0; w < s.metrics().workers(); ++w) {
+    const uint64_t v = CounterGet(s.metrics().worker(w).tls_not_after);
+    if (v != 0 && (earliest == 0 || v < earliest)) earliest = v;
+  }
+  if (earliest == 0) return;
+  out->append(name).append(" ");
+  AppendU64(out, earliest);
+  out->append("\n");
+}
+
 // A per-biz counter of every biz of the map.
 template <uint64_t (WorkerCounters::*kArray)[65536]>
 void BizSamples(const Scrape& s, const char* name, std::string* out) {
@@ -363,6 +378,10 @@ constexpr SeriesRow kSeries[] =
      "TLS handshakes of the <grpc> listener that failed: a client certificate refused or missing, no h2 in ALPN, "
      "not TLS at all.",
      Summed<&WorkerCounters::grpc_tls_refused>, nullptr},
+    {"frs_tls_certificate_expiry_timestamp_seconds", "gauge",
+     "Unix time the <grpc> listener's certificate expires (its notAfter; the earliest of those the workers "
+     "serve); absent without TLS. frsd serves an expired one and warns: alert on it.",
+     nullptr, TlsExpirySamples},
     {"frs_envoy_calls_total", "counter",
      "Envoy ShouldRateLimit calls (gRPC and POST /json) by answer: ok, over_limit, error (refused: a malformed "
      "call, a descriptor of another shard, the store unavailable).",

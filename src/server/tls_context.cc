@@ -5,8 +5,11 @@
 #include <openssl/x509v3.h>
 
 #include <strings.h>
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 namespace frs::server {
 
@@ -32,6 +35,22 @@ Status Readable(const std::string& path, const char* what) {
   if (!f) return Status::FromErrno(std::string("cannot read the ") + what + " " + path, errno);
   std::fclose(f);
   return Status::OK();
+}
+
+// An ASN.1 time as unix seconds (0 when it does not convert).
+int64_t UnixOf(const ASN1_TIME* t) {
+  std::tm tm{};
+  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return 0;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+std::string UtcText(int64_t unix) {
+  const std::time_t t = static_cast<std::time_t>(unix);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
 }
 
 // ALPN: "h2" or nothing. A client offering only other protocols (http/1.1)
@@ -145,6 +164,11 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files
   if (SSL_CTX_check_private_key(c) != 1)
     return Status::InvalidArgument("the key " + files.key + " does not match the certificate " + files.cert + ": " +
                                    SslErrors());
+  if (const X509* leaf = SSL_CTX_get0_certificate(c)) {
+    t->not_before_ = UnixOf(X509_get0_notBefore(leaf));
+    t->not_after_ = UnixOf(X509_get0_notAfter(leaf));
+  }
+  if (struct stat st{}; ::stat(files.key.c_str(), &st) == 0) t->key_mode_ = static_cast<unsigned>(st.st_mode);
   if (!files.client_ca.empty()) {
     if (SSL_CTX_load_verify_locations(c, files.client_ca.c_str(), nullptr) != 1)
       return Status::InvalidArgument("the client CA file " + files.client_ca + " does not load: " + SslErrors());
@@ -160,6 +184,32 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files
   }
   ERR_clear_error();
   return std::shared_ptr<const TlsContext>(std::move(t));
+}
+
+std::vector<std::string> TlsContext::Warnings(int64_t now) const {
+  std::vector<std::string> out;
+  const std::string& cert = files_.cert;
+  if (not_after_ != 0 && now >= not_after_) {
+    out.push_back("the certificate " + cert + " expired at " + UtcText(not_after_) +
+                  ": a client that checks it (Envoy does) refuses every handshake; put a renewed one in its place "
+                  "and reload (SIGHUP)");
+  } else if (not_before_ != 0 && now < not_before_) {
+    out.push_back("the certificate " + cert + " is not valid before " + UtcText(not_before_) +
+                  ": a client that checks it refuses every handshake until then (or this machine's clock is wrong)");
+  } else if (not_after_ != 0 && not_after_ - now < kSoonDays * 86400) {
+    const int64_t days = (not_after_ - now) / 86400;
+    out.push_back("the certificate " + cert + " expires at " + UtcText(not_after_) + " (in " + std::to_string(days) +
+                  (days == 1 ? " day" : " days") + "): renew it and reload (SIGHUP) before then");
+  }
+  // Group read is Debian's way (/etc/ssl/private, group ssl-cert); others not.
+  if ((key_mode_ & 007) != 0) {
+    char octal[16];
+    std::snprintf(octal, sizeof octal, "%04o", key_mode_ & 07777);
+    out.push_back("the key " + files_.key + " has mode " + octal +
+                  ": any user of this machine may read it and pose as this server; chmod 600 " + files_.key +
+                  " (or 640 with a group of its readers, as Debian's ssl-cert)");
+  }
+  return out;
 }
 
 }  // namespace frs::server

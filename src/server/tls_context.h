@@ -18,12 +18,21 @@
 //   subjectAltName at all (as RFC 6125 falls back for server names).
 // A refused certificate fails the handshake with an alert.
 //
+// Validity: a certificate past its notAfter (or before its notBefore)
+// still loads: refusing it would turn an expired certificate into a server
+// that does not start at all, where clients that do not check dates still
+// work. Warnings() says so, and frsd logs it at start and at each reload,
+// frsd -t prints it, and /metrics publishes the notAfter of the certificate
+// every worker serves (frs_tls_certificate_expiry_timestamp_seconds) for an
+// alert before the day.
+//
 // Immutable once loaded; a reload (SIGHUP) loads a new one and swaps it in,
 // and connections already made keep theirs (shared_ptr) to their end.
 //
 // Thread safety: const methods only; shared by one worker's connections.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,11 +70,22 @@ class TlsContext {
   const TlsFiles& files() const { return files_; }
   // Whether `cert`'s names (X509*) match client_names as documented above.
   bool NameAllowed(const void* x509) const;
+  // The served certificate's validity, unix seconds (its first one: the
+  // chain's others are the CAs').
+  int64_t not_before() const { return not_before_; }
+  int64_t not_after() const { return not_after_; }
+  // What is wrong with files that load all the same, one sentence each, at
+  // unix time `now`: the certificate expired, not valid yet, or expiring
+  // within kSoonDays; the key readable by any user of the machine.
+  std::vector<std::string> Warnings(int64_t now) const;
+  static constexpr int64_t kSoonDays = 14;
 
  private:
   TlsContext() = default;
   ssl_ctx_st* ctx_ = nullptr;
   TlsFiles files_;
+  int64_t not_before_ = 0, not_after_ = 0;
+  unsigned key_mode_ = 0;  // st_mode of the key file as loaded
 };
 
 }  // namespace frs::server

@@ -172,6 +172,7 @@ void Worker::ReloadTls() {
     return;
   }
   tls_ = std::move(tls.value());
+  if (counters_) CounterSet(counters_->tls_not_after, static_cast<uint64_t>(tls_->not_after()));
   if (ctx_.index == 0) FRS_LOG("TLS: %s reloaded (new connections use it)", cfg_.grpc_tls_cert.c_str());
 }
 

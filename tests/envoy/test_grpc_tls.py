@@ -97,6 +97,36 @@ def make_cert(d, name, ca, subject, san=None):
     )
 
 
+def make_expired_cert(d, name, ca, subject):
+    """A key and a certificate `name`.pem signed by `ca`, valid only in
+    January 2020 (openssl ca: OpenSSL 3.0's x509 command sets no dates)."""
+    with open(os.path.join(d, name + ".cnf"), "w") as f:
+        f.write(
+            "[ca]\ndefault_ca = own\n[own]\ndatabase = %s.index\nnew_certs_dir = .\n"
+            "serial = %s.serial\ndefault_md = sha256\npolicy = any\n[any]\ncommonName = supplied\n" % (name, name)
+        )
+    open(os.path.join(d, name + ".index"), "w").close()
+    with open(os.path.join(d, name + ".serial"), "w") as f:
+        f.write("01\n")
+    openssl(
+        "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", subject,
+        "-keyout", name + ".key", "-out", name + ".csr", cwd=d,
+    )  # fmt: skip
+    openssl(
+        "ca", "-batch", "-config", name + ".cnf", "-cert", ca + ".pem", "-keyfile", ca + ".key",
+        "-startdate", "20200101000000Z", "-enddate", "20200102000000Z", "-in", name + ".csr", "-out", name + ".pem",
+        cwd=d,
+    )  # fmt: skip
+
+
+def not_after(path):
+    """The certificate's notAfter, unix seconds."""
+    out = subprocess.run(
+        ["openssl", "x509", "-in", path, "-noout", "-enddate"], check=True, capture_output=True, text=True
+    ).stdout
+    return int(ssl.cert_time_to_seconds(out.strip().split("=", 1)[1]))
+
+
 def read(d, name):
     with open(os.path.join(d, name), "rb") as f:
         return f.read()
@@ -165,6 +195,7 @@ class Certs:
         make_cert(d, "cnonly", "ca", "/CN=envoy-cn")
         make_cert(d, "stranger", "ca", "/CN=envoy-cn", "DNS:stranger.frs.test")
         make_cert(d, "rogue", "other-ca", "/CN=envoy-cn", "URI:spiffe://frs.test/envoy")
+        make_expired_cert(d, "expired", "ca", "/CN=frsd.test")
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -322,6 +353,55 @@ class Tls(unittest.TestCase):
         self.addCleanup(f.remove)
         r = subprocess.run([envoy_frsd.FRSD, "-t", "-c", f.path("srv.xml")], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_dates_and_key_mode_are_said_and_the_expiry_published(self):
+        c = self.certs
+        live = tempfile.mkdtemp(prefix="frs-tls-live-")
+        self.addCleanup(shutil.rmtree, live, True)
+        for n in ("server.pem", "server.key", "expired.pem", "expired.key"):
+            shutil.copy(c.path(n), os.path.join(live, n))
+        os.chmod(os.path.join(live, "server.key"), 0o640)
+        os.chmod(os.path.join(live, "expired.key"), 0o644)
+
+        def expiry(f):
+            for line in f.get("/metrics")[1].splitlines():
+                if line.startswith("frs_tls_certificate_expiry_timestamp_seconds "):
+                    return int(line.split()[1])
+            return None
+
+        def check_t(f):
+            return subprocess.run(
+                [envoy_frsd.FRSD, "-t", "-c", f.path("srv.xml")], capture_output=True, text=True, timeout=30
+            )
+
+        # A certificate of 2 days: served, its date published, "expires" said
+        # (within 14 days); a key of mode 0640 (Debian's ssl-cert group) is not.
+        f = self.frsd('listen="127.0.0.1:0" cert="%s/server.pem" key="%s/server.key"' % (live, live))
+        self.assertEqual(expiry(f), not_after(c.path("server.pem")))
+        self.assertIn("warning: <grpc> TLS: the certificate %s/server.pem expires at " % live, f.log())
+        self.assertRegex(f.log(), r"\(in [12] days?\): renew it and reload \(SIGHUP\) before then")
+        self.assertNotIn("has mode", f.log())
+        # Rotated to an expired certificate whose key anyone may read: it
+        # loads and serves (a client that checks dates refuses it), both
+        # are said, and the metric follows the workers.
+        shutil.copy(os.path.join(live, "expired.pem"), os.path.join(live, "server.pem"))
+        shutil.copy(os.path.join(live, "expired.key"), os.path.join(live, "server.key"))
+        os.chmod(os.path.join(live, "server.key"), 0o644)
+        self.assertTrue(f.reload())
+        self.assertIn("TLS: %s/server.pem reloaded" % live, f.log())
+        self.assertIn("the certificate %s/server.pem expired at 2020-01-02 00:00:00 UTC" % live, f.log())
+        self.assertIn("has mode 0644: any user of this machine may read it", f.log())
+        self.assertEqual(expiry(f), not_after(c.path("expired.pem")))
+        refused(self, "127.0.0.1:%d" % f.grpc_port, c.creds())
+        # frsd -t says both and passes: a certificate past its date is the
+        # clients' refusal, not a configuration error.
+        r = check_t(f)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("warning: <grpc> TLS: the certificate %s/server.pem expired at 2020-01-02" % live, r.stderr)
+        self.assertIn("warning: <grpc> TLS: the key %s/server.key has mode 0644" % live, r.stderr)
+        # Without TLS: no sample.
+        g = self.frsd('listen="127.0.0.1:0"')
+        self.assertIsNone(expiry(g))
 
     def test_hostile_clients_cost_a_bounded_time_and_nothing_else(self):
         c = self.certs

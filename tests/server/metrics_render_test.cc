@@ -53,6 +53,8 @@ std::unique_ptr<Metrics> FilledMetrics() {
     CounterSet(c.accept_fd_exhausted, 47 * k);
     CounterSet(c.grpc_held_bytes, 53 * k);
     CounterSet(c.grpc_tls_refused, 59 * k);
+    // The earliest of the workers' certificates: worker 1's.
+    CounterSet(c.tls_not_after, 2'000'000'000 - 100'000'000 * k);
     CounterSet(c.envoy_calls[kEnvoyCallOk], 1009 * k);
     CounterSet(c.envoy_calls[kEnvoyCallOverLimit], 1013 * k);
     CounterSet(c.envoy_calls[kEnvoyCallError], 1019 * k);
