@@ -13,7 +13,10 @@ void Worker::HandleSignals(int64_t now) {
   if (f.reopen) {
     f.reopen = 0;
     Status s = Logger::Get().Reopen();
+    // Said either way, as the master does: each process's line in the new
+    // file is how one knows it writes there now.
     if (!s.ok()) FRS_LOG("cannot reopen the log file: %s", s.ToString().c_str());
+    else FRS_LOG("log file reopened");
     if (counters_) CounterSet(counters_->log_reopen_failed, s.ok() ? 0 : 1);
     // Its writer thread writes out what it holds to the old file first.
     if (decision_log_) decision_log_->Reopen();
