@@ -178,6 +178,13 @@ class ReplicaHandoff(unittest.TestCase):
             for _ in range(i % 4 + 1):
                 cls.use(k)
 
+    def token_file(self, text):
+        """A file of the test's directory holding `text` (mode 0600)."""
+        fd, path = tempfile.mkstemp(dir=self.tmp, prefix="token-")
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+        return path
+
     @classmethod
     def add_shard(cls, relayed=False):
         port = processes.candidate_port()
@@ -472,8 +479,16 @@ class ReplicaHandoff(unittest.TestCase):
                     code, out = self.shards[live[0]].handoff(extra=("--token", "wrong"))
                     self.assertNotEqual(code, 0, out)
                     self.assertIn("refused the admin token", out)
-                for n in live:
-                    code, out = self.shards[n].handoff()
+                    # The same from a file (not seen in ps); one without a token is refused.
+                    code, out = self.shards[live[0]].handoff(extra=("--token-file", self.token_file("wrong\n")))
+                    self.assertIn("refused the admin token", out)
+                    code, out = self.shards[live[0]].handoff(extra=("--token-file", self.token_file("\n")))
+                    self.assertEqual(code, 2, out)
+                    self.assertIn("holds no token on its first line", out)
+                for i, n in enumerate(live):
+                    # One shard takes the right token from a file (CRLF ended).
+                    extra = ("--token-file", self.token_file(TOKEN + "\r\n")) if i == 0 else ()
+                    code, out = self.shards[n].handoff(extra=extra)
                     self.assertEqual(code, 0, out)
                 self.check_holders(live, live)
         finally:

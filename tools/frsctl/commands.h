@@ -27,7 +27,8 @@ struct StatArgs {
   std::string value;  // "" = every group; else this one
 };
 struct HandoffArgs {
-  std::string token;  // "" = srv.xml's admin token
+  std::string token;       // "" = srv.xml's admin token
+  std::string token_file;  // a file whose first line is the token (not in ps, unlike --token)
   bool dry_run = false;
   uint32_t batch = 32;  // nodes per merge request
   std::string from;     // the srv.xml before the <cluster> change ("" = not known; replicas need it)

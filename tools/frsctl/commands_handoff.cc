@@ -367,10 +367,10 @@ Status CheckToken(const std::string& self, const std::string& token) {
   http.SetBearer(token);
   auto resp = http.Get("/replicate?state=1");
   if (resp.ok() && resp->status == 403)
-    return Status::InvalidArgument("shard " + self + " refused the admin token (403 " +
-                                   std::string(TrimmedLine(resp->body.substr(0, 120))) +
-                                   "): pass the <admin token> the shards run (--token, or this srv.xml's); "
-                                   "nothing was changed");
+    return Status::InvalidArgument(
+        "shard " + self + " refused the admin token (403 " + std::string(TrimmedLine(resp->body.substr(0, 120))) +
+        "): pass the <admin token> the shards run (--token-file, --token, or this srv.xml's); "
+        "nothing was changed");
   return Status::OK();
 }
 
@@ -467,6 +467,18 @@ Status ReportHandedOff(const std::string& self, const Ring& after, bool replicas
                              "is up, with the right token)");
 }
 
+// --token-file's first line, its line end dropped.
+Result<std::string> TokenFromFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return Status::InvalidArgument("--token-file " + path + ": " + std::strerror(errno));
+  std::string line;
+  std::getline(f, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (f.bad()) return Status::InvalidArgument("--token-file " + path + ": cannot read it");
+  if (line.empty()) return Status::InvalidArgument("--token-file " + path + " holds no token on its first line");
+  return line;
+}
+
 }  // namespace
 
 Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
@@ -476,10 +488,15 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   if (!ring_r.ok()) return Status::InvalidArgument(s.cfg.path + ": " + ring_r.status().message());
   const Ring& ring = ring_r.value();
   const long self = ring.Find(s.cfg.cluster_self);
-  const std::string token = a.token.empty() ? s.cfg.admin_token : a.token;
+  std::string token = a.token.empty() ? s.cfg.admin_token : a.token;
+  if (!a.token_file.empty()) {
+    Result<std::string> t = TokenFromFile(a.token_file);
+    if (!t.ok()) return t.status();
+    token = std::move(t.value());
+  }
   if (!a.dry_run && token.empty())
-    return Status::InvalidArgument("the other shards need the admin token: pass --token or set <admin token> in " +
-                                   s.cfg.path);
+    return Status::InvalidArgument(
+        "the other shards need the admin token: pass --token-file (or --token) or set <admin token> in " + s.cfg.path);
   // The shard list before the change: with replicas, it says which of a
   // node's two old holders sends it and which new holders lack it.
   std::optional<Ring> before;

@@ -214,7 +214,11 @@ const CommandSpec kCommands[] =
      "erase it here; safe to run again after any interruption",
      Needs::kEngine, false,
      [](CLI::App& c, Args& a) {
-  c.add_option("--token", a.handoff.token, "the other shards' admin token (default: srv.xml's)");
+  CLI::Option* token = c.add_option("--token", a.handoff.token, "the other shards' admin token (default: srv.xml's)");
+  c.add_option("--token-file", a.handoff.token_file,
+               "read that token from the first line of FILE: a token on the command line is seen by every user "
+               "of the machine (ps)")
+      ->excludes(token);
   c.add_flag("--dry-run", a.handoff.dry_run, "print how many nodes would go to each shard; change nothing");
   c.add_option("--from", a.handoff.from,
                "the srv.xml this shard ran before the change (required with replicas: it says which of a node's "
