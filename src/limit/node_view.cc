@@ -217,10 +217,12 @@ Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view
     return node.status();
   }
   Result<NodeView> v = View(node.value());
-  if (v.ok() && !v.value().key_kept) {
-    // Looked up by its key: the caller knows the text the node did not keep.
+  if (v.ok() && (!v.value().key_kept || v.value().key_truncated)) {
+    // Looked up by its key: the caller knows the text the node did not keep,
+    // or kept only the first bytes of.
     v.value().key = std::string(key);
     v.value().key_kept = true;
+    v.value().key_truncated = false;
   }
   if (v.ok() && ids_known_) {
     for (LeaseView& l : v.value().leases)

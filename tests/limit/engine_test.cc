@@ -276,6 +276,26 @@ TEST_F(EngineTest, ABatchNoWindowCouldGrantSaysNoWaitCuresIt) {
   EXPECT_TRUE(e->ExecuteBatch(reqs, out));
 }
 
+// A node keeps what room its slots leave of its key (an ad cap's two rules:
+// 4 bytes): Inspect, asked by the key, shows the key whole; a walk, which
+// knows only the node, shows the kept bytes and says they are cut.
+TEST_F(EngineTest, InspectByKeyShowsTheKeyWholeWhereTheNodeKeptItsStart) {
+  auto e = EngineFor(R"(<map><biz id="3" name="ad"><rule algo="calendar" interval="86400" max="3"/>)"
+                     R"(<rule algo="sliding" interval="3600" max="1"/></biz></map>)");
+  const std::string key = "u0000005|ad5";
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "ad", key).ok());
+  auto view = e->Inspect("ad", key);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ(view->key, key);
+  EXPECT_FALSE(view->key_truncated);
+  EXPECT_TRUE(view->key_kept);
+  auto walked = e->View(view->node);
+  ASSERT_TRUE(walked.ok()) << walked.status().ToString();
+  EXPECT_TRUE(walked->key_truncated);
+  EXPECT_LT(walked->key.size(), key.size());
+  EXPECT_EQ(key.rfind(walked->key, 0), 0u) << walked->key;
+}
+
 TEST_F(EngineTest, GetSetDeleteReset) {
   auto e = EngineFor(R"(<map><biz id="4" name="partner"><rule interval="3600" max="1000" borrow="300"/></biz></map>)");
   Decision s = Do(*e, Cmd::kSet, "partner", "p", 1, 1200);
