@@ -56,6 +56,12 @@ Result<std::unique_ptr<Store>> OpenPreviousFormatStore(const std::string& dir);
 // same size).
 uint64_t StoreFileBytes(const StoreGeometry& g);
 
+// What a geometry whose key-nodes group smaller than 64 / chain costs
+// (KeynodeGroup: a keynodes with no divisor near it), one sentence, else "":
+// nodes of several slots are evicted from a low fill. frsd -t and frsctl
+// grow say it; the geometry is not refused.
+std::string KeynodeGroupWarning(const StoreGeometry& g);
+
 // The engine's files beside the store (stats.frs, denials.frs,
 // rules.history, the day files of statistics by key field), each checked by
 // the function its reader uses, and what frsd's start does with a damaged

@@ -46,22 +46,6 @@ std::vector<std::string> NodeFitProblemsOf(const SrvConfig& cfg, const limit::Ma
   return problems;
 }
 
-// Key-nodes group only by a divisor of <store keynodes> (frs/store.h
-// KeynodeGroup): a count that is no multiple of 64 / chain makes smaller
-// groups (1020 with chains of 8: 6 key-nodes, 48 slots; a prime: one), in
-// which nodes of several slots are evicted earlier, as configuration.md
-// says frsd -t warns. Not a refusal: one-slot nodes fill it as well.
-std::string GroupWarning(const StoreGeometry& g) {
-  const uint32_t ideal = std::min<uint32_t>(64 / std::max<uint32_t>(g.chain, 1), g.keynodes);
-  const uint32_t group = KeynodeGroup(g);
-  if (group >= ideal) return {};
-  return "<store keynodes=\"" + std::to_string(g.keynodes) + "\" chain=\"" + std::to_string(g.chain) +
-         "\"> groups key-nodes " + std::to_string(group) + " by " + std::to_string(group) + " (" +
-         std::to_string(group * g.chain) + " slots), the largest divisor of keynodes up to " + std::to_string(ideal) +
-         ": nodes of several slots (sliding windows, two rules) are evicted from a low fill; a keynodes divisible by " +
-         std::to_string(ideal) + " makes groups of " + std::to_string(ideal * g.chain) + " slots (docs/store.md)";
-}
-
 }  // namespace
 
 std::vector<std::string> OutputPathProblems(const SrvConfig& cfg) {
@@ -218,7 +202,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   if (std::string fd = FdLimitProblem(*cfg, map.value(), CurrentFdLimit(), /*raised=*/false); !fd.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), fd.c_str());
   for (const std::string& w : side_warnings) std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), w.c_str());
-  if (std::string gw = GroupWarning(cfg->geometry); !gw.empty())
+  if (std::string gw = KeynodeGroupWarning(cfg->geometry); !gw.empty())
     std::fprintf(err, "%s: warning: %s\n", cfg->path.c_str(), gw.c_str());
   std::fprintf(out, "frsd: %s: %zu biz(es) in %s%s, %s; ok\n", cfg->path.c_str(), bizzes, cfg->map_path.c_str(),
                envoy_words.c_str(), store_words.c_str());

@@ -344,7 +344,16 @@ TEST_F(GrowTest, ShrinksWhileTheLiveNodesFitAndRefusesBelowThem) {
   // Smaller, with room for every node: done, and nothing lost.
   r = Ctl({"grow", "--files", "1", "--keynodes", "96", "--chain", "10", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err.find("groups key-nodes"), std::string::npos) << r.err;
   WriteConfig(StoreGeometry{1, 96, 10});
+  ExpectSame(before, Take());
+  // A prime keynodes groups key-nodes one by one: done, and said as frsd -t
+  // says it (nodes of several slots are evicted from a low fill).
+  r = Ctl({"grow", "--keynodes", "1021"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: <store keynodes=\"1021\" chain=\"10\"> groups key-nodes 1 by 1"), std::string::npos)
+      << r.err;
+  WriteConfig(StoreGeometry{1, 1021, 10});
   ExpectSame(before, Take());
 }
 

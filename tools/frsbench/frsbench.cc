@@ -470,7 +470,9 @@ int RunStore(const StoreArgs& a) {
       .Num("slot_bytes_per_key", static_cast<double>(g.slots() * frs::kSlotBytes) / static_cast<double>(a.keys), 1)
       .Int("file_bytes", bytes_mapped)
       .Int("file_bytes_allocated", AllocatedBytes(dir))
-      .Num("occupancy", static_cast<double>(filled.total.nodes_used) / static_cast<double>(g.slots()), 4)
+      // Slots used, as frsctl stat and /metrics say it (it was nodes over
+      // slots: a third of the truth for 3-slot nodes).
+      .Num("occupancy", static_cast<double>(filled.total.slots_used) / static_cast<double>(g.slots()), 4)
       .Int("files", g.files)
       .Int("keynodes", g.keynodes)
       .Int("chain", g.chain)
@@ -725,8 +727,8 @@ int main(int argc, char** argv) {
                  "key-nodes per file (throughput default: slots >= keys / 0.85; --fill default: 65536)");
   st->add_option("--chain", chain, "slots per conflict chain")->capture_default_str();
   st->add_option("--state-bytes", sa.state_bytes,
-                 "state bytes per key: 16 a one-rule compact node, 48 a 3-slot node (an ad cap, a sliding window of "
-                 "max 10)")
+                 "state bytes per key: 16 a one-rule node (1 slot), 32 two rules (an ad cap) or a sliding window of "
+                 "max 5..12 (2 slots), 48 one of max 13..20 (3 slots); docs/store.md has every shape")
       ->capture_default_str();
   st->add_flag("--fill", fill, "fill an empty store until the first live eviction");
   st->add_flag("--all", all, "with --fill: chains 4, 8 and 16, one line each");

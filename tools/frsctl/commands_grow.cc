@@ -478,10 +478,11 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
                                    std::to_string(GroupSlots(to)) + " slots, too few: " + sv.max_span_node + " takes " +
                                    std::to_string(sv.max_span) + " slots");
   if (sv.live_slots > to.slots())
-    return Status::InvalidArgument(
-        "cannot shrink " + dir + " to " + Geo(to) + " = " + Grouped(to.slots()) + " slots: it holds " +
-        Grouped(sv.live) + " live nodes taking " + Grouped(sv.live_slots) + " slots (and " + Grouped(sv.expired) +
-        " expired ones); give a geometry of more slots, with room to spare (chains fill to about 90 %)");
+    return Status::InvalidArgument("cannot shrink " + dir + " to " + Geo(to) + " = " + Grouped(to.slots()) +
+                                   " slots: it holds " + Grouped(sv.live) + " live nodes taking " +
+                                   Grouped(sv.live_slots) + " slots (and " + Grouped(sv.expired) +
+                                   " expired ones); give a geometry of more slots, with room to spare (key-node groups "
+                                   "fill to about 98 %, not to the last slot)");
   const uint64_t new_bytes = uint64_t{to.files} * StoreFileBytes(to);
   {
     struct statvfs vfs;
@@ -628,6 +629,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     }
   }
   if (!synced.ok()) std::fprintf(stderr, "frsctl: warning: %s\n", synced.message().c_str());
+  if (std::string w = KeynodeGroupWarning(to); !w.empty()) std::fprintf(stderr, "frsctl: warning: %s\n", w.c_str());
   if (rm_ec)
     std::fprintf(stderr, "frsctl: warning: could not remove the old store %s (the next grow removes it): %s\n",
                  old_at->c_str(), rm_ec.message().c_str());
