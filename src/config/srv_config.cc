@@ -111,6 +111,9 @@ std::string ListenName(const std::string& host, uint16_t port) {
 
 std::string ClusterSelfNotListed(const SrvConfig& cfg) {
   if (cfg.cluster_shards.empty()) return "";
+  // <listen port="0"> and no self: the name follows the port bound at start
+  // (ApplyBoundPort), which frsd -t cannot know.
+  if (cfg.cluster_self_derived && cfg.port == 0) return "";
   for (const RingShard& sh : cfg.cluster_shards)
     if (sh.name == cfg.cluster_self) return "";
   return "<cluster self> " + cfg.cluster_self +

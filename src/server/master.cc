@@ -484,6 +484,9 @@ void Master::Reload() {
     } else {
       FRS_LOG("TLS files refused, the previous certificate stays: %s", tls.status().message().c_str());
     }
+    // The rest applied, but a restart would fail on these files, which is
+    // what the gauge (and FrsConfigBroken) is for.
+    if (tls_refused && ctx_.metrics) CounterSet(ctx_.metrics->master().last_reload_refused, 1);
   }
   const std::string envoy = live_.grpc ? ", with " + std::to_string(f.envoy_limits) + " Envoy rate limit(s) of " +
                                              std::to_string(f.envoy_domains) + " domain(s) from " + live_.grpc_config
@@ -509,7 +512,8 @@ void Master::Tick(int64_t now) {
     if (next_eviction_report_ != 0 && live > evictions_live_seen_)
       FRS_LOG(
           "%llu live node(s) evicted in the last minute: the store is too small for the keys in use "
-          "(their limits restarted); raise <store keynodes/chain/files>",
+          "(their limits restarted); grow it: stop frsd, run frsctl grow --keynodes N (every count is kept), "
+          "set the <store> line it prints in srv.xml, start frsd",
           static_cast<unsigned long long>(live - evictions_live_seen_));
     evictions_live_seen_ = live;
     next_eviction_report_ = now + kEvictionReportNs;

@@ -321,7 +321,8 @@ constexpr SeriesRow kSeries[] =
          },
          nullptr},
         {"frs_config_last_reload_successful", "gauge",
-         "0 from a refused reload (the configuration on disk is broken; a restart would fail) until one is applied.",
+         "0 from a refused reload, or one whose <grpc> TLS files were refused (the configuration on disk is broken; a "
+         "restart would fail), until one is applied whole.",
          [](const Scrape& s) { return CounterGet(s.master().last_reload_refused) == 0 ? uint64_t{1} : uint64_t{0}; },
          nullptr},
         {"frs_log_last_reopen_successful", "gauge",

@@ -79,9 +79,17 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
       h.batch_entry_bytes != l.batch_entry_bytes || h.heads_offset != l.heads_offset || h.head_bytes != l.head_bytes ||
       h.writers_offset != l.writers_offset || h.chains_offset != l.chains_offset || h.file_bytes != l.file_bytes)
     return Status::Corruption(path + ": header layout fields disagree with its geometry");
-  if (file_size != l.file_bytes)
+  // Each says what to do: a cut file lost its tail (restore it, or give up
+  // its keys); one grown past its size lost nothing and is cut back.
+  if (file_size < l.file_bytes)
     return Status::Corruption(path + ": file is " + std::to_string(file_size) + " bytes, its header says " +
-                              std::to_string(l.file_bytes) + " (truncated or extended)");
+                              std::to_string(l.file_bytes) +
+                              " (truncated): restore it from a backup; without one, remove it and run frsctl init "
+                              "--recreate-missing with frsd stopped (the keys it held start again from zero)");
+  if (file_size > l.file_bytes)
+    return Status::Corruption(path + ": file is " + std::to_string(file_size) + " bytes, its header says " +
+                              std::to_string(l.file_bytes) + " (extended): nothing of it is lost; with frsd stopped, " +
+                              "truncate -s " + std::to_string(l.file_bytes) + " " + path + " gives it its size back");
   return Status::OK();
 }
 

@@ -317,10 +317,14 @@ class Tls(unittest.TestCase):
         self.assertIn("reloading them in every worker (not the TLS files: the previous certificate stays)", f.log())
         self.assertIn("does not match", f.log())
         self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
+        # The map applied, but a restart would fail on these files: the
+        # gauge behind FrsConfigBroken says so.
+        self.assertIn("frs_config_last_reload_successful 0\n", f.get("/metrics")[1])
         # A rotated certificate (of another CA): served from the reload on.
         shutil.copy(c.path("server2.pem"), os.path.join(live, "server.pem"))
         self.assertTrue(f.reload())
         self.assertIn("reloaded (new connections use it)", f.log())
+        self.assertIn("frs_config_last_reload_successful 1\n", f.get("/metrics")[1])
         # listen="127.0.0.1:0" is the port already bound, not a change that needs a restart.
         self.assertNotIn("needs a restart", f.log())
         self.assertEqual(call(target, c.creds(root="other-ca")).overall_code, Resp.OK)

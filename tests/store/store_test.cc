@@ -338,6 +338,33 @@ TEST(StoreHeader, SmashedChecksumIsRefused) {
 
 TEST(StoreHeader, BadMagicIsRefused) { ExpectPatchedHeaderRefused(0, "NOTASTOR", 8, "bad magic"); }
 
+// A file of another size than its header says is refused, and the message
+// says what to do: a cut one is restored or given up (its keys restart), a
+// grown one is cut back to the size it names (nothing of it was lost).
+TEST(StoreHeader, AFileOfAnotherSizeIsRefusedSayingWhatToDo) {
+  TempDir d;
+  { MustOpen(Opts(d.path(), 1, 64, 8)); }
+  const std::string file = d / "frs.0.store";
+  const uintmax_t size = std::filesystem::file_size(file);
+  std::filesystem::resize_file(file, size - 4096);
+  auto r = Store::Open(Opts(d.path(), 1, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(r.status().message().find("(truncated): restore it from a backup; without one, remove it and run frsctl "
+                                      "init --recreate-missing"),
+            std::string::npos)
+      << r.status().message();
+  std::filesystem::resize_file(file, size + 4096);
+  r = Store::Open(Opts(d.path(), 1, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("(extended): nothing of it is lost; with frsd stopped, truncate -s " +
+                                      std::to_string(size) + " " + file),
+            std::string::npos)
+      << r.status().message();
+  std::filesystem::resize_file(file, size);
+  EXPECT_TRUE(Store::Open(Opts(d.path(), 1, 64, 8)).ok());
+}
+
 TEST(StoreHeader, FilesOfTwoStoresAreNotMixed) {
   TempDir a, b;
   { MustOpen(Opts(a.path(), 2, 64, 8)); }
