@@ -126,7 +126,7 @@ const CommandSpec kCommands[] =
     {"verify",
      "check every header (magic, version, geometry, checksum), chain (duplicates, ranges, dead locks, torn nodes) "
      "and counter; exit 0 when clean, 1 with a report",
-     Needs::kConfig, true,
+     Needs::kStoreDir, true,
      [](CLI::App& c, Args& a) {
   c.add_flag("--repair", a.verify.repair,
              "fix what can be fixed (release dead locks, clear torn nodes, recount), say what was done, and "
@@ -142,7 +142,7 @@ const CommandSpec kCommands[] =
     {"import",
      "read export lines into this store, of any geometry (creating it with srv.xml's geometry when missing); "
      "every line is checked before any is applied",
-     Needs::kConfig, false,
+     Needs::kStoreDir, false,
      [](CLI::App& c, Args& a) {
   c.add_option("FILE", a.imp.file, "read from here instead of standard input");
   c.add_flag("--map-by-name", a.imp.map_by_name,
@@ -182,7 +182,7 @@ const CommandSpec kCommands[] =
     {"init",
      "create the store with srv.xml's geometry; --recreate-missing completes a store whose files were lost, with "
      "empty ones",
-     Needs::kConfig, false,
+     Needs::kStoreDir, false,
      [](CLI::App& c, Args& a) {
   c.add_flag("--recreate-missing", a.init.recreate_missing,
              "create the missing files of an incomplete store, empty (their keys' counts are lost)");
@@ -232,7 +232,7 @@ const CommandSpec kCommands[] =
     {"grow",
      "move a stopped store to a new geometry, keeping every node (state, expiry, last use) and the daily "
      "statistics; prints the <store> line to set in srv.xml",
-     Needs::kConfig, false,
+     Needs::kStoreDir, false,
      [](CLI::App& c, Args& a) {
   c.add_option("--keynodes", a.grow.keynodes, "key-nodes per file of the new geometry")
       ->required()
@@ -246,7 +246,7 @@ const CommandSpec kCommands[] =
     {"upgrade",
      "move a stopped store of format 4 (frsd 0.2) to this build's format 5, keeping every node (state, expiry, "
      "last use) and the daily statistics; a kill at any point leaves the old store or the new one, whole",
-     Needs::kConfig, false, [](CLI::App&, Args& a) { a.upgrade.upgrade = true; },
+     Needs::kStoreDir, false, [](CLI::App&, Args& a) { a.upgrade.upgrade = true; },
      [](Session& s, Args& a) { return RunGrow(s, a.upgrade); }},
     };
 

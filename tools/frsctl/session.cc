@@ -124,6 +124,7 @@ Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
   s->cfg = std::move(cfg).value();
   if (needs == Needs::kConfig) return Status::OK();
   if (Status st = ActAsStoreOwner(s->cfg.store_dir); !st.ok()) return st;
+  if (needs == Needs::kStoreDir) return Status::OK();
   return OpenStoreAndEngine(s, /*create=*/false, needs == Needs::kEngine);
 }
 

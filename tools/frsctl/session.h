@@ -45,10 +45,11 @@ struct Session {
 };
 
 enum class Needs : uint8_t {
-  kNothing,  // a file named on the command line only (envoy-config)
-  kConfig,   // srv.xml only
-  kStore,    // and the existing store
-  kEngine,   // and the rule engine (map.xml) over it
+  kNothing,   // a file named on the command line only (envoy-config)
+  kConfig,    // srv.xml only
+  kStoreDir,  // and the store directory, as its owner; the command opens what it needs (verify, grow, ...)
+  kStore,     // and the existing store
+  kEngine,    // and the rule engine (map.xml) over it
 };
 
 // Loads srv.xml and opens what `needs` says. A missing store is NotFound
