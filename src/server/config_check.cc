@@ -1,5 +1,6 @@
 #include "server/config_check.h"
 
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,6 +67,18 @@ std::vector<std::string> OutputPathProblems(const SrvConfig& cfg) {
     check(cfg.pidfile, "pid file");
   }
   return problems;
+}
+
+std::string RootOnAnotherUsersStore(const SrvConfig& cfg) {
+  struct stat st;
+  if (::geteuid() != 0 || ::stat(cfg.store_dir.c_str(), &st) != 0 || st.st_uid == 0) return {};
+  std::string user = "uid " + std::to_string(st.st_uid);
+  if (const passwd* pw = ::getpwuid(st.st_uid); pw != nullptr && pw->pw_name != nullptr) user = pw->pw_name;
+  return "this frsd runs as root, and the store directory " + cfg.store_dir + " is " + user +
+         "'s: the files it would make there (the side tables, statistics days, rules.history) would be root's, "
+         "and frsd run as " +
+         user + " (the service) could not open them at its next start; start it as " + user + " (runuser -u " + user +
+         " -- frsd -c " + cfg.path + ", or systemctl start frsd)";
 }
 
 std::string PidDirMissing(const SrvConfig& cfg) {
@@ -171,6 +184,8 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings = std::move(tls_warnings);
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
+  if (std::string w = RootOnAnotherUsersStore(*cfg); !w.empty())
+    side_warnings.push_back("a start as root refuses: " + w);
   if (std::string w = ClusterSelfNotListed(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = limit::LeaseKeyModeWarning(cfg->store_dir); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = limit::LeaseKeyMissingWarning(cfg->store_dir); !w.empty() && cfg->cluster_lease_key.empty())

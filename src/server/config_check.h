@@ -32,6 +32,11 @@ std::vector<std::string> OutputPathProblems(const SrvConfig& cfg);
 // "" otherwise: the directory is there, or a deeper path is missing, which
 // OutputPathProblems reports as a problem.
 std::string PidDirMissing(const SrvConfig& cfg);
+// "" unless this process runs as root and the store directory is another
+// user's (the service user's): then what a start would do wrong, with the
+// command to run instead. frsd's start refuses on it; frsd -t warns (it
+// makes no file, and an operator checks as root).
+std::string RootOnAnotherUsersStore(const SrvConfig& cfg);
 
 // Prints one line ending in "ok" to `out` and returns 0, or one
 // "file:line: what is wrong" line per problem to `err` and returns 1.

@@ -317,6 +317,7 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.store_dir, ec);
   if (ec) return Fail("cannot create the store directory " + cfg.store_dir + ": " + ec.message());
+  if (std::string owner = frs::server::RootOnAnotherUsersStore(cfg); !owner.empty()) return Fail(owner);
 
   std::optional<LockFile> store_lock, pid_lock;
   if (Status s = TakeLocks(cfg, &store_lock, &pid_lock); !s.ok()) return Fail(s.message());

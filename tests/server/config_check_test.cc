@@ -357,5 +357,35 @@ TEST_F(FrsdCheckTest, AStoreFileFrsdCannotWriteIsRefused) {
   EXPECT_NE(ReadFile(dir_ / "out").find("; ok"), std::string::npos) << ReadFile(dir_ / "out");
 }
 
+// frsd started by hand as root on the service user's store made root's
+// files there (rules.history, statistics days), and the service's next
+// start, as that user, failed on them: the start refuses, frsd -t warns.
+TEST_F(FrsdCheckTest, RootRefusesToStartOnAnotherUsersStore) {
+  std::string create = std::string(FRSCTL_PATH) + " -c " + (dir_ / "srv.xml") + " import </dev/null >/dev/null 2>&1";
+  ASSERT_EQ(std::system(create.c_str()), 0);
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  ASSERT_EQ(std::system(("chown -R 65534:65534 " + (dir_ / "data")).c_str()), 0);
+  const std::string quiet = " >" + (dir_ / "out") + " 2>" + (dir_ / "err");
+  // Refused at once; `timeout` ends a start that was not.
+  int st =
+      std::system(("timeout 20 " + std::string(FRSD_PATH) + " --foreground -c " + (dir_ / "srv.xml") + quiet).c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 1) << ReadFile(dir_ / "err");
+  const std::string err = ReadFile(dir_ / "err");
+  EXPECT_NE(err.find("this frsd runs as root, and the store directory " + (dir_ / "data") + " is nobody's"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("runuser -u nobody -- frsd -c "), std::string::npos) << err;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(dir_ / "data"))) {
+    struct stat s;
+    ASSERT_EQ(::stat(e.path().c_str(), &s), 0);
+    EXPECT_EQ(s.st_uid, 65534u) << e.path() << " was made by the refused start";
+  }
+  st = std::system((std::string(FRSD_PATH) + " -t -c " + (dir_ / "srv.xml") + quiet).c_str());
+  EXPECT_EQ(WEXITSTATUS(st), 0) << ReadFile(dir_ / "err");
+  EXPECT_NE(ReadFile(dir_ / "err").find("warning: a start as root refuses: this frsd runs as root"), std::string::npos)
+      << ReadFile(dir_ / "err");
+}
+
 }  // namespace
 }  // namespace frs
