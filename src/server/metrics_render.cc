@@ -379,6 +379,16 @@ constexpr SeriesRow kSeries[] =
      "TLS handshakes of the <grpc> listener that failed: a client certificate refused or missing, no h2 in ALPN, "
      "not TLS at all.",
      Summed<&WorkerCounters::grpc_tls_refused>, nullptr},
+    {"frs_store_file_lost", "gauge",
+     "1 while a worker finds a store file deleted or truncated under the running server (checked each second): "
+     "that file's keys and /health answer 503; a restart refuses the store until the file is restored or "
+     "recreated (frsctl init --recreate-missing).",
+     [](const Scrape& s) {
+  uint64_t lost = 0;
+  for (uint32_t w = 0; w < s.metrics().workers(); ++w) lost |= CounterGet(s.metrics().worker(w).store_file_lost);
+  return lost;
+     },
+     nullptr},
     {"frs_tls_certificate_expiry_timestamp_seconds", "gauge",
      "Unix time the <grpc> listener's certificate expires (its notAfter; the earliest of those the workers "
      "serve); absent without TLS. frsd serves an expired one and warns: alert on it.",

@@ -198,8 +198,9 @@ std::vector<std::string> TlsContext::Warnings(int64_t now) const {
                   ": a client that checks it refuses every handshake until then (or this machine's clock is wrong)");
   } else if (not_after_ != 0 && not_after_ - now < kSoonDays * 86400) {
     const int64_t days = (not_after_ - now) / 86400;
-    out.push_back("the certificate " + cert + " expires at " + UtcText(not_after_) + " (in " + std::to_string(days) +
-                  (days == 1 ? " day" : " days") + "): renew it and reload (SIGHUP) before then");
+    const std::string in = days == 0 ? "less than a day" : days == 1 ? "1 day" : std::to_string(days) + " days";
+    out.push_back("the certificate " + cert + " expires at " + UtcText(not_after_) + " (in " + in +
+                  "): renew it and reload (SIGHUP) before then");
   }
   // Group read is Debian's way (/etc/ssl/private, group ssl-cert); others not.
   if ((key_mode_ & 007) != 0) {

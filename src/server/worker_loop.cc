@@ -120,7 +120,11 @@ int Worker::Run(const sigset_t* wait_mask) {
       next_parent_check_ = now + 1000 * kMsNs;
       // A store file deleted or truncated under us: said loudly once, and
       // every request of that file is answered 503 from now on.
-      if (Status fs = store_->CheckFiles(); !fs.ok() && !store_broken_logged_) {
+      // And shown: /metrics still answers while every request of that file
+      // (and /health) is a 503, so no scrape failure says it.
+      const Status fs = store_->CheckFiles();
+      if (counters_) CounterSet(counters_->store_file_lost, fs.ok() ? 0 : 1);
+      if (!fs.ok() && !store_broken_logged_) {
         FRS_LOG("STORE FILE LOST: %s", fs.message().c_str());
         store_broken_logged_ = true;
       }

@@ -531,6 +531,8 @@ TEST(LifecycleE2E, AStoreFileDeletedOrTruncatedWhileServingIsAnsweredNotDiedOf) 
     // wait: up to about 2 s after the loss (a fixed 1.2 s wait failed when
     // the check fell late in that window).
     EXPECT_TRUE(WaitFor([&] { return s.log().find("STORE FILE LOST") != std::string::npos; }, 5000)) << s.log();
+    // And /metrics, which answers on, says it (FrsStoreFileLost).
+    EXPECT_EQ(Metric(h, "frs_store_file_lost"), 1);
     EXPECT_EQ(SortedWorkers(s), workers) << "a worker died";
     if (truncate || workers.size() < 2) {
       EXPECT_EQ(s.Stop(), 0) << "the master died or failed to stop\n" << s.log();

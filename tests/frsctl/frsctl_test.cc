@@ -956,6 +956,14 @@ TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Parse(r.out).Find("imported")->number, 20);
   EXPECT_EQ(Counts("small.xml"), before);
+  // Into a store too small for it: live nodes evicted, counts lost, so not
+  // the exit of an import that went in whole.
+  WriteConfig("tiny.xml", "tiny", 1, 1, 8);
+  CreateStore("tiny.xml");
+  r = Ctl({"import", dir_ / "backup.jsonl"}, "tiny.xml");
+  EXPECT_EQ(r.rc, 3) << r.out << r.err;
+  EXPECT_NE(r.out.find("live nodes were evicted to make room"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("live nodes were evicted: grow the store"), std::string::npos) << r.err;
   // Into a store that lost a file, the dry run refuses what the import
   // would: it is no store to make anew.
   std::filesystem::remove(dir_ / "big/frs.2.store");

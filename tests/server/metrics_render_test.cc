@@ -55,6 +55,7 @@ std::unique_ptr<Metrics> FilledMetrics() {
     CounterSet(c.grpc_tls_refused, 59 * k);
     // The earliest of the workers' certificates: worker 1's.
     CounterSet(c.tls_not_after, 2'000'000'000 - 100'000'000 * k);
+    CounterSet(c.store_file_lost, w);  // worker 1's check found one
     CounterSet(c.envoy_calls[kEnvoyCallOk], 1009 * k);
     CounterSet(c.envoy_calls[kEnvoyCallOverLimit], 1013 * k);
     CounterSet(c.envoy_calls[kEnvoyCallError], 1019 * k);

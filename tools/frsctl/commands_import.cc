@@ -275,6 +275,16 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
       std::printf("warning: %s live nodes were evicted to make room: this store is too small for the export\n",
                   Grouped(evicted).c_str());
   }
+  // Not done as asked: counts were lost (the store's or the export's). The
+  // same import again after a grow puts back what the export holds (a line
+  // replaces its key's node).
+  if (evicted != 0 && !a.dry_run) {
+    std::fprintf(stderr,
+                 "frsctl: %s live nodes were evicted: grow the store (frsctl grow --keynodes N, with frsd stopped) "
+                 "and import the same file again; the nodes of this store that were evicted are lost\n",
+                 Grouped(evicted).c_str());
+    return kExitFail;
+  }
   return kExitOk;
 }
 
