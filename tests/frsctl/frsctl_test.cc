@@ -498,11 +498,28 @@ TEST_F(FrsctlTest, StatShowsGeometryHistogramAndCounters) {
   EXPECT_EQ(v.Find("per_file")->items.size(), 2u);
   EXPECT_EQ(v.Find("bizzes")->items.size(), 4u);
 
+  // Every node live: the live occupancy is the occupancy.
+  EXPECT_EQ(v.Find("stale_nodes")->number, 0);
+  EXPECT_EQ(v.Find("live_occupancy")->number, v.Find("occupancy")->number);
+
   r = Ctl({"stat"});
   ASSERT_EQ(r.rc, 0);
   for (const char* s : {"geometry", "2 files x 256 key-nodes x 8 slots", "occupancy", "evictions", "chain length",
-                        "per biz", "partner"})
+                        "per biz", "partner", "live slots"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
+
+  // A map without partner: its 5 nodes are stale (the next keys take their
+  // slots first), counted in slots used but not in the live slots.
+  std::string map = kMap;
+  const size_t at = map.find("  <biz id=\"4\" name=\"partner\"");
+  map.erase(at, map.find('\n', at) + 1 - at);
+  ASSERT_EQ(map.find("partner"), std::string::npos) << map;
+  std::ofstream(dir_ / "map.xml") << map;
+  v = Parse(Ctl({"stat", "--json"}).out);
+  EXPECT_EQ(v.Find("stale_nodes")->number, 5);
+  EXPECT_GE(v.Find("stale_slots")->number, 5);
+  EXPECT_DOUBLE_EQ(v.Find("live_occupancy")->number,
+                   (v.Find("slots_used")->number - v.Find("stale_slots")->number) / v.Find("slots")->number);
 }
 
 TEST_F(FrsctlTest, DumpListsNodesWithTheirPositionAndFilters) {

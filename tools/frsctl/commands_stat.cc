@@ -21,10 +21,18 @@ struct Walk {
   std::vector<uint64_t> histogram;
   std::vector<uint64_t> nodes_per_biz = std::vector<uint64_t>(65536, 0);
   uint64_t nodes = 0, in_alternate = 0;
+  // Nodes a new key may take without evicting a live one: expired (every
+  // window ended), or of a biz the map no longer has, as the store judges
+  // them (a stale eviction). Slots used counts them until then.
+  uint64_t stale_nodes = 0, stale_slots = 0;
 };
 
-Result<Walk> WalkChains(Store& store) {
+Result<Walk> WalkChains(const Session& s) {
+  Store& store = *s.store;
   const StoreGeometry& g = store.geometry();
+  const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
+  std::vector<bool> live(65536, false);
+  for (const BizInfo& b : s.engine->Bizzes()) live[b.id] = true;
   Walk w;
   w.histogram.assign(g.chain + 1, 0);
   std::vector<uint8_t> used(g.keynodes);
@@ -39,6 +47,10 @@ Result<Walk> WalkChains(Store& store) {
       ++w.nodes_per_biz[n.biz];
       ++w.nodes;
       w.in_alternate += n.in_alternate;
+      if ((n.expire_s != 0 && n.expire_s <= now_s) || !live[n.biz]) {
+        ++w.stale_nodes;
+        w.stale_slots += n.span;
+      }
     });
     if (!st.ok()) return st;
     for (uint8_t u : used) ++w.histogram[u];
@@ -72,6 +84,10 @@ void PrintJson(const Session& s, const StoreStats& st, const Walk& w, const std:
   j.Key("damaged_nodes").Uint(st.total.damaged_nodes);
   j.Key("nodes_walked").Uint(w.nodes);
   j.Key("nodes_in_alternate").Uint(w.in_alternate);
+  j.Key("stale_nodes").Uint(w.stale_nodes);
+  j.Key("stale_slots").Uint(w.stale_slots);
+  const uint64_t live_slots = st.total.slots_used > w.stale_slots ? st.total.slots_used - w.stale_slots : 0;
+  j.Key("live_occupancy").Double(st.slots ? static_cast<double>(live_slots) / static_cast<double>(st.slots) : 0.0);
   j.Key("per_file").BeginArray();
   const uint64_t file_slots = uint64_t{st.geometry.keynodes} * st.geometry.chain;
   for (size_t i = 0; i < st.per_file.size(); ++i) {
@@ -122,6 +138,12 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
   t.Row({"nodes used",
          Grouped(st.total.nodes_used) + ", " + Grouped(w.in_alternate) + " of them in their alternate key-node"});
   t.Row({"slots used", Grouped(st.total.slots_used) + " (" + Percent(st.total.slots_used, st.slots) + " occupancy)"});
+  // What sizing needs: slots used counts expired nodes until a new key
+  // reuses one, so a store of short windows reads full while it is not.
+  const uint64_t live_slots = st.total.slots_used > w.stale_slots ? st.total.slots_used - w.stale_slots : 0;
+  t.Row({"live slots", Grouped(live_slots) + " (" + Percent(live_slots, st.slots) + "), and " + Grouped(w.stale_slots) +
+                           " of " + Grouped(w.stale_nodes) +
+                           " stale nodes that new keys take first (expired, or of a biz the map no longer has)"});
   t.Row({"evictions", Grouped(st.total.evictions_stale) + " stale, " + Grouped(st.total.evictions_live) + " live" +
                           (st.total.evictions_live ? " (live evictions reset limits: grow the store)" : "")});
   t.Row({"cuckoo moves", Grouped(st.total.cuckoo_moves)});
@@ -191,7 +213,7 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
 
 Result<int> RunStat(Session& s, const StatArgs& a) {
   StoreStats st = s.store->Stats();
-  Result<Walk> w = WalkChains(*s.store);
+  Result<Walk> w = WalkChains(s);
   if (!w.ok()) return w.status();
   std::vector<BizStats> bizzes = s.engine->DailyStats();
   std::sort(bizzes.begin(), bizzes.end(), [](const BizStats& x, const BizStats& y) { return x.id < y.id; });
