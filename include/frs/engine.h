@@ -139,6 +139,9 @@ class Engine {
   // keyed hash of a constant: it tells two keys apart and reveals neither);
   // 0 when the engine keys lease ids with its store's own lease.key.
   virtual uint64_t LeaseKeyCheck() const { return 0; }
+  // Decisions of this process whose statistics by key field could not be
+  // stored (a day file that could not be made: a full disk, permissions).
+  virtual uint64_t FieldStatsUnstored() const { return 0; }
 
  protected:
   Engine() = default;

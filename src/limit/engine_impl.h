@@ -263,6 +263,7 @@ class EngineImpl final : public AdminEngine {
     ids_known_ = known;
   }
   uint64_t LeaseKeyCheck() const override { return lease_check_; }
+  uint64_t FieldStatsUnstored() const override { return statistics_->FieldUnstored(); }
 };
 
 }  // namespace frs::limit

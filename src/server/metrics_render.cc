@@ -389,6 +389,10 @@ constexpr SeriesRow kSeries[] =
   return lost;
      },
      nullptr},
+    {"frs_stats_unstored_total", "counter",
+     "Decisions whose statistics by key field were not stored: a day file that could not be made (a full disk, "
+     "permissions; logged once, and again when it opens). Its daily totals and the counts are kept.",
+     Summed<&WorkerCounters::stats_unstored>, nullptr},
     {"frs_tls_certificate_expiry_timestamp_seconds", "gauge",
      "Unix time the <grpc> listener's certificate expires (its notAfter; the earliest of those the workers "
      "serve); absent without TLS. frsd serves an expired one and warns: alert on it.",

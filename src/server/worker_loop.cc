@@ -113,24 +113,12 @@ int Worker::Run(const sigset_t* wait_mask) {
     // before the spool does (a returning shard waits for them).
     if (stopping_ && (open_ == 0 || now >= stop_deadline_) && !(now < replica_stop_deadline_ && ReplicasDelivering()))
       break;
-    // The master died without stopping us (PR_SET_PDEATHSIG covers most
-    // cases; this covers a master that died before we set it).
-    // Reparenting changes getppid() whoever the new parent is.
     if (now >= next_parent_check_) {
       next_parent_check_ = now + 1000 * kMsNs;
-      // A store file deleted or truncated under us: said loudly once, and
-      // every request of that file is answered 503 from now on.
-      // And shown: /metrics still answers while every request of that file
-      // (and /health) is a 503, so no scrape failure says it.
-      const Status fs = store_->CheckFiles();
-      if (counters_) CounterSet(counters_->store_file_lost, fs.ok() ? 0 : 1);
-      if (!fs.ok() && !store_broken_logged_) {
-        FRS_LOG("STORE FILE LOST: %s", fs.message().c_str());
-        store_broken_logged_ = true;
-      }
-      // An idle worker's writer entries go to whoever waits for one.
-      store_->ReleaseIdleWriters();
-      if (grpc_) SampleGrpcHeld();
+      EverySecond();
+      // The master died without stopping us (PR_SET_PDEATHSIG covers most
+      // cases; this covers a master that died before we set it).
+      // Reparenting changes getppid() whoever the new parent is.
       if (getppid() != parent_ && !stopping_) {
         FRS_LOG("the master is gone; stopping");
         BeginShutdown(now);
@@ -142,6 +130,25 @@ int Worker::Run(const sigset_t* wait_mask) {
   for (auto& c : conns_)
     if (c) Close(c.get());
   return 0;
+}
+
+void Worker::EverySecond() {
+  // A store file deleted or truncated under us: said loudly once, and every
+  // request of that file is answered 503 from now on. And shown: /metrics
+  // still answers while every request of that file (and /health) is a 503,
+  // so no scrape failure says it.
+  const Status fs = store_->CheckFiles();
+  if (counters_) {
+    CounterSet(counters_->store_file_lost, fs.ok() ? 0 : 1);
+    CounterSet(counters_->stats_unstored, engine_->FieldStatsUnstored());
+  }
+  if (!fs.ok() && !store_broken_logged_) {
+    FRS_LOG("STORE FILE LOST: %s", fs.message().c_str());
+    store_broken_logged_ = true;
+  }
+  // An idle worker's writer entries go to whoever waits for one.
+  store_->ReleaseIdleWriters();
+  if (grpc_) SampleGrpcHeld();
 }
 
 void Worker::SampleGrpcHeld() {

@@ -60,6 +60,9 @@ class Worker {
   void ApplyDecisionLog(const SrvConfig& next);
   // frs_grpc_held_bytes, and memory given back to the system once the
   // gRPC connections have freed much of what they held.
+  // Once a second: the store's files checked, the gauges they and the
+  // statistics set, idle writer entries handed back, the gRPC bytes sampled.
+  void EverySecond();
   void SampleGrpcHeld();
   // After a reload: every gRPC health watch hears of a changed status now.
   void PollGrpcWatches();

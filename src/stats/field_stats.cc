@@ -92,9 +92,18 @@ GroupTable* StatsTable::Day(uint32_t day) {
     unstored_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  // A day that keeps failing is said once, not at every retry.
-  GroupTable* t = OpenDay(day, /*say=*/failed_day_.load(std::memory_order_relaxed) != day);
+  // A day that keeps failing is said once, not at every retry; and that it
+  // opens again, with what went uncounted meanwhile.
+  const bool failing = failed_day_.load(std::memory_order_relaxed) == day;
+  GroupTable* t = OpenDay(day, /*say=*/!failing);
+  if (t != nullptr && failing) {
+    failed_day_.store(UINT32_MAX, std::memory_order_relaxed);
+    const uint64_t lost = unstored_.load(std::memory_order_relaxed) - unstored_at_failure_;
+    Report("statistics by field counted again in " + PathOf(day) + "; " + std::to_string(lost) +
+           " update(s) of this process went uncounted meanwhile (frs_stats_unstored_total)");
+  }
   if (t == nullptr) {
+    if (!failing) unstored_at_failure_ = unstored_.load(std::memory_order_relaxed);
     failed_day_.store(day, std::memory_order_relaxed);
     retry_at_.store((std::chrono::steady_clock::now() + std::chrono::seconds(5)).time_since_epoch().count(),
                     std::memory_order_relaxed);
@@ -307,6 +316,13 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
   if (!made.ok()) return made.status();
   *duplicate = made.value() == os::Placed::kExisting;
   return Status::OK();
+}
+
+uint64_t FieldStats::Unstored() const {
+  MutexLock lock(&mu_);
+  uint64_t n = 0;
+  for (const auto& [name, table] : tables_) n += table->unstored();
+  return n;
 }
 
 StatsTable* FieldStats::TableFor(uint16_t biz, const KeyShape& cfg, const StatsSpec& spec) {

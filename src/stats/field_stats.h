@@ -140,6 +140,10 @@ class StatsTable {
   std::atomic<uint32_t> failed_day_{UINT32_MAX};  // a day whose file could not be made
   std::atomic<int64_t> retry_at_{0};              // steady-clock ticks
   std::atomic<uint64_t> unstored_{0};             // updates that found no file (this process)
+  // unstored_ when the day last failed to open (written by the request that
+  // failed it; read by the one that sees it open again: a figure for a log
+  // line, approximate under races).
+  std::atomic<uint64_t> unstored_at_failure_{0};
 };
 
 class FieldStats {
@@ -164,13 +168,15 @@ class FieldStats {
   static void Prefetch(const KeyShape& cfg, std::span<StatsTable* const> tables, std::string_view key, uint32_t day);
   // Splits `key` into cfg.fields.size() fields; false when it has another count.
   static bool SplitKey(const KeyShape& cfg, std::string_view key, std::string_view* fields);
+  // Updates of this process, over every table, that found no day file.
+  uint64_t Unstored() const FRS_EXCLUDES(mu_);
 
  private:
   const std::string dir_;
   const bool read_only_;
   const StatsReporter report_;
   RetiredDays retired_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::pair<uint16_t, std::string>, std::unique_ptr<StatsTable>> tables_ FRS_GUARDED_BY(mu_);
 };
 

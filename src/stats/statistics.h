@@ -71,6 +71,10 @@ class Statistics {
   void Count(const BizCounters& b, uint16_t id, const KeyShape& keys, std::string_view key, const Counted& c,
              uint32_t day, int64_t now_s, StatsTally* tally = nullptr);
 
+  // Updates of this process that statistics by field could not store (a day
+  // file that could not be made): frs_stats_unstored_total.
+  uint64_t FieldUnstored() const { return fields_ ? fields_->Unstored() : 0; }
+
   // The days of biz `id` newer than today - DailyStats::kDays, newest first.
   std::vector<BizStatsDay> Days(uint16_t id, uint32_t today) const { return daily_->Days(id, today); }
   // The daily totals, for a batch's tally.

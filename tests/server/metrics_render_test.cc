@@ -56,6 +56,7 @@ std::unique_ptr<Metrics> FilledMetrics() {
     // The earliest of the workers' certificates: worker 1's.
     CounterSet(c.tls_not_after, 2'000'000'000 - 100'000'000 * k);
     CounterSet(c.store_file_lost, w);  // worker 1's check found one
+    CounterSet(c.stats_unstored, 61 * k);
     CounterSet(c.envoy_calls[kEnvoyCallOk], 1009 * k);
     CounterSet(c.envoy_calls[kEnvoyCallOverLimit], 1013 * k);
     CounterSet(c.envoy_calls[kEnvoyCallError], 1019 * k);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "common/temp_dir.h"
 
@@ -62,6 +63,32 @@ TEST(Statistics, OneCountReachesTheDailyTotalsTheDenialsAndTheTablesByField) {
   auto none = (*s)->ReadBy(b, "login", keys, q, kDay);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().message(), "biz 'login' keeps no <stats by=\"user\"> (it keeps by=\"app\")");
+}
+
+// A day file that cannot be made (a file where its directory goes: refused
+// even to root): the decisions are counted in the daily totals, their
+// statistics by field are not, said once and counted (frs_stats_unstored_total).
+TEST(Statistics, ByFieldUpdatesThatFindNoDayFileAreSaidOnceAndCounted) {
+  frs::testing::TempDir d;
+  std::vector<std::string> said;
+  auto s = Statistics::Open(d.path(), /*read_only=*/false, [&](const std::string& w) { said.push_back(w); });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const std::vector<std::string> fields = {"app", "user"};
+  StatsSpec spec;
+  spec.by = {0};
+  spec.by_text = "app";
+  const std::vector<StatsSpec> specs = {spec};
+  const KeyShape keys{fields, ':', specs};
+  const BizCounters b = (*s)->Attach(7, keys);
+  std::filesystem::create_directories(d / "stats/7");
+  std::ofstream(d / "stats/7/app") << "not a directory";
+  EXPECT_EQ((*s)->FieldUnstored(), 0u);
+  for (int i = 0; i < 3; ++i)
+    (*s)->Count(b, 7, keys, "shop:u" + std::to_string(i), Counted{.allowed = true}, kDay, kNow);
+  EXPECT_EQ((*s)->FieldUnstored(), 3u);
+  EXPECT_EQ((*s)->Days(7, kDay).at(0).requests, 3u);
+  ASSERT_EQ(said.size(), 1u) << "said at each retry";
+  EXPECT_EQ(said[0].rfind("statistics by field not counted: ", 0), 0u) << said[0];
 }
 
 // Without a store directory: counted in memory, nothing by field, no file.
