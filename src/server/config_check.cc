@@ -70,15 +70,29 @@ std::vector<std::string> OutputPathProblems(const SrvConfig& cfg) {
 }
 
 std::string RootOnAnotherUsersStore(const SrvConfig& cfg) {
+  if (::geteuid() != 0) return {};
+  // The store directory, or the nearest directory above it that exists: a
+  // store not made yet under the service user's directory would be made
+  // root's.
+  std::filesystem::path at = cfg.store_dir;
   struct stat st;
-  if (::geteuid() != 0 || ::stat(cfg.store_dir.c_str(), &st) != 0 || st.st_uid == 0) return {};
-  std::string user = "uid " + std::to_string(st.st_uid);
-  if (const passwd* pw = ::getpwuid(st.st_uid); pw != nullptr && pw->pw_name != nullptr) user = pw->pw_name;
-  return "this frsd runs as root, and the store directory " + cfg.store_dir + " is " + user +
+  while (::stat(at.c_str(), &st) != 0) {
+    if (!at.has_parent_path() || at.parent_path() == at) return {};
+    at = at.parent_path();
+  }
+  if (st.st_uid == 0) return {};
+  const passwd* pw = ::getpwuid(st.st_uid);
+  const bool named = pw != nullptr && pw->pw_name != nullptr;
+  const std::string user = named ? std::string(pw->pw_name) : "uid " + std::to_string(st.st_uid);
+  const std::string as = named ? "runuser -u " + user + " --"
+                               : "setpriv --reuid=" + std::to_string(st.st_uid) +
+                                     " --regid=" + std::to_string(st.st_gid) + " --clear-groups";
+  return "this frsd runs as root, and " + std::string(at == cfg.store_dir ? "the store directory " : "the directory ") +
+         at.string() + (at == cfg.store_dir ? "" : " of the store directory " + cfg.store_dir) + " is " + user +
          "'s: the files it would make there (the side tables, statistics days, rules.history) would be root's, "
          "and frsd run as " +
-         user + " (the service) could not open them at its next start; start it as " + user + " (runuser -u " + user +
-         " -- frsd -c " + cfg.path + ", or systemctl start frsd)";
+         user + " (the service) could not open them at its next start; start it as " + user + " (" + as + " frsd -c " +
+         cfg.path + ", or systemctl start frsd)";
 }
 
 std::string PidDirMissing(const SrvConfig& cfg) {

@@ -314,10 +314,10 @@ int main(int argc, char** argv) {
   if (!allow.ok()) return Fail(cfg.path + ": " + allow.status().message());
 
   if (Status grow = CheckNoInterruptedGrow(cfg.store_dir); !grow.ok()) return Fail(grow.message());
+  if (std::string owner = frs::server::RootOnAnotherUsersStore(cfg); !owner.empty()) return Fail(owner);
   std::error_code ec;
   std::filesystem::create_directories(cfg.store_dir, ec);
   if (ec) return Fail("cannot create the store directory " + cfg.store_dir + ": " + ec.message());
-  if (std::string owner = frs::server::RootOnAnotherUsersStore(cfg); !owner.empty()) return Fail(owner);
 
   std::optional<LockFile> store_lock, pid_lock;
   if (Status s = TakeLocks(cfg, &store_lock, &pid_lock); !s.ok()) return Fail(s.message());

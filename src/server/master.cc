@@ -165,6 +165,10 @@ void Master::Reap(bool stopping) {
     uint32_t i = static_cast<uint32_t>(it - slots_.begin());
     Slot& s = *it;
     s.pid = 0;
+    // A slot without a worker serves no certificate: its last one (perhaps
+    // expired since a rotation) must not stand for the server's until the
+    // next worker there sets its own.
+    if (ctx_.metrics) CounterSet(ctx_.metrics->worker(i).tls_not_after, 0);
     bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (!(stopping && clean)) FRS_LOG("worker %u (pid %d) %s", i, static_cast<int>(pid), DescribeExit(st).c_str());
     // Release whatever store locks it held before anyone waits on them long.

@@ -238,7 +238,7 @@ struct alignas(64) WorkerCounters {
   uint64_t grpc_tls_refused;          // TLS handshakes that failed (Worker::NoteTlsRefused)
   uint64_t tls_not_after;             // a gauge: notAfter (unix s) of the certificate it serves; 0: no TLS
   uint64_t store_file_lost;           // a gauge: 1 while its check each second finds a store file deleted or cut
-  uint64_t stats_unstored;            // this process's statistics-by-field updates not stored (set each second)
+  uint64_t stats_unstored;            // statistics-by-field updates not stored (added each second)
   // ShouldRateLimit calls (gRPC and /json) by answer: OK, OVER_LIMIT, refused
   // with an error status; and those that named a domain no configuration has.
   uint64_t envoy_calls[kEnvoyCallResults];

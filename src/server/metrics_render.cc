@@ -381,8 +381,8 @@ constexpr SeriesRow kSeries[] =
      Summed<&WorkerCounters::grpc_tls_refused>, nullptr},
     {"frs_store_file_lost", "gauge",
      "1 while a worker finds a store file deleted or truncated under the running server (checked each second): "
-     "that file's keys and /health answer 503; a restart refuses the store until the file is restored or "
-     "recreated (frsctl init --recreate-missing).",
+     "that file's keys and /health answer 503; a restart refuses the store until the file is restored, or "
+     "removed and recreated empty (frsctl init --recreate-missing).",
      [](const Scrape& s) {
   uint64_t lost = 0;
   for (uint32_t w = 0; w < s.metrics().workers(); ++w) lost |= CounterGet(s.metrics().worker(w).store_file_lost);

@@ -37,11 +37,27 @@ Status Readable(const std::string& path, const char* what) {
   return Status::OK();
 }
 
-// An ASN.1 time as unix seconds (0 when it does not convert).
+// Days from 1970-01-01 to a proleptic Gregorian date, in 64 bits (timegm
+// would wrap past 2038 where time_t is 32 bits): years counted in eras of
+// 400 years (146,097 days), March first so that February's leap day ends
+// a year.
+int64_t DaysSinceEpoch(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2 ? 1 : 0;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+// An ASN.1 time as unix seconds; 0 when it does not convert (and then no
+// warning and no metric is made of it).
 int64_t UnixOf(const ASN1_TIME* t) {
   std::tm tm{};
   if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return 0;
-  return static_cast<int64_t>(timegm(&tm));
+  const int64_t days = DaysSinceEpoch(int64_t{tm.tm_year} + 1900, tm.tm_mon + 1, tm.tm_mday);
+  const int64_t s = days * 86400 + tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec;
+  return s == 0 ? 1 : s;
 }
 
 std::string UtcText(int64_t unix) {

@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -172,7 +173,7 @@ void Worker::ReloadTls() {
     return;
   }
   tls_ = std::move(tls.value());
-  if (counters_) CounterSet(counters_->tls_not_after, static_cast<uint64_t>(tls_->not_after()));
+  if (counters_) CounterSet(counters_->tls_not_after, static_cast<uint64_t>(std::max<int64_t>(tls_->not_after(), 0)));
   if (ctx_.index == 0) FRS_LOG("TLS: %s reloaded (new connections use it)", cfg_.grpc_tls_cert.c_str());
 }
 

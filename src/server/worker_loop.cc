@@ -140,7 +140,10 @@ void Worker::EverySecond() {
   const Status fs = store_->CheckFiles();
   if (counters_) {
     CounterSet(counters_->store_file_lost, fs.ok() ? 0 : 1);
-    CounterSet(counters_->stats_unstored, engine_->FieldStatsUnstored());
+    // Added, not set: the slot carries on across a respawn, as every counter.
+    const uint64_t unstored = engine_->FieldStatsUnstored();
+    CounterAdd(counters_->stats_unstored, unstored - stats_unstored_published_);
+    stats_unstored_published_ = unstored;
   }
   if (!fs.ok() && !store_broken_logged_) {
     FRS_LOG("STORE FILE LOST: %s", fs.message().c_str());

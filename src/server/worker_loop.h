@@ -226,6 +226,7 @@ class Worker {
   LogThrottle fd_log_{kFdLogEveryNs};  // the EMFILE lines
   uint64_t map_generation_ = 0;        // of the map channel, applied
   bool store_broken_logged_ = false;
+  uint64_t stats_unstored_published_ = 0;  // this process's part of WorkerCounters::stats_unstored
   int64_t stop_deadline_ = 0;
   // A stop goes on delivering replica changes until this (BeginShutdown).
   int64_t replica_stop_deadline_ = 0;

@@ -94,10 +94,13 @@ GroupTable* StatsTable::Day(uint32_t day) {
   }
   // A day that keeps failing is said once, not at every retry; and that it
   // opens again, with what went uncounted meanwhile.
-  const bool failing = failed_day_.load(std::memory_order_relaxed) == day;
+  uint32_t failed = failed_day_.load(std::memory_order_relaxed);
+  const bool failing = failed == day;
   GroupTable* t = OpenDay(day, /*say=*/!failing);
-  if (t != nullptr && failing) {
-    failed_day_.store(UINT32_MAX, std::memory_order_relaxed);
+  // A day that opens after one failed (that day, or the next one's): said
+  // once, by the request that clears the mark.
+  if (t != nullptr && failed != UINT32_MAX &&
+      failed_day_.compare_exchange_strong(failed, UINT32_MAX, std::memory_order_relaxed)) {
     const uint64_t lost = unstored_.load(std::memory_order_relaxed) - unstored_at_failure_;
     Report("statistics by field counted again in " + PathOf(day) + "; " + std::to_string(lost) +
            " update(s) of this process went uncounted meanwhile (frs_stats_unstored_total)");

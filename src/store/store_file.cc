@@ -88,8 +88,9 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
                               "--recreate-missing with frsd stopped (the keys it held start again from zero)");
   if (file_size > l.file_bytes)
     return Status::Corruption(path + ": file is " + std::to_string(file_size) + " bytes, its header says " +
-                              std::to_string(l.file_bytes) + " (extended): nothing of it is lost; with frsd stopped, " +
-                              "truncate -s " + std::to_string(l.file_bytes) + " " + path + " gives it its size back");
+                              std::to_string(l.file_bytes) + " (extended): with frsd stopped, truncate -s " +
+                              std::to_string(l.file_bytes) + " " + path +
+                              " gives it its size back; then frsctl verify checks what it holds");
   return Status::OK();
 }
 

@@ -480,7 +480,9 @@ class ReplicaHandoff(unittest.TestCase):
                     self.assertNotEqual(code, 0, out)
                     self.assertIn("refused the admin token", out)
                     # The same from a file (not seen in ps); one without a token is refused.
+                    # (srv.xml's token is the right one: refused, the file was read.)
                     code, out = self.shards[live[0]].handoff(extra=("--token-file", self.token_file("wrong\n")))
+                    self.assertNotEqual(code, 0, out)
                     self.assertIn("refused the admin token", out)
                     code, out = self.shards[live[0]].handoff(extra=("--token-file", self.token_file("\n")))
                     self.assertEqual(code, 2, out)

@@ -385,6 +385,23 @@ TEST_F(FrsdCheckTest, RootRefusesToStartOnAnotherUsersStore) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << ReadFile(dir_ / "err");
   EXPECT_NE(ReadFile(dir_ / "err").find("warning: a start as root refuses: this frsd runs as root"), std::string::npos)
       << ReadFile(dir_ / "err");
+
+  // A store directory not made yet, in one the service user owns: it would
+  // be made root's. Refused, and not made.
+  std::filesystem::remove_all(dir_ / "data");
+  std::filesystem::create_directory(dir_ / "lib");
+  ASSERT_EQ(::chown((dir_ / "lib").c_str(), 65534, 65534), 0);
+  std::ofstream(dir_ / "nested.xml")
+      << "<frs>\n  <listen host=\"127.0.0.1\" port=\"0\"/>\n  <map>map.xml</map>\n  <store dir=\"lib/frs\"/>\n</frs>\n";
+  st = std::system(
+      ("timeout 20 " + std::string(FRSD_PATH) + " --foreground -c " + (dir_ / "nested.xml") + quiet).c_str());
+  EXPECT_EQ(WEXITSTATUS(st), 1) << ReadFile(dir_ / "err");
+  EXPECT_NE(ReadFile(dir_ / "err")
+                .find("and the directory " + (dir_ / "lib") + " of the store directory " + (dir_ / "lib/frs") +
+                      " is nobody's"),
+            std::string::npos)
+      << ReadFile(dir_ / "err");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "lib/frs"));
 }
 
 }  // namespace

@@ -357,8 +357,8 @@ TEST(StoreHeader, AFileOfAnotherSizeIsRefusedSayingWhatToDo) {
   std::filesystem::resize_file(file, size + 4096);
   r = Store::Open(Opts(d.path(), 1, 64, 8));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("(extended): nothing of it is lost; with frsd stopped, truncate -s " +
-                                      std::to_string(size) + " " + file),
+  EXPECT_NE(r.status().message().find("(extended): with frsd stopped, truncate -s " + std::to_string(size) + " " +
+                                      file),
             std::string::npos)
       << r.status().message();
   std::filesystem::resize_file(file, size);

@@ -92,6 +92,9 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a);
 Result<int> RunStatBy(Session& s, const StatArgs& a);
 Result<int> RunTopDenied(Session& s, const TopArgs& a);
 Result<int> RunStatByCluster(Session& s, const StatArgs& a);
+// --token-file's first line, its line end dropped: read by the caller
+// before the session takes the store owner's identity (a root-only file).
+Result<std::string> TokenFromFile(const std::string& path);
 Result<int> RunHandoff(Session& s, const HandoffArgs& a);
 Result<int> RunInit(Session& s, const InitArgs& a);
 Result<int> RunGet(Session& s, const NodeArgs& a);

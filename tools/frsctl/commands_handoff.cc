@@ -467,7 +467,8 @@ Status ReportHandedOff(const std::string& self, const Ring& after, bool replicas
                              "is up, with the right token)");
 }
 
-// --token-file's first line, its line end dropped.
+}  // namespace
+
 Result<std::string> TokenFromFile(const std::string& path) {
   std::ifstream f(path);
   if (!f) return Status::InvalidArgument("--token-file " + path + ": " + std::strerror(errno));
@@ -479,8 +480,6 @@ Result<std::string> TokenFromFile(const std::string& path) {
   return line;
 }
 
-}  // namespace
-
 Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   if (s.cfg.cluster_shards.empty())
     return Status::InvalidArgument(s.cfg.path + " has no <cluster>: a lone server owns every route");
@@ -488,12 +487,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   if (!ring_r.ok()) return Status::InvalidArgument(s.cfg.path + ": " + ring_r.status().message());
   const Ring& ring = ring_r.value();
   const long self = ring.Find(s.cfg.cluster_self);
-  std::string token = a.token.empty() ? s.cfg.admin_token : a.token;
-  if (!a.token_file.empty()) {
-    Result<std::string> t = TokenFromFile(a.token_file);
-    if (!t.ok()) return t.status();
-    token = std::move(t.value());
-  }
+  const std::string token = a.token.empty() ? s.cfg.admin_token : a.token;
   if (!a.dry_run && token.empty())
     return Status::InvalidArgument(
         "the other shards need the admin token: pass --token-file (or --token) or set <admin token> in " + s.cfg.path);

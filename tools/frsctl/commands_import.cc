@@ -280,8 +280,9 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   // replaces its key's node).
   if (evicted != 0 && !a.dry_run) {
     std::fprintf(stderr,
-                 "frsctl: %s live nodes were evicted: grow the store (frsctl grow --keynodes N, with frsd stopped) "
-                 "and import the same file again; the nodes of this store that were evicted are lost\n",
+                 "frsctl: %s live nodes were evicted during the import (the least recently used, of this store or "
+                 "of the import; frsd's own new keys too, if it serves): grow the store (frsctl grow --keynodes N, "
+                 "with frsd stopped) and import the same file again; a node of this store evicted is lost\n",
                  Grouped(evicted).c_str());
     return kExitFail;
   }

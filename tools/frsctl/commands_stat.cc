@@ -33,6 +33,7 @@ Result<Walk> WalkChains(const Session& s) {
   const uint32_t now_s = static_cast<uint32_t>(s.NowMs() / 1000);
   std::vector<bool> live(65536, false);
   for (const BizInfo& b : s.engine->Bizzes()) live[b.id] = true;
+  live[kReceiptBiz] = true;  // handoff and replica receipts, as the engine keeps them
   Walk w;
   w.histogram.assign(g.chain + 1, 0);
   std::vector<uint8_t> used(g.keynodes);

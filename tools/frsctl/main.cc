@@ -142,7 +142,7 @@ const CommandSpec kCommands[] =
     {"import",
      "read export lines into this store, of any geometry (creating it with srv.xml's geometry when missing); "
      "every line is checked before any is applied",
-     Needs::kStoreDir, false,
+     Needs::kConfig, false,
      [](CLI::App& c, Args& a) {
   c.add_option("FILE", a.imp.file, "read from here instead of standard input");
   c.add_flag("--map-by-name", a.imp.map_by_name,
@@ -232,7 +232,7 @@ const CommandSpec kCommands[] =
     {"grow",
      "move a stopped store to a new geometry, keeping every node (state, expiry, last use) and the daily "
      "statistics; prints the <store> line to set in srv.xml",
-     Needs::kStoreDir, false,
+     Needs::kConfig, false,
      [](CLI::App& c, Args& a) {
   c.add_option("--keynodes", a.grow.keynodes, "key-nodes per file of the new geometry")
       ->required()
@@ -246,7 +246,7 @@ const CommandSpec kCommands[] =
     {"upgrade",
      "move a stopped store of format 4 (frsd 0.2) to this build's format 5, keeping every node (state, expiry, "
      "last use) and the daily statistics; a kill at any point leaves the old store or the new one, whole",
-     Needs::kStoreDir, false, [](CLI::App&, Args& a) { a.upgrade.upgrade = true; },
+     Needs::kConfig, false, [](CLI::App&, Args& a) { a.upgrade.upgrade = true; },
      [](Session& s, Args& a) { return RunGrow(s, a.upgrade); }},
     };
 
@@ -357,6 +357,13 @@ int main(int argc, char** argv) {
     s.reads_only = spec.reads_only && !(name == "verify" && args.verify.repair);
     // stat --cluster asks the shards over HTTP: it needs srv.xml only.
     const Needs needs = name == "stat" && stat.cluster ? Needs::kConfig : spec.needs;
+    // Read as the caller (root's 0600 file), before the session may become
+    // the store's owner.
+    if (name == "handoff" && !args.handoff.token_file.empty()) {
+      frs::Result<std::string> t = frs::ctl::TokenFromFile(args.handoff.token_file);
+      if (!t.ok()) return Fail(t.status().message(), frs::ctl::ExitCodeFor(t.status()));
+      args.handoff.token = std::move(t.value());
+    }
     if (frs::Status st = frs::ctl::OpenSession(config, needs, &s); !st.ok())
       return Fail(st.message(), frs::ctl::ExitCodeFor(st));
     frs::Result<int> r = spec.run(s, args);
