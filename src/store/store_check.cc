@@ -18,10 +18,12 @@ Status GoneStoreProblem(const std::string& dir, uint32_t files) {
   Result<bool> served = os::PathExists(stats);
   if (!served.ok()) return served.status();
   if (!served.value()) return Status::OK();
-  return Status::NotFound("the store in " + dir + " is gone: none of its files (" + StoreFile::PathFor(dir, 0) +
-                          (files > 1 ? ", ..." : "") + ") is there, but " + stats +
-                          " shows a store that served here (its counts are lost unless you restore the files from a "
-                          "backup); restore them, or start it empty with `frsctl init --recreate-missing`");
+  return Status::NotFound(
+      "the store in " + dir + " is gone: none of its files (" + StoreFile::PathFor(dir, 0) +
+      (files > 1 ? ", ..." : "") + ") is there, but " + stats +
+      " shows a store that served here (its counts are lost unless you restore the files from a "
+      "backup); restore them, or start it empty with `frsctl init --recreate-missing` (then `frsctl "
+      "import` puts an export back into it)");
 }
 
 Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& g) {

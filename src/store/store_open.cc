@@ -60,9 +60,11 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     if (present == 0 && !opts.create_if_missing)
       return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");
     if (present > 0 && !missing.empty() && !opts.recreate_missing_files)
-      return Status::NotFound("the store in " + opts.dir + " is incomplete: " + missing +
-                              " is missing (the counts it held are lost unless you restore it from a backup); "
-                              "restore it, or start it empty with `frsctl init --recreate-missing`");
+      return Status::NotFound(
+          "the store in " + opts.dir + " is incomplete: " + missing +
+          " is missing (the counts it held are lost unless you restore it from a backup); "
+          "restore it, or start it empty with `frsctl init --recreate-missing` (then `frsctl import` puts an "
+          "export back into it)");
   }
   // A new store gets a random id; files of one store must agree on it.
   // Existing files are opened first, so that a file recreated empty takes

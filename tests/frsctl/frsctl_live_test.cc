@@ -102,6 +102,16 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
     EXPECT_EQ(Ctl(config, "get login live"), 1);
     EXPECT_EQ(Ctl(config, "verify"), 0);
 
+    // An export imported back while frsd serves is a rollback of its keys:
+    // done, and said.
+    EXPECT_EQ(HttpGet(port, "/acquire?biz=login&key=back"), 200);
+    EXPECT_EQ(Ctl(config, "export '" + (dir / "b.jsonl") + "'"), 0);
+    EXPECT_EQ(HttpGet(port, "/acquire?biz=login&key=back"), 200);
+    const std::string back = CtlOut(config, "import '" + (dir / "b.jsonl") + "'");
+    EXPECT_NE(back.find("warning: frsd (pid " + std::to_string(pid) + ") serves this store"), std::string::npos)
+        << back;
+    EXPECT_NE(CtlOut(config, "get --json login back").find("\"count\":1"), std::string::npos);
+
     // top --denied with a biz name longer than its column's 16: the columns
     // after it stay under their heads (the count ends where "denied" does).
     EXPECT_EQ(HttpGet(port, "/acquire?biz=login_attempts_per_ip_address&key=ip1"), 200);

@@ -26,6 +26,7 @@
 #include "json_in.h"
 #include "json_out.h"
 #include "receipt_line.h"
+#include "store_users.h"
 
 namespace frs::ctl {
 namespace {
@@ -212,6 +213,14 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   if (!checked.ok()) return checked.status();
   spool.close();
 
+  // A restore into a store frsd serves is a rollback of the keys it names:
+  // said, since an operator may mean a merge.
+  if (!create)
+    if (std::vector<pid_t> frsd = FlockHolders(store_dir::In(s.cfg.store_dir, store_dir::kStoreLock)); !frsd.empty())
+      std::fprintf(stderr,
+                   "frsctl: warning: frsd (pid %d) serves this store: each key of the import gets the export's node "
+                   "in place of its own, and the uses frsd counted for it since the export are forgotten\n",
+                   static_cast<int>(frsd.front()));
   uint64_t applied = 0, no_rule = 0, live_before = 0, live_after = 0;
   if (!a.dry_run) {
     if (create) {
