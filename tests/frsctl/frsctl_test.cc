@@ -278,6 +278,19 @@ TEST_F(FrsctlTest, ARootReadOfAnotherUsersStoreLeavesNothingOfRoots) {
   ASSERT_EQ(::chown(stats.c_str(), owner, owner), 0);
   r = Ctl({"verify"});
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  // import opens its file as root (a directory only root may enter), then
+  // makes what it makes as the owner.
+  std::filesystem::create_directory(dir_ / "private");
+  ASSERT_EQ(::chmod((dir_ / "private").c_str(), 0700), 0);
+  std::ofstream(dir_ / "private/one.jsonl") << Ctl({"export"}).out;
+  std::filesystem::remove(dir_ / "data/stats.frs");
+  r = Ctl({"import", dir_ / "private/one.jsonl"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(dir_ / "data"))) {
+    struct stat st;
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, owner) << e.path() << " is not the store owner's after import";
+  }
   // grow stays root (its new copy is made beside the store directory, in a
   // directory root owns, as /var/lib is) and gives what it makes the owner.
   r = Ctl({"grow", "--keynodes", "512"});

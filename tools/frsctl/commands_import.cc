@@ -13,7 +13,9 @@
 // (OLD a name or an id of the export) imports OLD's nodes into NEW.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -181,6 +183,14 @@ Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, AdminEngine&
 }  // namespace
 
 Result<int> RunImport(Session& s, const ImportArgs& a) {
+  // The input opened as the caller (root's file), then, on another user's
+  // store directory, that user's identity for what is made there.
+  std::ifstream file;
+  if (!a.file.empty()) {
+    file.open(a.file, std::ios::binary);
+    if (!file) return Status::NotFound(a.file + ": cannot open the import file: " + std::strerror(errno));
+  }
+  if (Status st = ActAsStoreOwner(s.cfg.store_dir); !st.ok()) return st;
   // The real store first: one of another geometry or version is refused
   // before anything is read; a missing one is created only after the check.
   Status opened = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/true);
@@ -206,9 +216,7 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   if (a.file.empty()) {
     checked = CheckAll(std::cin, policy.value(), *scratch.engine, spool);
   } else {
-    std::ifstream in(a.file, std::ios::binary);
-    if (!in) return Status::NotFound(a.file + ": cannot open the import file");
-    checked = CheckAll(in, policy.value(), *scratch.engine, spool);
+    checked = CheckAll(file, policy.value(), *scratch.engine, spool);
   }
   if (!checked.ok()) return checked.status();
   spool.close();

@@ -89,7 +89,7 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   return Status::OK();
 }
 
-namespace {
+namespace {}  // namespace
 
 // frsctl run as root (sudo frsctl stat) on a store directory its service
 // user owns: every file it creates there (the side tables a mere read
@@ -114,8 +114,6 @@ Status ActAsStoreOwner(const std::string& dir) {
   ::prctl(PR_SET_DUMPABLE, 1);
   return Status::OK();
 }
-
-}  // namespace
 
 Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
   if (needs == Needs::kNothing) return Status::OK();

@@ -56,6 +56,12 @@ enum class Needs : uint8_t {
 // with a message saying how to create one; nothing is created.
 Status OpenSession(const std::string& config_path, Needs needs, Session* s);
 
+// Run as root on a store directory another user owns: becomes that user for
+// good (uid, gid as its only group), so that what frsctl makes there is
+// theirs, as frsd needs. Nothing otherwise. OpenSession does it for every
+// command that opens the store; import calls it once its input is open.
+Status ActAsStoreOwner(const std::string& dir);
+
 // Opens the store of s->cfg (creating it when `create`) and, when `engine`,
 // the engine over it. Used by import, which creates the store late.
 Status OpenStoreAndEngine(Session* s, bool create, bool engine);
