@@ -14,16 +14,25 @@ namespace {
 constexpr uint32_t kDay = 20000;  // 2024-10-04
 constexpr int64_t kNow = int64_t{kDay} * 86400 + 3600;
 
+// A biz keyed "app:user" with one table of statistics, by app. Not to be
+// copied: `keys` refers to the members before it.
+struct ByApp {
+  ByApp() {
+    specs[0].by = {0};
+    specs[0].by_text = "app";
+  }
+  ByApp(const ByApp&) = delete;
+  const std::vector<std::string> fields = {"app", "user"};
+  std::vector<StatsSpec> specs = std::vector<StatsSpec>(1);
+  const KeyShape keys{fields, ':', specs};
+};
+
 TEST(Statistics, OneCountReachesTheDailyTotalsTheDenialsAndTheTablesByField) {
   frs::testing::TempDir d;
   auto s = Statistics::Open(d.path(), /*read_only=*/false, nullptr);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  const std::vector<std::string> fields = {"app", "user"};
-  StatsSpec spec;
-  spec.by = {0};
-  spec.by_text = "app";
-  const std::vector<StatsSpec> specs = {spec};
-  const KeyShape keys{fields, ':', specs};
+  const ByApp shape;
+  const KeyShape& keys = shape.keys;
   const BizCounters b = (*s)->Attach(7, keys);
   ASSERT_NE(b.slot, DailyStats::kNoSlot);
   ASSERT_EQ(b.tables.size(), 1u);
@@ -73,12 +82,8 @@ TEST(Statistics, ByFieldUpdatesThatFindNoDayFileAreSaidOnceAndCounted) {
   std::vector<std::string> said;
   auto s = Statistics::Open(d.path(), /*read_only=*/false, [&](const std::string& w) { said.push_back(w); });
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  const std::vector<std::string> fields = {"app", "user"};
-  StatsSpec spec;
-  spec.by = {0};
-  spec.by_text = "app";
-  const std::vector<StatsSpec> specs = {spec};
-  const KeyShape keys{fields, ':', specs};
+  const ByApp shape;
+  const KeyShape& keys = shape.keys;
   const BizCounters b = (*s)->Attach(7, keys);
   std::filesystem::create_directories(d / "stats/7");
   std::ofstream(d / "stats/7/app") << "not a directory";
