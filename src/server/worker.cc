@@ -2,7 +2,6 @@
 
 #include <sys/prctl.h>
 
-#include <algorithm>
 #include <exception>
 #include <optional>
 
@@ -32,8 +31,7 @@ Worker::Worker(WorkerContext ctx, const Backend& backend)
     grpc_->SetCluster(handler_.options().cluster);
     handler_.set_envoy(&grpc_->rls(), &envoy_metrics_, &*grpc_);
     tls_ = ctx_.tls;
-    if (counters_ && tls_)
-      CounterSet(counters_->tls_not_after, static_cast<uint64_t>(std::max<int64_t>(tls_->not_after(), 0)));
+    PublishTlsExpiry();
   }
 }
 

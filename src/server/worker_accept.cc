@@ -165,6 +165,11 @@ void Worker::AddListeners() {
     FRS_LOG("cannot resume accepting gRPC connections");
 }
 
+void Worker::PublishTlsExpiry() {
+  if (counters_ && tls_)
+    CounterSet(counters_->tls_not_after, static_cast<uint64_t>(std::max<int64_t>(tls_->not_after(), 0)));
+}
+
 void Worker::ReloadTls() {
   if (!tls_) return;
   auto tls = TlsContext::Load(TlsFilesOf(cfg_));
@@ -173,7 +178,7 @@ void Worker::ReloadTls() {
     return;
   }
   tls_ = std::move(tls.value());
-  if (counters_) CounterSet(counters_->tls_not_after, static_cast<uint64_t>(std::max<int64_t>(tls_->not_after(), 0)));
+  PublishTlsExpiry();
   if (ctx_.index == 0) FRS_LOG("TLS: %s reloaded (new connections use it)", cfg_.grpc_tls_cert.c_str());
 }
 

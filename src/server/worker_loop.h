@@ -99,6 +99,9 @@ class Worker {
   // <grpc cert>: this worker's files read again (SIGHUP); a set that does
   // not load is said and the current one stays.
   void ReloadTls();
+  // The served certificate's notAfter in this slot's gauge (a date before
+  // 1970 or none: 0, no sample).
+  void PublishTlsExpiry();
   void AddListeners();
   void RemoveListeners();
   // Read, then Settle.
