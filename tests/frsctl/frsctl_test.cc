@@ -71,11 +71,17 @@ class FrsctlTest : public ::testing::Test {
                                << "\"/>\n  <timezone>UTC</timezone>\n</frs>\n";
   }
 
-  // Runs frsctl with `args` (each quoted) and optional standard input text.
+  // Runs frsctl with `args` and optional standard input text: its command
+  // line in this process, or the program when as_program_ says so.
   CtlRun Ctl(const std::vector<std::string>& args, const std::string& config = "srv.xml",
              const std::string& input = "") {
-    return ctl_test::RunCtl(dir_.path(), config.empty() ? "" : dir_ / config, args, input);
+    const std::string c = config.empty() ? "" : dir_ / config;
+    return as_program_ ? ctl_test::RunCtlProgram(dir_.path(), c, args, input)
+                       : ctl_test::RunCtl(dir_.path(), c, args, input);
   }
+  // A test whose frsctl, as root, becomes another user (the store's owner)
+  // runs the program: this process must stay root.
+  bool as_program_ = false;
 
   void CreateStore(const std::string& config = "srv.xml") {
     CtlRun r = Ctl({"import"}, config, "");
@@ -250,6 +256,7 @@ TEST_F(FrsctlTest, ASymbolicLinkAtTheStoreLockIsRefusedNotFollowed) {
 // root's there: the side tables a read opens (stats.frs, denials.frs,
 // rules.history) were root's, and frsd, as that user, then refused to start.
 TEST_F(FrsctlTest, ARootReadOfAnotherUsersStoreLeavesNothingOfRoots) {
+  as_program_ = true;
   CreateStore();
   const uid_t owner = ::geteuid() == 0 ? 65534 : ::geteuid();  // nobody, as root
   ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);            // its owner may reach it, as /var/lib

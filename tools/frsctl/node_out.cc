@@ -107,11 +107,14 @@ void NodeMembers(const NodeView& v, JsonOut& j) {
 
 namespace {
 
+// Whether this run said that ids are unknown (SayIdsUnknown).
+bool g_ids_unknown_said = false;
+
 // An id left empty for a node whose key is known whole: the engine keys no
 // id, the store's lease.key being missing (frsctl never makes it). Said
 // once a run, on standard error: the lines keep their form.
 void SayIdsUnknown(const NodeView& v, const std::string& id) {
-  static bool said = false;
+  bool& said = g_ids_unknown_said;
   if (said || !id.empty() || !v.key_kept || v.key_truncated) return;
   said = true;
   std::fprintf(stderr,
@@ -129,6 +132,8 @@ std::vector<const View*> ByExpiry(const std::vector<View>& views) {
 }
 
 }  // namespace
+
+void ResetRunNotes() { g_ids_unknown_said = false; }
 
 void PrintLeases(const NodeView& v, int64_t now_ms) {
   for (const LeaseView* lp : ByExpiry(v.leases)) {

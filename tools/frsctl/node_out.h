@@ -1,7 +1,8 @@
 // frsctl/node_out.h: one node (a NodeView) as JSON and as human phrases,
 // shared by get, dump, top and explain so they all say things the same way.
 //
-// Thread safety: pure functions.
+// Thread safety: pure functions, but for the notes said once a run
+// (PrintLeases, PrintReservations): one run at a time per process.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,8 @@ std::string Position(const NodeInfo& n);
 // Members of a node object (no braces): biz, biz_id, key, mode, count, rules,
 // file, keynode, slot, span, alternate, expire_s, last_access_s.
 void NodeMembers(const NodeView& v, JsonOut& j);
+// A new run (command_line.h): the notes said once a run may be said again.
+void ResetRunNotes();
 // One line per lease held (get and explain): its id and expiry.
 void PrintLeases(const NodeView& v, int64_t now_ms);
 // One line per reservation held (get and explain).
