@@ -261,8 +261,17 @@ TEST(DecisionLogE2E, AReloadWithoutTheLogEndsItsFailure) {
   ASSERT_TRUE(srv.Start()) << srv.log();
   const std::string log = srv.dir() + "/decisions.log";
   Client c(srv.port());
-  ASSERT_EQ(std::rename(log.c_str(), (log + ".1").c_str()), 0);
-  ASSERT_TRUE(std::filesystem::create_directory(log));
+  // A directory where the file was. The second worker's writer may open
+  // (create) the file only after the first rename, on a loaded machine:
+  // moved aside again until the name is free.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+    std::error_code ec;
+    if (std::filesystem::is_directory(log, ec)) return true;
+    std::filesystem::rename(log, log + ".1", ec);
+    return std::filesystem::create_directory(log, ec);
+      },
+      3000));
   kill(srv.pid(), SIGUSR1);
   ASSERT_TRUE(WaitFor([&] { return Metric(c, "frs_log_last_reopen_successful") == 0; }, 3000)) << srv.log();
   std::string conf = ReadFile(srv.config());
