@@ -683,6 +683,12 @@ TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
   r = Ctl({"verify", "--json"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_FALSE(Parse(r.out).Find("clean")->boolean);
+  // A backup made now lacks the node (it counts as absent), and says so.
+  r = Ctl({"export"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.find("\"p2\""), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("frsctl: store: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(where + ": damaged node ignored"), std::string::npos) << r.err;
 
   r = Ctl({"verify", "--repair"});
   EXPECT_EQ(r.rc, 0) << r.out;

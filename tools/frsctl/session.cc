@@ -19,6 +19,11 @@ int64_t Session::NowMs() const { return SystemClock::Default()->NowMs(); }
 
 Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   StoreOptions so = StoreOptionsFor(s->cfg, create);
+  // What the store recovers or passes over (a dead holder's lock taken
+  // over, a long wait on a live one, a damaged node ignored) is said, as
+  // frsd logs it: an export or a dump that passed a damaged node over said
+  // nothing, and the backup lacked it unseen.
+  so.on_recovery = [](const std::string& what) { std::fprintf(stderr, "frsctl: store: %s\n", what.c_str()); };
   // Reading commands work on a store that cannot be written here (a
   // read-only file system, a backup mounted read-only): without locks, see
   // StoreOptions::read_only.
