@@ -164,7 +164,8 @@ void StoreImpl::FillInfo_locked(uint32_t file, uint32_t keynode, uint32_t slot, 
 
 void StoreImpl::NoteDamage(StoreFile* f, uint32_t keynode, uint32_t slot) const {
   if (!opts_.read_only) std::atomic_ref<uint64_t>(f->header()->damaged_nodes).fetch_add(1, std::memory_order_relaxed);
-  // Logged once per node and process: a lookup meets it on every request.
+  // Logged once per node while this store is open (the first 4096): a
+  // lookup meets it on every request.
   const uint64_t where = (uint64_t{keynode} << 8) | slot;
   MutexLock g(&damage_mu_);
   if (!damage_logged_.insert({f->path(), where}).second || damage_logged_.size() > 4096) return;

@@ -272,6 +272,7 @@ TEST(DecisionLogE2E, AReloadWithoutTheLogEndsItsFailure) {
     return std::filesystem::create_directory(log, ec);
       },
       3000));
+  EXPECT_TRUE(std::filesystem::exists(log + ".1")) << "frsd never made its log";
   kill(srv.pid(), SIGUSR1);
   ASSERT_TRUE(WaitFor([&] { return Metric(c, "frs_log_last_reopen_successful") == 0; }, 3000)) << srv.log();
   std::string conf = ReadFile(srv.config());

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -86,18 +87,21 @@ inline CtlRun RunCtlProgram(const std::string& dir, const std::string& config, c
 
 // Standard input, output and error of this process moved to files for one
 // command line, and back (the C streams' buffers flushed or dropped at each
-// move, so no byte crosses between a command and the test).
+// move, so no byte crosses between a command and the test). A standard
+// descriptor the test started without is closed again afterwards.
 class StdioRedirect {
  public:
   StdioRedirect(const std::string& in, const std::string& out, const std::string& err) {
     std::fflush(stdout);
     std::fflush(stderr);
-    const int fds[3] = {::open(in.c_str(), O_RDONLY | O_CLOEXEC),
-                        ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
-                        ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    for (int fd = 0; fd < 3; ++fd) saved_[fd] = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    const int fds[3] = {Above2(::open(in.c_str(), O_RDONLY | O_CLOEXEC)),
+                        Above2(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)),
+                        Above2(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644))};
     for (int fd = 0; fd < 3; ++fd) {
-      saved_[fd] = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-      if (fds[fd] < 0 || ::dup2(fds[fd], fd) < 0) ok_ = false;
+      if (fds[fd] < 0 || ::dup2(fds[fd], fd) < 0) {
+        if (error_.empty()) error_ = std::string("cannot move the standard streams to files: ") + std::strerror(errno);
+      }
       if (fds[fd] >= 0) ::close(fds[fd]);
     }
     Fresh();
@@ -106,7 +110,10 @@ class StdioRedirect {
     std::fflush(stdout);
     std::fflush(stderr);
     for (int fd = 0; fd < 3; ++fd) {
-      if (saved_[fd] < 0) continue;
+      if (saved_[fd] < 0) {
+        ::close(fd);
+        continue;
+      }
       ::dup2(saved_[fd], fd);
       ::close(saved_[fd]);
     }
@@ -114,29 +121,65 @@ class StdioRedirect {
   }
   StdioRedirect(const StdioRedirect&) = delete;
   StdioRedirect& operator=(const StdioRedirect&) = delete;
-  bool ok() const { return ok_; }
+  // Empty when the streams were moved; else why not.
+  const std::string& error() const { return error_; }
 
  private:
-  // stdin's read-ahead and end-of-file belong to the file it read.
+  // A descriptor the open got below 3 (a standard one was closed) would be
+  // closed by the dup2 loop after it took its place.
+  static int Above2(int fd) {
+    if (fd < 0 || fd > 2) return fd;
+    const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    ::close(fd);
+    return moved;
+  }
+  // stdin's read-ahead and end-of-file belong to the file it read; stdout's
+  // error flag (export checks it) to the file it wrote.
   static void Fresh() {
     __fpurge(stdin);
     std::clearerr(stdin);
+    std::clearerr(stdout);
     std::cin.clear();
+    std::cout.clear();
   }
   int saved_[3] = {-1, -1, -1};
-  bool ok_ = true;
+  std::string error_;
+};
+
+// TZ=UTC for one command line, and back. (setenv and tzset race with a
+// thread that reads the time zone: the frsctl tests run none beside it.)
+class UtcForOneRun {
+ public:
+  UtcForOneRun() : had_(std::getenv("TZ") != nullptr), saved_(had_ ? std::getenv("TZ") : "") {
+    ::setenv("TZ", "UTC", 1);
+    ::tzset();
+  }
+  ~UtcForOneRun() {
+    had_ ? ::setenv("TZ", saved_.c_str(), 1) : ::unsetenv("TZ");
+    ::tzset();
+  }
+  UtcForOneRun(const UtcForOneRun&) = delete;
+  UtcForOneRun& operator=(const UtcForOneRun&) = delete;
+
+ private:
+  bool had_;
+  std::string saved_;
 };
 
 // Runs frsctl's command line in this process with `-c config` (none when
 // empty) and `args`, `input` on its standard input, TZ=UTC; another
-// `program` runs through the shell (RunCtlProgram).
+// `program`, or a run with FRS_TEST_HANDOFF_CRASH set (its crash points
+// _exit), runs through the shell (RunCtlProgram). A command that changed
+// this process's identity (the store-owner switch of a root run on another
+// user's store: command_line.h) ends the test program, since every later
+// TEST would run as that user: such a test runs the program.
 inline CtlRun RunCtl(const std::string& dir, const std::string& config, const std::vector<std::string>& args,
                      const std::string& input = "", const std::string& program = FRSCTL_PATH) {
-  if (program != FRSCTL_PATH) return RunCtlProgram(dir, config, args, input, program);
+  if (program != FRSCTL_PATH || std::getenv("FRS_TEST_HANDOFF_CRASH") != nullptr)
+    return RunCtlProgram(dir, config, args, input, program);
   // What frsctl's main installs that a test may need: a store file cut
-  // short is an error, not this process's death.
-  static const bool sigbus_guarded = (frs::InstallSigbusGuard(), true);
-  (void)sigbus_guarded;
+  // short is an error, not this process's death (a second call does nothing).
+  frs::InstallSigbusGuard();
   std::vector<std::string> words{"frsctl"};
   if (!config.empty()) words.insert(words.end(), {"-c", config});
   words.insert(words.end(), args.begin(), args.end());
@@ -144,19 +187,22 @@ inline CtlRun RunCtl(const std::string& dir, const std::string& config, const st
   for (std::string& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
   std::ofstream(dir + "/stdin") << input;
-  const char* tz = std::getenv("TZ");
-  const std::string saved_tz = tz ? tz : "";
-  ::setenv("TZ", "UTC", 1);
-  ::tzset();
+  const uid_t uid = ::geteuid();
   CtlRun r;
+  std::string redirect_error;
   {
+    UtcForOneRun utc;
     StdioRedirect io(dir + "/stdin", dir + "/stdout", dir + "/stderr");
-    if (io.ok()) r.rc = frs::ctl::RunCommandLine(static_cast<int>(words.size()), argv.data());
+    redirect_error = io.error();
+    if (redirect_error.empty()) r.rc = frs::ctl::RunCommandLine(static_cast<int>(words.size()), argv.data());
   }
-  tz ? ::setenv("TZ", saved_tz.c_str(), 1) : ::unsetenv("TZ");
-  ::tzset();
+  if (::geteuid() != uid) {
+    std::fprintf(stderr, "frsctl %s changed this test process's user (%u to %u): run it with RunCtlProgram\n",
+                 args.empty() ? "" : args[0].c_str(), static_cast<unsigned>(uid), static_cast<unsigned>(::geteuid()));
+    std::_Exit(1);
+  }
   r.out = ReadFile(dir + "/stdout");
-  r.err = ReadFile(dir + "/stderr");
+  r.err = redirect_error.empty() ? ReadFile(dir + "/stderr") : redirect_error;
   return r;
 }
 

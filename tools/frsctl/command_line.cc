@@ -16,10 +16,8 @@
 #include "node_out.h"
 #include "session.h"
 
+namespace frs::ctl {
 namespace {
-
-using frs::ctl::Needs;
-using frs::ctl::Session;
 
 // Every command's arguments, as CLI11 fills them.
 struct Args {
@@ -273,8 +271,6 @@ std::string_view CommandWord(int argc, char** argv) {
 }
 
 }  // namespace
-
-namespace frs::ctl {
 
 int RunCommandLine(int argc, char** argv) {
   ResetRunNotes();

@@ -6,10 +6,13 @@
 // command and returns the exit code frsctl would exit with (session.h). It
 // reads standard input and writes standard output and error through the C
 // streams (stdio); what stdout still buffers is its caller's to flush (a
-// program's exit does). It sets up nothing
-// of the process: the SIGINT/SIGTERM handler that asks a walk to stop (its
-// absence: a signal kills), the SIGBUS guard of mapped files and stdout's
-// buffer are main.cc's.
+// program's exit does). It installs nothing in the process: the
+// SIGINT/SIGTERM handler that asks a walk to stop (without it a signal
+// kills), the SIGBUS guard of mapped files and stdout's buffer are main.cc's.
+// But what a command does to its process, it does to the caller's:
+//   - run as root on a store directory another user owns, it becomes that
+//     user for good (setresuid, session.h), as the program does;
+//   - with FRS_TEST_HANDOFF_CRASH set, handoff's crash points _exit(137).
 //
 // Thread safety: one call at a time per process (standard streams, the
 // once-a-run notes of node_out.h).

@@ -114,9 +114,8 @@ bool g_ids_unknown_said = false;
 // id, the store's lease.key being missing (frsctl never makes it). Said
 // once a run, on standard error: the lines keep their form.
 void SayIdsUnknown(const NodeView& v, const std::string& id) {
-  bool& said = g_ids_unknown_said;
-  if (said || !id.empty() || !v.key_kept || v.key_truncated) return;
-  said = true;
+  if (g_ids_unknown_said || !id.empty() || !v.key_kept || v.key_truncated) return;
+  g_ids_unknown_said = true;
   std::fprintf(stderr,
                "frsctl: the store's lease.key is missing: lease and reservation ids are shown by serial (#N); frsd "
                "makes a new key at its next start, and every id given out before then answers 409\n");
