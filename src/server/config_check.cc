@@ -2,6 +2,7 @@
 
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +44,57 @@ std::vector<std::string> NodeFitProblemsOf(const SrvConfig& cfg, const limit::Ma
                          std::to_string(cfg.geometry.chain) + "\" keynodes=\"" + std::to_string(cfg.geometry.keynodes) +
                          "\"> in " + cfg.path + " gives a node at most " + std::to_string(room) +
                          " (the slots of a key-node group)");
+  }
+  return problems;
+}
+
+// A store frsd's start will make: it creates the directory (and its
+// missing parents), then the files. frsd -t said "is new; ok" where the
+// start then failed: a directory this user may not write (a volume left
+// root's), or a disk that cannot hold the files.
+std::vector<std::string> NewStoreProblems(const SrvConfig& cfg) {
+  std::error_code ec;
+  std::filesystem::path at = cfg.store_dir;
+  while (!std::filesystem::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
+  const std::string where = at.string();
+  const std::string made = where == cfg.store_dir ? "its files in it" : "the store directory in it";
+  if (!std::filesystem::is_directory(at, ec))
+    return {"store " + cfg.store_dir + " is new: " + where + " is not a directory"};
+  if (::access(where.c_str(), W_OK | X_OK) != 0)
+    return {
+        "store " + cfg.store_dir + " is new: " +
+        (errno == EACCES || errno == EPERM ? os::PermissionWords(where) : Status::FromErrno(where, errno).message()) +
+        "; frsd makes " + made};
+  const uint64_t need = uint64_t{cfg.geometry.files} * StoreFileBytes(cfg.geometry);
+  struct statvfs vfs {};
+  if (::statvfs(where.c_str(), &vfs) == 0 && uint64_t{vfs.f_bavail} * vfs.f_frsize < need)
+    return {"store " + cfg.store_dir + " is new: its " + std::to_string(cfg.geometry.files) + " file(s) need " +
+            std::to_string(need) + " bytes and " + where + "'s disk has " +
+            std::to_string(uint64_t{vfs.f_bavail} * vfs.f_frsize) +
+            " free (free space, or a smaller <store> geometry)"};
+  return {};
+}
+
+// The store directory as frsd's start will use it: a new store made in it
+// (NewStoreProblems), its lock and listen files written there.
+std::vector<std::string> StoreDirectoryProblems(const SrvConfig& cfg, bool exists) {
+  std::vector<std::string> problems;
+  if (!exists) problems = NewStoreProblems(cfg);
+  // A directory on a read-only file system (or not this user's to write)
+  // fails the start, so it fails the check too.
+  if (exists && ::access(cfg.store_dir.c_str(), W_OK) != 0)
+    problems.push_back(Status::FromErrno("store " + cfg.store_dir + " is not writable", errno).message() +
+                       ": frsd writes its lock and listen files there");
+  // A directory in their place fails the start ("Is a directory"), so it
+  // fails the check. (The lock is opened through a symbolic link; the
+  // listen file is renamed over one.)
+  for (std::string_view name : {frs::store_dir::kStoreLock, frs::store_dir::kListen}) {
+    const std::string path = frs::store_dir::In(cfg.store_dir, name);
+    const bool lock = name == frs::store_dir::kStoreLock;
+    struct stat st {};
+    if ((lock ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) == 0 && S_ISDIR(st.st_mode))
+      problems.push_back(path + " is a directory: frsd writes its " + (lock ? "lock" : "listen address") +
+                         " there and will not start; remove it");
   }
   return problems;
 }
@@ -170,23 +222,8 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
   if (!sc.ok()) problems.push_back(sc.status().message());
   else store_words = sc->exists ? "store " + cfg->store_dir + " matches" : "store " + cfg->store_dir + " is new";
-  // frsd writes its lock and listen files there: a directory on a
-  // read-only file system (or not this user's to write) fails the start,
-  // so it fails the check too.
-  if (sc.ok() && sc->exists && ::access(cfg->store_dir.c_str(), W_OK) != 0)
-    problems.push_back(Status::FromErrno("store " + cfg->store_dir + " is not writable", errno).message() +
-                       ": frsd writes its lock and listen files there");
-  // frsd's own files there: a directory in their place fails the start
-  // ("Is a directory"), so it fails the check. (The lock is opened through
-  // a symbolic link; the listen file is renamed over one.)
-  for (std::string_view name : {frs::store_dir::kStoreLock, frs::store_dir::kListen}) {
-    const std::string path = frs::store_dir::In(cfg->store_dir, name);
-    const bool lock = name == frs::store_dir::kStoreLock;
-    struct stat st {};
-    if ((lock ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) == 0 && S_ISDIR(st.st_mode))
-      problems.push_back(path + " is a directory: frsd writes its " + (lock ? "lock" : "listen address") +
-                         " there and will not start; remove it");
-  }
+  if (sc.ok())
+    for (std::string& p : StoreDirectoryProblems(*cfg, sc->exists)) problems.push_back(std::move(p));
   // The store files are read above; frsd maps them to write.
   for (uint32_t i = 0; sc.ok() && sc->exists && i < cfg->geometry.files; ++i) {
     const std::string path = frs::store_dir::In(cfg->store_dir, frs::store_dir::StoreFileName(i));

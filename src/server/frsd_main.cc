@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -78,6 +79,8 @@ int Fail(const std::string& msg) {
 
 struct Args {
   std::string config_path;
+  // Where config_path came from when -c was not given ("" when it was).
+  std::string config_source;
   bool foreground = false;
   bool test_only = false;
 };
@@ -110,8 +113,38 @@ std::optional<int> ParseArgs(int argc, char** argv, Args* args) {
       return Usage(argv[0], 2);
     }
   }
-  if (args->config_path.empty()) args->config_path = frs::DefaultSrvConfigPath();
+  if (args->config_path.empty()) {
+    args->config_path = frs::DefaultSrvConfigPath();
+    const char* env = std::getenv("FRS_CONF");
+    args->config_source =
+        env != nullptr && *env != '\0' ? "named by $FRS_CONF" : "the default path (neither -c nor $FRS_CONF given)";
+  }
   return std::nullopt;
+}
+
+// A srv.xml that is not there, when no -c named it: says where the path came
+// from ($FRS_CONF, set in a unit or a container's environment, is easily
+// forgotten).
+void SayWhereTheConfigPathCameFrom(const Args& args) {
+  if (args.config_source.empty() || ::access(args.config_path.c_str(), F_OK) == 0) return;
+  std::fprintf(stderr, "frsd: %s: %s; -c FILE names another\n", args.config_path.c_str(), args.config_source.c_str());
+}
+
+// srv.xml, or nothing with its errors said (they are already
+// "file:line: message") and where a missing file's path came from.
+std::optional<frs::SrvConfig> LoadConfig(const Args& args) {
+  frs::Result<frs::SrvConfig> cfg = frs::LoadSrvConfig(args.config_path);
+  if (cfg.ok()) return std::move(cfg.value());
+  std::fprintf(stderr, "%s\n", cfg.status().message().c_str());
+  SayWhereTheConfigPathCameFrom(args);
+  return std::nullopt;
+}
+
+// frsd -t: the check, and where a missing srv.xml's path came from.
+int TestOnly(const Args& args) {
+  const int rc = frs::server::CheckConfiguration(args.config_path, stdout, stderr);
+  if (rc != 0) SayWhereTheConfigPathCameFrom(args);
+  return rc;
 }
 
 // The log (stderr in the foreground, else <log file> or the store's
@@ -299,17 +332,13 @@ int main(int argc, char** argv) {
   using namespace frs::server;
   Args args;
   if (std::optional<int> rc = ParseArgs(argc, argv, &args)) return *rc;
-  if (args.test_only) return CheckConfiguration(args.config_path, stdout, stderr);
+  if (args.test_only) return TestOnly(args);
   // Taken out of the environment at once: no worker may speak for the service.
   const SdNotifier notifier = SdNotifier::FromEnvironment();
 
-  // srv.xml: its own errors are already "file:line: message".
-  auto cfg_r = LoadSrvConfig(args.config_path);
-  if (!cfg_r.ok()) {
-    std::fprintf(stderr, "%s\n", cfg_r.status().message().c_str());
-    return 1;
-  }
-  SrvConfig cfg = cfg_r.value();
+  std::optional<SrvConfig> loaded = LoadConfig(args);
+  if (!loaded) return 1;
+  SrvConfig cfg = std::move(*loaded);
   auto allow = AllowList::Parse(cfg.allow);
   if (!allow.ok()) return Fail(cfg.path + ": " + allow.status().message());
 

@@ -321,6 +321,62 @@ TEST_F(FrsdCheckTest, AConfigOptionWithoutItsFileIsNamed) {
   EXPECT_NE(r.err.find("frsd: --config needs a file"), std::string::npos) << r.err;
 }
 
+// A srv.xml that is not there, when no -c named it: where its path came
+// from is said ($FRS_CONF, set in a container's environment and forgotten).
+TEST_F(FrsdCheckTest, AMissingConfigurationSaysWhereItsPathCameFrom) {
+  const std::string missing = dir_ / "nowhere/srv.xml";
+  std::string cmd = "FRS_CONF='" + missing + "' " + FRSD_PATH + " -t >" + (dir_ / "out") + " 2>" + (dir_ / "err");
+  int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  std::string err = ReadFile(dir_ / "err");
+  EXPECT_NE(err.find("frsd: " + missing + ": named by $FRS_CONF; -c FILE names another"), std::string::npos) << err;
+  // The start says the same; -c names its file itself.
+  cmd = "FRS_CONF='" + missing + "' " + FRSD_PATH + " --foreground >" + (dir_ / "out") + " 2>" + (dir_ / "err");
+  st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  err = ReadFile(dir_ / "err");
+  EXPECT_NE(err.find("named by $FRS_CONF"), std::string::npos) << err;
+  ProcRun r = Frsd("-t -c " + missing);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err.find("FRS_CONF"), std::string::npos) << r.err;
+}
+
+// A new store: frsd -t said "is new; ok" where the start then failed, on a
+// directory this user may not write (a volume left root's) or a disk too
+// small for the files.
+TEST_F(FrsdCheckTest, ANewStoreItsStartCouldNotMakeIsRefused) {
+  // 256 files of 64 Mi key-nodes of 64 slots: 35 TB, on no test machine's disk.
+  std::ofstream(dir_ / "srv.xml")
+      << "<frs>\n  <listen port=\"1\"/>\n  <map>map.xml</map>\n"
+         "  <store dir=\"new/data\" files=\"256\" keynodes=\"67108864\" chain=\"64\"/>\n</frs>\n";
+  ProcRun r = Check();
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.err.find("store " + (dir_ / "new/data") + " is new: its 256 file(s) need "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(free space, or a smaller <store> geometry)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "new")) << "frsd -t makes nothing";
+
+  // A directory this user may not write: as nobody when root (root may
+  // write any).
+  WriteSrv(2, 64, 8);
+  std::string conf = ReadFile(dir_ / "srv.xml");
+  conf.replace(conf.find("dir=\"data\""), 10, "dir=\"ro/data\"");
+  std::ofstream(dir_ / "srv.xml") << conf;
+  std::filesystem::create_directory(dir_ / "ro");
+  ASSERT_EQ(::chmod((dir_ / "ro").c_str(), 0555), 0);
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  const std::string as = ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+  const std::string cmd =
+      as + FRSD_PATH + " -t -c " + (dir_ / "srv.xml") + " >" + (dir_ / "out") + " 2>" + (dir_ / "err");
+  const int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << ReadFile(dir_ / "out");
+  const std::string err = ReadFile(dir_ / "err");
+  EXPECT_NE(err.find("store " + (dir_ / "ro/data") + " is new: " + (dir_ / "ro") + ": permission denied"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("; frsd makes the store directory in it"), std::string::npos) << err;
+  ASSERT_EQ(::chmod((dir_ / "ro").c_str(), 0755), 0);
+}
+
 // A store file frsd may read but not write: frsd -t said ok (it reads the
 // headers) and the start refused it. Checked as another user (root may
 // write any file): CI runs as root.
