@@ -46,11 +46,18 @@ Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& w
     char buf[32] = {};
     ssize_t n = pread(fd.get(), buf, sizeof buf - 1, 0);
     long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
-    // Named only when that process is an frsd: a holder that has not
-    // written its pid yet leaves what an earlier one wrote, and a pid an
-    // operator kills must be the holder's.
-    std::string who = pid > 0 && IsFrsd(pid) ? "frsd (pid " + std::to_string(pid) + ")"
-                                             : std::string("another frsd (its pid is not written yet)");
+    // Named as a pid to kill only when that process is an frsd here. The
+    // holder emptied the file when it took the lock, so a pid in it is the
+    // holder's own, written in its PID namespace: one that is no frsd here
+    // is an frsd of another container, or of another machine sharing the
+    // directory, and killing that number here would hit something else.
+    std::string who;
+    if (pid > 0 && IsFrsd(pid)) who = "frsd (pid " + std::to_string(pid) + ")";
+    else if (pid > 0)
+      who = "another frsd (its lock names pid " + std::to_string(pid) +
+            ", no frsd here: one in another PID namespace, a container's, or on another machine sharing the "
+            "directory)";
+    else who = "another frsd (its pid is not written yet)";
     // Named by what it guards (the store's directory, not its lock file).
     const size_t slash = path.rfind('/');
     const std::string guarded = what == "store" && slash != std::string::npos ? path.substr(0, slash) : path;
