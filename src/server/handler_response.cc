@@ -80,7 +80,13 @@ void WriteRateLimitFields(const Decision& d, int64_t now_s, std::string_view uni
     for (uint32_t i = 0; i < d.nrules; ++i)
       if (LeftWithoutBorrow(d.rules[i]) < LeftWithoutBorrow(d.rules[pick])) pick = i;
   const RuleResult& top = d.rules[pick];
-  const int64_t reset_in = top.reset > now_s ? top.reset - now_s : 0;
+  int64_t reset_in = top.reset > now_s ? top.reset - now_s : 0;
+  // A token bucket's reset is its next token's moment rounded up to the
+  // second, and now_s is rounded down: reset - now_s reads up to a second
+  // long. On a denial the rule's own wait, counted from the exact moment,
+  // bounds it, so that t never says to wait longer than Retry-After.
+  if (!top.allowed && top.retry_after > 0 && top.retry_after != kNeverCurable)
+    reset_in = std::min(reset_in, top.retry_after);
   if (fields != SrvConfig::RateLimitFields::kLegacy) {
     w.Lit("RateLimit-Policy: ");
     for (uint32_t i = 0; i < d.nrules; ++i) {

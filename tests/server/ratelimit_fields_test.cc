@@ -55,6 +55,7 @@ class Server {
   bool ok() const { return handler_ != nullptr; }
   void At(int64_t now_s) { clock_.Set(now_s * 1000); }
   void Advance(int64_t s) { clock_.Advance(s * 1000); }
+  void AtMs(int64_t now_ms) { clock_.Set(now_ms); }
 
   // The whole answer to GET `target` (with `headers`, each ending in CRLF).
   std::string Get(const std::string& target, const std::string& headers = "") {
@@ -238,6 +239,26 @@ TEST(RateLimitFields, ATokenBucketsBurstIsAVendorParameterWithTheOldSpellingBesi
   ASSERT_EQ(Status(a), 200) << a;
   EXPECT_EQ(Field(a, "RateLimit-Policy"), "\"api_1\";q=10;w=1;frs-burst=20;burst=20");
   EXPECT_EQ(Field(a, "RateLimit"), "\"api_1\";r=10;t=1");
+}
+
+// A token bucket's next token comes back at a moment between two seconds:
+// its reset (the body's, whole seconds) is that moment rounded up, and t
+// counted from a now rounded down read a second more than Retry-After,
+// which counts from the exact moment (t=2, Retry-After: 1). On a denial t
+// is the rule's own wait, as the draft reads them: Retry-After >= t.
+TEST(RateLimitFields, ATokenBucketsDenialNeverSaysToWaitLongerInTThanInRetryAfter) {
+  constexpr int64_t kT = 1'800'000'000;
+  Server s(R"(<map><biz id="1" name="tb"><rule algo="token_bucket" interval="1" max="2" burst="4"/></biz></map>)", kT);
+  ASSERT_TRUE(s.ok());
+  s.AtMs(kT * 1000 + 600);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(Status(s.Get("/acquire?biz=tb&key=k")), 200);
+  s.AtMs(kT * 1000 + 670);  // the next token at +1.100
+  const std::string a = s.Get("/acquire?biz=tb&key=k");
+  ASSERT_EQ(Status(a), 429) << a;
+  EXPECT_EQ(Header(a, "Retry-After"), "1") << a;
+  EXPECT_EQ(Field(a, "RateLimit"), "\"tb_1\";r=0;t=1") << a;
+  EXPECT_EQ(Header(a, "RateLimit-Reset"), "1") << a;
+  EXPECT_NE(a.find("reset=\"" + std::to_string(kT + 2) + "\""), std::string::npos) << a;
 }
 
 // A denial's fields speak for the rule the answer says decided it, not for
