@@ -24,7 +24,21 @@ TEST(FormatTest, DurationReadsLikeSpeech) {
 TEST(FormatTest, RelativeSaysInOrAgo) {
   EXPECT_EQ(Relative(1000000 + 720000, 1000000), "in 12 min");
   EXPECT_EQ(Relative(1000000, 1000000 + 3 * 3600000), "3 h ago");
-  EXPECT_EQ(Relative(1000200, 1000000), "now");
+  EXPECT_EQ(Relative(1000000, 1000200), "now");
+  // A moment to come is rounded up: a token 0.4 s away is not "now" (a
+  // client asking now is denied).
+  EXPECT_EQ(Relative(1000400, 1000000), "in 1 s");
+  EXPECT_EQ(Relative(1000000, 1000000), "now");
+}
+
+// A moment to come shows the second from which it holds, as the server's
+// reset does: the next token at 14:03:10.087 is 14:03:11.
+TEST(FormatTest, WhenShowsAMomentToComeRoundedUp) {
+  ::setenv("TZ", "UTC", 1);
+  ::tzset();
+  EXPECT_EQ(When(1795356190087, 1795356189670), "2026-11-22 14:03:11 UTC (in 1 s)");
+  EXPECT_EQ(When(1795356190000, 1795356189670), "2026-11-22 14:03:10 UTC (in 1 s)");
+  EXPECT_EQ(When(1795356190000, 1795356190400), "2026-11-22 14:03:10 UTC (now)");
 }
 
 TEST(FormatTest, LocalTimeUsesTheProcessZone) {

@@ -38,14 +38,18 @@ std::string Duration(int64_t seconds) {
 
 std::string Relative(int64_t when_ms, int64_t now_ms) {
   int64_t diff = when_ms - now_ms;
-  // Round towards the nearer second so "in 59.6 s" reads "in 60 s" not "59".
-  int64_t s = (diff >= 0 ? diff + 500 : diff - 500) / 1000;
+  // A moment to come is rounded up: "next allowed" 0.4 s away read "now",
+  // and a client asking now was denied. A past one goes to the nearer second.
+  int64_t s = diff > 0 ? (diff + 999) / 1000 : (diff - 500) / 1000;
   if (s == 0) return "now";
   return s > 0 ? "in " + Duration(s) : Duration(-s) + " ago";
 }
 
 std::string When(int64_t when_ms, int64_t now_ms) {
-  return LocalTime(when_ms) + " (" + Relative(when_ms, now_ms) + ")";
+  // A moment to come, shown to the second, is the second it is in rounded
+  // up (the one from which it holds), as the server's reset is.
+  const int64_t shown = when_ms > now_ms ? (when_ms + 999) / 1000 * 1000 : when_ms;
+  return LocalTime(shown) + " (" + Relative(when_ms, now_ms) + ")";
 }
 
 std::string Grouped(uint64_t v) {

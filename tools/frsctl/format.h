@@ -19,9 +19,11 @@ namespace frs::ctl {
 std::string LocalTime(int64_t unix_ms);
 // A span of seconds in words: "45 s", "12 min", "1 h 20 min", "3 d 4 h".
 std::string Duration(int64_t seconds);
-// `when` relative to `now`: "in 12 min", "3 h ago", "now".
+// `when` relative to `now`: "in 12 min", "3 h ago", "now" (a moment to come
+// rounded up to the second, never "now"; a past one to the nearer second).
 std::string Relative(int64_t when_ms, int64_t now_ms);
-// LocalTime plus Relative: "2026-11-22 14:03:10 UTC (in 12 min)".
+// LocalTime plus Relative: "2026-11-22 14:03:10 UTC (in 12 min)"; a moment
+// to come shows the second it is in rounded up.
 std::string When(int64_t when_ms, int64_t now_ms);
 // 1048576 -> "1,048,576".
 std::string Grouped(uint64_t v);
