@@ -48,18 +48,28 @@ std::vector<std::string> NodeFitProblemsOf(const SrvConfig& cfg, const limit::Ma
   return problems;
 }
 
+// `dir`, or the nearest directory above it that exists (what frsd's start
+// makes a missing store directory in), with its stat in *st; empty when
+// nothing on the path exists.
+std::filesystem::path NearestExisting(const std::string& dir, struct stat* st) {
+  std::filesystem::path at = dir;
+  while (::stat(at.c_str(), st) != 0) {
+    if (!at.has_parent_path() || at.parent_path() == at) return {};
+    at = at.parent_path();
+  }
+  return at;
+}
+
 // A store frsd's start will make: it creates the directory (and its
 // missing parents), then the files. frsd -t said "is new; ok" where the
 // start then failed: a directory this user may not write (a volume left
 // root's), or a disk that cannot hold the files.
 std::vector<std::string> NewStoreProblems(const SrvConfig& cfg) {
-  std::error_code ec;
-  std::filesystem::path at = cfg.store_dir;
-  while (!std::filesystem::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
-  const std::string where = at.string();
+  struct stat st {};
+  const std::string where = NearestExisting(cfg.store_dir, &st).string();
+  if (where.empty()) return {};
   const std::string made = where == cfg.store_dir ? "its files in it" : "the store directory in it";
-  if (!std::filesystem::is_directory(at, ec))
-    return {"store " + cfg.store_dir + " is new: " + where + " is not a directory"};
+  if (!S_ISDIR(st.st_mode)) return {"store " + cfg.store_dir + " is new: " + where + " is not a directory"};
   if (::access(where.c_str(), W_OK | X_OK) != 0)
     return {
         "store " + cfg.store_dir + " is new: " +
@@ -126,13 +136,9 @@ std::string RootOnAnotherUsersStore(const SrvConfig& cfg) {
   // The store directory, or the nearest directory above it that exists: a
   // store not made yet under the service user's directory would be made
   // root's.
-  std::filesystem::path at = cfg.store_dir;
-  struct stat st;
-  while (::stat(at.c_str(), &st) != 0) {
-    if (!at.has_parent_path() || at.parent_path() == at) return {};
-    at = at.parent_path();
-  }
-  if (st.st_uid == 0) return {};
+  struct stat st {};
+  const std::filesystem::path at = NearestExisting(cfg.store_dir, &st);
+  if (at.empty() || st.st_uid == 0) return {};
   const passwd* pw = ::getpwuid(st.st_uid);
   const bool named = pw != nullptr && pw->pw_name != nullptr;
   const std::string user = named ? std::string(pw->pw_name) : "uid " + std::to_string(st.st_uid);
