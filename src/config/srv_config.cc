@@ -3,10 +3,12 @@
 #include <unistd.h>
 #include <pugixml.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <string_view>
 
 #include "config/srv_elements.h"
 #include "limit/xml_shape.h"
@@ -84,15 +86,32 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
 
   std::set<std::string_view> seen;
   for (pugi::xml_node n : root.children()) {
+    // Text between the elements is a typo or a pasted fragment; taken
+    // silently it hid what was meant (map.xml refuses it alike).
+    if (n.type() == pugi::node_pcdata || n.type() == pugi::node_cdata) {
+      const std::string_view t = n.value();
+      const size_t at = n.type() == pugi::node_pcdata ? t.find_first_not_of(" \t\r\n") : 0;
+      if (at == std::string_view::npos) continue;
+      const std::string_view shown = t.substr(at, std::min(t.find_first_of("\r\n", at), at + 20) - at);
+      return Status::InvalidArgument(
+          lines.At(n.offset_debug() + static_cast<std::ptrdiff_t>(at),
+                   "stray text in <frs> (\"" + std::string(shown) + "\"): it holds only elements"));
+    }
     if (n.type() != pugi::node_element) continue;
     const srv::Element* e = srv::FindElement(n.name(), false);
     if (e == nullptr) return ctx.Error(n, "unknown element <" + std::string(n.name()) + ">");
     if (e->place == srv::Place::kOnce && !seen.insert(e->name).second)
       return ctx.Error(n, "<" + std::string(e->name) + "> appears twice");
     if (Status s = srv::Apply(ctx, *e, n); !s.ok()) return s;
+    cfg.element_lines.emplace(e->name, lines.LineOf(n.offset_debug()));
   }
   if (Status s = CheckWhole(ctx, root); !s.ok()) return s;
   return cfg;
+}
+
+std::string SrvConfig::Where(std::string_view element) const {
+  const auto it = element_lines.find(element);
+  return it == element_lines.end() ? path : path + ":" + std::to_string(it->second);
 }
 
 std::string DefaultSrvConfigPath() {

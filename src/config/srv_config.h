@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frs/ring.h"
@@ -114,6 +117,13 @@ struct SrvConfig {
   std::string grpc_tls_key;
   std::string grpc_tls_client_ca;
   std::vector<std::string> grpc_tls_client_names;
+  // The line of each element srv.xml gave, by name (an <allow>: its first),
+  // for what is found wrong after the parse: a path it names that the
+  // machine cannot use ("srv.xml:12: the decision log ...").
+  std::map<std::string, size_t, std::less<>> element_lines;
+
+  // "path:line" of `element`, or the path alone when srv.xml has none.
+  std::string Where(std::string_view element) const;
 };
 
 // The srv.xml frsd and frsctl read without -c: $FRS_CONF when set, else the

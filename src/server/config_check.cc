@@ -113,20 +113,23 @@ std::vector<std::string> StoreDirectoryProblems(const SrvConfig& cfg, bool exist
 
 std::vector<std::string> OutputPathProblems(const SrvConfig& cfg) {
   std::vector<std::string> problems;
-  auto check = [&](const std::string& path, std::string_view what) {
+  // Each at the line of the element that names it: srv.xml's errors name
+  // their line, these too.
+  auto check = [&](const std::string& path, std::string_view what, std::string_view element) {
     if (path.empty()) return;
-    if (Status s = os::CheckOutputPath(path, what); !s.ok()) problems.push_back(cfg.path + ": " + s.message());
+    if (Status s = os::CheckOutputPath(path, what); !s.ok())
+      problems.push_back(cfg.Where(element) + ": " + s.message());
   };
-  check(cfg.decisions_file, "decision log");
-  check(cfg.logfile, "log file");
+  check(cfg.decisions_file, "decision log", "decisions");
+  check(cfg.logfile, "log file", "log");
   // The pid file is locked and rewritten: a regular file only; one that
   // does not exist yet needs a directory frsd may create it in (else the
   // start fails after -t passed it).
   if (struct stat st; !cfg.pidfile.empty() && ::stat(cfg.pidfile.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode))
-      problems.push_back(cfg.path + ": the pid file " + os::NotRegularWords(cfg.pidfile, st.st_mode));
+      problems.push_back(cfg.Where("pidfile") + ": the pid file " + os::NotRegularWords(cfg.pidfile, st.st_mode));
   } else if (PidDirMissing(cfg).empty()) {
-    check(cfg.pidfile, "pid file");
+    check(cfg.pidfile, "pid file", "pidfile");
   }
   return problems;
 }

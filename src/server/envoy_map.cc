@@ -48,7 +48,12 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
     return out;
   }
   Result<std::string> bundle = envoy::ReadEnvoyDir(cfg.grpc_config);
-  if (!bundle.ok()) return bundle.status();
+  if (!bundle.ok()) {
+    // At the line of the <grpc> that names the directory, as srv.xml's own
+    // errors are.
+    const std::string at = cfg.Where("grpc") + ": " + bundle.status().message();
+    return bundle.status().code() == Status::Code::kIOError ? Status::IOError(at) : Status::InvalidArgument(at);
+  }
   Result<envoy::EnvoyConfig> parsed = envoy::ParseEnvoyBundle(bundle.value(), cfg.grpc_merge_domains);
   if (!parsed.ok()) return parsed.status();
   Result<std::string> saved = ReadIds(os::store_dir::In(cfg.store_dir, os::store_dir::kEnvoyIds));

@@ -50,7 +50,8 @@ int Usage(const char* argv0, int rc) {
                "                      /etc/frs/srv.xml (PREFIX/etc/frs/srv.xml under another prefix)\n"
                "  -f, --foreground    stay attached, log to stderr (unless srv.xml names a log file)\n"
                "  -t, --test          check srv.xml, map.xml and the store's geometry and format, then exit\n"
-               "  --version           print the version and exit\n",
+               "  --version           print the version and exit\n"
+               "  -h, --help          print this and exit\n",
                argv0);
   return rc;
 }
@@ -340,7 +341,7 @@ int main(int argc, char** argv) {
   if (!loaded) return 1;
   SrvConfig cfg = std::move(*loaded);
   auto allow = AllowList::Parse(cfg.allow);
-  if (!allow.ok()) return Fail(cfg.path + ": " + allow.status().message());
+  if (!allow.ok()) return Fail(cfg.Where("allow") + ": " + allow.status().message());
 
   if (Status grow = CheckNoInterruptedGrow(cfg.store_dir); !grow.ok()) return Fail(grow.message());
   if (std::string owner = frs::server::RootOnAnotherUsersStore(cfg); !owner.empty()) return Fail(owner);

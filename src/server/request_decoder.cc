@@ -303,7 +303,9 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
     if (c.type() != pugi::node_element || std::string_view(c.name()) != "request")
       return Fail(err, 400, "<batch> takes <request> elements only");
     if (out->size() >= max_batch)
-      return Fail(err, 400, "the batch has more than " + std::to_string(max_batch) + " requests");
+      return Fail(err, 400,
+                  "batch member " + std::to_string(max_batch + 1) + ": a batch holds at most " +
+                      std::to_string(max_batch) + " members (<limits batch> in srv.xml)");
     if (HasStrayContent(c)) return Fail(err, 400, "<request> must be empty");
     WireRequest r;
     if (!DecodeOne(c, &r, err)) {

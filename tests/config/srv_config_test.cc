@@ -245,6 +245,14 @@ TEST(SrvConfig, StrayAttributesTextAndElementsAreRefused) {
   ExpectError(head + "<store dir=\"d\">\n<keynodes>5</keynodes>\n</store>\n</frs>", "4",
               "<store> holds no element (<keynodes>): its settings are attributes");
   ExpectError(head + store + "<pidfile>p<x/></pidfile>\n</frs>", "4", "<pidfile> holds no element (<x>)");
+  // Text between <frs>'s own elements, before a comment or in CDATA, at the
+  // line of the text itself; and between <cluster>'s.
+  ExpectError(head + store + "\n  hello\n</frs>", "5", "stray text in <frs> (\"hello\"): it holds only elements");
+  ExpectError(head + store + "hello<!-- c -->\n</frs>", "4", "stray text in <frs> (\"hello\")");
+  ExpectError(head + store + "<![CDATA[x]]>\n</frs>", "4", "stray text in <frs> (\"x\")");
+  ExpectError(head + store + "<admin token=\"t\"/>\n<cluster self=\"127.0.0.1:1\">\n<shard>127.0.0.1:1</shard> x\n" +
+                  "</cluster>\n</frs>",
+              "5", "<cluster> takes no text");
   // Whitespace and comments are no text; a shard's address is.
   TempDir d;
   auto ok = LoadSrvConfig(Write(d, head + "<store dir=\"d\">\n  <!-- here -->\n</store>\n"

@@ -229,12 +229,27 @@ TEST_F(FrsctlTest, VersionAndTheDefaultConfigPath) {
   ::unsetenv("FRS_CONF");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Parse(r.out).Find("count")->number, 2);
-  // Without either: the installed default, named when it is missing.
-  if (!std::filesystem::exists("/etc/frs/srv.xml")) {
+  // Without either: the installed default (beside the program: here the
+  // test's), named when it is missing, with where that path came from.
+  const std::string default_path = DefaultServiceConfigPath();
+  if (!std::filesystem::exists(default_path)) {
     r = Ctl({"stat"}, "");
-    EXPECT_NE(r.rc, 0);
-    EXPECT_NE(r.err.find("/etc/frs/srv.xml"), std::string::npos) << r.err;
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("frsctl: " + default_path + ": no such file\n"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("frsctl: " + default_path + ": the default path (neither -c nor $FRS_CONF given"),
+              std::string::npos)
+        << r.err;
   }
+  // $FRS_CONF naming nothing says so; -c naming nothing needs no word more.
+  const std::string missing = dir_ / "absent.xml";
+  ::setenv("FRS_CONF", missing.c_str(), 1);
+  r = Ctl({"stat"}, "");
+  ::unsetenv("FRS_CONF");
+  EXPECT_NE(r.err.find("frsctl: " + missing + ": named by $FRS_CONF; -c FILE names another"), std::string::npos)
+      << r.err;
+  r = Ctl({"stat"}, "absent.xml");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(r.err.find("-c FILE names another"), std::string::npos) << r.err;
 }
 
 // frsctl runs as root (grow, the package's upgrade) in a store directory
@@ -544,6 +559,8 @@ TEST_F(FrsctlTest, StatShowsGeometryHistogramAndCounters) {
   map.erase(at, map.find('\n', at) + 1 - at);
   ASSERT_EQ(map.find("partner"), std::string::npos) << map;
   std::ofstream(dir_ / "map.xml") << map;
+  r = Ctl({"stat"});
+  EXPECT_NE(r.out.find(" more held by 5 stale node(s), which new keys take first"), std::string::npos) << r.out;
   v = Parse(Ctl({"stat", "--json"}).out);
   EXPECT_EQ(v.Find("stale_nodes")->number, 5);
   EXPECT_GE(v.Find("stale_slots")->number, 5);

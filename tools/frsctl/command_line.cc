@@ -3,6 +3,7 @@
 // what went wrong" on standard error; exit codes are in session.h and
 // docs/frsctl.md. The process around it (signals, stdout's buffer) is
 // main.cc's.
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -256,6 +257,20 @@ int Fail(const std::string& msg, int code) {
 // (/etc/frs/srv.xml, or PREFIX/etc/frs/srv.xml under another prefix).
 std::string DefaultConfig() { return frs::DefaultServiceConfigPath(); }
 
+// A srv.xml that is not there, when no -c named it: where its path came
+// from, as frsd says it ($FRS_CONF, set in a unit or a container, is easily
+// forgotten; the default follows the program's own prefix). "" otherwise.
+std::string WhereTheConfigPathCameFrom(const std::string& config, bool given) {
+  if (given || ::access(config.c_str(), F_OK) == 0) return "";
+  const char* env = std::getenv("FRS_CONF");
+  return config + ": " +
+         (env != nullptr && *env != '\0'
+              ? "named by $FRS_CONF"
+              : "the default path (neither -c nor $FRS_CONF given: /etc/frs/srv.xml, or PREFIX/etc/frs/srv.xml for "
+                "a program in PREFIX/bin)") +
+         "; -c FILE names another";
+}
+
 // The first word that is not an option (or an option's value): the command.
 std::string_view CommandWord(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -285,9 +300,10 @@ int RunCommandLine(int argc, char** argv) {
   std::string config;
   bool json = false;
   config = DefaultConfig();
-  app.add_option("-c,--config", config,
-                 "srv.xml of the server whose store to work on (default: $FRS_CONF, else /etc/frs/srv.xml, or "
-                 "PREFIX/etc/frs/srv.xml installed under another prefix)");
+  CLI::Option* config_option =
+      app.add_option("-c,--config", config,
+                     "srv.xml of the server whose store to work on (default: $FRS_CONF, else /etc/frs/srv.xml, or "
+                     "PREFIX/etc/frs/srv.xml installed under another prefix)");
   app.set_version_flag("--version", "frsctl " FRS_VERSION, "print the version and exit");
   // --json is accepted before or after the command (the command documents it).
   app.add_flag("--json", json, "machine-readable output (also accepted after the command)");
@@ -349,8 +365,12 @@ int RunCommandLine(int argc, char** argv) {
       if (!t.ok()) return Fail(t.status().message(), frs::ctl::ExitCodeFor(t.status()));
       args.handoff.token = std::move(t.value());
     }
-    if (frs::Status st = frs::ctl::OpenSession(config, needs, &s); !st.ok())
-      return Fail(st.message(), frs::ctl::ExitCodeFor(st));
+    if (frs::Status st = frs::ctl::OpenSession(config, needs, &s); !st.ok()) {
+      const int code = Fail(st.message(), frs::ctl::ExitCodeFor(st));
+      if (std::string where = WhereTheConfigPathCameFrom(config, config_option->count() > 0); !where.empty())
+        Fail(where, code);
+      return code;
+    }
     frs::Result<int> r = spec.run(s, args);
     std::fflush(stdout);
     if (!r.ok()) return Fail(r.status().message(), frs::ctl::ExitCodeFor(r.status()));

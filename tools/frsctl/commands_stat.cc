@@ -142,9 +142,9 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
   // What sizing needs: slots used counts expired nodes until a new key
   // reuses one, so a store of short windows reads full while it is not.
   const uint64_t live_slots = st.total.slots_used > w.stale_slots ? st.total.slots_used - w.stale_slots : 0;
-  t.Row({"live slots", Grouped(live_slots) + " (" + Percent(live_slots, st.slots) + "), and " + Grouped(w.stale_slots) +
-                           " of " + Grouped(w.stale_nodes) +
-                           " stale nodes that new keys take first (expired, or of a biz the map no longer has)"});
+  t.Row({"live slots", Grouped(live_slots) + " (" + Percent(live_slots, st.slots) + "); " + Grouped(w.stale_slots) +
+                           " more held by " + Grouped(w.stale_nodes) +
+                           " stale node(s), which new keys take first (expired, or of a biz the map no longer has)"});
   t.Row({"evictions", Grouped(st.total.evictions_stale) + " stale, " + Grouped(st.total.evictions_live) + " live" +
                           (st.total.evictions_live ? " (live evictions reset limits: grow the store)" : "")});
   t.Row({"cuckoo moves", Grouped(st.total.cuckoo_moves)});
