@@ -168,6 +168,9 @@ class Handler {
   void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool old_batch, size_t peer,
                         int* status);
   void ReplicatePending(size_t peer, int* status);
+  // What this shard answered alone for `peer` and `peer` lacks
+  // (handler_replica.cc): a batch's answer says "behind N" when not 0.
+  uint64_t AheadOf(size_t peer) const;
   void ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status);
   // Logs (at most once a minute per peer and kind) a /replicate refused as the
   // two shards' <cluster lease_key> differ, naming the peer, never a key.

@@ -81,9 +81,14 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
     const long other = repl_ != nullptr ? repl_->OtherHolder(pos, &as_successor) : -1;
     if (static_cast<long>(owner) == c.self_index || as_successor) {
       if (repl_ != nullptr && repl_->Refusing(other)) {
+        const std::string& name = c.ring->shards()[static_cast<size_t>(other)].name;
         ErrorBody(503,
-                  "the other holder of this route (" + c.ring->shards()[static_cast<size_t>(other)].name +
-                      ") does not acknowledge changes, and <cluster on_replica_down=\"refuse\">",
+                  repl_->IsBehind(other)
+                      ? "the other holder of this route (" + name +
+                            ") served it alone while this shard did not answer, and this shard's copy lacks those "
+                            "uses until they arrive; ask again shortly"
+                      : "the other holder of this route (" + name +
+                            ") does not acknowledge changes, and <cluster on_replica_down=\"refuse\">",
                   status);
         return false;
       }

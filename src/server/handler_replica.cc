@@ -328,7 +328,22 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     if (applied.value()) CounterAdd(counters_->replica.received, changes.size());
     else CounterAdd(counters_->replica.duplicates);
   }
-  TextBody(200, applied.value() ? "applied" : "duplicate", status);
+  std::string answer = applied.value() ? "applied" : "duplicate";
+  if (current)
+    if (const uint64_t ahead = AheadOf(pi); ahead != 0) answer += "\nbehind " + std::to_string(ahead);
+  TextBody(200, answer, status);
+}
+
+// What this shard answered alone for routes it shares with the shard `pi`
+// (its links to it down: on_replica_down="serve"), not yet acknowledged by
+// it, over every worker. Not 0: the sender judged the batch on a copy
+// without those uses, so it refuses the batch's held answers and answers
+// 503 on those routes until this says 0 (Replicator::Behind).
+uint64_t Handler::AheadOf(size_t pi) const {
+  if (metrics_ == nullptr || pi >= kMaxReplicaPeers) return 0;
+  uint64_t alone = 0;
+  for (uint32_t w = 0; w < metrics_->workers(); ++w) alone += CounterGet(metrics_->worker(w).replica.alone[pi]);
+  return alone;
 }
 
 // GET without snapshot: per worker, the number of the last change it
@@ -366,8 +381,10 @@ void Handler::ReplicatePending(size_t pi, int* status) {
         lines += "draining " + std::to_string(w) + " " + std::to_string(retired) + "\n";
       }
     }
+  // What it answered alone for the asker and still holds: a shard that
+  // learnt it is behind asks until this is 0 (Replicator::Behind).
   TextBody(200,
-           "pending " + std::to_string(pending) + "\ncatching_up " +
+           "pending " + std::to_string(pending) + "\nalone " + std::to_string(AheadOf(pi)) + "\ncatching_up " +
                std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
                (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" + lines,
            status);

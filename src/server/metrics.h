@@ -136,6 +136,11 @@ struct ReplicaCounters {
   uint64_t lag_ms;                     // gauge: age of the oldest change not acknowledged
   uint64_t pending[kMaxReplicaPeers];  // gauge: changes queued for each shard (ring index)
   uint64_t down[kMaxReplicaPeers];     // gauge: 1 while the link to that shard is down
+  // gauge: of pending, the changes answered alone (queued while the link was
+  // down) that the shard has not acknowledged: while any is left, a batch
+  // from that shard is answered "behind" (its copy lacks uses granted here).
+  uint64_t alone[kMaxReplicaPeers];
+  uint64_t behind;  // times a link learnt that the other holder answered alone for it (Replicator::Behind)
   // For a snapshot (handler_replica.cc), set by the worker:
   uint64_t inside;                       // 1 while its engine executes a request (ChangeSink::Enter..Leave)
   uint64_t stream_hash;                  // StreamHash of its stream's name; 0 before its replicator exists

@@ -62,6 +62,10 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
        &ReplicaCounters::dropped},
       {"frs_replica_link_down_total", "counter", "Times a link to another shard went down (episodes).",
        &ReplicaCounters::episodes},
+      {"frs_replica_behind_total", "counter",
+       "Times the other holder of routes answered a batch 'behind': it served them alone while this shard did not "
+       "answer (a pause, a partition), so they answer 503 here until its changes arrive.",
+       &ReplicaCounters::behind},
   };
   for (const Row& r : kRows) {
     Help(out, r.name, r.type, r.help);

@@ -22,6 +22,22 @@
 namespace frs::server {
 namespace {
 
+// The number after `word` at the start of a line of an answer ("behind 12"):
+// 0 when no line says it (a shard of an earlier version says none).
+uint64_t AnswerCount(std::string_view body, std::string_view word) {
+  for (size_t at = 0; at < body.size();) {
+    const size_t end = std::min(body.find('\n', at), body.size());
+    const std::string_view line = body.substr(at, end - at);
+    if (line.starts_with(word)) {
+      uint64_t n = 0;
+      std::from_chars(line.data() + word.size(), line.data() + line.size(), n);
+      return n;
+    }
+    at = end + 1;
+  }
+  return 0;
+}
+
 // A non-blocking socket connecting to "host:port" (an IPv6 host in
 // brackets). Names are resolved by getaddrinfo, which blocks: give shards
 // as addresses where a slow resolver matters.
@@ -118,9 +134,17 @@ long Replicator::OtherHolder(uint32_t pos, bool* as_successor) const {
 }
 
 bool Replicator::Refusing(long peer) const {
-  if (!opts_.refuse || peer < 0 || static_cast<size_t>(peer) >= link_of_shard_.size()) return false;
+  if (peer < 0 || static_cast<size_t>(peer) >= link_of_shard_.size()) return false;
   const long li = link_of_shard_[static_cast<size_t>(peer)];
-  return li >= 0 && links_[static_cast<size_t>(li)].down;
+  if (li < 0) return false;
+  const Link& l = links_[static_cast<size_t>(li)];
+  return l.behind || (opts_.refuse && l.down);
+}
+
+bool Replicator::IsBehind(long peer) const {
+  if (peer < 0 || static_cast<size_t>(peer) >= link_of_shard_.size()) return false;
+  const long li = link_of_shard_[static_cast<size_t>(peer)];
+  return li >= 0 && links_[static_cast<size_t>(li)].behind;
 }
 
 Replicator::Link* Replicator::LinkFor(long shard) {
@@ -303,6 +327,13 @@ void Replicator::Publish(Link& l) {
   if (l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers) {
     CounterSet(counters_->pending[l.shard], l.queue.size());
     CounterSet(counters_->down[l.shard], l.down ? 1 : 0);
+    // Those answered alone (serve): the queue runs by id, they are its head.
+    size_t alone = 0;
+    if (!opts_.refuse && l.down_through != 0)
+      alone = static_cast<size_t>(std::upper_bound(l.queue.begin(), l.queue.end(), l.down_through,
+                                                   [](uint64_t id, const Queued& q) { return id < q.id; }) -
+                                  l.queue.begin());
+    CounterSet(counters_->alone[l.shard], alone);
     // Released after `pending`: a reader that loads this number first (with
     // acquire) and `pending` after it never takes a change for delivered
     // that is not (a returning shard waits on that: replica_catchup.cc).
@@ -401,7 +432,8 @@ void Replicator::SendProbe(Link& l, int64_t now_ns) {
   Write(l, now_ns);
 }
 
-void Replicator::Probed(Link& l, int64_t now_ns, bool send_next) {
+void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next) {
+  Behind(l, AnswerCount(body, "alone "), /*batch=*/false, now_ns);
   ++l.exchanges;
   l.probing = false;
   l.state = LinkState::kIdle;
@@ -493,8 +525,13 @@ void Replicator::Read(Link& l, int64_t now_ns) {
       }
       // Acknowledged; the next batch goes on this connection, or, closed,
       // on the next one (Pump).
-      if (l.probing) Probed(l, now_ns, /*send_next=*/closed.empty());
-      else Acked(l, now_ns, /*send_next=*/closed.empty());
+      if (l.probing) {
+        Probed(l, body, now_ns, /*send_next=*/closed.empty());
+      } else {
+        // Before Acked: the batch's ids say which held answers to refuse.
+        Behind(l, AnswerCount(body, "behind "), /*batch=*/true, now_ns);
+        Acked(l, now_ns, /*send_next=*/closed.empty());
+      }
     } else if (failed) {
       Fail(l, "a malformed answer", now_ns);
       return;
@@ -550,6 +587,32 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   JournalEnd(l, RealMs());
   Publish(l);
   if (send_next && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
+}
+
+void Replicator::Behind(Link& l, uint64_t alone, bool batch, int64_t now_ns) {
+  if (alone == 0) {
+    if (l.behind)
+      FRS_LOG(
+          "replica link to %s: it holds no change it answered alone for this shard any more; the routes this "
+          "shard shares with it are served again (%lld ms after it said so)",
+          l.name.c_str(), static_cast<long long>(RealMs() - l.behind_since_ms));
+    l.behind = false;
+    return;
+  }
+  // The batch's held answers were judged on a copy without the other
+  // holder's alone uses: refused (their uses stay counted on both), as
+  // on_replica_down="refuse" refuses.
+  if (batch && l.inflight > 0) refused_through_ = std::max(refused_through_, l.queue[l.inflight - 1].id);
+  l.probe_ns = now_ns + kBehindProbeNs;
+  if (l.behind) return;
+  l.behind = true;
+  l.behind_since_ms = RealMs();
+  if (counters_) CounterAdd(counters_->behind);
+  FRS_LOG(
+      "replica link to %s: it answered %llu change(s) alone for routes it shares with this shard while this "
+      "shard did not answer (a pause, a partition), and this shard's copy lacks them: those routes answer 503 "
+      "here until they arrive (frs_replica_behind_total)",
+      l.name.c_str(), static_cast<unsigned long long>(alone));
 }
 
 bool Replicator::Due(const Link& l, int64_t now_ms) const {
@@ -633,7 +696,7 @@ void Replicator::Pump(int64_t now_ns) {
         if (stopping_ ? !l.queue.empty() && !l.stop_failed && now_ns >= l.retry_ns
                       : (!l.queue.empty() || l.down) && now_ns >= l.retry_ns) {
           Connect(l, now_ns);
-        } else if (!stopping_ && l.queue.empty() && !l.down && now_ns >= l.probe_ns && Unreached(l)) {
+        } else if (!stopping_ && l.queue.empty() && !l.down && now_ns >= l.probe_ns && (Unreached(l) || l.behind)) {
           l.probing = true;
           Connect(l, now_ns);
         }
@@ -652,6 +715,7 @@ void Replicator::Pump(int64_t now_ns) {
         break;
       case LinkState::kIdle:
         if (Due(l, now_ms)) SendBatch(l, now_ns);
+        else if (l.behind && l.queue.empty() && now_ns >= l.probe_ns) SendProbe(l, now_ns);
         break;
     }
     if (!l.queue.empty() && (oldest_ms < 0 || l.queue.front().at_ms < oldest_ms)) oldest_ms = l.queue.front().at_ms;

@@ -36,6 +36,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frs/change.h"
@@ -72,6 +73,9 @@ class Replicator final : public ChangeSink {
   static constexpr size_t kBatch = 63;  // AdminEngine::kMaxMergeNodes: one transaction at the receiver
   static constexpr size_t kMaxBacklog = size_t{1} << 20;
   static constexpr int64_t kRetryNs = 1000LL * 1000 * 1000;
+  // A behind link asks the other holder this often whether it is still
+  // ahead: its routes answer 503 here meanwhile.
+  static constexpr int64_t kBehindProbeNs = 100LL * 1000 * 1000;
   // Async: a batch goes when it is full or its oldest change is this old,
   // so that batches carry many changes (each exchange costs more CPU than a
   // decision); the reported lag includes it.
@@ -118,8 +122,13 @@ class Replicator final : public ChangeSink {
   // successor; -1 when this shard is neither. *as_successor: this shard
   // serves the route for its owner.
   long OtherHolder(uint32_t pos, bool* as_successor) const;
-  // refuse: the link to `peer` is down, so its routes answer 503.
+  // The routes shared with `peer` answer 503: its link is down under
+  // refuse, or (any mode) `peer` answered it is ahead of this shard's copy
+  // (Behind) and has not delivered what it answered alone.
   bool Refusing(long peer) const;
+  // Whether `peer` said it holds changes it answered alone for this shard,
+  // not delivered yet (the 503's reason).
+  bool IsBehind(long peer) const;
   const ReplicaOptions& options() const { return opts_; }
 
   // An epoll event's data pointer that is one of the links' tags.
@@ -255,6 +264,12 @@ class Replicator final : public ChangeSink {
     // (serve) or refused after its count, so kept on file until it is
     // acknowledged, whatever the mode.
     uint64_t down_through = 0;
+    // The other holder answered that it holds changes it answered alone
+    // for routes shared with this shard, not delivered yet: this copy is
+    // behind it (a pause of this shard, a partition). Its routes answer 503
+    // here, and it is asked each kBehindProbeNs, until it says none is left.
+    bool behind = false;
+    int64_t behind_since_ms = 0;
   };
 
   Link* LinkFor(long shard);
@@ -265,7 +280,13 @@ class Replicator final : public ChangeSink {
   // connection (a proxy's or a relay's may have no shard behind it), says
   // the shard is back (Probed).
   void SendProbe(Link& l, int64_t now_ns);
-  void Probed(Link& l, int64_t now_ns, bool send_next);
+  void Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next);
+  // After a batch's answer or a probe's: `alone` is what the other holder
+  // says it answered alone for this shard and has not delivered ("behind N",
+  // "alone N"; 0: none, or a shard that does not say). A batch answered so
+  // was applied there, but its held answers are refused here: their uses
+  // were judged against a copy that lacks those.
+  void Behind(Link& l, uint64_t alone, bool batch, int64_t now_ns);
   void Fail(Link& l, const std::string& why, int64_t now_ns);
   void Acked(Link& l, int64_t now_ns, bool send_next = true);
   // The other shard answered a batch: it reads down no more for having been
