@@ -328,6 +328,11 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     if (applied.value()) CounterAdd(counters_->replica.received, changes.size());
     else CounterAdd(counters_->replica.duplicates);
   }
+  // Uses the sender answered alone are here now: each worker refuses the
+  // answers it holds, judged without them (Replicator::NoteAloneApplied).
+  // Released after the store took them, before this answer goes out.
+  if (current && applied.value() && head.replica_alone)
+    std::atomic_ref<uint64_t>(shared->alone_applied[pi]).fetch_add(1, std::memory_order_release);
   std::string answer = applied.value() ? "applied" : "duplicate";
   if (current)
     if (const uint64_t ahead = AheadOf(pi); ahead != 0) answer += "\nbehind " + std::to_string(ahead);

@@ -52,6 +52,9 @@ struct HttpHead {
   // The Authorization header's value (admin paths take a Bearer token).
   size_t auth_off = 0, auth_len = 0;
   AcceptPrefs accept;  // the Accept fields, folded (a denial's body type)
+  // FRS-Replica-Alone: a /replicate batch that carries changes its sender
+  // answered alone (Replicator::SendBatch).
+  bool replica_alone = false;
 };
 
 class HttpRequestParser {

@@ -206,6 +206,11 @@ struct ReplicaShared {
   // shard's has reached it since, nor has it asked here: its link reads
   // down (frs_replica_link_up, stats), though nothing waits for it.
   uint64_t unreached[kMaxReplicaPeers];
+  // Per other shard: batches of changes it answered alone applied here
+  // (FRS-Replica-Alone). Each worker refuses the answers it holds when this
+  // moves: they were judged on a copy without those uses
+  // (Replicator::NoteAloneApplied).
+  uint64_t alone_applied[kMaxReplicaPeers];
 };
 
 // Whether a ring change's handoff has not been reported done here.

@@ -94,6 +94,9 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
     Link& l = links_.emplace_back();
     l.shard = static_cast<long>(i);
     l.name = shards[i].name;
+    // What was applied before this replicator held anything.
+    if (opts_.shared != nullptr && i < kMaxReplicaPeers)
+      l.alone_applied_seen = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[i]).load(std::memory_order_acquire);
   }
   tags_ = std::make_unique<char[]>(std::max<size_t>(links_.size(), 1));
   if (counters_) {
@@ -105,6 +108,7 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
       CounterSet(counters_->queued_no[i], 0);
       CounterSet(counters_->pending[i], 0);
       CounterSet(counters_->down[i], 0);
+      CounterSet(counters_->alone[i], 0);  // else a dead worker's would say "behind" for good
     }
     std::atomic_ref<uint64_t>(counters_->inside).store(0);  // a dead worker's, in this slot
     std::atomic_ref<uint64_t>(counters_->stream_hash).store(StreamHash(opts_.stream));
@@ -139,6 +143,17 @@ bool Replicator::Refusing(long peer) const {
   if (li < 0) return false;
   const Link& l = links_[static_cast<size_t>(li)];
   return l.behind || (opts_.refuse && l.down);
+}
+
+void Replicator::NoteAloneApplied() {
+  if (opts_.shared == nullptr || retired_) return;
+  for (Link& l : links_) {
+    if (l.shard < 0 || static_cast<size_t>(l.shard) >= kMaxReplicaPeers) continue;
+    const uint64_t v = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[l.shard]).load(std::memory_order_acquire);
+    if (v == l.alone_applied_seen) continue;
+    l.alone_applied_seen = v;
+    refused_through_ = std::max(refused_through_, noted());
+  }
 }
 
 bool Replicator::IsBehind(long peer) const {
@@ -316,6 +331,7 @@ void Replicator::Retire() {
       if (l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers) {
         CounterSet(counters_->pending[l.shard], 0);
         CounterSet(counters_->down[l.shard], 0);
+        CounterSet(counters_->alone[l.shard], 0);
       }
   counters_ = nullptr;
   retired_ = true;
@@ -402,6 +418,9 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   l.out += " HTTP/1.1\r\nHost: ";
   l.out += l.name;
   if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;
+  // Changes answered alone (the link was down, serve): the receiver's
+  // answers held meanwhile were judged without them (NoteAloneApplied).
+  if (!opts_.refuse && l.inflight > 0 && l.queue.front().id <= l.down_through) l.out += "\r\nFRS-Replica-Alone: 1";
   l.out += "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
   l.out += body;
   l.in.clear();

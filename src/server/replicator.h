@@ -129,6 +129,12 @@ class Replicator final : public ChangeSink {
   // Whether `peer` said it holds changes it answered alone for this shard,
   // not delivered yet (the 503's reason).
   bool IsBehind(long peer) const;
+  // Before held answers are released (Worker::ReplicaTurn): when another
+  // shard's batch of changes it answered alone was applied here since the
+  // last look (ReplicaShared::alone_applied), every answer held so far is
+  // refused. It was judged on a copy without those uses, and that shard,
+  // having delivered them, no longer answers its batch "behind".
+  void NoteAloneApplied();
   const ReplicaOptions& options() const { return opts_; }
 
   // An epoll event's data pointer that is one of the links' tags.
@@ -270,6 +276,7 @@ class Replicator final : public ChangeSink {
     // here, and it is asked each kBehindProbeNs, until it says none is left.
     bool behind = false;
     int64_t behind_since_ms = 0;
+    uint64_t alone_applied_seen = 0;  // ReplicaShared::alone_applied[shard] at the last look
   };
 
   Link* LinkFor(long shard);

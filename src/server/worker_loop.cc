@@ -57,6 +57,12 @@ int Worker::Run(const sigset_t* wait_mask) {
     // A handler runs only when the wait returns EINTR, with no events: a
     // stop that closes connections here never leaves one in `events`.
     HandleSignals(now);
+    // Before this turn's acknowledgements are read: another shard's alone
+    // uses applied here before it acknowledged a batch of this worker's are
+    // seen first, and the answers held on a copy without them are refused.
+    // At every turn, so that uses applied while nothing was held (a
+    // return's catch-up) refuse nothing later.
+    if (repl_) repl_->NoteAloneApplied();
     holding_ = true;
     // Every ready connection is read first, then each is answered: the
     // kernel's receive path runs for all of them in a row, then the parser,

@@ -413,6 +413,33 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.count_of("small", k), 6)
         self.assertTrue(processes.wait_for(lambda: p.b.count_of("small", k) == 6, 5), p.b.count_of("small", k))
 
+    def test_an_answer_held_while_the_successors_alone_uses_arrive_is_refused(self):
+        # The order the "behind" answer cannot see: A judges a use on its
+        # copy without B's alone use, and B's use reaches A (and is
+        # acknowledged) before A's batch reaches B, which then holds nothing
+        # alone for A any more. A refuses the held answer itself.
+        p = self.pair(extra_a='replica_mode="sync" replica_timeout_ms="8000"', extra_b='replica_mode="sync"')
+        k = p.keys[3]
+        q = "/acquire?biz=small&key=" + k
+        for _ in range(4):
+            self.assertEqual(p.a.get(q)[0], 200)
+        p.relay_a.cut()
+        self.assertEqual(p.b.get(q)[0], 200)  # the 5th of 5, answered alone by B
+        p.relay.cut()  # A's batch waits in the relay; A holds its answer (8 s)
+        held = {}
+        t = threading.Thread(target=lambda: held.update(answer=p.a.get(q, timeout=20)))
+        t.start()
+        self.assertTrue(processes.wait_for(lambda: p.a.count_of("small", k) == 5, 5))  # A counted it
+        p.relay_a.heal()  # B delivers its alone use to A
+        self.assertTrue(processes.wait_for(lambda: p.a.count_of("small", k) == 6, 5), p.b.log())
+        self.assertTrue(processes.wait_for(lambda: p.b.metric("frs_replica_link_up") == 1, 5), p.b.log())
+        p.relay.heal()  # A's batch reaches B, which holds nothing alone for A now
+        t.join(20)
+        self.assertEqual(held["answer"][0], 503, held["answer"][1])
+        self.assertEqual(p.a.metric("frs_replica_behind_total"), 0)  # B never said "behind"
+        self.assertTrue(processes.wait_for(lambda: p.b.count_of("small", k) == 6, 5), p.b.count_of("small", k))
+        self.assertEqual(p.a.get(q)[0], 429)
+
     def test_a_shard_that_hears_from_its_own_name_says_two_shards_share_it(self):
         # What a shard whose srv.xml copied another's <cluster self> sends:
         # the message names the mix-up, not "not another shard".
