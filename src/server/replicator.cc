@@ -640,7 +640,19 @@ bool Replicator::Due(const Link& l, int64_t now_ms) const {
 }
 
 void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
-  if (l.probing && !l.down) {
+  // Behind a holder that stopped answering: what it answered alone cannot
+  // come now (it may be gone for good), so serve gives these routes back to
+  // this shard's copy, as for any down link; refuse keeps refusing them.
+  // Its probe's failure is a down link's, not an unreached shard's.
+  const bool was_behind = l.behind;
+  if (l.behind && !opts_.refuse) {
+    l.behind = false;
+    FRS_LOG(
+        "replica link to %s: it does not answer (%s) while it holds changes it answered alone for this shard; "
+        "serving the routes shared with it from this shard's copy (on_replica_down=serve)",
+        l.name.c_str(), why.c_str());
+  }
+  if (l.probing && !l.down && !was_behind) {
     // A probe of a shard never reached since the start: it reads down
     // already (unreached); nothing waits on it, so no episode begins. A new
     // reason is said once (a shard that answers, but refuses: its token or
@@ -656,6 +668,7 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   const bool was_down = l.down;
   Close(l);
   l.failure = why;
+
   l.retry_ns = now_ns + kRetryNs;
   // While stopping: a try begun before the stop (a down link's, a batch in
   // flight) is not the last try; one begun after it is.

@@ -413,6 +413,20 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.count_of("small", k), 6)
         self.assertTrue(processes.wait_for(lambda: p.b.count_of("small", k) == 6, 5), p.b.count_of("small", k))
 
+    def test_an_owner_behind_a_successor_that_then_dies_serves_again(self):
+        # What B answered alone cannot reach A once B is gone: A, behind it,
+        # does not refuse its routes for good (serve).
+        p = self.pair(extra_a='replica_mode="sync"', extra_b='replica_mode="sync"')
+        k = p.keys[4]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.relay_a.cut()
+        self.assertEqual(p.b.acquire(k), 200)  # answered alone
+        self.assertEqual(p.a.acquire(k), 503)  # behind B
+        p.b.kill9()
+        self.assertTrue(processes.wait_for(lambda: p.a.acquire(k) == 200, 5), p.a.log())
+        self.assertIn("it does not answer", p.a.log())
+        self.assertIn("serving the routes shared with it from this shard's copy", p.a.log())
+
     def test_an_answer_held_while_the_successors_alone_uses_arrive_is_refused(self):
         # The order the "behind" answer cannot see: A judges a use on its
         # copy without B's alone use, and B's use reaches A (and is
