@@ -246,7 +246,7 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
     while (used[slot]) ++slot;
     used[slot] = true;
     std::unique_ptr<Replicator> r = Replicator::FromSpool(t.spool, base, &loop_);
-    FRS_LOG("replicas: %zu change(s) %s could not deliver (%s) are delivered from %s", t.spool.Changes(),
+    FRS_LOG("replicas: %zu change(s) %s could not deliver (%s) are being delivered from %s", t.spool.Changes(),
             t.spool.journal ? "a killed worker" : "an earlier stop", r->QueuedByShard().c_str(), t.path.c_str());
     // Named to the snapshots this shard answers (handler_replica.cc): a
     // shard that takes one skips this spool's changes, which it carries.

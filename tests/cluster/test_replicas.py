@@ -524,7 +524,7 @@ class Replicas(unittest.TestCase):
             "B holds %s and %s\n%s" % (p.b.count(k), p.b.count(k2), p.a.log()),
         )
         self.assertTrue(processes.wait_for(lambda: not self.spools(p.a), 5), self.spools(p.a))
-        self.assertIn("are delivered from", p.a.log())
+        self.assertIn("are being delivered from", p.a.log())
         self.assertEqual(p.a.count(k), 4)
         self.assertEqual(p.a.count(k2), 1)
         # Once: a later use adds one on both.
@@ -613,7 +613,7 @@ class Replicas(unittest.TestCase):
         p.b.stop()
         p.relay.heal()  # B's port refuses, as a dead shard's
         p.a.start()
-        self.assertTrue(processes.wait_for(lambda: "are delivered from" in p.a.log(), 5), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: "are being delivered from" in p.a.log(), 5), p.a.log())
         shutil.rmtree(os.path.join(p.b.dir, "data"))  # B's disk lost
         p.b.start()
         self.assertTrue(processes.wait_for(lambda: not self.spools(p.a), 10), p.a.log())
@@ -638,7 +638,7 @@ class Replicas(unittest.TestCase):
         self.owner_dies_and_successor_serves(p, k)
         p.b.stop()
         p.b.start()
-        self.assertTrue(processes.wait_for(lambda: "are delivered from" in p.b.log(), 5), p.b.log())
+        self.assertTrue(processes.wait_for(lambda: "are being delivered from" in p.b.log(), 5), p.b.log())
         self.assertTrue(
             processes.wait_for(lambda: p.b.metric("frs_replica_link_up") == 0, 5), "the spool's link to A not down"
         )
@@ -707,7 +707,7 @@ class Replicas(unittest.TestCase):
         p.b.stop()
         p.relay.heal()  # B's port refuses, as a dead shard's
         p.a.start()
-        self.assertTrue(processes.wait_for(lambda: "are delivered from" in p.a.log(), 5), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: "are being delivered from" in p.a.log(), 5), p.a.log())
         self.assertEqual(p.a.acquire(k), 200)  # served alone, queued anew for B
         p.a.stop()
         self.assertIn("kept from an earlier stop not delivered", p.a.log())
