@@ -29,10 +29,22 @@ bool RateLimitService::CheckOwnership(const RlsRequest& req, RlsAnswer* out) {
     // clients' rings and nginx's agree on where it lives.
     const uint32_t pos = Ring::HashRoute(Ring::RouteOf(key, {}));
     const size_t owner = own_.ring->OwnerOfHash(pos);
-    if (static_cast<long>(owner) == own_.self_index) continue;
     // With replicas the successor holds the key's count too (it is the
     // other holder): it serves it and sends the change back to the owner.
-    if (own_.replicas && own_.ring->SuccessorOfHash(pos) == own_.self_index) continue;
+    const bool as_successor = own_.replicas && own_.ring->SuccessorOfHash(pos) == own_.self_index;
+    if (static_cast<long>(owner) == own_.self_index || as_successor) {
+      // Refused as the HTTP side refuses the route (handler_execute.cc),
+      // before anything is counted.
+      const long other = as_successor ? static_cast<long>(owner) : own_.ring->SuccessorOfHash(pos);
+      if (own_.replicas && own_.refusing && other >= 0 && own_.refusing(other)) {
+        out->status = Status::Unavailable("descriptor " + std::to_string(i + 1) + ": the other holder of its route (" +
+                                          own_.ring->shards()[static_cast<size_t>(other)].name +
+                                          ") does not take its changes now (replicas); ask again shortly");
+        out->statuses.clear();
+        return false;
+      }
+      continue;
+    }
     ++out->misrouted;
     if (!own_.enforce) continue;
     out->owner = own_.ring->shards()[owner].name;

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -146,6 +147,11 @@ struct Ownership {
   // Non-zero while the shard takes back its nodes after a start (a word of
   // the server's shared region; null: never): every counted call is refused.
   const uint64_t* catching_up = nullptr;
+  // With replicas: whether the routes this shard shares with the shard of
+  // that ring index answer 503 now (its link down under
+  // on_replica_down="refuse", or this shard behind it; the server's
+  // Replicator::Refusing). Empty: never.
+  std::function<bool(long peer)> refusing;
 };
 
 class RateLimitService {

@@ -6,6 +6,7 @@
 #include "base/utf8.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "grpc/health/v1/health.pb.h"
+#include "server/replicator.h"
 #include "server/rls_response.h"
 
 namespace frs::server {
@@ -222,7 +223,15 @@ GrpcOptions GrpcOptionsFor(const SrvConfig& cfg) {
 }
 
 void GrpcMethods::SetCluster(const ClusterView& c) {
-  rls_.SetOwnership(envoy::Ownership{c.ring, c.self_index, c.enforce, c.replicas, c.catching_up});
+  cluster_ = c;
+  std::function<bool(long)> refusing;
+  if (repl_ != nullptr) refusing = [r = repl_](long peer) { return r->Refusing(peer); };
+  rls_.SetOwnership(envoy::Ownership{c.ring, c.self_index, c.enforce, c.replicas, c.catching_up, std::move(refusing)});
+}
+
+void GrpcMethods::SetReplicator(const Replicator* r) {
+  repl_ = r;
+  SetCluster(cluster_);
 }
 
 }  // namespace frs::server

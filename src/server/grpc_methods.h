@@ -47,6 +47,8 @@ struct GrpcOptions {
 // The options of a <grpc> (srv.xml).
 GrpcOptions GrpcOptionsFor(const SrvConfig& cfg);
 
+class Replicator;
+
 class GrpcMethods final : public GrpcService {
  public:
   GrpcMethods(Engine* engine, const GrpcOptions& opts);
@@ -62,6 +64,9 @@ class GrpcMethods final : public GrpcService {
   void set_shutting_down(bool v) { shutting_down_ = v; }
   // <cluster>: which descriptors' counter keys this shard owns.
   void SetCluster(const ClusterView& c);
+  // The worker's replicator (null: none): a route it refuses
+  // (Replicator::Refusing) is refused to Envoy too.
+  void SetReplicator(const Replicator* r);
   // Per-descriptor counters (/metrics); null: not counted.
   void set_metrics(EnvoyMetrics* m) { metrics_ = m; }
   // The worker's decision log (null: none): a line per decided descriptor.
@@ -84,6 +89,8 @@ class GrpcMethods final : public GrpcService {
   struct Messages;  // the generated protobuf types, kept out of this header
   std::unique_ptr<Messages> m_;
   envoy::RateLimitService rls_;
+  ClusterView cluster_;
+  const Replicator* repl_ = nullptr;
   GrpcOptions opts_;
   bool shutting_down_ = false;
   EnvoyMetrics* metrics_ = nullptr;

@@ -331,8 +331,13 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   // Uses the sender answered alone are here now: each worker refuses the
   // answers it holds, judged without them (Replicator::NoteAloneApplied).
   // Released after the store took them, before this answer goes out.
-  if (current && applied.value() && head.replica_alone)
-    std::atomic_ref<uint64_t>(shared->alone_applied[pi]).fetch_add(1, std::memory_order_release);
+  // A batch of an earlier list (a link retired by a ring change) is of
+  // the sender named in this one.
+  if (applied.value() && head.replica_alone && shared != nullptr) {
+    const long now_pi = old_batch ? opts_.cluster.ring->Find(q.from) : static_cast<long>(pi);
+    if (now_pi >= 0 && static_cast<size_t>(now_pi) < kMaxReplicaPeers)
+      std::atomic_ref<uint64_t>(shared->alone_applied[now_pi]).fetch_add(1, std::memory_order_release);
+  }
   std::string answer = applied.value() ? "applied" : "duplicate";
   if (current)
     if (const uint64_t ahead = AheadOf(pi); ahead != 0) answer += "\nbehind " + std::to_string(ahead);
@@ -341,13 +346,23 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
 
 // What this shard answered alone for routes it shares with the shard `pi`
 // (its links to it down: on_replica_down="serve"), not yet acknowledged by
-// it, over every worker. Not 0: the sender judged the batch on a copy
-// without those uses, so it refuses the batch's held answers and answers
-// 503 on those routes until this says 0 (Replicator::Behind).
+// it, over every worker; and every change a spool of a stopped or killed
+// worker, or a link retired by a ring change, still holds for it (which of
+// those were answered alone is not kept: all are taken for it). Not 0: the
+// sender judged the batch on a copy without those uses, so it refuses the
+// batch's held answers and answers 503 on those routes until this says 0
+// (Replicator::Behind). A use answered alone by another worker is counted
+// here once its change is noted (after its store write): a batch read in
+// between, microseconds, does not see it.
 uint64_t Handler::AheadOf(size_t pi) const {
   if (metrics_ == nullptr || pi >= kMaxReplicaPeers) return 0;
   uint64_t alone = 0;
-  for (uint32_t w = 0; w < metrics_->workers(); ++w) alone += CounterGet(metrics_->worker(w).replica.alone[pi]);
+  for (uint32_t w = 0; w < metrics_->workers(); ++w) {
+    const ReplicaCounters& rc = metrics_->worker(w).replica;
+    alone += CounterGet(rc.alone[pi]) + CounterGet(rc.retired_held[pi]);
+    for (size_t i = 0; i < kMaxSpoolStreams; ++i)
+      if (CounterGet(rc.spool_hash[i]) != 0) alone += CounterGet(rc.spool_held[i][pi]);
+  }
   return alone;
 }
 

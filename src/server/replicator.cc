@@ -152,7 +152,7 @@ void Replicator::NoteAloneApplied() {
     const uint64_t v = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[l.shard]).load(std::memory_order_acquire);
     if (v == l.alone_applied_seen) continue;
     l.alone_applied_seen = v;
-    refused_through_ = std::max(refused_through_, noted());
+    l.refused_through = noted();
   }
 }
 
@@ -224,6 +224,13 @@ void Replicator::Enter() {
 
 void Replicator::Leave() {
   if (counters_ != nullptr) std::atomic_ref<uint64_t>(counters_->inside).store(0);
+}
+
+uint64_t Replicator::RefusedThrough(uint64_t mask) const {
+  uint64_t refused = 0;
+  for (size_t i = 0; i < links_.size(); ++i)
+    if (mask >> i & 1) refused = std::max(refused, links_[i].refused_through);
+  return refused;
 }
 
 uint64_t Replicator::SafeThrough(uint64_t mask) const {
@@ -420,7 +427,10 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;
   // Changes answered alone (the link was down, serve): the receiver's
   // answers held meanwhile were judged without them (NoteAloneApplied).
-  if (!opts_.refuse && l.inflight > 0 && l.queue.front().id <= l.down_through) l.out += "\r\nFRS-Replica-Alone: 1";
+  // A spool's or a retired link's: which were answered alone is not kept,
+  // so all are taken for it.
+  if (!opts_.refuse && l.inflight > 0 && (from_spool_ || retired_ || l.queue.front().id <= l.down_through))
+    l.out += "\r\nFRS-Replica-Alone: 1";
   l.out += "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
   l.out += body;
   l.in.clear();
@@ -609,6 +619,7 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
 }
 
 void Replicator::Behind(Link& l, uint64_t alone, bool batch, int64_t now_ns) {
+  l.behind_fail_ns = 0;  // it answered
   if (alone == 0) {
     if (l.behind)
       FRS_LOG(
@@ -621,7 +632,9 @@ void Replicator::Behind(Link& l, uint64_t alone, bool batch, int64_t now_ns) {
   // The batch's held answers were judged on a copy without the other
   // holder's alone uses: refused (their uses stay counted on both), as
   // on_replica_down="refuse" refuses.
-  if (batch && l.inflight > 0) refused_through_ = std::max(refused_through_, l.queue[l.inflight - 1].id);
+  // Every answer held on this link so far, whatever its newest change's
+  // link (its ticket), was judged on that copy.
+  if (batch) l.refused_through = noted();
   l.probe_ns = now_ns + kBehindProbeNs;
   if (l.behind) return;
   l.behind = true;
@@ -640,13 +653,17 @@ bool Replicator::Due(const Link& l, int64_t now_ms) const {
 }
 
 void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
-  // Behind a holder that stopped answering: what it answered alone cannot
-  // come now (it may be gone for good), so serve gives these routes back to
-  // this shard's copy, as for any down link; refuse keeps refusing them.
-  // Its probe's failure is a down link's, not an unreached shard's.
+  // Behind a holder that stopped answering for kBehindGiveUpNs: what it
+  // answered alone cannot come now (it may be gone for good), so serve
+  // gives these routes back to this shard's copy, as for any down link;
+  // refuse keeps refusing them. One slow answer or reset connection is not
+  // that: the holder may be busy delivering its backlog. Its probe's
+  // failure is a down link's, not an unreached shard's.
   const bool was_behind = l.behind;
-  if (l.behind && !opts_.refuse) {
+  if (l.behind && !opts_.refuse && l.behind_fail_ns == 0) l.behind_fail_ns = now_ns;
+  if (l.behind && !opts_.refuse && now_ns - l.behind_fail_ns >= kBehindGiveUpNs) {
     l.behind = false;
+    l.behind_fail_ns = 0;
     FRS_LOG(
         "replica link to %s: it does not answer (%s) while it holds changes it answered alone for this shard; "
         "serving the routes shared with it from this shard's copy (on_replica_down=serve)",
@@ -684,7 +701,9 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
     FRS_LOG("replica link to %s is down (%s): %s; %zu change(s) kept for its return", l.name.c_str(), why.c_str(),
             opts_.refuse ? "its routes answer 503 (on_replica_down=refuse)" : "serving alone (on_replica_down=serve)",
             l.queue.size());
-    if (opts_.refuse && !l.queue.empty()) refused_through_ = std::max(refused_through_, l.queue.back().id);
+    // Every answer held on this link: its ticket (its newest change) may
+    // be another link's, above this link's last change.
+    if (opts_.refuse && !l.queue.empty()) l.refused_through = noted();
     if (!opts_.refuse && counters_) CounterAdd(counters_->unprotected, l.queue.size());
   }
   if (!l.queue.empty()) l.down_through = std::max(l.down_through, l.queue.back().id);  // answered alone or refused

@@ -76,6 +76,8 @@ class Replicator final : public ChangeSink {
   // A behind link asks the other holder this often whether it is still
   // ahead: its routes answer 503 here meanwhile.
   static constexpr int64_t kBehindProbeNs = 100LL * 1000 * 1000;
+  // A behind link whose other holder fails this long is given up on (serve).
+  static constexpr int64_t kBehindGiveUpNs = 3000LL * 1000 * 1000;
   // Async: a batch goes when it is full or its oldest change is this old,
   // so that batches carry many changes (each exchange costs more CPU than a
   // decision); the reported lag includes it.
@@ -113,9 +115,11 @@ class Replicator final : public ChangeSink {
   // Every change with an id up to this, of the links in `mask`, is
   // acknowledged, or waited for no longer (its link is down: serve).
   uint64_t SafeThrough(uint64_t mask = ~uint64_t{0}) const;
-  // Answers holding a ticket up to this are refused (refuse: a link went
-  // down with their changes unacknowledged).
-  uint64_t RefusedThrough() const { return refused_through_; }
+  // Answers waiting on the links in `mask` and holding a ticket up to this
+  // are refused: a link went down with their changes unacknowledged
+  // (refuse), or they were judged on a copy without the other holder's
+  // alone uses (Behind, NoteAloneApplied).
+  uint64_t RefusedThrough(uint64_t mask) const;
 
   // The shard (ring index) that holds route `pos` beside this one: the
   // successor when this shard owns it, the owner when this shard is its
@@ -276,7 +280,11 @@ class Replicator final : public ChangeSink {
     // here, and it is asked each kBehindProbeNs, until it says none is left.
     bool behind = false;
     int64_t behind_since_ms = 0;
+    int64_t behind_fail_ns = 0;       // behind, it has failed since then (0: it answered last)
     uint64_t alone_applied_seen = 0;  // ReplicaShared::alone_applied[shard] at the last look
+    // Held answers waiting on this link with a ticket up to this are
+    // refused (RefusedThrough).
+    uint64_t refused_through = 0;
   };
 
   Link* LinkFor(long shard);
@@ -333,8 +341,7 @@ class Replicator final : public ChangeSink {
   std::vector<long> link_of_shard_;  // ring index -> index into links_ (-1)
   uint64_t next_id_ = 1;
   uint64_t touched_ = 0;  // TakeTouched()
-  uint64_t refused_through_ = 0;
-  std::string digest_;  // the ring's, in hex: a receiver on another ring refuses
+  std::string digest_;    // the ring's, in hex: a receiver on another ring refuses
   bool retired_ = false;
   bool stopping_ = false;  // BeginStop, at stop_ns_
   int64_t stop_ns_ = 0;

@@ -295,6 +295,7 @@ void Worker::SetUpReplicas(bool reload) {
     repl_wait_.clear();
     engine_->SetChangeSink(nullptr);
     handler_.set_replicator(nullptr);
+    if (grpc_) grpc_->SetReplicator(nullptr);
     for (auto& conn : conns_)
       if (conn) conn->set_replicator(nullptr);
     // What the old links still queue is not dropped: its other holders'
@@ -371,6 +372,7 @@ void Worker::SetUpReplicas(bool reload) {
   repl_ = std::make_unique<Replicator>(std::move(o), counters_ ? &counters_->replica : nullptr, &loop_);
   engine_->SetChangeSink(repl_.get());
   handler_.set_replicator(repl_.get());
+  if (grpc_) grpc_->SetReplicator(repl_.get());
   for (auto& conn : conns_)
     if (conn) conn->set_replicator(repl_.get());
 }
@@ -490,13 +492,13 @@ void Worker::PublishRetired() {
 void Worker::ReplicaTurn(int64_t now) {
   repl_->Pump(now);
   if (repl_wait_.empty()) return;
-  const uint64_t refused = repl_->RefusedThrough();
   size_t kept = 0;
   for (size_t i = 0; i < repl_wait_.size(); ++i) {
     Connection* c = repl_wait_[i];
     if (c == nullptr) continue;
     const uint64_t ticket = c->ReplicaTicket();
     const uint64_t safe = repl_->SafeThrough(c->ReplicaLinks());
+    const uint64_t refused = repl_->RefusedThrough(c->ReplicaLinks());
     if (ticket > safe && ticket > refused) {
       repl_wait_[kept++] = c;
       continue;

@@ -13,6 +13,7 @@
 #include "envoy/rate_limit_service.h"
 #include "frs/clock.h"
 #include "frs/key.h"
+#include "frs/ring.h"
 #include "limit/map_config.h"
 
 namespace frs::envoy {
@@ -252,6 +253,30 @@ TEST_F(DecideTest, AChangedUnitStartsFromZeroAndAChangedLimitKeepsTheCount) {
   RlsAnswer a = Ask({{{"remote_address", "10.0.0.9"}}});
   EXPECT_EQ(a.statuses[0].remaining, 9u);  // 1 of 10: the minute's 3 are not carried into the hour
   EXPECT_EQ(a.statuses[0].until_reset_s, 3600 - kT0 % 3600);
+}
+
+// With replicas, a descriptor whose route's other holder the server
+// refuses now (its link down under refuse, or this shard behind it) is
+// refused before anything is counted, as the HTTP side refuses the route.
+TEST_F(DecideTest, ARouteWhoseOtherHolderIsRefusedIsUnavailableAndCountsNothing) {
+  auto ring = Ring::Make({{"127.0.0.1:1"}, {"127.0.0.1:2"}});
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  auto shared = std::make_shared<const Ring>(std::move(ring.value()));
+  bool refusing = true;
+  long asked = -2;
+  Ownership own{shared, 0, true, true, nullptr, [&](long peer) {
+                  asked = peer;
+                  return refusing;
+                }};
+  svc_->SetOwnership(own);
+  // A value whose route this shard (index 0) holds, as owner or successor:
+  // with two shards, every route.
+  RlsAnswer a = AskAny({{{"remote_address", "10.0.0.7"}}});
+  EXPECT_FALSE(a.status.ok());
+  EXPECT_NE(a.status.message().find("does not take its changes now"), std::string::npos) << a.status.message();
+  EXPECT_EQ(asked, 1);
+  refusing = false;
+  EXPECT_EQ(Ask({{{"remote_address", "10.0.0.7"}}}).statuses[0].remaining, 2u);  // the refused call counted nothing
 }
 
 TEST_F(DecideTest, HitsZeroLooksWithoutCounting) {
