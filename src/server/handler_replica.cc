@@ -340,7 +340,10 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   }
   std::string answer = applied.value() ? "applied" : "duplicate";
   if (current)
-    if (const uint64_t ahead = AheadOf(pi); ahead != 0) answer += "\nbehind " + std::to_string(ahead);
+    if (const uint64_t ahead = AheadOf(pi); ahead != 0) {
+      answer += "\nbehind " + std::to_string(ahead);
+      std::atomic_ref<uint64_t>(shared->told_behind[pi]).fetch_add(1, std::memory_order_relaxed);
+    }
   TextBody(200, answer, status);
 }
 
@@ -403,8 +406,11 @@ void Handler::ReplicatePending(size_t pi, int* status) {
     }
   // What it answered alone for the asker and still holds: a shard that
   // learnt it is behind asks until this is 0 (Replicator::Behind).
+  const uint64_t alone = AheadOf(pi);
+  if (alone != 0 && shared != nullptr && pi < kMaxReplicaPeers)
+    std::atomic_ref<uint64_t>(shared->told_behind[pi]).fetch_add(1, std::memory_order_relaxed);
   TextBody(200,
-           "pending " + std::to_string(pending) + "\nalone " + std::to_string(AheadOf(pi)) + "\ncatching_up " +
+           "pending " + std::to_string(pending) + "\nalone " + std::to_string(alone) + "\ncatching_up " +
                std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
                (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" + lines,
            status);

@@ -211,6 +211,11 @@ struct ReplicaShared {
   // moves: they were judged on a copy without those uses
   // (Replicator::NoteAloneApplied).
   uint64_t alone_applied[kMaxReplicaPeers];
+  // Per other shard: times this shard told it "behind" (a batch's answer,
+  // or a probe's alone N). It answers, so each worker whose link to it is
+  // down tries that link again at once instead of within the second: the
+  // other shard's routes answer 503 until the uses it lacks arrive.
+  uint64_t told_behind[kMaxReplicaPeers];
 };
 
 // Whether a ring change's handoff has not been reported done here.

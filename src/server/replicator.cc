@@ -95,8 +95,10 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
     l.shard = static_cast<long>(i);
     l.name = shards[i].name;
     // What was applied before this replicator held anything.
-    if (opts_.shared != nullptr && i < kMaxReplicaPeers)
+    if (opts_.shared != nullptr && i < kMaxReplicaPeers) {
       l.alone_applied_seen = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[i]).load(std::memory_order_acquire);
+      l.told_behind_seen = std::atomic_ref<uint64_t>(opts_.shared->told_behind[i]).load(std::memory_order_relaxed);
+    }
   }
   tags_ = std::make_unique<char[]>(std::max<size_t>(links_.size(), 1));
   if (counters_) {
@@ -145,10 +147,15 @@ bool Replicator::Refusing(long peer) const {
   return l.behind || (opts_.refuse && l.down);
 }
 
-void Replicator::NoteAloneApplied() {
+void Replicator::NoteAloneApplied(int64_t now_ns) {
   if (opts_.shared == nullptr || retired_) return;
   for (Link& l : links_) {
     if (l.shard < 0 || static_cast<size_t>(l.shard) >= kMaxReplicaPeers) continue;
+    const uint64_t told = std::atomic_ref<uint64_t>(opts_.shared->told_behind[l.shard]).load(std::memory_order_relaxed);
+    if (told != l.told_behind_seen) {
+      l.told_behind_seen = told;
+      if (l.state == LinkState::kClosed && l.down && !l.queue.empty()) l.retry_ns = now_ns;
+    }
     const uint64_t v = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[l.shard]).load(std::memory_order_acquire);
     if (v == l.alone_applied_seen) continue;
     l.alone_applied_seen = v;

@@ -133,12 +133,14 @@ class Replicator final : public ChangeSink {
   // Whether `peer` said it holds changes it answered alone for this shard,
   // not delivered yet (the 503's reason).
   bool IsBehind(long peer) const;
-  // Before held answers are released (Worker::ReplicaTurn): when another
-  // shard's batch of changes it answered alone was applied here since the
-  // last look (ReplicaShared::alone_applied), every answer held so far is
-  // refused. It was judged on a copy without those uses, and that shard,
-  // having delivered them, no longer answers its batch "behind".
-  void NoteAloneApplied();
+  // At the top of each loop turn (Worker::Run): when another shard's batch
+  // of changes it answered alone was applied here since the last look
+  // (ReplicaShared::alone_applied), the answers held on its link are
+  // refused: judged on a copy without those uses, and that shard, having
+  // delivered them, no longer answers its batch "behind". And when this
+  // shard told another it is behind (ReplicaShared::told_behind), a down
+  // link to it is tried again now: it answers, and waits for these uses.
+  void NoteAloneApplied(int64_t now_ns);
   const ReplicaOptions& options() const { return opts_; }
 
   // An epoll event's data pointer that is one of the links' tags.
@@ -282,6 +284,7 @@ class Replicator final : public ChangeSink {
     int64_t behind_since_ms = 0;
     int64_t behind_fail_ns = 0;       // behind, it has failed since then (0: it answered last)
     uint64_t alone_applied_seen = 0;  // ReplicaShared::alone_applied[shard] at the last look
+    uint64_t told_behind_seen = 0;    // ReplicaShared::told_behind[shard] at the last look
     // Held answers waiting on this link with a ticket up to this are
     // refused (RefusedThrough).
     uint64_t refused_through = 0;

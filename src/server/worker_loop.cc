@@ -62,7 +62,7 @@ int Worker::Run(const sigset_t* wait_mask) {
     // seen first, and the answers held on a copy without them are refused.
     // At every turn, so that uses applied while nothing was held (a
     // return's catch-up) refuse nothing later.
-    if (repl_) repl_->NoteAloneApplied();
+    if (repl_) repl_->NoteAloneApplied(now);
     holding_ = true;
     // Every ready connection is read first, then each is answered: the
     // kernel's receive path runs for all of them in a row, then the parser,

@@ -407,7 +407,11 @@ class Replicas(unittest.TestCase):
         self.assertIn("served it alone while this shard did not answer", body)
         self.assertIn("it answered 1 change(s) alone for routes it shares with this shard", p.a.log())
         p.relay_a.heal()
+        # B learns from A's questions (every 100 ms) that A waits on it, and
+        # tries its link to A at once, not within its second's retry.
+        t = time.monotonic()
         self.assertTrue(processes.wait_for(lambda: p.a.get("/acquire?biz=small&key=" + k)[0] == 429, 5), p.a.log())
+        print("served again %.0f ms after the heal" % ((time.monotonic() - t) * 1000), file=sys.stderr)
         self.assertIn("it holds no change it answered alone for this shard any more", p.a.log())
         # 5 granted in all: 4 by A, 1 by B; both copies count A's refused use too.
         self.assertEqual(p.a.count_of("small", k), 6)
