@@ -358,8 +358,10 @@ void Replicator::Publish(Link& l) {
     CounterSet(counters_->pending[l.shard], l.queue.size());
     CounterSet(counters_->down[l.shard], l.down ? 1 : 0);
     // Those answered alone (serve): the queue runs by id, they are its head.
+    // down_through stays set after an episode: the search runs only while
+    // the queue's head is still among those changes.
     size_t alone = 0;
-    if (!opts_.refuse && l.down_through != 0)
+    if (!opts_.refuse && !l.queue.empty() && l.queue.front().id <= l.down_through)
       alone = static_cast<size_t>(std::upper_bound(l.queue.begin(), l.queue.end(), l.down_through,
                                                    [](uint64_t id, const Queued& q) { return id < q.id; }) -
                                   l.queue.begin());
