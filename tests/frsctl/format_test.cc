@@ -47,6 +47,29 @@ TEST(FormatTest, LocalTimeUsesTheProcessZone) {
   EXPECT_EQ(LocalTime(1795356190000), "2026-11-22 14:03:10 UTC");
 }
 
+// A TZ glibc cannot read is named, so that frsctl does not show UTC under a
+// zone's name ("Foo/Bar" reads as UTC labelled "Foo").
+TEST(FormatTest, ATimeZoneThatIsNoneIsNamed) {
+  const std::string zi = "/usr/share/zoneinfo";
+  EXPECT_EQ(TimeZoneProblem(nullptr, zi), "");
+  EXPECT_EQ(TimeZoneProblem("", zi), "");
+  EXPECT_EQ(TimeZoneProblem("UTC", "/nonexistent"), "");  // without tzdata too
+  EXPECT_EQ(TimeZoneProblem("CET-1CEST,M3.5.0,M10.5.0/3", "/nonexistent"), "");
+  EXPECT_EQ(TimeZoneProblem("<+03>-3", "/nonexistent"), "");
+  EXPECT_EQ(TimeZoneProblem("EST5EDT", "/nonexistent"), "");
+  EXPECT_EQ(TimeZoneProblem("Foo/Bar", zi),
+            "TZ=\"Foo/Bar\" is no time zone here (no zone file /usr/share/zoneinfo/Foo/Bar, and no POSIX rule such as "
+            "CET-1CEST): times are shown in UTC");
+  EXPECT_NE(TimeZoneProblem("Europe/Pari", zi), "");
+  EXPECT_NE(TimeZoneProblem(":EST5EDT", "/nonexistent"), "");  // a file name only, and no such file
+  EXPECT_NE(TimeZoneProblem("Paris", zi), "");
+  EXPECT_NE(TimeZoneProblem("/etc/hostname", zi), "");  // a file, not a zone's
+  // A zone file, by name or by path (tools/setup.sh installs tzdata).
+  EXPECT_EQ(TimeZoneProblem("Europe/Paris", zi), "");
+  EXPECT_EQ(TimeZoneProblem(":Europe/Paris", zi), "");
+  EXPECT_EQ(TimeZoneProblem("/usr/share/zoneinfo/Asia/Tokyo", zi), "");
+}
+
 TEST(FormatTest, GroupedAndPercent) {
   EXPECT_EQ(Grouped(1048576), "1,048,576");
   EXPECT_EQ(Grouped(999), "999");

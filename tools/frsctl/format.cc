@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
 
 namespace frs::ctl {
 
@@ -17,6 +19,48 @@ std::string LocalTime(int64_t unix_ms) {
   char buf[64];
   size_t n = ::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm);
   return std::string(buf, n);
+}
+
+namespace {
+
+bool IsZoneFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char magic[4] = {};
+  const bool tzif = std::fread(magic, 1, sizeof magic, f) == sizeof magic && std::memcmp(magic, "TZif", 4) == 0;
+  std::fclose(f);
+  return tzif;
+}
+
+// A POSIX TZ rule begins with its standard time's name (three letters or
+// more, or <...>) and that time's offset: "EST5EDT", "CET-1CEST", "<+03>-3".
+bool IsPosixRule(std::string_view v) {
+  size_t i = 0;
+  if (!v.empty() && v[0] == '<') {
+    i = v.find('>');
+    if (i == std::string_view::npos || i < 4) return false;
+    ++i;
+  } else {
+    while (i < v.size() && std::isalpha(static_cast<unsigned char>(v[i]))) ++i;
+    if (i < 3) return false;
+  }
+  if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+  return i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]));
+}
+
+}  // namespace
+
+std::string TimeZoneProblem(const char* tz, const std::string& zoneinfo) {
+  if (tz == nullptr || *tz == '\0') return "";
+  std::string_view v(tz);
+  const bool file_only = v.front() == ':';  // ":Europe/Paris" names a file, never a rule
+  if (file_only) v.remove_prefix(1);
+  if (v.empty() || v == "UTC" || v == "GMT") return "";
+  const std::string path = v.front() == '/' ? std::string(v) : zoneinfo + "/" + std::string(v);
+  if (IsZoneFile(path)) return "";
+  if (!file_only && IsPosixRule(v)) return "";
+  return "TZ=\"" + std::string(tz) + "\" is no time zone here (no zone file " + path +
+         ", and no POSIX rule such as CET-1CEST): times are shown in UTC";
 }
 
 std::string Duration(int64_t seconds) {

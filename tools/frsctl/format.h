@@ -17,6 +17,14 @@ namespace frs::ctl {
 
 // "2026-11-22 14:03:10 UTC" for a unix time in milliseconds.
 std::string LocalTime(int64_t unix_ms);
+// Why the TZ value `tz` gives no time zone, or "" when it gives one (unset:
+// /etc/localtime; empty: UTC). glibc shows a TZ it cannot read (a typo such
+// as "Europe/Pari", a zone whose file is not installed) in UTC under the
+// name it was given ("Europe"): times that look local and are not. A TZ
+// gives a zone when it names a zone file (under `zoneinfo`, the TZDIR, or
+// by its absolute path) or is a POSIX rule ("CET-1CEST", "<+03>-3");
+// "UTC" and "GMT" read as what they say without their file.
+std::string TimeZoneProblem(const char* tz, const std::string& zoneinfo);
 // A span of seconds in words: "45 s", "12 min", "1 h 20 min", "3 d 4 h".
 std::string Duration(int64_t seconds);
 // `when` relative to `now`: "in 12 min", "3 h ago", "now" (a moment to come

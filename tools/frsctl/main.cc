@@ -2,9 +2,14 @@
 // line (command_line.h): how it takes signals and buffers its output.
 #include <signal.h>
 
+#include <time.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "command_line.h"
+#include "format.h"
 #include "frs/sigbus_guard.h"
 #include "frs/stop_request.h"
 
@@ -19,6 +24,16 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   frs::InstallSigbusGuard();  // a truncated store file is an error, not a crash
+  // A TZ glibc cannot read would show UTC under the zone's name: say so, and
+  // label the times UTC.
+  const char* tzdir = std::getenv("TZDIR");
+  const std::string tz_problem =
+      frs::ctl::TimeZoneProblem(std::getenv("TZ"), tzdir != nullptr && *tzdir != '\0' ? tzdir : "/usr/share/zoneinfo");
+  if (!tz_problem.empty()) {
+    std::fprintf(stderr, "frsctl: warning: %s\n", tz_problem.c_str());
+    ::setenv("TZ", "UTC0", 1);
+    ::tzset();
+  }
   static char outbuf[1 << 16];
   std::setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
   return frs::ctl::RunCommandLine(argc, argv);
