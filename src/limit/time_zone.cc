@@ -123,6 +123,25 @@ Result<std::shared_ptr<const TimeZone>> TimeZone::Load(std::string_view name) {
   return z;
 }
 
+namespace {
+
+// What is wrong with TZif bytes cctz refused. The "right/" zones of tzdata
+// are TZif files that count leap seconds, which cctz (and POSIX time, which
+// windows are counted in) does not: said so, with the zone to use instead.
+std::string WhyNotLoaded(std::string_view bytes) {
+  if (bytes.size() < 44 || bytes.substr(0, 4) != "TZif") return "not a TZif file";
+  // The v1 header: magic, version, 15 reserved bytes, then six big-endian
+  // counts (isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt).
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data()) + 28;
+  const uint32_t leapcnt = uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+  if (leapcnt != 0)
+    return "a zone that counts leap seconds (tzdata's right/...), which windows in POSIX time cannot use: name the "
+           "zone without right/";
+  return "a damaged TZif file";
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const TimeZone>> TimeZone::FromTzif(std::string_view name, std::string_view bytes) {
   const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
   char key[80];
@@ -132,7 +151,7 @@ Result<std::shared_ptr<const TimeZone>> TimeZone::FromTzif(std::string_view name
   tls_bytes = &bytes;
   const bool loaded = cctz::load_time_zone(key, &cz->zone);
   tls_bytes = nullptr;
-  if (!loaded) return Status::Corruption("not a TZif file");
+  if (!loaded) return Status::Corruption(WhyNotLoaded(bytes));
 
   std::shared_ptr<TimeZone> z(new TimeZone());
   z->name_ = std::string(name);

@@ -135,6 +135,25 @@ TEST(TimeZone, CorruptFileIsNamedInTheError) {
   EXPECT_NE(missing.status().message().find("unknown time zone 'Bad/Missing'"), std::string::npos);
 }
 
+// tzdata's right/ zones count leap seconds: their refusal says so, not that
+// the file is no TZif file.
+TEST(TimeZone, AZoneWithLeapSecondsIsRefusedAsSuch) {
+  std::string tzif("TZif2", 5);
+  tzif.append(15, '\0');
+  const unsigned char counts[24] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,   // isutcnt, isstdcnt, leapcnt 1
+                                    0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 4};  // timecnt 0, typecnt 1, charcnt 4
+  tzif.append(reinterpret_cast<const char*>(counts), sizeof counts);
+  tzif.append("\0\0\0\0\0\0", 6);  // one type: UTC, not DST, its abbreviation at 0
+  tzif.append("UTC\0", 4);
+  tzif.append("\x04\xb2\x58\x00\x00\x00\x00\x01", 8);  // a leap second in 1972
+  auto z = TimeZone::FromTzif("right/UTC", tzif);
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.status().message().find("counts leap seconds"), std::string::npos) << z.status().ToString();
+  auto damaged = TimeZone::FromTzif("x", std::string("TZif2", 5) + std::string(60, '\0'));
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(damaged.status().message(), "a damaged TZif file");
+}
+
 TEST(TimeZone, RejectsUnknownAndUnsafeNames) {
   EXPECT_TRUE(TimeZone::Load("Mars/Olympus_Mons").status().IsNotFound());
   EXPECT_FALSE(TimeZone::Load("../etc/passwd").ok());
