@@ -45,6 +45,8 @@ struct Env {
         "  <biz id=\"3\" name=\"api\" mode=\"shadow\"><rule algo=\"token_bucket\" interval=\"1\" max=\"10\" "
         "burst=\"20\"/></biz>\n"
         "  <biz id=\"4\" name=\"partner\"><rule algo=\"fixed\" interval=\"3600\" max=\"1000\" borrow=\"300\"/></biz>\n"
+        "  <biz id=\"5\" name=\"llm\" reservations=\"4\"><rule algo=\"concurrency\" max=\"3\" lease=\"60\"/>"
+        "<rule algo=\"fixed\" interval=\"60\" max=\"1000\" overrun=\"limit\"/></biz>\n"
         "</map>\n",
         f);
     std::fclose(f);
