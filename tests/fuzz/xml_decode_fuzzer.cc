@@ -39,9 +39,9 @@ Outcome Decode(bool fast_path, const std::string& body, uint32_t max_batch, std:
 bool SameMember(const frs::server::WireRequest& x, const frs::server::WireRequest& y) {
   return x.cmd == y.cmd && x.biz == y.biz && x.key == y.key && x.token == y.token && x.has_token == y.has_token &&
          x.route == y.route && x.route_key == y.route_key && x.receipt == y.receipt && x.node == y.node && x.n == y.n &&
-         x.count == y.count && x.route_known == y.route_known && x.route_pos == y.route_pos &&
-         x.replace == y.replace && x.has_replace == y.has_replace && x.lease == y.lease &&
-         x.reservation == y.reservation && x.reserve == y.reserve;
+         x.count == y.count && x.route_known == y.route_known && x.route_pos == y.route_pos && x.replace == y.replace &&
+         x.has_replace == y.has_replace && x.lease == y.lease && x.reservation == y.reservation &&
+         x.reserve == y.reserve;
 }
 
 // Empty when the outcomes agree, else what differs.
