@@ -238,10 +238,18 @@ Result<std::unique_ptr<GroupTable>> GroupTable::Open(const std::string& path, co
       auto made = os::WriteFileWhole(path, os::WholeFileOptions{.exclusive = true}, [&](const std::string& tmp) {
         os::UniqueFd tfd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
         if (!tfd.valid()) return Errno("cannot create", tmp);
-        const bool ok = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)) == 0 &&
-                        ::pwrite(tfd.get(), &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-                        ::pwrite(tfd.get(), rec.data(), rec.size(), static_cast<off_t>(want.pool_start)) ==
-                            static_cast<ssize_t>(rec.size());
+        // posix_fallocate returns its error instead of setting errno: a
+        // full disk was reported as the last failed call's ENOENT.
+        if (const int err = ::posix_fallocate(tfd.get(), 0, static_cast<off_t>(h.file_bytes)); err != 0) {
+          errno = err;
+          return Errno("cannot allocate " + std::to_string(h.file_bytes) + " bytes for", tmp);
+        }
+        auto put = [&](const void* p, size_t n, off_t at) {
+          const ssize_t w = ::pwrite(tfd.get(), p, n, at);
+          if (w >= 0 && static_cast<size_t>(w) != n) errno = ENOSPC;  // short: the file system is full
+          return w == static_cast<ssize_t>(n);
+        };
+        const bool ok = put(&h, sizeof h, 0) && put(rec.data(), rec.size(), static_cast<off_t>(want.pool_start));
         return ok ? Status::OK() : Errno("cannot write", tmp);
       });
       if (!made.ok()) return made.status();

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/small_disk.h"
 #include "common/temp_dir.h"
 
 namespace frs::stats {
@@ -388,6 +390,20 @@ void Overwrite(const std::string& path, off_t at, const void* bytes, size_t n) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::pwrite(fd, bytes, n, at), static_cast<ssize_t>(n));
   ::close(fd);
+}
+
+// A day's file that does not fit names the full disk: posix_fallocate
+// returns its error rather than setting errno, and the refusal said
+// "No such file or directory" (errno of an earlier call), sending an
+// operator to look for a missing directory.
+TEST(GroupTable, ADayFileThatDoesNotFitSaysTheDiskIsFull) {
+  frs::testing::TempDir dir;
+  frs::testing::SmallDisk disk(dir / "small", "256k");
+  if (!disk.mounted()) GTEST_SKIP() << "needs root and mount(2) for a small tmpfs";
+  auto t = GroupTable::Open(dir / "small/day.frs", GroupTableShape{1000, 1}, Mode::kWrite);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(std::strerror(ENOSPC)), std::string::npos) << t.status().ToString();
+  EXPECT_EQ(t.status().message().find(std::strerror(ENOENT)), std::string::npos) << t.status().ToString();
 }
 
 TEST(GroupTable, ADamagedHeaderIsMovedAsideForWritingAndRefusedForReading) {
