@@ -673,6 +673,38 @@ TEST_F(FrsctlTest, ExplainSaysWhichRuleDeniesAndUntilWhen) {
   EXPECT_NE(r.out.find("never counted"), std::string::npos) << r.out;
 }
 
+// A key missing from a store that evicted live nodes may have been one of
+// them: get and explain say so, with the count, since its limit started
+// again from zero (an on-call engineer read "never counted" and looked no
+// further).
+TEST_F(FrsctlTest, AMissingKeyOfAStoreThatEvictedLiveNodesSaysItMayBeOne) {
+  WriteConfig("tiny-srv.xml", "tiny", 1, 16, 2);
+  CreateStore("tiny-srv.xml");
+  CtlRun r = Ctl({"get", "login", "user:0"}, "tiny-srv.xml");
+  EXPECT_EQ(r.rc, kExitNo);
+  EXPECT_EQ(r.out.find("evicted"), std::string::npos) << r.out;  // none yet: not said
+  std::string gone;                                              // a key set, then evicted by later ones
+  {
+    Session s;
+    Status st = OpenSession(dir_ / "tiny-srv.xml", Needs::kEngine, &s);
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int i = 0; i < 200; ++i) {
+      Result<int> rc = RunSet(s, SetArgs{"login", "user:" + std::to_string(i), 1});
+      ASSERT_TRUE(rc.ok()) << rc.status().message();
+    }
+    for (int i = 0; i < 200 && gone.empty(); ++i)
+      if (s.engine->Inspect("login", "user:" + std::to_string(i)).status().IsNotFound())
+        gone = "user:" + std::to_string(i);
+  }
+  ASSERT_FALSE(gone.empty()) << "200 keys in 32 slots evicted none";
+  r = Ctl({"get", "login", gone}, "tiny-srv.xml");
+  EXPECT_EQ(r.rc, kExitNo) << r.out;
+  EXPECT_NE(r.out.find("or evicted to make room: this store evicted "), std::string::npos) << r.out;
+  r = Ctl({"explain", "login", gone}, "tiny-srv.xml");
+  EXPECT_EQ(r.rc, kExitOk) << r.out;
+  EXPECT_NE(r.out.find("or evicted to make room"), std::string::npos) << r.out;
+}
+
 TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
   CreateStore();
   Fill();

@@ -145,7 +145,7 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
   Result<NodeView> v = s.engine->Inspect(a.biz, a.key);
   if (!v.ok() && !v.status().IsNotFound()) return v.status();
   if (!v.ok()) {
-    const char* words = "allowed: no node, the key was never counted (or its node expired): every rule starts at 0";
+    const std::string words = "allowed: no node (" + WhyNoNode(s) + "): every rule starts at 0";
     if (s.json) {
       JsonOut j;
       j.BeginObject().Key("found").Bool(false).Key("now_ms").Int(now).Key("allowed").Bool(true);
@@ -154,7 +154,7 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
       j.Key("rules").BeginArray().EndArray().EndObject();
       std::printf("%s\n", j.str().c_str());
     } else {
-      std::printf("%s \"%s\": %s\n", a.biz.c_str(), Printable(a.key).c_str(), words);
+      std::printf("%s \"%s\": %s\n", a.biz.c_str(), Printable(a.key).c_str(), words.c_str());
     }
     return kExitOk;
   }

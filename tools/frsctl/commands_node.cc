@@ -93,8 +93,7 @@ Result<int> RunGet(Session& s, const NodeArgs& a) {
       j.Key("found").Bool(false).Key("count").Int(0).Key("rules").BeginArray().EndArray().EndObject();
       std::printf("%s\n", j.str().c_str());
     } else {
-      std::printf("%s \"%s\": no such node (never counted, or expired and reclaimed)\n", a.biz.c_str(),
-                  Printable(a.key).c_str());
+      std::printf("%s \"%s\": no such node (%s)\n", a.biz.c_str(), Printable(a.key).c_str(), WhyNoNode(s).c_str());
     }
     return kExitNo;
   }

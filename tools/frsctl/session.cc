@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "format.h"
 #include "frs/clock.h"
 #include "frs/envoy_map.h"
 #include "frs/store_dir.h"
@@ -129,6 +130,15 @@ Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
   if (Status st = ActAsStoreOwner(s->cfg.store_dir); !st.ok()) return st;
   if (needs == Needs::kStoreDir) return Status::OK();
   return OpenStoreAndEngine(s, /*create=*/false, needs == Needs::kEngine);
+}
+
+std::string WhyNoNode(const Session& s) {
+  const uint64_t evicted = s.store->Stats().total.evictions_live;
+  std::string why = "never counted, expired and reclaimed";
+  if (evicted != 0)
+    why += ", or evicted to make room: this store evicted " + Grouped(evicted) +
+           " live node(s); frsctl stat shows how full it is";
+  return why;
 }
 
 Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
