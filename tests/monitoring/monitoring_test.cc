@@ -37,6 +37,20 @@ TEST(Monitoring, AlertRulesPassPromtool) {
   EXPECT_EQ(RunCmd("cd '" + kDir + "' && promtool test rules frs-alerts.test.yml", &out), 0) << out;
 }
 
+// docs/install.md's table names every alert the rules define: an operator
+// reads there which alerts exist and what each means.
+TEST(Monitoring, TheInstallGuideNamesEveryAlert) {
+  const std::string rules = e2e::ReadFile(kDir + "/frs-alerts.yml");
+  const std::string guide = e2e::ReadFile(kDir + "/../../docs/install.md");
+  ASSERT_FALSE(guide.empty());
+  std::regex re("- alert: (Frs[A-Za-z]+)");
+  int alerts = 0;
+  for (auto it = std::sregex_iterator(rules.begin(), rules.end(), re); it != std::sregex_iterator(); ++it, ++alerts)
+    EXPECT_NE(guide.find("`" + (*it)[1].str() + "`"), std::string::npos)
+        << (*it)[1].str() << " is not in docs/install.md";
+  EXPECT_GE(alerts, 20);
+}
+
 // frs_ names in a file, with a histogram's _bucket/_sum/_count folded.
 std::set<std::string> MetricNames(const std::string& text) {
   std::set<std::string> names;
