@@ -9,8 +9,8 @@
 //     auto old = frs::OpenPreviousFormatStore("/var/lib/frs");  // read it, copy it into a new one
 //   }
 //
-// Every function reads files only: nothing is mapped writable, locked or
-// created, so each is safe beside a running frsd.
+// Every function but RepairStoreHeaders reads files only: nothing is mapped
+// writable, locked or created, so each is safe beside a running frsd.
 //
 // Thread safety: plain functions over the files.
 #pragma once
@@ -46,6 +46,20 @@ Result<StoreOnDisk> InspectStoreFiles(const std::string& dir);
 // store made in `dir` now would serve from zero while the counts wait in
 // DIR.grow-old. Whoever would create `dir` asks first (frsd, Store::Open).
 Status CheckNoInterruptedGrow(const std::string& dir);
+
+// Rewrites the header of each file of the store in `dir` whose header
+// checksum fails, when what it holds can be told again: every field of a
+// header's checksummed part follows from the geometry `g` (srv.xml's), the
+// file's place (its name), and the store id and creation time its other
+// files share (a store of one file: its own). A disk error or a stray write
+// that changed a few of those bytes cost the file's every count before;
+// each node carries its own checksum, so Verify then judges the nodes. A
+// header that differs from the one rebuilt in more than kMaxHeaderBytesRebuilt
+// bytes (another store's file, another geometry), or a file of another
+// size, is left alone and named in the Status. Only with the store stopped
+// (the caller holds frsd's store lock). `repairs` gets a line per file.
+inline constexpr int kMaxHeaderBytesRebuilt = 8;
+Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::vector<std::string>* repairs);
 
 // Opens the store of the previous format in `dir`, read-only and without
 // locks (it must be stopped): ForEach, Verify without repair, Stats and

@@ -60,6 +60,82 @@ Result<StoreOnDisk> InspectStoreFiles(const std::string& dir) {
   return StoreOnDisk{kStoreFormatVersion, g};
 }
 
+namespace {
+
+struct HeaderRead {
+  std::string path;
+  store::FileHeader h{};
+  uint64_t size = 0;
+  bool read = false;   // a whole header was read
+  bool sound = false;  // its magic, version and checksum hold
+};
+
+HeaderRead ReadHeader(const std::string& path) {
+  HeaderRead r;
+  r.path = path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return r;
+  struct stat st {};
+  r.read = ::pread(fd, &r.h, sizeof r.h, 0) == static_cast<ssize_t>(sizeof r.h) && ::fstat(fd, &st) == 0;
+  ::close(fd);
+  r.size = static_cast<uint64_t>(st.st_size);
+  r.sound = r.read && r.h.magic == store::kMagic && r.h.version == store::kFormatVersion &&
+            store::HeaderChecksum(r.h) == r.h.checksum;
+  return r;
+}
+
+}  // namespace
+
+Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::vector<std::string>* repairs) {
+  std::vector<HeaderRead> files;
+  const HeaderRead* model = nullptr;  // a sound header of this store: its id and creation time
+  for (uint32_t i = 0; i < g.files; ++i) files.push_back(ReadHeader(store::StoreFile::PathFor(dir, i)));
+  for (const HeaderRead& f : files)
+    if (f.sound && f.h.files == g.files && f.h.keynodes == g.keynodes && f.h.chain == g.chain) model = &f;
+  const uint64_t want_bytes = store::LayoutFor(g).file_bytes;
+  std::string refused;
+  for (uint32_t i = 0; i < g.files; ++i) {
+    HeaderRead& f = files[i];
+    if (!f.read || f.sound) continue;  // a missing file, or a header to judge by CheckHeader
+    if (f.h.magic == store::kMagic && f.h.version == kPreviousStoreFormatVersion) {
+      refused += (refused.empty() ? "" : "; ") + f.path + ": a file of the previous format: run frsctl upgrade";
+      continue;
+    }
+    if (f.size != want_bytes) {
+      refused += (refused.empty() ? "" : "; ") + f.path + ": its header is damaged and the file is " +
+                 std::to_string(f.size) + " bytes, not the " + std::to_string(want_bytes) +
+                 " of this geometry: not rebuilt";
+      continue;
+    }
+    store::FileHeader want = f.h;
+    store::StoreFile::WriteIdentity(&want, g, i, model ? model->h.store_id : f.h.store_id,
+                                    model ? model->h.created_unix : f.h.created_unix);
+    int differ = 0;
+    const auto* a = reinterpret_cast<const unsigned char*>(&f.h);
+    const auto* b = reinterpret_cast<const unsigned char*>(&want);
+    for (size_t k = 0; k < store::kChecksummedBytes; ++k) differ += a[k] != b[k];
+    if (differ > kMaxHeaderBytesRebuilt) {
+      refused += (refused.empty() ? "" : "; ") + f.path + ": its header differs from this store's in " +
+                 std::to_string(differ) + " of its " + std::to_string(store::kChecksummedBytes) +
+                 " checked bytes, more than damage to a few: not rebuilt (another store's file, or srv.xml's "
+                 "<store> not this store's geometry; restore the file from a backup)";
+      continue;
+    }
+    const int fd = ::open(f.path.c_str(), O_WRONLY | O_CLOEXEC);
+    const size_t n = offsetof(store::FileHeader, checksum) + sizeof want.checksum;
+    const bool ok = fd >= 0 && ::pwrite(fd, &want, n, 0) == static_cast<ssize_t>(n) && ::fsync(fd) == 0;
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (!ok) return Status::FromErrno(f.path + ": rewriting its header", err);
+    repairs->push_back(f.path + ": header rebuilt from the store's geometry" +
+                       (model ? std::string(" and its other files' id") : std::string(" (a store of one file)")) +
+                       " (" + std::to_string(differ) + " byte(s) of it differed" +
+                       (differ == 0 ? ": its checksum was the damage" : "") + ")");
+  }
+  if (!refused.empty()) return Status::Corruption(refused);
+  return Status::OK();
+}
+
 Result<std::unique_ptr<Store>> OpenPreviousFormatStore(const std::string& dir) { return store::OpenFormat4(dir); }
 
 uint64_t StoreFileBytes(const StoreGeometry& g) { return store::LayoutFor(g).file_bytes; }

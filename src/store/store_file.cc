@@ -1,6 +1,7 @@
 #include "store/store_file.h"
 
 #include <atomic>
+#include <cstring>
 #include <ctime>
 
 #define XXH_INLINE_ALL
@@ -39,6 +40,35 @@ void AddCounters(const FileStats& fs, StoreStats* s) {
 
 std::string StoreFile::PathFor(const std::string& dir, uint32_t index) {
   return os::store_dir::In(dir, os::store_dir::StoreFileName(index));
+}
+
+void StoreFile::WriteIdentity(FileHeader* h, const StoreGeometry& g, uint32_t index, uint64_t store_id,
+                              uint64_t created_unix) {
+  const FileLayout l = LayoutFor(g);
+  std::memset(h, 0, offsetof(FileHeader, checksum));
+  h->magic = kMagic;
+  h->version = kFormatVersion;
+  h->header_bytes = kHeaderBytes;
+  h->files = g.files;
+  h->file_index = index;
+  h->keynodes = g.keynodes;
+  h->chain = g.chain;
+  h->keynode_group = KeynodeGroup(g);
+  h->slot_bytes = kSlotBytes;
+  h->node_header_bytes = kNodeHeaderBytes;
+  h->writer_entries = kWriterEntries;
+  h->writer_entry_bytes = static_cast<uint32_t>(l.writer_entry_bytes);
+  h->batch_entries = kBatchEntries;
+  h->batch_entry_bytes = static_cast<uint32_t>(l.batch_entry_bytes);
+  h->heads_offset = l.heads_offset;
+  h->head_bytes = l.head_bytes;
+  h->writers_offset = l.writers_offset;
+  h->chains_offset = l.chains_offset;
+  h->file_bytes = l.file_bytes;
+  h->created_unix = created_unix;
+  h->store_id = store_id;
+  h->layout_signature = kLayoutSignature;
+  h->checksum = HeaderChecksum(*h);
 }
 
 Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g, uint32_t index,
@@ -108,29 +138,7 @@ Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint3
   f->map_ = std::move(m.value());
   FileHeader* h = f->header();
   if (f->map_->created()) {
-    h->magic = kMagic;
-    h->version = kFormatVersion;
-    h->header_bytes = kHeaderBytes;
-    h->files = g.files;
-    h->file_index = index;
-    h->keynodes = g.keynodes;
-    h->chain = g.chain;
-    h->keynode_group = KeynodeGroup(g);
-    h->slot_bytes = kSlotBytes;
-    h->node_header_bytes = kNodeHeaderBytes;
-    h->writer_entries = kWriterEntries;
-    h->writer_entry_bytes = static_cast<uint32_t>(l.writer_entry_bytes);
-    h->batch_entries = kBatchEntries;
-    h->batch_entry_bytes = static_cast<uint32_t>(l.batch_entry_bytes);
-    h->heads_offset = l.heads_offset;
-    h->head_bytes = l.head_bytes;
-    h->writers_offset = l.writers_offset;
-    h->chains_offset = l.chains_offset;
-    h->file_bytes = l.file_bytes;
-    h->created_unix = static_cast<uint64_t>(::time(nullptr));
-    h->store_id = store_id;
-    h->layout_signature = kLayoutSignature;
-    h->checksum = HeaderChecksum(*h);
+    WriteIdentity(h, g, index, store_id, static_cast<uint64_t>(::time(nullptr)));
     if (Status s = f->map_->Sync(true); !s.ok()) return s;
     if (Status s = f->map_->FinishCreate(); !s.ok()) return s;
   } else if (Status s = CheckHeader(path, *h, g, index, f->map_->size()); !s.ok()) {

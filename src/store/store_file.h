@@ -23,6 +23,11 @@ class StoreFile {
                                                  bool create, uint64_t store_id, bool read_only = false);
 
   static std::string PathFor(const std::string& dir, uint32_t index);
+  // The checksummed part of a header (identity and geometry) as a new file
+  // of store `store_id` gets it, its checksum included; the counters are
+  // left as they are.
+  static void WriteIdentity(FileHeader* h, const StoreGeometry& g, uint32_t index, uint64_t store_id,
+                            uint64_t created_unix);
   // Validates a header against the expected geometry (used by Open and Verify).
   static Status CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g, uint32_t index,
                             uint64_t file_size);

@@ -15,6 +15,7 @@
 #include "frs/store_admin.h"
 #include "frs/store_dir.h"
 #include "json_out.h"
+#include "store_users.h"
 
 namespace frs::ctl {
 namespace {
@@ -48,6 +49,42 @@ std::string AtStartWords(const Session& s, const SideFileReport& f) {
   return f.AtStartText();
 }
 
+// --repair of a store that would not open for a damaged header: with the
+// store stopped (frsd's store lock held, no process mapping a file), each
+// damaged header is rebuilt where the rest of the store tells what it held
+// (frs/store_admin.h), and the store is opened again. What was done goes to
+// `repairs`; a header that cannot be rebuilt stays a problem.
+Status RebuildHeaders(Session& s, std::vector<std::string>* repairs) {
+  if (pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile))
+    return Status::Busy(
+        "frsd (pid " + std::to_string(pid) +
+        ") is running on this store: stop it first; a damaged header is rebuilt on a stopped store only");
+  Result<UniqueFd> store_lock = TakeFrsdStoreLock(s.cfg.store_dir);
+  if (!store_lock.ok()) return store_lock.status();
+  std::vector<std::string> paths;
+  for (uint32_t i = 0; i < s.cfg.geometry.files; ++i) {
+    const std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
+    if (::access(p.c_str(), F_OK) == 0) paths.push_back(p);
+  }
+  if (std::vector<StoreUser> users = ProcessesMapping(paths); !users.empty())
+    return Status::Busy(DescribeUsers(users) + " has " + users.front().file +
+                        " mapped: stop it first; a damaged header is rebuilt on a stopped store only");
+  Result<ExclusiveLocks> hold = ExclusiveLocks::Take(paths);
+  if (!hold.ok()) return hold.status();
+  if (Status r = RepairStoreHeaders(s.cfg.store_dir, s.cfg.geometry, repairs); !r.ok()) return r;
+  hold.value().Release();
+  return OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/false);
+}
+
+// A header Store::Open refused as damaged (not another format or byte
+// order, which have their own remedies): what --repair may rebuild.
+bool HeaderDamage(const Status& opened) {
+  if (opened.ok()) return false;
+  const std::string& m = opened.message();
+  if (m.find("header checksum mismatch") != std::string::npos || m.find("bad magic") != std::string::npos) return true;
+  return m.find(": format version ") != std::string::npos && m.find("frsctl upgrade") == std::string::npos;
+}
+
 }  // namespace
 
 Result<int> RunVerify(Session& s, const VerifyArgs& a) {
@@ -67,10 +104,19 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
                                "only reads");
   Store::VerifyReport first, after;
   bool rechecked = false;
+  // A damaged header found and rebuilt: the first check's problem and
+  // repair, and the store checked again whatever its nodes say.
+  std::vector<std::string> header_problems, header_repairs;
+  if (a.repair && HeaderDamage(opened)) {
+    header_problems.push_back(opened.message());
+    opened = RebuildHeaders(s, &header_repairs);
+  }
   if (opened.ok()) {
     Result<Store::VerifyReport> r = s.store->Verify(a.repair);
     if (!r.ok()) return r.status();
     first = std::move(r).value();
+    first.problems.insert(first.problems.begin(), header_problems.begin(), header_problems.end());
+    first.repairs.insert(first.repairs.begin(), header_repairs.begin(), header_repairs.end());
     if (a.repair && !first.problems.empty()) {
       Result<Store::VerifyReport> again = s.store->Verify(false);
       if (!again.ok()) return again.status();
@@ -79,12 +125,14 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
       if (Status f = s.store->Flush(true); !f.ok()) return f;
     }
   } else {
+    first.problems = header_problems;
     first.problems.push_back(opened.message());
   }
   // The engine's files: checked, never repaired here (frsd's start acts on
   // them as AtStartText says).
   const std::vector<SideFileReport> side = CheckStoreSideFiles(s.cfg.store_dir);
-  const bool store_repairable = !(rechecked ? after.problems : first.problems).empty() && opened.ok();
+  const bool store_repairable =
+      !(rechecked ? after.problems : first.problems).empty() && (opened.ok() || (HeaderDamage(opened) && !a.repair));
   for (const SideFileReport& f : side) {
     if (f.status.ok()) continue;
     const std::string p = f.status.message() + " (" + f.AtStartText() + ")";
