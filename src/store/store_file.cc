@@ -87,7 +87,10 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
   if (h.version != kFormatVersion)
     return Status::Mismatch(path + ": format version " + std::to_string(h.version) + ", this build reads version " +
                             std::to_string(kFormatVersion) + " (export with the old frsctl, import with the new)");
-  if (HeaderChecksum(h) != h.checksum) return Status::Corruption(path + ": header checksum mismatch (header damaged)");
+  if (HeaderChecksum(h) != h.checksum)
+    return Status::Corruption(path +
+                              ": header checksum mismatch (header damaged; with frsd stopped, frsctl verify --repair "
+                              "rebuilds a header damaged in a few bytes, and its nodes with it)");
   if (h.layout_signature != kLayoutSignature)
     return Status::Mismatch(path + ": written by a build with another node layout");
   auto differs = [&](const char* what, uint64_t file, uint64_t want) {
