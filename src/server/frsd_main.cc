@@ -243,6 +243,17 @@ void LogGrpcListener(const frs::SrvConfig& cfg, const frs::server::ComposedMap& 
     for (const std::string& w : tls->Warnings(std::time(nullptr))) FRS_LOG("warning: <grpc> TLS: %s", w.c_str());
 }
 
+// A clean stop removes frsd.listen: one still here was left by a run that
+// ended otherwise, which the operator reading this start should hear of.
+void SayIfTheLastRunEndedOtherwise(const std::string& listen_file) {
+  if (::access(listen_file.c_str(), F_OK) != 0) return;
+  FRS_LOG(
+      "the previous frsd on this store did not stop cleanly (killed, crashed, or its machine went down): %s was "
+      "left behind; what it acknowledged is in the store as docs/store.md (\"What survives what\") says, and a "
+      "lock it held is recovered by its next user",
+      listen_file.c_str());
+}
+
 // The pid in the lock files, then the addresses frsd listens on: last
 // before serving, since whoever waits for them may connect at once.
 frs::Status PublishStart(const frs::SrvConfig& cfg, frs::server::LockFile& store_lock,
@@ -404,6 +415,7 @@ int main(int argc, char** argv) {
   if (!args.foreground)
     if (Status d = daemon.Daemonize(); !d.ok()) return Fail(d.message());
   const std::string listen_file = ListenAddressPath(cfg);
+  SayIfTheLastRunEndedOtherwise(listen_file);
   if (Status p = PublishStart(cfg, *store_lock, pid_lock); !p.ok()) {
     daemon.Failed();
     return Fail(p.message());

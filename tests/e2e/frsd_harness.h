@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -330,7 +331,9 @@ class Frsd {
   uint16_t ReadListenFile(int timeout_ms) {
     int64_t end = NowMs() + timeout_ms;
     for (;;) {
-      std::string line = ReadFile(listen_file());
+      struct stat st {};
+      const bool stale = ::stat(listen_file().c_str(), &st) == 0 && st.st_ino == stale_listen_ino_;
+      std::string line = stale ? std::string() : ReadFile(listen_file());
       size_t colon = line.rfind(':');
       if (colon != std::string::npos && !line.empty() && line.back() == '\n')
         return static_cast<uint16_t>(std::atoi(line.c_str() + colon + 1));
@@ -374,9 +377,11 @@ class Frsd {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     if (config_port_ == 0) {
-      // The last run's address is not this one's.
-      std::error_code ec;
-      std::filesystem::remove(listen_file(), ec);
+      // The last run's address is not this one's. A file a killed run left
+      // stays (the new run's start says it finds one): this run's is told
+      // from it by its inode, frsd writing its own by a rename.
+      struct stat st {};
+      stale_listen_ino_ = ::stat(listen_file().c_str(), &st) == 0 ? st.st_ino : 0;
       port_ = 0;
     }
     pid_t pid = fork();
@@ -502,10 +507,11 @@ class Frsd {
   ServerOptions opts_;
   testing::TempDir tmp_{"frsd-e2e"};
   std::string dir_;
-  uint16_t config_port_ = 0;  // what srv.xml says
-  uint16_t port_ = 0;         // what frsd holds (0: not known yet)
-  bool foreground_ = false;   // the last Spawn logs to frsd.stderr (see Spawn)
-  size_t log_offset_ = 0;     // frsd.stderr's size at the last Spawn
+  uint16_t config_port_ = 0;    // what srv.xml says
+  uint16_t port_ = 0;           // what frsd holds (0: not known yet)
+  ino_t stale_listen_ino_ = 0;  // the listen file a killed run left, at the last Spawn
+  bool foreground_ = false;     // the last Spawn logs to frsd.stderr (see Spawn)
+  size_t log_offset_ = 0;       // frsd.stderr's size at the last Spawn
   pid_t pid_ = 0;
   int status_ = -1;
 };

@@ -267,6 +267,8 @@ TEST(LifecycleE2E, CountsSurviveARestartAndAKillOfEveryProcess) {
   }
   EXPECT_EQ(s.Stop(), 0);
   ASSERT_TRUE(s.Start()) << s.log();
+  const char* unclean = "the previous frsd on this store did not stop cleanly";
+  EXPECT_EQ(s.log().find(unclean), std::string::npos) << s.log();  // a clean stop is not one
   {
     Client c(s.port());
     EXPECT_EQ(Attr(Get(c, "partner", "keep"), "count"), "3");
@@ -274,6 +276,8 @@ TEST(LifecycleE2E, CountsSurviveARestartAndAKillOfEveryProcess) {
   }
   s.KillAll();
   ASSERT_TRUE(s.Start()) << s.log();  // a stale pid file and lock do not block it
+  // ... and the start says the run before it ended otherwise.
+  EXPECT_NE(s.log().find(unclean), std::string::npos) << s.log();
   Client c(s.port());
   EXPECT_EQ(Attr(Get(c, "partner", "keep"), "count"), "4");
   std::string api = Get(c, "api", "keep");
