@@ -47,19 +47,25 @@ Result<StoreOnDisk> InspectStoreFiles(const std::string& dir);
 // DIR.grow-old. Whoever would create `dir` asks first (frsd, Store::Open).
 Status CheckNoInterruptedGrow(const std::string& dir);
 
-// Rewrites the header of each file of the store in `dir` whose header
-// checksum fails, when what it holds can be told again: every field of a
-// header's checksummed part follows from the geometry `g` (srv.xml's), the
-// file's place (its name), and the store id and creation time its other
-// files share (a store of one file: its own). A disk error or a stray write
-// that changed a few of those bytes cost the file's every count before;
-// each node carries its own checksum, so Verify then judges the nodes. A
-// header that differs from the one rebuilt in more than kMaxHeaderBytesRebuilt
-// bytes (another store's file, another geometry), or a file of another
-// size, is left alone and named in the Status. Only with the store stopped
-// (the caller holds frsd's store lock). `repairs` gets a line per file.
+// Rewrites the header of each file of the store in `dir` whose checksum
+// fails, when what it held can be told again: every field of a header's
+// checked part follows from the geometry `g` (srv.xml's), the file's place
+// (its name), the store id of its intact files (none intact: the id the
+// damaged ones agree on) and its own creation time. A disk error or a
+// stray write that changed a few of those bytes cost the file's every
+// count before; each node carries its own checksum, so Verify then judges
+// the nodes. Nothing is written when any file says otherwise: an intact
+// header of another format or geometry than `g`, two store ids, a file
+// past g.files, a damaged header that differs from the rebuilt one in more
+// than kMaxHeaderBytesRebuilt bytes or whose file has another size, or, with
+// no intact header, one that does not say `g` itself. A header whose
+// checksum holds is never rewritten. Only with the store stopped (the
+// caller holds frsd's store lock). `repairs` gets a line per file.
 inline constexpr int kMaxHeaderBytesRebuilt = 8;
 Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::vector<std::string>* repairs);
+// OK when RepairStoreHeaders would rebuild at least one header and refuse
+// none (it reads only); NotFound when no header is damaged; else its refusal.
+Status CheckStoreHeadersRepairable(const std::string& dir, const StoreGeometry& g);
 
 // Opens the store of the previous format in `dir`, read-only and without
 // locks (it must be stopped): ForEach, Verify without repair, Stats and

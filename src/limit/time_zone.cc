@@ -130,11 +130,22 @@ namespace {
 // windows are counted in) does not: said so, with the zone to use instead.
 std::string WhyNotLoaded(std::string_view bytes) {
   if (bytes.size() < 44 || bytes.substr(0, 4) != "TZif") return "not a TZif file";
-  // The v1 header: magic, version, 15 reserved bytes, then six big-endian
-  // counts (isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt).
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data()) + 28;
-  const uint32_t leapcnt = uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-  if (leapcnt != 0)
+  // A header: magic, version, 15 reserved bytes, then six big-endian counts
+  // (isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt). A file of
+  // version 2 or later has a second header after the first block, whose
+  // counts a "slim" file (zic -b slim) keeps alone: both are read.
+  const auto count = [&](size_t at) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data()) + at;
+    return uint64_t{p[0]} << 24 | uint64_t{p[1]} << 16 | uint64_t{p[2]} << 8 | p[3];
+  };
+  uint64_t leaps = count(28);
+  if (bytes[4] >= '2') {
+    // The v1 block: 4-byte times and their type indexes, the types, the
+    // abbreviations, 8-byte leap records, the two indicator arrays.
+    const uint64_t v1 = count(32) * 5 + count(36) * 6 + count(40) + count(28) * 8 + count(24) + count(20);
+    if (44 + v1 + 44 <= bytes.size() && bytes.substr(44 + v1, 4) == "TZif") leaps += count(44 + v1 + 28);
+  }
+  if (leaps != 0)
     return "a zone that counts leap seconds (tzdata's right/...), which windows in POSIX time cannot use: name the "
            "zone without right/";
   return "a damaged TZif file";

@@ -66,8 +66,9 @@ struct HeaderRead {
   std::string path;
   store::FileHeader h{};
   uint64_t size = 0;
-  bool read = false;   // a whole header was read
-  bool sound = false;  // its magic, version and checksum hold
+  bool read = false;    // a whole header was read
+  bool intact = false;  // its checksum holds: whatever it says, it is not damage
+  bool sound = false;   // intact, and this build's magic and version
 };
 
 HeaderRead ReadHeader(const std::string& path) {
@@ -79,60 +80,118 @@ HeaderRead ReadHeader(const std::string& path) {
   r.read = ::pread(fd, &r.h, sizeof r.h, 0) == static_cast<ssize_t>(sizeof r.h) && ::fstat(fd, &st) == 0;
   ::close(fd);
   r.size = static_cast<uint64_t>(st.st_size);
-  r.sound = r.read && r.h.magic == store::kMagic && r.h.version == store::kFormatVersion &&
-            store::HeaderChecksum(r.h) == r.h.checksum;
+  r.intact = r.read && store::HeaderChecksum(r.h) == r.h.checksum;
+  r.sound = r.intact && r.h.magic == store::kMagic && r.h.version == store::kFormatVersion;
   return r;
+}
+
+int BytesDiffering(const void* a, const void* b, size_t n) {
+  int d = 0;
+  for (size_t k = 0; k < n; ++k)
+    d += static_cast<const unsigned char*>(a)[k] != static_cast<const unsigned char*>(b)[k];
+  return d;
+}
+
+std::string GeometryText(uint32_t files, uint32_t keynodes, uint32_t chain) {
+  return "files=" + std::to_string(files) + " keynodes=" + std::to_string(keynodes) + " chain=" + std::to_string(chain);
+}
+
+struct Rebuild {
+  uint32_t index;
+  store::FileHeader h;
+  int differ;
+};
+
+// Every header RepairStoreHeaders would write, or why it writes none.
+Result<std::vector<Rebuild>> PlanHeaders(const std::string& dir, const StoreGeometry& g) {
+  std::vector<HeaderRead> files;
+  for (uint32_t i = 0; i < g.files; ++i) files.push_back(ReadHeader(store::StoreFile::PathFor(dir, i)));
+  const std::string beyond = store::StoreFile::PathFor(dir, g.files);
+  if (::access(beyond.c_str(), F_OK) == 0)
+    return Status::Mismatch(beyond + " exists where srv.xml's <store> says " + std::to_string(g.files) +
+                            " file(s): no header is rebuilt from a geometry the store does not have");
+  // What the intact headers say is the store: they must agree with srv.xml
+  // and with each other, or nothing is rebuilt from either.
+  const HeaderRead* model = nullptr;
+  for (const HeaderRead& f : files) {
+    if (!f.intact) continue;
+    if (!f.sound)
+      return Status::Mismatch(f.path + ": its header is intact and not this build's (magic or format version " +
+                              std::to_string(f.h.version) + "): not damage; no header is rebuilt");
+    if (f.h.files != g.files || f.h.keynodes != g.keynodes || f.h.chain != g.chain)
+      return Status::Mismatch(f.path + ": the store's " + GeometryText(f.h.files, f.h.keynodes, f.h.chain) +
+                              ", srv.xml's <store> " + GeometryText(g.files, g.keynodes, g.chain) +
+                              ": no header is rebuilt from srv.xml until it says the store's geometry");
+    if (model && model->h.store_id != f.h.store_id)
+      return Status::Mismatch(f.path + " and " + model->path + " belong to two stores: no header is rebuilt");
+    model = &f;
+  }
+  const uint64_t want_bytes = store::LayoutFor(g).file_bytes;
+  std::vector<Rebuild> plan;
+  for (uint32_t i = 0; i < g.files; ++i) {
+    const HeaderRead& f = files[i];
+    if (!f.read || f.intact) continue;  // a missing file, or a header to judge by CheckHeader
+    const auto refuse = [&](const std::string& why) { return Status::Corruption(f.path + ": " + why); };
+    if (f.size != want_bytes)
+      return refuse("its header is damaged and the file is " + std::to_string(f.size) + " bytes, not the " +
+                    std::to_string(want_bytes) + " of this geometry: not rebuilt");
+    uint64_t id = f.h.store_id;
+    if (model) {
+      // An id unlike the store's in more than two bytes: another store's file.
+      if (BytesDiffering(&f.h.store_id, &model->h.store_id, sizeof id) > 2)
+        return refuse("its store id is not this store's: not rebuilt (another store's file?)");
+      id = model->h.store_id;
+    } else {
+      // No intact header to say what the store is: the damaged one must say
+      // srv.xml's geometry itself, and agree with the others on the id.
+      if (f.h.files != g.files || f.h.keynodes != g.keynodes || f.h.chain != g.chain)
+        return refuse("its damaged header says " + GeometryText(f.h.files, f.h.keynodes, f.h.chain) +
+                      " and no intact file says which is right: not rebuilt; restore it from a backup");
+      for (const HeaderRead& o : files)
+        if (o.read && o.h.store_id != f.h.store_id)
+          return refuse(
+              "the damaged headers disagree on the store id and no intact one says which is right: not "
+              "rebuilt");
+    }
+    store::FileHeader want = f.h;
+    store::StoreFile::WriteIdentity(&want, g, i, id, f.h.created_unix);  // its own time: each file has its own
+    const int differ = BytesDiffering(&f.h, &want, store::kChecksummedBytes);
+    if (differ > kMaxHeaderBytesRebuilt)
+      return refuse("its header differs from this store's in " + std::to_string(differ) + " of its " +
+                    std::to_string(store::kChecksummedBytes) +
+                    " checked bytes, more than damage to a few: not rebuilt (another store's file, or srv.xml's "
+                    "<store> not this store's geometry; restore the file from a backup)");
+    plan.push_back(Rebuild{i, want, differ});
+  }
+  return plan;
 }
 
 }  // namespace
 
+Status CheckStoreHeadersRepairable(const std::string& dir, const StoreGeometry& g) {
+  Result<std::vector<Rebuild>> plan = PlanHeaders(dir, g);
+  if (!plan.ok()) return plan.status();
+  if (plan.value().empty()) return Status::NotFound("no damaged header to rebuild in " + dir);
+  return Status::OK();
+}
+
 Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::vector<std::string>* repairs) {
-  std::vector<HeaderRead> files;
-  const HeaderRead* model = nullptr;  // a sound header of this store: its id and creation time
-  for (uint32_t i = 0; i < g.files; ++i) files.push_back(ReadHeader(store::StoreFile::PathFor(dir, i)));
-  for (const HeaderRead& f : files)
-    if (f.sound && f.h.files == g.files && f.h.keynodes == g.keynodes && f.h.chain == g.chain) model = &f;
-  const uint64_t want_bytes = store::LayoutFor(g).file_bytes;
-  std::string refused;
-  for (uint32_t i = 0; i < g.files; ++i) {
-    HeaderRead& f = files[i];
-    if (!f.read || f.sound) continue;  // a missing file, or a header to judge by CheckHeader
-    if (f.h.magic == store::kMagic && f.h.version == kPreviousStoreFormatVersion) {
-      refused += (refused.empty() ? "" : "; ") + f.path + ": a file of the previous format: run frsctl upgrade";
-      continue;
-    }
-    if (f.size != want_bytes) {
-      refused += (refused.empty() ? "" : "; ") + f.path + ": its header is damaged and the file is " +
-                 std::to_string(f.size) + " bytes, not the " + std::to_string(want_bytes) +
-                 " of this geometry: not rebuilt";
-      continue;
-    }
-    store::FileHeader want = f.h;
-    store::StoreFile::WriteIdentity(&want, g, i, model ? model->h.store_id : f.h.store_id,
-                                    model ? model->h.created_unix : f.h.created_unix);
-    int differ = 0;
-    const auto* a = reinterpret_cast<const unsigned char*>(&f.h);
-    const auto* b = reinterpret_cast<const unsigned char*>(&want);
-    for (size_t k = 0; k < store::kChecksummedBytes; ++k) differ += a[k] != b[k];
-    if (differ > kMaxHeaderBytesRebuilt) {
-      refused += (refused.empty() ? "" : "; ") + f.path + ": its header differs from this store's in " +
-                 std::to_string(differ) + " of its " + std::to_string(store::kChecksummedBytes) +
-                 " checked bytes, more than damage to a few: not rebuilt (another store's file, or srv.xml's "
-                 "<store> not this store's geometry; restore the file from a backup)";
-      continue;
-    }
-    const int fd = ::open(f.path.c_str(), O_WRONLY | O_CLOEXEC);
-    const size_t n = offsetof(store::FileHeader, checksum) + sizeof want.checksum;
-    const bool ok = fd >= 0 && ::pwrite(fd, &want, n, 0) == static_cast<ssize_t>(n) && ::fsync(fd) == 0;
+  // Every file is judged before any is written: a refusal writes nothing.
+  Result<std::vector<Rebuild>> plan = PlanHeaders(dir, g);
+  if (!plan.ok()) return plan.status();
+  for (const Rebuild& r : plan.value()) {
+    const std::string path = store::StoreFile::PathFor(dir, r.index);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    const size_t n = offsetof(store::FileHeader, checksum) + sizeof r.h.checksum;
+    ssize_t w = fd < 0 ? -1 : ::pwrite(fd, &r.h, n, 0);
+    if (w >= 0 && static_cast<size_t>(w) != n) errno = EIO;  // short: not one whole header
+    const bool ok = w == static_cast<ssize_t>(n) && ::fsync(fd) == 0;
     const int err = errno;
     if (fd >= 0) ::close(fd);
-    if (!ok) return Status::FromErrno(f.path + ": rewriting its header", err);
-    repairs->push_back(f.path + ": header rebuilt from the store's geometry" +
-                       (model ? std::string(" and its other files' id") : std::string(" (a store of one file)")) +
-                       " (" + std::to_string(differ) + " byte(s) of it differed" +
-                       (differ == 0 ? ": its checksum was the damage" : "") + ")");
+    if (!ok) return Status::FromErrno(path + ": rewriting its header", err);
+    repairs->push_back(path + ": header rebuilt from the store's geometry and id (" + std::to_string(r.differ) +
+                       " byte(s) of it differed" + (r.differ == 0 ? ": its checksum was the damage" : "") + ")");
   }
-  if (!refused.empty()) return Status::Corruption(refused);
   return Status::OK();
 }
 

@@ -732,11 +732,32 @@ TEST_F(FrsctlTest, VerifyRepairRebuildsADamagedHeaderAndKeepsEveryCount) {
   EXPECT_NE(r.out.find("frsctl verify --repair"), std::string::npos) << r.out;
   r = Ctl({"verify", "--repair"});
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("frs.0.store: header rebuilt from the store's geometry and its other files' id (1 byte(s)"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("frs.0.store: header rebuilt from the store's geometry and id (1 byte(s)"), std::string::npos)
       << r.out;
   EXPECT_EQ(Counts("srv.xml"), before);
   EXPECT_EQ(Ctl({"verify"}).rc, 0);
+
+  // srv.xml of another geometry: the intact file says what the store is,
+  // and nothing is rebuilt from srv.xml.
+  poke(40, "\x77");
+  std::string damaged = read_head();
+  WriteConfig("other-geometry.xml", "data", 2, 512, 4);
+  r = Ctl({"verify", "--repair"}, "other-geometry.xml");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_EQ(r.out.find("header rebuilt"), std::string::npos) << r.out;
+  EXPECT_EQ(read_head(), damaged);
+
+  // Both files damaged: no intact header, so each must say srv.xml's
+  // geometry and the same store id itself; then both are rebuilt.
+  {
+    std::fstream f(dir_ / "data/frs.1.store", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(44);
+    f.put('\x66');
+  }
+  r = Ctl({"verify", "--repair"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("frs.1.store: header rebuilt"), std::string::npos) << r.out;
+  EXPECT_EQ(Counts("srv.xml"), before);
 
   // The checksum itself damaged: the rest is rewritten as it was.
   poke(258, "\x01\x02");
@@ -748,7 +769,7 @@ TEST_F(FrsctlTest, VerifyRepairRebuildsADamagedHeaderAndKeepsEveryCount) {
   // Forty bytes unlike this store's: not a damaged byte or two. Nothing is
   // written, and the refusal says why.
   poke(8, std::string(40, '\x5a'));
-  const std::string damaged = read_head();
+  damaged = read_head();
   r = Ctl({"verify", "--repair"});
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("more than damage to a few: not rebuilt"), std::string::npos) << r.out;

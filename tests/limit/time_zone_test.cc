@@ -149,6 +149,14 @@ TEST(TimeZone, AZoneWithLeapSecondsIsRefusedAsSuch) {
   auto z = TimeZone::FromTzif("right/UTC", tzif);
   ASSERT_FALSE(z.ok());
   EXPECT_NE(z.status().message().find("counts leap seconds"), std::string::npos) << z.status().ToString();
+  // A "slim" file keeps its counts in the second header alone.
+  std::string slim("TZif2", 5);
+  slim.append(39, '\0');            // the first header: every count 0, no block
+  slim.append(tzif.substr(0, 44));  // the second, with its leap second
+  slim.append(tzif.substr(44));
+  auto z2 = TimeZone::FromTzif("right/UTC", slim);
+  ASSERT_FALSE(z2.ok());
+  EXPECT_NE(z2.status().message().find("counts leap seconds"), std::string::npos) << z2.status().ToString();
   auto damaged = TimeZone::FromTzif("x", std::string("TZif2", 5) + std::string(60, '\0'));
   ASSERT_FALSE(damaged.ok());
   EXPECT_EQ(damaged.status().message(), "a damaged TZif file");

@@ -151,7 +151,8 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
       j.BeginObject().Key("found").Bool(false).Key("now_ms").Int(now).Key("allowed").Bool(true);
       j.Key("next_allowed_ms").Int(now).Key("denied_by").BeginArray().EndArray().Key("verdict").String(words);
       j.Key("biz").String(a.biz).Key("biz_id").Uint(id.value()).Key("key").String(a.key).Key("count").Int(0);
-      j.Key("rules").BeginArray().EndArray().EndObject();
+      j.Key("rules").BeginArray().EndArray();
+      j.Key("store_evictions_live").Uint(s.store->Stats().total.evictions_live).EndObject();
       std::printf("%s\n", j.str().c_str());
     } else {
       std::printf("%s \"%s\": %s\n", a.biz.c_str(), Printable(a.key).c_str(), words.c_str());

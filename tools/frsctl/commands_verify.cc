@@ -76,13 +76,16 @@ Status RebuildHeaders(Session& s, std::vector<std::string>* repairs) {
   return OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/false);
 }
 
-// A header Store::Open refused as damaged (not another format or byte
-// order, which have their own remedies): what --repair may rebuild.
-bool HeaderDamage(const Status& opened) {
+// A header Store::Open refused for its checksum, magic or version (not
+// the previous format or the other byte order, which have remedies of their
+// own). Whether it is damage --repair rebuilds is asked of the files
+// (CheckStoreHeadersRepairable): a version not this build's may be damage
+// or a newer store.
+bool HeaderRefused(const Status& opened) {
   if (opened.ok()) return false;
   const std::string& m = opened.message();
-  if (m.find("header checksum mismatch") != std::string::npos || m.find("bad magic") != std::string::npos) return true;
-  return m.find(": format version ") != std::string::npos && m.find("frsctl upgrade") == std::string::npos;
+  return m.find("header checksum mismatch") != std::string::npos || m.find("bad magic") != std::string::npos ||
+         (m.find(": format version ") != std::string::npos && m.find("frsctl upgrade") == std::string::npos);
 }
 
 }  // namespace
@@ -107,9 +110,12 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   // A damaged header found and rebuilt: the first check's problem and
   // repair, and the store checked again whatever its nodes say.
   std::vector<std::string> header_problems, header_repairs;
-  if (a.repair && HeaderDamage(opened)) {
+  const Status header_plan =
+      HeaderRefused(opened) ? CheckStoreHeadersRepairable(s.cfg.store_dir, s.cfg.geometry) : Status::NotFound("");
+  if (a.repair && !header_plan.IsNotFound()) {  // a damaged header: rebuilt, or why not
     header_problems.push_back(opened.message());
-    opened = RebuildHeaders(s, &header_repairs);
+    opened = header_plan.ok() ? RebuildHeaders(s, &header_repairs) : header_plan;
+    if (opened.code() == Status::Code::kBusy) return opened;  // could not do what was asked (exit 3)
   }
   if (opened.ok()) {
     Result<Store::VerifyReport> r = s.store->Verify(a.repair);
@@ -127,12 +133,13 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   } else {
     first.problems = header_problems;
     first.problems.push_back(opened.message());
+    first.repairs = header_repairs;  // what was written before the failure
   }
   // The engine's files: checked, never repaired here (frsd's start acts on
   // them as AtStartText says).
   const std::vector<SideFileReport> side = CheckStoreSideFiles(s.cfg.store_dir);
   const bool store_repairable =
-      !(rechecked ? after.problems : first.problems).empty() && (opened.ok() || (HeaderDamage(opened) && !a.repair));
+      !(rechecked ? after.problems : first.problems).empty() && (opened.ok() || (!a.repair && header_plan.ok()));
   for (const SideFileReport& f : side) {
     if (f.status.ok()) continue;
     const std::string p = f.status.message() + " (" + f.AtStartText() + ")";

@@ -53,12 +53,13 @@ bool IsPosixRule(std::string_view v) {
 std::string TimeZoneProblem(const char* tz, const std::string& zoneinfo) {
   if (tz == nullptr || *tz == '\0') return "";
   std::string_view v(tz);
-  const bool file_only = v.front() == ':';  // ":Europe/Paris" names a file, never a rule
-  if (file_only) v.remove_prefix(1);
+  // ":Europe/Paris" names a file; glibc reads ":CET-1CEST" as a rule when no
+  // such file is there, as it does without the colon.
+  if (v.front() == ':') v.remove_prefix(1);
   if (v.empty() || v == "UTC" || v == "GMT") return "";
   const std::string path = v.front() == '/' ? std::string(v) : zoneinfo + "/" + std::string(v);
   if (IsZoneFile(path)) return "";
-  if (!file_only && IsPosixRule(v)) return "";
+  if (IsPosixRule(v)) return "";
   return "TZ=\"" + std::string(tz) + "\" is no time zone here (no zone file " + path +
          ", and no POSIX rule such as CET-1CEST): times are shown in UTC";
 }

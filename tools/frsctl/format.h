@@ -22,7 +22,8 @@ std::string LocalTime(int64_t unix_ms);
 // as "Europe/Pari", a zone whose file is not installed) in UTC under the
 // name it was given ("Europe"): times that look local and are not. A TZ
 // gives a zone when it names a zone file (under `zoneinfo`, the TZDIR, or
-// by its absolute path) or is a POSIX rule ("CET-1CEST", "<+03>-3");
+// by its absolute path; a leading ':' allowed) or is a POSIX rule
+// ("CET-1CEST", "<+03>-3");
 // "UTC" and "GMT" read as what they say without their file.
 std::string TimeZoneProblem(const char* tz, const std::string& zoneinfo);
 // A span of seconds in words: "45 s", "12 min", "1 h 20 min", "3 d 4 h".

@@ -134,7 +134,7 @@ Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
 
 std::string WhyNoNode(const Session& s) {
   const uint64_t evicted = s.store->Stats().total.evictions_live;
-  std::string why = "never counted, expired and reclaimed";
+  std::string why = "never counted, or expired and reclaimed";
   if (evicted != 0)
     why += ", or evicted to make room: this store evicted " + Grouped(evicted) +
            " live node(s); frsctl stat shows how full it is";

@@ -66,7 +66,7 @@ Status ActAsStoreOwner(const std::string& dir);
 // the engine over it. Used by import, which creates the store late.
 Status OpenStoreAndEngine(Session* s, bool create, bool engine);
 
-// Why a key has no node: "never counted, expired and reclaimed", and, on a
+// Why a key has no node: "never counted, or expired and reclaimed", and, on a
 // store that has evicted live nodes to make room (docs/store.md), that too,
 // with how many: such a key's count started again from zero.
 std::string WhyNoNode(const Session& s);
