@@ -124,6 +124,11 @@ Result<std::vector<Rebuild>> PlanHeaders(const std::string& dir, const StoreGeom
                               ": no header is rebuilt from srv.xml until it says the store's geometry");
     if (model && model->h.store_id != f.h.store_id)
       return Status::Mismatch(f.path + " and " + model->path + " belong to two stores: no header is rebuilt");
+    // Everything else Store::Open asks of it too: its place, its build's node
+    // layout, its layout fields and its size.
+    const uint32_t index = static_cast<uint32_t>(&f - files.data());
+    if (Status c = store::StoreFile::CheckHeader(f.path, f.h, g, index, f.size); !c.ok())
+      return Status::Mismatch(c.message() + ": no header is rebuilt beside it");
     model = &f;
   }
   const uint64_t want_bytes = store::LayoutFor(g).file_bytes;
@@ -135,6 +140,9 @@ Result<std::vector<Rebuild>> PlanHeaders(const std::string& dir, const StoreGeom
     if (f.size != want_bytes)
       return refuse("its header is damaged and the file is " + std::to_string(f.size) + " bytes, not the " +
                     std::to_string(want_bytes) + " of this geometry: not rebuilt");
+    // Another build's node layout: its nodes would be read wrongly.
+    if (BytesDiffering(&f.h.layout_signature, &store::kLayoutSignature, sizeof f.h.layout_signature) > 1)
+      return refuse("its header names another build's node layout: not rebuilt");
     uint64_t id = f.h.store_id;
     if (model) {
       // An id unlike the store's in more than two bytes: another store's file.
@@ -190,7 +198,12 @@ Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::v
     if (fd >= 0) ::close(fd);
     if (!ok) return Status::FromErrno(path + ": rewriting its header", err);
     repairs->push_back(path + ": header rebuilt from the store's geometry and id (" + std::to_string(r.differ) +
-                       " byte(s) of it differed" + (r.differ == 0 ? ": its checksum was the damage" : "") + ")");
+                       " byte(s) of it differed" +
+                       (r.differ == 0
+                            ? ": the damage was in its checksum, or in what is kept as it was: its creation time, and "
+                              "with no intact file its store id"
+                            : "") +
+                       ")");
   }
   return Status::OK();
 }

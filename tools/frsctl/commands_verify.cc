@@ -134,6 +134,9 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     first.problems = header_problems;
     first.problems.push_back(opened.message());
     first.repairs = header_repairs;  // what was written before the failure
+    // A header --repair would not rebuild: why, before anyone runs it.
+    if (!a.repair && !header_plan.ok() && !header_plan.IsNotFound())
+      first.problems.push_back("verify --repair would not rebuild it: " + header_plan.message());
   }
   // The engine's files: checked, never repaired here (frsd's start acts on
   // them as AtStartText says).
