@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "frs/store_dir.h"
+#include "frs/unique_fd.h"
 #include "store/format.h"
 #include "store/format4_reader.h"
 #include "store/store_check.h"
@@ -74,11 +75,10 @@ struct HeaderRead {
 HeaderRead ReadHeader(const std::string& path) {
   HeaderRead r;
   r.path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return r;
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return r;
   struct stat st {};
-  r.read = ::pread(fd, &r.h, sizeof r.h, 0) == static_cast<ssize_t>(sizeof r.h) && ::fstat(fd, &st) == 0;
-  ::close(fd);
+  r.read = ::pread(fd.get(), &r.h, sizeof r.h, 0) == static_cast<ssize_t>(sizeof r.h) && ::fstat(fd.get(), &st) == 0;
   r.size = static_cast<uint64_t>(st.st_size);
   r.intact = r.read && store::HeaderChecksum(r.h) == r.h.checksum;
   r.sound = r.intact && r.h.magic == store::kMagic && r.h.version == store::kFormatVersion;
@@ -189,14 +189,12 @@ Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::v
   if (!plan.ok()) return plan.status();
   for (const Rebuild& r : plan.value()) {
     const std::string path = store::StoreFile::PathFor(dir, r.index);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     const size_t n = offsetof(store::FileHeader, checksum) + sizeof r.h.checksum;
-    ssize_t w = fd < 0 ? -1 : ::pwrite(fd, &r.h, n, 0);
+    const ssize_t w = fd.valid() ? ::pwrite(fd.get(), &r.h, n, 0) : -1;
     if (w >= 0 && static_cast<size_t>(w) != n) errno = EIO;  // short: not one whole header
-    const bool ok = w == static_cast<ssize_t>(n) && ::fsync(fd) == 0;
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    if (!ok) return Status::FromErrno(path + ": rewriting its header", err);
+    if (w != static_cast<ssize_t>(n) || ::fsync(fd.get()) != 0)
+      return Status::FromErrno(path + ": rewriting its header", errno);
     repairs->push_back(path + ": header rebuilt from the store's geometry and id (" + std::to_string(r.differ) +
                        " byte(s) of it differed" +
                        (r.differ == 0
