@@ -759,12 +759,28 @@ TEST_F(FrsctlTest, VerifyRepairRebuildsADamagedHeaderAndKeepsEveryCount) {
   EXPECT_NE(r.out.find("frs.1.store: header rebuilt"), std::string::npos) << r.out;
   EXPECT_EQ(Counts("srv.xml"), before);
 
+  // A file lost and the other's header damaged: init --recreate-missing
+  // cannot open the damaged file, so --repair rebuilds it first (the store
+  // stays incomplete), then the lost file is made empty; the other file's
+  // counts are all there.
+  std::filesystem::remove(dir_ / "data/frs.1.store");
+  poke(40, "\x77");
+  r = Ctl({"verify", "--repair"});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("frs.0.store: header rebuilt"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("is incomplete"), std::string::npos) << r.out;
+  r = Ctl({"init", "--recreate-missing"});
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const auto after_loss = Counts("srv.xml");
+  EXPECT_FALSE(after_loss.empty());
+  for (const auto& [key, counts] : after_loss) EXPECT_EQ(counts, before.at(key)) << key;
+
   // The checksum itself damaged: the rest is rewritten as it was.
   poke(258, "\x01\x02");
   r = Ctl({"verify", "--repair"});
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("the damage was in its checksum"), std::string::npos) << r.out;
-  EXPECT_EQ(Counts("srv.xml"), before);
+  EXPECT_EQ(Counts("srv.xml"), after_loss);
 
   // Forty bytes unlike this store's: not a damaged byte or two. Nothing is
   // written, and the refusal says why.

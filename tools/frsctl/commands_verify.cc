@@ -94,7 +94,13 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   // A store whose header is damaged or of another version cannot be opened:
   // that is verify's answer, not a failure of verify.
   Status opened = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/false);
-  if (!opened.ok() && opened.IsNotFound()) return opened;
+  // A store that lost a file may have a damaged header beside it, which
+  // init --recreate-missing cannot get past: --repair rebuilds that first.
+  const bool incomplete = opened.IsNotFound() && opened.message().find(" is incomplete: ") != std::string::npos;
+  const Status header_plan = HeaderRefused(opened) || incomplete
+                                 ? CheckStoreHeadersRepairable(s.cfg.store_dir, s.cfg.geometry)
+                                 : Status::NotFound("");
+  if (!opened.ok() && opened.IsNotFound() && !(a.repair && header_plan.ok())) return opened;
   // --repair on a store this user cannot write here (a read-only mount,
   // another owner's files) could not do what it was asked: said as such,
   // not as a problem of the store.
@@ -110,8 +116,6 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
   // A damaged header found and rebuilt: the first check's problem and
   // repair, and the store checked again whatever its nodes say.
   std::vector<std::string> header_problems, header_repairs;
-  const Status header_plan =
-      HeaderRefused(opened) ? CheckStoreHeadersRepairable(s.cfg.store_dir, s.cfg.geometry) : Status::NotFound("");
   if (a.repair && !header_plan.IsNotFound()) {  // a damaged header: rebuilt, or why not
     header_problems.push_back(opened.message());
     opened = header_plan.ok() ? RebuildHeaders(s, &header_repairs) : header_plan;
