@@ -782,6 +782,32 @@ TEST_F(FrsctlTest, VerifyRepairRebuildsADamagedHeaderAndKeepsEveryCount) {
   EXPECT_NE(r.out.find("the damage was in its checksum"), std::string::npos) << r.out;
   EXPECT_EQ(Counts("srv.xml"), after_loss);
 
+  // The two files swapped, each header damaged in its checksum: rebuilt by
+  // their names, every node would be out of place and cleared. The nodes
+  // say so, and every header is put back as it was.
+  const std::string file1 = dir_ / "data/frs.1.store", swap = dir_ / "data/swap";
+  std::filesystem::rename(file0, swap);
+  std::filesystem::rename(file1, file0);
+  std::filesystem::rename(swap, file1);
+  poke(258, "\x03");
+  {
+    std::fstream f(file1, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(258);
+    f.put('\x04');
+  }
+  damaged = read_head();
+  r = Ctl({"verify", "--repair"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("belong to another file"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("the store is clean now"), std::string::npos) << r.out;
+  EXPECT_EQ(read_head(), damaged);
+  std::filesystem::rename(file0, swap);  // back in their places: rebuilt, every count there
+  std::filesystem::rename(file1, file0);
+  std::filesystem::rename(swap, file1);
+  r = Ctl({"verify", "--repair"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_EQ(Counts("srv.xml"), after_loss);
+
   // Forty bytes unlike this store's: not a damaged byte or two. Nothing is
   // written, and the refusal says why.
   poke(8, std::string(40, '\x5a'));

@@ -6,7 +6,10 @@
 // next locker would (listed, not a problem). With --repair it fixes
 // what can be fixed, says what it did, and checks again: the exit code is
 // that of the second check.
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdio>
 
@@ -14,6 +17,7 @@
 #include "format.h"
 #include "frs/store_admin.h"
 #include "frs/store_dir.h"
+#include "frs/unique_fd.h"
 #include "json_out.h"
 #include "store_users.h"
 
@@ -54,6 +58,59 @@ std::string AtStartWords(const Session& s, const SideFileReport& f) {
 // damaged header is rebuilt where the rest of the store tells what it held
 // (frs/store_admin.h), and the store is opened again. What was done goes to
 // `repairs`; a header that cannot be rebuilt stays a problem.
+// The first bytes of each store file (its header's checked part and
+// checksum), as they were before a rebuild: put back when the nodes show the
+// rebuilt header wrong.
+constexpr size_t kHeaderKept = 264;
+std::vector<std::pair<std::string, std::string>> KeepHeaders(const Session& s) {
+  std::vector<std::pair<std::string, std::string>> kept;
+  for (uint32_t i = 0; i < s.cfg.geometry.files; ++i) {
+    const std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
+    std::string bytes(kHeaderKept, '\0');
+    const UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.valid() && ::pread(fd.get(), bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()))
+      kept.emplace_back(p, std::move(bytes));
+  }
+  return kept;
+}
+
+// A rebuilt header names the file by its name; a file swapped with another
+// or copied over it holds nodes of another file, which the check then finds
+// out of place, every one. More than a few such nodes in a rebuilt file
+// (more than 2, and more than half a file's share of the store's nodes):
+// the header did not belong there. The kept headers are written back, so
+// that a rebuild never turns a wrong file into one frsd accepts.
+Status UndoWrongRebuild(Session& s, const std::vector<std::string>& repairs,
+                        const std::vector<std::pair<std::string, std::string>>& kept) {
+  Result<Store::VerifyReport> probe = s.store->Verify(false);
+  if (!probe.ok()) return probe.status();
+  const uint64_t share = probe.value().nodes / std::max<uint32_t>(s.cfg.geometry.files, 1);
+  std::string wrong;
+  for (const auto& [path, bytes] : kept) {
+    bool rebuilt = false;
+    for (const std::string& r : repairs) rebuilt |= r.starts_with(path + ": header rebuilt");
+    if (!rebuilt) continue;
+    uint64_t misplaced = 0;
+    for (const std::string& p : probe.value().problems)
+      misplaced += p.starts_with(path + ": ") && p.find("does not map to") != std::string::npos;
+    if (misplaced > 2 && misplaced * 2 > share)
+      wrong += (wrong.empty() ? "" : "; ") + path + ": under the rebuilt header " + std::to_string(misplaced) +
+               " of its nodes belong to another file (swapped with another, or copied over it?)";
+  }
+  if (wrong.empty()) return Status::OK();
+  s.engine.reset();
+  s.store.reset();
+  for (const auto& [path, bytes] : kept) {
+    const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd.valid() || ::pwrite(fd.get(), bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size()) ||
+        ::fsync(fd.get()) != 0)
+      return Status::FromErrno(path + ": putting its header back", errno);
+  }
+  return Status::Corruption(wrong +
+                            ": every header was put back as it was; put each file in its place (or restore "
+                            "it from a backup), then verify again");
+}
+
 Status RebuildHeaders(Session& s, std::vector<std::string>* repairs) {
   if (pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile))
     return Status::Busy(
@@ -71,9 +128,15 @@ Status RebuildHeaders(Session& s, std::vector<std::string>* repairs) {
                         " mapped: stop it first; a damaged header is rebuilt on a stopped store only");
   Result<ExclusiveLocks> hold = ExclusiveLocks::Take(paths);
   if (!hold.ok()) return hold.status();
+  const auto kept = KeepHeaders(s);
   if (Status r = RepairStoreHeaders(s.cfg.store_dir, s.cfg.geometry, repairs); !r.ok()) return r;
   hold.value().Release();
-  return OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/false);
+  if (Status o = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/false); !o.ok()) return o;
+  if (Status u = UndoWrongRebuild(s, *repairs, kept); !u.ok()) {
+    repairs->clear();  // put back: nothing of it stays
+    return u;
+  }
+  return Status::OK();
 }
 
 // A header Store::Open refused for its checksum, magic or version (not
