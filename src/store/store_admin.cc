@@ -100,6 +100,7 @@ struct Rebuild {
   uint32_t index;
   store::FileHeader h;
   int differ;
+  bool own_id;  // no intact header: its store id is the one the damaged agree on
 };
 
 // Every header RepairStoreHeaders would write, or why it writes none.
@@ -169,7 +170,7 @@ Result<std::vector<Rebuild>> PlanHeaders(const std::string& dir, const StoreGeom
                     std::to_string(store::kChecksummedBytes) +
                     " checked bytes, more than damage to a few: not rebuilt (another store's file, or srv.xml's "
                     "<store> not this store's geometry; restore the file from a backup)");
-    plan.push_back(Rebuild{i, want, differ});
+    plan.push_back(Rebuild{i, want, differ, model == nullptr});
   }
   return plan;
 }
@@ -195,13 +196,14 @@ Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::v
     if (w >= 0 && static_cast<size_t>(w) != n) errno = EIO;  // short: not one whole header
     if (w != static_cast<ssize_t>(n) || ::fsync(fd.get()) != 0)
       return Status::FromErrno(path + ": rewriting its header", errno);
-    repairs->push_back(path + ": header rebuilt from the store's geometry and id (" + std::to_string(r.differ) +
-                       " byte(s) of it differed" +
-                       (r.differ == 0
-                            ? ": the damage was in its checksum, or in what is kept as it was: its creation time, and "
-                              "with no intact file its store id"
-                            : "") +
-                       ")");
+    repairs->push_back(
+        path + ": header rebuilt from the store's geometry and id (" + std::to_string(r.differ) +
+        " byte(s) of it differed" +
+        (r.differ == 0 ? std::string(": the damage was in its checksum, or in what is kept as it was: its creation "
+                                     "time") +
+                             (r.own_id ? ", and its store id (no intact file to compare)" : "")
+                       : std::string()) +
+        ")");
   }
   return Status::OK();
 }
