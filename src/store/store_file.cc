@@ -71,6 +71,15 @@ void StoreFile::WriteIdentity(FileHeader* h, const StoreGeometry& g, uint32_t in
   h->checksum = HeaderChecksum(*h);
 }
 
+namespace {
+
+std::string DamagedHeader() {
+  return ": header checksum mismatch (header damaged; with frsd stopped, frsctl verify --repair rebuilds a header "
+         "damaged in a few bytes, and its nodes with it)";
+}
+
+}  // namespace
+
 Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g, uint32_t index,
                               uint64_t file_size) {
   if (file_size < sizeof(FileHeader))
@@ -80,6 +89,12 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
       return Status::Mismatch(path + ": store written on a machine of the other byte order");
     return Status::Corruption(path + ": bad magic, not an FRS store file");
   }
+  // A version other than this build's whose checksum fails is damage, not
+  // another format: a format-4 or a newer header is intact (one byte of a
+  // format-5 header turned to 4 sent the operator to frsctl upgrade, which
+  // found the header damaged).
+  const bool intact = HeaderChecksum(h) == h.checksum;
+  if (h.version != kFormatVersion && !intact) return Status::Corruption(path + DamagedHeader());
   if (h.version == 4 && kFormatVersion == 5)
     return Status::Mismatch(path +
                             ": format version 4, this build reads version 5: run `frsctl upgrade` on the "
@@ -87,10 +102,7 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
   if (h.version != kFormatVersion)
     return Status::Mismatch(path + ": format version " + std::to_string(h.version) + ", this build reads version " +
                             std::to_string(kFormatVersion) + " (export with the old frsctl, import with the new)");
-  if (HeaderChecksum(h) != h.checksum)
-    return Status::Corruption(path +
-                              ": header checksum mismatch (header damaged; with frsd stopped, frsctl verify --repair "
-                              "rebuilds a header damaged in a few bytes, and its nodes with it)");
+  if (!intact) return Status::Corruption(path + DamagedHeader());
   if (h.layout_signature != kLayoutSignature)
     return Status::Mismatch(path + ": written by a build with another node layout");
   auto differs = [&](const char* what, uint64_t file, uint64_t want) {

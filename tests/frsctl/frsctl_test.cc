@@ -775,6 +775,16 @@ TEST_F(FrsctlTest, VerifyRepairRebuildsADamagedHeaderAndKeepsEveryCount) {
   EXPECT_FALSE(after_loss.empty());
   for (const auto& [key, counts] : after_loss) EXPECT_EQ(counts, before.at(key)) << key;
 
+  // The version byte turned to 4: damage (the checksum fails), not a store
+  // of the previous format to upgrade.
+  poke(8, "\x04");
+  r = Ctl({"verify"});
+  EXPECT_NE(r.out.find("header checksum mismatch"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("frsctl upgrade"), std::string::npos) << r.out;
+  r = Ctl({"verify", "--repair"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_EQ(Counts("srv.xml"), after_loss);
+
   // The checksum itself damaged: the rest is rewritten as it was.
   poke(258, "\x01\x02");
   r = Ctl({"verify", "--repair"});
