@@ -325,6 +325,10 @@ class Store {
     // without locks, listed as recoverable. Neither is a problem.
     std::vector<std::string> recovered;
     uint64_t nodes = 0, chains = 0;
+    // Per file, the nodes found in a chain their identity does not map to
+    // (among the problems): a file swapped with another, or copied over it,
+    // has all of its nodes so.
+    std::vector<uint64_t> misplaced;
   };
   virtual Result<VerifyReport> Verify(bool repair) = 0;
 

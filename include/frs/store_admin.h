@@ -62,6 +62,9 @@ Status CheckNoInterruptedGrow(const std::string& dir);
 // checksum holds is never rewritten. Only with the store stopped (the
 // caller holds frsd's store lock). `repairs` gets a line per file.
 inline constexpr int kMaxHeaderBytesRebuilt = 8;
+// How many bytes from a file's start RepairStoreHeaders writes (the checked
+// part and its checksum): what a caller keeps to put a header back.
+inline constexpr size_t kHeaderBytesRewritten = 264;
 Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::vector<std::string>* repairs);
 // OK when RepairStoreHeaders would rebuild at least one header and refuse
 // none (it reads only); NotFound when no header is damaged; else its refusal.

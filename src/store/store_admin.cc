@@ -191,7 +191,8 @@ Status RepairStoreHeaders(const std::string& dir, const StoreGeometry& g, std::v
   for (const Rebuild& r : plan.value()) {
     const std::string path = store::StoreFile::PathFor(dir, r.index);
     const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    const size_t n = offsetof(store::FileHeader, checksum) + sizeof r.h.checksum;
+    constexpr size_t n = kHeaderBytesRewritten;
+    static_assert(n == offsetof(store::FileHeader, checksum) + sizeof r.h.checksum);
     const ssize_t w = fd.valid() ? ::pwrite(fd.get(), &r.h, n, 0) : -1;
     if (w >= 0 && static_cast<size_t>(w) != n) errno = EIO;  // short: not one whole header
     if (w != static_cast<ssize_t>(n) || ::fsync(fd.get()) != 0)

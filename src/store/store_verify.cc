@@ -112,7 +112,11 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
     } else {
       // Biz id 0 is no error: the engine keeps handoff receipts under it.
       const Location loc = Locate(PlaceHashOf(nh));
-      if (loc.file != fi || (k != loc.a && k != loc.b)) bad = "node is in a chain its identity does not map to";
+      if (loc.file != fi || (k != loc.a && k != loc.b)) {
+        bad = "node is in a chain its identity does not map to";
+        if (rep->misplaced.size() <= fi) rep->misplaced.resize(fi + 1);
+        ++rep->misplaced[fi];
+      }
     }
     if (!bad.empty()) {
       rep->problems.push_back(slot_at(i) + bad + " (torn or damaged node)");

@@ -53,23 +53,20 @@ std::string AtStartWords(const Session& s, const SideFileReport& f) {
   return f.AtStartText();
 }
 
-// --repair of a store that would not open for a damaged header: with the
-// store stopped (frsd's store lock held, no process mapping a file), each
-// damaged header is rebuilt where the rest of the store tells what it held
-// (frs/store_admin.h), and the store is opened again. What was done goes to
-// `repairs`; a header that cannot be rebuilt stays a problem.
 // The first bytes of each store file (its header's checked part and
 // checksum), as they were before a rebuild: put back when the nodes show the
 // rebuilt header wrong.
-constexpr size_t kHeaderKept = 264;
 std::vector<std::pair<std::string, std::string>> KeepHeaders(const Session& s) {
   std::vector<std::pair<std::string, std::string>> kept;
   for (uint32_t i = 0; i < s.cfg.geometry.files; ++i) {
     const std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
-    std::string bytes(kHeaderKept, '\0');
+    std::string bytes(kHeaderBytesRewritten, '\0');
     const UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.valid() && ::pread(fd.get(), bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()))
-      kept.emplace_back(p, std::move(bytes));
+    // One entry a file, by its number: empty when it could not be read
+    // (missing), and then never written back.
+    if (!fd.valid() || ::pread(fd.get(), bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size()))
+      bytes.clear();
+    kept.emplace_back(p, std::move(bytes));
   }
   return kept;
 }
@@ -86,14 +83,13 @@ Status UndoWrongRebuild(Session& s, const std::vector<std::string>& repairs,
   if (!probe.ok()) return probe.status();
   const uint64_t share = probe.value().nodes / std::max<uint32_t>(s.cfg.geometry.files, 1);
   std::string wrong;
-  for (const auto& [path, bytes] : kept) {
+  const std::vector<uint64_t>& out_of_place = probe.value().misplaced;
+  for (uint32_t i = 0; i < kept.size(); ++i) {
+    const std::string& path = kept[i].first;
     bool rebuilt = false;
     for (const std::string& r : repairs) rebuilt |= r.starts_with(path + ": header rebuilt");
-    if (!rebuilt) continue;
-    uint64_t misplaced = 0;
-    for (const std::string& p : probe.value().problems)
-      misplaced += p.starts_with(path + ": ") && p.find("does not map to") != std::string::npos;
-    if (misplaced > 2 && misplaced * 2 > share)
+    const uint64_t misplaced = i < out_of_place.size() ? out_of_place[i] : 0;
+    if (rebuilt && misplaced > 2 && misplaced * 2 > share)
       wrong += (wrong.empty() ? "" : "; ") + path + ": under the rebuilt header " + std::to_string(misplaced) +
                " of its nodes belong to another file (swapped with another, or copied over it?)";
   }
@@ -101,6 +97,7 @@ Status UndoWrongRebuild(Session& s, const std::vector<std::string>& repairs,
   s.engine.reset();
   s.store.reset();
   for (const auto& [path, bytes] : kept) {
+    if (bytes.empty()) continue;
     const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd.valid() || ::pwrite(fd.get(), bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size()) ||
         ::fsync(fd.get()) != 0)
@@ -111,6 +108,11 @@ Status UndoWrongRebuild(Session& s, const std::vector<std::string>& repairs,
                             "it from a backup), then verify again");
 }
 
+// --repair of a store that would not open for a damaged header: with the
+// store stopped (frsd's store lock held, no process mapping a file), each
+// damaged header is rebuilt where the rest of the store tells what it held
+// (frs/store_admin.h), and the store is opened again. What was done goes to
+// `repairs`; a header that cannot be rebuilt stays a problem.
 Status RebuildHeaders(Session& s, std::vector<std::string>* repairs) {
   if (pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile))
     return Status::Busy(
