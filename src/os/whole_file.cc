@@ -67,4 +67,12 @@ Result<Placed> WriteFileWhole(const std::string& path, std::string_view bytes, c
   });
 }
 
+namespace os {
+
+Status RemoveFileSynced(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::FromErrno("cannot remove " + path, errno);
+  return SyncPath(DirOf(path), O_RDONLY | O_DIRECTORY);
+}
+
+}  // namespace os
 }  // namespace frs

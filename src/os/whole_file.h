@@ -12,4 +12,9 @@ using frs::Placed;
 using frs::WholeFileOptions;
 using frs::WriteFileWhole;
 
+// unlink(2)s `path`, then fsync(2)s its directory, so that the removal
+// outlives a power cut as a synced write's name does. A file already gone
+// is success.
+[[nodiscard]] Status RemoveFileSynced(const std::string& path);
+
 }  // namespace frs::os

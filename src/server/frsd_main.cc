@@ -24,6 +24,7 @@
 #include "limit/side_files.h"
 #include "os/store_dir.h"
 #include "os/text_file.h"
+#include "os/whole_file.h"
 #include "server/allow_list.h"
 #include "server/config_check.h"
 #include "server/daemon.h"
@@ -263,10 +264,14 @@ frs::Status PublishStart(const frs::SrvConfig& cfg, frs::server::LockFile& store
   frs::Status s = store_lock.WritePid(pid);
   if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
   if (s.ok() && cfg.grpc)
-    s = PublishListenAddress(GrpcListenAddressPath(cfg), cfg.grpc_unix.empty()
-                                                             ? frs::ListenName(cfg.grpc_host, cfg.grpc_port)
-                                                             : "unix:" + cfg.grpc_unix);
-  if (s.ok()) s = PublishListenAddress(frs::ListenAddressPath(cfg), frs::ListenName(cfg.host, cfg.port));
+    s = PublishListenAddress(GrpcListenAddressPath(cfg),
+                             cfg.grpc_unix.empty() ? frs::ListenName(cfg.grpc_host, cfg.grpc_port)
+                                                   : "unix:" + cfg.grpc_unix,
+                             /*synced=*/false);
+  // Synced: after a power cut, the next start still finds it and says this
+  // run did not stop cleanly (SayIfTheLastRunEndedOtherwise).
+  if (s.ok())
+    s = PublishListenAddress(frs::ListenAddressPath(cfg), frs::ListenName(cfg.host, cfg.port), /*synced=*/true);
   return s;
 }
 
@@ -452,7 +457,9 @@ int main(int argc, char** argv) {
   // Stopped either way (its workers stopped, or dying with it): a pid or an
   // address left behind would name a server that is not there.
   if (pid_lock) pid_lock->Remove();
-  ::unlink(listen_file.c_str());
+  // Its removal synced too, so that a power cut after a clean stop does not
+  // bring it back to tell the next start of an unclean one.
+  if (frs::Status s = frs::os::RemoveFileSynced(listen_file); !s.ok()) FRS_LOG("%s", s.message().c_str());
   if (cfg.grpc) ::unlink(GrpcListenAddressPath(cfg).c_str());
   return rc;
 }

@@ -162,10 +162,9 @@ void RemoveUnixListener(const std::string& path) {
   if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
 }
 
-Status PublishListenAddress(const std::string& path, const std::string& name) {
-  // Whole, so that a reader never sees half a name; not synced: frsd writes
-  // it anew at every start.
-  return os::WriteFileWhole(path, name + "\n", {}).status();
+Status PublishListenAddress(const std::string& path, const std::string& name, bool synced) {
+  // Whole, so that a reader never sees half a name.
+  return os::WriteFileWhole(path, name + "\n", {.sync_file = synced, .sync_dir = synced}).status();
 }
 
 }  // namespace frs::server

@@ -52,6 +52,8 @@ void RemoveUnixListener(const std::string& path);
 
 // Publishes "name\n" at `path` for whoever started frsd on port 0: written
 // to a temporary file and renamed, so a reader sees the whole line or none.
-Status PublishListenAddress(const std::string& path, const std::string& name);
+// `synced`: the file and its name are on disk before this returns, for a
+// file whose presence at the next start says how this run ended.
+Status PublishListenAddress(const std::string& path, const std::string& name, bool synced);
 
 }  // namespace frs::server
