@@ -4,6 +4,7 @@ namespace frs::limit {
 
 const TimeZone& CalendarWindow::ZoneOf(const RuleSpec& spec, const Now& now) {
   static const std::shared_ptr<const TimeZone> utc = TimeZone::Utc();
+  if (spec.zone) return *spec.zone;
   return spec.utc || now.tz == nullptr ? *utc : *now.tz;
 }
 

@@ -24,8 +24,8 @@ struct CalendarWindow {
   // limit service counts them.
   static void WindowOf(const TimeZone& tz, uint32_t interval, int64_t t, int64_t* start, int64_t* end,
                        bool epoch = false);
-  // The zone `spec`'s windows are aligned in: UTC for zone="UTC" (or when
-  // `now` names none), else the engine's.
+  // The zone `spec`'s windows are aligned in: the rule's own (zone="NAME"),
+  // UTC for zone="UTC" (or when `now` names none), else the engine's.
   static const TimeZone& ZoneOf(const RuleSpec& spec, const Now& now);
 
   static Frame FrameAt(const RuleSpec& spec, const CounterBlock& b, const Now& now);

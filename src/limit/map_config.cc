@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <map>
+#include <memory>
 #include <pugixml.hpp>
 #include <unordered_map>
 
@@ -192,7 +194,7 @@ class Parser {
       for (uint32_t k = 0; k < biz->nrules; ++k)
         if (spec.algo != Algo::kConcurrency && spec.algo != Algo::kTokenBucket &&
             TagIdentity(biz->rules[k].tag) == TagIdentity(spec.tag) && biz->rules[k].utc == spec.utc &&
-            biz->rules[k].epoch == spec.epoch)
+            biz->rules[k].epoch == spec.epoch && biz->rules[k].zone == spec.zone)
           return Fail(spec.line, who + ": rules '" + std::string(biz->rules[k].name) + "' and '" +
                                      std::string(spec.name) + "' are both " + AlgoName(spec.algo) + " over " +
                                      std::to_string(spec.interval) +
@@ -358,6 +360,26 @@ class Parser {
     return Status::OK();
   }
 
+  // zone="UTC" and "epoch" need no file; another name is an IANA zone, read
+  // once per map however many rules name it.
+  Status ParseZone(std::string_view value, RuleSpec* spec) {
+    if (value == "UTC" || value == "epoch") {
+      spec->utc = true;
+      spec->epoch = value == "epoch";
+      return Status::OK();
+    }
+    auto it = zones_.find(value);
+    if (it == zones_.end()) {
+      auto zone = TimeZone::Load(value);
+      if (!zone.ok())
+        return Fail(spec->line, "rule zone: " + zone.status().message() +
+                                    " (an IANA name such as America/New_York, or UTC, or epoch)");
+      it = zones_.emplace(std::string(value), std::move(zone).value()).first;
+    }
+    spec->zone = it->second;
+    return Status::OK();
+  }
+
   Status ParseRule(const pugi::xml_node& n, RuleSpec* spec) {
     spec->line = LineOf(n);
     if (n.first_child()) return Fail(spec->line, "<rule> takes no content");
@@ -415,12 +437,7 @@ class Parser {
                                       "' is not charge (a settle above its estimate charges all, the default), "
                                       "limit (as far as the limit allows) or estimate (no more than the estimate)");
       } else if (name == "zone") {
-        if (value != "UTC" && value != "epoch")
-          return Fail(spec->line, "rule zone '" + std::string(value) +
-                                      "' is not UTC or epoch (the only zones a rule may name; "
-                                      "<timezone> in srv.xml sets every other calendar's)");
-        spec->utc = true;
-        spec->epoch = value == "epoch";
+        if (Status s = ParseZone(value, spec); !s.ok()) return s;
       } else {
         return Fail(spec->line, "<rule>: unknown attribute '" + std::string(name) + "'");
       }
@@ -436,7 +453,7 @@ class Parser {
       return Fail(spec->line, std::string("borrow needs windows: algo '") + AlgoName(spec->algo) +
                                   "' has none (use fixed or calendar)");
     }
-    if (spec->utc && spec->algo != Algo::kCalendar)
+    if ((spec->utc || spec->zone) && spec->algo != Algo::kCalendar)
       return Fail(spec->line, std::string("zone is only for calendar, not algo '") + AlgoName(spec->algo) + "'");
     if (have_burst && spec->algo != Algo::kTokenBucket) {
       return Fail(spec->line, std::string("burst is only for token_bucket, not algo '") + AlgoName(spec->algo) + "'");
@@ -499,6 +516,7 @@ class Parser {
   std::string_view text_;
   const std::string& path_;
   os::LineIndex lines_;
+  std::map<std::string, std::shared_ptr<const TimeZone>, std::less<>> zones_;  // by name, for ParseZone
 };
 
 }  // namespace

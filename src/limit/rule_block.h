@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -72,6 +73,10 @@ struct RuleSpec {
   // to Monday: every window a multiple of `interval` since 1970-01-01, as
   // envoyproxy/ratelimit computes its week, month (30 days) and year (365).
   bool epoch = false;
+  // zone="Asia/Kolkata" (calendar only, any IANA name): windows aligned in
+  // that zone whatever <timezone> says, so that one map holds caps in
+  // several zones; null: <timezone>'s (or UTC, above).
+  std::shared_ptr<const TimeZone> zone;
   Overrun overrun = Overrun::kCharge;
   uint32_t offset = 0;  // of this rule's block in the node state
   uint32_t bytes = 0;   // block length

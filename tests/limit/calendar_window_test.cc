@@ -47,6 +47,34 @@ TEST(CalendarWindow, ZoneUtcAlignsToTheEpochWhateverTheEngineZone) {
   EXPECT_TRUE(h.Acquire((r.reset) * 1000).allowed);
 }
 
+TEST(CalendarWindow, ARulesOwnZoneBeatsTheEngines) {
+  // An engine in New York, a rule in Asia/Kolkata (UTC+5:30): its day ends
+  // at 18:30 UTC, not at New York's 05:00 UTC.
+  RuleHarness h(Algo::kCalendar, 86400, 2, 0, 0, Zone("America/New_York"));
+  h.spec().zone = Zone("Asia/Kolkata");
+  const int64_t kolkata_midnight = kDay0 + 18 * 3600 + 1800;  // 2026-11-23 18:30 UTC
+  ASSERT_TRUE(h.Acquire((kolkata_midnight - 60) * 1000).allowed);
+  ASSERT_TRUE(h.Acquire((kolkata_midnight - 30) * 1000).allowed);
+  RuleResult full = h.Acquire((kolkata_midnight - 1) * 1000);
+  EXPECT_FALSE(full.allowed);
+  EXPECT_EQ(full.reset, kolkata_midnight);
+  EXPECT_TRUE(h.Acquire(kolkata_midnight * 1000).allowed);
+  EXPECT_EQ(h.Query(kolkata_midnight * 1000).reset, kolkata_midnight + 86400);
+}
+
+TEST(CalendarWindow, ARuleMovedToAnotherZoneKeepsItsCount) {
+  // The day's 3 uses in Kolkata, then the rule moved to New York (a reload):
+  // New York's day, which the Kolkata day reaches into, carries them.
+  RuleHarness h(Algo::kCalendar, 86400, 3, 0, 0, Zone("America/New_York"));
+  h.spec().zone = Zone("Asia/Kolkata");
+  const int64_t t = kDay0 + 20 * 3600;  // 2026-11-23 20:00 UTC: Kolkata's 24th, New York's 23rd
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Acquire(t * 1000).allowed);
+  h.spec().zone = Zone("America/New_York");
+  RuleResult r = h.Acquire((t + 60) * 1000);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.count, 3);
+}
+
 TEST(CalendarWindow, HourWindowsAlignToTheClockNotToTheFirstUse) {
   RuleHarness h(Algo::kCalendar, 3600, 1);
   EXPECT_TRUE(h.Acquire((kDay0 + 3599) * 1000).allowed);

@@ -151,6 +151,44 @@ TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
 // A bucket whose refill of burst outlasts what its state can hold ahead of
 // now (2^40 ms) was clipped there and never ran dry: 15,000 of 15,000
 // acquires granted. Such rules are refused; the longest one that fits is not.
+// zone= takes any IANA name on a calendar rule: one map holds days in
+// several zones, a zone read once however many rules name it; a day in
+// Kolkata and one in New York are two limits of one biz.
+TEST(MapConfig, ACalendarRuleNamesItsOwnZone) {
+  auto m = ParseMap(
+      "<map><biz id=\"1\" name=\"ad\">"
+      "<rule algo=\"calendar\" interval=\"86400\" max=\"3\" zone=\"Asia/Kolkata\" name=\"in\"/>"
+      "<rule algo=\"calendar\" interval=\"86400\" max=\"3\" zone=\"America/New_York\" name=\"ny\"/>"
+      "<rule algo=\"calendar\" interval=\"3600\" max=\"1\" zone=\"Asia/Kolkata\" name=\"hour\"/>"
+      "</biz></map>",
+      "map.xml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const BizConfig& biz = m.value().bizzes[0];
+  ASSERT_TRUE(biz.rules[0].zone && biz.rules[1].zone);
+  EXPECT_EQ(biz.rules[0].zone->name(), "Asia/Kolkata");
+  EXPECT_EQ(biz.rules[1].zone->name(), "America/New_York");
+  EXPECT_EQ(biz.rules[2].zone, biz.rules[0].zone);
+  EXPECT_FALSE(biz.rules[0].utc);
+  const std::string unknown = ErrorOf(
+      "<map><biz id=\"1\" name=\"a\">\n<rule algo=\"calendar\" interval=\"86400\" max=\"3\" "
+      "zone=\"Mars/Olympus\"/></biz></map>");
+  EXPECT_EQ(unknown.rfind("map.xml:2: rule zone: unknown time zone 'Mars/Olympus' (no ", 0), 0u) << unknown;
+  EXPECT_NE(unknown.find("(an IANA name such as America/New_York, or UTC, or epoch)"), std::string::npos) << unknown;
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"calendar\" interval=\"86400\" max=\"3\" "
+                    "zone=\"../../etc/passwd\"/></biz></map>"),
+            "map.xml:2: rule zone: time zone '../../etc/passwd' is not an IANA name (an IANA name such as "
+            "America/New_York, or UTC, or epoch)");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"fixed\" interval=\"86400\" max=\"3\" "
+                    "zone=\"Asia/Kolkata\"/></biz></map>"),
+            "map.xml:2: zone is only for calendar, not algo 'fixed'");
+  // Two days in one zone are one limit, as two local days are.
+  EXPECT_NE(ErrorOf("<map><biz id=\"1\" name=\"a\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\" "
+                    "zone=\"Asia/Kolkata\" name=\"A\"/><rule algo=\"calendar\" interval=\"86400\" max=\"4\" "
+                    "zone=\"Asia/Kolkata\" name=\"B\"/></biz></map>")
+                .find("are both calendar over 86400 s"),
+            std::string::npos);
+}
+
 TEST(MapConfig, ATokenBucketItsStateCannotHoldIsRefused) {
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n"
                     "<rule algo=\"token_bucket\" interval=\"2592000\" max=\"10\" burst=\"5000\"/></biz></map>"),
