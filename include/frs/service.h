@@ -53,7 +53,9 @@ struct Service {
 
 // Reads srv.xml (errors are "file:line: what is wrong"; a file that cannot
 // be read says why: not there, or whose it is and as whom this runs), opens
-// its store and its map.xml.
+// its store and its map.xml. A process run as root on a store directory
+// another user owns is refused (IOError naming that user): what its engine
+// made there would be root's, and frsd, run as that user, could not open it.
 Result<Service> OpenFromConfig(const std::string& srv_xml, const ServiceOpenOptions& opts = {});
 
 // What srv.xml says about the files an frsd serves and its place in the

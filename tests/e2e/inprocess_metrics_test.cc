@@ -1,7 +1,13 @@
 // A program linking libfrs decides on the same store as a running frsd, and
 // a scrape of that frsd shows its decisions (frs_biz_today_*).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "common/temp_dir.h"
 #include "frs/service.h"
 #include "frsd_harness.h"
 
@@ -34,6 +40,44 @@ TEST(InProcessMetrics, DecisionsOfALinkedProgramShowInFrsdsScrape) {
   EXPECT_EQ(Metric(m, "frs_biz_today_denied{biz=\"login\",id=\"1\"}"), 2u);
   // frsd's own counters count frsd's own decisions only.
   EXPECT_EQ(Metric(m, "frs_biz_allowed_total{biz=\"login\",id=\"1\"}"), 2u);
+}
+
+// A program run as root on a store its service user owns is refused before
+// it makes anything there: the statistics days it made were root's, and
+// frsd, run as that user, stopped counting them (a permission error in its
+// log, frs_stats_unstored_total rising).
+TEST(InProcessMetrics, ARootProgramOnAnotherUsersStoreIsRefusedAndMakesNothing) {
+  if (::geteuid() != 0) return;  // only root can be root on another's store
+  testing::TempDir dir("frs-root-lib");
+  std::ofstream(dir / "srv.xml") << "<frs><map>map.xml</map><store dir=\"data\" files=\"1\" keynodes=\"64\" "
+                                    "chain=\"8\"/></frs>\n";
+  std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"api\" fields=\"app,user\" separator=\"|\">"
+                                    "<rule interval=\"60\" max=\"5\"/><stats by=\"app\"/></biz></map>\n";
+  ServiceOpenOptions create;
+  create.create_if_missing = true;
+  {
+    auto made = OpenFromConfig(dir / "srv.xml", create);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+  }
+  const uid_t nobody = 65534;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  for (const auto& e : std::filesystem::directory_iterator(dir / "data"))
+    ASSERT_EQ(::chown(e.path().c_str(), nobody, nobody), 0) << e.path();
+  ASSERT_EQ(::chown((dir / "data").c_str(), nobody, nobody), 0);
+  for (const char* f : {"stats.frs", "denials.frs", "rules.history"}) std::filesystem::remove(dir / "data/" + f);
+
+  auto svc = OpenFromConfig(dir / "srv.xml");
+  ASSERT_FALSE(svc.ok());
+  EXPECT_NE(svc.status().message().find("this process runs as root, and the store directory " + dir / "data" +
+                                        " is nobody's"),
+            std::string::npos)
+      << svc.status().ToString();
+  EXPECT_NE(svc.status().message().find("run this program as nobody"), std::string::npos);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir / "data")) {
+    struct stat st {};
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, nobody) << e.path() << " was made root's";
+  }
 }
 
 }  // namespace
