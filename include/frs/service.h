@@ -53,7 +53,9 @@ struct Service {
 
 // Reads srv.xml (errors are "file:line: what is wrong"; a file that cannot
 // be read says why: not there, or whose it is and as whom this runs), opens
-// its store and its map.xml. A process run as root on a store directory
+// its store and its map.xml. A srv.xml that is not there is InvalidArgument
+// (a wrong path, as frsctl's exit 2 says), a store not made yet NotFound. A
+// process run as root on a store directory
 // another user owns is refused (IOError naming that user): what its engine
 // made there would be root's, and frsd, run as that user, could not open it.
 Result<Service> OpenFromConfig(const std::string& srv_xml, const ServiceOpenOptions& opts = {});
@@ -69,6 +71,7 @@ struct ServiceConfig {
   std::string timezone;                   // of the calendar rules and the statistics' days
   std::string pidfile;                    // "" = none
   std::string admin_token;                // "" = admin requests over HTTP are refused
+  std::string host;                       // <listen host>: with port, where frsd answers ("host:port")
   uint16_t port = 0;                      // <listen port>; see ReadServiceConfig for port 0
   uint32_t max_body_bytes = 0;            // the largest request body frsd takes
   bool grpc = false;                      // <grpc>: the map frsd runs holds Envoy's descriptors too

@@ -17,6 +17,7 @@ ServiceConfig ServiceConfigOf(const SrvConfig& cfg) {
   sc.timezone = cfg.timezone;
   sc.pidfile = cfg.pidfile;
   sc.admin_token = cfg.admin_token;
+  sc.host = cfg.host;
   sc.port = cfg.port;
   sc.max_body_bytes = cfg.max_body_bytes;
   sc.grpc = cfg.grpc;

@@ -1,5 +1,6 @@
 #include "server/config_check.h"
 
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -156,6 +157,28 @@ std::string RootOnAnotherUsersStore(const SrvConfig& cfg) {
          cfg.path + ", or systemctl start frsd)";
 }
 
+namespace {
+
+// `install -d`'s owner options for a directory the frsd of `cfg` writes in:
+// the user it runs as (root: the store directory's owner, the user frsd
+// must run as; none for a store of root's).
+std::string OwnerOptionsFor(const SrvConfig& cfg) {
+  uid_t uid = ::geteuid();
+  gid_t gid = ::getegid();
+  struct stat st {};
+  if (uid == 0 && !NearestExisting(cfg.store_dir, &st).empty()) {
+    uid = st.st_uid;
+    gid = st.st_gid;
+  }
+  if (uid == 0) return "";
+  const passwd* pw = ::getpwuid(uid);
+  const group* gr = ::getgrgid(gid);
+  return "-o " + (pw && pw->pw_name ? std::string(pw->pw_name) : std::to_string(uid)) + " -g " +
+         (gr && gr->gr_name ? std::string(gr->gr_name) : std::to_string(gid)) + " ";
+}
+
+}  // namespace
+
 std::string PidDirMissing(const SrvConfig& cfg) {
   const std::filesystem::path dir = std::filesystem::path(cfg.pidfile).parent_path();
   struct stat st;
@@ -168,8 +191,8 @@ std::string PidDirMissing(const SrvConfig& cfg) {
   if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
   return "the pid file's directory " + dir.string() +
          " does not exist now: the start fails unless it is made first (the systemd unit's RuntimeDirectory= "
-         "makes it; by hand: install -d -o frs -g frs " +
-         dir.string() + ")";
+         "makes it; by hand: install -d " +
+         OwnerOptionsFor(cfg) + dir.string() + ")";
 }
 
 std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view map_xml) {

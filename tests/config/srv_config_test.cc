@@ -1,12 +1,14 @@
 // srv.xml: defaults, resolved paths, and one "file:line: what" per error.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "common/example_conf.h"
 #include "common/files.h"
 #include "common/temp_dir.h"
 #include "config/srv_config.h"
+#include "frs/service.h"
 
 namespace frs {
 namespace {
@@ -46,8 +48,9 @@ TEST(SrvConfig, ContractExampleWithDefaultsAndResolvedPaths) {
 // 10 ms is refused rather than run as a writeback loop.
 TEST(SrvConfig, PortZeroIsTheKernelsChoiceAndASelfThatFollowsListenFollowsIt) {
   TempDir d;
-  auto c =
-      LoadSrvConfig(Write(d, ShortSrv(R"(host="::1" port="0")", "  <cluster><shard>[::1]:9000</shard></cluster>\n")));
+  const std::string path =
+      Write(d, ShortSrv(R"(host="::1" port="0")", "  <cluster><shard>[::1]:9000</shard></cluster>\n"));
+  auto c = LoadSrvConfig(path);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->port, 0);
   EXPECT_TRUE(c->cluster_self_derived);
@@ -57,6 +60,15 @@ TEST(SrvConfig, PortZeroIsTheKernelsChoiceAndASelfThatFollowsListenFollowsIt) {
   ApplyBoundPort(&bound, 41234);
   EXPECT_EQ(bound.port, 41234);
   EXPECT_EQ(bound.cluster_self, "[::1]:41234");
+  // A program beside the running frsd learns where it answers, host and
+  // bound port, from srv.xml alone.
+  std::filesystem::create_directories(d / "data");
+  std::ofstream(d / "data/frsd.listen") << "[::1]:41234\n";
+  Result<ServiceConfig> sc = ReadServiceConfig(path);
+  ASSERT_TRUE(sc.ok()) << sc.status().ToString();
+  EXPECT_EQ(sc->host, "::1");
+  EXPECT_EQ(sc->port, 41234);
+  EXPECT_EQ(sc->cluster_self, "[::1]:41234");
   // A configured port and an explicit self stay what srv.xml says.
   auto e = LoadSrvConfig(Write(d, R"(<frs><listen port="8301"/><map>m</map><store dir="s"/>
   <cluster self="10.0.0.1:8301"><shard>10.0.0.1:8301</shard></cluster></frs>)"));

@@ -63,6 +63,15 @@ done < <(grep -ohE 'docs/[a-z_]+\.md' "$src"/docs/man/*.8 | sort -u)
 for d in $(echo "$depends" | tr ',' '\n' | sed 's/(.*//; s/|.*//' | tr -d ' '); do
   grep -q "\b$d\b" "$src/docs/install.md" || fail "frsd depends on $d, which docs/install.md does not name"
 done
+# ... and names no library it does not depend on (its list of dpkg-shlibdeps'
+# findings named zlib1g, which only libprotobuf needs).
+# shellcheck disable=SC2016 # the backquotes are the document's, not a command
+listed=$(sed -n '/^- `Depends` comes from/,/init-system-helpers/p' "$src/docs/install.md" | tr '\n' ' ' |
+  sed 's/.*dpkg-shlibdeps: *//; s/).*//' | tr ',' ' ')
+[ -n "$listed" ] || fail "docs/install.md no longer lists frsd's Depends after \"dpkg-shlibdeps:\""
+for d in $listed; do
+  echo "$depends" | grep -q "\b$d\b" || fail "docs/install.md lists $d in frsd's Depends, which has none: $depends"
+done
 file "$(dpkg-deb -x "$deb" "$tmp/x" && echo "$tmp/x/usr/sbin/frsd")" | grep -q ', stripped' || fail "frsd is not stripped"
 # Debian's hardening, as hardening-check (devscripts) judges it: PIE, stack
 # protector, fortified functions, read-only relocations, immediate binding,

@@ -235,6 +235,15 @@ TEST_F(FrsdCheckTest, OutputFilesThatAreFifosOrDirectoriesAreNamed) {
   EXPECT_NE(r.err.find("warning: the pid file's directory " + (dir_ / "run/frs") + " does not exist now"),
             std::string::npos)
       << r.err;
+  // How to make it names the user frsd runs as: root's store, no one; a
+  // store its service user owns, that user (it named frs whoever that was).
+  if (::geteuid() != 0) return;
+  EXPECT_NE(r.err.find("by hand: install -d " + (dir_ / "run/frs") + ")"), std::string::npos) << r.err;
+  std::filesystem::create_directories(dir_ / "data");
+  ASSERT_EQ(::chown((dir_ / "data").c_str(), 65534, 65534), 0);
+  r = Check();
+  EXPECT_NE(r.err.find("by hand: install -d -o nobody -g nogroup " + (dir_ / "run/frs") + ")"), std::string::npos)
+      << r.err;
 }
 
 // frsd's lock and listen files in the store directory: a directory in the

@@ -33,6 +33,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -428,9 +429,13 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (have_stats) paths.push_back(stats_path);
   auto refuse_users = [&]() -> Status {
     std::vector<StoreUser> users = ProcessesMapping(paths);
+    // One entry per file a process maps: one process is "it", whatever it maps.
+    std::set<pid_t> pids;
+    for (const StoreUser& u : users) pids.insert(u.pid);
+    const bool one = pids.size() == 1;
     if (!users.empty())
-      return Status::Busy(DescribeUsers(users) + (users.size() == 1 ? " has " : " have ") + users.front().file +
-                          " mapped: stop " + (users.size() == 1 ? "it" : "them") +
+      return Status::Busy(DescribeUsers(users) + (one ? " has " : " have ") + users.front().file + " mapped: stop " +
+                          (one ? "it" : "them") +
                           " first (frsd, frsctl or a program linking libfrs); grow works on a stopped store only");
     Result<ExclusiveLocks> probe = ExclusiveLocks::Take(paths);
     return probe.status();
