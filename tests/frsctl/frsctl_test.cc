@@ -24,7 +24,9 @@
 #include "common/temp_dir.h"
 #include "ctl_runner.h"
 #include "frs/admin_engine.h"
+#include "frs/clock.h"
 #include "frs/ring.h"
+#include "frs/service.h"
 #include "frs/store.h"
 #include "json_in.h"
 #include "session.h"
@@ -635,6 +637,52 @@ TEST_F(FrsctlTest, DumpAndTopShowTheCountAndLimitOfOneRule) {
   r = Ctl({"top", "ad"}, "capped-srv.xml");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("  1      3      1  denied"), std::string::npos) << r.out;
+}
+
+// top --rule ranks by one rule's count: a key with most of its day's uses
+// two hours ago (its hour now empty) leads by the day and trails by the
+// hour. Without it, each key's most restrictive rule ranks it.
+TEST_F(FrsctlTest, TopRanksByTheRuleNamed) {
+  std::ofstream(dir_ / "two.xml") << "<map>\n  <biz id=\"1\" name=\"ad\"><rule interval=\"86400\" max=\"100\" "
+                                     "name=\"day\"/><rule interval=\"3600\" max=\"100\" name=\"hour\"/></biz>\n"
+                                     "</map>\n";
+  WriteConfig("two-srv.xml", "two-data", 1, 256, 8, "two.xml");
+  const int64_t now = SystemClock::Default()->NowMs();
+  FakeClock clock(now - 2 * 3600 * 1000);
+  {
+    ServiceOpenOptions o;
+    o.create_if_missing = true;
+    o.clock = &clock;
+    Result<Service> svc = OpenFromConfig(dir_ / "two-srv.xml", o);
+    ASSERT_TRUE(svc.ok()) << svc.status().ToString();
+    Request req;
+    req.cmd = Cmd::kAcquire;
+    req.biz = "ad";
+    req.key = "early";
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(svc->engine->Execute(req).allowed);
+    clock.Set(now);
+    req.key = "late";
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(svc->engine->Execute(req).allowed);
+  }
+  CtlRun r = Ctl({"top", "--json", "ad"}, "two-srv.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(Parse(lines[0]).Find("key")->text, "early");
+  r = Ctl({"top", "--json", "ad", "--rule", "hour"}, "two-srv.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(Parse(lines[0]).Find("key")->text, "late");
+  EXPECT_EQ(Parse(lines[0]).Find("rank_count")->number, 2);
+  EXPECT_EQ(Parse(lines[1]).Find("rank_count")->number, 0);
+  r = Ctl({"top", "ad", "--rule", "day"}, "two-srv.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("by count of rule day"), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("early"), r.out.find("late")) << r.out;
+  r = Ctl({"top", "ad", "--rule", "week"}, "two-srv.xml");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.err.find("biz 'ad' has no rule 'week' (its rules: day, hour)"), std::string::npos) << r.err;
 }
 
 TEST_F(FrsctlTest, ExplainSaysWhichRuleDeniesAndUntilWhen) {

@@ -170,6 +170,9 @@ const CommandSpec kCommands[] =
       ->capture_default_str()
       ->check(CLI::Range(1u, 10u))
       ->needs(denied);
+  c.add_option("--rule", a.top.rule,
+               "rank by this rule's count (its name in map.xml, or BIZ_N), not the most restrictive rule's")
+      ->excludes(denied);
      },
      [](Session& s, Args& a) { return a.top.denied ? RunTopDenied(s, a.top) : RunTop(s, a.top); }},
     {"explain",

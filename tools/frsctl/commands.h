@@ -50,6 +50,7 @@ struct DumpArgs {
 struct TopArgs {
   std::string biz;
   uint32_t n = 10;
+  std::string rule;      // rank by this rule's count ("": the most restrictive rule's)
   bool denied = false;   // the keys denied most lately (commands_top_denied.cc)
   uint32_t minutes = 5;  // with denied
 };
