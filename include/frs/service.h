@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frs/admin_engine.h"
@@ -85,6 +86,27 @@ struct ServiceConfig {
 // follows <listen>) is the one the running frsd bound, from its store
 // directory's frsd.listen; with no frsd running it stays 0.
 Result<ServiceConfig> ReadServiceConfig(const std::string& srv_xml);
+
+// What the frsd of a store directory runs, which may differ from the files
+// on disk: a map.xml edited but not reloaded (or refused at reload), a
+// <timezone> that needs a restart. frsd writes it (frsd.running) at start and
+// at every reload it applies, and removes it at a clean stop; frsctl shows
+// counts under it while that frsd runs. Trust it only while `pid` holds the
+// store lock (frsd.lock): a killed frsd leaves it behind.
+struct RunningConfig {
+  int64_t pid = 0;         // frsd's master
+  std::string timezone;    // the <timezone> it started with
+  std::string map_path;    // the map.xml it read
+  std::string map_digest;  // MapDigest of the map.xml bytes it read
+  std::string map_text;    // the map it runs (with <grpc>, Envoy's bizzes added)
+};
+// Reads store_dir/frsd.running: NotFound when there is none, Corruption when
+// it is not one frsd wrote.
+Result<RunningConfig> ReadRunningConfig(const std::string& store_dir);
+// Writes it whole (frsd's).
+Status WriteRunningConfig(const std::string& store_dir, const RunningConfig& rc);
+// XXH3-64 of a map.xml's bytes, in 16 hex digits: whether two are the same.
+std::string MapDigest(std::string_view map_xml);
 
 // The srv.xml read without -c: $FRS_CONF when set, else the one installed
 // beside the program that calls it (PREFIX/etc/frs/srv.xml, PREFIX the

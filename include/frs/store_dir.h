@@ -4,7 +4,7 @@
 //
 // A store directory holds the store (frs.N.store), the engine's files beside
 // it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
-// files under stats/), the server's (frsd.lock, frsd.listen,
+// files under stats/), the server's (frsd.lock, frsd.listen, frsd.running,
 // frsd.grpc.listen, frsd.log, envoy.ids, replica-spool.*) and frsctl's
 // (handoff.spool).
 // What each file holds, and what survives what, is docs/store.md.
@@ -29,6 +29,7 @@ inline constexpr std::string_view kFieldStats = "stats";           // stats/<biz
 // The server's.
 inline constexpr std::string_view kStoreLock = "frsd.lock";  // one frsd per store; holds its pid
 inline constexpr std::string_view kListen = "frsd.listen";
+inline constexpr std::string_view kRunningConfig = "frsd.running";  // the map and zone the live frsd runs
 inline constexpr std::string_view kGrpcListen = "frsd.grpc.listen";
 inline constexpr std::string_view kLog = "frsd.log";
 inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of Envoy's descriptors

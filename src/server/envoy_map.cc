@@ -13,6 +13,7 @@
 #include "envoy/envoy_config.h"
 #include "envoy/envoy_rules.h"
 #include "frs/envoy_map.h"
+#include "frs/service.h"
 #include "os/store_dir.h"
 #include "os/text_file.h"
 #include "os/whole_file.h"
@@ -43,6 +44,7 @@ Status WriteIds(const std::string& dir, const std::string& text) {
 
 Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, bool persist_ids) {
   ComposedMap out;
+  out.map_digest = MapDigest(map_xml);
   if (!cfg.grpc) {
     out.map_text = std::move(map_xml);
     return out;

@@ -27,6 +27,7 @@ struct ComposedMap {
   std::string envoy_bundle;  // <grpc config>'s files and the ids (envoy/envoy_config.h); "" without <grpc>
   size_t envoy_limits = 0;   // rate-limited descriptor paths
   size_t envoy_domains = 0;
+  std::string map_digest;  // frs::MapDigest of map.xml's bytes as read (frsd.running)
 };
 
 // Without <grpc>, map_xml as it is. Errors are "file:line: message" (a

@@ -257,12 +257,16 @@ void SayIfTheLastRunEndedOtherwise(const std::string& listen_file) {
 
 // The pid in the lock files, then the addresses frsd listens on: last
 // before serving, since whoever waits for them may connect at once.
-frs::Status PublishStart(const frs::SrvConfig& cfg, frs::server::LockFile& store_lock,
-                         std::optional<frs::server::LockFile>& pid_lock) {
+frs::Status PublishStart(const frs::SrvConfig& cfg, const frs::server::ComposedMap& map,
+                         frs::server::LockFile& store_lock, std::optional<frs::server::LockFile>& pid_lock) {
   using namespace frs::server;
   const pid_t pid = getpid();
   frs::Status s = store_lock.WritePid(pid);
   if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
+  // What this frsd runs, for frsctl while it does (frs/service.h).
+  if (s.ok())
+    s = frs::WriteRunningConfig(cfg.store_dir,
+                                frs::RunningConfig{pid, cfg.timezone, cfg.map_path, map.map_digest, map.map_text});
   if (s.ok() && cfg.grpc)
     s = PublishListenAddress(GrpcListenAddressPath(cfg),
                              cfg.grpc_unix.empty() ? frs::ListenName(cfg.grpc_host, cfg.grpc_port)
@@ -421,7 +425,7 @@ int main(int argc, char** argv) {
     if (Status d = daemon.Daemonize(); !d.ok()) return Fail(d.message());
   const std::string listen_file = ListenAddressPath(cfg);
   SayIfTheLastRunEndedOtherwise(listen_file);
-  if (Status p = PublishStart(cfg, *store_lock, pid_lock); !p.ok()) {
+  if (Status p = PublishStart(cfg, composed, *store_lock, pid_lock); !p.ok()) {
     daemon.Failed();
     return Fail(p.message());
   }
@@ -460,6 +464,7 @@ int main(int argc, char** argv) {
   // Its removal synced too, so that a power cut after a clean stop does not
   // bring it back to tell the next start of an unclean one.
   if (frs::Status s = frs::os::RemoveFileSynced(listen_file); !s.ok()) FRS_LOG("%s", s.message().c_str());
+  ::unlink(frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kRunningConfig).c_str());
   if (cfg.grpc) ::unlink(GrpcListenAddressPath(cfg).c_str());
   return rc;
 }

@@ -1,5 +1,6 @@
 #include "server/master.h"
 
+#include "frs/service.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "os/text_file.h"
@@ -274,6 +275,7 @@ std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
 // handed these very bytes), the <grpc config> bundle, and srv.xml parsed.
 struct ReloadFiles {
   std::string srv_text, map_text, envoy;
+  std::string map_digest;  // of map.xml's bytes as read (frsd.running)
   std::optional<SrvConfig> next;
   size_t envoy_limits = 0, envoy_domains = 0;  // what <grpc config> gave
 };
@@ -335,6 +337,7 @@ Status ReadForReload(const std::string& path, const SrvConfig& live, const Store
   if (s = ReadWhole(next.map_path, &text); !s.ok()) return s;
   Result<ComposedMap> composed = ComposeEnvoyMap(next, std::move(text));
   if (!composed.ok()) return composed.status();
+  f->map_digest = std::move(composed->map_digest);
   f->map_text = std::move(composed->map_text);
   f->envoy = std::move(composed->envoy_bundle);
   f->envoy_limits = composed->envoy_limits;
@@ -454,6 +457,11 @@ void Master::Reload() {
     return;
   }
   const SrvConfig& next = *f.next;
+  // What frsd runs from now on, for frsctl; the zone stays the start's.
+  if (Status w = WriteRunningConfig(live_.store_dir,
+                                    RunningConfig{::getpid(), live_.timezone, next.map_path, f.map_digest, f.map_text});
+      !w.ok())
+    FRS_LOG("warning: %s: frsctl shows map.xml as it is on disk, not the map this frsd runs", w.message().c_str());
   for (const std::string& line : ends) FRS_LOG("warning: %s", line.c_str());
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   if (held_) held_->Invalidate();

@@ -81,6 +81,31 @@ TEST(SrvConfig, PortZeroIsTheKernelsChoiceAndASelfThatFollowsListenFollowsIt) {
   EXPECT_FALSE(bad.ok());
 }
 
+// frsd.running: what frsd writes is what a reader gets back, the map's
+// bytes whatever they hold; a file cut short or not frsd's is Corruption,
+// none NotFound.
+TEST(SrvConfig, TheRunningConfigReadsBackWhatFrsdWrote) {
+  TempDir d;
+  EXPECT_TRUE(ReadRunningConfig(d.path()).status().IsNotFound());
+  const std::string map = "<map>\n\n<!-- a blank line, and bytes 9 -->\n</map>";
+  ASSERT_TRUE(
+      WriteRunningConfig(d.path(), RunningConfig{4711, "Asia/Kolkata", "/etc/frs/map.xml", MapDigest(map), map}).ok());
+  Result<RunningConfig> rc = ReadRunningConfig(d.path());
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  EXPECT_EQ(rc->pid, 4711);
+  EXPECT_EQ(rc->timezone, "Asia/Kolkata");
+  EXPECT_EQ(rc->map_path, "/etc/frs/map.xml");
+  EXPECT_EQ(rc->map_digest, MapDigest(map));
+  EXPECT_EQ(rc->map_text, map);
+  EXPECT_NE(MapDigest(map), MapDigest(map + " "));
+  const std::string path = d / "frsd.running";
+  const std::string whole = testing::ReadFile(path);
+  std::ofstream(path, std::ios::trunc) << whole.substr(0, whole.size() - 1);
+  EXPECT_EQ(ReadRunningConfig(d.path()).status().code(), Status::Code::kCorruption);
+  std::ofstream(path, std::ios::trunc) << "pid 1\n\n<map/>";
+  EXPECT_EQ(ReadRunningConfig(d.path()).status().code(), Status::Code::kCorruption);
+}
+
 TEST(SrvConfig, FlushIsOffOrAtLeastTenMilliseconds) {
   TempDir d;
   auto with = [&](const std::string& flush) { return LoadSrvConfig(Write(d, ShortSrv("port=\"8300\"", flush))); };

@@ -127,6 +127,42 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
     // A store file lost under a running frsd: recreating it now would make
     // a file frsd does not map (it answers 503 for it until restarted), so
     // init refuses, naming the frsd.
+    // frsctl shows the limits frsd enforces, not map.xml as edited since and
+    // not reloaded yet, nor a broken one, which frsd refuses while it serves
+    // on (that stopped every command); a reload applied, the new ones.
+    const std::string pid_words = "is not the map frsd (pid " + std::to_string(pid) + ") runs";
+    ASSERT_EQ(HttpGet(port, "/acquire?biz=login&key=seen"), 200);
+    const std::string second =
+        "<biz id=\"2\" name=\"login_attempts_per_ip_address\"><rule interval=\"600\" "
+        "max=\"1\"/></biz></map>\n";
+    std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"2\"/></biz>"
+                                   << second;
+    std::string got = CtlOut(config, "get --json login seen");
+    EXPECT_NE(got.find("\"limit\":5"), std::string::npos) << got;
+    EXPECT_NE(got.find(pid_words), std::string::npos) << got;
+    std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"login\"><rule interval=";
+    got = CtlOut(config, "get --json login seen");
+    EXPECT_NE(got.find("\"limit\":5"), std::string::npos) << got;
+    EXPECT_NE(got.find(pid_words), std::string::npos) << got;
+    std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"2\"/></biz>"
+                                   << second;
+    ASSERT_EQ(::kill(pid, SIGHUP), 0);
+    for (int i = 0; i < 200 && got.find(pid_words) != std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      got = CtlOut(config, "get --json login seen");
+    }
+    EXPECT_EQ(got.find(pid_words), std::string::npos) << got;
+    EXPECT_NE(got.find("\"limit\":2"), std::string::npos) << got;
+    // A <timezone> that waits for a restart: windows in the zone frsd counts.
+    std::ofstream(dir / "srv.xml") << "<frs><listen host=\"127.0.0.1\" port=\"0\"/><workers>1</workers>"
+                                      "<map>map.xml</map><store dir=\"data\" files=\"2\" keynodes=\"256\" "
+                                      "chain=\"8\"/><timezone>Asia/Kolkata</timezone></frs>\n";
+    got = CtlOut(config, "get login seen");
+    EXPECT_NE(got.find("srv.xml's <timezone> is Asia/Kolkata, frsd (pid " + std::to_string(pid) +
+                       ") runs UTC until it is restarted"),
+              std::string::npos)
+        << got;
+
     ASSERT_EQ(::unlink((dir / "data/frs.1.store").c_str()), 0);
     const std::string init = CtlOut(config, "init --recreate-missing");
     EXPECT_NE(init.find("is running on this store"), std::string::npos) << init;
@@ -142,6 +178,8 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(up) << "frsd did not answer /health on port " << port;
+  // A clean stop takes back what it said it runs.
+  EXPECT_FALSE(std::filesystem::exists(dir / "data/frsd.running"));
 }
 
 }  // namespace

@@ -6,17 +6,63 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "format.h"
 #include "frs/clock.h"
 #include "frs/envoy_map.h"
 #include "frs/store_dir.h"
+#include "store_users.h"
 
 namespace frs::ctl {
 
 int64_t Session::NowMs() const { return SystemClock::Default()->NowMs(); }
+
+namespace {
+
+// What the frsd running on the store runs (frsd.running), while it runs:
+// its pid still holds the store lock.
+std::optional<RunningConfig> LiveRunningConfig(const ServiceConfig& cfg) {
+  Result<RunningConfig> rc = ReadRunningConfig(cfg.store_dir);
+  if (!rc.ok()) return std::nullopt;
+  const std::vector<pid_t> holders = FlockHolders(store_dir::In(cfg.store_dir, store_dir::kStoreLock));
+  if (std::find(holders.begin(), holders.end(), static_cast<pid_t>(rc->pid)) == holders.end()) return std::nullopt;
+  return std::move(rc).value();
+}
+
+// Counts are shown, and changed, under the map and the zone frsd enforces,
+// not the files as they are now: a map.xml edited and not reloaded yet, or
+// refused at its reload (it kept every command from running), and a
+// <timezone> that waits for a restart (windows were shown in the new zone).
+// Said when the files differ.
+void TakeRunningConfig(Session* s, RunningConfig rc, EngineOptions* eo) {
+  std::ifstream in(s->cfg.map_path, std::ios::binary);
+  const std::string disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.is_open() || MapDigest(disk) != rc.map_digest || rc.map_path != s->cfg.map_path)
+    std::fprintf(stderr,
+                 "frsctl: %s is not the map frsd (pid %lld) runs (changed since it was loaded, or refused at its "
+                 "reload: frsd's log says which); showing the map frsd runs, %s as it was loaded\n",
+                 s->cfg.map_path.c_str(), static_cast<long long>(rc.pid), rc.map_path.c_str());
+  if (rc.timezone != s->cfg.timezone)
+    std::fprintf(stderr,
+                 "frsctl: srv.xml's <timezone> is %s, frsd (pid %lld) runs %s until it is restarted: windows are "
+                 "shown in %s\n",
+                 s->cfg.timezone.empty() ? "UTC" : s->cfg.timezone.c_str(), static_cast<long long>(rc.pid),
+                 rc.timezone.empty() ? "UTC" : rc.timezone.c_str(), rc.timezone.empty() ? "UTC" : rc.timezone.c_str());
+  s->cfg.timezone = rc.timezone;
+  eo->timezone = rc.timezone;
+  eo->map_path = rc.map_path;
+  eo->map_text = std::move(rc.map_text);
+}
+
+}  // namespace
 
 Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   StoreOptions so = StoreOptionsFor(s->cfg, create);
@@ -52,7 +98,9 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   // Only frsd makes the store's lease secret: one made here would void, at
   // frsd's next start, every id the running frsd gave out.
   eo.make_lease_key = false;
-  if (s->cfg.grpc) {
+  if (std::optional<RunningConfig> rc = LiveRunningConfig(s->cfg)) {
+    TakeRunningConfig(s, std::move(*rc), &eo);
+  } else if (s->cfg.grpc) {
     // The map frsd runs: map.xml with <grpc config>'s descriptors in it, under
     // the ids the running frsd gave them (envoy.ids, read, never written), so
     // every command names an Envoy descriptor's biz as frsd counts it.
