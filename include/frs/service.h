@@ -72,7 +72,7 @@ struct ServiceConfig {
   std::string timezone;                   // of the calendar rules and the statistics' days
   std::string pidfile;                    // "" = none
   std::string admin_token;                // "" = admin requests over HTTP are refused
-  std::string host;                       // <listen host>: with port, where frsd answers ("host:port")
+  std::string host;                       // <listen host>: with port, where frsd answers (an IPv6 one in [])
   uint16_t port = 0;                      // <listen port>; see ReadServiceConfig for port 0
   uint32_t max_body_bytes = 0;            // the largest request body frsd takes
   bool grpc = false;                      // <grpc>: the map frsd runs holds Envoy's descriptors too

@@ -4,6 +4,7 @@
 
 #include "config/service_options.h"
 #include "config/srv_config.h"
+#include "os/path_access.h"
 #include "os/text_file.h"
 
 namespace frs {
@@ -71,6 +72,8 @@ Result<Service> OpenFromConfig(const std::string& srv_xml, const ServiceOpenOpti
   if (!cfg.ok()) return cfg.status();
   Service svc;
   svc.config_path = cfg->path;
+  // Before the store, which a create would make root's too.
+  if (Status s = os::RootOnAnotherUsersStore(cfg->store_dir); !s.ok()) return s;
   Result<std::unique_ptr<Store>> store = Store::Open(StoreOptionsFor(*cfg, opts.create_if_missing));
   if (!store.ok()) return store.status();
   svc.store = std::move(store).value();

@@ -3,42 +3,24 @@
 #include <memory>
 
 #include "limit/engine_impl.h"
+#include "os/path_access.h"
 #include "stats/day_files.h"
 #include "stats/recent_denials.h"
 
-#include <pwd.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 namespace frs {
 
-namespace {
-
-// A process run as root on a store directory its service user owns would
-// make the files an engine makes there (statistics days and their folders,
-// stats.frs, denials.frs, rules.history, lease.key) root's, and frsd, run as
-// that user, could then not open them: its statistics by key field stop,
-// silently but for a metric. frsd refuses such a start and frsctl becomes
-// the owner; a program on libfrs is told to do either.
-Status RootOnAnotherUsersStore(const std::string& dir) {
-  struct stat st {};
-  if (dir.empty() || ::geteuid() != 0 || ::stat(dir.c_str(), &st) != 0 || st.st_uid == 0) return Status::OK();
-  const passwd* pw = ::getpwuid(st.st_uid);
-  const std::string user =
-      pw != nullptr && pw->pw_name != nullptr ? std::string(pw->pw_name) : "uid " + std::to_string(st.st_uid);
-  return Status::IOError("this process runs as root, and the store directory " + dir + " is " + user +
-                         "'s: the files an engine makes there (statistics days, stats.frs, denials.frs, "
-                         "rules.history) would be root's, which frsd, run as " +
-                         user + ", could not open; run this program as " + user +
-                         " (runuser -u USER -- PROGRAM), or switch to that user before opening the engine");
-}
-
-}  // namespace
-
 Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts) {
   if (opts.store == nullptr) return Status::InvalidArgument("the engine needs a store");
-  if (Status s = RootOnAnotherUsersStore(opts.stats_dir); !s.ok()) return s;
+  // A process run as root on the store of frsd's service user would make
+  // the engine's files root's: frsd, run as that user, then stopped counting
+  // its statistics by key field. frsd refuses such a start and frsctl
+  // becomes the owner; a program on libfrs is told to do either. A reader
+  // makes nothing.
+  if (!opts.read_only)
+    if (Status s = os::RootOnAnotherUsersStore(opts.stats_dir); !s.ok()) return s;
   auto tz = limit::TimeZone::Load(opts.timezone);
   if (!tz.ok()) return tz.status();
   auto map = opts.map_text.empty() ? limit::LoadMapFile(opts.map_path) : limit::ParseMap(opts.map_text, opts.map_path);

@@ -363,6 +363,8 @@ class Parser {
   // zone="UTC" and "epoch" need no file; another name is an IANA zone, read
   // once per map however many rules name it.
   Status ParseZone(std::string_view value, RuleSpec* spec) {
+    if (value.empty())
+      return Fail(spec->line, "rule zone is empty (an IANA name such as America/New_York, or UTC, or epoch)");
     if (value == "UTC" || value == "epoch") {
       spec->utc = true;
       spec->epoch = value == "epoch";

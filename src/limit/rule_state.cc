@@ -136,6 +136,10 @@ void ConvertWindow(const RuleSpec& spec, uint32_t old_tag, CounterBlock b, const
       int64_t s;
       CalendarWindow::WindowOf(CalendarWindow::ZoneOf(spec, now), TagInterval(old_tag), old_start, &s, &old_end,
                                spec.epoch);
+      // A start that is no boundary here was written in another zone (the
+      // rule's zone changed with its interval): its window, taken as the old
+      // interval long, may end after the window of ours that holds its start.
+      if (s != old_start) old_end = std::max(old_end, old_start + int64_t{TagInterval(old_tag)});
     }
     // A clock stepped back behind the old window: its uses lie later than
     // now, anywhere in it. They go to the new rule's window that ends with

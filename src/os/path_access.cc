@@ -68,4 +68,17 @@ Result<bool> PathExists(const std::string& path) {
   return Status::FromErrno(path, errno);
 }
 
+Status RootOnAnotherUsersStore(const std::string& dir) {
+  struct stat st {};
+  if (dir.empty() || ::geteuid() != 0 || ::stat(dir.c_str(), &st) != 0 || st.st_uid == 0) return Status::OK();
+  const passwd* pw = ::getpwuid(st.st_uid);
+  const std::string user =
+      pw != nullptr && pw->pw_name != nullptr ? std::string(pw->pw_name) : "uid " + std::to_string(st.st_uid);
+  return Status::IOError("this process runs as root, and the store directory " + dir + " is " + user +
+                         "'s: the files it would make there (store files, statistics days, stats.frs, denials.frs, "
+                         "rules.history) would be root's, which frsd, run as " +
+                         user + ", could not open; run this program as " + user +
+                         " (runuser -u USER -- PROGRAM), or switch to that user before opening the store");
+}
+
 }  // namespace frs::os

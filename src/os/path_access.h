@@ -27,4 +27,11 @@ Result<bool> PathExists(const std::string& path);
 // the file itself.
 std::string PermissionWords(const std::string& path);
 
+// A process run as root on a store directory another user owns (frsd's
+// service user) would make the files it makes there (store files,
+// statistics days, side tables) root's, which frsd, run as that user, could
+// not open: an error naming that user and how to run as it; OK for a
+// process not root, a directory of root's, or one not there.
+Status RootOnAnotherUsersStore(const std::string& dir);
+
 }  // namespace frs::os

@@ -261,12 +261,12 @@ frs::Status PublishStart(const frs::SrvConfig& cfg, const frs::server::ComposedM
                          frs::server::LockFile& store_lock, std::optional<frs::server::LockFile>& pid_lock) {
   using namespace frs::server;
   const pid_t pid = getpid();
-  frs::Status s = store_lock.WritePid(pid);
+  // What this frsd runs, for frsctl while it does (frs/service.h): before
+  // the pid, which is what makes a reader trust it.
+  frs::Status s = frs::WriteRunningConfig(cfg.store_dir, frs::RunningConfig{pid, cfg.timezone, cfg.map_path,
+                                                                            map.map_digest, map.map_text});
+  if (s.ok()) s = store_lock.WritePid(pid);
   if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
-  // What this frsd runs, for frsctl while it does (frs/service.h).
-  if (s.ok())
-    s = frs::WriteRunningConfig(cfg.store_dir,
-                                frs::RunningConfig{pid, cfg.timezone, cfg.map_path, map.map_digest, map.map_text});
   if (s.ok() && cfg.grpc)
     s = PublishListenAddress(GrpcListenAddressPath(cfg),
                              cfg.grpc_unix.empty() ? frs::ListenName(cfg.grpc_host, cfg.grpc_port)
@@ -286,6 +286,9 @@ frs::Status TakeLocks(const frs::SrvConfig& cfg, std::optional<frs::server::Lock
   auto sl = LockFile::Acquire(frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kStoreLock), "store");
   if (!sl.ok()) return sl.status();
   store_lock->emplace(std::move(sl.value()));
+  // What a frsd killed here said it ran: not this one's (PublishStart
+  // writes this one's).
+  ::unlink(frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kRunningConfig).c_str());
   if (cfg.pidfile.empty()) return frs::Status::OK();
   auto pl = LockFile::Acquire(cfg.pidfile, "pid file");
   if (!pl.ok()) {

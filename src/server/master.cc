@@ -3,6 +3,7 @@
 #include "frs/service.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
+#include "os/store_dir.h"
 #include "os/text_file.h"
 #include "server/config_check.h"
 #include "server/envoy_map.h"
@@ -460,8 +461,11 @@ void Master::Reload() {
   // What frsd runs from now on, for frsctl; the zone stays the start's.
   if (Status w = WriteRunningConfig(live_.store_dir,
                                     RunningConfig{::getpid(), live_.timezone, next.map_path, f.map_digest, f.map_text});
-      !w.ok())
+      !w.ok()) {
+    // The previous one would name a map this frsd no longer runs.
+    ::unlink(os::store_dir::In(live_.store_dir, os::store_dir::kRunningConfig).c_str());
     FRS_LOG("warning: %s: frsctl shows map.xml as it is on disk, not the map this frsd runs", w.message().c_str());
+  }
   for (const std::string& line : ends) FRS_LOG("warning: %s", line.c_str());
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   if (held_) held_->Invalidate();

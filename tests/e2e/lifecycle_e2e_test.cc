@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -344,6 +345,17 @@ TEST(LifecycleE2E, DaemonWritesItsPidFileAndStopsOnSigterm) {
   Client c(s.port());
   EXPECT_EQ(c.Get("/health").status, 200);
   c.Close();
+  // frsctl finds what the daemon runs (frsd.running): the pid in frsd.lock
+  // is the daemon's, not that of the launcher that took the lock before it
+  // forked (which /proc/locks names).
+  WriteFile(s.dir() + "/map.xml", "<map><biz id=\"1\" name=\"login\"><rule interval=\"60\" max=\"1\"/></biz></map>\n");
+  std::string ctl;
+  if (FILE* p = ::popen(("'" FRSCTL_PATH "' -c '" + s.config() + "' get login nobody 2>&1").c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) ctl.append(buf, n);
+    ::pclose(p);
+  }
+  EXPECT_NE(ctl.find("is not the map frsd (pid " + std::to_string(daemon) + ") runs"), std::string::npos) << ctl;
   kill(daemon, SIGTERM);
   EXPECT_TRUE(WaitFor(
       [&] {

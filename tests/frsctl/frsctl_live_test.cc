@@ -124,9 +124,6 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
     const size_t row_count = top.find(" 1  ", row) + 2 - row;
     EXPECT_EQ(head_denied, row_count) << top;
 
-    // A store file lost under a running frsd: recreating it now would make
-    // a file frsd does not map (it answers 503 for it until restarted), so
-    // init refuses, naming the frsd.
     // frsctl shows the limits frsd enforces, not map.xml as edited since and
     // not reloaded yet, nor a broken one, which frsd refuses while it serves
     // on (that stopped every command); a reload applied, the new ones.
@@ -163,6 +160,9 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
               std::string::npos)
         << got;
 
+    // A store file lost under a running frsd: recreating it now would make
+    // a file frsd does not map (it answers 503 for it until restarted), so
+    // init refuses, naming the frsd.
     ASSERT_EQ(::unlink((dir / "data/frs.1.store").c_str()), 0);
     const std::string init = CtlOut(config, "init --recreate-missing");
     EXPECT_NE(init.find("is running on this store"), std::string::npos) << init;

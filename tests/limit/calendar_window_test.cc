@@ -75,6 +75,44 @@ TEST(CalendarWindow, ARuleMovedToAnotherZoneKeepsItsCount) {
   EXPECT_EQ(r.count, 3);
 }
 
+TEST(CalendarWindow, ARuleMovedToAZoneWhoseDayBeganEarlierKeepsItsCount) {
+  // New York's day (from 05:00 UTC) moved to Kolkata's at 20:00 UTC: Kolkata's
+  // day began at 18:30, after New York's, whose start is no boundary of
+  // Kolkata's; the New York day, taken as a day long, reaches into it.
+  RuleHarness h(Algo::kCalendar, 86400, 3, 0, 0, Zone("UTC"));
+  h.spec().zone = Zone("America/New_York");
+  const int64_t t = kDay0 + 20 * 3600;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Acquire(t * 1000).allowed);
+  h.spec().zone = Zone("Asia/Kolkata");
+  RuleResult r = h.Acquire((t + 60) * 1000);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.count, 3);
+}
+
+TEST(CalendarWindow, ARuleMovedToAnotherZoneAndIntervalCarriesItsWholeOldWindow) {
+  // Kolkata's day of the 24th (18:30 UTC on the 23rd to 18:30 on the 24th)
+  // holds 3; a reload makes the rule 12 hours in New York. At 06:00 UTC on
+  // the 24th New York's 12 hours began at 05:00 UTC, while the Kolkata day
+  // still ran: they carry its 3 (read in New York's day, that day ended at
+  // 05:00 and carried nothing).
+  RuleHarness h(Algo::kCalendar, 86400, 3, 0, 0, Zone("UTC"));
+  h.spec().zone = Zone("Asia/Kolkata");
+  const int64_t t = kDay0 + 20 * 3600;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Acquire(t * 1000).allowed);
+  RuleSpec next = h.spec();
+  next.zone = Zone("America/New_York");
+  next.interval = 43200;
+  next.bytes = BlockBytes(next.algo, next.max, next.interval);
+  next.tag = BlockTag(next.algo, next.max, next.interval);
+  const Now later = h.At((kDay0 + 30 * 3600) * 1000);
+  std::vector<uint8_t> converted(next.bytes, 0);
+  ConvertBlock(next, h.block(), converted.data(), later);
+  RuleResult r;
+  Evaluate(next, converted.data(), later, 1, &r);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.count, 3);
+}
+
 TEST(CalendarWindow, HourWindowsAlignToTheClockNotToTheFirstUse) {
   RuleHarness h(Algo::kCalendar, 3600, 1);
   EXPECT_TRUE(h.Acquire((kDay0 + 3599) * 1000).allowed);

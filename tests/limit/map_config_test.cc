@@ -148,9 +148,6 @@ TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
             "OK");
 }
 
-// A bucket whose refill of burst outlasts what its state can hold ahead of
-// now (2^40 ms) was clipped there and never ran dry: 15,000 of 15,000
-// acquires granted. Such rules are refused; the longest one that fits is not.
 // zone= takes any IANA name on a calendar rule: one map holds days in
 // several zones, a zone read once however many rules name it; a day in
 // Kolkata and one in New York are two limits of one biz.
@@ -181,6 +178,9 @@ TEST(MapConfig, ACalendarRuleNamesItsOwnZone) {
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"fixed\" interval=\"86400\" max=\"3\" "
                     "zone=\"Asia/Kolkata\"/></biz></map>"),
             "map.xml:2: zone is only for calendar, not algo 'fixed'");
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n<rule algo=\"calendar\" interval=\"86400\" max=\"3\" "
+                    "zone=\"\"/></biz></map>"),
+            "map.xml:2: rule zone is empty (an IANA name such as America/New_York, or UTC, or epoch)");
   // Two days in one zone are one limit, as two local days are.
   EXPECT_NE(ErrorOf("<map><biz id=\"1\" name=\"a\"><rule algo=\"calendar\" interval=\"86400\" max=\"3\" "
                     "zone=\"Asia/Kolkata\" name=\"A\"/><rule algo=\"calendar\" interval=\"86400\" max=\"4\" "
@@ -189,6 +189,9 @@ TEST(MapConfig, ACalendarRuleNamesItsOwnZone) {
             std::string::npos);
 }
 
+// A bucket whose refill of burst outlasts what its state can hold ahead of
+// now (2^40 ms) was clipped there and never ran dry: 15,000 of 15,000
+// acquires granted. Such rules are refused; the longest one that fits is not.
 TEST(MapConfig, ATokenBucketItsStateCannotHoldIsRefused) {
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\">\n"
                     "<rule algo=\"token_bucket\" interval=\"2592000\" max=\"10\" burst=\"5000\"/></biz></map>"),

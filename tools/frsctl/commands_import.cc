@@ -202,6 +202,7 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   const std::unique_ptr<const std::string, RemoveTree> remove_dir(&dir);
   Session scratch;
   scratch.cfg = s.cfg;
+  scratch.running = s.running;  // checked under the map frsd runs, as applied
   scratch.cfg.store_dir = dir + "/store";
   scratch.cfg.geometry = StoreGeometry{1, 1024, s.cfg.geometry.chain};
   if (Status st = OpenStoreAndEngine(&scratch, /*create=*/true, /*engine=*/true); !st.ok()) return st;

@@ -21,8 +21,9 @@ namespace frs::ctl {
 namespace {
 
 // The bizzes (names) of map.xml that keep a table by `by`, or `only`.
-Result<std::vector<std::string>> BizzesBy(const std::string& map_path, const StatArgs& a) {
-  auto map = ReadMapBizzes(map_path);
+// The bizzes of `map` (map.xml's at `map_path`) that `a` asks for.
+Result<std::vector<std::string>> BizzesBy(const Result<std::vector<BizInfo>>& map, const std::string& map_path,
+                                          const StatArgs& a) {
   if (!map.ok()) return map.status();
   std::vector<std::string> out;
   for (const BizInfo& b : map.value()) {
@@ -39,8 +40,7 @@ Result<std::vector<std::string>> BizzesBy(const std::string& map_path, const Sta
 
 // The tables of statistics by key field the map keeps, for a message: "api
 // by app, app,iface; sh by a", or "none".
-std::string TablesKept(const std::string& map_path) {
-  auto map = ReadMapBizzes(map_path);
+std::string TablesKept(const Result<std::vector<BizInfo>>& map) {
   if (!map.ok()) return "none";
   std::string out;
   for (const BizInfo& b : map.value()) {
@@ -91,7 +91,10 @@ void Print(const Session& s, const GroupStats& st) {
 }  // namespace
 
 Result<int> RunStatBy(Session& s, const StatArgs& a) {
-  auto bizzes = BizzesBy(s.cfg.map_path, a);
+  // The engine's bizzes: the map the running frsd runs while it does
+  // (frsd.running), not map.xml as it is now.
+  const Result<std::vector<BizInfo>> map = s.engine->Bizzes();
+  auto bizzes = BizzesBy(map, s.cfg.map_path, a);
   if (!bizzes.ok()) return bizzes.status();
   bool any = false;
   for (const std::string& biz : bizzes.value()) {
@@ -107,14 +110,15 @@ Result<int> RunStatBy(Session& s, const StatArgs& a) {
   }
   if (!any)
     return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by +
-                                   "\">; it keeps: " + TablesKept(s.cfg.map_path));
+                                   "\">; it keeps: " + TablesKept(map));
   return kExitOk;
 }
 
 Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
   if (s.cfg.cluster_shards.empty())
     return Status::InvalidArgument(s.cfg.path + " has no <cluster>: use frsctl stat --by without --cluster");
-  auto bizzes = BizzesBy(s.cfg.map_path, a);
+  const Result<std::vector<BizInfo>> map = ReadMapBizzes(s.cfg.map_path);
+  auto bizzes = BizzesBy(map, s.cfg.map_path, a);
   if (!bizzes.ok()) return bizzes.status();
   auto tz = CalendarZone::Load(s.cfg.timezone);
   if (!tz.ok()) return tz.status();
@@ -159,7 +163,7 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
   }
   if (!any && down == 0)
     return Status::InvalidArgument("no biz of " + s.cfg.map_path + " keeps <stats by=\"" + a.by +
-                                   "\">; it keeps: " + TablesKept(s.cfg.map_path));
+                                   "\">; it keeps: " + TablesKept(map));
   return down ? kExitNo : kExitOk;
 }
 

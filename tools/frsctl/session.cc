@@ -1,6 +1,7 @@
 // frsctl/session.cc: opening srv.xml, the store and the engine for a command.
 #include "session.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -9,8 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +19,7 @@
 #include "frs/clock.h"
 #include "frs/envoy_map.h"
 #include "frs/store_dir.h"
+#include "frs/unique_fd.h"
 #include "store_users.h"
 
 namespace frs::ctl {
@@ -27,13 +28,32 @@ int64_t Session::NowMs() const { return SystemClock::Default()->NowMs(); }
 
 namespace {
 
+// A file's bytes, or "" with false: a regular file only (a FIFO named as
+// map.xml must not hang frsctl), read without waiting.
+bool ReadRegularFile(const std::string& path, std::string* out) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  char buf[8192];
+  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
 // What the frsd running on the store runs (frsd.running), while it runs:
-// its pid still holds the store lock.
+// frsd.lock is held, and names that frsd's pid. (/proc/locks names the
+// process that took the lock, which a daemonizing frsd is not: it forked
+// since, and wrote its own pid in the file.)
 std::optional<RunningConfig> LiveRunningConfig(const ServiceConfig& cfg) {
   Result<RunningConfig> rc = ReadRunningConfig(cfg.store_dir);
   if (!rc.ok()) return std::nullopt;
-  const std::vector<pid_t> holders = FlockHolders(store_dir::In(cfg.store_dir, store_dir::kStoreLock));
-  if (std::find(holders.begin(), holders.end(), static_cast<pid_t>(rc->pid)) == holders.end()) return std::nullopt;
+  const std::string lock = store_dir::In(cfg.store_dir, store_dir::kStoreLock);
+  std::string pid_text;
+  if (FlockHolders(lock).empty() || !ReadRegularFile(lock, &pid_text) || std::atoll(pid_text.c_str()) != rc->pid)
+    return std::nullopt;
   return std::move(rc).value();
 }
 
@@ -41,16 +61,17 @@ std::optional<RunningConfig> LiveRunningConfig(const ServiceConfig& cfg) {
 // not the files as they are now: a map.xml edited and not reloaded yet, or
 // refused at its reload (it kept every command from running), and a
 // <timezone> that waits for a restart (windows were shown in the new zone).
-// Said when the files differ.
-void TakeRunningConfig(Session* s, RunningConfig rc, EngineOptions* eo) {
-  std::ifstream in(s->cfg.map_path, std::ios::binary);
-  const std::string disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.is_open() || MapDigest(disk) != rc.map_digest || rc.map_path != s->cfg.map_path)
+// Said when the files differ, once a command.
+void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo) {
+  std::string disk;
+  const bool differs =
+      !ReadRegularFile(s->cfg.map_path, &disk) || MapDigest(disk) != rc.map_digest || rc.map_path != s->cfg.map_path;
+  if (say && differs)
     std::fprintf(stderr,
                  "frsctl: %s is not the map frsd (pid %lld) runs (changed since it was loaded, or refused at its "
                  "reload: frsd's log says which); showing the map frsd runs, %s as it was loaded\n",
                  s->cfg.map_path.c_str(), static_cast<long long>(rc.pid), rc.map_path.c_str());
-  if (rc.timezone != s->cfg.timezone)
+  if (say && rc.timezone != s->cfg.timezone)
     std::fprintf(stderr,
                  "frsctl: srv.xml's <timezone> is %s, frsd (pid %lld) runs %s until it is restarted: windows are "
                  "shown in %s\n",
@@ -59,7 +80,8 @@ void TakeRunningConfig(Session* s, RunningConfig rc, EngineOptions* eo) {
   s->cfg.timezone = rc.timezone;
   eo->timezone = rc.timezone;
   eo->map_path = rc.map_path;
-  eo->map_text = std::move(rc.map_text);
+  eo->map_text = rc.map_text;
+  s->running = std::move(rc);
 }
 
 }  // namespace
@@ -98,8 +120,11 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   // Only frsd makes the store's lease secret: one made here would void, at
   // frsd's next start, every id the running frsd gave out.
   eo.make_lease_key = false;
-  if (std::optional<RunningConfig> rc = LiveRunningConfig(s->cfg)) {
-    TakeRunningConfig(s, std::move(*rc), &eo);
+  // A second session of one command (import's scratch store) takes what
+  // the first found, and does not say it again.
+  const bool found_before = s->running.has_value();
+  if (std::optional<RunningConfig> rc = found_before ? s->running : LiveRunningConfig(s->cfg)) {
+    TakeRunningConfig(s, std::move(*rc), /*say=*/!found_before, &eo);
   } else if (s->cfg.grpc) {
     // The map frsd runs: map.xml with <grpc config>'s descriptors in it, under
     // the ids the running frsd gave them (envoy.ids, read, never written), so

@@ -40,6 +40,10 @@ struct Session {
   // file system) is then opened read-only instead of refused.
   bool reads_only = false;
   bool opened_read_only = false;
+  // What the running frsd runs (frsd.running), when the engine was opened
+  // on it: a second session of the command (import's scratch store) takes
+  // the same map and zone.
+  std::optional<RunningConfig> running;
 
   int64_t NowMs() const;
 };
