@@ -62,31 +62,24 @@ TEST(CalendarWindow, ARulesOwnZoneBeatsTheEngines) {
   EXPECT_EQ(h.Query(kolkata_midnight * 1000).reset, kolkata_midnight + 86400);
 }
 
+// A day's 3 uses, then the rule moved to another zone by a reload, at
+// 2026-11-23 20:00 UTC (Kolkata's 24th, New York's 23rd), in both ways:
+// Kolkata to New York, whose day holds the Kolkata day's start; New York to
+// Kolkata, whose day began at 18:30 UTC, after New York's (05:00 UTC), a
+// start that is no boundary of Kolkata's: that day, taken as a day long,
+// reaches into it. The new day carries the 3 either way.
 TEST(CalendarWindow, ARuleMovedToAnotherZoneKeepsItsCount) {
-  // The day's 3 uses in Kolkata, then the rule moved to New York (a reload):
-  // New York's day, which the Kolkata day reaches into, carries them.
-  RuleHarness h(Algo::kCalendar, 86400, 3, 0, 0, Zone("America/New_York"));
-  h.spec().zone = Zone("Asia/Kolkata");
-  const int64_t t = kDay0 + 20 * 3600;  // 2026-11-23 20:00 UTC: Kolkata's 24th, New York's 23rd
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Acquire(t * 1000).allowed);
-  h.spec().zone = Zone("America/New_York");
-  RuleResult r = h.Acquire((t + 60) * 1000);
-  EXPECT_FALSE(r.allowed);
-  EXPECT_EQ(r.count, 3);
-}
-
-TEST(CalendarWindow, ARuleMovedToAZoneWhoseDayBeganEarlierKeepsItsCount) {
-  // New York's day (from 05:00 UTC) moved to Kolkata's at 20:00 UTC: Kolkata's
-  // day began at 18:30, after New York's, whose start is no boundary of
-  // Kolkata's; the New York day, taken as a day long, reaches into it.
-  RuleHarness h(Algo::kCalendar, 86400, 3, 0, 0, Zone("UTC"));
-  h.spec().zone = Zone("America/New_York");
-  const int64_t t = kDay0 + 20 * 3600;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Acquire(t * 1000).allowed);
-  h.spec().zone = Zone("Asia/Kolkata");
-  RuleResult r = h.Acquire((t + 60) * 1000);
-  EXPECT_FALSE(r.allowed);
-  EXPECT_EQ(r.count, 3);
+  const char* zones[][2] = {{"Asia/Kolkata", "America/New_York"}, {"America/New_York", "Asia/Kolkata"}};
+  for (const auto& [from, to] : zones) {
+    RuleHarness h(Algo::kCalendar, 86400, 3, 0, 0, Zone("UTC"));
+    h.spec().zone = Zone(from);
+    const int64_t t = kDay0 + 20 * 3600;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Acquire(t * 1000).allowed) << from;
+    h.spec().zone = Zone(to);
+    RuleResult r = h.Acquire((t + 60) * 1000);
+    EXPECT_FALSE(r.allowed) << from << " to " << to;
+    EXPECT_EQ(r.count, 3) << from << " to " << to;
+  }
 }
 
 TEST(CalendarWindow, ARuleMovedToAnotherZoneAndIntervalCarriesItsWholeOldWindow) {
