@@ -15,6 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "os/unique_fd.h"
 
@@ -101,6 +104,17 @@ Result<std::shared_ptr<const TimeZone>> TimeZone::Load(std::string_view name) {
   if (!ok) return Status::InvalidArgument("time zone '" + std::string(name) + "' is not an IANA name");
   const char* dir = std::getenv("TZDIR");
   std::string path = std::string(dir && *dir ? dir : "/usr/share/zoneinfo") + "/" + std::string(name);
+  // A zone is read once per process: a worker respawned after tzdata was
+  // upgraded, or one reloading a map that names a zone it ran before, counts
+  // in the zone its master and the other workers loaded (the master loads
+  // every zone before it forks; a zone a reload names first is read by each
+  // process at that reload). A new tzdata takes effect at a restart.
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const TimeZone>> loaded;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = loaded.find(path); it != loaded.end()) return it->second;
+  }
   os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno == ENOENT) return Status::NotFound("unknown time zone '" + std::string(name) + "' (no " + path + ")");
@@ -120,7 +134,8 @@ Result<std::shared_ptr<const TimeZone>> TimeZone::Load(std::string_view name) {
   }
   auto z = FromTzif(name, bytes);
   if (!z.ok()) return Status::Corruption(path + ": " + z.status().message());
-  return z;
+  std::lock_guard<std::mutex> lock(mu);
+  return loaded.emplace(path, std::move(z).value()).first->second;
 }
 
 namespace {

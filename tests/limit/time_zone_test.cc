@@ -135,6 +135,28 @@ TEST(TimeZone, CorruptFileIsNamedInTheError) {
   EXPECT_NE(missing.status().message().find("unknown time zone 'Bad/Missing'"), std::string::npos);
 }
 
+// A zone is read once per process: the file replaced after (a tzdata
+// upgrade) changes nothing until a restart, so a worker respawned by the
+// master, which inherits what the master read, counts as the others do.
+TEST(TimeZone, AZoneIsReadOncePerProcess) {
+  const auto dir = std::filesystem::temp_directory_path() / ("frs_tz_once_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "Test");
+  std::filesystem::copy_file("/usr/share/zoneinfo/Asia/Kolkata", dir / "Test" / "Zone");
+  const char* old = std::getenv("TZDIR");
+  const std::string saved = old ? old : "";
+  ::setenv("TZDIR", dir.c_str(), 1);
+  auto first = TimeZone::Load("Test/Zone");
+  std::filesystem::copy_file("/usr/share/zoneinfo/Asia/Tokyo", dir / "Test" / "Zone",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto again = TimeZone::Load("Test/Zone");
+  if (old) ::setenv("TZDIR", saved.c_str(), 1);
+  else ::unsetenv("TZDIR");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(first.ok() && again.ok());
+  EXPECT_EQ(first.value(), again.value());
+  EXPECT_EQ(again.value()->OffsetAt(1795305600), 5 * 3600 + 1800);
+}
+
 // tzdata's right/ zones count leap seconds: their refusal says so, not that
 // the file is no TZif file.
 TEST(TimeZone, AZoneWithLeapSecondsIsRefusedAsSuch) {

@@ -49,8 +49,15 @@ bool ReadRegularFile(const std::string& path, std::string* out) {
 // since, and wrote its own pid in the file.)
 std::optional<RunningConfig> LiveRunningConfig(const ServiceConfig& cfg) {
   Result<RunningConfig> rc = ReadRunningConfig(cfg.store_dir);
-  if (!rc.ok()) return std::nullopt;
   const std::string lock = store_dir::In(cfg.store_dir, store_dir::kStoreLock);
+  if (!rc.ok()) {
+    // None: no frsd, or one older than the file. A damaged one beside a
+    // running frsd is said: what follows is map.xml as it is on disk.
+    if (!rc.status().IsNotFound() && !FlockHolders(lock).empty())
+      std::fprintf(stderr, "frsctl: %s; showing %s as it is on disk, which the running frsd may not run\n",
+                   rc.status().message().c_str(), cfg.map_path.c_str());
+    return std::nullopt;
+  }
   std::string pid_text;
   if (FlockHolders(lock).empty() || !ReadRegularFile(lock, &pid_text) || std::atoll(pid_text.c_str()) != rc->pid)
     return std::nullopt;
