@@ -680,6 +680,10 @@ TEST_F(FrsctlTest, TopRanksByTheRuleNamed) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("by count of rule day"), std::string::npos) << r.out;
   EXPECT_LT(r.out.find("early"), r.out.find("late")) << r.out;
+  // explain names each rule as --rule takes it.
+  r = Ctl({"explain", "ad", "late"}, "two-srv.xml");
+  EXPECT_NE(r.out.find("rule 1  day   fixed 86400 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rule 2  hour  fixed 3600 s"), std::string::npos) << r.out;
   r = Ctl({"top", "ad", "--rule", "week"}, "two-srv.xml");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.err.find("biz 'ad' has no rule 'week' (its rules: day, hour)"), std::string::npos) << r.err;

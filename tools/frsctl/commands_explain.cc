@@ -170,6 +170,11 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
   }
   std::printf("%s \"%s\"%s (biz %u, mode %s), now %s\n", node.biz_name.c_str(), Printable(node.key).c_str(),
               node.key_truncated ? "..." : "", node.biz_id, ModeName(node.mode), LocalTime(now).c_str());
+  // Each rule by its number and its name (map.xml's, else BIZ_N), the name
+  // `top --rule` takes.
+  std::vector<std::string> names;
+  for (const BizInfo& b : s.engine->Bizzes())
+    if (b.id == node.biz_id) names = b.rules;
   Table t;
   for (size_t i = 0; i < node.rules.size(); ++i) {
     const RuleView& r = node.rules[i];
@@ -177,7 +182,8 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
                                  : "allows" + (r.remaining > 0 && r.algo != Algo::kTokenBucket
                                                    ? " (" + std::to_string(r.remaining) + " more)"
                                                    : std::string());
-    t.Row({"rule " + std::to_string(i + 1), RuleSummary(r) + ":", RuleSentence(r, now) + ":", state});
+    t.Row({"rule " + std::to_string(i + 1), i < names.size() ? names[i] : std::string(), RuleSummary(r) + ":",
+           RuleSentence(r, now) + ":", state});
   }
   t.Print(stdout, 2);
   PrintLeases(node, now);
