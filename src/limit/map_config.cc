@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <map>
-#include <memory>
 #include <pugixml.hpp>
 #include <unordered_map>
 
@@ -360,8 +358,9 @@ class Parser {
     return Status::OK();
   }
 
-  // zone="UTC" and "epoch" need no file; another name is an IANA zone, read
-  // once per map however many rules name it.
+  // zone="UTC" and "epoch" need no file; another name is an IANA zone
+  // (TimeZone::Load reads each once per process: rules naming one zone
+  // share it).
   Status ParseZone(std::string_view value, RuleSpec* spec) {
     if (value.empty())
       return Fail(spec->line, "rule zone is empty (an IANA name such as America/New_York, or UTC, or epoch)");
@@ -370,15 +369,11 @@ class Parser {
       spec->epoch = value == "epoch";
       return Status::OK();
     }
-    auto it = zones_.find(value);
-    if (it == zones_.end()) {
-      auto zone = TimeZone::Load(value);
-      if (!zone.ok())
-        return Fail(spec->line, "rule zone: " + zone.status().message() +
-                                    " (an IANA name such as America/New_York, or UTC, or epoch)");
-      it = zones_.emplace(std::string(value), std::move(zone).value()).first;
-    }
-    spec->zone = it->second;
+    auto zone = TimeZone::Load(value);
+    if (!zone.ok())
+      return Fail(spec->line, "rule zone: " + zone.status().message() +
+                                  " (an IANA name such as America/New_York, or UTC, or epoch)");
+    spec->zone = std::move(zone).value();
     return Status::OK();
   }
 
@@ -518,7 +513,6 @@ class Parser {
   std::string_view text_;
   const std::string& path_;
   os::LineIndex lines_;
-  std::map<std::string, std::shared_ptr<const TimeZone>, std::less<>> zones_;  // by name, for ParseZone
 };
 
 }  // namespace

@@ -11,8 +11,6 @@
 
 namespace frs::os {
 
-namespace {
-
 std::string UserName(uid_t uid) {
   const passwd* p = ::getpwuid(uid);
   return p ? p->pw_name : std::to_string(uid);
@@ -22,6 +20,8 @@ std::string GroupName(gid_t gid) {
   const group* g = ::getgrgid(gid);
   return g ? g->gr_name : std::to_string(gid);
 }
+
+namespace {
 
 std::string Describe(const std::string& path, const struct stat& st) {
   char mode[8];
@@ -71,9 +71,7 @@ Result<bool> PathExists(const std::string& path) {
 Status RootOnAnotherUsersStore(const std::string& dir) {
   struct stat st {};
   if (dir.empty() || ::geteuid() != 0 || ::stat(dir.c_str(), &st) != 0 || st.st_uid == 0) return Status::OK();
-  const passwd* pw = ::getpwuid(st.st_uid);
-  const std::string user =
-      pw != nullptr && pw->pw_name != nullptr ? std::string(pw->pw_name) : "uid " + std::to_string(st.st_uid);
+  const std::string user = UserName(st.st_uid);
   return Status::IOError("this process runs as root, and the store directory " + dir + " is " + user +
                          "'s: the files it would make there (store files, statistics days, stats.frs, denials.frs, "
                          "rules.history) would be root's, which frsd, run as " +

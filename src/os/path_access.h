@@ -11,6 +11,8 @@
 // Thread safety: plain functions.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "frs/status.h"
@@ -26,6 +28,10 @@ Result<bool> PathExists(const std::string& path);
 // or EPERM): names the nearest directory this process may not search, else
 // the file itself.
 std::string PermissionWords(const std::string& path);
+
+// The name of a user or group, else its number.
+std::string UserName(uid_t uid);
+std::string GroupName(gid_t gid);
 
 // A process run as root on a store directory another user owns (frsd's
 // service user) would make the files it makes there (store files,

@@ -1,6 +1,5 @@
 #include "server/config_check.h"
 
-#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -171,10 +170,7 @@ std::string OwnerOptionsFor(const SrvConfig& cfg) {
     gid = st.st_gid;
   }
   if (uid == 0) return "";
-  const passwd* pw = ::getpwuid(uid);
-  const group* gr = ::getgrgid(gid);
-  return "-o " + (pw && pw->pw_name ? std::string(pw->pw_name) : std::to_string(uid)) + " -g " +
-         (gr && gr->gr_name ? std::string(gr->gr_name) : std::to_string(gid)) + " ";
+  return "-o " + os::UserName(uid) + " -g " + os::GroupName(gid) + " ";
 }
 
 }  // namespace
