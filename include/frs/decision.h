@@ -220,6 +220,11 @@ std::string ReservationId(const Decision& d);
 struct RuleView {
   Algo algo = Algo::kFixed;
   uint32_t interval = 0;
+  std::string name;  // map.xml's name, else BIZ_N: what `frsctl top --rule` and the answers' name= say
+  // A calendar rule's zone, the one its windows follow: an IANA name (the
+  // rule's zone=, else the server's <timezone>), "UTC", or "epoch" (counted
+  // from 1970-01-01T00:00Z); "" for the other algorithms.
+  std::string zone;
   int64_t max = 0, burst = 0, borrow = 0;
   int64_t count = 0;
   int64_t limit = 0;

@@ -104,6 +104,8 @@ void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleVie
   out->max = spec.max;
   out->burst = spec.burst;
   out->borrow = spec.borrow;
+  out->name = spec.name;
+  if (spec.algo == Algo::kCalendar) out->zone = spec.epoch ? "epoch" : CalendarWindow::ZoneOf(spec, now).name();
 }
 
 void MergeBlock(const RuleSpec& spec, uint8_t* block, const uint8_t* incoming, const Now& now) {

@@ -725,6 +725,42 @@ TEST_F(FrsctlTest, ExplainSaysWhichRuleDeniesAndUntilWhen) {
   EXPECT_NE(r.out.find("never counted"), std::string::npos) << r.out;
 }
 
+// Each rule by the name top --rule and the answers use, and a calendar
+// rule by the zone whose days it counts: a Kolkata day's window ends at
+// 18:30 UTC, which get's UTC times alone left the reader to work out.
+TEST_F(FrsctlTest, GetAndExplainNameEachRuleAndACalendarRulesZone) {
+  std::ofstream(dir_ / "map.xml") << ctl_test::SlowMap(
+      R"(  <biz id="3" name="adv"><rule name="day" algo="calendar" interval="86400" max="3" zone="Asia/Kolkata"/>)"
+      R"(<rule algo="fixed" interval="3600" max="2"/></biz>
+)");
+  CreateStore();
+  Set("adv", "u", 1);
+  CtlRun r = Ctl({"get", "adv", "u"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("day    calendar 86400 s in Asia/Kolkata, max 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("adv_2  fixed 3600 s, max 2"), std::string::npos) << r.out;
+  r = Ctl({"get", "--json", "adv", "u"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue v = Parse(r.out);
+  ASSERT_EQ(v.Find("rules")->items.size(), 2u) << r.out;
+  const JsonValue& day = v.Find("rules")->items[0];
+  EXPECT_EQ(day.Find("name")->text, "day");
+  EXPECT_EQ(day.Find("zone")->text, "Asia/Kolkata");
+  // Kolkata's midnight (UTC+5:30) is 18:30 UTC.
+  EXPECT_EQ(static_cast<int64_t>(day.Find("window_start_ms")->number) % 86'400'000, 66'600'000) << r.out;
+  EXPECT_EQ(v.Find("rules")->items[1].Find("name")->text, "adv_2");
+  EXPECT_EQ(v.Find("rules")->items[1].Find("zone"), nullptr) << "only a calendar rule has a zone: " << r.out;
+
+  // A calendar rule without zone= counts the server's <timezone> days.
+  Set("ad_user", "u", 1);
+  r = Ctl({"explain", "ad_user", "u"});
+  EXPECT_NE(r.out.find("ad_user_1  calendar 86400 s in UTC, max 3:"), std::string::npos) << r.out;
+  r = Ctl({"explain", "--json", "ad_user", "u"});
+  v = Parse(r.out);
+  EXPECT_EQ(v.Find("rules")->items[0].Find("zone")->text, "UTC") << r.out;
+  EXPECT_EQ(v.Find("rules")->items[1].Find("name")->text, "ad_user_2") << r.out;
+}
+
 // A key missing from a store that evicted live nodes may have been one of
 // them: get and explain say so, with the count, since its limit started
 // again from zero (an on-call engineer read "never counted" and looked no

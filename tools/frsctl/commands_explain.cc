@@ -172,9 +172,6 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
               node.key_truncated ? "..." : "", node.biz_id, ModeName(node.mode), LocalTime(now).c_str());
   // Each rule by its number and its name (map.xml's, else BIZ_N), the name
   // `top --rule` takes.
-  std::vector<std::string> names;
-  for (const BizInfo& b : s.engine->Bizzes())
-    if (b.id == node.biz_id) names = b.rules;
   Table t;
   for (size_t i = 0; i < node.rules.size(); ++i) {
     const RuleView& r = node.rules[i];
@@ -182,8 +179,7 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
                                  : "allows" + (r.remaining > 0 && r.algo != Algo::kTokenBucket
                                                    ? " (" + std::to_string(r.remaining) + " more)"
                                                    : std::string());
-    t.Row({"rule " + std::to_string(i + 1), i < names.size() ? names[i] : std::string(), RuleSummary(r) + ":",
-           RuleSentence(r, now) + ":", state});
+    t.Row({"rule " + std::to_string(i + 1), r.name, RuleSummary(r) + ":", RuleSentence(r, now) + ":", state});
   }
   t.Print(stdout, 2);
   PrintLeases(node, now);

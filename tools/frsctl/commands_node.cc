@@ -36,8 +36,8 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
               v.mode == Mode::kOff ? "mode off: always allowed"
               : denied             ? "denied now"
                                    : "allowed now");
-  Table t({"rule", "algo", "count", "limit", "debt", "window", "next allowed"});
-  t.AlignRight({0, 2, 3, 4});
+  Table t({"rule", "name", "algo", "count", "limit", "debt", "window", "next allowed"});
+  t.AlignRight({0, 3, 4, 5});
   for (size_t i = 0; i < v.rules.size(); ++i) {
     const RuleView& r = v.rules[i];
     std::string window = WindowText(r);
@@ -46,7 +46,7 @@ void PrintNodeHuman(const NodeView& v, int64_t now_ms) {
       std::snprintf(buf, sizeof buf, "%.2f tokens left", r.tokens);
       window = buf;
     }
-    t.Row({std::to_string(i + 1), RuleSummary(r), std::to_string(r.count), std::to_string(r.limit),
+    t.Row({std::to_string(i + 1), r.name, RuleSummary(r), std::to_string(r.count), std::to_string(r.limit),
            std::to_string(r.debt), window.empty() ? "-" : window, r.denies ? When(r.next_allowed_ms, now_ms) : "now"});
   }
   t.Print(stdout, 2);

@@ -11,7 +11,11 @@ namespace frs::ctl {
 std::string RuleSummary(const RuleView& r) {
   if (r.algo == Algo::kConcurrency)
     return "concurrency, max " + std::to_string(r.max) + " leases of " + std::to_string(r.interval) + " s";
-  std::string s = std::string(AlgoName(r.algo)) + " " + std::to_string(r.interval) + " s, max " + std::to_string(r.max);
+  std::string s = std::string(AlgoName(r.algo)) + " " + std::to_string(r.interval) + " s";
+  // A calendar rule's windows are its zone's days: Kolkata's day ends at
+  // 18:30 UTC, which the window alone leaves the reader to work out.
+  if (r.algo == Algo::kCalendar && !r.zone.empty()) s += r.zone == "epoch" ? " from the epoch" : " in " + r.zone;
+  s += ", max " + std::to_string(r.max);
   if (r.algo == Algo::kTokenBucket && r.burst != 0 && r.burst != r.max) s += ", burst " + std::to_string(r.burst);
   if (r.borrow != 0) s += ", borrow " + std::to_string(r.borrow);
   return s;
@@ -32,8 +36,10 @@ std::string Position(const NodeInfo& n) {
 
 void RuleJson(const RuleView& r, JsonOut& j) {
   j.BeginObject();
+  j.Key("name").String(r.name);
   j.Key("algo").String(AlgoName(r.algo));
   j.Key("interval").Uint(r.interval);
+  if (r.algo == Algo::kCalendar) j.Key("zone").String(r.zone);
   j.Key("max").Int(r.max);
   if (r.algo == Algo::kTokenBucket) j.Key("burst").Int(r.burst);
   j.Key("borrow").Int(r.borrow);
