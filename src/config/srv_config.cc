@@ -37,6 +37,23 @@ Status CheckWhole(const srv::Context& ctx, const pugi::xml_node& root) {
     cfg.cluster_self = ListenName(cfg.host, cfg.port);
     cfg.cluster_self_derived = true;
   }
+  // A self the list lacks is a leaving shard's, warned of only
+  // (ClusterSelfNotListed). But a list that names this frsd's own <listen>
+  // means the shard stays, and self is a typo: applied by a reload, the
+  // shard owned no route and answered 421 to all of them.
+  if (!cfg.cluster_shards.empty() && !cfg.cluster_self_derived && cfg.port != 0) {
+    const std::string own = ListenName(cfg.host, cfg.port);
+    bool self_listed = false, own_listed = false;
+    for (const RingShard& sh : cfg.cluster_shards) {
+      self_listed |= sh.name == cfg.cluster_self;
+      own_listed |= sh.name == own;
+    }
+    if (!self_listed && own_listed)
+      return ctx.Error(root.child("cluster"),
+                       "<cluster self> " + cfg.cluster_self + " is not among its <shard>s, but " + own +
+                           ", this frsd's own <listen>, is: self must name this shard as the list spells it (self=\"" +
+                           own + "\", or no self at all); a shard leaving the ring is no longer in the list");
+  }
   // Shards send each other changes of counts (POST /replicate), an admin's
   // act: they prove it with the token they share.
   if (cfg.cluster_replicas > 0 && cfg.admin_token.empty())

@@ -408,6 +408,7 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   // changes, same seq): the receiver's watermark applies it once.
   const bool again = l.inflight > 0;
   l.probing = false;
+  l.idle_probe = false;
   if (!again) {
     l.inflight = std::min(l.queue.size(), kBatch);
     l.inflight_seq = l.next_seq++;
@@ -470,10 +471,25 @@ void Replicator::SendProbe(Link& l, int64_t now_ns) {
   Write(l, now_ns);
 }
 
+bool Replicator::IdleProbeDue(Link& l, int64_t now_ns) const {
+  if (stopping_ || retired_ || l.down || l.behind || !l.queue.empty() || Unreached(l)) return false;
+  return l.idle_probe_ns != 0 && now_ns >= l.idle_probe_ns;
+}
+
+void Replicator::IdleProbed(Link& l, int64_t now_ns, bool open) {
+  ++l.exchanges;
+  l.probing = false;
+  l.idle_probe = false;
+  l.state = open ? LinkState::kIdle : LinkState::kClosed;
+  l.idle_probe_ns = now_ns + kIdleProbeNs;
+  if (open && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
+}
+
 void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next) {
   Behind(l, AnswerCount(body, "alone "), /*batch=*/false, now_ns);
   ++l.exchanges;
   l.probing = false;
+  l.idle_probe_ns = now_ns + kIdleProbeNs;
   l.state = LinkState::kIdle;
   l.failure.clear();
   Reached(l);
@@ -550,6 +566,13 @@ void Replicator::Read(Link& l, int64_t now_ns) {
     std::string body;
     bool failed = false;
     if (ReadAnswer(l, &status, &body, &failed)) {
+      if (l.idle_probe) {
+        // Any answer: the shard is there (its list or token may differ
+        // during a ring change; a batch's answer judges those).
+        IdleProbed(l, now_ns, closed.empty());
+        if (!closed.empty()) Close(l);
+        return;
+      }
       if (status != 200) {
         while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
         Fail(l, "answered " + std::to_string(status) + ": " + body.substr(0, 300), now_ns);
@@ -584,6 +607,7 @@ void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
   // waits on it; the next batch opens another.
   if (l.state == LinkState::kIdle) {
     Close(l);
+    if (!l.down) l.idle_probe_ns = std::min(l.idle_probe_ns == 0 ? INT64_MAX : l.idle_probe_ns, now_ns + kRetryNs);
     return;
   }
   // A batch sent on a connection that had carried others, and no byte of
@@ -615,6 +639,7 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   l.queue.erase(l.queue.begin(), l.queue.begin() + static_cast<long>(l.inflight));
   l.inflight = 0;
   l.state = LinkState::kIdle;
+  l.idle_probe_ns = now_ns + kIdleProbeNs;
   l.failure.clear();
   Reached(l);
   if (l.down) {
@@ -678,7 +703,7 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
         "serving the routes shared with it from this shard's copy (on_replica_down=serve)",
         l.name.c_str(), why.c_str());
   }
-  if (l.probing && !l.down && !was_behind) {
+  if (l.probing && !l.idle_probe && !l.down && !was_behind) {
     // A probe of a shard never reached since the start: it reads down
     // already (unreached); nothing waits on it, so no episode begins. A new
     // reason is said once (a shard that answers, but refuses: its token or
@@ -694,6 +719,7 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   const bool was_down = l.down;
   Close(l);
   l.failure = why;
+  l.probing = l.idle_probe = false;
 
   l.retry_ns = now_ns + kRetryNs;
   // While stopping: a try begun before the stop (a down link's, a batch in
@@ -735,7 +761,7 @@ void Replicator::OnEvent(const void* tag, int64_t now_ns) {
     // A link back (or new) sends what waited at once; with nothing to
     // send, a down or never reached one asks whether the shard is back.
     if (!l.queue.empty()) SendBatch(l, now_ns);
-    else if (l.down || Unreached(l)) SendProbe(l, now_ns);
+    else if (l.down || Unreached(l) || l.idle_probe) SendProbe(l, now_ns);
     return;
   }
   if (l.state == LinkState::kInFlight) Write(l, now_ns);
@@ -747,6 +773,7 @@ void Replicator::Pump(int64_t now_ns) {
   const int64_t now_ms = RealMs();
   int64_t oldest_ms = -1;
   for (Link& l : links_) {
+    if (l.idle_probe_ns == 0) l.idle_probe_ns = now_ns + kIdleProbeNs;
     switch (l.state) {
       case LinkState::kClosed:
         // A down link is tried again each second even with nothing to
@@ -759,6 +786,9 @@ void Replicator::Pump(int64_t now_ns) {
         } else if (!stopping_ && l.queue.empty() && !l.down && now_ns >= l.probe_ns && (Unreached(l) || l.behind)) {
           l.probing = true;
           Connect(l, now_ns);
+        } else if (IdleProbeDue(l, now_ns)) {
+          l.probing = l.idle_probe = true;
+          Connect(l, now_ns);
         }
         break;
       case LinkState::kConnecting:
@@ -766,6 +796,7 @@ void Replicator::Pump(int64_t now_ns) {
         if (l.probing && !l.down && !l.queue.empty()) {
           // A change came: it goes now, on a connection of its own, not
           // after the probe's answer.
+          l.idle_probe = false;
           Close(l);
           Connect(l, now_ns);
           break;
@@ -776,6 +807,10 @@ void Replicator::Pump(int64_t now_ns) {
       case LinkState::kIdle:
         if (Due(l, now_ms)) SendBatch(l, now_ns);
         else if (l.behind && l.queue.empty() && now_ns >= l.probe_ns) SendProbe(l, now_ns);
+        else if (IdleProbeDue(l, now_ns)) {
+          l.idle_probe = true;
+          SendProbe(l, now_ns);
+        }
         break;
     }
     if (!l.queue.empty() && (oldest_ms < 0 || l.queue.front().at_ms < oldest_ms)) oldest_ms = l.queue.front().at_ms;

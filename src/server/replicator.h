@@ -78,6 +78,12 @@ class Replicator final : public ChangeSink {
   static constexpr int64_t kBehindProbeNs = 100LL * 1000 * 1000;
   // A behind link whose other holder fails this long is given up on (serve).
   static constexpr int64_t kBehindGiveUpNs = 3000LL * 1000 * 1000;
+  // A link up and idle this long asks the other shard whether it is there
+  // (SendProbe, "idle"): a holder that died while nothing went to it read
+  // up (frs_replica_link_up 1) until the next change, so a quiet hour hid
+  // a route with one copy. Sooner (kRetryNs) after the idle connection
+  // closed: a keep-alive's time-out, or the other shard's death.
+  static constexpr int64_t kIdleProbeNs = 5000LL * 1000 * 1000;
   // Async: a batch goes when it is full or its oldest change is this old,
   // so that batches carry many changes (each exchange costs more CPU than a
   // decision); the reported lag includes it.
@@ -260,8 +266,13 @@ class Replicator final : public ChangeSink {
     // The connection or request in flight is a probe's (SendProbe), not a
     // batch's: a failure of a link not down keeps it unreached, quietly.
     bool probing = false;
-    int64_t probe_ns = 0;  // a never reached link is probed again from here
-    std::string failure;   // why the link last failed ("" since it was acknowledged)
+    // The probe is an up link's check that the other shard is there: only
+    // its connection failing (refused, reset, no answer in time) takes the
+    // link down; any answer says the shard lives.
+    bool idle_probe = false;
+    int64_t idle_probe_ns = 0;  // an up, idle link probes from here (0: not set yet)
+    int64_t probe_ns = 0;       // a never reached link is probed again from here
+    std::string failure;        // why the link last failed ("" since it was acknowledged)
     std::string out, in;
     size_t out_sent = 0;
     // Batches acknowledged on this connection: one sent on a connection
@@ -298,6 +309,10 @@ class Replicator final : public ChangeSink {
   // connection (a proxy's or a relay's may have no shard behind it), says
   // the shard is back (Probed).
   void SendProbe(Link& l, int64_t now_ns);
+  // Whether the up, idle link `l` asks now whether its other shard is there
+  // (kIdleProbeNs); and what it does with any answer.
+  bool IdleProbeDue(Link& l, int64_t now_ns) const;
+  void IdleProbed(Link& l, int64_t now_ns, bool open);
   void Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next);
   // After a batch's answer or a probe's: `alone` is what the other holder
   // says it answered alone for this shard and has not delivered ("behind N",

@@ -947,6 +947,22 @@ class Replicas(unittest.TestCase):
         p.b.start()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 7, 5), "B holds %s" % p.b.count(k))
 
+    def test_a_successor_killed_while_nothing_goes_to_it_reads_down(self):
+        # No traffic after the kill: A's idle link asks B each 5 s whether it
+        # is there (before, it read up until the next change, so a quiet hour
+        # hid a route with one copy), goes down without any request, and is
+        # back once B is.
+        p = self.pair()
+        self.assertEqual(p.a.acquire(p.keys[6]), 200)
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 1)
+        p.b.kill9()
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 0, 10), p.a.log())
+        self.assertIn("is down", p.a.log())
+        self.assertEqual(p.a.metric("frs_replica_pending"), 0)
+        p.b.start()
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
+        self.assertEqual(p.b.count(p.keys[6]), 1)
+
     def test_an_owner_back_on_its_old_store_serves_only_once_the_successors_uses_arrived(self):
         # The successor's link to the dead owner is down, so what it served
         # for it waits for its next try (once a second): the owner, back in a

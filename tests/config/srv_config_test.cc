@@ -322,6 +322,30 @@ TEST(SrvConfig, ASelfNotAmongTheShardsIsWarnedOf) {
   EXPECT_NE(ClusterSelfNotListed(unbound.value()).find("127.0.0.1:4242 is not among"), std::string::npos);
 }
 
+// A self the list lacks while the list names this frsd's own <listen> is a
+// typo, not a leaving shard: refused, so that a reload cannot make the shard
+// answer 421 to every route (it was applied with a warning).
+TEST(SrvConfig, ASelfNotListedBesideThisShardsOwnListenIsRefused) {
+  TempDir d;
+  auto typo = LoadSrvConfig(Write(d, R"(<frs><listen host="127.0.0.1" port="21638"/><map>m.xml</map><store dir="d"/>
+<cluster self="127.0.0.1:29999"><shard>127.0.0.1:21638</shard><shard>127.0.0.1:21040</shard></cluster></frs>)"));
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("<cluster self> 127.0.0.1:29999 is not among its <shard>s, but "
+                                         "127.0.0.1:21638, this frsd's own <listen>, is"),
+            std::string::npos)
+      << typo.status().message();
+  EXPECT_NE(typo.status().message().find(":2:"), std::string::npos) << typo.status().message();
+  // The same name spelled otherwise (localhost for 127.0.0.1) alike.
+  auto spelled = LoadSrvConfig(Write(d, R"(<frs><listen host="127.0.0.1" port="21638"/><map>m.xml</map><store dir="d"/>
+<cluster self="localhost:21638"><shard>127.0.0.1:21638</shard><shard>127.0.0.1:21040</shard></cluster></frs>)"));
+  EXPECT_FALSE(spelled.ok());
+  // A leaving shard's list no longer has it: warned of, not refused.
+  auto leaving = LoadSrvConfig(Write(d, R"(<frs><listen host="127.0.0.1" port="21638"/><map>m.xml</map><store dir="d"/>
+<cluster self="127.0.0.1:21638"><shard>127.0.0.1:21040</shard><shard>127.0.0.1:27021</shard></cluster></frs>)"));
+  ASSERT_TRUE(leaving.ok()) << leaving.status().ToString();
+  EXPECT_NE(ClusterSelfNotListed(leaving.value()), "");
+}
+
 // <cluster self> and every <shard> are host:port a peer can dial: one check
 // for both, naming the attribute and the bad value.
 TEST(SrvConfig, ClusterSelfAndShardsAreHostPortExactly) {

@@ -140,5 +140,14 @@ TEST(JsonTest, LeadingMembersStopOnceReadAndNeedNoValidTail) {
   EXPECT_FALSE(ParseLeadingMembers(R"({"biz":4,"rules":[oops)", {"biz", "biz_name"}).ok());
 }
 
+// A line that names the shard says its address once ("shard A: A: connect:
+// ..." before).
+TEST(FormatTest, WithoutShardNameDropsTheClientsOwnPrefixOnly) {
+  EXPECT_EQ(WithoutShardName("127.0.0.1:1: connect: Connection refused", "127.0.0.1:1"), "connect: Connection refused");
+  EXPECT_EQ(WithoutShardName("127.0.0.1:12: connect: x", "127.0.0.1:1"), "127.0.0.1:12: connect: x");
+  EXPECT_EQ(WithoutShardName("timed out", "127.0.0.1:1"), "timed out");
+  EXPECT_EQ(WithoutShardName("127.0.0.1:1: ", "127.0.0.1:1"), "127.0.0.1:1: ");
+}
+
 }  // namespace
 }  // namespace frs::ctl

@@ -293,7 +293,7 @@ Status SendTo(Session& s, const std::string& dest, const std::string& token, std
     body += "</batch>\n";
     auto resp = http.Post("/frs", body);
     if (!resp.ok()) {
-      failed->Add(Status::Unavailable("shard " + dest + ": " + resp.status().message()));
+      failed->Add(Status::Unavailable("shard " + dest + ": " + WithoutShardName(resp.status().message(), dest)));
       return Status::OK();  // nothing more for this shard now
     }
     CrashPoint("sent");
@@ -336,7 +336,9 @@ Status SendTo(Session& s, const std::string& dest, const std::string& token, std
 Status CheckPeer(const std::string& dest, const Ring& ring) {
   HttpClient http(dest, 5000);
   auto resp = http.Post("/frs", "<request cmd=\"stats\"/>");
-  if (!resp.ok()) return Status::Unavailable("shard " + dest + " cannot be reached: " + resp.status().message());
+  if (!resp.ok())
+    return Status::Unavailable("shard " + dest +
+                               " cannot be reached: " + WithoutShardName(resp.status().message(), dest));
   pugi::xml_document d;
   if (resp->status != 200 || !d.load_string(resp->body.c_str()))
     return Status::Unavailable("shard " + dest + " answered stats with " + std::to_string(resp->status));

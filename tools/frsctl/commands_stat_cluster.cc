@@ -51,7 +51,7 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
     auto resp = http.Post("/frs", "<request cmd=\"stats\"/>");
     pugi::xml_document d;
     if (!resp.ok()) {
-      f.error = resp.status().message();
+      f.error = WithoutShardName(resp.status().message(), sh.name);
     } else if (resp->status != 200 || !d.load_string(resp->body.c_str())) {
       f.error = "answered " + std::to_string(resp->status);
     } else {

@@ -186,4 +186,11 @@ std::string ShownKey(const std::string& key, bool truncated, bool kept, uint64_t
   return Printable(key) + (truncated ? "..." : "");
 }
 
+std::string WithoutShardName(const std::string& message, const std::string& shard) {
+  if (message.size() > shard.size() + 2 && message.compare(0, shard.size(), shard) == 0 &&
+      message.compare(shard.size(), 2, ": ") == 0)
+    return message.substr(shard.size() + 2);
+  return message;
+}
+
 }  // namespace frs::ctl

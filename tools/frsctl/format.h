@@ -40,6 +40,10 @@ std::string Grouped(uint64_t v);
 std::string Percent(uint64_t part, uint64_t whole);
 // Printable form of stored key bytes: control bytes and quotes escaped.
 std::string Printable(const std::string& bytes);
+
+// An HTTP client's failure without the server's name it starts with
+// ("HOST:PORT: connect: ..."), for a line that names the shard already.
+std::string WithoutShardName(const std::string& message, const std::string& shard);
 // How a node's key is shown: its printable bytes ("..." after a prefix), or,
 // for a node that kept no key text, its fingerprint and that fact.
 std::string ShownKey(const std::string& key, bool truncated, bool kept, uint64_t fp_lo);
