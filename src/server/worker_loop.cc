@@ -413,8 +413,8 @@ void Worker::DrainTurn(int64_t now) {
       where += w;
     }
     FRS_LOG(
-        "replicas: %s have not drained for %lld s: %zu left (%s); frsctl handoff waits for them "
-        "(frs_replica_draining)",
+        "replicas: %s have not drained for %lld s: %zu left (%s); they go once those shards answer, and a "
+        "handoff after a change of the shard list waits for them (frs_replica_draining)",
         what, static_cast<long long>(kDrainStallNs / 1000000000), left, where.c_str());
   }
   // What each spool still holds, for the gauges and the returning shards
