@@ -103,6 +103,11 @@ struct Request {
   // for handoff. Not known: the route its key implies (hash tag, else key).
   uint32_t route_pos = 0;
   bool route_known = false;
+  // kQuery: a read the statistics do not count (daily counters, recent
+  // denials, statistics by field): Envoy's look (hits_addend 0), which
+  // envoyproxy/ratelimit counts as nothing and may answer OK at a limit
+  // where the query's n=1 would be denied.
+  bool uncounted = false;
 };
 
 // retry_after of a denial that no wait can cure: n is above what the rule

@@ -133,7 +133,8 @@ bool EngineImpl::ExecuteBatch(std::span<const Request> reqs, std::span<Decision>
     const BatchMember& m = members[i];
     if (m.biz != nullptr) {
       out[i].biz_id = m.biz->cfg.id;
-      if (out[i].ok() && CountsUses(reqs[i].cmd)) Count(*m.biz, reqs[i], out[i], m.created, now.s, &tally);
+      if (out[i].ok() && CountsUses(reqs[i].cmd) && !reqs[i].uncounted)
+        Count(*m.biz, reqs[i], out[i], m.created, now.s, &tally);
       if (sink_ != nullptr) Notify(*m.biz, reqs[i], out[i], now);
     }
     if (!out[i].ok()) out[i].allowed = false;  // decision.h: what failed was not done

@@ -149,7 +149,7 @@ Decision EngineImpl::Execute(const Request& req) {
   DecideOne(*biz, req, ref, now, d, &created, id);
   d.biz_id = biz->cfg.id;
   if (!d.ok()) d.allowed = false;  // decision.h: what failed was not done
-  if (d.ok() && CountsUses(req.cmd)) Count(*biz, req, d, created, now.s);
+  if (d.ok() && CountsUses(req.cmd) && !req.uncounted) Count(*biz, req, d, created, now.s);
   if (sink_ != nullptr) Notify(*biz, req, d, now);
   return d;
 }

@@ -471,7 +471,7 @@ void Replicator::SendProbe(Link& l, int64_t now_ns) {
   Write(l, now_ns);
 }
 
-bool Replicator::IdleProbeDue(Link& l, int64_t now_ns) const {
+bool Replicator::IdleProbeDue(const Link& l, int64_t now_ns) const {
   if (stopping_ || retired_ || l.down || l.behind || !l.queue.empty() || Unreached(l)) return false;
   return l.idle_probe_ns != 0 && now_ns >= l.idle_probe_ns;
 }

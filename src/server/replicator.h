@@ -311,7 +311,7 @@ class Replicator final : public ChangeSink {
   void SendProbe(Link& l, int64_t now_ns);
   // Whether the up, idle link `l` asks now whether its other shard is there
   // (kIdleProbeNs); and what it does with any answer.
-  bool IdleProbeDue(Link& l, int64_t now_ns) const;
+  bool IdleProbeDue(const Link& l, int64_t now_ns) const;
   void IdleProbed(Link& l, int64_t now_ns, bool open);
   void Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next);
   // After a batch's answer or a probe's: `alone` is what the other holder

@@ -408,12 +408,25 @@ TEST_F(DecideTest, EveryKeyIsCheckedBeforeAnyIsCountedAndTheCallIsBounded) {
 }
 
 TEST_F(DecideTest, OverLimitAnswersZeroRemainingAndALookAtTheLimitIsOk) {
+  // What the biz statistics hold today (requests, denied), over every biz.
+  const auto today = [&] {
+    std::pair<uint64_t, uint64_t> t{0, 0};
+    for (const BizStats& b : engine_->DailyStats())
+      for (const BizStatsDay& d : b.days)
+        if (d.day == engine_->Today()) t.first += d.requests, t.second += d.denied;
+    return t;
+  };
   Ask({{{"remote_address", "o"}}}, 3);
+  const auto counted = today();
+  EXPECT_EQ(counted.first, 1u);
   // Exactly at the limit: a look is OK with nothing left (upstream denies
   // only past the limit: after > limit).
   RlsAnswer a = Ask({{{"remote_address", "o"}}}, 0);
   EXPECT_EQ(a.overall, Code::kOk);
   EXPECT_EQ(a.statuses[0].remaining, 0u);
+  // A look is no hit, in the biz statistics as in upstream's: it counted a
+  // denial the answer (OK) did not give.
+  EXPECT_EQ(today(), counted);
   a = Ask({{{"remote_address", "o"}}}, 1);  // 4 > 3
   EXPECT_EQ(a.statuses[0].code, Code::kOverLimit);
   EXPECT_EQ(a.statuses[0].remaining, 0u);
