@@ -278,7 +278,9 @@ bool RateLimitService::Count(const RlsRequest& req, size_t i, RlsAnswer* out) {
     // Every hit is counted (an update), past the limit too, as upstream's
     // counter counts them; a look (0) only reads.
     r.cmd = applied == 0 ? Cmd::kQuery : Cmd::kUpdate;
-    r.uncounted = applied == 0;  // as upstream's stats: a look is no hit
+    // A look (hits_addend 0) is no hit, as in upstream's stats; a hit that
+    // stop-increment left uncounted still is one (the series count it).
+    r.uncounted = st.hits == 0;
     r.n = static_cast<int64_t>(std::max<uint64_t>(applied, 1));
     dec = engine_->Execute(r);
   }
@@ -338,7 +340,7 @@ Decision RateLimitService::DecideConcurrent(const CompiledLimit& l, const std::s
   r.biz = l.biz;
   r.key = key;
   r.cmd = Cmd::kQuery;
-  r.uncounted = applied == 0;
+  r.uncounted = st->hits == 0;  // a look
   if (applied == 0) return engine_->Execute(r);
   // Where this key's denials wait for their give-back (EnvoyRules::
   // PendingLimit): the limit's biz name leads the key, so two limits never

@@ -350,6 +350,13 @@ void Replicator::Retire() {
   counters_ = nullptr;
   retired_ = true;
   touched_ = 0;
+  // A retired link asks nothing of an idle shard (IdleProbeDue): a probe in
+  // flight is dropped, not taken for a failure of a link with nothing to do.
+  for (Link& l : links_)
+    if (l.idle_probe) {
+      Close(l);
+      l.idle_probe = false;
+    }
 }
 
 void Replicator::Publish(Link& l) {
@@ -478,6 +485,7 @@ bool Replicator::IdleProbeDue(const Link& l, int64_t now_ns) const {
 
 void Replicator::IdleProbed(Link& l, int64_t now_ns, bool open) {
   ++l.exchanges;
+  l.answered_ns = now_ns;
   l.probing = false;
   l.idle_probe = false;
   l.state = open ? LinkState::kIdle : LinkState::kClosed;
@@ -490,6 +498,7 @@ void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool sen
   ++l.exchanges;
   l.probing = false;
   l.idle_probe_ns = now_ns + kIdleProbeNs;
+  l.answered_ns = now_ns;
   l.state = LinkState::kIdle;
   l.failure.clear();
   Reached(l);
@@ -567,8 +576,18 @@ void Replicator::Read(Link& l, int64_t now_ns) {
     bool failed = false;
     if (ReadAnswer(l, &status, &body, &failed)) {
       if (l.idle_probe) {
-        // Any answer: the shard is there (its list or token may differ
-        // during a ring change; a batch's answer judges those).
+        // A shard's own answer says it is there: its state, or its refusal
+        // of /replicate (another list during a ring change, another token:
+        // a batch's answer judges those). A proxy's page with no shard
+        // behind it (a 502) is no shard's.
+        if (!body.starts_with("/replicate") && !(status == 200 && body.starts_with("pending "))) {
+          while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+          Fail(l, "answered " + std::to_string(status) + " that is not a shard's (" + body.substr(0, 60) + ")", now_ns);
+          return;
+        }
+        // What it answered alone for this shard makes this copy behind, as
+        // a probe's answer does (Probed).
+        if (status == 200) Behind(l, AnswerCount(body, "alone "), /*batch=*/false, now_ns);
         IdleProbed(l, now_ns, closed.empty());
         if (!closed.empty()) Close(l);
         return;
@@ -607,7 +626,11 @@ void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
   // waits on it; the next batch opens another.
   if (l.state == LinkState::kIdle) {
     Close(l);
-    if (!l.down) l.idle_probe_ns = std::min(l.idle_probe_ns == 0 ? INT64_MAX : l.idle_probe_ns, now_ns + kRetryNs);
+    // A close long after the last answer may be the other shard's death:
+    // asked sooner. One right after an answer is a relay or a keep-alive
+    // that closes each time, and would make every probe a second apart.
+    if (!l.down && now_ns - l.answered_ns >= kRetryNs)
+      l.idle_probe_ns = std::min(l.idle_probe_ns == 0 ? INT64_MAX : l.idle_probe_ns, now_ns + kRetryNs);
     return;
   }
   // A batch sent on a connection that had carried others, and no byte of
@@ -640,6 +663,7 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   l.inflight = 0;
   l.state = LinkState::kIdle;
   l.idle_probe_ns = now_ns + kIdleProbeNs;
+  l.answered_ns = now_ns;
   l.failure.clear();
   Reached(l);
   if (l.down) {
@@ -801,8 +825,13 @@ void Replicator::Pump(int64_t now_ns) {
           Connect(l, now_ns);
           break;
         }
-        if (now_ns - l.sent_ns > timeout_ns)
-          Fail(l, "no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms), now_ns);
+        // An idle probe holds no answer: a loaded shard gets at least a
+        // second before the link is taken for down.
+        if (l.idle_probe ? now_ns - l.sent_ns > std::max(timeout_ns, kRetryNs) : now_ns - l.sent_ns > timeout_ns)
+          Fail(l,
+               l.idle_probe ? std::string("no answer to a probe within a second")
+                            : "no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms),
+               now_ns);
         break;
       case LinkState::kIdle:
         if (Due(l, now_ms)) SendBatch(l, now_ns);

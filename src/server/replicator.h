@@ -271,6 +271,7 @@ class Replicator final : public ChangeSink {
     // link down; any answer says the shard lives.
     bool idle_probe = false;
     int64_t idle_probe_ns = 0;  // an up, idle link probes from here (0: not set yet)
+    int64_t answered_ns = 0;    // the other shard's last answer (a batch's or a probe's)
     int64_t probe_ns = 0;       // a never reached link is probed again from here
     std::string failure;        // why the link last failed ("" since it was acknowledged)
     std::string out, in;

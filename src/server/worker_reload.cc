@@ -117,7 +117,11 @@ void Worker::ApplyLive(const SrvConfig& next) {
   cfg_.map_path = next.map_path;
   cfg_.cluster_shards = next.cluster_shards;
   // A self that follows <listen> follows the port really bound (port="0").
-  cfg_.cluster_self = next.cluster_self_derived ? ListenName(cfg_.host, cfg_.port) : next.cluster_self;
+  const std::string next_self = next.cluster_self_derived ? ListenName(cfg_.host, cfg_.port) : next.cluster_self;
+  // The links know this shard by its name: a self spelled anew by a reload
+  // (a typo fixed) sets them up anew, as a change of the list does.
+  const bool self_changed = next_self != cfg_.cluster_self;
+  cfg_.cluster_self = next_self;
   cfg_.cluster_enforce = next.cluster_enforce;
   const bool replicas_changed = next.cluster_replicas != cfg_.cluster_replicas ||
                                 next.replica_sync != cfg_.replica_sync || next.replica_refuse != cfg_.replica_refuse ||
@@ -149,7 +153,7 @@ void Worker::ApplyLive(const SrvConfig& next) {
   // Any change of the list sets the links up anew, also on a shard that had
   // none: one taken out of the ring (no links while it is not in it) and put
   // back must replicate again, and follow its owners, from this reload on.
-  if (replicas_changed || new_digest != old_digest) SetUpReplicas(/*reload=*/true);
+  if (replicas_changed || self_changed || new_digest != old_digest) SetUpReplicas(/*reload=*/true);
 }
 
 void Worker::ApplyDecisionLog(const SrvConfig& next) {

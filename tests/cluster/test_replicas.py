@@ -58,6 +58,8 @@ class Relay:
         self.port = self.sock.getsockname()[1]
         self.cut_ = False
         self.refuse_ = None
+        self.refuse_body = b"/replicate: the store has no room\n"  # as a shard refuses
+        self.refused = 0  # requests answered by refuse()
         self.accepted = 0
         self.ended = 0  # connections the shard behind closed
         self.answers = 0  # reads of what the shard behind sent, forwarded
@@ -103,8 +105,10 @@ class Relay:
                         return
                     buf += data
                 buf = buf[need:]
-                body = b"/replicate: the store has no room\n"
+                body = self.refuse_body
                 c.sendall(b"HTTP/1.1 %d Error\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body))
+                with self.lock:
+                    self.refused += 1
         except OSError:
             pass
         finally:
@@ -158,8 +162,11 @@ class Relay:
     def cut(self):
         self.cut_ = True
 
-    def refuse(self, status):
-        self.refuse_ = status  # connections open now are answered `status` from their next request
+    def refuse(self, status, body=None):
+        # Connections open now are answered `status` from their next request,
+        # with a shard's refusal, or `body` (a proxy's page: no shard behind).
+        self.refuse_body = body or b"/replicate: the store has no room\n"
+        self.refuse_ = status
 
     def heal(self):
         with self.lock:
@@ -704,6 +711,29 @@ class Replicas(unittest.TestCase):
         p.a.start()  # serving once /health says so
         self.assertEqual(p.a.count(k), 3, p.a.log() + p.b.log())
 
+    def test_a_self_fixed_by_a_reload_sets_the_links_up_under_it(self):
+        # A starts with a self its list spells otherwise (warned of: it owns
+        # no route, and has no links). The self fixed by SIGHUP, the list
+        # unchanged, sets the links up under the right name: before, they
+        # stayed as they were (none), and A's uses reached B never.
+        p = self.pair()
+        conf = os.path.join(p.a.dir, "srv.xml")
+        with open(conf) as f:
+            text = f.read()
+        p.a.stop()
+        with open(conf, "w") as f:
+            f.write(text.replace('self="%s"' % p.a.name, 'self="localhost:%d"' % p.relay_a.port, 1))
+        p.a.start()
+        self.assertIn("is not among its <shard>s", p.a.log())
+        k = p.keys[15]
+        self.assertEqual(p.a.acquire(k), 421)
+        with open(conf, "w") as f:
+            f.write(text)
+        os.kill(p.a.proc.pid, signal.SIGHUP)
+        self.assertTrue(processes.wait_for(lambda: "its replica links start" in p.a.log(), 5), p.a.log())
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 5), "B holds %s" % p.b.count(k))
+
     def test_a_spool_left_by_a_stop_during_its_delivery_is_delivered_once(self):
         # A restarted with B still down takes its spool and cannot deliver
         # it; stopped again, it leaves that file for the next start (nothing
@@ -962,6 +992,23 @@ class Replicas(unittest.TestCase):
         p.b.start()
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
         self.assertEqual(p.b.count(p.keys[6]), 1)
+
+    def test_an_idle_link_takes_a_shards_refusal_for_a_shard_and_a_proxys_page_for_none(self):
+        # What answers the idle link's question: B's refusal (as during a
+        # ring change) says B is there, the link stays up; a page of the
+        # relay's own, a proxy with no shard behind, does not.
+        p = self.pair()
+        self.assertEqual(p.a.acquire(p.keys[7]), 200)
+        p.relay.refuse(409)
+        self.assertTrue(processes.wait_for(lambda: p.relay.refused >= 1, 10), p.a.log())
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 1, p.a.log())
+        self.assertNotIn("is down", p.a.log())
+        p.relay.heal()
+        p.relay.refuse(502, b"<html><body>502 Bad Gateway</body></html>\n")
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 0, 10), p.a.log())
+        self.assertIn("that is not a shard's", p.a.log())
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
 
     def test_an_owner_back_on_its_old_store_serves_only_once_the_successors_uses_arrived(self):
         # The successor's link to the dead owner is down, so what it served

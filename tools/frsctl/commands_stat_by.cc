@@ -149,7 +149,7 @@ Result<int> RunStatByCluster(Session& s, const StatArgs& a) {
         if (!resp.ok()) unreached.insert(sh.name);
         std::fprintf(stderr, "frsctl: shard %s: %s\n", sh.name.c_str(),
                      resp.ok() ? ("answered " + std::to_string(resp->status)).c_str()
-                               : resp.status().message().c_str());
+                               : WithoutShardName(resp.status().message(), sh.name).c_str());
         continue;
       }
       auto st = ParseGroupStats(resp->body);

@@ -118,9 +118,10 @@ Result<uint64_t> HandOffStats(Session& s, const Ring& ring, const std::string& t
         break;
       }
       if (!resp.ok() || resp->status != 200) {
-        failed->push_back(Status::Unavailable(
-            file.path + " stays: " + dest + " " +
-            (resp.ok() ? "answered " + std::to_string(resp->status) + ": " + resp->body : resp.status().message())));
+        failed->push_back(
+            Status::Unavailable(file.path + " stays: " + dest + " " +
+                                (resp.ok() ? "answered " + std::to_string(resp->status) + ": " + resp->body
+                                           : "cannot be reached: " + WithoutShardName(resp.status().message(), dest))));
         taken = false;
       }
     }
