@@ -3,12 +3,7 @@
 // answered alone, its return with changes queued while its first batch was
 // in flight, and its end, the journal on disk reads back after each step as
 // the spool the replicator would write, and goes once nothing is left.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -18,9 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/read_request.h"
 #include "common/temp_dir.h"
-#include "os/unique_fd.h"
+#include "replica_peer.h"
 #include "server/clock_util.h"
 #include "server/event_loop.h"
 #include "server/replica_journal.h"
@@ -35,38 +29,7 @@ int64_t NowMs() {
       .count();
 }
 
-// The other holder, played by the test: a listening socket whose
-// connections it accepts, reads and answers (or closes) when told.
-class Peer {
- public:
-  Peer() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_.get(), 8) != 0 ||
-        ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      fd_.reset();
-    port_ = ntohs(a.sin_port);
-  }
-  std::string name() const { return "127.0.0.1:" + std::to_string(port_); }
-  bool ok() const { return fd_.valid(); }
-  // A connection that came, or an invalid fd after 2 s.
-  os::UniqueFd Accept() {
-    pollfd p{fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, 2000) != 1) return os::UniqueFd();
-    return os::UniqueFd(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  }
-  static std::string ReadRequest(int c) { return frs::testing::ReadRequest(c); }
-  static void Answer(int c) {
-    const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
-    ASSERT_EQ(::send(c, ok.data(), ok.size(), MSG_NOSIGNAL), static_cast<ssize_t>(ok.size()));
-  }
-
- private:
-  os::UniqueFd fd_;
-  uint16_t port_ = 0;
-};
+using Peer = frs::testing::ReplicaPeer;
 
 class ReplicatorJournal : public ::testing::Test {
  protected:
