@@ -10,10 +10,14 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "common/read_request.h"
+#include "frs/ring.h"
 #include "os/unique_fd.h"
+#include "server/replicator.h"
 
 namespace frs::testing {
 
@@ -31,6 +35,21 @@ class ReplicaPeer {
   }
   std::string name() const { return "127.0.0.1:" + std::to_string(port_); }
   bool ok() const { return fd_.valid(); }
+  // A sync replicator's options on a ring of two, this shard 127.0.0.1:1
+  // (never dialled) and the peer: every route's other holder is the peer.
+  server::ReplicaOptions TwoShardOptions() const {
+    server::ReplicaOptions o;
+    auto ring = Ring::Make({RingShard{"127.0.0.1:1"}, RingShard{name()}});
+    EXPECT_TRUE(ring.ok()) << ring.status().ToString();
+    if (ring.ok()) o.ring = std::make_shared<const Ring>(std::move(ring.value()));
+    o.self_index = 0;
+    o.self = "127.0.0.1:1";
+    o.sync = true;
+    o.timeout_ms = 200;
+    o.token = "t";
+    o.stream = "127.0.0.1:1/1.1";
+    return o;
+  }
   // A connection that came, or an invalid fd after `wait_ms`.
   os::UniqueFd Accept(int wait_ms = 2000) {
     pollfd p{fd_.get(), POLLIN, 0};

@@ -36,16 +36,8 @@ class ReplicatorJournal : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(peer_.ok());
     ASSERT_TRUE(loop_.Init().ok());
-    auto ring = Ring::Make({RingShard{"127.0.0.1:1"}, RingShard{peer_.name()}});
-    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
-    ReplicaOptions o;
-    o.ring = std::make_shared<const Ring>(std::move(ring.value()));
-    o.self_index = 0;
-    o.self = "127.0.0.1:1";
-    o.sync = true;
-    o.timeout_ms = 200;
-    o.token = "t";
-    o.stream = "127.0.0.1:1/1.1";
+    ReplicaOptions o = peer_.TwoShardOptions();
+    ASSERT_TRUE(o.ring);
     o.journal_dir = dir_.path();
     repl_ = std::make_unique<Replicator>(std::move(o), nullptr, &loop_);
   }
