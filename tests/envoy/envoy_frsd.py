@@ -181,6 +181,10 @@ class Frsd:
             except OSError:
                 pass
         self.port = self.grpc_port = 0
+        # Every worker serving, not the first: a SIGHUP sent while one still
+        # starts reaches it before it reads its configuration, and it never
+        # logs the reload the test waits for (seen on a loaded machine).
+        serving = self.log().count("serving (listen socket")
         with open(self.path("frsd.stderr"), "ab") as err:
             self.proc = subprocess.Popen(
                 [FRSD, "-c", self.path("srv.xml"), "--foreground"],
@@ -196,7 +200,11 @@ class Frsd:
             if not self.port:
                 self.port = processes.listen_port(self.path("data", "frsd.listen"))
                 self.grpc_port = processes.listen_port(self.path("data", "frsd.grpc.listen"))
-            if self.port and self.get("/health")[0] == 200:
+            if (
+                self.port
+                and self.log().count("serving (listen socket") >= serving + self.workers
+                and self.get("/health")[0] == 200
+            ):
                 return
             time.sleep(0.02)
         self.stop()
