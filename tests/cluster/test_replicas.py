@@ -998,8 +998,9 @@ class Replicas(unittest.TestCase):
     def test_an_idle_link_takes_a_shards_refusal_for_a_shard_and_a_proxys_page_for_none(self):
         # What answers the idle link's question: B's refusal (as during a
         # ring change) says B is there, the link stays up; a page of the
-        # relay's own, a proxy with no shard behind, does not.
-        p = self.pair()
+        # relay's own, a proxy with no shard behind, does not. (A timeout of
+        # 5 s, so that a loaded machine's late answer is not the down.)
+        p = self.pair(extra_a='replica_timeout_ms="5000"')
         self.assertEqual(p.a.acquire(p.keys[7]), 200)
         p.relay.refuse(409)
         self.assertTrue(processes.wait_for(lambda: p.relay.refused >= 1, 10), p.a.log())
