@@ -248,13 +248,10 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
     return;
   }
-  // That shard is up: one this shard's start could not reach reads down no
-  // more (metrics.h, ReplicaShared::unreached).
-  // Written only when set: every batch of every worker passes here, and a
-  // store to one shared word each time would bounce its cache line.
-  if (!old_batch && metrics_ != nullptr && static_cast<size_t>(peer) < kMaxReplicaPeers &&
-      CounterGet(metrics_->master().replica.unreached[peer]) != 0)
-    CounterSet(metrics_->master().replica.unreached[peer], 0);
+  // A question from that shard does not make this shard's link to it read
+  // up (ReplicaShared::unreached): it says that shard reaches this one, not
+  // that this one reaches it (a one-way partition, a proxy down on one
+  // side); this shard's own probe, each second, says that.
   if (head.method == HttpMethod::kPost) {
     ReplicateReceive(head, base, q, old_batch, static_cast<size_t>(peer), status);
     return;

@@ -203,8 +203,8 @@ struct ReplicaShared {
   uint64_t ring_changed_to;
   uint64_t handed_off;
   // 1: this shard's start could not reach that shard, and no link of this
-  // shard's has reached it since, nor has it asked here: its link reads
-  // down (frs_replica_link_up, stats), though nothing waits for it.
+  // shard's has reached it since (its questions here do not count): its
+  // link reads down (frs_replica_link_up, stats), though nothing waits for it.
   uint64_t unreached[kMaxReplicaPeers];
   // Per other shard: batches of changes it answered alone applied here
   // (FRS-Replica-Alone). Each worker refuses the answers it holds when this

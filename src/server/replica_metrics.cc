@@ -98,7 +98,7 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
   }
   Help(out, "frs_replica_link_up", "gauge",
        "1 while every worker's link to that shard acknowledges, else 0 (0 too for a shard this one's start could not "
-       "reach, until it answers or asks here).");
+       "reach, until it answers this one's link).");
   for (size_t i = 0; i < ring.shards().size() && i < kMaxReplicaPeers; ++i) {
     if (static_cast<long>(i) == self_index) continue;
     uint64_t down = 0;

@@ -860,11 +860,17 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
         self.assertIn("not reached since this shard's start, does not answer yet", p.a.log())
         # A 200 that is not a shard's answer (a proxy's page) is no answer.
-        p.relay.refuse(200)
+        p.relay.refuse(200, b"<html>502 Bad Gateway</html>")
         tried = p.relay.accepted
         self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 5), p.a.log())
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
         self.assertIn("answered 200 that is not a shard's", p.a.log())
+        # B reaches A (it asks every 5 s whether A is there): that says
+        # nothing of A's way to B, which stays down (before, B's question
+        # set it up).
+        answers = p.relay_a.answers
+        self.assertTrue(processes.wait_for(lambda: p.relay_a.answers > answers, 7), p.b.log())
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
         p.relay.heal()
         p.relay.target = target
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
