@@ -261,6 +261,17 @@ class Shard:
         m = re.search(r' count="(\d+)"', body)
         return int(m.group(1)) if st in (200, 429) and m else None  # 429: a query that would be denied
 
+    def copy_count(self, key):
+        """This successor's count of its owner's `key` while the owner serves
+        it alone: the count, or "behind" once this shard's question to the
+        owner (every 5 s) said the owner holds uses this copy lacks, and the
+        route answers 503 here until they arrive. Either says they are not
+        here yet."""
+        st, body = self.get("/query?biz=b&key=" + key)
+        if st == 503 and "served it alone" in body:
+            return "behind"
+        return self.count(key)
+
     def metric(self, name):
         _, body = self.get("/metrics")
         for line in body.splitlines():
@@ -384,7 +395,7 @@ class Replicas(unittest.TestCase):
             self.assertEqual(p.a.acquire(k), 200)
         self.assertGreaterEqual(p.a.metric("frs_replica_unprotected_total"), 6)
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
-        self.assertEqual(p.b.count(k), 1)
+        self.assertIn(p.b.copy_count(k), (1, "behind"))
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 7, 5), "B holds %s" % p.b.count(k))
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5))
@@ -533,7 +544,7 @@ class Replicas(unittest.TestCase):
             r"stopping with replica changes not delivered \(%s: 4 queued[^)]*\): kept in \S+replica-spool\." % p.b.name,
         )
         self.assertEqual(len(self.spools(p.a)), 1)
-        self.assertEqual(p.b.count(k), 1)
+        self.assertIn(p.b.copy_count(k), (1, "behind"))
         p.relay.heal()
         p.a.start()
         self.assertTrue(
@@ -580,7 +591,7 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.metric("frs_replica_pending"), 2)
         self.assertEqual(p.a.acquire(k), 200)  # served alone, queued in the new worker's journal
         p.a.kill9()
-        self.assertEqual(p.b.count(k), 1)
+        self.assertIn(p.b.copy_count(k), (1, "behind"))
         self.assertEqual(len(self.spools(p.a)), 2, self.spools(p.a))  # the first worker's, and the second's
         p.relay.heal()
         p.a.start()
@@ -896,7 +907,7 @@ class Replicas(unittest.TestCase):
         tried, t = p.relay.accepted, time.monotonic()
         self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 5))
         self.assertGreater(time.monotonic() - t, 0.9)  # two attempts took a second or more
-        self.assertEqual(p.b.count(k), 1)
+        self.assertIn(p.b.copy_count(k), (1, "behind"))
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 6, 5), "B holds %s" % p.b.count(k))
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5))
