@@ -132,9 +132,19 @@ struct ChangedNode {
   int64_t set_ms = 0;
 };
 
+// The latest instant a change may name: the last millisecond of year 9999.
+// Far below where the clock arithmetic of a rule (a token bucket's lead,
+// 2^40 past it) overflows; a sender's clock is never there.
+constexpr int64_t kMaxChangeMs = 253402300799999;
+
 // What a change must be to be applied; change `i` (0-based) in the error.
 Status CheckChange(const Change& c, size_t i) {
   if (!KeyIsValid(c.key)) return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key");
+  if (c.at_ms < 0 || c.at_ms > kMaxChangeMs || c.until < 0 || c.until > kMaxChangeMs / 1000)
+    return Status::InvalidArgument("change " + std::to_string(i + 1) + ": its time is unix milliseconds 0.." +
+                                   std::to_string(kMaxChangeMs) + " (an until, seconds, as far)");
+  if (c.kind == Change::Kind::kEvent && (c.n < 0 || c.n > kMaxUses))
+    return Status::InvalidArgument("change " + std::to_string(i + 1) + ": an event's n must be 0..2147483647");
   if (c.kind == Change::Kind::kAdd && (c.n < 1 || c.n > kMaxUses))
     return Status::InvalidArgument("change " + std::to_string(i + 1) + ": n must be 1..2147483647");
   if (c.kind == Change::Kind::kEvent && c.event == Change::Event::kNone)
@@ -202,6 +212,23 @@ void WriteNode(const ChangedNode& it, const Now& now, const TimeZone* tz, NodeRe
   ref.expire_s = NodeExpireS(cfg, ref, now);
 }
 
+// `changes`, those stamped after this shard's clock (the sender's clock
+// ahead of it, or stepped) applied as of now, their items' expiries moved
+// as much: at its own instant a change would open a window in this shard's
+// future and hold the key there (a 429 whose reset is that far off).
+// `storage` holds the copy when one is made.
+std::span<const Change> AsOfNow(std::span<const Change> changes, const Now& now, std::vector<Change>* storage) {
+  if (std::none_of(changes.begin(), changes.end(), [&](const Change& c) { return c.at_ms > now.ms; })) return changes;
+  storage->assign(changes.begin(), changes.end());
+  for (Change& c : *storage)
+    if (c.at_ms > now.ms) {
+      const int64_t ahead_s = (c.at_ms - now.ms) / 1000;
+      c.at_ms = now.ms;
+      if (c.until > 0) c.until = std::max(now.s, c.until - ahead_s);
+    }
+  return *storage;
+}
+
 }  // namespace
 
 Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
@@ -210,6 +237,8 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
   if (seq == 0) return Status::InvalidArgument("a stream's seq starts at 1");
   std::shared_ptr<const Map> map = SharedMap();
   const Now now = NowAt();
+  std::vector<Change> clamped;
+  changes = AsOfNow(changes, now, &clamped);
   // The nodes: one item per distinct key, with its changes in their order.
   std::vector<ChangedNode> items;
   std::vector<Store::BatchItem> batch;
@@ -224,7 +253,10 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     // the server says so (Handler::NoteChangesOfNoBiz).
     if (biz == nullptr) continue;
     if (c.kind == Change::Kind::kResetBiz) {
-      if (i >= skip_first) resets.push_back(c.biz_id);  // else a snapshot carried it
+      // Once per biz: each is a walk of the whole store, and a second
+      // erases nothing the first left.
+      if (i >= skip_first && std::find(resets.begin(), resets.end(), c.biz_id) == resets.end())
+        resets.push_back(c.biz_id);  // else a snapshot carried it
       continue;
     }
     if (Status s = CheckChange(c, i); !s.ok()) return s;

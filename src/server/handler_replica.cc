@@ -18,6 +18,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
+#include <optional>
 
 #include "frs/ring.h"
 #include "frs/store.h"
@@ -26,7 +27,9 @@
 #include "server/handler.h"
 #include "server/logger.h"
 #include "server/replica_wire.h"
+#include "server/replicator.h"
 #include "server/request_decoder.h"
+#include "server/reset_claim.h"
 
 namespace frs::server {
 
@@ -312,9 +315,31 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     TextBody(400, "/replicate: " + s.message(), status);
     return;
   }
+  // A sender's batch is at most Replicator::kBatch changes; each reset is a
+  // walk of the whole store, so a longer body could hold a worker for a
+  // minute.
+  if (changes.size() > Replicator::kBatch) {
+    TextBody(400,
+             "/replicate: a batch holds at most " + std::to_string(Replicator::kBatch) + " changes, not " +
+                 std::to_string(changes.size()),
+             status);
+    return;
+  }
   const size_t skip = current && q.first != 0 ? CarriedAlready(*shared, pi, q.stream, q.first, changes.size()) : 0;
   NoteChangesOfNoBiz(changes, q.from);
+  // One delivery at a time of a batch that resets a biz (reset_claim.h).
+  std::optional<ResetClaim> claim;
+  if (shared != nullptr &&
+      std::any_of(changes.begin(), changes.end(), [](const Change& c) { return c.kind == Change::Kind::kResetBiz; })) {
+    claim.emplace(*shared, q.stream, q.seq);
+    if (!claim->held()) {
+      TextBody(503, "/replicate: this batch (it resets a biz) is being applied by another delivery; send it again",
+               status);
+      return;
+    }
+  }
   auto applied = engine_->ApplyChanges(changes, q.stream, q.seq, skip);
+  claim.reset();
   if (!applied.ok()) {
     const Status& s = applied.status();
     TextBody(s.code() == Status::Code::kInvalidArgument || s.IsNotFound() ? 400 : 503, "/replicate: " + s.message(),
@@ -335,7 +360,9 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     if (now_pi >= 0 && static_cast<size_t>(now_pi) < kMaxReplicaPeers)
       std::atomic_ref<uint64_t>(shared->alone_applied[now_pi]).fetch_add(1, std::memory_order_release);
   }
-  std::string answer = applied.value() ? "applied" : "duplicate";
+  // The seq it answers for: a sender takes no other answer for its batch
+  // (one that came twice, late, from something between the two shards).
+  std::string answer = (applied.value() ? "applied\nseq " : "duplicate\nseq ") + std::to_string(q.seq);
   if (current)
     if (const uint64_t ahead = AheadOf(pi); ahead != 0) {
       answer += "\nbehind " + std::to_string(ahead);

@@ -52,7 +52,7 @@ class HttpRequestParser::Adaptor {
       if (name == http::field::accept) owner_->head_.accept.Fold(std::string_view(value.data(), value.size()));
       if (name == http::field::unknown && name_text.size() == 17 &&
           boost::beast::iequals(name_text, string_view("FRS-Replica-Alone", 17)))
-        owner_->head_.replica_alone = true;
+        owner_->head_.replica_alone = value == "1";  // the sender writes 1 or nothing; 0 says no
       if (name == http::field::expect && value.size() == 12 &&
           boost::beast::iequals(value, string_view("100-continue", 12)))
         owner_->head_.expect_continue = true;

@@ -120,6 +120,8 @@ inline constexpr size_t kMaxSnapshotStreams = 256;
 // Spools of earlier stops a worker names to a snapshot (beyond them, a
 // snapshot taken while it still delivers more may carry a change twice).
 inline constexpr size_t kMaxSpoolStreams = 8;
+// Words of ReplicaShared::reset_claims (server/reset_claim.h).
+inline constexpr size_t kResetClaims = 16;
 
 // One worker's replica links (server/replicator.h). Gauges are set by the
 // worker; the rest count up.
@@ -216,6 +218,8 @@ struct ReplicaShared {
   // down tries that link again at once instead of within the second: the
   // other shard's routes answer 503 until the uses it lacks arrive.
   uint64_t told_behind[kMaxReplicaPeers];
+  // Batches that reset a biz being applied, one claim a word (reset_claim.h).
+  uint64_t reset_claims[kResetClaims];
 };
 
 // Whether a ring change's handoff has not been reported done here.

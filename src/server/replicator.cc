@@ -527,27 +527,55 @@ void Replicator::Write(Link& l, int64_t now_ns) {
 
 bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, bool* failed) {
   *failed = false;
-  const size_t head_end = l.in.find("\r\n\r\n");
-  if (head_end == std::string::npos) return false;
-  std::string_view head(l.in.data(), head_end);
-  if (head.size() < 12 || head.substr(0, 5) != "HTTP/") {
-    *failed = true;
-    return false;
-  }
-  std::from_chars(head.data() + 9, head.data() + 12, *status);
-  size_t length = 0;
-  for (size_t p = head.find("\r\n"); p != std::string_view::npos; p = head.find("\r\n", p + 2)) {
-    std::string_view line = head.substr(p + 2, head.find("\r\n", p + 2) - (p + 2));
-    if (line.size() > 15 && strncasecmp(line.data(), "content-length:", 15) == 0) {
-      std::string_view v = line.substr(15);
-      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-      std::from_chars(v.data(), v.data() + v.size(), length);
+  for (;;) {
+    const size_t head_end = l.in.find("\r\n\r\n");
+    if (head_end == std::string::npos) return false;
+    std::string_view head(l.in.data(), head_end);
+    // "HTTP/1.x NNN", then the reason after a space, or the line's end.
+    const auto digit = [&](size_t i) { return head[i] >= '0' && head[i] <= '9'; };
+    if (head.size() < 12 || head.substr(0, 5) != "HTTP/" || head[8] != ' ' || !digit(9) || !digit(10) || !digit(11) ||
+        (head.size() > 12 && head[12] != ' ' && head[12] != '\r')) {
+      *failed = true;
+      return false;
     }
+    *status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+    // An interim answer (100 Continue from something between the shards)
+    // comes before the answer: skipped, as HTTP says (101 switches
+    // protocols: no answer of a shard's).
+    if (*status >= 100 && *status < 200 && *status != 101) {
+      l.in.erase(0, head_end + 4);
+      continue;
+    }
+    size_t length = 0;
+    for (size_t p = head.find("\r\n"); p != std::string_view::npos; p = head.find("\r\n", p + 2)) {
+      std::string_view line = head.substr(p + 2, head.find("\r\n", p + 2) - (p + 2));
+      if (line.size() > 15 && strncasecmp(line.data(), "content-length:", 15) == 0) {
+        std::string_view v = line.substr(15);
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), length);
+        if (ec != std::errc() || end != v.data() + v.size() || v.empty()) {
+          *failed = true;
+          return false;
+        }
+      }
+    }
+    if (l.in.size() < head_end + 4 + length) return false;
+    body->assign(l.in, head_end + 4, length);
+    l.in.erase(0, head_end + 4 + length);
+    return true;
   }
-  if (l.in.size() < head_end + 4 + length) return false;
-  body->assign(l.in, head_end + 4, length);
-  l.in.erase(0, head_end + 4 + length);
-  return true;
+}
+
+bool Replicator::AcknowledgesBatch(std::string_view body, uint64_t seq) {
+  const std::string_view first = body.substr(0, body.find('\n'));
+  if (first != "applied" && first != "duplicate") return false;
+  const std::string want = "\nseq " + std::to_string(seq);
+  for (size_t p = body.find(want); p != std::string_view::npos; p = body.find(want, p + 1)) {
+    const size_t end = p + want.size();
+    if (end == body.size() || body[end] == '\n' || body[end] == '\r') return true;
+  }
+  return false;
 }
 
 void Replicator::Read(Link& l, int64_t now_ns) {
@@ -575,6 +603,10 @@ void Replicator::Read(Link& l, int64_t now_ns) {
     std::string body;
     bool failed = false;
     if (ReadAnswer(l, &status, &body, &failed)) {
+      // Requests go one at a time: bytes past the answer are no answer to
+      // anything this side sent (an answer sent twice by something between
+      // the shards). The connection goes once this answer is taken.
+      if (closed.empty() && !l.in.empty()) closed = "bytes after the answer that no request asked for";
       if (l.idle_probe) {
         // A shard's own answer says it is there: its state, or its refusal
         // of /replicate (another list during a ring change, another token:
@@ -603,6 +635,18 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         Fail(l, "answered 200 that is not a shard's (" + body.substr(0, 60) + ")", now_ns);
         return;
       }
+      // A batch's answer is the receiver's own, for this batch's seq: a
+      // proxy's 200 page, or an answer of another batch, acknowledges
+      // nothing (before, any 200 did, and a sync answer went out for a
+      // change no other holder had).
+      if (!l.probing && !AcknowledgesBatch(body, l.inflight_seq)) {
+        while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+        Fail(l,
+             "answered 200 that is not a shard's acknowledgement of batch " + std::to_string(l.inflight_seq) + " (" +
+                 body.substr(0, 60) + ")",
+             now_ns);
+        return;
+      }
       // Acknowledged; the next batch goes on this connection, or, closed,
       // on the next one (Pump).
       if (l.probing) {
@@ -617,6 +661,10 @@ void Replicator::Read(Link& l, int64_t now_ns) {
       return;
     }
   }
+  // Between requests nothing is owed: what comes is dropped with the
+  // connection, not kept to be read as the next request's answer.
+  if (closed.empty() && l.state != LinkState::kInFlight && !l.in.empty())
+    closed = "bytes between requests that no request asked for";
   if (!closed.empty()) Ended(l, closed, now_ns);
 }
 

@@ -496,6 +496,48 @@ class Replicas(unittest.TestCase):
         # Its name is its relay's, not where it listens: said at the start.
         self.assertIn("<cluster self> is %s while this frsd listens on 127.0.0.1:%d" % (p.a.name, p.a.port), p.a.log())
 
+    def test_a_receiver_refuses_a_batch_past_63_changes_or_before_1970_and_counts_one_ahead_now(self):
+        # Found by an attack from outside with the token: a time of INT64_MIN
+        # (or a token bucket's near INT64_MAX) overflowed the clock's
+        # arithmetic and killed the worker, in a loop as the batch came
+        # again; a body of 2,700 resets held a worker for a minute; a change
+        # stamped in year 2100 held the key until then.
+        p = self.pair()
+        b = p.b
+
+        def post(body, seq, digest="0"):
+            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=10)
+            try:
+                c.request(
+                    "POST",
+                    "/replicate?from=%s&stream=attack&seq=%d&digest=%s" % (p.a.name, seq, digest),
+                    body=body,
+                    headers={"Authorization": "Bearer " + TOKEN},
+                )
+                r = c.getresponse()
+                return r.status, r.read().decode()
+            finally:
+                c.close()
+
+        st, body = post("A 1 - 1 1 k\n", 1)
+        self.assertEqual(st, 409, body)
+        digest = re.search(r"is not this shard's \(([0-9a-f]{8})\)", body).group(1)
+        now_ms = int(time.time() * 1000)
+        st, body = post("A 1 - 1 -9223372036854775808 k\n", 1, digest)
+        self.assertEqual(st, 400, body)
+        self.assertIn("its time is unix milliseconds", body)
+        st, body = post("".join("R 1 - 0 %d -\n" % now_ms for _ in range(64)), 1, digest)
+        self.assertEqual(st, 400, body)
+        self.assertIn("a batch holds at most 63 changes, not 64", body)
+        st, body = post("A 1 - 1 4102444800000 k\nA 2 - 1 9223372036854775807 k\n", 1, digest)
+        self.assertEqual((st, body.split("\n")[:2]), (200, ["applied", "seq 1"]), body)
+        st, body = b.get("/query?biz=b&key=k")
+        reset = int(re.search(r' reset="(\d+)"', body).group(1))
+        self.assertLessEqual(reset, time.time() + 3600 + 5, body)  # counted in the window open now
+        self.assertEqual(b.count_of("small", "k"), 1)
+        self.assertEqual(b.status("/health"), 200)
+        self.assertNotIn("exited", b.log())
+
     def test_a_ring_changed_by_a_restart_keeps_its_handoff_pending(self):
         # The list changed in srv.xml and applied by a restart, not SIGHUP:
         # the store says which list its nodes were handed off for, so the

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -240,6 +241,37 @@ TEST_F(ReplicaApplyTest, BadChangesAreRefusedAndChangeNothing) {
   EXPECT_FALSE(Do(*replica_, Cmd::kGet, "fixed", "k").found);
   // The stream is still at 0: seq 1 applies.
   EXPECT_TRUE(replica_->ApplyChanges(good, "s1", 1).value());
+}
+
+TEST_F(ReplicaApplyTest, ATimeOutOfRangeIsRefusedAndOneAheadIsAppliedAsOfNow) {
+  Do(*owner_, Cmd::kAcquire, "fixed", "k");
+  Do(*owner_, Cmd::kAcquire, "bucket", "b");
+  std::vector<Change> good = rec_.Take();
+  ASSERT_EQ(good.size(), 2u);
+  // Before 1970, or an until past year 9999: refused, nothing changed
+  // (INT64_MIN once overflowed the clock's arithmetic and killed the worker).
+  for (int64_t at : {int64_t{-1}, std::numeric_limits<int64_t>::min()}) {
+    std::vector<Change> bad = good;
+    bad[1].at_ms = at;
+    auto r = replica_->ApplyChanges(bad, "s1", 1);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("change 2: its time is unix milliseconds"), std::string::npos)
+        << r.status().message();
+  }
+  std::vector<Change> far = good;
+  far[0].until = std::numeric_limits<int64_t>::max();
+  EXPECT_FALSE(replica_->ApplyChanges(far, "s1", 1).ok());
+  EXPECT_FALSE(Do(*replica_, Cmd::kGet, "fixed", "k").found);
+  // Ahead of this engine's clock, by a year or by everything: counted now,
+  // in the window open now (not one that holds the key in the future).
+  std::vector<Change> ahead = good;
+  ahead[0].at_ms += 365LL * 86400 * 1000;
+  ahead[1].at_ms = std::numeric_limits<int64_t>::max();
+  ASSERT_TRUE(replica_->ApplyChanges(ahead, "s1", 1).value());
+  const Decision d = Do(*replica_, Cmd::kQuery, "fixed", "k");
+  EXPECT_EQ(d.count, 1);
+  EXPECT_LE(d.reset, kDay0 + 600) << "a window opened in the future";
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "bucket", "b").count, Do(*owner_, Cmd::kQuery, "bucket", "b").count);
 }
 
 TEST_F(ReplicaApplyTest, ManyChangesOfOneKeyInABatchFoldIntoOne) {

@@ -57,6 +57,8 @@ class ReplicaPeer {
     return os::UniqueFd(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
   }
   static std::string ReadRequest(int c) { return frs::testing::ReadRequest(c); }
+  // A receiver's acknowledgement of batch `seq`, the connection kept.
+  static void Acknowledge(int c, uint64_t seq) { Answer(c, 200, "applied\nseq " + std::to_string(seq) + "\n"); }
   // An answer of `status` with `body`, the connection kept.
   static void Answer(int c, int status = 200, const std::string& body = "") {
     const std::string a = "HTTP/1.1 " + std::to_string(status) +

@@ -124,7 +124,7 @@ TEST_F(ReplicatorJournal, ItsFileIsItsMemoryThroughALinksFallAndReturn) {
   EXPECT_NE(Peer::ReadRequest(c.get()).find("seq=1"), std::string::npos);
   Use();
   Use();
-  Peer::Answer(c.get());
+  Peer::Acknowledge(c.get(), 1);
   for (int i = 0; i < 20 && repl_->QueuedChanges() > 4; ++i) Turn(now);
   ASSERT_EQ(repl_->QueuedChanges(), 4u);
   // Back, with 4 changes queued while it was down: young, but answered
@@ -132,7 +132,7 @@ TEST_F(ReplicatorJournal, ItsFileIsItsMemoryThroughALinksFallAndReturn) {
   ExpectJournalIsMemory("back, batch 2 on its way");
   // Batch 2 (the 4) acknowledged: nothing left, and the file goes.
   EXPECT_NE(Peer::ReadRequest(c.get()).find("seq=2"), std::string::npos);
-  Peer::Answer(c.get());
+  Peer::Acknowledge(c.get(), 2);
   for (int i = 0; i < 20 && repl_->QueuedChanges() > 0; ++i) Turn(now);
   EXPECT_EQ(repl_->QueuedChanges(), 0u);
   EXPECT_TRUE(Journals().empty());

@@ -56,7 +56,7 @@ class ReplicatorProbe : public ::testing::Test {
     c_ = peer_.Accept();
     ASSERT_TRUE(c_.valid());
     ASSERT_NE(Peer::ReadRequest(c_.get()).find("POST /replicate"), std::string::npos);
-    Peer::Answer(c_.get());
+    Peer::Acknowledge(c_.get(), 1);
     for (int i = 0; i < 20 && repl_->QueuedChanges() > 0; ++i) Turn(now_);
     ASSERT_EQ(repl_->QueuedChanges(), 0u);
     ASSERT_FALSE(Down());
@@ -138,7 +138,7 @@ TEST_F(ReplicatorProbe, AChangeWhileTheQuestionIsOutGoesAtOnceAsABatch) {
   Peer::Answer(c_.get(), 200, "pending 0\n");
   Turn(now_);
   EXPECT_EQ(repl_->QueuedChanges(), 1u);
-  Peer::Answer(b.get());
+  Peer::Acknowledge(b.get(), 2);
   for (int i = 0; i < 20 && repl_->QueuedChanges() > 0; ++i) Turn(now_);
   EXPECT_EQ(repl_->QueuedChanges(), 0u);
   EXPECT_FALSE(Down());

@@ -1,0 +1,49 @@
+#include "server/reset_claim.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "server/metrics.h"
+
+namespace frs::server {
+namespace {
+
+// A word: the claim's hash above, the claimant's pid in the low 22 bits
+// (Linux's pid_max is at most 2^22).
+constexpr unsigned kPidBits = 22;
+constexpr uint64_t kPidMask = (uint64_t{1} << kPidBits) - 1;
+
+bool Alive(uint64_t pid) {
+  return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+}  // namespace
+
+ResetClaim::ResetClaim(ReplicaShared& shared, std::string_view stream, uint64_t seq) {
+  uint64_t h = StreamHash(stream);
+  h = (h ^ seq) * 1099511628211ull;
+  const uint64_t pid = static_cast<uint64_t>(::getpid()) & kPidMask;
+  const uint64_t mine = (h & ~kPidMask) | pid;
+  uint64_t* word = &shared.reset_claims[(h >> kPidBits) % kResetClaims];
+  std::atomic_ref<uint64_t> w(*word);
+  uint64_t seen = w.load(std::memory_order_acquire);
+  for (;;) {
+    // Held by a live process. Not this one: a worker applies one batch at a
+    // time, so a claim under its pid is a dead process's whose pid it got.
+    if (seen != 0 && (seen & kPidMask) != pid && Alive(seen & kPidMask)) return;
+    if (w.compare_exchange_weak(seen, mine, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+  }
+  word_ = word;
+  value_ = mine;
+}
+
+ResetClaim::~ResetClaim() {
+  if (word_ == nullptr) return;
+  uint64_t expected = value_;
+  std::atomic_ref<uint64_t>(*word_).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+}
+
+}  // namespace frs::server

@@ -1,0 +1,188 @@
+// What a Replicator takes for the answer to a batch, against a peer the test
+// plays: only the receiver's own acknowledgement of that batch's seq counts.
+// A proxy's 200 page, an answer of another seq, an answer sent twice and
+// bytes no request asked for acknowledge nothing; an interim 100 is skipped.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "replica_peer.h"
+#include "server/clock_util.h"
+#include "server/event_loop.h"
+#include "server/replicator.h"
+
+namespace frs::server {
+namespace {
+
+using Peer = frs::testing::ReplicaPeer;
+
+class ReplicatorAnswer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(peer_.ok());
+    ASSERT_TRUE(loop_.Init().ok());
+    ReplicaOptions o = peer_.TwoShardOptions();
+    ASSERT_TRUE(o.ring);
+    repl_ = std::make_unique<Replicator>(std::move(o), nullptr, &loop_);
+  }
+
+  void Use() {
+    const int64_t ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    repl_->OnChange(Change{Change::Kind::kAdd, 1, "key:" + std::to_string(uses_++), 0, false, 1, ms});
+  }
+
+  void Turns(int n = 10) {
+    for (int i = 0; i < n; ++i) {
+      repl_->Pump(now_);
+      for (const epoll_event& ev : loop_.Wait(20, nullptr))
+        if (repl_->OwnsTag(ev.data.ptr)) repl_->OnEvent(ev.data.ptr, now_);
+    }
+  }
+
+  // One use, its batch sent on connection `c_`; the request's text.
+  std::string Sent() {
+    Use();
+    Turns(2);
+    c_ = peer_.Accept();
+    EXPECT_TRUE(c_.valid());
+    return c_.valid() ? Peer::ReadRequest(c_.get()) : std::string();
+  }
+
+  void Raw(const std::string& bytes) {
+    ASSERT_EQ(::send(c_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+
+  bool Down() const { return repl_->Links().at(0).down; }
+
+  int64_t now_ = MonoNs();
+  Peer peer_;
+  EventLoop loop_;
+  std::unique_ptr<Replicator> repl_;
+  os::UniqueFd c_;
+  int uses_ = 0;
+};
+
+TEST(ReplicatorAcknowledges, OnlyTheReceiversWordsForThisSeq) {
+  EXPECT_TRUE(Replicator::AcknowledgesBatch("applied\nseq 7", 7));
+  EXPECT_TRUE(Replicator::AcknowledgesBatch("duplicate\nseq 7\nbehind 3\n", 7));
+  EXPECT_TRUE(Replicator::AcknowledgesBatch("applied\nbehind 3\nseq 7\n", 7));
+  EXPECT_FALSE(Replicator::AcknowledgesBatch("applied\nseq 71", 7));
+  EXPECT_FALSE(Replicator::AcknowledgesBatch("applied\nseq 6", 7));
+  EXPECT_FALSE(Replicator::AcknowledgesBatch("applied", 7));
+  EXPECT_FALSE(Replicator::AcknowledgesBatch("OK", 7));
+  EXPECT_FALSE(Replicator::AcknowledgesBatch("", 7));
+  EXPECT_FALSE(Replicator::AcknowledgesBatch("appliedX\nseq 7", 7));
+  EXPECT_FALSE(Replicator::AcknowledgesBatch("<html>applied\nseq 7</html>", 7));
+}
+
+TEST_F(ReplicatorAnswer, TheReceiversAcknowledgementTakesTheBatch) {
+  ASSERT_NE(Sent().find("seq=1"), std::string::npos);
+  Peer::Acknowledge(c_.get(), 1);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+  EXPECT_FALSE(Down());
+}
+
+TEST_F(ReplicatorAnswer, AProxysOkPageAcknowledgesNothing) {
+  Sent();
+  Peer::Answer(c_.get(), 200, "OK");
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u) << "a 200 that is no shard's took the batch";
+  EXPECT_TRUE(Down());
+  EXPECT_NE(repl_->QueuedByShard().find("not a shard's acknowledgement of batch 1"), std::string::npos)
+      << repl_->QueuedByShard();
+}
+
+TEST_F(ReplicatorAnswer, AnEmptyOkOrAnotherSeqsAcknowledgesNothing) {
+  Sent();
+  Peer::Answer(c_.get(), 200, "");
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u);
+  EXPECT_TRUE(Down());
+  // Sent again a second later; an answer for another seq is no answer.
+  now_ += Replicator::kRetryNs;
+  Turns(2);
+  c_ = peer_.Accept();
+  ASSERT_TRUE(c_.valid());
+  ASSERT_NE(Peer::ReadRequest(c_.get()).find("seq=1"), std::string::npos);
+  Peer::Answer(c_.get(), 200, "applied\nseq 9\n");
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u);
+}
+
+TEST_F(ReplicatorAnswer, AnAnswerSentTwiceAcknowledgesOnlyItsOwnBatch) {
+  Sent();
+  // Twice in one write: the second is no answer to anything; the
+  // connection goes with it.
+  const std::string once = "HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\napplied\nseq 1\n";
+  Raw(once + once);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+  EXPECT_FALSE(Down());
+  // The next batch goes on a new connection, and the old one's late copy
+  // cannot answer it.
+  os::UniqueFd old = std::move(c_);
+  const std::string second = Sent();
+  ASSERT_NE(second.find("seq=2"), std::string::npos) << second;
+  ::send(old.get(), once.data(), once.size(), MSG_NOSIGNAL);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u);
+  Peer::Acknowledge(c_.get(), 2);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+}
+
+TEST_F(ReplicatorAnswer, BytesBetweenRequestsAreDroppedWithTheConnection) {
+  Sent();
+  Peer::Acknowledge(c_.get(), 1);
+  Turns();
+  ASSERT_EQ(repl_->QueuedChanges(), 0u);
+  // Unasked, while nothing is in flight: not kept for the next batch.
+  Peer::Acknowledge(c_.get(), 2);
+  Turns();
+  char b;
+  pollfd p{c_.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 1000), 1);
+  EXPECT_EQ(::recv(c_.get(), &b, 1, 0), 0) << "the connection was kept";
+  const std::string second = Sent();
+  ASSERT_NE(second.find("seq=2"), std::string::npos) << second;
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u) << "the unasked answer took batch 2";
+  Peer::Acknowledge(c_.get(), 2);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+}
+
+TEST_F(ReplicatorAnswer, AnInterimAnswerIsSkipped) {
+  Sent();
+  Raw("HTTP/1.1 100 Continue\r\n\r\n");
+  Turns(2);
+  EXPECT_FALSE(Down());
+  Peer::Acknowledge(c_.get(), 1);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+  EXPECT_FALSE(Down());
+}
+
+TEST_F(ReplicatorAnswer, AStatusOfFourDigitsOrAContentLengthNotANumberIsMalformed) {
+  Sent();
+  Raw("HTTP/1.1 2000 OK\r\nContent-Length: 14\r\n\r\napplied\nseq 1\n");
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u);
+  EXPECT_TRUE(Down());
+  now_ += Replicator::kRetryNs;
+  Turns(2);
+  c_ = peer_.Accept();
+  ASSERT_TRUE(c_.valid());
+  Peer::ReadRequest(c_.get());
+  Raw("HTTP/1.1 200 OK\r\nContent-Length: 14x\r\n\r\napplied\nseq 1\n");
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u);
+}
+
+}  // namespace
+}  // namespace frs::server
