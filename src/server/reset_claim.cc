@@ -16,9 +16,7 @@ namespace {
 constexpr unsigned kPidBits = 22;
 constexpr uint64_t kPidMask = (uint64_t{1} << kPidBits) - 1;
 
-bool Alive(uint64_t pid) {
-  return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-}
+bool Alive(uint64_t pid) { return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
 }  // namespace
 
