@@ -137,12 +137,17 @@ struct ChangedNode {
 // 2^40 past it) overflows; a sender's clock is never there.
 constexpr int64_t kMaxChangeMs = 253402300799999;
 
-// What a change must be to be applied; change `i` (0-based) in the error.
-Status CheckChange(const Change& c, size_t i) {
-  if (!KeyIsValid(c.key)) return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key");
+// A change's times in range, as the sender wrote them (before AsOfNow).
+Status CheckTimes(const Change& c, size_t i) {
   if (c.at_ms < 0 || c.at_ms > kMaxChangeMs || c.until < 0 || c.until > kMaxChangeMs / 1000)
     return Status::InvalidArgument("change " + std::to_string(i + 1) + ": its time is unix milliseconds 0.." +
                                    std::to_string(kMaxChangeMs) + " (an until, seconds, as far)");
+  return Status::OK();
+}
+
+// What a change must be to be applied; change `i` (0-based) in the error.
+Status CheckChange(const Change& c, size_t i) {
+  if (!KeyIsValid(c.key)) return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key");
   if (c.kind == Change::Kind::kEvent && (c.n < 0 || c.n > kMaxUses))
     return Status::InvalidArgument("change " + std::to_string(i + 1) + ": an event's n must be 0..2147483647");
   if (c.kind == Change::Kind::kAdd && (c.n < 1 || c.n > kMaxUses))
@@ -212,21 +217,28 @@ void WriteNode(const ChangedNode& it, const Now& now, const TimeZone* tz, NodeRe
   ref.expire_s = NodeExpireS(cfg, ref, now);
 }
 
-// `changes`, those stamped after this shard's clock (the sender's clock
-// ahead of it, or stepped) applied as of now, their items' expiries moved
-// as much: at its own instant a change would open a window in this shard's
-// future and hold the key there (a 429 whose reset is that far off).
+// `*changes`, their times checked (CheckTimes), and those stamped after
+// this shard's clock (the sender's clock ahead of it, or stepped) applied as
+// of now: at its own instant a change would open a window in this shard's
+// future and hold the key there (a 429 whose reset is that far off). Moved
+// back by whole seconds, as few as bring it to now or before, its until as
+// much: an item's life (until less at_ms's second) stays what the sender
+// gave it, so a sweep the sender made frees here what it freed there.
 // `storage` holds the copy when one is made.
-std::span<const Change> AsOfNow(std::span<const Change> changes, const Now& now, std::vector<Change>* storage) {
-  if (std::none_of(changes.begin(), changes.end(), [&](const Change& c) { return c.at_ms > now.ms; })) return changes;
-  storage->assign(changes.begin(), changes.end());
+Status AsOfNow(std::span<const Change>* changes, const Now& now, std::vector<Change>* storage) {
+  for (size_t i = 0; i < changes->size(); ++i)
+    if (Status s = CheckTimes((*changes)[i], i); !s.ok()) return s;
+  if (std::none_of(changes->begin(), changes->end(), [&](const Change& c) { return c.at_ms > now.ms; }))
+    return Status::OK();
+  storage->assign(changes->begin(), changes->end());
   for (Change& c : *storage)
     if (c.at_ms > now.ms) {
-      const int64_t ahead_s = (c.at_ms - now.ms) / 1000;
-      c.at_ms = now.ms;
-      if (c.until > 0) c.until = std::max(now.s, c.until - ahead_s);
+      const int64_t ahead_s = (c.at_ms - now.ms + 999) / 1000;
+      c.at_ms -= ahead_s * 1000;
+      if (c.until > 0) c.until = std::max<int64_t>(0, c.until - ahead_s);
     }
-  return *storage;
+  *changes = *storage;
+  return Status::OK();
 }
 
 }  // namespace
@@ -238,7 +250,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
   std::shared_ptr<const Map> map = SharedMap();
   const Now now = NowAt();
   std::vector<Change> clamped;
-  changes = AsOfNow(changes, now, &clamped);
+  if (Status s = AsOfNow(&changes, now, &clamped); !s.ok()) return s;
   // The nodes: one item per distinct key, with its changes in their order.
   std::vector<ChangedNode> items;
   std::vector<Store::BatchItem> batch;

@@ -327,16 +327,15 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   }
   const size_t skip = current && q.first != 0 ? CarriedAlready(*shared, pi, q.stream, q.first, changes.size()) : 0;
   NoteChangesOfNoBiz(changes, q.from);
-  // One delivery at a time of a batch that resets a biz (reset_claim.h).
+  // While a batch of this stream that resets a biz is applied, no other of
+  // it is (reset_claim.h).
   std::optional<ResetClaim> claim;
   if (shared != nullptr &&
-      std::any_of(changes.begin(), changes.end(), [](const Change& c) { return c.kind == Change::Kind::kResetBiz; })) {
-    claim.emplace(*shared, q.stream, q.seq);
-    if (!claim->held()) {
-      TextBody(503, "/replicate: this batch (it resets a biz) is being applied by another delivery; send it again",
-               status);
-      return;
-    }
+      std::any_of(changes.begin(), changes.end(), [](const Change& c) { return c.kind == Change::Kind::kResetBiz; }))
+    claim.emplace(*shared, q.stream);
+  if (shared != nullptr && (claim ? !claim->held() : ResetClaim::HeldByOther(*shared, q.stream))) {
+    TextBody(503, "/replicate: a batch of this stream that resets a biz is being applied; send it again", status);
+    return;
   }
   auto applied = engine_->ApplyChanges(changes, q.stream, q.seq, skip);
   claim.reset();

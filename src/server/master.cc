@@ -27,6 +27,7 @@
 #include "server/decision_log.h"
 #include "server/held_now.h"
 #include "server/logger.h"
+#include "server/reset_claim.h"
 #include "server/signals.h"
 #include "server/worker.h"
 
@@ -173,6 +174,9 @@ void Master::Reap(bool stopping) {
     if (ctx_.metrics) CounterSet(ctx_.metrics->worker(i).tls_not_after, 0);
     bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (!(stopping && clean)) FRS_LOG("worker %u (pid %d) %s", i, static_cast<int>(pid), DescribeExit(st).c_str());
+    // Its claim on a replica stream goes with it (reset_claim.h): its pid,
+    // given to another process later, would read as a live claimant.
+    if (ctx_.metrics) ResetClaim::ReleaseDead(ctx_.metrics->master().replica, pid);
     // Release whatever store locks it held before anyone waits on them long.
     auto rec = ctx_.store->RecoverDeadOwner(pid);
     if (!rec.ok()) {

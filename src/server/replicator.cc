@@ -570,12 +570,15 @@ bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, bool* faile
 bool Replicator::AcknowledgesBatch(std::string_view body, uint64_t seq) {
   const std::string_view first = body.substr(0, body.find('\n'));
   if (first != "applied" && first != "duplicate") return false;
-  const std::string want = "\nseq " + std::to_string(seq);
-  for (size_t p = body.find(want); p != std::string_view::npos; p = body.find(want, p + 1)) {
-    const size_t end = p + want.size();
-    if (end == body.size() || body[end] == '\n' || body[end] == '\r') return true;
+  // Its "seq N" line names this batch. A receiver of an earlier build
+  // writes none: taken (a rolling upgrade runs two builds a while).
+  for (size_t p = body.find("\nseq "); p != std::string_view::npos; p = body.find("\nseq ", p + 1)) {
+    std::string_view v = body.substr(p + 5);
+    v = v.substr(0, v.find('\n'));
+    if (!v.empty() && v.back() == '\r') v.remove_suffix(1);
+    return v == std::to_string(seq);
   }
-  return false;
+  return true;
 }
 
 void Replicator::Read(Link& l, int64_t now_ns) {

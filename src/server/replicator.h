@@ -72,7 +72,8 @@ class Replicator final : public ChangeSink {
  public:
   static constexpr size_t kBatch = 63;  // AdminEngine::kMaxMergeNodes: one transaction at the receiver
   // Whether `body` (a 200's) is a receiver's acknowledgement of batch `seq`:
-  // "applied" or "duplicate", and a line "seq N" (Handler::ReplicateReceive).
+  // "applied" or "duplicate", and a line "seq N" of it, if any
+  // (Handler::ReplicateReceive).
   static bool AcknowledgesBatch(std::string_view body, uint64_t seq);
   static constexpr size_t kMaxBacklog = size_t{1} << 20;
   static constexpr int64_t kRetryNs = 1000LL * 1000 * 1000;

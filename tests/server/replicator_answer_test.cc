@@ -72,7 +72,10 @@ TEST(ReplicatorAcknowledges, OnlyTheReceiversWordsForThisSeq) {
   EXPECT_TRUE(Replicator::AcknowledgesBatch("applied\nbehind 3\nseq 7\n", 7));
   EXPECT_FALSE(Replicator::AcknowledgesBatch("applied\nseq 71", 7));
   EXPECT_FALSE(Replicator::AcknowledgesBatch("applied\nseq 6", 7));
-  EXPECT_FALSE(Replicator::AcknowledgesBatch("applied", 7));
+  EXPECT_FALSE(Replicator::AcknowledgesBatch("duplicate\nseq \n", 7));
+  // A receiver of an earlier build names no seq: its word is taken.
+  EXPECT_TRUE(Replicator::AcknowledgesBatch("applied", 7));
+  EXPECT_TRUE(Replicator::AcknowledgesBatch("duplicate\nbehind 2\n", 7));
   EXPECT_FALSE(Replicator::AcknowledgesBatch("OK", 7));
   EXPECT_FALSE(Replicator::AcknowledgesBatch("", 7));
   EXPECT_FALSE(Replicator::AcknowledgesBatch("appliedX\nseq 7", 7));

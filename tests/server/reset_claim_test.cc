@@ -1,6 +1,6 @@
-// One delivery at a time of a replica batch that resets a biz
-// (server/reset_claim.h): a live claimant keeps others off that batch, its
-// release or its death lets the next one in.
+// One batch at a time of a replica stream while one that resets a biz is
+// applied (server/reset_claim.h): a live claimant keeps the stream's other
+// batches off; its release, its death or the master's reaping lets them in.
 #include "server/reset_claim.h"
 
 #include <gtest/gtest.h>
@@ -12,44 +12,95 @@
 namespace frs::server {
 namespace {
 
-TEST(ResetClaim, AClaimHoldsAWordUntilItIsReleased) {
+// Another process, alive until the test lets it go: a claimant that is not
+// this one.
+class OtherProcess {
+ public:
+  OtherProcess() {
+    if (::pipe(fds_) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      char b;
+      ::close(fds_[1]);
+      while (::read(fds_[0], &b, 1) < 0) {
+      }
+      _exit(0);
+    }
+    ::close(fds_[0]);
+  }
+  ~OtherProcess() { End(); }
+  pid_t pid() const { return pid_; }
+  void End() {
+    if (pid_ <= 0) return;
+    ::close(fds_[1]);
+    ::waitpid(pid_, nullptr, 0);
+    ended_ = pid_;
+    pid_ = 0;
+  }
+  pid_t ended() const { return ended_; }
+
+ private:
+  int fds_[2] = {-1, -1};
+  pid_t pid_ = -1;
+  pid_t ended_ = 0;
+};
+
+// The word `stream`'s claim is in, and its value with `pid` as claimant.
+uint64_t* WordOf(ReplicaShared& shared, const char* stream, uint64_t* as_other, pid_t pid) {
+  ResetClaim c(shared, stream);
+  EXPECT_TRUE(c.held());
+  for (uint64_t& w : shared.reset_claims)
+    if (w != 0) {
+      *as_other = (w & ~((uint64_t{1} << 22) - 1)) | static_cast<uint64_t>(pid);
+      return &w;
+    }
+  return nullptr;
+}
+
+TEST(ResetClaim, AClaimHoldsItsStreamsWordUntilItIsReleased) {
   ReplicaShared shared{};
   {
-    ResetClaim first(shared, "s/1", 5);
+    ResetClaim first(shared, "s/1");
     ASSERT_TRUE(first.held());
     size_t set = 0;
     for (uint64_t w : shared.reset_claims) set += w != 0;
     EXPECT_EQ(set, 1u);
+    // This process's own claim does not keep its next batch off.
+    EXPECT_FALSE(ResetClaim::HeldByOther(shared, "s/1"));
   }
   for (uint64_t w : shared.reset_claims) EXPECT_EQ(w, 0u);
 }
 
-TEST(ResetClaim, AClaimOfALiveOtherProcessRefusesADeadOnesIsTakenOver) {
+TEST(ResetClaim, ALiveOthersClaimKeepsEveryBatchOfItsStreamOff) {
   ReplicaShared shared{};
-  uint64_t* word = nullptr;
-  {
-    ResetClaim c(shared, "s/1", 5);
-    ASSERT_TRUE(c.held());
-    for (uint64_t& w : shared.reset_claims)
-      if (w != 0) word = &w;
-    ASSERT_NE(word, nullptr);
-    const uint64_t held = *word;
-    // The same word as the parent process holds it (alive, not this one):
-    // another delivery is refused.
-    const uint64_t pid_mask = (uint64_t{1} << 22) - 1;
-    *word = (held & ~pid_mask) | static_cast<uint64_t>(::getppid());
-    ResetClaim second(shared, "s/1", 5);
-    EXPECT_FALSE(second.held());
-    // As a process that died (a reaped child's pid): taken over.
-    pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) _exit(0);
-    ASSERT_EQ(::waitpid(child, nullptr, 0), child);
-    *word = (held & ~pid_mask) | static_cast<uint64_t>(child);
-    ResetClaim third(shared, "s/1", 5);
-    EXPECT_TRUE(third.held());
-    *word = held;  // c's own, for its release below
-  }
+  OtherProcess other;
+  ASSERT_GT(other.pid(), 0);
+  uint64_t as_other = 0;
+  uint64_t* word = WordOf(shared, "s/1", &as_other, other.pid());
+  ASSERT_NE(word, nullptr);
+  *word = as_other;
+  EXPECT_TRUE(ResetClaim::HeldByOther(shared, "s/1"));   // a batch without a reset waits too
+  EXPECT_FALSE(ResetClaim(shared, "s/1").held());        // and one with
+  EXPECT_FALSE(ResetClaim::HeldByOther(shared, "s/2"));  // another stream does not
+  // Dead (reaped): taken over.
+  other.End();
+  EXPECT_FALSE(ResetClaim::HeldByOther(shared, "s/1"));
+  EXPECT_TRUE(ResetClaim(shared, "s/1").held());
+}
+
+TEST(ResetClaim, TheMasterClearsADeadWorkersClaims) {
+  ReplicaShared shared{};
+  OtherProcess other;
+  ASSERT_GT(other.pid(), 0);
+  uint64_t as_other = 0;
+  uint64_t* word = WordOf(shared, "s/1", &as_other, other.pid());
+  ASSERT_NE(word, nullptr);
+  *word = as_other;
+  // Its pid still alive (given to another process, say): only the reaping
+  // clears it.
+  ResetClaim::ReleaseDead(shared, other.pid());
+  EXPECT_EQ(*word, 0u);
+  EXPECT_FALSE(ResetClaim::HeldByOther(shared, "s/1"));
 }
 
 }  // namespace
