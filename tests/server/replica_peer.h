@@ -1,7 +1,8 @@
 // tests/server/replica_peer.h: the other holder of a Replicator's links,
 // played by a test: a listening socket on loopback whose connections the
 // test accepts, reads and answers (or closes) when it chooses, so that the
-// replicator's every state is reached in a known order.
+// replicator's every state is reached in a known order; and the fixture of
+// the tests that drive a Replicator against it, turn by turn.
 #pragma once
 
 #include <arpa/inet.h>
@@ -10,6 +11,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +20,7 @@
 #include "common/read_request.h"
 #include "frs/ring.h"
 #include "os/unique_fd.h"
+#include "server/event_loop.h"
 #include "server/replicator.h"
 
 namespace frs::testing {
@@ -69,6 +73,36 @@ class ReplicaPeer {
  private:
   os::UniqueFd fd_;
   uint16_t port_ = 0;
+};
+
+// A Replicator whose one link goes to a ReplicaPeer, and the worker's loop
+// for it, one turn at a time at a clock the test sets.
+class ReplicatorFixture : public ::testing::Test {
+ protected:
+  // `tune` changes the peer's two-shard options first.
+  void Open(const std::function<void(server::ReplicaOptions&)>& tune = {}) {
+    ASSERT_TRUE(peer_.ok());
+    ASSERT_TRUE(loop_.Init().ok());
+    server::ReplicaOptions o = peer_.TwoShardOptions();
+    ASSERT_TRUE(o.ring);
+    if (tune) tune(o);
+    repl_ = std::make_unique<server::Replicator>(std::move(o), nullptr, &loop_);
+  }
+  // One turn of the worker's loop for the replicator, at `now_ns`.
+  void Turn(int64_t now_ns, int wait_ms = 20) {
+    repl_->Pump(now_ns);
+    for (const epoll_event& ev : loop_.Wait(wait_ms, nullptr))
+      if (repl_->OwnsTag(ev.data.ptr)) repl_->OnEvent(ev.data.ptr, now_ns);
+  }
+  // The clock changes are stamped with (the engine's: unix ms).
+  static int64_t UnixMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  ReplicaPeer peer_;
+  server::EventLoop loop_;
+  std::unique_ptr<server::Replicator> repl_;
 };
 
 }  // namespace frs::testing

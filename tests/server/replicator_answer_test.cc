@@ -18,29 +18,26 @@ namespace {
 
 using Peer = frs::testing::ReplicaPeer;
 
-class ReplicatorAnswer : public ::testing::Test {
+class ReplicatorAnswer : public frs::testing::ReplicatorFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(peer_.ok());
-    ASSERT_TRUE(loop_.Init().ok());
-    ReplicaOptions o = peer_.TwoShardOptions();
-    ASSERT_TRUE(o.ring);
-    repl_ = std::make_unique<Replicator>(std::move(o), nullptr, &loop_);
-  }
+  void SetUp() override { Open(); }
 
   void Use() {
-    const int64_t ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
-    repl_->OnChange(Change{Change::Kind::kAdd, 1, "key:" + std::to_string(uses_++), 0, false, 1, ms});
+    repl_->OnChange(Change{Change::Kind::kAdd, 1, "key:" + std::to_string(uses_++), 0, false, 1, UnixMs()});
   }
 
   void Turns(int n = 10) {
-    for (int i = 0; i < n; ++i) {
-      repl_->Pump(now_);
-      for (const epoll_event& ev : loop_.Wait(20, nullptr))
-        if (repl_->OwnsTag(ev.data.ptr)) repl_->OnEvent(ev.data.ptr, now_);
-    }
+    for (int i = 0; i < n; ++i) Turn(now_);
+  }
+
+  // The batch in flight, sent again a second after its link went down, on
+  // a new connection `c_`; the request's text.
+  std::string SentAgain() {
+    now_ += Replicator::kRetryNs;
+    Turns(2);
+    c_ = peer_.Accept();
+    EXPECT_TRUE(c_.valid());
+    return c_.valid() ? Peer::ReadRequest(c_.get()) : std::string();
   }
 
   // One use, its batch sent on connection `c_`; the request's text.
@@ -59,9 +56,6 @@ class ReplicatorAnswer : public ::testing::Test {
   bool Down() const { return repl_->Links().at(0).down; }
 
   int64_t now_ = MonoNs();
-  Peer peer_;
-  EventLoop loop_;
-  std::unique_ptr<Replicator> repl_;
   os::UniqueFd c_;
   int uses_ = 0;
 };
@@ -107,11 +101,7 @@ TEST_F(ReplicatorAnswer, AnEmptyOkOrAnotherSeqsAcknowledgesNothing) {
   EXPECT_EQ(repl_->QueuedChanges(), 1u);
   EXPECT_TRUE(Down());
   // Sent again a second later; an answer for another seq is no answer.
-  now_ += Replicator::kRetryNs;
-  Turns(2);
-  c_ = peer_.Accept();
-  ASSERT_TRUE(c_.valid());
-  ASSERT_NE(Peer::ReadRequest(c_.get()).find("seq=1"), std::string::npos);
+  ASSERT_NE(SentAgain().find("seq=1"), std::string::npos);
   Peer::Answer(c_.get(), 200, "applied\nseq 9\n");
   Turns();
   EXPECT_EQ(repl_->QueuedChanges(), 1u);
@@ -177,11 +167,7 @@ TEST_F(ReplicatorAnswer, AStatusOfFourDigitsOrAContentLengthNotANumberIsMalforme
   Turns();
   EXPECT_EQ(repl_->QueuedChanges(), 1u);
   EXPECT_TRUE(Down());
-  now_ += Replicator::kRetryNs;
-  Turns(2);
-  c_ = peer_.Accept();
-  ASSERT_TRUE(c_.valid());
-  Peer::ReadRequest(c_.get());
+  ASSERT_NE(SentAgain().find("seq=1"), std::string::npos);
   Raw("HTTP/1.1 200 OK\r\nContent-Length: 14x\r\n\r\napplied\nseq 1\n");
   Turns();
   EXPECT_EQ(repl_->QueuedChanges(), 1u);

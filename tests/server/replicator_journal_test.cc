@@ -23,38 +23,22 @@
 namespace frs::server {
 namespace {
 
-// The clock changes are stamped with (the engine's: unix ms).
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 using Peer = frs::testing::ReplicaPeer;
 
-class ReplicatorJournal : public ::testing::Test {
+class ReplicatorJournal : public frs::testing::ReplicatorFixture {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(peer_.ok());
-    ASSERT_TRUE(loop_.Init().ok());
-    ReplicaOptions o = peer_.TwoShardOptions();
-    ASSERT_TRUE(o.ring);
-    o.journal_dir = dir_.path();
-    repl_ = std::make_unique<Replicator>(std::move(o), nullptr, &loop_);
+    Open([this](ReplicaOptions& o) { o.journal_dir = dir_.path(); });
   }
 
   // A use of a new key: every route's other holder is the peer.
   void Use() {
     keys_.push_back("key:" + std::to_string(keys_.size()));
-    repl_->OnChange(Change{Change::Kind::kAdd, 1, keys_.back(), 0, false, 1, NowMs()});
+    repl_->OnChange(Change{Change::Kind::kAdd, 1, keys_.back(), 0, false, 1, UnixMs()});
     repl_->FlushJournal();  // as the worker does before it answers
   }
 
-  // One turn of the worker's loop for the replicator, at `now_ns`.
-  void Turn(int64_t now_ns) {
-    repl_->Pump(now_ns);
-    for (const epoll_event& ev : loop_.Wait(50, nullptr))
-      if (repl_->OwnsTag(ev.data.ptr)) repl_->OnEvent(ev.data.ptr, now_ns);
-  }
+  void Turn(int64_t now_ns) { ReplicatorFixture::Turn(now_ns, 50); }
 
   std::vector<std::string> Journals() const {
     std::vector<std::string> out;
@@ -90,9 +74,6 @@ class ReplicatorJournal : public ::testing::Test {
   }
 
   frs::testing::TempDir dir_{"frs-repl-journal"};
-  Peer peer_;
-  EventLoop loop_;
-  std::unique_ptr<Replicator> repl_;
   std::vector<std::string> keys_;
 };
 

@@ -20,29 +20,12 @@ namespace {
 
 using Peer = frs::testing::ReplicaPeer;
 
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-class ReplicatorProbe : public ::testing::Test {
+class ReplicatorProbe : public frs::testing::ReplicatorFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(peer_.ok());
-    ASSERT_TRUE(loop_.Init().ok());
-    ReplicaOptions o = peer_.TwoShardOptions();
-    ASSERT_TRUE(o.ring);
-    repl_ = std::make_unique<Replicator>(std::move(o), nullptr, &loop_);
-  }
+  void SetUp() override { Open(); }
 
   void Use() {
     repl_->OnChange(Change{Change::Kind::kAdd, 1, "key:" + std::to_string(uses_++), 0, false, 1, UnixMs()});
-  }
-
-  void Turn(int64_t now_ns) {
-    repl_->Pump(now_ns);
-    for (const epoll_event& ev : loop_.Wait(20, nullptr))
-      if (repl_->OwnsTag(ev.data.ptr)) repl_->OnEvent(ev.data.ptr, now_ns);
   }
 
   bool Down() const { return repl_->Links().at(0).down; }
@@ -71,9 +54,6 @@ class ReplicatorProbe : public ::testing::Test {
   }
 
   int64_t now_ = MonoNs();
-  Peer peer_;
-  EventLoop loop_;
-  std::unique_ptr<Replicator> repl_;
   os::UniqueFd c_;
   int uses_ = 0;
 };

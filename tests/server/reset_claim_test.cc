@@ -45,16 +45,18 @@ class OtherProcess {
   pid_t ended_ = 0;
 };
 
-// The word `stream`'s claim is in, and its value with `pid` as claimant.
-uint64_t* WordOf(ReplicaShared& shared, const char* stream, uint64_t* as_other, pid_t pid) {
-  ResetClaim c(shared, stream);
-  EXPECT_TRUE(c.held());
-  for (uint64_t& w : shared.reset_claims)
-    if (w != 0) {
-      *as_other = (w & ~((uint64_t{1} << 22) - 1)) | static_cast<uint64_t>(pid);
-      return &w;
-    }
-  return nullptr;
+// `stream` claimed in `shared` as the process `pid` would: its word.
+uint64_t* ClaimAs(ReplicaShared& shared, const char* stream, pid_t pid) {
+  uint64_t* word = nullptr;
+  uint64_t value = 0;
+  {
+    ResetClaim c(shared, stream);
+    EXPECT_TRUE(c.held());
+    for (uint64_t& w : shared.reset_claims)
+      if (w != 0) word = &w, value = w;
+  }
+  if (word != nullptr) *word = (value & ~((uint64_t{1} << 22) - 1)) | static_cast<uint64_t>(pid);
+  return word;
 }
 
 TEST(ResetClaim, AClaimHoldsItsStreamsWordUntilItIsReleased) {
@@ -75,10 +77,8 @@ TEST(ResetClaim, ALiveOthersClaimKeepsEveryBatchOfItsStreamOff) {
   ReplicaShared shared{};
   OtherProcess other;
   ASSERT_GT(other.pid(), 0);
-  uint64_t as_other = 0;
-  uint64_t* word = WordOf(shared, "s/1", &as_other, other.pid());
+  uint64_t* word = ClaimAs(shared, "s/1", other.pid());
   ASSERT_NE(word, nullptr);
-  *word = as_other;
   EXPECT_TRUE(ResetClaim::HeldByOther(shared, "s/1"));   // a batch without a reset waits too
   EXPECT_FALSE(ResetClaim(shared, "s/1").held());        // and one with
   EXPECT_FALSE(ResetClaim::HeldByOther(shared, "s/2"));  // another stream does not
@@ -92,10 +92,8 @@ TEST(ResetClaim, TheMasterClearsADeadWorkersClaims) {
   ReplicaShared shared{};
   OtherProcess other;
   ASSERT_GT(other.pid(), 0);
-  uint64_t as_other = 0;
-  uint64_t* word = WordOf(shared, "s/1", &as_other, other.pid());
+  uint64_t* word = ClaimAs(shared, "s/1", other.pid());
   ASSERT_NE(word, nullptr);
-  *word = as_other;
   // Its pid still alive (given to another process, say): only the reaping
   // clears it.
   ResetClaim::ReleaseDead(shared, other.pid());
