@@ -181,8 +181,11 @@ class AdminEngine : public Engine {
   // changes and the answer is false. The first `skip_first` changes are
   // skipped (a snapshot already carried them: the receiver knows by their
   // numbers in the stream, docs/cluster.md "Replicas"). At most
-  // kMaxMergeNodes distinct keys; kResetBiz is applied on its own. An
-  // error changes nothing.
+  // kMaxMergeNodes distinct keys; kResetBiz is applied on its own, before
+  // the transaction: a caller that may apply one stream's batches at once
+  // (a batch sent again) serializes them while one resets (frsd does). A
+  // change's times are 0 to the end of year 9999 (else an error); one after
+  // this engine's clock is applied as of it. An error changes nothing.
   virtual Result<bool> ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
                                     size_t skip_first = 0) = 0;
 
