@@ -218,7 +218,8 @@ struct ReplicaShared {
   // down tries that link again at once instead of within the second: the
   // other shard's routes answer 503 until the uses it lacks arrive.
   uint64_t told_behind[kMaxReplicaPeers];
-  // Batches that reset a biz being applied, one claim a word (reset_claim.h).
+  // Streams one of whose batches that reset a biz a worker is applying: a
+  // claim a word, the stream's hash and the worker's pid (reset_claim.h).
   uint64_t reset_claims[kResetClaims];
 };
 

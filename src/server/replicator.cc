@@ -572,13 +572,12 @@ bool Replicator::AcknowledgesBatch(std::string_view body, uint64_t seq) {
   if (first != "applied" && first != "duplicate") return false;
   // Its "seq N" line names this batch. A receiver of an earlier build
   // writes none: taken (a rolling upgrade runs two builds a while).
-  for (size_t p = body.find("\nseq "); p != std::string_view::npos; p = body.find("\nseq ", p + 1)) {
-    std::string_view v = body.substr(p + 5);
-    v = v.substr(0, v.find('\n'));
-    if (!v.empty() && v.back() == '\r') v.remove_suffix(1);
-    return v == std::to_string(seq);
-  }
-  return true;
+  const size_t p = body.find("\nseq ");
+  if (p == std::string_view::npos) return true;
+  std::string_view v = body.substr(p + 5);
+  v = v.substr(0, v.find('\n'));
+  if (!v.empty() && v.back() == '\r') v.remove_suffix(1);
+  return v == std::to_string(seq);
 }
 
 void Replicator::Read(Link& l, int64_t now_ns) {

@@ -504,6 +504,8 @@ def run(args):
             "per_second": {str(k): seconds[k] for k in sorted(seconds)},
             "temp_dir": tmp if args.keep else None,
         }
+        if not result["within_bound"]:
+            result["logs"] = notable_log_lines(tmp, shards)
         return result
     finally:
         if nginx:
@@ -512,6 +514,27 @@ def run(args):
             s.stop()
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def notable_log_lines(tmp, shards):
+    """What a run out of its bound needs read (a CI run keeps no temp dir):
+    each shard's replica, 503 and worker lines, and nginx's last errors."""
+    out = []
+    for s in shards:
+        try:
+            with open(os.path.join(s.dir, "frsd.stderr"), errors="replace") as f:
+                lines = [ln.rstrip() for ln in f if re.search(r"replica|behind|503|worker .*(exit|signal)|catch", ln)]
+        except OSError as e:
+            lines = ["(no log: %s)" % e]
+        out.append("%s:" % s.dir)
+        out.extend("  " + ln[:300] for ln in lines[-20:])
+    try:
+        with open(os.path.join(tmp, "nginx", "error.log"), errors="replace") as f:
+            out.append("nginx error.log:")
+            out.extend("  " + ln.rstrip()[:300] for ln in f.readlines()[-10:])
+    except OSError:
+        pass
+    return out
 
 
 def print_table(r):
@@ -648,6 +671,8 @@ def main():
         print(json.dumps(r, sort_keys=True))
     else:
         print_table(r)
+    for line in r.get("logs", []):
+        print(line)
     sys.exit(0 if r["within_bound"] else 1)
 
 
