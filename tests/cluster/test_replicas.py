@@ -266,11 +266,12 @@ class Shard:
         it alone: the count, or "behind" once this shard's question to the
         owner (every 5 s) said the owner holds uses this copy lacks, and the
         route answers 503 here until they arrive. Either says they are not
-        here yet."""
+        here yet. One request: the answer can turn to "behind" between two."""
         st, body = self.get("/query?biz=b&key=" + key)
         if st == 503 and "served it alone" in body:
             return "behind"
-        return self.count(key)
+        m = re.search(r' count="(\d+)"', body)
+        return int(m.group(1)) if st in (200, 429) and m else (st, body)
 
     def metric(self, name):
         _, body = self.get("/metrics")
