@@ -127,7 +127,8 @@ class Shard:
                     TOKEN,
                     self.name,
                     1 if args.mode == "enforce" or args.replicas != "0" else 0,
-                    ' replicas="1" replica_mode="%s"' % args.replicas if args.replicas != "0" else "",
+                    (' replicas="1" replica_mode="%s"' % args.replicas if args.replicas != "0" else "")
+                    + (' replica_timeout_ms="%d"' % args.replica_timeout_ms if args.replica_timeout_ms else ""),
                     shards,
                 )
             )
@@ -381,6 +382,10 @@ def run(args):
 
         at(args.kill_at)
         misrouted_before = [s.metric("frs_misrouted_total") for s in shards]
+        # The sync bound's premise: no shard has answered alone yet (a link
+        # timed out under load). What one answered alone and then lost with
+        # its machine, its successor grants again.
+        alone_before = [s.metric("frs_replica_unprotected_total") for s in shards] if args.replicas != "0" else None
         kill_t = time.monotonic() - t0
         if args.hang:
             killed = shards[victim].signal_all(signal.SIGSTOP)
@@ -500,6 +505,7 @@ def run(args):
             "granted_max_per_key": max(granted),
             "granted_total": sum(granted),
             "misrouted_before_kill": misrouted_before,
+            "served_alone_before_kill": alone_before,
             "misrouted_at_end": misrouted_after,
             "per_second": {str(k): seconds[k] for k in sorted(seconds)},
             "temp_dir": tmp if args.keep else None,
@@ -590,6 +596,8 @@ def print_table(r):
         ("frs_misrouted_total before the kill", r["misrouted_before_kill"]),
         ("frs_misrouted_total at the end", r["misrouted_at_end"]),
     ]
+    if r["served_alone_before_kill"] is not None:
+        rows.append(("frs_replica_unprotected_total before the kill", r["served_alone_before_kill"]))
     w = max(len(a) for a, _ in rows)
     for a, b in rows:
         print("  %-*s  %s" % (w, a, b))
@@ -644,6 +652,13 @@ def main():
         "--hang",
         action="store_true",
         help="SIGSTOP the shard at --kill-at and SIGCONT it at --restart-at (a hung shard)",
+    )
+    ap.add_argument(
+        "--replica-timeout-ms",
+        type=int,
+        default=0,
+        help="the shards' <cluster replica_timeout_ms> (default: frsd's, 200); keep it under nginx's "
+        "proxy_read_timeout (1 s)",
     )
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs, stores)")
