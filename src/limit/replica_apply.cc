@@ -241,6 +241,22 @@ Status AsOfNow(std::span<const Change>* changes, const Now& now, std::vector<Cha
   return Status::OK();
 }
 
+// Each biz's resets in a batch, once, with the place of the last: a walk of
+// the whole store erases what a second would, and the biz's changes before
+// it are what it erases. Those before skip_first a snapshot carried.
+std::vector<std::pair<uint16_t, size_t>> LastResets(std::span<const Change> changes, size_t skip_first,
+                                                    const Map& map) {
+  std::vector<std::pair<uint16_t, size_t>> last;
+  for (size_t i = skip_first; i < changes.size(); ++i) {
+    const Change& c = changes[i];
+    if (c.kind != Change::Kind::kResetBiz || map.FindId(c.biz_id) == nullptr) continue;
+    auto it = std::find_if(last.begin(), last.end(), [&](const auto& r) { return r.first == c.biz_id; });
+    if (it == last.end()) last.emplace_back(c.biz_id, i);
+    else it->second = i;
+  }
+  return last;
+}
+
 }  // namespace
 
 Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
@@ -254,7 +270,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
   // The nodes: one item per distinct key, with its changes in their order.
   std::vector<ChangedNode> items;
   std::vector<Store::BatchItem> batch;
-  std::vector<uint16_t> resets;
+  std::vector<std::pair<uint16_t, size_t>> last_reset = LastResets(changes, skip_first, *map);
   items.reserve(changes.size());
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change& c = changes[i];
@@ -263,16 +279,14 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     // node could be neither read nor served here, and a refusal would stop
     // the link for every other biz's changes until the maps agree. Skipped;
     // the server says so (Handler::NoteChangesOfNoBiz).
-    if (biz == nullptr) continue;
-    if (c.kind == Change::Kind::kResetBiz) {
-      // Once per biz: each is a walk of the whole store, and a second
-      // erases nothing the first left.
-      if (i >= skip_first && std::find(resets.begin(), resets.end(), c.biz_id) == resets.end())
-        resets.push_back(c.biz_id);  // else a snapshot carried it
-      continue;
-    }
+    if (biz == nullptr || c.kind == Change::Kind::kResetBiz) continue;
     if (Status s = CheckChange(c, i); !s.ok()) return s;
     if (i < skip_first) continue;  // a snapshot carried it
+    // The resets go first, so a change its biz's reset came after is
+    // erased already: applied, it would count on this copy what the
+    // sender's reset took off its own.
+    auto reset = std::find_if(last_reset.begin(), last_reset.end(), [&](const auto& r) { return r.first == c.biz_id; });
+    if (reset != last_reset.end() && i < reset->second) continue;
     size_t k = 0;
     while (k < items.size() && !(items[k].cfg->id == c.biz_id && items[k].key == c.key)) ++k;
     if (k == items.size()) {
@@ -330,12 +344,12 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     commits[n] = Commit::kWrite;
     applied = true;
   };
-  // A reset is applied before the batch's nodes (its changes came first or
-  // are of other keys). It is not part of the transaction, so it is applied
+  // A reset is applied before the batch's nodes (the changes of its biz
+  // before it were dropped above). It is not part of the transaction, so it is applied
   // only to a batch the stream's watermark says is new: a batch sent again
   // (a lost acknowledgement, a spool delivered again after a stop) would
   // otherwise erase what was counted since its first delivery.
-  if (!resets.empty()) {
+  if (!last_reset.empty()) {
     uint64_t mark = 0;
     std::vector<Store::BatchItem> receipt_only{batch.back()};
     Status read = store_->UpdateBatch(receipt_only, Clamp32(now.s), [&](std::span<NodeRef> refs, std::span<Commit> c) {
@@ -343,11 +357,11 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
       mark = LoadSeq(refs[0]);
     });
     if (!read.ok()) return read;
-    if (mark >= seq) resets.clear();
+    if (mark >= seq) last_reset.clear();
   }
-  for (uint16_t biz : resets) {
+  for (const auto& reset : last_reset) {
     Store::Filter filter;
-    filter.biz = biz;
+    filter.biz = reset.first;
     auto erased = store_->EraseIf(filter, [](const NodeInfo&) { return true; });
     if (!erased.ok()) return erased.status();
   }

@@ -216,6 +216,26 @@ TEST_F(ReplicaApplyTest, AResetSentAgainOrCarriedErasesNothingCountedSince) {
   EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 2);
 }
 
+// A reset is applied before the batch's nodes: the uses of its biz that
+// came before it in the same batch must not count on the copy (before, the
+// copy held them while the owner's reset had taken them off).
+TEST_F(ReplicaApplyTest, UsesBeforeAResetInTheSameBatchAreErasedOnTheCopyAsOnTheOwner) {
+  Do(*owner_, Cmd::kAcquire, "fixed", "k");
+  Do(*owner_, Cmd::kAcquire, "fixed", "gone");
+  Do(*owner_, Cmd::kAcquire, "sliding", "other");
+  owner_->Execute(Request{.cmd = Cmd::kReset, .biz = "fixed", .key = {}});
+  Do(*owner_, Cmd::kAcquire, "fixed", "k");
+  owner_->Execute(Request{.cmd = Cmd::kReset, .biz = "fixed", .key = {}});
+  Do(*owner_, Cmd::kAcquire, "fixed", "k");
+  Do(*owner_, Cmd::kAcquire, "fixed", "after");
+  ASSERT_TRUE(Ship(1).value());
+  for (const char* key : {"k", "gone", "after"})
+    EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", key).count, Do(*owner_, Cmd::kQuery, "fixed", key).count) << key;
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 1);
+  EXPECT_FALSE(Do(*replica_, Cmd::kGet, "fixed", "gone").found);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "sliding", "other").count, 1);  // another biz's use stays
+}
+
 TEST_F(ReplicaApplyTest, ChangesASnapshotCarriedAreSkipped) {
   Do(*owner_, Cmd::kAcquire, "fixed", "k");
   clock_.Advance(1000);
