@@ -308,10 +308,12 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     for (size_t i : peers) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);
   CounterSet(shared->catchup_nodes, nodes);
   for (size_t i : peers) WaitForQueued(c, ring->shards()[i].name, i);
-  CounterSet(shared->catching_up, 0);
+  // Said before the routes are served: whoever waits for /health (an
+  // operator, a test) then finds the line.
   FRS_LOG("replicas: caught up in %lld ms (%s store; %llu node(s) taken from snapshots); serving this shard's routes",
           static_cast<long long>((MonoNs() - c.start) / kMsNs), fresh_store ? "a new" : "its old",
           static_cast<unsigned long long>(nodes));
+  CounterSet(shared->catching_up, 0);
 }
 
 }  // namespace frs::server
