@@ -111,11 +111,18 @@ class Shard:
             raise AssertionError("frsd did not serve:\n" + self.log())
 
     def reload(self, names):
-        """The new <cluster>, applied by SIGHUP; waits for the log line."""
+        """The new <cluster>, applied by SIGHUP; waits for the master's line
+        and then the worker's: the master says it before the worker runs it,
+        and a worker still on the old list answers and links by it."""
         before = self.log().count("<cluster> changed")
+        generations = self.log().count("(map generation")
         self.write(names)
         self.proc.send_signal(signal.SIGHUP)
-        if not processes.wait_for(lambda: self.log().count("<cluster> changed") > before, 10):
+        if not processes.wait_for(
+            lambda: self.log().count("<cluster> changed") > before
+            and self.log().count("(map generation") > generations,
+            10,
+        ):
             raise AssertionError("no reload:\n" + self.log())
 
     def log(self):

@@ -372,7 +372,10 @@ class Replicas(unittest.TestCase):
         return p
 
     def test_sync_answers_once_the_successor_holds_the_change(self):
-        p = self.pair(extra_a='replica_mode="sync"', extra_b='replica_mode="sync"')
+        # A timeout no loaded run reaches: this is the sync path, not the
+        # timeout's (ASan servers beside CI's build took over 200 ms).
+        slow = 'replica_mode="sync" replica_timeout_ms="5000"'
+        p = self.pair(extra_a=slow, extra_b=slow)
         k = p.keys[0]
         for _ in range(3):
             self.assertEqual(p.a.acquire(k), 200)
@@ -391,7 +394,7 @@ class Replicas(unittest.TestCase):
         p.relay.cut()
         t = time.monotonic()
         self.assertEqual(p.a.acquire(k), 200)  # waited out the timeout, then served alone
-        self.assertLess(time.monotonic() - t, 2.0)
+        self.assertLess(time.monotonic() - t, 4.0)
         for _ in range(5):
             self.assertEqual(p.a.acquire(k), 200)
         self.assertGreaterEqual(p.a.metric("frs_replica_unprotected_total"), 6)
@@ -407,7 +410,8 @@ class Replicas(unittest.TestCase):
         # reaches B: B serves A's route alone, then A, on its copy without
         # that use, must not grant it again. Found from outside: a paused
         # owner resumed and granted 51 of 50 and lease ids B had given out.
-        p = self.pair(extra_a='replica_mode="sync"', extra_b='replica_mode="sync"')
+        # A's link is never cut: a timeout no loaded run reaches.
+        p = self.pair(extra_a='replica_mode="sync" replica_timeout_ms="5000"', extra_b='replica_mode="sync"')
         k = p.keys[2]
         for _ in range(4):
             self.assertEqual(p.a.get("/acquire?biz=small&key=" + k)[0], 200)
@@ -439,7 +443,7 @@ class Replicas(unittest.TestCase):
     def test_an_owner_behind_a_successor_that_then_dies_serves_again(self):
         # What B answered alone cannot reach A once B is gone: A, behind it,
         # does not refuse its routes for good (serve).
-        p = self.pair(extra_a='replica_mode="sync"', extra_b='replica_mode="sync"')
+        p = self.pair(extra_a='replica_mode="sync" replica_timeout_ms="5000"', extra_b='replica_mode="sync"')
         k = p.keys[4]
         self.assertEqual(p.a.acquire(k), 200)
         p.relay_a.cut()
@@ -785,7 +789,7 @@ class Replicas(unittest.TestCase):
         with open(conf, "w") as f:
             f.write(text)
         os.kill(p.a.proc.pid, signal.SIGHUP)
-        self.assertTrue(processes.wait_for(lambda: "its replica links start" in p.a.log(), 5), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: "its replica links start" in p.a.log(), 10), p.a.log())
         self.assertEqual(p.a.acquire(k), 200)
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 5), "B holds %s" % p.b.count(k))
 
@@ -911,20 +915,20 @@ class Replicas(unittest.TestCase):
         p.a.start()
         self.assertIn("cannot be reached", p.a.log())
         tried = p.relay.accepted
-        self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 5), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 10), p.a.log())
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
         self.assertIn("not reached since this shard's start, does not answer yet", p.a.log())
         # A 200 that is not a shard's answer (a proxy's page) is no answer.
         p.relay.refuse(200, b"<html>502 Bad Gateway</html>")
         tried = p.relay.accepted
-        self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 5), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: p.relay.accepted >= tried + 2, 10), p.a.log())
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
         self.assertIn("answered 200 that is not a shard's", p.a.log())
         # B reaches A (it asks every 5 s whether A is there): that says
         # nothing of A's way to B, which stays down (before, B's question
         # set it up).
         answers = p.relay_a.answers
-        self.assertTrue(processes.wait_for(lambda: p.relay_a.answers > answers, 7), p.b.log())
+        self.assertTrue(processes.wait_for(lambda: p.relay_a.answers > answers, 12), p.b.log())
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
         p.relay.heal()
         p.relay.target = target
@@ -944,7 +948,7 @@ class Replicas(unittest.TestCase):
         t = time.monotonic()
         for _ in range(5):
             self.assertEqual(p.a.acquire(k), 200)
-        self.assertLess(time.monotonic() - t, 2.5)  # not 5 s: the answer said so
+        self.assertLess(time.monotonic() - t, 4.0)  # not 5 s each: the answer said so
         self.assertIn("answered 507", p.a.log())
         self.assertGreaterEqual(p.a.metric("frs_replica_unprotected_total"), 5)
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
@@ -969,7 +973,7 @@ class Replicas(unittest.TestCase):
         body = r.read().decode()
         c.close()
         self.assertEqual(r.status, 503)
-        self.assertLess(time.monotonic() - t, 2.5)
+        self.assertLess(time.monotonic() - t, 4.0)
         # As every answer: Server and Date; and the words fit a link that
         # failed at once, not only one that timed out.
         self.assertTrue(r.getheader("Server", "").startswith("frsd/"), r.getheaders())
@@ -982,16 +986,17 @@ class Replicas(unittest.TestCase):
         )
 
     def test_refuse_answers_503_within_the_timeout_and_serves_again_once_healed(self):
-        p = self.pair(extra_a='replica_timeout_ms="300" on_replica_down="refuse"')
+        # 2 s: a timeout a loaded run's "at once" stays far below.
+        p = self.pair(extra_a='replica_timeout_ms="2000" on_replica_down="refuse"')
         k = p.keys[2]
         self.assertEqual(p.a.acquire(k), 200)
         p.relay.cut()
         t = time.monotonic()
         self.assertEqual(p.a.acquire(k), 503)
-        self.assertLess(time.monotonic() - t, 1.5)
+        self.assertLess(time.monotonic() - t, 4.5)
         t = time.monotonic()
         self.assertEqual(p.a.acquire(k), 503)  # the link is known down: at once
-        self.assertLess(time.monotonic() - t, 0.2)
+        self.assertLess(time.monotonic() - t, 1.0)
         self.assertGreaterEqual(p.a.metric("frs_replica_refused_total"), 1)
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.a.acquire(k) == 200, 5))
@@ -1078,7 +1083,9 @@ class Replicas(unittest.TestCase):
         # The successor's link to the dead owner is down, so what it served
         # for it waits for its next try (once a second): the owner, back in a
         # few ms on its old store, must not answer before those uses are in.
-        p = self.pair()
+        # A's uses before the kill must reach B: a timeout no loaded run
+        # reaches (B's link to the dead A fails at once, the relay closes).
+        p = self.pair(extra_a='replica_timeout_ms="5000"')
         k = p.keys[11]
         for _ in range(2):
             self.assertEqual(p.a.acquire(k), 200)
@@ -1090,7 +1097,7 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.count(k), 5, p.a.log())
 
     def test_a_lost_store_is_taken_back_before_the_shard_serves(self):
-        p = self.pair()
+        p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
         for i, k in enumerate(p.keys[5:10]):
             for _ in range(i + 1):
                 self.assertEqual(p.a.acquire(k), 200)
@@ -1107,7 +1114,7 @@ class Replicas(unittest.TestCase):
         # owner asks again with a growing wait, logged and counted, answers
         # 503 on its routes meanwhile, and takes the snapshot once it is
         # answered, rather than serving without it.
-        p = self.pair()
+        p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
         keys = p.keys[14:17]
         for i, k in enumerate(keys):
             for _ in range(i + 1):
@@ -1134,7 +1141,7 @@ class Replicas(unittest.TestCase):
         # and the snapshot meet. Every key must end with the number of
         # grants at both holders: none counted twice (in the snapshot and
         # again from the queue), none lost.
-        p = self.pair(b_workers=2)
+        p = self.pair(b_workers=2, extra_a='replica_timeout_ms="5000"')
         keys = p.many
         self.assertGreaterEqual(len(keys), 60)
         granted = {k: 0 for k in keys}
@@ -1182,9 +1189,19 @@ class Replicas(unittest.TestCase):
         self.assertEqual(errors, [])
         self.assertIn("node(s) taken from snapshots", p.a.log())
         self.assertTrue(processes.wait_for(lambda: p.b.metric("frs_replica_pending") == 0, 10), p.b.log())
-        at_a = {k: p.a.count(k) for k in keys}
-        at_b = {k: p.b.count(k) for k in keys}
-        wrong = {k: (granted[k], at_a[k], at_b[k]) for k in keys if not granted[k] == at_a[k] == at_b[k]}
+        wrong = {}
+
+        def agree():
+            # Read until both agree: a use B answered alone under the load
+            # (its link to A timed out) can make A answer 503 (behind) until
+            # it arrives.
+            at_a = {k: p.a.count(k) for k in keys}
+            at_b = {k: p.b.count(k) for k in keys}
+            wrong.clear()
+            wrong.update({k: (granted[k], at_a[k], at_b[k]) for k in keys if not granted[k] == at_a[k] == at_b[k]})
+            return not wrong
+
+        processes.wait_for(agree, 10)
         print(
             "granted %d over %d keys; keys off (granted, owner, successor): %s"
             % (sum(granted.values()), len(keys), wrong),
