@@ -36,7 +36,7 @@ bool RateLimitService::CheckOwnership(const RlsRequest& req, RlsAnswer* out) {
       // Refused as the HTTP side refuses the route (handler_execute.cc),
       // before anything is counted.
       const long other = as_successor ? static_cast<long>(owner) : own_.ring->SuccessorOfHash(pos);
-      if (own_.replicas && own_.refusing && other >= 0 && own_.refusing(other)) {
+      if (own_.replicas && own_.refusing && other >= 0 && own_.refusing(other, as_successor)) {
         out->status = Status::Unavailable("descriptor " + std::to_string(i + 1) + ": the other holder of its route (" +
                                           own_.ring->shards()[static_cast<size_t>(other)].name +
                                           ") does not take its changes now (replicas); ask again shortly");

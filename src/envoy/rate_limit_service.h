@@ -147,11 +147,12 @@ struct Ownership {
   // Non-zero while the shard takes back its nodes after a start (a word of
   // the server's shared region; null: never): every counted call is refused.
   const uint64_t* catching_up = nullptr;
-  // With replicas: whether the routes this shard shares with the shard of
-  // that ring index answer 503 now (its link down under
-  // on_replica_down="refuse", or this shard behind it; the server's
+  // With replicas: whether a route this shard shares with the shard of
+  // that ring index answers 503 now (its link down under
+  // on_replica_down="refuse", or this shard behind it on that side's routes;
+  // `as_successor`: the route is that shard's; the server's
   // Replicator::Refusing). Empty: never.
-  std::function<bool(long peer)> refusing;
+  std::function<bool(long peer, bool as_successor)> refusing;
 };
 
 class RateLimitService {

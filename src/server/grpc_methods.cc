@@ -224,8 +224,9 @@ GrpcOptions GrpcOptionsFor(const SrvConfig& cfg) {
 
 void GrpcMethods::SetCluster(const ClusterView& c) {
   cluster_ = c;
-  std::function<bool(long)> refusing;
-  if (repl_ != nullptr) refusing = [r = repl_](long peer) { return r->Refusing(peer); };
+  std::function<bool(long, bool)> refusing;
+  if (repl_ != nullptr)
+    refusing = [r = repl_](long peer, bool as_successor) { return r->Refusing(peer, as_successor); };
   rls_.SetOwnership(envoy::Ownership{c.ring, c.self_index, c.enforce, c.replicas, c.catching_up, std::move(refusing)});
 }
 

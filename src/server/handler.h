@@ -169,8 +169,13 @@ class Handler {
                         int* status);
   void ReplicatePending(size_t peer, int* status);
   // What this shard answered alone for `peer` and `peer` lacks
-  // (handler_replica.cc): a batch's answer says "behind N" when not 0.
-  uint64_t AheadOf(size_t peer) const;
+  // (handler_replica.cc): a batch's answer says "behind N" when not 0, and
+  // on whose routes (AloneLines).
+  struct Ahead {
+    uint64_t n = 0;
+    uint64_t on_own = 0, on_peers = 0;  // on this shard's routes, on `peer`'s (a reset on both)
+  };
+  Ahead AheadOf(size_t peer) const;
   void ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status);
   // Logs (at most once a minute per peer and kind) a /replicate refused as the
   // two shards' <cluster lease_key> differ, naming the peer, never a key.

@@ -80,10 +80,10 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
     bool as_successor = false;
     const long other = repl_ != nullptr ? repl_->OtherHolder(pos, &as_successor) : -1;
     if (static_cast<long>(owner) == c.self_index || as_successor) {
-      if (repl_ != nullptr && repl_->Refusing(other)) {
+      if (repl_ != nullptr && repl_->Refusing(other, as_successor)) {
         const std::string& name = c.ring->shards()[static_cast<size_t>(other)].name;
         ErrorBody(503,
-                  repl_->IsBehind(other)
+                  repl_->IsBehind(other, as_successor)
                       ? "the other holder of this route (" + name +
                             ") served it alone while this shard did not answer, and this shard's copy lacks those "
                             "uses until they arrive; ask again shortly"

@@ -363,8 +363,9 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   // (one that came twice, late, from something between the two shards).
   std::string answer = (applied.value() ? "applied\nseq " : "duplicate\nseq ") + std::to_string(q.seq);
   if (current)
-    if (const uint64_t ahead = AheadOf(pi); ahead != 0) {
-      answer += "\nbehind " + std::to_string(ahead);
+    if (const Ahead ahead = AheadOf(pi); ahead.n != 0) {
+      answer += "\nbehind " + std::to_string(ahead.n) + "\nbehind_routes " + std::to_string(ahead.on_own) + " " +
+                std::to_string(ahead.on_peers);
       std::atomic_ref<uint64_t>(shared->told_behind[pi]).fetch_add(1, std::memory_order_relaxed);
     }
   TextBody(200, answer, status);
@@ -380,16 +381,27 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
 // (Replicator::Behind). A use answered alone by another worker is counted
 // here once its change is noted (after its store write): a batch read in
 // between, microseconds, does not see it.
-uint64_t Handler::AheadOf(size_t pi) const {
-  if (metrics_ == nullptr || pi >= kMaxReplicaPeers) return 0;
-  uint64_t alone = 0;
+// Which side's routes they are on tells the sender which of its routes to
+// refuse: a worker's own links say it; a spool's and a retired link's
+// changes, and a worker's figures read mid-update (short of its total),
+// count on both sides.
+Handler::Ahead Handler::AheadOf(size_t pi) const {
+  Ahead a;
+  if (metrics_ == nullptr || pi >= kMaxReplicaPeers) return a;
   for (uint32_t w = 0; w < metrics_->workers(); ++w) {
     const ReplicaCounters& rc = metrics_->worker(w).replica;
-    alone += CounterGet(rc.alone[pi]) + CounterGet(rc.retired_held[pi]);
+    const uint64_t alone = CounterGet(rc.alone[pi]);
+    uint64_t own = CounterGet(rc.alone_own[pi]), peers = CounterGet(rc.alone_peer[pi]);
+    if (alone == 0) own = peers = 0;
+    else if (own + peers < alone) own = peers = alone;
+    uint64_t whole = CounterGet(rc.retired_held[pi]);
     for (size_t i = 0; i < kMaxSpoolStreams; ++i)
-      if (CounterGet(rc.spool_hash[i]) != 0) alone += CounterGet(rc.spool_held[i][pi]);
+      if (CounterGet(rc.spool_hash[i]) != 0) whole += CounterGet(rc.spool_held[i][pi]);
+    a.n += alone + whole;
+    a.on_own += own + whole;
+    a.on_peers += peers + whole;
   }
-  return alone;
+  return a;
 }
 
 // GET without snapshot: per worker, the number of the last change it
@@ -429,11 +441,12 @@ void Handler::ReplicatePending(size_t pi, int* status) {
     }
   // What it answered alone for the asker and still holds: a shard that
   // learnt it is behind asks until this is 0 (Replicator::Behind).
-  const uint64_t alone = AheadOf(pi);
-  if (alone != 0 && shared != nullptr && pi < kMaxReplicaPeers)
+  const Ahead alone = AheadOf(pi);
+  if (alone.n != 0 && shared != nullptr && pi < kMaxReplicaPeers)
     std::atomic_ref<uint64_t>(shared->told_behind[pi]).fetch_add(1, std::memory_order_relaxed);
   TextBody(200,
-           "pending " + std::to_string(pending) + "\nalone " + std::to_string(alone) + "\ncatching_up " +
+           "pending " + std::to_string(pending) + "\nalone " + std::to_string(alone.n) + "\nalone_routes " +
+               std::to_string(alone.on_own) + " " + std::to_string(alone.on_peers) + "\ncatching_up " +
                std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
                (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" + lines,
            status);

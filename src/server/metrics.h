@@ -142,6 +142,11 @@ struct ReplicaCounters {
   // down) that the shard has not acknowledged: while any is left, a batch
   // from that shard is answered "behind" (its copy lacks uses granted here).
   uint64_t alone[kMaxReplicaPeers];
+  // gauges: of alone, those on routes this shard owns and those on routes
+  // that shard owns (a reset: both). Set before alone, so a reader that
+  // finds them summing to less than alone read them mid-update.
+  uint64_t alone_own[kMaxReplicaPeers];
+  uint64_t alone_peer[kMaxReplicaPeers];
   uint64_t behind;  // times a link learnt that the other holder answered alone for it (Replicator::Behind)
   // For a snapshot (handler_replica.cc), set by the worker:
   uint64_t inside;                       // 1 while its engine executes a request (ChangeSink::Enter..Leave)

@@ -22,20 +22,19 @@
 namespace frs::server {
 namespace {
 
-// The number after `word` at the start of a line of an answer ("behind 12"):
-// 0 when no line says it (a shard of an earlier version says none).
-uint64_t AnswerCount(std::string_view body, std::string_view word) {
+// The line of an answer that starts with `word` and a space ("behind 12"),
+// what follows it; empty when no line says it (a shard of an earlier
+// version says none).
+std::string_view AnswerLine(std::string_view body, std::string_view word) {
   for (size_t at = 0; at < body.size();) {
     const size_t end = std::min(body.find('\n', at), body.size());
-    const std::string_view line = body.substr(at, end - at);
-    if (line.starts_with(word)) {
-      uint64_t n = 0;
-      std::from_chars(line.data() + word.size(), line.data() + line.size(), n);
-      return n;
-    }
+    std::string_view line = body.substr(at, end - at);
+    if (line.ends_with('\r')) line.remove_suffix(1);
+    if (line.size() > word.size() && line.starts_with(word) && line[word.size()] == ' ')
+      return line.substr(word.size() + 1);
     at = end + 1;
   }
-  return 0;
+  return {};
 }
 
 // A non-blocking socket connecting to "host:port" (an IPv6 host in
@@ -111,6 +110,8 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
       CounterSet(counters_->pending[i], 0);
       CounterSet(counters_->down[i], 0);
       CounterSet(counters_->alone[i], 0);  // else a dead worker's would say "behind" for good
+      CounterSet(counters_->alone_own[i], 0);
+      CounterSet(counters_->alone_peer[i], 0);
     }
     std::atomic_ref<uint64_t>(counters_->inside).store(0);  // a dead worker's, in this slot
     std::atomic_ref<uint64_t>(counters_->stream_hash).store(StreamHash(opts_.stream));
@@ -139,12 +140,12 @@ long Replicator::OtherHolder(uint32_t pos, bool* as_successor) const {
   return -1;
 }
 
-bool Replicator::Refusing(long peer) const {
+bool Replicator::Refusing(long peer, bool as_successor) const {
   if (peer < 0 || static_cast<size_t>(peer) >= link_of_shard_.size()) return false;
   const long li = link_of_shard_[static_cast<size_t>(peer)];
   if (li < 0) return false;
   const Link& l = links_[static_cast<size_t>(li)];
-  return l.behind || (opts_.refuse && l.down);
+  return IsBehind(peer, as_successor) || (opts_.refuse && l.down);
 }
 
 void Replicator::NoteAloneApplied(int64_t now_ns) {
@@ -163,10 +164,30 @@ void Replicator::NoteAloneApplied(int64_t now_ns) {
   }
 }
 
-bool Replicator::IsBehind(long peer) const {
+bool Replicator::IsBehind(long peer, bool as_successor) const {
   if (peer < 0 || static_cast<size_t>(peer) >= link_of_shard_.size()) return false;
   const long li = link_of_shard_[static_cast<size_t>(peer)];
-  return li >= 0 && links_[static_cast<size_t>(li)].behind;
+  if (li < 0) return false;
+  const Link& l = links_[static_cast<size_t>(li)];
+  return l.behind && (as_successor ? l.behind_theirs : l.behind_mine);
+}
+
+uint64_t Replicator::On(const Queued& first, const Queued& last, uint8_t sides) {
+  uint64_t n = 0;
+  if (sides & kOwnRoutes)
+    n += static_cast<uint32_t>(last.own_through - first.own_through) + ((first.routes & kOwnRoutes) ? 1 : 0);
+  if (sides & kPeerRoutes)
+    n += static_cast<uint32_t>(last.peer_through - first.peer_through) + ((first.routes & kPeerRoutes) ? 1 : 0);
+  return n;
+}
+
+void Replicator::Stamp(Link& l, uint8_t routes) {
+  Queued& q = l.queue.back();
+  q.routes = routes;
+  if (routes & kOwnRoutes) ++l.own_queued;
+  if (routes & kPeerRoutes) ++l.peer_queued;
+  q.own_through = l.own_queued;
+  q.peer_through = l.peer_queued;
 }
 
 Replicator::Link* Replicator::LinkFor(long shard) {
@@ -182,6 +203,7 @@ void Replicator::OnChange(const Change& c) {
     for (Link& l : links_) {
       Queued q{next_id_, l.next_no++, c.kind, c.biz_id, false, 0, c.n, c.at_ms, {}, c.event, c.item, c.nonce, c.until};
       l.queue.push_back(std::move(q));
+      Stamp(l, kOwnRoutes | kPeerRoutes);
       if (l.down) l.down_through = l.queue.back().id;
       if (l.journaled) journal_.Queued(IndexOf(l), l.queue.back().AsChange());
       Publish(l);
@@ -205,6 +227,7 @@ void Replicator::OnChange(const Change& c) {
   touched_ |= uint64_t{1} << static_cast<size_t>(l - links_.data());
   l->queue.push_back(Queued{next_id_++, l->next_no++, c.kind, c.biz_id, true, pos, c.n, c.at_ms, std::string(c.key),
                             c.event, c.item, c.nonce, c.until});
+  Stamp(*l, as_successor ? kPeerRoutes : kOwnRoutes);
   if (l->down) l->down_through = l->queue.back().id;
   // Written before the answer that tells of it goes out (FlushJournal).
   if (l->journaled) journal_.Queued(IndexOf(*l), l->queue.back().AsChange());
@@ -327,9 +350,11 @@ std::unique_ptr<Replicator> Replicator::FromSpool(const ReplicaSpool& spool, Rep
     l.inflight_seq = sl.inflight_seq;
     l.next_no = sl.first_no + sl.changes.size();
     uint64_t no = sl.first_no;
-    for (const Change& c : sl.changes)
+    for (const Change& c : sl.changes) {
       l.queue.push_back(Queued{r->next_id_++, no++, c.kind, c.biz_id, c.route_known, c.route_pos, c.n, c.at_ms,
                                std::string(c.key), c.event, c.item, c.nonce, c.until});
+      Stamp(l, kOwnRoutes | kPeerRoutes);  // whose routes: not kept in a spool
+    }
   }
   r->tags_ = std::make_unique<char[]>(std::max<size_t>(r->links_.size(), 1));
   r->digest_ = spool.digest;
@@ -346,6 +371,8 @@ void Replicator::Retire() {
         CounterSet(counters_->pending[l.shard], 0);
         CounterSet(counters_->down[l.shard], 0);
         CounterSet(counters_->alone[l.shard], 0);
+        CounterSet(counters_->alone_own[l.shard], 0);
+        CounterSet(counters_->alone_peer[l.shard], 0);
       }
   counters_ = nullptr;
   retired_ = true;
@@ -372,6 +399,16 @@ void Replicator::Publish(Link& l) {
       alone = static_cast<size_t>(std::upper_bound(l.queue.begin(), l.queue.end(), l.down_through,
                                                    [](uint64_t id, const Queued& q) { return id < q.id; }) -
                                   l.queue.begin());
+    // Of those, on each side's routes: the stamps of the first and the last.
+    uint64_t own = 0, peer = 0;
+    if (alone > 0) {
+      own = On(l.queue.front(), l.queue[alone - 1], kOwnRoutes);
+      peer = On(l.queue.front(), l.queue[alone - 1], kPeerRoutes);
+    }
+    // Before `alone`: a reader that finds them short of it read them
+    // mid-update and takes both sides (Handler::AheadOf).
+    CounterSet(counters_->alone_own[l.shard], own);
+    CounterSet(counters_->alone_peer[l.shard], peer);
     CounterSet(counters_->alone[l.shard], alone);
     // Released after `pending`: a reader that loads this number first (with
     // acquire) and `pending` after it never takes a change for delivered
@@ -494,7 +531,7 @@ void Replicator::IdleProbed(Link& l, int64_t now_ns, bool open) {
 }
 
 void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next) {
-  Behind(l, AnswerCount(body, "alone "), /*batch=*/false, now_ns);
+  Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
   ++l.exchanges;
   l.probing = false;
   l.idle_probe_ns = now_ns + kIdleProbeNs;
@@ -567,6 +604,25 @@ bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, bool* faile
   }
 }
 
+Replicator::Alone Replicator::AloneIn(std::string_view body, std::string_view word) {
+  Alone a;
+  const std::string_view n = AnswerLine(body, word);
+  std::from_chars(n.data(), n.data() + n.size(), a.n);
+  if (a.n == 0) return a;
+  a.theirs = a.mine = true;
+  const std::string_view sides = AnswerLine(body, std::string(word) + "_routes");
+  uint64_t theirs = 0, mine = 0;
+  const char* end = sides.data() + sides.size();
+  auto [p, ec] = std::from_chars(sides.data(), end, theirs);
+  if (ec != std::errc() || p == end || *p != ' ') return a;
+  auto [q, ec2] = std::from_chars(p + 1, end, mine);
+  // Each change is on one side at least: fewer than N is no account of them.
+  if (ec2 != std::errc() || q != end || theirs + mine < a.n) return a;
+  a.theirs = theirs != 0;
+  a.mine = mine != 0;
+  return a;
+}
+
 bool Replicator::AcknowledgesBatch(std::string_view body, uint64_t seq) {
   const std::string_view first = body.substr(0, body.find('\n'));
   if (first != "applied" && first != "duplicate") return false;
@@ -621,7 +677,7 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         }
         // What it answered alone for this shard makes this copy behind, as
         // a probe's answer does (Probed).
-        if (status == 200) Behind(l, AnswerCount(body, "alone "), /*batch=*/false, now_ns);
+        if (status == 200) Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
         IdleProbed(l, now_ns, closed.empty());
         if (!closed.empty()) Close(l);
         return;
@@ -655,7 +711,7 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         Probed(l, body, now_ns, /*send_next=*/closed.empty());
       } else {
         // Before Acked: the batch's ids say which held answers to refuse.
-        Behind(l, AnswerCount(body, "behind "), /*batch=*/true, now_ns);
+        Behind(l, AloneIn(body, "behind"), /*batch=*/true, now_ns);
         Acked(l, now_ns, /*send_next=*/closed.empty());
       }
     } else if (failed) {
@@ -726,9 +782,9 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   if (send_next && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
 }
 
-void Replicator::Behind(Link& l, uint64_t alone, bool batch, int64_t now_ns) {
+void Replicator::Behind(Link& l, const Alone& alone, bool batch, int64_t now_ns) {
   l.behind_fail_ns = 0;  // it answered
-  if (alone == 0) {
+  if (alone.n == 0) {
     if (l.behind)
       FRS_LOG(
           "replica link to %s: it holds no change it answered alone for this shard any more; the routes this "
@@ -741,18 +797,30 @@ void Replicator::Behind(Link& l, uint64_t alone, bool batch, int64_t now_ns) {
   // holder's alone uses: refused (their uses stay counted on both), as
   // on_replica_down="refuse" refuses.
   // Every answer held on this link so far, whatever its newest change's
-  // link (its ticket), was judged on that copy.
-  if (batch) l.refused_through = noted();
+  // link (its ticket), was judged on that copy, when its route is on a side
+  // that lacks them: a request's changes are of one route, so a queue with
+  // none on those sides holds no such answer.
+  const uint8_t lacking = (alone.theirs ? kPeerRoutes : 0) | (alone.mine ? kOwnRoutes : 0);
+  if (batch && !l.queue.empty() && On(l.queue.front(), l.queue.back(), lacking) != 0) l.refused_through = noted();
   l.probe_ns = now_ns + kBehindProbeNs;
+  // Only the side whose routes lack uses refuses: an owner that answered
+  // its own routes alone (its link timed out) leaves this shard's own
+  // routes whole here, and a 503 on them would take a healthy shard out
+  // of a proxy that counts it a failure.
+  l.behind_theirs = alone.theirs;
+  l.behind_mine = alone.mine;
   if (l.behind) return;
   l.behind = true;
   l.behind_since_ms = RealMs();
   if (counters_) CounterAdd(counters_->behind);
   FRS_LOG(
       "replica link to %s: it answered %llu change(s) alone for routes it shares with this shard while this "
-      "shard did not answer (a pause, a partition), and this shard's copy lacks them: those routes answer 503 "
-      "here until they arrive (frs_replica_behind_total)",
-      l.name.c_str(), static_cast<unsigned long long>(alone));
+      "shard did not answer (a pause, a partition), and this shard's copy lacks them: %s answer 503 here until "
+      "they arrive (frs_replica_behind_total)",
+      l.name.c_str(), static_cast<unsigned long long>(alone.n),
+      alone.theirs && alone.mine ? "those routes"
+      : alone.theirs             ? "those of its routes (this shard serves them for it)"
+                                 : "those of this shard's routes");
 }
 
 bool Replicator::Due(const Link& l, int64_t now_ms) const {

@@ -75,6 +75,20 @@ class Replicator final : public ChangeSink {
   // "applied" or "duplicate", and a line "seq N" of it, if any
   // (Handler::ReplicateReceive).
   static bool AcknowledgesBatch(std::string_view body, uint64_t seq);
+  // What the other holder says it answered alone for this shard and has
+  // not delivered: "WORD N" ("behind" in a batch's answer, "alone" in a
+  // question's; none or 0: nothing) and, from a build that tells the sides
+  // apart, "WORD_routes T M": of those, T on routes it owns (this shard
+  // serves them as their successor), M on routes this shard owns (a reset
+  // is on both). Without that line, or with one that accounts for fewer
+  // than N, both sides lack them.
+  struct Alone {
+    uint64_t n = 0;
+    bool theirs = false, mine = false;
+  };
+  static Alone AloneIn(std::string_view body, std::string_view word);
+  // Which sides a change queued on a link changes (Queued::routes).
+  static constexpr uint8_t kOwnRoutes = 1, kPeerRoutes = 2;
   static constexpr size_t kMaxBacklog = size_t{1} << 20;
   static constexpr int64_t kRetryNs = 1000LL * 1000 * 1000;
   // A behind link asks the other holder this often whether it is still
@@ -136,13 +150,14 @@ class Replicator final : public ChangeSink {
   // successor; -1 when this shard is neither. *as_successor: this shard
   // serves the route for its owner.
   long OtherHolder(uint32_t pos, bool* as_successor) const;
-  // The routes shared with `peer` answer 503: its link is down under
-  // refuse, or (any mode) `peer` answered it is ahead of this shard's copy
-  // (Behind) and has not delivered what it answered alone.
-  bool Refusing(long peer) const;
-  // Whether `peer` said it holds changes it answered alone for this shard,
-  // not delivered yet (the 503's reason).
-  bool IsBehind(long peer) const;
+  // A route shared with `peer` answers 503: its link is down under refuse,
+  // or (any mode) `peer` answered it is ahead of this shard's copy (Behind)
+  // and has not delivered what it answered alone on routes of that side
+  // (`as_successor`: the route is `peer`'s, this shard serves it for it).
+  bool Refusing(long peer, bool as_successor) const;
+  // Whether `peer` said it holds changes it answered alone for this shard
+  // on routes of that side, not delivered yet (the 503's reason).
+  bool IsBehind(long peer, bool as_successor) const;
   // At the top of each loop turn (Worker::Run): when another shard's batch
   // of changes it answered alone was applied here since the last look
   // (ReplicaShared::alone_applied), the answers held on its link are
@@ -235,6 +250,13 @@ class Replicator final : public ChangeSink {
     Change::Event event = Change::Event::kNone;
     uint32_t item = 0, nonce = 0;
     int64_t until = 0;
+    // Whose routes it changes (kOwnRoutes, kPeerRoutes; a reset both), and
+    // the link's count of changes on each side queued up to it (Stamp):
+    // Publish tells apart what was answered alone on each side without a
+    // walk of the queue. 32 bits: differences within a queue of at most
+    // kMaxBacklog are exact modulo 2^32.
+    uint8_t routes = 0;
+    uint32_t own_through = 0, peer_through = 0;
 
     // The change it is, its key pointing into this.
     Change AsChange() const {
@@ -292,11 +314,16 @@ class Replicator final : public ChangeSink {
     // (serve) or refused after its count, so kept on file until it is
     // acknowledged, whatever the mode.
     uint64_t down_through = 0;
+    uint32_t own_queued = 0, peer_queued = 0;  // changes queued on each side's routes, ever (Stamp)
     // The other holder answered that it holds changes it answered alone
     // for routes shared with this shard, not delivered yet: this copy is
     // behind it (a pause of this shard, a partition). Its routes answer 503
     // here, and it is asked each kBehindProbeNs, until it says none is left.
     bool behind = false;
+    // On whose routes (it says so: AloneIn): the other holder's, which this
+    // shard serves as their successor, and this shard's own. Both when it
+    // does not say.
+    bool behind_theirs = false, behind_mine = false;
     int64_t behind_since_ms = 0;
     int64_t behind_fail_ns = 0;       // behind, it has failed since then (0: it answered last)
     uint64_t alone_applied_seen = 0;  // ReplicaShared::alone_applied[shard] at the last look
@@ -320,11 +347,15 @@ class Replicator final : public ChangeSink {
   void IdleProbed(Link& l, int64_t now_ns, bool open);
   void Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next);
   // After a batch's answer or a probe's: `alone` is what the other holder
-  // says it answered alone for this shard and has not delivered ("behind N",
-  // "alone N"; 0: none, or a shard that does not say). A batch answered so
-  // was applied there, but its held answers are refused here: their uses
-  // were judged against a copy that lacks those.
-  void Behind(Link& l, uint64_t alone, bool batch, int64_t now_ns);
+  // says it answered alone for this shard and has not delivered (AloneIn).
+  // A batch answered so was applied there, but its held answers are
+  // refused here: their uses were judged against a copy that lacks those.
+  void Behind(Link& l, const Alone& alone, bool batch, int64_t now_ns);
+  // Numbers the change just queued on `l` by the sides it changes.
+  static void Stamp(Link& l, uint8_t routes);
+  // How many of the changes queued from `first` to `last` (one link's)
+  // change routes of `sides`.
+  static uint64_t On(const Queued& first, const Queued& last, uint8_t sides);
   void Fail(Link& l, const std::string& why, int64_t now_ns);
   void Acked(Link& l, int64_t now_ns, bool send_next = true);
   // The other shard answered a batch: it reads down no more for having been

@@ -303,6 +303,7 @@ class Pair:
         ring = ring_of(names)
         self.keys = [k for k in ("user:%d" % i for i in range(200)) if ring.owner_index(k) == 0][:20]
         self.many = [k for k in ("load:%d" % i for i in range(400)) if ring.owner_index(k) == 0][:100]
+        self.b_keys = [k for k in ("user:%d" % i for i in range(200)) if ring.owner_index(k) == 1][:5]  # B's own
         if b_disk:  # B's store on a tmpfs of that size (root only)
             self.disk = os.path.join(self.b.dir, "data")
             os.makedirs(self.disk)
@@ -429,6 +430,12 @@ class Replicas(unittest.TestCase):
         self.assertEqual(st, 503, body)
         self.assertIn("served it alone while this shard did not answer", body)
         self.assertIn("it answered 1 change(s) alone for routes it shares with this shard", p.a.log())
+        # B answered alone on A's routes only: B's own routes lack nothing
+        # here, and A serves them as their successor (a 503 there would take
+        # a healthy shard out of a proxy that counts it a failure).
+        self.assertIn("those of this shard's routes answer 503", p.a.log())
+        st, body = p.a.get("/acquire?biz=small&key=" + p.b_keys[0])
+        self.assertEqual(st, 200, body + p.a.log())
         p.relay_a.heal()
         # B learns from A's questions (every 100 ms) that A waits on it, and
         # tries its link to A at once, not within its second's retry.

@@ -264,9 +264,12 @@ TEST_F(DecideTest, ARouteWhoseOtherHolderIsRefusedIsUnavailableAndCountsNothing)
   auto shared = std::make_shared<const Ring>(std::move(ring.value()));
   bool refusing = true;
   long asked = -2;
-  Ownership own{shared, 0, true, true, nullptr, [&](long peer) {
+  int side = -1;     // the route's side the last call named (1: the other holder's)
+  int refuses = -1;  // the side refused (-1: both)
+  Ownership own{shared, 0, true, true, nullptr, [&](long peer, bool as_successor) {
                   asked = peer;
-                  return refusing;
+                  side = as_successor ? 1 : 0;
+                  return refusing && (refuses < 0 || refuses == side);
                 }};
   svc_->SetOwnership(own);
   // A value whose route this shard (index 0) holds, as owner or successor:
@@ -275,8 +278,13 @@ TEST_F(DecideTest, ARouteWhoseOtherHolderIsRefusedIsUnavailableAndCountsNothing)
   EXPECT_FALSE(a.status.ok());
   EXPECT_NE(a.status.message().find("does not take its changes now"), std::string::npos) << a.status.message();
   EXPECT_EQ(asked, 1);
-  refusing = false;
+  ASSERT_NE(side, -1);
+  // Behind the other holder on the other side's routes only: this route is
+  // served.
+  refuses = 1 - side;
   EXPECT_EQ(Ask({{{"remote_address", "10.0.0.7"}}}).statuses[0].remaining, 2u);  // the refused call counted nothing
+  refusing = false;
+  EXPECT_EQ(Ask({{{"remote_address", "10.0.0.7"}}}).statuses[0].remaining, 1u);
 }
 
 TEST_F(DecideTest, HitsZeroLooksWithoutCounting) {

@@ -1,0 +1,182 @@
+// Which routes a shard behind another refuses: only the side whose uses the
+// other holder answered alone. An owner whose link timed out answers its own
+// routes alone; its successor's own routes lack nothing, and a 503 on them
+// would make a proxy that counts it a failure take a healthy shard out.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <memory>
+#include <string>
+
+#include "replica_peer.h"
+#include "server/clock_util.h"
+#include "server/event_loop.h"
+#include "server/metrics.h"
+#include "server/replicator.h"
+
+namespace frs::server {
+namespace {
+
+using Peer = frs::testing::ReplicaPeer;
+
+TEST(ReplicatorAloneIn, ReadsTheTotalAndTheSidesItAccountsFor) {
+  auto a = Replicator::AloneIn("applied\nseq 4\nbehind 3\nbehind_routes 3 0\n", "behind");
+  EXPECT_EQ(a.n, 3u);
+  EXPECT_TRUE(a.theirs);
+  EXPECT_FALSE(a.mine);
+  a = Replicator::AloneIn("pending 0\nalone 2\nalone_routes 0 2\r\ncatching_up 0\n", "alone");
+  EXPECT_EQ(a.n, 2u);
+  EXPECT_FALSE(a.theirs);
+  EXPECT_TRUE(a.mine);
+  // A reset is on both sides: the two add up to more than the total.
+  a = Replicator::AloneIn("applied\nbehind 1\nbehind_routes 1 1", "behind");
+  EXPECT_TRUE(a.theirs && a.mine);
+  a = Replicator::AloneIn("applied\nseq 4\n", "behind");
+  EXPECT_EQ(a.n, 0u);
+  EXPECT_FALSE(a.theirs || a.mine);
+}
+
+TEST(ReplicatorAloneIn, AnAnswerThatDoesNotAccountForEveryChangeLacksBothSides) {
+  // An earlier build says no sides.
+  auto a = Replicator::AloneIn("applied\nseq 4\nbehind 3\n", "behind");
+  EXPECT_EQ(a.n, 3u);
+  EXPECT_TRUE(a.theirs && a.mine);
+  for (const char* sides : {"behind_routes 1 1", "behind_routes 0 0", "behind_routes 3", "behind_routes 3 0 1",
+                            "behind_routes x 0", "behind_routes 3  0", "behind_routes -1 9", "behind_routes 3 0x"}) {
+    a = Replicator::AloneIn(std::string("applied\nbehind 3\n") + sides + "\n", "behind");
+    EXPECT_TRUE(a.theirs && a.mine) << sides;
+  }
+  // The word is a whole word: "behindX 3" and "behind_routesX" are not it.
+  a = Replicator::AloneIn("applied\nbehindX 3\n", "behind");
+  EXPECT_EQ(a.n, 0u);
+}
+
+class ReplicatorSides : public frs::testing::ReplicatorFixture {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(peer_.ok());
+    ASSERT_TRUE(loop_.Init().ok());
+    ReplicaOptions o = peer_.TwoShardOptions();
+    ASSERT_TRUE(o.ring);
+    // A route this shard (0) owns and one the peer (1) owns.
+    for (uint32_t pos = 1; own_pos_ == 0 || peer_pos_ == 0; pos += 0x01000193u)
+      (o.ring->OwnerOfHash(pos) == 0 ? own_pos_ : peer_pos_) = pos;
+    repl_ = std::make_unique<Replicator>(std::move(o), &rc_, &loop_);
+  }
+
+  void Use(uint32_t pos, Change::Kind kind = Change::Kind::kAdd) {
+    Change c;
+    c.kind = kind;
+    c.biz_id = 1;
+    c.key = "k";
+    c.route_pos = pos;
+    c.route_known = true;
+    c.n = 1;
+    c.at_ms = UnixMs();
+    repl_->OnChange(c);
+  }
+
+  void Turns(int n = 10) {
+    for (int i = 0; i < n; ++i) Turn(now_);
+  }
+
+  // The next request the replicator sends, on the connection `c_` if it
+  // kept it, else on a new one (then `c_`); its text.
+  std::string Next() {
+    Turns(2);
+    pollfd p{c_.get(), POLLIN, 0};
+    char b;
+    if (!c_.valid() || ::poll(&p, 1, 200) != 1 || ::recv(c_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
+      c_ = peer_.Accept();
+    EXPECT_TRUE(c_.valid());
+    return c_.valid() ? Peer::ReadRequest(c_.get()) : std::string();
+  }
+
+  int64_t now_ = MonoNs();
+  os::UniqueFd c_;
+  ReplicaCounters rc_{};
+  uint32_t own_pos_ = 0, peer_pos_ = 0;
+};
+
+TEST_F(ReplicatorSides, ABehindAnswerRefusesOnlyTheRoutesItNames) {
+  Use(own_pos_);
+  ASSERT_NE(Next().find("seq=1"), std::string::npos);
+  // The peer answered alone on its own routes (this shard their successor).
+  Peer::Answer(c_.get(), 200, "applied\nseq 1\nbehind 2\nbehind_routes 2 0\n");
+  Turns();
+  EXPECT_TRUE(repl_->IsBehind(1, /*as_successor=*/true));
+  EXPECT_TRUE(repl_->Refusing(1, /*as_successor=*/true));
+  EXPECT_FALSE(repl_->Refusing(1, /*as_successor=*/false)) << "this shard's own routes lack nothing";
+  EXPECT_EQ(rc_.behind, 1u);
+  // The answer it held (a use of its own route) was judged on a whole copy.
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), 0u);
+  // One of the peer's routes, served for it: judged on the copy that lacks
+  // those uses, refused.
+  Use(peer_pos_);
+  ASSERT_NE(Next().find("seq=2"), std::string::npos);
+  Peer::Answer(c_.get(), 200, "applied\nseq 2\nbehind 2\nbehind_routes 2 0\n");
+  Turns();
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), repl_->noted());
+  // Asked again (every 100 ms): now on this shard's routes too.
+  now_ += Replicator::kBehindProbeNs;
+  EXPECT_NE(Next().find("for="), std::string::npos);
+  Peer::Answer(c_.get(), 200, "pending 0\nalone 3\nalone_routes 2 1\ncatching_up 0\n");
+  Turns();
+  EXPECT_TRUE(repl_->Refusing(1, true));
+  EXPECT_TRUE(repl_->Refusing(1, false));
+  // A peer of an earlier build names no sides: both.
+  now_ += Replicator::kBehindProbeNs;
+  EXPECT_NE(Next().find("for="), std::string::npos);
+  Peer::Answer(c_.get(), 200, "pending 0\nalone 1\ncatching_up 0\n");
+  Turns();
+  EXPECT_TRUE(repl_->Refusing(1, true) && repl_->Refusing(1, false));
+  // Delivered: both served again.
+  now_ += Replicator::kBehindProbeNs;
+  EXPECT_NE(Next().find("for="), std::string::npos);
+  Peer::Answer(c_.get(), 200, "pending 0\nalone 0\nalone_routes 0 0\ncatching_up 0\n");
+  Turns();
+  EXPECT_FALSE(repl_->Refusing(1, true) || repl_->Refusing(1, false));
+}
+
+TEST_F(ReplicatorSides, WhatADownLinkAnswersAloneIsCountedBySide) {
+  Use(own_pos_);
+  ASSERT_NE(Next().find("seq=1"), std::string::npos);
+  EXPECT_EQ(rc_.alone[1], 0u);
+  // No answer within replica_timeout_ms: down, the held answer went out alone.
+  now_ += 300LL * 1000 * 1000;
+  Turns();
+  ASSERT_EQ(rc_.down[1], 1u);
+  EXPECT_EQ(rc_.alone[1], 1u);
+  EXPECT_EQ(rc_.alone_own[1], 1u);
+  EXPECT_EQ(rc_.alone_peer[1], 0u);
+  Use(peer_pos_);  // served for the peer, its successor
+  Use(own_pos_);
+  EXPECT_EQ(rc_.alone[1], 3u);
+  EXPECT_EQ(rc_.alone_own[1], 2u);
+  EXPECT_EQ(rc_.alone_peer[1], 1u);
+  Use(0, Change::Kind::kResetBiz);  // a biz's every node: both sides
+  EXPECT_EQ(rc_.alone[1], 4u);
+  EXPECT_EQ(rc_.alone_own[1], 3u);
+  EXPECT_EQ(rc_.alone_peer[1], 2u);
+  // Delivered a second later: none left on either side.
+  now_ += Replicator::kRetryNs;
+  const std::string again = Next();
+  ASSERT_NE(again.find("seq=1"), std::string::npos) << again;
+  Peer::Acknowledge(c_.get(), 1);
+  Turns();
+  for (int i = 0; i < 4 && repl_->QueuedChanges() != 0; ++i) {
+    const std::string next = Next();
+    ASSERT_NE(next.find("seq="), std::string::npos) << next;
+    Peer::Acknowledge(c_.get(), std::stoull(next.substr(next.find("seq=") + 4)));
+    Turns();
+  }
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+  EXPECT_EQ(rc_.alone[1], 0u);
+  EXPECT_EQ(rc_.alone_own[1], 0u);
+  EXPECT_EQ(rc_.alone_peer[1], 0u);
+}
+
+}  // namespace
+}  // namespace frs::server
