@@ -170,7 +170,7 @@ class Handler {
   void ReplicatePending(size_t peer, int* status);
   // What this shard answered alone for `peer` and `peer` lacks
   // (handler_replica.cc): a batch's answer says "behind N" when not 0, and
-  // on whose routes (AloneLines).
+  // on whose routes (Replicator::AloneIn reads them).
   struct Ahead {
     uint64_t n = 0;
     uint64_t on_own = 0, on_peers = 0;  // on this shard's routes, on `peer`'s (a reset on both)

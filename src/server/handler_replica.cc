@@ -390,7 +390,7 @@ Handler::Ahead Handler::AheadOf(size_t pi) const {
   if (metrics_ == nullptr || pi >= kMaxReplicaPeers) return a;
   for (uint32_t w = 0; w < metrics_->workers(); ++w) {
     const ReplicaCounters& rc = metrics_->worker(w).replica;
-    const uint64_t alone = CounterGet(rc.alone[pi]);
+    const uint64_t alone = std::atomic_ref<const uint64_t>(rc.alone[pi]).load(std::memory_order_acquire);
     uint64_t own = CounterGet(rc.alone_own[pi]), peers = CounterGet(rc.alone_peer[pi]);
     if (alone == 0) own = peers = 0;
     else if (own + peers < alone) own = peers = alone;

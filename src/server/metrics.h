@@ -143,8 +143,9 @@ struct ReplicaCounters {
   // from that shard is answered "behind" (its copy lacks uses granted here).
   uint64_t alone[kMaxReplicaPeers];
   // gauges: of alone, those on routes this shard owns and those on routes
-  // that shard owns (a reset: both). Set before alone, so a reader that
-  // finds them summing to less than alone read them mid-update.
+  // that shard owns (a reset: both). alone is stored after them (release):
+  // a reader that loads it first and finds them summing to less read them
+  // mid-update (Handler::AheadOf).
   uint64_t alone_own[kMaxReplicaPeers];
   uint64_t alone_peer[kMaxReplicaPeers];
   uint64_t behind;  // times a link learnt that the other holder answered alone for it (Replicator::Behind)

@@ -405,11 +405,12 @@ void Replicator::Publish(Link& l) {
       own = On(l.queue.front(), l.queue[alone - 1], kOwnRoutes);
       peer = On(l.queue.front(), l.queue[alone - 1], kPeerRoutes);
     }
-    // Before `alone`: a reader that finds them short of it read them
-    // mid-update and takes both sides (Handler::AheadOf).
+    // Released by `alone`: a reader that loads it first (acquire) reads
+    // them as new as it or newer, and takes both sides when they fall
+    // short of it (Handler::AheadOf): without resets they sum to it.
     CounterSet(counters_->alone_own[l.shard], own);
     CounterSet(counters_->alone_peer[l.shard], peer);
-    CounterSet(counters_->alone[l.shard], alone);
+    std::atomic_ref<uint64_t>(counters_->alone[l.shard]).store(alone, std::memory_order_release);
     // Released after `pending`: a reader that loads this number first (with
     // acquire) and `pending` after it never takes a change for delivered
     // that is not (a returning shard waits on that: replica_catchup.cc).
@@ -797,9 +798,13 @@ void Replicator::Behind(Link& l, const Alone& alone, bool batch, int64_t now_ns)
   // holder's alone uses: refused (their uses stay counted on both), as
   // on_replica_down="refuse" refuses.
   // Every answer held on this link so far, whatever its newest change's
-  // link (its ticket), was judged on that copy, when its route is on a side
-  // that lacks them: a request's changes are of one route, so a queue with
-  // none on those sides holds no such answer.
+  // link (its ticket), was judged on that copy, when a use it counted is on
+  // a side that lacks them. Such a use is still queued here (refused now),
+  // or went in an earlier batch, judged by that batch's answer, or reached
+  // the other holder before it answered alone. A queue with no change on
+  // those sides holds no answer that granted on them. (An answer that
+  // counted nothing there, a look held with a use of the other side, is
+  // not refused: it granted nothing.)
   const uint8_t lacking = (alone.theirs ? kPeerRoutes : 0) | (alone.mine ? kOwnRoutes : 0);
   if (batch && !l.queue.empty() && On(l.queue.front(), l.queue.back(), lacking) != 0) l.refused_through = noted();
   l.probe_ns = now_ns + kBehindProbeNs;
@@ -807,8 +812,15 @@ void Replicator::Behind(Link& l, const Alone& alone, bool batch, int64_t now_ns)
   // its own routes alone (its link timed out) leaves this shard's own
   // routes whole here, and a 503 on them would take a healthy shard out
   // of a proxy that counts it a failure.
+  const bool widened = l.behind && ((alone.theirs && !l.behind_theirs) || (alone.mine && !l.behind_mine));
   l.behind_theirs = alone.theirs;
   l.behind_mine = alone.mine;
+  const char* side = alone.theirs && alone.mine ? "those routes"
+                     : alone.theirs             ? "those of its routes (this shard serves them for it)"
+                                                : "those of this shard's routes";
+  if (widened)
+    FRS_LOG("replica link to %s: it now holds %llu change(s) answered alone for this shard: %s answer 503 here",
+            l.name.c_str(), static_cast<unsigned long long>(alone.n), side);
   if (l.behind) return;
   l.behind = true;
   l.behind_since_ms = RealMs();
@@ -817,10 +829,7 @@ void Replicator::Behind(Link& l, const Alone& alone, bool batch, int64_t now_ns)
       "replica link to %s: it answered %llu change(s) alone for routes it shares with this shard while this "
       "shard did not answer (a pause, a partition), and this shard's copy lacks them: %s answer 503 here until "
       "they arrive (frs_replica_behind_total)",
-      l.name.c_str(), static_cast<unsigned long long>(alone.n),
-      alone.theirs && alone.mine ? "those routes"
-      : alone.theirs             ? "those of its routes (this shard serves them for it)"
-                                 : "those of this shard's routes");
+      l.name.c_str(), static_cast<unsigned long long>(alone.n), side);
 }
 
 bool Replicator::Due(const Link& l, int64_t now_ms) const {
