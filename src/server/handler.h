@@ -101,7 +101,9 @@ class Handler {
   static void AppendOverloaded(std::string* out);
   // The 503 of a use whose change the route's other holder did not take
   // (<cluster on_replica_down="refuse">): the use is counted here.
-  static void AppendReplicaRefused(std::string* out);
+  // `down`: a link down under on_replica_down="refuse"; else the other
+  // holder's alone uses this answer was judged without.
+  static void AppendReplicaRefused(bool down, std::string* out);
 
   void set_shutting_down(bool v) { shutting_down_ = v; }
   // A reload (SIGHUP) changed the token or the cluster.

@@ -251,7 +251,15 @@ void AppendBare503(std::string_view body, std::string_view extra_headers, std::s
 
 }  // namespace
 
-void Handler::AppendReplicaRefused(std::string* out) {
+void Handler::AppendReplicaRefused(bool down, std::string* out) {
+  if (!down) {
+    AppendBare503(
+        "<response code=\"503\" msg=\"the other holder of this route answered uses of it alone while this shard did "
+        "not answer, and this shard judged this request on a copy without them: the use is counted on both; ask "
+        "again shortly\"/>\n",
+        "", out);
+    return;
+  }
   // The link may have failed at once (refused, reset) or timed out: the
   // words fit both.
   AppendBare503(

@@ -263,6 +263,13 @@ uint64_t Replicator::RefusedThrough(uint64_t mask) const {
   return refused;
 }
 
+bool Replicator::RefusedForDown(uint64_t mask) const {
+  if (!opts_.refuse) return false;
+  for (size_t i = 0; i < links_.size(); ++i)
+    if ((mask >> i & 1) && links_[i].down) return true;
+  return false;
+}
+
 uint64_t Replicator::SafeThrough(uint64_t mask) const {
   uint64_t safe = next_id_ - 1;
   for (size_t i = 0; i < links_.size(); ++i) {

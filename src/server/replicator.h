@@ -144,6 +144,10 @@ class Replicator final : public ChangeSink {
   // (refuse), or they were judged on a copy without the other holder's
   // alone uses (Behind, NoteAloneApplied).
   uint64_t RefusedThrough(uint64_t mask) const;
+  // Whether answers refused on the links in `mask` were refused for a link
+  // down under refuse, not for a copy behind the other holder (the 503's
+  // words).
+  bool RefusedForDown(uint64_t mask) const;
 
   // The shard (ring index) that holds route `pos` beside this one: the
   // successor when this shard owns it, the owner when this shard is its

@@ -506,7 +506,7 @@ void Worker::ReplicaTurn(int64_t now) {
     repl_flag_[static_cast<size_t>(c->fd())] = 0;
     if (ticket <= refused) {
       std::string answer;
-      Handler::AppendReplicaRefused(&answer);
+      Handler::AppendReplicaRefused(repl_->RefusedForDown(c->ReplicaLinks()), &answer);
       c->RefuseReplica(answer);
       if (counters_) CounterAdd(counters_->replica.refused);
     } else {

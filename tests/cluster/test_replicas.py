@@ -423,6 +423,8 @@ class Replicas(unittest.TestCase):
         # the held answer becomes a 503 (the use stays counted on both).
         st, body = p.a.get("/acquire?biz=small&key=" + k)
         self.assertEqual(st, 503, body)
+        # Its words say why (before, they named on_replica_down="refuse").
+        self.assertIn("answered uses of it alone while this shard did not answer", body)
         self.assertEqual(p.a.metric("frs_replica_behind_total"), 1)
         # Until B's use arrives, A's routes with B answer 503 at once,
         # counting nothing, with the reason.
