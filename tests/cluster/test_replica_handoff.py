@@ -11,8 +11,11 @@ Then the two corners of a ring change: a shard removed while the link to a
 holder is down (the changes queued for it reach it before the handoff
 moves anything), and a shard added in the wrong order (started on an empty
 store after the others run the new list: it takes no snapshot).
-The third shard is reached through a relay the test controls (as in
-test_replicas.py), so that its links can go down.
+Every shard binds a port of its own (port="0", read from frsd.listen) and
+is named in the ring by a relay in front of it (test_replicas.py's), whose
+port the relay bound itself: the names must be known before any srv.xml is
+written. The third shard's relay is the one the tests cut, so that its
+links can go down.
 
     python3 tests/cluster/test_replica_handoff.py FRSD FRSCTL
 
@@ -60,11 +63,11 @@ def _ring(names):
 class Shard:
     replicas = 1  # what write() gives <cluster replicas>: test_8 switches it
 
-    def __init__(self, dir_, port, relay=None):
-        # Behind a relay, the shard is named (and reached by the others) at
-        # the relay's address; the test talks to its own port.
-        self.dir, self.port, self.proc = dir_, port, None
-        self.name = "127.0.0.1:%d" % (relay.port if relay else port)
+    def __init__(self, dir_, relay):
+        # Named (and reached by the others) at the relay's address; the test
+        # talks to its own port, known once it started.
+        self.dir, self.relay, self.port, self.proc = dir_, relay, None, None
+        self.name = "127.0.0.1:%d" % relay.port
         os.makedirs(dir_, exist_ok=True)
         with open(os.path.join(dir_, "map.xml"), "w") as f:
             f.write(MAP)
@@ -80,10 +83,10 @@ class Shard:
         shards = "".join("<shard>%s</shard>" % n for n in names)
         with open(self.config, "w") as f:
             f.write(
-                '<frs><listen host="127.0.0.1" port="%d"/><workers>1</workers><map>map.xml</map>'
+                '<frs><listen host="127.0.0.1" port="0"/><workers>1</workers><map>map.xml</map>'
                 '<store dir="data" files="1" keynodes="1024" chain="8"/><admin token="%s"/>'
                 '<cluster self="%s" enforce="1" replicas="%d" replica_mode="sync" replica_timeout_ms="500">'
-                "%s</cluster></frs>\n" % (self.port, TOKEN, self.name, Shard.replicas, shards)
+                "%s</cluster></frs>\n" % (TOKEN, self.name, Shard.replicas, shards)
             )
         if fresh:
             shutil.copy(self.config, self.old)
@@ -102,11 +105,21 @@ class Shard:
         return None
 
     def start(self):
+        listen = os.path.join(self.dir, "data", "frsd.listen")
+        if os.path.exists(listen):
+            os.unlink(listen)  # the last run's port, not this one's
         err = open(os.path.join(self.dir, "stderr"), "ab")
         self.proc = subprocess.Popen(
             [FRSD, "-c", self.config, "--foreground"], stdout=err, stderr=err, stdin=subprocess.DEVNULL
         )
         err.close()
+        # frsd writes the file whole, last before it serves.
+        if not processes.wait_for(lambda: self.proc.poll() is not None or os.path.exists(listen), 10):
+            raise AssertionError("frsd wrote no frsd.listen:\n" + self.log())
+        if self.proc.poll() is not None:
+            raise AssertionError("frsd exited:\n" + self.log())
+        self.port = int(processes.read_text(listen).strip().rsplit(":", 1)[1])
+        self.relay.target = self.port
         if not processes.wait_for(lambda: self.proc.poll() is None and self.status("/health") == 200, 10):
             raise AssertionError("frsd did not serve:\n" + self.log())
 
@@ -162,6 +175,7 @@ class Shard:
 
     def stop(self):
         processes.stop(self.proc, timeout=5, with_workers=True)
+        self.relay.target = None  # refused at once, as a dead shard's port
 
 
 class ReplicaHandoff(unittest.TestCase):
@@ -174,6 +188,7 @@ class ReplicaHandoff(unittest.TestCase):
         cls.shards = {}
         cls.oracle = {}
         cls.relay = None
+        cls.relays = []
         for i in range(3):
             cls.add_shard(relayed=i == 2)
         cls.names = [s.name for s in cls.shards.values()]
@@ -194,10 +209,11 @@ class ReplicaHandoff(unittest.TestCase):
 
     @classmethod
     def add_shard(cls, relayed=False):
-        port = processes.candidate_port()
+        relay = Relay()
+        cls.relays.append(relay)
         if relayed:
-            cls.relay = Relay(port)
-        s = Shard(os.path.join(cls.tmp, str(len(cls.shards))), port, cls.relay if relayed else None)
+            cls.relay = relay
+        s = Shard(os.path.join(cls.tmp, str(len(cls.shards))), relay)
         if relayed:
             cls.relayed = s
         cls.shards[s.name] = s
@@ -207,8 +223,8 @@ class ReplicaHandoff(unittest.TestCase):
     def tearDownClass(cls):
         for s in cls.shards.values():
             s.stop()
-        if cls.relay:
-            cls.relay.close()
+        for r in cls.relays:
+            r.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
