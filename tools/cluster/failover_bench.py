@@ -340,18 +340,34 @@ def run(args):
     shards, nginx = [], None
     result = {}
     try:
-        ports = [processes.candidate_port() for _ in range(3)]
-        names = ["127.0.0.1:%d" % p for p in ports]
         map_path = os.path.join(tmp, "map.xml")
         with open(map_path, "w") as f:
             f.write(
                 '<map>\n  <biz id="1" name="bench">\n    <rule algo="fixed" interval="%d" max="%d"/>\n'
                 "  </biz>\n</map>\n" % (args.window, args.max)
             )
-        for i in range(3):
-            shards.append(Shard(args, i, os.path.join(tmp, "shard%d" % (i + 1)), ports[i], names, map_path))
-        for s in shards:
-            s.start()
+        # Fixed ports: a shard restarts on its own (its name in every list
+        # and in nginx's upstream). Picked free a moment before: one another
+        # program took in between makes its shard exit at start, or another
+        # shard wait on what answers there; all three are then picked again,
+        # three times at most.
+        for attempt in range(3):
+            ports = [processes.candidate_port() for _ in range(3)]
+            names = ["127.0.0.1:%d" % p for p in ports]
+            shards = [
+                Shard(args, i, os.path.join(tmp, "try%d" % attempt, "shard%d" % (i + 1)), ports[i], names, map_path)
+                for i in range(3)
+            ]
+            try:
+                for s in shards:
+                    s.start()
+                break
+            except RuntimeError as e:
+                for s in shards:
+                    s.stop()
+                if attempt == 2:
+                    raise
+                log(args, "a shard could not start on its port; picking three others: %s" % str(e)[:200])
         nport = processes.candidate_port()
         nginx = Nginx(args, os.path.join(tmp, "nginx"), nport, names)
         nginx.start()
