@@ -224,6 +224,10 @@ struct ReplicaShared {
   // down tries that link again at once instead of within the second: the
   // other shard's routes answer 503 until the uses it lacks arrive.
   uint64_t told_behind[kMaxReplicaPeers];
+  // Per other shard: times a worker here learnt it is behind that shard.
+  // Each worker learns it on its own link; the others, seeing this move,
+  // ask that shard at once instead of at their next idle question (5 s).
+  uint64_t learnt_behind[kMaxReplicaPeers];
   // Streams one of whose batches that reset a biz a worker is applying: a
   // claim a word, the stream's hash and the worker's pid (reset_claim.h).
   uint64_t reset_claims[kResetClaims];

@@ -97,6 +97,7 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
     if (opts_.shared != nullptr && i < kMaxReplicaPeers) {
       l.alone_applied_seen = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[i]).load(std::memory_order_acquire);
       l.told_behind_seen = std::atomic_ref<uint64_t>(opts_.shared->told_behind[i]).load(std::memory_order_relaxed);
+      l.learnt_behind_seen = std::atomic_ref<uint64_t>(opts_.shared->learnt_behind[i]).load(std::memory_order_relaxed);
     }
   }
   tags_ = std::make_unique<char[]>(std::max<size_t>(links_.size(), 1));
@@ -156,6 +157,16 @@ void Replicator::NoteAloneApplied(int64_t now_ns) {
     if (told != l.told_behind_seen) {
       l.told_behind_seen = told;
       if (l.state == LinkState::kClosed && l.down && !l.queue.empty()) l.retry_ns = now_ns;
+    }
+    // Another worker learnt this copy is behind that shard: an idle link
+    // asks now (its answer says so here too); a busy one hears it in its
+    // next batch's answer.
+    const uint64_t learnt =
+        std::atomic_ref<uint64_t>(opts_.shared->learnt_behind[l.shard]).load(std::memory_order_relaxed);
+    if (learnt != l.learnt_behind_seen) {
+      l.learnt_behind_seen = learnt;
+      // 0: not set yet (this turn runs before the worker's first Pump).
+      if (!l.behind) l.idle_probe_ns = l.idle_probe_ns == 0 ? now_ns : std::min(l.idle_probe_ns, now_ns);
     }
     const uint64_t v = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[l.shard]).load(std::memory_order_acquire);
     if (v == l.alone_applied_seen) continue;
@@ -832,6 +843,12 @@ void Replicator::Behind(Link& l, const Alone& alone, bool batch, int64_t now_ns)
   l.behind = true;
   l.behind_since_ms = RealMs();
   if (counters_) CounterAdd(counters_->behind);
+  if (opts_.shared != nullptr && !retired_ && l.shard >= 0 && static_cast<size_t>(l.shard) < kMaxReplicaPeers) {
+    // The other workers ask too (NoteAloneApplied); this one's own bump is
+    // not news to it.
+    l.learnt_behind_seen =
+        std::atomic_ref<uint64_t>(opts_.shared->learnt_behind[l.shard]).fetch_add(1, std::memory_order_relaxed) + 1;
+  }
   FRS_LOG(
       "replica link to %s: it answered %llu change(s) alone for routes it shares with this shard while this "
       "shard did not answer (a pause, a partition), and this shard's copy lacks them: %s answer 503 here until "

@@ -466,6 +466,27 @@ class Replicas(unittest.TestCase):
         self.assertIn("it does not answer", p.a.log())
         self.assertIn("serving the routes shared with it from this shard's copy", p.a.log())
 
+    def test_every_worker_of_a_shard_behind_learns_it_soon_after_the_first(self):
+        # Each worker learns it on its own link; one that learnt it makes the
+        # others ask at once (each looks at least once a second), not at
+        # their next idle question 5 s on: a read on an untold worker would
+        # answer from the copy that lacks the use meanwhile.
+        p = self.pair(
+            extra_a='replica_mode="sync" replica_timeout_ms="5000"', extra_b='replica_mode="sync"', a_workers=2
+        )
+        k = p.keys[5]
+        self.assertEqual(p.a.acquire(k), 200)
+        p.relay_a.cut()
+        self.assertEqual(p.b.acquire(k), 200)  # answered alone by B
+        self.assertEqual(p.a.acquire(k), 503)  # the worker whose batch B answered "behind"
+        t = time.monotonic()
+        self.assertTrue(
+            processes.wait_for(lambda: p.a.metric("frs_replica_behind_total") == 2, 3.5), p.a.log()
+        )  # before, up to 5 s: the other worker's idle question
+        print("the second worker behind %.0f ms after the first" % ((time.monotonic() - t) * 1000), file=sys.stderr)
+        p.relay_a.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.acquire(k) == 200, 5), p.a.log())
+
     def test_an_answer_held_while_the_successors_alone_uses_arrive_is_refused(self):
         # The order the "behind" answer cannot see: A judges a use on its
         # copy without B's alone use, and B's use reaches A (and is

@@ -63,6 +63,7 @@ class ReplicatorSides : public frs::testing::ReplicatorFixture {
     // A route this shard (0) owns and one the peer (1) owns.
     for (uint32_t pos = 1; own_pos_ == 0 || peer_pos_ == 0; pos += 0x01000193u)
       (o.ring->OwnerOfHash(pos) == 0 ? own_pos_ : peer_pos_) = pos;
+    o.shared = &shared_;
     repl_ = std::make_unique<Replicator>(std::move(o), &rc_, &loop_);
   }
 
@@ -97,6 +98,7 @@ class ReplicatorSides : public frs::testing::ReplicatorFixture {
   int64_t now_ = MonoNs();
   os::UniqueFd c_;
   ReplicaCounters rc_{};
+  ReplicaShared shared_{};
   uint32_t own_pos_ = 0, peer_pos_ = 0;
 };
 
@@ -176,6 +178,41 @@ TEST_F(ReplicatorSides, WhatADownLinkAnswersAloneIsCountedBySide) {
   EXPECT_EQ(rc_.alone[1], 0u);
   EXPECT_EQ(rc_.alone_own[1], 0u);
   EXPECT_EQ(rc_.alone_peer[1], 0u);
+}
+
+// Each worker learns on its own link that its copy is behind; the others
+// ask that shard at once (the master's region says one learnt it), not at
+// their next idle question 5 s on.
+TEST_F(ReplicatorSides, AnotherWorkerLearningItIsBehindMakesAnIdleLinkAskNow) {
+  Use(own_pos_);
+  ASSERT_NE(Next().find("seq=1"), std::string::npos);
+  Peer::Acknowledge(c_.get(), 1);
+  Turns();
+  ASSERT_EQ(repl_->QueuedChanges(), 0u);
+  // Idle: nothing is asked before kIdleProbeNs.
+  repl_->NoteAloneApplied(now_);
+  Turns(3);
+  pollfd p{c_.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 100), 0) << "an idle link asked before its time";
+  // Another worker turned behind that shard.
+  ++shared_.learnt_behind[1];
+  repl_->NoteAloneApplied(now_);
+  EXPECT_NE(Next().find("for="), std::string::npos);
+  Peer::Answer(c_.get(), 200, "pending 0\nalone 1\nalone_routes 1 0\ncatching_up 0\n");
+  Turns();
+  EXPECT_TRUE(repl_->IsBehind(1, /*as_successor=*/true));
+  // Its own turn is news to the others, not to itself.
+  EXPECT_EQ(shared_.learnt_behind[1], 2u);
+  repl_->NoteAloneApplied(now_);
+  EXPECT_EQ(shared_.learnt_behind[1], 2u);
+}
+
+// A worker whose first turn comes after another learnt it (an idle worker
+// waits up to a second): it asks all the same.
+TEST_F(ReplicatorSides, AWorkerLearningOfItBeforeItsFirstTurnAsksToo) {
+  ++shared_.learnt_behind[1];
+  repl_->NoteAloneApplied(now_);
+  EXPECT_NE(Next().find("for="), std::string::npos);
 }
 
 }  // namespace
