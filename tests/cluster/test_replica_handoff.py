@@ -105,20 +105,9 @@ class Shard:
         return None
 
     def start(self):
-        listen = os.path.join(self.dir, "data", "frsd.listen")
-        if os.path.exists(listen):
-            os.unlink(listen)  # the last run's port, not this one's
-        err = open(os.path.join(self.dir, "stderr"), "ab")
-        self.proc = subprocess.Popen(
-            [FRSD, "-c", self.config, "--foreground"], stdout=err, stderr=err, stdin=subprocess.DEVNULL
+        self.proc, self.port = processes.start_frsd(
+            FRSD, self.config, os.path.join(self.dir, "data"), os.path.join(self.dir, "stderr"), self.log
         )
-        err.close()
-        # frsd writes the file whole, last before it serves.
-        if not processes.wait_for(lambda: self.proc.poll() is not None or os.path.exists(listen), 10):
-            raise AssertionError("frsd wrote no frsd.listen:\n" + self.log())
-        if self.proc.poll() is not None:
-            raise AssertionError("frsd exited:\n" + self.log())
-        self.port = int(processes.read_text(listen).strip().rsplit(":", 1)[1])
         self.relay.target = self.port
         if not processes.wait_for(lambda: self.proc.poll() is None and self.status("/health") == 200, 10):
             raise AssertionError("frsd did not serve:\n" + self.log())

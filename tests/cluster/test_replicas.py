@@ -207,23 +207,13 @@ class Shard:
             )
 
     def start(self, wait=True):
-        listen = os.path.join(self.dir, "data", "frsd.listen")
-        if os.path.exists(listen):
-            os.unlink(listen)  # the last run's port, not this one's
-        err = open(os.path.join(self.dir, "stderr"), "ab")
-        self.proc = subprocess.Popen(
-            [FRSD, "-c", os.path.join(self.dir, "srv.xml"), "--foreground"],
-            stdout=err,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
+        self.proc, self.port = processes.start_frsd(
+            FRSD,
+            os.path.join(self.dir, "srv.xml"),
+            os.path.join(self.dir, "data"),
+            os.path.join(self.dir, "stderr"),
+            self.log,
         )
-        err.close()
-        # frsd writes the file whole, last before it serves.
-        if not processes.wait_for(lambda: self.proc.poll() is not None or os.path.exists(listen), 10):
-            raise AssertionError("frsd wrote no frsd.listen:\n" + self.log())
-        if self.proc.poll() is not None:
-            raise AssertionError("frsd exited:\n" + self.log())
-        self.port = int(processes.read_text(listen).strip().rsplit(":", 1)[1])
         self.relay.target = self.port
         if not wait:
             return

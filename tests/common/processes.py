@@ -167,6 +167,24 @@ def listen_port(path):
     return int(line.rsplit(":", 1)[1]) if line.endswith("\n") and ":" in line else 0
 
 
+def start_frsd(frsd, config, store_dir, stderr_path, log, timeout=10.0):
+    """frsd -c `config` --foreground, its output appended to `stderr_path`, on
+    the port it binds itself: (proc, port), the port read from `store_dir`'s
+    frsd.listen, which frsd writes whole last before it serves (a file left
+    by an earlier run is removed first). Raises AssertionError with log()
+    when frsd exits or writes none within `timeout` s."""
+    listen = os.path.join(store_dir, "frsd.listen")
+    if os.path.exists(listen):
+        os.unlink(listen)  # the last run's port, not this one's
+    with open(stderr_path, "ab") as err:
+        proc = subprocess.Popen([frsd, "-c", config, "--foreground"], stdout=err, stderr=err, stdin=subprocess.DEVNULL)
+    if not wait_for(lambda: proc.poll() is not None or os.path.exists(listen), timeout):
+        raise AssertionError("frsd wrote no frsd.listen:\n" + log())
+    if proc.poll() is not None:
+        raise AssertionError("frsd exited:\n" + log())
+    return proc, int(read_text(listen).strip().rsplit(":", 1)[1])
+
+
 def reload_frsd(proc, log, workers, timeout=10.0):
     """SIGHUP to frsd's master `proc`: True once each of its `workers` logged
     the new map in log() (frsd's stderr so far), False when the master
