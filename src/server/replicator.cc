@@ -146,7 +146,7 @@ bool Replicator::Refusing(long peer, bool as_successor) const {
   const long li = link_of_shard_[static_cast<size_t>(peer)];
   if (li < 0) return false;
   const Link& l = links_[static_cast<size_t>(li)];
-  return IsBehind(peer, as_successor) || (opts_.refuse && l.down);
+  return Lacks(l, as_successor) || (opts_.refuse && l.down);
 }
 
 void Replicator::NoteAloneApplied(int64_t now_ns) {
@@ -178,8 +178,10 @@ void Replicator::NoteAloneApplied(int64_t now_ns) {
 bool Replicator::IsBehind(long peer, bool as_successor) const {
   if (peer < 0 || static_cast<size_t>(peer) >= link_of_shard_.size()) return false;
   const long li = link_of_shard_[static_cast<size_t>(peer)];
-  if (li < 0) return false;
-  const Link& l = links_[static_cast<size_t>(li)];
+  return li >= 0 && Lacks(links_[static_cast<size_t>(li)], as_successor);
+}
+
+bool Replicator::Lacks(const Link& l, bool as_successor) {
   return l.behind && (as_successor ? l.behind_theirs : l.behind_mine);
 }
 
@@ -629,7 +631,11 @@ Replicator::Alone Replicator::AloneIn(std::string_view body, std::string_view wo
   std::from_chars(n.data(), n.data() + n.size(), a.n);
   if (a.n == 0) return a;
   a.theirs = a.mine = true;
-  const std::string_view sides = AnswerLine(body, std::string(word) + "_routes");
+  char routes[32];  // WORD_routes, WORD one of the two short words
+  if (word.size() + 7 > sizeof routes) return a;
+  std::memcpy(routes, word.data(), word.size());
+  std::memcpy(routes + word.size(), "_routes", 7);
+  const std::string_view sides = AnswerLine(body, std::string_view(routes, word.size() + 7));
   uint64_t theirs = 0, mine = 0;
   const char* end = sides.data() + sides.size();
   auto [p, ec] = std::from_chars(sides.data(), end, theirs);

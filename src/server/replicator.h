@@ -356,6 +356,9 @@ class Replicator final : public ChangeSink {
   // A batch answered so was applied there, but its held answers are
   // refused here: their uses were judged against a copy that lacks those.
   void Behind(Link& l, const Alone& alone, bool batch, int64_t now_ns);
+  // Whether `l`'s other holder said this copy lacks uses on that side's
+  // routes (`as_successor`: its own, which this shard serves for it).
+  static bool Lacks(const Link& l, bool as_successor);
   // Numbers the change just queued on `l` by the sides it changes.
   static void Stamp(Link& l, uint8_t routes);
   // How many of the changes queued from `first` to `last` (one link's)

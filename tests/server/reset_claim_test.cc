@@ -73,12 +73,20 @@ TEST(ResetClaim, AClaimHoldsItsStreamsWordUntilItIsReleased) {
   for (uint64_t w : shared.reset_claims) EXPECT_EQ(w, 0u);
 }
 
-TEST(ResetClaim, ALiveOthersClaimKeepsEveryBatchOfItsStreamOff) {
+// Stream "s/1" claimed by another live process.
+class OthersClaim : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(other.pid(), 0);
+    word = ClaimAs(shared, "s/1", other.pid());
+    ASSERT_NE(word, nullptr);
+  }
   ReplicaShared shared{};
   OtherProcess other;
-  ASSERT_GT(other.pid(), 0);
-  uint64_t* word = ClaimAs(shared, "s/1", other.pid());
-  ASSERT_NE(word, nullptr);
+  uint64_t* word = nullptr;
+};
+
+TEST_F(OthersClaim, ALiveOnesKeepsEveryBatchOfItsStreamOff) {
   EXPECT_TRUE(ResetClaim::HeldByOther(shared, "s/1"));   // a batch without a reset waits too
   EXPECT_FALSE(ResetClaim(shared, "s/1").held());        // and one with
   EXPECT_FALSE(ResetClaim::HeldByOther(shared, "s/2"));  // another stream does not
@@ -88,12 +96,7 @@ TEST(ResetClaim, ALiveOthersClaimKeepsEveryBatchOfItsStreamOff) {
   EXPECT_TRUE(ResetClaim(shared, "s/1").held());
 }
 
-TEST(ResetClaim, TheMasterClearsADeadWorkersClaims) {
-  ReplicaShared shared{};
-  OtherProcess other;
-  ASSERT_GT(other.pid(), 0);
-  uint64_t* word = ClaimAs(shared, "s/1", other.pid());
-  ASSERT_NE(word, nullptr);
+TEST_F(OthersClaim, TheMasterClearsADeadWorkersClaims) {
   // Its pid still alive (given to another process, say): only the reaping
   // clears it.
   ResetClaim::ReleaseDead(shared, other.pid());
