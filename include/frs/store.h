@@ -120,6 +120,12 @@ struct StoreOptions {
   // one sentence: a dead owner's lock taken over, a long wait on a live
   // owner, a damaged node ignored. May be empty.
   std::function<void(const std::string& what)> on_recovery;
+  // Called when a write begins to wait for a chain lock that a live thread
+  // holds (that thread's id; its try and its short spin failed), and with 0
+  // when the wait ends. frsd's workers publish it, so that the master's
+  // watch over hung workers tells a worker that waits for another from one
+  // that is stuck itself. May be empty.
+  std::function<void(uint32_t owner_tid)> on_lock_wait;
 };
 
 // What the mutator sees and may change. `state` is a private copy: it is

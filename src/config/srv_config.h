@@ -48,6 +48,10 @@ struct SrvConfig {
   uint32_t idle_timeout_ms = 60000;
   uint32_t request_timeout_ms = 10000;
   uint32_t max_batch = 64;
+  // <limits worker_stall_ms>: the master kills a worker whose event loop has
+  // not turned for this long (server/stall_watch.h); 0: never. SIGHUP
+  // applies it.
+  uint32_t worker_stall_ms = 30000;
   // <flush interval_ms="N"/>: the master starts the writeback of the store's
   // dirty pages every N ms (0, the default: the kernel's own writeback
   // decides, vm.dirty_expire_centisecs; docs/store.md, "What survives what").

@@ -205,7 +205,21 @@ constexpr UIntAttribute kLimits[] = {
     {"batch", 1, kMaxWireBatch, &SrvConfig::max_batch},
 };
 
-Status SetLimits(const Context& ctx, const pugi::xml_node& n) { return SetUInts(ctx, n, kLimits); }
+// A worker's loop turns at least once a second when idle: a watch shorter
+// than twice that would kill idle workers.
+constexpr uint32_t kMinWorkerStallMs = 2000;
+
+Status SetLimits(const Context& ctx, const pugi::xml_node& n) {
+  if (Status s = SetUInts(ctx, n, kLimits); !s.ok()) return s;
+  uint64_t v = ctx.cfg().worker_stall_ms;
+  if (Status s = ctx.UInt(n, "worker_stall_ms", 0, 3600000, &v); !s.ok()) return s;
+  if (v != 0 && v < kMinWorkerStallMs)
+    return ctx.Error(n, "<limits worker_stall_ms> is " + std::to_string(v) + ": 0 (no watch) or from " +
+                            std::to_string(kMinWorkerStallMs) +
+                            " (an idle worker's loop turns once a second) to 3600000");
+  ctx.cfg().worker_stall_ms = static_cast<uint32_t>(v);
+  return Status::OK();
+}
 
 // <cluster>'s replica attributes (docs/configuration.md).
 Status SetReplicas(const Context& ctx, const pugi::xml_node& n) {
@@ -320,8 +334,8 @@ constexpr const char* kStoreAttrs[] = {"dir", "files", "keynodes", "chain"};
 constexpr const char* kLogAttrs[] = {"file"};
 constexpr const char* kAdminAttrs[] = {"token"};
 constexpr const char* kRatelimitAttrs[] = {"legacy"};
-constexpr const char* kLimitsAttrs[] = {"header_bytes",    "body_bytes",         "connections",
-                                        "idle_timeout_ms", "request_timeout_ms", "batch"};
+constexpr const char* kLimitsAttrs[] = {"header_bytes",       "body_bytes", "connections",    "idle_timeout_ms",
+                                        "request_timeout_ms", "batch",      "worker_stall_ms"};
 constexpr const char* kClusterAttrs[] =
     {"self", "enforce", "replicas", "replica_mode", "replica_timeout_ms", "on_replica_down", "lease_key"};
 constexpr const char* kShardAttrs[] = {"weight"};

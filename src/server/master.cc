@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 #include <exception>
@@ -29,6 +30,7 @@
 #include "server/logger.h"
 #include "server/reset_claim.h"
 #include "server/signals.h"
+#include "server/stall_watch.h"
 #include "server/worker.h"
 
 namespace frs::server {
@@ -74,6 +76,8 @@ class Master {
   void WatchEnvoyConfig();
   void ReloadWatched();
   void Tick(int64_t now);
+  // Kills a worker whose loop stopped turning (stall_watch.h).
+  void WatchStalls(int64_t now);
   // Every slot's current worker has marked itself serving (metrics.h).
   bool AllServing() const {
     if (!ctx_.metrics) return true;
@@ -98,6 +102,7 @@ class Master {
   int64_t watch_due_ns_ = -1;  // >= 0: the directory changed; reload once quiet until then
   // frs_leases_held and frs_reservations_held, walked for the scrapes.
   std::optional<HeldNowPublisher> held_;
+  StallWatch stalls_;
 };
 
 void Master::WatchEnvoyConfig() {
@@ -172,6 +177,11 @@ void Master::Reap(bool stopping) {
     // expired since a rotation) must not stand for the server's until the
     // next worker there sets its own.
     if (ctx_.metrics) CounterSet(ctx_.metrics->worker(i).tls_not_after, 0);
+    // Nor does it turn a loop (frs_worker_loop_stalled_seconds), or wait.
+    if (ctx_.metrics) {
+      CounterSet(ctx_.metrics->worker(i).serving_pid, 0);
+      CounterSet(ctx_.metrics->worker(i).lock_wait_tid, 0);
+    }
     bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (!(stopping && clean)) FRS_LOG("worker %u (pid %d) %s", i, static_cast<int>(pid), DescribeExit(st).c_str());
     // Its claim on a replica stream goes with it (reset_claim.h): its pid,
@@ -375,6 +385,9 @@ void SayApplied(const SrvConfig& live, const SrvConfig& next) {
       FRS_LOG("cannot switch the log file, logging here still: %s", ls.message().c_str());
     else FRS_LOG("logging here from now on (srv.xml reloaded)");
   }
+  if (next.worker_stall_ms != live.worker_stall_ms)
+    FRS_LOG("srv.xml: <limits worker_stall_ms> changed (%u -> %u%s); applied", live.worker_stall_ms,
+            next.worker_stall_ms, next.worker_stall_ms == 0 ? ": no watch over hung workers" : "");
   if (next.decisions_file != live.decisions_file || next.decisions_all != live.decisions_all ||
       next.decisions_sample != live.decisions_sample)
     FRS_LOG("srv.xml: <decisions> changed (file \"%s\", record %s, sample %g); applied by each worker",
@@ -539,6 +552,37 @@ void Master::Tick(int64_t now) {
     next_eviction_report_ = now + kEvictionReportNs;
   }
   if (held_) held_->Tick(now / kNsPerMs);
+  if (ctx_.metrics) WatchStalls(MonoNs());
+}
+
+void Master::WatchStalls(int64_t now) {
+  std::vector<WorkerBeat> beats(slots_.size());
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    const WorkerCounters& c = ctx_.metrics->worker(i);
+    const pid_t pid = slots_[i].pid;
+    if (pid <= 0 || CounterGet(c.serving_pid) != static_cast<uint64_t>(pid)) continue;
+    beats[i] =
+        WorkerBeat{pid, static_cast<int64_t>(CounterGet(c.beat_ms)), static_cast<uint32_t>(CounterGet(c.lock_wait_tid)),
+                   static_cast<int64_t>(CounterGet(c.lock_wait_since_ms))};
+  }
+  for (const StallVerdict& v : stalls_.Judge(now / kNsPerMs, live_.worker_stall_ms, beats, ThreadGroupOf)) {
+    const pid_t pid = beats[v.slot].pid;
+    if (v.kind == StallVerdict::Kind::kForeignWait) {
+      FRS_LOG(
+          "worker %u (pid %d) has waited %lld ms for a store lock held by pid %d (%s), which is not one of this "
+          "frsd's workers: frsd cannot end that wait; stop that process (a kill -9 of it is safe: its locks are "
+          "recovered)",
+          v.slot, static_cast<int>(pid), static_cast<long long>(v.stalled_ms), static_cast<int>(v.owner_pid),
+          ProcessName(v.owner_pid).c_str());
+      continue;
+    }
+    FRS_LOG(
+        "worker %u (pid %d) has not turned its event loop for %lld ms (<limits worker_stall_ms> %u): killing it "
+        "(SIGKILL); its store locks are recovered and its slot starts again",
+        v.slot, static_cast<int>(pid), static_cast<long long>(v.stalled_ms), live_.worker_stall_ms);
+    if (::kill(pid, SIGKILL) == 0) CounterAdd(ctx_.metrics->master().stall_kills);
+    else FRS_LOG("cannot kill worker %u (pid %d): %s", v.slot, static_cast<int>(pid), std::strerror(errno));
+  }
 }
 
 int Master::Run(const sigset_t* wait_mask) {

@@ -276,6 +276,12 @@ struct alignas(64) WorkerCounters {
   uint64_t held_walks;   // walks over the store a scrape of this worker made itself (server/held_now.h)
   uint64_t pid;          // set by the master when it starts the slot's worker
   uint64_t serving_pid;  // set by that worker once its event loop holds the listening socket
+  // The watch over hung workers (server/stall_watch.h): CLOCK_MONOTONIC ms
+  // of the loop's last turn (or of a wait for another's work that counts as
+  // one), and while a write waits for a store lock a live thread holds, that
+  // thread's id and since when (ms).
+  uint64_t beat_ms;
+  uint64_t lock_wait_tid, lock_wait_since_ms;
   // A gauge: 1 from a failed reopen of <log file> (SIGUSR1) until one succeeds;
   // 0 again when the master starts the slot's next worker (it logs to the
   // master's descriptor until it is asked to reopen), as is the slot's
@@ -319,6 +325,7 @@ struct HeldNowShared {
 
 struct alignas(64) MasterCounters {
   uint64_t worker_restarts;
+  uint64_t stall_kills;      // workers killed because their loop stopped turning (<limits worker_stall_ms>)
   uint64_t lock_recoveries;  // locks the master recovered from dead workers
   uint64_t reloads, reload_failures;
   // 1 from a refused reload until one is applied; 1 while srv.xml as last

@@ -1,11 +1,13 @@
 // GET /metrics as the series table says: each row a series's name, type and
 // help, and how a scrape reads its samples. docs/protocol.md lists the same
 // series; tests/server/metrics_render_test.cc holds the two together.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <optional>
 #include <vector>
 
+#include "server/clock_util.h"
 #include "server/held_now.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
@@ -243,6 +245,18 @@ uint64_t LogReopened(const Scrape& s) {
   return failed ? 0 : 1;
 }
 
+uint64_t LongestStall(const Scrape& s) {
+  const uint64_t now_ms = static_cast<uint64_t>(MonoNs() / 1000000);
+  uint64_t longest = 0;
+  for (uint32_t w = 0; w < s.metrics().workers(); ++w) {
+    const WorkerCounters& c = s.metrics().worker(w);
+    const uint64_t pid = CounterGet(c.serving_pid), beat = CounterGet(c.beat_ms);
+    if (pid == 0 || CounterGet(c.pid) != pid || beat > now_ms) continue;
+    longest = std::max(longest, (now_ms - beat) / 1000);
+  }
+  return longest;
+}
+
 // A counter of WorkerCounters, summed over the workers.
 template <uint64_t WorkerCounters::*kCounter>
 uint64_t Summed(const Scrape& s) {
@@ -307,6 +321,13 @@ constexpr SeriesRow kSeries[] =
          [](const Scrape& s) { return s.store().total.lock_recoveries; }, nullptr},
         {"frs_worker_restarts_total", "counter", "Workers respawned after they died.",
          [](const Scrape& s) { return CounterGet(s.master().worker_restarts); }, nullptr},
+        {"frs_worker_stall_kills_total", "counter",
+         "Workers the master killed because their event loop had not turned for <limits worker_stall_ms>.",
+         [](const Scrape& s) { return CounterGet(s.master().stall_kills); }, nullptr},
+        {"frs_worker_loop_stalled_seconds", "gauge",
+         "The longest time, in whole seconds, that a serving worker's event loop has gone without a turn (an idle "
+         "loop turns every second; a worker waiting for a store lock counts).",
+         LongestStall, nullptr},
         {"frs_store_damaged_nodes_total", "counter",
          "Damaged nodes met by lookups and walks and ignored (their keys count as absent); frsctl verify --repair "
          "clears them.",

@@ -258,8 +258,10 @@ void Replicator::Enter() {
   std::atomic_ref<uint64_t> until(opts_.shared->snapshot_until_ns);
   for (;;) {
     inside.store(1);
-    if (snapshots.load() == 0 || MonoNsNow() >= static_cast<int64_t>(until.load())) return;
+    const int64_t now = MonoNsNow();
+    if (snapshots.load() == 0 || now >= static_cast<int64_t>(until.load())) return;
     inside.store(0);
+    if (opts_.beat != nullptr) CounterSet(*opts_.beat, static_cast<uint64_t>(now / 1000000));
     timespec ts{0, 100 * 1000};
     nanosleep(&ts, nullptr);
   }

@@ -63,6 +63,10 @@ struct ReplicaOptions {
   std::string stream;  // this worker's stream name: self, pid and start time
   // The shard's shared replica state: Enter() waits while a snapshot is read.
   ReplicaShared* shared = nullptr;
+  // The worker's WorkerCounters::beat_ms (or null): Enter()'s wait, for
+  // another worker's snapshot, counts as its loop's turns, since the
+  // master's watch over hung workers must not take the wait for a hang.
+  uint64_t* beat = nullptr;
   // Where the journal of the links that are down is made (the store
   // directory; empty: none is kept).
   std::string journal_dir;

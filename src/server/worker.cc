@@ -7,7 +7,9 @@
 
 #include "config/service_options.h"
 #include "frs/store.h"
+#include "server/clock_util.h"
 #include "server/logger.h"
+#include "server/metrics.h"
 #include "server/signals.h"
 #include "server/worker_loop.h"
 
@@ -49,6 +51,15 @@ int RunWorker(WorkerContext ctx) {
   // A worker keeps its writer entry between requests (a claim less per
   // write): its loop hands it back when idle and someone waits for one.
   so.keep_writer_entries = true;
+  // What the master's watch over hung workers reads (server/stall_watch.h):
+  // a worker that waits for another's lock is not stuck itself.
+  if (ctx.metrics != nullptr) {
+    WorkerCounters* c = &ctx.metrics->worker(ctx.index);
+    so.on_lock_wait = [c](uint32_t owner_tid) {
+      CounterSet(c->lock_wait_since_ms, owner_tid != 0 ? static_cast<uint64_t>(MonoNs() / 1000000) : 0);
+      CounterSet(c->lock_wait_tid, owner_tid);
+    };
+  }
   auto store = Store::Open(so);
   if (!store.ok()) {
     FRS_LOG("cannot open the store: %s", store.status().message().c_str());

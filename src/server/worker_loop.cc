@@ -37,7 +37,12 @@ int Worker::Run(const sigset_t* wait_mask) {
   SetUpReplicas();
   reading_.reserve(EventLoop::kMaxEvents);
   FRS_LOG("serving (listen socket %d)", ctx_.listener.get());
-  if (counters_) CounterSet(counters_->serving_pid, static_cast<uint64_t>(getpid()));  // the master's READY=1
+  if (counters_) {
+    // A turn first: the master judges the slot's loop (stall_watch.h) from
+    // the moment it names this worker serving.
+    CounterSet(counters_->beat_ms, static_cast<uint64_t>(MonoNs() / kMsNs));
+    CounterSet(counters_->serving_pid, static_cast<uint64_t>(getpid()));  // the master's READY=1
+  }
   for (;;) {
     int64_t now = MonoNs();
     int64_t due = -1;
@@ -54,6 +59,7 @@ int Worker::Run(const sigset_t* wait_mask) {
       if (d->Busy()) timeout_ms = std::min(timeout_ms, 5);
     auto events = loop_.Wait(timeout_ms, wait_mask);
     now = MonoNs();
+    if (counters_) CounterSet(counters_->beat_ms, static_cast<uint64_t>(now / kMsNs));
     // A handler runs only when the wait returns EINTR, with no events: a
     // stop that closes connections here never leaves one in `events`.
     HandleSignals(now);
@@ -350,6 +356,7 @@ void Worker::SetUpReplicas(bool reload) {
     o.lease_check = hex;
   }
   o.shared = ctx_.metrics ? &ctx_.metrics->master().replica : nullptr;
+  o.beat = counters_ ? &counters_->beat_ms : nullptr;
   o.journal_dir = cfg_.store_dir;
   // A stream per worker process: its seqs start at 1, and the receivers
   // keep a watermark per stream name.

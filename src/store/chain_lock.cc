@@ -28,7 +28,9 @@ void ChainLocks::Wait(StoreFile* f, uint32_t keynode) {
                            std::to_string(c->keynode) + " in " + c->file->path() + ", held by live thread " +
                            std::to_string(owner.tid));
   };
+  if (opts_.on_lock_wait) opts_.on_lock_wait(os::ShmOwner(f->lock(keynode)).tid);
   const os::LockResult r = os::ShmLock(f->lock(keynode), &report);
+  if (opts_.on_lock_wait) opts_.on_lock_wait(0);
   if (r.took_over) RecoverOwner_locked(f, r.dead_owner);
 }
 

@@ -49,7 +49,7 @@ class ChainLocks {
   // wait, in no write, so it first hands back every writer entry it keeps;
   // taking the lock over from a dead owner runs that owner's recovery first.
   // A wait on a live owner is reported through on_recovery after a second
-  // and each time it doubles.
+  // and each time it doubles; its start and end through on_lock_wait.
   void Wait(StoreFile* f, uint32_t keynode) FRS_ACQUIRE(*f->lock(keynode));
   // Undoes the unfinished writes of every dead thread `pid` names and
   // releases every chain lock such a thread holds, in every file; returns how

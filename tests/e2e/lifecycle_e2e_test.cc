@@ -258,6 +258,57 @@ TEST(LifecycleE2E, KilledWorkerIsRespawnedAndNoAcknowledgedUpdateIsLost) {
   EXPECT_EQ(s.Stop(), 0);
 }
 
+// A worker whose loop stopped turning (here SIGSTOP, as a debugger's
+// breakpoint or an endless loop would leave it) is killed by the master
+// after <limits worker_stall_ms>, and its slot's listening socket, kept by
+// the master, is served by its successor: the connections that queued on
+// it meanwhile are answered. The idle worker beside it, whose loop turns
+// every second, is left alone.
+TEST(LifecycleE2E, AHungWorkerIsKilledAndItsQueuedConnectionsAreAnswered) {
+  ServerOptions o;
+  o.extra = "  <limits worker_stall_ms=\"2000\"/>\n";
+  Frsd s(o);
+  ASSERT_TRUE(s.Start()) << s.log();
+  const std::vector<pid_t> before = s.Workers();
+  ASSERT_EQ(before.size(), 2u);
+  ASSERT_EQ(kill(before[0], SIGSTOP), 0);
+  const int64_t stopped_at = NowMs();
+  // Clients that arrive meanwhile; some land on the stopped worker's socket.
+  std::vector<int> statuses(6, 0);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < statuses.size(); ++i)
+    clients.emplace_back([&, i] {
+      Client c;
+      if (c.Connect(s.port(), 15000)) statuses[i] = c.Get("/acquire?biz=big&key=hung" + std::to_string(i)).status;
+    });
+  const bool said = WaitFor([&] { return s.log().find("has not turned its event loop") != std::string::npos; }, 15000);
+  const int64_t said_ms = NowMs() - stopped_at;
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(said) << s.log();
+  // Not before its time: its last turn was at most a second before the stop.
+  EXPECT_GE(said_ms, 900);
+  const std::string killed = "worker 0 (pid " + std::to_string(before[0]) + ") was killed by signal 9";
+  EXPECT_TRUE(WaitFor([&] { return s.log().find(killed) != std::string::npos; }, 5000)) << s.log();
+  for (size_t i = 0; i < statuses.size(); ++i) EXPECT_EQ(statuses[i], 200) << "client " << i;
+  std::vector<pid_t> after;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+    after = s.Workers();
+    return after.size() == 2 && std::count(after.begin(), after.end(), before[0]) == 0;
+      },
+      5000))
+      << s.log();
+  EXPECT_EQ(std::count(after.begin(), after.end(), before[1]), 1) << "the idle worker was killed too";
+  Client c(s.port());
+  const std::string m = c.Get("/metrics").body;
+  EXPECT_NE(m.find("frs_worker_stall_kills_total 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("frs_worker_restarts_total 1\n"), std::string::npos);
+  const size_t g = m.find("\nfrs_worker_loop_stalled_seconds ");
+  ASSERT_NE(g, std::string::npos);
+  EXPECT_LE(std::atoi(m.c_str() + g + 33), 1) << m.substr(g, 40);
+  EXPECT_EQ(s.Stop(), 0);
+}
+
 TEST(LifecycleE2E, CountsSurviveARestartAndAKillOfEveryProcess) {
   Frsd s;
   ASSERT_TRUE(s.Start()) << s.log();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -106,6 +107,59 @@ TEST(ChainLocks, TryLockNeverWaitsOnAHeldChain) {
   }
   cv.notify_all();
   holder.join();
+  EXPECT_EQ(LockOwner(f, 4), 0u);
+}
+
+// A wait on a live owner is said through on_lock_wait with that owner's
+// thread id, and its end with 0 (frsd's watch over hung workers reads it);
+// a lock taken at once says nothing.
+TEST(ChainLocks, AWaitOnALiveOwnerIsSaidWithItsThreadAndItsEnd) {
+  StoreFiles s(1, 8, 64);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint32_t> said;
+  s.opts.on_lock_wait = [&](uint32_t tid) {
+    std::lock_guard<std::mutex> g(mu);
+    said.push_back(tid);
+    cv.notify_all();
+  };
+  WriterTable writers(s.files, s.geo, s.opts);
+  ChainLocks locks(s.files, s.geo, writers, s.opts);
+  store::StoreFile* f = s.file(0);
+  {
+    LockSet set(locks, f);
+    set.Lock(4);  // free
+  }
+  EXPECT_TRUE(said.empty());
+  bool locked = false, done = false;
+  uint32_t holder_tid = 0;
+  std::thread holder([&] {
+    LockSet set(locks, f);
+    set.Lock(4);
+    std::unique_lock<std::mutex> g(mu);
+    holder_tid = os::CurrentTid();
+    locked = true;
+    cv.notify_all();
+    cv.wait(g, [&] { return done; });
+  });
+  {
+    std::unique_lock<std::mutex> g(mu);
+    cv.wait(g, [&] { return locked; });
+  }
+  std::thread waiter([&] {
+    LockSet set(locks, f);
+    set.Lock(4);
+  });
+  {
+    std::unique_lock<std::mutex> g(mu);
+    ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(10), [&] { return !said.empty(); }));
+    EXPECT_EQ(said, std::vector<uint32_t>{holder_tid});
+    done = true;
+  }
+  cv.notify_all();
+  holder.join();
+  waiter.join();
+  EXPECT_EQ(said, (std::vector<uint32_t>{holder_tid, 0}));
   EXPECT_EQ(LockOwner(f, 4), 0u);
 }
 
