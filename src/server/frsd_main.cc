@@ -349,6 +349,14 @@ frs::Status PrepareSideFiles(const frs::SrvConfig& cfg) {
   return frs::Status::OK();
 }
 
+// systemd's readiness and watchdog (sd_notify.h), spoken by the master only.
+// Called after daemonizing: WatchdogUsec compares $WATCHDOG_PID with the
+// master's pid.
+void ConnectServiceManager(const frs::server::SdNotifier& notifier, frs::server::MasterContext* mc) {
+  if (notifier.enabled()) mc->notify = [&notifier](const std::string& state) { notifier.Notify(state); };
+  mc->watchdog_usec = notifier.WatchdogUsec();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -459,7 +467,7 @@ int main(int argc, char** argv) {
     daemon.CloseInChild();
   };
   mc.on_ready = [&daemon] { daemon.Ready(); };
-  if (notifier.enabled()) mc.notify = [&notifier](const std::string& state) { notifier.Notify(state); };
+  ConnectServiceManager(notifier, &mc);
   int rc = RunMaster(std::move(mc));
   // Stopped either way (its workers stopped, or dying with it): a pid or an
   // address left behind would name a server that is not there.

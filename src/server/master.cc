@@ -103,6 +103,7 @@ class Master {
   // frs_leases_held and frs_reservations_held, walked for the scrapes.
   std::optional<HeldNowPublisher> held_;
   StallWatch stalls_;
+  int64_t next_watchdog_ = 0;  // the next WATCHDOG=1 (MasterContext::watchdog_usec)
 };
 
 void Master::WatchEnvoyConfig() {
@@ -613,7 +614,13 @@ int Master::Run(const sigset_t* wait_mask) {
                     std::to_string(cfg_.port) + " with " + std::to_string(slots_.size()) + " worker(s)");
     }
     Tick(now);
+    // systemd's watchdog: this loop turning is what it watches.
+    if (ctx_.watchdog_usec > 0 && ctx_.notify && now >= next_watchdog_) {
+      ctx_.notify("WATCHDOG=1");
+      next_watchdog_ = now + ctx_.watchdog_usec * 1000 / 2;
+    }
     int64_t wake = std::min(next_flush_, now + (ready_pending ? 5 : 1000) * kNsPerMs);
+    if (ctx_.watchdog_usec > 0) wake = std::min(wake, next_watchdog_);
     for (const Slot& s : slots_)
       if (s.respawn_at_ns >= 0) wake = std::min(wake, s.respawn_at_ns);
     if (watch_due_ns_ >= 0) wake = std::min(wake, watch_due_ns_);

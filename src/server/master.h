@@ -67,6 +67,9 @@ struct MasterContext {
   // Service manager notifications ("READY=1", "RELOADING=1", "STOPPING=1";
   // see sd_notify.h); unset: none.
   std::function<void(const std::string&)> notify;
+  // systemd's watchdog period (sd_notify.h), microseconds: the master sends
+  // WATCHDOG=1 through `notify` every half of it. 0: none.
+  int64_t watchdog_usec = 0;
 };
 
 // Runs until stopped; returns the process exit code.

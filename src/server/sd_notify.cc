@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +18,26 @@ SdNotifier SdNotifier::FromEnvironment() {
   const char* env = std::getenv("NOTIFY_SOCKET");
   if (env && (env[0] == '/' || env[0] == '@') && std::strlen(env) < sizeof(sockaddr_un::sun_path)) n.address_ = env;
   ::unsetenv("NOTIFY_SOCKET");
+  // Strictly digits, as systemd writes them; anything else keeps no watch.
+  auto number = [](const char* v) -> long long {
+    if (v == nullptr || *v == '\0') return 0;
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v, &end, 10);
+    return errno == 0 && *end == '\0' && x > 0 ? x : 0;
+  };
+  if (!n.address_.empty()) {
+    n.watchdog_usec_ = number(std::getenv("WATCHDOG_USEC"));
+    n.watchdog_pid_ = static_cast<long>(number(std::getenv("WATCHDOG_PID")));
+  }
+  ::unsetenv("WATCHDOG_USEC");
+  ::unsetenv("WATCHDOG_PID");
   return n;
+}
+
+int64_t SdNotifier::WatchdogUsec() const {
+  if (address_.empty() || watchdog_usec_ <= 0) return 0;
+  return watchdog_pid_ == 0 || watchdog_pid_ == static_cast<long>(::getpid()) ? watchdog_usec_ : 0;
 }
 
 void SdNotifier::Notify(const std::string& state) const {

@@ -1,13 +1,14 @@
 // frsd speaks systemd's readiness protocol when started with NOTIFY_SOCKET
 // (Type=notify in frsd.service): READY=1 once it serves, RELOADING=1 then
 // READY=1 around a SIGHUP, STOPPING=1 when it stops, and nothing reaches
-// the socket from the workers.
+// the socket from the workers; WATCHDOG=1 under WatchdogSec=.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
 #include <string>
+#include <vector>
 
 #include "e2e/frsd_harness.h"
 
@@ -100,6 +101,65 @@ TEST(SystemdNotify, ReadyReloadingStoppingFromTheMasterOnly) {
   EXPECT_EQ(msg, "STOPPING=1");
   EXPECT_EQ(sender, master);
   EXPECT_EQ(sock.Next(300, &sender), "") << "a further datagram came from pid " << sender;
+}
+
+// Under WatchdogSec= systemd sets WATCHDOG_USEC (and WATCHDOG_PID): the
+// master says WATCHDOG=1 every half period from its loop, and no worker
+// says anything. A WATCHDOG_PID naming another process (frsd
+// daemonized itself) keeps no watch.
+std::vector<std::string> DatagramsFor(NotifySocket& sock, int ms, std::vector<pid_t>* senders) {
+  std::vector<std::string> out;
+  const int64_t end = e2e::NowMs() + ms;
+  for (int64_t left = ms; left > 0; left = end - e2e::NowMs()) {
+    pid_t sender = 0;
+    std::string msg = sock.Next(static_cast<int>(left), &sender);
+    if (msg.empty()) break;
+    out.push_back(msg);
+    senders->push_back(sender);
+  }
+  return out;
+}
+
+TEST(SystemdNotify, WatchdogFromTheMasterEveryHalfPeriod) {
+  e2e::Frsd srv;
+  NotifySocket sock(srv.dir() + "/notify.sock");
+  ASSERT_TRUE(sock.bound());
+  ::setenv("NOTIFY_SOCKET", (srv.dir() + "/notify.sock").c_str(), 1);
+  ::setenv("WATCHDOG_USEC", "400000", 1);
+  srv.WriteConfig();
+  srv.Spawn();
+  ::unsetenv("NOTIFY_SOCKET");
+  ::unsetenv("WATCHDOG_USEC");
+  ASSERT_TRUE(srv.WaitHealthy(e2e::Frsd::kStartTimeoutMs)) << srv.log();
+  std::vector<pid_t> senders;
+  const std::vector<std::string> got = DatagramsFor(sock, 1000, &senders);
+  size_t pings = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] == "WATCHDOG=1") {
+      ++pings;
+      EXPECT_EQ(senders[i], srv.pid());
+    }
+  // One every 200 ms: five in the second; three allow for a loaded machine.
+  EXPECT_GE(pings, 3u);
+  EXPECT_EQ(srv.Stop(), 0);
+}
+
+TEST(SystemdNotify, NoWatchdogWhenItNamesAnotherProcess) {
+  e2e::Frsd srv;
+  NotifySocket sock(srv.dir() + "/notify.sock");
+  ASSERT_TRUE(sock.bound());
+  ::setenv("NOTIFY_SOCKET", (srv.dir() + "/notify.sock").c_str(), 1);
+  ::setenv("WATCHDOG_USEC", "200000", 1);
+  ::setenv("WATCHDOG_PID", "1", 1);
+  srv.WriteConfig();
+  srv.Spawn();
+  ::unsetenv("NOTIFY_SOCKET");
+  ::unsetenv("WATCHDOG_USEC");
+  ::unsetenv("WATCHDOG_PID");
+  ASSERT_TRUE(srv.WaitHealthy(e2e::Frsd::kStartTimeoutMs)) << srv.log();
+  std::vector<pid_t> senders;
+  for (const std::string& m : DatagramsFor(sock, 600, &senders)) EXPECT_NE(m, "WATCHDOG=1");
+  EXPECT_EQ(srv.Stop(), 0);
 }
 
 TEST(SystemdNotify, NothingWithoutTheVariable) {
