@@ -1,6 +1,7 @@
 #include "config/srv_elements.h"
 
 #include <charconv>
+#include <cstdint>
 #include <utility>
 
 #include "base/cidr.h"
@@ -205,18 +206,21 @@ constexpr UIntAttribute kLimits[] = {
     {"batch", 1, kMaxWireBatch, &SrvConfig::max_batch},
 };
 
-// A worker's loop turns at least once a second when idle: a watch shorter
-// than twice that would kill idle workers.
-constexpr uint32_t kMinWorkerStallMs = 2000;
+// A worker's loop turns at least once a second when idle, and the master's
+// watch forgives a freeze of the whole group only past 1.5 s
+// (server/stall_watch.h, StallWatch::kMinStallMs): a shorter watch could
+// kill idle workers.
+constexpr uint32_t kMinWorkerStallMs = 3000;
+constexpr uint32_t kMaxWorkerStallMs = 3600000;
 
 Status SetLimits(const Context& ctx, const pugi::xml_node& n) {
   if (Status s = SetUInts(ctx, n, kLimits); !s.ok()) return s;
   uint64_t v = ctx.cfg().worker_stall_ms;
-  if (Status s = ctx.UInt(n, "worker_stall_ms", 0, 3600000, &v); !s.ok()) return s;
-  if (v != 0 && v < kMinWorkerStallMs)
+  if (Status s = ctx.UInt(n, "worker_stall_ms", 0, UINT64_MAX, &v); !s.ok()) return s;
+  if (v != 0 && (v < kMinWorkerStallMs || v > kMaxWorkerStallMs))
     return ctx.Error(n, "<limits worker_stall_ms> is " + std::to_string(v) + ": 0 (no watch) or from " +
-                            std::to_string(kMinWorkerStallMs) +
-                            " (an idle worker's loop turns once a second) to 3600000");
+                            std::to_string(kMinWorkerStallMs) + " (an idle worker's loop turns once a second) to " +
+                            std::to_string(kMaxWorkerStallMs));
   ctx.cfg().worker_stall_ms = static_cast<uint32_t>(v);
   return Status::OK();
 }

@@ -127,6 +127,8 @@ void Master::ReloadWatched() {
 }
 
 bool Master::Spawn(uint32_t i) {
+  // Its start is its first turn (stall_watch.h), written before it can write its own.
+  if (ctx_.metrics) CounterSet(ctx_.metrics->worker(i).beat_ms, static_cast<uint64_t>(MonoNs() / kNsPerMs));
   pid_t pid = fork();
   if (pid < 0) {
     FRS_LOG("cannot fork worker %u: %s", i, std::strerror(errno));
@@ -180,6 +182,7 @@ void Master::Reap(bool stopping) {
     if (ctx_.metrics) CounterSet(ctx_.metrics->worker(i).tls_not_after, 0);
     // Nor does it turn a loop (frs_worker_loop_stalled_seconds), or wait.
     if (ctx_.metrics) {
+      CounterSet(ctx_.metrics->worker(i).pid, 0);
       CounterSet(ctx_.metrics->worker(i).serving_pid, 0);
       CounterSet(ctx_.metrics->worker(i).lock_wait_tid, 0);
     }
@@ -561,26 +564,33 @@ void Master::WatchStalls(int64_t now) {
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     const WorkerCounters& c = ctx_.metrics->worker(i);
     const pid_t pid = slots_[i].pid;
-    if (pid <= 0 || CounterGet(c.serving_pid) != static_cast<uint64_t>(pid)) continue;
+    if (pid <= 0) continue;
     beats[i] =
         WorkerBeat{pid, static_cast<int64_t>(CounterGet(c.beat_ms)), static_cast<uint32_t>(CounterGet(c.lock_wait_tid)),
-                   static_cast<int64_t>(CounterGet(c.lock_wait_since_ms))};
+                   static_cast<int64_t>(CounterGet(c.lock_wait_since_ms)),
+                   CounterGet(c.serving_pid) == static_cast<uint64_t>(pid)};
   }
   for (const StallVerdict& v : stalls_.Judge(now / kNsPerMs, live_.worker_stall_ms, beats, ThreadGroupOf)) {
     const pid_t pid = beats[v.slot].pid;
     if (v.kind == StallVerdict::Kind::kForeignWait) {
       FRS_LOG(
           "worker %u (pid %d) has waited %lld ms for a store lock held by pid %d (%s), which is not one of this "
-          "frsd's workers: frsd cannot end that wait; stop that process (a kill -9 of it is safe: its locks are "
-          "recovered)",
+          "frsd's workers: frsd cannot end that wait; let that process go on, or stop it (a kill -9 frees the "
+          "lock and undoes the write it was making, not what it wrote before)",
           v.slot, static_cast<int>(pid), static_cast<long long>(v.stalled_ms), static_cast<int>(v.owner_pid),
           ProcessName(v.owner_pid).c_str());
       continue;
     }
-    FRS_LOG(
-        "worker %u (pid %d) has not turned its event loop for %lld ms (<limits worker_stall_ms> %u): killing it "
-        "(SIGKILL); its store locks are recovered and its slot starts again",
-        v.slot, static_cast<int>(pid), static_cast<long long>(v.stalled_ms), live_.worker_stall_ms);
+    if (v.serving)
+      FRS_LOG(
+          "worker %u (pid %d) has not turned its event loop for %lld ms (<limits worker_stall_ms> %u): killing it "
+          "(SIGKILL); its store locks are recovered and its slot starts again",
+          v.slot, static_cast<int>(pid), static_cast<long long>(v.stalled_ms), live_.worker_stall_ms);
+    else
+      FRS_LOG(
+          "worker %u (pid %d) has not begun to serve %lld ms after its start: killing it (SIGKILL); its slot "
+          "starts again",
+          v.slot, static_cast<int>(pid), static_cast<long long>(v.stalled_ms));
     if (::kill(pid, SIGKILL) == 0) CounterAdd(ctx_.metrics->master().stall_kills);
     else FRS_LOG("cannot kill worker %u (pid %d): %s", v.slot, static_cast<int>(pid), std::strerror(errno));
   }

@@ -250,8 +250,9 @@ uint64_t LongestStall(const Scrape& s) {
   uint64_t longest = 0;
   for (uint32_t w = 0; w < s.metrics().workers(); ++w) {
     const WorkerCounters& c = s.metrics().worker(w);
-    const uint64_t pid = CounterGet(c.serving_pid), beat = CounterGet(c.beat_ms);
-    if (pid == 0 || CounterGet(c.pid) != pid || beat > now_ms) continue;
+    // A slot's worker, serving or still starting (the master wrote its start).
+    const uint64_t beat = CounterGet(c.beat_ms);
+    if (CounterGet(c.pid) == 0 || beat > now_ms) continue;
     longest = std::max(longest, (now_ms - beat) / 1000);
   }
   return longest;
@@ -325,8 +326,9 @@ constexpr SeriesRow kSeries[] =
          "Workers the master killed because their event loop had not turned for <limits worker_stall_ms>.",
          [](const Scrape& s) { return CounterGet(s.master().stall_kills); }, nullptr},
         {"frs_worker_loop_stalled_seconds", "gauge",
-         "The longest time, in whole seconds, that a serving worker's event loop has gone without a turn (an idle "
-         "loop turns every second; a worker waiting for a store lock counts).",
+         "The longest time, in whole seconds, that a worker's event loop has gone without a turn (an idle loop "
+         "turns every second; a worker waiting for a store lock counts; one still starting counts from its "
+         "start).",
          LongestStall, nullptr},
         {"frs_store_damaged_nodes_total", "counter",
          "Damaged nodes met by lookups and walks and ignored (their keys count as absent); frsctl verify --repair "

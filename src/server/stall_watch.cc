@@ -24,7 +24,8 @@ std::vector<StallVerdict> StallWatch::Judge(int64_t now_ms, uint32_t stall_ms, s
   for (uint32_t i = 0; i < slots.size(); ++i) {
     const WorkerBeat& w = slots[i];
     const int64_t stalled = now_ms - std::max(w.beat_ms, resumed_ms_);
-    if (w.pid <= 0 || stalled < int64_t{stall_ms}) {
+    const int64_t limit = w.serving ? int64_t{stall_ms} : std::max(int64_t{stall_ms}, kStartMs);
+    if (w.pid <= 0 || stalled < limit) {
       wait_said_[i] = 0;
       continue;
     }
@@ -38,14 +39,14 @@ std::vector<StallVerdict> StallWatch::Judge(int64_t now_ms, uint32_t stall_ms, s
       if (!ours) {
         if (wait_said_[i] != w.wait_since_ms) {
           wait_said_[i] = w.wait_since_ms;
-          out.push_back({StallVerdict::Kind::kForeignWait, i, now_ms - w.wait_since_ms, w.wait_tid, owner});
+          out.push_back({StallVerdict::Kind::kForeignWait, i, w.serving, now_ms - w.wait_since_ms, w.wait_tid, owner});
         }
         continue;
       }
     }
     if (killed_[i] == w.pid) continue;
     killed_[i] = w.pid;
-    out.push_back({StallVerdict::Kind::kKill, i, stalled, 0, 0});
+    out.push_back({StallVerdict::Kind::kKill, i, w.serving, stalled, 0, 0});
   }
   return out;
 }

@@ -17,9 +17,16 @@
 // - held by another process (frsctl, a program on libfrs) that does not
 //   let go: frsd cannot end that wait; it is logged, once per wait.
 //
+// A worker that has not begun to serve is judged from its start, against
+// kStartMs or worker_stall_ms, whichever is longer: one stuck while it opens
+// the store (a stalled disk) would hold its slot, and on a reuseport
+// listener the connections queued on its socket, for good.
+//
 // The master judges only while it runs itself: a gap in its own turns (a
-// SIGSTOP of the whole process group, a suspended VM, a long flush) counts
-// for the workers too, so each gets a whole worker_stall_ms from then on.
+// SIGSTOP of the whole process group, a suspended VM, a long reload) counts
+// for the workers too, so each gets a whole worker_stall_ms from then on. A
+// shorter freeze cannot reach the least worker_stall_ms allowed
+// (kMinStallMs): an idle loop's second, the gap, and a margin.
 //
 // Judge() is a pure decision over what the workers published; the master
 // does the killing and the logging (master.cc).
@@ -37,10 +44,11 @@ namespace frs::server {
 
 // One worker slot as the master sees it.
 struct WorkerBeat {
-  pid_t pid = 0;          // the slot's worker once it serves; 0: none
-  int64_t beat_ms = 0;    // CLOCK_MONOTONIC ms of its loop's last turn
+  pid_t pid = 0;          // the slot's worker; 0: none
+  int64_t beat_ms = 0;    // CLOCK_MONOTONIC ms of its loop's last turn (of its start, before it serves)
   uint32_t wait_tid = 0;  // the live owner of a store lock it waits for; 0: none
   int64_t wait_since_ms = 0;
+  bool serving = true;  // false: still starting
 };
 
 struct StallVerdict {
@@ -50,7 +58,8 @@ struct StallVerdict {
   };
   Kind kind;
   uint32_t slot = 0;
-  int64_t stalled_ms = 0;  // since its last turn (kKill) or since its wait began (kForeignWait)
+  bool serving = true;     // kKill: false for a worker that never began to serve
+  int64_t stalled_ms = 0;  // since its last turn or its start (kKill), or since its wait began (kForeignWait)
   uint32_t owner_tid = 0;  // kForeignWait: the lock's owner
   pid_t owner_pid = 0;     // kForeignWait: that thread's process
 };
@@ -59,7 +68,12 @@ class StallWatch {
  public:
   // The master turns at least once a second; a gap longer than this in its
   // own turns gives every worker a whole worker_stall_ms from then on.
-  static constexpr int64_t kMasterGapMs = 3000;
+  static constexpr int64_t kMasterGapMs = 1500;
+  // The least worker_stall_ms srv.xml takes: an idle loop turns every
+  // second, and a freeze just short of kMasterGapMs must not reach it.
+  static constexpr uint32_t kMinStallMs = 3000;
+  // How long a worker may take to begin serving (at least).
+  static constexpr int64_t kStartMs = 30000;
 
   // The process a thread id belongs to (its thread group); 0: no such
   // thread. ThreadGroupOf below reads /proc.

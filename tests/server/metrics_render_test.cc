@@ -29,12 +29,11 @@ std::unique_ptr<Metrics> FilledMetrics() {
   CounterSet(master.lock_recoveries, 5);
   CounterSet(master.stall_kills, 11);
   // Worker 1 serves and turned its loop 4.5 s ago; worker 0's slot, whose
-  // last turn is older, has no worker serving (it died): not counted.
+  // last turn is older, has no worker (it died, pid 0): not counted.
   const uint64_t now_ms = static_cast<uint64_t>(MonoNs() / 1000000);
   CounterSet(m->worker(1).pid, 4242);
   CounterSet(m->worker(1).serving_pid, 4242);
   CounterSet(m->worker(1).beat_ms, now_ms - 4500);
-  CounterSet(m->worker(0).pid, 4241);
   CounterSet(m->worker(0).beat_ms, now_ms - 60000);
   CounterSet(master.reload_failures, 7);
   CounterSet(master.last_reload_refused, 1);

@@ -14,6 +14,8 @@
 namespace frs::server {
 namespace {
 
+// A watch of 2 s (below what srv.xml takes, to keep the numbers small); the
+// master turns every second, as it does, unless a test says otherwise.
 constexpr uint32_t kStallMs = 2000;
 
 // Thread ids as the test's fake /proc has them: tid -> process.
@@ -89,14 +91,51 @@ TEST(StallWatch, AGapInTheMastersOwnTurnsForgivesTheWorkers) {
   EXPECT_EQ(Killed(w.Judge(back + 2000, kStallMs, slots, proc.fn())), std::vector<uint32_t>{0});
 }
 
+TEST(StallWatch, AFreezeJustPastTheGapIsForgivenAndNoneShorterReachesTheLeastWatch) {
+  // The group stopped for just over kMasterGapMs, the worker's last turn a
+  // second before: forgiven.
+  StallWatch w;
+  FakeProc proc;
+  const uint32_t least = StallWatch::kMinStallMs;
+  std::vector<WorkerBeat> slots = {{100, 0}};
+  EXPECT_TRUE(w.Judge(1000, least, slots, proc.fn()).empty());
+  const int64_t back = 1000 + StallWatch::kMasterGapMs + 1;
+  EXPECT_TRUE(w.Judge(back, least, slots, proc.fn()).empty());
+  EXPECT_TRUE(w.Judge(back + least - 1, least, slots, proc.fn()).empty());
+  // A freeze just short of the gap: the master's turns stay 1.5 s apart, and
+  // an idle loop's second plus that stays under the least watch allowed.
+  StallWatch v;
+  std::vector<WorkerBeat> idle = {{100, 0}};
+  EXPECT_TRUE(v.Judge(1000, least, idle, proc.fn()).empty());
+  EXPECT_TRUE(v.Judge(1000 + StallWatch::kMasterGapMs, least, idle, proc.fn()).empty());
+  EXPECT_LT(1000 + StallWatch::kMasterGapMs, int64_t{least});
+}
+
+TEST(StallWatch, AWorkerThatNeverBeginsToServeIsJudgedFromItsStart) {
+  StallWatch w;
+  FakeProc proc;
+  std::vector<WorkerBeat> slots = {{100, 0}};
+  slots[0].serving = false;  // its start at 0 is its only turn
+  for (int64_t t = 0; t < StallWatch::kStartMs; t += 1000)
+    EXPECT_TRUE(w.Judge(t, kStallMs, slots, proc.fn()).empty()) << t;
+  const auto v = w.Judge(StallWatch::kStartMs, kStallMs, slots, proc.fn());
+  ASSERT_EQ(Killed(v), std::vector<uint32_t>{0});
+  EXPECT_FALSE(v[0].serving);
+  // A watch longer than kStartMs is the bound for a start too.
+  StallWatch x;
+  const uint32_t longer = 60000;
+  for (int64_t t = 0; t < longer; t += 1000) EXPECT_TRUE(x.Judge(t, longer, slots, proc.fn()).empty()) << t;
+  EXPECT_EQ(Killed(x.Judge(longer, longer, slots, proc.fn())), std::vector<uint32_t>{0});
+}
+
 TEST(StallWatch, AWorkerWaitingForAnotherWorkersLockIsSparedAndTheHolderKilled) {
   StallWatch w;
   FakeProc proc;
   proc.Add(100, 100);
   proc.Add(101, 101);
   std::vector<WorkerBeat> slots = {{100, 0}, {101, 0, 100, 500}};  // 1 waits for 0's lock
-  EXPECT_TRUE(w.Judge(0, kStallMs, slots, proc.fn()).empty());
-  EXPECT_EQ(Killed(w.Judge(2500, kStallMs, slots, proc.fn())), std::vector<uint32_t>{0});
+  for (int64_t t = 0; t < 2000; t += 1000) EXPECT_TRUE(w.Judge(t, kStallMs, slots, proc.fn()).empty()) << t;
+  EXPECT_EQ(Killed(w.Judge(2000, kStallMs, slots, proc.fn())), std::vector<uint32_t>{0});
 }
 
 TEST(StallWatch, AWorkerWaitingForItsOwnLockIsHung) {
@@ -104,7 +143,7 @@ TEST(StallWatch, AWorkerWaitingForItsOwnLockIsHung) {
   FakeProc proc;
   proc.Add(100, 100);
   std::vector<WorkerBeat> slots = {{100, 0, 100, 0}};
-  EXPECT_TRUE(w.Judge(0, kStallMs, slots, proc.fn()).empty());
+  for (int64_t t = 0; t < 2000; t += 1000) EXPECT_TRUE(w.Judge(t, kStallMs, slots, proc.fn()).empty()) << t;
   EXPECT_EQ(Killed(w.Judge(2000, kStallMs, slots, proc.fn())), std::vector<uint32_t>{0});
 }
 
@@ -113,7 +152,7 @@ TEST(StallWatch, AWaitForAnotherProcessIsSaidOncePerWaitAndNothingIsKilled) {
   FakeProc proc;
   proc.Add(777, 700);  // a thread of frsctl, say
   std::vector<WorkerBeat> slots = {{100, 0, 777, 100}};
-  EXPECT_TRUE(w.Judge(0, kStallMs, slots, proc.fn()).empty());
+  for (int64_t t = 0; t < 2000; t += 1000) EXPECT_TRUE(w.Judge(t, kStallMs, slots, proc.fn()).empty()) << t;
   auto v = w.Judge(2000, kStallMs, slots, proc.fn());
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].kind, StallVerdict::Kind::kForeignWait);
