@@ -526,7 +526,14 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status)
   }
   Store::Filter filter;
   filter.file = q.have_file ? static_cast<int64_t>(q.file) : -1;
+  // The walk is one long turn of this worker's loop (up to the hold): it
+  // tells the master's watch over hung workers it is alive (stall_watch.h).
+  uint32_t since_beat = 0;
   Status walk = store_->ForEach(filter, [&](const NodeInfo& node) {
+    if (counters_ != nullptr && ++since_beat == 4096) {
+      since_beat = 0;
+      CounterSet(counters_->beat_ms, static_cast<uint64_t>(MonoNs() / 1000000));
+    }
     if (node.biz == kReceiptBiz) return;
     uint32_t pos = node.route_pos;
     if (!node.route_known) {

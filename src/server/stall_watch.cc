@@ -7,6 +7,26 @@
 
 namespace frs::server {
 
+namespace {
+
+// Whether slot `i`'s wait leads, worker by worker, back to itself, and `i`
+// is the lowest slot on that round.
+bool FirstOfACycle(uint32_t i, std::span<const WorkerBeat> slots, const StallWatch::OwnerPid& owner_pid) {
+  uint32_t at = i;
+  for (size_t steps = 0; steps < slots.size(); ++steps) {
+    if (slots[at].wait_tid == 0) return false;
+    const pid_t owner = owner_pid(slots[at].wait_tid);
+    auto next = std::find_if(slots.begin(), slots.end(), [&](const WorkerBeat& o) { return o.pid == owner; });
+    if (owner == 0 || next == slots.end()) return false;
+    at = static_cast<uint32_t>(next - slots.begin());
+    if (at < i) return false;
+    if (at == i) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<StallVerdict> StallWatch::Judge(int64_t now_ms, uint32_t stall_ms, std::span<const WorkerBeat> slots,
                                             const OwnerPid& owner_pid) {
   std::vector<StallVerdict> out;
@@ -34,8 +54,11 @@ std::vector<StallVerdict> StallWatch::Judge(int64_t now_ms, uint32_t stall_ms, s
       // Gone: the waiter takes the lock over on its next check.
       if (owner == 0) continue;
       const bool ours = std::any_of(slots.begin(), slots.end(), [&](const WorkerBeat& o) { return o.pid == owner; });
-      // Another worker: judged in its own right, and its death ends this wait.
-      if (ours && owner != w.pid) continue;
+      // Another worker: judged in its own right, and its death ends this
+      // wait; unless the waits go round back here (two writes that took
+      // their locks in opposite orders), where the cycle's first slot is
+      // killed to break it.
+      if (ours && owner != w.pid && !FirstOfACycle(i, slots, owner_pid)) continue;
       if (!ours) {
         if (wait_said_[i] != w.wait_since_ms) {
           wait_said_[i] = w.wait_since_ms;

@@ -13,7 +13,9 @@
 // (WorkerCounters::lock_wait_tid). Killing a waiter frees nothing:
 // - held by another worker of this frsd: that worker is judged on its own
 //   and killed if it is hung, which ends the wait;
-// - held by the waiter itself (a lock taken twice): it is hung, killed;
+// - held by the waiter itself (a lock taken twice), or by a worker whose
+//   own wait leads back to it (locks taken in opposite orders): hung; the
+//   lowest slot of the round is killed;
 // - held by another process (frsctl, a program on libfrs) that does not
 //   let go: frsd cannot end that wait; it is logged, once per wait.
 //

@@ -138,6 +138,19 @@ TEST(StallWatch, AWorkerWaitingForAnotherWorkersLockIsSparedAndTheHolderKilled) 
   EXPECT_EQ(Killed(w.Judge(2000, kStallMs, slots, proc.fn())), std::vector<uint32_t>{0});
 }
 
+TEST(StallWatch, WaitsThatGoRoundAreBrokenAtTheirLowestSlot) {
+  // 1 waits for 2, 2 for 1 (two writes that took their locks in opposite
+  // orders); 0 waits for 1, outside the round.
+  StallWatch w;
+  FakeProc proc;
+  proc.Add(100, 100);
+  proc.Add(101, 101);
+  proc.Add(102, 102);
+  std::vector<WorkerBeat> slots = {{100, 0, 101, 0}, {101, 0, 102, 0}, {102, 0, 101, 0}};
+  for (int64_t t = 0; t < 2000; t += 1000) EXPECT_TRUE(w.Judge(t, kStallMs, slots, proc.fn()).empty()) << t;
+  EXPECT_EQ(Killed(w.Judge(2000, kStallMs, slots, proc.fn())), std::vector<uint32_t>{1});
+}
+
 TEST(StallWatch, AWorkerWaitingForItsOwnLockIsHung) {
   StallWatch w;
   FakeProc proc;
