@@ -158,6 +158,9 @@ class TlsFrsd(envoy_frsd.Frsd):
                 os.unlink(self.path("data", name))
             except OSError:
                 pass
+        # Every worker serving, as the base class waits: a SIGHUP that reached
+        # a worker still starting was never logged as its reload.
+        serving = self.log().count("serving (listen socket")
         with open(self.path("frsd.stderr"), "ab") as err:
             self.proc = subprocess.Popen(
                 [envoy_frsd.FRSD, "-c", self.path("srv.xml"), "--foreground"],
@@ -170,7 +173,12 @@ class TlsFrsd(envoy_frsd.Frsd):
         while time.monotonic() < end and self.proc.poll() is None:
             self.port = envoy_frsd.processes.listen_port(self.path("data", "frsd.listen"))
             glisten = envoy_frsd.processes.read_text(self.path("data", "frsd.grpc.listen"))
-            if self.port and glisten.endswith("\n") and self.get("/health")[0] == 200:
+            if (
+                self.port
+                and glisten.endswith("\n")
+                and self.log().count("serving (listen socket") >= serving + self.workers
+                and self.get("/health")[0] == 200
+            ):
                 self.grpc_target = glisten.strip()
                 if not self.grpc_target.startswith("unix:"):
                     self.grpc_port = int(self.grpc_target.rsplit(":", 1)[1])
