@@ -34,11 +34,12 @@ std::vector<StallVerdict> StallWatch::Judge(int64_t now_ms, uint32_t stall_ms, s
     last_ms_ = -1;
     return out;
   }
-  // The first turn of the watch (at start, or switched on by a reload), or
-  // the master itself did not run for a while: every worker gets a whole
-  // stall_ms from now.
-  if (last_ms_ < 0 || now_ms - last_ms_ > kMasterGapMs) resumed_ms_ = now_ms;
+  // The first turn of the watch (at start, or switched on by a reload), a
+  // reload that changed its period, or the master itself did not run for a
+  // while: every worker gets a whole stall_ms from now.
+  if (last_ms_ < 0 || stall_ms != last_stall_ms_ || now_ms - last_ms_ > kMasterGapMs) resumed_ms_ = now_ms;
   last_ms_ = now_ms;
+  last_stall_ms_ = stall_ms;
   killed_.resize(slots.size(), 0);
   wait_said_.resize(slots.size(), 0);
   for (uint32_t i = 0; i < slots.size(); ++i) {

@@ -86,8 +86,9 @@ class StallWatch {
                                   const OwnerPid& owner_pid);
 
  private:
-  int64_t last_ms_ = -1;    // the master's last judging turn
-  int64_t resumed_ms_ = 0;  // judged from here at the earliest (the watch's start, the master's last gap)
+  int64_t last_ms_ = -1;        // the master's last judging turn
+  uint32_t last_stall_ms_ = 0;  // the period it judged by (a reload may change it)
+  int64_t resumed_ms_ = 0;      // judged from here at the earliest (the watch's start, the master's last gap)
   // Per slot: the pid already killed (a worker in uninterruptible sleep
   // dies only when it wakes) and the wait already said.
   std::vector<pid_t> killed_;

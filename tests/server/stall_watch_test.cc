@@ -75,6 +75,23 @@ TEST(StallWatch, OffJudgesNothingAndASwitchOnGivesAWholePeriod) {
   EXPECT_EQ(Killed(w.Judge(13000, kStallMs, slots, proc.fn())), std::vector<uint32_t>{0});
 }
 
+TEST(StallWatch, AReloadThatChangesThePeriodCountsFromTheReload) {
+  // Stopped at 0 under a 10 s watch; at 5 s a reload makes it 3 s: killed
+  // 3 s after the reload, not at once (it had not turned for 5 s).
+  StallWatch w;
+  FakeProc proc;
+  std::vector<WorkerBeat> slots = {{100, 0}};
+  for (int64_t t = 0; t <= 4000; t += 1000) EXPECT_TRUE(w.Judge(t, 10000, slots, proc.fn()).empty()) << t;
+  for (int64_t t = 5000; t < 8000; t += 1000) EXPECT_TRUE(w.Judge(t, 3000, slots, proc.fn()).empty()) << t;
+  EXPECT_EQ(Killed(w.Judge(8000, 3000, slots, proc.fn())), std::vector<uint32_t>{0});
+  // And lengthened: 3 s -> 10 s at 1 s, the worker stopped at 0: killed
+  // 10 s after the reload.
+  StallWatch x;
+  EXPECT_TRUE(x.Judge(0, 3000, slots, proc.fn()).empty());
+  for (int64_t t = 1000; t < 11000; t += 1000) EXPECT_TRUE(x.Judge(t, 10000, slots, proc.fn()).empty()) << t;
+  EXPECT_EQ(Killed(x.Judge(11000, 10000, slots, proc.fn())), std::vector<uint32_t>{0});
+}
+
 TEST(StallWatch, AGapInTheMastersOwnTurnsForgivesTheWorkers) {
   // The whole process group stopped (SIGSTOP, ^Z) and continued: every
   // worker's last turn is old, and none of them is hung.
