@@ -22,6 +22,10 @@ namespace frs {
 // transaction, stay at most Store::kMaxBatch per batch.
 inline constexpr uint32_t kMaxWireBatch = 1024;
 
+// <limits worker_stall_ms>'s least value other than 0 (server/stall_watch.h
+// says why: an idle loop's second, the master's forgiven gap, a margin).
+inline constexpr uint32_t kMinWorkerStallMs = 3000;
+
 struct SrvConfig {
   std::string path;  // srv.xml, absolute
   std::string host = "127.0.0.1";

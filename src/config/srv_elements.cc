@@ -206,11 +206,6 @@ constexpr UIntAttribute kLimits[] = {
     {"batch", 1, kMaxWireBatch, &SrvConfig::max_batch},
 };
 
-// A worker's loop turns at least once a second when idle, and the master's
-// watch forgives a freeze of the whole group only past 1.5 s
-// (server/stall_watch.h, StallWatch::kMinStallMs): a shorter watch could
-// kill idle workers.
-constexpr uint32_t kMinWorkerStallMs = 3000;
 constexpr uint32_t kMaxWorkerStallMs = 3600000;
 
 Status SetLimits(const Context& ctx, const pugi::xml_node& n) {

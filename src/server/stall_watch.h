@@ -42,6 +42,8 @@
 #include <string>
 #include <vector>
 
+#include "config/srv_config.h"
+
 namespace frs::server {
 
 // One worker slot as the master sees it.
@@ -73,7 +75,7 @@ class StallWatch {
   static constexpr int64_t kMasterGapMs = 1500;
   // The least worker_stall_ms srv.xml takes: an idle loop turns every
   // second, and a freeze just short of kMasterGapMs must not reach it.
-  static constexpr uint32_t kMinStallMs = 3000;
+  static constexpr uint32_t kMinStallMs = kMinWorkerStallMs;  // what srv.xml enforces
   // How long a worker may take to begin serving (at least).
   static constexpr int64_t kStartMs = 30000;
 
