@@ -178,8 +178,10 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
   // (a register per request, in 32 KB per group): asked for now, they come
   // while the store does its part.
   if (CountsUses(req.cmd)) stats::Statistics::Prefetch(biz.counters, biz.cfg.Shape(), req.key, Today(now.s));
-  if (biz.cfg.mode == Mode::kOff && (CountsUses(req.cmd) || req.cmd == Cmd::kSettle)) {
-    // Nothing was held: a settle has nothing to change.
+  // Off counts nothing. A release, renewal or settle still acts: its id was
+  // taken before the switch, and a settle answered 200 while the held
+  // estimate stayed charged would lose the client's report for good.
+  if (biz.cfg.mode == Mode::kOff && CountsUses(req.cmd)) {
     d = AnswerOff(biz, now);
     d.now_s = now.s;
     return;

@@ -633,6 +633,10 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                       std::to_string(places_was) + "; a key holding more keeps the " + std::to_string(places_now) +
                       " that end last, and the others end when the key is next touched (their release answers 410). "
                       "A lowered max that keeps its places keeps every lease held");
+    } else if (ob->lease_rule >= 0) {
+      out.push_back(who + ": its concurrency rule is removed: the leases its keys hold end when each key is next " +
+                    "touched, counted as expired (their release answers 400); a rule put back before then finds " +
+                    "them held");
     }
     if (nb.res_cap < ob->res_cap)
       out.push_back(who + ": reservations per key " + std::to_string(ob->res_cap) + " -> " +

@@ -44,6 +44,13 @@ bool AdoptLayout(const BizConfig& biz, NodeRef& ref, const Now& now, uint32_t* n
   bool same = have >= biz.state_bytes;
   for (uint32_t i = 0; same && i < biz.nrules; ++i)
     same = BlockIsCurrent(biz.rules[i], ref.state + biz.rules[i].offset);
+  // A rule removed from the end of the biz leaves its block after the
+  // current ones: not the same layout, so that the conversion below counts
+  // the leases it held as ended (dropped with the tail, they went uncounted).
+  if (same && have >= biz.state_bytes + kBlockUnit) {
+    const uint32_t next = Load32(ref.state + biz.state_bytes);
+    same = next == 0 || Reservations::IsTag(next);
+  }
   if (same && ReservationsInPlace(biz, ref)) return true;
   uint8_t old[kMaxStateBytes];
   std::memcpy(old, ref.state, have);
@@ -303,7 +310,7 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
       LeaseMac(*secret, biz->id, Concurrency::Nonce(block), serial, key) != mac) {
     d->status = Status::Conflict(
         "lease " + std::string(lease) + " is unknown: it was never granted for this key in biz '" + biz->name +
-        "' (another biz's or key's id, a forged one, one of a node erased since, or one granted "
+        "' (another biz's or key's id, a reservation's, a forged one, one of a node erased since, or one granted "
         "by another frsd keyed otherwise: shards without one <cluster lease_key>)");
   } else if (Concurrency::Find(spec, block, now, serial, &held) != Concurrency::Found::kHeld) {
     // The sweep above freed (and counted) an expired one already.

@@ -257,8 +257,12 @@ void SlidingWindow::SetCount(const RuleSpec& spec, uint8_t* block, const Now& no
 
 int64_t SlidingWindow::ExpireS(const RuleSpec& spec, const uint8_t* block) {
   if (Exact(spec.max)) {
+    // Used, but every use given back (a settle of 0, a set to 0): it holds
+    // nothing and may go at once. 0 would mean "never", and such a node
+    // would stay for good, to be taken only by a live eviction.
+    constexpr int64_t kGoneAlready = 1;
     ExactView v = ExactView::Load(block, spec.bytes);
-    return v.used > 0 ? v.Newest() + spec.interval : 0;
+    return v.used > 0 ? v.Newest() + spec.interval : kGoneAlready;
   }
   BucketView v = BucketView::Load(block);
   return v.newest > 0 ? (v.newest + 1) * BucketWidth(spec.interval) + spec.interval - 1 : 0;

@@ -105,14 +105,17 @@ int64_t TokenBucket::GiveBack(const RuleSpec& spec, uint8_t* block, const Now& n
   const i128 floor = i128{now.ms} * spec.max;
   const i128 had = tat.Units(spec.max);
   if (had <= floor) return 0;  // full already
-  // Whole tokens of the reservation not yet refilled, at most.
-  const i128 unrefilled = i128{taken_ms} * spec.max + i128{estimate} * UnitsPerMax(spec) - floor;
-  if (unrefilled < UnitsPerMax(spec)) return 0;
-  k = static_cast<int64_t>(std::min<i128>(k, unrefilled / UnitsPerMax(spec)));
-  const i128 next = std::max(floor, had - i128{k} * UnitsPerMax(spec));
+  // What of the reservation the refill has not replaced, counted from the
+  // start of its second, goes back in the bucket's own unit: whole tokens
+  // only would keep up to a token more than that second's refill (a whole
+  // token is six minutes of a bucket of 10 an hour).
+  const i128 per = UnitsPerMax(spec);
+  const i128 unrefilled = i128{taken_ms} * spec.max + i128{estimate} * per - floor;
+  if (unrefilled <= 0) return 0;
+  const i128 next = std::max(floor, had - std::min<i128>(i128{k} * per, unrefilled));
   Tat::FromUnits(next, spec.max).Store(spec, block);
-  // Whole tokens back, as Evaluate counts them (rounded up in use).
-  return std::min<int64_t>(k, CeilDiv128(had - next, UnitsPerMax(spec)));
+  // Reported as the count falls (Evaluate counts tokens in use rounded up).
+  return std::min<int64_t>(k, CeilDiv128(had - floor, per) - CeilDiv128(next - floor, per));
 }
 
 void TokenBucket::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {

@@ -1508,6 +1508,18 @@ TEST_F(FrsctlTest, GetAndExplainShowHeldLeasesWithTheirIds) {
   // Each by its id, as get names them (explain named none before).
   for (const JsonValue& l : v.Find("leases")->items)
     EXPECT_NE(r.out.find("lease " + l.Find("id")->text + " held, expires"), std::string::npos) << r.out;
+
+  // max lowered to 1 (the same block of 2 places: both stay held): both
+  // must end before a place is free.
+  std::ofstream(dir_ / "map.xml")
+      << "<map>\n  <biz id=\"20\" name=\"inflight\">\n    <rule algo=\"concurrency\" max=\"1\" lease=\"600\"/>\n"
+         "  </biz>\n</map>\n";
+  r = Ctl({"explain", "inflight", "u42"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("2 of 1 leases held, over its max: a place is free once 2 of them have ended, in "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("concurrency, max 1 lease of 600 s"), std::string::npos) << r.out;
 }
 
 // A store without its lease.key (removed while frsd ran, which keeps the

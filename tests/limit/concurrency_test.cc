@@ -871,6 +871,33 @@ TEST_F(LeaseTest, AReloadToABlockOfFewerPlacesKeepsWhatFitsAndSaysSo) {
   EXPECT_EQ(expired, 1);
 }
 
+// A concurrency rule removed from the end of its biz leaves its block after
+// the rules that stay: the leases it held end at the key's next write,
+// counted as expired once (they were dropped uncounted), and the reload
+// says so.
+TEST_F(LeaseTest, ARemovedConcurrencyRuleEndsItsLeasesCountedOnceAndSaysSo) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Acquire("both", "u1").allowed);
+  std::string map = kLeaseMap;
+  const std::string rule = R"(<rule algo="concurrency" max="5" lease="30"/>)";
+  map.erase(map.find(rule), rule.size());
+  auto running = limit::ParseMap(kLeaseMap, "map.xml");
+  auto next = limit::ParseMap(map, "map.xml");
+  ASSERT_TRUE(running.ok() && next.ok());
+  const std::vector<std::string> ends = limit::HeldAReloadEnds(*running, *next);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_NE(ends[0].find("biz 'both': its concurrency rule is removed"), std::string::npos) << ends[0];
+
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  // The fixed minute is full: a denied acquire, which still writes what the
+  // conversion ended.
+  Decision d = Acquire("both", "u1");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.leases_expired, 3);
+  EXPECT_EQ(d.count, 3);
+  EXPECT_EQ(Acquire("both", "u1").leases_expired, 0);
+}
+
 // A raised concurrency max leaves the default reservations fewer bytes:
 // the reload says what a key holding more loses.
 TEST(LeaseMap, AReloadThatLowersTheReservationsPerKeySaysSo) {

@@ -41,6 +41,7 @@ constexpr const char* kReserveMap = R"(<map>
   <biz id="32" name="inflight"><rule algo="concurrency" max="2" lease="10"/></biz>
   <biz id="33" name="huge"><rule algo="fixed" interval="31536000" max="2147483647"/></biz>
   <biz id="34" name="shadowed" mode="shadow" reservations="2"><rule algo="fixed" interval="60" max="100"/></biz>
+  <biz id="35" name="hourly"><rule algo="token_bucket" interval="3600" max="10"/></biz>
 </map>)";
 
 class ReservationTest : public testing::EngineFixture {
@@ -514,6 +515,58 @@ TEST_F(ReservationTest, TokenBucketGivesBackOnlyWhatTheRefillHasNotReplaced) {
   r = Reserve("bucket", "k", 70, 600);
   EXPECT_EQ(Settle("bucket", "k", IdOf(r), 20).res_returned, 50);
   EXPECT_EQ(Count("bucket", "k"), 20);
+}
+
+// A slow bucket (10 an hour: a token each 6 minutes) settled at once keeps
+// no more than the refill of the reservation's second: given back in whole
+// tokens, it kept a whole one.
+TEST_F(ReservationTest, ABucketSettledAtOnceKeepsNoMoreThanItsSecondsRefill) {
+  for (int n : {5, 1}) {
+    const std::string key = "k" + std::to_string(n);
+    Decision r = Reserve("hourly", key, n);
+    Decision s = Settle("hourly", key, IdOf(r), 0);
+    ASSERT_TRUE(s.settled) << s.status.ToString();
+    // The count is tokens in use rounded up: the 250 ms of refill kept show
+    // as one until they refill, and `returned` is how far the count fell.
+    EXPECT_EQ(s.res_returned, n - 1);
+    EXPECT_EQ(Count("hourly", key), 1);
+  }
+  clock_.Advance(1'000);
+  EXPECT_EQ(Count("hourly", "k5"), 0);
+  EXPECT_TRUE(Acquire("hourly", "k5", 10).allowed);
+  EXPECT_TRUE(Acquire("hourly", "k1", 10).allowed);
+}
+
+// A sliding window's node settled down to nothing holds nothing: it may go
+// at once (its expiry was 0, "never", and it stayed for good).
+TEST_F(ReservationTest, ASlidingNodeSettledToNothingIsStale) {
+  Decision r = Reserve("slide", "k", 5);
+  ASSERT_TRUE(Settle("slide", "k", IdOf(r), 0).settled);
+  Result<NodeView> v = engine_->Inspect("slide", "k");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_NE(v->node.expire_s, 0u);
+  EXPECT_LE(v->node.expire_s, kDay0);
+}
+
+// Off counts nothing, but a reservation taken before the switch still
+// settles: a 200 that changed nothing left its estimate charged.
+TEST_F(ReservationTest, ABizSwitchedOffStillSettlesWhatWasTakenBefore) {
+  Decision r = Reserve("minute", "k", 40), other = Reserve("minute", "other", 1);
+  ASSERT_NE(r.res_serial, 0u);
+  std::string map = kReserveMap;
+  const std::string was = R"(<biz id="22" name="minute">)";
+  map.replace(map.find(was), was.size(), R"(<biz id="22" name="minute" mode="off">)");
+  std::ofstream(dir_ / "map.xml") << map;
+  ASSERT_TRUE(engine_->Reload().ok());
+  Decision forged = Settle("minute", "k", IdOf(other), 1);
+  EXPECT_EQ(forged.status.code(), Status::Code::kConflict) << forged.status.ToString();
+  Decision s = Settle("minute", "k", IdOf(r), 1);
+  ASSERT_TRUE(s.settled) << s.status.ToString();
+  EXPECT_EQ(s.res_returned, 39);
+  EXPECT_EQ(Reserve("minute", "k", 5).res_serial, 0u);  // off holds nothing: no id
+  std::ofstream(dir_ / "map.xml") << kReserveMap;
+  ASSERT_TRUE(engine_->Reload().ok());
+  EXPECT_EQ(Count("minute", "k"), 1);
 }
 
 TEST_F(ReservationTest, EveryRuleOfTheBizSettlesInItsOwnWindow) {

@@ -29,9 +29,10 @@ std::string RuleSentence(const RuleView& r, int64_t now) {
   if (r.algo == Algo::kConcurrency) {
     s = std::to_string(r.count) + " of " + std::to_string(r.max) + " leases held";
     // Past a lowered max, more than one must end before a place is free.
-    if (r.denies)
-      s += (r.count > r.max ? ", enough of them to free a place end " : ", the first ends ") +
+    if (r.denies && r.count > r.max)
+      s += ", over its max: a place is free once " + std::to_string(r.count - r.max + 1) + " of them have ended, " +
            Relative(r.next_allowed_ms, now);
+    else if (r.denies) s += ", the first ends " + Relative(r.next_allowed_ms, now);
     return s;
   }
   s = "count " + std::to_string(r.count) + " of " + std::to_string(r.limit);

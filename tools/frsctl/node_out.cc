@@ -10,7 +10,8 @@ namespace frs::ctl {
 
 std::string RuleSummary(const RuleView& r) {
   if (r.algo == Algo::kConcurrency)
-    return "concurrency, max " + std::to_string(r.max) + " leases of " + std::to_string(r.interval) + " s";
+    return "concurrency, max " + std::to_string(r.max) + (r.max == 1 ? " lease" : " leases") + " of " +
+           std::to_string(r.interval) + " s";
   std::string s = std::string(AlgoName(r.algo)) + " " + std::to_string(r.interval) + " s";
   // A calendar rule's windows are its zone's days: Kolkata's day ends at
   // 18:30 UTC, which the window alone leaves the reader to work out.
