@@ -5,7 +5,8 @@
 // A store directory holds the store (frs.N.store), the engine's files beside
 // it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
 // files under stats/), the server's (frsd.lock, frsd.listen, frsd.running,
-// frsd.grpc.listen, frsd.log, envoy.ids, replica-spool.*) and frsctl's
+// frsd.grpc.listen, frsd.log, envoy.ids, cluster.digest, catchup.pending,
+// replica-spool.*) and frsctl's
 // (handoff.spool).
 // What each file holds, and what survives what, is docs/store.md.
 //
@@ -37,6 +38,10 @@ inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of En
 // placed for (8 hex digits), written at the first start and when a frsctl
 // handoff finishes. A start under another list keeps the handoff pending.
 inline constexpr std::string_view kRingDigest = "cluster.digest";
+// With replicas: a new store's catch-up has begun and its snapshots are not
+// all in. Written (synced) before the first node is merged, removed once
+// they are; a start that finds it empties the store and catches up again.
+inline constexpr std::string_view kCatchUpPending = "catchup.pending";
 // With replicas: the changes a worker stopped gracefully could not deliver
 // to a down link, for the next start to deliver: <prefix><pid>.<ns>.<n>,
 // locked (flock) by the worker that delivers it, removed once delivered.

@@ -1,6 +1,7 @@
 #include "server/replica_catchup.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +16,7 @@
 #include "frs/store_dir.h"
 #include "frs/whole_file.h"
 #include "os/text_file.h"
+#include "os/whole_file.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
 #include "server/replicator.h"
@@ -268,14 +270,37 @@ void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shar
       text.c_str(), now);
 }
 
-void PrepareReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared) {
-  if (cfg.cluster_replicas == 0 || shared == nullptr) return;
+Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* store, ReplicaShared* shared) {
+  if (cfg.cluster_replicas == 0 || shared == nullptr) return Status::OK();
   CounterSet(shared->catching_up, 1);
-  CarryRingChange(cfg, fresh_store, shared);
-  if (!fresh_store) return;
+  const std::string pending = store_dir::In(cfg.store_dir, store_dir::kCatchUpPending);
+  if (!*fresh_store && ::access(pending.c_str(), F_OK) == 0) {
+    // Everything in it came from the other shards (its routes answered 503
+    // meanwhile), which still hold it: taken again whole, nothing is lost.
+    auto erased = store != nullptr ? store->EraseIf(Store::Filter{}, [](const NodeInfo&) { return true; })
+                                   : Result<uint64_t>(Status::Unavailable("no store"));
+    if (!erased.ok())
+      return Status::Unavailable(
+          "this store's first catch-up did not finish (" + pending +
+          " is left) and the store cannot be emptied to begin it again: " + erased.status().message());
+    FRS_LOG(
+        "replicas: this store's first catch-up did not finish (%s is left: the last start was stopped before the "
+        "other shards' snapshots were all in); its %llu node(s) are dropped and it catches up as a new store",
+        pending.c_str(), static_cast<unsigned long long>(erased.value()));
+    *fresh_store = true;
+  }
+  CarryRingChange(cfg, *fresh_store, shared);
+  if (!*fresh_store) return Status::OK();
+  // Marked before the first node is merged, and synced: a kill at any
+  // instant of the catch-up leaves the mark for the next start.
+  if (auto w = WriteFileWhole(pending, "a new store's catch-up began; removed once its snapshots are in\n",
+                              {.sync_file = true, .sync_dir = true});
+      !w.ok())
+    return Status::Unavailable("cannot mark the new store's catch-up: " + w.status().message());
   // A new store takes each shard's snapshot before that shard's changes.
   for (size_t i = 0; i < cfg.cluster_shards.size() && i < kMaxReplicaPeers; ++i)
     if (cfg.cluster_shards[i].name != cfg.cluster_self) CounterSet(shared->hold_off[i], 1);
+  return Status::OK();
 }
 
 void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared) {
@@ -307,6 +332,12 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   if (snapshots)
     for (size_t i : peers) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);
   CounterSet(shared->catchup_nodes, nodes);
+  // Every snapshot is in (or was given up, said above): a later start finds
+  // its old store. What the peers still queue for it they deliver then.
+  if (fresh_store)
+    if (Status s = os::RemoveFileSynced(store_dir::In(cfg.store_dir, store_dir::kCatchUpPending)); !s.ok())
+      FRS_LOG("replicas: %s (the next start would take the snapshots again into an emptied store)",
+              s.message().c_str());
   for (size_t i : peers) WaitForQueued(c, ring->shards()[i].name, i);
   // Said before the routes are served: whoever waits for /health (an
   // operator, a test) then finds the line.

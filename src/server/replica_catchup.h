@@ -25,12 +25,21 @@
 
 #include "config/srv_config.h"
 #include "frs/admin_engine.h"
+#include "frs/store.h"
 #include "server/metrics.h"
 
 namespace frs::server {
 
 // Before the workers start: whether to catch up, and the gates it needs.
-void PrepareReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared);
+// A new store's catch-up is marked in the store directory until its
+// snapshots are in (store_dir::kCatchUpPending): a start that finds the mark
+// (the last one was killed during its catch-up) empties the store and
+// catches up as on a new store again, setting *fresh_store. Kept, what the
+// killed start merged would read as "its old store", complete, and the
+// nodes its snapshots had not brought yet would be missing for good. An
+// error when the store cannot be emptied: frsd must not serve then.
+[[nodiscard]] Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* store,
+                                           ReplicaShared* shared);
 
 // Takes back what the other shards hold, then opens the gates.
 void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared);

@@ -1154,6 +1154,33 @@ class Replicas(unittest.TestCase):
         for i, k in enumerate(keys):
             self.assertEqual(p.a.count(k), i + 1, k)
 
+    def test_a_new_store_killed_during_its_catch_up_takes_every_snapshot_again(self):
+        # A start on a new store killed before its snapshots were in left a
+        # store the next start took for its old one, complete: the nodes not
+        # yet taken were missing for good, and a failover then granted past
+        # the limit. The mark it leaves makes the next start empty the store
+        # and take the snapshots again.
+        p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
+        keys = p.keys[17:20]
+        for i, k in enumerate(keys):
+            for _ in range(i + 1):
+                self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        p.relay.refuse(503)  # B's snapshot is not to be had: A waits in its catch-up
+        p.a.start(wait=False)
+        self.assertTrue(processes.wait_for(lambda: "asking again in" in p.a.log(), 10), p.a.log())
+        pending = os.path.join(p.a.dir, "data", "catchup.pending")
+        self.assertTrue(os.path.exists(pending))
+        p.a.kill9()
+        p.relay.heal()
+        p.a.start()
+        self.assertIn("this store's first catch-up did not finish", p.a.log())
+        self.assertRegex(p.a.log(), r"caught up in \d+ ms \(a new store; [1-9]\d* node\(s\) taken from snapshots\)")
+        self.assertFalse(os.path.exists(pending))
+        for i, k in enumerate(keys):
+            self.assertEqual(p.a.count(k), i + 1, k)
+
     def test_a_lost_store_taken_back_under_load_counts_every_grant_once(self):
         # The successor (two workers) serves the owner's routes while the
         # owner is gone, queueing the changes for it; the owner comes back
