@@ -77,7 +77,8 @@ std::unique_ptr<Metrics> FilledMetrics() {
     CounterSet(c.leases_released[3], 79 * k);
     CounterSet(c.leases_renewed[3], 83 * k);
     CounterSet(c.leases_expired[3], 89 * k);
-    CounterSet(c.leases_expired[1], 97 * k);  // a biz without a concurrency rule: shown while nonzero
+    CounterSet(c.leases_expired[1],
+               97 * k);  // a biz without a concurrency rule: its four series shown while one is nonzero
     CounterSet(c.res_taken[4], 101 * k);
     CounterSet(c.res_settled[4], 103 * k);
     CounterSet(c.res_expired[4], 107 * k);
