@@ -44,6 +44,10 @@ class HttpClient {
   Result<HttpResponse> Post(std::string_view target, std::string_view body,
                             std::string_view content_type = "application/xml");
   const std::string& server() const { return server_; }
+  // Whether the last call failed because the server took the request and
+  // sent no answer within the deadline: a server alive but busy or stuck,
+  // where a refused or closed connection says nothing listens.
+  bool Unanswered() const { return unanswered_; }
   // Sends "Authorization: Bearer TOKEN" with every request ("": none). The
   // admin token goes in a header, never in the target: a proxy's access log
   // writes every target it forwards.
@@ -58,6 +62,7 @@ class HttpClient {
   int timeout_ms_;
   int fd_ = -1;  // the connection; -1: none yet, or closed
   std::string bearer_;
+  bool unanswered_ = false;  // the last call's request went unanswered
 };
 
 }  // namespace frs

@@ -61,7 +61,11 @@ HttpClient::HttpClient(std::string server, int timeout_ms) : server_(std::move(s
 HttpClient::~HttpClient() { Disconnect(); }
 
 HttpClient::HttpClient(HttpClient&& o) noexcept
-    : server_(std::move(o.server_)), timeout_ms_(o.timeout_ms_), fd_(std::exchange(o.fd_, -1)) {}
+    : server_(std::move(o.server_)),
+      timeout_ms_(o.timeout_ms_),
+      fd_(std::exchange(o.fd_, -1)),
+      bearer_(std::move(o.bearer_)),
+      unanswered_(o.unanswered_) {}
 
 HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
   if (this != &o) {
@@ -69,6 +73,8 @@ HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
     server_ = std::move(o.server_);
     timeout_ms_ = o.timeout_ms_;
     fd_ = std::exchange(o.fd_, -1);
+    bearer_ = std::move(o.bearer_);
+    unanswered_ = o.unanswered_;
   }
   return *this;
 }
@@ -139,6 +145,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
   // sent twice once any answer byte came back.
   // One deadline for the whole call, a repeated attempt included.
   const int64_t deadline = NowMs() + timeout_ms_;
+  unanswered_ = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = fd_ >= 0;
     if (!reused) {
@@ -175,6 +182,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         if (!WaitFor(fd_, POLLIN, deadline)) {
           Disconnect();
+          unanswered_ = true;
           return Status::Unavailable(server_ + ": no answer in " + std::to_string(timeout_ms_) + " ms");
         }
         continue;

@@ -121,17 +121,25 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   // so one set of stream numbers holds for all of it. A 503 is asked
   // again (bounded, logged): this shard keeps answering 503 meanwhile.
   const std::string ask = "/replicate?for=" + c.self + "&digest=" + c.digest + "&snapshot=1" + lease_key;
+  // So is one that took the request and did not answer, and from then on
+  // whatever becomes of the attempts: that shard is alive (a pause, a
+  // stalled disk) and holds what this one lacks; given up after one
+  // time-out, the nodes only it had sent were missing here for good. One
+  // that refuses or closes the connection at once is gone: not waited for.
   auto r = http.Get(ask);
+  bool alive = r.ok() || http.Unanswered();
   for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
-       r.ok() && r->status == 503 && MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
+       ((r.ok() && r->status == 503) || (!r.ok() && alive)) &&
+       MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
        wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
-    std::string why = AnswerWords(r->body);
+    std::string why = r.ok() ? "503 " + AnswerWords(r->body) : r.status().message();
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    FRS_LOG("replicas: no snapshot from %s yet (503 %s); asking again in %d ms (attempt %d)", name.c_str(), why.c_str(),
+    FRS_LOG("replicas: no snapshot from %s yet (%s); asking again in %d ms (attempt %d)", name.c_str(), why.c_str(),
             wait_ms, attempt + 1);
     CounterAdd(c.shared->snapshot_retries);
     SleepMs(wait_ms);
     r = http.Get(ask);
+    alive = alive || r.ok() || http.Unanswered();
   }
   if (!r.ok() || r->status != 200) {
     FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",

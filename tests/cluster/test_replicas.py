@@ -1154,6 +1154,30 @@ class Replicas(unittest.TestCase):
         for i, k in enumerate(keys):
             self.assertEqual(p.a.count(k), i + 1, k)
 
+    def test_a_snapshot_not_answered_is_asked_again_until_it_is_taken(self):
+        # The successor takes the snapshot's request and sends nothing (the
+        # relay holds what is sent, as a paused shard would): the owner on a
+        # new store asks again rather than serve without it. Given up after
+        # one time-out, the nodes only the successor had were missing there
+        # for good.
+        p = self.pair(extra_a='replica_timeout_ms="2000"')  # A's uses must be on B before its store goes
+        keys = p.keys[10:12]
+        for i, k in enumerate(keys):
+            for _ in range(i + 1):
+                self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        p.relay.cut()
+        p.a.start(wait=False)
+        asked_again = re.compile(r"no snapshot from \S+ yet \(.*no answer in \d+ ms\); asking again")
+        self.assertTrue(processes.wait_for(lambda: asked_again.search(p.a.log()), 30), p.a.log())
+        self.assertEqual(p.a.status("/health"), 503)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 30), p.a.log())
+        self.assertRegex(p.a.log(), r"caught up in \d+ ms \(a new store; [1-9]\d* node\(s\) taken from snapshots\)")
+        for i, k in enumerate(keys):
+            self.assertEqual(p.a.count(k), i + 1, k)
+
     def test_a_new_store_killed_during_its_catch_up_takes_every_snapshot_again(self):
         # A start on a new store killed before its snapshots were in left a
         # store the next start took for its old one, complete: the nodes not
