@@ -1,5 +1,6 @@
 #include "server/replica_catchup.h"
 
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "server/clock_util.h"
 #include "server/logger.h"
 #include "server/replicator.h"
+#include "server/signals.h"
 #include "server/snapshot_merge.h"
 
 namespace frs::server {
@@ -48,6 +50,17 @@ constexpr int kSnapshotRetryMaxMs = 5000;
 void SleepMs(int ms) {
   timespec ts{ms / 1000, (ms % 1000) * kMsNs};
   nanosleep(&ts, nullptr);
+}
+
+// A stop asked (SIGTERM, SIGINT) during the catch-up: the master blocks
+// those signals outside its wait, so they are pending here. The catch-up
+// ends at its next step then, rather than after its 60 s: a new store's
+// mark stays, and the next start begins it again.
+bool StopAsked() {
+  sigset_t pending;
+  if (Signals().terminate) return true;
+  if (sigpending(&pending) != 0) return false;
+  return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
 }
 
 // What every question of one catch-up carries, and when it began.
@@ -129,7 +142,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   auto r = http.Get(ask);
   bool alive = r.ok() || http.Unanswered();
   for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
-       ((r.ok() && r->status == 503) || (!r.ok() && alive)) &&
+       ((r.ok() && r->status == 503) || (!r.ok() && alive)) && !StopAsked() &&
        MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
        wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
     std::string why = r.ok() ? "503 " + AnswerWords(r->body) : r.status().message();
@@ -141,6 +154,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
     r = http.Get(ask);
     alive = alive || r.ok() || http.Unanswered();
   }
+  if (StopAsked()) return 0;
   if (!r.ok() || r->status != 200) {
     FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
             name.c_str(),
@@ -186,7 +200,7 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
   };
   std::vector<Mark> marks;  // by worker index, from the first answer
   int64_t lost_ns = 0;      // it answered, then stopped answering, at this time
-  for (bool first = true;; first = false) {
+  for (bool first = true; !StopAsked(); first = false) {
     auto r = http.Get(c.StateQuery());
     // A shard that answered and then went quiet may be stopping: its workers
     // deliver what they queue for this one before they exit (within
@@ -340,6 +354,11 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   if (snapshots)
     for (size_t i : peers) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);
   CounterSet(shared->catchup_nodes, nodes);
+  if (StopAsked()) {
+    FRS_LOG("replicas: a stop was asked during the catch-up, which ends here%s",
+            fresh_store ? " (this new store's catch-up begins again at the next start)" : "");
+    return;
+  }
   // Every snapshot is in (or was given up, said above): a later start finds
   // its old store. What the peers still queue for it they deliver then.
   if (fresh_store)
@@ -347,6 +366,10 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
       FRS_LOG("replicas: %s (the next start would take the snapshots again into an emptied store)",
               s.message().c_str());
   for (size_t i : peers) WaitForQueued(c, ring->shards()[i].name, i);
+  if (StopAsked()) {
+    FRS_LOG("replicas: a stop was asked during the catch-up, which ends here");
+    return;
+  }
   // Said before the routes are served: whoever waits for /health (an
   // operator, a test) then finds the line.
   FRS_LOG("replicas: caught up in %lld ms (%s store; %llu node(s) taken from snapshots); serving this shard's routes",

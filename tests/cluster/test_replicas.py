@@ -1192,9 +1192,17 @@ class Replicas(unittest.TestCase):
         p.a.kill9()
         shutil.rmtree(os.path.join(p.a.dir, "data"))
         p.relay.refuse(503)  # B's snapshot is not to be had: A waits in its catch-up
+        pending = os.path.join(p.a.dir, "data", "catchup.pending")
+        # A graceful stop ends the catch-up at its next step (it waited out
+        # the catch-up's 60 s), and leaves the mark too.
         p.a.start(wait=False)
         self.assertTrue(processes.wait_for(lambda: "asking again in" in p.a.log(), 10), p.a.log())
-        pending = os.path.join(p.a.dir, "data", "catchup.pending")
+        p.a.proc.send_signal(signal.SIGTERM)
+        p.a.proc.wait(10)
+        self.assertIn("a stop was asked during the catch-up, which ends here (this new store's", p.a.log())
+        self.assertTrue(os.path.exists(pending))
+        p.a.start(wait=False)
+        self.assertTrue(processes.wait_for(lambda: p.a.log().count("asking again in") >= 2, 10), p.a.log())
         self.assertTrue(os.path.exists(pending))
         p.a.kill9()
         p.relay.heal()
