@@ -293,9 +293,15 @@ void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shar
 }
 
 Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* store, ReplicaShared* shared) {
+  const std::string pending = store_dir::In(cfg.store_dir, store_dir::kCatchUpPending);
+  if (cfg.cluster_replicas == 0 && ::access(pending.c_str(), F_OK) == 0) {
+    // Served without replicas from now on, the store is this shard's own:
+    // a later start with replicas must not take it for a catch-up's.
+    FRS_LOG("replicas: this store's first catch-up did not finish, and replicas are off now: it serves as it is");
+    if (Status s = os::RemoveFileSynced(pending); !s.ok()) return s;
+  }
   if (cfg.cluster_replicas == 0 || shared == nullptr) return Status::OK();
   CounterSet(shared->catching_up, 1);
-  const std::string pending = store_dir::In(cfg.store_dir, store_dir::kCatchUpPending);
   if (!*fresh_store && ::access(pending.c_str(), F_OK) == 0) {
     // Everything in it came from the other shards (its routes answered 503
     // meanwhile), which still hold it: taken again whole, nothing is lost.
