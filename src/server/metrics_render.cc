@@ -342,9 +342,13 @@ constexpr SeriesRow kSeries[] =
          [](const Scrape& s) { return s.store().total.damaged_nodes; }, nullptr},
         {"frs_lock_recoveries_total", "counter", "Store locks the master released for workers that died holding them.",
          [](const Scrape& s) { return CounterGet(s.master().lock_recoveries); }, nullptr},
-        {"frs_reloads_total", "counter", "map.xml reloads applied by workers (SIGHUP).",
+        {"frs_reloads_total", "counter",
+         "Configuration reloads applied by workers (SIGHUP, or a change of <grpc config>'s files), "
+         "each counted by every worker.",
          Summed<&WorkerCounters::reloads>, nullptr},
-        {"frs_reload_failures_total", "counter", "map.xml reloads refused (the old map was kept).",
+        {"frs_reload_failures_total", "counter",
+         "Configuration reloads refused (map.xml, srv.xml or <grpc config>'s files; the old "
+         "configuration was kept).",
          [](const Scrape& s) {
   return s.Sum(&WorkerCounters::reload_failures) + CounterGet(s.master().reload_failures);
          },

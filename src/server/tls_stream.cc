@@ -34,6 +34,7 @@ Result<std::unique_ptr<TlsStream>> TlsStream::Create(std::shared_ptr<const TlsCo
 TlsStream::~TlsStream() { SSL_free(ssl_); }
 
 void TlsStream::Feed(const char* data, size_t n) {
+  began_ = began_ || n > 0;
   while (n > 0 && !failed_) {
     const int chunk = static_cast<int>(n > INT_MAX ? INT_MAX : n);
     const int w = BIO_write(in_, data, chunk);

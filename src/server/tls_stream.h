@@ -57,6 +57,9 @@ class TlsStream {
   static constexpr size_t kKeepBioBytes = 4096;
 
   bool handshake_done() const { return handshake_done_; }
+  // The peer sent bytes: a handshake began (a connection closed before its
+  // first byte, a port probe, began none).
+  bool began() const { return began_; }
   // The handshake or a record failed (an alert may be in TakeOutput's
   // bytes): send them, then close.
   bool failed() const { return failed_; }
@@ -74,6 +77,7 @@ class TlsStream {
   bio_st* in_ = nullptr;   // owned by ssl_
   bio_st* out_ = nullptr;  // owned by ssl_
   bool handshake_done_ = false;
+  bool began_ = false;
   bool failed_ = false;
   bool closed_ = false;
   std::string error_;

@@ -757,11 +757,16 @@ void Worker::NoteTlsRefused(const std::string& why, const IpAddress* peer) {
   const std::string_view from = ClientText(peer, buf, sizeof buf);
   FRS_LOG("TLS handshake refused%s%.*s: %s (%llu since the last such line; frs_grpc_tls_refused_total counts each)",
           from.empty() ? "" : " from ", static_cast<int>(from.size()), from.data(),
-          why.empty() ? "the peer closed" : why.c_str(), static_cast<unsigned long long>(count));
+          why.empty() ? "it did not finish (the peer closed it, or its time ran out)" : why.c_str(),
+          static_cast<unsigned long long>(count));
 }
 
 void Worker::Close(Connection* c) {
-  if (const TlsStream* t = c->tls(); t && t->failed() && !t->handshake_done()) NoteTlsRefused(t->error(), c->peer());
+  // A handshake that began and did not finish: refused here, or given up by
+  // the client (one that refused this server's certificate may close with
+  // no alert: gRPC's does).
+  if (const TlsStream* t = c->tls(); t && !t->handshake_done() && (t->failed() || t->began()))
+    NoteTlsRefused(t->error(), c->peer());
   size_t idx = static_cast<size_t>(c->fd());
   idle_.Remove(c);
   busy_.Remove(c);

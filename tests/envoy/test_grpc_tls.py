@@ -253,8 +253,18 @@ class Tls(unittest.TestCase):
         f = self.frsd('listen="127.0.0.1:0" cert="%s" key="%s"' % (c.path("server.pem"), c.path("server.key")))
         target = "127.0.0.1:%d" % f.grpc_port
         self.assertEqual(call(target, c.creds()).overall_code, Resp.OK)
-        # A client that trusts another CA refuses the server.
+        # A client that trusts another CA refuses the server; gRPC's closes
+        # without an alert, and the handshake it gave up is counted too.
         refused(self, target, c.creds(root="other-ca"))
+
+        def tls_refused():
+            m = re.search(r"^frs_grpc_tls_refused_total (\d+)$", f.get("/metrics")[1], re.M)
+            return int(m.group(1)) if m else None
+
+        deadline = time.monotonic() + 5
+        while tls_refused() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertGreaterEqual(tls_refused(), 1)
         # Plaintext HTTP/2 on a TLS port is not served.
         with self.assertRaises(grpc.RpcError):
             call(target, None, timeout=3)
