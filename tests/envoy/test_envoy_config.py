@@ -6,6 +6,7 @@ unlimited descriptor; `frsd -t` accepts it; a broken file is refused with
 file:line. Needs FRSCTL and FRSD."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -182,7 +183,9 @@ class EnvoyConfig(unittest.TestCase):
         # the YAML's error), reads map.xml's bizzes and says what it left out.
         with tempfile.TemporaryDirectory() as d:
             t = self.frsd_check(
-                d, "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n"
+                d,
+                "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n"
+                '  - key: path\n    value: "/files/*"\n    rate_limit: {unit: second, requests_per_unit: 5}\n',
             )
             self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
             with open(os.path.join(d, "map.xml"), "w") as f:
@@ -190,13 +193,17 @@ class EnvoyConfig(unittest.TestCase):
             ctl = [FRSCTL, "-c", os.path.join(d, "srv.xml")]
             init = subprocess.run(ctl + ["init"], capture_output=True, text=True, timeout=30)
             self.assertEqual(init.returncode, 0, init.stderr)
+            # A descriptor as its metrics label it: taken as its biz's name.
+            r = subprocess.run(ctl + ["explain", "envoy.a.path_/files/*", "x"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn('biz "envoy.a.path_/files/*" is named envoy.a.path__files__', r.stderr)
             with open(os.path.join(d, "envoy", "rl.yaml"), "w") as f:
                 f.write("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minit, requests_per_unit: 5}\n")
             r = subprocess.run(ctl + ["explain", "login", "u1"], capture_output=True, text=True, timeout=30)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("<grpc config> does not load", r.stderr)
             self.assertIn("rl.yaml:4: unknown unit 'minit'", r.stderr)
-            self.assertIn("frsd keeps serving the configuration it loaded before", r.stderr)
+            self.assertIn("a running frsd keeps serving the configuration it loaded before", r.stderr)
             r = subprocess.run(ctl + ["get", "envoy.a.k", "x"], capture_output=True, text=True, timeout=30)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn('unknown biz "envoy.a.k"', r.stderr)
@@ -206,6 +213,16 @@ class EnvoyConfig(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("rl.yaml:4: unknown unit 'minit'", r.stderr)
             self.assertIn("the commands that only read, get, explain, dump, stat, top and export, still run", r.stderr)
+
+    def test_the_shipped_example_loads(self):
+        # conf/envoy: a srv.xml with <grpc> and an upstream-style YAML directory.
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "..", "conf", "envoy"), d, dirs_exist_ok=True)
+            t = subprocess.run(
+                [FRSD, "-t", "-c", os.path.join(d, "srv.xml")], capture_output=True, text=True, timeout=30
+            )
+            self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+            self.assertIn("5 Envoy rate limit(s) of 1 domain(s)", t.stdout + t.stderr)
 
     def test_two_files_of_one_domain_are_refused(self):
         r = envoy_config("rl.yaml", "rl.yaml")

@@ -9,6 +9,7 @@ module. Skipped (77) without grpcio or protoc."""
 import os
 import re
 import shutil
+import subprocess
 import unittest
 
 import envoy_frsd
@@ -83,6 +84,17 @@ class UpstreamReload(unittest.TestCase):
         self.assertIn("a.yaml:4: unknown unit 'fortnight'", f.log())
         self.assertEqual(self.metric("frs_reload_failures_total"), before + 1)
         self.assertEqual(self.limit("a"), 5)  # the old configuration answers
+        # frsctl shows what frsd runs (Envoy's bizzes included) and says the
+        # files on disk do not load (it said nothing).
+        r = subprocess.run(
+            [os.environ["FRSCTL"], "-c", f.path("srv.xml"), "explain", "envoy.a.k", "x"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        self.assertNotIn("unknown biz", r.stderr)
+        self.assertIn("<grpc config> does not load (", r.stderr)
+        self.assertIn("keeps serving the configuration it loaded before", r.stderr)
         self.assertTrue(f.reloaded(lambda: f.write_yaml("a.yaml", domain("a", 6))), f.log())
         self.assertEqual(self.limit("a"), 6)
 

@@ -43,7 +43,8 @@ contents() { dpkg-deb -c "$1" | awk '{print $6}'; }
 for f in ./usr/sbin/frsd ./usr/sbin/frsctl ./etc/frs/srv.xml ./etc/frs/map.xml ./etc/logrotate.d/frsd \
          ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8.gz ./usr/share/doc/frsd/copyright \
          ./usr/share/doc/frsd/changelog.gz ./usr/share/doc/frsd/examples/frontdoor/nginx-auth-request.conf \
-         ./usr/share/doc/frsd/examples/cluster/nginx-frs.conf ./usr/share/doc/frsd/examples/inprocess/main.cc; do
+         ./usr/share/doc/frsd/examples/cluster/nginx-frs.conf ./usr/share/doc/frsd/examples/inprocess/main.cc \
+         ./usr/share/doc/frsd/examples/envoy/srv.xml ./usr/share/doc/frsd/examples/envoy/ratelimit/config.yaml; do
   contents "$deb" | grep -qx "$f" || fail "frsd lacks $f"
 done
 for f in ./usr/include/frs/service.h ./usr/lib/libfrs.a ./usr/lib/pkgconfig/frs.pc ./usr/share/doc/libfrs-dev/copyright; do

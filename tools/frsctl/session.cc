@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -78,6 +79,21 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
                  "frsctl: %s is not the map frsd (pid %lld) runs (changed since it was loaded, or refused at its "
                  "reload: frsd's log says which); showing the map frsd runs, %s as it was loaded\n",
                  s->cfg.map_path.c_str(), static_cast<long long>(rc.pid), rc.map_path.c_str());
+  // Envoy's configuration too: frsd watches it and applies a change in a
+  // moment, so one that differs here is one it refused (or has not read).
+  if (say && s->cfg.grpc) {
+    Result<std::string> served = ServedMapText(s->cfg.path);
+    if (!served.ok())
+      std::fprintf(stderr,
+                   "frsctl: <grpc config> does not load (%s): frsd (pid %lld) keeps serving the configuration it "
+                   "loaded before (its log says so), which is shown\n",
+                   served.status().message().c_str(), static_cast<long long>(rc.pid));
+    else if (MapDigest(*served) != MapDigest(rc.map_text))
+      std::fprintf(stderr,
+                   "frsctl: <grpc config> as it is on disk is not what frsd (pid %lld) runs (changed a moment ago, "
+                   "or refused: frsd's log says which); showing what frsd runs\n",
+                   static_cast<long long>(rc.pid));
+  }
   if (say && rc.timezone != s->cfg.timezone)
     std::fprintf(stderr,
                  "frsctl: srv.xml's <timezone> is %s, frsd (pid %lld) runs %s until it is restarted: windows are "
@@ -148,13 +164,13 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     } else if (s->reads_only) {
       std::fprintf(stderr,
                    "frsctl: warning: <grpc config> does not load (%s): this command sees map.xml's bizzes only, "
-                   "not Envoy's descriptors; frsd keeps serving the configuration it loaded before\n",
+                   "not Envoy's descriptors (a running frsd keeps serving the configuration it loaded before)\n",
                    served.status().message().c_str());
     } else {
-      return Status::InvalidArgument(
-          served.status().message() +
-          " (frsd keeps serving the configuration it loaded before; the commands that only read, get, explain, "
-          "dump, stat, top and export, still run on map.xml's bizzes)");
+      return Status::InvalidArgument(served.status().message() +
+                                     " (a running frsd keeps serving the configuration it loaded before; the commands "
+                                     "that only read, get, explain, "
+                                     "dump, stat, top and export, still run on map.xml's bizzes)");
     }
   }
   Result<std::unique_ptr<AdminEngine>> e = AdminEngine::Open(eo);
@@ -224,6 +240,22 @@ std::string WhyNoNode(const Session& s) {
 Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
   Result<uint16_t> id = s.engine->ResolveBiz(biz);
   if (id.ok()) return id;
+  // An Envoy descriptor as its metrics label it (envoy.DOMAIN.path_/files/*):
+  // its biz name has '_' for every byte but [A-Za-z0-9_.-]
+  // (docs/integrations.md), which is taken, and said.
+  if (biz.starts_with("envoy.")) {
+    std::string named = biz;
+    for (char& c : named)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
+    if (named != biz)
+      if (Result<uint16_t> as_named = s.engine->ResolveBiz(named); as_named.ok()) {
+        std::fprintf(stderr,
+                     "frsctl: biz \"%s\" is named %s (an Envoy descriptor's biz name has '_' for each "
+                     "character but letters, digits, '_', '.' and '-')\n",
+                     biz.c_str(), named.c_str());
+        return as_named;
+      }
+  }
   std::string known;
   for (const BizInfo& b : s.engine->Bizzes()) {
     if (!known.empty()) known += ", ";
