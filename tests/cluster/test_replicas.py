@@ -1128,6 +1128,21 @@ class Replicas(unittest.TestCase):
         for i, k in enumerate(p.keys[5:10]):
             self.assertEqual(p.a.count(k), i + 1, k)
 
+    def use_then_lose_as_store(self, p, keys):
+        """Key i of `keys` used i + 1 times on A (each use on B too), then A
+        killed and its store directory lost."""
+        for i, k in enumerate(keys):
+            for _ in range(i + 1):
+                self.assertEqual(p.a.acquire(k), 200)
+        p.a.kill9()
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+
+    def assert_taken_back(self, p, keys):
+        """A caught up on a new store from B's snapshot: each key as used."""
+        self.assertRegex(p.a.log(), r"caught up in \d+ ms \(a new store; [1-9]\d* node\(s\) taken from snapshots\)")
+        for i, k in enumerate(keys):
+            self.assertEqual(p.a.count(k), i + 1, k)
+
     def test_a_snapshot_answered_503_is_asked_again_until_it_is_taken(self):
         # The successor answers the returning owner's snapshot request 503
         # (as one that could not read its store within the hold does): the
@@ -1136,11 +1151,7 @@ class Replicas(unittest.TestCase):
         # answered, rather than serving without it.
         p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
         keys = p.keys[14:17]
-        for i, k in enumerate(keys):
-            for _ in range(i + 1):
-                self.assertEqual(p.a.acquire(k), 200)
-        p.a.kill9()
-        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        self.use_then_lose_as_store(p, keys)
         p.relay.refuse(503)
         p.a.start(wait=False)
         self.assertTrue(processes.wait_for(lambda: "asking again in" in p.a.log(), 10), p.a.log())
@@ -1150,9 +1161,7 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(keys[0]), 503)  # its routes wait for the snapshot
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 15), p.a.log())
-        self.assertRegex(p.a.log(), r"caught up in \d+ ms \(a new store; [1-9]\d* node\(s\) taken from snapshots\)")
-        for i, k in enumerate(keys):
-            self.assertEqual(p.a.count(k), i + 1, k)
+        self.assert_taken_back(p, keys)
 
     def test_a_snapshot_not_answered_is_asked_again_until_it_is_taken(self):
         # The successor takes the snapshot's request and sends nothing (the
@@ -1162,11 +1171,7 @@ class Replicas(unittest.TestCase):
         # for good.
         p = self.pair(extra_a='replica_timeout_ms="2000"')  # A's uses must be on B before its store goes
         keys = p.keys[10:12]
-        for i, k in enumerate(keys):
-            for _ in range(i + 1):
-                self.assertEqual(p.a.acquire(k), 200)
-        p.a.kill9()
-        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        self.use_then_lose_as_store(p, keys)
         p.relay.cut()
         p.a.start(wait=False)
         asked_again = re.compile(r"no snapshot from \S+ yet \(.*no answer in \d+ ms\); asking again")
@@ -1174,9 +1179,7 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.status("/health"), 503)
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 30), p.a.log())
-        self.assertRegex(p.a.log(), r"caught up in \d+ ms \(a new store; [1-9]\d* node\(s\) taken from snapshots\)")
-        for i, k in enumerate(keys):
-            self.assertEqual(p.a.count(k), i + 1, k)
+        self.assert_taken_back(p, keys)
 
     def test_a_new_store_killed_during_its_catch_up_takes_every_snapshot_again(self):
         # A start on a new store killed before its snapshots were in left a
@@ -1186,11 +1189,7 @@ class Replicas(unittest.TestCase):
         # and take the snapshots again.
         p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
         keys = p.keys[17:20]
-        for i, k in enumerate(keys):
-            for _ in range(i + 1):
-                self.assertEqual(p.a.acquire(k), 200)
-        p.a.kill9()
-        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        self.use_then_lose_as_store(p, keys)
         p.relay.refuse(503)  # B's snapshot is not to be had: A waits in its catch-up
         pending = os.path.join(p.a.dir, "data", "catchup.pending")
         # A graceful stop ends the catch-up at its next step (it waited out
@@ -1208,10 +1207,8 @@ class Replicas(unittest.TestCase):
         p.relay.heal()
         p.a.start()
         self.assertIn("this store's first catch-up did not finish", p.a.log())
-        self.assertRegex(p.a.log(), r"caught up in \d+ ms \(a new store; [1-9]\d* node\(s\) taken from snapshots\)")
         self.assertFalse(os.path.exists(pending))
-        for i, k in enumerate(keys):
-            self.assertEqual(p.a.count(k), i + 1, k)
+        self.assert_taken_back(p, keys)
 
     def test_a_lost_store_taken_back_under_load_counts_every_grant_once(self):
         # The successor (two workers) serves the owner's routes while the
