@@ -622,9 +622,11 @@ int Master::Run(const sigset_t* wait_mask) {
       if (ctx_.on_ready) ctx_.on_ready();
       // Every worker serves /replicate: take back what the other shards
       // hold for this one, then open its routes.
+      bool caught_up = true;
       if (ctx_.admin != nullptr && ctx_.metrics != nullptr && cfg_.cluster_replicas > 0)
-        RunReplicaCatchUp(cfg_, ctx_.fresh_store, ctx_.admin, &ctx_.metrics->master().replica);
-      if (ctx_.notify)
+        caught_up = RunReplicaCatchUp(cfg_, ctx_.fresh_store, ctx_.admin, &ctx_.metrics->master().replica);
+      // A stop ended the catch-up: not ready, stopping (the signal is read next).
+      if (ctx_.notify && caught_up)
         ctx_.notify("READY=1\nMAINPID=" + std::to_string(getpid()) + "\nSTATUS=serving on " + cfg_.host + ":" +
                     std::to_string(cfg_.port) + " with " + std::to_string(slots_.size()) + " worker(s)");
     }

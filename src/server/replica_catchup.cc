@@ -124,9 +124,25 @@ bool ReadSnapshotHead(std::string_view* body, size_t i, ReplicaShared* shared, l
   return true;
 }
 
+// Whether shard `name`, which took a snapshot's request and did not answer,
+// answers a question again (asked each 200 ms, within the catch-up's bound,
+// until a stop): only then is the snapshot asked again. Each request it
+// took is a whole reading of its store, made when it resumes however many
+// were sent, answered to a connection long closed.
+bool AnswersAgain(const CatchUp& c, const std::string& name) {
+  client::HttpClient http(name, 1000);
+  http.SetBearer(c.token);
+  while (!StopAsked() && MonoNs() - c.start < kCatchUpLimitNs) {
+    if (http.Get(c.StateQuery()).ok()) return true;
+    SleepMs(200);
+  }
+  return false;
+}
+
 // The snapshot of shard `i` (`name`) asked and merged; the nodes merged.
 // Its changes are taken from then on (hold_off[i] released), whatever
-// became of the snapshot.
+// became of the snapshot, unless a stop was asked meanwhile (the catch-up
+// ends; nothing is taken any more).
 uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 15000)));
   http.SetBearer(c.token);
@@ -151,6 +167,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
             wait_ms, attempt + 1);
     CounterAdd(c.shared->snapshot_retries);
     SleepMs(wait_ms);
+    if (!r.ok() && !AnswersAgain(c, name)) break;
     r = http.Get(ask);
     alive = alive || r.ok() || http.Unanswered();
   }
@@ -304,7 +321,21 @@ Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* sto
   CounterSet(shared->catching_up, 1);
   if (!*fresh_store && ::access(pending.c_str(), F_OK) == 0) {
     // Everything in it came from the other shards (its routes answered 503
-    // meanwhile), which still hold it: taken again whole, nothing is lost.
+    // meanwhile), which still hold it: taken again whole, nothing is lost,
+    // provided each answers. One that does not would leave its part of
+    // this shard's nodes empty where the store held them.
+    for (const auto& shard : cfg.cluster_shards) {
+      if (shard.name == cfg.cluster_self) continue;
+      client::HttpClient http(shard.name, 2000);
+      http.SetBearer(cfg.admin_token);
+      if (auto r = http.Get("/replicate?state=1"); !r.ok())
+        return Status::Unavailable("this store's first catch-up did not finish (" + pending + " is left), and " +
+                                   shard.name + " cannot be reached to take its nodes back again (" +
+                                   r.status().message() +
+                                   "): start this shard once every shard answers; to serve what the store holds "
+                                   "instead, some of its nodes missing, remove " +
+                                   pending + " first");
+    }
     auto erased = store != nullptr ? store->EraseIf(Store::Filter{}, [](const NodeInfo&) { return true; })
                                    : Result<uint64_t>(Status::Unavailable("no store"));
     if (!erased.ok())
@@ -331,12 +362,21 @@ Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* sto
   return Status::OK();
 }
 
-void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared) {
-  if (cfg.cluster_replicas == 0 || shared == nullptr) return;
+bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared) {
+  if (cfg.cluster_replicas == 0 || shared == nullptr) return true;
+  const std::string pending = store_dir::In(cfg.store_dir, store_dir::kCatchUpPending);
+  // Served from here on: a later start must find its old store.
+  auto serving = [&] {
+    if (fresh_store)
+      if (Status s = os::RemoveFileSynced(pending); !s.ok())
+        FRS_LOG("replicas: %s (the next start would take the snapshots again into an emptied store)",
+                s.message().c_str());
+    CounterSet(shared->catching_up, 0);
+  };
   auto ring = Ring::Make(cfg.cluster_shards);
   if (!ring.ok()) {
-    CounterSet(shared->catching_up, 0);
-    return;
+    serving();
+    return true;
   }
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", ring->Digest());
@@ -357,31 +397,27 @@ void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     lease_key = std::string("&lease_key=") + hex;
   }
   uint64_t nodes = 0;
-  if (snapshots)
-    for (size_t i : peers) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);
+  for (size_t i : peers)
+    if (snapshots && !StopAsked()) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);
   CounterSet(shared->catchup_nodes, nodes);
+  for (size_t i : peers)
+    if (!StopAsked()) WaitForQueued(c, ring->shards()[i].name, i);
+  // The mark goes only now: until every change a peer queued before the
+  // snapshots is delivered, the numbers the snapshots carried (in memory)
+  // are what skips those already in them. A start after a kill here on its
+  // "old" store would count them again.
   if (StopAsked()) {
     FRS_LOG("replicas: a stop was asked during the catch-up, which ends here%s",
             fresh_store ? " (this new store's catch-up begins again at the next start)" : "");
-    return;
-  }
-  // Every snapshot is in (or was given up, said above): a later start finds
-  // its old store. What the peers still queue for it they deliver then.
-  if (fresh_store)
-    if (Status s = os::RemoveFileSynced(store_dir::In(cfg.store_dir, store_dir::kCatchUpPending)); !s.ok())
-      FRS_LOG("replicas: %s (the next start would take the snapshots again into an emptied store)",
-              s.message().c_str());
-  for (size_t i : peers) WaitForQueued(c, ring->shards()[i].name, i);
-  if (StopAsked()) {
-    FRS_LOG("replicas: a stop was asked during the catch-up, which ends here");
-    return;
+    return false;
   }
   // Said before the routes are served: whoever waits for /health (an
   // operator, a test) then finds the line.
   FRS_LOG("replicas: caught up in %lld ms (%s store; %llu node(s) taken from snapshots); serving this shard's routes",
           static_cast<long long>((MonoNs() - c.start) / kMsNs), fresh_store ? "a new" : "its old",
           static_cast<unsigned long long>(nodes));
-  CounterSet(shared->catching_up, 0);
+  serving();
+  return true;
 }
 
 }  // namespace frs::server

@@ -41,7 +41,9 @@ namespace frs::server {
 [[nodiscard]] Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* store,
                                            ReplicaShared* shared);
 
-// Takes back what the other shards hold, then opens the gates.
-void RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared);
+// Takes back what the other shards hold, then opens the gates (and drops a
+// new store's mark). False when a stop (SIGTERM, SIGINT) ended it first:
+// the gates stay shut and the mark stays, for the next start.
+bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared);
 
 }  // namespace frs::server

@@ -1205,6 +1205,18 @@ class Replicas(unittest.TestCase):
         self.assertTrue(os.path.exists(pending))
         p.a.kill9()
         p.relay.heal()
+        # B gone (its port refuses): emptied, the store would lose B's part
+        # for good. The start refuses, saying how to go on.
+        b_port, p.relay.target = p.relay.target, None
+        try:
+            p.a.start(wait=False)
+        except AssertionError:
+            pass  # it exited before it published its address
+        else:
+            self.assertNotEqual(p.a.proc.wait(10), 0)
+        self.assertIn("cannot be reached to take its nodes back again", p.a.log())
+        self.assertTrue(os.path.exists(pending))
+        p.relay.target = b_port
         p.a.start()
         self.assertIn("this store's first catch-up did not finish", p.a.log())
         self.assertFalse(os.path.exists(pending))
