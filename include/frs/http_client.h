@@ -45,8 +45,9 @@ class HttpClient {
                             std::string_view content_type = "application/xml");
   const std::string& server() const { return server_; }
   // Whether the last call failed because the server took the request and
-  // sent no answer within the deadline: a server alive but busy or stuck,
-  // where a refused or closed connection says nothing listens.
+  // sent no whole answer within the deadline (none, or part of one, then
+  // nothing): a server alive but busy or stuck, where a refused or closed
+  // connection says nothing listens.
   bool Unanswered() const { return unanswered_; }
   // Sends "Authorization: Bearer TOKEN" with every request ("": none). The
   // admin token goes in a header, never in the target: a proxy's access log

@@ -635,7 +635,7 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                       "A lowered max that keeps its places keeps every lease held");
     } else if (ob->lease_rule >= 0) {
       out.push_back(who + ": its concurrency rule is removed: the leases its keys hold end when each key is next " +
-                    "touched, counted as expired (their release answers 400); a rule put back before then finds " +
+                    "written, counted as expired (their release answers 400); a rule put back before then finds " +
                     "them held");
     }
     if (nb.res_cap < ob->res_cap)

@@ -409,8 +409,8 @@ constexpr SeriesRow kSeries[] =
     {"frs_connections_timed_out_total", "counter", "Connections closed for an idle or request timeout.",
      Summed<&WorkerCounters::connections_timed_out>, nullptr},
     {"frs_grpc_tls_refused_total", "counter",
-     "TLS handshakes of the <grpc> listener that failed: a client certificate refused or missing, no h2 in ALPN, "
-     "not TLS at all.",
+     "TLS handshakes of the <grpc> listener that began and did not finish: a client certificate refused or "
+     "missing, no h2 in ALPN, not TLS at all, or given up by the client.",
      Summed<&WorkerCounters::grpc_tls_refused>, nullptr},
     {"frs_store_file_lost", "gauge",
      "1 while a worker finds a store file deleted or truncated under the running server (checked each second): "

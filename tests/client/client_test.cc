@@ -325,6 +325,41 @@ TEST(HttpClient, TheBearerGoesInAHeaderOfEveryRequest) {
   EXPECT_EQ(canned.requests().back().find("Authorization"), std::string::npos);
 }
 
+// A server that took the request and sent nothing is Unanswered (alive,
+// stuck: frsd's catch-up asks it again); a refused connection or one closed
+// with a canned answer is not. A moved client keeps its bearer.
+TEST(HttpClient, UnansweredTellsASilentServerFromAGoneOne) {
+  int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
+  frs::HttpClient quiet("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), 200);
+  EXPECT_FALSE(quiet.Get("/replicate?snapshot=1").ok());
+  EXPECT_TRUE(quiet.Unanswered());
+  ::close(silent);
+  e2e::RefusingPort refusing;
+  frs::HttpClient gone("127.0.0.1:" + std::to_string(refusing.port()), 200);
+  EXPECT_FALSE(gone.Get("/replicate?snapshot=1").ok());
+  EXPECT_FALSE(gone.Unanswered());
+
+  CannedServer canned(200, "ok");
+  frs::HttpClient first("127.0.0.1:" + std::to_string(canned.port()), 2000);
+  first.SetBearer("s3cret");
+  frs::HttpClient moved(std::move(first));
+  ASSERT_TRUE(moved.Get("/health").ok());
+  EXPECT_FALSE(moved.Unanswered());
+  frs::HttpClient assigned("127.0.0.1:1", 2000);
+  assigned = std::move(moved);
+  ASSERT_TRUE(assigned.Get("/health").ok());
+  const std::vector<std::string> seen = canned.requests();
+  ASSERT_EQ(seen.size(), 2u);
+  for (const std::string& r : seen) EXPECT_NE(r.find("\r\nAuthorization: Bearer s3cret\r\n"), std::string::npos) << r;
+}
+
 // An answer that is not a decision frsd wrote is no answer: the fail policy
 // decides and the error says what came, for a call and for each member of a
 // batch. A proxy's 404 page denied every call under fail open with an empty

@@ -193,10 +193,12 @@ class EnvoyConfig(unittest.TestCase):
             ctl = [FRSCTL, "-c", os.path.join(d, "srv.xml")]
             init = subprocess.run(ctl + ["init"], capture_output=True, text=True, timeout=30)
             self.assertEqual(init.returncode, 0, init.stderr)
-            # A descriptor as its metrics label it: taken as its biz's name.
+            # A descriptor as its metrics label it: an unknown biz, whose
+            # error names the biz that spelling is.
             r = subprocess.run(ctl + ["explain", "envoy.a.path_/files/*", "x"], capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn('biz "envoy.a.path_/files/*" is named envoy.a.path__files__', r.stderr)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn('unknown biz "envoy.a.path_/files/*" (an Envoy descriptor', r.stderr)
+            self.assertIn(": envoy.a.path__files__?)", r.stderr)
             with open(os.path.join(d, "envoy", "rl.yaml"), "w") as f:
                 f.write("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minit, requests_per_unit: 5}\n")
             r = subprocess.run(ctl + ["explain", "login", "u1"], capture_output=True, text=True, timeout=30)

@@ -240,28 +240,25 @@ std::string WhyNoNode(const Session& s) {
 Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
   Result<uint16_t> id = s.engine->ResolveBiz(biz);
   if (id.ok()) return id;
-  // An Envoy descriptor as its metrics label it (envoy.DOMAIN.path_/files/*):
-  // its biz name has '_' for every byte but [A-Za-z0-9_.-]
-  // (docs/integrations.md), which is taken, and said.
-  if (biz.starts_with("envoy.")) {
-    std::string named = biz;
-    for (char& c : named)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
-    if (named != biz)
-      if (Result<uint16_t> as_named = s.engine->ResolveBiz(named); as_named.ok()) {
-        std::fprintf(stderr,
-                     "frsctl: biz \"%s\" is named %s (an Envoy descriptor's biz name has '_' for each "
-                     "character but letters, digits, '_', '.' and '-')\n",
-                     biz.c_str(), named.c_str());
-        return as_named;
-      }
-  }
   std::string known;
   for (const BizInfo& b : s.engine->Bizzes()) {
     if (!known.empty()) known += ", ";
     known += b.name + " (" + std::to_string(b.id) + ")";
   }
-  return Status::InvalidArgument("unknown biz \"" + biz + "\": " + s.cfg.map_path + " has " +
+  // An Envoy descriptor as its metrics label it (envoy.DOMAIN.path_/files/*):
+  // its biz name has '_' for every byte but [A-Za-z0-9_.-]
+  // (docs/integrations.md). Named as a hint, not taken: two paths that
+  // differ in such bytes only are two bizzes, told apart otherwise.
+  std::string hint;
+  if (biz.starts_with("envoy.")) {
+    std::string named = biz;
+    for (char& c : named)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
+    if (named != biz && s.engine->ResolveBiz(named).ok())
+      hint = " (an Envoy descriptor's biz name has '_' for each character but letters, digits, '_', '.' and '-': " +
+             named + "?)";
+  }
+  return Status::InvalidArgument("unknown biz \"" + biz + "\"" + hint + ": " + s.cfg.map_path + " has " +
                                  (known.empty() ? "none" : known));
 }
 
