@@ -38,9 +38,10 @@ inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of En
 // placed for (8 hex digits), written at the first start and when a frsctl
 // handoff finishes. A start under another list keeps the handoff pending.
 inline constexpr std::string_view kRingDigest = "cluster.digest";
-// With replicas: a new store's catch-up has begun and its snapshots are not
-// all in. Written (synced) before the first node is merged, removed once
-// they are; a start that finds it empties the store and catches up again.
+// With replicas: a new store's catch-up has begun and has not ended.
+// Written (synced) before the first node is merged, removed just before the
+// shard serves; a start that finds it empties the store (every other shard
+// answering) and catches up again.
 inline constexpr std::string_view kCatchUpPending = "catchup.pending";
 // With replicas: the changes a worker stopped gracefully could not deliver
 // to a down link, for the next start to deliver: <prefix><pid>.<ns>.<n>,

@@ -31,8 +31,8 @@
 namespace frs::server {
 
 // Before the workers start: whether to catch up, and the gates it needs.
-// A new store's catch-up is marked in the store directory until its
-// snapshots are in (store_dir::kCatchUpPending): a start that finds the mark
+// A new store's catch-up is marked in the store directory until it ends
+// (store_dir::kCatchUpPending): a start that finds the mark
 // (the last one was killed during its catch-up) empties the store and
 // catches up as on a new store again, setting *fresh_store. Kept, what the
 // killed start merged would read as "its old store", complete, and the
