@@ -74,7 +74,10 @@ void RuleHistory::WriteFile(const std::vector<Entry>& entries) const {
   for (const Entry& e : entries) out << e.biz << ' ' << e.name << ' ' << e.identity << ' ' << e.max << '\n';
   // Not synced: a history lost to a power cut only starts the changed rules'
   // counts fresh at the next reload. Not written (a full disk): the same.
-  auto written = os::WriteFileWhole(os::store_dir::In(dir_, os::store_dir::kRuleHistory), out.str(), {});
+  // The service's alone, as the store files are (frsctl import made it
+  // readable by all under a umask of 022).
+  auto written =
+      os::WriteFileWhole(os::store_dir::In(dir_, os::store_dir::kRuleHistory), out.str(), {.mode = 0600});
   if (!written.ok()) return;
 }
 

@@ -224,10 +224,10 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
         error_message_ = "a request with Transfer-Encoding is not accepted: send the body with Content-Length alone";
       } else if (ec == http::error::header_limit) {
         error_status_ = 431;
-        error_message_ = "the request line and headers exceed the configured header size limit";
+        error_message_ = "the request line and headers exceed srv.xml's <limits header_bytes> (16384 by default)";
       } else if (ec == http::error::body_limit) {
         error_status_ = 413;
-        error_message_ = "the request body exceeds the configured body size limit";
+        error_message_ = "the request body exceeds srv.xml's <limits body_bytes> (65536 by default)";
       } else if (ec == http::error::bad_version) {
         // What the version token holds tells the likelier fault: a bare LF
         // or a space in the target reads to the parser as a bad version.

@@ -1,6 +1,7 @@
 // End to end: the process model of a real frsd: reload, stop, restart, crash,
 // respawn, locking, daemon mode, limits.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -63,6 +64,11 @@ TEST(LifecycleE2E, ReloadWithAChangedMapKeepsCounts) {
   EXPECT_EQ(Attr(g, "limit"), "10") << g;
   // The old connection survived the reload.
   EXPECT_EQ(c.Get("/health").status, 200);
+  // What the rules were, the service's alone as the counts are (it was
+  // readable by all under a umask of 022).
+  struct stat history {};
+  ASSERT_EQ(::stat((s.dir() + "/data/rules.history").c_str(), &history), 0);
+  EXPECT_EQ(history.st_mode & 0777, 0600u);
   EXPECT_EQ(s.Stop(), 0);
 }
 

@@ -403,20 +403,22 @@ TEST_F(GrowTest, RefusesWhileFrsdServesTheStore) {
   Fill();
   const std::string config = dir_ / "srv.xml";
   std::string frsd = FRSD_PATH;
-  char* argv[] = {frsd.data(), const_cast<char*>("-c"), const_cast<char*>(config.c_str()),
-                  const_cast<char*>("--foreground"), nullptr};
+  // Daemonized, as an operator starts it: the launcher takes the store's
+  // lock, forks the master and exits, and /proc/locks goes on naming the
+  // launcher's pid (frsctl named that pid, gone, as the holder).
+  char* argv[] = {frsd.data(), const_cast<char*>("-c"), const_cast<char*>(config.c_str()), nullptr};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  ASSERT_EQ(::posix_spawn(&pid, frsd.c_str(), &fa, nullptr, argv, environ), 0);
+  pid_t launcher = 0;
+  ASSERT_EQ(::posix_spawn(&launcher, frsd.c_str(), &fa, nullptr, argv, environ), 0);
   posix_spawn_file_actions_destroy(&fa);
-  // Up once the pid file names it.
-  bool up = false;
-  for (int i = 0; i < 200 && !up; ++i) {
-    up = std::atol(ReadFile(dir_ / "frsd.pid").c_str()) == pid;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  int launched = 0;
+  ASSERT_EQ(::waitpid(launcher, &launched, 0), launcher);
+  ASSERT_TRUE(WIFEXITED(launched) && WEXITSTATUS(launched) == 0) << "the launcher failed";
+  // Up: it returns once the master serves, whose pid the pid file names.
+  const pid_t pid = static_cast<pid_t>(std::atol(ReadFile(dir_ / "frsd.pid").c_str()));
+  const bool up = pid > 0 && pid != launcher && ::kill(pid, 0) == 0;
   CtlRun by_pidfile, by_lock;
   if (up) {
     by_pidfile = Ctl({"grow", "--keynodes", "1024"});
@@ -424,9 +426,10 @@ TEST_F(GrowTest, RefusesWhileFrsdServesTheStore) {
     WriteConfig(from_, "", "nopid.xml");
     by_lock = Ctl({"grow", "--keynodes", "1024"}, "nopid.xml");
   }
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  if (pid > 0) ::kill(pid, SIGTERM);
+  // Not this test's child: gone once signal 0 finds it no more.
+  for (int i = 0; i < 400 && pid > 0 && ::kill(pid, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
   ASSERT_TRUE(up) << "frsd did not write its pid file";
   EXPECT_EQ(by_pidfile.rc, 3);
   EXPECT_NE(by_pidfile.err.find("frsd (pid " + std::to_string(pid)), std::string::npos) << by_pidfile.err;

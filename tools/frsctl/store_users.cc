@@ -136,6 +136,17 @@ std::vector<StoreUser> ProcessesMapping(const std::vector<std::string>& paths) {
   return users;
 }
 
+namespace {
+// The pid a lock file names (frsd writes its master's into frsd.lock and
+// its pid file), if that process lives; else 0.
+pid_t LivePidIn(const std::string& path) {
+  std::ifstream in(path);
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0 || pid > INT_MAX) return 0;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM ? static_cast<pid_t>(pid) : 0;
+}
+}  // namespace
+
 std::vector<pid_t> FlockHolders(const std::string& path) {
   std::vector<pid_t> out;
   const std::vector<FileId> ids = IdsOf({path});
@@ -152,9 +163,13 @@ std::vector<pid_t> FlockHolders(const std::string& path) {
     unsigned maj = 0, min = 0;
     unsigned long ino = 0;
     if (std::sscanf(dev.c_str(), "%x:%x:%lu", &maj, &min, &ino) != 3) continue;
-    if (ino == id.inode && maj == id.major && min == id.minor && pid > 0 && pid != ::getpid() &&
-        std::find(out.begin(), out.end(), pid) == out.end())
-      out.push_back(static_cast<pid_t>(pid));
+    if (ino != id.inode || maj != id.major || min != id.minor || pid <= 0 || pid == ::getpid()) continue;
+    // /proc/locks names the process that took the lock, which may have
+    // exited since, its children holding the lock on: frsd's launcher,
+    // which forks the master and returns. The file names the master.
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      if (const pid_t named = LivePidIn(path); named != 0) pid = named;
+    if (std::find(out.begin(), out.end(), pid) == out.end()) out.push_back(static_cast<pid_t>(pid));
   }
   return out;
 }
