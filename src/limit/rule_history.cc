@@ -76,8 +76,7 @@ void RuleHistory::WriteFile(const std::vector<Entry>& entries) const {
   // counts fresh at the next reload. Not written (a full disk): the same.
   // The service's alone, as the store files are (frsctl import made it
   // readable by all under a umask of 022).
-  auto written =
-      os::WriteFileWhole(os::store_dir::In(dir_, os::store_dir::kRuleHistory), out.str(), {.mode = 0600});
+  auto written = os::WriteFileWhole(os::store_dir::In(dir_, os::store_dir::kRuleHistory), out.str(), {.mode = 0600});
   if (!written.ok()) return;
 }
 
