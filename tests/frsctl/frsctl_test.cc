@@ -424,6 +424,16 @@ TEST_F(FrsctlTest, AnUnknownCommandNamesItselfAndTheCommands) {
   EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("stat, get, dump"), std::string::npos) << r.err;
   EXPECT_EQ(Lines(r.err).size(), 1u);
+  // The parser's own words for the commonest mistakes, said as frsctl says
+  // the rest: the command, what is wrong, where its help is.
+  r = Ctl({"set", "login", "k", "abc"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("frsctl: set: COUNT: \"abc\" is not a number (frsctl set --help)"), std::string::npos) << r.err;
+  r = Ctl({"verify", "--repairr"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("verify: unknown option or one argument too many: --repairr (frsctl verify --help)"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {

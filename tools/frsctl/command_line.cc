@@ -275,6 +275,23 @@ std::string WhereTheConfigPathCameFrom(const std::string& config, bool given) {
 }
 
 // The first word that is not an option (or an option's value): the command.
+// CLI11's words for the commonest mistakes, said as frsctl says the rest.
+std::string PlainParseError(std::string what) {
+  constexpr std::string_view kConvert = "Could not convert: ",
+                             kUnexpected = "The following argument was not expected: ",
+                             kUnexpectedMany = "The following arguments were not expected: ";
+  if (what.starts_with(kConvert)) {
+    const std::string rest = what.substr(kConvert.size());
+    const size_t eq = rest.find(" = ");
+    if (eq != std::string::npos) return rest.substr(0, eq) + ": \"" + rest.substr(eq + 3) + "\" is not a number";
+  }
+  if (what.starts_with(kUnexpected))
+    return "unknown option or one argument too many: " + what.substr(kUnexpected.size());
+  if (what.starts_with(kUnexpectedMany))
+    return "unknown options or arguments too many: " + what.substr(kUnexpectedMany.size());
+  return what;
+}
+
 std::string_view CommandWord(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -341,7 +358,10 @@ int RunCommandLine(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    return Fail(std::string(e.what()) + " (see frsctl --help)", frs::ctl::kExitUsage);
+    const std::string word(CommandWord(argc, argv));
+    return Fail((word.empty() ? "" : word + ": ") + PlainParseError(e.what()) + " (frsctl " +
+                    (word.empty() ? "" : word + " ") + "--help)",
+                frs::ctl::kExitUsage);
   }
 
   if (!args.stat_day.empty()) {
