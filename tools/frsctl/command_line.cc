@@ -274,7 +274,6 @@ std::string WhereTheConfigPathCameFrom(const std::string& config, bool given) {
          "; -c FILE names another";
 }
 
-// The first word that is not an option (or an option's value): the command.
 // CLI11's words for the commonest mistakes, said as frsctl says the rest.
 std::string PlainParseError(std::string what) {
   constexpr std::string_view kConvert = "Could not convert: ",
@@ -292,6 +291,7 @@ std::string PlainParseError(std::string what) {
   return what;
 }
 
+// The first word that is not an option (or an option's value): the command.
 std::string_view CommandWord(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
