@@ -161,17 +161,34 @@ TEST(Client, ABatchIsSplitByOwner) {
   EXPECT_EQ(client.value()->Query("login", "x1", 1, "session-9").count, 1);
 }
 
+// A loopback socket that accepts connections (the kernel does) and never
+// answers: a server alive but stuck.
+class SilentPort {
+ public:
+  SilentPort() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 16) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port_ = ntohs(a.sin_port);
+  }
+  ~SilentPort() { ::close(fd_); }
+  SilentPort(const SilentPort&) = delete;
+  SilentPort& operator=(const SilentPort&) = delete;
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+};
+
 TEST(Client, NoAnswerFollowsTheFailPolicy) {
   // A port nobody listens on, and a socket that accepts and never answers.
-  int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(silent, 16), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
-  const uint16_t silent_port = ntohs(a.sin_port);
+  SilentPort silent;
+  ASSERT_NE(silent.port(), 0);
+  const uint16_t silent_port = silent.port();
   e2e::RefusingPort refusing;
   for (uint16_t port : {refusing.port(), silent_port}) {
     for (FailPolicy fail : {FailPolicy::kOpen, FailPolicy::kClosed}) {
@@ -198,7 +215,6 @@ TEST(Client, NoAnswerFollowsTheFailPolicy) {
       }
     }
   }
-  ::close(silent);
   EXPECT_FALSE(Client::Make(ClientOptions{}).ok());
 }
 
@@ -329,18 +345,13 @@ TEST(HttpClient, TheBearerGoesInAHeaderOfEveryRequest) {
 // stuck: frsd's catch-up asks it again); a refused connection or one closed
 // with a canned answer is not. A moved client keeps its bearer.
 TEST(HttpClient, UnansweredTellsASilentServerFromAGoneOne) {
-  int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(silent, 16), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
-  frs::HttpClient quiet("127.0.0.1:" + std::to_string(ntohs(a.sin_port)), 200);
-  EXPECT_FALSE(quiet.Get("/replicate?snapshot=1").ok());
-  EXPECT_TRUE(quiet.Unanswered());
-  ::close(silent);
+  {
+    SilentPort silent;
+    ASSERT_NE(silent.port(), 0);
+    frs::HttpClient quiet("127.0.0.1:" + std::to_string(silent.port()), 200);
+    EXPECT_FALSE(quiet.Get("/replicate?snapshot=1").ok());
+    EXPECT_TRUE(quiet.Unanswered());
+  }
   e2e::RefusingPort refusing;
   frs::HttpClient gone("127.0.0.1:" + std::to_string(refusing.port()), 200);
   EXPECT_FALSE(gone.Get("/replicate?snapshot=1").ok());
