@@ -161,32 +161,9 @@ TEST(Client, ABatchIsSplitByOwner) {
   EXPECT_EQ(client.value()->Query("login", "x1", 1, "session-9").count, 1);
 }
 
-// A loopback socket that accepts connections (the kernel does) and never
-// answers: a server alive but stuck.
-class SilentPort {
- public:
-  SilentPort() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 16) == 0 &&
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port_ = ntohs(a.sin_port);
-  }
-  ~SilentPort() { ::close(fd_); }
-  SilentPort(const SilentPort&) = delete;
-  SilentPort& operator=(const SilentPort&) = delete;
-  uint16_t port() const { return port_; }
-
- private:
-  int fd_;
-  uint16_t port_ = 0;
-};
-
 TEST(Client, NoAnswerFollowsTheFailPolicy) {
   // A port nobody listens on, and a socket that accepts and never answers.
-  SilentPort silent;
+  e2e::SilentPort silent;
   ASSERT_NE(silent.port(), 0);
   const uint16_t silent_port = silent.port();
   e2e::RefusingPort refusing;
@@ -346,7 +323,7 @@ TEST(HttpClient, TheBearerGoesInAHeaderOfEveryRequest) {
 // with a canned answer is not. A moved client keeps its bearer.
 TEST(HttpClient, UnansweredTellsASilentServerFromAGoneOne) {
   {
-    SilentPort silent;
+    e2e::SilentPort silent;
     ASSERT_NE(silent.port(), 0);
     frs::HttpClient quiet("127.0.0.1:" + std::to_string(silent.port()), 200);
     EXPECT_FALSE(quiet.Get("/replicate?snapshot=1").ok());

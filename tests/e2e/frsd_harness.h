@@ -125,6 +125,29 @@ class RefusingPort {
   uint16_t port_ = 0;
 };
 
+// A loopback port that accepts connections (the kernel does, into its
+// backlog) and never answers: a server alive but stuck.
+class SilentPort {
+ public:
+  SilentPort() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(fd_, 16) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port_ = ntohs(a.sin_port);
+  }
+  ~SilentPort() { close(fd_); }
+  SilentPort(const SilentPort&) = delete;
+  SilentPort& operator=(const SilentPort&) = delete;
+  uint16_t port() const { return port_; }  // 0: it could not listen
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+};
+
 struct HttpResponse {
   int status = 0;
   std::map<std::string, std::string> headers;  // lower-case names
