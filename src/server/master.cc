@@ -428,6 +428,8 @@ SrvConfig AppliedConfig(const SrvConfig& live, SrvConfig next) {
   next.geometry = live.geometry;
   next.flush_interval_ms = live.flush_interval_ms;
   next.grpc_unix = live.grpc_unix;
+  next.grpc_host = live.grpc_host;
+  next.grpc_port = live.grpc_port;
   if (next.grpc_tls_cert.empty() != live.grpc_tls_cert.empty() ||
       next.grpc_tls_client_ca.empty() != live.grpc_tls_client_ca.empty()) {
     next.grpc_tls_cert = live.grpc_tls_cert;
@@ -490,7 +492,10 @@ void Master::Reload() {
   for (const std::string& line : ends) FRS_LOG("warning: %s", line.c_str());
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   if (held_) held_->Invalidate();
-  const std::vector<std::string> need_restart = NeedRestart(live_, next);
+  // Against the start's values, not the last reload's: a change said once
+  // is said again at every reload until a restart applies it (or the file
+  // goes back), and the gauge stays up as long.
+  const std::vector<std::string> need_restart = NeedRestart(cfg_, next);
   for (const std::string& line : need_restart)
     FRS_LOG("srv.xml: %s: this needs a restart; still running with the old value", line.c_str());
   if (ctx_.metrics) {

@@ -347,6 +347,19 @@ class Tls(unittest.TestCase):
         self.assertNotIn("needs a restart", f.log())
         self.assertEqual(call(target, c.creds(root="other-ca")).overall_code, Resp.OK)
         refused(self, target, c.creds())
+        # Another port needs a restart: said at this reload and at every
+        # later one until then (the second once said it no more, and the
+        # gauge fell back to 0), the old port serving meanwhile.
+        with open(f.path("srv.xml")) as x:
+            text = x.read()
+        with open(f.path("srv.xml"), "w") as x:
+            x.write(text.replace('listen="127.0.0.1:0" cert=', 'listen="127.0.0.1:1" cert='))
+        said = "<grpc listen> changed (%s -> 127.0.0.1:1): this needs a restart" % target
+        for n in (1, 2):
+            self.assertTrue(f.reload())
+            self.assertEqual(f.log().count(said), n, f.log())
+            self.assertIn("frs_config_restart_pending 1\n", f.get("/metrics")[1])
+        self.assertEqual(call(target, c.creds(root="other-ca")).overall_code, Resp.OK)
 
     def test_frsd_t_checks_the_files(self):
         c = self.certs
