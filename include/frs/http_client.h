@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,17 +54,26 @@ class HttpClient {
   // admin token goes in a header, never in the target: a proxy's access log
   // writes every target it forwards.
   void SetBearer(std::string token) { bearer_ = std::move(token); }
+  // Asked about every 100 ms while a call waits: true ends the call there
+  // (Unavailable, "a stop was asked"), for a caller whose deadline is long
+  // and that must still stop promptly on a signal. Unset: only the deadline.
+  void SetStop(std::function<bool()> asked) { stop_ = std::move(asked); }
 
  private:
   Result<HttpResponse> Exchange(std::string_view request);
   Status Connect(int64_t deadline_ms);
   void Disconnect();
+  // Until `fd` is ready for `events`; false at the deadline or a stop.
+  bool Wait(int fd, short events, int64_t deadline_ms);
+  Status Failed(std::string what) const;
 
   std::string server_;
   int timeout_ms_;
   int fd_ = -1;  // the connection; -1: none yet, or closed
   std::string bearer_;
   bool unanswered_ = false;  // the last call's request went unanswered
+  std::function<bool()> stop_;
+  bool stopped_ = false;  // the last call was ended by stop_
 };
 
 }  // namespace frs

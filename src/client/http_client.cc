@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -26,19 +27,6 @@ namespace http = boost::beast::http;
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// Waits until `fd` is ready for `events` or the deadline passes.
-bool WaitFor(int fd, short events, int64_t deadline_ms) {
-  for (;;) {
-    const int64_t left = deadline_ms - NowMs();
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left));
-    if (r > 0) return true;
-    if (r == 0) return false;
-    if (errno != EINTR) return false;
-  }
 }
 
 // "host:port" split, once Ring::CheckAddress (what srv.xml's <shard> lines
@@ -65,7 +53,9 @@ HttpClient::HttpClient(HttpClient&& o) noexcept
       timeout_ms_(o.timeout_ms_),
       fd_(std::exchange(o.fd_, -1)),
       bearer_(std::move(o.bearer_)),
-      unanswered_(o.unanswered_) {}
+      unanswered_(o.unanswered_),
+      stop_(std::move(o.stop_)),
+      stopped_(o.stopped_) {}
 
 HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
   if (this != &o) {
@@ -75,8 +65,33 @@ HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
     fd_ = std::exchange(o.fd_, -1);
     bearer_ = std::move(o.bearer_);
     unanswered_ = o.unanswered_;
+    stop_ = std::move(o.stop_);
+    stopped_ = o.stopped_;
   }
   return *this;
+}
+
+bool HttpClient::Wait(int fd, short events, int64_t deadline_ms) {
+  // A stop is asked between polls of at most 100 ms: a signal the caller
+  // keeps blocked (the master's) does not interrupt poll.
+  constexpr int64_t kStopPollMs = 100;
+  for (;;) {
+    if (stop_ && stop_()) {
+      stopped_ = true;
+      return false;
+    }
+    const int64_t left = deadline_ms - NowMs();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, static_cast<int>(stop_ ? std::min(left, kStopPollMs) : left));
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return false;
+  }
+}
+
+// A wait that failed: its own words, unless a stop ended it.
+Status HttpClient::Failed(std::string what) const {
+  return Status::Unavailable(server_ + ": " + (stopped_ ? std::string("a stop was asked") : what));
 }
 
 void HttpClient::Disconnect() {
@@ -98,8 +113,9 @@ Status HttpClient::Connect(int64_t deadline) {
     if (!fd.valid()) continue;
     int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
-      if (!WaitFor(fd.get(), POLLOUT, deadline)) {
-        last = Status::Unavailable(server_ + ": connect timed out");
+      if (!Wait(fd.get(), POLLOUT, deadline)) {
+        last = Failed("connect timed out");
+        if (stopped_) break;
         continue;
       }
       int err = 0;
@@ -146,6 +162,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
   // One deadline for the whole call, a repeated attempt included.
   const int64_t deadline = NowMs() + timeout_ms_;
   unanswered_ = false;
+  stopped_ = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = fd_ >= 0;
     if (!reused) {
@@ -158,9 +175,9 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
       if (n > 0) {
         sent += static_cast<size_t>(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        if (!WaitFor(fd_, POLLOUT, deadline)) {
+        if (!Wait(fd_, POLLOUT, deadline)) {
           Disconnect();
-          return Status::Unavailable(server_ + ": send timed out");
+          return Failed("send timed out");
         }
       } else {
         broken = true;
@@ -180,10 +197,10 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
     for (;;) {
       ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        if (!WaitFor(fd_, POLLIN, deadline)) {
+        if (!Wait(fd_, POLLIN, deadline)) {
           Disconnect();
-          unanswered_ = true;
-          return Status::Unavailable(server_ + ": no answer in " + std::to_string(timeout_ms_) + " ms");
+          unanswered_ = !stopped_;
+          return Failed("no answer in " + std::to_string(timeout_ms_) + " ms");
         }
         continue;
       }

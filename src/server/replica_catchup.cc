@@ -47,11 +47,6 @@ constexpr int64_t kStopDeliverGraceNs = (Replicator::kStopDeliverMs + 1000) * kM
 constexpr int kSnapshotRetryFirstMs = 100;
 constexpr int kSnapshotRetryMaxMs = 5000;
 
-void SleepMs(int ms) {
-  timespec ts{ms / 1000, (ms % 1000) * kMsNs};
-  nanosleep(&ts, nullptr);
-}
-
 // A stop asked (SIGTERM, SIGINT) during the catch-up: the master blocks
 // those signals outside its wait, so they are pending here. The catch-up
 // ends at its next step then, rather than after its 60 s: a new store's
@@ -61,6 +56,15 @@ bool StopAsked() {
   if (Signals().terminate) return true;
   if (sigpending(&pending) != 0) return false;
   return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
+}
+
+// Sleeps `ms`, in slices of at most 100 ms, ending at a stop.
+void SleepMs(int ms) {
+  for (int left = ms; left > 0 && !StopAsked(); left -= 100) {
+    const int slice = std::min(left, 100);
+    timespec ts{0, slice * kMsNs};
+    nanosleep(&ts, nullptr);
+  }
 }
 
 // What every question of one catch-up carries, and when it began.
@@ -87,6 +91,7 @@ bool SnapshotsWanted(const CatchUp& c, const Ring& ring, const std::vector<size_
     const std::string& name = ring.shards()[i].name;
     client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
     http.SetBearer(c.token);
+    http.SetStop(StopAsked);
     auto r = http.Get(c.StateQuery());
     if (r.ok() && r->status == 200 && r->body.find("handoff_pending 1") != std::string::npos) {
       FRS_LOG(
@@ -132,6 +137,7 @@ bool ReadSnapshotHead(std::string_view* body, size_t i, ReplicaShared* shared, l
 bool AnswersAgain(const CatchUp& c, const std::string& name) {
   client::HttpClient http(name, 1000);
   http.SetBearer(c.token);
+  http.SetStop(StopAsked);
   while (!StopAsked() && MonoNs() - c.start < kCatchUpLimitNs) {
     if (http.Get(c.StateQuery()).ok()) return true;
     SleepMs(200);
@@ -146,6 +152,7 @@ bool AnswersAgain(const CatchUp& c, const std::string& name) {
 uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 15000)));
   http.SetBearer(c.token);
+  http.SetStop(StopAsked);
   // Every store file in one answer: one reading of the sender's store,
   // so one set of stream numbers holds for all of it. A 503 is asked
   // again (bounded, logged): this shard keeps answering 503 meanwhile.
@@ -155,6 +162,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   // stalled disk) and holds what this one lacks; given up after one
   // time-out, the nodes only it had sent were missing here for good. One
   // that refuses or closes the connection at once is gone: not waited for.
+  FRS_LOG("replicas: asking %s for its snapshot of this shard's routes", name.c_str());
   auto r = http.Get(ask);
   bool alive = r.ok() || http.Unanswered();
   for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
@@ -212,6 +220,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
 void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
   http.SetBearer(c.token);
+  http.SetStop(StopAsked);
   struct Mark {
     unsigned long long hash, queued;
   };
@@ -385,6 +394,8 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   std::vector<size_t> peers;
   for (size_t i = 0; i < ring->shards().size() && i < kMaxReplicaPeers; ++i)
     if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);
+  FRS_LOG("replicas: catching up (%s store) with %zu other shard(s) before serving this shard's routes",
+          fresh_store ? "a new" : "its old", peers.size());
   const bool snapshots = fresh_store && SnapshotsWanted(c, *ring, peers);
   if (!snapshots)
     for (size_t i : peers) CounterSet(shared->hold_off[i], 0);

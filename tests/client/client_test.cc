@@ -348,6 +348,28 @@ TEST(HttpClient, UnansweredTellsASilentServerFromAGoneOne) {
   for (const std::string& r : seen) EXPECT_NE(r.find("\r\nAuthorization: Bearer s3cret\r\n"), std::string::npos) << r;
 }
 
+// A stop asked while a call waits ends it there, not at its deadline
+// (frsd's catch-up waits 15 s for a snapshot and must still stop on
+// SIGTERM at once); the call is not called unanswered, and the next call
+// waits again.
+TEST(HttpClient, AStopEndsACallThatWaits) {
+  e2e::SilentPort silent;
+  ASSERT_NE(silent.port(), 0);
+  frs::HttpClient http("127.0.0.1:" + std::to_string(silent.port()), 60000);
+  int asked = 0;
+  http.SetStop([&] { return ++asked > 3; });
+  auto r = http.Get("/replicate?snapshot=1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("a stop was asked"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(http.Unanswered());
+  EXPECT_EQ(asked, 4);  // asked at each poll of at most 100 ms, ended at the first "yes"
+  // Unset, the deadline alone ends a call again.
+  frs::HttpClient quiet("127.0.0.1:" + std::to_string(silent.port()), 200);
+  quiet.SetStop(nullptr);
+  EXPECT_FALSE(quiet.Get("/health").ok());
+  EXPECT_TRUE(quiet.Unanswered());
+}
+
 // An answer that is not a decision frsd wrote is no answer: the fail policy
 // decides and the error says what came, for a call and for each member of a
 // batch. A proxy's 404 page denied every call under fail open with an empty

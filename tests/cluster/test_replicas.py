@@ -1187,11 +1187,25 @@ class Replicas(unittest.TestCase):
         # yet taken were missing for good, and a failover then granted past
         # the limit. The mark it leaves makes the next start empty the store
         # and take the snapshots again.
-        p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
+        p = self.pair(extra_a='replica_timeout_ms="8000"')  # A's uses must be on B before its store goes
         keys = p.keys[17:20]
         self.use_then_lose_as_store(p, keys)
-        p.relay.refuse(503)  # B's snapshot is not to be had: A waits in its catch-up
         pending = os.path.join(p.a.dir, "data", "catchup.pending")
+        # B takes A's questions and answers none (paused): a stop ends the
+        # question in flight, where it waited out its 8 s (15 s for a
+        # snapshot) with the signal pending.
+        p.relay.cut()
+        catching_up = "replicas: catching up (a new store)"
+        before = p.a.log().count(catching_up)
+        p.a.start(wait=False)
+        self.assertTrue(processes.wait_for(lambda: p.a.log().count(catching_up) > before, 10), p.a.log())
+        asked = time.monotonic()
+        p.a.proc.send_signal(signal.SIGTERM)
+        p.a.proc.wait(10)
+        self.assertLess(time.monotonic() - asked, 5, p.a.log())
+        self.assertIn("a stop was asked during the catch-up, which ends here", p.a.log())
+        p.relay.heal()
+        p.relay.refuse(503)  # B's snapshot is not to be had: A waits in its catch-up
         # A graceful stop ends the catch-up at its next step (it waited out
         # the catch-up's 60 s), and leaves the mark too.
         p.a.start(wait=False)
