@@ -764,8 +764,8 @@ void Worker::NoteTlsRefused(const std::string& why, const IpAddress* peer) {
 void Worker::Close(Connection* c) {
   // A handshake that began and did not finish: refused here, or given up by
   // the client (one that refused this server's certificate may close with
-  // no alert: gRPC's does).
-  if (const TlsStream* t = c->tls(); t && !t->handshake_done() && (t->failed() || t->began()))
+  // no alert: gRPC's does). Not one this worker's stop cuts short.
+  if (const TlsStream* t = c->tls(); t && !t->handshake_done() && (t->failed() || (t->began() && !stopping_)))
     NoteTlsRefused(t->error(), c->peer());
   size_t idx = static_cast<size_t>(c->fd());
   idle_.Remove(c);

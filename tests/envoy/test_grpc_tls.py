@@ -291,6 +291,26 @@ class Tls(unittest.TestCase):
             with ctx.wrap_socket(s, server_hostname="frsd.test") as t:
                 self.assertEqual(t.version(), "TLSv1.2")
 
+    def test_a_handshake_cut_by_a_stop_is_not_a_refusal(self):
+        # The client's hello read and answered, its last flight not sent yet:
+        # a stop that closes it is frsd's doing, not the client's, and was
+        # logged (and counted) as a refused handshake at every restart.
+        c = self.certs
+        f = self.frsd('listen="127.0.0.1:0" cert="%s" key="%s"' % (c.path("server.pem"), c.path("server.key")))
+        ctx = ssl.create_default_context(cafile=c.path("ca.pem"))
+        ctx.set_alpn_protocols(["h2"])
+        into, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = ctx.wrap_bio(into, out, server_hostname="frsd.test")
+        with self.assertRaises(ssl.SSLWantReadError):
+            tls.do_handshake()
+        with socket.create_connection(("127.0.0.1", f.grpc_port), timeout=5) as s:
+            s.sendall(out.read())
+            self.assertTrue(s.recv(1))  # the server's hello: it read the client's
+            f.stop()
+            self.assertEqual(f.proc.returncode, 0, f.log())
+        self.assertIn("master: stopped", f.log())
+        self.assertNotIn("TLS handshake refused", f.log())
+
     def test_mtls_names_and_cas(self):
         c = self.certs
         f = self.frsd(
