@@ -1235,6 +1235,16 @@ class Replicas(unittest.TestCase):
         self.assertIn("this store's first catch-up did not finish", p.a.log())
         self.assertFalse(os.path.exists(pending))
         self.assert_taken_back(p, keys)
+        # A mark beside nodes (a kill after some snapshots were in): they are
+        # dropped, not counted again over what the snapshots bring back.
+        p.a.stop()
+        with open(pending, "w") as f:
+            f.write("a new store's catch-up began\n")
+        p.a.start()
+        self.assertRegex(p.a.log(), r"its [1-9]\d* node\(s\) are dropped and it catches up as a new store")
+        self.assertFalse(os.path.exists(pending))
+        for i, k in enumerate(keys):
+            self.assertEqual(p.a.count(k), i + 1, k)
 
     def test_a_lost_store_taken_back_under_load_counts_every_grant_once(self):
         # The successor (two workers) serves the owner's routes while the
