@@ -521,6 +521,10 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
   // Never granted here again: the next serial passes it (a wrap excepted).
   if (!other && serial >= Load32(block + kNextAt)) Store32(block + kNextAt, AfterSerial(serial));
   if (until <= t) return;  // over by now, as the other holder's sweep will say
+  // Held already: each of the sender's workers sends on a link of its own,
+  // so a renewal made on one can arrive before the grant made on another.
+  // A lease's expiry only ever moves later: the later one is the lease's.
+  if (at != p.n) until = std::max(until, p.Expires(at));
   if (at == p.n) at = free;
   if (at == p.n) return;
   p.Set(at, serial, until - t);

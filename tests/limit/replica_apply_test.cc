@@ -93,6 +93,24 @@ class ReplicaApplyTest : public ::testing::Test {
     return r;
   }
 
+  // What the owner recorded since the last call, kept apart: the changes of
+  // one of its workers, sent on that worker's link (each has its own, and
+  // two links' batches arrive in any order).
+  struct Batch {
+    std::vector<Change> changes;
+    std::vector<std::string> keys;  // the changes' keys point into these
+  };
+  Batch TakeBatch() {
+    Batch b{std::move(rec_.changes), std::move(rec_.keys)};
+    for (size_t i = 0; i < b.changes.size(); ++i) b.changes[i].key = b.keys[i];
+    rec_.changes.clear();
+    rec_.keys.clear();
+    return b;
+  }
+  Result<bool> Apply(const Batch& b, const std::string& stream, uint64_t seq) {
+    return replica_->ApplyChanges(b.changes, stream, seq);
+  }
+
   testing::TempDir dir_;
   FakeClock clock_{kDay0 * 1000 + 500};
   Recorder rec_;
@@ -456,6 +474,29 @@ TEST_F(LeaseReplicaTest, AnExpiryIsCountedByTheHolderThatFoundItOnly) {
   const Decision b = Do(*replica_, Cmd::kAcquire, "lease", "k");
   EXPECT_TRUE(b.allowed);
   EXPECT_EQ(b.leases_expired, 0);
+}
+
+// A renewal made on one of the owner's workers can reach the copy before
+// the grant another worker made: the copy holds the lease until the
+// renewal's expiry, not the grant's (it freed it early, and after a
+// failover granted its place to another client while the lease was held).
+TEST_F(LeaseReplicaTest, ARenewalThatArrivesBeforeItsGrantKeepsItsExpiry) {
+  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "r");
+  ASSERT_TRUE(a.allowed);
+  const Batch grant = TakeBatch();
+  clock_.Advance(30000);
+  const Decision n = Lease(*owner_, Cmd::kRenew, "r", Id(a));
+  ASSERT_TRUE(n.ok()) << n.status.ToString();
+  ASSERT_EQ(n.lease_expires, a.lease_expires + 30);
+  const Batch renewal = TakeBatch();
+  ASSERT_TRUE(Apply(renewal, "worker1", 1).value());
+  ASSERT_TRUE(Apply(grant, "worker0", 1).value());
+  clock_.Advance(40000);  // past the grant's expiry, before the renewal's
+  auto view = replica_->Inspect("lease", "r");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_EQ(view.value().leases.size(), 1u);
+  EXPECT_EQ(view.value().leases[0].expires_s, n.lease_expires);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "r", Id(a)).released);
 }
 
 TEST_F(LeaseReplicaTest, AReleaseOfANodeTheReplicaLacksMakesNone) {
