@@ -191,7 +191,12 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
   if (e.serial == 0 || Cap(bytes) == 0) return;
   // The sender's nonce: its ids must verify here after a failover.
   Store32(table + kResNonceAt, nonce);
-  Store32(table + kResNextAt, e.serial == UINT32_MAX ? 1 : e.serial + 1);
+  // Never taken here again: the next serial passes it (a wrap excepted).
+  // Only forward: the sender's workers send on links of their own, so a
+  // take of an earlier serial can arrive after a later one, and a serial
+  // moved back would give a reservation taken here after a failover the
+  // id of one the sender took.
+  if (e.serial >= Load32(table + kResNextAt)) Store32(table + kResNextAt, e.serial == UINT32_MAX ? 1 : e.serial + 1);
   int64_t place = -1;
   for (uint32_t i = 0; i < Cap(bytes) && place < 0; ++i)
     if (EntryAt(table, i).Serial() == e.serial) place = i;

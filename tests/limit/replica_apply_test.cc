@@ -565,6 +565,25 @@ TEST_F(ReservationReplicaTest, TheOwnersReservationSettlesOnTheReplicaOnce) {
   EXPECT_TRUE(Settle(*owner_, "k", mine, 5).settled);
 }
 
+// Two takes made on two of the owner's workers arrive in the other order:
+// the copy's next serial passes both, so a reservation it takes after a
+// failover never gets the id of one the owner gave.
+TEST_F(ReservationReplicaTest, TakesArrivingOutOfOrderNeverLeaveASerialToTakeAgain) {
+  const Decision first = Reserve(*owner_, "o", 5);
+  const Batch one = TakeBatch();
+  const Decision second = Reserve(*owner_, "o", 5);
+  const Batch two = TakeBatch();
+  ASSERT_LT(first.res_serial, second.res_serial);
+  ASSERT_TRUE(Apply(two, "worker1", 1).value());
+  ASSERT_TRUE(Apply(one, "worker0", 1).value());
+  const Decision mine = Reserve(*replica_, "o", 5);
+  ASSERT_NE(mine.res_serial, 0u);
+  EXPECT_GT(mine.res_serial, second.res_serial);
+  EXPECT_TRUE(Settle(*replica_, "o", first, 5).settled);
+  EXPECT_TRUE(Settle(*replica_, "o", second, 5).settled);
+  EXPECT_TRUE(Settle(*replica_, "o", mine, 5).settled);
+}
+
 TEST_F(ReservationReplicaTest, ASettleOnTheOwnerMovesTheReplicasCountTheSame) {
   const Decision below = Reserve(*owner_, "k", 50), above = Reserve(*owner_, "k", 10);
   ASSERT_TRUE(Ship(1).value());
