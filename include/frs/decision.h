@@ -162,6 +162,11 @@ struct Decision {
   bool released = false;        // kRelease: the lease was held and is now free
   int64_t lease_expires = 0;
   int64_t given_back = 0;  // kRelease with give_back: the uses (leases) it took back
+  // kSet on a biz with a concurrency rule: the leases the set granted,
+  // serials set_lease_first and the set_leases - 1 after it, each held until
+  // lease_expires under lease_nonce (the other holder is sent them).
+  uint32_t set_lease_first = 0;
+  uint16_t set_leases = 0;
   // A reservation (limit/reservation.h): taken by this acquire (res_serial
   // 0: none), with its id's serial and hash and the unix second it expires
   // at; reservations this call found expired (charged their estimate); a
@@ -180,7 +185,7 @@ struct Decision {
   // Back to Decision{}, writing only rules[0, nrules): the engine sets
   // nrules before it writes a rule and writes none past it, so the rest are
   // still as constructed. A batch resets each decision of the span it is
-  // given; clearing all 592 bytes of each cost a batch of 64 a 32-KB sweep
+  // given; clearing all 600 bytes of each cost a batch of 64 a 32-KB sweep
   // through the cache (docs/performance.md, section 9).
   void Reset() {
     const uint32_t used = nrules < kMaxRulesPerBiz ? nrules : static_cast<uint32_t>(kMaxRulesPerBiz);
@@ -200,6 +205,8 @@ struct Decision {
     released = false;
     lease_expires = 0;
     given_back = 0;
+    set_lease_first = 0;
+    set_leases = 0;
     res_mac = 0;
     res_serial = 0;
     res_nonce = 0;

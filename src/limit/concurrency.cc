@@ -316,6 +316,11 @@ void Concurrency::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now,
   while (held < count && Grant(spec, block)) ++held;
 }
 
+void Concurrency::KeepAtMost(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
+  Rebase(spec, block, ClampedNow(block, now));
+  KeepLatest(spec, block, count);
+}
+
 int64_t Concurrency::ExpireS(const RuleSpec& spec, const uint8_t* block) {
   // With no lease held the node keeps nothing worth keeping (its serial and
   // nonce only make ids, and a new node draws a new nonce, so an old id

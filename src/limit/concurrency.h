@@ -55,6 +55,9 @@ struct Concurrency {
   // Admin set: keeps `count` leases (the latest to expire), or grants
   // leases without ids up to `count`.
   static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
+  // A replica's set: keeps at most `count` leases (the latest to expire) and
+  // grants none (the sender's grants follow as events, under their ids).
+  static void KeepAtMost(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
   // Handoff: the incoming leases join this block's, as far as max allows.

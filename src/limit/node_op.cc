@@ -192,6 +192,24 @@ uint32_t NextLeaseSerial(const BizConfig& biz, const uint8_t* state) {
   return Concurrency::NextSerial(state + biz.rules[biz.lease_rule].offset);
 }
 
+void LeasesSet(const BizConfig& biz, const uint8_t* state, const Now& now, uint32_t next_before, Decision* d) {
+  if (biz.lease_rule < 0) return;
+  const RuleSpec& spec = biz.rules[biz.lease_rule];
+  const uint8_t* block = state + spec.offset;
+  const uint32_t next = Concurrency::NextSerial(block);
+  if (next == next_before) return;  // it granted none
+  // Grant's serials: from next_before (1 for a new node), one after another.
+  const uint32_t first = next_before == 0 || next_before > Concurrency::kMaxSerial ? 1 : next_before;
+  Concurrency::Lease lease;
+  if (Concurrency::Find(spec, block, now, first, &lease) != Concurrency::Found::kHeld) return;
+  uint16_t n = 0;
+  for (uint32_t s = first; s != next && n < Concurrency::kMaxLeases; s = Concurrency::AfterSerial(s)) ++n;
+  d->set_lease_first = first;
+  d->set_leases = n;
+  d->lease_nonce = Concurrency::Nonce(block);
+  d->lease_expires = lease.expires;
+}
+
 void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, std::string_view key,
                   const LeaseSecret& secret, uint32_t next_before, Decision* d) {
   if (biz.lease_rule < 0) return;
@@ -279,13 +297,16 @@ Commit NodeOp::Apply(NodeRef& ref) {
       recorded = true;
       break;
     }
-    case Cmd::kSet:
+    case Cmd::kSet: {
+      const uint32_t next_before = NextLeaseSerial(*biz, ref.state);
       for (uint32_t i = 0; i < biz->nrules; ++i) {
         SetCount(biz->rules[i], ref.state + biz->rules[i].offset, now, count);
       }
+      LeasesSet(*biz, ref.state, now, next_before, d);
       EvaluateRules(*biz, ref.state, now, 1, d);
       Summarize(d, enforce);
       break;
+    }
     default: return Commit::kNone;
   }
   ref.expire_s = NodeExpireS(*biz, ref, now);

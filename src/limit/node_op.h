@@ -82,6 +82,9 @@ bool ReadRules(const BizConfig& biz, NodeRef& ref, const Now& now, int64_t n, De
 // granted one since its next serial was `next_before`.
 uint32_t SweepLeases(const BizConfig& biz, uint8_t* state, const Now& now);
 uint32_t NextLeaseSerial(const BizConfig& biz, const uint8_t* state);
+// The leases an admin set granted (serials from next_before), for the
+// other holder: it grants none itself, and holds these under their ids.
+void LeasesSet(const BizConfig& biz, const uint8_t* state, const Now& now, uint32_t next_before, Decision* d);
 void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, std::string_view key,
                   const LeaseSecret& secret, uint32_t next_before, Decision* d);
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "limit/concurrency.h"
 #include "limit/engine_impl.h"
 #include "limit/fixed_window.h"
 #include "limit/rule_event.h"
@@ -204,7 +205,12 @@ void WriteNode(const ChangedNode& it, const Now& now, const TimeZone* tz, NodeRe
   if (it.set) {
     for (; e < it.ops_before_set; ++e) ApplyRuleEvent(cfg, ref, *it.ops[e], now);
     const Now at = Now::At(it.set_ms, tz);
-    for (uint32_t r = 0; r < cfg.nrules; ++r) SetCount(cfg.rules[r], ref.state + cfg.rules[r].offset, at, it.set_count);
+    for (uint32_t r = 0; r < cfg.nrules; ++r) {
+      uint8_t* block = ref.state + cfg.rules[r].offset;
+      // The leases the set granted come as its grant events, after it.
+      if (cfg.rules[r].algo == Algo::kConcurrency) Concurrency::KeepAtMost(cfg.rules[r], block, at, it.set_count);
+      else SetCount(cfg.rules[r], block, at, it.set_count);
+    }
   }
   for (; e < it.ops.size(); ++e) {
     const Change& c = *it.ops[e];

@@ -63,6 +63,20 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
     return;
   }
   if (!d.ok()) return;
+  if (req.cmd == Cmd::kSet) {
+    // The leases the set granted, as grants: made by the copy itself they
+    // were other leases, of its own nonce, whose ids the sender's clients
+    // could not release there.
+    c.event = Change::Event::kLeaseGrant;
+    c.until = d.lease_expires;
+    c.nonce = d.lease_nonce;
+    uint32_t serial = d.set_lease_first;
+    for (uint16_t i = 0; i < d.set_leases; ++i, serial = Concurrency::AfterSerial(serial)) {
+      c.item = serial;
+      sink->OnChange(c);
+    }
+    return;
+  }
   if (req.cmd == Cmd::kRelease) {
     uint64_t mac = 0;
     if (!d.released || !ParseLeaseId(req.lease, &c.item, &mac)) return;

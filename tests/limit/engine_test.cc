@@ -531,6 +531,8 @@ void ExpectSameDecision(const Decision& a, const Decision& b, const std::string&
   EXPECT_EQ(a.top, b.top) << who;
   EXPECT_EQ(a.erased, b.erased) << who;
   EXPECT_EQ(a.given_back, b.given_back) << who;
+  EXPECT_EQ(a.set_lease_first, b.set_lease_first) << who;
+  EXPECT_EQ(a.set_leases, b.set_leases) << who;
   EXPECT_EQ(a.biz_id, b.biz_id) << who;
   EXPECT_EQ(a.now_s, b.now_s) << who;
   for (size_t i = 0; i < kMaxRulesPerBiz; ++i)

@@ -499,6 +499,42 @@ TEST_F(LeaseReplicaTest, ARenewalThatArrivesBeforeItsGrantKeepsItsExpiry) {
   EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "r", Id(a)).released);
 }
 
+// An admin set that grants leases (here on a key neither holder has): the
+// copy holds the owner's, under the owner's ids, where it granted its own
+// of another nonce, which the owner's ids did not release.
+TEST_F(LeaseReplicaTest, ASetsLeasesAreTheOwnersOnTheCopy) {
+  const Decision set = owner_->Execute(Request{.cmd = Cmd::kSet, .biz = "lease", .key = "s", .count = 2});
+  ASSERT_TRUE(set.ok()) << set.status.ToString();
+  ASSERT_TRUE(Ship(1).value());
+  auto mine = owner_->Inspect("lease", "s"), copy = replica_->Inspect("lease", "s");
+  ASSERT_TRUE(mine.ok() && copy.ok());
+  ASSERT_EQ(mine.value().leases.size(), 2u);
+  ASSERT_EQ(copy.value().leases.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(copy.value().leases[i].id, mine.value().leases[i].id);
+    EXPECT_EQ(copy.value().leases[i].expires_s, mine.value().leases[i].expires_s);
+  }
+  // The owner's id releases on the copy; a release on the owner frees the
+  // copy's too; a set to fewer keeps the same one on both.
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "s", mine.value().leases[0].id).released);
+  EXPECT_TRUE(Lease(*owner_, Cmd::kRelease, "s", mine.value().leases[0].id).released);
+  ASSERT_TRUE(owner_->Execute(Request{.cmd = Cmd::kSet, .biz = "lease", .key = "s", .count = 3}).ok());
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "s").count, 3);
+  mine = owner_->Inspect("lease", "s");
+  copy = replica_->Inspect("lease", "s");
+  ASSERT_TRUE(mine.ok() && copy.ok());
+  ASSERT_EQ(copy.value().leases.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(copy.value().leases[i].id, mine.value().leases[i].id);
+  ASSERT_TRUE(owner_->Execute(Request{.cmd = Cmd::kSet, .biz = "lease", .key = "s", .count = 1}).ok());
+  ASSERT_TRUE(Ship(3).value());
+  mine = owner_->Inspect("lease", "s");
+  copy = replica_->Inspect("lease", "s");
+  ASSERT_TRUE(mine.ok() && copy.ok());
+  ASSERT_EQ(copy.value().leases.size(), 1u);
+  EXPECT_EQ(copy.value().leases[0].id, mine.value().leases[0].id);
+}
+
 TEST_F(LeaseReplicaTest, AReleaseOfANodeTheReplicaLacksMakesNone) {
   Change c;
   c.kind = Change::Kind::kEvent;
