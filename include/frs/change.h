@@ -28,10 +28,12 @@ struct Change {
   };
   // What a rule whose state names items (a concurrency rule's leases, a
   // key's reservations) did to
-  // one of them. The other holder applies it to its copy of that rule, in
-  // order, so that both hold the same items: the same lease, under the same
-  // id, held until the same second (limit/rule_event.h). Another kind of
-  // item adds its events here and in rule_event.cc.
+  // one of them. The other holder applies it to its copy of that rule, so
+  // that both hold the same items: the same lease, under the same id, held
+  // until the same second (limit/rule_event.h). Each of the sender's
+  // workers sends on a link of its own: events of one worker arrive in
+  // order, those of two in any order. Another kind of item adds its events
+  // here and in rule_event.cc.
   enum class Event : uint8_t {
     kNone,
     kLeaseGrant,    // lease `item` granted, held until `until`, the node's nonce `nonce`
@@ -42,7 +44,8 @@ struct Change {
                     // rule's count lowered by n, never below 0; a concurrency rule's first-expiring
                     // leases end
     kResTake,       // reservation `item` taken: estimate `n`, at at_ms, held until `until`, the table's nonce `nonce`
-    kResSettle,     // reservation `item` settled at the real amount `n`
+    kResSettle,     // reservation `item` settled at the real amount `n`; `until` its expiry (0: not said),
+                    // how long a copy its take has not reached yet keeps the settle for it
     kResSweep,      // the reservations expired by at_ms were freed (and counted, by the sender only)
   };
   Kind kind = Kind::kAdd;

@@ -119,13 +119,21 @@ uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now);
 // checked) and of a replica's copy (limit/rule_event.h, at the sender's
 // instant `at`: a window ended there has ended here): charges `serial` at
 // `real` in every rule's window as it was taken in, adds what each rule gave
-// back and charged beyond the estimate to *sum, and frees it; false (and
-// nothing changed) when the node does not hold it.
+// back and charged beyond the estimate to *sum, and frees it (its expiry in
+// *expires, when given); false (and nothing changed) when the node does not
+// hold it.
 // AdoptReservation keeps the other holder's reservation `e` under its serial
-// and table nonce (the table made first by HasReservationRoom).
+// and table nonce (the table made first by HasReservationRoom), or settles
+// it at once when its settle came first (SettleAheadOfItsTake: the sender's
+// workers send on links of their own, so a settle made on one can overtake
+// the take made on another; it is kept until the take comes, or until the
+// reservation's `expires`).
 bool SettleReservation(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
-                       Reservations::RuleSettle* sum);
-void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e);
+                       Reservations::RuleSettle* sum, int64_t* expires = nullptr);
+void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e,
+                      const TimeZone* tz);
+void SettleAheadOfItsTake(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
+                          int64_t expires);
 
 struct NodeOp {
   const BizConfig* biz = nullptr;

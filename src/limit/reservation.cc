@@ -21,9 +21,17 @@ static_assert(Reservations::kMaxPerKey <= 32, "one bit per entry in the word at 
 // before a rule: its bit goes.
 void Unmark(uint8_t* table, uint32_t i) { Store32(table + kResBeforeAt, Load32(table + kResBeforeAt) & ~(1u << i)); }
 
+// An estimate word with this bit is a settle that came before its take
+// (Reservations::SettledAhead), its low 16 bits the seconds from its settle
+// to the reservation's expiry (at most kMaxReserveS + 1).
+constexpr uint32_t kAheadBit = 0x80000000u;
+
 struct EntrySlot {
   uint8_t* p;
   uint32_t Serial() const { return Load32(p); }
+  bool Ahead() const { return (Load32(p + 4) & kAheadBit) != 0; }
+  // Taken and held or expired: a record of a settle ahead is neither.
+  bool Taken() const { return Serial() != 0 && !Ahead(); }
   Reservations::Entry Load() const {
     return Reservations::Entry{Load32(p), Load32(p + 4), Load32(p + 8), Load32(p + 12)};
   }
@@ -95,9 +103,9 @@ uint32_t Reservations::Sweep(uint8_t* table, uint32_t bytes, int64_t now_s) {
   for (uint32_t i = 0; i < Cap(bytes); ++i) {
     EntrySlot s = EntryAt(table, i);
     if (s.Serial() == 0 || s.Load().expires > now_s) continue;
+    expired += s.Taken();  // a settle ahead whose take never came is no expiry
     s.Clear();
     Unmark(table, i);
-    ++expired;
   }
   return expired;
 }
@@ -105,8 +113,9 @@ uint32_t Reservations::Sweep(uint8_t* table, uint32_t bytes, int64_t now_s) {
 uint32_t Reservations::Held(const uint8_t* table, uint32_t bytes, int64_t now_s, std::span<Entry> out) {
   uint32_t held = 0;
   for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    if (!EntryAt(table, i).Taken()) continue;
     const Entry e = EntryAt(table, i).Load();
-    if (e.serial == 0 || e.expires <= now_s) continue;
+    if (e.expires <= now_s) continue;
     if (held < out.size()) out[held] = e;
     ++held;
   }
@@ -127,7 +136,7 @@ uint32_t Reservations::InUse(const uint8_t* table, uint32_t bytes, int64_t* firs
   int64_t first = 0;
   for (uint32_t i = 0; i < Cap(bytes); ++i) {
     const EntrySlot s = EntryAt(table, i);
-    if (s.Serial() == 0) continue;
+    if (!s.Taken()) continue;
     const int64_t expires = Load32(s.p + 12);
     first = n == 0 ? expires : std::min(first, expires);
     ++n;
@@ -138,28 +147,30 @@ uint32_t Reservations::InUse(const uint8_t* table, uint32_t bytes, int64_t* firs
 
 bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s,
                         Entry* out) {
-  for (uint32_t i = 0; i < Cap(bytes); ++i) {
-    EntrySlot s = EntryAt(table, i);
-    if (s.Serial() != 0) continue;
-    uint32_t serial = Load32(table + kResNextAt);
-    if (serial == 0) serial = 1;
-    Store32(table + kResNextAt, serial == UINT32_MAX ? 1 : serial + 1);
-    if (Load32(table + kResNonceAt) == 0) Store32(table + kResNonceAt, NewIdNonce());
-    // Held for at least reserve_s whole seconds, as a lease.
-    *out = Entry{serial, estimate, now_s, now_s + reserve_s + 1};
-    s.Store(*out);
-    Unmark(table, i);
-    return true;
-  }
-  return false;
+  // A free entry, else one a settle ahead holds (InUse does not count
+  // those: its take is likely never to come here now).
+  uint32_t pick = Cap(bytes);
+  for (uint32_t i = 0; i < Cap(bytes) && pick == Cap(bytes); ++i)
+    if (EntryAt(table, i).Serial() == 0) pick = i;
+  for (uint32_t i = 0; i < Cap(bytes) && pick == Cap(bytes); ++i)
+    if (EntryAt(table, i).Ahead()) pick = i;
+  if (pick == Cap(bytes)) return false;
+  uint32_t serial = Load32(table + kResNextAt);
+  if (serial == 0) serial = 1;
+  Store32(table + kResNextAt, serial == UINT32_MAX ? 1 : serial + 1);
+  if (Load32(table + kResNonceAt) == 0) Store32(table + kResNonceAt, NewIdNonce());
+  // Held for at least reserve_s whole seconds, as a lease.
+  *out = Entry{serial, estimate, now_s, now_s + reserve_s + 1};
+  EntryAt(table, pick).Store(*out);
+  Unmark(table, pick);
+  return true;
 }
 
 bool Reservations::Get(const uint8_t* table, uint32_t bytes, uint32_t serial, Entry* out) {
   if (serial == 0) return false;
   for (uint32_t i = 0; i < Cap(bytes); ++i) {
-    const Entry e = EntryAt(table, i).Load();
-    if (e.serial != serial) continue;
-    *out = e;
+    if (EntryAt(table, i).Serial() != serial || !EntryAt(table, i).Taken()) continue;
+    *out = EntryAt(table, i).Load();
     return true;
   }
   return false;
@@ -211,6 +222,42 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
   // was taken after any rule this node has.
   if (EntryAt(table, static_cast<uint32_t>(place)).Serial() != e.serial) Unmark(table, static_cast<uint32_t>(place));
   EntryAt(table, static_cast<uint32_t>(place)).Store(e);
+}
+
+void Reservations::SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t real, int64_t settled_s,
+                                int64_t expires) {
+  if (serial == 0 || Cap(bytes) == 0 || expires <= settled_s || expires - settled_s > kMaxReserveS + 1) return;
+  if (serial >= Load32(table + kResNextAt)) Store32(table + kResNextAt, serial == UINT32_MAX ? 1 : serial + 1);
+  for (uint32_t i = 0; i < Cap(bytes); ++i)
+    if (EntryAt(table, i).Serial() == serial) return;  // held here after all, or recorded already
+  uint32_t place = Cap(bytes);
+  for (uint32_t i = 0; i < Cap(bytes) && place == Cap(bytes); ++i)
+    if (EntryAt(table, i).Serial() == 0) place = i;
+  if (place == Cap(bytes)) {
+    place = 0;
+    for (uint32_t i = 1; i < Cap(bytes); ++i)
+      if (EntryAt(table, i).Load().expires < EntryAt(table, place).Load().expires) place = i;
+  }
+  EntrySlot s = EntryAt(table, place);
+  Store32(s.p, serial);
+  Store32(s.p + 4, kAheadBit | static_cast<uint32_t>(expires - settled_s));
+  Store32(s.p + 8, Clamp32(real));
+  Store32(s.p + 12, Clamp32(expires));
+  Unmark(table, place);
+}
+
+bool Reservations::TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t* real,
+                                    int64_t* settled_s) {
+  for (uint32_t i = 0; i < Cap(bytes); ++i) {
+    EntrySlot s = EntryAt(table, i);
+    if (s.Serial() != serial || !s.Ahead()) continue;
+    *real = Load32(s.p + 8);
+    *settled_s = int64_t{Load32(s.p + 12)} - (Load32(s.p + 4) & 0xFFFF);
+    s.Clear();
+    Unmark(table, i);
+    return true;
+  }
+  return false;
 }
 
 uint64_t Reservations::Mac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial,

@@ -29,7 +29,11 @@
 //        settle of one changes no rule (settled at its estimate; 0 in a
 //        table written before this bit existed: none is)
 //   [16] `cap` entries of 16 bytes: serial (0: free), estimate, taken at
-//        (unix s), expires (unix s)
+//        (unix s), expires (unix s). On a replica's copy an entry whose
+//        estimate has its top bit set (no estimate has: n <= 2^31 - 1) is
+//        a settle that arrived before its take (SettledAhead): its low 16
+//        bits say how long before the expiry it was settled, `taken at`
+//        holds the real amount. It is never held, listed or counted.
 // A biz holds `reservations` (default 8, at most kMaxPerKey and what the node
 // has room for beside the rules) per key: 16 + 16 x 8 = 144 bytes.
 //
@@ -98,6 +102,16 @@ struct Reservations {
   // are the sender's next; when every entry is held, the one expiring first
   // gives its place (charged its estimate, as at its expiry).
   static void Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const Entry& e);
+  // A replica's copy: the other holder settled `serial` (expiring at
+  // `expires`) at `real` at second `settled_s`, and its take has not come
+  // yet (each of the sender's workers sends on a link of its own, and the
+  // take was made on another). Kept until the take comes or the expiry
+  // passes, in a free entry (else the one expiring first).
+  static void SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t real, int64_t settled_s,
+                           int64_t expires);
+  // A take arriving: whether it was settled ahead (then that record goes,
+  // and says the real amount and when it was settled).
+  static bool TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t* real, int64_t* settled_s);
   static uint32_t Nonce(const uint8_t* table) { return Load32(table + 8); }
   static uint32_t NextSerial(const uint8_t* table) { return Load32(table + 4); }
 

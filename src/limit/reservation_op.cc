@@ -119,16 +119,35 @@ void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::s
   d->res_expires = e.expires;
 }
 
-void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e) {
+void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e,
+                      const TimeZone* tz) {
   uint8_t* t = TableOf(biz, ref);
-  if (t != nullptr) Reservations::Adopt(t, biz.res_bytes, nonce, e);
+  if (t == nullptr) return;
+  int64_t real = 0, settled_s = 0;
+  if (!Reservations::TakeSettledAhead(t, biz.res_bytes, e.serial, &real, &settled_s)) {
+    Reservations::Adopt(t, biz.res_bytes, nonce, e);
+    return;
+  }
+  // Settled by the other holder before this copy had it: settled now, as
+  // it was there (the estimate's add came just before this, from the same
+  // request), and never held here.
+  Reservations::Adopt(t, biz.res_bytes, nonce, e);
+  Reservations::RuleSettle sum;
+  SettleReservation(biz, ref, Now::At(settled_s * 1000, tz), e.serial, real, &sum);
+}
+
+void SettleAheadOfItsTake(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
+                          int64_t expires) {
+  uint8_t* t = TableOf(biz, ref);
+  if (t != nullptr) Reservations::SettledAhead(t, biz.res_bytes, serial, real, at.s, expires);
 }
 
 bool SettleReservation(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
-                       Reservations::RuleSettle* sum) {
+                       Reservations::RuleSettle* sum, int64_t* expires) {
   uint8_t* t = TableOf(biz, ref);
   Reservations::Entry e;
   if (t == nullptr || !Reservations::Get(t, biz.res_bytes, serial, &e)) return false;
+  if (expires != nullptr) *expires = e.expires;
   // Taken before a rule that started from zero: that rule's count is other
   // clients' uses only, and no rule's own state says which rules counted
   // this one, so each keeps the estimate (as after the window ended).
@@ -167,7 +186,7 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
         Status::Conflict("reservation " + text() + " is unknown: it was never taken for this key in biz '" + biz->name +
                          "' (another biz's or key's id, a lease's, a forged one, one of a node erased since, or "
                          "one taken on another frsd keyed otherwise: shards without one <cluster lease_key>)");
-  } else if (Reservations::RuleSettle sum; !SettleReservation(*biz, ref, now, serial, n, &sum)) {
+  } else if (Reservations::RuleSettle sum; !SettleReservation(*biz, ref, now, serial, n, &sum, &d->res_expires)) {
     // The sweep before this freed (and counted) one that expired.
     d->status = Status::Gone("reservation " + text() +
                              " is no longer held: settled already, or expired (and charged its estimate; so is one "

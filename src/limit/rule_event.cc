@@ -32,11 +32,16 @@ void SendReservationEvents(const Request& req, const Decision& d, Change c, Even
     if (!ParseLeaseId(req.reservation, &c.item, &mac)) return;
     c.event = Change::Event::kResSettle;
     c.n = std::clamp<int64_t>(req.n, 0, kMaxUses);
+    c.until = d.res_expires;  // how long a copy the take has not reached yet keeps the settle
   } else {
     return;
   }
   sink->OnChange(c);
 }
+
+// A settle that says its reservation's expiry: kept until its take comes,
+// on a node made for it if need be.
+bool SettleKeptAhead(const Change& c) { return c.event == Change::Event::kResSettle && c.until > 0; }
 
 }  // namespace
 
@@ -98,12 +103,18 @@ void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const N
   switch (c.event) {
     case Change::Event::kResTake: {
       const Now at = Now::At(c.at_ms, now.tz);
-      AdoptReservation(biz, ref, c.nonce, Reservations::Entry{c.item, c.n, at.s, c.until});
+      AdoptReservation(biz, ref, c.nonce, Reservations::Entry{c.item, c.n, at.s, c.until}, now.tz);
       return;
     }
     case Change::Event::kResSettle: {
       Reservations::RuleSettle sum;  // the sender's answer said it
-      SettleReservation(biz, ref, Now::At(c.at_ms, now.tz), c.item, c.n, &sum);
+      const Now at = Now::At(c.at_ms, now.tz);
+      // Not held here: its take, made on another of the sender's workers,
+      // has not come yet (or this copy let it go: expired, or its place
+      // given to another). Kept for the take (a sender that did not say
+      // the expiry: dropped, as before).
+      if (!SettleReservation(biz, ref, at, c.item, c.n, &sum) && c.until > 0)
+        SettleAheadOfItsTake(biz, ref, at, c.item, c.n, c.until);
       return;
     }
     case Change::Event::kResSweep:
@@ -139,9 +150,9 @@ void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const N
 
 bool RuleEventCreates(const Change& c) {
   return c.event == Change::Event::kLeaseGrant || c.event == Change::Event::kLeaseRenew ||
-         c.event == Change::Event::kResTake;
+         c.event == Change::Event::kResTake || SettleKeptAhead(c);
 }
 
-bool RuleEventNeedsTable(const Change& c) { return c.event == Change::Event::kResTake; }
+bool RuleEventNeedsTable(const Change& c) { return c.event == Change::Event::kResTake || SettleKeptAhead(c); }
 
 }  // namespace frs::limit

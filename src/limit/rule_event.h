@@ -7,8 +7,12 @@
 // holder. So the holder that decided sends what it did to each lease
 // (granted with its serial, expiry and the node's nonce; released;
 // renewed; the expired ones swept), and the other holder applies the same
-// events to its copy in order: both hold the same leases under the same ids
-// (the MAC secret being shared, <cluster lease_key>). The sender counts the
+// events to its copy: both hold the same leases under the same ids (the MAC
+// secret being shared, <cluster lease_key>). Events made on one of the
+// sender's workers arrive in order; two workers' in any order: a renewal
+// that overtakes its grant keeps the later expiry, but a release that
+// overtakes it frees nothing, and the grant then holds a place on the copy
+// until its expiry (docs/cluster.md, "Leases on replicas"). The sender counts the
 // leases it found expired (frs_leases_expired_total); the other holder frees
 // them silently, so an expiry is counted once.
 //
@@ -16,9 +20,10 @@
 // (serial, estimate, taken at, expiry, the table's nonce: the acquire's
 // estimate itself comes as its count's add), settled (serial, real amount:
 // the other holder settles its copy by the same rules at the sender's
-// instant, so a window ended there changes nothing here either), the
-// expired ones swept (an expiry changes only the table, and is counted by
-// the sender). Both hold the same table, so an id the owner gave settles
+// instant, so a window ended there changes nothing here either; a settle
+// that overtakes its take is kept in the table until the take comes, then
+// applied), the expired ones swept (an expiry changes only the table, and
+// is counted by the sender). Both hold the same table, so an id the owner gave settles
 // once on its successor after a failover.
 //
 // Another rule whose state names items adds its events to Change::Event
