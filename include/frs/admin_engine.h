@@ -94,6 +94,17 @@ class AdminEngine : public Engine {
   // Decodes a node for humans and scripts (explain, get, dump, top).
   virtual Result<NodeView> Inspect(std::string_view biz, std::string_view key) = 0;
   virtual Result<NodeView> View(const NodeInfo& node) const = 0;
+  // Whether lease `serial` of (biz_id, key) is known to be held no more
+  // here: the key has no node, or its node holds no lease of that serial
+  // (released, or past its expiry). False when that cannot be told (an
+  // unknown biz, a store error). A replica link asks it of a grant or a
+  // renewal it kept while the other holder was away: each worker sends on a
+  // link of its own, so the release another worker kept could arrive first,
+  // and the grant after it would hold a place there until its expiry.
+  virtual bool LeaseEnded(uint16_t biz_id, std::string_view key, uint32_t serial) {
+    (void)biz_id, (void)key, (void)serial;
+    return false;
+  }
   // What every biz holds now, in one walk over the store's chains (one
   // chain locked at a time), in map order, zeros included: the leases (not
   // past their expiry, swept or not) of each biz with a concurrency rule

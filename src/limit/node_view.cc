@@ -235,6 +235,21 @@ Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view
   return v;
 }
 
+bool EngineImpl::LeaseEnded(uint16_t biz_id, std::string_view key, uint32_t serial) {
+  std::shared_ptr<const Map> map = SharedMap();
+  const Biz* biz = map->FindId(biz_id);
+  if (biz == nullptr || biz->cfg.lease_rule < 0 || !ValidateKeyBytes(key).empty()) return false;
+  auto node = store_->Get(KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, key), key, static_cast<uint8_t>(key.size())});
+  if (!node.ok()) return node.status().IsNotFound();
+  Result<NodeView> v = View(node.value());
+  if (!v.ok()) return false;
+  // Another series' lease of that serial counts as the same: only a lease
+  // surely gone is said to be.
+  for (const LeaseView& l : v.value().leases)
+    if ((l.serial & Concurrency::kMaxSerial) == (serial & Concurrency::kMaxSerial)) return false;
+  return true;
+}
+
 Result<std::string> EngineImpl::ExportNode(const NodeInfo& node) const {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = map->FindId(node.biz);

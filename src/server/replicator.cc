@@ -488,7 +488,21 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
     JournalFlush();
   }
   std::string body;
-  for (size_t i = 0; i < l.inflight; ++i) AppendChangeLine(l.queue[i].AsChange(), &body);
+  // Kept while the link was down (or by a spool, a retired link): a grant
+  // or renewal of a lease that ended here since goes as a sweep of its key
+  // (which frees there only what expired there too), so that its release,
+  // kept by another worker and perhaps delivered first, is not undone.
+  const bool kept = l.inflight > 0 && (from_spool_ || retired_ || l.queue.front().id <= l.down_through);
+  for (size_t i = 0; i < l.inflight; ++i) {
+    Change c = l.queue[i].AsChange();
+    if (kept && opts_.lease_ended && c.kind == Change::Kind::kEvent &&
+        (c.event == Change::Event::kLeaseGrant || c.event == Change::Event::kLeaseRenew) && opts_.lease_ended(c)) {
+      c.event = Change::Event::kLeaseSweep;
+      c.item = c.nonce = 0;
+      c.until = 0;
+    }
+    AppendChangeLine(c, &body);
+  }
   l.out.clear();
   l.out_sent = 0;
   l.out += "POST /replicate?from=";

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -70,6 +71,12 @@ struct ReplicaOptions {
   // Where the journal of the links that are down is made (the store
   // directory; empty: none is kept).
   std::string journal_dir;
+  // Whether a lease a kept grant or renewal names has ended here since
+  // (AdminEngine::LeaseEnded; unset: never asked). A batch of changes kept
+  // while the link was down sends such a one as a sweep: the release made
+  // on another worker, on its own link, may reach the other holder first,
+  // and the grant after it would hold a place there until its expiry.
+  std::function<bool(const Change&)> lease_ended;
 };
 
 class Replicator final : public ChangeSink {

@@ -176,7 +176,7 @@ class Worker {
   std::vector<uint8_t> repl_flag_;             // by fd: in repl_wait_
   std::string envoy_bundle_;                   // applied to grpc_
   std::unique_ptr<DecisionLog> decision_log_;  // null: no <decisions>
-  Engine* engine_;
+  AdminEngine* engine_;
   Store* store_;
   ConnectionLimits limits_;
   EventLoop loop_;

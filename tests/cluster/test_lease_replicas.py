@@ -421,6 +421,94 @@ class LeaseReplicas(unittest.TestCase):
         )
 
 
+def worker_of(conn, shard):
+    """The pid of `shard`'s worker that serves `conn` (a connected
+    http.client.HTTPConnection): its socket's inode, found in /proc/net/tcp
+    by the two ports, in the worker's descriptors."""
+    mine = conn.sock.getsockname()[1]
+    inode = None
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote = fields[1], fields[2]
+            if int(local.split(":")[1], 16) == shard.port and int(remote.split(":")[1], 16) == mine:
+                inode = fields[9]
+    for pid in processes.children(shard.proc.pid):
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "socket:[%s]" % inode:
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
+class TwoWorkers(unittest.TestCase):
+    """The successor serves with two workers while the owner is away: each
+    keeps what it serves for the owner on a link of its own, and the two
+    links deliver in any order when the owner is back. A release kept by one
+    worker could reach the owner before the grant the other kept (the owner
+    then held that lease until its expiry, a place nobody could free), and
+    a settle before its take (dropped: the owner kept the estimate)."""
+
+    def test_what_two_workers_kept_reaches_the_owner_whole_in_any_order(self):
+        tmp = tempfile.mkdtemp(prefix="frs-lease-two-workers-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        key_file = os.path.join(tmp, "lease.key")
+        with open(key_file, "wb") as f:
+            f.write(os.urandom(16))
+        os.chmod(key_file, 0o600)
+        extra = 'replica_mode="sync" replica_timeout_ms="2000" lease_key="%s"' % key_file
+        p = test_replicas.Pair(tmp, extra_a=extra, extra_b=extra, b_workers=2)
+        self.addCleanup(p.close)
+        p.a.kill9()
+        # One keep-alive connection on each of the successor's workers.
+        conns = {}
+        for _ in range(64):
+            c = http.client.HTTPConnection("127.0.0.1", p.b.port, timeout=5)
+            c.connect()
+            pid = worker_of(c, p.b)
+            if pid is not None and pid not in conns:
+                conns[pid] = c
+            else:
+                c.close()
+            if len(conns) == 2:
+                break
+        self.assertEqual(len(conns), 2, "no connection reached each worker")
+        one, two = conns.values()
+
+        def get(conn, path):
+            conn.request("GET", path)
+            r = conn.getresponse()
+            return r.status, r.read().decode()
+
+        keys = p.keys[:12]
+        for i, k in enumerate(keys):
+            took, gave = (one, two) if i % 2 == 0 else (two, one)
+            st, body = get(took, "/acquire?biz=l&key=" + k)
+            self.assertEqual(st, 200, body)
+            self.assertEqual(get(gave, "/release?biz=l&key=%s&lease=%s" % (k, lease_of(body)))[0], 200)
+            st, body = get(took, "/acquire?biz=t&key=%s&n=10&reserve=600" % k)
+            self.assertEqual(st, 200, body)
+            rid = attr(body, "reservation")
+            self.assertEqual(get(gave, "/settle?biz=t&key=%s&reservation=%s&n=%d" % (k, rid, 20 + i))[0], 200)
+        for c in conns.values():
+            c.close()
+        p.a.start()
+
+        def owner_as_successor():
+            for i, k in enumerate(keys):
+                if p.a.count_of("l", k) != 0 or p.a.count_of("t", k) != 20 + i:
+                    return False
+            return True
+
+        ok = processes.wait_for(owner_as_successor, 10)
+        self.assertTrue(ok, ["%s: %s %s" % (k, p.a.count_of("l", k), p.a.count_of("t", k)) for k in keys] + [p.a.log()])
+        for k in keys:
+            self.assertEqual(p.b.count_of("l", k), 0)
+            self.assertEqual(p.a.get("/acquire?biz=l&key=" + k)[0], 200)
+
+
 if __name__ == "__main__":
     test_replicas.FRSD = sys.argv.pop(1)
     FRSCTL = sys.argv.pop(1)
