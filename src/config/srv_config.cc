@@ -60,6 +60,18 @@ Status CheckWhole(const srv::Context& ctx, const pugi::xml_node& root) {
     return ctx.Error(root.child("cluster"),
                      "<cluster replicas=\"1\"> needs <admin token=\"...\">, the same on every shard: shards "
                      "authenticate the changes they send each other with it");
+  // It travels in a header (Authorization: Bearer T), whose value loses
+  // its ends' blanks and cannot hold a control character: such a token is
+  // another one by the time it arrives, and every batch would be refused.
+  const std::string& t = cfg.admin_token;
+  const bool blank_end = !t.empty() && (t.front() == ' ' || t.front() == '\t' || t.back() == ' ' || t.back() == '\t');
+  const bool control = std::any_of(t.begin(), t.end(), [](char ch) {
+    return static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) == 0x7f;
+  });
+  if (cfg.cluster_replicas > 0 && (blank_end || control))
+    return ctx.Error(root.child("admin"),
+                     "<admin token> begins or ends with a blank, or holds a control character: shards send it in "
+                     "an HTTP header (Authorization: Bearer), which cannot carry it as it is");
   return Status::OK();
 }
 

@@ -233,7 +233,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
   } else if (path == "/replicate") {
     label = CmdLabel::kMerge;
     ctype = kPlain;
-    HandleReplicate(head, base, query, &status);
+    HandleReplicate(head, base, query, &extra, &status);
   } else if (path == "/stats") {
     label = CmdLabel::kStats;
     if (!is_get && head.method != HttpMethod::kPost) {

@@ -161,7 +161,7 @@ class Handler {
   void MergeStatsBy(std::string_view body, const std::string& receipt, int* status);
   // /replicate: changes from another shard, and what a returning shard asks
   // (handler_replica.cc).
-  void HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status);
+  void HandleReplicate(const HttpHead& head, const char* base, std::string_view query, Extra* extra, int* status);
   // Logs (at most once a minute) the changes of a biz this map has not,
   // which the engine skips.
   void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);

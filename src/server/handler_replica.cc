@@ -74,10 +74,17 @@ namespace {
 std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
   std::string buf;
   std::string_view name, raw;
+  std::string_view seen[16];
+  size_t nseen = 0;
   while (NextQueryParam(&query, &name, &raw)) {
     std::string_view value;
     if (!PercentDecode(raw, &buf, &value))
       return "/replicate: parameter '" + std::string(name.substr(0, 32)) + "' has a bad %-escape";
+    // Twice is ambiguous (the last one won: seq=1&seq=2 applied seq 2,
+    // token=&token=T was T), as the GET forms refuse it.
+    if (std::find(seen, seen + nseen, name) != seen + nseen)
+      return "/replicate: parameter '" + std::string(name.substr(0, 32)) + "' is given twice";
+    if (nseen < std::size(seen)) seen[nseen++] = name;
     auto number = [&](uint64_t* out) {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
       return !value.empty() && ec == std::errc() && p == value.data() + value.size();
@@ -98,6 +105,15 @@ std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
       return "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
              "' (from, stream, seq, first, digest, lease_key; for, snapshot, file; state; handed_off)";
   }
+  return "";
+}
+
+// What a question past the state and the handoff note lacks ("": none).
+std::string MissingFrom(const HttpHead& head, const ReplicateQuery& q) {
+  if (head.method == HttpMethod::kGet && q.forname.empty())
+    return "/replicate: a GET asks state=1 (this shard's state), or for=SHARD&digest=D (what this shard holds for "
+           "that shard; with snapshot=1, its nodes)";
+  if (q.digest.empty()) return "/replicate: digest= is missing (the sender's <cluster> digest, 8 hex digits)";
   return "";
 }
 
@@ -154,8 +170,14 @@ bool WaitForWorkersOutside(Metrics& metrics, int64_t deadline) {
 
 }  // namespace
 
-void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, int* status) {
+void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, Extra* extra,
+                              int* status) {
   const ClusterView& c = opts_.cluster;
+  if (head.method != HttpMethod::kGet && head.method != HttpMethod::kPost) {
+    TextBody(405, "/replicate takes POST (changes) or GET (state, snapshot)", status);
+    extra->allow = "GET, POST";
+    return;
+  }
   ReplicateQuery q;
   if (std::string bad = ParseReplicateQuery(query, &q); !bad.empty()) {
     TextBody(400, bad, status);
@@ -201,6 +223,10 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     }
     if (shared != nullptr) CounterSet(shared->handed_off, c.ring->Digest());
     TextBody(200, "noted", status);
+    return;
+  }
+  if (std::string missing = MissingFrom(head, q); !missing.empty()) {
+    TextBody(400, missing, status);
     return;
   }
   // A batch its sender queued under the list before the change (it is
@@ -257,10 +283,6 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   // side); this shard's own probe, each second, says that.
   if (head.method == HttpMethod::kPost) {
     ReplicateReceive(head, base, q, old_batch, static_cast<size_t>(peer), status);
-    return;
-  }
-  if (head.method != HttpMethod::kGet) {
-    TextBody(405, "/replicate takes POST (changes) or GET (state, snapshot)", status);
     return;
   }
   if (q.snapshot) ReplicateSnapshot(q, peer, status);

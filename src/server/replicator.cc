@@ -235,6 +235,11 @@ void Replicator::OnChange(const Change& c) {
     l->queue.pop_front();
     if (l->journaled) journal_.Dropped(IndexOf(*l));
     if (counters_) CounterAdd(counters_->dropped);
+    if (uint64_t n = 0; l->dropped_log.Note(MonoNsNow(), &n))
+      FRS_LOG(
+          "replicas: %zu change(s) kept for %s, the most a link keeps: its oldest are dropped (%llu since the last "
+          "such line; frs_replica_dropped_total counts each); %s will lack them",
+          l->queue.size(), l->name.c_str(), static_cast<unsigned long long>(n), l->name.c_str());
   }
   if (l->down && counters_) CounterAdd(counters_->unprotected);  // answered alone
   touched_ |= uint64_t{1} << static_cast<size_t>(l - links_.data());

@@ -44,6 +44,7 @@
 #include "frs/ring.h"
 #include "os/unique_fd.h"
 #include "server/event_loop.h"
+#include "server/log_throttle.h"
 #include "server/metrics.h"
 #include "server/replica_journal.h"
 #include "server/replica_spool.h"
@@ -297,6 +298,7 @@ class Replicator final : public ChangeSink {
     os::UniqueFd fd;
     LinkState state = LinkState::kClosed;
     std::deque<Queued> queue;
+    LogThrottle dropped_log;    // the backlog full: its oldest changes dropped
     size_t inflight = 0;        // queue[0, inflight) is the batch in flight
     uint64_t inflight_seq = 0;  // its seq (sent again unchanged after a lost link)
     uint64_t next_seq = 1;

@@ -561,6 +561,29 @@ class Replicas(unittest.TestCase):
         reset = int(re.search(r' reset="(\d+)"', body).group(1))
         self.assertLessEqual(reset, time.time() + 3600 + 5, body)  # counted in the window open now
         self.assertEqual(b.count_of("small", "k"), 1)
+
+        # What is not a question /replicate takes says so (with the token).
+        def ask(method, target, body=None):
+            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=10)
+            try:
+                c.request(method, target, body=body, headers={"Authorization": "Bearer " + TOKEN})
+                r = c.getresponse()
+                return r.status, r.getheader("Allow"), r.read().decode()
+            finally:
+                c.close()
+
+        self.assertEqual(ask("PUT", "/replicate?state=1")[:2], (405, "GET, POST"))
+        st, _, body = ask("GET", "/replicate")
+        self.assertEqual(st, 400, body)
+        self.assertIn("a GET asks state=1", body)
+        st, _, body = ask("POST", "/replicate?from=%s&stream=attack&seq=3" % p.a.name, "A 1 - 1 1 k\n")
+        self.assertEqual(st, 400, body)
+        self.assertIn("digest= is missing", body)
+        st, _, body = ask(
+            "POST", "/replicate?from=%s&stream=attack&seq=3&seq=4&digest=%s" % (p.a.name, digest), "A 1 - 1 1 k\n"
+        )
+        self.assertEqual(st, 400, body)
+        self.assertIn("'seq' is given twice", body)
         self.assertEqual(b.status("/health"), 200)
         self.assertNotIn("exited", b.log())
 

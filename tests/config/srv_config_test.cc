@@ -283,6 +283,14 @@ TEST(SrvConfig, ClusterReplicas) {
   // Named at the <cluster> element's line (it said line 1, the root's).
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<cluster replicas=\"1\">\n" + two, "4",
               "needs <admin token");
+  // A token a Bearer header cannot carry as it is: every batch was refused.
+  for (const char* token : {" ", " t", "t ", "t&#9;", "a&#10;b"})
+    ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<admin token=\"" + std::string(token) +
+                    "\"/>\n<cluster replicas=\"1\">\n" + two,
+                "4", "<admin token> begins or ends with a blank, or holds a control character");
+  EXPECT_TRUE(LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/><admin token="two words"/>
+<cluster replicas="1"><shard>a:1</shard><shard>b:1</shard></cluster></frs>)"))
+                  .ok());
   // A wildcard listen address names no shard: self is required then (taken
   // as this shard's name, every route was another's, and the 421s pointed
   // clients back here).
