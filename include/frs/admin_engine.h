@@ -94,15 +94,16 @@ class AdminEngine : public Engine {
   // Decodes a node for humans and scripts (explain, get, dump, top).
   virtual Result<NodeView> Inspect(std::string_view biz, std::string_view key) = 0;
   virtual Result<NodeView> View(const NodeInfo& node) const = 0;
-  // Whether lease `serial` of (biz_id, key) is known to be held no more
-  // here: the key has no node, or its node holds no lease of that serial
-  // (released, or past its expiry). False when that cannot be told (an
+  // Whether lease `serial` of (biz_id, key), granted or renewed until
+  // `until` (unix s), is known to be held no more here: its node holds no
+  // lease of that serial (released, or past its expiry), or the key has no
+  // node and `until` has passed. False when that cannot be told (an
   // unknown biz, a store error). A replica link asks it of a grant or a
   // renewal it kept while the other holder was away: each worker sends on a
   // link of its own, so the release another worker kept could arrive first,
   // and the grant after it would hold a place there until its expiry.
-  virtual bool LeaseEnded(uint16_t biz_id, std::string_view key, uint32_t serial) {
-    (void)biz_id, (void)key, (void)serial;
+  virtual bool LeaseEnded(uint16_t biz_id, std::string_view key, uint32_t serial, int64_t until) {
+    (void)biz_id, (void)key, (void)serial, (void)until;
     return false;
   }
   // What every biz holds now, in one walk over the store's chains (one

@@ -270,8 +270,13 @@ int64_t KeepLatest(const RuleSpec& spec, uint8_t* block, int64_t count) {
   for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0;
   for (; held > count; --held) {
     uint32_t pick = p.n;
+    // The first to expire, the lower serial of two alike: the same lease on
+    // both holders of a route whatever their places' order (a replica's
+    // set drops them itself: limit/replica_apply.cc).
     for (uint32_t i = 0; i < p.n; ++i)
-      if (p.Serial(i) != 0 && (pick == p.n || p.Expires(i) < p.Expires(pick))) pick = i;
+      if (p.Serial(i) != 0 && (pick == p.n || p.Expires(i) < p.Expires(pick) ||
+                               (p.Expires(i) == p.Expires(pick) && p.Serial(i) < p.Serial(pick))))
+        pick = i;
     p.Set(pick, 0, 0);
   }
   return held;

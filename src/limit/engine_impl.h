@@ -176,7 +176,7 @@ class EngineImpl final : public AdminEngine {
   std::vector<BizInfo> Bizzes() const override;
   Result<NodeView> Inspect(std::string_view biz, std::string_view key) override;
   Result<NodeView> View(const NodeInfo& node) const override;
-  bool LeaseEnded(uint16_t biz_id, std::string_view key, uint32_t serial) override;
+  bool LeaseEnded(uint16_t biz_id, std::string_view key, uint32_t serial, int64_t until) override;
   Result<std::vector<BizHeldNow>> HeldNow(uint32_t lock_wait_ms) override;
   std::vector<BizHeldNow> HeldBizzes() const override;
   Result<std::string> ExportNode(const NodeInfo& node) const override;

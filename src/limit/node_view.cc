@@ -235,18 +235,24 @@ Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view
   return v;
 }
 
-bool EngineImpl::LeaseEnded(uint16_t biz_id, std::string_view key, uint32_t serial) {
+bool EngineImpl::LeaseEnded(uint16_t biz_id, std::string_view key, uint32_t serial, int64_t until) {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = map->FindId(biz_id);
   if (biz == nullptr || biz->cfg.lease_rule < 0 || !ValidateKeyBytes(key).empty()) return false;
+  const Now now = NowAt();
   auto node = store_->Get(KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, key), key, static_cast<uint8_t>(key.size())});
-  if (!node.ok()) return node.status().IsNotFound();
-  Result<NodeView> v = View(node.value());
-  if (!v.ok()) return false;
+  // No node is no lease here, but not surely none anywhere (handed off
+  // since, or evicted): ended only once its expiry has passed.
+  if (!node.ok()) return node.status().IsNotFound() && until <= now.s;
+  uint8_t state[kMaxStateBytes] = {};
+  StateInLayout(biz->cfg, node.value(), now, state);
+  const RuleSpec& spec = biz->cfg.rules[biz->cfg.lease_rule];
+  Concurrency::Lease held[Concurrency::kMaxLeases];
+  const size_t n = std::min<size_t>(Concurrency::Held(spec, state + spec.offset, now, held), std::size(held));
   // Another series' lease of that serial counts as the same: only a lease
   // surely gone is said to be.
-  for (const LeaseView& l : v.value().leases)
-    if ((l.serial & Concurrency::kMaxSerial) == (serial & Concurrency::kMaxSerial)) return false;
+  for (size_t i = 0; i < n; ++i)
+    if ((held[i].serial & Concurrency::kMaxSerial) == (serial & Concurrency::kMaxSerial)) return false;
   return true;
 }
 

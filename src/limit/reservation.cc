@@ -1,6 +1,7 @@
 #include "limit/reservation.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "limit/calendar_window.h"
@@ -62,6 +63,7 @@ std::span<const uint8_t> Reservations::Find(std::span<const uint8_t> state) {
 }
 
 void Reservations::Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_t cap) {
+  if (cap == 0) return;  // no table: nothing to write
   const uint32_t bytes = Bytes(cap);
   std::memset(table, 0, bytes);
   Store32(table, Tag(bytes));
@@ -73,9 +75,15 @@ void Reservations::Rebuild(std::span<const uint8_t> old, uint8_t* table, uint32_
   Entry kept[kMaxPerKey];
   bool before[kMaxPerKey] = {};
   uint32_t n = 0;
-  for (uint32_t i = 0; i < std::min(Cap(static_cast<uint32_t>(old.size())), kMaxPerKey); ++i) {
+  // Held entries first, then settles kept ahead (which only fill what is
+  // left: a lowered bound never drops a held one for them).
+  const uint32_t old_cap = std::min(Cap(static_cast<uint32_t>(old.size())), kMaxPerKey);
+  for (uint32_t k = 0; k < 2 * old_cap; ++k) {
+    const uint32_t i = k % old_cap;
+    const bool ahead_pass = k >= old_cap;
+    if (EntryAt(old.data(), i).Serial() == 0 || EntryAt(old.data(), i).Ahead() != ahead_pass) continue;
+    if (ahead_pass && n == cap) break;
     const Entry e = EntryAt(old.data(), i).Load();
-    if (e.serial == 0) continue;
     const bool marked = (was_before >> i) & 1;
     if (n < cap) {
       before[n] = marked;
@@ -213,6 +221,8 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
     if (EntryAt(table, i).Serial() == e.serial) place = i;
   for (uint32_t i = 0; i < Cap(bytes) && place < 0; ++i)
     if (EntryAt(table, i).Serial() == 0) place = i;
+  for (uint32_t i = 0; i < Cap(bytes) && place < 0; ++i)
+    if (EntryAt(table, i).Ahead()) place = i;  // a settle kept ahead gives its place before a held one
   if (place < 0) {
     place = 0;
     for (uint32_t i = 1; i < Cap(bytes); ++i)
@@ -230,14 +240,14 @@ void Reservations::SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial,
   if (serial >= Load32(table + kResNextAt)) Store32(table + kResNextAt, serial == UINT32_MAX ? 1 : serial + 1);
   for (uint32_t i = 0; i < Cap(bytes); ++i)
     if (EntryAt(table, i).Serial() == serial) return;  // held here after all, or recorded already
+  // A free entry, else the settle kept ahead that expires first: never a
+  // held reservation (pushed out, its own settle would find it gone).
   uint32_t place = Cap(bytes);
   for (uint32_t i = 0; i < Cap(bytes) && place == Cap(bytes); ++i)
     if (EntryAt(table, i).Serial() == 0) place = i;
-  if (place == Cap(bytes)) {
-    place = 0;
-    for (uint32_t i = 1; i < Cap(bytes); ++i)
-      if (EntryAt(table, i).Load().expires < EntryAt(table, place).Load().expires) place = i;
-  }
+  for (uint32_t i = 0; i < Cap(bytes) && place == Cap(bytes); ++i)
+    if (EntryAt(table, i).Ahead()) place = i;
+  if (place == Cap(bytes)) return;
   EntrySlot s = EntryAt(table, place);
   Store32(s.p, serial);
   Store32(s.p + 4, kAheadBit | static_cast<uint32_t>(expires - settled_s));
@@ -246,11 +256,15 @@ void Reservations::SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial,
   Unmark(table, place);
 }
 
-bool Reservations::TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t* real,
+bool Reservations::TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t expires, int64_t* real,
                                     int64_t* settled_s) {
   for (uint32_t i = 0; i < Cap(bytes); ++i) {
     EntrySlot s = EntryAt(table, i);
     if (s.Serial() != serial || !s.Ahead()) continue;
+    // Its reservation's: the same expiry (within the seconds a clock
+    // ahead of this one moves a change by), not a later one of the same
+    // serial in a node made again since.
+    if (std::abs(int64_t{Load32(s.p + 12)} - expires) > 2) continue;
     *real = Load32(s.p + 8);
     *settled_s = int64_t{Load32(s.p + 12)} - (Load32(s.p + 4) & 0xFFFF);
     s.Clear();

@@ -109,9 +109,11 @@ struct Reservations {
   // passes, in a free entry (else the one expiring first).
   static void SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t real, int64_t settled_s,
                            int64_t expires);
-  // A take arriving: whether it was settled ahead (then that record goes,
-  // and says the real amount and when it was settled).
-  static bool TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t* real, int64_t* settled_s);
+  // A take arriving (its reservation expiring at `expires`): whether it was
+  // settled ahead (then that record goes, and says the real amount and when
+  // it was settled).
+  static bool TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t expires, int64_t* real,
+                               int64_t* settled_s);
   static uint32_t Nonce(const uint8_t* table) { return Load32(table + 8); }
   static uint32_t NextSerial(const uint8_t* table) { return Load32(table + 4); }
 

@@ -124,7 +124,7 @@ void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const 
   uint8_t* t = TableOf(biz, ref);
   if (t == nullptr) return;
   int64_t real = 0, settled_s = 0;
-  if (!Reservations::TakeSettledAhead(t, biz.res_bytes, e.serial, &real, &settled_s)) {
+  if (!Reservations::TakeSettledAhead(t, biz.res_bytes, e.serial, e.expires, &real, &settled_s)) {
     Reservations::Adopt(t, biz.res_bytes, nonce, e);
     return;
   }

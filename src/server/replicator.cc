@@ -494,17 +494,17 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   }
   std::string body;
   // Kept while the link was down (or by a spool, a retired link): a grant
-  // or renewal of a lease that ended here since goes as a sweep of its key
-  // (which frees there only what expired there too), so that its release,
-  // kept by another worker and perhaps delivered first, is not undone.
+  // or renewal of a lease that ended here since goes as a grant already
+  // over (held until its own second), so that its release, kept by another
+  // worker and perhaps delivered first, is not undone, while the copy's
+  // next serial still passes it (a serial is never granted twice).
   const bool kept = l.inflight > 0 && (from_spool_ || retired_ || l.queue.front().id <= l.down_through);
   for (size_t i = 0; i < l.inflight; ++i) {
     Change c = l.queue[i].AsChange();
     if (kept && opts_.lease_ended && c.kind == Change::Kind::kEvent &&
         (c.event == Change::Event::kLeaseGrant || c.event == Change::Event::kLeaseRenew) && opts_.lease_ended(c)) {
-      c.event = Change::Event::kLeaseSweep;
-      c.item = c.nonce = 0;
-      c.until = 0;
+      c.event = Change::Event::kLeaseGrant;
+      c.until = c.at_ms / 1000;
     }
     AppendChangeLine(c, &body);
   }

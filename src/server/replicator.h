@@ -74,7 +74,8 @@ struct ReplicaOptions {
   std::string journal_dir;
   // Whether a lease a kept grant or renewal names has ended here since
   // (AdminEngine::LeaseEnded; unset: never asked). A batch of changes kept
-  // while the link was down sends such a one as a sweep: the release made
+  // while the link was down sends such a one as a grant already over (it
+  // holds nothing there, and passes the copy's next serial): the release made
   // on another worker, on its own link, may reach the other holder first,
   // and the grant after it would hold a place there until its expiry.
   std::function<bool(const Change&)> lease_ended;

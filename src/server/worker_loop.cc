@@ -358,7 +358,7 @@ void Worker::SetUpReplicas(bool reload) {
   o.shared = ctx_.metrics ? &ctx_.metrics->master().replica : nullptr;
   o.beat = counters_ ? &counters_->beat_ms : nullptr;
   o.journal_dir = cfg_.store_dir;
-  o.lease_ended = [engine = engine_](const Change& c) { return engine->LeaseEnded(c.biz_id, c.key, c.item); };
+  o.lease_ended = [engine = engine_](const Change& c) { return engine->LeaseEnded(c.biz_id, c.key, c.item, c.until); };
   // A stream per worker process: its seqs start at 1, and the receivers
   // keep a watermark per stream name.
   timespec ts;

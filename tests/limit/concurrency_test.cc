@@ -662,6 +662,33 @@ TEST(LeaseBlock, ALeaseOfAnotherSeriesIsAnotherLeaseOnTheCopy) {
   EXPECT_EQ(limit::Concurrency::Find(spec, block.data(), now, 7, &own), limit::Concurrency::Found::kHeld);
 }
 
+// A grant the sender sends already over (its lease ended there before it
+// went) holds nothing on the copy, but its serial is never granted there.
+// A set to fewer drops the same leases on both holders whatever the order
+// of their places: the first to expire, the lower serial of two alike.
+TEST(LeaseBlock, AGrantAlreadyOverPassesItsSerialAndASetDropsAlike) {
+  const limit::RuleSpec spec = ThreeLeaseRule();
+  const limit::Now now = limit::Now::At(kDay0 * 1000, nullptr);
+  std::vector<uint8_t> copy(spec.bytes);
+  limit::Concurrency::Record(spec, copy.data(), now, 1);  // serial 1, the copy's nonce
+  const uint32_t nonce = limit::Concurrency::Nonce(copy.data());
+  limit::Concurrency::Adopt(spec, copy.data(), now, 5, kDay0, nonce);
+  limit::Concurrency::Lease held[8];
+  EXPECT_EQ(limit::Concurrency::Held(spec, copy.data(), now, held), 1u);
+  EXPECT_EQ(limit::Concurrency::NextSerial(copy.data()), 6u);
+
+  std::vector<uint8_t> a(spec.bytes), b(spec.bytes);
+  for (uint32_t s : {7u, 8u, 9u}) limit::Concurrency::Adopt(spec, a.data(), now, s, kDay0 + 30, nonce);
+  for (uint32_t s : {9u, 8u, 7u}) limit::Concurrency::Adopt(spec, b.data(), now, s, kDay0 + 30, nonce);
+  limit::Concurrency::SetCount(spec, a.data(), now, 1);
+  limit::Concurrency::KeepAtMost(spec, b.data(), now, 1);
+  ASSERT_EQ(limit::Concurrency::Held(spec, a.data(), now, held), 1u);
+  const uint32_t kept = held[0].serial;
+  ASSERT_EQ(limit::Concurrency::Held(spec, b.data(), now, held), 1u);
+  EXPECT_EQ(held[0].serial, kept);
+  EXPECT_EQ(kept, 9u);
+}
+
 // A block of 8 places (64 bytes: any max up to 8) is swept, counted and
 // given its expiry on all places at once; any other length one place at a
 // time. The same operations on a 64-byte block and on a 96-byte one of the

@@ -730,3 +730,58 @@ TEST(ReservationMap, BoundsAndOverrunAreChecked) {
 
 }  // namespace
 }  // namespace frs
+
+namespace frs {
+namespace {
+
+// A replica's table of 2 entries: a settle that overtook its take (kept
+// ahead) takes a free entry or another kept one, never a held reservation,
+// and is given up when the table holds only held ones; the take it waits
+// for must be that reservation's (the same expiry), not a later one of the
+// same serial; a take, a lowered bound and a new reservation give their
+// places to kept settles before held ones.
+TEST(ReservationTable, ASettleKeptAheadNeverPushesOutAHeldReservation) {
+  using limit::Reservations;
+  const uint32_t bytes = Reservations::Bytes(2);
+  std::vector<uint8_t> t(bytes);
+  Reservations::Rebuild({}, t.data(), 2);
+  const int64_t now = kDay0;
+  Reservations::Entry a, b;
+  ASSERT_TRUE(Reservations::Take(t.data(), bytes, 10, now, 600, &a));
+  ASSERT_TRUE(Reservations::Take(t.data(), bytes, 10, now, 600, &b));
+  Reservations::SettledAhead(t.data(), bytes, 9, 3, now, now + 100);
+  Reservations::Entry held[4];
+  EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 2u);
+  int64_t real = 0, at = 0;
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 100, &real, &at));  // given up
+  // One free: kept there; not held, listed, counted in use, or settled by id.
+  Reservations::Free(t.data(), bytes, b.serial);
+  Reservations::SettledAhead(t.data(), bytes, 9, 3, now, now + 100);
+  EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 1u);
+  int64_t first = 0;
+  EXPECT_EQ(Reservations::InUse(t.data(), bytes, &first), 1u);
+  Reservations::Entry got;
+  EXPECT_FALSE(Reservations::Get(t.data(), bytes, 9, &got));
+  // A take of serial 9 for another expiry (a node made again) is not it.
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 5000, &real, &at));
+  // A bound lowered to 1 keeps the held one, not the kept settle.
+  std::vector<uint8_t> one(Reservations::Bytes(1));
+  Reservations::Rebuild(t, one.data(), 1);
+  EXPECT_EQ(Reservations::Held(one.data(), Reservations::Bytes(1), now, held), 1u);
+  EXPECT_EQ(held[0].serial, a.serial);
+  // A reservation taken on the full table takes the kept settle's place.
+  Reservations::Entry c;
+  ASSERT_TRUE(Reservations::Take(t.data(), bytes, 10, now, 600, &c));
+  EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 2u);
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 100, &real, &at));
+  // Its take, with its expiry: settled at its amount and instant.
+  Reservations::Free(t.data(), bytes, c.serial);
+  Reservations::SettledAhead(t.data(), bytes, 9, 3, now + 7, now + 100);
+  ASSERT_TRUE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 101, &real, &at));
+  EXPECT_EQ(real, 3);
+  EXPECT_EQ(at, now + 7);
+  EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 1u);
+}
+
+}  // namespace
+}  // namespace frs
