@@ -110,6 +110,17 @@ class ReplicaApplyTest : public ::testing::Test {
   Result<bool> Apply(const Batch& b, const std::string& stream, uint64_t seq) {
     return replica_->ApplyChanges(b.changes, stream, seq);
   }
+  // An event made by hand, at the clock's now.
+  Change Event(Change::Event e, uint16_t biz, std::string_view key, uint32_t item) {
+    Change c;
+    c.kind = Change::Kind::kEvent;
+    c.event = e;
+    c.biz_id = biz;
+    c.key = key;
+    c.item = item;
+    c.at_ms = clock_.NowMs();
+    return c;
+  }
 
   testing::TempDir dir_;
   FakeClock clock_{kDay0 * 1000 + 500};
@@ -536,13 +547,7 @@ TEST_F(LeaseReplicaTest, ASetsLeasesAreTheOwnersOnTheCopy) {
 }
 
 TEST_F(LeaseReplicaTest, AReleaseOfANodeTheReplicaLacksMakesNone) {
-  Change c;
-  c.kind = Change::Kind::kEvent;
-  c.event = Change::Event::kLeaseRelease;
-  c.biz_id = 5;
-  c.key = "absent";
-  c.item = 1;
-  c.at_ms = clock_.NowMs();
+  Change c = Event(Change::Event::kLeaseRelease, 5, "absent", 1);
   ASSERT_TRUE(replica_->ApplyChanges(std::span<const Change>(&c, 1), "s1", 1).value());
   EXPECT_FALSE(Do(*replica_, Cmd::kGet, "lease", "absent").found);
   c.event = Change::Event::kNone;
@@ -652,14 +657,8 @@ TEST_F(ReservationReplicaTest, ASettleThatArrivesBeforeItsTakeIsAppliedWhenTheTa
   }
   // A settle whose take never comes is dropped at the reservation's expiry,
   // not counted as one that expired.
-  Change lone;
-  lone.kind = Change::Kind::kEvent;
-  lone.event = Change::Event::kResSettle;
-  lone.biz_id = 6;
-  lone.key = "lone";
-  lone.item = 7;
+  Change lone = Event(Change::Event::kResSettle, 6, "lone", 7);
   lone.n = 5;
-  lone.at_ms = clock_.NowMs();
   lone.until = clock_.NowMs() / 1000 + 30;
   ASSERT_TRUE(replica_->ApplyChanges(std::span<const Change>(&lone, 1), "s9", 1).value());
   EXPECT_EQ(Count(*replica_, "lone"), 0);
