@@ -148,7 +148,8 @@ Status CheckTimes(const Change& c, size_t i) {
 
 // What a change must be to be applied; change `i` (0-based) in the error.
 Status CheckChange(const Change& c, size_t i) {
-  if (!KeyIsValid(c.key)) return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key");
+  if (!KeyIsValid(c.key))
+    return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key: " + ValidateKeyBytes(c.key));
   if (c.kind == Change::Kind::kEvent && (c.n < 0 || c.n > kMaxUses))
     return Status::InvalidArgument("change " + std::to_string(i + 1) + ": an event's n must be 0..2147483647");
   if (c.kind == Change::Kind::kAdd && (c.n < 1 || c.n > kMaxUses))

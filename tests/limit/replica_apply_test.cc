@@ -287,6 +287,13 @@ TEST_F(ReplicaApplyTest, BadChangesAreRefusedAndChangeNothing) {
   EXPECT_FALSE(replica_->ApplyChanges(std::vector<Change>{huge}, "s1", 1).ok());
   EXPECT_FALSE(replica_->ApplyChanges(good, "", 1).ok());
   EXPECT_FALSE(replica_->ApplyChanges(good, "s1", 0).ok());
+  // A bad key is refused with the reason, as a request's is.
+  Change nul = good[0];
+  nul.key = std::string_view("a\0b", 3);
+  auto bad = replica_->ApplyChanges(std::vector<Change>{nul}, "s1", 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("change 1: bad key: "), std::string::npos) << bad.status().message();
+  EXPECT_GT(bad.status().message().size(), std::string("change 1: bad key: ").size()) << bad.status().message();
   EXPECT_FALSE(Do(*replica_, Cmd::kGet, "fixed", "k").found);
   // The stream is still at 0: seq 1 applies.
   EXPECT_TRUE(replica_->ApplyChanges(good, "s1", 1).value());
