@@ -102,50 +102,41 @@ inline bool ListensOn(pid_t pid, uint16_t port) {
   return found;
 }
 
-// A socket bound to a loopback port and never listening: connections to the
-// port are refused for as long as it lives, and nobody else can take it.
-class RefusingPort {
+// A socket bound to a loopback port the kernel picks, held for as long as
+// it lives (nobody else can take the port). Not listening, connections to
+// the port are refused; listening, the kernel accepts them into its backlog
+// and nobody answers: a server alive but stuck.
+class LoopbackPort {
  public:
-  RefusingPort() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  explicit LoopbackPort(bool listening) : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
     socklen_t len = sizeof a;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && (!listening || listen(fd_, 16) == 0) &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port_ = ntohs(a.sin_port);
   }
-  ~RefusingPort() { close(fd_); }
-  RefusingPort(const RefusingPort&) = delete;
-  RefusingPort& operator=(const RefusingPort&) = delete;
-  uint16_t port() const { return port_; }
+  ~LoopbackPort() { close(fd_); }
+  LoopbackPort(const LoopbackPort&) = delete;
+  LoopbackPort& operator=(const LoopbackPort&) = delete;
+  uint16_t port() const { return port_; }  // 0: it could not bind (or listen)
 
  private:
   int fd_;
   uint16_t port_ = 0;
 };
 
-// A loopback port that accepts connections (the kernel does, into its
-// backlog) and never answers: a server alive but stuck.
-class SilentPort {
+// Connections refused: a shard that is gone.
+class RefusingPort : public LoopbackPort {
  public:
-  SilentPort() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(fd_, 16) == 0 &&
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port_ = ntohs(a.sin_port);
-  }
-  ~SilentPort() { close(fd_); }
-  SilentPort(const SilentPort&) = delete;
-  SilentPort& operator=(const SilentPort&) = delete;
-  uint16_t port() const { return port_; }  // 0: it could not listen
+  RefusingPort() : LoopbackPort(false) {}
+};
 
- private:
-  int fd_;
-  uint16_t port_ = 0;
+// Connections taken, never answered: a shard paused or stuck.
+class SilentPort : public LoopbackPort {
+ public:
+  SilentPort() : LoopbackPort(true) {}
 };
 
 struct HttpResponse {
