@@ -219,6 +219,51 @@ TEST_F(FrsctlTest, OwnerWithReplicasAlsoPrintsTheSuccessor) {
   EXPECT_EQ(Parse(r.out).Find("successor"), nullptr) << r.out;
 }
 
+// get and explain of a key without a node on a shard that holds no copy of
+// its route: the answer names the shards that do, not only "never counted".
+TEST_F(FrsctlTest, AKeyWithoutANodeOnAShardThatIsNoHolderNamesItsHolders) {
+  std::ofstream(dir_ / "r.xml")
+      << "<frs><listen port=\"8302\"/><map>map.xml</map>"
+         "<store dir=\"data\" files=\"2\" keynodes=\"256\" chain=\"8\"/><timezone>UTC</timezone><admin token=\"t\"/>"
+         "<cluster self=\"127.0.0.1:8302\" replicas=\"1\"><shard>127.0.0.1:8301</shard>"
+         "<shard>127.0.0.1:8302</shard><shard>127.0.0.1:8303</shard><shard>127.0.0.1:8304</shard></cluster></frs>\n";
+  CreateStore("r.xml");
+  auto ring = Ring::Make({{"127.0.0.1:8301", 1}, {"127.0.0.1:8302", 1}, {"127.0.0.1:8303", 1}, {"127.0.0.1:8304", 1}});
+  ASSERT_TRUE(ring.ok());
+  int held = 0, not_held = 0;
+  for (int i = 0; i < 40 && (held < 2 || not_held < 2); ++i) {
+    const std::string key = "user:" + std::to_string(i);
+    const uint32_t hash = Ring::HashRoute(key);
+    const std::string owner = ring->Owner(key);
+    const std::string successor = ring->shards()[static_cast<size_t>(ring->SuccessorOfHash(hash))].name;
+    const bool holder = owner == "127.0.0.1:8302" || successor == "127.0.0.1:8302";
+    (holder ? held : not_held)++;
+    for (const char* cmd : {"get", "explain"}) {
+      CtlRun r = Ctl({cmd, "login", key}, "r.xml");
+      EXPECT_NE(r.out.find("never counted"), std::string::npos) << cmd << " " << key << ": " << r.out;
+      const std::string named = "ask its owner " + owner + " or its successor " + successor;
+      if (holder) {
+        EXPECT_EQ(r.out.find("holds no copy"), std::string::npos) << cmd << " " << key << ": " << r.out;
+      } else {
+        EXPECT_NE(r.out.find("(127.0.0.1:8302) holds no copy of the key's route"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(named), std::string::npos) << cmd << " " << key << ": " << r.out;
+      }
+      r = Ctl({cmd, "--json", "login", key}, "r.xml");
+      JsonValue v = Parse(r.out);
+      ASSERT_NE(v.Find("holder"), nullptr) << r.out;
+      EXPECT_EQ(v.Find("holder")->boolean, holder) << r.out;
+      EXPECT_EQ(v.Find("owner")->text, owner) << r.out;
+      EXPECT_EQ(v.Find("successor")->text, successor) << r.out;
+    }
+  }
+  EXPECT_GE(held, 2);
+  EXPECT_GE(not_held, 2);
+  // A lone server (srv.xml without <cluster>, the same store) holds every
+  // key: no such fields.
+  CtlRun r = Ctl({"get", "--json", "login", "user:1"});
+  EXPECT_EQ(Parse(r.out).Find("holder"), nullptr) << r.out;
+}
+
 TEST_F(FrsctlTest, VersionAndTheDefaultConfigPath) {
   CtlRun r = Ctl({"--version"}, "");
   EXPECT_EQ(r.rc, 0);

@@ -146,15 +146,16 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
   Result<NodeView> v = s.engine->Inspect(a.biz, a.key);
   if (!v.ok() && !v.status().IsNotFound()) return v.status();
   if (!v.ok()) {
-    const std::string words = "allowed: no node (" + WhyNoNode(s) + "): every rule starts at 0";
+    const std::string words = "allowed: no node (" + WhyNoNode(s, a.key) + "): every rule starts at 0";
     if (s.json) {
       JsonOut j;
       j.BeginObject().Key("found").Bool(false).Key("now_ms").Int(now).Key("allowed").Bool(true);
       j.Key("next_allowed_ms").Int(now).Key("denied_by").BeginArray().EndArray().Key("verdict").String(words);
       j.Key("biz").String(a.biz).Key("biz_id").Uint(id.value()).Key("key").String(a.key).Key("count").Int(0);
       j.Key("rules").BeginArray().EndArray();
-      j.Key("store_evictions_live").Uint(s.store->Stats().total.evictions_live).EndObject();
-      std::printf("%s\n", j.str().c_str());
+      j.Key("store_evictions_live").Uint(s.store->Stats().total.evictions_live);
+      HoldersJson(s, a.key, j);
+      std::printf("%s\n", j.EndObject().str().c_str());
     } else {
       std::printf("%s \"%s\": %s\n", a.biz.c_str(), Printable(a.key).c_str(), words.c_str());
     }

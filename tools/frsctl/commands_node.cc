@@ -92,10 +92,12 @@ Result<int> RunGet(Session& s, const NodeArgs& a) {
       j.BeginObject().Key("biz").String(a.biz).Key("biz_id").Uint(id.value()).Key("key").String(a.key);
       j.Key("found").Bool(false).Key("count").Int(0).Key("rules").BeginArray().EndArray();
       // A full store's live evictions: the key may have been one of them.
-      j.Key("store_evictions_live").Uint(s.store->Stats().total.evictions_live).EndObject();
-      std::printf("%s\n", j.str().c_str());
+      j.Key("store_evictions_live").Uint(s.store->Stats().total.evictions_live);
+      HoldersJson(s, a.key, j);
+      std::printf("%s\n", j.EndObject().str().c_str());
     } else {
-      std::printf("%s \"%s\": no such node (%s)\n", a.biz.c_str(), Printable(a.key).c_str(), WhyNoNode(s).c_str());
+      std::printf("%s \"%s\": no such node (%s)\n", a.biz.c_str(), Printable(a.key).c_str(),
+                  WhyNoNode(s, a.key).c_str());
     }
     return kExitNo;
   }

@@ -14,11 +14,13 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "format.h"
 #include "frs/clock.h"
 #include "frs/envoy_map.h"
+#include "frs/ring.h"
 #include "frs/store_dir.h"
 #include "frs/unique_fd.h"
 #include "store_users.h"
@@ -228,12 +230,38 @@ Status OpenSession(const std::string& config_path, Needs needs, Session* s) {
   return OpenStoreAndEngine(s, /*create=*/false, needs == Needs::kEngine);
 }
 
-std::string WhyNoNode(const Session& s) {
+std::optional<KeyHolders> HoldersOfKey(const Session& s, std::string_view key) {
+  if (s.cfg.cluster_shards.empty()) return std::nullopt;
+  Result<Ring> ring = Ring::Make(s.cfg.cluster_shards);
+  if (!ring.ok()) return std::nullopt;  // srv.xml's check refuses such a list before a store opens
+  const uint32_t hash = Ring::HashRoute(Ring::RouteOf(key, ""));
+  KeyHolders h;
+  h.owner = ring->shards()[ring->OwnerOfHash(hash)].name;
+  if (s.cfg.cluster_replicas != 0) {
+    const long succ = ring->SuccessorOfHash(hash);
+    if (succ >= 0) h.successor = ring->shards()[static_cast<size_t>(succ)].name;
+  }
+  h.self = h.owner == s.cfg.cluster_self || (!h.successor.empty() && h.successor == s.cfg.cluster_self);
+  return h;
+}
+
+void HoldersJson(const Session& s, std::string_view key, JsonOut& j) {
+  std::optional<KeyHolders> h = HoldersOfKey(s, key);
+  if (!h) return;
+  j.Key("holder").Bool(h->self).Key("owner").String(h->owner);
+  if (!h->successor.empty()) j.Key("successor").String(h->successor);
+}
+
+std::string WhyNoNode(const Session& s, std::string_view key) {
   const uint64_t evicted = s.store->Stats().total.evictions_live;
   std::string why = "never counted, or expired and reclaimed";
   if (evicted != 0)
     why += ", or evicted to make room: this store evicted " + Grouped(evicted) +
            " live node(s); frsctl stat shows how full it is";
+  if (std::optional<KeyHolders> h = HoldersOfKey(s, key); h && !h->self)
+    why += "; and this shard (" + s.cfg.cluster_self + ") holds no copy of the key's route under " + s.cfg.path +
+           "'s <cluster>: ask its owner " + h->owner +
+           (h->successor.empty() ? "" : " or its successor " + h->successor);
   return why;
 }
 

@@ -12,11 +12,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "frs/admin_engine.h"
 #include "frs/service.h"
 #include "frs/status.h"
 #include "frs/store.h"
+#include "json_out.h"
 
 namespace frs::ctl {
 
@@ -70,10 +72,26 @@ Status ActAsStoreOwner(const std::string& dir);
 // the engine over it. Used by import, which creates the store late.
 Status OpenStoreAndEngine(Session* s, bool create, bool engine);
 
-// Why a key has no node: "never counted, or expired and reclaimed", and, on a
+// The shards of srv.xml's <cluster> that hold a key's route: its owner and,
+// with replicas, its successor; `self` whether this server is one of them.
+// None without a <cluster> (a lone server holds every key).
+struct KeyHolders {
+  std::string owner;
+  std::string successor;  // empty without replicas
+  bool self = false;
+};
+std::optional<KeyHolders> HoldersOfKey(const Session& s, std::string_view key);
+
+// Why `key` has no node: "never counted, or expired and reclaimed", and, on a
 // store that has evicted live nodes to make room (docs/store.md), that too,
-// with how many: such a key's count started again from zero.
-std::string WhyNoNode(const Session& s);
+// with how many: such a key's count started again from zero. On a shard that
+// holds no copy of the key's route it names the shards that do: an operator
+// who asks the wrong shard must not read "never counted".
+std::string WhyNoNode(const Session& s, std::string_view key);
+// --json's form of the same, for a key without a node: "holder" (whether this
+// shard holds the key's route), "owner" and, with replicas, "successor";
+// nothing without a <cluster>.
+void HoldersJson(const Session& s, std::string_view key, JsonOut& j);
 // Resolves a biz given on the command line (name or id); the error names it
 // and lists the bizs of map.xml.
 Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz);
