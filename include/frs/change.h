@@ -42,10 +42,12 @@ struct Change {
     kLeaseSweep,    // the leases expired by at_ms were freed (and counted, by the sender only)
     kGiveBack,      // `n` uses given back (a release without an id: Envoy's negative hits): every
                     // rule's count lowered by n, never below 0; a concurrency rule's first-expiring
-                    // leases end
+                    // leases end (`item` 1: the leases the sender ended follow as kLeaseRelease
+                    // events, and the copy ends those, by serial; 0, an earlier sender: its own)
     kResTake,       // reservation `item` taken: estimate `n`, at at_ms, held until `until`, the table's nonce `nonce`
     kResSettle,     // reservation `item` settled at the real amount `n`; `until` its expiry (0: not said),
-                    // how long a copy its take has not reached yet keeps the settle for it
+                    // how long a copy its take has not reached yet keeps the settle for it, and `nonce`
+                    // its table's (0: not said), which take it is for
     kResSweep,      // the reservations expired by at_ms were freed (and counted, by the sender only)
   };
   Kind kind = Kind::kAdd;

@@ -167,6 +167,12 @@ struct Decision {
   // lease_expires under lease_nonce (the other holder is sent them).
   uint32_t set_lease_first = 0;
   uint16_t set_leases = 0;
+  // kSet, and a release with give_back, on a biz with a concurrency rule:
+  // the serials of the leases it ended (the first leases_ended_n of them,
+  // under lease_nonce), which the other holder ends by serial.
+  uint8_t leases_ended_n = 0;
+  static constexpr uint32_t kMaxLeasesEnded = 16;
+  uint32_t leases_ended[kMaxLeasesEnded] = {};
   // A reservation (limit/reservation.h): taken by this acquire (res_serial
   // 0: none), with its id's serial and hash and the unix second it expires
   // at; reservations this call found expired (charged their estimate); a
@@ -185,7 +191,7 @@ struct Decision {
   // Back to Decision{}, writing only rules[0, nrules): the engine sets
   // nrules before it writes a rule and writes none past it, so the rest are
   // still as constructed. A batch resets each decision of the span it is
-  // given; clearing all 600 bytes of each cost a batch of 64 a 32-KB sweep
+  // given; clearing all 664 bytes of each cost a batch of 64 a 32-KB sweep
   // through the cache (docs/performance.md, section 9).
   void Reset() {
     const uint32_t used = nrules < kMaxRulesPerBiz ? nrules : static_cast<uint32_t>(kMaxRulesPerBiz);
@@ -207,6 +213,7 @@ struct Decision {
     given_back = 0;
     set_lease_first = 0;
     set_leases = 0;
+    leases_ended_n = 0;
     res_mac = 0;
     res_serial = 0;
     res_nonce = 0;

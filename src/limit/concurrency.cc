@@ -263,20 +263,20 @@ bool Grant(const RuleSpec& spec, uint8_t* block) {
 }
 
 // Keeps at most `count` taken places (the ones that would end first go
-// first); returns how many are left. On a block just rebased, each is held.
-int64_t KeepLatest(const RuleSpec& spec, uint8_t* block, int64_t count) {
+// first); returns how many are left, and the serials it ended in `*ended`
+// (as many as it has room for). On a block just rebased, each is held.
+int64_t KeepLatest(const RuleSpec& spec, uint8_t* block, int64_t count, Concurrency::Ended* ended = nullptr) {
   PlaceTable p(block, spec.bytes);
   int64_t held = 0;
   for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0;
   for (; held > count; --held) {
     uint32_t pick = p.n;
-    // The first to expire, the lower serial of two alike: the same lease on
-    // both holders of a route whatever their places' order (a replica's
-    // set drops them itself: limit/replica_apply.cc).
+    // The first to expire, the lower serial of two alike.
     for (uint32_t i = 0; i < p.n; ++i)
       if (p.Serial(i) != 0 && (pick == p.n || p.Expires(i) < p.Expires(pick) ||
                                (p.Expires(i) == p.Expires(pick) && p.Serial(i) < p.Serial(pick))))
         pick = i;
+    if (ended != nullptr) ended->Add(p.Serial(pick));
     p.Set(pick, 0, 0);
   }
   return held;
@@ -314,16 +314,11 @@ void Concurrency::Record(const RuleSpec& spec, uint8_t* block, const Now& now, i
   Grant(spec, block);
 }
 
-void Concurrency::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
+void Concurrency::SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count, Ended* ended) {
   const int64_t t = ClampedNow(block, now);
   Rebase(spec, block, t);
-  int64_t held = KeepLatest(spec, block, count);
+  int64_t held = KeepLatest(spec, block, count, ended);
   while (held < count && Grant(spec, block)) ++held;
-}
-
-void Concurrency::KeepAtMost(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count) {
-  Rebase(spec, block, ClampedNow(block, now));
-  KeepLatest(spec, block, count);
 }
 
 int64_t Concurrency::ExpireS(const RuleSpec& spec, const uint8_t* block) {

@@ -52,12 +52,23 @@ struct Concurrency {
   static void Evaluate(const RuleSpec& spec, const uint8_t* block, const Now& now, int64_t n, RuleResult* out);
   // Grants one lease when a place is free (an update past max grants none).
   static void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n);
-  // Admin set: keeps `count` leases (the latest to expire), or grants
-  // leases without ids up to `count`.
-  static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
-  // A replica's set: keeps at most `count` leases (the latest to expire) and
-  // grants none (the sender's grants follow as events, under their ids).
-  static void KeepAtMost(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count);
+  // The serials of the leases a set or a give-back ended, for the other
+  // holder of the route: it ends those leases, by serial, and no others
+  // (limit/rule_event.h). Past kMax only the count goes on.
+  struct Ended {
+    static constexpr uint32_t kMax = 16;
+    uint32_t serial[kMax] = {};
+    uint32_t n = 0;      // serials kept, at most kMax
+    uint32_t total = 0;  // leases ended
+    void Add(uint32_t s) {
+      if (n < kMax) serial[n++] = s;
+      ++total;
+    }
+  };
+  // Admin set (and a give-back, limit/node_op.h): keeps `count` leases (the
+  // latest to expire, the higher serial of two alike), or grants leases
+  // without ids up to `count`; the leases it ended in `*ended`.
+  static void SetCount(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t count, Ended* ended = nullptr);
   static int64_t ExpireS(const RuleSpec& spec, const uint8_t* block);
   static void Explain(const RuleSpec& spec, const uint8_t* block, const Now& now, RuleView* out);
   // Handoff: the incoming leases join this block's, as far as max allows.

@@ -192,6 +192,14 @@ uint32_t NextLeaseSerial(const BizConfig& biz, const uint8_t* state) {
   return Concurrency::NextSerial(state + biz.rules[biz.lease_rule].offset);
 }
 
+void NoteLeasesEnded(const BizConfig& biz, const uint8_t* state, const Concurrency::Ended& ended, Decision* d) {
+  if (biz.lease_rule < 0 || ended.total == 0) return;
+  static_assert(Concurrency::Ended::kMax == Decision::kMaxLeasesEnded);
+  std::copy(ended.serial, ended.serial + ended.n, d->leases_ended);
+  d->leases_ended_n = static_cast<uint8_t>(ended.n);
+  d->lease_nonce = Concurrency::Nonce(state + biz.rules[biz.lease_rule].offset);
+}
+
 void LeasesSet(const BizConfig& biz, const uint8_t* state, const Now& now, uint32_t next_before, Decision* d) {
   if (biz.lease_rule < 0) return;
   const RuleSpec& spec = biz.rules[biz.lease_rule];
@@ -299,9 +307,13 @@ Commit NodeOp::Apply(NodeRef& ref) {
     }
     case Cmd::kSet: {
       const uint32_t next_before = NextLeaseSerial(*biz, ref.state);
+      Concurrency::Ended ended;
       for (uint32_t i = 0; i < biz->nrules; ++i) {
-        SetCount(biz->rules[i], ref.state + biz->rules[i].offset, now, count);
+        uint8_t* block = ref.state + biz->rules[i].offset;
+        if (biz->rules[i].algo == Algo::kConcurrency) Concurrency::SetCount(biz->rules[i], block, now, count, &ended);
+        else SetCount(biz->rules[i], block, now, count);
       }
+      NoteLeasesEnded(*biz, ref.state, ended, d);
       LeasesSet(*biz, ref.state, now, next_before, d);
       EvaluateRules(*biz, ref.state, now, 1, d);
       Summarize(d, enforce);
@@ -363,16 +375,21 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   return Commit::kWrite;
 }
 
-int64_t GiveBackUses(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d) {
+int64_t GiveBackUses(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d, bool leases) {
   EvaluateRules(biz, state, now, 1, d);
   int64_t given = 0;
+  Concurrency::Ended ended;
   for (uint32_t i = 0; i < biz.nrules; ++i) {
     const int64_t before = d->rules[i].count;
     if (before <= 0) continue;
     const int64_t after = std::max<int64_t>(0, before - n);
-    SetCount(biz.rules[i], state + biz.rules[i].offset, now, after);
+    uint8_t* block = state + biz.rules[i].offset;
+    if (biz.rules[i].algo != Algo::kConcurrency) SetCount(biz.rules[i], block, now, after);
+    else if (leases) Concurrency::SetCount(biz.rules[i], block, now, after, &ended);
+    else continue;
     given = std::max(given, before - after);
   }
+  NoteLeasesEnded(biz, state, ended, d);
   return given;
 }
 

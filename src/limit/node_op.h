@@ -18,6 +18,7 @@
 
 #include "frs/decision.h"
 #include "frs/store.h"
+#include "limit/concurrency.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "limit/reservation.h"
@@ -64,11 +65,15 @@ void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n
 
 // A give-back (a release naming no lease, Request::give_back), of a request
 // and of a replica's copy alike: lowers each rule's count now (held leases
-// for a concurrency rule) by n, never below 0; a concurrency rule's SetCount
-// keeps the leases that expire last, so those granted (or renewed) earliest
-// end first. Returns the most any rule gave back; d's rules are left judged
-// before it.
-int64_t GiveBackUses(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d);
+// for a concurrency rule, unless !leases) by n, never below 0; a concurrency
+// rule's SetCount keeps the leases that expire last, so those granted (or
+// renewed) earliest end first, and says which it ended in d (leases_ended).
+// A copy whose sender names the leases it ended ends those instead
+// (leases false). Returns the most any rule gave back; d's rules are left
+// judged before it.
+int64_t GiveBackUses(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d, bool leases = true);
+// The leases a set or a give-back ended, in d (leases_ended, lease_nonce).
+void NoteLeasesEnded(const BizConfig& biz, const uint8_t* state, const Concurrency::Ended& ended, Decision* d);
 
 // What a read (query, get) answers of a node: adopts biz's layout, then
 // judges "n more now" on every rule and sums up. False, with d untouched:
@@ -126,14 +131,14 @@ uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now);
 // and table nonce (the table made first by HasReservationRoom), or settles
 // it at once when its settle came first (SettleAheadOfItsTake: the sender's
 // workers send on links of their own, so a settle made on one can overtake
-// the take made on another; it is kept until the take comes, or until the
-// reservation's `expires`).
+// the take made on another; it is kept until the take of that serial under
+// the same table `nonce` comes, or until the reservation's `expires`).
 bool SettleReservation(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
                        Reservations::RuleSettle* sum, int64_t* expires = nullptr);
 void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e,
                       const TimeZone* tz);
 void SettleAheadOfItsTake(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
-                          int64_t expires);
+                          int64_t expires, uint32_t nonce);
 
 struct NodeOp {
   const BizConfig* biz = nullptr;

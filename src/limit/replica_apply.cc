@@ -208,9 +208,10 @@ void WriteNode(const ChangedNode& it, const Now& now, const TimeZone* tz, NodeRe
     const Now at = Now::At(it.set_ms, tz);
     for (uint32_t r = 0; r < cfg.nrules; ++r) {
       uint8_t* block = ref.state + cfg.rules[r].offset;
-      // The leases the set granted come as its grant events, after it.
-      if (cfg.rules[r].algo == Algo::kConcurrency) Concurrency::KeepAtMost(cfg.rules[r], block, at, it.set_count);
-      else SetCount(cfg.rules[r], block, at, it.set_count);
+      // The leases the set ended and granted come as its release and grant
+      // events, after it, by serial: a copy that kept the count's latest
+      // ones itself dropped another worker's grant that came first.
+      if (cfg.rules[r].algo != Algo::kConcurrency) SetCount(cfg.rules[r], block, at, it.set_count);
     }
   }
   for (; e < it.ops.size(); ++e) {

@@ -24,8 +24,12 @@ void Unmark(uint8_t* table, uint32_t i) { Store32(table + kResBeforeAt, Load32(t
 
 // An estimate word with this bit is a settle that came before its take
 // (Reservations::SettledAhead), its low 16 bits the seconds from its settle
-// to the reservation's expiry (at most kMaxReserveS + 1).
+// to the reservation's expiry (at most kMaxReserveS + 1); with kAheadNonce,
+// bits 16..29 are those of its table's nonce (the sender said it).
 constexpr uint32_t kAheadBit = 0x80000000u;
+constexpr uint32_t kAheadNonce = 0x40000000u;
+constexpr uint32_t kAheadNonceBits = 0x3FFF;
+static_assert(Reservations::kMaxReserveS + 1 <= 0xFFFF, "the seconds from a settle to its expiry fit 16 bits");
 
 struct EntrySlot {
   uint8_t* p;
@@ -235,7 +239,7 @@ void Reservations::Adopt(uint8_t* table, uint32_t bytes, uint32_t nonce, const E
 }
 
 void Reservations::SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t real, int64_t settled_s,
-                                int64_t expires) {
+                                int64_t expires, uint32_t nonce) {
   if (serial == 0 || Cap(bytes) == 0 || expires <= settled_s || expires - settled_s > kMaxReserveS + 1) return;
   if (serial >= Load32(table + kResNextAt)) Store32(table + kResNextAt, serial == UINT32_MAX ? 1 : serial + 1);
   for (uint32_t i = 0; i < Cap(bytes); ++i)
@@ -250,21 +254,29 @@ void Reservations::SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial,
   if (place == Cap(bytes)) return;
   EntrySlot s = EntryAt(table, place);
   Store32(s.p, serial);
-  Store32(s.p + 4, kAheadBit | static_cast<uint32_t>(expires - settled_s));
+  const uint32_t said = nonce == 0 ? 0 : kAheadNonce | (nonce & kAheadNonceBits) << 16;
+  Store32(s.p + 4, kAheadBit | said | static_cast<uint32_t>(expires - settled_s));
   Store32(s.p + 8, Clamp32(real));
   Store32(s.p + 12, Clamp32(expires));
   Unmark(table, place);
 }
 
-bool Reservations::TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t expires, int64_t* real,
-                                    int64_t* settled_s) {
+bool Reservations::TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t expires, uint32_t nonce,
+                                    int64_t* real, int64_t* settled_s) {
   for (uint32_t i = 0; i < Cap(bytes); ++i) {
     EntrySlot s = EntryAt(table, i);
     if (s.Serial() != serial || !s.Ahead()) continue;
-    // Its reservation's: the same expiry (within the seconds a clock
-    // ahead of this one moves a change by), not a later one of the same
-    // serial in a node made again since.
-    if (std::abs(int64_t{Load32(s.p + 12)} - expires) > 2) continue;
+    // Its reservation's, not one of the same serial in a node made again
+    // since: the same table nonce, when the settle said it (an expiry is
+    // moved by as many seconds as its change's sender is ahead of this
+    // clock when it arrives, which differ for a take and its settle); else
+    // the same expiry, within 2 s.
+    const uint32_t word = Load32(s.p + 4);
+    if ((word & kAheadNonce) != 0 && nonce != 0) {
+      if ((word >> 16 & kAheadNonceBits) != (nonce & kAheadNonceBits)) continue;
+    } else if (std::abs(int64_t{Load32(s.p + 12)} - expires) > 2) {
+      continue;
+    }
     *real = Load32(s.p + 8);
     *settled_s = int64_t{Load32(s.p + 12)} - (Load32(s.p + 4) & 0xFFFF);
     s.Clear();

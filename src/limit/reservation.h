@@ -32,8 +32,9 @@
 //        (unix s), expires (unix s). On a replica's copy an entry whose
 //        estimate has its top bit set (no estimate has: n <= 2^31 - 1) is
 //        a settle that arrived before its take (SettledAhead): its low 16
-//        bits say how long before the expiry it was settled, `taken at`
-//        holds the real amount. It is never held, listed or counted.
+//        bits say how long before the expiry it was settled, bit 30 that
+//        bits 16..29 hold its table nonce's low 14 bits, `taken at` holds
+//        the real amount. It is never held, listed or counted.
 // A biz holds `reservations` (default 8, at most kMaxPerKey and what the node
 // has room for beside the rules) per key: 16 + 16 x 8 = 144 bytes.
 //
@@ -108,12 +109,14 @@ struct Reservations {
   // take was made on another). Kept until the take comes or the expiry
   // passes, in a free entry (else the one expiring first).
   static void SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t real, int64_t settled_s,
-                           int64_t expires);
-  // A take arriving (its reservation expiring at `expires`): whether it was
-  // settled ahead (then that record goes, and says the real amount and when
-  // it was settled).
-  static bool TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t expires, int64_t* real,
-                               int64_t* settled_s);
+                           int64_t expires, uint32_t nonce);
+  // A take arriving (its reservation expiring at `expires`, of the table
+  // `nonce`): whether it was settled ahead (then that record goes, and says
+  // the real amount and when it was settled). A settle that said its
+  // table's nonce (`nonce` above; 0: an earlier sender) is this take's when
+  // the nonces agree (in 14 bits), else when the expiries do (within 2 s).
+  static bool TakeSettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial, int64_t expires, uint32_t nonce,
+                               int64_t* real, int64_t* settled_s);
   static uint32_t Nonce(const uint8_t* table) { return Load32(table + 8); }
   static uint32_t NextSerial(const uint8_t* table) { return Load32(table + 4); }
 

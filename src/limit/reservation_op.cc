@@ -124,7 +124,7 @@ void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const 
   uint8_t* t = TableOf(biz, ref);
   if (t == nullptr) return;
   int64_t real = 0, settled_s = 0;
-  if (!Reservations::TakeSettledAhead(t, biz.res_bytes, e.serial, e.expires, &real, &settled_s)) {
+  if (!Reservations::TakeSettledAhead(t, biz.res_bytes, e.serial, e.expires, nonce, &real, &settled_s)) {
     Reservations::Adopt(t, biz.res_bytes, nonce, e);
     return;
   }
@@ -137,9 +137,9 @@ void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const 
 }
 
 void SettleAheadOfItsTake(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
-                          int64_t expires) {
+                          int64_t expires, uint32_t nonce) {
   uint8_t* t = TableOf(biz, ref);
-  if (t != nullptr) Reservations::SettledAhead(t, biz.res_bytes, serial, real, at.s, expires);
+  if (t != nullptr) Reservations::SettledAhead(t, biz.res_bytes, serial, real, at.s, expires, nonce);
 }
 
 bool SettleReservation(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
@@ -194,6 +194,7 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
   } else {
     d->res_returned = sum.returned;
     d->res_overrun = sum.overrun;
+    d->res_nonce = Reservations::Nonce(t);  // which table's serial, for the other holder
     d->settled = true;
     changed = true;
   }

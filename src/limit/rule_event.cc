@@ -33,10 +33,25 @@ void SendReservationEvents(const Request& req, const Decision& d, Change c, Even
     c.event = Change::Event::kResSettle;
     c.n = std::clamp<int64_t>(req.n, 0, kMaxUses);
     c.until = d.res_expires;  // how long a copy the take has not reached yet keeps the settle
+    c.nonce = d.res_nonce;    // and which take it is for
   } else {
     return;
   }
   sink->OnChange(c);
+}
+
+// The leases a set or a give-back ended (Decision::leases_ended), as
+// releases of their serials. Past the first Decision::kMaxLeasesEnded the
+// copy keeps the rest until their expiry: it refuses more, never grants more.
+void SendLeasesEnded(const Decision& d, Change c, ChangeSink* sink) {
+  c.event = Change::Event::kLeaseRelease;
+  c.n = 0;
+  c.until = 0;
+  c.nonce = d.lease_nonce;
+  for (uint32_t i = 0; i < d.leases_ended_n; ++i) {
+    c.item = d.leases_ended[i];
+    sink->OnChange(c);
+  }
 }
 
 // A settle that says its reservation's expiry: kept until its take comes,
@@ -55,7 +70,9 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
   if (when == EventPhase::kAfter && req.cmd == Cmd::kRelease && req.give_back && d.ok() && d.given_back > 0) {
     c.event = Change::Event::kGiveBack;
     c.n = std::clamp<int64_t>(req.n, 1, kMaxUses);
+    c.item = 1;  // its leases follow, by serial
     sink->OnChange(c);
+    SendLeasesEnded(d, c, sink);
     return;
   }
   SendReservationEvents(req, d, c, when, sink);
@@ -69,9 +86,15 @@ void SendRuleEvents(const BizConfig& biz, const Request& req, const Decision& d,
   }
   if (!d.ok()) return;
   if (req.cmd == Cmd::kSet) {
+    // The leases the set ended, by serial: a copy that ended its own
+    // first-expiring ones ended others where another worker's grant came
+    // before the set, or a release after it.
+    SendLeasesEnded(d, c, sink);
     // The leases the set granted, as grants: made by the copy itself they
     // were other leases, of its own nonce, whose ids the sender's clients
     // could not release there.
+    c.n = 0;
+    c.item = 0;
     c.event = Change::Event::kLeaseGrant;
     c.until = d.lease_expires;
     c.nonce = d.lease_nonce;
@@ -114,7 +137,7 @@ void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const N
       // given to another). Kept for the take (a sender that did not say
       // the expiry: dropped, as before).
       if (!SettleReservation(biz, ref, at, c.item, c.n, &sum) && c.until > 0)
-        SettleAheadOfItsTake(biz, ref, at, c.item, c.n, c.until);
+        SettleAheadOfItsTake(biz, ref, at, c.item, c.n, c.until, c.nonce);
       return;
     }
     case Change::Event::kResSweep:
@@ -125,7 +148,8 @@ void ApplyRuleEvent(const BizConfig& biz, NodeRef& ref, const Change& c, const N
   }
   if (c.event == Change::Event::kGiveBack) {
     Decision d;
-    GiveBackUses(biz, state, now, c.n, &d);
+    // A sender that names the leases it ended (item 1) sends them next.
+    GiveBackUses(biz, state, now, c.n, &d, /*leases=*/c.item == 0);
     return;
   }
   if (biz.lease_rule < 0) return;

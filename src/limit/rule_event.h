@@ -12,7 +12,10 @@
 // sender's workers arrive in order; two workers' in any order: a renewal
 // that overtakes its grant keeps the later expiry, but a release that
 // overtakes it frees nothing, and the grant then holds a place on the copy
-// until its expiry (docs/cluster.md, "Leases on replicas"). The sender counts the
+// until its expiry (docs/cluster.md, "Leases on replicas"). An admin set and
+// a give-back send the leases they ended as releases, by serial (a copy
+// that ended its own first-expiring ones ended others when the events of
+// another worker came in another order). The sender counts the
 // leases it found expired (frs_leases_expired_total); the other holder frees
 // them silently, so an expiry is counted once.
 //

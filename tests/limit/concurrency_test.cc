@@ -677,16 +677,25 @@ TEST(LeaseBlock, AGrantAlreadyOverPassesItsSerialAndASetDropsAlike) {
   EXPECT_EQ(limit::Concurrency::Held(spec, copy.data(), now, held), 1u);
   EXPECT_EQ(limit::Concurrency::NextSerial(copy.data()), 6u);
 
+  // A set ends the first to expire, the lower serial of two alike, whatever
+  // their places' order, and names the serials it ended: the other holder
+  // ends those.
   std::vector<uint8_t> a(spec.bytes), b(spec.bytes);
   for (uint32_t s : {7u, 8u, 9u}) limit::Concurrency::Adopt(spec, a.data(), now, s, kDay0 + 30, nonce);
   for (uint32_t s : {9u, 8u, 7u}) limit::Concurrency::Adopt(spec, b.data(), now, s, kDay0 + 30, nonce);
-  limit::Concurrency::SetCount(spec, a.data(), now, 1);
-  limit::Concurrency::KeepAtMost(spec, b.data(), now, 1);
+  limit::Concurrency::Ended ended_a, ended_b;
+  limit::Concurrency::SetCount(spec, a.data(), now, 1, &ended_a);
+  limit::Concurrency::SetCount(spec, b.data(), now, 1, &ended_b);
   ASSERT_EQ(limit::Concurrency::Held(spec, a.data(), now, held), 1u);
   const uint32_t kept = held[0].serial;
   ASSERT_EQ(limit::Concurrency::Held(spec, b.data(), now, held), 1u);
   EXPECT_EQ(held[0].serial, kept);
   EXPECT_EQ(kept, 9u);
+  ASSERT_EQ(ended_a.n, 2u);
+  EXPECT_EQ(ended_a.total, 2u);
+  EXPECT_EQ(ended_a.serial[0], 7u);
+  EXPECT_EQ(ended_a.serial[1], 8u);
+  EXPECT_EQ(ended_b.n, 2u);
 }
 
 // A block of 8 places (64 bytes: any max up to 8) is swept, counted and

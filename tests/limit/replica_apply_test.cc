@@ -468,8 +468,14 @@ TEST_F(LeaseReplicaTest, AGiveBackLowersTheReplicasCountsAsTheOwners) {
   const Decision g2 =
       owner_->Execute(Request{.cmd = Cmd::kRelease, .biz = "fixed", .key = "k", .n = 9, .give_back = true});
   EXPECT_EQ(g2.given_back, 4);
-  ASSERT_EQ(rec_.changes.size(), 2u);
+  // The lease's give-back names the lease it ended, by serial: the copy
+  // ends that one, not its own first-expiring.
+  ASSERT_EQ(rec_.changes.size(), 3u);
   EXPECT_EQ(rec_.changes[0].event, Change::Event::kGiveBack);
+  EXPECT_EQ(rec_.changes[0].item, 1u);
+  EXPECT_EQ(rec_.changes[1].event, Change::Event::kLeaseRelease);
+  EXPECT_EQ(rec_.changes[1].item, second.lease_serial - 1);
+  EXPECT_EQ(rec_.changes[2].event, Change::Event::kGiveBack);
   ASSERT_TRUE(Ship(2).value());
   EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "k").count, 2);
   EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 0);
@@ -553,6 +559,73 @@ TEST_F(LeaseReplicaTest, ASetsLeasesAreTheOwnersOnTheCopy) {
   EXPECT_EQ(copy.value().leases[0].id, mine.value().leases[0].id);
 }
 
+// An admin set and a give-back end leases by serial on the copy, the ones
+// the owner ended. A set to 0, then a grant another of the owner's workers
+// made, whose event reaches the copy first: the copy ended that grant too
+// (it kept "the latest 0"), and after a failover granted its place again.
+TEST_F(LeaseReplicaTest, ASetOvertakenByALaterGrantEndsTheSameLeasesOnTheCopy) {
+  const Decision first = Do(*owner_, Cmd::kAcquire, "lease", "s");
+  ASSERT_TRUE(first.allowed);
+  ASSERT_TRUE(Ship(1).value());
+  clock_.Advance(1000);
+  const Decision set = owner_->Execute(Request{.cmd = Cmd::kSet, .biz = "lease", .key = "s", .count = 0});
+  ASSERT_TRUE(set.ok()) << set.status.ToString();
+  ASSERT_EQ(set.leases_ended_n, 1u);
+  EXPECT_EQ(set.leases_ended[0], first.lease_serial);
+  const Batch ending = TakeBatch();
+  clock_.Advance(1000);
+  const Decision later = Do(*owner_, Cmd::kAcquire, "lease", "s");
+  ASSERT_TRUE(later.allowed);
+  const Batch grant = TakeBatch();
+  ASSERT_TRUE(Apply(grant, "worker1", 1).value());
+  ASSERT_TRUE(Apply(ending, "worker0", 1).value());
+  auto copy = replica_->Inspect("lease", "s");
+  ASSERT_TRUE(copy.ok());
+  ASSERT_EQ(copy.value().leases.size(), 1u);
+  EXPECT_EQ(Lease(*replica_, Cmd::kRelease, "s", Id(first)).status.code(), Status::Code::kGone);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "s", Id(later)).released);
+}
+
+// A give-back ends the owner's first-expiring lease: one renewed on another
+// worker, whose renewal has not reached the copy, is not it. The copy ends
+// the lease the owner ended (it ended the renewed one, which the owner's
+// client still held, and the renewal then brought it back beside the
+// other: 2 held where the owner held 1).
+TEST_F(LeaseReplicaTest, AGiveBackEndsTheLeaseTheOwnerEndedWhateverTheCopysExpiries) {
+  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "g");
+  clock_.Advance(1000);
+  const Decision b = Do(*owner_, Cmd::kAcquire, "lease", "g");
+  ASSERT_TRUE(Ship(1).value());
+  clock_.Advance(5000);
+  ASSERT_TRUE(Lease(*owner_, Cmd::kRenew, "g", Id(a)).ok());  // a now expires after b
+  const Batch renewal = TakeBatch();
+  const Decision g = owner_->Execute(Request{.cmd = Cmd::kRelease, .biz = "lease", .key = "g", .give_back = true});
+  ASSERT_EQ(g.given_back, 1);
+  ASSERT_EQ(g.leases_ended_n, 1u);
+  EXPECT_EQ(g.leases_ended[0], b.lease_serial);
+  const Batch give_back = TakeBatch();
+  ASSERT_TRUE(Apply(give_back, "worker0", 1).value());
+  EXPECT_EQ(Lease(*replica_, Cmd::kRelease, "g", Id(b)).status.code(), Status::Code::kGone);
+  ASSERT_TRUE(Apply(renewal, "worker1", 1).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "g").count, 1);
+  EXPECT_EQ(Do(*owner_, Cmd::kQuery, "lease", "g").count, 1);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "g", Id(a)).released);
+}
+
+// An earlier sender's give-back names no lease (item 0): the copy ends its
+// own first-expiring leases, as it did.
+TEST_F(LeaseReplicaTest, AnEarlierSendersGiveBackEndsTheCopysFirstExpiringLeases) {
+  Do(*owner_, Cmd::kAcquire, "lease", "k");
+  clock_.Advance(1000);
+  const Decision second = Do(*owner_, Cmd::kAcquire, "lease", "k");
+  ASSERT_TRUE(Ship(1).value());
+  Change c = Event(Change::Event::kGiveBack, 5, "k", 0);
+  c.n = 1;
+  ASSERT_TRUE(replica_->ApplyChanges(std::span<const Change>(&c, 1), "s1", 2).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "k").count, 1);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "k", Id(second)).released);
+}
+
 TEST_F(LeaseReplicaTest, AReleaseOfANodeTheReplicaLacksMakesNone) {
   Change c = Event(Change::Event::kLeaseRelease, 5, "absent", 1);
   ASSERT_TRUE(replica_->ApplyChanges(std::span<const Change>(&c, 1), "s1", 1).value());
@@ -575,6 +648,35 @@ class ReservationReplicaTest : public LeaseReplicaTest {
   }
   static int64_t Count(Engine& e, std::string_view key) { return Do(e, Cmd::kQuery, "tokens", key).count; }
 };
+
+// The sender's clock 5 s ahead: a change is moved back by as many seconds
+// as it is ahead when it arrives, so a settle applied at once and a take
+// that comes 4 s later carry expiries seconds apart. The settle kept ahead
+// is its take's by the table's nonce all the same (by the expiry, within
+// 2 s, it was lost: the copy held the reservation at its estimate, and the
+// overrun the owner charged was granted again after a failover).
+TEST_F(ReservationReplicaTest, ASettleKeptAheadFindsItsTakeWhenTheSendersClockIsAhead) {
+  const Decision r = Reserve(*owner_, "sk", 10);
+  ASSERT_NE(r.res_serial, 0u);
+  Batch take = TakeBatch();
+  clock_.Advance(1000);
+  ASSERT_TRUE(Settle(*owner_, "sk", r, 25).settled);
+  Batch settle = TakeBatch();
+  for (Batch* b : {&take, &settle})
+    for (Change& c : b->changes) {
+      c.at_ms += 5000;
+      if (c.until > 0) c.until += 5;
+    }
+  ASSERT_TRUE(Apply(settle, "worker1", 1).value());
+  clock_.Advance(4000);
+  ASSERT_TRUE(Apply(take, "worker0", 1).value());
+  EXPECT_EQ(Count(*owner_, "sk"), 25);
+  EXPECT_EQ(Count(*replica_, "sk"), 25);
+  auto v = replica_->Inspect("tokens", "sk");
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v.value().reservations.empty());
+  EXPECT_EQ(Settle(*replica_, "sk", r, 10).status.code(), Status::Code::kGone);
+}
 
 TEST_F(ReservationReplicaTest, TheOwnersReservationSettlesOnTheReplicaOnce) {
   const Decision r = Reserve(*owner_, "k", 50);

@@ -749,21 +749,21 @@ TEST(ReservationTable, ASettleKeptAheadNeverPushesOutAHeldReservation) {
   Reservations::Entry a, b;
   ASSERT_TRUE(Reservations::Take(t.data(), bytes, 10, now, 600, &a));
   ASSERT_TRUE(Reservations::Take(t.data(), bytes, 10, now, 600, &b));
-  Reservations::SettledAhead(t.data(), bytes, 9, 3, now, now + 100);
+  Reservations::SettledAhead(t.data(), bytes, 9, 3, now, now + 100, 0);
   Reservations::Entry held[4];
   EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 2u);
   int64_t real = 0, at = 0;
-  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 100, &real, &at));  // given up
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 100, 0, &real, &at));  // given up
   // One free: kept there; not held, listed, counted in use, or settled by id.
   Reservations::Free(t.data(), bytes, b.serial);
-  Reservations::SettledAhead(t.data(), bytes, 9, 3, now, now + 100);
+  Reservations::SettledAhead(t.data(), bytes, 9, 3, now, now + 100, 0);
   EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 1u);
   int64_t first = 0;
   EXPECT_EQ(Reservations::InUse(t.data(), bytes, &first), 1u);
   Reservations::Entry got;
   EXPECT_FALSE(Reservations::Get(t.data(), bytes, 9, &got));
   // A take of serial 9 for another expiry (a node made again) is not it.
-  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 5000, &real, &at));
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 5000, 0, &real, &at));
   // A bound lowered to 1 keeps the held one, not the kept settle.
   std::vector<uint8_t> one(Reservations::Bytes(1));
   Reservations::Rebuild(t, one.data(), 1);
@@ -773,14 +773,39 @@ TEST(ReservationTable, ASettleKeptAheadNeverPushesOutAHeldReservation) {
   Reservations::Entry c;
   ASSERT_TRUE(Reservations::Take(t.data(), bytes, 10, now, 600, &c));
   EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 2u);
-  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 100, &real, &at));
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 100, 0, &real, &at));
   // Its take, with its expiry: settled at its amount and instant.
   Reservations::Free(t.data(), bytes, c.serial);
-  Reservations::SettledAhead(t.data(), bytes, 9, 3, now + 7, now + 100);
-  ASSERT_TRUE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 101, &real, &at));
+  Reservations::SettledAhead(t.data(), bytes, 9, 3, now + 7, now + 100, 0);
+  ASSERT_TRUE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 101, 0, &real, &at));
   EXPECT_EQ(real, 3);
   EXPECT_EQ(at, now + 7);
   EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 1u);
+}
+
+// A settle that says its table's nonce is its take's by serial and nonce,
+// whatever the two expiries (each moved by as many seconds as its sender's
+// clock is ahead of this one when it arrives: they differ when the take
+// comes seconds later): the expiries 5 s apart match, and a take of the same
+// serial under another nonce (a node erased and made again) does not.
+TEST(ReservationTable, ASettleKeptAheadIsItsTakesByTheTablesNonce) {
+  using limit::Reservations;
+  const uint32_t bytes = Reservations::Bytes(2);
+  std::vector<uint8_t> t(bytes);
+  Reservations::Rebuild({}, t.data(), 2);
+  const int64_t now = kDay0;
+  const uint32_t nonce = 0x5a5a1234;
+  Reservations::SettledAhead(t.data(), bytes, 9, 3, now + 1, now + 95, nonce);
+  int64_t real = 0, at = 0;
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 95, nonce + 1, &real, &at));
+  ASSERT_TRUE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 100, nonce, &real, &at));
+  EXPECT_EQ(real, 3);
+  EXPECT_EQ(at, now + 1);
+  // Recorded without one (an earlier sender): by the expiry, as before.
+  Reservations::SettledAhead(t.data(), bytes, 9, 4, now + 1, now + 95, 0);
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 100, nonce, &real, &at));
+  ASSERT_TRUE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 96, nonce, &real, &at));
+  EXPECT_EQ(real, 4);
 }
 
 }  // namespace
