@@ -249,8 +249,11 @@ void Reservations::SettledAhead(uint8_t* table, uint32_t bytes, uint32_t serial,
   uint32_t place = Cap(bytes);
   for (uint32_t i = 0; i < Cap(bytes) && place == Cap(bytes); ++i)
     if (EntryAt(table, i).Serial() == 0) place = i;
-  for (uint32_t i = 0; i < Cap(bytes) && place == Cap(bytes); ++i)
-    if (EntryAt(table, i).Ahead()) place = i;
+  if (place == Cap(bytes))
+    for (uint32_t i = 0; i < Cap(bytes); ++i)
+      if (EntryAt(table, i).Ahead() &&
+          (place == Cap(bytes) || Load32(EntryAt(table, i).p + 12) < Load32(EntryAt(table, place).p + 12)))
+        place = i;
   if (place == Cap(bytes)) return;
   EntrySlot s = EntryAt(table, place);
   Store32(s.p, serial);

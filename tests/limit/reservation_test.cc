@@ -783,6 +783,30 @@ TEST(ReservationTable, ASettleKeptAheadNeverPushesOutAHeldReservation) {
   EXPECT_EQ(Reservations::Held(t.data(), bytes, now, held), 1u);
 }
 
+// A full table of settles kept ahead gives the place of the one expiring
+// first to a new one, whatever their order; a bound of 0 (no table) writes
+// nothing.
+TEST(ReservationTable, ASettleKeptAheadOnAFullTableTakesThePlaceOfTheOneExpiringFirst) {
+  using limit::Reservations;
+  const uint32_t bytes = Reservations::Bytes(2);
+  std::vector<uint8_t> t(bytes);
+  Reservations::Rebuild({}, t.data(), 2);
+  const int64_t now = kDay0;
+  Reservations::SettledAhead(t.data(), bytes, 7, 1, now, now + 100, 0);
+  Reservations::SettledAhead(t.data(), bytes, 8, 2, now, now + 50, 0);
+  Reservations::SettledAhead(t.data(), bytes, 9, 3, now, now + 80, 0);
+  int64_t real = 0, at = 0;
+  EXPECT_FALSE(Reservations::TakeSettledAhead(t.data(), bytes, 8, now + 50, 0, &real, &at));
+  ASSERT_TRUE(Reservations::TakeSettledAhead(t.data(), bytes, 7, now + 100, 0, &real, &at));
+  EXPECT_EQ(real, 1);
+  ASSERT_TRUE(Reservations::TakeSettledAhead(t.data(), bytes, 9, now + 80, 0, &real, &at));
+  EXPECT_EQ(real, 3);
+
+  std::vector<uint8_t> none(16, 0xab);
+  Reservations::Rebuild(t, none.data(), 0);
+  EXPECT_EQ(none, std::vector<uint8_t>(16, 0xab));
+}
+
 // A settle that says its table's nonce is its take's by serial and nonce,
 // whatever the two expiries (each moved by as many seconds as its sender's
 // clock is ahead of this one when it arrives: they differ when the take
