@@ -220,8 +220,9 @@ TEST_F(FrsctlTest, OwnerWithReplicasAlsoPrintsTheSuccessor) {
 }
 
 // get and explain of a key without a node on a shard that holds no copy of
-// its route: the answer names the shards that do, not only "never counted".
-TEST_F(FrsctlTest, AKeyWithoutANodeOnAShardThatIsNoHolderNamesItsHolders) {
+// its route: the answer names the shards that do, not only "never counted";
+// a set, del or reset with replicas says it changed this shard only.
+TEST_F(FrsctlTest, OnAClusterShardNodeCommandsNameTheKeysHolders) {
   std::ofstream(dir_ / "r.xml")
       << "<frs><listen port=\"8302\"/><map>map.xml</map>"
          "<store dir=\"data\" files=\"2\" keynodes=\"256\" chain=\"8\"/><timezone>UTC</timezone><admin token=\"t\"/>"
@@ -258,6 +259,31 @@ TEST_F(FrsctlTest, AKeyWithoutANodeOnAShardThatIsNoHolderNamesItsHolders) {
   }
   EXPECT_GE(held, 2);
   EXPECT_GE(not_held, 2);
+  // A set, a del and a reset here change this store only: each says so on
+  // standard error, naming the other holder (the output is unchanged).
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "user:" + std::to_string(i);
+    const std::string owner = ring->Owner(key);
+    const std::string successor = ring->shards()[static_cast<size_t>(ring->SuccessorOfHash(Ring::HashRoute(key)))].name;
+    if (owner != "127.0.0.1:8302" && successor != "127.0.0.1:8302") continue;
+    const std::string other = owner == "127.0.0.1:8302" ? successor : owner;
+    CtlRun r = Ctl({"set", "login", key, "2"}, "r.xml");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("count set to 2"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("note: set changed this shard's store only (127.0.0.1:8302); the key's other holder " + other +
+                         " keeps its node as it was"),
+              std::string::npos)
+        << r.err;
+    r = Ctl({"del", "login", key}, "r.xml");
+    EXPECT_NE(r.err.find("note: del changed this shard's store only"), std::string::npos) << r.err;
+    r = Ctl({"set", "login", key, "1"}, "r.xml");
+    r = Ctl({"reset", "login"}, "r.xml");
+    EXPECT_NE(r.err.find("note: reset changed this shard's store only (127.0.0.1:8302); the other shards keep theirs"),
+              std::string::npos)
+        << r.err;
+    break;
+  }
+  EXPECT_EQ(Ctl({"set", "login", "user:1", "1"}).err, "");  // no <cluster>: no note
   // A lone server (srv.xml without <cluster>, the same store) holds every
   // key: no such fields.
   CtlRun r = Ctl({"get", "--json", "login", "user:1"});

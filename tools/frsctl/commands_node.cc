@@ -126,6 +126,7 @@ Result<int> RunSet(Session& s, const SetArgs& a) {
   req.count = a.count;
   Decision d = s.engine->Execute(req);
   if (!d.ok()) return DecisionError(d);
+  NoteChangeIsThisShardsOnly(s, a.key, "set");
   if (s.json) {
     PrintDecisionJson(a.biz, a.key, "set", d);
   } else if (d.count != a.count) {
@@ -155,6 +156,7 @@ Result<int> RunDel(Session& s, const NodeArgs& a) {
   Decision d = s.engine->Execute(req);
   if (!d.ok()) return DecisionError(d);
   bool existed = before.ok() || d.found;
+  if (existed) NoteChangeIsThisShardsOnly(s, a.key, "del");
   if (s.json) {
     JsonOut j;
     j.BeginObject().Key("biz").String(a.biz).Key("key").String(a.key).Key("action").String("del");
@@ -191,6 +193,7 @@ Result<int> RunReset(Session& s, const ResetArgs& a) {
   } else {
     return id.status();
   }
+  if (erased != 0) NoteChangeIsThisShardsOnly(s, {}, "reset");
   if (s.json) {
     JsonOut j;
     j.BeginObject().Key("biz").String(a.biz).Key("biz_id").Uint(id.value()).Key("action").String("reset");

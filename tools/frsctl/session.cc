@@ -245,6 +245,24 @@ std::optional<KeyHolders> HoldersOfKey(const Session& s, std::string_view key) {
   return h;
 }
 
+void NoteChangeIsThisShardsOnly(const Session& s, std::string_view key, const char* what) {
+  if (s.cfg.cluster_shards.empty() || s.cfg.cluster_replicas == 0) return;
+  std::string others;
+  if (key.empty()) {
+    others = "the other shards keep theirs";
+  } else if (std::optional<KeyHolders> h = HoldersOfKey(s, key)) {
+    const std::string& other = h->owner == s.cfg.cluster_self ? h->successor : h->owner;
+    const std::string both = h->owner + (h->successor.empty() ? "" : " and " + h->successor);
+    if (!h->self) others = "this shard holds no copy of the key's route: its holders " + both + " keep theirs";
+    else if (other.empty()) others = "no other shard holds the key's route";
+    else others = "the key's other holder " + other + " keeps its node as it was";
+  }
+  std::fprintf(stderr,
+               "frsctl: note: %s changed this shard's store only (%s); %s. frsd's admin command over HTTP "
+               "changes both holders (docs/cluster.md, \"What replicas do not carry\")\n",
+               what, s.cfg.cluster_self.c_str(), others.c_str());
+}
+
 void HoldersJson(const Session& s, std::string_view key, JsonOut& j) {
   std::optional<KeyHolders> h = HoldersOfKey(s, key);
   if (!h) return;

@@ -88,6 +88,12 @@ std::optional<KeyHolders> HoldersOfKey(const Session& s, std::string_view key);
 // holds no copy of the key's route it names the shards that do: an operator
 // who asks the wrong shard must not read "never counted".
 std::string WhyNoNode(const Session& s, std::string_view key);
+// On a shard of a <cluster replicas="1">, a note on standard error that a
+// change frsctl made to this store (`what`: "set", "del") reached neither
+// the other holder of `key`'s route (named) nor, for a key this shard holds
+// no copy of, its holders; an empty key: a reset, whose biz every shard
+// holds part of. Nothing without replicas.
+void NoteChangeIsThisShardsOnly(const Session& s, std::string_view key, const char* what);
 // --json's form of the same, for a key without a node: "holder" (whether this
 // shard holds the key's route), "owner" and, with replicas, "successor";
 // nothing without a <cluster>.
