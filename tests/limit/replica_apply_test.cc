@@ -626,6 +626,26 @@ TEST_F(LeaseReplicaTest, AnEarlierSendersGiveBackEndsTheCopysFirstExpiringLeases
   EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "k", Id(second)).released);
 }
 
+// What a replica link asks of a grant it kept while the other holder was
+// away (AdminEngine::LeaseEnded): a lease held is not ended; released, or
+// past its expiry, it is; a key without a node only once the expiry the
+// grant said has passed (handed off or evicted, it may be held elsewhere);
+// a serial of another lease of the key, or another biz, is not asked about.
+TEST_F(LeaseReplicaTest, ALeaseEndedOnlyWhenItSurelyIsNoMoreHeldHere) {
+  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "e");
+  const Decision b = Do(*owner_, Cmd::kAcquire, "lease", "e");
+  ASSERT_TRUE(a.allowed && b.allowed);
+  EXPECT_FALSE(owner_->LeaseEnded(5, "e", a.lease_serial, a.lease_expires));
+  ASSERT_TRUE(Lease(*owner_, Cmd::kRelease, "e", Id(a)).released);
+  EXPECT_TRUE(owner_->LeaseEnded(5, "e", a.lease_serial, a.lease_expires));
+  EXPECT_FALSE(owner_->LeaseEnded(5, "e", b.lease_serial, b.lease_expires));
+  EXPECT_FALSE(owner_->LeaseEnded(1, "e", b.lease_serial, b.lease_expires));  // no concurrency rule: not told
+  EXPECT_FALSE(owner_->LeaseEnded(5, "absent", 1, clock_.NowMs() / 1000 + 30));
+  EXPECT_TRUE(owner_->LeaseEnded(5, "absent", 1, clock_.NowMs() / 1000));
+  clock_.Advance(62000);  // past b's expiry (60 + 1 s)
+  EXPECT_TRUE(owner_->LeaseEnded(5, "e", b.lease_serial, b.lease_expires));
+}
+
 TEST_F(LeaseReplicaTest, AReleaseOfANodeTheReplicaLacksMakesNone) {
   Change c = Event(Change::Event::kLeaseRelease, 5, "absent", 1);
   ASSERT_TRUE(replica_->ApplyChanges(std::span<const Change>(&c, 1), "s1", 1).value());

@@ -180,6 +180,76 @@ TEST_F(ReplicatorSides, WhatADownLinkAnswersAloneIsCountedBySide) {
   EXPECT_EQ(rc_.alone_peer[1], 0u);
 }
 
+// A grant or renewal kept while the link was down, whose lease has ended
+// on this shard by the time it goes (ReplicaOptions::lease_ended: released
+// here, perhaps by another worker whose release reaches the other holder
+// first), goes as a grant already over: until = its own second. One that
+// is still held, and one sent while the link was up, go as they were.
+class ReplicatorKept : public ReplicatorSides {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(peer_.ok());
+    ASSERT_TRUE(loop_.Init().ok());
+    ReplicaOptions o = peer_.TwoShardOptions();
+    o.shared = &shared_;
+    o.lease_ended = [](const Change& c) { return c.item == 7; };
+    repl_ = std::make_unique<Replicator>(std::move(o), &rc_, &loop_);
+  }
+  // Returns its until.
+  int64_t Lease(uint32_t serial, Change::Event e) {
+    Change c;
+    c.kind = Change::Kind::kEvent;
+    c.event = e;
+    c.biz_id = 1;
+    c.key = "k";
+    c.item = serial;
+    c.at_ms = UnixMs();
+    c.until = c.at_ms / 1000 + 60;
+    c.nonce = 9;
+    repl_->OnChange(c);
+    return c.until;
+  }
+  // The change lines of a request.
+  static std::string Lines(const std::string& request) { return request.substr(request.find("\r\n\r\n") + 4); }
+};
+
+TEST_F(ReplicatorKept, AKeptGrantWhoseLeaseEndedHereGoesAsAGrantAlreadyOver) {
+  const int64_t until = Lease(7, Change::Event::kLeaseGrant);  // ended here, but sent while up: as it was
+  const std::string up = Next();
+  ASSERT_NE(up.find("seq=1"), std::string::npos) << up;
+  EXPECT_NE(Lines(up).find(" lease-grant 7 " + std::to_string(until) + " "), std::string::npos) << up;
+  Peer::Acknowledge(c_.get(), 1);
+  Turns();
+  Lease(5, Change::Event::kLeaseGrant);
+  ASSERT_NE(Next().find("seq=2"), std::string::npos);
+  now_ += 300LL * 1000 * 1000;  // no answer within replica_timeout_ms: down
+  Turns();
+  ASSERT_EQ(rc_.down[1], 1u);
+  Lease(7, Change::Event::kLeaseRenew);
+  Lease(8, Change::Event::kLeaseGrant);
+  std::string lines;
+  now_ += Replicator::kRetryNs;
+  for (int i = 0; i < 4 && repl_->QueuedChanges() != 0; ++i) {
+    const std::string next = Next();
+    ASSERT_NE(next.find("seq="), std::string::npos) << next;
+    lines += Lines(next);
+    Peer::Acknowledge(c_.get(), std::stoull(next.substr(next.find("seq=") + 4)));
+    Turns();
+  }
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+  const int64_t now_s = UnixMs() / 1000;
+  // 7's renewal: a grant over at its own second (within the test's second).
+  const size_t seven = lines.find(" lease-grant 7 ");
+  ASSERT_NE(seven, std::string::npos) << lines;
+  EXPECT_LE(std::stoll(lines.substr(seven + 15)), now_s) << lines;
+  EXPECT_EQ(lines.find(" lease-renew 7 "), std::string::npos) << lines;
+  // 5 and 8, still held: as they were.
+  EXPECT_NE(lines.find(" lease-grant 5 "), std::string::npos) << lines;
+  const size_t eight = lines.find(" lease-grant 8 ");
+  ASSERT_NE(eight, std::string::npos) << lines;
+  EXPECT_GT(std::stoll(lines.substr(eight + 15)), now_s + 50) << lines;
+}
+
 // Each worker learns on its own link that its copy is behind; the others
 // ask that shard at once (the master's region says one learnt it), not at
 // their next idle question 5 s on.
