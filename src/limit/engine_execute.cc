@@ -130,12 +130,19 @@ Status EngineImpl::CheckRequest(const Request& req) const {
 }
 
 Decision EngineImpl::Execute(const Request& req) {
+  Decision d;
+  ExecuteInto(req, &d);
+  return d;
+}
+
+void EngineImpl::ExecuteInto(const Request& req, Decision* out) {
   const ChangeScope scope(sink_);
   BizCache bizzes(CurrentMap());
-  Decision d;
+  Decision& d = *out;
+  d.Reset();
   ParsedLeaseId id;
   const Biz* biz = Check(bizzes, req, d, &id);
-  if (biz == nullptr) return d;
+  if (biz == nullptr) return;
   // Start loading the key's key-node heads and first chain now: the clock,
   // the op and the store's entry run while those lines and their page-table
   // walk are on their way, and the node's line does not wait for the tags.
@@ -151,7 +158,6 @@ Decision EngineImpl::Execute(const Request& req) {
   if (!d.ok()) d.allowed = false;  // decision.h: what failed was not done
   if (d.ok() && CountsUses(req.cmd) && !req.uncounted) Count(*biz, req, d, created, now.s);
   if (sink_ != nullptr) Notify(*biz, req, d, now);
-  return d;
 }
 
 void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref, const Now& now, Decision& d,

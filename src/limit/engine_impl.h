@@ -160,6 +160,7 @@ class EngineImpl final : public AdminEngine {
   Status Install(MapConfig config);
 
   Decision Execute(const Request& req) override;
+  void ExecuteInto(const Request& req, Decision* out) override;
   bool ExecuteBatch(std::span<const Request> reqs, std::span<Decision> out) override;
   Status CheckRequest(const Request& req) const override;
   Status Reload(const std::string& path) override;

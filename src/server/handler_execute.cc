@@ -226,7 +226,7 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
 
 bool Handler::ExecuteOne(const WireRequest& r, int* status) {
   Decision& d = decisions_[0];
-  d = engine_->Execute(r.ToEngine());
+  engine_->ExecuteInto(r.ToEngine(), &d);
   CountLeases(r, d);
   if (!d.ok()) {
     ErrorBody(HttpStatusFor(d.status), d.status.message(), status);
