@@ -282,7 +282,7 @@ bool RateLimitService::Count(const RlsRequest& req, size_t i, RlsAnswer* out) {
     // stop-increment left uncounted still is one (the series count it).
     r.uncounted = st.hits == 0;
     r.n = static_cast<int64_t>(std::max<uint64_t>(applied, 1));
-    dec = engine_->Execute(r);
+    engine_->ExecuteInto(r, &dec);  // in place: no copy of the answer
   }
   if (!dec.ok()) {
     // Descriptors before this one stay counted, as envoyproxy/ratelimit's
