@@ -54,14 +54,18 @@ struct Concurrency {
   static void Record(const RuleSpec& spec, uint8_t* block, const Now& now, int64_t n);
   // The serials of the leases a set or a give-back ended, for the other
   // holder of the route: it ends those leases, by serial, and no others
-  // (limit/rule_event.h). Past kMax only the count goes on.
+  // (limit/rule_event.h). Past kMax only the count goes on. A lease of
+  // another series (kOtherSeries) is not named: the other holder knows it
+  // under a serial of its own nonce, which this node does not keep, and a
+  // serial sent under this node's nonce would end another lease there; it
+  // holds that one until its expiry (more than here, never fewer).
   struct Ended {
     static constexpr uint32_t kMax = 16;
     uint32_t serial[kMax] = {};
     uint32_t n = 0;      // serials kept, at most kMax
     uint32_t total = 0;  // leases ended
     void Add(uint32_t s) {
-      if (n < kMax) serial[n++] = s;
+      if (n < kMax && (s & kOtherSeries) == 0) serial[n++] = s;
       ++total;
     }
   };

@@ -695,7 +695,40 @@ TEST(LeaseBlock, AGrantAlreadyOverPassesItsSerialAndASetDropsAlike) {
   EXPECT_EQ(ended_a.total, 2u);
   EXPECT_EQ(ended_a.serial[0], 7u);
   EXPECT_EQ(ended_a.serial[1], 8u);
-  EXPECT_EQ(ended_b.n, 2u);
+  ASSERT_EQ(ended_b.n, 2u);
+  EXPECT_EQ(ended_b.serial[0], 7u);
+  EXPECT_EQ(ended_b.serial[1], 8u);
+}
+
+// Two series on one key (both holders made the node at once): each holds
+// its own lease 1 and the other's as 1 | kOtherSeries. A set on the owner
+// that ends the other series' lease does not name it (sent under the
+// owner's nonce, the copy would end the owner's own lease 1, which the
+// owner keeps, and hold one lease fewer): the copy keeps both, never fewer
+// than the owner at any instant.
+TEST(LeaseBlock, ASetThatEndsAnotherSeriesLeaseDoesNotNameIt) {
+  const limit::RuleSpec spec = ThreeLeaseRule();
+  const limit::Now t0 = limit::Now::At(kDay0 * 1000, nullptr);
+  const limit::Now t1 = limit::Now::At((kDay0 + 5) * 1000, nullptr);
+  std::vector<uint8_t> owner(spec.bytes), copy(spec.bytes);
+  limit::Concurrency::Record(spec, copy.data(), t0, 1);   // the copy's own 1, until +11
+  limit::Concurrency::Record(spec, owner.data(), t1, 1);  // the owner's own 1, until +16
+  const uint32_t mine = limit::Concurrency::Nonce(owner.data()), theirs = limit::Concurrency::Nonce(copy.data());
+  ASSERT_NE(mine, theirs);
+  limit::Concurrency::Adopt(spec, owner.data(), t1, 1, kDay0 + 11, theirs);
+  limit::Concurrency::Adopt(spec, copy.data(), t1, 1, kDay0 + 16, mine);
+  limit::Concurrency::Ended ended;
+  limit::Concurrency::SetCount(spec, owner.data(), t1, 1, &ended);  // ends the other series' (first to expire)
+  EXPECT_EQ(ended.total, 1u);
+  EXPECT_EQ(ended.n, 0u);
+  for (uint32_t i = 0; i < ended.n; ++i) limit::Concurrency::FreeAdopted(spec, copy.data(), t1, ended.serial[i], mine);
+  limit::Concurrency::Lease held[8];
+  for (int64_t s : {5, 10, 12, 15}) {
+    const limit::Now at = limit::Now::At((kDay0 + s) * 1000, nullptr);
+    EXPECT_GE(limit::Concurrency::Held(spec, copy.data(), at, held),
+              limit::Concurrency::Held(spec, owner.data(), at, held))
+        << "at +" << s << " s";
+  }
 }
 
 // A block of 8 places (64 bytes: any max up to 8) is swept, counted and

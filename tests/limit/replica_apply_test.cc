@@ -698,6 +698,45 @@ TEST_F(ReservationReplicaTest, ASettleKeptAheadFindsItsTakeWhenTheSendersClockIs
   EXPECT_EQ(Settle(*replica_, "sk", r, 10).status.code(), Status::Code::kGone);
 }
 
+// Engine::ExecuteInto writes a worker's one Decision in place, request
+// after request: nothing of a set's ended leases or a reservation's id may
+// stay in the next answer. The same query, in place after both and into a
+// fresh Decision, answers alike in every field.
+TEST_F(ReservationReplicaTest, ADecisionWrittenInPlaceKeepsNothingOfTheLastRequest) {
+  Do(*owner_, Cmd::kAcquire, "lease", "d");
+  Do(*owner_, Cmd::kAcquire, "lease", "d");
+  Decision d;
+  owner_->ExecuteInto(Request{.cmd = Cmd::kSet, .biz = "lease", .key = "d", .count = 0}, &d);
+  ASSERT_TRUE(d.ok()) << d.status.ToString();
+  ASSERT_EQ(d.leases_ended_n, 2u);
+  ASSERT_NE(d.lease_nonce, 0u);
+  owner_->ExecuteInto(Request{.cmd = Cmd::kAcquire, .biz = "tokens", .key = "d", .n = 10, .reserve = 60}, &d);
+  ASSERT_NE(d.res_serial, 0u);
+  const Request q{.cmd = Cmd::kQuery, .biz = "fixed", .key = "d"};
+  owner_->ExecuteInto(q, &d);
+  const Decision fresh = owner_->Execute(q);
+  EXPECT_EQ(d.status.code(), fresh.status.code());
+  EXPECT_EQ(d.allowed, fresh.allowed);
+  EXPECT_EQ(d.count, fresh.count);
+  EXPECT_EQ(d.limit, fresh.limit);
+  EXPECT_EQ(d.nrules, fresh.nrules);
+  EXPECT_EQ(d.leases_ended_n, 0u);
+  EXPECT_EQ(d.lease_nonce, fresh.lease_nonce);
+  EXPECT_EQ(d.lease_serial, 0u);
+  EXPECT_EQ(d.lease_mac, 0u);
+  EXPECT_EQ(d.lease_expires, fresh.lease_expires);
+  EXPECT_EQ(d.set_leases, 0u);
+  EXPECT_EQ(d.set_lease_first, 0u);
+  EXPECT_EQ(d.given_back, 0);
+  EXPECT_FALSE(d.released);
+  EXPECT_EQ(d.res_serial, 0u);
+  EXPECT_EQ(d.res_mac, 0u);
+  EXPECT_EQ(d.res_nonce, fresh.res_nonce);
+  EXPECT_EQ(d.res_expires, fresh.res_expires);
+  EXPECT_FALSE(d.settled);
+  EXPECT_FALSE(d.reservations_full);
+}
+
 TEST_F(ReservationReplicaTest, TheOwnersReservationSettlesOnTheReplicaOnce) {
   const Decision r = Reserve(*owner_, "k", 50);
   ASSERT_NE(r.res_serial, 0u);
