@@ -734,6 +734,13 @@ TEST(ReservationMap, BoundsAndOverrunAreChecked) {
 namespace frs {
 namespace {
 
+// An empty reservation table of `cap` entries.
+std::vector<uint8_t> EmptyTable(uint32_t cap) {
+  std::vector<uint8_t> t(limit::Reservations::Bytes(cap));
+  limit::Reservations::Rebuild({}, t.data(), cap);
+  return t;
+}
+
 // A replica's table of 2 entries: a settle that overtook its take (kept
 // ahead) takes a free entry or another kept one, never a held reservation,
 // and is given up when the table holds only held ones; the take it waits
@@ -742,9 +749,8 @@ namespace {
 // places to kept settles before held ones.
 TEST(ReservationTable, ASettleKeptAheadNeverPushesOutAHeldReservation) {
   using limit::Reservations;
-  const uint32_t bytes = Reservations::Bytes(2);
-  std::vector<uint8_t> t(bytes);
-  Reservations::Rebuild({}, t.data(), 2);
+  std::vector<uint8_t> t = EmptyTable(2);
+  const uint32_t bytes = static_cast<uint32_t>(t.size());
   const int64_t now = kDay0;
   Reservations::Entry a, b;
   ASSERT_TRUE(Reservations::Take(t.data(), bytes, 10, now, 600, &a));
@@ -788,9 +794,8 @@ TEST(ReservationTable, ASettleKeptAheadNeverPushesOutAHeldReservation) {
 // nothing.
 TEST(ReservationTable, ASettleKeptAheadOnAFullTableTakesThePlaceOfTheOneExpiringFirst) {
   using limit::Reservations;
-  const uint32_t bytes = Reservations::Bytes(2);
-  std::vector<uint8_t> t(bytes);
-  Reservations::Rebuild({}, t.data(), 2);
+  std::vector<uint8_t> t = EmptyTable(2);
+  const uint32_t bytes = static_cast<uint32_t>(t.size());
   const int64_t now = kDay0;
   Reservations::SettledAhead(t.data(), bytes, 7, 1, now, now + 100, 0);
   Reservations::SettledAhead(t.data(), bytes, 8, 2, now, now + 50, 0);
@@ -814,9 +819,8 @@ TEST(ReservationTable, ASettleKeptAheadOnAFullTableTakesThePlaceOfTheOneExpiring
 // serial under another nonce (a node erased and made again) does not.
 TEST(ReservationTable, ASettleKeptAheadIsItsTakesByTheTablesNonce) {
   using limit::Reservations;
-  const uint32_t bytes = Reservations::Bytes(2);
-  std::vector<uint8_t> t(bytes);
-  Reservations::Rebuild({}, t.data(), 2);
+  std::vector<uint8_t> t = EmptyTable(2);
+  const uint32_t bytes = static_cast<uint32_t>(t.size());
   const int64_t now = kDay0;
   const uint32_t nonce = 0x5a5a1234;
   Reservations::SettledAhead(t.data(), bytes, 9, 3, now + 1, now + 95, nonce);
