@@ -81,6 +81,10 @@ struct EngineOptions {
   // other's ids (docs/cluster.md, "Leases on replicas"). Empty: the store's
   // own lease.key.
   std::string lease_key_file;
+  // <cluster lease_key_also="FILE">: a second such secret, during a key
+  // rotation (docs/cluster.md, "The shared secret"): an id made under it
+  // releases, renews and settles too; no id is made under it. Empty: none.
+  std::string lease_key_also_file{};  // {}: callers that name the fields before it need not name it
   // false: a store without its lease.key is not given one (an inspecting
   // tool: a secret made there would void every id the running frsd gave
   // out at its next start); such an engine shows lease and reservation
@@ -143,6 +147,8 @@ class Engine {
   // keyed hash of a constant: it tells two keys apart and reveals neither);
   // 0 when the engine keys lease ids with its store's own lease.key.
   virtual uint64_t LeaseKeyCheck() const { return 0; }
+  // The same of EngineOptions::lease_key_also_file (0: none).
+  virtual uint64_t LeaseKeyAlsoCheck() const { return 0; }
   // Decisions of this process whose statistics by key field could not be
   // stored (a day file that could not be made: a full disk, permissions).
   virtual uint64_t FieldStatsUnstored() const { return 0; }

@@ -79,7 +79,8 @@ struct ServiceConfig {
   std::string cluster_self;               // "host:port": this shard as the ring names it
   std::vector<RingShard> cluster_shards;  // empty: a lone server owning every route
   uint32_t cluster_replicas = 0;
-  std::string cluster_lease_key;  // "" = each store's own lease.key
+  std::string cluster_lease_key;       // "" = each store's own lease.key
+  std::string cluster_lease_key_also;  // a rotation's second key ("" = none)
 };
 
 // Reads srv.xml. With <listen port="0"> the port (and a cluster self that

@@ -26,6 +26,7 @@ ServiceConfig ServiceConfigOf(const SrvConfig& cfg) {
   sc.cluster_shards = cfg.cluster_shards;
   sc.cluster_replicas = cfg.cluster_replicas;
   sc.cluster_lease_key = cfg.cluster_lease_key;
+  sc.cluster_lease_key_also = cfg.cluster_lease_key_also;
   return sc;
 }
 
@@ -45,6 +46,7 @@ EngineOptions EngineOptionsFor(const ServiceConfig& cfg, Store* store) {
   eo.store = store;
   eo.stats_dir = cfg.store_dir;
   eo.lease_key_file = cfg.cluster_lease_key;
+  eo.lease_key_also_file = cfg.cluster_lease_key_also;
   return eo;
 }
 

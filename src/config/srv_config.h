@@ -87,6 +87,10 @@ struct SrvConfig {
   // <cluster lease_key="FILE">: absolute; the secret that keys lease ids on
   // every shard alike ("": each store's own lease.key).
   std::string cluster_lease_key;
+  // <cluster lease_key_also="FILE">: absolute; a second secret during a key
+  // rotation: ids made under it verify too, and shards keyed by it are taken
+  // as this one's; it makes no id ("": none).
+  std::string cluster_lease_key_also;
   // <decisions file="..." record="denied|all" sample="0..1"/>: the decision
   // log (server/decision_log.h). Empty file: no log (the default).
   std::string decisions_file;     // absolute; "" = none

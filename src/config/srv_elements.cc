@@ -261,6 +261,14 @@ Status SetCluster(const Context& ctx, const pugi::xml_node& n) {
     if (std::string_view(a.value()).empty()) return ctx.Error(n, "<cluster lease_key> names a file, not \"\"");
     cfg.cluster_lease_key = ctx.Resolve(a.value());
   }
+  if (pugi::xml_attribute a = n.attribute("lease_key_also")) {
+    if (std::string_view(a.value()).empty()) return ctx.Error(n, "<cluster lease_key_also> names a file, not \"\"");
+    if (cfg.cluster_lease_key.empty())
+      return ctx.Error(n, "<cluster lease_key_also> needs lease_key: it is a second key beside it, for a rotation");
+    cfg.cluster_lease_key_also = ctx.Resolve(a.value());
+    if (cfg.cluster_lease_key_also == cfg.cluster_lease_key)
+      return ctx.Error(n, "<cluster lease_key_also> names the file lease_key names: it is the other key of a rotation");
+  }
   for (pugi::xml_node child : n.children()) {
     if (child.type() != pugi::node_element) continue;
     const Element* e = FindElement(child.name(), true);
@@ -336,7 +344,8 @@ constexpr const char* kRatelimitAttrs[] = {"legacy"};
 constexpr const char* kLimitsAttrs[] = {"header_bytes",       "body_bytes", "connections",    "idle_timeout_ms",
                                         "request_timeout_ms", "batch",      "worker_stall_ms"};
 constexpr const char* kClusterAttrs[] =
-    {"self", "enforce", "replicas", "replica_mode", "replica_timeout_ms", "on_replica_down", "lease_key"};
+    {"self",      "enforce",       "replicas", "replica_mode", "replica_timeout_ms", "on_replica_down",
+     "lease_key", "lease_key_also"};
 constexpr const char* kShardAttrs[] = {"weight"};
 constexpr const char* kFlushAttrs[] = {"interval_ms"};
 constexpr const char* kDecisionsAttrs[] = {"file", "record", "sample"};

@@ -44,6 +44,14 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
   }
   if (!secret.ok()) return secret.status();
   engine->SetLeaseSecret(secret.value(), !opts.lease_key_file.empty(), known);
+  if (!opts.lease_key_also_file.empty()) {
+    if (opts.lease_key_file.empty())
+      return Status::InvalidArgument(
+          "<cluster lease_key_also> needs <cluster lease_key>: it is a second key beside it");
+    auto also = limit::LoadLeaseKeyFile(opts.lease_key_also_file);
+    if (!also.ok()) return also.status();
+    engine->SetLeaseSecretAlso(also.value());
+  }
   Status s = engine->Install(std::move(map.value()));
   if (!s.ok()) return s;
   return std::unique_ptr<AdminEngine>(std::move(engine));

@@ -204,6 +204,7 @@ void EngineImpl::DecideOne(const Biz& biz, const Request& req, const KeyRef& ref
   op.d = &d;
   op.key = req.key;
   op.secret = &lease_secret_;
+  op.also = has_also_ ? &lease_secret_also_ : nullptr;
   op.lease = req.lease;
   op.id = id;
   if (req.cmd == Cmd::kRelease && req.give_back) {

@@ -257,6 +257,10 @@ class EngineImpl final : public AdminEngine {
   LeaseSecret lease_secret_;    // keys lease ids (limit/lease_id.h); set once at Open
   uint64_t lease_check_ = 0;    // LeaseKeyCheck(): of a cluster's key file, else 0
   bool ids_known_ = true;       // false: lease_secret_ stands in for a lease.key not made
+  // <cluster lease_key_also>: a rotation's second key, whose ids verify too.
+  LeaseSecret lease_secret_also_;
+  bool has_also_ = false;
+  uint64_t lease_check_also_ = 0;
 
  public:
   void SetLeaseSecret(const LeaseSecret& s, bool shared, bool known) {
@@ -264,7 +268,13 @@ class EngineImpl final : public AdminEngine {
     lease_check_ = shared ? LeaseKeyCheckOf(s) : 0;
     ids_known_ = known;
   }
+  void SetLeaseSecretAlso(const LeaseSecret& s) {
+    lease_secret_also_ = s;
+    has_also_ = true;
+    lease_check_also_ = LeaseKeyCheckOf(s);
+  }
   uint64_t LeaseKeyCheck() const override { return lease_check_; }
+  uint64_t LeaseKeyAlsoCheck() const override { return lease_check_also_; }
   uint64_t FieldStatsUnstored() const override { return statistics_->FieldUnstored(); }
 };
 

@@ -339,8 +339,11 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   Concurrency::Lease held;
   // Checked against the id's hash before anything else: an id of another
   // key or a forged one learns nothing, and frees nothing.
-  if ((serial == 0 && !ParseLeaseId(lease, &serial, &mac)) || secret == nullptr ||
-      LeaseMac(*secret, biz->id, Concurrency::Nonce(block), serial, key) != mac) {
+  // Made under the key, or during a rotation the other one.
+  auto made_under = [&](const LeaseSecret* s) {
+    return s != nullptr && LeaseMac(*s, biz->id, Concurrency::Nonce(block), serial, key) == mac;
+  };
+  if ((serial == 0 && !ParseLeaseId(lease, &serial, &mac)) || !(made_under(secret) || made_under(also))) {
     d->status = Status::Conflict(
         "lease " + std::string(lease) + " is unknown: it was never granted for this key in biz '" + biz->name +
         "' (another biz's or key's id, a reservation's, a forged one, one of a node erased since, or one granted "

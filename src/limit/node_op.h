@@ -145,6 +145,7 @@ struct NodeOp {
   Cmd cmd = Cmd::kQuery;
   std::string_view key;                 // for lease ids
   const LeaseSecret* secret = nullptr;  // for lease ids
+  const LeaseSecret* also = nullptr;    // a rotation's second key: its ids verify too, none is made
   std::string_view lease;               // kRelease, kRenew: the id (checked well-formed)
   int64_t reserve = 0;                  // kAcquire: take a reservation for this many seconds
   std::string_view reservation;         // kSettle: the id (checked well-formed); n is the real amount

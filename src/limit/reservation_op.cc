@@ -168,6 +168,14 @@ uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now) {
   return t == nullptr ? rules : std::max(rules, Clamp32(Reservations::LastExpiry(t, biz.res_bytes)));
 }
 
+namespace {
+// Whether a reservation id's hash was made under `secret` (null: no key).
+bool ReservationMadeUnder(const LeaseSecret* secret, const BizConfig& biz, const uint8_t* table, uint32_t serial,
+                          std::string_view key, uint64_t mac) {
+  return secret != nullptr && Reservations::Mac(*secret, biz.id, Reservations::Nonce(table), serial, key) == mac;
+}
+}  // namespace
+
 Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
   d->status = Status::OK();
   uint8_t* t = ref.exists ? TableOf(*biz, ref) : nullptr;
@@ -180,8 +188,9 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
   // learns nothing and settles nothing.
   if (t == nullptr) {
     d->status = Status::Conflict("reservation " + text() + " is unknown: this key holds no reservation");
-  } else if ((serial == 0 && !ParseLeaseId(reservation, &serial, &mac)) || secret == nullptr ||
-             Reservations::Mac(*secret, biz->id, Reservations::Nonce(t), serial, key) != mac) {
+  } else if ((serial == 0 && !ParseLeaseId(reservation, &serial, &mac)) ||
+             !(ReservationMadeUnder(secret, *biz, t, serial, key, mac) ||
+               ReservationMadeUnder(also, *biz, t, serial, key, mac))) {
     d->status =
         Status::Conflict("reservation " + text() + " is unknown: it was never taken for this key in biz '" + biz->name +
                          "' (another biz's or key's id, a lease's, a forged one, one of a node erased since, or "

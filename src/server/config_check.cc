@@ -242,9 +242,10 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   }
 
   // <cluster lease_key>: readable and 16 bytes, as frsd's start reads it.
-  if (!cfg->cluster_lease_key.empty())
-    if (auto key = limit::LoadLeaseKeyFile(cfg->cluster_lease_key); !key.ok())
-      problems.push_back(cfg->path + ": " + key.status().message());
+  for (const std::string& file : {cfg->cluster_lease_key, cfg->cluster_lease_key_also})
+    if (!file.empty())
+      if (auto key = limit::LoadLeaseKeyFile(file); !key.ok())
+        problems.push_back(cfg->path + ": " + key.status().message());
   std::string store_words;
   if (Status grow = CheckNoInterruptedGrow(cfg->store_dir); !grow.ok()) problems.push_back(grow.message());
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);

@@ -182,6 +182,9 @@ class Handler {
   // Logs (at most once a minute per peer and kind) a /replicate refused as the
   // two shards' <cluster lease_key> differ, naming the peer, never a key.
   void LogKeyRefusal(std::string_view peer, bool batch, bool peer_keyless, bool self_keyless);
+  // A /replicate batch or snapshot ask from a shard keyed otherwise:
+  // answered 409 (true), logged and counted.
+  bool RefusedForLeaseKey(const HttpHead& head, const ReplicateQuery& q, int* status);
   // Runs one request into decisions_[0] and appends its answer to body_.
   bool ExecuteOne(const WireRequest& r, int* status);
   void ErrorBody(int code, std::string_view msg, int* status);

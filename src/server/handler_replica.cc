@@ -170,6 +170,32 @@ bool WaitForWorkersOutside(Metrics& metrics, int64_t deadline) {
 
 }  // namespace
 
+// Lease ids verify on both holders only under one key: a sender keyed
+// otherwise (or keyed by its own store) is refused as another <cluster> is,
+// so that the operator hears of it before a failover answers 409; a
+// snapshot likewise, or the asker would hold leases it cannot verify.
+// During a rotation (<cluster lease_key_also>) a sender keyed by the other
+// key is this shard's too: each verifies the other's ids.
+bool Handler::RefusedForLeaseKey(const HttpHead& head, const ReplicateQuery& q, int* status) {
+  const uint64_t check = engine_->LeaseKeyCheck(), also = engine_->LeaseKeyAlsoCheck();
+  char mine_key[20] = "", also_key[20] = "";
+  if (check != 0) std::snprintf(mine_key, sizeof mine_key, "%016llx", static_cast<unsigned long long>(check));
+  if (also != 0) std::snprintf(also_key, sizeof also_key, "%016llx", static_cast<unsigned long long>(also));
+  if ((head.method != HttpMethod::kPost && !q.snapshot) || q.lease_key == mine_key ||
+      (also_key[0] != '\0' && q.lease_key == also_key))
+    return false;
+  auto said = [](const std::string& k) { return k.empty() ? std::string("none") : "check " + k.substr(0, 16); };
+  if (counters_) CounterAdd(counters_->replica.key_refused);
+  LogKeyRefusal(head.method == HttpMethod::kPost ? q.from : q.forname, head.method == HttpMethod::kPost,
+                q.lease_key.empty(), mine_key[0] == '\0');
+  TextBody(409,
+           "/replicate: the sender's <cluster lease_key> (" + said(q.lease_key) + ") is not this shard's (" +
+               said(mine_key) + "): every shard must name the same key file, or none (during a rotation, " +
+               "the other's as lease_key_also)",
+           status);
+  return true;
+}
+
 void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, Extra* extra,
                               int* status) {
   const ClusterView& c = opts_.cluster;
@@ -240,24 +266,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
              status);
     return;
   }
-  // Lease ids verify on both holders only under one key: a sender keyed
-  // otherwise (or keyed by its own store) is refused as another <cluster>
-  // is, so that the operator hears of it before a failover answers 409; a
-  // snapshot likewise, or the asker would hold leases it cannot verify.
-  const uint64_t check = engine_->LeaseKeyCheck();
-  char mine_key[20] = "";
-  if (check != 0) std::snprintf(mine_key, sizeof mine_key, "%016llx", static_cast<unsigned long long>(check));
-  if ((head.method == HttpMethod::kPost || q.snapshot) && q.lease_key != mine_key) {
-    auto said = [](const std::string& k) { return k.empty() ? std::string("none") : "check " + k.substr(0, 16); };
-    if (counters_) CounterAdd(counters_->replica.key_refused);
-    LogKeyRefusal(head.method == HttpMethod::kPost ? q.from : q.forname, head.method == HttpMethod::kPost,
-                  q.lease_key.empty(), mine_key[0] == '\0');
-    TextBody(409,
-             "/replicate: the sender's <cluster lease_key> (" + said(q.lease_key) + ") is not this shard's (" +
-                 said(mine_key) + "): every shard must name the same key file, or none",
-             status);
-    return;
-  }
+  if (RefusedForLeaseKey(head, q, status)) return;
   const std::string& peer_name = head.method == HttpMethod::kPost ? q.from : q.forname;
   const Ring& peer_ring = old_batch ? *c.previous_ring : *c.ring;
   const long peer = peer_ring.Find(peer_name);

@@ -454,12 +454,16 @@ void Master::Reload() {
   // to need a restart.
   bool lease_key_changed = false;
   if (s.ok()) {
-    uint64_t check = 0;
+    uint64_t check = 0, also = 0;
     if (!f.next->cluster_lease_key.empty()) {
       if (auto key = limit::LoadLeaseKeyFile(f.next->cluster_lease_key); !key.ok()) s = key.status();
       else check = limit::LeaseKeyCheckOf(key.value());
     }
-    lease_key_changed = s.ok() && check != ctx_.engine->LeaseKeyCheck();
+    if (s.ok() && !f.next->cluster_lease_key_also.empty()) {
+      if (auto key = limit::LoadLeaseKeyFile(f.next->cluster_lease_key_also); !key.ok()) s = key.status();
+      else also = limit::LeaseKeyCheckOf(key.value());
+    }
+    lease_key_changed = s.ok() && (check != ctx_.engine->LeaseKeyCheck() || also != ctx_.engine->LeaseKeyAlsoCheck());
   }
   // The new map parsed once, for what it ends of what the running one held
   // (read before it is replaced: the channel holds the map every worker
@@ -504,8 +508,9 @@ void Master::Reload() {
   }
   if (lease_key_changed)
     FRS_LOG(
-        "srv.xml: <cluster lease_key> (the file or its key) changed: this needs a restart of every shard; still "
-        "running with the old key");
+        "srv.xml: <cluster lease_key> or lease_key_also (a file or its key) changed: this needs a restart of every "
+        "shard (one at a time only through lease_key_also's two steps: docs/cluster.md, \"The shared secret\"); "
+        "still running with the old keys");
   // A map with more <stats> tables needs more descriptors: said from the
   // same sum as at start (server/fd_limit.h).
   if (new_map)

@@ -509,6 +509,63 @@ class TwoWorkers(unittest.TestCase):
             self.assertEqual(p.a.get("/acquire?biz=l&key=" + k)[0], 200)
 
 
+class KeyRotation(unittest.TestCase):
+    """<cluster lease_key> changed one shard at a time (docs/cluster.md, "The
+    shared secret"): first every shard keyed by the old key with the new one
+    beside it (lease_key_also), then by the new key with the old beside it.
+    No batch is refused on the way (the shards of two keys refused each
+    other's, each counted alone, and a key was granted up to twice its
+    limit), and the successor of a dead owner releases the ids the owner
+    made under either key."""
+
+    def test_a_key_rotated_one_shard_at_a_time_keeps_every_link_and_id(self):
+        tmp = tempfile.mkdtemp(prefix="frs-lease-rotation-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        old, new = os.path.join(tmp, "old.key"), os.path.join(tmp, "new.key")
+        for path in (old, new):
+            with open(path, "wb") as f:
+                f.write(os.urandom(16))
+            os.chmod(path, 0o600)
+
+        def keyed(main, also=None):
+            return ' lease_key="%s"' % main + (' lease_key_also="%s"' % also if also else "")
+
+        extra = 'replica_mode="sync" replica_timeout_ms="2000"' + keyed(old)
+        p = test_replicas.Pair(tmp, extra_a=extra, extra_b=extra)
+        self.addCleanup(p.close)
+
+        def rekey(shard, main, also=None):
+            path = os.path.join(shard.dir, "srv.xml")
+            with open(path) as f:
+                text = re.sub(r' lease_key="[^"]*"( lease_key_also="[^"]*")?', keyed(main, also), f.read())
+            shard.stop()
+            with open(path, "w") as f:
+                f.write(text)
+            shard.start()
+
+        k = p.keys[0]
+
+        def acquire():
+            st, body = p.a.get("/acquire?biz=l&key=" + k)
+            self.assertEqual(st, 200, body)
+            return lease_of(body)
+
+        ids = [acquire()]  # under the old key
+        rekey(p.b, old, new)
+        rekey(p.a, old, new)
+        rekey(p.b, new, old)
+        ids.append(acquire())  # the owner still makes ids under the old key; its successor has the new
+        rekey(p.a, new, old)
+        ids.append(acquire())  # under the new key
+        for s in (p.a, p.b):
+            self.assertEqual(s.metric("frs_replica_key_refused_total") or 0, 0, s.log())
+            self.assertEqual(s.metric("frs_replica_unprotected_total") or 0, 0, s.log())
+        p.a.kill9()
+        for lid in ids:
+            st, body = p.b.get("/release?biz=l&key=%s&lease=%s" % (k, lid))
+            self.assertEqual(st, 200, body)
+
+
 if __name__ == "__main__":
     test_replicas.FRSD = sys.argv.pop(1)
     FRSCTL = sys.argv.pop(1)

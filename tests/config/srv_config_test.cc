@@ -268,6 +268,12 @@ TEST(SrvConfig, ClusterReplicas) {
 <cluster replicas="1" lease_key="keys/lease.key"><shard>a:1</shard><shard>b:1</shard></cluster></frs>)"));
   ASSERT_TRUE(keyed.ok()) << keyed.status().ToString();
   EXPECT_EQ(keyed->cluster_lease_key, d.path() + "/keys/lease.key");
+  EXPECT_EQ(keyed->cluster_lease_key_also, "");
+  // lease_key_also: a rotation's second key, the same way.
+  auto rotating = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/><admin token="t"/>
+<cluster replicas="1" lease_key="new.key" lease_key_also="old.key"><shard>a:1</shard><shard>b:1</shard></cluster></frs>)"));
+  ASSERT_TRUE(rotating.ok()) << rotating.status().ToString();
+  EXPECT_EQ(rotating->cluster_lease_key_also, d.path() + "/old.key");
 
   const std::string head = "<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<admin token=\"t\"/>\n";
   const std::string two = "<shard>a:1</shard><shard>b:1</shard>\n</cluster>\n</frs>";
@@ -278,6 +284,12 @@ TEST(SrvConfig, ClusterReplicas) {
               "<cluster on_replica_down> is serve (the default) or refuse");
   ExpectError(head + "<cluster replicas=\"1\" replica_timeout_ms=\"5\">\n" + two, "5", "replica_timeout_ms");
   ExpectError(head + "<cluster replicas=\"1\" lease_key=\"\">\n" + two, "5", "<cluster lease_key> names a file");
+  ExpectError(head + "<cluster replicas=\"1\" lease_key_also=\"old.key\">\n" + two, "5",
+              "<cluster lease_key_also> needs lease_key");
+  ExpectError(head + "<cluster replicas=\"1\" lease_key=\"k\" lease_key_also=\"\">\n" + two, "5",
+              "<cluster lease_key_also> names a file");
+  ExpectError(head + "<cluster replicas=\"1\" lease_key=\"k\" lease_key_also=\"./k\">\n" + two, "5",
+              "names the file lease_key names");
   ExpectError(head + "<cluster replicas=\"1\">\n<shard>a:1</shard>\n</cluster>\n</frs>", "5",
               "needs at least two <shard>s");
   // Named at the <cluster> element's line (it said line 1, the root's).

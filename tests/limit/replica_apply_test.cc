@@ -68,12 +68,14 @@ class ReplicaApplyTest : public ::testing::Test {
     return std::move(s.value());
   }
 
-  std::unique_ptr<AdminEngine> OpenEngine(Store* store, const std::string& name, const std::string& key_file = "") {
+  std::unique_ptr<AdminEngine> OpenEngine(Store* store, const std::string& name, const std::string& key_file = "",
+                                          const std::string& also_file = "") {
     EngineOptions o;
     o.map_path = dir_ / "map.xml";
     o.store = store;
     o.stats_dir = dir_ / name;
     o.lease_key_file = key_file;
+    o.lease_key_also_file = also_file;
     o.clock = &clock_;
     auto e = AdminEngine::Open(o);
     EXPECT_TRUE(e.ok()) << e.status().ToString();
@@ -735,6 +737,50 @@ TEST_F(ReservationReplicaTest, ADecisionWrittenInPlaceKeepsNothingOfTheLastReque
   EXPECT_EQ(d.res_expires, fresh.res_expires);
   EXPECT_FALSE(d.settled);
   EXPECT_FALSE(d.reservations_full);
+}
+
+// A key rotation's middle (<cluster lease_key_also>): the copy keyed by the
+// new key with the old one beside it releases, renews and settles the ids
+// the owner made under the old key, and says both checks; keyed by the new
+// key alone, it refuses them (409), as two shards of two keys did.
+TEST_F(ReservationReplicaTest, ARotationsSecondKeyVerifiesTheIdsOfTheOther) {
+  const std::string old_key = dir_ / "cluster.key", new_key = dir_ / "new.key";
+  std::ofstream(new_key, std::ios::binary) << "fedcba9876543210";
+  std::filesystem::permissions(new_key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const Decision lease = Do(*owner_, Cmd::kAcquire, "lease", "rot");
+  const Decision renewed = Do(*owner_, Cmd::kAcquire, "lease", "rot");
+  const Decision r = Reserve(*owner_, "rot", 10);
+  ASSERT_TRUE(lease.allowed && renewed.allowed && r.res_serial != 0);
+  ASSERT_TRUE(Ship(1).value());
+  replica_.reset();
+  replica_ = OpenEngine(replica_store_.get(), "replica", new_key);
+  EXPECT_EQ(Lease(*replica_, Cmd::kRelease, "rot", Id(lease)).status.code(), Status::Code::kConflict);
+  EXPECT_EQ(Settle(*replica_, "rot", r, 4).status.code(), Status::Code::kConflict);
+  replica_.reset();
+  replica_ = OpenEngine(replica_store_.get(), "replica", new_key, old_key);
+  EXPECT_NE(replica_->LeaseKeyAlsoCheck(), 0u);
+  EXPECT_EQ(replica_->LeaseKeyAlsoCheck(), owner_->LeaseKeyCheck());
+  EXPECT_NE(replica_->LeaseKeyCheck(), owner_->LeaseKeyCheck());
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "rot", Id(lease)).released);
+  EXPECT_TRUE(Lease(*replica_, Cmd::kRenew, "rot", Id(renewed)).ok());
+  EXPECT_TRUE(Settle(*replica_, "rot", r, 4).settled);
+  // Its own grants are made under its key, which the owner (old key alone)
+  // refuses until its own restart with the new one beside it.
+  const Decision mine = Do(*replica_, Cmd::kAcquire, "lease", "rot");
+  ASSERT_TRUE(mine.allowed);
+  EXPECT_EQ(Lease(*owner_, Cmd::kRelease, "rot", Id(mine)).status.code(), Status::Code::kConflict);
+  // A second key without a first is refused at open.
+  EngineOptions o;
+  o.map_path = dir_ / "map.xml";
+  o.store = replica_store_.get();
+  o.stats_dir = dir_ / "replica";
+  o.lease_key_also_file = old_key;
+  o.clock = &clock_;
+  replica_.reset();
+  auto e = AdminEngine::Open(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("lease_key_also> needs <cluster lease_key>"), std::string::npos)
+      << e.status().ToString();
 }
 
 TEST_F(ReservationReplicaTest, TheOwnersReservationSettlesOnTheReplicaOnce) {
