@@ -177,10 +177,12 @@ bool WaitForWorkersOutside(Metrics& metrics, int64_t deadline) {
 // During a rotation (<cluster lease_key_also>) a sender keyed by the other
 // key is this shard's too: each verifies the other's ids.
 bool Handler::RefusedForLeaseKey(const HttpHead& head, const ReplicateQuery& q, int* status) {
-  const uint64_t check = engine_->LeaseKeyCheck(), also = engine_->LeaseKeyAlsoCheck();
   char mine_key[20] = "", also_key[20] = "";
-  if (check != 0) std::snprintf(mine_key, sizeof mine_key, "%016llx", static_cast<unsigned long long>(check));
-  if (also != 0) std::snprintf(also_key, sizeof also_key, "%016llx", static_cast<unsigned long long>(also));
+  auto hex = [](uint64_t check, char(&out)[20]) {  // a check as a sender writes it; none: ""
+    if (check != 0) std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(check));
+  };
+  hex(engine_->LeaseKeyCheck(), mine_key);
+  hex(engine_->LeaseKeyAlsoCheck(), also_key);
   if ((head.method != HttpMethod::kPost && !q.snapshot) || q.lease_key == mine_key ||
       (also_key[0] != '\0' && q.lease_key == also_key))
     return false;

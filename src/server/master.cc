@@ -454,15 +454,14 @@ void Master::Reload() {
   // to need a restart.
   bool lease_key_changed = false;
   if (s.ok()) {
-    uint64_t check = 0, also = 0;
-    if (!f.next->cluster_lease_key.empty()) {
-      if (auto key = limit::LoadLeaseKeyFile(f.next->cluster_lease_key); !key.ok()) s = key.status();
-      else check = limit::LeaseKeyCheckOf(key.value());
-    }
-    if (s.ok() && !f.next->cluster_lease_key_also.empty()) {
-      if (auto key = limit::LoadLeaseKeyFile(f.next->cluster_lease_key_also); !key.ok()) s = key.status();
-      else also = limit::LeaseKeyCheckOf(key.value());
-    }
+    // The check of a named key file (0: none named).
+    auto check_of = [&s](const std::string& file) -> uint64_t {
+      if (file.empty() || !s.ok()) return 0;
+      auto key = limit::LoadLeaseKeyFile(file);
+      if (!key.ok()) s = key.status();
+      return key.ok() ? limit::LeaseKeyCheckOf(key.value()) : 0;
+    };
+    const uint64_t check = check_of(f.next->cluster_lease_key), also = check_of(f.next->cluster_lease_key_also);
     lease_key_changed = s.ok() && (check != ctx_.engine->LeaseKeyCheck() || also != ctx_.engine->LeaseKeyAlsoCheck());
   }
   // The new map parsed once, for what it ends of what the running one held
