@@ -108,6 +108,11 @@ struct Request {
   // envoyproxy/ratelimit counts as nothing and may answer OK at a limit
   // where the query's n=1 would be denied.
   bool uncounted = false;
+  // kUpdate: the statistics take the use for a denial when the rule's count
+  // after it is past this (negative: the rule's own verdict). Envoy's limit
+  // override counts in a biz whose own limit never denies; the call's limit
+  // decides, and its denials belong in the biz's statistics all the same.
+  int64_t stats_limit = -1;
 };
 
 // retry_after of a denial that no wait can cure: n is above what the rule

@@ -62,6 +62,7 @@ using Kind = YamlTree::Kind;
 [[noreturn]] void Fail(const YNode& n, std::string message) { throw ConfigError{n.line, std::move(message)}; }
 
 std::string Scalar(const YNode& n, const char* what) {
+  if (n.kind == Kind::kNull) Fail(n, std::string(what) + " has no value");
   if (n.kind != Kind::kScalar) Fail(n, std::string(what) + " must be a string");
   return n.scalar;
 }
@@ -118,7 +119,8 @@ class Walker {
     d.file = file_;
     const YNode* domain = Get(root, "domain");
     if (!domain) Fail(root, "no domain");
-    d.name = Scalar(*domain, "domain");
+    // `domain:` with nothing after it is upstream's "": an empty domain.
+    if (domain->kind != Kind::kNull) d.name = Scalar(*domain, "domain");
     d.line = domain->line;
     if (d.name.empty()) Fail(*domain, "an empty domain");
     if (const YNode* list = Get(root, "descriptors")) Descriptors(*list, &d.descriptors);
@@ -242,7 +244,20 @@ class Walker {
     const YNode* unit_node = Get(n, "unit");
     const YNode* r = Get(n, "requests_per_unit");
     if (d->unlimited) {
-      if (unit_node || r) Fail(n, "an unlimited rate_limit must not give unit or requests_per_unit");
+      // As envoyproxy/ratelimit reads it: a unit it knows is refused, any
+      // other (unknown, or a word it does not know) is not a unit and is
+      // ignored, and so is requests_per_unit (still a uint32 to its YAML
+      // reader): upstream's own files write `unit: unknown` or leave a
+      // number beside `unlimited: true`.
+      Unit ignored{};
+      if (unit_node && unit_node->kind == Kind::kScalar && ParseUnit(unit_node->scalar, &ignored))
+        Fail(*unit_node, "an unlimited rate_limit must not give a unit ('" + unit_node->scalar + "')");
+      if (unit_node && unit_node->kind != Kind::kScalar && unit_node->kind != Kind::kNull)
+        Fail(*unit_node, "unit must be a string");
+      uint64_t rpu = 0;
+      if (r && r->kind != Kind::kNull &&
+          (r->kind != Kind::kScalar || !ParseCount(r->scalar, &rpu) || rpu > 4294967295u))
+        Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..4294967295 (decimal digits only)");
       return;
     }
     if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour, day, week, month, year or concurrent)");

@@ -282,6 +282,8 @@ bool RateLimitService::Count(const RlsRequest& req, size_t i, RlsAnswer* out) {
     // stop-increment left uncounted still is one (the series count it).
     r.uncounted = st.hits == 0;
     r.n = static_cast<int64_t>(std::max<uint64_t>(applied, 1));
+    // The call's own limit: its biz never denies, its statistics must.
+    if (l.is_override) r.stats_limit = lim.requests_per_unit;
     engine_->ExecuteInto(r, &dec);  // in place: no copy of the answer
   }
   if (!dec.ok()) {

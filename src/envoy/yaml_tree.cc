@@ -32,7 +32,16 @@ class YamlTreeBuilder : public YAML::EventHandler {
   void OnDocumentEnd() override {}
 
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    Leaf(mark, YamlTree::Kind::kNull, std::string(), anchor);
+    const uint32_t index = Leaf(mark, YamlTree::Kind::kNull, std::string(), anchor);
+    // A value left out (`domain:` and the line's end) is marked by yaml-cpp
+    // where the next token starts, often the next line: an error about it
+    // names its key's line instead.
+    if (open_.empty()) return;
+    const YamlTree::Node& parent = tree_->nodes_[open_.back().index];
+    if (parent.kind == YamlTree::Kind::kMap && parent.items.size() % 2 == 0) {
+      const int key_line = tree_->nodes_[parent.items[parent.items.size() - 2]].line;
+      if (key_line < tree_->nodes_[index].line) tree_->nodes_[index].line = key_line;
+    }
   }
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {

@@ -232,6 +232,7 @@ void EngineImpl::Count(const Biz& biz, const Request& req, const Decision& d, bo
   stats::Counted c;
   // Shadow mode counts what enforce would have denied as denied.
   c.allowed = d.ok() && d.allowed && !d.would_deny;
+  if (req.stats_limit >= 0 && d.ok() && d.nrules > 0) c.allowed = d.rules[0].count <= req.stats_limit;
   c.created = created;
   c.denial = !c.allowed && d.ok();
   // Units: the uses this request recorded (an allowed acquire, or an

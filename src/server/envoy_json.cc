@@ -1,7 +1,10 @@
 #include "server/envoy_json.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <exception>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -126,6 +129,7 @@ Status DecodeDescriptor(const json& d, const std::string& where, envoy::RlsDescr
 
 struct EnvoyJson::Doc {
   json value;
+  std::vector<std::vector<std::string>> open;  // the field names of each object open while parsing
 };
 
 EnvoyJson::EnvoyJson() : doc_(std::make_unique<Doc>()) {}
@@ -134,9 +138,30 @@ EnvoyJson::~EnvoyJson() = default;
 Status EnvoyJson::Decode(std::string_view body, envoy::RlsRequest* req) {
   req->Clear();
   try {
+    // protojson refuses a field given twice (either of its names): the
+    // parser keeps the last one silently, so that a filter in front that
+    // reads the first `domain` would judge another request than this one.
+    // Names compared without '_' and case: hits_addend is hitsAddend.
+    std::vector<std::vector<std::string>>& open = doc_->open;
+    open.clear();
+    std::string duplicate;
+    const auto seen = [&](int, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::object_start) open.emplace_back();
+      else if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
+      else if (event == json::parse_event_t::key && !open.empty() && duplicate.empty()) {
+        std::string name;
+        for (char c : parsed.get_ref<const std::string&>())
+          if (c != '_') name.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+        if (std::find(open.back().begin(), open.back().end(), name) != open.back().end())
+          duplicate = parsed.get<std::string>().substr(0, 64);
+        else open.back().push_back(std::move(name));
+      }
+      return true;
+    };
     // The non-throwing parse: malformed input is a value, not an exception.
-    doc_->value = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+    doc_->value = json::parse(body.begin(), body.end(), seen, /*allow_exceptions=*/false);
     if (doc_->value.is_discarded()) return Bad("the body is not JSON");
+    if (!duplicate.empty()) return Bad("field '" + duplicate + "' is given twice");
     const json& j = doc_->value;
     if (!j.is_object()) return Bad("the body is not a JSON object (a RateLimitRequest)");
     for (const auto& [name, v] : j.items()) {

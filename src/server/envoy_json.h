@@ -9,10 +9,11 @@
 //
 // As protojson reads and writes them: field names in lowerCamelCase or as the
 // .proto spells them (hits_addend), 64-bit integers as numbers or decimal
-// strings, a field of an unknown name refused; enums by name, a field at its
-// default value left out (limitRemaining 0, a status with no limit has no
-// currentLimit), a Duration as "Ns". A descriptor's `limit` (the override
-// Envoy may send) is read and, as on gRPC, not applied.
+// strings, a field of an unknown name or given twice (under either name)
+// refused; enums by name, a field at its default value left out
+// (limitRemaining 0, a status with no limit has no currentLimit), a Duration
+// as "Ns". A descriptor's `limit` (the override Envoy may send) is read and,
+// as on gRPC, applied.
 //
 // nlohmann::json throws; this codec is the boundary: nothing thrown leaves it.
 //

@@ -83,6 +83,13 @@ void GrpcMethods::Call(int method, std::string_view message, Reply* out) {
   Fail(GrpcCode::kUnimplemented, "unknown method", out);
 }
 
+void GrpcMethods::Refused(int method) {
+  // Refused before its message was read (too long, badly framed,
+  // compressed): a call Envoy made all the same, an `error` as a malformed
+  // one is.
+  if (method == kShouldRateLimitMethod) CountEnvoyRefused(metrics_);
+}
+
 void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
   auto& in = m_->request;
   if (!ParseInto(message, &in, "RateLimitRequest", out)) return CountEnvoyRefused(metrics_);

@@ -77,6 +77,7 @@ class GrpcMethods final : public GrpcService {
   int MethodOf(std::string_view path) const override;
   bool Streaming(int method) const override { return method == kHealthWatchMethod; }
   void Call(int method, std::string_view message, Reply* out) override;
+  void Refused(int method) override;
 
  private:
   static constexpr int kShouldRateLimitMethod = 0;

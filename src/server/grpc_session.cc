@@ -456,6 +456,9 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
   } else if (s.method < 0) {
     reply.code = GrpcCode::kUnimplemented;
     reply.message = "unknown method";
+  }
+  if (reply.code != GrpcCode::kOk) {
+    if (s.method >= 0) service_->Refused(s.method);
   } else {
     try {
       service_->Call(s.method, std::string_view(s.body).substr(kPrefixBytes), &reply);

@@ -106,6 +106,10 @@ class GrpcService {
   // without its prefix. Never throws past here (the session's callbacks run
   // inside nghttp2, which is C).
   virtual void Call(int method, std::string_view message, Reply* out) = 0;
+  // A call of `method` (never -1) that the session refused before Call: its
+  // message too long, not one length-prefixed message, or compressed. For
+  // the service to count it as it counts the calls it refuses itself.
+  virtual void Refused(int /*method*/) {}
   // A server-streaming method: Call is asked again with the same request
   // for each later message (see above).
   virtual bool Streaming(int /*method*/) const { return false; }

@@ -199,6 +199,41 @@ TEST(EnvoyYamlStrict, ConcurrentNeedsPlacesAndALeaseWithinBounds) {
   }
 }
 
+// `unlimited: true` as envoyproxy/ratelimit reads it (config_impl.go): a unit
+// it knows is refused; anything else beside it is ignored, requests_per_unit
+// included (still a number), so upstream's files load unchanged.
+TEST(EnvoyYamlStrict, UnlimitedIgnoresWhatUpstreamIgnores) {
+  auto parse = [](const std::string& limit) {
+    return ParseEnvoyYaml("domain: d\ndescriptors:\n  - key: a\n    rate_limit: " + limit + "\n", "u.yaml");
+  };
+  for (const char* ok : {"{unlimited: true, requests_per_unit: 5}", "{unlimited: true, unit: unknown}",
+                         "{unlimited: true, unit: UNKNOWN, requests_per_unit: 0}", "{unlimited: true, unit: ''}",
+                         "{unlimited: true, unit: ~}", "{unlimited: true}"}) {
+    Result<Domain> r = parse(ok);
+    ASSERT_TRUE(r.ok()) << ok << ": " << r.status().ToString();
+    EXPECT_TRUE(r->descriptors[0].unlimited) << ok;
+    EXPECT_FALSE(r->descriptors[0].has_limit) << ok;
+  }
+  const std::pair<const char*, const char*> bad[] = {
+      {"{unlimited: true, unit: minute}", "u.yaml:4: an unlimited rate_limit must not give a unit ('minute')"},
+      {"{unlimited: true, unit: Day, requests_per_unit: 5}",
+       "u.yaml:4: an unlimited rate_limit must not give a unit ('Day')"},
+      {"{unlimited: true, requests_per_unit: -1}", "u.yaml:4: requests_per_unit '-1' is not 0..4294967295"},
+  };
+  for (const auto& [limit, why] : bad) {
+    Result<Domain> r = parse(limit);
+    ASSERT_FALSE(r.ok()) << limit;
+    EXPECT_EQ(Message(r).rfind(why, 0), 0u) << limit << ": " << Message(r);
+  }
+}
+
+// A value left out names its key's line, not the next one's.
+TEST(EnvoyYamlStrict, AValueLeftOutNamesItsKeysLine) {
+  EXPECT_EQ(Message(ParseEnvoyYaml("domain:\ndescriptors:\n  - key: a\n", "e.yaml")), "e.yaml:1: an empty domain");
+  EXPECT_EQ(Message(ParseEnvoyYaml("domain: d\ndescriptors:\n  - key:\n    value: v\n", "e.yaml")),
+            "e.yaml:3: key has no value");
+}
+
 TEST(EnvoyYamlStrict, ASecondDocumentIsRefused) {
   Result<Domain> r = ParseEnvoyYaml("domain: a\n---\ndomain: b\n", "two.yaml");
   EXPECT_EQ(Message(r), "two.yaml:2: a second YAML document: a file holds one domain");

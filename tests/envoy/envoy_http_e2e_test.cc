@@ -238,6 +238,25 @@ TEST(EnvoyHttpE2E, FrsctlNamesAnEnvoyDescriptorsBizByNameAndId) {
   EXPECT_NE(r.out.find("envoy.rl.user"), std::string::npos) << r.out;
   r = Ctl(f, "top " + id);
   EXPECT_EQ(r.rc, 0) << r.out;
+
+  // A call's own limit (Envoy's limit override) counts in a biz whose rule
+  // never denies: its denials reach the statistics all the same.
+  const std::string own = R"({"entries":[{"key":"user","value":"ovr"}],"limit":{"requestsPerUnit":1,"unit":"MINUTE"}})";
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Post(Call(own), "/json").status, i < 1 ? 200 : 429);
+  r = Ctl(f, "top --denied envoy._override.minute");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ovr"), std::string::npos) << r.out;
+  const std::string m = c.Get("/metrics").body;
+  // Its id is the one envoy.ids gave it: the series' line by its name.
+  auto today = [&m](const std::string& what) {
+    const std::string head = "\nfrs_biz_today_" + what + "{biz=\"envoy._override.minute\",";
+    const size_t p = m.find(head);
+    if (p == std::string::npos) return std::string("<none>");
+    const size_t eol = m.find('\n', p + 1);
+    return m.substr(m.rfind(' ', eol) + 1, eol - m.rfind(' ', eol) - 1);
+  };
+  EXPECT_EQ(today("denied"), "2") << m;
+  EXPECT_EQ(today("allowed"), "1") << m;
 }
 
 // The decision log has Envoy's decisions as it has HTTP's (with the

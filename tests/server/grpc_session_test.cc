@@ -56,6 +56,11 @@ std::string Data(uint32_t stream, const std::string& payload, bool end_stream) {
 // Echoes the message; "fail:" + text answers INTERNAL with that text.
 struct Echo : GrpcService {
   int calls = 0;
+  int refused = 0;  // calls the session refused before Call
+  void Refused(int method) override {
+    EXPECT_EQ(method, 0);
+    ++refused;
+  }
   int MethodOf(std::string_view path) const override { return path == "/test.Echo/Call" ? 0 : -1; }
   void Call(int, std::string_view message, Reply* out) override {
     ++calls;
@@ -295,6 +300,37 @@ TEST(GrpcSession, AnUnknownMethodIsUnimplemented) {
   c.Parse(out, &f);
   EXPECT_EQ(Field(f.headers[1], "grpc-status"), "12");
   EXPECT_EQ(echo.calls, 0);
+}
+
+// A call refused before its message is read (too long, badly framed,
+// compressed) is answered with its code and told to the service, which
+// counts it as it counts the calls it refuses itself; one of an unknown
+// method has no method to tell.
+TEST(GrpcSession, ACallRefusedBeforeItsMessageIsToldToTheService) {
+  Echo echo;
+  GrpcLimits limits;
+  limits.max_message_bytes = 16;
+  auto g = GrpcSession::Create(&echo, limits).value();
+  std::string compressed = Prefix(2) + "hi";
+  compressed[0] = 1;
+  std::string in = Start() + Headers(1, false) + Data(1, Prefix(40) + std::string(40, 'x'), true) +  // too long
+                   Headers(3, false) + Data(3, Prefix(9) + "hi", true) +                             // 2 of 9 bytes
+                   Headers(5, false) + Data(5, compressed, true) +                                   // compressed
+                   Headers(7, false, "/no.Such/Method") + Data(7, Prefix(2) + "hi", true) +          // unknown
+                   Headers(9, false) + Data(9, Prefix(2) + "ok", true);                              // served
+  ASSERT_TRUE(g->Receive(in, 1));
+  std::string out;
+  g->Drain(&out);
+  Client c;
+  Frames f;
+  c.Parse(out, &f);
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "8");
+  EXPECT_EQ(Field(f.headers[3], "grpc-status"), "13");
+  EXPECT_EQ(Field(f.headers[5], "grpc-status"), "12");
+  EXPECT_EQ(Field(f.headers[7], "grpc-status"), "12");
+  EXPECT_EQ(Field(f.headers[9], "grpc-status"), "0");
+  EXPECT_EQ(echo.refused, 3);
+  EXPECT_EQ(echo.calls, 1);
 }
 
 TEST(GrpcSession, ReceiveIsFalseOnceTheSessionFailed) {
