@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
+#include <cstring>
 #include <optional>
 
 namespace frs::server {
@@ -21,7 +22,14 @@ class HttpRequestParser::Adaptor {
 
    private:
     void on_request_impl(http::verb method, string_view, string_view target, int version,
-                         boost::beast::error_code&) override {
+                         boost::beast::error_code& ec) override {
+      // A fragment is the client's own (RFC 9112 3.2: no '#' in a request
+      // target); taken into a key it would count "k#x" apart from "k".
+      if (std::memchr(target.data(), '#', target.size()) != nullptr) {
+        owner_->fragment_ = true;
+        ec = http::error::bad_target;
+        return;
+      }
       HttpHead& h = owner_->head_;
       switch (method) {
         case http::verb::get: h.method = HttpMethod::kGet; break;
@@ -190,7 +198,7 @@ void HttpRequestParser::Reset() {
   head_ = HttpHead{};
   consumed_ = 0;
   base_ = nullptr;
-  header_done_ = body_started_ = chunked_ = missing_length_ = transfer_encoding_ = false;
+  header_done_ = body_started_ = chunked_ = missing_length_ = transfer_encoding_ = fragment_ = false;
   header_end_ = 0;
   error_status_ = 0;
   error_message_ = {};
@@ -199,6 +207,65 @@ void HttpRequestParser::Reset() {
   p.body_limit(static_cast<std::uint64_t>(max_body_bytes_));
   p.eager(true);
 }
+
+namespace {
+
+// Whether the header block in `seen` has a field `name` (lower case, ':'
+// included), at a line's start, in any case.
+bool HasField(std::string_view seen, std::string_view name) {
+  const size_t end = seen.find("\r\n\r\n");
+  if (end != std::string_view::npos) seen = seen.substr(0, end + 2);
+  for (size_t at = seen.find('\n'); at != std::string_view::npos; at = seen.find('\n', at + 1)) {
+    const std::string_view line = seen.substr(at + 1, name.size());
+    if (line.size() == name.size() &&
+        boost::beast::iequals(string_view(line.data(), line.size()), string_view(name.data(), name.size())))
+      return true;
+  }
+  return false;
+}
+
+// The sentence of a 400 that none of the parser's flags explains: what the
+// error code and the bytes seen say is wrong. Static text.
+std::string_view DescribeError(const boost::beast::error_code& ec, bool fragment, std::string_view seen) {
+  std::string_view message;
+  const std::string_view line = seen.substr(0, seen.find('\n'));
+  if (fragment) {
+    message = "the request target has a '#' in it: a fragment is not sent, and one in a key is written %23";
+  } else if (ec == http::error::bad_version) {
+    // What the version token holds tells the likelier fault: a bare LF or
+    // a space in the target reads to the parser as a bad version.
+    if (line.size() < seen.size() && !line.ends_with('\r') && line.find(" HTTP/1.") != std::string_view::npos)
+      message = "the request line ends with a bare LF: HTTP/1.1 lines end with CRLF";
+    else if (std::count(line.begin(), line.end(), ' ') > 2)
+      message = "the request target has a space in it: percent-encode it (%20)";
+    else message = "the request line has an unsupported HTTP version";
+  } else if ((ec == http::error::bad_content_length || ec == http::error::bad_transfer_encoding) &&
+             HasField(seen, "content-length:") && HasField(seen, "transfer-encoding:")) {
+    // RFC 9112 6.1: the two together are how request smuggling starts.
+    message = "a request with both Content-Length and Transfer-Encoding is refused: send Content-Length alone";
+  } else if (ec == http::error::bad_content_length) {
+    message = "the Content-Length header is not one decimal number of bytes (or two Content-Length headers differ)";
+  } else if (ec == http::error::bad_transfer_encoding) {
+    message = "a request with Transfer-Encoding is not accepted: send the body with Content-Length alone";
+  } else if (ec == http::error::bad_field) {
+    message = "a header line is not NAME: VALUE (a name holds a space, or a character a token may not)";
+  } else if (ec == http::error::bad_value) {
+    message = "a header value holds a control character";
+  } else if (ec == http::error::bad_line_ending) {
+    message = "a line ends with a bare CR or LF: HTTP/1.1 lines end with CRLF";
+  } else if (ec == http::error::bad_method) {
+    message = "the request method is not a token (GET, HEAD or POST)";
+  } else if (ec == http::error::bad_target) {
+    message = "the request target holds a character a URI may not: percent-encode it";
+  } else if (ec == http::error::bad_obs_fold) {
+    message = "a folded header line (obs-fold) is malformed";
+  } else {
+    message = "the request is not valid HTTP/1.1";
+  }
+  return message;
+}
+
+}  // namespace
 
 HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t available) {
   if (error_status_ != 0) return Outcome::kError;
@@ -219,7 +286,7 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
       } else if (chunked_) {
         error_status_ = 411;
         error_message_ = "chunked request bodies are not accepted: send a Content-Length header";
-      } else if (transfer_encoding_) {
+      } else if (transfer_encoding_ && ec != http::error::bad_content_length) {
         error_status_ = 400;
         error_message_ = "a request with Transfer-Encoding is not accepted: send the body with Content-Length alone";
       } else if (ec == http::error::header_limit) {
@@ -228,20 +295,9 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
       } else if (ec == http::error::body_limit) {
         error_status_ = 413;
         error_message_ = "the request body exceeds srv.xml's <limits body_bytes> (65536 by default)";
-      } else if (ec == http::error::bad_version) {
-        // What the version token holds tells the likelier fault: a bare LF
-        // or a space in the target reads to the parser as a bad version.
-        const std::string_view seen(base, available);
-        const std::string_view line = seen.substr(0, seen.find('\n'));
-        error_status_ = 400;
-        if (line.size() < seen.size() && !line.ends_with('\r') && line.find(" HTTP/1.") != std::string_view::npos)
-          error_message_ = "the request line ends with a bare LF: HTTP/1.1 lines end with CRLF";
-        else if (std::count(line.begin(), line.end(), ' ') > 2)
-          error_message_ = "the request target has a space in it: percent-encode it (%20)";
-        else error_message_ = "the request line has an unsupported HTTP version";
       } else {
         error_status_ = 400;
-        error_message_ = "the request is not valid HTTP/1.1";
+        error_message_ = DescribeError(ec, fragment_, std::string_view(base, available));
       }
       base_ = nullptr;
       return Outcome::kError;

@@ -104,6 +104,8 @@ class HttpRequestParser {
   bool chunked_ = false;
   bool missing_length_ = false;
   bool transfer_encoding_ = false;  // the request named a Transfer-Encoding
+  bool fragment_ = false;           // the target holds a '#'
+
   int error_status_ = 0;
   std::string_view error_message_;  // static text
 };

@@ -164,6 +164,30 @@ TEST(HttpParser, AnyOtherTransferEncodingIs400EvenWithContentLength) {
             400);
 }
 
+// Each framing fault is named (protocol.md: a 400's msg names what is
+// wrong), the smuggling pair Content-Length + Transfer-Encoding in either
+// order included.
+TEST(HttpParser, AFramingFaultNamesItself) {
+  const std::string both = "a request with both Content-Length and Transfer-Encoding is refused";
+  const std::string length = "the Content-Length header is not one decimal number of bytes";
+  const std::pair<std::string, std::string> cases[] = {
+      {"POST /frs HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello", both},
+      {"POST /frs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello", both},
+      {"POST /frs HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nhello", length},
+      {"POST /frs HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello", length},
+      {"POST /frs HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", length},
+      {"POST /frs HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000000000000\r\n\r\n", length},
+      {"GET /health HTTP/1.1\r\nHost : x\r\n\r\n", "a header line is not NAME: VALUE"},
+      {"GET /health HTTP/1.1\r\nHost: x\x01y\r\n\r\n", "a header value holds a control character"},
+      {"GET /acquire?biz=fw&key=PA#x HTTP/1.1\r\nHost: x\r\n\r\n", "the request target has a '#' in it"},
+  };
+  for (const auto& [req, said] : cases) {
+    HttpRequestParser p(16384, 65536);
+    EXPECT_EQ(ErrorStatusOf(p, req), 400) << req;
+    EXPECT_EQ(std::string(p.error_message()).rfind(said, 0), 0u) << req << ": " << p.error_message();
+  }
+}
+
 TEST(HttpParser, GarbageIs400) {
   HttpRequestParser p(16384, 65536);
   EXPECT_EQ(ErrorStatusOf(p, "HELLO\x01 there\r\n\r\n"), 400);
