@@ -48,8 +48,10 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
     if (opts.lease_key_file.empty())
       return Status::InvalidArgument(
           "<cluster lease_key_also> needs <cluster lease_key>: it is a second key beside it");
-    auto also = limit::LoadLeaseKeyFile(opts.lease_key_also_file);
+    auto also = limit::LoadLeaseKeyFile(opts.lease_key_also_file, "lease_key_also");
     if (!also.ok()) return also.status();
+    if (limit::LeaseKeyCheckOf(also.value()) == limit::LeaseKeyCheckOf(secret.value()))
+      return Status::InvalidArgument(limit::SameKeyWords(opts.lease_key_file, opts.lease_key_also_file));
     engine->SetLeaseSecretAlso(also.value());
   }
   Status s = engine->Install(std::move(map.value()));

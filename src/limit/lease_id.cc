@@ -177,21 +177,26 @@ bool ParseLeaseId(std::string_view text, uint32_t* serial, uint64_t* mac) {
   return true;
 }
 
-Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path) {
+Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path, std::string_view attribute) {
   LeaseSecret secret;
   mode_t mode = 0;
   Status s = ReadSecret(path, &secret, &mode);
+  const std::string named = "<cluster " + std::string(attribute) + ">: ";
   if (!s.ok())
-    return Status::InvalidArgument("<cluster lease_key>: " + s.message() +
+    return Status::InvalidArgument(named + s.message() +
                                    " (16 random bytes, the same file on every shard, readable by frsd's user only: "
                                    "(umask 077; head -c 16 /dev/urandom > FILE))");
   // Whoever reads the key can forge every lease and reservation id of the
   // cluster: a file others may read is refused, as ssh refuses such a
   // private key, rather than trusted until someone notices.
   if (std::string words = ReadableSecretWords(path, mode); !words.empty())
-    return Status::InvalidArgument("<cluster lease_key>: " + words +
-                                   " (frsd refuses a key readable by anyone but its owner)");
+    return Status::InvalidArgument(named + words + " (frsd refuses a key readable by anyone but its owner)");
   return secret;
+}
+
+std::string SameKeyWords(const std::string& key_file, const std::string& also) {
+  return "<cluster lease_key_also>: " + also + " holds the key " + key_file +
+         " holds: a rotation's second key is a new one (docs/cluster.md, \"The shared secret\")";
 }
 
 std::string ReadableSecretWords(const std::string& path, unsigned mode) {

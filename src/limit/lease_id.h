@@ -66,8 +66,12 @@ Result<LeaseSecret> LoadLeaseSecret(const std::string& dir, bool create);
 // Reads an operator's key file (<cluster lease_key>): exactly 16 bytes,
 // never made here, the same file on every shard of a cluster, and readable
 // by its owner only (a mode with any group or other bit is refused, naming
-// the file and its mode: frsd -t, the start and a reload alike).
-Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path);
+// the file and its mode: frsd -t, the start and a reload alike). Errors
+// name `attribute`, the one of <cluster> that named the file.
+Result<LeaseSecret> LoadLeaseKeyFile(const std::string& path, std::string_view attribute = "lease_key");
+// Why lease_key_also's file `also` is refused when it holds the key
+// `key_file` holds (a rotation's second key must be another one).
+std::string SameKeyWords(const std::string& key_file, const std::string& also);
 // "PATH has mode 0644: ... chmod 600 PATH" for a secret file its group or
 // others may read (a reader can forge every id); "" when only its owner may.
 std::string ReadableSecretWords(const std::string& path, unsigned mode);

@@ -241,11 +241,20 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     }
   }
 
-  // <cluster lease_key>: readable and 16 bytes, as frsd's start reads it.
-  for (const std::string& file : {cfg->cluster_lease_key, cfg->cluster_lease_key_also})
-    if (!file.empty())
-      if (auto key = limit::LoadLeaseKeyFile(file); !key.ok())
-        problems.push_back(cfg->path + ": " + key.status().message());
+  // <cluster lease_key>: readable and 16 bytes, as frsd's start reads it;
+  // lease_key_also another key than it.
+  uint64_t checks[2] = {0, 0};
+  const std::pair<const std::string*, const char*> files[] = {{&cfg->cluster_lease_key, "lease_key"},
+                                                              {&cfg->cluster_lease_key_also, "lease_key_also"}};
+  for (int i = 0; i < 2; ++i) {
+    if (files[i].first->empty()) continue;
+    if (auto key = limit::LoadLeaseKeyFile(*files[i].first, files[i].second); !key.ok())
+      problems.push_back(cfg->Where("cluster") + ": " + key.status().message());
+    else checks[i] = limit::LeaseKeyCheckOf(key.value());
+  }
+  if (checks[1] != 0 && checks[1] == checks[0])
+    problems.push_back(cfg->Where("cluster") + ": " +
+                       limit::SameKeyWords(cfg->cluster_lease_key, cfg->cluster_lease_key_also));
   std::string store_words;
   if (Status grow = CheckNoInterruptedGrow(cfg->store_dir); !grow.ok()) problems.push_back(grow.message());
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);

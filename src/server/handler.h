@@ -181,8 +181,8 @@ class Handler {
   void ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status);
   // Logs (at most once a minute per peer and kind) a /replicate refused as the
   // two shards' <cluster lease_key> differ, naming the peer, never a key.
-  void LogKeyRefusal(std::string_view peer, bool batch, bool peer_keyless, bool self_keyless);
-  // A /replicate batch or snapshot ask from a shard keyed otherwise:
+  void LogKeyRefusal(std::string_view peer, const char* what, bool peer_keyless, bool self_keyless);
+  // A /replicate batch, snapshot ask or question (naming a key) from a shard keyed otherwise:
   // answered 409 (true), logged and counted.
   bool RefusedForLeaseKey(const HttpHead& head, const ReplicateQuery& q, int* status);
   // Runs one request into decisions_[0] and appends its answer to body_.

@@ -40,7 +40,7 @@ struct ReplicateQuery {
   bool snapshot = false, have_file = false, state = false;
 };
 
-void Handler::LogKeyRefusal(std::string_view peer, bool batch, bool peer_keyless, bool self_keyless) {
+void Handler::LogKeyRefusal(std::string_view peer, const char* what, bool peer_keyless, bool self_keyless) {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   const int64_t now_s = ts.tv_sec;
@@ -50,13 +50,14 @@ void Handler::LogKeyRefusal(std::string_view peer, bool batch, bool peer_keyless
   for (char& c : name)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   if (name.empty()) name = "(unnamed)";
-  // A batch and a snapshot ask are logged apart: each says what stopped.
-  const std::string slot = (batch ? "batch " : "snapshot ") + name;
+  // A batch, a snapshot ask and a question are logged apart: each says
+  // what stopped.
+  const std::string slot = std::string(what) + " " + name;
   auto seen = std::find_if(key_refusals_logged_.begin(), key_refusals_logged_.end(),
                            [&](const auto& e) { return e.first == slot; });
   if (seen != key_refusals_logged_.end() && now_s - seen->second < 60) return;
   if (seen != key_refusals_logged_.end()) seen->second = now_s;
-  else if (key_refusals_logged_.size() < 2 * kMaxReplicaPeers) key_refusals_logged_.emplace_back(slot, now_s);
+  else if (key_refusals_logged_.size() < 3 * kMaxReplicaPeers) key_refusals_logged_.emplace_back(slot, now_s);
   // Which side has a key is said; the keys themselves (and their checks)
   // never are.
   const char* why = peer_keyless   ? "it names no <cluster lease_key> and this shard does"
@@ -65,7 +66,7 @@ void Handler::LogKeyRefusal(std::string_view peer, bool batch, bool peer_keyless
   FRS_LOG(
       "replicas: refused %s from %s (409): %s; every shard must name the same key file, or none "
       "(frs_replica_key_refused_total; logged once a minute per shard and kind)",
-      batch ? "a batch of changes" : "a snapshot", name.c_str(), why);
+      what, name.c_str(), why);
 }
 
 namespace {
@@ -175,7 +176,10 @@ bool WaitForWorkersOutside(Metrics& metrics, int64_t deadline) {
 // so that the operator hears of it before a failover answers 409; a
 // snapshot likewise, or the asker would hold leases it cannot verify.
 // During a rotation (<cluster lease_key_also>) a sender keyed by the other
-// key is this shard's too: each verifies the other's ids.
+// key is this shard's too: each verifies the other's ids. The question of
+// what this shard holds for another (GET ?for=) is refused only when it
+// names a key (a start's and a link's probe do; an earlier frsd's names
+// none): so a shard started with another key hears of it at its start.
 bool Handler::RefusedForLeaseKey(const HttpHead& head, const ReplicateQuery& q, int* status) {
   char mine_key[20] = "", also_key[20] = "";
   auto hex = [](uint64_t check, char(&out)[20]) {  // a check as a sender writes it; none: ""
@@ -183,13 +187,14 @@ bool Handler::RefusedForLeaseKey(const HttpHead& head, const ReplicateQuery& q, 
   };
   hex(engine_->LeaseKeyCheck(), mine_key);
   hex(engine_->LeaseKeyAlsoCheck(), also_key);
-  if ((head.method != HttpMethod::kPost && !q.snapshot) || q.lease_key == mine_key ||
-      (also_key[0] != '\0' && q.lease_key == also_key))
-    return false;
+  const bool checked = head.method == HttpMethod::kPost || q.snapshot || !q.lease_key.empty();
+  if (!checked || q.lease_key == mine_key || (also_key[0] != '\0' && q.lease_key == also_key)) return false;
   auto said = [](const std::string& k) { return k.empty() ? std::string("none") : "check " + k.substr(0, 16); };
   if (counters_) CounterAdd(counters_->replica.key_refused);
-  LogKeyRefusal(head.method == HttpMethod::kPost ? q.from : q.forname, head.method == HttpMethod::kPost,
-                q.lease_key.empty(), mine_key[0] == '\0');
+  const char* what = head.method == HttpMethod::kPost ? "a batch of changes"
+                     : q.snapshot                     ? "a snapshot"
+                                                      : "a question of what it holds for that shard";
+  LogKeyRefusal(head.method == HttpMethod::kPost ? q.from : q.forname, what, q.lease_key.empty(), mine_key[0] == '\0');
   TextBody(409,
            "/replicate: the sender's <cluster lease_key> (" + said(q.lease_key) + ") is not this shard's (" +
                said(mine_key) + "): every shard must name the same key file, or none (during a rotation, " +

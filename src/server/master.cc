@@ -455,13 +455,16 @@ void Master::Reload() {
   bool lease_key_changed = false;
   if (s.ok()) {
     // The check of a named key file (0: none named).
-    auto check_of = [&s](const std::string& file) -> uint64_t {
+    auto check_of = [&s](const std::string& file, const char* attribute) -> uint64_t {
       if (file.empty() || !s.ok()) return 0;
-      auto key = limit::LoadLeaseKeyFile(file);
+      auto key = limit::LoadLeaseKeyFile(file, attribute);
       if (!key.ok()) s = key.status();
       return key.ok() ? limit::LeaseKeyCheckOf(key.value()) : 0;
     };
-    const uint64_t check = check_of(f.next->cluster_lease_key), also = check_of(f.next->cluster_lease_key_also);
+    const uint64_t check = check_of(f.next->cluster_lease_key, "lease_key"),
+                   also = check_of(f.next->cluster_lease_key_also, "lease_key_also");
+    if (s.ok() && also != 0 && also == check)
+      s = Status::InvalidArgument(limit::SameKeyWords(f.next->cluster_lease_key, f.next->cluster_lease_key_also));
     lease_key_changed = s.ok() && (check != ctx_.engine->LeaseKeyCheck() || also != ctx_.engine->LeaseKeyAlsoCheck());
   }
   // The new map parsed once, for what it ends of what the running one held

@@ -76,8 +76,11 @@ struct CatchUp {
   std::string digest;  // the <cluster> list's, "%08x"
   std::string token;   // the admin token, sent as Authorization: Bearer
   int64_t start;       // MonoNs()
+  // "&lease_key=CHECK" (empty: no <cluster lease_key>): a shard keyed
+  // otherwise refuses the question (409), so the start says so at once.
+  std::string lease_key;
 
-  std::string StateQuery() const { return "/replicate?for=" + self + "&digest=" + digest; }
+  std::string StateQuery() const { return "/replicate?for=" + self + "&digest=" + digest + lease_key; }
 };
 
 // Whether snapshots may be taken: not when a ring change's handoff is
@@ -389,8 +392,17 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   }
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", ring->Digest());
-  const CatchUp c{cfg,    engine,          shared,  PercentEncoded(cfg.cluster_self, kPercentQueryValue),
-                  digest, cfg.admin_token, MonoNs()};
+  // A snapshot and the question of what a peer holds for this shard are
+  // asked with this shard's lease key check: a shard keyed otherwise
+  // refuses them (409), as it refuses another's changes.
+  std::string lease_key;
+  if (const uint64_t check = engine->LeaseKeyCheck(); check != 0) {
+    char hex[20];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(check));
+    lease_key = std::string("&lease_key=") + hex;
+  }
+  const CatchUp c{cfg,    engine,          shared,   PercentEncoded(cfg.cluster_self, kPercentQueryValue),
+                  digest, cfg.admin_token, MonoNs(), lease_key};
   std::vector<size_t> peers;
   for (size_t i = 0; i < ring->shards().size() && i < kMaxReplicaPeers; ++i)
     if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);
@@ -399,14 +411,6 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   const bool snapshots = fresh_store && SnapshotsWanted(c, *ring, peers);
   if (!snapshots)
     for (size_t i : peers) CounterSet(shared->hold_off[i], 0);
-  // A snapshot is asked with this shard's lease key check: a shard keyed
-  // otherwise refuses it (409), as it refuses another's changes.
-  std::string lease_key;
-  if (const uint64_t check = engine->LeaseKeyCheck(); check != 0) {
-    char hex[20];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(check));
-    lease_key = std::string("&lease_key=") + hex;
-  }
   uint64_t nodes = 0;
   for (size_t i : peers)
     if (snapshots && !StopAsked()) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);

@@ -120,6 +120,23 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
   char hex[16];
   std::snprintf(hex, sizeof hex, "%08x", opts_.ring->Digest());
   digest_ = hex;
+  for (Link& l : links_) {
+    if (std::find(opts_.down_at_start.begin(), opts_.down_at_start.end(), l.name) == opts_.down_at_start.end())
+      continue;
+    // The episode goes on: tried each second from now, its routes refused
+    // (refuse) or served alone (serve) until it answers, as before.
+    l.down = true;
+    l.failure = "down before <cluster> changed";
+    FRS_LOG("replica link to %s: still down after the reload; tried again every second", l.name.c_str());
+    Publish(l);
+  }
+}
+
+std::vector<std::string> Replicator::DownLinks() const {
+  std::vector<std::string> names;
+  for (const Link& l : links_)
+    if (l.down) names.push_back(l.name);
+  return names;
 }
 
 Replicator::~Replicator() {
@@ -546,6 +563,10 @@ void Replicator::SendProbe(Link& l, int64_t now_ns) {
   l.out += "GET /replicate?for=";
   AppendPercentEncoded(opts_.self, kPercentQueryValue, &l.out);
   l.out += "&digest=" + digest_;
+  // Asked with the lease key's check, as a batch is sent: a shard keyed
+  // otherwise answers 409, and the link reads down for it at its first
+  // probe, not at its first change.
+  if (!opts_.lease_check.empty()) l.out += "&lease_key=" + opts_.lease_check;
   l.out += " HTTP/1.1\r\nHost: ";
   l.out += l.name;
   if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;

@@ -72,6 +72,11 @@ struct ReplicaOptions {
   // Where the journal of the links that are down is made (the store
   // directory; empty: none is kept).
   std::string journal_dir;
+  // The shards (by name) whose links the replicator this one replaces (a
+  // reload that changed <cluster>) had down: theirs start down, the same
+  // episode, until they answer. A new link reads up until it fails, and
+  // under refuse its first change would be counted here, then refused.
+  std::vector<std::string> down_at_start;
   // Whether a lease a kept grant or renewal names has ended here since
   // (AdminEngine::LeaseEnded; unset: never asked). A batch of changes kept
   // while the link was down sends such a one as a grant already over (it
@@ -249,6 +254,9 @@ class Replicator final : public ChangeSink {
 
   // Changes queued and not acknowledged, over every link.
   size_t QueuedChanges() const;
+  // The names of the shards whose links are down (ReplicaOptions::
+  // down_at_start of the replicator that takes over after a reload).
+  std::vector<std::string> DownLinks() const;
   // For a log line: "SHARD: N queued, LAST FAILURE" of each link that
   // queues any, joined by "; " ("" when none does).
   std::string QueuedByShard() const;

@@ -288,7 +288,9 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
 void Worker::SetUpReplicas(bool reload) {
   const ClusterView& c = handler_.options().cluster;
   const bool had_links = repl_ != nullptr;
+  std::vector<std::string> down;
   if (repl_) {
+    down = repl_->DownLinks();
     // The old links' tickets mean nothing to new ones: what they held goes
     // out now (the changes still queued are delivered, below).
     for (Connection* held : repl_wait_) {
@@ -358,6 +360,7 @@ void Worker::SetUpReplicas(bool reload) {
   o.shared = ctx_.metrics ? &ctx_.metrics->master().replica : nullptr;
   o.beat = counters_ ? &counters_->beat_ms : nullptr;
   o.journal_dir = cfg_.store_dir;
+  o.down_at_start = std::move(down);
   o.lease_ended = [engine = engine_](const Change& c) { return engine->LeaseEnded(c.biz_id, c.key, c.item, c.until); };
   // A stream per worker process: its seqs start at 1, and the receivers
   // keep a watermark per stream name.

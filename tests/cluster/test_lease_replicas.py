@@ -246,9 +246,31 @@ class LeaseReplicas(unittest.TestCase):
                 c.close()
             self.assertEqual(st, 409, body)
             self.assertIn("the sender's <cluster lease_key> " + says, body)
+        # The question of what B holds for A (a start's, a link's probe):
+        # refused when it names another key, so a shard started with the
+        # wrong one hears of it at once; answered when it names none (an
+        # earlier frsd asks so).
+        for query, want in (("&lease_key=0123456789abcdef", 409), ("", 200)):
+            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=5)
+            try:
+                c.request(
+                    "GET",
+                    "/replicate?for=%s&digest=%s%s" % (self.p.a.name, digest, query),
+                    headers={"Authorization": "Bearer " + test_replicas.TOKEN},
+                )
+                r = c.getresponse()
+                st, body = r.status, r.read().decode()
+            finally:
+                c.close()
+            self.assertEqual(st, want, body)
         # Each refusal is counted, and the first of each kind from the peer
         # logged, naming it and which side has a key, never a key or its check.
-        self.assertEqual(b.metric("frs_replica_key_refused_total"), 4)
+        self.assertEqual(b.metric("frs_replica_key_refused_total"), 5)
+        self.assertIn(
+            "replicas: refused a question of what it holds for that shard from %s (409): its <cluster lease_key> "
+            "differs from this shard's" % self.p.a.name,
+            b.log(),
+        )
         log = b.log()
         self.assertIn(
             "replicas: refused a batch of changes from %s (409): it names no <cluster lease_key> and this shard does"
@@ -302,6 +324,34 @@ class LeaseReplicas(unittest.TestCase):
             )
             self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("%s has mode 0640" % self.key_file, r.stderr)
+            # As lease_key_also, the same file is named as that, at its line;
+            # and a second key with the first one's bytes is no second key.
+            other = os.path.join(alone, "other.key")
+            with open(os.open(other, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+                f.write(os.urandom(16))
+
+            def check(main, also):
+                with open(os.path.join(alone, "srv.xml"), "w") as f:
+                    f.write(
+                        '<frs><listen host="127.0.0.1" port="0"/><map>map.xml</map>\n'
+                        '<store dir="data" files="1" keynodes="1024" chain="8"/>\n'
+                        '<cluster self="127.0.0.1:1" lease_key="%s" lease_key_also="%s">'
+                        "<shard>127.0.0.1:1</shard></cluster></frs>\n" % (main, also)
+                    )
+                r = subprocess.run(
+                    [test_replicas.FRSD, "-c", os.path.join(alone, "srv.xml"), "-t"], capture_output=True, text=True
+                )
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                return r.stderr
+
+            err = check(other, self.key_file)
+            self.assertIn("srv.xml:3: <cluster lease_key_also>: %s has mode 0640" % self.key_file, err)
+            os.chmod(self.key_file, 0o600)
+            same = os.path.join(alone, "same.key")
+            shutil.copy(other, same)
+            os.chmod(same, 0o600)
+            err = check(other, same)
+            self.assertIn("srv.xml:3: <cluster lease_key_also>: %s holds the key %s holds" % (same, other), err)
         finally:
             os.chmod(self.key_file, 0o600)
 

@@ -1041,6 +1041,21 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(k), 503)  # the link is known down: at once
         self.assertLess(time.monotonic() - t, 1.0)
         self.assertGreaterEqual(p.a.metric("frs_replica_refused_total"), 1)
+        # A reload that changes a replica option starts the links anew: the
+        # one known down stays down, so the next request is refused before
+        # it counts (it was counted, then refused, each reload).
+        counted = p.a.count(k)
+        conf = os.path.join(p.a.dir, "srv.xml")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace('replica_timeout_ms="2000"', 'replica_timeout_ms="2500"', 1))
+        os.kill(p.a.proc.pid, signal.SIGHUP)
+        self.assertTrue(processes.wait_for(lambda: "still down after the reload" in p.a.log(), 10), p.a.log())
+        t = time.monotonic()
+        self.assertEqual(p.a.acquire(k), 503)
+        self.assertLess(time.monotonic() - t, 1.0)
+        self.assertEqual(p.a.count(k), counted)
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.a.acquire(k) == 200, 5))
 
