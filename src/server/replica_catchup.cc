@@ -30,8 +30,12 @@ namespace {
 // An answer's text for a log line: its first 200 bytes, without the line
 // break that ends it (a log line shows one as a space before its ")").
 std::string AnswerWords(const std::string& body) {
-  std::string w = body.substr(0, 200);
+  // Long enough for frsd's own longest refusal (the lease key's, 300
+  // bytes); an answer cut short says so.
+  constexpr size_t kMax = 400;
+  std::string w = body.substr(0, kMax);
   while (!w.empty() && (w.back() == '\n' || w.back() == ' ' || w.back() == '\r')) w.pop_back();
+  if (body.size() > kMax) w += "...";
   return w;
 }
 
@@ -246,6 +250,22 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       return;
     }
     lost_ns = 0;
+    if (r->status == 409 && r->body.find("<cluster lease_key>") != std::string::npos) {
+      // Keyed otherwise (its words say so; another list is answered 409
+      // too, and served as before, below): what it holds for this shard
+      // is refused here too, and how much that is goes unsaid. Waited for
+      // as changes still coming, so that the routes stay with the other
+      // holder until the operator names one key on both, or the limit.
+      if (first)
+        FRS_LOG("replicas: %s answered 409: %s; waiting for the changes it may hold for this shard (up to 60 s)",
+                name.c_str(), AnswerWords(r->body).c_str());
+      if (MonoNs() - c.start > kCatchUpLimitNs) {
+        FRS_LOG("replicas: %s still refuses this shard's lease key after 60 s; serving now", name.c_str());
+        return;
+      }
+      SleepMs(200);
+      continue;
+    }
     unsigned long long pending = 0;
     if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
       FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, AnswerWords(r->body).c_str());
