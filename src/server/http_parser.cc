@@ -5,6 +5,7 @@
 #include <boost/beast/http/error.hpp>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 namespace frs::server {
 
@@ -243,24 +244,24 @@ std::string_view DescribeError(const boost::beast::error_code& ec, bool fragment
              HasField(seen, "content-length:") && HasField(seen, "transfer-encoding:")) {
     // RFC 9112 6.1: the two together are how request smuggling starts.
     message = "a request with both Content-Length and Transfer-Encoding is refused: send Content-Length alone";
-  } else if (ec == http::error::bad_content_length) {
-    message = "the Content-Length header is not one decimal number of bytes (or two Content-Length headers differ)";
-  } else if (ec == http::error::bad_transfer_encoding) {
-    message = "a request with Transfer-Encoding is not accepted: send the body with Content-Length alone";
-  } else if (ec == http::error::bad_field) {
-    message = "a header line is not NAME: VALUE (a name holds a space, or a character a token may not)";
-  } else if (ec == http::error::bad_value) {
-    message = "a header value holds a control character";
-  } else if (ec == http::error::bad_line_ending) {
-    message = "a line ends with a bare CR or LF: HTTP/1.1 lines end with CRLF";
-  } else if (ec == http::error::bad_method) {
-    message = "the request method is not a token (GET, HEAD or POST)";
-  } else if (ec == http::error::bad_target) {
-    message = "the request target holds a character a URI may not: percent-encode it";
-  } else if (ec == http::error::bad_obs_fold) {
-    message = "a folded header line (obs-fold) is malformed";
   } else {
+    // One sentence per fault Beast names; anything else is said plainly.
+    static constexpr std::pair<http::error, std::string_view> kSaid[] = {
+        {http::error::bad_content_length,
+         "the Content-Length header is not one decimal number of bytes (or two Content-Length headers differ)"},
+        {http::error::bad_transfer_encoding,
+         "a request with Transfer-Encoding is not accepted: send the body with Content-Length alone"},
+        {http::error::bad_field,
+         "a header line is not NAME: VALUE (a name holds a space, or a character a token may not)"},
+        {http::error::bad_value, "a header value holds a control character"},
+        {http::error::bad_line_ending, "a line ends with a bare CR or LF: HTTP/1.1 lines end with CRLF"},
+        {http::error::bad_method, "the request method is not a token (GET, HEAD or POST)"},
+        {http::error::bad_target, "the request target holds a character a URI may not: percent-encode it"},
+        {http::error::bad_obs_fold, "a folded header line (obs-fold) is malformed"},
+    };
     message = "the request is not valid HTTP/1.1";
+    for (const auto& [error, said] : kSaid)
+      if (ec == error) message = said;
   }
   return message;
 }

@@ -231,26 +231,8 @@ class LeaseReplicas(unittest.TestCase):
             self.assertEqual(st, 409, body)
             self.assertIn("the sender's <cluster lease_key> " + says, body)
         self.assertIn(' count="0"', b.get("/query?biz=b&key=k")[1])  # nothing applied
-        # A snapshot too: the asker would hold leases it cannot verify.
-        for query, says in (("", "(none)"), ("&lease_key=0123456789abcdef", "(check 0123456789abcdef)")):
-            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=5)
-            try:
-                c.request(
-                    "GET",
-                    "/replicate?for=%s&digest=%s&snapshot=1%s" % (self.p.a.name, digest, query),
-                    headers={"Authorization": "Bearer " + test_replicas.TOKEN},
-                )
-                r = c.getresponse()
-                st, body = r.status, r.read().decode()
-            finally:
-                c.close()
-            self.assertEqual(st, 409, body)
-            self.assertIn("the sender's <cluster lease_key> " + says, body)
-        # The question of what B holds for A (a start's, a link's probe):
-        # refused when it names another key, so a shard started with the
-        # wrong one hears of it at once; answered when it names none (an
-        # earlier frsd asks so).
-        for query, want in (("&lease_key=0123456789abcdef", 409), ("", 200)):
+
+        def ask(query):  # GET /replicate?for=A, as a shard asks
             c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=5)
             try:
                 c.request(
@@ -259,9 +241,21 @@ class LeaseReplicas(unittest.TestCase):
                     headers={"Authorization": "Bearer " + test_replicas.TOKEN},
                 )
                 r = c.getresponse()
-                st, body = r.status, r.read().decode()
+                return r.status, r.read().decode()
             finally:
                 c.close()
+
+        # A snapshot too: the asker would hold leases it cannot verify.
+        for query, says in (("", "(none)"), ("&lease_key=0123456789abcdef", "(check 0123456789abcdef)")):
+            st, body = ask("&snapshot=1" + query)
+            self.assertEqual(st, 409, body)
+            self.assertIn("the sender's <cluster lease_key> " + says, body)
+        # The question of what B holds for A (a start's, a link's probe):
+        # refused when it names another key, so a shard started with the
+        # wrong one hears of it at once; answered when it names none (an
+        # earlier frsd asks so).
+        for query, want in (("&lease_key=0123456789abcdef", 409), ("", 200)):
+            st, body = ask(query)
             self.assertEqual(st, want, body)
         # Each refusal is counted, and the first of each kind from the peer
         # logged, naming it and which side has a key, never a key or its check.

@@ -222,6 +222,15 @@ class Shard:
         if not ok:
             raise AssertionError("frsd did not serve:\n" + self.log())
 
+    def reload_with(self, old, new):
+        """srv.xml with its first `old` made `new`, applied by SIGHUP."""
+        conf = os.path.join(self.dir, "srv.xml")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace(old, new, 1))
+        os.kill(self.proc.pid, signal.SIGHUP)
+
     def log(self):
         return processes.read_text(os.path.join(self.dir, "stderr"))[-3000:]
 
@@ -801,12 +810,7 @@ class Replicas(unittest.TestCase):
         p = self.pair()
         k = p.keys[13]
         self.owner_dies_and_successor_serves(p, k)
-        conf = os.path.join(p.b.dir, "srv.xml")
-        with open(conf) as f:
-            text = f.read()
-        with open(conf, "w") as f:
-            f.write(text.replace('replicas="1"', 'replicas="1" replica_timeout_ms="300"', 1))
-        os.kill(p.b.proc.pid, signal.SIGHUP)
+        p.b.reload_with('replicas="1"', 'replicas="1" replica_timeout_ms="300"')
         self.assertTrue(processes.wait_for(lambda: "2 change(s) queued under the earlier list" in p.b.log(), 5))
         self.assertTrue(processes.wait_for(lambda: p.b.metric("frs_replica_pending") == 2, 5), p.b.log())
         self.assertEqual(p.b.metric("frs_replica_link_up"), 0)  # the earlier links' one to A is down
@@ -1045,12 +1049,7 @@ class Replicas(unittest.TestCase):
         # one known down stays down, so the next request is refused before
         # it counts (it was counted, then refused, each reload).
         counted = p.a.count(k)
-        conf = os.path.join(p.a.dir, "srv.xml")
-        with open(conf) as f:
-            text = f.read()
-        with open(conf, "w") as f:
-            f.write(text.replace('replica_timeout_ms="2000"', 'replica_timeout_ms="2500"', 1))
-        os.kill(p.a.proc.pid, signal.SIGHUP)
+        p.a.reload_with('replica_timeout_ms="2000"', 'replica_timeout_ms="2500"')
         self.assertTrue(processes.wait_for(lambda: "still down after the reload" in p.a.log(), 10), p.a.log())
         t = time.monotonic()
         self.assertEqual(p.a.acquire(k), 503)
