@@ -119,6 +119,10 @@ Status SetWorkers(const Context& ctx, const pugi::xml_node& n) {
   return Status::OK();
 }
 
+// Room in PATH_MAX (4096, the NUL included) for "/" and the longest name a
+// store directory holds.
+constexpr size_t kMaxStoreDirBytes = 4000;
+
 Status SetMap(const Context& ctx, const pugi::xml_node& n) {
   const std::string m = n.child_value();
   if (m.empty()) return ctx.Error(n, "<map> must name the map.xml file");
@@ -131,6 +135,13 @@ Status SetStore(const Context& ctx, const pugi::xml_node& n) {
   const std::string dir = n.attribute("dir").value();
   if (dir.empty()) return ctx.Error(n, "<store dir> is required");
   cfg.store_dir = ctx.Resolve(dir);
+  // Its files' paths are opened whole (the directory, "/", their names): one
+  // past PATH_MAX opens nowhere, and the start's search of a long path for
+  // what exists of it took time quadratic in its components (20 s for
+  // 20,000 of them) before it said so.
+  if (cfg.store_dir.size() > kMaxStoreDirBytes)
+    return ctx.Error(n, "<store dir> is a path of " + std::to_string(cfg.store_dir.size()) + " bytes: at most " +
+                            std::to_string(kMaxStoreDirBytes) + " (the system opens no path past 4095 bytes)");
   const struct {
     const char* name;
     uint64_t hi;

@@ -50,7 +50,10 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
   f->path_ = path;
 
   f->read_only_ = mode == Mode::kReadOnly;
-  UniqueFd fd(::open(path.c_str(), (f->read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO opened read-only would wait for a writer (refused
+  // below as not a regular file); a regular file's reads and writes do not
+  // heed it.
+  UniqueFd fd(::open(path.c_str(), (f->read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid() && errno == ENOENT && mode == Mode::kCreateIfMissing) {
     fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd.valid()) {

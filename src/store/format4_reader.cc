@@ -215,7 +215,7 @@ void ReadJournals(std::vector<File4>& files) {
 }  // namespace
 
 Result<uint32_t> FormatVersionOf(const std::string& path) {
-  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: at once
   if (!fd.valid()) return Status::FromErrno(path, errno);
   FileHeader h{};
   const ssize_t n = ::pread(fd.get(), &h, sizeof h, 0);

@@ -10,6 +10,7 @@
 
 #include "frs/store_dir.h"
 #include "frs/unique_fd.h"
+#include "os/output_file.h"
 #include "store/format.h"
 #include "store/format4_reader.h"
 #include "store/store_check.h"
@@ -40,18 +41,22 @@ Result<StoreOnDisk> InspectStoreFiles(const std::string& dir) {
     if (!old.ok()) return old.status();
     return StoreOnDisk{kPreviousStoreFormatVersion, old.value()->geometry()};
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in its place opens at once (and is refused below)
+  // instead of waiting for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound(dir + ": no store here (" + path + " is missing)");
     return Status::FromErrno(path, errno);
   }
   store::FileHeader h{};
   struct stat st {};
-  ssize_t n = ::pread(fd, &h, sizeof h, 0);
-  int err = n < 0 ? errno : 0;
-  if (err == 0 && ::fstat(fd, &st) != 0) err = errno;
+  int err = ::fstat(fd, &st) != 0 ? errno : 0;
+  const bool regular = err == 0 && S_ISREG(st.st_mode);
+  ssize_t n = regular ? ::pread(fd, &h, sizeof h, 0) : 0;
+  if (err == 0 && n < 0) err = errno;
   ::close(fd);
   if (err != 0) return Status::FromErrno(path, err);
+  if (!regular) return Status::IOError(os::NotRegularWords(path, st.st_mode));
   if (static_cast<size_t>(n) < sizeof h) return Status::Corruption(path + ": shorter than a store file header");
   const StoreGeometry g{h.files, h.keynodes, h.chain};
   // Magic, version, checksum, then the layout, before the geometry is used.
@@ -75,7 +80,7 @@ struct HeaderRead {
 HeaderRead ReadHeader(const std::string& path) {
   HeaderRead r;
   r.path = path;
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO: at once, unread
   if (!fd.valid()) return r;
   struct stat st {};
   r.read = ::pread(fd.get(), &r.h, sizeof r.h, 0) == static_cast<ssize_t>(sizeof r.h) && ::fstat(fd.get(), &st) == 0;

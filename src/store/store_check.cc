@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "frs/store_dir.h"
+#include "os/output_file.h"
 #include "os/path_access.h"
 #include "os/unique_fd.h"
 #include "store/store_file.h"
@@ -32,7 +33,9 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
   uint64_t id = 0;
   for (uint32_t i = 0; i < g.files; ++i) {
     const std::string path = StoreFile::PathFor(dir, i);
-    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO in a store file's place opens at once, and is
+    // refused below, where a plain open waited for a writer for good.
+    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!fd.valid()) {
       if (errno == EACCES || errno == EPERM) return Status::IOError(os::PermissionWords(path));
       if (errno != ENOENT) return Status::FromErrno(path, errno);
@@ -41,6 +44,7 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
     }
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path, errno);
+    if (!S_ISREG(st.st_mode)) return Status::IOError(os::NotRegularWords(path, st.st_mode));
     FileHeader h{};
     ssize_t n = ::pread(fd.get(), &h, sizeof h, 0);
     if (n < 0) return Status::FromErrno(path, errno);
