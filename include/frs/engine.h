@@ -76,6 +76,11 @@ struct EngineOptions {
   // file was found damaged and set aside, or could not be opened: the
   // engine goes on either way; the caller decides where the sentence goes.
   std::function<void(const std::string& what)> on_problem;
+  // For a program that only reads counts (frsctl get, dump, export): a
+  // statistics file that does not open (its mode, damage) is reported
+  // through on_problem and the engine opens with empty statistics in
+  // memory, instead of failing. frsd never sets it: its statistics are kept.
+  bool statistics_optional = false;
   // <cluster lease_key="FILE">: the 16-byte secret that keys lease ids,
   // the same on every shard so that a route's two holders verify each
   // other's ids (docs/cluster.md, "Leases on replicas"). Empty: the store's

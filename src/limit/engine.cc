@@ -26,6 +26,13 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
   auto map = opts.map_text.empty() ? limit::LoadMapFile(opts.map_path) : limit::ParseMap(opts.map_text, opts.map_path);
   if (!map.ok()) return map.status();
   auto statistics = stats::Statistics::Open(opts.stats_dir, opts.read_only, opts.on_problem);
+  if (!statistics.ok() && opts.statistics_optional) {
+    if (opts.on_problem)
+      opts.on_problem(statistics.status().message() +
+                      ": read without the statistics (they show as none; `frsctl verify` names each damaged file "
+                      "and what frsd's start does with it)");
+    statistics = stats::Statistics::Open("", /*read_only=*/false, opts.on_problem);
+  }
   if (!statistics.ok()) return statistics.status();
   auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(statistics.value()));
   // Every process of a store keys lease ids alike. A store whose secret

@@ -267,15 +267,28 @@ frs::Status PublishStart(const frs::SrvConfig& cfg, const frs::server::ComposedM
                                                                             map.map_digest, map.map_text});
   if (s.ok()) s = store_lock.WritePid(pid);
   if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
-  if (s.ok() && cfg.grpc)
-    s = PublishListenAddress(GrpcListenAddressPath(cfg),
-                             cfg.grpc_unix.empty() ? frs::ListenName(cfg.grpc_host, cfg.grpc_port)
-                                                   : "unix:" + cfg.grpc_unix,
-                             /*synced=*/false);
+  if (!s.ok()) return s;
+  // A disk that filled while the last run served (every store page was
+  // allocated at its start) has no block for a new file beside the old: the
+  // address a killed run left (read already: the start said so) names a
+  // port no one listens on, and goes then, its block with it. A name that
+  // still cannot be written only keeps a reader of it waiting: a warning,
+  // not a refusal to serve. (Replaced while the old one stands, the file
+  // is a new inode, which a reader waiting for it may go by.)
+  auto publish = [](const std::string& path, const std::string& name, bool synced) {
+    frs::Status p = PublishListenAddress(path, name, synced);
+    if (!p.ok() && ::unlink(path.c_str()) == 0) p = PublishListenAddress(path, name, synced);
+    if (!p.ok())
+      FRS_LOG("warning: %s; serving on %s all the same: a program that reads %s to find frsd will not find it",
+              p.message().c_str(), name.c_str(), path.c_str());
+  };
+  if (cfg.grpc)
+    publish(GrpcListenAddressPath(cfg),
+            cfg.grpc_unix.empty() ? frs::ListenName(cfg.grpc_host, cfg.grpc_port) : "unix:" + cfg.grpc_unix,
+            /*synced=*/false);
   // Synced: after a power cut, the next start still finds it and says this
   // run did not stop cleanly (SayIfTheLastRunEndedOtherwise).
-  if (s.ok())
-    s = PublishListenAddress(frs::ListenAddressPath(cfg), frs::ListenName(cfg.host, cfg.port), /*synced=*/true);
+  publish(frs::ListenAddressPath(cfg), frs::ListenName(cfg.host, cfg.port), /*synced=*/true);
   return s;
 }
 

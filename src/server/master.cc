@@ -47,7 +47,7 @@ struct Slot {
   int64_t started_ns = 0;
   int64_t respawn_at_ns = -1;  // >= 0: due for respawn
   uint32_t young_deaths = 0;
-  uint32_t store_lost_tries = 0;  // respawns in a row that found a store file gone
+  uint32_t open_failed_tries = 0;  // respawns in a row that could not open the store or the configuration
 };
 
 std::string DescribeExit(int st) {
@@ -200,12 +200,18 @@ void Master::Reap(bool stopping) {
       if (ctx_.metrics) CounterAdd(ctx_.metrics->master().lock_recoveries, rec.value());
     }
     if (stopping) continue;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == kExitFatalConfig) {
+    // A worker that cannot open the configuration while others serve on it
+    // met a file changed since they opened it (its mode, the disk): they
+    // hold theirs open and serve on, and the slot is tried again, as for a
+    // lost store file. With none left (every worker of a start fails so),
+    // the configuration is what is wrong: frsd stops.
+    const bool config_failed = WIFEXITED(st) && WEXITSTATUS(st) == kExitFatalConfig;
+    if (config_failed && Alive() == 0) {
       FRS_LOG("worker %u cannot run with this configuration (see its message above); stopping", i);
       fatal_ = true;
       continue;
     }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == kExitStoreLost) {
+    if (config_failed || (WIFEXITED(st) && WEXITSTATUS(st) == kExitStoreLost)) {
       // One lost file must not take the others' keys down with it: the
       // workers still alive hold it mapped and serve on (its keys 503).
       if (Alive() == 0) {
@@ -216,16 +222,19 @@ void Master::Reap(bool stopping) {
         fatal_ = true;
         continue;
       }
-      s.store_lost_tries = std::min<uint32_t>(s.store_lost_tries + 1, 7);
-      const int64_t wait_ms = int64_t{1000} << (s.store_lost_tries - 1);
+      s.open_failed_tries = std::min<uint32_t>(s.open_failed_tries + 1, 7);
+      const int64_t wait_ms = int64_t{1000} << (s.open_failed_tries - 1);
       s.respawn_at_ns = MonoNs() + std::min<int64_t>(wait_ms, 60000) * kNsPerMs;
       FRS_LOG(
-          "worker %u cannot open the store (see its message above): the %zu other worker(s) serve on; trying "
-          "again in %lld s (a restart of frsd needs the file back, or `frsctl init --recreate-missing`)",
-          i, Alive(), static_cast<long long>(std::min<int64_t>(wait_ms, 60000) / 1000));
+          "worker %u cannot open %s (see its message above): the %zu other worker(s) serve on; trying again in "
+          "%lld s (a restart of frsd needs %s)",
+          i, config_failed ? "its configuration's files" : "the store", Alive(),
+          static_cast<long long>(std::min<int64_t>(wait_ms, 60000) / 1000),
+          config_failed ? "them readable and writable by frsd's user again"
+                        : "the file back, or `frsctl init --recreate-missing`");
       continue;
     }
-    s.store_lost_tries = 0;
+    s.open_failed_tries = 0;
     int64_t now = MonoNs();
     if (now - s.started_ns < kYoungDeathNs) ++s.young_deaths;
     else s.young_deaths = 0;

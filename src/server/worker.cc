@@ -90,7 +90,8 @@ int RunWorker(WorkerContext ctx) {
   }
   auto engine = AdminEngine::Open(eo);
   if (!engine.ok()) {
-    FRS_LOG("cannot load the map: %s", engine.status().message().c_str());
+    // The map, the statistics' files, the lease key: what the engine opens.
+    FRS_LOG("cannot open the engine (map, statistics, lease key): %s", engine.status().message().c_str());
     return kExitFatalConfig;
   }
   int rc = 1;

@@ -661,6 +661,50 @@ uint64_t FreeBytes(const std::string& dir) {
 // disk after start killed workers (stats.frs was sparse) and a SIGHUP that
 // added a biz killed the master. Everything mapped is now backed before it
 // is written, and a failed start takes back what it created.
+// A worker that dies after a file it opens at start went bad under the
+// running server (here stats.frs: a directory in its place, as a chmod
+// would do to a non-root frsd) is tried again while the others serve; it
+// stopped the whole server before, the healthy worker with it.
+TEST(LifecycleE2E, AWorkerThatCannotOpenAFileAgainIsRetriedWhileTheOthersServe) {
+  Frsd s;
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client c(s.port());
+  ASSERT_EQ(c.Get("/acquire?biz=login&key=before").status, 200);
+  const std::string stats = s.dir() + "/data/stats.frs";
+  ASSERT_EQ(::rename(stats.c_str(), (stats + ".aside").c_str()), 0);
+  ASSERT_EQ(::mkdir(stats.c_str(), 0700), 0);
+  const std::vector<pid_t> workers = SortedWorkers(s);
+  ASSERT_EQ(::kill(workers[0], SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return s.log().find("the 1 other worker(s) serve on") != std::string::npos; }, 5000))
+      << s.log();
+  for (int i = 0; i < 10; ++i) {
+    Client n(s.port());
+    EXPECT_EQ(n.Get("/acquire?biz=login&key=during" + std::to_string(i)).status, 200) << s.log();
+  }
+  // frsctl's reading commands read the counts without the statistics, and
+  // say so (they failed whole before).
+  std::string ctl;
+  int rc = -1;
+  if (FILE* p = ::popen(("'" FRSCTL_PATH "' -c '" + s.config() + "' get login before 2>&1").c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) ctl.append(buf, n);
+    rc = ::pclose(p);
+  }
+  EXPECT_EQ(rc, 0) << ctl;
+  EXPECT_NE(ctl.find("frsctl: warning: "), std::string::npos) << ctl;
+  EXPECT_NE(ctl.find("read without the statistics"), std::string::npos) << ctl;
+  EXPECT_NE(ctl.find("count 1"), std::string::npos) << ctl;
+  // The file back, the slot's next try serves.
+  ASSERT_EQ(::rmdir(stats.c_str()), 0);
+  const size_t restored_at = s.log().size();
+  ASSERT_EQ(::rename((stats + ".aside").c_str(), stats.c_str()), 0);
+  ASSERT_TRUE(WaitFor([&] { return s.log().find(": serving", restored_at) != std::string::npos; }, 10000)) << s.log();
+  EXPECT_EQ(s.Workers().size(), workers.size());
+  Client after(s.port());  // `c`'s connection may have been the killed worker's
+  EXPECT_EQ(Attr(Get(after, "login", "before"), "count"), "1");
+  EXPECT_EQ(s.Stop(), 0) << s.log();
+}
+
 TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
   Frsd s;
@@ -701,6 +745,16 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
       5000))
       << s.log();
   EXPECT_EQ(SortedWorkers(s), workers) << "a worker died on the full disk";
+
+  // 3. Killed on the full disk, it starts again there, every count kept:
+  // its store is allocated whole; the address it publishes takes the block
+  // of the one the killed run left (a new file beside it found none).
+  s.KillAll();
+  EXPECT_LT(FreeBytes(s.dir() + "/data"), 65536u) << "the disk is not full";
+  ASSERT_TRUE(s.Start()) << s.log();
+  Client again(s.port());
+  EXPECT_EQ(Attr(Get(again, "login", "full0"), "count"), "1");
+  EXPECT_EQ(again.Get("/acquire?biz=late&key=x").status, 200);
   EXPECT_EQ(s.Stop(), 0) << s.log();
 }
 

@@ -142,6 +142,12 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   if (!engine) return Status::OK();
   EngineOptions eo = EngineOptionsFor(s->cfg, s->store.get());
   eo.read_only = s->opened_read_only;
+  // A command that only reads counts runs without the statistics when
+  // their files do not open (their mode, damage): `verify` names those.
+  if (s->reads_only) {
+    eo.statistics_optional = true;
+    eo.on_problem = [](const std::string& what) { std::fprintf(stderr, "frsctl: warning: %s\n", what.c_str()); };
+  }
   // Only frsd makes the store's lease secret: one made here would void, at
   // frsd's next start, every id the running frsd gave out.
   eo.make_lease_key = false;
