@@ -6,6 +6,14 @@
 
 namespace frs::server {
 
+std::string_view BearerToken(std::string_view authorization) {
+  static constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() <= kScheme.size()) return {};
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if ((authorization[i] | 0x20) != kScheme[i]) return {};  // ' ' | 0x20 is ' '
+  return authorization.substr(kScheme.size());
+}
+
 AdminAuth CheckAdminToken(std::string_view configured, std::string_view given) {
   if (configured.empty()) return AdminAuth::kDisabled;
   // Walk the configured token's length whatever `given` is; fold the length

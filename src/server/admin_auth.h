@@ -25,6 +25,10 @@ AdminAuth CheckAdminToken(std::string_view configured, std::string_view given);
 // for a peer not known (null).
 AdminAuth CheckAdminRead(std::string_view configured, std::string_view given, const IpAddress* peer);
 
+// The token of an Authorization header's value "Bearer TOKEN" (the scheme in
+// any case, as RFC 9110 11.1 has it), or "" for any other value.
+std::string_view BearerToken(std::string_view authorization);
+
 // 127.0.0.0/8, ::1, or an IPv4 loopback address mapped into IPv6.
 bool IsLoopback(const IpAddress& peer);
 

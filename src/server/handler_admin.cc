@@ -160,8 +160,7 @@ void Handler::HandleStatsBy(const HttpHead& head, const char* base, std::string_
   // reaches the port. A merge (POST) changes counts: like every admin
   // command, it is refused when srv.xml sets none.
   std::string_view auth(base + head.auth_off, head.auth_len);
-  if (token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
-    token = std::string(auth.substr(7));
+  if (token.empty()) token = std::string(BearerToken(auth));
   const AdminAuth allowed = head.method == HttpMethod::kPost ? CheckAdminToken(opts_.admin_token, token)
                                                              : CheckAdminRead(opts_.admin_token, token, peer_);
   if (allowed == AdminAuth::kDisabled && head.method != HttpMethod::kPost) {

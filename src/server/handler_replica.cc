@@ -106,6 +106,11 @@ std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
       return "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
              "' (from, stream, seq, first, digest, lease_key; for, snapshot, file; state; handed_off)";
   }
+  // A stream's name becomes the receipts' (repl/STREAM) and the log's:
+  // a sender's is "SELF/PID.NS", printable and short.
+  if (q->stream.size() > 256 ||
+      std::any_of(q->stream.begin(), q->stream.end(), [](char c) { return c < 0x21 || c == 0x7f; }))
+    return "/replicate: stream must be at most 256 printable bytes without spaces";
   return "";
 }
 
@@ -217,8 +222,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     return;
   }
   std::string_view auth(base + head.auth_off, head.auth_len);
-  if (q.token.empty() && auth.size() > 7 && (auth.starts_with("Bearer ") || auth.starts_with("bearer ")))
-    q.token = auth.substr(7);
+  if (q.token.empty()) q.token = BearerToken(auth);
   const AdminAuth a = CheckAdminToken(opts_.admin_token, q.token);
   if (a == AdminAuth::kDisabled) {
     TextBody(403, "/replicate: replicas authenticate with the admin token, and srv.xml sets none", status);

@@ -209,12 +209,12 @@ class LeaseReplicas(unittest.TestCase):
         # otherwise, or by its own store, is answered 409 naming both.
         b = self.p.b
 
-        def post(query):
+        def post(query, stream="t"):
             c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=5)
             try:
                 c.request(
                     "POST",
-                    "/replicate?from=%s&stream=t&seq=1&%s" % (self.p.a.name, query),
+                    "/replicate?from=%s&stream=%s&seq=1&%s" % (self.p.a.name, stream, query),
                     body="A 1 - 1 1 k\n",
                     headers={"Authorization": "Bearer " + test_replicas.TOKEN},
                 )
@@ -223,6 +223,10 @@ class LeaseReplicas(unittest.TestCase):
             finally:
                 c.close()
 
+        # A stream name becomes a receipt's and the log's: printable only.
+        st, body = post("digest=0", stream="a%0D%0AX-Evil:%201")
+        self.assertEqual(st, 400, body)
+        self.assertIn("stream must be at most 256 printable bytes", body)
         st, body = post("digest=0")
         self.assertEqual(st, 409)
         digest = re.search(r"is not this shard's \(([0-9a-f]{8})\)", body).group(1)

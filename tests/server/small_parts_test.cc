@@ -23,6 +23,16 @@ TEST(AdminAuth, ComparesWholeTokens) {
   EXPECT_EQ(CheckAdminToken("s3cret", ""), AdminAuth::kRefused);
 }
 
+// RFC 9110 11.1: the scheme's case does not matter; the token's does.
+TEST(AdminAuth, TheBearerSchemeInAnyCase) {
+  EXPECT_EQ(BearerToken("Bearer s3cret"), "s3cret");
+  EXPECT_EQ(BearerToken("bearer s3cret"), "s3cret");
+  EXPECT_EQ(BearerToken("BEARER S3cret"), "S3cret");
+  EXPECT_EQ(BearerToken("bEaReR s3cret"), "s3cret");
+  for (const char* no : {"", "Bearer", "Bearer ", "Basic czNjcmV0", "Bearers3cret", "Bearer\ts3cret", "Token s3cret"})
+    EXPECT_EQ(BearerToken(no), "") << no;
+}
+
 // The address `a` of `family` (AF_INET or AF_INET6), as accept() gives it.
 sockaddr_storage Addr(int family, const char* a) {
   sockaddr_storage ss{};
