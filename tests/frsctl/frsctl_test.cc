@@ -422,6 +422,14 @@ TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
   ASSERT_NE(v.Find("done"), nullptr) << r.out;
   EXPECT_EQ(v.Find("done")->text, "nothing");
   EXPECT_EQ(v.Find("geometry")->Find("files")->number, 2);
+  // Every file there, one truncated: not "complete, nothing to do".
+  const auto size = std::filesystem::file_size(dir_ / "data/frs.1.store");
+  std::filesystem::resize_file(dir_ / "data/frs.1.store", 4096);
+  r = Ctl({"init"});
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.err.find("frs.1.store"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("init makes missing ones only; `frsctl verify` says"), std::string::npos) << r.err;
+  std::filesystem::resize_file(dir_ / "data/frs.1.store", size);
 
   // Every file gone but the store's stats.frs: a store deleted or moved,
   // not one never made. frsd's start, frsd -t, frsctl init made it anew

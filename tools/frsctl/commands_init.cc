@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "frs/store_admin.h"
 #include "frs/store_dir.h"
 #include "json_out.h"
 #include "store_users.h"
@@ -43,6 +44,12 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
     else missing.push_back(p);
   }
   if (missing.empty()) {
+    // Every file there is not a store that opens: one truncated, of another
+    // magic or damaged was called complete, "nothing to do", exit 0.
+    if (Result<StoreOnDisk> on_disk = InspectStoreFiles(s.cfg.store_dir); !on_disk.ok())
+      return Status::Corruption(on_disk.status().message() +
+                                " (the store's files are all here: init makes missing ones only; `frsctl verify` says "
+                                "what each holds, and `--repair` rebuilds a damaged header)");
     if (s.json) PrintInitJson(s, "nothing", {});
     else std::printf("%s: the store is complete (%u files); nothing to do\n", s.cfg.store_dir.c_str(), g.files);
     return kExitOk;
