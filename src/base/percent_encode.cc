@@ -17,6 +17,17 @@ void Escape(unsigned char c, std::string* out) {
 
 void AppendPercentEncoded(std::string_view s, const PercentTable& table, std::string* out) {
   for (size_t i = 0; i < s.size();) {
+    // A run of ASCII bytes that pass goes in one append: byte by byte, an
+    // Envoy descriptor's counter key cost 1,000 instructions a call.
+    size_t run = i;
+    while (run < s.size() && static_cast<unsigned char>(s[run]) < 0x80 &&
+           table.KeepsAscii(static_cast<unsigned char>(s[run])))
+      ++run;
+    if (run > i) {
+      out->append(s.data() + i, run - i);
+      i = run;
+      continue;
+    }
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       if (table.KeepsAscii(c)) out->push_back(static_cast<char>(c));

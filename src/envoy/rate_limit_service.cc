@@ -204,9 +204,11 @@ bool RateLimitService::MakeKeys(const RlsRequest& req, RlsAnswer* out) {
       entries = shared_entries_;
     }
     CounterKey(entries, &keys_[i], l.is_override ? req.domain : std::string_view());
-    // CounterKey escapes whatever the store refuses; this only guards it.
-    if (std::string why = ValidateKeyBytes(keys_[i]); !why.empty()) {
-      out->status = Status::InvalidArgument("descriptor " + std::to_string(i + 1) + ": " + why);
+    // CounterKey escapes whatever the store refuses; this only guards it,
+    // with the check that reads 8 bytes a step (the per-character one, 450
+    // instructions a call, only says why).
+    if (!KeyIsValid(keys_[i])) {
+      out->status = Status::InvalidArgument("descriptor " + std::to_string(i + 1) + ": " + ValidateKeyBytes(keys_[i]));
       out->statuses.clear();
       return false;
     }
