@@ -134,8 +134,15 @@ void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a
       // quota_mode: over its limit, but the answer stays OK unless every
       // quota descriptor of the call is over: let through, not denied.
       const bool quota_through = st.over && st.quota && a.overall == envoy::Code::kOk;
-      CounterAdd(st.over && !shadowed && !quota_through ? c_->biz_denied[biz] : c_->biz_allowed[biz]);
+      const bool denied = st.over && !shadowed && !quota_through;
+      CounterAdd(denied ? c_->biz_denied[biz] : c_->biz_allowed[biz]);
       if (shadowed) CounterAdd(c_->biz_shadow_denied[biz]);
+      // Its biz's one rule, by the same verdict (frs_rule_decisions_total
+      // counts every decision of a biz, an Envoy descriptor's too).
+      const RuleResultLabel rule = denied     ? RuleResultLabel::kDenied
+                                   : shadowed ? RuleResultLabel::kShadowDenied
+                                              : RuleResultLabel::kAllowed;
+      CounterAdd(c_->rule_decisions[biz][0][static_cast<size_t>(rule)]);
     }
     if (st.hits == 0) continue;
     // unit: concurrent's leases count as /acquire's and /release's do.

@@ -257,6 +257,18 @@ TEST(EnvoyHttpE2E, FrsctlNamesAnEnvoyDescriptorsBizByNameAndId) {
   };
   EXPECT_EQ(today("denied"), "2") << m;
   EXPECT_EQ(today("allowed"), "1") << m;
+  // Its one rule counts each decision as the biz does.
+  auto rule = [&m](const std::string& result) {
+    const std::string head = "\nfrs_rule_decisions_total{biz=\"envoy._override.minute\",";
+    for (size_t p = m.find(head); p != std::string::npos; p = m.find(head, p + 1)) {
+      const size_t eol = m.find('\n', p + 1);
+      const std::string line = m.substr(p + 1, eol - p - 1);
+      if (line.find("result=\"" + result + "\"}") != std::string::npos) return line.substr(line.rfind(' ') + 1);
+    }
+    return std::string("<none>");
+  };
+  EXPECT_EQ(rule("denied"), "2") << m;
+  EXPECT_EQ(rule("allowed"), "1") << m;
 }
 
 // The decision log has Envoy's decisions as it has HTTP's (with the

@@ -430,6 +430,14 @@ TEST_F(FrsctlTest, InitCreatesAndRecreatesMissingFilesOnlyWhenAsked) {
   EXPECT_NE(r.err.find("frs.1.store"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("init makes missing ones only; `frsctl verify` says"), std::string::npos) << r.err;
   std::filesystem::resize_file(dir_ / "data/frs.1.store", size);
+  // Or with a side file frsd's start refuses.
+  const auto stats_size = std::filesystem::file_size(dir_ / "data/stats.frs");
+  std::filesystem::resize_file(dir_ / "data/stats.frs", stats_size / 2);
+  r = Ctl({"init"});
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.err.find("stats.frs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("frsd will not start on it"), std::string::npos) << r.err;
+  std::filesystem::resize_file(dir_ / "data/stats.frs", stats_size);
 
   // Every file gone but the store's stats.frs: a store deleted or moved,
   // not one never made. frsd's start, frsd -t, frsctl init made it anew

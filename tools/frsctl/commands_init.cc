@@ -50,6 +50,12 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
       return Status::Corruption(on_disk.status().message() +
                                 " (the store's files are all here: init makes missing ones only; `frsctl verify` says "
                                 "what each holds, and `--repair` rebuilds a damaged header)");
+    // Nor one beside a file frsd's start refuses (stats.frs truncated, say).
+    for (const SideFileReport& f : CheckStoreSideFiles(s.cfg.store_dir))
+      if (f.RefusesStart())
+        return Status::Corruption(f.status.message() + " (" + f.AtStartText() +
+                                  "): the store's files are all here, but frsd will not start on it; `frsctl verify` "
+                                  "lists each file of the store directory and what to do with it");
     if (s.json) PrintInitJson(s, "nothing", {});
     else std::printf("%s: the store is complete (%u files); nothing to do\n", s.cfg.store_dir.c_str(), g.files);
     return kExitOk;
@@ -74,6 +80,13 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   if (std::filesystem::exists(s.cfg.store_dir, ec)) {
     store_lock = TakeFrsdStoreLock(s.cfg.store_dir);
     if (!store_lock.ok()) return store_lock.status();
+  }
+  // The directories above the store's, as frsd's start makes them (the
+  // store's own is made by Store::Open, its mode 0700).
+  if (present == 0) {
+    const std::filesystem::path parent = std::filesystem::path(s.cfg.store_dir).parent_path();
+    if (!parent.empty() && !std::filesystem::create_directories(parent, ec) && ec)
+      return Status::IOError("cannot create " + parent.string() + ", the store directory's parent: " + ec.message());
   }
   StoreOptions so = StoreOptionsFor(s.cfg, /*create_if_missing=*/present == 0);
   // A store whose files are all gone (its stats.frs left) is made anew only

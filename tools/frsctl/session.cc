@@ -72,6 +72,12 @@ std::optional<RunningConfig> LiveRunningConfig(const ServiceConfig& cfg) {
 // refused at its reload (it kept every command from running), and a
 // <timezone> that waits for a restart (windows were shown in the new zone).
 // Said when the files differ, once a command.
+// What a failure to compose the served map names: map.xml's errors start
+// with its path, <grpc config>'s with theirs.
+std::string WhatDoesNotLoad(const Session& s, const Status& st) {
+  return st.message().rfind(s.cfg.map_path, 0) == 0 ? s.cfg.map_path : std::string("<grpc config>");
+}
+
 void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo) {
   std::string disk;
   const bool differs =
@@ -87,9 +93,10 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
     Result<std::string> served = ServedMapText(s->cfg.path);
     if (!served.ok())
       std::fprintf(stderr,
-                   "frsctl: <grpc config> does not load (%s): frsd (pid %lld) keeps serving the configuration it "
+                   "frsctl: %s does not load (%s): frsd (pid %lld) keeps serving the configuration it "
                    "loaded before (its log says so), which is shown\n",
-                   served.status().message().c_str(), static_cast<long long>(rc.pid));
+                   WhatDoesNotLoad(*s, served.status()).c_str(), served.status().message().c_str(),
+                   static_cast<long long>(rc.pid));
     else if (MapDigest(*served) != MapDigest(rc.map_text))
       std::fprintf(stderr,
                    "frsctl: <grpc config> as it is on disk is not what frsd (pid %lld) runs (changed a moment ago, "
@@ -169,6 +176,8 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     Result<std::string> served = ServedMapText(s->cfg.path);
     if (served.ok()) {
       eo.map_text = std::move(served).value();
+    } else if (WhatDoesNotLoad(*s, served.status()) == s->cfg.map_path) {
+      // map.xml itself: the engine's open below names its fault.
     } else if (s->reads_only) {
       std::fprintf(stderr,
                    "frsctl: warning: <grpc config> does not load (%s): this command sees map.xml's bizzes only, "
