@@ -107,10 +107,11 @@ std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
              "' (from, stream, seq, first, digest, lease_key; for, snapshot, file; state; handed_off)";
   }
   // A stream's name becomes the receipts' (repl/STREAM) and the log's:
-  // a sender's is "SELF/PID.NS", printable and short.
-  if (q->stream.size() > 256 ||
+  // a sender's is "SELF/PID.NS", printable, its SELF at most a 253-byte
+  // host and a port (Ring::CheckAddress): under 300 bytes.
+  if (q->stream.size() > 512 ||
       std::any_of(q->stream.begin(), q->stream.end(), [](char c) { return c < 0x21 || c == 0x7f; }))
-    return "/replicate: stream must be at most 256 printable bytes without spaces";
+    return "/replicate: stream must be at most 512 printable bytes without spaces";
   return "";
 }
 

@@ -89,6 +89,15 @@ class Master {
   size_t Alive() const {
     return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.pid > 0; }));
   }
+  // Workers that have marked themselves serving (metrics.h; without the
+  // metrics region, every live one).
+  size_t Serving() const {
+    if (!ctx_.metrics) return Alive();
+    size_t n = 0;
+    for (uint32_t i = 0; i < slots_.size(); ++i)
+      n += slots_[i].pid > 0 && CounterGet(ctx_.metrics->worker(i).serving_pid) == static_cast<uint64_t>(slots_[i].pid);
+    return n;
+  }
 
   MasterContext ctx_;
   const SrvConfig& cfg_;  // as started
@@ -203,10 +212,10 @@ void Master::Reap(bool stopping) {
     // A worker that cannot open the configuration while others serve on it
     // met a file changed since they opened it (its mode, the disk): they
     // hold theirs open and serve on, and the slot is tried again, as for a
-    // lost store file. With none left (every worker of a start fails so),
-    // the configuration is what is wrong: frsd stops.
+    // lost store file. With none serving (a start's workers, which all
+    // fail so: the configuration is what is wrong), frsd stops at once.
     const bool config_failed = WIFEXITED(st) && WEXITSTATUS(st) == kExitFatalConfig;
-    if (config_failed && Alive() == 0) {
+    if (config_failed && Serving() == 0) {
       FRS_LOG("worker %u cannot run with this configuration (see its message above); stopping", i);
       fatal_ = true;
       continue;
@@ -228,7 +237,7 @@ void Master::Reap(bool stopping) {
       FRS_LOG(
           "worker %u cannot open %s (see its message above): the %zu other worker(s) serve on; trying again in "
           "%lld s (a restart of frsd needs %s)",
-          i, config_failed ? "its configuration's files" : "the store", Alive(),
+          i, config_failed ? "its configuration's files" : "the store", config_failed ? Serving() : Alive(),
           static_cast<long long>(std::min<int64_t>(wait_ms, 60000) / 1000),
           config_failed ? "them readable and writable by frsd's user again"
                         : "the file back, or `frsctl init --recreate-missing`");

@@ -231,7 +231,9 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
   struct Mark {
     unsigned long long hash, queued;
   };
-  std::vector<Mark> marks;  // by worker index, from the first answer
+  std::vector<Mark> marks;  // by worker index, from the first answer that says them
+  bool marked = false;      // that answer came (a refusal, 409, says none)
+  bool refused = false;     // a 409 for the lease key was said
   int64_t lost_ns = 0;      // it answered, then stopped answering, at this time
   for (bool first = true; !StopAsked(); first = false) {
     auto r = http.Get(c.StateQuery());
@@ -256,9 +258,10 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       // is refused here too, and how much that is goes unsaid. Waited for
       // as changes still coming, so that the routes stay with the other
       // holder until the operator names one key on both, or the limit.
-      if (first)
+      if (!refused)
         FRS_LOG("replicas: %s answered 409: %s; waiting for the changes it may hold for this shard (up to 60 s)",
                 name.c_str(), AnswerWords(r->body).c_str());
+      refused = true;
       if (MonoNs() - c.start > kCatchUpLimitNs) {
         FRS_LOG("replicas: %s still refuses this shard's lease key after 60 s; serving now", name.c_str());
         return;
@@ -277,7 +280,7 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       if (std::sscanf(r->body.c_str() + at + 1, "worker %llu %llu %llu %llu", &w, &hash, &queued, &held) != 4 ||
           w >= kMaxSnapshotStreams)
         continue;
-      if (first) {
+      if (!marked) {
         if (marks.size() <= w) marks.resize(w + 1, Mark{0, 0});
         marks[w] = Mark{hash, queued};
       }
@@ -285,6 +288,7 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       const unsigned long long delivered = queued >= held ? queued - held : 0;
       if (delivered < marks[w].queued) behind += marks[w].queued - delivered;
     }
+    marked = true;
     // A spool of an earlier stop (replica_spool.h): every change it still
     // holds was made before the question, made for this shard while it was
     // away; waited for whole.

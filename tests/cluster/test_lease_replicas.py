@@ -226,7 +226,7 @@ class LeaseReplicas(unittest.TestCase):
         # A stream name becomes a receipt's and the log's: printable only.
         st, body = post("digest=0", stream="a%0D%0AX-Evil:%201")
         self.assertEqual(st, 400, body)
-        self.assertIn("stream must be at most 256 printable bytes", body)
+        self.assertIn("stream must be at most 512 printable bytes", body)
         st, body = post("digest=0")
         self.assertEqual(st, 409)
         digest = re.search(r"is not this shard's \(([0-9a-f]{8})\)", body).group(1)

@@ -1179,6 +1179,10 @@ TEST_F(FrsctlTest, VerifyNamesEachHeaderFaultInTheWordsOfFrsdsStart) {
   EXPECT_NE(r.err.find("frsctl: warning: " + stats_fault + ": read without the statistics"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("`frsctl verify` names each damaged file"), std::string::npos) << r.err;
+  // One whose output is the statistics fails on them, as before.
+  r = Ctl({"stat"});
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.err.find(stats_fault), std::string::npos) << r.err;
   // One that writes still cannot open the engine on it.
   r = Ctl({"set", "login", "user:3", "1"});
   EXPECT_EQ(r.rc, 3) << r.out;

@@ -22,6 +22,13 @@ TEST(EnvoyJson, AFieldGivenTwiceIsRefusedUnderEitherName) {
     EXPECT_FALSE(s.ok()) << body;
     EXPECT_EQ(s.message(), why) << body;
   }
+  // An object of more fields than any message of rls.proto has is refused
+  // before its names are compared each to each.
+  std::string many = R"({"domain":"rl","descriptors":[{"entries":[{)";
+  for (int i = 0; i < 20; ++i) many += (i ? "," : "") + std::string("\"k") + std::to_string(i) + "\":0";
+  many += "}]}]}";
+  Status s = codec.Decode(many, &req);
+  EXPECT_EQ(s.message(), "an object has more than 16 fields (rls.proto's have 4)") << many;
   // The same names in different objects are not twice.
   ASSERT_TRUE(codec
                   .Decode(R"({"domain":"rl","hitsAddend":2,"descriptors":[{"entries":[{"key":"a","value":"1"},)"

@@ -379,6 +379,9 @@ int RunCommandLine(int argc, char** argv) {
     Session s;
     s.json = json;
     s.reads_only = spec.reads_only && !(name == "verify" && args.verify.repair);
+    // stat and top --denied are the statistics: without them they fail.
+    s.reads_nodes_only =
+        name == "get" || name == "dump" || name == "export" || name == "explain" || (name == "top" && !args.top.denied);
     // stat --cluster asks the shards over HTTP: it needs srv.xml only.
     const Needs needs = name == "stat" && stat.cluster ? Needs::kConfig : spec.needs;
     // Read as the caller (root's 0600 file), before the session may become

@@ -149,9 +149,9 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   if (!engine) return Status::OK();
   EngineOptions eo = EngineOptionsFor(s->cfg, s->store.get());
   eo.read_only = s->opened_read_only;
-  // A command that only reads counts runs without the statistics when
-  // their files do not open (their mode, damage): `verify` names those.
-  if (s->reads_only) {
+  // A command that only reads nodes runs without the statistics when their
+  // files do not open (their mode, damage): `verify` names those.
+  if (s->reads_only && s->reads_nodes_only) {
     eo.statistics_optional = true;
     eo.on_problem = [](const std::string& what) { std::fprintf(stderr, "frsctl: warning: %s\n", what.c_str()); };
   }

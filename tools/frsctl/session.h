@@ -41,6 +41,9 @@ struct Session {
   // The command only reads: a store this user may not write (a read-only
   // file system) is then opened read-only instead of refused.
   bool reads_only = false;
+  // It reads nodes, not the statistics (get, dump, export, explain, top
+  // without --denied): a statistics file that does not open is a warning.
+  bool reads_nodes_only = false;
   bool opened_read_only = false;
   // What the running frsd runs (frsd.running), when the engine was opened
   // on it: a second session of the command (import's scratch store) takes
