@@ -79,13 +79,7 @@ class Master {
   // Kills a worker whose loop stopped turning (stall_watch.h).
   void WatchStalls(int64_t now);
   // Every slot's current worker has marked itself serving (metrics.h).
-  bool AllServing() const {
-    if (!ctx_.metrics) return true;
-    for (uint32_t i = 0; i < slots_.size(); ++i)
-      if (slots_[i].pid <= 0 || CounterGet(ctx_.metrics->worker(i).serving_pid) != static_cast<uint64_t>(slots_[i].pid))
-        return false;
-    return true;
-  }
+  bool AllServing() const { return !ctx_.metrics || Serving() == slots_.size(); }
   size_t Alive() const {
     return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.pid > 0; }));
   }
