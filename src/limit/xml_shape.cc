@@ -60,7 +60,15 @@ std::optional<XmlShapeProblem> FindXmlShapeProblem(const pugi::xml_document& doc
         return XmlShapeProblem{n.offset_debug() + static_cast<std::ptrdiff_t>(at == std::string_view::npos ? 0 : at),
                                std::string("text outside <") + root + ">"};
       }
-      default: break;  // the declaration, a doctype or a processing instruction
+      case pugi::node_doctype:
+        // `<!DOCTYPE frs>` says nothing; one with an internal subset declares
+        // what nothing here reads.
+        if (std::string_view(n.value()).find('[') != std::string_view::npos)
+          return XmlShapeProblem{n.offset_debug(),
+                                 "a <!DOCTYPE> that declares entities or a DTD: neither is read (an entity "
+                                 "reference stays as written); write the values out and drop the declarations"};
+        break;
+      default: break;  // the declaration or a processing instruction
     }
   }
   return std::nullopt;

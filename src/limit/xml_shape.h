@@ -5,7 +5,10 @@
 // root element, and an attribute given twice (the last one wins for a
 // reader that looks it up by name, the first for one that walks them), are
 // not errors to it. In a configuration each is a typo that silently drops
-// or changes a limit, so both files are refused whole for them.
+// or changes a limit, so both files are refused whole for them. So is a
+// doctype that declares anything (entities, an internal DTD): pugixml
+// neither expands nor applies it, so a value written as `&name;` would
+// reach the setting as those bytes.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +20,10 @@ namespace frs::limit {
 
 // How both files are parsed: as a fragment, so that text after the root
 // element is kept as a node (pugixml drops it from a document) and
-// FindXmlShapeProblem can refuse it.
-inline constexpr unsigned kConfigXmlFlags = pugi::parse_default | pugi::parse_fragment;
+// FindXmlShapeProblem can refuse it; with the doctype kept as a node, so
+// that one declaring entities is refused rather than skipped (pugixml
+// expands none: `&name;` would be read as those six bytes).
+inline constexpr unsigned kConfigXmlFlags = pugi::parse_default | pugi::parse_fragment | pugi::parse_doctype;
 
 struct XmlShapeProblem {
   std::ptrdiff_t offset = 0;  // of the node at fault, for the file:line

@@ -27,6 +27,10 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   // no reason to say "no store" (or to create one).
   Result<bool> dir_exists = os::PathExists(opts.dir);
   if (!dir_exists.ok()) return dir_exists.status();
+  // A file where the directory should be: said as such, not as "no such
+  // store file" under it (nor, for frsd, ENOTDIR from the first open).
+  if (dir_exists.value() && !std::filesystem::is_directory(opts.dir, ec))
+    return Status::InvalidArgument(opts.dir + ": not a directory (<store dir> must name a directory)");
   if (!dir_exists.value()) {
     if (Status grow = CheckNoInterruptedGrow(opts.dir); !grow.ok()) return grow;
     if (!opts.create_if_missing) return Status::NotFound(opts.dir + ": no store here (directory missing)");

@@ -190,6 +190,12 @@ TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n</frs>\n\nworkers 9", "6", "text outside <frs>");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" chain=\"8\" chain=\"16\"/>\n</frs>", "3",
               "<store>: attribute 'chain' is given twice");
+  // Entities are not expanded: `&dir;` would have been the store's
+  // directory, those five bytes. A bare doctype declares nothing.
+  ExpectError(
+      "<?xml version=\"1.0\"?>\n<!DOCTYPE frs [\n<!ENTITY dir \"/var/lib/frs\">\n]>\n<frs>\n<map>m.xml</map>\n"
+      "<store dir=\"&dir;\"/>\n</frs>",
+      "2", "a <!DOCTYPE> that declares entities or a DTD: neither is read");
   // No path at all: said so (it read ":1: cannot resolve path: Invalid argument").
   auto empty = LoadSrvConfig("");
   ASSERT_FALSE(empty.ok());

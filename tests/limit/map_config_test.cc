@@ -91,6 +91,10 @@ TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
   EXPECT_EQ(ErrorOf("<map>" + biz + "</map>\n<biz id=\"2\" name=\"b\"/>"),
             "map.xml:2: <biz> after </map>: a file holds one <map> and nothing after it");
   EXPECT_EQ(ErrorOf("<map>" + biz + "</map>\n\njunk"), "map.xml:3: text outside <map>");
+  EXPECT_EQ(ErrorOf("<!DOCTYPE map [<!ENTITY max \"5\">]>\n<map>" + biz + "</map>")
+                .rfind("map.xml:1: a <!DOCTYPE> that", 0),
+            0u);
+  EXPECT_EQ(ErrorOf("<!DOCTYPE map>\n<map>" + biz + "</map>"), "OK");
   EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\">\n<rule interval=\"60\" max=\"5\" max=\"7\"/></biz></map>"),
             "map.xml:3: <rule>: attribute 'max' is given twice");
   EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\" id=\"2\"><rule interval=\"60\" max=\"5\"/></biz></map>"),

@@ -403,6 +403,21 @@ TEST(StoreHeader, MissingStoreWithoutCreateIsNotFound) {
   EXPECT_TRUE(r.status().IsNotFound());
 }
 
+// <store dir> naming a regular file: said so, whether or not the store may
+// be created (it read "no such store file" under it, or ENOTDIR).
+TEST(StoreHeader, AFileWhereTheDirectoryShouldBeIsNamed) {
+  TempDir d;
+  const std::string file = d / "data";
+  { std::ofstream(file) << "x"; }
+  for (bool create : {false, true}) {
+    StoreOptions o = Opts(file, 1, 64, 8);
+    o.create_if_missing = create;
+    auto r = Store::Open(o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), file + ": not a directory (<store dir> must name a directory)");
+  }
+}
+
 TEST(Store, FilesAreCreatedSparseAndPrivate) {
   TempDir d;
   auto s = MustOpen(Opts(d.path(), 1, 1 << 16, 8));
