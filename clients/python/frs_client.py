@@ -163,6 +163,7 @@ xml.sax.saxutils.quoteattr); the GET forms are not used.
 
 import bisect
 import http.client
+import ipaddress
 import os
 import socket
 import threading
@@ -381,6 +382,34 @@ def _split_host_port(name):
     return name, ""
 
 
+def check_address(name):
+    """Why `name` is not "host:port" (as frsd's <shard> lines and the C++
+    client judge it), or None. A port of 1..65535 in digits (socket would
+    take "http" for 80), a DNS name or IPv4 address, or an IPv6 one in
+    brackets: a shard that is none would fail every call it owns, which
+    fail="open" would answer allowed without a word."""
+    host, colon, port = name.rpartition(":")
+    if not colon:
+        return "it has no :port"
+    if not port or len(port) > 5 or not all("0" <= c <= "9" for c in port):
+        return 'its port "%s" is not a number 1..65535' % port
+    if not 1 <= int(port) <= 65535:
+        return "its port %s is outside 1..65535" % port
+    if not host:
+        return "its host is empty"
+    if host.startswith("["):
+        try:
+            ok = host.endswith("]") and len(host) > 2 and ipaddress.ip_address(host[1:-1]).version == 6
+        except ValueError:
+            ok = False
+        return None if ok else 'its host "%s" is not an IPv6 address in brackets' % host
+    if not all(c.isascii() and (c.isalnum() or c in ".-_") for c in host):
+        return 'its host "%s" is not a DNS name or IP address (an IPv6 address goes in brackets: [::1]:8300)' % host
+    if len(host) > 253:
+        return "its host is longer than a DNS name can be (253 bytes)"
+    return None
+
+
 def parse_shards(servers):
     """[(name, weight), ...] from a Client's `servers` argument."""
     if isinstance(servers, (str, bytes)):
@@ -409,6 +438,9 @@ def parse_shards(servers):
         name = str(name).strip()
         if not name:
             raise ValueError("a shard's name is empty")
+        why = check_address(name)
+        if why:
+            raise ValueError('shard "%s" is not host:port: %s' % (name, why))
         if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT:
             raise ValueError("shard %s: weight %r is outside 1..%d" % (name, weight, MAX_WEIGHT))
         if any(name == n for n, _ in out):

@@ -433,6 +433,21 @@ class RingTest(unittest.TestCase):
         for bad in ([], ["h:1", "h:1"], [("h:1", 0)], ["h:1 weight=x"], ["h:1 w=2"], [("h:1", 1001)]):
             with self.assertRaises(ValueError):
                 frs_client.parse_shards(bad)
+        # What is not host:port would fail every call it owns, which
+        # fail="open" answers allowed: refused at once, as the C++ client does.
+        self.assertEqual(frs_client.parse_shards("[::1]:8300"), [("[::1]:8300", 1)])
+        for bad, why in (
+            ("127.0.0.1", "it has no :port"),
+            ("127.0.0.1:notaport", 'its port "notaport" is not a number 1..65535'),
+            ("127.0.0.1:99999", "its port 99999 is outside 1..65535"),
+            ("host:0", "its port 0 is outside 1..65535"),
+            (":8300", "its host is empty"),
+            ("[1.2.3.4]:8300", 'its host "[1.2.3.4]" is not an IPv6 address in brackets'),
+            ("a/b:8300", 'its host "a/b" is not a DNS name or IP address'),
+        ):
+            with self.assertRaises(ValueError) as e:
+                Client(bad)
+            self.assertIn('shard "%s" is not host:port: %s' % (bad, why), str(e.exception))
         with self.assertRaises(ValueError):
             Client("h:1", fail="maybe")
         for bad in (0, -1, 0.0, float("nan"), float("inf"), "0.5", True):

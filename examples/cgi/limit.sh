@@ -8,7 +8,8 @@
 # slower than FRS_TIMEOUT seconds, or a page at FRS_URL that is not frsd's
 # answer (a proxy's): FRS_FAIL=open serves the page, FRS_FAIL=closed answers
 # 503 with Retry-After: 1. A key frsd refuses: 400;
-# any other refusal (an unknown FRS_BIZ): 500.
+# any other refusal (an unknown FRS_BIZ), or FRS_FAIL or FRS_TIMEOUT not as
+# below: 500.
 #
 # Settings, from the environment (nginx: fastcgi_param; Apache: SetEnv):
 #   FRS_URL      frsd, or the proxy in front of its shards (default http://127.0.0.1:8300)
@@ -20,6 +21,18 @@ url=${FRS_URL:-http://127.0.0.1:8300}
 biz=${FRS_BIZ:-login}
 fail=${FRS_FAIL:-open}
 timeout=${FRS_TIMEOUT:-0.5}
+
+# The page's own settings, checked as limit.py checks them: a timeout of 0
+# is no limit to curl (a silent frsd would hold the page for ever), and a
+# value curl refuses would end in the fail policy without asking frsd.
+if [[ $fail != open && $fail != closed ]] ||
+  ! [[ $timeout =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ && $timeout =~ [1-9] ]]; then
+  echo "limit.sh: FRS_FAIL must be open or closed and FRS_TIMEOUT a number of seconds above 0" \
+    "(FRS_FAIL=$fail FRS_TIMEOUT=$timeout)" >&2
+  printf 'Status: 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n%s\n' \
+    "The rate limiter is misconfigured."
+  exit 0
+fi
 
 # The form's user= value, percent-decoded ('+' is a space, as in HTML forms).
 user=

@@ -10,12 +10,16 @@
 #include <string>
 
 #include <frs/service.h>
+#include <frs/sigbus_guard.h>
 
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s SRV.XML BIZ KEY [N]\n", argv[0]);
     return 2;
   }
+  // A store file truncated under this program (an operator, a restore) is
+  // then an error of the next operation, not a SIGBUS that kills it.
+  frs::InstallSigbusGuard();
   frs::ServiceOpenOptions opts;
   // A demonstration may create the store; a program beside frsd would not.
   opts.create_if_missing = std::getenv("FRS_CREATE") != nullptr;

@@ -42,7 +42,7 @@ struct LeaseView {
   bool other_series = false;
 };
 
-// A reservation held now (limit/reservation.h): its id (as a lease's), the
+// A reservation held now (the sources' src/limit/reservation.h): its id (as a lease's), the
 // estimate it holds, when it was taken and when it expires (unix s).
 struct ReservationView {
   uint32_t serial = 0;

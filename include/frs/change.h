@@ -30,7 +30,7 @@ struct Change {
   // key's reservations) did to
   // one of them. The other holder applies it to its copy of that rule, so
   // that both hold the same items: the same lease, under the same id, held
-  // until the same second (limit/rule_event.h). Each of the sender's
+  // until the same second (the sources' src/limit/rule_event.h). Each of the sender's
   // workers sends on a link of its own: events of one worker arrive in
   // order, those of two in any order. Another kind of item adds its events
   // here and in rule_event.cc.

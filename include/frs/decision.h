@@ -26,7 +26,7 @@ namespace frs {
 // kMerge: handoff between shards (admin; frs/admin_engine.h). kRelease and
 // kRenew end and extend a lease that an acquire on a concurrency rule granted.
 // kSettle charges the real amount of a reservation an acquire with
-// `reserve` took (limit/reservation.h).
+// `reserve` took (the sources' src/limit/reservation.h).
 enum class Cmd : uint8_t {
   kQuery,
   kUpdate,
@@ -41,7 +41,7 @@ enum class Cmd : uint8_t {
   kRenew,
   kSettle
 };
-// kConcurrency: at most `max` leases held at once (limit/concurrency.h).
+// kConcurrency: at most `max` leases held at once (the sources' src/limit/concurrency.h).
 enum class Algo : uint8_t { kFixed, kCalendar, kSliding, kTokenBucket, kConcurrency };
 enum class Mode : uint8_t { kEnforce, kShadow, kOff };
 
@@ -56,8 +56,12 @@ inline constexpr std::string_view kModeNames[] = {"enforce", "shadow", "off"};
 inline const char* CmdName(Cmd c) {
   return static_cast<size_t>(c) < std::size(kCmdNames) ? kCmdNames[static_cast<size_t>(c)].data() : "?";
 }
-inline const char* AlgoName(Algo a) { return kAlgoNames[static_cast<size_t>(a)].data(); }
-inline const char* ModeName(Mode m) { return kModeNames[static_cast<size_t>(m)].data(); }
+inline const char* AlgoName(Algo a) {
+  return static_cast<size_t>(a) < std::size(kAlgoNames) ? kAlgoNames[static_cast<size_t>(a)].data() : "?";
+}
+inline const char* ModeName(Mode m) {
+  return static_cast<size_t>(m) < std::size(kModeNames) ? kModeNames[static_cast<size_t>(m)].data() : "?";
+}
 
 // The value whose name is `s` exactly; false leaves *out as it was. Inline:
 // the server parses a command per request, and a compare of lengths first
@@ -154,12 +158,12 @@ struct Decision {
   uint64_t erased = 0;  // kReset: nodes erased
   uint16_t biz_id = 0;  // the biz the request resolved to (0: none)
   // With lease_serial below (here: it fits beside biz_id): the node's nonce
-  // the lease's id was made with, which a replica adopts (limit/rule_event.h).
+  // the lease's id was made with, which a replica adopts (the sources' src/limit/rule_event.h).
   uint32_t lease_nonce = 0;
   int64_t now_s = 0;  // the engine's clock when it decided (unix seconds; 0: no decision)
   // A lease of the biz's concurrency rule: granted by this acquire (or
   // update), or renewed (lease_serial 0: none). The id is the serial and
-  // the keyed hash that proves it (limit/lease_id.h); expires is the unix
+  // the keyed hash that proves it (the sources' src/limit/lease_id.h); expires is the unix
   // second from which the lease is no longer held.
   uint64_t lease_mac = 0;
   uint32_t lease_serial = 0;
@@ -178,7 +182,7 @@ struct Decision {
   uint8_t leases_ended_n = 0;
   static constexpr uint32_t kMaxLeasesEnded = 16;
   uint32_t leases_ended[kMaxLeasesEnded] = {};
-  // A reservation (limit/reservation.h): taken by this acquire (res_serial
+  // A reservation (the sources' src/limit/reservation.h): taken by this acquire (res_serial
   // 0: none), with its id's serial and hash and the unix second it expires
   // at; reservations this call found expired (charged their estimate); a
   // settle applied (kSettle), and how much it charged beyond the estimate

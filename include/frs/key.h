@@ -112,8 +112,10 @@ struct KeyTraits<IpAddress> {
   static std::string encode(const IpAddress& ip);
 };
 
-// Key validation shared by the protocol and the CLI: 1..255 bytes of valid
-// UTF-8 without control characters. Returns "" when valid, else the reason.
+// Key validation shared by the protocol, the engine and the CLI: 1..255
+// bytes of valid UTF-8 without control characters, U+FFFE or U+FFFF (which
+// XML cannot carry: a key the protocol could not name). Returns "" when
+// valid, else the reason.
 std::string ValidateKeyBytes(std::string_view bytes);
 // ValidateKeyBytes(key).empty(), inline for the request path: the keys
 // almost every request carries are printable ASCII, settled here without
@@ -151,7 +153,8 @@ inline bool KeyIsValid(std::string_view key) {
 }
 // The character `s` starts with, as a key may hold it: its length in bytes
 // (1..4), or 0 when it is none (s empty, a control character: C0, DEL or C1,
-// or bytes that are not UTF-8: overlong, surrogate, past U+10FFFF, cut).
+// U+FFFE or U+FFFF, or bytes that are not UTF-8: overlong, surrogate, past
+// U+10FFFF, cut).
 // `*control` (when given) tells a control character from bytes that are not
 // UTF-8. The one definition of a key's characters, for checking and escaping.
 size_t KeyCharLength(std::string_view s, bool* control = nullptr);

@@ -23,6 +23,14 @@
 // than it reads the configuration) reads srv.xml with ReadServiceConfig and
 // opens them with StoreOptionsFor and EngineOptionsFor: the options frsd's
 // own processes take from the same file.
+//
+// The store files are shared mappings: a file truncated under the program
+// (an operator, a restore) raises SIGBUS at the next touch, which kills it
+// unless it called frs::InstallSigbusGuard() (frs/sigbus_guard.h) at its
+// start, as frsd and frsctl do; then the operation fails with Unavailable,
+// naming the file. A program that runs for long also calls
+// svc->store->CheckFiles() now and then (frsd: once a second): a deleted
+// file is seen there, not by a touch.
 #pragma once
 
 #include <cstdint>

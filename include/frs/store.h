@@ -308,8 +308,10 @@ class Store {
   // while in use is marked broken, and every later operation on it fails
   // (Unavailable, naming the file) instead of writing into a lost inode or
   // dying of SIGBUS. Returns the first problem. frsd's workers call it about
-  // once a second; a process that installs os's SIGBUS guard is also covered
-  // between two calls.
+  // once a second; a process that installs the SIGBUS guard
+  // (frs/sigbus_guard.h) is also covered between two calls against a
+  // truncation. A deleted file is seen only here: a long-running program of
+  // its own calls it as often (frs::Service's store).
   virtual Status CheckFiles() = 0;
 
   // Writes every file's dirty pages back: `sync` waits for the disk (msync

@@ -49,7 +49,10 @@ size_t KeyCharLength(std::string_view s, bool* control) {
   if (len == 0) return 0;
   // C0, DEL and C1.
   *control = cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
-  return *control ? 0 : len;
+  // U+FFFE and U+FFFF: UTF-8, but no XML character, so a key holding one
+  // could be made in-process and never named over the protocol (its lease
+  // never released but by expiry).
+  return *control || cp == 0xFFFE || cp == 0xFFFF ? 0 : len;
 }
 
 std::string ValidateKeyBytes(std::string_view s) {
@@ -58,9 +61,12 @@ std::string ValidateKeyBytes(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     bool control = false;
     const size_t len = KeyCharLength(s.substr(i), &control);
-    if (len == 0)
-      return control ? "key contains a control character at byte " + std::to_string(i)
-                     : "key is not valid UTF-8 at byte " + std::to_string(i);
+    if (len == 0) {
+      if (control) return "key contains a control character at byte " + std::to_string(i);
+      if (s.substr(i, 2) == "\xEF\xBF" && s.size() - i >= 3 && (s[i + 2] == '\xBE' || s[i + 2] == '\xBF'))
+        return "key holds U+FFFE or U+FFFF at byte " + std::to_string(i) + ", which are not XML characters";
+      return "key is not valid UTF-8 at byte " + std::to_string(i);
+    }
     i += len;
   }
   return "";

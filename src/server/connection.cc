@@ -294,7 +294,8 @@ void Connection::Refuse(std::string_view response) {
   linger_ = !peer_closed_;
 }
 
-void Connection::OnTimeout() {
+bool Connection::OnTimeout() {
+  const bool was_open = state_ == State::kOpen;
   if (grpc_) {
     // A stream left unfinished, or an idle connection: GOAWAY, then close.
     if (state_ == State::kOpen) {
@@ -302,18 +303,19 @@ void Connection::OnTimeout() {
       grpc_->Drain(&out_);
       Seal();
       state_ = State::kClosing;
-      return;
+      return was_open;
     }
     state_ = State::kClosed;
-    return;
+    return was_open;
   }
   if (state_ == State::kOpen && req_ < end_ && !WantsWrite()) {
     handler_->HandleFailure(408, "the request was not received completely in time", req_start_ns_, &out_);
     state_ = State::kClosing;
     linger_ = !peer_closed_;
-    return;
+    return was_open;
   }
   state_ = State::kClosed;
+  return was_open;
 }
 
 }  // namespace frs::server

@@ -159,7 +159,10 @@ class Connection : public DeadlineNode {
   // response to the request in progress.
   void BeginShutdown();
   // The deadline passed: 408 for a partial request, plain close otherwise.
-  void OnTimeout();
+  // True when it ended the connection's use (it was open); false when it
+  // only ended a close already under way (a 408 or GOAWAY lingering), which
+  // is not another timeout to count.
+  bool OnTimeout();
   // Answers `response` (a complete HTTP response that says Connection:
   // close) without reading a request, then lingers: our side is shut down
   // and what the client sends is read and dropped, so that the answer

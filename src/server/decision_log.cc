@@ -104,7 +104,16 @@ void DecisionLog::Append(std::string_view line) {
     }
   }
   if (!kept) CounterAdd(counters_->dropped_full);
+  else CounterAdd(counters_->kept);
   if (wake) wake_.notify_one();
+}
+
+uint64_t DecisionLog::CountLost(DecisionLogCounters* counters) {
+  const uint64_t kept = CounterGet(counters->kept);
+  const uint64_t out = CounterGet(counters->lines) + CounterGet(counters->dropped_failed);
+  if (kept <= out) return 0;
+  CounterAdd(counters->dropped_failed, kept - out);
+  return kept - out;
 }
 
 void DecisionLog::SetOptions(const DecisionLogOptions& opts) {

@@ -107,6 +107,12 @@ class DecisionLog {
   // a clean stop).
   void Flush();
 
+  // The master, for a worker that died (kill -9, a crash, the stall watch):
+  // the lines its buffer held, never written, counted in dropped_failed;
+  // returns how many. A kill during a write(2) may count lines that reached
+  // the file: it errs towards saying lines may be missing.
+  static uint64_t CountLost(DecisionLogCounters* counters);
+
   const std::string& file() const { return opts_.file; }
 
  private:

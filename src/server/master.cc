@@ -191,6 +191,12 @@ void Master::Reap(bool stopping) {
     }
     bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (!(stopping && clean)) FRS_LOG("worker %u (pid %d) %s", i, static_cast<int>(pid), DescribeExit(st).c_str());
+    // The decision log lines its buffer held died with it: counted, not
+    // left as a gap between the decisions and the lines.
+    if (ctx_.metrics)
+      if (const uint64_t lost = DecisionLog::CountLost(&ctx_.metrics->worker(i).decision_log); lost > 0)
+        FRS_LOG("worker %u took %llu decision log line(s) not yet written with it (frs_decision_log_dropped_total)", i,
+                static_cast<unsigned long long>(lost));
     // Its claim on a replica stream goes with it (reset_claim.h): its pid,
     // given to another process later, would read as a live claimant.
     if (ctx_.metrics) ResetClaim::ReleaseDead(ctx_.metrics->master().replica, pid);

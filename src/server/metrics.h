@@ -72,13 +72,16 @@ inline uint64_t CounterGet(const uint64_t& c) {
 }
 
 // The decision log's figures (server/decision_log.h). Each counter has one
-// writer: the request thread counts the lines its full buffer refused, the
-// log's writer thread what it wrote and what a failed write lost.
+// writer: the request thread counts the lines its full buffer refused and
+// those it kept, the log's writer thread what it wrote and what a failed
+// write lost; the master, once the worker is dead (and before the slot's
+// next one starts), what its buffer still held (DecisionLog::CountLost).
 struct DecisionLogCounters {
   uint64_t lines;           // written to the file
   uint64_t dropped_full;    // refused by a full buffer (or longer than a line may be)
-  uint64_t dropped_failed;  // lost to a failed or short write, or no file open
+  uint64_t dropped_failed;  // lost to a failed or short write, or no file open, or with a killed worker
   uint64_t open_failed;     // a gauge: 1 from a failed open of <decisions file> until one succeeds
+  uint64_t kept;            // put in the buffer: lines + dropped_failed once it is written out
 };
 
 // Per-rule results of frs_rule_decisions_total, by rule position 0..3.

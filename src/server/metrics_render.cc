@@ -308,7 +308,8 @@ constexpr SeriesRow kSeries[] =
          nullptr, TodaySamples<&BizStatsDay::allowed>},
         {"frs_biz_today_denied", "gauge", "Decisions today that denied, by biz, by every process on the store.",
          nullptr, TodaySamples<&BizStatsDay::denied>},
-        {"frs_biz_today_new_keys", "gauge", "Keys seen for the first time today, by biz.", nullptr,
+        {"frs_biz_today_new_keys", "gauge",
+         "Nodes created today, by biz: keys seen for the first time, or again after their node was evicted.", nullptr,
          TodaySamples<&BizStatsDay::new_keys>},
         {"frs_store_slots", "gauge", "Node slots in the store (files x keynodes x chain).",
          [](const Scrape& s) { return s.store().slots; }, nullptr},
@@ -383,8 +384,8 @@ constexpr SeriesRow kSeries[] =
                      },
                      nullptr},
     {"frs_decision_log_dropped_total", "counter",
-     "Decision log lines dropped: a worker's buffer was full (the disk is slower than the decisions), or a write "
-     "failed (a full disk, an I/O error).",
+     "Decision log lines dropped: a worker's buffer was full (the disk is slower than the decisions), a write "
+     "failed (a full disk, an I/O error), or a worker died with them not yet written.",
      [](const Scrape& s) {
   return s.Sum([](const WorkerCounters& c) {
     return CounterGet(c.decision_log.dropped_full) + CounterGet(c.decision_log.dropped_failed);

@@ -92,19 +92,8 @@ bool ParseCount(std::string_view s, int64_t* out) {
 }
 
 bool CheckProtocolKey(std::string_view key, ProtocolError* err) {
-  bool ascii = false;
-  if (!KeyIsValid(key, &ascii)) return Fail(err, 400, "bad key: " + ValidateKeyBytes(key));
-  if (ascii) return true;
-  // U+FFFE and U+FFFF are UTF-8 but not XML characters, raw or as
-  // references (&#xFFFE; is refused): their lead byte looked for in a key
-  // that is not ASCII.
-  const char* p = key.data();
-  const char* const end = p + key.size();
-  while ((p = static_cast<const char*>(std::memchr(p, 0xEF, static_cast<size_t>(end - p)))) != nullptr) {
-    if (end - p >= 3 && p[1] == '\xBF' && (p[2] == '\xBE' || p[2] == '\xBF'))
-      return Fail(err, 400, "the key holds U+FFFE or U+FFFF, which are not XML characters");
-    ++p;
-  }
+  // U+FFFE and U+FFFF, UTF-8 but no XML characters, are refused there too.
+  if (!KeyIsValid(key)) return Fail(err, 400, "bad key: " + ValidateKeyBytes(key));
   return true;
 }
 

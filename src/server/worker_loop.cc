@@ -812,8 +812,8 @@ inline void Worker::Expire(int64_t now) {
         }
       }
       list->Remove(c);
-      if (counters_) CounterAdd(counters_->connections_timed_out);
-      c->OnTimeout();
+      // A 408 or GOAWAY's linger ending is the same timeout, counted once.
+      if (c->OnTimeout() && counters_) CounterAdd(counters_->connections_timed_out);
       Settle(c, now);
       // Settle re-listed it (a 408 still being written, lingering): its next
       // deadline is a full timeout away, so the loop ends.

@@ -29,6 +29,11 @@ TEST(Store, KeyValidation) {
   EXPECT_NE(ValidateKeyBytes("\xc0\xaf"), "");      // overlong
   EXPECT_NE(ValidateKeyBytes("\xed\xa0\x80"), "");  // surrogate
   EXPECT_NE(ValidateKeyBytes("\xe4\xbd"), "");      // truncated
+  // UTF-8, but no XML character: a key the protocol could not name.
+  EXPECT_EQ(ValidateKeyBytes("w\xef\xbf\xbe"), "key holds U+FFFE or U+FFFF at byte 1, which are not XML characters");
+  EXPECT_NE(ValidateKeyBytes("\xef\xbf\xbf"), "");
+  EXPECT_FALSE(KeyIsValid("w\xef\xbf\xbe"));
+  EXPECT_TRUE(KeyIsValid("w\xef\xbf\xbd"));  // U+FFFD
 }
 
 }  // namespace

@@ -146,6 +146,10 @@ class CgiTest(unittest.TestCase):
                 locs.append(location("%s/slow-%s" % (lang, fail), script, cls.silent.name, "free", fail, "0.3"))
                 for code, proxy in cls.proxies.items():
                     locs.append(location("%s/proxy%d-%s" % (lang, code, fail), script, proxy.name, "free", fail))
+            # The page's own settings wrong: a 500, never the fail policy.
+            locs.append(location(lang + "/bad-fail", script, cls.frsd.name, "free", "maybe"))
+            locs.append(location(lang + "/bad-timeout", script, cls.frsd.name, "free", "closed", "0"))
+        locs.append(location("py/bad-servers", "limit.py", cls.frsd.name.rsplit(":", 1)[0], "free", "open"))
 
         # nginx cannot bind port 0 and say which it got: a candidate port,
         # and another on "address in use" (nginx exits then).
@@ -300,6 +304,14 @@ class CgiTest(unittest.TestCase):
                 status, headers, body = self.get("/%s/proxy%d-closed" % (lang, code))
                 self.assertEqual(status, 503, (lang, code, body))
                 self.assertEqual(headers.get("retry-after"), "1")
+
+    def test_a_page_misconfigured_answers_500_whatever_fail_says(self):
+        # limit.sh took FRS_TIMEOUT=0 for no limit (curl's --max-time 0) and
+        # FRS_FAIL=maybe for open; limit.py a server without :port for a
+        # shard that fails open on every call.
+        for target in ("/py/bad-fail", "/sh/bad-fail", "/py/bad-timeout", "/sh/bad-timeout", "/py/bad-servers"):
+            status, _, body = support.http_get(self.port, target, timeout=10)
+            self.assertEqual((status, body), (500, b"The rate limiter is misconfigured.\n"), target)
 
     def test_frsd_too_slow(self):
         for lang in LANGS:

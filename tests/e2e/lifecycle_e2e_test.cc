@@ -821,12 +821,23 @@ TEST(LifecycleE2E, LimitsConnectionsAndTimeouts) {
   b.Close();
   // A request that does not complete in time gets 408.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  double timed_out = 0;
+  {
+    Client m(s.port());
+    timed_out = Metric(m, "frs_connections_timed_out_total");
+    ASSERT_GE(timed_out, 1);  // `a`, and `b` if its deadline came first
+  }
   Client slow(s.port());
   ASSERT_TRUE(slow.Send("GET /heal"));
   int64_t t0 = NowMs();
   HttpResponse t = slow.Read();
   EXPECT_EQ(t.status, 408);
   EXPECT_LT(NowMs() - t0, 1500);
+  // Held open after its 408, the connection is closed at the end of its
+  // linger: still one timeout (it counted two).
+  EXPECT_TRUE(slow.WaitClosed());
+  Client m(s.port());
+  EXPECT_EQ(Metric(m, "frs_connections_timed_out_total"), timed_out + 1);
   EXPECT_EQ(s.Stop(), 0);
 }
 

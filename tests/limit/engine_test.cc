@@ -114,6 +114,9 @@ TEST_F(EngineTest, ErrorsAndNumericIds) {
   EXPECT_EQ(Do(*e, Cmd::kAcquire, "nope", "k").status.code(), Status::Code::kNotFound);
   EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "").status.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "a\x01").status.code(), Status::Code::kInvalidArgument);
+  // A key the protocol refuses (no XML character): not made in-process
+  // either, where a lease of it could only have expired.
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "w\xef\xbf\xbe").status.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "k", 0).status.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "k", kMaxUses + 1).status.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(Do(*e, Cmd::kSet, "ad_user", "k", 1, -1).status.code(), Status::Code::kInvalidArgument);
@@ -227,6 +230,9 @@ TEST_F(EngineTest, BatchAcquireIsAllOrNothing) {
   EXPECT_EQ(d.status.message(), "cmd 200 is not a command (frs/decision.h: Cmd)");
   EXPECT_FALSE(d.allowed);
   EXPECT_STREQ(CmdName(bad.cmd), "?");
+  EXPECT_STREQ(AlgoName(static_cast<Algo>(200)), "?");
+  EXPECT_STREQ(ModeName(static_cast<Mode>(200)), "?");
+  EXPECT_STREQ(AlgoName(Algo::kConcurrency), "concurrency");
 }
 
 // A batch's members on one node are judged together: when no window could

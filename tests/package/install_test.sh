@@ -22,6 +22,10 @@ for f in usr/sbin/frsd usr/sbin/frsctl usr/bin/frsbench "usr/$libdir/libfrs.a" \
          usr/share/frs/frs-alerts.yml usr/share/frs/frs-dashboard.json; do
   [ -e "$r/$f" ] || fail "cmake --install did not install /$f"
 done
+# The CGI pages run as installed (fcgiwrap refuses a script that is not executable).
+for f in limit.py limit.sh; do
+  [ -x "$r/usr/share/doc/frsd/examples/cgi/$f" ] || fail "/usr/share/doc/frsd/examples/cgi/$f is not executable"
+done
 # Only the public API: nothing of src/ under include/.
 extra=$(find "$r/usr/include" -type f ! -path "*/include/frs/*.h")
 [ -z "$extra" ] || fail "internal files installed: $extra"

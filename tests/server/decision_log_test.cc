@@ -260,6 +260,18 @@ TEST(DecisionLog, AFullBufferDropsAndCountsWithoutWaiting) {
     // build beside CI's took 3 s against a bound of 2 that failed it).
     EXPECT_LT(took, std::chrono::seconds(30));
     EXPECT_GT(CounterGet(counters.dropped_full), 0u);
+    // Were the worker killed now (its writer stuck), the master would count
+    // what it kept and never wrote: on a copy, the log being alive.
+    DecisionLogCounters dead{};
+    for (auto [to, from] : {std::pair{&dead.kept, &counters.kept},
+                            {&dead.lines, &counters.lines},
+                            {&dead.dropped_failed, &counters.dropped_failed}})
+      CounterSet(*to, CounterGet(*from));
+    const uint64_t unwritten = kLines - CounterGet(counters.dropped_full) - CounterGet(counters.lines);
+    EXPECT_GT(unwritten, 0u);
+    EXPECT_EQ(DecisionLog::CountLost(&dead), unwritten);
+    EXPECT_EQ(CounterGet(dead.dropped_failed), unwritten);
+    EXPECT_EQ(DecisionLog::CountLost(&dead), 0u);  // counted once
     reader = std::thread([&] { messages = ReadMessages(sv[1]); });
     log->Flush();
   }
@@ -273,6 +285,9 @@ TEST(DecisionLog, AFullBufferDropsAndCountsWithoutWaiting) {
   EXPECT_EQ(lines, CounterGet(counters.lines));
   EXPECT_EQ(CounterGet(counters.lines) + CounterGet(counters.dropped_full), kLines);
   EXPECT_EQ(CounterGet(counters.dropped_failed), 0u);
+  // Everything kept was written: a worker that exits now took nothing.
+  EXPECT_EQ(CounterGet(counters.kept), CounterGet(counters.lines));
+  EXPECT_EQ(DecisionLog::CountLost(&counters), 0u);
 }
 
 TEST(DecisionLog, FailedWritesAreCountedAndNothingBreaks) {

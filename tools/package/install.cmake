@@ -114,10 +114,12 @@ foreach(pkg frsd libfrs-dev python3-frs-client)
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${FRS_DOC_GZ}
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/frsd COMPONENT daemon)
+# With their modes: the CGI pages are run as they are (fcgiwrap refuses a
+# script that is not executable).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/frontdoor ${PROJECT_SOURCE_DIR}/conf/cluster
                   ${PROJECT_SOURCE_DIR}/conf/envoy ${PROJECT_SOURCE_DIR}/examples/cgi
                   ${PROJECT_SOURCE_DIR}/examples/inprocess
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/frsd/examples COMPONENT daemon
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/frsd/examples COMPONENT daemon USE_SOURCE_PERMISSIONS
         PATTERN "*-data" EXCLUDE PATTERN "data" EXCLUDE PATTERN "*.log" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/clients/python/README.md
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/python3-frs-client COMPONENT python)
