@@ -238,7 +238,7 @@ std::vector<BizStats> EngineImpl::DailyStats() const {
 Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = map->Find(q.biz);
-  if (biz == nullptr) return Status::NotFound("unknown biz '" + q.biz + "'");
+  if (biz == nullptr) return UnknownBiz(q.biz);
   auto out = statistics_->ReadBy(biz->counters, biz->cfg.name, biz->cfg.Shape(), q, Today());
   if (!out.ok()) return out.status();
   out->biz_id = biz->cfg.id;
@@ -249,8 +249,7 @@ Result<GroupStats> EngineImpl::StatsBy(const GroupStatsQuery& q) const {
 Status EngineImpl::MergeStatsBy(const GroupStats& in, std::string_view receipt) {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = in.biz.empty() ? map->FindId(in.biz_id) : map->Find(in.biz);
-  if (biz == nullptr)
-    return Status::NotFound("unknown biz '" + (in.biz.empty() ? std::to_string(in.biz_id) : in.biz) + "'");
+  if (biz == nullptr) return UnknownBiz(in.biz.empty() ? std::to_string(in.biz_id) : in.biz);
   return statistics_->MergeBy(biz->counters, biz->cfg.name, biz->cfg.Shape(), in, receipt, Today(), clock_->NowMs());
 }
 

@@ -26,6 +26,7 @@
 #include "base/mutex.h"
 #include "frs/admin_engine.h"
 #include "frs/clock.h"
+#include "frs/percent_encode.h"
 #include "limit/map_config.h"
 #include "limit/node_op.h"
 #include "limit/rule_history.h"
@@ -110,9 +111,13 @@ inline Decision ErrorDecision(Status status) {
 inline bool CountsUses(Cmd c) { return c == Cmd::kQuery || c == Cmd::kUpdate || c == Cmd::kAcquire; }
 
 // NotFound "unknown biz 'NAME'", NAME cut at 64 bytes: it is echoed to
-// clients, and a 60 KB name must not come back whole.
+// clients, and a 60 KB name must not come back whole; its control bytes and
+// bytes that are not UTF-8 as %XX (a NUL cut the message a C program
+// printed: `unknown biz 'log`).
 inline Status UnknownBiz(std::string_view name) {
-  return Status::NotFound("unknown biz '" + std::string(name.substr(0, 64)) + (name.size() > 64 ? "...'" : "'"));
+  constexpr PercentTable kShown(0x20, 0x7e, "", PercentHigh::kKeyChars);
+  return Status::NotFound("unknown biz '" + PercentEncoded(name.substr(0, 64), kShown) +
+                          (name.size() > 64 ? "...'" : "'"));
 }
 
 // A node written under a larger layout (a rule removed since) holds more

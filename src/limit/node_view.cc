@@ -207,7 +207,7 @@ Result<NodeView> EngineImpl::View(const NodeInfo& node) const {
 Result<NodeView> EngineImpl::Inspect(std::string_view biz_name, std::string_view key) {
   std::shared_ptr<const Map> map = SharedMap();
   const Biz* biz = map->Find(biz_name);
-  if (biz == nullptr) return Status::NotFound("unknown biz '" + std::string(biz_name) + "'");
+  if (biz == nullptr) return UnknownBiz(biz_name);
   if (std::string why = ValidateKeyBytes(key); !why.empty()) return Status::InvalidArgument("bad key: " + why);
   auto node = store_->Get(KeyRef{biz->cfg.id, FingerprintOf(biz->cfg.id, key), key, static_cast<uint8_t>(key.size())});
   if (!node.ok()) {

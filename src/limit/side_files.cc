@@ -11,6 +11,7 @@
 
 #include "limit/lease_id.h"
 #include "limit/rule_history.h"
+#include "os/path_access.h"
 #include "os/store_dir.h"
 #include "stats/daily_stats.h"
 #include "stats/group_table.h"
@@ -21,14 +22,15 @@ namespace {
 
 namespace names = os::store_dir;
 
-bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
-
 SideFileReport Report(std::string path, AtStart at, Status status) {
   SideFileReport r;
-  r.exists = Exists(path);
+  // A directory this user may not search hides whether the file is there:
+  // said as such (its owner and mode), not as "absent: frsd creates it".
+  Result<bool> there = os::PathExists(path);
+  r.exists = !there.ok() || there.value();
   r.path = std::move(path);
   r.at_start = at;
-  r.status = r.exists ? std::move(status) : Status::OK();
+  r.status = !there.ok() ? there.status() : r.exists ? std::move(status) : Status::OK();
   return r;
 }
 
@@ -86,7 +88,7 @@ std::string LeaseKeyMissingWarning(const std::string& dir) {
   if (::access(path.c_str(), F_OK) == 0 || errno != ENOENT) return "";
   // A store that never served (frsctl init's) has given out no id: its
   // engine, which makes stats.frs and lease.key alike, never opened there.
-  if (!Exists(names::In(dir, names::kDailyStats))) return "";
+  if (::access(names::In(dir, names::kDailyStats).c_str(), F_OK) != 0) return "";
   return path +
          " is missing beside an existing store: frsd makes a new secret, and every lease and reservation id given "
          "out before answers 409 (their places and estimates are freed at their expiry); restore the file from a "

@@ -8,6 +8,7 @@
 #include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
+#include <filesystem>
 
 #include "os/output_file.h"
 #include "os/path_access.h"
@@ -33,14 +34,32 @@ bool MappedFile::IsAt(const std::string& path) const {
 Status MappedFile::CheckStillThere() const {
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(path_ + ": fstat", errno);
+  // Where the path leads now. Only an answer that names another file, or
+  // none, is a move: a stat refused (a directory's mode changed) says
+  // nothing of where the file is.
+  struct stat there;
+  const bool found = ::stat(at_.c_str(), &there) == 0;
+  const bool elsewhere =
+      found ? there.st_dev != st.st_dev || there.st_ino != st.st_ino : errno == ENOENT || errno == ENOTDIR;
   if (st.st_nlink == 0) {
     broken_.store(true, std::memory_order_release);
+    if (found && elsewhere)
+      return Status::Unavailable(path_ +
+                                 " was replaced by another file while in use (one renamed over it): its keys are "
+                                 "refused from now on; restart what uses the store to serve the file now there");
     return Status::Unavailable(path_ + " was deleted while in use; counts written to it since are not kept");
   }
   if (static_cast<uint64_t>(st.st_size) < size_) {
     broken_.store(true, std::memory_order_release);
     return Status::Unavailable(path_ + " was truncated while in use (" + std::to_string(st.st_size) + " of " +
                                std::to_string(size_) + " bytes)");
+  }
+  if (elsewhere) {
+    broken_.store(true, std::memory_order_release);
+    return Status::Unavailable(path_ +
+                               " no longer names the file in use (it was moved, or another was put in its place): "
+                               "its keys are refused from now on, since a restart would not find their counts "
+                               "there; move the file back and restart what uses the store");
   }
   return Status::OK();
 }
@@ -104,6 +123,9 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
     return Status::IOError(path + ": cannot map: " + e.what());
   }
   f->fd_ = std::move(fd);
+  std::error_code ec;
+  f->at_ = std::filesystem::absolute(path, ec).string();
+  if (ec) f->at_ = path;
   f->guard_ = RegisterGuardedMapping(f->data_, f->size_, &f->broken_);
   return f;
 }

@@ -57,7 +57,9 @@ class MappedFile {
   // nothing read from or written to it counts any more.
   bool broken() const { return broken_.load(std::memory_order_acquire); }
   // fstat: a file unlinked (st_nlink 0) or shorter than mapped is marked
-  // broken, with a message saying which.
+  // broken, with a message saying which; so is one whose path names another
+  // file now, or none (moved away, or replaced by a copy renamed over it):
+  // what it holds would not be at the path a restart opens.
   Status CheckStillThere() const;
   // Whether `path` names the very file this maps (same device and inode):
   // a creator that removes a file it could not finish removes only its own,
@@ -72,6 +74,7 @@ class MappedFile {
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   std::string path_;
+  std::string at_;  // path_ made absolute at the open: a later chdir moves no file
   bool created_ = false;
   bool read_only_ = false;
   mutable std::atomic<bool> broken_{false};

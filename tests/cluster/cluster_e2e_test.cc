@@ -373,6 +373,12 @@ TEST(ClusterE2E, AShardThatRefusesOrIsNotReadyStopsNoOtherShard) {
     Use(only_a, keys, 2);
     a.SetCluster(bc);  // a leaves: its nodes go to b and c
     std::string out;
+    // A dry run refuses where the run would (it went ahead, exit 0): a shard
+    // that runs another <cluster> is seen without a batch sent.
+    EXPECT_EQ(a.Handoff(&out, "", "--dry-run"), refuses ? 0 : 2) << out;
+    if (!refuses) {
+      EXPECT_NE(out.find("shard " + Name(c.port()) + " runs another"), std::string::npos) << out;
+    }
     EXPECT_EQ(a.Handoff(&out), refuses ? 3 : 2) << out;  // 2: srv.xml's peers need fixing first
     EXPECT_NE(out.find(refuses ? "shard " + Name(c.port()) + " refused a node"
                                : "shard " + Name(c.port()) + " runs another"),

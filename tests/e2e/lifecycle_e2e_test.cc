@@ -622,6 +622,20 @@ TEST(LifecycleE2E, AStoreFileDeletedOrTruncatedWhileServingIsAnsweredNotDiedOf) 
     // And /metrics, which answers on, says it (FrsStoreFileLost).
     EXPECT_EQ(Metric(h, "frs_store_file_lost"), 1);
     EXPECT_EQ(SortedWorkers(s), workers) << "a worker died";
+    if (!truncate) {
+      // frsctl says the counts are still in frsd and how to copy them out,
+      // where it advised restoring the file or starting it empty.
+      std::string ctl;
+      if (FILE* p = ::popen(("'" FRSCTL_PATH "' -c '" + s.config() + "' get login k1 2>&1").c_str(), "r")) {
+        char buf[4096];
+        for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) ctl.append(buf, n);
+        ::pclose(p);
+      }
+      EXPECT_NE(ctl.find("frs.1.store is missing while frsd (pid " + std::to_string(s.pid()) + ") runs on this store"),
+                std::string::npos)
+          << ctl;
+      EXPECT_EQ(ctl.find("--recreate-missing"), std::string::npos) << ctl;
+    }
     if (truncate || workers.size() < 2) {
       EXPECT_EQ(s.Stop(), 0) << "the master died or failed to stop\n" << s.log();
       continue;

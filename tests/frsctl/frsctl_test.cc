@@ -569,6 +569,16 @@ TEST_F(FrsctlTest, StoreOfAnotherGeometryIsRefused) {
   EXPECT_EQ(r.rc, 3);
   EXPECT_NE(r.err.find("keynodes"), std::string::npos) << r.err;
   EXPECT_EQ(Lines(r.err).size(), 1u);
+  // init called such a store complete, nothing to do (exit 0), srv.xml's
+  // geometry in its --json: frsd refuses it.
+  for (const auto& args : {std::vector<std::string>{"init"}, {"init", "--json"}, {"init", "--recreate-missing"}}) {
+    r = Ctl(args, "other.xml");
+    EXPECT_EQ(r.rc, 3) << r.out;
+    EXPECT_NE(r.err.find("files=2 keynodes=256 chain=8, and srv.xml says files=2 keynodes=512 chain=8"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 TEST_F(FrsctlTest, SetGetDelAndAbsentKeyExitsOne) {
@@ -604,6 +614,15 @@ TEST_F(FrsctlTest, SetGetDelAndAbsentKeyExitsOne) {
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("deleted"), std::string::npos);
   EXPECT_EQ(Ctl({"get", "login", "user:42"}).rc, 1);
+  // A key refused for its length is named by its start (70,000 bytes came
+  // back whole in the message).
+  for (const char* cmd : {"get", "explain"}) {
+    r = Ctl({cmd, "login", std::string(70000, 'a')});
+    EXPECT_EQ(r.rc, 2) << cmd;
+    EXPECT_NE(r.err.find("bad key \"" + std::string(64, 'a') + "...\": key is 70000 bytes"), std::string::npos)
+        << cmd << ": " << r.err.substr(0, 200);
+    EXPECT_LT(r.err.size(), 300u) << cmd;
+  }
 }
 
 TEST_F(FrsctlTest, ResetErasesEveryNodeOfOneBiz) {
@@ -1512,6 +1531,12 @@ TEST_F(FrsctlTest, ImportOfABizMissingFromTheMapIsRefusedAndChangesNothing) {
   r = Ctl({"import", dir_ / "backup.jsonl"}, "new.xml");
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(Counts("new.xml").empty());  // no line applied
+
+  // A directory for the file: named (it read "reading the import input
+  // failed"), nothing changed.
+  r = Ctl({"import", dir_.path()}, "new.xml");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find(dir_.path() + ": is a directory, not an export file"), std::string::npos) << r.err;
 
   // A bad line anywhere refuses the whole file.
   std::string text = ReadFile(dir_ / "backup.jsonl");

@@ -112,6 +112,10 @@ TEST_F(EngineTest, ErrorsAndNumericIds) {
   WriteMap(kAdMap);
   auto e = OpenEngine();
   EXPECT_EQ(Do(*e, Cmd::kAcquire, "nope", "k").status.code(), Status::Code::kNotFound);
+  // Echoed with what a C string or a terminal would not show as %XX.
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, std::string_view("log\0in\x1b", 7), "k").status.message(),
+            "unknown biz 'log%00in%1B'");
+  EXPECT_EQ(Do(*e, Cmd::kAcquire, "caf\xc3\xa9", "k").status.message(), "unknown biz 'caf\xc3\xa9'");
   EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "").status.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(Do(*e, Cmd::kAcquire, "ad_user", "a\x01").status.code(), Status::Code::kInvalidArgument);
   // A key the protocol refuses (no XML character): not made in-process

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -48,6 +50,34 @@ TEST(SideFiles, CleanFilesAreCleanAndMissingOnesAreCreatedByFrsd) {
   auto said = PrepareSideFiles(dir);
   ASSERT_TRUE(said.ok());
   EXPECT_TRUE(said->empty());
+}
+
+// A store directory this user may not search hides whether its files are
+// there: verify called them "absent: frsd creates it". They are unreadable,
+// with the directory's owner and mode. (A child as nobody: root searches
+// any directory.)
+TEST(SideFiles, AFileInADirectoryThisUserMayNotSearchIsNotAbsent) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user (CI runs as root)";
+  frs::testing::TempDir d;
+  const std::string dir = d / "store";
+  std::filesystem::create_directory(dir);
+  MakeFiles(dir);
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(10);
+    int bad = 0;
+    for (const SideFileReport& r : CheckSideFiles(dir)) {
+      if (!r.exists || r.status.ok() || r.status.message().find("permission denied") == std::string::npos) ++bad;
+      if (r.AtStartText() == "frsd creates it") ++bad;
+    }
+    ::_exit(bad == 0 ? 0 : 20 + bad);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "10: could not become nobody; 20+N: N reports called absent or clean";
 }
 
 // A damaged denials.frs or rules.history was taken without a word (the

@@ -93,6 +93,38 @@ TEST(Store, AGetOnAFileTruncatedUnderItIsTheFilesErrorNotNoSuchNode) {
   EXPECT_NE(got.status().message().find("truncated while in use"), std::string::npos) << got.status().ToString();
 }
 
+// A store file moved away, or replaced by a copy renamed over it, while in
+// use: its path names another file or none, so what this process writes
+// would not be where a restart looks. CheckFiles says so and its keys are
+// refused (a check from outside saw both serve on, unseen); a chdir after
+// the open moves nothing.
+TEST(Store, AFileMovedOrReplacedUnderItIsSeenByCheckFiles) {
+  for (bool replace : {false, true}) {
+    TempDir d;
+    auto s = MustOpen(Opts(d.path(), 1, 64, 8));
+    Key k = MakeKey(1, std::string("user:42"));
+    ASSERT_TRUE(Incr(s.get(), k, 3).ok());
+    const std::filesystem::path file = std::filesystem::path(d.path()) / "frs.0.store";
+    const std::filesystem::path cwd = std::filesystem::current_path();
+    std::filesystem::current_path("/");
+    EXPECT_TRUE(s->CheckFiles().ok());
+    std::filesystem::current_path(cwd);
+    if (replace) {
+      std::filesystem::copy_file(file, file.string() + ".copy");
+      std::filesystem::rename(file.string() + ".copy", file);
+    } else {
+      std::filesystem::rename(file, file.string() + ".moved");
+    }
+    Status st = s->CheckFiles();
+    EXPECT_EQ(st.code(), Status::Code::kUnavailable) << replace;
+    EXPECT_NE(st.message().find(replace ? "frs.0.store was replaced by another file while in use"
+                                        : "frs.0.store no longer names the file in use"),
+              std::string::npos)
+        << st.message();
+    EXPECT_FALSE(Incr(s.get(), k, 1).ok()) << replace;
+  }
+}
+
 // The master's periodic flush (Flush(false)) must start the writeback of the
 // dirty pages, so that an OS crash loses at most about one flush interval. It
 // used msync(MS_ASYNC), which on Linux starts nothing: pages stayed dirty

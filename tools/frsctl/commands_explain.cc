@@ -141,7 +141,7 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
   Result<uint16_t> id = ResolveBizArg(s, a.biz);
   if (!id.ok()) return id.status();
   if (std::string why = ValidateKeyBytes(a.key); !why.empty())
-    return Status::InvalidArgument("bad key \"" + Printable(a.key) + "\": " + why);
+    return Status::InvalidArgument("bad key \"" + PrintableHead(a.key) + "\": " + why);
   const int64_t now = s.NowMs();
   Result<NodeView> v = s.engine->Inspect(a.biz, a.key);
   if (!v.ok() && !v.status().IsNotFound()) return v.status();

@@ -535,6 +535,15 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   std::vector<Entry> entries;
   Failures failed;
   std::set<std::string> unready;  // shards left out of this run
+  // A shard that cannot be reached, or runs another <cluster>, is left out
+  // of this run (its nodes stay here, or in the spool); the others are
+  // handed theirs. A dry run asks them too, and fails as the run would.
+  for (size_t i = 0; i < ring.shards().size(); ++i)
+    if (static_cast<long>(i) != self)
+      if (Status st = CheckPeer(ring.shards()[i].name, ring); !st.ok()) {
+        failed.Add(st);
+        unready.insert(ring.shards()[i].name);
+      }
   if (!a.dry_run) {
     std::vector<SpoolRecord> records;
     std::string cut;
@@ -542,15 +551,6 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       return st;
     if (!cut.empty()) std::fprintf(stderr, "frsctl: %s\n", cut.c_str());
     if (Status st = ParseRecords(records, &entries); !st.ok()) return st;
-    // A shard that cannot be reached, or runs another <cluster>, is left
-    // out of this run (its nodes stay here, or in the spool); the others
-    // are handed theirs.
-    for (size_t i = 0; i < ring.shards().size(); ++i)
-      if (static_cast<long>(i) != self)
-        if (Status st = CheckPeer(ring.shards()[i].name, ring); !st.ok()) {
-          failed.Add(st);
-          unready.insert(ring.shards()[i].name);
-        }
     // An interrupted run's entries: room for every mark they may still
     // need, before any of them is erased.
     uint64_t room = 0;

@@ -172,7 +172,9 @@ Result<Checked> CheckAll(std::istream& in, const BizPolicy& policy, AdminEngine&
     ++c.lines;
     ++c.per_biz[target];
   }
-  if (in.bad()) return Status::IOError("reading the import input failed");
+  if (in.bad())
+    return Status::IOError("reading the import input failed after line " + std::to_string(lineno) +
+                           " (an I/O error: nothing was changed)");
   if (refused != 0)
     return Status::InvalidArgument("import refused, nothing changed: " + first_error +
                                    (refused > 1 ? " (and " + std::to_string(refused - 1) + " more bad lines)" : ""));
@@ -187,6 +189,11 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   // store directory, that user's identity for what is made there.
   std::ifstream file;
   if (!a.file.empty()) {
+    // A directory opens as a stream and fails at its first read, which
+    // said only "reading the import input failed".
+    std::error_code ec;
+    if (std::filesystem::is_directory(a.file, ec))
+      return Status::InvalidArgument(a.file + ": is a directory, not an export file (frsctl export writes one)");
     file.open(a.file, std::ios::binary);
     if (!file) return Status::NotFound(a.file + ": cannot open the import file: " + std::strerror(errno));
   }

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "commands.h"
@@ -46,10 +47,21 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   if (missing.empty()) {
     // Every file there is not a store that opens: one truncated, of another
     // magic or damaged was called complete, "nothing to do", exit 0.
-    if (Result<StoreOnDisk> on_disk = InspectStoreFiles(s.cfg.store_dir); !on_disk.ok())
+    Result<StoreOnDisk> on_disk = InspectStoreFiles(s.cfg.store_dir);
+    if (!on_disk.ok())
       return Status::Corruption(on_disk.status().message() +
                                 " (the store's files are all here: init makes missing ones only; `frsctl verify` says "
                                 "what each holds, and `--repair` rebuilds a damaged header)");
+    // Nor one of another geometry than srv.xml's, which frsd refuses.
+    if (const StoreGeometry& d = on_disk->geometry;
+        d.files != g.files || d.keynodes != g.keynodes || d.chain != g.chain)
+      return Status::Mismatch(s.cfg.store_dir +
+                              ": the store's files are all here, of files=" + std::to_string(d.files) +
+                              " keynodes=" + std::to_string(d.keynodes) + " chain=" + std::to_string(d.chain) +
+                              ", and srv.xml says files=" + std::to_string(g.files) +
+                              " keynodes=" + std::to_string(g.keynodes) + " chain=" + std::to_string(g.chain) +
+                              ": frsd will not start on it (a store is never reinterpreted: set srv.xml's <store> to "
+                              "the store's geometry, or change the store's with frsctl grow)");
     // Nor one beside a file frsd's start refuses (stats.frs truncated, say).
     for (const SideFileReport& f : CheckStoreSideFiles(s.cfg.store_dir))
       if (f.RefusesStart())

@@ -16,7 +16,7 @@ Result<uint16_t> CheckNodeArgs(const Session& s, const std::string& biz, const s
   Result<uint16_t> id = ResolveBizArg(s, biz);
   if (!id.ok()) return id;
   if (std::string why = ValidateKeyBytes(key); !why.empty())
-    return Status::InvalidArgument("bad key \"" + Printable(key) + "\": " + why);
+    return Status::InvalidArgument("bad key \"" + PrintableHead(key) + "\": " + why);
   return id;
 }
 

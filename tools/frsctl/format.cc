@@ -115,6 +115,11 @@ std::string Percent(uint64_t part, uint64_t whole) {
   return buf;
 }
 
+std::string PrintableHead(const std::string& bytes) {
+  constexpr size_t kShown = 64;
+  return bytes.size() <= kShown ? Printable(bytes) : Printable(bytes.substr(0, kShown)) + "...";
+}
+
 std::string Printable(const std::string& bytes) {
   std::string out;
   out.reserve(bytes.size());

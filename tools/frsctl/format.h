@@ -40,6 +40,10 @@ std::string Grouped(uint64_t v);
 std::string Percent(uint64_t part, uint64_t whole);
 // Printable form of stored key bytes: control bytes and quotes escaped.
 std::string Printable(const std::string& bytes);
+// Printable() of the first 64 bytes, "..." after it when `bytes` is longer:
+// for a message about a key refused for its length (a 70,000-byte key came
+// back whole in its error).
+std::string PrintableHead(const std::string& bytes);
 
 // An HTTP client's failure without the server's name it starts with
 // ("HOST:PORT: connect: ..."), for a line that names the shard already.

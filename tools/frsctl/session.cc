@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -80,9 +81,15 @@ std::string WhatDoesNotLoad(const Session& s, const Status& st) {
 
 void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo) {
   std::string disk;
-  const bool differs =
-      !ReadRegularFile(s->cfg.map_path, &disk) || MapDigest(disk) != rc.map_digest || rc.map_path != s->cfg.map_path;
-  if (say && differs)
+  const bool readable = ReadRegularFile(s->cfg.map_path, &disk);
+  const bool differs = !readable || MapDigest(disk) != rc.map_digest || rc.map_path != s->cfg.map_path;
+  std::error_code ec;
+  if (say && !readable && !std::filesystem::exists(s->cfg.map_path, ec))
+    std::fprintf(stderr,
+                 "frsctl: %s is missing (a reload of frsd would fail on it); showing the map frsd (pid %lld) runs, "
+                 "%s as it was loaded\n",
+                 s->cfg.map_path.c_str(), static_cast<long long>(rc.pid), rc.map_path.c_str());
+  else if (say && differs)
     std::fprintf(stderr,
                  "frsctl: %s is not the map frsd (pid %lld) runs (changed since it was loaded, or refused at its "
                  "reload: frsd's log says which); showing the map frsd runs, %s as it was loaded\n",
@@ -116,6 +123,29 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
   s->running = std::move(rc);
 }
 
+// A store file missing while frsd runs on the store: deleted under it, and
+// every count it held is still in frsd's processes, which map it. The
+// store's own advice (restore it, or start it empty) would lose them; this
+// says how to keep them (docs/store.md). Empty when frsd does not run or
+// no file is missing.
+std::string MissingUnderARunningFrsd(const Session& s) {
+  const pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile);
+  if (pid <= 0) return "";
+  std::string missing;
+  for (uint32_t i = 0; i < s.cfg.geometry.files; ++i) {
+    const std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
+    if (::access(p.c_str(), F_OK) != 0 && errno == ENOENT) missing += (missing.empty() ? "" : ", ") + p;
+  }
+  if (missing.empty()) return "";
+  const std::string p = std::to_string(pid);
+  return missing + " is missing while frsd (pid " + p +
+         ") runs on this store: it was deleted under frsd, which still maps it, every count in it. Before "
+         "stopping frsd, copy it out of the process: `ls -l /proc/" +
+         p + "/fd | grep '(deleted)'` names it, and `cp /proc/" + p +
+         "/fd/N` onto another file system keeps it; then stop frsd, move the copy to its name, run `frsctl verify` "
+         "and start frsd (docs/store.md, \"a store file deleted while serving\")";
+}
+
 }  // namespace
 
 Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
@@ -139,6 +169,8 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   Result<std::unique_ptr<Store>> store = Store::Open(so);
   if (!store.ok()) {
     const Status& st = store.status();
+    if (st.IsNotFound())
+      if (std::string held = MissingUnderARunningFrsd(*s); !held.empty()) return Status::NotFound(held);
     if (st.IsNotFound())
       return Status::NotFound(st.message() + (st.message().find("frsctl init") != std::string::npos
                                                   ? std::string()
