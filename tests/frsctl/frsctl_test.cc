@@ -596,6 +596,13 @@ TEST_F(FrsctlTest, SetGetDelAndAbsentKeyExitsOne) {
   EXPECT_EQ(v.Find("count")->number, 3);
   ASSERT_EQ(v.Find("rules")->items.size(), 1u);
   EXPECT_EQ(v.Find("rules")->items[0].Find("count")->number, 3);
+  // set --json names its rules as get --json does.
+  r = Ctl({"set", "--json", "login", "user:42", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue set = Parse(r.out);
+  ASSERT_EQ(set.Find("rules")->items.size(), 1u);
+  ASSERT_NE(set.Find("rules")->items[0].Find("name"), nullptr) << r.out;
+  EXPECT_EQ(set.Find("rules")->items[0].Find("name")->text, v.Find("rules")->items[0].Find("name")->text);
 
   // A sliding window of max 1 keeps one use: set 2 says what it holds,
   // not "count set to 1" of a count the operator did not ask for.

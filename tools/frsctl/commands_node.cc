@@ -69,7 +69,8 @@ void PrintDecisionJson(const std::string& biz, const std::string& key, const cha
   j.Key("rules").BeginArray();
   for (uint32_t i = 0; i < d.nrules && i < kMaxRulesPerBiz; ++i) {
     const RuleResult& r = d.rules[i];
-    j.BeginObject().Key("algo").String(AlgoName(r.algo)).Key("interval").Uint(r.interval);
+    // Named as get's rules are (map.xml's name, else BIZ_N).
+    j.BeginObject().Key("name").String(r.name).Key("algo").String(AlgoName(r.algo)).Key("interval").Uint(r.interval);
     j.Key("count").Int(r.count).Key("limit").Int(r.limit).Key("remaining").Int(r.remaining);
     j.Key("reset").Int(r.reset).Key("debt").Int(r.debt).Key("allowed").Bool(r.allowed);
     j.EndObject();
