@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
+#include <charconv>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -195,6 +196,15 @@ void AcceptPrefs::Fold(std::string_view field) {
   }
 }
 
+std::string_view HttpRequestParser::LimitText(std::string_view before, uint32_t limit, std::string_view after) {
+  char* p = limit_text_;
+  char* const end = limit_text_ + sizeof limit_text_;
+  p += before.copy(p, std::min<size_t>(before.size(), static_cast<size_t>(end - p)));
+  p = std::to_chars(p, end, limit).ptr;
+  p += after.copy(p, std::min<size_t>(after.size(), static_cast<size_t>(end - p)));
+  return std::string_view(limit_text_, static_cast<size_t>(p - limit_text_));
+}
+
 void HttpRequestParser::Reset() {
   head_ = HttpHead{};
   consumed_ = 0;
@@ -292,10 +302,12 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
         error_message_ = "a request with Transfer-Encoding is not accepted: send the body with Content-Length alone";
       } else if (ec == http::error::header_limit) {
         error_status_ = 431;
-        error_message_ = "the request line and headers exceed srv.xml's <limits header_bytes> (16384 by default)";
+        error_message_ = LimitText("the request line and headers exceed ", max_header_bytes_,
+                                   " bytes (srv.xml's <limits header_bytes>)");
       } else if (ec == http::error::body_limit) {
         error_status_ = 413;
-        error_message_ = "the request body exceeds srv.xml's <limits body_bytes> (65536 by default)";
+        error_message_ =
+            LimitText("the request body exceeds ", max_body_bytes_, " bytes (srv.xml's <limits body_bytes>)");
       } else {
         error_status_ = 400;
         error_message_ = DescribeError(ec, fragment_, std::string_view(base, available));

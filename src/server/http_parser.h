@@ -106,8 +106,13 @@ class HttpRequestParser {
   bool transfer_encoding_ = false;  // the request named a Transfer-Encoding
   bool fragment_ = false;           // the target holds a '#'
 
+  // `before`, `limit` in decimal, `after`, in limit_text_: a 413's or 431's
+  // message names the limit in force (it named the default).
+  std::string_view LimitText(std::string_view before, uint32_t limit, std::string_view after);
+
   int error_status_ = 0;
-  std::string_view error_message_;  // static text
+  std::string_view error_message_;  // static text, or limit_text_
+  char limit_text_[112];            // a 413's or 431's message (the parser is neither copied nor moved)
 };
 
 }  // namespace frs::server

@@ -112,6 +112,14 @@ namespace {
 bool Unknown(std::string_view name, ProtocolError* err) {
   return Fail(err, 400, "unknown attribute \"" + std::string(name.substr(0, 64)) + "\" on <request>");
 }
+// receipt, node or replace where no cmd="merge" comes first: said as such
+// (a receipt before cmd="merge" read as an unknown attribute).
+bool MergeOnly(std::string_view name, bool have_cmd, ProtocolError* err) {
+  if (!have_cmd)
+    return Fail(err, 400,
+                "attribute \"" + std::string(name) + "\" comes after cmd=\"merge\" (its own attributes follow it)");
+  return Fail(err, 400, "attribute \"" + std::string(name) + "\" is cmd=\"merge\"'s only");
+}
 }  // namespace
 
 bool RequestAttrs::Add(std::string_view name, std::string_view value, ProtocolError* err) {
@@ -164,19 +172,19 @@ bool RequestAttrs::AddOther(AttrName which, std::string_view name, std::string_v
     // receipt and node only after cmd="merge": before it, or for any other
     // cmd, they are unknown attributes.
     case AttrName::kReceipt:
-      if (r->cmd != Cmd::kMerge) return Unknown(name, err);
+      if (r->cmd != Cmd::kMerge || !have_cmd_) return MergeOnly(name, have_cmd_, err);
       dup = !r->receipt.empty();
       r->receipt = value;
       break;
     case AttrName::kNode:
-      if (r->cmd != Cmd::kMerge) return Unknown(name, err);
+      if (r->cmd != Cmd::kMerge || !have_cmd_) return MergeOnly(name, have_cmd_, err);
       dup = !r->node.empty();
       r->node = value;
       break;
     case AttrName::kReplace:
       // The sent node takes the place of this store's (a copy when replicas
       // are switched on, docs/cluster.md), instead of being summed into it.
-      if (r->cmd != Cmd::kMerge) return Unknown(name, err);
+      if (r->cmd != Cmd::kMerge || !have_cmd_) return MergeOnly(name, have_cmd_, err);
       if (value != "0" && value != "1") return Fail(err, 400, "replace must be 0 or 1");
       dup = r->has_replace;
       r->has_replace = true;

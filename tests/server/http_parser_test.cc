@@ -91,6 +91,11 @@ TEST(HttpParser, ABadRequestLineNamesItsFault) {
 TEST(HttpParser, HeaderTooLargeIs431) {
   HttpRequestParser p(1024, 65536);
   EXPECT_EQ(ErrorStatusOf(p, "GET / HTTP/1.1\r\nX: " + std::string(2000, 'a') + "\r\n\r\n"), 431);
+  // The limit in force, not the default (which a configured one made wrong).
+  EXPECT_EQ(p.error_message(), "the request line and headers exceed 1024 bytes (srv.xml's <limits header_bytes>)");
+  HttpRequestParser b(16384, 2048);
+  EXPECT_EQ(ErrorStatusOf(b, "POST /frs HTTP/1.1\r\nContent-Length: 2049\r\n\r\n" + std::string(2049, 'a')), 413);
+  EXPECT_EQ(b.error_message(), "the request body exceeds 2048 bytes (srv.xml's <limits body_bytes>)");
 }
 
 // The limit is the configured one, byte for byte, whether the header comes

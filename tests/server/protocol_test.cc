@@ -111,6 +111,27 @@ TEST(Protocol, RejectsBadRequestsWith400AndASentence) {
   for (const char* text : bad) ExpectRefusedWith400(text);
 }
 
+// merge's own attributes before its cmd, or on another cmd: said so, not
+// called unknown (protocol.md: "both required, after cmd").
+TEST(Protocol, MergeAttributesNameTheirPlace) {
+  for (const auto& [text, msg] : std::vector<
+           std::pair<std::string,
+                     std::string>>{{"<request receipt=\"r7\" cmd=\"merge\" node=\"{}\"/>",
+                                    "attribute \"receipt\" comes after cmd=\"merge\" (its own attributes follow it)"},
+                                   {"<request cmd=\"query\" biz=\"a\" key=\"k\" node=\"{}\"/>",
+                                    "attribute \"node\" is cmd=\"merge\"'s only"}}) {
+    XmlRequestDecoder d;
+    std::string buf = text;
+    Decoded r = DecodeText(d, buf);
+    EXPECT_FALSE(r.ok) << text;
+    EXPECT_EQ(r.err.status, 400);
+    EXPECT_EQ(r.err.msg, msg);
+  }
+  XmlRequestDecoder d;
+  std::string ok = "<request cmd=\"merge\" receipt=\"r7\" node=\"{}\"/>";
+  EXPECT_TRUE(DecodeText(d, ok).ok);
+}
+
 TEST(Protocol, KeyOf255BytesIsFineAnd256IsNot) {
   XmlRequestDecoder d;
   std::string ok = "<request cmd=\"acquire\" biz=\"a\" key=\"" + std::string(255, 'k') + "\"/>";
