@@ -388,6 +388,8 @@ def check_address(name):
     take "http" for 80), a DNS name or IPv4 address, or an IPv6 one in
     brackets: a shard that is none would fail every call it owns, which
     fail="open" would answer allowed without a word."""
+    if name[:5] in ("unix:", "UNIX:"):
+        return "a unix: socket, which this client (TCP only) cannot reach"
     host, colon, port = name.rpartition(":")
     if not colon:
         return "it has no :port"

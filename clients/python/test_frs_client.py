@@ -444,6 +444,7 @@ class RingTest(unittest.TestCase):
             (":8300", "its host is empty"),
             ("[1.2.3.4]:8300", 'its host "[1.2.3.4]" is not an IPv6 address in brackets'),
             ("a/b:8300", 'its host "a/b" is not a DNS name or IP address'),
+            ("unix:/run/frs.sock", "a unix: socket, which this client (TCP only) cannot reach"),
         ):
             with self.assertRaises(ValueError) as e:
                 Client(bad)

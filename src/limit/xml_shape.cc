@@ -60,14 +60,19 @@ std::optional<XmlShapeProblem> FindXmlShapeProblem(const pugi::xml_document& doc
         return XmlShapeProblem{n.offset_debug() + static_cast<std::ptrdiff_t>(at == std::string_view::npos ? 0 : at),
                                std::string("text outside <") + root + ">"};
       }
-      case pugi::node_doctype:
-        // `<!DOCTYPE frs>` says nothing; one with an internal subset declares
-        // what nothing here reads.
-        if (std::string_view(n.value()).find('[') != std::string_view::npos)
+      case pugi::node_doctype: {
+        // `<!DOCTYPE frs>` says nothing; anything after the name (a SYSTEM
+        // or PUBLIC DTD, an internal subset) declares what nothing here
+        // reads.
+        std::string_view v = n.value();
+        v = v.substr(0, v.find_last_not_of(" \t\r\n") + 1);
+        if (v.find_first_of(" \t\r\n[") != std::string_view::npos)
           return XmlShapeProblem{n.offset_debug(),
-                                 "a <!DOCTYPE> that declares entities or a DTD: neither is read (an entity "
-                                 "reference stays as written); write the values out and drop the declarations"};
+                                 "a <!DOCTYPE> that names a DTD or declares entities: neither is read (an entity "
+                                 "reference stays as written); write the values out and keep at most "
+                                 "<!DOCTYPE name>"};
         break;
+      }
       default: break;  // the declaration or a processing instruction
     }
   }

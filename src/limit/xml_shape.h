@@ -6,9 +6,9 @@
 // reader that looks it up by name, the first for one that walks them), are
 // not errors to it. In a configuration each is a typo that silently drops
 // or changes a limit, so both files are refused whole for them. So is a
-// doctype that declares anything (entities, an internal DTD): pugixml
-// neither expands nor applies it, so a value written as `&name;` would
-// reach the setting as those bytes.
+// doctype that holds more than its name (a SYSTEM or PUBLIC DTD, entities
+// declared inside it): pugixml neither reads nor applies a DTD, so a value
+// written as `&name;` would reach the setting as those bytes.
 #pragma once
 
 #include <cstddef>

@@ -8,6 +8,7 @@
 #include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 
 #include "os/output_file.h"
@@ -54,7 +55,15 @@ Status MappedFile::CheckStillThere() const {
     return Status::Unavailable(path_ + " was truncated while in use (" + std::to_string(st.st_size) + " of " +
                                std::to_string(size_) + " bytes)");
   }
-  if (elsewhere) {
+  // No file at the path: a move, unless the path comes back within
+  // kAbsentNs (a symbolic link or a directory swapped in two steps, which
+  // leave it missing for an instant). Another file there is a move at once.
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t since = absent_since_ns_.load(std::memory_order_relaxed);
+  if (!elsewhere || found) absent_since_ns_.store(0, std::memory_order_relaxed);
+  else if (since == 0) absent_since_ns_.store(since = now_ns, std::memory_order_relaxed);
+  if (elsewhere && (found || now_ns - since >= kAbsentNs)) {
     broken_.store(true, std::memory_order_release);
     return Status::Unavailable(path_ +
                                " no longer names the file in use (it was moved, or another was put in its place): "

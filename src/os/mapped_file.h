@@ -58,8 +58,8 @@ class MappedFile {
   bool broken() const { return broken_.load(std::memory_order_acquire); }
   // fstat: a file unlinked (st_nlink 0) or shorter than mapped is marked
   // broken, with a message saying which; so is one whose path names another
-  // file now, or none (moved away, or replaced by a copy renamed over it):
-  // what it holds would not be at the path a restart opens.
+  // file now, or none for 2 s (moved away, or replaced by a copy renamed
+  // over it): what it holds would not be at the path a restart opens.
   Status CheckStillThere() const;
   // Whether `path` names the very file this maps (same device and inode):
   // a creator that removes a file it could not finish removes only its own,
@@ -75,6 +75,10 @@ class MappedFile {
   uint64_t size_ = 0;
   std::string path_;
   std::string at_;  // path_ made absolute at the open: a later chdir moves no file
+  // When CheckStillThere first found no file at at_ (0: one is there). A
+  // path missing for kAbsentNs is a move; a shorter gap is not.
+  static constexpr int64_t kAbsentNs = 2'000'000'000;
+  mutable std::atomic<int64_t> absent_since_ns_{0};
   bool created_ = false;
   bool read_only_ = false;
   mutable std::atomic<bool> broken_{false};

@@ -1,6 +1,7 @@
 #include "server/connection.h"
 
 #include <cstring>
+#include <utility>
 
 namespace frs::server {
 
@@ -295,7 +296,7 @@ void Connection::Refuse(std::string_view response) {
 }
 
 bool Connection::OnTimeout() {
-  const bool was_open = state_ == State::kOpen;
+  const bool first = !std::exchange(timed_out_, true);
   if (grpc_) {
     // A stream left unfinished, or an idle connection: GOAWAY, then close.
     if (state_ == State::kOpen) {
@@ -303,19 +304,19 @@ bool Connection::OnTimeout() {
       grpc_->Drain(&out_);
       Seal();
       state_ = State::kClosing;
-      return was_open;
+      return first;
     }
     state_ = State::kClosed;
-    return was_open;
+    return first;
   }
   if (state_ == State::kOpen && req_ < end_ && !WantsWrite()) {
     handler_->HandleFailure(408, "the request was not received completely in time", req_start_ns_, &out_);
     state_ = State::kClosing;
     linger_ = !peer_closed_;
-    return was_open;
+    return first;
   }
   state_ = State::kClosed;
-  return was_open;
+  return first;
 }
 
 }  // namespace frs::server

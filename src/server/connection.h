@@ -159,9 +159,9 @@ class Connection : public DeadlineNode {
   // response to the request in progress.
   void BeginShutdown();
   // The deadline passed: 408 for a partial request, plain close otherwise.
-  // True when it ended the connection's use (it was open); false when it
-  // only ended a close already under way (a 408 or GOAWAY lingering), which
-  // is not another timeout to count.
+  // True the first time; false when it ends a close an earlier timeout
+  // began (its 408 or GOAWAY lingering), which is not another timeout to
+  // count. (A close the client asked for, whose answer it never read, is.)
   bool OnTimeout();
   // Answers `response` (a complete HTTP response that says Connection:
   // close) without reading a request, then lingers: our side is shut down
@@ -207,6 +207,7 @@ class Connection : public DeadlineNode {
   bool shutting_down_ = false;
   bool continue_sent_ = false;
   bool linger_ = false;       // close through kLingering
+  bool timed_out_ = false;    // a deadline has passed once: the next ends the close it began
   int64_t req_start_ns_ = 0;  // first byte of the current request arrived
   int64_t last_read_ns_ = 0;
   uint64_t progress_ = 0;

@@ -96,6 +96,10 @@ void DecisionLog::Append(std::string_view line) {
     // Full: the writer is behind (a slow disk). Dropping keeps the answer
     // on time; the line is counted.
     if (active_.size() + line.size() <= capacity_) {
+      // Counted before the writer can take it (under the lock), so `lines`
+      // never passes `kept`: a kill between the two costs at most one line
+      // counted lost that was never there.
+      CounterAdd(counters_->kept);
       active_.append(line);
       kept = true;
       // Woken early only as a quarter fills; otherwise the writer's own pace
@@ -104,7 +108,6 @@ void DecisionLog::Append(std::string_view line) {
     }
   }
   if (!kept) CounterAdd(counters_->dropped_full);
-  else CounterAdd(counters_->kept);
   if (wake) wake_.notify_one();
 }
 

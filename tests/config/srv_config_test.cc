@@ -195,7 +195,7 @@ TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
   ExpectError(
       "<?xml version=\"1.0\"?>\n<!DOCTYPE frs [\n<!ENTITY dir \"/var/lib/frs\">\n]>\n<frs>\n<map>m.xml</map>\n"
       "<store dir=\"&dir;\"/>\n</frs>",
-      "2", "a <!DOCTYPE> that declares entities or a DTD: neither is read");
+      "2", "a <!DOCTYPE> that names a DTD or declares entities: neither is read");
   // No path at all: said so (it read ":1: cannot resolve path: Invalid argument").
   auto empty = LoadSrvConfig("");
   ASSERT_FALSE(empty.ok());

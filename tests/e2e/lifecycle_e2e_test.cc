@@ -631,9 +631,13 @@ TEST(LifecycleE2E, AStoreFileDeletedOrTruncatedWhileServingIsAnsweredNotDiedOf) 
         for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) ctl.append(buf, n);
         ::pclose(p);
       }
-      EXPECT_NE(ctl.find("frs.1.store is missing while frsd (pid " + std::to_string(s.pid()) + ") runs on this store"),
+      const std::string pid = std::to_string(s.pid());
+      EXPECT_NE(ctl.find("frs.1.store is missing while frsd (pid " + pid +
+                         ") runs on this store: it was deleted "
+                         "under frsd, which still holds it"),
                 std::string::npos)
           << ctl;
+      EXPECT_NE(ctl.find("`cp /proc/" + pid + "/fd/"), std::string::npos) << ctl;
       EXPECT_EQ(ctl.find("--recreate-missing"), std::string::npos) << ctl;
     }
     if (truncate || workers.size() < 2) {

@@ -95,6 +95,9 @@ TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
                 .rfind("map.xml:1: a <!DOCTYPE> that", 0),
             0u);
   EXPECT_EQ(ErrorOf("<!DOCTYPE map>\n<map>" + biz + "</map>"), "OK");
+  EXPECT_EQ(ErrorOf("<!DOCTYPE map SYSTEM \"map.dtd\">\n<map>" + biz + "</map>")
+                .rfind("map.xml:1: a <!DOCTYPE> that", 0),
+            0u);
   EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\">\n<rule interval=\"60\" max=\"5\" max=\"7\"/></biz></map>"),
             "map.xml:3: <rule>: attribute 'max' is given twice");
   EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\" id=\"2\"><rule interval=\"60\" max=\"5\"/></biz></map>"),

@@ -83,8 +83,8 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
   std::string disk;
   const bool readable = ReadRegularFile(s->cfg.map_path, &disk);
   const bool differs = !readable || MapDigest(disk) != rc.map_digest || rc.map_path != s->cfg.map_path;
-  std::error_code ec;
-  if (say && !readable && !std::filesystem::exists(s->cfg.map_path, ec))
+  // Missing, not "cannot be reached": exists() is false for both.
+  if (say && !readable && ::access(s->cfg.map_path.c_str(), F_OK) != 0 && errno == ENOENT)
     std::fprintf(stderr,
                  "frsctl: %s is missing (a reload of frsd would fail on it); showing the map frsd (pid %lld) runs, "
                  "%s as it was loaded\n",
@@ -123,27 +123,54 @@ void TakeRunningConfig(Session* s, RunningConfig rc, bool say, EngineOptions* eo
   s->running = std::move(rc);
 }
 
-// A store file missing while frsd runs on the store: deleted under it, and
-// every count it held is still in frsd's processes, which map it. The
-// store's own advice (restore it, or start it empty) would lose them; this
-// says how to keep them (docs/store.md). Empty when frsd does not run or
+// The descriptor of frsd's process `pid` that holds `path` deleted
+// ("PATH (deleted)"), or -1: none, or its /proc not ours to read.
+int DeletedFileFd(pid_t pid, const std::string& path, bool* readable) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  *readable = !ec;
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::filesystem::path target = std::filesystem::read_symlink(it->path(), ec);
+    if (!ec && target.string() == path + " (deleted)") return std::atoi(it->path().filename().c_str());
+    ec.clear();
+  }
+  return -1;
+}
+
+// A store file missing while frsd runs on the store. Deleted under frsd, it
+// still holds it, every count in it: the store's own advice (restore it, or
+// start it empty) would lose them, so this says how to copy it out
+// (docs/store.md). Moved, or srv.xml naming another directory than frsd
+// runs, frsd holds no such file: said too. Empty when frsd does not run or
 // no file is missing.
 std::string MissingUnderARunningFrsd(const Session& s) {
   const pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile);
   if (pid <= 0) return "";
-  std::string missing;
   for (uint32_t i = 0; i < s.cfg.geometry.files; ++i) {
     const std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
-    if (::access(p.c_str(), F_OK) != 0 && errno == ENOENT) missing += (missing.empty() ? "" : ", ") + p;
+    if (::access(p.c_str(), F_OK) == 0 || errno != ENOENT) continue;
+    const std::string pids = std::to_string(pid);
+    bool readable = false;
+    const int fd = DeletedFileFd(pid, p, &readable);
+    if (fd >= 0)
+      return p + " is missing while frsd (pid " + pids +
+             ") runs on this store: it was deleted under frsd, which still holds it, every count in it. Before "
+             "stopping frsd, copy it out of the process onto another file system (`cp /proc/" +
+             pids + "/fd/" + std::to_string(fd) +
+             " ...`), then stop frsd, move the copy to its name, run `frsctl verify` and "
+             "start frsd (docs/store.md, \"a store file deleted while serving\")";
+    if (readable)
+      return p + " is missing while frsd (pid " + pids +
+             ") runs on this store, and frsd holds no deleted file of that name: it was moved (put it back), or "
+             "srv.xml's <store dir> is not the directory frsd runs (frsd reads it at its start)";
+    return p + " is missing while frsd (pid " + pids +
+           ") runs on this store: if it was deleted under frsd, frsd still holds it; copy it out before stopping "
+           "frsd (`ls -l /proc/" +
+           pids + "/fd | grep '(deleted)'` as frsd's user, then `cp /proc/" + pids +
+           "/fd/N` onto another file system; docs/store.md, \"a store file deleted while serving\")";
   }
-  if (missing.empty()) return "";
-  const std::string p = std::to_string(pid);
-  return missing + " is missing while frsd (pid " + p +
-         ") runs on this store: it was deleted under frsd, which still maps it, every count in it. Before "
-         "stopping frsd, copy it out of the process: `ls -l /proc/" +
-         p + "/fd | grep '(deleted)'` names it, and `cp /proc/" + p +
-         "/fd/N` onto another file system keeps it; then stop frsd, move the copy to its name, run `frsctl verify` "
-         "and start frsd (docs/store.md, \"a store file deleted while serving\")";
+  return "";
 }
 
 }  // namespace
