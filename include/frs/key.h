@@ -151,6 +151,12 @@ inline bool KeyIsValid(std::string_view key) {
   bool ascii;
   return KeyIsValid(key, &ascii);
 }
+// A key a store may hold though no request can make it any more: valid, or
+// valid but for U+FFFE and U+FFFF, which versions before 0.3 took in-process
+// and in Envoy's counter keys. What a replica applies (a change from a peer
+// of that version) must not be refused for them: one refused change stops
+// the link for every key.
+bool KeyIsStorable(std::string_view key);
 // The character `s` starts with, as a key may hold it: its length in bytes
 // (1..4), or 0 when it is none (s empty, a control character: C0, DEL or C1,
 // U+FFFE or U+FFFF, or bytes that are not UTF-8: overlong, surrogate, past

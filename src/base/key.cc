@@ -55,6 +55,20 @@ size_t KeyCharLength(std::string_view s, bool* control) {
   return *control || cp == 0xFFFE || cp == 0xFFFF ? 0 : len;
 }
 
+bool KeyIsStorable(std::string_view s) {
+  if (s.empty() || s.size() > kMaxKeyBytes) return false;
+  for (size_t i = 0; i < s.size();) {
+    if (s.size() - i >= 3 && s[i] == '\xEF' && s[i + 1] == '\xBF' && (s[i + 2] == '\xBE' || s[i + 2] == '\xBF')) {
+      i += 3;
+      continue;
+    }
+    const size_t len = KeyCharLength(s.substr(i));
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
 std::string ValidateKeyBytes(std::string_view s) {
   if (s.empty()) return "key is empty";
   if (s.size() > kMaxKeyBytes) return "key is " + std::to_string(s.size()) + " bytes, at most 255 are allowed";

@@ -148,7 +148,8 @@ Status CheckTimes(const Change& c, size_t i) {
 
 // What a change must be to be applied; change `i` (0-based) in the error.
 Status CheckChange(const Change& c, size_t i) {
-  if (!KeyIsValid(c.key))
+  // A key no request can make now (U+FFFE) an earlier peer may still send.
+  if (!KeyIsValid(c.key) && !KeyIsStorable(c.key))
     return Status::InvalidArgument("change " + std::to_string(i + 1) + ": bad key: " + ValidateKeyBytes(c.key));
   if (c.kind == Change::Kind::kEvent && (c.n < 0 || c.n > kMaxUses))
     return Status::InvalidArgument("change " + std::to_string(i + 1) + ": an event's n must be 0..2147483647");

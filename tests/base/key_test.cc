@@ -34,6 +34,11 @@ TEST(Store, KeyValidation) {
   EXPECT_NE(ValidateKeyBytes("\xef\xbf\xbf"), "");
   EXPECT_FALSE(KeyIsValid("w\xef\xbf\xbe"));
   EXPECT_TRUE(KeyIsValid("w\xef\xbf\xbd"));  // U+FFFD
+  // What an earlier version stored and its replicas still send.
+  EXPECT_TRUE(KeyIsStorable("w\xef\xbf\xbe\xef\xbf\xbf"));
+  EXPECT_TRUE(KeyIsStorable("user:42"));
+  for (const char* bad : {"", "a\nb", "\xc0\xaf", "\xef\xbf"}) EXPECT_FALSE(KeyIsStorable(bad)) << bad;
+  EXPECT_FALSE(KeyIsStorable(std::string(256, 'a')));
 }
 
 }  // namespace

@@ -299,6 +299,15 @@ TEST_F(ReplicaApplyTest, BadChangesAreRefusedAndChangeNothing) {
   EXPECT_FALSE(Do(*replica_, Cmd::kGet, "fixed", "k").found);
   // The stream is still at 0: seq 1 applies.
   EXPECT_TRUE(replica_->ApplyChanges(good, "s1", 1).value());
+  // A key holding U+FFFE, which no request makes now but an earlier
+  // version's peer may send: applied, not refused (a refusal stops the
+  // link for every key).
+  Change earlier = good[0];
+  const std::string noncharacter = "w\xef\xbf\xbe";
+  earlier.key = noncharacter;
+  auto applied = replica_->ApplyChanges(std::vector<Change>{earlier}, "s1", 2);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_TRUE(applied.value());
 }
 
 TEST_F(ReplicaApplyTest, ATimeOutOfRangeIsRefusedAndOneAheadIsAppliedAsOfNow) {
