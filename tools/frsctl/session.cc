@@ -145,7 +145,10 @@ int DeletedFileFd(pid_t pid, const std::string& path, bool* readable) {
 // runs, frsd holds no such file: said too. Empty when frsd does not run or
 // no file is missing.
 std::string MissingUnderARunningFrsd(const Session& s) {
-  const pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile);
+  // The pid file when srv.xml names one, else the store lock's frsd.
+  pid_t pid = LiveFrsdFromPidFile(s.cfg.pidfile);
+  if (pid <= 0)
+    if (std::optional<RunningConfig> rc = LiveRunningConfig(s.cfg)) pid = static_cast<pid_t>(rc->pid);
   if (pid <= 0) return "";
   for (uint32_t i = 0; i < s.cfg.geometry.files; ++i) {
     const std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
