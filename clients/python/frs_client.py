@@ -391,7 +391,7 @@ def check_address(name):
     if name[:5] in ("unix:", "UNIX:"):
         return "a unix: socket, which this client (TCP only) cannot reach"
     host, colon, port = name.rpartition(":")
-    if not colon:
+    if not colon or (name.startswith("[") and "]:" not in name):
         return "it has no :port"
     if not port or len(port) > 5 or not all("0" <= c <= "9" for c in port):
         return 'its port "%s" is not a number 1..65535' % port

@@ -438,6 +438,7 @@ class RingTest(unittest.TestCase):
         self.assertEqual(frs_client.parse_shards("[::1]:8300"), [("[::1]:8300", 1)])
         for bad, why in (
             ("127.0.0.1", "it has no :port"),
+            ("[::1]", "it has no :port"),
             ("127.0.0.1:notaport", 'its port "notaport" is not a number 1..65535'),
             ("127.0.0.1:99999", "its port 99999 is outside 1..65535"),
             ("host:0", "its port 0 is outside 1..65535"),

@@ -26,7 +26,7 @@ timeout=${FRS_TIMEOUT:-0.5}
 # is no limit to curl (a silent frsd would hold the page for ever), and a
 # value curl refuses would end in the fail policy without asking frsd.
 if [[ $fail != open && $fail != closed ]] ||
-  ! [[ $timeout =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ && $timeout =~ [1-9] ]]; then
+  ! [[ $timeout =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ && ${timeout%%[eE]*} =~ [1-9] ]]; then
   echo "limit.sh: FRS_FAIL must be open or closed and FRS_TIMEOUT a number of seconds above 0" \
     "(FRS_FAIL=$fail FRS_TIMEOUT=$timeout)" >&2
   printf 'Status: 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n%s\n' \

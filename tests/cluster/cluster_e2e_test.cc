@@ -43,11 +43,12 @@ Ring RingOf(const std::vector<uint16_t>& ports) {
 // SetCluster tells it the cluster (which names the ports the shards got).
 class Shard {
  public:
-  explicit Shard(const std::string& map = kMap) : frsd_(Options(map)) {}
-  static ServerOptions Options(const std::string& map) {
+  explicit Shard(const std::string& map = kMap, const std::string& token = "s3cret") : frsd_(Options(map, token)) {}
+  static ServerOptions Options(const std::string& map, const std::string& token) {
     ServerOptions o;
     o.workers = 1;
     o.map = map;
+    o.token = token;
     return o;
   }
   // Rewrites srv.xml with this <cluster> and its own bound port, and reloads
@@ -359,31 +360,38 @@ TEST(ClusterE2E, AHandoffOnAFullDiskLosesNothingAndFinishesOnceThereIsRoom) {
 // non-zero naming c, and once c is fixed a re-run hands c its nodes, each
 // once.
 TEST(ClusterE2E, AShardThatRefusesOrIsNotReadyStopsNoOtherShard) {
-  for (const bool refuses : {true, false}) {
-    SCOPED_TRACE(refuses ? "c refuses the batches" : "c runs another <cluster>");
-    Shard a, b, c(refuses ? R"(<map><biz id="2" name="other"><rule interval="60" max="5"/></biz></map>)" : kMap);
+  // c refuses the batches (its map lacks the biz), runs another <cluster>,
+  // or refuses the admin token the run sends (another one set there).
+  for (const int why : {0, 1, 2}) {
+    const bool refuses = why == 0, other_token = why == 2;
+    SCOPED_TRACE(refuses ? "c refuses the batches" : other_token ? "c has another token" : "c runs another <cluster>");
+    Shard a, b,
+        c(refuses ? R"(<map><biz id="2" name="other"><rule interval="60" max="5"/></biz></map>)" : kMap,
+          other_token ? "other" : "s3cret");
     ASSERT_TRUE(a.Start());
     ASSERT_TRUE(b.Start());
     ASSERT_TRUE(c.Start());
     const std::vector<uint16_t> only_a{a.port()}, bc{b.port(), c.port()};
     a.SetCluster(only_a);
     b.SetCluster(bc);
-    c.SetCluster(refuses ? bc : std::vector<uint16_t>{c.port()});
+    c.SetCluster(refuses || other_token ? bc : std::vector<uint16_t>{c.port()});
     const auto keys = Keys("left-", 300);
     Use(only_a, keys, 2);
     a.SetCluster(bc);  // a leaves: its nodes go to b and c
     std::string out;
     // A dry run refuses where the run would (it went ahead, exit 0): a shard
-    // that runs another <cluster> is seen without a batch sent.
+    // that runs another <cluster>, or refuses the token, is seen without a
+    // batch sent (one refusing the token had this shard's nodes spooled and
+    // erased, then every batch refused).
+    const std::string said = refuses       ? "shard " + Name(c.port()) + " refused a node"
+                             : other_token ? "shard " + Name(c.port()) + " refused the admin token"
+                                           : "shard " + Name(c.port()) + " runs another";
     EXPECT_EQ(a.Handoff(&out, "", "--dry-run"), refuses ? 0 : 2) << out;
     if (!refuses) {
-      EXPECT_NE(out.find("shard " + Name(c.port()) + " runs another"), std::string::npos) << out;
+      EXPECT_NE(out.find(said), std::string::npos) << out;
     }
     EXPECT_EQ(a.Handoff(&out), refuses ? 3 : 2) << out;  // 2: srv.xml's peers need fixing first
-    EXPECT_NE(out.find(refuses ? "shard " + Name(c.port()) + " refused a node"
-                               : "shard " + Name(c.port()) + " runs another"),
-              std::string::npos)
-        << out;
+    EXPECT_NE(out.find(said), std::string::npos) << out;
     EXPECT_NE(out.find(Name(b.port()) + ": "), std::string::npos) << out;  // b's batches went
     Ring ring = RingOf(bc);
     std::vector<std::string> at_b, at_c;
@@ -394,6 +402,12 @@ TEST(ClusterE2E, AShardThatRefusesOrIsNotReadyStopsNoOtherShard) {
     // c is fixed; the re-run hands it what it refused, or what stayed here.
     if (refuses) {
       WriteFile(c.frsd().dir() + "/map.xml", kMap);
+      ASSERT_TRUE(c.frsd().ReloadAndWait()) << c.frsd().log();
+    } else if (other_token) {
+      const std::string cfg = ReadFile(c.frsd().config());
+      const size_t at = cfg.find("token=\"other\"");
+      ASSERT_NE(at, std::string::npos) << cfg;
+      WriteFile(c.frsd().config(), cfg.substr(0, at) + "token=\"s3cret\"" + cfg.substr(at + 13));
       ASSERT_TRUE(c.frsd().ReloadAndWait()) << c.frsd().log();
     } else {
       c.SetCluster(bc);

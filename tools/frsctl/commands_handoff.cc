@@ -364,15 +364,16 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
 // A text answer's first line, without its line end: a message quotes it.
 std::string_view TrimmedLine(std::string_view body) { return body.substr(0, body.find_first_of("\r\n")); }
 
-Status CheckToken(const std::string& self, const std::string& token) {
-  HttpClient http(self, 5000);
+// `then`: what follows the refusal (nothing changed for this shard's own;
+// a receiving shard's nodes stay here, the others' go).
+Status CheckToken(const std::string& shard, const std::string& token, const char* then = "nothing was changed") {
+  HttpClient http(shard, 5000);
   http.SetBearer(token);
   auto resp = http.Get("/replicate?state=1");
   if (resp.ok() && resp->status == 403)
     return Status::InvalidArgument(
-        "shard " + self + " refused the admin token (403 " + std::string(TrimmedLine(resp->body.substr(0, 120))) +
-        "): pass the <admin token> the shards run (--token-file, --token, or this srv.xml's); "
-        "nothing was changed");
+        "shard " + shard + " refused the admin token (403 " + std::string(TrimmedLine(resp->body.substr(0, 120))) +
+        "): pass the <admin token> the shards run (--token-file, --token, or this srv.xml's); " + then);
   return Status::OK();
 }
 
@@ -538,12 +539,18 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
   // A shard that cannot be reached, or runs another <cluster>, is left out
   // of this run (its nodes stay here, or in the spool); the others are
   // handed theirs. A dry run asks them too, and fails as the run would.
+  // A shard that would refuse the merges (the token, or none set there)
+  // is left out the same way, before its nodes are spooled and erased.
   for (size_t i = 0; i < ring.shards().size(); ++i)
-    if (static_cast<long>(i) != self)
-      if (Status st = CheckPeer(ring.shards()[i].name, ring); !st.ok()) {
+    if (static_cast<long>(i) != self) {
+      const std::string& name = ring.shards()[i].name;
+      Status st = CheckPeer(name, ring);
+      if (st.ok() && !token.empty()) st = CheckToken(name, token, "its nodes stay here");
+      if (!st.ok()) {
         failed.Add(st);
-        unready.insert(ring.shards()[i].name);
+        unready.insert(name);
       }
+    }
   if (!a.dry_run) {
     std::vector<SpoolRecord> records;
     std::string cut;

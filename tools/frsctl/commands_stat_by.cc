@@ -33,7 +33,7 @@ Result<std::vector<std::string>> BizzesBy(const Result<std::vector<BizInfo>>& ma
   if (out.empty()) {
     std::string known;
     for (const BizInfo& b : map.value()) known += (known.empty() ? "" : ", ") + b.name;
-    return Status::InvalidArgument("unknown biz \"" + a.biz + "\" (" + map_path + " has " + known + ")");
+    return Status::InvalidArgument("unknown biz \"" + PrintableHead(a.biz) + "\" (" + map_path + " has " + known + ")");
   }
   return out;
 }

@@ -381,7 +381,7 @@ Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
       hint = " (an Envoy descriptor's biz name has '_' for each character but letters, digits, '_', '.' and '-': " +
              named + "?)";
   }
-  return Status::InvalidArgument("unknown biz \"" + biz + "\"" + hint + ": " + s.cfg.map_path + " has " +
+  return Status::InvalidArgument("unknown biz \"" + PrintableHead(biz) + "\"" + hint + ": " + s.cfg.map_path + " has " +
                                  (known.empty() ? "none" : known));
 }
 
