@@ -55,10 +55,19 @@ size_t KeyCharLength(std::string_view s, bool* control) {
   return *control || cp == 0xFFFE || cp == 0xFFFF ? 0 : len;
 }
 
+namespace {
+
+// Whether `s` starts with U+FFFE or U+FFFF (EF BF BE, EF BF BF).
+bool StartsWithNoncharacter(std::string_view s) {
+  return s.size() >= 3 && s[0] == '\xEF' && s[1] == '\xBF' && (s[2] == '\xBE' || s[2] == '\xBF');
+}
+
+}  // namespace
+
 bool KeyIsStorable(std::string_view s) {
   if (s.empty() || s.size() > kMaxKeyBytes) return false;
   for (size_t i = 0; i < s.size();) {
-    if (s.size() - i >= 3 && s[i] == '\xEF' && s[i + 1] == '\xBF' && (s[i + 2] == '\xBE' || s[i + 2] == '\xBF')) {
+    if (StartsWithNoncharacter(s.substr(i))) {
       i += 3;
       continue;
     }
@@ -77,7 +86,7 @@ std::string ValidateKeyBytes(std::string_view s) {
     const size_t len = KeyCharLength(s.substr(i), &control);
     if (len == 0) {
       if (control) return "key contains a control character at byte " + std::to_string(i);
-      if (s.substr(i, 2) == "\xEF\xBF" && s.size() - i >= 3 && (s[i + 2] == '\xBE' || s[i + 2] == '\xBF'))
+      if (StartsWithNoncharacter(s.substr(i)))
         return "key holds U+FFFE or U+FFFF at byte " + std::to_string(i) + ", which are not XML characters";
       return "key is not valid UTF-8 at byte " + std::to_string(i);
     }
