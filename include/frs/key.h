@@ -63,12 +63,17 @@ struct KeyRef {
   // filled by frs::PrepareKey (frs/store.h), so that the store derives them
   // once however often it looks at the key (a batch member is prefetched,
   // then updated). Left unprepared, the store derives them from `bytes` and
-  // `fp` at each look. `place` is the hash the store places the node by
-  // (its file, key-nodes and tag), derived from the biz and the identity.
+  // `fp` at each look. `place` is the unkeyed hash of the biz and the
+  // identity (its node's tag; a store of format 5 places the node by it).
   uint64_t ident = 0;
   uint64_t place = 0;
   uint8_t ident_form = 0;
   bool prepared = false;
+  // Where a keyed store (format 6) places the node, kept by the store that
+  // worked it out (`located_by`) for its next look at this key (a request's
+  // prefetch, then its update): another store never reads it.
+  mutable uint64_t location = 0;
+  mutable const void* located_by = nullptr;
 };
 
 // A key held by value (for callers that keep keys around).

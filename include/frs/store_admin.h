@@ -26,12 +26,14 @@
 namespace frs {
 
 // The store format this build writes and opens, and the one before it,
-// which it reads only (OpenPreviousFormatStore). docs/store.md.
-inline constexpr uint32_t kStoreFormatVersion = 5;
+// which it reads only (OpenPreviousFormatStore). A store of format 5 (the
+// same layout, its placement unkeyed) is opened and written as it is, and
+// `frsctl grow` makes it a store of this format. docs/store.md.
+inline constexpr uint32_t kStoreFormatVersion = 6;
 inline constexpr uint32_t kPreviousStoreFormatVersion = 4;
 
 struct StoreOnDisk {
-  uint32_t format_version = 0;  // kStoreFormatVersion or kPreviousStoreFormatVersion
+  uint32_t format_version = 0;  // kStoreFormatVersion, 5, or kPreviousStoreFormatVersion
   StoreGeometry geometry;       // as the files say (srv.xml may say otherwise)
 };
 

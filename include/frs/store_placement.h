@@ -27,8 +27,12 @@ struct KeyPlacement {
 };
 
 // Where the key whose whole text is `key`, of biz `biz`, may live in a store
-// of geometry `g` (g.files, g.keynodes and g.chain non-zero).
-KeyPlacement PlacementOf(const StoreGeometry& g, uint16_t biz, std::string_view key);
+// of geometry `g` (g.files, g.keynodes and g.chain non-zero) and placement
+// key (k0, k1): a store of format 6 has a random one of its own in its
+// files' headers (kept from every client, which could otherwise choose keys
+// that share a chain); (0, 0) places as a store of format 5 does. Either
+// spreads keys alike, which is all a simulation needs.
+KeyPlacement PlacementOf(const StoreGeometry& g, uint16_t biz, std::string_view key, uint64_t k0 = 0, uint64_t k1 = 0);
 
 // Which of the key's groups a new node takes: fits[i] says whether group i
 // (0: a, 1: b) has room for it and free_slots[i] how many slots it has free;

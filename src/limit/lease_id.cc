@@ -20,17 +20,6 @@
 namespace frs::limit {
 namespace {
 
-inline uint64_t Rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-
-// A message word: one 8-byte load on a little-endian machine (SipHash reads
-// its input little-endian), where a byte at a time cost a third of a hash.
-inline uint64_t Word64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, sizeof v);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  return v;
-}
-
 // Eight lowercase hex digits (an id's, as FormatLeaseId writes them) to
 // their value, the first the most significant; false when any byte is not
 // one of [0-9a-f]. Each byte is judged in its own lane: with the high bits
@@ -55,32 +44,6 @@ bool HexWord(const char* p, uint64_t* out) {
   *out = v;
   return true;
 }
-
-struct Sip {
-  uint64_t v0, v1, v2, v3;
-  void Round() {
-    v0 += v1;
-    v1 = Rotl(v1, 13);
-    v1 ^= v0;
-    v0 = Rotl(v0, 32);
-    v2 += v3;
-    v3 = Rotl(v3, 16);
-    v3 ^= v2;
-    v0 += v3;
-    v3 = Rotl(v3, 21);
-    v3 ^= v0;
-    v2 += v1;
-    v1 = Rotl(v1, 17);
-    v1 ^= v2;
-    v2 = Rotl(v2, 32);
-  }
-  void Absorb(uint64_t m) {
-    v3 ^= m;
-    Round();
-    Round();
-    v0 ^= m;
-  }
-};
 
 uint64_t LoadLe64(const uint8_t* p) {
   uint64_t v = 0;
@@ -123,18 +86,6 @@ Status RandomSecret(LeaseSecret* out) {
 }
 
 }  // namespace
-
-uint64_t SipHash24(uint64_t k0, uint64_t k1, const uint8_t* data, size_t len) {
-  Sip s{k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull, k0 ^ 0x6c7967656e657261ull, k1 ^ 0x7465646279746573ull};
-  const size_t whole = len / 8 * 8;
-  for (size_t i = 0; i < whole; i += 8) s.Absorb(Word64(data + i));
-  uint64_t last = static_cast<uint64_t>(len & 0xff) << 56;
-  for (size_t i = whole; i < len; ++i) last |= static_cast<uint64_t>(data[i]) << (8 * (i - whole));
-  s.Absorb(last);
-  s.v2 ^= 0xff;
-  for (int i = 0; i < 4; ++i) s.Round();
-  return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
-}
 
 uint64_t LeaseMac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial, std::string_view key) {
   // Fixed-width fields first, the key last: no two inputs share bytes.

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/siphash.h"
 #include "frs/status.h"
 
 namespace frs::limit {
@@ -31,8 +32,8 @@ struct LeaseSecret {
 
 inline constexpr size_t kLeaseIdChars = 24;
 
-// SipHash-2-4 of `data` under (k0, k1) (Aumasson and Bernstein's PRF).
-uint64_t SipHash24(uint64_t k0, uint64_t k1, const uint8_t* data, size_t len);
+// SipHash-2-4 (base/siphash.h): ids are its MACs.
+using frs::SipHash24;
 
 uint64_t LeaseMac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial, std::string_view key);
 // A node's id nonce (its leases' block, its reservations' table): random,

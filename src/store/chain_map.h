@@ -19,7 +19,12 @@ namespace frs::store {
 inline const NodeHeader* HeaderAt(const uint8_t* slot) { return reinterpret_cast<const NodeHeader*>(slot); }
 inline NodeHeader* HeaderAt(uint8_t* slot) { return reinterpret_cast<NodeHeader*>(slot); }
 inline Identity IdentityOfNode(const NodeHeader* h) { return Identity{h->id, static_cast<KeyForm>(KindOf(h))}; }
+// The hash its tag derives from (unkeyed), and what its place derives from
+// in a store of placement key `k` (identity.h).
 inline uint64_t PlaceHashOf(const NodeHeader* h) { return PlaceHash(h->biz, IdentityOfNode(h)); }
+inline uint64_t LocationOf(const PlaceKey& k, const NodeHeader* h) {
+  return LocationHash(k, h->biz, IdentityOfNode(h));
+}
 // Whether a node's own fields describe a node of `span` slots (a compact
 // node is one slot; a general one holds its header, state and key bytes).
 inline bool FieldsFit(const NodeHeader* h, uint32_t span) {

@@ -37,7 +37,19 @@ inline constexpr uint64_t kMagic = 0x45524f5453535246ull;  // "FRSSTORE" read li
 // 5: key-node groups (frs/store.h KeynodeGroup): consecutive key-nodes share
 // one lock and one head of tags, and a node may live in any chain of its
 // key-node's group, so multi-slot nodes fill a store as one-slot nodes do.
+// 6: keyed placement: the header holds a random placement key (place_key),
+// and a node's file and key-nodes derive from a SipHash under it
+// (identity.h LocationHash), so no client can work out which keys share a
+// key-node with another's and evict it on purpose. The layout is format 5's:
+// a store of format 5 (no key: placed as before) is opened, read and written
+// as it is, and a build that knows only format 5 refuses a keyed store
+// instead of looking for its nodes in the wrong places.
 inline constexpr uint32_t kFormatVersion = kStoreFormatVersion;  // frs/store_admin.h publishes it
+inline constexpr uint32_t kUnkeyedFormatVersion = 5;
+static_assert(kFormatVersion == kUnkeyedFormatVersion + 1);
+inline constexpr bool IsReadableFormat(uint32_t version) {
+  return version == kFormatVersion || version == kUnkeyedFormatVersion;
+}
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kWriterEntries = 32;  // one per writing thread
 inline constexpr uint32_t kBatchEntries = 4;    // one per batch in progress
@@ -107,7 +119,10 @@ struct FileHeader {
   uint32_t batch_entries;     // kBatchEntries, after the writer entries
   uint32_t batch_entry_bytes;
   uint32_t keynode_group;  // KeynodeGroup(geometry): key-nodes per group
-  uint8_t reserved0[kChecksummedBytes - 120];
+  // Format 6: the placement key (identity.h PlaceKey), random, equal in
+  // every file of one store and never 0; format 5: 0 (reserved then).
+  uint64_t place_key[2];
+  uint8_t reserved0[kChecksummedBytes - 136];
   uint64_t checksum;  // XXH3-64 of bytes [0, kChecksummedBytes)
   uint8_t pad0[56];
   // --- counters: updated atomically, not checksummed ---
@@ -131,6 +146,7 @@ static_assert(offsetof(FileHeader, heads_offset) == 48);
 static_assert(offsetof(FileHeader, head_bytes) == 104);
 static_assert(offsetof(FileHeader, batch_entries) == 108 && offsetof(FileHeader, batch_entry_bytes) == 112);
 static_assert(offsetof(FileHeader, layout_signature) == 96 && offsetof(FileHeader, keynode_group) == 116);
+static_assert(offsetof(FileHeader, place_key) == 120);
 static_assert(offsetof(FileHeader, checksum) == kChecksummedBytes);
 static_assert(offsetof(FileHeader, nodes_used) == 320);
 static_assert(offsetof(FileHeader, recovery_lock) == 384);

@@ -15,8 +15,9 @@
 //   kHashed   anything else: fingerprint.lo
 //
 // Two nodes are the same node when biz, form and id are equal. Placement
-// (file, key-nodes and tag) derives from the mix of all three (PlaceHash), so
-// moving a node to another geometry needs only its header.
+// (file, key-nodes and tag) derives from all three (the tag from PlaceHash,
+// file and key-nodes from LocationHash under the store's key), so moving a
+// node to another geometry needs only its header.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -25,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/siphash.h"
 #include "frs/key.h"
 
 namespace frs::store {
@@ -52,7 +54,8 @@ inline Identity IdentityOf(const KeyRef& key) {
 // The key text of an identity that holds it (not kHashed); empty otherwise.
 std::string TextOf(const Identity& ident);
 
-// The mix placement and tags derive from.
+// The unkeyed mix: a node's tag derives from it (format.h TagOf), and in a
+// store without a placement key its place too.
 inline uint64_t PlaceHash(uint16_t biz, const Identity& ident) {
   // splitmix64's finalizer over the identity, the biz and the form: the
   // short forms are not uniform, and a key of two bizzes must not share
@@ -62,6 +65,28 @@ inline uint64_t PlaceHash(uint16_t biz, const Identity& ident) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+// A store's placement key (format.h FileHeader::place_key). PlaceHash is a
+// public function of the key: anyone can compute which keys share a
+// key-node, and ~130 of them evict a chosen key's counts however large the
+// store. A keyed store places by SipHash-2-4 of (identity, biz, form) under
+// a secret of its own instead. (0, 0): a store of format 5, placed by
+// PlaceHash.
+struct PlaceKey {
+  uint64_t k0 = 0, k1 = 0;
+  bool keyed() const { return (k0 | k1) != 0; }
+  friend bool operator==(const PlaceKey&, const PlaceKey&) = default;
+};
+
+// What a node's file and key-nodes derive from (placement.h Locate);
+// `unkeyed` is PlaceHash(biz, ident), which an unkeyed store places by.
+inline uint64_t LocationHash(const PlaceKey& key, uint16_t biz, const Identity& ident, uint64_t unkeyed) {
+  if (!key.keyed()) return unkeyed;
+  return SipHash24Words(key.k0, key.k1, ident.id, uint64_t{biz} | uint64_t{static_cast<uint8_t>(ident.form)} << 16);
+}
+inline uint64_t LocationHash(const PlaceKey& key, uint16_t biz, const Identity& ident) {
+  return LocationHash(key, biz, ident, key.keyed() ? 0 : PlaceHash(biz, ident));
 }
 
 }  // namespace frs::store

@@ -31,12 +31,23 @@ bool TagsAre(const uint8_t* tags, uint32_t slot, uint32_t span, uint8_t tag) {
 
 }  // namespace
 
-StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) {
+StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) const {
   NodeKey k;
   k.biz = key.biz;
   k.ident = IdentityOf(key);
-  k.place = key.prepared ? key.place : PlaceHash(key.biz, k.ident);
-  k.tag = TagOf(k.place);
+  const uint64_t unkeyed = key.prepared ? key.place : PlaceHash(key.biz, k.ident);
+  k.tag = TagOf(unkeyed);
+  if (key.prepared && key.located_by == this) {
+    k.place = key.location;
+    return k;
+  }
+  k.place = LocationHash(place_key_, key.biz, k.ident, unkeyed);
+  if (key.prepared) {
+    // Only a prepared key's identity is fixed: a caller may change the
+    // bytes of one that is not between two looks.
+    key.location = k.place;
+    key.located_by = this;
+  }
   return k;
 }
 

@@ -124,7 +124,7 @@ class Steps {
         const int here = FreeRunIn(without, span_, homes_[c]);
         if (here < 0) continue;
         const NodeHeader* h = HeaderAt(f_->slot(cands_[c], s));
-        const Location nl = Locate(PlaceHashOf(h), user_geo_, group_);
+        const Location nl = Locate(LocationOf(f_->place_key(), h), user_geo_, group_);
         if (nl.a == nl.b) continue;
         const uint32_t other = (h->form & kNodeInAlternate) ? nl.a : nl.b;
         if (other == cands_[c]) continue;

@@ -63,7 +63,7 @@ Result<StoreOnDisk> InspectStoreFiles(const std::string& dir) {
   if (Status s = store::StoreFile::CheckHeader(path, h, g, 0, static_cast<uint64_t>(st.st_size)); !s.ok()) return s;
   Result<store::StoreCheck> all = store::CheckStoreFiles(dir, g);
   if (!all.ok()) return all.status();
-  return StoreOnDisk{kStoreFormatVersion, g};
+  return StoreOnDisk{h.version, g};  // 5 or 6: CheckHeader took no other
 }
 
 namespace {
@@ -86,7 +86,7 @@ HeaderRead ReadHeader(const std::string& path) {
   r.read = ::pread(fd.get(), &r.h, sizeof r.h, 0) == static_cast<ssize_t>(sizeof r.h) && ::fstat(fd.get(), &st) == 0;
   r.size = static_cast<uint64_t>(st.st_size);
   r.intact = r.read && store::HeaderChecksum(r.h) == r.h.checksum;
-  r.sound = r.intact && r.h.magic == store::kMagic && r.h.version == store::kFormatVersion;
+  r.sound = r.intact && r.h.magic == store::kMagic && store::IsReadableFormat(r.h.version);
   return r;
 }
 
@@ -167,8 +167,11 @@ Result<std::vector<Rebuild>> PlanHeaders(const std::string& dir, const StoreGeom
               "the damaged headers disagree on the store id and no intact one says which is right: not "
               "rebuilt");
     }
+    // The placement key as the store's (an intact file's), else its own: a
+    // key unlike the store's would place every lookup wrongly.
+    const store::PlaceKey key = store::StoreFile::PlaceKeyOf(model ? model->h : f.h);
     store::FileHeader want = f.h;
-    store::StoreFile::WriteIdentity(&want, g, i, id, f.h.created_unix);  // its own time: each file has its own
+    store::StoreFile::WriteIdentity(&want, g, i, id, f.h.created_unix, key);  // its own time: each file has its own
     const int differ = BytesDiffering(&f.h, &want, store::kChecksummedBytes);
     if (differ > kMaxHeaderBytesRebuilt)
       return refuse("its header differs from this store's in " + std::to_string(differ) + " of its " +

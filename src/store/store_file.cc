@@ -43,11 +43,13 @@ std::string StoreFile::PathFor(const std::string& dir, uint32_t index) {
 }
 
 void StoreFile::WriteIdentity(FileHeader* h, const StoreGeometry& g, uint32_t index, uint64_t store_id,
-                              uint64_t created_unix) {
+                              uint64_t created_unix, const PlaceKey& place_key) {
   const FileLayout l = LayoutFor(g);
   std::memset(h, 0, offsetof(FileHeader, checksum));
   h->magic = kMagic;
-  h->version = kFormatVersion;
+  h->version = place_key.keyed() ? kFormatVersion : kUnkeyedFormatVersion;
+  h->place_key[0] = place_key.k0;
+  h->place_key[1] = place_key.k1;
   h->header_bytes = kHeaderBytes;
   h->files = g.files;
   h->file_index = index;
@@ -94,15 +96,20 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
   // format-5 header turned to 4 sent the operator to frsctl upgrade, which
   // found the header damaged).
   const bool intact = HeaderChecksum(h) == h.checksum;
-  if (h.version != kFormatVersion && !intact) return Status::Corruption(path + DamagedHeader());
-  if (h.version == 4 && kFormatVersion == 5)
-    return Status::Mismatch(path +
-                            ": format version 4, this build reads version 5: run `frsctl upgrade` on the "
-                            "stopped store (it keeps every count, expiry and daily statistic)");
-  if (h.version != kFormatVersion)
-    return Status::Mismatch(path + ": format version " + std::to_string(h.version) + ", this build reads version " +
-                            std::to_string(kFormatVersion) + " (export with the old frsctl, import with the new)");
+  if (!IsReadableFormat(h.version) && !intact) return Status::Corruption(path + DamagedHeader());
+  const std::string reads =
+      "this build reads versions " + std::to_string(kUnkeyedFormatVersion) + " and " + std::to_string(kFormatVersion);
+  if (h.version == 4)
+    return Status::Mismatch(path + ": format version 4, " + reads +
+                            ": run `frsctl upgrade` on the stopped store (it keeps every count, expiry and daily "
+                            "statistic)");
+  if (!IsReadableFormat(h.version))
+    return Status::Mismatch(path + ": format version " + std::to_string(h.version) + ", " + reads +
+                            " (export with the old frsctl, import with the new)");
   if (!intact) return Status::Corruption(path + DamagedHeader());
+  if (h.version == kFormatVersion && !PlaceKeyOf(h).keyed())
+    return Status::Corruption(path + ": format version " + std::to_string(kFormatVersion) +
+                              " without a placement key (no build writes one)");
   if (h.layout_signature != kLayoutSignature)
     return Status::Mismatch(path + ": written by a build with another node layout");
   auto differs = [&](const char* what, uint64_t file, uint64_t want) {
@@ -140,7 +147,8 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
 }
 
 Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint32_t index, const StoreGeometry& g,
-                                                   bool create, uint64_t store_id, bool read_only) {
+                                                   bool create, uint64_t store_id, bool read_only,
+                                                   const PlaceKey& place_key) {
   const std::string path = PathFor(dir, index);
   const FileLayout l = LayoutFor(g);
   auto m = os::MappedFile::Open(path,
@@ -153,7 +161,7 @@ Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint3
   f->map_ = std::move(m.value());
   FileHeader* h = f->header();
   if (f->map_->created()) {
-    WriteIdentity(h, g, index, store_id, static_cast<uint64_t>(::time(nullptr)));
+    WriteIdentity(h, g, index, store_id, static_cast<uint64_t>(::time(nullptr)), place_key);
     if (Status s = f->map_->Sync(true); !s.ok()) return s;
     if (Status s = f->map_->FinishCreate(); !s.ok()) return s;
   } else if (Status s = CheckHeader(path, *h, g, index, f->map_->size()); !s.ok()) {

@@ -11,23 +11,31 @@
 #include "os/mapped_file.h"
 #include "os/shm_lock.h"
 #include "store/format.h"
+#include "store/identity.h"
 
 namespace frs::store {
 
 class StoreFile {
  public:
   // Opens (or creates, when allowed) file `index` of the store in `dir`.
-  // `store_id` is the id to write when creating; *store_id_out receives the
-  // file's id so the caller can check every file belongs to one store.
+  // `store_id` and `place_key` are what a file created here gets (a key of
+  // 0: a format-5 file, placed unkeyed); the caller checks that every file
+  // says the same (store_id(), place_key()).
   static Result<std::unique_ptr<StoreFile>> Open(const std::string& dir, uint32_t index, const StoreGeometry& g,
-                                                 bool create, uint64_t store_id, bool read_only = false);
+                                                 bool create, uint64_t store_id, bool read_only = false,
+                                                 const PlaceKey& place_key = PlaceKey{});
 
   static std::string PathFor(const std::string& dir, uint32_t index);
   // The checksummed part of a header (identity and geometry) as a new file
   // of store `store_id` gets it, its checksum included; the counters are
-  // left as they are.
+  // left as they are. A keyed `place_key` makes a file of format 6, none
+  // one of format 5.
   static void WriteIdentity(FileHeader* h, const StoreGeometry& g, uint32_t index, uint64_t store_id,
-                            uint64_t created_unix);
+                            uint64_t created_unix, const PlaceKey& place_key);
+  // The placement key a header says (format 5: none).
+  static PlaceKey PlaceKeyOf(const FileHeader& h) {
+    return h.version == kUnkeyedFormatVersion ? PlaceKey{} : PlaceKey{h.place_key[0], h.place_key[1]};
+  }
   // Validates a header against the expected geometry (used by Open and Verify).
   static Status CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g, uint32_t index,
                             uint64_t file_size);
@@ -61,6 +69,7 @@ class StoreFile {
   const std::string& path() const { return map_->path(); }
   uint64_t bytes() const { return map_->size(); }
   uint64_t store_id() const { return header()->store_id; }
+  PlaceKey place_key() const { return PlaceKeyOf(*header()); }
   Status Sync(bool sync) const { return map_->Sync(sync); }
   Status Reserve() const { return map_->Reserve(); }
   Result<uint64_t> BytesToReserve() const { return map_->BytesToReserve(); }

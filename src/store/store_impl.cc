@@ -25,7 +25,8 @@ StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> 
       files_(std::move(files)),
       writers_(files_, geo_, opts_),
       locks_(files_, geo_, writers_, opts_),
-      placer_(user_geo_) {}
+      placer_(user_geo_),
+      place_key_(files_.front()->place_key()) {}
 
 StoreImpl::~StoreImpl() = default;
 

@@ -112,10 +112,10 @@ class StoreImpl final : public Store {
   struct NodeKey {
     uint16_t biz = 0;
     Identity ident;
-    uint64_t place = 0;  // PlaceHash
-    uint8_t tag = 0;     // TagOf(place)
+    uint64_t place = 0;  // LocationHash under place_key_: its file and key-nodes
+    uint8_t tag = 0;     // TagOf(PlaceHash)
   };
-  static NodeKey NodeKeyOf(const KeyRef& key);
+  NodeKey NodeKeyOf(const KeyRef& key) const;
   // A node composed in private, then copied into its slots whole.
   struct NodeImage {
     alignas(8) uint8_t bytes[kMaxSpan * kSlotBytes];
@@ -273,6 +273,7 @@ class StoreImpl final : public Store {
   WriterTable writers_;
   ChainLocks locks_;
   Placer placer_;
+  const PlaceKey place_key_;  // every file's (Store::Open checks they agree)
   std::function<void(int)> hook_;
   mutable Mutex damage_mu_;
   mutable std::set<std::pair<std::string, uint64_t>> damage_logged_ FRS_GUARDED_BY(damage_mu_);

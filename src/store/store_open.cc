@@ -1,5 +1,6 @@
 // Store::Open: checks the geometry, opens or creates every file, and makes
 // sure they all belong to one store.
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,27 @@
 #include "store/store_impl.h"
 
 namespace frs {
+namespace {
+
+// A new store's placement key: 16 bytes from the kernel, never all 0 (which
+// says "unkeyed").
+Result<store::PlaceKey> NewPlaceKey() {
+  store::PlaceKey k;
+  while (!k.keyed()) {
+    uint64_t w[2];
+    size_t got = 0;
+    while (got < sizeof w) {
+      const ssize_t n = ::getrandom(reinterpret_cast<char*>(w) + got, sizeof w - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Status::FromErrno("getrandom (a store's placement key)", errno);
+      got += static_cast<size_t>(n);
+    }
+    k = store::PlaceKey{w[0], w[1]};
+  }
+  return k;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   const StoreGeometry& g = opts.geometry;
@@ -73,9 +95,14 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   // A new store gets a random id; files of one store must agree on it.
   // Existing files are opened first, so that a file recreated empty takes
   // the id of the store it joins.
+  // So does its placement key (format.h): random, from the kernel, never 0;
+  // a file recreated in a store of format 5 stays unkeyed, as its store.
   std::random_device rd;
   const uint64_t new_id = (uint64_t{rd()} << 32) ^ rd();
+  Result<store::PlaceKey> new_key = NewPlaceKey();
+  if (!new_key.ok()) return new_key.status();
   uint64_t id = 0;
+  store::PlaceKey key;
   bool have_id = false;
   std::vector<std::unique_ptr<store::StoreFile>> files(g.files);
   for (int pass = 0; pass < 2; ++pass) {
@@ -84,14 +111,19 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
       if (pass == 0 && !std::filesystem::exists(store::StoreFile::PathFor(opts.dir, i), ec)) continue;
       auto f = store::StoreFile::Open(opts.dir, i, g,
                                       !opts.read_only && (opts.create_if_missing || opts.recreate_missing_files),
-                                      have_id ? id : new_id, opts.read_only);
+                                      have_id ? id : new_id, opts.read_only, have_id ? key : new_key.value());
       if (!f.ok()) return f.status();
       if (!have_id) {
         id = f.value()->store_id();
+        key = f.value()->place_key();
         have_id = true;
       } else if (f.value()->store_id() != id) {
         return Status::Mismatch(f.value()->path() +
                                 ": belongs to another store than the other files (store ids differ)");
+      } else if (!(f.value()->place_key() == key)) {
+        return Status::Mismatch(f.value()->path() +
+                                ": its placement key is not the other files' (a file of this store made again "
+                                "by hand, or damage): its nodes would not be found; restore it from a backup");
       }
       files[i] = std::move(f.value());
     }

@@ -7,9 +7,9 @@
 
 namespace frs {
 
-KeyPlacement PlacementOf(const StoreGeometry& g, uint16_t biz, std::string_view key) {
+KeyPlacement PlacementOf(const StoreGeometry& g, uint16_t biz, std::string_view key, uint64_t k0, uint64_t k1) {
   const store::Identity ident = store::IdentityOfText(key, FingerprintOf(biz, key));
-  const store::Location l = store::Locate(store::PlaceHash(biz, ident), g, KeynodeGroup(g));
+  const store::Location l = store::Locate(store::LocationHash(store::PlaceKey{k0, k1}, biz, ident), g, KeynodeGroup(g));
   return KeyPlacement{l.file, l.a, l.b};
 }
 

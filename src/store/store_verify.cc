@@ -111,7 +111,7 @@ void StoreImpl::VerifyChain(StoreFile* f, uint32_t fi, uint32_t k, bool repair, 
                       " bytes, or its lookup tag or check byte, do not describe a node that fits here";
     } else {
       // Biz id 0 is no error: the engine keeps handoff receipts under it.
-      const Location loc = Locate(PlaceHashOf(nh));
+      const Location loc = Locate(LocationOf(place_key_, nh));
       if (loc.file != fi || (k != loc.a && k != loc.b)) {
         bad = "node is in a chain its identity does not map to";
         if (rep->misplaced.size() <= fi) rep->misplaced.resize(fi + 1);

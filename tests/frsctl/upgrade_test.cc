@@ -1,6 +1,6 @@
 // frsctl upgrade: a store of format 4, made by frsd and frsctl 0.2.0
 // (fixtures/format4, make.sh says how), is refused by this build naming the
-// command; `frsctl upgrade` moves it to format 5 keeping every node (state,
+// command; `frsctl upgrade` moves it to format 6 keeping every node (state,
 // expiry, last use, route) and the daily statistics; a writer's unfinished
 // write is read as its undo leaves it; and an upgrade killed at any instant
 // leaves the old store or the new one whole.
@@ -27,6 +27,7 @@
 #include "json_in.h"
 #include "store/format.h"
 #include "store/format4_reader.h"
+#include "store/store_file.h"
 
 namespace frs::ctl {
 namespace {
@@ -171,14 +172,14 @@ class UpgradeTest : public ::testing::Test {
 TEST_F(UpgradeTest, AFormat4StoreIsRefusedNamingTheCommandThenUpgradedWhole) {
   CtlRun r = Ctl({"stat"});
   EXPECT_EQ(r.rc, 3);
-  EXPECT_NE(r.err.find("format version 4, this build reads version 5: run `frsctl upgrade`"), std::string::npos)
+  EXPECT_NE(r.err.find("format version 4, this build reads versions 5 and 6: run `frsctl upgrade`"), std::string::npos)
       << r.err;
 
   r = Ctl({"upgrade", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   JsonValue j = Parse(r.out);
   EXPECT_EQ(j.Find("format_from")->number, 4);
-  EXPECT_EQ(j.Find("format_to")->number, 5);
+  EXPECT_EQ(j.Find("format_to")->number, 6);
   EXPECT_EQ(j.Find("nodes")->number, 72);
   EXPECT_TRUE(j.Find("srv_xml_matches")->boolean) << "the geometry is kept";
   EXPECT_EQ(store::FormatVersionOf(dir_ / "data/frs.0.store").value(), store::kFormatVersion);
@@ -186,7 +187,30 @@ TEST_F(UpgradeTest, AFormat4StoreIsRefusedNamingTheCommandThenUpgradedWhole) {
 
   r = Ctl({"upgrade"});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("format 5 already"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("format 6 already"), std::string::npos) << r.err;
+}
+
+// A store of format 5 (unkeyed placement: every store before format 6) is
+// opened as it is; `frsctl upgrade` makes it a keyed store of format 6.
+TEST_F(UpgradeTest, AFormat5StoreIsReadAsItIsAndUpgradedToAKeyedOne) {
+  fs::remove_all(dir_ / "data");
+  fs::create_directory(dir_ / "data");
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto f = store::StoreFile::Open(dir_ / "data", i, StoreGeometry{2, 64, 8}, /*create=*/true, /*store_id=*/7);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+  }
+  ASSERT_EQ(store::FormatVersionOf(dir_ / "data/frs.0.store").value(), 5u);
+  CtlRun r = Ctl({"stat"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = Ctl({"upgrade", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  JsonValue j = Parse(r.out);
+  EXPECT_EQ(j.Find("format_from")->number, 5);
+  EXPECT_EQ(j.Find("format_to")->number, 6);
+  for (const char* f : {"data/frs.0.store", "data/frs.1.store"})
+    EXPECT_EQ(store::FormatVersionOf(dir_ / f).value(), 6u);
+  r = Ctl({"stat"});
+  EXPECT_EQ(r.rc, 0) << r.err;
 }
 
 // A writer killed in the middle of a write left its journal open: the

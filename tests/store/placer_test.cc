@@ -14,6 +14,7 @@
 
 #include "common/store_ops.h"
 #include "common/temp_dir.h"
+#include "frs/store_placement.h"
 #include "store/chain_lock.h"
 #include "store/journal.h"
 #include "store/store_files.h"
@@ -280,6 +281,41 @@ TEST(StoreEviction, StaleFirstThenLeastRecentlyUsed) {
   EXPECT_EQ(s->Stats().total.evictions_stale, 1u);
   EXPECT_EQ(s->Stats().total.evictions_live, 1u);
   EXPECT_EQ(s->Stats().total.nodes_used, 4u);
+}
+
+// Keys a client works out to share a victim's two groups under the unkeyed
+// hash (frs/store_placement.h without a key): in a store of format 5 a
+// little more than two groups' worth of them evict it however empty the
+// rest of the store is; in a store Store::Open makes (format 6, keyed) the
+// same keys spread over every group and evict nothing.
+TEST(StoreEviction, KeysCraftedAgainstTheUnkeyedHashEvictOnlyInAnUnkeyedStore) {
+  const StoreGeometry g{1, 128, 8};  // 16 groups of 64 slots
+  const Key victim = MakeKey(1, std::string("victim"));
+  const KeyPlacement v = PlacementOf(g, 1, "victim");
+  std::vector<Key> crafted;
+  for (int i = 0; crafted.size() < 160; ++i) {
+    const std::string k = "c" + std::to_string(i);
+    const KeyPlacement p = PlacementOf(g, 1, k);
+    if ((p.a == v.a && p.b == v.b) || (p.a == v.b && p.b == v.a)) crafted.push_back(MakeKey(1, k));
+  }
+  auto attack = [&](Store* s) {
+    EXPECT_TRUE(IncrNode(s, victim, 3, 1000, 0).ok());
+    for (uint32_t i = 0; i < crafted.size(); ++i) EXPECT_TRUE(IncrNode(s, crafted[i], 1, 1001 + i, 0).ok());
+  };
+  {
+    StoreFiles unkeyed(g.files, g.keynodes, g.chain);  // files as a format-5 store has them
+    unkeyed.files.clear();
+    auto s = MustOpen(Opts(unkeyed.dir.path(), g.files, g.keynodes, g.chain));
+    attack(s.get());
+    EXPECT_TRUE(s->Get(victim.ref()).status().IsNotFound()) << "the crafted keys did not reach the victim's groups";
+    EXPECT_GT(s->Stats().total.evictions_live, 0u);
+  }
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), g.files, g.keynodes, g.chain));
+  attack(s.get());
+  EXPECT_EQ(testing::CountOf(s.get(), victim), 3u);
+  EXPECT_EQ(s->Stats().total.evictions_live, 0u);
+  ExpectClean(s.get());
 }
 
 TEST(StoreEviction, RemovedBizIsStale) {

@@ -34,6 +34,26 @@ TEST(StorePlacement, PlacesKeysWhereTheStoreDoes) {
   }
 }
 
+// A keyed store's placement: the store's own code (LocationHash under the
+// key), and not the unkeyed one (which a client can compute).
+TEST(StorePlacement, AKeyedStorePlacesByItsKeyNotByTheUnkeyedHash) {
+  const StoreGeometry g{2, 4096, 8};
+  const store::PlaceKey k{0x0123456789abcdefull, 0xfedcba9876543210ull};
+  int same_as_unkeyed = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string key = i % 2 ? "u" + std::to_string(i) : "a-longer-key:" + std::to_string(i);
+    const KeyPlacement p = PlacementOf(g, 3, key, k.k0, k.k1);
+    const store::Location l =
+        store::Locate(store::LocationHash(k, 3, store::IdentityOfText(key, FingerprintOf(3, key))), g, KeynodeGroup(g));
+    ASSERT_EQ(p.file, l.file) << key;
+    ASSERT_EQ(p.a, l.a) << key;
+    ASSERT_EQ(p.b, l.b) << key;
+    const KeyPlacement u = PlacementOf(g, 3, key);
+    same_as_unkeyed += u.file == p.file && u.a == p.a;
+  }
+  EXPECT_LT(same_as_unkeyed, 10);  // 1 in 2 x 512 by chance
+}
+
 TEST(StorePlacement, TheSameKeyOfAnotherBizIsPlacedApart) {
   const StoreGeometry g{2, 65536, 8};
   int same = 0;

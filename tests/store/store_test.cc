@@ -393,6 +393,43 @@ TEST(StoreHeader, WrongVersionIsRefused) {
                                Status::Code::kCorruption);
 }
 
+// A new store is of format 6: a placement key of its own (random, never 0)
+// in every file's header, the same in each, another in another store; a
+// file whose key is not the others' (made by hand beside them) is refused.
+TEST(StoreHeader, ANewStoreHasAPlacementKeyOfItsOwnInEveryFile) {
+  TempDir d, e;
+  { MustOpen(Opts(d.path(), 2, 64, 8)); }
+  { MustOpen(Opts(e.path(), 1, 64, 8)); }
+  auto header = [](const std::filesystem::path& p) {
+    store::FileHeader h{};
+    std::ifstream f(p, std::ios::binary);
+    f.read(reinterpret_cast<char*>(&h), sizeof h);
+    return h;
+  };
+  const store::FileHeader h0 = header(d / "frs.0.store"), h1 = header(d / "frs.1.store");
+  const store::FileHeader other = header(e / "frs.0.store");
+  EXPECT_EQ(h0.version, 6u);
+  EXPECT_TRUE(store::StoreFile::PlaceKeyOf(h0).keyed());
+  EXPECT_TRUE(store::StoreFile::PlaceKeyOf(h0) == store::StoreFile::PlaceKeyOf(h1));
+  EXPECT_FALSE(store::StoreFile::PlaceKeyOf(h0) == store::StoreFile::PlaceKeyOf(other));
+  store::FileHeader h = h1;
+  h.place_key[0] ^= 1;
+  h.checksum = store::HeaderChecksum(h);
+  PatchFile(d / "frs.1.store", 0, &h, sizeof h);
+  auto r = Store::Open(Opts(d.path(), 2, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("placement key is not the other files'"), std::string::npos)
+      << r.status().message();
+  // Format 6 with no key is nothing a build writes.
+  h = h0;
+  h.place_key[0] = h.place_key[1] = 0;
+  h.checksum = store::HeaderChecksum(h);
+  PatchFile(d / "frs.0.store", 0, &h, sizeof h);
+  r = Store::Open(Opts(d.path(), 2, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("without a placement key"), std::string::npos) << r.status().message();
+}
+
 TEST(StoreHeader, SmashedChecksumIsRefused) {
   uint64_t t = 12345;
   ExpectPatchedHeaderRefused(offsetof(store::FileHeader, created_unix), &t, 8, "checksum", Status::Code::kCorruption);

@@ -245,8 +245,9 @@ const CommandSpec kCommands[] =
      },
      [](Session& s, Args& a) { return RunGrow(s, a.grow); }},
     {"upgrade",
-     "move a stopped store of format 4 (frsd 0.2) to this build's format 5, keeping every node (state, expiry, "
-     "last use) and the daily statistics; a kill at any point leaves the old store or the new one, whole",
+     "move a stopped store of format 4 (frsd 0.2) or 5 (unkeyed placement) to this build's format 6, keeping "
+     "every node (state, expiry, last use) and the daily statistics; a kill at any point leaves the old store or "
+     "the new one, whole",
      Needs::kConfig, false, [](CLI::App&, Args& a) { a.upgrade.upgrade = true; },
      [](Session& s, Args& a) { return RunGrow(s, a.upgrade); }},
     };

@@ -105,11 +105,12 @@ std::string ResolveDir(const std::string& dir) {
 
 // The geometry the store's files say they have (not srv.xml's: the operator
 // may have edited srv.xml already). A store of the format before this
-// build's is `frsctl upgrade`'s to read: *format4 says so.
-Result<StoreGeometry> GeometryOnDisk(const std::string& dir, bool* format4) {
+// build's is `frsctl upgrade`'s to read: *format says which it is (one of
+// format 5, unkeyed placement, this build reads as it is).
+Result<StoreGeometry> GeometryOnDisk(const std::string& dir, uint32_t* format) {
   Result<StoreOnDisk> on_disk = InspectStoreFiles(dir);
   if (!on_disk.ok()) return on_disk.status();
-  *format4 = on_disk->format_version == kPreviousStoreFormatVersion;
+  *format = on_disk->format_version;
   return on_disk->geometry;
 }
 
@@ -383,8 +384,11 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   const std::string dir = ResolveDir(s.cfg.store_dir);
   const std::string build = dir + kBuildSuffix;
 
-  bool format4 = false;
-  Result<StoreGeometry> on_disk = GeometryOnDisk(dir, &format4);
+  uint32_t format_from = kStoreFormatVersion;
+  Result<StoreGeometry> on_disk = GeometryOnDisk(dir, &format_from);
+  const bool format4 = format_from == kPreviousStoreFormatVersion;
+  // Format 5 is read as it is; upgraded (or grown), it becomes a keyed store.
+  const bool older = format_from != kStoreFormatVersion;
   {
     // Killed between the two renames of Swap's fallback: the old store is in
     // DIR.grow-old, the new one (checked) in DIR.grow-new, and DIR is missing,
@@ -402,7 +406,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   }
   if (!on_disk.ok()) return on_disk.status();
   const StoreGeometry from = on_disk.value();
-  if (a.upgrade && !format4)
+  if (a.upgrade && !older)
     return Status::InvalidArgument(dir + " is a store of format " + std::to_string(kStoreFormatVersion) +
                                    " already: nothing to upgrade");
   const StoreGeometry to{a.files ? a.files : from.files, a.keynodes ? a.keynodes : from.keynodes,
@@ -410,7 +414,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (to.files < 1 || to.files > 256) return Status::InvalidArgument("--files must be 1..256");
   if (to.keynodes < 1 || to.keynodes > (1u << 26)) return Status::InvalidArgument("--keynodes must be 1..67108864");
   if (to.chain < 1 || to.chain > 64) return Status::InvalidArgument("--chain must be 1..64");
-  if (to == from && !format4)
+  if (to == from && !older)
     return Status::InvalidArgument(dir + " already has the geometry " + Geo(to) +
                                    " (files x keynodes x chain): give --keynodes, --files or --chain of another one");
 
@@ -576,7 +580,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     JsonOut j;
     j.BeginObject();
     j.Key("store_dir").String(dir);
-    j.Key("format_from").Uint(format4 ? kPreviousStoreFormatVersion : kStoreFormatVersion);
+    j.Key("format_from").Uint(format_from);
     j.Key("format_to").Uint(kStoreFormatVersion);
     auto geo = [&](const char* key, const StoreGeometry& g) {
       j.Key(key).BeginObject();
@@ -606,10 +610,10 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     std::printf("%s\n", j.str().c_str());
   } else {
     for (const std::string& r : removed) std::printf("removed %s, left by an interrupted grow\n", r.c_str());
-    if (format4)
+    if (older)
       std::printf("upgraded %s from store format %u to %u, %s (files x key-nodes x chain): %s -> %s slots\n",
-                  dir.c_str(), kPreviousStoreFormatVersion, kStoreFormatVersion, Geo(to).c_str(),
-                  Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
+                  dir.c_str(), format_from, kStoreFormatVersion, Geo(to).c_str(), Grouped(from.slots()).c_str(),
+                  Grouped(to.slots()).c_str());
     else
       std::printf("grew %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n", dir.c_str(), Geo(from).c_str(),
                   Geo(to).c_str(), Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
