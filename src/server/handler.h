@@ -85,6 +85,9 @@ class Handler {
   // `metrics` and `counters` may be null (tests, fuzzing): nothing is counted
   // and /metrics answers without the shared figures.
   Handler(const Backend& backend, const HandlerOptions& opts, Metrics* metrics, WorkerCounters* counters);
+  // The digest of the map this worker runs, said in a replica probe's
+  // answer ("map D").
+  void set_map_digest(std::string d) { map_digest_ = std::move(d); }
 
   // Answers the complete request whose bytes start at `base` (the body is
   // parsed in place, so `base` is writable). `keep_alive` is what the
@@ -261,7 +264,9 @@ class Handler {
   int64_t date_sec_ = -1;
   char date_[128] = {};
   size_t date_len_ = 0;
+  std::string map_digest_;      // set_map_digest
   LogThrottle no_biz_changes_;  // NoteChangesOfNoBiz
+  LogThrottle token_refusals_;  // /replicate refused for its admin token
 };
 
 }  // namespace frs::server

@@ -230,6 +230,18 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     return;
   }
   if (a != AdminAuth::kOk) {
+    // Said here too (the sender's log reads "answered 403"): a shard that
+    // refuses every change of another keeps nothing of its routes' copies.
+    if (uint64_t n = 0; token_refusals_.Note(MonoNs(), &n)) {
+      // The name as the unauthenticated sender gave it: printable bytes only.
+      std::string peer = (q.from.empty() ? q.forname : q.from).substr(0, 80);
+      for (char& ch : peer)
+        if (ch < 0x20 || ch > 0x7e) ch = '?';
+      FRS_LOG(
+          "replicas: refused %llu /replicate request(s) (403) for their admin token, the last from %s: every shard "
+          "must run the same <admin token> (SIGHUP applies a new one; logged once a minute)",
+          static_cast<unsigned long long>(n), peer.empty() ? "a sender that named no shard" : peer.c_str());
+    }
     TextBody(403, "/replicate needs the admin token (Authorization: Bearer T), and it is missing or wrong", status);
     return;
   }
@@ -491,7 +503,8 @@ void Handler::ReplicatePending(size_t pi, int* status) {
            "pending " + std::to_string(pending) + "\nalone " + std::to_string(alone.n) + "\nalone_routes " +
                std::to_string(alone.on_own) + " " + std::to_string(alone.on_peers) + "\ncatching_up " +
                std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
-               (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" + lines,
+               (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" +
+               (map_digest_.empty() ? std::string() : "map " + map_digest_ + "\n") + lines,
            status);
 }
 

@@ -252,18 +252,24 @@ void WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       return;
     }
     lost_ns = 0;
-    if (r->status == 409 && r->body.find("<cluster lease_key>") != std::string::npos) {
+    const bool other_key = r->status == 409 && r->body.find("<cluster lease_key>") != std::string::npos;
+    if (other_key || r->status == 403) {
       // Keyed otherwise (its words say so; another list is answered 409
-      // too, and served as before, below): what it holds for this shard
-      // is refused here too, and how much that is goes unsaid. Waited for
-      // as changes still coming, so that the routes stay with the other
-      // holder until the operator names one key on both, or the limit.
+      // too, and served as before, below), or refusing this shard's admin
+      // token (a typo, a token changed on one shard only): what it holds
+      // for this shard is refused here too, and how much that is goes
+      // unsaid. Waited for as changes still coming, so that the routes stay
+      // with the other holder until the operator mends it, or the limit.
       if (!refused)
-        FRS_LOG("replicas: %s answered 409: %s; waiting for the changes it may hold for this shard (up to 60 s)",
-                name.c_str(), AnswerWords(r->body).c_str());
+        FRS_LOG("replicas: %s answered %d: %s; waiting for the changes it may hold for this shard (up to 60 s)",
+                name.c_str(), r->status, AnswerWords(r->body).c_str());
       refused = true;
       if (MonoNs() - c.start > kCatchUpLimitNs) {
-        FRS_LOG("replicas: %s still refuses this shard's lease key after 60 s; serving now", name.c_str());
+        FRS_LOG(
+            "replicas: %s still refuses this shard's %s after 60 s; serving without what it may hold for this "
+            "shard",
+            name.c_str(), other_key ? "lease key" : "admin token");
+        CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
         return;
       }
       SleepMs(200);

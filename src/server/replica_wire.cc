@@ -76,6 +76,10 @@ Status DecodeChangeLines(std::string_view body, std::vector<Change>* changes, st
     const auto bad = [&](const std::string& what) {
       return Status::InvalidArgument("line " + std::to_string(no) + ": " + what);
     };
+    // Fields are one space apart: two in a row, or one at an end, is an
+    // empty field, said as such (it read as a field too many).
+    if (line.find("  ") != std::string_view::npos || line.starts_with(' ') || line.ends_with(' '))
+      return bad("an empty field (two spaces in a row, or a space at an end of the line)");
     Change c;
     const std::string_view kind = Field(&line), biz = Field(&line), route = Field(&line), n = Field(&line),
                            at = Field(&line), key = Field(&line);

@@ -593,7 +593,22 @@ void Replicator::IdleProbed(Link& l, int64_t now_ns, bool open) {
   if (open && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
 }
 
+void Replicator::CheckPeerMap(const Link& l, std::string_view body, int64_t now_ns) {
+  const size_t at = body.find("\nmap ");
+  if (at == std::string_view::npos || opts_.map_digest.empty()) return;  // an earlier build's answer
+  std::string_view theirs = body.substr(at + 5);
+  theirs = theirs.substr(0, std::min(theirs.find('\n'), size_t{32}));
+  if (theirs == opts_.map_digest) return;
+  if (uint64_t n = 0; map_differs_log_.Note(now_ns, &n))
+    FRS_LOG(
+        "replicas: %s runs another map (its map.xml digest %.*s, this shard's %s): every shard must run the same "
+        "map.xml; until then its copy of this shard's keys counts by other rules, and a failover there grants by "
+        "them (logged once a minute)",
+        l.name.c_str(), static_cast<int>(theirs.size()), theirs.data(), opts_.map_digest.c_str());
+}
+
 void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next) {
+  CheckPeerMap(l, body, now_ns);
   Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
   ++l.exchanges;
   l.probing = false;
@@ -744,7 +759,10 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         }
         // What it answered alone for this shard makes this copy behind, as
         // a probe's answer does (Probed).
-        if (status == 200) Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
+        if (status == 200) {
+          CheckPeerMap(l, body, now_ns);
+          Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
+        }
         IdleProbed(l, now_ns, closed.empty());
         if (!closed.empty()) Close(l);
         return;

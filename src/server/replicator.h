@@ -58,7 +58,8 @@ struct ReplicaOptions {
   bool sync = true;
   bool refuse = false;
   uint32_t timeout_ms = 200;
-  std::string token;  // srv.xml's admin token: the receivers check it
+  std::string token;       // srv.xml's admin token: the receivers check it
+  std::string map_digest;  // of the map this worker runs (CheckPeerMap)
   // The lease key's check (Engine::LeaseKeyCheck, hex; empty: no
   // <cluster lease_key>): a receiver with another key refuses the batch.
   std::string lease_check;
@@ -189,6 +190,10 @@ class Replicator final : public ChangeSink {
   // link to it is tried again now: it answers, and waits for these uses.
   void NoteAloneApplied(int64_t now_ns);
   const ReplicaOptions& options() const { return opts_; }
+  // A reload's admin token: the links' next requests carry it (the other
+  // shards check the token they run, and refuse the old one once reloaded).
+  void SetToken(std::string token) { opts_.token = std::move(token); }
+  void SetMapDigest(std::string d) { opts_.map_digest = std::move(d); }
 
   // An epoll event's data pointer that is one of the links' tags.
   bool OwnsTag(const void* p) const { return links_.size() > 0 && p >= tags_.get() && p < tags_.get() + links_.size(); }
@@ -373,6 +378,10 @@ class Replicator final : public ChangeSink {
   bool IdleProbeDue(const Link& l, int64_t now_ns) const;
   void IdleProbed(Link& l, int64_t now_ns, bool open);
   void Probed(Link& l, std::string_view body, int64_t now_ns, bool send_next);
+  // A probe's answer says the map its shard runs ("map D"): another than
+  // this worker's is logged (once a minute), never refused (a map rolled out
+  // by SIGHUP differs between shards for a while).
+  void CheckPeerMap(const Link& l, std::string_view body, int64_t now_ns);
   // After a batch's answer or a probe's: `alone` is what the other holder
   // says it answered alone for this shard and has not delivered (AloneIn).
   // A batch answered so was applied there, but its held answers are
@@ -417,6 +426,7 @@ class Replicator final : public ChangeSink {
   // `l`'s state and queue as journal steps (its journal's start).
   void JournalState(const Link& l);
 
+  LogThrottle map_differs_log_;  // CheckPeerMap
   ReplicaOptions opts_;
   ReplicaCounters* counters_;
   EventLoop* loop_;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "config/service_options.h"
+#include "frs/service.h"
 #include "frs/store.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
@@ -74,12 +75,14 @@ int RunWorker(WorkerContext ctx) {
   uint64_t generation = 0;
   std::string envoy_bundle;       // <grpc config>, as the master published it
   std::optional<SrvConfig> live;  // srv.xml as last reloaded (a respawned worker)
+  std::string map_digest;         // of the map it runs
   if (ctx.map_channel) {
     Result<MapChannel::Map> m = ctx.map_channel->Read();
     if (!m.ok()) {
       FRS_LOG("cannot read the master's map: %s", m.status().message().c_str());
       return kExitFatalConfig;
     }
+    map_digest = MapDigest(m->text);
     eo.map_text = std::move(m->text);
     envoy_bundle = std::move(m->envoy_text);
     generation = m->generation;
@@ -98,6 +101,7 @@ int RunWorker(WorkerContext ctx) {
   try {
     Worker w(std::move(ctx), Backend(engine.value().get(), store.value().get(), eo.clock));
     w.set_map_generation(generation);
+    w.SetMapDigest(map_digest);
     w.ApplyEnvoy(envoy_bundle, (live ? *live : cfg).grpc_merge_domains);
     if (live) w.ApplyLive(*live);
     else w.ApplyDecisionLog(cfg);

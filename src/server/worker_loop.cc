@@ -285,6 +285,12 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
   }
 }
 
+void Worker::SetMapDigest(std::string digest) {
+  map_digest_ = std::move(digest);
+  handler_.set_map_digest(map_digest_);
+  if (repl_) repl_->SetMapDigest(map_digest_);
+}
+
 void Worker::SetUpReplicas(bool reload) {
   const ClusterView& c = handler_.options().cluster;
   const bool had_links = repl_ != nullptr;
@@ -352,6 +358,7 @@ void Worker::SetUpReplicas(bool reload) {
   o.refuse = cfg_.replica_refuse;
   o.timeout_ms = cfg_.replica_timeout_ms;
   o.token = cfg_.admin_token;
+  o.map_digest = map_digest_;
   if (const uint64_t check = engine_->LeaseKeyCheck(); check != 0) {
     char hex[20];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(check));

@@ -43,6 +43,10 @@ class Worker {
 
   int Run(const sigset_t* wait_mask);
   void set_map_generation(uint64_t g) { map_generation_ = g; }
+  // The digest of the map it runs (frs::MapDigest of the composed map.xml):
+  // a replica's probe answer says it, and a link whose other end runs
+  // another one logs so (Replicator::CheckPeerMap).
+  void SetMapDigest(std::string digest);
   // <grpc config>'s files as the master published them (a bundle,
   // envoy/envoy_config.h): compiled and handed to the gRPC methods. The
   // master validated the very bytes; a failure here is said and the old
@@ -167,6 +171,7 @@ class Worker {
     os::UniqueFd lock;  // its flock: no other worker takes it while this one delivers
   };
   std::vector<SpoolFile> spool_files_;
+  std::string map_digest_;                     // SetMapDigest
   std::optional<ReplicaOptions> spool_base_;   // for the spools taken once a slot frees
   size_t drain_left_ = 0;                      // changes draining_ held when it last delivered one (or grew)
   int64_t drain_moved_ns_ = 0;                 // then (0: no drain under way)

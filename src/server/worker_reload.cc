@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "envoy/envoy_rules.h"
+#include "frs/service.h"
 #include "server/logger.h"
 #include "server/signals.h"
 
@@ -38,6 +39,7 @@ void Worker::HandleSignals(int64_t now) {
           else s = parsed.status();
         }
         if (s.ok()) s = engine_->ReloadText(m->text, next ? next->map_path : cfg_.map_path);
+        if (s.ok()) SetMapDigest(MapDigest(m->text));
         if (s.ok()) ApplyEnvoy(m->envoy_text, next ? next->grpc_merge_domains : cfg_.grpc_merge_domains);
         if (s.ok() && next) ApplyLive(*next);
       }
@@ -80,6 +82,15 @@ void Worker::ApplyLive(const SrvConfig& next) {
     if (Status s = Logger::Get().UseFile(next.logfile); !s.ok())
       FRS_LOG("cannot switch the log file, logging here still: %s", s.message().c_str());
     else cfg_.logfile = next.logfile;
+  }
+  if (next.admin_token != cfg_.admin_token) {
+    // The replica links send the token the other shards check from their
+    // own reload on: links left on the old one were refused by every shard
+    // that reloaded, so its owners' changes reached no other holder, and a
+    // failover granted them again.
+    if (repl_) repl_->SetToken(next.admin_token);
+    for (auto& d : draining_) d->SetToken(next.admin_token);
+    if (spool_base_) spool_base_->token = next.admin_token;
   }
   cfg_.admin_token = next.admin_token;
   cfg_.grpc_headers = next.grpc_headers;

@@ -436,7 +436,20 @@ void GroupTable::Prefetch(std::string_view value, const uint32_t* codes) const {
 bool GroupTable::Merge(const GroupRow& row) {
   if (read_only_ || damaged()) return false;
   Record* r = FindOrAdd(row.value, HashOf(row.value));
-  if (r == nullptr || !AddTo(r, row.counts, nullptr)) return false;
+  if (r == nullptr) return false;
+  // A merge adds counts another shard (or an admin's POST /stats) sends:
+  // they stop at the top instead of wrapping to a small number (requests
+  // 2^64-1 then 5 read 4). The request path's adds are one each.
+  const auto saturating = [](uint64_t& word, uint64_t add) {
+    std::atomic_ref<uint64_t> w(word);
+    uint64_t v = w.load(std::memory_order_relaxed);
+    while (add != 0 &&
+           !w.compare_exchange_weak(v, v > UINT64_MAX - add ? UINT64_MAX : v + add, std::memory_order_relaxed)) {
+    }
+  };
+  saturating(r->allowed, row.counts.allowed);
+  saturating(r->denied, row.counts.denied);
+  saturating(r->units, row.counts.units);
   bool ok = true;
   for (uint32_t d = 0; d < shape_.distinct && d < row.distinct.size(); ++d)
     ok = row.distinct[d].InsertInto(&r->heads()[d], blocks_.get()) && ok;
@@ -452,7 +465,7 @@ GroupRow GroupTable::RowOf(const Record& r, bool sketches) const {
   GroupRow row;
   row.value.assign(r.value(shape_.distinct), r.value_len);
   const uint64_t allowed = Load(r.allowed), denied = Load(r.denied);
-  row.counts = {allowed + denied, allowed, denied, Load(r.units)};
+  row.counts = {allowed > UINT64_MAX - denied ? UINT64_MAX : allowed + denied, allowed, denied, Load(r.units)};
   for (uint32_t d = 0; d < shape_.distinct && sketches; ++d)
     row.distinct.push_back(sketch::Sketch::Read(r.heads()[d], *blocks_));
   return row;
@@ -465,7 +478,8 @@ std::vector<GroupRow> GroupTable::Rows(bool sketches) const {
     if (uint32_t off = Load(slots[i]); off != 0)
       if (const Record* r = RecordAt(off)) rows.push_back(RowOf(*r, sketches));
   const Record* other = RecordAt(other_);
-  if (other != nullptr && Load(other->allowed) + Load(other->denied) != 0) rows.push_back(RowOf(*other, sketches));
+  if (other != nullptr && (Load(other->allowed) != 0 || Load(other->denied) != 0))
+    rows.push_back(RowOf(*other, sketches));
   return rows;
 }
 

@@ -840,6 +840,56 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(k), 200)
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 5), "B holds %s" % p.b.count(k))
 
+    def test_an_admin_token_changed_by_a_reload_is_the_one_the_links_send(self):
+        # Both shards given a new admin token by SIGHUP: their links send it
+        # from then on. They sent the old one until a restart: each change
+        # was refused (403), reached no other holder, and a failover granted
+        # those uses again (8 of a limit of 5 in an outside check).
+        p = self.pair()
+        k = p.keys[18]
+        for s in (p.a, p.b):
+            s.reload_with('token="%s"' % TOKEN, 'token="%s-new"' % TOKEN)
+        for s in (p.a, p.b):
+            self.assertTrue(processes.wait_for(lambda s=s: "the admin token changed; applied" in s.log(), 5), s.log())
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 10), "B holds %s\n%s" % (p.b.count(k), p.a.log()))
+
+    def test_a_shard_restarted_with_a_token_the_other_refuses_does_not_serve_as_caught_up(self):
+        # B restarted with an admin token A refuses (403) cannot take back
+        # what A holds for it: it waits, its routes answered 503 (up to 60 s,
+        # as for a shard keyed otherwise). It said "caught up" and served the
+        # counts it had before it stopped (8 grants of a limit of 5).
+        p = self.pair()
+        p.b.stop()
+        stderr = os.path.join(p.b.dir, "stderr")
+        caught_up = processes.read_text(stderr).count("caught up")  # its first start's
+        conf = os.path.join(p.b.dir, "srv.xml")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace('token="%s"' % TOKEN, 'token="%s-typo"' % TOKEN, 1))
+        p.b.start(wait=False)
+        self.assertTrue(
+            processes.wait_for(lambda: "waiting for the changes it may hold for this shard" in p.b.log(), 10), p.b.log()
+        )
+        self.assertIn("answered 403", p.b.log())
+        self.assertEqual(processes.read_text(stderr).count("caught up"), caught_up, p.b.log())
+        self.assertEqual(p.b.status("/health"), 503)
+
+    def test_a_shard_whose_map_differs_is_named_in_the_others_log(self):
+        # B given another map.xml by SIGHUP (a rollout begun, or a shard
+        # forgotten): A's links say so at their next probe, naming B and
+        # both digests. Nothing said it, and a failover to a shard with a
+        # higher max granted more (8 of a limit of 5 in an outside check).
+        p = self.pair()
+        conf = os.path.join(p.b.dir, "map.xml")
+        with open(conf, "w") as f:
+            f.write(MAP.replace('max="5"', 'max="8"', 1))
+        os.kill(p.b.proc.pid, signal.SIGHUP)
+        self.assertTrue(processes.wait_for(lambda: "reloaded" in p.b.log(), 5), p.b.log())
+        said = "replicas: %s runs another map" % p.b.name
+        self.assertTrue(processes.wait_for(lambda: said in p.a.log(), 15), p.a.log())
+
     def test_a_spool_left_by_a_stop_during_its_delivery_is_delivered_once(self):
         # A restarted with B still down takes its spool and cannot deliver
         # it; stopped again, it leaves that file for the next start (nothing

@@ -544,6 +544,18 @@ TEST(GroupTable, MergeAddsCountsAndUnitesSketches) {
   GroupRow got;
   ASSERT_TRUE(t->Row("copy", &got));
   EXPECT_EQ(got.distinct[0].Count(), big.distinct[0].Count());
+
+  // Counts merged past 2^64-1 stop there: they wrapped to what was added
+  // beyond it (2^64-1, then 5, read 4), and a row at 0 left the groups.
+  GroupRow huge;
+  huge.value = "huge";
+  huge.counts = GroupCounts{UINT64_MAX, UINT64_MAX, 0, UINT64_MAX};
+  ASSERT_TRUE(t->Merge(huge));
+  huge.counts = GroupCounts{6, 5, 1, 5};
+  ASSERT_TRUE(t->Merge(huge));
+  ASSERT_TRUE(t->Row("huge", &got));
+  ExpectCounts(got.counts, GroupCounts{UINT64_MAX, UINT64_MAX, 1, UINT64_MAX}, "huge");
+  EXPECT_EQ(t->groups(), 5u);
 }
 
 // Offsets in a day file are shared memory a bug, a disk or a hand may
