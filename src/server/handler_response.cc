@@ -32,6 +32,7 @@ std::string_view StatusLine(int status) {
     case 429: return "HTTP/1.1 429 Too Many Requests\r\n";
     case 431: return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
     case 500: return "HTTP/1.1 500 Internal Server Error\r\n";
+    case 501: return "HTTP/1.1 501 Not Implemented\r\n";
     case 503: return "HTTP/1.1 503 Service Unavailable\r\n";
     default: return {};  // "HTTP/1.1 NNN Error"
   }

@@ -272,6 +272,11 @@ std::string_view DescribeError(const boost::beast::error_code& ec, bool fragment
     message = "the request is not valid HTTP/1.1";
     for (const auto& [error, said] : kSaid)
       if (ec == error) message = said;
+    // "GET /health" then the line's end: the target ran into the CR, which
+    // the parser names as a bad target; the line lacks its version.
+    if (ec == http::error::bad_target && std::count(line.begin(), line.end(), ' ') == 1 &&
+        line.find(" /") != std::string_view::npos)
+      message = "the request line has no HTTP version: it is METHOD TARGET HTTP/1.1";
   }
   return message;
 }

@@ -234,8 +234,16 @@ TEST(ClusterE2E, AddingAndRemovingAShardKeepsEveryCount) {
   EXPECT_GT(moved, keys.size() * 15 / 100);
   EXPECT_LT(moved, keys.size() * 35 / 100);
   Use(ports, keys, 1);  // moved keys count from zero at the new shard meanwhile
+  // Between the steps the shards run two lists: stat --cluster says which.
+  std::string listing;
+  EXPECT_EQ(shards[3]->Ctl("stat --cluster", &listing), 1) << listing;
+  EXPECT_NE(listing.find("shard lists DIFFER"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("frsctl: shard 127.0.0.1:" + std::to_string(fourth[0]) + " runs the shard list of digest"),
+            std::string::npos)
+      << listing;
   // 3. Every old shard gets the new <cluster>; 4. handoff on each.
   for (int i = 0; i < 3; ++i) shards[i]->SetCluster(ports);
+  EXPECT_EQ(shards[3]->Ctl("stat --cluster", &listing), 0) << listing;
   uint64_t sent = 0;
   for (int i = 0; i < 3; ++i) {
     std::string out;

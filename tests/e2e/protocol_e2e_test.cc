@@ -260,6 +260,8 @@ TEST_F(ProtocolE2E, ErrorStatuses) {
       {"GET /frs HTTP/1.1\r\nHost: t\r\n\r\n", 405},
       {"DELETE /acquire?biz=login&key=k HTTP/1.1\r\nHost: t\r\n\r\n", 405},
       {"GET /nothing HTTP/1.1\r\nHost: t\r\n\r\n", 404},
+      {"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n", 501},
+      {"CONNECT t:80 HTTP/1.1\r\nHost: t\r\n\r\n", 501},
       {"POST /frs HTTP/1.1\r\nHost: t\r\n\r\n", 411},
       {"POST /frs HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n" + std::string(5000, 'x'), 413},
       {"GET /health HTTP/1.1\r\nX-Big: " + std::string(4000, 'h') + "\r\n\r\n", 431},

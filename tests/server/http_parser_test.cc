@@ -80,6 +80,10 @@ TEST(HttpParser, ABadRequestLineNamesItsFault) {
       {"GET /query?biz=login&key=a b HTTP/1.1\r\nHost: x\r\n\r\n",
        "the request target has a space in it: percent-encode it (%20)"},
       {"GET /health HTTP/7.1\r\nHost: x\r\n\r\n", "the request line has an unsupported HTTP version"},
+      // HTTP/0.9's form: the target ran into the CR, which reads as a bad target.
+      {"GET /health\r\n\r\n", "the request line has no HTTP version: it is METHOD TARGET HTTP/1.1"},
+      {"GET /he\x01lth HTTP/1.1\r\nHost: x\r\n\r\n",
+       "the request target holds a character a URI may not: percent-encode it"},
   };
   for (const auto& [req, said] : cases) {
     HttpRequestParser p(16384, 65536);

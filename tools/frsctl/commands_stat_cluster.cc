@@ -24,6 +24,7 @@ struct ShardFigures {
   // <cluster replicas="1">: this shard's replica state, and its links to
   // the others (shard name, changes pending, link up).
   bool replicas = false, catching_up = false;
+  std::string digest;  // of the shard list it runs (<cluster digest>)
   struct Link {
     std::string to;
     uint64_t pending = 0;
@@ -65,6 +66,7 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
       pugi::xml_node cl = r.child("cluster");
       f.replicas = cl.attribute("replicas").as_int() == 1;
       f.catching_up = cl.attribute("catching_up").as_int() == 1;
+      f.digest = cl.attribute("digest").value();
       for (pugi::xml_node sh2 = cl.child("shard"); sh2; sh2 = sh2.next_sibling("shard"))
         if (sh2.attribute("link"))
           f.links.push_back({sh2.child_value(), sh2.attribute("pending").as_ullong(),
@@ -94,6 +96,19 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
     ++down;
     std::fprintf(stderr, "frsctl: shard %s: %s\n", f.name.c_str(), f.error.c_str());
   }
+  // Shards that run different lists route keys differently (and, with
+  // replicas, refuse each other's changes: links read DOWN): each one's
+  // digest is named, and the exit code says the figures are no cluster's.
+  std::map<std::string, std::vector<std::string>> lists;  // digest -> shards
+  for (const ShardFigures& f : shards)
+    if (f.reachable) lists[f.digest].push_back(f.name);
+  const bool lists_agree = lists.size() <= 1;
+  if (!lists_agree)
+    for (const auto& [digest, names] : lists)
+      for (const std::string& n : names)
+        std::fprintf(stderr,
+                     "frsctl: shard %s runs the shard list of digest %s (%zu different lists among the shards)\n",
+                     n.c_str(), digest.c_str(), lists.size());
   auto share = [&](const ShardFigures& f) {
     return total.nodes ? 100.0 * static_cast<double>(f.nodes) / static_cast<double>(total.nodes) : 0.0;
   };
@@ -103,6 +118,7 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
     for (const ShardFigures& f : shards) {
       j.BeginObject().Key("shard").String(f.name).Key("reachable").Bool(f.reachable);
       if (!f.reachable) j.Key("error").String(f.error);
+      else j.Key("digest").String(f.digest);
       j.Key("slots").Uint(f.slots).Key("nodes_used").Uint(f.nodes).Key("share_pct").Double(share(f));
       j.Key("evictions_stale").Uint(f.evictions_stale).Key("evictions_live").Uint(f.evictions_live);
       if (f.replicas) {
@@ -126,7 +142,7 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
       }
       j.EndArray().EndObject();
     }
-    j.EndArray().Key("unreachable").Uint(down).EndObject();
+    j.EndArray().Key("unreachable").Uint(down).Key("lists_agree").Bool(lists_agree).EndObject();
     std::printf("%s\n", j.str().c_str());
   } else {
     std::printf("%-28s %14s %14s %8s %12s %12s\n", "shard", "slots", "nodes", "share", "ev.stale", "ev.live");
@@ -144,6 +160,15 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
                 static_cast<unsigned long long>(total.nodes), "",
                 static_cast<unsigned long long>(total.evictions_stale),
                 static_cast<unsigned long long>(total.evictions_live));
+    if (!lists_agree) {
+      std::printf("shard lists DIFFER:");
+      for (const auto& [digest, names] : lists) {
+        std::printf(" digest %s on", digest.c_str());
+        for (const std::string& n : names) std::printf(" %s", n.c_str());
+        std::printf(";");
+      }
+      std::printf("\n");
+    }
     bool any_replicas = false;
     for (const ShardFigures& f : shards) any_replicas = any_replicas || f.replicas;
     if (any_replicas) {
@@ -169,8 +194,9 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
                     static_cast<unsigned long long>(it->second.new_keys));
     }
   }
-  // Figures without some shards are not the cluster's: say so in the exit code.
-  return down ? kExitNo : kExitOk;
+  // Figures without some shards, or of shards that run different lists,
+  // are not one cluster's: say so in the exit code.
+  return down || !lists_agree ? kExitNo : kExitOk;
 }
 
 }  // namespace frs::ctl
