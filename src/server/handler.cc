@@ -243,9 +243,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       HandleStatsBy(head, base, query, &status);
       if (status == 200) ctype = kXml;
     }
-  } else if (head.method == HttpMethod::kOther) {
-    // OPTIONS *, CONNECT, PUT ...: a method no path of frsd takes (RFC 9110
-    // 15.6.2), not a path missing.
+  } else if (head.method == HttpMethod::kOther) {  // OPTIONS *, CONNECT, ...: no path takes it (RFC 9110 15.6.2)
     ErrorBody(501, "frsd takes GET, HEAD and POST only", &status);
   } else {
     ErrorBody(404,
