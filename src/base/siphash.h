@@ -1,7 +1,10 @@
-// base/siphash.h: SipHash-2-4 (Aumasson and Bernstein), a keyed PRF over
-// short inputs: lease and reservation ids are its MACs (limit/lease_id.h),
-// and a keyed store places its nodes by it (store/identity.h), so that no
-// client can work out which keys share a chain with another.
+// base/siphash.h: SipHash (Aumasson and Bernstein), a keyed PRF over short
+// inputs. Lease and reservation ids are MACs by SipHash-2-4, the design's
+// conservative rounds (limit/lease_id.h). A keyed store places its nodes by
+// SipHash-1-3 (store/identity.h), the rounds CPython and Rust hash their
+// tables with against the same threat, hash flooding: no client can work
+// out which keys share a chain with another, and a lookup pays 6 rounds
+// where 2-4 takes 10.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -38,15 +41,16 @@ struct State {
     v1 ^= v2;
     v2 = Rotl(v2, 32);
   }
+  template <int C = 2>
   void Absorb(uint64_t m) {
     v3 ^= m;
-    Round();
-    Round();
+    for (int i = 0; i < C; ++i) Round();
     v0 ^= m;
   }
+  template <int D = 4>
   uint64_t Finish() {
     v2 ^= 0xff;
-    for (int i = 0; i < 4; ++i) Round();
+    for (int i = 0; i < D; ++i) Round();
     return v0 ^ v1 ^ v2 ^ v3;
   }
 };
@@ -57,14 +61,17 @@ struct State {
 // little-endian value of its 8 bytes.
 uint64_t SipHash24(uint64_t k0, uint64_t k1, const uint8_t* data, size_t len);
 
-// The same of the 16 bytes that are m0 then m1, each little-endian: two
-// words without a pass over bytes (SipHash24 of those bytes gives the same).
-inline uint64_t SipHash24Words(uint64_t k0, uint64_t k1, uint64_t m0, uint64_t m1) {
+// SipHash-1-3 of `len` bytes (a check of the word form below).
+uint64_t SipHash13(uint64_t k0, uint64_t k1, const uint8_t* data, size_t len);
+
+// SipHash-1-3 of the 16 bytes that are m0 then m1, each little-endian: two
+// words without a pass over bytes (SipHash13 of those bytes gives the same).
+inline uint64_t SipHash13Words(uint64_t k0, uint64_t k1, uint64_t m0, uint64_t m1) {
   siphash_detail::State s(k0, k1);
-  s.Absorb(m0);
-  s.Absorb(m1);
-  s.Absorb(uint64_t{16} << 56);
-  return s.Finish();
+  s.Absorb<1>(m0);
+  s.Absorb<1>(m1);
+  s.Absorb<1>(uint64_t{16} << 56);
+  return s.Finish<3>();
 }
 
 }  // namespace frs

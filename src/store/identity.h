@@ -70,7 +70,7 @@ inline uint64_t PlaceHash(uint16_t biz, const Identity& ident) {
 // A store's placement key (format.h FileHeader::place_key). PlaceHash is a
 // public function of the key: anyone can compute which keys share a
 // key-node, and ~130 of them evict a chosen key's counts however large the
-// store. A keyed store places by SipHash-2-4 of (identity, biz, form) under
+// store. A keyed store places by SipHash-1-3 (base/siphash.h) of (identity, biz, form) under
 // a secret of its own instead. (0, 0): a store of format 5, placed by
 // PlaceHash.
 struct PlaceKey {
@@ -83,7 +83,7 @@ struct PlaceKey {
 // `unkeyed` is PlaceHash(biz, ident), which an unkeyed store places by.
 inline uint64_t LocationHash(const PlaceKey& key, uint16_t biz, const Identity& ident, uint64_t unkeyed) {
   if (!key.keyed()) return unkeyed;
-  return SipHash24Words(key.k0, key.k1, ident.id, uint64_t{biz} | uint64_t{static_cast<uint8_t>(ident.form)} << 16);
+  return SipHash13Words(key.k0, key.k1, ident.id, uint64_t{biz} | uint64_t{static_cast<uint8_t>(ident.form)} << 16);
 }
 inline uint64_t LocationHash(const PlaceKey& key, uint16_t biz, const Identity& ident) {
   return LocationHash(key, biz, ident, key.keyed() ? 0 : PlaceHash(biz, ident));

@@ -875,6 +875,17 @@ class Replicas(unittest.TestCase):
         self.assertIn("answered 403", p.b.log())
         self.assertEqual(processes.read_text(stderr).count("caught up"), caught_up, p.b.log())
         self.assertEqual(p.b.status("/health"), 503)
+        # The token mended and SIGHUP sent during the wait: taken at once,
+        # not after the wait's 60 s.
+        with open(conf, "w") as f:
+            f.write(text)
+        os.kill(p.b.proc.pid, signal.SIGHUP)
+        self.assertTrue(
+            processes.wait_for(lambda: processes.read_text(stderr).count("caught up") > caught_up, 10), p.b.log()
+        )
+        self.assertTrue(processes.wait_for(lambda: p.b.status("/health") == 200, 5), p.b.log())
+        last = [line for line in processes.read_text(stderr).splitlines() if "caught up" in line][-1]
+        self.assertNotIn("without what", last)
 
     def test_a_shard_whose_map_differs_is_named_in_the_others_log(self):
         # B given another map.xml by SIGHUP (a rollout begun, or a shard

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "format.h"
+#include "frs/store_admin.h"
 #include "json_out.h"
 
 namespace frs::ctl {
@@ -71,11 +72,19 @@ void UsageMembers(const FileStats& f, uint64_t slots, JsonOut& j) {
   j.Key("lock_recoveries").Uint(f.lock_recoveries);
 }
 
+// The store's format as its files' headers say (0: not read): 5 is served
+// as it is, its placement unkeyed (docs/store.md, "Format 6").
+uint32_t FormatOf(const std::string& dir) {
+  Result<StoreOnDisk> d = InspectStoreFiles(dir);
+  return d.ok() ? d.value().format_version : 0;
+}
+
 void PrintJson(const Session& s, const StoreStats& st, const Walk& w, const std::vector<BizStats>& bizzes,
                uint32_t days) {
   JsonOut j;
   j.BeginObject();
   j.Key("store_dir").String(s.cfg.store_dir);
+  j.Key("format").Uint(FormatOf(s.cfg.store_dir));
   j.Key("files").Uint(st.geometry.files);
   j.Key("keynodes").Uint(st.geometry.keynodes);
   j.Key("chain").Uint(st.geometry.chain);
@@ -132,6 +141,12 @@ void PrintHuman(const Session& s, const StoreStats& st, const Walk& w, const std
   Table t;
   t.Row({"geometry", std::to_string(g.files) + " files x " + Grouped(g.keynodes) + " key-nodes x " +
                          std::to_string(g.chain) + " slots"});
+  if (const uint32_t format = FormatOf(s.cfg.store_dir); format != 0)
+    t.Row({"format", std::to_string(format) + (format == kStoreFormatVersion
+                                                   ? std::string(" (placement keyed)")
+                                                   : std::string(" (placement unkeyed: frsctl upgrade, frsd "
+                                                                 "stopped, makes it " +
+                                                                 std::to_string(kStoreFormatVersion) + ")"))});
   // MiB with one decimal: 1.5 MiB read "1", and a small store "0".
   char mapped[32];
   std::snprintf(mapped, sizeof mapped, "%.1f", static_cast<double>(st.bytes_mapped) / (1 << 20));
