@@ -69,11 +69,12 @@ struct KeyRef {
   uint64_t place = 0;
   uint8_t ident_form = 0;
   bool prepared = false;
-  // Where a keyed store (format 6) places the node, kept by the store that
-  // worked it out (`located_by`) for its next look at this key (a request's
-  // prefetch, then its update): another store never reads it.
-  mutable uint64_t location = 0;
-  mutable const void* located_by = nullptr;
+  // Where a keyed store (format 6) places the node, filled by that store's
+  // LocateKey (frs/store.h) for its next looks at this key (a request's
+  // prefetch, then its update): `located_by` is the store's instance id
+  // (never 0, never another open store's), and PrepareKey clears both.
+  uint64_t location = 0;
+  uint64_t located_by = 0;
 };
 
 // A key held by value (for callers that keep keys around).

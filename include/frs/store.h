@@ -255,6 +255,10 @@ class Store {
     (void)key;
     (void)what;
   }
+  // Works out once where this store places a prepared key (KeyRef::location),
+  // so that its looks at the key do not hash it again; for this store only.
+  // A store that places by the key alone has nothing to keep.
+  virtual void LocateKey(KeyRef* key) const { (void)key; }
 
   // Writer entries: each file has a table of them (an undo journal each).
   // With StoreOptions::keep_writer_entries, a thread keeps the entry it took

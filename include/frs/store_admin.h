@@ -28,7 +28,8 @@ namespace frs {
 // The store format this build writes and opens, and the one before it,
 // which it reads only (OpenPreviousFormatStore). A store of format 5 (the
 // same layout, its placement unkeyed) is opened and written as it is, and
-// `frsctl grow` makes it a store of this format. docs/store.md.
+// `frsctl upgrade` (or a grow) makes it a store of this format.
+// docs/store.md.
 inline constexpr uint32_t kStoreFormatVersion = 6;
 inline constexpr uint32_t kPreviousStoreFormatVersion = 4;
 

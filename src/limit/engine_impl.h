@@ -239,10 +239,13 @@ class EngineImpl final : public AdminEngine {
   // Applies the other holder's add `c` (kind kAdd) to `state`, a node of
   // `cfg`'s layout (replica_apply.cc).
   void ApplyAdd(const BizConfig& cfg, uint8_t* state, const Change& c, const Now& now) const;
-  static KeyRef RefOf(const Biz& biz, const Request& req) {
+  // The request's key, prepared and located in this engine's store: its
+  // prefetch and its update hash it once.
+  KeyRef RefOf(const Biz& biz, const Request& req) const {
     KeyRef ref{biz.cfg.id,    Fingerprint{},   req.key,          static_cast<uint8_t>(req.key.size()),
                req.route_pos, req.route_known, biz.cfg.keep_keys};
     PrepareKey(&ref);
+    store_->LocateKey(&ref);
     return ref;
   }
 

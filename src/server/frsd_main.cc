@@ -328,10 +328,9 @@ frs::Result<std::unique_ptr<frs::Store>> OpenStore(const frs::SrvConfig& cfg) {
   // (src/store/identity.h): served as it is, and said at each start.
   if (frs::Result<frs::StoreOnDisk> d = frs::InspectStoreFiles(so.dir); d.ok() && d.value().format_version == 5)
     FRS_LOG(
-        "store: %s is of format 5 (its placement unkeyed, as every store before format 6): a client that knows how "
-        "keys are "
-        "placed can choose some 130 keys that evict another key's counts, however large the store; stop frsd and "
-        "run frsctl upgrade (every count is kept) to make it a store of format 6",
+        "store: %s is of format 5 (its placement unkeyed, as every store before format 6): a client that knows "
+        "how keys are placed can choose some 130 keys that evict another key's counts, however large the store; "
+        "stop frsd and run frsctl upgrade (every count is kept) to make it a store of format 6",
         so.dir.c_str());
   return store;
 }

@@ -238,8 +238,9 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
       for (char& ch : peer)
         if (ch < 0x20 || ch > 0x7e) ch = '?';
       FRS_LOG(
-          "replicas: refused %llu /replicate request(s) (403) for their admin token, the last from %s: every shard "
-          "must run the same <admin token> (SIGHUP applies a new one; logged once a minute)",
+          "replicas: refused %llu /replicate request(s) (403): the admin token missing or not this shard's, the "
+          "last naming itself %s; a shard refused so keeps none of these copies: every shard must run the same "
+          "<admin token> (SIGHUP applies a new one; logged once a minute)",
           static_cast<unsigned long long>(n), peer.empty() ? "a sender that named no shard" : peer.c_str());
     }
     TextBody(403, "/replicate needs the admin token (Authorization: Bearer T), and it is missing or wrong", status);

@@ -152,11 +152,27 @@ bool AnswersAgain(const CatchUp& c, const std::string& name) {
   return false;
 }
 
+// A SIGHUP during the wait on a shard that refuses this one's admin token
+// (403): the master applies the reload once the catch-up ends, but the
+// token srv.xml says now is taken at once (a typo fixed), so that the wait
+// ends when that shard answers, not at its 60 s. Read at most once a second.
+void TakeReloadedToken(const CatchUp& c, client::HttpClient* http, int64_t* read_ns) {
+  sigset_t pending;
+  const bool hup = Signals().reload || (sigpending(&pending) == 0 && sigismember(&pending, SIGHUP) == 1);
+  if (!hup || (*read_ns != 0 && MonoNs() - *read_ns < 1000 * kMsNs)) return;
+  *read_ns = MonoNs();
+  Result<SrvConfig> next = LoadSrvConfig(c.cfg.path);
+  if (!next.ok() || next.value().admin_token.empty()) return;
+  http->SetBearer(next.value().admin_token);
+}
+
 // The snapshot of shard `i` (`name`) asked and merged; the nodes merged.
 // Its changes are taken from then on (hold_off[i] released), whatever
 // became of the snapshot, unless a stop was asked meanwhile (the catch-up
-// ends; nothing is taken any more).
-uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key) {
+// ends; nothing is taken any more). *missed: no snapshot came from a shard
+// that may hold this one's nodes (a 409, another list or a pending
+// handoff, is not missed: those nodes come by the handoff).
+uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key, bool* missed) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 15000)));
   http.SetBearer(c.token);
   http.SetStop(StopAsked);
@@ -172,11 +188,16 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   FRS_LOG("replicas: asking %s for its snapshot of this shard's routes", name.c_str());
   auto r = http.Get(ask);
   bool alive = r.ok() || http.Unanswered();
+  // A 403 (this shard's admin token refused) is asked again too, with the
+  // token a SIGHUP brings meanwhile: given up at once, the nodes only that
+  // shard had were missing here for good.
+  int64_t token_read_ns = 0;
   for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
-       ((r.ok() && r->status == 503) || (!r.ok() && alive)) && !StopAsked() &&
+       ((r.ok() && (r->status == 503 || r->status == 403)) || (!r.ok() && alive)) && !StopAsked() &&
        MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
        wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
-    std::string why = r.ok() ? "503 " + AnswerWords(r->body) : r.status().message();
+    std::string why = r.ok() ? std::to_string(r->status) + " " + AnswerWords(r->body) : r.status().message();
+    if (r.ok() && r->status == 403) TakeReloadedToken(c, &http, &token_read_ns);
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     FRS_LOG("replicas: no snapshot from %s yet (%s); asking again in %d ms (attempt %d)", name.c_str(), why.c_str(),
             wait_ms, attempt + 1);
@@ -188,6 +209,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   }
   if (StopAsked()) return 0;
   if (!r.ok() || r->status != 200) {
+    *missed = !r.ok() || r->status != 409;
     FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
             name.c_str(),
             r.ok() ? (std::to_string(r->status) + " " + AnswerWords(r->body)).c_str() : r.status().message().c_str());
@@ -211,20 +233,6 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   // Release: a worker that sees the changes taken sees `carried` too.
   std::atomic_ref<uint64_t>(c.shared->hold_off[i]).store(0, std::memory_order_release);
   return nodes;
-}
-
-// A SIGHUP during the wait on a shard that refuses this one's admin token
-// (403): the master applies the reload once the catch-up ends, but the
-// token srv.xml says now is taken at once (a typo fixed), so that the wait
-// ends when that shard answers, not at its 60 s. Read at most once a second.
-void TakeReloadedToken(const CatchUp& c, client::HttpClient* http, int64_t* read_ns) {
-  sigset_t pending;
-  const bool hup = Signals().reload || (sigpending(&pending) == 0 && sigismember(&pending, SIGHUP) == 1);
-  if (!hup || (*read_ns != 0 && MonoNs() - *read_ns < 1000 * kMsNs)) return;
-  *read_ns = MonoNs();
-  Result<SrvConfig> next = LoadSrvConfig(c.cfg.path);
-  if (!next.ok() || next.value().admin_token.empty()) return;
-  http->SetBearer(next.value().admin_token);
 }
 
 // Waits until every change shard `name` queued for this one before the
@@ -459,12 +467,16 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   if (!snapshots)
     for (size_t i : peers) CounterSet(shared->hold_off[i], 0);
   uint64_t nodes = 0;
-  for (size_t i : peers)
-    if (snapshots && !StopAsked()) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key);
+  std::vector<bool> missed(ring->shards().size(), false);
+  for (size_t i : peers) {
+    bool m = false;
+    if (snapshots && !StopAsked()) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key, &m);
+    missed[i] = m;
+  }
   CounterSet(shared->catchup_nodes, nodes);
-  size_t short_of = 0;  // peers whose holdings for this shard were not all waited for
+  size_t short_of = 0;  // peers whose holdings for this shard were not all taken or waited for
   for (size_t i : peers)
-    if (!StopAsked() && !WaitForQueued(c, ring->shards()[i].name, i)) ++short_of;
+    if (!StopAsked() && (!WaitForQueued(c, ring->shards()[i].name, i) || missed[i])) ++short_of;
   // The mark goes only now: until every change a peer queued before the
   // snapshots is delivered, the numbers the snapshots carried (in memory)
   // are what skips those already in them. A start after a kill here on its

@@ -593,13 +593,15 @@ void Replicator::IdleProbed(Link& l, int64_t now_ns, bool open) {
   if (open && !l.queue.empty() && Due(l, RealMs())) SendBatch(l, now_ns);
 }
 
-void Replicator::CheckPeerMap(const Link& l, std::string_view body, int64_t now_ns) {
+void Replicator::CheckPeerMap(Link& l, std::string_view body, int64_t now_ns) {
   const size_t at = body.find("\nmap ");
   if (at == std::string_view::npos || opts_.map_digest.empty()) return;  // an earlier build's answer
   std::string_view theirs = body.substr(at + 5);
   theirs = theirs.substr(0, std::min(theirs.find('\n'), size_t{32}));
   if (theirs == opts_.map_digest) return;
-  if (uint64_t n = 0; map_differs_log_.Note(now_ns, &n))
+  // Into the log as hex digits only (the answer is the other end's bytes).
+  if (theirs.find_first_not_of("0123456789abcdef") != std::string_view::npos) theirs = "(not a digest)";
+  if (uint64_t n = 0; l.map_log.Note(now_ns, &n))
     FRS_LOG(
         "replicas: %s runs another map (its map.xml digest %.*s, this shard's %s): every shard must run the same "
         "map.xml; until then its copy of this shard's keys counts by other rules, and a failover there grants by "

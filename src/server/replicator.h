@@ -313,6 +313,7 @@ class Replicator final : public ChangeSink {
     LinkState state = LinkState::kClosed;
     std::deque<Queued> queue;
     LogThrottle dropped_log;    // the backlog full: its oldest changes dropped
+    LogThrottle map_log;        // it runs another map (CheckPeerMap)
     size_t inflight = 0;        // queue[0, inflight) is the batch in flight
     uint64_t inflight_seq = 0;  // its seq (sent again unchanged after a lost link)
     uint64_t next_seq = 1;
@@ -381,7 +382,7 @@ class Replicator final : public ChangeSink {
   // A probe's answer says the map its shard runs ("map D"): another than
   // this worker's is logged (once a minute), never refused (a map rolled out
   // by SIGHUP differs between shards for a while).
-  void CheckPeerMap(const Link& l, std::string_view body, int64_t now_ns);
+  void CheckPeerMap(Link& l, std::string_view body, int64_t now_ns);
   // After a batch's answer or a probe's: `alone` is what the other holder
   // says it answered alone for this shard and has not delivered (AloneIn).
   // A batch answered so was applied there, but its held answers are
@@ -426,7 +427,6 @@ class Replicator final : public ChangeSink {
   // `l`'s state and queue as journal steps (its journal's start).
   void JournalState(const Link& l);
 
-  LogThrottle map_differs_log_;  // CheckPeerMap
   ReplicaOptions opts_;
   ReplicaCounters* counters_;
   EventLoop* loop_;

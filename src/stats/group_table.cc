@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -438,18 +439,21 @@ bool GroupTable::Merge(const GroupRow& row) {
   Record* r = FindOrAdd(row.value, HashOf(row.value));
   if (r == nullptr) return false;
   // A merge adds counts another shard (or an admin's POST /stats) sends:
-  // they stop at the top instead of wrapping to a small number (requests
-  // 2^64-1 then 5 read 4). The request path's adds are one each.
-  const auto saturating = [](uint64_t& word, uint64_t add) {
-    std::atomic_ref<uint64_t> w(word);
+  // they stop at 2^63 instead of wrapping to a small number (requests
+  // 2^64-1 then 5 read 4), which leaves the request path's adds of one
+  // each 2^63 of room before they could wrap.
+  static constexpr uint64_t kCeiling = uint64_t{1} << 63;
+  const auto capped = [](uint64_t& word, uint64_t add) {
+    auto w = Ref(word);
     uint64_t v = w.load(std::memory_order_relaxed);
     while (add != 0 &&
-           !w.compare_exchange_weak(v, v > UINT64_MAX - add ? UINT64_MAX : v + add, std::memory_order_relaxed)) {
+           !w.compare_exchange_weak(v, v >= kCeiling || add >= kCeiling - v ? std::max(v, kCeiling) : v + add,
+                                    std::memory_order_relaxed)) {
     }
   };
-  saturating(r->allowed, row.counts.allowed);
-  saturating(r->denied, row.counts.denied);
-  saturating(r->units, row.counts.units);
+  capped(r->allowed, row.counts.allowed);
+  capped(r->denied, row.counts.denied);
+  capped(r->units, row.counts.units);
   bool ok = true;
   for (uint32_t d = 0; d < shape_.distinct && d < row.distinct.size(); ++d)
     ok = row.distinct[d].InsertInto(&r->heads()[d], blocks_.get()) && ok;

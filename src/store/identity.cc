@@ -97,6 +97,7 @@ void PrepareKey(KeyRef* key) {
   key->ident_form = static_cast<uint8_t>(ident.form);
   key->place = store::PlaceHash(key->biz, ident);
   key->prepared = true;
+  key->located_by = 0;  // the identity may be another than when it was located
 }
 
 }  // namespace frs

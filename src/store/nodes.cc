@@ -37,18 +37,15 @@ StoreImpl::NodeKey StoreImpl::NodeKeyOf(const KeyRef& key) const {
   k.ident = IdentityOf(key);
   const uint64_t unkeyed = key.prepared ? key.place : PlaceHash(key.biz, k.ident);
   k.tag = TagOf(unkeyed);
-  if (key.prepared && key.located_by == this) {
-    k.place = key.location;
-    return k;
-  }
-  k.place = LocationHash(place_key_, key.biz, k.ident, unkeyed);
-  if (key.prepared) {
-    // Only a prepared key's identity is fixed: a caller may change the
-    // bytes of one that is not between two looks.
-    key.location = k.place;
-    key.located_by = this;
-  }
+  k.place =
+      key.prepared && key.located_by == instance_ ? key.location : LocationHash(place_key_, key.biz, k.ident, unkeyed);
   return k;
+}
+
+void StoreImpl::LocateKey(KeyRef* key) const {
+  if (!key->prepared) return;  // its identity is not fixed: derived at each look
+  key->location = NodeKeyOf(*key).place;
+  key->located_by = instance_;
 }
 
 bool StoreImpl::FindInChain_locked(StoreFile* f, uint32_t keynode, uint32_t home, const NodeKey& nk, Pos* pos) const {

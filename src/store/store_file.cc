@@ -147,8 +147,8 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
 }
 
 Result<std::unique_ptr<StoreFile>> StoreFile::Open(const std::string& dir, uint32_t index, const StoreGeometry& g,
-                                                   bool create, uint64_t store_id, bool read_only,
-                                                   const PlaceKey& place_key) {
+                                                   bool create, uint64_t store_id, const PlaceKey& place_key,
+                                                   bool read_only) {
   const std::string path = PathFor(dir, index);
   const FileLayout l = LayoutFor(g);
   auto m = os::MappedFile::Open(path,

@@ -19,11 +19,11 @@ class StoreFile {
  public:
   // Opens (or creates, when allowed) file `index` of the store in `dir`.
   // `store_id` and `place_key` are what a file created here gets (a key of
-  // 0: a format-5 file, placed unkeyed); the caller checks that every file
-  // says the same (store_id(), place_key()).
+  // 0: a format-5 file, placed unkeyed, which only tests make); the caller
+  // checks that every file says the same (store_id(), place_key()).
   static Result<std::unique_ptr<StoreFile>> Open(const std::string& dir, uint32_t index, const StoreGeometry& g,
-                                                 bool create, uint64_t store_id, bool read_only = false,
-                                                 const PlaceKey& place_key = PlaceKey{});
+                                                 bool create, uint64_t store_id, const PlaceKey& place_key,
+                                                 bool read_only = false);
 
   static std::string PathFor(const std::string& dir, uint32_t index);
   // The checksummed part of a header (identity and geometry) as a new file

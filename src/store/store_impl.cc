@@ -17,6 +17,16 @@
 
 namespace frs::store {
 
+namespace {
+// A number per opened store for as long as the process lives: a KeyRef
+// located by a store closed since never matches the one opened after it,
+// whatever address that one has.
+uint64_t NextInstance() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> files)
     : opts_(std::move(opts)),
       user_geo_(opts_.geometry),
@@ -26,7 +36,8 @@ StoreImpl::StoreImpl(StoreOptions opts, std::vector<std::unique_ptr<StoreFile>> 
       writers_(files_, geo_, opts_),
       locks_(files_, geo_, writers_, opts_),
       placer_(user_geo_),
-      place_key_(files_.front()->place_key()) {}
+      place_key_(files_.front()->place_key()),
+      instance_(NextInstance()) {}
 
 StoreImpl::~StoreImpl() = default;
 

@@ -116,6 +116,7 @@ class StoreImpl final : public Store {
     uint8_t tag = 0;     // TagOf(PlaceHash)
   };
   NodeKey NodeKeyOf(const KeyRef& key) const;
+  void LocateKey(KeyRef* key) const override;
   // A node composed in private, then copied into its slots whole.
   struct NodeImage {
     alignas(8) uint8_t bytes[kMaxSpan * kSlotBytes];
@@ -274,6 +275,7 @@ class StoreImpl final : public Store {
   ChainLocks locks_;
   Placer placer_;
   const PlaceKey place_key_;  // every file's (Store::Open checks they agree)
+  const uint64_t instance_;   // NextInstance(): tells KeyRef::located_by this open store from any other
   std::function<void(int)> hook_;
   mutable Mutex damage_mu_;
   mutable std::set<std::pair<std::string, uint64_t>> damage_logged_ FRS_GUARDED_BY(damage_mu_);

@@ -75,7 +75,8 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     // store that lost its last files: its header says so, and "restore it
     // from a backup" would send the operator after files that never were.
     if (present > 0 && !missing.empty()) {
-      auto f = store::StoreFile::Open(opts.dir, first_present, g, /*create=*/false, 0, /*read_only=*/true);
+      auto f = store::StoreFile::Open(opts.dir, first_present, g, /*create=*/false, 0, store::PlaceKey{},
+                                      /*read_only=*/true);
       if (!f.ok() && f.status().code() == Status::Code::kMismatch) return f.status();
     }
     // Every file gone, but the engine's daily counters of a store that
@@ -99,8 +100,6 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   // a file recreated in a store of format 5 stays unkeyed, as its store.
   std::random_device rd;
   const uint64_t new_id = (uint64_t{rd()} << 32) ^ rd();
-  Result<store::PlaceKey> new_key = NewPlaceKey();
-  if (!new_key.ok()) return new_key.status();
   uint64_t id = 0;
   store::PlaceKey key;
   bool have_id = false;
@@ -109,9 +108,15 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     for (uint32_t i = 0; i < g.files; ++i) {
       if (files[i]) continue;
       if (pass == 0 && !std::filesystem::exists(store::StoreFile::PathFor(opts.dir, i), ec)) continue;
-      auto f = store::StoreFile::Open(opts.dir, i, g,
-                                      !opts.read_only && (opts.create_if_missing || opts.recreate_missing_files),
-                                      have_id ? id : new_id, opts.read_only, have_id ? key : new_key.value());
+      const bool create = pass == 1 && !opts.read_only && (opts.create_if_missing || opts.recreate_missing_files);
+      // A key is drawn only for a store made here (getrandom may wait for
+      // the kernel's entropy early at boot: not for a store that has one).
+      if (create && !have_id) {
+        Result<store::PlaceKey> fresh = NewPlaceKey();
+        if (!fresh.ok()) return fresh.status();
+        key = fresh.value();
+      }
+      auto f = store::StoreFile::Open(opts.dir, i, g, create, have_id ? id : new_id, key, opts.read_only);
       if (!f.ok()) return f.status();
       if (!have_id) {
         id = f.value()->store_id();

@@ -196,7 +196,8 @@ TEST_F(UpgradeTest, AFormat5StoreIsReadAsItIsAndUpgradedToAKeyedOne) {
   fs::remove_all(dir_ / "data");
   fs::create_directory(dir_ / "data");
   for (uint32_t i = 0; i < 2; ++i) {
-    auto f = store::StoreFile::Open(dir_ / "data", i, StoreGeometry{2, 64, 8}, /*create=*/true, /*store_id=*/7);
+    auto f = store::StoreFile::Open(dir_ / "data", i, StoreGeometry{2, 64, 8}, /*create=*/true, /*store_id=*/7,
+                                    store::PlaceKey{});  // unkeyed: format 5
     ASSERT_TRUE(f.ok()) << f.status().message();
   }
   ASSERT_EQ(store::FormatVersionOf(dir_ / "data/frs.0.store").value(), 5u);

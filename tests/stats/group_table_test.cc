@@ -545,8 +545,9 @@ TEST(GroupTable, MergeAddsCountsAndUnitesSketches) {
   ASSERT_TRUE(t->Row("copy", &got));
   EXPECT_EQ(got.distinct[0].Count(), big.distinct[0].Count());
 
-  // Counts merged past 2^64-1 stop there: they wrapped to what was added
-  // beyond it (2^64-1, then 5, read 4), and a row at 0 left the groups.
+  // Counts merged past 2^63 stop there: they wrapped to what was added
+  // beyond 2^64-1 (2^64-1, then 5, read 4), and a row at 0 left the groups;
+  // the request path's adds of one each still have 2^63 of room.
   GroupRow huge;
   huge.value = "huge";
   huge.counts = GroupCounts{UINT64_MAX, UINT64_MAX, 0, UINT64_MAX};
@@ -554,8 +555,13 @@ TEST(GroupTable, MergeAddsCountsAndUnitesSketches) {
   huge.counts = GroupCounts{6, 5, 1, 5};
   ASSERT_TRUE(t->Merge(huge));
   ASSERT_TRUE(t->Row("huge", &got));
-  ExpectCounts(got.counts, GroupCounts{UINT64_MAX, UINT64_MAX, 1, UINT64_MAX}, "huge");
+  constexpr uint64_t kCeiling = uint64_t{1} << 63;
+  ExpectCounts(got.counts, GroupCounts{kCeiling + 1, kCeiling, 1, kCeiling}, "huge");
   EXPECT_EQ(t->groups(), 5u);
+  const uint32_t code = sketch::CodeOf("one more");
+  ASSERT_TRUE(t->Add("huge", GroupCounts{1, 1, 0, 1}, &code));
+  ASSERT_TRUE(t->Row("huge", &got));
+  ExpectCounts(got.counts, GroupCounts{kCeiling + 2, kCeiling + 1, 1, kCeiling + 1}, "huge+1");
 }
 
 // Offsets in a day file are shared memory a bug, a disk or a hand may

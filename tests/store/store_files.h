@@ -30,7 +30,8 @@ struct StoreFiles {
     opts.geometry = {n, keynodes, chain};
     geo = store::GroupGeometry(opts.geometry);
     for (uint32_t i = 0; i < n; ++i) {
-      auto f = store::StoreFile::Open(dir.path(), i, opts.geometry, /*create=*/true, /*store_id=*/42);
+      auto f = store::StoreFile::Open(dir.path(), i, opts.geometry, /*create=*/true, /*store_id=*/42,
+                                      store::PlaceKey{});  // unkeyed: a store of format 5
       EXPECT_TRUE(f.ok()) << f.status().ToString();
       files.push_back(std::move(f.value()));
     }

@@ -54,6 +54,17 @@ TEST(StorePlacement, AKeyedStorePlacesByItsKeyNotByTheUnkeyedHash) {
   EXPECT_LT(same_as_unkeyed, 10);  // 1 in 2 x 512 by chance
 }
 
+// Where stores already written place a node: format 6 by its key, format 5
+// by the unkeyed mix. A change of either hash (its rounds, its packing of
+// biz and form) would leave the nodes of every such store unfound.
+TEST(StorePlacement, TheHashesStoresWereWrittenWithAreKept) {
+  const store::Identity id{42, store::KeyForm::kDecimal};
+  EXPECT_EQ(store::LocationHash(store::PlaceKey{0x0123456789abcdefull, 0xfedcba9876543210ull}, 7, id),
+            0xcc2a4bda6e5a57a8ull);
+  EXPECT_EQ(store::LocationHash(store::PlaceKey{}, 7, id), 0x019a045154615098ull);
+  EXPECT_EQ(store::PlaceHash(7, id), 0x019a045154615098ull);
+}
+
 TEST(StorePlacement, TheSameKeyOfAnotherBizIsPlacedApart) {
   const StoreGeometry g{2, 65536, 8};
   int same = 0;

@@ -831,7 +831,7 @@ TEST(StoreIteration, AWalkWithALockWaitEndsAtAChainHeldLongerThanIt) {
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "a" + std::to_string(i)), 1).ok());
   // Its chains are key-node groups (store::GroupGeometry): chain 1 is one.
   ASSERT_GT(store::GroupGeometry(StoreGeometry{1, 32, 8}).keynodes, 1u);
-  auto f = store::StoreFile::Open(d.path(), 0, StoreGeometry{1, 32, 8}, /*create=*/false, 0);
+  auto f = store::StoreFile::Open(d.path(), 0, StoreGeometry{1, 32, 8}, /*create=*/false, 0, store::PlaceKey{});
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   // Held by a live owner (this thread, as far as the word says).
   std::atomic_ref<uint64_t> word((*f)->lock(1)->bits);

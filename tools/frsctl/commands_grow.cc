@@ -611,9 +611,9 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   } else {
     for (const std::string& r : removed) std::printf("removed %s, left by an interrupted grow\n", r.c_str());
     if (older)
-      std::printf("upgraded %s from store format %u to %u, %s (files x key-nodes x chain): %s -> %s slots\n",
-                  dir.c_str(), format_from, kStoreFormatVersion, Geo(to).c_str(), Grouped(from.slots()).c_str(),
-                  Grouped(to.slots()).c_str());
+      std::printf("upgraded %s from store format %u to %u, %s -> %s (files x key-nodes x chain): %s -> %s slots\n",
+                  dir.c_str(), format_from, kStoreFormatVersion, Geo(from).c_str(), Geo(to).c_str(),
+                  Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
     else
       std::printf("grew %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n", dir.c_str(), Geo(from).c_str(),
                   Geo(to).c_str(), Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
