@@ -120,9 +120,13 @@ struct FileHeader {
   uint32_t batch_entry_bytes;
   uint32_t keynode_group;  // KeynodeGroup(geometry): key-nodes per group
   // Format 6: the placement key (identity.h PlaceKey), random, equal in
-  // every file of one store and never 0; format 5: 0 (reserved then).
+  // every file of one store and never 0; format 5: 0 (reserved then). Twice
+  // more after it: a header rebuilt with no intact file of its store to copy
+  // the key from (verify --repair of a one-file store) takes each byte from
+  // the copies that agree, where damage to the key alone lost every node.
   uint64_t place_key[2];
-  uint8_t reserved0[kChecksummedBytes - 136];
+  uint64_t place_key_copies[2][2];
+  uint8_t reserved0[kChecksummedBytes - 168];
   uint64_t checksum;  // XXH3-64 of bytes [0, kChecksummedBytes)
   uint8_t pad0[56];
   // --- counters: updated atomically, not checksummed ---
@@ -146,7 +150,7 @@ static_assert(offsetof(FileHeader, heads_offset) == 48);
 static_assert(offsetof(FileHeader, head_bytes) == 104);
 static_assert(offsetof(FileHeader, batch_entries) == 108 && offsetof(FileHeader, batch_entry_bytes) == 112);
 static_assert(offsetof(FileHeader, layout_signature) == 96 && offsetof(FileHeader, keynode_group) == 116);
-static_assert(offsetof(FileHeader, place_key) == 120);
+static_assert(offsetof(FileHeader, place_key) == 120 && offsetof(FileHeader, place_key_copies) == 136);
 static_assert(offsetof(FileHeader, checksum) == kChecksummedBytes);
 static_assert(offsetof(FileHeader, nodes_used) == 320);
 static_assert(offsetof(FileHeader, recovery_lock) == 384);

@@ -167,9 +167,9 @@ Result<std::vector<Rebuild>> PlanHeaders(const std::string& dir, const StoreGeom
               "the damaged headers disagree on the store id and no intact one says which is right: not "
               "rebuilt");
     }
-    // The placement key as the store's (an intact file's), else its own: a
-    // key unlike the store's would place every lookup wrongly.
-    const store::PlaceKey key = store::StoreFile::PlaceKeyOf(model ? model->h : f.h);
+    // The placement key as the store's (an intact file's), else its own
+    // copies' vote: a key unlike the store's would place every lookup wrongly.
+    const store::PlaceKey key = model ? store::StoreFile::PlaceKeyOf(model->h) : store::StoreFile::VotedPlaceKey(f.h);
     store::FileHeader want = f.h;
     store::StoreFile::WriteIdentity(&want, g, i, id, f.h.created_unix, key);  // its own time: each file has its own
     const int differ = BytesDiffering(&f.h, &want, store::kChecksummedBytes);

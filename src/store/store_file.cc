@@ -48,8 +48,10 @@ void StoreFile::WriteIdentity(FileHeader* h, const StoreGeometry& g, uint32_t in
   std::memset(h, 0, offsetof(FileHeader, checksum));
   h->magic = kMagic;
   h->version = place_key.keyed() ? kFormatVersion : kUnkeyedFormatVersion;
-  h->place_key[0] = place_key.k0;
-  h->place_key[1] = place_key.k1;
+  for (uint64_t* k : {h->place_key, h->place_key_copies[0], h->place_key_copies[1]}) {
+    k[0] = place_key.k0;
+    k[1] = place_key.k1;
+  }
   h->header_bytes = kHeaderBytes;
   h->files = g.files;
   h->file_index = index;
@@ -71,6 +73,19 @@ void StoreFile::WriteIdentity(FileHeader* h, const StoreGeometry& g, uint32_t in
   h->store_id = store_id;
   h->layout_signature = kLayoutSignature;
   h->checksum = HeaderChecksum(*h);
+}
+
+PlaceKey StoreFile::VotedPlaceKey(const FileHeader& h) {
+  if (h.version == kUnkeyedFormatVersion) return PlaceKey{};
+  uint8_t a[16], b[16], c[16], out[16];
+  std::memcpy(a, h.place_key, 16);
+  std::memcpy(b, h.place_key_copies[0], 16);
+  std::memcpy(c, h.place_key_copies[1], 16);
+  for (int i = 0; i < 16; ++i) out[i] = a[i] == b[i] || a[i] == c[i] ? a[i] : b[i] == c[i] ? b[i] : a[i];
+  PlaceKey k;
+  std::memcpy(&k.k0, out, 8);
+  std::memcpy(&k.k1, out + 8, 8);
+  return k;
 }
 
 namespace {
@@ -110,6 +125,9 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
   if (h.version == kFormatVersion && !PlaceKeyOf(h).keyed())
     return Status::Corruption(path + ": format version " + std::to_string(kFormatVersion) +
                               " without a placement key (no build writes one)");
+  if (h.version == kFormatVersion && (std::memcmp(h.place_key_copies[0], h.place_key, sizeof h.place_key) != 0 ||
+                                      std::memcmp(h.place_key_copies[1], h.place_key, sizeof h.place_key) != 0))
+    return Status::Corruption(path + ": the header's copies of its placement key disagree (no build writes such)");
   if (h.layout_signature != kLayoutSignature)
     return Status::Mismatch(path + ": written by a build with another node layout");
   auto differs = [&](const char* what, uint64_t file, uint64_t want) {

@@ -36,6 +36,9 @@ class StoreFile {
   static PlaceKey PlaceKeyOf(const FileHeader& h) {
     return h.version == kUnkeyedFormatVersion ? PlaceKey{} : PlaceKey{h.place_key[0], h.place_key[1]};
   }
+  // The same from a damaged header: each byte as two of its three copies
+  // have it (the first copy's where all three differ).
+  static PlaceKey VotedPlaceKey(const FileHeader& h);
   // Validates a header against the expected geometry (used by Open and Verify).
   static Status CheckHeader(const std::string& path, const FileHeader& h, const StoreGeometry& g, uint32_t index,
                             uint64_t file_size);

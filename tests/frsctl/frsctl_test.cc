@@ -999,6 +999,17 @@ TEST_F(FrsctlTest, VerifyRepairRebuildsADamagedHeaderAndKeepsEveryCount) {
   EXPECT_FALSE(after_loss.empty());
   for (const auto& [key, counts] : after_loss) EXPECT_EQ(counts, before.at(key)) << key;
 
+  // Bytes of the placement key itself damaged in both files' headers: no
+  // intact header holds the key, and each takes it from its own copies' vote
+  // (a key taken as the damage left it placed every lookup wrongly).
+  for (const char* f : {"data/frs.0.store", "data/frs.1.store"}) flip(dir_ / f, 120 + 3, 2);
+  r = Ctl({"verify"});
+  EXPECT_NE(r.out.find("header checksum mismatch"), std::string::npos) << r.out;
+  r = Ctl({"verify", "--repair"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("frs.0.store: header rebuilt"), std::string::npos) << r.out;
+  EXPECT_EQ(Counts("srv.xml"), after_loss);
+
   // The version byte turned to 4: damage (the checksum fails), not a store
   // of the previous format to upgrade.
   poke(8, "\x04");

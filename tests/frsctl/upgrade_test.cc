@@ -203,6 +203,12 @@ TEST_F(UpgradeTest, AFormat5StoreIsReadAsItIsAndUpgradedToAKeyedOne) {
   ASSERT_EQ(store::FormatVersionOf(dir_ / "data/frs.0.store").value(), 5u);
   CtlRun r = Ctl({"stat"});
   EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("placement unkeyed"), std::string::npos) << r.out;
+  // Counts set in the unkeyed store (a short key, its own identity, and a
+  // long one, its fingerprint's) are found where the keyed store puts them.
+  const std::string long_key = "a-key-longer-than-eight-bytes";
+  ASSERT_EQ(Ctl({"set", "fixed1", "u7", "3"}).rc, 0);
+  ASSERT_EQ(Ctl({"set", "fixed1", long_key, "4"}).rc, 0);
   r = Ctl({"upgrade", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   JsonValue j = Parse(r.out);
@@ -212,6 +218,14 @@ TEST_F(UpgradeTest, AFormat5StoreIsReadAsItIsAndUpgradedToAKeyedOne) {
     EXPECT_EQ(store::FormatVersionOf(dir_ / f).value(), 6u);
   r = Ctl({"stat"});
   EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("6 (placement keyed)"), std::string::npos) << r.out;
+  for (const auto& [key, count] : {std::pair<std::string, int>{"u7", 3}, {long_key, 4}}) {
+    r = Ctl({"--json", "get", "fixed1", key});
+    ASSERT_EQ(r.rc, 0) << key << ": " << r.err;
+    EXPECT_EQ(Parse(r.out).Find("count")->number, count) << key << ": " << r.out;
+  }
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
 }
 
 // A writer killed in the middle of a write left its journal open: the

@@ -412,11 +412,21 @@ TEST(StoreHeader, ANewStoreHasAPlacementKeyOfItsOwnInEveryFile) {
   EXPECT_TRUE(store::StoreFile::PlaceKeyOf(h0).keyed());
   EXPECT_TRUE(store::StoreFile::PlaceKeyOf(h0) == store::StoreFile::PlaceKeyOf(h1));
   EXPECT_FALSE(store::StoreFile::PlaceKeyOf(h0) == store::StoreFile::PlaceKeyOf(other));
+  // One copy of the key changed under a checksum made anew: no build writes
+  // that; all three changed: a file of another key.
   store::FileHeader h = h1;
   h.place_key[0] ^= 1;
   h.checksum = store::HeaderChecksum(h);
   PatchFile(d / "frs.1.store", 0, &h, sizeof h);
   auto r = Store::Open(Opts(d.path(), 2, 64, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("copies of its placement key disagree"), std::string::npos)
+      << r.status().message();
+  h.place_key_copies[0][0] ^= 1;
+  h.place_key_copies[1][0] ^= 1;
+  h.checksum = store::HeaderChecksum(h);
+  PatchFile(d / "frs.1.store", 0, &h, sizeof h);
+  r = Store::Open(Opts(d.path(), 2, 64, 8));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("placement key is not the other files'"), std::string::npos)
       << r.status().message();
