@@ -29,6 +29,7 @@ namespace frs {
 struct HttpResponse {
   int status = 0;
   std::string body;
+  std::string kept;  // the value of the header KeepHeader named ("": absent, or none named)
 };
 
 class HttpClient {
@@ -54,6 +55,14 @@ class HttpClient {
   // admin token goes in a header, never in the target: a proxy's access log
   // writes every target it forwards.
   void SetBearer(std::string token) { bearer_ = std::move(token); }
+  // Signs every request instead: called with its method, target and body, it
+  // gives the Authorization value ("": none). Set, it is sent in place of
+  // the bearer token (frsd's shards sign their /replicate requests so).
+  using Signer = std::function<std::string(std::string_view method, std::string_view target, std::string_view body)>;
+  void SetSigner(Signer signer) { signer_ = std::move(signer); }
+  // Each answer's value of header `name` (case-insensitive) goes to
+  // HttpResponse::kept.
+  void KeepHeader(std::string name) { keep_header_ = std::move(name); }
   // Asked about every 100 ms while a call waits: true ends the call there
   // (Unavailable, "a stop was asked"), for a caller whose deadline is long
   // and that must still stop promptly on a signal. Unset: only the deadline.
@@ -61,6 +70,8 @@ class HttpClient {
 
  private:
   Result<HttpResponse> Exchange(std::string_view request);
+  // The request's Authorization line ("\r\nAuthorization: ..."), or "".
+  std::string AuthLine(std::string_view method, std::string_view target, std::string_view body) const;
   Status Connect(int64_t deadline_ms);
   void Disconnect();
   // Until `fd` is ready for `events`; false at the deadline or a stop.
@@ -71,6 +82,8 @@ class HttpClient {
   int timeout_ms_;
   int fd_ = -1;  // the connection; -1: none yet, or closed
   std::string bearer_;
+  Signer signer_;
+  std::string keep_header_;
   bool unanswered_ = false;  // the last call's request went unanswered
   std::function<bool()> stop_;
   bool stopped_ = false;  // the last call was ended by stop_

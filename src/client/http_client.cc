@@ -42,6 +42,14 @@ Status SplitServer(const std::string& server, std::string* host, std::string* po
   return Status::OK();
 }
 
+// The answer parsed, and the header the caller asked to keep.
+HttpResponse Taken(http::response<http::string_body>& m, const std::string& keep) {
+  HttpResponse r{static_cast<int>(m.result_int()), std::move(m.body()), {}};
+  if (!keep.empty())
+    if (auto it = m.find(keep); it != m.end()) r.kept = std::string(it->value());
+  return r;
+}
+
 }  // namespace
 
 HttpClient::HttpClient(std::string server, int timeout_ms) : server_(std::move(server)), timeout_ms_(timeout_ms) {}
@@ -53,6 +61,8 @@ HttpClient::HttpClient(HttpClient&& o) noexcept
       timeout_ms_(o.timeout_ms_),
       fd_(std::exchange(o.fd_, -1)),
       bearer_(std::move(o.bearer_)),
+      signer_(std::move(o.signer_)),
+      keep_header_(std::move(o.keep_header_)),
       unanswered_(o.unanswered_),
       stop_(std::move(o.stop_)),
       stopped_(o.stopped_) {}
@@ -64,6 +74,8 @@ HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
     timeout_ms_ = o.timeout_ms_;
     fd_ = std::exchange(o.fd_, -1);
     bearer_ = std::move(o.bearer_);
+    signer_ = std::move(o.signer_);
+    keep_header_ = std::move(o.keep_header_);
     unanswered_ = o.unanswered_;
     stop_ = std::move(o.stop_);
     stopped_ = o.stopped_;
@@ -139,16 +151,24 @@ Status HttpClient::Connect(int64_t deadline) {
   return last;
 }
 
+std::string HttpClient::AuthLine(std::string_view method, std::string_view target, std::string_view body) const {
+  if (signer_) {
+    std::string v = signer_(method, target, body);
+    return v.empty() ? v : "\r\nAuthorization: " + v;
+  }
+  return bearer_.empty() ? std::string() : "\r\nAuthorization: Bearer " + bearer_;
+}
+
 Result<HttpResponse> HttpClient::Get(std::string_view target) {
   std::string req = "GET " + std::string(target) + " HTTP/1.1\r\nHost: " + server_;
-  if (!bearer_.empty()) req += "\r\nAuthorization: Bearer " + bearer_;
+  req += AuthLine("GET", target, {});
   req += "\r\n\r\n";
   return Exchange(req);
 }
 
 Result<HttpResponse> HttpClient::Post(std::string_view target, std::string_view body, std::string_view content_type) {
   std::string req = "POST " + std::string(target) + " HTTP/1.1\r\nHost: " + server_;
-  if (!bearer_.empty()) req += "\r\nAuthorization: Bearer " + bearer_;
+  req += AuthLine("POST", target, body);
   req += "\r\nContent-Type: " + std::string(content_type) + "\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\n\r\n";
   req.append(body);
@@ -211,7 +231,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
           boost::system::error_code ec;
           parser.put_eof(ec);
           if (!ec && parser.is_done()) {
-            HttpResponse r{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
+            HttpResponse r = Taken(parser.get(), keep_header_);
             return r;
           }
         }
@@ -233,7 +253,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
       }
       if (parser.is_done()) {
         if (!parser.keep_alive()) Disconnect();
-        HttpResponse r{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
+        HttpResponse r = Taken(parser.get(), keep_header_);
         return r;
       }
     }

@@ -139,9 +139,10 @@ class Handler {
   struct Extra {
     const Decision* rate = nullptr;  // the RateLimit fields (and Retry-After) of this decision
     int64_t now_s = 0;
-    std::string_view unit;        // its biz's quota unit ("": requests)
-    bool violated = false;        // a denial names the rules that denied (FRS-Violated-Policies)
-    const char* allow = nullptr;  // 405: Allow
+    std::string_view unit;           // its biz's quota unit ("": requests)
+    bool violated = false;           // a denial names the rules that denied (FRS-Violated-Policies)
+    const char* allow = nullptr;     // 405: Allow
+    std::string_view replica_proof;  // FRS-Replica-Proof of a signed /replicate's answer (replica_auth.h)
   };
   void Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra, bool head_only,
                std::string* out);
@@ -165,6 +166,11 @@ class Handler {
   // /replicate: changes from another shard, and what a returning shard asks
   // (handler_replica.cc).
   void HandleReplicate(const HttpHead& head, const char* base, std::string_view query, Extra* extra, int* status);
+  // Its authentication: a request signed under the admin token (replica_auth.h;
+  // *nonce its nonce) or the token itself; false: refused (403), answered.
+  bool ReplicateAuthorized(const HttpHead& head, const char* base, const ReplicateQuery& q, std::string* nonce,
+                           int* status);
+  void ReplicateAuthorizedRequest(const HttpHead& head, const char* base, const ReplicateQuery& q, int* status);
   // Logs (at most once a minute) the changes of a biz this map has not,
   // which the engine skips.
   void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
@@ -267,6 +273,7 @@ class Handler {
   std::string map_digest_;      // set_map_digest
   LogThrottle no_biz_changes_;  // NoteChangesOfNoBiz
   LogThrottle token_refusals_;  // /replicate refused for its admin token
+  std::string replica_proof_;   // Extra::replica_proof's bytes
 };
 
 }  // namespace frs::server

@@ -26,6 +26,7 @@
 #include "server/clock_util.h"
 #include "server/handler.h"
 #include "server/logger.h"
+#include "server/replica_auth.h"
 #include "server/replica_wire.h"
 #include "server/replicator.h"
 #include "server/request_decoder.h"
@@ -211,7 +212,6 @@ bool Handler::RefusedForLeaseKey(const HttpHead& head, const ReplicateQuery& q, 
 
 void Handler::HandleReplicate(const HttpHead& head, const char* base, std::string_view query, Extra* extra,
                               int* status) {
-  const ClusterView& c = opts_.cluster;
   if (head.method != HttpMethod::kGet && head.method != HttpMethod::kPost) {
     TextBody(405, "/replicate takes POST (changes) or GET (state, snapshot)", status);
     extra->allow = "GET, POST";
@@ -222,30 +222,92 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
     TextBody(400, bad, status);
     return;
   }
-  std::string_view auth(base + head.auth_off, head.auth_len);
-  if (q.token.empty()) q.token = BearerToken(auth);
-  const AdminAuth a = CheckAdminToken(opts_.admin_token, q.token);
-  if (a == AdminAuth::kDisabled) {
+  std::string nonce;
+  if (!ReplicateAuthorized(head, base, q, &nonce, status)) return;
+  ReplicateAuthorizedRequest(head, base, q, status);
+  // The answer proves this shard holds the token (replica_auth.h): a
+  // sender takes no acknowledgement, state or snapshot without it.
+  if (!nonce.empty()) {
+    replica_proof_ = ReplicaAnswerProof(opts_.admin_token, nonce, *status, Body());
+    extra->replica_proof = replica_proof_;
+  }
+}
+
+bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const ReplicateQuery& q, std::string* nonce,
+                                  int* status) {
+  if (opts_.admin_token.empty()) {
     TextBody(403, "/replicate: replicas authenticate with the admin token, and srv.xml sets none", status);
-    return;
+    return false;
   }
-  if (a != AdminAuth::kOk) {
-    // Said here too (the sender's log reads "answered 403"): a shard that
-    // refuses every change of another keeps nothing of its routes' copies.
-    if (uint64_t n = 0; token_refusals_.Note(MonoNs(), &n)) {
-      // The name as the unauthenticated sender gave it: printable bytes only.
-      std::string peer = (q.from.empty() ? q.forname : q.from).substr(0, 80);
-      for (char& ch : peer)
-        if (ch < 0x20 || ch > 0x7e) ch = '?';
-      FRS_LOG(
-          "replicas: refused %llu /replicate request(s) (403): the admin token missing or not this shard's, the "
-          "last naming itself %s; a shard refused so keeps none of these copies: every shard must run the same "
-          "<admin token> (SIGHUP applies a new one; logged once a minute)",
-          static_cast<unsigned long long>(n), peer.empty() ? "a sender that named no shard" : peer.c_str());
-    }
-    TextBody(403, "/replicate needs the admin token (Authorization: Bearer T), and it is missing or wrong", status);
-    return;
+  const std::string_view auth(base + head.auth_off, head.auth_len);
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const auto check = [&](std::string_view self) {
+    return CheckReplicaRequest(auth, opts_.admin_token, self, head.method == HttpMethod::kPost ? "POST" : "GET",
+                               std::string_view(base + head.target_off, head.target_len),
+                               std::string_view(base + head.body_off, head.body_len), now.tv_sec);
+  };
+  const ReplicaAuthCheck signed_by = check(opts_.cluster.self);
+  std::string why;  // the refusal's answer ("": authorized)
+  switch (signed_by.kind) {
+    case ReplicaAuthCheck::Kind::kOk: *nonce = signed_by.nonce; return true;
+    case ReplicaAuthCheck::Kind::kNotSigned:
+      // The token itself (frsctl, curl): Bearer, or token= in the query.
+      if (CheckAdminToken(opts_.admin_token, q.token.empty() ? BearerToken(auth) : std::string_view(q.token)) ==
+          AdminAuth::kOk)
+        return true;
+      why =
+          "/replicate needs the admin token (Authorization: Bearer T) or a request signed under it, and it is "
+          "missing or wrong";
+      break;
+    case ReplicaAuthCheck::Kind::kMalformed:
+      why = "/replicate: an " + std::string(kReplicaAuthScheme) + " Authorization needs t=, n= and mac= (64 hex)";
+      break;
+    case ReplicaAuthCheck::Kind::kSkewed:
+      why = "/replicate: signed at a time " + std::to_string(signed_by.skew_s) +
+            " s from this shard's clock (at most " + std::to_string(kReplicaAuthSkewS) +
+            " s apart): set both shards' clocks (NTP)";
+      break;
+    case ReplicaAuthCheck::Kind::kWrong:
+      // Signed with this token for the shard its Host names, which is not
+      // this shard's self: the two lists name this shard otherwise (a self
+      // misspelled), not another token. Said as such, not as a 403 that a
+      // starting sender waits on for a token to change.
+      if (const std::string_view host(base + head.host_off, head.host_len);
+          !host.empty() && host != opts_.cluster.self && check(host).kind == ReplicaAuthCheck::Kind::kOk) {
+        TextBody(400,
+                 "/replicate: the request was signed for shard " + std::string(host.substr(0, 64)) +
+                     ", and this shard's <cluster self> is " + opts_.cluster.self +
+                     ": the sender's <cluster> list names this shard otherwise (set self to its name exactly as "
+                     "the list spells it)",
+                 status);
+        return false;
+      }
+      why =
+          "/replicate: the request's signature does not verify under this shard's admin token and <cluster self>"
+          " (another token, a request meant for another shard, or one changed on the way)";
+      break;
   }
+  // Said here too (the sender's log reads "answered 403"): a shard that
+  // refuses every change of another keeps nothing of its routes' copies.
+  if (uint64_t n = 0; token_refusals_.Note(MonoNs(), &n)) {
+    // The name as the unauthenticated sender gave it: printable bytes only.
+    std::string peer = (q.from.empty() ? q.forname : q.from).substr(0, 80);
+    for (char& ch : peer)
+      if (ch < 0x20 || ch > 0x7e) ch = '?';
+    FRS_LOG(
+        "replicas: refused %llu /replicate request(s) (403), the last naming itself %s: %s; a shard refused so "
+        "keeps none of these copies: every shard must run the same <admin token> (SIGHUP applies a new one; "
+        "logged once a minute)",
+        static_cast<unsigned long long>(n), peer.empty() ? "a sender that named no shard" : peer.c_str(),
+        why.c_str() + (why.starts_with("/replicate: ") ? 12 : 0));
+  }
+  TextBody(403, why, status);
+  return false;
+}
+
+void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base, const ReplicateQuery& q, int* status) {
+  const ClusterView& c = opts_.cluster;
   if (!c.ring || !c.replicas) {
     TextBody(404, "/replicate: this shard keeps no replicas (<cluster replicas=\"1\">)", status);
     return;

@@ -200,7 +200,7 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
   // (< 64), a content type, an Allow value (short literals), four policies
   // (names < 32 bytes, a unit < 32 bytes, four integers each), four
   // violated policies' names or a lease id, and nine more integers of at
-  // most 20 digits: well under 2048.
+  // most 20 digits, or a /replicate answer's proof (64): well under 2048.
   const std::string_view body = Body();
   char buf[2048];
   BufWriter w(buf);
@@ -224,6 +224,11 @@ void Handler::Respond(int status, bool keep_alive, int version, const char* cont
     if (extra->allow) {
       w.Lit("Allow: ");
       w.Str(extra->allow);
+      w.Lit("\r\n");
+    }
+    if (!extra->replica_proof.empty()) {
+      w.Lit("FRS-Replica-Proof: ");
+      w.Str(extra->replica_proof);
       w.Lit("\r\n");
     }
   }

@@ -59,6 +59,10 @@ class HttpRequestParser::Adaptor {
         owner_->head_.auth_off = static_cast<size_t>(value.data() - owner_->base_);
         owner_->head_.auth_len = value.size();
       }
+      if (name == http::field::host && in_request) {
+        owner_->head_.host_off = static_cast<size_t>(value.data() - owner_->base_);
+        owner_->head_.host_len = value.size();
+      }
       if (name == http::field::accept) owner_->head_.accept.Fold(std::string_view(value.data(), value.size()));
       if (name == http::field::unknown && name_text.size() == 17 &&
           boost::beast::iequals(name_text, string_view("FRS-Replica-Alone", 17)))

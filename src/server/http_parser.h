@@ -51,6 +51,8 @@ struct HttpHead {
   size_t body_off = 0, body_len = 0;  // valid once the request is complete
   // The Authorization header's value (admin paths take a Bearer token).
   size_t auth_off = 0, auth_len = 0;
+  // The Host header's value (a signed /replicate names the shard it is for).
+  size_t host_off = 0, host_len = 0;
   AcceptPrefs accept;  // the Accept fields, folded (a denial's body type)
   // FRS-Replica-Alone: a /replicate batch that carries changes its sender
   // answered alone (Replicator::SendBatch).

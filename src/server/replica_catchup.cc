@@ -20,6 +20,7 @@
 #include "os/whole_file.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
+#include "server/replica_auth.h"
 #include "server/replicator.h"
 #include "server/signals.h"
 #include "server/snapshot_merge.h"
@@ -78,7 +79,7 @@ struct CatchUp {
   ReplicaShared* shared;
   std::string self;    // this shard's name, as a query value
   std::string digest;  // the <cluster> list's, "%08x"
-  std::string token;   // the admin token, sent as Authorization: Bearer
+  std::string token;   // the admin token, which signs every question (replica_auth.h)
   int64_t start;       // MonoNs()
   // "&lease_key=CHECK" (empty: no <cluster lease_key>): a shard keyed
   // otherwise refuses the question (409), so the start says so at once.
@@ -97,10 +98,11 @@ bool SnapshotsWanted(const CatchUp& c, const Ring& ring, const std::vector<size_
   for (size_t i : peers) {
     const std::string& name = ring.shards()[i].name;
     client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
-    http.SetBearer(c.token);
+    ReplicaSigner signer(c.token, name);
+    signer.Attach(&http);
     http.SetStop(StopAsked);
     auto r = http.Get(c.StateQuery());
-    if (r.ok() && r->status == 200 && r->body.find("handoff_pending 1") != std::string::npos) {
+    if (r.ok() && r->status == 200 && signer.Proven(*r) && r->body.find("handoff_pending 1") != std::string::npos) {
       FRS_LOG(
           "replicas: a <cluster> change's handoff is pending on %s: no snapshot taken from any shard (the "
           "nodes of this shard's routes come by frsctl handoff and by the changes queued for it)",
@@ -143,7 +145,8 @@ bool ReadSnapshotHead(std::string_view* body, size_t i, ReplicaShared* shared, l
 // were sent, answered to a connection long closed.
 bool AnswersAgain(const CatchUp& c, const std::string& name) {
   client::HttpClient http(name, 1000);
-  http.SetBearer(c.token);
+  ReplicaSigner signer(c.token, name);
+  signer.Attach(&http);
   http.SetStop(StopAsked);
   while (!StopAsked() && MonoNs() - c.start < kCatchUpLimitNs) {
     if (http.Get(c.StateQuery()).ok()) return true;
@@ -156,14 +159,14 @@ bool AnswersAgain(const CatchUp& c, const std::string& name) {
 // (403): the master applies the reload once the catch-up ends, but the
 // token srv.xml says now is taken at once (a typo fixed), so that the wait
 // ends when that shard answers, not at its 60 s. Read at most once a second.
-void TakeReloadedToken(const CatchUp& c, client::HttpClient* http, int64_t* read_ns) {
+void TakeReloadedToken(const CatchUp& c, ReplicaSigner* signer, int64_t* read_ns) {
   sigset_t pending;
   const bool hup = Signals().reload || (sigpending(&pending) == 0 && sigismember(&pending, SIGHUP) == 1);
   if (!hup || (*read_ns != 0 && MonoNs() - *read_ns < 1000 * kMsNs)) return;
   *read_ns = MonoNs();
   Result<SrvConfig> next = LoadSrvConfig(c.cfg.path);
   if (!next.ok() || next.value().admin_token.empty()) return;
-  http->SetBearer(next.value().admin_token);
+  signer->SetToken(next.value().admin_token);
 }
 
 // The snapshot of shard `i` (`name`) asked and merged; the nodes merged.
@@ -174,7 +177,8 @@ void TakeReloadedToken(const CatchUp& c, client::HttpClient* http, int64_t* read
 // handoff, is not missed: those nodes come by the handoff).
 uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key, bool* missed) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 15000)));
-  http.SetBearer(c.token);
+  ReplicaSigner signer(c.token, name);
+  signer.Attach(&http);
   http.SetStop(StopAsked);
   // Every store file in one answer: one reading of the sender's store,
   // so one set of stream numbers holds for all of it. A 503 is asked
@@ -197,7 +201,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
        MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
        wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
     std::string why = r.ok() ? std::to_string(r->status) + " " + AnswerWords(r->body) : r.status().message();
-    if (r.ok() && r->status == 403) TakeReloadedToken(c, &http, &token_read_ns);
+    if (r.ok() && r->status == 403) TakeReloadedToken(c, &signer, &token_read_ns);
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     FRS_LOG("replicas: no snapshot from %s yet (%s); asking again in %d ms (attempt %d)", name.c_str(), why.c_str(),
             wait_ms, attempt + 1);
@@ -208,6 +212,15 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
     alive = alive || r.ok() || http.Unanswered();
   }
   if (StopAsked()) return 0;
+  if (r.ok() && r->status == 200 && !signer.Proven(*r)) {
+    *missed = true;
+    FRS_LOG(
+        "replicas: %s answered its snapshot without proof that it holds this cluster's admin token "
+        "(FRS-Replica-Proof): not a shard of this cluster (another program at its address?); not taken",
+        name.c_str());
+    CounterSet(c.shared->hold_off[i], 0);
+    return 0;
+  }
   if (!r.ok() || r->status != 200) {
     *missed = !r.ok() || r->status != 409;
     FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
@@ -248,7 +261,8 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
 // delivered.
 bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
-  http.SetBearer(c.token);
+  ReplicaSigner signer(c.token, name);
+  signer.Attach(&http);
   http.SetStop(StopAsked);
   struct Mark {
     unsigned long long hash, queued;
@@ -287,7 +301,7 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
         FRS_LOG("replicas: %s answered %d: %s; waiting for the changes it may hold for this shard (up to 60 s)",
                 name.c_str(), r->status, AnswerWords(r->body).c_str());
       refused = true;
-      if (r->status == 403) TakeReloadedToken(c, &http, &token_read_ns);
+      if (r->status == 403) TakeReloadedToken(c, &signer, &token_read_ns);
       if (MonoNs() - c.start > kCatchUpLimitNs) {
         FRS_LOG(
             "replicas: %s still refuses this shard's %s after 60 s; serving without what it may hold for this "
@@ -300,6 +314,15 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       continue;
     }
     unsigned long long pending = 0;
+    if (r->status == 200 && !signer.Proven(*r)) {
+      FRS_LOG(
+          "replicas: %s answered without proof that it holds this cluster's admin token (FRS-Replica-Proof): not a "
+          "shard of this cluster (another program at its address?); serving without what it may hold for this "
+          "shard",
+          name.c_str());
+      CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
+      return false;
+    }
     if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
       FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, AnswerWords(r->body).c_str());
       return false;
@@ -394,7 +417,8 @@ Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* sto
     for (const auto& shard : cfg.cluster_shards) {
       if (shard.name == cfg.cluster_self) continue;
       client::HttpClient http(shard.name, 2000);
-      http.SetBearer(cfg.admin_token);
+      ReplicaSigner signer(cfg.admin_token, shard.name);
+      signer.Attach(&http);
       if (auto r = http.Get("/replicate?state=1"); !r.ok())
         return Status::Unavailable("this store's first catch-up did not finish (" + pending + " is left), and " +
                                    shard.name + " cannot be reached to take its nodes back again (" +

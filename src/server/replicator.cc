@@ -17,6 +17,7 @@
 
 #include "frs/percent_encode.h"
 #include "server/logger.h"
+#include "server/replica_auth.h"
 #include "server/replica_wire.h"
 
 namespace frs::server {
@@ -525,19 +526,19 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
     }
     AppendChangeLine(c, &body);
   }
+  std::string target = "/replicate?from=";
+  AppendPercentEncoded(opts_.self, kPercentQueryValue, &target);
+  target += "&stream=";
+  AppendPercentEncoded(opts_.stream, kPercentQueryValue, &target);
+  target += "&seq=" + std::to_string(l.inflight_seq);
+  if (l.inflight > 0) target += "&first=" + std::to_string(l.queue.front().no);
+  target += "&digest=" + digest_;
+  if (!opts_.lease_check.empty()) target += "&lease_key=" + opts_.lease_check;
   l.out.clear();
   l.out_sent = 0;
-  l.out += "POST /replicate?from=";
-  AppendPercentEncoded(opts_.self, kPercentQueryValue, &l.out);
-  l.out += "&stream=";
-  AppendPercentEncoded(opts_.stream, kPercentQueryValue, &l.out);
-  l.out += "&seq=" + std::to_string(l.inflight_seq);
-  if (l.inflight > 0) l.out += "&first=" + std::to_string(l.queue.front().no);
-  l.out += "&digest=" + digest_;
-  if (!opts_.lease_check.empty()) l.out += "&lease_key=" + opts_.lease_check;
-  l.out += " HTTP/1.1\r\nHost: ";
+  l.out += "POST " + target + " HTTP/1.1\r\nHost: ";
   l.out += l.name;
-  if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;
+  Sign(l, "POST", target, body);
   // Changes answered alone (the link was down, serve): the receiver's
   // answers held meanwhile were judged without them (NoteAloneApplied).
   // A spool's or a retired link's: which were answered alone is not kept,
@@ -557,19 +558,28 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   Write(l, now_ns);
 }
 
+// The request's Authorization line: signed under the admin token, never
+// the token itself (replica_auth.h); its nonce kept for the answer's proof.
+void Replicator::Sign(Link& l, std::string_view method, std::string_view target, std::string_view body) {
+  l.nonce.clear();
+  if (opts_.token.empty()) return;
+  l.out += "\r\nAuthorization: ";
+  l.out += SignReplicaRequest(opts_.token, l.name, method, target, body, RealMs() / 1000, &l.nonce);
+}
+
 void Replicator::SendProbe(Link& l, int64_t now_ns) {
-  l.out.clear();
-  l.out_sent = 0;
-  l.out += "GET /replicate?for=";
-  AppendPercentEncoded(opts_.self, kPercentQueryValue, &l.out);
-  l.out += "&digest=" + digest_;
+  std::string target = "/replicate?for=";
+  AppendPercentEncoded(opts_.self, kPercentQueryValue, &target);
+  target += "&digest=" + digest_;
   // Asked with the lease key's check, as a batch is sent: a shard keyed
   // otherwise answers 409, and the link reads down for it at its first
   // probe, not at its first change.
-  if (!opts_.lease_check.empty()) l.out += "&lease_key=" + opts_.lease_check;
-  l.out += " HTTP/1.1\r\nHost: ";
+  if (!opts_.lease_check.empty()) target += "&lease_key=" + opts_.lease_check;
+  l.out.clear();
+  l.out_sent = 0;
+  l.out += "GET " + target + " HTTP/1.1\r\nHost: ";
   l.out += l.name;
-  if (!opts_.token.empty()) l.out += "\r\nAuthorization: Bearer " + opts_.token;
+  Sign(l, "GET", target, {});
   l.out += "\r\n\r\n";
   l.in.clear();
   l.probing = true;
@@ -642,8 +652,9 @@ void Replicator::Write(Link& l, int64_t now_ns) {
   }
 }
 
-bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, bool* failed) {
+bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, std::string* proof, bool* failed) {
   *failed = false;
+  proof->clear();
   for (;;) {
     const size_t head_end = l.in.find("\r\n\r\n");
     if (head_end == std::string::npos) return false;
@@ -675,6 +686,12 @@ bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, bool* faile
           *failed = true;
           return false;
         }
+      } else if (line.size() > kReplicaProofHeader.size() + 1 && line[kReplicaProofHeader.size()] == ':' &&
+                 strncasecmp(line.data(), kReplicaProofHeader.data(), kReplicaProofHeader.size()) == 0) {
+        std::string_view v = line.substr(kReplicaProofHeader.size() + 1);
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        proof->assign(v);
       }
     }
     if (l.in.size() < head_end + 4 + length) return false;
@@ -682,6 +699,20 @@ bool Replicator::ReadAnswer(Link& l, int* status, std::string* body, bool* faile
     l.in.erase(0, head_end + 4 + length);
     return true;
   }
+}
+
+bool Replicator::Proven(Link& l, int status, const std::string& body, const std::string& proof, int64_t now_ns) {
+  if (opts_.token.empty() || ReplicaAnswerProven(proof, opts_.token, l.nonce, status, body)) return true;
+  // Something at the shard's address took a signed request and answered
+  // as a shard would, without the token: its acknowledgement would drop
+  // changes the real shard never got, its state would steer this link.
+  Fail(l,
+       proof.empty() ? "answered 200 without proof that it holds this cluster's admin token (FRS-Replica-Proof): "
+                       "not a shard of this cluster (another program at its address?)"
+                     : "answered 200 with a proof that does not verify under this shard's admin token: another "
+                       "token, or the answer was changed on the way",
+       now_ns);
+  return false;
 }
 
 Replicator::Alone Replicator::AloneIn(std::string_view body, std::string_view word) {
@@ -742,9 +773,9 @@ void Replicator::Read(Link& l, int64_t now_ns) {
   // stops answers its last batch with Connection: close).
   if (l.state == LinkState::kInFlight) {
     int status = 0;
-    std::string body;
+    std::string body, proof;
     bool failed = false;
-    if (ReadAnswer(l, &status, &body, &failed)) {
+    if (ReadAnswer(l, &status, &body, &proof, &failed)) {
       // Requests go one at a time: bytes past the answer are no answer to
       // anything this side sent (an answer sent twice by something between
       // the shards). The connection goes once this answer is taken.
@@ -762,6 +793,7 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         // What it answered alone for this shard makes this copy behind, as
         // a probe's answer does (Probed).
         if (status == 200) {
+          if (!Proven(l, status, body, proof, now_ns)) return;
           CheckPeerMap(l, body, now_ns);
           Behind(l, AloneIn(body, "alone"), /*batch=*/false, now_ns);
         }
@@ -792,6 +824,8 @@ void Replicator::Read(Link& l, int64_t now_ns) {
              now_ns);
         return;
       }
+      // A shard's answer in form: from the shard only with its proof.
+      if (!Proven(l, status, body, proof, now_ns)) return;
       // Acknowledged; the next batch goes on this connection, or, closed,
       // on the next one (Pump).
       if (l.probing) {

@@ -334,6 +334,7 @@ class Replicator final : public ChangeSink {
     std::string failure;        // why the link last failed ("" since it was acknowledged)
     std::string out, in;
     size_t out_sent = 0;
+    std::string nonce;  // the request in flight's (Sign): its answer's proof is bound to it
     // Batches acknowledged on this connection: one sent on a connection
     // that carried others may meet the close of a keep-alive the other side
     // ended while it was idle, and goes again on a new connection.
@@ -374,6 +375,7 @@ class Replicator final : public ChangeSink {
   // connection (a proxy's or a relay's may have no shard behind it), says
   // the shard is back (Probed).
   void SendProbe(Link& l, int64_t now_ns);
+  void Sign(Link& l, std::string_view method, std::string_view target, std::string_view body);
   // Whether the up, idle link `l` asks now whether its other shard is there
   // (kIdleProbeNs); and what it does with any answer.
   bool IdleProbeDue(const Link& l, int64_t now_ns) const;
@@ -406,7 +408,11 @@ class Replicator final : public ChangeSink {
   bool Unreached(const Link& l) const;
   void Publish(Link& l);
   // Reads the answer; false: not whole yet.
-  bool ReadAnswer(Link& l, int* status, std::string* body, bool* failed);
+  // *proof: its FRS-Replica-Proof value ("": none).
+  bool ReadAnswer(Link& l, int* status, std::string* body, std::string* proof, bool* failed);
+  // Whether an answer of status 200 comes from a shard that holds this
+  // cluster's admin token (replica_auth.h); said as the link's failure if not.
+  bool Proven(Link& l, int status, const std::string& body, const std::string& proof, int64_t now_ns);
   void Write(Link& l, int64_t now_ns);
   void Read(Link& l, int64_t now_ns);
   // The connection of `l` ended (`why`): quietly when nothing was in flight

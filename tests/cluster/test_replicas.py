@@ -9,6 +9,8 @@ can be cut and healed (loopback cannot be partitioned otherwise).
 Every process is started here and stopped by its pid; everything lives in
 one temp dir.
 """
+import hashlib
+import hmac
 import http.client
 import os
 import re
@@ -64,6 +66,7 @@ class Relay:
         self.ended = 0  # connections the shard behind closed
         self.answers = 0  # reads of what the shard behind sent, forwarded
         self.close_after_answer = False  # close each connection once its answer went through
+        self.seen = bytearray()  # every byte the shard in front sent through this relay
         self.conns = []
         self.lock = threading.Lock()
         self.stop_ = False
@@ -104,8 +107,10 @@ class Relay:
                     if not data:
                         return
                     buf += data
+                with self.lock:
+                    self.seen += head + b"\r\n\r\n" + buf[:need]
+                body = self.refuse_body(head) if callable(self.refuse_body) else self.refuse_body
                 buf = buf[need:]
-                body = self.refuse_body
                 c.sendall(b"HTTP/1.1 %d Error\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body))
                 with self.lock:
                     self.refused += 1
@@ -144,6 +149,9 @@ class Relay:
                             with self.lock:
                                 self.ended += 1
                         return
+                    if s is c:
+                        with self.lock:
+                            self.seen += data
                     (u if s is c else c).sendall(data)
                     if s is u:
                         with self.lock:
@@ -164,7 +172,8 @@ class Relay:
 
     def refuse(self, status, body=None):
         # Connections open now are answered `status` from their next request,
-        # with a shard's refusal, or `body` (a proxy's page: no shard behind).
+        # with a shard's refusal, or `body` (a proxy's page: no shard behind;
+        # a function of the request's head: its answer's body).
         self.refuse_body = body or b"/replicate: the store has no room\n"
         self.refuse_ = status
 
@@ -593,8 +602,75 @@ class Replicas(unittest.TestCase):
         )
         self.assertEqual(st, 400, body)
         self.assertIn("'seq' is given twice", body)
+
+        # A request signed as docs/protocol.md says, by hand: taken, and its
+        # answer proves B holds the token; another token, another shard's
+        # name or a clock 10 minutes off is refused, naming which.
+        def signed(method, target, body=b"", token=TOKEN, to=b.name, t=None):
+            t = int(time.time()) if t is None else t
+            n = os.urandom(16).hex()
+            head = "FRS replica request\n%s\n%d\n%s\n%s\n%s\n%d\n" % (to, t, n, method, target, len(body))
+            mac = hmac.new(token.encode(), head.encode() + body, hashlib.sha256).hexdigest()
+            c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=10)
+            try:
+                headers = {"Authorization": "FRS-HMAC-SHA256 t=%d, n=%s, mac=%s" % (t, n, mac)}
+                c.request(method, target, body=body or None, headers=headers)
+                r = c.getresponse()
+                answer = r.read()
+                proof = "FRS replica answer\n%s\n%d\n%d\n" % (n, r.status, len(answer))
+                want = hmac.new(TOKEN.encode(), proof.encode() + answer, hashlib.sha256).hexdigest()
+                return r.status, answer.decode(), r.getheader("FRS-Replica-Proof") == want
+            finally:
+                c.close()
+
+        batch = "/replicate?from=%s&stream=signed&seq=1&digest=%s" % (p.a.name, digest)
+        st, body, proven = signed("POST", batch, b"A 2 - 1 %d signed\n" % now_ms)
+        self.assertEqual((st, body.split("\n")[:2], proven), (200, ["applied", "seq 1"], True), body)
+        self.assertEqual(b.count_of("small", "signed"), 1)
+        st, body, proven = signed("GET", "/replicate?for=%s&digest=%s" % (p.a.name, digest))
+        self.assertEqual((st, proven), (200, True), body)
+        for kw, words in (
+            ({"token": "not-the-token"}, "does not verify under this shard's admin token"),
+            ({"to": p.a.name}, "does not verify under this shard's admin token and <cluster self>"),
+            ({"t": int(time.time()) - 600}, "s from this shard's clock (at most 300 s apart)"),
+        ):
+            st, body, proven = signed("POST", batch.replace("seq=1", "seq=2"), b"A 2 - 1 %d signed\n" % now_ms, **kw)
+            self.assertEqual((st, proven), (403, False), body)
+            self.assertIn(words, body)
+        self.assertEqual(b.count_of("small", "signed"), 1)
         self.assertEqual(b.status("/health"), 200)
         self.assertNotIn("exited", b.log())
+
+    def test_the_links_never_send_the_token_and_believe_only_a_shard_that_holds_it(self):
+        # Found by an attack from outside: each link sent srv.xml's admin
+        # token (every shard's admin commands) in plain HTTP to whatever
+        # listened at the other shard's address. Now it signs with it.
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        k = p.keys[2]
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 5), "B holds %s" % p.b.count(k))
+        with p.relay.lock:
+            seen = bytes(p.relay.seen)
+        self.assertIn(b"\r\nAuthorization: FRS-HMAC-SHA256 t=", seen)
+        self.assertNotIn(TOKEN.encode(), seen)
+
+        # Something at B's address, without the token, answers as a shard
+        # would: its acknowledgement takes nothing, its state steers nothing.
+        def as_a_shard(head):
+            m = re.search(rb"[?&]seq=(\d+)", head)
+            return b"applied\nseq %s\n" % m.group(1) if m else b"pending 0\n"
+
+        p.relay.refuse(200, as_a_shard)
+        self.assertEqual(p.a.acquire(k), 200)  # served alone once the timeout passed (serve)
+        self.assertTrue(
+            processes.wait_for(lambda: "without proof that it holds this cluster's admin token" in p.a.log(), 5),
+            p.a.log(),
+        )
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 2, 5), "B holds %s" % p.b.count(k))
+        with p.relay.lock:
+            self.assertNotIn(TOKEN.encode(), bytes(p.relay.seen))
 
     def test_a_ring_changed_by_a_restart_keeps_its_handoff_pending(self):
         # The list changed in srv.xml and applied by a restart, not SIGHUP:

@@ -21,6 +21,7 @@
 #include "frs/ring.h"
 #include "os/unique_fd.h"
 #include "server/event_loop.h"
+#include "server/replica_auth.h"
 #include "server/replicator.h"
 
 namespace frs::testing {
@@ -60,14 +61,34 @@ class ReplicaPeer {
     if (::poll(&p, 1, wait_ms) != 1) return os::UniqueFd();
     return os::UniqueFd(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
   }
-  static std::string ReadRequest(int c) { return frs::testing::ReadRequest(c); }
+  // The request read; its signature's nonce is kept for the next answer's
+  // proof, as a shard holding the token "t" answers (replica_auth.h).
+  static std::string ReadRequest(int c) {
+    std::string r = frs::testing::ReadRequest(c);
+    const size_t n = r.find(", n=");
+    LastNonce() = n == std::string::npos ? std::string() : r.substr(n + 4, r.find(',', n + 4) - (n + 4));
+    return r;
+  }
   // A receiver's acknowledgement of batch `seq`, the connection kept.
   static void Acknowledge(int c, uint64_t seq) { Answer(c, 200, "applied\nseq " + std::to_string(seq) + "\n"); }
-  // An answer of `status` with `body`, the connection kept.
-  static void Answer(int c, int status = 200, const std::string& body = "") {
-    const std::string a = "HTTP/1.1 " + std::to_string(status) +
-                          " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  // An answer of `status` with `body`, the connection kept, with the proof
+  // of the last request read (`proven` false: none, as something at the
+  // shard's address without the token answers).
+  static void Answer(int c, int status = 200, const std::string& body = "", bool proven = true) {
+    const std::string a = AnswerText(status, body, proven);
     ASSERT_EQ(::send(c, a.data(), a.size(), MSG_NOSIGNAL), static_cast<ssize_t>(a.size()));
+  }
+  static std::string AnswerText(int status, const std::string& body, bool proven = true) {
+    std::string a =
+        "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    if (proven && !LastNonce().empty())
+      a += std::string(server::kReplicaProofHeader) + ": " +
+           server::ReplicaAnswerProof("t", LastNonce(), status, body) + "\r\n";
+    return a + "\r\n" + body;
+  }
+  static std::string& LastNonce() {
+    static std::string nonce;
+    return nonce;
   }
 
  private:

@@ -11,6 +11,7 @@
 #include "replica_peer.h"
 #include "server/clock_util.h"
 #include "server/event_loop.h"
+#include "server/replica_auth.h"
 #include "server/replicator.h"
 
 namespace frs::server {
@@ -84,6 +85,37 @@ TEST_F(ReplicatorAnswer, TheReceiversAcknowledgementTakesTheBatch) {
   EXPECT_FALSE(Down());
 }
 
+TEST_F(ReplicatorAnswer, TheRequestIsSignedAndAnAcknowledgementWithoutItsProofTakesNothing) {
+  const std::string req = Sent();
+  // Signed under the token, never carrying it (replica_auth.h).
+  EXPECT_NE(req.find("\r\nAuthorization: FRS-HMAC-SHA256 t="), std::string::npos) << req;
+  EXPECT_EQ(req.find("Bearer"), std::string::npos) << req;
+  // Something at the shard's address, without the token, acknowledges the
+  // batch word for word: the changes stay queued for the real shard.
+  Peer::Answer(c_.get(), 200, "applied\nseq 1\n", /*proven=*/false);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u);
+  EXPECT_TRUE(Down());
+  EXPECT_NE(repl_->QueuedByShard().find("without proof that it holds this cluster's admin token"), std::string::npos)
+      << repl_->QueuedByShard();
+  // A proof made under another token is no proof either.
+  SentAgain();
+  const std::string forged = "HTTP/1.1 200 OK\r\nContent-Length: 14\r\nFRS-Replica-Proof: " +
+                             ReplicaAnswerProof("not-t", Peer::LastNonce(), 200, "applied\nseq 1\n") +
+                             "\r\n\r\napplied\nseq 1\n";
+  Raw(forged);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 1u);
+  EXPECT_NE(repl_->QueuedByShard().find("does not verify under this shard's admin token"), std::string::npos)
+      << repl_->QueuedByShard();
+  // The shard itself, holding the token, is believed.
+  SentAgain();
+  Peer::Acknowledge(c_.get(), 1);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+  EXPECT_FALSE(Down());
+}
+
 TEST_F(ReplicatorAnswer, AProxysOkPageAcknowledgesNothing) {
   Sent();
   Peer::Answer(c_.get(), 200, "OK");
@@ -111,7 +143,7 @@ TEST_F(ReplicatorAnswer, AnAnswerSentTwiceAcknowledgesOnlyItsOwnBatch) {
   Sent();
   // Twice in one write: the second is no answer to anything; the
   // connection goes with it.
-  const std::string once = "HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\napplied\nseq 1\n";
+  const std::string once = Peer::AnswerText(200, "applied\nseq 1\n");
   Raw(once + once);
   Turns();
   EXPECT_EQ(repl_->QueuedChanges(), 0u);
