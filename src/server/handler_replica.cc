@@ -248,7 +248,10 @@ bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const 
                                std::string_view(base + head.body_off, head.body_len), now.tv_sec);
   };
   const ReplicaAuthCheck signed_by = check(opts_.cluster.self);
-  std::string why;  // the refusal's answer ("": authorized)
+  int code = 403;
+  std::string why;  // the refusal's answer
+  // What the log line adds: whose setting to mend.
+  const char* mend = "every shard must run the same <admin token> (SIGHUP applies a new one)";
   switch (signed_by.kind) {
     case ReplicaAuthCheck::Kind::kOk: *nonce = signed_by.nonce; return true;
     case ReplicaAuthCheck::Kind::kNotSigned:
@@ -261,12 +264,15 @@ bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const 
           "missing or wrong";
       break;
     case ReplicaAuthCheck::Kind::kMalformed:
-      why = "/replicate: an " + std::string(kReplicaAuthScheme) + " Authorization needs t=, n= and mac= (64 hex)";
+      why = "/replicate: an " + std::string(kReplicaAuthScheme) +
+            " Authorization needs t= (decimal digits), n= (1 to 64 lower-case hex digits) and mac= (64)";
+      mend = "no frsd of this version signs so";
       break;
     case ReplicaAuthCheck::Kind::kSkewed:
       why = "/replicate: signed at a time " + std::to_string(signed_by.skew_s) +
             " s from this shard's clock (at most " + std::to_string(kReplicaAuthSkewS) +
             " s apart): set both shards' clocks (NTP)";
+      mend = "every shard's clock must be right (NTP)";
       break;
     case ReplicaAuthCheck::Kind::kWrong:
       // Signed with this token for the shard its Host names, which is not
@@ -275,13 +281,13 @@ bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const 
       // starting sender waits on for a token to change.
       if (const std::string_view host(base + head.host_off, head.host_len);
           !host.empty() && host != opts_.cluster.self && check(host).kind == ReplicaAuthCheck::Kind::kOk) {
-        TextBody(400,
-                 "/replicate: the request was signed for shard " + std::string(host.substr(0, 64)) +
-                     ", and this shard's <cluster self> is " + opts_.cluster.self +
-                     ": the sender's <cluster> list names this shard otherwise (set self to its name exactly as "
-                     "the list spells it)",
-                 status);
-        return false;
+        code = 400;
+        why = "/replicate: the request was signed for shard " + std::string(host.substr(0, 64)) +
+              ", and this shard's <cluster self> is " + opts_.cluster.self +
+              ": the sender's <cluster> list names this shard otherwise (set self to its name exactly as the list "
+              "spells it)";
+        mend = "set <cluster self> as every shard's list spells it";
+        break;
       }
       why =
           "/replicate: the request's signature does not verify under this shard's admin token and <cluster self>"
@@ -296,13 +302,12 @@ bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const 
     for (char& ch : peer)
       if (ch < 0x20 || ch > 0x7e) ch = '?';
     FRS_LOG(
-        "replicas: refused %llu /replicate request(s) (403), the last naming itself %s: %s; a shard refused so "
-        "keeps none of these copies: every shard must run the same <admin token> (SIGHUP applies a new one; "
-        "logged once a minute)",
-        static_cast<unsigned long long>(n), peer.empty() ? "a sender that named no shard" : peer.c_str(),
-        why.c_str() + (why.starts_with("/replicate: ") ? 12 : 0));
+        "replicas: refused %llu /replicate request(s) (%d), the last naming itself %s: %s; a shard refused so "
+        "keeps none of these copies: %s (logged once a minute)",
+        static_cast<unsigned long long>(n), code, peer.empty() ? "a sender that named no shard" : peer.c_str(),
+        why.c_str() + (why.starts_with("/replicate: ") ? 12 : 0), mend);
   }
-  TextBody(403, why, status);
+  TextBody(code, why, status);
   return false;
 }
 

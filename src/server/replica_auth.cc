@@ -2,10 +2,11 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
-#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <memory>
@@ -35,16 +36,20 @@ struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 
-// A nonce unique to each request of this process: 8 random bytes drawn once
-// per thread, then a count. Unique is all it must be (it binds an answer to
-// its request); it need not be unpredictable.
+// A nonce unique to each request: 8 random bytes drawn per thread and
+// process, then a count. A worker forked after the master signed (its
+// start's catch-up; a worker respawned) inherits the master's thread state,
+// so the bytes are drawn again in each new process. Unique is all a nonce
+// must be (it binds an answer to its request); it need not be unpredictable.
 std::string NextNonce() {
-  thread_local uint64_t prefix = [] {
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != sizeof v) v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&v));
-    return v;
-  }();
-  thread_local uint64_t count = 0;
+  thread_local pid_t drawn_in = 0;
+  thread_local uint64_t prefix = 0, count = 0;
+  if (const pid_t pid = getpid(); pid != drawn_in) {
+    if (getrandom(&prefix, sizeof prefix, 0) != sizeof prefix)
+      prefix = static_cast<uint64_t>(pid) << 32 ^ static_cast<uint64_t>(time(nullptr));
+    count = 0;
+    drawn_in = pid;
+  }
   unsigned char b[16];
   const uint64_t c = ++count;
   std::memcpy(b, &prefix, 8);
@@ -52,12 +57,13 @@ std::string NextNonce() {
   return Hex(b, sizeof b);
 }
 
-// What a request's MAC covers, before its body. Its fields hold no line
-// break: a shard's name, a number, hex, a method, a request target.
-std::string RequestHead(std::string_view to, int64_t t, std::string_view nonce, std::string_view method,
+// What a request's MAC covers, before its body: `t` as its text came (so a
+// sender that writes leading zeros is read as it signed). Its fields hold no
+// line break: a shard's name, digits, hex, a method, a request target.
+std::string RequestHead(std::string_view to, std::string_view t, std::string_view nonce, std::string_view method,
                         std::string_view target, size_t body_size) {
   std::string h = "FRS replica request\n";
-  h.append(to).append("\n").append(std::to_string(t)).append("\n").append(nonce).append("\n");
+  h.append(to).append("\n").append(t).append("\n").append(nonce).append("\n");
   h.append(method).append("\n").append(target).append("\n").append(std::to_string(body_size)).append("\n");
   return h;
 }
@@ -83,6 +89,12 @@ bool Field(std::string_view* rest, std::string_view name, std::string_view* valu
   while (!value->empty() && value->back() == ' ') value->remove_suffix(1);
   rest->remove_prefix(end == std::string_view::npos ? rest->size() : end);
   return true;
+}
+
+bool IsDigits(std::string_view s) {
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return !s.empty();
 }
 
 bool IsLowerHex(std::string_view s) {
@@ -137,9 +149,10 @@ std::string HmacSha256Hex(std::string_view key, std::string_view head, std::stri
 std::string SignReplicaRequest(std::string_view token, std::string_view to, std::string_view method,
                                std::string_view target, std::string_view body, int64_t now_s, std::string* nonce) {
   *nonce = NextNonce();
-  const std::string mac = HmacSha256Hex(token, RequestHead(to, now_s, *nonce, method, target, body.size()), body);
+  const std::string t = std::to_string(now_s);
+  const std::string mac = HmacSha256Hex(token, RequestHead(to, t, *nonce, method, target, body.size()), body);
   std::string v(kReplicaAuthScheme);
-  v.append(" t=").append(std::to_string(now_s)).append(", n=").append(*nonce).append(", mac=").append(mac);
+  v.append(" t=").append(t).append(", n=").append(*nonce).append(", mac=").append(mac);
   return v;
 }
 
@@ -149,27 +162,29 @@ ReplicaAuthCheck CheckReplicaRequest(std::string_view authorization, std::string
   ReplicaAuthCheck r;
   std::string_view rest = authorization;
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  if (!rest.starts_with(kReplicaAuthScheme) ||
+  // A scheme's name is case-insensitive (RFC 9110 11.1).
+  if (rest.size() < kReplicaAuthScheme.size() ||
+      strncasecmp(rest.data(), kReplicaAuthScheme.data(), kReplicaAuthScheme.size()) != 0 ||
       (rest.size() > kReplicaAuthScheme.size() && rest[kReplicaAuthScheme.size()] != ' '))
     return r;
   rest.remove_prefix(kReplicaAuthScheme.size());
   std::string_view t, n, mac;
   int64_t at = 0;
+  // t: decimal digits that fit 63 bits (no sign: a time before 1970 is
+  // none of a shard's, and at - now_s cannot overflow).
   if (!Field(&rest, "t", &t) || !Field(&rest, "n", &n) || !Field(&rest, "mac", &mac) ||
       rest.find_first_not_of(" ,") != std::string_view::npos || n.empty() || n.size() > 64 || !IsLowerHex(n) ||
-      mac.size() != 64 || std::from_chars(t.data(), t.data() + t.size(), at).ptr != t.data() + t.size() ||
-      t.empty()) {
+      mac.size() != 64 || !IsLowerHex(mac) || !IsDigits(t) ||
+      std::from_chars(t.data(), t.data() + t.size(), at).ec != std::errc()) {
     r.kind = ReplicaAuthCheck::Kind::kMalformed;
     return r;
   }
   if (at > now_s + kReplicaAuthSkewS || at < now_s - kReplicaAuthSkewS) {
     r.kind = ReplicaAuthCheck::Kind::kSkewed;
-    // Any 64-bit time may come: clamped first, so the difference cannot
-    // overflow (said as "N s", which needs no more than 2^62).
-    r.skew_s = std::clamp<int64_t>(at, -(int64_t{1} << 62), int64_t{1} << 62) - now_s;
+    r.skew_s = at - now_s;
     return r;
   }
-  const std::string want = HmacSha256Hex(token, RequestHead(self, at, n, method, target, body.size()), body);
+  const std::string want = HmacSha256Hex(token, RequestHead(self, t, n, method, target, body.size()), body);
   if (want.empty() || !EqualConstantTime(want, mac)) {
     r.kind = ReplicaAuthCheck::Kind::kWrong;
     return r;

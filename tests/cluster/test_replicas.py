@@ -907,6 +907,13 @@ class Replicas(unittest.TestCase):
             f.write(text.replace('self="%s"' % p.a.name, 'self="localhost:%d"' % p.relay_a.port, 1))
         p.a.start()
         self.assertIn("is not among its <shard>s", p.a.log())
+        # What is signed for its name in the list is refused as such (400),
+        # and logged naming the self, not the token.
+        self.assertTrue(
+            processes.wait_for(lambda: "(400), the last naming itself" in p.a.log(), 5),
+            p.a.log(),
+        )
+        self.assertIn("set <cluster self> as every shard's list spells it", p.a.log())
         k = p.keys[15]
         self.assertEqual(p.a.acquire(k), 421)
         with open(conf, "w") as f:
