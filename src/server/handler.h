@@ -274,6 +274,7 @@ class Handler {
   LogThrottle no_biz_changes_;  // NoteChangesOfNoBiz
   LogThrottle token_refusals_;  // /replicate refused for its admin token
   std::string replica_proof_;   // Extra::replica_proof's bytes
+  std::string replica_nonce_;   // the signed /replicate request's nonce, while it is handled ("": not signed)
 };
 
 }  // namespace frs::server

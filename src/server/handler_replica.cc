@@ -224,7 +224,9 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   }
   std::string nonce;
   if (!ReplicateAuthorized(head, base, q, &nonce, status)) return;
+  replica_nonce_ = nonce;
   ReplicateAuthorizedRequest(head, base, q, status);
+  replica_nonce_.clear();
   // The answer proves this shard holds the token (replica_auth.h): a
   // sender takes no acknowledgement, state or snapshot without it.
   if (!nonce.empty()) {
@@ -578,6 +580,24 @@ void Handler::ReplicatePending(size_t pi, int* status) {
 
 // GET with snapshot=1: every node (of store file `file`) the shard `peer`
 // holds, owner or successor, read while the store holds still.
+namespace {
+
+// Notes a signed snapshot ask of shard `pi` by its nonce: false when one
+// with that nonce was noted lately (ReplicaShared::snapshot_asks). Two
+// workers noting at once may both miss the other's: a replay then gets one
+// answer more, no worse.
+bool FirstSnapshotAsk(ReplicaShared& shared, size_t pi, std::string_view nonce) {
+  const uint64_t h = StreamHash(nonce);
+  uint64_t(&asks)[kSnapshotAsksKept] = shared.snapshot_asks[pi];
+  for (uint64_t& a : asks)
+    if (std::atomic_ref<uint64_t>(a).load(std::memory_order_relaxed) == h) return false;
+  // Its slot by the hash: the last few kept, a new one pushing out any.
+  std::atomic_ref<uint64_t>(asks[h % kSnapshotAsksKept]).store(h, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace
+
 void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status) {
   const ClusterView& c = opts_.cluster;
   const size_t pi = static_cast<size_t>(peer);
@@ -610,6 +630,13 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status)
   // skips those (by number), and takes every later one.
   if (metrics_ == nullptr || shared == nullptr) {
     TextBody(503, "/replicate: a snapshot needs the shard's shared counters", status);
+    return;
+  }
+  if (!replica_nonce_.empty() && pi < kMaxReplicaPeers && !FirstSnapshotAsk(*shared, pi, replica_nonce_)) {
+    TextBody(409,
+             "/replicate: this snapshot ask (its nonce) was answered here already: the same request sent again "
+             "(a shard asks each snapshot anew), refused as its answer holds this shard's store still",
+             status);
     return;
   }
   const int64_t deadline = MonoNs() + kSnapshotHoldNs;

@@ -125,6 +125,8 @@ inline constexpr size_t kMaxSnapshotStreams = 256;
 inline constexpr size_t kMaxSpoolStreams = 8;
 // Words of ReplicaShared::reset_claims (server/reset_claim.h).
 inline constexpr size_t kResetClaims = 16;
+// Signed snapshot asks remembered per other shard (ReplicaShared::snapshot_asks).
+inline constexpr size_t kSnapshotAsksKept = 8;
 
 // One worker's replica links (server/replicator.h). Gauges are set by the
 // worker; the rest count up.
@@ -234,6 +236,12 @@ struct ReplicaShared {
   // Streams one of whose batches that reset a biz a worker is applying: a
   // claim a word, the stream's hash and the worker's pid (reset_claim.h).
   uint64_t reset_claims[kResetClaims];
+  // Per other shard: the signed snapshot asks answered here lately (a hash
+  // of each one's nonce, never 0; replica_auth.h). One that comes again is
+  // a request taken on the way and sent again within the 300 s its
+  // signature holds: refused, since each answer holds this shard's store
+  // still for up to kSnapshotHoldNs. A shard asks each time anew.
+  uint64_t snapshot_asks[kMaxReplicaPeers][kSnapshotAsksKept];
 };
 
 // Whether a ring change's handoff has not been reported done here.

@@ -606,9 +606,9 @@ class Replicas(unittest.TestCase):
         # A request signed as docs/protocol.md says, by hand: taken, and its
         # answer proves B holds the token; another token, another shard's
         # name or a clock 10 minutes off is refused, naming which.
-        def signed(method, target, body=b"", token=TOKEN, to=b.name, t=None):
+        def signed(method, target, body=b"", token=TOKEN, to=b.name, t=None, n=None):
             t = int(time.time()) if t is None else t
-            n = os.urandom(16).hex()
+            n = n or os.urandom(16).hex()
             head = "FRS replica request\n%s\n%d\n%s\n%s\n%s\n%d\n" % (to, t, n, method, target, len(body))
             mac = hmac.new(token.encode(), head.encode() + body, hashlib.sha256).hexdigest()
             c = http.client.HTTPConnection("127.0.0.1", b.port, timeout=10)
@@ -638,6 +638,15 @@ class Replicas(unittest.TestCase):
             self.assertEqual((st, proven), (403, False), body)
             self.assertIn(words, body)
         self.assertEqual(b.count_of("small", "signed"), 1)
+        # A snapshot ask sent again as it was (taken on the way): refused,
+        # since each answer holds B's store still; asked anew, answered.
+        ask = "/replicate?for=%s&digest=%s&snapshot=1" % (p.a.name, digest)
+        st, body, proven = signed("GET", ask, n="5a" * 16)
+        self.assertEqual((st, proven, body.split(" ")[0]), (200, True, "snapshot"), body)
+        st, body, proven = signed("GET", ask, n="5a" * 16)
+        self.assertEqual((st, proven), (409, True), body)
+        self.assertIn("this snapshot ask (its nonce) was answered here already", body)
+        self.assertEqual(signed("GET", ask)[0], 200)
         self.assertEqual(b.status("/health"), 200)
         self.assertNotIn("exited", b.log())
 
