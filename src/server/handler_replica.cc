@@ -578,8 +578,6 @@ void Handler::ReplicatePending(size_t pi, int* status) {
            status);
 }
 
-// GET with snapshot=1: every node (of store file `file`) the shard `peer`
-// holds, owner or successor, read while the store holds still.
 namespace {
 
 // Notes a signed snapshot ask of shard `pi` by its nonce: false when one
@@ -598,6 +596,8 @@ bool FirstSnapshotAsk(ReplicaShared& shared, size_t pi, std::string_view nonce) 
 
 }  // namespace
 
+// GET with snapshot=1: every node (of store file `file`) the shard `peer`
+// holds, owner or successor, read while the store holds still.
 void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status) {
   const ClusterView& c = opts_.cluster;
   const size_t pi = static_cast<size_t>(peer);
