@@ -526,6 +526,10 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
   // Never granted here again: the next serial passes it (a wrap excepted).
   if (!other && serial >= Load32(block + kNextAt)) Store32(block + kNextAt, AfterSerial(serial));
   if (until <= t) return;  // over by now, as the other holder's sweep will say
+  // A lease lasts its rule's length from its grant or renewal, as one
+  // granted here now would: an until further off (a batch with the admin
+  // token, found by an attack: 2^32-1 held a 60-s lease 18 h) is cut to it.
+  until = std::min<int64_t>(until, t + int64_t{spec.interval} + 1);
   // Held already: each of the sender's workers sends on a link of its own,
   // so a renewal made on one can arrive before the grant made on another.
   // A lease's expiry only ever moves later: the later one is the lease's.

@@ -157,7 +157,12 @@ uint32_t NodeExpireS(const BizConfig& biz, const uint8_t* state, const Now& now)
   for (uint32_t i = 0; i < biz.nrules; ++i) {
     e = std::max(e, ExpireS(biz.rules[i], state + biz.rules[i].offset, now));
   }
-  return Clamp32(e);
+  // No rule holds anything (each untouched: a replicated set of 0, or a
+  // replicated use, of a biz with a concurrency rule only): the node keeps
+  // nothing and may go at once. 0 is "never": such a node stayed for good
+  // (found by an attack with the admin token).
+  constexpr int64_t kGoneAlready = 1;
+  return Clamp32(e == 0 ? kGoneAlready : e);
 }
 
 void RecordRules(const BizConfig& biz, uint8_t* state, const Now& now, int64_t n, Decision* d) {

@@ -420,6 +420,21 @@ void FieldStats::Count(const KeyShape& cfg, std::span<StatsTable* const> tables,
   }
 }
 
+namespace {
+
+// A group's counts of one more file, added without wrapping: each file's
+// merges stop at 2^63, so two merged files could add up to 2^64 (read as
+// 0, found by an attack with the admin token); a sum stops at 2^64-1.
+void AddCounts(GroupCounts* c, const GroupCounts& more) {
+  const auto add = [](uint64_t& a, uint64_t b) { a = a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  add(c->requests, more.requests);
+  add(c->allowed, more.allowed);
+  add(c->denied, more.denied);
+  add(c->units, more.units);
+}
+
+}  // namespace
+
 GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tables, const GroupStatsQuery& q) {
   GroupStats out;
   // Counts first, summed over the files; sketches later, for the rows kept.
@@ -433,20 +448,10 @@ GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tab
       // ~other is a row when it counted anything, asked for or not (its
       // record is always there).
       if (r.value == kOtherGroup && r.counts.requests == 0 && r.counts.units == 0) continue;
-      GroupCounts& c = counts[r.value];
-      c.requests += r.counts.requests;
-      c.allowed += r.counts.allowed;
-      c.denied += r.counts.denied;
-      c.units += r.counts.units;
+      AddCounts(&counts[r.value], r.counts);
       continue;
     }
-    for (GroupRow& r : t->Rows(/*sketches=*/false)) {
-      GroupCounts& c = counts[r.value];
-      c.requests += r.counts.requests;
-      c.allowed += r.counts.allowed;
-      c.denied += r.counts.denied;
-      c.units += r.counts.units;
-    }
+    for (GroupRow& r : t->Rows(/*sketches=*/false)) AddCounts(&counts[r.value], r.counts);
   }
   std::vector<std::pair<std::string, GroupCounts>> rows(counts.begin(), counts.end());
   if (q.value.empty()) {

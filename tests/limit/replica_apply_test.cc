@@ -417,6 +417,40 @@ TEST_F(LeaseReplicaTest, ACopyHoldsTheOtherSeriesLeasesBesideItsOwn) {
   EXPECT_TRUE(Lease(*replica_, Cmd::kRelease, "g", Id(own2)).released);
 }
 
+// Found by an attack with the admin token: a set of 0, or a use, of a biz
+// with a concurrency rule only, applied from a batch, left a node that
+// never expired ("expires never": its rule untouched); a lease-grant whose
+// until was 2^32-1 held a 60-s lease 18 h.
+TEST_F(LeaseReplicaTest, ChangesThatHoldNothingLeaveNoNodeForGoodAndALeaseLastsItsLength) {
+  Change set;
+  set.kind = Change::Kind::kSet;
+  set.biz_id = 5;
+  set.key = "never1";
+  set.n = 0;
+  set.at_ms = clock_.NowMs();
+  Change use = set;
+  use.kind = Change::Kind::kAdd;
+  use.key = "never2";
+  use.n = 1;
+  Change grant = Event(Change::Event::kLeaseGrant, 5, "far", 1);
+  grant.until = 4294967295;
+  grant.nonce = 7;
+  std::vector<Change> batch = {set, use, grant};
+  ASSERT_TRUE(replica_->ApplyChanges(batch, "attack", 1).value());
+  const int64_t now_s = clock_.NowMs() / 1000;
+  for (const char* key : {"never1", "never2"}) {
+    auto view = replica_->Inspect("lease", key);
+    if (!view.ok()) continue;  // not kept at all: as good
+    EXPECT_NE(view->node.expire_s, 0u) << key << " never expires";
+    EXPECT_LE(view->node.expire_s, static_cast<uint32_t>(now_s)) << key;
+  }
+  auto far = replica_->Inspect("lease", "far");
+  ASSERT_TRUE(far.ok()) << far.status().ToString();
+  ASSERT_EQ(far->leases.size(), 1u);
+  EXPECT_LE(far->leases[0].expires_s, now_s + 61);
+  EXPECT_LE(far->node.expire_s, static_cast<uint32_t>(now_s + 61));
+}
+
 TEST_F(LeaseReplicaTest, TheReplicaHoldsTheOwnersLeasesUnderTheirIds) {
   const Decision a1 = Do(*owner_, Cmd::kAcquire, "lease", "k"), a2 = Do(*owner_, Cmd::kAcquire, "lease", "k");
   ASSERT_NE(a1.lease_serial, 0u);

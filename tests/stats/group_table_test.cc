@@ -22,6 +22,7 @@
 
 #include "common/small_disk.h"
 #include "common/temp_dir.h"
+#include "stats/field_stats.h"
 
 namespace frs::stats {
 namespace group_table_test {
@@ -612,6 +613,36 @@ TEST(GroupTable, DamagedOffsetsPastTheHeaderAreNeverFollowed) {
     w->Add("v" + std::to_string(i), GroupCounts{1, 1, 0, 1}, &code);
   }
   SUCCEED();
+}
+
+// The day's files are summed when read (its own, and each a handoff or an
+// admin's POST /stats brought): two files whose merges stopped at 2^63 add
+// up to 2^64, which read 0 (found by an attack with the admin token, two
+// POSTs of 2^64-1); the sum stops at 2^64-1.
+TEST(GroupTable, FilesSummedWhenReadStopAtTheTopInsteadOfWrapping) {
+  frs::testing::TempDir dir;
+  std::vector<std::shared_ptr<const GroupTable>> tables;
+  for (const char* name : {"d.frs", "d.from-w1.frs", "d.from-w2.frs"}) {
+    auto t = OpenOrDie(dir / name, GroupTableShape{50, 0});
+    ASSERT_NE(t, nullptr);
+    GroupRow row;
+    row.value = "app1";
+    row.counts = std::string_view(name) == "d.frs" ? GroupCounts{17, 17, 0, 17}
+                                                   : GroupCounts{UINT64_MAX, UINT64_MAX, 0, UINT64_MAX};
+    ASSERT_TRUE(t->Merge(row));
+    tables.push_back(std::move(t));
+  }
+  for (const std::string& value : {std::string("app1"), std::string()}) {
+    GroupStatsQuery q;
+    q.value = value;
+    const GroupStats got = ReadGroupStats(tables, q);
+    ASSERT_EQ(got.rows.size(), 1u) << value;
+    EXPECT_EQ(got.rows[0].value, "app1");
+    EXPECT_EQ(got.rows[0].allowed, UINT64_MAX) << value;
+    EXPECT_EQ(got.rows[0].requests, UINT64_MAX) << value;
+    EXPECT_EQ(got.rows[0].units, UINT64_MAX) << value;
+    EXPECT_EQ(got.rows[0].denied, 0u) << value;
+  }
 }
 
 }  // namespace group_table_test
