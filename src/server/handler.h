@@ -170,7 +170,9 @@ class Handler {
   // *nonce its nonce) or the token itself; false: refused (403), answered.
   bool ReplicateAuthorized(const HttpHead& head, const char* base, const ReplicateQuery& q, std::string* nonce,
                            int* status);
-  void ReplicateAuthorizedRequest(const HttpHead& head, const char* base, const ReplicateQuery& q, int* status);
+  // `nonce`: the signed request's ("": the token itself was sent).
+  void ReplicateAuthorizedRequest(const HttpHead& head, const char* base, const ReplicateQuery& q,
+                                  std::string_view nonce, int* status);
   // Logs (at most once a minute) the changes of a biz this map has not,
   // which the engine skips.
   void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
@@ -187,7 +189,7 @@ class Handler {
     uint64_t on_own = 0, on_peers = 0;  // on this shard's routes, on `peer`'s (a reset on both)
   };
   Ahead AheadOf(size_t peer) const;
-  void ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status);
+  void ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_view nonce, int* status);
   // Logs (at most once a minute per peer and kind) a /replicate refused as the
   // two shards' <cluster lease_key> differ, naming the peer, never a key.
   void LogKeyRefusal(std::string_view peer, const char* what, bool peer_keyless, bool self_keyless);
@@ -274,7 +276,6 @@ class Handler {
   LogThrottle no_biz_changes_;  // NoteChangesOfNoBiz
   LogThrottle token_refusals_;  // /replicate refused for its admin token
   std::string replica_proof_;   // Extra::replica_proof's bytes
-  std::string replica_nonce_;   // the signed /replicate request's nonce, while it is handled ("": not signed)
 };
 
 }  // namespace frs::server

@@ -224,9 +224,7 @@ void Handler::HandleReplicate(const HttpHead& head, const char* base, std::strin
   }
   std::string nonce;
   if (!ReplicateAuthorized(head, base, q, &nonce, status)) return;
-  replica_nonce_ = nonce;
-  ReplicateAuthorizedRequest(head, base, q, status);
-  replica_nonce_.clear();
+  ReplicateAuthorizedRequest(head, base, q, nonce, status);
   // The answer proves this shard holds the token (replica_auth.h): a
   // sender takes no acknowledgement, state or snapshot without it.
   if (!nonce.empty()) {
@@ -313,7 +311,8 @@ bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const 
   return false;
 }
 
-void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base, const ReplicateQuery& q, int* status) {
+void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base, const ReplicateQuery& q,
+                                         std::string_view nonce, int* status) {
   const ClusterView& c = opts_.cluster;
   if (!c.ring || !c.replicas) {
     TextBody(404, "/replicate: this shard keeps no replicas (<cluster replicas=\"1\">)", status);
@@ -388,7 +387,7 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     ReplicateReceive(head, base, q, old_batch, static_cast<size_t>(peer), status);
     return;
   }
-  if (q.snapshot) ReplicateSnapshot(q, peer, status);
+  if (q.snapshot) ReplicateSnapshot(q, peer, nonce, status);
   else ReplicatePending(static_cast<size_t>(peer), status);
 }
 
@@ -598,7 +597,7 @@ bool FirstSnapshotAsk(ReplicaShared& shared, size_t pi, std::string_view nonce) 
 
 // GET with snapshot=1: every node (of store file `file`) the shard `peer`
 // holds, owner or successor, read while the store holds still.
-void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status) {
+void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_view nonce, int* status) {
   const ClusterView& c = opts_.cluster;
   const size_t pi = static_cast<size_t>(peer);
   ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
@@ -632,7 +631,7 @@ void Handler::ReplicateSnapshot(const ReplicateQuery& q, long peer, int* status)
     TextBody(503, "/replicate: a snapshot needs the shard's shared counters", status);
     return;
   }
-  if (!replica_nonce_.empty() && pi < kMaxReplicaPeers && !FirstSnapshotAsk(*shared, pi, replica_nonce_)) {
+  if (!nonce.empty() && pi < kMaxReplicaPeers && !FirstSnapshotAsk(*shared, pi, nonce)) {
     TextBody(409,
              "/replicate: this snapshot ask (its nonce) was answered here already: the same request sent again "
              "(a shard asks each snapshot anew), refused as its answer holds this shard's store still",

@@ -122,7 +122,7 @@ std::string HmacSha256Hex(std::string_view key, std::string_view head, std::stri
   const EVP_MD* md = Sha256();
   if (md == nullptr || !st.ctx) return std::string();  // verifies against nothing: every check fails closed
   unsigned int len = 0;
-  if (st.key.size() != key.size() || st.key != key || st.key.empty()) {
+  if (st.key != key || key.empty()) {
     unsigned char k[kBlock] = {};
     if (key.size() > kBlock) {
       if (EVP_Digest(key.data(), key.size(), k, &len, md, nullptr) != 1) return std::string();
