@@ -47,7 +47,8 @@ class HttpRequestParser::Adaptor {
     void on_response_impl(int, string_view, int, boost::beast::error_code& ec) override {
       ec = http::error::bad_method;  // never called for a request parser
     }
-    void on_field_impl(http::field name, string_view name_text, string_view value, boost::beast::error_code&) override {
+    void on_field_impl(http::field name, string_view name_text, string_view value,
+                       boost::beast::error_code& ec) override {
       // A folded value (obs-fold) is handed over from Beast's own buffer,
       // not the request's: no offset into the request is taken from it.
       const bool in_request = owner_->InRequest(value.data(), value.size());
@@ -55,6 +56,20 @@ class HttpRequestParser::Adaptor {
           std::max(owner_->header_end_, static_cast<size_t>(name_text.data() + name_text.size() - owner_->base_) +
                                             value.size() + 4);  // ": ", CRLF
       if (name == http::field::transfer_encoding) owner_->transfer_encoding_ = true;
+      // A second Authorization or Host is refused rather than one of them
+      // picked: a proxy in front that checks the first while this server
+      // reads the last is how credentials and a signed request's shard get
+      // past it (RFC 9112 3.2 asks a 400 of a repeated Host).
+      if (name == http::field::authorization || name == http::field::host) {
+        const uint8_t bit = name == http::field::authorization ? 1 : 2;
+        if ((owner_->once_fields_ & bit) != 0) {
+          owner_->repeated_ = bit == 1 ? "the request has more than one Authorization field: send one"
+                                       : "the request has more than one Host field: send one";
+          ec = http::error::bad_field;
+          return;
+        }
+        owner_->once_fields_ |= bit;
+      }
       if (name == http::field::authorization && in_request) {
         owner_->head_.auth_off = static_cast<size_t>(value.data() - owner_->base_);
         owner_->head_.auth_len = value.size();
@@ -214,6 +229,8 @@ void HttpRequestParser::Reset() {
   consumed_ = 0;
   base_ = nullptr;
   header_done_ = body_started_ = chunked_ = missing_length_ = transfer_encoding_ = fragment_ = false;
+  once_fields_ = 0;
+  repeated_ = {};
   header_end_ = 0;
   error_status_ = 0;
   error_message_ = {};
@@ -309,6 +326,9 @@ HttpRequestParser::Outcome HttpRequestParser::Feed(const char* base, size_t avai
       } else if (transfer_encoding_ && ec != http::error::bad_content_length) {
         error_status_ = 400;
         error_message_ = "a request with Transfer-Encoding is not accepted: send the body with Content-Length alone";
+      } else if (!repeated_.empty()) {
+        error_status_ = 400;
+        error_message_ = repeated_;
       } else if (ec == http::error::header_limit) {
         error_status_ = 431;
         error_message_ = LimitText("the request line and headers exceed ", max_header_bytes_,

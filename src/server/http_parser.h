@@ -107,6 +107,8 @@ class HttpRequestParser {
   bool missing_length_ = false;
   bool transfer_encoding_ = false;  // the request named a Transfer-Encoding
   bool fragment_ = false;           // the target holds a '#'
+  uint8_t once_fields_ = 0;         // seen so far: 1 Authorization, 2 Host
+  std::string_view repeated_;       // a field that came twice: the 400's text (static)
 
   // `before`, `limit` in decimal, `after`, in limit_text_: a 413's or 431's
   // message names the limit in force (it named the default).

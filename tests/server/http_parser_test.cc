@@ -197,6 +197,33 @@ TEST(HttpParser, AFramingFaultNamesItself) {
   }
 }
 
+// A credential or a Host that comes twice is refused, in any case and
+// whether the values agree or not: reading one of them would let a proxy that
+// reads the other disagree with this server on who asks, or for which shard.
+TEST(HttpParser, ARepeatedAuthorizationOrHostIsRefusedNotPicked) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"GET /stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n",
+       "the request has more than one Authorization field"},
+      {"GET /stats HTTP/1.1\r\nauthorization: Bearer a\r\nHost: x\r\nAUTHORIZATION: Bearer a\r\n\r\n",
+       "the request has more than one Authorization field"},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n", "the request has more than one Host field"},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", "the request has more than one Host field"},
+  };
+  for (const auto& [req, said] : cases) {
+    HttpRequestParser p(16384, 65536);
+    EXPECT_EQ(ErrorStatusOf(p, req), 400) << req;
+    EXPECT_EQ(std::string(p.error_message()).rfind(said, 0), 0u) << req << ": " << p.error_message();
+  }
+  // One of each, and the next request on the same parser, are taken.
+  HttpRequestParser p(16384, 65536);
+  for (int i = 0; i < 2; ++i) {
+    p.Reset();
+    const std::string req = "GET /stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n\r\n";
+    ASSERT_EQ(p.Feed(req.data(), req.size()), Outcome::kDone) << i;
+    EXPECT_EQ(std::string_view(req).substr(p.head().auth_off, p.head().auth_len), "Bearer a");
+  }
+}
+
 TEST(HttpParser, GarbageIs400) {
   HttpRequestParser p(16384, 65536);
   EXPECT_EQ(ErrorStatusOf(p, "HELLO\x01 there\r\n\r\n"), 400);
