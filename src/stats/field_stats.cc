@@ -314,7 +314,9 @@ Status StatsTable::WriteReceived(uint32_t day, std::string_view receipt, const s
       if (!t.value()->Merge(r))
         return Status::Unavailable("no room for the received statistics in " + dir_ + " (is the disk full?)");
     t.value()->AddFieldErrors(field_errors);
-    return Status::OK();
+    // Written once, read only after: a few groups keep a few KB, not the
+    // 1 MB growth step of a day that is still counting.
+    return t.value()->Trim();
   });
   if (!made.ok()) return made.status();
   *duplicate = made.value() == os::Placed::kExisting;

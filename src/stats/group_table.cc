@@ -342,6 +342,22 @@ uint32_t GroupTable::Allocate(uint32_t bytes) {
   return static_cast<uint32_t>(off / kUnit);
 }
 
+Status GroupTable::Trim() {
+  if (!fd_.valid() || read_only_) return Status::InvalidArgument(path_ + ": opened for reading, not trimmed");
+  Header* h = header();
+  const uint64_t have = Load(h->file_bytes);
+  // An allocation refused at the limit left `next` past what is on disk.
+  const uint64_t want = std::min(RoundUp(Load(h->next), 4096), have);
+  if (want == have) return Status::OK();
+  // The header first: a file never holds less than its header says.
+  Ref(h->file_bytes).store(want, std::memory_order_release);
+  if (::ftruncate(fd_.get(), static_cast<off_t>(want)) != 0) {
+    Ref(h->file_bytes).store(have, std::memory_order_release);
+    return Errno("cannot trim", path_);
+  }
+  return Status::OK();
+}
+
 const GroupTable::Record* GroupTable::Find(std::string_view value, uint64_t hash) const {
   const uint32_t* slots = index();
   for (uint32_t i = 0; i < index_slots_; ++i) {

@@ -104,6 +104,11 @@ class GroupTable {
   void Prefetch(std::string_view value, const uint32_t* distinct_codes) const;
   // Folds a row counted elsewhere (a handoff) into the group of row.value.
   bool Merge(const GroupRow& row);
+  // Gives the disk back beyond what is allocated (to the next 4 KB): for a
+  // table written once and only read after (a handoff's received file),
+  // which would otherwise keep its 1 MB growth step for a few groups. Only
+  // while no other process writes it; it may still grow after.
+  Status Trim();
   void AddFieldError() { AddFieldErrors(1); }
   void AddFieldErrors(uint64_t n);
 

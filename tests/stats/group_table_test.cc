@@ -565,6 +565,54 @@ TEST(GroupTable, MergeAddsCountsAndUnitesSketches) {
   ExpectCounts(got.counts, GroupCounts{kCeiling + 2, kCeiling + 1, 1, kCeiling + 1}, "huge+1");
 }
 
+// A handoff's received file holds a few groups: trimmed, it keeps a few KB
+// of disk instead of its 1 MB growth step, reads back whole, and may still
+// grow (a later merge of more groups).
+TEST(GroupTable, TrimGivesBackTheGrowthStepAndTheTableStillReadsAndGrows) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "from.frs";
+  auto t = OpenOrDie(path, GroupTableShape{4, 1});
+  ASSERT_NE(t, nullptr);
+  const uint32_t code = sketch::CodeOf("someone");
+  ASSERT_TRUE(t->Add("a", GroupCounts{3, 2, 1, 7}, &code));
+  ASSERT_TRUE(t->Add("b", GroupCounts{1, 1, 0, 1}, &code));
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_GE(st.st_size, 1 << 20);  // the growth step, allocated
+  ASSERT_TRUE(t->Trim().ok());
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_LE(st.st_size, 64 << 10) << "bytes kept";
+  EXPECT_EQ(st.st_size % 4096, 0);
+  EXPECT_LE(st.st_blocks * 512, 64 << 10) << "disk kept";
+  ASSERT_TRUE(t->Trim().ok());  // again: nothing to give back
+  t.reset();
+
+  auto r = OpenOrDie(path, GroupTableShape{4, 1}, Mode::kRead);
+  ASSERT_NE(r, nullptr);
+  auto rows = ByValue(*r);
+  ASSERT_EQ(rows.count("a"), 1u);
+  ExpectCounts(rows["a"].counts, GroupCounts{3, 2, 1, 7}, "a");
+  ExpectCounts(rows["b"].counts, GroupCounts{1, 1, 0, 1}, "b");
+  EXPECT_EQ(rows["a"].distinct[0].Count(), 1u);
+  EXPECT_FALSE(r->Trim().ok());  // a reader's table is not its to trim
+  r.reset();
+
+  // Written again: it grows past the trimmed end as a day's file grows.
+  auto w = OpenOrDie(path, GroupTableShape{4, 1});
+  ASSERT_NE(w, nullptr);
+  for (int u = 0; u < 5000; ++u) {
+    const uint32_t c = sketch::CodeOf("user" + std::to_string(u));
+    ASSERT_TRUE(w->Add("c", GroupCounts{1, 1, 0, 0}, &c)) << u;
+  }
+  EXPECT_FALSE(w->damaged());
+  GroupRow c;
+  ASSERT_TRUE(w->Row("c", &c));
+  ExpectCounts(c.counts, GroupCounts{5000, 5000, 0, 0}, "c");
+  EXPECT_NEAR(static_cast<double>(c.distinct[0].Count()), 5000.0, 0.05 * 5000);
+  ASSERT_TRUE(w->Row("a", &c));
+  ExpectCounts(c.counts, GroupCounts{3, 2, 1, 7}, "a after the growth");
+}
+
 // Offsets in a day file are shared memory a bug, a disk or a hand may
 // damage: a record offset pointing far past the file, or a value length
 // beyond any key, is refused where it is read (the table stops counting
