@@ -873,7 +873,11 @@ void Replicator::Ended(Link& l, const std::string& why, int64_t now_ns) {
 }
 
 void Replicator::Reached(const Link& l) {
-  if (Unreached(l)) CounterSet(opts_.shared->unreached[l.shard], 0);
+  if (!Unreached(l)) return;
+  // The workers share the mark; the one that clears it closes what each
+  // logged at the start ("not reached since this shard's start"), once.
+  if (std::atomic_ref<uint64_t>(opts_.shared->unreached[l.shard]).exchange(0, std::memory_order_relaxed) != 0)
+    FRS_LOG("replicas: %s answers: reached for the first time since this shard's start", l.name.c_str());
 }
 
 bool Replicator::Unreached(const Link& l) const {

@@ -1100,6 +1100,11 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.metric("frs_replica_pending"), 0)
         p.b.start()
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
+        # The start's warning is closed in the log, once, whichever worker
+        # reached B first.
+        reached = "answers: reached for the first time since this shard's start"
+        self.assertTrue(processes.wait_for(lambda: reached in p.a.log(), 5), p.a.log())
+        self.assertEqual(p.a.log().count(reached), 1, p.a.log())
 
     def test_a_link_its_start_could_not_reach_is_tried_until_the_shard_answers(self):
         # A starts while the relay before B closes every connection (a proxy
