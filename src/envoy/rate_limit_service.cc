@@ -308,7 +308,11 @@ bool RateLimitService::Count(const RlsRequest& req, size_t i, RlsAnswer* out) {
   // Past the limit, not at it: a look at a key exactly at its limit is OK,
   // as upstream answers (base_limiter.go: after > limit). A give-back is
   // never over; an in-flight limit is over when it took no place.
-  const bool over = lim.concurrent() ? denied : !st.negative && count > limit;
+  // A window's count stops at 2^32-1, where a limit of 2^32-1 could never
+  // be passed: a count at that top is taken for past it (the hit that lands
+  // exactly on it is denied, one hit before upstream; any other reading
+  // would grant without end).
+  const bool over = lim.concurrent() ? denied : !st.negative && (count > limit || count >= int64_t{UINT32_MAX});
   st.remaining = over || count >= limit ? 0 : static_cast<uint32_t>(limit - count);
   st.quota = settings_.global_quota || l.quota_mode;
   if (over) {

@@ -23,10 +23,6 @@ namespace {
 
 constexpr const char* kResultNames[kEnvoyResults] = {"total", "over_limit", "near_limit", "within_limit",
                                                      "shadow_mode"};
-// Slots looked at for one key before it is summed in ~other: a full table
-// costs a hit a few cache lines, never a scan of all of them.
-constexpr size_t kProbes = 16;
-
 using Counts = std::array<uint64_t, kEnvoyResults>;
 
 // What one status adds to each result, as envoyproxy/ratelimit's
@@ -35,7 +31,8 @@ using Counts = std::array<uint64_t, kEnvoyResults>;
 // was), near_limit those between the near threshold and the limit.
 Counts HitsOf(const envoy::RlsStatus& st) {
   Counts c{};
-  const uint64_t hits = st.hits;
+  // unit: concurrent takes one place whatever hits_addend says: one hit.
+  const uint64_t hits = st.limit_value().concurrent() ? std::min<uint64_t>(st.hits, 1) : st.hits;
   c[static_cast<size_t>(EnvoyResult::kTotal)] = hits;
   const auto limit = static_cast<uint64_t>(st.limit_value().requests_per_unit);
   const auto before = static_cast<uint64_t>(st.before), after = static_cast<uint64_t>(st.after);
@@ -92,25 +89,40 @@ void Series(std::string* out, const char* name, const envoy::CompiledLimit& l, c
 
 }  // namespace
 
+void EnvoyMetrics::IndexPublished() {
+  indexed_ = true;
+  constexpr size_t kMask = 2 * kDetailedKeys - 1;
+  for (size_t i = 0; i < kDetailedKeys; ++i) {
+    const uint64_t h = std::atomic_ref<uint64_t>(c_->detailed[i].published).load(std::memory_order_acquire);
+    if (h == 0) continue;
+    size_t at = h & kMask;
+    while (index_[at] != 0) at = (at + 1) & kMask;
+    index_[at] = static_cast<uint16_t>(i + 1);
+    claimed_ = i + 1;  // a predecessor claimed in order too: what follows is free
+  }
+}
+
 DetailedKeySlot* EnvoyMetrics::Slot(uint16_t biz_id, std::string_view key) {
+  if (!indexed_) IndexPublished();
   // Never 0: 0 marks a free slot.
   const uint64_t h = (std::hash<std::string_view>{}(key) ^ (uint64_t{biz_id} * 0x9E3779B97F4A7C15ull)) | 1;
-  for (size_t p = 0; p < kProbes; ++p) {
-    DetailedKeySlot& s = c_->detailed[(h + p) % kDetailedKeys];
-    std::atomic_ref<uint64_t> pub(s.published);
-    // This worker is the slot's only writer: its own stores need no order.
-    const uint64_t seen = pub.load(std::memory_order_relaxed);
-    if (seen == 0) {
-      s.biz_id = biz_id;
-      s.len = static_cast<uint16_t>(key.size());
-      std::memcpy(s.key, key.data(), key.size());
-      // Readers in other workers see the key whole once they see this.
-      pub.store(h, std::memory_order_release);
-      return &s;
-    }
-    if (seen == h && s.biz_id == biz_id && std::string_view(s.key, s.len) == key) return &s;
+  constexpr size_t kMask = 2 * kDetailedKeys - 1;
+  size_t at = h & kMask;
+  // At most half full: an empty entry ends every search within a few steps.
+  for (; index_[at] != 0; at = (at + 1) & kMask) {
+    DetailedKeySlot& s = c_->detailed[index_[at] - 1];
+    if (s.published == h && s.biz_id == biz_id && std::string_view(s.key, s.len) == key) return &s;
   }
-  return nullptr;
+  if (claimed_ == kDetailedKeys) return nullptr;
+  DetailedKeySlot& s = c_->detailed[claimed_];
+  // This worker is the slot's only writer: its own stores need no order.
+  s.biz_id = biz_id;
+  s.len = static_cast<uint16_t>(key.size());
+  std::memcpy(s.key, key.data(), key.size());
+  // Readers in other workers see the key whole once they see this.
+  std::atomic_ref<uint64_t>(s.published).store(h, std::memory_order_release);
+  index_[at] = static_cast<uint16_t>(++claimed_);
+  return &s;
 }
 
 void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a) {

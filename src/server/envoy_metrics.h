@@ -41,6 +41,8 @@
 // RenderEnvoyMetrics may run while other workers count.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -62,14 +64,23 @@ class EnvoyMetrics {
   }
 
  private:
-  // This worker's slot for (biz, key), claimed when new; null: the table's
-  // probe window is full (the key counts in detailed_other).
+  // This worker's slot for (biz, key), claimed when new; null: all
+  // kDetailedKeys slots hold other keys (the key counts in detailed_other).
   DetailedKeySlot* Slot(uint16_t biz_id, std::string_view key);
+  // Indexes the slots a predecessor (a respawned worker's) published.
+  void IndexPublished();
   // Counts a call for a domain no configuration has, and logs it at most
   // once a minute: a typo in Envoy's domain turns every limit off.
   void NoteUnknownDomain(std::string_view domain);
 
   WorkerCounters* c_;
+  // The slots are claimed in order, and found through this process's own
+  // index (open addressing, at most half full: 1 + slot number; 0 empty):
+  // every one of the kDetailedKeys is used before a key goes to ~other. A
+  // probe window over the shared slots themselves filled about two thirds.
+  std::array<uint16_t, 2 * kDetailedKeys> index_{};
+  size_t claimed_ = 0;  // slots [0, claimed_) are taken
+  bool indexed_ = false;
   std::string label_;
   LogThrottle unknown_domain_log_;
 };

@@ -264,6 +264,25 @@ TEST_F(UpstreamTest, RequestsPerUnitUpToUint32) {
   RlsAnswer a = Ask({D({{"huge", "h"}})}, 1000);
   EXPECT_EQ(a.overall, Code::kOk);
   EXPECT_EQ(a.statuses[0].remaining, 4294967295u - 1000);
+  // The top limit is enforced: the count stops at 2^32-1, and a count there
+  // is past it (before, it was never more than the limit: granted forever).
+  // A call counts at most 2^31-1 hits.
+  a = Ask({D({{"huge", "h"}})}, 2147483647);
+  EXPECT_EQ(a.overall, Code::kOk);
+  EXPECT_EQ(a.statuses[0].remaining, 4294967295u - 1000 - 2147483647);
+  a = Ask({D({{"huge", "h"}})}, 2147482647);  // lands at 2^32-2: under it
+  EXPECT_EQ(a.overall, Code::kOk);
+  EXPECT_EQ(a.statuses[0].remaining, 1u);
+  for (int i = 0; i < 3; ++i) {
+    a = Ask({D({{"huge", "h"}})}, 1 + i);  // at the top, then past it
+    EXPECT_EQ(a.overall, Code::kOverLimit) << i;
+    EXPECT_EQ(a.statuses[0].remaining, 0u) << i;
+  }
+  EXPECT_EQ(Ask({D({{"huge", "h"}})}, 0).overall, Code::kOverLimit);  // a look says so too
+  // Below the top, a count at its limit is still not past it (upstream's
+  // after > limit).
+  EXPECT_EQ(Ask({D({{"plain", "at"}})}).overall, Code::kOk);
+  EXPECT_EQ(Ask({D({{"plain", "at"}})}, 0).overall, Code::kOk);
 }
 
 TEST_F(UpstreamTest, ADescriptorsOwnLimitWinsListedOrNot) {

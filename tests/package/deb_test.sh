@@ -44,7 +44,8 @@ for f in ./usr/sbin/frsd ./usr/sbin/frsctl ./etc/frs/srv.xml ./etc/frs/map.xml .
          ./usr/lib/systemd/system/frsd.service ./usr/share/man/man8/frsd.8.gz ./usr/share/doc/frsd/copyright \
          ./usr/share/doc/frsd/changelog.gz ./usr/share/doc/frsd/examples/frontdoor/nginx-auth-request.conf \
          ./usr/share/doc/frsd/examples/cluster/nginx-frs.conf ./usr/share/doc/frsd/examples/inprocess/main.cc \
-         ./usr/share/doc/frsd/examples/envoy/srv.xml ./usr/share/doc/frsd/examples/envoy/ratelimit/config.yaml; do
+         ./usr/share/doc/frsd/examples/envoy/srv.xml ./usr/share/doc/frsd/examples/envoy/ratelimit/config.yaml \
+         ./usr/share/frs/proto/envoy/service/ratelimit/v3/rls.proto ./usr/share/frs/proto/grpc/health/v1/health.proto; do
   contents "$deb" | grep -qx "$f" || fail "frsd lacks $f"
 done
 for f in ./usr/include/frs/service.h ./usr/lib/libfrs.a ./usr/lib/pkgconfig/frs.pc ./usr/share/doc/libfrs-dev/copyright; do

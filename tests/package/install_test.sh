@@ -19,7 +19,8 @@ for f in usr/sbin/frsd usr/sbin/frsctl usr/bin/frsbench "usr/$libdir/libfrs.a" \
          "usr/$libdir/cmake/frs/frsConfig.cmake" "usr/$libdir/cmake/frs/frsConfigVersion.cmake" \
          "usr/$libdir/pkgconfig/frs.pc" etc/frs/srv.xml etc/frs/map.xml etc/logrotate.d/frsd \
          usr/lib/systemd/system/frsd.service usr/share/man/man8/frsd.8.gz usr/share/man/man8/frsctl.8.gz \
-         usr/share/frs/frs-alerts.yml usr/share/frs/frs-dashboard.json; do
+         usr/share/frs/frs-alerts.yml usr/share/frs/frs-dashboard.json \
+         usr/share/frs/proto/envoy/service/ratelimit/v3/rls.proto usr/share/frs/proto/grpc/health/v1/health.proto; do
   [ -e "$r/$f" ] || fail "cmake --install did not install /$f"
 done
 # The CGI pages run as installed (fcgiwrap refuses a script that is not executable).

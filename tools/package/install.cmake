@@ -92,6 +92,9 @@ add_custom_target(frs_compressed_docs ALL
                           ${PROJECT_BINARY_DIR}/man/CHANGELOG.md.gz)
 install(FILES ${FRS_MAN_GZ} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT daemon)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/monitoring/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs COMPONENT daemon)
+# The messages of the gRPC service frsd serves, for a client of one's own
+# (docs/integrations.md): what protoc needs beside /usr/include.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/envoy/proto/ DESTINATION ${CMAKE_INSTALL_DATADIR}/frs/proto COMPONENT daemon)
 
 # The Python client: the standard library's only, for every python3.
 install(FILES ${PROJECT_SOURCE_DIR}/clients/python/frs_client.py DESTINATION lib/python3/dist-packages COMPONENT python)
