@@ -51,7 +51,10 @@ enum class CmdLabel : uint8_t {
 CmdLabel LabelOf(Cmd cmd);
 const char* LabelName(CmdLabel label);
 
-inline constexpr int kStatusCodes[] = {200, 204, 400, 403, 404, 405, 408, 409, 410, 411, 413, 421, 429, 431, 500, 503};
+// Every status frsd answers over HTTP/1.1 (501: a method other than GET,
+// HEAD and POST).
+inline constexpr int kStatusCodes[] = {200, 204, 400, 403, 404, 405, 408, 409, 410,
+                                       411, 413, 421, 429, 431, 500, 501, 503};
 inline constexpr size_t kStatusSlots = sizeof(kStatusCodes) / sizeof(kStatusCodes[0]);
 size_t StatusSlot(int http_status);  // unknown statuses count as 500
 

@@ -146,6 +146,18 @@ bool CheckMarkup(std::string_view body, ProtocolError* err) {
   return true;
 }
 
+// The first bytes (at most 16, printable ASCII, else "?") of a body whose
+// first byte but whitespace and a UTF-8 byte order mark is not '<'; "" for
+// a body that starts as XML does (or holds whitespace only).
+std::string NotXmlStartText(std::string_view body) {
+  if (body.starts_with("\xEF\xBB\xBF")) body.remove_prefix(3);
+  const size_t first = body.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || body[first] == '<') return "";
+  std::string out;
+  for (char c : body.substr(first, 16)) out.push_back(c >= 0x20 && c < 0x7f && c != '\'' ? c : '?');
+  return out;
+}
+
 // Checks the raw body before pugixml sees it. pugixml keeps values as C
 // strings: a NUL byte, or a reference that decodes to one (&#0;), would cut
 // a value short, so that key="alice&#0;x" counted on "alice". It also keeps
@@ -225,6 +237,14 @@ bool XmlRequestDecoder::Decode(char* body, size_t len, uint32_t max_batch, std::
   *is_batch = false;
   compact_ = false;
   if (len == 0) return Fail(err, 400, "the request body is empty: send <request cmd=\"...\" .../> or <batch>");
+  // A body that does not start with markup is no XML at all (a form's
+  // biz=...&key=..., JSON, plain text): said so, before the checks below
+  // name some character of it as if it were XML gone wrong.
+  if (const std::string start = NotXmlStartText(std::string_view(body, len)); !start.empty())
+    return Fail(err, 400,
+                "the body is not XML (it starts with '" + std::string(start) +
+                    "'): POST /frs takes <request cmd=\"...\" .../> or <batch>; a query string goes to the GET "
+                    "forms (/acquire?biz=...&key=...), Envoy's JSON to POST /json");
   if (!CheckRawBody(std::string_view(body, len), err)) return false;
   // Entity references decode; whitespace in attribute values stays as sent
   // (a key is compared byte for byte). CDATA, comments, processing

@@ -46,6 +46,7 @@ std::unique_ptr<Metrics> FilledMetrics() {
     c.CountRequest(CmdLabel::kAcquire, 429, 700'000 * k);
     c.CountRequest(CmdLabel::kNone, 400, 2'000'000'000);
     c.CountRequest(CmdLabel::kJson, 999, 10);  // an unknown status counts as 500
+    c.CountRequest(CmdLabel::kNone, 501, 10);  // a 501 as itself (it counted as 500)
     CounterSet(c.decision_log.lines, 100 * k);
     CounterSet(c.decision_log.dropped_full, 10 * k);
     CounterSet(c.decision_log.dropped_failed, 1 * k);

@@ -111,6 +111,30 @@ TEST(Protocol, RejectsBadRequestsWith400AndASentence) {
   for (const char* text : bad) ExpectRefusedWith400(text);
 }
 
+// A body that is no XML at all (a form, JSON, text) is said to be that, with
+// where its kind of request goes, not reported as XML gone wrong at some
+// byte; one that starts as XML (after whitespace or a byte order mark) is
+// judged as XML.
+TEST(Protocol, ABodyThatIsNoXmlIsSaidToBeNone) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"biz=login&key=1.2.3.4", "the body is not XML (it starts with 'biz=login&key=1.'): POST /frs takes"},
+      {"{\"cmd\":\"acquire\"}", "the body is not XML (it starts with '{\"cmd\":\"acquire\"'): "},
+      {"\n  hello", "the body is not XML (it starts with 'hello'): "},
+      {"\xEF\xBB\xBF\xff'x", "the body is not XML (it starts with '\?\?x'): "},
+      {" \xEF\xBB\xBF<request/>", "the body is not XML (it starts with '\?\?\?<request/>'): "},
+      {"\xEF\xBB\xBF<request cmd=\"acquire\" biz=\"a\"/>", "cmd=\"acquire\" needs a key attribute"},
+      {"  <request cmd=\"acquire\" biz=\"a\" key=\"k\"/>x", "the body holds text outside its root element"},
+  };
+  for (const auto& [text, said] : cases) {
+    XmlRequestDecoder d;
+    std::string body = text;
+    Decoded r = DecodeText(d, body);
+    EXPECT_FALSE(r.ok) << text;
+    EXPECT_EQ(r.err.status, 400) << text;
+    EXPECT_EQ(r.err.msg.rfind(said, 0), 0u) << text << ": " << r.err.msg;
+  }
+}
+
 // merge's own attributes before its cmd, or on another cmd: said so, not
 // called unknown (protocol.md: "both required, after cmd").
 TEST(Protocol, MergeAttributesNameTheirPlace) {
