@@ -211,11 +211,12 @@ class _Verdict(object):
 
 
 class Rule(_Record):
-    """One <rule> of a decision, in map.xml order."""
+    """One <rule> of a decision, in map.xml order; `name` is the rule's
+    (map.xml's name=, else BIZ_N): which rule denied, by name."""
 
-    __slots__ = ("algo", "interval", "count", "limit", "remaining", "reset", "allowed", "debt")
+    __slots__ = ("algo", "interval", "count", "limit", "remaining", "reset", "allowed", "debt", "name")
 
-    def __init__(self, algo="", interval=0, count=0, limit=0, remaining=0, reset=0, allowed=False, debt=0):
+    def __init__(self, algo="", interval=0, count=0, limit=0, remaining=0, reset=0, allowed=False, debt=0, name=""):
         self._set(locals())
 
 
@@ -334,6 +335,7 @@ def _decision_from(elem, status, server, cmd):
             reset=_int(r.attrib, "reset"),
             allowed=r.get("allowed") == "1",
             debt=_int(r.attrib, "debt"),
+            name=r.get("name", ""),
         )
         for r in elem.findall("rule")
     ]

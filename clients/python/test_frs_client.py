@@ -688,6 +688,8 @@ class ClientTest(unittest.TestCase):
         self.assertFalse(d)
         self.assertEqual(d.limit, 1)  # the sliding rule denies
         self.assertEqual([r.allowed for r in d.rules], [True, False])
+        # Which one, by name (map.xml names neither: BIZ_N).
+        self.assertEqual([r.name for r in d.rules if not r.allowed], ["ad_user_2"])
 
     def test_keys_that_need_escaping(self):
         keys = [

@@ -176,15 +176,30 @@ void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a
 
 void EnvoyMetrics::NoteUnknownDomain(std::string_view domain) {
   CounterAdd(c_->envoy_unknown_domain);
+  const std::string_view head = domain.substr(0, 64);
   uint64_t count = 0;
-  if (!unknown_domain_log_.Note(MonoNs(), &count)) return;
-  // The domain is the client's text: escaped, and cut short.
-  std::string quoted;
-  AppendJsonString(domain.substr(0, 64), &quoted);
+  if (!unknown_domain_log_.Note(MonoNs(), &count)) {
+    const auto end = unknown_seen_.begin() + static_cast<long>(unknown_kept_);
+    if (std::find(unknown_seen_.begin(), end, head) != end) return;
+    if (unknown_kept_ < kUnknownKept) unknown_seen_[unknown_kept_++] = head;
+    else unknown_more_ = true;
+    return;
+  }
+  // The domains are the client's text: escaped, and cut short.
+  std::string quoted, also;
+  AppendJsonString(head, &quoted);
+  for (size_t i = 0; i < unknown_kept_; ++i) {
+    if (unknown_seen_[i] == head) continue;
+    also += also.empty() ? "; also asked for since: " : ", ";
+    AppendJsonString(unknown_seen_[i], &also);
+  }
+  if (unknown_more_) also += also.empty() ? "; also asked for since: others" : ", and others";
+  unknown_kept_ = 0;
+  unknown_more_ = false;
   FRS_LOG(
       "Envoy asked for domain %s%s, which no <grpc config> file names: answered OK with no limit (%llu since "
-      "the last such line; frs_envoy_unknown_domain_total counts each)",
-      quoted.c_str(), domain.size() > 64 ? " (cut)" : "", static_cast<unsigned long long>(count));
+      "the last such line%s; frs_envoy_unknown_domain_total counts each)",
+      quoted.c_str(), domain.size() > 64 ? " (cut)" : "", static_cast<unsigned long long>(count), also.c_str());
 }
 
 void CountEnvoyAnswer(EnvoyMetrics* metrics, const envoy::RlsRequest& req, const envoy::RlsAnswer& a) {

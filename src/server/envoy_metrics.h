@@ -54,8 +54,10 @@ namespace frs::server {
 
 class EnvoyMetrics {
  public:
-  // `counters`: this worker's slot (null: nothing is counted).
-  explicit EnvoyMetrics(WorkerCounters* counters) : c_(counters) {}
+  // `counters`: this worker's slot (null: nothing is counted);
+  // `log_period_ns`: the least time between two unknown-domain lines.
+  explicit EnvoyMetrics(WorkerCounters* counters, int64_t log_period_ns = 60'000'000'000)
+      : c_(counters), unknown_domain_log_(log_period_ns) {}
   // One answer's descriptors, and its misrouted ones (frs_misrouted_total)
   // whether it was answered or refused.
   void Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a);
@@ -83,6 +85,13 @@ class EnvoyMetrics {
   bool indexed_ = false;
   std::string label_;
   LogThrottle unknown_domain_log_;
+  // The other domains asked for since the last unknown-domain line (their
+  // first 64 bytes, at most kUnknownKept), named in the next one: a second
+  // typo must not hide behind the first's line.
+  static constexpr size_t kUnknownKept = 4;
+  std::array<std::string, kUnknownKept> unknown_seen_;
+  size_t unknown_kept_ = 0;
+  bool unknown_more_ = false;
 };
 
 // Counts a decision's descriptors in `metrics` (may be null): the gRPC and

@@ -5,11 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "common/envoy_yaml.h"
+#include "common/temp_dir.h"
+#include "server/logger.h"
 
 namespace frs::server {
 namespace {
@@ -111,6 +117,55 @@ TEST(EnvoyMetrics, AnInFlightDescriptorCountsOneHitACall) {
   EXPECT_EQ(f.Value(m, S("seat", "total")), 2u) << m;
   EXPECT_EQ(f.Value(m, S("seat", "within_limit")), 1u);
   EXPECT_EQ(f.Value(m, S("seat", "over_limit")), 1u);
+}
+
+// Calls for domains no file names are logged once a period; the other
+// domains asked for in between are named in the next line, so that a second
+// typo does not hide behind the first's line.
+TEST(EnvoyMetrics, TheUnknownDomainLineNamesTheOthersAskedForSinceTheLast) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "frsd.log";
+  ASSERT_TRUE(Logger::Get().Configure(path, "worker 0").ok());
+  Fixture f;
+  EnvoyMetrics w0(&f.metrics->worker(0), /*log_period_ns=*/100'000'000);
+  auto ask = [&](std::string domain) {
+    f.values.push_back(std::move(domain));
+    envoy::RlsRequest req;
+    req.domain = f.values.back();
+    envoy::RlsAnswer a;
+    a.unknown_domain = true;
+    w0.Count(req, a);
+  };
+  auto log = [&] {
+    std::ifstream in(path);
+    std::stringstream all;
+    all << in.rdbuf();
+    return all.str();
+  };
+  ask("nope");                                                                // logged at once
+  for (const char* d : {"zz", "nope", "zz", "yy", "a1", "a2", "a3"}) ask(d);  // within the period
+  // The next line comes with the first call after the period: asked until then.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (log().find("domain \"last\"") == std::string::npos && std::chrono::steady_clock::now() < give_up) {
+    ask("last");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(Logger::Get().Configure("", "frsd").ok());
+  const std::string text = log();
+  EXPECT_NE(text.find("Envoy asked for domain \"nope\", which no <grpc config> file names: answered OK with no limit "
+                      "(1 since the last such line; "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Envoy asked for domain \"last\", which no <grpc config> file names: answered OK with no limit "
+                      "("),
+            std::string::npos)
+      << text;
+  // The first four others, each once, and that there were more.
+  EXPECT_NE(text.find("; also asked for since: \"zz\", \"nope\", \"yy\", \"a1\", and others; "
+                      "frs_envoy_unknown_domain_total counts each)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(CounterGet(f.metrics->worker(0).envoy_unknown_domain), f.values.size());
 }
 
 TEST(EnvoyMetrics, DetailedSeriesAreBoundedAndTheRestSummedInOther) {
