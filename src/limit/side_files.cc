@@ -150,6 +150,12 @@ std::string SideFileReport::AtStartText() const {
     case SideFileAtStart::kRefuse: return "frsd refuses to start until it is moved aside or restored";
     case SideFileAtStart::kSetAside: return "frsd moves it aside at start and starts a new one";
     case SideFileAtStart::kSetAsideLater:
+      // A handoff's received file is never written again, so never moved:
+      // each read leaves out what is damaged and counts the file in lost.
+      if (os::store_dir::KindOfDayFile(std::filesystem::path(path).filename().string()) ==
+          os::store_dir::DayFile::kReceived)
+        return "frsd never writes it: GET /stats sums what of it is readable and counts it in lost, at every read; "
+               "move it aside (what it held is lost either way) or restore it";
       return "frsd moves it aside when it next counts that day, and starts the day anew";
   }
   return "";

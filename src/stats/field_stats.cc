@@ -427,12 +427,13 @@ namespace {
 // A group's counts of one more file, added without wrapping: each file's
 // merges stop at 2^63, so two merged files could add up to 2^64 (read as
 // 0, found by an attack with the admin token); a sum stops at 2^64-1.
+void AddStopping(uint64_t& a, uint64_t b) { a = a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 void AddCounts(GroupCounts* c, const GroupCounts& more) {
-  const auto add = [](uint64_t& a, uint64_t b) { a = a > UINT64_MAX - b ? UINT64_MAX : a + b; };
-  add(c->requests, more.requests);
-  add(c->allowed, more.allowed);
-  add(c->denied, more.denied);
-  add(c->units, more.units);
+  AddStopping(c->requests, more.requests);
+  AddStopping(c->allowed, more.allowed);
+  AddStopping(c->denied, more.denied);
+  AddStopping(c->units, more.units);
 }
 
 }  // namespace
@@ -442,8 +443,10 @@ GroupStats ReadGroupStats(std::span<const std::shared_ptr<const GroupTable>> tab
   // Counts first, summed over the files; sketches later, for the rows kept.
   std::map<std::string, GroupCounts> counts;
   for (const auto& t : tables) {
-    out.field_errors += t->field_errors();
-    out.lost += t->lost();
+    // A received file's field_errors is what its sender said: summed
+    // without wrapping, as the counts are.
+    AddStopping(out.field_errors, t->field_errors());
+    AddStopping(out.lost, t->lost());
     if (!q.value.empty()) {
       GroupRow r;
       if (!t->Row(q.value, &r)) continue;

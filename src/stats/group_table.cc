@@ -365,6 +365,9 @@ const GroupTable::Record* GroupTable::Find(std::string_view value, uint64_t hash
     if (off == 0) return nullptr;
     const Record* r = RecordAt(off);
     if (r == nullptr) return nullptr;
+    // A published record's hash is never 0 (HashOf): zeros are a file cut
+    // and grown back under it.
+    if (r->hash == 0) broken_.store(true, std::memory_order_relaxed);
     if (r->hash == hash && r->value_len == value.size() &&
         std::memcmp(r->value(shape_.distinct), value.data(), value.size()) == 0)
       return r;
@@ -496,7 +499,16 @@ std::vector<GroupRow> GroupTable::Rows(bool sketches) const {
   const uint32_t* slots = index();
   for (uint32_t i = 0; i < index_slots_; ++i)
     if (uint32_t off = Load(slots[i]); off != 0)
-      if (const Record* r = RecordAt(off)) rows.push_back(RowOf(*r, sketches));
+      if (const Record* r = RecordAt(off)) {
+        // A record is written whole before its offset is published: one
+        // whose value does not give its hash was damaged after (a file cut
+        // and grown back reads as zeros), and is left out, the file marked.
+        if (r->hash != HashOf(std::string_view(r->value(shape_.distinct), r->value_len))) {
+          broken_.store(true, std::memory_order_relaxed);
+          continue;
+        }
+        rows.push_back(RowOf(*r, sketches));
+      }
   const Record* other = RecordAt(other_);
   if (other != nullptr && (Load(other->allowed) != 0 || Load(other->denied) != 0))
     rows.push_back(RowOf(*other, sketches));

@@ -76,6 +76,10 @@ Result<GroupStats> Statistics::ReadBy(const BizCounters& b, std::string_view nam
     if (!tables.ok()) return tables.status();
     out = ReadGroupStats(tables.value(), q);
   }
+  // A file found damaged while read (a received one: never moved, as no
+  // count of the day writes it) gave what of it was readable; it counts in
+  // lost, as one that could not be opened does.
+  for (const auto& t : tables.value()) damaged += t->damaged();
   out.lost += damaged;
   if (day == today) out.lost += table->unstored();
   out.by = spec.by_text;

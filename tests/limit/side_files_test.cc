@@ -374,6 +374,20 @@ TEST(SideFiles, DayFilesAreCheckedHeaderIndexAndSize) {
   std::filesystem::copy_file(copy, day, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(day, 300);
   EXPECT_FALSE(stats::CheckDayFile(day).ok());
+
+  // A handoff's received file is never written, so never moved: said so.
+  const std::string received =
+      std::filesystem::path(day).replace_filename(std::filesystem::path(day).stem().string() + ".from-00ab.frs");
+  std::filesystem::rename(day, received);
+  reports = CheckSideFiles(dir);
+  ASSERT_EQ(reports.size(), 5u);
+  EXPECT_EQ(reports[4].path, received);
+  EXPECT_FALSE(reports[4].status.ok());
+  EXPECT_EQ(reports[4].AtStartText().rfind("frsd never writes it: GET /stats sums what of it is readable and counts it "
+                                           "in lost",
+                                           0),
+            0u)
+      << reports[4].AtStartText();
 }
 
 }  // namespace

@@ -678,6 +678,8 @@ TEST(GroupTable, FilesSummedWhenReadStopAtTheTopInsteadOfWrapping) {
     row.counts = std::string_view(name) == "d.frs" ? GroupCounts{17, 17, 0, 17}
                                                    : GroupCounts{UINT64_MAX, UINT64_MAX, 0, UINT64_MAX};
     ASSERT_TRUE(t->Merge(row));
+    // What a sender said of its field errors (POST /stats field_errors=).
+    t->AddFieldErrors(std::string_view(name) == "d.frs" ? 3 : UINT64_MAX);
     tables.push_back(std::move(t));
   }
   for (const std::string& value : {std::string("app1"), std::string()}) {
@@ -690,6 +692,7 @@ TEST(GroupTable, FilesSummedWhenReadStopAtTheTopInsteadOfWrapping) {
     EXPECT_EQ(got.rows[0].requests, UINT64_MAX) << value;
     EXPECT_EQ(got.rows[0].units, UINT64_MAX) << value;
     EXPECT_EQ(got.rows[0].denied, 0u) << value;
+    EXPECT_EQ(got.field_errors, UINT64_MAX) << value;  // it wrapped to 2^64-2
   }
 }
 
