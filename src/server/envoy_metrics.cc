@@ -58,10 +58,14 @@ void Add(uint64_t (&to)[kEnvoyResults], const Counts& c) {
 
 // The label text of a counter key: printable ASCII but for '_' in place of
 // anything else (a label value must be UTF-8, and a key may hold any byte);
-// past kDetailedKeyBytes a prefix and the hash of the whole.
+// past kDetailedKeyBytes - 17 a prefix of that length, '~' and the hash of
+// the whole (kDetailedKeyBytes in all).
 void LabelOf(std::string_view key, std::string* out) {
   out->clear();
-  const bool cut = key.size() > kDetailedKeyBytes;
+  // Cut past the prefix's length, not past the slot's: a cut label is then
+  // longer than any uncut one, and no key can be written to equal another's
+  // prefix and hash (a 120-byte key ending in "~" and 16 hex digits did).
+  const bool cut = key.size() > kDetailedKeyBytes - 17;
   const std::string_view kept = cut ? key.substr(0, kDetailedKeyBytes - 17) : key;
   for (char c : kept) out->push_back(c >= 0x20 && c < 0x7f ? c : '_');
   if (cut) {

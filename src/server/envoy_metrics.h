@@ -28,7 +28,7 @@
 //
 // bounded: each worker keeps the first kDetailedKeys distinct keys since
 // frsd started apart, and sums any later one into key="~other" (a key of
-// bytes a label should not carry has them as '_'; a key past 120 bytes is cut
+// bytes a label should not carry has them as '_'; a key past 103 bytes is cut
 // and ends in a hash).
 //
 // The counts live in the shared metrics region (metrics.h), indexed by the

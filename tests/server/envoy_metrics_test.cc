@@ -227,5 +227,28 @@ TEST(EnvoyMetrics, ARespawnedWorkerFindsItsPredecessorsKeysAndTheirFreeSlots) {
   EXPECT_EQ(totals.size(), kDetailedKeys + 1);
 }
 
+// A key past 103 bytes is cut and ends in a hash; one that is not cut can
+// never be written to equal it (a 120-byte key once could: the cut label's
+// own prefix, '~' and hash), so two keys never share a series.
+TEST(EnvoyMetrics, ACutKeysLabelIsNoUncutKeysLabel) {
+  Fixture f;
+  EnvoyMetrics w0(&f.metrics->worker(0));
+  f.Answer(w0, 0, std::string(200, 'a'), 1, 1, false);
+  auto totals = DetailedTotals(f.Render());
+  ASSERT_EQ(totals.size(), 1u);
+  const std::string cut = totals.begin()->first;
+  ASSERT_EQ(cut.size(), kDetailedKeyBytes) << cut;
+  EXPECT_EQ(cut.substr(0, 103), "user_" + std::string(98, 'a'));
+  EXPECT_EQ(cut[103], '~');
+  // The same label as a value of its own ("user_" comes before it): a series
+  // of its own, cut too, whatever it spells.
+  f.Answer(w0, 0, cut.substr(5), 1, 1, false);
+  f.Answer(w0, 0, std::string(98, 'a'), 1, 1, false);  // 103 bytes: not cut
+  totals = DetailedTotals(f.Render());
+  EXPECT_EQ(totals.size(), 3u);
+  EXPECT_EQ(totals[cut], 1u);
+  EXPECT_EQ(totals["user_" + std::string(98, 'a')], 1u);
+}
+
 }  // namespace
 }  // namespace frs::server
