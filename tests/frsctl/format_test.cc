@@ -142,6 +142,19 @@ TEST(JsonTest, LeadingMembersStopOnceReadAndNeedNoValidTail) {
 
 // A line that names the shard says its address once ("shard A: A: connect:
 // ..." before).
+// top's and dump's key column: what a table would lose or blur is written
+// as an escape (a space at either end, control bytes, a backslash itself),
+// so every shown key reads back as exactly one key.
+TEST(FormatTest, AShownKeyKeepsItsEndsAndReadsBackAsOneKey) {
+  EXPECT_EQ(ShownKey("plain key", false, true, 0), "plain key");
+  EXPECT_EQ(ShownKey(" sp ", false, true, 0), "\\x20sp\\x20");
+  EXPECT_EQ(ShownKey(" ", false, true, 0), "\\x20");
+  EXPECT_EQ(ShownKey("a\tb\\", false, true, 0), "a\\x09b\\\\");
+  EXPECT_EQ(ShownKey("\\x20", false, true, 0), "\\\\x20");  // the text \x20 is not a space
+  EXPECT_EQ(ShownKey(" cut ", true, true, 0), "\\x20cut ...");
+  EXPECT_EQ(ShownKey("x", false, false, 0xab), "fp:00000000000000ab (key not kept)");
+}
+
 TEST(FormatTest, WithoutShardNameDropsTheClientsOwnPrefixOnly) {
   EXPECT_EQ(WithoutShardName("127.0.0.1:1: connect: Connection refused", "127.0.0.1:1"), "connect: Connection refused");
   EXPECT_EQ(WithoutShardName("127.0.0.1:12: connect: x", "127.0.0.1:1"), "127.0.0.1:12: connect: x");

@@ -188,7 +188,12 @@ std::string ShownKey(const std::string& key, bool truncated, bool kept, uint64_t
     std::snprintf(fp, sizeof fp, "fp:%016llx (key not kept)", static_cast<unsigned long long>(fp_lo));
     return fp;
   }
-  return Printable(key) + (truncated ? "..." : "");
+  // A space at either end would vanish in a table's column (or read as
+  // its padding): written \x20 there, as a control byte is anywhere.
+  std::string shown = Printable(key);
+  if (!shown.empty() && shown.back() == ' ' && !truncated) shown.replace(shown.size() - 1, 1, "\\x20");
+  if (!shown.empty() && shown.front() == ' ') shown.replace(0, 1, "\\x20");
+  return shown + (truncated ? "..." : "");
 }
 
 std::string WithoutShardName(const std::string& message, const std::string& shard) {
