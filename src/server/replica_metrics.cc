@@ -64,7 +64,8 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
        &ReplicaCounters::episodes},
       {"frs_replica_behind_total", "counter",
        "Times the other holder of routes answered a batch 'behind': it served them alone while this shard did not "
-       "answer (a pause, a partition), so they answer 503 here until its changes arrive.",
+       "take them (a pause, a partition, a ring change's different lists), so they answer 503 here until its changes "
+       "arrive.",
        &ReplicaCounters::behind},
   };
   for (const Row& r : kRows) {

@@ -957,7 +957,8 @@ void Replicator::Behind(Link& l, const Alone& alone, bool batch, int64_t now_ns)
   }
   FRS_LOG(
       "replica link to %s: it answered %llu change(s) alone for routes it shares with this shard while this "
-      "shard did not answer (a pause, a partition), and this shard's copy lacks them: %s answer 503 here until "
+      "shard did not take them (a pause, a partition, or the two running different shard lists in a ring change), and "
+      "this shard's copy lacks them: %s answer 503 here until "
       "they arrive (frs_replica_behind_total)",
       l.name.c_str(), static_cast<unsigned long long>(alone.n), side);
 }
