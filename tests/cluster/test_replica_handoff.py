@@ -251,8 +251,21 @@ class ReplicaHandoff(unittest.TestCase):
 
     def test_1_adding_a_shard_moves_owners_and_successors(self):
         old = list(self.names)
-        new = old + [self.add_shard().name]
-        self.change(new)
+        added = self.add_shard()
+        new = old + [added.name]
+        # The runbook's step 3 half done: a handoff on the one shard given
+        # the new list is refused, naming every shard still on the old one
+        # (it named the first only, so each SIGHUP forgotten cost a run).
+        added.write(new)
+        added.start()
+        self.shards[old[0]].reload(new)
+        code, out = self.shards[old[0]].handoff()
+        self.assertEqual(code, 3, out)
+        self.assertIn("shards %s, %s still run the shard list before the change" % tuple(sorted(old[1:])), out)
+        self.assertIn("nothing was changed", out)
+        for n in old[1:]:
+            self.shards[n].reload(new)
+        type(self).names = new
         # Started while the others ran the old list, it took no snapshot:
         # its nodes come from the handoff alone.
         self.assertIn("0 node(s) taken from snapshots", self.shards[new[-1]].log())

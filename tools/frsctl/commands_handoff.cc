@@ -391,6 +391,7 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
   char old_digest[16];
   std::snprintf(old_digest, sizeof old_digest, "%08x", before.Digest());
   std::string busy;
+  std::vector<std::string> on_old;  // every one, so that one run names them all
   size_t shards = 0;
   for (const std::string& name : names) {
     HttpClient http(name, 5000);
@@ -399,16 +400,25 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
     if (!resp.ok() || resp->status != 200) continue;
     // Still on the old list, its queues are not yet of the earlier list:
     // they become so, and are counted here, once it is given the new one.
-    if (before.Digest() != after.Digest() && resp->body.starts_with("digest " + std::string(old_digest) + "\n"))
-      return Status::Unavailable("shard " + name +
-                                 " still runs the shard list before the change: give it the new srv.xml and SIGHUP "
-                                 "it first (with replicas every shard must run the new list before a handoff; "
-                                 "nothing was changed)");
+    if (before.Digest() != after.Digest() && resp->body.starts_with("digest " + std::string(old_digest) + "\n")) {
+      on_old.push_back(name);
+      continue;
+    }
     const size_t at = resp->body.find("draining ");
     const unsigned long long n = at == std::string::npos ? 0 : std::strtoull(resp->body.c_str() + at + 9, nullptr, 10);
     if (n == 0) continue;
     if (shards++ == 0) busy = name + " still delivers " + std::to_string(n) + " change(s)";
     else busy += ", " + name + " " + std::to_string(n);
+  }
+  if (!on_old.empty()) {
+    std::string list;
+    for (const std::string& n : on_old) list += (list.empty() ? "" : ", ") + n;
+    return Status::Unavailable(
+        (on_old.size() == 1 ? "shard " + list + " still runs" : "shards " + list + " still run") +
+        " the shard list before the change: give " + (on_old.size() == 1 ? "it" : "each") +
+        " the new srv.xml and SIGHUP " + (on_old.size() == 1 ? "it" : "them") +
+        " first (with replicas every shard must run the new list before a handoff; nothing "
+        "was changed)");
   }
   if (shards == 0) return Status::OK();
   return Status::Unavailable(busy +
