@@ -223,9 +223,16 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   }
   if (!r.ok() || r->status != 200) {
     *missed = !r.ok() || r->status != 409;
-    FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back",
+    // A 409 is a ring change under way (a handoff pending there, or two
+    // lists): expected on a shard the change adds, whose nodes the handoff
+    // brings; said so, as the bare line read like a loss.
+    FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back%s",
             name.c_str(),
-            r.ok() ? (std::to_string(r->status) + " " + AnswerWords(r->body)).c_str() : r.status().message().c_str());
+            r.ok() ? (std::to_string(r->status) + " " + AnswerWords(r->body)).c_str() : r.status().message().c_str(),
+            r.ok() && r->status == 409
+                ? " by a snapshot (a ring change is under way: on a shard it adds, expected; frsctl handoff brings "
+                  "its nodes)"
+                : "");
     CounterSet(c.shared->hold_off[i], 0);
     return 0;
   }
