@@ -335,21 +335,29 @@ TEST(StoreEviction, RemovedBizIsStale) {
 }
 
 TEST(StoreEviction, CuckooMoveAvoidsEviction) {
-  TempDir d;
-  // 8 key-node groups of 64 slots (chains of 8).
-  auto s = MustOpen(Opts(d.path(), 1, 64, 8));
-  // Fill well past what two-choice without moves would hold; count evictions.
-  int stored = 0;
-  for (int i = 0; i < 600; ++i) {
-    UpdateResult r;
-    ASSERT_TRUE(IncrNode(s.get(), MakeKey(1, "c" + std::to_string(i)), 1, 1000, 0, &r).ok());
-    if (r.evicted_live) break;
-    ++stored;
+  // Each store draws its own placement key, so where the keys land, and
+  // whether one store's first live eviction comes before any move, is the
+  // draw's: a store whose two choices stayed balanced to 85 % made none
+  // (CI met one). Several stores: each fills past 85 %, and the moves, over
+  // all of them, are what got them there.
+  uint64_t moves = 0;
+  for (int round = 0; round < 4; ++round) {
+    TempDir d;
+    // 8 key-node groups of 64 slots (chains of 8).
+    auto s = MustOpen(Opts(d.path(), 1, 64, 8));
+    // Fill well past what two-choice without moves would hold; count evictions.
+    int stored = 0;
+    for (int i = 0; i < 600; ++i) {
+      UpdateResult r;
+      ASSERT_TRUE(IncrNode(s.get(), MakeKey(1, "c" + std::to_string(i)), 1, 1000, 0, &r).ok());
+      if (r.evicted_live) break;
+      ++stored;
+    }
+    moves += s->Stats().total.cuckoo_moves;
+    EXPECT_GE(stored, 435) << "round " << round << ": first live eviction below 85 % of the 512 slots";
+    ExpectClean(s.get());
   }
-  auto st = s->Stats();
-  EXPECT_GT(st.total.cuckoo_moves, 0u);
-  EXPECT_GE(stored, 435) << "first live eviction below 85 % of the 512 slots";
-  ExpectClean(s.get());
+  EXPECT_GT(moves, 0u);
 }
 
 TEST(StoreEviction, FullChainNeverFailsARequest) {
