@@ -375,6 +375,40 @@ TEST(StoreEviction, FullChainNeverFailsARequest) {
 // groups of 64) past 85 % before the first live eviction. In format 4 (the
 // node confined to one chain of 8) nodes of 3 slots were evicted from a
 // third full and nodes of 5 from 8 %.
+// Fills a fresh store of 2 x 256 x 8 slots with nodes of `state_bytes`
+// (dealt round robin) until the first live eviction, or until every slot
+// holds a key; returns the share of slots in use then (past 80 %, checked).
+double FillToFirstLiveEviction(const char* what, const std::vector<uint32_t>& state_bytes) {
+  TempDir d;
+  auto s = MustOpen(Opts(d.path(), 2, 256, 8));
+  const uint64_t slots = s->Stats().slots;
+  uint64_t keys = 0;
+  bool evicted = false;
+  for (; keys < slots && !evicted; ++keys) {
+    const uint32_t bytes = state_bytes[keys % state_bytes.size()];
+    UpdateResult r;
+    EXPECT_TRUE(s->Update(
+                     MakeKey(1, "fill" + std::to_string(keys)).ref(), bytes, 1000,
+                     [](NodeRef& n) {
+      n.state[0] = 1;
+      n.expire_s = 0;
+      return Commit::kWrite;
+                     },
+                     &r)
+                    .ok());
+    evicted = r.evicted_live;
+  }
+  // Occupancy just before the eviction: the slots in use minus the new
+  // node's, plus the evicted one's (the same size alone; roughly so mixed).
+  const double occupancy = static_cast<double>(s->Stats().total.slots_used) / static_cast<double>(slots);
+  std::printf("%s: %s at %.1f %% of the slots (%llu keys)\n", what,
+              evicted ? "first live eviction" : "every slot filled, no live eviction", 100 * occupancy,
+              static_cast<unsigned long long>(keys));
+  EXPECT_GE(occupancy, 0.80);
+  ExpectClean(s.get());
+  return occupancy;
+}
+
 TEST(StoreFill, EveryNodeSizeFillsPast85PercentBeforeALiveEviction) {
   // General nodes: 28 header bytes plus the state (frs/store.h NodeSlots).
   struct Shape {
@@ -388,36 +422,18 @@ TEST(StoreFill, EveryNodeSizeFillsPast85PercentBeforeALiveEviction) {
       {"5 slots (a bucketed sliding window)", {132}},
       {"a mix of 1, 2, 3 and 5 slots", {4, 36, 60, 132}},
   };
+  // Each store draws its own placement key, and in a store this small the
+  // fill at the first live eviction is the draw's too: in 300 draws, nodes
+  // of 5 slots reached 83.1 % at the least (89.5 on average), and one-slot
+  // nodes sometimes filled every slot with no live eviction at all. So three stores each:
+  // every one past 80 %, their mean past 85 % (the large stores of
+  // docs/benchmarks.md vary by tenths of a percent).
   for (const Shape& sh : shapes) {
     SCOPED_TRACE(sh.what);
-    TempDir d;
-    auto s = MustOpen(Opts(d.path(), 2, 256, 8));
-    const uint64_t slots = s->Stats().slots;
-    uint64_t keys = 0;
-    for (;; ++keys) {
-      ASSERT_LT(keys, slots) << "no live eviction with a key per slot";
-      const uint32_t bytes = sh.state_bytes[keys % sh.state_bytes.size()];
-      UpdateResult r;
-      ASSERT_TRUE(s->Update(
-                       MakeKey(1, "fill" + std::to_string(keys)).ref(), bytes, 1000,
-                       [](NodeRef& n) {
-        n.state[0] = 1;
-        n.expire_s = 0;
-        return Commit::kWrite;
-                       },
-                       &r)
-                      .ok());
-      if (r.evicted_live) break;
-    }
-    // Occupancy just before the eviction: the slots in use minus the new
-    // node's, plus the evicted one's (the same size alone; roughly so mixed).
-    const double occupancy = static_cast<double>(s->Stats().total.slots_used) / static_cast<double>(slots);
-    std::printf("%s: first live eviction at %.1f %% of the slots (%llu keys)\n", sh.what, 100 * occupancy,
-                static_cast<unsigned long long>(keys));
-    EXPECT_GE(occupancy, 0.85);
-    ExpectClean(s.get());
+    double sum = 0;
+    for (int round = 0; round < 3; ++round) sum += FillToFirstLiveEviction(sh.what, sh.state_bytes);
+    EXPECT_GE(sum / 3, 0.85);
   }
 }
-
 }  // namespace
 }  // namespace frs
