@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
+#include <utility>
 
 namespace frs::server {
 namespace {
@@ -173,6 +175,16 @@ TEST(HttpParser, AnyOtherTransferEncodingIs400EvenWithContentLength) {
             400);
 }
 
+// Each request, fed to a fresh parser, is a 400 whose message starts with
+// its sentence.
+void ExpectEach400Saying(std::span<const std::pair<std::string, std::string>> cases) {
+  for (const auto& [req, said] : cases) {
+    HttpRequestParser p(16384, 65536);
+    EXPECT_EQ(ErrorStatusOf(p, req), 400) << req;
+    EXPECT_EQ(std::string(p.error_message()).rfind(said, 0), 0u) << req << ": " << p.error_message();
+  }
+}
+
 // Each framing fault is named (protocol.md: a 400's msg names what is
 // wrong), the smuggling pair Content-Length + Transfer-Encoding in either
 // order included.
@@ -190,11 +202,7 @@ TEST(HttpParser, AFramingFaultNamesItself) {
       {"GET /health HTTP/1.1\r\nHost: x\x01y\r\n\r\n", "a header value holds a control character"},
       {"GET /acquire?biz=fw&key=PA#x HTTP/1.1\r\nHost: x\r\n\r\n", "the request target has a '#' in it"},
   };
-  for (const auto& [req, said] : cases) {
-    HttpRequestParser p(16384, 65536);
-    EXPECT_EQ(ErrorStatusOf(p, req), 400) << req;
-    EXPECT_EQ(std::string(p.error_message()).rfind(said, 0), 0u) << req << ": " << p.error_message();
-  }
+  ExpectEach400Saying(cases);
 }
 
 // A credential or a Host that comes twice is refused, in any case and
@@ -209,11 +217,7 @@ TEST(HttpParser, ARepeatedAuthorizationOrHostIsRefusedNotPicked) {
       {"GET /health HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n", "the request has more than one Host field"},
       {"GET /health HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", "the request has more than one Host field"},
   };
-  for (const auto& [req, said] : cases) {
-    HttpRequestParser p(16384, 65536);
-    EXPECT_EQ(ErrorStatusOf(p, req), 400) << req;
-    EXPECT_EQ(std::string(p.error_message()).rfind(said, 0), 0u) << req << ": " << p.error_message();
-  }
+  ExpectEach400Saying(cases);
   // One of each, and the next request on the same parser, are taken.
   HttpRequestParser p(16384, 65536);
   for (int i = 0; i < 2; ++i) {
