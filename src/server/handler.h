@@ -178,7 +178,7 @@ class Handler {
   void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
   // Its forms, once the sender is known to be another shard of this
   // <cluster> (`peer`: its index in the ring the request is of).
-  void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool old_batch, size_t peer,
+  void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool other_list, size_t peer,
                         int* status);
   void ReplicatePending(size_t peer, int* status);
   // What this shard answered alone for `peer` and `peer` lacks
@@ -190,6 +190,9 @@ class Handler {
   };
   Ahead AheadOf(size_t peer) const;
   void ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_view nonce, int* status);
+  // Logs (at most once a minute) that `peer` runs the <cluster> list after
+  // this shard's (its digest `theirs`), whose changes are taken meanwhile.
+  void NoteSenderAhead(std::string_view peer, std::string_view theirs);
   // Logs (at most once a minute per peer and kind) a /replicate refused as the
   // two shards' <cluster lease_key> differ, naming the peer, never a key.
   void LogKeyRefusal(std::string_view peer, const char* what, bool peer_keyless, bool self_keyless);
@@ -253,6 +256,7 @@ class Handler {
   // logged (CLOCK_MONOTONIC s): a sender retrying each second is logged
   // once a minute.
   std::vector<std::pair<std::string, int64_t>> key_refusals_logged_;
+  int64_t ahead_logged_s_ = -1;  // when NoteSenderAhead last logged (CLOCK_MONOTONIC s; -1: never)
   EnvoyDecisionLog envoy_log_;
   EnvoyJson json_;
   envoy::RlsRequest rls_req_;

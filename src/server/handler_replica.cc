@@ -1,7 +1,8 @@
 // The receiving side of <cluster replicas="1"> (docs/protocol.md,
 // "Replicas"):
-//   POST /replicate?from=SHARD&stream=S&seq=N&first=K&digest=D  a batch of changes (replica_wire.h)
-//   GET  /replicate?for=SHARD&digest=D                          what this shard still queues for SHARD
+//   POST /replicate?from=SHARD&stream=S&seq=N&first=K&digest=D[&previous=P]
+//                                                               a batch of changes (replica_wire.h)
+//   GET  /replicate?for=SHARD&digest=D[&previous=P]             what this shard still queues for SHARD
 //   GET  /replicate?for=SHARD&digest=D&snapshot=1[&file=F]      every node (of store file F) SHARD holds
 //   GET  /replicate?state=1                                     this shard's list, what it still delivers
 //                                                               from an earlier list, and whether a
@@ -9,7 +10,11 @@
 //   POST /replicate?handed_off=D                                frsctl handoff finished under list D
 // A batch stamped with the digest of the list this shard ran before its
 // last <cluster> change is taken too: its sender queued it before the
-// change and delivers it after (Replicator::Retire).
+// change and delivers it after (Replicator::Retire). So is one from a shard
+// a change ahead, whose previous list is this shard's (previous=): during a
+// ring change's SIGHUPs, one shard after another, the two would otherwise
+// refuse each other's changes, answer alone, and then refuse those routes
+// (503) until the queues drained, which a proxy takes for a dead shard.
 // Every form needs the admin token (Authorization: Bearer T): the shards of
 // a cluster share it, and a change of counts is an admin's act.
 #include <time.h>
@@ -36,7 +41,7 @@ namespace frs::server {
 
 // What a /replicate request names (the header comment's forms).
 struct ReplicateQuery {
-  std::string from, stream, forname, digest, token, lease_key, handed_off;
+  std::string from, stream, forname, digest, previous, token, lease_key, handed_off;
   uint64_t seq = 0, file = 0, first = 0;
   bool snapshot = false, have_file = false, state = false;
 };
@@ -70,6 +75,22 @@ void Handler::LogKeyRefusal(std::string_view peer, const char* what, bool peer_k
       what, name.c_str(), why);
 }
 
+void Handler::NoteSenderAhead(std::string_view peer, std::string_view theirs) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  if (ahead_logged_s_ >= 0 && ts.tv_sec - ahead_logged_s_ < 60) return;
+  ahead_logged_s_ = ts.tv_sec;
+  // `peer` is a shard of this list (found in it); `theirs` is the sender's
+  // own text, cut and made printable for the log.
+  std::string digest(theirs.substr(0, 16));
+  for (char& ch : digest)
+    if (ch < 0x21 || ch > 0x7e) ch = '?';
+  FRS_LOG(
+      "replicas: %.*s runs the <cluster> that follows this shard's (digest %s after %08x): its changes are taken "
+      "meanwhile, so neither answers alone; give this shard the same srv.xml and SIGHUP it (logged once a minute)",
+      static_cast<int>(std::min<size_t>(peer.size(), 100)), peer.data(), digest.c_str(), opts_.cluster.ring->Digest());
+}
+
 namespace {
 
 // The query string's parameters into *q; "" or the 400's text.
@@ -95,6 +116,7 @@ std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
     else if (name == "stream") q->stream = std::string(value);
     else if (name == "for") q->forname = std::string(value);
     else if (name == "digest") q->digest = std::string(value);
+    else if (name == "previous") q->previous = std::string(value);
     else if (name == "lease_key") q->lease_key = std::string(value);
     else if (name == "snapshot") q->snapshot = value == "1";
     else if (name == "state") q->state = value == "1";
@@ -105,7 +127,7 @@ std::string ParseReplicateQuery(std::string_view query, ReplicateQuery* q) {
     else if (name == "file" && number(&q->file)) q->have_file = true;
     else
       return "/replicate: unknown or bad parameter '" + std::string(name.substr(0, 32)) +
-             "' (from, stream, seq, first, digest, lease_key; for, snapshot, file; state; handed_off)";
+             "' (from, stream, seq, first, digest, previous, lease_key; for, snapshot, file; state; handed_off)";
   }
   // A stream's name becomes the receipts' (repl/STREAM) and the log's:
   // a sender's is "SELF/PID.NS", printable, its SELF at most a 253-byte
@@ -352,7 +374,11 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
   // delivered after it): its shards are named in that list.
   const bool old_batch =
       head.method == HttpMethod::kPost && q.digest != mine && earlier[0] != '\0' && q.digest == earlier;
-  if (q.digest != mine && !old_batch) {
+  // A sender one change ahead of this shard: its batches and questions are
+  // taken under this list, in which it is named (it ran it). A snapshot is
+  // not: across two lists the nodes move by frsctl handoff.
+  const bool ahead = q.digest != mine && !old_batch && q.previous == mine && !q.snapshot;
+  if (q.digest != mine && !old_batch && !ahead) {
     TextBody(409,
              "/replicate: the sender's <cluster> (digest " + q.digest.substr(0, 16) + ") is not this shard's (" + mine +
                  "): every shard must list the same shards",
@@ -383,8 +409,9 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
   // up (ReplicaShared::unreached): it says that shard reaches this one, not
   // that this one reaches it (a one-way partition, a proxy down on one
   // side); this shard's own probe, each second, says that.
+  if (ahead) NoteSenderAhead(peer_name, q.digest);
   if (head.method == HttpMethod::kPost) {
-    ReplicateReceive(head, base, q, old_batch, static_cast<size_t>(peer), status);
+    ReplicateReceive(head, base, q, old_batch || ahead, static_cast<size_t>(peer), status);
     return;
   }
   if (q.snapshot) ReplicateSnapshot(q, peer, nonce, status);
@@ -419,12 +446,13 @@ void Handler::NoteChangesOfNoBiz(std::span<const Change> changes, std::string_vi
 }
 
 // POST: a batch of changes from the shard `pi`.
-void Handler::ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool old_batch,
+void Handler::ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool other_list,
                                size_t pi, int* status) {
   ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
-  // An earlier list's batch: not of a stream a snapshot here named (a
-  // start's snapshots are of the current list), so none of it is skipped.
-  const bool current = !old_batch && shared != nullptr && pi < kMaxReplicaPeers;
+  // An earlier list's batch, or a later one's: not of a stream a snapshot
+  // here named (a start's snapshots are of the current list), so none of it
+  // is skipped, and its sender is told nothing of this list's routes.
+  const bool current = !other_list && shared != nullptr && pi < kMaxReplicaPeers;
   if (current && std::atomic_ref<uint64_t>(shared->hold_off[pi]).load(std::memory_order_acquire) != 0) {
     TextBody(503, "/replicate: this shard is taking back its nodes from " + q.from + "; send again later", status);
     return;
@@ -476,10 +504,10 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   // Uses the sender answered alone are here now: each worker refuses the
   // answers it holds, judged without them (Replicator::NoteAloneApplied).
   // Released after the store took them, before this answer goes out.
-  // A batch of an earlier list (a link retired by a ring change) is of
-  // the sender named in this one.
+  // Counted for the sender as this list names it (`pi` is of the earlier
+  // list for a link a ring change retired).
   if (applied.value() && head.replica_alone && shared != nullptr) {
-    const long now_pi = old_batch ? opts_.cluster.ring->Find(q.from) : static_cast<long>(pi);
+    const long now_pi = opts_.cluster.ring->Find(q.from);
     if (now_pi >= 0 && static_cast<size_t>(now_pi) < kMaxReplicaPeers)
       std::atomic_ref<uint64_t>(shared->alone_applied[now_pi]).fetch_add(1, std::memory_order_release);
   }

@@ -533,6 +533,7 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   target += "&seq=" + std::to_string(l.inflight_seq);
   if (l.inflight > 0) target += "&first=" + std::to_string(l.queue.front().no);
   target += "&digest=" + digest_;
+  AppendPrevious(&target);
   if (!opts_.lease_check.empty()) target += "&lease_key=" + opts_.lease_check;
   l.out.clear();
   l.out_sent = 0;
@@ -558,6 +559,14 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   Write(l, now_ns);
 }
 
+// A retired link's batches are of the earlier list itself, and a spool's of
+// the list it was written under: only a live link names a previous one.
+void Replicator::AppendPrevious(std::string* target) const {
+  if (retired_ || from_spool_ || opts_.previous_digest.empty()) return;
+  *target += "&previous=";
+  *target += opts_.previous_digest;
+}
+
 // The request's Authorization line: signed under the admin token, never
 // the token itself (replica_auth.h); its nonce kept for the answer's proof.
 void Replicator::Sign(Link& l, std::string_view method, std::string_view target, std::string_view body) {
@@ -571,6 +580,7 @@ void Replicator::SendProbe(Link& l, int64_t now_ns) {
   std::string target = "/replicate?for=";
   AppendPercentEncoded(opts_.self, kPercentQueryValue, &target);
   target += "&digest=" + digest_;
+  AppendPrevious(&target);
   // Asked with the lease key's check, as a batch is sent: a shard keyed
   // otherwise answers 409, and the link reads down for it at its first
   // probe, not at its first change.

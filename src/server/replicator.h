@@ -60,6 +60,10 @@ struct ReplicaOptions {
   uint32_t timeout_ms = 200;
   std::string token;       // srv.xml's admin token: the receivers check it
   std::string map_digest;  // of the map this worker runs (CheckPeerMap)
+  // The digest (hex) of the <cluster> list this shard ran before its last
+  // change, empty if none: sent beside the current one, a shard that still
+  // runs that list takes this one's changes (handler_replica.cc).
+  std::string previous_digest;
   // The lease key's check (Engine::LeaseKeyCheck, hex; empty: no
   // <cluster lease_key>): a receiver with another key refuses the batch.
   std::string lease_check;
@@ -376,6 +380,8 @@ class Replicator final : public ChangeSink {
   // the shard is back (Probed).
   void SendProbe(Link& l, int64_t now_ns);
   void Sign(Link& l, std::string_view method, std::string_view target, std::string_view body);
+  // "&previous=D" onto a batch's or a question's target (ReplicaOptions::previous_digest).
+  void AppendPrevious(std::string* target) const;
   // Whether the up, idle link `l` asks now whether its other shard is there
   // (kIdleProbeNs); and what it does with any answer.
   bool IdleProbeDue(const Link& l, int64_t now_ns) const;

@@ -359,6 +359,11 @@ void Worker::SetUpReplicas(bool reload) {
   o.timeout_ms = cfg_.replica_timeout_ms;
   o.token = cfg_.admin_token;
   o.map_digest = map_digest_;
+  if (previous_ring_) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "%08x", previous_ring_->Digest());
+    o.previous_digest = hex;
+  }
   if (const uint64_t check = engine_->LeaseKeyCheck(); check != 0) {
     char hex[20];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(check));

@@ -263,7 +263,27 @@ class ReplicaHandoff(unittest.TestCase):
         self.assertEqual(code, 3, out)
         self.assertIn("shards %s, %s still run the shard list before the change" % tuple(sorted(old[1:])), out)
         self.assertIn("nothing was changed", out)
-        for n in old[1:]:
+        # Between two SIGHUPs: keys that both lists give to the first two
+        # shards, used at their owners. The shard on the new list names the
+        # old one beside its own (previous=), and the other takes its
+        # changes. It refused them: the first answered alone, and once the
+        # second had the new list it refused its own routes (503) until the
+        # first's next try delivered them, up to a second later; nginx then
+        # takes it out of its rotation for 10 s, and its routes go to
+        # successors that may hold no copy yet.
+        a, b = self.shards[old[0]], self.shards[old[1]]
+        both = [k for k in KEYS if holders(old, k) == holders(new, k) and set(holders(new, k)) == {a.name, b.name}]
+        self.assertTrue({holders(new, k)[0] for k in both} == {a.name, b.name}, both)
+        for k in both:
+            self.use(k)
+        self.assertNotIn("replica link to %s is down" % b.name, a.log())
+        self.assertIn("replicas: %s runs the <cluster> that follows this shard's" % a.name, b.log())
+        b.reload(new)
+        for k in both:
+            if holders(new, k)[0] == b.name:
+                self.assertEqual(b.status("/acquire?biz=b&key=" + k), 200, k)
+                self.oracle[k] += 1
+        for n in old[2:]:
             self.shards[n].reload(new)
         type(self).names = new
         # Started while the others ran the old list, it took no snapshot:
