@@ -177,10 +177,13 @@ class Handler {
   // which the engine skips.
   void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
   // Its forms, once the sender is known to be another shard of this
-  // <cluster> (`peer`: its index in the ring the request is of).
-  void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool other_list, size_t peer,
+  // <cluster> (`peer`: its index in the ring the request is of), which runs
+  // this shard's list, the one before it, or the one after it.
+  enum class ListOf { kSame, kEarlier, kLater };
+  void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, ListOf list, size_t peer,
                         int* status);
-  void ReplicatePending(size_t peer, int* status);
+  // `sides`: with the alone_routes line (not for a sender on another list).
+  void ReplicatePending(size_t peer, bool sides, int* status);
   // What this shard answered alone for `peer` and `peer` lacks
   // (handler_replica.cc): a batch's answer says "behind N" when not 0, and
   // on whose routes (Replicator::AloneIn reads them).

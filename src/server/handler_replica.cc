@@ -411,11 +411,15 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
   // side); this shard's own probe, each second, says that.
   if (ahead) NoteSenderAhead(peer_name, q.digest);
   if (head.method == HttpMethod::kPost) {
-    ReplicateReceive(head, base, q, old_batch || ahead, static_cast<size_t>(peer), status);
+    ReplicateReceive(head, base, q,
+                     old_batch ? ListOf::kEarlier
+                     : ahead   ? ListOf::kLater
+                               : ListOf::kSame,
+                     static_cast<size_t>(peer), status);
     return;
   }
   if (q.snapshot) ReplicateSnapshot(q, peer, nonce, status);
-  else ReplicatePending(static_cast<size_t>(peer), status);
+  else ReplicatePending(static_cast<size_t>(peer), !ahead, status);
 }
 
 // Changes of a biz this map has not are skipped by the engine (a map edit
@@ -446,13 +450,13 @@ void Handler::NoteChangesOfNoBiz(std::span<const Change> changes, std::string_vi
 }
 
 // POST: a batch of changes from the shard `pi`.
-void Handler::ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, bool other_list,
-                               size_t pi, int* status) {
+void Handler::ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, ListOf list, size_t pi,
+                               int* status) {
   ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
   // An earlier list's batch, or a later one's: not of a stream a snapshot
   // here named (a start's snapshots are of the current list), so none of it
-  // is skipped, and its sender is told nothing of this list's routes.
-  const bool current = !other_list && shared != nullptr && pi < kMaxReplicaPeers;
+  // is skipped.
+  const bool current = list == ListOf::kSame && shared != nullptr && pi < kMaxReplicaPeers;
   if (current && std::atomic_ref<uint64_t>(shared->hold_off[pi]).load(std::memory_order_acquire) != 0) {
     TextBody(503, "/replicate: this shard is taking back its nodes from " + q.from + "; send again later", status);
     return;
@@ -514,10 +518,14 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   // The seq it answers for: a sender takes no other answer for its batch
   // (one that came twice, late, from something between the two shards).
   std::string answer = (applied.value() ? "applied\nseq " : "duplicate\nseq ") + std::to_string(q.seq);
-  if (current)
+  // A sender one list ahead is told too, without the sides: this shard's
+  // are of its own list, whose routes the sender's divides otherwise, so
+  // it refuses every route it shares with this one until they arrive.
+  const bool tell = current || (list == ListOf::kLater && shared != nullptr && pi < kMaxReplicaPeers);
+  if (tell)
     if (const Ahead ahead = AheadOf(pi); ahead.n != 0) {
-      answer += "\nbehind " + std::to_string(ahead.n) + "\nbehind_routes " + std::to_string(ahead.on_own) + " " +
-                std::to_string(ahead.on_peers);
+      answer += "\nbehind " + std::to_string(ahead.n);
+      if (current) answer += "\nbehind_routes " + std::to_string(ahead.on_own) + " " + std::to_string(ahead.on_peers);
       std::atomic_ref<uint64_t>(shared->told_behind[pi]).fetch_add(1, std::memory_order_relaxed);
     }
   TextBody(200, answer, status);
@@ -562,7 +570,7 @@ Handler::Ahead Handler::AheadOf(size_t pi) const {
 // every change queued before its first question is delivered
 // (replica_catchup.cc). The number is loaded first (Replicator::Publish
 // releases it after the count).
-void Handler::ReplicatePending(size_t pi, int* status) {
+void Handler::ReplicatePending(size_t pi, bool sides, int* status) {
   ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
   uint64_t pending = 0;
   std::string lines;
@@ -597,10 +605,11 @@ void Handler::ReplicatePending(size_t pi, int* status) {
   if (alone.n != 0 && shared != nullptr && pi < kMaxReplicaPeers)
     std::atomic_ref<uint64_t>(shared->told_behind[pi]).fetch_add(1, std::memory_order_relaxed);
   TextBody(200,
-           "pending " + std::to_string(pending) + "\nalone " + std::to_string(alone.n) + "\nalone_routes " +
-               std::to_string(alone.on_own) + " " + std::to_string(alone.on_peers) + "\ncatching_up " +
-               std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) + "\nhandoff_pending " +
-               (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" +
+           "pending " + std::to_string(pending) + "\nalone " + std::to_string(alone.n) +
+               (sides ? "\nalone_routes " + std::to_string(alone.on_own) + " " + std::to_string(alone.on_peers)
+                      : std::string()) +
+               "\ncatching_up " + std::to_string(shared != nullptr ? CounterGet(shared->catching_up) : 0) +
+               "\nhandoff_pending " + (shared != nullptr && HandoffPending(*shared) ? "1" : "0") + "\n" +
                (map_digest_.empty() ? std::string() : "map " + map_digest_ + "\n") + lines,
            status);
 }

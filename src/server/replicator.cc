@@ -533,7 +533,7 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
   target += "&seq=" + std::to_string(l.inflight_seq);
   if (l.inflight > 0) target += "&first=" + std::to_string(l.queue.front().no);
   target += "&digest=" + digest_;
-  AppendPrevious(&target);
+  AppendPrevious(l, &target);
   if (!opts_.lease_check.empty()) target += "&lease_key=" + opts_.lease_check;
   l.out.clear();
   l.out_sent = 0;
@@ -561,8 +561,8 @@ void Replicator::SendBatch(Link& l, int64_t now_ns) {
 
 // A retired link's batches are of the earlier list itself, and a spool's of
 // the list it was written under: only a live link names a previous one.
-void Replicator::AppendPrevious(std::string* target) const {
-  if (retired_ || from_spool_ || opts_.previous_digest.empty()) return;
+void Replicator::AppendPrevious(const Link& l, std::string* target) const {
+  if (retired_ || from_spool_ || l.no_previous || opts_.previous_digest.empty()) return;
   *target += "&previous=";
   *target += opts_.previous_digest;
 }
@@ -580,7 +580,7 @@ void Replicator::SendProbe(Link& l, int64_t now_ns) {
   std::string target = "/replicate?for=";
   AppendPercentEncoded(opts_.self, kPercentQueryValue, &target);
   target += "&digest=" + digest_;
-  AppendPrevious(&target);
+  AppendPrevious(l, &target);
   // Asked with the lease key's check, as a batch is sent: a shard keyed
   // otherwise answers 409, and the link reads down for it at its first
   // probe, not at its first change.
@@ -790,6 +790,15 @@ void Replicator::Read(Link& l, int64_t now_ns) {
       // anything this side sent (an answer sent twice by something between
       // the shards). The connection goes once this answer is taken.
       if (closed.empty() && !l.in.empty()) closed = "bytes after the answer that no request asked for";
+      // A shard of a build before previous= (a rolling upgrade) refuses
+      // the parameter: this link names no previous list to it from now on,
+      // and asks again at once without it, as that build was asked.
+      if (status == 400 && !l.no_previous && body.find("parameter 'previous'") != std::string::npos) {
+        l.no_previous = true;
+        Close(l);
+        Connect(l, now_ns);
+        return;
+      }
       if (l.idle_probe) {
         // A shard's own answer says it is there: its state, or its refusal
         // of /replicate (another list during a ring change, another token:

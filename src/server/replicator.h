@@ -313,6 +313,8 @@ class Replicator final : public ChangeSink {
   struct Link {
     long shard = -1;  // ring index
     std::string name;
+    // Its shard refused previous= (a build before it, 400): not sent to it.
+    bool no_previous = false;
     os::UniqueFd fd;
     LinkState state = LinkState::kClosed;
     std::deque<Queued> queue;
@@ -381,7 +383,7 @@ class Replicator final : public ChangeSink {
   void SendProbe(Link& l, int64_t now_ns);
   void Sign(Link& l, std::string_view method, std::string_view target, std::string_view body);
   // "&previous=D" onto a batch's or a question's target (ReplicaOptions::previous_digest).
-  void AppendPrevious(std::string* target) const;
+  void AppendPrevious(const Link& l, std::string* target) const;
   // Whether the up, idle link `l` asks now whether its other shard is there
   // (kIdleProbeNs); and what it does with any answer.
   bool IdleProbeDue(const Link& l, int64_t now_ns) const;

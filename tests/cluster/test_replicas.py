@@ -647,6 +647,28 @@ class Replicas(unittest.TestCase):
         self.assertEqual((st, proven), (409, True), body)
         self.assertIn("this snapshot ask (its nonce) was answered here already", body)
         self.assertEqual(signed("GET", ask)[0], 200)
+        # A shard one <cluster> change ahead (previous= names B's list):
+        # its batch and its question are taken, B says so in its log, and
+        # the question's answer gives no sides (they are of B's list); its
+        # snapshot ask, or a previous= that is not B's list, is refused.
+        ahead = "digest=0badc0de&previous=" + digest
+        st, body, _ = signed(
+            "POST", "/replicate?from=%s&stream=ahead&seq=1&%s" % (p.a.name, ahead), b"A 2 - 1 %d nx\n" % now_ms
+        )
+        self.assertEqual((st, body.split("\n")[:2]), (200, ["applied", "seq 1"]), body)
+        self.assertEqual(b.count_of("small", "nx"), 1)
+        st, body, _ = signed("GET", "/replicate?for=%s&%s" % (p.a.name, ahead))
+        self.assertEqual(st, 200, body)
+        self.assertIn("\nalone 0\n", body)
+        self.assertNotIn("alone_routes", body)
+        self.assertIn(
+            "replicas: %s runs the <cluster> that follows this shard's (digest 0badc0de after %s)" % (p.a.name, digest),
+            b.log(),
+        )
+        for target in (ask + "&previous=" + digest, "/replicate?for=%s&digest=0badc0de&previous=0badc0df" % p.a.name):
+            st, body, _ = signed("GET", target.replace("digest=" + digest, "digest=0badc0de", 1))
+            self.assertEqual(st, 409, body)
+            self.assertIn("is not this shard's", body)
         self.assertEqual(b.status("/health"), 200)
         self.assertNotIn("exited", b.log())
 

@@ -205,5 +205,46 @@ TEST_F(ReplicatorAnswer, AStatusOfFourDigitsOrAContentLengthNotANumberIsMalforme
   EXPECT_EQ(repl_->QueuedChanges(), 1u);
 }
 
+// A shard that changed its <cluster> by SIGHUP names the list it ran before
+// (previous=, docs/protocol.md): a shard that still runs that list takes its
+// changes. One of a build before the parameter refuses it (400 naming it):
+// the link sends the batch again at once without it, and names it no more.
+class ReplicatorPrevious : public ReplicatorAnswer {
+ protected:
+  void SetUp() override {
+    Open([](ReplicaOptions& o) { o.previous_digest = "0badc0de"; });
+  }
+};
+
+TEST_F(ReplicatorPrevious, AnEarlierBuildsRefusalOfTheParameterSendsTheBatchAgainWithout) {
+  const std::string first = Sent();
+  ASSERT_NE(first.find("&previous=0badc0de"), std::string::npos) << first;
+  Peer::Answer(c_.get(), 400,
+               "/replicate: unknown or bad parameter 'previous' (from, stream, seq, first, digest, lease_key; for, "
+               "snapshot, file; state; handed_off)\n");
+  Turns(2);
+  os::UniqueFd again = peer_.Accept();
+  ASSERT_TRUE(again.valid());
+  const std::string second = Peer::ReadRequest(again.get());
+  EXPECT_NE(second.find("POST /replicate"), std::string::npos) << second;
+  EXPECT_NE(second.find("seq=1"), std::string::npos) << second;  // the same batch
+  EXPECT_EQ(second.find("previous="), std::string::npos) << second;
+  EXPECT_FALSE(Down());
+  Peer::Acknowledge(again.get(), 1);
+  Turns();
+  EXPECT_EQ(repl_->QueuedChanges(), 0u);
+  EXPECT_FALSE(Down());
+  Use();
+  Turns(2);
+  c_ = std::move(again);  // kept alive: the next batch comes on it
+  const std::string third = Peer::ReadRequest(c_.get());
+  EXPECT_NE(third.find("seq=2"), std::string::npos) << third;
+  EXPECT_EQ(third.find("previous="), std::string::npos) << third;
+  // Any other 400 is a refusal as before: the link is down.
+  Peer::Answer(c_.get(), 400, "/replicate: change 1: bad key\n");
+  Turns();
+  EXPECT_TRUE(Down());
+}
+
 }  // namespace
 }  // namespace frs::server
