@@ -182,6 +182,8 @@ class Handler {
   enum class ListOf { kSame, kEarlier, kLater };
   void ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, ListOf list, size_t peer,
                         int* status);
+  // Which routes `changes` are on: bit 0 this shard's own, bit 1 others'.
+  uint8_t AloneSides(std::span<const Change> changes) const;
   // `sides`: with the alone_routes line (not for a sender on another list).
   void ReplicatePending(size_t peer, bool sides, int* status);
   // What this shard answered alone for `peer` and `peer` lacks
@@ -193,7 +195,7 @@ class Handler {
   };
   Ahead AheadOf(size_t peer) const;
   void ReplicateSnapshot(const ReplicateQuery& q, long peer, std::string_view nonce, int* status);
-  // Logs (at most once a minute) that `peer` runs the <cluster> list after
+  // Logs (at most once a minute per sender) that `peer` runs the <cluster> list after
   // this shard's (its digest `theirs`), whose changes are taken meanwhile.
   void NoteSenderAhead(std::string_view peer, std::string_view theirs);
   // Logs (at most once a minute per peer and kind) a /replicate refused as the
@@ -259,7 +261,8 @@ class Handler {
   // logged (CLOCK_MONOTONIC s): a sender retrying each second is logged
   // once a minute.
   std::vector<std::pair<std::string, int64_t>> key_refusals_logged_;
-  int64_t ahead_logged_s_ = -1;  // when NoteSenderAhead last logged (CLOCK_MONOTONIC s; -1: never)
+  // Per sender, when NoteSenderAhead last logged it (CLOCK_MONOTONIC s).
+  std::vector<std::pair<std::string, int64_t>> ahead_logged_;
   EnvoyDecisionLog envoy_log_;
   EnvoyJson json_;
   envoy::RlsRequest rls_req_;

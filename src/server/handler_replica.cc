@@ -78,8 +78,12 @@ void Handler::LogKeyRefusal(std::string_view peer, const char* what, bool peer_k
 void Handler::NoteSenderAhead(std::string_view peer, std::string_view theirs) {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  if (ahead_logged_s_ >= 0 && ts.tv_sec - ahead_logged_s_ < 60) return;
-  ahead_logged_s_ = ts.tv_sec;
+  // Per sender: each shard's SIGHUP is its own line, so that the log says
+  // whose changes were taken. A shard of this list: at most one entry each.
+  auto seen = std::find_if(ahead_logged_.begin(), ahead_logged_.end(), [&](const auto& e) { return e.first == peer; });
+  if (seen != ahead_logged_.end() && ts.tv_sec - seen->second < 60) return;
+  if (seen != ahead_logged_.end()) seen->second = ts.tv_sec;
+  else if (ahead_logged_.size() < kMaxReplicaPeers) ahead_logged_.emplace_back(std::string(peer), ts.tv_sec);
   // `peer` is a shard of this list (found in it); `theirs` is the sender's
   // own text, cut and made printable for the log.
   std::string digest(theirs.substr(0, 16));
@@ -87,7 +91,8 @@ void Handler::NoteSenderAhead(std::string_view peer, std::string_view theirs) {
     if (ch < 0x21 || ch > 0x7e) ch = '?';
   FRS_LOG(
       "replicas: %.*s runs the <cluster> that follows this shard's (digest %s after %08x): its changes are taken "
-      "meanwhile, so neither answers alone; give this shard the same srv.xml and SIGHUP it (logged once a minute)",
+      "meanwhile, so neither answers alone; give this shard the same srv.xml and SIGHUP it (logged once a minute per "
+      "shard)",
       static_cast<int>(std::min<size_t>(peer.size(), 100)), peer.data(), digest.c_str(), opts_.cluster.ring->Digest());
 }
 
@@ -449,6 +454,21 @@ void Handler::NoteChangesOfNoBiz(std::span<const Change> changes, std::string_vi
       static_cast<unsigned long long>(batches));
 }
 
+// Which routes a batch of changes is on, as ReplicaShared::alone_applied
+// counts them: bit 0 this shard's own (the sender served them for it), bit
+// 1 the others; a reset of a biz is on both.
+uint8_t Handler::AloneSides(std::span<const Change> changes) const {
+  const ClusterView& c = opts_.cluster;
+  uint8_t sides = 0;
+  for (const Change& ch : changes) {
+    if (ch.kind == Change::Kind::kResetBiz) return 3;
+    const uint32_t pos = ch.route_known ? ch.route_pos : Ring::HashRoute(Ring::RouteOf(ch.key, {}));
+    sides |= static_cast<long>(c.ring->OwnerOfHash(pos)) == c.self_index ? 1 : 2;
+    if (sides == 3) break;
+  }
+  return sides;
+}
+
 // POST: a batch of changes from the shard `pi`.
 void Handler::ReplicateReceive(const HttpHead& head, const char* base, const ReplicateQuery& q, ListOf list, size_t pi,
                                int* status) {
@@ -506,14 +526,18 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     else CounterAdd(counters_->replica.duplicates);
   }
   // Uses the sender answered alone are here now: each worker refuses the
-  // answers it holds, judged without them (Replicator::NoteAloneApplied).
-  // Released after the store took them, before this answer goes out.
-  // Counted for the sender as this list names it (`pi` is of the earlier
-  // list for a link a ring change retired).
+  // answers it holds on the side they change, judged without them
+  // (Replicator::NoteAloneApplied). Released after the store took them,
+  // before this answer goes out. Counted for the sender as this list names
+  // it (`pi` is of the earlier list for a link a ring change retired).
   if (applied.value() && head.replica_alone && shared != nullptr) {
     const long now_pi = opts_.cluster.ring->Find(q.from);
-    if (now_pi >= 0 && static_cast<size_t>(now_pi) < kMaxReplicaPeers)
-      std::atomic_ref<uint64_t>(shared->alone_applied[now_pi]).fetch_add(1, std::memory_order_release);
+    if (now_pi >= 0 && static_cast<size_t>(now_pi) < kMaxReplicaPeers) {
+      const uint8_t sides = list == ListOf::kSame ? AloneSides(changes) : 3;
+      for (int side = 0; side < 2; ++side)
+        if (sides >> side & 1)
+          std::atomic_ref<uint64_t>(shared->alone_applied[now_pi][side]).fetch_add(1, std::memory_order_release);
+    }
   }
   // The seq it answers for: a sender takes no other answer for its batch
   // (one that came twice, late, from something between the two shards).

@@ -1,5 +1,6 @@
 #include "server/master.h"
 
+#include "frs/ring.h"
 #include "frs/service.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
@@ -96,6 +97,10 @@ class Master {
   MasterContext ctx_;
   const SrvConfig& cfg_;  // as started
   SrvConfig live_;        // with the live settings of the last reload
+  // The <cluster> shards before the last change of the list (empty: none
+  // since the start): a worker forked after it takes changes its shards
+  // queued under that list, and names it to shards that still run it.
+  std::vector<RingShard> previous_cluster_;
   std::vector<Slot> slots_;
   bool fatal_ = false;
   int64_t next_flush_ = 0;
@@ -152,6 +157,7 @@ bool Master::Spawn(uint32_t i) {
     w.allow = ctx_.allow;
     w.map_channel = ctx_.map_channel;
     w.tls = ctx_.tls;
+    w.previous_cluster = &previous_cluster_;
     int rc = RunWorker(std::move(w));
     // _exit: the master's objects copied into this process (its store and
     // engine) must not run their destructors here.
@@ -283,6 +289,14 @@ namespace {
 
 // What a reload cannot change in a running server: one line each, naming
 // the old and new value, so the operator knows a restart is due.
+// The digest of a configuration's shard list (0: none), as the workers'
+// rings compute it.
+uint32_t ClusterDigest(const SrvConfig& c) {
+  if (c.cluster_shards.empty()) return 0;
+  auto ring = Ring::Make(c.cluster_shards);  // validated when srv.xml was read
+  return ring.ok() ? ring.value().Digest() : 0;
+}
+
 std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
   std::vector<std::string> out;
   auto diff = [&](const char* what, const std::string& x, const std::string& y) {
@@ -537,6 +551,8 @@ void Master::Reload() {
     if (std::string fd = FdLimitProblem(next, *new_map, CurrentFdLimit(), /*raised=*/true); !fd.empty())
       FRS_LOG("warning: %s", fd.c_str());
   SayApplied(live_, next);
+  if (ClusterDigest(next) != ClusterDigest(live_) && !live_.cluster_shards.empty())
+    previous_cluster_ = live_.cluster_shards;
   live_ = AppliedConfig(live_, next);
   // <grpc cert>'s files, read again (rotated certificates): a set that does
   // not load keeps the previous one serving. Each worker reads them too;

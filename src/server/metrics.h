@@ -223,10 +223,12 @@ struct ReplicaShared {
   // link reads down (frs_replica_link_up, stats), though nothing waits for it.
   uint64_t unreached[kMaxReplicaPeers];
   // Per other shard: batches of changes it answered alone applied here
-  // (FRS-Replica-Alone). Each worker refuses the answers it holds when this
-  // moves: they were judged on a copy without those uses
-  // (Replicator::NoteAloneApplied).
-  uint64_t alone_applied[kMaxReplicaPeers];
+  // (FRS-Replica-Alone), [0] those with changes on this shard's own routes
+  // (that shard served them for it), [1] on that shard's routes (a reset,
+  // or a batch of another list, moves both). When one moves, each worker
+  // refuses the answers it holds on that side: they were judged on a copy
+  // without those uses (Replicator::NoteAloneApplied).
+  uint64_t alone_applied[kMaxReplicaPeers][2];
   // Per other shard: times this shard told it "behind" (a batch's answer,
   // or a probe's alone N). It answers, so each worker whose link to it is
   // down tries that link again at once instead of within the second: the

@@ -96,7 +96,9 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
     l.name = shards[i].name;
     // What was applied before this replicator held anything.
     if (opts_.shared != nullptr && i < kMaxReplicaPeers) {
-      l.alone_applied_seen = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[i]).load(std::memory_order_acquire);
+      for (int side = 0; side < 2; ++side)
+        l.alone_applied_seen[side] =
+            std::atomic_ref<uint64_t>(opts_.shared->alone_applied[i][side]).load(std::memory_order_acquire);
       l.told_behind_seen = std::atomic_ref<uint64_t>(opts_.shared->told_behind[i]).load(std::memory_order_relaxed);
       l.learnt_behind_seen = std::atomic_ref<uint64_t>(opts_.shared->learnt_behind[i]).load(std::memory_order_relaxed);
     }
@@ -186,10 +188,22 @@ void Replicator::NoteAloneApplied(int64_t now_ns) {
       // 0: not set yet (this turn runs before the worker's first Pump).
       if (!l.behind) l.idle_probe_ns = l.idle_probe_ns == 0 ? now_ns : std::min(l.idle_probe_ns, now_ns);
     }
-    const uint64_t v = std::atomic_ref<uint64_t>(opts_.shared->alone_applied[l.shard]).load(std::memory_order_acquire);
-    if (v == l.alone_applied_seen) continue;
-    l.alone_applied_seen = v;
-    l.refused_through = noted();
+    // The side whose copy lacked those uses: the answers held on it were
+    // judged without them. Those of the other side were not (an owner's
+    // uses, answered alone while this shard did not answer, change none of
+    // this shard's own routes), and a 503 there would take a healthy shard
+    // out of a proxy that counts it a failure, its routes to successors
+    // that may hold no copy.
+    uint8_t lacking = 0;
+    for (int side = 0; side < 2; ++side) {
+      const uint64_t v =
+          std::atomic_ref<uint64_t>(opts_.shared->alone_applied[l.shard][side]).load(std::memory_order_acquire);
+      if (v == l.alone_applied_seen[side]) continue;
+      l.alone_applied_seen[side] = v;
+      lacking |= side == 0 ? kOwnRoutes : kPeerRoutes;
+    }
+    if (lacking != 0 && !l.queue.empty() && On(l.queue.front(), l.queue.back(), lacking) != 0)
+      l.refused_through = noted();
   }
 }
 

@@ -364,10 +364,10 @@ class Replicator final : public ChangeSink {
     // does not say.
     bool behind_theirs = false, behind_mine = false;
     int64_t behind_since_ms = 0;
-    int64_t behind_fail_ns = 0;       // behind, it has failed since then (0: it answered last)
-    uint64_t alone_applied_seen = 0;  // ReplicaShared::alone_applied[shard] at the last look
-    uint64_t told_behind_seen = 0;    // ReplicaShared::told_behind[shard] at the last look
-    uint64_t learnt_behind_seen = 0;  // ReplicaShared::learnt_behind[shard] at the last look
+    int64_t behind_fail_ns = 0;               // behind, it has failed since then (0: it answered last)
+    uint64_t alone_applied_seen[2] = {0, 0};  // ReplicaShared::alone_applied[shard] at the last look
+    uint64_t told_behind_seen = 0;            // ReplicaShared::told_behind[shard] at the last look
+    uint64_t learnt_behind_seen = 0;          // ReplicaShared::learnt_behind[shard] at the last look
     // Held answers waiting on this link with a ticket up to this are
     // refused (RefusedThrough).
     uint64_t refused_through = 0;

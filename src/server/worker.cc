@@ -47,6 +47,7 @@ int RunWorker(WorkerContext ctx) {
   sigset_t wait_mask;
   if (!SetUpProcessSignals(/*want_child=*/false, &wait_mask)) return 1;
   const SrvConfig& cfg = *ctx.config;
+  const std::vector<RingShard>* previous_cluster = ctx.previous_cluster;
   StoreOptions so = StoreOptionsFor(cfg, /*create_if_missing=*/false);
   so.on_recovery = [](const std::string& what) { FRS_LOG("store: %s", what.c_str()); };
   // A worker keeps its writer entry between requests (a claim less per
@@ -105,6 +106,10 @@ int RunWorker(WorkerContext ctx) {
     w.ApplyEnvoy(envoy_bundle, (live ? *live : cfg).grpc_merge_domains);
     if (live) w.ApplyLive(*live);
     else w.ApplyDecisionLog(cfg);
+    // Forked after a change of the shard list: the list before it is the
+    // master's record, not the start's (which ApplyLive took for it, and
+    // which is another after two changes).
+    if (previous_cluster != nullptr && !previous_cluster->empty()) w.SetPreviousCluster(*previous_cluster);
     rc = w.Run(&wait_mask);
   } catch (const std::exception& e) {
     FRS_LOG("worker stopped by an internal error: %s", e.what());

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "config/srv_config.h"
 #include "os/unique_fd.h"
@@ -33,6 +34,9 @@ struct WorkerContext {
   const AllowList* allow = nullptr;
   const MapChannel* map_channel = nullptr;  // the map to run (see map_channel.h)
   std::shared_ptr<const TlsContext> tls;    // <grpc cert>: the master's last good files; null: plain
+  // The shard list before the last <cluster> change the master applied
+  // (null or empty: none since the start).
+  const std::vector<RingShard>* previous_cluster = nullptr;
 };
 
 }  // namespace frs::server

@@ -58,6 +58,10 @@ class Worker {
   // they were accepted with; timeouts apply from each connection's next
   // activity.
   void ApplyLive(const SrvConfig& next);
+  // The shard list before the master's last change of it (a worker forked
+  // since): batches its shards queued under it are taken, and a link names
+  // it to a shard that still runs it. Before Run().
+  void SetPreviousCluster(const std::vector<RingShard>& shards);
   // Starts, changes or stops the decision log as `next` says (at start and
   // on a reload); a file that cannot be opened is said in the log and the
   // worker serves on (at start, frsd checked it before forking).

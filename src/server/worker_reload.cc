@@ -167,6 +167,16 @@ void Worker::ApplyLive(const SrvConfig& next) {
   if (replicas_changed || self_changed || new_digest != old_digest) SetUpReplicas(/*reload=*/true);
 }
 
+void Worker::SetPreviousCluster(const std::vector<RingShard>& shards) {
+  auto ring = Ring::Make(shards);  // the master read it from a valid srv.xml
+  if (!ring.ok()) return;
+  previous_ring_ = std::make_shared<const Ring>(std::move(ring.value()));
+  HandlerOptions hopts = handler_.options();
+  hopts.cluster.previous_ring = previous_ring_;
+  handler_.SetOptions(hopts);
+  if (grpc_) grpc_->SetCluster(handler_.options().cluster);
+}
+
 void Worker::ApplyDecisionLog(const SrvConfig& next) {
   if (next.decisions_file.empty()) {
     if (decision_log_) {

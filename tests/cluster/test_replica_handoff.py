@@ -329,7 +329,33 @@ class ReplicaHandoff(unittest.TestCase):
         old = list(self.names)
         leaving = old[1]
         new = [n for n in old if n != leaving]
-        self.change(new)
+        # The first shard's worker killed after its SIGHUP: the one forked in
+        # its place names the list before this change to the others (the
+        # master's record), not the list the shard started with, two changes
+        # back, which no shard runs; the second still runs the list before
+        # and takes its changes, so no link between them goes down.
+        first, other = self.shards[new[0]], self.shards[new[1]]
+        first.reload(new)
+        workers = first.log().count("worker 0 started")
+        [worker] = processes.children(first.proc.pid)
+        os.kill(worker, signal.SIGKILL)
+        self.assertTrue(
+            processes.wait_for(
+                lambda: first.log().count("worker 0 started") > workers and first.status("/health") == 200, 10
+            ),
+            first.log(),
+        )
+        since = len(first.log())
+        shared = [
+            k for k in KEYS if holders(old, k) == holders(new, k) and set(holders(new, k)) == {first.name, other.name}
+        ]
+        self.assertTrue(shared)
+        for k in shared:
+            self.use(k)
+        self.assertNotIn("replica link to %s is down (answered 409" % other.name, first.log()[since:])
+        for n in old[1:]:
+            self.shards[n].reload(new)
+        type(self).names = new
         # A destination down: the leaving shard hands the others theirs,
         # keeps that one's, and says so; once it is back a second run
         # sends the rest.

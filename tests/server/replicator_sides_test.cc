@@ -285,5 +285,30 @@ TEST_F(ReplicatorSides, AWorkerLearningOfItBeforeItsFirstTurnAsksToo) {
   EXPECT_NE(Next().find("for="), std::string::npos);
 }
 
+// The other holder's alone uses applied here (by any worker): the answers
+// this worker holds on its link to it are refused only when a use they
+// counted is on the side those uses change. Before, any refused all: a shard
+// whose own routes' answers waited on a new successor (a ring change) turned
+// 503 when that shard's alone uses of its own routes arrived, and nginx took
+// it out for 10 s, its routes to successors without copies.
+TEST_F(ReplicatorSides, AloneUsesAppliedHereRefuseOnlyTheHeldAnswersOfTheirSide) {
+  Use(own_pos_);
+  ASSERT_NE(Next().find("seq=1"), std::string::npos);  // held: not acknowledged yet
+  ++shared_.alone_applied[1][1];                       // the peer's alone uses of its own routes
+  repl_->NoteAloneApplied(now_);
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), 0u) << "an answer on this shard's own route was judged whole";
+  ++shared_.alone_applied[1][0];  // and of this shard's routes, which it served for it
+  repl_->NoteAloneApplied(now_);
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), repl_->noted());
+}
+
+TEST_F(ReplicatorSides, AloneUsesOfTheOtherHoldersRoutesRefuseAnAnswerOnThem) {
+  Use(peer_pos_);  // one of the peer's routes, served for it
+  ASSERT_NE(Next().find("seq=1"), std::string::npos);
+  ++shared_.alone_applied[1][1];
+  repl_->NoteAloneApplied(now_);
+  EXPECT_EQ(repl_->RefusedThrough(~uint64_t{0}), repl_->noted());
+}
+
 }  // namespace
 }  // namespace frs::server
