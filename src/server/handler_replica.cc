@@ -376,14 +376,16 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     return;
   }
   // A batch its sender queued under the list before the change (it is
-  // delivered after it): its shards are named in that list.
-  const bool old_batch =
-      head.method == HttpMethod::kPost && q.digest != mine && earlier[0] != '\0' && q.digest == earlier;
+  // delivered after it): its shards are named in that list. A question of
+  // that list (a shard that has not had its SIGHUP yet asks what this one
+  // holds for it) is answered as for the shard of this list by its name.
+  const bool from_earlier = q.digest != mine && earlier[0] != '\0' && q.digest == earlier && !q.snapshot;
+  const bool old_batch = from_earlier && head.method == HttpMethod::kPost;
   // A sender one change ahead of this shard: its batches and questions are
   // taken under this list, in which it is named (it ran it). A snapshot is
   // not: across two lists the nodes move by frsctl handoff.
-  const bool ahead = q.digest != mine && !old_batch && q.previous == mine && !q.snapshot;
-  if (q.digest != mine && !old_batch && !ahead) {
+  const bool ahead = q.digest != mine && !from_earlier && q.previous == mine && !q.snapshot;
+  if ((q.digest != mine && !from_earlier && !ahead) || (from_earlier && !old_batch && c.ring->Find(q.forname) < 0)) {
     TextBody(409,
              "/replicate: the sender's <cluster> (digest " + q.digest.substr(0, 16) + ") is not this shard's (" + mine +
                  "): every shard must list the same shards",
@@ -424,7 +426,7 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     return;
   }
   if (q.snapshot) ReplicateSnapshot(q, peer, nonce, status);
-  else ReplicatePending(static_cast<size_t>(peer), !ahead, status);
+  else ReplicatePending(static_cast<size_t>(peer), !ahead && !from_earlier, status);
 }
 
 // Changes of a biz this map has not are skipped by the engine (a map edit
@@ -477,7 +479,12 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   // here named (a start's snapshots are of the current list), so none of it
   // is skipped.
   const bool current = list == ListOf::kSame && shared != nullptr && pi < kMaxReplicaPeers;
-  if (current && std::atomic_ref<uint64_t>(shared->hold_off[pi]).load(std::memory_order_acquire) != 0) {
+  // While this shard takes that shard's snapshot, none of its changes, of
+  // whichever list: the snapshot's nodes go first (it is named in this list
+  // by its name; `pi` is of the earlier list for an earlier list's batch).
+  const long held_pi = list == ListOf::kEarlier ? opts_.cluster.ring->Find(q.from) : static_cast<long>(pi);
+  if (shared != nullptr && held_pi >= 0 && static_cast<size_t>(held_pi) < kMaxReplicaPeers &&
+      std::atomic_ref<uint64_t>(shared->hold_off[held_pi]).load(std::memory_order_acquire) != 0) {
     TextBody(503, "/replicate: this shard is taking back its nodes from " + q.from + "; send again later", status);
     return;
   }

@@ -287,8 +287,6 @@ void Master::StopWorkers() {
 
 namespace {
 
-// What a reload cannot change in a running server: one line each, naming
-// the old and new value, so the operator knows a restart is due.
 // The digest of a configuration's shard list (0: none), as the workers'
 // rings compute it.
 uint32_t ClusterDigest(const SrvConfig& c) {
@@ -297,6 +295,8 @@ uint32_t ClusterDigest(const SrvConfig& c) {
   return ring.ok() ? ring.value().Digest() : 0;
 }
 
+// What a reload cannot change in a running server: one line each, naming
+// the old and new value, so the operator knows a restart is due.
 std::vector<std::string> NeedRestart(const SrvConfig& a, const SrvConfig& b) {
   std::vector<std::string> out;
   auto diff = [&](const char* what, const std::string& x, const std::string& y) {

@@ -188,7 +188,8 @@ class Replicator final : public ChangeSink {
   // At the top of each loop turn (Worker::Run): when another shard's batch
   // of changes it answered alone was applied here since the last look
   // (ReplicaShared::alone_applied), the answers held on its link are
-  // refused: judged on a copy without those uses, and that shard, having
+  // refused when the link's unacknowledged changes include one on a side
+  // those uses changed: judged on a copy without them, and that shard, having
   // delivered them, no longer answers its batch "behind". And when this
   // shard told another it is behind (ReplicaShared::told_behind), a down
   // link to it is tried again now: it answers, and waits for these uses.

@@ -141,6 +141,16 @@ class Shard:
         except OSError:
             return None
 
+    def ask(self, target):
+        """(status, body) of an admin GET (the token as a Bearer credential)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        try:
+            c.request("GET", target, headers={"Authorization": "Bearer " + TOKEN})
+            r = c.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            c.close()
+
     def counts(self):
         """Every node of biz b this shard holds: key -> count (read from the store)."""
         out = subprocess.run(
@@ -278,6 +288,13 @@ class ReplicaHandoff(unittest.TestCase):
             self.use(k)
         self.assertNotIn("replica link to %s is down (answered 409" % b.name, a.log())
         self.assertIn("replicas: %s runs the <cluster> that follows this shard's" % a.name, b.log())
+        # And the old one's question (what A holds for it) under its list:
+        # answered, without the sides, which are of A's list.
+        old_digest = re.search(r"digest ([0-9a-f]{8})", b.ask("/replicate?state=1")[1]).group(1)
+        st, body = a.ask("/replicate?for=%s&digest=%s" % (b.name, old_digest))
+        self.assertEqual(st, 200, body)
+        self.assertTrue(body.startswith("pending ") and "alone_routes" not in body, body)
+        self.assertEqual(a.ask("/replicate?for=%s&digest=%s&snapshot=1" % (b.name, old_digest))[0], 409)
         b.reload(new)
         for k in both:
             if holders(new, k)[0] == b.name:
@@ -346,13 +363,17 @@ class ReplicaHandoff(unittest.TestCase):
             first.log(),
         )
         since = len(first.log())
+        since_other = len(other.log())
         shared = [
             k for k in KEYS if holders(old, k) == holders(new, k) and set(holders(new, k)) == {first.name, other.name}
         ]
-        self.assertTrue(shared)
+        self.assertEqual({holders(new, k)[0] for k in shared}, {first.name, other.name})
         for k in shared:
             self.use(k)
+        # Neither side refused the other: the new worker named the right
+        # list, and took the other's batches under it.
         self.assertNotIn("replica link to %s is down (answered 409" % other.name, first.log()[since:])
+        self.assertNotIn("replica link to %s is down (answered 409" % first.name, other.log()[since_other:])
         for n in old[1:]:
             self.shards[n].reload(new)
         type(self).names = new
