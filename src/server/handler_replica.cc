@@ -92,7 +92,7 @@ void Handler::NoteSenderAhead(std::string_view peer, std::string_view theirs) {
   FRS_LOG(
       "replicas: %.*s runs the <cluster> that follows this shard's (digest %s after %08x): its changes are taken "
       "meanwhile, so neither answers alone; give this shard the same srv.xml and SIGHUP it (logged once a minute per "
-      "shard)",
+      "sending shard)",
       static_cast<int>(std::min<size_t>(peer.size(), 100)), peer.data(), digest.c_str(), opts_.cluster.ring->Digest());
 }
 
@@ -416,7 +416,10 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
   // up (ReplicaShared::unreached): it says that shard reaches this one, not
   // that this one reaches it (a one-way partition, a proxy down on one
   // side); this shard's own probe, each second, says that.
-  if (ahead) NoteSenderAhead(peer_name, q.digest);
+  if (ahead) {
+    if (shared != nullptr) CounterSet(shared->list_ahead_seen_ms, static_cast<uint64_t>(MonoNs() / 1000000));
+    NoteSenderAhead(peer_name, q.digest);
+  }
   if (head.method == HttpMethod::kPost) {
     ReplicateReceive(head, base, q,
                      old_batch ? ListOf::kEarlier

@@ -218,6 +218,10 @@ struct ReplicaShared {
   // (the nodes of moved routes go by the handoff, docs/cluster.md).
   uint64_t ring_changed_to;
   uint64_t handed_off;
+  // CLOCK_MONOTONIC ms of the last /replicate from a shard one list ahead
+  // (previous= this list: it had a <cluster> change this shard has not had
+  // yet); 0: none. frs_replica_list_behind reads it.
+  uint64_t list_ahead_seen_ms;
   // 1: this shard's start could not reach that shard, and no link of this
   // shard's has reached it since (its questions here do not count): its
   // link reads down (frs_replica_link_up, stats), though nothing waits for it.

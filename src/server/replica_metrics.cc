@@ -4,8 +4,15 @@
 
 #include <algorithm>
 
+#include "server/clock_util.h"
+
 namespace frs::server {
 namespace {
+
+// How long frs_replica_list_behind reads 1 after the last request from a
+// shard one list ahead: its links send each second at least while busy,
+// and ask every 5 s while idle.
+constexpr uint64_t kListBehindMs = 10000;
 
 void Help(std::string* out, const char* name, const char* type, const char* help) {
   out->append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ");
@@ -125,6 +132,14 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
   Help(out, "frs_replica_handoff_pending", "gauge",
        "1 from a <cluster> change until frsctl handoff reports it finished here: snapshots are refused meanwhile.");
   Value(out, "frs_replica_handoff_pending", "", HandoffPending(sh) ? 1 : 0);
+  // Its links read up across the two lists (the shard ahead is taken), so
+  // the link gauges no longer say a shard was left out of a ring change.
+  const uint64_t ahead_ms = CounterGet(sh.list_ahead_seen_ms);
+  const uint64_t mono_ms = static_cast<uint64_t>(MonoNs() / 1000000);
+  Help(out, "frs_replica_list_behind", "gauge",
+       "1 while another shard that ran this shard's <cluster> list has sent it changes or questions under its next "
+       "list within the last 10 s: this shard has not had the new srv.xml and SIGHUP yet.");
+  Value(out, "frs_replica_list_behind", "", ahead_ms != 0 && mono_ms - ahead_ms < kListBehindMs ? 1 : 0);
 }
 
 }  // namespace frs::server

@@ -288,6 +288,7 @@ class ReplicaHandoff(unittest.TestCase):
             self.use(k)
         self.assertNotIn("replica link to %s is down (answered 409" % b.name, a.log())
         self.assertIn("replicas: %s runs the <cluster> that follows this shard's" % a.name, b.log())
+        self.assertEqual((b.metric("frs_replica_list_behind"), a.metric("frs_replica_list_behind")), (1, 0))
         # And the old one's question (what A holds for it) under its list:
         # answered, without the sides, which are of A's list.
         old_digest = re.search(r"digest ([0-9a-f]{8})", b.ask("/replicate?state=1")[1]).group(1)
