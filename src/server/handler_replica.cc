@@ -482,12 +482,13 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   // here named (a start's snapshots are of the current list), so none of it
   // is skipped.
   const bool current = list == ListOf::kSame && shared != nullptr && pi < kMaxReplicaPeers;
+  // The sender as this list numbers it (`pi` is of the earlier list for an
+  // earlier list's batch: a link a ring change retired); -1: not in it.
+  const long now_pi = list == ListOf::kEarlier ? opts_.cluster.ring->Find(q.from) : static_cast<long>(pi);
+  const bool now_known = shared != nullptr && now_pi >= 0 && static_cast<size_t>(now_pi) < kMaxReplicaPeers;
   // While this shard takes that shard's snapshot, none of its changes, of
-  // whichever list: the snapshot's nodes go first (it is named in this list
-  // by its name; `pi` is of the earlier list for an earlier list's batch).
-  const long held_pi = list == ListOf::kEarlier ? opts_.cluster.ring->Find(q.from) : static_cast<long>(pi);
-  if (shared != nullptr && held_pi >= 0 && static_cast<size_t>(held_pi) < kMaxReplicaPeers &&
-      std::atomic_ref<uint64_t>(shared->hold_off[held_pi]).load(std::memory_order_acquire) != 0) {
+  // whichever list: the snapshot's nodes go first.
+  if (now_known && std::atomic_ref<uint64_t>(shared->hold_off[now_pi]).load(std::memory_order_acquire) != 0) {
     TextBody(503, "/replicate: this shard is taking back its nodes from " + q.from + "; send again later", status);
     return;
   }
@@ -539,15 +540,12 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   // answers it holds on the side they change, judged without them
   // (Replicator::NoteAloneApplied). Released after the store took them,
   // before this answer goes out. Counted for the sender as this list names
-  // it (`pi` is of the earlier list for a link a ring change retired).
-  if (applied.value() && head.replica_alone && shared != nullptr) {
-    const long now_pi = opts_.cluster.ring->Find(q.from);
-    if (now_pi >= 0 && static_cast<size_t>(now_pi) < kMaxReplicaPeers) {
-      const uint8_t sides = list == ListOf::kSame ? AloneSides(changes) : 3;
-      for (int side = 0; side < 2; ++side)
-        if (sides >> side & 1)
-          std::atomic_ref<uint64_t>(shared->alone_applied[now_pi][side]).fetch_add(1, std::memory_order_release);
-    }
+  // it.
+  if (applied.value() && head.replica_alone && now_known) {
+    const uint8_t sides = list == ListOf::kSame ? AloneSides(changes) : 3;
+    for (int side = 0; side < 2; ++side)
+      if (sides >> side & 1)
+        std::atomic_ref<uint64_t>(shared->alone_applied[now_pi][side]).fetch_add(1, std::memory_order_release);
   }
   // The seq it answers for: a sender takes no other answer for its batch
   // (one that came twice, late, from something between the two shards).
