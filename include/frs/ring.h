@@ -72,6 +72,12 @@ class Ring {
   // A short fingerprint of the shard list (names, order, weights): two
   // shards agree on every owner when their digests are equal.
   uint32_t Digest() const;
+  // The list as text, one "WEIGHT NAME" line per shard in order: what a
+  // store directory keeps beside the digest (store_dir::kRingList), so that
+  // a start under a changed list knows the one before it. ParseList reads it
+  // back with Make()'s checks, naming a line it cannot read.
+  std::string ListText() const;
+  static Result<Ring> ParseList(std::string_view text);
   // Points on the ring (after nginx's removal of equal hashes).
   size_t points() const { return points_.size(); }
 

@@ -5,9 +5,8 @@
 // A store directory holds the store (frs.N.store), the engine's files beside
 // it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
 // files under stats/), the server's (frsd.lock, frsd.listen, frsd.running,
-// frsd.grpc.listen, frsd.log, envoy.ids, cluster.digest, catchup.pending,
-// replica-spool.*) and frsctl's
-// (handoff.spool).
+// frsd.grpc.listen, frsd.log, envoy.ids, cluster.digest, cluster.list,
+// catchup.pending, replica-spool.*) and frsctl's (handoff.spool).
 // What each file holds, and what survives what, is docs/store.md.
 //
 //   frs::store_dir::In("/var/lib/frs", frs::store_dir::StoreFileName(0))  // "/var/lib/frs/frs.0.store"
@@ -38,6 +37,11 @@ inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of En
 // placed for (8 hex digits), written at the first start and when a frsctl
 // handoff finishes. A start under another list keeps the handoff pending.
 inline constexpr std::string_view kRingDigest = "cluster.digest";
+// With replicas: that list itself (Ring::ListText), written before the
+// digest: a start under another list takes it for the list before the
+// change, as a SIGHUP's would (its links send it, its peers still on it are
+// answered). Ignored when its digest is not cluster.digest's.
+inline constexpr std::string_view kRingList = "cluster.list";
 // With replicas: a new store's catch-up has begun and has not ended.
 // Written (synced) before the first node is merged, removed just before the
 // shard serves; a start that finds it empties the store (every other shard

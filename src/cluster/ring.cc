@@ -1,6 +1,7 @@
 #include "frs/ring.h"
 
 #include <algorithm>
+#include <charconv>
 #include <unordered_set>
 
 #include <boost/crc.hpp>
@@ -152,6 +153,32 @@ uint32_t Ring::Digest() const {
     crc.process_bytes(w.data(), w.size());
   }
   return crc.checksum();
+}
+
+std::string Ring::ListText() const {
+  std::string text;
+  for (const RingShard& s : shards_) text += std::to_string(s.weight) + " " + s.name + "\n";
+  return text;
+}
+
+Result<Ring> Ring::ParseList(std::string_view text) {
+  std::vector<RingShard> shards;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    if (eol == std::string_view::npos) return Status::InvalidArgument("the shard list's last line has no newline");
+    const std::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol + 1);
+    ++line_no;
+    const size_t sp = line.find(' ');
+    RingShard s;
+    const char* end = sp == std::string_view::npos ? nullptr : line.data() + sp;
+    if (end == nullptr || std::from_chars(line.data(), end, s.weight).ptr != end || sp + 1 >= line.size())
+      return Status::InvalidArgument("line " + std::to_string(line_no) + " of the shard list is not WEIGHT NAME");
+    s.name = std::string(line.substr(sp + 1));
+    shards.push_back(std::move(s));
+  }
+  return Make(std::move(shards));
 }
 
 long Ring::Find(std::string_view name) const {

@@ -645,7 +645,8 @@ void Master::WatchStalls(int64_t now) {
 int Master::Run(const sigset_t* wait_mask) {
   if (ctx_.metrics) CounterSet(ctx_.metrics->master().master_pid, static_cast<uint64_t>(getpid()));
   if (ctx_.metrics)
-    if (Status s = PrepareReplicaCatchUp(cfg_, &ctx_.fresh_store, ctx_.store, &ctx_.metrics->master().replica);
+    if (Status s = PrepareReplicaCatchUp(cfg_, &ctx_.fresh_store, ctx_.store, &ctx_.metrics->master().replica,
+                                         &previous_cluster_);
         !s.ok()) {
       FRS_LOG("cannot serve: %s", s.message().c_str());
       return 1;

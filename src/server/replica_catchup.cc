@@ -382,31 +382,63 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
 // list keeps the handoff pending, as the SIGHUP would have, so that this
 // shard answers no snapshot until frsctl handoff reports done; a shard that
 // forgot it answered a new shard's snapshot with counts the handoff then
-// sent again (a count of 3 read 9).
-void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared) {
+// sent again (a count of 3 read 9). That list itself (cluster.list, when its
+// digest is the one noted) is the list before the change, *previous: a
+// SIGHUP's master keeps it, and without it this shard's links, sent without
+// previous=, were refused by every shard still on it, and its own routes
+// answered 503 until each of them had the new list too.
+void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared, std::vector<RingShard>* previous) {
   auto ring = Ring::Make(cfg.cluster_shards);
   if (!ring.ok()) return;
   char now[16];
   std::snprintf(now, sizeof now, "%08x", ring->Digest());
   const std::string path = store_dir::In(cfg.store_dir, store_dir::kRingDigest);
+  const std::string list_path = store_dir::In(cfg.store_dir, store_dir::kRingList);
   Result<std::string> was = os::ReadTextFile(path);
   std::string text = was.ok() ? was.value() : std::string();
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  Result<std::string> list_text = os::ReadTextFile(list_path);
+  Result<Ring> listed = list_text.ok() ? Ring::ParseList(list_text.value()) : Result<Ring>(list_text.status());
+  char listed_digest[16] = "";
+  if (listed.ok()) std::snprintf(listed_digest, sizeof listed_digest, "%08x", listed->Digest());
+  // The list first, then its digest: a stop between the two leaves a list
+  // whose digest is not the noted one, which is ignored.
+  auto note_list = [&] {
+    if (listed.ok() && std::string_view(listed_digest) == now) return true;
+    if (auto w = WriteFileWhole(list_path, ring->ListText(), {}); !w.ok()) {
+      FRS_LOG("replicas: %s", w.status().message().c_str());
+      return false;
+    }
+    return true;
+  };
   if (fresh_store || !was.ok() || text.size() != 8) {
+    if (!note_list()) return;
     if (auto w = WriteFileWhole(path, std::string(now) + "\n", {}); !w.ok())
       FRS_LOG("replicas: %s", w.status().message().c_str());
     return;
   }
-  if (text == now) return;
+  if (text == now) {
+    note_list();  // a store noted by an earlier build, which kept the digest only
+    return;
+  }
   CounterSet(shared->ring_changed_to, ring->Digest());
   FRS_LOG(
       "replicas: this store's nodes were last handed off under another <cluster> (digest %s; this one is %s): "
       "a ring change made by a restart; the handoff is pending here, and this shard answers no snapshot until "
       "`frsctl handoff --from OLD_SRV.xml` reports it done (docs/cluster.md, \"Ring changes with replicas\")",
       text.c_str(), now);
+  if (listed.ok() && text == listed_digest) {
+    *previous = listed->shards();
+    return;
+  }
+  FRS_LOG(
+      "replicas: the list before the change is not in %s (%s): until every shard runs this one, the shards still "
+      "on it refuse this shard's changes, and this shard refuses theirs",
+      list_path.c_str(), listed.ok() ? "it holds another list" : listed.status().message().c_str());
 }
 
-Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* store, ReplicaShared* shared) {
+Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* store, ReplicaShared* shared,
+                             std::vector<RingShard>* previous) {
   const std::string pending = store_dir::In(cfg.store_dir, store_dir::kCatchUpPending);
   if (cfg.cluster_replicas == 0 && ::access(pending.c_str(), F_OK) == 0) {
     // Served without replicas from now on, the store is this shard's own:
@@ -446,7 +478,7 @@ Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* sto
         pending.c_str(), static_cast<unsigned long long>(erased.value()));
     *fresh_store = true;
   }
-  CarryRingChange(cfg, *fresh_store, shared);
+  CarryRingChange(cfg, *fresh_store, shared, previous);
   if (!*fresh_store) return Status::OK();
   // Marked before the first node is merged, and synced: a kill at any
   // instant of the catch-up leaves the mark for the next start.

@@ -38,8 +38,10 @@ namespace frs::server {
 // killed start merged would read as "its old store", complete, and the
 // nodes its snapshots had not brought yet would be missing for good. An
 // error when the store cannot be emptied: frsd must not serve then.
-[[nodiscard]] Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* store,
-                                           ReplicaShared* shared);
+// After a <cluster> change made by a restart, *previous is the list before it
+// as the store noted it (store_dir::kRingList), as a SIGHUP's master keeps it.
+[[nodiscard]] Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* store, ReplicaShared* shared,
+                                           std::vector<RingShard>* previous);
 
 // Takes back what the other shards hold, then opens the gates (and drops a
 // new store's mark). False when a stop (SIGTERM, SIGINT) ended it first:

@@ -41,6 +41,26 @@ TEST(RingTest, RefusesBadShardLists) {
   EXPECT_NE(zero.status().message().find("a:1"), std::string::npos);
 }
 
+// The list a store directory notes beside its digest (cluster.list): read
+// back, it is the same ring, the same digest; what is not a list is refused,
+// naming the line.
+TEST(RingTest, ListTextReadsBackAsTheSameRing) {
+  Ring r = MakeRing({{"10.0.0.1:8301", 1}, {"[::1]:8302", 3}, {"shard-c.example:8303", 1000}});
+  EXPECT_EQ(r.ListText(), "1 10.0.0.1:8301\n3 [::1]:8302\n1000 shard-c.example:8303\n");
+  auto back = Ring::ParseList(r.ListText());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->shards(), r.shards());
+  EXPECT_EQ(back->Digest(), r.Digest());
+  for (std::string_view bad :
+       {"", "1 a:1", "x a:1\n", "1a:1\n", "1 \n", "1 a:1\n-2 b:1\n", "0 a:1\n", "1 a:1\n1 a:1\n", "1 a:1\n\n"}) {
+    auto r2 = Ring::ParseList(bad);
+    EXPECT_FALSE(r2.ok()) << "'" << bad << "'";
+  }
+  auto second = Ring::ParseList("1 a:1\nx b:1\n");
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("line 2"), std::string::npos) << second.status().message();
+}
+
 TEST(RingTest, OneShardOwnsEverything) {
   Ring r = MakeRing({{"10.0.0.1:8301", 1}});
   EXPECT_EQ(r.points(), 160u);

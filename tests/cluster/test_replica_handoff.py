@@ -375,8 +375,29 @@ class ReplicaHandoff(unittest.TestCase):
         # list, and took the other's batches under it.
         self.assertNotIn("replica link to %s is down (answered 409" % other.name, first.log()[since:])
         self.assertNotIn("replica link to %s is down (answered 409" % first.name, other.log()[since_other:])
+        # The third given the new list by a restart, not SIGHUP: its store
+        # names the list before (cluster.list), which its links send as a
+        # SIGHUP's would. Without it they went without previous=, the second
+        # (still on the old list) refused them, and its own routes answered
+        # 503 until every shard had the new list.
+        third = self.shards[new[2]]
+        third.stop()
+        third.write(new)
+        third.start()
+        self.assertIn("a ring change made by a restart", third.log())
+        self.assertNotIn("the list before the change is not in", third.log())
+        since_third = len(third.log())
+        pair = [
+            k for k in KEYS if holders(old, k) == holders(new, k) and set(holders(new, k)) == {third.name, other.name}
+        ]
+        self.assertEqual({holders(new, k)[0] for k in pair}, {third.name, other.name})
+        for k in pair:
+            self.use(k)
+        self.assertNotIn("replica link to %s is down (answered 409" % other.name, third.log()[since_third:])
+        self.assertIn("replicas: %s runs the <cluster> that follows this shard's" % third.name, other.log())
         for n in old[1:]:
-            self.shards[n].reload(new)
+            if n != third.name:
+                self.shards[n].reload(new)
         type(self).names = new
         # A destination down: the leaving shard hands the others theirs,
         # keeps that one's, and says so; once it is back a second run

@@ -447,6 +447,18 @@ Status CheckFromIsBefore(const std::string& from, const Ring& before, const Ring
                                  "): pass the srv.xml from before the change (nothing was changed)");
 }
 
+// The store directory's note of the list its nodes are placed for: the list
+// (cluster.list), then its digest (cluster.digest). A start under another
+// list takes the noted one for the list before the change (frsd's
+// replica_catchup.cc); a stop between the two writes leaves a list whose
+// digest is not the noted one, which frsd ignores.
+Status NoteHandedOff(const Ring& after, const char* digest, const std::string& dir) {
+  if (auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingList), after.ListText(), {}); !w.ok())
+    return w.status();
+  auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingDigest), std::string(digest) + "\n", {});
+  return w.ok() ? Status::OK() : w.status();
+}
+
 // Tells this shard's frsd that the handoff of the change to `after` is
 // finished here: it answers snapshots again once every shard of the list
 // says so (handler_replica.cc), and the store directory `dir` notes the list
@@ -458,18 +470,14 @@ Status ReportHandedOff(const std::string& self, const Ring& after, bool replicas
                        const std::string& dir) {
   char digest[16];
   std::snprintf(digest, sizeof digest, "%08x", after.Digest());
-  if (!replicas_after) {
-    auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingDigest), std::string(digest) + "\n", {});
-    return w.ok() ? Status::OK() : w.status();
-  }
+  if (!replicas_after) return NoteHandedOff(after, digest, dir);
   HttpClient http(self, 5000);
   http.SetBearer(token);
   auto resp = http.Post("/replicate?handed_off=" + std::string(digest), "", "text/plain");
   if (resp.ok() && resp->status == 200) {
     // The store's nodes are placed for this list now: a restart of frsd
     // keeps no handoff pending (replica_catchup.cc, CarryRingChange).
-    auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingDigest), std::string(digest) + "\n", {});
-    return w.ok() ? Status::OK() : w.status();
+    return NoteHandedOff(after, digest, dir);
   }
   std::string why =
       resp.ok() ? std::to_string(resp->status) + " " + resp->body.substr(0, 200) : resp.status().message();
