@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 
@@ -20,13 +21,15 @@ struct Header {
   uint32_t magic;
   uint32_t reserved;
   uint64_t generation;
-  uint64_t length;  // srv.xml's bytes, map.xml's, then the Envoy bundle's
+  uint64_t length;  // srv.xml's bytes, map.xml's, the Envoy bundle's, then the previous list's
   uint64_t checksum;
-  uint64_t srv_length;    // of srv.xml
-  uint64_t envoy_length;  // of the Envoy bundle (the last bytes)
-  uint8_t pad[16];
+  uint64_t srv_length;       // of srv.xml
+  uint64_t envoy_length;     // of the Envoy bundle
+  uint64_t previous_length;  // of the previous shard list (the last bytes)
+  uint8_t pad[8];
 };
 static_assert(sizeof(Header) == kHeaderBytes);
+static_assert(offsetof(Header, previous_length) == 48);
 
 // All `n` bytes at `off` through `io` (pread or pwrite), across
 // interruptions and short transfers; false on an error or end of file.
@@ -63,11 +66,12 @@ Result<MapChannel> MapChannel::Create() {
   return c;
 }
 
-Status MapChannel::Publish(std::string_view srv_xml, std::string_view map_xml, std::string_view envoy) {
+Status MapChannel::Publish(std::string_view srv_xml, std::string_view map_xml, std::string_view envoy,
+                           std::string_view previous) {
   // The bytes after the header, then the header that makes them current.
   std::string both;
-  both.reserve(srv_xml.size() + map_xml.size() + envoy.size());
-  both.append(srv_xml).append(map_xml).append(envoy);
+  both.reserve(srv_xml.size() + map_xml.size() + envoy.size() + previous.size());
+  both.append(srv_xml).append(map_xml).append(envoy).append(previous);
   if (!PwriteAll(fd_.get(), both.data(), both.size(), kHeaderBytes)) return Status::FromErrno("the map channel", errno);
   Header h{};
   h.magic = kMagic;
@@ -75,6 +79,7 @@ Status MapChannel::Publish(std::string_view srv_xml, std::string_view map_xml, s
   h.length = both.size();
   h.srv_length = srv_xml.size();
   h.envoy_length = envoy.size();
+  h.previous_length = previous.size();
   h.checksum = XXH3_64bits(both.data(), both.size());
   if (!PwriteAll(fd_.get(), &h, sizeof h, 0)) return Status::FromErrno("the map channel", errno);
   return Status::OK();
@@ -93,8 +98,10 @@ Result<MapChannel::Map> MapChannel::Read() const {
         XXH3_64bits(m.text.data(), m.text.size()) == h.checksum) {
       Header again{};
       if (PreadAll(fd_.get(), &again, sizeof again, 0) && again.generation == h.generation &&
-          h.srv_length + h.envoy_length <= m.text.size()) {
+          h.srv_length + h.envoy_length + h.previous_length <= m.text.size()) {
         m.srv_text = m.text.substr(0, h.srv_length);
+        m.previous_list = m.text.substr(m.text.size() - h.previous_length);
+        m.text.resize(m.text.size() - h.previous_length);
         m.envoy_text = m.text.substr(m.text.size() - h.envoy_length);
         m.text.resize(m.text.size() - h.envoy_length);
         m.text.erase(0, h.srv_length);

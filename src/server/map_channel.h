@@ -31,14 +31,20 @@ class MapChannel {
   // Master: makes `map_xml`, with the srv.xml it was read under, current
   // (generation + 1). Workers apply srv.xml's live settings from these bytes.
   // `envoy` is the bundle of <grpc config>'s YAML files (envoy/envoy_config.h),
-  // "" without one; map_xml then already holds their bizzes.
-  Status Publish(std::string_view srv_xml, std::string_view map_xml, std::string_view envoy = {});
+  // "" without one; map_xml then already holds their bizzes. `previous` is
+  // the master's record of the shard list before its last <cluster> change
+  // (Ring::ListText, "" for none): a worker that applies two changes at once
+  // (a second SIGHUP before its turn) would otherwise take its own list,
+  // two changes back, for it.
+  Status Publish(std::string_view srv_xml, std::string_view map_xml, std::string_view envoy = {},
+                 std::string_view previous = {});
 
   struct Map {
-    uint64_t generation = 0;  // 0: nothing published yet
-    std::string text;         // map.xml
-    std::string srv_text;     // srv.xml ("" when published without it)
-    std::string envoy_text;   // the <grpc config> bundle ("" without one)
+    uint64_t generation = 0;    // 0: nothing published yet
+    std::string text;           // map.xml
+    std::string srv_text;       // srv.xml ("" when published without it)
+    std::string envoy_text;     // the <grpc config> bundle ("" without one)
+    std::string previous_list;  // the shard list before the last change ("" for none)
   };
   // The current map; retries a publication caught half-written.
   Result<Map> Read() const;

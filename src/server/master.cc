@@ -510,7 +510,19 @@ void Master::Reload() {
     if (Result<MapChannel::Map> was = ctx_.map_channel->Read(); was.ok() && !was->text.empty())
       if (auto old_map = limit::ParseMap(was->text, f.next->map_path); old_map.ok())
         ends = limit::HeldAReloadEnds(*old_map, *new_map);
-  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(f.srv_text, f.map_text, f.envoy);
+  // The list before the last <cluster> change once this one applies: the
+  // master's record, published with the map for the running workers (a
+  // worker that applies two changes at once knows only its own list) and
+  // kept for the ones it forks.
+  std::vector<RingShard> previous_after = previous_cluster_;
+  std::string previous_text;
+  if (s.ok()) {
+    if (ClusterDigest(*f.next) != ClusterDigest(live_) && !live_.cluster_shards.empty())
+      previous_after = live_.cluster_shards;
+    if (!previous_after.empty())
+      if (auto ring = Ring::Make(previous_after); ring.ok()) previous_text = ring->ListText();
+  }
+  if (s.ok() && ctx_.map_channel) s = ctx_.map_channel->Publish(f.srv_text, f.map_text, f.envoy, previous_text);
   if (!s.ok()) {
     FRS_LOG("reload refused, the old configuration stays: %s", s.message().c_str());
     if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reload_failures);
@@ -551,8 +563,7 @@ void Master::Reload() {
     if (std::string fd = FdLimitProblem(next, *new_map, CurrentFdLimit(), /*raised=*/true); !fd.empty())
       FRS_LOG("warning: %s", fd.c_str());
   SayApplied(live_, next);
-  if (ClusterDigest(next) != ClusterDigest(live_) && !live_.cluster_shards.empty())
-    previous_cluster_ = live_.cluster_shards;
+  previous_cluster_ = std::move(previous_after);
   live_ = AppliedConfig(live_, next);
   // <grpc cert>'s files, read again (rotated certificates): a set that does
   // not load keeps the previous one serving. Each worker reads them too;

@@ -77,6 +77,7 @@ int RunWorker(WorkerContext ctx) {
   std::string envoy_bundle;       // <grpc config>, as the master published it
   std::optional<SrvConfig> live;  // srv.xml as last reloaded (a respawned worker)
   std::string map_digest;         // of the map it runs
+  std::string previous_list;      // the master's list before its last <cluster> change
   if (ctx.map_channel) {
     Result<MapChannel::Map> m = ctx.map_channel->Read();
     if (!m.ok()) {
@@ -87,6 +88,7 @@ int RunWorker(WorkerContext ctx) {
     eo.map_text = std::move(m->text);
     envoy_bundle = std::move(m->envoy_text);
     generation = m->generation;
+    previous_list = std::move(m->previous_list);
     if (!m->srv_text.empty()) {
       auto parsed = LoadSrvConfigText(cfg.path, &m->srv_text);
       if (parsed.ok()) live = std::move(parsed.value());
@@ -104,7 +106,7 @@ int RunWorker(WorkerContext ctx) {
     w.set_map_generation(generation);
     w.SetMapDigest(map_digest);
     w.ApplyEnvoy(envoy_bundle, (live ? *live : cfg).grpc_merge_domains);
-    if (live) w.ApplyLive(*live);
+    if (live) w.ApplyLive(*live, previous_list);
     else w.ApplyDecisionLog(cfg);
     // Forked after a change of the shard list: the list before it is the
     // master's record, not the start's (which ApplyLive took for it, and

@@ -56,8 +56,9 @@ class Worker {
   // master validated it and logs what needs a restart): admin token, allow
   // list, limits, the cluster. Connections already open keep the limits
   // they were accepted with; timeouts apply from each connection's next
-  // activity.
-  void ApplyLive(const SrvConfig& next);
+  // activity. `previous_list`: the master's record of the shard list before
+  // its last change (MapChannel::Map::previous_list), "" for none.
+  void ApplyLive(const SrvConfig& next, std::string_view previous_list = {});
   // The shard list before the master's last change of it (a worker forked
   // since): batches its shards queued under it are taken, and a link names
   // it to a shard that still runs it. Before Run().

@@ -41,7 +41,7 @@ void Worker::HandleSignals(int64_t now) {
         if (s.ok()) s = engine_->ReloadText(m->text, next ? next->map_path : cfg_.map_path);
         if (s.ok()) SetMapDigest(MapDigest(m->text));
         if (s.ok()) ApplyEnvoy(m->envoy_text, next ? next->grpc_merge_domains : cfg_.grpc_merge_domains);
-        if (s.ok() && next) ApplyLive(*next);
+        if (s.ok() && next) ApplyLive(*next, m->previous_list);
       }
       if (m.ok()) generation = m->generation;
     } else {
@@ -68,7 +68,7 @@ void Worker::HandleSignals(int64_t now) {
   if (f.terminate && !stopping_) BeginShutdown(now);
 }
 
-void Worker::ApplyLive(const SrvConfig& next) {
+void Worker::ApplyLive(const SrvConfig& next, std::string_view previous_list) {
   if (next.allow != cfg_.allow) {
     auto parsed = AllowList::Parse(next.allow);
     if (!parsed.ok()) {
@@ -152,7 +152,13 @@ void Worker::ApplyLive(const SrvConfig& next) {
   if (old_ring && new_digest != old_digest) {
     // Changes queued under the old list are still delivered (SetUpReplicas),
     // and the shards that run the new one take them under the old digest.
+    // The master's record of the list before the change, when it published
+    // one: after two changes before this worker's turn, its own list is
+    // two changes back, a list no shard runs.
     previous_ring_ = old_ring;
+    if (!previous_list.empty())
+      if (auto listed = Ring::ParseList(previous_list); listed.ok())
+        previous_ring_ = std::make_shared<const Ring>(std::move(listed.value()));
     // Until frsctl handoff reports this change finished here, this shard
     // answers no snapshot (handler_replica.cc).
     if (new_digest != 0 && cfg_.cluster_replicas != 0 && ctx_.metrics != nullptr)

@@ -703,6 +703,56 @@ class Replicas(unittest.TestCase):
         with p.relay.lock:
             self.assertNotIn(TOKEN.encode(), bytes(p.relay.seen))
 
+    def test_a_worker_that_applies_two_ring_changes_at_once_names_the_list_between(self):
+        # A's worker is stopped while its master applies two changes of
+        # <cluster>, and B runs the first: once continued, the worker reads
+        # both at once. It named its own list, two changes back, as the one
+        # before (previous=), a list B does not run, and B refused its
+        # changes (409); the master's record, published with the map, names
+        # the list between.
+        p = self.pair()
+        one, two = Relay(), Relay()  # shards added to the list, never started
+        try:
+            a_log = os.path.join(p.a.dir, "stderr")
+            b_log = os.path.join(p.b.dir, "stderr")
+            names = [p.a.name, p.b.name]
+            p.b.reload_with("</cluster>", "<shard>127.0.0.1:%d</shard></cluster>" % one.port)
+            self.assertTrue(
+                processes.wait_for(lambda: "(map generation 2)" in processes.read_text(b_log), 10), p.b.log()
+            )
+            [worker] = processes.children(p.a.proc.pid)
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                for n, relay in enumerate((one, two), 1):
+                    p.a.reload_with("</cluster>", "<shard>127.0.0.1:%d</shard></cluster>" % relay.port)
+                    self.assertTrue(
+                        processes.wait_for(
+                            lambda: processes.read_text(a_log).count("<cluster> changed") == n
+                            and processes.read_text(a_log).count("reloading them in every worker") == n,
+                            10,
+                        ),
+                        p.a.log(),
+                    )
+            finally:
+                os.kill(worker, signal.SIGCONT)
+            self.assertTrue(
+                processes.wait_for(lambda: "(map generation 3)" in processes.read_text(a_log), 10), p.a.log()
+            )
+            self.assertNotIn("(map generation 2)", processes.read_text(a_log))  # both changes at once
+            ring = ring_of(names + ["127.0.0.1:%d" % one.port, "127.0.0.1:%d" % two.port])
+            keys = [k for k in p.keys if ring.owner_index(k) == 0 and ring.successor_index(k) == 1]
+            self.assertTrue(keys)
+            for k in keys:
+                self.assertEqual(p.a.acquire(k), 200, k)
+            self.assertNotIn("replica link to %s is down (answered 409" % p.b.name, processes.read_text(a_log))
+            self.assertIn(
+                "replicas: %s runs the <cluster> that follows this shard's" % p.a.name, processes.read_text(b_log)
+            )
+            self.assertEqual(p.b.count(keys[0]), 1)
+        finally:
+            one.close()
+            two.close()
+
     def test_a_ring_changed_by_a_restart_keeps_its_handoff_pending(self):
         # The list changed in srv.xml and applied by a restart, not SIGHUP:
         # the store says which list its nodes were handed off for, so the
