@@ -639,12 +639,14 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                     "them held");
     }
     if (nb.res_cap < ob->res_cap)
-      out.push_back(who + ": reservations per key " + std::to_string(ob->res_cap) + " -> " +
-                    std::to_string(nb.res_cap) +
-                    (nb.res_explicit ? "" : " (the default: as many as fit beside its rules)") +
-                    "; a key holding more keeps the " + std::to_string(nb.res_cap) +
-                    " that end last, and the others end when the key is next touched, charged their estimate as at "
-                    "their expiry (their settle answers 410)");
+      out.push_back(
+          who + ": reservations per key " + std::to_string(ob->res_cap) + " -> " + std::to_string(nb.res_cap) +
+          (nb.res_explicit ? "" : " (the default: as many as fit beside its rules)") +
+          (nb.res_cap == 0 ? "; the reservations its keys hold end when each key is next touched, charged their "
+                             "estimate as at their expiry (their settle answers 400: the biz keeps none)"
+                           : "; a key holding more keeps the " + std::to_string(nb.res_cap) +
+                                 " that end last, and the others end when the key is next touched, charged their "
+                                 "estimate as at their expiry (their settle answers 410)"));
   }
   return out;
 }

@@ -356,8 +356,9 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
   } else if (Concurrency::Find(spec, block, now, serial, &held) != Concurrency::Found::kHeld) {
     // The sweep above freed (and counted) an expired one already.
     d->status = Status::Gone("lease " + std::string(lease) +
-                             " is no longer held: released, or expired (or ended by a reload that lowered the rule's "
-                             "max into a block with fewer places, logged then)");
+                             " is no longer held: released, or expired, or ended by an operator's set, reset or delete "
+                             "of the key, or by a reload that lowered the rule's max into a block with fewer places "
+                             "(logged then)");
   } else if (cmd == Cmd::kRelease) {
     d->released = Concurrency::Free(spec, block, now, serial);
     d->lease_nonce = Concurrency::Nonce(block);  // for the other holder (rule_event.cc)

@@ -1,5 +1,6 @@
 #include "server/handler.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace frs::server {
@@ -40,6 +41,10 @@ void Handler::LogDecision(const WireRequest& r, const Decision& d) {
   rec.limit = d.limit;
   rec.remaining = d.remaining;
   rec.retry_after = shadow_denied ? top.retry_after : d.retry_after;
+  // A full reservation table denies with no rule past its limit: enforce
+  // mode's wait is the table's, until its first reservation ends.
+  if (shadow_denied && d.reservations_full && rec.retry_after == 0 && d.res_expires > 0)
+    rec.retry_after = std::max<int64_t>(1, d.res_expires - rec.ts_ms / 1000);
   // What the request was (or, on a lone server, would be) routed by: the
   // ?route= of POST /frs, else the request's route, else the key's hash tag,
   // else the key (a GET's as sent, still %-encoded).

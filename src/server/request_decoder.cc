@@ -428,9 +428,13 @@ bool DecodeQuery(std::string_view query, Cmd cmd, std::string* biz_buf, std::str
       out->route = value;  // hashed as sent, not decoded
       continue;
     } else {
+      // A parameter of another request (reserve on /query) is named as one,
+      // not as unknown: the client sent it to the wrong door.
+      const bool elsewhere = name == "reserve" || name == "lease" || name == "reservation";
       return Fail(err, 400,
-                  "unknown query parameter \"" + std::string(name.substr(0, 64)) +
-                      "\": use biz, key, n and route (reserve on /acquire, lease on /release and /renew, reservation "
+                  (elsewhere ? "query parameter \"" + std::string(name) + "\" is not one this request takes"
+                             : "unknown query parameter \"" + std::string(name.substr(0, 64)) + "\"") +
+                      ": use biz, key, n and route (reserve on /acquire, lease on /release and /renew, reservation "
                       "on /settle)");
     }
     if (*seen) return Fail(err, 400, "query parameter \"" + std::string(name) + "\" appears twice");

@@ -580,6 +580,7 @@ class SharedFrsdTest : public ::testing::Test {
   static void SetUpTestSuite() {
     ServerOptions o;
     o.map = testing::ExampleMapWith(Suite::kBizzes);
+    if constexpr (requires { Suite::kExtra; }) o.extra = Suite::kExtra;  // more srv.xml elements, if any
     server_ = std::make_unique<Frsd>(o);
     ASSERT_TRUE(server_->Start()) << server_->log();
   }

@@ -34,11 +34,14 @@ constexpr const char* kReserveBizzes =
     "    <rule algo=\"concurrency\" max=\"3\" lease=\"120\" name=\"inflight\"/>\n"
     "  </biz>\n"
     "  <biz id=\"25\" name=\"race_tokens\" reservations=\"8\"><rule algo=\"fixed\" interval=\"86400\" "
-    "max=\"600\"/></biz>\n";
+    "max=\"600\"/></biz>\n"
+    "  <biz id=\"26\" name=\"shadow_tokens\" mode=\"shadow\" reservations=\"2\"><rule algo=\"fixed\" "
+    "interval=\"86400\" max=\"200000\"/></biz>\n";
 
 class ReservationE2E : public SharedFrsdTest<ReservationE2E> {
  public:
   static constexpr const char* kBizzes = kReserveBizzes;
+  static constexpr const char* kExtra = "  <decisions file=\"decisions.log\"/>\n";  // denied decisions
 
  protected:
   std::string Reserve(const std::string& biz, const std::string& key, int n, int s = 600) {
@@ -112,6 +115,38 @@ TEST_F(ReservationE2E, ABatchTakesAndSettles) {
   EXPECT_NE(s.find("settled=\"1\""), std::string::npos) << s;
   EXPECT_EQ(Count("llm_tokens", "b1"), "5");
   EXPECT_EQ(Count("llm_tokens", "b2"), "7");
+}
+
+// Shadow mode takes no reservation past the table's bound and answers
+// allowed; the decision log's line says what enforce mode would have: a
+// denial whose wait is the table's (until its first reservation ends). It
+// said retry_after 0: no rule was past its limit.
+TEST_F(ReservationE2E, AShadowDenialForAFullTableLogsEnforcesWait) {
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(Attr(Reserve("shadow_tokens", "sf", 10, 600), "allowed"), "1");
+  const std::string full = Reserve("shadow_tokens", "sf", 10, 600);
+  EXPECT_EQ(Attr(full, "allowed"), "1") << full;
+  EXPECT_EQ(Attr(full, "would_deny"), "1") << full;
+  EXPECT_EQ(Attr(full, "reservations_full"), "1") << full;
+  const std::string path = server_->dir() + "/decisions.log";
+  std::string line;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+    const std::string log = ReadFile(path);
+    const size_t at = log.find("\"biz\":\"shadow_tokens\"");
+    if (at == std::string::npos) return false;
+    line = log.substr(log.rfind('\n', at) + 1);
+    line = line.substr(0, line.find('\n'));
+    return true;
+      },
+      5000))
+      << ReadFile(path);
+  EXPECT_NE(line.find("\"allowed\":false"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"shadow\":true"), std::string::npos) << line;
+  const size_t at = line.find("\"retry_after\":");
+  ASSERT_NE(at, std::string::npos) << line;
+  const long wait = std::strtol(line.c_str() + at + 14, nullptr, 10);
+  EXPECT_GE(wait, 590) << line;
+  EXPECT_LE(wait, 601) << line;
 }
 
 TEST_F(ReservationE2E, GetFormsAndMetrics) {

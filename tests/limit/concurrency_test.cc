@@ -983,6 +983,17 @@ TEST(LeaseMap, AReloadThatLowersTheReservationsPerKeySaysSo) {
                          std::to_string(now->bizzes[0].res_cap) + " (the default"),
             std::string::npos)
       << ends[0];
+  EXPECT_NE(ends[0].find("their settle answers 410"), std::string::npos) << ends[0];
+  // None kept: a settle then answers 400 (the biz keeps no reservations),
+  // not 410, and the line says so.
+  std::string none = kWas;
+  none.replace(none.find(R"(name="llm_user")"), 15, R"(name="llm_user" reservations="0")");
+  auto zero = limit::ParseMap(none, "map.xml");
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  const std::vector<std::string> gone = limit::HeldAReloadEnds(*was, *zero);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_NE(gone[0].find("-> 0; the reservations its keys hold end"), std::string::npos) << gone[0];
+  EXPECT_NE(gone[0].find("their settle answers 400"), std::string::npos) << gone[0];
   // Back: more reservations (nothing of them ends), a block of 8 places
   // where there were 66 (a key holding more than 8 keeps 8).
   const std::vector<std::string> back = limit::HeldAReloadEnds(*now, *was);

@@ -186,6 +186,11 @@ TEST(Protocol, DecodesQueryStrings) {
   EXPECT_EQ(r.n, 2);
   EXPECT_FALSE(DecodeQuery("biz=login", Cmd::kAcquire, &biz, &key, &id, &r, &err));
   EXPECT_FALSE(DecodeQuery("biz=login&key=k&x=1", Cmd::kAcquire, &biz, &key, &id, &r, &err));
+  EXPECT_EQ(err.msg.rfind("unknown query parameter \"x\"", 0), 0u) << err.msg;
+  // Another request's parameter is named as one, not as unknown.
+  EXPECT_FALSE(DecodeQuery("biz=login&key=k&reserve=5", Cmd::kQuery, &biz, &key, &id, &r, &err));
+  EXPECT_EQ(err.msg.rfind("query parameter \"reserve\" is not one this request takes: ", 0), 0u) << err.msg;
+  EXPECT_NE(err.msg.find("reserve on /acquire"), std::string::npos) << err.msg;
   EXPECT_FALSE(DecodeQuery("biz=login&key=k%2", Cmd::kAcquire, &biz, &key, &id, &r, &err));
   EXPECT_FALSE(DecodeQuery("biz=login&key=k%0a", Cmd::kAcquire, &biz, &key, &id, &r, &err));
   EXPECT_FALSE(DecodeQuery("biz=login&key=k&n=0", Cmd::kAcquire, &biz, &key, &id, &r, &err));
