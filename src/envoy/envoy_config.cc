@@ -92,9 +92,11 @@ bool ParseUnit(std::string_view s, Unit* u) {
 }
 
 // Decimal digits only: yaml-cpp's reading of a number takes '5 ', '+5',
-// 0x10 and more, each a limit the operator may not have meant.
+// 0x10 and more, each a limit the operator may not have meant. A leading
+// zero too: envoyproxy/ratelimit's YAML 1.1 reader takes 010 for octal 8,
+// and a file moved from it would count to 10 here.
 bool ParseCount(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 10) return false;
+  if (s.empty() || s.size() > 10 || (s.size() > 1 && s[0] == '0')) return false;
   uint64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
@@ -102,6 +104,18 @@ bool ParseCount(std::string_view s, uint64_t* out) {
   }
   *out = v;
   return true;
+}
+
+// Why a number's scalar is refused, beyond its range: a quoted one (text to
+// upstream's YAML reader, which refuses it for a number) and one with a
+// leading zero (octal to that reader) are named as such. "" for others.
+std::string NumberForm(const YNode& n) {
+  if (n.kind != Kind::kScalar) return "";
+  if (!n.plain)
+    return ": quoted, it is text, which envoyproxy/ratelimit's YAML reader refuses for a number; write it bare";
+  if (n.scalar.size() > 1 && n.scalar[0] == '0' && n.scalar.find_first_not_of("0123456789") == std::string::npos)
+    return ": a leading zero makes it octal to envoyproxy/ratelimit's YAML reader (010 is 8 there); write it without";
+  return "";
 }
 
 // The walk over one file's tree. The tree is bounded in expanded nodes
@@ -256,8 +270,8 @@ class Walker {
         Fail(*unit_node, "unit must be a string");
       uint64_t rpu = 0;
       if (r && r->kind != Kind::kNull &&
-          (r->kind != Kind::kScalar || !ParseCount(r->scalar, &rpu) || rpu > 4294967295u))
-        Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..4294967295 (decimal digits only)");
+          (r->kind != Kind::kScalar || !r->plain || !ParseCount(r->scalar, &rpu) || rpu > 4294967295u))
+        Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..4294967295 (decimal digits only)" + NumberForm(*r));
       return;
     }
     if (!unit_node) Fail(n, "rate_limit without a unit (second, minute, hour, day, week, month, year or concurrent)");
@@ -280,8 +294,8 @@ class Walker {
     uint64_t rpu = 0;
     // rls.proto's requests_per_unit is a uint32, as envoyproxy/ratelimit's
     // YAML field is.
-    if (r->kind != Kind::kScalar || !ParseCount(r->scalar, &rpu) || rpu > 4294967295u)
-      Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..4294967295 (decimal digits only)");
+    if (r->kind != Kind::kScalar || !r->plain || !ParseCount(r->scalar, &rpu) || rpu > 4294967295u)
+      Fail(*r, "requests_per_unit '" + r->scalar + "' is not 0..4294967295 (decimal digits only)" + NumberForm(*r));
     d->limit.requests_per_unit = static_cast<uint32_t>(rpu);
     d->has_limit = true;
   }
@@ -290,12 +304,14 @@ class Walker {
   void Concurrent(const YNode& n, const YNode* r, const YNode* lease, DescriptorNode* d) const {
     uint64_t max = 0, secs = 0;
     if (!r) Fail(n, "rate_limit without requests_per_unit");
-    if (r->kind != Kind::kScalar || !ParseCount(r->scalar, &max) || max < 1 || max > kMaxConcurrent)
+    if (r->kind != Kind::kScalar || !r->plain || !ParseCount(r->scalar, &max) || max < 1 || max > kMaxConcurrent)
       Fail(*r, "requests_per_unit '" + r->scalar + "' of unit concurrent is not 1.." + std::to_string(kMaxConcurrent) +
-                   " (the leases one counter key holds)");
+                   " (the leases one counter key holds)" + NumberForm(*r));
     if (!lease) Fail(n, "unit concurrent without lease (seconds a request holds its place unless it ends sooner)");
-    if (lease->kind != Kind::kScalar || !ParseCount(lease->scalar, &secs) || secs < 1 || secs > kMaxConcurrentLeaseS)
-      Fail(*lease, "lease '" + lease->scalar + "' is not 1.." + std::to_string(kMaxConcurrentLeaseS) + " seconds");
+    if (lease->kind != Kind::kScalar || !lease->plain || !ParseCount(lease->scalar, &secs) || secs < 1 ||
+        secs > kMaxConcurrentLeaseS)
+      Fail(*lease, "lease '" + lease->scalar + "' is not 1.." + std::to_string(kMaxConcurrentLeaseS) + " seconds" +
+                       NumberForm(*lease));
     d->limit.requests_per_unit = static_cast<uint32_t>(max);
     d->limit.lease_s = static_cast<uint32_t>(secs);
     d->has_limit = true;

@@ -131,6 +131,22 @@ struct GrpcCallbacks {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
 
+  // A message too long is answered at its prefix (OnData); once that answer
+  // is out, a client still sending the rest is told to stop (RST_STREAM
+  // NO_ERROR after a complete answer, RFC 9113 8.1). Submitted here, after
+  // the answer went: a reset submitted beside it drops it unsent.
+  static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* user) try {
+    if (frame->hd.type != NGHTTP2_HEADERS || (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
+    GrpcSession* g = Self(user);
+    auto it = g->streams_.find(frame->hd.stream_id);
+    if (it == g->streams_.end() || !it->second.too_long || it->second.ended) return 0;
+    return nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR) == 0
+               ? 0
+               : NGHTTP2_ERR_CALLBACK_FAILURE;
+  } catch (...) {
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+
   static int OnStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) try {
     GrpcSession* g = Self(user);
     auto it = g->streams_.find(id);
@@ -202,7 +218,12 @@ int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
                                 (static_cast<uint32_t>(static_cast<uint8_t>(s.body[3])) << 8) |
                                 static_cast<uint32_t>(static_cast<uint8_t>(s.body[4]));
       if (declared > limits_.max_message_bytes) {
-        s.too_long = true;  // dropped from here on; answered when the stream ends
+        // Answered now (8 RESOURCE_EXHAUSTED), not when the stream ends: a
+        // client still sending would otherwise stream up to 4 GB into the
+        // void, its window opened for each frame, until the request timeout
+        // closed the whole connection. Its further data is dropped.
+        s.too_long = true;
+        ready_.push_back(id);
         return 0;
       }
       // Admitted whole, for the length it declares, or refused now: the
@@ -370,6 +391,7 @@ Result<std::unique_ptr<GrpcSession>> GrpcSession::Create(GrpcService* service, c
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, GrpcCallbacks::OnData);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, GrpcCallbacks::OnFrameRecv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, GrpcCallbacks::OnStreamClose);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, GrpcCallbacks::OnFrameSend);
   nghttp2_option* opt = nullptr;
   if (nghttp2_option_new(&opt) != 0) {
     nghttp2_session_callbacks_del(cb);

@@ -108,6 +108,9 @@ class Master {
   uint64_t evictions_live_seen_ = 0;
   ConfigWatch watch_;
   int64_t watch_due_ns_ = -1;  // >= 0: the directory changed; reload once quiet until then
+  // The reload due is only a second read of a <grpc config> directory that
+  // a reload named anew (ReloadWatched): said as such, not as a change.
+  bool watch_recheck_ = false;
   // frs_leases_held and frs_reservations_held, walked for the scrapes.
   std::optional<HeldNowPublisher> held_;
   StallWatch stalls_;
@@ -131,7 +134,10 @@ void Master::ReloadWatched() {
   const std::string after = live_.grpc ? live_.grpc_config : std::string();
   if (after == before) return;
   WatchEnvoyConfig();
-  if (!after.empty()) watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kNsPerMs;
+  if (!after.empty()) {
+    watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kNsPerMs;
+    watch_recheck_ = true;
+  }
 }
 
 bool Master::Spawn(uint32_t i) {
@@ -710,8 +716,10 @@ int Master::Run(const sigset_t* wait_mask) {
     // A change restarts the quiet period: the several steps of one update
     // (a ConfigMap's new directory and link, an editor's temp file and
     // rename) are one reload.
-    if (pfd.fd >= 0 && (pfd.revents & POLLIN) && watch_.Drain())
+    if (pfd.fd >= 0 && (pfd.revents & POLLIN) && watch_.Drain()) {
       watch_due_ns_ = MonoNs() + ConfigWatch::kQuietMs * kNsPerMs;
+      watch_recheck_ = false;
+    }
     if (f.child) {
       f.child = 0;
       Reap(/*stopping=*/false);
@@ -740,7 +748,13 @@ int Master::Run(const sigset_t* wait_mask) {
       // As SIGHUP: srv.xml, map.xml and the YAML files read and checked
       // once, a broken file keeping the old configuration (logged, counted
       // in frs_reload_failures_total), every worker handed the same bytes.
-      FRS_LOG("<grpc config> %s changed: reloading", live_.grpc_config.c_str());
+      if (watch_recheck_)
+        FRS_LOG(
+            "<grpc config> is %s now: read again once watched, so that a change made while the reload read it "
+            "is not missed",
+            live_.grpc_config.c_str());
+      else FRS_LOG("<grpc config> %s changed: reloading", live_.grpc_config.c_str());
+      watch_recheck_ = false;
       ReloadWatched();
     }
     if (f.reopen) {

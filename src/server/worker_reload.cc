@@ -126,6 +126,7 @@ void Worker::ApplyLive(const SrvConfig& next, std::string_view previous_list) {
   cfg_.max_batch = next.max_batch;
   cfg_.ratelimit_fields = next.ratelimit_fields;
   cfg_.map_path = next.map_path;
+  cfg_.grpc_config = next.grpc_config;  // what the "reloaded" line names: the files it read
   cfg_.cluster_shards = next.cluster_shards;
   // A self that follows <listen> follows the port really bound (port="0").
   const std::string next_self = next.cluster_self_derived ? ListenName(cfg_.host, cfg_.port) : next.cluster_self;

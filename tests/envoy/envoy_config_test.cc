@@ -156,7 +156,7 @@ TEST(EnvoyYamlStrict, DuplicateKeysAreRefusedWithFileLineAndKey) {
 }
 
 TEST(EnvoyYamlStrict, RequestsPerUnitIsDigitsOnly) {
-  for (const char* v : {"'5 '", "' 5'", "+5", "0x10", "5.0", "1_000", "-1", "''"}) {
+  for (const char* v : {"'5 '", "' 5'", "+5", "0x10", "5.0", "1_000", "-1", "''", "'5'", "\"5\"", "010", "00"}) {
     const std::string yaml =
         std::string(
             "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: ") +
@@ -165,11 +165,25 @@ TEST(EnvoyYamlStrict, RequestsPerUnitIsDigitsOnly) {
     ASSERT_FALSE(r.ok()) << v;
     EXPECT_NE(Message(r).find("n.yaml:6: requests_per_unit '"), std::string::npos) << Message(r);
   }
-  Result<Domain> r = ParseEnvoyYaml(
-      "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: '5'\n",
-      "n.yaml");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->descriptors[0].limit.requests_per_unit, 5u);
+  // Upstream's YAML reader refuses a quoted number for this uint32, and
+  // reads a leading zero as octal (010 is 8 there): each is named, not
+  // taken as the decimal it looks like.
+  auto message = [](const char* v) {
+    return Message(ParseEnvoyYaml(std::string("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n "
+                                              "     requests_per_unit: ") +
+                                      v + "\n",
+                                  "n.yaml"));
+  };
+  EXPECT_NE(message("'5'").find("quoted, it is text"), std::string::npos) << message("'5'");
+  EXPECT_NE(message("010").find("a leading zero makes it octal"), std::string::npos) << message("010");
+  for (const char* v : {"5", "0", "4294967295"}) {
+    Result<Domain> r = ParseEnvoyYaml(std::string("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: "
+                                                  "day\n      requests_per_unit: ") +
+                                          v + "\n",
+                                      "n.yaml");
+    ASSERT_TRUE(r.ok()) << v << ": " << r.status().ToString();
+    EXPECT_EQ(r->descriptors[0].limit.requests_per_unit, std::stoul(v));
+  }
 }
 
 // FRS's own unit: concurrent: 1..77 places, a lease of 1..65534 s, and

@@ -155,6 +155,40 @@ class UpstreamReload(unittest.TestCase):
         self.frsd.write_yaml("a.yaml", domain("a", 5))
         self.assertTrue(self.frsd.reload(), self.frsd.log())
 
+    def test_sighup_onto_another_directory_names_it_everywhere(self):
+        # <grpc config> named anew by srv.xml and SIGHUP: the files of the
+        # new directory apply, and each worker's line names them (it named
+        # the start's directory); the master reads the new one again once
+        # watched, and says that is what it does (it said "changed").
+        f = self.frsd
+        conf = f.path("srv.xml")
+        with open(conf) as fh:
+            text = fh.read()
+        os.mkdir(f.path("envoy-other"))
+        with open(f.path("envoy-other", "o.yaml"), "w") as out:
+            out.write(domain("other", 3))
+        try:
+            with open(conf, "w") as fh:
+                fh.write(text.replace('config="envoy"', 'config="envoy-other"'))
+            since = len(f.log())
+            self.assertTrue(f.reload(), f.log())
+            self.assertEqual(self.limit("other"), 3)
+            self.assertIsNone(self.limit("a"))
+            self.assertTrue(
+                envoy_frsd.processes.wait_for(lambda: "read again once watched" in f.log()[since:], 5), f.log()[since:]
+            )
+            lines = [ln for ln in f.log()[since:].splitlines() if " and the <grpc config> files in " in ln]
+            self.assertTrue(lines, f.log()[since:])
+            for ln in lines:
+                self.assertTrue(ln.split(" files in ", 1)[1].split(" (map generation")[0].endswith("envoy-other"), ln)
+            self.assertNotIn("envoy-other changed: reloading", f.log()[since:])
+        finally:
+            with open(conf, "w") as fh:
+                fh.write(text)
+            f.reload()
+            shutil.rmtree(f.path("envoy-other"), ignore_errors=True)
+        self.assertIsNotNone(self.limit("a"))  # back on the first directory
+
     def check(self, service):
         with grpc.insecure_channel("127.0.0.1:%d" % self.frsd.grpc_port) as ch:
             f = ch.unary_unary(

@@ -333,6 +333,38 @@ TEST(GrpcSession, ACallRefusedBeforeItsMessageIsToldToTheService) {
   EXPECT_EQ(echo.calls, 1);
 }
 
+// A message whose prefix declares more than the limit is answered at its
+// prefix, and its stream reset (NO_ERROR): a client still sending it stops,
+// and the connection's other streams go on. It was answered when the stream
+// ended, if ever: the client could stream 4 GB until the request timeout.
+TEST(GrpcSession, AMessageTooLongIsAnsweredAtItsPrefix) {
+  Echo echo;
+  GrpcLimits limits;
+  limits.max_message_bytes = 16;
+  auto g = GrpcSession::Create(&echo, limits).value();
+  ASSERT_TRUE(g->Receive(Start() + Headers(1, false) + Data(1, Prefix(0xffffffffu) + std::string(100, 'x'), false), 1));
+  std::string out;
+  g->Drain(&out);
+  Client c;
+  Frames f;
+  c.Parse(out, &f);
+  ASSERT_EQ(f.headers.count(1), 1u) << out.size() << " rst " << f.rst.count(1);
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "8");
+  ASSERT_EQ(f.rst.count(1), 1u);
+  EXPECT_EQ(f.rst[1], 0u);  // NO_ERROR
+  // More of it is dropped; another stream is served.
+  ASSERT_TRUE(
+      g->Receive(Data(1, std::string(100, 'y'), true) + Headers(3, false) + Data(3, Prefix(2) + "ok", true), 2));
+  out.clear();
+  g->Drain(&out);
+  Frames more;
+  c.Parse(out, &more);
+  EXPECT_EQ(more.headers.count(1), 0u);
+  EXPECT_EQ(Field(more.headers[3], "grpc-status"), "0");
+  EXPECT_EQ(echo.refused, 1);
+  EXPECT_EQ(echo.calls, 1);
+}
+
 TEST(GrpcSession, ReceiveIsFalseOnceTheSessionFailed) {
   Echo echo;
   auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
