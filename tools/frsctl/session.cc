@@ -381,7 +381,11 @@ Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
       hint = " (an Envoy descriptor's biz name has '_' for each character but letters, digits, '_', '.' and '-': " +
              named + "?)";
   }
-  return Status::InvalidArgument("unknown biz \"" + PrintableHead(biz) + "\"" + hint + ": " + s.cfg.map_path + " has " +
+  // The bizzes are the map's and, with <grpc config>, Envoy's descriptors'
+  // (envoy.DOMAIN...), which come from the YAML files, not from map.xml.
+  const std::string from =
+      s.cfg.grpc ? s.cfg.map_path + " and the <grpc config> files have " : s.cfg.map_path + " has ";
+  return Status::InvalidArgument("unknown biz \"" + PrintableHead(biz) + "\"" + hint + ": " + from +
                                  (known.empty() ? "none" : known));
 }
 
