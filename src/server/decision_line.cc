@@ -39,10 +39,23 @@ std::string_view Capped(std::string_view s, size_t cap, bool* cut) {
 // The line's own members: a declared field of the same name would make a
 // second member of that name, which JSON readers resolve differently.
 bool IsLineMember(std::string_view name) {
-  static constexpr std::string_view kMembers[] = {"ts",        "biz",         "key",    "rule",
-                                                  "allowed",   "n",           "count",  "limit",
-                                                  "remaining", "retry_after", "route",  "client",
-                                                  "truncated", "shadow",      "domain", "descriptor"};
+  static constexpr std::string_view kMembers[] = {"ts",
+                                                  "biz",
+                                                  "key",
+                                                  "rule",
+                                                  "allowed",
+                                                  "n",
+                                                  "count",
+                                                  "limit",
+                                                  "remaining",
+                                                  "retry_after",
+                                                  "route",
+                                                  "client",
+                                                  "truncated",
+                                                  "shadow",
+                                                  "domain",
+                                                  "descriptor",
+                                                  "reservations_full"};
   for (std::string_view m : kMembers)
     if (m == name) return true;
   return false;
@@ -152,6 +165,7 @@ size_t FormatDecisionLine(const DecisionRecord& r, std::span<char> out) {
     str(descriptor, r.descriptor);
     lit("\"");
   }
+  if (r.reservations_full && !r.allowed) lit(",\"reservations_full\":true");
   if (cut) lit(",\"truncated\":true");
   lit(r.shadow && !r.allowed ? ",\"shadow\":true}\n" : "}\n");
   return static_cast<size_t>(q - p);

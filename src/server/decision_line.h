@@ -37,6 +37,10 @@ struct DecisionRecord {
   std::string_view rule;  // the most restrictive rule's name
   bool allowed = true;
   bool shadow = false;  // written as "shadow":true (only with allowed=false)
+  // Written as "reservations_full":true (only with allowed=false): denied,
+  // or shadow-denied, because the key holds all the reservations its biz
+  // allows, no rule past its limit.
+  bool reservations_full = false;
   int64_t n = 1, count = 0, limit = 0, remaining = 0, retry_after = 0;
   std::string_view route;             // what the request was routed by (see docs/configuration.md)
   const IpAddress* client = nullptr;  // the connection's peer; null: "client":""

@@ -36,6 +36,7 @@ void Handler::LogDecision(const WireRequest& r, const Decision& d) {
   const bool shadow_denied = d.shadow && d.would_deny;
   rec.allowed = d.allowed && !shadow_denied;
   rec.shadow = shadow_denied;
+  rec.reservations_full = d.reservations_full;
   rec.n = r.n;
   rec.count = d.count;
   rec.limit = d.limit;

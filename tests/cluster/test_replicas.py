@@ -739,8 +739,17 @@ class Replicas(unittest.TestCase):
                 processes.wait_for(lambda: "(map generation 3)" in processes.read_text(a_log), 10), p.a.log()
             )
             self.assertNotIn("(map generation 2)", processes.read_text(a_log))  # both changes at once
-            ring = ring_of(names + ["127.0.0.1:%d" % one.port, "127.0.0.1:%d" % two.port])
-            keys = [k for k in p.keys if ring.owner_index(k) == 0 and ring.successor_index(k) == 1]
+            # Keys A owns and B holds the copy of under both lists B and A
+            # run (from a wide range: with four shards few of A's are B's).
+            rings = [
+                ring_of(names + ["127.0.0.1:%d" % one.port]),
+                ring_of(names + ["127.0.0.1:%d" % one.port, "127.0.0.1:%d" % two.port]),
+            ]
+            keys = [
+                k
+                for k in ("two:%d" % i for i in range(4000))
+                if all(r.owner_index(k) == 0 and r.successor_index(k) == 1 for r in rings)
+            ][:8]
             self.assertTrue(keys)
             for k in keys:
                 self.assertEqual(p.a.acquire(k), 200, k)

@@ -141,7 +141,7 @@ TEST_F(ReservationE2E, AShadowDenialForAFullTableLogsEnforcesWait) {
       5000))
       << ReadFile(path);
   EXPECT_NE(line.find("\"allowed\":false"), std::string::npos) << line;
-  EXPECT_NE(line.find("\"shadow\":true"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"reservations_full\":true,\"shadow\":true"), std::string::npos) << line;
   const size_t at = line.find("\"retry_after\":");
   ASSERT_NE(at, std::string::npos) << line;
   const long wait = std::strtol(line.c_str() + at + 14, nullptr, 10);

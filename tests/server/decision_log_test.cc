@@ -103,6 +103,21 @@ TEST(DecisionLine, ShadowWouldDenyIsDeniedWithShadowTrue) {
   EXPECT_EQ(line.substr(line.size() - tail.size()), tail) << line;
 }
 
+// A denial for a full reservation table says so: its rule is within its
+// limit, and nothing else on the line tells why it was denied.
+TEST(DecisionLine, AFullReservationTableIsNamed) {
+  DecisionRecord r = ContractExample(nullptr);
+  r.reservations_full = true;
+  r.shadow = true;
+  const std::string tail = "\"client\":\"\",\"reservations_full\":true,\"shadow\":true}\n";
+  std::string line = Line(r);
+  EXPECT_EQ(line.substr(line.size() - tail.size()), tail) << line;
+  r.allowed = true;  // an allowed decision's reservation is its answer's business
+  r.shadow = false;
+  line = Line(r);
+  EXPECT_EQ(line.find("reservations_full"), std::string::npos) << line;
+}
+
 TEST(DecisionLine, ClientsOfEachFamily) {
   IpAddress v6, mapped;
   ASSERT_TRUE(IpAddress::Parse("2001:db8::7", &v6));
