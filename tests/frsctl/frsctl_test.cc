@@ -545,6 +545,16 @@ TEST_F(FrsctlTest, BadArgumentsAnswerOneLineAndExit2) {
   }
   CtlRun r = Ctl({"get", "nosuch", "k"});
   EXPECT_NE(r.err.find("unknown biz \"nosuch\""), std::string::npos) << r.err;
+  // Numbers are decimal: CLI11 read 010 as 8 and 0x10 as 16, took '' and
+  // ' 5', and named a number past int64 by its clamped value. Nothing set.
+  for (const char* count : {"010", "0x10", "", " 5", "18446744073709551615"}) {
+    r = Ctl({"set", "login", "k", count});
+    EXPECT_EQ(r.rc, 2) << count << ": " << r.out;
+    EXPECT_NE(r.err.find(std::string("COUNT: '") + count + "'"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(Ctl({"get", "login", "k"}).rc, 1);  // no such node
+  EXPECT_EQ(Ctl({"top", "login", "05"}).rc, 2);
+  EXPECT_EQ(Ctl({"set", "login", "k", "0"}).rc, 0);
 }
 
 TEST_F(FrsctlTest, MissingStoreIsAnErrorAndIsNotCreated) {

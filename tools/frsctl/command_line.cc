@@ -50,6 +50,18 @@ struct CommandSpec {
   frs::Result<int> (*run)(Session&, Args&);
 };
 
+// CLI11 converts a number as strtoll does with base 0: 010 is 8, 0x10 is
+// 16, and '' or ' 5' pass (a set of 010 set 8). A count, a size or a number
+// of days an operator types is decimal: anything else is refused, naming
+// what was typed (a number past int64 read as its clamped value).
+std::string DecimalProblem(std::string& s) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+    return "'" + s + "' is not a whole number in decimal digits";
+  if (s.size() > 1 && s[0] == '0') return "'" + s + "' begins with 0 (read as octal, 010 is 8): write it without";
+  if (s.size() > 18) return "'" + s + "' is too large";
+  return "";
+}
+
 void AddBizKey(CLI::App& c, frs::ctl::NodeArgs& a, const char* key_help) {
   c.add_option("BIZ", a.biz, "biz name or id")->required();
   c.add_option("KEY", a.key, key_help)->required();
@@ -335,6 +347,10 @@ int RunCommandLine(int argc, char** argv) {
     CLI::App* c = app.add_subcommand(spec.name, spec.help);
     c->add_flag("--json", json, "print JSON: one object (one object per line for listings)");
     spec.options(*c, args);
+    for (CLI::Option* o : c->get_options()) {
+      const std::string type = o->get_type_name();
+      if (type.starts_with("INT") || type.starts_with("UINT")) o->check(CLI::Validator(DecimalProblem, ""));
+    }
     apps.push_back(c);
   }
 
