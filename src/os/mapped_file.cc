@@ -103,8 +103,21 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
     return Status::FromErrno(path, errno);
   }
   if (!f->created_) {
-    // Waits while a creator is still writing the header.
+    // Waits while a creator is still writing the header, or while frsctl
+    // grow swaps the store for a new one: the path then names another file
+    // than the one this fd locked, and the mapping (of the path) would be
+    // of a file this process holds no lock on, which a later grow's
+    // exclusive lock would not see. Opened again, up to a few times.
     if (::flock(fd.get(), LOCK_SH) != 0) return Status::FromErrno(path + ": flock", errno);
+    for (int again = 0; again < 8; ++again) {
+      struct stat held, named;
+      if (::fstat(fd.get(), &held) != 0 || ::stat(path.c_str(), &named) != 0 ||
+          (held.st_dev == named.st_dev && held.st_ino == named.st_ino))
+        break;
+      fd.reset(::open(path.c_str(), (f->read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK));
+      if (!fd.valid()) return Status::FromErrno(path, errno);
+      if (::flock(fd.get(), LOCK_SH) != 0) return Status::FromErrno(path + ": flock", errno);
+    }
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(path + ": fstat", errno);

@@ -515,7 +515,9 @@ TEST_F(FrsctlTest, AnUnknownCommandNamesItselfAndTheCommands) {
   // the rest: the command, what is wrong, where its help is.
   r = Ctl({"set", "login", "k", "abc"});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("frsctl: set: COUNT: \"abc\" is not a number (frsctl set --help)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("frsctl: set: COUNT: 'abc' is not a whole number in decimal digits (frsctl set --help)"),
+            std::string::npos)
+      << r.err;
   r = Ctl({"verify", "--repairr"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("verify: unknown option or one argument too many: --repairr (frsctl verify --help)"),

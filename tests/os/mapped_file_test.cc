@@ -2,7 +2,9 @@
 // by others only once its creator is done, and told deleted or truncated.
 #include "os/mapped_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,11 +13,13 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "common/files.h"
 #include "common/temp_dir.h"
+#include "os/unique_fd.h"
 
 namespace frs {
 namespace {
@@ -102,6 +106,54 @@ TEST_F(MappedFileTest, AnOpenerWaitsForTheCreatorToFinish) {
   opener.join();
   EXPECT_TRUE(opened.load());
   EXPECT_EQ(seen, 42) << "the opener sees the header written before FinishCreate";
+}
+
+// frsctl grow swaps a store for a new one while it holds the old files
+// exclusively. An opener blocked on that lock meanwhile mapped the new file
+// (the mapping opens the path again) but held its lock on the old one: the
+// file it used was unlocked, and a later grow's exclusive lock of it did
+// not see it. Once it has its lock, an opener whose path names another file
+// opens that one, and holds its lock there.
+TEST_F(MappedFileTest, AnOpenerBlockedWhileTheFileIsReplacedLocksTheNewOne) {
+  {
+    auto old_file = MustMap(path_, Mode::kCreateIfMissing);
+    ASSERT_NE(old_file, nullptr);
+    old_file->data()[0] = 1;
+    ASSERT_TRUE(old_file->FinishCreate().ok());
+  }
+  UniqueFd hold(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(hold.valid());
+  ASSERT_EQ(::flock(hold.get(), LOCK_EX), 0);
+  struct stat old_st;
+  ASSERT_EQ(::fstat(hold.get(), &old_st), 0);
+  std::unique_ptr<os::MappedFile> opened;
+  std::thread opener([&] { opened = MustMap(path_, Mode::kOpenOnly); });
+  // Until the opener waits for the lock (its request is in /proc/locks).
+  const std::string waiting = ":" + std::to_string(old_st.st_ino) + " ";
+  bool blocked = false;
+  for (int i = 0; i < 500 && !blocked; ++i) {
+    std::istringstream locks(testing::ReadFile("/proc/locks"));
+    for (std::string line; std::getline(locks, line);)
+      blocked = blocked || (line.find("->") != std::string::npos && line.find(waiting) != std::string::npos);
+    if (!blocked) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    const std::string fresh = d_ / "frs.0.store.new";
+    auto f = MustMap(fresh, Mode::kCreateIfMissing);
+    ASSERT_NE(f, nullptr);
+    f->data()[0] = 2;
+    ASSERT_TRUE(f->FinishCreate().ok());
+    ASSERT_EQ(std::rename(fresh.c_str(), path_.c_str()), 0);
+  }
+  hold.reset();  // the lock goes: the opener proceeds
+  opener.join();
+  EXPECT_TRUE(blocked) << "the opener never waited for the lock: the test proves nothing";
+  ASSERT_NE(opened, nullptr);
+  EXPECT_EQ(opened->data()[0], 2);
+  // The file it maps is locked: an exclusive lock of it is refused.
+  UniqueFd probe(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(probe.valid());
+  EXPECT_NE(::flock(probe.get(), LOCK_EX | LOCK_NB), 0) << "the opener holds its lock on the file the grow removed";
 }
 
 TEST_F(MappedFileTest, AnEmptyFileIsCorrupt) {

@@ -17,6 +17,16 @@
 // grow killed before that leaves it behind, and the next grow removes it
 // (and a DIR.grow-old, see Swap) once it holds the store lock.
 //
+// Nobody else may write the old store during a grow (docs/frsctl.md): a
+// command that opened it is seen by the checks of its users, but one that
+// opened, wrote and closed it between two checks was not, and its write
+// stayed in the old store, left behind by the swap (a `set` that said "count
+// set" and then read its old value). So the old files are hashed before the
+// copy and again under the swap's exclusive locks: any byte written
+// meanwhile stops the grow, changing nothing. (An opener blocked on those
+// locks maps and locks the new files once they are released:
+// MappedFile::Open checks that its path still names the file it locked.)
+//
 // Last use: Store::Update writes `now_s` as the node's last access, so each
 // node is written with now_s = its old last_access_s. Staleness during the
 // copy is then judged at a time no later than now, so the copy never counts
@@ -29,14 +39,18 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <xxhash.h>
 
 #include "commands.h"
 #include "format.h"
@@ -379,6 +393,38 @@ Result<std::string> Swap(const std::string& dir, const std::string& build) {
 
 }  // namespace
 
+// XXH3 of the bytes of `paths`, in order, each read whole (1 MiB at a time).
+Result<uint64_t> HashOfFiles(const std::vector<std::string>& paths) {
+  XXH3_state_t* state = XXH3_createState();
+  if (state == nullptr) return Status::IOError("cannot hash the store files: out of memory");
+  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> owned(state, XXH3_freeState);
+  XXH3_64bits_reset(state);
+  std::vector<char> buf(1 << 20);
+  for (const std::string& p : paths) {
+    UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno(p, errno);
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(fd.get(), buf.data(), buf.size(), at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Status::FromErrno(p, errno);
+      if (n == 0) break;
+      XXH3_64bits_update(state, buf.data(), static_cast<size_t>(n));
+      at += n;
+    }
+  }
+  return static_cast<uint64_t>(XXH3_64bits_digest(state));
+}
+
+// FRS_TEST_GROW_BEFORE_SWAP=PATH (the tests): before the swap's locks, the
+// grow writes PATH.ready and waits until PATH exists, so that a test can
+// write the store at that instant.
+void TestPauseBeforeSwap() {
+  const char* at = std::getenv("FRS_TEST_GROW_BEFORE_SWAP");
+  if (at == nullptr || *at == '\0') return;
+  std::ofstream(std::string(at) + ".ready") << "ready\n";
+  for (int i = 0; i < 3000 && ::access(at, F_OK) != 0; ++i) ::usleep(10 * 1000);
+}
+
 Result<int> RunGrow(Session& s, const GrowArgs& a) {
   const uint32_t now = static_cast<uint32_t>(std::time(nullptr));
   const std::string dir = ResolveDir(s.cfg.store_dir);
@@ -446,6 +492,8 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   };
   if (Status st = refuse_users(); !st.ok()) return st;
   const std::vector<std::string> removed = RemoveLeftovers(dir);
+  Result<uint64_t> hash_before = HashOfFiles(paths);
+  if (!hash_before.ok()) return hash_before.status();
 
   // The old store, checked and surveyed. Read-only, so without chain locks
   // (nobody else has it open, see above, and no frsd can start): a grow
@@ -561,9 +609,17 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (!late.empty())
     return Status::Busy(DescribeUsers(late) + " opened " + late.front().file +
                         " during the grow: stop it and run grow again (nothing changed)");
+  TestPauseBeforeSwap();
   Result<ExclusiveLocks> hold = ExclusiveLocks::Take(paths);
   if (!hold.ok())
     return Status::Busy(hold.status().message() + " (it opened the store during the grow; nothing changed)");
+  Result<uint64_t> hash_after = HashOfFiles(paths);
+  if (!hash_after.ok()) return hash_after.status();
+  if (hash_after.value() != hash_before.value())
+    return Status::Busy(
+        "the store was written during the grow (a frsctl command, or a program linking libfrs, "
+        "opened it, wrote and closed it): its writes are in the old store, which stays; nothing "
+        "changed: run grow again with nothing else using the store");
 
   Result<std::string> old_at = Swap(dir, build);
   if (!old_at.ok()) return old_at.status();
