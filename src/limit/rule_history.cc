@@ -27,14 +27,19 @@ bool RuleHistory::ParseLine(const std::string& line, Entry* e) {
   return true;
 }
 
-std::vector<RuleHistory::Entry> RuleHistory::ReadFile() const {
+std::vector<RuleHistory::Entry> RuleHistory::ReadFile(bool* damaged) const {
   std::vector<Entry> out;
+  *damaged = false;
   if (dir_.empty()) return out;
   std::ifstream in(os::store_dir::In(dir_, os::store_dir::kRuleHistory));
   std::string line;
   while (std::getline(in, line)) {
     Entry e;
-    if (!ParseLine(line, &e)) continue;  // a damaged line forgets one rule's past, nothing more
+    if (!ParseLine(line, &e)) {
+      // A damaged line forgets one rule's past, nothing more; a comment is none.
+      *damaged = *damaged || !(line.empty() || line[0] == '#');
+      continue;
+    }
     out.push_back(std::move(e));
   }
   return out;
@@ -83,7 +88,8 @@ void RuleHistory::WriteFile(const std::vector<Entry>& entries) const {
 void RuleHistory::Apply(MapConfig* config) {
   MutexLock lock(&mu_);
   // What another process (an earlier frsd, another worker) wrote, then ours.
-  std::vector<Entry> merged = ReadFile();
+  bool damaged = false;
+  std::vector<Entry> merged = ReadFile(&damaged);
   for (const Entry& e : entries_)
     if (std::find(merged.begin(), merged.end(), e) == merged.end()) merged.push_back(e);
   const std::vector<Entry> before = merged;
@@ -113,7 +119,11 @@ void RuleHistory::Apply(MapConfig* config) {
       }
     }
   }
-  if (merged != before) WriteFile(merged);
+  // A damaged file is left as it is: frsd's start moves it aside, saying so,
+  // and frsctl verify reports it. Rewritten here (by any read of frsctl, or
+  // a library's engine), its damage went unsaid and the pasts it still held
+  // in its unread lines were gone for good.
+  if (merged != before && !damaged) WriteFile(merged);
   entries_ = merged;
   // Each rule's past: the other identities of its name and algorithm, newest
   // first. Fixed and calendar windows count alike: either takes the other's.

@@ -57,7 +57,8 @@ class RuleHistory {
   };
   // One line of the file; false for a line that is not an entry.
   static bool ParseLine(const std::string& line, Entry* e);
-  std::vector<Entry> ReadFile() const;
+  // The file's entries; *damaged when a line is neither an entry nor a comment.
+  std::vector<Entry> ReadFile(bool* damaged) const;
   void WriteFile(const std::vector<Entry>& entries) const;
 
   const std::string dir_;

@@ -1133,6 +1133,13 @@ TEST_F(FrsctlTest, VerifyChecksEveryFileOfTheStoreDirectoryAsFrsdWill) {
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   };
   auto frsd_test = [&]() { return ctl_test::RunCtl(dir_.path(), "", {"-t", "-c", dir_ / "srv.xml"}, "", FRSD_PATH); };
+  // A read of frsctl's leaves a damaged rules.history as it is: its engine
+  // rewrote it whole, and verify then called it clean, the damage and what
+  // its other lines held gone unsaid (found by an outside run).
+  std::ofstream(dir_ / "data/rules.history", std::ios::trunc) << "1 login_1 60 5\nxx\n";
+  const std::string history = ReadFile(dir_ / "data/rules.history");
+  EXPECT_EQ(Ctl({"dump"}).rc, 0);
+  EXPECT_EQ(ReadFile(dir_ / "data/rules.history"), history);
   const std::string stats = ReadFile(dir_ / "data/stats.frs");
   smash("stats.frs", "XXXXXXXX");
   smash("denials.frs", "YYYYYYYY");
