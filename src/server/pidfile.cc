@@ -15,15 +15,19 @@ namespace frs::server {
 namespace {
 
 // Whether `pid` is a live process named frsd (/proc/PID/comm).
-bool IsFrsd(long pid) {
+// Whether process `pid` here runs the program `name` (its /proc comm).
+bool Runs(long pid, const char* name) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%ld/comm", pid);
   os::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return false;
   char comm[32] = {};
   const ssize_t n = ::read(fd.get(), comm, sizeof comm - 1);
-  return n >= 5 && std::strncmp(comm, "frsd\n", 5) == 0;
+  const size_t len = std::strlen(name);
+  return n == static_cast<ssize_t>(len + 1) && std::strncmp(comm, name, len) == 0 && comm[len] == '\n';
 }
+
+bool IsFrsd(long pid) { return Runs(pid, "frsd"); }
 
 }  // namespace
 
@@ -53,6 +57,10 @@ Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& w
     // directory, and killing that number here would hit something else.
     std::string who;
     if (pid > 0 && IsFrsd(pid)) who = "frsd (pid " + std::to_string(pid) + ")";
+    else if (pid > 0 && what == "store" && Runs(pid, "frsctl"))
+      // frsctl grow and upgrade hold the store's lock as frsd does, to the end.
+      return Status::Busy("frsctl (pid " + std::to_string(pid) + ": a grow or an upgrade) holds the store " +
+                          path.substr(0, path.rfind('/')) + ": start frsd once it has ended");
     else if (pid > 0)
       who = "another frsd (its lock names pid " + std::to_string(pid) +
             ", no frsd here: one in another PID namespace, a container's, or on another machine sharing the "

@@ -427,13 +427,20 @@ TEST_F(GrowTest, AWriteDuringTheGrowStopsItAndIsKept) {
     ready = std::filesystem::exists(gate + ".ready");
     if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  CtlRun set;
-  if (ready) set = Ctl({"set", "login", "login:1", "3"});
+  CtlRun set, start;
+  if (ready) {
+    set = Ctl({"set", "login", "login:1", "3"});
+    // frsd started meanwhile names the grow, not a pid an earlier frsd
+    // left in the lock file.
+    start = ctl_test::RunCtl(dir_.path(), "", {"-c", dir_ / "srv.xml", "--foreground"}, "", FRSD_PATH);
+  }
   std::ofstream(gate) << "go\n";
   int status = 0;
   ::waitpid(child, &status, 0);
   ASSERT_TRUE(ready) << ReadFile(dir_ / "grow.err");
   EXPECT_EQ(set.rc, 0) << set.err;
+  EXPECT_NE(start.rc, 0);
+  EXPECT_NE(start.err.find(": a grow or an upgrade) holds the store"), std::string::npos) << start.err;
   const std::string err = ReadFile(dir_ / "grow.err");
   EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 3) << err;
   EXPECT_NE(err.find("the store was written during the grow"), std::string::npos) << err;

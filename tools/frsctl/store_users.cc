@@ -236,6 +236,12 @@ Result<UniqueFd> TakeFrsdStoreLock(const std::string& dir) {
     return Status::Busy(who + " holds the store lock " + path +
                         ": frsd is running on this store (or another grow is); stop it first");
   }
+  // Its holder's pid, as frsd writes its own: an frsd started meanwhile names
+  // this frsctl, not the pid an earlier frsd left in the file.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0 ||
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+    return Status::FromErrno("cannot write the store lock " + path, errno);
   return fd;
 }
 
