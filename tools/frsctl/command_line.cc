@@ -279,11 +279,10 @@ std::string DefaultConfig() { return frs::DefaultServiceConfigPath(); }
 std::string WhereTheConfigPathCameFrom(const std::string& config, bool given) {
   if (given || ::access(config.c_str(), F_OK) == 0) return "";
   const char* env = std::getenv("FRS_CONF");
-  return config + ": " +
-         (env != nullptr && *env != '\0'
-              ? "named by $FRS_CONF"
-              : "the default path (neither -c nor $FRS_CONF given: /etc/frs/srv.xml, or PREFIX/etc/frs/srv.xml for "
-                "a program in PREFIX/bin)") +
+  return std::string(env != nullptr && *env != '\0'
+                         ? "named by $FRS_CONF"
+                         : "the default path (neither -c nor $FRS_CONF given: /etc/frs/srv.xml, or "
+                           "PREFIX/etc/frs/srv.xml for a program in PREFIX/bin)") +
          "; -c FILE names another";
 }
 
@@ -409,10 +408,11 @@ int RunCommandLine(int argc, char** argv) {
       args.handoff.token = std::move(t.value());
     }
     if (frs::Status st = frs::ctl::OpenSession(config, needs, &s); !st.ok()) {
-      const int code = Fail(st.message(), frs::ctl::ExitCodeFor(st));
+      // One line, as every failure: what is wrong, then where the path came from.
+      std::string what = st.message();
       if (std::string where = WhereTheConfigPathCameFrom(config, config_option->count() > 0); !where.empty())
-        Fail(where, code);
-      return code;
+        what += " (" + where + ")";
+      return Fail(what, frs::ctl::ExitCodeFor(st));
     }
     frs::Result<int> r = spec.run(s, args);
     std::fflush(stdout);

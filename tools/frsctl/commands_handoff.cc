@@ -214,11 +214,15 @@ struct Failures {
     if (first.ok()) first = std::move(s);
     else ++more;
   }
-  Status Combined() const {
+  // A dry run sends nothing and spools nothing: its failures say where the
+  // real run would fail, and what to fix before it.
+  Status Combined(bool dry_run) const {
     if (first.ok() || more == 0) return first;
-    return Status::Unavailable(first.message() + " (and " + std::to_string(more) +
-                               " more failure(s); run frsctl handoff again once they are fixed: what was not sent "
-                               "stays in the spool)");
+    return Status::Unavailable(first.message() + " (and " + std::to_string(more) + " more failure(s); " +
+                               (dry_run ? "the real run would fail there too: fix them before it"
+                                        : "run frsctl handoff again once they are fixed: what was not sent stays in "
+                                          "the spool") +
+                               ")");
   }
 };
 
@@ -812,7 +816,7 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
       std::printf("%llu node(s) stay: imported without their route from an export whose key text was cut\n",
                   static_cast<unsigned long long>(unknown_route));
   }
-  if (Status st = failed.Combined(); !st.ok()) return st;
+  if (Status st = failed.Combined(a.dry_run); !st.ok()) return st;
   if (before && with_replicas && !a.dry_run)
     if (Status told = ReportHandedOff(s.cfg.cluster_self, ring, s.cfg.cluster_replicas != 0, token, s.cfg.store_dir);
         !told.ok())
