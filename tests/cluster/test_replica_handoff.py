@@ -245,6 +245,14 @@ class ReplicaHandoff(unittest.TestCase):
         old, type(self).names = self.names, names
         return old
 
+    def use_keys_held_by(self, old, new, a, b):
+        """One use of each key whose two holders are `a` and `b` under both
+        lists, owned by each of them in turn (the keys of both)."""
+        keys = [k for k in KEYS if holders(old, k) == holders(new, k) and set(holders(new, k)) == {a.name, b.name}]
+        self.assertEqual({holders(new, k)[0] for k in keys}, {a.name, b.name})
+        for k in keys:
+            self.use(k)
+
     def check_holders(self, names, live):
         """Every key: exactly the oracle's count at its holders (two, or its
         owner alone without replicas), on no other shard."""
@@ -365,12 +373,7 @@ class ReplicaHandoff(unittest.TestCase):
         )
         since = len(first.log())
         since_other = len(other.log())
-        shared = [
-            k for k in KEYS if holders(old, k) == holders(new, k) and set(holders(new, k)) == {first.name, other.name}
-        ]
-        self.assertEqual({holders(new, k)[0] for k in shared}, {first.name, other.name})
-        for k in shared:
-            self.use(k)
+        self.use_keys_held_by(old, new, first, other)
         # Neither side refused the other: the new worker named the right
         # list, and took the other's batches under it.
         self.assertNotIn("replica link to %s is down (answered 409" % other.name, first.log()[since:])
@@ -387,12 +390,7 @@ class ReplicaHandoff(unittest.TestCase):
         self.assertIn("a ring change made by a restart", third.log())
         self.assertNotIn("the list before the change is not in", third.log())
         since_third = len(third.log())
-        pair = [
-            k for k in KEYS if holders(old, k) == holders(new, k) and set(holders(new, k)) == {third.name, other.name}
-        ]
-        self.assertEqual({holders(new, k)[0] for k in pair}, {third.name, other.name})
-        for k in pair:
-            self.use(k)
+        self.use_keys_held_by(old, new, third, other)
         self.assertNotIn("replica link to %s is down (answered 409" % other.name, third.log()[since_third:])
         self.assertIn("replicas: %s runs the <cluster> that follows this shard's" % third.name, other.log())
         for n in old[1:]:
