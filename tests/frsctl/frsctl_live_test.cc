@@ -137,6 +137,12 @@ TEST(FrsctlLiveTest, GetSetDelWhileFrsdServes) {
     std::string got = CtlOut(config, "get --json login seen");
     EXPECT_NE(got.find("\"limit\":5"), std::string::npos) << got;
     EXPECT_NE(got.find(pid_words), std::string::npos) << got;
+    // A biz the edited map.xml adds is unknown to the map frsd runs: said
+    // of that map, not of map.xml, which names it.
+    std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"login\"><rule interval=\"600\" max=\"2\"/></biz>"
+                                   << "<biz id=\"3\" name=\"fresh\"><rule interval=\"600\" max=\"1\"/></biz>" << second;
+    got = CtlOut(config, "get fresh k");
+    EXPECT_NE(got.find("unknown biz \"fresh\": the map the running frsd runs ("), std::string::npos) << got;
     std::ofstream(dir / "map.xml") << "<map><biz id=\"1\" name=\"login\"><rule interval=";
     got = CtlOut(config, "get --json login seen");
     EXPECT_NE(got.find("\"limit\":5"), std::string::npos) << got;

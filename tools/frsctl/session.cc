@@ -382,9 +382,12 @@ Result<uint16_t> ResolveBizArg(const Session& s, const std::string& biz) {
              named + "?)";
   }
   // The bizzes are the map's and, with <grpc config>, Envoy's descriptors'
-  // (envoy.DOMAIN...), which come from the YAML files, not from map.xml.
-  const std::string from =
-      s.cfg.grpc ? s.cfg.map_path + " and the <grpc config> files have " : s.cfg.map_path + " has ";
+  // (envoy.DOMAIN...), which come from the YAML files, not from map.xml;
+  // beside a running frsd, those of the map it runs, which a map.xml edited
+  // since (a biz added, not reloaded yet) does not name.
+  const std::string map =
+      s.running ? "the map the running frsd runs (" + s.cfg.map_path + " as it last loaded it)" : s.cfg.map_path;
+  const std::string from = s.cfg.grpc ? map + " and the <grpc config> files have " : map + " has ";
   return Status::InvalidArgument("unknown biz \"" + PrintableHead(biz) + "\"" + hint + ": " + from +
                                  (known.empty() ? "none" : known));
 }
