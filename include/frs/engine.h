@@ -79,7 +79,10 @@ struct EngineOptions {
   // For a program that only reads counts (frsctl get, dump, export): a
   // statistics file that does not open (its mode, damage) is reported
   // through on_problem and the engine opens with empty statistics in
-  // memory, instead of failing. frsd never sets it: its statistics are kept.
+  // memory, instead of failing; so is a lease.key that does not read (a
+  // directory, a wrong length), the engine then showing lease and
+  // reservation ids by serial only, as without the file. frsd never sets
+  // it: its statistics are kept, and its ids verify.
   bool statistics_optional = false;
   // <cluster lease_key="FILE">: the 16-byte secret that keys lease ids,
   // the same on every shard so that a route's two holders verify each

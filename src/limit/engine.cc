@@ -45,7 +45,14 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
   auto secret = opts.lease_key_file.empty() ? limit::LoadLeaseSecret(opts.stats_dir, make)
                                             : limit::LoadLeaseKeyFile(opts.lease_key_file);
   bool known = true;
-  if (!secret.ok() && !make && opts.lease_key_file.empty() && secret.status().IsNotFound()) {
+  if (!secret.ok() && !make && opts.lease_key_file.empty() &&
+      (secret.status().IsNotFound() || opts.statistics_optional)) {
+    // A reader of counts alone reads around a secret that does not read,
+    // saying so: the nodes do not need it (an export keeps ids by serial).
+    if (!secret.status().IsNotFound() && opts.on_problem)
+      opts.on_problem(secret.status().message() +
+                      ": read without it (lease and reservation ids show by serial only; `frsctl verify` says what "
+                      "frsd's start does with the file)");
     secret = limit::LoadLeaseSecret("", false);
     known = false;
   }

@@ -1740,6 +1740,24 @@ TEST_F(FrsctlTest, AMissingLeaseKeyIsNeverMadeByFrsctl) {
   EXPECT_NE(r.out.find("lease.key is missing: frsd makes a new secret at its next start"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(key));
 
+  // A lease.key that does not read (a directory in its place, a wrong
+  // length): a command that only reads nodes reads around it, saying so;
+  // one that writes is refused as a fault of the store (exit 3, it was 2,
+  // "bad arguments"), without advice to move aside what verify says to keep.
+  for (const bool directory : {true, false}) {
+    if (directory) std::filesystem::create_directory(key);
+    else std::ofstream(key) << std::string(15, 'k');
+    r = Ctl({"get", "inflight", "u42"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("lease #1 held"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("lease.key: a lease secret is"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("read without it"), std::string::npos) << r.err;
+    r = Ctl({"set", "inflight", "u42", "1"});
+    EXPECT_EQ(r.rc, 3) << r.err;
+    EXPECT_EQ(r.err.find("moved aside"), std::string::npos) << r.err;
+    std::filesystem::remove_all(key);
+  }
+
   std::filesystem::rename(dir_ / "lease.key.saved", key);
   r = Ctl({"get", "inflight", "u42"});
   EXPECT_NE(r.out.find("lease " + id + " held"), std::string::npos) << r.out;

@@ -258,12 +258,13 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     // every command that reads nodes: say where the way out is.
     const Status& st = e.status();
     const std::string hint =
-        " (`frsctl verify` names each damaged file of the store and what frsd's start does with it; moved aside as "
-        "it says, the store's nodes can be read again)";
-    // Only for a file of the store directory (a map.xml error is not one).
+        " (`frsctl verify` names each damaged file of the store and what frsd's start does with it; the commands "
+        "that only read nodes, get, explain, dump, top and export, read around it)";
+    // Only for a file of the store directory (a map.xml error is not one):
+    // a fault of the store, not of the command line (exit 3, not 2).
     const bool store_file = st.message().rfind(s->cfg.store_dir + "/", 0) == 0;
     if (store_file && st.code() == Status::Code::kCorruption) return Status::Corruption(st.message() + hint);
-    if (store_file && st.code() == Status::Code::kInvalidArgument) return Status::InvalidArgument(st.message() + hint);
+    if (store_file && st.code() == Status::Code::kInvalidArgument) return Status::IOError(st.message() + hint);
     return st;
   }
   s->engine = std::move(e).value();
