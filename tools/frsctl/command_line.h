@@ -12,7 +12,9 @@
 // But what a command does to its process, it does to the caller's:
 //   - run as root on a store directory another user owns, it becomes that
 //     user for good (setresuid, session.h), as the program does;
-//   - with FRS_TEST_HANDOFF_CRASH set, handoff's crash points _exit(137).
+//   - with FRS_TEST_HANDOFF_CRASH set, handoff's crash points _exit(137);
+//   - with FRS_TEST_GROW_BEFORE_SWAP set, grow waits for that file before
+//     its swap (the tests run grow as a program).
 //
 // Thread safety: one call at a time per process (standard streams, the
 // once-a-run notes of node_out.h).

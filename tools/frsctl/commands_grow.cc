@@ -391,8 +391,6 @@ Result<std::string> Swap(const std::string& dir, const std::string& build) {
   return old;
 }
 
-}  // namespace
-
 // XXH3 of the bytes of `paths`, in order, each read whole (1 MiB at a time).
 Result<uint64_t> HashOfFiles(const std::vector<std::string>& paths) {
   XXH3_state_t* state = XXH3_createState();
@@ -424,6 +422,8 @@ void TestPauseBeforeSwap() {
   std::ofstream(std::string(at) + ".ready") << "ready\n";
   for (int i = 0; i < 3000 && ::access(at, F_OK) != 0; ++i) ::usleep(10 * 1000);
 }
+
+}  // namespace
 
 Result<int> RunGrow(Session& s, const GrowArgs& a) {
   const uint32_t now = static_cast<uint32_t>(std::time(nullptr));
