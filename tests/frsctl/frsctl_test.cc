@@ -284,6 +284,25 @@ TEST_F(FrsctlTest, OnAClusterShardNodeCommandsNameTheKeysHolders) {
     break;
   }
   EXPECT_EQ(Ctl({"set", "login", "user:1", "1"}).err, "");  // no <cluster>: no note
+  // Without replicas, a key's one holder is its owner: a set on another
+  // shard said nothing (found by an outside run); it says where the key is.
+  std::string plain = ReadFile(dir_ / "r.xml");
+  plain.replace(plain.find(" replicas=\"1\""), 13, "");
+  std::ofstream(dir_ / "p.xml") << plain;
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "user:" + std::to_string(i);
+    const std::string owner = ring->shards()[ring->OwnerIndex(key)].name;
+    CtlRun set = Ctl({"set", "login", key, "1"}, "p.xml");
+    if (owner == "127.0.0.1:8302") {
+      EXPECT_EQ(set.err, "") << key;
+    } else {
+      EXPECT_NE(set.err.find("note: set changed this shard's store (127.0.0.1:8302), which does not own the key's "
+                             "route: its owner " +
+                             owner),
+                std::string::npos)
+          << set.err;
+    }
+  }
   // A lone server (srv.xml without <cluster>, the same store) holds every
   // key: no such fields.
   CtlRun r = Ctl({"get", "--json", "login", "user:1"});

@@ -324,7 +324,18 @@ std::optional<KeyHolders> HoldersOfKey(const Session& s, std::string_view key) {
 }
 
 void NoteChangeIsThisShardsOnly(const Session& s, std::string_view key, const char* what) {
-  if (s.cfg.cluster_shards.empty() || s.cfg.cluster_replicas == 0) return;
+  if (s.cfg.cluster_shards.empty()) return;
+  if (s.cfg.cluster_replicas == 0) {
+    // One holder, the route's owner: a node changed on another shard is one
+    // the proxies never send the key to (it changed nothing they see).
+    if (key.empty()) return;
+    if (std::optional<KeyHolders> h = HoldersOfKey(s, key); h && !h->self)
+      std::fprintf(stderr,
+                   "frsctl: note: %s changed this shard's store (%s), which does not own the key's route: its owner "
+                   "%s serves it and keeps its own node: run the command there\n",
+                   what, s.cfg.cluster_self.c_str(), h->owner.c_str());
+    return;
+  }
   std::string others;
   if (key.empty()) {
     others = "the other shards keep theirs";
