@@ -1,9 +1,10 @@
 // base/json_writer.cc: frs::JsonWriter (include/frs/json_writer.h).
 #include "frs/json_writer.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
+
+#include "base/decimal.h"
 
 namespace frs {
 
@@ -44,12 +45,12 @@ JsonWriter& JsonWriter::String(std::string_view s) {
 }
 
 JsonWriter& JsonWriter::Int(int64_t v) {
-  char buf[24];
-  return Raw(std::string_view(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf)));
+  char buf[kMaxDecimalChars];
+  return Raw(std::string_view(buf, static_cast<size_t>(WriteDecimal(buf, v) - buf)));
 }
 JsonWriter& JsonWriter::Uint(uint64_t v) {
-  char buf[24];
-  return Raw(std::string_view(buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf)));
+  char buf[kMaxDecimalChars];
+  return Raw(std::string_view(buf, static_cast<size_t>(WriteDecimal(buf, v) - buf)));
 }
 
 JsonWriter& JsonWriter::Double(double v) {

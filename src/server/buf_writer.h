@@ -9,14 +9,15 @@
 // case and appending once keeps the bytes identical and the work linear.
 //
 // The caller sizes the buffer for the worst case of what it writes (an
-// integer is at most 20 characters); nothing here checks bounds.
+// integer is at most kMaxDecimalChars); nothing here checks bounds.
 #pragma once
 
-#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
+
+#include "base/decimal.h"
 
 namespace frs::server {
 
@@ -35,19 +36,7 @@ class BufWriter {
     p_ += s.size();
   }
   void Char(char c) { *p_++ = c; }
-  // Most integers of an answer are counts below 100 (a limit, what
-  // remains, 0/1 flags): those skip std::to_chars' length and table work.
-  void Int(int64_t v) {
-    if (v >= 0 && v < 10) {
-      *p_++ = static_cast<char>('0' + v);
-    } else if (v >= 10 && v < 100) {
-      p_[0] = static_cast<char>('0' + v / 10);
-      p_[1] = static_cast<char>('0' + v % 10);
-      p_ += 2;
-    } else {
-      p_ = std::to_chars(p_, p_ + 20, v).ptr;
-    }
-  }
+  void Int(int64_t v) { p_ = WriteDecimal(p_, v); }
   // ` name="V"` with `lead` = ` name="` (a literal: copied with a
   // constant length).
   template <size_t N>
@@ -68,7 +57,7 @@ class BufWriter {
 // The digits of the last integer written through it, copied when the next
 // one is the same: reset times repeat (a decision's reset is usually its
 // rule's, the members of a batch often share a window), and they are the
-// ten-digit integers that cost std::to_chars the most.
+// ten-digit integers that cost the most to write.
 class DigitsMemo {
  public:
   void Int(BufWriter& w, int64_t v) {

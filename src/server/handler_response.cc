@@ -1,10 +1,10 @@
 #include "server/handler.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <ctime>
 
+#include "base/decimal.h"
 #include "limit/lease_id.h"
 #include "server/buf_writer.h"
 
@@ -39,9 +39,8 @@ std::string_view StatusLine(int status) {
 }
 
 void AppendNum(int64_t v, std::string* out) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out->append(buf, static_cast<size_t>(r.ptr - buf));
+  char buf[kMaxDecimalChars];
+  out->append(buf, static_cast<size_t>(WriteDecimal(buf, v) - buf));
 }
 
 // The IETF httpapi RateLimit header fields (draft-ietf-httpapi-ratelimit-

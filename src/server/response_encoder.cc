@@ -2,10 +2,10 @@
 
 #include <atomic>
 
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 
+#include "base/decimal.h"
 #include "limit/lease_id.h"
 #include "server/buf_writer.h"
 
@@ -14,9 +14,8 @@ namespace frs::server {
 namespace {
 
 void AppendInt(int64_t v, std::string* out) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out->append(buf, static_cast<size_t>(r.ptr - buf));
+  char buf[kMaxDecimalChars];
+  out->append(buf, static_cast<size_t>(WriteDecimal(buf, v) - buf));
 }
 
 void Attr(const char* name, int64_t v, std::string* out) {
@@ -96,8 +95,8 @@ inline void WriteLeaseAndReservation(Cmd cmd, const Decision& d, BufWriter& w) {
 }
 
 size_t WriteDecision(Cmd cmd, const Decision& d, char* buf) {
-  // Hot path (every acquire): literals of known length, small integers
-  // without to_chars (buf_writer.h). Worst case: 6 top-level and 7
+  // Hot path (every acquire): literals of known length, integers by
+  // WriteDecimal (base/decimal.h). Worst case: 6 top-level and 7
   // per-rule integers of at most 20 digits plus fixed text, well under
   // kMaxDecisionBytes.
   static_assert(kMaxRulesPerBiz <= 8, "resize kMaxDecisionBytes");

@@ -2,7 +2,7 @@
 //
 // Encoding appends to a caller's reused std::string, in the contract's exact
 // attribute order (code allowed count limit remaining reset retry_after,
-// then shadow/found/... extras), numbers with std::to_chars.
+// then shadow/found/... extras), numbers by WriteDecimal (base/decimal.h).
 //
 // Thread safety: pure functions.
 #pragma once

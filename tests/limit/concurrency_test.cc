@@ -2,8 +2,10 @@
 // expiry), its ids, its block, and what map.xml accepts of it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -100,6 +102,19 @@ TEST(LeaseId, ParsesOnlyWhatItFormats) {
   EXPECT_FALSE(limit::ParseLeaseId("1234ABCD0123456789abcdef", &serial, &mac));  // upper case
   EXPECT_FALSE(limit::ParseLeaseId("000000000123456789abcdef", &serial, &mac));  // serial 0
   EXPECT_FALSE(limit::ParseLeaseId("1234abcd0123456789abcde ", &serial, &mac));
+}
+
+TEST(LeaseId, IsPrintfsLowerCaseHexOfSerialAndMac) {
+  std::mt19937_64 rng(1206);
+  for (int i = 0; i < 100000; ++i) {
+    // Every nibble value in every place: random words, and words of one
+    // repeated nibble (all 0s, all 9s, all as, all fs).
+    const uint32_t serial = i < 16 ? 0x11111111u * static_cast<uint32_t>(i) : static_cast<uint32_t>(rng());
+    const uint64_t mac = i < 16 ? 0x1111111111111111ull * static_cast<uint64_t>(i) : rng();
+    char want[32];
+    std::snprintf(want, sizeof want, "%08x%016llx", serial, static_cast<unsigned long long>(mac));
+    ASSERT_EQ(limit::LeaseIdText(serial, mac), want);
+  }
 }
 
 TEST(LeaseId, EveryByteButALowerCaseHexDigitIsRefusedAnywhere) {
