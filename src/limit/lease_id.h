@@ -9,7 +9,8 @@
 // an id of an erased node does not match its successor's leases, and
 // forging one is guessing 64 bits. The secret is `lease.key` in the store
 // directory (16 random bytes, mode 0600, made by the first engine that
-// opens the store to serve it, never by frsctl): every frsd worker and
+// opens the store to serve it, or by frsctl's first engine of a store that
+// never served; never by frsctl beside one that did): every frsd worker and
 // restart reads the same one. A
 // cluster names one file for every shard instead (<cluster lease_key>,
 // LoadLeaseKeyFile), so that a route's two holders verify each other's ids.

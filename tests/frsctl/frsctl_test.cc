@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "common/files.h"
 #include "common/temp_dir.h"
 #include "ctl_runner.h"
 #include "frs/admin_engine.h"
@@ -1781,6 +1782,34 @@ TEST_F(FrsctlTest, AMissingLeaseKeyIsNeverMadeByFrsctl) {
   r = Ctl({"get", "inflight", "u42"});
   EXPECT_NE(r.out.find("lease " + id + " held"), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find("lease.key is missing"), std::string::npos) << r.err;
+}
+
+// A store that never served: frsctl init, then stat, made stats.frs without
+// lease.key, and frsd -t and verify then warned of a lost secret and of ids
+// voided that were never given out. The first engine of such a store makes
+// the secret with stats.frs, as frsd's start would (0600); one of a store
+// that served never does (AMissingLeaseKeyIsNeverMadeByFrsctl).
+TEST_F(FrsctlTest, TheFirstEngineOfANewStoreMakesItsLeaseKey) {
+  const std::filesystem::path key = dir_ / "data/lease.key";
+  CtlRun r = Ctl({"init"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(key)) << "init opens no engine";
+  r = Ctl({"stat"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "data/stats.frs"));
+  ASSERT_TRUE(std::filesystem::exists(key)) << "stat made stats.frs without lease.key";
+  EXPECT_EQ(std::filesystem::file_size(key), 16u);
+  struct stat st {};
+  ASSERT_EQ(::stat(key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("lease.key is missing"), std::string::npos) << r.out;
+  // Made once: the next command reads the same secret.
+  const std::string first = frs::testing::ReadFile(key);
+  r = Ctl({"stat"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(frs::testing::ReadFile(key), first);
 }
 
 // stat --by for a table no biz keeps, or for an unknown biz: the message

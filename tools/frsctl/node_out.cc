@@ -118,8 +118,9 @@ namespace {
 bool g_ids_unknown_said = false;
 
 // An id left empty for a node whose key is known whole: the engine keys no
-// id, the store's lease.key being missing (frsctl never makes it). Said
-// once a run, on standard error: the lines keep their form.
+// id, the store's lease.key being missing (frsctl makes none beside a store
+// that served). Said once a run, on standard error: the lines keep their
+// form.
 void SayIdsUnknown(const NodeView& v, const std::string& id) {
   if (g_ids_unknown_said || !id.empty() || !v.key_kept || v.key_truncated) return;
   g_ids_unknown_said = true;

@@ -217,9 +217,15 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     eo.statistics_optional = true;
     eo.on_problem = [](const std::string& what) { std::fprintf(stderr, "frsctl: warning: %s\n", what.c_str()); };
   }
-  // Only frsd makes the store's lease secret: one made here would void, at
-  // frsd's next start, every id the running frsd gave out.
-  eo.make_lease_key = false;
+  // frsd makes the store's lease secret at its start, with stats.frs: one
+  // made here beside a store that served would void, at frsd's next start,
+  // every id the running frsd gave out. The first engine of a store that
+  // never served (no stats.frs yet: frsctl init's, import's) makes both, as
+  // frsd would: else its stats.frs made the store look as one that lost
+  // its secret, and frsd -t and the start warned of ids voided that never
+  // existed.
+  eo.make_lease_key =
+      ::access(store_dir::In(eo.stats_dir, store_dir::kDailyStats).c_str(), F_OK) != 0 && errno == ENOENT;
   // A second session of one command (import's scratch store) takes what
   // the first found, and does not say it again.
   const bool found_before = s->running.has_value();
