@@ -142,10 +142,16 @@ std::optional<frs::SrvConfig> LoadConfig(const Args& args) {
   return std::nullopt;
 }
 
-// frsd -t: the check, and where a missing srv.xml's path came from.
+// frsd -t: the check, and where a missing srv.xml's path came from. A
+// failure ends on a line of frsd's own, as a pass does: the problems above
+// it are "file:line: message" (an editor jumps to them), and a script or a
+// unit's ExecStartPre log shows whose check failed.
 int TestOnly(const Args& args) {
   const int rc = frs::server::CheckConfiguration(args.config_path, stdout, stderr);
-  if (rc != 0) SayWhereTheConfigPathCameFrom(args);
+  if (rc != 0) {
+    SayWhereTheConfigPathCameFrom(args);
+    std::fprintf(stderr, "frsd: %s: test failed\n", args.config_path.c_str());
+  }
   return rc;
 }
 

@@ -50,6 +50,10 @@ class ShippedCluster(unittest.TestCase):
         r = self.check(1)
         self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("lease.key", r.stdout + r.stderr)
+        # The last line is frsd's own, naming the file checked.
+        self.assertEqual(
+            r.stderr.splitlines()[-1], "frsd: %s: test failed" % os.path.join(self.dir, "shard1.xml"), r.stderr
+        )
 
 
 if __name__ == "__main__":
