@@ -72,6 +72,10 @@ class Ring {
   // A short fingerprint of the shard list (names, order, weights): two
   // shards agree on every owner when their digests are equal.
   uint32_t Digest() const;
+  // Digest() as 8 lowercase hex digits: the one form every reader compares
+  // (srv.xml's /stats <cluster digest>, the store's cluster.digest, the
+  // replicas' questions and answers, frsctl handoff's notes).
+  std::string DigestText() const;
   // The list as text, one "WEIGHT NAME" line per shard in order: what a
   // store directory keeps beside the digest (store_dir::kRingList), so that
   // a start under a changed list knows the one before it. ParseList reads it

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <unordered_set>
 
 #include <boost/crc.hpp>
@@ -153,6 +154,12 @@ uint32_t Ring::Digest() const {
     crc.process_bytes(w.data(), w.size());
   }
   return crc.checksum();
+}
+
+std::string Ring::DigestText() const {
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", Digest());
+  return std::string(hex, 8);
 }
 
 std::string Ring::ListText() const {

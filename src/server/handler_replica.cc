@@ -90,10 +90,11 @@ void Handler::NoteSenderAhead(std::string_view peer, std::string_view theirs) {
   for (char& ch : digest)
     if (ch < 0x21 || ch > 0x7e) ch = '?';
   FRS_LOG(
-      "replicas: %.*s runs the <cluster> that follows this shard's (digest %s after %08x): its changes are taken "
+      "replicas: %.*s runs the <cluster> that follows this shard's (digest %s after %s): its changes are taken "
       "meanwhile, so neither answers alone; give this shard the same srv.xml and SIGHUP it (logged once a minute per "
       "sending shard)",
-      static_cast<int>(std::min<size_t>(peer.size(), 100)), peer.data(), digest.c_str(), opts_.cluster.ring->Digest());
+      static_cast<int>(std::min<size_t>(peer.size(), 100)), peer.data(), digest.c_str(),
+      opts_.cluster.ring->DigestText().c_str());
 }
 
 namespace {
@@ -345,9 +346,8 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     TextBody(404, "/replicate: this shard keeps no replicas (<cluster replicas=\"1\">)", status);
     return;
   }
-  char mine[16], earlier[16] = "";
-  std::snprintf(mine, sizeof mine, "%08x", c.ring->Digest());
-  if (c.previous_ring) std::snprintf(earlier, sizeof earlier, "%08x", c.previous_ring->Digest());
+  const std::string mine = c.ring->DigestText();
+  const std::string earlier = c.previous_ring ? c.previous_ring->DigestText() : std::string();
   ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
   if (q.state && head.method == HttpMethod::kGet) {
     uint64_t draining = 0;

@@ -78,7 +78,7 @@ struct CatchUp {
   AdminEngine* engine;
   ReplicaShared* shared;
   std::string self;    // this shard's name, as a query value
-  std::string digest;  // the <cluster> list's, "%08x"
+  std::string digest;  // the <cluster> list's, Ring::DigestText()
   std::string token;   // the admin token, which signs every question (replica_auth.h)
   int64_t start;       // MonoNs()
   // "&lease_key=CHECK" (empty: no <cluster lease_key>): a shard keyed
@@ -390,8 +390,7 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
 void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shared, std::vector<RingShard>* previous) {
   auto ring = Ring::Make(cfg.cluster_shards);
   if (!ring.ok()) return;
-  char now[16];
-  std::snprintf(now, sizeof now, "%08x", ring->Digest());
+  const std::string now = ring->DigestText();
   const std::string path = store_dir::In(cfg.store_dir, store_dir::kRingDigest);
   const std::string list_path = store_dir::In(cfg.store_dir, store_dir::kRingList);
   Result<std::string> was = os::ReadTextFile(path);
@@ -399,12 +398,11 @@ void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shar
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   Result<std::string> list_text = os::ReadTextFile(list_path);
   Result<Ring> listed = list_text.ok() ? Ring::ParseList(list_text.value()) : Result<Ring>(list_text.status());
-  char listed_digest[16] = "";
-  if (listed.ok()) std::snprintf(listed_digest, sizeof listed_digest, "%08x", listed->Digest());
+  const std::string listed_digest = listed.ok() ? listed->DigestText() : std::string();
   // The list first, then its digest: a stop between the two leaves a list
   // whose digest is not the noted one, which is ignored.
   auto note_list = [&] {
-    if (listed.ok() && std::string_view(listed_digest) == now) return true;
+    if (listed.ok() && listed_digest == now) return true;
     if (auto w = WriteFileWhole(list_path, ring->ListText(), {}); !w.ok()) {
       FRS_LOG("replicas: %s", w.status().message().c_str());
       return false;
@@ -413,8 +411,7 @@ void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shar
   };
   if (fresh_store || !was.ok() || text.size() != 8) {
     if (!note_list()) return;
-    if (auto w = WriteFileWhole(path, std::string(now) + "\n", {}); !w.ok())
-      FRS_LOG("replicas: %s", w.status().message().c_str());
+    if (auto w = WriteFileWhole(path, now + "\n", {}); !w.ok()) FRS_LOG("replicas: %s", w.status().message().c_str());
     return;
   }
   if (text == now) {
@@ -426,7 +423,7 @@ void CarryRingChange(const SrvConfig& cfg, bool fresh_store, ReplicaShared* shar
       "replicas: this store's nodes were last handed off under another <cluster> (digest %s; this one is %s): "
       "a ring change made by a restart; the handoff is pending here, and this shard answers no snapshot until "
       "`frsctl handoff --from OLD_SRV.xml` reports it done (docs/cluster.md, \"Ring changes with replicas\")",
-      text.c_str(), now);
+      text.c_str(), now.c_str());
   if (listed.ok() && text == listed_digest) {
     *previous = listed->shards();
     return;
@@ -508,8 +505,7 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     serving();
     return true;
   }
-  char digest[16];
-  std::snprintf(digest, sizeof digest, "%08x", ring->Digest());
+  const std::string digest = ring->DigestText();
   // A snapshot and the question of what a peer holds for this shard are
   // asked with this shard's lease key check: a shard keyed otherwise
   // refuses them (409), as it refuses another's changes.

@@ -120,9 +120,7 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
     std::atomic_ref<uint64_t>(counters_->inside).store(0);  // a dead worker's, in this slot
     std::atomic_ref<uint64_t>(counters_->stream_hash).store(StreamHash(opts_.stream));
   }
-  char hex[16];
-  std::snprintf(hex, sizeof hex, "%08x", opts_.ring->Digest());
-  digest_ = hex;
+  digest_ = opts_.ring->DigestText();
   for (Link& l : links_) {
     if (std::find(opts_.down_at_start.begin(), opts_.down_at_start.end(), l.name) == opts_.down_at_start.end())
       continue;

@@ -246,9 +246,7 @@ void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, cons
                             std::atomic_ref<uint64_t>(const_cast<uint64_t&>(*cluster->catching_up)).load() != 0;
       Attr("catching_up", catching ? 1 : 0, out);
     }
-    char digest[16];
-    int dn = std::snprintf(digest, sizeof digest, "%08x", cluster->ring->Digest());
-    out->append(" digest=\"").append(digest, static_cast<size_t>(dn)).append("\">\n");
+    out->append(" digest=\"").append(cluster->ring->DigestText()).append("\">\n");
     for (size_t i = 0; i < cluster->ring->shards().size(); ++i) {
       const RingShard& s = cluster->ring->shards()[i];
       out->append("    <shard");

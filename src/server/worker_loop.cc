@@ -242,8 +242,7 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
   for (const SpoolFile& f : spool_files_) used[f.slot] = true;
   const size_t free = kMaxSpoolStreams - spool_files_.size();
   if (free == 0) return;
-  char digest[16];
-  std::snprintf(digest, sizeof digest, "%08x", base.ring->Digest());
+  const std::string digest = base.ring->DigestText();
   std::vector<std::string> problems;
   std::vector<TakenReplicaSpool> taken = TakeReplicaSpools(cfg_.store_dir, free, digest, &problems);
   for (const std::string& p : problems) FRS_LOG("replicas: a spool of undelivered changes: %s", p.c_str());
@@ -360,9 +359,7 @@ void Worker::SetUpReplicas(bool reload) {
   o.token = cfg_.admin_token;
   o.map_digest = map_digest_;
   if (previous_ring_) {
-    char hex[16];
-    std::snprintf(hex, sizeof hex, "%08x", previous_ring_->Digest());
-    o.previous_digest = hex;
+    o.previous_digest = previous_ring_->DigestText();
   }
   if (const uint64_t check = engine_->LeaseKeyCheck(); check != 0) {
     char hex[20];

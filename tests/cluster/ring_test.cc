@@ -41,6 +41,24 @@ TEST(RingTest, RefusesBadShardLists) {
   EXPECT_NE(zero.status().message().find("a:1"), std::string::npos);
 }
 
+// The digest's one text form, compared by every reader: 8 lowercase hex
+// digits, leading zeros kept (a digest below 2^28 among the first rings).
+TEST(RingTest, DigestTextIsEightLowerCaseHexDigits) {
+  bool small_seen = false;
+  for (int port = 1; port < 200; ++port) {
+    Ring r = MakeRing({{"h:" + std::to_string(port), 1}, {"g:1", 2}});
+    const std::string text = r.DigestText();
+    ASSERT_EQ(text.size(), 8u) << text;
+    EXPECT_EQ(text.find_first_not_of("0123456789abcdef"), std::string::npos) << text;
+    EXPECT_EQ(std::stoul(text, nullptr, 16), r.Digest()) << text;
+    if (r.Digest() < 0x10000000u) {
+      small_seen = true;
+      EXPECT_EQ(text[0], '0') << text;
+    }
+  }
+  EXPECT_TRUE(small_seen) << "no ring of the 199 has a digest below 2^28: the leading zero is untested";
+}
+
 // The list a store directory notes beside its digest (cluster.list): read
 // back, it is the same ring, the same digest; what is not a list is refused,
 // naming the line.

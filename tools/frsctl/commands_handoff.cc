@@ -347,8 +347,7 @@ Status CheckPeer(const std::string& dest, const Ring& ring) {
   if (resp->status != 200 || !d.load_string(resp->body.c_str()))
     return Status::Unavailable("shard " + dest + " answered stats with " + std::to_string(resp->status));
   pugi::xml_node c = d.child("response").child("cluster");
-  char want[16];
-  std::snprintf(want, sizeof want, "%08x", ring.Digest());
+  const std::string want = ring.DigestText();
   if (!c)
     return Status::InvalidArgument("shard " + dest + " has no <cluster>: give it the new srv.xml and SIGHUP it first");
   if (std::string(c.attribute("digest").value()) != want)
@@ -392,8 +391,7 @@ Status CheckNothingDraining(const Ring& before, const Ring& after, const std::st
   std::set<std::string> names;
   for (const Ring* r : {&before, &after})
     for (const auto& sh : r->shards()) names.insert(sh.name);
-  char old_digest[16];
-  std::snprintf(old_digest, sizeof old_digest, "%08x", before.Digest());
+  const std::string old_digest = before.DigestText();
   std::string busy;
   std::vector<std::string> on_old;  // every one, so that one run names them all
   size_t shards = 0;
@@ -443,8 +441,7 @@ Status CheckFromIsBefore(const std::string& from, const Ring& before, const Ring
   std::string text;
   if (!std::getline(in, text)) return Status::OK();
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  char now[16];
-  std::snprintf(now, sizeof now, "%08x", after.Digest());
+  const std::string now = after.DigestText();
   if (text.size() != 8 || text == now) return Status::OK();
   return Status::InvalidArgument("--from " + from + " names the shard list this shard runs now (digest " + now +
                                  "), and this store's nodes were last handed off under another (" + text +
@@ -456,10 +453,10 @@ Status CheckFromIsBefore(const std::string& from, const Ring& before, const Ring
 // list takes the noted one for the list before the change (frsd's
 // replica_catchup.cc); a stop between the two writes leaves a list whose
 // digest is not the noted one, which frsd ignores.
-Status NoteHandedOff(const Ring& after, const char* digest, const std::string& dir) {
+Status NoteHandedOff(const Ring& after, const std::string& dir) {
   if (auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingList), after.ListText(), {}); !w.ok())
     return w.status();
-  auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingDigest), std::string(digest) + "\n", {});
+  auto w = WriteFileWhole(store_dir::In(dir, store_dir::kRingDigest), after.DigestText() + "\n", {});
   return w.ok() ? Status::OK() : w.status();
 }
 
@@ -472,16 +469,14 @@ Status NoteHandedOff(const Ring& after, const char* digest, const std::string& d
 // and waits for nothing: only the directory notes the list.
 Status ReportHandedOff(const std::string& self, const Ring& after, bool replicas_after, const std::string& token,
                        const std::string& dir) {
-  char digest[16];
-  std::snprintf(digest, sizeof digest, "%08x", after.Digest());
-  if (!replicas_after) return NoteHandedOff(after, digest, dir);
+  if (!replicas_after) return NoteHandedOff(after, dir);
   HttpClient http(self, 5000);
   http.SetBearer(token);
-  auto resp = http.Post("/replicate?handed_off=" + std::string(digest), "", "text/plain");
+  auto resp = http.Post("/replicate?handed_off=" + after.DigestText(), "", "text/plain");
   if (resp.ok() && resp->status == 200) {
     // The store's nodes are placed for this list now: a restart of frsd
     // keeps no handoff pending (replica_catchup.cc, CarryRingChange).
-    return NoteHandedOff(after, digest, dir);
+    return NoteHandedOff(after, dir);
   }
   std::string why =
       resp.ok() ? std::to_string(resp->status) + " " + resp->body.substr(0, 200) : resp.status().message();
