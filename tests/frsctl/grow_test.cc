@@ -310,6 +310,54 @@ TEST_F(GrowTest, KeepsEveryNodeItsLastUseAndTheDailyStatistics) {
   ExpectSame(before, Take());
 }
 
+// Grow places each node in as many slots as it had: a key of up to 8 bytes
+// is known whole from the node's identity, and grow took it for a key kept
+// (keys="keep"), moving two-rule nodes of 5- to 8-byte keys from 2 slots to
+// 3 (found by an outside run: 30 slots became 32). Kept keys stay kept.
+TEST_F(GrowTest, EveryNodeKeepsItsSpanAndAKeptKeyStaysKept) {
+  std::ofstream(dir_ / "map.xml")
+      << "<map>\n  <biz id=\"1\" name=\"two\"><rule interval=\"3600\" max=\"50\"/>"
+         "<rule algo=\"calendar\" interval=\"86400\" max=\"500\"/></biz>\n"
+         "  <biz id=\"2\" name=\"kept\" keys=\"keep\"><rule interval=\"3600\" max=\"50\"/></biz>\n"
+         "  <biz id=\"3\" name=\"slide\"><rule algo=\"sliding\" interval=\"60\" max=\"10\"/></biz>\n</map>\n";
+  {
+    Result<Service> svc = Open(/*create=*/true);
+    ASSERT_TRUE(svc.ok()) << svc.status().message();
+    for (const char* biz : {"two", "kept", "slide"})
+      for (const std::string& key : std::vector<std::string>{"a", "bbbb", "ccccc", "dddddddd", "12345", "10.1.2.3",
+                                                             "a-longer-key-of-30-bytes.....", std::string(100, 'z')}) {
+        Request req;
+        req.cmd = Cmd::kAcquire;
+        req.biz = biz;
+        req.key = key;
+        ASSERT_TRUE(svc->engine->Execute(req).ok()) << biz << "/" << key;
+      }
+  }
+  auto nodes = [&] {
+    Result<Service> svc = Open();
+    EXPECT_TRUE(svc.ok()) << svc.status().message();
+    return svc.ok() ? Nodes(*svc->store) : NodeMap();
+  };
+  const NodeMap before = nodes();
+  ASSERT_EQ(before.size(), 24u);
+  CtlRun r = Ctl({"grow", "--keynodes", std::to_string(to_.keynodes)});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  WriteConfig(to_);
+  const NodeMap after = nodes();
+  ASSERT_EQ(after.size(), before.size());
+  uint32_t slots_before = 0, slots_after = 0;
+  for (const auto& [fp, n] : before) {
+    auto it = after.find(fp);
+    ASSERT_NE(it, after.end()) << n.biz << "/" << n.key;
+    ExpectSameNode(n, it->second);
+    EXPECT_EQ(it->second.span, n.span) << n.biz << "/" << n.key;
+    EXPECT_EQ(it->second.compact, n.compact) << n.biz << "/" << n.key;
+    slots_before += n.span;
+    slots_after += it->second.span;
+  }
+  EXPECT_EQ(slots_after, slots_before);
+}
+
 TEST_F(GrowTest, ShrinksWhileTheLiveNodesFitAndRefusesBelowThem) {
   Fill();
   const Snapshot before = Take();

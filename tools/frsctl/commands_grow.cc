@@ -93,7 +93,14 @@ KeyRef RefOf(const NodeInfo& n) {
   k.route_known = n.route_known;
   // A general node that holds its whole key stays one (a biz with
   // keys="keep"); anything else is placed as the store would place it now.
-  k.keep_key = !n.compact && n.key_len > 0 && n.key.size() == n.key_len;
+  // A key that is its own identity (up to 8 bytes, an integer, an IPv4
+  // address) is known whole from the node's header whatever the node
+  // stores: it is kept only when keeping it fits the node's span, as it
+  // does when the node was made to keep it. Kept always, a 5-byte key of a
+  // two-rule node (32 bytes of state, 4 left for key bytes) took 3 slots
+  // where it had 2.
+  k.keep_key = !n.compact && n.key_len > 0 && n.key.size() == n.key_len &&
+               NodeSlots(static_cast<uint32_t>(n.state.size()), n.key_len) <= n.span;
   return k;
 }
 
