@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "os/mapped_file.h"
 #include "os/mapped_table.h"
@@ -63,6 +65,54 @@ DailyStats::Header WantDailyHeader() {
 }
 }  // namespace
 
+// What no run of this code writes, however it was stopped: a slot of a biz
+// id no map has (ids are 16 bits), two slots of one biz (a claim finds the
+// first), counters in a free slot (a slot is claimed before its first count
+// and never freed), a counter of a day in another entry of the ring than its
+// own (day % kDays; the 16-bit day tag keeps it, 65,536 being a multiple of
+// kDays). The header's checksum covers only the layout: without this a
+// smashed body was served as counts, and frsctl verify called it clean.
+// Each claimed word is read once, atomically: a file frsd writes meanwhile
+// only gains claims and counters that follow these rules.
+namespace {
+Status CheckDailyBody(const DailyStats::Slot* slots, const std::string& path) {
+  std::vector<uint8_t> seen(uint32_t{1} << 16, 0);
+  uint64_t bad = 0;
+  std::string first;
+  auto fault = [&](uint32_t i, const std::string& what) {
+    if (bad++ == 0) first = "slot " + std::to_string(i) + ": " + what;
+  };
+  for (uint32_t i = 0; i < DailyStats::kSlots; ++i) {
+    const DailyStats::Slot& s = slots[i];
+    const uint32_t biz = std::atomic_ref<uint32_t>(const_cast<uint32_t&>(s.biz)).load(std::memory_order_acquire);
+    if (biz > 0xffff) {
+      fault(i, "biz id " + std::to_string(biz) + " is not one (ids are 1 to 65535)");
+      continue;
+    }
+    if (biz != 0 && seen[biz]++ != 0) fault(i, "biz " + std::to_string(biz) + " has a slot before this one");
+    for (uint32_t d = 0; d < DailyStats::kDays; ++d) {
+      for (uint32_t f = 0; f < DailyStats::kFields; ++f) {
+        const uint64_t w =
+            std::atomic_ref<uint64_t>(const_cast<uint64_t&>(s.counters[d][f])).load(std::memory_order_relaxed);
+        if (w == 0) continue;
+        if (biz == 0) {
+          fault(i, "a free slot holds counters");
+          d = DailyStats::kDays;
+          break;
+        }
+        if ((w >> 48) % DailyStats::kDays != d)
+          fault(i, "biz " + std::to_string(biz) + ": entry " + std::to_string(d) + " of its days holds day " +
+                       std::to_string(w >> 48) + " (mod 65536), which belongs in entry " +
+                       std::to_string((w >> 48) % DailyStats::kDays));
+      }
+    }
+  }
+  if (bad == 0) return Status::OK();
+  return Status::Corruption(path + ": damaged counters: " + first +
+                            (bad > 1 ? " (and " + std::to_string(bad - 1) + " more)" : std::string()));
+}
+}  // namespace
+
 DailyStats::~DailyStats() = default;
 
 DailyStats::Header* DailyStats::header() const { return reinterpret_cast<Header*>(base_); }
@@ -77,6 +127,10 @@ Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir, boo
   auto t = os::OpenMappedTable(dir.empty() ? "" : os::store_dir::In(dir, os::store_dir::kDailyStats), kDailyFormat,
                                &want, kFileBytes, read_only);
   if (!t.ok()) return t.status();
+  if (t->file) {
+    const auto* slots = reinterpret_cast<const Slot*>(t->base + sizeof(Header));
+    if (Status body = CheckDailyBody(slots, t->file->path()); !body.ok()) return body;
+  }
   if (t->file) s->path_ = t->file->path();
   s->file_ = std::move(t->file);
   s->memory_ = std::move(t->memory);
@@ -95,6 +149,8 @@ int32_t DailyStats::FindSlot(uint16_t biz) const {
 }
 
 int32_t DailyStats::SlotFor(uint16_t biz) {
+  // 0 marks a free slot: no map biz has it (ids are 1 to 65535).
+  if (biz == 0) return kNoSlot;
   if (read_only_) return FindSlot(biz);
   uint32_t i = (uint32_t{biz} * 2654435761u) % kSlots;
   for (uint32_t probe = 0; probe < kSlots; ++probe, i = (i + 1) % kSlots) {

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -1205,6 +1206,20 @@ TEST_F(FrsctlTest, VerifyChecksEveryFileOfTheStoreDirectoryAsFrsdWill) {
   EXPECT_EQ(start.rc, 1) << start.err;
   EXPECT_NE(start.err.find("stats.frs: bad magic: frsd will not start on a damaged"), std::string::npos) << start.err;
   EXPECT_NE(start.err.find("restore it from a backup, or move it aside"), std::string::npos) << start.err;
+
+  // A damaged body behind a good header (its checksum covers the layout
+  // only): verify called it clean and frsd served it as counts. Slot 5's
+  // biz id made 0x12345678, past any id.
+  std::string body_smashed = stats;
+  const uint32_t bad_biz = 0x12345678;
+  std::memcpy(body_smashed.data() + 64 + 5 * 264, &bad_biz, 4);
+  std::ofstream(dir_ / "data/stats.frs", std::ios::binary | std::ios::trunc) << body_smashed;
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("stats.frs: damaged counters: slot 5: biz id 305419896 is not one"), std::string::npos) << r.out;
+  t = frsd_test();
+  EXPECT_EQ(t.rc, 1) << t.out << t.err;
+  EXPECT_NE(t.err.find("stats.frs: damaged counters: slot 5"), std::string::npos) << t.err;
 
   std::ofstream(dir_ / "data/stats.frs", std::ios::binary | std::ios::trunc) << stats;
   t = frsd_test();

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 
 #include "common/temp_dir.h"
@@ -73,6 +78,67 @@ TEST(DailyStats, RefusesAFileOfAnotherFormat) {
   auto s = DailyStats::Open(dir.path());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("bad magic"), std::string::npos);
+}
+
+// The body behind a good header: what no run writes is refused, naming the
+// slot and the fault; what runs write (many bizzes, every day of the ring,
+// days past 65,535) opens.
+TEST(DailyStats, RefusesABodyNoRunWrites) {
+  frs::testing::TempDir dir;
+  const uint32_t today = 65530;  // the 16-bit day tag wraps within the ring
+  {
+    auto s = DailyStats::Open(dir.path());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    for (uint16_t biz = 1; biz <= 40; ++biz) {
+      const int32_t slot = s.value()->SlotFor(biz);
+      for (uint32_t day = today; day < today + 12; ++day) s.value()->Add(slot, day, {3, 2, 1, 1});
+    }
+  }
+  ASSERT_TRUE(DailyStats::Open(dir.path()).ok());
+  const std::string path = dir / "stats.frs";
+  std::string good;
+  {
+    std::ifstream in(path, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_EQ(good.size(), 64u + DailyStats::kSlots * 264u);
+  auto slot_of = [&](uint16_t biz) -> size_t {
+    for (size_t i = 0; i < DailyStats::kSlots; ++i) {
+      uint32_t b;
+      std::memcpy(&b, good.data() + 64 + i * 264, 4);
+      if (b == biz) return i;
+    }
+    return DailyStats::kSlots;
+  };
+  const size_t s7 = slot_of(7), s9 = slot_of(9);
+  ASSERT_LT(s7, DailyStats::kSlots);
+  ASSERT_LT(s9, DailyStats::kSlots);
+  const size_t free_slot = slot_of(0);
+  ASSERT_LT(free_slot, DailyStats::kSlots);
+  const struct {
+    size_t at;
+    uint64_t value;
+    size_t bytes;
+    std::string says;
+  } faults[] = {
+      {64 + s7 * 264, 70000, 4, "slot " + std::to_string(s7) + ": biz id 70000 is not one"},
+      {64 + s9 * 264, 7, 4, "slot " + std::to_string(std::max(s7, s9)) + ": biz 7 has a slot before this one"},
+      {64 + free_slot * 264 + 8 + 8 * 5, 1, 8, "slot " + std::to_string(free_slot) + ": a free slot holds counters"},
+      // Entry 2 of biz 7's ring, given day 65531's tag (which is entry 3's).
+      {64 + s7 * 264 + 8 + 2 * 32, (uint64_t{65531} << 48) | 4, 8, "entry 2 of its days holds day 65531"},
+  };
+  for (const auto& f : faults) {
+    std::string bad = good;
+    std::memcpy(bad.data() + f.at, &f.value, f.bytes);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
+    for (const bool read_only : {false, true}) {
+      auto s = DailyStats::Open(dir.path(), read_only);
+      ASSERT_FALSE(s.ok()) << f.says;
+      EXPECT_EQ(s.status().code(), Status::Code::kCorruption) << s.status().ToString();
+      EXPECT_NE(s.status().message().find("stats.frs: damaged counters: "), std::string::npos) << s.status().ToString();
+      EXPECT_NE(s.status().message().find(f.says), std::string::npos) << s.status().ToString();
+    }
+  }
 }
 
 }  // namespace
