@@ -72,8 +72,9 @@ DailyStats::Header WantDailyHeader() {
 // own (day % kDays; the 16-bit day tag keeps it, 65,536 being a multiple of
 // kDays). The header's checksum covers only the layout: without this a
 // smashed body was served as counts, and frsctl verify called it clean.
-// Each claimed word is read once, atomically: a file frsd writes meanwhile
-// only gains claims and counters that follow these rules.
+// Each word is read atomically: a file frsd writes meanwhile only gains
+// claims and counters that follow these rules (a slot claimed between the
+// reads of its id and of its counters is read again).
 namespace {
 Status CheckDailyBody(const DailyStats::Slot* slots, const std::string& path) {
   std::vector<uint8_t> seen(uint32_t{1} << 16, 0);
@@ -96,7 +97,11 @@ Status CheckDailyBody(const DailyStats::Slot* slots, const std::string& path) {
             std::atomic_ref<uint64_t>(const_cast<uint64_t&>(s.counters[d][f])).load(std::memory_order_relaxed);
         if (w == 0) continue;
         if (biz == 0) {
-          fault(i, "a free slot holds counters");
+          // Claimed since its id was read (a new biz's first count while
+          // frsd runs): the claim comes before the count, so the id reads
+          // its biz now. Else damage.
+          if (std::atomic_ref<uint32_t>(const_cast<uint32_t&>(s.biz)).load(std::memory_order_acquire) == 0)
+            fault(i, "a free slot holds counters");
           d = DailyStats::kDays;
           break;
         }

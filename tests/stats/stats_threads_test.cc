@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "stats/daily_stats.h"
 #include "stats/group_table.h"
 #include "stats/recent_denials.h"
 
@@ -29,6 +30,46 @@ void RunThreads(Fn fn) {
       fn(t);
     });
   for (auto& th : threads) th.join();
+}
+
+// stats.frs's body check at every open (frsctl's commands, a respawned
+// worker) while others claim new bizzes and count: what they write is never
+// taken for damage, a slot claimed between the reads of its id and of its
+// counters included.
+TEST(StatsThreads, DailyStatsOpensWhileOthersClaimAndCount) {
+  frs::testing::TempDir dir;
+  { ASSERT_TRUE(DailyStats::Open(dir.path()).ok()); }
+  std::atomic<int> writers_done{0};
+  std::atomic<int> opens{0}, refused{0};
+  RunThreads([&](int t) {
+    if (t == 0) {
+      // The reader: opens read-only, and as a writer would, until the
+      // writers finish.
+      while (writers_done.load() < kThreads - 1) {
+        auto r = DailyStats::Open(dir.path(), /*read_only=*/opens.load() % 2 == 0);
+        opens.fetch_add(1);
+        if (!r.ok()) refused.fetch_add(1);
+        EXPECT_TRUE(r.ok()) << r.status().ToString();
+      }
+      return;
+    }
+    auto w = DailyStats::Open(dir.path());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (uint32_t biz = static_cast<uint32_t>(t); biz <= 900; biz += kThreads - 1) {
+      const int32_t slot = w.value()->SlotFor(static_cast<uint16_t>(biz));
+      for (uint32_t day = 20000; day < 20010; ++day) w.value()->Add(slot, day, {1, 1, 0, 1});
+    }
+    writers_done.fetch_add(1);
+  });
+  EXPECT_GT(opens.load(), 0);
+  EXPECT_EQ(refused.load(), 0);
+  auto s = DailyStats::Open(dir.path());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (uint16_t biz = 1; biz <= 900; ++biz) {
+    auto days = s.value()->Days(biz, 20009);
+    ASSERT_EQ(days.size(), 8u) << biz;
+    EXPECT_EQ(days[0].requests, 1u) << biz;
+  }
 }
 
 // Threads adding to overlapping groups, creating them and their sketches
