@@ -116,9 +116,21 @@ struct SideFileReport {
 // its check's verdict. Changes nothing.
 std::vector<SideFileReport> CheckStoreSideFiles(const std::string& dir);
 
-// A sentence when the store in `dir` served (its stats.frs is there) and
-// has lost its lease.key, else "": frsd's next start makes a new secret,
-// and every lease and reservation id given out before then answers 409.
+// A sentence when the store's lease.key may be read by its group or others
+// (whoever reads it can forge every lease and reservation id), else "":
+// frsd -t, the start's log and frsctl verify warn of it.
+std::string LeaseKeyModeWarning(const std::string& dir);
+
+// Whether the store in `dir` never served: neither its stats.frs (which
+// the first engine of a store makes) nor a store file that holds a node.
+// Such a store has given out no lease or reservation id, so the first
+// engine that opens it may make its lease.key (frsctl's too).
+bool StoreNeverServed(const std::string& dir);
+
+// A sentence when the store in `dir` served (StoreNeverServed is false)
+// and has lost its lease.key, else "": frsd's next start makes a new
+// secret, and every lease and reservation id given out before then answers
+// 409.
 std::string LeaseKeyMissingWarning(const std::string& dir);
 
 }  // namespace frs

@@ -16,6 +16,7 @@
 #include "stats/daily_stats.h"
 #include "stats/group_table.h"
 #include "stats/recent_denials.h"
+#include "store/store_check.h"
 
 namespace frs::limit {
 namespace {
@@ -83,12 +84,19 @@ std::string LeaseKeyModeWarning(const std::string& dir) {
   return ReadableSecretWords(path, static_cast<unsigned>(st.st_mode));
 }
 
+bool StoreNeverServed(const std::string& dir) {
+  return ::access(names::In(dir, names::kDailyStats).c_str(), F_OK) != 0 && errno == ENOENT &&
+         store::StoredNodes(dir) == 0;
+}
+
 std::string LeaseKeyMissingWarning(const std::string& dir) {
   const std::string path = names::In(dir, names::kLeaseKey);
   if (::access(path.c_str(), F_OK) == 0 || errno != ENOENT) return "";
   // A store that never served (frsctl init's) has given out no id: its
   // engine, which makes stats.frs and lease.key alike, never opened there.
-  if (::access(names::In(dir, names::kDailyStats).c_str(), F_OK) != 0) return "";
+  // Its nodes say so too: a store that lost both side files (a restore
+  // that missed them) is still one whose ids a new secret would void.
+  if (StoreNeverServed(dir)) return "";
   return path +
          " is missing beside an existing store: frsd makes a new secret, and every lease and reservation id given "
          "out before answers 409 (their places and estimates are freed at their expiry); restore the file from a "
@@ -163,5 +171,7 @@ std::string SideFileReport::AtStartText() const {
 
 std::vector<SideFileReport> CheckStoreSideFiles(const std::string& dir) { return limit::CheckSideFiles(dir); }
 std::string LeaseKeyMissingWarning(const std::string& dir) { return limit::LeaseKeyMissingWarning(dir); }
+bool StoreNeverServed(const std::string& dir) { return limit::StoreNeverServed(dir); }
+std::string LeaseKeyModeWarning(const std::string& dir) { return limit::LeaseKeyModeWarning(dir); }
 
 }  // namespace frs

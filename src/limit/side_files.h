@@ -63,6 +63,8 @@ std::string LeaseKeyModeWarning(const std::string& dir);
 // served (one that never did has given out no id), else "": said by frsd -t
 // and frsd's start before its engine opens.
 std::string LeaseKeyMissingWarning(const std::string& dir);
+// frs/store_admin.h's: no stats.frs and no store file holding a node.
+bool StoreNeverServed(const std::string& dir);
 
 // frsd's start, before the engine opens: a damaged stats.frs is an error
 // naming it and the fix; a damaged denials.frs or rules.history is moved

@@ -27,6 +27,17 @@ Status GoneStoreProblem(const std::string& dir, uint32_t files) {
       "import` puts an export back into it)");
 }
 
+uint64_t StoredNodes(const std::string& dir) {
+  uint64_t nodes = 0;
+  for (uint32_t i = 0;; ++i) {
+    os::UniqueFd fd(::open(StoreFile::PathFor(dir, i).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!fd.valid()) return nodes;
+    FileHeader h{};
+    if (::pread(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) || h.magic != kMagic) return nodes;
+    nodes += h.nodes_used;
+  }
+}
+
 Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& g) {
   StoreCheck out;
   std::string missing;

@@ -21,6 +21,11 @@ struct StoreCheck {
 // an error naming them; no file at all is `exists = false`.
 Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& geometry);
 
+// The nodes the store files of `dir` hold by their headers' counters
+// (frs.0.store, frs.1.store, ... while they exist; 0 when none is there or
+// reads): whether a store there was ever used, read without its geometry.
+uint64_t StoredNodes(const std::string& dir);
+
 // For a directory with no store file: an error when the engine's daily
 // counters (stats.frs) show a store that served there, whose files were
 // deleted or moved (a new empty store would reset every count unsaid);

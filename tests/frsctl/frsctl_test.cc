@@ -1827,6 +1827,40 @@ TEST_F(FrsctlTest, TheFirstEngineOfANewStoreMakesItsLeaseKey) {
   EXPECT_EQ(frs::testing::ReadFile(key), first);
 }
 
+// A store that served and lost both its lease.key and its stats.frs (a
+// restore that missed the side files): its nodes say it served, so frsctl
+// makes no secret and frsd -t and verify warn. (Judged by stats.frs alone,
+// frsctl get made a new secret and printed ids frsd would not take, and
+// every check then looked clean: found by an outside run.) And verify
+// warns, as frsd -t does, of a secret its group or others may read.
+TEST_F(FrsctlTest, AStoreThatLostItsSideFilesIsStillOneThatServed) {
+  std::ofstream(dir_ / "map.xml")
+      << "<map>\n  <biz id=\"20\" name=\"inflight\">\n    <rule algo=\"concurrency\" max=\"2\" lease=\"600\"/>\n"
+         "  </biz>\n</map>\n";
+  CreateStore();
+  MakeLeaseKey();
+  Set("inflight", "u42", 1);
+  const std::filesystem::path key = dir_ / "data/lease.key";
+  ASSERT_EQ(::chmod(key.c_str(), 0644), 0);
+  CtlRun r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("lease.key has mode 0644: its group or others may read it"), std::string::npos) << r.out;
+
+  std::filesystem::remove(key);
+  std::filesystem::remove(dir_ / "data/stats.frs");
+  r = Ctl({"get", "inflight", "u42"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(key)) << "frsctl get made a lease.key";
+  EXPECT_NE(r.out.find("lease #1 held"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("the store's lease.key is missing"), std::string::npos) << r.err;
+  r = Ctl({"verify"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("lease.key is missing: frsd makes a new secret at its next start"), std::string::npos) << r.out;
+  CtlRun t = ctl_test::RunCtl(dir_.path(), "", {"-t", "-c", dir_ / "srv.xml"}, "", FRSD_PATH);
+  EXPECT_EQ(t.rc, 0) << t.err;
+  EXPECT_NE(t.err.find("lease.key is missing beside an existing store"), std::string::npos) << t.err;
+}
+
 // stat --by for a table no biz keeps, or for an unknown biz: the message
 // says what there is to ask for.
 TEST_F(FrsctlTest, StatByNamesTheTablesTheMapKeeps) {

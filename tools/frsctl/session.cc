@@ -22,6 +22,7 @@
 #include "frs/clock.h"
 #include "frs/envoy_map.h"
 #include "frs/ring.h"
+#include "frs/store_admin.h"
 #include "frs/store_dir.h"
 #include "frs/unique_fd.h"
 #include "store_users.h"
@@ -220,12 +221,11 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   // frsd makes the store's lease secret at its start, with stats.frs: one
   // made here beside a store that served would void, at frsd's next start,
   // every id the running frsd gave out. The first engine of a store that
-  // never served (no stats.frs yet: frsctl init's, import's) makes both, as
-  // frsd would: else its stats.frs made the store look as one that lost
-  // its secret, and frsd -t and the start warned of ids voided that never
-  // existed.
-  eo.make_lease_key =
-      ::access(store_dir::In(eo.stats_dir, store_dir::kDailyStats).c_str(), F_OK) != 0 && errno == ENOENT;
+  // never served (no stats.frs and no node yet: frsctl init's, import's)
+  // makes both, as frsd would: else its stats.frs made the store look as
+  // one that lost its secret, and frsd -t and the start warned of ids
+  // voided that never existed.
+  eo.make_lease_key = StoreNeverServed(eo.stats_dir);
   // A second session of one command (import's scratch store) takes what
   // the first found, and does not say it again.
   const bool found_before = s->running.has_value();
