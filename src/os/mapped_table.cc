@@ -56,6 +56,14 @@ Status CheckTableHeader(const std::string& path, const void* have, uint64_t file
   if (file_size < table_bytes)
     return Status::Corruption(path + ": truncated (" + std::to_string(file_size) + " bytes of " +
                               std::to_string(table_bytes) + ")");
+  // Made by ftruncate to its size and never grown: bytes past it are
+  // someone else's (a copy over another file, a bad disk), as for a store
+  // file, whose check words the fix alike.
+  if (table_bytes != 0 && file_size > table_bytes)
+    return Status::Corruption(path + ": extended (" + std::to_string(file_size) + " bytes of " +
+                              std::to_string(table_bytes) + "): with frsd stopped, truncate -s " +
+                              std::to_string(table_bytes) + " " + path +
+                              " gives it its size back; then frsctl verify checks what it holds");
   return Status::OK();
 }
 

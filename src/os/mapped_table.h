@@ -60,7 +60,7 @@ void SealHeader(void* h, const TableFormat& f);
 // this build's header for the table (made by SealHeader), whose bytes from
 // header_bytes (offset 12) up to the checksum must be `have`'s; nullptr for a
 // table whose geometry its header chooses (then its owner checks it).
-// `table_bytes`: the size the file must have at least (0: none).
+// `table_bytes`: the size the file must have, exactly (0: any).
 Status CheckTableHeader(const std::string& path, const void* have, uint64_t file_size, const TableFormat& f,
                         const void* want, uint64_t table_bytes);
 

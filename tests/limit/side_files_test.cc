@@ -291,6 +291,10 @@ TEST(SideFiles, VerifyAndTheStartNameTheSameFaultOfEachHeader) {
         {8, std::string("\x07\0\0\0", 4), false, std::string("format version 7, this build reads 2")},
         {16, std::string("\x05\0\0\0", 4), false, "header checksum"},
         {1000, "", true, "truncated (1000 bytes of " + std::to_string(table_bytes) + ")"},
+        {table_bytes + 4096, "", true,
+         "extended (" + std::to_string(table_bytes + 4096) + " bytes of " + std::to_string(table_bytes) +
+             "): with frsd stopped, truncate -s " + std::to_string(table_bytes) + " %PATH%" +
+             " gives it its size back; then frsctl verify checks what it holds"},
         {40, "", true, "shorter than its header"},
     };
     for (const Fault& f : faults) {
@@ -300,7 +304,9 @@ TEST(SideFiles, VerifyAndTheStartNameTheSameFaultOfEachHeader) {
       const std::string path = dir + "/" + file;
       if (f.resize) std::filesystem::resize_file(path, f.at);
       else Smash(path, f.at, f.bytes);
-      const std::string fault = path + ": " + f.words;
+      std::string words = f.words;
+      if (const size_t at = words.find("%PATH%"); at != std::string::npos) words.replace(at, 6, path);
+      const std::string fault = path + ": " + words;
       const auto reports = CheckSideFiles(dir);
       const SideFileReport& r = reports[stats ? 0 : 1];
       ASSERT_EQ(r.path, path);

@@ -76,6 +76,10 @@ TEST(MappedTable, EachFaultIsNamedWithItsKind) {
            },
            kBytes},
           {"t: truncated (4000 bytes of 4096)", Status::Code::kCorruption, [](Header*) {}, 4000},
+          // Grown past its size (truncate -s +N, a copy over a longer file).
+          {"t: extended (4097 bytes of 4096): with frsd stopped, truncate -s 4096 t gives it its size back; then "
+           "frsctl verify checks what it holds",
+           Status::Code::kCorruption, [](Header*) {}, 4097},
   };
   for (const Case& c : cases) {
     Header h = want;
