@@ -358,6 +358,46 @@ TEST_F(GrowTest, EveryNodeKeepsItsSpanAndAKeptKeyStaysKept) {
   EXPECT_EQ(slots_after, slots_before);
 }
 
+// A grow is what live evictions call for: it used to zero them (and the
+// lock recoveries), so stat, get's hint and /metrics lost what prompted it
+// (found by an outside run). The new store carries the old one's events.
+TEST_F(GrowTest, TheEvictionsThatCalledForItSurviveIt) {
+  std::ofstream(dir_ / "map.xml") << "<map>\n  <biz id=\"1\" name=\"two\"><rule interval=\"3600\" max=\"50\"/>"
+                                     "<rule algo=\"calendar\" interval=\"86400\" max=\"500\"/></biz>\n</map>\n";
+  WriteConfig(StoreGeometry{1, 8, 8});
+  {
+    Result<Service> svc = Open(/*create=*/true);
+    ASSERT_TRUE(svc.ok()) << svc.status().message();
+    for (int i = 0; i < 150; ++i) {
+      Request req;
+      req.cmd = Cmd::kAcquire;
+      req.biz = "two";
+      const std::string key = "key" + std::to_string(i);
+      req.key = key;
+      Decision d = svc->engine->Execute(req);
+      ASSERT_TRUE(d.ok()) << key << ": " << d.status.ToString();
+    }
+  }
+  auto totals = [&] {
+    Result<Service> svc = Open();
+    EXPECT_TRUE(svc.ok()) << svc.status().message();
+    return svc.ok() ? svc->store->Stats().total : FileStats{};
+  };
+  const FileStats before = totals();
+  ASSERT_GT(before.evictions_live, 0u);
+  CtlRun r = Ctl({"grow", "--keynodes", "64"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  WriteConfig(StoreGeometry{1, 64, 8});
+  const FileStats after = totals();
+  EXPECT_EQ(after.evictions_live, before.evictions_live);
+  EXPECT_EQ(after.evictions_stale, before.evictions_stale);
+  EXPECT_EQ(after.cuckoo_moves, before.cuckoo_moves);
+  EXPECT_EQ(after.lock_recoveries, before.lock_recoveries);
+  EXPECT_EQ(after.nodes_used, before.nodes_used);
+  r = Ctl({"stat"});
+  EXPECT_NE(r.out.find(std::to_string(before.evictions_live) + " live"), std::string::npos) << r.out;
+}
+
 TEST_F(GrowTest, ShrinksWhileTheLiveNodesFitAndRefusesBelowThem) {
   Fill();
   const Snapshot before = Take();

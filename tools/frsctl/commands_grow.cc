@@ -601,6 +601,10 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (have_stats && ReadWhole(stats_path) != ReadWhole(store_dir::In(build, store_dir::kDailyStats)))
     return Status::Corruption("the copy of " + stats_path + " differs from it; nothing changed");
   const uint64_t slots_used = fresh->Stats().total.slots_used;
+  // The old store's evictions and lock recoveries go on in the new one: a
+  // grow is what live evictions call for, and it must not wipe them (stat,
+  // get's "evicted" hint and /metrics read them).
+  if (Status st = fresh->AddHistory(old->Stats().total); !st.ok()) return st;
   if (Status st = fresh->Flush(true); !st.ok()) return st;
   fresh.reset();
   old.reset();  // our own mapping of the old files ends here
