@@ -306,6 +306,9 @@ TEST_F(GrowTest, KeepsEveryNodeItsLastUseAndTheDailyStatistics) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("now set in " + dir_ / "srv.xml"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("keynodes=\"2048\""), std::string::npos) << r.out;
+  // As srv.xml names the store: relative to srv.xml's folder (it said the
+  // absolute path, which an operator then pasted over "data").
+  EXPECT_NE(r.out.find("<store dir=\"data\" files="), std::string::npos) << r.out;
   WriteConfig(StoreGeometry{2, 2048, 8});
   ExpectSame(before, Take());
 }

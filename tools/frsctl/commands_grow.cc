@@ -74,8 +74,14 @@ std::string Geo(const StoreGeometry& g) {
   return std::to_string(g.files) + " x " + Grouped(g.keynodes) + " x " + std::to_string(g.chain);
 }
 
-std::string StoreXml(const std::string& dir, const StoreGeometry& g) {
-  return "<store dir=\"" + dir + "\" files=\"" + std::to_string(g.files) + "\" keynodes=\"" +
+// The <store> line to put in srv.xml at `srv_xml`: its dir relative to
+// srv.xml's folder when the store lies under it (as srv.xml names it:
+// relative paths are srv.xml's folder's), else the absolute path.
+std::string StoreXml(const std::string& srv_xml, const std::string& dir, const StoreGeometry& g) {
+  const std::filesystem::path rel =
+      std::filesystem::path(dir).lexically_relative(std::filesystem::path(srv_xml).parent_path());
+  const bool under = !rel.empty() && *rel.begin() != ".." && rel.is_relative();
+  return "<store dir=\"" + (under ? rel.string() : dir) + "\" files=\"" + std::to_string(g.files) + "\" keynodes=\"" +
          std::to_string(g.keynodes) + "\" chain=\"" + std::to_string(g.chain) + "\"/>";
 }
 
@@ -671,7 +677,7 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     for (const std::string& n : removed) j.String(n);
     j.EndArray();
     j.Key("srv_xml").String(s.cfg.path);
-    j.Key("srv_xml_store").String(StoreXml(s.cfg.store_dir, to));
+    j.Key("srv_xml_store").String(StoreXml(s.cfg.path, s.cfg.store_dir, to));
     j.Key("srv_xml_matches").Bool(srv_matches);
     j.EndObject();
     std::printf("%s\n", j.str().c_str());
@@ -698,10 +704,11 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     if (!others.empty()) t.Row({"also kept", others});
     t.Print(stdout, 2);
     if (srv_matches) {
-      std::printf("%s already says %s: frsd can start\n", s.cfg.path.c_str(), StoreXml(s.cfg.store_dir, to).c_str());
+      std::printf("%s already says %s: frsd can start\n", s.cfg.path.c_str(),
+                  StoreXml(s.cfg.path, s.cfg.store_dir, to).c_str());
     } else {
       std::printf("now set in %s, before starting frsd (it refuses this store until then):\n  %s\n", s.cfg.path.c_str(),
-                  StoreXml(s.cfg.store_dir, to).c_str());
+                  StoreXml(s.cfg.path, s.cfg.store_dir, to).c_str());
     }
   }
   if (!synced.ok()) std::fprintf(stderr, "frsctl: warning: %s\n", synced.message().c_str());

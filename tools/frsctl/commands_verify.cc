@@ -256,7 +256,9 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
     std::printf("%s\n", j.str().c_str());
     return clean ? kExitOk : kExitNo;
   }
-  std::printf("verify %s: %s chains, %s nodes: %s\n", s.cfg.store_dir.c_str(), Grouped(first.chains).c_str(),
+  // The chains are counted by their locks: one per key-node group (stat's
+  // key-nodes are chains too, but a group's share one lock and one check).
+  std::printf("verify %s: %s key-node groups, %s nodes: %s\n", s.cfg.store_dir.c_str(), Grouped(first.chains).c_str(),
               Grouped(rechecked ? after.nodes : first.nodes).c_str(),
               first.problems.empty()
                   ? "clean"
