@@ -109,9 +109,10 @@ Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
   for (const SideFileReport& r : CheckStartFiles(dir)) {
     if (r.status.ok()) continue;
     const bool damaged = r.status.code() == Status::Code::kCorruption || r.status.code() == Status::Code::kMismatch;
-    // A file that cannot be read (permissions, I/O) is not damage: moving it
-    // aside would not help (RefusesStart says so to frsd -t).
-    if (!damaged) return r.status;
+    // A file that cannot be read (permissions, its type, I/O) is not damage:
+    // moving it aside would not help; the start says what does, as frsd -t
+    // and verify do (AtStartText).
+    if (!damaged) return Status::IOError(r.status.message() + ": " + r.AtStartText());
     if (r.RefusesStart()) {
       const bool lease_key = r.path == names::In(dir, names::kLeaseKey);
       return Status::Corruption(

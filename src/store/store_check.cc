@@ -68,7 +68,10 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
     ++out.files_found;
   }
   if (out.files_found > 0 && !missing.empty())
-    return Status::NotFound("the store in " + dir + " is incomplete: missing " + missing);
+    return Status::NotFound("the store in " + dir + " is incomplete: missing " + missing +
+                            " (the counts it held are lost unless you restore it from a backup); restore it, or start "
+                            "it empty with `frsctl init --recreate-missing` (then `frsctl import` puts an export back "
+                            "into it)");
   if (out.files_found == 0)
     if (Status gone = GoneStoreProblem(dir, g.files); !gone.ok()) return gone;
   out.exists = out.files_found > 0;

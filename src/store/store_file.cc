@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -141,7 +142,10 @@ Status StoreFile::CheckHeader(const std::string& path, const FileHeader& h, cons
   if (h.chain != g.chain) return differs("chain", h.chain, g.chain);
   if (h.file_index != index)
     return Status::Corruption(path + ": header says it is file " + std::to_string(h.file_index) + ", expected file " +
-                              std::to_string(index));
+                              std::to_string(index) + " (files renamed or copied over one another): with frsd " +
+                              "stopped, give each file the name its header says, " +
+                              StoreFile::PathFor(std::filesystem::path(path).parent_path().string(), h.file_index) +
+                              " for this one");
   FileLayout l = LayoutFor(g);
   if (h.keynode_group != KeynodeGroup(g) || h.slot_bytes != kSlotBytes || h.node_header_bytes != kNodeHeaderBytes ||
       h.header_bytes != kHeaderBytes || h.writer_entries != kWriterEntries ||

@@ -144,6 +144,11 @@ TEST(SideFiles, AFileThatCannotBeReadIsNotToBeMovedAside) {
   EXPECT_NE(reports[3].status.code(), Status::Code::kCorruption) << reports[3].status.ToString();
   EXPECT_NE(reports[3].AtStartText().find("until it can read it"), std::string::npos) << reports[3].AtStartText();
   EXPECT_NE(reports[3].AtStartText().find("do not move it aside"), std::string::npos);
+  // The start's refusal says the same (it named only the fault: found by an
+  // outside run).
+  auto said = PrepareSideFiles(dir);
+  ASSERT_FALSE(said.ok());
+  EXPECT_EQ(said.status().message(), reports[3].status.message() + ": " + reports[3].AtStartText());
 }
 
 // A directory in the place of denials.frs or rules.history: named as one,
