@@ -350,6 +350,18 @@ TEST_F(FrsctlTest, VersionAndTheDefaultConfigPath) {
   EXPECT_EQ(r.err.find("-c FILE names another"), std::string::npos) << r.err;
 }
 
+// init judges map.xml as every other command does: a store made beside a
+// map frsd refuses was an exit 0 no start could use (found by an outside
+// run). Exit 2 naming the line, and no store made.
+TEST_F(FrsctlTest, InitRefusesAMapFrsdWouldRefuse) {
+  std::ofstream(dir_ / "map.xml")
+      << "<map>\n  <biz id=\"1\" name=\"a\"><rule interval=\"0\" max=\"5\"/></biz>\n</map>\n";
+  CtlRun r = Ctl({"init"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("map.xml:2: rule interval '0' is out of range"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "data/frs.0.store"));
+}
+
 // frsctl runs as root (grow, the package's upgrade) in a store directory
 // the service user owns: a link that user plants at frsd.lock must not have
 // root create the file it names and give it to that user.

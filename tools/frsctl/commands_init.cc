@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "frs/engine.h"
 #include "frs/store_admin.h"
 #include "frs/store_dir.h"
 #include "json_out.h"
@@ -35,6 +36,10 @@ void PrintInitJson(const Session& s, const char* done, const std::vector<std::st
 }  // namespace
 
 Result<int> RunInit(Session& s, const InitArgs& a) {
+  // The map frsd will serve, judged first as every other command judges it
+  // (exit 2 naming its line): a store made beside a map frsd refuses was
+  // an exit 0 that no start could use.
+  if (Result<std::vector<BizInfo>> map = ReadMapBizzes(s.cfg.map_path); !map.ok()) return map.status();
   const StoreGeometry& g = s.cfg.geometry;
   std::vector<std::string> missing;
   uint32_t present = 0;
