@@ -16,15 +16,21 @@
 
 namespace frs::limit {
 
-bool RuleHistory::ParseLine(const std::string& line, Entry* e) {
+bool RuleHistory::ParseLine(const std::string& line, Entry* e) { return LineProblem(line, e).empty(); }
+
+std::string RuleHistory::LineProblem(const std::string& line, Entry* e) {
   std::istringstream ls(line);
   uint32_t biz = 0;
   std::string rest;
-  if (!(ls >> biz >> e->name >> e->identity >> e->max) || biz == 0 || biz > 65535 || e->max <= 0 ||
-      e->name.size() >= kRuleNameBytes || (ls >> rest))
-    return false;
+  if (!(ls >> biz >> e->name >> e->identity >> e->max) || (ls >> rest))
+    return "is not \"biz-id rule-name identity max\"";
+  if (biz == 0 || biz > 65535) return "names biz id " + std::to_string(biz) + ", out of range (1..65535)";
+  if (e->max <= 0) return "gives max " + std::to_string(e->max) + ", not above 0";
+  if (e->name.size() >= kRuleNameBytes)
+    return "names a rule of " + std::to_string(e->name.size()) + " bytes, longer than any (" +
+           std::to_string(kRuleNameBytes - 1) + " at most)";
   e->biz = static_cast<uint16_t>(biz);
-  return true;
+  return "";
 }
 
 std::vector<RuleHistory::Entry> RuleHistory::ReadFile(bool* damaged) const {
@@ -65,9 +71,9 @@ Status RuleHistory::Check(const std::string& dir) {
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {
     Entry e;
-    if (line.empty() || line[0] == '#' || ParseLine(line, &e)) continue;
-    return Status::Corruption(path + ": line " + std::to_string(n) +
-                              " is not \"biz-id rule-name identity max\" (the file is damaged)");
+    if (line.empty() || line[0] == '#') continue;
+    if (const std::string problem = LineProblem(line, &e); !problem.empty())
+      return Status::Corruption(path + ": line " + std::to_string(n) + " " + problem + " (the file is damaged)");
   }
   return Status::OK();
 }

@@ -57,6 +57,10 @@ class RuleHistory {
   };
   // One line of the file; false for a line that is not an entry.
   static bool ParseLine(const std::string& line, Entry* e);
+  // What is wrong with a line that is not an entry, in words after "line
+  // N" (a biz id out of range named as such, not as a line of another
+  // form); "" for an entry.
+  static std::string LineProblem(const std::string& line, Entry* e);
   // The file's entries; *damaged when a line is neither an entry nor a comment.
   std::vector<Entry> ReadFile(bool* damaged) const;
   void WriteFile(const std::vector<Entry>& entries) const;

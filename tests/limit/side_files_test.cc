@@ -80,6 +80,30 @@ TEST(SideFiles, AFileInADirectoryThisUserMayNotSearchIsNotAbsent) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << "10: could not become nobody; 20+N: N reports called absent or clean";
 }
 
+// A rules.history line of the right form whose fields are out of range is
+// named for what is wrong, not as a line of another form.
+TEST(SideFiles, ARuleHistoryLineOutOfRangeIsNamedForIt) {
+  const struct {
+    const char* line;
+    const char* says;
+  } cases[] = {
+      {"99999 foo 1 1", "line 3 names biz id 99999, out of range (1..65535) (the file is damaged)"},
+      {"0 foo 1 1", "line 3 names biz id 0, out of range (1..65535)"},
+      {"7 foo 1 0", "line 3 gives max 0, not above 0"},
+      {"7 foo 1 1 extra", "line 3 is not \"biz-id rule-name identity max\""},
+      {"7 foo", "line 3 is not \"biz-id rule-name identity max\""},
+  };
+  for (const auto& c : cases) {
+    frs::testing::TempDir d;
+    const std::string dir = d.path();
+    MakeFiles(dir);
+    std::ofstream(dir + "/rules.history", std::ios::app) << c.line << "\n";
+    const auto reports = CheckSideFiles(dir);
+    EXPECT_NE(reports[2].status.message().find("rules.history: " + std::string(c.says)), std::string::npos)
+        << c.line << ": " << reports[2].status.ToString();
+  }
+}
+
 // A damaged denials.frs or rules.history was taken without a word (the
 // table of denials silently left out, the history's lines skipped): frsd's
 // start now moves each aside, says so, and starts a new one.
