@@ -19,8 +19,8 @@
 // What frsd does with a damaged file:
 //   stats.frs      refuses to start, naming the file and the fix: it holds
 //                  today's counters, which an operator may want to restore
-//                  (a damaged header, or a body no run writes: DailyStats's
-//                  open checks both);
+//                  (a damaged header, or a body no run writes however it
+//                  stopped: DailyStats's open checks both);
 //   denials.frs    moves it aside (PATH.damaged-<unix time>) and starts a
 //                  new one, with a log line: it holds only the last minutes;
 //   rules.history  the same: without it a reload that changes an interval

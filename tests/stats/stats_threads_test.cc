@@ -34,8 +34,7 @@ void RunThreads(Fn fn) {
 
 // stats.frs's body check at every open (frsctl's commands, a respawned
 // worker) while others claim new bizzes and count: what they write is never
-// taken for damage, a slot claimed between the reads of its id and of its
-// counters included.
+// taken for damage.
 TEST(StatsThreads, DailyStatsOpensWhileOthersClaimAndCount) {
   frs::testing::TempDir dir;
   { ASSERT_TRUE(DailyStats::Open(dir.path()).ok()); }
