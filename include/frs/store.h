@@ -300,16 +300,6 @@ class Store {
   virtual void SetLiveBizzes(std::vector<bool> live) = 0;
 
   virtual StoreStats Stats() const = 0;
-  // Adds another store's history, its event counters (stale and live
-  // evictions, cuckoo moves, lock recoveries; not its nodes, slots or
-  // damaged nodes, which are each store's own), to this store's first file:
-  // frsctl grow carries them into the store that replaces the old one, so
-  // that stat and /metrics keep the live evictions that called for it.
-  // The default refuses (a store that cannot be written).
-  virtual Status AddHistory(const FileStats& earlier) {
-    (void)earlier;
-    return Status::InvalidArgument("this store keeps no history of another");
-  }
 
   // Backs every page of the files with disk blocks now (fallocate) and maps
   // them in (writable when the files had holes): a full disk is then an error at

@@ -194,17 +194,6 @@ StoreStats StoreImpl::Stats() const {
   return s;
 }
 
-Status StoreImpl::AddHistory(const FileStats& earlier) {
-  if (opts_.read_only) return ReadOnly();
-  FileHeader* h = files_.front()->header();
-  for (auto [field, add] : {std::pair{&h->evictions_stale, earlier.evictions_stale},
-                            {&h->evictions_live, earlier.evictions_live},
-                            {&h->cuckoo_moves, earlier.cuckoo_moves},
-                            {&h->lock_recoveries, earlier.lock_recoveries}})
-    std::atomic_ref<uint64_t>(*field).fetch_add(add, std::memory_order_relaxed);
-  return Status::OK();
-}
-
 Status StoreImpl::WritersBusy(StoreFile* f) {
   return Status::Busy(f->path() + ": all " + std::to_string(kWriterEntries) + " writer entries (or all " +
                       std::to_string(kBatchEntries) + " batch entries) are held by live threads; nothing was written");

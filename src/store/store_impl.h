@@ -86,7 +86,6 @@ class StoreImpl final : public Store {
   void SetLiveBizzes(std::vector<bool> live) override;
   Status CheckFiles() override;
   StoreStats Stats() const override;
-  Status AddHistory(const FileStats& earlier) override;
   Status Flush(bool sync) override;
   Status Reserve() override;
   Result<uint32_t> RecoverDeadOwner(int32_t pid) override;

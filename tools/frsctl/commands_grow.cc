@@ -607,10 +607,11 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
   if (have_stats && ReadWhole(stats_path) != ReadWhole(store_dir::In(build, store_dir::kDailyStats)))
     return Status::Corruption("the copy of " + stats_path + " differs from it; nothing changed");
   const uint64_t slots_used = fresh->Stats().total.slots_used;
-  // The old store's evictions and lock recoveries go on in the new one: a
-  // grow is what live evictions call for, and it must not wipe them (stat,
-  // get's "evicted" hint and /metrics read them).
-  if (Status st = fresh->AddHistory(old->Stats().total); !st.ok()) return st;
+  // The old store's events, said once here: the new store counts its own
+  // from 0 (stat's hint to grow is about the geometry it names, and
+  // /metrics counters restart as at any restart), but live evictions are
+  // what called for the grow, and an operator may want them on record.
+  const FileStats history = old->Stats().total;
   if (Status st = fresh->Flush(true); !st.ok()) return st;
   fresh.reset();
   old.reset();  // our own mapping of the old files ends here
@@ -676,6 +677,12 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
     j.Key("removed_leftovers").BeginArray();
     for (const std::string& n : removed) j.String(n);
     j.EndArray();
+    j.Key("old_store").BeginObject();
+    j.Key("evictions_live").Uint(history.evictions_live);
+    j.Key("evictions_stale").Uint(history.evictions_stale);
+    j.Key("cuckoo_moves").Uint(history.cuckoo_moves);
+    j.Key("lock_recoveries").Uint(history.lock_recoveries);
+    j.EndObject();
     j.Key("srv_xml").String(s.cfg.path);
     j.Key("srv_xml_store").String(StoreXml(s.cfg.path, s.cfg.store_dir, to));
     j.Key("srv_xml_matches").Bool(srv_matches);
@@ -699,6 +706,10 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
                                 " damaged node(s) that format 4 ignored too, the first: " + damaged_left.front()});
     t.Row({"occupancy", Percent(slots_used, to.slots()) + " of the slots"});
     t.Row({"daily stats", have_stats ? "kept (stats.frs)" : "none yet"});
+    if (history.evictions_live + history.evictions_stale + history.lock_recoveries != 0)
+      t.Row({"old store", Grouped(history.evictions_live) + " live and " + Grouped(history.evictions_stale) +
+                              " stale evictions, " + Grouped(history.lock_recoveries) +
+                              " lock recoveries (the grown store counts its own from 0)"});
     std::string others;
     for (const std::string& n : carried.value()) others += (others.empty() ? "" : ", ") + n;
     if (!others.empty()) t.Row({"also kept", others});
