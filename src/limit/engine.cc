@@ -25,22 +25,16 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
   if (!tz.ok()) return tz.status();
   auto map = opts.map_text.empty() ? limit::LoadMapFile(opts.map_path) : limit::ParseMap(opts.map_text, opts.map_path);
   if (!map.ok()) return map.status();
-  auto statistics = stats::Statistics::Open(opts.stats_dir, opts.read_only, opts.on_problem);
-  if (!statistics.ok() && opts.statistics_optional) {
-    if (opts.on_problem)
-      opts.on_problem(statistics.status().message() +
-                      ": read without the statistics (they show as none; `frsctl verify` names each damaged file "
-                      "and what frsd's start does with it)");
-    statistics = stats::Statistics::Open("", /*read_only=*/false, opts.on_problem);
-  }
-  if (!statistics.ok()) return statistics.status();
-  auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(statistics.value()));
   // Every process of a store keys lease ids alike. A store whose secret
   // was never made, opened by a reader or an inspecting tool, gets a stand-in
   // of its own: made there, a file would void at frsd's next start every id
   // the running frsd gave out. The stand-in names no id (ids_known false).
   // A damaged or unreadable file is refused whoever opens it.
   // A cluster's key file, when named, keys them alike on every shard.
+  // Read (or made) before the statistics: the first engine of a store
+  // makes both, and one stopped between the two must leave the secret
+  // without stats.frs, never stats.frs without the secret, which would read
+  // as a store that served and lost it (LeaseKeyMissingWarning).
   const bool make = !opts.read_only && opts.make_lease_key;
   auto secret = opts.lease_key_file.empty() ? limit::LoadLeaseSecret(opts.stats_dir, make)
                                             : limit::LoadLeaseKeyFile(opts.lease_key_file);
@@ -57,6 +51,16 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
     known = false;
   }
   if (!secret.ok()) return secret.status();
+  auto statistics = stats::Statistics::Open(opts.stats_dir, opts.read_only, opts.on_problem);
+  if (!statistics.ok() && opts.statistics_optional) {
+    if (opts.on_problem)
+      opts.on_problem(statistics.status().message() +
+                      ": read without the statistics (they show as none; `frsctl verify` names each damaged file "
+                      "and what frsd's start does with it)");
+    statistics = stats::Statistics::Open("", /*read_only=*/false, opts.on_problem);
+  }
+  if (!statistics.ok()) return statistics.status();
+  auto engine = std::make_unique<limit::EngineImpl>(opts, std::move(tz.value()), std::move(statistics.value()));
   engine->SetLeaseSecret(secret.value(), !opts.lease_key_file.empty(), known);
   if (!opts.lease_key_also_file.empty()) {
     if (opts.lease_key_file.empty())

@@ -20,6 +20,8 @@
 //   table layout differs from this build's   Mismatch (a geometry this
 //                                       build does not make)
 //   truncated (N bytes of M)            Corruption
+//   extended (N bytes of M): ...        Corruption (with the truncate -s
+//                                       that gives the file its size back)
 //
 // Thread safety: plain functions; a MappedTable's bytes are shared memory and
 // need the caller's own synchronization.

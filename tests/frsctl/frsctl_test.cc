@@ -92,7 +92,8 @@ class FrsctlTest : public ::testing::Test {
     ASSERT_EQ(r.rc, 0) << r.err;
   }
 
-  // The store's lease secret, as frsd's start makes it (frsctl never does).
+  // A store's lease secret of known bytes, in place of the one the first
+  // engine (CreateStore's import) made.
   void MakeLeaseKey() {
     const std::string path = dir_ / "data/lease.key";
     std::ofstream(path) << "0123456789abcdef";

@@ -227,8 +227,7 @@ Result<int> RunVerify(Session& s, const VerifyArgs& a) {
                        "reservation id given out before answers 409; restore it from a backup to keep them");
   // Not damage either: a secret its group or others may read, which frsd -t
   // and the start's log warn of (whoever reads it can forge every id).
-  if (s.cfg.cluster_lease_key.empty())
-    if (std::string w = LeaseKeyModeWarning(s.cfg.store_dir); !w.empty()) warnings.push_back(w);
+  if (std::string w = LeaseKeyModeWarning(s.cfg.store_dir); !w.empty()) warnings.push_back(w);
   const std::vector<std::string>& remaining = rechecked ? after.problems : first.problems;
   const bool clean = remaining.empty();
   if (s.json) {

@@ -221,10 +221,10 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   // frsd makes the store's lease secret at its start, with stats.frs: one
   // made here beside a store that served would void, at frsd's next start,
   // every id the running frsd gave out. The first engine of a store that
-  // never served (no stats.frs and no node yet: frsctl init's, import's)
-  // makes both, as frsd would: else its stats.frs made the store look as
-  // one that lost its secret, and frsd -t and the start warned of ids
-  // voided that never existed.
+  // never served (no stats.frs and no node yet: the first command after
+  // frsctl init, an import into a new store) makes both, as frsd would:
+  // else its stats.frs made the store look as one that lost its secret,
+  // and frsd -t and the start warned of ids voided that never existed.
   eo.make_lease_key = StoreNeverServed(eo.stats_dir);
   // A second session of one command (import's scratch store) takes what
   // the first found, and does not say it again.
