@@ -427,6 +427,24 @@ void SayApplied(const SrvConfig& live, const SrvConfig& next) {
       FRS_LOG("cannot switch the log file, logging here still: %s", ls.message().c_str());
     else FRS_LOG("logging here from now on (srv.xml reloaded)");
   }
+  // The sizes and time-outs every connection lives by: a change was applied
+  // unsaid, where each other live setting is logged (found by an outside run).
+  {
+    std::string changed;
+    const std::pair<const char*, uint32_t SrvConfig::*> limits[] =
+        {{"header_bytes", &SrvConfig::max_header_bytes},         {"body_bytes", &SrvConfig::max_body_bytes},
+         {"connections", &SrvConfig::max_connections},           {"idle_timeout_ms", &SrvConfig::idle_timeout_ms},
+         {"request_timeout_ms", &SrvConfig::request_timeout_ms}, {"batch", &SrvConfig::max_batch}};
+    for (const auto& [name, field] : limits)
+      if (next.*field != live.*field)
+        changed += std::string(changed.empty() ? "" : ", ") + name + " " + std::to_string(live.*field) + " -> " +
+                   std::to_string(next.*field);
+    if (!changed.empty())
+      FRS_LOG(
+          "srv.xml: <limits> changed (%s); applied by each worker (new connections get the new sizes; time-outs "
+          "apply from each connection's next activity)",
+          changed.c_str());
+  }
   if (next.worker_stall_ms != live.worker_stall_ms)
     FRS_LOG("srv.xml: <limits worker_stall_ms> changed (%u -> %u%s); applied", live.worker_stall_ms,
             next.worker_stall_ms, next.worker_stall_ms == 0 ? ": no watch over hung workers" : "");

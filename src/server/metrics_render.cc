@@ -392,7 +392,7 @@ constexpr SeriesRow kSeries[] =
   });
      },
      nullptr},
-    {"frs_workers", "gauge", "Configured worker processes.",
+    {"frs_workers", "gauge", "Worker processes of the running configuration.",
      [](const Scrape& s) { return uint64_t{s.metrics().workers()}; }, nullptr},
     {"frs_connections_open", "gauge", "Client connections open, all workers.",
      Summed<&WorkerCounters::connections_open>, nullptr},

@@ -67,7 +67,8 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
       {"frs_replica_dropped_total", "counter",
        "Changes dropped from a full backlog (a link down for long): the other holder never gets them.",
        &ReplicaCounters::dropped},
-      {"frs_replica_link_down_total", "counter", "Times a link to another shard went down (episodes).",
+      {"frs_replica_link_down_total", "counter",
+       "Times a link to another shard went down, counted by each worker (each keeps its own links).",
        &ReplicaCounters::episodes},
       {"frs_replica_behind_total", "counter",
        "Times the other holder of routes answered a batch 'behind': it served them alone while this shard did not "

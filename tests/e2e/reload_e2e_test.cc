@@ -132,6 +132,9 @@ TEST(ReloadE2E, LimitsAndTheLogFileChangeLive) {
   }
   EXPECT_EQ(Count(switched, "(map generation"), 2u) << srv.log() << switched;
   EXPECT_EQ(Count(switched, "logging here from now on"), 1u) << switched;
+  // The log says what changed of <limits>, as of every other live setting.
+  EXPECT_EQ(Count(switched, "srv.xml: <limits> changed (body_bytes 65536 -> 1024); applied by each worker"), 1u)
+      << switched;
   EXPECT_EQ(Client(srv.port()).Post(body).status, 413);
   // <log file> taken out again: the line says where logging goes, not "".
   Rewrite(srv, "<log file=\"switched.log\"/>", "");
