@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <pugixml.hpp>
 #include <unordered_map>
 
@@ -614,11 +615,74 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
   return Status::OK();
 }
 
+namespace {
+
+bool SameRule(const RuleSpec& a, const RuleSpec& b) {
+  const auto zone = [](const RuleSpec& r) { return r.zone ? r.zone->name() : std::string(); };
+  return a.algo == b.algo && a.interval == b.interval && a.max == b.max && a.burst == b.burst && a.borrow == b.borrow &&
+         a.utc == b.utc && a.epoch == b.epoch && a.overrun == b.overrun && zone(a) == zone(b) &&
+         std::strncmp(a.name, b.name, kRuleNameBytes) == 0;
+}
+
+bool SameBiz(const BizConfig& a, const BizConfig& b) {
+  if (a.name != b.name || a.mode != b.mode || a.nrules != b.nrules || a.res_cap != b.res_cap ||
+      a.keep_keys != b.keep_keys)
+    return false;
+  for (uint32_t i = 0; i < a.nrules; ++i)
+    if (!SameRule(a.rules[i], b.rules[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string MapChangeWords(const MapConfig& running, const MapConfig& next) {
+  std::vector<const BizConfig*> by_id(65536, nullptr);
+  for (const BizConfig& b : running.bizzes) by_id[b.id] = &b;
+  std::vector<bool> kept(65536, false);
+  std::vector<std::string> added, removed, changed;
+  for (const BizConfig& nb : next.bizzes) {
+    kept[nb.id] = true;
+    const BizConfig* ob = by_id[nb.id];
+    if (ob == nullptr) added.push_back(nb.name);
+    else if (!SameBiz(*ob, nb)) changed.push_back(nb.name == ob->name ? nb.name : ob->name + " -> " + nb.name);
+  }
+  for (const BizConfig& b : running.bizzes)
+    if (!kept[b.id]) removed.push_back(b.name);
+  const auto list = [](const char* what, const std::vector<std::string>& names) {
+    if (names.empty()) return std::string();
+    std::string s = std::to_string(names.size()) + " " + what + " (";
+    for (size_t i = 0; i < names.size() && i < 8; ++i) s += (i ? ", " : "") + names[i];
+    if (names.size() > 8) s += ", and " + std::to_string(names.size() - 8) + " more";
+    return s + ")";
+  };
+  std::string out;
+  for (const std::string& part : {list("added", added), list("removed", removed), list("changed", changed)})
+    if (!part.empty()) out += (out.empty() ? "" : ", ") + part;
+  return out.empty() ? out : "biz(es) " + out;
+}
+
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next) {
   std::vector<std::string> out;
   // By id: an Envoy configuration may bring thousands of bizzes.
   std::vector<const BizConfig*> by_id(65536, nullptr);
   for (const BizConfig& b : running.bizzes) by_id[b.id] = &b;
+  std::vector<bool> kept(65536, false);
+  for (const BizConfig& nb : next.bizzes) kept[nb.id] = true;
+  // One line for every biz removed that may hold leases or reservations (a
+  // rate rule keeps reservations by default): an Envoy configuration may
+  // drop thousands at once.
+  std::string removed;
+  size_t nremoved = 0;
+  for (const BizConfig& ob : running.bizzes) {
+    if (kept[ob.id] || (ob.lease_rule < 0 && ob.res_cap == 0)) continue;
+    if (nremoved++ < 8) removed += (removed.empty() ? "" : ", ") + ob.name;
+  }
+  if (nremoved > 8) removed += ", and " + std::to_string(nremoved - 8) + " more";
+  if (nremoved > 0)
+    out.push_back(next.path + ": " + std::to_string(nremoved) + " biz(es) removed (" + removed +
+                  "): the leases and reservations their keys hold are no longer released, renewed or settled (404), " +
+                  "and end with their nodes, which are stale now (reclaimed as new keys need room); a biz put back " +
+                  "under the same id before then finds them held");
   for (const BizConfig& nb : next.bizzes) {
     const BizConfig* ob = by_id[nb.id];
     if (ob == nullptr) continue;

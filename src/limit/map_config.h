@@ -111,6 +111,14 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next);
 // a biz that takes fewer reservations per key (a raised concurrency max
 // leaves the default fewer bytes). A key holding more than fits keeps those
 // that end last when it is next touched.
+// A biz removed whose keys may hold leases or reservations is one line too.
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next);
+
+// What a reload from `running` to `next` changes of the bizzes, by id, for
+// the master's log: "N biz(es) added (a, b), M removed (c), K changed (d)",
+// each list cut after 8 names; "" when no biz is added, removed or changed
+// (a rule's algorithm, window, limits, zone or name; the biz's mode,
+// reservations or key keeping).
+std::string MapChangeWords(const MapConfig& running, const MapConfig& next);
 
 }  // namespace frs::limit

@@ -496,6 +496,24 @@ SrvConfig AppliedConfig(const SrvConfig& live, SrvConfig next) {
   return next;
 }
 
+// What a reload's new map changes of the one every worker runs (read from
+// the channel before it is replaced): the bizzes it adds, removes and
+// changes, and what it ends of what keys hold.
+struct MapReloadWords {
+  std::string change;
+  std::vector<std::string> ends;
+};
+MapReloadWords SayOfMapReload(MapChannel* channel, const limit::MapConfig& next) {
+  MapReloadWords out;
+  if (channel == nullptr) return out;
+  if (Result<MapChannel::Map> was = channel->Read(); was.ok() && !was->text.empty())
+    if (auto running = limit::ParseMap(was->text, next.path); running.ok()) {
+      out.ends = limit::HeldAReloadEnds(*running, next);
+      out.change = limit::MapChangeWords(*running, next);
+    }
+  return out;
+}
+
 }  // namespace
 
 void Master::Reload() {
@@ -529,11 +547,7 @@ void Master::Reload() {
   std::optional<limit::MapConfig> new_map;
   if (s.ok())
     if (Result<limit::MapConfig> m = limit::ParseMap(f.map_text, f.next->map_path); m.ok()) new_map = std::move(*m);
-  std::vector<std::string> ends;
-  if (new_map && ctx_.map_channel)
-    if (Result<MapChannel::Map> was = ctx_.map_channel->Read(); was.ok() && !was->text.empty())
-      if (auto old_map = limit::ParseMap(was->text, f.next->map_path); old_map.ok())
-        ends = limit::HeldAReloadEnds(*old_map, *new_map);
+  const MapReloadWords said = new_map ? SayOfMapReload(ctx_.map_channel, *new_map) : MapReloadWords{};
   // The list before the last <cluster> change once this one applies: the
   // master's record, published with the map for the running workers (a
   // worker that applies two changes at once knows only its own list) and
@@ -563,7 +577,10 @@ void Master::Reload() {
     ::unlink(os::store_dir::In(live_.store_dir, os::store_dir::kRunningConfig).c_str());
     FRS_LOG("warning: %s: frsctl shows map.xml as it is on disk, not the map this frsd runs", w.message().c_str());
   }
-  for (const std::string& line : ends) FRS_LOG("warning: %s", line.c_str());
+  // What the map changes, said once by the master: each worker's line says
+  // only that it reloaded (an operator read no more, found by an outside run).
+  if (!said.change.empty()) FRS_LOG("%s: %s", next.map_path.c_str(), said.change.c_str());
+  for (const std::string& line : said.ends) FRS_LOG("warning: %s", line.c_str());
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   if (held_) held_->Invalidate();
   // Against the start's values, not the last reload's: a change said once

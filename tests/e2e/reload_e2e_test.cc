@@ -57,6 +57,21 @@ TEST(ReloadE2E, TheAdminTokenRotatesWithoutARestart) {
   EXPECT_EQ(srv.pid(), pid);
 }
 
+// The master says once what a reload changes of the bizzes (each worker's
+// line said only "reloaded").
+TEST(ReloadE2E, TheLogSaysWhichBizzesAReloadAdds) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  std::string map = ReadFile(srv.dir() + "/map.xml");
+  const size_t end = map.rfind("</map>");
+  ASSERT_NE(end, std::string::npos) << map;
+  map.insert(end, "  <biz id=\"900\" name=\"reload_added\"><rule interval=\"60\" max=\"9\"/></biz>\n");
+  WriteFile(srv.dir() + "/map.xml", map);
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "reloaded", 2)) << srv.log();
+  EXPECT_TRUE(WaitLog(srv, "map.xml: biz(es) 1 added (reload_added)")) << srv.log();
+}
+
 TEST(ReloadE2E, WhatNeedsARestartIsLoggedAndKept) {
   Frsd srv;
   ASSERT_TRUE(srv.Start()) << srv.log();

@@ -255,5 +255,34 @@ TEST(MapConfig, MissingFileNamesIt) {
   EXPECT_EQ(m.status().message(), "/nonexistent/map.xml: no such file");
 }
 
+// A reload's map change in the master's log: which bizzes it adds, removes
+// or changes (each worker's line said only "reloaded"); a removed biz that
+// keeps leases or reservations is warned of.
+TEST(MapConfig, AReloadSaysWhichBizzesItAddsRemovesAndChanges) {
+  auto running = ParseMap(R"(<map>
+  <biz id="1" name="login"><rule interval="60" max="5"/></biz>
+  <biz id="2" name="ad_user"><rule algo="calendar" interval="86400" max="3"/></biz>
+  <biz id="3" name="inflight"><rule algo="concurrency" max="4" lease="60"/></biz>
+  <biz id="4" name="same"><rule interval="60" max="5" name="s"/></biz>
+</map>)",
+                          "map.xml");
+  auto next = ParseMap(R"(<map>
+  <biz id="1" name="login"><rule interval="120" max="3"/></biz>
+  <biz id="4" name="same"><rule interval="60" max="5" name="s"/></biz>
+  <biz id="5" name="newbiz"><rule interval="60" max="9"/></biz>
+</map>)",
+                       "map.xml");
+  ASSERT_TRUE(running.ok() && next.ok());
+  EXPECT_EQ(MapChangeWords(*running, *next),
+            "biz(es) 1 added (newbiz), 2 removed (ad_user, inflight), 1 changed (login)");
+  EXPECT_EQ(MapChangeWords(*running, *running), "");
+  const std::vector<std::string> ends = HeldAReloadEnds(*running, *next);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_NE(ends[0].find("2 biz(es) removed (ad_user, inflight): the leases and reservations their keys hold are no "
+                         "longer released, renewed or settled (404)"),
+            std::string::npos)
+      << ends[0];
+}
+
 }  // namespace
 }  // namespace frs::limit
