@@ -760,7 +760,7 @@ int Master::Run(const sigset_t* wait_mask) {
       Reap(/*stopping=*/false);
     }
     if (f.terminate || fatal_) {
-      FRS_LOG(fatal_ ? "stopping after a fatal worker error" : "stopping (signal)");
+      FRS_LOG("stopping %s", fatal_ ? "after a fatal worker error" : f.terminate == SIGINT ? "(SIGINT)" : "(SIGTERM)");
       if (ctx_.notify) ctx_.notify("STOPPING=1");
       // No worker starts again: the master's copies of the listening sockets
       // go, so that once each worker has closed its own (as its drain

@@ -13,7 +13,7 @@ SignalFlags g_flags;
 void OnSignal(int sig) {
   switch (sig) {
     case SIGTERM:
-    case SIGINT: g_flags.terminate = 1; break;
+    case SIGINT: g_flags.terminate = sig; break;
     case SIGHUP: g_flags.reload = 1; break;
     case SIGUSR1: g_flags.reopen = 1; break;
     case SIGCHLD: g_flags.child = 1; break;

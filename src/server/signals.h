@@ -14,7 +14,7 @@
 namespace frs::server {
 
 struct SignalFlags {
-  volatile sig_atomic_t terminate = 0;  // SIGTERM / SIGINT
+  volatile sig_atomic_t terminate = 0;  // the signal that asked for the stop (SIGTERM, SIGINT), else 0
   volatile sig_atomic_t reload = 0;     // SIGHUP
   volatile sig_atomic_t reopen = 0;     // SIGUSR1
   volatile sig_atomic_t child = 0;      // SIGCHLD

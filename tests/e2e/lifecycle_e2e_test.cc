@@ -208,6 +208,8 @@ TEST(LifecycleE2E, GracefulStopAnswersTheRequestInFlight) {
   EXPECT_LT(NowMs() - t0, 5000);
   EXPECT_TRUE(WIFEXITED(s.exit_status()) && WEXITSTATUS(s.exit_status()) == 0) << s.log();
   EXPECT_FALSE(std::filesystem::exists(s.dir() + "/frsd.pid"));
+  // The master's line names the signal (it said "signal").
+  EXPECT_NE(s.log().find("master: stopping (SIGTERM)"), std::string::npos) << s.log();
   // The acknowledged acquire is in the store.
   ASSERT_TRUE(s.Start()) << s.log();
   Client d(s.port());
