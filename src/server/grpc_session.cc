@@ -26,6 +26,22 @@ constexpr size_t kPrefixBytes = 5;  // compressed flag, 32-bit big-endian length
 constexpr size_t kNghttp2SessionBytes = 64 * 1024;
 constexpr size_t kNghttp2StreamBytes = 1024;
 
+// application/grpc or application/grpc+proto, its parameters after ';'
+// ignored and its letters in any case (a media type's are not case
+// sensitive). Another codec's subtype (+json, ...) is refused (415): the
+// body would be read as protobuf, which it is not.
+bool IsGrpcProtoType(std::string_view v) {
+  const size_t semi = v.find(';');
+  std::string_view type = v.substr(0, semi);
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
+  auto equals_lower = [&type](std::string_view want) {
+    return type.size() == want.size() && std::equal(type.begin(), type.end(), want.begin(), [](char a, char b) {
+             return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
+           });
+  };
+  return equals_lower("application/grpc") || equals_lower("application/grpc+proto");
+}
+
 nghttp2_nv Nv(std::string_view name, std::string_view value) {
   // nghttp2 copies names and values on submit (no NO_COPY flags).
   return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
@@ -101,8 +117,7 @@ struct GrpcCallbacks {
     const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
     if (n == ":path") s.method = g->service_->MethodOf(v);
     else if (n == ":method") s.post = v == "POST";
-    else if (n == "content-type")
-      s.grpc_type = v == "application/grpc" || v.starts_with("application/grpc+") || v.starts_with("application/grpc;");
+    else if (n == "content-type") s.grpc_type = IsGrpcProtoType(v);
     return 0;
   } catch (...) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -472,9 +487,14 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
               s.body.size() != kPrefixBytes + len)) {
     reply.code = GrpcCode::kInternal;
     reply.message = "the request is not one length-prefixed message";
-  } else if (s.body[0] != 0) {
+  } else if (s.body[0] == 1) {
     reply.code = GrpcCode::kUnimplemented;
     reply.message = "compressed messages are not accepted (no grpc-encoding is offered)";
+  } else if (s.body[0] != 0) {
+    // The flag is 0 or 1; other bits set are no encoding, only damage.
+    reply.code = GrpcCode::kInternal;
+    reply.message = "the message's flag byte is " + std::to_string(static_cast<uint8_t>(s.body[0])) +
+                    ": 0 (not compressed) is what this service takes, 1 (compressed) is refused";
   } else if (s.method < 0) {
     reply.code = GrpcCode::kUnimplemented;
     reply.message = "unknown method";

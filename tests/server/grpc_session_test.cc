@@ -33,13 +33,14 @@ std::string Start() { return kPreface + Frame(4, 0, 0, ""); }
 
 // HPACK: :method POST (static 3), :scheme http (6), :authority "x" and
 // :path literals without indexing (names 1 and 4), content-type (31).
-std::string Headers(uint32_t stream, bool end_stream, const std::string& path = "/test.Echo/Call") {
+std::string Headers(uint32_t stream, bool end_stream, const std::string& path = "/test.Echo/Call",
+                    const std::string& type = "application/grpc") {
   std::string b = "\x83\x86\x01\x01x\x04";
   b.push_back(static_cast<char>(path.size()));
   b += path;
   b += "\x0f\x10";
-  b.push_back(16);
-  b += "application/grpc";
+  b.push_back(static_cast<char>(type.size()));
+  b += type;
   return Frame(1, static_cast<uint8_t>(0x4 | (end_stream ? 0x1 : 0)), stream, b);
 }
 
@@ -331,6 +332,37 @@ TEST(GrpcSession, ACallRefusedBeforeItsMessageIsToldToTheService) {
   EXPECT_EQ(Field(f.headers[9], "grpc-status"), "0");
   EXPECT_EQ(echo.refused, 3);
   EXPECT_EQ(echo.calls, 1);
+}
+
+// The content types of the protobuf codec, in any case and with
+// parameters, are served; another codec's (+json: its body is no protobuf)
+// is refused (415). A flag byte other than 0 and 1 is damage (13), not a
+// compressed message (12 said "compressed" of it). Found by an outside run.
+TEST(GrpcSession, ContentTypesOfTheProtobufCodecAndTheFlagByte) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  std::string flagged = Prefix(2) + "hi";
+  flagged[0] = 7;
+  const std::string path = "/test.Echo/Call";
+  std::string in = Start() + Headers(1, false, path, "application/grpc+proto") + Data(1, Prefix(2) + "ok", true) +
+                   Headers(3, false, path, "Application/GRPC; charset=utf-8") + Data(3, Prefix(2) + "ok", true) +
+                   Headers(5, false, path, "application/grpc+json") + Data(5, Prefix(2) + "{}", true) +
+                   Headers(7, false, path, "application/grpcfoo") + Data(7, Prefix(2) + "ok", true) +
+                   Headers(9, false) + Data(9, flagged, true);
+  ASSERT_TRUE(g->Receive(in, 1));
+  std::string out;
+  g->Drain(&out);
+  Client c;
+  Frames f;
+  c.Parse(out, &f);
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "0");
+  EXPECT_EQ(Field(f.headers[3], "grpc-status"), "0");
+  EXPECT_EQ(Field(f.headers[5], ":status"), "415");
+  EXPECT_EQ(Field(f.headers[7], ":status"), "415");
+  EXPECT_EQ(Field(f.headers[9], "grpc-status"), "13");
+  EXPECT_NE(Field(f.headers[9], "grpc-message").find("flag byte is 7"), std::string::npos)
+      << Field(f.headers[9], "grpc-message");
+  EXPECT_EQ(echo.calls, 2);
 }
 
 // A message whose prefix declares more than the limit is answered at its
