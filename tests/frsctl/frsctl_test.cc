@@ -100,6 +100,17 @@ class FrsctlTest : public ::testing::Test {
     ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
   }
 
+  // A store of one concurrency biz, its lease.key of known bytes, and key
+  // u42 holding one lease of it.
+  void StoreWithALeaseHeld() {
+    std::ofstream(dir_ / "map.xml")
+        << "<map>\n  <biz id=\"20\" name=\"inflight\">\n    <rule algo=\"concurrency\" max=\"2\" lease=\"600\"/>\n"
+           "  </biz>\n</map>\n";
+    CreateStore();
+    MakeLeaseKey();
+    Set("inflight", "u42", 1);
+  }
+
   void Set(const std::string& biz, const std::string& key, int64_t count, const std::string& config = "srv.xml") {
     CtlRun r = Ctl({"set", biz, key, std::to_string(count)}, config);
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -1759,12 +1770,7 @@ TEST_F(FrsctlTest, GetAndExplainShowHeldLeasesWithTheirIds) {
 // out. Now frsctl makes none, shows the leases by serial and says why;
 // verify warns; the ids are the store's again once the file is restored.
 TEST_F(FrsctlTest, AMissingLeaseKeyIsNeverMadeByFrsctl) {
-  std::ofstream(dir_ / "map.xml")
-      << "<map>\n  <biz id=\"20\" name=\"inflight\">\n    <rule algo=\"concurrency\" max=\"2\" lease=\"600\"/>\n"
-         "  </biz>\n</map>\n";
-  CreateStore();
-  MakeLeaseKey();
-  Set("inflight", "u42", 1);
+  StoreWithALeaseHeld();
   const std::string key = dir_ / "data/lease.key";
   ASSERT_TRUE(std::filesystem::exists(key));
   CtlRun before = Ctl({"get", "--json", "inflight", "u42"});
@@ -1847,12 +1853,7 @@ TEST_F(FrsctlTest, TheFirstEngineOfANewStoreMakesItsLeaseKey) {
 // every check then looked clean: found by an outside run.) And verify
 // warns, as frsd -t does, of a secret its group or others may read.
 TEST_F(FrsctlTest, AStoreThatLostItsSideFilesIsStillOneThatServed) {
-  std::ofstream(dir_ / "map.xml")
-      << "<map>\n  <biz id=\"20\" name=\"inflight\">\n    <rule algo=\"concurrency\" max=\"2\" lease=\"600\"/>\n"
-         "  </biz>\n</map>\n";
-  CreateStore();
-  MakeLeaseKey();
-  Set("inflight", "u42", 1);
+  StoreWithALeaseHeld();
   const std::filesystem::path key = dir_ / "data/lease.key";
   ASSERT_EQ(::chmod(key.c_str(), 0644), 0);
   CtlRun r = Ctl({"verify"});

@@ -130,6 +130,17 @@ std::string Field(const std::vector<std::pair<std::string, std::string>>& h, con
   return "<none>";
 }
 
+// `in` received in one read, and the frames the session answers with.
+Frames Exchange(GrpcSession& g, const std::string& in) {
+  Frames f;
+  EXPECT_TRUE(g.Receive(in, 1));
+  std::string out;
+  g.Drain(&out);
+  Client c;
+  c.Parse(out, &f);
+  return f;
+}
+
 TEST(GrpcMessage, PercentEncoded) {
   EXPECT_EQ(PercentEncodeGrpcMessage("plain text: ok"), "plain text: ok");
   EXPECT_EQ(PercentEncodeGrpcMessage("50%"), "50%25");
@@ -319,12 +330,7 @@ TEST(GrpcSession, ACallRefusedBeforeItsMessageIsToldToTheService) {
                    Headers(5, false) + Data(5, compressed, true) +                                   // compressed
                    Headers(7, false, "/no.Such/Method") + Data(7, Prefix(2) + "hi", true) +          // unknown
                    Headers(9, false) + Data(9, Prefix(2) + "ok", true);                              // served
-  ASSERT_TRUE(g->Receive(in, 1));
-  std::string out;
-  g->Drain(&out);
-  Client c;
-  Frames f;
-  c.Parse(out, &f);
+  Frames f = Exchange(*g, in);
   EXPECT_EQ(Field(f.headers[1], "grpc-status"), "8");
   EXPECT_EQ(Field(f.headers[3], "grpc-status"), "13");
   EXPECT_EQ(Field(f.headers[5], "grpc-status"), "12");
@@ -349,12 +355,7 @@ TEST(GrpcSession, ContentTypesOfTheProtobufCodecAndTheFlagByte) {
                    Headers(5, false, path, "application/grpc+json") + Data(5, Prefix(2) + "{}", true) +
                    Headers(7, false, path, "application/grpcfoo") + Data(7, Prefix(2) + "ok", true) +
                    Headers(9, false) + Data(9, flagged, true);
-  ASSERT_TRUE(g->Receive(in, 1));
-  std::string out;
-  g->Drain(&out);
-  Client c;
-  Frames f;
-  c.Parse(out, &f);
+  Frames f = Exchange(*g, in);
   EXPECT_EQ(Field(f.headers[1], "grpc-status"), "0");
   EXPECT_EQ(Field(f.headers[3], "grpc-status"), "0");
   EXPECT_EQ(Field(f.headers[5], ":status"), "415");
