@@ -1523,6 +1523,26 @@ TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
   }
 }
 
+// A dry run writes nothing of the store directory's: on a store that
+// never served it made stats.frs and lease.key (its engine opened to
+// write). The import itself then makes them.
+TEST_F(FrsctlTest, AnImportDryRunMakesNoSideFile) {
+  CreateStore();
+  Fill();
+  CtlRun r = Ctl({"export", dir_ / "backup.jsonl"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  WriteConfig("fresh.xml", "fresh", 1, 64, 8);
+  ASSERT_EQ(Ctl({"init"}, "fresh.xml").rc, 0);
+  r = Ctl({"import", "--dry-run", dir_ / "backup.jsonl"}, "fresh.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* f : {"stats.frs", "lease.key", "denials.frs", "rules.history"})
+    EXPECT_FALSE(std::filesystem::exists(dir_ / ("fresh/" + std::string(f)))) << f;
+  r = Ctl({"import", dir_ / "backup.jsonl"}, "fresh.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "fresh/stats.frs"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "fresh/lease.key"));
+}
+
 // Blocks written under a rule's earlier interval are read through the
 // store's rules.history until the key's next use converts them; a new store
 // has no such history. Export writes them converted, so the moved store

@@ -200,6 +200,8 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   if (Status st = ActAsStoreOwner(s.cfg.store_dir); !st.ok()) return st;
   // The real store first: one of another geometry or version is refused
   // before anything is read; a missing one is created only after the check.
+  // A dry run's engine only reads (it made stats.frs and lease.key).
+  s.writes_nothing = a.dry_run;
   Status opened = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/true);
   const bool create = opened.IsNotFound() && NoStoreWasHere(s.cfg);
   if (!opened.ok() && !create) return opened;

@@ -44,6 +44,10 @@ struct Session {
   // It reads nodes, not the statistics (get, dump, export, explain, top
   // without --denied): a statistics file that does not open is a warning.
   bool reads_nodes_only = false;
+  // It writes nothing of the store directory's this run (import
+  // --dry-run): its engine makes no side file (stats.frs, lease.key) of a
+  // store that has none yet.
+  bool writes_nothing = false;
   bool opened_read_only = false;
   // What the running frsd runs (frsd.running), when the engine was opened
   // on it: a second session of the command (import's scratch store) takes
