@@ -218,6 +218,9 @@ class Handler {
   void CountLeases(const WireRequest& r, const Decision& d);
   // The reservations a decision took, settled or found expired (from CountLeases).
   void CountReservations(const Decision& d);
+  // A request (or batch member) answered 404 for naming a biz the map
+  // lacks: counted, and logged at most once a minute by each worker.
+  void NoteUnknownBiz(const Decision& d);
   // Writes d to the decision log (it wants it).
   void LogDecision(const WireRequest& r, const Decision& d);
   // The name of biz `id` in the current map (a request may name it by id).
@@ -282,10 +285,11 @@ class Handler {
   int64_t date_sec_ = -1;
   char date_[128] = {};
   size_t date_len_ = 0;
-  std::string map_digest_;      // set_map_digest
-  LogThrottle no_biz_changes_;  // NoteChangesOfNoBiz
-  LogThrottle token_refusals_;  // /replicate refused for its admin token
-  std::string replica_proof_;   // Extra::replica_proof's bytes
+  std::string map_digest_;       // set_map_digest
+  LogThrottle no_biz_changes_;   // NoteChangesOfNoBiz
+  LogThrottle token_refusals_;   // /replicate refused for its admin token
+  LogThrottle unknown_biz_log_;  // NoteUnknownBiz
+  std::string replica_proof_;    // Extra::replica_proof's bytes
 };
 
 }  // namespace frs::server

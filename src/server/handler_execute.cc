@@ -4,6 +4,8 @@
 
 #include "frs/store.h"
 #include "server/admin_auth.h"
+#include "server/clock_util.h"
+#include "server/logger.h"
 
 namespace frs::server {
 
@@ -216,6 +218,7 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   bool allowed = engine_->ExecuteBatch(reqs_, out);
   for (size_t i = 0; i < wire_.size(); ++i) {
     CountLeases(wire_[i], out[i]);
+    NoteUnknownBiz(out[i]);
     CountDecision(wire_[i], out[i]);
   }
   if (decoder_.compact()) AppendBatchCompact(allowed, wire_, out, &body_);
@@ -229,6 +232,7 @@ bool Handler::ExecuteOne(const WireRequest& r, int* status) {
   engine_->ExecuteInto(r.ToEngine(), &d);
   CountLeases(r, d);
   if (!d.ok()) {
+    NoteUnknownBiz(d);
     ErrorBody(HttpStatusFor(d.status), d.status.message(), status);
     return false;
   }
@@ -248,6 +252,18 @@ void Handler::CountLeases(const WireRequest& r, const Decision& d) {
   if (d.released) CounterAdd(counters_->leases_released[biz]);
   if (d.lease_serial != 0)
     CounterAdd(r.cmd == Cmd::kRenew ? counters_->leases_renewed[biz] : counters_->leases_granted[biz]);
+}
+
+void Handler::NoteUnknownBiz(const Decision& d) {
+  // The engine's one NotFound of a request that names no biz it has.
+  if (d.ok() || d.biz_id != 0 || !d.status.IsNotFound() || !d.status.message().starts_with("unknown biz '")) return;
+  if (counters_) CounterAdd(counters_->unknown_biz);
+  uint64_t count = 0;
+  if (!unknown_biz_log_.Note(MonoNs(), &count)) return;
+  FRS_LOG(
+      "%s (%llu such request(s) since this worker's last such line; frs_unknown_biz_total counts each): a client "
+      "calls a biz the running map lacks (a reload removed it, or a typo)",
+      d.status.message().c_str(), static_cast<unsigned long long>(count));
 }
 
 void Handler::CountReservations(const Decision& d) {

@@ -293,6 +293,7 @@ struct alignas(64) WorkerCounters {
   // with an error status; and those that named a domain no configuration has.
   uint64_t envoy_calls[kEnvoyCallResults];
   uint64_t envoy_unknown_domain;
+  uint64_t unknown_biz;  // requests and batch members naming a biz the running map lacks
   uint64_t held_walks;   // walks over the store a scrape of this worker made itself (server/held_now.h)
   uint64_t pid;          // set by the master when it starts the slot's worker
   uint64_t serving_pid;  // set by that worker once its event loop holds the listening socket

@@ -439,6 +439,10 @@ constexpr SeriesRow kSeries[] =
      "ShouldRateLimit calls for a domain no <grpc config> file names, answered OK with no limit (as upstream): "
      "a typo in Envoy's domain turns every limit off; logged once a minute too.",
      Summed<&WorkerCounters::envoy_unknown_domain>, nullptr},
+    {"frs_unknown_biz_total", "counter",
+     "Requests and batch members that named a biz the running map lacks, answered 404 (a client still calling a "
+     "biz a reload removed, or a typo); logged once a minute too.",
+     Summed<&WorkerCounters::unknown_biz>, nullptr},
     {"frs_accept_fd_exhausted_total", "counter",
      "Accepts that failed for want of a file descriptor (EMFILE/ENFILE); the worker stops accepting for 500 ms.",
      Summed<&WorkerCounters::accept_fd_exhausted>, nullptr},

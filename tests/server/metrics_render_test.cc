@@ -71,6 +71,7 @@ std::unique_ptr<Metrics> FilledMetrics() {
     CounterSet(c.envoy_calls[kEnvoyCallOverLimit], 1013 * k);
     CounterSet(c.envoy_calls[kEnvoyCallError], 1019 * k);
     CounterSet(c.envoy_unknown_domain, 1021 * k);
+    CounterSet(c.unknown_biz, 1031 * k);
     CounterSet(c.biz_allowed[1], 61 * k);
     CounterSet(c.biz_denied[1], 67 * k);
     CounterSet(c.biz_shadow_denied[2], 71 * k);
