@@ -11,6 +11,7 @@
 #include <exception>
 #include <string>
 
+#include "base/ascii_case.h"
 #include "frs/percent_encode.h"
 
 namespace frs::server {
@@ -34,12 +35,7 @@ bool IsGrpcProtoType(std::string_view v) {
   const size_t semi = v.find(';');
   std::string_view type = v.substr(0, semi);
   while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
-  auto equals_lower = [&type](std::string_view want) {
-    return type.size() == want.size() && std::equal(type.begin(), type.end(), want.begin(), [](char a, char b) {
-             return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
-           });
-  };
-  return equals_lower("application/grpc") || equals_lower("application/grpc+proto");
+  return EqualsAsciiLower(type, "application/grpc") || EqualsAsciiLower(type, "application/grpc+proto");
 }
 
 nghttp2_nv Nv(std::string_view name, std::string_view value) {

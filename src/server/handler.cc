@@ -1,8 +1,8 @@
 #include "server/handler.h"
 
-#include <cctype>
 #include <cstring>
 
+#include "base/ascii_case.h"
 #include "server/clock_util.h"
 #include "server/grpc_methods.h"
 #include "server/held_now.h"
@@ -23,13 +23,7 @@ constexpr const char* kProblem = "Content-Type: application/problem+json\r\n";
 // proxy may send: "http://host:port/acquire?..."); the authority is not ours
 // to check, the path and query are used as in the origin form.
 std::string_view OriginForm(std::string_view target) {
-  auto starts = [&](std::string_view scheme) {
-    if (target.size() < scheme.size()) return false;
-    for (size_t i = 0; i < scheme.size(); ++i)
-      if (std::tolower(static_cast<unsigned char>(target[i])) != scheme[i]) return false;
-    return true;
-  };
-  const size_t skip = starts("http://") ? 7 : starts("https://") ? 8 : 0;
+  const size_t skip = StartsWithAsciiLower(target, "http://") ? 7 : StartsWithAsciiLower(target, "https://") ? 8 : 0;
   if (skip == 0) return target;
   const size_t end = target.find_first_of("/?", skip);
   return end == std::string_view::npos ? std::string_view("/") : target.substr(end);

@@ -8,6 +8,8 @@
 #include <optional>
 #include <utility>
 
+#include "base/ascii_case.h"
+
 namespace frs::server {
 
 namespace http = boost::beast::http;
@@ -194,13 +196,8 @@ void AcceptPrefs::Fold(std::string_view field) {
       params = next == std::string_view::npos ? std::string_view() : params.substr(next + 1);
       if (p.size() >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') q = ParseQ(p.substr(2));
     }
-    if (q < 0) continue;                 // a malformed weight: the range says nothing
-    auto is = [&](std::string_view t) {  // t in lower case
-      if (type.size() != t.size()) return false;
-      for (size_t i = 0; i < t.size(); ++i)
-        if ((type[i] >= 'A' && type[i] <= 'Z' ? type[i] + ('a' - 'A') : type[i]) != t[i]) return false;
-      return true;
-    };
+    if (q < 0) continue;  // a malformed weight: the range says nothing
+    auto is = [&](std::string_view t) { return EqualsAsciiLower(type, t); };
     uint8_t problem = is("application/problem+json") ? 3 : 0;
     uint8_t xml = is("application/xml") ? 3 : is("application/*") ? 2 : is("*/*") ? 1 : 0;
     const uint16_t q16 = static_cast<uint16_t>(q);
