@@ -76,6 +76,21 @@ int64_t MonoNsNow() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
+// How long a link's episode lasted, for the line that ends it ("12.3 s",
+// "2 min 5 s"): an operator reads from one line whether a blip or an
+// outage ended, without finding the line that began it.
+std::string DownFor(int64_t down_ns, int64_t now_ns) {
+  const int64_t ms = std::max<int64_t>(0, now_ns - down_ns) / 1000000;
+  char buf[48];
+  if (ms < 60000)
+    std::snprintf(buf, sizeof buf, "%lld.%lld s", static_cast<long long>(ms / 1000),
+                  static_cast<long long>(ms % 1000 / 100));
+  else
+    std::snprintf(buf, sizeof buf, "%lld min %lld s", static_cast<long long>(ms / 60000),
+                  static_cast<long long>(ms % 60000 / 1000));
+  return buf;
+}
+
 int64_t RealMs() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -127,6 +142,7 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
     // The episode goes on: tried each second from now, its routes refused
     // (refuse) or served alone (serve) until it answers, as before.
     l.down = true;
+    l.down_ns = MonoNsNow();  // this worker's record of the episode begins with the reload
     l.failure = "down before <cluster> changed";
     FRS_LOG("replica link to %s: still down after the reload; tried again every second", l.name.c_str());
     Publish(l);
@@ -653,7 +669,7 @@ void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool sen
   Reached(l);
   if (l.down) {
     l.down = false;
-    FRS_LOG("replica link to %s is back", l.name.c_str());
+    FRS_LOG("replica link to %s is back after %s", l.name.c_str(), DownFor(l.down_ns, now_ns).c_str());
     JournalEnd(l, RealMs());
     Publish(l);
   }
@@ -821,6 +837,14 @@ void Replicator::Read(Link& l, int64_t now_ns) {
           Fail(l, "answered " + std::to_string(status) + " that is not a shard's (" + body.substr(0, 60) + ")", now_ns);
           return;
         }
+        // Keyed otherwise (restarted with another <cluster lease_key>): it
+        // is there, but it will refuse every change, so the link is down
+        // now, not at the next change (before, it read up while idle).
+        if (status == 409 && body.find("<cluster lease_key>") != std::string::npos) {
+          while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+          Fail(l, "answered 409: " + body.substr(0, 300), now_ns);
+          return;
+        }
         // What it answered alone for this shard makes this copy behind, as
         // a probe's answer does (Probed).
         if (status == 200) {
@@ -930,8 +954,8 @@ void Replicator::Acked(Link& l, int64_t now_ns, bool send_next) {
   Reached(l);
   if (l.down) {
     l.down = false;
-    FRS_LOG("replica link to %s is back; %zu change(s)%s%s still queued for it", l.name.c_str(), l.queue.size(),
-            retired_ ? " " : "", retired_ ? origin() : "");
+    FRS_LOG("replica link to %s is back after %s; %zu change(s)%s%s still queued for it", l.name.c_str(),
+            DownFor(l.down_ns, now_ns).c_str(), l.queue.size(), retired_ ? " " : "", retired_ ? origin() : "");
   }
   JournalEnd(l, RealMs());
   Publish(l);
@@ -1039,6 +1063,7 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   // flight) is not the last try; one begun after it is.
   l.stop_failed = stopping_ && l.sent_ns >= stop_ns_;
   if (stopping_ && !l.stop_failed) l.retry_ns = now_ns;
+  if (!l.down) l.down_ns = now_ns;
   if (!l.down && retired_) {
     l.down = true;
     FRS_LOG("replica link to %s is down (%s): %zu change(s) %s %s, tried again every second", l.name.c_str(),

@@ -328,6 +328,7 @@ class Replicator final : public ChangeSink {
     int64_t sent_ns = 0;   // the batch in flight was sent (or the connect began)
     int64_t retry_ns = 0;  // a closed link is tried again from here
     bool down = false;     // an episode: the other holder does not acknowledge
+    int64_t down_ns = 0;   // the episode began (monotonic), for the line that ends it
     // The connection or request in flight is a probe's (SendProbe), not a
     // batch's: a failure of a link not down keeps it unreached, quietly.
     bool probing = false;

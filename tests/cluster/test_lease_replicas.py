@@ -620,6 +620,46 @@ class KeyRotation(unittest.TestCase):
             st, body = p.b.get("/release?biz=l&key=%s&lease=%s" % (k, lid))
             self.assertEqual(st, 200, body)
 
+    def test_a_successor_restarted_with_another_key_reads_down_while_idle(self):
+        # B comes back under a key of its own while nothing goes to it: A's
+        # idle link asks B whether it is there (at once, B's restart closed
+        # the connection), B refuses the question for its key, and A's link
+        # reads down without a change sent (before, up until the next one,
+        # which B then refused). B keyed as A again: up, and the line says
+        # how long it was down.
+        tmp = tempfile.mkdtemp(prefix="frs-lease-rekeyed-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        keys = []
+        for name in ("one.key", "other.key"):
+            path = os.path.join(tmp, name)
+            with open(path, "wb") as f:
+                f.write(os.urandom(16))
+            os.chmod(path, 0o600)
+            keys.append(path)
+        extra = 'replica_mode="sync" replica_timeout_ms="2000" lease_key="%s"' % keys[0]
+        p = test_replicas.Pair(tmp, extra_a=extra, extra_b=extra)
+        self.addCleanup(p.close)
+        self.assertEqual(p.a.get("/acquire?biz=t&key=" + p.keys[0])[0], 200)
+        self.assertEqual(p.a.metric("frs_replica_link_up"), 1)
+        srv = os.path.join(p.b.dir, "srv.xml")
+        with open(srv) as f:
+            text = f.read()
+
+        def restart_b(key):
+            p.b.stop()
+            with open(srv, "w") as f:
+                f.write(text.replace(keys[0], key))
+            # Keyed otherwise, B waits for what A may hold of its routes
+            # (refused: 503 on them, up to 60 s): not a start to wait for.
+            p.b.start(wait=key == keys[0])
+
+        restart_b(keys[1])
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 0, 10), p.a.log())
+        self.assertIn("is down (answered 409: /replicate: the sender's <cluster lease_key>", p.a.log())
+        restart_b(keys[0])
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 10), p.a.log())
+        self.assertRegex(p.a.log(), r"replica link to \S+ is back after \d+\.\d s")
+
 
 if __name__ == "__main__":
     test_replicas.FRSD = sys.argv.pop(1)
