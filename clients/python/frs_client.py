@@ -110,7 +110,9 @@ a control character in it) bypass its limit.
 batch(items, route=None) -> BatchResult
     items: [(cmd, biz, key), (cmd, biz, key, n), ...]. The result is a list
     of Decisions, one per item in order, with .allowed (the overall
-    verdict: every member allowed) and .error (the first member's error).
+    verdict: every member allowed) and .error (the first error of any
+    member, or the whole batch's; None when none failed). An empty list
+    answers allowed=False, error="the batch is empty", sending nothing.
     frsd runs one batch all-or-nothing for its acquires. With one server,
     or with route=R (sent as POST /frs?route=R to R's owner), the batch is
     sent whole. With several shards and no route, the members are grouped
@@ -960,6 +962,12 @@ class Client(object):
         return self._request("settle", biz, key, route, reservation=reservation, n=n)
 
     def batch(self, items, route=None):
+        # A string or a lone member is iterable too: its characters (or
+        # fields) would read as members, with a message about one of them.
+        if isinstance(items, (str, bytes, dict)) or (isinstance(items, tuple) and items and isinstance(items[0], str)):
+            raise ValueError(
+                "batch takes a list of members, each a tuple (cmd, biz, key, ...) or a dict, not %r" % (items,)
+            )
         members = [_batch_member(it) for it in items]
         # set and delete are admin commands: each member carries the token, as
         # the methods send it (without, frsd answered them 403).

@@ -653,6 +653,14 @@ class ClientTest(unittest.TestCase):
         for bad in (("release", "inflight", "k", lease, 1), {"cmd": "settle", "biz": "big", "key": "k", "id": "x"}):
             with self.assertRaises(ValueError):
                 c.batch([bad])
+        # Not a list of members: a string, a lone member (before, the string's
+        # characters were taken for members, with a message about one of them).
+        for bad in ("inflight", ("acquire", "inflight", "k"), {"cmd": "acquire", "biz": "inflight", "key": "k"}):
+            with self.assertRaises(ValueError) as e:
+                c.batch(bad)
+            self.assertIn("batch takes a list of members", str(e.exception))
+        empty = c.batch([])
+        self.assertEqual((empty.allowed, empty.error, len(empty)), (False, "the batch is empty", 0))
 
     def test_reservations_full_says_why_an_acquire_is_denied(self):
         c = self.client

@@ -355,10 +355,10 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
         "by another frsd keyed otherwise: shards without one <cluster lease_key>)");
   } else if (Concurrency::Find(spec, block, now, serial, &held) != Concurrency::Found::kHeld) {
     // The sweep above freed (and counted) an expired one already.
-    d->status = Status::Gone("lease " + std::string(lease) +
-                             " is no longer held: released, or expired, or ended by an operator's set, reset or delete "
-                             "of the key, or by a reload that lowered the rule's max into a block with fewer places "
-                             "(logged then)");
+    d->status =
+        Status::Gone("lease " + std::string(lease) +
+                     " is no longer held: released, or expired, or ended by an operator's set of the key, or by "
+                     "a reload that lowered the rule's max into a block with fewer places (logged then)");
   } else if (cmd == Cmd::kRelease) {
     d->released = Concurrency::Free(spec, block, now, serial);
     d->lease_nonce = Concurrency::Nonce(block);  // for the other holder (rule_event.cc)
