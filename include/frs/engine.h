@@ -99,6 +99,11 @@ struct EngineOptions {
   // ids by serial only, and answers Unavailable to a request that would
   // grant or check one.
   bool make_lease_key = true;
+  // true: the statistics are kept in memory, never in stats_dir's files
+  // (made or written): a tool that writes nodes another store counted
+  // (frsctl import) makes no stats.frs, whose presence would say this
+  // store served.
+  bool statistics_in_memory = false;
 };
 
 class Engine {

@@ -51,7 +51,8 @@ Result<std::unique_ptr<AdminEngine>> AdminEngine::Open(const EngineOptions& opts
     known = false;
   }
   if (!secret.ok()) return secret.status();
-  auto statistics = stats::Statistics::Open(opts.stats_dir, opts.read_only, opts.on_problem);
+  auto statistics = stats::Statistics::Open(opts.statistics_in_memory ? std::string() : opts.stats_dir, opts.read_only,
+                                            opts.on_problem);
   if (!statistics.ok() && opts.statistics_optional) {
     if (opts.on_problem)
       opts.on_problem(statistics.status().message() +

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 
 #include "limit/lease_id.h"
 #include "limit/rule_history.h"
@@ -35,6 +36,25 @@ SideFileReport Report(std::string path, AtStart at, Status status) {
   return r;
 }
 
+// Whether the file at `path` holds no byte but zeros (or none): what a
+// creation cut short leaves, a kill between its making and its header, or
+// a power loss before the header reached the disk (a fallocated block
+// reads as zeros). Such a file holds no count; one of more than 64 MiB
+// is read no further (stats.frs is well under 1 MiB).
+bool HoldsNothing(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  char buf[65536];
+  for (uint64_t read = 0; read < (uint64_t{64} << 20);) {
+    in.read(buf, sizeof buf);
+    const std::streamsize n = in.gcount();
+    if (n <= 0) return in.eof();
+    if (std::any_of(buf, buf + n, [](char c) { return c != 0; })) return false;
+    read += static_cast<uint64_t>(n);
+  }
+  return false;
+}
+
 }  // namespace
 
 // The checks frsd's engine makes when it opens each file.
@@ -43,7 +63,19 @@ std::vector<SideFileReport> CheckStartFiles(const std::string& dir) {
   // Read-only opens check exactly what a writing open checks, and keep
   // empty tables in memory for a missing file (nothing is created).
   auto daily = stats::DailyStats::Open(dir, /*read_only=*/true);
-  out.push_back(Report(names::In(dir, names::kDailyStats), AtStart::kRefuse, daily.status()));
+  const std::string daily_path = names::In(dir, names::kDailyStats);
+  Status daily_status = daily.status();
+  AtStart daily_at = AtStart::kRefuse;
+  // Refused when damaged since it holds today's counters; one that holds
+  // nothing has none to restore, and refusing it kept a machine that lost
+  // power in its first minute from starting at all.
+  if (daily_status.code() == Status::Code::kCorruption && HoldsNothing(daily_path)) {
+    daily_at = AtStart::kSetAside;
+    daily_status = Status::Corruption(daily_status.message() +
+                                      ", and every byte is zero: a creation cut short (a kill, or a power loss "
+                                      "before its header reached the disk), holding no count");
+  }
+  out.push_back(Report(daily_path, daily_at, daily_status));
   auto denials = stats::RecentDenials::Open(dir, /*read_only=*/true);
   out.push_back(Report(names::In(dir, names::kRecentDenials), AtStart::kSetAside, denials.status()));
   out.push_back(Report(names::In(dir, names::kRuleHistory), AtStart::kSetAside, RuleHistory::Check(dir)));

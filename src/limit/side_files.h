@@ -20,7 +20,9 @@
 //   stats.frs      refuses to start, naming the file and the fix: it holds
 //                  today's counters, which an operator may want to restore
 //                  (a damaged header, or a body no run writes however it
-//                  stopped: DailyStats's open checks both);
+//                  stopped: DailyStats's open checks both); but one whose
+//                  every byte is zero (a creation cut short) holds none,
+//                  and is moved aside as denials.frs is;
 //   denials.frs    moves it aside (PATH.damaged-<unix time>) and starts a
 //                  new one, with a log line: it holds only the last minutes;
 //   rules.history  the same: without it a reload that changes an interval

@@ -92,8 +92,8 @@ class FrsctlTest : public ::testing::Test {
     ASSERT_EQ(r.rc, 0) << r.err;
   }
 
-  // A store's lease secret of known bytes, in place of the one the first
-  // engine (CreateStore's import) made.
+  // A store's lease secret of known bytes (in place of one a first engine
+  // made, if one did: CreateStore's import makes none).
   void MakeLeaseKey() {
     const std::string path = dir_ / "data/lease.key";
     std::ofstream(path) << "0123456789abcdef";
@@ -1525,7 +1525,9 @@ TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
 
 // A dry run writes nothing of the store directory's: on a store that
 // never served it made stats.frs and lease.key (its engine opened to
-// write). The import itself then makes them.
+// write). The import itself makes neither: the nodes' ids are the
+// exporting store's (a new secret voided them with no one told); it says to
+// copy that one, and verify warns until it is there.
 TEST_F(FrsctlTest, AnImportDryRunMakesNoSideFile) {
   CreateStore();
   Fill();
@@ -1539,8 +1541,16 @@ TEST_F(FrsctlTest, AnImportDryRunMakesNoSideFile) {
     EXPECT_FALSE(std::filesystem::exists(dir_ / ("fresh/" + std::string(f)))) << f;
   r = Ctl({"import", dir_ / "backup.jsonl"}, "fresh.xml");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "fresh/stats.frs"));
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "fresh/lease.key"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "fresh/stats.frs"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "fresh/lease.key"));
+  EXPECT_NE(r.err.find("has no lease.key: copy the exporting store's into it (cp -p OLD_STORE_DIR/lease.key"),
+            std::string::npos)
+      << r.err;
+  r = Ctl({"verify"}, "fresh.xml");
+  EXPECT_NE(r.out.find("lease.key is missing"), std::string::npos) << r.out;
+  std::filesystem::copy_file(dir_ / "data/lease.key", dir_ / "fresh/lease.key");
+  r = Ctl({"verify"}, "fresh.xml");
+  EXPECT_EQ(r.out.find("lease.key is missing"), std::string::npos) << r.out;
 }
 
 // Blocks written under a rule's earlier interval are read through the

@@ -153,6 +153,37 @@ TEST(SideFiles, ADamagedDailyStatsFileRefusesTheStartNamingTheFix) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/stats.frs"));
 }
 
+// A stats.frs of zeros only, or empty: a creation cut short (a kill before
+// its header, a power loss before the header reached the disk) holds no
+// count; the start refused it all the same, so a machine that lost power
+// in its first minute did not start again. Moved aside, started anew. One
+// with a count in it still refuses.
+TEST(SideFiles, ADailyStatsFileOfZerosIsACreationCutShortAndIsStartedAnew) {
+  frs::testing::TempDir d;
+  const std::string dir = d.path();
+  MakeFiles(dir);
+  const uint64_t size = std::filesystem::file_size(dir + "/stats.frs");
+  for (const uint64_t bytes : {uint64_t{0}, size}) {
+    std::filesystem::resize_file(dir + "/stats.frs", 0);
+    std::filesystem::resize_file(dir + "/stats.frs", bytes);
+    const auto reports = CheckSideFiles(dir);
+    EXPECT_NE(reports[0].status.message().find("every byte is zero: a creation cut short"), std::string::npos)
+        << reports[0].status.message();
+    EXPECT_EQ(reports[0].AtStartText(), "frsd moves it aside at start and starts a new one");
+    auto said = PrepareSideFiles(dir);
+    ASSERT_TRUE(said.ok()) << said.status().message();
+    ASSERT_EQ(said->size(), 1u);
+    EXPECT_NE((*said)[0].find("moved aside to"), std::string::npos) << (*said)[0];
+    EXPECT_FALSE(std::filesystem::exists(dir + "/stats.frs"));
+    ASSERT_TRUE(stats::DailyStats::Open(dir).ok());
+  }
+  std::filesystem::resize_file(dir + "/stats.frs", 0);
+  std::filesystem::resize_file(dir + "/stats.frs", size);
+  Smash(dir + "/stats.frs", size / 2, "x");
+  EXPECT_EQ(CheckSideFiles(dir)[0].AtStartText(), "frsd refuses to start until it is moved aside or restored");
+  EXPECT_FALSE(PrepareSideFiles(dir).ok());
+}
+
 // A side file that cannot be read is not damage: moving it aside would not
 // help, and for lease.key it would unmake every id given out. frsd -t and
 // verify said "until it is moved aside or restored" of an unreadable one.

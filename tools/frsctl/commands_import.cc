@@ -24,6 +24,7 @@
 
 #include "commands.h"
 #include "format.h"
+#include "frs/store_admin.h"
 #include "frs/store_dir.h"
 #include "json_in.h"
 #include "json_out.h"
@@ -202,6 +203,7 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   // before anything is read; a missing one is created only after the check.
   // A dry run's engine only reads (it made stats.frs and lease.key).
   s.writes_nothing = a.dry_run;
+  s.brings_nodes = true;
   Status opened = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/true);
   const bool create = opened.IsNotFound() && NoStoreWasHere(s.cfg);
   if (!opened.ok() && !create) return opened;
@@ -302,6 +304,14 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
       std::printf("warning: %s live nodes were evicted to make room: this store is too small for the export\n",
                   Grouped(evicted).c_str());
   }
+  // Said once the nodes are in, when frsd would otherwise make a new
+  // secret at its start: the step of a move most easily forgotten.
+  if (!a.dry_run && applied != 0 && s.cfg.cluster_lease_key.empty() && !LeaseKeyMissingWarning(s.cfg.store_dir).empty())
+    std::fprintf(stderr,
+                 "frsctl: note: %s has no lease.key: copy the exporting store's into it (cp -p OLD_STORE_DIR/lease.key "
+                 "%s/) before frsd starts; the lease and reservation ids the imported nodes hold were made under "
+                 "that key, and answer 409 under the new one frsd would make\n",
+                 s.cfg.store_dir.c_str(), s.cfg.store_dir.c_str());
   // Not done as asked: counts were lost (the store's or the export's). The
   // same import again after a grow puts back what the export holds (a line
   // replaces its key's node).

@@ -222,10 +222,16 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   // made here beside a store that served would void, at frsd's next start,
   // every id the running frsd gave out. The first engine of a store that
   // never served (no stats.frs and no node yet: the first command after
-  // frsctl init, an import into a new store) makes both, as frsd would:
-  // else its stats.frs made the store look as one that lost its secret,
-  // and frsd -t and the start warned of ids voided that never existed.
-  eo.make_lease_key = StoreNeverServed(eo.stats_dir);
+  // frsctl init) makes both, as frsd would: else its stats.frs made the
+  // store look as one that lost its secret, and frsd -t and the start
+  // warned of ids voided that never existed. Not an import's (Session::
+  // brings_nodes): its nodes' ids are the exporting store's.
+  eo.make_lease_key = !s->brings_nodes && StoreNeverServed(eo.stats_dir);
+  // Nor its stats.frs: a new store an import fills is then one whose
+  // nodes say it served and whose secret is missing, as it is (frsd -t,
+  // the start and verify say to restore it); one the import left empty is
+  // still a new store, whose first frsd makes both.
+  eo.statistics_in_memory = s->brings_nodes;
   // A second session of one command (import's scratch store) takes what
   // the first found, and does not say it again.
   const bool found_before = s->running.has_value();

@@ -48,6 +48,11 @@ struct Session {
   // --dry-run): its engine makes no side file (stats.frs, lease.key) of a
   // store that has none yet.
   bool writes_nothing = false;
+  // It writes nodes another store made (import): its engine never makes
+  // lease.key, since the ids those nodes hold were made under the
+  // exporting store's, nor stats.frs. A new secret would void them with no
+  // one told; left missing, frsd -t, the start and verify say to restore it.
+  bool brings_nodes = false;
   bool opened_read_only = false;
   // What the running frsd runs (frsd.running), when the engine was opened
   // on it: a second session of the command (import's scratch store) takes
