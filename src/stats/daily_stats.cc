@@ -114,14 +114,14 @@ DailyStats::Slot* DailyStats::slot(uint32_t i) const {
   return reinterpret_cast<Slot*>(base_ + sizeof(Header) + uint64_t{i} * sizeof(Slot));
 }
 
-Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir, bool read_only) {
+Result<std::unique_ptr<DailyStats>> DailyStats::Open(const std::string& dir, bool read_only, bool check_body) {
   std::unique_ptr<DailyStats> s(new DailyStats());
   s->read_only_ = read_only;
   const Header want = WantDailyHeader();
   auto t = os::OpenMappedTable(dir.empty() ? "" : os::store_dir::In(dir, os::store_dir::kDailyStats), kDailyFormat,
                                &want, kFileBytes, read_only);
   if (!t.ok()) return t.status();
-  if (t->file) {
+  if (t->file && check_body) {
     const auto* slots = reinterpret_cast<const Slot*>(t->base + sizeof(Header));
     if (Status body = CheckDailyBody(slots, t->file->path()); !body.ok()) return body;
   }

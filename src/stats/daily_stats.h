@@ -43,7 +43,14 @@ class DailyStats {
   // `read_only`: map an existing file read-only (or keep empty statistics in
   // memory when there is none) and never write: for frsctl on a store it
   // may not write.
-  static Result<std::unique_ptr<DailyStats>> Open(const std::string& dir, bool read_only = false);
+  // `check_body`: also check the counters for what no run writes (a header
+  // check is always made). The checks of frsd's start and of verify make
+  // it; an engine's open does not: workers open one at every respawn, and
+  // damage done to a running store's file (a bad disk, a stray write) then
+  // stopped the respawned worker, and with it the server, where the
+  // counters only need not be trusted (the next start refuses the file).
+  static Result<std::unique_ptr<DailyStats>> Open(const std::string& dir, bool read_only = false,
+                                                  bool check_body = true);
   ~DailyStats();
 
   // The slot of `biz`, claimed on first use; kNoSlot when the table is full

@@ -5,7 +5,7 @@
 namespace frs::stats {
 
 Result<std::unique_ptr<Statistics>> Statistics::Open(const std::string& dir, bool read_only, StatsReporter report) {
-  auto daily = DailyStats::Open(dir, read_only);
+  auto daily = DailyStats::Open(dir, read_only, /*check_body=*/false);  // the start's check made it
   if (!daily.ok()) return daily.status();
   // The table of recent denials is a view for operators: a store where it
   // cannot be made (an old read-only copy) still serves without it.
