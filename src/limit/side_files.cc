@@ -118,7 +118,7 @@ std::string LeaseKeyModeWarning(const std::string& dir) {
 
 bool StoreNeverServed(const std::string& dir) {
   return ::access(names::In(dir, names::kDailyStats).c_str(), F_OK) != 0 && errno == ENOENT &&
-         store::StoredNodes(dir) == 0;
+         !store::StoreMayHoldNodes(dir);
 }
 
 std::string LeaseKeyMissingWarning(const std::string& dir) {

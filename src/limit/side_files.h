@@ -61,11 +61,12 @@ std::vector<SideFileReport> CheckSideFiles(const std::string& dir);
 // 0600, a restore may not keep that), else "". frsd -t and the start's log
 // say it; <cluster lease_key> at such a mode is refused instead.
 std::string LeaseKeyModeWarning(const std::string& dir);
-// A sentence when `dir` has no lease.key but the stats.frs of a store that
-// served (one that never did has given out no id), else "": said by frsd -t
+// A sentence when `dir` has no lease.key but served (StoreNeverServed is
+// false; one that never did has given out no id), else "": said by frsd -t
 // and frsd's start before its engine opens.
 std::string LeaseKeyMissingWarning(const std::string& dir);
-// frs/store_admin.h's: no stats.frs and no store file holding a node.
+// frs/store_admin.h's: no stats.frs and no store file that holds, or may
+// hold, a node (store::StoreMayHoldNodes).
 bool StoreNeverServed(const std::string& dir);
 
 // frsd's start, before the engine opens: a damaged stats.frs is an error

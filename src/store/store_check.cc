@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 
 #include "frs/store_dir.h"
 #include "os/output_file.h"
@@ -27,15 +28,28 @@ Status GoneStoreProblem(const std::string& dir, uint32_t files) {
       "import` puts an export back into it)");
 }
 
-uint64_t StoredNodes(const std::string& dir) {
-  uint64_t nodes = 0;
-  for (uint32_t i = 0;; ++i) {
-    os::UniqueFd fd(::open(StoreFile::PathFor(dir, i).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (!fd.valid()) return nodes;
+bool StoreMayHoldNodes(const std::string& dir) {
+  // Every store file the directory holds, not frs.0.store on until the
+  // first one missing or damaged: a store that lost frs.0.store (or whose
+  // header is damaged) keeps its nodes in the others. What cannot be read
+  // may hold nodes: the answer "none" makes a new secret beside them.
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return ec != std::errc::no_such_file_or_directory;
+  for (const std::filesystem::directory_iterator end; it != end; it.increment(ec)) {
+    if (ec) return true;
+    uint32_t index = 0;
+    if (!store_dir::ParseStoreFileName(it->path().filename().string(), &index)) continue;
+    os::UniqueFd fd(::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!fd.valid()) {
+      if (errno == ENOENT) continue;  // gone since the listing
+      return true;
+    }
     FileHeader h{};
-    if (::pread(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) || h.magic != kMagic) return nodes;
-    nodes += h.nodes_used;
+    if (::pread(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) || h.magic != kMagic || h.nodes_used != 0)
+      return true;
   }
+  return ec.value() != 0;
 }
 
 Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& g) {

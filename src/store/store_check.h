@@ -21,10 +21,11 @@ struct StoreCheck {
 // an error naming them; no file at all is `exists = false`.
 Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& geometry);
 
-// The nodes the store files of `dir` hold by their headers' counters
-// (frs.0.store, frs.1.store, ... while they exist; 0 when none is there or
-// reads): whether a store there was ever used, read without its geometry.
-uint64_t StoredNodes(const std::string& dir);
+// Whether a store file of `dir` (every frs.N.store there) holds a node by
+// its header's counter, or may hold one: it does not open or read as a
+// store file (a damaged header, its mode), or the directory does not list.
+// Whether a store there was ever used, read without its geometry.
+bool StoreMayHoldNodes(const std::string& dir);
 
 // For a directory with no store file: an error when the engine's daily
 // counters (stats.frs) show a store that served there, whose files were

@@ -30,6 +30,7 @@
 #include "frs/ring.h"
 #include "frs/service.h"
 #include "frs/store.h"
+#include "frs/store_admin.h"
 #include "json_in.h"
 #include "session.h"
 #include "store/format.h"
@@ -1903,6 +1904,16 @@ TEST_F(FrsctlTest, AStoreThatLostItsSideFilesIsStillOneThatServed) {
   CtlRun t = ctl_test::RunCtl(dir_.path(), "", {"-t", "-c", dir_ / "srv.xml"}, "", FRSD_PATH);
   EXPECT_EQ(t.rc, 0) << t.err;
   EXPECT_NE(t.err.find("lease.key is missing beside an existing store"), std::string::npos) << t.err;
+  EXPECT_FALSE(frs::StoreNeverServed(dir_ / "data"));
+  // Every store file is asked, and one that does not read as one may hold
+  // nodes: judged from frs.0.store on until the first that did not read,
+  // a store whose frs.0.store header is damaged had never served, and
+  // frsctl made a new secret beside the nodes of the others.
+  {
+    std::fstream f(dir_ / "data/frs.0.store", std::ios::in | std::ios::out | std::ios::binary);
+    f.write("XXXXXXXX", 8);
+  }
+  EXPECT_FALSE(frs::StoreNeverServed(dir_ / "data"));
 }
 
 // stat --by for a table no biz keeps, or for an unknown biz: the message
