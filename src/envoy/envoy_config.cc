@@ -477,8 +477,34 @@ Result<std::vector<std::string>> ExpandEnvoyPaths(const std::vector<std::string>
   return files;
 }
 
+namespace {
+// A path in the bundle, whose entries it ends with a newline: a name may
+// hold one ("a\nb.yaml" is a file of any name), which ended the entry
+// there and made the whole bundle unreadable, naming no file. '\n' is
+// written "\\n" and '\\' "\\\\"; UnescapeBundlePath gives the name back.
+void AppendBundlePath(const std::string& path, std::string* out) {
+  for (char c : path) {
+    if (c == '\n') out->append("\\n");
+    else if (c == '\\') out->append("\\\\");
+    else out->push_back(c);
+  }
+}
+std::string UnescapeBundlePath(std::string_view text) {
+  std::string path;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size()) {
+      path.push_back(text[i + 1] == 'n' ? '\n' : text[i + 1]);
+      ++i;
+    } else {
+      path.push_back(text[i]);
+    }
+  }
+  return path;
+}
+}  // namespace
+
 Result<std::string> BundleOfFiles(const std::vector<std::string>& paths) {
-  // Each file: "path\n" "length\n" bytes.
+  // Each file: "path\n" "length\n" bytes (the path escaped: AppendBundlePath).
   std::string bundle;
   for (const std::string& path : paths) {
     Result<std::string> bytes = ReadEnvoyFile(path);
@@ -486,7 +512,8 @@ Result<std::string> BundleOfFiles(const std::vector<std::string>& paths) {
     if (bundle.size() + bytes->size() > kMaxEnvoyBundleBytes)
       return Status::InvalidArgument(path + ":0: the files hold more than the " + std::to_string(kMaxEnvoyBundleBytes) +
                                      " bytes an Envoy configuration may hold in all");
-    bundle += path + "\n" + std::to_string(bytes->size()) + "\n" + bytes.value();
+    AppendBundlePath(path, &bundle);
+    bundle += "\n" + std::to_string(bytes->size()) + "\n" + bytes.value();
   }
   return bundle;
 }
@@ -497,7 +524,7 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains
     const size_t nl1 = bundle.find('\n');
     const size_t nl2 = nl1 == std::string_view::npos ? nl1 : bundle.find('\n', nl1 + 1);
     if (nl2 == std::string_view::npos) return Status::Corruption("the Envoy configuration bundle is damaged");
-    const std::string path(bundle.substr(0, nl1));
+    const std::string path = UnescapeBundlePath(bundle.substr(0, nl1));
     size_t len = 0;
     for (char c : bundle.substr(nl1 + 1, nl2 - nl1 - 1)) len = len * 10 + static_cast<size_t>(c - '0');
     if (len > bundle.size() - nl2 - 1) return Status::Corruption("the Envoy configuration bundle is damaged");

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "common/temp_dir.h"
 
@@ -130,6 +131,32 @@ TEST(EnvoyYamlBounds, ALinkToADirectoryIsReadThroughOnce) {
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   ASSERT_EQ(cfg->domains.size(), 1u);
   EXPECT_EQ(cfg->domains[0].name, "messaging");
+}
+
+// Files of any name are read, a newline or a backslash in it included: a
+// newline ended the name's entry in the bundle the master hands on, and the
+// whole directory was refused as "the Envoy configuration bundle is
+// damaged", naming no file. Its errors name it as it is.
+TEST(EnvoyYamlBounds, AFileWhoseNameHoldsANewlineIsRead) {
+  testing::TempDir dir;
+  std::ofstream(dir / "new\nline.yaml")
+      << "domain: nl\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
+  std::ofstream(dir / "back\\slash\\n.yaml")
+      << "domain: bs\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 3}\n";
+  Result<std::string> read = ReadEnvoyDir(dir.path());
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  Result<EnvoyConfig> cfg = ParseEnvoyBundle(*read, /*merge_domains=*/false);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_EQ(cfg->domains.size(), 2u);
+  std::set<std::string> files;
+  for (const Domain& d : cfg->domains) files.insert(d.file);
+  EXPECT_EQ(files, (std::set<std::string>{dir / "new\nline.yaml", dir / "back\\slash\\n.yaml"}));
+  std::ofstream(dir / "new\nline.yaml") << "domain: nl\ndescriptors: [\n";
+  read = ReadEnvoyDir(dir.path());
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  cfg = ParseEnvoyBundle(*read, /*merge_domains=*/false);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().message().rfind(dir / "new\nline.yaml:", 0), 0u) << cfg.status().message();
 }
 
 TEST(EnvoyYamlStrict, DuplicateKeysAreRefusedWithFileLineAndKey) {
