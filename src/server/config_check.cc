@@ -25,6 +25,7 @@
 #include "server/allow_list.h"
 #include "server/envoy_map.h"
 #include "server/fd_limit.h"
+#include "server/listener.h"
 #include "server/tls_context.h"
 #include "store/store_check.h"
 
@@ -226,6 +227,18 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
       problems.push_back(cfg->path + ": <grpc> TLS files (cert, key, client_ca): " + tls.status().message());
     else
       for (std::string& w : tls.value()->Warnings(std::time(nullptr))) tls_warnings.push_back("<grpc> TLS: " + w);
+  }
+  // <grpc unix>: what the start's bind would refuse (a file that is not a
+  // socket, another server answering there, no directory). A server there
+  // that this store's frsd published as its own is the running frsd (-t
+  // before a reload), not a problem.
+  if (cfg->grpc && !cfg->grpc_unix.empty()) {
+    if (Status st = CheckUnixListenPath(cfg->grpc_unix); !st.ok()) {
+      Result<std::string> published = os::ReadTextFile(GrpcListenAddressPath(*cfg));
+      const bool ours = published.ok() && published->find("unix:" + cfg->grpc_unix) == 0 &&
+                        st.message().find("a server listens there already") != std::string::npos;
+      if (!ours) problems.push_back(cfg->Where("grpc") + ": <grpc unix>: " + st.message());
+    }
   }
   std::string envoy_words;
   if (cfg->grpc && map.ok()) {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "os/whole_file.h"
 
@@ -109,25 +110,51 @@ Result<Listeners> OpenListeners(const std::string& host, uint16_t port, uint32_t
   return out;
 }
 
-Result<Listeners> OpenUnixListener(const std::string& path, uint32_t mode, uint32_t count, int backlog) {
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof sa.sun_path)
+namespace {
+// What stands at a Unix socket path: free (nothing, or a socket no server
+// answers at, *stale), or the reason it cannot be listened on.
+Status ProbeUnixPath(const std::string& path, sockaddr_un* sa, socklen_t* len, bool* stale) {
+  *sa = sockaddr_un{};
+  sa->sun_family = AF_UNIX;
+  *stale = false;
+  if (path.empty() || path.size() >= sizeof sa->sun_path)
     return Status::InvalidArgument("the socket path " + path + " is empty or too long");
-  std::memcpy(sa.sun_path, path.data(), path.size());
-  const auto* addr = reinterpret_cast<const sockaddr*>(&sa);
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  std::memcpy(sa->sun_path, path.data(), path.size());
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
   struct stat st;
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return Status::InvalidArgument(path + " exists and is not a socket: not replaced");
-    // Someone answering there is another server: leave it alone.
-    os::UniqueFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!probe.valid()) return Status::FromErrno("socket", errno);
-    if (::connect(probe.get(), addr, len) == 0)
-      return Status::InvalidArgument("cannot listen on " + path + ": a server listens there already");
-    if (errno != ECONNREFUSED) return Status::FromErrno("cannot probe the socket " + path, errno);
-    if (::unlink(path.c_str()) != 0) return Status::FromErrno("cannot remove the stale socket " + path, errno);
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return Status::FromErrno("cannot look at " + path, errno);
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    if (!dir.empty() && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+      return Status::InvalidArgument("cannot listen on " + path + ": its directory " + dir + " does not exist");
+    return Status::OK();
   }
+  if (!S_ISSOCK(st.st_mode)) return Status::InvalidArgument(path + " exists and is not a socket: not replaced");
+  // Someone answering there is another server: leave it alone.
+  os::UniqueFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) return Status::FromErrno("socket", errno);
+  if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(sa), *len) == 0)
+    return Status::InvalidArgument("cannot listen on " + path + ": a server listens there already");
+  if (errno != ECONNREFUSED) return Status::FromErrno("cannot probe the socket " + path, errno);
+  *stale = true;
+  return Status::OK();
+}
+}  // namespace
+
+Status CheckUnixListenPath(const std::string& path) {
+  sockaddr_un sa;
+  socklen_t len = 0;
+  bool stale = false;
+  return ProbeUnixPath(path, &sa, &len, &stale);
+}
+
+Result<Listeners> OpenUnixListener(const std::string& path, uint32_t mode, uint32_t count, int backlog) {
+  sockaddr_un sa;
+  socklen_t len = 0;
+  bool stale = false;
+  if (Status s = ProbeUnixPath(path, &sa, &len, &stale); !s.ok()) return s;
+  const auto* addr = reinterpret_cast<const sockaddr*>(&sa);
+  if (stale && ::unlink(path.c_str()) != 0) return Status::FromErrno("cannot remove the stale socket " + path, errno);
   os::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Status::FromErrno("socket", errno);
   if (bind(fd.get(), addr, len) != 0) return Status::FromErrno("cannot listen on " + path, errno);

@@ -49,6 +49,10 @@ Result<Listeners> OpenListeners(const std::string& host, uint16_t port, uint32_t
 // through the umask's permissions. RemoveUnixListener unlinks it at stop.
 Result<Listeners> OpenUnixListener(const std::string& path, uint32_t mode, uint32_t count, int backlog = 4096);
 void RemoveUnixListener(const std::string& path);
+// What OpenUnixListener would refuse at `path` before it binds (a file that
+// is not a socket, a server answering there, a missing directory), changing
+// nothing: frsd -t's check.
+Status CheckUnixListenPath(const std::string& path);
 
 // Publishes "name\n" at `path` for whoever started frsd on port 0: written
 // to a temporary file and renamed, so a reader sees the whole line or none.

@@ -607,9 +607,22 @@ class UnixSocket(unittest.TestCase):
         self.assertTrue(stat.S_ISSOCK(st.st_mode))
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
         self.assertEqual(call("unix:" + sock).overall_code, Resp.OK)
-        # A second frsd on the same path does not take it over.
+
+        def check(frsd):
+            r = subprocess.run(
+                [envoy_frsd.FRSD, "-t", "-c", frsd.path("srv.xml")], capture_output=True, text=True, timeout=30
+            )
+            return r.returncode, r.stderr
+
+        # frsd -t before a reload: the server there is this store's own.
+        self.assertEqual(check(f)[0], 0, check(f)[1])
+        # A second frsd on the same path does not take it over, and frsd -t
+        # says so first (it passed, and the start then failed).
         g = TlsFrsd('unix="%s"' % sock)
         self.addCleanup(g.remove)
+        rc, err = check(g)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("<grpc unix>: cannot listen on %s: a server listens there already" % sock, err)
         with self.assertRaises(RuntimeError):
             g.start(timeout=5)
         self.assertIn("a server listens there already", g.log())
@@ -621,6 +634,9 @@ class UnixSocket(unittest.TestCase):
             out.write("data")
         h = TlsFrsd('unix="%s"' % sock)
         self.addCleanup(h.remove)
+        rc, err = check(h)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("<grpc unix>: %s exists and is not a socket: not replaced" % sock, err)
         with self.assertRaises(RuntimeError):
             h.start(timeout=5)
         self.assertIn("is not a socket", h.log())
