@@ -198,6 +198,23 @@ std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view 
   return NodeFitProblemsOf(cfg, map.value());
 }
 
+namespace {
+// <grpc unix>: what the start's bind would refuse (a file that is not a
+// socket, another server answering there, no directory), or "". A server
+// there that this store's frsd published as its own is the running frsd
+// (-t before a reload), not a problem.
+std::string GrpcUnixProblem(const SrvConfig& cfg) {
+  if (!cfg.grpc || cfg.grpc_unix.empty()) return "";
+  const Status st = CheckUnixListenPath(cfg.grpc_unix);
+  if (st.ok()) return "";
+  Result<std::string> published = os::ReadTextFile(GrpcListenAddressPath(cfg));
+  if (published.ok() && published->find("unix:" + cfg.grpc_unix) == 0 &&
+      st.message().find("a server listens there already") != std::string::npos)
+    return "";
+  return cfg.Where("grpc") + ": <grpc unix>: " + st.message();
+}
+}  // namespace
+
 int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* err) {
   Result<SrvConfig> cfg = LoadSrvConfig(srv_xml);
   if (!cfg.ok()) {
@@ -228,18 +245,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
     else
       for (std::string& w : tls.value()->Warnings(std::time(nullptr))) tls_warnings.push_back("<grpc> TLS: " + w);
   }
-  // <grpc unix>: what the start's bind would refuse (a file that is not a
-  // socket, another server answering there, no directory). A server there
-  // that this store's frsd published as its own is the running frsd (-t
-  // before a reload), not a problem.
-  if (cfg->grpc && !cfg->grpc_unix.empty()) {
-    if (Status st = CheckUnixListenPath(cfg->grpc_unix); !st.ok()) {
-      Result<std::string> published = os::ReadTextFile(GrpcListenAddressPath(*cfg));
-      const bool ours = published.ok() && published->find("unix:" + cfg->grpc_unix) == 0 &&
-                        st.message().find("a server listens there already") != std::string::npos;
-      if (!ours) problems.push_back(cfg->Where("grpc") + ": <grpc unix>: " + st.message());
-    }
-  }
+  if (std::string p = GrpcUnixProblem(*cfg); !p.empty()) problems.push_back(std::move(p));
   std::string envoy_words;
   if (cfg->grpc && map.ok()) {
     Result<std::string> text = os::ReadTextFile(cfg->map_path);
