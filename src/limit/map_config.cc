@@ -624,30 +624,43 @@ bool SameRule(const RuleSpec& a, const RuleSpec& b) {
          std::strncmp(a.name, b.name, kRuleNameBytes) == 0;
 }
 
+bool SameStats(const StatsSpec& a, const StatsSpec& b) {
+  return a.by == b.by && a.distinct == b.distinct && a.days == b.days && a.groups == b.groups;
+}
+
 bool SameBiz(const BizConfig& a, const BizConfig& b) {
   if (a.name != b.name || a.mode != b.mode || a.nrules != b.nrules || a.res_cap != b.res_cap ||
-      a.keep_keys != b.keep_keys)
+      a.keep_keys != b.keep_keys || a.unit != b.unit || a.fields != b.fields || a.separator != b.separator ||
+      a.stats.size() != b.stats.size())
     return false;
   for (uint32_t i = 0; i < a.nrules; ++i)
     if (!SameRule(a.rules[i], b.rules[i])) return false;
+  for (size_t i = 0; i < a.stats.size(); ++i)
+    if (!SameStats(a.stats[i], b.stats[i])) return false;
   return true;
 }
 
+// Envoy's descriptors are bizzes of the composed map, named envoy.* (a name
+// map.xml may not take): said apart, as <grpc config>'s, not map.xml's.
+bool FromEnvoy(const BizConfig& b) { return b.name.starts_with("envoy."); }
+
 }  // namespace
 
-std::string MapChangeWords(const MapConfig& running, const MapConfig& next) {
+MapChange MapChangeWords(const MapConfig& running, const MapConfig& next) {
   std::vector<const BizConfig*> by_id(65536, nullptr);
   for (const BizConfig& b : running.bizzes) by_id[b.id] = &b;
   std::vector<bool> kept(65536, false);
-  std::vector<std::string> added, removed, changed;
+  // [0] map.xml's bizzes, [1] Envoy's descriptors.
+  std::vector<std::string> added[2], removed[2], changed[2];
   for (const BizConfig& nb : next.bizzes) {
     kept[nb.id] = true;
     const BizConfig* ob = by_id[nb.id];
-    if (ob == nullptr) added.push_back(nb.name);
-    else if (!SameBiz(*ob, nb)) changed.push_back(nb.name == ob->name ? nb.name : ob->name + " -> " + nb.name);
+    const int e = FromEnvoy(nb) ? 1 : 0;
+    if (ob == nullptr) added[e].push_back(nb.name);
+    else if (!SameBiz(*ob, nb)) changed[e].push_back(nb.name == ob->name ? nb.name : ob->name + " -> " + nb.name);
   }
   for (const BizConfig& b : running.bizzes)
-    if (!kept[b.id]) removed.push_back(b.name);
+    if (!kept[b.id]) removed[FromEnvoy(b) ? 1 : 0].push_back(b.name);
   const auto list = [](const char* what, const std::vector<std::string>& names) {
     if (names.empty()) return std::string();
     std::string s = std::to_string(names.size()) + " " + what + " (";
@@ -655,10 +668,14 @@ std::string MapChangeWords(const MapConfig& running, const MapConfig& next) {
     if (names.size() > 8) s += ", and " + std::to_string(names.size() - 8) + " more";
     return s + ")";
   };
-  std::string out;
-  for (const std::string& part : {list("added", added), list("removed", removed), list("changed", changed)})
-    if (!part.empty()) out += (out.empty() ? "" : ", ") + part;
-  return out.empty() ? out : "biz(es) " + out;
+  MapChange out;
+  for (int e = 0; e < 2; ++e) {
+    std::string words;
+    for (const std::string& part : {list("added", added[e]), list("removed", removed[e]), list("changed", changed[e])})
+      if (!part.empty()) words += (words.empty() ? "" : ", ") + part;
+    if (!words.empty()) (e == 0 ? out.bizzes : out.envoy) = (e == 0 ? "biz(es) " : "descriptor(s) ") + words;
+  }
+  return out;
 }
 
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next) {
@@ -674,7 +691,10 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
   std::string removed;
   size_t nremoved = 0;
   for (const BizConfig& ob : running.bizzes) {
-    if (kept[ob.id] || (ob.lease_rule < 0 && ob.res_cap == 0)) continue;
+    // An Envoy descriptor's keys hold no reservation Envoy made (it takes
+    // none), and its plain rate limits are most of what a directory change
+    // removes: only one with a concurrency rule is named.
+    if (kept[ob.id] || (ob.lease_rule < 0 && (ob.res_cap == 0 || FromEnvoy(ob)))) continue;
     if (nremoved++ < 8) removed += (removed.empty() ? "" : ", ") + ob.name;
   }
   if (nremoved > 8) removed += ", and " + std::to_string(nremoved - 8) + " more";

@@ -115,10 +115,15 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next);
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next);
 
 // What a reload from `running` to `next` changes of the bizzes, by id, for
-// the master's log: "N biz(es) added (a, b), M removed (c), K changed (d)",
+// the master's log: "biz(es) N added (a, b), M removed (c), K changed (d)",
 // each list cut after 8 names; "" when no biz is added, removed or changed
 // (a rule's algorithm, window, limits, zone or name; the biz's mode,
-// reservations or key keeping).
-std::string MapChangeWords(const MapConfig& running, const MapConfig& next);
+// reservations, key keeping, unit, key fields or statistics). map.xml's
+// bizzes and <grpc config>'s descriptors (envoy.*) are said apart.
+struct MapChange {
+  std::string bizzes;  // map.xml's: "biz(es) ..."
+  std::string envoy;   // Envoy's descriptors: "descriptor(s) ..."
+};
+MapChange MapChangeWords(const MapConfig& running, const MapConfig& next);
 
 }  // namespace frs::limit

@@ -500,7 +500,7 @@ SrvConfig AppliedConfig(const SrvConfig& live, SrvConfig next) {
 // the channel before it is replaced): the bizzes it adds, removes and
 // changes, and what it ends of what keys hold.
 struct MapReloadWords {
-  std::string change;
+  limit::MapChange change;
   std::vector<std::string> ends;
 };
 MapReloadWords SayOfMapReload(MapChannel* channel, const limit::MapConfig& next) {
@@ -579,7 +579,9 @@ void Master::Reload() {
   }
   // What the map changes, said once by the master: each worker's line says
   // only that it reloaded (an operator read no more, found by an outside run).
-  if (!said.change.empty()) FRS_LOG("%s: %s", next.map_path.c_str(), said.change.c_str());
+  if (!said.change.bizzes.empty()) FRS_LOG("%s: %s", next.map_path.c_str(), said.change.bizzes.c_str());
+  if (!said.change.envoy.empty())
+    FRS_LOG("<grpc config> %s: Envoy %s", next.grpc_config.c_str(), said.change.envoy.c_str());
   for (const std::string& line : said.ends) FRS_LOG("warning: %s", line.c_str());
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   if (held_) held_->Invalidate();

@@ -273,15 +273,54 @@ TEST(MapConfig, AReloadSaysWhichBizzesItAddsRemovesAndChanges) {
 </map>)",
                        "map.xml");
   ASSERT_TRUE(running.ok() && next.ok());
-  EXPECT_EQ(MapChangeWords(*running, *next),
+  EXPECT_EQ(MapChangeWords(*running, *next).bizzes,
             "biz(es) 1 added (newbiz), 2 removed (ad_user, inflight), 1 changed (login)");
-  EXPECT_EQ(MapChangeWords(*running, *running), "");
+  EXPECT_EQ(MapChangeWords(*running, *next).envoy, "");
+  EXPECT_EQ(MapChangeWords(*running, *running).bizzes, "");
   const std::vector<std::string> ends = HeldAReloadEnds(*running, *next);
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_NE(ends[0].find("2 biz(es) removed (ad_user, inflight): the leases and reservations their keys hold are no "
                          "longer released, renewed or settled (404)"),
             std::string::npos)
       << ends[0];
+}
+
+// A change of a biz's unit, key fields or statistics is a change (a reload
+// that changed only those said nothing); Envoy's descriptors (envoy.*) are
+// said apart from map.xml's bizzes, and a plain one removed is no warning
+// of leases and reservations held (Envoy takes none: every descriptor a
+// directory change removed was named so).
+TEST(MapConfig, AReloadSaysUnitFieldsAndStatsChangesAndEnvoysDescriptorsApart) {
+  const char* base = R"(<map>
+  <biz id="1" name="api" fields="app,user"%s><rule interval="60" max="5"/>%s</biz>
+  <biz id="60000" name="envoy.rl.user"><rule interval="60" max="5"/></biz>
+  <biz id="60001" name="envoy.rl.path"><rule interval="60" max="7"/></biz>
+</map>)";
+  auto make = [&](const char* attrs, const char* stats) {
+    char text[1024];
+    std::snprintf(text, sizeof text, base, attrs, stats);
+    return ParseMap(text, "map.xml");
+  };
+  auto running = make("", "");
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  for (const auto& [attrs, stats] : {std::pair<const char*, const char*>{" unit=\"content-bytes\"", ""},
+                                     {" separator=\"|\"", ""},
+                                     {"", "<stats by=\"app\"/>"}}) {
+    auto next = make(attrs, stats);
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    EXPECT_EQ(MapChangeWords(*running, *next).bizzes, "biz(es) 1 changed (api)") << attrs << stats;
+  }
+  auto fewer = ParseMap(R"(<map>
+  <biz id="1" name="api" fields="app,user"><rule interval="60" max="5"/></biz>
+  <biz id="60000" name="envoy.rl.user"><rule interval="60" max="9"/></biz>
+  <biz id="60002" name="envoy.rl.new"><rule interval="60" max="1"/></biz>
+</map>)",
+                        "map.xml");
+  ASSERT_TRUE(fewer.ok()) << fewer.status().ToString();
+  const MapChange c = MapChangeWords(*running, *fewer);
+  EXPECT_EQ(c.bizzes, "");
+  EXPECT_EQ(c.envoy, "descriptor(s) 1 added (envoy.rl.new), 1 removed (envoy.rl.path), 1 changed (envoy.rl.user)");
+  EXPECT_TRUE(HeldAReloadEnds(*running, *fewer).empty());
 }
 
 }  // namespace
