@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 
+#include "base/utf8.h"
 #include "frs/json_writer.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
@@ -178,6 +179,31 @@ void EnvoyMetrics::Count(const envoy::RlsRequest& req, const envoy::RlsAnswer& a
   }
 }
 
+namespace {
+// A domain as the log shows it, in quotes: a byte that is not UTF-8, a
+// control character, '%', '"' and '\\' written %XX, as Envoy's keys are
+// (integrations.md); JSON's \u00ff named a character the client never sent.
+void AppendShownDomain(std::string_view d, std::string* out) {
+  out->push_back('"');
+  for (size_t i = 0; i < d.size();) {
+    char32_t cp = 0;
+    const size_t n = Utf8Decode(d, i, &cp);
+    if (n != 0 && cp >= 0x20 && cp != 0x7f && !(cp >= 0x80 && cp < 0xa0) && cp != '%' && cp != '"' && cp != '\\') {
+      out->append(d.substr(i, n));
+      i += n;
+      continue;
+    }
+    for (size_t k = 0; k < (n == 0 ? 1 : n); ++k) {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(d[i + k]));
+      out->append(hex);
+    }
+    i += n == 0 ? 1 : n;
+  }
+  out->push_back('"');
+}
+}  // namespace
+
 void EnvoyMetrics::NoteUnknownDomain(std::string_view domain) {
   CounterAdd(c_->envoy_unknown_domain);
   const std::string_view head = domain.substr(0, 64);
@@ -191,11 +217,11 @@ void EnvoyMetrics::NoteUnknownDomain(std::string_view domain) {
   }
   // The domains are the client's text: escaped, and cut short.
   std::string quoted, also;
-  AppendJsonString(head, &quoted);
+  AppendShownDomain(head, &quoted);
   for (size_t i = 0; i < unknown_kept_; ++i) {
     if (unknown_seen_[i] == head) continue;
     also += also.empty() ? "; also asked for since: " : ", ";
-    AppendJsonString(unknown_seen_[i], &also);
+    AppendShownDomain(unknown_seen_[i], &also);
   }
   if (unknown_more_) also += also.empty() ? "; also asked for since: others" : ", and others";
   unknown_kept_ = 0;
