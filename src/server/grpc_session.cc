@@ -27,15 +27,23 @@ constexpr size_t kPrefixBytes = 5;  // compressed flag, 32-bit big-endian length
 constexpr size_t kNghttp2SessionBytes = 64 * 1024;
 constexpr size_t kNghttp2StreamBytes = 1024;
 
-// application/grpc or application/grpc+proto, its parameters after ';'
-// ignored and its letters in any case (a media type's are not case
-// sensitive). Another codec's subtype (+json, ...) is refused (415): the
-// body would be read as protobuf, which it is not.
-bool IsGrpcProtoType(std::string_view v) {
+// application/grpc or application/grpc+proto (kProto), its parameters
+// after ';' ignored and its letters in any case (a media type's are not
+// case sensitive); application/grpc+ another codec (+json, ...: kOtherCodec)
+// is a gRPC call this service cannot read, answered with a gRPC status as
+// gRPC servers answer it (a 415 made clients report UNKNOWN); anything else
+// is no gRPC call (kNone: 415, grpc's PROTOCOL-HTTP2.md).
+enum class GrpcType : uint8_t { kNone, kProto, kOtherCodec };
+GrpcType GrpcTypeOf(std::string_view v) {
   const size_t semi = v.find(';');
   std::string_view type = v.substr(0, semi);
   while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
-  return EqualsAsciiLower(type, "application/grpc") || EqualsAsciiLower(type, "application/grpc+proto");
+  if (EqualsAsciiLower(type, "application/grpc") || EqualsAsciiLower(type, "application/grpc+proto"))
+    return GrpcType::kProto;
+  constexpr std::string_view kGrpcPlus = "application/grpc+";
+  if (type.size() > kGrpcPlus.size() && EqualsAsciiLower(type.substr(0, kGrpcPlus.size()), kGrpcPlus))
+    return GrpcType::kOtherCodec;
+  return GrpcType::kNone;
 }
 
 nghttp2_nv Nv(std::string_view name, std::string_view value) {
@@ -113,7 +121,11 @@ struct GrpcCallbacks {
     const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
     if (n == ":path") s.method = g->service_->MethodOf(v);
     else if (n == ":method") s.post = v == "POST";
-    else if (n == "content-type") s.grpc_type = IsGrpcProtoType(v);
+    else if (n == "content-type") {
+      const GrpcType t = GrpcTypeOf(v);
+      s.grpc_type = t != GrpcType::kNone;
+      s.other_codec = t == GrpcType::kOtherCodec;
+    }
     return 0;
   } catch (...) {
     return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -472,7 +484,12 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
   GrpcService::Reply reply;
   reply.body.swap(reply_body_);  // its capacity, empty
   uint32_t len = 0;
-  if (s.too_long) {
+  if (s.other_codec) {
+    reply.code = GrpcCode::kInternal;
+    reply.message =
+        "no codec for the request's content-subtype: this service reads protobuf (content-type "
+        "application/grpc or application/grpc+proto)";
+  } else if (s.too_long) {
     reply.code = GrpcCode::kResourceExhausted;
     reply.message = "the request message is longer than " + std::to_string(limits_.max_message_bytes) + " bytes";
   } else if (s.bad_length || s.body.size() < kPrefixBytes ||

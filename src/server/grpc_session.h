@@ -210,10 +210,11 @@ class GrpcSession {
     int method = -1;  // GrpcService::MethodOf(:path)
     bool post = false;
     bool grpc_type = false;
-    bool too_long = false;    // declared past max_message_bytes: dropped
-    bool bad_length = false;  // more bytes than the prefix declared: dropped
-    bool refused = false;     // reset for the budget: never answered
-    bool ended = false;       // queued in ready_ or answered
+    bool other_codec = false;  // application/grpc+json and the like: INTERNAL
+    bool too_long = false;     // declared past max_message_bytes: dropped
+    bool bad_length = false;   // more bytes than the prefix declared: dropped
+    bool refused = false;      // reset for the budget: never answered
+    bool ended = false;        // queued in ready_ or answered
     bool answered = false;
     uint32_t header_bytes = 0;
     int64_t start_ns = 0;
