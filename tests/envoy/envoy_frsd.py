@@ -6,6 +6,7 @@ python3-protobuf), and stopping by pid."""
 import importlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -147,19 +148,28 @@ class Frsd:
             )
         os.rename(os.path.join(self.dir, "srv.xml.tmp"), os.path.join(self.dir, "srv.xml"))
 
+    def generations(self):
+        """Each worker's latest map generation, by its index, from the log."""
+        latest = {}
+        for w, g in re.findall(r"worker (\d+): reloaded .*\(map generation (\d+)\)", self.log()):
+            latest[int(w)] = max(latest.get(int(w), 0), int(g))
+        return latest
+
     def reloaded(self, change, timeout=10.0):
         """Runs change() (a file written, renamed, removed) and waits for
-        frsd to act on it without a signal: True once every worker reloaded,
-        False when the master refused the new configuration."""
-        log = self.log()
-        done, refused = log.count("(map generation"), log.count("reload refused")
+        frsd to act on it without a signal: True once every worker reloaded
+        to a generation newer than any before the change, False when the
+        master refused the new configuration. (Counting lines instead, a
+        worker's late line of the reload before passed for this one.)"""
+        before = max(self.generations().values(), default=0)
+        refused = self.log().count("reload refused")
         change()
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            text = self.log()
-            if text.count("reload refused") > refused:
+            if self.log().count("reload refused") > refused:
                 return False
-            if text.count("(map generation") >= done + self.workers:
+            latest = self.generations()
+            if all(latest.get(w, 0) > before for w in range(self.workers)):
                 return True
             time.sleep(0.02)
         raise RuntimeError("frsd did not reload: " + self.log())
