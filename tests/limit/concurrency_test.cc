@@ -203,6 +203,28 @@ TEST_F(LeaseTest, AnEngineThatMayNotMakeTheLeaseKeyGrantsNoId) {
   EXPECT_FALSE(std::filesystem::exists(key));
 }
 
+// The first engine of a store makes lease.key before stats.frs: one
+// stopped between the two leaves the secret without the statistics (a store
+// that never served), never stats.frs without the secret, which reads as a
+// store that served and lost it (frsd -t, the start and verify warned of
+// ids voided that never existed). Here the key cannot be made (a directory
+// in its place): the open fails, and no stats.frs was made before it.
+TEST_F(LeaseTest, TheFirstEngineMakesTheLeaseKeyBeforeTheStatistics) {
+  engine_.reset();
+  const std::string key = dir_ / "store/lease.key", stats = dir_ / "store/stats.frs";
+  ASSERT_EQ(std::remove(key.c_str()), 0);
+  ASSERT_EQ(std::remove(stats.c_str()), 0);
+  ASSERT_TRUE(std::filesystem::create_directory(key));
+  auto e = AdminEngine::Open(OptionsFor(store_.get()));
+  ASSERT_FALSE(e.ok());
+  EXPECT_FALSE(std::filesystem::exists(stats)) << "stats.frs made before the secret that failed";
+  std::filesystem::remove(key);
+  e = AdminEngine::Open(OptionsFor(store_.get()));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE(std::filesystem::is_regular_file(key));
+  EXPECT_TRUE(std::filesystem::exists(stats));
+}
+
 TEST_F(LeaseTest, HostileIdsAreRefusedAndChangeNothing) {
   Decision a = Acquire("inflight", "u1");
   Decision other = Acquire("inflight", "u2");
