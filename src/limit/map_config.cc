@@ -580,19 +580,36 @@ Result<MapConfig> LoadMapFile(const std::string& path) {
   return ParseMap(text.value(), path);
 }
 
+namespace {
+// Two rules that count the same limit: every attribute a window or a
+// bucket has, the name aside.
+bool SameLimit(const RuleSpec& a, const RuleSpec& b) {
+  const auto zone = [](const RuleSpec& r) { return r.zone ? r.zone->name() : std::string(); };
+  return a.algo == b.algo && a.interval == b.interval && a.max == b.max && a.burst == b.burst && a.borrow == b.borrow &&
+         a.utc == b.utc && a.epoch == b.epoch && a.overrun == b.overrun && zone(a) == zone(b);
+}
+// "'a', 'b' and 'c'".
+std::string NamesText(const std::vector<const RuleSpec*>& rules) {
+  std::string out;
+  for (size_t i = 0; i < rules.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == rules.size() ? " and " : ", ") + "'" + rules[i]->name + "'";
+  return out;
+}
+}  // namespace
+
 Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
   for (const BizConfig& nb : next.bizzes) {
     const BizConfig* ob = nullptr;
     for (const BizConfig& b : running.bizzes)
       if (b.id == nb.id) ob = &b;
     if (ob == nullptr) continue;
-    // The names holding one (algorithm, interval), in their order.
+    // The rules holding one (algorithm, interval), in their order.
     auto holders = [](const BizConfig& b, uint32_t identity) {
-      std::vector<std::string_view> names;
+      std::vector<const RuleSpec*> rules;
       for (uint32_t i = 0; i < b.nrules; ++i)
         if (b.rules[i].algo != Algo::kConcurrency && TagIdentity(b.rules[i].tag) == identity)
-          names.emplace_back(b.rules[i].name);
-      return names;
+          rules.push_back(&b.rules[i]);
+      return rules;
     };
     for (const BizConfig* b : {ob, &nb})
       for (uint32_t i = 0; i < b->nrules; ++i) {
@@ -600,16 +617,27 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
         if (r.algo == Algo::kConcurrency) continue;
         const uint32_t identity = TagIdentity(r.tag);
         const auto was = holders(*ob, identity), now = holders(nb, identity);
-        if ((was.size() > 1 || now.size() > 1) && was != now) {
-          const auto& two = now.size() > 1 ? now : was;
-          return Status::InvalidArgument(
-              next.path + ": biz '" + nb.name + "': rules '" + std::string(two[0]) + "' and '" + std::string(two[1]) +
-              "' are both " + AlgoName(r.algo) + " over " + std::to_string(r.interval) + " s " +
-              (now.size() > 1 ? "in this map" : "in the map running") +
-              ": a key's node tells such rules apart by their order, so this reload, which changes who holds that "
-              "algorithm and interval or in what order, would trade or lose their counts; keep their order and "
-              "intervals (a restart on such a map is not checked: docs/rules.md)");
-        }
+        if (was.size() < 2 && now.size() < 2) continue;
+        bool same_names = was.size() == now.size();
+        for (size_t k = 0; same_names && k < was.size(); ++k)
+          same_names = std::string_view(was[k]->name) == now[k]->name;
+        // Names that follow their place (the default BIZ_N) read the same
+        // after a swap: a rule now where another was, alike in every
+        // respect but name, and unlike the one it replaces, moved.
+        bool moved = false;
+        for (size_t k = 0; same_names && !moved && k < now.size(); ++k)
+          for (size_t j = 0; !moved && j < was.size(); ++j)
+            moved = j != k && SameLimit(*now[k], *was[j]) && !SameLimit(*now[k], *was[k]);
+        if (same_names && !moved) continue;
+        const auto& named = now.size() > 1 ? now : was;
+        return Status::InvalidArgument(
+            next.path + ": biz '" + nb.name + "': rules " + NamesText(named) +
+            (named.size() == 2 ? " are both " : " are all ") + AlgoName(r.algo) + " over " +
+            std::to_string(r.interval) + " s " + (now.size() > 1 ? "in this map" : "in the map running") +
+            (moved ? " and are in another order than in the map running" : "") +
+            ": a key's node tells such rules apart by their order, so this reload, which changes who holds that "
+            "algorithm and interval or in what order, would trade or lose their counts; keep their order and "
+            "intervals (a restart on such a map is not checked: docs/rules.md)");
       }
   }
   return Status::OK();

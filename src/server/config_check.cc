@@ -1,18 +1,21 @@
 #include "server/config_check.h"
 
 #include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "config/srv_config.h"
+#include "frs/service.h"
 #include "frs/store.h"
 #include "frs/store_admin.h"
 #include "frs/store_dir.h"
@@ -213,6 +216,24 @@ std::string GrpcUnixProblem(const SrvConfig& cfg) {
     return "";
   return cfg.Where("grpc") + ": <grpc unix>: " + st.message();
 }
+// A reload's check of the rules' order (limit::CheckRuleOrder) against the
+// map this store's running frsd runs (frsd.running, while its pid holds the
+// store lock's pid file and lives): frsd -t before a SIGHUP says what the
+// reload would refuse (it said ok, and the reload was refused). "" when no
+// frsd runs there: a start is not checked for the order.
+std::string ReloadOrderProblem(const SrvConfig& cfg, const limit::MapConfig& map) {
+  Result<RunningConfig> rc = ReadRunningConfig(cfg.store_dir);
+  if (!rc.ok() || rc->pid <= 0) return "";
+  Result<std::string> holder = os::ReadTextFile(frs::store_dir::In(cfg.store_dir, frs::store_dir::kStoreLock));
+  if (!holder.ok() || std::atoll(holder->c_str()) != rc->pid) return "";
+  if (::kill(static_cast<pid_t>(rc->pid), 0) != 0 && errno != EPERM) return "";
+  Result<limit::MapConfig> running = limit::ParseMap(rc->map_text, rc->map_path);
+  if (!running.ok()) return "";
+  const Status order = limit::CheckRuleOrder(running.value(), map);
+  if (order.ok()) return "";
+  return order.message() + " (the frsd running on this store, pid " + std::to_string(rc->pid) +
+         ", refuses this map at a reload)";
+}
 }  // namespace
 
 int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* err) {
@@ -233,6 +254,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   } else {
     bizzes = map->bizzes.size();
     for (std::string& p : NodeFitProblemsOf(*cfg, map.value())) problems.push_back(std::move(p));
+    if (std::string p = ReloadOrderProblem(*cfg, map.value()); !p.empty()) problems.push_back(std::move(p));
   }
   // <grpc cert key client_ca>: readable, PEM, the key is the certificate's,
   // the CA file loads, as frsd's start and each reload load them.

@@ -70,6 +70,33 @@ TEST(ReloadE2E, TheLogSaysWhichBizzesAReloadAdds) {
   kill(srv.pid(), SIGHUP);
   ASSERT_TRUE(WaitLog(srv, "reloaded", 2)) << srv.log();
   EXPECT_TRUE(WaitLog(srv, "map.xml: biz(es) 1 added (reload_added)")) << srv.log();
+
+  // Two unnamed token buckets of one interval (named by their place,
+  // reload_two_1 and _2), then swapped: the names read the same, and the
+  // reload was taken, each key's counts traded between the two limits; and
+  // frsd -t said ok of it (found by an outside run). Refused by both now.
+  const std::string a = "<rule algo=\"token_bucket\" interval=\"60\" max=\"10\"/>";
+  const std::string b = "<rule algo=\"token_bucket\" interval=\"60\" max=\"60\" burst=\"3\"/>";
+  map.insert(map.rfind("</map>"), "  <biz id=\"901\" name=\"reload_two\">" + a + b + "</biz>\n");
+  WriteFile(srv.dir() + "/map.xml", map);
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "map.xml: biz(es) 1 added (reload_two)")) << srv.log();
+  const std::string swapped = a + b;
+  map.replace(map.find(swapped), swapped.size(), b + a);
+  WriteFile(srv.dir() + "/map.xml", map);
+  const std::string check = std::string(FRSD_PATH) + " -t -c " + srv.config() + " >/dev/null 2>" + srv.dir() + "/t.err";
+  const int rc = std::system(check.c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 1) << ReadFile(srv.dir() + "/t.err");
+  EXPECT_NE(ReadFile(srv.dir() + "/t.err")
+                .find(
+                    "biz 'reload_two': rules 'reload_two_1' and 'reload_two_2' are both token_bucket over 60 s in this "
+                    "map and are in another order than in the map running"),
+            std::string::npos)
+      << ReadFile(srv.dir() + "/t.err");
+  EXPECT_NE(ReadFile(srv.dir() + "/t.err").find("(the frsd running on this store, pid "), std::string::npos);
+  kill(srv.pid(), SIGHUP);
+  EXPECT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
+  EXPECT_NE(srv.log().find("are in another order than in the map running"), std::string::npos) << srv.log();
 }
 
 // A client still calling a biz a reload removed (or a typo) was seen only

@@ -146,6 +146,43 @@ TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
   EXPECT_FALSE(CheckRuleOrder(more.value(), into.value()).ok());
   EXPECT_TRUE(CheckRuleOrder(running.value(), ParseMap(two, "map.xml").value()).ok());
 
+  // Unnamed rules are named by their place (a_1, a_2): swapped, their names
+  // read the same, and the reload was taken, each key's counts traded
+  // between the two limits (found by an outside run). A rule now where
+  // another was, alike in all but name and unlike the one it replaces, is
+  // a move; an edit of one in its place is not.
+  const auto unnamed = [](const char* first, const char* second) {
+    return ParseMap(std::string("<map><biz id=\"1\" name=\"a\">") + first + second + "</biz></map>", "map.xml");
+  };
+  const char* ktm = "<rule algo=\"calendar\" interval=\"600\" max=\"5\" zone=\"Asia/Kathmandu\"/>";
+  const char* utc = "<rule algo=\"calendar\" interval=\"600\" max=\"7\" zone=\"UTC\"/>";
+  const char* utc9 = "<rule algo=\"calendar\" interval=\"600\" max=\"9\" zone=\"UTC\"/>";
+  auto before = unnamed(ktm, utc);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  Status swap = CheckRuleOrder(before.value(), unnamed(utc, ktm).value());
+  EXPECT_EQ(swap.message().rfind("map.xml: biz 'a': rules 'a_1' and 'a_2' are both calendar over 600 s in this map "
+                                 "and are in another order than in the map running: ",
+                                 0),
+            0u)
+      << swap.message();
+  EXPECT_TRUE(CheckRuleOrder(before.value(), unnamed(ktm, utc9).value()).ok());
+  // A third rule of their kind: each of the three named.
+  auto three = ParseMap(
+      "<map><biz id=\"1\" name=\"a\"><rule algo=\"token_bucket\" interval=\"60\" max=\"10\" name=\"a\"/>"
+      "<rule algo=\"token_bucket\" interval=\"60\" max=\"60\" burst=\"3\" name=\"b\"/>"
+      "<rule algo=\"token_bucket\" interval=\"60\" max=\"5\" burst=\"9\" name=\"c\"/></biz></map>",
+      "map.xml");
+  auto two_tb = ParseMap(
+      "<map><biz id=\"1\" name=\"a\"><rule algo=\"token_bucket\" interval=\"60\" max=\"10\" name=\"a\"/>"
+      "<rule algo=\"token_bucket\" interval=\"60\" max=\"60\" burst=\"3\" name=\"b\"/></biz></map>",
+      "map.xml");
+  ASSERT_TRUE(three.ok() && two_tb.ok()) << three.status().ToString();
+  EXPECT_EQ(CheckRuleOrder(two_tb.value(), three.value())
+                .message()
+                .rfind("map.xml: biz 'a': rules 'a', 'b' and 'c' are all token_bucket over 60 s in this map: ", 0),
+            0u)
+      << CheckRuleOrder(two_tb.value(), three.value()).message();
+
   // Told apart: another algorithm or another interval; a declaration and
   // comments around the root are fine.
   EXPECT_EQ(ErrorOf("<?xml version=\"1.0\"?>\n<!-- rules -->\n<map><biz id=\"1\" name=\"a\">"
