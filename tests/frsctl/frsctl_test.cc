@@ -917,8 +917,14 @@ TEST_F(FrsctlTest, GetAndExplainNameEachRuleAndACalendarRulesZone) {
   std::ofstream(dir_ / "map.xml") << ctl_test::SlowMap(
       R"(  <biz id="3" name="adv"><rule name="day" algo="calendar" interval="86400" max="3" zone="Asia/Kolkata"/>)"
       R"(<rule algo="fixed" interval="3600" max="2"/></biz>
+  <biz id="77" name="offb" mode="off"><rule interval="60" max="1"/></biz>
 )");
   CreateStore();
+  // A biz in mode off never makes a node: explain said only "no node" of
+  // it, where shadow and off are said as such (found by an outside run).
+  CtlRun off = Ctl({"explain", "offb", "u"});
+  EXPECT_EQ(off.rc, 0) << off.err;
+  EXPECT_EQ(off.out, "offb \"u\": allowed: mode off, every request is allowed and nothing is counted (no node)\n");
   Set("adv", "u", 1);
   CtlRun r = Ctl({"get", "adv", "u"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -146,7 +146,15 @@ Result<int> RunExplain(Session& s, const NodeArgs& a) {
   Result<NodeView> v = s.engine->Inspect(a.biz, a.key);
   if (!v.ok() && !v.status().IsNotFound()) return v.status();
   if (!v.ok()) {
-    const std::string words = "allowed: no node (" + WhyNoNode(s, a.key) + "): every rule starts at 0";
+    // A biz in mode off never makes a node: its mode is the answer, not the
+    // missing node (it said only "no node", where shadow and off are said).
+    Mode mode = Mode::kEnforce;
+    for (const BizInfo& b : s.engine->Bizzes())
+      if (b.id == id.value()) mode = b.mode;
+    const std::string words = mode == Mode::kOff
+                                  ? "allowed: mode off, every request is allowed and nothing is counted (no node)"
+                                  : std::string("allowed") + (mode == Mode::kShadow ? " (mode shadow)" : "") +
+                                        ": no node (" + WhyNoNode(s, a.key) + "): every rule starts at 0";
     if (s.json) {
       JsonOut j;
       j.BeginObject().Key("found").Bool(false).Key("now_ms").Int(now).Key("allowed").Bool(true);
