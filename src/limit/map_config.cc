@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <pugixml.hpp>
+#include <tuple>
 #include <unordered_map>
 
 #include "limit/concurrency.h"
@@ -414,6 +415,7 @@ class Parser {
                                       std::to_string(kRuleNameBytes - 1) + " of A-Z a-z 0-9 _ . -");
         value.copy(spec->name, value.size());
         spec->name[value.size()] = '\0';
+        spec->named = true;
       } else if (name == "borrow") {
         if (!ParseUint(value, kMaxUses, &v)) {
           return Fail(spec->line, "rule borrow '" + std::string(value) + "' is out of range (0..2147483647)");
@@ -583,10 +585,38 @@ Result<MapConfig> LoadMapFile(const std::string& path) {
 namespace {
 // Two rules that count the same limit: every attribute a window or a
 // bucket has, the name aside.
+std::string ZoneOf(const RuleSpec& r) { return r.zone ? r.zone->name() : std::string(); }
 bool SameLimit(const RuleSpec& a, const RuleSpec& b) {
-  const auto zone = [](const RuleSpec& r) { return r.zone ? r.zone->name() : std::string(); };
   return a.algo == b.algo && a.interval == b.interval && a.max == b.max && a.burst == b.burst && a.borrow == b.borrow &&
-         a.utc == b.utc && a.epoch == b.epoch && a.overrun == b.overrun && zone(a) == zone(b);
+         a.utc == b.utc && a.epoch == b.epoch && a.overrun == b.overrun && ZoneOf(a) == ZoneOf(b);
+}
+// Rules named by their place (none given) that a reload moved, their
+// names reading the same in the new order. Two calendar rules of one
+// interval differ in their zone (the parser refuses two alike), which is
+// their identity: one now where another's zone was, moved, edited or not.
+// Other rules have none but their limits: their set unchanged in another
+// order is a move (an edit that makes one equal to another is not).
+bool UnnamedMoved(const std::vector<const RuleSpec*>& was, const std::vector<const RuleSpec*>& now) {
+  if (was.size() != now.size() || now.empty()) return false;
+  for (size_t k = 0; k < now.size(); ++k)
+    if (now[k]->named || was[k]->named) return false;
+  const auto zone = [](const RuleSpec* r) { return std::make_tuple(r->utc, r->epoch, ZoneOf(*r)); };
+  if (now.front()->algo == Algo::kCalendar) {
+    for (size_t k = 0; k < now.size(); ++k)
+      for (size_t j = 0; j < was.size(); ++j)
+        if (j != k && zone(now[k]) == zone(was[j]) && zone(now[k]) != zone(was[k])) return true;
+    return false;
+  }
+  bool reordered = false;
+  std::vector<bool> taken(was.size(), false);
+  for (size_t k = 0; k < now.size(); ++k) {
+    reordered = reordered || !SameLimit(*now[k], *was[k]);
+    size_t j = 0;
+    while (j < was.size() && (taken[j] || !SameLimit(*now[k], *was[j]))) ++j;
+    if (j == was.size()) return false;  // a limit the running map has not: an edit
+    taken[j] = true;
+  }
+  return reordered;
 }
 // "'a', 'b' and 'c'".
 std::string NamesText(const std::vector<const RuleSpec*>& rules) {
@@ -622,12 +652,8 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
         for (size_t k = 0; same_names && k < was.size(); ++k)
           same_names = std::string_view(was[k]->name) == now[k]->name;
         // Names that follow their place (the default BIZ_N) read the same
-        // after a swap: a rule now where another was, alike in every
-        // respect but name, and unlike the one it replaces, moved.
-        bool moved = false;
-        for (size_t k = 0; same_names && !moved && k < now.size(); ++k)
-          for (size_t j = 0; !moved && j < was.size(); ++j)
-            moved = j != k && SameLimit(*now[k], *was[j]) && !SameLimit(*now[k], *was[k]);
+        // after a swap (UnnamedMoved).
+        const bool moved = same_names && UnnamedMoved(was, now);
         if (same_names && !moved) continue;
         const auto& named = now.size() > 1 ? now : was;
         return Status::InvalidArgument(
@@ -674,7 +700,7 @@ bool FromEnvoy(const BizConfig& b) { return b.name.starts_with("envoy."); }
 
 }  // namespace
 
-MapChange MapChangeWords(const MapConfig& running, const MapConfig& next) {
+MapChange MapChangeWords(const MapConfig& running, const MapConfig& next, bool with_envoy) {
   std::vector<const BizConfig*> by_id(65536, nullptr);
   for (const BizConfig& b : running.bizzes) by_id[b.id] = &b;
   std::vector<bool> kept(65536, false);
@@ -683,12 +709,12 @@ MapChange MapChangeWords(const MapConfig& running, const MapConfig& next) {
   for (const BizConfig& nb : next.bizzes) {
     kept[nb.id] = true;
     const BizConfig* ob = by_id[nb.id];
-    const int e = FromEnvoy(nb) ? 1 : 0;
+    const int e = with_envoy && FromEnvoy(nb) ? 1 : 0;
     if (ob == nullptr) added[e].push_back(nb.name);
     else if (!SameBiz(*ob, nb)) changed[e].push_back(nb.name == ob->name ? nb.name : ob->name + " -> " + nb.name);
   }
   for (const BizConfig& b : running.bizzes)
-    if (!kept[b.id]) removed[FromEnvoy(b) ? 1 : 0].push_back(b.name);
+    if (!kept[b.id]) removed[with_envoy && FromEnvoy(b) ? 1 : 0].push_back(b.name);
   const auto list = [](const char* what, const std::vector<std::string>& names) {
     if (names.empty()) return std::string();
     std::string s = std::to_string(names.size()) + " " + what + " (";
@@ -706,7 +732,7 @@ MapChange MapChangeWords(const MapConfig& running, const MapConfig& next) {
   return out;
 }
 
-std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next) {
+std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy) {
   std::vector<std::string> out;
   // By id: an Envoy configuration may bring thousands of bizzes.
   std::vector<const BizConfig*> by_id(65536, nullptr);
@@ -722,7 +748,7 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
     // An Envoy descriptor's keys hold no reservation Envoy made (it takes
     // none), and its plain rate limits are most of what a directory change
     // removes: only one with a concurrency rule is named.
-    if (kept[ob.id] || (ob.lease_rule < 0 && (ob.res_cap == 0 || FromEnvoy(ob)))) continue;
+    if (kept[ob.id] || (ob.lease_rule < 0 && (ob.res_cap == 0 || (with_envoy && FromEnvoy(ob))))) continue;
     if (nremoved++ < 8) removed += (removed.empty() ? "" : ", ") + ob.name;
   }
   if (nremoved > 8) removed += ", and " + std::to_string(nremoved - 8) + " more";

@@ -112,7 +112,7 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next);
 // leaves the default fewer bytes). A key holding more than fits keeps those
 // that end last when it is next touched.
 // A biz removed whose keys may hold leases or reservations is one line too.
-std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next);
+std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy = false);
 
 // What a reload from `running` to `next` changes of the bizzes, by id, for
 // the master's log: "biz(es) N added (a, b), M removed (c), K changed (d)",
@@ -124,6 +124,9 @@ struct MapChange {
   std::string bizzes;  // map.xml's: "biz(es) ..."
   std::string envoy;   // Envoy's descriptors: "descriptor(s) ..."
 };
-MapChange MapChangeWords(const MapConfig& running, const MapConfig& next);
+// `with_envoy`: the maps are composed with <grpc config>'s descriptors, whose
+// names (envoy.*) map.xml may not take then; without it every biz is
+// map.xml's, whatever its name.
+MapChange MapChangeWords(const MapConfig& running, const MapConfig& next, bool with_envoy = false);
 
 }  // namespace frs::limit

@@ -85,6 +85,7 @@ struct RuleSpec {
   // The policy's name in the RateLimit header fields: <rule name=...>, else
   // "BIZ_N" (N: the rule's position from 1). NUL-terminated.
   char name[kRuleNameBytes] = {};
+  bool named = false;              // map.xml gave the name (else it follows the place)
   RulePast past[kRulePasts] = {};  // newest first; filled by the engine, not by map.xml
   uint32_t npast = 0;
 };

@@ -29,6 +29,7 @@
 #include "server/envoy_map.h"
 #include "server/fd_limit.h"
 #include "server/listener.h"
+#include "server/pidfile.h"
 #include "server/tls_context.h"
 #include "store/store_check.h"
 
@@ -210,29 +211,34 @@ std::string GrpcUnixProblem(const SrvConfig& cfg) {
   if (!cfg.grpc || cfg.grpc_unix.empty()) return "";
   const Status st = CheckUnixListenPath(cfg.grpc_unix);
   if (st.ok()) return "";
+  // This store's frsd: it published the very path (the whole line), and
+  // the store lock's pid is a live frsd (a file left by a kill -9 excuses
+  // no other server that took the path since).
   Result<std::string> published = os::ReadTextFile(GrpcListenAddressPath(cfg));
-  if (published.ok() && published->find("unix:" + cfg.grpc_unix) == 0 &&
+  Result<std::string> holder = os::ReadTextFile(frs::store_dir::In(cfg.store_dir, frs::store_dir::kStoreLock));
+  std::string line = published.ok() ? published->substr(0, published->find('\n')) : std::string();
+  if (published.ok() && line == "unix:" + cfg.grpc_unix && holder.ok() && IsFrsdProcess(std::atoll(holder->c_str())) &&
       st.message().find("a server listens there already") != std::string::npos)
     return "";
   return cfg.Where("grpc") + ": <grpc unix>: " + st.message();
 }
 // A reload's check of the rules' order (limit::CheckRuleOrder) against the
-// map this store's running frsd runs (frsd.running, while its pid holds the
-// store lock's pid file and lives): frsd -t before a SIGHUP says what the
-// reload would refuse (it said ok, and the reload was refused). "" when no
-// frsd runs there: a start is not checked for the order.
+// map this store's running frsd runs (frsd.running, while the store lock's
+// pid names it and is a live frsd): frsd -t before a SIGHUP warns of what
+// the reload would refuse (it said ok, and the reload was refused). A
+// warning, not a problem: a restart is not checked for the order, and may
+// be what the operator means. "" when no frsd runs there.
 std::string ReloadOrderProblem(const SrvConfig& cfg, const limit::MapConfig& map) {
   Result<RunningConfig> rc = ReadRunningConfig(cfg.store_dir);
   if (!rc.ok() || rc->pid <= 0) return "";
   Result<std::string> holder = os::ReadTextFile(frs::store_dir::In(cfg.store_dir, frs::store_dir::kStoreLock));
-  if (!holder.ok() || std::atoll(holder->c_str()) != rc->pid) return "";
-  if (::kill(static_cast<pid_t>(rc->pid), 0) != 0 && errno != EPERM) return "";
+  if (!holder.ok() || std::atoll(holder->c_str()) != rc->pid || !IsFrsdProcess(rc->pid)) return "";
   Result<limit::MapConfig> running = limit::ParseMap(rc->map_text, rc->map_path);
   if (!running.ok()) return "";
   const Status order = limit::CheckRuleOrder(running.value(), map);
   if (order.ok()) return "";
   return order.message() + " (the frsd running on this store, pid " + std::to_string(rc->pid) +
-         ", refuses this map at a reload)";
+         ", refuses this map at a reload; a restart takes it, and the counts are then read as this order says)";
 }
 }  // namespace
 
@@ -248,13 +254,14 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   for (std::string& p : OutputPathProblems(*cfg)) problems.push_back(std::move(p));
 
   size_t bizzes = 0;
+  std::string order_warning;  // a reload refuses the map; a restart takes it
   Result<limit::MapConfig> map = limit::LoadMapFile(cfg->map_path);
   if (!map.ok()) {
     problems.push_back(map.status().message());
   } else {
     bizzes = map->bizzes.size();
     for (std::string& p : NodeFitProblemsOf(*cfg, map.value())) problems.push_back(std::move(p));
-    if (std::string p = ReloadOrderProblem(*cfg, map.value()); !p.empty()) problems.push_back(std::move(p));
+    order_warning = ReloadOrderProblem(*cfg, map.value());
   }
   // <grpc cert key client_ca>: readable, PEM, the key is the certificate's,
   // the CA file loads, as frsd's start and each reload load them.
@@ -313,6 +320,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   }
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings = std::move(tls_warnings);
+  if (!order_warning.empty()) side_warnings.push_back(std::move(order_warning));
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = RootOnAnotherUsersStore(*cfg); !w.empty())
     side_warnings.push_back("a start as root refuses: " + w);

@@ -503,13 +503,13 @@ struct MapReloadWords {
   limit::MapChange change;
   std::vector<std::string> ends;
 };
-MapReloadWords SayOfMapReload(MapChannel* channel, const limit::MapConfig& next) {
+MapReloadWords SayOfMapReload(MapChannel* channel, const limit::MapConfig& next, bool with_envoy) {
   MapReloadWords out;
   if (channel == nullptr) return out;
   if (Result<MapChannel::Map> was = channel->Read(); was.ok() && !was->text.empty())
     if (auto running = limit::ParseMap(was->text, next.path); running.ok()) {
-      out.ends = limit::HeldAReloadEnds(*running, next);
-      out.change = limit::MapChangeWords(*running, next);
+      out.ends = limit::HeldAReloadEnds(*running, next, with_envoy);
+      out.change = limit::MapChangeWords(*running, next, with_envoy);
     }
   return out;
 }
@@ -547,7 +547,7 @@ void Master::Reload() {
   std::optional<limit::MapConfig> new_map;
   if (s.ok())
     if (Result<limit::MapConfig> m = limit::ParseMap(f.map_text, f.next->map_path); m.ok()) new_map = std::move(*m);
-  const MapReloadWords said = new_map ? SayOfMapReload(ctx_.map_channel, *new_map) : MapReloadWords{};
+  const MapReloadWords said = new_map ? SayOfMapReload(ctx_.map_channel, *new_map, f.next->grpc) : MapReloadWords{};
   // The list before the last <cluster> change once this one applies: the
   // master's record, published with the map for the running workers (a
   // worker that applies two changes at once knows only its own list) and

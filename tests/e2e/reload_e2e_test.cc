@@ -74,7 +74,8 @@ TEST(ReloadE2E, TheLogSaysWhichBizzesAReloadAdds) {
   // Two unnamed token buckets of one interval (named by their place,
   // reload_two_1 and _2), then swapped: the names read the same, and the
   // reload was taken, each key's counts traded between the two limits; and
-  // frsd -t said ok of it (found by an outside run). Refused by both now.
+  // frsd -t said nothing of it (found by an outside run). The reload refuses
+  // it now, and frsd -t warns (a restart may be what is meant).
   const std::string a = "<rule algo=\"token_bucket\" interval=\"60\" max=\"10\"/>";
   const std::string b = "<rule algo=\"token_bucket\" interval=\"60\" max=\"60\" burst=\"3\"/>";
   map.insert(map.rfind("</map>"), "  <biz id=\"901\" name=\"reload_two\">" + a + b + "</biz>\n");
@@ -86,7 +87,7 @@ TEST(ReloadE2E, TheLogSaysWhichBizzesAReloadAdds) {
   WriteFile(srv.dir() + "/map.xml", map);
   const std::string check = std::string(FRSD_PATH) + " -t -c " + srv.config() + " >/dev/null 2>" + srv.dir() + "/t.err";
   const int rc = std::system(check.c_str());
-  EXPECT_EQ(WEXITSTATUS(rc), 1) << ReadFile(srv.dir() + "/t.err");
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << "a warning: a restart takes the map\n" << ReadFile(srv.dir() + "/t.err");
   EXPECT_NE(ReadFile(srv.dir() + "/t.err")
                 .find(
                     "biz 'reload_two': rules 'reload_two_1' and 'reload_two_2' are both token_bucket over 60 s in this "
