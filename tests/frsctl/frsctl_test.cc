@@ -1558,6 +1558,22 @@ TEST_F(FrsctlTest, AnImportDryRunMakesNoSideFile) {
   std::filesystem::copy_file(dir_ / "data/lease.key", dir_ / "fresh/lease.key");
   r = Ctl({"verify"}, "fresh.xml");
   EXPECT_EQ(r.out.find("lease.key is missing"), std::string::npos) << r.out;
+  // A new store given a secret of its own before the import (init, then a
+  // command): said too, since those ids answer 409 under it (found in
+  // review).
+  WriteConfig("other.xml", "other", 1, 64, 8);
+  ASSERT_EQ(Ctl({"init"}, "other.xml").rc, 0);
+  ASSERT_EQ(Ctl({"stat"}, "other.xml").rc, 0);
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "other/lease.key"));
+  r = Ctl({"import", dir_ / "backup.jsonl"}, "other.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("/lease.key was made for this new store, not by the store that exported these nodes"),
+            std::string::npos)
+      << r.err;
+  // Into a store that served (a restore in place): nothing to say.
+  r = Ctl({"import", dir_ / "backup.jsonl"}, "other.xml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err.find("lease.key"), std::string::npos) << r.err;
 }
 
 // Blocks written under a rule's earlier interval are read through the

@@ -207,6 +207,10 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   Status opened = OpenStoreAndEngine(&s, /*create=*/false, /*engine=*/true);
   const bool create = opened.IsNotFound() && NoStoreWasHere(s.cfg);
   if (!opened.ok() && !create) return opened;
+  // A store that holds no node before this import: a lease.key it has made
+  // no id any node holds (frsctl init, then a command, made it), so the
+  // imported nodes' ids are another key's.
+  const bool was_empty = create || s.store->Stats().total.nodes_used == 0;
 
   const std::string dir = MakeScratchDir();
   if (dir.empty()) return Status::IOError("cannot create a scratch directory for the import check");
@@ -311,6 +315,13 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
                  "frsctl: note: %s has no lease.key: copy the exporting store's into it (cp -p OLD_STORE_DIR/lease.key "
                  "%s/) before frsd starts; the lease and reservation ids the imported nodes hold were made under "
                  "that key, and answer 409 under the new one frsd would make\n",
+                 s.cfg.store_dir.c_str(), s.cfg.store_dir.c_str());
+  else if (!a.dry_run && applied != 0 && s.cfg.cluster_lease_key.empty() && was_empty &&
+           ::access(store_dir::In(s.cfg.store_dir, store_dir::kLeaseKey).c_str(), F_OK) == 0)
+    std::fprintf(stderr,
+                 "frsctl: note: %s/lease.key was made for this new store, not by the store that exported these nodes: "
+                 "copy that one over it (cp -p OLD_STORE_DIR/lease.key %s/) before frsd starts; the lease and "
+                 "reservation ids the imported nodes hold were made under it, and answer 409 under this one\n",
                  s.cfg.store_dir.c_str(), s.cfg.store_dir.c_str());
   // Not done as asked: counts were lost (the store's or the export's). The
   // same import again after a grow puts back what the export holds (a line
