@@ -304,19 +304,30 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       // for this shard is refused here too, and how much that is goes
       // unsaid. Waited for as changes still coming, so that the routes stay
       // with the other holder until the operator mends it, or the limit.
-      if (!refused)
+      const bool over = MonoNs() - c.start > kCatchUpLimitNs;
+      // Its link reads down from the first refusal (it read up for the 5 s
+      // before the link's own first question, refused alike).
+      CounterSet(c.shared->unreached[i], 1);
+      if (!refused && !over)
         FRS_LOG("replicas: %s answered %d: %s; waiting for the changes it may hold for this shard (up to 60 s)",
                 name.c_str(), r->status, AnswerWords(r->body).c_str());
-      refused = true;
       if (r->status == 403) TakeReloadedToken(c, &signer, &token_read_ns);
-      if (MonoNs() - c.start > kCatchUpLimitNs) {
-        FRS_LOG(
-            "replicas: %s still refuses this shard's %s after 60 s; serving without what it may hold for this "
-            "shard",
-            name.c_str(), other_key ? "lease key" : "admin token");
-        CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
+      if (over) {
+        // A shard asked after another used up the 60 s is said once, in one
+        // line (it said "waiting" and "after 60 s" in one millisecond).
+        if (refused)
+          FRS_LOG(
+              "replicas: %s still refuses this shard's %s after 60 s; serving without what it may hold for this "
+              "shard",
+              name.c_str(), other_key ? "lease key" : "admin token");
+        else
+          FRS_LOG(
+              "replicas: %s answered %d: %s; the catch-up's 60 s are over: serving without what it may hold for "
+              "this shard",
+              name.c_str(), r->status, AnswerWords(r->body).c_str());
         return false;
       }
+      refused = true;
       SleepMs(200);
       continue;
     }

@@ -654,6 +654,9 @@ class KeyRotation(unittest.TestCase):
             p.b.start(wait=key == keys[0])
 
         restart_b(keys[1])
+        # B's own link to A reads down from its start's first refused
+        # question, not 5 s later at the link's own (found by an outside run).
+        self.assertTrue(processes.wait_for(lambda: p.b.port and p.b.metric("frs_replica_link_up") == 0, 3), p.b.log())
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 0, 10), p.a.log())
         self.assertIn("is down (answered 409: /replicate: the sender's <cluster lease_key>", p.a.log())
         restart_b(keys[0])
