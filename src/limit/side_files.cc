@@ -1,5 +1,7 @@
 #include "limit/side_files.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include "limit/rule_history.h"
 #include "os/path_access.h"
 #include "os/store_dir.h"
+#include "os/unique_fd.h"
 #include "stats/daily_stats.h"
 #include "stats/group_table.h"
 #include "stats/recent_denials.h"
@@ -155,6 +158,18 @@ Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
           "; frsctl verify lists every damaged file");
     }
     const std::string aside = names::DamagedPath(r.path, std::to_string(::time(nullptr)));
+    // A stats.frs of zeros is moved only while no process holds its lock: a
+    // creator (frsctl's first engine) holds it from its making to its
+    // header, and the check above waited a second for that; one stalled
+    // longer than that is not robbed of the file it is writing.
+    os::UniqueFd held;
+    if (r.path == names::In(dir, names::kDailyStats)) {
+      held.reset(::open(r.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+      if (!held.valid() || ::flock(held.get(), LOCK_EX | LOCK_NB) != 0 || !HoldsNothing(r.path))
+        return Status::Busy(r.path +
+                            ": another process is making it (it holds its lock): start frsd again once "
+                            "that is done");
+    }
     if (::rename(r.path.c_str(), aside.c_str()) != 0)
       return Status::FromErrno(r.status.message() + ": cannot move it aside to " + aside, errno);
     said.push_back(r.status.message() + ": moved aside to " + aside + "; a new one is started");
