@@ -80,15 +80,15 @@ class UpstreamReload(unittest.TestCase):
     def test_a_new_or_changed_file_applies_without_a_signal(self):
         f = self.frsd
         self.assertTrue(f.reloaded(lambda: f.write_yaml("deep/er/c.yml", domain("c", 7))), f.log())
-        self.assertEqual(self.limit("c"), 7)
+        self.assertEqual(self.limit_becomes("c", 7), 7, self.frsd.log())
         self.assertRegex(f.log(), r"are valid, with \d+ Envoy rate limit\(s\) of \d+ domain\(s\) from ")
         # Each worker's line names the Envoy files too (it named map.xml alone,
         # for a reload of the YAML alone).
         self.assertIn(" and the <grpc config> files in ", f.log())
         self.assertTrue(f.reloaded(lambda: f.write_yaml("deep/er/c.yml", domain("c", 8))), f.log())
-        self.assertEqual(self.limit("c"), 8)
+        self.assertEqual(self.limit_becomes("c", 8), 8, self.frsd.log())
         self.assertTrue(f.reloaded(lambda: os.unlink(f.path("envoy", "deep", "er", "c.yml"))), f.log())
-        self.assertIsNone(self.limit("c"))
+        self.assertIsNone(self.limit_becomes("c", None), self.frsd.log())
 
     def test_a_broken_file_keeps_the_old_configuration_logged_and_counted(self):
         f = self.frsd
@@ -109,7 +109,7 @@ class UpstreamReload(unittest.TestCase):
         self.assertIn("<grpc config> does not load (", r.stderr)
         self.assertIn("keeps serving the configuration it loaded before", r.stderr)
         self.assertTrue(f.reloaded(lambda: f.write_yaml("a.yaml", domain("a", 6))), f.log())
-        self.assertEqual(self.limit("a"), 6)
+        self.assertEqual(self.limit_becomes("a", 6), 6, self.frsd.log())
 
     def test_a_configmap_data_swap_is_one_reload(self):
         f = self.frsd
@@ -123,7 +123,7 @@ class UpstreamReload(unittest.TestCase):
             shutil.rmtree(f.path("envoy", "..2024_v1"))
 
         self.assertTrue(f.reloaded(swap), f.log())
-        self.assertEqual(self.limit("cm"), 2)
+        self.assertEqual(self.limit_becomes("cm", 2), 2, self.frsd.log())
 
     def test_the_directory_link_swapped_to_another_version(self):
         f = self.frsd
@@ -162,7 +162,7 @@ class UpstreamReload(unittest.TestCase):
                 os.rename(f.path("envoy-v3.tmp"), f.path("envoy-v3"))
 
             self.assertTrue(f.reloaded(make), f.log())
-            self.assertEqual(self.limit("a"), 11)
+            self.assertEqual(self.limit_becomes("a", 11), 11, self.frsd.log())
         finally:
             f.reloaded(lambda: (os.unlink(f.path("envoy")), os.symlink("envoy-v1", f.path("envoy"))))
 
