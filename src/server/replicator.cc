@@ -669,7 +669,8 @@ void Replicator::Probed(Link& l, std::string_view body, int64_t now_ns, bool sen
   Reached(l);
   if (l.down) {
     l.down = false;
-    FRS_LOG("replica link to %s is back after %s", l.name.c_str(), DownFor(l.down_ns, now_ns).c_str());
+    FRS_LOG("replica link to %s is back after %s; %zu change(s)%s%s still queued for it", l.name.c_str(),
+            DownFor(l.down_ns, now_ns).c_str(), l.queue.size(), retired_ ? " " : "", retired_ ? origin() : "");
     JournalEnd(l, RealMs());
     Publish(l);
   }
