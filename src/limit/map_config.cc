@@ -591,32 +591,44 @@ bool SameLimit(const RuleSpec& a, const RuleSpec& b) {
          a.utc == b.utc && a.epoch == b.epoch && a.overrun == b.overrun && ZoneOf(a) == ZoneOf(b);
 }
 // Rules named by their place (none given) that a reload moved, their
-// names reading the same in the new order. Two calendar rules of one
-// interval differ in their zone (the parser refuses two alike), which is
-// their identity: one now where another's zone was, moved, edited or not.
-// Other rules have none but their limits: their set unchanged in another
-// order is a move (an edit that makes one equal to another is not).
+// names reading the same in the new order; only positions unnamed in both
+// maps are judged (a named rule is told by its name, and one beside them
+// hid their swap). Two calendar rules of one interval differ in their zone
+// (the parser refuses two alike), which is their identity: one now where
+// another's zone was, moved, edited or not. Token buckets have none but
+// their limits: among the positions whose limit changed, the limit of one
+// now standing at another, round a cycle, is a move (an edit that makes one
+// equal to another is not; a moved rule also edited is not told from it).
 bool UnnamedMoved(const std::vector<const RuleSpec*>& was, const std::vector<const RuleSpec*>& now) {
-  if (was.size() != now.size() || now.empty()) return false;
-  for (size_t k = 0; k < now.size(); ++k)
-    if (now[k]->named || was[k]->named) return false;
+  const size_t n = std::min(was.size(), now.size());
+  const auto unnamed = [&](size_t k) { return !now[k]->named && !was[k]->named; };
   const auto zone = [](const RuleSpec* r) { return std::make_tuple(r->utc, r->epoch, ZoneOf(*r)); };
+  if (n == 0) return false;
   if (now.front()->algo == Algo::kCalendar) {
-    for (size_t k = 0; k < now.size(); ++k)
-      for (size_t j = 0; j < was.size(); ++j)
-        if (j != k && zone(now[k]) == zone(was[j]) && zone(now[k]) != zone(was[k])) return true;
+    for (size_t k = 0; k < n; ++k)
+      for (size_t j = 0; j < n; ++j)
+        if (j != k && unnamed(k) && unnamed(j) && zone(now[k]) == zone(was[j]) && zone(now[k]) != zone(was[k]))
+          return true;
     return false;
   }
-  bool reordered = false;
-  std::vector<bool> taken(was.size(), false);
-  for (size_t k = 0; k < now.size(); ++k) {
-    reordered = reordered || !SameLimit(*now[k], *was[k]);
-    size_t j = 0;
-    while (j < was.size() && (taken[j] || !SameLimit(*now[k], *was[j]))) ++j;
-    if (j == was.size()) return false;  // a limit the running map has not: an edit
-    taken[j] = true;
-  }
-  return reordered;
+  // edge[k]: the positions j whose old limit now stands at k (k, j changed).
+  std::vector<std::vector<size_t>> edge(n);
+  const auto changed = [&](size_t k) { return unnamed(k) && !SameLimit(*now[k], *was[k]); };
+  for (size_t k = 0; k < n; ++k)
+    for (size_t j = 0; j < n; ++j)
+      if (j != k && changed(k) && changed(j) && SameLimit(*now[k], *was[j])) edge[k].push_back(j);
+  // A cycle among at most kMaxRulesPerBiz positions: a walk from each.
+  std::vector<int> state(n, 0);  // 0 unseen, 1 on the walk, 2 done
+  const auto cycle = [&](auto&& self, size_t k) -> bool {
+    state[k] = 1;
+    for (size_t j : edge[k])
+      if (state[j] == 1 || (state[j] == 0 && self(self, j))) return true;
+    state[k] = 2;
+    return false;
+  };
+  for (size_t k = 0; k < n; ++k)
+    if (state[k] == 0 && cycle(cycle, k)) return true;
+  return false;
 }
 // "'a', 'b' and 'c'".
 std::string NamesText(const std::vector<const RuleSpec*>& rules) {
@@ -648,9 +660,13 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
         const uint32_t identity = TagIdentity(r.tag);
         const auto was = holders(*ob, identity), now = holders(nb, identity);
         if (was.size() < 2 && now.size() < 2) continue;
+        // The same names in the same places; or a rule named by its place
+        // given a name in it, its limit unchanged (the way to stop
+        // depending on places, which a reload refused).
         bool same_names = was.size() == now.size();
         for (size_t k = 0; same_names && k < was.size(); ++k)
-          same_names = std::string_view(was[k]->name) == now[k]->name;
+          same_names = std::string_view(was[k]->name) == now[k]->name ||
+                       (!was[k]->named && now[k]->named && SameLimit(*was[k], *now[k]));
         // Names that follow their place (the default BIZ_N) read the same
         // after a swap (UnnamedMoved).
         const bool moved = same_names && UnnamedMoved(was, now);

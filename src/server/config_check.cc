@@ -1,7 +1,6 @@
 #include "server/config_check.h"
 
 #include <pwd.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "config/srv_config.h"
+#include "frs/lock_holders.h"
 #include "frs/service.h"
 #include "frs/store.h"
 #include "frs/store_admin.h"
@@ -29,7 +29,6 @@
 #include "server/envoy_map.h"
 #include "server/fd_limit.h"
 #include "server/listener.h"
-#include "server/pidfile.h"
 #include "server/tls_context.h"
 #include "store/store_check.h"
 
@@ -203,6 +202,18 @@ std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view 
 }
 
 namespace {
+// The pid of the frsd serving this store: the one its lock file names
+// while that pid holds the lock (/proc/locks, whatever the binary's name,
+// and never a reused pid or a file a kill -9 left); 0 when none.
+long StoreLockHolder(const SrvConfig& cfg) {
+  const std::string lock = frs::store_dir::In(cfg.store_dir, frs::store_dir::kStoreLock);
+  Result<std::string> named = os::ReadTextFile(lock);
+  if (!named.ok()) return 0;
+  const long pid = std::atol(named->c_str());
+  const std::vector<pid_t> holders = FlockHolders(lock);
+  return pid > 0 && std::find(holders.begin(), holders.end(), static_cast<pid_t>(pid)) != holders.end() ? pid : 0;
+}
+
 // <grpc unix>: what the start's bind would refuse (a file that is not a
 // socket, another server answering there, no directory), or "". A server
 // there that this store's frsd published as its own is the running frsd
@@ -215,24 +226,22 @@ std::string GrpcUnixProblem(const SrvConfig& cfg) {
   // the store lock's pid is a live frsd (a file left by a kill -9 excuses
   // no other server that took the path since).
   Result<std::string> published = os::ReadTextFile(GrpcListenAddressPath(cfg));
-  Result<std::string> holder = os::ReadTextFile(frs::store_dir::In(cfg.store_dir, frs::store_dir::kStoreLock));
-  std::string line = published.ok() ? published->substr(0, published->find('\n')) : std::string();
-  if (published.ok() && line == "unix:" + cfg.grpc_unix && holder.ok() && IsFrsdProcess(std::atoll(holder->c_str())) &&
+  const std::string line = published.ok() ? published->substr(0, published->find('\n')) : std::string();
+  if (line == "unix:" + cfg.grpc_unix && StoreLockHolder(cfg) != 0 &&
       st.message().find("a server listens there already") != std::string::npos)
     return "";
   return cfg.Where("grpc") + ": <grpc unix>: " + st.message();
 }
 // A reload's check of the rules' order (limit::CheckRuleOrder) against the
-// map this store's running frsd runs (frsd.running, while the store lock's
-// pid names it and is a live frsd): frsd -t before a SIGHUP warns of what
+// map this store's running frsd runs (frsd.running, while its pid holds
+// the store lock: StoreLockHolder): frsd -t before a SIGHUP warns of what
 // the reload would refuse (it said ok, and the reload was refused). A
 // warning, not a problem: a restart is not checked for the order, and may
 // be what the operator means. "" when no frsd runs there.
 std::string ReloadOrderProblem(const SrvConfig& cfg, const limit::MapConfig& map) {
   Result<RunningConfig> rc = ReadRunningConfig(cfg.store_dir);
   if (!rc.ok() || rc->pid <= 0) return "";
-  Result<std::string> holder = os::ReadTextFile(frs::store_dir::In(cfg.store_dir, frs::store_dir::kStoreLock));
-  if (!holder.ok() || std::atoll(holder->c_str()) != rc->pid || !IsFrsdProcess(rc->pid)) return "";
+  if (StoreLockHolder(cfg) != rc->pid) return "";
   Result<limit::MapConfig> running = limit::ParseMap(rc->map_text, rc->map_path);
   if (!running.ok()) return "";
   const Status order = limit::CheckRuleOrder(running.value(), map);

@@ -14,6 +14,7 @@
 namespace frs::server {
 namespace {
 
+// Whether `pid` is a live process named frsd (/proc/PID/comm).
 // Whether process `pid` here runs the program `name` (its /proc comm).
 bool Runs(long pid, const char* name) {
   char path[64];
@@ -26,9 +27,9 @@ bool Runs(long pid, const char* name) {
   return n == static_cast<ssize_t>(len + 1) && std::strncmp(comm, name, len) == 0 && comm[len] == '\n';
 }
 
-}  // namespace
+bool IsFrsd(long pid) { return Runs(pid, "frsd"); }
 
-bool IsFrsdProcess(long pid) { return pid > 0 && Runs(pid, "frsd"); }
+}  // namespace
 
 Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& what) {
   // O_NONBLOCK and fstat: a FIFO is refused, never waited on (a regular
@@ -55,7 +56,7 @@ Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& w
     // is an frsd of another container, or of another machine sharing the
     // directory, and killing that number here would hit something else.
     std::string who;
-    if (pid > 0 && IsFrsdProcess(pid)) who = "frsd (pid " + std::to_string(pid) + ")";
+    if (pid > 0 && IsFrsd(pid)) who = "frsd (pid " + std::to_string(pid) + ")";
     else if (pid > 0 && what == "store" && Runs(pid, "frsctl"))
       // frsctl grow and upgrade hold the store's lock as frsd does, to the end.
       return Status::Busy("frsctl (pid " + std::to_string(pid) + ": a grow or an upgrade) holds the store " +

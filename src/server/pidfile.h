@@ -22,11 +22,6 @@
 
 namespace frs::server {
 
-// Whether `pid` is a live process of this PID namespace running frsd (its
-// /proc comm): a pid a lock or state file names may since be another
-// program's.
-bool IsFrsdProcess(long pid);
-
 class LockFile {
  public:
   // Creates/opens `path` and takes an exclusive, non-blocking flock.

@@ -222,14 +222,16 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
     return 0;
   }
   if (!r.ok() || r->status != 200) {
-    *missed = !r.ok() || r->status != 409;
+    // A 409 for the lease key is no ring change: what it holds is missed.
+    const bool other_key = r.ok() && r->status == 409 && r->body.find("<cluster lease_key>") != std::string::npos;
+    *missed = !r.ok() || r->status != 409 || other_key;
     // A 409 is a ring change under way (a handoff pending there, or two
     // lists): expected on a shard the change adds, whose nodes the handoff
     // brings; said so, as the bare line read like a loss.
     FRS_LOG("replicas: no snapshot from %s (%s): what only it held of this shard's routes is not taken back%s",
             name.c_str(),
             r.ok() ? (std::to_string(r->status) + " " + AnswerWords(r->body)).c_str() : r.status().message().c_str(),
-            r.ok() && r->status == 409
+            r.ok() && r->status == 409 && !other_key
                 ? " by a snapshot (a ring change is under way: on a shard it adds, expected; frsctl handoff brings "
                   "its nodes)"
                 : "");
@@ -306,8 +308,9 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       // with the other holder until the operator mends it, or the limit.
       const bool over = MonoNs() - c.start > kCatchUpLimitNs;
       // Its link reads down from the first refusal (it read up for the 5 s
-      // before the link's own first question, refused alike).
-      CounterSet(c.shared->unreached[i], 1);
+      // before the link's own first question, refused alike); marked once,
+      // so that a link that reached the shard since is not marked again.
+      if (!refused) CounterSet(c.shared->unreached[i], 1);
       if (!refused && !over)
         FRS_LOG("replicas: %s answered %d: %s; waiting for the changes it may hold for this shard (up to 60 s)",
                 name.c_str(), r->status, AnswerWords(r->body).c_str());

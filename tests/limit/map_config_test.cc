@@ -192,6 +192,39 @@ TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
       "map.xml");
   ASSERT_TRUE(named.ok() && doubled.ok());
   EXPECT_TRUE(CheckRuleOrder(named.value(), doubled.value()).ok());
+  // Three: a swap of two beside an edit of the third, or beside a named
+  // rule, is a move all the same (the second version of this check took
+  // both, and a key's strict limit lost its uses to the loose one: found in
+  // review); a rule named in its place, its limit unchanged, is no move.
+  const auto buckets3 = [](const std::string& rules) {
+    return ParseMap("<map><biz id=\"1\" name=\"a\">" + rules + "</biz></map>", "map.xml");
+  };
+  const std::string peak100 = "<rule algo=\"token_bucket\" interval=\"60\" max=\"100\" name=\"peak\"/>";
+  const std::string p10 = "<rule algo=\"token_bucket\" interval=\"60\" max=\"10\"/>";
+  const std::string p1000 = "<rule algo=\"token_bucket\" interval=\"60\" max=\"1000\"/>";
+  const std::string p5 = "<rule algo=\"token_bucket\" interval=\"60\" max=\"5\"/>";
+  auto base3 = buckets3(p10 + p1000 + p5);
+  ASSERT_TRUE(base3.ok()) << base3.status().ToString();
+  EXPECT_FALSE(CheckRuleOrder(base3.value(), buckets3(p1000 + p10 + b40).value()).ok());
+  EXPECT_FALSE(CheckRuleOrder(base3.value(), buckets3(p1000 + p10 + p10).value()).ok());
+  EXPECT_TRUE(CheckRuleOrder(base3.value(), buckets3(p10 + p1000 + b40).value()).ok());
+  auto with_peak = buckets3(peak100 + p10 + p1000);
+  ASSERT_TRUE(with_peak.ok()) << with_peak.status().ToString();
+  EXPECT_FALSE(CheckRuleOrder(with_peak.value(), buckets3(peak100 + p1000 + p10).value()).ok());
+  std::string named10 = p10;
+  named10.insert(named10.find("/>"), " name=\"strict\"");
+  EXPECT_TRUE(CheckRuleOrder(base3.value(), buckets3(named10 + p1000 + p5).value()).ok());
+  const auto cal3 = [](const std::string& zones) {
+    std::string rules;
+    for (size_t i = 0; i < zones.size(); ++i) {
+      const char* z = zones[i] == 'L' ? "" : zones[i] == 'U' ? " zone=\"UTC\"" : " zone=\"Asia/Kolkata\"";
+      rules +=
+          std::string("<rule algo=\"calendar\" interval=\"600\" max=\"5\"") + z + (i == 0 ? " name=\"n\"" : "") + "/>";
+    }
+    return ParseMap("<map><biz id=\"1\" name=\"a\">" + rules + "</biz></map>", "map.xml");
+  };
+  EXPECT_FALSE(CheckRuleOrder(cal3("LUK").value(), cal3("LKU").value()).ok());
+  EXPECT_TRUE(CheckRuleOrder(cal3("LUK").value(), cal3("LUK").value()).ok());
   // A third rule of their kind: each of the three named.
   auto three = ParseMap(
       "<map><biz id=\"1\" name=\"a\"><rule algo=\"token_bucket\" interval=\"60\" max=\"10\" name=\"a\"/>"

@@ -319,9 +319,9 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
   else if (!a.dry_run && applied != 0 && s.cfg.cluster_lease_key.empty() && was_empty &&
            ::access(store_dir::In(s.cfg.store_dir, store_dir::kLeaseKey).c_str(), F_OK) == 0)
     std::fprintf(stderr,
-                 "frsctl: note: %s/lease.key was made for this new store, not by the store that exported these nodes: "
-                 "copy that one over it (cp -p OLD_STORE_DIR/lease.key %s/) before frsd starts; the lease and "
-                 "reservation ids the imported nodes hold were made under it, and answer 409 under this one\n",
+                 "frsctl: note: %s/lease.key was there before these nodes: unless it is a copy of the exporting "
+                 "store's, copy that one over it (cp -p OLD_STORE_DIR/lease.key %s/) before frsd starts; the lease "
+                 "and reservation ids the imported nodes hold were made under it, and answer 409 under another\n",
                  s.cfg.store_dir.c_str(), s.cfg.store_dir.c_str());
   // Not done as asked: counts were lost (the store's or the export's). The
   // same import again after a grow puts back what the export holds (a line

@@ -136,44 +136,6 @@ std::vector<StoreUser> ProcessesMapping(const std::vector<std::string>& paths) {
   return users;
 }
 
-namespace {
-// The pid a lock file names (frsd writes its master's into frsd.lock and
-// its pid file), if that process lives; else 0.
-pid_t LivePidIn(const std::string& path) {
-  std::ifstream in(path);
-  long pid = 0;
-  if (!(in >> pid) || pid <= 0 || pid > INT_MAX) return 0;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM ? static_cast<pid_t>(pid) : 0;
-}
-}  // namespace
-
-std::vector<pid_t> FlockHolders(const std::string& path) {
-  std::vector<pid_t> out;
-  const std::vector<FileId> ids = IdsOf({path});
-  if (ids.empty()) return out;
-  const FileId& id = ids.front();
-  std::ifstream locks("/proc/locks");
-  for (std::string line; std::getline(locks, line);) {
-    // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; waiters have "->"
-    // after the number and hold nothing.
-    std::istringstream ss(line);
-    std::string num, kind, advisory, mode, dev;
-    long pid = 0;
-    if (!(ss >> num >> kind) || kind == "->" || !(ss >> advisory >> mode >> pid >> dev)) continue;
-    unsigned maj = 0, min = 0;
-    unsigned long ino = 0;
-    if (std::sscanf(dev.c_str(), "%x:%x:%lu", &maj, &min, &ino) != 3) continue;
-    if (ino != id.inode || maj != id.major || min != id.minor || pid <= 0 || pid == ::getpid()) continue;
-    // /proc/locks names the process that took the lock, which may have
-    // exited since, its children holding the lock on: frsd's launcher,
-    // which forks the master and returns. The file names the master.
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-      if (const pid_t named = LivePidIn(path); named != 0) pid = named;
-    if (std::find(out.begin(), out.end(), pid) == out.end()) out.push_back(static_cast<pid_t>(pid));
-  }
-  return out;
-}
-
 std::string DescribeUsers(const std::vector<StoreUser>& users) {
   std::string out;
   std::set<pid_t> done;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "frs/lock_holders.h"
 #include "frs/status.h"
 #include "frs/unique_fd.h"
 
@@ -42,8 +43,7 @@ pid_t LiveFrsdFromPidFile(const std::string& pidfile);
 // Processes other than this one that map any of `paths`.
 std::vector<StoreUser> ProcessesMapping(const std::vector<std::string>& paths);
 
-// The pids holding a flock on `path`, from /proc/locks (empty when unknown).
-std::vector<pid_t> FlockHolders(const std::string& path);
+// FlockHolders (the pids holding a flock on a file): frs/lock_holders.h.
 
 // "pid 123 (frsd)" for each user, comma-separated.
 std::string DescribeUsers(const std::vector<StoreUser>& users);
