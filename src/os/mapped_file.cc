@@ -82,11 +82,22 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
   // below as not a regular file); a regular file's reads and writes do not
   // heed it.
   UniqueFd fd(::open(path.c_str(), (f->read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK));
-  if (!fd.valid() && errno == ENOENT && mode == Mode::kCreateIfMissing) {
+  for (int again = 0; !fd.valid() && errno == ENOENT && mode == Mode::kCreateIfMissing && again < 8; ++again) {
     fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd.valid()) {
       // We created it: hold it exclusively until the header is written.
       if (::flock(fd.get(), LOCK_EX) != 0) return Status::FromErrno(path + ": flock", errno);
+      // Empty and unlocked until here, it may have been moved aside since
+      // (frsd's start sets aside a side file that holds nothing, a
+      // creation cut short): then it is no longer the file at `path`, and
+      // the mapping (of the path) would be another's. Made again.
+      struct stat held, named;
+      if (::fstat(fd.get(), &held) != 0 || ::stat(path.c_str(), &named) != 0 || held.st_dev != named.st_dev ||
+          held.st_ino != named.st_ino) {
+        fd.reset();
+        errno = ENOENT;
+        continue;
+      }
       if (::ftruncate(fd.get(), static_cast<off_t>(create_size)) != 0) {
         int err = errno;
         ::unlink(path.c_str());
@@ -96,6 +107,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
     } else if (errno == EEXIST) {
       fd.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));  // lost the race: open theirs
     }
+    break;
   }
   if (!fd.valid()) {
     if (errno == ENOENT) return Status::NotFound(path + ": no such file");
