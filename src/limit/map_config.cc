@@ -665,8 +665,8 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
         // depending on places, which a reload refused).
         bool same_names = was.size() == now.size();
         for (size_t k = 0; same_names && k < was.size(); ++k)
-          same_names = std::string_view(was[k]->name) == now[k]->name ||
-                       (!was[k]->named && now[k]->named && SameLimit(*was[k], *now[k]));
+          same_names = was[k]->named == now[k]->named ? std::string_view(was[k]->name) == now[k]->name
+                                                      : !was[k]->named && SameLimit(*was[k], *now[k]);
         // Names that follow their place (the default BIZ_N) read the same
         // after a swap (UnnamedMoved).
         const bool moved = same_names && UnnamedMoved(was, now);

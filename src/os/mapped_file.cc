@@ -92,8 +92,10 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
       // creation cut short): then it is no longer the file at `path`, and
       // the mapping (of the path) would be another's. Made again.
       struct stat held, named;
-      if (::fstat(fd.get(), &held) != 0 || ::stat(path.c_str(), &named) != 0 || held.st_dev != named.st_dev ||
-          held.st_ino != named.st_ino) {
+      if (::fstat(fd.get(), &held) != 0) return Status::FromErrno(path + ": fstat", errno);
+      const bool there = ::stat(path.c_str(), &named) == 0;
+      if (!there && errno != ENOENT && errno != ENOTDIR) return Status::FromErrno(path + ": stat", errno);
+      if (!there || held.st_dev != named.st_dev || held.st_ino != named.st_ino) {
         fd.reset();
         errno = ENOENT;
         continue;
@@ -106,6 +108,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
       f->created_ = true;
     } else if (errno == EEXIST) {
       fd.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));  // lost the race: open theirs
+      if (!fd.valid() && errno == ENOENT) continue;        // theirs was moved aside since: make it
     }
     break;
   }

@@ -203,15 +203,16 @@ std::vector<std::string> NodeFitProblems(const SrvConfig& cfg, std::string_view 
 
 namespace {
 // The pid of the frsd serving this store: the one its lock file names
-// while that pid holds the lock (/proc/locks, whatever the binary's name,
-// and never a reused pid or a file a kill -9 left); 0 when none.
+// while a process holds that lock (/proc/locks, whatever the binary's name;
+// a file a kill -9 left names a pid no lock is held for), as frsctl judges
+// it. /proc/locks names the process that took the lock, frsd's launcher,
+// which forks the master and exits: not compared with the file's pid.
 long StoreLockHolder(const SrvConfig& cfg) {
   const std::string lock = frs::store_dir::In(cfg.store_dir, frs::store_dir::kStoreLock);
+  if (FlockHolders(lock).empty()) return 0;
   Result<std::string> named = os::ReadTextFile(lock);
-  if (!named.ok()) return 0;
-  const long pid = std::atol(named->c_str());
-  const std::vector<pid_t> holders = FlockHolders(lock);
-  return pid > 0 && std::find(holders.begin(), holders.end(), static_cast<pid_t>(pid)) != holders.end() ? pid : 0;
+  const long pid = named.ok() ? std::atol(named->c_str()) : 0;
+  return pid > 0 ? pid : 0;
 }
 
 // <grpc unix>: what the start's bind would refuse (a file that is not a

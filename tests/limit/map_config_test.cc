@@ -214,6 +214,11 @@ TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
   std::string named10 = p10;
   named10.insert(named10.find("/>"), " name=\"strict\"");
   EXPECT_TRUE(CheckRuleOrder(base3.value(), buckets3(named10 + p1000 + p5).value()).ok());
+  // Named with the name its place gave it, the limit of another: a move
+  // all the same (the text alone read as no change of name: review).
+  std::string as_a1 = p1000;
+  as_a1.insert(as_a1.find("/>"), " name=\"a_1\"");
+  EXPECT_FALSE(CheckRuleOrder(base3.value(), buckets3(as_a1 + p10 + p5).value()).ok());
   const auto cal3 = [](const std::string& zones) {
     std::string rules;
     for (size_t i = 0; i < zones.size(); ++i) {
