@@ -158,10 +158,10 @@ Result<std::vector<std::string>> PrepareSideFiles(const std::string& dir) {
           "; frsctl verify lists every damaged file");
     }
     const std::string aside = names::DamagedPath(r.path, std::to_string(::time(nullptr)));
-    // A stats.frs of zeros is moved only while no process holds its lock: a
-    // creator (frsctl's first engine) holds it from its making to its
-    // header, and the check above waited a second for that; one stalled
-    // longer than that is not robbed of the file it is writing.
+    // A stats.frs of zeros is moved only while no process holds its lock (a
+    // creator holding it is writing the header now). A creator that made
+    // the file and has not locked it yet finds it moved once it has, and
+    // makes it again (os::MappedFile::Open).
     os::UniqueFd held;
     if (r.path == names::In(dir, names::kDailyStats)) {
       held.reset(::open(r.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));

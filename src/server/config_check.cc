@@ -224,8 +224,8 @@ std::string GrpcUnixProblem(const SrvConfig& cfg) {
   const Status st = CheckUnixListenPath(cfg.grpc_unix);
   if (st.ok()) return "";
   // This store's frsd: it published the very path (the whole line), and
-  // the store lock's pid is a live frsd (a file left by a kill -9 excuses
-  // no other server that took the path since).
+  // the store's lock is held (a file left by a kill -9 excuses no other
+  // server that took the path since).
   Result<std::string> published = os::ReadTextFile(GrpcListenAddressPath(cfg));
   const std::string line = published.ok() ? published->substr(0, published->find('\n')) : std::string();
   if (line == "unix:" + cfg.grpc_unix && StoreLockHolder(cfg) != 0 &&
@@ -234,8 +234,8 @@ std::string GrpcUnixProblem(const SrvConfig& cfg) {
   return cfg.Where("grpc") + ": <grpc unix>: " + st.message();
 }
 // A reload's check of the rules' order (limit::CheckRuleOrder) against the
-// map this store's running frsd runs (frsd.running, while its pid holds
-// the store lock: StoreLockHolder): frsd -t before a SIGHUP warns of what
+// map this store's running frsd runs (frsd.running, while the store's lock
+// is held and names its pid: StoreLockHolder): frsd -t before a SIGHUP warns of what
 // the reload would refuse (it said ok, and the reload was refused). A
 // warning, not a problem: a restart is not checked for the order, and may
 // be what the operator means. "" when no frsd runs there.
