@@ -583,9 +583,9 @@ Result<MapConfig> LoadMapFile(const std::string& path) {
 }
 
 namespace {
+std::string ZoneOf(const RuleSpec& r) { return r.zone ? r.zone->name() : std::string(); }
 // Two rules that count the same limit: every attribute a window or a
 // bucket has, the name aside.
-std::string ZoneOf(const RuleSpec& r) { return r.zone ? r.zone->name() : std::string(); }
 bool SameLimit(const RuleSpec& a, const RuleSpec& b) {
   return a.algo == b.algo && a.interval == b.interval && a.max == b.max && a.burst == b.burst && a.borrow == b.borrow &&
          a.utc == b.utc && a.epoch == b.epoch && a.overrun == b.overrun && ZoneOf(a) == ZoneOf(b);
