@@ -165,8 +165,13 @@ frs::Status OpenLogs(const frs::SrvConfig& cfg, bool foreground) {
   const std::string store_log = frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kLog);
   if (logfile.empty() && !foreground) logfile = store_log;
   Logger::Get().SetDefaultPath(foreground ? "" : store_log);
-  if (frs::Status s = Logger::Get().Configure(logfile, "master"); !s.ok()) return s;
-  if (!cfg.decisions_file.empty()) return frs::server::DecisionLog::CheckFile(cfg.decisions_file);
+  // Named at srv.xml's line, as frsd -t and a reload name them.
+  if (frs::Status s = Logger::Get().Configure(logfile, "master"); !s.ok())
+    return logfile == cfg.logfile && !cfg.logfile.empty() ? frs::Status::IOError(cfg.Where("log") + ": " + s.message())
+                                                          : s;
+  if (!cfg.decisions_file.empty())
+    if (frs::Status s = frs::server::DecisionLog::CheckFile(cfg.decisions_file); !s.ok())
+      return frs::Status::IOError(cfg.Where("decisions") + ": " + s.message());
   return frs::Status::OK();
 }
 
