@@ -748,6 +748,28 @@ MapChange MapChangeWords(const MapConfig& running, const MapConfig& next, bool w
   return out;
 }
 
+std::vector<std::string> StatsTablesLeft(const MapConfig& running, const MapConfig& next) {
+  std::vector<std::string> out;
+  std::vector<const BizConfig*> by_id(65536, nullptr);
+  for (const BizConfig& b : next.bizzes) by_id[b.id] = &b;
+  for (const BizConfig& ob : running.bizzes) {
+    const BizConfig* nb = by_id[ob.id];
+    if (nb == nullptr || ob.stats.empty()) continue;  // a biz removed: its files go with its id's directory
+    std::vector<std::string> now;
+    for (const StatsSpec& t : nb->stats) now.push_back(t.DirName(nb->fields));
+    for (const StatsSpec& t : ob.stats) {
+      const std::string dir = t.DirName(ob.fields);
+      if (std::find(now.begin(), now.end(), dir) != now.end()) continue;
+      out.push_back(next.path + ": biz '" + nb->name + "': the statistics table " + dir +
+                    " is no longer kept (a table of other fields starts from zero in a directory of its own); its "
+                    "day files stay in stats/" +
+                    std::to_string(ob.id) + "/" + dir +
+                    "/, read by no query now: remove them when they are no longer wanted");
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy) {
   std::vector<std::string> out;
   // By id: an Envoy configuration may bring thousands of bizzes.

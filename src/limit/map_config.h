@@ -112,6 +112,11 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next);
 // leaves the default fewer bytes). A key holding more than fits keeps those
 // that end last when it is next touched.
 // A biz removed whose keys may hold leases or reservations is one line too.
+// The statistics tables (<stats>) a reload from `running` to `next` stops
+// keeping for a biz it keeps (a table of other fields, or one removed), one
+// line each for the master's log: their day files stay where they are, and
+// no query reads them any more.
+std::vector<std::string> StatsTablesLeft(const MapConfig& running, const MapConfig& next);
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy = false);
 
 // What a reload from `running` to `next` changes of the bizzes, by id, for

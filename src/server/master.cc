@@ -501,6 +501,7 @@ SrvConfig AppliedConfig(const SrvConfig& live, SrvConfig next) {
 // changes, and what it ends of what keys hold.
 struct MapReloadWords {
   limit::MapChange change;
+  std::vector<std::string> tables_left;
   std::vector<std::string> ends;
 };
 MapReloadWords SayOfMapReload(MapChannel* channel, const limit::MapConfig& next, bool with_envoy) {
@@ -510,6 +511,7 @@ MapReloadWords SayOfMapReload(MapChannel* channel, const limit::MapConfig& next,
     if (auto running = limit::ParseMap(was->text, next.path); running.ok()) {
       out.ends = limit::HeldAReloadEnds(*running, next, with_envoy);
       out.change = limit::MapChangeWords(*running, next, with_envoy);
+      out.tables_left = limit::StatsTablesLeft(*running, next);
     }
   return out;
 }
@@ -583,6 +585,7 @@ void Master::Reload() {
   if (!said.change.envoy.empty())
     FRS_LOG("<grpc config> %s: Envoy %s", next.grpc_config.c_str(), said.change.envoy.c_str());
   for (const std::string& line : said.ends) FRS_LOG("warning: %s", line.c_str());
+  for (const std::string& line : said.tables_left) FRS_LOG("note: %s", line.c_str());
   if (ctx_.metrics) CounterAdd(ctx_.metrics->master().reloads);
   if (held_) held_->Invalidate();
   // Against the start's values, not the last reload's: a change said once

@@ -427,6 +427,16 @@ TEST(MapConfig, AReloadSaysUnitFieldsAndStatsChangesAndEnvoysDescriptorsApart) {
   EXPECT_EQ(MapChangeWords(*running, *fewer).envoy, "");
   EXPECT_EQ(MapChangeWords(*running, *fewer).bizzes.rfind("biz(es) 1 added (envoy.rl.new)", 0), 0u);
   EXPECT_EQ(HeldAReloadEnds(*running, *fewer).size(), 1u);
+  // A <stats> table of other fields starts anew in a directory of its own:
+  // the old one's files are said to stay (a reload said only "changed").
+  auto stats_running = make("", "<stats by=\"app\" distinct=\"user\"/>");
+  auto stats_next = make("", "<stats by=\"user\" distinct=\"app\"/>");
+  ASSERT_TRUE(stats_running.ok() && stats_next.ok()) << stats_next.status().ToString();
+  const std::vector<std::string> left = StatsTablesLeft(*stats_running, *stats_next);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].rfind("map.xml: biz 'api': the statistics table app+user is no longer kept", 0), 0u) << left[0];
+  EXPECT_NE(left[0].find("stay in stats/1/app+user/"), std::string::npos) << left[0];
+  EXPECT_TRUE(StatsTablesLeft(*stats_running, *stats_running).empty());
 }
 
 }  // namespace
