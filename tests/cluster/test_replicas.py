@@ -821,8 +821,11 @@ class Replicas(unittest.TestCase):
         self.assertIn("are being delivered from", p.a.log())
         self.assertEqual(p.a.count(k), 4)
         self.assertEqual(p.a.count(k2), 1)
-        # Once: a later use adds one on both.
+        # Once: a later use adds one on both. (Read until B answers: a worker
+        # of B that learned late that A answered alone answers the route 503
+        # a moment longer, by design; seen once under a loaded CI run.)
         self.assertEqual(p.a.acquire(k), 200)
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) is not None, 5), p.b.log())
         self.assertEqual(p.b.count(k), 5)
 
     def kill_worker_and_see_its_journal_taken(self, shard):
