@@ -688,10 +688,7 @@ Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
 namespace {
 
 bool SameRule(const RuleSpec& a, const RuleSpec& b) {
-  const auto zone = [](const RuleSpec& r) { return r.zone ? r.zone->name() : std::string(); };
-  return a.algo == b.algo && a.interval == b.interval && a.max == b.max && a.burst == b.burst && a.borrow == b.borrow &&
-         a.utc == b.utc && a.epoch == b.epoch && a.overrun == b.overrun && zone(a) == zone(b) &&
-         std::strncmp(a.name, b.name, kRuleNameBytes) == 0;
+  return SameLimit(a, b) && std::strncmp(a.name, b.name, kRuleNameBytes) == 0;
 }
 
 bool SameStats(const StatsSpec& a, const StatsSpec& b) {

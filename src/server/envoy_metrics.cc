@@ -10,8 +10,8 @@
 #include <functional>
 #include <map>
 
-#include "base/utf8.h"
 #include "frs/json_writer.h"
+#include "frs/percent_encode.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
 
@@ -183,23 +183,10 @@ namespace {
 // A domain as the log shows it, in quotes: a byte that is not UTF-8, a
 // control character, '%', '"' and '\\' written %XX, as Envoy's keys are
 // (integrations.md); JSON's \u00ff named a character the client never sent.
+constexpr PercentTable kShownDomain(' ', '~', "%\"\\", PercentHigh::kKeyChars);
 void AppendShownDomain(std::string_view d, std::string* out) {
   out->push_back('"');
-  for (size_t i = 0; i < d.size();) {
-    char32_t cp = 0;
-    const size_t n = Utf8Decode(d, i, &cp);
-    if (n != 0 && cp >= 0x20 && cp != 0x7f && !(cp >= 0x80 && cp < 0xa0) && cp != '%' && cp != '"' && cp != '\\') {
-      out->append(d.substr(i, n));
-      i += n;
-      continue;
-    }
-    for (size_t k = 0; k < (n == 0 ? 1 : n); ++k) {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(d[i + k]));
-      out->append(hex);
-    }
-    i += n == 0 ? 1 : n;
-  }
+  AppendPercentEncoded(d, kShownDomain, out);
   out->push_back('"');
 }
 }  // namespace
