@@ -227,6 +227,13 @@ struct AcquireRun {
       if (nodes[j].state == nodes[k].state) return false;
     return true;
   }
+  // Every member naming nodes[k]'s node sees its length as nodes[k] left it
+  // (a reservation table made or grown there): the store writes the first
+  // one's.
+  void share_length(size_t k) const {
+    for (NodeRef& n : nodes)
+      if (n.state == nodes[k].state) n.state_bytes = nodes[k].state_bytes;
+  }
 };
 
 enum class Judged : uint8_t { kAll, kRefused, kReadAgain };
@@ -306,7 +313,9 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
     MarkIncurableTogether(run, k, &d);
     Summarize(&d, enforce);
     const int64_t reserve = run.req(k).reserve;
-    if (d.allowed && reserve > 0 && !HasReservationRoom(cfg, node, asked[k], &need[k], &d)) {
+    const bool room = !(d.allowed && reserve > 0) || HasReservationRoom(cfg, node, asked[k], &need[k], &d);
+    run.share_length(k);
+    if (!room) {
       if (need[k] != 0) return Judged::kReadAgain;
       // As NodeOp: shadow mode allows and counts it, with no reservation.
       d.reservations_full = true;

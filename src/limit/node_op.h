@@ -94,23 +94,29 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
                   const LeaseSecret& secret, uint32_t next_before, Decision* d);
 
 // Reservations (limit/reservation.h; their code is in reservation_op.cc).
-// ReservationsInPlace: the node's table, if any, sits after biz's rules in
-// biz's length (ref.state_bytes is made to end with it, or with the rules).
-// PlaceReservations: moves a table found in `old` there (false: *need_bytes
-// says the bytes to read the node with first); `rule_started` (MigrateState's
+// ReservationsInPlace: the node's table, if any, sits after biz's rules,
+// from one entry to biz's bound long (ref.state_bytes is made to end with
+// it, or with the rules). PlaceReservations: moves a table found in `old`
+// there, as long as it was within biz's bound (false: *need_bytes says the
+// bytes to read the node with first); `rule_started` (MigrateState's
 // answer) marks the reservations it holds as taken before a rule that never
-// counted them, which a settle then changes nowhere (Reservations::Predates). SweepReservations frees the
-// expired ones and returns how many. GrantReservation takes one for an
-// acquire that recorded `n`; HasReservationRoom, asked before recording,
-// makes the table when the node has none (`asked`: the bytes the node was
-// read with; false: *need_bytes more are needed, or the table is full and
-// d->res_expires says when its first one expires).
+// counted them, which a settle then changes nowhere (Reservations::Predates).
+// SweepReservations frees the expired ones and returns how many.
+// GrantReservation takes one for an acquire that recorded `n`;
+// HasReservationRoom, asked before recording, makes the table (of one
+// entry) when the node has none and grows it by one when every entry is
+// held, within biz's bound (`asked`: the bytes the node was read with;
+// false: *need_bytes more are needed, or the table is at its bound and full,
+// and d->res_expires says when its first one expires). MakeReservationRoom
+// does the same for `free` more held at once (a replica's copy taking the
+// sender's): false only when *need_bytes more are needed.
 // NodeExpireS with the table: a node is kept while it holds one.
 bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref);
 bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes,
                        bool rule_started = false);
 uint32_t SweepReservations(const BizConfig& biz, NodeRef& ref, const Now& now);
 bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d);
+bool MakeReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t free, uint32_t* need_bytes);
 void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
                       const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d);
 // When a batch with `together` members reserving on ref's node finds room

@@ -567,9 +567,7 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
       // adoption; the room asked past them (zeroed by the store) is still
       // there for the sent table. (Without this, a batch asked again with
       // room for it was found short again, and answered merged="0".)
-      const uint32_t with_table = cfg.state_bytes + cfg.res_bytes;
-      if (!nodes[i].reservations.empty() && asked >= with_table && refs[i].state_bytes < with_table)
-        refs[i].state_bytes = with_table;
+      if (!nodes[i].reservations.empty() && refs[i].state_bytes < asked) refs[i].state_bytes = asked;
       short_state |= !PlaceReservations(cfg, AsBytes(nodes[i].reservations), refs[i], &need[i], started[i] != 0);
     }
     if (short_state) return;  // a node holds a larger layout, or takes a table: read it whole, then merge

@@ -126,7 +126,7 @@ struct ChangedNode {
   std::vector<const Change*> ops;  // its adds and rule events (rule_event.h), in order; after the set if any
   size_t ops_before_set = 0;       // ops[0, this) came before the set (events only: its adds were dropped)
   bool creates = false;            // something here makes the node (not only a release or sweep)
-  bool needs_table = false;        // a reservation taken: the node's table is read and kept
+  uint32_t table_events = 0;       // reservations taken (or settles kept ahead): the table is read and kept
   bool erase = false;
   bool set = false;
   int64_t set_count = 0;
@@ -173,7 +173,7 @@ void Fold(const Change& c, ChangedNode* node) {
     case Change::Kind::kEvent:
       it.ops.push_back(&c);
       it.creates |= RuleEventCreates(c);
-      it.needs_table |= RuleEventNeedsTable(c);
+      it.table_events += RuleEventNeedsTable(c) ? 1 : 0;
       break;
     case Change::Kind::kSet:
       // A set replaces what was counted before it: uses of this batch
@@ -188,6 +188,7 @@ void Fold(const Change& c, ChangedNode* node) {
       break;
     case Change::Kind::kErase:
       it.erase = true;
+      it.table_events = 0;
       it.ops.clear();
       it.ops_before_set = 0;
       it.creates = false;
@@ -325,14 +326,15 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     applied = false;
     if (LoadSeq(refs[n]) >= seq) return;  // applied before
     bool short_state = false;
-    for (size_t i = 0; i < n; ++i)
-      if (!items[i].erase) short_state |= !AdoptLayout(*items[i].cfg, refs[i], now, &need[i]);
-    // A reservation taken needs the table after the rules (made as the
-    // sender's acquire made it; read again with room for it).
     for (size_t i = 0; i < n; ++i) {
-      if (items[i].erase || !items[i].needs_table) continue;
-      Decision scratch;
-      if (!HasReservationRoom(*items[i].cfg, refs[i], batch[i].state_bytes, &need[i], &scratch) && need[i] != 0)
+      if (items[i].erase) continue;
+      // A reservation taken needs the table after the rules, with a free
+      // entry for each one this batch takes (made or grown as the sender's
+      // acquires did; read again with room for it), once the node is read
+      // whole.
+      if (!AdoptLayout(*items[i].cfg, refs[i], now, &need[i]) ||
+          (items[i].table_events > 0 &&
+           !MakeReservationRoom(*items[i].cfg, refs[i], batch[i].state_bytes, items[i].table_events, &need[i])))
         short_state = true;
     }
     if (short_state) return;

@@ -36,7 +36,11 @@
 //        bits 16..29 hold its table nonce's low 14 bits, `taken at` holds
 //        the real amount. It is never held, listed or counted.
 // A biz holds `reservations` (default 8, at most kMaxPerKey and what the node
-// has room for beside the rules) per key: 16 + 16 x 8 = 144 bytes.
+// has room for beside the rules) per key: 16 + 16 x 8 = 144 bytes. A node's
+// table has `cap` entries for the most its key has held at once (the tag
+// says how many, from 1 to the biz's bound: made with one, grown by one when
+// every entry is held, shrunk only by a reload's lower bound), so that a key
+// holding one reservation at a time takes 32 bytes of table, not 144.
 //
 // Ids: 24 lowercase hex digits, the serial then a SipHash-2-4 keyed with the
 // store's lease.key over ("r", biz, nonce, serial, key) (limit/lease_id.h):

@@ -12,11 +12,31 @@
 namespace frs::limit {
 namespace {
 
-// The table in biz's place and length, or null.
-uint8_t* TableOf(const BizConfig& biz, const NodeRef& ref) {
-  if (biz.res_bytes == 0 || ref.state_bytes < biz.state_bytes + biz.res_bytes) return nullptr;
-  uint8_t* t = ref.state + biz.state_bytes;
-  return Load32(t) == Reservations::Tag(biz.res_bytes) ? t : nullptr;
+// A table after biz's rules: of any length from one entry to biz's bound
+// (it grows with what the key holds at once: MakeReservationRoom).
+struct Table {
+  uint8_t* p = nullptr;
+  uint32_t bytes = 0;
+  explicit operator bool() const { return p != nullptr; }
+};
+
+// Whether `tag` is a table's of a length biz takes (its length: TagBytes).
+bool TableTagFits(const BizConfig& biz, uint32_t tag) {
+  const uint32_t bytes = (tag >> 27) * kBlockUnit;  // a table's tag has no other bit
+  return Reservations::IsTag(tag) && bytes >= Reservations::Bytes(1) && bytes <= biz.res_bytes;
+}
+
+// The table in biz's place, or none. (On every request that reserves or
+// settles, several times: kept to a few instructions.)
+inline Table TableOf(const BizConfig& biz, const NodeRef& ref) {
+  const uint32_t at = biz.state_bytes;
+  if (ref.state_bytes < at + Reservations::Bytes(1)) return {};
+  const uint32_t tag = Load32(ref.state + at);
+  const uint32_t bytes = (tag >> 27) * kBlockUnit;
+  if ((tag & ~(15u << 27)) != 0 || bytes < Reservations::Bytes(1) || bytes > biz.res_bytes ||
+      ref.state_bytes < at + bytes)
+    return {};
+  return Table{ref.state + at, bytes};
 }
 
 // The node ends with its rules (nothing follows them).
@@ -29,12 +49,14 @@ void DropTail(const BizConfig& biz, NodeRef& ref) {
 
 bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref) {
   const uint32_t have = std::min(ref.stored_state_bytes, ref.state_bytes);
-  if (biz.res_bytes != 0 && have >= biz.state_bytes + biz.res_bytes &&
-      Load32(ref.state + biz.state_bytes) == Reservations::Tag(biz.res_bytes)) {
-    const uint32_t end = biz.state_bytes + biz.res_bytes;
-    std::memset(ref.state + end, 0, ref.state_bytes - end);
-    ref.state_bytes = end;
-    return true;
+  if (biz.res_bytes != 0 && have >= biz.state_bytes + Reservations::Bytes(1)) {
+    const uint32_t tag = Load32(ref.state + biz.state_bytes);
+    if (TableTagFits(biz, tag) && have >= biz.state_bytes + (tag >> 27) * kBlockUnit) {
+      const uint32_t end = biz.state_bytes + (tag >> 27) * kBlockUnit;
+      std::memset(ref.state + end, 0, ref.state_bytes - end);
+      ref.state_bytes = end;
+      return true;
+    }
   }
   if (!Reservations::Find(std::span<const uint8_t>(ref.state, have)).empty()) return false;
   DropTail(biz, ref);
@@ -50,51 +72,84 @@ bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeR
     DropTail(biz, ref);
     return true;
   }
-  const uint32_t end = biz.state_bytes + biz.res_bytes;
+  // As long as it was, within biz's bound (a lowered bound keeps those
+  // that end last: Rebuild).
+  const uint32_t cap = std::min(biz.res_cap, std::max<uint32_t>(1, Reservations::Cap(Clamp32(table.size()))));
+  const uint32_t end = biz.state_bytes + Reservations::Bytes(cap);
   if (ref.state_bytes < end) {
     *need_bytes = end;
     return false;
   }
-  Reservations::Rebuild(table, ref.state + biz.state_bytes, biz.res_cap);
-  if (rule_started) Reservations::MarkHeldBeforeARule(ref.state + biz.state_bytes, biz.res_bytes);
+  Reservations::Rebuild(table, ref.state + biz.state_bytes, cap);
+  if (rule_started) Reservations::MarkHeldBeforeARule(ref.state + biz.state_bytes, Reservations::Bytes(cap));
   std::memset(ref.state + end, 0, ref.state_bytes - end);
   ref.state_bytes = end;
   return true;
 }
 
 uint32_t SweepReservations(const BizConfig& biz, NodeRef& ref, const Now& now) {
-  uint8_t* t = TableOf(biz, ref);
-  return t == nullptr ? 0 : Reservations::Sweep(t, biz.res_bytes, now.s);
+  const Table t = TableOf(biz, ref);
+  return t ? Reservations::Sweep(t.p, t.bytes, now.s) : 0;
 }
 
-bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d) {
-  const uint32_t end = biz.state_bytes + biz.res_bytes;
-  uint8_t* t = TableOf(biz, ref);
-  if (t == nullptr) {
-    if (asked < end) {
-      *need_bytes = end;
-      return false;
-    }
-    // The store zeroed what it was asked for past the stored state, and
-    // AdoptLayout what it dropped.
-    ref.state_bytes = end;
-    Reservations::Rebuild({}, ref.state + biz.state_bytes, biz.res_cap);
-    return true;
+namespace {
+
+// The table made, or grown to `cap` entries (more than it has, at most
+// biz's bound); false: `asked` is short of it (*need_bytes).
+bool GrowTable(const BizConfig& biz, NodeRef& ref, const Table& t, uint32_t cap, uint32_t asked, uint32_t* need_bytes) {
+  const uint32_t end = biz.state_bytes + Reservations::Bytes(cap);
+  if (asked < end) {
+    *need_bytes = end;
+    return false;
   }
+  uint8_t* at = ref.state + biz.state_bytes;
+  if (!t) {
+    Reservations::Rebuild({}, at, cap);
+  } else {
+    // The entries added are free: zero, as the store gives what it was
+    // asked for past the stored state (zeroed here all the same: cheap, and
+    // it rests on no caller).
+    std::memset(at + t.bytes, 0, Reservations::Bytes(cap) - t.bytes);
+    Store32(at, Reservations::Tag(Reservations::Bytes(cap)));
+  }
+  ref.state_bytes = end;
+  return true;
+}
+
+}  // namespace
+
+bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d) {
+  const Table t = TableOf(biz, ref);
+  // A node that never took one gets a table of one entry; one whose every
+  // entry is held grows by one, up to biz's bound: a key holds the room of
+  // the most it has held at once (a table is made smaller only by a
+  // reload's bound), not the bound's in every node.
+  if (!t) return biz.res_cap == 0 || GrowTable(biz, ref, t, 1, asked, need_bytes);
   // The sweep before this freed every entry past its expiry: each one in
   // use is held.
   int64_t first_expiry = 0;
-  if (Reservations::InUse(t, biz.res_bytes, &first_expiry) < biz.res_cap) return true;
+  const uint32_t cap = Reservations::Cap(t.bytes);
+  if (Reservations::InUse(t.p, t.bytes, &first_expiry) < cap) return true;
+  if (cap < biz.res_cap) return GrowTable(biz, ref, t, cap + 1, asked, need_bytes);
   d->res_expires = first_expiry;
   return false;
 }
 
+bool MakeReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t free, uint32_t* need_bytes) {
+  const Table t = TableOf(biz, ref);
+  int64_t first_expiry = 0;
+  const uint32_t cap = t ? Reservations::Cap(t.bytes) : 0;
+  const uint32_t in_use = t ? Reservations::InUse(t.p, t.bytes, &first_expiry) : 0;
+  const uint32_t want = std::min(biz.res_cap, std::max(in_use + free, 1u));
+  return want <= cap || GrowTable(biz, ref, t, want, asked, need_bytes);
+}
+
 int64_t ReservationRoomAt(const BizConfig& biz, const NodeRef& ref, int64_t now_s, std::span<const uint32_t> own,
                           uint32_t together) {
-  const uint8_t* t = TableOf(biz, ref);
-  if (t == nullptr) return now_s;
+  const Table t = TableOf(biz, ref);
+  if (!t) return now_s;
   Reservations::Entry held[Reservations::kMaxPerKey];
-  const uint32_t n = std::min<uint32_t>(Reservations::Held(t, biz.res_bytes, now_s, held), Reservations::kMaxPerKey);
+  const uint32_t n = std::min<uint32_t>(Reservations::Held(t.p, t.bytes, now_s, held), Reservations::kMaxPerKey);
   int64_t before[Reservations::kMaxPerKey];
   uint32_t m = 0;
   for (uint32_t i = 0; i < n; ++i)
@@ -110,62 +165,62 @@ int64_t ReservationRoomAt(const BizConfig& biz, const NodeRef& ref, int64_t now_
 
 void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
                       const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d) {
-  uint8_t* t = TableOf(biz, ref);
+  const Table t = TableOf(biz, ref);
   Reservations::Entry e;
-  if (t == nullptr || !Reservations::Take(t, biz.res_bytes, n, now.s, reserve_s, &e)) return;
+  if (!t || !Reservations::Take(t.p, t.bytes, n, now.s, reserve_s, &e)) return;
   d->res_serial = e.serial;
-  d->res_nonce = Reservations::Nonce(t);
-  d->res_mac = Reservations::Mac(secret, biz.id, Reservations::Nonce(t), e.serial, key);
+  d->res_nonce = Reservations::Nonce(t.p);
+  d->res_mac = Reservations::Mac(secret, biz.id, Reservations::Nonce(t.p), e.serial, key);
   d->res_expires = e.expires;
 }
 
 void AdoptReservation(const BizConfig& biz, NodeRef& ref, uint32_t nonce, const Reservations::Entry& e,
                       const TimeZone* tz) {
-  uint8_t* t = TableOf(biz, ref);
-  if (t == nullptr) return;
+  const Table t = TableOf(biz, ref);
+  if (!t) return;
   int64_t real = 0, settled_s = 0;
-  if (!Reservations::TakeSettledAhead(t, biz.res_bytes, e.serial, e.expires, nonce, &real, &settled_s)) {
-    Reservations::Adopt(t, biz.res_bytes, nonce, e);
+  if (!Reservations::TakeSettledAhead(t.p, t.bytes, e.serial, e.expires, nonce, &real, &settled_s)) {
+    Reservations::Adopt(t.p, t.bytes, nonce, e);
     return;
   }
   // Settled by the other holder before this copy had it: settled now, as
   // it was there (the estimate's add came just before this, from the same
   // request), and never held here.
-  Reservations::Adopt(t, biz.res_bytes, nonce, e);
+  Reservations::Adopt(t.p, t.bytes, nonce, e);
   Reservations::RuleSettle sum;
   SettleReservation(biz, ref, Now::At(settled_s * 1000, tz), e.serial, real, &sum);
 }
 
 void SettleAheadOfItsTake(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
                           int64_t expires, uint32_t nonce) {
-  uint8_t* t = TableOf(biz, ref);
-  if (t != nullptr) Reservations::SettledAhead(t, biz.res_bytes, serial, real, at.s, expires, nonce);
+  const Table t = TableOf(biz, ref);
+  if (t) Reservations::SettledAhead(t.p, t.bytes, serial, real, at.s, expires, nonce);
 }
 
 bool SettleReservation(const BizConfig& biz, NodeRef& ref, const Now& at, uint32_t serial, int64_t real,
                        Reservations::RuleSettle* sum, int64_t* expires) {
-  uint8_t* t = TableOf(biz, ref);
+  const Table t = TableOf(biz, ref);
   Reservations::Entry e;
-  if (t == nullptr || !Reservations::Get(t, biz.res_bytes, serial, &e)) return false;
+  if (!t || !Reservations::Get(t.p, t.bytes, serial, &e)) return false;
   if (expires != nullptr) *expires = e.expires;
   // Taken before a rule that started from zero: that rule's count is other
   // clients' uses only, and no rule's own state says which rules counted
   // this one, so each keeps the estimate (as after the window ended).
-  const bool predates = Reservations::Predates(t, biz.res_bytes, serial);
+  const bool predates = Reservations::Predates(t.p, t.bytes, serial);
   for (uint32_t i = 0; i < biz.nrules && !predates; ++i) {
     const Reservations::RuleSettle r =
         Reservations::SettleRule(biz.rules[i], ref.state + biz.rules[i].offset, at, e, real);
     sum->returned += r.returned;
     sum->overrun += r.overrun;
   }
-  Reservations::Free(t, biz.res_bytes, serial);
+  Reservations::Free(t.p, t.bytes, serial);
   return true;
 }
 
 uint32_t NodeExpireS(const BizConfig& biz, const NodeRef& ref, const Now& now) {
   const uint32_t rules = NodeExpireS(biz, ref.state, now);
-  const uint8_t* t = TableOf(biz, ref);
-  return t == nullptr ? rules : std::max(rules, Clamp32(Reservations::LastExpiry(t, biz.res_bytes)));
+  const Table t = TableOf(biz, ref);
+  return t ? std::max(rules, Clamp32(Reservations::LastExpiry(t.p, t.bytes))) : rules;
 }
 
 namespace {
@@ -178,7 +233,8 @@ bool ReservationMadeUnder(const LeaseSecret* secret, const BizConfig& biz, const
 
 Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
   d->status = Status::OK();
-  uint8_t* t = ref.exists ? TableOf(*biz, ref) : nullptr;
+  const Table table = ref.exists ? TableOf(*biz, ref) : Table{};
+  uint8_t* t = table.p;
   uint32_t serial = id.serial;
   uint64_t mac = id.mac;
   // Made only for an error's message: 24 digits do not fit a short string,

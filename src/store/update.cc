@@ -286,27 +286,31 @@ Status StoreImpl::UpdateBatchImpl(std::span<const BatchItem> items, std::span<co
   if (Status s = ClaimAndLockBatch(locs, claims, lockset); !s.ok()) return s;
 
   // Find and load each member; members naming one node share the first
-  // one's buffer (owner[i] is that first member).
+  // one's buffer (owner[i] is that first member), read with the most bytes
+  // any of them asks (a later member's reservation table is the node's).
   std::vector<size_t> owner(n);
+  std::vector<uint32_t> asked(n);
   std::vector<NodeRef> refs(n);
   std::vector<Commit> commits(n, Commit::kNone);
   std::vector<std::array<uint8_t, kMaxSpan * kSlotBytes>> bufs(n);
   std::vector<LoadedNode> nodes(n);
   for (size_t i = 0; i < n; ++i) {
-    const KeyRef& key = items[i].key;
     owner[i] = i;
     for (size_t j = 0; j < i; ++j)
       if (nks[j].biz == nks[i].biz && nks[j].ident == nks[i].ident) {
         owner[i] = j;
         break;
       }
+    asked[owner[i]] = std::max(asked[owner[i]], items[i].state_bytes);
+  }
+  for (size_t i = 0; i < n; ++i) {
     if (owner[i] != i) {
       refs[i] = refs[owner[i]];
       continue;
     }
     StoreFile* f = files_[locs[i].file].get();
     const Pos pos = FindWithA_locked(f, locs[i], nks[i], *lockset[locs[i].file]);  // both chains are held
-    LoadNode_locked(f, key, pos, items[i].state_bytes, now_s, bufs[i].data(), &refs[i], &nodes[i]);
+    LoadNode_locked(f, items[i].key, pos, asked[i], now_s, bufs[i].data(), &refs[i], &nodes[i]);
   }
   fn(std::span<NodeRef>(refs), std::span<Commit>(commits));
   if (hook_) hook_(0);

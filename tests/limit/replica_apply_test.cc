@@ -714,6 +714,24 @@ class ReservationReplicaTest : public LeaseReplicaTest {
   static int64_t Count(Engine& e, std::string_view key) { return Do(e, Cmd::kQuery, "tokens", key).count; }
 };
 
+// The copy's table grows as the owner's did: three reservations taken on a
+// key and shipped in one batch are all held there, and each settles there
+// after a failover.
+TEST_F(ReservationReplicaTest, ABatchOfTakesGrowsTheCopysTableForEveryOne) {
+  Decision r[3];
+  for (Decision& d : r) {
+    d = Reserve(*owner_, "three", 10);
+    ASSERT_NE(d.res_serial, 0u);
+  }
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Count(*replica_, "three"), 30);
+  auto v = replica_->Inspect("tokens", "three");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v.value().reservations.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Settle(*replica_, "three", r[i], i).res_returned, 10 - i);
+  EXPECT_EQ(Count(*replica_, "three"), 0 + 1 + 2);
+}
+
 // The sender's clock 5 s ahead: a change is moved back by as many seconds
 // as it is ahead when it arrives, so a settle applied at once and a take
 // that comes 4 s later carry expiries seconds apart. The settle kept ahead
