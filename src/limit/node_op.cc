@@ -415,7 +415,7 @@ Commit NodeOp::ApplyGiveBack(NodeRef& ref, bool converted, uint32_t expired) {
   EvaluateRules(*biz, ref.state, now, 1, d);
   Summarize(d, biz->mode == Mode::kEnforce);
   if (given == 0 && !converted && expired == 0) return Commit::kNone;
-  ref.expire_s = NodeExpireS(*biz, ref.state, now);
+  ref.expire_s = NodeExpireS(*biz, ref, now);  // the reservations' expiries too
   return Commit::kWrite;
 }
 

@@ -531,8 +531,11 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
         MigrateState(*pn.cfg,
                      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pn.state.data()), pn.state.size()),
                      incoming[i].data(), now);
+    // A sent table is read for with room for the biz's bound: a table made
+    // or grown here meanwhile never leaves the second pass short.
+    const bool table = !pn.reservations.empty() && pn.cfg->res_cap != 0;
     items.push_back({KeyRef{pn.cfg->id, pn.fp, pn.key, pn.key_len, pn.route_pos, pn.route_known, pn.cfg->keep_keys},
-                     pn.cfg->state_bytes});
+                     pn.cfg->state_bytes + (table ? pn.cfg->res_bytes : 0)});
   }
   items.push_back(
       {KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt, static_cast<uint8_t>(receipt.size())},

@@ -128,6 +128,10 @@ struct ChangedNode {
   bool creates = false;            // something here makes the node (not only a release or sweep)
   uint32_t table_events = 0;       // reservations taken (or settles kept ahead): the table is read and kept
   bool erase = false;
+  // Erased earlier in this batch and changed since (the owner deleted the
+  // key, then counted it again): the stored state goes, the later changes
+  // make the node anew.
+  bool fresh = false;
   bool set = false;
   int64_t set_count = 0;
   int64_t set_ms = 0;
@@ -167,10 +171,14 @@ void Fold(const Change& c, ChangedNode* node) {
   ChangedNode& it = *node;
   switch (c.kind) {
     case Change::Kind::kAdd:
+      it.fresh |= it.erase;
+      it.erase = false;
       it.ops.push_back(&c);
       it.creates = true;
       break;
     case Change::Kind::kEvent:
+      it.fresh |= it.erase;
+      it.erase = false;
       it.ops.push_back(&c);
       it.creates |= RuleEventCreates(c);
       it.table_events += RuleEventNeedsTable(c) ? 1 : 0;
@@ -182,6 +190,7 @@ void Fold(const Change& c, ChangedNode* node) {
       it.set = true;
       it.creates = true;
       it.ops_before_set = it.ops.size();
+      it.fresh |= it.erase;
       it.erase = false;
       it.set_count = c.n;
       it.set_ms = c.at_ms;
@@ -196,6 +205,63 @@ void Fold(const Change& c, ChangedNode* node) {
       break;
     case Change::Kind::kResetBiz: break;
   }
+}
+
+// The entries ref's table must have free for `it`'s rule events, in their
+// order: a take holds one until its settle (when that comes in this batch
+// too), a settle of a reservation held here frees one, and a settle kept
+// ahead of its take holds one. The most held at once is what the table
+// grows by: short of it, Adopt would push out a held reservation and
+// SettledAhead drop a settle.
+uint32_t TableDemand(const ChangedNode& it, const NodeRef& ref) {
+  int64_t now_held = 0, most = 0;
+  std::vector<uint32_t> taken;  // serials this batch took and has not settled
+  for (const Change* c : it.ops) {
+    if (c->kind != Change::Kind::kEvent) continue;
+    if (c->event == Change::Event::kResTake) {
+      taken.push_back(c->item);
+      ++now_held;
+    } else if (c->event == Change::Event::kResSettle) {
+      auto mine = std::find(taken.begin(), taken.end(), c->item);
+      if (mine != taken.end()) {
+        taken.erase(mine);
+        --now_held;
+      } else if (HoldsReservation(*it.cfg, ref, c->item)) {
+        --now_held;
+      } else if (c->until > 0) {
+        ++now_held;  // kept ahead of its take
+      }
+    }
+    most = std::max(most, now_held);
+  }
+  return static_cast<uint32_t>(most);
+}
+
+// Each node of `items` made ready for its changes: the layout adopted, a
+// node erased before its later changes emptied (existed: it was stored),
+// the reservation table made or grown for what the changes hold in it at
+// once. False: a node must be read again with need[i] bytes.
+bool PrepareNodes(std::span<const ChangedNode> items, std::span<const Store::BatchItem> batch, const Now& now,
+                  std::span<NodeRef> refs, std::span<uint32_t> need, std::span<char> existed) {
+  bool whole = true;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].erase) continue;
+    existed[i] = refs[i].exists;
+    if (items[i].fresh) {
+      // As the owner's delete left it: no node, whatever was stored.
+      std::memset(refs[i].state, 0, refs[i].state_bytes);
+      refs[i].exists = false;
+      refs[i].stored_state_bytes = 0;
+    }
+    // A reservation taken needs the table after the rules, with room for
+    // what this batch holds in it at once (made or grown as the sender's
+    // acquires did), once the node is read whole.
+    if (!AdoptLayout(*items[i].cfg, refs[i], now, &need[i]) ||
+        (items[i].table_events > 0 &&
+         !MakeReservationRoom(*items[i].cfg, refs[i], batch[i].state_bytes, TableDemand(items[i], refs[i]), &need[i])))
+      whole = false;
+  }
+  return whole;
 }
 
 // The key's changes written into its node (its layout adopted): the events
@@ -313,6 +379,11 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     }
     Fold(c, &items[k]);
   }
+  // A node whose table this batch uses is read with room for the biz's
+  // bound: a table made or grown meanwhile on another link never leaves the
+  // second pass short (which would drop the whole batch as a duplicate).
+  for (size_t k = 0; k < items.size(); ++k)
+    if (items[k].table_events > 0) batch[k].state_bytes = items[k].cfg->state_bytes + items[k].cfg->res_bytes;
   const std::string receipt = "repl/" + std::string(stream);
   batch.push_back({KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, receipt), receipt,
                           static_cast<uint8_t>(std::min<size_t>(receipt.size(), kMaxKeyBytes))},
@@ -325,25 +396,18 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     std::fill(need.begin(), need.end(), 0);
     applied = false;
     if (LoadSeq(refs[n]) >= seq) return;  // applied before
-    bool short_state = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (items[i].erase) continue;
-      // A reservation taken needs the table after the rules, with a free
-      // entry for each one this batch takes (made or grown as the sender's
-      // acquires did; read again with room for it), once the node is read
-      // whole.
-      if (!AdoptLayout(*items[i].cfg, refs[i], now, &need[i]) ||
-          (items[i].table_events > 0 &&
-           !MakeReservationRoom(*items[i].cfg, refs[i], batch[i].state_bytes, items[i].table_events, &need[i])))
-        short_state = true;
-    }
-    if (short_state) return;
+    std::vector<char> existed(n, 0);
+    if (!PrepareNodes(items, batch, now, refs, need, existed)) return;
     for (size_t i = 0; i < n; ++i) {
       if (items[i].erase) {
         commits[i] = refs[i].exists ? Commit::kErase : Commit::kNone;
         continue;
       }
-      if (!refs[i].exists && !items[i].creates) continue;  // a release or sweep of a node not here
+      if (!refs[i].exists && !items[i].creates) {
+        // A release or sweep of a node not here (or erased before it).
+        if (existed[i]) commits[i] = Commit::kErase;
+        continue;
+      }
       WriteNode(items[i], now, tz_.get(), refs[i],
                 [&](const BizConfig& cfg, uint8_t* state, const Change& c) { ApplyAdd(cfg, state, c, now); });
       commits[i] = Commit::kWrite;

@@ -143,17 +143,19 @@ int64_t Reservations::LastExpiry(const uint8_t* table, uint32_t bytes) {
   return last;
 }
 
-uint32_t Reservations::InUse(const uint8_t* table, uint32_t bytes, int64_t* first_expiry) {
-  uint32_t n = 0;
+uint32_t Reservations::InUse(const uint8_t* table, uint32_t bytes, int64_t* first_expiry, uint32_t* occupied) {
+  uint32_t n = 0, busy = 0;
   int64_t first = 0;
   for (uint32_t i = 0; i < Cap(bytes); ++i) {
     const EntrySlot s = EntryAt(table, i);
+    busy += s.Serial() != 0;
     if (!s.Taken()) continue;
     const int64_t expires = Load32(s.p + 12);
     first = n == 0 ? expires : std::min(first, expires);
     ++n;
   }
   *first_expiry = first;
+  if (occupied != nullptr) *occupied = busy;
   return n;
 }
 

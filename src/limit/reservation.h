@@ -91,8 +91,10 @@ struct Reservations {
   static uint32_t Held(const uint8_t* table, uint32_t bytes, int64_t now_s, std::span<Entry> out);
   static int64_t LastExpiry(const uint8_t* table, uint32_t bytes);
   // The entries in use (after a Sweep: those held) and the first of their
-  // expiries (0: none), in one pass and without copying them.
-  static uint32_t InUse(const uint8_t* table, uint32_t bytes, int64_t* first_expiry);
+  // expiries (0: none), in one pass and without copying them; *occupied
+  // (when given): those and the settles kept ahead (SettledAhead), every
+  // entry that is not free.
+  static uint32_t InUse(const uint8_t* table, uint32_t bytes, int64_t* first_expiry, uint32_t* occupied = nullptr);
   // Takes a free entry for `estimate` (false: all held); makes the nonce.
   static bool Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_t now_s, int64_t reserve_s, Entry* out);
   // The entry of `serial`, held or not (false: none has it now).

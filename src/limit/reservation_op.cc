@@ -128,8 +128,12 @@ bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint
   // The sweep before this freed every entry past its expiry: each one in
   // use is held.
   int64_t first_expiry = 0;
+  uint32_t occupied = 0;
   const uint32_t cap = Reservations::Cap(t.bytes);
-  if (Reservations::InUse(t.p, t.bytes, &first_expiry) < cap) return true;
+  const uint32_t held = Reservations::InUse(t.p, t.bytes, &first_expiry, &occupied);
+  // A settle kept ahead of its take (a copy that serves after a failover)
+  // keeps its entry while the table may still grow: Take would reuse it.
+  if (occupied < cap || (held < cap && cap == biz.res_cap)) return true;
   if (cap < biz.res_cap) return GrowTable(biz, ref, t, cap + 1, asked, need_bytes);
   d->res_expires = first_expiry;
   return false;
@@ -138,10 +142,17 @@ bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint
 bool MakeReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t free, uint32_t* need_bytes) {
   const Table t = TableOf(biz, ref);
   int64_t first_expiry = 0;
+  uint32_t occupied = 0;
   const uint32_t cap = t ? Reservations::Cap(t.bytes) : 0;
-  const uint32_t in_use = t ? Reservations::InUse(t.p, t.bytes, &first_expiry) : 0;
-  const uint32_t want = std::min(biz.res_cap, std::max(in_use + free, 1u));
+  if (t) Reservations::InUse(t.p, t.bytes, &first_expiry, &occupied);
+  const uint32_t want = std::min(biz.res_cap, std::max(occupied + free, 1u));
   return want <= cap || GrowTable(biz, ref, t, want, asked, need_bytes);
+}
+
+bool HoldsReservation(const BizConfig& biz, const NodeRef& ref, uint32_t serial) {
+  const Table t = TableOf(biz, ref);
+  Reservations::Entry e;
+  return t && Reservations::Get(t.p, t.bytes, serial, &e);
 }
 
 int64_t ReservationRoomAt(const BizConfig& biz, const NodeRef& ref, int64_t now_s, std::span<const uint32_t> own,

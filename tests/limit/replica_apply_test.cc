@@ -14,6 +14,7 @@
 #include "frs/admin_engine.h"
 #include "frs/store.h"
 #include "limit/lease_id.h"
+#include "limit/reservation.h"
 #include "limit/rule_harness.h"
 
 namespace frs {
@@ -222,6 +223,33 @@ TEST_F(ReplicaApplyTest, SetDeleteAndResetReplicate) {
   owner_->Execute(Request{.cmd = Cmd::kReset, .biz = "fixed", .key = {}});
   ASSERT_TRUE(Ship(3).ok());
   EXPECT_FALSE(Do(*replica_, Cmd::kGet, "fixed", "b").found);
+}
+
+// A delete and uses after it in one batch: the copy erases what it held and
+// counts the uses since, as the owner did (before, the node was erased and
+// the later uses dropped: after a failover they were granted again). A
+// delete and a release after it leave no node.
+TEST_F(ReplicaApplyTest, UsesAfterADeleteInOneBatchAreCountedOnTheCopy) {
+  Do(*owner_, Cmd::kAcquire, "fixed", "d", 4);
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "d").count, 4);
+  owner_->Execute(Request{.cmd = Cmd::kDelete, .biz = "fixed", .key = "d", .n = 1});
+  Do(*owner_, Cmd::kAcquire, "fixed", "d", 3);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Do(*owner_, Cmd::kQuery, "fixed", "d").count, 3);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "d").count, 3);
+  // A lease's node deleted, then its (now unknown) lease released: nothing stays.
+  const Decision l = Do(*owner_, Cmd::kAcquire, "lease", "e");
+  ASSERT_NE(l.lease_serial, 0u);
+  ASSERT_TRUE(Ship(3).value());
+  owner_->Execute(Request{.cmd = Cmd::kDelete, .biz = "lease", .key = "e", .n = 1});
+  owner_->Execute(Request{.cmd = Cmd::kRelease,
+                          .biz = "lease",
+                          .key = "e",
+                          .lease = limit::LeaseIdText(l.lease_serial, l.lease_mac)});
+  ASSERT_TRUE(Ship(4).value());
+  EXPECT_FALSE(Do(*owner_, Cmd::kGet, "lease", "e").found);
+  EXPECT_FALSE(Do(*replica_, Cmd::kGet, "lease", "e").found);
 }
 
 // A reset is applied outside the batch's transaction: a batch that
@@ -730,6 +758,53 @@ TEST_F(ReservationReplicaTest, ABatchOfTakesGrowsTheCopysTableForEveryOne) {
   EXPECT_EQ(v.value().reservations.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Settle(*replica_, "three", r[i], i).res_returned, 10 - i);
   EXPECT_EQ(Count(*replica_, "three"), 0 + 1 + 2);
+}
+
+// A settle kept ahead of its take holds its entry while the copy's table
+// can still grow: another take that comes before that take grows the table
+// instead of pushing the settle out (before, it did, and the copy held the
+// settled reservation at its estimate until its expiry).
+TEST_F(ReservationReplicaTest, ASettleKeptAheadKeepsItsEntryWhileTheTableCanGrow) {
+  const Decision r1 = Reserve(*owner_, "sa", 10);
+  Batch t1 = TakeBatch();
+  const Decision r2 = Reserve(*owner_, "sa", 10);
+  Batch t2 = TakeBatch();
+  ASSERT_TRUE(Settle(*owner_, "sa", r1, 3).settled);
+  Batch s1 = TakeBatch();
+  ASSERT_TRUE(Apply(s1, "w1", 1).value());
+  ASSERT_TRUE(Apply(t2, "w1", 2).value());
+  ASSERT_TRUE(Apply(t1, "w0", 1).value());
+  EXPECT_EQ(Count(*owner_, "sa"), 13);
+  EXPECT_EQ(Count(*replica_, "sa"), 13);
+  auto v = replica_->Inspect("tokens", "sa");
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v.value().reservations.size(), 1u);
+  EXPECT_EQ(v.value().reservations[0].serial, r2.res_serial);
+  EXPECT_EQ(Settle(*replica_, "sa", r1, 3).status.code(), Status::Code::kGone);
+}
+
+// Takes settled in the batch that carries them hold an entry only until
+// their settle: the copy's table stays the owner's size (one entry), not one
+// entry per event.
+TEST_F(ReservationReplicaTest, TakesAndSettlesInOneBatchKeepTheCopysTableSmall) {
+  for (int i = 0; i < 8; ++i) {
+    const Decision r = Reserve(*owner_, "pairs", 10);
+    ASSERT_TRUE(Settle(*owner_, "pairs", r, 2).settled);
+  }
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Count(*replica_, "pairs"), 16);
+  size_t bytes[2] = {0, 0};
+  Store* stores[2] = {owner_store_.get(), replica_store_.get()};
+  for (int k = 0; k < 2; ++k)
+    ASSERT_TRUE(stores[k]
+                    ->ForEach(
+                        {},
+                        [&](const NodeInfo& node) {
+      if (node.key == "pairs") bytes[k] = node.state.size();
+                        })
+                    .ok());
+  EXPECT_EQ(bytes[0], 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(bytes[1], bytes[0]);
 }
 
 // The sender's clock 5 s ahead: a change is moved back by as many seconds

@@ -42,6 +42,10 @@ constexpr const char* kReserveMap = R"(<map>
   <biz id="33" name="huge"><rule algo="fixed" interval="31536000" max="2147483647"/></biz>
   <biz id="34" name="shadowed" mode="shadow" reservations="2"><rule algo="fixed" interval="60" max="100"/></biz>
   <biz id="35" name="hourly"><rule algo="token_bucket" interval="3600" max="10"/></biz>
+  <biz id="36" name="leased" reservations="2">
+    <rule algo="concurrency" max="3" lease="10"/>
+    <rule algo="fixed" interval="60" max="100"/>
+  </biz>
 </map>)";
 
 class ReservationTest : public testing::EngineFixture {
@@ -352,6 +356,28 @@ TEST_F(ReservationTest, ABatchsMembersOnOneKeyShareItsTable) {
   EXPECT_EQ(Settle("minute", "m", first, 0).res_returned, 30);
   EXPECT_EQ(Settle("minute", "m", IdOf(out[0]), 0).res_returned, 10);
   EXPECT_EQ(Count("minute", "m"), 2);
+}
+
+// A release that gives uses back keeps the node as long as its
+// reservations last (before, its expiry was the rules' alone, and the node
+// could be reclaimed as stale with a reservation held).
+TEST_F(ReservationTest, AGiveBackKeepsTheNodeWhileItsReservationsLast) {
+  const Decision r = Reserve("leased", "g", 5, 600);
+  ASSERT_TRUE(r.allowed);
+  ASSERT_NE(r.res_serial, 0u);
+  const Decision g =
+      engine_->Execute(Request{.cmd = Cmd::kRelease, .biz = "leased", .key = "g", .n = 1, .give_back = true});
+  ASSERT_TRUE(g.ok()) << g.status.ToString();
+  ASSERT_EQ(g.given_back, 1);
+  uint32_t expire_s = 0;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& node) {
+    if (node.key == "g") expire_s = node.expire_s;
+                      })
+                  .ok());
+  EXPECT_GE(int64_t{expire_s}, r.res_expires);
 }
 
 TEST_F(ReservationTest, OrdinaryCommandsKeepTheTable) {

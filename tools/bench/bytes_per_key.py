@@ -19,6 +19,7 @@ keys in about 10 s; the six take about a minute.
     python3 tools/bench/bytes_per_key.py --out /tmp/bpk   # all six
     python3 tools/bench/bytes_per_key.py --biz fixed1     # issue 13's figure
     python3 tools/bench/bytes_per_key.py --biz fixed1 --biz leases8   # 8 leases held per key
+    python3 tools/bench/bytes_per_key.py --biz reserve1 --biz reserve8  # 1 or 8 reservations held
     python3 tools/bench/bytes_per_key.py --map my.xml --biz login
 
 Prints a table and writes OUT/bytes_per_key.json. Every run's directory
@@ -55,7 +56,11 @@ DEFAULT_UNITS = {"goldsum": 7, "borrowing": 3}
 # Acquires per key, by biz: each key of leases8 holds all 8 of its leases
 # (a concurrency rule takes one lease per acquire whatever n is), sent as 8
 # batches of the same 64 keys.
-DEFAULT_REPEATS = {"leases8": 8}
+DEFAULT_REPEATS = {"leases8": 8, "reserve8": 8}
+# Reservations held, by biz: each acquire of reserve1 and reserve8 takes one
+# (reserve=S seconds), never settled while the store fills: reserve1's keys
+# hold one each, reserve8's all eight of their bound.
+DEFAULT_RESERVE = {"reserve1": 3600, "reserve8": 3600}
 
 # The issue's six shapes, the default selection; "mixed" fills one store with
 # all of them at once, key i going to shape i mod 6.
@@ -253,13 +258,15 @@ def key(i):
     return k
 
 
-def batch_body(biz, first, n, units):
+def batch_body(biz, first, n, units, reserve=None):
     """`n` acquires of keys first.. ; biz MIXED deals key i to SHAPES[i % 6]."""
     parts = ['<batch answer="compact">']
     for i in range(first, first + n):
         b = SHAPES[i % len(SHAPES)] if biz == MIXED else biz
         u = units.get(b, 1)
-        parts.append('<request cmd="acquire" biz="%s" key="%s"%s/>' % (b, key(i), ' n="%d"' % u if u != 1 else ""))
+        r = (reserve or {}).get(b, 0)
+        extra = (' n="%d"' % u if u != 1 else "") + (' reserve="%d"' % r if r else "")
+        parts.append('<request cmd="acquire" biz="%s" key="%s"%s/>' % (b, key(i), extra))
     parts.append("</batch>")
     return "".join(parts).encode()
 
@@ -327,7 +334,7 @@ def measure(args, biz, geometry, map_text, outdir):
         repeats = args.repeats.get(biz, 1)
         while True:
             for _ in range(repeats):
-                status, text = client.post(batch_body(biz, sent, BATCH, args.units))
+                status, text = client.post(batch_body(biz, sent, BATCH, args.units, args.reserve))
                 if status != 200 or '<batch allowed="1"' not in text:
                     raise BenchError(
                         "batch of keys %s..%s answered %d: %s" % (key(sent), key(sent + BATCH - 1), status, text[:400])
@@ -478,6 +485,7 @@ def main():
             raise BenchError("--biz and --all exclude each other")
         args.units = {} if args.map else DEFAULT_UNITS
         args.repeats = {} if args.map else DEFAULT_REPEATS
+        args.reserve = {} if args.map else DEFAULT_RESERVE
         if args.biz:
             bizzes = args.biz
         elif args.map:
