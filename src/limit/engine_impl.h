@@ -123,22 +123,34 @@ inline Status UnknownBiz(std::string_view name) {
 // A node written under a larger layout (a rule removed since) holds more
 // state than its biz's: the first look at it, with the biz's size, cannot
 // take it whole, and says how many bytes it needs (AdoptLayout). A write
-// (Update) and the acquires of a batch (UpdateBatch, all or nothing) ask
-// the store through this: `pass` runs with each item's state_bytes and
-// fills need[k]; an item that needs more is given it, and the pass runs
-// once more. A run of reads reads only those nodes again
+// (Update), the acquires of a batch (UpdateBatch, all or nothing), a
+// replica's batch of changes and a merge ask the store through this: `pass`
+// runs with each item's state_bytes and fills need[k]; an item that needs
+// more is given it, and the pass runs again. A pass that needs more commits
+// nothing; a node that grows again between passes (another process or link
+// wrote it meanwhile) is read again, up to kWholeReadPasses passes in all,
+// then the answer is Busy (nothing changed: the sender or client asks
+// again). A run of reads reads only those nodes again
 // (EngineImpl::DecideReads).
+inline constexpr int kWholeReadPasses = 4;
+
 template <class Item, class Pass>
 Status WithWholeNodes(std::span<Item> items, std::span<uint32_t> need, const Pass& pass) {
-  Status s = pass();
-  bool again = false;
-  for (size_t k = 0; s.ok() && k < items.size(); ++k) {
-    if (need[k] > items[k].state_bytes) {
-      items[k].state_bytes = need[k];
-      again = true;
+  for (int done = 1;; ++done) {
+    Status s = pass();
+    if (!s.ok()) return s;
+    bool again = false;
+    for (size_t k = 0; k < items.size(); ++k) {
+      if (need[k] > items[k].state_bytes) {
+        items[k].state_bytes = need[k];
+        again = true;
+      }
     }
+    if (!again) return s;
+    if (done == kWholeReadPasses)
+      return Status::Busy("a node grew each time it was read (" + std::to_string(kWholeReadPasses) +
+                          " reads: written meanwhile by another process); nothing was changed, ask again");
   }
-  return again ? pass() : s;
 }
 
 // A batch member as the walk of a batch sees it (engine_batch.cc). A lone

@@ -108,17 +108,17 @@ void LeaseGranted(const BizConfig& biz, const uint8_t* state, const Now& now, st
 // held, within biz's bound (`asked`: the bytes the node was read with;
 // false: *need_bytes more are needed, or the table is at its bound and full,
 // and d->res_expires says when its first one expires). MakeReservationRoom
-// makes `free` entries free beside those held and kept ahead, within the
-// bound (a replica's copy taking the sender's): false only when *need_bytes
-// more are needed. HoldsReservation: `serial` is held in ref's table.
+// makes the table (a replica's copy taking the sender's) or grows it to
+// `entries`, within the bound: false only when *need_bytes more are needed.
+// ReservationEntriesUsed: the entries not free (held, or kept ahead).
 // NodeExpireS with the table: a node is kept while it holds one.
 bool ReservationsInPlace(const BizConfig& biz, NodeRef& ref);
 bool PlaceReservations(const BizConfig& biz, std::span<const uint8_t> old, NodeRef& ref, uint32_t* need_bytes,
                        bool rule_started = false);
 uint32_t SweepReservations(const BizConfig& biz, NodeRef& ref, const Now& now);
 bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t* need_bytes, Decision* d);
-bool MakeReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t free, uint32_t* need_bytes);
-bool HoldsReservation(const BizConfig& biz, const NodeRef& ref, uint32_t serial);
+bool MakeReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t entries, uint32_t* need_bytes);
+uint32_t ReservationEntriesUsed(const BizConfig& biz, const NodeRef& ref);
 void GrantReservation(const BizConfig& biz, NodeRef& ref, const Now& now, std::string_view key,
                       const LeaseSecret& secret, int64_t n, int64_t reserve_s, Decision* d);
 // When a batch with `together` members reserving on ref's node finds room

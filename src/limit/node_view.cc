@@ -597,14 +597,8 @@ Result<bool> EngineImpl::FoldNodes(std::span<const std::string_view> json_lines,
     commits[n] = Commit::kWrite;
     merged = true;
   };
-  Status s = store_->UpdateBatch(items, Clamp32(now.s), fn);
-  bool again = false;
-  for (size_t i = 0; s.ok() && i < n; ++i)
-    if (need[i] > items[i].state_bytes) {
-      items[i].state_bytes = need[i];
-      again = true;
-    }
-  if (again) s = store_->UpdateBatch(items, Clamp32(now.s), fn);
+  Status s = WithWholeNodes(std::span<Store::BatchItem>(items).first(n), std::span<uint32_t>(need).first(n),
+                            [&] { return store_->UpdateBatch(items, Clamp32(now.s), fn); });
   if (!s.ok()) return s;
   return merged;
 }

@@ -207,34 +207,29 @@ void Fold(const Change& c, ChangedNode* node) {
   }
 }
 
-// The entries ref's table must have free for `it`'s rule events, in their
-// order: a take holds one until its settle (when that comes in this batch
-// too), a settle of a reservation held here frees one, and a settle kept
-// ahead of its take holds one. The most held at once is what the table
-// grows by: short of it, Adopt would push out a held reservation and
-// SettledAhead drop a settle.
-uint32_t TableDemand(const ChangedNode& it, const NodeRef& ref) {
-  int64_t now_held = 0, most = 0;
-  std::vector<uint32_t> taken;  // serials this batch took and has not settled
+// The entries ref's table needs for `it`'s reservation events: the most in
+// use at once (held, or kept ahead of a take) while they are applied in
+// their order, found by applying them to a copy of the node whose table has
+// the biz's bound. Short of it, Adopt would push out a held reservation and
+// SettledAhead drop a settle; beyond it, the copy's table would outgrow the
+// owner's.
+uint32_t TableDemand(const ChangedNode& it, const NodeRef& ref, const Now& now) {
+  const BizConfig& cfg = *it.cfg;
+  std::array<uint8_t, kMaxStateBytes> scratch{};
+  NodeRef copy = ref;
+  copy.state = scratch.data();
+  std::memcpy(scratch.data(), ref.state, std::min<size_t>(ref.state_bytes, scratch.size()));
+  uint32_t unused = 0;
+  MakeReservationRoom(cfg, copy, cfg.state_bytes + cfg.res_bytes, cfg.res_cap, &unused);
+  uint32_t most = ReservationEntriesUsed(cfg, copy);
   for (const Change* c : it.ops) {
-    if (c->kind != Change::Kind::kEvent) continue;
-    if (c->event == Change::Event::kResTake) {
-      taken.push_back(c->item);
-      ++now_held;
-    } else if (c->event == Change::Event::kResSettle) {
-      auto mine = std::find(taken.begin(), taken.end(), c->item);
-      if (mine != taken.end()) {
-        taken.erase(mine);
-        --now_held;
-      } else if (HoldsReservation(*it.cfg, ref, c->item)) {
-        --now_held;
-      } else if (c->until > 0) {
-        ++now_held;  // kept ahead of its take
-      }
-    }
-    most = std::max(most, now_held);
+    const bool table = c->event == Change::Event::kResTake || c->event == Change::Event::kResSettle ||
+                       c->event == Change::Event::kResSweep;
+    if (c->kind != Change::Kind::kEvent || !table) continue;
+    ApplyRuleEvent(cfg, copy, *c, now);
+    most = std::max(most, ReservationEntriesUsed(cfg, copy));
   }
-  return static_cast<uint32_t>(most);
+  return most;
 }
 
 // Each node of `items` made ready for its changes: the layout adopted, a
@@ -257,8 +252,8 @@ bool PrepareNodes(std::span<const ChangedNode> items, std::span<const Store::Bat
     // what this batch holds in it at once (made or grown as the sender's
     // acquires did), once the node is read whole.
     if (!AdoptLayout(*items[i].cfg, refs[i], now, &need[i]) ||
-        (items[i].table_events > 0 &&
-         !MakeReservationRoom(*items[i].cfg, refs[i], batch[i].state_bytes, TableDemand(items[i], refs[i]), &need[i])))
+        (items[i].table_events > 0 && !MakeReservationRoom(*items[i].cfg, refs[i], batch[i].state_bytes,
+                                                           TableDemand(items[i], refs[i], now), &need[i])))
       whole = false;
   }
   return whole;
@@ -440,14 +435,10 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     auto erased = store_->EraseIf(filter, [](const NodeInfo&) { return true; });
     if (!erased.ok()) return erased.status();
   }
-  Status s = store_->UpdateBatch(batch, Clamp32(now.s), fn);
-  bool again = false;
-  for (size_t i = 0; s.ok() && i < n; ++i)
-    if (need[i] > batch[i].state_bytes) {
-      batch[i].state_bytes = need[i];
-      again = true;
-    }
-  if (again) s = store_->UpdateBatch(batch, Clamp32(now.s), fn);
+  // A pass that finds a node short writes nothing; `applied` false after
+  // the last pass means the stream's watermark had this batch (a duplicate).
+  Status s = WithWholeNodes(std::span<Store::BatchItem>(batch).first(n), std::span<uint32_t>(need).first(n),
+                            [&] { return store_->UpdateBatch(batch, Clamp32(now.s), fn); });
   if (!s.ok()) return s;
   return applied;
 }

@@ -139,20 +139,19 @@ bool HasReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint
   return false;
 }
 
-bool MakeReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t free, uint32_t* need_bytes) {
+bool MakeReservationRoom(const BizConfig& biz, NodeRef& ref, uint32_t asked, uint32_t entries, uint32_t* need_bytes) {
   const Table t = TableOf(biz, ref);
-  int64_t first_expiry = 0;
-  uint32_t occupied = 0;
   const uint32_t cap = t ? Reservations::Cap(t.bytes) : 0;
-  if (t) Reservations::InUse(t.p, t.bytes, &first_expiry, &occupied);
-  const uint32_t want = std::min(biz.res_cap, std::max(occupied + free, 1u));
+  const uint32_t want = std::min(biz.res_cap, std::max(entries, 1u));
   return want <= cap || GrowTable(biz, ref, t, want, asked, need_bytes);
 }
 
-bool HoldsReservation(const BizConfig& biz, const NodeRef& ref, uint32_t serial) {
+uint32_t ReservationEntriesUsed(const BizConfig& biz, const NodeRef& ref) {
   const Table t = TableOf(biz, ref);
-  Reservations::Entry e;
-  return t && Reservations::Get(t.p, t.bytes, serial, &e);
+  int64_t first_expiry = 0;
+  uint32_t occupied = 0;
+  if (t) Reservations::InUse(t.p, t.bytes, &first_expiry, &occupied);
+  return occupied;
 }
 
 int64_t ReservationRoomAt(const BizConfig& biz, const NodeRef& ref, int64_t now_s, std::span<const uint32_t> own,

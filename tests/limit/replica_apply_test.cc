@@ -13,6 +13,7 @@
 #include "common/temp_dir.h"
 #include "frs/admin_engine.h"
 #include "frs/store.h"
+#include "limit/engine_impl.h"
 #include "limit/lease_id.h"
 #include "limit/reservation.h"
 #include "limit/rule_harness.h"
@@ -223,6 +224,34 @@ TEST_F(ReplicaApplyTest, SetDeleteAndResetReplicate) {
   owner_->Execute(Request{.cmd = Cmd::kReset, .biz = "fixed", .key = {}});
   ASSERT_TRUE(Ship(3).ok());
   EXPECT_FALSE(Do(*replica_, Cmd::kGet, "fixed", "b").found);
+}
+
+// A node that grows between two reads (another link or process wrote it)
+// is read again; one that keeps growing ends the pass with Busy, so that a
+// replica batch is sent again rather than answered as a duplicate.
+TEST(WithWholeNodes, ReadsAgainWhileANodeGrowsThenAnswersBusy) {
+  struct Item {
+    uint32_t state_bytes = 44;
+  };
+  Item items[2];
+  uint32_t need[2] = {0, 0};
+  int passes = 0;
+  Status s = limit::WithWholeNodes(std::span<Item>(items), std::span<uint32_t>(need), [&] {
+    ++passes;
+    need[1] = passes < 3 ? items[1].state_bytes + 16 : 0;  // grew twice, then read whole
+    return Status::OK();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(passes, 3);
+  EXPECT_EQ(items[1].state_bytes, 44u + 32u);
+  passes = 0;
+  s = limit::WithWholeNodes(std::span<Item>(items), std::span<uint32_t>(need), [&] {
+    ++passes;
+    need[0] = items[0].state_bytes + 16;  // never whole
+    return Status::OK();
+  });
+  EXPECT_EQ(s.code(), Status::Code::kBusy) << s.ToString();
+  EXPECT_EQ(passes, limit::kWholeReadPasses);
 }
 
 // A delete and uses after it in one batch: the copy erases what it held and
@@ -740,6 +769,18 @@ class ReservationReplicaTest : public LeaseReplicaTest {
     return e.Execute(Request{.cmd = Cmd::kSettle, .biz = "tokens", .key = key, .n = real, .reservation = id});
   }
   static int64_t Count(Engine& e, std::string_view key) { return Do(e, Cmd::kQuery, "tokens", key).count; }
+  // The state bytes `store` holds for the key's node (0: none).
+  static size_t NodeBytes(Store& store, std::string_view key) {
+    size_t bytes = 0;
+    EXPECT_TRUE(store
+                    .ForEach(
+                        {},
+                        [&](const NodeInfo& node) {
+      if (node.key == key) bytes = node.state.size();
+                        })
+                    .ok());
+    return bytes;
+  }
 };
 
 // The copy's table grows as the owner's did: three reservations taken on a
@@ -781,6 +822,8 @@ TEST_F(ReservationReplicaTest, ASettleKeptAheadKeepsItsEntryWhileTheTableCanGrow
   ASSERT_EQ(v.value().reservations.size(), 1u);
   EXPECT_EQ(v.value().reservations[0].serial, r2.res_serial);
   EXPECT_EQ(Settle(*replica_, "sa", r1, 3).status.code(), Status::Code::kGone);
+  EXPECT_EQ(NodeBytes(*owner_store_, "sa"), 16 + limit::Reservations::Bytes(2));
+  EXPECT_EQ(NodeBytes(*replica_store_, "sa"), NodeBytes(*owner_store_, "sa"));
 }
 
 // Takes settled in the batch that carries them hold an entry only until
@@ -793,18 +836,48 @@ TEST_F(ReservationReplicaTest, TakesAndSettlesInOneBatchKeepTheCopysTableSmall) 
   }
   ASSERT_TRUE(Ship(1).value());
   EXPECT_EQ(Count(*replica_, "pairs"), 16);
-  size_t bytes[2] = {0, 0};
-  Store* stores[2] = {owner_store_.get(), replica_store_.get()};
-  for (int k = 0; k < 2; ++k)
-    ASSERT_TRUE(stores[k]
-                    ->ForEach(
-                        {},
-                        [&](const NodeInfo& node) {
-      if (node.key == "pairs") bytes[k] = node.state.size();
-                        })
-                    .ok());
-  EXPECT_EQ(bytes[0], 16 + limit::Reservations::Bytes(1));
-  EXPECT_EQ(bytes[1], bytes[0]);
+  EXPECT_EQ(NodeBytes(*owner_store_, "pairs"), 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(NodeBytes(*replica_store_, "pairs"), NodeBytes(*owner_store_, "pairs"));
+}
+
+// A settle kept ahead and its take: the take uses the settle's entry, so
+// the copy's table stays the owner's size. The same for reservations that
+// expire and are swept by the owner's next acquire, one batch each.
+TEST_F(ReservationReplicaTest, ASettleAheadOrASweepLeavesTheCopysTableTheOwnersSize) {
+  const Decision r1 = Reserve(*owner_, "sa1", 10);
+  Batch t1 = TakeBatch();
+  ASSERT_TRUE(Settle(*owner_, "sa1", r1, 3).settled);
+  Batch s1 = TakeBatch();
+  ASSERT_TRUE(Apply(s1, "w1", 1).value());
+  ASSERT_TRUE(Apply(t1, "w0", 1).value());
+  EXPECT_EQ(Count(*replica_, "sa1"), 3);
+  EXPECT_EQ(NodeBytes(*owner_store_, "sa1"), 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(NodeBytes(*replica_store_, "sa1"), NodeBytes(*owner_store_, "sa1"));
+  uint64_t seq = 1;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_NE(Reserve(*owner_, "sw", 10, 1).res_serial, 0u);
+    ASSERT_TRUE(Ship(++seq).value());
+    clock_.Advance(3000);
+  }
+  EXPECT_EQ(NodeBytes(*owner_store_, "sw"), 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(NodeBytes(*replica_store_, "sw"), NodeBytes(*owner_store_, "sw"));
+}
+
+// A copy that serves (the owner away) with a settle kept ahead of its take
+// grows its table for its own reservation instead of reusing the settle's
+// entry: the take that comes later is settled as the owner settled it.
+TEST_F(ReservationReplicaTest, ACopyServingKeepsASettleAheadWhenItReserves) {
+  const Decision r1 = Reserve(*owner_, "fo", 10);
+  Batch t1 = TakeBatch();
+  ASSERT_TRUE(Settle(*owner_, "fo", r1, 3).settled);
+  Batch s1 = TakeBatch();
+  ASSERT_TRUE(Apply(s1, "w1", 1).value());
+  const Decision mine = Reserve(*replica_, "fo", 5);
+  ASSERT_TRUE(mine.allowed);
+  ASSERT_NE(mine.res_serial, 0u);
+  ASSERT_TRUE(Apply(t1, "w0", 1).value());
+  EXPECT_EQ(Count(*owner_, "fo"), 3);
+  EXPECT_EQ(Count(*replica_, "fo"), 3 + 5);
 }
 
 // The sender's clock 5 s ahead: a change is moved back by as many seconds
