@@ -428,8 +428,9 @@ TEST_F(FrsdCheckTest, AStoreFileFrsdCannotWriteIsRefused) {
 // files there (rules.history, statistics days), and the service's next
 // start, as that user, failed on them: the start refuses, frsd -t warns.
 TEST_F(FrsdCheckTest, RootRefusesToStartOnAnotherUsersStore) {
-  std::string create = std::string(FRSCTL_PATH) + " -c " + (dir_ / "srv.xml") + " import </dev/null >/dev/null 2>&1";
-  ASSERT_EQ(std::system(create.c_str()), 0);
+  std::string create = std::string(FRSCTL_PATH) + " -c " + (dir_ / "srv.xml") + " import </dev/null >/dev/null 2>" +
+                       (dir_ / "import.err");
+  ASSERT_EQ(std::system(create.c_str()), 0) << ReadFile(dir_ / "import.err");
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   ASSERT_EQ(std::system(("chown -R 65534:65534 " + (dir_ / "data")).c_str()), 0);
   const std::string quiet = " >" + (dir_ / "out") + " 2>" + (dir_ / "err");
