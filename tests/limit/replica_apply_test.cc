@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/node_bytes.h"
 #include "common/temp_dir.h"
 #include "frs/admin_engine.h"
 #include "frs/store.h"
@@ -769,18 +770,6 @@ class ReservationReplicaTest : public LeaseReplicaTest {
     return e.Execute(Request{.cmd = Cmd::kSettle, .biz = "tokens", .key = key, .n = real, .reservation = id});
   }
   static int64_t Count(Engine& e, std::string_view key) { return Do(e, Cmd::kQuery, "tokens", key).count; }
-  // The state bytes `store` holds for the key's node (0: none).
-  static size_t NodeBytes(Store& store, std::string_view key) {
-    size_t bytes = 0;
-    EXPECT_TRUE(store
-                    .ForEach(
-                        {},
-                        [&](const NodeInfo& node) {
-      if (node.key == key) bytes = node.state.size();
-                        })
-                    .ok());
-    return bytes;
-  }
 };
 
 // The copy's table grows as the owner's did: three reservations taken on a
@@ -822,8 +811,8 @@ TEST_F(ReservationReplicaTest, ASettleKeptAheadKeepsItsEntryWhileTheTableCanGrow
   ASSERT_EQ(v.value().reservations.size(), 1u);
   EXPECT_EQ(v.value().reservations[0].serial, r2.res_serial);
   EXPECT_EQ(Settle(*replica_, "sa", r1, 3).status.code(), Status::Code::kGone);
-  EXPECT_EQ(NodeBytes(*owner_store_, "sa"), 16 + limit::Reservations::Bytes(2));
-  EXPECT_EQ(NodeBytes(*replica_store_, "sa"), NodeBytes(*owner_store_, "sa"));
+  EXPECT_EQ(testing::NodeStateBytes(*owner_store_, "sa"), 16 + limit::Reservations::Bytes(2));
+  EXPECT_EQ(testing::NodeStateBytes(*replica_store_, "sa"), testing::NodeStateBytes(*owner_store_, "sa"));
 }
 
 // Takes settled in the batch that carries them hold an entry only until
@@ -836,8 +825,8 @@ TEST_F(ReservationReplicaTest, TakesAndSettlesInOneBatchKeepTheCopysTableSmall) 
   }
   ASSERT_TRUE(Ship(1).value());
   EXPECT_EQ(Count(*replica_, "pairs"), 16);
-  EXPECT_EQ(NodeBytes(*owner_store_, "pairs"), 16 + limit::Reservations::Bytes(1));
-  EXPECT_EQ(NodeBytes(*replica_store_, "pairs"), NodeBytes(*owner_store_, "pairs"));
+  EXPECT_EQ(testing::NodeStateBytes(*owner_store_, "pairs"), 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(testing::NodeStateBytes(*replica_store_, "pairs"), testing::NodeStateBytes(*owner_store_, "pairs"));
 }
 
 // A settle kept ahead and its take: the take uses the settle's entry, so
@@ -851,16 +840,16 @@ TEST_F(ReservationReplicaTest, ASettleAheadOrASweepLeavesTheCopysTableTheOwnersS
   ASSERT_TRUE(Apply(s1, "w1", 1).value());
   ASSERT_TRUE(Apply(t1, "w0", 1).value());
   EXPECT_EQ(Count(*replica_, "sa1"), 3);
-  EXPECT_EQ(NodeBytes(*owner_store_, "sa1"), 16 + limit::Reservations::Bytes(1));
-  EXPECT_EQ(NodeBytes(*replica_store_, "sa1"), NodeBytes(*owner_store_, "sa1"));
+  EXPECT_EQ(testing::NodeStateBytes(*owner_store_, "sa1"), 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(testing::NodeStateBytes(*replica_store_, "sa1"), testing::NodeStateBytes(*owner_store_, "sa1"));
   uint64_t seq = 1;
   for (int i = 0; i < 4; ++i) {
     ASSERT_NE(Reserve(*owner_, "sw", 10, 1).res_serial, 0u);
     ASSERT_TRUE(Ship(++seq).value());
     clock_.Advance(3000);
   }
-  EXPECT_EQ(NodeBytes(*owner_store_, "sw"), 16 + limit::Reservations::Bytes(1));
-  EXPECT_EQ(NodeBytes(*replica_store_, "sw"), NodeBytes(*owner_store_, "sw"));
+  EXPECT_EQ(testing::NodeStateBytes(*owner_store_, "sw"), 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(testing::NodeStateBytes(*replica_store_, "sw"), testing::NodeStateBytes(*owner_store_, "sw"));
 }
 
 // A copy that serves (the owner away) with a settle kept ahead of its take

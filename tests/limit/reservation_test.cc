@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/engine_fixture.h"
+#include "common/node_bytes.h"
 #include "frs/admin_engine.h"
 #include "frs/store.h"
 #include "limit/lease_id.h"
@@ -272,21 +273,6 @@ TEST_F(ReservationTest, AKeyHoldsAtMostItsBizsReservations) {
   EXPECT_TRUE(Reserve("few", "k", 1, 30).allowed);
 }
 
-// The bytes the store holds for biz's node of `key` (0: none).
-size_t StoredBytes(Store& store, uint16_t biz, std::string_view key) {
-  size_t bytes = 0;
-  Store::Filter f;
-  f.biz = biz;
-  EXPECT_TRUE(store
-                  .ForEach(
-                      f,
-                      [&](const NodeInfo& node) {
-    if (node.key == key) bytes = node.state.size();
-                      })
-                  .ok());
-  return bytes;
-}
-
 TEST_F(ReservationTest, EightHeldTakeOneNodeOfSixSlots) {
   std::string ids[8];
   for (auto& id : ids) {
@@ -299,7 +285,7 @@ TEST_F(ReservationTest, EightHeldTakeOneNodeOfSixSlots) {
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v.value().reservations.size(), 8u);
   // 16 (the fixed rule) + 16 + 8 x 16 (the table) + the 28-byte header: 188 bytes, six 32-byte slots.
-  EXPECT_EQ(StoredBytes(*store_, 21, "eight"), 16 + limit::Reservations::Bytes(8));
+  EXPECT_EQ(testing::NodeStateBytes(*store_, "eight", 21), 16 + limit::Reservations::Bytes(8));
   EXPECT_EQ(NodeSlots(16 + limit::Reservations::Bytes(8), 0), 6u);
   for (const auto& id : ids) EXPECT_TRUE(Settle("tokens", "eight", id, 10).settled);
   EXPECT_EQ(Count("tokens", "eight"), 80);
@@ -311,28 +297,28 @@ TEST_F(ReservationTest, EightHeldTakeOneNodeOfSixSlots) {
 TEST_F(ReservationTest, TheTableGrowsWithWhatTheKeyHoldsAtOnce) {
   const Decision a = Reserve("tokens", "grow", 10);
   ASSERT_TRUE(a.allowed);
-  EXPECT_EQ(StoredBytes(*store_, 21, "grow"), 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(testing::NodeStateBytes(*store_, "grow", 21), 16 + limit::Reservations::Bytes(1));
   EXPECT_EQ(NodeSlots(16 + limit::Reservations::Bytes(1), 0), 3u);
   // Settled and taken again: the one entry serves, the id is new.
   ASSERT_TRUE(Settle("tokens", "grow", IdOf(a), 4).settled);
   const Decision b = Reserve("tokens", "grow", 10);
   ASSERT_TRUE(b.allowed);
   EXPECT_NE(IdOf(a), IdOf(b));
-  EXPECT_EQ(StoredBytes(*store_, 21, "grow"), 16 + limit::Reservations::Bytes(1));
+  EXPECT_EQ(testing::NodeStateBytes(*store_, "grow", 21), 16 + limit::Reservations::Bytes(1));
   EXPECT_EQ(Settle("tokens", "grow", IdOf(a), 4).status.code(), Status::Code::kGone);
   const Decision c = Reserve("tokens", "grow", 10);
   ASSERT_TRUE(c.allowed);
-  EXPECT_EQ(StoredBytes(*store_, 21, "grow"), 16 + limit::Reservations::Bytes(2));
+  EXPECT_EQ(testing::NodeStateBytes(*store_, "grow", 21), 16 + limit::Reservations::Bytes(2));
   // Both settle; the table keeps its two entries.
   EXPECT_EQ(Settle("tokens", "grow", IdOf(b), 1).res_returned, 9);
   EXPECT_EQ(Settle("tokens", "grow", IdOf(c), 2).res_returned, 8);
   EXPECT_EQ(Count("tokens", "grow"), 4 + 1 + 2);
-  EXPECT_EQ(StoredBytes(*store_, 21, "grow"), 16 + limit::Reservations::Bytes(2));
+  EXPECT_EQ(testing::NodeStateBytes(*store_, "grow", 21), 16 + limit::Reservations::Bytes(2));
   // A biz of two per key: the third held at once is denied, the table stays at two.
   ASSERT_TRUE(Reserve("few", "grow", 1).allowed);
   ASSERT_TRUE(Reserve("few", "grow", 1).allowed);
   EXPECT_TRUE(Reserve("few", "grow", 1).reservations_full);
-  EXPECT_EQ(StoredBytes(*store_, 30, "grow"), 16 + limit::Reservations::Bytes(2));
+  EXPECT_EQ(testing::NodeStateBytes(*store_, "grow", 30), 16 + limit::Reservations::Bytes(2));
 }
 
 // Acquires of one key in one batch share its node: a reservation of a
@@ -351,7 +337,7 @@ TEST_F(ReservationTest, ABatchsMembersOnOneKeyShareItsTable) {
   ASSERT_TRUE(engine_->ExecuteBatch(two, out));
   ASSERT_NE(out[0].res_serial, 0u);
   ASSERT_NE(out[1].res_serial, 0u);
-  EXPECT_EQ(StoredBytes(*store_, 22, "m"), 16 + limit::Reservations::Bytes(3));
+  EXPECT_EQ(testing::NodeStateBytes(*store_, "m", 22), 16 + limit::Reservations::Bytes(3));
   EXPECT_EQ(Settle("minute", "m", IdOf(out[1]), 0).res_returned, 20);
   EXPECT_EQ(Settle("minute", "m", first, 0).res_returned, 30);
   EXPECT_EQ(Settle("minute", "m", IdOf(out[0]), 0).res_returned, 10);
