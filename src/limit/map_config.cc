@@ -767,6 +767,37 @@ std::vector<std::string> StatsTablesLeft(const MapConfig& running, const MapConf
   return out;
 }
 
+namespace {
+
+// The rate rules of `nb` that start from zero at a reload from `ob`, as
+// MigrateState finds them ("rule 'x' starts", "rules 'x', 'y' start", or
+// ""): no rule of `ob` has their (algo, interval), nor their name with an
+// algorithm whose block they take (the rule history carries a name's
+// counts across a changed interval).
+std::string RateRulesStartedAnew(const BizConfig& ob, const BizConfig& nb) {
+  std::string out;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < nb.nrules; ++i) {
+    const RuleSpec& spec = nb.rules[i];
+    if (spec.algo == Algo::kConcurrency) continue;
+    bool carried = false;
+    for (uint32_t j = 0; j < ob.nrules && !carried; ++j) {
+      const RuleSpec& was = ob.rules[j];
+      const bool same_algo = was.algo == spec.algo || (IsWindowAlgo(was.algo) && IsWindowAlgo(spec.algo));
+      carried = TagIdentity(was.tag) == TagIdentity(spec.tag) ||
+                (same_algo && std::string_view(was.name) == std::string_view(spec.name));
+    }
+    if (!carried) {
+      out += (out.empty() ? "'" : ", '") + std::string(spec.name) + "'";
+      ++n;
+    }
+  }
+  if (n == 0) return out;
+  return (n == 1 ? "rule " : "rules ") + out + (n == 1 ? " starts" : " start");
+}
+
+}  // namespace
+
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy) {
   std::vector<std::string> out;
   // By id: an Envoy configuration may bring thousands of bizzes.
@@ -811,6 +842,12 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                     "written, counted as expired (their release answers 400); a rule put back before then finds " +
                     "them held");
     }
+    if (ob->res_cap > 0 && nb.res_cap > 0)
+      if (const std::string started = RateRulesStartedAnew(*ob, nb); !started.empty())
+        out.push_back(who + ": " + started +
+                      " from zero: the reservations its keys hold now were never counted there, and "
+                      "settle at their estimate (returned=\"0\" overrun=\"0\"; each rule that counted one keeps "
+                      "it, as after its window; docs/rules.md)");
     if (nb.res_cap < ob->res_cap)
       out.push_back(
           who + ": reservations per key " + std::to_string(ob->res_cap) + " -> " + std::to_string(nb.res_cap) +

@@ -1040,6 +1040,31 @@ TEST(LeaseMap, AReloadThatLowersTheReservationsPerKeySaysSo) {
       << back[0];
 }
 
+// A reload that gives a biz keeping reservations a rate rule that starts
+// from zero says that the reservations held then settle at their estimate;
+// a changed limit, or an interval changed under the same name, carries the
+// counts, and says nothing.
+TEST(LeaseMap, AReloadThatStartsARateRuleSaysHeldReservationsSettleAtTheirEstimate) {
+  constexpr const char* kWas = R"(<map><biz id="1" name="tok">
+    <rule algo="fixed" interval="3600" max="100"/></biz></map>)";
+  constexpr const char* kAdded = R"(<map><biz id="1" name="tok">
+    <rule algo="fixed" interval="3600" max="100"/><rule algo="calendar" interval="86400" max="1000"/></biz></map>)";
+  constexpr const char* kRaised = R"(<map><biz id="1" name="tok">
+    <rule algo="fixed" interval="3600" max="500"/></biz></map>)";
+  constexpr const char* kLonger = R"(<map><biz id="1" name="tok">
+    <rule algo="fixed" interval="7200" max="100"/></biz></map>)";
+  auto was = limit::ParseMap(kWas, "map.xml"), added = limit::ParseMap(kAdded, "map.xml");
+  auto raised = limit::ParseMap(kRaised, "map.xml"), longer = limit::ParseMap(kLonger, "map.xml");
+  ASSERT_TRUE(was.ok() && added.ok() && raised.ok() && longer.ok());
+  const std::vector<std::string> ends = limit::HeldAReloadEnds(*was, *added);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_NE(ends[0].find("biz 'tok': rule 'tok_2' starts from zero"), std::string::npos) << ends[0];
+  EXPECT_NE(ends[0].find("settle at their estimate"), std::string::npos) << ends[0];
+  EXPECT_TRUE(limit::HeldAReloadEnds(*was, *raised).empty());
+  EXPECT_TRUE(limit::HeldAReloadEnds(*was, *longer).empty());
+  EXPECT_TRUE(limit::HeldAReloadEnds(*added, *was).empty());  // a rule removed starts nothing
+}
+
 TEST_F(LeaseTest, AReloadThatChangesTheLeaseKeepsTheLeasesHeld) {
   Decision a = Acquire("inflight", "u1");
   ASSERT_TRUE(a.allowed);
