@@ -298,6 +298,13 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
     const bool enforce = cfg.mode == Mode::kEnforce;
     Decision& d = run.decision(k);
     const int64_t n = run.req(k).n;
+    // A pass read again (WithWholeNodes) judges afresh: nothing granted by
+    // the pass before, which committed nothing, is answered.
+    d.lease_serial = 0;
+    d.lease_expires = 0;
+    d.res_serial = 0;
+    d.res_expires = 0;
+    d.reservations_full = false;
     d.found = node.exists;
     // As NodeOp: expired leases are freed (and counted) first, with those
     // the node's conversion ended; put back with the rest when the batch

@@ -129,8 +129,8 @@ inline Status UnknownBiz(std::string_view name) {
 // more is given it, and the pass runs again. A pass that needs more commits
 // nothing; a node that grows again between passes (another process or link
 // wrote it meanwhile) is read again, up to kWholeReadPasses passes in all,
-// then the answer is Busy (nothing changed: the sender or client asks
-// again). A run of reads reads only those nodes again
+// then the answer is Busy (the pass was not applied: the sender or client
+// asks again; a replica batch's resets, applied before it, are not undone). A run of reads reads only those nodes again
 // (EngineImpl::DecideReads).
 inline constexpr int kWholeReadPasses = 4;
 
@@ -149,7 +149,7 @@ Status WithWholeNodes(std::span<Item> items, std::span<uint32_t> need, const Pas
     if (!again) return s;
     if (done == kWholeReadPasses)
       return Status::Busy("a node grew each time it was read (" + std::to_string(kWholeReadPasses) +
-                          " reads: written meanwhile by another process); nothing was changed, ask again");
+                          " reads: written meanwhile by another process); not applied, ask again");
   }
 }
 

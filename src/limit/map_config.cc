@@ -771,26 +771,29 @@ namespace {
 
 // The rate rules of `nb` that start from zero at a reload from `ob`, as
 // MigrateState finds them ("rule 'x' starts", "rules 'x', 'y' start", or
-// ""): no rule of `ob` has their (algo, interval), nor their name with an
-// algorithm whose block they take (the rule history carries a name's
-// counts across a changed interval).
+// ""). Its two passes, over the running map's rules for the blocks a node
+// holds: each rule takes an unused block of its own (algo, interval) first;
+// a rule left without one then takes an unused block its name had (the rule
+// history carries a name's counts across a changed interval; fixed and
+// calendar windows take each other's).
 std::string RateRulesStartedAnew(const BizConfig& ob, const BizConfig& nb) {
+  bool used[kMaxRulesPerBiz] = {}, matched[kMaxRulesPerBiz] = {};
+  for (uint32_t i = 0; i < nb.nrules; ++i)
+    for (uint32_t j = 0; j < ob.nrules && !matched[i]; ++j)
+      if (!used[j] && TagIdentity(ob.rules[j].tag) == TagIdentity(nb.rules[i].tag)) used[j] = matched[i] = true;
+  for (uint32_t i = 0; i < nb.nrules; ++i)
+    for (uint32_t j = 0; j < ob.nrules && !matched[i]; ++j) {
+      const RuleSpec &was = ob.rules[j], &spec = nb.rules[i];
+      const bool same_algo = was.algo == spec.algo || (IsWindowAlgo(was.algo) && IsWindowAlgo(spec.algo));
+      if (!used[j] && same_algo && std::string_view(was.name) == std::string_view(spec.name))
+        used[j] = matched[i] = true;
+    }
   std::string out;
   uint32_t n = 0;
   for (uint32_t i = 0; i < nb.nrules; ++i) {
-    const RuleSpec& spec = nb.rules[i];
-    if (spec.algo == Algo::kConcurrency) continue;
-    bool carried = false;
-    for (uint32_t j = 0; j < ob.nrules && !carried; ++j) {
-      const RuleSpec& was = ob.rules[j];
-      const bool same_algo = was.algo == spec.algo || (IsWindowAlgo(was.algo) && IsWindowAlgo(spec.algo));
-      carried = TagIdentity(was.tag) == TagIdentity(spec.tag) ||
-                (same_algo && std::string_view(was.name) == std::string_view(spec.name));
-    }
-    if (!carried) {
-      out += (out.empty() ? "'" : ", '") + std::string(spec.name) + "'";
-      ++n;
-    }
+    if (matched[i] || nb.rules[i].algo == Algo::kConcurrency) continue;
+    out += (out.empty() ? "'" : ", '") + std::string(nb.rules[i].name) + "'";
+    ++n;
   }
   if (n == 0) return out;
   return (n == 1 ? "rule " : "rules ") + out + (n == 1 ? " starts" : " start");
@@ -842,12 +845,14 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                     "written, counted as expired (their release answers 400); a rule put back before then finds " +
                     "them held");
     }
-    if (ob->res_cap > 0 && nb.res_cap > 0)
+    // Envoy takes no reservations, and its descriptors change by the
+    // thousand: only map.xml's bizzes are said.
+    if (ob->res_cap > 0 && nb.res_cap > 0 && !(with_envoy && FromEnvoy(nb)))
       if (const std::string started = RateRulesStartedAnew(*ob, nb); !started.empty())
         out.push_back(who + ": " + started +
-                      " from zero: the reservations its keys hold now were never counted there, and "
-                      "settle at their estimate (returned=\"0\" overrun=\"0\"; each rule that counted one keeps "
-                      "it, as after its window; docs/rules.md)");
+                      " from zero: any reservation its keys hold now was never counted there, and settles at its "
+                      "estimate (returned=\"0\" overrun=\"0\"; each rule that counted it keeps it, as after its "
+                      "window; docs/rules.md)");
     if (nb.res_cap < ob->res_cap)
       out.push_back(
           who + ": reservations per key " + std::to_string(ob->res_cap) + " -> " + std::to_string(nb.res_cap) +

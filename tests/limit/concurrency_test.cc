@@ -1059,10 +1059,21 @@ TEST(LeaseMap, AReloadThatStartsARateRuleSaysHeldReservationsSettleAtTheirEstima
   const std::vector<std::string> ends = limit::HeldAReloadEnds(*was, *added);
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_NE(ends[0].find("biz 'tok': rule 'tok_2' starts from zero"), std::string::npos) << ends[0];
-  EXPECT_NE(ends[0].find("settle at their estimate"), std::string::npos) << ends[0];
+  EXPECT_NE(ends[0].find("settles at its estimate"), std::string::npos) << ends[0];
   EXPECT_TRUE(limit::HeldAReloadEnds(*was, *raised).empty());
   EXPECT_TRUE(limit::HeldAReloadEnds(*was, *longer).empty());
   EXPECT_TRUE(limit::HeldAReloadEnds(*added, *was).empty());  // a rule removed starts nothing
+  // A block goes to one rule: `b` of a's old interval takes it, and `a`,
+  // whose interval changed, finds it used and starts from zero.
+  constexpr const char* kOne = R"(<map><biz id="1" name="tok">
+    <rule name="a" algo="fixed" interval="60" max="100"/></biz></map>)";
+  constexpr const char* kTwo = R"(<map><biz id="1" name="tok">
+    <rule name="a" algo="fixed" interval="3600" max="100"/><rule name="b" algo="fixed" interval="60" max="100"/></biz></map>)";
+  auto one = limit::ParseMap(kOne, "map.xml"), two = limit::ParseMap(kTwo, "map.xml");
+  ASSERT_TRUE(one.ok() && two.ok());
+  const std::vector<std::string> taken = limit::HeldAReloadEnds(*one, *two);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_NE(taken[0].find("rule 'a' starts from zero"), std::string::npos) << taken[0];
 }
 
 TEST_F(LeaseTest, AReloadThatChangesTheLeaseKeepsTheLeasesHeld) {

@@ -257,8 +257,7 @@ TEST(WithWholeNodes, ReadsAgainWhileANodeGrowsThenAnswersBusy) {
 
 // A delete and uses after it in one batch: the copy erases what it held and
 // counts the uses since, as the owner did (before, the node was erased and
-// the later uses dropped: after a failover they were granted again). A
-// delete and a release after it leave no node.
+// the later uses dropped: after a failover they were granted again).
 TEST_F(ReplicaApplyTest, UsesAfterADeleteInOneBatchAreCountedOnTheCopy) {
   Do(*owner_, Cmd::kAcquire, "fixed", "d", 4);
   ASSERT_TRUE(Ship(1).value());
@@ -268,18 +267,6 @@ TEST_F(ReplicaApplyTest, UsesAfterADeleteInOneBatchAreCountedOnTheCopy) {
   ASSERT_TRUE(Ship(2).value());
   EXPECT_EQ(Do(*owner_, Cmd::kQuery, "fixed", "d").count, 3);
   EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "d").count, 3);
-  // A lease's node deleted, then its (now unknown) lease released: nothing stays.
-  const Decision l = Do(*owner_, Cmd::kAcquire, "lease", "e");
-  ASSERT_NE(l.lease_serial, 0u);
-  ASSERT_TRUE(Ship(3).value());
-  owner_->Execute(Request{.cmd = Cmd::kDelete, .biz = "lease", .key = "e", .n = 1});
-  owner_->Execute(Request{.cmd = Cmd::kRelease,
-                          .biz = "lease",
-                          .key = "e",
-                          .lease = limit::LeaseIdText(l.lease_serial, l.lease_mac)});
-  ASSERT_TRUE(Ship(4).value());
-  EXPECT_FALSE(Do(*owner_, Cmd::kGet, "lease", "e").found);
-  EXPECT_FALSE(Do(*replica_, Cmd::kGet, "lease", "e").found);
 }
 
 // A reset is applied outside the batch's transaction: a batch that
@@ -442,6 +429,29 @@ class LeaseReplicaTest : public ReplicaApplyTest {
 
   Recorder back_;
 };
+
+// A lease's node deleted and a lease granted again in one batch: the copy
+// holds the new lease alone, under its id; the one held before the delete
+// is gone there as on the owner.
+TEST_F(LeaseReplicaTest, ALeaseGrantedAfterADeleteInOneBatchIsTheCopysOnlyOne) {
+  const Decision before = Do(*owner_, Cmd::kAcquire, "lease", "e");
+  ASSERT_NE(before.lease_serial, 0u);
+  ASSERT_TRUE(Ship(1).value());
+  owner_->Execute(Request{.cmd = Cmd::kDelete, .biz = "lease", .key = "e", .n = 1});
+  const Decision after = Do(*owner_, Cmd::kAcquire, "lease", "e");
+  ASSERT_NE(after.lease_serial, 0u);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Do(*owner_, Cmd::kQuery, "lease", "e").count, 1);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "lease", "e").count, 1);
+  const auto release = [](Engine& e, const Decision& l) {
+    return e.Execute(Request{.cmd = Cmd::kRelease,
+                             .biz = "lease",
+                             .key = "e",
+                             .lease = limit::LeaseIdText(l.lease_serial, l.lease_mac)});
+  };
+  EXPECT_FALSE(release(*replica_, before).released);
+  EXPECT_TRUE(release(*replica_, after).released);
+}
 
 // After a ring change the old owner stays as successor, holding leases of
 // its node's nonce, and the new owner grants one of its own node's before

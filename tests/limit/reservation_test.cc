@@ -710,6 +710,12 @@ TEST_F(ReservationTest, AReloadThatAddsARuleKeepsTheReservationsSettledAtTheirEs
               R"(<rule algo="sliding" interval="10" max="5"/><rule algo="fixed" interval="60" max="100"/>)");
   std::ofstream(dir_ / "map.xml") << map;
   ASSERT_TRUE(engine_->Reload().ok());
+  // The reload's log names the rule the settle below finds started anew.
+  auto was = limit::ParseMap(kReserveMap, "map.xml"), now = limit::ParseMap(map, "map.xml");
+  ASSERT_TRUE(was.ok() && now.ok());
+  const std::vector<std::string> said = limit::HeldAReloadEnds(*was, *now);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("biz 'minute': rule 'minute_1' starts from zero"), std::string::npos) << said[0];
   EXPECT_EQ(Count("minute", "k", 1), 40);
   Decision s = Settle("minute", "k", IdOf(r), 4);
   ASSERT_TRUE(s.ok()) << s.status.ToString();
