@@ -780,6 +780,22 @@ class ReservationReplicaTest : public LeaseReplicaTest {
     return e.Execute(Request{.cmd = Cmd::kSettle, .biz = "tokens", .key = key, .n = real, .reservation = id});
   }
   static int64_t Count(Engine& e, std::string_view key) { return Do(e, Cmd::kQuery, "tokens", key).count; }
+  // A reservation of `key` taken (estimate n) and settled at `real` on the
+  // owner, the take's changes and the settle's kept apart: each ships on a
+  // link of its own.
+  struct TakenAndSettled {
+    Decision taken;
+    Batch take, settle;
+  };
+  TakenAndSettled TakeThenSettle(std::string_view key, int64_t n, int64_t real) {
+    TakenAndSettled out;
+    out.taken = Reserve(*owner_, key, n);
+    EXPECT_NE(out.taken.res_serial, 0u);
+    out.take = TakeBatch();
+    EXPECT_TRUE(Settle(*owner_, key, out.taken, real).settled);
+    out.settle = TakeBatch();
+    return out;
+  }
 };
 
 // The copy's table grows as the owner's did: three reservations taken on a
@@ -843,12 +859,9 @@ TEST_F(ReservationReplicaTest, TakesAndSettlesInOneBatchKeepTheCopysTableSmall) 
 // the copy's table stays the owner's size. The same for reservations that
 // expire and are swept by the owner's next acquire, one batch each.
 TEST_F(ReservationReplicaTest, ASettleAheadOrASweepLeavesTheCopysTableTheOwnersSize) {
-  const Decision r1 = Reserve(*owner_, "sa1", 10);
-  Batch t1 = TakeBatch();
-  ASSERT_TRUE(Settle(*owner_, "sa1", r1, 3).settled);
-  Batch s1 = TakeBatch();
-  ASSERT_TRUE(Apply(s1, "w1", 1).value());
-  ASSERT_TRUE(Apply(t1, "w0", 1).value());
+  const TakenAndSettled r1 = TakeThenSettle("sa1", 10, 3);
+  ASSERT_TRUE(Apply(r1.settle, "w1", 1).value());
+  ASSERT_TRUE(Apply(r1.take, "w0", 1).value());
   EXPECT_EQ(Count(*replica_, "sa1"), 3);
   EXPECT_EQ(testing::NodeStateBytes(*owner_store_, "sa1"), 16 + limit::Reservations::Bytes(1));
   EXPECT_EQ(testing::NodeStateBytes(*replica_store_, "sa1"), testing::NodeStateBytes(*owner_store_, "sa1"));
@@ -866,15 +879,12 @@ TEST_F(ReservationReplicaTest, ASettleAheadOrASweepLeavesTheCopysTableTheOwnersS
 // grows its table for its own reservation instead of reusing the settle's
 // entry: the take that comes later is settled as the owner settled it.
 TEST_F(ReservationReplicaTest, ACopyServingKeepsASettleAheadWhenItReserves) {
-  const Decision r1 = Reserve(*owner_, "fo", 10);
-  Batch t1 = TakeBatch();
-  ASSERT_TRUE(Settle(*owner_, "fo", r1, 3).settled);
-  Batch s1 = TakeBatch();
-  ASSERT_TRUE(Apply(s1, "w1", 1).value());
+  const TakenAndSettled r1 = TakeThenSettle("fo", 10, 3);
+  ASSERT_TRUE(Apply(r1.settle, "w1", 1).value());
   const Decision mine = Reserve(*replica_, "fo", 5);
   ASSERT_TRUE(mine.allowed);
   ASSERT_NE(mine.res_serial, 0u);
-  ASSERT_TRUE(Apply(t1, "w0", 1).value());
+  ASSERT_TRUE(Apply(r1.take, "w0", 1).value());
   EXPECT_EQ(Count(*owner_, "fo"), 3);
   EXPECT_EQ(Count(*replica_, "fo"), 3 + 5);
 }
