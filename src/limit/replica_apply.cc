@@ -328,6 +328,47 @@ std::vector<std::pair<uint16_t, size_t>> LastResets(std::span<const Change> chan
   return last;
 }
 
+// A batch's resets (`resets`: the biz ids), applied before its nodes (the
+// changes of a biz before its reset were dropped already). Not part of the
+// batch's transaction, so applied only to a batch the stream's watermark
+// (`watermark`, its receipt) says is new: a batch sent again (a lost
+// acknowledgement, a spool delivered again after a stop) would otherwise
+// erase what was counted since its first delivery. The stream's second
+// receipt keeps the last seq whose resets were applied: a batch that failed
+// after them (a store error, a node that kept growing) is sent again, and its
+// resets must not erase twice what was counted in between.
+Status ApplyResetsOnce(Store& store, const Store::BatchItem& watermark, std::string_view stream, uint64_t seq,
+                       const std::vector<std::pair<uint16_t, size_t>>& resets, const Now& now) {
+  if (resets.empty()) return Status::OK();
+  const std::string reset_receipt = "repl-reset/" + std::string(stream);
+  const Store::BatchItem reset_mark{KeyRef{kReceiptBiz, FingerprintOf(kReceiptBiz, reset_receipt), reset_receipt,
+                                           static_cast<uint8_t>(std::min<size_t>(reset_receipt.size(), kMaxKeyBytes))},
+                                    kWatermarkBytes};
+  uint64_t mark = 0, resets_done = 0;
+  std::vector<Store::BatchItem> receipts{watermark, reset_mark};
+  Status read = store.UpdateBatch(receipts, Clamp32(now.s), [&](std::span<NodeRef> refs, std::span<Commit> c) {
+    c[0] = c[1] = Commit::kNone;
+    mark = LoadSeq(refs[0]);
+    resets_done = LoadSeq(refs[1]);
+  });
+  if (!read.ok()) return read;
+  if (mark >= seq || resets_done >= seq) return Status::OK();
+  for (const auto& reset : resets) {
+    Store::Filter filter;
+    filter.biz = reset.first;
+    auto erased = store.EraseIf(filter, [](const NodeInfo&) { return true; });
+    if (!erased.ok()) return erased.status();
+  }
+  receipts.assign(1, reset_mark);
+  return store.UpdateBatch(receipts, Clamp32(now.s), [&](std::span<NodeRef> refs, std::span<Commit> c) {
+    std::memset(refs[0].state, 0, refs[0].state_bytes);
+    Store32(refs[0].state, Clamp32(now.s));
+    StoreSeq(refs[0], seq);
+    refs[0].expire_s = Clamp32(now.s + kReceiptSeconds);
+    c[0] = Commit::kWrite;
+  });
+}
+
 }  // namespace
 
 Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::string_view stream, uint64_t seq,
@@ -414,27 +455,7 @@ Result<bool> EngineImpl::ApplyChanges(std::span<const Change> changes, std::stri
     commits[n] = Commit::kWrite;
     applied = true;
   };
-  // A reset is applied before the batch's nodes (the changes of its biz
-  // before it were dropped above). It is not part of the transaction, so it is applied
-  // only to a batch the stream's watermark says is new: a batch sent again
-  // (a lost acknowledgement, a spool delivered again after a stop) would
-  // otherwise erase what was counted since its first delivery.
-  if (!last_reset.empty()) {
-    uint64_t mark = 0;
-    std::vector<Store::BatchItem> receipt_only{batch.back()};
-    Status read = store_->UpdateBatch(receipt_only, Clamp32(now.s), [&](std::span<NodeRef> refs, std::span<Commit> c) {
-      c[0] = Commit::kNone;
-      mark = LoadSeq(refs[0]);
-    });
-    if (!read.ok()) return read;
-    if (mark >= seq) last_reset.clear();
-  }
-  for (const auto& reset : last_reset) {
-    Store::Filter filter;
-    filter.biz = reset.first;
-    auto erased = store_->EraseIf(filter, [](const NodeInfo&) { return true; });
-    if (!erased.ok()) return erased.status();
-  }
+  if (Status r = ApplyResetsOnce(*store_, batch.back(), stream, seq, last_reset, now); !r.ok()) return r;
   // A pass that finds a node short writes nothing; `applied` false after
   // the last pass means the stream's watermark had this batch (a duplicate).
   Status s = WithWholeNodes(std::span<Store::BatchItem>(batch).first(n), std::span<uint32_t>(need).first(n),

@@ -18,6 +18,7 @@
 #include "limit/lease_id.h"
 #include "limit/reservation.h"
 #include "limit/rule_harness.h"
+#include "store/test_hooks.h"
 
 namespace frs {
 namespace {
@@ -267,6 +268,31 @@ TEST_F(ReplicaApplyTest, UsesAfterADeleteInOneBatchAreCountedOnTheCopy) {
   ASSERT_TRUE(Ship(2).value());
   EXPECT_EQ(Do(*owner_, Cmd::kQuery, "fixed", "d").count, 3);
   EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "d").count, 3);
+}
+
+// A batch whose resets were applied and which then failed (here a store
+// error in its own write) is sent again: its resets are not applied twice,
+// so what was counted on the copy in between stays (before, the second
+// delivery erased it).
+TEST_F(ReplicaApplyTest, AResetOfABatchThatFailedIsNotAppliedAgainWhenItIsSentAgain) {
+  struct Failed {};
+  Do(*owner_, Cmd::kAcquire, "fixed", "k", 2);
+  ASSERT_TRUE(Ship(1).value());
+  owner_->Execute(Request{.cmd = Cmd::kReset, .biz = "fixed", .key = {}});
+  Do(*owner_, Cmd::kAcquire, "fixed", "k");
+  Batch b = TakeBatch();
+  // The store calls the hook once for the receipts' read, once for the
+  // resets' mark and once for the batch: the third fails.
+  int calls = 0;
+  store::SetTestHookInCriticalSection(replica_store_.get(), [&](int phase) {
+    if (phase == 0 && ++calls == 3) throw Failed{};
+  });
+  EXPECT_THROW((void)Apply(b, "s1", 2), Failed);
+  store::SetTestHookInCriticalSection(replica_store_.get(), nullptr);
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 0);  // the reset was applied, the add not
+  Do(*replica_, Cmd::kAcquire, "fixed", "k");                    // counted here in between
+  ASSERT_TRUE(Apply(b, "s1", 2).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 2);
 }
 
 // A reset is applied outside the batch's transaction: a batch that
