@@ -300,6 +300,8 @@ Judged JudgeAll(const AcquireRun& run, std::span<const uint32_t> asked, std::spa
     const int64_t n = run.req(k).n;
     // A pass read again (WithWholeNodes) judges afresh: nothing granted by
     // the pass before, which committed nothing, is answered.
+    d.leases_expired = 0;
+    d.res_expired = 0;
     d.lease_serial = 0;
     d.lease_expires = 0;
     d.res_serial = 0;

@@ -131,7 +131,7 @@ inline Status UnknownBiz(std::string_view name) {
 // wrote it meanwhile) is read again, up to kWholeReadPasses passes in all,
 // then the answer is Busy (the pass was not applied: the sender or client
 // asks again; a replica batch's resets, applied before it, are marked so
-// and not applied again). A run of reads reads only those nodes again
+// and not applied again: ApplyResetsOnce). A run of reads reads only those nodes again
 // (EngineImpl::DecideReads).
 inline constexpr int kWholeReadPasses = 4;
 

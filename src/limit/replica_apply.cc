@@ -336,7 +336,10 @@ std::vector<std::pair<uint16_t, size_t>> LastResets(std::span<const Change> chan
 // erase what was counted since its first delivery. The stream's second
 // receipt keeps the last seq whose resets were applied: a batch that failed
 // after them (a store error, a node that kept growing) is sent again, and its
-// resets must not erase twice what was counted in between.
+// resets must not erase twice what was counted in between. Written after
+// the erase, in a transaction of its own: a death between the two, or a
+// failed write of it, still erases twice when the batch comes again (the
+// other order would lose a reset that failed).
 Status ApplyResetsOnce(Store& store, const Store::BatchItem& watermark, std::string_view stream, uint64_t seq,
                        const std::vector<std::pair<uint16_t, size_t>>& resets, const Now& now) {
   if (resets.empty()) return Status::OK();

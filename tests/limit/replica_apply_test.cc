@@ -289,6 +289,7 @@ TEST_F(ReplicaApplyTest, AResetOfABatchThatFailedIsNotAppliedAgainWhenItIsSentAg
   });
   EXPECT_THROW((void)Apply(b, "s1", 2), Failed);
   store::SetTestHookInCriticalSection(replica_store_.get(), nullptr);
+  ASSERT_EQ(calls, 3) << "the batch's write is no longer the store's third update of a reset batch";
   EXPECT_EQ(Do(*replica_, Cmd::kQuery, "fixed", "k").count, 0);  // the reset was applied, the add not
   Do(*replica_, Cmd::kAcquire, "fixed", "k");                    // counted here in between
   ASSERT_TRUE(Apply(b, "s1", 2).value());
