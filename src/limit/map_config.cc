@@ -775,7 +775,9 @@ namespace {
 // holds: each rule takes an unused block of its own (algo, interval) first;
 // a rule left without one then takes an unused block its name had (the rule
 // history carries a name's counts across a changed interval; fixed and
-// calendar windows take each other's).
+// calendar windows take each other's). A log line's judgement, not the
+// node's: the history's older identities of a name, and a block ConvertBlock
+// refuses in a node, are not seen here.
 std::string RateRulesStartedAnew(const BizConfig& ob, const BizConfig& nb) {
   bool used[kMaxRulesPerBiz] = {}, matched[kMaxRulesPerBiz] = {};
   for (uint32_t i = 0; i < nb.nrules; ++i)
