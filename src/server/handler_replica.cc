@@ -515,17 +515,29 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
   const size_t skip = current && q.first != 0 ? CarriedAlready(*shared, pi, q.stream, q.first, changes.size()) : 0;
   NoteChangesOfNoBiz(changes, q.from);
   // While a batch of this stream that resets a biz is applied, no other of
-  // it is (reset_claim.h).
+  // it is; nor does one start while another of it is applied (reset_claim.h).
   std::optional<ResetClaim> claim;
-  if (shared != nullptr &&
-      std::any_of(changes.begin(), changes.end(), [](const Change& c) { return c.kind == Change::Kind::kResetBiz; }))
-    claim.emplace(*shared, q.stream);
-  if (shared != nullptr && (claim ? !claim->held() : ResetClaim::HeldByOther(*shared, q.stream))) {
-    TextBody(503, "/replicate: a batch of this stream that resets a biz is being applied; send it again", status);
-    return;
+  std::optional<ApplyingMark> mark;
+  if (shared != nullptr) {
+    bool busy;
+    if (std::any_of(changes.begin(), changes.end(),
+                    [](const Change& c) { return c.kind == Change::Kind::kResetBiz; })) {
+      claim.emplace(*shared, q.stream);
+      busy = !claim->held() || ResetClaim::AppliedByOther(*metrics_, q.stream);
+    } else {
+      if (counters_ != nullptr) mark.emplace(counters_->replica.applying, q.stream);
+      busy = ResetClaim::HeldByOther(*shared, q.stream);
+    }
+    if (busy) {
+      TextBody(503,
+               "/replicate: another batch of this stream is being applied, one of them resetting a biz; send it again",
+               status);
+      return;
+    }
   }
   auto applied = engine_->ApplyChanges(changes, q.stream, q.seq, skip);
   claim.reset();
+  mark.reset();
   if (!applied.ok()) {
     const Status& s = applied.status();
     TextBody(s.code() == Status::Code::kInvalidArgument || s.IsNotFound() ? 400 : 503, "/replicate: " + s.message(),

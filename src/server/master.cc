@@ -211,7 +211,10 @@ void Master::Reap(bool stopping) {
                 static_cast<unsigned long long>(lost));
     // Its claim on a replica stream goes with it (reset_claim.h): its pid,
     // given to another process later, would read as a live claimant.
-    if (ctx_.metrics) ResetClaim::ReleaseDead(ctx_.metrics->master().replica, pid);
+    if (ctx_.metrics) {
+      ResetClaim::ReleaseDead(ctx_.metrics->master().replica, pid);
+      CounterSet(ctx_.metrics->worker(i).replica.applying, 0);  // its ApplyingMark likewise
+    }
     // Release whatever store locks it held before anyone waits on them long.
     auto rec = ctx_.store->RecoverDeadOwner(pid);
     if (!rec.ok()) {

@@ -157,6 +157,10 @@ struct ReplicaCounters {
   uint64_t alone_own[kMaxReplicaPeers];
   uint64_t alone_peer[kMaxReplicaPeers];
   uint64_t behind;  // times a link learnt that the other holder answered alone for it (Replicator::Behind)
+  // A batch of another shard's stream that resets nothing, while this
+  // worker applies it: the stream's hash and the worker's pid (ApplyingMark,
+  // reset_claim.h); 0: none.
+  uint64_t applying;
   // For a snapshot (handler_replica.cc), set by the worker:
   uint64_t inside;                       // 1 while its engine executes a request (ChangeSink::Enter..Leave)
   uint64_t stream_hash;                  // StreamHash of its stream's name; 0 before its replicator exists

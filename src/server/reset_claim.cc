@@ -36,7 +36,8 @@ ResetClaim::ResetClaim(ReplicaShared& shared, std::string_view stream) {
     // Held by a live process. Not this one: a worker applies one batch at a
     // time, so a claim under its pid is a dead process's whose pid it got.
     if (seen != 0 && (seen & kPidMask) != pid && Alive(seen & kPidMask)) return;
-    if (w.compare_exchange_weak(seen, mine, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+    // seq_cst: the claim is written before AppliedByOther reads the marks.
+    if (w.compare_exchange_weak(seen, mine, std::memory_order_seq_cst, std::memory_order_acquire)) break;
   }
   word_ = word;
   value_ = mine;
@@ -50,8 +51,9 @@ ResetClaim::~ResetClaim() {
 
 bool ResetClaim::HeldByOther(const ReplicaShared& shared, std::string_view stream) {
   const uint64_t h = Hash(stream);
-  // A load only: every batch of every worker passes here.
-  const uint64_t seen = std::atomic_ref<const uint64_t>(shared.reset_claims[Index(h)]).load(std::memory_order_acquire);
+  // A load only: every batch of every worker passes here. seq_cst: after
+  // the caller's ApplyingMark was written.
+  const uint64_t seen = std::atomic_ref<const uint64_t>(shared.reset_claims[Index(h)]).load(std::memory_order_seq_cst);
   if (seen == 0 || (seen & ~kPidMask) != (h & ~kPidMask)) return false;
   const uint64_t pid = seen & kPidMask;
   return pid != MyPid() && Alive(pid);
@@ -65,5 +67,23 @@ void ResetClaim::ReleaseDead(ReplicaShared& shared, pid_t pid) {
     if (seen != 0 && (seen & kPidMask) == p) w.compare_exchange_strong(seen, 0, std::memory_order_acq_rel);
   }
 }
+
+bool ResetClaim::AppliedByOther(const Metrics& metrics, std::string_view stream) {
+  const uint64_t tag = Hash(stream) & ~kPidMask, me = MyPid();
+  for (uint32_t w = 0; w < metrics.workers(); ++w) {
+    const uint64_t seen =
+        std::atomic_ref<const uint64_t>(metrics.worker(w).replica.applying).load(std::memory_order_seq_cst);
+    if (seen == 0 || (seen & ~kPidMask) != tag) continue;
+    // A dead worker's mark (its slot not yet reaped) holds nothing.
+    if ((seen & kPidMask) != me && Alive(seen & kPidMask)) return true;
+  }
+  return false;
+}
+
+ApplyingMark::ApplyingMark(uint64_t& word, std::string_view stream) : word_(word) {
+  std::atomic_ref<uint64_t>(word_).store((Hash(stream) & ~kPidMask) | MyPid(), std::memory_order_seq_cst);
+}
+
+ApplyingMark::~ApplyingMark() { std::atomic_ref<uint64_t>(word_).store(0, std::memory_order_release); }
 
 }  // namespace frs::server

@@ -14,6 +14,16 @@
 // stream is told to send again later (503). A claimant that dies holds
 // nothing: the master clears its words when it reaps it (ReleaseDead), and
 // a claim whose pid is dead is taken over.
+//
+// A batch without a reset takes no claim (two deliveries of one such batch
+// are safe: the watermark is in their transaction), but a reset batch
+// claiming after such a batch looked must still not start its walk while
+// that batch applies: resent without the reset, it would be committed and
+// then erased. So such a batch first marks its stream in its worker's word
+// (ApplyingMark, ReplicaCounters::applying), then looks at the claim; a reset
+// batch first claims, then looks at every worker's mark (AppliedByOther).
+// Each writes before it reads, all sequentially consistent: of two that
+// overlap, at least one sees the other and is sent again.
 #pragma once
 
 #include <sys/types.h>
@@ -24,6 +34,7 @@
 namespace frs::server {
 
 struct ReplicaShared;
+class Metrics;
 
 class ResetClaim {
  public:
@@ -42,10 +53,26 @@ class ResetClaim {
   static bool HeldByOther(const ReplicaShared& shared, std::string_view stream);
   // Clears every claim of the process `pid`, which has died (Master::Reap).
   static void ReleaseDead(ReplicaShared& shared, pid_t pid);
+  // Whether another live process's worker marked `stream` (ApplyingMark):
+  // a reset batch that claimed it must be sent again.
+  static bool AppliedByOther(const Metrics& metrics, std::string_view stream);
 
  private:
   uint64_t* word_ = nullptr;
   uint64_t value_ = 0;
+};
+
+// This process applies a batch of `stream` that resets nothing: marked in
+// `word` (its worker's ReplicaCounters::applying) for the object's life.
+class ApplyingMark {
+ public:
+  ApplyingMark(uint64_t& word, std::string_view stream);
+  ~ApplyingMark();
+  ApplyingMark(const ApplyingMark&) = delete;
+  ApplyingMark& operator=(const ApplyingMark&) = delete;
+
+ private:
+  uint64_t& word_;
 };
 
 }  // namespace frs::server

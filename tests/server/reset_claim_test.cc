@@ -104,5 +104,37 @@ TEST_F(OthersClaim, TheMasterClearsADeadWorkersClaims) {
   EXPECT_FALSE(ResetClaim::HeldByOther(shared, "s/1"));
 }
 
+// A batch without a reset marks its stream before it looks at the claim; a
+// reset batch claims before it looks at the marks: whichever comes second
+// sees the first (the race a late reset batch of a resent stream had).
+TEST(ApplyingMark, AResetBatchSeesAnotherWorkersBatchOfItsStream) {
+  auto metrics = Metrics::Create(2);
+  ASSERT_TRUE(metrics.ok());
+  Metrics& m = *metrics.value();
+  OtherProcess other;
+  ASSERT_GT(other.pid(), 0);
+  {
+    ApplyingMark mark(m.worker(1).replica.applying, "s/1");
+    EXPECT_NE(m.worker(1).replica.applying, 0u);
+    // This process's own mark is not another's.
+    EXPECT_FALSE(ResetClaim::AppliedByOther(m, "s/1"));
+    // The same word under the other (live) process's pid, as its worker's.
+    uint64_t& w = m.worker(1).replica.applying;
+    w = (w & ~((uint64_t{1} << 22) - 1)) | static_cast<uint64_t>(other.pid());
+    EXPECT_TRUE(ResetClaim::AppliedByOther(m, "s/1"));
+    EXPECT_FALSE(ResetClaim::AppliedByOther(m, "s/2"));  // another stream's reset goes on
+    other.End();                                         // dead: holds nothing
+    EXPECT_FALSE(ResetClaim::AppliedByOther(m, "s/1"));
+  }
+  EXPECT_EQ(m.worker(1).replica.applying, 0u);  // cleared when the batch is done
+}
+
+TEST_F(OthersClaim, ABatchWithoutAResetMarksItsStreamAndSeesTheClaim) {
+  auto metrics = Metrics::Create(1);
+  ASSERT_TRUE(metrics.ok());
+  ApplyingMark mark(metrics.value()->worker(0).replica.applying, "s/1");
+  EXPECT_TRUE(ResetClaim::HeldByOther(shared, "s/1"));  // the handler answers 503: sent again
+}
+
 }  // namespace
 }  // namespace frs::server
