@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <set>
 
 #include <yaml-cpp/yaml.h>
@@ -48,6 +49,11 @@ const char* UnitName(Unit u) {
 }
 
 namespace {
+
+// The name envoyproxy/ratelimit files a descriptor under at its level.
+std::string CompositeKey(const std::string& key, const std::string& value) {
+  return value.empty() ? key : key + "_" + value;
+}
 
 // Thrown inside this file only, caught in ParseEnvoyYaml: a message with
 // the node's line.
@@ -367,12 +373,22 @@ class Walker {
   void Descriptors(const YNode& list, std::vector<DescriptorNode>* out) {
     if (list.kind == Kind::kNull) return;
     if (list.kind != Kind::kSequence) Fail(list, "descriptors must be a list");
-    std::set<std::pair<std::string, std::string>> seen;
+    // By the name envoyproxy/ratelimit files them under, key_value: key
+    // `a_b` and key `a` with value `b` are one descriptor there, and a file
+    // holding both is refused, so it is here (a file loaded here loads there).
+    std::map<std::string, std::pair<std::string, std::string>> seen;
     for (uint32_t i : list.items) {
       const YNode& item = At(i);
       DescriptorNode d = Descriptor(item);
-      if (!seen.insert({d.key, d.value}).second)
-        Fail(item, "duplicate descriptor '" + d.key + (d.value.empty() ? "" : "_" + d.value) + "' at this level");
+      const std::string composite = CompositeKey(d.key, d.value);
+      if (auto [it, fresh] = seen.try_emplace(composite, d.key, d.value); !fresh) {
+        const bool alike = it->second == std::pair(d.key, d.value);
+        Fail(item, "duplicate descriptor '" + composite + "' at this level" +
+                       (alike ? std::string()
+                              : " (key '" + it->second.first + "'" +
+                                    (it->second.second.empty() ? "" : " value '" + it->second.second + "'") +
+                                    " above is named alike: envoyproxy/ratelimit joins key and value with '_')"));
+      }
       out->push_back(std::move(d));
     }
   }
@@ -551,10 +567,10 @@ Result<EnvoyConfig> ParseEnvoyBundle(std::string_view bundle, bool merge_domains
       // one both give is refused, as envoyproxy/ratelimit refuses it.
       for (DescriptorNode& n : d->descriptors) {
         for (const DescriptorNode& o : same->descriptors)
-          if (o.key == n.key && o.value == n.value)
-            return Status::InvalidArgument(n.file + ":" + std::to_string(n.line) + ": duplicate descriptor '" + n.key +
-                                           (n.value.empty() ? "" : "_" + n.value) + "' of domain '" + d->name +
-                                           "', already in " + o.file);
+          if (CompositeKey(o.key, o.value) == CompositeKey(n.key, n.value))
+            return Status::InvalidArgument(n.file + ":" + std::to_string(n.line) + ": duplicate descriptor '" +
+                                           CompositeKey(n.key, n.value) + "' of domain '" + d->name + "', already in " +
+                                           o.file);
         same->descriptors.push_back(std::move(n));
       }
     } else {

@@ -196,7 +196,12 @@ void Connection::Process() {
     if (o == HttpRequestParser::Outcome::kError) {
       // The framing is lost: answer and close, never guess where the next
       // request starts.
-      handler_->HandleFailure(parser_.error_status(), parser_.error_message(), req_start_ns_, &out_);
+      std::string_view path;  // once the request line was read
+      if (const HttpHead& h = parser_.head(); h.target_len != 0 && h.target_off + h.target_len <= end_ - req_) {
+        path = std::string_view(in_.get() + req_ + h.target_off, h.target_len);
+        path = path.substr(0, path.find('?'));
+      }
+      handler_->HandleFailure(parser_.error_status(), parser_.error_message(), req_start_ns_, &out_, path);
       state_ = State::kClosing;
       linger_ = !peer_closed_;
       break;

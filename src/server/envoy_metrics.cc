@@ -35,7 +35,10 @@ Counts HitsOf(const envoy::RlsStatus& st) {
   // unit: concurrent takes one place whatever hits_addend says: one hit.
   const uint64_t hits = st.limit_value().concurrent() ? std::min<uint64_t>(st.hits, 1) : st.hits;
   c[static_cast<size_t>(EnvoyResult::kTotal)] = hits;
-  const auto limit = static_cast<uint64_t>(st.limit_value().requests_per_unit);
+  // A count stops at 2^32-1 and a count there is past a limit of 2^32-1
+  // (rate_limit_service.cc): for the split, that limit is one lower, so
+  // that a hit landing on the top is over, not near as well.
+  const uint64_t limit = std::min<uint64_t>(st.limit_value().requests_per_unit, uint64_t{UINT32_MAX} - 1);
   const auto before = static_cast<uint64_t>(st.before), after = static_cast<uint64_t>(st.after);
   const uint64_t near = st.near_threshold;
   if (st.over || st.shadow_over) {

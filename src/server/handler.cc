@@ -326,10 +326,15 @@ void Handler::ProblemBody(const Decision& d) {
   body_.append("}\n");
 }
 
-void Handler::HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out) {
+void Handler::HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out,
+                            std::string_view path) {
   decision_ = {};
-  ErrorBody(status, msg, &status);
-  Respond(status, /*keep_alive=*/false, 11, kXml, nullptr, false, out);
+  // Envoy's and the replicas' doors answer their errors as plain text
+  // (HandleRequest); a body too long for them is no different.
+  const bool plain = path == "/json" || path == "/healthcheck" || path == "/replicate";
+  if (plain) TextBody(status, msg, &status);
+  else ErrorBody(status, msg, &status);
+  Respond(status, /*keep_alive=*/false, 11, plain ? kPlain : kXml, nullptr, false, out);
   if (counters_) counters_->CountRequest(CmdLabel::kNone, status, static_cast<uint64_t>(MonoNs() - start_ns));
 }
 

@@ -98,7 +98,9 @@ class Handler {
 
   // A request that could not be parsed (400/411/413/431) or timed out (408):
   // the answer always closes the connection.
-  void HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out);
+  // `path`: the request's target without its query when its request line
+  // was read (else empty): the doors that answer plain text answer so here too.
+  void HandleFailure(int status, std::string_view msg, int64_t start_ns, std::string* out, std::string_view path = {});
 
   // 503 for a connection over the worker's limit (closes).
   static void AppendOverloaded(std::string* out);

@@ -122,6 +122,14 @@ TEST(EnvoyHttpE2E, JsonAnswersAsEnvoyproxyRatelimitDoes) {
     EXPECT_NE(r.body.find(b.says), std::string::npos) << b.body << " -> " << r.body;
   }
   EXPECT_EQ(c.Get("/json").status, 405);
+  // A body past <limits body_bytes> (64 KiB): plain text too, as the
+  // door's other errors, not the XML answer of /frs.
+  {
+    Client big(f.port());  // the 413 closes its connection
+    HttpResponse t = big.Post(std::string(70 * 1024, ' '), "/json");
+    EXPECT_EQ(t.status, 413);
+    EXPECT_EQ(t.body.rfind("the request body exceeds", 0), 0u) << t.body;
+  }
 
   // The per-descriptor series: user "ann" took 1 + 3 + 2 (over) + 1 (over)
   // hits, counted as envoyproxy/ratelimit counts them: over_limit the hits

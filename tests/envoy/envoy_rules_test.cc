@@ -69,6 +69,18 @@ TEST(EnvoyConfig, ErrorsNameFileAndLine) {
   r = EnvoyRules::FromBundle(Bundle("w.yaml", "domain: d\ndescriptors:\n  - key: a\n  - key: a\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "w.yaml:4: duplicate descriptor 'a' at this level");
+  // Upstream files a descriptor under key_value: key a_b and key a with
+  // value b are one there (its loader panics), so the file is refused here.
+  r = EnvoyRules::FromBundle(Bundle("c.yaml", "domain: d\ndescriptors:\n  - key: a_b\n  - key: a\n    value: b\n"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "c.yaml:4: duplicate descriptor 'a_b' at this level (key 'a_b' above is named alike: envoyproxy/ratelimit "
+            "joins key and value with '_')");
+  // At other levels they are two.
+  EXPECT_TRUE(EnvoyRules::FromBundle(Bundle("l.yaml",
+                                            "domain: d\ndescriptors:\n  - key: a_b\n  - key: x\n    descriptors:\n"
+                                            "      - key: a\n        value: b\n"))
+                  .ok());
 }
 
 // What envoyproxy/ratelimit's reader (yaml.v2) takes, meaning what it means
@@ -657,17 +669,17 @@ TEST(EnvoyIds, TwoPathsNeverShareANameOrAnIdAcrossReloads) {
   EXPECT_EQ(LimitOf(*fourth, "x", "z.z")->biz_id, added->biz_id);
 }
 
-// Within one domain: a key holding '_' and a key with a value, and bytes a
+// Within one domain: a key holding '.' and a key under another, and bytes a
 // biz name cannot hold, spell one name too.
-TEST(EnvoyIds, KeyValueJoinsAndReplacedBytesNeverShareAnId) {
+TEST(EnvoyIds, KeyJoinsAndReplacedBytesNeverShareAnId) {
   const std::string one =
-      "domain: d\ndescriptors:\n  - key: a_b\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "domain: d\ndescriptors:\n  - key: a.b\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
       "  - key: p q\n    rate_limit: {unit: day, requests_per_unit: 1}\n";
   const std::string two =
-      "domain: d\ndescriptors:\n  - key: a\n    value: b\n"
-      "    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n"
+      "        rate_limit: {unit: day, requests_per_unit: 1}\n"
       "  - key: p_q\n    rate_limit: {unit: day, requests_per_unit: 1}\n" +
-      one.substr(one.find("  - key: a_b"));
+      one.substr(one.find("  - key: a.b"));
   std::string ids;
   auto first = CompileWith({{"d.yaml", one}}, &ids);
   ASSERT_TRUE(first);
@@ -675,10 +687,10 @@ TEST(EnvoyIds, KeyValueJoinsAndReplacedBytesNeverShareAnId) {
   ASSERT_TRUE(second);
   std::set<uint16_t> seen;
   for (const CompiledLimit& l : second->limits()) EXPECT_TRUE(seen.insert(l.biz_id).second) << l.biz;
-  // Nor one label set in /metrics (descriptor="a_b").
+  // Nor one label set in /metrics (descriptor="a.b").
   std::set<std::string> labels;
   for (const CompiledLimit& l : second->limits()) EXPECT_TRUE(labels.insert(l.path).second) << l.path;
-  // The display paths are alike too ("a_b"): the limits by their identity.
+  // The display paths are alike too ("a.b"): the limits by their identity.
   for (const CompiledLimit& l : first->limits()) {
     const CompiledLimit* now = nullptr;
     for (const CompiledLimit& m : second->limits())
@@ -693,13 +705,13 @@ TEST(EnvoyIds, KeyValueJoinsAndReplacedBytesNeverShareAnId) {
 // Each path keeps its name and id, the second of two spelled alike too.
 TEST(EnvoyIds, NamesOfAnEarlierTableStay) {
   const std::string yaml =
-      "domain: d\ndescriptors:\n  - key: a_b\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
-      "  - key: a\n    value: b\n    rate_limit: {unit: day, requests_per_unit: 1}\n";
+      "domain: d\ndescriptors:\n  - key: a.b\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+      "  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: day, requests_per_unit: 1}\n";
   std::string ids;
   auto first = CompileWith({{"d.yaml", yaml}}, &ids);
   ASSERT_TRUE(first);
-  EXPECT_EQ(first->limits()[0].biz, "envoy.d.a_b");
-  EXPECT_TRUE(first->limits()[1].biz.starts_with("envoy.d.a_b."));
+  EXPECT_EQ(first->limits()[0].biz, "envoy.d.a.b");
+  EXPECT_TRUE(first->limits()[1].biz.starts_with("envoy.d.a.b."));
   EnvoyIds old = ParseEnvoyIds(ids);
   for (EnvoyIdEntry& e : old) e.path.clear();
   std::string old_text = FormatEnvoyIds(old);

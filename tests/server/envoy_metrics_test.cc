@@ -24,8 +24,9 @@ const std::string kYaml =
     frs::testing::EnvoyDomain("rl") +
     frs::testing::EnvoyDescriptor("user", "", "detailed_metric: true", "{unit: day, requests_per_unit: 10}") +
     frs::testing::EnvoyDescriptor("trial", "", "shadow_mode: true", "{unit: day, requests_per_unit: 10}") +
-    frs::testing::EnvoyDescriptor("seat", "", "", "{unit: concurrent, requests_per_unit: 3, lease: 60}");
-const char* const kDescriptorKeys[] = {"user", "trial", "seat"};
+    frs::testing::EnvoyDescriptor("seat", "", "", "{unit: concurrent, requests_per_unit: 3, lease: 60}") +
+    frs::testing::EnvoyDescriptor("top", "", "", "{unit: year, requests_per_unit: 4294967295}");
+const char* const kDescriptorKeys[] = {"user", "trial", "seat", "top"};
 
 struct Fixture {
   Fixture() {
@@ -39,7 +40,8 @@ struct Fixture {
   // One descriptor `key`=`value` of limit `li` (10 a day, near past 8):
   // `hits` hits counted on `before` (every hit counts, as upstream's), over
   // the limit (`over`) or not.
-  void Answer(EnvoyMetrics& m, size_t li, std::string value, uint64_t hits, int64_t before, bool over) {
+  void Answer(EnvoyMetrics& m, size_t li, std::string value, uint64_t hits, int64_t before, bool over,
+              uint64_t near_threshold = 8) {
     const envoy::CompiledLimit& l = rules->limits()[li];
     values.push_back(std::move(value));
     envoy::RlsRequest req;
@@ -54,10 +56,10 @@ struct Fixture {
     st.hits = hits;
     st.before = before;
     st.after = before + static_cast<int64_t>(hits);
-    st.near_threshold = 8;
-    st.remaining = over ? 0 : static_cast<uint32_t>(10 - st.after);
+    st.near_threshold = near_threshold;
+    st.remaining = over ? 0 : static_cast<uint32_t>(l.limit.requests_per_unit - st.after);
     if (over) (l.shadow_mode ? st.shadow_over : st.over) = true;
-    st.near = !over && st.after > 8;
+    st.near = !over && static_cast<uint64_t>(st.after) > near_threshold;
     // The counter key names a detailed_metric descriptor's series.
     if (l.detailed_metric) st.metric_key = std::string(li == 0 ? "user_" : "trial_") + values.back();
     m.Count(req, a);
@@ -104,6 +106,23 @@ TEST(EnvoyMetrics, CountsAsEnvoyproxyRatelimitAcrossWorkers) {
                     "result=\"total\"}"),
             12u)
       << m;
+}
+
+// A count stops at 2^32-1, which is past a limit of 2^32-1: a hit landing
+// on the top is over_limit only, never near_limit as well (near + over was
+// twice the hits there).
+TEST(EnvoyMetrics, AtTheTopOfA32BitLimitAHitIsOverNotNearToo) {
+  Fixture f;
+  EnvoyMetrics w0(&f.metrics->worker(0));
+  const int64_t top = 4294967295;
+  const uint64_t near = 3435973836;              // floor(0.8 x limit)
+  f.Answer(w0, 3, "t", 2, top - 2, true, near);  // lands on 2^32-2, then on the top
+  f.Answer(w0, 3, "t", 1, top - 1, true, near);  // the count stays at the top
+  f.Answer(w0, 3, "t", 5, top - 5, true, near);  // saturated: its before is a lower bound
+  const std::string m = f.Render();
+  EXPECT_EQ(f.Value(m, S("top", "total")), 8u) << m;
+  EXPECT_EQ(f.Value(m, S("top", "over_limit")), 3u);
+  EXPECT_EQ(f.Value(m, S("top", "near_limit")), 5u);  // 1 + 0 + 4: never more than the hits
 }
 
 // unit: concurrent takes one place (a lease) whatever hits_addend says: its
