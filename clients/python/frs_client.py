@@ -1132,6 +1132,14 @@ def _request_xml(cmd, biz, key, attrs):
         raise ValueError("the key must be str or bytes, not %s" % type(key).__name__)
     if biz is None:
         raise ValueError("the biz is None")
+    # An acquire frsd did not answer (fail="open" let it through) or one that
+    # took no lease or reservation has no id: said here, nothing is sent.
+    for name, cmds in (("lease", ("release", "renew")), ("reservation", ("settle",))):
+        if cmd in cmds and attrs.get(name) is None:
+            raise ValueError(
+                "%s needs the %s id an acquire answered, not None (an acquire frsd did not answer, "
+                "or one that took no %s, has none: nothing to %s)" % (cmd, name, name, cmd)
+            )
     if isinstance(key, bytes):
         key = key.decode("utf-8")
     if isinstance(biz, bytes):

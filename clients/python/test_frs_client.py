@@ -632,6 +632,13 @@ class ClientTest(unittest.TestCase):
         plain = c.acquire("big", "py-res")
         self.assertIsNone(plain.reservation)
         self.assertFalse(plain.reservations_full)
+        # Its None id (as a fail="open" answer's): said here, nothing sent.
+        none = c.settle("big", "py-res", plain.reservation, 5)
+        self.assertFalse(none.allowed or none.settled)
+        self.assertEqual(none.status, 0)
+        self.assertIn("settle needs the reservation id an acquire answered, not None", none.error)
+        self.assertIn("release needs the lease id", c.release("big", "py-res", None).error)
+        self.assertEqual(self.count_by_get("big", "py-res"), 1731)
 
     def test_leases_and_reservations_as_batch_members(self):
         c = self.client

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "frs/percent_encode.h"
 #include "limit/engine_impl.h"
 #include "limit/reservation.h"
 
@@ -39,6 +40,14 @@ std::string NoReservationsWhy(const BizConfig& biz) {
   return "it has no rate rule: a concurrency rule counts no n";
 }
 
+// An id as sent, for a message: its first 64 bytes, every byte but
+// printable ASCII as %XX (a NUL would read as '?' in the XML answer, a
+// space would not read at all).
+std::string ShownId(std::string_view id) {
+  static constexpr PercentTable kShown('!', '~', "%", PercentHigh::kEscape);
+  return PercentEncoded(id.substr(0, 64), kShown);
+}
+
 // A reserve on an acquire, or a settle: well-formed, and of a biz that
 // keeps reservations.
 Status CheckReservation(const BizConfig& biz, const Request& req, ParsedLeaseId* parsed) {
@@ -48,7 +57,7 @@ Status CheckReservation(const BizConfig& biz, const Request& req, ParsedLeaseId*
                                      "): nothing to settle");
     if (!LeaseIdIsWellFormed(req.reservation, parsed))
       return Status::InvalidArgument("reservation must be the 24 lowercase hex digits an acquire answered, not '" +
-                                     std::string(req.reservation.substr(0, 64)) + "'");
+                                     ShownId(req.reservation) + "'");
     if (req.n < 0 || req.n > kMaxUses)
       return Status::InvalidArgument("a settle's n (the real amount) must be 0..2147483647, not " +
                                      std::to_string(req.n));
@@ -112,7 +121,7 @@ const Biz* EngineImpl::Check(BizCache& bizzes, const Request& req, Decision& d, 
                                   CmdName(req.cmd));
   } else if ((req.cmd == Cmd::kRelease || req.cmd == Cmd::kRenew) && !LeaseIdIsWellFormed(req.lease, id)) {
     bad = Status::InvalidArgument("lease must be the 24 lowercase hex digits an acquire answered, not '" +
-                                  std::string(req.lease.substr(0, 64)) + "'");
+                                  ShownId(req.lease) + "'");
   } else {
     return biz;
   }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -233,23 +234,52 @@ std::string GrpcUnixProblem(const SrvConfig& cfg) {
     return "";
   return cfg.Where("grpc") + ": <grpc unix>: " + st.message();
 }
-// A reload's check of the rules' order (limit::CheckRuleOrder) against the
-// map this store's running frsd runs (frsd.running, while the store's lock
-// is held and names its pid: StoreLockHolder): frsd -t before a SIGHUP warns of what
-// the reload would refuse (it said ok, and the reload was refused). A
-// warning, not a problem: a restart is not checked for the order, and may
-// be what the operator means. "" when no frsd runs there.
-std::string ReloadOrderProblem(const SrvConfig& cfg, const limit::MapConfig& map) {
+// The map this store's running frsd runs (frsd.running, trusted while the
+// store's lock is held and names its pid: StoreLockHolder), with Envoy's
+// bizzes when it has <grpc>; nullopt when no frsd runs there.
+struct RunningMap {
+  int64_t pid = 0;
+  limit::MapConfig map;
+};
+std::optional<RunningMap> ReadRunningMap(const SrvConfig& cfg) {
   Result<RunningConfig> rc = ReadRunningConfig(cfg.store_dir);
-  if (!rc.ok() || rc->pid <= 0) return "";
-  if (StoreLockHolder(cfg) != rc->pid) return "";
+  if (!rc.ok() || rc->pid <= 0) return std::nullopt;
+  if (StoreLockHolder(cfg) != rc->pid) return std::nullopt;
   Result<limit::MapConfig> running = limit::ParseMap(rc->map_text, rc->map_path);
-  if (!running.ok()) return "";
-  const Status order = limit::CheckRuleOrder(running.value(), map);
+  if (!running.ok()) return std::nullopt;
+  return RunningMap{rc->pid, std::move(running.value())};
+}
+
+// A reload's check of the rules' order (limit::CheckRuleOrder) against the
+// running map: frsd -t before a SIGHUP warns of what the reload would
+// refuse (it said ok, and the reload was refused). A warning, not a
+// problem: a restart is not checked for the order, and may be what the
+// operator means.
+std::string ReloadOrderProblem(const RunningMap& running, const limit::MapConfig& map) {
+  const Status order = limit::CheckRuleOrder(running.map, map);
   if (order.ok()) return "";
-  return order.message() + " (the frsd running on this store, pid " + std::to_string(rc->pid) +
+  return order.message() + " (the frsd running on this store, pid " + std::to_string(running.pid) +
          ", refuses this map at a reload; a restart takes it, and the counts are then read as this order says)";
 }
+// <cluster lease_key>: readable and 16 bytes, as frsd's start reads it;
+// lease_key_also another key than it.
+std::vector<std::string> LeaseKeyProblems(const SrvConfig& cfg) {
+  std::vector<std::string> problems;
+  uint64_t checks[2] = {0, 0};
+  const std::pair<const std::string*, const char*> files[] = {{&cfg.cluster_lease_key, "lease_key"},
+                                                              {&cfg.cluster_lease_key_also, "lease_key_also"}};
+  for (int i = 0; i < 2; ++i) {
+    if (files[i].first->empty()) continue;
+    if (auto key = limit::LoadLeaseKeyFile(*files[i].first, files[i].second); !key.ok())
+      problems.push_back(cfg.Where("cluster") + ": " + key.status().message());
+    else checks[i] = limit::LeaseKeyCheckOf(key.value());
+  }
+  if (checks[1] != 0 && checks[1] == checks[0])
+    problems.push_back(cfg.Where("cluster") + ": " +
+                       limit::SameKeyWords(cfg.cluster_lease_key, cfg.cluster_lease_key_also));
+  return problems;
+}
+
 }  // namespace
 
 int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* err) {
@@ -265,13 +295,18 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
 
   size_t bizzes = 0;
   std::string order_warning;  // a reload refuses the map; a restart takes it
+  const std::optional<RunningMap> running = ReadRunningMap(*cfg);
+  // What a reload to this map would end of what keys hold (the reload's log
+  // says it too), against the running map: Envoy's bizzes on both sides
+  // when <grpc> composes them.
+  std::vector<std::string> ends_warnings;
   Result<limit::MapConfig> map = limit::LoadMapFile(cfg->map_path);
   if (!map.ok()) {
     problems.push_back(map.status().message());
   } else {
     bizzes = map->bizzes.size();
     for (std::string& p : NodeFitProblemsOf(*cfg, map.value())) problems.push_back(std::move(p));
-    order_warning = ReloadOrderProblem(*cfg, map.value());
+    if (running) order_warning = ReloadOrderProblem(*running, map.value());
   }
   // <grpc cert key client_ca>: readable, PEM, the key is the certificate's,
   // the CA file loads, as frsd's start and each reload load them.
@@ -294,25 +329,15 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
       problems.push_back(composed.status().message());
     } else {
       for (std::string& p : NodeFitProblems(*cfg, composed->map_text)) problems.push_back(std::move(p));
+      if (running)
+        if (auto next = limit::ParseMap(composed->map_text, cfg->map_path); next.ok())
+          ends_warnings = limit::HeldAReloadEnds(running->map, next.value(), /*with_envoy=*/true);
       envoy_words = ", " + std::to_string(composed->envoy_limits) + " Envoy rate limit(s) of " +
                     std::to_string(composed->envoy_domains) + " domain(s) in " + cfg->grpc_config;
     }
   }
 
-  // <cluster lease_key>: readable and 16 bytes, as frsd's start reads it;
-  // lease_key_also another key than it.
-  uint64_t checks[2] = {0, 0};
-  const std::pair<const std::string*, const char*> files[] = {{&cfg->cluster_lease_key, "lease_key"},
-                                                              {&cfg->cluster_lease_key_also, "lease_key_also"}};
-  for (int i = 0; i < 2; ++i) {
-    if (files[i].first->empty()) continue;
-    if (auto key = limit::LoadLeaseKeyFile(*files[i].first, files[i].second); !key.ok())
-      problems.push_back(cfg->Where("cluster") + ": " + key.status().message());
-    else checks[i] = limit::LeaseKeyCheckOf(key.value());
-  }
-  if (checks[1] != 0 && checks[1] == checks[0])
-    problems.push_back(cfg->Where("cluster") + ": " +
-                       limit::SameKeyWords(cfg->cluster_lease_key, cfg->cluster_lease_key_also));
+  for (std::string& p : LeaseKeyProblems(*cfg)) problems.push_back(std::move(p));
   std::string store_words;
   if (Status grow = CheckNoInterruptedGrow(cfg->store_dir); !grow.ok()) problems.push_back(grow.message());
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
@@ -331,6 +356,11 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings = std::move(tls_warnings);
   if (!order_warning.empty()) side_warnings.push_back(std::move(order_warning));
+  if (running && !cfg->grpc && map.ok())
+    ends_warnings = limit::HeldAReloadEnds(running->map, map.value(), /*with_envoy=*/false);
+  for (std::string& w : ends_warnings)
+    side_warnings.push_back("a reload of the frsd running on this store (pid " + std::to_string(running->pid) +
+                            ") would say: " + std::move(w));
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = RootOnAnotherUsersStore(*cfg); !w.empty())
     side_warnings.push_back("a start as root refuses: " + w);

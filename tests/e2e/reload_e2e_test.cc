@@ -98,6 +98,17 @@ TEST(ReloadE2E, TheLogSaysWhichBizzesAReloadAdds) {
   kill(srv.pid(), SIGHUP);
   EXPECT_TRUE(WaitLog(srv, "reload refused, the old configuration stays")) << srv.log();
   EXPECT_NE(srv.log().find("are in another order than in the map running"), std::string::npos) << srv.log();
+
+  // What a reload would end of what keys hold, frsd -t says before the
+  // SIGHUP, as the reload's log says it after (found by an outside run:
+  // only the log said it).
+  map.erase(map.find("  <biz id=\"901\""), map.find("</map>") - map.find("  <biz id=\"901\""));
+  WriteFile(srv.dir() + "/map.xml", map);
+  ASSERT_EQ(WEXITSTATUS(std::system(check.c_str())), 0) << ReadFile(srv.dir() + "/t.err");
+  EXPECT_NE(ReadFile(srv.dir() + "/t.err")
+                .find(") would say: " + srv.dir() + "/map.xml: 1 biz(es) removed (reload_two)"),
+            std::string::npos)
+      << ReadFile(srv.dir() + "/t.err");
 }
 
 // A client still calling a biz a reload removed (or a typo) was seen only

@@ -236,6 +236,9 @@ TEST_F(LeaseTest, HostileIdsAreRefusedAndChangeNothing) {
     Decision d = Lease(Cmd::kRelease, "inflight", "u1", bad);
     EXPECT_EQ(d.status.code(), Status::Code::kInvalidArgument) << bad;
   }
+  // The message shows the id as sent, a byte that would not read as %XX.
+  Decision nul = Lease(Cmd::kRelease, "inflight", "u1", id + std::string(1, '\0'));
+  EXPECT_EQ(nul.status.message(), "lease must be the 24 lowercase hex digits an acquire answered, not '" + id + "%00'");
   // 24 lowercase hex digits that no acquire answers (serial 0): an id this
   // key never granted, as any other (a 400 said "24 lowercase hex digits").
   for (std::string never : {std::string(24, '0'), std::string("000000000000000000000001")}) {
