@@ -41,19 +41,10 @@ Status CheckWhole(const srv::Context& ctx, const pugi::xml_node& root) {
   // (ClusterSelfNotListed). But a list that names this frsd's own <listen>
   // means the shard stays, and self is a typo: applied by a reload, the
   // shard owned no route and answered 421 to all of them.
-  if (!cfg.cluster_shards.empty() && !cfg.cluster_self_derived && cfg.port != 0) {
-    const std::string own = ListenName(cfg.host, cfg.port);
-    bool self_listed = false, own_listed = false;
-    for (const RingShard& sh : cfg.cluster_shards) {
-      self_listed |= sh.name == cfg.cluster_self;
-      own_listed |= sh.name == own;
-    }
-    if (!self_listed && own_listed)
-      return ctx.Error(root.child("cluster"),
-                       "<cluster self> " + cfg.cluster_self + " is not among its <shard>s, but " + own +
-                           ", this frsd's own <listen>, is: self must name this shard as the list spells it (self=\"" +
-                           own + "\", or no self at all); a shard leaving the ring is no longer in the list");
-  }
+  // With port="0" the port is known once bound: checked then (the start,
+  // a reload: OwnListenListedUnderAnotherSelf).
+  if (std::string why = OwnListenListedUnderAnotherSelf(cfg); !why.empty())
+    return ctx.Error(root.child("cluster"), why);
   // Shards send each other changes of counts (POST /replicate), an admin's
   // act: they prove it with the token they share.
   if (cfg.cluster_replicas > 0 && cfg.admin_token.empty())
@@ -155,6 +146,27 @@ std::string DefaultSrvConfigPath() {
 
 std::string ListenName(const std::string& host, uint16_t port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string OwnListenListedUnderAnotherSelf(const SrvConfig& cfg) {
+  if (cfg.cluster_shards.empty() || cfg.cluster_self_derived || cfg.port == 0) return "";
+  const std::string own = ListenName(cfg.host, cfg.port);
+  bool self_listed = false, own_listed = false;
+  for (const RingShard& sh : cfg.cluster_shards) {
+    self_listed |= sh.name == cfg.cluster_self;
+    own_listed |= sh.name == own;
+  }
+  if (!own_listed || own == cfg.cluster_self) return "";
+  if (self_listed)
+    // Behind a relay: self is the relay's name, and the list names this frsd
+    // by its own address too. Two names of one shard: it owns the second's
+    // routes as another shard, sends their changes to itself, and its
+    // batches signed for the one are refused under the other.
+    return "<cluster> names this shard twice: as its self " + cfg.cluster_self + " and as " + own +
+           ", this frsd's own <listen>: each shard is listed once, by the name its self gives";
+  return "<cluster self> " + cfg.cluster_self + " is not among its <shard>s, but " + own +
+         ", this frsd's own <listen>, is: self must name this shard as the list spells it (self=\"" + own +
+         "\", or no self at all); a shard leaving the ring is no longer in the list";
 }
 
 std::string ClusterSelfNotListed(const SrvConfig& cfg) {

@@ -152,6 +152,11 @@ std::string ListenName(const std::string& host, uint16_t port);
 // the ring, or a name spelled otherwise than the list does: localhost for
 // 127.0.0.1), else "": frsd -t and the start's log say it.
 std::string ClusterSelfNotListed(const SrvConfig& cfg);
+// A self the <shard> list lacks while the list names this frsd's own
+// <listen> address (its port as bound, once <listen port="0"> is: the start
+// and a reload check again then): a typo that would make the shard own no
+// route. The message, or "" when there is no such problem.
+std::string OwnListenListedUnderAnotherSelf(const SrvConfig& cfg);
 
 // The port the listening sockets really have: a configured 0 becomes it, and
 // a cluster self that follows <listen> follows it too.

@@ -224,6 +224,15 @@ frs::Status OpenGrpc(frs::SrvConfig* cfg, std::shared_ptr<const frs::server::Tls
   return frs::Status::OK();
 }
 
+// The port bound (<listen port="0">: the kernel's choice) into `cfg`, and
+// the check of the shard list against it that the parse could not make.
+frs::Status ApplyListenPort(frs::SrvConfig* cfg, uint16_t bound) {
+  frs::ApplyBoundPort(cfg, bound);
+  if (std::string why = frs::OwnListenListedUnderAnotherSelf(*cfg); !why.empty())
+    return frs::Status::InvalidArgument(cfg->path + ": " + why);
+  return frs::Status::OK();
+}
+
 // A name of its own that is not where it listens is right behind a
 // forwarder, and wrong when copied from another shard's srv.xml: said once.
 void LogClusterSelf(const frs::SrvConfig& cfg) {
@@ -447,7 +456,7 @@ int main(int argc, char** argv) {
   if (!listeners.ok()) return Fail(listeners.status().message());
   // From here on the configuration names the port really bound (<listen
   // port="0">: the kernel's choice), which the workers inherit.
-  ApplyBoundPort(&cfg, listeners->port);
+  if (Status b = ApplyListenPort(&cfg, listeners->port); !b.ok()) return Fail(b.message());
   std::shared_ptr<const TlsContext> tls;
   std::vector<os::UniqueFd> grpc_fds;
   if (Status g = OpenGrpc(&cfg, &tls, &grpc_fds); !g.ok()) return Fail(g.message());

@@ -388,6 +388,8 @@ Status ReadForReload(const std::string& path, const SrvConfig& live, const Store
   ApplyBoundPort(&next, live.port);
   if (next.grpc && next.grpc_port == 0 && next.grpc_host == live.grpc_host) next.grpc_port = live.grpc_port;
   if (!s.ok()) return s;
+  if (std::string why = OwnListenListedUnderAnotherSelf(next); !why.empty())
+    return Status::InvalidArgument(path + ": " + why);
   // The store's geometry stays what is running until a restart.
   SrvConfig check = next;
   check.geometry = geometry;

@@ -391,6 +391,24 @@ TEST(SrvConfig, ASelfNotListedBesideThisShardsOwnListenIsRefused) {
 <cluster self="127.0.0.1:21638"><shard>127.0.0.1:21040</shard><shard>127.0.0.1:27021</shard></cluster></frs>)"));
   ASSERT_TRUE(leaving.ok()) << leaving.status().ToString();
   EXPECT_NE(ClusterSelfNotListed(leaving.value()), "");
+  // Behind a relay, self is the relay's name: a list that also names this
+  // frsd's own address lists it twice (found by an outside run: it sent its
+  // changes to itself).
+  auto twice = LoadSrvConfig(Write(d, R"(<frs><listen host="127.0.0.1" port="21638"/><map>m.xml</map><store dir="d"/>
+<cluster self="relay:9001"><shard>relay:9001</shard><shard>127.0.0.1:21638</shard></cluster></frs>)"));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("<cluster> names this shard twice: as its self relay:9001 and as "
+                                          "127.0.0.1:21638, this frsd's own <listen>"),
+            std::string::npos)
+      << twice.status().message();
+  // With port="0" the bound port is checked once known (the start, a
+  // reload): the parse cannot.
+  auto unbound = LoadSrvConfig(Write(d, R"(<frs><listen host="127.0.0.1" port="0"/><map>m.xml</map><store dir="d"/>
+<cluster self="127.0.0.1:29999"><shard>127.0.0.1:21638</shard><shard>127.0.0.1:21040</shard></cluster></frs>)"));
+  ASSERT_TRUE(unbound.ok()) << unbound.status().ToString();
+  EXPECT_EQ(OwnListenListedUnderAnotherSelf(unbound.value()), "");
+  ApplyBoundPort(&unbound.value(), 21638);
+  EXPECT_NE(OwnListenListedUnderAnotherSelf(unbound.value()).find("this frsd's own <listen>, is"), std::string::npos);
 }
 
 // <cluster self> and every <shard> are host:port a peer can dial: one check

@@ -235,6 +235,16 @@ TEST(ReloadE2E, ABrokenClusterIsRefusedAndTheOldRingStays) {
   EXPECT_NE(srv.log().find("listed twice"), std::string::npos) << srv.log();
   const std::string after = Client(srv.port()).Post("<request cmd=\"stats\"/>").body;
   EXPECT_EQ(after.substr(after.find("<cluster")), before.substr(before.find("<cluster")));
+  // With <listen port="0">, a list naming the port it bound under another
+  // self (two names of this shard) is refused once the port is known: the
+  // parse alone took it (found by an outside run).
+  const std::string own = "127.0.0.1:" + std::to_string(srv.port());
+  Rewrite(srv, "<shard>127.0.0.1:1</shard><shard>127.0.0.1:1</shard>",
+          "<shard>127.0.0.1:1</shard><shard>" + own + "</shard>");
+  kill(srv.pid(), SIGHUP);
+  ASSERT_TRUE(WaitLog(srv, "reload refused, the old configuration stays", 2)) << srv.log();
+  EXPECT_NE(srv.log().find("names this shard twice: as its self 127.0.0.1:1 and as " + own), std::string::npos)
+      << srv.log();
 }
 
 }  // namespace
