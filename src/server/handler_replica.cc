@@ -412,6 +412,18 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
     return;
   }
+  // This shard's own changes, come back under another name: its list named
+  // it twice (behind a relay, self the relay's name), or it ran another
+  // shard's self (a copied srv.xml) when it queued them. They are in this
+  // store already; applied, each use would count twice (found by an outside
+  // run), so they are refused and stay queued where they are.
+  if (head.method == HttpMethod::kPost && OwnStream(q.stream)) {
+    TextBody(409,
+             "/replicate: this batch is this shard's own (its stream " + q.stream.substr(0, 80) + "), sent to it as '" +
+                 c.self + "' by a <cluster> that named it otherwise: its uses are here already",
+             status);
+    return;
+  }
   // A question from that shard does not make this shard's link to it read
   // up (ReplicaShared::unreached): it says that shard reaches this one, not
   // that this one reaches it (a one-way partition, a proxy down on one
@@ -430,6 +442,20 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
   }
   if (q.snapshot) ReplicateSnapshot(q, peer, nonce, status);
   else ReplicatePending(static_cast<size_t>(peer), !ahead && !from_earlier, status);
+}
+
+bool Handler::OwnStream(std::string_view stream) const {
+  if (metrics_ == nullptr || stream.empty()) return false;
+  const uint64_t h = StreamHash(stream);
+  for (uint32_t w = 0; w < metrics_->workers(); ++w) {
+    const ReplicaCounters& rc = metrics_->worker(w).replica;
+    if (CounterGet(rc.stream_hash) == h) return true;
+    for (size_t i = 0; i < kPastStreams; ++i)
+      if (CounterGet(rc.past_stream_hash[i]) == h) return true;
+    for (size_t i = 0; i < kMaxSpoolStreams; ++i)
+      if (CounterGet(rc.spool_hash[i]) == h) return true;
+  }
+  return false;
 }
 
 // Changes of a biz this map has not are skipped by the engine (a map edit

@@ -133,7 +133,13 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
       CounterSet(counters_->alone_peer[i], 0);
     }
     std::atomic_ref<uint64_t>(counters_->inside).store(0);  // a dead worker's, in this slot
-    std::atomic_ref<uint64_t>(counters_->stream_hash).store(StreamHash(opts_.stream));
+    const uint64_t was = std::atomic_ref<uint64_t>(counters_->stream_hash).load(), now = StreamHash(opts_.stream);
+    if (was != 0 && was != now) {
+      for (size_t i = kPastStreams - 1; i > 0; --i)
+        CounterSet(counters_->past_stream_hash[i], CounterGet(counters_->past_stream_hash[i - 1]));
+      CounterSet(counters_->past_stream_hash[0], was);
+    }
+    std::atomic_ref<uint64_t>(counters_->stream_hash).store(now);
   }
   digest_ = opts_.ring->DigestText();
   for (Link& l : links_) {

@@ -1016,6 +1016,24 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(k), 200)
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 5), "B holds %s" % p.b.count(k))
 
+    def test_a_shard_that_ran_anothers_self_never_takes_its_own_changes_back(self):
+        # Found by an outside run: A given B's self by a copied srv.xml (a
+        # SIGHUP), its uses queued for "A" (itself, behind its relay), then
+        # the right srv.xml put back: the links it retired delivered them to
+        # A, which applied them: each use counted twice there. Now A knows
+        # its own streams and refuses them (they stay queued, said so).
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        k = p.keys[6]
+        p.a.reload_with('self="%s"' % p.a.name, 'self="%s"' % p.b.name)
+        self.assertTrue(processes.wait_for(lambda: "<cluster> changed" in p.a.log(), 5), p.a.log())
+        served = [p.a.acquire(k) for _ in range(3)]
+        self.assertEqual(served, [200] * 3)
+        p.a.reload_with('self="%s"' % p.b.name, 'self="%s"' % p.a.name)
+        own = "this batch is this shard's own"
+        processes.wait_for(lambda: own in p.a.log() or p.a.count(k) != 3, 10)
+        self.assertEqual(p.a.count(k), 3)
+        self.assertIn(own, p.a.log())
+
     def test_an_admin_token_changed_by_a_reload_is_the_one_the_links_send(self):
         # Both shards given a new admin token by SIGHUP: their links send it
         # from then on. They sent the old one until a restart: each change

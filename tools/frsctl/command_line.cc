@@ -236,6 +236,9 @@ const CommandSpec kCommands[] =
   c.add_option("--from", a.handoff.from,
                "the srv.xml this shard ran before the change (required with replicas: it says which of a node's "
                "two holders sends it, and to which new holders)");
+  c.add_flag("--any-self", a.handoff.any_self,
+             "take --from's shard list even from another shard's srv.xml: on every shard, after a list that one "
+             "shard ran by mistake was put back (docs/cluster.md)");
   c.add_option("--batch", a.handoff.batch,
                "nodes per merge request, each with one receipt (1..63; at most the receivers' <limits batch>)")
       ->check(CLI::Range(1, 63))

@@ -32,6 +32,9 @@ struct HandoffArgs {
   bool dry_run = false;
   uint32_t batch = 32;  // nodes per merge request
   std::string from;     // the srv.xml before the <cluster> change ("" = not known; replicas need it)
+  // --from may be another shard's srv.xml: only its shard list is taken
+  // (the list a shard ran by mistake, put back: docs/cluster.md).
+  bool any_self = false;
 };
 struct NodeArgs {  // get, explain, del
   std::string biz, key;

@@ -520,9 +520,11 @@ Result<int> RunHandoff(Session& s, const HandoffArgs& a) {
     if (!old_cfg.ok()) return Status::InvalidArgument("--from " + a.from + ": " + old_cfg.status().message());
     if (old_cfg->cluster_shards.empty())
       return Status::InvalidArgument("--from " + a.from + " has no <cluster>: name the srv.xml this shard ran before");
-    if (old_cfg->cluster_self != s.cfg.cluster_self)
+    if (old_cfg->cluster_self != s.cfg.cluster_self && !a.any_self)
       return Status::InvalidArgument("--from " + a.from + " is another shard's srv.xml (self " + old_cfg->cluster_self +
-                                     "; this shard is " + s.cfg.cluster_self + ")");
+                                     "; this shard is " + s.cfg.cluster_self +
+                                     "); --any-self takes its shard list all the same (a list another shard ran by "
+                                     "mistake, put back: docs/cluster.md)");
     auto old_ring = Ring::Make(old_cfg->cluster_shards);
     if (!old_ring.ok()) return Status::InvalidArgument("--from " + a.from + ": " + old_ring.status().message());
     if (Status st = CheckFromIsBefore(a.from, old_ring.value(), ring, s.cfg.store_dir); !st.ok()) return st;
