@@ -836,9 +836,9 @@ void Replicator::Read(Link& l, int64_t now_ns) {
       }
       if (l.idle_probe) {
         // A shard's own answer says it is there: its state, or its refusal
-        // of /replicate (another list during a ring change, another token:
-        // a batch's answer judges those). A proxy's page with no shard
-        // behind it (a 502) is no shard's.
+        // of /replicate (another list during a ring change: a batch's answer
+        // judges that). A proxy's page with no shard behind it (a 502) is no
+        // shard's.
         if (!body.starts_with("/replicate") && !(status == 200 && body.starts_with("pending "))) {
           while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
           Fail(l, "answered " + std::to_string(status) + " that is not a shard's (" + body.substr(0, 60) + ")", now_ns);
@@ -847,9 +847,13 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         // Keyed otherwise (restarted with another <cluster lease_key>): it
         // is there, but it will refuse every change, so the link is down
         // now, not at the next change (before, it read up while idle).
-        if (status == 409 && body.find("<cluster lease_key>") != std::string::npos) {
+        // So is one that refuses this shard's signature (another <admin
+        // token>, or a self the lists spell otherwise): every batch would be
+        // refused alike (before, the link read up until the first change).
+        if ((status == 409 && body.find("<cluster lease_key>") != std::string::npos) || status == 403 ||
+            (status == 400 && body.find("was signed for shard") != std::string::npos)) {
           while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
-          Fail(l, "answered 409: " + body.substr(0, 300), now_ns);
+          Fail(l, "answered " + std::to_string(status) + ": " + body.substr(0, 300), now_ns);
           return;
         }
         // What it answered alone for this shard makes this copy behind, as

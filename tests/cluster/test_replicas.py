@@ -1048,6 +1048,18 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.acquire(k), 200)
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 10), "B holds %s\n%s" % (p.b.count(k), p.a.log()))
 
+    def test_an_idle_link_to_a_shard_that_refuses_its_token_reads_down(self):
+        # Found by an outside run: B given another token by a reload refused
+        # A's idle questions (403), and A's link read up until its first
+        # change. Now the refusal takes the link down at the question.
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 5), p.a.log())
+        p.b.reload_with('token="%s"' % TOKEN, 'token="another-token"')
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 0, 10), p.a.log())
+        self.assertIn("answered 403: /replicate", p.a.log())
+        p.b.reload_with('token="another-token"', 'token="%s"' % TOKEN)
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_link_up") == 1, 10), p.a.log())
+
     def test_a_shard_restarted_with_a_token_the_other_refuses_does_not_serve_as_caught_up(self):
         # B restarted with an admin token A refuses (403) cannot take back
         # what A holds for it: it waits, its routes answered 503 (up to 60 s,
