@@ -196,12 +196,7 @@ void Connection::Process() {
     if (o == HttpRequestParser::Outcome::kError) {
       // The framing is lost: answer and close, never guess where the next
       // request starts.
-      std::string_view path;  // once the request line was read
-      if (const HttpHead& h = parser_.head(); h.target_len != 0 && h.target_off + h.target_len <= end_ - req_) {
-        path = std::string_view(in_.get() + req_ + h.target_off, h.target_len);
-        path = path.substr(0, path.find('?'));
-      }
-      handler_->HandleFailure(parser_.error_status(), parser_.error_message(), req_start_ns_, &out_, path);
+      handler_->HandleFailure(parser_.error_status(), parser_.error_message(), req_start_ns_, &out_, PathSoFar());
       state_ = State::kClosing;
       linger_ = !peer_closed_;
       break;
@@ -315,13 +310,20 @@ bool Connection::OnTimeout() {
     return first;
   }
   if (state_ == State::kOpen && req_ < end_ && !WantsWrite()) {
-    handler_->HandleFailure(408, "the request was not received completely in time", req_start_ns_, &out_);
+    handler_->HandleFailure(408, "the request was not received completely in time", req_start_ns_, &out_, PathSoFar());
     state_ = State::kClosing;
     linger_ = !peer_closed_;
     return first;
   }
   state_ = State::kClosed;
   return first;
+}
+
+std::string_view Connection::PathSoFar() const {
+  const HttpHead& h = parser_.head();
+  if (h.target_len == 0 || h.target_off + h.target_len > end_ - req_) return {};
+  const std::string_view target(in_.get() + req_ + h.target_off, h.target_len);
+  return target.substr(0, target.find('?'));
 }
 
 }  // namespace frs::server

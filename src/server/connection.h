@@ -172,6 +172,9 @@ class Connection : public DeadlineNode {
   void Abort() { state_ = State::kClosed; }
 
  private:
+  // The request's target without its query once its request line was read
+  // (else empty): the door a failure's answer is written for.
+  std::string_view PathSoFar() const;
   void Compact();
   void ProcessGrpc();
   size_t WriteLimit() const { return repl_held_ ? repl_from_ : out_.size(); }

@@ -180,6 +180,7 @@ class Handler {
   // Whether `stream` is one of this shard's workers' (or a spool one of
   // them delivers): a batch of it came back to the shard that made it.
   bool OwnStream(std::string_view stream) const;
+  ReplicaLinksView LinksView() const;
   void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
   // Its forms, once the sender is known to be another shard of this
   // <cluster> (`peer`: its index in the ring the request is of), which runs

@@ -108,6 +108,27 @@ bool Handler::RouteRequests(std::span<WireRequest> reqs, std::string_view route_
   return false;
 }
 
+// This shard's replica links for the stats answer, summed over its
+// workers (empty without replicas).
+ReplicaLinksView Handler::LinksView() const {
+  ReplicaLinksView links;
+  std::vector<ReplicaPeerView>& peers = links.peers;
+  if (!opts_.cluster.ring || !opts_.cluster.replicas || metrics_ == nullptr) return links;
+  peers.resize(std::min(opts_.cluster.ring->shards().size(), kMaxReplicaPeers));
+  for (size_t i = 0; i < peers.size(); ++i)
+    for (uint32_t w = 0; w < metrics_->workers(); ++w) {
+      const ReplicaCounters& rc = metrics_->worker(w).replica;
+      peers[i].pending += CounterGet(rc.pending[i]) + SpoolHeld(rc, i);
+      peers[i].up = peers[i].up && CounterGet(rc.down[i]) == 0 && !SpoolDown(rc, i);
+    }
+  for (size_t i = 0; i < peers.size(); ++i)
+    peers[i].up = peers[i].up && CounterGet(metrics_->master().replica.unreached[i]) == 0;
+  // As frs_replica_lag_seconds: the oldest of every worker's.
+  for (uint32_t w = 0; w < metrics_->workers(); ++w)
+    links.lag_ms = std::max(links.lag_ms, CounterGet(metrics_->worker(w).replica.lag_ms));
+  return links;
+}
+
 bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabel* label, int* status) {
   ProtocolError err;
   bool is_batch = false;
@@ -191,20 +212,9 @@ bool Handler::HandlePost(char* body, size_t len, std::string_view query, CmdLabe
   if (!is_batch) {
     const WireRequest& r = wire_[0];
     if (r.cmd == Cmd::kStats) {
-      std::vector<ReplicaPeerView> peers;
-      if (opts_.cluster.ring && opts_.cluster.replicas && metrics_ != nullptr) {
-        peers.resize(std::min(opts_.cluster.ring->shards().size(), kMaxReplicaPeers));
-        for (size_t i = 0; i < peers.size(); ++i)
-          for (uint32_t w = 0; w < metrics_->workers(); ++w) {
-            const ReplicaCounters& rc = metrics_->worker(w).replica;
-            peers[i].pending += CounterGet(rc.pending[i]) + SpoolHeld(rc, i);
-            peers[i].up = peers[i].up && CounterGet(rc.down[i]) == 0 && !SpoolDown(rc, i);
-          }
-        for (size_t i = 0; i < peers.size(); ++i)
-          peers[i].up = peers[i].up && CounterGet(metrics_->master().replica.unreached[i]) == 0;
-      }
+      const ReplicaLinksView links = LinksView();
       AppendStats(store_ != nullptr ? store_->Stats() : StoreStats{}, engine_->DailyStats(), &opts_.cluster, &body_,
-                  peers.empty() ? nullptr : &peers);
+                  links.peers.empty() ? nullptr : &links);
       *status = 200;
       return true;
     }

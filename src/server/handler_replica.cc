@@ -412,11 +412,13 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
     return;
   }
-  // This shard's own changes, come back under another name: its list named
-  // it twice (behind a relay, self the relay's name), or it ran another
-  // shard's self (a copied srv.xml) when it queued them. They are in this
+  // This shard's own changes, come back: queued while it ran another
+  // shard's self (a copied srv.xml) for the name it has again now. A reload
+  // drops those (Replicator::DropLinksTo), but while it reaches one worker
+  // after another, a worker still on the earlier self sends them to one
+  // already on this one, whose signature check takes them. They are in this
   // store already; applied, each use would count twice (found by an outside
-  // run), so they are refused and stay queued where they are.
+  // run).
   if (head.method == HttpMethod::kPost && OwnStream(q.stream)) {
     TextBody(409,
              "/replicate: this batch is this shard's own (its stream " + q.stream.substr(0, 80) + "), sent to it as '" +

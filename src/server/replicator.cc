@@ -443,6 +443,20 @@ std::unique_ptr<Replicator> Replicator::FromSpool(const ReplicaSpool& spool, Rep
   return r;
 }
 
+size_t Replicator::DropLinksTo(std::string_view self) {
+  size_t dropped = 0;
+  for (Link& l : links_) {
+    if (l.name != self || l.queue.empty()) continue;
+    dropped += l.queue.size();
+    Close(l);
+    l.queue.clear();
+    l.inflight = 0;
+    l.down = false;
+    l.failure.clear();
+  }
+  return dropped;
+}
+
 void Replicator::Retire() {
   if (counters_)
     for (Link& l : links_)

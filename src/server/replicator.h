@@ -236,6 +236,13 @@ class Replicator final : public ChangeSink {
   // handler_replica.cc), until nothing is left. Its per-shard gauges are
   // cleared and left to the replicator of the new list.
   void Retire();
+  // Drops what the links to `self` (this shard's name now) queue: changes
+  // made here under a <cluster> that named this shard otherwise (another
+  // shard's self, a relay's name beside its own), which reached only this
+  // store, where they are already; delivered, each would count twice (the
+  // receiver refuses them, and they stayed queued across restarts). Returns
+  // how many were dropped.
+  size_t DropLinksTo(std::string_view self);
   // What this replicator still queues, as a spool (replica_spool.h) for a
   // graceful stop to keep; links with nothing queued are left out. Its
   // changes' keys point into this replicator's queues.

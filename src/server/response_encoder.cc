@@ -217,7 +217,7 @@ void AppendBatch(bool allowed, std::span<const WireRequest> reqs, std::span<cons
 }
 
 void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, const ClusterView* cluster,
-                 std::string* out, const std::vector<ReplicaPeerView>* peers) {
+                 std::string* out, const ReplicaLinksView* links) {
   out->append("<response code=\"0\">\n  <store");
   Attr("files", st.geometry.files, out);
   Attr("keynodes", st.geometry.keynodes, out);
@@ -245,15 +245,16 @@ void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, cons
       const bool catching = cluster->catching_up != nullptr &&
                             std::atomic_ref<uint64_t>(const_cast<uint64_t&>(*cluster->catching_up)).load() != 0;
       Attr("catching_up", catching ? 1 : 0, out);
+      if (links != nullptr) Attr("lag_ms", static_cast<int64_t>(links->lag_ms), out);
     }
     out->append(" digest=\"").append(cluster->ring->DigestText()).append("\">\n");
     for (size_t i = 0; i < cluster->ring->shards().size(); ++i) {
       const RingShard& s = cluster->ring->shards()[i];
       out->append("    <shard");
       Attr("weight", s.weight, out);
-      if (peers != nullptr && i < peers->size() && static_cast<long>(i) != cluster->self_index) {
-        Attr("pending", static_cast<int64_t>((*peers)[i].pending), out);
-        out->append((*peers)[i].up ? " link=\"up\"" : " link=\"down\"");
+      if (links != nullptr && i < links->peers.size() && static_cast<long>(i) != cluster->self_index) {
+        Attr("pending", static_cast<int64_t>(links->peers[i].pending), out);
+        out->append(links->peers[i].up ? " link=\"up\"" : " link=\"down\"");
       }
       out->push_back('>');
       AppendXmlEscaped(s.name, out);

@@ -40,9 +40,15 @@ struct ReplicaPeerView {
   uint64_t pending = 0;  // changes queued for it, not acknowledged
   bool up = true;
 };
+// This shard's replica links as a whole: per other shard (by ring index),
+// and the age of the oldest change not acknowledged by any (0: none).
+struct ReplicaLinksView {
+  std::vector<ReplicaPeerView> peers;
+  uint64_t lag_ms = 0;
+};
 // The answer to cmd="stats"; `cluster` is the cluster this server is a shard
-// of (null: none); `peers` (by ring index, with replicas) its replica links.
+// of (null: none); `links` (with replicas) its replica links.
 void AppendStats(const StoreStats& st, const std::vector<BizStats>& bizzes, const ClusterView* cluster,
-                 std::string* out, const std::vector<ReplicaPeerView>* peers = nullptr);
+                 std::string* out, const ReplicaLinksView* links = nullptr);
 
 }  // namespace frs::server

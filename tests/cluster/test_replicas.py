@@ -408,6 +408,14 @@ class Replicas(unittest.TestCase):
             self.assertEqual(p.a.acquire(k), 200)
         self.assertGreaterEqual(p.a.metric("frs_replica_unprotected_total"), 6)
         self.assertEqual(p.a.metric("frs_replica_link_up"), 0)
+        # The stats answer (frsctl stat --cluster) says the link, what it
+        # holds and how old the oldest is.
+        c = http.client.HTTPConnection("127.0.0.1", p.a.port, timeout=5)
+        c.request("POST", "/frs", body='<request cmd="stats"/>')
+        stats = c.getresponse().read().decode()
+        c.close()
+        self.assertRegex(stats, r'pending="6" link="down">%s<' % re.escape(p.b.name))
+        self.assertGreater(int(re.search(r' lag_ms="(\d+)"', stats).group(1)), 0, stats)
         self.assertIn(p.b.copy_count(k), (1, "behind"))
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 7, 5), "B holds %s" % p.b.count(k))
@@ -1020,8 +1028,9 @@ class Replicas(unittest.TestCase):
         # Found by an outside run: A given B's self by a copied srv.xml (a
         # SIGHUP), its uses queued for "A" (itself, behind its relay), then
         # the right srv.xml put back: the links it retired delivered them to
-        # A, which applied them: each use counted twice there. Now A knows
-        # its own streams and refuses them (they stay queued, said so).
+        # A, which applied them: each use counted twice there. Now the put-
+        # back drops what was queued for A's own name (it is in A's store
+        # already), said so, and nothing is left draining.
         p = self.pair(extra_a='replica_timeout_ms="300"')
         k = p.keys[6]
         p.a.reload_with('self="%s"' % p.a.name, 'self="%s"' % p.b.name)
@@ -1029,24 +1038,39 @@ class Replicas(unittest.TestCase):
         served = [p.a.acquire(k) for _ in range(3)]
         self.assertEqual(served, [200] * 3)
         p.a.reload_with('self="%s"' % p.b.name, 'self="%s"' % p.a.name)
-        own = "this batch is this shard's own"
-        processes.wait_for(lambda: own in p.a.log() or p.a.count(k) != 3, 10)
+        dropped = "queued for %s, this shard's own name now, are dropped" % p.a.name
+        processes.wait_for(lambda: dropped in p.a.log() or p.a.count(k) != 3, 10)
         self.assertEqual(p.a.count(k), 3)
-        self.assertIn(own, p.a.log())
+        self.assertIn(dropped, p.a.log())
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_draining") == 0, 5), p.a.log())
 
-    def test_an_admin_token_changed_by_a_reload_is_the_one_the_links_send(self):
-        # Both shards given a new admin token by SIGHUP: their links send it
-        # from then on. They sent the old one until a restart: each change
-        # was refused (403), reached no other holder, and a failover granted
-        # those uses again (8 of a limit of 5 in an outside check).
-        p = self.pair()
-        k = p.keys[18]
-        for s in (p.a, p.b):
-            s.reload_with('token="%s"' % TOKEN, 'token="%s-new"' % TOKEN)
-        for s in (p.a, p.b):
-            self.assertTrue(processes.wait_for(lambda s=s: "the admin token changed; applied" in s.log(), 5), s.log())
-        self.assertEqual(p.a.acquire(k), 200)
-        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 10), "B holds %s\n%s" % (p.b.count(k), p.a.log()))
+    def test_a_list_that_names_a_shard_twice_never_counts_its_changes_twice(self):
+        # The same shard under a second name (another relay in front of A):
+        # A's links send changes to "that other shard", which is A itself,
+        # signed for the second name: refused as such (400), counted once.
+        p = self.pair(extra_a='replica_timeout_ms="300"')
+        alias = Relay(p.a.port)
+        try:
+            names = [p.a.name, p.b.name, "127.0.0.1:%d" % alias.port]
+            ring = ring_of(names)
+            k = next(
+                k
+                for k in ("twice:%d" % i for i in range(2000))
+                if ring.owner_index(k) == 0 and ring.successor_index(k) == 2
+            )
+            listed = "<shard>%s</shard><shard>%s</shard>" % (p.a.name, p.b.name)
+            anew = "the replica links start anew"
+            before = p.a.log().count(anew)
+            for s in (p.a, p.b):
+                s.reload_with(listed, listed + "<shard>%s</shard>" % names[2])
+            self.assertTrue(processes.wait_for(lambda: p.a.log().count(anew) > before, 10), p.a.log())
+            self.assertEqual(p.a.acquire(k), 200)
+            refused = "the sender's <cluster> list names this shard otherwise"
+            processes.wait_for(lambda: refused in p.a.log() or p.a.count(k) != 1, 10)
+            self.assertEqual(p.a.count(k), 1)
+            self.assertIn(refused, p.a.log())
+        finally:
+            alias.close()
 
     def test_an_idle_link_to_a_shard_that_refuses_its_token_reads_down(self):
         # Found by an outside run: B given another token by a reload refused

@@ -129,11 +129,22 @@ TEST(ApplyingMark, AResetBatchSeesAnotherWorkersBatchOfItsStream) {
   EXPECT_EQ(m.worker(1).replica.applying, 0u);  // cleared when the batch is done
 }
 
-TEST_F(OthersClaim, ABatchWithoutAResetMarksItsStreamAndSeesTheClaim) {
+// A batch without a reset marks its stream in its worker's word for as long
+// as it applies, and its look at the claim comes after: a claim made before
+// is seen (the handler answers 503); one made after sees the mark
+// (ApplyingMark.AResetBatchSeesAnotherWorkersBatchOfItsStream).
+TEST_F(OthersClaim, ABatchWithoutAResetIsMarkedWhileItLooksAndApplies) {
   auto metrics = Metrics::Create(1);
   ASSERT_TRUE(metrics.ok());
-  ApplyingMark mark(metrics.value()->worker(0).replica.applying, "s/1");
-  EXPECT_TRUE(ResetClaim::HeldByOther(shared, "s/1"));  // the handler answers 503: sent again
+  uint64_t& word = metrics.value()->worker(0).replica.applying;
+  {
+    ApplyingMark mark(word, "s/1");
+    EXPECT_NE(word, 0u);
+    EXPECT_TRUE(ResetClaim::HeldByOther(shared, "s/1"));
+    ApplyingMark other_stream(metrics.value()->worker(0).replica.applying, "s/2");
+    EXPECT_FALSE(ResetClaim::HeldByOther(shared, "s/2"));
+  }
+  EXPECT_EQ(word, 0u);
 }
 
 }  // namespace

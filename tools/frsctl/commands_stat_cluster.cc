@@ -24,6 +24,9 @@ struct ShardFigures {
   // <cluster replicas="1">: this shard's replica state, and its links to
   // the others (shard name, changes pending, link up).
   bool replicas = false, catching_up = false;
+  // Age of its oldest change no other holder acknowledged (<cluster lag_ms>:
+  // frs_replica_lag_seconds); -1: an earlier frsd's answer, without it.
+  int64_t lag_ms = -1;
   std::string digest;  // of the shard list it runs (<cluster digest>)
   struct Link {
     std::string to;
@@ -66,6 +69,7 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
       pugi::xml_node cl = r.child("cluster");
       f.replicas = cl.attribute("replicas").as_int() == 1;
       f.catching_up = cl.attribute("catching_up").as_int() == 1;
+      if (pugi::xml_attribute lag = cl.attribute("lag_ms")) f.lag_ms = lag.as_llong();
       f.digest = cl.attribute("digest").value();
       for (pugi::xml_node sh2 = cl.child("shard"); sh2; sh2 = sh2.next_sibling("shard"))
         if (sh2.attribute("link"))
@@ -122,7 +126,9 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
       j.Key("slots").Uint(f.slots).Key("nodes_used").Uint(f.nodes).Key("share_pct").Double(share(f));
       j.Key("evictions_stale").Uint(f.evictions_stale).Key("evictions_live").Uint(f.evictions_live);
       if (f.replicas) {
-        j.Key("replicas").BeginObject().Key("catching_up").Bool(f.catching_up).Key("links").BeginArray();
+        j.Key("replicas").BeginObject().Key("catching_up").Bool(f.catching_up);
+        if (f.lag_ms >= 0) j.Key("lag_seconds").Double(static_cast<double>(f.lag_ms) / 1000.0);
+        j.Key("links").BeginArray();
         for (const auto& l : f.links)
           j.BeginObject().Key("to").String(l.to).Key("pending").Uint(l.pending).Key("up").Bool(l.up).EndObject();
         j.EndArray().EndObject();
@@ -178,6 +184,7 @@ Result<int> RunStatCluster(Session& s, const StatArgs& a) {
       for (const ShardFigures& f : shards) {
         if (!f.reachable || !f.replicas) continue;
         std::printf("  %-26s %s", f.name.c_str(), f.catching_up ? "catching up (its routes answer 503)" : "serving");
+        if (f.lag_ms >= 0) std::printf(", lag %.1f s", static_cast<double>(f.lag_ms) / 1000.0);
         for (const auto& l : f.links)
           std::printf("; to %s: %llu pending, link %s", l.to.c_str(), static_cast<unsigned long long>(l.pending),
                       l.up ? "up" : "DOWN");
