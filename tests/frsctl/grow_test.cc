@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include "frs/store.h"
 #include "json_in.h"
 #include "store/format.h"
+#include "store_users.h"
 
 extern char** environ;
 
@@ -711,6 +713,36 @@ TEST_F(GrowTest, AKillAtAnyInstantLeavesTheOldOrTheNewStoreWhole) {
               static_cast<long long>(took.count()), kKills + 1, old_whole, new_whole, with_leftovers);
   EXPECT_GT(old_whole, 0);
   EXPECT_GT(new_whole, 0);
+}
+
+// A pid file naming a killed frsd whose parent has not reaped it yet (an
+// init that reaps slowly after a kill -9): a zombie, no frsd running. grow,
+// init and verify took it for one (found by an outside run).
+TEST(StoreUsers, AZombieNamedByThePidFileIsNoLiveFrsd) {
+  frs::testing::TempDir d;
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::prctl(PR_SET_NAME, "frsd");  // as frsd's comm reads
+    char b;
+    ::close(go[1]);
+    while (::read(go[0], &b, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  const std::string pidfile = (fs::path(d.path()) / "frsd.pid").string();
+  WriteFile(pidfile, std::to_string(child) + "\n");
+  EXPECT_EQ(LiveFrsdFromPidFile(pidfile), child);
+  ::kill(child, SIGKILL);
+  // Dead, not reaped: /proc/PID/stat says Z.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(LiveFrsdFromPidFile(pidfile), 0);
+  ::waitpid(child, nullptr, 0);
+  ::close(go[1]);
 }
 
 }  // namespace

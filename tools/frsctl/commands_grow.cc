@@ -695,8 +695,9 @@ Result<int> RunGrow(Session& s, const GrowArgs& a) {
                   dir.c_str(), format_from, kStoreFormatVersion, Geo(from).c_str(), Geo(to).c_str(),
                   Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
     else
-      std::printf("grew %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n", dir.c_str(), Geo(from).c_str(),
-                  Geo(to).c_str(), Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
+      std::printf("%s %s from %s to %s (files x key-nodes x chain): %s -> %s slots\n",
+                  to.slots() < from.slots() ? "shrank" : "grew", dir.c_str(), Geo(from).c_str(), Geo(to).c_str(),
+                  Grouped(from.slots()).c_str(), Grouped(to.slots()).c_str());
     Table t;
     t.Row({"nodes", Grouped(kept) + " (each checked: state, expiry, last use)"});
     if (check->dropped_expired)

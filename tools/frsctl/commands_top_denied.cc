@@ -48,9 +48,10 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
   // longer than 16): the columns after it stay aligned.
   int biz_width = 16;
   for (const auto& r : rows) biz_width = std::max(biz_width, static_cast<int>(name_of(r.biz_id).size()));
-  std::printf("%-*s %10s  %-20s %s\n", biz_width, "biz", "denied", "last (minute)", "key");
+  // "YYYY-MM-DD HH:MM:SS UTC": 23 columns (LocalTime).
+  std::printf("%-*s %10s  %-23s %s\n", biz_width, "biz", "denied", "last (minute)", "key");
   for (const auto& r : rows)
-    std::printf("%-*s %10llu  %-20s %s\n", biz_width, name_of(r.biz_id).c_str(),
+    std::printf("%-*s %10llu  %-23s %s\n", biz_width, name_of(r.biz_id).c_str(),
                 static_cast<unsigned long long>(r.denied), LocalTime(r.last_minute * 60000).c_str(),
                 Printable(r.key).c_str());
   if (uint64_t dropped = denied->dropped)

@@ -51,6 +51,14 @@ std::string BaseName(std::string p) {
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
+// Its state in /proc/PID/stat is Z (or X): dead, only not reaped yet.
+bool Zombie(pid_t pid) {
+  const std::string stat = ReadSmall("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');  // the command may hold ') '
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  return stat[paren + 2] == 'Z' || stat[paren + 2] == 'X';
+}
+
 bool IsFrsd(pid_t pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
   char buf[PATH_MAX];
@@ -94,6 +102,9 @@ pid_t LiveFrsdFromPidFile(const std::string& pidfile) {
   long pid = std::strtol(text.c_str(), &end, 10);
   if (end == text.c_str() || pid <= 0 || pid > INT_MAX || pid == ::getpid()) return 0;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return 0;
+  // A zombie (killed, its parent not yet reaped it: an init that reaps
+  // slowly after a kill -9) answers kill(0) but holds nothing.
+  if (Zombie(static_cast<pid_t>(pid))) return 0;
   return IsFrsd(static_cast<pid_t>(pid)) ? static_cast<pid_t>(pid) : 0;
 }
 
