@@ -398,6 +398,33 @@ void ConnectServiceManager(const frs::server::SdNotifier& notifier, frs::server:
   mc->watchdog_usec = notifier.WatchdogUsec();
 }
 
+// A start that fails before it serves leaves no pid file behind: an empty
+// one made `kill -HUP $(cat frsd.pid)` fail, naming no process. Removed
+// under its lock, so no other frsd's. From the daemon's fork on, the
+// daemon's to remove.
+class PidFileUntilServing {
+ public:
+  explicit PidFileUntilServing(std::optional<frs::server::LockFile>& lock) : lock_(lock) {}
+  ~PidFileUntilServing() {
+    if (armed_ && lock_) lock_->Remove();
+  }
+  PidFileUntilServing(const PidFileUntilServing&) = delete;
+  PidFileUntilServing& operator=(const PidFileUntilServing&) = delete;
+  void Disarm() { armed_ = false; }
+
+ private:
+  std::optional<frs::server::LockFile>& lock_;
+  bool armed_ = true;
+};
+
+// <grpc unix>'s socket file, removed however the start ends.
+struct UnixSocketFile {
+  std::string path;
+  ~UnixSocketFile() {
+    if (!path.empty()) frs::server::RemoveUnixListener(path);
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -423,6 +450,7 @@ int main(int argc, char** argv) {
 
   std::optional<LockFile> store_lock, pid_lock;
   if (Status s = TakeLocks(cfg, &store_lock, &pid_lock); !s.ok()) return Fail(s.message());
+  PidFileUntilServing pid_file_guard(pid_lock);
 
   if (Status s = OpenLogs(cfg, args.foreground); !s.ok()) return Fail(s.message());
 
@@ -460,18 +488,14 @@ int main(int argc, char** argv) {
   std::shared_ptr<const TlsContext> tls;
   std::vector<os::UniqueFd> grpc_fds;
   if (Status g = OpenGrpc(&cfg, &tls, &grpc_fds); !g.ok()) return Fail(g.message());
-  // The socket file is ours from here on: removed however the start ends.
-  struct UnixSocketFile {
-    std::string path;
-    ~UnixSocketFile() {
-      if (!path.empty()) RemoveUnixListener(path);
-    }
-  } unix_socket{cfg.grpc_unix};
+  UnixSocketFile unix_socket{cfg.grpc_unix};  // ours from here on: removed however the start ends
 
   auto metrics = Metrics::Create(cfg.workers);
   if (!metrics.ok()) return Fail(metrics.status().message());
 
   cleanup.Disarm();  // everything that could fail because of the disk has passed
+  // The daemon's from here (the parent of the fork below leaves it to it).
+  pid_file_guard.Disarm();
   Daemon daemon;
   if (!args.foreground)
     if (Status d = daemon.Daemonize(); !d.ok()) return Fail(d.message());

@@ -413,16 +413,16 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     return;
   }
   // This shard's own changes, come back: queued while it ran another
-  // shard's self (a copied srv.xml) for the name it has again now. A reload
-  // drops those (Replicator::DropLinksTo), but while it reaches one worker
-  // after another, a worker still on the earlier self sends them to one
-  // already on this one, whose signature check takes them. They are in this
-  // store already; applied, each use would count twice (found by an outside
-  // run).
+  // shard's self (a copied srv.xml) for the name it has again now, sent by
+  // the links that reload retired, or by a worker the reload has not reached
+  // yet. They are in this store already; applied, each use would count
+  // twice (found by an outside run). The answer is proven like every one
+  // here: the sender drops them on it (Replicator::DropOwn), and on nothing
+  // less (a name alone cannot tell this shard from the one it was taken for).
   if (head.method == HttpMethod::kPost && OwnStream(q.stream)) {
     TextBody(409,
-             "/replicate: this batch is this shard's own (its stream " + q.stream.substr(0, 80) + "), sent to it as '" +
-                 c.self + "' by a <cluster> that named it otherwise: its uses are here already",
+             "/replicate: " + std::string(kOwnBatchWords) + " (its stream " + q.stream.substr(0, 80) +
+                 "), sent to it as '" + c.self + "' by a <cluster> that named it otherwise: its uses are here already",
              status);
     return;
   }
@@ -452,8 +452,8 @@ bool Handler::OwnStream(std::string_view stream) const {
   for (uint32_t w = 0; w < metrics_->workers(); ++w) {
     const ReplicaCounters& rc = metrics_->worker(w).replica;
     if (CounterGet(rc.stream_hash) == h) return true;
-    for (size_t i = 0; i < kPastStreams; ++i)
-      if (CounterGet(rc.past_stream_hash[i]) == h) return true;
+    for (size_t i = 0; i < kRetiredStreams; ++i)
+      if (CounterGet(rc.retired_stream_hash[i]) == h) return true;
     for (size_t i = 0; i < kMaxSpoolStreams; ++i)
       if (CounterGet(rc.spool_hash[i]) == h) return true;
   }

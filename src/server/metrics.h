@@ -126,8 +126,8 @@ inline constexpr size_t kMaxSnapshotStreams = 256;
 // Spools of earlier stops a worker names to a snapshot (beyond them, a
 // snapshot taken while it still delivers more may carry a change twice).
 inline constexpr size_t kMaxSpoolStreams = 8;
-// Streams a worker remembers having sent under (ReplicaCounters::past_stream_hash).
-inline constexpr size_t kPastStreams = 4;
+// Retired replicators' streams a worker names (ReplicaCounters::retired_stream_hash).
+inline constexpr size_t kRetiredStreams = 8;
 // Words of ReplicaShared::reset_claims (server/reset_claim.h).
 inline constexpr size_t kResetClaims = 16;
 // Signed snapshot asks remembered per other shard (ReplicaShared::snapshot_asks).
@@ -166,10 +166,10 @@ struct ReplicaCounters {
   // For a snapshot (handler_replica.cc), set by the worker:
   uint64_t inside;       // 1 while its engine executes a request (ChangeSink::Enter..Leave)
   uint64_t stream_hash;  // StreamHash of its stream's name; 0 before its replicator exists
-  // The streams it sent under before (a reload that changed <cluster> begins
-  // a new one; the links it retired may still deliver the old), newest
-  // first: a batch of any of them is this shard's own (Handler::OwnStream).
-  uint64_t past_stream_hash[kPastStreams];
+  // The streams of its replicators a reload retired (each began a new one)
+  // while they still deliver, the first kRetiredStreams of them: a batch of
+  // any of them is this shard's own (Handler::OwnStream).
+  uint64_t retired_stream_hash[kRetiredStreams];
   uint64_t queued_no[kMaxReplicaPeers];  // the number of the last change queued for each shard (1, 2, ...)
   // gauge: changes queued under an earlier <cluster> that its links still
   // deliver (a ring change keeps them: Worker::SetUpReplicas)

@@ -27,6 +27,10 @@
 
 namespace frs::server {
 
+// The words of the 409 a receiver answers a batch of its own streams with
+// (handler_replica.cc), which its sender drops on (Replicator::DropOwn).
+inline constexpr std::string_view kOwnBatchWords = "this batch is this shard's own";
+
 // Appends one change's line to *out.
 void AppendChangeLine(const Change& c, std::string* out);
 

@@ -133,13 +133,7 @@ Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop
       CounterSet(counters_->alone_peer[i], 0);
     }
     std::atomic_ref<uint64_t>(counters_->inside).store(0);  // a dead worker's, in this slot
-    const uint64_t was = std::atomic_ref<uint64_t>(counters_->stream_hash).load(), now = StreamHash(opts_.stream);
-    if (was != 0 && was != now) {
-      for (size_t i = kPastStreams - 1; i > 0; --i)
-        CounterSet(counters_->past_stream_hash[i], CounterGet(counters_->past_stream_hash[i - 1]));
-      CounterSet(counters_->past_stream_hash[0], was);
-    }
-    std::atomic_ref<uint64_t>(counters_->stream_hash).store(now);
+    std::atomic_ref<uint64_t>(counters_->stream_hash).store(StreamHash(opts_.stream));
   }
   digest_ = opts_.ring->DigestText();
   for (Link& l : links_) {
@@ -443,18 +437,31 @@ std::unique_ptr<Replicator> Replicator::FromSpool(const ReplicaSpool& spool, Rep
   return r;
 }
 
-size_t Replicator::DropLinksTo(std::string_view self) {
-  size_t dropped = 0;
-  for (Link& l : links_) {
-    if (l.name != self || l.queue.empty()) continue;
-    dropped += l.queue.size();
-    Close(l);
-    l.queue.clear();
-    l.inflight = 0;
-    l.down = false;
-    l.failure.clear();
+void Replicator::DropOwn(Link& l, int64_t now_ns) {
+  const size_t n = l.queue.size();
+  Close(l);
+  l.queue.clear();
+  l.inflight = 0;
+  l.down = false;
+  l.down_through = 0;
+  l.behind = false;
+  l.stop_failed = false;
+  l.failure.clear();
+  if (l.journaled) {
+    l.journaled = false;
+    if (std::none_of(links_.begin(), links_.end(), [](const Link& o) { return o.journaled; })) journal_.Remove();
+    else journal_.Ended(IndexOf(l));
+    JournalFlush();
   }
-  return dropped;
+  if (counters_) CounterAdd(counters_->dropped, n);
+  if (uint64_t times = 0; l.own_log.Note(now_ns, &times))
+    FRS_LOG(
+        "replicas: %s answered that the changes queued for it are this shard's own (its <cluster> named this shard "
+        "so while they were queued: a self or a list put back): %zu dropped, they are in this store already, and "
+        "that name's holder lacks them (%llu time(s) since the last such line; docs/cluster.md, \"A list changed "
+        "by mistake and put back\")",
+        l.name.c_str(), n, static_cast<unsigned long long>(times));
+  Publish(l);
 }
 
 void Replicator::Retire() {
@@ -766,10 +773,11 @@ bool Replicator::Proven(Link& l, int status, const std::string& body, const std:
   // as a shard would, without the token: its acknowledgement would drop
   // changes the real shard never got, its state would steer this link.
   Fail(l,
-       proof.empty() ? "answered 200 without proof that it holds this cluster's admin token (FRS-Replica-Proof): "
-                       "not a shard of this cluster (another program at its address?)"
-                     : "answered 200 with a proof that does not verify under this shard's admin token: another "
-                       "token, or the answer was changed on the way",
+       "answered " + std::to_string(status) +
+           (proof.empty() ? " without proof that it holds this cluster's admin token (FRS-Replica-Proof): "
+                            "not a shard of this cluster (another program at its address?)"
+                          : " with a proof that does not verify under this shard's admin token: another "
+                            "token, or the answer was changed on the way"),
        now_ns);
   return false;
 }
@@ -879,6 +887,10 @@ void Replicator::Read(Link& l, int64_t now_ns) {
         }
         IdleProbed(l, now_ns, closed.empty());
         if (!closed.empty()) Close(l);
+        return;
+      }
+      if (status == 409 && body.find(kOwnBatchWords) != std::string::npos) {
+        if (Proven(l, status, body, proof, now_ns)) DropOwn(l, now_ns);
         return;
       }
       if (status != 200) {

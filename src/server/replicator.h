@@ -236,13 +236,6 @@ class Replicator final : public ChangeSink {
   // handler_replica.cc), until nothing is left. Its per-shard gauges are
   // cleared and left to the replicator of the new list.
   void Retire();
-  // Drops what the links to `self` (this shard's name now) queue: changes
-  // made here under a <cluster> that named this shard otherwise (another
-  // shard's self, a relay's name beside its own), which reached only this
-  // store, where they are already; delivered, each would count twice (the
-  // receiver refuses them, and they stayed queued across restarts). Returns
-  // how many were dropped.
-  size_t DropLinksTo(std::string_view self);
   // What this replicator still queues, as a spool (replica_spool.h) for a
   // graceful stop to keep; links with nothing queued are left out. Its
   // changes' keys point into this replicator's queues.
@@ -259,6 +252,8 @@ class Replicator final : public ChangeSink {
     return from_journal_ ? "kept from a killed worker" : "kept from an earlier stop";
   }
   bool from_spool() const { return from_spool_; }
+  // The stream its batches carry (a spool's: the worker's that wrote it).
+  const std::string& stream() const { return opts_.stream; }
 
   // Each link as the gauges see it.
   struct LinkView {
@@ -328,6 +323,7 @@ class Replicator final : public ChangeSink {
     std::deque<Queued> queue;
     LogThrottle dropped_log;    // the backlog full: its oldest changes dropped
     LogThrottle map_log;        // it runs another map (CheckPeerMap)
+    LogThrottle own_log;        // its shard is this one (DropOwn)
     size_t inflight = 0;        // queue[0, inflight) is the batch in flight
     uint64_t inflight_seq = 0;  // its seq (sent again unchanged after a lost link)
     uint64_t next_seq = 1;
@@ -415,6 +411,11 @@ class Replicator final : public ChangeSink {
   // How many of the changes queued from `first` to `last` (one link's)
   // change routes of `sides`.
   static uint64_t On(const Queued& first, const Queued& last, uint8_t sides);
+  // The other side proved (its answer's proof) that the batch is its own
+  // stream's: this very shard, reached under a name a <cluster> gave another
+  // shard. What the link queues is in this store already: dropped, counted
+  // in `dropped`, logged.
+  void DropOwn(Link& l, int64_t now_ns);
   void Fail(Link& l, const std::string& why, int64_t now_ns);
   void Acked(Link& l, int64_t now_ns, bool send_next = true);
   // The other shard answered a batch: it reads down no more for having been

@@ -253,11 +253,6 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
     std::unique_ptr<Replicator> r = Replicator::FromSpool(t.spool, base, &loop_);
     FRS_LOG("replicas: %zu change(s) %s could not deliver (%s) are being delivered from %s", t.spool.Changes(),
             t.spool.journal ? "a killed worker" : "an earlier stop", r->QueuedByShard().c_str(), t.path.c_str());
-    if (const size_t own = r->DropLinksTo(base.self); own > 0)
-      FRS_LOG(
-          "replicas: %zu change(s) of %s were queued for %s, this shard's own name: dropped, they are in this store "
-          "already (made under a <cluster> that named this shard otherwise)",
-          own, t.path.c_str(), base.self.c_str());
     // Named to the snapshots this shard answers (handler_replica.cc): a
     // shard that takes one skips this spool's changes, which it carries.
     // Numbers and holdings first, the hash last: a reader that sees the
@@ -273,7 +268,7 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
       CounterSet(rc.spool_oldest_ms[slot], 0);
       for (const ReplicaSpoolLink& l : t.spool.links)
         for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i)
-          if (shards[i].name == l.name && l.name != base.self) {
+          if (shards[i].name == l.name) {
             CounterSet(rc.spool_no[slot][i], l.first_no + l.changes.size() - 1);
             CounterSet(rc.spool_held[slot][i], l.changes.size());
           }
@@ -335,15 +330,6 @@ void Worker::SetUpReplicas(bool reload) {
       FRS_LOG("<cluster> changed: the replica links start anew");
       repl_.reset();
     }
-    // What was queued for the name this shard now has went nowhere else.
-    size_t own = 0;
-    for (const auto& d : draining_) own += d->DropLinksTo(c.self);
-    if (own > 0)
-      FRS_LOG(
-          "<cluster> changed: %zu change(s) queued for %s, this shard's own name now, are dropped: made here under a "
-          "<cluster> that named this shard otherwise, they are in this store already (their other holder lacks "
-          "them: docs/cluster.md, \"A list changed by mistake and put back\")",
-          own, c.self.c_str());
     if (counters_) {
       size_t draining = 0;
       for (const auto& d : draining_) draining += d->QueuedChanges();
@@ -503,6 +489,14 @@ void Worker::DrainTurn(int64_t now) {
 void Worker::PublishRetired() {
   if (!counters_) return;
   ReplicaCounters& rc = counters_->replica;
+  // The streams of the replicators retired by a reload, while they deliver:
+  // a batch of one of them that reaches this shard is its own
+  // (Handler::OwnStream). Spools are named in spool_hash.
+  size_t named = 0;
+  for (const auto& d : draining_)
+    if (!d->from_spool() && named < kRetiredStreams)
+      CounterSet(rc.retired_stream_hash[named++], StreamHash(d->stream()));
+  while (named < kRetiredStreams) CounterSet(rc.retired_stream_hash[named++], 0);
   uint64_t held[kMaxReplicaPeers] = {};
   bool down[kMaxReplicaPeers] = {};
   if (const auto& ring = handler_.options().cluster.ring) {

@@ -1028,17 +1028,24 @@ class Replicas(unittest.TestCase):
         # Found by an outside run: A given B's self by a copied srv.xml (a
         # SIGHUP), its uses queued for "A" (itself, behind its relay), then
         # the right srv.xml put back: the links it retired delivered them to
-        # A, which applied them: each use counted twice there. Now the put-
-        # back drops what was queued for A's own name (it is in A's store
-        # already), said so, and nothing is left draining.
+        # A, which applied them: each use counted twice there. Now A knows
+        # its own streams and answers them 409 with its proof, on which the
+        # links drop them (they are in A's store already), saying so; nothing
+        # is left draining.
         p = self.pair(extra_a='replica_timeout_ms="300"')
-        k = p.keys[6]
+        k, k2 = p.keys[6], p.keys[7]
+        # Changes queued for the real B when the mistake comes (its link cut)
+        # are B's: no name may drop them, B gets them once the link heals.
+        p.relay.cut()
+        self.assertEqual([p.a.acquire(k2) for _ in range(2)], [200, 200])
         p.a.reload_with('self="%s"' % p.a.name, 'self="%s"' % p.b.name)
         self.assertTrue(processes.wait_for(lambda: "<cluster> changed" in p.a.log(), 5), p.a.log())
         served = [p.a.acquire(k) for _ in range(3)]
         self.assertEqual(served, [200] * 3)
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k2) == 2, 10), "B holds %s" % p.b.count(k2))
         p.a.reload_with('self="%s"' % p.b.name, 'self="%s"' % p.a.name)
-        dropped = "queued for %s, this shard's own name now, are dropped" % p.a.name
+        dropped = "replicas: %s answered that the changes queued for it are this shard's own" % p.a.name
         processes.wait_for(lambda: dropped in p.a.log() or p.a.count(k) != 3, 10)
         self.assertEqual(p.a.count(k), 3)
         self.assertIn(dropped, p.a.log())
@@ -1071,6 +1078,20 @@ class Replicas(unittest.TestCase):
             self.assertIn(refused, p.a.log())
         finally:
             alias.close()
+
+    def test_an_admin_token_changed_by_a_reload_is_the_one_the_links_send(self):
+        # Both shards given a new admin token by SIGHUP: their links send it
+        # from then on. They sent the old one until a restart: each change
+        # was refused (403), reached no other holder, and a failover granted
+        # those uses again (8 of a limit of 5 in an outside check).
+        p = self.pair()
+        k = p.keys[18]
+        for s in (p.a, p.b):
+            s.reload_with('token="%s"' % TOKEN, 'token="%s-new"' % TOKEN)
+        for s in (p.a, p.b):
+            self.assertTrue(processes.wait_for(lambda s=s: "the admin token changed; applied" in s.log(), 5), s.log())
+        self.assertEqual(p.a.acquire(k), 200)
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 1, 10), "B holds %s\n%s" % (p.b.count(k), p.a.log()))
 
     def test_an_idle_link_to_a_shard_that_refuses_its_token_reads_down(self):
         # Found by an outside run: B given another token by a reload refused

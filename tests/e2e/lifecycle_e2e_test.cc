@@ -503,6 +503,8 @@ TEST(LifecycleE2E, AStartWithAStoreFileMissingIsRefused) {
   EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
   EXPECT_NE(s.log().find("frs.1.store is missing"), std::string::npos) << s.log();
   EXPECT_FALSE(std::filesystem::exists(s.dir() + "/data/frs.1.store"));
+  // Nor is an empty pid file left, naming nothing (found by an outside run).
+  EXPECT_FALSE(std::filesystem::exists(s.dir() + "/frsd.pid"));
 }
 
 // 10,600 idle connections locked everyone out at the default config: one

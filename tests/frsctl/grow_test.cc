@@ -720,19 +720,27 @@ TEST_F(GrowTest, AKillAtAnyInstantLeavesTheOldOrTheNewStoreWhole) {
 // init and verify took it for one (found by an outside run).
 TEST(StoreUsers, AZombieNamedByThePidFileIsNoLiveFrsd) {
   frs::testing::TempDir d;
-  int go[2];
+  int go[2], named[2];
   ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(named), 0);
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     ::prctl(PR_SET_NAME, "frsd");  // as frsd's comm reads
-    char b;
     ::close(go[1]);
+    ::close(named[0]);
+    char b = 1;
+    while (::write(named[1], &b, 1) < 0) {
+    }
     while (::read(go[0], &b, 1) < 0) {
     }
     ::_exit(0);
   }
   ::close(go[0]);
+  ::close(named[1]);
+  char b;
+  ASSERT_EQ(::read(named[0], &b, 1), 1);  // named frsd by now
+  ::close(named[0]);
   const std::string pidfile = (fs::path(d.path()) / "frsd.pid").string();
   WriteFile(pidfile, std::to_string(child) + "\n");
   EXPECT_EQ(LiveFrsdFromPidFile(pidfile), child);
