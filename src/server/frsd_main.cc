@@ -400,8 +400,8 @@ void ConnectServiceManager(const frs::server::SdNotifier& notifier, frs::server:
 
 // A start that fails before it serves leaves no pid file behind: an empty
 // one made `kill -HUP $(cat frsd.pid)` fail, naming no process. Removed
-// under its lock, so no other frsd's. From the daemon's fork on, the
-// daemon's to remove.
+// under its lock, so no other frsd's. Once it names the running frsd, that
+// frsd's to remove at its stop.
 class PidFileUntilServing {
  public:
   explicit PidFileUntilServing(std::optional<frs::server::LockFile>& lock) : lock_(lock) {}
@@ -494,8 +494,6 @@ int main(int argc, char** argv) {
   if (!metrics.ok()) return Fail(metrics.status().message());
 
   cleanup.Disarm();  // everything that could fail because of the disk has passed
-  // The daemon's from here (the parent of the fork below leaves it to it).
-  pid_file_guard.Disarm();
   Daemon daemon;
   if (!args.foreground)
     if (Status d = daemon.Daemonize(); !d.ok()) return Fail(d.message());
@@ -505,6 +503,7 @@ int main(int argc, char** argv) {
     daemon.Failed();
     return Fail(p.message());
   }
+  pid_file_guard.Disarm();  // it names this frsd now (the fork's parents leave by _exit)
 
   FRS_LOG("starting: %s, frsd " FRS_VERSION ", %u worker(s) on %s:%u, store %s (%llu slots), map %s", cfg.path.c_str(),
           cfg.workers, cfg.host.c_str(), cfg.port, cfg.store_dir.c_str(),

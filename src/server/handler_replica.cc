@@ -346,6 +346,22 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     TextBody(404, "/replicate: this shard keeps no replicas (<cluster replicas=\"1\">)", status);
     return;
   }
+  // This shard's own changes, come back: queued while it ran another
+  // shard's self (a copied srv.xml) for the name it has again now, sent by
+  // the links that reload retired, or by a worker the reload has not reached
+  // yet. They are in this store already; applied, each use would count
+  // twice (found by an outside run). The answer is proven like every one
+  // here: the sender drops them on it (Replicator::DropOwn), and on nothing
+  // less (a name alone cannot tell this shard from the one it was taken for).
+  // Before the list checks: whatever lists the two ran, they are its own.
+  if (head.method == HttpMethod::kPost && OwnStream(q.stream)) {
+    TextBody(409,
+             "/replicate: " + std::string(kOwnBatchWords) + " (its stream " + q.stream.substr(0, 80) +
+                 "), sent to it as '" + opts_.cluster.self +
+                 "' by a <cluster> that named it otherwise: its uses are here already",
+             status);
+    return;
+  }
   const std::string mine = c.ring->DigestText();
   const std::string earlier = c.previous_ring ? c.previous_ring->DigestText() : std::string();
   ReplicaShared* shared = metrics_ != nullptr ? &metrics_->master().replica : nullptr;
@@ -412,20 +428,6 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
     TextBody(400, "/replicate: '" + peer_name.substr(0, 64) + "' is not another shard of this <cluster>", status);
     return;
   }
-  // This shard's own changes, come back: queued while it ran another
-  // shard's self (a copied srv.xml) for the name it has again now, sent by
-  // the links that reload retired, or by a worker the reload has not reached
-  // yet. They are in this store already; applied, each use would count
-  // twice (found by an outside run). The answer is proven like every one
-  // here: the sender drops them on it (Replicator::DropOwn), and on nothing
-  // less (a name alone cannot tell this shard from the one it was taken for).
-  if (head.method == HttpMethod::kPost && OwnStream(q.stream)) {
-    TextBody(409,
-             "/replicate: " + std::string(kOwnBatchWords) + " (its stream " + q.stream.substr(0, 80) +
-                 "), sent to it as '" + c.self + "' by a <cluster> that named it otherwise: its uses are here already",
-             status);
-    return;
-  }
   // A question from that shard does not make this shard's link to it read
   // up (ReplicaShared::unreached): it says that shard reaches this one, not
   // that this one reaches it (a one-way partition, a proxy down on one
@@ -448,12 +450,12 @@ void Handler::ReplicateAuthorizedRequest(const HttpHead& head, const char* base,
 
 bool Handler::OwnStream(std::string_view stream) const {
   if (metrics_ == nullptr || stream.empty()) return false;
+  // Any stream of this run (current, or of a replicator a reload retired).
+  if (stream.ends_with(StreamTokenSuffix(CounterGet(metrics_->master().stream_token)))) return true;
+  // A spool of an earlier run this shard's workers deliver.
   const uint64_t h = StreamHash(stream);
   for (uint32_t w = 0; w < metrics_->workers(); ++w) {
     const ReplicaCounters& rc = metrics_->worker(w).replica;
-    if (CounterGet(rc.stream_hash) == h) return true;
-    for (size_t i = 0; i < kRetiredStreams; ++i)
-      if (CounterGet(rc.retired_stream_hash[i]) == h) return true;
     for (size_t i = 0; i < kMaxSpoolStreams; ++i)
       if (CounterGet(rc.spool_hash[i]) == h) return true;
   }

@@ -1,6 +1,8 @@
 #include "server/metrics.h"
 
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <ctime>
@@ -76,6 +78,10 @@ Result<std::unique_ptr<Metrics>> Metrics::Create(uint32_t workers) {
   m->master_ = static_cast<MasterCounters*>(p);
   m->workers_base_ = reinterpret_cast<WorkerCounters*>(static_cast<char*>(p) + sizeof(MasterCounters));
   CounterSet(m->master_->started_unix, static_cast<uint64_t>(std::time(nullptr)));
+  uint64_t token = 0;
+  if (::getrandom(&token, sizeof token, 0) != static_cast<ssize_t>(sizeof token) || token == 0)
+    token = static_cast<uint64_t>(std::time(nullptr)) * 1000003u + static_cast<uint64_t>(::getpid()) + 1;
+  CounterSet(m->master_->stream_token, token);
   return m;
 }
 

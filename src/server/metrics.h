@@ -126,8 +126,6 @@ inline constexpr size_t kMaxSnapshotStreams = 256;
 // Spools of earlier stops a worker names to a snapshot (beyond them, a
 // snapshot taken while it still delivers more may carry a change twice).
 inline constexpr size_t kMaxSpoolStreams = 8;
-// Retired replicators' streams a worker names (ReplicaCounters::retired_stream_hash).
-inline constexpr size_t kRetiredStreams = 8;
 // Words of ReplicaShared::reset_claims (server/reset_claim.h).
 inline constexpr size_t kResetClaims = 16;
 // Signed snapshot asks remembered per other shard (ReplicaShared::snapshot_asks).
@@ -164,12 +162,8 @@ struct ReplicaCounters {
   // reset_claim.h); 0: none.
   uint64_t applying;
   // For a snapshot (handler_replica.cc), set by the worker:
-  uint64_t inside;       // 1 while its engine executes a request (ChangeSink::Enter..Leave)
-  uint64_t stream_hash;  // StreamHash of its stream's name; 0 before its replicator exists
-  // The streams of its replicators a reload retired (each began a new one)
-  // while they still deliver, the first kRetiredStreams of them: a batch of
-  // any of them is this shard's own (Handler::OwnStream).
-  uint64_t retired_stream_hash[kRetiredStreams];
+  uint64_t inside;                       // 1 while its engine executes a request (ChangeSink::Enter..Leave)
+  uint64_t stream_hash;                  // StreamHash of its stream's name; 0 before its replicator exists
   uint64_t queued_no[kMaxReplicaPeers];  // the number of the last change queued for each shard (1, 2, ...)
   // gauge: changes queued under an earlier <cluster> that its links still
   // deliver (a ring change keeps them: Worker::SetUpReplicas)
@@ -272,6 +266,14 @@ inline bool HandoffPending(const ReplicaShared& s) {
 // How long a snapshot may hold the store still: a longer reading answers 503.
 inline constexpr int64_t kSnapshotHoldNs = 10LL * 1000 * 1000 * 1000;
 
+// "~HEX": how a change stream's name ends under a run's stream_token.
+inline std::string StreamTokenSuffix(uint64_t token) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(17, '~');
+  for (int i = 0; i < 16; ++i) out[static_cast<size_t>(16 - i)] = kHex[(token >> (4 * i)) & 15];
+  return out;
+}
+
 // A stream name's 64-bit FNV-1a hash, never 0: how a snapshot names a
 // stream in a fixed region.
 inline uint64_t StreamHash(std::string_view name) {
@@ -367,6 +369,11 @@ struct alignas(64) MasterCounters {
   uint64_t log_reopen_failed;
   uint64_t started_unix;
   uint64_t master_pid;  // set by the master once it runs (after daemonizing)
+  // Drawn at each start: every change stream a worker of this run names
+  // ends in it (~HEX), so that a batch of one, come back to this shard under
+  // another name, is known as its own whatever replicator sent it
+  // (Handler::OwnStream). Never 0.
+  uint64_t stream_token;
   alignas(64) ReplicaShared replica;
   alignas(64) HeldNowShared held;
 };

@@ -100,7 +100,7 @@ int64_t RealMs() {
 }  // namespace
 
 Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop* loop)
-    : opts_(std::move(opts)), counters_(counters), loop_(loop) {
+    : opts_(std::move(opts)), counters_(counters), dropped_(counters ? &counters->dropped : nullptr), loop_(loop) {
   const auto& shards = opts_.ring->shards();
   link_of_shard_.assign(shards.size(), -1);
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -453,7 +453,7 @@ void Replicator::DropOwn(Link& l, int64_t now_ns) {
     else journal_.Ended(IndexOf(l));
     JournalFlush();
   }
-  if (counters_) CounterAdd(counters_->dropped, n);
+  if (dropped_) CounterAdd(*dropped_, n);
   if (uint64_t times = 0; l.own_log.Note(now_ns, &times))
     FRS_LOG(
         "replicas: %s answered that the changes queued for it are this shard's own (its <cluster> named this shard "

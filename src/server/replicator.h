@@ -254,6 +254,9 @@ class Replicator final : public ChangeSink {
   bool from_spool() const { return from_spool_; }
   // The stream its batches carry (a spool's: the worker's that wrote it).
   const std::string& stream() const { return opts_.stream; }
+  // Where changes it drops are counted (a spool's replicator has no
+  // counters of its own: the worker's that delivers it).
+  void set_dropped_counter(uint64_t* dropped) { dropped_ = dropped; }
 
   // Each link as the gauges see it.
   struct LinkView {
@@ -453,6 +456,9 @@ class Replicator final : public ChangeSink {
 
   ReplicaOptions opts_;
   ReplicaCounters* counters_;
+  // The worker's frs_replica_dropped_total, which outlives Retire() (its
+  // gauges go to the next replicator; changes dropped here count still).
+  uint64_t* dropped_ = nullptr;
   EventLoop* loop_;
   std::unique_ptr<char[]> tags_;  // tags_[i] is link i's epoll tag
   std::vector<Link> links_;

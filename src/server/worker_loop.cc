@@ -251,6 +251,7 @@ void Worker::TakeSpools(const ReplicaOptions& base) {
     while (used[slot]) ++slot;
     used[slot] = true;
     std::unique_ptr<Replicator> r = Replicator::FromSpool(t.spool, base, &loop_);
+    if (counters_) r->set_dropped_counter(&counters_->replica.dropped);
     FRS_LOG("replicas: %zu change(s) %s could not deliver (%s) are being delivered from %s", t.spool.Changes(),
             t.spool.journal ? "a killed worker" : "an earlier stop", r->QueuedByShard().c_str(), t.path.c_str());
     // Named to the snapshots this shard answers (handler_replica.cc): a
@@ -377,6 +378,9 @@ void Worker::SetUpReplicas(bool reload) {
   clock_gettime(CLOCK_REALTIME, &ts);
   o.stream =
       c.self + "/" + std::to_string(getpid()) + "." + std::to_string(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec);
+  // This run's token (metrics.h): a batch of any stream of it is known as
+  // this shard's own wherever it comes back from.
+  if (ctx_.metrics) o.stream += StreamTokenSuffix(CounterGet(ctx_.metrics->master().stream_token));
   if (!reload) {
     // A predecessor's spools in this slot (a worker that died) are named no
     // more: their files are taken again, below or by another worker.
@@ -489,14 +493,6 @@ void Worker::DrainTurn(int64_t now) {
 void Worker::PublishRetired() {
   if (!counters_) return;
   ReplicaCounters& rc = counters_->replica;
-  // The streams of the replicators retired by a reload, while they deliver:
-  // a batch of one of them that reaches this shard is its own
-  // (Handler::OwnStream). Spools are named in spool_hash.
-  size_t named = 0;
-  for (const auto& d : draining_)
-    if (!d->from_spool() && named < kRetiredStreams)
-      CounterSet(rc.retired_stream_hash[named++], StreamHash(d->stream()));
-  while (named < kRetiredStreams) CounterSet(rc.retired_stream_hash[named++], 0);
   uint64_t held[kMaxReplicaPeers] = {};
   bool down[kMaxReplicaPeers] = {};
   if (const auto& ring = handler_.options().cluster.ring) {

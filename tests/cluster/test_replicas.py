@@ -1050,6 +1050,7 @@ class Replicas(unittest.TestCase):
         self.assertEqual(p.a.count(k), 3)
         self.assertIn(dropped, p.a.log())
         self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_draining") == 0, 5), p.a.log())
+        self.assertGreaterEqual(p.a.metric("frs_replica_dropped_total"), 3)
 
     def test_a_list_that_names_a_shard_twice_never_counts_its_changes_twice(self):
         # The same shard under a second name (another relay in front of A):
