@@ -47,6 +47,14 @@ Status CheckWhole(const srv::Context& ctx, const pugi::xml_node& root) {
     return ctx.Error(root.child("cluster"), why);
   // Shards send each other changes of counts (POST /replicate), an admin's
   // act: they prove it with the token they share.
+  // Each worker's change stream is named by self, its pid, a time and the
+  // run's token (45 bytes beside self), and a receiver keeps its place in a
+  // node whose key holds that name: at most 200 bytes (replica_apply.cc).
+  if (cfg.cluster_replicas > 0 && cfg.cluster_self.size() > kMaxReplicaSelfBytes)
+    return ctx.Error(root.child("cluster"), "<cluster self> is " + std::to_string(cfg.cluster_self.size()) +
+                                                " bytes; with replicas it is at most " +
+                                                std::to_string(kMaxReplicaSelfBytes) +
+                                                " (each change stream's name holds it)");
   if (cfg.cluster_replicas > 0 && cfg.admin_token.empty())
     return ctx.Error(root.child("cluster"),
                      "<cluster replicas=\"1\"> needs <admin token=\"...\">, the same on every shard: shards "

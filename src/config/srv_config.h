@@ -158,6 +158,10 @@ std::string ClusterSelfNotListed(const SrvConfig& cfg);
 // route. The message, or "" when there is no such problem.
 std::string OwnListenListedUnderAnotherSelf(const SrvConfig& cfg);
 
+// The longest <cluster self> with replicas: a change stream's name (at most
+// 200 bytes) is self and 45 bytes more.
+inline constexpr size_t kMaxReplicaSelfBytes = 150;
+
 // The port the listening sockets really have: a configured 0 becomes it, and
 // a cluster self that follows <listen> follows it too.
 void ApplyBoundPort(SrvConfig* cfg, uint16_t bound);

@@ -411,6 +411,24 @@ TEST(SrvConfig, ASelfNotListedBesideThisShardsOwnListenIsRefused) {
   EXPECT_NE(OwnListenListedUnderAnotherSelf(unbound.value()).find("this frsd's own <listen>, is"), std::string::npos);
 }
 
+// With replicas, self names every change stream, whose receipt key must fit:
+// a longer self was refused at each batch (400), not at the start.
+TEST(SrvConfig, ASelfTooLongToNameAChangeStreamIsRefusedWithReplicas) {
+  TempDir d;
+  const std::string host(146, 'h');  // "host:8301": 151 bytes
+  const std::string cluster =
+      "<cluster self=\"" + host + ":8301\" replicas=\"1\"><shard>" + host + ":8301</shard><shard>b:1</shard></cluster>";
+  auto r = LoadSrvConfig(Write(d, "<frs><map>m.xml</map><store dir=\"d\"/><admin token=\"t\"/>" + cluster + "</frs>"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("<cluster self> is 151 bytes; with replicas it is at most 150"),
+            std::string::npos)
+      << r.status().message();
+  const std::string fits = "<cluster self=\"" + host.substr(1) + ":8301\" replicas=\"1\"><shard>" + host.substr(1) +
+                           ":8301</shard><shard>b:1</shard></cluster>";
+  EXPECT_TRUE(
+      LoadSrvConfig(Write(d, "<frs><map>m.xml</map><store dir=\"d\"/><admin token=\"t\"/>" + fits + "</frs>")).ok());
+}
+
 // <cluster self> and every <shard> are host:port a peer can dial: one check
 // for both, naming the attribute and the bad value.
 TEST(SrvConfig, ClusterSelfAndShardsAreHostPortExactly) {
