@@ -6,6 +6,7 @@
 #include "server/admin_auth.h"
 #include "server/clock_util.h"
 #include "server/logger.h"
+#include "server/replica_metrics.h"
 
 namespace frs::server {
 
@@ -123,9 +124,7 @@ ReplicaLinksView Handler::LinksView() const {
     }
   for (size_t i = 0; i < peers.size(); ++i)
     peers[i].up = peers[i].up && CounterGet(metrics_->master().replica.unreached[i]) == 0;
-  // As frs_replica_lag_seconds: the oldest of every worker's.
-  for (uint32_t w = 0; w < metrics_->workers(); ++w)
-    links.lag_ms = std::max(links.lag_ms, CounterGet(metrics_->worker(w).replica.lag_ms));
+  links.lag_ms = ReplicaLagMs(*metrics_);  // as frs_replica_lag_seconds
   return links;
 }
 

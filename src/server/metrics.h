@@ -168,6 +168,9 @@ struct ReplicaCounters {
   // gauge: changes queued under an earlier <cluster> that its links still
   // deliver (a ring change keeps them: Worker::SetUpReplicas)
   uint64_t draining;
+  // unix ms of the oldest change those retired links hold (0: none), for the
+  // lag: a reload during a link's episode moves its changes there.
+  uint64_t retired_oldest_ms;
   // The spools of an earlier stop this worker delivers (replica_spool.h),
   // for a snapshot as the streams above: every change they carry is in
   // this shard's store already, so a snapshot carries it too, and the

@@ -27,6 +27,24 @@ void Value(std::string* out, const char* name, const std::string& labels, uint64
 
 }  // namespace
 
+uint64_t ReplicaLagMs(const Metrics& metrics) {
+  uint64_t lag = 0;
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t now_ms = static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+  const auto since = [&](uint64_t oldest) { return oldest != 0 && now_ms > oldest ? now_ms - oldest : 0; };
+  for (uint32_t w = 0; w < metrics.workers(); ++w) {
+    const ReplicaCounters& rc = metrics.worker(w).replica;
+    lag = std::max(lag, CounterGet(rc.lag_ms));
+    // What links a reload retired still hold, and a spool of an earlier
+    // stop, wait since their oldest change was made.
+    lag = std::max(lag, since(CounterGet(rc.retired_oldest_ms)));
+    for (size_t i = 0; i < kMaxSpoolStreams; ++i)
+      if (CounterGet(rc.spool_hash[i]) != 0) lag = std::max(lag, since(CounterGet(rc.spool_oldest_ms[i])));
+  }
+  return lag;
+}
+
 void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_index, std::string* out) {
   const auto sum = [&](uint64_t ReplicaCounters::*f) {
     uint64_t v = 0;
@@ -80,19 +98,7 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
     Help(out, r.name, r.type, r.help);
     Value(out, r.name, "", sum(r.field));
   }
-  uint64_t lag = 0;
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const uint64_t now_ms = static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-  for (uint32_t w = 0; w < metrics.workers(); ++w) {
-    const ReplicaCounters& rc = metrics.worker(w).replica;
-    lag = std::max(lag, CounterGet(rc.lag_ms));
-    // A spool of an earlier stop waits since its oldest change was made.
-    for (size_t i = 0; i < kMaxSpoolStreams; ++i) {
-      const uint64_t oldest = CounterGet(rc.spool_oldest_ms[i]);
-      if (CounterGet(rc.spool_hash[i]) != 0 && oldest != 0 && now_ms > oldest) lag = std::max(lag, now_ms - oldest);
-    }
-  }
+  const uint64_t lag = ReplicaLagMs(metrics);
   Help(out, "frs_replica_lag_seconds", "gauge",
        "Age of the oldest change not yet acknowledged by its other holder (0: none waits).");
   out->append("frs_replica_lag_seconds ").append(std::to_string(static_cast<double>(lag) / 1000.0)).append("\n");

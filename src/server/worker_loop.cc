@@ -495,18 +495,22 @@ void Worker::PublishRetired() {
   ReplicaCounters& rc = counters_->replica;
   uint64_t held[kMaxReplicaPeers] = {};
   bool down[kMaxReplicaPeers] = {};
+  int64_t oldest = 0;
   if (const auto& ring = handler_.options().cluster.ring) {
     const auto& shards = ring->shards();
     for (const auto& d : draining_) {
       if (d->from_spool()) continue;  // a spool's have slots of their own
-      for (const Replicator::LinkView& v : d->Links())
+      for (const Replicator::LinkView& v : d->Links()) {
+        if (v.oldest_ms > 0 && (oldest == 0 || v.oldest_ms < oldest)) oldest = v.oldest_ms;
         for (size_t i = 0; i < shards.size() && i < kMaxReplicaPeers; ++i)
           if (shards[i].name == v.name) {
             held[i] += v.queued;
             down[i] = down[i] || (v.down && v.queued > 0);
           }
+      }
     }
   }
+  CounterSet(rc.retired_oldest_ms, static_cast<uint64_t>(oldest));
   for (size_t i = 0; i < kMaxReplicaPeers; ++i) {
     CounterSet(rc.retired_held[i], held[i]);
     CounterSet(rc.retired_down[i], down[i] ? 1 : 0);

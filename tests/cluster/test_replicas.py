@@ -1042,6 +1042,10 @@ class Replicas(unittest.TestCase):
         self.assertTrue(processes.wait_for(lambda: "<cluster> changed" in p.a.log(), 5), p.a.log())
         served = [p.a.acquire(k) for _ in range(3)]
         self.assertEqual(served, [200] * 3)
+        # The lag counts what the retired links hold (it read 0 after the
+        # reload moved them there: an outside run).
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_draining") >= 2, 5), p.a.log())
+        self.assertGreater(p.a.metric("frs_replica_lag_seconds"), 0)
         p.relay.heal()
         self.assertTrue(processes.wait_for(lambda: p.b.count(k2) == 2, 10), "B holds %s" % p.b.count(k2))
         p.a.reload_with('self="%s"' % p.b.name, 'self="%s"' % p.a.name)
