@@ -6,8 +6,9 @@
 // caller's request path never hangs on FRS and never throws. With several
 // shards it routes each request to its route's owner exactly as nginx's
 // `hash $route consistent;` does (frs/ring.h), follows a 421 once to the
-// owner it names, and splits a batch by owner (acquires stay
-// all-or-nothing within each shard's part; see docs/integrations.md).
+// owner it names, and splits a batch by route (acquires stay
+// all-or-nothing within each part; see docs/integrations.md). An explicit
+// route is sent %-encoded and hashed as sent, as frsd and a proxy hash it.
 //
 //   frs::ClientOptions o;
 //   o.shards = {{"127.0.0.1:8301", 1}, {"127.0.0.1:8302", 1}};
@@ -35,7 +36,7 @@ enum class FailPolicy : uint8_t { kOpen, kClosed };
 
 struct ClientOptions {
   std::vector<RingShard> shards;  // "host:port" of each frsd, as in <cluster>; one for a lone server
-  int timeout_ms = 500;           // per call: connect, send and answer
+  int timeout_ms = 500;           // per call: connect, send and answer (a 421 followed, every part of a batch)
   FailPolicy fail = FailPolicy::kOpen;
 };
 
@@ -110,8 +111,12 @@ class Client {
   ClientDecision Execute(const ClientRequest& r, std::string_view route = {});
 
   // One decision per request, in order; returns whether every one was
-  // allowed. Members are grouped by their route's owner (or all go to
-  // `route`'s owner when given) and each group is one POST.
+  // allowed. Members are grouped by their key's route (or all go together
+  // under `route` when given) and each group is one POST to its owner: frsd
+  // keeps each node under its own route, which a later ring change moves by
+  // (a group per owner, sent under its first member's route, had every node
+  // of it kept under that one). At most 64 members a group (frsd's bound).
+  // `out` null: false, nothing sent.
   bool Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route = {});
 
   const Ring& ring() const;

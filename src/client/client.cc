@@ -2,6 +2,7 @@
 
 #include <pugixml.hpp>
 
+#include <chrono>
 #include <map>
 
 #include "base/xml_escape.h"
@@ -136,19 +137,39 @@ struct Client::Impl {
     return d;
   }
 
-  size_t ShardOf(std::string_view key, std::string_view route) const {
-    return ring.OwnerIndex(Ring::RouteOf(key, route));
+  // The bytes a request is routed by: an explicit route as it is sent
+  // (%-encoded: frsd and a proxy hash the raw query bytes, so "a b" is routed
+  // by "a%20b" there), else the key's own route, which frsd takes from the
+  // key itself.
+  static std::string RouteBytes(std::string_view key, std::string_view route) {
+    return route.empty() ? std::string(Ring::RouteOf(key, {})) : PercentEncoded(route, kPercentQueryValue);
   }
+  size_t ShardOf(std::string_view key, std::string_view route) const { return ring.OwnerIndex(RouteBytes(key, route)); }
 
-  // POSTs `body` to shard `i` (following one 421 to the owner it names);
-  // the parsed answer's root element, or why there is none.
-  Result<pugi::xml_node> Post(size_t i, std::string_view route, const std::string& body, pugi::xml_document* doc) {
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  // The end of a call begun now: timeout_ms bounds it whole.
+  int64_t Deadline() const { return NowMs() + opts.timeout_ms; }
+
+  // POSTs `body` to shard `i` (following one 421 to the owner it names) by
+  // `deadline` (Deadline()); the parsed answer's root element, or why there
+  // is none.
+  Result<pugi::xml_node> Post(size_t i, std::string_view route, const std::string& body, pugi::xml_document* doc,
+                              int64_t deadline) {
     std::string target = "/frs";
     // Only unreserved characters as themselves, so that the route frsd
     // hashes (the raw query bytes) is the one a proxy hashes too.
     if (!route.empty()) target += "?route=" + PercentEncoded(route, kPercentQueryValue);
     for (int hop = 0; hop < 2; ++hop) {
+      const int64_t left = deadline - NowMs();
+      if (left <= 0)
+        return Status::Unavailable(ring.shards()[i].name + ": not asked, the call's " +
+                                   std::to_string(opts.timeout_ms) + " ms (timeout_ms) were spent");
+      conns[i]->SetDeadlineIn(static_cast<int>(left));
       auto resp = conns[i]->Post(target, body);
+      conns[i]->SetDeadlineIn(0);
       if (!resp.ok()) return resp.status();
       if (!doc->load_buffer(resp->body.data(), resp->body.size()))
         return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) +
@@ -244,7 +265,7 @@ ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
   AppendRequest(&body, r);
   pugi::xml_document doc;
   const size_t shard = impl_->ShardOf(r.key, route);
-  auto root = impl_->Post(shard, route, body, &doc);
+  auto root = impl_->Post(shard, route, body, &doc, impl_->Deadline());
   if (!root.ok()) return impl_->Failed(root.status(), r.cmd);
   if (!IsDecision(root.value()))
     return impl_->Failed(Status::Unavailable(impl_->ring.shards()[shard].name + " answered <" + root.value().name() +
@@ -254,6 +275,7 @@ ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
 }
 
 bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route) {
+  if (out == nullptr) return false;
   out->assign(reqs.size(), ClientDecision{});
   // As the server refuses a batch with a bad member: every member says why.
   for (const ClientRequest& r : reqs) {
@@ -262,18 +284,29 @@ bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecisi
       return false;
     }
   }
-  std::map<size_t, std::vector<size_t>> by_shard;
-  for (size_t i = 0; i < reqs.size(); ++i) by_shard[impl_->ShardOf(reqs[i].key, route)].push_back(i);
+  // One group per route, in the order of first appearance: frsd routes a
+  // batch by one route (its ?route=, else its members' key route, which must
+  // be one) and keeps every member's node under it. A lone server takes
+  // members of any routes in one batch, each node under its own.
+  const bool lone = impl_->ring.shards().size() == 1;
+  std::vector<std::pair<std::string, std::vector<size_t>>> groups;
+  std::map<std::string, size_t> group_of;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::string r = lone ? std::string() : Impl::RouteBytes(reqs[i].key, route);
+    auto [it, fresh] = group_of.try_emplace(r, groups.size());
+    if (fresh) groups.push_back({std::move(r), {}});
+    groups[it->second].second.push_back(i);
+  }
+  const int64_t deadline = impl_->Deadline();  // every part within one timeout_ms
   bool all = true;
-  for (const auto& [shard, members] : by_shard) {
-    // One route per group: the members' own when they share it, else the
-    // first member's as ?route= (this shard owns every member's route).
-    std::string group_route(route.empty() ? Ring::RouteOf(reqs[members.front()].key, {}) : route);
+  for (const auto& [group_route, members] : groups) {
+    const size_t shard = lone ? 0 : impl_->ring.OwnerIndex(group_route);
     std::string body = "<batch>";
     for (size_t i : members) AppendRequest(&body, reqs[i]);
     body += "</batch>";
     pugi::xml_document doc;
-    auto root = impl_->Post(shard, group_route, body, &doc);
+    // Without `route` no ?route=: frsd takes each member's key route.
+    auto root = impl_->Post(shard, route, body, &doc, deadline);
     Status unusable = root.ok() ? UnusableBatch(root.value(), members.size()) : root.status();
     if (!unusable.ok()) {
       const std::string& name = impl_->ring.shards()[shard].name;

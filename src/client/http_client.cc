@@ -56,9 +56,12 @@ HttpClient::HttpClient(std::string server, int timeout_ms) : server_(std::move(s
 
 HttpClient::~HttpClient() { Disconnect(); }
 
+void HttpClient::SetDeadlineIn(int timeout_ms) { deadline_ms_ = timeout_ms == 0 ? 0 : NowMs() + timeout_ms; }
+
 HttpClient::HttpClient(HttpClient&& o) noexcept
     : server_(std::move(o.server_)),
       timeout_ms_(o.timeout_ms_),
+      deadline_ms_(o.deadline_ms_),
       fd_(std::exchange(o.fd_, -1)),
       bearer_(std::move(o.bearer_)),
       signer_(std::move(o.signer_)),
@@ -72,6 +75,7 @@ HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
     Disconnect();
     server_ = std::move(o.server_);
     timeout_ms_ = o.timeout_ms_;
+    deadline_ms_ = o.deadline_ms_;
     fd_ = std::exchange(o.fd_, -1);
     bearer_ = std::move(o.bearer_);
     signer_ = std::move(o.signer_);
@@ -180,7 +184,9 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
   // that one attempt is repeated on a fresh connection. A request is never
   // sent twice once any answer byte came back.
   // One deadline for the whole call, a repeated attempt included.
-  const int64_t deadline = NowMs() + timeout_ms_;
+  int64_t deadline = NowMs() + timeout_ms_;
+  if (deadline_ms_ != 0) deadline = std::min(deadline, deadline_ms_);
+  const int wait_ms = static_cast<int>(deadline - NowMs());
   unanswered_ = false;
   stopped_ = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -220,7 +226,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
         if (!Wait(fd_, POLLIN, deadline)) {
           Disconnect();
           unanswered_ = !stopped_;
-          return Failed("no answer in " + std::to_string(timeout_ms_) + " ms");
+          return Failed("no answer in " + std::to_string(std::max(wait_ms, 0)) + " ms");
         }
         continue;
       }

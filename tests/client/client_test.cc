@@ -132,7 +132,7 @@ TEST(Client, ReserveAndSettle) {
   EXPECT_EQ(full.remaining, 99);
 }
 
-TEST(Client, ABatchIsSplitByOwner) {
+TEST(Client, ABatchIsSplitByRoute) {
   Cluster c(3);
   ASSERT_TRUE(c.ok());
   auto client = Client::Make(c.Options());
@@ -159,6 +159,100 @@ TEST(Client, ABatchIsSplitByOwner) {
   std::vector<ClientRequest> tagged{{Cmd::kAcquire, "login", "x1", 1}, {Cmd::kAcquire, "login", "x2", 1}};
   EXPECT_TRUE(client.value()->Batch(tagged, &out, "session-9"));
   EXPECT_EQ(client.value()->Query("login", "x1", 1, "session-9").count, 1);
+}
+
+// Found by an outside run: a batch went to each owner under its first
+// member's route, so frsd kept every member's node under that route (a ring
+// change then moved them by it, their counts lost), and a client with a
+// stale shard list had members counted on a shard that does not own them
+// (only the batch's one route was checked: 8 of a limit of 5). Now each
+// route is its own part, sent without ?route=: frsd routes it by its
+// members' key, and answers 421 for a key another shard owns.
+TEST(Client, ABatchOfAStaleShardListCountsEachMemberAtItsOwner) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  auto full = Client::Make(c.Options());
+  ASSERT_TRUE(full.ok());
+  // A stale list: the same shards, other weights (a change not yet given
+  // to this client), so that some keys it takes for the first shard's are
+  // the second's.
+  ClientOptions stale_opts = c.Options();
+  stale_opts.shards[0].weight = 7;
+  auto stale = Client::Make(stale_opts);
+  ASSERT_TRUE(stale.ok());
+  const std::string a = Name(c.ports()[0]);
+  std::string mine, theirs;
+  for (int k = 0; k < 2000 && (mine.empty() || theirs.empty()); ++k) {
+    const std::string key = "s" + std::to_string(k);
+    if (stale.value()->OwnerOf(key) != a) continue;
+    (full.value()->OwnerOf(key) == a ? mine : theirs) = key;
+  }
+  ASSERT_FALSE(mine.empty() || theirs.empty());
+  std::vector<ClientRequest> reqs{{Cmd::kAcquire, "login", mine, 1}, {Cmd::kAcquire, "login", theirs, 1}};
+  std::vector<ClientDecision> out;
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_TRUE(stale.value()->Batch(reqs, &out));
+    for (const ClientDecision& d : out) {
+      EXPECT_TRUE(d.error.ok()) << d.error.ToString();
+      EXPECT_EQ(d.count, i);
+    }
+  }
+  // Each counted at its owner, once: the stale client's part for the other
+  // shard's key was answered 421 and followed (a limit of 3 held).
+  EXPECT_FALSE(full.value()->Acquire("login", theirs).allowed);
+  EXPECT_EQ(full.value()->Query("login", mine, 1).count, 3);
+  // A list of one shard takes the server for a lone one: the batch goes
+  // whole, without a route, and a shard of a cluster refuses members that
+  // route apart, counting none.
+  ClientOptions lone_opts = c.Options();
+  lone_opts.shards.resize(1);
+  auto lone = Client::Make(lone_opts);
+  ASSERT_TRUE(lone.ok());
+  std::vector<ClientRequest> fresh{{Cmd::kAcquire, "login", mine + "x", 1}, {Cmd::kAcquire, "login", theirs + "x", 1}};
+  EXPECT_FALSE(lone.value()->Batch(fresh, &out));
+  for (const ClientDecision& d : out) EXPECT_NE(d.error.message().find("route differently"), std::string::npos);
+  EXPECT_FALSE(stale.value()->Batch(reqs, nullptr));  // no place for answers: nothing sent
+}
+
+// An explicit route is hashed as it is sent (%-encoded), as frsd and a
+// proxy hash the raw query: "a b" is routed by "a%20b" (the client hashed
+// the raw bytes, and every such call took a 421's round trip).
+TEST(Client, AnExplicitRouteIsHashedAsSent) {
+  ClientOptions o;
+  for (int p = 1; p <= 5; ++p) o.shards.push_back({"127.0.0.1:" + std::to_string(9000 + p), 1});
+  auto client = Client::Make(o);
+  ASSERT_TRUE(client.ok());
+  const Ring& ring = client.value()->ring();
+  int differ = 0;
+  for (int i = 0; i < 50; ++i) {
+    const std::string route = "a b" + std::to_string(i), sent = "a%20b" + std::to_string(i);
+    EXPECT_EQ(client.value()->OwnerOf("k", route), ring.shards()[ring.OwnerIndex(sent)].name) << route;
+    differ += ring.OwnerIndex(route) != ring.OwnerIndex(sent);
+  }
+  EXPECT_GT(differ, 0);  // the raw bytes would have routed some elsewhere
+}
+
+// timeout_ms bounds a call whole: a batch over three shards that do not
+// answer costs one time-out, not one per part.
+TEST(Client, ABatchOverSilentShardsTakesOneTimeout) {
+  e2e::SilentPort a, b, d;
+  ClientOptions o;
+  o.shards = {{Name(a.port()), 1}, {Name(b.port()), 1}, {Name(d.port()), 1}};
+  o.timeout_ms = 300;
+  auto client = Client::Make(o);
+  ASSERT_TRUE(client.ok());
+  std::vector<ClientRequest> reqs;
+  std::set<std::string> owners;
+  for (int k = 0; k < 30; ++k) {
+    reqs.push_back({Cmd::kAcquire, "login", "t" + std::to_string(k), 1});
+    owners.insert(client.value()->OwnerOf(reqs.back().key));
+  }
+  ASSERT_EQ(owners.size(), 3u);
+  std::vector<ClientDecision> out;
+  const int64_t start = e2e::NowMs();
+  client.value()->Batch(reqs, &out);
+  EXPECT_LT(e2e::NowMs() - start, 600);
+  for (const ClientDecision& dec : out) EXPECT_FALSE(dec.error.ok());
 }
 
 TEST(Client, NoAnswerFollowsTheFailPolicy) {
