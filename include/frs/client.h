@@ -45,6 +45,8 @@ struct ClientDecision {
   int64_t count = 0, limit = 0, remaining = 0, reset = 0;
   int64_t retry_after = 0;  // seconds; kNeverCurable (-1): no wait cures it
   bool shadow = false;
+  // A shadow-mode biz allowed it, and enforced it would have denied.
+  bool would_deny = false;
   // A concurrency rule's lease: granted by an acquire (or renewed), its id
   // for Release/Renew and the unix second it ends ("" and 0: none).
   std::string lease = {};

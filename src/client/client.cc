@@ -64,6 +64,7 @@ ClientDecision FromXml(const pugi::xml_node& r) {
   d.reset = r.attribute("reset").as_llong();
   d.retry_after = r.attribute("retry_after").as_llong();
   d.shadow = r.attribute("shadow").as_int() == 1;
+  d.would_deny = r.attribute("would_deny").as_int() == 1;
   d.lease = r.attribute("lease").value();
   d.lease_expires = r.attribute("expires").as_llong();
   d.released = r.attribute("released").as_int() == 1;
@@ -170,7 +171,12 @@ struct Client::Impl {
       conns[i]->SetDeadlineIn(static_cast<int>(left));
       auto resp = conns[i]->Post(target, body);
       conns[i]->SetDeadlineIn(0);
-      if (!resp.ok()) return resp.status();
+      // Whatever failed (a refused connection, a time-out, an answer that is
+      // no HTTP), there is no answer: Unavailable, as client.h says.
+      if (!resp.ok())
+        return resp.status().code() == Status::Code::kUnavailable
+                   ? resp.status()
+                   : Status::Unavailable(ring.shards()[i].name + ": " + resp.status().message());
       if (!doc->load_buffer(resp->body.data(), resp->body.size()))
         return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) +
                                    " without XML");

@@ -214,6 +214,21 @@ TEST(Client, ABatchOfAStaleShardListCountsEachMemberAtItsOwner) {
   EXPECT_FALSE(stale.value()->Batch(reqs, nullptr));  // no place for answers: nothing sent
 }
 
+// A shadow-mode biz's decision says it would have denied (found missing by
+// an outside run: the caller saw allowed and shadow only).
+TEST(Client, AShadowDecisionSaysItWouldDeny) {
+  e2e::Frsd s;  // the harness's map: biz shadowed, mode="shadow", max 1
+  ASSERT_TRUE(s.Start()) << s.log();
+  ClientOptions o;
+  o.shards = {{Name(s.port()), 1}};
+  auto client = Client::Make(o);
+  ASSERT_TRUE(client.ok());
+  ClientDecision first = client.value()->Acquire("shadowed", "k");
+  EXPECT_TRUE(first.allowed && first.shadow && !first.would_deny);
+  ClientDecision second = client.value()->Acquire("shadowed", "k");
+  EXPECT_TRUE(second.allowed && second.shadow && second.would_deny) << second.error.ToString();
+}
+
 // An explicit route is hashed as it is sent (%-encoded), as frsd and a
 // proxy hash the raw query: "a b" is routed by "a%20b" (the client hashed
 // the raw bytes, and every such call took a 421's round trip).
