@@ -117,12 +117,17 @@ class Client {
   // under `route` when given) and each group is one POST to its owner: frsd
   // keeps each node under its own route, which a later ring change moves by
   // (a group per owner, sent under its first member's route, had every node
-  // of it kept under that one). At most 64 members a group (frsd's bound).
-  // `out` null: false, nothing sent.
+  // of it kept under that one). Acquires are all-or-nothing within a group
+  // only: give members one {hash tag}, or `route`, to make them one. With
+  // one shard the batch goes whole (a lone server takes any routes), and
+  // again split by route if that server, a <cluster>'s, refuses members
+  // that route apart. A group holds at most frsd's <limits batch> members
+  // (64 by default; more: refused whole). `out` null: false, nothing sent.
   bool Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route = {});
 
   const Ring& ring() const;
-  // The shard that answers `route` ("" = the key's own route).
+  // The shard that answers `route` ("" = the key's own route). A route is
+  // hashed %-encoded as it is sent (frsctl owner takes it so encoded).
   const std::string& OwnerOf(std::string_view key, std::string_view route = {}) const;
 
  private:

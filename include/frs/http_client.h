@@ -45,10 +45,12 @@ class HttpClient {
   Result<HttpResponse> Get(std::string_view target);
   Result<HttpResponse> Post(std::string_view target, std::string_view body,
                             std::string_view content_type = "application/xml");
-  // The next calls end by `timeout_ms` from now at most, instead of the
-  // client's own time-out from each call's start, when it comes sooner
-  // (a caller's deadline over several calls); 0: the client's own again.
+  // The next calls end by `timeout_ms` from now at most (0 or less: already
+  // passed, and a call is not sent), besides the client's own time-out from
+  // each call's start: a caller's deadline over several calls.
   void SetDeadlineIn(int timeout_ms);
+  // Back to the client's own time-out alone.
+  void ClearDeadline();
   const std::string& server() const { return server_; }
   // Whether the last call failed because the server took the request and
   // sent no whole answer within the deadline (none, or part of one, then
@@ -84,8 +86,9 @@ class HttpClient {
 
   std::string server_;
   int timeout_ms_;
-  int64_t deadline_ms_ = 0;  // SetDeadlineIn's (steady clock ms); 0: none
-  int fd_ = -1;              // the connection; -1: none yet, or closed
+  int64_t deadline_ms_ = 0;  // SetDeadlineIn's (steady clock ms), while deadline_set_
+  bool deadline_set_ = false;
+  int fd_ = -1;  // the connection; -1: none yet, or closed
   std::string bearer_;
   Signer signer_;
   std::string keep_header_;

@@ -56,12 +56,18 @@ HttpClient::HttpClient(std::string server, int timeout_ms) : server_(std::move(s
 
 HttpClient::~HttpClient() { Disconnect(); }
 
-void HttpClient::SetDeadlineIn(int timeout_ms) { deadline_ms_ = timeout_ms == 0 ? 0 : NowMs() + timeout_ms; }
+void HttpClient::SetDeadlineIn(int timeout_ms) {
+  deadline_ms_ = NowMs() + timeout_ms;
+  deadline_set_ = true;
+}
+
+void HttpClient::ClearDeadline() { deadline_set_ = false; }
 
 HttpClient::HttpClient(HttpClient&& o) noexcept
     : server_(std::move(o.server_)),
       timeout_ms_(o.timeout_ms_),
       deadline_ms_(o.deadline_ms_),
+      deadline_set_(o.deadline_set_),
       fd_(std::exchange(o.fd_, -1)),
       bearer_(std::move(o.bearer_)),
       signer_(std::move(o.signer_)),
@@ -76,6 +82,7 @@ HttpClient& HttpClient::operator=(HttpClient&& o) noexcept {
     server_ = std::move(o.server_);
     timeout_ms_ = o.timeout_ms_;
     deadline_ms_ = o.deadline_ms_;
+    deadline_set_ = o.deadline_set_;
     fd_ = std::exchange(o.fd_, -1);
     bearer_ = std::move(o.bearer_);
     signer_ = std::move(o.signer_);
@@ -184,11 +191,15 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
   // that one attempt is repeated on a fresh connection. A request is never
   // sent twice once any answer byte came back.
   // One deadline for the whole call, a repeated attempt included.
-  int64_t deadline = NowMs() + timeout_ms_;
-  if (deadline_ms_ != 0) deadline = std::min(deadline, deadline_ms_);
-  const int wait_ms = static_cast<int>(deadline - NowMs());
+  const int64_t now = NowMs();
+  int64_t deadline = now + timeout_ms_;
+  if (deadline_set_) deadline = std::min(deadline, deadline_ms_);
+  const int wait_ms = static_cast<int>(std::max<int64_t>(deadline - now, 0));
   unanswered_ = false;
   stopped_ = false;
+  // A caller's deadline already passed: not sent (a request sent with no
+  // time to read its answer may be counted, its answer never read).
+  if (deadline <= now) return Failed("not sent: the caller's deadline had passed");
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = fd_ >= 0;
     if (!reused) {
@@ -226,7 +237,7 @@ Result<HttpResponse> HttpClient::Exchange(std::string_view request) {
         if (!Wait(fd_, POLLIN, deadline)) {
           Disconnect();
           unanswered_ = !stopped_;
-          return Failed("no answer in " + std::to_string(std::max(wait_ms, 0)) + " ms");
+          return Failed("no answer in " + std::to_string(wait_ms) + " ms");
         }
         continue;
       }
