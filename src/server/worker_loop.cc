@@ -416,8 +416,11 @@ void Worker::DrainTurn(int64_t now) {
   // Nothing new is queued on a retired replicator: `left` only falls, until
   // another ring change adds one (a new start for the stall's clock).
   if (drain_moved_ns_ == 0 || left > drain_left_) {
+    // Another ring change's changes: the stall's clock starts again, and so
+    // does what it said (a fall after this was logged as a stall of 0 s).
     drain_left_ = left;
     drain_moved_ns_ = now;
+    drain_stalled_ = false;
   } else if (left < drain_left_) {
     if (drain_stalled_)
       FRS_LOG("replicas: %s drain again after %lld s stalled; %zu left", what,
