@@ -32,6 +32,18 @@ bool IsFrsd(long pid) { return Runs(pid, "frsd"); }
 }  // namespace
 
 Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& what) {
+  // A holder that stops removes its pid file under its lock (Remove): a
+  // start that opened the file just before then locks a file no path names
+  // any more, and a third start would lock the path's new one beside it.
+  // So the lock is kept only while the path still names the file locked.
+  for (int attempt = 0;; ++attempt) {
+    bool replaced = false;
+    Result<LockFile> got = AcquireOnce(path, what, &replaced);
+    if (!replaced || attempt == 3) return got;
+  }
+}
+
+Result<LockFile> LockFile::AcquireOnce(const std::string& path, const std::string& what, bool* replaced) {
   // O_NONBLOCK and fstat: a FIFO is refused, never waited on (a regular
   // file ignores the flag).
   // O_NOFOLLOW: the store directory (and often the pid file's) is the
@@ -70,6 +82,10 @@ Result<LockFile> LockFile::Acquire(const std::string& path, const std::string& w
     const size_t slash = path.rfind('/');
     const std::string guarded = what == "store" && slash != std::string::npos ? path.substr(0, slash) : path;
     return Status::Busy(who + " is already running with the " + what + " " + guarded);
+  }
+  if (struct stat now; ::lstat(path.c_str(), &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
+    *replaced = true;  // removed (or replaced) since it was opened: again
+    return Status::Busy("the " + what + " lock " + path + " was removed while it was taken");
   }
   // What an earlier holder wrote goes at once: until WritePid, a second
   // start reads an empty file, not a pid of a process that is gone (or,

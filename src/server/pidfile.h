@@ -40,6 +40,8 @@ class LockFile {
   void CloseInChild() { fd_.reset(); }
 
  private:
+  // One try; *replaced: the path no longer names the file it locked.
+  static Result<LockFile> AcquireOnce(const std::string& path, const std::string& what, bool* replaced);
   LockFile(os::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
   os::UniqueFd fd_;
   std::string path_;
