@@ -448,9 +448,7 @@ void Replicator::DropOwn(Link& l, int64_t now_ns) {
   l.stop_failed = false;
   l.failure.clear();
   if (l.journaled) {
-    l.journaled = false;
-    if (std::none_of(links_.begin(), links_.end(), [](const Link& o) { return o.journaled; })) journal_.Remove();
-    else journal_.Ended(IndexOf(l));
+    JournalForget(l);
     JournalFlush();
   }
   if (dropped_) CounterAdd(*dropped_, n);
@@ -1241,6 +1239,10 @@ void Replicator::JournalEnd(Link& l, int64_t now_ms) {
   if (!l.queue.empty() &&
       (l.queue.front().id <= l.down_through || (!opts_.sync && now_ms - l.queue.front().at_ms >= kAsyncJournalMs / 2)))
     return;
+  JournalForget(l);
+}
+
+void Replicator::JournalForget(Link& l) {
   l.journaled = false;
   if (std::none_of(links_.begin(), links_.end(), [](const Link& o) { return o.journaled; })) {
     journal_.Remove();  // nothing in it is left to deliver

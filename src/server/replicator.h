@@ -419,6 +419,9 @@ class Replicator final : public ChangeSink {
   // shard. What the link queues is in this store already: dropped, counted
   // in `dropped`, logged.
   void DropOwn(Link& l, int64_t now_ns);
+  // The journal holds nothing of `l` any more (the whole file goes when no
+  // link is journaled).
+  void JournalForget(Link& l);
   void Fail(Link& l, const std::string& why, int64_t now_ns);
   void Acked(Link& l, int64_t now_ns, bool send_next = true);
   // The other shard answered a batch: it reads down no more for having been
