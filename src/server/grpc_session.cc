@@ -13,19 +13,35 @@
 
 #include "base/ascii_case.h"
 #include "frs/percent_encode.h"
+#include "server/h2_frame.h"
 
 namespace frs::server {
 
 namespace {
 
 constexpr size_t kPrefixBytes = 5;  // compressed flag, 32-bit big-endian length
-// What nghttp2 allocates for a session (its buffers, HPACK tables, the
-// settings queue) and for each open stream, measured with its allocator
-// (GrpcSessionHeld.* in tests/server/grpc_session_test.cc) and rounded up:
-// part of held_limit(), so that a session of legitimate calls is never
-// refused for them.
-constexpr size_t kNghttp2SessionBytes = 64 * 1024;
-constexpr size_t kNghttp2StreamBytes = 1024;
+// What the session holds beside its streams, at most: the HPACK table
+// (4,096 bytes of entries and their overhead), a frame cut between two
+// reads (up to 16,393 bytes) and the frames not yet drained; part of
+// held_limit(), so that a session of legitimate calls is never refused for
+// them.
+constexpr size_t kSessionBytes = 64 * 1024;
+// Our receive windows (connection and stream) are the protocol's initial
+// 65,535 bytes, given back (WINDOW_UPDATE) once half of one is consumed:
+// what a request may send is bounded by the body budget, not the window.
+constexpr int64_t kWindowRefill = h2::kInitialWindow / 2;
+
+// The answers' header blocks (h2_frame.h: literals without indexing).
+// :status 200 is the static table's entry 8 (0x88), content-type its name 31.
+constexpr std::string_view kOkHeaders =
+    "\x88\x0f\x10\x10"
+    "application/grpc";
+// Its first byte is NUL: the length is given, not found.
+constexpr std::string_view kOkTrailers(
+    "\x00\x0bgrpc-status\x01"
+    "0",
+    15);
+constexpr uint8_t kStatusIndex = 8;
 
 // application/grpc or application/grpc+proto (kProto), its parameters
 // after ';' ignored and its letters in any case (a media type's are not
@@ -46,22 +62,6 @@ GrpcType GrpcTypeOf(std::string_view v) {
   return GrpcType::kNone;
 }
 
-nghttp2_nv Nv(std::string_view name, std::string_view value) {
-  // nghttp2 copies names and values on submit (no NO_COPY flags).
-  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-                    NGHTTP2_NV_FLAG_NONE};
-}
-
-// A header of string literals: nghttp2 keeps pointers to them instead of
-// copies (they outlive the session).
-template <size_t N, size_t M>
-nghttp2_nv StaticNv(const char (&name)[N], const char (&value)[M]) {
-  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value)), N - 1, M - 1,
-                    NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
-}
-
 // Empties `s`, keeping its buffer for the next stream when it is small.
 void KeepSmall(std::string* s) {
   if (s->capacity() > GrpcSession::kKeptCapacity) std::string().swap(*s);
@@ -76,6 +76,10 @@ const char* CodeText(GrpcCode c) {
 
 }  // namespace
 
+struct HpackAllocator {
+  nghttp2_mem mem;
+};
+
 std::string PercentEncodeGrpcMessage(std::string_view text) {
   // gRPC's grpc-message: printable ASCII but '%' as itself, every other
   // byte (UTF-8's among them) as %XX.
@@ -83,151 +87,553 @@ std::string PercentEncodeGrpcMessage(std::string_view text) {
   return PercentEncoded(text, kGrpcMessage);
 }
 
-// nghttp2's C callbacks, friends of the session. nghttp2 is C: nothing may
-// unwind through it, so each catches everything (an allocation failure)
-// and fails the session instead (NGHTTP2_ERR_CALLBACK_FAILURE: mem_recv
-// returns it, the connection closes).
-struct GrpcCallbacks {
-  static GrpcSession* Self(void* user) { return static_cast<GrpcSession*>(user); }
-
-  static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* user) try {
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    GrpcSession* g = Self(user);
-    const int32_t id = frame->hd.stream_id;
-    if (g->buffered_ >= g->budget_ || g->held() >= g->held_limit_) {
-      // The budget is spent on messages still arriving: not tracked, so its
-      // headers and data are ignored until the reset closes it.
-      ++g->refused_;
-      return nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM) == 0
-                 ? 0
-                 : NGHTTP2_ERR_CALLBACK_FAILURE;
-    }
-    if (!g->streams_.contains(id)) g->Begin(id);
-    return 0;
-  } catch (...) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-
-  static int OnHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
-                      const uint8_t* value, size_t valuelen, uint8_t, void* user) try {
-    GrpcSession* g = Self(user);
-    auto it = g->streams_.find(frame->hd.stream_id);
-    if (it == g->streams_.end()) return 0;  // trailers of a stream we did not track
-    GrpcSession::Stream& s = it->second;
-    s.header_bytes += static_cast<uint32_t>(namelen + valuelen);
-    // Past the limit the stream is reset (nghttp2 sends RST_STREAM).
-    if (s.header_bytes > g->limits_.max_header_bytes) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    const std::string_view n(reinterpret_cast<const char*>(name), namelen);
-    const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    if (n == ":path") s.method = g->service_->MethodOf(v);
-    else if (n == ":method") s.post = v == "POST";
-    else if (n == "content-type") {
-      const GrpcType t = GrpcTypeOf(v);
-      s.grpc_type = t != GrpcType::kNone;
-      s.other_codec = t == GrpcType::kOtherCodec;
-    }
-    return 0;
-  } catch (...) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-
-  static int OnData(nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t len, void* user) try {
-    return Self(user)->OnData(id, reinterpret_cast<const char*>(data), len);
-  } catch (...) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-
-  static int OnFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) try {
-    GrpcSession* g = Self(user);
-    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-      auto it = g->streams_.find(frame->hd.stream_id);
-      if (it != g->streams_.end() && !it->second.refused && !it->second.ended) {
-        // Answered by Receive() after the input is fed, at most
-        // kMaxCallsPerReceive at a time.
-        it->second.ended = true;
-        g->ready_.push_back(frame->hd.stream_id);
-      }
-    }
-    return 0;
-  } catch (...) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-
-  // A message too long is answered at its prefix (OnData); once that answer
-  // is out, a client still sending the rest is told to stop (RST_STREAM
-  // NO_ERROR after a complete answer, RFC 9113 8.1). Submitted here, after
-  // the answer went: a reset submitted beside it drops it unsent.
-  static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* user) try {
-    if (frame->hd.type != NGHTTP2_HEADERS || (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
-    GrpcSession* g = Self(user);
-    auto it = g->streams_.find(frame->hd.stream_id);
-    if (it == g->streams_.end() || !it->second.too_long || it->second.ended) return 0;
-    return nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR) == 0
-               ? 0
-               : NGHTTP2_ERR_CALLBACK_FAILURE;
-  } catch (...) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-
-  static int OnStreamClose(nghttp2_session*, int32_t id, uint32_t, void* user) try {
-    GrpcSession* g = Self(user);
-    auto it = g->streams_.find(id);
-    if (it == g->streams_.end()) return 0;
-    if (it->second.watch) --g->watches_;
-    g->Release(it->second);
-    g->Forget(it);  // order_ and ready_ skip it when they reach it
-    return 0;
-  } catch (...) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-
-  static ssize_t ReadBody(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length, uint32_t* flags,
-                          nghttp2_data_source*, void* user) try {
-    GrpcSession* g = Self(user);
-    auto it = g->streams_.find(id);
-    if (it == g->streams_.end()) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    GrpcSession::Stream& s = it->second;
-    const size_t n = std::min(length, s.response.size() - s.sent);
-    std::memcpy(buf, s.response.data() + s.sent, n);
-    s.sent += n;
-    if (s.watch && !s.closing && s.sent == s.response.size()) {
-      // A server-streaming call stays open: nothing more until PollWatches
-      // queues a message and resumes it.
-      g->responses_ -= s.response.size();
-      KeepSmall(&s.response);
-      s.sent = 0;
-      return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
-    }
-    if (s.sent == s.response.size()) {
-      // Out of our hands (nghttp2 has copied it into its frame).
-      g->responses_ -= s.response.size();
-      KeepSmall(&s.response);
-      s.sent = 0;
-      *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-      const nghttp2_nv trailers[] = {StaticNv("grpc-status", "0")};
-      if (nghttp2_submit_trailer(session, id, trailers, 1) != 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    }
-    return static_cast<ssize_t>(n);
-  } catch (...) {
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-};
-
 GrpcSession::GrpcSession(GrpcService* service, const GrpcLimits& limits)
     : service_(service),
       limits_(limits),
       budget_(limits.max_buffered_bytes != 0 ? limits.max_buffered_bytes
                                              : size_t{kBufferedMessages} * (limits.max_message_bytes + kPrefixBytes)),
-      held_limit_(budget_ + size_t{limits.max_streams} * (kStreamBytes + kNghttp2StreamBytes) +
-                  kSpareStreams * kStreamBytes + kNghttp2SessionBytes + limits.max_header_bytes) {
+      held_limit_(budget_ + size_t{limits.max_streams} * kStreamBytes + kSpareStreams * kStreamBytes + kSessionBytes +
+                  limits.max_header_bytes),
+      send_window_(h2::kInitialWindow),
+      recv_window_(h2::kInitialWindow),
+      peer_initial_window_(h2::kInitialWindow),
+      peer_max_frame_(h2::kMinMaxFrameSize),
+      reset_tokens_(kResetBurst) {
   spare_.reserve(kSpareStreams);
 }
 
-int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return 0;
+Result<std::unique_ptr<GrpcSession>> GrpcSession::Create(GrpcService* service, const GrpcLimits& limits) {
+  std::unique_ptr<GrpcSession> g(new GrpcSession(service, limits));
+  // The inflater's every allocation goes through the session's counting
+  // allocator: its table is this connection's bytes (held()). Its table's
+  // size is the protocol's default (4,096), which our SETTINGS leave as is.
+  g->hpack_mem_ = std::make_unique<HpackAllocator>(HpackAllocator{
+      nghttp2_mem{g.get(), GrpcSession::Malloc, GrpcSession::Free, GrpcSession::Calloc, GrpcSession::Realloc}});
+  if (nghttp2_hd_inflate_new2(&g->inflater_, &g->hpack_mem_->mem) != 0)
+    return Status::IOError("HPACK inflater: out of memory");
+  // Our SETTINGS, first on the wire (the connection drains them at once).
+  h2::AppendFrameHeader(&g->out_, 12, h2::kSettings, 0, 0);
+  char e[12];
+  e[0] = 0;
+  e[1] = static_cast<char>(h2::kMaxConcurrentStreams);
+  h2::PutU32(e + 2, limits.max_streams);
+  e[6] = 0;
+  e[7] = static_cast<char>(h2::kMaxHeaderListSize);
+  h2::PutU32(e + 8, limits.max_header_bytes);
+  g->out_.append(e, sizeof e);
+  return g;
+}
+
+GrpcSession::~GrpcSession() {
+  if (inflater_) nghttp2_hd_inflate_del(inflater_);
+}
+
+// ---- the frame layer ----
+
+bool GrpcSession::Fail(uint32_t error) {
+  if (!failed_) {
+    failed_ = true;
+    h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
+    char w[8];
+    h2::PutU32(w, last_stream_);
+    h2::PutU32(w + 4, error);
+    out_.append(w, sizeof w);
+  }
+  return false;
+}
+
+void GrpcSession::ResetStream(uint32_t id, uint32_t error) { h2::AppendWordFrame(&out_, h2::kRstStream, id, error); }
+
+bool GrpcSession::Feed(std::string_view in) {
+  const auto* p = reinterpret_cast<const uint8_t*>(in.data());
+  size_t at = 0;
+  const size_t size = in.size();
+  if (preface_seen_ < h2::kPreface.size()) {
+    const size_t n = std::min(size, h2::kPreface.size() - preface_seen_);
+    if (std::memcmp(in.data(), h2::kPreface.data() + preface_seen_, n) != 0) return Fail(h2::kProtocolError);
+    preface_seen_ += n;
+    at = n;
+  }
+  if (!partial_.empty()) {
+    // A frame begun in an earlier read: completed here first (partial_
+    // never holds more than one frame).
+    auto take = [&](size_t want) {
+      if (partial_.size() >= want) return true;
+      const size_t n = std::min(want - partial_.size(), size - at);
+      partial_.append(in.data() + at, n);
+      at += n;
+      return partial_.size() == want;
+    };
+    if (!take(h2::kFrameHeaderBytes)) return true;
+    const auto* h = reinterpret_cast<const uint8_t*>(partial_.data());
+    const h2::FrameHeader f = h2::ReadFrameHeader(h);
+    if (f.length > h2::kMinMaxFrameSize) return Fail(h2::kFrameSizeError);
+    if (!take(h2::kFrameHeaderBytes + f.length)) return true;
+    h = reinterpret_cast<const uint8_t*>(partial_.data());
+    if (!OnFrame(h, h + h2::kFrameHeaderBytes)) return false;
+    partial_.clear();
+    if (partial_.capacity() > h2::kFrameHeaderBytes + 1024) std::string().swap(partial_);
+  }
+  while (size - at >= h2::kFrameHeaderBytes) {
+    const h2::FrameHeader f = h2::ReadFrameHeader(p + at);
+    if (f.length > h2::kMinMaxFrameSize) return Fail(h2::kFrameSizeError);
+    if (size - at < h2::kFrameHeaderBytes + f.length) break;
+    if (!OnFrame(p + at, p + at + h2::kFrameHeaderBytes)) return false;
+    at += h2::kFrameHeaderBytes + f.length;
+  }
+  partial_.append(in.data() + at, size - at);
+  return true;
+}
+
+bool GrpcSession::OnFrame(const uint8_t* header, const uint8_t* p) {
+  const h2::FrameHeader f = h2::ReadFrameHeader(header);
+  if (!settings_seen_) {
+    // The client's preface ends with a SETTINGS frame (RFC 9113 3.4).
+    if (f.type != h2::kSettings || (f.flags & h2::kAck)) return Fail(h2::kProtocolError);
+    settings_seen_ = true;
+  }
+  if (block_stream_ != 0 && f.type != h2::kContinuation) return Fail(h2::kProtocolError);
+  switch (f.type) {
+    case h2::kData: return OnDataFrame(f.flags, f.stream, p, f.length);
+    case h2::kHeaders: return OnHeadersFrame(f.flags, f.stream, p, f.length);
+    case h2::kContinuation:
+      if (block_stream_ == 0 || f.stream != block_stream_) return Fail(h2::kProtocolError);
+      if (++block_continuations_ > kMaxContinuations) return Fail(h2::kEnhanceYourCalm);
+      return OnHeaderBlock(p, f.length, f.flags & h2::kEndHeaders);
+    case h2::kPriority:
+      // Priorities are not used: checked and dropped.
+      if (f.stream == 0) return Fail(h2::kProtocolError);
+      if (f.length != 5) return Fail(h2::kFrameSizeError);
+      return true;
+    case h2::kRstStream:
+      if (f.length != 4) return Fail(h2::kFrameSizeError);
+      return OnRstStream(f.stream);
+    case h2::kSettings:
+      if (f.stream != 0) return Fail(h2::kProtocolError);
+      return OnSettings(f.flags, p, f.length);
+    case h2::kPushPromise: return Fail(h2::kProtocolError);  // a client may not push
+    case h2::kPing:
+      if (f.stream != 0) return Fail(h2::kProtocolError);
+      if (f.length != 8) return Fail(h2::kFrameSizeError);
+      if ((f.flags & h2::kAck) == 0) {
+        h2::AppendFrameHeader(&out_, 8, h2::kPing, h2::kAck, 0);
+        out_.append(reinterpret_cast<const char*>(p), 8);
+      }
+      return true;
+    case h2::kGoaway:
+      if (f.stream != 0) return Fail(h2::kProtocolError);
+      if (f.length < 8) return Fail(h2::kFrameSizeError);
+      goaway_received_ = true;
+      return true;
+    case h2::kWindowUpdate:
+      if (f.length != 4) return Fail(h2::kFrameSizeError);
+      return OnWindowUpdate(f.stream, h2::ReadU32(p) & 0x7fffffffu);
+    default: return true;  // an extension's frame: ignored (RFC 9113 4.1)
+  }
+}
+
+bool GrpcSession::OnDataFrame(uint8_t flags, uint32_t id, const uint8_t* p, uint32_t n) {
+  if (id == 0) return Fail(h2::kProtocolError);
+  if (id > last_stream_) return Fail(h2::kProtocolError);  // an idle stream
+  // The whole frame, padding included, counts against both windows.
+  if (n > recv_window_) return Fail(h2::kFlowControlError);
+  recv_window_ -= n;
+  recv_unacked_ += n;
+  if (recv_unacked_ >= kWindowRefill) {
+    h2::AppendWordFrame(&out_, h2::kWindowUpdate, 0, static_cast<uint32_t>(recv_unacked_));
+    recv_window_ += recv_unacked_;
+    recv_unacked_ = 0;
+  }
+  uint32_t pad = 0;
+  if (flags & h2::kPadded) {
+    if (n == 0 || p[0] >= n) return Fail(h2::kProtocolError);
+    pad = p[0];
+    ++p;
+    --n;
+  }
+  auto it = streams_.find(static_cast<int32_t>(id));
+  if (it == streams_.end()) return true;  // closed, reset or refused: dropped
   Stream& s = it->second;
+  if (s.remote_closed) {
+    ResetStream(id, h2::kStreamClosed);
+    Close(it);
+    return true;
+  }
+  const int64_t framed = int64_t{n} + (flags & h2::kPadded ? 1 : 0);
+  if (framed > s.recv_window) {
+    ResetStream(id, h2::kFlowControlError);
+    Close(it);
+    return true;
+  }
+  s.recv_window -= framed;
+  OnData(s, static_cast<int32_t>(id), reinterpret_cast<const char*>(p), n - pad);
+  if (s.refused) {
+    ResetStream(id, h2::kRefusedStream);
+    Close(it);
+    return true;
+  }
+  if (flags & h2::kEndStream) {
+    s.remote_closed = true;
+    EndOfRequest(static_cast<int32_t>(id), s);
+    return true;
+  }
+  s.recv_unacked += framed;
+  if (s.recv_unacked >= kWindowRefill) {
+    h2::AppendWordFrame(&out_, h2::kWindowUpdate, id, static_cast<uint32_t>(s.recv_unacked));
+    s.recv_window += s.recv_unacked;
+    s.recv_unacked = 0;
+  }
+  return true;
+}
+
+bool GrpcSession::OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, uint32_t n) {
+  if (id == 0 || id % 2 == 0) return Fail(h2::kProtocolError);
+  uint32_t pad = 0;
+  if (flags & h2::kPadded) {
+    if (n == 0) return Fail(h2::kProtocolError);
+    pad = p[0];
+    ++p;
+    --n;
+  }
+  bool self_dependent = false;
+  if (flags & h2::kPriorityFlag) {
+    if (n < 5) return Fail(h2::kProtocolError);
+    self_dependent = (h2::ReadU32(p) & 0x7fffffffu) == id;
+    p += 5;
+    n -= 5;
+  }
+  if (pad > n) return Fail(h2::kProtocolError);
+  n -= pad;
+  block_stream_ = id;
+  block_request_ = false;
+  block_end_stream_ = flags & h2::kEndStream;
+  block_continuations_ = 0;
+  if (id > last_stream_) {
+    // A new stream. Its block is decoded whatever becomes of it: the HPACK
+    // table is the connection's.
+    last_stream_ = id;
+    if (goaway_sent_) {
+      // Past our GOAWAY's last stream: ignored, as the GOAWAY told the client.
+    } else if (self_dependent) {
+      ResetStream(id, h2::kProtocolError);
+    } else if (streams_.size() >= limits_.max_streams) {
+      ResetStream(id, h2::kRefusedStream);
+    } else if (buffered_ >= budget_ || held() >= held_limit_) {
+      // The budget is spent on messages still arriving.
+      ++refused_;
+      ResetStream(id, h2::kRefusedStream);
+    } else {
+      Begin(static_cast<int32_t>(id));
+      block_request_ = true;
+    }
+  } else {
+    auto it = streams_.find(static_cast<int32_t>(id));
+    if (it != streams_.end()) {
+      // Trailers: they must end the stream.
+      if (it->second.remote_closed || !block_end_stream_) {
+        ResetStream(id, it->second.remote_closed ? h2::kStreamClosed : h2::kProtocolError);
+        Close(it);
+        block_end_stream_ = false;
+      }
+    }
+  }
+  if (block_request_ && (flags & h2::kEndHeaders)) {
+    auto it = streams_.find(static_cast<int32_t>(id));
+    if (FromRepeatedBlock(it->second, p, n)) {
+      block_stream_ = 0;
+      if (block_end_stream_) {
+        it->second.remote_closed = true;
+        EndOfRequest(static_cast<int32_t>(id), it->second);
+      }
+      return true;
+    }
+    if (!OnHeaderBlock(p, n, true)) return false;
+    // Remembered when it is of the kind that can be, and its stream took it.
+    it = streams_.find(static_cast<int32_t>(id));
+    if (it != streams_.end() && n <= kMaxRepeatedBlock && LeavesTableAsIs(p, n)) {
+      const Stream& t = it->second;
+      repeated_.bytes.assign(reinterpret_cast<const char*>(p), n);
+      repeated_.generation = table_generation_;
+      repeated_.method = t.method;
+      repeated_.post = t.post;
+      repeated_.grpc_type = t.grpc_type;
+      repeated_.other_codec = t.other_codec;
+      repeated_.header_bytes = t.header_bytes;
+    }
+    return true;
+  }
+  return OnHeaderBlock(p, n, flags & h2::kEndHeaders);
+}
+
+namespace {
+
+// An HPACK integer of a `bits`-bit prefix at p[*at] (RFC 7541 5.1); false
+// when it runs past the block or past 2^28.
+bool SkipHpackInt(const uint8_t* p, size_t n, size_t* at, int bits, uint32_t* v) {
+  if (*at >= n) return false;
+  const uint32_t mask = (1u << bits) - 1;
+  *v = p[(*at)++] & mask;
+  if (*v < mask) return true;
+  for (int shift = 0; shift <= 21; shift += 7) {
+    if (*at >= n) return false;
+    const uint8_t b = p[(*at)++];
+    *v += uint32_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// A string literal (H bit, 7-bit length, the bytes), skipped.
+bool SkipHpackString(const uint8_t* p, size_t n, size_t* at) {
+  uint32_t len = 0;
+  if (!SkipHpackInt(p, n, at, 7, &len) || len > n - *at) return false;
+  *at += len;
+  return true;
+}
+
+}  // namespace
+
+bool GrpcSession::LeavesTableAsIs(const uint8_t* p, size_t n) {
+  size_t at = 0;
+  uint32_t v = 0;
+  while (at < n) {
+    const uint8_t b = p[at];
+    if (b & 0x80) {
+      if (!SkipHpackInt(p, n, &at, 7, &v)) return false;  // indexed field
+    } else if ((b & 0xe0) == 0) {
+      // A literal without indexing (0000) or never indexed (0001).
+      if (!SkipHpackInt(p, n, &at, 4, &v)) return false;
+      if (v == 0 && !SkipHpackString(p, n, &at)) return false;
+      if (!SkipHpackString(p, n, &at)) return false;
+    } else {
+      return false;  // a literal with indexing (01) or a size update (001)
+    }
+  }
+  return n > 0;
+}
+
+bool GrpcSession::FromRepeatedBlock(Stream& s, const uint8_t* p, size_t n) const {
+  if (repeated_.generation != table_generation_ || repeated_.bytes.size() != n ||
+      std::memcmp(repeated_.bytes.data(), p, n) != 0)
+    return false;
+  s.method = repeated_.method;
+  s.post = repeated_.post;
+  s.grpc_type = repeated_.grpc_type;
+  s.other_codec = repeated_.other_codec;
+  s.header_bytes = repeated_.header_bytes;
+  return true;
+}
+
+bool GrpcSession::OnHeaderBlock(const uint8_t* p, size_t n, bool end_headers) {
+  // Any other block may change the table (a literal with indexing, a size
+  // update, a field cut between frames): what was remembered of a block no
+  // longer holds.
+  if (!(end_headers && block_continuations_ == 0 && LeavesTableAsIs(p, n))) ++table_generation_;
+  for (;;) {
+    nghttp2_nv nv;
+    int inflate_flags = 0;
+    const ssize_t rv = nghttp2_hd_inflate_hd2(inflater_, &nv, &inflate_flags, p, n, end_headers ? 1 : 0);
+    if (rv < 0) return Fail(h2::kCompressionError);
+    p += rv;
+    n -= static_cast<size_t>(rv);
+    if (inflate_flags & NGHTTP2_HD_INFLATE_EMIT)
+      OnHeader(std::string_view(reinterpret_cast<const char*>(nv.name), nv.namelen),
+               std::string_view(reinterpret_cast<const char*>(nv.value), nv.valuelen));
+    if (inflate_flags & NGHTTP2_HD_INFLATE_FINAL) {
+      nghttp2_hd_inflate_end_headers(inflater_);
+      break;
+    }
+    if ((inflate_flags & NGHTTP2_HD_INFLATE_EMIT) == 0 && n == 0) break;
+  }
+  if (!end_headers) return true;
+  const auto id = static_cast<int32_t>(block_stream_);
+  block_stream_ = 0;
+  if (!block_end_stream_) return true;
+  auto it = streams_.find(id);
+  if (it != streams_.end()) {
+    it->second.remote_closed = true;
+    EndOfRequest(id, it->second);
+  }
+  return true;
+}
+
+void GrpcSession::OnHeader(std::string_view n, std::string_view v) {
+  auto it = streams_.find(static_cast<int32_t>(block_stream_));
+  if (it == streams_.end()) return;  // a refused or closed stream's: dropped
+  Stream& s = it->second;
+  s.header_bytes += static_cast<uint32_t>(n.size() + v.size());
+  if (s.header_bytes > limits_.max_header_bytes) {
+    // Past what our SETTINGS_MAX_HEADER_LIST_SIZE allows: the stream is
+    // reset (gRPC clients report RESOURCE_EXHAUSTED); the rest of its block
+    // is still decoded, for the table.
+    ResetStream(block_stream_, h2::kEnhanceYourCalm);
+    Close(it);
+    block_request_ = false;
+    return;
+  }
+  if (!block_request_) return;  // trailers: nothing in them is read
+  if (n == ":path") s.method = service_->MethodOf(v);
+  else if (n == ":method") s.post = v == "POST";
+  else if (n == "content-type") {
+    const GrpcType t = GrpcTypeOf(v);
+    s.grpc_type = t != GrpcType::kNone;
+    s.other_codec = t == GrpcType::kOtherCodec;
+  }
+}
+
+bool GrpcSession::OnSettings(uint8_t flags, const uint8_t* p, uint32_t n) {
+  if (flags & h2::kAck) return n == 0 || Fail(h2::kFrameSizeError);
+  if (n % 6 != 0) return Fail(h2::kFrameSizeError);
+  if (n / 6 > kMaxSettings) return Fail(h2::kEnhanceYourCalm);
+  int64_t window_delta = 0;
+  for (uint32_t i = 0; i < n; i += 6) {
+    const uint16_t id = static_cast<uint16_t>((p[i] << 8) | p[i + 1]);
+    const uint32_t v = h2::ReadU32(p + i + 2);
+    switch (id) {
+      case h2::kEnablePush:
+        if (v > 1) return Fail(h2::kProtocolError);
+        break;
+      case h2::kInitialWindowSize:
+        if (v > h2::kMaxWindow) return Fail(h2::kFlowControlError);
+        window_delta += int64_t{v} - peer_initial_window_;
+        peer_initial_window_ = v;
+        break;
+      case h2::kMaxFrameSize:
+        if (v < h2::kMinMaxFrameSize || v > h2::kMaxMaxFrameSize) return Fail(h2::kProtocolError);
+        peer_max_frame_ = v;
+        break;
+      default:
+        // HEADER_TABLE_SIZE bounds an encoder's table, and ours keeps none;
+        // the others are the client's to keep; unknown ones are ignored.
+        break;
+    }
+  }
+  h2::AppendFrameHeader(&out_, 0, h2::kSettings, h2::kAck, 0);
+  if (window_delta != 0) {
+    for (auto& [id, s] : streams_) {
+      s.send_window += window_delta;
+      if (s.send_window > h2::kMaxWindow) return Fail(h2::kFlowControlError);
+    }
+    FlushBlocked();
+  }
+  return true;
+}
+
+bool GrpcSession::OnWindowUpdate(uint32_t id, uint32_t increment) {
+  if (id == 0) {
+    if (increment == 0) return Fail(h2::kProtocolError);
+    send_window_ += increment;
+    if (send_window_ > h2::kMaxWindow) return Fail(h2::kFlowControlError);
+    FlushBlocked();
+    return true;
+  }
+  if (id > last_stream_) return Fail(h2::kProtocolError);
+  auto it = streams_.find(static_cast<int32_t>(id));
+  if (it == streams_.end()) return true;
+  Stream& s = it->second;
+  if (increment == 0 || s.send_window + increment > h2::kMaxWindow) {
+    ResetStream(id, increment == 0 ? h2::kProtocolError : h2::kFlowControlError);
+    Close(it);
+    return true;
+  }
+  s.send_window += increment;
+  if (s.blocked) FlushBlocked();
+  return true;
+}
+
+bool GrpcSession::OnRstStream(uint32_t id) {
+  if (id == 0 || id > last_stream_) return Fail(h2::kProtocolError);
+  // Rapid reset: a token per reset, kResetsPerSecond come back a second.
+  reset_tokens_ = std::min<double>(kResetBurst, reset_tokens_ + static_cast<double>(now_ns_ - reset_refill_ns_) *
+                                                                    kResetsPerSecond / 1e9);
+  reset_refill_ns_ = now_ns_;
+  if (reset_tokens_ < 1) return Fail(h2::kEnhanceYourCalm);
+  reset_tokens_ -= 1;
+  auto it = streams_.find(static_cast<int32_t>(id));
+  if (it != streams_.end()) Close(it);  // order_, ready_ and blocked_ skip it when they reach it
+  return true;
+}
+
+// ---- streams ----
+
+void GrpcSession::EndOfRequest(int32_t id, Stream& s) {
+  if (s.refused || s.ended) return;
+  // Answered by Receive() after the input is fed, at most
+  // kMaxCallsPerReceive at a time.
+  s.ended = true;
+  ready_.push_back(id);
+}
+
+void GrpcSession::Close(Streams::iterator it) {
+  if (it->second.watch) --watches_;
+  Release(it->second);
+  Forget(it);
+}
+
+void GrpcSession::Settle(Streams::iterator it) {
+  Stream& s = it->second;
+  if (!s.local_closed) return;
+  if (!s.remote_closed) {
+    // Answered before the request ended (a message too long): the client
+    // still sending is told to stop (RST_STREAM NO_ERROR after a complete
+    // answer, RFC 9113 8.1).
+    ResetStream(static_cast<uint32_t>(it->first), h2::kNoError);
+  }
+  Close(it);
+}
+
+void GrpcSession::WriteHeaders(uint32_t id, std::string_view block, bool end_stream) {
+  const uint8_t end = end_stream ? h2::kEndStream : 0;
+  uint8_t type = h2::kHeaders;
+  do {
+    const size_t n = std::min<size_t>(block.size(), peer_max_frame_);
+    const bool last = n == block.size();
+    h2::AppendFrameHeader(&out_, static_cast<uint32_t>(n), type,
+                          static_cast<uint8_t>((type == h2::kHeaders ? end : 0) | (last ? h2::kEndHeaders : 0)), id);
+    out_.append(block.substr(0, n));
+    block.remove_prefix(n);
+    type = h2::kContinuation;
+  } while (!block.empty());
+}
+
+void GrpcSession::SendData(int32_t id, Stream& s) {
+  while (s.sent < s.response.size()) {
+    const int64_t room = std::min({send_window_, s.send_window, int64_t{peer_max_frame_}});
+    if (room <= 0) {
+      if (!s.blocked) {
+        s.blocked = true;
+        blocked_.push_back(id);
+      }
+      return;
+    }
+    const size_t n = std::min<size_t>(s.response.size() - s.sent, static_cast<size_t>(room));
+    h2::AppendFrameHeader(&out_, static_cast<uint32_t>(n), h2::kData, 0, static_cast<uint32_t>(id));
+    out_.append(s.response, s.sent, n);
+    s.sent += n;
+    send_window_ -= static_cast<int64_t>(n);
+    s.send_window -= static_cast<int64_t>(n);
+  }
+  // All of it is in out_, out of our hands.
+  responses_ -= s.response.size();
+  KeepSmall(&s.response);
+  s.sent = 0;
+  if (s.watch && !s.closing) return;  // the stream stays open for the next message
+  WriteHeaders(static_cast<uint32_t>(id), kOkTrailers, true);
+  s.local_closed = true;
+}
+
+void GrpcSession::FlushBlocked() {
+  for (size_t n = blocked_.size(); n > 0 && send_window_ > 0; --n) {
+    const int32_t id = blocked_.front();
+    blocked_.pop_front();
+    auto it = streams_.find(id);
+    if (it == streams_.end() || !it->second.blocked) continue;  // reset meanwhile
+    it->second.blocked = false;
+    SendData(id, it->second);
+    Settle(it);
+  }
+}
+void GrpcSession::OnData(Stream& s, int32_t id, const char* data, size_t len) {
   while (len > 0 && !s.too_long && !s.bad_length && !s.refused) {
     if (s.body.size() < kPrefixBytes) {
       // The prefix first (in the string's own storage: no allocation).
@@ -235,7 +641,7 @@ int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
       s.body.append(data, n);
       data += n;
       len -= n;
-      if (s.body.size() < kPrefixBytes) return 0;
+      if (s.body.size() < kPrefixBytes) return;
       const uint32_t declared = (static_cast<uint32_t>(static_cast<uint8_t>(s.body[1])) << 24) |
                                 (static_cast<uint32_t>(static_cast<uint8_t>(s.body[2])) << 16) |
                                 (static_cast<uint32_t>(static_cast<uint8_t>(s.body[3])) << 8) |
@@ -247,7 +653,7 @@ int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
         // closed the whole connection. Its further data is dropped.
         s.too_long = true;
         ready_.push_back(id);
-        return 0;
+        return;
       }
       // Admitted whole, for the length it declares, or refused now: the
       // connection's buffers never exceed the budget, whatever the
@@ -255,7 +661,7 @@ int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
       const size_t charge = kPrefixBytes + declared;
       if (buffered_ + charge > budget_) {
         Refuse(id, s);
-        return 0;
+        return;
       }
       s.body.reserve(charge);
       s.charged = charge;
@@ -265,12 +671,12 @@ int GrpcSession::OnData(int32_t id, const char* data, size_t len) {
     if (s.body.size() + len > s.charged) {
       s.bad_length = true;  // more than declared: 13 INTERNAL when it ends
       Release(s);
-      return 0;
+      return;
     }
     s.body.append(data, len);
-    return 0;
+    return;
   }
-  return 0;
+  return;
 }
 
 void GrpcSession::Release(Stream& s) {
@@ -303,6 +709,8 @@ void GrpcSession::Begin(int32_t id) {
     it = streams_.insert(std::move(node)).position;
   }
   it->second.start_ns = now_ns_;
+  it->second.send_window = peer_initial_window_;
+  it->second.recv_window = h2::kInitialWindow;
   order_.push_back(id);
 }
 
@@ -323,7 +731,7 @@ void GrpcSession::QueueMessage(int32_t id, Stream& s, const std::string& body) {
   responses_ -= s.last.size();
   s.last = body;
   responses_ += s.last.size();
-  nghttp2_session_resume_data(session_, id);
+  if (!s.blocked) SendData(id, s);
 }
 
 void GrpcSession::PollWatches() {
@@ -342,7 +750,7 @@ void GrpcSession::PollWatches() {
 
 namespace {
 
-// Each block nghttp2 allocates carries its size in front, so that Free and
+// Each block the inflater allocates carries its size in front, so that Free and
 // Realloc can uncount it (nghttp2_mem's free is not told the size); 16
 // bytes keep the block aligned as malloc's.
 constexpr size_t kSizeHeader = 16;
@@ -355,7 +763,7 @@ void* GrpcSession::Malloc(size_t size, void* user) {
   auto* p = static_cast<char*>(std::malloc(size + kSizeHeader));
   if (!p) return nullptr;
   std::memcpy(p, &size, sizeof size);
-  static_cast<GrpcSession*>(user)->nghttp2_bytes_ += size;
+  static_cast<GrpcSession*>(user)->hpack_bytes_ += size;
   return p + kSizeHeader;
 }
 
@@ -364,7 +772,7 @@ void GrpcSession::Free(void* ptr, void* user) {
   char* p = static_cast<char*>(ptr) - kSizeHeader;
   size_t size;
   std::memcpy(&size, p, sizeof size);
-  static_cast<GrpcSession*>(user)->nghttp2_bytes_ -= size;
+  static_cast<GrpcSession*>(user)->hpack_bytes_ -= size;
   std::free(p);
 }
 
@@ -385,15 +793,15 @@ void* GrpcSession::Realloc(void* ptr, size_t size, void* user) {
   if (!q) return nullptr;
   std::memcpy(q, &size, sizeof size);
   auto* g = static_cast<GrpcSession*>(user);
-  g->nghttp2_bytes_ = g->nghttp2_bytes_ - old + size;
+  g->hpack_bytes_ = g->hpack_bytes_ - old + size;
   return q + kSizeHeader;
 }
 
-void GrpcSession::Refuse(int32_t id, Stream& s) {
+void GrpcSession::Refuse(int32_t, Stream& s) {
+  // Reset by OnDataFrame once OnData returns.
   Release(s);
   s.refused = true;
   ++refused_;
-  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
 }
 
 int64_t GrpcSession::OldestUnansweredNs() const {
@@ -405,80 +813,19 @@ int64_t GrpcSession::OldestUnansweredNs() const {
   return -1;
 }
 
-Result<std::unique_ptr<GrpcSession>> GrpcSession::Create(GrpcService* service, const GrpcLimits& limits) {
-  std::unique_ptr<GrpcSession> g(new GrpcSession(service, limits));
-  nghttp2_session_callbacks* cb = nullptr;
-  if (nghttp2_session_callbacks_new(&cb) != 0) return Status::IOError("nghttp2: out of memory");
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, GrpcCallbacks::OnBeginHeaders);
-  nghttp2_session_callbacks_set_on_header_callback(cb, GrpcCallbacks::OnHeader);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, GrpcCallbacks::OnData);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, GrpcCallbacks::OnFrameRecv);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cb, GrpcCallbacks::OnStreamClose);
-  nghttp2_session_callbacks_set_on_frame_send_callback(cb, GrpcCallbacks::OnFrameSend);
-  nghttp2_option* opt = nullptr;
-  if (nghttp2_option_new(&opt) != 0) {
-    nghttp2_session_callbacks_del(cb);
-    return Status::IOError("nghttp2: out of memory");
-  }
-  // Our own HPACK encoder's table (what we send): the protocol's default
-  // size, whatever larger SETTINGS_HEADER_TABLE_SIZE a client offers. The
-  // headers we receive are bounded by SETTINGS_MAX_HEADER_LIST_SIZE below
-  // (nghttp2 refuses a larger list) and by OnHeader's count of
-  // max_header_bytes (the stream is reset).
-  nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
-  // The limits nghttp2 applies to floods, set here rather than left to
-  // the library's defaults (which a newer version might change): SETTINGS
-  // entries per frame (a SETTINGS flood of huge frames), SETTINGS and PING
-  // ACKs queued for a client that does not read (the PING/SETTINGS
-  // floods), CONTINUATION frames after one HEADERS (CVE-2024-28182; in
-  // Debian's 1.52.0-1+deb12u2), RST_STREAMs received (rapid reset,
-  // CVE-2023-44487: a burst of 1000, then 33 a second).
-  nghttp2_option_set_max_settings(opt, 32);
-  nghttp2_option_set_max_outbound_ack(opt, 1000);
-  nghttp2_option_set_max_continuations(opt, 8);
-  nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
-  // A closed stream is forgotten at once: nghttp2 would otherwise keep
-  // recently closed ones (for the priority tree, which gRPC does not use),
-  // bytes a connection holds after its streams are gone.
-  nghttp2_option_set_no_closed_streams(opt, 1);
-  // No HTTP messaging checks of each header field (a third of the library's
-  // work on a lone call's request: 8 of ~28k instructions a call went to
-  // the HPACK decoder and these checks, callgrind). They guard what an
-  // HTTP server passes on; this one keeps no header value: OnHeader looks
-  // at :path, :method and content-type by exact comparison, answers
-  // anything else by those three (405, 415, UNIMPLEMENTED), and quotes the
-  // client's bytes only percent-encoded. The frame layer (sizes, flow
-  // control, stream states, HPACK itself, the floods below) stays nghttp2's.
-  nghttp2_option_set_no_http_messaging(opt, 1);
-  // nghttp2's every allocation goes through the session's counting
-  // allocator: its streams, HPACK tables and queued frames are this
-  // connection's bytes (held()).
-  nghttp2_mem mem{g.get(), GrpcSession::Malloc, GrpcSession::Free, GrpcSession::Calloc, GrpcSession::Realloc};
-  const int rc = nghttp2_session_server_new3(&g->session_, cb, g.get(), opt, &mem);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cb);
-  if (rc != 0) return Status::IOError(std::string("nghttp2: ") + nghttp2_strerror(rc));
-  const nghttp2_settings_entry settings[] = {
-      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits.max_streams},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits.max_header_bytes},
-  };
-  if (nghttp2_submit_settings(g->session_, NGHTTP2_FLAG_NONE, settings, 2) != 0)
-    return Status::IOError("nghttp2: cannot queue SETTINGS");
-  return g;
-}
-
-GrpcSession::~GrpcSession() {
-  if (session_) nghttp2_session_del(session_);
-}
-
-void GrpcSession::Answer(int32_t id, Stream& s) {
+void GrpcSession::Answer(Streams::iterator it) {
+  const int32_t id = it->first;
+  Stream& s = it->second;
   ++answered_;
   s.answered = true;
   if (!s.post || !s.grpc_type) {
     Release(s);
     // Not a gRPC request: 415, as gRPC servers answer one (grpc's PROTOCOL-HTTP2.md).
-    const nghttp2_nv h[] = {Nv(":status", s.post ? "415" : "405")};
-    nghttp2_submit_response(session_, id, h, 1, nullptr);
+    std::string block;
+    h2::AppendLiteral(&block, kStatusIndex, {}, s.post ? "415" : "405");
+    WriteHeaders(static_cast<uint32_t>(id), block, true);
+    s.local_closed = true;
+    Settle(it);
     return;
   }
   GrpcService::Reply reply;
@@ -518,7 +865,7 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
     try {
       service_->Call(s.method, std::string_view(s.body).substr(kPrefixBytes), &reply);
     } catch (const std::exception& e) {
-      // nghttp2 is C: nothing may unwind through it.
+      // Nothing may unwind through the worker loop.
       reply = GrpcService::Reply{GrpcCode::kInternal, std::string("internal error: ") + e.what(), {}};
     }
   }
@@ -532,11 +879,14 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
     // descriptor): percent-encoded, it is a valid header value whatever
     // they are.
     const std::string text = PercentEncodeGrpcMessage(reply.message);
-    const nghttp2_nv h[] = {Nv(":status", "200"), Nv("content-type", "application/grpc"), Nv("grpc-status", code),
-                            Nv("grpc-message", text)};
-    nghttp2_submit_response(session_, id, h, text.empty() ? 3 : 4, nullptr);
+    std::string block(kOkHeaders);
+    h2::AppendLiteral(&block, 0, "grpc-status", code);
+    if (!text.empty()) h2::AppendLiteral(&block, 0, "grpc-message", text);
+    WriteHeaders(static_cast<uint32_t>(id), block, true);
+    s.local_closed = true;
     KeepSmall(&reply.body);
     reply_body_.swap(reply.body);
+    Settle(it);
     return;
   }
   if (service_->Streaming(s.method)) {
@@ -556,32 +906,21 @@ void GrpcSession::Answer(int32_t id, Stream& s) {
   responses_ += s.response.size();
   KeepSmall(&reply.body);
   reply_body_.swap(reply.body);
-  const nghttp2_nv h[] = {StaticNv(":status", "200"), StaticNv("content-type", "application/grpc")};
-  nghttp2_data_provider prd;
-  prd.source.ptr = nullptr;
-  prd.read_callback = GrpcCallbacks::ReadBody;
-  nghttp2_submit_response(session_, id, h, 2, &prd);
+  WriteHeaders(static_cast<uint32_t>(id), kOkHeaders, false);
+  SendData(id, s);
+  Settle(it);
 }
 
 bool GrpcSession::Receive(std::string_view in, int64_t now_ns) {
   if (failed_) return false;
   now_ns_ = now_ns;
-  if (!in.empty()) {
-    const ssize_t rc = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(in.data()), in.size());
-    if (rc < 0) {
-      // NGHTTP2_ERR_BAD_CLIENT_MAGIC, NGHTTP2_ERR_FLOODED, a callback's
-      // failure and the like: a GOAWAY may be queued; send it and close.
-      failed_ = true;
-      nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
-      return false;
-    }
-  }
+  if (!in.empty() && !Feed(in)) return false;
   for (size_t n = 0; n < kMaxCallsPerReceive && !ready_.empty();) {
     const int32_t id = ready_.front();
     ready_.pop_front();
     auto it = streams_.find(id);
     if (it == streams_.end() || it->second.answered) continue;  // reset by the client meanwhile
-    Answer(id, it->second);
+    Answer(it);
     ++n;
   }
   PollWatches();
@@ -589,35 +928,39 @@ bool GrpcSession::Receive(std::string_view in, int64_t now_ns) {
 }
 
 void GrpcSession::Drain(std::string* out) {
-  for (;;) {
-    const uint8_t* data = nullptr;
-    const ssize_t n = nghttp2_session_mem_send(session_, &data);
-    if (n <= 0) {
-      if (n < 0) failed_ = true;
-      return;
-    }
-    out->append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-  }
+  out->append(out_);
+  out_.clear();
+  if (out_.capacity() > kSessionBytes / 4) std::string().swap(out_);
 }
 
 bool GrpcSession::Finished() const {
-  return failed_ ? !nghttp2_session_want_write(session_)
-                 : !nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_);
+  if (!out_.empty()) return false;
+  return failed_ || ((goaway_sent_ || goaway_received_) && streams_.empty());
 }
 
 void GrpcSession::Shutdown() {
+  if (failed_ || goaway_sent_) return;
   // Server-streaming calls get the service's last word (a health watch:
   // NOT_SERVING), then end.
   PollWatches();
+  std::vector<int32_t> watching;
   for (auto& [id, s] : streams_)
-    if (s.watch && !s.closing) {
-      s.closing = true;
-      nghttp2_session_resume_data(session_, id);
-    }
-  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
-                        NGHTTP2_NO_ERROR, nullptr, 0);
+    if (s.watch && !s.closing) watching.push_back(id);
+  for (const int32_t id : watching) {
+    auto it = streams_.find(id);
+    it->second.closing = true;
+    if (it->second.blocked) continue;  // its trailers follow its data
+    SendData(id, it->second);
+    Settle(it);
+  }
+  goaway_sent_ = true;
+  h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
+  char w[8];
+  h2::PutU32(w, last_stream_);
+  h2::PutU32(w + 4, h2::kNoError);
+  out_.append(w, sizeof w);
 }
 
-void GrpcSession::Terminate(uint32_t error) { nghttp2_session_terminate_session(session_, error); }
+void GrpcSession::Terminate(uint32_t error) { Fail(error); }
 
 }  // namespace frs::server

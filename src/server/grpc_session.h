@@ -1,10 +1,18 @@
-// server/grpc_session.h: one gRPC connection's HTTP/2, over libnghttp2.
+// server/grpc_session.h: one gRPC connection's HTTP/2.
 //
-// A server session per connection, fed with the bytes the worker read
-// (nghttp2_session_mem_recv) and drained into the connection's output
-// (nghttp2_session_mem_send): no I/O here, so the worker's epoll loop, its
+// Fed with the bytes the worker read (Receive) and drained into the
+// connection's output (Drain): no I/O here, so the worker's epoll loop, its
 // time-outs and connection limits apply as for HTTP/1.1, and the fuzz target
 // drives this very code with bytes in memory.
+//
+// The frame layer is our own (RFC 9113, server side: frames, stream states,
+// flow control, SETTINGS, PING, GOAWAY; server/h2_frame.h); the request
+// headers' HPACK is libnghttp2's inflater. A gRPC server needs a small part
+// of HTTP/2 (no push, no priorities, answers of three frames whose headers
+// are the same bytes every time), and a general session (nghttp2's) cost a
+// call that arrives alone on its connection twice a GET's instructions: its
+// stream objects, outbound queues and HPACK encoder per call
+// (docs/performance.md).
 //
 // A server-streaming call (GrpcService::Streaming: grpc.health.v1.Health/
 // Watch) is answered like a unary one but its stream stays open without
@@ -23,9 +31,10 @@
 // crash, and without asking the service: a method other than POST or a
 // content-type other than application/grpc* (HTTP 415), a compressed
 // message (grpc-status 12: FRS advertises no grpc-encoding), a message
-// longer than `max_message_bytes` (8 RESOURCE_EXHAUSTED; its bytes are
-// dropped as they come), a length prefix that does not match the body (13
-// INTERNAL), headers past `max_header_bytes` (the stream is reset).
+// longer than `max_message_bytes` (8 RESOURCE_EXHAUSTED, answered at its
+// prefix, then the stream reset NO_ERROR; its bytes are dropped as they
+// come), a length prefix that does not match the body (13 INTERNAL),
+// headers past `max_header_bytes` (the stream is reset ENHANCE_YOUR_CALM).
 //
 // Bounded per connection:
 //  - memory: a stream's message is admitted when its 5-byte prefix arrives,
@@ -33,29 +42,33 @@
 //    connection's streams together); one that does not fit, and any new
 //    stream while the budget is spent, is reset with REFUSED_STREAM
 //    (nothing of it was processed: a gRPC client may retry it). Every byte
-//    the connection makes the server hold is counted in held(): nghttp2's
-//    own (its streams, HPACK tables and queued frames, through an allocator
-//    of the session's), each stream's record (and the closed ones kept for
-//    the next streams, kSpareStreams) and the answers not yet sent.
-//    A new stream while held() is past held_limit() is refused the same
-//    way. A stream keeps no header value: :path becomes the service's
-//    method number, :method and content-type two flags. All of it is
-//    returned when the session is destroyed (the worker's gauge
-//    frs_grpc_held_bytes sums held() over its connections);
+//    the connection makes the server hold is counted in held(): the HPACK
+//    table (through an allocator of the session's), a frame cut between two
+//    reads, each stream's record (and the closed ones kept for the next
+//    streams, kSpareStreams) and the answers not yet sent. A new stream
+//    while held() is past held_limit() is refused the same way, as is one
+//    past SETTINGS_MAX_CONCURRENT_STREAMS. A stream keeps no header value:
+//    :path becomes the service's method number, :method and content-type
+//    two flags. All of it is returned when the session is destroyed (the
+//    worker's gauge frs_grpc_held_bytes sums held() over its connections);
 //  - work: calls whose request ended are queued and at most
 //    kMaxCallsPerReceive of them are answered per Receive(); the rest wait
 //    for the next Receive() (HasBacklog()), which the worker makes on its
 //    next loop turn, so one connection cannot starve the others;
 //  - time: each stream's start is recorded; OldestUnansweredNs() is when
 //    the oldest stream not yet answered began, from which the worker
-//    measures the request time-out (it closes the connection with GOAWAY).
-//
-// The
-// HTTP/2 layer itself (a bad preface, an oversized frame, a stream past
-// SETTINGS_MAX_CONCURRENT_STREAMS, flow control, floods of PING and SETTINGS
-// and of reset streams) is nghttp2's: it answers with RST_STREAM or GOAWAY,
-// and the session then wants neither to read nor to write: the connection
-// closes.
+//    measures the request time-out (it closes the connection with GOAWAY);
+//  - the protocol's floods: a frame past 16,384 bytes, more than
+//    kMaxContinuations CONTINUATIONs to a header block (CVE-2024-28182),
+//    more than kMaxSettings entries in one SETTINGS, and RST_STREAMs
+//    received past a burst of kResetBurst then kResetsPerSecond (rapid
+//    reset, CVE-2023-44487) end the connection with GOAWAY. The answers to
+//    PING and SETTINGS are no larger than what asked for them, and the
+//    worker stops reading a connection whose output waits unsent, so a
+//    client that does not read cannot make them grow.
+// Any breach of the protocol is answered as RFC 9113 says: a stream error
+// resets that stream, a connection error sends GOAWAY with its code, after
+// which nothing more is read and Finished() is true once it is drained.
 //
 // Thread safety: none; owned by one connection.
 #pragma once
@@ -71,9 +84,11 @@
 #include "frs/key.h"
 #include "frs/status.h"
 
-struct nghttp2_session;
+struct nghttp2_hd_inflater;
 
 namespace frs::server {
+
+struct HpackAllocator;  // grpc_session.cc
 
 // gRPC status codes used here (grpc/doc/statuscodes.md).
 enum class GrpcCode : uint8_t {
@@ -100,7 +115,8 @@ class GrpcService {
   // service chooses (0 and up), or -1: none it answers (the session answers
   // UNIMPLEMENTED). Asked once per stream, when its :path arrives, so that
   // a stream keeps a number, not a copy of the path: a client can name a
-  // 4 KB path from the HPACK table in two bytes per stream.
+  // 4 KB path from the HPACK table in two bytes per stream. A function of
+  // the path alone: the session may reuse an answer for the same path.
   virtual int MethodOf(std::string_view path) const = 0;
   // `method` is MethodOf's answer (never -1), `message` the request message
   // without its prefix. Never throws past here (the session's callbacks run
@@ -140,6 +156,12 @@ class GrpcSession {
   // Calls answered per Receive(): with at most 64 descriptors per call
   // (src/envoy), one read decides at most 1,024 descriptors per round.
   static constexpr size_t kMaxCallsPerReceive = 16;
+  // The floods' bounds (above): nghttp2's defaults, which this session
+  // replaced, kept as they were.
+  static constexpr uint32_t kMaxContinuations = 8;
+  static constexpr uint32_t kMaxSettings = 32;
+  static constexpr uint32_t kResetBurst = 1000;
+  static constexpr uint32_t kResetsPerSecond = 33;
 
   static Result<std::unique_ptr<GrpcSession>> Create(GrpcService* service, const GrpcLimits& limits);
   ~GrpcSession();
@@ -148,16 +170,17 @@ class GrpcSession {
 
   // Feeds bytes received at `now_ns` (`in` may be empty: only the
   // backlog is worked on), then answers up to kMaxCallsPerReceive calls
-  // whose requests ended. False when the session has failed (nghttp2
-  // refused the input, now or before: a GOAWAY may be queued, Drain() it;
-  // Finished() is true once it is out): nothing more is read.
+  // whose requests ended. False when the session has failed (a connection
+  // error, now or before: its GOAWAY is queued, Drain() it; Finished() is
+  // true once it is out): nothing more is read.
   bool Receive(std::string_view in, int64_t now_ns);
   // The connection's peer, for the calls the next Receive() answers.
   void set_peer(const IpAddress* peer) { service_->set_peer(peer); }
   // Appends what is ready to send to *out.
   void Drain(std::string* out);
   // Neither wants to read nor to write: the session is over (GOAWAY sent
-  // and received, or a fatal error).
+  // or received and no stream left, or a connection error), and all of it
+  // drained.
   bool Finished() const;
   // A stream has begun and not been closed (answered and sent, or reset),
   // server-streaming ones aside.
@@ -174,24 +197,26 @@ class GrpcSession {
   // -1: none.
   int64_t OldestUnansweredNs() const;
   // Unary calls answered so far (progress for the request time-out: bytes
-  // sent are not, since nghttp2 answers PINGs and sends WINDOW_UPDATEs by
-  // itself).
+  // sent are not, since PINGs and SETTINGS are answered, and WINDOW_UPDATEs
+  // sent, whatever the calls).
   uint64_t answered() const { return answered_; }
   // Streams reset with REFUSED_STREAM for the buffer budget.
   uint64_t refused() const { return refused_; }
   // Request body bytes charged now (declared lengths of admitted messages).
   size_t buffered() const { return buffered_; }
-  // Every byte this connection makes the server hold now: nghttp2's
-  // allocations, the streams' records, bodies and unsent answers.
+  // Every byte this connection makes the server hold now: the HPACK
+  // table's, a frame cut between reads, the frames not yet drained, the
+  // streams' records, bodies and unsent answers.
   size_t held() const {
-    return nghttp2_bytes_ + (streams_.size() + spare_.size()) * kStreamBytes + buffered_ + responses_;
+    return hpack_bytes_ + repeated_.bytes.capacity() + partial_.capacity() + out_.capacity() +
+           (streams_.size() + spare_.size()) * kStreamBytes + buffered_ + responses_;
   }
   // Past this, new streams are refused: the body budget, one record per
-  // allowed stream, and what nghttp2 itself needs for a full session.
+  // allowed stream, and what the session itself holds at most.
   size_t held_limit() const { return held_limit_; }
-  // What one stream costs beside nghttp2's own and its body: its record,
-  // its entry in the map, and the small string capacity a record keeps for
-  // its next stream (kKeptCapacity for the body and for the answer).
+  // What one stream costs beside its body: its record, its entry in the
+  // map, and the small string capacity a record keeps for its next stream
+  // (kKeptCapacity for the body and for the answer).
   static constexpr size_t kStreamBytes = 384;
   // A closed stream's record, its map node and the capacity of its body and
   // answer strings (when at most kKeptCapacity) are kept for the next
@@ -213,14 +238,20 @@ class GrpcSession {
     bool other_codec = false;  // application/grpc+json and the like: INTERNAL
     bool too_long = false;     // declared past max_message_bytes: dropped
     bool bad_length = false;   // more bytes than the prefix declared: dropped
-    bool refused = false;      // reset for the budget: never answered
+    bool refused = false;      // to be reset for the budget: never answered
     bool ended = false;        // queued in ready_ or answered
     bool answered = false;
+    bool remote_closed = false;  // the client's END_STREAM came
+    bool local_closed = false;   // ours is queued
+    bool blocked = false;        // in blocked_: DATA waits for the peer's window
     uint32_t header_bytes = 0;
     int64_t start_ns = 0;
-    size_t charged = 0;    // against buffered_ (prefix + declared length)
-    std::string body;      // prefix + message as received
-    std::string response;  // prefix + message to send
+    int64_t send_window = 0;   // DATA bytes we may still send
+    int64_t recv_window = 0;   // DATA bytes the client may still send
+    int64_t recv_unacked = 0;  // received since our last WINDOW_UPDATE
+    size_t charged = 0;        // against buffered_ (prefix + declared length)
+    std::string body;          // prefix + message as received
+    std::string response;      // prefix + message to send
     size_t sent = 0;
     // A server-streaming call: its request and the last message sent (to
     // send only a change); `closing`: its last message, then trailers.
@@ -233,7 +264,34 @@ class GrpcSession {
   };
   using Streams = std::unordered_map<int32_t, Stream>;
   GrpcSession(GrpcService* service, const GrpcLimits& limits);
-  void Answer(int32_t id, Stream& s);
+
+  // The frame layer. Each On* is false on a connection error (Fail: the
+  // GOAWAY is queued).
+  bool Feed(std::string_view in);
+  bool OnFrame(const uint8_t* header, const uint8_t* payload);
+  bool OnDataFrame(uint8_t flags, uint32_t id, const uint8_t* p, uint32_t n);
+  bool OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, uint32_t n);
+  bool OnHeaderBlock(const uint8_t* p, size_t n, bool end_headers);
+  bool OnSettings(uint8_t flags, const uint8_t* p, uint32_t n);
+  bool OnWindowUpdate(uint32_t id, uint32_t increment);
+  bool OnRstStream(uint32_t id);
+  void OnHeader(std::string_view name, std::string_view value);
+  bool Fail(uint32_t error);
+  void ResetStream(uint32_t id, uint32_t error);
+  // The request's END_STREAM came: queued to be answered.
+  void EndOfRequest(int32_t id, Stream& s);
+  // A header block (split into CONTINUATIONs past the peer's frame size).
+  void WriteHeaders(uint32_t id, std::string_view block, bool end_stream);
+  // As much of s.response as the windows allow; once all of it is out, the
+  // trailers (unless it is a watch's message).
+  void SendData(int32_t id, Stream& s);
+  void FlushBlocked();
+  // Closes a stream both sides have ended (or reset it after a complete
+  // answer to a request still arriving).
+  void Settle(Streams::iterator it);
+  void Close(Streams::iterator it);
+
+  void Answer(Streams::iterator it);
   // A record for a new stream (from spare_ when there is one).
   void Begin(int32_t id);
   // Forgets a closed stream (its record to spare_ when there is room).
@@ -241,15 +299,16 @@ class GrpcSession {
   void Release(Stream& s);
   void Refuse(int32_t id, Stream& s);
   void QueueMessage(int32_t id, Stream& s, const std::string& body);
-  int OnData(int32_t id, const char* data, size_t len);
-  // nghttp2's allocator: every block counted in nghttp2_bytes_.
+  void OnData(Stream& s, int32_t id, const char* data, size_t len);
+  // The HPACK inflater's allocator: every block counted in hpack_bytes_.
   static void* Malloc(size_t size, void* user);
   static void Free(void* ptr, void* user);
   static void* Calloc(size_t n, size_t size, void* user);
   static void* Realloc(void* ptr, size_t size, void* user);
 
-  friend struct GrpcCallbacks;
-  nghttp2_session* session_ = nullptr;
+  // The inflater keeps a pointer to its allocator: it lives as long.
+  std::unique_ptr<HpackAllocator> hpack_mem_;
+  nghttp2_hd_inflater* inflater_ = nullptr;
   GrpcService* service_;
   GrpcLimits limits_;
   size_t budget_;
@@ -261,13 +320,62 @@ class GrpcSession {
   std::string reply_body_;
   mutable std::deque<int32_t> order_;  // streams by start (pruned as read)
   std::deque<int32_t> ready_;          // ended, to be answered
+  std::deque<int32_t> blocked_;        // DATA waiting for a window
   size_t buffered_ = 0;
-  size_t responses_ = 0;      // answers' bytes not yet sent (and server-streaming calls' requests)
-  size_t watches_ = 0;        // server-streaming streams open
-  size_t nghttp2_bytes_ = 0;  // held by nghttp2 for this session
+  size_t responses_ = 0;    // answers' bytes not yet sent (and server-streaming calls' requests)
+  size_t watches_ = 0;      // server-streaming streams open
+  size_t hpack_bytes_ = 0;  // held by the inflater
   size_t held_limit_;
   uint64_t answered_ = 0;
   uint64_t refused_ = 0;
+
+  // The last request header block that left the HPACK table as it was
+  // (only indexed fields and literals not indexed: RFC 7541 6.1, 6.2.2,
+  // 6.2.3), and what its fields made of a stream. While no block since may
+  // have changed the table (table_generation_, bumped by every other
+  // block), the same bytes mean the same fields: a client sending the same
+  // headers on every call (an HTTP/2 client's :path is often a literal not
+  // indexed, the rest indexed once the first call put them in the table)
+  // is not decoded again, which was a fifth of a lone call's instructions.
+  struct RepeatedBlock {
+    std::string bytes;
+    uint64_t generation = 0;
+    int method = -1;
+    bool post = false, grpc_type = false, other_codec = false;
+    uint32_t header_bytes = 0;
+  };
+  // Whether the block is only fields that leave the table as it was (no
+  // literal with indexing, no size update), parsed to its last byte.
+  static bool LeavesTableAsIs(const uint8_t* p, size_t n);
+  // True when the block was the remembered one (its stream set from it).
+  bool FromRepeatedBlock(Stream& s, const uint8_t* p, size_t n) const;
+  // The longest block remembered (an Envoy's or grpc's are 40-150 bytes).
+  static constexpr size_t kMaxRepeatedBlock = 512;
+  RepeatedBlock repeated_;
+  uint64_t table_generation_ = 1;  // repeated_ is valid only when equal
+
+  // The connection's HTTP/2 state.
+  std::string out_;      // frames to send
+  std::string partial_;  // a frame (or the preface) cut between two reads
+  size_t preface_seen_ = 0;
+  bool settings_seen_ = false;  // the client's first frame must be SETTINGS
+  uint32_t last_stream_ = 0;    // the highest stream id the client began
+  // A header block in progress: its stream (0: none), whether its fields
+  // are a new stream's request headers (else decoded and dropped: trailers,
+  // a refused or closed stream), its END_STREAM, CONTINUATIONs so far.
+  uint32_t block_stream_ = 0;
+  bool block_request_ = false;
+  bool block_end_stream_ = false;
+  uint32_t block_continuations_ = 0;
+  int64_t send_window_ = 0;  // connection-level DATA we may still send
+  int64_t recv_window_ = 0;  // connection-level DATA the client may still send
+  int64_t recv_unacked_ = 0;
+  int64_t peer_initial_window_ = 0;  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+  uint32_t peer_max_frame_ = 0;      // the client's SETTINGS_MAX_FRAME_SIZE
+  double reset_tokens_ = 0;          // rapid reset's bucket
+  int64_t reset_refill_ns_ = 0;
+  bool goaway_sent_ = false;
+  bool goaway_received_ = false;
   bool failed_ = false;
 };
 

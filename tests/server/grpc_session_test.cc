@@ -78,6 +78,13 @@ struct Frames {
   // stream -> decoded header fields, in order; RST_STREAM codes by stream.
   std::map<uint32_t, std::vector<std::pair<std::string, std::string>>> headers;
   std::map<uint32_t, uint32_t> rst;
+  std::map<uint32_t, std::string> data;   // DATA payloads by stream, joined
+  std::map<uint32_t, int> header_frames;  // HEADERS and CONTINUATION frames by stream
+  int goaways = 0;
+  uint32_t goaway_last = 0, goaway_code = 0;  // the last GOAWAY's
+  int settings_acks = 0;
+  std::vector<std::string> ping_acks;
+  int window_updates = 0;
 };
 
 class Client {
@@ -93,9 +100,29 @@ class Client {
       if (buf_.size() - at < 9 + n) break;
       const uint32_t stream =
           ((uint32_t{p[5]} << 24) | (uint32_t{p[6]} << 16) | (uint32_t{p[7]} << 8) | p[8]) & 0x7fffffff;
-      if (p[3] == 1) Inflate(p + 9, n, &out->headers[stream]);
-      if (p[3] == 3 && n == 4)
-        out->rst[stream] = (uint32_t{p[9]} << 24) | (uint32_t{p[10]} << 16) | (uint32_t{p[11]} << 8) | p[12];
+      auto u32 = [](const uint8_t* q) {
+        return (uint32_t{q[0]} << 24) | (uint32_t{q[1]} << 16) | (uint32_t{q[2]} << 8) | q[3];
+      };
+      const char* payload = reinterpret_cast<const char*>(p + 9);
+      if (p[3] == 1 || p[3] == 9) {
+        // A header block, decoded once its END_HEADERS frame is in.
+        ++out->header_frames[stream];
+        block_.append(payload, n);
+        if (p[4] & 0x4) {
+          Inflate(reinterpret_cast<const uint8_t*>(block_.data()), block_.size(), &out->headers[stream]);
+          block_.clear();
+        }
+      }
+      if (p[3] == 0) out->data[stream].append(payload, n);
+      if (p[3] == 3 && n == 4) out->rst[stream] = u32(p + 9);
+      if (p[3] == 4 && (p[4] & 1)) ++out->settings_acks;
+      if (p[3] == 6 && (p[4] & 1)) out->ping_acks.emplace_back(payload, n);
+      if (p[3] == 7 && n >= 8) {
+        ++out->goaways;
+        out->goaway_last = u32(p + 9) & 0x7fffffff;
+        out->goaway_code = u32(p + 13);
+      }
+      if (p[3] == 8) ++out->window_updates;
       at += 9 + n;
     }
     buf_.erase(0, at);
@@ -122,6 +149,7 @@ class Client {
   }
   nghttp2_hd_inflater* inflater_ = nullptr;
   std::string buf_;
+  std::string block_;
 };
 
 std::string Field(const std::vector<std::pair<std::string, std::string>>& h, const std::string& name) {
@@ -410,6 +438,247 @@ TEST(GrpcSession, ReceiveIsFalseOnceTheSessionFailed) {
   std::string out;
   g->Drain(&out);
   EXPECT_TRUE(g->Finished());
+}
+
+}  // namespace
+}  // namespace frs::server
+
+namespace frs::server {
+namespace {
+
+std::string Settings(uint16_t id, uint32_t value) {
+  std::string e;
+  e.push_back(static_cast<char>(id >> 8));
+  e.push_back(static_cast<char>(id));
+  for (int s = 24; s >= 0; s -= 8) e.push_back(static_cast<char>((value >> s) & 0xff));
+  return Frame(4, 0, 0, e);
+}
+
+std::string Word(uint32_t v) {
+  std::string w;
+  for (int s = 24; s >= 0; s -= 8) w.push_back(static_cast<char>((v >> s) & 0xff));
+  return w;
+}
+
+// Calls whose frames are cut anywhere between reads are answered as when
+// they come whole: the frame layer keeps the cut frame until the rest comes.
+TEST(GrpcSessionFrames, FramesCutAnywhereBetweenReads) {
+  for (const size_t slice : {size_t{1}, size_t{7}, size_t{9}, size_t{1000}}) {
+    Echo echo;
+    auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+    std::string in = Start() + Frame(4, 1, 0, "");
+    for (int i = 0; i < 50; ++i)
+      in += Headers(2 * i + 1, false) + Data(2 * i + 1, Prefix(7) + "call" + std::to_string(100 + i), true);
+    std::string out;
+    for (size_t at = 0; at < in.size(); at += slice) {
+      ASSERT_TRUE(g->Receive(std::string_view(in).substr(at, slice), 1)) << slice << " at " << at;
+      g->Drain(&out);
+    }
+    while (g->HasBacklog()) ASSERT_TRUE(g->Receive({}, 2));
+    g->Drain(&out);
+    EXPECT_EQ(echo.calls, 50) << slice;
+    Client c;
+    Frames f;
+    c.Parse(out, &f);
+    for (int i = 0; i < 50; ++i) {
+      EXPECT_EQ(Field(f.headers[2 * i + 1], "grpc-status"), "0") << slice << " " << i;
+      EXPECT_EQ(f.data[2 * i + 1], Prefix(7) + "call" + std::to_string(100 + i)) << slice << " " << i;
+    }
+    EXPECT_EQ(f.settings_acks, 1);
+    EXPECT_FALSE(g->HasOpenStreams());
+  }
+}
+
+// The answers' DATA wait for the client's windows: none with a stream
+// window of 0 (SETTINGS_INITIAL_WINDOW_SIZE), then as much as a
+// WINDOW_UPDATE opens, the trailers after the last byte.
+TEST(GrpcSessionFrames, AnswersWaitForTheClientsWindow) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  std::string out;
+  ASSERT_TRUE(g->Receive(kPreface + Settings(4, 0) + Headers(1, false) + Data(1, Prefix(4) + "abcd", true), 1));
+  g->Drain(&out);
+  Client c;
+  Frames f;
+  c.Parse(out, &f);
+  EXPECT_EQ(Field(f.headers[1], ":status"), "200");
+  EXPECT_EQ(f.data.count(1), 0u);
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "<none>");
+  EXPECT_TRUE(g->HasOpenStreams());
+  out.clear();
+  ASSERT_TRUE(g->Receive(Frame(8, 0, 1, Word(3)), 2));
+  g->Drain(&out);
+  c.Parse(out, &f);
+  EXPECT_EQ(f.data[1], std::string("\0\0\0", 3));
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "<none>");
+  out.clear();
+  // A larger initial window opens the rest (RFC 9113 6.9.2).
+  ASSERT_TRUE(g->Receive(Settings(4, 100), 3));
+  g->Drain(&out);
+  c.Parse(out, &f);
+  EXPECT_EQ(f.data[1], Prefix(4) + "abcd");
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "0");
+  EXPECT_FALSE(g->HasOpenStreams());
+}
+
+// A request's DATA past a window we gave is a flow-control error; within
+// them, windows are given back as they are consumed.
+TEST(GrpcSessionFrames, ReceiveWindowsAreEnforcedAndGivenBack) {
+  Echo echo;
+  GrpcLimits limits;
+  limits.max_message_bytes = 100000;
+  auto g = GrpcSession::Create(&echo, limits).value();
+  std::string in = Start() + Headers(1, false) + Data(1, Prefix(60000), false);
+  for (int i = 0; i < 6; ++i) in += Data(1, std::string(10000, 'x'), i == 5);
+  Frames f = Exchange(*g, in);
+  EXPECT_EQ(echo.calls, 1);
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "0");
+  EXPECT_GE(f.window_updates, 2);  // the connection's and the stream's
+  // 70,000 bytes on a stream no window update was sent for: 65,535 is all
+  // it may send.
+  auto h = GrpcSession::Create(&echo, limits).value();
+  Frames e =
+      Exchange(*h, Start() + Headers(1, false) + Frame(0, 0x8, 1, std::string(1, '\xff') + std::string(16000, 'x')));
+  EXPECT_EQ(e.goaways, 0);
+  std::string more;
+  for (int i = 0; i < 5; ++i) more += Frame(0, 0, 1, std::string(16000, 'y'));
+  ASSERT_TRUE(h->Receive(more, 2));
+  std::string out;
+  h->Drain(&out);
+  Client c;
+  Frames r;
+  c.Parse(out, &r);
+  // The stream's window was given back as it was consumed: none exceeded.
+  EXPECT_EQ(r.rst.count(1), 0u);
+}
+
+// The same header block on every call is decoded once while the HPACK
+// table is unchanged; a block that changes the table makes the same bytes
+// mean what the table now says.
+TEST(GrpcSessionFrames, ARepeatedHeaderBlockMeansWhatTheTableSaysNow) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  std::string in = Start() + PathIntoTheTable(1, "/test.Echo/Call") + Data(1, Prefix(2) + "ok", true);
+  for (uint32_t id = 3; id <= 9; id += 2) in += HeadersNamingTheTable(id) + Data(id, Prefix(2) + "ok", true);
+  // Index 62 is now another method; the very same bytes name it.
+  in += PathIntoTheTable(11, "/no.Such/Method") + Data(11, Prefix(2) + "ok", true);
+  in += HeadersNamingTheTable(13) + Data(13, Prefix(2) + "ok", true);
+  in += PathIntoTheTable(15, "/test.Echo/Call") + Data(15, Prefix(2) + "ok", true);
+  in += HeadersNamingTheTable(17) + Data(17, Prefix(2) + "ok", true);
+  Frames f = Exchange(*g, in);
+  for (uint32_t id = 1; id <= 9; id += 2) EXPECT_EQ(Field(f.headers[id], "grpc-status"), "0") << id;
+  EXPECT_EQ(Field(f.headers[11], "grpc-status"), "12");
+  EXPECT_EQ(Field(f.headers[13], "grpc-status"), "12");
+  EXPECT_EQ(Field(f.headers[15], "grpc-status"), "0");
+  EXPECT_EQ(Field(f.headers[17], "grpc-status"), "0");
+  EXPECT_EQ(echo.calls, 7);
+}
+
+// Breaches of the protocol end the connection with GOAWAY and the code RFC
+// 9113 names; what the protocol allows is answered or ignored.
+TEST(GrpcSessionFrames, ConnectionErrorsAreGoawaysWithTheirCode) {
+  struct Case {
+    const char* what;
+    std::string in;
+    uint32_t code;
+  };
+  const std::vector<Case> cases = {
+      {"first frame not SETTINGS", kPreface + Frame(6, 0, 0, std::string(8, 'p')), 0x1},
+      {"DATA on stream 0", Start() + Data(0, "x", false), 0x1},
+      {"HEADERS on an even stream", Start() + Headers(2, true), 0x1},
+      {"DATA on an idle stream", Start() + Data(5, "x", false), 0x1},
+      {"SETTINGS of 5 bytes", Start() + Frame(4, 0, 0, "abcde"), 0x6},
+      {"SETTINGS ACK with a payload", Start() + Frame(4, 1, 0, "abcdef"), 0x6},
+      {"PING of 7 bytes", Start() + Frame(6, 0, 0, "1234567"), 0x6},
+      {"a frame past 16384 bytes", Start() + Data(1, std::string(16385, 'x'), false), 0x6},
+      {"connection window past 2^31-1", Start() + Frame(8, 0, 0, Word(0x7fffffff)), 0x3},
+      {"WINDOW_UPDATE of 0 on the connection", Start() + Frame(8, 0, 0, Word(0)), 0x1},
+      {"INITIAL_WINDOW_SIZE past 2^31-1", Start() + Settings(4, 0x80000000u), 0x3},
+      {"MAX_FRAME_SIZE below 16384", Start() + Settings(5, 100), 0x1},
+      {"PUSH_PROMISE from a client", Start() + Frame(5, 4, 1, std::string(4, '\0')), 0x1},
+      {"CONTINUATION without HEADERS", Start() + Frame(9, 4, 1, "\x83"), 0x1},
+      {"a frame between HEADERS and CONTINUATION", Start() + Frame(1, 0, 1, "\x83") + Frame(6, 0, 0, "12345678"), 0x1},
+      {"an HPACK index past the table", Start() + Frame(1, 5, 1, "\xfe"), 0x9},
+      {"RST_STREAM of an idle stream", Start() + Frame(3, 0, 9, Word(8)), 0x1},
+  };
+  for (const Case& k : cases) {
+    Echo echo;
+    auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+    EXPECT_FALSE(g->Receive(k.in, 1)) << k.what;
+    std::string out;
+    g->Drain(&out);
+    Client c;
+    Frames f;
+    c.Parse(out, &f);
+    EXPECT_EQ(f.goaways, 1) << k.what;
+    EXPECT_EQ(f.goaway_code, k.code) << k.what;
+    EXPECT_TRUE(g->Finished()) << k.what;
+    EXPECT_EQ(echo.calls, 0) << k.what;
+  }
+}
+
+// PINGs are answered with their payload, unknown frame types and PRIORITY
+// ignored, a stream error (a stream's window overflowed) resets only that
+// stream, and a header block larger than a frame is split into
+// CONTINUATIONs (a long grpc-message).
+TEST(GrpcSessionFrames, WhatTheProtocolAllowsIsAnsweredOrIgnored) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  const std::string text = "fail:" + std::string(8000, '\x01');  // 24,000 bytes percent-encoded
+  std::string body = Prefix(static_cast<uint32_t>(text.size())) + text;
+  std::string in = Start() + Frame(6, 0, 0, "pingpong") + Frame(0xfa, 0, 0, "extension") +
+                   Frame(2, 0, 3, std::string(5, '\0')) + Headers(1, false) + Data(1, body, true) + Headers(3, false) +
+                   Frame(8, 0, 3, Word(0x7fffffff)) + Headers(5, false) + Data(5, Prefix(2) + "ok", true);
+  Frames f = Exchange(*g, in);
+  ASSERT_EQ(f.ping_acks.size(), 1u);
+  EXPECT_EQ(f.ping_acks[0], "pingpong");
+  EXPECT_EQ(f.goaways, 0);
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "13");
+  EXPECT_EQ(Field(f.headers[1], "grpc-message").size(), 24000u);
+  EXPECT_GE(f.header_frames[1], 2);
+  EXPECT_EQ(f.rst[3], 0x3u);  // FLOW_CONTROL_ERROR
+  EXPECT_EQ(Field(f.headers[5], "grpc-status"), "0");
+}
+
+// Shutdown: GOAWAY NO_ERROR naming the last stream; a stream begun before
+// it is still answered, one begun after is not; then the session is over.
+TEST(GrpcSessionFrames, ShutdownAnswersWhatBeganAndTakesNothingNew) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  ASSERT_TRUE(g->Receive(Start() + Headers(1, false), 1));
+  g->Shutdown();
+  EXPECT_FALSE(g->Finished());
+  ASSERT_TRUE(g->Receive(Data(1, Prefix(2) + "ok", true) + Headers(3, false) + Data(3, Prefix(2) + "ok", true), 2));
+  std::string out;
+  g->Drain(&out);
+  Client c;
+  Frames f;
+  c.Parse(out, &f);
+  EXPECT_EQ(f.goaways, 1);
+  EXPECT_EQ(f.goaway_last, 1u);
+  EXPECT_EQ(f.goaway_code, 0u);
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "0");
+  EXPECT_EQ(f.headers.count(3), 0u);
+  EXPECT_EQ(echo.calls, 1);
+  EXPECT_TRUE(g->Finished());
+}
+
+// Rapid reset (CVE-2023-44487): streams opened and reset at once are
+// allowed a burst, then the connection ends (ENHANCE_YOUR_CALM).
+TEST(GrpcSessionFrames, RapidResetEndsTheConnection) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  std::string in = Start();
+  for (uint32_t i = 0; i < GrpcSession::kResetBurst + 10; ++i)
+    in += Headers(2 * i + 1, false) + Frame(3, 0, 2 * i + 1, Word(8));
+  EXPECT_FALSE(g->Receive(in, 1));
+  std::string out;
+  g->Drain(&out);
+  Client c;
+  Frames f;
+  c.Parse(out, &f);
+  EXPECT_EQ(f.goaways, 1);
+  EXPECT_EQ(f.goaway_code, 0xbu);
 }
 
 }  // namespace
