@@ -7,6 +7,7 @@
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/replicator.h"
+#include "server/rls_request.h"
 #include "server/rls_response.h"
 
 namespace frs::server {
@@ -91,30 +92,17 @@ void GrpcMethods::Refused(int method) {
 }
 
 void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
-  auto& in = m_->request;
-  if (!ParseInto(message, &in, "RateLimitRequest", out)) return CountEnvoyRefused(metrics_);
-  if (in.domain().empty()) {
+  // The message's bytes decoded directly when they are in the shape clients
+  // write, else through protobuf (rls_request.h); the dynamic metadata
+  // quotes the protobuf message, so it is always parsed when they are on.
+  if (opts_.metadata || !DecodeRateLimitRequest(message, &req_)) {
+    auto& in = m_->request;
+    if (!ParseInto(message, &in, "RateLimitRequest", out)) return CountEnvoyRefused(metrics_);
+    RlsRequestFromProto(in, &req_);
+  }
+  if (req_.domain.empty()) {
     CountEnvoyRefused(metrics_);
     return Fail(GrpcCode::kInvalidArgument, "rate limit domain must not be empty", out);
-  }
-  // Not cleared: each descriptor kept from the last call keeps its entries'
-  // capacity (every field of it is set below).
-  req_.domain = in.domain();
-  // 0 (not set) is 1, as Envoy and envoyproxy/ratelimit take it; a
-  // descriptor's own hits_addend, when set, wins, 0 included (a look).
-  req_.hits = in.hits_addend() == 0 ? 1 : in.hits_addend();
-  req_.descriptors.resize(static_cast<size_t>(in.descriptors_size()));
-  for (int i = 0; i < in.descriptors_size(); ++i) {
-    const auto& d = in.descriptors(i);
-    envoy::RlsDescriptor& rd = req_.descriptors[static_cast<size_t>(i)];
-    rd.entries.clear();
-    for (const auto& e : d.entries()) rd.entries.push_back(envoy::Entry{e.key(), e.value()});
-    rd.has_hits = d.has_hits_addend();
-    rd.hits = rd.has_hits ? d.hits_addend().value() : 0;
-    rd.negative = d.is_negative_hits();
-    rd.has_limit = d.has_limit();
-    rd.limit_rpu = rd.has_limit ? d.limit().requests_per_unit() : 0;
-    rd.limit_unit = rd.has_limit ? d.limit().unit() : 0;
   }
   rls_.Decide(req_, &answer_);
   CountEnvoyAnswer(metrics_, req_, answer_);
