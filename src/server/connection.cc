@@ -104,7 +104,7 @@ void Connection::ProcessGrpc() {
   // An answer that changed a count waits for the other holder (sync
   // replicas), and with it every frame drained after it.
   if (repl_ != nullptr) NoteReplica(noted, out_before);
-  grpc_busy_ = grpc_->HasOpenStreams();
+  grpc_busy_ = grpc_->HasOpenStreams() || grpc_->MidFrame();
   if (state_ == State::kOpen && grpc_->Finished()) state_ = State::kClosing;
 }
 

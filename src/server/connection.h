@@ -139,7 +139,7 @@ class Connection : public DeadlineNode {
   void StartLinger() { state_ = State::kLingering; }
   // Grows when a request completes or output drains: a busy connection that
   // makes progress gets a fresh request deadline. gRPC: only when a call is
-  // answered (output there includes nghttp2's own PING ACKs and
+  // answered (output there includes the session's own PING ACKs and
   // WINDOW_UPDATEs, which a client can provoke at will).
   uint64_t progress() const { return progress_; }
   // gRPC: when the oldest stream not yet answered began (the request
@@ -217,7 +217,7 @@ class Connection : public DeadlineNode {
   IpAddress peer_;
   bool has_peer_ = false;
   std::unique_ptr<GrpcSession> grpc_;
-  bool grpc_busy_ = false;  // the session has a stream not yet answered
+  bool grpc_busy_ = false;  // the session has a stream not yet answered, or a frame begun
   Replicator* repl_ = nullptr;
   bool repl_held_ = false;
   uint64_t repl_links_ = 0;  // Replicator::TakeTouched() of the held answers

@@ -135,7 +135,8 @@ bool GrpcSession::Fail(uint32_t error) {
     failed_ = true;
     h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
     char w[8];
-    h2::PutU32(w, last_stream_);
+    // A second GOAWAY may not name a later stream than the first (RFC 9113 6.8).
+    h2::PutU32(w, goaway_sent_ ? goaway_last_ : last_stream_);
     h2::PutU32(w + 4, error);
     out_.append(w, sizeof w);
   }
@@ -201,9 +202,15 @@ bool GrpcSession::OnFrame(const uint8_t* header, const uint8_t* p) {
       if (++block_continuations_ > kMaxContinuations) return Fail(h2::kEnhanceYourCalm);
       return OnHeaderBlock(p, f.length, f.flags & h2::kEndHeaders);
     case h2::kPriority:
-      // Priorities are not used: checked and dropped.
+      // Priorities are not used: checked and dropped. A wrong length is
+      // the stream's error (RFC 9113 6.3), the connection's for a stream
+      // never opened (no RST_STREAM may name one).
       if (f.stream == 0) return Fail(h2::kProtocolError);
-      if (f.length != 5) return Fail(h2::kFrameSizeError);
+      if (f.length != 5) {
+        if (f.stream > last_stream_) return Fail(h2::kFrameSizeError);
+        ResetStream(f.stream, h2::kFrameSizeError);
+        if (auto it = streams_.find(static_cast<int32_t>(f.stream)); it != streams_.end()) Close(it);
+      }
       return true;
     case h2::kRstStream:
       if (f.length != 4) return Fail(h2::kFrameSizeError);
@@ -297,7 +304,7 @@ bool GrpcSession::OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, u
   }
   bool self_dependent = false;
   if (flags & h2::kPriorityFlag) {
-    if (n < 5) return Fail(h2::kProtocolError);
+    if (n < 5) return Fail(h2::kFrameSizeError);
     self_dependent = (h2::ReadU32(p) & 0x7fffffffu) == id;
     p += 5;
     n -= 5;
@@ -461,7 +468,9 @@ void GrpcSession::OnHeader(std::string_view n, std::string_view v) {
   auto it = streams_.find(static_cast<int32_t>(block_stream_));
   if (it == streams_.end()) return;  // a refused or closed stream's: dropped
   Stream& s = it->second;
-  s.header_bytes += static_cast<uint32_t>(n.size() + v.size());
+  // As SETTINGS_MAX_HEADER_LIST_SIZE counts a field: its name, its value
+  // and 32 bytes (RFC 9113 6.5.2), so that empty fields are not free.
+  s.header_bytes += static_cast<uint32_t>(n.size() + v.size() + 32);
   if (s.header_bytes > limits_.max_header_bytes) {
     // Past what our SETTINGS_MAX_HEADER_LIST_SIZE allows: the stream is
     // reset (gRPC clients report RESOURCE_EXHAUSTED); the rest of its block
@@ -508,12 +517,12 @@ bool GrpcSession::OnSettings(uint8_t flags, const uint8_t* p, uint32_t n) {
         break;
     }
   }
+  if (window_delta > 0)
+    for (const auto& [id, s] : streams_)
+      if (s.send_window + window_delta > h2::kMaxWindow) return Fail(h2::kFlowControlError);
   h2::AppendFrameHeader(&out_, 0, h2::kSettings, h2::kAck, 0);
   if (window_delta != 0) {
-    for (auto& [id, s] : streams_) {
-      s.send_window += window_delta;
-      if (s.send_window > h2::kMaxWindow) return Fail(h2::kFlowControlError);
-    }
+    for (auto& [id, s] : streams_) s.send_window += window_delta;
     FlushBlocked();
   }
   return true;
@@ -566,6 +575,7 @@ void GrpcSession::EndOfRequest(int32_t id, Stream& s) {
 
 void GrpcSession::Close(Streams::iterator it) {
   if (it->second.watch) --watches_;
+  if (it->second.blocked) std::erase(blocked_, it->first);
   Release(it->second);
   Forget(it);
 }
@@ -690,12 +700,22 @@ void GrpcSession::Release(Stream& s) {
 }
 
 void GrpcSession::Stream::Recycle() {
+  // Field by field rather than `*this = Stream{}` (a fresh record's four
+  // strings built and moved, 160 instructions of a lone call): a new field
+  // must be reset here (the size check below says so).
+#if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
+  static_assert(sizeof(Stream) == 208, "a field added to Stream: reset it in Recycle()");
+#endif
+  method = -1;
+  post = grpc_type = other_codec = too_long = bad_length = refused = ended = answered = false;
+  remote_closed = local_closed = blocked = watch = closing = false;
+  header_bytes = 0;
+  start_ns = send_window = recv_window = recv_unacked = 0;
+  charged = sent = 0;
   KeepSmall(&body);
   KeepSmall(&response);
-  std::string b = std::move(body), r = std::move(response);  // moved, not copied: no allocation
-  *this = Stream{};
-  body = std::move(b);
-  response = std::move(r);
+  std::string().swap(request);
+  std::string().swap(last);
 }
 
 void GrpcSession::Begin(int32_t id) {
@@ -711,7 +731,21 @@ void GrpcSession::Begin(int32_t id) {
   it->second.start_ns = now_ns_;
   it->second.send_window = peer_initial_window_;
   it->second.recv_window = h2::kInitialWindow;
+  PruneOrder();
   order_.push_back(id);
+}
+
+void GrpcSession::PruneOrder() {
+  // The streams answered or gone leave the front (a connection whose calls
+  // are all answered within their read is never asked OldestUnansweredNs,
+  // and kept an entry per call it ever made); one left unanswered at the
+  // front holds those behind it only until they outnumber the open ones.
+  OldestUnansweredNs();
+  if (order_.size() <= 2 * streams_.size() + 16) return;
+  std::erase_if(order_, [this](int32_t id) {
+    auto it = streams_.find(id);
+    return it == streams_.end() || it->second.answered || it->second.refused;
+  });
 }
 
 void GrpcSession::Forget(Streams::iterator it) {
@@ -828,8 +862,11 @@ void GrpcSession::Answer(Streams::iterator it) {
     Settle(it);
     return;
   }
-  GrpcService::Reply reply;
-  reply.body.swap(reply_body_);  // its capacity, empty
+  // The session's own reply, its strings' capacity kept from call to call.
+  GrpcService::Reply& reply = reply_;
+  reply.code = GrpcCode::kOk;
+  reply.message.clear();
+  reply.body.clear();
   uint32_t len = 0;
   if (s.other_codec) {
     reply.code = GrpcCode::kInternal;
@@ -885,7 +922,7 @@ void GrpcSession::Answer(Streams::iterator it) {
     WriteHeaders(static_cast<uint32_t>(id), block, true);
     s.local_closed = true;
     KeepSmall(&reply.body);
-    reply_body_.swap(reply.body);
+    KeepSmall(&reply.message);
     Settle(it);
     return;
   }
@@ -898,16 +935,31 @@ void GrpcSession::Answer(Streams::iterator it) {
     responses_ += s.request.size() + s.last.size();
   }
   const uint32_t n = static_cast<uint32_t>(reply.body.size());
-  s.response.reserve(kPrefixBytes + n);
-  s.response.push_back('\0');
-  for (int shift = 24; shift >= 0; shift -= 8) s.response.push_back(static_cast<char>((n >> shift) & 0xff));
-  s.response.append(reply.body);
-  s.sent = 0;
-  responses_ += s.response.size();
-  KeepSmall(&reply.body);
-  reply_body_.swap(reply.body);
+  char prefix[kPrefixBytes] = {0};
+  h2::PutU32(prefix + 1, n);
+  const int64_t framed = int64_t{kPrefixBytes} + n;
   WriteHeaders(static_cast<uint32_t>(id), kOkHeaders, false);
-  SendData(id, s);
+  if (!s.watch && framed <= std::min({send_window_, s.send_window, int64_t{peer_max_frame_}})) {
+    // The common answer: its DATA and trailers written at once, from the
+    // reply itself.
+    h2::AppendFrameHeader(&out_, static_cast<uint32_t>(framed), h2::kData, 0, static_cast<uint32_t>(id));
+    out_.append(prefix, sizeof prefix);
+    out_.append(reply.body);
+    send_window_ -= framed;
+    s.send_window -= framed;
+    h2::AppendFrameHeader(&out_, static_cast<uint32_t>(kOkTrailers.size()), h2::kHeaders,
+                          h2::kEndHeaders | h2::kEndStream, static_cast<uint32_t>(id));
+    out_.append(kOkTrailers);
+    s.local_closed = true;
+  } else {
+    s.response.reserve(static_cast<size_t>(framed));
+    s.response.append(prefix, sizeof prefix);
+    s.response.append(reply.body);
+    s.sent = 0;
+    responses_ += s.response.size();
+    SendData(id, s);
+  }
+  KeepSmall(&reply.body);
   Settle(it);
 }
 
@@ -924,10 +976,12 @@ bool GrpcSession::Receive(std::string_view in, int64_t now_ns) {
     ++n;
   }
   PollWatches();
+  PruneOrder();
   return true;
 }
 
 void GrpcSession::Drain(std::string* out) {
+  if (out_.empty()) return;
   out->append(out_);
   out_.clear();
   if (out_.capacity() > kSessionBytes / 4) std::string().swap(out_);
@@ -954,9 +1008,10 @@ void GrpcSession::Shutdown() {
     Settle(it);
   }
   goaway_sent_ = true;
+  goaway_last_ = last_stream_;
   h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
   char w[8];
-  h2::PutU32(w, last_stream_);
+  h2::PutU32(w, goaway_last_);
   h2::PutU32(w + 4, h2::kNoError);
   out_.append(w, sizeof w);
 }

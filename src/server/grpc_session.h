@@ -119,8 +119,8 @@ class GrpcService {
   // the path alone: the session may reuse an answer for the same path.
   virtual int MethodOf(std::string_view path) const = 0;
   // `method` is MethodOf's answer (never -1), `message` the request message
-  // without its prefix. Never throws past here (the session's callbacks run
-  // inside nghttp2, which is C).
+  // without its prefix. May throw: the session answers INTERNAL (nothing
+  // unwinds into the worker loop).
   virtual void Call(int method, std::string_view message, Reply* out) = 0;
   // A call of `method` (never -1) that the session refused before Call: its
   // message too long, not one length-prefixed message, or compressed. For
@@ -156,8 +156,8 @@ class GrpcSession {
   // Calls answered per Receive(): with at most 64 descriptors per call
   // (src/envoy), one read decides at most 1,024 descriptors per round.
   static constexpr size_t kMaxCallsPerReceive = 16;
-  // The floods' bounds (above): nghttp2's defaults, which this session
-  // replaced, kept as they were.
+  // The floods' bounds (above): those frsd set on nghttp2's session
+  // before this one replaced it, kept as they were.
   static constexpr uint32_t kMaxContinuations = 8;
   static constexpr uint32_t kMaxSettings = 32;
   static constexpr uint32_t kResetBurst = 1000;
@@ -193,6 +193,11 @@ class GrpcSession {
   void PollWatches();
   // Calls whose request ended wait to be answered by the next Receive().
   bool HasBacklog() const { return !ready_.empty(); }
+  // A frame (or a header block) begun and not finished: the connection is
+  // in the middle of something, as an HTTP/1.1 one with half a request (a
+  // client trickling a frame that never ends is closed by the request
+  // time-out, not kept by the idle one it renews).
+  bool MidFrame() const { return !partial_.empty() || block_stream_ != 0; }
   // When the oldest stream not yet answered began (its HEADERS arrived);
   // -1: none.
   int64_t OldestUnansweredNs() const;
@@ -209,6 +214,7 @@ class GrpcSession {
   // streams' records, bodies and unsent answers.
   size_t held() const {
     return hpack_bytes_ + repeated_.bytes.capacity() + partial_.capacity() + out_.capacity() +
+           (order_.size() + ready_.size() + blocked_.size()) * sizeof(int32_t) +
            (streams_.size() + spare_.size()) * kStreamBytes + buffered_ + responses_;
   }
   // Past this, new streams are refused: the body budget, one record per
@@ -296,6 +302,8 @@ class GrpcSession {
   void Begin(int32_t id);
   // Forgets a closed stream (its record to spare_ when there is room).
   void Forget(Streams::iterator it);
+  // Keeps order_ to about the open streams (OldestUnansweredNs).
+  void PruneOrder();
   void Release(Stream& s);
   void Refuse(int32_t id, Stream& s);
   void QueueMessage(int32_t id, Stream& s, const std::string& body);
@@ -315,9 +323,9 @@ class GrpcSession {
   int64_t now_ns_ = 0;  // of the bytes being fed
   Streams streams_;
   std::vector<Streams::node_type> spare_;  // recycled records (kSpareStreams)
-  // The answer's message is serialized into this string's capacity (at
-  // most kKeptCapacity kept between calls, like a member's).
-  std::string reply_body_;
+  // Each call's reply (its strings' capacity, at most kKeptCapacity for the
+  // message, kept between calls).
+  GrpcService::Reply reply_;
   mutable std::deque<int32_t> order_;  // streams by start (pruned as read)
   std::deque<int32_t> ready_;          // ended, to be answered
   std::deque<int32_t> blocked_;        // DATA waiting for a window
@@ -374,6 +382,7 @@ class GrpcSession {
   uint32_t peer_max_frame_ = 0;      // the client's SETTINGS_MAX_FRAME_SIZE
   double reset_tokens_ = 0;          // rapid reset's bucket
   int64_t reset_refill_ns_ = 0;
+  uint32_t goaway_last_ = 0;  // the stream our first GOAWAY named
   bool goaway_sent_ = false;
   bool goaway_received_ = false;
   bool failed_ = false;

@@ -38,7 +38,7 @@ SETTINGS = frame(4, 0, 0, b"")
 
 def headers(stream, end_stream=False, path=b"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"):
     # HPACK: :method POST (static 3), :scheme http (6), :authority literal
-    # (name 1; nghttp2 requires it or host), :path literal without indexing
+    # (name 1), :path literal without indexing
     # (name 4), content-type literal (name 31).
     block = (
         b"\x83\x86"
@@ -374,6 +374,33 @@ class Hostile(unittest.TestCase):
         body = body if body is not None else grpc_body(rls_message(b"half"))[:8]
         return b"".join(headers(first + 2 * i) + data(first + 2 * i, body, end_stream=False) for i in range(n))
 
+    def test_a_frame_trickled_and_never_finished_is_closed_by_the_request_timeout(self):
+        # After one call, a frame begun and fed a byte at a time: each read
+        # renewed the idle time-out (3 s) while the frame stayed unfinished,
+        # and the connection was held for as long as the trickle went on.
+        # Mid-frame it is a request in progress: closed 1 s after it began.
+        c = Conn(self.frsd.grpc_port)
+        c.send(PREFACE + SETTINGS + frame(4, 1, 0, b"") + headers(1) + data(1, grpc_body(rls_message(b"trickle"))))
+        self.assertIn(0, [t for t, _, sid, _ in frames(c.read_until_answered(1)) if sid == 1])
+        unfinished = frame(0xFA, 0, 0, b"x" * 1000)
+        self.save("trickled_frame", PREFACE + SETTINGS + unfinished[:40])
+        t0 = time.monotonic()
+        closed_at = None
+        for i in range(40):
+            try:
+                c.send(unfinished[i : i + 1])
+            except OSError:
+                closed_at = time.monotonic()
+                break
+            _, eof = c.recv_for(0.25, 0.05, reset_closes=True)
+            if eof:
+                closed_at = time.monotonic()
+                break
+        c.close()
+        self.assertIsNotNone(closed_at, "a trickled frame held the connection for 10 s")
+        self.assertLess(closed_at - t0, 1.0 + 1.5)
+        self.assert_serving()
+
     def test_pings_do_not_keep_half_sent_streams_open(self):
         # request_timeout_ms is 1000: the streams began at t0, so the
         # connection closes at t0 + 1 s whatever the client sends since
@@ -599,14 +626,14 @@ class Hostile(unittest.TestCase):
 
     def test_continuation_flood(self):
         # One HEADERS without END_HEADERS, then CONTINUATIONs without end:
-        # nghttp2 allows 8 (nghttp2_option_set_max_continuations).
+        # frsd allows 8 (GrpcSession::kMaxContinuations).
         first = frame(1, 0, 1, b"\x83\x86")
         cont = b"".join(frame(9, 0, 1, b"\x40\x01a\x01b") for _ in range(2000))
         self.flood("continuation_flood", PREFACE + SETTINGS + first + cont, True)
 
     def test_rst_stream_flood(self):
         # Rapid reset: streams opened and reset at once, past the burst of
-        # 1000 (nghttp2_option_set_stream_reset_rate_limit).
+        # 1000 (GrpcSession::kResetBurst).
         b = PREFACE + SETTINGS + frame(4, 1, 0, b"")
         b += b"".join(headers(2 * i + 1) + frame(3, 0, 2 * i + 1, b"\0\0\0\x08") for i in range(3000))
         self.flood("rst_stream_flood", b, True)

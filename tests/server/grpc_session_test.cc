@@ -600,6 +600,8 @@ TEST(GrpcSessionFrames, ConnectionErrorsAreGoawaysWithTheirCode) {
       {"a frame between HEADERS and CONTINUATION", Start() + Frame(1, 0, 1, "\x83") + Frame(6, 0, 0, "12345678"), 0x1},
       {"an HPACK index past the table", Start() + Frame(1, 5, 1, "\xfe"), 0x9},
       {"RST_STREAM of an idle stream", Start() + Frame(3, 0, 9, Word(8)), 0x1},
+      {"PRIORITY of 4 bytes for an idle stream", Start() + Frame(2, 0, 9, "abcd"), 0x6},
+      {"HEADERS whose priority field is cut", Start() + Frame(1, 0x24, 1, "abc"), 0x6},
   };
   for (const Case& k : cases) {
     Echo echo;
@@ -679,6 +681,129 @@ TEST(GrpcSessionFrames, RapidResetEndsTheConnection) {
   c.Parse(out, &f);
   EXPECT_EQ(f.goaways, 1);
   EXPECT_EQ(f.goaway_code, 0xbu);
+}
+
+}  // namespace
+}  // namespace frs::server
+
+namespace frs::server {
+namespace {
+
+// What a connection holds does not grow with the calls it has made: a
+// connection whose calls are each answered within their read kept an entry
+// per call it ever made (4 bytes a call, for its life).
+TEST(GrpcSessionBounds, HeldDoesNotGrowWithTheCallsMade) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  std::string out;
+  ASSERT_TRUE(g->Receive(Start() + Frame(4, 1, 0, ""), 1));
+  size_t after_first = 0;
+  for (uint32_t i = 0; i < 20000; ++i) {
+    const uint32_t id = 2 * i + 1;
+    // The connection's window given back as a client does.
+    ASSERT_TRUE(g->Receive(Headers(id, false) + Data(id, Prefix(2) + "ok", true) + Frame(8, 0, 0, Word(7)), 2 + i));
+    out.clear();
+    g->Drain(&out);
+    if (i == 10) after_first = g->held();
+  }
+  EXPECT_EQ(echo.calls, 20000);
+  EXPECT_LE(g->held(), after_first + 1024) << "after 10 calls " << after_first;
+  // One stream left unanswered at the front holds the answered ones
+  // behind it only while they are few.
+  ASSERT_TRUE(g->Receive(Headers(40001, false), 30000));
+  for (uint32_t i = 0; i < 20000; ++i) {
+    const uint32_t id = 40003 + 2 * i;
+    ASSERT_TRUE(g->Receive(Headers(id, false) + Data(id, Prefix(2) + "ok", true) + Frame(8, 0, 0, Word(7)), 30001 + i));
+    out.clear();
+    g->Drain(&out);
+  }
+  EXPECT_EQ(g->OldestUnansweredNs(), 30000);
+  EXPECT_LE(g->held(), after_first + 2048);
+}
+
+// Answers waiting for a window the client never opens, their streams then
+// reset by the client: nothing of them is kept.
+TEST(GrpcSessionBounds, BlockedAnswersOfResetStreamsAreForgotten) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  std::string out;
+  ASSERT_TRUE(g->Receive(kPreface + Settings(4, 0) + Frame(4, 1, 0, ""), 1));
+  g->Drain(&out);
+  const size_t idle = g->held();
+  for (uint32_t i = 0; i < 5000; ++i) {
+    const uint32_t id = 2 * i + 1;
+    ASSERT_TRUE(g->Receive(Headers(id, false) + Data(id, Prefix(2) + "ok", true), 2));
+    // 30 a second: under the rapid-reset bound (33 a second past a burst).
+    ASSERT_TRUE(g->Receive(Frame(3, 0, id, Word(8)), (3 + int64_t{i} / 30) * 1'000'000'000));
+    out.clear();
+    g->Drain(&out);
+  }
+  EXPECT_EQ(echo.calls, 5000);
+  EXPECT_FALSE(g->HasOpenStreams());
+  EXPECT_LE(g->held(), idle + 2048) << "idle " << idle;
+}
+
+// A frame begun and not finished marks the connection as mid-request (the
+// request time-out then applies, not the idle one a trickle renews).
+TEST(GrpcSessionBounds, AFrameBegunIsMidFrame) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  ASSERT_TRUE(g->Receive(Start() + Headers(1, false) + Data(1, Prefix(2) + "ok", true), 1));
+  EXPECT_FALSE(g->MidFrame());
+  const std::string next = Frame(0xfa, 0, 0, std::string(100, 'x'));
+  ASSERT_TRUE(g->Receive(next.substr(0, 5), 2));
+  EXPECT_TRUE(g->MidFrame());
+  ASSERT_TRUE(g->Receive(next.substr(5), 3));
+  EXPECT_FALSE(g->MidFrame());
+  // A header block waiting for its CONTINUATION is too.
+  ASSERT_TRUE(g->Receive(Frame(1, 0, 3, "\x83"), 4));
+  EXPECT_TRUE(g->MidFrame());
+  ASSERT_TRUE(g->Receive(Frame(9, 4, 3, "\x86"), 5));
+  EXPECT_FALSE(g->MidFrame());
+}
+
+// After the GOAWAY of a graceful stop, a connection error's GOAWAY names
+// the same last stream, not a later one (RFC 9113 6.8); a SETTINGS whose
+// window change overflows is not acknowledged before its GOAWAY.
+TEST(GrpcSessionBounds, GoawaysNeverNameALaterStream) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  ASSERT_TRUE(g->Receive(Start() + Headers(1, false), 1));
+  g->Shutdown();
+  EXPECT_FALSE(g->Receive(Headers(3, false) + Headers(5, false) + Data(0, "x", false), 2));
+  std::string out;
+  g->Drain(&out);
+  Client c;
+  Frames f;
+  c.Parse(out, &f);
+  EXPECT_EQ(f.goaways, 2);
+  EXPECT_EQ(f.goaway_last, 1u);
+  EXPECT_EQ(f.goaway_code, 0x1u);
+
+  auto h = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  ASSERT_TRUE(h->Receive(Start() + Headers(1, false), 1));
+  out.clear();
+  h->Drain(&out);
+  EXPECT_FALSE(h->Receive(Frame(8, 0, 1, Word(0x7fff0000)) + Settings(4, 0x7fffffff), 2));
+  out.clear();
+  h->Drain(&out);
+  Client d;
+  Frames e;
+  d.Parse(out, &e);
+  EXPECT_EQ(e.settings_acks, 0);
+  EXPECT_EQ(e.goaway_code, 0x3u);
+}
+
+// A PRIORITY frame of the wrong length for an open stream resets that
+// stream (FRAME_SIZE_ERROR); the connection goes on.
+TEST(GrpcSessionBounds, APriorityOfTheWrongLengthResetsItsStream) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  Frames f = Exchange(*g, Start() + Headers(1, false) + Frame(2, 0, 1, "abcdef") + Headers(3, false) +
+                              Data(3, Prefix(2) + "ok", true));
+  EXPECT_EQ(f.rst[1], 0x6u);
+  EXPECT_EQ(f.goaways, 0);
+  EXPECT_EQ(Field(f.headers[3], "grpc-status"), "0");
 }
 
 }  // namespace
