@@ -122,6 +122,8 @@ size_t ClosingMapTag(std::string_view xml) {
 
 }  // namespace
 
+size_t EnvoyRules::Hash::operator()(std::string_view s) const { return XXH3_64bits(s.data(), s.size()); }
+
 std::string XmlCommentText(std::string_view s) { return XmlEscape(s); }
 
 void EnvoyRules::Add(const std::string& domain, const std::string& prefix, const std::string& identity_prefix,
