@@ -361,11 +361,7 @@ bool GrpcSession::OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, u
       const Stream& t = it->second;
       repeated_.bytes.assign(reinterpret_cast<const char*>(p), n);
       repeated_.generation = table_generation_;
-      repeated_.method = t.method;
-      repeated_.post = t.post;
-      repeated_.grpc_type = t.grpc_type;
-      repeated_.other_codec = t.other_codec;
-      repeated_.header_bytes = t.header_bytes;
+      repeated_.heads = t.heads;
     }
     return true;
   }
@@ -423,11 +419,7 @@ bool GrpcSession::FromRepeatedBlock(Stream& s, const uint8_t* p, size_t n) const
   if (repeated_.generation != table_generation_ || repeated_.bytes.size() != n ||
       std::memcmp(repeated_.bytes.data(), p, n) != 0)
     return false;
-  s.method = repeated_.method;
-  s.post = repeated_.post;
-  s.grpc_type = repeated_.grpc_type;
-  s.other_codec = repeated_.other_codec;
-  s.header_bytes = repeated_.header_bytes;
+  s.heads = repeated_.heads;
   return true;
 }
 
@@ -470,8 +462,8 @@ void GrpcSession::OnHeader(std::string_view n, std::string_view v) {
   Stream& s = it->second;
   // As SETTINGS_MAX_HEADER_LIST_SIZE counts a field: its name, its value
   // and 32 bytes (RFC 9113 6.5.2), so that empty fields are not free.
-  s.header_bytes += static_cast<uint32_t>(n.size() + v.size() + 32);
-  if (s.header_bytes > limits_.max_header_bytes) {
+  s.heads.header_bytes += static_cast<uint32_t>(n.size() + v.size() + 32);
+  if (s.heads.header_bytes > limits_.max_header_bytes) {
     // Past what our SETTINGS_MAX_HEADER_LIST_SIZE allows: the stream is
     // reset (gRPC clients report RESOURCE_EXHAUSTED); the rest of its block
     // is still decoded, for the table.
@@ -481,12 +473,12 @@ void GrpcSession::OnHeader(std::string_view n, std::string_view v) {
     return;
   }
   if (!block_request_) return;  // trailers: nothing in them is read
-  if (n == ":path") s.method = service_->MethodOf(v);
-  else if (n == ":method") s.post = v == "POST";
+  if (n == ":path") s.heads.method = service_->MethodOf(v);
+  else if (n == ":method") s.heads.post = v == "POST";
   else if (n == "content-type") {
     const GrpcType t = GrpcTypeOf(v);
-    s.grpc_type = t != GrpcType::kNone;
-    s.other_codec = t == GrpcType::kOtherCodec;
+    s.heads.grpc_type = t != GrpcType::kNone;
+    s.heads.other_codec = t == GrpcType::kOtherCodec;
   }
 }
 
@@ -706,10 +698,9 @@ void GrpcSession::Stream::Recycle() {
 #if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
   static_assert(sizeof(Stream) == 208, "a field added to Stream: reset it in Recycle()");
 #endif
-  method = -1;
-  post = grpc_type = other_codec = too_long = bad_length = refused = ended = answered = false;
+  heads = Heads{};
+  too_long = bad_length = refused = ended = answered = false;
   remote_closed = local_closed = blocked = watch = closing = false;
-  header_bytes = 0;
   start_ns = send_window = recv_window = recv_unacked = 0;
   charged = sent = 0;
   KeepSmall(&body);
@@ -774,7 +765,7 @@ void GrpcSession::PollWatches() {
     if (!s.watch || s.closing) continue;
     GrpcService::Reply reply;
     try {
-      service_->Call(s.method, s.request, &reply);
+      service_->Call(s.heads.method, s.request, &reply);
     } catch (const std::exception&) {
       continue;  // nothing new to say
     }
@@ -852,11 +843,11 @@ void GrpcSession::Answer(Streams::iterator it) {
   Stream& s = it->second;
   ++answered_;
   s.answered = true;
-  if (!s.post || !s.grpc_type) {
+  if (!s.heads.post || !s.heads.grpc_type) {
     Release(s);
     // Not a gRPC request: 415, as gRPC servers answer one (grpc's PROTOCOL-HTTP2.md).
     std::string block;
-    h2::AppendLiteral(&block, kStatusIndex, {}, s.post ? "415" : "405");
+    h2::AppendLiteral(&block, kStatusIndex, {}, s.heads.post ? "415" : "405");
     WriteHeaders(static_cast<uint32_t>(id), block, true);
     s.local_closed = true;
     Settle(it);
@@ -868,7 +859,7 @@ void GrpcSession::Answer(Streams::iterator it) {
   reply.message.clear();
   reply.body.clear();
   uint32_t len = 0;
-  if (s.other_codec) {
+  if (s.heads.other_codec) {
     reply.code = GrpcCode::kInternal;
     reply.message =
         "no codec for the request's content-subtype: this service reads protobuf (content-type "
@@ -892,22 +883,22 @@ void GrpcSession::Answer(Streams::iterator it) {
     reply.code = GrpcCode::kInternal;
     reply.message = "the message's flag byte is " + std::to_string(static_cast<uint8_t>(s.body[0])) +
                     ": 0 (not compressed) is what this service takes, 1 (compressed) is refused";
-  } else if (s.method < 0) {
+  } else if (s.heads.method < 0) {
     reply.code = GrpcCode::kUnimplemented;
     reply.message = "unknown method";
   }
   if (reply.code != GrpcCode::kOk) {
-    if (s.method >= 0) service_->Refused(s.method);
+    if (s.heads.method >= 0) service_->Refused(s.heads.method);
   } else {
     try {
-      service_->Call(s.method, std::string_view(s.body).substr(kPrefixBytes), &reply);
+      service_->Call(s.heads.method, std::string_view(s.body).substr(kPrefixBytes), &reply);
     } catch (const std::exception& e) {
       // Nothing may unwind through the worker loop.
       reply = GrpcService::Reply{GrpcCode::kInternal, std::string("internal error: ") + e.what(), {}};
     }
   }
   std::string request;  // a server-streaming call's, asked again later
-  if (reply.code == GrpcCode::kOk && s.method >= 0 && service_->Streaming(s.method))
+  if (reply.code == GrpcCode::kOk && s.heads.method >= 0 && service_->Streaming(s.heads.method))
     request.assign(std::string_view(s.body).substr(kPrefixBytes));
   Release(s);
   if (reply.code != GrpcCode::kOk) {
@@ -926,7 +917,7 @@ void GrpcSession::Answer(Streams::iterator it) {
     Settle(it);
     return;
   }
-  if (service_->Streaming(s.method)) {
+  if (service_->Streaming(s.heads.method)) {
     // Open from here on: the request kept to ask again (PollWatches).
     s.watch = true;
     ++watches_;

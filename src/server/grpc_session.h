@@ -237,20 +237,24 @@ class GrpcSession {
   void Terminate(uint32_t error);
 
  private:
-  struct Stream {
+  // What a stream's request headers made of it (and all it keeps of them).
+  struct Heads {
     int method = -1;  // GrpcService::MethodOf(:path)
     bool post = false;
     bool grpc_type = false;
     bool other_codec = false;  // application/grpc+json and the like: INTERNAL
-    bool too_long = false;     // declared past max_message_bytes: dropped
-    bool bad_length = false;   // more bytes than the prefix declared: dropped
-    bool refused = false;      // to be reset for the budget: never answered
-    bool ended = false;        // queued in ready_ or answered
+    uint32_t header_bytes = 0;
+  };
+  struct Stream {
+    Heads heads;
+    bool too_long = false;    // declared past max_message_bytes: dropped
+    bool bad_length = false;  // more bytes than the prefix declared: dropped
+    bool refused = false;     // to be reset for the budget: never answered
+    bool ended = false;       // queued in ready_ or answered
     bool answered = false;
     bool remote_closed = false;  // the client's END_STREAM came
     bool local_closed = false;   // ours is queued
     bool blocked = false;        // in blocked_: DATA waits for the peer's window
-    uint32_t header_bytes = 0;
     int64_t start_ns = 0;
     int64_t send_window = 0;   // DATA bytes we may still send
     int64_t recv_window = 0;   // DATA bytes the client may still send
@@ -348,9 +352,7 @@ class GrpcSession {
   struct RepeatedBlock {
     std::string bytes;
     uint64_t generation = 0;
-    int method = -1;
-    bool post = false, grpc_type = false, other_codec = false;
-    uint32_t header_bytes = 0;
+    Heads heads;
   };
   // Whether the block is only fields that leave the table as it was (no
   // literal with indexing, no size update), parsed to its last byte.
