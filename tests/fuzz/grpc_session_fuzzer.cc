@@ -1,5 +1,5 @@
 // libFuzzer target: bytes from a client of the <grpc> listener, through a
-// Connection in gRPC mode (HTTP/2 by nghttp2, gRPC framing, protobuf
+// Connection in gRPC mode (HTTP/2 frames, HPACK, gRPC framing, protobuf
 // decoding of ShouldRateLimit and Health/Check). The methods run without
 // Envoy rules, so no engine is touched: what is fuzzed is everything before
 // a decision. Whatever the bytes, nothing may crash, leak or grow without

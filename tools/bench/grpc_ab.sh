@@ -9,6 +9,12 @@
 #   tools/bench/grpc_ab.sh [ROUNDS (3)] [SECONDS (5)]
 #   GET_CONNS=16 GRPC_CONNS=16 GRPC_STREAMS=1 tools/bench/grpc_ab.sh   # one stream per connection
 #   GRPC_TLS=1 tools/bench/grpc_ab.sh      # gRPC over TLS (a throwaway self-signed certificate), GET in clear
+#   RPS=6000 GET_CONNS=16 GRPC_CONNS=16 GRPC_STREAMS=1 tools/bench/grpc_ab.sh   # both sides at one offered rate
+#
+# Without RPS each side runs as fast as h2load drives it, and h2load's HTTP/2 client is slower than its
+# HTTP/1.1 one: the server then idles and wakes more often per gRPC call, which the kernel charges to it.
+# RPS=N offers N calls a second per connection to both sides (h2load --rps), a rate both clients keep up
+# with, so that the ratio compares the server's work at one load.
 #
 # Prints one line per side and round, then the ratio of decisions per CPU-second (gRPC / GET) per round.
 # A failed gRPC call is :status 200 too, so h2load's count alone proves nothing: before the timed runs the
@@ -22,6 +28,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FRSD="${FRSD:-$ROOT/build/src/server/frsd}"
 ROUNDS=${1:-3} SECS=${2:-5}
 GET_CONNS=${GET_CONNS:-64} GRPC_CONNS=${GRPC_CONNS:-4} GRPC_STREAMS=${GRPC_STREAMS:-16} GRPC_TLS=${GRPC_TLS:-0}
+RATE=()
+[ -n "${RPS:-}" ] && RATE=(--rps="$RPS")
 for t in h2load nghttp curl; do
   command -v "$t" >/dev/null || { echo "grpc_ab: $t is missing (apt-get install nghttp2-client curl)" >&2; exit 2; }
 done
@@ -76,7 +84,7 @@ run() { # label, side (get|grpc), h2load args...
   rm -f "$W/lat.log"
   d0=$(decided "$side")
   c0=$(cpu)
-  out=$(taskset -c 1 h2load -D "$SECS" --log-file="$W/lat.log" "$@" 2>&1)
+  out=$(taskset -c 1 h2load -D "$SECS" ${RATE[@]+"${RATE[@]}"} --log-file="$W/lat.log" "$@" 2>&1)
   c1=$(cpu)
   d1=$(decided "$side")
   n=$(awk '$2 == 200' "$W/lat.log" | wc -l)
