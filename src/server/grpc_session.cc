@@ -169,11 +169,15 @@ bool GrpcSession::Feed(std::string_view in) {
     const auto* h = reinterpret_cast<const uint8_t*>(partial_.data());
     const h2::FrameHeader f = h2::ReadFrameHeader(h);
     if (f.length > h2::kMinMaxFrameSize) return Fail(h2::kFrameSizeError);
+    partial_.reserve(h2::kFrameHeaderBytes + f.length);
     if (!take(h2::kFrameHeaderBytes + f.length)) return true;
     h = reinterpret_cast<const uint8_t*>(partial_.data());
     if (!OnFrame(h, h + h2::kFrameHeaderBytes)) return false;
+    // Its buffer is kept (at most one frame, in held()): a client streaming
+    // large messages cuts a frame at most reads, and a buffer allocated and
+    // freed for each was allocator churn (and, under AddressSanitizer, its
+    // quarantine's memory).
     partial_.clear();
-    if (partial_.capacity() > h2::kFrameHeaderBytes + 1024) std::string().swap(partial_);
   }
   while (size - at >= h2::kFrameHeaderBytes) {
     const h2::FrameHeader f = h2::ReadFrameHeader(p + at);
@@ -182,6 +186,8 @@ bool GrpcSession::Feed(std::string_view in) {
     if (!OnFrame(p + at, p + at + h2::kFrameHeaderBytes)) return false;
     at += h2::kFrameHeaderBytes + f.length;
   }
+  if (size - at >= h2::kFrameHeaderBytes)
+    partial_.reserve(h2::kFrameHeaderBytes + h2::ReadFrameHeader(p + at).length);  // the whole frame, once
   partial_.append(in.data() + at, size - at);
   return true;
 }
