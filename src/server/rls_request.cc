@@ -1,6 +1,7 @@
 #include "server/rls_request.h"
 
 #include <cstdint>
+#include <limits>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 
@@ -48,9 +49,21 @@ class Reader {
     }
     return false;
   }
+  // A tag: one byte (every tag rls.proto has is below 16); a longer or
+  // padded one is protobuf's to judge (its ReadTag takes at most five).
+  bool Tag(uint64_t* v) {
+    if (p_ == end_ || (*p_ & 0x80)) return false;
+    *v = *p_++;
+    return true;
+  }
   bool Bytes(std::string_view* v) {
+    // A length as protobuf's ReadSize takes it: at most five bytes and below
+    // 2^31; taken here only in its shortest form (no trailing 0x80 bytes).
     uint64_t n = 0;
-    if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
+    const uint8_t* start = p_;
+    if (!Varint(&n) || p_ - start > 5 || (p_ - start > 1 && p_[-1] == 0) ||
+        n > uint64_t{std::numeric_limits<int32_t>::max()} || n > static_cast<uint64_t>(end_ - p_))
+      return false;
     *v = std::string_view(reinterpret_cast<const char*>(p_), static_cast<size_t>(n));
     p_ += n;
     return true;
@@ -69,7 +82,7 @@ bool DecodeEntry(std::string_view m, envoy::Entry* e) {
   Reader r(m);
   uint64_t tag = 0;
   while (!r.done()) {
-    if (!r.Varint(&tag)) return false;
+    if (!r.Tag(&tag)) return false;
     if (tag == kLen1) {
       if (!r.Bytes(&e->key)) return false;
     } else if (tag == kLen2) {
@@ -91,7 +104,7 @@ bool DecodeDescriptor(std::string_view m, envoy::RlsDescriptor* d) {
   uint64_t tag = 0, v = 0;
   std::string_view sub;
   while (!r.done()) {
-    if (!r.Varint(&tag)) return false;
+    if (!r.Tag(&tag)) return false;
     if (tag == kLen1) {
       if (!r.Bytes(&sub) || !DecodeEntry(sub, &d->entries.emplace_back())) return false;
     } else if (tag == kLen2) {
@@ -100,7 +113,7 @@ bool DecodeDescriptor(std::string_view m, envoy::RlsDescriptor* d) {
       d->has_limit = true;
       Reader o(sub);
       while (!o.done()) {
-        if (!o.Varint(&tag)) return false;
+        if (!o.Tag(&tag)) return false;
         if (tag == kVarint1 && o.Varint(&v)) d->limit_rpu = static_cast<uint32_t>(v);
         else if (tag == kVarint2 && o.Varint(&v)) d->limit_unit = static_cast<int32_t>(static_cast<uint32_t>(v));
         else return false;
@@ -111,7 +124,7 @@ bool DecodeDescriptor(std::string_view m, envoy::RlsDescriptor* d) {
       d->has_hits = true;
       Reader h(sub);
       while (!h.done())
-        if (!h.Varint(&tag) || tag != kVarint1 || !h.Varint(&d->hits)) return false;
+        if (!h.Tag(&tag) || tag != kVarint1 || !h.Varint(&d->hits)) return false;
     } else if (tag == kVarint4) {
       if (!r.Varint(&v)) return false;
       d->negative = v != 0;
@@ -132,7 +145,7 @@ bool DecodeRateLimitRequest(std::string_view message, envoy::RlsRequest* out) {
   uint64_t tag = 0;
   std::string_view sub;
   while (!r.done()) {
-    if (!r.Varint(&tag)) return false;
+    if (!r.Tag(&tag)) return false;
     if (tag == kLen1) {
       if (!r.Bytes(&out->domain)) return false;
     } else if (tag == kLen2) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -174,15 +175,29 @@ TEST(RlsRequest, ShapesLeftToProtobuf) {
   EXPECT_FALSE(ByProtobuf(long_varint, &holder).has_value());
   // A length past the end.
   EXPECT_FALSE(DecodeRateLimitRequest(Tag(1, 2) + "\x09" + "abc", &direct));
+  // A length in six bytes: protobuf refuses the message (it reads at most
+  // five); in two, padded: protobuf takes it, and parses it itself.
+  const std::string six = Tag(1, 2) + std::string("\x81\x80\x80\x80\x80\x00", 6) + "d";
+  EXPECT_FALSE(DecodeRateLimitRequest(six, &direct));
+  EXPECT_FALSE(ByProtobuf(six, &holder).has_value());
+  const std::string padded = Tag(1, 2) + std::string("\x81\x00", 2) + "d";
+  EXPECT_FALSE(DecodeRateLimitRequest(padded, &direct));
+  ASSERT_TRUE(ByProtobuf(padded, &holder).has_value());
+  EXPECT_EQ(ByProtobuf(padded, &holder)->domain, "d");
+  // A tag in two bytes (10 padded): left to protobuf too.
+  EXPECT_FALSE(DecodeRateLimitRequest(std::string("\x8a\x00", 2) + Len("d"), &direct));
   // What it takes as protobuf does: a 64-bit hits_addend is cut to its low
   // 32 bits, a bool of 2 is true, a field given twice keeps the last.
-  const std::string odd = base + Tag(3, 0) + "\x81\x80\x80\x80\x10" + Tag(1, 2) + Len("e");
+  const std::string odd =
+      base + Tag(3, 0) + "\x81\x80\x80\x80\x10" + Tag(1, 2) + Len("e") + Tag(2, 2) + Len(entry + Tag(4, 0) + "\x02");
   ASSERT_TRUE(DecodeRateLimitRequest(odd, &direct));
   const auto want = ByProtobuf(odd, &holder);
   ASSERT_TRUE(want.has_value());
   EXPECT_TRUE(Same(direct, *want)) << Show(direct) << " / " << Show(*want);
   EXPECT_EQ(direct.domain, "e");
   EXPECT_EQ(direct.hits, 1u);
+  ASSERT_EQ(direct.descriptors.size(), 2u);
+  EXPECT_TRUE(direct.descriptors[1].negative);
 }
 
 }  // namespace
