@@ -33,7 +33,7 @@ constexpr int64_t kWindowRefill = h2::kInitialWindow / 2;
 
 // The answers' header blocks (h2_frame.h: literals without indexing).
 // :status 200 is the static table's entry 8 (0x88), content-type its name 31.
-constexpr std::string_view kOkHeaders =
+constexpr std::string_view kGrpcHeaders =
     "\x88\x0f\x10\x10"
     "application/grpc";
 // Its first byte is NUL: the length is given, not found.
@@ -68,6 +68,11 @@ void KeepSmall(std::string* s) {
   else s->clear();
 }
 
+// The length a gRPC message's 5-byte prefix declares (bytes 1-4, big-endian).
+uint32_t DeclaredLength(std::string_view prefixed) {
+  return h2::ReadU32(reinterpret_cast<const uint8_t*>(prefixed.data()) + 1);
+}
+
 const char* CodeText(GrpcCode c) {
   static thread_local char buf[4];
   std::snprintf(buf, sizeof buf, "%u", static_cast<unsigned>(c));
@@ -92,6 +97,8 @@ GrpcSession::GrpcSession(GrpcService* service, const GrpcLimits& limits)
       limits_(limits),
       budget_(limits.max_buffered_bytes != 0 ? limits.max_buffered_bytes
                                              : size_t{kBufferedMessages} * (limits.max_message_bytes + kPrefixBytes)),
+      // The header bytes: a header block's fields are decoded into the
+      // inflater's buffers before its stream is judged.
       held_limit_(budget_ + size_t{limits.max_streams} * kStreamBytes + kSpareStreams * kStreamBytes + kSessionBytes +
                   limits.max_header_bytes),
       send_window_(h2::kInitialWindow),
@@ -168,7 +175,7 @@ bool GrpcSession::Feed(std::string_view in) {
     if (!take(h2::kFrameHeaderBytes)) return true;
     const auto* h = reinterpret_cast<const uint8_t*>(partial_.data());
     const h2::FrameHeader f = h2::ReadFrameHeader(h);
-    if (f.length > h2::kMinMaxFrameSize) return Fail(h2::kFrameSizeError);
+    if (f.length > h2::kOurMaxFrameSize) return Fail(h2::kFrameSizeError);
     partial_.reserve(h2::kFrameHeaderBytes + f.length);
     if (!take(h2::kFrameHeaderBytes + f.length)) return true;
     h = reinterpret_cast<const uint8_t*>(partial_.data());
@@ -181,7 +188,7 @@ bool GrpcSession::Feed(std::string_view in) {
   }
   while (size - at >= h2::kFrameHeaderBytes) {
     const h2::FrameHeader f = h2::ReadFrameHeader(p + at);
-    if (f.length > h2::kMinMaxFrameSize) return Fail(h2::kFrameSizeError);
+    if (f.length > h2::kOurMaxFrameSize) return Fail(h2::kFrameSizeError);
     if (size - at < h2::kFrameHeaderBytes + f.length) break;
     if (!OnFrame(p + at, p + at + h2::kFrameHeaderBytes)) return false;
     at += h2::kFrameHeaderBytes + f.length;
@@ -248,7 +255,11 @@ bool GrpcSession::OnFrame(const uint8_t* header, const uint8_t* p) {
 bool GrpcSession::OnDataFrame(uint8_t flags, uint32_t id, const uint8_t* p, uint32_t n) {
   if (id == 0) return Fail(h2::kProtocolError);
   if (id > last_stream_) return Fail(h2::kProtocolError);  // an idle stream
-  // The whole frame, padding included, counts against both windows.
+  // The whole frame, padding included, counts against both windows. Given
+  // back once half of one is consumed (below), a window never comes near a
+  // frame's size for a client that keeps to it; what a stream may make the
+  // server hold is the body budget's to bound. The checks keep the
+  // accounting honest should the refill change.
   if (n > recv_window_) return Fail(h2::kFlowControlError);
   recv_window_ -= n;
   recv_unacked_ += n;
@@ -348,6 +359,11 @@ bool GrpcSession::OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, u
         Close(it);
         block_end_stream_ = false;
       }
+    } else {
+      // A stream closed, or skipped (a later one began): no request can
+      // start on it (RFC 9113 5.1.1). Reset, not ignored: a client that
+      // began it would otherwise wait for an answer until its own deadline.
+      ResetStream(id, h2::kStreamClosed);
     }
   }
   if (block_request_ && (flags & h2::kEndHeaders)) {
@@ -641,6 +657,7 @@ void GrpcSession::FlushBlocked() {
     Settle(it);
   }
 }
+
 void GrpcSession::OnData(Stream& s, int32_t id, const char* data, size_t len) {
   while (len > 0 && !s.too_long && !s.bad_length && !s.refused) {
     if (s.body.size() < kPrefixBytes) {
@@ -650,10 +667,7 @@ void GrpcSession::OnData(Stream& s, int32_t id, const char* data, size_t len) {
       data += n;
       len -= n;
       if (s.body.size() < kPrefixBytes) return;
-      const uint32_t declared = (static_cast<uint32_t>(static_cast<uint8_t>(s.body[1])) << 24) |
-                                (static_cast<uint32_t>(static_cast<uint8_t>(s.body[2])) << 16) |
-                                (static_cast<uint32_t>(static_cast<uint8_t>(s.body[3])) << 8) |
-                                static_cast<uint32_t>(static_cast<uint8_t>(s.body[4]));
+      const uint32_t declared = DeclaredLength(s.body);
       if (declared > limits_.max_message_bytes) {
         // Answered now (8 RESOURCE_EXHAUSTED), not when the stream ends: a
         // client still sending would otherwise stream up to 4 GB into the
@@ -668,7 +682,7 @@ void GrpcSession::OnData(Stream& s, int32_t id, const char* data, size_t len) {
       // interleaving of streams.
       const size_t charge = kPrefixBytes + declared;
       if (buffered_ + charge > budget_) {
-        Refuse(id, s);
+        Refuse(s);
         return;
       }
       s.body.reserve(charge);
@@ -684,7 +698,6 @@ void GrpcSession::OnData(Stream& s, int32_t id, const char* data, size_t len) {
     s.body.append(data, len);
     return;
   }
-  return;
 }
 
 void GrpcSession::Release(Stream& s) {
@@ -756,8 +769,9 @@ void GrpcSession::Forget(Streams::iterator it) {
 void GrpcSession::QueueMessage(int32_t id, Stream& s, const std::string& body) {
   const uint32_t n = static_cast<uint32_t>(body.size());
   responses_ += kPrefixBytes + n;
-  s.response.push_back('\0');
-  for (int shift = 24; shift >= 0; shift -= 8) s.response.push_back(static_cast<char>((n >> shift) & 0xff));
+  char prefix[kPrefixBytes] = {0};
+  h2::PutU32(prefix + 1, n);
+  s.response.append(prefix, sizeof prefix);
   s.response.append(body);
   responses_ -= s.last.size();
   s.last = body;
@@ -828,7 +842,7 @@ void* GrpcSession::Realloc(void* ptr, size_t size, void* user) {
   return q + kSizeHeader;
 }
 
-void GrpcSession::Refuse(int32_t, Stream& s) {
+void GrpcSession::Refuse(Stream& s) {
   // Reset by OnDataFrame once OnData returns.
   Release(s);
   s.refused = true;
@@ -874,11 +888,7 @@ void GrpcSession::Answer(Streams::iterator it) {
     reply.code = GrpcCode::kResourceExhausted;
     reply.message = "the request message is longer than " + std::to_string(limits_.max_message_bytes) + " bytes";
   } else if (s.bad_length || s.body.size() < kPrefixBytes ||
-             (len = (static_cast<uint32_t>(static_cast<uint8_t>(s.body[1])) << 24) |
-                    (static_cast<uint32_t>(static_cast<uint8_t>(s.body[2])) << 16) |
-                    (static_cast<uint32_t>(static_cast<uint8_t>(s.body[3])) << 8) |
-                    static_cast<uint32_t>(static_cast<uint8_t>(s.body[4])),
-              s.body.size() != kPrefixBytes + len)) {
+             (len = DeclaredLength(s.body), s.body.size() != kPrefixBytes + len)) {
     reply.code = GrpcCode::kInternal;
     reply.message = "the request is not one length-prefixed message";
   } else if (s.body[0] == 1) {
@@ -913,7 +923,7 @@ void GrpcSession::Answer(Streams::iterator it) {
     // descriptor): percent-encoded, it is a valid header value whatever
     // they are.
     const std::string text = PercentEncodeGrpcMessage(reply.message);
-    std::string block(kOkHeaders);
+    std::string block(kGrpcHeaders);
     h2::AppendLiteral(&block, 0, "grpc-status", code);
     if (!text.empty()) h2::AppendLiteral(&block, 0, "grpc-message", text);
     WriteHeaders(static_cast<uint32_t>(id), block, true);
@@ -935,7 +945,7 @@ void GrpcSession::Answer(Streams::iterator it) {
   char prefix[kPrefixBytes] = {0};
   h2::PutU32(prefix + 1, n);
   const int64_t framed = int64_t{kPrefixBytes} + n;
-  WriteHeaders(static_cast<uint32_t>(id), kOkHeaders, false);
+  WriteHeaders(static_cast<uint32_t>(id), kGrpcHeaders, false);
   if (!s.watch && framed <= std::min({send_window_, s.send_window, int64_t{peer_max_frame_}})) {
     // The common answer: its DATA and trailers written at once, from the
     // reply itself.

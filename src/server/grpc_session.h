@@ -309,7 +309,7 @@ class GrpcSession {
   // Keeps order_ to about the open streams (OldestUnansweredNs).
   void PruneOrder();
   void Release(Stream& s);
-  void Refuse(int32_t id, Stream& s);
+  void Refuse(Stream& s);
   void QueueMessage(int32_t id, Stream& s, const std::string& body);
   void OnData(Stream& s, int32_t id, const char* data, size_t len);
   // The HPACK inflater's allocator: every block counted in hpack_bytes_.
@@ -365,9 +365,9 @@ class GrpcSession {
   uint64_t table_generation_ = 1;  // repeated_ is valid only when equal
 
   // The connection's HTTP/2 state.
-  std::string out_;      // frames to send
-  std::string partial_;  // a frame (or the preface) cut between two reads
-  size_t preface_seen_ = 0;
+  std::string out_;             // frames to send
+  std::string partial_;         // a frame cut between two reads (its buffer kept: one frame at most)
+  size_t preface_seen_ = 0;     // bytes of the client preface matched so far
   bool settings_seen_ = false;  // the client's first frame must be SETTINGS
   uint32_t last_stream_ = 0;    // the highest stream id the client began
   // A header block in progress: its stream (0: none), whether its fields

@@ -23,6 +23,7 @@ inline constexpr size_t kFrameHeaderBytes = 9;
 // SETTINGS_MAX_FRAME_SIZE's initial value: what we accept (we never raise
 // it) and the least a peer may set.
 inline constexpr uint32_t kMinMaxFrameSize = 16384;
+inline constexpr uint32_t kOurMaxFrameSize = kMinMaxFrameSize;  // SETTINGS_MAX_FRAME_SIZE we keep
 inline constexpr uint32_t kMaxMaxFrameSize = (1u << 24) - 1;
 inline constexpr int64_t kInitialWindow = 65535;
 inline constexpr int64_t kMaxWindow = 0x7fffffff;

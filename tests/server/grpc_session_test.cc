@@ -1,8 +1,12 @@
 // GrpcSession without sockets: HTTP/2 frames built by hand (as
 // tests/envoy/test_hostile_h2.py does), the answers' headers decoded with
-// nghttp2's own HPACK inflater. What is checked: grpc-message's percent
-// encoding, the bound on calls answered per Receive(), the buffer budget
-// (REFUSED_STREAM past it) and the start of the oldest unanswered stream.
+// nghttp2's HPACK inflater. What is checked: the gRPC answers (status,
+// percent-encoded grpc-message, refusals before the service), the bounds
+// (calls per Receive(), the buffer budget, what a connection holds, the
+// request time-out's oldest stream), the frame layer (frames cut between
+// reads, flow control both ways, stream and connection errors with their
+// codes, GOAWAY, rapid reset), the remembered header block, and
+// server-streaming watches.
 #include "server/grpc_session.h"
 
 #include <gtest/gtest.h>
@@ -85,6 +89,7 @@ struct Frames {
   int settings_acks = 0;
   std::vector<std::string> ping_acks;
   int window_updates = 0;
+  std::map<uint32_t, int> window_updates_by_stream;  // 0: the connection's
 };
 
 class Client {
@@ -122,7 +127,10 @@ class Client {
         out->goaway_last = u32(p + 9) & 0x7fffffff;
         out->goaway_code = u32(p + 13);
       }
-      if (p[3] == 8) ++out->window_updates;
+      if (p[3] == 8) {
+        ++out->window_updates;
+        ++out->window_updates_by_stream[stream];
+      }
       at += 9 + n;
     }
     buf_.erase(0, at);
@@ -534,29 +542,57 @@ TEST(GrpcSessionFrames, AnswersWaitForTheClientsWindow) {
 
 // A request's DATA past a window we gave is a flow-control error; within
 // them, windows are given back as they are consumed.
-TEST(GrpcSessionFrames, ReceiveWindowsAreEnforcedAndGivenBack) {
+TEST(GrpcSessionFrames, ReceiveWindowsAreGivenBackAsConsumed) {
   Echo echo;
   GrpcLimits limits;
   limits.max_message_bytes = 100000;
   auto g = GrpcSession::Create(&echo, limits).value();
-  std::string in = Start() + Headers(1, false) + Data(1, Prefix(60000), false);
-  for (int i = 0; i < 6; ++i) in += Data(1, std::string(10000, 'x'), i == 5);
+  // A message of 80,005 bytes: past the initial stream window (65,535), so
+  // the client may send it only if the window is given back on the way.
+  // The client opens its own windows for the echoed answer.
+  std::string in = Start() + Headers(1, false) + Frame(8, 0, 0, Word(100000)) + Frame(8, 0, 1, Word(100000)) +
+                   Data(1, Prefix(80000), false);
+  for (int i = 0; i < 5; ++i) in += Data(1, std::string(16000, 'x'), i == 4);
   Frames f = Exchange(*g, in);
+  EXPECT_EQ(f.goaways, 0);
+  EXPECT_EQ(f.rst.count(1), 0u);
   EXPECT_EQ(echo.calls, 1);
   EXPECT_EQ(Field(f.headers[1], "grpc-status"), "0");
-  EXPECT_GE(f.window_updates, 2);  // the connection's and the stream's
-  // 70,000 bytes on a stream no window update was sent for: 65,535 is all
-  // it may send.
-  auto h = GrpcSession::Create(&echo, limits).value();
-  Frames e =
-      Exchange(*h, Start() + Headers(1, false) + Frame(0, 0x8, 1, std::string(1, '\xff') + std::string(16000, 'x')));
-  EXPECT_EQ(e.goaways, 0);
-  std::string more;
-  for (int i = 0; i < 5; ++i) more += Frame(0, 0, 1, std::string(16000, 'y'));
-  ASSERT_TRUE(h->Receive(more, 2));
-  Frames r = Drained(*h);
-  // The stream's window was given back as it was consumed: none exceeded.
-  EXPECT_EQ(r.rst.count(1), 0u);
+  EXPECT_GE(f.window_updates_by_stream[1], 1);  // the stream's
+  EXPECT_GE(f.window_updates_by_stream[0], 1);  // the connection's
+}
+
+// HEADERS on a stream already closed, or skipped (a later one began), is
+// reset STREAM_CLOSED, not left unanswered; the connection goes on.
+TEST(GrpcSessionFrames, HeadersOnAClosedStreamAreReset) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  ASSERT_TRUE(g->Receive(Start() + Headers(5, false) + Data(5, Prefix(2) + "ok", true), 1));
+  EXPECT_EQ(Field(Drained(*g).headers[5], "grpc-status"), "0");
+  Frames f = Exchange(*g, Headers(3, true) + Headers(5, true) + Headers(7, false) + Data(7, Prefix(2) + "ok", true));
+  EXPECT_EQ(f.rst[3], 0x5u);
+  EXPECT_EQ(f.rst[5], 0x5u);
+  EXPECT_EQ(f.goaways, 0);
+  EXPECT_EQ(Field(f.headers[7], "grpc-status"), "0");
+  EXPECT_EQ(echo.calls, 2);
+}
+
+// Headers past max_header_bytes (each field its name, its value and 32
+// bytes) reset their stream ENHANCE_YOUR_CALM; the rest of the block is
+// still decoded (the next stream's headers, which name the table, work).
+TEST(GrpcSessionFrames, HeadersPastTheLimitResetTheirStream) {
+  Echo echo;
+  GrpcLimits limits;
+  limits.max_header_bytes = 300;
+  auto g = GrpcSession::Create(&echo, limits).value();
+  const std::string path = "/test.Echo/Call";
+  // 5 fields of about 50 bytes each fit; with a 200-byte path they do not.
+  Frames f = Exchange(*g, Start() + PathIntoTheTable(1, "/" + std::string(199, 'p')) + Headers(3, false, path) +
+                              Data(3, Prefix(2) + "ok", true));
+  EXPECT_EQ(f.rst[1], 0xbu);
+  EXPECT_EQ(f.goaways, 0);
+  EXPECT_EQ(Field(f.headers[3], "grpc-status"), "0");
+  EXPECT_EQ(echo.calls, 1);
 }
 
 // The same header block on every call is decoded once while the HPACK
@@ -794,6 +830,74 @@ TEST(GrpcSessionBounds, APriorityOfTheWrongLengthResetsItsStream) {
   EXPECT_EQ(f.rst[1], 0x6u);
   EXPECT_EQ(f.goaways, 0);
   EXPECT_EQ(Field(f.headers[3], "grpc-status"), "0");
+}
+
+}  // namespace
+}  // namespace frs::server
+
+namespace frs::server {
+namespace {
+
+// A server-streaming method (as Health/Watch): its answer is the service's
+// `state`, sent again whenever it changes.
+struct Watcher : Echo {
+  std::string state = "one";
+  int MethodOf(std::string_view path) const override { return path == "/test.Echo/Call" ? 0 : -1; }
+  bool Streaming(int) const override { return true; }
+  void Call(int, std::string_view, Reply* out) override {
+    ++calls;
+    out->body = state;
+  }
+};
+
+// A watch: its first message at once and the stream left open (not busy:
+// HasOpenStreams is false), a message at each change PollWatches finds,
+// none for no change, and at Shutdown the last one, then trailers.
+TEST(GrpcSessionWatch, MessagesAtEachChangeThenTrailersAtShutdown) {
+  Watcher w;
+  auto g = GrpcSession::Create(&w, GrpcLimits{}).value();
+  ASSERT_TRUE(g->Receive(Start() + Headers(1, false) + Data(1, Prefix(1) + "?", true), 1));
+  Frames f = Drained(*g);
+  EXPECT_EQ(Field(f.headers[1], ":status"), "200");
+  EXPECT_EQ(f.data[1], Prefix(3) + "one");
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "<none>");
+  EXPECT_TRUE(g->HasWatches());
+  EXPECT_FALSE(g->HasOpenStreams());
+  g->PollWatches();
+  EXPECT_TRUE(Drained(*g).data.empty());  // nothing changed
+  w.state = "two";
+  g->PollWatches();
+  EXPECT_EQ(Drained(*g).data[1], Prefix(3) + "two");
+  w.state = "end";
+  g->Shutdown();
+  Frames last = Drained(*g);
+  EXPECT_EQ(last.data[1], Prefix(3) + "end");
+  EXPECT_EQ(Field(last.headers[1], "grpc-status"), "0");
+  EXPECT_EQ(last.goaways, 1);
+  EXPECT_FALSE(g->HasWatches());
+  EXPECT_TRUE(g->Finished());
+}
+
+// A watch whose messages wait for the client's window: at Shutdown its
+// trailers wait behind them, and go once the window opens.
+TEST(GrpcSessionWatch, ABlockedWatchEndsAfterItsLastMessage) {
+  Watcher w;
+  auto g = GrpcSession::Create(&w, GrpcLimits{}).value();
+  ASSERT_TRUE(g->Receive(kPreface + Settings(4, 0) + Headers(1, false) + Data(1, Prefix(1) + "?", true), 1));
+  Frames f = Drained(*g);
+  EXPECT_EQ(f.data.count(1), 0u);
+  w.state = "two";
+  g->PollWatches();
+  g->Shutdown();
+  Frames held = Drained(*g);
+  EXPECT_EQ(held.data.count(1), 0u);
+  EXPECT_EQ(Field(held.headers[1], "grpc-status"), "<none>");
+  EXPECT_FALSE(g->Finished());
+  ASSERT_TRUE(g->Receive(Frame(8, 0, 1, Word(100)), 2));
+  Frames out = Drained(*g);
+  EXPECT_EQ(out.data[1], Prefix(3) + "one" + Prefix(3) + "two");
+  EXPECT_EQ(Field(out.headers[1], "grpc-status"), "0");
+  EXPECT_TRUE(g->Finished());
 }
 
 }  // namespace
