@@ -573,7 +573,7 @@ bool GrpcSession::OnRstStream(uint32_t id) {
   if (reset_tokens_ < 1) return Fail(h2::kEnhanceYourCalm);
   reset_tokens_ -= 1;
   auto it = streams_.find(static_cast<int32_t>(id));
-  if (it != streams_.end()) Close(it);  // order_, ready_ and blocked_ skip it when they reach it
+  if (it != streams_.end()) Close(it);  // order_ and ready_ skip it when they reach it
   return true;
 }
 
