@@ -10,6 +10,9 @@
 #   GET_CONNS=16 GRPC_CONNS=16 GRPC_STREAMS=1 tools/bench/grpc_ab.sh   # one stream per connection
 #   GRPC_TLS=1 tools/bench/grpc_ab.sh      # gRPC over TLS (a throwaway self-signed certificate), GET in clear
 #   RPS=6000 GET_CONNS=16 GRPC_CONNS=16 GRPC_STREAMS=1 tools/bench/grpc_ab.sh   # both sides at one offered rate
+#   GET_CLIENT=loadgen GET_CONNS=16 GRPC_CONNS=16 GRPC_STREAMS=1 tools/bench/grpc_ab.sh   # GET by tools/bench/loadgen.c
+#   GET_CLIENT=loadgen GRPC_CLIENT=loadgen GET_CONNS=16 GRPC_CONNS=16 GRPC_STREAMS=1 tools/bench/grpc_ab.sh
+#       # both sides by loadgen (its `-m grpc`: one call in flight per connection, so GRPC_STREAMS=1)
 #
 # Without RPS each side runs as fast as h2load drives it, and h2load's HTTP/2 client is slower than its
 # HTTP/1.1 one: the server then idles and wakes more often per gRPC call, which the kernel charges to it.
@@ -30,11 +33,26 @@ ROUNDS=${1:-3} SECS=${2:-5}
 GET_CONNS=${GET_CONNS:-64} GRPC_CONNS=${GRPC_CONNS:-4} GRPC_STREAMS=${GRPC_STREAMS:-16} GRPC_TLS=${GRPC_TLS:-0}
 RATE=()
 [ -n "${RPS:-}" ] && RATE=(--rps="$RPS")
+# GET_CLIENT=loadgen: the GET side driven by the project's own load generator (a faster client than
+# h2load's HTTP/1.1 one), built into the work directory; it has no fixed rate.
+GET_CLIENT=${GET_CLIENT:-h2load} GRPC_CLIENT=${GRPC_CLIENT:-h2load}
+for c in "$GET_CLIENT" "$GRPC_CLIENT"; do
+  case "$c" in
+    h2load) ;;
+    loadgen) [ -z "${RPS:-}" ] || { echo "grpc_ab: RPS= needs h2load on both sides" >&2; exit 2; } ;;
+    *) echo "grpc_ab: GET_CLIENT and GRPC_CLIENT are h2load or loadgen, not $c" >&2; exit 2 ;;
+  esac
+done
+[ "$GRPC_CLIENT" = h2load ] || [ "$GRPC_STREAMS" = 1 ] ||
+  { echo "grpc_ab: loadgen keeps one call in flight per connection: GRPC_STREAMS=1" >&2; exit 2; }
 for t in h2load nghttp curl; do
   command -v "$t" >/dev/null || { echo "grpc_ab: $t is missing (apt-get install nghttp2-client curl)" >&2; exit 2; }
 done
 W=$(mktemp -d /tmp/frs-grpc-ab-XXXXXX)
 trap '[ -n "${PID:-}" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
+if [ "$GET_CLIENT" = loadgen ] || [ "$GRPC_CLIENT" = loadgen ]; then
+  cc -O2 -o "$W/loadgen" "$ROOT/tools/bench/loadgen.c" || { echo "grpc_ab: cannot build loadgen (cc)" >&2; exit 2; }
+fi
 mkdir -p "$W/envoy"
 cat >"$W/map.xml" <<'X'
 <map><biz id="1" name="bench"><rule algo="calendar" interval="1" max="2000000000" zone="UTC"/></biz></map>
@@ -84,25 +102,45 @@ run() { # label, side (get|grpc), h2load args...
   rm -f "$W/lat.log"
   d0=$(decided "$side")
   c0=$(cpu)
-  out=$(taskset -c 1 h2load -D "$SECS" ${RATE[@]+"${RATE[@]}"} --log-file="$W/lat.log" "$@" 2>&1)
-  c1=$(cpu)
-  d1=$(decided "$side")
-  n=$(awk '$2 == 200' "$W/lat.log" | wc -l)
+  if { [ "$side" = get ] && [ "$GET_CLIENT" = loadgen ]; } || { [ "$side" = grpc ] && [ "$GRPC_CLIENT" = loadgen ]; }; then
+    if [ "$side" = get ]; then
+      out=$(taskset -c 1 "$W/loadgen" -h 127.0.0.1 -p "$PORT" -c "$GET_CONNS" -t 1 -d "$SECS" -m http-get \
+        -r 'GET /acquire?biz=bench&key=value1 HTTP/1.1\r\nHost: x\r\n\r\n' 2>&1)
+    else
+      # rls.bin without its 5-byte prefix, as \xHH escapes (loadgen adds the prefix).
+      out=$(taskset -c 1 "$W/loadgen" -h 127.0.0.1 -p "$GPORT" -c "$GRPC_CONNS" -t 1 -d "$SECS" -m grpc \
+        -r "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit $(tail -c +6 "$W/rls.bin" | od -An -v -tx1 |
+          tr -d ' \n' | sed 's/../\\x&/g')" 2>&1)
+    fi
+    c1=$(cpu)
+    d1=$(decided "$side")
+    # Its JSON line: the answers by status, and its own p99.
+    # grpc: an answer whose grpc-status loadgen cannot read (an HPACK-coded one: "0") counts too; frsd's
+    # own count of decisions, checked below, stands behind it.
+    n=$(python3 -c 'import json, sys; s = json.loads(sys.stdin.read())["status"]; print(s.get("200", 0) + s.get("0", 0))' <<<"$out")
+    p99=$(python3 -c 'import json, sys; print(round(json.loads(sys.stdin.read())["p99_us"]))' <<<"$out")
+    out="succeeded"
+  else
+    out=$(taskset -c 1 h2load -D "$SECS" ${RATE[@]+"${RATE[@]}"} --log-file="$W/lat.log" "$@" 2>&1)
+    c1=$(cpu)
+    d1=$(decided "$side")
+    n=$(awk '$2 == 200' "$W/lat.log" | wc -l)
+    p99=$(awk '$2 == 200 {print $3}' "$W/lat.log" | sort -n | awk '{a[NR]=$1} END {print a[int(NR*0.99)]}')
+  fi
   # Calls h2load ended early (its -D deadline) may be decided without their answer logged: 1 % slack.
   if ! awk -v a="$n" -v b="$((d1 - d0))" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b / 100)}'; then
     echo "grpc_ab: $label: h2load counted $n answers 200, frsd $((d1 - d0)) decisions: no ratio" >&2
     exit 1
   fi
-  p99=$(awk '$2 == 200 {print $3}' "$W/lat.log" | sort -n | awk '{a[NR]=$1} END {print a[int(NR*0.99)]}')
   echo "$label: $((n / SECS)) decisions/s, p99 ${p99} us, server CPU $(((c1 - c0) * 1000 / HZ)) ms = \
 $((n * HZ / (c1 - c0 > 0 ? c1 - c0 : 1))) decisions/server-CPU-s" >&2
   echo "$((n * HZ / (c1 - c0 > 0 ? c1 - c0 : 1)))"
   grep -q "succeeded" <<<"$out" || { echo "$out" >&2; exit 1; }
 }
 for r in $(seq "$ROUNDS"); do
-  get=$(run "round $r GET /acquire (h1, $GET_CONNS conns)" get --h1 -c "$GET_CONNS" -m 1 \
+  get=$(run "round $r GET /acquire ($GET_CLIENT h1, $GET_CONNS conns)" get --h1 -c "$GET_CONNS" -m 1 \
     "http://127.0.0.1:$PORT/acquire?biz=bench&key=value1")
-  grpc=$(run "round $r gRPC ShouldRateLimit ($GRPC_CONNS conns x $GRPC_STREAMS streams)" grpc -c "$GRPC_CONNS" \
+  grpc=$(run "round $r gRPC ShouldRateLimit ($GRPC_CLIENT, $GRPC_CONNS conns x $GRPC_STREAMS streams)" grpc -c "$GRPC_CONNS" \
     -m "$GRPC_STREAMS" -d "$W/rls.bin" \
     -H 'content-type: application/grpc' -H 'te: trailers' "$URL")
   echo "round $r: gRPC / GET decisions per server CPU-second = $(awk -v a="$grpc" -v b="$get" 'BEGIN {printf "%.2f", a / b}')"
