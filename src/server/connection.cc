@@ -105,7 +105,14 @@ void Connection::ProcessGrpc() {
   // replicas), and with it every frame drained after it.
   if (repl_ != nullptr) NoteReplica(noted, out_before);
   grpc_busy_ = grpc_->HasOpenStreams() || grpc_->MidFrame();
-  if (state_ == State::kOpen && grpc_->Finished()) state_ = State::kClosing;
+  if (state_ == State::kOpen && grpc_->Finished()) {
+    state_ = State::kClosing;
+    // A connection error's GOAWAY says why: closed with the client's bytes
+    // unread, the kernel would reset the connection and the client might
+    // never read it. Our side is shut and the rest drained instead, as after
+    // an HTTP/1.1 refusal.
+    if (grpc_->Failed()) linger_ = !peer_closed_;
+  }
 }
 
 bool Connection::WantsRead() const {
@@ -304,6 +311,7 @@ bool Connection::OnTimeout() {
       grpc_->Drain(&out_);
       Seal();
       state_ = State::kClosing;
+      linger_ = !peer_closed_;  // the GOAWAY read before the close (above)
       return first;
     }
     state_ = State::kClosed;

@@ -178,6 +178,8 @@ class GrpcSession {
   void set_peer(const IpAddress* peer) { service_->set_peer(peer); }
   // Appends what is ready to send to *out.
   void Drain(std::string* out);
+  // A connection error ended the session (its GOAWAY queued or sent).
+  bool Failed() const { return failed_; }
   // Neither wants to read nor to write: the session is over (GOAWAY sent
   // or received and no stream left, or a connection error), and all of it
   // drained.

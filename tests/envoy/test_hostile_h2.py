@@ -321,6 +321,28 @@ class Hostile(unittest.TestCase):
         self.assertIn(7, [t for t, _, _, _ in frames(out)])  # GOAWAY
         self.assert_serving()
 
+    def test_a_connection_errors_goaway_arrives_though_the_client_is_still_sending(self):
+        # A frame past 16,384 bytes ends the connection at its header, with 2 MB
+        # of the client's still to come: closed with them unread, the kernel
+        # reset the connection and the GOAWAY could be lost on the way. Now our
+        # side is shut and the rest drained: the client reads the GOAWAY.
+        c = Conn(self.frsd.grpc_port, timeout=30)
+        body = b"\x00" * (2 << 20)
+        th = threading.Thread(target=lambda: self._send_quietly(c, PREFACE + SETTINGS + frame(0, 0, 1, body)))
+        th.start()
+        th.join(30)
+        try:
+            c.s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        out, closed = c.recv_for(10, 0.2, reset_closes=False)
+        c.close()
+        self.assertTrue(closed)
+        goaways = [p for t, _, _, p in frames(out) if t == 7]
+        self.assertTrue(goaways, frames(out)[:5])
+        self.assertEqual(struct.unpack(">I", goaways[0][4:8])[0], 6)  # FRAME_SIZE_ERROR
+        self.assert_serving()
+
     def test_a_flood_of_streams_past_the_advertised_maximum(self):
         before = self.count("flood")
         b = PREFACE + SETTINGS + frame(4, 1, 0, b"")  # and ACK the server's SETTINGS
