@@ -127,7 +127,8 @@ run() { # label, side (get|grpc), h2load args...
     n=$(awk '$2 == 200' "$W/lat.log" | wc -l)
     p99=$(awk '$2 == 200 {print $3}' "$W/lat.log" | sort -n | awk '{a[NR]=$1} END {print a[int(NR*0.99)]}')
   fi
-  # Calls h2load ended early (its -D deadline) may be decided without their answer logged: 1 % slack.
+  # Calls a client ended early (h2load's -D deadline; loadgen's call in flight on each connection) may be
+  # decided without their answer counted: 1 % slack.
   if ! awk -v a="$n" -v b="$((d1 - d0))" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b / 100)}'; then
     echo "grpc_ab: $label: h2load counted $n answers 200, frsd $((d1 - d0)) decisions: no ratio" >&2
     exit 1
