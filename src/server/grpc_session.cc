@@ -213,7 +213,7 @@ bool GrpcSession::OnFrame(const uint8_t* header, const uint8_t* p) {
     case h2::kContinuation:
       if (block_stream_ == 0 || f.stream != block_stream_) return Fail(h2::kProtocolError);
       if (++block_continuations_ > kMaxContinuations) return Fail(h2::kEnhanceYourCalm);
-      return OnHeaderBlock(p, f.length, f.flags & h2::kEndHeaders);
+      return OnHeaderBlock(p, f.length, f.flags & h2::kEndHeaders, false);
     case h2::kPriority:
       // Priorities are not used: checked and dropped. A wrong length is
       // the stream's error (RFC 9113 6.3), the connection's for a stream
@@ -376,10 +376,11 @@ bool GrpcSession::OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, u
       }
       return true;
     }
-    if (!OnHeaderBlock(p, n, true)) return false;
+    const bool leaves_table = LeavesTableAsIs(p, n);
+    if (!OnHeaderBlock(p, n, true, leaves_table)) return false;
     // Remembered when it is of the kind that can be, and its stream took it.
     it = streams_.find(static_cast<int32_t>(id));
-    if (it != streams_.end() && n <= kMaxRepeatedBlock && LeavesTableAsIs(p, n)) {
+    if (it != streams_.end() && n <= kMaxRepeatedBlock && leaves_table) {
       const Stream& t = it->second;
       repeated_.bytes.assign(reinterpret_cast<const char*>(p), n);
       repeated_.generation = table_generation_;
@@ -387,7 +388,7 @@ bool GrpcSession::OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, u
     }
     return true;
   }
-  return OnHeaderBlock(p, n, flags & h2::kEndHeaders);
+  return OnHeaderBlock(p, n, flags & h2::kEndHeaders, (flags & h2::kEndHeaders) && LeavesTableAsIs(p, n));
 }
 
 namespace {
@@ -445,11 +446,11 @@ bool GrpcSession::FromRepeatedBlock(Stream& s, const uint8_t* p, size_t n) const
   return true;
 }
 
-bool GrpcSession::OnHeaderBlock(const uint8_t* p, size_t n, bool end_headers) {
+bool GrpcSession::OnHeaderBlock(const uint8_t* p, size_t n, bool end_headers, bool leaves_table) {
   // Any other block may change the table (a literal with indexing, a size
   // update, a field cut between frames): what was remembered of a block no
   // longer holds.
-  if (!(end_headers && block_continuations_ == 0 && LeavesTableAsIs(p, n))) ++table_generation_;
+  if (!(end_headers && block_continuations_ == 0 && leaves_table)) ++table_generation_;
   for (;;) {
     nghttp2_nv nv;
     int inflate_flags = 0;

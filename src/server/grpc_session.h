@@ -283,7 +283,9 @@ class GrpcSession {
   bool OnFrame(const uint8_t* header, const uint8_t* payload);
   bool OnDataFrame(uint8_t flags, uint32_t id, const uint8_t* p, uint32_t n);
   bool OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, uint32_t n);
-  bool OnHeaderBlock(const uint8_t* p, size_t n, bool end_headers);
+  // `leaves_table`: LeavesTableAsIs of this fragment (a whole block's),
+  // computed once by the caller, which also uses it.
+  bool OnHeaderBlock(const uint8_t* p, size_t n, bool end_headers, bool leaves_table);
   bool OnSettings(uint8_t flags, const uint8_t* p, uint32_t n);
   bool OnWindowUpdate(uint32_t id, uint32_t increment);
   bool OnRstStream(uint32_t id);
