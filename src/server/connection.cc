@@ -311,7 +311,11 @@ bool Connection::OnTimeout() {
       grpc_->Drain(&out_);
       Seal();
       state_ = State::kClosing;
-      linger_ = !peer_closed_;  // the GOAWAY read before the close (above)
+      // A stream left unfinished: its client may still be sending, and
+      // should read the GOAWAY before the close (above). An idle one, or a
+      // TLS handshake never finished (nothing could be sealed), closes now:
+      // lingering would hold its place for nothing.
+      linger_ = !peer_closed_ && grpc_busy_ && (!tls_ || tls_->handshake_done());
       return first;
     }
     state_ = State::kClosed;

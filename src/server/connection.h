@@ -151,7 +151,11 @@ class Connection : public DeadlineNode {
   // gRPC: calls received whole and not yet answered (a bounded number is
   // answered per Process()): process again next turn, without a read.
   // TLS: records fed and not yet decrypted (no room for their plaintext).
-  bool HasBacklog() const { return (grpc_ && grpc_->HasBacklog()) || (tls_ && tls_->HasPendingInput()); }
+  // Only while open: a closing or lingering connection reads no more, and
+  // a backlog it keeps would have the worker come back every loop turn.
+  bool HasBacklog() const {
+    return state_ == State::kOpen && ((grpc_ && grpc_->HasBacklog()) || (tls_ && tls_->HasPendingInput()));
+  }
   // gRPC: health watches hear what a reload changed (true: output queued).
   bool PollGrpcWatches();
 

@@ -95,6 +95,13 @@ void GrpcMethods::ShouldRateLimit(std::string_view message, Reply* out) {
   // The message's bytes decoded directly when they are in the shape clients
   // write, else through protobuf (rls_request.h); the dynamic metadata
   // quotes the protobuf message, so it is always parsed when they are on.
+  // A call of thousands of descriptors (a 64 KiB message holds 32,768; past
+  // 64 it is refused) would leave their room behind in this worker: not
+  // kept for the calls after it.
+  if (req_.descriptors.capacity() > 4 * envoy::kMaxDescriptorsPerCall)
+    std::vector<envoy::RlsDescriptor>().swap(req_.descriptors);
+  if (m_->request.descriptors().Capacity() > 4 * static_cast<int>(envoy::kMaxDescriptorsPerCall))
+    ::envoy::service::ratelimit::v3::RateLimitRequest().Swap(&m_->request);
   if (opts_.metadata || !DecodeRateLimitRequest(message, &req_)) {
     auto& in = m_->request;
     if (!ParseInto(message, &in, "RateLimitRequest", out)) return CountEnvoyRefused(metrics_);

@@ -140,6 +140,9 @@ GrpcSession::~GrpcSession() {
 bool GrpcSession::Fail(uint32_t error) {
   if (!failed_) {
     failed_ = true;
+    // Calls queued and not yet answered never will be (their streams are
+    // past the GOAWAY's last id or abandoned with the connection).
+    ready_.clear();
     h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
     char w[8];
     // A second GOAWAY may not name a later stream than the first (RFC 9113 6.8).
@@ -218,10 +221,13 @@ bool GrpcSession::OnFrame(const uint8_t* header, const uint8_t* p) {
       // Priorities are not used: checked and dropped. A wrong length is
       // the stream's error (RFC 9113 6.3), the connection's for a stream
       // never opened (no RST_STREAM may name one).
+      // So is one that makes the stream depend on itself (5.3.1), a
+      // PROTOCOL_ERROR.
       if (f.stream == 0) return Fail(h2::kProtocolError);
-      if (f.length != 5) {
-        if (f.stream > last_stream_) return Fail(h2::kFrameSizeError);
-        ResetStream(f.stream, h2::kFrameSizeError);
+      if (f.length != 5 || (h2::ReadU32(p) & 0x7fffffffu) == f.stream) {
+        const uint32_t error = f.length != 5 ? h2::kFrameSizeError : h2::kProtocolError;
+        if (f.stream > last_stream_) return Fail(error);
+        ResetStream(f.stream, error);
         if (auto it = streams_.find(static_cast<int32_t>(f.stream)); it != streams_.end()) Close(it);
       }
       return true;
@@ -526,9 +532,14 @@ bool GrpcSession::OnSettings(uint8_t flags, const uint8_t* p, uint32_t n) {
         if (v < h2::kMinMaxFrameSize || v > h2::kMaxMaxFrameSize) return Fail(h2::kProtocolError);
         peer_max_frame_ = v;
         break;
+      case h2::kHeaderTableSize:
+        // Our encoder keeps no table, but the client's decoder, once it
+        // acknowledges a size below the one in force (4,096), fails the
+        // next header block that does not begin by saying ours is within it.
+        if (v < h2::kInitialHeaderTable && !table_zeroed_) table_update_due_ = true;
+        break;
       default:
-        // HEADER_TABLE_SIZE bounds an encoder's table, and ours keeps none;
-        // the others are the client's to keep; unknown ones are ignored.
+        // The others are the client's to keep; unknown ones are ignored.
         break;
     }
   }
@@ -608,6 +619,17 @@ void GrpcSession::Settle(Streams::iterator it) {
 }
 
 void GrpcSession::WriteHeaders(uint32_t id, std::string_view block, bool end_stream) {
+  std::string sized;
+  if (table_update_due_) [[unlikely]] {
+    // A dynamic table size update to 0 (0x20), within any size the client
+    // may set later: said once per connection.
+    table_update_due_ = false;
+    table_zeroed_ = true;
+    sized.reserve(block.size() + 1);
+    sized.push_back('\x20');
+    sized.append(block);
+    block = sized;
+  }
   const uint8_t end = end_stream ? h2::kEndStream : 0;
   uint8_t type = h2::kHeaders;
   do {
@@ -983,7 +1005,6 @@ bool GrpcSession::Receive(std::string_view in, int64_t now_ns) {
     Answer(it);
     ++n;
   }
-  PollWatches();
   PruneOrder();
   return true;
 }

@@ -16,11 +16,12 @@
 //
 // A server-streaming call (GrpcService::Streaming: grpc.health.v1.Health/
 // Watch) is answered like a unary one but its stream stays open without
-// trailers: whenever the session is given input (any frame: a keepalive
-// PING) and when it shuts down, the service is asked again and a message
-// that differs from the last one sent is sent; at shutdown the stream then
-// ends (grpc-status 0). Such a stream is not "open" for HasOpenStreams()
-// (the connection is idle, not busy, while it only watches).
+// trailers: whenever the worker says the service's answer may have
+// changed (PollWatches(), after a reload) and when the session shuts down,
+// the service is asked again and a message that differs from the last one
+// sent is sent; at shutdown the stream then ends (grpc-status 0). Not at
+// each frame received: a client's PINGs would each cost a call per watch. Such a stream is not "open" for
+// HasOpenStreams() (the connection is idle, not busy, while it only watches).
 //
 // A unary call is answered as soon as its request stream ends: HEADERS
 // (:status 200, content-type application/grpc), one DATA frame of the
@@ -190,11 +191,11 @@ class GrpcSession {
   // Server-streaming calls (Health/Watch) open on this connection.
   bool HasWatches() const { return watches_ > 0; }
   // Queues a message on each of them whose answer changed (the worker asks
-  // after a reload, so that a watch hears of it at once, not with the
-  // connection's next frame).
+  // after each reload, which is when a health status can change).
   void PollWatches();
-  // Calls whose request ended wait to be answered by the next Receive().
-  bool HasBacklog() const { return !ready_.empty(); }
+  // Calls whose request ended wait to be answered by the next Receive()
+  // (never after a connection error: nothing more is answered).
+  bool HasBacklog() const { return !failed_ && !ready_.empty(); }
   // A frame (or a header block) begun and not finished: the connection is
   // in the middle of something, as an HTTP/1.1 one with half a request (a
   // client trickling a frame that never ends is closed by the request
@@ -386,7 +387,12 @@ class GrpcSession {
   int64_t recv_unacked_ = 0;
   int64_t peer_initial_window_ = 0;  // the client's SETTINGS_INITIAL_WINDOW_SIZE
   uint32_t peer_max_frame_ = 0;      // the client's SETTINGS_MAX_FRAME_SIZE
-  double reset_tokens_ = 0;          // rapid reset's bucket
+  // The client lowered SETTINGS_HEADER_TABLE_SIZE: our next header block
+  // begins with a dynamic table size update (RFC 7541 4.2), to 0, after
+  // which no later value needs one (WriteHeaders).
+  bool table_update_due_ = false;
+  bool table_zeroed_ = false;
+  double reset_tokens_ = 0;  // rapid reset's bucket
   int64_t reset_refill_ns_ = 0;
   uint32_t goaway_last_ = 0;  // the stream our first GOAWAY named
   bool goaway_sent_ = false;

@@ -27,6 +27,8 @@ inline constexpr uint32_t kOurMaxFrameSize = kMinMaxFrameSize;  // SETTINGS_MAX_
 inline constexpr uint32_t kMaxMaxFrameSize = (1u << 24) - 1;
 inline constexpr int64_t kInitialWindow = 65535;
 inline constexpr int64_t kMaxWindow = 0x7fffffff;
+// SETTINGS_HEADER_TABLE_SIZE's initial value (RFC 9113 6.5.2).
+inline constexpr uint32_t kInitialHeaderTable = 4096;
 
 enum Type : uint8_t {
   kData = 0,

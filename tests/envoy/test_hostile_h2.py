@@ -246,6 +246,13 @@ def vm_rss_kb(pid):
     return 0
 
 
+def cpu_ticks(pid):
+    """User and system clock ticks `pid` has run (/proc/PID/stat's utime + stime)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def under_asan(binary):
     """Whether `binary` links AddressSanitizer's runtime."""
     try:
@@ -341,6 +348,25 @@ class Hostile(unittest.TestCase):
         goaways = [p for t, _, _, p in frames(out) if t == 7]
         self.assertTrue(goaways, frames(out)[:5])
         self.assertEqual(struct.unpack(">I", goaways[0][4:8])[0], 6)  # FRAME_SIZE_ERROR
+        self.assert_serving()
+
+    def test_a_connection_error_behind_a_waiting_call_does_not_spin_the_worker(self):
+        # A whole call, then a frame that ends the connection (PUSH_PROMISE
+        # from a client), in one write; the client then keeps its socket open.
+        # The call was queued and never answered: the lingering connection
+        # must not be worked on again every loop turn until the time-out.
+        pid = self.frsd.workers_pids()[0]
+        b = PREFACE + SETTINGS + headers(1, end_stream=True) + frame(5, 4, 1, b"\x00\x00\x00\x02")
+        self.save("error_behind_call", b)
+        c = Conn(self.frsd.grpc_port)
+        c.send(b)
+        got = c.read_until(lambda out: 7 in [t for t, _, _, _ in frames(out)], 5)
+        self.assertIn(7, [t for t, _, _, _ in frames(got)])  # GOAWAY
+        t0 = cpu_ticks(pid)
+        time.sleep(0.8)  # the linger lasts up to request_timeout_ms (1 s): what it costs over most of it
+        spent = cpu_ticks(pid) - t0
+        c.close()
+        self.assertLess(spent, 20, "the worker spent %d ticks of 80 on a lingering connection" % spent)
         self.assert_serving()
 
     def test_a_flood_of_streams_past_the_advertised_maximum(self):

@@ -96,6 +96,9 @@ class Client {
  public:
   Client() { nghttp2_hd_inflate_new(&inflater_); }
   ~Client() { nghttp2_hd_inflate_del(inflater_); }
+  // What the client's SETTINGS_HEADER_TABLE_SIZE, once acknowledged, does
+  // to its decoder (nghttp2's session calls the same).
+  void TableSize(size_t n) { ASSERT_EQ(nghttp2_hd_inflate_change_table_size(inflater_, n), 0); }
   void Parse(const std::string& wire, Frames* out) {
     buf_ += wire;
     size_t at = 0;
@@ -232,6 +235,67 @@ TEST(GrpcSession, AtMostABoundedNumberOfCallsPerReceive) {
   Frames f;
   c.Parse(out, &f);
   for (int i = 0; i < kStreams; ++i) EXPECT_EQ(Field(f.headers[2 * i + 1], ":status"), "200") << i;
+}
+
+TEST(GrpcSession, ALoweredHeaderTableSizeIsAcknowledgedInTheNextHeaderBlock) {
+  // A client that lowers SETTINGS_HEADER_TABLE_SIZE (Envoy's hpack_table_size:
+  // 0) fails a header block that does not begin with a table size update
+  // (RFC 7541 4.2; nghttp2's decoder does): every answer after it must.
+  // Stream 1 is answered while the client's window is closed, so that its
+  // trailers follow the change in a later write.
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  const std::string no_window("\x00\x04\x00\x00\x00\x00", 6);
+  ASSERT_TRUE(
+      g->Receive(kPreface + Frame(4, 0, 0, no_window) + Headers(1, false) + Data(1, Prefix(2) + "hi", true), 1));
+  std::string out;
+  g->Drain(&out);
+  Client c;
+  Frames f;
+  c.Parse(out, &f);
+  ASSERT_EQ(Field(f.headers[1], ":status"), "200");
+  ASSERT_EQ(f.data.count(1), 0u);
+  const std::string table0("\x00\x01\x00\x00\x00\x00", 6);
+  const std::string open("\x00\x04\x00\x00\xff\xff", 6);
+  out.clear();
+  ASSERT_TRUE(g->Receive(Frame(4, 0, 0, table0 + open), 2));
+  g->Drain(&out);
+  ASSERT_EQ(static_cast<uint8_t>(out[3]), 4);  // the SETTINGS ACK comes first
+  ASSERT_EQ(static_cast<uint8_t>(out[4]), 1);
+  c.TableSize(0);
+  c.Parse(out, &f);
+  EXPECT_EQ(f.data[1], Prefix(2) + "hi");
+  EXPECT_EQ(Field(f.headers[1], "grpc-status"), "0");
+  // Later answers decode too, the update said once.
+  out.clear();
+  ASSERT_TRUE(g->Receive(Headers(3, false) + Data(3, Prefix(2) + "ho", true) + Frame(4, 0, 0, table0), 3));
+  ASSERT_TRUE(g->Receive(Headers(5, false) + Data(5, Prefix(2) + "hu", true), 4));
+  g->Drain(&out);
+  c.Parse(out, &f);
+  EXPECT_EQ(Field(f.headers[3], "grpc-status"), "0");
+  EXPECT_EQ(Field(f.headers[5], "grpc-status"), "0");
+  EXPECT_EQ(f.data[5], Prefix(2) + "hu");
+  EXPECT_EQ(echo.calls, 3);
+}
+
+TEST(GrpcSession, AConnectionErrorLeavesNoBacklog) {
+  // Calls queued past one Receive's share, then a connection error in a
+  // later read: nothing more is answered, and nothing is left for the
+  // worker to come back to (it would every loop turn until the time-out).
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  std::string in = Start();
+  for (int i = 0; i < 20; ++i) in += Headers(2 * i + 1, false) + Data(2 * i + 1, Prefix(2) + "hi", true);
+  ASSERT_TRUE(g->Receive(in, 1));
+  ASSERT_TRUE(g->HasBacklog());
+  EXPECT_FALSE(g->Receive(Frame(5, 4, 1, std::string("\0\0\0\2", 4)), 2));  // PUSH_PROMISE from a client
+  EXPECT_TRUE(g->Failed());
+  EXPECT_FALSE(g->HasBacklog());
+  EXPECT_FALSE(g->Receive({}, 3));
+  EXPECT_EQ(echo.calls, static_cast<int>(GrpcSession::kMaxCallsPerReceive));
+  std::string out;
+  g->Drain(&out);
+  EXPECT_TRUE(g->Finished());
 }
 
 TEST(GrpcSession, BufferedBodiesStayWithinTheBudgetAndTheRestIsRefused) {
@@ -644,6 +708,7 @@ TEST(GrpcSessionFrames, ConnectionErrorsAreGoawaysWithTheirCode) {
       {"an HPACK index past the table", Start() + Frame(1, 5, 1, "\xfe"), 0x9},
       {"RST_STREAM of an idle stream", Start() + Frame(3, 0, 9, Word(8)), 0x1},
       {"PRIORITY of 4 bytes for an idle stream", Start() + Frame(2, 0, 9, "abcd"), 0x6},
+      {"PRIORITY making an idle stream depend on itself", Start() + Frame(2, 0, 9, Word(9) + "\x10"), 0x1},
       {"HEADERS whose priority field is cut", Start() + Frame(1, 0x24, 1, "abc"), 0x6},
   };
   for (const Case& k : cases) {
@@ -832,6 +897,19 @@ TEST(GrpcSessionBounds, APriorityOfTheWrongLengthResetsItsStream) {
   EXPECT_EQ(Field(f.headers[3], "grpc-status"), "0");
 }
 
+// One that makes an open stream depend on itself resets it PROTOCOL_ERROR
+// (RFC 9113 5.3.1); one depending on another stream is dropped.
+TEST(GrpcSessionBounds, APriorityOnItselfResetsItsStream) {
+  Echo echo;
+  auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
+  Frames f = Exchange(*g, Start() + Headers(1, false) + Frame(2, 0, 1, Word(1) + "\x10") + Headers(3, false) +
+                              Frame(2, 0, 3, Word(1) + "\x10") + Data(3, Prefix(2) + "ok", true));
+  EXPECT_EQ(f.rst[1], 0x1u);
+  EXPECT_EQ(f.rst.count(3), 0u);
+  EXPECT_EQ(f.goaways, 0);
+  EXPECT_EQ(Field(f.headers[3], "grpc-status"), "0");
+}
+
 }  // namespace
 }  // namespace frs::server
 
@@ -865,7 +943,13 @@ TEST(GrpcSessionWatch, MessagesAtEachChangeThenTrailersAtShutdown) {
   EXPECT_FALSE(g->HasOpenStreams());
   g->PollWatches();
   EXPECT_TRUE(Drained(*g).data.empty());  // nothing changed
+  // Frames received do not ask the service again (PINGs would each cost a
+  // call per watch): only PollWatches and Shutdown do.
+  const int asked = w.calls;
   w.state = "two";
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(g->Receive(Frame(6, 0, 0, std::string(8, 'p')), 2));
+  EXPECT_EQ(w.calls, asked);
+  EXPECT_TRUE(Drained(*g).data.empty());
   g->PollWatches();
   EXPECT_EQ(Drained(*g).data[1], Prefix(3) + "two");
   w.state = "end";
