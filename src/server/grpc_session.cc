@@ -145,8 +145,11 @@ bool GrpcSession::Fail(uint32_t error) {
     ready_.clear();
     h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
     char w[8];
-    // A second GOAWAY may not name a later stream than the first (RFC 9113 6.8).
-    h2::PutU32(w, goaway_sent_ ? goaway_last_ : last_stream_);
+    // The last stream whose call was answered: nothing after this one is
+    // (calls queued are dropped below), so a client may retry every later
+    // one elsewhere (RFC 9113 6.8), where naming the last stream begun
+    // would have it count them lost. Never later than a first GOAWAY's.
+    h2::PutU32(w, goaway_sent_ ? std::min(goaway_last_, last_answered_) : last_answered_);
     h2::PutU32(w + 4, error);
     out_.append(w, sizeof w);
   }
@@ -578,14 +581,23 @@ bool GrpcSession::OnWindowUpdate(uint32_t id, uint32_t increment) {
 
 bool GrpcSession::OnRstStream(uint32_t id) {
   if (id == 0 || id > last_stream_) return Fail(h2::kProtocolError);
-  // Rapid reset: a token per reset, kResetsPerSecond come back a second.
+  auto it = streams_.find(static_cast<int32_t>(id));
+  // Rapid reset: a token per stream reset before it was answered (work
+  // begun, or about to be, and dropped), kResetsPerSecond come back a
+  // second. A reset of a stream already answered costs nothing and is
+  // what a client whose own deadline passed sends (RFC 9113 5.1 allows it
+  // after the close): charged, a burst of such cancellations would end
+  // the connection and every call in flight on it.
+  if (it == streams_.end() || it->second.answered) {
+    if (it != streams_.end()) Close(it);
+    return true;
+  }
   reset_tokens_ = std::min<double>(kResetBurst, reset_tokens_ + static_cast<double>(now_ns_ - reset_refill_ns_) *
                                                                     kResetsPerSecond / 1e9);
   reset_refill_ns_ = now_ns_;
   if (reset_tokens_ < 1) return Fail(h2::kEnhanceYourCalm);
   reset_tokens_ -= 1;
-  auto it = streams_.find(static_cast<int32_t>(id));
-  if (it != streams_.end()) Close(it);  // order_ and ready_ skip it when they reach it
+  Close(it);  // order_ and ready_ skip it when they reach it
   return true;
 }
 
@@ -886,6 +898,7 @@ void GrpcSession::Answer(Streams::iterator it) {
   Stream& s = it->second;
   ++answered_;
   s.answered = true;
+  last_answered_ = std::max(last_answered_, static_cast<uint32_t>(id));
   if (!s.heads.post || !s.heads.grpc_type) {
     Release(s);
     // Not a gRPC request: 415, as gRPC servers answer one (grpc's PROTOCOL-HTTP2.md).

@@ -61,9 +61,10 @@
 //    measures the request time-out (it closes the connection with GOAWAY);
 //  - the protocol's floods: a frame past 16,384 bytes, more than
 //    kMaxContinuations CONTINUATIONs to a header block (CVE-2024-28182),
-//    more than kMaxSettings entries in one SETTINGS, and RST_STREAMs
-//    received past a burst of kResetBurst then kResetsPerSecond (rapid
-//    reset, CVE-2023-44487) end the connection with GOAWAY. The answers to
+//    more than kMaxSettings entries in one SETTINGS, and RST_STREAMs of
+//    streams not yet answered past a burst of kResetBurst then
+//    kResetsPerSecond (rapid reset, CVE-2023-44487) end the connection
+//    with GOAWAY. The answers to
 //    PING and SETTINGS are no larger than what asked for them, and the
 //    worker stops reading a connection whose output waits unsent, so a
 //    client that does not read cannot make them grow.
@@ -394,7 +395,8 @@ class GrpcSession {
   bool table_zeroed_ = false;
   double reset_tokens_ = 0;  // rapid reset's bucket
   int64_t reset_refill_ns_ = 0;
-  uint32_t goaway_last_ = 0;  // the stream our first GOAWAY named
+  uint32_t goaway_last_ = 0;    // the stream our first GOAWAY named
+  uint32_t last_answered_ = 0;  // the highest stream whose call was answered
   bool goaway_sent_ = false;
   bool goaway_received_ = false;
   bool failed_ = false;
