@@ -22,8 +22,9 @@
 #            statistics' and the lock word's) under ThreadSanitizer, built
 #            by clang, their programs the only ones built.
 # FRS_TEST_PRESETS chooses stages: "fuzz" adds 20 s of libFuzzer exploration
-# of the request path and 20 s of the XML scanner against pugixml
-# (FRS_FUZZ_SECONDS each), and FRS_RELEASE_TESTS=all runs every
+# each (FRS_FUZZ_SECONDS) of the request path, the XML scanner against
+# pugixml, a gRPC connection, and ShouldRateLimit's direct decoder against
+# protobuf, and FRS_RELEASE_TESTS=all runs every
 # test in the unsanitized stage too. CI runs the default (docs/development.md
 # has its times).
 # A test that ctest reports skipped fails its stage unless tests/skips.txt
@@ -109,7 +110,7 @@ run_stage() {
   case "$preset" in
     release | outside) [ "${FRS_RELEASE_TESTS:-}" = all ] || targets=(frsd frsctl frsbench frs_archive frs_compressed_docs) ;;
     tsan) targets=(frs_tsan_programs) ;;
-    fuzz) targets=(frs_fuzz_request frs_fuzz_xml_decode) ;;
+    fuzz) targets=(frs_fuzz_request frs_fuzz_xml_decode frs_fuzz_grpc_session frs_fuzz_rls_request) ;;
   esac
   # The ASan stage builds frsd and frsctl first and starts the tests that run
   # only them (label programs: the cluster's, Envoy's HTTP/2 and the docs'
@@ -144,10 +145,13 @@ run_stage() {
   built=$(date +%s)
   echo "== ${preset}: built in $((built - stage_start)) s"
   if [ "$preset" = fuzz ]; then
-    # libFuzzer (with ASan+UBSan), 20 s each: the whole request path, then the
-    # fast XML scanner against pugixml's path; from scratch copies of their
-    # corpora, so a run adds nothing to the tree.
-    for target in request:corpus xml_decode:xml_corpus; do
+    # libFuzzer (with ASan+UBSan), 20 s each: the whole request path, the
+    # fast XML scanner against pugixml's path, a gRPC connection's bytes, and
+    # ShouldRateLimit's direct decoder against protobuf; from scratch copies
+    # of their corpora, so a run adds nothing to the tree.
+    for target in request:corpus xml_decode:xml_corpus grpc_session:grpc_corpus rls_request:rls_corpus; do
+      dict=()
+      case "$target" in request:* | xml_decode:*) dict=(-dict=tests/fuzz/xml.dict) ;; esac
       # Crash inputs (-artifact_prefix) go to a scratch directory too, and are
       # printed, so a failure leaves nothing in the working tree.
       corpus=$(mktemp -d)
@@ -156,7 +160,7 @@ run_stage() {
       rc=0
       echo "-- frs_fuzz_${target%%:*}"
       "build-fuzz/src/server/frs_fuzz_${target%%:*}" -max_total_time="${FRS_FUZZ_SECONDS:-20}" -timeout=10 \
-        -rss_limit_mb=4096 -dict=tests/fuzz/xml.dict -print_final_stats=1 -artifact_prefix="$artifacts/" \
+        -rss_limit_mb=4096 "${dict[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" \
         "$corpus" >"$artifacts/log" 2>&1 || rc=$?
       tail -n 12 "$artifacts/log"
       if [ "$rc" != 0 ]; then
