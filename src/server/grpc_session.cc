@@ -140,15 +140,14 @@ GrpcSession::~GrpcSession() {
 bool GrpcSession::Fail(uint32_t error) {
   if (!failed_) {
     failed_ = true;
-    // Calls queued and not yet answered never will be (their streams are
-    // past the GOAWAY's last id or abandoned with the connection).
+    // Calls queued and not yet answered never will be: dropped, uncounted.
     ready_.clear();
     h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
     char w[8];
-    // The last stream whose call was answered: nothing after this one is
-    // (calls queued are dropped below), so a client may retry every later
-    // one elsewhere (RFC 9113 6.8), where naming the last stream begun
-    // would have it count them lost. Never later than a first GOAWAY's.
+    // The last stream whose call was answered: no later one was processed
+    // nor will be, so a client may retry each of them elsewhere (RFC 9113
+    // 6.8), where naming the last stream begun would have it count them
+    // lost. Never later than a first GOAWAY's.
     h2::PutU32(w, goaway_sent_ ? std::min(goaway_last_, last_answered_) : last_answered_);
     h2::PutU32(w + 4, error);
     out_.append(w, sizeof w);
@@ -221,11 +220,10 @@ bool GrpcSession::OnFrame(const uint8_t* header, const uint8_t* p) {
       if (++block_continuations_ > kMaxContinuations) return Fail(h2::kEnhanceYourCalm);
       return OnHeaderBlock(p, f.length, f.flags & h2::kEndHeaders, false);
     case h2::kPriority:
-      // Priorities are not used: checked and dropped. A wrong length is
-      // the stream's error (RFC 9113 6.3), the connection's for a stream
-      // never opened (no RST_STREAM may name one).
-      // So is one that makes the stream depend on itself (5.3.1), a
-      // PROTOCOL_ERROR.
+      // Priorities are not used: checked and dropped. A wrong length
+      // (FRAME_SIZE_ERROR, RFC 9113 6.3) or a stream depending on itself
+      // (PROTOCOL_ERROR, 5.3.1) is the stream's error, the connection's for
+      // a stream never opened (no RST_STREAM may name one).
       if (f.stream == 0) return Fail(h2::kProtocolError);
       if (f.length != 5 || (h2::ReadU32(p) & 0x7fffffffu) == f.stream) {
         const uint32_t error = f.length != 5 ? h2::kFrameSizeError : h2::kProtocolError;

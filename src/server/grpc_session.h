@@ -20,8 +20,9 @@
 // changed (PollWatches(), after a reload) and when the session shuts down,
 // the service is asked again and a message that differs from the last one
 // sent is sent; at shutdown the stream then ends (grpc-status 0). Not at
-// each frame received: a client's PINGs would each cost a call per watch. Such a stream is not "open" for
-// HasOpenStreams() (the connection is idle, not busy, while it only watches).
+// each frame received: a client's PINGs would each cost a call per watch.
+// Such a stream is not "open" for HasOpenStreams() (the connection is
+// idle, not busy, while it only watches).
 //
 // A unary call is answered as soon as its request stream ends: HEADERS
 // (:status 200, content-type application/grpc), one DATA frame of the
@@ -64,10 +65,10 @@
 //    more than kMaxSettings entries in one SETTINGS, and RST_STREAMs of
 //    streams not yet answered past a burst of kResetBurst then
 //    kResetsPerSecond (rapid reset, CVE-2023-44487) end the connection
-//    with GOAWAY. The answers to
-//    PING and SETTINGS are no larger than what asked for them, and the
-//    worker stops reading a connection whose output waits unsent, so a
-//    client that does not read cannot make them grow.
+//    with GOAWAY. The answers to PING and SETTINGS are no larger than what
+//    asked for them, and the worker stops reading a connection whose
+//    output waits unsent, so a client that does not read cannot make them
+//    grow.
 // Any breach of the protocol is answered as RFC 9113 says: a stream error
 // resets that stream, a connection error sends GOAWAY with its code, after
 // which nothing more is read and Finished() is true once it is drained.
