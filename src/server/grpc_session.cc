@@ -913,6 +913,7 @@ void GrpcSession::Answer(Streams::iterator it) {
   reply.message.clear();
   reply.body.clear();
   uint32_t len = 0;
+  bool compressed = false;
   if (s.heads.other_codec) {
     reply.code = GrpcCode::kInternal;
     reply.message =
@@ -926,6 +927,7 @@ void GrpcSession::Answer(Streams::iterator it) {
     reply.code = GrpcCode::kInternal;
     reply.message = "the request is not one length-prefixed message";
   } else if (s.body[0] == 1) {
+    compressed = true;
     reply.code = GrpcCode::kUnimplemented;
     reply.message = "compressed messages are not accepted (no grpc-encoding is offered)";
   } else if (s.body[0] != 0) {
@@ -960,6 +962,9 @@ void GrpcSession::Answer(Streams::iterator it) {
     std::string block(kGrpcHeaders);
     h2::AppendLiteral(&block, 0, "grpc-status", code);
     if (!text.empty()) h2::AppendLiteral(&block, 0, "grpc-message", text);
+    // A compressed call refused says what the service accepts, as gRPC's
+    // compression spec asks, so that a client can fall back to none.
+    if (compressed) h2::AppendLiteral(&block, 0, "grpc-accept-encoding", "identity");
     WriteHeaders(static_cast<uint32_t>(id), block, true);
     s.local_closed = true;
     KeepSmall(&reply.body);

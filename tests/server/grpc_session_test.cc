@@ -440,7 +440,7 @@ TEST(GrpcSession, AnUnknownMethodIsUnimplemented) {
 }
 
 // A call refused before its message is read (too long, badly framed,
-// compressed) is answered with its code and told to the service, which
+// compressed: with grpc-accept-encoding) is answered with its code and told to the service, which
 // counts it as it counts the calls it refuses itself; one of an unknown
 // method has no method to tell.
 TEST(GrpcSession, ACallRefusedBeforeItsMessageIsToldToTheService) {
@@ -459,7 +459,9 @@ TEST(GrpcSession, ACallRefusedBeforeItsMessageIsToldToTheService) {
   EXPECT_EQ(Field(f.headers[1], "grpc-status"), "8");
   EXPECT_EQ(Field(f.headers[3], "grpc-status"), "13");
   EXPECT_EQ(Field(f.headers[5], "grpc-status"), "12");
+  EXPECT_EQ(Field(f.headers[5], "grpc-accept-encoding"), "identity");  // what a client may fall back to
   EXPECT_EQ(Field(f.headers[7], "grpc-status"), "12");
+  EXPECT_EQ(Field(f.headers[7], "grpc-accept-encoding"), "<none>");
   EXPECT_EQ(Field(f.headers[9], "grpc-status"), "0");
   EXPECT_EQ(echo.refused, 3);
   EXPECT_EQ(echo.calls, 1);
