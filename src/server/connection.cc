@@ -221,10 +221,13 @@ void Connection::Process() {
     req_start_ns_ = last_read_ns_;
     if (!keep) state_ = State::kClosing;
   }
-  if (state_ == State::kOpen && (peer_closed_ || shutting_down_) && (req_ == end_ || peer_closed_)) {
-    // Nothing more can arrive (EOF) or be accepted (shutdown, idle).
+  // Nothing more can arrive (EOF) or be accepted (shutdown, idle). After an
+  // EOF, requests already buffered are still answered: the loop above
+  // stops at the output high-water mark with whole requests left, and
+  // only a request cut short by the EOF is dropped.
+  const bool paused = req_ < end_ && OutputBacklog() >= kOutputHighWater;
+  if (state_ == State::kOpen && (peer_closed_ || shutting_down_) && (req_ == end_ || (peer_closed_ && !paused)))
     state_ = State::kClosing;
-  }
   if (req_ == end_) req_ = end_ = 0;
 }
 

@@ -145,16 +145,24 @@ class Connection : public DeadlineNode {
   // gRPC: when the oldest stream not yet answered began (the request
   // time-out runs from there, whatever else the connection does); -1: no
   // such stream, or HTTP/1.1.
-  int64_t BusySinceNs() const { return grpc_ ? grpc_->OldestUnansweredNs() : -1; }
+  // Only while open: a connection closing (a GOAWAY's linger) has its own
+  // full time-out from when it began to close.
+  int64_t BusySinceNs() const { return grpc_ && state_ == State::kOpen ? grpc_->OldestUnansweredNs() : -1; }
   // Bytes the HTTP/2 session makes the worker hold (GrpcSession::held()).
   size_t GrpcHeld() const { return grpc_ ? grpc_->held() : 0; }
   // gRPC: calls received whole and not yet answered (a bounded number is
   // answered per Process()): process again next turn, without a read.
   // TLS: records fed and not yet decrypted (no room for their plaintext).
-  // Only while open: a closing or lingering connection reads no more, and
-  // a backlog it keeps would have the worker come back every loop turn.
+  // HTTP/1.1: requests buffered when the client half-closed, left for want
+  // of room for their answers (no read event is due for them).
+  // Only while open and under the output high-water mark, as Process()
+  // works on them: otherwise the worker would come back every loop turn to
+  // do nothing (a lingering connection; answers past the mark held for a
+  // replica, which no write event releases).
   bool HasBacklog() const {
-    return state_ == State::kOpen && ((grpc_ && grpc_->HasBacklog()) || (tls_ && tls_->HasPendingInput()));
+    return state_ == State::kOpen && OutputBacklog() < kOutputHighWater &&
+           ((grpc_ && grpc_->HasBacklog()) || (tls_ && tls_->HasPendingInput()) ||
+            (!grpc_ && peer_closed_ && req_ < end_));
   }
   // gRPC: health watches hear what a reload changed (true: output queued).
   bool PollGrpcWatches();

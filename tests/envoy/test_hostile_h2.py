@@ -477,6 +477,28 @@ class Hostile(unittest.TestCase):
         self.assertIn(7, [t for t, _, _, _ in frames(got)])  # GOAWAY before the close
         self.assert_serving()
 
+    def test_a_timed_out_stream_gets_its_goaway_read_before_the_close(self):
+        # A stream left unfinished past request_timeout_ms (1 s): GOAWAY, our
+        # side shut, and the client's further bytes read and dropped, so that
+        # its kernel does not reset the connection under the GOAWAY. The
+        # lingering connection was listed again under the stream's own, spent
+        # deadline, timed out at once and closed: the client's next bytes
+        # met a reset.
+        c = Conn(self.frsd.grpc_port)
+        c.send(PREFACE + SETTINGS + self.half_sent(1))
+        got = c.read_until(lambda out: 7 in [t for t, _, _, _ in frames(out)], 5)
+        self.assertIn(7, [t for t, _, _, _ in frames(got)])  # GOAWAY
+        ping = frame(6, 0, 0, b"\0" * 8)
+        for _ in range(5):
+            c.send(ping)  # raises once the server's kernel has reset the connection
+            c.s.settimeout(0.05)
+            try:
+                self.assertEqual(c.s.recv(65536), b"")  # our side shut: EOF, never a reset
+            except socket.timeout:
+                pass
+        c.close()
+        self.assert_serving()
+
     def test_half_sent_streams_are_refused_past_the_buffer_budget(self):
         pid = self.frsd.workers_pids()[0]
         before = vm_rss_kb(pid)

@@ -217,6 +217,49 @@ TEST(Connection, StopsProcessingWhenTheClientDoesNotRead) {
   EXPECT_TRUE(h.conn.WantsRead());
 }
 
+// A client that pipelines past the output high-water mark and then
+// half-closes gets every whole request answered: the ones left buffered
+// when processing stopped for room are answered once output drains (the
+// worker comes back for them: HasBacklog), only a request cut by the EOF
+// is not.
+TEST(Connection, RequestsBufferedAtAHalfCloseAreAllAnswered) {
+  Harness h;
+  const std::string one = "GET /health HTTP/1.1\r\n\r\n";
+  std::string all;
+  for (int i = 0; i < 40000; ++i) all += one;
+  size_t fed = 0;
+  while (fed < all.size()) {
+    std::span<char> room = h.conn.ReadSpace();
+    if (room.empty()) break;
+    const size_t n = std::min(room.size(), all.size() - fed);
+    std::memcpy(room.data(), all.data() + fed, n);
+    fed += n;
+    h.conn.Produced(n, 0);
+    h.conn.Process();
+  }
+  ASSERT_GE(h.conn.PendingOutput().size(), Connection::kOutputHighWater);  // stopped for room
+  h.conn.PeerClosed();
+  h.conn.Process();
+  EXPECT_EQ(h.conn.state(), Connection::State::kOpen);
+  EXPECT_FALSE(h.conn.HasBacklog());  // nothing to do until output drains
+  std::string out;
+  for (int turns = 0; turns < 10000; ++turns) {
+    if (h.conn.WantsWrite()) {
+      std::string_view p = h.conn.PendingOutput();
+      out.append(p);
+      h.conn.Consumed(p.size());
+      h.conn.Process();
+    } else if (h.conn.HasBacklog()) {
+      h.conn.Process();
+    } else {
+      break;
+    }
+  }
+  EXPECT_EQ(CountOf(out, "HTTP/1.1 200"), static_cast<int>(fed / one.size())) << fed;
+  EXPECT_GT(fed / one.size(), 1000u) << "the feed stopped early";
+  EXPECT_TRUE(h.conn.Done());
+}
+
 TEST(Connection, ShutdownClosesIdleAndFinishesBusy) {
   Harness idle;
   idle.conn.BeginShutdown();

@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "os/unique_fd.h"
+#include "server/connection.h"
+
 namespace frs::server {
 namespace {
 
@@ -287,6 +290,40 @@ TEST(GrpcSession, ALoweredHeaderTableSizeIsAcknowledgedInTheNextHeaderBlock) {
   EXPECT_EQ(Field(f.headers[5], "grpc-status"), "0");
   EXPECT_EQ(f.data[5], Prefix(2) + "hu");
   EXPECT_EQ(echo.calls, 3);
+}
+
+// A gRPC connection whose output is past the high-water mark has no
+// backlog for the worker, whatever calls wait: it answers none of them
+// until the output drains (with answers held for a replica, no write event
+// would come, and the worker came back every turn to do nothing).
+TEST(GrpcSession, NoBacklogPastTheOutputHighWater) {
+  Echo echo;
+  Connection c(os::UniqueFd(), ConnectionLimits{4096, 4096}, nullptr);
+  c.UseGrpc(GrpcSession::Create(&echo, GrpcLimits{}).value());
+  // The client's windows wide open, as Envoy's are: answers pile up in the
+  // connection's output, not in the session's flow control.
+  std::string in = kPreface + Settings(4, 1u << 30) + Frame(8, 0, 0, Word(1u << 30));
+  const std::string msg(100, 'm');
+  for (uint32_t i = 0; i < 4000; ++i) in += Headers(2 * i + 1, false) + Data(2 * i + 1, Prefix(100) + msg, true);
+  size_t fed = 0;
+  while (fed < in.size()) {
+    std::span<char> room = c.ReadSpace();
+    if (room.empty()) break;
+    const size_t n = std::min(room.size(), in.size() - fed);
+    std::memcpy(room.data(), in.data() + fed, n);
+    fed += n;
+    c.Produced(n, 1);
+    c.Process();
+  }
+  ASSERT_GE(c.PendingOutput().size(), Connection::kOutputHighWater);
+  const uint64_t answered = echo.calls;
+  EXPECT_FALSE(c.HasBacklog());
+  c.Process();
+  EXPECT_EQ(echo.calls, answered);  // nothing to do indeed
+  c.Consumed(c.PendingOutput().size());
+  EXPECT_TRUE(c.HasBacklog());  // calls wait, and there is room for their answers
+  c.Process();
+  EXPECT_GT(echo.calls, answered);
 }
 
 TEST(GrpcSession, AConnectionErrorLeavesNoBacklog) {
