@@ -20,11 +20,41 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Every change under <grpc config> reloads it (inotify, dot-files included:
+// a ConfigMap's ..data swap is one): a file frsd writes itself in it would
+// reload it at each line written, for ever.
+Status CheckWrittenOutsideGrpcConfig(const srv::Context& ctx, const pugi::xml_node& root) {
+  const SrvConfig& cfg = ctx.cfg();
+  if (cfg.grpc_config.empty()) return Status::OK();
+  const fs::path dir = fs::path(cfg.grpc_config).lexically_normal();
+  const struct {
+    const std::string& path;
+    const char* what;
+    const char* element;
+  } written[] = {
+      {cfg.logfile, "<log file>", "log"},
+      {cfg.decisions_file, "<decisions file>", "decisions"},
+      {cfg.pidfile, "<pidfile>", "pidfile"},
+      {cfg.store_dir, "<store dir>", "store"},
+  };
+  for (const auto& w : written) {
+    if (w.path.empty()) continue;
+    const fs::path rel = fs::path(w.path).lexically_normal().lexically_relative(dir);
+    if (!rel.empty() && *rel.begin() != ".." && rel.is_relative())
+      return ctx.Error(root.child(w.element), std::string(w.what) + " " + w.path + " lies inside <grpc config> " +
+                                                  cfg.grpc_config +
+                                                  ", whose every change reloads the rate limit configuration: "
+                                                  "frsd would reload at each write of its own");
+  }
+  return Status::OK();
+}
+
 // What holds across elements, once every element has been read.
 Status CheckWhole(const srv::Context& ctx, const pugi::xml_node& root) {
   SrvConfig& cfg = ctx.cfg();
   if (cfg.map_path.empty()) return ctx.Error(root, "<map> is required (the map.xml of businesses)");
   if (cfg.store_dir.empty()) return ctx.Error(root, "<store dir=\"...\"/> is required");
+  if (Status s = CheckWrittenOutsideGrpcConfig(ctx, root); !s.ok()) return s;
   if (!cfg.cluster_shards.empty() && cfg.cluster_self.empty()) {
     // A wildcard names no shard: taken for this shard's name, every route
     // was another's, and the 421s sent clients back here.

@@ -547,6 +547,23 @@ TEST(SrvConfig, GrpcTransportErrorsNameTheAttribute) {
               "4", "<grpc client_names> lists the client certificate names allowed, and needs client_ca");
 }
 
+// A file frsd writes inside <grpc config> would be read as rate limit
+// configuration, and each write of it would reload it (the watch): refused,
+// naming the element; beside it (a sibling directory) is fine.
+TEST(SrvConfig, NothingFrsdWritesLiesInsideTheGrpcConfigDirectory) {
+  const std::string head = "<frs>\n<map>m.xml</map>\n";
+  const std::string grpc = "<grpc listen=\"127.0.0.1:0\" config=\"rl\"/>\n";
+  ExpectError(head + "<store dir=\"d\"/>\n<log file=\"rl/.frsd.log\"/>\n" + grpc + "</frs>", "4", "<log file> ");
+  ExpectError(head + "<store dir=\"d\"/>\n<decisions file=\"./rl/sub/../dec.log\"/>\n" + grpc + "</frs>", "4",
+              "<decisions file> ");
+  ExpectError(head + "<store dir=\"rl\"/>\n" + grpc + "</frs>", "3", "<store dir> ");
+  ExpectError(head + "<store dir=\"d\"/>\n<pidfile>rl/frsd.pid</pidfile>\n" + grpc + "</frs>", "4",
+              "lies inside <grpc config>");
+  TempDir d;
+  auto c = LoadSrvConfig(Write(d, head + "<store dir=\"rl2\"/>\n<log file=\"rl-logs/frsd.log\"/>\n" + grpc + "</frs>"));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
 TEST(SrvConfig, MissingFileIsAnError) {
   auto c = LoadSrvConfig("/nonexistent/srv.xml");
   ASSERT_FALSE(c.ok());
