@@ -79,6 +79,23 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
   return out;
 }
 
+std::string RulesDigest(std::string_view map_text) {
+  std::string text;
+  text.reserve(map_text.size());
+  for (size_t at = 0; at < map_text.size();) {
+    const size_t open = map_text.find("<!--", at);
+    if (open == std::string_view::npos) {
+      text.append(map_text.substr(at));
+      break;
+    }
+    text.append(map_text.substr(at, open - at));
+    const size_t close = map_text.find("-->", open + 4);
+    if (close == std::string_view::npos) break;  // not well-formed: the map was refused before this
+    at = close + 3;
+  }
+  return MapDigest(text);
+}
+
 }  // namespace frs::server
 
 namespace frs {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "config/srv_config.h"
 #include "frs/status.h"
@@ -34,5 +35,12 @@ struct ComposedMap {
 // YAML file's, or map.xml's for a biz in the range reserved for Envoy).
 // `persist_ids` false (frsd -t): envoy.ids is read, never written.
 Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, bool persist_ids = true);
+
+// What two shards compare to tell whether they count by the same rules
+// (replicas: "runs another map"): frs::MapDigest of a composed map's text
+// with its XML comments left out. The comments are not rules, and the
+// composed map's name each Envoy biz's YAML file by its absolute path,
+// which differs between shards whose <grpc config> lies elsewhere.
+std::string RulesDigest(std::string_view map_text);
 
 }  // namespace frs::server

@@ -676,9 +676,9 @@ void Replicator::CheckPeerMap(Link& l, std::string_view body, int64_t now_ns) {
   if (theirs.find_first_not_of("0123456789abcdef") != std::string_view::npos) theirs = "(not a digest)";
   if (uint64_t n = 0; l.map_log.Note(now_ns, &n))
     FRS_LOG(
-        "replicas: %s runs another map (its map.xml digest %.*s, this shard's %s): every shard must run the same "
-        "map.xml; until then its copy of this shard's keys counts by other rules, and a failover there grants by "
-        "them (logged once a minute)",
+        "replicas: %s runs another map (its rules' digest %.*s, this shard's %s: map.xml and the Envoy descriptors' "
+        "bizzes, comments aside): every shard must run the same map.xml and <grpc config> files; until then its copy "
+        "of this shard's keys counts by other rules, and a failover there grants by them (logged once a minute)",
         l.name.c_str(), static_cast<int>(theirs.size()), theirs.data(), opts_.map_digest.c_str());
 }
 

@@ -9,6 +9,7 @@
 #include "frs/service.h"
 #include "frs/store.h"
 #include "server/clock_util.h"
+#include "server/envoy_map.h"
 #include "server/logger.h"
 #include "server/metrics.h"
 #include "server/signals.h"
@@ -84,7 +85,7 @@ int RunWorker(WorkerContext ctx) {
       FRS_LOG("cannot read the master's map: %s", m.status().message().c_str());
       return kExitFatalConfig;
     }
-    map_digest = MapDigest(m->text);
+    map_digest = RulesDigest(m->text);
     eo.map_text = std::move(m->text);
     envoy_bundle = std::move(m->envoy_text);
     generation = m->generation;

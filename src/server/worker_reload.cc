@@ -4,6 +4,7 @@
 
 #include "envoy/envoy_rules.h"
 #include "frs/service.h"
+#include "server/envoy_map.h"
 #include "server/logger.h"
 #include "server/signals.h"
 
@@ -39,7 +40,7 @@ void Worker::HandleSignals(int64_t now) {
           else s = parsed.status();
         }
         if (s.ok()) s = engine_->ReloadText(m->text, next ? next->map_path : cfg_.map_path);
-        if (s.ok()) SetMapDigest(MapDigest(m->text));
+        if (s.ok()) SetMapDigest(RulesDigest(m->text));
         if (s.ok()) ApplyEnvoy(m->envoy_text, next ? next->grpc_merge_domains : cfg_.grpc_merge_domains);
         if (s.ok() && next) ApplyLive(*next, m->previous_list);
       }

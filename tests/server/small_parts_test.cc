@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
+#include "frs/service.h"
 #include "server/admin_auth.h"
 #include "server/allow_list.h"
 #include "server/deadline_list.h"
+#include "server/envoy_map.h"
 
 namespace frs::server {
 namespace {
@@ -94,6 +96,31 @@ TEST(DeadlineList, ExpiresInOrderAndMovesBetweenLists) {
   EXPECT_EQ(b.Expired(1150), &n2);
   b.Remove(&n2);
   EXPECT_EQ(b.NextDueIn(0), -1);
+}
+
+}  // namespace
+}  // namespace frs::server
+
+namespace frs::server {
+namespace {
+
+// Replicas compare RulesDigest: the rules, not the comments. Two shards
+// whose <grpc config> lies at different paths compose the same bizzes with
+// comments naming different files; a rule that differs still shows.
+TEST(RulesDigest, CommentsAsideTheRules) {
+  const std::string a =
+      "<map>\n  <biz id=\"1\" name=\"login\"><rule algo=\"fixed\" interval=\"60\" max=\"5\"/></biz>\n"
+      "  <biz id=\"49559\" name=\"envoy.edge.ip\">  <!-- /etc/a/rl/c.yaml:6: domain edge -->\n"
+      "    <rule algo=\"calendar\" interval=\"60\" max=\"100\"/></biz>\n</map>\n";
+  std::string b = a;
+  b.replace(b.find("/etc/a/"), 7, "/srv/b/");
+  EXPECT_NE(MapDigest(a), MapDigest(b));
+  EXPECT_EQ(RulesDigest(a), RulesDigest(b));
+  EXPECT_EQ(RulesDigest(a), RulesDigest("<!-- a note -->" + a));
+  std::string c = a;
+  c.replace(c.find("max=\"100\""), 9, "max=\"101\"");
+  EXPECT_NE(RulesDigest(a), RulesDigest(c));
+  EXPECT_EQ(RulesDigest("<map></map>"), MapDigest("<map></map>"));  // nothing to leave out
 }
 
 }  // namespace
