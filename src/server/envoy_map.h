@@ -39,8 +39,8 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
 // What two shards compare to tell whether they count by the same rules
 // (replicas: "runs another map"): frs::MapDigest of a composed map's text
 // with its XML comments left out. The comments are not rules, and the
-// composed map's name each Envoy biz's YAML file by its absolute path,
-// which differs between shards whose <grpc config> lies elsewhere.
+// composed map's comments name each Envoy biz's YAML file by its absolute
+// path, which differs between shards whose <grpc config> lies elsewhere.
 std::string RulesDigest(std::string_view map_text);
 
 }  // namespace frs::server
