@@ -21,25 +21,32 @@ namespace {
 namespace fs = std::filesystem;
 
 // Every change under <grpc config> reloads it (inotify, dot-files included:
-// a ConfigMap's ..data swap is one): a file frsd writes itself in it would
-// reload it at each line written, for ever.
+// a ConfigMap's ..data swap is one), and every file there is read as YAML:
+// a file frsd writes itself in it would reload it at each line written,
+// for ever, each reload refused (a Unix socket cannot even be read).
 Status CheckWrittenOutsideGrpcConfig(const srv::Context& ctx, const pugi::xml_node& root) {
   const SrvConfig& cfg = ctx.cfg();
   if (cfg.grpc_config.empty()) return Status::OK();
-  const fs::path dir = fs::path(cfg.grpc_config).lexically_normal();
+  // Through symbolic links, as the watch and the loader see the files: a
+  // link to the directory is the directory.
+  auto resolved = [](const std::string& p) {
+    std::error_code ec;
+    fs::path r = fs::weakly_canonical(p, ec);
+    return ec ? fs::path(p).lexically_normal() : r;
+  };
+  const fs::path dir = resolved(cfg.grpc_config);
   const struct {
     const std::string& path;
     const char* what;
     const char* element;
   } written[] = {
-      {cfg.logfile, "<log file>", "log"},
-      {cfg.decisions_file, "<decisions file>", "decisions"},
-      {cfg.pidfile, "<pidfile>", "pidfile"},
-      {cfg.store_dir, "<store dir>", "store"},
+      {cfg.logfile, "<log file>", "log"},     {cfg.decisions_file, "<decisions file>", "decisions"},
+      {cfg.pidfile, "<pidfile>", "pidfile"},  {cfg.store_dir, "<store dir>", "store"},
+      {cfg.grpc_unix, "<grpc unix>", "grpc"},
   };
   for (const auto& w : written) {
     if (w.path.empty()) continue;
-    const fs::path rel = fs::path(w.path).lexically_normal().lexically_relative(dir);
+    const fs::path rel = resolved(w.path).lexically_relative(dir);
     if (!rel.empty() && *rel.begin() != ".." && rel.is_relative())
       return ctx.Error(root.child(w.element), std::string(w.what) + " " + w.path + " lies inside <grpc config> " +
                                                   cfg.grpc_config +

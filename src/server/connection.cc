@@ -314,11 +314,13 @@ bool Connection::OnTimeout() {
       grpc_->Drain(&out_);
       Seal();
       state_ = State::kClosing;
-      // A stream left unfinished: its client may still be sending, and
-      // should read the GOAWAY before the close (above). An idle one, or a
-      // TLS handshake never finished (nothing could be sealed), closes now:
-      // lingering would hold its place for nothing.
-      linger_ = !peer_closed_ && grpc_busy_ && (!tls_ || tls_->handshake_done());
+      // The GOAWAY read before the close (above): a client may be sending,
+      // a stream's rest or, on an idle connection, the call it makes just
+      // as the time-out passes; closed with that unread, the kernel would
+      // reset the connection and the GOAWAY could be lost, and the client
+      // would not know its call was never processed. A TLS handshake never
+      // finished closes now: nothing could be sealed.
+      linger_ = !peer_closed_ && (!tls_ || tls_->handshake_done());
       return first;
     }
     state_ = State::kClosed;

@@ -80,18 +80,40 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
 }
 
 std::string RulesDigest(std::string_view map_text) {
+  // The text with comments left out and blanks only where they separate
+  // a tag's name and attributes (one space): values in quotes as they are.
   std::string text;
   text.reserve(map_text.size());
-  for (size_t at = 0; at < map_text.size();) {
-    const size_t open = map_text.find("<!--", at);
-    if (open == std::string_view::npos) {
-      text.append(map_text.substr(at));
-      break;
+  bool in_tag = false, space = false;
+  auto blank = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; };
+  for (size_t at = 0; at < map_text.size(); ++at) {
+    const char ch = map_text[at];
+    if (!in_tag) {
+      if (map_text.compare(at, 4, "<!--") == 0) {
+        const size_t close = map_text.find("-->", at + 4);
+        if (close == std::string_view::npos) break;  // not well-formed: the map was refused before this
+        at = close + 2;
+      } else if (!blank(ch)) {
+        in_tag = ch == '<';
+        text.push_back(ch);
+      }
+      continue;
     }
-    text.append(map_text.substr(at, open - at));
-    const size_t close = map_text.find("-->", open + 4);
-    if (close == std::string_view::npos) break;  // not well-formed: the map was refused before this
-    at = close + 3;
+    if (ch == '"' || ch == '\'') {
+      const size_t close = map_text.find(ch, at + 1);
+      if (close == std::string_view::npos) break;
+      if (space && text.back() != '=') text.push_back(' ');
+      space = false;
+      text.append(map_text.substr(at, close + 1 - at));
+      at = close;
+    } else if (blank(ch)) {
+      space = true;
+    } else {
+      if (space && ch != '>' && ch != '/' && ch != '=' && text.back() != '=') text.push_back(' ');
+      space = false;
+      text.push_back(ch);
+      in_tag = ch != '>';
+    }
   }
   return MapDigest(text);
 }

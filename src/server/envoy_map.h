@@ -38,9 +38,12 @@ Result<ComposedMap> ComposeEnvoyMap(const SrvConfig& cfg, std::string map_xml, b
 
 // What two shards compare to tell whether they count by the same rules
 // (replicas: "runs another map"): frs::MapDigest of a composed map's text
-// with its XML comments left out. The comments are not rules, and the
-// composed map's comments name each Envoy biz's YAML file by its absolute
-// path, which differs between shards whose <grpc config> lies elsewhere.
+// with its XML comments and layout left out (blanks between tags, and
+// within a tag all but one space between its name and attributes; values
+// in quotes count as they are). Neither is a rule, and the composed map's
+// comments name each Envoy biz's YAML file by its absolute path, which
+// differs between shards whose <grpc config> lies elsewhere. Attributes in
+// another order still count as another map.
 std::string RulesDigest(std::string_view map_text);
 
 }  // namespace frs::server

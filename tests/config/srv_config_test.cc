@@ -559,9 +559,21 @@ TEST(SrvConfig, NothingFrsdWritesLiesInsideTheGrpcConfigDirectory) {
   ExpectError(head + "<store dir=\"rl\"/>\n" + grpc + "</frs>", "3", "<store dir> ");
   ExpectError(head + "<store dir=\"d\"/>\n<pidfile>rl/frsd.pid</pidfile>\n" + grpc + "</frs>", "4",
               "lies inside <grpc config>");
+  ExpectError(head + "<store dir=\"d\"/>\n<grpc unix=\"rl/g.sock\" config=\"rl\"/>\n</frs>", "4", "<grpc unix> ");
   TempDir d;
   auto c = LoadSrvConfig(Write(d, head + "<store dir=\"rl2\"/>\n<log file=\"rl-logs/frsd.log\"/>\n" + grpc + "</frs>"));
   EXPECT_TRUE(c.ok()) << c.status().ToString();
+  // Through a symbolic link to the directory, either way round.
+  TempDir l;
+  std::filesystem::create_directory(l / "rl");
+  std::filesystem::create_directory_symlink("rl", l / "rl-link");
+  c = LoadSrvConfig(Write(l, head + "<store dir=\"d\"/>\n<log file=\"rl-link/frsd.log\"/>\n" + grpc + "</frs>"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("lies inside <grpc config>"), std::string::npos) << c.status().message();
+  c = LoadSrvConfig(Write(l, head + "<store dir=\"d\"/>\n<log file=\"rl/frsd.log\"/>\n" +
+                                 "<grpc listen=\"127.0.0.1:0\" config=\"rl-link\"/>\n</frs>"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("lies inside <grpc config>"), std::string::npos) << c.status().message();
 }
 
 TEST(SrvConfig, MissingFileIsAnError) {

@@ -484,19 +484,26 @@ class Hostile(unittest.TestCase):
         # lingering connection was listed again under the stream's own, spent
         # deadline, timed out at once and closed: the client's next bytes
         # met a reset.
-        c = Conn(self.frsd.grpc_port)
-        c.send(PREFACE + SETTINGS + self.half_sent(1))
-        got = c.read_until(lambda out: 7 in [t for t, _, _, _ in frames(out)], 5)
-        self.assertIn(7, [t for t, _, _, _ in frames(got)])  # GOAWAY
-        ping = frame(6, 0, 0, b"\0" * 8)
-        for _ in range(5):
-            c.send(ping)  # raises once the server's kernel has reset the connection
-            c.s.settimeout(0.05)
-            try:
-                self.assertEqual(c.s.recv(65536), b"")  # our side shut: EOF, never a reset
-            except socket.timeout:
-                pass
-        c.close()
+        # So does an idle one, which a client may be sending its first call on
+        # as the time-out passes: the call met a reset, and the GOAWAY that
+        # says it was not processed could be lost to it.
+        busy, idle = Conn(self.frsd.grpc_port), Conn(self.frsd.grpc_port)
+        busy.send(PREFACE + SETTINGS + self.half_sent(1))
+        idle.send(PREFACE + SETTINGS)
+        for c in (busy, idle):
+            got = c.read_until(lambda out: 7 in [t for t, _, _, _ in frames(out)], 5)
+            self.assertIn(7, [t for t, _, _, _ in frames(got)])  # GOAWAY
+        call = headers(1) + data(1, grpc_body(rls_message(b"late")))
+        for c in (busy, idle):
+            for _ in range(5):
+                c.send(call)  # raises once the server's kernel has reset the connection
+                c.s.settimeout(0.05)
+                try:
+                    self.assertEqual(c.s.recv(65536), b"")  # our side shut: EOF, never a reset
+                except socket.timeout:
+                    pass
+            c.close()
+        self.assertEqual(self.count("late"), 0)
         self.assert_serving()
 
     def test_half_sent_streams_are_refused_past_the_buffer_budget(self):

@@ -117,6 +117,17 @@ TEST(RulesDigest, CommentsAsideTheRules) {
   EXPECT_NE(MapDigest(a), MapDigest(b));
   EXPECT_EQ(RulesDigest(a), RulesDigest(b));
   EXPECT_EQ(RulesDigest(a), RulesDigest("<!-- a note -->" + a));
+  // Layout aside: a comment on its own line, blanks between and inside tags.
+  std::string d = a;
+  d.insert(d.find("  <biz id=\"49559\""), "  <!-- reviewed 2026-12 -->\n");
+  d.replace(d.find("<rule algo=\"fixed\""), 18, "<rule\n      algo = \"fixed\"");
+  d.replace(d.find("max=\"5\"/>"), 9, "max=\"5\" />");
+  d += "\n\n";
+  EXPECT_EQ(RulesDigest(a), RulesDigest(d)) << d;
+  // A value's blanks do count.
+  std::string e = a;
+  e.replace(e.find("name=\"login\""), 12, "name=\"log in\"");
+  EXPECT_NE(RulesDigest(a), RulesDigest(e));
   std::string c = a;
   c.replace(c.find("max=\"100\""), 9, "max=\"101\"");
   EXPECT_NE(RulesDigest(a), RulesDigest(c));
