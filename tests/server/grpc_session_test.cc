@@ -477,9 +477,9 @@ TEST(GrpcSession, AnUnknownMethodIsUnimplemented) {
 }
 
 // A call refused before its message is read (too long, badly framed,
-// compressed: with grpc-accept-encoding) is answered with its code and told to the service, which
-// counts it as it counts the calls it refuses itself; one of an unknown
-// method has no method to tell.
+// compressed: with grpc-accept-encoding) is answered with its code and
+// told to the service, which counts it as it counts the calls it refuses
+// itself; one of an unknown method has no method to tell.
 TEST(GrpcSession, ACallRefusedBeforeItsMessageIsToldToTheService) {
   Echo echo;
   GrpcLimits limits;
