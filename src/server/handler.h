@@ -291,9 +291,12 @@ class Handler {
   int64_t date_sec_ = -1;
   char date_[128] = {};
   size_t date_len_ = 0;
-  std::string map_digest_;       // set_map_digest
-  LogThrottle no_biz_changes_;   // NoteChangesOfNoBiz
-  LogThrottle token_refusals_;   // /replicate refused for its admin token
+  std::string map_digest_;      // set_map_digest
+  LogThrottle no_biz_changes_;  // NoteChangesOfNoBiz
+  // /replicate refused for its credentials, one throttle per reason (the
+  // token, the signature's form, the clocks, the self, the signature): a
+  // minute of one reason hides no other.
+  LogThrottle token_refusals_[5];
   LogThrottle unknown_biz_log_;  // NoteUnknownBiz
   std::string replica_proof_;    // Extra::replica_proof's bytes
 };

@@ -277,7 +277,8 @@ bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const 
   };
   const ReplicaAuthCheck signed_by = check(opts_.cluster.self);
   int code = 403;
-  std::string why;  // the refusal's answer
+  std::string why;    // the refusal's answer
+  size_t reason = 0;  // its throttle (token_refusals_)
   // What the log line adds: whose setting to mend.
   const char* mend = "every shard must run the same <admin token> (SIGHUP applies a new one)";
   switch (signed_by.kind) {
@@ -295,12 +296,14 @@ bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const 
       why = "/replicate: an " + std::string(kReplicaAuthScheme) +
             " Authorization needs t= (decimal digits), n= (1 to 64 lower-case hex digits) and mac= (64)";
       mend = "no frsd of this version signs so";
+      reason = 1;
       break;
     case ReplicaAuthCheck::Kind::kSkewed:
       why = "/replicate: signed at a time " + std::to_string(signed_by.skew_s) +
             " s from this shard's clock (at most " + std::to_string(kReplicaAuthSkewS) +
             " s apart): set both shards' clocks (NTP)";
       mend = "every shard's clock must be right (NTP)";
+      reason = 2;
       break;
     case ReplicaAuthCheck::Kind::kWrong:
       // Signed with this token for the shard its Host names, which is not
@@ -315,24 +318,28 @@ bool Handler::ReplicateAuthorized(const HttpHead& head, const char* base, const 
               ": the sender's <cluster> list names this shard otherwise (set self to its name exactly as the list "
               "spells it)";
         mend = "set <cluster self> as every shard's list spells it";
+        reason = 3;
         break;
       }
       why =
           "/replicate: the request's signature does not verify under this shard's admin token and <cluster self>"
           " (another token, a request meant for another shard, or one changed on the way)";
+      reason = 4;
       break;
   }
   // Said here too (the sender's log reads "answered 403"): a shard that
   // refuses every change of another keeps nothing of its routes' copies.
-  if (uint64_t n = 0; token_refusals_.Note(MonoNs(), &n)) {
-    // The name as the unauthenticated sender gave it: printable bytes only.
+  if (uint64_t n = 0; token_refusals_[reason].Note(MonoNs(), &n)) {
+    // The name the sender gave itself, unverified (it did not prove it
+    // holds the token): printable bytes only.
     std::string peer = (q.from.empty() ? q.forname : q.from).substr(0, 80);
     for (char& ch : peer)
       if (ch < 0x20 || ch > 0x7e) ch = '?';
+    peer = peer.empty() ? "a sender that gave no name" : "a sender calling itself " + peer + " (unverified)";
     FRS_LOG(
-        "replicas: refused %llu /replicate request(s) (%d), the last naming itself %s: %s; a shard refused so "
-        "keeps none of these copies: %s (logged once a minute)",
-        static_cast<unsigned long long>(n), code, peer.empty() ? "a sender that named no shard" : peer.c_str(),
+        "replicas: refused %llu /replicate request(s) (%d) for this reason since it was last logged, the last from "
+        "%s: %s; a shard refused so keeps none of these copies: %s (each reason logged at most once a minute)",
+        static_cast<unsigned long long>(n), code, peer.c_str(),
         why.c_str() + (why.starts_with("/replicate: ") ? 12 : 0), mend);
   }
   TextBody(code, why, status);

@@ -38,34 +38,19 @@ std::string_view AnswerLine(std::string_view body, std::string_view word) {
   return {};
 }
 
-// A non-blocking socket connecting to "host:port" (an IPv6 host in
-// brackets). Names are resolved by getaddrinfo, which blocks: give shards
-// as addresses where a slow resolver matters.
-os::UniqueFd StartConnect(const std::string& name, std::string* err) {
-  const size_t colon = name.rfind(':');
-  std::string host = name.substr(0, colon), port = name.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_family = AF_UNSPEC;
-  addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    *err = std::string("cannot resolve: ") + gai_strerror(rc);
-    return os::UniqueFd();
-  }
-  os::UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+// A non-blocking socket connecting to `to`.
+os::UniqueFd StartConnect(const HostResolver::Address& to, std::string* err) {
+  os::UniqueFd fd(::socket(to.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
     *err = std::string("socket: ") + std::strerror(errno);
-    freeaddrinfo(res);
     return fd;
   }
   const int one = 1;
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (::connect(fd.get(), res->ai_addr, res->ai_addrlen) != 0 && errno != EINPROGRESS) {
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to.addr), to.len) != 0 && errno != EINPROGRESS) {
     *err = std::string("connect: ") + std::strerror(errno);
     fd.reset();
   }
-  freeaddrinfo(res);
   return fd;
 }
 
@@ -100,7 +85,11 @@ int64_t RealMs() {
 }  // namespace
 
 Replicator::Replicator(ReplicaOptions opts, ReplicaCounters* counters, EventLoop* loop)
-    : opts_(std::move(opts)), counters_(counters), dropped_(counters ? &counters->dropped : nullptr), loop_(loop) {
+    : opts_(std::move(opts)),
+      counters_(counters),
+      dropped_(counters ? &counters->dropped : nullptr),
+      loop_(loop),
+      resolver_(opts_.lookup) {
   const auto& shards = opts_.ring->shards();
   link_of_shard_.assign(shards.size(), -1);
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -347,6 +336,7 @@ uint64_t Replicator::SafeThrough(uint64_t mask) const {
 }
 
 bool Replicator::Busy() const {
+  if (resolver_.Pending()) return true;
   for (const Link& l : links_)
     if (!l.queue.empty() && !l.down) return true;
   return false;
@@ -529,8 +519,25 @@ void Replicator::Close(Link& l) {
 }
 
 void Replicator::Connect(Link& l, int64_t now_ns) {
+  const HostResolver::Answer to = resolver_.Resolve(l.name, now_ns);
+  if (to.state == HostResolver::State::kPending) {
+    // The name is looked up off the loop; the link is tried on a later turn
+    // (Busy), and one whose name finds no answer in time is down as a link
+    // that does not connect is.
+    if (l.resolving_ns == 0) l.resolving_ns = now_ns;
+    if (now_ns - l.resolving_ns > int64_t{opts_.timeout_ms} * 1000 * 1000) {
+      l.resolving_ns = 0;
+      Fail(l, "cannot resolve: no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms), now_ns);
+    }
+    return;
+  }
+  l.resolving_ns = 0;
+  if (to.state == HostResolver::State::kFailed) {
+    Fail(l, to.error, now_ns);
+    return;
+  }
   std::string err;
-  os::UniqueFd fd = StartConnect(l.name, &err);
+  os::UniqueFd fd = StartConnect(to.address, &err);
   if (!fd.valid()) {
     Fail(l, err, now_ns);
     return;
@@ -1066,6 +1073,7 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   // that: the holder may be busy delivering its backlog. Its probe's
   // failure is a down link's, not an unreached shard's.
   const bool was_behind = l.behind;
+  resolver_.Stale(l.name);  // a peer that moved is looked up again (and tried where it was meanwhile)
   if (l.behind && !opts_.refuse && l.behind_fail_ns == 0) l.behind_fail_ns = now_ns;
   if (l.behind && !opts_.refuse && now_ns - l.behind_fail_ns >= kBehindGiveUpNs) {
     l.behind = false;

@@ -44,6 +44,7 @@
 #include "frs/ring.h"
 #include "os/unique_fd.h"
 #include "server/event_loop.h"
+#include "server/host_resolver.h"
 #include "server/log_throttle.h"
 #include "server/metrics.h"
 #include "server/replica_journal.h"
@@ -89,6 +90,9 @@ struct ReplicaOptions {
   // on another worker, on its own link, may reach the other holder first,
   // and the grant after it would hold a place there until its expiry.
   std::function<bool(const Change&)> lease_ended;
+  // How the shards' names are looked up (unset: getaddrinfo, off the
+  // loop: server/host_resolver.h); tests give their own.
+  HostResolver::LookupFn lookup;
 };
 
 class Replicator final : public ChangeSink {
@@ -335,6 +339,8 @@ class Replicator final : public ChangeSink {
     int64_t retry_ns = 0;  // a closed link is tried again from here
     bool down = false;     // an episode: the other holder does not acknowledge
     int64_t down_ns = 0;   // the episode began (monotonic), for the line that ends it
+    // Its shard's name is being looked up since (0: it is not).
+    int64_t resolving_ns = 0;
     // The connection or request in flight is a probe's (SendProbe), not a
     // batch's: a failure of a link not down keeps it unreached, quietly.
     bool probing = false;
@@ -463,6 +469,7 @@ class Replicator final : public ChangeSink {
   // gauges go to the next replicator; changes dropped here count still).
   uint64_t* dropped_ = nullptr;
   EventLoop* loop_;
+  HostResolver resolver_;         // the shards' names, looked up off the loop
   std::unique_ptr<char[]> tags_;  // tags_[i] is link i's epoll tag
   std::vector<Link> links_;
   std::vector<long> link_of_shard_;  // ring index -> index into links_ (-1)

@@ -1011,7 +1011,7 @@ class Replicas(unittest.TestCase):
         # What is signed for its name in the list is refused as such (400),
         # and logged naming the self, not the token.
         self.assertTrue(
-            processes.wait_for(lambda: "(400), the last naming itself" in p.a.log(), 5),
+            processes.wait_for(lambda: "(400) for this reason since it was last logged" in p.a.log(), 5),
             p.a.log(),
         )
         self.assertIn("set <cluster self> as every shard's list spells it", p.a.log())
