@@ -640,10 +640,12 @@ std::string NamesText(const std::vector<const RuleSpec*>& rules) {
 }  // namespace
 
 Status CheckRuleOrder(const MapConfig& running, const MapConfig& next) {
+  // The running bizzes by id (1..65535): one search each, not the whole
+  // list per biz of the next map (quadratic in a map of 65,535 bizzes).
+  std::vector<const BizConfig*> by_id(65536, nullptr);
+  for (const BizConfig& b : running.bizzes) by_id[b.id] = &b;
   for (const BizConfig& nb : next.bizzes) {
-    const BizConfig* ob = nullptr;
-    for (const BizConfig& b : running.bizzes)
-      if (b.id == nb.id) ob = &b;
+    const BizConfig* ob = by_id[nb.id];
     if (ob == nullptr) continue;
     // The rules holding one (algorithm, interval), in their order.
     auto holders = [](const BizConfig& b, uint32_t identity) {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
+#include <utility>
 
 #include "os/output_file.h"
 #include "os/path_access.h"
@@ -93,55 +95,74 @@ void RuleHistory::WriteFile(const std::vector<Entry>& entries) const {
 
 void RuleHistory::Apply(MapConfig* config) {
   MutexLock lock(&mu_);
-  // What another process (an earlier frsd, another worker) wrote, then ours.
+  // What another process (an earlier frsd, another worker) wrote, then ours,
+  // each rule name's identities in a group of their own, oldest first: only
+  // the order within a name means anything, and a map of 65,535 bizzes
+  // searched the whole list per rule (quadratic: a minute's reload).
+  struct Group {
+    std::vector<Entry> entries;
+  };
+  std::vector<Group> groups;
+  std::unordered_map<std::string, size_t> group_of;
+  auto group = [&](uint16_t biz, const std::string& name) -> Group& {
+    std::string k(reinterpret_cast<const char*>(&biz), sizeof biz);
+    k += name;
+    auto [it, added] = group_of.try_emplace(std::move(k), groups.size());
+    if (added) groups.emplace_back();
+    return groups[it->second];
+  };
   bool damaged = false;
-  std::vector<Entry> merged = ReadFile(&damaged);
-  for (const Entry& e : entries_)
-    if (std::find(merged.begin(), merged.end(), e) == merged.end()) merged.push_back(e);
-  const std::vector<Entry> before = merged;
+  for (Entry& e : ReadFile(&damaged)) group(e.biz, e.name).entries.push_back(std::move(e));
+  for (const Entry& e : entries_) {
+    std::vector<Entry>& g = group(e.biz, e.name).entries;
+    if (std::find(g.begin(), g.end(), e) == g.end()) g.push_back(e);
+  }
+  bool changed = false;
   for (const BizConfig& biz : config->bizzes) {
     for (uint32_t i = 0; i < biz.nrules; ++i) {
       const RuleSpec& spec = biz.rules[i];
       Entry now{biz.id, spec.name, TagIdentity(spec.tag), spec.max};
-      auto same_identity = [&](const Entry& e) {
-        return e.biz == now.biz && e.name == now.name && e.identity == now.identity;
-      };
-      auto it = std::find_if(merged.begin(), merged.end(), same_identity);
-      if (it != merged.end() && *it == now &&
-          std::none_of(it + 1, merged.end(), [&](const Entry& e) { return e.biz == now.biz && e.name == now.name; }))
-        continue;  // already the newest entry of this name
-      merged.erase(std::remove_if(merged.begin(), merged.end(), same_identity), merged.end());
-      merged.push_back(now);
+      std::vector<Entry>& g = group(now.biz, now.name).entries;
+      auto same_identity = [&](const Entry& e) { return e.identity == now.identity; };
+      auto it = std::find_if(g.begin(), g.end(), same_identity);
+      if (it != g.end() && *it == now && it + 1 == g.end()) continue;  // already the newest entry of this name
+      g.erase(std::remove_if(g.begin(), g.end(), same_identity), g.end());
+      g.push_back(now);
       // At most kKept identities per name: drop the oldest.
-      size_t of_name = 0;
-      for (const Entry& e : merged) of_name += e.biz == now.biz && e.name == now.name;
-      for (auto e = merged.begin(); of_name > kKept && e != merged.end();) {
-        if (e->biz == now.biz && e->name == now.name) {
-          e = merged.erase(e);
-          --of_name;
-        } else {
-          ++e;
-        }
-      }
+      if (g.size() > kKept) g.erase(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(g.size() - kKept));
+      changed = true;
     }
+  }
+  std::vector<Entry> merged;
+  std::vector<std::pair<size_t, size_t>> spans;  // each group's (first, count) in merged
+  spans.reserve(groups.size());
+  for (Group& g : groups) {
+    spans.emplace_back(merged.size(), g.entries.size());
+    for (Entry& e : g.entries) merged.push_back(std::move(e));
   }
   // A damaged file is left as it is: frsd's start moves it aside, saying so,
   // and frsctl verify reports it. Rewritten here (by any read of frsctl, or
   // a library's engine), its damage went unsaid and the pasts it still held
   // in its unread lines were gone for good.
-  if (merged != before && !damaged) WriteFile(merged);
-  entries_ = merged;
+  if (changed && !damaged) WriteFile(merged);
+  entries_ = std::move(merged);
   // Each rule's past: the other identities of its name and algorithm, newest
   // first. Fixed and calendar windows count alike: either takes the other's.
   for (BizConfig& biz : config->bizzes) {
     for (uint32_t i = 0; i < biz.nrules; ++i) {
       RuleSpec& spec = biz.rules[i];
       spec.npast = 0;
-      for (auto e = entries_.rbegin(); e != entries_.rend() && spec.npast < kRulePasts; ++e) {
-        if (e->biz != biz.id || e->name != spec.name || e->identity == TagIdentity(spec.tag)) continue;
-        const bool windows = IsWindowAlgo(TagAlgo(e->identity)) && IsWindowAlgo(spec.algo);
-        if (TagAlgo(e->identity) != spec.algo && !windows) continue;
-        spec.past[spec.npast++] = RulePast{e->identity, e->max};
+      std::string k(reinterpret_cast<const char*>(&biz.id), sizeof biz.id);
+      k += spec.name;
+      const auto found = group_of.find(k);
+      if (found == group_of.end()) continue;
+      const auto [first, count] = spans[found->second];
+      for (size_t j = first + count; j-- > first && spec.npast < kRulePasts;) {
+        const Entry& e = entries_[j];
+        if (e.identity == TagIdentity(spec.tag)) continue;
+        const bool windows = IsWindowAlgo(TagAlgo(e.identity)) && IsWindowAlgo(spec.algo);
+        if (TagAlgo(e.identity) != spec.algo && !windows) continue;
+        spec.past[spec.npast++] = RulePast{e.identity, e.max};
       }
     }
   }
