@@ -22,6 +22,14 @@ void OnSignal(int sig) {
 }
 
 constexpr int kHandled[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD};
+
+// Signals whose default ends the process and that frsd gives no meaning:
+// one sent by mistake (a USR2 meant for another daemon, a profiler's timer)
+// ended a worker, or the master and with it the whole server. Ignored, as
+// SIGPIPE is. SIGXFSZ ignored makes a write past RLIMIT_FSIZE fail (EFBIG),
+// reported as any failed write. SIGQUIT keeps its core dump, asked for on
+// purpose; the faults (SEGV, BUS, ILL, FPE, ABRT, TRAP, SYS) keep theirs.
+constexpr int kIgnored[] = {SIGPIPE, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGPWR, SIGSTKFLT};
 }  // namespace
 
 SignalFlags& Signals() { return g_flags; }
@@ -30,7 +38,11 @@ Status InstallSignalHandlers(bool want_child, sigset_t* wait_mask) {
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
-  if (sigaction(SIGPIPE, &ign, nullptr) != 0) return Status::FromErrno("sigaction(SIGPIPE)", errno);
+  for (int sig : kIgnored)
+    if (sigaction(sig, &ign, nullptr) != 0) return Status::FromErrno("sigaction", errno);
+  // The real-time signals (glibc's own, below SIGRTMIN, are not ours to set).
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig)
+    if (sigaction(sig, &ign, nullptr) != 0) return Status::FromErrno("sigaction", errno);
 
   sigset_t block;
   sigemptyset(&block);

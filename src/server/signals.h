@@ -23,7 +23,9 @@ struct SignalFlags {
 SignalFlags& Signals();
 
 // Installs the flag-setting handlers (SIGCHLD too when `want_child`),
-// ignores SIGPIPE, blocks the handled signals, and fills `wait_mask` with the
+// ignores SIGPIPE and the other signals frsd gives no meaning to (USR2,
+// ALRM, VTALRM, PROF, XCPU, XFSZ, IO, PWR, STKFLT, the real-time ones),
+// blocks the handled signals, and fills `wait_mask` with the
 // mask to install while waiting (the previous mask, handled signals open).
 Status InstallSignalHandlers(bool want_child, sigset_t* wait_mask);
 

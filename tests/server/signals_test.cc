@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <string.h>
 
 namespace frs::server {
 namespace {
@@ -42,6 +43,25 @@ TEST(Signals, APendingBlockedSignalIsDeliveredOnlyWhenLetIn) {
   EXPECT_EQ(f.reopen, 1);
   f.reopen = 0;
   f.reload = 0;
+}
+
+// A signal frsd gives no meaning to, sent by mistake, ended the process
+// (kill -USR2 of the master stopped the whole server: an outside run).
+TEST(Signals, SignalsWithoutAMeaningAreIgnoredNotFatal) {
+  sigset_t wait_mask;
+  ASSERT_TRUE(InstallSignalHandlers(/*want_child=*/false, &wait_mask).ok());
+  for (int sig : {SIGPIPE, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGPWR, SIGSTKFLT, SIGRTMIN,
+                  SIGRTMAX}) {
+    struct sigaction sa {};
+    ASSERT_EQ(sigaction(sig, nullptr, &sa), 0);
+    EXPECT_EQ(sa.sa_handler, SIG_IGN) << strsignal(sig);
+    ASSERT_EQ(raise(sig), 0) << strsignal(sig);  // this test goes on
+  }
+  // SIGQUIT keeps its core dump, asked for on purpose (the faults' defaults
+  // are a sanitizer's to take over in its builds, not checked here).
+  struct sigaction sa {};
+  ASSERT_EQ(sigaction(SIGQUIT, nullptr, &sa), 0);
+  EXPECT_EQ(sa.sa_handler, SIG_DFL);
 }
 
 }  // namespace
