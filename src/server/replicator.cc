@@ -526,27 +526,26 @@ void Replicator::Connect(Link& l, int64_t now_ns) {
     // that does not connect is.
     if (l.resolving_ns == 0) l.resolving_ns = now_ns;
     if (now_ns - l.resolving_ns > int64_t{opts_.timeout_ms} * 1000 * 1000) {
+      l.sent_ns = l.resolving_ns;  // the try began with the lookup (Fail: a stop's last try or not)
       l.resolving_ns = 0;
       Fail(l, "cannot resolve: no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms), now_ns);
     }
     return;
   }
   l.resolving_ns = 0;
-  if (to.state == HostResolver::State::kFailed) {
-    Fail(l, to.error, now_ns);
-    return;
-  }
+  // A try that fails at once began now: during a stop, one begun after it
+  // is the last (Fail), not tried again at every 5 ms turn of the stop.
+  const auto failed = [&](const std::string& why) {
+    l.sent_ns = now_ns;
+    Fail(l, why, now_ns);
+  };
+  if (to.state == HostResolver::State::kFailed) return failed(to.error);
   std::string err;
   os::UniqueFd fd = StartConnect(to.address, &err);
-  if (!fd.valid()) {
-    Fail(l, err, now_ns);
-    return;
-  }
+  if (!fd.valid()) return failed(err);
   const size_t idx = static_cast<size_t>(&l - links_.data());
-  if (Status s = loop_->Add(fd.get(), EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP, &tags_[idx]); !s.ok()) {
-    Fail(l, s.message(), now_ns);
-    return;
-  }
+  if (Status s = loop_->Add(fd.get(), EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP, &tags_[idx]); !s.ok())
+    return failed(s.message());
   l.fd = std::move(fd);
   l.state = LinkState::kConnecting;
   l.exchanges = 0;

@@ -275,5 +275,32 @@ TEST_F(ReplicatorNamedShard, ALookupThatHangsTakesTheLinkDownThenItConnects) {
   EXPECT_EQ(lookups.asked(0), named);
 }
 
+// A graceful stop gives each link that queues changes one more try; a name
+// that does not resolve then ends it, as a connection refused does, instead
+// of a new try at every 5 ms turn of the stop's 2 s.
+TEST_F(ReplicatorNamedShard, ANameThatDoesNotResolveIsAStopsLastTry) {
+  Lookups lookups;
+  Open([&](ReplicaOptions& o) {
+    auto ring = Ring::Make({RingShard{"127.0.0.1:1"}, RingShard{"gone.example:8300"}});
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    o.ring = std::make_shared<const Ring>(std::move(ring.value()));
+    o.lookup = lookups.Fn();
+  });
+  int64_t now = MonoNs();
+  repl_->OnChange(Change{Change::Kind::kAdd, 1, "key:1", 0, false, 1, UnixMs()});
+  repl_->BeginStop(now);
+  Turn(now);
+  EXPECT_TRUE(repl_->Delivering());
+  lookups.Fail(0, "cannot resolve: Name or service not known");
+  for (int i = 0; i < 5000 && repl_->Busy() && repl_->Delivering(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    now += 5'000'000;
+    Turn(now, 0);
+  }
+  EXPECT_FALSE(repl_->Delivering()) << repl_->QueuedByShard();
+  EXPECT_EQ(lookups.calls(), 1) << "asked again during the stop";
+  EXPECT_EQ(repl_->QueuedChanges(), 1u) << "kept for the spool";
+}
+
 }  // namespace
 }  // namespace frs::server
