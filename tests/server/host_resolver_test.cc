@@ -128,6 +128,26 @@ HostResolver::Answer Settled(HostResolver& r, const std::string& name, int64_t n
   return a;
 }
 
+// Until `done` (at most 5 s).
+template <class Done>
+void WaitFor(Done done) {
+  for (int i = 0; i < 5000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// `name` found by its first lookup, at `addresses`.
+void FirstFound(HostResolver& r, Lookups& lookups, const std::string& name, std::vector<Address> addresses) {
+  ASSERT_EQ(r.Resolve(name, 0).state, State::kPending);
+  lookups.Give(0, std::move(addresses));
+  ASSERT_EQ(Settled(r, name, 0).state, State::kReady);
+}
+
+// A resolver whose lookups the test answers.
+class HostResolverTest : public ::testing::Test {
+ protected:
+  Lookups lookups;
+  HostResolver r{lookups.Fn()};
+};
+
 TEST(HostResolver, LiteralAddressesAreReadAtOnceWithoutALookup) {
   Lookups lookups;
   HostResolver r(lookups.Fn());
@@ -146,9 +166,7 @@ TEST(HostResolver, LiteralAddressesAreReadAtOnceWithoutALookup) {
   EXPECT_NE(a.error.find("shard-a in brackets is not an IPv6 address"), std::string::npos) << a.error;
 }
 
-TEST(HostResolver, ANameIsLookedUpWhileTheCallerGoesOn) {
-  Lookups lookups;
-  HostResolver r(lookups.Fn());
+TEST_F(HostResolverTest, ANameIsLookedUpWhileTheCallerGoesOn) {
   // The lookup waits for the test's answer: a Resolve that waited for it
   // would see the lookup give up, not kPending.
   HostResolver::Answer a = r.Resolve("shard-b.example:8302", 0);
@@ -167,9 +185,7 @@ TEST(HostResolver, ANameIsLookedUpWhileTheCallerGoesOn) {
   EXPECT_EQ(lookups.calls(), 1);
 }
 
-TEST(HostResolver, AFailureIsSaidOnceAndTheNextTryAsksAgain) {
-  Lookups lookups;
-  HostResolver r(lookups.Fn());
+TEST_F(HostResolverTest, AFailureIsSaidOnceAndTheNextTryAsksAgain) {
   ASSERT_EQ(r.Resolve("gone.example:8303", 0).state, State::kPending);
   lookups.Fail(0, "cannot resolve: Name or service not known");
   HostResolver::Answer a = Settled(r, "gone.example:8303", 0);
@@ -182,13 +198,9 @@ TEST(HostResolver, AFailureIsSaidOnceAndTheNextTryAsksAgain) {
   EXPECT_EQ(Text(a.address), "10.0.0.3:8303");
 }
 
-TEST(HostResolver, AStaleAddressIsServedWhileTheNameIsLookedUpAgain) {
-  Lookups lookups;
-  HostResolver r(lookups.Fn());
+TEST_F(HostResolverTest, AStaleAddressIsServedWhileTheNameIsLookedUpAgain) {
   const std::string name = "moving.example:8304";
-  ASSERT_EQ(r.Resolve(name, 0).state, State::kPending);
-  lookups.Give(0, {V4("10.0.0.4", 8304)});
-  ASSERT_EQ(Settled(r, name, 0).state, State::kReady);
+  FirstFound(r, lookups, name, {V4("10.0.0.4", 8304)});
   // A connection failed: the address it had goes on being tried, at once,
   // while the name is asked again.
   r.Stale(name);
@@ -198,7 +210,7 @@ TEST(HostResolver, AStaleAddressIsServedWhileTheNameIsLookedUpAgain) {
   EXPECT_TRUE(r.Pending());
   // The peer moved.
   lookups.Give(1, {V4("10.0.0.5", 8304)});
-  for (int i = 0; i < 5000 && r.Pending(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  WaitFor([&] { return !r.Pending(); });
   a = r.Resolve(name, 2);
   ASSERT_EQ(a.state, State::kReady);
   EXPECT_EQ(Text(a.address), "10.0.0.5:8304");
@@ -206,27 +218,24 @@ TEST(HostResolver, AStaleAddressIsServedWhileTheNameIsLookedUpAgain) {
   a = r.Resolve(name, 2 + HostResolver::kRefreshNs);
   EXPECT_EQ(Text(a.address), "10.0.0.5:8304");
   EXPECT_TRUE(r.Pending());
-  for (int i = 0; i < 5000 && lookups.calls() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  WaitFor([&] { return lookups.calls() == 3; });
   EXPECT_EQ(lookups.calls(), 3);
   lookups.Fail(2, "cannot resolve: Temporary failure in name resolution");
-  for (int i = 0; i < 5000 && r.Pending(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  WaitFor([&] { return !r.Pending(); });
   a = r.Resolve(name, 3 + HostResolver::kRefreshNs);
   ASSERT_EQ(a.state, State::kReady);
   EXPECT_EQ(Text(a.address), "10.0.0.5:8304");
 }
 
-TEST(HostResolver, ANamesAddressesAreTriedInTurn) {
-  Lookups lookups;
-  HostResolver r(lookups.Fn());
+TEST_F(HostResolverTest, ANamesAddressesAreTriedInTurn) {
   const std::string name = "two.example:8305";
-  ASSERT_EQ(r.Resolve(name, 0).state, State::kPending);
-  lookups.Give(0, {V4("10.0.0.6", 8305), V4("10.0.0.7", 8305)});
-  EXPECT_EQ(Text(Settled(r, name, 0).address), "10.0.0.6:8305");
+  FirstFound(r, lookups, name, {V4("10.0.0.6", 8305), V4("10.0.0.7", 8305)});
+  EXPECT_EQ(Text(r.Resolve(name, 0).address), "10.0.0.6:8305");
   r.Stale(name);
   EXPECT_EQ(Text(r.Resolve(name, 1).address), "10.0.0.7:8305");
   // The same two again: the turn stays at the second, which has not failed.
   lookups.Give(1, {V4("10.0.0.6", 8305), V4("10.0.0.7", 8305)});
-  for (int i = 0; i < 5000 && r.Pending(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  WaitFor([&] { return !r.Pending(); });
   EXPECT_EQ(Text(r.Resolve(name, 2).address), "10.0.0.7:8305");
   r.Stale(name);
   EXPECT_EQ(Text(r.Resolve(name, 3).address), "10.0.0.6:8305");
