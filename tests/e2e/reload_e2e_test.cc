@@ -111,34 +111,6 @@ TEST(ReloadE2E, TheLogSaysWhichBizzesAReloadAdds) {
       << ReadFile(srv.dir() + "/t.err");
 }
 
-// The most bizzes a map may hold (ids 1..65535, 4.3 MB) load and reload
-// between requests: each worker's reload searched the rule history and the
-// running map once per rule (quadratic), held every connection for over a
-// minute, and the master's stall watch killed both workers, then their
-// restarts, in a loop (found by an outside run).
-TEST(ReloadE2E, TheLargestMapReloadsWithoutStallingTheWorkers) {
-  ServerOptions o;
-  std::string map = "<map>\n";
-  for (int id = 1; id <= 65535; ++id)
-    map += "<biz id=\"" + std::to_string(id) + "\" name=\"b" + std::to_string(id) +
-           "\"><rule interval=\"60\" max=\"5\"/></biz>\n";
-  o.map = map + "</map>\n";
-  o.extra = "  <limits worker_stall_ms=\"10000\"/>\n";
-  Frsd srv(o);
-  ASSERT_TRUE(srv.Start()) << srv.log();
-  const pid_t pid = srv.pid();
-  EXPECT_EQ(Client(srv.port()).Get("/acquire?biz=b65535&key=k").status, 200);
-  // A reload that changes one rule's limit: every rule is looked at again.
-  const std::string from = "name=\"b65535\"><rule interval=\"60\" max=\"5\"/>";
-  map.replace(map.find(from), from.size(), "name=\"b65535\"><rule interval=\"60\" max=\"1\"/>");
-  WriteFile(srv.dir() + "/map.xml", map + "</map>\n");
-  ASSERT_TRUE(srv.ReloadAndWait(30000)) << srv.log();
-  EXPECT_EQ(srv.log().find("killing it"), std::string::npos) << srv.log();
-  EXPECT_EQ(Client(srv.port()).Get("/acquire?biz=b65535&key=k").status, 429) << "max 1, one use counted already";
-  EXPECT_EQ(Client(srv.port()).Get("/acquire?biz=b1&key=k").status, 200);
-  EXPECT_EQ(srv.pid(), pid);
-}
-
 // A client still calling a biz a reload removed (or a typo) was seen only
 // in frs_requests_total{status="404"}: counted apart, and logged by each
 // worker at most once a minute (found by an outside run).
