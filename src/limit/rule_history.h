@@ -4,7 +4,8 @@
 // A node's block says its (algo, interval), not its rule's name. To hand a
 // block to the rule of the same name after its interval changed, the engine
 // remembers every (biz id, rule name, algo, interval, max) it installed, in
-// `rules.history` in the store directory (text, one line each, newest last),
+// `rules.history` in the store directory (text, one line each, a rule name's
+// lines newest last; lines of different names in no meaningful order),
 // so the memory survives restarts, worker respawns and a map edited while
 // frsd was stopped. Each rule then carries the identities its name had
 // (RuleSpec::past, newest first, same algorithm only, fixed and calendar

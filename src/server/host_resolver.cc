@@ -5,7 +5,7 @@
 #include <signal.h>
 
 #include <cstring>
-#include <system_error>
+#include <exception>
 #include <thread>
 #include <utility>
 
@@ -80,10 +80,15 @@ HostResolver::Entry& HostResolver::EntryOf(const std::string& name) {
 void HostResolver::Start(Entry& e) {
   auto job = std::make_shared<Job>();
   // The thread takes no signal: the worker's handlers run on its loop
-  // (signals.h), and a signal sent to the process must reach it there.
+  // (signals.h), and a signal sent to the process must reach it there. The
+  // caller's mask comes back however this ends.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
+  struct Restore {
+    const sigset_t* mask;
+    ~Restore() { pthread_sigmask(SIG_SETMASK, mask, nullptr); }
+  } restore{&old};
   try {
     std::thread([job, host = e.host, port = e.port, lookup = lookup_] {
       job->rc = lookup(host, port, &job->addresses, &job->error);
@@ -93,16 +98,37 @@ void HostResolver::Start(Entry& e) {
       }
       job->done.store(true, std::memory_order_release);
     }).detach();
-    e.job = std::move(job);
-  } catch (const std::system_error& ex) {
-    // No thread to be had (the process's limit): this try fails, and the
-    // link's next try (a second later) asks again.
-    job->rc = -1;
+  } catch (const std::exception& ex) {
+    // No thread to be had (the process's limit, memory): this try fails,
+    // and the link's next try (a second later) asks again.
+    job->rc = EAI_SYSTEM;
     job->error = std::string("cannot start a lookup: ") + ex.what();
     job->done.store(true, std::memory_order_release);
-    e.job = std::move(job);
   }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  e.job = std::move(job);
+}
+
+bool HostResolver::Collect(Entry& e, int64_t now_ns, std::string* error) {
+  Job& job = *e.job;
+  bool ok = true;
+  if (job.rc == 0) {
+    // The same answer again keeps the turn it was at: the address that
+    // failed last is not tried first again.
+    if (!SameAddresses(job.addresses, e.addresses)) e.next = 0;
+    e.addresses = std::move(job.addresses);
+    e.found_ns = now_ns;
+    e.stale = false;
+  } else if (!e.addresses.empty()) {
+    // A refresh that failed keeps the addresses it had (DNS down is no
+    // reason to stop reaching a peer that still answers there), and waits
+    // before it asks again.
+    e.no_refresh_before_ns = now_ns + kFailedRefreshNs;
+  } else {
+    ok = false;
+    *error = job.error;
+  }
+  e.job.reset();
+  return ok;
 }
 
 HostResolver::Answer HostResolver::Resolve(const std::string& name, int64_t now_ns) {
@@ -118,29 +144,19 @@ HostResolver::Answer HostResolver::Resolve(const std::string& name, int64_t now_
     a.address = e.addresses[e.next % e.addresses.size()];
     return a;
   }
-  bool failed = false;
+  const int64_t asked_before_ns = e.asked_ns;
+  e.asked_ns = now_ns;
   if (e.job && e.job->done.load(std::memory_order_acquire)) {
-    if (e.job->rc == 0) {
-      // The same answer again keeps the turn it was at: the address that
-      // failed last is not tried first again.
-      if (!SameAddresses(e.job->addresses, e.addresses)) e.next = 0;
-      e.addresses = std::move(e.job->addresses);
-      e.found_ns = now_ns;
-      e.stale = false;
-    } else if (e.addresses.empty()) {
-      failed = true;
-      a.error = e.job->error;
+    std::string error;
+    // A failure nobody waited on is old news: asked again afresh below.
+    if (!Collect(e, now_ns, &error) && now_ns - asked_before_ns <= kUnaskedFailureNs) {
+      a.state = State::kFailed;
+      a.error = error;
+      return a;
     }
-    // A refresh that failed keeps the addresses it had: DNS down is no
-    // reason to stop reaching a peer that still answers there.
-    e.job.reset();
-  }
-  if (failed) {
-    a.state = State::kFailed;
-    return a;
   }
   if (!e.addresses.empty()) {
-    if ((e.stale || now_ns - e.found_ns >= kRefreshNs) && !e.job) Start(e);
+    if ((e.stale || now_ns - e.found_ns >= kRefreshNs) && now_ns >= e.no_refresh_before_ns && !e.job) Start(e);
     a.state = State::kReady;
     a.address = e.addresses[e.next % e.addresses.size()];
     return a;
@@ -161,6 +177,12 @@ void HostResolver::Stale(const std::string& name) {
 bool HostResolver::Pending() const {
   for (const Entry& e : entries_)
     if (e.job && !e.job->done.load(std::memory_order_acquire)) return true;
+  return false;
+}
+
+bool HostResolver::Pending(const std::string& name) const {
+  for (const Entry& e : entries_)
+    if (e.name == name) return e.job && !e.job->done.load(std::memory_order_acquire);
   return false;
 }
 

@@ -47,8 +47,15 @@ class HostResolver {
     Address address;
     std::string error;  // kFailed: why, for the link's log line
   };
-  // An address found is looked up again when it is this old.
+  // An address found is looked up again at a connection this long after
+  // it was found (a link kept open looks nothing up).
   static constexpr int64_t kRefreshNs = 30'000'000'000;
+  // A refresh that failed is not tried again before this: while DNS is
+  // down, a peer that keeps failing is not one lookup per try.
+  static constexpr int64_t kFailedRefreshNs = 5'000'000'000;
+  // A failed lookup nobody asked after for this long is not said: DNS may
+  // have mended since, and the next asker gets a fresh lookup.
+  static constexpr int64_t kUnaskedFailureNs = 2'000'000'000;
 
   explicit HostResolver(LookupFn lookup = {});
   HostResolver(const HostResolver&) = delete;
@@ -60,8 +67,10 @@ class HostResolver {
   // A connection to `name` failed: its next address is tried, and the name
   // is looked up again (the addresses known are served meanwhile).
   void Stale(const std::string& name);
-  // Whether a lookup runs (the loop should come back soon for its answer).
+  // Whether a lookup runs (the loop should come back soon for its answer);
+  // Pending(name): one of `name`.
   bool Pending() const;
+  bool Pending(const std::string& name) const;
 
  private:
   struct Job {
@@ -76,12 +85,17 @@ class HostResolver {
     std::vector<Address> addresses;  // empty: none found yet
     size_t next = 0;                 // the one tried now
     int64_t found_ns = 0;
+    int64_t no_refresh_before_ns = 0;  // a refresh failed (kFailedRefreshNs)
+    int64_t asked_ns = 0;              // Resolve's last call (kUnaskedFailureNs)
     bool stale = false;
     std::shared_ptr<Job> job;  // a lookup in flight
   };
 
   Entry& EntryOf(const std::string& name);
   void Start(Entry& e);
+  // The finished lookup's answer taken into `e`; false: it failed with no
+  // address known, its words in *error.
+  bool Collect(Entry& e, int64_t now_ns, std::string* error);
 
   LookupFn lookup_;
   std::vector<Entry> entries_;  // a ring's few shards: searched in order

@@ -336,7 +336,8 @@ uint64_t Replicator::SafeThrough(uint64_t mask) const {
 }
 
 bool Replicator::Busy() const {
-  if (resolver_.Pending()) return true;
+  for (const Link& l : links_)
+    if ((l.resolving_ns != 0 || l.name_pending) && resolver_.Pending(l.name)) return true;
   for (const Link& l : links_)
     if (!l.queue.empty() && !l.down) return true;
   return false;
@@ -522,17 +523,22 @@ void Replicator::Connect(Link& l, int64_t now_ns) {
   const HostResolver::Answer to = resolver_.Resolve(l.name, now_ns);
   if (to.state == HostResolver::State::kPending) {
     // The name is looked up off the loop; the link is tried on a later turn
-    // (Busy), and one whose name finds no answer in time is down as a link
-    // that does not connect is.
+    // (Busy), and one whose name finds no answer in time fails as a link
+    // that does not connect does: in replica_timeout_ms when changes wait,
+    // in at least a second for a probe (as its answer gets).
     if (l.resolving_ns == 0) l.resolving_ns = now_ns;
-    if (now_ns - l.resolving_ns > int64_t{opts_.timeout_ms} * 1000 * 1000) {
+    const int64_t timeout_ns = int64_t{opts_.timeout_ms} * 1000 * 1000;
+    const int64_t limit_ns = l.queue.empty() ? std::max(timeout_ns, kRetryNs) : timeout_ns;
+    if (now_ns - l.resolving_ns > limit_ns) {
       l.sent_ns = l.resolving_ns;  // the try began with the lookup (Fail: a stop's last try or not)
       l.resolving_ns = 0;
-      Fail(l, "cannot resolve: no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms), now_ns);
+      l.name_pending = true;  // tried again as soon as the lookup answers (Pump)
+      Fail(l, "cannot resolve: no answer within " + std::to_string(limit_ns / 1000000) + " ms", now_ns);
     }
     return;
   }
   l.resolving_ns = 0;
+  l.name_pending = false;
   // A try that fails at once began now: during a stop, one begun after it
   // is the last (Fail), not tried again at every 5 ms turn of the stop.
   const auto failed = [&](const std::string& why) {
@@ -542,7 +548,10 @@ void Replicator::Connect(Link& l, int64_t now_ns) {
   if (to.state == HostResolver::State::kFailed) return failed(to.error);
   std::string err;
   os::UniqueFd fd = StartConnect(to.address, &err);
-  if (!fd.valid()) return failed(err);
+  if (!fd.valid()) {
+    resolver_.Stale(l.name);  // its next address, and the name looked up again
+    return failed(err);
+  }
   const size_t idx = static_cast<size_t>(&l - links_.data());
   if (Status s = loop_->Add(fd.get(), EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP, &tags_[idx]); !s.ok())
     return failed(s.message());
@@ -1072,7 +1081,6 @@ void Replicator::Fail(Link& l, const std::string& why, int64_t now_ns) {
   // that: the holder may be busy delivering its backlog. Its probe's
   // failure is a down link's, not an unreached shard's.
   const bool was_behind = l.behind;
-  resolver_.Stale(l.name);  // a peer that moved is looked up again (and tried where it was meanwhile)
   if (l.behind && !opts_.refuse && l.behind_fail_ns == 0) l.behind_fail_ns = now_ns;
   if (l.behind && !opts_.refuse && now_ns - l.behind_fail_ns >= kBehindGiveUpNs) {
     l.behind = false;
@@ -1134,6 +1142,7 @@ void Replicator::OnEvent(const void* tag, int64_t now_ns) {
     socklen_t len = sizeof err;
     ::getsockopt(l.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
+      resolver_.Stale(l.name);  // its next address, and the name looked up again
       Fail(l, std::string("connect: ") + std::strerror(err), now_ns);
       return;
     }
@@ -1156,12 +1165,20 @@ void Replicator::Pump(int64_t now_ns) {
     if (l.idle_probe_ns == 0) l.idle_probe_ns = now_ns + kIdleProbeNs;
     switch (l.state) {
       case LinkState::kClosed:
+        // A link that failed for want of its name's address is tried again
+        // once the lookup answers, not a second later.
+        if (l.name_pending && !resolver_.Pending(l.name)) {
+          l.name_pending = false;
+          l.retry_ns = l.probe_ns = now_ns;
+        }
         // A down link is tried again each second even with nothing to
         // send: refuse answers 503 for its routes until it is back. One to a
         // shard this one's start could not reach is probed each second
         // too, so that it reads up once that shard answers, used or not.
         if (stopping_ ? !l.queue.empty() && !l.stop_failed && now_ns >= l.retry_ns
                       : (!l.queue.empty() || l.down) && now_ns >= l.retry_ns) {
+          // Not a probe (whose try a pending lookup may have left marked).
+          l.probing = l.idle_probe = false;
           Connect(l, now_ns);
         } else if (!stopping_ && l.queue.empty() && !l.down && now_ns >= l.probe_ns && (Unreached(l) || l.behind)) {
           l.probing = true;
@@ -1183,11 +1200,13 @@ void Replicator::Pump(int64_t now_ns) {
         }
         // An idle probe holds no answer: a loaded shard gets at least a
         // second before the link is taken for down.
-        if (l.idle_probe ? now_ns - l.sent_ns > std::max(timeout_ns, kRetryNs) : now_ns - l.sent_ns > timeout_ns)
+        if (l.idle_probe ? now_ns - l.sent_ns > std::max(timeout_ns, kRetryNs) : now_ns - l.sent_ns > timeout_ns) {
+          if (l.state == LinkState::kConnecting) resolver_.Stale(l.name);  // its next address
           Fail(l,
                l.idle_probe ? std::string("no answer to a probe within a second")
                             : "no answer within replica_timeout_ms=" + std::to_string(opts_.timeout_ms),
                now_ns);
+        }
         break;
       case LinkState::kIdle:
         if (Due(l, now_ms)) SendBatch(l, now_ns);

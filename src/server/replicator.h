@@ -339,8 +339,10 @@ class Replicator final : public ChangeSink {
     int64_t retry_ns = 0;  // a closed link is tried again from here
     bool down = false;     // an episode: the other holder does not acknowledge
     int64_t down_ns = 0;   // the episode began (monotonic), for the line that ends it
-    // Its shard's name is being looked up since (0: it is not).
+    // Its shard's name is being looked up since (0: it is not); the link
+    // failed for want of that lookup's answer, and waits for it.
     int64_t resolving_ns = 0;
+    bool name_pending = false;
     // The connection or request in flight is a probe's (SendProbe), not a
     // batch's: a failure of a link not down keeps it unreached, quietly.
     bool probing = false;

@@ -1,6 +1,9 @@
 #include "server/signals.h"
 
+#include <string.h>
+
 #include <cerrno>
+#include <cstring>
 
 #include "os/sigbus_guard.h"
 #include "server/logger.h"
@@ -29,7 +32,10 @@ constexpr int kHandled[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD};
 // SIGPIPE is. SIGXFSZ ignored makes a write past RLIMIT_FSIZE fail (EFBIG),
 // reported as any failed write. SIGQUIT keeps its core dump, asked for on
 // purpose; the faults (SEGV, BUS, ILL, FPE, ABRT, TRAP, SYS) keep theirs.
-constexpr int kIgnored[] = {SIGPIPE, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGPWR, SIGSTKFLT};
+// Ignoring SIGPROF and SIGVTALRM leaves gprof's and gperftools' sampling
+// without ticks (perf and valgrind need none); ignoring SIGXCPU lets a soft
+// RLIMIT_CPU pass, to the hard one's SIGKILL.
+constexpr int kIgnored[] = {SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGIO, SIGPWR, SIGSTKFLT};
 }  // namespace
 
 SignalFlags& Signals() { return g_flags; }
@@ -38,11 +44,16 @@ Status InstallSignalHandlers(bool want_child, sigset_t* wait_mask) {
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
-  for (int sig : kIgnored)
-    if (sigaction(sig, &ign, nullptr) != 0) return Status::FromErrno("sigaction", errno);
-  // The real-time signals (glibc's own, below SIGRTMIN, are not ours to set).
-  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig)
-    if (sigaction(sig, &ign, nullptr) != 0) return Status::FromErrno("sigaction", errno);
+  if (sigaction(SIGPIPE, &ign, nullptr) != 0) return Status::FromErrno("sigaction(SIGPIPE)", errno);
+  // The others, and the real-time signals (glibc's own, below SIGRTMIN, are
+  // not ours to set): one that cannot be ignored (a sandbox's) is said, and
+  // keeps its default; no reason not to serve.
+  auto ignore = [&](int sig) {
+    if (sigaction(sig, &ign, nullptr) != 0)
+      FRS_LOG("cannot ignore signal %d (%s): %s; it keeps its default", sig, strsignal(sig), std::strerror(errno));
+  };
+  for (int sig : kIgnored) ignore(sig);
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) ignore(sig);
 
   sigset_t block;
   sigemptyset(&block);

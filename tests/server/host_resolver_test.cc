@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -63,7 +64,11 @@ class Lookups {
   HostResolver::LookupFn Fn() {
     return [s = state_](const std::string& host, const std::string& port, std::vector<Address>* out, std::string* err) {
       const int i = s->calls.fetch_add(1);
-      s->asked[i % kMax] = host + ":" + port;
+      if (i >= kMax) {
+        *err = "more lookups than the test answers";
+        return EAI_FAIL;
+      }
+      s->asked[i] = host + ":" + port;
       // A caller that waited here would never get to Give: after 10 s the
       // lookup gives up, and its caller sees a failure, not kPending.
       if (s->answers[i].get_future().wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
@@ -198,6 +203,34 @@ TEST_F(HostResolverTest, AFailureIsSaidOnceAndTheNextTryAsksAgain) {
   EXPECT_EQ(Text(a.address), "10.0.0.3:8303");
 }
 
+TEST_F(HostResolverTest, AFailureNobodyWaitedOnIsNotSaidLater) {
+  ASSERT_EQ(r.Resolve("blip.example:8306", 0).state, State::kPending);
+  lookups.Fail(0, "cannot resolve: Temporary failure in name resolution");
+  WaitFor([&] { return !r.Pending(); });
+  // Asked again long after: DNS may have mended; a fresh lookup, not the
+  // old failure.
+  EXPECT_EQ(r.Resolve("blip.example:8306", HostResolver::kUnaskedFailureNs + 1).state, State::kPending);
+  WaitFor([&] { return lookups.calls() == 2; });
+  EXPECT_EQ(lookups.calls(), 2);
+}
+
+TEST_F(HostResolverTest, ARefreshThatFailedWaitsBeforeItAsksAgain) {
+  const std::string name = "flaky.example:8307";
+  FirstFound(r, lookups, name, {V4("10.0.0.8", 8307)});
+  r.Stale(name);
+  EXPECT_EQ(Text(r.Resolve(name, 1).address), "10.0.0.8:8307");
+  WaitFor([&] { return lookups.calls() == 2; });
+  lookups.Fail(1, "cannot resolve: Temporary failure in name resolution");
+  WaitFor([&] { return !r.Pending(); });
+  // Still stale, and served; no lookup per try while DNS is down.
+  EXPECT_EQ(Text(r.Resolve(name, 2).address), "10.0.0.8:8307");
+  EXPECT_EQ(Text(r.Resolve(name, 3).address), "10.0.0.8:8307");
+  EXPECT_FALSE(r.Pending());
+  EXPECT_EQ(lookups.calls(), 2);
+  EXPECT_EQ(Text(r.Resolve(name, 2 + HostResolver::kFailedRefreshNs).address), "10.0.0.8:8307");
+  EXPECT_TRUE(r.Pending());
+}
+
 TEST_F(HostResolverTest, AStaleAddressIsServedWhileTheNameIsLookedUpAgain) {
   const std::string name = "moving.example:8304";
   FirstFound(r, lookups, name, {V4("10.0.0.4", 8304)});
@@ -243,7 +276,7 @@ TEST_F(HostResolverTest, ANamesAddressesAreTriedInTurn) {
 
 // The worker's link to a shard named by a name: the loop's turns go on
 // while the name is looked up, the link is down once the lookup outlasts
-// replica_timeout_ms, and it connects when the name resolves.
+// replica_timeout_ms, and it connects as soon as the name resolves.
 class ReplicatorNamedShard : public frs::testing::ReplicatorFixture {};
 
 TEST_F(ReplicatorNamedShard, ALookupThatHangsTakesTheLinkDownThenItConnects) {
@@ -263,22 +296,29 @@ TEST_F(ReplicatorNamedShard, ALookupThatHangsTakesTheLinkDownThenItConnects) {
   now += 250'000'000;  // past replica_timeout_ms (200)
   Turn(now);
   ASSERT_TRUE(repl_->Links().at(0).down);
-  EXPECT_NE(repl_->QueuedByShard().find("cannot resolve: no answer within replica_timeout_ms=200"), std::string::npos)
+  EXPECT_NE(repl_->QueuedByShard().find("cannot resolve: no answer within 200 ms"), std::string::npos)
       << repl_->QueuedByShard();
   EXPECT_EQ(lookups.calls(), 1) << "one lookup in flight at a time";
+  EXPECT_TRUE(repl_->Busy()) << "the link waits for the lookup's answer";
   lookups.Give(0,
                {V4("127.0.0.1", static_cast<uint16_t>(std::stoi(peer_.name().substr(peer_.name().rfind(':') + 1))))});
-  // The next try (a second later) connects to the address found.
-  now += 1'100'000'000;
-  for (int i = 0; i < 5000 && repl_->Links().at(0).down && lookups.calls() == 1; ++i) {
+  // Tried again as soon as the name resolves, not a second later: the
+  // clock stands still here.
+  os::UniqueFd c;
+  for (int i = 0; i < 5000 && !c.valid(); ++i) {
     Turn(now, 1);
-    os::UniqueFd c = peer_.Accept(0);
-    if (!c.valid()) continue;
-    EXPECT_NE(frs::testing::ReplicaPeer::ReadRequest(c.get()).find("POST /replicate"), std::string::npos);
-    frs::testing::ReplicaPeer::Acknowledge(c.get(), 1);
-    for (int j = 0; j < 100 && repl_->QueuedChanges() > 0; ++j) Turn(now);
-    break;
+    c = peer_.Accept(0);
   }
+  ASSERT_TRUE(c.valid()) << repl_->QueuedByShard();
+  // Its request written on the replicator's turns.
+  for (int i = 0; i < 100; ++i) {
+    pollfd p{c.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) break;
+    Turn(now);
+  }
+  EXPECT_NE(frs::testing::ReplicaPeer::ReadRequest(c.get()).find("POST /replicate"), std::string::npos);
+  frs::testing::ReplicaPeer::Acknowledge(c.get(), 1);
+  for (int j = 0; j < 100 && repl_->QueuedChanges() > 0; ++j) Turn(now);
   EXPECT_EQ(repl_->QueuedChanges(), 0u);
   EXPECT_FALSE(repl_->Links().at(0).down);
   EXPECT_EQ(lookups.asked(0), named);

@@ -39,6 +39,16 @@ PY
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 count() { grep -c "$1" "$W/frsd.log" || true; }
+# Until frsd has logged $2 lines with $1, at most WAIT_S (120) seconds: a binary whose reload never
+# ends (its workers killed by the stall watch) is reported, not waited on for ever.
+wait_lines() {
+  local end=$((SECONDS + ${WAIT_S:-120}))
+  until [ "$(count "$1")" -ge "$2" ]; do
+    kill -0 "$PID" 2>/dev/null || { echo "map_reload: frsd exited" >&2; tail "$W/frsd.log" >&2; exit 1; }
+    [ "$SECONDS" -lt "$end" ] || { echo "map_reload: no '$1' x$2 within ${WAIT_S:-120} s" >&2; return 1; }
+    sleep 0.02
+  done
+}
 echo "| bizzes | map bytes | start s | reload s | longest request wait during the reload | requests |"
 echo "|---:|---:|---:|---:|---:|---:|"
 for n in "${SIZES[@]}"; do
@@ -54,10 +64,7 @@ X
   t0=$(now)
   "$BIN" -c "$W/srv.xml" --foreground 2>"$W/frsd.log" &
   PID=$!
-  until [ "$(count ': serving')" -ge 2 ]; do
-    kill -0 "$PID" 2>/dev/null || { echo "map_reload: frsd exited" >&2; tail "$W/frsd.log" >&2; exit 1; }
-    sleep 0.02
-  done
+  wait_lines ': serving' 2 || exit 1
   start=$(since "$t0")
   port=$(sed 's/.*://' "$W/data/frsd.listen")
   python3 "$W/probe.py" "$port" "$W/stop" >"$W/probe.out" &
@@ -66,8 +73,7 @@ X
   sed -i "s/name=\"b$n\"><rule interval=\"60\" max=\"5\"/name=\"b$n\"><rule interval=\"60\" max=\"4\"/" "$W/map.xml"
   t0=$(now)
   kill -HUP "$PID"
-  until [ "$(count '(map generation')" -ge 2 ]; do sleep 0.02; done
-  reload=$(since "$t0")
+  if wait_lines '(map generation' 2; then reload=$(since "$t0"); else reload="over ${WAIT_S:-120}"; fi
   sleep 0.3
   touch "$W/stop"
   wait "$probe"
