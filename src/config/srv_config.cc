@@ -139,6 +139,7 @@ Result<SrvConfig> LoadSrvConfigText(const std::string& path_in, const std::strin
     text = std::move(read.value());
   }
   os::LineIndex lines(cfg.path, text);
+  if (auto p = limit::FindNulProblem(text)) return Status::InvalidArgument(lines.At(p->offset, p->message));
   pugi::xml_document doc;
   pugi::xml_parse_result pr = doc.load_buffer(text.data(), text.size(), limit::kConfigXmlFlags, pugi::encoding_utf8);
   if (!pr) return Status::InvalidArgument(lines.At(pr.offset, std::string("malformed XML: ") + pr.description()));

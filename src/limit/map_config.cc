@@ -39,6 +39,7 @@ class Parser {
   Parser(std::string_view text, const std::string& path) : text_(text), path_(path), lines_(path, text) {}
 
   Result<MapConfig> Run() {
+    if (auto p = FindNulProblem(text_)) return Fail(static_cast<int>(lines_.LineOf(p->offset)), p->message);
     pugi::xml_document doc;
     pugi::xml_parse_result pr = doc.load_buffer(text_.data(), text_.size(), kConfigXmlFlags, pugi::encoding_utf8);
     if (!pr) return Fail(static_cast<int>(lines_.LineOf(pr.offset)), std::string("malformed XML: ") + pr.description());

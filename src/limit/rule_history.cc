@@ -14,6 +14,7 @@
 #include "os/output_file.h"
 #include "os/path_access.h"
 #include "os/store_dir.h"
+#include "os/text_file.h"
 #include "os/whole_file.h"
 
 namespace frs::limit {
@@ -39,7 +40,17 @@ std::vector<RuleHistory::Entry> RuleHistory::ReadFile(bool* damaged) const {
   std::vector<Entry> out;
   *damaged = false;
   if (dir_.empty()) return out;
-  std::ifstream in(os::store_dir::In(dir_, os::store_dir::kRuleHistory));
+  // Read as a configuration file is: a FIFO in its place is refused, never
+  // waited on (a SIGHUP's master, a respawned worker and frsctl waited for
+  // a writer for ever), and so is a device (/dev/zero read without end).
+  // Unreadable, it is left as it is: never rewritten over (Apply), and
+  // frsd's start, `frsd -t` and frsctl verify say what it is (Check).
+  Result<std::string> text = os::ReadTextFile(os::store_dir::In(dir_, os::store_dir::kRuleHistory), kMaxFileBytes);
+  if (!text.ok()) {
+    *damaged = !text.status().IsNotFound();
+    return out;
+  }
+  std::istringstream in(*text);
   std::string line;
   while (std::getline(in, line)) {
     Entry e;

@@ -41,6 +41,9 @@ class RuleHistory {
 
   // Identities kept per rule name: the current one and kRulePasts before it.
   static constexpr size_t kKept = kRulePasts + 1;
+  // The most the file is read of: 65,535 bizzes of 8 rules, each name's
+  // kKept identities, fit (about 130 MB); more is not frsd's.
+  static constexpr size_t kMaxFileBytes = size_t{256} << 20;
 
   // Whether `dir`/rules.history reads whole: OK when it is missing, else a
   // Corruption naming its first line that is neither a comment nor an entry

@@ -45,6 +45,9 @@ SideFileReport Report(std::string path, AtStart at, Status status) {
 // reads as zeros). Such a file holds no count; one of more than 64 MiB
 // is read no further (stats.frs is well under 1 MiB).
 bool HoldsNothing(const std::string& path) {
+  // A regular file only: a FIFO is not waited on, a device not read.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   char buf[65536];

@@ -1,5 +1,6 @@
 #include "limit/xml_shape.h"
 
+#include <cstdint>
 #include <string_view>
 
 namespace frs::limit {
@@ -75,6 +76,31 @@ std::optional<XmlShapeProblem> FindXmlShapeProblem(const pugi::xml_document& doc
       }
       default: break;  // the declaration or a processing instruction
     }
+  }
+  return std::nullopt;
+}
+
+std::optional<XmlShapeProblem> FindNulProblem(std::string_view text) {
+  if (const size_t at = text.find('\0'); at != std::string_view::npos)
+    return XmlShapeProblem{static_cast<std::ptrdiff_t>(at),
+                           "a NUL byte, which XML does not allow: the file would be read as ending here"};
+  for (size_t at = text.find("&#"); at != std::string_view::npos; at = text.find("&#", at + 2)) {
+    size_t i = at + 2;
+    const bool hex = i < text.size() && text[i] == 'x';
+    if (hex) ++i;
+    const size_t digits = i;
+    uint64_t value = 0;
+    for (; i < text.size() && i - digits < 16; ++i) {
+      const char c = text[i];
+      int d = c >= '0' && c <= '9' ? c - '0' : -1;
+      if (hex && d < 0 && ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) d = (c | 0x20) - 'a' + 10;
+      if (d < 0) break;
+      value = value * (hex ? 16 : 10) + static_cast<uint64_t>(d);
+    }
+    if (i > digits && i < text.size() && text[i] == ';' && value == 0)
+      return XmlShapeProblem{static_cast<std::ptrdiff_t>(at),
+                             "a character reference to NUL (" + std::string(text.substr(at, i + 1 - at)) +
+                                 "), which XML does not allow: a value would be read up to it and no further"};
   }
   return std::nullopt;
 }

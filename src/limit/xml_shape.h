@@ -15,6 +15,7 @@
 #include <optional>
 #include <pugixml.hpp>
 #include <string>
+#include <string_view>
 
 namespace frs::limit {
 
@@ -33,5 +34,11 @@ struct XmlShapeProblem {
 // The first problem in `doc` (document order), or none. `root` names the
 // root element the file must have, for the message.
 std::optional<XmlShapeProblem> FindXmlShapeProblem(const pugi::xml_document& doc, const char* root);
+
+// A NUL in the file's bytes, or a character reference to one (`&#0;`,
+// `&#x0;`), which XML forbids: pugixml reads a value up to it, so
+// `max="5&#0;000"` was max 5 and a name stopped short, and a NUL byte
+// ended the file where it stood. Asked of the text before it is parsed.
+std::optional<XmlShapeProblem> FindNulProblem(std::string_view text);
 
 }  // namespace frs::limit

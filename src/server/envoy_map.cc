@@ -7,8 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "envoy/envoy_config.h"
 #include "envoy/envoy_rules.h"
@@ -23,13 +21,12 @@ namespace frs::server {
 namespace {
 
 // The whole file, or "" when there is none yet.
+// A FIFO or a device in its place is refused, never waited on or read
+// without end (os/text_file.h).
 Result<std::string> ReadIds(const std::string& path) {
-  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return std::string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  Result<std::string> text = os::ReadTextFile(path);
+  if (!text.ok() && text.status().IsNotFound()) return std::string();
+  return text;
 }
 
 // Written whole and synced, file and directory: a crash leaves the old table

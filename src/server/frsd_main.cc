@@ -267,7 +267,8 @@ void LogGrpcListener(const frs::SrvConfig& cfg, const frs::server::ComposedMap& 
 // A clean stop removes frsd.listen: one still here was left by a run that
 // ended otherwise, which the operator reading this start should hear of.
 void SayIfTheLastRunEndedOtherwise(const std::string& listen_file) {
-  if (::access(listen_file.c_str(), F_OK) != 0) return;
+  struct stat st {};
+  if (::lstat(listen_file.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return;  // a directory: PublishStart says it
   FRS_LOG(
       "the previous frsd on this store did not stop cleanly (killed, crashed, or its machine went down): %s was "
       "left behind; what it acknowledged is in the store as docs/store.md (\"What survives what\") says, and a "
@@ -281,6 +282,14 @@ frs::Status PublishStart(const frs::SrvConfig& cfg, const frs::server::ComposedM
                          frs::server::LockFile& store_lock, std::optional<frs::server::LockFile>& pid_lock) {
   using namespace frs::server;
   const pid_t pid = getpid();
+  // A directory where an address goes can never be replaced: the start
+  // fails, as `frsd -t` says it does, rather than serve at an address no
+  // reader of the file will ever find.
+  for (const std::string& path : {frs::ListenAddressPath(cfg), cfg.grpc ? GrpcListenAddressPath(cfg) : std::string()}) {
+    struct stat st {};
+    if (!path.empty() && ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      return frs::Status::IOError(path + " is a directory: frsd writes its listen address there; remove it");
+  }
   // What this frsd runs, for frsctl while it does (frs/service.h): before
   // the pid, which is what makes a reader trust it.
   frs::Status s = frs::WriteRunningConfig(cfg.store_dir, frs::RunningConfig{pid, cfg.timezone, cfg.map_path,

@@ -193,7 +193,7 @@ void RemoveLeftTemporaries(const std::string& dir, std::vector<std::string>* pro
     const std::string_view n(e->d_name);
     if (!n.starts_with(os::store_dir::kReplicaSpoolPrefix) || !os::store_dir::IsTempName(n)) continue;
     const std::string path = os::store_dir::In(dir, std::string(n));
-    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));  // a FIFO: never waited on
     struct stat st;
     if (!fd.valid() || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || ::fstat(fd.get(), &st) != 0 ||
         st.st_mtime > minute_ago)
@@ -213,7 +213,7 @@ std::vector<TakenReplicaSpool> TakeReplicaSpools(const std::string& dir, size_t 
   for (const std::string& n : ReplicaSpoolNames(dir)) {
     if (out.size() >= max) break;
     const std::string path = os::store_dir::In(dir, n);
-    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));  // a FIFO: never waited on
     if (!fd.valid()) continue;  // delivered and removed meanwhile
     // Held by a live worker, of this start or of one still stopping: not
     // ours. The kernel drops a dead one's lock, whatever pid comes next.

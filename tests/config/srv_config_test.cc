@@ -26,6 +26,21 @@ std::string ShortSrv(const std::string& listen, const std::string& more) {
   return "<frs>\n  <listen " + listen + "/>\n  <map>map.xml</map>\n  <store dir=\"data\"/>\n" + more + "</frs>";
 }
 
+// `<workers>2&#0;9</workers>` was 2 workers and `<store dir="data&#0;-x">`
+// the store data (an outside run): a NUL ends what pugixml reads of a value.
+TEST(SrvConfig, ANulOrAReferenceToOneIsRefused) {
+  TempDir d;
+  auto c = LoadSrvConfig(Write(d, ShortSrv("host=\"127.0.0.1\" port=\"0\"", "  <workers>2&#0;9</workers>\n")));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("srv.xml:5: a character reference to NUL (&#0;)"), std::string::npos)
+      << c.status().ToString();
+  c = LoadSrvConfig(
+      Write(d, ShortSrv("host=\"127.0.0.1\" port=\"0\"", std::string("  <workers>2</workers>\n") + '\0')));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("a NUL byte, which XML does not allow"), std::string::npos)
+      << c.status().ToString();
+}
+
 // The example srv.xml (conf/), moved to a directory of its own.
 TEST(SrvConfig, ContractExampleWithDefaultsAndResolvedPaths) {
   TempDir d;

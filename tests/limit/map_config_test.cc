@@ -86,6 +86,27 @@ TEST(MapConfig, ErrorsNameTheFileAndLine) {
 // </map> (dropped), an attribute given twice (one value silently wins), text
 // in a rule, and two rules a node could not tell apart (their counts traded
 // at a reload that reorders them).
+// pugixml reads a value up to a NUL, and a NUL byte ends its document:
+// `max="5&#0;000"` was max 5, and a <biz> after `</map>` and a NUL was never
+// seen (an outside run). XML allows neither.
+TEST(MapConfig, ANulByteOrAReferenceToOneIsRefused) {
+  const std::string rule = "<rule interval=\"60\" max=\"5&#0;000\"/>";
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\">" + rule + "</biz></map>"),
+            "map.xml:2: a character reference to NUL (&#0;), which XML does not allow: a value would be read up to "
+            "it and no further");
+  EXPECT_NE(ErrorOf("<map><biz id=\"1\" name=\"lo&#x00;gin\"><rule interval=\"60\" max=\"5\"/></biz></map>")
+                .find("a character reference to NUL (&#x00;)"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(std::string("<map><biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz></map>\n") +
+                    '\0' + "<biz id=\"9\" name=\"b\"/>"),
+            "map.xml:2: a NUL byte, which XML does not allow: the file would be read as ending here");
+  // A reference to another character, or text that only looks like one, is
+  // not this.
+  EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\" comment=\"&#38;#0;\"><rule interval=\"60\" max=\"5\"/></biz></map>")
+                .find("NUL"),
+            std::string::npos);
+}
+
 TEST(MapConfig, WhatWouldSilentlyDropOrTradeALimitIsRefused) {
   const std::string biz = "<biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz>";
   EXPECT_EQ(ErrorOf("<map>" + biz + "</map>\n<biz id=\"2\" name=\"b\"/>"),

@@ -13,6 +13,8 @@
 
 #include "common/temp_dir.h"
 #include "limit/lease_id.h"
+#include "limit/map_config.h"
+#include "limit/rule_history.h"
 #include "stats/daily_stats.h"
 #include "stats/group_table.h"
 #include "stats/recent_denials.h"
@@ -101,6 +103,29 @@ TEST(SideFiles, ARuleHistoryLineOutOfRangeIsNamedForIt) {
     const auto reports = CheckSideFiles(dir);
     EXPECT_NE(reports[2].status.message().find("rules.history: " + std::string(c.says)), std::string::npos)
         << c.line << ": " << reports[2].status.ToString();
+  }
+}
+
+// A FIFO at rules.history held a SIGHUP's master, a respawned worker and
+// every frsctl command waiting for a writer, and a link to /dev/zero was
+// read without end; a read command then replaced either with a new file
+// (an outside run). Neither is waited on, read or replaced now: frsd's start
+// and frsctl verify say what it is (CheckSideFiles).
+TEST(SideFiles, ARuleHistoryThatIsNoFileIsNeitherWaitedOnNorReplaced) {
+  auto map = ParseMap("<map><biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz></map>", "map.xml");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  for (const bool fifo : {true, false}) {
+    frs::testing::TempDir d;
+    const std::string path = d.path() + "/rules.history";
+    if (fifo) ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    else ASSERT_EQ(::symlink("/dev/zero", path.c_str()), 0);
+    RuleHistory history(d.path(), /*read_only=*/false);
+    MapConfig config = *map;
+    history.Apply(&config);  // returns: it waited on, or read, nothing
+    struct stat st {};
+    ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+    EXPECT_TRUE(fifo ? S_ISFIFO(st.st_mode) : S_ISLNK(st.st_mode)) << "replaced: mode " << std::oct << st.st_mode;
+    EXPECT_EQ(config.bizzes[0].rules[0].npast, 0u);
   }
 }
 
