@@ -56,6 +56,7 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
   StoreCheck out;
   std::string missing;
   uint64_t id = 0;
+  std::string first;  // the file `id` was read from
   for (uint32_t i = 0; i < g.files; ++i) {
     const std::string path = StoreFile::PathFor(dir, i);
     // O_NONBLOCK: a FIFO in a store file's place opens at once, and is
@@ -76,9 +77,12 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
     if (static_cast<size_t>(n) < sizeof h)
       return Status::Corruption(path + ": shorter than a store file header (" + std::to_string(n) + " bytes)");
     if (Status s = StoreFile::CheckHeader(path, h, g, i, static_cast<uint64_t>(st.st_size)); !s.ok()) return s;
-    if (id == 0) id = h.store_id;
-    else if (h.store_id != id)
-      return Status::Mismatch(path + ": belongs to another store than the other files (store ids differ)");
+    if (id == 0) {
+      id = h.store_id;
+      first = path;
+    } else if (h.store_id != id) {
+      return Status::Mismatch(StoreFile::ForeignFileWords(first, id, path, h.store_id));
+    }
     ++out.files_found;
   }
   if (out.files_found > 0 && !missing.empty())

@@ -1,5 +1,7 @@
 #include "store/store_file.h"
 
+#include <cstdio>
+
 #include <atomic>
 #include <cstring>
 #include <ctime>
@@ -41,6 +43,17 @@ void AddCounters(const FileStats& fs, StoreStats* s) {
 
 std::string StoreFile::PathFor(const std::string& dir, uint32_t index) {
   return os::store_dir::In(dir, os::store_dir::StoreFileName(index));
+}
+
+std::string StoreFile::ForeignFileWords(const std::string& first, uint64_t first_id, const std::string& path,
+                                        uint64_t id) {
+  char ids[64];
+  std::snprintf(ids, sizeof ids, "%016llx and %016llx", static_cast<unsigned long long>(first_id),
+                static_cast<unsigned long long>(id));
+  return first + " and " + path + " belong to two stores (store ids " + ids +
+         "): one of them was copied here from another store of the same geometry, and the files cannot tell "
+         "which. Put back the one that came from elsewhere from a backup of this store (its files share one "
+         "store id); removing either throws away the counts it holds";
 }
 
 void StoreFile::WriteIdentity(FileHeader* h, const StoreGeometry& g, uint32_t index, uint64_t store_id,

@@ -26,6 +26,11 @@ class StoreFile {
                                                  bool read_only = false);
 
   static std::string PathFor(const std::string& dir, uint32_t index);
+  // Why `path` (store id `id`) and `first` (`first_id`), both in one
+  // store's directory, cannot be opened together: the words name both, since
+  // which of the two came from elsewhere the files cannot tell.
+  static std::string ForeignFileWords(const std::string& first, uint64_t first_id, const std::string& path,
+                                      uint64_t id);
   // The checksummed part of a header (identity and geometry) as a new file
   // of store `store_id` gets it, its checksum included; the counters are
   // left as they are. A keyed `place_key` makes a file of format 6, none

@@ -103,6 +103,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   uint64_t id = 0;
   store::PlaceKey key;
   bool have_id = false;
+  std::string first_path;  // the file `id` and `key` were read from
   std::vector<std::unique_ptr<store::StoreFile>> files(g.files);
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t i = 0; i < g.files; ++i) {
@@ -121,10 +122,11 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
       if (!have_id) {
         id = f.value()->store_id();
         key = f.value()->place_key();
+        first_path = f.value()->path();
         have_id = true;
       } else if (f.value()->store_id() != id) {
-        return Status::Mismatch(f.value()->path() +
-                                ": belongs to another store than the other files (store ids differ)");
+        return Status::Mismatch(
+            store::StoreFile::ForeignFileWords(first_path, id, f.value()->path(), f.value()->store_id()));
       } else if (!(f.value()->place_key() == key)) {
         return Status::Mismatch(f.value()->path() +
                                 ": its placement key is not the other files' (a file of this store made again "

@@ -118,15 +118,16 @@ namespace {
 bool g_ids_unknown_said = false;
 
 // An id left empty for a node whose key is known whole: the engine keys no
-// id, the store's lease.key being missing (frsctl makes none beside a store
-// that served). Said once a run, on standard error: the lines keep their
+// id, the store's lease.key being missing or unreadable (frsctl makes none
+// beside a store that served). Said once a run, on standard error: the lines keep their
 // form.
 void SayIdsUnknown(const NodeView& v, const std::string& id) {
   if (g_ids_unknown_said || !id.empty() || !v.key_kept || v.key_truncated) return;
   g_ids_unknown_said = true;
   std::fprintf(stderr,
-               "frsctl: the store's lease.key is missing: lease and reservation ids are shown by serial (#N); frsd "
-               "makes a new key at its next start, and every id given out before then answers 409\n");
+               "frsctl: no lease.key could be read for this store (missing, or what the line above says): lease and "
+               "reservation ids are shown by serial (#N); a missing key is made new at frsd's next start (every id "
+               "given out before then answers 409), a damaged one stops that start until it is put back\n");
 }
 
 // Leases or reservations in the order they end (the node keeps them by place).
