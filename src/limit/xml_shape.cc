@@ -90,12 +90,14 @@ std::optional<XmlShapeProblem> FindNulProblem(std::string_view text) {
     if (hex) ++i;
     const size_t digits = i;
     uint64_t value = 0;
-    for (; i < text.size() && i - digits < 16; ++i) {
+    for (; i < text.size(); ++i) {
       const char c = text[i];
       int d = c >= '0' && c <= '9' ? c - '0' : -1;
       if (hex && d < 0 && ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) d = (c | 0x20) - 'a' + 10;
       if (d < 0) break;
-      value = value * (hex ? 16 : 10) + static_cast<uint64_t>(d);
+      // Any number of leading zeros is still NUL; past Unicode's last
+      // character the value only needs to stay above 0.
+      if (value <= 0x10FFFF) value = value * (hex ? 16 : 10) + static_cast<uint64_t>(d);
     }
     if (i > digits && i < text.size() && text[i] == ';' && value == 0)
       return XmlShapeProblem{static_cast<std::ptrdiff_t>(at),

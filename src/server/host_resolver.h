@@ -7,12 +7,14 @@
 // address (IPv4, or IPv6 in brackets) is read at once, as before; a name is
 // looked up on a thread of its own while the loop goes on, and asked for
 // again on a later turn (kPending). A found address is kept: a connection
-// that failed marks it stale (Stale), and so does age (kRefreshNs), and a
-// stale address is still served while a new lookup runs behind it, so that
-// a slow or dead DNS never holds up a connection to a peer whose address is
-// known, and a peer that moved is found on a later try. A name with several
-// addresses (localhost: ::1 and 127.0.0.1) is tried at each in turn, the
-// next after each failure, as getaddrinfo(3) orders them.
+// that failed to open marks it stale (Stale), and so does age (kRefreshNs),
+// and a stale address is still served while a new lookup runs behind it, so
+// that a slow or dead DNS never holds up a connection to a peer whose
+// address is known, and a peer that moved is found on a later try (a
+// refresh that fails is not tried again for kFailedRefreshNs). A name with
+// several addresses (localhost: ::1 and 127.0.0.1) is tried at each in turn,
+// the next after each connection that failed to open, as getaddrinfo(3)
+// orders them.
 //
 // Thread safety: one resolver per thread (a worker's loop). A lookup's
 // thread shares only its own Job with the resolver, through `done`; a

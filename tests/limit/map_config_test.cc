@@ -97,6 +97,10 @@ TEST(MapConfig, ANulByteOrAReferenceToOneIsRefused) {
   EXPECT_NE(ErrorOf("<map><biz id=\"1\" name=\"lo&#x00;gin\"><rule interval=\"60\" max=\"5\"/></biz></map>")
                 .find("a character reference to NUL (&#x00;)"),
             std::string::npos);
+  EXPECT_NE(ErrorOf("<map><biz id=\"1\" name=\"a&#" + std::string(40, '0') +
+                    ";\"><rule interval=\"60\" max=\"5\"/></biz></map>")
+                .find("a character reference to NUL"),
+            std::string::npos);
   EXPECT_EQ(ErrorOf(std::string("<map><biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz></map>\n") +
                     '\0' + "<biz id=\"9\" name=\"b\"/>"),
             "map.xml:2: a NUL byte, which XML does not allow: the file would be read as ending here");
