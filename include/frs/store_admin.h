@@ -133,4 +133,10 @@ bool StoreNeverServed(const std::string& dir);
 // 409.
 std::string LeaseKeyMissingWarning(const std::string& dir);
 
+// A sentence when the store in `dir` has a rules.history that cannot be read
+// (a FIFO, a device, a directory, its mode), else "": an engine opened then
+// knows no rule's past, and a rule whose interval changed shows its keys at
+// 0. frsd's start and reload refuse it; frsctl says it.
+std::string RuleHistoryUnreadableWarning(const std::string& dir);
+
 }  // namespace frs

@@ -97,11 +97,18 @@ void RuleHistory::WriteFile(const std::vector<Entry>& entries) const {
   out << "# biz-id rule-name identity(algo<<25|interval) max: written by frsd, read at reload (docs/rules.md)\n";
   for (const Entry& e : entries) out << e.biz << ' ' << e.name << ' ' << e.identity << ' ' << e.max << '\n';
   // Not synced: a history lost to a power cut only starts the changed rules'
-  // counts fresh at the next reload. Not written (a full disk): the same.
+  // counts fresh at the next reload. Not written (a full disk): the same,
+  // and said.
   // The service's alone, as the store files are (frsctl import made it
   // readable by all under a umask of 022).
-  auto written = os::WriteFileWhole(os::store_dir::In(dir_, os::store_dir::kRuleHistory), out.str(), {.mode = 0600});
-  if (!written.ok()) return;
+  const std::string path = os::store_dir::In(dir_, os::store_dir::kRuleHistory);
+  auto written = os::WriteFileWhole(path, out.str(), {.mode = 0600});
+  // Said (an outside run found a write refused for RLIMIT_FSIZE unsaid, and
+  // a restart after it started a changed rule's counts afresh).
+  if (!written.ok() && on_problem_)
+    on_problem_(written.status().message() + " (" + path +
+                " was not rewritten: a rule whose interval changes at a later reload or start will start its keys' "
+                "counts afresh unless it can be written by then)");
 }
 
 void RuleHistory::Apply(MapConfig* config) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,11 @@ namespace frs::limit {
 class RuleHistory {
  public:
   // `dir` "": history kept in memory only; `read_only`: the file is read, never written.
-  RuleHistory(std::string dir, bool read_only) : dir_(std::move(dir)), read_only_(read_only) {}
+  // `on_problem` (may be empty) hears of a file that could not be written
+  // (a full disk, RLIMIT_FSIZE): what each rule was is then not kept past
+  // this process, which a later interval change would pay for.
+  RuleHistory(std::string dir, bool read_only, std::function<void(const std::string&)> on_problem = {})
+      : dir_(std::move(dir)), read_only_(read_only), on_problem_(std::move(on_problem)) {}
 
   // Records `config`'s rules and fills each rule's past identities.
   void Apply(MapConfig* config) FRS_EXCLUDES(mu_);
@@ -71,6 +76,7 @@ class RuleHistory {
 
   const std::string dir_;
   const bool read_only_;
+  const std::function<void(const std::string&)> on_problem_;
   Mutex mu_;
   std::vector<Entry> entries_ FRS_GUARDED_BY(mu_);  // oldest first
 };

@@ -2,6 +2,7 @@
 
 #include "frs/ring.h"
 #include "frs/service.h"
+#include "frs/store_admin.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "os/store_dir.h"
@@ -73,6 +74,7 @@ class Master {
   void Reap(bool stopping);
   void StopWorkers();
   void Reload();
+  Status CheckReloadSideFiles(const SrvConfig& next, bool* lease_key_changed);
   // Watches live_'s <grpc config> directory (ConfigWatch), or nothing.
   void WatchEnvoyConfig();
   void ReloadWatched();
@@ -523,18 +525,14 @@ MapReloadWords SayOfMapReload(MapChannel* channel, const limit::MapConfig& next,
 
 }  // namespace
 
-void Master::Reload() {
-  if (ctx_.notify) ctx_.notify("RELOADING=1");
-  // srv.xml and map.xml are read once, validated, and every worker is handed
-  // these very bytes: a file rewritten meanwhile cannot give two workers two
-  // configurations. A broken file refuses the whole reload.
-  ReloadFiles f;
-  Status s = ReadForReload(cfg_.path, live_, cfg_.geometry, ctx_.engine, &f);
+// What a reload needs of the files beside the configuration: the cluster's
+// lease key files, and a rules.history the workers can read.
+Status Master::CheckReloadSideFiles(const SrvConfig& next, bool* lease_key_changed) {
+  Status s;
   // <cluster lease_key> is read at start only (ids verify under it): a file
   // that `frsd -t` refuses refuses the reload too, and another key is said
   // to need a restart.
-  bool lease_key_changed = false;
-  if (s.ok()) {
+  {
     // The check of a named key file (0: none named).
     auto check_of = [&s](const std::string& file, const char* attribute) -> uint64_t {
       if (file.empty() || !s.ok()) return 0;
@@ -542,12 +540,31 @@ void Master::Reload() {
       if (!key.ok()) s = key.status();
       return key.ok() ? limit::LeaseKeyCheckOf(key.value()) : 0;
     };
-    const uint64_t check = check_of(f.next->cluster_lease_key, "lease_key"),
-                   also = check_of(f.next->cluster_lease_key_also, "lease_key_also");
+    const uint64_t check = check_of(next.cluster_lease_key, "lease_key"),
+                   also = check_of(next.cluster_lease_key_also, "lease_key_also");
     if (s.ok() && also != 0 && also == check)
-      s = Status::InvalidArgument(limit::SameKeyWords(f.next->cluster_lease_key, f.next->cluster_lease_key_also));
-    lease_key_changed = s.ok() && (check != ctx_.engine->LeaseKeyCheck() || also != ctx_.engine->LeaseKeyAlsoCheck());
+      s = Status::InvalidArgument(limit::SameKeyWords(next.cluster_lease_key, next.cluster_lease_key_also));
+    *lease_key_changed = s.ok() && (check != ctx_.engine->LeaseKeyCheck() || also != ctx_.engine->LeaseKeyAlsoCheck());
   }
+  // A rules.history the workers cannot read (a FIFO, a device, its mode):
+  // each would install the map without the rules' pasts, and a changed
+  // interval would start its keys' counts afresh, unsaid. The start refuses
+  // it (side_files.h); so does a reload. A damaged line is not this: the
+  // rest is read, and the start sets such a file aside.
+  if (s.ok())
+    if (const std::string h = RuleHistoryUnreadableWarning(cfg_.store_dir); !h.empty()) s = Status::IOError(h);
+  return s;
+}
+
+void Master::Reload() {
+  if (ctx_.notify) ctx_.notify("RELOADING=1");
+  // srv.xml and map.xml are read once, validated, and every worker is handed
+  // these very bytes: a file rewritten meanwhile cannot give two workers two
+  // configurations. A broken file refuses the whole reload.
+  ReloadFiles f;
+  Status s = ReadForReload(cfg_.path, live_, cfg_.geometry, ctx_.engine, &f);
+  bool lease_key_changed = false;
+  if (s.ok()) s = CheckReloadSideFiles(*f.next, &lease_key_changed);
   // The new map parsed once, for what it ends of what the running one held
   // (read before it is replaced: the channel holds the map every worker
   // runs) and for the descriptors its statistics need.

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "common/temp_dir.h"
+#include "frs/store_admin.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
 #include "limit/rule_history.h"
@@ -127,6 +128,36 @@ TEST(SideFiles, ARuleHistoryThatIsNoFileIsNeitherWaitedOnNorReplaced) {
     EXPECT_TRUE(fifo ? S_ISFIFO(st.st_mode) : S_ISLNK(st.st_mode)) << "replaced: mode " << std::oct << st.st_mode;
     EXPECT_EQ(config.bizzes[0].rules[0].npast, 0u);
   }
+}
+
+// frsd refuses to start or reload on a rules.history it cannot read, and
+// frsctl says it; a damaged line is not that (the rest is read).
+TEST(SideFiles, ARuleHistoryThatCannotBeReadIsSaidADamagedLineIsNot) {
+  frs::testing::TempDir d;
+  const std::string path = d.path() + "/rules.history";
+  EXPECT_EQ(RuleHistoryUnreadableWarning(d.path()), "");  // none yet
+  std::ofstream(path) << "1 a 60 5\nnot a line\n";
+  EXPECT_EQ(RuleHistoryUnreadableWarning(d.path()), "");
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_NE(RuleHistoryUnreadableWarning(d.path()).find("rules.history is a FIFO"), std::string::npos)
+      << RuleHistoryUnreadableWarning(d.path());
+}
+
+// A history that could not be written was dropped unsaid, and a later
+// interval change started its keys' counts afresh (an outside run, under
+// RLIMIT_FSIZE): the engine's on_problem hears of it.
+TEST(SideFiles, ARuleHistoryThatCannotBeWrittenIsSaid) {
+  auto map = ParseMap("<map><biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz></map>", "map.xml");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  frs::testing::TempDir d;
+  std::vector<std::string> said;
+  RuleHistory history(d.path() + "/gone", /*read_only=*/false, [&](const std::string& w) { said.push_back(w); });
+  MapConfig config = *map;
+  history.Apply(&config);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("rules.history was not rewritten: a rule whose interval changes"), std::string::npos)
+      << said[0];
 }
 
 // A damaged denials.frs or rules.history was taken without a word (the

@@ -280,6 +280,13 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
     return st;
   }
   s->engine = std::move(e).value();
+  // A rules.history that cannot be read (a FIFO, a device, its mode): the
+  // engine ran without the rules' pasts, so a rule whose interval changed
+  // since its keys counted shows them at 0. frsd refuses to start or reload
+  // so; a command still runs, saying it.
+  if (const std::string h = RuleHistoryUnreadableWarning(s->cfg.store_dir); !h.empty())
+    std::fprintf(stderr, "frsctl: warning: %s; a rule whose interval changed shows its keys' counts as 0 here\n",
+                 h.c_str());
   return Status::OK();
 }
 
