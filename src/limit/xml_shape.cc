@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 namespace frs::limit {
 namespace {
@@ -81,10 +82,28 @@ std::optional<XmlShapeProblem> FindXmlShapeProblem(const pugi::xml_document& doc
 }
 
 std::optional<XmlShapeProblem> FindNulProblem(std::string_view text) {
-  if (const size_t at = text.find('\0'); at != std::string_view::npos)
+  constexpr size_t npos = std::string_view::npos;
+  if (const size_t at = text.find('\0'); at != npos)
     return XmlShapeProblem{static_cast<std::ptrdiff_t>(at),
                            "a NUL byte, which XML does not allow: the file would be read as ending here"};
-  for (size_t at = text.find("&#"); at != std::string_view::npos; at = text.find("&#", at + 2)) {
+  // One pass: a comment or a CDATA section is skipped whole (`&#0;` in it
+  // is those four characters, no reference), each "<!" found once.
+  size_t lt = text.find("<!");
+  size_t at = text.find("&#");
+  while (at != npos) {
+    if (lt != npos && lt < at) {
+      size_t past = lt + 2;
+      for (const auto& [open, close] : {std::pair<std::string_view, std::string_view>{"<!--", "-->"},
+                                        std::pair<std::string_view, std::string_view>{"<![CDATA[", "]]>"}})
+        if (text.substr(lt, open.size()) == open) {
+          const size_t c = text.find(close, lt + open.size());
+          if (c == npos) return std::nullopt;  // never closed: pugixml refuses the file
+          past = c + close.size();
+        }
+      lt = text.find("<!", past);
+      if (past > at) at = text.find("&#", past);
+      continue;
+    }
     size_t i = at + 2;
     const bool hex = i < text.size() && text[i] == 'x';
     if (hex) ++i;
@@ -103,6 +122,7 @@ std::optional<XmlShapeProblem> FindNulProblem(std::string_view text) {
       return XmlShapeProblem{static_cast<std::ptrdiff_t>(at),
                              "a character reference to NUL (" + std::string(text.substr(at, i + 1 - at)) +
                                  "), which XML does not allow: a value would be read up to it and no further"};
+    at = text.find("&#", at + 2);
   }
   return std::nullopt;
 }

@@ -104,6 +104,18 @@ TEST(MapConfig, ANulByteOrAReferenceToOneIsRefused) {
   EXPECT_EQ(ErrorOf(std::string("<map><biz id=\"1\" name=\"a\"><rule interval=\"60\" max=\"5\"/></biz></map>\n") +
                     '\0' + "<biz id=\"9\" name=\"b\"/>"),
             "map.xml:2: a NUL byte, which XML does not allow: the file would be read as ending here");
+  // In a comment or CDATA `&#0;` is text, no reference; after the comment a
+  // reference counts again.
+  EXPECT_EQ(ErrorOf("<map>\n<!-- a &#0; here is text -->\n<biz id=\"1\" name=\"a\"><rule interval=\"60\" "
+                    "max=\"5\"/></biz></map>"),
+            "OK");
+  EXPECT_NE(ErrorOf("<map>\n<!-- a comment -->\n<biz id=\"1\" name=\"a\"><rule interval=\"60\" "
+                    "max=\"5&#0;\"/></biz></map>")
+                .find("map.xml:3: a character reference to NUL"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf("<map>\n<biz id=\"1\" name=\"a\"><![CDATA[ &#0; ]]><rule interval=\"60\" max=\"5\"/></biz></map>")
+                .find("NUL"),
+            std::string::npos);
   // A reference to another character, or text that only looks like one, is
   // not this.
   EXPECT_EQ(ErrorOf("<map><biz id=\"1\" name=\"a\" comment=\"&#38;#0;\"><rule interval=\"60\" max=\"5\"/></biz></map>")
