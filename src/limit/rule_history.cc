@@ -64,7 +64,7 @@ std::vector<RuleHistory::Entry> RuleHistory::ReadFile(bool* damaged) const {
   return out;
 }
 
-Status RuleHistory::Check(const std::string& dir) {
+Status RuleHistory::Readable(const std::string& dir) {
   const std::string path = os::store_dir::In(dir, os::store_dir::kRuleHistory);
   // A directory (or a FIFO) in its place reads as an empty file, and no
   // write replaces it: every interval changed since would start its keys'
@@ -74,11 +74,18 @@ Status RuleHistory::Check(const std::string& dir) {
     return Status::IOError(os::NotRegularWords(path, st.st_mode) +
                            ": frsd could not keep in it what each rule was (a changed interval would start its "
                            "keys' counts afresh)");
+  if (::access(path.c_str(), R_OK) == 0 || ::access(path.c_str(), F_OK) != 0) return Status::OK();
+  if (::access(path.c_str(), R_OK) != 0 && (errno == EACCES || errno == EPERM))
+    return Status::IOError(os::PermissionWords(path));
+  return Status::IOError("cannot read " + path);
+}
+
+Status RuleHistory::Check(const std::string& dir) {
+  if (Status s = Readable(dir); !s.ok()) return s;
+  const std::string path = os::store_dir::In(dir, os::store_dir::kRuleHistory);
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (::access(path.c_str(), F_OK) != 0) return Status::OK();
-    if (::access(path.c_str(), R_OK) != 0 && (errno == EACCES || errno == EPERM))
-      return Status::IOError(os::PermissionWords(path));
     return Status::IOError("cannot read " + path);
   }
   std::string line;
@@ -117,12 +124,9 @@ void RuleHistory::Apply(MapConfig* config) {
   // each rule name's identities in a group of their own, oldest first: only
   // the order within a name means anything, and a map of 65,535 bizzes
   // searched the whole list per rule (quadratic: a minute's reload).
-  struct Group {
-    std::vector<Entry> entries;
-  };
-  std::vector<Group> groups;
+  std::vector<std::vector<Entry>> groups;
   std::unordered_map<std::string, size_t> group_of;
-  auto group = [&](uint16_t biz, const std::string& name) -> Group& {
+  auto group = [&](uint16_t biz, const std::string& name) -> std::vector<Entry>& {
     std::string k(reinterpret_cast<const char*>(&biz), sizeof biz);
     k += name;
     auto [it, added] = group_of.try_emplace(std::move(k), groups.size());
@@ -130,9 +134,9 @@ void RuleHistory::Apply(MapConfig* config) {
     return groups[it->second];
   };
   bool damaged = false;
-  for (Entry& e : ReadFile(&damaged)) group(e.biz, e.name).entries.push_back(std::move(e));
+  for (Entry& e : ReadFile(&damaged)) group(e.biz, e.name).push_back(std::move(e));
   for (const Entry& e : entries_) {
-    std::vector<Entry>& g = group(e.biz, e.name).entries;
+    std::vector<Entry>& g = group(e.biz, e.name);
     if (std::find(g.begin(), g.end(), e) == g.end()) g.push_back(e);
   }
   bool changed = false;
@@ -140,7 +144,7 @@ void RuleHistory::Apply(MapConfig* config) {
     for (uint32_t i = 0; i < biz.nrules; ++i) {
       const RuleSpec& spec = biz.rules[i];
       Entry now{biz.id, spec.name, TagIdentity(spec.tag), spec.max};
-      std::vector<Entry>& g = group(now.biz, now.name).entries;
+      std::vector<Entry>& g = group(now.biz, now.name);
       auto same_identity = [&](const Entry& e) { return e.identity == now.identity; };
       auto it = std::find_if(g.begin(), g.end(), same_identity);
       if (it != g.end() && *it == now && it + 1 == g.end()) continue;  // already the newest entry of this name
@@ -154,9 +158,9 @@ void RuleHistory::Apply(MapConfig* config) {
   std::vector<Entry> merged;
   std::vector<std::pair<size_t, size_t>> spans;  // each group's (first, count) in merged
   spans.reserve(groups.size());
-  for (Group& g : groups) {
-    spans.emplace_back(merged.size(), g.entries.size());
-    for (Entry& e : g.entries) merged.push_back(std::move(e));
+  for (std::vector<Entry>& g : groups) {
+    spans.emplace_back(merged.size(), g.size());
+    for (Entry& e : g) merged.push_back(std::move(e));
   }
   // A damaged file is left as it is: frsd's start moves it aside, saying so,
   // and frsctl verify reports it. Rewritten here (by any read of frsctl, or

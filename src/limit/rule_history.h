@@ -55,6 +55,10 @@ class RuleHistory {
   // (frsd writes it whole, under a temporary name: such a line is damage).
   // Apply would skip such lines; frsd's start and frsctl verify ask this.
   static Status Check(const std::string& dir);
+  // Check's first half, without reading a line: OK when the file is
+  // missing or a regular file this user may read, else why not (what a
+  // reload asks, every time, of a file that may hold megabytes).
+  static Status Readable(const std::string& dir);
 
  private:
   struct Entry {

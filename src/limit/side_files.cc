@@ -223,9 +223,9 @@ std::string SideFileReport::AtStartText() const {
 std::vector<SideFileReport> CheckStoreSideFiles(const std::string& dir) { return limit::CheckSideFiles(dir); }
 std::string LeaseKeyMissingWarning(const std::string& dir) { return limit::LeaseKeyMissingWarning(dir); }
 std::string RuleHistoryUnreadableWarning(const std::string& dir) {
-  // A damaged line is not this: the rest of the file is read.
-  const Status h = limit::RuleHistory::Check(dir);
-  return !h.ok() && h.code() != Status::Code::kCorruption ? h.message() : std::string();
+  // A damaged line is not this (the rest of the file is read): no line is.
+  const Status h = limit::RuleHistory::Readable(dir);
+  return h.ok() ? std::string() : h.message();
 }
 bool StoreNeverServed(const std::string& dir) { return limit::StoreNeverServed(dir); }
 std::string LeaseKeyModeWarning(const std::string& dir) { return limit::LeaseKeyModeWarning(dir); }

@@ -336,10 +336,10 @@ uint64_t Replicator::SafeThrough(uint64_t mask) const {
 }
 
 bool Replicator::Busy() const {
-  for (const Link& l : links_)
+  for (const Link& l : links_) {
     if ((l.resolving_ns != 0 || l.name_pending) && resolver_.Pending(l.name)) return true;
-  for (const Link& l : links_)
     if (!l.queue.empty() && !l.down) return true;
+  }
   return false;
 }
 
