@@ -127,6 +127,14 @@ std::string LeaseKeyModeWarning(const std::string& dir);
 // engine that opens it may make its lease.key (frsctl's too).
 bool StoreNeverServed(const std::string& dir);
 
+// The files of the store in `dir` (of `files` files) whose making was cut
+// short: a kill or a power loss between a file's creation and its header
+// left no byte but zeros, no process holds its lock, and the engine beside
+// it never kept a count (stats.frs absent, or zeros too). They hold
+// nothing: frsd's start and frsctl init remove them and make them again.
+// Changes nothing.
+std::vector<std::string> CutShortStoreFiles(const std::string& dir, uint32_t files);
+
 // A sentence when the store in `dir` served (StoreNeverServed is false)
 // and has lost its lease.key, else "": frsd's next start makes a new
 // secret, and every lease and reservation id given out before then answers

@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 
 #include "limit/lease_id.h"
 #include "limit/rule_history.h"
+#include "os/only_zeros.h"
 #include "os/path_access.h"
 #include "os/store_dir.h"
 #include "os/unique_fd.h"
@@ -40,25 +40,13 @@ SideFileReport Report(std::string path, AtStart at, Status status) {
 }
 
 // Whether the file at `path` holds no byte but zeros (or none): what a
-// creation cut short leaves, a kill between its making and its header, or
-// a power loss before the header reached the disk (a fallocated block
-// reads as zeros). Such a file holds no count; one of more than 64 MiB
-// is read no further (stats.frs is well under 1 MiB).
+// creation cut short leaves (os/only_zeros.h). Such a file holds no count.
 bool HoldsNothing(const std::string& path) {
   // A regular file only: a FIFO is not waited on, a device not read.
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  char buf[65536];
-  for (uint64_t read = 0; read < (uint64_t{64} << 20);) {
-    in.read(buf, sizeof buf);
-    const std::streamsize n = in.gcount();
-    if (n <= 0) return in.eof();
-    if (std::any_of(buf, buf + n, [](char c) { return c != 0; })) return false;
-    read += static_cast<uint64_t>(n);
-  }
-  return false;
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return false;
+  Result<bool> zeros = os::HoldsOnlyZeros(fd.get());
+  return zeros.ok() && zeros.value();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <boost/interprocess/file_mapping.hpp>
@@ -18,6 +19,20 @@
 namespace frs::os {
 
 namespace bip = boost::interprocess;
+
+namespace {
+
+// A new file's size past RLIMIT_FSIZE (`ulimit -f`, a unit's LimitFSIZE=).
+std::string FileSizeLimitWords(const std::string& path, uint64_t size) {
+  struct rlimit rl {};
+  const std::string limit = ::getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                                ? std::to_string(rl.rlim_cur) + " bytes"
+                                : "below it";
+  return path + ": cannot be made " + std::to_string(size) + " bytes long: this process's file size limit " +
+         "(ulimit -f, LimitFSIZE=) is " + limit + "; raise it, or make the store smaller";
+}
+
+}  // namespace
 
 struct MappedFile::Region {
   bip::file_mapping mapping;
@@ -103,6 +118,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
       if (::ftruncate(fd.get(), static_cast<off_t>(create_size)) != 0) {
         int err = errno;
         ::unlink(path.c_str());
+        if (err == EFBIG) return Status::IOError(FileSizeLimitWords(path, create_size));
         return Status::FromErrno(path + ": ftruncate", err);
       }
       f->created_ = true;

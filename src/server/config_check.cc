@@ -280,6 +280,15 @@ std::vector<std::string> LeaseKeyProblems(const SrvConfig& cfg) {
   return problems;
 }
 
+// What frsd -t says of the store it checked: there, or to be made, and each
+// file it will make again.
+std::string StoreWords(const std::string& dir, const store::StoreCheck& sc) {
+  std::string words = "store " + dir + (sc.exists ? " matches" : " is new");
+  for (const std::string& p : sc.cut_short)
+    words += " (" + p + " holds only zeros, its making cut short: the start makes it again)";
+  return words;
+}
+
 }  // namespace
 
 int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* err) {
@@ -342,7 +351,7 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   if (Status grow = CheckNoInterruptedGrow(cfg->store_dir); !grow.ok()) problems.push_back(grow.message());
   Result<store::StoreCheck> sc = store::CheckStoreFiles(cfg->store_dir, cfg->geometry);
   if (!sc.ok()) problems.push_back(sc.status().message());
-  else store_words = sc->exists ? "store " + cfg->store_dir + " matches" : "store " + cfg->store_dir + " is new";
+  else store_words = StoreWords(cfg->store_dir, sc.value());
   if (sc.ok())
     for (std::string& p : StoreDirectoryProblems(*cfg, sc->exists)) problems.push_back(std::move(p));
   // The store files are read above; frsd maps them to write.

@@ -4,6 +4,7 @@
 // configuration (srv.xml, map.xml, the store, the port, a running frsd) is
 // checked in the foreground, before daemonizing, so the error reaches the
 // terminal as one line and the exit status is non-zero.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,10 +75,17 @@ class NewStoreCleanup {
   bool armed_;
 };
 
-int Fail(const std::string& msg) {
-  std::fprintf(stderr, "frsd: %s\n", msg.c_str());
+// Why the start is refused: on stderr (the terminal, systemd's journal),
+// as `line`; once the log file is open, there too, where an operator who
+// finds the server down reads first (it held only the lines of the starts
+// that came up).
+int Refuse(const std::string& line, const std::string& why) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  if (!frs::server::Logger::Get().path().empty()) FRS_LOG("the start is refused: %s", why.c_str());
   return 1;
 }
+int Refuse(const std::string& why) { return Refuse(why, why); }
+int Fail(const std::string& msg) { return Refuse("frsd: " + msg, msg); }
 
 struct Args {
   std::string config_path;
@@ -181,19 +189,13 @@ frs::Status OpenLogs(const frs::SrvConfig& cfg, bool foreground) {
 // code once the refusal is printed.
 int ReadMap(const frs::SrvConfig& cfg, frs::server::ComposedMap* map) {
   frs::Result<std::string> map_read = frs::os::ReadTextFile(cfg.map_path);
-  if (!map_read.ok()) {
-    std::fprintf(stderr, "%s\n", map_read.status().message().c_str());
-    return 1;
-  }
+  if (!map_read.ok()) return Refuse(map_read.status().message());
   auto composed = frs::server::ComposeEnvoyMap(cfg, std::move(map_read.value()));
-  if (!composed.ok()) {
-    std::fprintf(stderr, "%s\n", composed.status().message().c_str());
-    return 1;
-  }
+  if (!composed.ok()) return Refuse(composed.status().message());
   *map = std::move(composed.value());
   if (auto fit = frs::server::NodeFitProblems(cfg, map->map_text); !fit.empty()) {
-    for (const std::string& p : fit) std::fprintf(stderr, "%s\n", p.c_str());
-    return 1;
+    for (size_t i = 0; i + 1 < fit.size(); ++i) std::fprintf(stderr, "%s\n", fit[i].c_str());
+    return Refuse(fit.back());
   }
   return 0;
 }
@@ -442,6 +444,11 @@ int main(int argc, char** argv) {
   Args args;
   if (std::optional<int> rc = ParseArgs(argc, argv, &args)) return *rc;
   if (args.test_only) return TestOnly(args);
+  // Before any file is made: a store file past `ulimit -f` is then a failed
+  // ftruncate (EFBIG) that the start reports and takes back, where SIGXFSZ
+  // killed the master at once, the file half made (signals.cc ignores it
+  // again, with the others, once the master sets up its signals).
+  ::signal(SIGXFSZ, SIG_IGN);
   // Taken out of the environment at once: no worker may speak for the service.
   const SdNotifier notifier = SdNotifier::FromEnvironment();
 
@@ -480,10 +487,7 @@ int main(int argc, char** argv) {
   EngineOptions eo = EngineOptionsFor(cfg, store.value().get());
   eo.map_text = map_text;
   auto engine = AdminEngine::Open(eo);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "%s\n", engine.status().message().c_str());
-    return 1;
-  }
+  if (!engine.ok()) return Refuse(engine.status().message());
   auto map_channel = PublishConfiguration(cfg, composed);
   if (!map_channel.ok()) return Fail(map_channel.status().message());
 

@@ -237,4 +237,13 @@ std::string KeynodeGroupWarning(const StoreGeometry& g) {
          std::to_string(ideal) + " makes groups of " + std::to_string(ideal * g.chain) + " slots (docs/store.md)";
 }
 
+std::vector<std::string> CutShortStoreFiles(const std::string& dir, uint32_t files) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < files; ++i) {
+    std::string path = store::StoreFile::PathFor(dir, i);
+    if (store::ClassifyZeros(dir, path) == store::ZerosFile::kCutShort) out.push_back(std::move(path));
+  }
+  return out;
+}
+
 }  // namespace frs

@@ -1,6 +1,7 @@
 #include "store/store_check.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,18 +9,91 @@
 #include <filesystem>
 
 #include "frs/store_dir.h"
+#include "os/only_zeros.h"
 #include "os/output_file.h"
 #include "os/path_access.h"
 #include "os/unique_fd.h"
+#include "os/whole_file.h"
 #include "store/store_file.h"
 
 namespace frs::store {
+namespace {
+
+// stats.frs absent, or holding only zeros: the engine beside the store never
+// kept a count there (it makes the file before it serves).
+bool EngineNeverCounted(const std::string& dir) {
+  const std::string stats = store_dir::In(dir, store_dir::kDailyStats);
+  os::UniqueFd fd(::open(stats.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return errno == ENOENT;
+  Result<bool> zeros = os::HoldsOnlyZeros(fd.get());
+  return zeros.ok() && zeros.value();
+}
+
+// The file open at `fd`, as ClassifyZeros says; kCutShort leaves `fd`
+// holding the file's lock, which the caller keeps while it removes it.
+ZerosFile Classify(const std::string& dir, int fd) {
+  Result<bool> zeros = os::HoldsOnlyZeros(fd);
+  if (!zeros.ok() || !zeros.value()) return ZerosFile::kNo;
+  // Its creator holds the lock until the header is written: a lock held is
+  // a making under way (Open waits for it) or a file in use.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return ZerosFile::kNo;
+  return EngineNeverCounted(dir) ? ZerosFile::kCutShort : ZerosFile::kDamage;
+}
+
+// No store header there: fewer bytes than one, or a magic of 0 (a header
+// of zeros; any other is the usual checks' to name).
+bool NoHeader(ssize_t read, const FileHeader& h) { return read < static_cast<ssize_t>(sizeof h) || h.magic == 0; }
+
+}  // namespace
+
+ZerosFile ClassifyZeros(const std::string& dir, const std::string& path) {
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return ZerosFile::kNo;
+  return Classify(dir, fd.get());
+}
+
+Status ZerosDamage(const std::string& path) {
+  struct stat st {};
+  const std::string size = ::stat(path.c_str(), &st) == 0 ? std::to_string(st.st_size) + " bytes" : "its size unread";
+  return Status::Corruption(path + ": holds no byte but zeros (" + size + "), and this store served (" +
+                            std::string(store_dir::kDailyStats) +
+                            " holds its counters): a file zeroed by damage or made by hand, its counts lost; restore "
+                            "it from a backup, or remove it and run `frsctl init --recreate-missing` with frsd stopped "
+                            "(its keys start again from zero)");
+}
+
+Result<std::vector<uint32_t>> RemoveCutShortFiles(const std::string& dir, uint32_t files,
+                                                  const std::function<void(const std::string&)>& said) {
+  std::vector<uint32_t> removed;
+  for (uint32_t i = 0; i < files; ++i) {
+    const std::string path = StoreFile::PathFor(dir, i);
+    // Missing, or not ours to read: Open's usual checks say what it is.
+    os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (!fd.valid()) continue;
+    FileHeader h{};
+    if (!NoHeader(::pread(fd.get(), &h, sizeof h, 0), h) || Classify(dir, fd.get()) != ZerosFile::kCutShort) continue;
+    // Removed only while `path` still names the file checked, under its lock.
+    struct stat held, named;
+    if (::fstat(fd.get(), &held) != 0 || ::stat(path.c_str(), &named) != 0 || held.st_dev != named.st_dev ||
+        held.st_ino != named.st_ino)
+      continue;
+    if (Status s = os::RemoveFileSynced(path); !s.ok()) return s;
+    if (said)
+      said(path + ": held no byte but zeros (" + std::to_string(held.st_size) +
+           " bytes) and no lock, beside an engine that never kept a count: a store file whose making was cut short "
+           "(a kill, a file size limit, a power loss before its header reached the disk), holding no count; "
+           "removed, and made again");
+    removed.push_back(i);
+  }
+  return removed;
+}
 
 Status GoneStoreProblem(const std::string& dir, uint32_t files) {
   const std::string stats = store_dir::In(dir, store_dir::kDailyStats);
   Result<bool> served = os::PathExists(stats);
   if (!served.ok()) return served.status();
-  if (!served.value()) return Status::OK();
+  // One of zeros kept no count: the power lost in a store's first minute.
+  if (!served.value() || EngineNeverCounted(dir)) return Status::OK();
   return Status::NotFound(
       "the store in " + dir + " is gone: none of its files (" + StoreFile::PathFor(dir, 0) +
       (files > 1 ? ", ..." : "") + ") is there, but " + stats +
@@ -46,8 +120,12 @@ bool StoreMayHoldNodes(const std::string& dir) {
       return true;
     }
     FileHeader h{};
-    if (::pread(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) || h.magic != kMagic || h.nodes_used != 0)
-      return true;
+    const ssize_t n = ::pread(fd.get(), &h, sizeof h, 0);
+    // A file of zeros holds no node (a making cut short, or damage that
+    // left nothing).
+    if (NoHeader(n, h))
+      if (Result<bool> zeros = os::HoldsOnlyZeros(fd.get()); zeros.ok() && zeros.value()) continue;
+    if (n != static_cast<ssize_t>(sizeof h) || h.magic != kMagic || h.nodes_used != 0) return true;
   }
   return ec.value() != 0;
 }
@@ -56,7 +134,8 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
   StoreCheck out;
   std::string missing;
   uint64_t id = 0;
-  std::string first;  // the file `id` was read from
+  std::string first;   // the file `id` was read from
+  bool nodes = false;  // a file found holds a node
   for (uint32_t i = 0; i < g.files; ++i) {
     const std::string path = StoreFile::PathFor(dir, i);
     // O_NONBLOCK: a FIFO in a store file's place opens at once, and is
@@ -74,6 +153,14 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
     FileHeader h{};
     ssize_t n = ::pread(fd.get(), &h, sizeof h, 0);
     if (n < 0) return Status::FromErrno(path, errno);
+    if (NoHeader(n, h)) {
+      const ZerosFile z = Classify(dir, fd.get());
+      if (z == ZerosFile::kDamage) return ZerosDamage(path);
+      if (z == ZerosFile::kCutShort) {
+        out.cut_short.push_back(path);
+        continue;
+      }
+    }
     if (static_cast<size_t>(n) < sizeof h)
       return Status::Corruption(path + ": shorter than a store file header (" + std::to_string(n) + " bytes)");
     if (Status s = StoreFile::CheckHeader(path, h, g, i, static_cast<uint64_t>(st.st_size)); !s.ok()) return s;
@@ -84,7 +171,11 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
       return Status::Mismatch(StoreFile::ForeignFileWords(first, id, path, h.store_id));
     }
     ++out.files_found;
+    nodes = nodes || h.nodes_used != 0;
   }
+  // A making cut short at one file never made the files after it: those
+  // are made too, unless a file found holds nodes (then the store served).
+  if (!out.cut_short.empty() && !nodes) missing.clear();
   if (out.files_found > 0 && !missing.empty())
     return Status::NotFound("the store in " + dir + " is incomplete: missing " + missing +
                             " (the counts it held are lost unless you restore it from a backup); restore it, or start "

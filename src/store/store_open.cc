@@ -35,6 +35,22 @@ Result<store::PlaceKey> NewPlaceKey() {
   return k;
 }
 
+// A file refused as damaged that holds only zeros: said as what it is
+// (store/store_check.h), not as "empty" or "bad magic".
+Status ZerosSaid(const std::string& dir, const std::string& path, Status refused) {
+  if (refused.code() != Status::Code::kCorruption) return refused;
+  switch (store::ClassifyZeros(dir, path)) {
+    case store::ZerosFile::kCutShort:
+      return Status::Corruption(path +
+                                ": holds no byte but zeros, a store file whose making was cut short (a kill, a file "
+                                "size limit, a power loss before its header reached the disk), holding no count: "
+                                "frsd's next start, or frsctl init, makes it again");
+    case store::ZerosFile::kDamage: return store::ZerosDamage(path);
+    case store::ZerosFile::kNo: break;
+  }
+  return refused;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
@@ -58,6 +74,16 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     if (!opts.create_if_missing) return Status::NotFound(opts.dir + ": no store here (directory missing)");
     if (::mkdir(opts.dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::FromErrno(opts.dir, errno);
   }
+  // A file whose making was cut short holds nothing: removed and made again
+  // (store/store_check.h), with the files after it that the making never
+  // reached, when no file left holds a node.
+  std::vector<uint32_t> cut_short;
+  if (!opts.read_only && (opts.create_if_missing || opts.recreate_missing_files)) {
+    Result<std::vector<uint32_t>> removed = store::RemoveCutShortFiles(opts.dir, g.files, opts.on_recovery);
+    if (!removed.ok()) return removed.status();
+    cut_short = std::move(removed.value());
+  }
+  const bool making_cut_short = !cut_short.empty() && !store::StoreMayHoldNodes(opts.dir);
   // A half store is refused up front rather than completed with empty
   // files: a deleted frs.1.store silently recreated would lose its keys'
   // counts with no word said.
@@ -71,6 +97,12 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
       if (there.value() && present++ == 0) first_present = i;
       if (!there.value()) missing += (missing.empty() ? "" : ", ") + p;
     }
+    // One of them a making cut short (an open that makes nothing, here):
+    // said as such, not as files lost.
+    for (uint32_t i = 0; present > 0 && !missing.empty() && !making_cut_short && i < g.files; ++i)
+      if (const std::string p = store::StoreFile::PathFor(opts.dir, i);
+          store::ClassifyZeros(opts.dir, p) == store::ZerosFile::kCutShort)
+        return ZerosSaid(opts.dir, p, Status::Corruption(p));
     // A store of fewer files than srv.xml says is another geometry, not a
     // store that lost its last files: its header says so, and "restore it
     // from a backup" would send the operator after files that never were.
@@ -86,7 +118,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
       if (Status gone = store::GoneStoreProblem(opts.dir, g.files); !gone.ok()) return gone;
     if (present == 0 && !opts.create_if_missing)
       return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");
-    if (present > 0 && !missing.empty() && !opts.recreate_missing_files)
+    if (present > 0 && !missing.empty() && !opts.recreate_missing_files && !making_cut_short)
       return Status::NotFound(
           "the store in " + opts.dir + " is incomplete: " + missing +
           " is missing (the counts it held are lost unless you restore it from a backup); "
@@ -118,7 +150,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
         key = fresh.value();
       }
       auto f = store::StoreFile::Open(opts.dir, i, g, create, have_id ? id : new_id, key, opts.read_only);
-      if (!f.ok()) return f.status();
+      if (!f.ok()) return ZerosSaid(opts.dir, store::StoreFile::PathFor(opts.dir, i), f.status());
       if (!have_id) {
         id = f.value()->store_id();
         key = f.value()->place_key();

@@ -283,6 +283,7 @@ inline std::string DefaultMap() {
 struct ServerOptions {
   uint32_t workers = 2;
   uint64_t nofile = 0;  // RLIMIT_NOFILE (soft and hard) for frsd; 0: inherited
+  uint64_t fsize = 0;   // RLIMIT_FSIZE (soft and hard) for frsd, in bytes; 0: inherited
   std::string token = "s3cret";
   std::string extra;  // more srv.xml elements
   std::string map = DefaultMap();
@@ -403,6 +404,10 @@ class Frsd {
       if (opts_.nofile != 0) {
         rlimit rl{opts_.nofile, opts_.nofile};
         setrlimit(RLIMIT_NOFILE, &rl);
+      }
+      if (opts_.fsize != 0) {
+        rlimit rl{opts_.fsize, opts_.fsize};
+        setrlimit(RLIMIT_FSIZE, &rl);
       }
       int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {

@@ -780,6 +780,36 @@ TEST(LifecycleE2E, AFullDiskIsAnErrorNotACrashAndAFailedStartLeavesItAsFound) {
   EXPECT_EQ(s.Stop(), 0) << s.log();
 }
 
+// Under `ulimit -f` a first start died of SIGXFSZ at its store's ftruncate,
+// its refusal nowhere, and left a file of zeros that every later start
+// refused ("file is empty"), calling the file never made "missing, the
+// counts it held lost". The limit is now a refusal that names it, in the log
+// file too, and takes the store back; a making cut short otherwise (a kill,
+// a power loss) is made again at the next start, said.
+TEST(LifecycleE2E, AFileSizeLimitIsARefusalAndAMakingCutShortIsMadeAgain) {
+  ServerOptions limited;
+  limited.fsize = 1 << 20;
+  limited.extra = "  <log file=\"frsd.log\"/>\n";
+  Frsd s(limited);
+  s.WriteConfig();
+  s.Spawn();
+  ASSERT_TRUE(s.Exited(5000));
+  EXPECT_EQ(WEXITSTATUS(s.exit_status()), 1);
+  EXPECT_NE(s.log().find("file size limit (ulimit -f, LimitFSIZE=) is 1048576 bytes"), std::string::npos) << s.log();
+  EXPECT_NE(ReadFile(s.dir() + "/frsd.log").find("the start is refused: "), std::string::npos)
+      << ReadFile(s.dir() + "/frsd.log");
+  EXPECT_FALSE(std::filesystem::exists(s.dir() + "/data/frs.0.store")) << "the refused start left its file";
+
+  Frsd t;
+  std::filesystem::create_directories(t.dir() + "/data");
+  WriteFile(t.dir() + "/data/frs.0.store", "");  // its maker killed before the header
+  ASSERT_TRUE(t.Start()) << t.log();
+  EXPECT_NE(t.log().find("frs.0.store: held no byte but zeros (0 bytes)"), std::string::npos) << t.log();
+  Client c(t.port());
+  EXPECT_EQ(c.Get("/acquire?biz=login&key=k").status, 200);
+  EXPECT_EQ(t.Stop(), 0) << t.log();
+}
+
 // A geometry whose chains cannot hold a biz's node started and then answered
 // 503 for that biz on every request. It is refused at start and on reload.
 TEST(LifecycleE2E, ABizWhoseNodesCannotFitTheChainsIsRefused) {

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,11 +28,13 @@
 #include "common/store_ops.h"
 #include "common/temp_dir.h"
 #include "frs/store.h"
+#include "frs/store_admin.h"
 #include "os/shm_lock.h"
 #include "os/sigbus_guard.h"
 #include "os/unique_fd.h"
 #include "store/format.h"
 #include "store/identity.h"
+#include "store/store_check.h"
 #include "store/store_file.h"
 #include "store/test_hooks.h"
 
@@ -218,6 +221,85 @@ TEST(Store, AnIncompleteStoreIsRefusedAndCompletedOnlyWhenAsked) {
   EXPECT_TRUE(report->problems.empty()) << report->problems.front();
   s.reset();
   MustOpen(Opts(d.path(), 2, 64, 8));  // complete again: opens as usual
+}
+
+// A first start killed between a file's creation and its header (SIGXFSZ
+// at the ftruncate under `ulimit -f`, kill -9, a power loss before the
+// header reached the disk) left a file of zeros that every later start
+// refused ("file is empty"), naming the files never made "missing, their
+// counts lost". Such a file holds nothing: made again, and said.
+TEST(Store, AStoreWhoseMakingWasCutShortIsMadeAgainAndSaid) {
+  for (const uint64_t zeros : {uint64_t{0}, store::LayoutFor({2, 64, 8}).file_bytes}) {
+    TempDir d;
+    { std::ofstream f(d / "frs.0.store", std::ios::binary); }
+    std::filesystem::resize_file(d / "frs.0.store", zeros);
+    // What frsd -t and verify read: a store to make, not one incomplete.
+    Result<store::StoreCheck> check = store::CheckStoreFiles(d.path(), {2, 64, 8});
+    ASSERT_TRUE(check.ok()) << check.status().ToString();
+    EXPECT_FALSE(check->exists);
+    ASSERT_EQ(check->cut_short.size(), 1u);
+    EXPECT_EQ(CutShortStoreFiles(d.path(), 2), std::vector<std::string>{d / "frs.0.store"});
+    // An open that makes nothing says what the file is, and leaves it.
+    StoreOptions ro = Opts(d.path(), 2, 64, 8);
+    ro.create_if_missing = false;
+    auto refused = Store::Open(ro);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("making was cut short"), std::string::npos) << refused.status().message();
+    EXPECT_TRUE(std::filesystem::exists(d / "frs.0.store"));
+    // One that makes files removes it and makes the whole store, said.
+    StoreOptions o = Opts(d.path(), 2, 64, 8);
+    std::vector<std::string> said;
+    o.on_recovery = [&said](const std::string& what) { said.push_back(what); };
+    auto s = MustOpen(o);
+    ASSERT_EQ(said.size(), 1u);
+    EXPECT_NE(said[0].find("frs.0.store: held no byte but zeros (" + std::to_string(zeros) + " bytes)"),
+              std::string::npos)
+        << said[0];
+    const Key k = MakeKey(1, std::string("k"));
+    ASSERT_TRUE(Incr(s.get(), k, 3).ok());
+    s.reset();
+    EXPECT_EQ(CountOf(MustOpen(Opts(d.path(), 2, 64, 8)).get(), k), 3u);
+  }
+}
+
+// The same file of zeros beside a store that served is damage, not a
+// making cut short: refused, named, and left for the operator's backup.
+TEST(Store, AFileOfZerosBesideAStoreThatServedIsRefusedAsDamage) {
+  TempDir d;
+  MustOpen(Opts(d.path(), 2, 64, 8));
+  {
+    std::ofstream stats(d / "stats.frs", std::ios::binary);
+    stats << "counters";
+  }
+  const uint64_t bytes = std::filesystem::file_size(d / "frs.1.store");
+  std::filesystem::resize_file(d / "frs.1.store", 0);
+  std::filesystem::resize_file(d / "frs.1.store", bytes);
+  auto s = Store::Open(Opts(d.path(), 2, 64, 8));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("holds no byte but zeros"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("this store served"), std::string::npos) << s.status().message();
+  EXPECT_EQ(std::filesystem::file_size(d / "frs.1.store"), bytes) << "a refused open changed the file";
+  Result<store::StoreCheck> check = store::CheckStoreFiles(d.path(), {2, 64, 8});
+  ASSERT_FALSE(check.ok());
+  EXPECT_NE(check.status().message().find("this store served"), std::string::npos) << check.status().message();
+  // stats.frs of zeros kept no count either: the file is a making cut short.
+  std::filesystem::resize_file(d / "stats.frs", 0);
+  std::filesystem::resize_file(d / "stats.frs", 4096);
+  MustOpen(Opts(d.path(), 2, 64, 8));
+}
+
+// A file of zeros whose lock a process holds is being made now (its creator
+// writes the header under that lock): never taken for one cut short.
+TEST(Store, AFileOfZerosWhoseLockIsHeldIsNotCutShort) {
+  TempDir d;
+  { std::ofstream f(d / "frs.0.store", std::ios::binary); }
+  os::UniqueFd held(::open((d / "frs.0.store").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(held.valid());
+  ASSERT_EQ(::flock(held.get(), LOCK_EX), 0);
+  EXPECT_EQ(store::ClassifyZeros(d.path(), d / "frs.0.store"), store::ZerosFile::kNo);
+  EXPECT_TRUE(CutShortStoreFiles(d.path(), 2).empty());
+  held.reset();
+  EXPECT_EQ(store::ClassifyZeros(d.path(), d / "frs.0.store"), store::ZerosFile::kCutShort);
 }
 
 // The LRU clock ticks in seconds and ties broke by slot position, so under

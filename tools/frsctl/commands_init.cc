@@ -4,6 +4,7 @@
 // operator should decide about (restore it from a backup first if one exists).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -44,9 +45,13 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   std::vector<std::string> missing;
   uint32_t present = 0;
   std::error_code ec;
+  // A file whose making was cut short holds nothing: made again as a
+  // missing one is (store/store_check.h), and with it those after it.
+  const std::vector<std::string> cut_short = CutShortStoreFiles(s.cfg.store_dir, g.files);
   for (uint32_t i = 0; i < g.files; ++i) {
     std::string p = store_dir::In(s.cfg.store_dir, store_dir::StoreFileName(i));
-    if (std::filesystem::exists(p, ec)) ++present;
+    const bool cut = std::find(cut_short.begin(), cut_short.end(), p) != cut_short.end();
+    if (std::filesystem::exists(p, ec) && !cut) ++present;
     else missing.push_back(p);
   }
   if (missing.empty()) {
@@ -78,7 +83,7 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
     return kExitOk;
   }
   // A missing file (exit 3), as every other command that meets this store says.
-  if (present > 0 && !a.recreate_missing)
+  if (present > 0 && !a.recreate_missing && !(!cut_short.empty() && StoreNeverServed(s.cfg.store_dir)))
     return Status::NotFound("the store in " + s.cfg.store_dir + " is incomplete (" + missing.front() +
                             (missing.size() > 1 ? " and others" : "") +
                             " missing): restore the files from a backup, or pass --recreate-missing to start "

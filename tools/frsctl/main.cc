@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   frs::InstallSigbusGuard();  // a truncated store file is an error, not a crash
+  // A file past `ulimit -f` (a store init or grow makes, an export) is a
+  // failed write (EFBIG) said with its file, not a death by SIGXFSZ that
+  // leaves the file half made.
+  ::signal(SIGXFSZ, SIG_IGN);
   // A TZ glibc cannot read would show UTC under the zone's name: say so, and
   // label the times UTC.
   const char* tzdir = std::getenv("TZDIR");
