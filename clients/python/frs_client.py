@@ -1140,8 +1140,16 @@ def _request_xml(cmd, biz, key, attrs):
                 "%s needs the %s id an acquire answered, not None (an acquire frsd did not answer, "
                 "or one that took no %s, has none: nothing to %s)" % (cmd, name, name, cmd)
             )
-    if isinstance(key, bytes):
-        key = key.decode("utf-8")
+    for name in ("n", "count", "reserve"):
+        v = attrs.get(name)
+        # True went as n="True" (frsd's 400), "12" as 12: an int or nothing.
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise ValueError("%s must be an int, not %s" % (name, type(v).__name__))
+    try:
+        if isinstance(key, bytes):
+            key = key.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("the key is bytes that are not UTF-8 (%s): frsd's keys are UTF-8 text" % e.reason)
     if isinstance(biz, bytes):
         biz = biz.decode("utf-8")
     parts = ["<request cmd=", quoteattr(str(cmd)), " biz=", quoteattr(str(biz)), " key=", quoteattr(str(key))]

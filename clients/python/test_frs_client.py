@@ -749,6 +749,15 @@ class ClientTest(unittest.TestCase):
             d = open_client.acquire("login", "lone\udc80surrogate")
             self.assertFalse(d.allowed)
             self.assertIn("bad request", d.error)
+            d = open_client.acquire("login", b"\xff")
+            self.assertEqual((d.allowed, d.status), (False, 0))
+            self.assertIn("the key is bytes that are not UTF-8", d.error)
+            # n=True went as n="True", n="2" as 2: an int, or refused unsent.
+            for n in (True, "2", 2.0):
+                d = open_client.acquire("login", "typed-n", n=n)
+                self.assertEqual((d.allowed, d.status), (False, 0), n)
+                self.assertIn("n must be an int, not " + type(n).__name__, d.error)
+            self.assertEqual(open_client.query("login", "typed-n").count, 0)
         finally:
             open_client.close()
         # A key that is no string is refused alike with one shard or two (it

@@ -176,6 +176,18 @@ TEST(Protocol, BatchLimit) {
   EXPECT_EQ(r.err.msg, "batch member 3: a batch holds at most 2 members (<limits batch> in srv.xml)");
 }
 
+// A stats member with a biz was told "takes no biz attribute"; removing it
+// only then led to the reason: stats is never batched.
+TEST(Protocol, AStatsMemberOfABatchIsRefusedAsSuchWhateverItsAttributes) {
+  XmlRequestDecoder d;
+  for (const char* member : {"<request cmd=\"stats\" biz=\"a\" key=\"k\"/>", "<request cmd=\"stats\"/>"}) {
+    std::string body = std::string("<batch><request cmd=\"acquire\" biz=\"a\" key=\"k\"/>") + member + "</batch>";
+    Decoded r = DecodeText(d, body);
+    EXPECT_FALSE(r.ok) << member;
+    EXPECT_EQ(r.err.msg, "batch member 2: cmd=\"stats\" cannot be part of a batch") << member;
+  }
+}
+
 TEST(Protocol, DecodesQueryStrings) {
   std::string biz, key, id;
   WireRequest r;
