@@ -5,11 +5,14 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
+#include <algorithm>
 #include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 #include "os/output_file.h"
@@ -30,6 +33,18 @@ std::string FileSizeLimitWords(const std::string& path, uint64_t size) {
                                 : "below it";
   return path + ": cannot be made " + std::to_string(size) + " bytes long: this process's file size limit " +
          "(ulimit -f, LimitFSIZE=) is " + limit + "; raise it, or make the store smaller";
+}
+
+// No block for a new file's first page: the device full, or the quota.
+std::string NoRoomWords(const std::string& path, uint64_t size, int err) {
+  struct statvfs vfs {};
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::string free_words =
+      ::statvfs(dir.empty() ? "." : dir.c_str(), &vfs) == 0
+          ? std::to_string(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) + " bytes are free there"
+          : "the free bytes unread";
+  return path + ": cannot be made (" + std::strerror(err) + "): the file needs " + std::to_string(size) +
+         " bytes, and " + free_words + "; nothing was allocated";
 }
 
 }  // namespace
@@ -120,6 +135,15 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
         ::unlink(path.c_str());
         if (err == EFBIG) return Status::IOError(FileSizeLimitWords(path, create_size));
         return Status::FromErrno(path + ": ftruncate", err);
+      }
+      // Its header is written through the mapping before the store reserves
+      // the rest: on a disk with no block free that first write was a
+      // SIGBUS that ended the start unsaid, the file left behind. Its first
+      // page is allocated now, so a full disk is this error.
+      const off_t head = static_cast<off_t>(std::min<uint64_t>(create_size, 4096));
+      if (int err = ::posix_fallocate(fd.get(), 0, head); err == ENOSPC || err == EDQUOT) {
+        ::unlink(path.c_str());
+        return Status::Unavailable(NoRoomWords(path, create_size, err));
       }
       f->created_ = true;
     } else if (errno == EEXIST) {

@@ -294,9 +294,15 @@ frs::Status PublishStart(const frs::SrvConfig& cfg, const frs::server::ComposedM
   }
   // What this frsd runs, for frsctl while it does (frs/service.h): before
   // the pid, which is what makes a reader trust it.
-  frs::Status s = frs::WriteRunningConfig(cfg.store_dir, frs::RunningConfig{pid, cfg.timezone, cfg.map_path,
-                                                                            map.map_digest, map.map_text});
-  if (s.ok()) s = store_lock.WritePid(pid);
+  // Not written (a disk that filled since the last stop), it is a warning,
+  // as at a reload: frsctl then reads map.xml as it is on disk.
+  if (frs::Status w = frs::WriteRunningConfig(cfg.store_dir, frs::RunningConfig{pid, cfg.timezone, cfg.map_path,
+                                                                                map.map_digest, map.map_text});
+      !w.ok()) {
+    ::unlink(frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kRunningConfig).c_str());
+    FRS_LOG("warning: %s: frsctl shows map.xml as it is on disk, not the map this frsd runs", w.message().c_str());
+  }
+  frs::Status s = store_lock.WritePid(pid);
   if (s.ok() && pid_lock) s = pid_lock->WritePid(pid);
   if (!s.ok()) return s;
   // A disk that filled while the last run served (every store page was

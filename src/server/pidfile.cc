@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -88,17 +89,28 @@ Result<LockFile> LockFile::AcquireOnce(const std::string& path, const std::strin
     return Status::Busy("the " + what + " lock " + path + " was removed while it was taken");
   }
   // What an earlier holder wrote goes at once: until WritePid, a second
-  // start reads an empty file, not a pid of a process that is gone (or,
-  // reused, another program's).
-  if (::ftruncate(fd.get(), 0) != 0) return Status::FromErrno("cannot truncate the " + what + " lock " + path, errno);
+  // start reads no pid, not one of a process that is gone (or, reused,
+  // another program's). Blanked in place, not truncated: a truncation gave
+  // the file's block back, and on a disk that filled after a clean stop the
+  // start's next file took it, so that the pid could not be written and the
+  // start was refused.
+  if (st.st_size > 0) {
+    const size_t n = static_cast<size_t>(std::min<off_t>(st.st_size, 32));
+    std::string blank(n, ' ');
+    blank.back() = '\n';
+    if (::pwrite(fd.get(), blank.data(), n, 0) != static_cast<ssize_t>(n) ||
+        (st.st_size > static_cast<off_t>(n) && ::ftruncate(fd.get(), static_cast<off_t>(n)) != 0))
+      return Status::FromErrno("cannot clear the " + what + " lock " + path, errno);
+  }
   return LockFile(std::move(fd), path);
 }
 
 Status LockFile::WritePid(pid_t pid) {
   char buf[32];
   int n = std::snprintf(buf, sizeof buf, "%d\n", static_cast<int>(pid));
-  if (ftruncate(fd_.get(), 0) != 0) return Status::FromErrno(path_, errno);
+  // Over what is there, then cut to its length: the file keeps its block.
   if (pwrite(fd_.get(), buf, static_cast<size_t>(n), 0) != n) return Status::FromErrno(path_, errno);
+  if (ftruncate(fd_.get(), n) != 0) return Status::FromErrno(path_, errno);
   return Status::OK();
 }
 

@@ -3,6 +3,7 @@
 #include "server/pidfile.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,18 +23,30 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-// A pid an earlier frsd left is emptied as the lock is taken: a second
+// A pid an earlier frsd left is blanked as the lock is taken: a second
 // start between the lock and WritePid read it and named a process that was
-// gone (or, its pid reused, another program).
-TEST(LockFile, TakingItEmptiesWhatAnEarlierHolderWrote) {
+// gone (or, its pid reused, another program). Blanked in place: truncated,
+// the file gave its block back, which on a full disk the start's next file
+// took, and the pid could not be written (a restart after a clean stop was
+// refused).
+TEST(LockFile, TakingItBlanksWhatAnEarlierHolderWroteAndKeepsItsBlock) {
   frs::testing::TempDir dir;
   const std::string path = dir.path() + "/frsd.pid";
-  std::ofstream(path) << "12345\n";
-  auto lock = LockFile::Acquire(path, "pid file");
-  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
-  EXPECT_EQ(ReadAll(path), "");
-  ASSERT_TRUE(lock->WritePid(getpid()).ok());
-  EXPECT_EQ(ReadAll(path), std::to_string(getpid()) + "\n");
+  for (const char* earlier : {"12345\n", "7\n", ""}) {
+    std::ofstream(path) << earlier;
+    auto lock = LockFile::Acquire(path, "pid file");
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    const std::string blank = ReadAll(path);
+    EXPECT_EQ(blank.find_first_not_of(" \n"), std::string::npos) << earlier << ": " << blank;
+    EXPECT_EQ(blank.size(), std::string(earlier).size()) << earlier;
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    if (*earlier) {
+      EXPECT_GT(st.st_blocks, 0) << earlier << ": its block was given back";
+    }
+    ASSERT_TRUE(lock->WritePid(getpid()).ok());
+    EXPECT_EQ(ReadAll(path), std::to_string(getpid()) + "\n");
+  }
 }
 
 // Held: the refusal names a pid only when that process is an frsd.

@@ -8,6 +8,8 @@
 #
 # Each N: a map of N one-rule bizzes (ids 1..N, fixed 60 s max 5), frsd with 2 workers on a fresh store in a
 # temporary directory, port 0; one reload to the same map with one limit changed (every rule is looked at).
+# HISTORY=K: first K reloads that change every rule's interval (rules.history then holds K + 1 lines a
+# biz), and the timed reload is of the last 7 bizzes alone: what a large history costs a small map's reload.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN=$(readlink -f "${1:-$ROOT/build/src/server/frsd}")
@@ -70,10 +72,19 @@ X
   python3 "$W/probe.py" "$port" "$W/stop" >"$W/probe.out" &
   probe=$!
   sleep 0.3
-  sed -i "s/name=\"b$n\"><rule interval=\"60\" max=\"5\"/name=\"b$n\"><rule interval=\"60\" max=\"4\"/" "$W/map.xml"
+  iv=60
+  for _ in $(seq 1 "${HISTORY:-0}"); do
+    sed -i "s/interval=\"$iv\"/interval=\"$((iv + 1))\"/" "$W/map.xml"
+    iv=$((iv + 1))
+    kill -HUP "$PID"
+    wait_lines '(map generation' $((2 * (iv - 60))) || exit 1
+  done
+  [ "${HISTORY:-0}" = 0 ] || { head -1 "$W/map.xml" && tail -8 "$W/map.xml"; } >"$W/small.xml"
+  [ "${HISTORY:-0}" = 0 ] || mv "$W/small.xml" "$W/map.xml"
+  sed -i "s/name=\"b$n\"><rule interval=\"$iv\" max=\"5\"/name=\"b$n\"><rule interval=\"$iv\" max=\"4\"/" "$W/map.xml"
   t0=$(now)
   kill -HUP "$PID"
-  if wait_lines '(map generation' 2; then reload=$(since "$t0"); else reload="over ${WAIT_S:-120}"; fi
+  if wait_lines '(map generation' $((2 * (iv - 59))); then reload=$(since "$t0"); else reload="over ${WAIT_S:-120}"; fi
   sleep 0.3
   touch "$W/stop"
   wait "$probe"
