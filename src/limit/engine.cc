@@ -137,7 +137,7 @@ EngineImpl::EngineImpl(const EngineOptions& opts, std::shared_ptr<const TimeZone
       clock_(opts.clock ? opts.clock : SystemClock::Default()),
       tz_(std::move(tz)),
       statistics_(std::move(statistics)),
-      history_(opts.stats_dir, opts.read_only, opts.on_problem),
+      history_(opts.stats_dir, opts.read_only || opts.history_read_only, opts.on_problem),
       map_path_(opts.map_path),
       stats_dir_(opts.stats_dir) {}
 

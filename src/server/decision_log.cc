@@ -205,6 +205,13 @@ void DecisionLog::WriteOut(const std::string& lines) {
     }
     if (w >= 0 && static_cast<size_t>(w) == piece.size()) {
       CounterAdd(counters_->lines, CountLines(piece));
+      if (lost_since_failing_ != 0) {
+        FRS_LOG("decision log: writing again; %llu line(s) lost in all since the writes began to fail",
+                static_cast<unsigned long long>(lost_since_failing_));
+        lost_since_failing_ = 0;
+        lost_unlogged_ = 0;
+        failure_logged_s_ = 0;  // the next failure is said at once
+      }
       continue;
     }
     // ENOSPC, EIO, EFBIG...: what was not written is lost, and counted.
@@ -214,6 +221,7 @@ void DecisionLog::WriteOut(const std::string& lines) {
     CounterAdd(counters_->lines, whole);
     CounterAdd(counters_->dropped_failed, CountLines(piece) - whole);
     lost_unlogged_ += CountLines(piece) - whole;
+    lost_since_failing_ += CountLines(piece) - whole;
     if (const int64_t now_s = std::time(nullptr); failure_logged_s_ == 0 || now_s - failure_logged_s_ >= 60) {
       FRS_LOG(
           "decision log: a write failed (%s): %llu line(s) lost since the last such line "

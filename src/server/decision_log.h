@@ -167,6 +167,10 @@ class DecisionLog {
   // minute: the counter alone would leave an audit log that stopped unseen.
   int64_t failure_logged_s_ = 0;
   uint64_t lost_unlogged_ = 0;
+  // Lines lost since writes began to fail; the first whole write after
+  // them says the file takes lines again, and how many went in all (an
+  // episode of a full disk was said by its first line alone).
+  uint64_t lost_since_failing_ = 0;
 
   std::thread writer_;
 };

@@ -1170,6 +1170,25 @@ TEST_F(FrsctlTest, VerifyReportsADamagedNodeAndRepairFixesIt) {
   EXPECT_EQ(Ctl({"get", "partner", "p2"}).rc, 1);
 }
 
+// A read of frsctl's applies map.xml as it is on disk, which frsd may never
+// have installed: it rewrote rules.history with it (on a full disk every
+// `frsctl get` warned of a failed write). A read leaves the file as it is; a
+// write of frsctl's records the map, as frsd's start would.
+TEST_F(FrsctlTest, AReadLeavesTheRuleHistoryAsItIs) {
+  CreateStore();
+  Fill();
+  const std::string history = ReadFile(dir_ / "data/rules.history");
+  ASSERT_FALSE(history.empty());
+  std::string map = kMap;
+  map.replace(map.find("interval=\"3600\""), 15, "interval=\"7200\"");
+  std::ofstream(dir_ / "map.xml", std::ios::trunc) << map;
+  for (const std::vector<std::string>& read : {std::vector<std::string>{"get", "api", "k"}, {"dump"}, {"stat"}})
+    Ctl(read);
+  EXPECT_EQ(ReadFile(dir_ / "data/rules.history"), history) << "a read rewrote the history";
+  ASSERT_EQ(Ctl({"set", "api", "k", "1"}).rc, 0);
+  EXPECT_NE(ReadFile(dir_ / "data/rules.history"), history) << "a write did not record the map";
+}
+
 // verify covers every file of the store directory, each by the check frsd's
 // start makes, and says what frsd will do with it: frsd -t and frsd's start
 // agree. (verify said "clean" for all four damaged files below; frsd then

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/small_disk.h"
 #include "common/temp_dir.h"
 #include "server/decision_line.h"
 #include "server/decision_log.h"
@@ -326,6 +327,38 @@ TEST(DecisionLog, FailedWritesAreCountedAndNothingBreaks) {
   for (size_t at = text.find("a write failed"); at != std::string::npos; at = text.find("a write failed", at + 1))
     ++said;
   EXPECT_EQ(said, 1u) << text;
+  ASSERT_TRUE(Logger::Get().Configure("", "frsd").ok());
+}
+
+// A full disk's episode was said by its first failed write alone: the lines
+// lost after it, and the writes taking lines again, went unsaid.
+TEST(DecisionLog, WritesThatTakeLinesAgainAfterFailuresSayHowManyWentInAll) {
+  frs::testing::TempDir dir;
+  frs::testing::SmallDisk disk(dir / "small", "64k");
+  if (!disk.mounted()) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
+  const std::string frsd_log = dir / "frsd.log";
+  ASSERT_TRUE(Logger::Get().Configure(frsd_log, "worker 0").ok());
+  DecisionLogCounters counters{};
+  DecisionLogOptions o;
+  o.file = dir / "small/decisions.log";
+  auto log = DecisionLog::Start(o, &counters);
+  const std::string filler = dir / "small/filler";
+  ASSERT_EQ(std::system(("dd if=/dev/zero of='" + filler + "' bs=4k 2>/dev/null").c_str()) >> 8, 1) << "not full";
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < 100; ++i) log->Append(TestLine(i));
+    log->Flush();
+  }
+  const uint64_t lost = CounterGet(counters.dropped_failed);
+  EXPECT_GE(lost, 200u);
+  std::filesystem::remove(filler);
+  log->Append(TestLine(0));
+  log->Flush();
+  std::ifstream in(frsd_log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("decision log: writing again; " + std::to_string(lost) +
+                      " line(s) lost in all since the writes began to fail"),
+            std::string::npos)
+      << text;
   ASSERT_TRUE(Logger::Get().Configure("", "frsd").ok());
 }
 

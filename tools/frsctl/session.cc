@@ -212,6 +212,7 @@ Status OpenStoreAndEngine(Session* s, bool create, bool engine) {
   if (!engine) return Status::OK();
   EngineOptions eo = EngineOptionsFor(s->cfg, s->store.get());
   eo.read_only = s->opened_read_only || s->writes_nothing;
+  eo.history_read_only = s->reads_only;
   // A command that only reads nodes runs without the statistics when their
   // files do not open (their mode, damage): `verify` names those.
   if (s->reads_only && s->reads_nodes_only) {
