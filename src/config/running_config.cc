@@ -58,7 +58,10 @@ Status WriteRunningConfig(const std::string& store_dir, const RunningConfig& rc)
 
 Result<RunningConfig> ReadRunningConfig(const std::string& store_dir) {
   const std::string path = store_dir::In(store_dir, store_dir::kRunningConfig);
-  Result<std::string> read = os::ReadTextFile(path);
+  // The map read whole (map.xml may hold 16 MiB, and the Envoy bizzes
+  // composed into it more) with the header lines before it: a map of
+  // 16 MiB made a file frsctl refused as too large.
+  Result<std::string> read = os::ReadTextFile(path, 2 * os::kMaxTextFileBytes);
   if (!read.ok()) return read.status();
   const std::string_view text = read.value();
   const Status damaged = Status::Corruption(path + ": not a file frsd wrote (frsd rewrites it at its next start)");

@@ -119,6 +119,14 @@ TEST(SrvConfig, TheRunningConfigReadsBackWhatFrsdWrote) {
   EXPECT_EQ(ReadRunningConfig(d.path()).status().code(), Status::Code::kCorruption);
   std::ofstream(path, std::ios::trunc) << "pid 1\n\n<map/>";
   EXPECT_EQ(ReadRunningConfig(d.path()).status().code(), Status::Code::kCorruption);
+  // A map of the largest size frsd reads: its header lines made the file
+  // larger than the reader took.
+  const std::string largest = "<map>" + std::string((16u << 20) - 11, ' ') + "</map>";
+  ASSERT_TRUE(
+      WriteRunningConfig(d.path(), RunningConfig{4711, "UTC", "/etc/frs/map.xml", MapDigest(largest), largest}).ok());
+  rc = ReadRunningConfig(d.path());
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  EXPECT_EQ(rc->map_text.size(), largest.size());
 }
 
 TEST(SrvConfig, FlushIsOffOrAtLeastTenMilliseconds) {
