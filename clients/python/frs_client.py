@@ -166,6 +166,7 @@ xml.sax.saxutils.quoteattr); the GET forms are not used.
 import bisect
 import http.client
 import ipaddress
+import operator
 import os
 import socket
 import threading
@@ -1142,9 +1143,16 @@ def _request_xml(cmd, biz, key, attrs):
             )
     for name in ("n", "count", "reserve"):
         v = attrs.get(name)
-        # True went as n="True" (frsd's 400), "12" as 12: an int or nothing.
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-            raise ValueError("%s must be an int, not %s" % (name, type(v).__name__))
+        if v is None:
+            continue
+        # True went as n="True" (frsd's 400), "12" as 12: an integer (numpy's
+        # too, by __index__), or nothing.
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            attrs[name] = operator.index(v)
+        except TypeError:
+            raise ValueError("%s must be an int, not %s" % (name, type(v).__name__)) from None
     try:
         if isinstance(key, bytes):
             key = key.decode("utf-8")

@@ -71,11 +71,6 @@ struct EngineOptions {
   Store* store = nullptr;        // not owned; must outlive the engine
   std::string stats_dir;         // where the daily statistics file lives (the store dir)
   bool read_only = false;        // never write the statistics file (a read-only store)
-  // Never rewrite rules.history (read_only implies it): a program that only
-  // reads counts (frsctl get, explain, dump) applies a map frsd may never
-  // have installed, and on a full disk each such read warned of a failed
-  // write. The rules' pasts are read from the file all the same.
-  bool history_read_only = false;
   const Clock* clock = nullptr;  // default: SystemClock
   // Called (from the deciding thread) with one sentence when a statistics
   // file was found damaged and set aside, or could not be opened: the
@@ -109,6 +104,11 @@ struct EngineOptions {
   // (frsctl import) makes no stats.frs, whose presence would say this
   // store served.
   bool statistics_in_memory = false;
+  // Never rewrite rules.history (read_only implies it): a program that only
+  // reads counts (frsctl get, explain, dump) applies a map frsd may never
+  // have installed, and on a full disk each such read warned of a failed
+  // write. The rules' pasts are read from the file all the same.
+  bool history_read_only = false;
 };
 
 class Engine {

@@ -129,9 +129,10 @@ bool StoreNeverServed(const std::string& dir);
 
 // The files of the store in `dir` (of `files` files) whose making was cut
 // short: a kill or a power loss between a file's creation and its header
-// left no byte but zeros, no process holds its lock, and the engine beside
-// it never kept a count (stats.frs absent, or zeros too). They hold
-// nothing: frsd's start and frsctl init remove them and make them again.
+// left no byte but zeros, no process holds its lock, the engine beside it
+// never kept a count (stats.frs absent, or zeros too) and no other file of
+// the store holds a node. They hold nothing: frsd's start and frsctl init
+// remove them and make them again, with the files the making never reached.
 // Changes nothing.
 std::vector<std::string> CutShortStoreFiles(const std::string& dir, uint32_t files);
 

@@ -88,9 +88,10 @@ std::string RuleHistory::LineProblem(const std::string& line, Entry* e) {
   return "";
 }
 
-std::vector<RuleHistory::Entry> RuleHistory::ReadFile(bool* damaged) const {
+std::vector<RuleHistory::Entry> RuleHistory::ReadFile(bool* damaged, bool* unread) const {
   std::vector<Entry> out;
   *damaged = false;
+  if (unread) *unread = false;
   if (dir_.empty()) return out;
   // Read as a configuration file is: a FIFO in its place is refused, never
   // waited on (a SIGHUP's master, a respawned worker and frsctl waited for
@@ -100,6 +101,7 @@ std::vector<RuleHistory::Entry> RuleHistory::ReadFile(bool* damaged) const {
   Result<std::string> text = os::ReadTextFile(os::store_dir::In(dir_, os::store_dir::kRuleHistory), kMaxFileBytes);
   if (!text.ok()) {
     *damaged = !text.status().IsNotFound();
+    if (unread) *unread = *damaged;
     return out;
   }
   const std::string_view all = *text;
@@ -189,11 +191,14 @@ std::optional<RuleHistory::Stamp> RuleHistory::WriteFile() const {
       const ssize_t n = ::write(fd.get(), text.data() + at, text.size() - at);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return Status::FromErrno("cannot write " + tmp, errno);
+      if (n == 0) return Status::IOError("cannot write " + tmp + ": the file system took no more");
       at += static_cast<size_t>(n);
     }
     struct stat sb {};
     if (::fstat(fd.get(), &sb) != 0) return Status::FromErrno("cannot write " + tmp, errno);
     made = StampOf(sb);
+    // A delayed write error (NFS, a quota) is said by close.
+    if (::close(fd.release()) != 0) return Status::FromErrno("cannot write " + tmp, errno);
     return Status::OK();
   });
   // Said (an outside run found a write refused for RLIMIT_FSIZE unsaid, and
@@ -238,15 +243,18 @@ void RuleHistory::ReadGroups(const Stamp& now) {
   std::vector<std::vector<Entry>> ours = std::move(groups_);
   groups_.clear();
   group_of_.clear();
-  bool damaged = false;
-  for (Entry& e : ReadFile(&damaged)) Group(e.biz, e.name).push_back(std::move(e));
+  bool damaged = false, unread = false;
+  for (Entry& e : ReadFile(&damaged, &unread)) Group(e.biz, e.name).push_back(std::move(e));
   for (std::vector<Entry>& g : ours)
     for (Entry& e : g) {
       std::vector<Entry>& to = Group(e.biz, e.name);
       if (std::find(to.begin(), to.end(), e) == to.end()) to.push_back(std::move(e));
     }
   damaged_ = damaged;
-  read_ = now;
+  // A file that could not be read (its type, its mode, a worker out of
+  // descriptors) is read again at the next Apply, not taken as read.
+  if (unread) read_.reset();
+  else read_ = now;
 }
 
 void RuleHistory::Apply(MapConfig* config) {

@@ -80,8 +80,9 @@ class RuleHistory {
   // N" (a biz id out of range named as such, not as a line of another
   // form); "" for an entry.
   static std::string LineProblem(const std::string& line, Entry* e);
-  // The file's entries; *damaged when a line is neither an entry nor a comment.
-  std::vector<Entry> ReadFile(bool* damaged) const;
+  // The file's entries; *damaged when a line is neither an entry nor a
+  // comment, or the file is there and could not be read (then *unread too).
+  std::vector<Entry> ReadFile(bool* damaged, bool* unread = nullptr) const;
   // The file as stat(2) sees it: what tells a file another process
   // rewrote (a new inode, by rename) from the one read last.
   struct Stamp {

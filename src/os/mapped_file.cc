@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/interprocess/file_mapping.hpp>
@@ -25,14 +26,17 @@ namespace bip = boost::interprocess;
 
 namespace {
 
-// A new file's size past RLIMIT_FSIZE (`ulimit -f`, a unit's LimitFSIZE=).
+// EFBIG for a new file's size: past RLIMIT_FSIZE (`ulimit -f`, a unit's
+// LimitFSIZE=), or past what the file system holds in one file (vfat's and
+// exFAT's 4 GiB).
 std::string FileSizeLimitWords(const std::string& path, uint64_t size) {
   struct rlimit rl {};
-  const std::string limit = ::getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
-                                ? std::to_string(rl.rlim_cur) + " bytes"
-                                : "below it";
-  return path + ": cannot be made " + std::to_string(size) + " bytes long: this process's file size limit " +
-         "(ulimit -f, LimitFSIZE=) is " + limit + "; raise it, or make the store smaller";
+  if (::getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < size)
+    return path + ": cannot be made " + std::to_string(size) + " bytes long: this process's file size limit " +
+           "(ulimit -f, LimitFSIZE=) is " + std::to_string(rl.rlim_cur) + " bytes; raise it, or make the store smaller";
+  return path + ": cannot be made " + std::to_string(size) +
+         " bytes long: the file system holds no file that large; put the store on another, or make each file "
+         "smaller (fewer <store keynodes>, more <store files>)";
 }
 
 // No block for a new file's first page: the device full, or the quota.
@@ -140,7 +144,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Mo
       // the rest: on a disk with no block free that first write was a
       // SIGBUS that ended the start unsaid, the file left behind. Its first
       // page is allocated now, so a full disk is this error.
-      const off_t head = static_cast<off_t>(std::min<uint64_t>(create_size, 4096));
+      const off_t head = static_cast<off_t>(
+          std::min<uint64_t>(create_size, std::max<uint64_t>(4096, static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)))));
       if (int err = ::posix_fallocate(fd.get(), 0, head); err == ENOSPC || err == EDQUOT) {
         ::unlink(path.c_str());
         return Status::Unavailable(NoRoomWords(path, create_size, err));

@@ -205,12 +205,15 @@ void DecisionLog::WriteOut(const std::string& lines) {
     }
     if (w >= 0 && static_cast<size_t>(w) == piece.size()) {
       CounterAdd(counters_->lines, CountLines(piece));
-      if (lost_since_failing_ != 0) {
+      // Once a minute too: a disk that flips between full and not would
+      // otherwise say both lines at every flip, into a log on that disk.
+      if (const int64_t now_s = std::time(nullptr);
+          lost_since_failing_ != 0 && (resumed_logged_s_ == 0 || now_s - resumed_logged_s_ >= 60)) {
         FRS_LOG("decision log: writing again; %llu line(s) lost in all since the writes began to fail",
                 static_cast<unsigned long long>(lost_since_failing_));
         lost_since_failing_ = 0;
         lost_unlogged_ = 0;
-        failure_logged_s_ = 0;  // the next failure is said at once
+        resumed_logged_s_ = now_s;
       }
       continue;
     }

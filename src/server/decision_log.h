@@ -171,6 +171,7 @@ class DecisionLog {
   // them says the file takes lines again, and how many went in all (an
   // episode of a full disk was said by its first line alone).
   uint64_t lost_since_failing_ = 0;
+  int64_t resumed_logged_s_ = 0;  // that line, at most once a minute as the failure's
 
   std::thread writer_;
 };

@@ -21,9 +21,14 @@ Logger& Logger::Get() {
 }
 
 Status Logger::Configure(const std::string& path, const std::string& role) {
+  const std::string old = path_;
   path_ = path;
   role_ = role;
-  return Reopen();
+  // Not opened, it is not where lines go: path() says so (a refused start
+  // wrote its reason twice on stderr, taking stderr for the log file).
+  Status s = Reopen();
+  if (!s.ok()) path_ = old;
+  return s;
 }
 
 void Logger::SetRole(const std::string& role) { role_ = role; }

@@ -84,7 +84,8 @@ Result<LockFile> LockFile::AcquireOnce(const std::string& path, const std::strin
     const std::string guarded = what == "store" && slash != std::string::npos ? path.substr(0, slash) : path;
     return Status::Busy(who + " is already running with the " + what + " " + guarded);
   }
-  if (struct stat now; ::lstat(path.c_str(), &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
+  struct stat now;
+  if (::lstat(path.c_str(), &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
     *replaced = true;  // removed (or replaced) since it was opened: again
     return Status::Busy("the " + what + " lock " + path + " was removed while it was taken");
   }
@@ -94,12 +95,14 @@ Result<LockFile> LockFile::AcquireOnce(const std::string& path, const std::strin
   // the file's block back, and on a disk that filled after a clean stop the
   // start's next file took it, so that the pid could not be written and the
   // start was refused.
-  if (st.st_size > 0) {
-    const size_t n = static_cast<size_t>(std::min<off_t>(st.st_size, 32));
+  // Its size as the lock found it (`now`): an earlier holder may have
+  // written its pid between the fstat above and the lock.
+  if (now.st_size > 0) {
+    const size_t n = static_cast<size_t>(std::min<off_t>(now.st_size, 32));
     std::string blank(n, ' ');
     blank.back() = '\n';
     if (::pwrite(fd.get(), blank.data(), n, 0) != static_cast<ssize_t>(n) ||
-        (st.st_size > static_cast<off_t>(n) && ::ftruncate(fd.get(), static_cast<off_t>(n)) != 0))
+        (now.st_size > static_cast<off_t>(n) && ::ftruncate(fd.get(), static_cast<off_t>(n)) != 0))
       return Status::FromErrno("cannot clear the " + what + " lock " + path, errno);
   }
   return LockFile(std::move(fd), path);
@@ -109,7 +112,8 @@ Status LockFile::WritePid(pid_t pid) {
   char buf[32];
   int n = std::snprintf(buf, sizeof buf, "%d\n", static_cast<int>(pid));
   // Over what is there, then cut to its length: the file keeps its block.
-  if (pwrite(fd_.get(), buf, static_cast<size_t>(n), 0) != n) return Status::FromErrno(path_, errno);
+  if (const ssize_t w = pwrite(fd_.get(), buf, static_cast<size_t>(n), 0); w != n)
+    return w < 0 ? Status::FromErrno(path_, errno) : Status::IOError(path_ + ": a short write (a full disk?)");
   if (ftruncate(fd_.get(), n) != 0) return Status::FromErrno(path_, errno);
   return Status::OK();
 }

@@ -29,15 +29,20 @@ bool EngineNeverCounted(const std::string& dir) {
   return zeros.ok() && zeros.value();
 }
 
-// The file open at `fd`, as ClassifyZeros says; kCutShort leaves `fd`
-// holding the file's lock, which the caller keeps while it removes it.
+// The file open at `fd`, as ClassifyZeros says; `fd` is left holding the
+// file's lock, which a caller that removes the file keeps while it does.
 ZerosFile Classify(const std::string& dir, int fd) {
+  // Its creator holds the lock until the header is written: a lock held is
+  // a making under way (Open waits for it) or a file in use. Taken before
+  // the bytes are read, so that a making that ends meanwhile is not read
+  // as zeros it no longer is.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return ZerosFile::kNo;
   Result<bool> zeros = os::HoldsOnlyZeros(fd);
   if (!zeros.ok() || !zeros.value()) return ZerosFile::kNo;
-  // Its creator holds the lock until the header is written: a lock held is
-  // a making under way (Open waits for it) or a file in use.
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return ZerosFile::kNo;
-  return EngineNeverCounted(dir) ? ZerosFile::kCutShort : ZerosFile::kDamage;
+  // A making cut short only where nothing was ever counted: neither the
+  // engine (stats.frs) nor any other file of the directory (its nodes; a
+  // stats.frs moved aside or lost in a restore says nothing).
+  return EngineNeverCounted(dir) && !StoreMayHoldNodes(dir) ? ZerosFile::kCutShort : ZerosFile::kDamage;
 }
 
 // No store header there: fewer bytes than one, or a magic of 0 (a header
@@ -55,11 +60,11 @@ ZerosFile ClassifyZeros(const std::string& dir, const std::string& path) {
 Status ZerosDamage(const std::string& path) {
   struct stat st {};
   const std::string size = ::stat(path.c_str(), &st) == 0 ? std::to_string(st.st_size) + " bytes" : "its size unread";
-  return Status::Corruption(path + ": holds no byte but zeros (" + size + "), and this store served (" +
+  return Status::Corruption(path + ": holds no byte but zeros (" + size + "), and this store served (its " +
                             std::string(store_dir::kDailyStats) +
-                            " holds its counters): a file zeroed by damage or made by hand, its counts lost; restore "
-                            "it from a backup, or remove it and run `frsctl init --recreate-missing` with frsd stopped "
-                            "(its keys start again from zero)");
+                            " holds counters, or its other files nodes): a file zeroed by damage or made by hand, its "
+                            "counts lost; restore it from a backup, or remove it and run `frsctl init "
+                            "--recreate-missing` with frsd stopped (its keys start again from zero)");
 }
 
 Result<std::vector<uint32_t>> RemoveCutShortFiles(const std::string& dir, uint32_t files,
@@ -134,8 +139,7 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
   StoreCheck out;
   std::string missing;
   uint64_t id = 0;
-  std::string first;   // the file `id` was read from
-  bool nodes = false;  // a file found holds a node
+  std::string first;  // the file `id` was read from
   for (uint32_t i = 0; i < g.files; ++i) {
     const std::string path = StoreFile::PathFor(dir, i);
     // O_NONBLOCK: a FIFO in a store file's place opens at once, and is
@@ -171,11 +175,10 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
       return Status::Mismatch(StoreFile::ForeignFileWords(first, id, path, h.store_id));
     }
     ++out.files_found;
-    nodes = nodes || h.nodes_used != 0;
   }
   // A making cut short at one file never made the files after it: those
-  // are made too, unless a file found holds nodes (then the store served).
-  if (!out.cut_short.empty() && !nodes) missing.clear();
+  // are made too (no file holds a node, or it would not be cut short).
+  if (!out.cut_short.empty()) missing.clear();
   if (out.files_found > 0 && !missing.empty())
     return Status::NotFound("the store in " + dir + " is incomplete: missing " + missing +
                             " (the counts it held are lost unless you restore it from a backup); restore it, or start "

@@ -75,6 +75,8 @@ class StoreFile {
     return reinterpret_cast<JournalRecord*>(reinterpret_cast<uint8_t*>(w) + sizeof(WriterEntryHeader));
   }
   const std::string& path() const { return map_->path(); }
+  // Made by this Open (not found there, nor made by a racing opener).
+  bool created() const { return map_->created(); }
   uint64_t bytes() const { return map_->size(); }
   uint64_t store_id() const { return header()->store_id; }
   PlaceKey place_key() const { return PlaceKeyOf(*header()); }

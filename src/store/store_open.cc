@@ -35,6 +35,17 @@ Result<store::PlaceKey> NewPlaceKey() {
   return k;
 }
 
+// Store files one Open made, removed when it fails.
+struct MadeHere {
+  std::vector<std::string> paths;
+  MadeHere() = default;
+  MadeHere(const MadeHere&) = delete;
+  MadeHere& operator=(const MadeHere&) = delete;
+  ~MadeHere() {
+    for (const std::string& p : paths) ::unlink(p.c_str());
+  }
+};
+
 // A file refused as damaged that holds only zeros: said as what it is
 // (store/store_check.h), not as "empty" or "bad magic".
 Status ZerosSaid(const std::string& dir, const std::string& path, Status refused) {
@@ -49,6 +60,51 @@ Status ZerosSaid(const std::string& dir, const std::string& path, Status refused
     case store::ZerosFile::kNo: break;
   }
   return refused;
+}
+
+// A half store is refused up front rather than completed with empty files:
+// a deleted frs.1.store silently recreated would lose its keys' counts with
+// no word said. `making_cut_short`: the files missing are those a making
+// cut short never reached (made now).
+Status CheckWhole(const StoreOptions& opts, bool making_cut_short) {
+  const StoreGeometry& g = opts.geometry;
+  std::string missing;
+  uint32_t present = 0, first_present = 0;
+  for (uint32_t i = 0; i < g.files; ++i) {
+    std::string p = store::StoreFile::PathFor(opts.dir, i);
+    Result<bool> there = os::PathExists(p);
+    if (!there.ok()) return there.status();
+    if (there.value() && present++ == 0) first_present = i;
+    if (!there.value()) missing += (missing.empty() ? "" : ", ") + p;
+  }
+  // One of them a making cut short (an open that makes nothing, here):
+  // said as such, not as files lost.
+  for (uint32_t i = 0; present > 0 && !missing.empty() && !making_cut_short && i < g.files; ++i)
+    if (const std::string p = store::StoreFile::PathFor(opts.dir, i);
+        store::ClassifyZeros(opts.dir, p) == store::ZerosFile::kCutShort)
+      return ZerosSaid(opts.dir, p, Status::Corruption(p));
+  // A store of fewer files than srv.xml says is another geometry, not a
+  // store that lost its last files: its header says so, and "restore it
+  // from a backup" would send the operator after files that never were.
+  if (present > 0 && !missing.empty()) {
+    auto f = store::StoreFile::Open(opts.dir, first_present, g, /*create=*/false, 0, store::PlaceKey{},
+                                    /*read_only=*/true);
+    if (!f.ok() && f.status().code() == Status::Code::kMismatch) return f.status();
+  }
+  // Every file gone, but the engine's daily counters of a store that
+  // served here are not: the store was deleted or moved, not never made,
+  // and a new empty one would reset every count with no word said.
+  if (present == 0 && !opts.recreate_missing_files)
+    if (Status gone = store::GoneStoreProblem(opts.dir, g.files); !gone.ok()) return gone;
+  if (present == 0 && !opts.create_if_missing)
+    return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");
+  if (present > 0 && !missing.empty() && !opts.recreate_missing_files && !making_cut_short)
+    return Status::NotFound(
+        "the store in " + opts.dir + " is incomplete: " + missing +
+        " is missing (the counts it held are lost unless you restore it from a backup); "
+        "restore it, or start it empty with `frsctl init --recreate-missing` (then `frsctl import` puts an "
+        "export back into it)");
+  return Status::OK();
 }
 
 }  // namespace
@@ -83,48 +139,10 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     if (!removed.ok()) return removed.status();
     cut_short = std::move(removed.value());
   }
-  const bool making_cut_short = !cut_short.empty() && !store::StoreMayHoldNodes(opts.dir);
-  // A half store is refused up front rather than completed with empty
-  // files: a deleted frs.1.store silently recreated would lose its keys'
-  // counts with no word said.
-  {
-    std::string missing;
-    uint32_t present = 0, first_present = 0;
-    for (uint32_t i = 0; i < g.files; ++i) {
-      std::string p = store::StoreFile::PathFor(opts.dir, i);
-      Result<bool> there = os::PathExists(p);
-      if (!there.ok()) return there.status();
-      if (there.value() && present++ == 0) first_present = i;
-      if (!there.value()) missing += (missing.empty() ? "" : ", ") + p;
-    }
-    // One of them a making cut short (an open that makes nothing, here):
-    // said as such, not as files lost.
-    for (uint32_t i = 0; present > 0 && !missing.empty() && !making_cut_short && i < g.files; ++i)
-      if (const std::string p = store::StoreFile::PathFor(opts.dir, i);
-          store::ClassifyZeros(opts.dir, p) == store::ZerosFile::kCutShort)
-        return ZerosSaid(opts.dir, p, Status::Corruption(p));
-    // A store of fewer files than srv.xml says is another geometry, not a
-    // store that lost its last files: its header says so, and "restore it
-    // from a backup" would send the operator after files that never were.
-    if (present > 0 && !missing.empty()) {
-      auto f = store::StoreFile::Open(opts.dir, first_present, g, /*create=*/false, 0, store::PlaceKey{},
-                                      /*read_only=*/true);
-      if (!f.ok() && f.status().code() == Status::Code::kMismatch) return f.status();
-    }
-    // Every file gone, but the engine's daily counters of a store that
-    // served here are not: the store was deleted or moved, not never made,
-    // and a new empty one would reset every count with no word said.
-    if (present == 0 && !opts.recreate_missing_files)
-      if (Status gone = store::GoneStoreProblem(opts.dir, g.files); !gone.ok()) return gone;
-    if (present == 0 && !opts.create_if_missing)
-      return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");
-    if (present > 0 && !missing.empty() && !opts.recreate_missing_files && !making_cut_short)
-      return Status::NotFound(
-          "the store in " + opts.dir + " is incomplete: " + missing +
-          " is missing (the counts it held are lost unless you restore it from a backup); "
-          "restore it, or start it empty with `frsctl init --recreate-missing` (then `frsctl import` puts an "
-          "export back into it)");
-  }
+  // A file is cut short only where no file holds a node: the files the
+  // making never reached are made with it.
+  const bool making_cut_short = !cut_short.empty();
+  if (Status whole = CheckWhole(opts, making_cut_short); !whole.ok()) return whole;
   // A new store gets a random id; files of one store must agree on it.
   // Existing files are opened first, so that a file recreated empty takes
   // the id of the store it joins.
@@ -137,6 +155,11 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   bool have_id = false;
   std::string first_path;  // the file `id` and `key` were read from
   std::vector<std::unique_ptr<store::StoreFile>> files(g.files);
+  // The files this call made go again if it fails after them (a full disk
+  // at a later file, a foreign file among them): left, a half-made store
+  // was "missing files, their counts lost" to every later start. They hold
+  // a header and no node. Declared after `files`: removed while still open.
+  MadeHere made;
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t i = 0; i < g.files; ++i) {
       if (files[i]) continue;
@@ -151,6 +174,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
       }
       auto f = store::StoreFile::Open(opts.dir, i, g, create, have_id ? id : new_id, key, opts.read_only);
       if (!f.ok()) return ZerosSaid(opts.dir, store::StoreFile::PathFor(opts.dir, i), f.status());
+      if (f.value()->created()) made.paths.push_back(f.value()->path());
       if (!have_id) {
         id = f.value()->store_id();
         key = f.value()->place_key();
@@ -167,6 +191,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
       files[i] = std::move(f.value());
     }
   }
+  made.paths.clear();  // the store is whole: kept
   return std::unique_ptr<Store>(std::make_unique<store::StoreImpl>(opts, std::move(files)));
 }
 

@@ -2,6 +2,7 @@
 // as its reader checks it, and frsd's start acting on the verdicts.
 #include "limit/side_files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/files.h"
 #include "common/temp_dir.h"
 #include "frs/store_admin.h"
 #include "limit/lease_id.h"
@@ -193,14 +195,26 @@ TEST(SideFiles, ARuleHistoryRewrittenByAnotherProcessIsReadAtTheNextReload) {
   EXPECT_EQ(now.bizzes[0].rules[0].past[0].identity, identity(m120));
   ASSERT_EQ(::stat((d / "rules.history").c_str(), &after), 0);
   EXPECT_EQ(before.st_ino, after.st_ino) << "a reload that adds nothing rewrote the history";
+  // Not read again while its stamp holds: bytes changed in place, its size
+  // and time put back (no writer does that), are not seen; the next change
+  // writes the history it holds over them.
+  {
+    std::fstream f(d / "rules.history", std::ios::in | std::ios::out | std::ios::binary);
+    f.write("xx", 2);
+  }
+  const struct timespec times[2] = {after.st_atim, after.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (d / "rules.history").c_str(), times, 0), 0);
+  now = m60;
+  mine.Apply(&now);
+  EXPECT_EQ(frs::testing::ReadFile(d / "rules.history").substr(0, 2), "# ") << "the file was read again";
   // Removed under it: what it held in memory is written again at the next
   // change, not forgotten.
   ASSERT_TRUE(std::filesystem::remove(d / "rules.history"));
-  now = m60;
+  now = m120;
   mine.Apply(&now);
   ASSERT_EQ(now.bizzes[0].rules[0].npast, 2u);
-  EXPECT_EQ(now.bizzes[0].rules[0].past[0].identity, identity(m30));
-  EXPECT_EQ(now.bizzes[0].rules[0].past[1].identity, identity(m120));
+  EXPECT_EQ(now.bizzes[0].rules[0].past[0].identity, identity(m60));
+  EXPECT_EQ(now.bizzes[0].rules[0].past[1].identity, identity(m30));
   EXPECT_TRUE(std::filesystem::exists(d / "rules.history"));
 }
 

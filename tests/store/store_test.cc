@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/small_disk.h"
 #include "common/store_ops.h"
 #include "common/temp_dir.h"
 #include "frs/store.h"
@@ -266,14 +267,28 @@ TEST(Store, AStoreWhoseMakingWasCutShortIsMadeAgainAndSaid) {
 // making cut short: refused, named, and left for the operator's backup.
 TEST(Store, AFileOfZerosBesideAStoreThatServedIsRefusedAsDamage) {
   TempDir d;
-  MustOpen(Opts(d.path(), 2, 64, 8));
   {
-    std::ofstream stats(d / "stats.frs", std::ios::binary);
-    stats << "counters";
+    auto s = MustOpen(Opts(d.path(), 2, 64, 8));
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(Incr(s.get(), MakeKey(1, "k" + std::to_string(i)), 1).ok());
   }
   const uint64_t bytes = std::filesystem::file_size(d / "frs.1.store");
   std::filesystem::resize_file(d / "frs.1.store", 0);
   std::filesystem::resize_file(d / "frs.1.store", bytes);
+  // No stats.frs (moved aside, lost in a restore), but frs.0.store's nodes
+  // say the store served: not a making cut short, whatever -t would say.
+  auto nodes = Store::Open(Opts(d.path(), 2, 64, 8));
+  ASSERT_FALSE(nodes.ok());
+  EXPECT_NE(nodes.status().message().find("this store served"), std::string::npos) << nodes.status().message();
+  EXPECT_EQ(std::filesystem::file_size(d / "frs.1.store"), bytes) << "a refused open removed the file";
+  EXPECT_FALSE(store::CheckStoreFiles(d.path(), {2, 64, 8}).ok());
+  EXPECT_TRUE(CutShortStoreFiles(d.path(), 2).empty());
+  // frs.0.store's nodes gone too: with a stats.frs of counters, damage all the same.
+  std::filesystem::resize_file(d / "frs.0.store", 0);
+  std::filesystem::resize_file(d / "frs.0.store", bytes);
+  {
+    std::ofstream stats(d / "stats.frs", std::ios::binary);
+    stats << "counters";
+  }
   auto s = Store::Open(Opts(d.path(), 2, 64, 8));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("holds no byte but zeros"), std::string::npos) << s.status().message();
@@ -286,6 +301,30 @@ TEST(Store, AFileOfZerosBesideAStoreThatServedIsRefusedAsDamage) {
   std::filesystem::resize_file(d / "stats.frs", 0);
   std::filesystem::resize_file(d / "stats.frs", 4096);
   MustOpen(Opts(d.path(), 2, 64, 8));
+}
+
+// A store whose second file could not be made (no block left for its
+// header) kept its first: every later open then called the second
+// "missing, its counts lost". What one Open made goes when it fails.
+TEST(Store, AStoreThatCannotBeMadeWholeLeavesNoFileOfIt) {
+  TempDir d;
+  testing::SmallDisk disk(d / "small", "256k");
+  if (!disk.mounted()) GTEST_SKIP() << "needs root to mount a small tmpfs (CI runs as root)";
+  const std::string dir = d / "small";
+  {
+    std::ofstream spare(dir + "/spare", std::ios::binary);
+    spare << std::string(4096, 'x');
+  }
+  std::system(("dd if=/dev/zero of='" + dir + "/filler' bs=4k 2>/dev/null").c_str());
+  std::filesystem::remove(dir + "/spare");  // one page free: the first header's
+  auto s = Store::Open(Opts(dir + "/store", 2, 64, 8));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("frs.1.store: cannot be made (No space left on device)"), std::string::npos)
+      << s.status().message();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/store/frs.0.store")) << "the half-made store stayed";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/store/frs.1.store"));
+  std::filesystem::remove(dir + "/filler");
+  MustOpen(Opts(dir + "/store", 2, 64, 8));  // made whole once there is room
 }
 
 // A file of zeros whose lock a process holds is being made now (its creator

@@ -83,7 +83,7 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
     return kExitOk;
   }
   // A missing file (exit 3), as every other command that meets this store says.
-  if (present > 0 && !a.recreate_missing && !(!cut_short.empty() && StoreNeverServed(s.cfg.store_dir)))
+  if (present > 0 && !a.recreate_missing && cut_short.empty())
     return Status::NotFound("the store in " + s.cfg.store_dir + " is incomplete (" + missing.front() +
                             (missing.size() > 1 ? " and others" : "") +
                             " missing): restore the files from a backup, or pass --recreate-missing to start "

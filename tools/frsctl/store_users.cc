@@ -211,9 +211,15 @@ Result<UniqueFd> TakeFrsdStoreLock(const std::string& dir) {
   }
   // Its holder's pid, as frsd writes its own: an frsd started meanwhile names
   // this frsctl, not the pid an earlier frsd left in the file.
+  // Written over what is there, then cut to its length: the file keeps its
+  // block (truncated to 0, it gave it back, and on a full disk frsd's next
+  // start could not write its pid there).
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd.get(), 0) != 0 ||
-      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+  const ssize_t wrote = ::pwrite(fd.get(), pid.data(), pid.size(), 0);
+  if (wrote != static_cast<ssize_t>(pid.size()))
+    return wrote < 0 ? Status::FromErrno("cannot write the store lock " + path, errno)
+                     : Status::IOError("cannot write the store lock " + path + ": a short write (a full disk?)");
+  if (::ftruncate(fd.get(), static_cast<off_t>(pid.size())) != 0)
     return Status::FromErrno("cannot write the store lock " + path, errno);
   return fd;
 }
