@@ -280,12 +280,31 @@ std::vector<std::string> LeaseKeyProblems(const SrvConfig& cfg) {
   return problems;
 }
 
+// The store files are read by CheckStoreFiles; frsd maps them to write.
+std::vector<std::string> StoreFileAccessProblems(const std::string& dir, uint32_t files, const store::StoreCheck& sc) {
+  std::vector<std::string> problems;
+  for (uint32_t i = 0; i < files; ++i) {
+    const std::string path = frs::store_dir::In(dir, frs::store_dir::StoreFileName(i));
+    // Made by the start (a making cut short): nothing there to open yet.
+    if (std::find(sc.cut_short.begin(), sc.cut_short.end(), path) != sc.cut_short.end() ||
+        std::find(sc.never_made.begin(), sc.never_made.end(), path) != sc.never_made.end())
+      continue;
+    if (::access(path.c_str(), R_OK | W_OK) == 0) continue;
+    problems.push_back(
+        (errno == EACCES || errno == EPERM ? os::PermissionWords(path) : Status::FromErrno(path, errno).message()) +
+        ": frsd opens it to read and write");
+  }
+  return problems;
+}
+
 // What frsd -t says of the store it checked: there, or to be made, and each
 // file it will make again.
 std::string StoreWords(const std::string& dir, const store::StoreCheck& sc) {
   std::string words = "store " + dir + (sc.exists ? " matches" : " is new");
   for (const std::string& p : sc.cut_short)
     words += " (" + p + " holds only zeros, its making cut short: the start makes it again)";
+  for (const std::string& p : sc.never_made)
+    words += " (" + p + " was never made, the store never served: the start makes it)";
   return words;
 }
 
@@ -354,14 +373,9 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   else store_words = StoreWords(cfg->store_dir, sc.value());
   if (sc.ok())
     for (std::string& p : StoreDirectoryProblems(*cfg, sc->exists)) problems.push_back(std::move(p));
-  // The store files are read above; frsd maps them to write.
-  for (uint32_t i = 0; sc.ok() && sc->exists && i < cfg->geometry.files; ++i) {
-    const std::string path = frs::store_dir::In(cfg->store_dir, frs::store_dir::StoreFileName(i));
-    if (::access(path.c_str(), R_OK | W_OK) == 0) continue;
-    problems.push_back(
-        (errno == EACCES || errno == EPERM ? os::PermissionWords(path) : Status::FromErrno(path, errno).message()) +
-        ": frsd opens it to read and write");
-  }
+  if (sc.ok() && sc->exists)
+    for (std::string& p : StoreFileAccessProblems(cfg->store_dir, cfg->geometry.files, sc.value()))
+      problems.push_back(std::move(p));
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings = std::move(tls_warnings);
   if (!order_warning.empty()) side_warnings.push_back(std::move(order_warning));

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <string_view>
 
 #include "frs/store_dir.h"
 #include "os/only_zeros.h"
@@ -19,9 +20,13 @@
 namespace frs::store {
 namespace {
 
-// stats.frs absent, or holding only zeros: the engine beside the store never
-// kept a count there (it makes the file before it serves).
-bool EngineNeverCounted(const std::string& dir) {
+// The engine never opened beside the store: it makes stats.frs, lease.key
+// and rules.history at its first open, before a request is served, and
+// frsd's start opens it after the store is made. stats.frs of zeros is a
+// power loss in a store's first minute; it counts as absent.
+bool EngineNeverOpened(const std::string& dir) {
+  for (std::string_view name : {store_dir::kLeaseKey, store_dir::kRuleHistory})
+    if (::access(store_dir::In(dir, name).c_str(), F_OK) == 0 || errno != ENOENT) return false;
   const std::string stats = store_dir::In(dir, store_dir::kDailyStats);
   os::UniqueFd fd(::open(stats.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) return errno == ENOENT;
@@ -39,10 +44,7 @@ ZerosFile Classify(const std::string& dir, int fd) {
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return ZerosFile::kNo;
   Result<bool> zeros = os::HoldsOnlyZeros(fd);
   if (!zeros.ok() || !zeros.value()) return ZerosFile::kNo;
-  // A making cut short only where nothing was ever counted: neither the
-  // engine (stats.frs) nor any other file of the directory (its nodes; a
-  // stats.frs moved aside or lost in a restore says nothing).
-  return EngineNeverCounted(dir) && !StoreMayHoldNodes(dir) ? ZerosFile::kCutShort : ZerosFile::kDamage;
+  return StoreNeverServedHere(dir) ? ZerosFile::kCutShort : ZerosFile::kDamage;
 }
 
 // No store header there: fewer bytes than one, or a magic of 0 (a header
@@ -50,6 +52,8 @@ ZerosFile Classify(const std::string& dir, int fd) {
 bool NoHeader(ssize_t read, const FileHeader& h) { return read < static_cast<ssize_t>(sizeof h) || h.magic == 0; }
 
 }  // namespace
+
+bool StoreNeverServedHere(const std::string& dir) { return EngineNeverOpened(dir) && !StoreMayHoldNodes(dir); }
 
 ZerosFile ClassifyZeros(const std::string& dir, const std::string& path) {
   os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
@@ -85,7 +89,7 @@ Result<std::vector<uint32_t>> RemoveCutShortFiles(const std::string& dir, uint32
     if (Status s = os::RemoveFileSynced(path); !s.ok()) return s;
     if (said)
       said(path + ": held no byte but zeros (" + std::to_string(held.st_size) +
-           " bytes) and no lock, beside an engine that never kept a count: a store file whose making was cut short "
+           " bytes) and no lock, in a store that never served: a store file whose making was cut short "
            "(a kill, a file size limit, a power loss before its header reached the disk), holding no count; "
            "removed, and made again");
     removed.push_back(i);
@@ -98,7 +102,7 @@ Status GoneStoreProblem(const std::string& dir, uint32_t files) {
   Result<bool> served = os::PathExists(stats);
   if (!served.ok()) return served.status();
   // One of zeros kept no count: the power lost in a store's first minute.
-  if (!served.value() || EngineNeverCounted(dir)) return Status::OK();
+  if (!served.value() || EngineNeverOpened(dir)) return Status::OK();
   return Status::NotFound(
       "the store in " + dir + " is gone: none of its files (" + StoreFile::PathFor(dir, 0) +
       (files > 1 ? ", ..." : "") + ") is there, but " + stats +
@@ -140,6 +144,7 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
   std::string missing;
   uint64_t id = 0;
   std::string first;  // the file `id` was read from
+  std::vector<std::string> missing_paths;
   for (uint32_t i = 0; i < g.files; ++i) {
     const std::string path = StoreFile::PathFor(dir, i);
     // O_NONBLOCK: a FIFO in a store file's place opens at once, and is
@@ -149,6 +154,7 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
       if (errno == EACCES || errno == EPERM) return Status::IOError(os::PermissionWords(path));
       if (errno != ENOENT) return Status::FromErrno(path, errno);
       missing += (missing.empty() ? "" : ", ") + path;
+      missing_paths.push_back(path);
       continue;
     }
     struct stat st;
@@ -176,9 +182,13 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
     }
     ++out.files_found;
   }
-  // A making cut short at one file never made the files after it: those
-  // are made too (no file holds a node, or it would not be cut short).
-  if (!out.cut_short.empty()) missing.clear();
+  // A making cut short at one file never made the files after it, nor one
+  // killed between two files the next: in a store that never served here
+  // they are made (Store::Open), not missing with counts lost.
+  if (!missing.empty() && (!out.cut_short.empty() || (out.files_found > 0 && StoreNeverServedHere(dir)))) {
+    out.never_made = std::move(missing_paths);
+    missing.clear();
+  }
   if (out.files_found > 0 && !missing.empty())
     return Status::NotFound("the store in " + dir + " is incomplete: missing " + missing +
                             " (the counts it held are lost unless you restore it from a backup); restore it, or start "

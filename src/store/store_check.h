@@ -19,6 +19,9 @@ struct StoreCheck {
   // Files whose making was cut short (CutShortFile), which frsd's start
   // makes again: neither found nor missing.
   std::vector<std::string> cut_short;
+  // Files not there in a store that never served here (a first start cut
+  // short before it made them), which the start makes: not missing.
+  std::vector<std::string> never_made;
 };
 
 // Reads each file's header with pread and checks magic, version, layout,
@@ -46,13 +49,20 @@ Status GoneStoreProblem(const std::string& dir, uint32_t files);
 // loss before the header reached the disk, leaves 0 bytes or its size in
 // zeros. Every later start refused such a file ("empty", "bad magic"), and
 // named the store's other files missing, their counts lost, where no count
-// ever was. A file is taken as such when it holds no byte but zeros, no
-// process holds its lock, and the directory's engine never kept a count
-// (stats.frs absent, or zeros too, as a power loss in a store's first
-// minute leaves it): it holds nothing, and Store::Open (frsd's start,
-// frsctl init) removes it and makes it again, said through on_recovery.
-// Beside a stats.frs that holds counters the same file is damage (a store
-// that served has no file of zeros), refused with words saying so.
+// ever was. A file is taken as such when no process holds its lock, it
+// holds no byte but zeros, and nothing was ever counted in the directory
+// (StoreNeverServedHere): it holds nothing, and Store::Open (frsd's start,
+// frsctl init) removes it and makes it again, with the files the making
+// never reached, said through on_recovery. In a store that served the same
+// file is damage (a store that served has no file of zeros), refused with
+// words saying so.
+
+// Nothing was ever counted in `dir`: the engine never opened there (no
+// lease.key, no rules.history, stats.frs absent or zeros: a power loss in a
+// store's first minute) and no store file holds a node. Its files are made
+// where they are missing or of zeros.
+bool StoreNeverServedHere(const std::string& dir);
+
 enum class ZerosFile {
   kNo,        // not a file of zeros (or in use, or unreadable): the usual checks say what it is
   kCutShort,  // its making cut short: made again

@@ -98,6 +98,10 @@ Status CheckWhole(const StoreOptions& opts, bool making_cut_short) {
     if (Status gone = store::GoneStoreProblem(opts.dir, g.files); !gone.ok()) return gone;
   if (present == 0 && !opts.create_if_missing)
     return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");
+  if (present > 0 && !missing.empty() && making_cut_short && opts.on_recovery)
+    opts.on_recovery("the store in " + opts.dir +
+                     " never served (no node in any file, no file of the engine beside it): " + missing +
+                     ", which the start that was cut short did not make, made now");
   if (present > 0 && !missing.empty() && !opts.recreate_missing_files && !making_cut_short)
     return Status::NotFound(
         "the store in " + opts.dir + " is incomplete: " + missing +
@@ -139,9 +143,12 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     if (!removed.ok()) return removed.status();
     cut_short = std::move(removed.value());
   }
-  // A file is cut short only where no file holds a node: the files the
-  // making never reached are made with it.
-  const bool making_cut_short = !cut_short.empty();
+  // A file is cut short only where nothing was counted: the files the
+  // making never reached are made with it, as are the files a start killed
+  // between two files never made.
+  const bool making_cut_short =
+      !cut_short.empty() || (!opts.read_only && (opts.create_if_missing || opts.recreate_missing_files) &&
+                             store::StoreNeverServedHere(opts.dir));
   if (Status whole = CheckWhole(opts, making_cut_short); !whole.ok()) return whole;
   // A new store gets a random id; files of one store must agree on it.
   // Existing files are opened first, so that a file recreated empty takes

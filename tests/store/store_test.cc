@@ -263,6 +263,38 @@ TEST(Store, AStoreWhoseMakingWasCutShortIsMadeAgainAndSaid) {
   }
 }
 
+// A first start killed between two files (frs.0.store made whole, frs.1
+// not yet created) left a store every later open called incomplete, "the
+// counts it held lost": it held none. Where nothing was ever counted (no
+// node, no file of the engine) the files not there are made, and said.
+TEST(Store, AStoreThatNeverServedHasTheFilesItLacksMade) {
+  TempDir d;
+  MustOpen(Opts(d.path(), 3, 64, 8));
+  ASSERT_TRUE(std::filesystem::remove(d / "frs.1.store"));
+  ASSERT_TRUE(std::filesystem::remove(d / "frs.2.store"));
+  Result<store::StoreCheck> check = store::CheckStoreFiles(d.path(), {3, 64, 8});
+  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  EXPECT_EQ(check->never_made, (std::vector<std::string>{d / "frs.1.store", d / "frs.2.store"}));
+  // An engine opened here once (its lease.key): it may have served, and
+  // counted in the files now gone. Refused as before.
+  {
+    std::ofstream key(d / "lease.key", std::ios::binary);
+    key << std::string(16, 'k');
+  }
+  EXPECT_FALSE(store::CheckStoreFiles(d.path(), {3, 64, 8}).ok());
+  auto refused = Store::Open(Opts(d.path(), 3, 64, 8));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("incomplete"), std::string::npos) << refused.status().message();
+  std::filesystem::remove(d / "lease.key");
+  StoreOptions o = Opts(d.path(), 3, 64, 8);
+  std::vector<std::string> said;
+  o.on_recovery = [&said](const std::string& what) { said.push_back(what); };
+  MustOpen(o);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("never served"), std::string::npos) << said[0];
+  EXPECT_TRUE(std::filesystem::exists(d / "frs.2.store"));
+}
+
 // The same file of zeros beside a store that served is damage, not a
 // making cut short: refused, named, and left for the operator's backup.
 TEST(Store, AFileOfZerosBesideAStoreThatServedIsRefusedAsDamage) {

@@ -83,7 +83,10 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
     return kExitOk;
   }
   // A missing file (exit 3), as every other command that meets this store says.
-  if (present > 0 && !a.recreate_missing && cut_short.empty())
+  // Nor one whose files were never all made (a first start killed between
+  // two; no node anywhere, no stats.frs): they held nothing.
+  const bool never_served = !cut_short.empty() || StoreNeverServed(s.cfg.store_dir);
+  if (present > 0 && !a.recreate_missing && !never_served)
     return Status::NotFound("the store in " + s.cfg.store_dir + " is incomplete (" + missing.front() +
                             (missing.size() > 1 ? " and others" : "") +
                             " missing): restore the files from a backup, or pass --recreate-missing to start "
@@ -135,7 +138,9 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
     std::printf("%s: created a store of %u x %u x %u slots\n", s.cfg.store_dir.c_str(), g.files, g.keynodes, g.chain);
   } else {
     for (const std::string& p : missing)
-      std::printf("%s: created empty; the keys it held start again from zero\n", p.c_str());
+      std::printf(never_served ? "%s: made (the store never served: it held nothing)\n"
+                               : "%s: created empty; the keys it held start again from zero\n",
+                  p.c_str());
   }
   return kExitOk;
 }
