@@ -1,6 +1,7 @@
 #include "server/config_check.h"
 
 #include <pwd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -81,6 +82,13 @@ std::vector<std::string> NewStoreProblems(const SrvConfig& cfg) {
         (errno == EACCES || errno == EPERM ? os::PermissionWords(where) : Status::FromErrno(where, errno).message()) +
         "; frsd makes " + made};
   const uint64_t need = uint64_t{cfg.geometry.files} * StoreFileBytes(cfg.geometry);
+  // `ulimit -f` (LimitFSIZE=) below a file's size: the start refuses to
+  // make it (EFBIG), so the check does.
+  if (struct rlimit rl{};
+      ::getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < StoreFileBytes(cfg.geometry))
+    return {"store " + cfg.store_dir + " is new: each of its files is " + std::to_string(StoreFileBytes(cfg.geometry)) +
+            " bytes, and this process's file size limit (ulimit -f, LimitFSIZE=) is " + std::to_string(rl.rlim_cur) +
+            " bytes"};
   struct statvfs vfs {};
   if (::statvfs(where.c_str(), &vfs) == 0 && uint64_t{vfs.f_bavail} * vfs.f_frsize < need)
     return {"store " + cfg.store_dir + " is new: its " + std::to_string(cfg.geometry.files) + " file(s) need " +
