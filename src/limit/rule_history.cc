@@ -231,7 +231,10 @@ std::vector<RuleHistory::Entry>& RuleHistory::Group(uint16_t biz, const std::str
   std::string k(reinterpret_cast<const char*>(&biz), sizeof biz);
   k += name;
   auto [it, added] = group_of_.try_emplace(std::move(k), groups_.size());
-  if (added) groups_.emplace_back();
+  if (added) {
+    of_biz_[biz].push_back(groups_.size());
+    groups_.emplace_back();
+  }
   return groups_[it->second];
 }
 
@@ -243,6 +246,7 @@ void RuleHistory::ReadGroups(const Stamp& now) {
   std::vector<std::vector<Entry>> ours = std::move(groups_);
   groups_.clear();
   group_of_.clear();
+  of_biz_.clear();
   bool damaged = false, unread = false;
   for (Entry& e : ReadFile(&damaged, &unread)) Group(e.biz, e.name).push_back(std::move(e));
   for (std::vector<Entry>& g : ours)
@@ -287,20 +291,59 @@ void RuleHistory::Apply(MapConfig* config) {
   // are written at the next change.
   if (changed && !damaged_)
     if (std::optional<Stamp> made = WriteFile()) read_ = *made;
-  // Each rule's past: the other identities of its name and algorithm, newest
-  // first. Fixed and calendar windows count alike: either takes the other's.
-  for (BizConfig& biz : config->bizzes) {
-    for (uint32_t i = 0; i < biz.nrules; ++i) {
-      RuleSpec& spec = biz.rules[i];
-      spec.npast = 0;
-      const std::vector<Entry>& g = Group(biz.id, spec.name);
-      for (size_t j = g.size(); j-- > 0 && spec.npast < kRulePasts;) {
-        const Entry& e = g[j];
-        if (e.identity == TagIdentity(spec.tag)) continue;
-        const bool windows = IsWindowAlgo(TagAlgo(e.identity)) && IsWindowAlgo(spec.algo);
-        if (TagAlgo(e.identity) != spec.algo && !windows) continue;
-        spec.past[spec.npast++] = RulePast{e.identity, e.max};
-      }
+  for (BizConfig& biz : config->bizzes) FillPasts(&biz);
+}
+
+void RuleHistory::FillPasts(BizConfig* biz) {
+  // Each rule's lineage: its name's identities, newest first, then those of
+  // the names it was renamed from. A name the map no longer holds whose
+  // newest identity one rule's lineage had was renamed to it (the rename
+  // kept the interval, as docs/rules.md asks): that name's older identities
+  // are the rule's too. A key untouched since an interval change of the old
+  // name holds a block of one of them, which the rename otherwise dropped
+  // (found by an outside run). A name that two rules could descend from is
+  // given to neither.
+  std::vector<std::vector<const Entry*>> lineage(biz->nrules);
+  std::vector<std::string_view> names;
+  for (uint32_t i = 0; i < biz->nrules; ++i) {
+    const std::vector<Entry>& own = Group(biz->id, biz->rules[i].name);
+    for (size_t j = own.size(); j-- > 0;) lineage[i].push_back(&own[j]);
+    names.emplace_back(biz->rules[i].name);
+  }
+  auto had = [&](uint32_t i, uint32_t identity) {
+    return std::any_of(lineage[i].begin(), lineage[i].end(), [&](const Entry* e) { return e->identity == identity; });
+  };
+  std::vector<size_t> absent;
+  if (auto it = of_biz_.find(biz->id); it != of_biz_.end())
+    for (size_t g : it->second)
+      if (!groups_[g].empty() && std::find(names.begin(), names.end(), groups_[g].back().name) == names.end())
+        absent.push_back(g);
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t& g : absent) {
+      if (g == SIZE_MAX) continue;
+      const uint32_t newest = groups_[g].back().identity;
+      uint32_t heirs = 0, heir = 0;
+      for (uint32_t i = 0; i < biz->nrules; ++i)
+        if (had(i, newest)) ++heirs, heir = i;
+      if (heirs == 0) continue;
+      if (heirs == 1)
+        for (size_t j = groups_[g].size(); j-- > 0;)
+          if (!had(heir, groups_[g][j].identity)) lineage[heir].push_back(&groups_[g][j]);
+      g = SIZE_MAX;  // given (or to no one): looked at once
+      grew = true;
+    }
+  }
+  // Fixed and calendar windows count alike: either takes the other's.
+  for (uint32_t i = 0; i < biz->nrules; ++i) {
+    RuleSpec& spec = biz->rules[i];
+    spec.npast = 0;
+    for (const Entry* e : lineage[i]) {
+      if (spec.npast == kRulePasts) break;
+      if (e->identity == TagIdentity(spec.tag)) continue;
+      const bool windows = IsWindowAlgo(TagAlgo(e->identity)) && IsWindowAlgo(spec.algo);
+      if (TagAlgo(e->identity) != spec.algo && !windows) continue;
+      spec.past[spec.npast++] = RulePast{e->identity, e->max};
     }
   }
 }

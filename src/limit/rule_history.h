@@ -99,6 +99,8 @@ class RuleHistory {
   // The file's groups, then this process's entries the file lacks (one it
   // could not write).
   void ReadGroups(const Stamp& now) FRS_REQUIRES(mu_);
+  // `biz`'s rules' pasts: their lineages (FillPasts in rule_history.cc).
+  void FillPasts(BizConfig* biz) FRS_REQUIRES(mu_);
   // (biz, name)'s group, made (empty, last) when new.
   std::vector<Entry>& Group(uint16_t biz, const std::string& name) FRS_REQUIRES(mu_);
 
@@ -112,6 +114,7 @@ class RuleHistory {
   // file (a history of 195,000 lines held every reload 0.3-0.6 s).
   std::vector<std::vector<Entry>> groups_ FRS_GUARDED_BY(mu_);
   std::unordered_map<std::string, size_t> group_of_ FRS_GUARDED_BY(mu_);
+  std::unordered_map<uint16_t, std::vector<size_t>> of_biz_ FRS_GUARDED_BY(mu_);  // each biz's groups
   // The file as `groups_` last read it; none: read it at the next Apply.
   std::optional<Stamp> read_ FRS_GUARDED_BY(mu_);
   bool damaged_ FRS_GUARDED_BY(mu_) = false;  // a line of it was neither an entry nor a comment

@@ -340,6 +340,28 @@ TEST_F(EngineTest, ClockSteppingBackNeverGrantsExtraUses) {
   EXPECT_FALSE(Do(*e, Cmd::kAcquire, "b", "k").allowed);
 }
 
+// A rule renamed while a key still held a block of its old name's earlier
+// interval (untouched since that change) started the key from zero: the new
+// name knew only its own past. The names it was renamed from count as its
+// past (an outside run: r1 600 s -> 1200 s -> renamed rx -> rx 1800 s ->
+// renamed ry -> ry 2400 s, a key used only before all of it kept 3).
+TEST_F(EngineTest, ARenamedRuleKeepsTheCountsOfKeysUntouchedSinceItsOldNamesIntervalChanged) {
+  auto map = [](const char* name, int interval) {
+    return std::string("<map><biz id=\"1\" name=\"login\"><rule name=\"") + name + "\" interval=\"" +
+           std::to_string(interval) + "\" max=\"50\"/></biz></map>";
+  };
+  auto e = EngineFor(map("r1", 600));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Do(*e, Cmd::kAcquire, "login", "kA").allowed);
+  for (auto [name, interval] : {std::pair{"r1", 1200}, {"rx", 1200}, {"rx", 1800}, {"ry", 1800}, {"ry", 2400}}) {
+    WriteMap(map(name, interval));
+    ASSERT_TRUE(e->Reload("").ok());
+    EXPECT_EQ(Do(*e, Cmd::kGet, "login", "kA").rules[0].count, 3) << name << " " << interval;
+  }
+  // Read, never written in between: the first write converts the block.
+  ASSERT_TRUE(Do(*e, Cmd::kAcquire, "login", "kA").allowed);
+  EXPECT_EQ(Do(*e, Cmd::kGet, "login", "kA").rules[0].count, 4);
+}
+
 TEST_F(EngineTest, ReloadKeepsCountsAppliesMaxAndResetsOnlyChangedRules) {
   auto e = EngineFor(R"(<map>
     <biz id="1" name="a"><rule interval="600" max="5"/><rule algo="calendar" interval="86400" max="10"/></biz>

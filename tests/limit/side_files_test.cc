@@ -218,6 +218,55 @@ TEST(SideFiles, ARuleHistoryRewrittenByAnotherProcessIsReadAtTheNextReload) {
   EXPECT_TRUE(std::filesystem::exists(d / "rules.history"));
 }
 
+// A name the map no longer holds whose newest identity a rule's lineage had
+// was renamed to it: its older identities are that rule's past too, unless
+// two rules could descend from it (then neither).
+TEST(SideFiles, ARenamedRulesPastHoldsItsOldNamesAndNoOneInheritsAnAmbiguousOne) {
+  frs::testing::TempDir d;
+  RuleHistory h(d.path(), /*read_only=*/false);
+  auto apply = [&h](const std::string& rules) {
+    auto m = ParseMap("<map><biz id=\"1\" name=\"a\">" + rules + "</biz></map>", "map.xml");
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    MapConfig c = *m;
+    h.Apply(&c);
+    return c;
+  };
+  auto id = [](const MapConfig& c, int rule) { return TagIdentity(c.bizzes[0].rules[rule].tag); };
+  const MapConfig r600 = apply(R"(<rule name="r1" interval="600" max="5"/>)");
+  const MapConfig r1200 = apply(R"(<rule name="r1" interval="1200" max="5"/>)");
+  MapConfig rx = apply(R"(<rule name="rx" interval="1200" max="5"/>)");
+  ASSERT_EQ(rx.bizzes[0].rules[0].npast, 1u);
+  EXPECT_EQ(rx.bizzes[0].rules[0].past[0].identity, id(r600, 0));
+  MapConfig rx1800 = apply(R"(<rule name="rx" interval="1800" max="5"/>)");
+  ASSERT_EQ(rx1800.bizzes[0].rules[0].npast, 2u);
+  EXPECT_EQ(rx1800.bizzes[0].rules[0].past[0].identity, id(r1200, 0));
+  EXPECT_EQ(rx1800.bizzes[0].rules[0].past[1].identity, id(r600, 0));
+
+  // Two rules that could each descend from "old" (900 s its newest): "p"
+  // had 900 s once, "q" has it now. Neither takes old's 300 s.
+  frs::testing::TempDir d2;
+  RuleHistory h2(d2.path(), /*read_only=*/false);
+  auto apply2 = [&h2](const std::string& rules) {
+    auto m = ParseMap("<map><biz id=\"1\" name=\"a\">" + rules + "</biz></map>", "map.xml");
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    MapConfig c = *m;
+    h2.Apply(&c);
+    return c;
+  };
+  apply2(R"(<rule name="old" interval="300" max="5"/><rule name="p" interval="900" max="5"/>)");
+  apply2(R"(<rule name="old" interval="900" max="5"/><rule name="p" interval="60" max="5"/>)");
+  MapConfig both = apply2(R"(<rule name="p" interval="60" max="5"/><rule name="q" interval="900" max="5"/>)");
+  const uint32_t i300 =
+      TagIdentity(ParseMap(R"(<map><biz id="1" name="a"><rule interval="300" max="5"/></biz></map>)", "m")
+                      .value()
+                      .bizzes[0]
+                      .rules[0]
+                      .tag);
+  for (int r = 0; r < 2; ++r)
+    for (uint32_t k = 0; k < both.bizzes[0].rules[r].npast; ++k)
+      EXPECT_NE(both.bizzes[0].rules[r].past[k].identity, i300) << "rule " << r << " took an ambiguous name's past";
+}
+
 // A damaged denials.frs or rules.history was taken without a word (the
 // table of denials silently left out, the history's lines skipped): frsd's
 // start now moves each aside, says so, and starts a new one.
