@@ -128,12 +128,12 @@ std::string LeaseKeyModeWarning(const std::string& dir);
 bool StoreNeverServed(const std::string& dir);
 
 // The files of the store in `dir` (of `files` files) whose making was cut
-// short: a kill or a power loss between a file's creation and its header
-// left no byte but zeros, no process holds its lock, the engine beside it
-// never kept a count (stats.frs absent, or zeros too) and no other file of
-// the store holds a node. They hold nothing: frsd's start and frsctl init
-// remove them and make them again, with the files the making never reached.
-// Changes nothing.
+// short, in a store that never served (no node in any file; no lease.key,
+// rules.history or stats.frs of counts beside them): a kill or a power loss
+// between a file's creation and its header left no byte but zeros (no
+// process holding its lock), or a kill between two files left the later
+// ones unmade (then they follow every file there). They hold nothing:
+// frsd's start and frsctl init make them (again). Changes nothing.
 std::vector<std::string> CutShortStoreFiles(const std::string& dir, uint32_t files);
 
 // A sentence when the store in `dir` served (StoreNeverServed is false)

@@ -334,6 +334,24 @@ void RuleHistory::FillPasts(BizConfig* biz) {
       grew = true;
     }
   }
+  // An inherited identity another rule's lineage holds too is dropped: a
+  // block of it may be that rule's from before its own interval change, and
+  // the migration gives each block to the first rule that asks (a rule
+  // added with a removed name's interval took a live rule's count, which
+  // then started from zero).
+  // Judged on the lineages as built, then dropped: two rules that inherited
+  // one identity both lose it.
+  std::vector<std::vector<const Entry*>> kept(biz->nrules);
+  for (uint32_t i = 0; i < biz->nrules; ++i) {
+    const size_t own = Group(biz->id, biz->rules[i].name).size();
+    for (size_t k = 0; k < lineage[i].size(); ++k) {
+      bool elsewhere = false;
+      for (uint32_t j = 0; k >= own && j < biz->nrules && !elsewhere; ++j)
+        elsewhere = j != i && had(j, lineage[i][k]->identity);
+      if (!elsewhere) kept[i].push_back(lineage[i][k]);
+    }
+  }
+  lineage = std::move(kept);
   // Fixed and calendar windows count alike: either takes the other's.
   for (uint32_t i = 0; i < biz->nrules; ++i) {
     RuleSpec& spec = biz->rules[i];

@@ -48,8 +48,7 @@ std::string NoRoomWords(const std::string& path, uint64_t size, int err) {
           ? std::to_string(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) + " bytes are free there"
           : "the free bytes unread";
   return path + ": cannot be made (" + std::strerror(err) + "): the file needs " + std::to_string(size) +
-         " bytes (the store as much for each of its files: frsd -t says the whole), and " + free_words +
-         "; nothing was allocated";
+         " bytes, and " + free_words + "; nothing was allocated";
 }
 
 }  // namespace

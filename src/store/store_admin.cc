@@ -239,10 +239,19 @@ std::string KeynodeGroupWarning(const StoreGeometry& g) {
 
 std::vector<std::string> CutShortStoreFiles(const std::string& dir, uint32_t files) {
   std::vector<std::string> out;
+  const bool never_made = store::FilesNeverMade(dir, files);
   for (uint32_t i = 0; i < files; ++i) {
     std::string path = store::StoreFile::PathFor(dir, i);
-    if (store::ClassifyZeros(dir, path) == store::ZerosFile::kCutShort) out.push_back(std::move(path));
+    const bool missing = ::access(path.c_str(), F_OK) != 0 && errno == ENOENT;
+    if ((missing && never_made) || (!missing && store::ClassifyZeros(dir, path) == store::ZerosFile::kCutShort))
+      out.push_back(std::move(path));
   }
+  // A file of zeros cut short leaves the files after it unmade: those too.
+  if (!out.empty() && !never_made)
+    for (uint32_t i = 0; i < files; ++i)
+      if (std::string path = store::StoreFile::PathFor(dir, i);
+          ::access(path.c_str(), F_OK) != 0 && errno == ENOENT && std::find(out.begin(), out.end(), path) == out.end())
+        out.push_back(std::move(path));
   return out;
 }
 

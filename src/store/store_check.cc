@@ -55,6 +55,16 @@ bool NoHeader(ssize_t read, const FileHeader& h) { return read < static_cast<ssi
 
 bool StoreNeverServedHere(const std::string& dir) { return EngineNeverOpened(dir) && !StoreMayHoldNodes(dir); }
 
+bool FilesNeverMade(const std::string& dir, uint32_t files) {
+  int64_t last_there = -1, first_missing = -1;
+  for (uint32_t i = 0; i < files; ++i) {
+    if (::access(StoreFile::PathFor(dir, i).c_str(), F_OK) == 0) last_there = i;
+    else if (errno != ENOENT) return false;  // not ours to see: not "never made"
+    else if (first_missing < 0) first_missing = i;
+  }
+  return last_there >= 0 && first_missing > last_there && StoreNeverServedHere(dir);
+}
+
 ZerosFile ClassifyZeros(const std::string& dir, const std::string& path) {
   os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) return ZerosFile::kNo;
@@ -185,7 +195,7 @@ Result<StoreCheck> CheckStoreFiles(const std::string& dir, const StoreGeometry& 
   // A making cut short at one file never made the files after it, nor one
   // killed between two files the next: in a store that never served here
   // they are made (Store::Open), not missing with counts lost.
-  if (!missing.empty() && (!out.cut_short.empty() || (out.files_found > 0 && StoreNeverServedHere(dir)))) {
+  if (!missing.empty() && (!out.cut_short.empty() || FilesNeverMade(dir, g.files))) {
     out.never_made = std::move(missing_paths);
     missing.clear();
   }

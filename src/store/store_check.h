@@ -62,6 +62,11 @@ Status GoneStoreProblem(const std::string& dir, uint32_t files);
 // store's first minute) and no store file holds a node. Its files are made
 // where they are missing or of zeros.
 bool StoreNeverServedHere(const std::string& dir);
+// The store files of `dir` (of `files`) that are not there are ones a start
+// cut short never made: the store never served here, and they all come
+// after every file that is there (one at least), since a start makes its
+// files in order. A gap (frs.1 missing, frs.2 there) is a file lost.
+bool FilesNeverMade(const std::string& dir, uint32_t files);
 
 enum class ZerosFile {
   kNo,        // not a file of zeros (or in use, or unreadable): the usual checks say what it is

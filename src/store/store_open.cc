@@ -66,16 +66,19 @@ Status ZerosSaid(const std::string& dir, const std::string& path, Status refused
 // a deleted frs.1.store silently recreated would lose its keys' counts with
 // no word said. `making_cut_short`: the files missing are those a making
 // cut short never reached (made now).
-Status CheckWhole(const StoreOptions& opts, bool making_cut_short) {
+Status CheckWhole(const StoreOptions& opts, bool making_cut_short, const std::vector<uint32_t>& remade) {
   const StoreGeometry& g = opts.geometry;
   std::string missing;
   uint32_t present = 0, first_present = 0;
+  std::string unmade;  // missing, and not a file of zeros just removed (said then)
   for (uint32_t i = 0; i < g.files; ++i) {
     std::string p = store::StoreFile::PathFor(opts.dir, i);
     Result<bool> there = os::PathExists(p);
     if (!there.ok()) return there.status();
     if (there.value() && present++ == 0) first_present = i;
     if (!there.value()) missing += (missing.empty() ? "" : ", ") + p;
+    if (!there.value() && std::find(remade.begin(), remade.end(), i) == remade.end())
+      unmade += (unmade.empty() ? "" : ", ") + p;
   }
   // One of them a making cut short (an open that makes nothing, here):
   // said as such, not as files lost.
@@ -98,9 +101,9 @@ Status CheckWhole(const StoreOptions& opts, bool making_cut_short) {
     if (Status gone = store::GoneStoreProblem(opts.dir, g.files); !gone.ok()) return gone;
   if (present == 0 && !opts.create_if_missing)
     return Status::NotFound(store::StoreFile::PathFor(opts.dir, 0) + ": no such store file");
-  if (present > 0 && !missing.empty() && making_cut_short && opts.on_recovery)
+  if (present > 0 && !unmade.empty() && making_cut_short && opts.on_recovery)
     opts.on_recovery("the store in " + opts.dir +
-                     " never served (no node in any file, no file of the engine beside it): " + missing +
+                     " never served (no node in any file, no file of the engine beside it): " + unmade +
                      ", which the start that was cut short did not make, made now");
   if (present > 0 && !missing.empty() && !opts.recreate_missing_files && !making_cut_short)
     return Status::NotFound(
@@ -148,8 +151,8 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   // between two files never made.
   const bool making_cut_short =
       !cut_short.empty() || (!opts.read_only && (opts.create_if_missing || opts.recreate_missing_files) &&
-                             store::StoreNeverServedHere(opts.dir));
-  if (Status whole = CheckWhole(opts, making_cut_short); !whole.ok()) return whole;
+                             store::FilesNeverMade(opts.dir, g.files));
+  if (Status whole = CheckWhole(opts, making_cut_short, cut_short); !whole.ok()) return whole;
   // A new store gets a random id; files of one store must agree on it.
   // Existing files are opened first, so that a file recreated empty takes
   // the id of the store it joins.

@@ -362,6 +362,27 @@ TEST_F(EngineTest, ARenamedRuleKeepsTheCountsOfKeysUntouchedSinceItsOldNamesInte
   EXPECT_EQ(Do(*e, Cmd::kGet, "login", "kA").rules[0].count, 4);
 }
 
+// A rule added with a removed name's newest interval inherits that name's
+// past, but not an identity another rule had: a block of it is that rule's
+// (R2 at 60 s here), which the new rule took, R2 then starting from zero.
+TEST_F(EngineTest, AnInheritedPastNeverTakesAnotherRulesBlock) {
+  auto e = EngineFor(R"(<map><biz id="1" name="a"><rule name="N" interval="60" max="50"/>
+    <rule name="R2" interval="600" max="50"/></biz></map>)");
+  WriteMap(R"(<map><biz id="1" name="a"><rule name="N" interval="3600" max="50"/>
+    <rule name="R2" interval="600" max="50"/></biz></map>)");
+  ASSERT_TRUE(e->Reload("").ok());
+  WriteMap(R"(<map><biz id="1" name="a"><rule name="R2" interval="60" max="50"/></biz></map>)");
+  ASSERT_TRUE(e->Reload("").ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Do(*e, Cmd::kAcquire, "a", "K").allowed);
+  WriteMap(R"(<map><biz id="1" name="a"><rule name="R1" interval="3600" max="50"/>
+    <rule name="R2" interval="120" max="50"/></biz></map>)");
+  ASSERT_TRUE(e->Reload("").ok());
+  Decision d = Do(*e, Cmd::kGet, "a", "K");
+  ASSERT_EQ(d.nrules, 2u);
+  EXPECT_EQ(d.rules[1].count, 3) << "R2's count was taken";
+  EXPECT_EQ(d.rules[0].count, 0);
+}
+
 TEST_F(EngineTest, ReloadKeepsCountsAppliesMaxAndResetsOnlyChangedRules) {
   auto e = EngineFor(R"(<map>
     <biz id="1" name="a"><rule interval="600" max="5"/><rule algo="calendar" interval="86400" max="10"/></biz>

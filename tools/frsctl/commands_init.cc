@@ -84,8 +84,8 @@ Result<int> RunInit(Session& s, const InitArgs& a) {
   }
   // A missing file (exit 3), as every other command that meets this store says.
   // Nor one whose files were never all made (a first start killed between
-  // two; no node anywhere, no stats.frs): they held nothing.
-  const bool never_served = !cut_short.empty() || StoreNeverServed(s.cfg.store_dir);
+  // two, in a store that never served): they held nothing.
+  const bool never_served = !cut_short.empty();
   if (present > 0 && !a.recreate_missing && !never_served)
     return Status::NotFound("the store in " + s.cfg.store_dir + " is incomplete (" + missing.front() +
                             (missing.size() > 1 ? " and others" : "") +
