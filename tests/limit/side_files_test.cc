@@ -218,19 +218,22 @@ TEST(SideFiles, ARuleHistoryRewrittenByAnotherProcessIsReadAtTheNextReload) {
   EXPECT_TRUE(std::filesystem::exists(d / "rules.history"));
 }
 
+// Biz 1's `rules` as a map, recorded in `h` with their pasts filled.
+MapConfig ApplyRules(RuleHistory* h, const std::string& rules) {
+  auto m = ParseMap("<map><biz id=\"1\" name=\"a\">" + rules + "</biz></map>", "map.xml");
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  MapConfig c = *m;
+  h->Apply(&c);
+  return c;
+}
+
 // A name the map no longer holds whose newest identity a rule's lineage had
 // was renamed to it: its older identities are that rule's past too, unless
 // two rules could descend from it (then neither).
 TEST(SideFiles, ARenamedRulesPastHoldsItsOldNamesAndNoOneInheritsAnAmbiguousOne) {
   frs::testing::TempDir d;
   RuleHistory h(d.path(), /*read_only=*/false);
-  auto apply = [&h](const std::string& rules) {
-    auto m = ParseMap("<map><biz id=\"1\" name=\"a\">" + rules + "</biz></map>", "map.xml");
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    MapConfig c = *m;
-    h.Apply(&c);
-    return c;
-  };
+  auto apply = [&h](const std::string& rules) { return ApplyRules(&h, rules); };
   auto id = [](const MapConfig& c, int rule) { return TagIdentity(c.bizzes[0].rules[rule].tag); };
   const MapConfig r600 = apply(R"(<rule name="r1" interval="600" max="5"/>)");
   const MapConfig r1200 = apply(R"(<rule name="r1" interval="1200" max="5"/>)");
@@ -246,13 +249,7 @@ TEST(SideFiles, ARenamedRulesPastHoldsItsOldNamesAndNoOneInheritsAnAmbiguousOne)
   // had 900 s once, "q" has it now. Neither takes old's 300 s.
   frs::testing::TempDir d2;
   RuleHistory h2(d2.path(), /*read_only=*/false);
-  auto apply2 = [&h2](const std::string& rules) {
-    auto m = ParseMap("<map><biz id=\"1\" name=\"a\">" + rules + "</biz></map>", "map.xml");
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    MapConfig c = *m;
-    h2.Apply(&c);
-    return c;
-  };
+  auto apply2 = [&h2](const std::string& rules) { return ApplyRules(&h2, rules); };
   apply2(R"(<rule name="old" interval="300" max="5"/><rule name="p" interval="900" max="5"/>)");
   apply2(R"(<rule name="old" interval="900" max="5"/><rule name="p" interval="60" max="5"/>)");
   MapConfig both = apply2(R"(<rule name="p" interval="60" max="5"/><rule name="q" interval="900" max="5"/>)");
