@@ -105,6 +105,12 @@ Status CheckWhole(const StoreOptions& opts, bool making_cut_short, const std::ve
     opts.on_recovery("the store in " + opts.dir +
                      " never served (no node in any file, no file of the engine beside it): " + unmade +
                      ", which the start that was cut short did not make, made now");
+  // An open that makes nothing (a read of frsctl's) says files never made
+  // as such, as frsd -t does, not as files whose counts are lost.
+  if (present > 0 && !missing.empty() && !making_cut_short && store::FilesNeverMade(opts.dir, g.files))
+    return Status::NotFound("the store in " + opts.dir + " never served: " + missing +
+                            ", which the start that was cut short did not make, is not there yet; frsd's next "
+                            "start, or frsctl init, makes it");
   if (present > 0 && !missing.empty() && !opts.recreate_missing_files && !making_cut_short)
     return Status::NotFound(
         "the store in " + opts.dir + " is incomplete: " + missing +

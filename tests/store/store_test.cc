@@ -281,6 +281,13 @@ TEST(Store, AStoreThatNeverServedHasTheFilesItLacksMade) {
   Result<store::StoreCheck> check = store::CheckStoreFiles(d.path(), {3, 64, 8});
   ASSERT_TRUE(check.ok()) << check.status().ToString();
   EXPECT_EQ(check->never_made, (std::vector<std::string>{d / "frs.1.store", d / "frs.2.store"}));
+  // A read (an open that makes nothing) says so too, not "counts lost".
+  StoreOptions read = Opts(d.path(), 3, 64, 8);
+  read.create_if_missing = false;
+  auto unmade = Store::Open(read);
+  ASSERT_FALSE(unmade.ok());
+  EXPECT_NE(unmade.status().message().find("never served"), std::string::npos) << unmade.status().message();
+  EXPECT_EQ(unmade.status().message().find("lost"), std::string::npos) << unmade.status().message();
   // An engine opened here once (its lease.key): it may have served, and
   // counted in the files now gone. Refused as before.
   {
