@@ -46,8 +46,6 @@ bool TakeSpace(std::string_view* v) {
 
 }  // namespace
 
-bool RuleHistory::ParseLine(const std::string& line, Entry* e) { return ParseLine(std::string_view(line), e); }
-
 bool RuleHistory::ParseLine(std::string_view line, Entry* e) {
   // The form frsd writes ("1 name 123 5", one space apart), read without a
   // stream (a history of 195,000 lines took 0.3 s a reload through one);

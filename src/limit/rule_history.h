@@ -74,7 +74,6 @@ class RuleHistory {
     bool operator==(const Entry&) const = default;
   };
   // One line of the file; false for a line that is not an entry.
-  static bool ParseLine(const std::string& line, Entry* e);
   static bool ParseLine(std::string_view line, Entry* e);
   // What is wrong with a line that is not an entry, in words after "line
   // N" (a biz id out of range named as such, not as a line of another

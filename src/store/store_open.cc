@@ -146,8 +146,9 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   // A file whose making was cut short holds nothing: removed and made again
   // (store/store_check.h), with the files after it that the making never
   // reached, when no file left holds a node.
+  const bool makes_files = !opts.read_only && (opts.create_if_missing || opts.recreate_missing_files);
   std::vector<uint32_t> cut_short;
-  if (!opts.read_only && (opts.create_if_missing || opts.recreate_missing_files)) {
+  if (makes_files) {
     Result<std::vector<uint32_t>> removed = store::RemoveCutShortFiles(opts.dir, g.files, opts.on_recovery);
     if (!removed.ok()) return removed.status();
     cut_short = std::move(removed.value());
@@ -155,9 +156,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
   // A file is cut short only where nothing was counted: the files the
   // making never reached are made with it, as are the files a start killed
   // between two files never made.
-  const bool making_cut_short =
-      !cut_short.empty() || (!opts.read_only && (opts.create_if_missing || opts.recreate_missing_files) &&
-                             store::FilesNeverMade(opts.dir, g.files));
+  const bool making_cut_short = !cut_short.empty() || (makes_files && store::FilesNeverMade(opts.dir, g.files));
   if (Status whole = CheckWhole(opts, making_cut_short, cut_short); !whole.ok()) return whole;
   // A new store gets a random id; files of one store must agree on it.
   // Existing files are opened first, so that a file recreated empty takes
@@ -180,7 +179,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& opts) {
     for (uint32_t i = 0; i < g.files; ++i) {
       if (files[i]) continue;
       if (pass == 0 && !std::filesystem::exists(store::StoreFile::PathFor(opts.dir, i), ec)) continue;
-      const bool create = pass == 1 && !opts.read_only && (opts.create_if_missing || opts.recreate_missing_files);
+      const bool create = pass == 1 && makes_files;
       // A key is drawn only for a store made here (getrandom may wait for
       // the kernel's entropy early at boot: not for a store that has one).
       if (create && !have_id) {
