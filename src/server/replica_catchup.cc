@@ -257,6 +257,48 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   return nodes;
 }
 
+// A worker stream's mark: the stream (its process) and how many changes
+// it had queued for this shard at the first answer.
+struct QueueMark {
+  unsigned long long hash = 0, queued = 0;
+};
+
+// The changes a peer's answer to the question says are still to come of
+// those queued before the first answer (its streams' marks, taken from
+// that answer into *marks, *marked then set), with what its spools and the
+// links of an earlier <cluster> still hold.
+unsigned long long ChangesBehind(const std::string& body, std::vector<QueueMark>* marks, bool* marked) {
+  unsigned long long behind = 0;
+  for (size_t at = body.find("\nworker "); at != std::string::npos; at = body.find("\nworker ", at + 1)) {
+    unsigned long long w = 0, hash = 0, queued = 0, held = 0;
+    if (std::sscanf(body.c_str() + at + 1, "worker %llu %llu %llu %llu", &w, &hash, &queued, &held) != 4 ||
+        w >= kMaxSnapshotStreams)
+      continue;
+    if (!*marked) {
+      if (marks->size() <= w) marks->resize(w + 1);
+      (*marks)[w] = QueueMark{hash, queued};
+    }
+    if (w >= marks->size() || (*marks)[w].hash != hash) continue;
+    const unsigned long long delivered = queued >= held ? queued - held : 0;
+    if (delivered < (*marks)[w].queued) behind += (*marks)[w].queued - delivered;
+  }
+  *marked = true;
+  // A spool of an earlier stop (replica_spool.h): every change it still
+  // holds was made before the question, made for this shard while it was
+  // away; waited for whole.
+  for (size_t at = body.find("\nspool "); at != std::string::npos; at = body.find("\nspool ", at + 1)) {
+    unsigned long long w = 0, hash = 0, held = 0;
+    if (std::sscanf(body.c_str() + at + 1, "spool %llu %llu %llu", &w, &hash, &held) == 3) behind += held;
+  }
+  // What its links of an earlier <cluster> still deliver (a reload there
+  // while this shard was away): made before the question, waited for whole.
+  for (size_t at = body.find("\ndraining "); at != std::string::npos; at = body.find("\ndraining ", at + 1)) {
+    unsigned long long w = 0, held = 0;
+    if (std::sscanf(body.c_str() + at + 1, "draining %llu %llu", &w, &held) == 2) behind += held;
+  }
+  return behind;
+}
+
 // Waits until every change shard `name` queued for this one before the
 // first question here is delivered: those made for its routes while it
 // was away (a link down retries once a second, so they may not have come
@@ -273,16 +315,43 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
   ReplicaSigner signer(c.token, name);
   signer.Attach(&http);
   http.SetStop(StopAsked);
-  struct Mark {
-    unsigned long long hash, queued;
-  };
-  std::vector<Mark> marks;    // by worker index, from the first answer that says them
-  bool marked = false;        // that answer came (a refusal, 409, says none)
-  bool refused = false;       // a 409 for the lease key was said
-  int64_t lost_ns = 0;        // it answered, then stopped answering, at this time
-  int64_t token_read_ns = 0;  // srv.xml last read for a token a SIGHUP brought
+  std::vector<QueueMark> marks;  // by worker index, from the first answer that says them
+  bool marked = false;           // that answer came (a refusal, 409, says none)
+  bool refused = false;          // a 409 for the lease key was said
+  int64_t lost_ns = 0;           // it answered, then stopped answering, at this time
+  int64_t stalled_ns = 0;        // it took a question and sent no answer, first at this time
+  int64_t token_read_ns = 0;     // srv.xml last read for a token a SIGHUP brought
   for (bool first = true; !StopAsked(); first = false) {
     auto r = http.Get(c.StateQuery());
+    // One that took the question and sent no answer is alive (paused, a
+    // stalled disk) and holds what this shard lacks: asked again within the
+    // 60 s, the routes here 503 meanwhile, as for a snapshot. Taken for gone
+    // after one time-out, a successor paused for seconds had its uses for
+    // this shard granted again (from outside: 109 grants of a limit of 100).
+    if (!r.ok() && http.Unanswered() && !StopAsked()) {
+      if (stalled_ns == 0) {
+        stalled_ns = MonoNs();
+        FRS_LOG(
+            "replicas: %s took this shard's question and sent no answer (%s): alive but paused or stalled; asking "
+            "again, this shard's routes answered 503 meanwhile, up to the catch-up's 60 s",
+            name.c_str(), r.status().message().c_str());
+      }
+      if (MonoNs() - c.start < kCatchUpLimitNs) {
+        SleepMs(100);
+        continue;
+      }
+      FRS_LOG(
+          "replicas: %s has sent no answer for %.1f s; the catch-up's 60 s are over: serving without what it "
+          "may hold for this shard",
+          name.c_str(), static_cast<double>(MonoNs() - stalled_ns) / 1e9);
+      CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
+      return false;
+    }
+    if (r.ok() && stalled_ns != 0) {
+      FRS_LOG("replicas: %s answers again after %.1f s without an answer", name.c_str(),
+              static_cast<double>(MonoNs() - stalled_ns) / 1e9);
+      stalled_ns = 0;
+    }
     // A shard that answered and then went quiet may be stopping: its workers
     // deliver what they queue for this one before they exit (within
     // Replicator::kStopDeliverMs), so the wait goes on a little longer.
@@ -348,34 +417,7 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, AnswerWords(r->body).c_str());
       return false;
     }
-    unsigned long long behind = 0;  // changes queued before the first question, not delivered yet
-    for (size_t at = r->body.find("\nworker "); at != std::string::npos; at = r->body.find("\nworker ", at + 1)) {
-      unsigned long long w = 0, hash = 0, queued = 0, held = 0;
-      if (std::sscanf(r->body.c_str() + at + 1, "worker %llu %llu %llu %llu", &w, &hash, &queued, &held) != 4 ||
-          w >= kMaxSnapshotStreams)
-        continue;
-      if (!marked) {
-        if (marks.size() <= w) marks.resize(w + 1, Mark{0, 0});
-        marks[w] = Mark{hash, queued};
-      }
-      if (w >= marks.size() || marks[w].hash != hash) continue;
-      const unsigned long long delivered = queued >= held ? queued - held : 0;
-      if (delivered < marks[w].queued) behind += marks[w].queued - delivered;
-    }
-    marked = true;
-    // A spool of an earlier stop (replica_spool.h): every change it still
-    // holds was made before the question, made for this shard while it was
-    // away; waited for whole.
-    for (size_t at = r->body.find("\nspool "); at != std::string::npos; at = r->body.find("\nspool ", at + 1)) {
-      unsigned long long w = 0, hash = 0, held = 0;
-      if (std::sscanf(r->body.c_str() + at + 1, "spool %llu %llu %llu", &w, &hash, &held) == 3) behind += held;
-    }
-    // What its links of an earlier <cluster> still deliver (a reload there
-    // while this shard was away): made before the question, waited for whole.
-    for (size_t at = r->body.find("\ndraining "); at != std::string::npos; at = r->body.find("\ndraining ", at + 1)) {
-      unsigned long long w = 0, held = 0;
-      if (std::sscanf(r->body.c_str() + at + 1, "draining %llu %llu", &w, &held) == 2) behind += held;
-    }
+    const unsigned long long behind = ChangesBehind(r->body, &marks, &marked);
     if (behind == 0) return true;
     if (MonoNs() - c.start > kCatchUpLimitNs) {
       FRS_LOG(

@@ -17,8 +17,10 @@
 // Either way it then waits until no other shard queues more than a batch
 // per worker for it, and only then clears `catching_up`: until then its
 // workers answer 503 on routed requests, so nginx keeps its routes on their
-// successors. A shard that cannot be reached is skipped (said in the log):
-// what it alone held is lost (docs/cluster.md, "Both holders lost").
+// successors. A shard that takes a question and does not answer (paused,
+// stalled) is asked again within the catch-up's bound; one that cannot be
+// reached is skipped (said in the log): what it alone held is lost
+// (docs/cluster.md, "Both holders lost").
 //
 // Thread safety: runs in the master, once, before it serves signals.
 #pragma once

@@ -1475,6 +1475,31 @@ class Replicas(unittest.TestCase):
         self.assertIn("its old store", p.a.log())
         self.assertEqual(p.a.count(k), 5, p.a.log())
 
+    def test_an_owner_back_on_its_old_store_waits_for_a_successor_that_takes_its_question_unanswered(self):
+        # A dies; B serves A's key and queues the uses for A; then B stalls
+        # (the relay holds what A sends it, as a paused process would) while
+        # A comes back on its old store. B took the question, so it is alive
+        # and holds uses A lacks: A asks again, its routes 503, rather than
+        # serve from its stale copy after one time-out (found from outside:
+        # 109 grants of a limit of 100 while the successor was paused).
+        p = self.pair()
+        k = p.keys[16]
+        self.owner_dies_and_successor_serves(p, k)
+        p.relay.cut()
+        p.a.start(wait=False)
+        stalled = "%s took this shard's question and sent no answer" % p.b.name
+        self.assertTrue(processes.wait_for(lambda: stalled in p.a.log(), 10), p.a.log())
+        asked = p.relay.accepted
+        # Asked again past that time-out: still waiting, not serving.
+        self.assertTrue(processes.wait_for(lambda: p.relay.accepted > asked, 5), p.a.log())
+        self.assertEqual(p.a.status("/health"), 503, p.a.log())
+        self.assertEqual(p.a.acquire(k), 503)
+        self.assertNotIn("serving without", p.a.log())
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 15), p.a.log())
+        self.assertIn("%s answers again after" % p.b.name, p.a.log())
+        self.assertEqual(p.a.count(k), 3, p.a.log())
+
     def test_a_lost_store_is_taken_back_before_the_shard_serves(self):
         p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
         for i, k in enumerate(p.keys[5:10]):
