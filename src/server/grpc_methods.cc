@@ -196,10 +196,14 @@ void GrpcMethods::HealthCheck(std::string_view message, Reply* out, bool watch) 
     r.SerializeToString(&out->body);
     return;
   }
-  // "": the server as a whole, SERVING until it stops, as grpc's health
-  // server answers it upstream, where HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED
-  // holds the service's own name only.
-  const bool serving = in.service().empty() ? !shutting_down_ : Serving();
+  // "": the server as a whole, as grpc's health server answers it upstream,
+  // where HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED holds the service's own
+  // name only. A store file lost (about half the calls answered UNAVAILABLE)
+  // or a replica's catch-up holds every name, as /health and /healthcheck:
+  // Envoy's gRPC health check (service "" by default) kept sending calls to
+  // a frsd its HTTP probes called unhealthy.
+  const bool healthy = !shutting_down_ && (!unhealthy_ || unhealthy_().ok());
+  const bool serving = healthy && (in.service().empty() || Serving());
   r.set_status(serving ? Health::SERVING : Health::NOT_SERVING);
   r.SerializeToString(&out->body);
 }

@@ -7,7 +7,9 @@
 //                                   health servers answer it)
 //   /grpc.health.v1.Health/Check   ("", "ratelimit" or the rate limit
 //                                   service's full name: SERVING, NOT_SERVING
-//                                   once stopping, or while no domain is
+//                                   once stopping, while a store file is lost
+//                                   or a replica catches up, or (the
+//                                   service's names) while no domain is
 //                                   loaded under healthy_with_config;
 //                                   another service: NOT_FOUND)
 //
@@ -20,11 +22,13 @@
 // Thread safety: one per worker (it reuses its messages).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "config/srv_config.h"
 #include "envoy/rate_limit_service.h"
+#include "frs/status.h"
 #include "server/cluster_view.h"
 #include "server/envoy_log.h"
 #include "server/envoy_metrics.h"
@@ -62,6 +66,10 @@ class GrpcMethods final : public GrpcService {
   // NOT_SERVING while stopping or (healthy_with_config) without a domain.
   bool Serving() const;
   void set_shutting_down(bool v) { shutting_down_ = v; }
+  // Why the server is out of rotation (a store file lost, a replica's
+  // catch-up: the worker's /health): health answers NOT_SERVING for every
+  // name then, as /health says 503 and /healthcheck 500. Unset: never.
+  void set_unhealthy(std::function<Status()> why) { unhealthy_ = std::move(why); }
   // <cluster>: which descriptors' counter keys this shard owns.
   void SetCluster(const ClusterView& c);
   // The worker's replicator (null: none): a route it refuses
@@ -94,6 +102,7 @@ class GrpcMethods final : public GrpcService {
   const Replicator* repl_ = nullptr;
   GrpcOptions opts_;
   bool shutting_down_ = false;
+  std::function<Status()> unhealthy_;
   EnvoyMetrics* metrics_ = nullptr;
   DecisionLog* decision_log_ = nullptr;
   const IpAddress* peer_ = nullptr;

@@ -111,6 +111,9 @@ class Handler {
   static void AppendReplicaRefused(bool down, std::string* out);
 
   void set_shutting_down(bool v) { shutting_down_ = v; }
+  // Why the server should be taken out of rotation (/health, /healthcheck,
+  // gRPC health): OK while serving.
+  Status Unhealthy() const;
   // A reload (SIGHUP) changed the token or the cluster.
   void SetOptions(const HandlerOptions& opts);
   const HandlerOptions& options() const { return opts_; }
@@ -215,8 +218,6 @@ class Handler {
   void ErrorBody(int code, std::string_view msg, int* status);
   // A plain-text body (the /json and /healthcheck errors, as envoyproxy/ratelimit's).
   void TextBody(int code, std::string_view msg, int* status);
-  // Why the server should be taken out of rotation (/health, /healthcheck): OK while serving.
-  Status Unhealthy() const;
   // POST /json; sets *json when the body is JSON (else it is plain text).
   void HandleJson(std::string_view body, bool* json, int* status);
   void CountDecision(const WireRequest& r, const Decision& d);

@@ -163,7 +163,14 @@ void Worker::EverySecond() {
   }
   // An idle worker's writer entries go to whoever waits for one.
   store_->ReleaseIdleWriters();
-  if (grpc_) SampleGrpcHeld();
+  if (grpc_) {
+    SampleGrpcHeld();
+    // Health watches hear of a lost store file or the end of a catch-up
+    // within this second, not only at the next reload.
+    const bool healthy = handler_.Unhealthy().ok();
+    if (healthy != grpc_healthy_) PollGrpcWatches();
+    grpc_healthy_ = healthy;
+  }
 }
 
 void Worker::SampleGrpcHeld() {

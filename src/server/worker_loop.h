@@ -40,6 +40,9 @@ namespace frs::server {
 class Worker {
  public:
   Worker(WorkerContext ctx, const Backend& backend);
+  // Its gRPC methods ask its handler (by `this`) whether it is healthy.
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
 
   int Run(const sigset_t* wait_mask);
   void set_map_generation(uint64_t g) { map_generation_ = g; }
@@ -230,6 +233,7 @@ class Worker {
   // The gRPC connections' held bytes at their highest since the last
   // malloc_trim (SampleGrpcHeld, once a second).
   size_t grpc_held_peak_ = 0;
+  bool grpc_healthy_ = true;  // health as the watches last heard it (EverySecond)
   static constexpr size_t kTrimAfterBytes = size_t{4} << 20;
   uint64_t open_ = 0;
   bool stopping_ = false;

@@ -292,6 +292,41 @@ class UpstreamReload(unittest.TestCase):
                 os.rename(os.path.join(saved, n), f.path("envoy", n))
             self.assertTrue(f.reload(), f.log())
 
+    def test_health_is_not_serving_while_a_store_file_is_lost(self):
+        # A frsd of its own: its store file is deleted. /health says 503 and
+        # /healthcheck 500; gRPC health says NOT_SERVING for every name, and
+        # an open watch hears it (it answered SERVING while every call failed).
+        f = envoy_frsd.Frsd({"a.yaml": domain("a", 5)}, workers=1)
+        ch = None
+        try:
+            f.start()
+            ch = grpc.insecure_channel("127.0.0.1:%d" % f.grpc_port)
+            watch = ch.unary_stream(
+                HEALTH_WATCH,
+                request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                response_deserializer=health_pb2.HealthCheckResponse.FromString,
+            )
+            check = ch.unary_unary(
+                envoy_frsd.HEALTH_CHECK,
+                request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                response_deserializer=health_pb2.HealthCheckResponse.FromString,
+            )
+            stream = watch(health_pb2.HealthCheckRequest(service=""), timeout=10)
+            self.assertEqual(next(stream).status, Health.SERVING)
+            os.unlink(f.path("data", "frs.0.store"))
+            self.assertEqual(next(stream).status, Health.NOT_SERVING, f.log())
+            for name in ("", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"):
+                got = check(health_pb2.HealthCheckRequest(service=name), timeout=5).status
+                self.assertEqual(got, Health.NOT_SERVING, name)
+            st, body = f.get("/healthcheck")
+            self.assertEqual(st, 500, body)
+            self.assertIn("frs.0.store was deleted while in use", body)
+            stream.cancel()
+        finally:
+            if ch is not None:
+                ch.close()
+            f.remove()
+
 
 if __name__ == "__main__":
     envoy_frsd.main()

@@ -289,6 +289,7 @@ TEST_F(FrsctlTest, OnAClusterShardNodeCommandsNameTheKeysHolders) {
                          " keeps its node as it was"),
               std::string::npos)
         << r.err;
+    EXPECT_NE(r.err.find("admin command over HTTP changes both holders"), std::string::npos) << r.err;
     r = Ctl({"del", "login", key}, "r.xml");
     EXPECT_NE(r.err.find("note: del changed this shard's store only"), std::string::npos) << r.err;
     r = Ctl({"set", "login", key, "1"}, "r.xml");
@@ -296,6 +297,7 @@ TEST_F(FrsctlTest, OnAClusterShardNodeCommandsNameTheKeysHolders) {
     EXPECT_NE(r.err.find("note: reset changed this shard's store only (127.0.0.1:8302); the other shards keep theirs"),
               std::string::npos)
         << r.err;
+    EXPECT_NE(r.err.find("admin command over HTTP changes every shard"), std::string::npos) << r.err;
     break;
   }
   EXPECT_EQ(Ctl({"set", "login", "user:1", "1"}).err, "");  // no <cluster>: no note

@@ -366,10 +366,12 @@ void NoteChangeIsThisShardsOnly(const Session& s, std::string_view key, const ch
     else if (other.empty()) others = "no other shard holds the key's route";
     else others = "the key's other holder " + other + " keeps its node as it was";
   }
+  // A key's command over HTTP changes its two holders; a biz's reset (no
+  // key) clears the biz on every shard.
   std::fprintf(stderr,
                "frsctl: note: %s changed this shard's store only (%s); %s. frsd's admin command over HTTP "
-               "changes both holders (docs/cluster.md, \"What replicas do not carry\")\n",
-               what, s.cfg.cluster_self.c_str(), others.c_str());
+               "changes %s (docs/cluster.md, \"What replicas do not carry\")\n",
+               what, s.cfg.cluster_self.c_str(), others.c_str(), key.empty() ? "every shard" : "both holders");
 }
 
 void HoldersJson(const Session& s, std::string_view key, JsonOut& j) {
