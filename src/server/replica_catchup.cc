@@ -299,6 +299,29 @@ unsigned long long ChangesBehind(const std::string& body, std::vector<QueueMark>
   return behind;
 }
 
+// A shard that took the question and sent no answer (`why`): whether to
+// ask it again (within the catch-up's 60 s, after a short wait), said when
+// it begins (*stalled_ns set then) and when the 60 s end.
+bool AskStalledAgain(const CatchUp& c, const std::string& name, size_t i, const Status& why, int64_t* stalled_ns) {
+  if (*stalled_ns == 0) {
+    *stalled_ns = MonoNs();
+    FRS_LOG(
+        "replicas: %s took this shard's question and sent no answer (%s): alive but paused or stalled; asking "
+        "again, this shard's routes answered 503 meanwhile, up to the catch-up's 60 s",
+        name.c_str(), why.message().c_str());
+  }
+  if (MonoNs() - c.start < kCatchUpLimitNs) {
+    SleepMs(100);
+    return true;
+  }
+  FRS_LOG(
+      "replicas: %s has sent no answer for %.1f s; the catch-up's 60 s are over: serving without what it may hold "
+      "for this shard",
+      name.c_str(), static_cast<double>(MonoNs() - *stalled_ns) / 1e9);
+  CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
+  return false;
+}
+
 // Waits until every change shard `name` queued for this one before the
 // first question here is delivered: those made for its routes while it
 // was away (a link down retries once a second, so they may not have come
@@ -309,8 +332,11 @@ unsigned long long ChangesBehind(const std::string& body, std::vector<QueueMark>
 // shard off. A stream that restarted (another HASH) lost its queue with
 // its process: nothing of it to wait for, unless a graceful stop kept it
 // in a spool, which the answer lists ("spool W HASH HELD") until it is
-// delivered.
-bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
+// delivered. `defer_stall`: a shard that takes the first question and
+// sends no answer is left for later (kStalled), so that it does not spend
+// the catch-up's 60 s before the shards that answer are waited for.
+enum class Waited { kAll, kShort, kStalled };
+Waited WaitForQueued(const CatchUp& c, const std::string& name, size_t i, bool defer_stall) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
   ReplicaSigner signer(c.token, name);
   signer.Attach(&http);
@@ -329,23 +355,13 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
     // after one time-out, a successor paused for seconds had its uses for
     // this shard granted again (from outside: 109 grants of a limit of 100).
     if (!r.ok() && http.Unanswered() && !StopAsked()) {
-      if (stalled_ns == 0) {
-        stalled_ns = MonoNs();
-        FRS_LOG(
-            "replicas: %s took this shard's question and sent no answer (%s): alive but paused or stalled; asking "
-            "again, this shard's routes answered 503 meanwhile, up to the catch-up's 60 s",
-            name.c_str(), r.status().message().c_str());
+      if (first && defer_stall) {
+        FRS_LOG("replicas: %s took this shard's question and sent no answer (%s); the other shards first", name.c_str(),
+                r.status().message().c_str());
+        return Waited::kStalled;
       }
-      if (MonoNs() - c.start < kCatchUpLimitNs) {
-        SleepMs(100);
-        continue;
-      }
-      FRS_LOG(
-          "replicas: %s has sent no answer for %.1f s; the catch-up's 60 s are over: serving without what it "
-          "may hold for this shard",
-          name.c_str(), static_cast<double>(MonoNs() - stalled_ns) / 1e9);
-      CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
-      return false;
+      if (AskStalledAgain(c, name, i, r.status(), &stalled_ns)) continue;
+      return Waited::kShort;
     }
     if (r.ok() && stalled_ns != 0) {
       FRS_LOG("replicas: %s answers again after %.1f s without an answer", name.c_str(),
@@ -364,7 +380,7 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
       FRS_LOG("replicas: %s cannot be reached (%s)%s; serving without what it may hold for this shard", name.c_str(),
               r.status().message().c_str(), first ? "" : ", since it answered");
       CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
-      return false;
+      return Waited::kShort;
     }
     lost_ns = 0;
     const bool other_key = r->status == 409 && r->body.find("<cluster lease_key>") != std::string::npos;
@@ -397,7 +413,7 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
               "replicas: %s answered %d: %s; the catch-up's 60 s are over: serving without what it may hold for "
               "this shard",
               name.c_str(), r->status, AnswerWords(r->body).c_str());
-        return false;
+        return Waited::kShort;
       }
       refused = true;
       SleepMs(200);
@@ -411,24 +427,24 @@ bool WaitForQueued(const CatchUp& c, const std::string& name, size_t i) {
           "shard",
           name.c_str());
       CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
-      return false;
+      return Waited::kShort;
     }
     if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
       FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, AnswerWords(r->body).c_str());
-      return false;
+      return Waited::kShort;
     }
     const unsigned long long behind = ChangesBehind(r->body, &marks, &marked);
-    if (behind == 0) return true;
+    if (behind == 0) return Waited::kAll;
     if (MonoNs() - c.start > kCatchUpLimitNs) {
       FRS_LOG(
           "replicas: %s still holds %llu change(s) made for this shard while it was away, after 60 s; serving "
           "now",
           name.c_str(), behind);
-      return false;
+      return Waited::kShort;
     }
     SleepMs(20);
   }
-  return false;  // a stop
+  return Waited::kShort;  // a stop
 }
 
 }  // namespace
@@ -589,9 +605,16 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     missed[i] = m;
   }
   CounterSet(shared->catchup_nodes, nodes);
-  size_t short_of = 0;  // peers whose holdings for this shard were not all taken or waited for
-  for (size_t i : peers)
-    if (!StopAsked() && (!WaitForQueued(c, ring->shards()[i].name, i) || missed[i])) ++short_of;
+  size_t short_of = 0;          // peers whose holdings for this shard were not all taken or waited for
+  std::vector<size_t> stalled;  // took the question, sent no answer: waited for after the others
+  for (size_t i : peers) {
+    if (StopAsked()) break;
+    const Waited w = WaitForQueued(c, ring->shards()[i].name, i, /*defer_stall=*/true);
+    if (w == Waited::kStalled) stalled.push_back(i);
+    else if (w == Waited::kShort || missed[i]) ++short_of;
+  }
+  for (size_t i : stalled)
+    if (!StopAsked() && (WaitForQueued(c, ring->shards()[i].name, i, false) != Waited::kAll || missed[i])) ++short_of;
   // The mark goes only now: until every change a peer queued before the
   // snapshots is delivered, the numbers the snapshots carried (in memory)
   // are what skips those already in them. A start after a kill here on its

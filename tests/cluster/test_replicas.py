@@ -1487,8 +1487,11 @@ class Replicas(unittest.TestCase):
         self.owner_dies_and_successor_serves(p, k)
         p.relay.cut()
         p.a.start(wait=False)
+        # Left for after the other shards (none here), then asked again.
         stalled = "%s took this shard's question and sent no answer" % p.b.name
-        self.assertTrue(processes.wait_for(lambda: stalled in p.a.log(), 10), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: stalled + " (" in p.a.log(), 10), p.a.log())
+        self.assertIn("; the other shards first", p.a.log())
+        self.assertTrue(processes.wait_for(lambda: "asking again, this shard's routes" in p.a.log(), 10), p.a.log())
         asked = p.relay.accepted
         # Asked again past that time-out: still waiting, not serving.
         self.assertTrue(processes.wait_for(lambda: p.relay.accepted > asked, 5), p.a.log())
