@@ -136,8 +136,8 @@ class AdminEngine : public Engine {
   // store's geometry and keeps every rule's state. Export writes a node that
   // holds a block written under a rule since changed converted to this
   // map's rules, as the key's next use would (a removed rule's block is
-  // dropped then); others as stored. NotFound names a biz missing from this
-  // map.
+  // dropped then); others as stored. A node of a biz missing from this map
+  // is written with an empty biz_name.
   virtual Result<std::string> ExportNode(const NodeInfo& node) const = 0;
   // true: written. false: no rule of this map takes any of its blocks (they
   // were a removed rule's, or the biz was renamed into one with other

@@ -125,13 +125,12 @@ struct KeyTraits<IpAddress> {
 std::string ValidateKeyBytes(std::string_view bytes);
 // ValidateKeyBytes(key).empty(), inline for the request path: the keys
 // almost every request carries are printable ASCII, settled here without
-// building an answer.
+// building an answer; *printable_ascii says whether the key is printable
+// ASCII only (one pass: what the caller would otherwise look for again).
 // Eight bytes at a time: a word holds a byte below 0x20 or above 0x7e
 // exactly when one of these sets a byte's top bit (the first term borrows
 // only out of a byte below 0x20, the second carries only out of one above
 // 0x7e, and a byte with its top bit set is above 0x7e itself).
-// The same, saying in *printable_ascii whether the key is printable ASCII
-// only (one pass: what the caller would otherwise look for again).
 inline bool KeyIsValid(std::string_view key, bool* printable_ascii) {
   *printable_ascii = false;
   if (key.empty() || key.size() > kMaxKeyBytes) return false;
@@ -153,6 +152,7 @@ inline bool KeyIsValid(std::string_view key, bool* printable_ascii) {
   *printable_ascii = odd == 0;
   return odd == 0 || ValidateKeyBytes(key).empty();
 }
+// The same, when the caller has no use for printable_ascii.
 inline bool KeyIsValid(std::string_view key) {
   bool ascii;
   return KeyIsValid(key, &ascii);

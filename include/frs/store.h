@@ -8,19 +8,19 @@
 // (64-bit identity, biz, expiry, last access, route position), then either
 // a 16-byte one-rule state packed into 8 bytes (a compact node: one slot),
 // or the state's and key's lengths, the state bytes and as many key bytes as
-// the node keeps (docs/store.md, "Bytes per key"). A key may live in either of its two
-// key-nodes (both in one file, picked by the fingerprint): lookups scan at most
-// those two chains; inserts move a resident node to its other key-node to make
-// room (one cuckoo step) before evicting anything.
+// the node keeps (docs/store.md, "Bytes per key"). A key may live in the group of
+// either of its two key-nodes (both in one file, picked by the fingerprint):
+// lookups scan at most those two groups; inserts move a resident node to its
+// other key-node's group to make room (one cuckoo step) before evicting anything.
 //
 // Eviction: a node whose expiry has passed, or whose biz is no longer live,
 // is stale and is reused first; when no room can be made, the least recently
-// used live node of the two chains goes. Both are counted in the file headers.
+// used live node of the two groups goes. Both are counted in the file headers.
 //
 // Concurrency: one Store object may be used from many threads, and any number
 // of processes may open the same directory at once (frsd workers, frsctl, a
-// program linking this library). Each key-node has a lock word holding the
-// owner's thread id; waiters spin, then sleep on a futex (the kernel
+// program linking this library). Each key-node group has a lock word holding
+// the owner's thread id; waiters spin, then sleep on a futex (the kernel
 // semaphore). A waiter that finds the owner dead takes the lock over and
 // first undoes the dead owner's half-done writes from its journal, so nobody
 // ever sees a torn node and no completed update is lost. Mutators run under

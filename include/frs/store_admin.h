@@ -1,5 +1,6 @@
 // frs/store_admin.h: a store directory as a whole, beside Store::Open: what
-// its files say they are, the store of the format before this one, and the
+// its files say they are, the store of the previous format frsctl upgrade
+// reads (format 4; format 5 opens as it is), and the
 // engine's files kept beside it (as LevelDB's DestroyDB and RepairDB sit
 // beside DB::Open). frsctl's grow, upgrade and verify are built on these.
 //

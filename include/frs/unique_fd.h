@@ -1,8 +1,10 @@
 // frs/unique_fd.h: a move-only owned file descriptor.
 //
-// Every descriptor FRS opens is held by one of these, so that no return
-// path (an error value, an early exit of a loop) leaks it: the store's lock
-// file, a spool, a socket. Closing is the destructor's; release() hands the
+// The descriptors FRS opens are held by these, so that no return path (an
+// error value, an early exit of a loop) leaks one: the store's lock file, a
+// spool, a socket. (A few classes that own one descriptor for their whole
+// life, such as the HTTP client's socket and the inotify watch, close it
+// in their own destructors.) Closing is the destructor's; release() hands the
 // descriptor to a caller that takes its ownership.
 //
 // Thread safety: a value used by one thread at a time.

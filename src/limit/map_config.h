@@ -105,18 +105,19 @@ Result<MapConfig> ParseMap(std::string_view text, const std::string& path);
 // (a node tells such rules apart by their order, docs/rules.md).
 Status CheckRuleOrder(const MapConfig& running, const MapConfig& next);
 
-// What a reload from `running` to `next` ends of what keys hold, one line
-// each for its log: a concurrency rule whose block gets fewer places than
-// it had (a lowered max that keeps its places keeps every lease held), and
-// a biz that takes fewer reservations per key (a raised concurrency max
-// leaves the default fewer bytes). A key holding more than fits keeps those
-// that end last when it is next touched.
-// A biz removed whose keys may hold leases or reservations is one line too.
 // The statistics tables (<stats>) a reload from `running` to `next` stops
 // keeping for a biz it keeps (a table of other fields, or one removed), one
 // line each for the master's log: their day files stay where they are, and
 // no query reads them any more.
 std::vector<std::string> StatsTablesLeft(const MapConfig& running, const MapConfig& next);
+// What a reload from `running` to `next` ends of what keys hold, one line
+// each for its log: a concurrency rule whose block gets fewer places than
+// it had (a lowered max that keeps its places keeps every lease held) or
+// that is removed, a biz that takes fewer reservations per key (a raised
+// concurrency max leaves the default fewer bytes), and rate rules started
+// anew beside reservations held. A key holding more than fits keeps those
+// that end last when it is next touched. A biz removed whose keys may hold
+// leases or reservations is one line too.
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy = false);
 
 // What a reload from `running` to `next` changes of the bizzes, by id, for

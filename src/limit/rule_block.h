@@ -5,7 +5,9 @@
 //
 //   bits  0..24  interval in seconds (1..31536000 < 2^25)
 //   bits 25..26  algo
-//   bits 27..31  block length in 16-byte units (1..30)
+//   bits 27..30  block length in 16-byte units (1..15)
+//   bit  31      a narrow sliding block, or with the token bucket's algo
+//                bits a concurrency block (below, kNarrowTag)
 //
 // A zero tag means "never used" (a new node is all zeros, and a valid tag is
 // never zero since interval >= 1). The tag lets a reload match old blocks to

@@ -899,7 +899,8 @@ void GrpcSession::Answer(Streams::iterator it) {
   last_answered_ = std::max(last_answered_, static_cast<uint32_t>(id));
   if (!s.heads.post || !s.heads.grpc_type) {
     Release(s);
-    // Not a gRPC request: 415, as gRPC servers answer one (grpc's PROTOCOL-HTTP2.md).
+    // Not a gRPC request: 415 for its content type, as gRPC servers answer
+    // one (grpc's PROTOCOL-HTTP2.md); 405 for a method other than POST.
     std::string block;
     h2::AppendLiteral(&block, kStatusIndex, {}, s.heads.post ? "415" : "405");
     WriteHeaders(static_cast<uint32_t>(id), block, true);

@@ -31,7 +31,8 @@
 // "Trailers-Only" (one HEADERS frame with END_STREAM); grpc-message is
 // percent-encoded (PercentEncodeGrpcMessage). Refused without a
 // crash, and without asking the service: a method other than POST or a
-// content-type other than application/grpc* (HTTP 415), a compressed
+// content-type other than application/grpc* (HTTP 405 for the
+// method, 415 for the content type), a compressed
 // message (grpc-status 12: FRS advertises no grpc-encoding), a message
 // longer than `max_message_bytes` (8 RESOURCE_EXHAUSTED, answered at its
 // prefix, then the stream reset NO_ERROR; its bytes are dropped as they

@@ -15,8 +15,11 @@
 // ring change's SIGHUPs, one shard after another, the two would otherwise
 // refuse each other's changes, answer alone, and then refuse those routes
 // (503) until the queues drained, which a proxy takes for a dead shard.
-// Every form needs the admin token (Authorization: Bearer T): the shards of
-// a cluster share it, and a change of counts is an admin's act.
+// Every form needs the admin token: the shards of a cluster sign their
+// requests under it (Authorization: FRS-HMAC-SHA256, replica_auth.h), so
+// the token never crosses the network; frsctl and curl send it as
+// Authorization: Bearer T (or token= in the query). A change of counts is
+// an admin's act.
 #include <time.h>
 
 #include <algorithm>

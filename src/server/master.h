@@ -4,18 +4,21 @@
 // - A dead worker's store locks are released (RecoverDeadOwner) before its
 //   replacement starts; the replacement starts at once, or after a back-off
 //   (50 ms doubling to 1 s) when workers keep dying young.
-// - A worker that exits with kExitFatalConfig is not respawned: the master
-//   stops the others and exits 1. One that exits with kExitStoreLost (a store
-//   file went while frsd ran, so a new worker cannot open the store) is
-//   tried again, 1 s doubling to 60 s, while another worker serves: those
-//   have the file mapped and answer its keys 503 as before; when none is
-//   left the master stops and exits 1.
+// - A worker that exits with kExitFatalConfig while no worker serves (a
+//   start whose configuration is wrong) stops frsd: the master stops the
+//   others and exits 1. One that exits so while others serve (a file of
+//   the configuration changed since they opened it), or with kExitStoreLost
+//   (a store file went while frsd ran, so a new worker cannot open the
+//   store), is tried again, 1 s doubling to 60 s, while another worker
+//   serves: those hold their files open and answer as before (a lost
+//   file's keys 503); when none is left the master stops and exits 1.
 // - SIGTERM/SIGINT: workers get SIGTERM and finish what is in flight; any
 //   still alive after 4.5 s is killed; the store is flushed (msync) and the
 //   master exits 0.
-// - SIGHUP: map.xml is validated in the master first; a broken map is
-//   logged with file:line and nothing changes, a good one is relayed to every
-//   worker, which reloads it between requests (connections and counts stay).
+// - SIGHUP: srv.xml, map.xml and <grpc config>'s files are read and
+//   validated in the master first; a broken one is logged with file:line and
+//   nothing changes, good ones are published to every worker (the map
+//   channel), which reloads between requests (connections and counts stay).
 // - SIGUSR1: reopen the log file, here and in every worker.
 // - Every flush_interval_ms: Store::Flush(false); every minute, a log line
 //   when live nodes were evicted (the store is too small).

@@ -14,8 +14,9 @@
 // change's handoff pending (the moved nodes come by the handoff: a snapshot
 // would count them again), and asks a snapshot answered 503 again, with a
 // growing wait, within the catch-up's bound.
-// Either way it then waits until no other shard queues more than a batch
-// per worker for it, and only then clears `catching_up`: until then its
+// Either way it then waits until every change each other shard had queued
+// for it when first asked is delivered (those queued later are new
+// traffic), and only then clears `catching_up`: until then its
 // workers answer 503 on routed requests, so nginx keeps its routes on their
 // successors. A shard that takes a question and does not answer (paused,
 // stalled) is asked again within the catch-up's bound; one that cannot be

@@ -442,8 +442,9 @@ class Replicator final : public ChangeSink {
   // Reads the answer; false: not whole yet.
   // *proof: its FRS-Replica-Proof value ("": none).
   bool ReadAnswer(Link& l, int* status, std::string* body, std::string* proof, bool* failed);
-  // Whether an answer of status 200 comes from a shard that holds this
-  // cluster's admin token (replica_auth.h); said as the link's failure if not.
+  // Whether an answer (a 200, or the 409 that refuses a shard's own
+  // changes) comes from a shard that holds this cluster's admin token
+  // (replica_auth.h); said as the link's failure if not.
   bool Proven(Link& l, int status, const std::string& body, const std::string& proof, int64_t now_ns);
   void Write(Link& l, int64_t now_ns);
   void Read(Link& l, int64_t now_ns);

@@ -93,9 +93,9 @@ class Worker {
   // other holders have acknowledged (refuse: answer 503 for those a lost
   // link leaves unacknowledged).
   void ReplicaTurn(int64_t now);
-  // The replicators of earlier lists: each delivers what it queued, then
-  // goes. A drain that delivers nothing for kDrainStallNs is logged once as
-  // stalled, and once more when it moves again.
+  // The replicators of earlier lists, and those delivering an earlier
+  // stop's spool files: each delivers what it holds, then goes. A drain that delivers nothing for kDrainStallNs is
+  // logged once as stalled, and once more when it moves again.
   void DrainTurn(int64_t now);
   static constexpr int64_t kDrainStallNs = 5LL * 1000 * 1000 * 1000;
   static constexpr int64_t kMsNs = 1000000;
