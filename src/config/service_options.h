@@ -4,6 +4,8 @@
 // this srv.xml"; they differ only in whether a missing store may be created
 // and in how they report, so the mapping from SrvConfig lives in one place:
 // frs/service.h's, for a ServiceConfig, which is SrvConfig's public part.
+//
+// Thread safety: pure functions.
 #pragma once
 
 #include "config/srv_config.h"

@@ -2,6 +2,9 @@
 //
 // Paths in srv.xml are relative to srv.xml's folder; LoadSrvConfig resolves
 // them to absolute paths. Every error is one line "file:line: what is wrong".
+//
+// Thread safety: a SrvConfig is a value; loading one reads srv.xml and changes
+// no global state.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,10 @@
 // repeated hour is one two-hour window. The debt of a window is owed to the
 // window that immediately follows it. Block: 16 bytes (tag, start_s, count,
 // debt).
+//
+// Thread safety: plain functions over caller-owned bytes; the store's chain
+// lock serializes access to one node (limit/rule_block.h). The UTC zone ZoneOf
+// falls back to is made once and never changes.
 #pragma once
 
 #include "limit/rule_block.h"

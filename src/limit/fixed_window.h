@@ -6,6 +6,9 @@
 // interval after the indebted one ended; a key idle longer than that has
 // repaid it by waiting. Block: 16 bytes (tag, start_s, count, debt).
 // Resolution: whole seconds.
+//
+// Thread safety: plain functions over caller-owned bytes; the store's chain
+// lock serializes access to one node (limit/rule_block.h).
 #pragma once
 
 #include "limit/rule_block.h"

@@ -22,6 +22,9 @@
 //   - whatever an exact limiter over I + w - 1 seconds would admit, it admits;
 // i.e. a use is held at most w - 1 < I / 25 seconds longer than exact.
 // Block: 112 bytes (tag, newest bucket index, 26 counters).
+//
+// Thread safety: plain functions over caller-owned bytes; the store's chain
+// lock serializes access to one node (limit/rule_block.h).
 #pragma once
 
 #include <span>

@@ -12,6 +12,9 @@
 // A reload that changes max keeps the stricter of two readings of the state:
 // the instant the bucket is full again (a raised max: more tokens in use) and
 // the tokens in use (a lowered max), the sub-millisecond fraction rounded up.
+//
+// Thread safety: plain functions over caller-owned bytes; the store's chain
+// lock serializes access to one node (limit/rule_block.h).
 #pragma once
 
 #include "limit/rule_block.h"

@@ -9,6 +9,9 @@
 // max is owed by the next window, which allows max - debt and borrows
 // nothing. Unconditional updates may push a count past the allowance: the
 // overdraft (capped at K) is still owed, so the long-run rate holds.
+//
+// Thread safety: plain values and functions over caller-owned bytes; the
+// store's chain lock serializes access to one node (limit/rule_block.h).
 #pragma once
 
 #include <algorithm>

@@ -9,6 +9,8 @@
 // doctype that holds more than its name (a SYSTEM or PUBLIC DTD, entities
 // declared inside it): pugixml neither reads nor applies a DTD, so a value
 // written as `&name;` would reach the setting as those bytes.
+//
+// Thread safety: pure functions (they only read the document or the text).
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,8 @@
 // under the names the modules use. The temporary name is
 // store_dir::TempPath's; one left by a killed process is told by
 // store_dir::IsTempName.
+//
+// Thread safety: as frs/whole_file.h (plain functions), RemoveFileSynced too.
 #pragma once
 
 #include "frs/whole_file.h"

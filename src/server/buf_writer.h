@@ -10,6 +10,9 @@
 //
 // The caller sizes the buffer for the worst case of what it writes (an
 // integer is at most kMaxDecimalChars); nothing here checks bounds.
+//
+// Thread safety: values used by one thread at a time: each response makes its
+// own, over its own stack buffer.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,6 @@
 // server/clock_util.h: the monotonic clock the server measures with.
+//
+// Thread safety: a plain function over the clock; safe anywhere.
 #pragma once
 
 #include <time.h>

@@ -9,6 +9,9 @@
 // search or a Huffman pass. The requests' headers are decoded by libnghttp2's
 // HPACK inflater (GrpcSession), the one part of HTTP/2 whose state (the
 // dynamic table, Huffman) is worth a library.
+//
+// Thread safety: constants and pure functions (they append to the caller's
+// string).
 #pragma once
 
 #include <cstddef>

@@ -29,6 +29,11 @@
 //
 // frsctl and curl keep `Authorization: Bearer T`: an operator's act, with
 // the token in hand.
+//
+// Thread safety: the functions may run on any thread: the HMAC's digest context
+// and the nonce's counter are per thread (the nonce's random part is drawn
+// again in each forked process). A ReplicaSigner belongs to the HttpClient it
+// signs for, and so to that client's one thread.
 #pragma once
 
 #include <cstdint>

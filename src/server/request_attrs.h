@@ -7,6 +7,9 @@
 // one checker, so that they accept and refuse exactly the same requests.
 //
 // Also the small value checks DecodeQuery shares (counts, keys).
+//
+// Thread safety: a RequestAttrs is a value used by the one thread that decodes
+// its request; the functions are pure.
 #pragma once
 
 #include <cstdint>

@@ -24,6 +24,11 @@
 // batch first claims, then looks at every worker's mark (AppliedByOther).
 // Each writes before it reads, all sequentially consistent: of two that
 // overlap, at least one sees the other and is sent again.
+//
+// Thread safety: the words are shared memory that every process of the shard
+// writes at once, so each is read and changed atomically (a claim by
+// compare-and-set) and any process may call anything here. A ResetClaim or
+// ApplyingMark belongs to the one batch that made it.
 #pragma once
 
 #include <sys/types.h>

@@ -13,6 +13,8 @@
 //    malformed message refused). tests/server/rls_request_test.cc holds
 //    the two equal, on messages protobuf wrote and on damaged ones.
 // The request's views point into the bytes decoded (or into the message).
+//
+// Thread safety: pure functions over the caller's message and `out`.
 #pragma once
 
 #include <string_view>

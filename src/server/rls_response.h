@@ -10,6 +10,8 @@
 //    clear, allocate and walk (about 1,000 instructions of a lone call,
 //    docs/performance.md). tests/server/rls_response_test.cc holds the two
 //    byte for byte equal.
+//
+// Thread safety: pure functions over the caller's answer and message.
 #pragma once
 
 #include <string>

@@ -32,6 +32,10 @@
 //
 // Judge() is a pure decision over what the workers published; the master
 // does the killing and the logging (master.cc).
+//
+// Thread safety: the master's thread only (its one StallWatch). Judge reads no
+// shared memory: the master copies the workers' counters into WorkerBeats
+// first. ThreadGroupOf and ProcessName are plain functions over /proc.
 #pragma once
 
 #include <sys/types.h>

@@ -4,6 +4,8 @@
 //
 // A WireRequest's strings are views into the buffers it was decoded from
 // (see request_decoder.h); it is a plain value.
+//
+// Thread safety: plain values and pure functions.
 #pragma once
 
 #include <cstdint>

@@ -19,6 +19,8 @@
 // same bytes with pugixml, which gives the answer or the error message it
 // always gave. So a body it accepts decodes to exactly what pugixml's path
 // would decode (tests/server/xml_scanner_test.cc compares the two).
+//
+// Thread safety: a pure function (it fills the caller's vector).
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,11 @@
 // span); everything the placement logic asks ("is there a free run of n
 // slots", "which nodes would this window evict") is answered from it.
 // REQUIRES: the chain's lock held while building and using it.
+//
+// Thread safety: the chain's slots and tags are shared memory that writers
+// change in place, hence the lock (a read-only store takes none and may see a
+// chain mid-change: frs/store.h). A ChainMap is a value, used by the thread
+// that holds the lock.
 #pragma once
 
 #include <bit>

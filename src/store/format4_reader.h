@@ -16,6 +16,10 @@
 //
 // Only ForEach, Verify (without repair), Stats and geometry() answer; every
 // other operation is refused (Unavailable).
+//
+// Thread safety: the Store OpenFormat4 returns changes nothing after it opens
+// (a walk copies each chain into buffers of its own): any thread may read it
+// while nothing writes the files (stopped, above).
 #pragma once
 
 #include <memory>

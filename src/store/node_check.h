@@ -19,6 +19,10 @@
 // Checks are journaled with the slots (format.h JournalRecord): an undo puts
 // a node's check back as it was, so a node that failed its check before a
 // write that was undone fails it still.
+//
+// Thread safety: a pure function of the bytes given. The store checks a node
+// under its chain's lock (ExtentAt, SetTags_locked), so the bytes do not change
+// while they are folded.
 #pragma once
 
 #include <algorithm>

@@ -12,6 +12,9 @@
 // Without the chain's lock the tags are a hint: the word is read atomically
 // (relaxed), as byte readers read them, and a match is confirmed under the
 // lock.
+//
+// Thread safety: pure functions; any thread or process may call them, with the
+// chain's lock (an exact answer) or without it (a hint, above).
 #pragma once
 
 #include <atomic>
