@@ -87,6 +87,10 @@ struct SrvConfig {
   bool replica_sync = true;           // "sync": an answer waits for the other holder's acknowledgement
   uint32_t replica_timeout_ms = 200;  // how long it waits before on_replica_down applies
   bool replica_refuse = false;        // on_replica_down="refuse": 503 instead of serving alone
+  // <cluster catchup_timeout_ms="N">: how long a starting shard waits for
+  // what the others hold for it (snapshots, queued changes) before it
+  // serves without what has not come (replica_catchup.h); read at start.
+  uint32_t catchup_timeout_ms = 60000;
   // <cluster lease_key="FILE">: absolute; the secret that keys lease ids on
   // every shard alike ("": each store's own lease.key).
   std::string cluster_lease_key;

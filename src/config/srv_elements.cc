@@ -246,6 +246,9 @@ Status SetReplicas(const Context& ctx, const pugi::xml_node& n) {
   v = cfg.replica_timeout_ms;
   if (Status s = ctx.UInt(n, "replica_timeout_ms", 10, 60000, &v); !s.ok()) return s;
   cfg.replica_timeout_ms = static_cast<uint32_t>(v);
+  v = cfg.catchup_timeout_ms;
+  if (Status s = ctx.UInt(n, "catchup_timeout_ms", 1000, 3600000, &v); !s.ok()) return s;
+  cfg.catchup_timeout_ms = static_cast<uint32_t>(v);
   if (pugi::xml_attribute a = n.attribute("on_replica_down")) {
     const std::string_view m = a.value();
     if (m != "serve" && m != "refuse")
@@ -354,9 +357,15 @@ constexpr const char* kAdminAttrs[] = {"token"};
 constexpr const char* kRatelimitAttrs[] = {"legacy"};
 constexpr const char* kLimitsAttrs[] = {"header_bytes",       "body_bytes", "connections",    "idle_timeout_ms",
                                         "request_timeout_ms", "batch",      "worker_stall_ms"};
-constexpr const char* kClusterAttrs[] =
-    {"self",      "enforce",       "replicas", "replica_mode", "replica_timeout_ms", "on_replica_down",
-     "lease_key", "lease_key_also"};
+constexpr const char* kClusterAttrs[] = {"self",
+                                         "enforce",
+                                         "replicas",
+                                         "replica_mode",
+                                         "replica_timeout_ms",
+                                         "on_replica_down",
+                                         "catchup_timeout_ms",
+                                         "lease_key",
+                                         "lease_key_also"};
 constexpr const char* kShardAttrs[] = {"weight"};
 constexpr const char* kFlushAttrs[] = {"interval_ms"};
 constexpr const char* kDecisionsAttrs[] = {"file", "record", "sample"};

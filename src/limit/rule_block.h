@@ -5,7 +5,8 @@
 //
 //   bits  0..24  interval in seconds (1..31536000 < 2^25)
 //   bits 25..26  algo
-//   bits 27..30  block length in 16-byte units (1..15)
+//   bits 27..30  block length in 16-byte units (1..15; a concurrency
+//                block's in 32-byte units, below)
 //   bit  31      a narrow sliding block, or with the token bucket's algo
 //                bits a concurrency block (below, kNarrowTag)
 //

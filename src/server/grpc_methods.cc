@@ -202,7 +202,7 @@ void GrpcMethods::HealthCheck(std::string_view message, Reply* out, bool watch) 
   // or a replica's catch-up holds every name, as /health and /healthcheck:
   // Envoy's gRPC health check (service "" by default) kept sending calls to
   // a frsd its HTTP probes called unhealthy.
-  const bool healthy = !shutting_down_ && (!unhealthy_ || unhealthy_().ok());
+  const bool healthy = !shutting_down_ && healthy_;
   const bool serving = healthy && (in.service().empty() || Serving());
   r.set_status(serving ? Health::SERVING : Health::NOT_SERVING);
   r.SerializeToString(&out->body);

@@ -22,13 +22,11 @@
 // Thread safety: one per worker (it reuses its messages).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 
 #include "config/srv_config.h"
 #include "envoy/rate_limit_service.h"
-#include "frs/status.h"
 #include "server/cluster_view.h"
 #include "server/envoy_log.h"
 #include "server/envoy_metrics.h"
@@ -62,14 +60,18 @@ class GrpcMethods final : public GrpcService {
     opts_ = opts;
     rls_.SetSettings(opts.rls);
   }
-  // Health as Check answers it for the rate limit service: SERVING, or
-  // NOT_SERVING while stopping or (healthy_with_config) without a domain.
+  // The service's own part of health (what /healthcheck adds to the
+  // worker's): false while stopping or (healthy_with_config) without a
+  // domain. Check answers SERVING for the service's names when this and
+  // set_healthy both say so.
   bool Serving() const;
   void set_shutting_down(bool v) { shutting_down_ = v; }
-  // Why the server is out of rotation (a store file lost, a replica's
-  // catch-up: the worker's /health): health answers NOT_SERVING for every
-  // name then, as /health says 503 and /healthcheck 500. Unset: never.
-  void set_unhealthy(std::function<Status()> why) { unhealthy_ = std::move(why); }
+  // Whether the worker is in rotation (Handler::Unhealthy, as the worker
+  // judged it last: at its start and each second): out of it (a store file
+  // lost, a replica's catch-up), health answers NOT_SERVING for every name,
+  // as /health says 503 and /healthcheck 500. Set, not asked per call: a
+  // check looks at every store file, and Envoy's probes come often.
+  void set_healthy(bool v) { healthy_ = v; }
   // <cluster>: which descriptors' counter keys this shard owns.
   void SetCluster(const ClusterView& c);
   // The worker's replicator (null: none): a route it refuses
@@ -102,7 +104,7 @@ class GrpcMethods final : public GrpcService {
   const Replicator* repl_ = nullptr;
   GrpcOptions opts_;
   bool shutting_down_ = false;
-  std::function<Status()> unhealthy_;
+  bool healthy_ = true;
   EnvoyMetrics* metrics_ = nullptr;
   DecisionLog* decision_log_ = nullptr;
   const IpAddress* peer_ = nullptr;

@@ -92,13 +92,18 @@ void Handler::TextBody(int code, std::string_view msg, int* status) {
 
 Status Handler::Unhealthy() const {
   if (shutting_down_) return Status::Unavailable("the server is shutting down");
+  // A store file deleted or truncated under a running server: take it out
+  // of rotation rather than answer from a lost inode.
+  return UnhealthyGiven(store_ != nullptr ? store_->CheckFiles() : Status::OK());
+}
+
+Status Handler::UnhealthyGiven(const Status& files) const {
+  if (shutting_down_) return Status::Unavailable("the server is shutting down");
   // <cluster replicas="1">: not serving its routes before it took back what
   // the other shards hold for it.
   if (opts_.cluster.replicas && metrics_ != nullptr && CounterGet(metrics_->master().replica.catching_up) != 0)
     return Status::Unavailable("taking back this shard's nodes from the other shards (replicas) after a start");
-  // A store file deleted or truncated under a running server: take it out
-  // of rotation rather than answer from a lost inode.
-  return store_ != nullptr ? store_->CheckFiles() : Status::OK();
+  return files;
 }
 
 void Handler::HandleJson(std::string_view body, bool* json, int* status) {

@@ -114,6 +114,9 @@ class Handler {
   // Why the server should be taken out of rotation (/health, /healthcheck,
   // gRPC health): OK while serving.
   Status Unhealthy() const;
+  // The same, given what Store::CheckFiles said just now (the worker's
+  // check each second), so that the files are not looked at twice.
+  Status UnhealthyGiven(const Status& files) const;
   // A reload (SIGHUP) changed the token or the cluster.
   void SetOptions(const HandlerOptions& opts);
   const HandlerOptions& options() const { return opts_; }

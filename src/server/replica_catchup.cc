@@ -8,6 +8,8 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,20 +43,18 @@ std::string AnswerWords(const std::string& body) {
 }
 
 constexpr int64_t kMsNs = 1000 * 1000;
-// The whole catch-up: past it the shard serves with what it has (said).
-constexpr int64_t kCatchUpLimitNs = 60 * 1000 * kMsNs;
 // A shard that answered and then stopped answering is waited for this long
 // (a stopping shard delivers its queues within Replicator::kStopDeliverMs).
 constexpr int64_t kStopDeliverGraceNs = (Replicator::kStopDeliverMs + 1000) * kMsNs;
 // A snapshot answered 503 (the other shard could not read its store within
 // the hold, or is catching up itself) is asked again after this, doubled
-// each time up to kSnapshotRetryMaxMs, within kCatchUpLimitNs.
+// each time up to kSnapshotRetryMaxMs, within the catch-up (CatchUp::LimitNs).
 constexpr int kSnapshotRetryFirstMs = 100;
 constexpr int kSnapshotRetryMaxMs = 5000;
 
 // A stop asked (SIGTERM, SIGINT) during the catch-up: the master blocks
 // those signals outside its wait, so they are pending here. The catch-up
-// ends at its next step then, rather than after its 60 s: a new store's
+// ends at its next step then, rather than after its bound: a new store's
 // mark stays, and the next start begins it again.
 bool StopAsked() {
   sigset_t pending;
@@ -86,6 +86,15 @@ struct CatchUp {
   std::string lease_key;
 
   std::string StateQuery() const { return "/replicate?for=" + self + "&digest=" + digest + lease_key; }
+  // The whole catch-up (<cluster catchup_timeout_ms>, 60 s): past it the
+  // shard serves with what it has (said).
+  int64_t LimitNs() const { return int64_t{cfg.catchup_timeout_ms} * kMsNs; }
+  // Its length for a log line: "60 s", "1.5 s".
+  std::string LimitWords() const {
+    char w[32];
+    std::snprintf(w, sizeof w, "%g s", cfg.catchup_timeout_ms / 1000.0);
+    return w;
+  }
 };
 
 // Whether snapshots may be taken: not when a ring change's handoff is
@@ -148,7 +157,7 @@ bool AnswersAgain(const CatchUp& c, const std::string& name) {
   ReplicaSigner signer(c.token, name);
   signer.Attach(&http);
   http.SetStop(StopAsked);
-  while (!StopAsked() && MonoNs() - c.start < kCatchUpLimitNs) {
+  while (!StopAsked() && MonoNs() - c.start < c.LimitNs()) {
     if (http.Get(c.StateQuery()).ok()) return true;
     SleepMs(200);
   }
@@ -158,7 +167,7 @@ bool AnswersAgain(const CatchUp& c, const std::string& name) {
 // A SIGHUP during the wait on a shard that refuses this one's admin token
 // (403): the master applies the reload once the catch-up ends, but the
 // token srv.xml says now is taken at once (a typo fixed), so that the wait
-// ends when that shard answers, not at its 60 s. Read at most once a second.
+// ends when that shard answers, not at the bound. Read at most once a second.
 void TakeReloadedToken(const CatchUp& c, ReplicaSigner* signer, int64_t* read_ns) {
   sigset_t pending;
   const bool hup = Signals().reload || (sigpending(&pending) == 0 && sigismember(&pending, SIGHUP) == 1);
@@ -198,7 +207,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   int64_t token_read_ns = 0;
   for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
        ((r.ok() && (r->status == 503 || r->status == 403)) || (!r.ok() && alive)) && !StopAsked() &&
-       MonoNs() - c.start + int64_t{wait_ms} * kMsNs < kCatchUpLimitNs;
+       MonoNs() - c.start + int64_t{wait_ms} * kMsNs < c.LimitNs();
        wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
     std::string why = r.ok() ? std::to_string(r->status) + " " + AnswerWords(r->body) : r.status().message();
     if (r.ok() && r->status == 403) TakeReloadedToken(c, &signer, &token_read_ns);
@@ -299,152 +308,205 @@ unsigned long long ChangesBehind(const std::string& body, std::vector<QueueMark>
   return behind;
 }
 
-// A shard that took the question and sent no answer (`why`): whether to
-// ask it again (within the catch-up's 60 s, after a short wait), said when
-// it begins (*stalled_ns set then) and when the 60 s end.
-bool AskStalledAgain(const CatchUp& c, const std::string& name, size_t i, const Status& why, int64_t* stalled_ns) {
-  if (*stalled_ns == 0) {
-    *stalled_ns = MonoNs();
-    FRS_LOG(
-        "replicas: %s took this shard's question and sent no answer (%s): alive but paused or stalled; asking "
-        "again, this shard's routes answered 503 meanwhile, up to the catch-up's 60 s",
-        name.c_str(), why.message().c_str());
+// One other shard's part of the wait for what it queued for this one
+// (AskOnce): its question's client, and what its answers said so far.
+struct PeerWait {
+  PeerWait(const CatchUp& c, std::string peer, size_t index)
+      : name(std::move(peer)),
+        i(index),
+        http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000))),
+        signer(c.token, name) {
+    signer.Attach(&http);
+    http.SetStop(StopAsked);
   }
-  if (MonoNs() - c.start < kCatchUpLimitNs) {
-    SleepMs(100);
-    return true;
+  const std::string name;
+  const size_t i;  // its index in the ring's list
+  client::HttpClient http;
+  ReplicaSigner signer;
+  std::vector<QueueMark> marks;   // by worker index, from the first answer that says them
+  bool marked = false;            // that answer came (a refusal, 409, says none)
+  bool asked = false;             // a question was sent
+  bool answered = false;          // one was answered
+  bool refused = false;           // a refusal (403, or 409 for the lease key) was said
+  bool refused_key = false;       // that refusal was of the lease key
+  unsigned long long behind = 0;  // the last answer's changes still to come
+  int64_t lost_ns = 0;            // it answered, then stopped answering, at this time
+  int64_t stalled_ns = 0;         // it took a question and sent no answer, since the question at this time
+  int64_t token_read_ns = 0;      // srv.xml last read for a token a SIGHUP brought
+  int64_t next_ns = 0;            // not asked again before this
+};
+
+enum class Waited { kAll, kShort };
+
+// The catch-up's time is over while `p` was still waited for: said in
+// the words of what it was waited for, and its link read down where it
+// did not answer.
+Waited WaitOver(const CatchUp& c, PeerWait& p) {
+  const char* without = "serving without what it may hold for this shard";
+  if (p.stalled_ns != 0) {
+    FRS_LOG("replicas: %s has sent no answer for %.1f s; the catch-up's %s are over: %s", p.name.c_str(),
+            static_cast<double>(MonoNs() - p.stalled_ns) / 1e9, c.LimitWords().c_str(), without);
+  } else if (p.lost_ns != 0) {
+    FRS_LOG("replicas: %s stopped answering %.1f s ago; the catch-up's %s are over: %s", p.name.c_str(),
+            static_cast<double>(MonoNs() - p.lost_ns) / 1e9, c.LimitWords().c_str(), without);
+  } else if (p.refused) {
+    FRS_LOG("replicas: %s still refuses this shard's %s after %s; %s", p.name.c_str(),
+            p.refused_key ? "lease key" : "admin token", c.LimitWords().c_str(), without);
+    return Waited::kShort;  // its link reads down since the first refusal
+  } else {
+    FRS_LOG("replicas: %s still holds %llu change(s) made for this shard while it was away, after %s; serving now",
+            p.name.c_str(), p.behind, c.LimitWords().c_str());
+    return Waited::kShort;
   }
-  FRS_LOG(
-      "replicas: %s has sent no answer for %.1f s; the catch-up's 60 s are over: serving without what it may hold "
-      "for this shard",
-      name.c_str(), static_cast<double>(MonoNs() - *stalled_ns) / 1e9);
-  CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
-  return false;
+  CounterSet(c.shared->unreached[p.i], 1);  // its link reads down until it answers
+  return Waited::kShort;
 }
 
-// Waits until every change shard `name` queued for this one before the
-// first question here is delivered: those made for its routes while it
-// was away (a link down retries once a second, so they may not have come
-// yet). Per worker stream of the peer, "worker W HASH QUEUED HELD":
-// QUEUED - HELD changes of it are delivered. Changes queued after the
-// first question are new traffic, sent in step with it (sync) or within
-// the lag (async), and not waited for, so a loaded peer cannot hold this
-// shard off. A stream that restarted (another HASH) lost its queue with
-// its process: nothing of it to wait for, unless a graceful stop kept it
-// in a spool, which the answer lists ("spool W HASH HELD") until it is
-// delivered. `defer_stall`: a shard that takes the first question and
-// sends no answer is left for later (kStalled), so that it does not spend
-// the catch-up's 60 s before the shards that answer are waited for.
-enum class Waited { kAll, kShort, kStalled };
-Waited WaitForQueued(const CatchUp& c, const std::string& name, size_t i, bool defer_stall) {
-  client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
-  ReplicaSigner signer(c.token, name);
-  signer.Attach(&http);
-  http.SetStop(StopAsked);
-  std::vector<QueueMark> marks;  // by worker index, from the first answer that says them
-  bool marked = false;           // that answer came (a refusal, 409, says none)
-  bool refused = false;          // a 409 for the lease key was said
-  int64_t lost_ns = 0;           // it answered, then stopped answering, at this time
-  int64_t stalled_ns = 0;        // it took a question and sent no answer, first at this time
-  int64_t token_read_ns = 0;     // srv.xml last read for a token a SIGHUP brought
-  for (bool first = true; !StopAsked(); first = false) {
-    auto r = http.Get(c.StateQuery());
-    // One that took the question and sent no answer is alive (paused, a
-    // stalled disk) and holds what this shard lacks: asked again within the
-    // 60 s, the routes here 503 meanwhile, as for a snapshot. Taken for gone
-    // after one time-out, a successor paused for seconds had its uses for
-    // this shard granted again (from outside: 109 grants of a limit of 100).
-    if (!r.ok() && http.Unanswered() && !StopAsked()) {
-      if (first && defer_stall) {
-        FRS_LOG("replicas: %s took this shard's question and sent no answer (%s); the other shards first", name.c_str(),
-                r.status().message().c_str());
-        return Waited::kStalled;
-      }
-      if (AskStalledAgain(c, name, i, r.status(), &stalled_ns)) continue;
-      return Waited::kShort;
-    }
-    if (r.ok() && stalled_ns != 0) {
-      FRS_LOG("replicas: %s answers again after %.1f s without an answer", name.c_str(),
-              static_cast<double>(MonoNs() - stalled_ns) / 1e9);
-      stalled_ns = 0;
-    }
-    // A shard that answered and then went quiet may be stopping: its workers
-    // deliver what they queue for this one before they exit (within
-    // Replicator::kStopDeliverMs), so the wait goes on a little longer.
-    if (!r.ok() && !first && (lost_ns == 0 || MonoNs() - lost_ns < kStopDeliverGraceNs)) {
-      if (lost_ns == 0) lost_ns = MonoNs();
-      SleepMs(20);
-      continue;
-    }
-    if (!r.ok()) {
-      FRS_LOG("replicas: %s cannot be reached (%s)%s; serving without what it may hold for this shard", name.c_str(),
-              r.status().message().c_str(), first ? "" : ", since it answered");
-      CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
-      return Waited::kShort;
-    }
-    lost_ns = 0;
-    const bool other_key = r->status == 409 && r->body.find("<cluster lease_key>") != std::string::npos;
-    if (other_key || r->status == 403) {
-      // Keyed otherwise (its words say so; another list is answered 409
-      // too, and served as before, below), or refusing this shard's admin
-      // token (a typo, a token changed on one shard only): what it holds
-      // for this shard is refused here too, and how much that is goes
-      // unsaid. Waited for as changes still coming, so that the routes stay
-      // with the other holder until the operator mends it, or the limit.
-      const bool over = MonoNs() - c.start > kCatchUpLimitNs;
-      // Its link reads down from the first refusal (it read up for the 5 s
-      // before the link's own first question, refused alike); marked once,
-      // so that a link that reached the shard since is not marked again.
-      if (!refused) CounterSet(c.shared->unreached[i], 1);
-      if (!refused && !over)
-        FRS_LOG("replicas: %s answered %d: %s; waiting for the changes it may hold for this shard (up to 60 s)",
-                name.c_str(), r->status, AnswerWords(r->body).c_str());
-      if (r->status == 403) TakeReloadedToken(c, &signer, &token_read_ns);
-      if (over) {
-        // A shard asked after another used up the 60 s is said once, in one
-        // line (it said "waiting" and "after 60 s" in one millisecond).
-        if (refused)
-          FRS_LOG(
-              "replicas: %s still refuses this shard's %s after 60 s; serving without what it may hold for this "
-              "shard",
-              name.c_str(), other_key ? "lease key" : "admin token");
-        else
-          FRS_LOG(
-              "replicas: %s answered %d: %s; the catch-up's 60 s are over: serving without what it may hold for "
-              "this shard",
-              name.c_str(), r->status, AnswerWords(r->body).c_str());
-        return Waited::kShort;
-      }
-      refused = true;
-      SleepMs(200);
-      continue;
-    }
-    unsigned long long pending = 0;
-    if (r->status == 200 && !signer.Proven(*r)) {
-      FRS_LOG(
-          "replicas: %s answered without proof that it holds this cluster's admin token (FRS-Replica-Proof): not a "
-          "shard of this cluster (another program at its address?); serving without what it may hold for this "
-          "shard",
-          name.c_str());
-      CounterSet(c.shared->unreached[i], 1);  // its link reads down until it answers
-      return Waited::kShort;
-    }
-    if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
-      FRS_LOG("replicas: %s answered %d: %s", name.c_str(), r->status, AnswerWords(r->body).c_str());
-      return Waited::kShort;
-    }
-    const unsigned long long behind = ChangesBehind(r->body, &marks, &marked);
-    if (behind == 0) return Waited::kAll;
-    if (MonoNs() - c.start > kCatchUpLimitNs) {
-      FRS_LOG(
-          "replicas: %s still holds %llu change(s) made for this shard while it was away, after 60 s; serving "
-          "now",
-          name.c_str(), behind);
-      return Waited::kShort;
-    }
-    SleepMs(20);
+// A refusal of this shard (403 for its admin token, 409 for its lease key)
+// by `p`: waited for as changes still coming, or the end of the wait.
+std::optional<Waited> Refused(const CatchUp& c, PeerWait& p, const HttpResponse& r, bool other_key) {
+  // Keyed otherwise (its words say so; another list is answered 409 too,
+  // and served as before), or refusing this shard's admin token (a typo, a
+  // token changed on one shard only): what it holds for this shard is
+  // refused here too, and how much that is goes unsaid. Waited for as
+  // changes still coming, so that the routes stay with the other holder
+  // until the operator mends it, or the limit.
+  const bool over = MonoNs() - c.start > c.LimitNs();
+  // Its link reads down from the first refusal (it read up for the 5 s
+  // before the link's own first question, refused alike); marked once, so
+  // that a link that reached the shard since is not marked again.
+  if (!p.refused) CounterSet(c.shared->unreached[p.i], 1);
+  if (!p.refused && !over)
+    FRS_LOG("replicas: %s answered %d: %s; waiting for the changes it may hold for this shard (up to %s)",
+            p.name.c_str(), r.status, AnswerWords(r.body).c_str(), c.LimitWords().c_str());
+  if (r.status == 403) TakeReloadedToken(c, &p.signer, &p.token_read_ns);
+  if (over && !p.refused) {
+    // A shard asked first after the bound is said once, in one line (it
+    // said "waiting" and "after 60 s" in one millisecond).
+    FRS_LOG("replicas: %s answered %d: %s; the catch-up's %s are over: serving without what it may hold for this shard",
+            p.name.c_str(), r.status, AnswerWords(r.body).c_str(), c.LimitWords().c_str());
+    return Waited::kShort;
   }
-  return Waited::kShort;  // a stop
+  p.refused = true;
+  p.refused_key = other_key;
+  if (over) return WaitOver(c, p);
+  p.next_ns = MonoNs() + 200 * kMsNs;
+  return std::nullopt;
+}
+
+// One question to shard `p` of what it still holds for this one: whether
+// every change it queued for this shard before its first answer (its
+// marks) is delivered: those made for its routes while it was away (a link
+// down retries once a second, so they may not have come yet). Per worker
+// stream of the peer, "worker W HASH QUEUED HELD": QUEUED - HELD changes
+// of it are delivered. Changes queued later are new traffic, sent in step
+// with it (sync) or within the lag (async), and not waited for, so a
+// loaded peer cannot hold this shard off. A stream that restarted (another
+// HASH) lost its queue with its process: nothing of it to wait for, unless
+// a graceful stop kept it in a spool, which the answer lists ("spool W
+// HASH HELD") until it is delivered. No answer yet: asked again from
+// p.next_ns. Every question ends by the catch-up's bound but a shard's
+// first, which has its whole time-out (a shard asked late still gets one).
+std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
+  const int64_t left_ms = (c.start + c.LimitNs() - MonoNs()) / kMsNs;
+  if (p.asked && left_ms <= 0) return WaitOver(c, p);
+  if (p.asked) p.http.SetDeadlineIn(static_cast<int>(left_ms));
+  const int64_t asked_ns = MonoNs();
+  auto r = p.http.Get(c.StateQuery());
+  p.asked = true;
+  if (StopAsked()) return Waited::kShort;
+  // One that took the question and sent no answer is alive (paused, a
+  // stalled disk) and holds what this shard lacks: asked again within the
+  // catch-up's bound, the routes here 503 meanwhile, as for a snapshot, while the
+  // others are asked in turn. Taken for gone after one time-out, a
+  // successor paused for seconds had its uses for this shard granted again
+  // (from outside: 109 grants of a limit of 100).
+  if (!r.ok() && p.http.Unanswered()) {
+    if (p.stalled_ns == 0) {
+      p.stalled_ns = asked_ns;
+      FRS_LOG(
+          "replicas: %s took this shard's question and sent no answer (%s): alive but paused or stalled; asking "
+          "again, this shard's routes answered 503 meanwhile, for the catch-up's %.1f s left",
+          p.name.c_str(), r.status().message().c_str(),
+          static_cast<double>(std::max<int64_t>(c.start + c.LimitNs() - MonoNs(), 0)) / 1e9);
+    }
+    p.next_ns = MonoNs() + 100 * kMsNs;
+    return std::nullopt;
+  }
+  if (r.ok() && p.stalled_ns != 0) {
+    FRS_LOG("replicas: %s answers again after %.1f s without an answer", p.name.c_str(),
+            static_cast<double>(MonoNs() - p.stalled_ns) / 1e9);
+    p.stalled_ns = 0;
+  }
+  // A shard seen alive that then went quiet may be stopping: its workers
+  // deliver what they queue for this one before they exit (within
+  // Replicator::kStopDeliverMs), so the wait goes on a little longer.
+  const bool seen_alive = p.answered || p.stalled_ns != 0;
+  if (!r.ok() && seen_alive && (p.lost_ns == 0 || MonoNs() - p.lost_ns < kStopDeliverGraceNs)) {
+    if (p.lost_ns == 0) p.lost_ns = MonoNs();
+    p.next_ns = MonoNs() + 20 * kMsNs;
+    return std::nullopt;
+  }
+  if (!r.ok()) {
+    FRS_LOG("replicas: %s cannot be reached (%s)%s; serving without what it may hold for this shard", p.name.c_str(),
+            r.status().message().c_str(),
+            p.answered ? ", since it answered" : (seen_alive ? ", since it took a question" : ""));
+    CounterSet(c.shared->unreached[p.i], 1);  // its link reads down until it answers
+    return Waited::kShort;
+  }
+  p.answered = true;
+  p.lost_ns = 0;
+  const bool other_key = r->status == 409 && r->body.find("<cluster lease_key>") != std::string::npos;
+  if (other_key || r->status == 403) return Refused(c, p, *r, other_key);
+  p.refused = false;
+  unsigned long long pending = 0;
+  if (r->status == 200 && !p.signer.Proven(*r)) {
+    FRS_LOG(
+        "replicas: %s answered without proof that it holds this cluster's admin token (FRS-Replica-Proof): not a "
+        "shard of this cluster (another program at its address?); serving without what it may hold for this "
+        "shard",
+        p.name.c_str());
+    CounterSet(c.shared->unreached[p.i], 1);  // its link reads down until it answers
+    return Waited::kShort;
+  }
+  if (r->status != 200 || std::sscanf(r->body.c_str(), "pending %llu", &pending) != 1) {
+    FRS_LOG("replicas: %s answered %d: %s", p.name.c_str(), r->status, AnswerWords(r->body).c_str());
+    return Waited::kShort;
+  }
+  p.behind = ChangesBehind(r->body, &p.marks, &p.marked);
+  if (p.behind == 0) return Waited::kAll;
+  if (MonoNs() - c.start > c.LimitNs()) return WaitOver(c, p);
+  p.next_ns = MonoNs() + 20 * kMsNs;
+  return std::nullopt;
+}
+
+// Waits for what every other shard queued for this one (AskOnce), asking
+// them in turn, so that one that does not answer (paused, stalled) does
+// not spend the catch-up's time before the others are waited for. Returns
+// how many are short of theirs (or were `missed` already).
+size_t WaitForQueued(const CatchUp& c, const Ring& ring, const std::vector<size_t>& peers,
+                     const std::vector<bool>& missed) {
+  std::vector<std::unique_ptr<PeerWait>> waits;  // held by address: each signer holds its client's
+  for (size_t i : peers) waits.push_back(std::make_unique<PeerWait>(c, ring.shards()[i].name, i));
+  size_t short_of = 0;
+  while (!waits.empty() && !StopAsked()) {
+    int64_t next_ns = INT64_MAX;
+    for (auto it = waits.begin(); it != waits.end() && !StopAsked();) {
+      PeerWait& p = **it;
+      std::optional<Waited> w;
+      if (MonoNs() >= p.next_ns) w = AskOnce(c, p);
+      if (!w) {
+        next_ns = std::min(next_ns, p.next_ns);
+        ++it;
+        continue;
+      }
+      if (*w == Waited::kShort || missed[p.i]) ++short_of;
+      it = waits.erase(it);
+    }
+    const int64_t now = MonoNs();
+    if (!waits.empty() && next_ns > now) SleepMs(static_cast<int>(std::min<int64_t>((next_ns - now) / kMsNs + 1, 200)));
+  }
+  return short_of;
 }
 
 }  // namespace
@@ -605,16 +667,8 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     missed[i] = m;
   }
   CounterSet(shared->catchup_nodes, nodes);
-  size_t short_of = 0;          // peers whose holdings for this shard were not all taken or waited for
-  std::vector<size_t> stalled;  // took the question, sent no answer: waited for after the others
-  for (size_t i : peers) {
-    if (StopAsked()) break;
-    const Waited w = WaitForQueued(c, ring->shards()[i].name, i, /*defer_stall=*/true);
-    if (w == Waited::kStalled) stalled.push_back(i);
-    else if (w == Waited::kShort || missed[i]) ++short_of;
-  }
-  for (size_t i : stalled)
-    if (!StopAsked() && (WaitForQueued(c, ring->shards()[i].name, i, false) != Waited::kAll || missed[i])) ++short_of;
+  // Peers whose holdings for this shard were not all taken or waited for.
+  const size_t short_of = StopAsked() ? 0 : WaitForQueued(c, *ring, peers, missed);
   // The mark goes only now: until every change a peer queued before the
   // snapshots is delivered, the numbers the snapshots carried (in memory)
   // are what skips those already in them. A start after a kill here on its

@@ -15,11 +15,12 @@
 // would count them again), and asks a snapshot answered 503 again, with a
 // growing wait, within the catch-up's bound.
 // Either way it then waits until every change each other shard had queued
-// for it when first asked is delivered (those queued later are new
-// traffic), and only then clears `catching_up`: until then its
+// for it when it first answered is delivered (those queued later are new
+// traffic), asking them in turn, and only then clears `catching_up`: until then its
 // workers answer 503 on routed requests, so nginx keeps its routes on their
 // successors. A shard that takes a question and does not answer (paused,
-// stalled) is asked again within the catch-up's bound; one that cannot be
+// stalled) is asked again within the catch-up's bound (<cluster
+// catchup_timeout_ms>, which no question outlasts); one that cannot be
 // reached is skipped (said in the log): what it alone held is lost
 // (docs/cluster.md, "Both holders lost").
 //

@@ -34,7 +34,6 @@ Worker::Worker(WorkerContext ctx, const Backend& backend)
     grpc_->set_metrics(&envoy_metrics_);
     grpc_->SetCluster(handler_.options().cluster);
     handler_.set_envoy(&grpc_->rls(), &envoy_metrics_, &*grpc_);
-    grpc_->set_unhealthy([this] { return handler_.Unhealthy(); });
     tls_ = ctx_.tls;
     PublishTlsExpiry();
   }

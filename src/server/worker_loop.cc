@@ -35,6 +35,7 @@ int Worker::Run(const sigset_t* wait_mask) {
   }
   SetOpenGauge();  // a replacement starts from its predecessor's stale value
   SetUpReplicas();
+  if (grpc_) RefreshGrpcHealth(store_->CheckFiles());  // a catch-up under way, a file lost before this start
   reading_.reserve(EventLoop::kMaxEvents);
   FRS_LOG("serving (listen socket %d)", ctx_.listener.get());
   if (counters_) {
@@ -165,12 +166,17 @@ void Worker::EverySecond() {
   store_->ReleaseIdleWriters();
   if (grpc_) {
     SampleGrpcHeld();
-    // Health watches hear of a lost store file or the end of a catch-up
-    // within this second, not only at the next reload.
-    const bool healthy = handler_.Unhealthy().ok();
-    if (healthy != grpc_healthy_) PollGrpcWatches();
-    grpc_healthy_ = healthy;
+    RefreshGrpcHealth(fs);
   }
+}
+
+void Worker::RefreshGrpcHealth(const Status& files) {
+  const bool healthy = handler_.UnhealthyGiven(files).ok();
+  grpc_->set_healthy(healthy);
+  // Health watches hear of a lost store file or the end of a catch-up
+  // within the second, not only at the next reload.
+  if (healthy != grpc_healthy_) PollGrpcWatches();
+  grpc_healthy_ = healthy;
 }
 
 void Worker::SampleGrpcHeld() {

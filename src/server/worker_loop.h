@@ -40,7 +40,6 @@ namespace frs::server {
 class Worker {
  public:
   Worker(WorkerContext ctx, const Backend& backend);
-  // Its gRPC methods ask its handler (by `this`) whether it is healthy.
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
@@ -76,6 +75,9 @@ class Worker {
   // statistics set, idle writer entries handed back, the gRPC bytes sampled.
   void EverySecond();
   void SampleGrpcHeld();
+  // Tells the gRPC methods whether this worker is in rotation, given the
+  // store files' check made just now; the health watches hear of a change.
+  void RefreshGrpcHealth(const Status& files);
   // After a reload: every gRPC health watch hears of a changed status now.
   void PollGrpcWatches();
 

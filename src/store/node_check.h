@@ -20,9 +20,10 @@
 // a node's check back as it was, so a node that failed its check before a
 // write that was undone fails it still.
 //
-// Thread safety: a pure function of the bytes given. The store checks a node
-// under its chain's lock (ExtentAt, SetTags_locked), so the bytes do not change
-// while they are folded.
+// Thread safety: a pure function of the bytes given. A writable store checks a
+// node under its chain's lock (ExtentAt, SetTags_locked), so the bytes do not
+// change while they are folded; a read-only store takes no lock, and may fold
+// a node mid-change (chain_map.h), which then reads as damaged.
 #pragma once
 
 #include <algorithm>

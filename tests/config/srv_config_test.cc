@@ -280,13 +280,15 @@ TEST(SrvConfig, ClusterReplicas) {
   EXPECT_TRUE(c->replica_sync);
   EXPECT_FALSE(c->replica_refuse);
   EXPECT_EQ(c->replica_timeout_ms, 200u);
+  EXPECT_EQ(c->catchup_timeout_ms, 60000u);
   auto a = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/><admin token="t"/>
-<cluster replicas="1" replica_mode="async" replica_timeout_ms="50" on_replica_down="refuse">
+<cluster replicas="1" replica_mode="async" replica_timeout_ms="50" on_replica_down="refuse" catchup_timeout_ms="5000">
 <shard>10.0.0.1:8301</shard><shard>10.0.0.2:8301</shard></cluster></frs>)"));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_FALSE(a->replica_sync);
   EXPECT_TRUE(a->replica_refuse);
   EXPECT_EQ(a->replica_timeout_ms, 50u);
+  EXPECT_EQ(a->catchup_timeout_ms, 5000u);
   EXPECT_EQ(a->cluster_lease_key, "");
   auto off = LoadSrvConfig(Write(d, R"(<frs><map>m.xml</map><store dir="d"/>
 <cluster><shard>10.0.0.1:8301</shard></cluster></frs>)"));
@@ -312,6 +314,8 @@ TEST(SrvConfig, ClusterReplicas) {
   ExpectError(head + "<cluster replicas=\"1\" on_replica_down=\"fail\">\n" + two, "5",
               "<cluster on_replica_down> is serve (the default) or refuse");
   ExpectError(head + "<cluster replicas=\"1\" replica_timeout_ms=\"5\">\n" + two, "5", "replica_timeout_ms");
+  ExpectError(head + "<cluster replicas=\"1\" catchup_timeout_ms=\"999\">\n" + two, "5",
+              "<cluster catchup_timeout_ms> is 999, must be from 1000 to 3600000");
   ExpectError(head + "<cluster replicas=\"1\" lease_key=\"\">\n" + two, "5", "<cluster lease_key> names a file");
   ExpectError(head + "<cluster replicas=\"1\" lease_key_also=\"old.key\">\n" + two, "5",
               "<cluster lease_key_also> needs lease_key");
