@@ -470,12 +470,13 @@ void SayApplied(const SrvConfig& live, const SrvConfig& next) {
         next.cluster_shards.size(), next.cluster_self.c_str());
     if (std::string w = ClusterSelfNotListed(next); !w.empty()) FRS_LOG("warning: %s", w.c_str());
   } else if (next.cluster_enforce != live.cluster_enforce || next.replica_sync != live.replica_sync ||
-             next.replica_refuse != live.replica_refuse || next.replica_timeout_ms != live.replica_timeout_ms)
+             next.replica_refuse != live.replica_refuse || next.replica_timeout_ms != live.replica_timeout_ms ||
+             next.catchup_timeout_ms != live.catchup_timeout_ms)
     FRS_LOG(
-        "srv.xml: <cluster> changed (enforce %d, replica_mode %s, on_replica_down %s, replica_timeout_ms %u); "
-        "applied, the shard list unchanged: no handoff is needed",
+        "srv.xml: <cluster> changed (enforce %d, replica_mode %s, on_replica_down %s, replica_timeout_ms %u, "
+        "catchup_timeout_ms %u: read at the next start); applied, the shard list unchanged: no handoff is needed",
         next.cluster_enforce ? 1 : 0, next.replica_sync ? "sync" : "async", next.replica_refuse ? "refuse" : "serve",
-        static_cast<unsigned>(next.replica_timeout_ms));
+        static_cast<unsigned>(next.replica_timeout_ms), static_cast<unsigned>(next.catchup_timeout_ms));
 }
 
 // The configuration that runs after a reload: `next`, but for what a

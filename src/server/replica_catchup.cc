@@ -44,8 +44,11 @@ std::string AnswerWords(const std::string& body) {
 
 constexpr int64_t kMsNs = 1000 * 1000;
 // A shard that answered and then stopped answering is waited for this long
-// (a stopping shard delivers its queues within Replicator::kStopDeliverMs).
+// (a stopping shard delivers its queues within Replicator::kStopDeliverMs),
+// past the catch-up's bound too.
 constexpr int64_t kStopDeliverGraceNs = (Replicator::kStopDeliverMs + 1000) * kMsNs;
+// No question is sent with less time left than this.
+constexpr int64_t kLastQuestionMs = 50;
 // A snapshot answered 503 (the other shard could not read its store within
 // the hold, or is catching up itself) is asked again after this, doubled
 // each time up to kSnapshotRetryMaxMs, within the catch-up (CatchUp::LimitNs).
@@ -327,8 +330,9 @@ struct PeerWait {
   bool marked = false;            // that answer came (a refusal, 409, says none)
   bool asked = false;             // a question was sent
   bool answered = false;          // one was answered
-  bool refused = false;           // a refusal (403, or 409 for the lease key) was said
+  bool refused = false;           // its last answer was a refusal (403, or 409 for the lease key)
   bool refused_key = false;       // that refusal was of the lease key
+  bool refusal_said = false;      // a refusal was logged and its link marked (once)
   unsigned long long behind = 0;  // the last answer's changes still to come
   int64_t lost_ns = 0;            // it answered, then stopped answering, at this time
   int64_t stalled_ns = 0;         // it took a question and sent no answer, since the question at this time
@@ -375,19 +379,19 @@ std::optional<Waited> Refused(const CatchUp& c, PeerWait& p, const HttpResponse&
   // Its link reads down from the first refusal (it read up for the 5 s
   // before the link's own first question, refused alike); marked once, so
   // that a link that reached the shard since is not marked again.
-  if (!p.refused) CounterSet(c.shared->unreached[p.i], 1);
-  if (!p.refused && !over)
+  if (!p.refusal_said) CounterSet(c.shared->unreached[p.i], 1);
+  if (!p.refusal_said && !over)
     FRS_LOG("replicas: %s answered %d: %s; waiting for the changes it may hold for this shard (up to %s)",
             p.name.c_str(), r.status, AnswerWords(r.body).c_str(), c.LimitWords().c_str());
   if (r.status == 403) TakeReloadedToken(c, &p.signer, &p.token_read_ns);
-  if (over && !p.refused) {
+  if (over && !p.refusal_said) {
     // A shard asked first after the bound is said once, in one line (it
     // said "waiting" and "after 60 s" in one millisecond).
     FRS_LOG("replicas: %s answered %d: %s; the catch-up's %s are over: serving without what it may hold for this shard",
             p.name.c_str(), r.status, AnswerWords(r.body).c_str(), c.LimitWords().c_str());
     return Waited::kShort;
   }
-  p.refused = true;
+  p.refused = p.refusal_said = true;
   p.refused_key = other_key;
   if (over) return WaitOver(c, p);
   p.next_ns = MonoNs() + 200 * kMsNs;
@@ -408,13 +412,19 @@ std::optional<Waited> Refused(const CatchUp& c, PeerWait& p, const HttpResponse&
 // p.next_ns. Every question ends by the catch-up's bound but a shard's
 // first, which has its whole time-out (a shard asked late still gets one).
 std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
-  const int64_t left_ms = (c.start + c.LimitNs() - MonoNs()) / kMsNs;
-  if (p.asked && left_ms <= 0) return WaitOver(c, p);
+  // The bound, or the end of the grace of one that went quiet (below).
+  int64_t until_ns = c.start + c.LimitNs();
+  if (p.lost_ns != 0) until_ns = std::max(until_ns, p.lost_ns + kStopDeliverGraceNs);
+  const int64_t left_ms = (until_ns - MonoNs()) / kMsNs;
+  // A question with less time than an answer takes would fail by this
+  // shard's own deadline and be blamed on the other.
+  if (p.asked && left_ms < kLastQuestionMs) return WaitOver(c, p);
   if (p.asked) p.http.SetDeadlineIn(static_cast<int>(left_ms));
   const int64_t asked_ns = MonoNs();
   auto r = p.http.Get(c.StateQuery());
   p.asked = true;
   if (StopAsked()) return Waited::kShort;
+  const bool past = MonoNs() >= until_ns;
   // One that took the question and sent no answer is alive (paused, a
   // stalled disk) and holds what this shard lacks: asked again within the
   // catch-up's bound, the routes here 503 meanwhile, as for a snapshot, while the
@@ -422,6 +432,12 @@ std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
   // successor paused for seconds had its uses for this shard granted again
   // (from outside: 109 grants of a limit of 100).
   if (!r.ok() && p.http.Unanswered()) {
+    // Cut by the bound: over, in the words of what it was waited for (one
+    // that was answering is still behind, not stalled).
+    if (past) {
+      if (p.stalled_ns == 0 && !p.answered) p.stalled_ns = asked_ns;
+      return WaitOver(c, p);
+    }
     if (p.stalled_ns == 0) {
       p.stalled_ns = asked_ns;
       FRS_LOG(
