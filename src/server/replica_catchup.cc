@@ -47,8 +47,10 @@ constexpr int64_t kMsNs = 1000 * 1000;
 // (a stopping shard delivers its queues within Replicator::kStopDeliverMs),
 // past the catch-up's bound too.
 constexpr int64_t kStopDeliverGraceNs = (Replicator::kStopDeliverMs + 1000) * kMsNs;
-// No question is sent with less time left than this.
+// No question is sent with less time left than this, but a shard's first,
+// which has this much at least.
 constexpr int64_t kLastQuestionMs = 50;
+constexpr int64_t kFirstQuestionMs = 1000;
 // A snapshot answered 503 (the other shard could not read its store within
 // the hold, or is catching up itself) is asked again after this, doubled
 // each time up to kSnapshotRetryMaxMs, within the catch-up (CatchUp::LimitNs).
@@ -187,7 +189,10 @@ void TakeReloadedToken(const CatchUp& c, ReplicaSigner* signer, int64_t* read_ns
 // ends; nothing is taken any more). *missed: no snapshot came from a shard
 // that may hold this one's nodes (a 409, another list or a pending
 // handoff, is not missed: those nodes come by the handoff).
-uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key, bool* missed) {
+// *stalled_ns: when it was first asked, if it took the ask and never
+// answered (the wait for its queued changes goes on from there).
+uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const std::string& lease_key, bool* missed,
+                      int64_t* stalled_ns) {
   client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 15000)));
   ReplicaSigner signer(c.token, name);
   signer.Attach(&http);
@@ -202,8 +207,10 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   // time-out, the nodes only it had sent were missing here for good. One
   // that refuses or closes the connection at once is gone: not waited for.
   FRS_LOG("replicas: asking %s for its snapshot of this shard's routes", name.c_str());
+  const int64_t first_ask_ns = MonoNs();
   auto r = http.Get(ask);
   bool alive = r.ok() || http.Unanswered();
+  bool ever_answered = r.ok();
   // A 403 (this shard's admin token refused) is asked again too, with the
   // token a SIGHUP brings meanwhile: given up at once, the nodes only that
   // shard had were missing here for good.
@@ -222,8 +229,10 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
     if (!r.ok() && !AnswersAgain(c, name)) break;
     r = http.Get(ask);
     alive = alive || r.ok() || http.Unanswered();
+    ever_answered = ever_answered || r.ok();
   }
   if (StopAsked()) return 0;
+  if (!ever_answered && alive) *stalled_ns = first_ask_ns;
   if (r.ok() && r->status == 200 && !signer.Proven(*r)) {
     *missed = true;
     FRS_LOG(
@@ -410,7 +419,7 @@ std::optional<Waited> Refused(const CatchUp& c, PeerWait& p, const HttpResponse&
 // a graceful stop kept it in a spool, which the answer lists ("spool W
 // HASH HELD") until it is delivered. No answer yet: asked again from
 // p.next_ns. Every question ends by the catch-up's bound but a shard's
-// first, which has its whole time-out (a shard asked late still gets one).
+// first, which has a second at least (a shard asked late still gets one).
 std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
   // The bound, or the end of the grace of one that went quiet (below).
   int64_t until_ns = c.start + c.LimitNs();
@@ -419,7 +428,9 @@ std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
   // A question with less time than an answer takes would fail by this
   // shard's own deadline and be blamed on the other.
   if (p.asked && left_ms < kLastQuestionMs) return WaitOver(c, p);
-  if (p.asked) p.http.SetDeadlineIn(static_cast<int>(left_ms));
+  // A shard's first question has a second at least, past the bound too (a
+  // shard asked late still gets one); every other ends by the bound.
+  p.http.SetDeadlineIn(static_cast<int>(p.asked ? left_ms : std::max<int64_t>(left_ms, kFirstQuestionMs)));
   const int64_t asked_ns = MonoNs();
   auto r = p.http.Get(c.StateQuery());
   p.asked = true;
@@ -501,9 +512,12 @@ std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
 // not spend the catch-up's time before the others are waited for. Returns
 // how many are short of theirs (or were `missed` already).
 size_t WaitForQueued(const CatchUp& c, const Ring& ring, const std::vector<size_t>& peers,
-                     const std::vector<bool>& missed) {
+                     const std::vector<bool>& missed, const std::vector<int64_t>& stalled_since) {
   std::vector<std::unique_ptr<PeerWait>> waits;  // held by address: each signer holds its client's
-  for (size_t i : peers) waits.push_back(std::make_unique<PeerWait>(c, ring.shards()[i].name, i));
+  for (size_t i : peers) {
+    waits.push_back(std::make_unique<PeerWait>(c, ring.shards()[i].name, i));
+    waits.back()->stalled_ns = stalled_since[i];  // its snapshot's ask said it took no answer
+  }
   size_t short_of = 0;
   while (!waits.empty() && !StopAsked()) {
     int64_t next_ns = INT64_MAX;
@@ -677,14 +691,16 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     for (size_t i : peers) CounterSet(shared->hold_off[i], 0);
   uint64_t nodes = 0;
   std::vector<bool> missed(ring->shards().size(), false);
+  std::vector<int64_t> stalled_since(ring->shards().size(), 0);  // took the snapshot's ask, never answered
   for (size_t i : peers) {
     bool m = false;
-    if (snapshots && !StopAsked()) nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key, &m);
+    if (snapshots && !StopAsked())
+      nodes += TakeSnapshot(c, ring->shards()[i].name, i, lease_key, &m, &stalled_since[i]);
     missed[i] = m;
   }
   CounterSet(shared->catchup_nodes, nodes);
   // Peers whose holdings for this shard were not all taken or waited for.
-  const size_t short_of = StopAsked() ? 0 : WaitForQueued(c, *ring, peers, missed);
+  const size_t short_of = StopAsked() ? 0 : WaitForQueued(c, *ring, peers, missed, stalled_since);
   // The mark goes only now: until every change a peer queued before the
   // snapshots is delivered, the numbers the snapshots carried (in memory)
   // are what skips those already in them. A start after a kill here on its

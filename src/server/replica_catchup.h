@@ -20,8 +20,8 @@
 // workers answer 503 on routed requests, so nginx keeps its routes on their
 // successors. A shard that takes a question and does not answer (paused,
 // stalled) is asked again within the catch-up's bound (<cluster
-// catchup_timeout_ms>, which every question but a shard's first and a
-// snapshot's ends by); one that cannot be
+// catchup_timeout_ms>, which every question but a snapshot's ends by, a
+// shard's first having a second at least); one that cannot be
 // reached is skipped (said in the log): what it alone held is lost
 // (docs/cluster.md, "Both holders lost").
 //

@@ -1522,6 +1522,22 @@ class Replicas(unittest.TestCase):
         p.relay.heal()
         p.relay_a.heal()
         self.assertTrue(processes.wait_for(lambda: p.a.count(k) == 3, 10), p.a.log())
+        # A first question's time-out longer than the bound (4 s against
+        # 2.5 s) ends by the bound too.
+        p.a.kill9()
+        conf = os.path.join(p.a.dir, "srv.xml")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace('replica_timeout_ms="2000"', 'replica_timeout_ms="4000"', 1))
+        p.relay.cut()
+        p.relay_a.cut()
+        p.a.start(wait=False)
+        self.assertTrue(processes.wait_for(lambda: p.a.log().count("caught up in") == 3, 10), p.a.log())
+        took = int(re.findall(r"caught up in (\d+) ms \(its old store", p.a.log())[-1])
+        self.assertLess(took, 3000, p.a.log())
+        p.relay.heal()
+        p.relay_a.heal()
 
     def test_a_lost_store_is_taken_back_before_the_shard_serves(self):
         p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
