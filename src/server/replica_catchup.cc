@@ -94,6 +94,10 @@ struct CatchUp {
   // The whole catch-up (<cluster catchup_timeout_ms>, 60 s): past it the
   // shard serves with what it has (said).
   int64_t LimitNs() const { return int64_t{cfg.catchup_timeout_ms} * kMsNs; }
+  // A new store's snapshots are asked again within this, 60 s at least
+  // whatever the bound: a node a snapshot did not bring is never sent
+  // later, and its two holders stay apart (docs/cluster.md).
+  int64_t SnapshotLimitNs() const { return std::max<int64_t>(LimitNs(), 60 * 1000 * kMsNs); }
   // Its length for a log line: "60 s", "1.5 s".
   std::string LimitWords() const {
     char w[32];
@@ -108,14 +112,20 @@ struct CatchUp {
 // finished, say) would give them the same counts again; this shard's nodes
 // then come from the handoff and from the changes queued for it
 // (docs/cluster.md).
-bool SnapshotsWanted(const CatchUp& c, const Ring& ring, const std::vector<size_t>& peers) {
+// Each question has `replica_timeout_ms`, 1 to 5 s (a shard that does not
+// answer it is asked for its snapshot all the same); one taken and not
+// answered notes when in *stalled_since.
+bool SnapshotsWanted(const CatchUp& c, const Ring& ring, const std::vector<size_t>& peers,
+                     std::vector<int64_t>* stalled_since) {
   for (size_t i : peers) {
     const std::string& name = ring.shards()[i].name;
-    client::HttpClient http(name, static_cast<int>(std::max<uint32_t>(c.cfg.replica_timeout_ms, 1000)));
+    client::HttpClient http(name, static_cast<int>(std::clamp<uint32_t>(c.cfg.replica_timeout_ms, 1000, 5000)));
     ReplicaSigner signer(c.token, name);
     signer.Attach(&http);
     http.SetStop(StopAsked);
+    const int64_t asked_ns = MonoNs();
     auto r = http.Get(c.StateQuery());
+    if (!r.ok() && http.Unanswered() && (*stalled_since)[i] == 0) (*stalled_since)[i] = asked_ns;
     if (r.ok() && r->status == 200 && signer.Proven(*r) && r->body.find("handoff_pending 1") != std::string::npos) {
       FRS_LOG(
           "replicas: a <cluster> change's handoff is pending on %s: no snapshot taken from any shard (the "
@@ -162,7 +172,7 @@ bool AnswersAgain(const CatchUp& c, const std::string& name) {
   ReplicaSigner signer(c.token, name);
   signer.Attach(&http);
   http.SetStop(StopAsked);
-  while (!StopAsked() && MonoNs() - c.start < c.LimitNs()) {
+  while (!StopAsked() && MonoNs() - c.start < c.SnapshotLimitNs()) {
     if (http.Get(c.StateQuery()).ok()) return true;
     SleepMs(200);
   }
@@ -217,7 +227,7 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
   int64_t token_read_ns = 0;
   for (int wait_ms = kSnapshotRetryFirstMs, attempt = 1;
        ((r.ok() && (r->status == 503 || r->status == 403)) || (!r.ok() && alive)) && !StopAsked() &&
-       MonoNs() - c.start + int64_t{wait_ms} * kMsNs < c.LimitNs();
+       MonoNs() - c.start + int64_t{wait_ms} * kMsNs < c.SnapshotLimitNs();
        wait_ms = std::min(wait_ms * 2, kSnapshotRetryMaxMs), ++attempt) {
     std::string why = r.ok() ? std::to_string(r->status) + " " + AnswerWords(r->body) : r.status().message();
     if (r.ok() && r->status == 403) TakeReloadedToken(c, &signer, &token_read_ns);
@@ -232,7 +242,8 @@ uint64_t TakeSnapshot(const CatchUp& c, const std::string& name, size_t i, const
     ever_answered = ever_answered || r.ok();
   }
   if (StopAsked()) return 0;
-  if (!ever_answered && alive) *stalled_ns = first_ask_ns;
+  if (ever_answered) *stalled_ns = 0;
+  else if (alive && *stalled_ns == 0) *stalled_ns = first_ask_ns;
   if (r.ok() && r->status == 200 && !signer.Proven(*r)) {
     *missed = true;
     FRS_LOG(
@@ -435,7 +446,9 @@ std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
   auto r = p.http.Get(c.StateQuery());
   p.asked = true;
   if (StopAsked()) return Waited::kShort;
-  const bool past = MonoNs() >= until_ns;
+  // Less time left than a question needs is over too (it would say "asking
+  // again" with none left).
+  const bool past = MonoNs() + kLastQuestionMs * kMsNs >= until_ns;
   // One that took the question and sent no answer is alive (paused, a
   // stalled disk) and holds what this shard lacks: asked again within the
   // catch-up's bound, the routes here 503 meanwhile, as for a snapshot, while the
@@ -686,12 +699,12 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);
   FRS_LOG("replicas: catching up (%s store) with %zu other shard(s) before serving this shard's routes",
           fresh_store ? "a new" : "its old", peers.size());
-  const bool snapshots = fresh_store && SnapshotsWanted(c, *ring, peers);
+  std::vector<int64_t> stalled_since(ring->shards().size(), 0);  // took a question, answered none since
+  const bool snapshots = fresh_store && SnapshotsWanted(c, *ring, peers, &stalled_since);
   if (!snapshots)
     for (size_t i : peers) CounterSet(shared->hold_off[i], 0);
   uint64_t nodes = 0;
   std::vector<bool> missed(ring->shards().size(), false);
-  std::vector<int64_t> stalled_since(ring->shards().size(), 0);  // took the snapshot's ask, never answered
   for (size_t i : peers) {
     bool m = false;
     if (snapshots && !StopAsked())

@@ -1572,12 +1572,15 @@ class Replicas(unittest.TestCase):
         # owner asks again with a growing wait, logged and counted, answers
         # 503 on its routes meanwhile, and takes the snapshot once it is
         # answered, rather than serving without it.
-        p = self.pair(extra_a='replica_timeout_ms="5000"')  # A's uses must be on B before its store goes
+        # A's uses must be on B before its store goes (the time-out); the
+        # snapshot is asked again past a short catch-up bound (1 s), within
+        # 60 s: a node it did not bring would never come later.
+        p = self.pair(extra_a='replica_timeout_ms="5000" catchup_timeout_ms="1000"')
         keys = p.keys[14:17]
         self.use_then_lose_as_store(p, keys)
         p.relay.refuse(503)
         p.a.start(wait=False)
-        self.assertTrue(processes.wait_for(lambda: "asking again in" in p.a.log(), 10), p.a.log())
+        self.assertTrue(processes.wait_for(lambda: "(attempt 5)" in p.a.log(), 10), p.a.log())  # 1.5 s in
         self.assertIn("no snapshot from %s yet (503" % p.b.name, p.a.log())
         self.assertGreaterEqual(p.a.metric("frs_replica_snapshot_retries_total"), 1)
         self.assertEqual(p.a.status("/health"), 503)
