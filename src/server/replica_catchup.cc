@@ -98,6 +98,12 @@ struct CatchUp {
   // whatever the bound: a node a snapshot did not bring is never sent
   // later, and its two holders stay apart (docs/cluster.md).
   int64_t SnapshotLimitNs() const { return std::max<int64_t>(LimitNs(), 60 * 1000 * kMsNs); }
+  // The wait for the changes queued for this shard (WaitForQueued) ends by
+  // the bound, or a bound's length after it began when a new store's
+  // snapshots took longer: the changes queued while they were taken come
+  // after them, and were cut short at once, said as missing.
+  int64_t queue_start = 0;
+  int64_t QueueUntilNs() const { return std::max(start, queue_start) + LimitNs(); }
   // Its length for a log line: "60 s", "1.5 s".
   std::string LimitWords() const {
     char w[32];
@@ -395,7 +401,7 @@ std::optional<Waited> Refused(const CatchUp& c, PeerWait& p, const HttpResponse&
   // refused here too, and how much that is goes unsaid. Waited for as
   // changes still coming, so that the routes stay with the other holder
   // until the operator mends it, or the limit.
-  const bool over = MonoNs() - c.start > c.LimitNs();
+  const bool over = MonoNs() > c.QueueUntilNs();
   // Its link reads down from the first refusal (it read up for the 5 s
   // before the link's own first question, refused alike); marked once, so
   // that a link that reached the shard since is not marked again.
@@ -433,7 +439,7 @@ std::optional<Waited> Refused(const CatchUp& c, PeerWait& p, const HttpResponse&
 // first, which has a second at least (a shard asked late still gets one).
 std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
   // The bound, or the end of the grace of one that went quiet (below).
-  int64_t until_ns = c.start + c.LimitNs();
+  int64_t until_ns = c.QueueUntilNs();
   if (p.lost_ns != 0) until_ns = std::max(until_ns, p.lost_ns + kStopDeliverGraceNs);
   const int64_t left_ms = (until_ns - MonoNs()) / kMsNs;
   // A question with less time than an answer takes would fail by this
@@ -468,7 +474,7 @@ std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
           "replicas: %s took this shard's question and sent no answer (%s): alive but paused or stalled; asking "
           "again, this shard's routes answered 503 meanwhile, for the catch-up's %.1f s left",
           p.name.c_str(), r.status().message().c_str(),
-          static_cast<double>(std::max<int64_t>(c.start + c.LimitNs() - MonoNs(), 0)) / 1e9);
+          static_cast<double>(std::max<int64_t>(c.QueueUntilNs() - MonoNs(), 0)) / 1e9);
     }
     p.next_ns = MonoNs() + 100 * kMsNs;
     return std::nullopt;
@@ -515,7 +521,7 @@ std::optional<Waited> AskOnce(const CatchUp& c, PeerWait& p) {
   }
   p.behind = ChangesBehind(r->body, &p.marks, &p.marked);
   if (p.behind == 0) return Waited::kAll;
-  if (MonoNs() - c.start > c.LimitNs()) return WaitOver(c, p);
+  if (MonoNs() > c.QueueUntilNs()) return WaitOver(c, p);
   p.next_ns = MonoNs() + 20 * kMsNs;
   return std::nullopt;
 }
@@ -692,8 +698,8 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(check));
     lease_key = std::string("&lease_key=") + hex;
   }
-  const CatchUp c{cfg,    engine,          shared,   PercentEncoded(cfg.cluster_self, kPercentQueryValue),
-                  digest, cfg.admin_token, MonoNs(), lease_key};
+  CatchUp c{cfg,    engine,          shared,   PercentEncoded(cfg.cluster_self, kPercentQueryValue),
+            digest, cfg.admin_token, MonoNs(), lease_key};
   std::vector<size_t> peers;
   for (size_t i = 0; i < ring->shards().size() && i < kMaxReplicaPeers; ++i)
     if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);
@@ -713,6 +719,7 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
   }
   CounterSet(shared->catchup_nodes, nodes);
   // Peers whose holdings for this shard were not all taken or waited for.
+  c.queue_start = MonoNs();
   const size_t short_of = StopAsked() ? 0 : WaitForQueued(c, *ring, peers, missed, stalled_since);
   // The mark goes only now: until every change a peer queued before the
   // snapshots is delivered, the numbers the snapshots carried (in memory)

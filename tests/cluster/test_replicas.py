@@ -1589,6 +1589,30 @@ class Replicas(unittest.TestCase):
         self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 15), p.a.log())
         self.assert_taken_back(p, keys)
 
+    def test_a_new_stores_wait_for_queued_changes_has_its_bound_after_slow_snapshots(self):
+        # B served A's key while A was away; A comes back on a new store with
+        # a 2 s bound, and B's snapshot comes only after it (answered 503,
+        # asked again) while B cannot deliver its queue (relay_a cut). The
+        # wait for that queue has its own 2 s from the snapshot's end: it
+        # was over at once, and A said it served without what B may hold
+        # though the snapshot had come.
+        p = self.pair(extra_a='replica_timeout_ms="5000" catchup_timeout_ms="2000"')
+        k = p.keys[18]
+        self.owner_dies_and_successor_serves(p, k)
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        p.relay.refuse(503)
+        p.relay_a.cut()
+        p.a.start(wait=False)
+        self.assertTrue(processes.wait_for(lambda: "(attempt 6)" in p.a.log(), 10), p.a.log())  # 3.1 s in
+        p.relay.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.metric("frs_replica_catchup_nodes") >= 1, 10), p.a.log())
+        self.assertEqual(p.a.status("/health"), 503, p.a.log())  # B's two uses still to come
+        p.relay_a.heal()
+        self.assertTrue(processes.wait_for(lambda: p.a.status("/health") == 200, 15), p.a.log())
+        self.assertRegex(p.a.log(), r"caught up in \d+ ms \(a new store; [1-9]\d* node\(s\) taken from snapshots\);")
+        self.assertNotIn("still holds", p.a.log())
+        self.assertEqual(p.a.count(k), 3, p.a.log())
+
     def test_a_snapshot_not_answered_is_asked_again_until_it_is_taken(self):
         # The successor takes the snapshot's request and sends nothing (the
         # relay holds what is sent, as a paused shard would): the owner on a
