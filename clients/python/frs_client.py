@@ -15,7 +15,7 @@ anywhere on sys.path) and import it.
 API
 ---
 
-Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None)
+Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None, failover=True, skip_failed=10.0)
     servers: one "host:port" string, or a list of shards. A shard is
         "host:port", "host:port weight=N" (nginx's spelling) or a
         ("host:port", N) pair; a string holding several shards separated
@@ -47,6 +47,17 @@ Client(servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None)
         `if client.settle(...)` never reads a dead server as done.
     token: srv.xml's <admin token>, sent with the admin commands (set,
         delete) only.
+    failover: with several shards, a call whose route's owner cannot
+        answer (refused, reset, no whole answer within half the time left,
+        a 5xx) is asked of the route's successor with the rest of the time;
+        with <cluster replicas="1"> it holds the owner's counts and serves
+        them, without replicas it answers 421 and `fail` decides. An
+        acquire the owner took but did not answer then counts on both
+        (denied sooner, never granted more). False: the owner only.
+        Client.failovers counts the calls the other holder answered.
+    skip_failed: seconds a shard that could not answer is asked second
+        (nginx's fail_timeout), so a dead machine costs one call half its
+        time-out, not every call.
     One keep-alive HTTP/1.1 connection per server (http.client), opened on
     first use and re-opened after an error; an idle connection that frsd
     closed meanwhile is re-opened and the request sent again, once. An
@@ -714,9 +725,11 @@ class _ServerMap(object):
 class Client(object):
     """A client of one frsd, or of a cluster of frsd shards (see the module doc)."""
 
-    def __init__(self, servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None):
+    def __init__(self, servers="127.0.0.1:8300", timeout=0.5, fail="open", token=None, failover=True, skip_failed=10.0):
         if fail not in ("open", "closed"):
             raise ValueError('fail must be "open" or "closed", not %r' % (fail,))
+        if isinstance(skip_failed, bool) or not isinstance(skip_failed, (int, float)) or not 0 <= skip_failed < 1e9:
+            raise ValueError("skip_failed must be a number of seconds, 0 or more, not %r" % (skip_failed,))
         # 0 or less would fail every call before it is sent (and, fail open,
         # count nothing ever); None means no deadline at all.
         if timeout is not None and (
@@ -734,6 +747,12 @@ class Client(object):
         self._maps = weakref.WeakSet()  # every thread's connections, for close()
         self._maps_lock = threading.Lock()
         self.redirects = 0  # 421 answers followed
+        self.failover = bool(failover)
+        self.skip_failed = skip_failed
+        self.failovers = 0  # calls (and batch parts) answered by a route's other holder
+        # name -> time.monotonic() until which that shard, which could not
+        # answer, is asked second (a plain dict: one assignment is atomic).
+        self._skip_until = {}
 
     # -- plumbing
 
@@ -818,20 +837,85 @@ class Client(object):
         frsd always is one)."""
         return status == 0 or status == 200 or status == 421 or status >= 500
 
-    def _exchange(self, server, path, body, deadline=None):
-        """POST once, following one 421, all by one deadline (`deadline`, a
-        time.monotonic() instant, when the caller shares one across
-        exchanges; else the client's timeout from now). Returns (status,
-        root element, server name, error)."""
+    def _ask(self, server, route, path, body, deadline=None):
+        """_exchange with the holders of `route` (the bytes it is routed by;
+        `server` its owner): the owner, and when it could not answer (no
+        answer, frsd's 5xx), its successor with the time left (`failover`).
+        A shard that could not answer is asked second for `skip_failed`
+        seconds; the first asked gets half the time, so that a hung shard
+        leaves the other the rest."""
+        other = self.ring.successor_index(route) if self.failover and len(self.shards) > 1 else None
+        if other is None:
+            return self._exchange(server, path, body, deadline)
+        other = self.shards[other][0]
+        now = time.monotonic()
+        if deadline is None and self.timeout is not None:
+            deadline = now + self.timeout
+        skip = self._skip_until
+        first, second = server, other
+        if skip.get(server, 0) > now and skip.get(other, 0) <= now:
+            first, second = other, server
+        share = None if deadline is None else now + max(deadline - now, 0) / 2
+        # A 421 is followed from the owner only: the successor's names the owner.
+        res = self._exchange(first, path, body, share, follow=first == server)
+        miss = self._miss(res)
+        if miss == "unanswered":
+            skip[first] = time.monotonic() + self.skip_failed
+        elif res[3] is None:
+            skip.pop(first, None)
+            if first != server:
+                self.failovers += 1
+        # The successor's 421 when it was asked first: no copy there (no
+        # replicas), so the owner is asked after all.
+        if miss != "unanswered" and not (miss == "misrouted" and first != server):
+            return res
+        res2 = self._exchange(second, path, body, deadline, follow=second == server)
+        miss2 = self._miss(res2)
+        if miss2 == "unanswered":
+            skip[second] = time.monotonic() + self.skip_failed
+        if miss2 is not None:
+            status, root, name, err = res2
+            return (
+                status,
+                root,
+                name,
+                "%s; the route's other holder: %s" % (res[3] or "HTTP %d" % res[0], err or "HTTP %d" % status),
+            )
+        if res2[3] is None:
+            skip.pop(second, None)
+            if second != server:
+                self.failovers += 1
+        return res2
+
+    @staticmethod
+    def _miss(res):
+        """Why an _exchange's result is no answer another holder could give
+        instead: "unanswered" (no answer, a time-out, frsd's 5xx),
+        "misrouted" (a 421 not followed), or None."""
+        status, root, _, err = res
+        if status == 0 and err is not None:
+            return "unanswered"
+        if status >= 500 and (root is None or root.tag == "response"):
+            return "unanswered"
+        if status == 421 and err is not None:
+            return "misrouted"
+        return None
+
+    def _exchange(self, server, path, body, deadline=None, follow=True):
+        """POST once, following one 421 (when `follow`), all by one deadline
+        (`deadline`, a time.monotonic() instant, when the caller shares one
+        across exchanges; else the client's timeout from now). Returns
+        (status, root element, server name, error)."""
         # timeout=None keeps http.client's old meaning: no deadline, blocking.
         if deadline is None and self.timeout is not None:
             deadline = time.monotonic() + self.timeout
-        if deadline is not None and time.monotonic() >= deadline:
+        begun = time.monotonic()
+        if deadline is not None and begun >= deadline:
             return (
                 0,
                 None,
                 server,
-                "frsd %s timed out: no whole answer within the %ss time-out" % (server, self.timeout),
+                "frsd %s timed out: not asked, the %ss time-out was spent" % (server, self.timeout),
             )
         for hop in (0, 1):
             try:
@@ -841,7 +925,8 @@ class Client(object):
                     0,
                     None,
                     server,
-                    "frsd %s timed out: no whole answer within the %ss time-out" % (server, self.timeout),
+                    "frsd %s timed out: no whole answer within %.3gs (of the %ss time-out)"
+                    % (server, deadline - begun, self.timeout),
                 )
             except _AnswerTooBig as e:
                 return 0, None, server, "frsd %s: %s" % (server, e)
@@ -856,6 +941,8 @@ class Client(object):
                 root = ET.fromstring(data)
             except ET.ParseError as e:
                 return status, None, server, "frsd %s answered HTTP %d that is not FRS XML (%s)" % (server, status, e)
+            if status == 421 and not follow:
+                return status, None, server, "HTTP 421 from %s: %s" % (server, root.get("msg", "misdirected"))
             if status == 421:
                 owner = root.get("owner")
                 if hop == 0 and owner and owner != server and owner in self._names:
@@ -886,7 +973,14 @@ class Client(object):
         path = "/frs"
         if route is not None and route != "":
             path += "?route=" + _encode_route(route)
-        status, root, server, err = self._exchange(server, path, body)
+        try:
+            routed = route_of(key, route)
+        except (UnicodeError, AttributeError):
+            routed = None
+        if routed is None or len(self.shards) == 1:
+            status, root, server, err = self._exchange(server, path, body)
+        else:
+            status, root, server, err = self._ask(server, routed, path, body)
         if err is not None:
             # Every error _exchange returns is frsd not answering: no answer,
             # a 421 not followed, or a body that is no FRS XML (a proxy's own
@@ -980,6 +1074,7 @@ class Client(object):
         # Groups of member indexes, each sent as one batch to one server.
         if len(self.shards) == 1 or (route is not None and route != ""):
             groups = [(self._target(members[0][2], route), list(range(len(members))))]
+            routes = [None if len(self.shards) == 1 else route_of(members[0][2], route)]
         else:
             by_route = {}
             order = []
@@ -993,6 +1088,7 @@ class Client(object):
                     order.append(r)
                 by_route[r].append(i)
             groups = [(self.ring.owner(r), by_route[r]) for r in order]
+            routes = order
         path = "/frs"
         if route is not None and route != "":
             path += "?route=" + _encode_route(route)
@@ -1004,14 +1100,16 @@ class Client(object):
         # One deadline per shard, shared by every part sent to it: a shard
         # that does not answer costs one time-out, not one per part.
         deadlines = {}
-        for server, idx in groups:
+        for (server, idx), routed in zip(groups, routes):
             if stopped is not None:
                 for i in idx:
                     out[i] = Decision(allowed=False, error=stopped, server=server)
                 continue
             if self.timeout is not None and server not in deadlines:
                 deadlines[server] = time.monotonic() + self.timeout
-            decisions, allowed = self._batch_group(server, path, [members[i] for i in idx], deadlines.get(server))
+            decisions, allowed = self._batch_group(
+                server, path, [members[i] for i in idx], deadlines.get(server), routed
+            )
             for i, d in zip(idx, decisions):
                 out[i] = d
                 if d.error and first_error is None:
@@ -1022,7 +1120,7 @@ class Client(object):
                     stopped = "not sent: an earlier part of the batch (for shard %s) was denied" % server
         return BatchResult(out, overall and all(d.allowed for d in out), first_error)
 
-    def _batch_group(self, server, path, members, deadline=None):
+    def _batch_group(self, server, path, members, deadline=None, routed=None):
         try:
             body = (
                 "<batch>" + "".join(_request_xml(c, b, k, attrs) for c, b, k, attrs in members) + "</batch>"
@@ -1030,10 +1128,13 @@ class Client(object):
         except (UnicodeError, ValueError) as e:
             err = "bad request: %s" % e
             return [Decision(allowed=False, error=err, server=server) for _ in members], False
-        return self._send_batch(server, path, body, members, deadline)
+        return self._send_batch(server, path, body, members, deadline, routed)
 
-    def _send_batch(self, server, path, body, members, deadline=None):
-        status, root, server, err = self._exchange(server, path, body, deadline)
+    def _send_batch(self, server, path, body, members, deadline=None, routed=None):
+        if routed is None:
+            status, root, server, err = self._exchange(server, path, body, deadline)
+        else:
+            status, root, server, err = self._ask(server, routed, path, body, deadline)
         # Not frsd answering (no FRS XML, or a 4xx that is no <response>):
         # the policy decides, as for a single request.
         not_frs = root is None or (status != 200 and root.tag != "response")

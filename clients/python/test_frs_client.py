@@ -18,6 +18,7 @@ import http.client
 import http.server
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -195,10 +196,10 @@ class Frsd(object):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_cluster(n, weights=None):
-    """n frsd shards, each with <cluster self=... enforce="1"> naming all of
-    them: each starts alone on a port of its own binding, then all are told
-    the cluster those ports make, and reload it."""
+def start_cluster(n, weights=None, attrs=""):
+    """n frsd shards, each with <cluster self=... enforce="1" ATTRS> naming
+    all of them: each starts alone on a port of its own binding, then all are
+    told the cluster those ports make, and reload it."""
     weights = weights or [1] * n
     shards = []
     try:
@@ -210,7 +211,11 @@ def start_cluster(n, weights=None):
             for s, w in zip(shards, weights)
         )
         for s in shards:
-            s.write_config(s.port, '  <cluster self="127.0.0.1:%d" enforce="1">\n%s  </cluster>\n' % (s.port, lines))
+            s.write_config(
+                s.port,
+                '  <cluster self="127.0.0.1:%d" enforce="1"%s>\n%s  </cluster>\n'
+                % (s.port, " " + attrs if attrs else "", lines),
+            )
             s.reload()
         return shards
     except BaseException:
@@ -1320,6 +1325,74 @@ class ClusterTest(unittest.TestCase):
             self.assertIn("route differently", res.error)
         finally:
             s.close()
+
+
+class FailoverTest(unittest.TestCase):
+    """With <cluster replicas="1"> a route's successor holds the owner's
+    counts: the client asks it when the owner cannot answer."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.shards = start_cluster(3, attrs='replicas="1" replica_mode="sync" replica_timeout_ms="200"')
+        cls.names = [s.name for s in cls.shards]
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.shards:
+            s.remove()
+
+    def test_a_hung_then_dead_owners_routes_are_answered_by_its_successor(self):
+        c = Client(self.names, timeout=2.0, fail="open", skip_failed=0.5)
+        owner_only = Client(self.names, timeout=0.3, fail="open", failover=False)
+        self.addCleanup(c.close)
+        self.addCleanup(owner_only.close)
+        victim = self.shards[0]
+        keys = [k for k in ("fo-%d" % i for i in range(400)) if c.owner(k) == victim.name][:6]
+        successor = {c.ring.shards[c.ring.successor_index(frs_client.route_of(k))][0] for k in keys}
+        for k in keys[:3]:
+            for _ in range(5):
+                self.assertTrue(c.acquire("login", k).allowed)
+        for k in keys[3:]:
+            self.assertTrue(c.acquire("login", k).allowed)
+        pids = [victim.proc.pid] + processes.children(victim.proc.pid)
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        try:
+            # Hung: the owner has half the call's time, its successor the rest.
+            t = time.monotonic()
+            d = c.acquire("login", keys[0])
+            took = time.monotonic() - t
+            self.assertIsNone(d.error, d)
+            self.assertIn(d.server, successor)
+            self.assertEqual((d.allowed, d.count), (False, 5), d)
+            self.assertGreaterEqual(took, 0.9)
+            self.assertLess(took, 2.0)
+            # Then skipped: the successor first, at once.
+            t = time.monotonic()
+            d = c.acquire("login", keys[3])
+            self.assertLess(time.monotonic() - t, 0.9)
+            self.assertEqual((d.allowed, d.count, d.error), (True, 2, None), d)
+            d = owner_only.acquire("login", keys[0])
+            self.assertTrue(d.unanswered and d.allowed and "timed out" in d.error, d)
+        finally:
+            processes.kill9(victim.proc)
+        # Dead: refused at once, asked of the successor; no key gets past 5.
+        for k in keys:
+            granted = sum(bool(c.acquire("login", k)) for _ in range(6))
+            self.assertEqual(granted, 0 if k in keys[:3] else 3 if k == keys[3] else 4, k)
+        res = c.batch([("query", "login", keys[0]), ("query", "login", keys[3])])
+        self.assertEqual([(d.error, d.count) for d in res], [(None, 5), (None, 5)], res)
+        self.assertGreaterEqual(c.failovers, 2 + 6 * 6 + 2)
+        # Back, after its catch-up: asked first again once skip_failed passed,
+        # and it holds what its successor granted meanwhile.
+        victim.spawn()
+        self.assertTrue(victim.wait_healthy(20.0), victim.log())
+        time.sleep(0.5)
+        before = c.failovers
+        for k in keys:
+            d = c.query("login", k)
+            self.assertEqual((d.server, d.count, d.error), (victim.name, 5, None), d)
+        self.assertEqual(c.failovers, before)
 
 
 def main():

@@ -7,7 +7,8 @@
 // shards it routes each request to its route's owner exactly as nginx's
 // `hash $route consistent;` does (frs/ring.h), follows a 421 once to the
 // owner it names, and splits a batch by route (acquires stay
-// all-or-nothing within each part; see docs/integrations.md). An explicit
+// all-or-nothing within each part; see docs/integrations.md), and asks a
+// route's other holder when its owner cannot answer (replicas). An explicit
 // route is sent %-encoded and hashed as sent, as frsd and a proxy hash it.
 //
 //   frs::ClientOptions o;
@@ -38,6 +39,19 @@ struct ClientOptions {
   std::vector<RingShard> shards;  // "host:port" of each frsd, as in <cluster>; one for a lone server
   int timeout_ms = 500;           // per call: connect, send and answer (a 421 followed, every part of a batch)
   FailPolicy fail = FailPolicy::kOpen;
+  // With several shards, a call its route's owner cannot answer (refused,
+  // reset, no whole answer within half the time left, a 5xx) is asked of
+  // the route's other holder with the rest: its successor on the ring, the
+  // shard nginx falls over to, which with <cluster replicas="1"> holds the
+  // owner's counts and serves them (docs/cluster.md, "Replicas"). A shard
+  // that failed so is asked second for `skip_failed_ms` (nginx's
+  // max_fails=1 fail_timeout), so a dead machine costs one call half its
+  // time-out, not every call. Without replicas a successor answers 421
+  // (not a holder) and `fail` decides, as without failover. An acquire the
+  // owner took but could not answer counts on both holders: it denies
+  // sooner, never grants more. false: the owner only.
+  bool failover = true;
+  int skip_failed_ms = 10000;
 };
 
 struct ClientDecision {
@@ -126,6 +140,9 @@ class Client {
   bool Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route = {});
 
   const Ring& ring() const;
+  // Calls (and batch parts) answered by a route's other holder because its
+  // first one could not answer (ClientOptions::failover).
+  uint64_t failovers() const;
   // The shard that answers `route` ("" = the key's own route). A route is
   // hashed %-encoded as it is sent (frsctl owner takes it so encoded).
   const std::string& OwnerOf(std::string_view key, std::string_view route = {}) const;

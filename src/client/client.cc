@@ -154,11 +154,22 @@ struct Client::Impl {
   // The end of a call begun now: timeout_ms bounds it whole.
   int64_t Deadline() const { return NowMs() + opts.timeout_ms; }
 
-  // POSTs `body` to shard `i` (following one 421 to the owner it names) by
-  // `deadline` (Deadline()); the parsed answer's root element, or why there
-  // is none.
+  // How an exchange that gave no root element ended: what decides whether
+  // the route's other holder is asked.
+  enum class Miss : uint8_t {
+    kNone,        // an answer (or a failure no other shard would mend: not FRS's XML, a 421 to a stranger)
+    kUnanswered,  // no connection, no whole answer in time, or frsd's 5xx: the shard could not answer
+    kMisrouted,   // a 421 not followed: that shard holds no copy of the route
+  };
+
+  // POSTs `body` to shard `i` (following one 421 to the owner it names when
+  // `follow`) by `deadline` (Deadline()); the parsed answer's root element,
+  // or why there is none (and, in `miss`, of what kind).
   Result<pugi::xml_node> Post(size_t i, std::string_view route, const std::string& body, pugi::xml_document* doc,
-                              int64_t deadline) {
+                              int64_t deadline, bool follow = true, Miss* miss = nullptr) {
+    Miss ignored;
+    if (miss == nullptr) miss = &ignored;
+    *miss = Miss::kUnanswered;
     std::string target = "/frs";
     // Only unreserved characters as themselves, so that the route frsd
     // hashes (the raw query bytes) is the one a proxy hashes too.
@@ -177,6 +188,7 @@ struct Client::Impl {
         return resp.status().code() == Status::Code::kUnavailable
                    ? resp.status()
                    : Status::Unavailable(ring.shards()[i].name + ": " + resp.status().message());
+      *miss = Miss::kNone;
       if (!doc->load_buffer(resp->body.data(), resp->body.size()))
         return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) +
                                    " without XML");
@@ -187,6 +199,10 @@ struct Client::Impl {
       if (name != "response" && name != "batch")
         return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) +
                                    ": unexpected <" + std::string(name) + "> answer");
+      if (resp->status == 421 && !follow) {
+        *miss = Miss::kMisrouted;
+        return Status::Unavailable(ring.shards()[i].name + " answered 421: " + root.attribute("msg").value());
+      }
       if (resp->status == 421 && hop == 0) {
         long owner = ring.Find(root.attribute("owner").value());
         if (owner < 0 || static_cast<size_t>(owner) == i)
@@ -196,6 +212,7 @@ struct Client::Impl {
         i = static_cast<size_t>(owner);
         continue;
       }
+      if (resp->status >= 500) *miss = Miss::kUnanswered;
       if (resp->status >= 500 || resp->status == 421)
         return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) + ": " +
                                    root.attribute("msg").value());
@@ -203,6 +220,46 @@ struct Client::Impl {
     }
     return Status::Unavailable("misrouted twice");
   }
+
+  // Post to the holders of the route at ring position `hash` (`owner` its
+  // owner): the owner, and when it could not answer, its successor with the
+  // time left (ClientOptions::failover). A shard that could not answer is
+  // asked second for skip_failed_ms; the first asked gets half the time, so
+  // that a hung shard leaves the other the rest.
+  Result<pugi::xml_node> PostToHolders(size_t owner, uint32_t hash, std::string_view route, const std::string& body,
+                                       pugi::xml_document* doc, int64_t deadline, size_t* asked) {
+    *asked = owner;
+    const long successor = opts.failover ? ring.SuccessorOfHash(hash) : -1;
+    if (successor < 0) return Post(owner, route, body, doc, deadline);
+    const size_t other = static_cast<size_t>(successor);
+    int64_t now = NowMs();
+    const bool owner_first = skip_until[owner] <= now || skip_until[other] > now;
+    const size_t first = owner_first ? owner : other, second = owner_first ? other : owner;
+    // A 421 is followed from the owner only: the successor's names the owner.
+    Miss miss;
+    auto r = Post(first, route, body, doc, now + std::max<int64_t>((deadline - now) / 2, 1), first == owner, &miss);
+    if (miss == Miss::kUnanswered) skip_until[first] = NowMs() + opts.skip_failed_ms;
+    if (r.ok()) {
+      *asked = first;
+      skip_until[first] = 0;
+      if (first != owner) ++failovers;
+    }
+    // The successor's 421 when it was asked first: no copy there (no
+    // replicas), so the owner is asked after all.
+    const bool again = miss == Miss::kUnanswered || (miss == Miss::kMisrouted && first != owner);
+    if (r.ok() || !again) return r;
+    auto r2 = Post(second, route, body, doc, deadline, second == owner, &miss);
+    if (miss == Miss::kUnanswered) skip_until[second] = NowMs() + opts.skip_failed_ms;
+    if (!r2.ok())
+      return Status::Unavailable(r.status().message() + "; the route's other holder: " + r2.status().message());
+    *asked = second;
+    skip_until[second] = 0;
+    if (second != owner) ++failovers;
+    return r2;
+  }
+
+  std::vector<int64_t> skip_until;  // by shard: asked second until then (NowMs)
+  uint64_t failovers = 0;
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -218,13 +275,16 @@ Result<std::unique_ptr<Client>> Client::Make(ClientOptions opts) {
       return Status::InvalidArgument("shard \"" + s.name + "\" is not host:port: " + st.message());
   }
   if (opts.timeout_ms <= 0) return Status::InvalidArgument("timeout_ms must be positive");
-  auto impl = std::make_unique<Impl>(Impl{std::move(opts), std::move(ring.value()), {}});
+  if (opts.skip_failed_ms < 0) return Status::InvalidArgument("skip_failed_ms must be 0 or more");
+  auto impl = std::make_unique<Impl>(Impl{std::move(opts), std::move(ring.value()), {}, {}, 0});
   for (const RingShard& s : impl->ring.shards())
     impl->conns.push_back(std::make_unique<client::HttpClient>(s.name, impl->opts.timeout_ms));
+  impl->skip_until.assign(impl->conns.size(), 0);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
 const Ring& Client::ring() const { return impl_->ring; }
+uint64_t Client::failovers() const { return impl_->failovers; }
 
 const std::string& Client::OwnerOf(std::string_view key, std::string_view route) const {
   return impl_->ring.shards()[impl_->ShardOf(key, route)].name;
@@ -270,8 +330,9 @@ ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
   std::string body;
   AppendRequest(&body, r);
   pugi::xml_document doc;
-  const size_t shard = impl_->ShardOf(r.key, route);
-  auto root = impl_->Post(shard, route, body, &doc, impl_->Deadline());
+  const uint32_t hash = Ring::HashRoute(Impl::RouteBytes(r.key, route));
+  size_t shard = impl_->ring.OwnerOfHash(hash);
+  auto root = impl_->PostToHolders(shard, hash, route, body, &doc, impl_->Deadline(), &shard);
   if (!root.ok()) return impl_->Failed(root.status(), r.cmd);
   if (!IsDecision(root.value()))
     return impl_->Failed(Status::Unavailable(impl_->ring.shards()[shard].name + " answered <" + root.value().name() +
@@ -312,13 +373,15 @@ bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecisi
   for (size_t g = 0; g < groups.size(); ++g) {
     const std::string group_route = groups[g].first;
     const std::vector<size_t> members = groups[g].second;
-    const size_t shard = lone ? 0 : impl_->ring.OwnerIndex(group_route);
+    const uint32_t hash = Ring::HashRoute(group_route);
+    size_t shard = lone ? 0 : impl_->ring.OwnerOfHash(hash);
     std::string body = "<batch>";
     for (size_t i : members) AppendRequest(&body, reqs[i]);
     body += "</batch>";
     pugi::xml_document doc;
     // Without `route` no ?route=: frsd takes each member's key route.
-    auto root = impl_->Post(shard, route, body, &doc, deadline);
+    auto root = lone ? impl_->Post(shard, route, body, &doc, deadline)
+                     : impl_->PostToHolders(shard, hash, route, body, &doc, deadline, &shard);
     Status unusable = root.ok() ? UnusableBatch(root.value(), members.size()) : root.status();
     // A list of one shard whose server is a <cluster>'s (of one shard, or
     // one this list has not caught up with): its members must share a

@@ -35,7 +35,7 @@ class Cluster {
  public:
   // Each shard binds a port of its own (port 0), then all are told the
   // cluster those ports make and reload it.
-  explicit Cluster(size_t n) {
+  explicit Cluster(size_t n, const std::string& cluster_attrs = "") {
     for (size_t i = 0; i < n && ok_; ++i) {
       e2e::ServerOptions o;
       o.workers = 1;
@@ -48,7 +48,7 @@ class Cluster {
       e2e::Frsd& s = *servers_[i];
       const std::string before = s.log();
       s.WriteConfig(ports_[i]);
-      std::string cluster = "  <cluster self=\"" + Name(ports_[i]) + "\">\n";
+      std::string cluster = "  <cluster self=\"" + Name(ports_[i]) + "\" " + cluster_attrs + ">\n";
       for (uint16_t q : ports_) cluster += "    <shard>" + Name(q) + "</shard>\n";
       std::string cfg = e2e::ReadFile(s.config());
       cfg.insert(cfg.rfind("</frs>"), cluster + "  </cluster>\n");
@@ -63,6 +63,7 @@ class Cluster {
     return o;
   }
   const std::vector<uint16_t>& ports() const { return ports_; }
+  e2e::Frsd& shard(size_t i) { return *servers_[i]; }
 
  private:
   std::vector<uint16_t> ports_;
@@ -265,6 +266,87 @@ TEST(Client, AnExplicitRouteIsHashedAsSent) {
 
 // timeout_ms bounds a call whole: a batch over three shards that do not
 // answer costs one time-out, not one per part.
+// With replicas a dead shard's routes are answered by their successors,
+// from the copy each holds: the client asks there when the owner cannot
+// answer, then goes there first until skip_failed_ms has passed, and back to
+// the owner once it serves again. No key is granted past its limit.
+TEST(Client, ADeadOwnersRoutesAreAskedOfTheirSuccessor) {
+  Cluster c(3, "replicas=\"1\" replica_mode=\"sync\"");
+  ASSERT_TRUE(c.ok());
+  ClientOptions o = c.Options();
+  o.timeout_ms = 2000;
+  o.fail = FailPolicy::kOpen;  // a call the successor did not answer would be allowed: seen below
+  o.skip_failed_ms = 300;
+  auto client = Client::Make(o);
+  ASSERT_TRUE(client.ok());
+  Client& cl = *client.value();
+  std::vector<std::string> dead_keys;  // routes of shard 0
+  for (int k = 0; dead_keys.size() < 8; ++k) {
+    const std::string key = "fo:" + std::to_string(k);
+    if (cl.OwnerOf(key) == Name(c.ports()[0])) dead_keys.push_back(key);
+  }
+  for (size_t i = 0; i < dead_keys.size(); ++i)
+    for (int n = 0; n < (i < 4 ? 3 : 1); ++n) ASSERT_TRUE(cl.Acquire("login", dead_keys[i]).allowed);
+  c.shard(0).KillAll();
+
+  o.failover = false;
+  auto owner_only = Client::Make(o);
+  ASSERT_TRUE(owner_only.ok());
+  ClientDecision alone = owner_only.value()->Acquire("login", dead_keys[0]);
+  EXPECT_EQ(alone.error.code(), Status::Code::kUnavailable) << alone.error.ToString();
+  EXPECT_TRUE(alone.allowed);  // the fail policy's, not a decision
+
+  // Keys used up stay used up; the others get exactly what they had left.
+  for (size_t i = 0; i < dead_keys.size(); ++i) {
+    int granted = 0;
+    for (int n = 0; n < 3; ++n) {
+      ClientDecision d = cl.Acquire("login", dead_keys[i]);
+      ASSERT_TRUE(d.error.ok()) << dead_keys[i] << ": " << d.error.ToString();
+      granted += d.allowed;
+    }
+    EXPECT_EQ(granted, i < 4 ? 0 : 2) << dead_keys[i];
+  }
+  EXPECT_EQ(cl.failovers(), 3 * dead_keys.size());
+  std::vector<ClientRequest> batch = {{Cmd::kQuery, "login", dead_keys[0], 1}, {Cmd::kQuery, "login", dead_keys[0], 1}};
+  std::vector<ClientDecision> out;
+  cl.Batch(batch, &out);
+  for (const ClientDecision& d : out) EXPECT_TRUE(d.error.ok() && d.count == 3) << d.error.ToString();
+
+  // The owner back (it takes what the successor served meanwhile before it
+  // serves): once skip_failed_ms has passed it answers its routes again.
+  ASSERT_GT(c.shard(0).Spawn(), 0);
+  ASSERT_TRUE(c.shard(0).WaitHealthy(20000)) << c.shard(0).log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(o.skip_failed_ms));
+  const uint64_t before = cl.failovers();
+  for (const std::string& key : dead_keys) {
+    ClientDecision d = cl.Acquire("login", key);
+    EXPECT_TRUE(d.error.ok() && !d.allowed && d.count == 3) << key << ": " << d.error.ToString();
+  }
+  EXPECT_EQ(cl.failovers(), before);
+}
+
+// Without replicas a successor holds no copy and answers 421: the call is
+// decided by the fail policy as if no failover were tried.
+TEST(Client, ASuccessorWithoutACopyLeavesTheCallToTheFailPolicy) {
+  Cluster c(2);
+  ASSERT_TRUE(c.ok());
+  ClientOptions o = c.Options();
+  o.fail = FailPolicy::kClosed;
+  auto client = Client::Make(o);
+  ASSERT_TRUE(client.ok());
+  std::string key;
+  for (int k = 0; key.empty(); ++k)
+    if (client.value()->OwnerOf("nr:" + std::to_string(k)) == Name(c.ports()[0])) key = "nr:" + std::to_string(k);
+  c.shard(0).KillAll();
+  for (int i = 0; i < 2; ++i) {  // the owner asked first, then (skipped) second
+    ClientDecision d = client.value()->Acquire("login", key);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.error.code(), Status::Code::kUnavailable) << d.error.ToString();
+    EXPECT_NE(d.error.message().find("421"), std::string::npos) << d.error.ToString();
+  }
+  EXPECT_EQ(client.value()->failovers(), 0u);
+}
+
 TEST(Client, ABatchOverSilentShardsTakesOneTimeout) {
   e2e::SilentPort a, b, d;
   ClientOptions o;
