@@ -851,6 +851,8 @@ class Client(object):
         now = time.monotonic()
         if deadline is None and self.timeout is not None:
             deadline = now + self.timeout
+        if deadline is not None and now >= deadline:
+            return self._exchange(server, path, body, deadline)  # not asked: nothing said of either
         skip = self._skip_until
         first, second = server, other
         if skip.get(server, 0) > now and skip.get(other, 0) <= now:
@@ -868,6 +870,8 @@ class Client(object):
         # The successor's 421 when it was asked first: no copy there (no
         # replicas), so the owner is asked after all.
         if miss != "unanswered" and not (miss == "misrouted" and first != server):
+            return res
+        if deadline is not None and time.monotonic() >= deadline:
             return res
         res2 = self._exchange(second, path, body, deadline, follow=second == server)
         miss2 = self._miss(res2)

@@ -176,9 +176,11 @@ struct Client::Impl {
     if (!route.empty()) target += "?route=" + PercentEncoded(route, kPercentQueryValue);
     for (int hop = 0; hop < 2; ++hop) {
       const int64_t left = deadline - NowMs();
-      if (left <= 0)
+      if (left <= 0) {
+        *miss = Miss::kNone;  // not asked: nothing said of the shard
         return Status::Unavailable(ring.shards()[i].name + ": not asked, the call's " +
                                    std::to_string(opts.timeout_ms) + " ms (timeout_ms) were spent");
+      }
       conns[i]->SetDeadlineIn(static_cast<int>(left));
       auto resp = conns[i]->Post(target, body);
       conns[i]->ClearDeadline();
@@ -230,9 +232,9 @@ struct Client::Impl {
                                        pugi::xml_document* doc, int64_t deadline, size_t* asked) {
     *asked = owner;
     const long successor = opts.failover ? ring.SuccessorOfHash(hash) : -1;
-    if (successor < 0) return Post(owner, route, body, doc, deadline);
+    const int64_t now = NowMs();
+    if (successor < 0 || deadline <= now) return Post(owner, route, body, doc, deadline);
     const size_t other = static_cast<size_t>(successor);
-    int64_t now = NowMs();
     const bool owner_first = skip_until[owner] <= now || skip_until[other] > now;
     const size_t first = owner_first ? owner : other, second = owner_first ? other : owner;
     // A 421 is followed from the owner only: the successor's names the owner.
