@@ -229,6 +229,42 @@ uint32_t Rebase(const RuleSpec& spec, uint8_t* block, int64_t t) {
   return expired;
 }
 
+// Moves base to t keeping what expired by then, at offset 0 (expired at or
+// before the base), for this holder's next write to sweep and count: what
+// a replica applies (the other holder's events) changes its copy without
+// counting, and a copy that freed expired leases there lost the count of
+// those the other holder never counts (one it granted that expired before
+// this copy's next event reached it, or one it held while that holder was
+// away). Scalar: the replica's path, not a request's.
+void RebaseKeepingExpired(const RuleSpec& spec, uint8_t* block, int64_t t) {
+  PlaceTable p(block, spec.bytes);
+  for (uint32_t i = 0; i < p.n; ++i) {
+    const uint32_t serial = p.Serial(i);
+    if (serial != 0) p.Set(i, serial, p.Expires(i) - t);  // clamped to 0: expired
+  }
+  Store32(block + kBaseAt, Clamp32(t));
+  Store32(block, spec.tag);
+}
+
+// Frees the place of `serial`; false when none holds it.
+bool FreePlace(const RuleSpec& spec, uint8_t* block, uint32_t serial) {
+  PlaceTable p(block, spec.bytes);
+#if defined(__SSE2__)
+  if (p.n == EightPlaces::kPlaces) {
+    const int i = EightPlaces(block).PlaceOf(serial);
+    if (i < 0) return false;
+    p.Set(static_cast<uint32_t>(i), 0, 0);
+    return true;
+  }
+#endif
+  for (uint32_t i = 0; i < p.n; ++i) {
+    if (p.Serial(i) != serial) continue;
+    p.Set(i, 0, 0);
+    return true;
+  }
+  return false;
+}
+
 // Grants a lease at a free place, on a block just rebased to now (every
 // serial in it is held); false when `max` are held. The block's length is
 // rounded up to 32 bytes, so it has more places than max: a free place is
@@ -462,29 +498,19 @@ Concurrency::Found Concurrency::Find(const RuleSpec& spec, const uint8_t* block,
 }
 
 bool Concurrency::FreeAdopted(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, uint32_t nonce) {
+  if (serial == 0 || Load32(block) == 0) return false;
   const uint32_t mine = Load32(block + kNonceAt);
   if (nonce != 0 && mine != 0 && nonce != mine) serial = (serial & kMaxSerial) | kOtherSeries;
-  return Free(spec, block, now, serial);
+  // The other holder's release: this copy's expired leases stay for the
+  // next write here to count (RebaseKeepingExpired).
+  RebaseKeepingExpired(spec, block, ClampedNow(block, now));
+  return FreePlace(spec, block, serial);
 }
 
 bool Concurrency::Free(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial) {
   if (serial == 0 || Load32(block) == 0) return false;
   Rebase(spec, block, ClampedNow(block, now));
-  PlaceTable p(block, spec.bytes);
-#if defined(__SSE2__)
-  if (p.n == EightPlaces::kPlaces) {
-    const int i = EightPlaces(block).PlaceOf(serial);
-    if (i < 0) return false;
-    p.Set(static_cast<uint32_t>(i), 0, 0);
-    return true;
-  }
-#endif
-  for (uint32_t i = 0; i < p.n; ++i) {
-    if (p.Serial(i) != serial) continue;
-    p.Set(i, 0, 0);
-    return true;
-  }
-  return false;
+  return FreePlace(spec, block, serial);
 }
 
 int64_t Concurrency::Extend(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial) {
@@ -504,28 +530,45 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
                         uint32_t nonce) {
   if (serial == 0) return;
   const int64_t t = ClampedNow(block, now);
-  Rebase(spec, block, t);
+  RebaseKeepingExpired(spec, block, t);
   PlaceTable p(block, spec.bytes);
   const uint32_t mine = Load32(block + kNonceAt);
   int64_t held = 0;
-  for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0;
+  for (uint32_t i = 0; i < p.n; ++i) held += p.Serial(i) != 0 && p.Expires(i) > t;
   // Another series (this node holds leases of its own nonce: a new owner
   // granted these between a ring change and its handoff, or both holders
   // made the node at once): another lease, never one of this node's of the
   // same serial, kept under the serial with its top bit set until the
   // other holder releases it or it expires.
   const bool other = nonce != 0 && mine != 0 && nonce != mine && held != 0;
-  if (other) serial = (serial & kMaxSerial) | kOtherSeries;
-  else if (nonce != 0 && (mine == 0 || held == 0)) Store32(block + kNonceAt, nonce);
-  uint32_t at = p.n, free = p.n;
+  if (other) {
+    serial = (serial & kMaxSerial) | kOtherSeries;
+  } else if (nonce != 0 && (mine == 0 || held == 0)) {
+    // The copy takes the sender's series: what it still keeps (expired
+    // leases, for its next write to count) is of its old one, never a
+    // lease of the new series' serials.
+    if (mine != 0 && nonce != mine)
+      for (uint32_t i = 0; i < p.n; ++i)
+        if (const uint32_t s = p.Serial(i); s != 0) p.Set(i, (s & kMaxSerial) | kOtherSeries, p.Expires(i) - t);
+    Store32(block + kNonceAt, nonce);
+  }
+  uint32_t at = p.n, free = p.n, stale = p.n;
   for (uint32_t i = 0; i < p.n; ++i) {
     const uint32_t s = p.Serial(i);
     if (s == serial) at = i;
     if (s == 0 && free == p.n) free = i;
+    if (s != 0 && p.Expires(i) <= t && stale == p.n) stale = i;
   }
   // Never granted here again: the next serial passes it (a wrap excepted).
   if (!other && serial >= Load32(block + kNextAt)) Store32(block + kNextAt, AfterSerial(serial));
-  if (until <= t) return;  // over by now, as the other holder's sweep will say
+  if (until <= t) {
+    // Over by now (it came late: the other holder granted or renewed it
+    // while this one was away). Kept as expired where a place is free, so
+    // that whichever holder writes the key next counts it: the other
+    // holder's copy frees it uncounted when this one's sweep reaches it.
+    if (at == p.n && free != p.n) p.Set(free, serial, 0);
+    return;
+  }
   // A lease lasts its rule's length from its grant or renewal, as one
   // granted here now would: an until further off (a batch with the admin
   // token, found by an attack: 2^32-1 held a 60-s lease 18 h) is cut to it.
@@ -534,7 +577,9 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
   // so a renewal made on one can arrive before the grant made on another.
   // A lease's expiry only ever moves later: the later one is the lease's.
   if (at != p.n) until = std::max(until, p.Expires(at));
-  if (at == p.n) at = free;
+  // No free place: one whose lease expired goes (uncounted: a full block
+  // of the other holder's grants, the rare case).
+  if (at == p.n) at = free != p.n ? free : stale;
   if (at == p.n) return;
   p.Set(at, serial, until - t);
 }

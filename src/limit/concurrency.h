@@ -101,7 +101,10 @@ struct Concurrency {
   // The copy holds it as the same lease (the same id verifies on both
   // holders, the secret being shared), even past max (the other holder's
   // grants are counted as they are; Evaluate then denies); a copy without a
-  // free place drops it. Its serial is never granted here again.
+  // free place takes one whose lease expired, else drops it. Its serial is
+  // never granted here again. One already past `until` is kept as expired
+  // (the next write here counts it, rule_event.h), and the copy's own
+  // expired leases stay for that write too: none is freed uncounted here.
   // The copy takes the nonce when it has none or holds no lease. A lease
   // of another nonce on a copy holding leases of its own (a new owner's,
   // granted between a ring change and its handoff; or both holders made

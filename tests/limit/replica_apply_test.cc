@@ -640,6 +640,51 @@ TEST_F(LeaseReplicaTest, AnExpiryIsCountedByTheHolderThatFoundItOnly) {
   EXPECT_EQ(b.leases_expired, 0);
 }
 
+// A lease the replica granted while the owner was away, expired before the
+// owner took it back (its catch-up): the owner's next write counts it, and
+// the replica, which the owner's sweep reaches, does not count it again.
+// Before, the owner dropped it on arrival and the replica dropped its own
+// copy when the owner's next change came: counted on neither holder.
+TEST_F(LeaseReplicaTest, ALeaseThatExpiredBeforeItReachedTheOtherHolderIsCountedOnce) {
+  ASSERT_TRUE(Do(*replica_, Cmd::kAcquire, "lease", "away").allowed);
+  ASSERT_TRUE(Do(*replica_, Cmd::kAcquire, "lease", "away").allowed);
+  clock_.Advance(62000);  // both past their expiry on the replica, unswept
+  ASSERT_TRUE(ShipBack(1).value());
+  const Decision d = Do(*owner_, Cmd::kAcquire, "lease", "away");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.leases_expired, 2);
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kAcquire, "lease", "away").leases_expired, 0);
+  EXPECT_EQ(Do(*owner_, Cmd::kAcquire, "lease", "away").leases_expired, 0);
+}
+
+// The replica renewed the owner's lease while the owner was away, and it
+// expired there; the owner, back, applies the renewal late: its own copy
+// of the lease, expired too, stays for its next write to count, once.
+TEST_F(LeaseReplicaTest, ALeaseRenewedAwayAndExpiredIsCountedByTheNextWrite) {
+  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "renewed");
+  ASSERT_TRUE(Ship(1).value());
+  clock_.Advance(30000);
+  ASSERT_TRUE(Lease(*replica_, Cmd::kRenew, "renewed", Id(a)).ok());
+  clock_.Advance(62000);
+  ASSERT_TRUE(ShipBack(1).value());
+  EXPECT_EQ(Do(*owner_, Cmd::kAcquire, "lease", "renewed").leases_expired, 1);
+  ASSERT_TRUE(Ship(2).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kAcquire, "lease", "renewed").leases_expired, 0);
+}
+
+// The owner's change reaches a copy that holds an expired lease the owner
+// never had: the copy keeps it until its own write counts it.
+TEST_F(LeaseReplicaTest, AnExpiredLeaseOnlyThisCopyHeldOutlivesTheOtherHoldersChanges) {
+  ASSERT_TRUE(Do(*replica_, Cmd::kAcquire, "lease", "mine").allowed);
+  back_.changes.clear();  // not sent: the replica's link is down
+  back_.keys.clear();
+  clock_.Advance(62000);
+  ASSERT_TRUE(Do(*owner_, Cmd::kAcquire, "lease", "mine").allowed);
+  ASSERT_TRUE(Ship(1).value());
+  EXPECT_EQ(Do(*replica_, Cmd::kAcquire, "lease", "mine").leases_expired, 1);
+}
+
 // A renewal made on one of the owner's workers can reach the copy before
 // the grant another worker made: the copy holds the lease until the
 // renewal's expiry, not the grant's (it freed it early, and after a
