@@ -879,17 +879,21 @@ class Client(object):
             skip[second] = time.monotonic() + self.skip_failed
         if miss2 is not None:
             status, root, name, err = res2
-            return (
-                status,
-                root,
-                name,
-                "%s; the route's other holder: %s" % (res[3] or "HTTP %d" % res[0], err or "HTTP %d" % status),
-            )
+            return status, root, name, "%s; the route's other holder: %s" % (self._why(res), self._why(res2))
         if res2[3] is None:
             skip.pop(second, None)
             if second != server:
                 self.failovers += 1
         return res2
+
+    @staticmethod
+    def _why(res):
+        """An _exchange result's failure as a sentence naming its shard."""
+        status, root, name, err = res
+        if err is not None:
+            return err
+        msg = root.get("msg", "") if root is not None else ""
+        return "HTTP %d from %s%s" % (status, name, ": " + msg[:200] if msg else "")
 
     @staticmethod
     def _miss(res):
@@ -1121,7 +1125,11 @@ class Client(object):
             if not allowed:
                 overall = False
                 if any(members[i][0] == "acquire" for i in idx):
-                    stopped = "not sent: an earlier part of the batch (for shard %s) was denied" % server
+                    unanswered = any(d.unanswered for d in decisions)
+                    stopped = "not sent: an earlier part of the batch (for shard %s) was %s" % (
+                        decisions[0].server if decisions else server,
+                        "not answered (failed closed)" if unanswered else "denied",
+                    )
         return BatchResult(out, overall and all(d.allowed for d in out), first_error)
 
     def _batch_group(self, server, path, members, deadline=None, routed=None):

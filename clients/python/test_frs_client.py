@@ -951,6 +951,20 @@ class FailureTest(unittest.TestCase):
                 self.assertEqual((d.allowed, d.status), (allowed, 503), d)
                 self.assertIn("overloaded", d.error)
 
+    def test_a_5xx_from_both_holders_names_both(self):
+        with serving(_Answer503) as one, serving(_Answer503) as two:
+            c = Client([one, two], timeout=1.0, fail="closed")
+            try:
+                d = c.acquire("login", "k")
+                self.assertFalse(d.allowed)
+                self.assertEqual(d.status, 503)
+                self.assertIn("the route's other holder", d.error)
+                for name in (one, two):
+                    self.assertIn("HTTP 503 from %s: overloaded" % name, d.error)
+                self.assertEqual(c.failovers, 0)
+            finally:
+                c.close()
+
     def test_a_4xx_that_is_no_frs_answer_follows_the_policy(self):
         # frsd refuses with a <response>; a bare 404 or an HTML 429 is
         # something else answering (a wrong port, a proxy's own limit).

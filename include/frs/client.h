@@ -46,10 +46,16 @@ struct ClientOptions {
   // owner's counts and serves them (docs/cluster.md, "Replicas"). A shard
   // that failed so is asked second for `skip_failed_ms` (nginx's
   // max_fails=1 fail_timeout), so a dead machine costs one call half its
-  // time-out, not every call. Without replicas a successor answers 421
-  // (not a holder) and `fail` decides, as without failover. An acquire the
-  // owner took but could not answer counts on both holders: it denies
-  // sooner, never grants more. false: the owner only.
+  // time-out, not every call. With replica_mode="sync" a holder whose other
+  // holder hangs holds its answer up to replica_timeout_ms (200 ms) before
+  // it serves alone: give timeout_ms at least twice that plus the answer
+  // time, or the first calls of such a hang fail by `fail`. Without
+  // replicas a successor answers 421 (enforce="1": `fail` decides, as
+  // without failover) or, with enforce="0", counts the route from zero as
+  // nginx's fail-over does (failover=false keeps a fail-closed client
+  // strict there). Each acquire the owner took but did not answer counts on
+  // both holders (a hung owner applies what it queued when it resumes): the
+  // key is denied sooner, never granted more. false: the owner only.
   bool failover = true;
   int skip_failed_ms = 10000;
 };
@@ -89,6 +95,10 @@ struct ClientDecision {
   // that came late may have been counted, and a lease or reservation it
   // granted holds its place until it expires (the id never reached you).
   Status error;
+  // The shard ("host:port") that answered: the route's owner, or its other
+  // holder after a failover; when none answered, the last one asked. Empty
+  // for a request refused before it was sent.
+  std::string server = {};
 };
 
 struct ClientRequest {

@@ -240,9 +240,9 @@ struct Client::Impl {
     // A 421 is followed from the owner only: the successor's names the owner.
     Miss miss;
     auto r = Post(first, route, body, doc, now + std::max<int64_t>((deadline - now) / 2, 1), first == owner, &miss);
+    *asked = first;
     if (miss == Miss::kUnanswered) skip_until[first] = NowMs() + opts.skip_failed_ms;
     if (r.ok()) {
-      *asked = first;
       skip_until[first] = 0;
       if (first != owner) ++failovers;
     }
@@ -251,10 +251,10 @@ struct Client::Impl {
     const bool again = miss == Miss::kUnanswered || (miss == Miss::kMisrouted && first != owner);
     if (r.ok() || !again) return r;
     auto r2 = Post(second, route, body, doc, deadline, second == owner, &miss);
+    *asked = second;
     if (miss == Miss::kUnanswered) skip_until[second] = NowMs() + opts.skip_failed_ms;
     if (!r2.ok())
       return Status::Unavailable(r.status().message() + "; the route's other holder: " + r2.status().message());
-    *asked = second;
     skip_until[second] = 0;
     if (second != owner) ++failovers;
     return r2;
@@ -335,12 +335,15 @@ ClientDecision Client::Execute(const ClientRequest& r, std::string_view route) {
   const uint32_t hash = Ring::HashRoute(Impl::RouteBytes(r.key, route));
   size_t shard = impl_->ring.OwnerOfHash(hash);
   auto root = impl_->PostToHolders(shard, hash, route, body, &doc, impl_->Deadline(), &shard);
-  if (!root.ok()) return impl_->Failed(root.status(), r.cmd);
-  if (!IsDecision(root.value()))
-    return impl_->Failed(Status::Unavailable(impl_->ring.shards()[shard].name + " answered <" + root.value().name() +
-                                             "> without a decision"),
-                         r.cmd);
-  return impl_->Decide(root.value(), r.cmd);
+  const std::string& name = impl_->ring.shards()[shard].name;
+  ClientDecision d =
+      !root.ok() ? impl_->Failed(root.status(), r.cmd)
+      : !IsDecision(root.value())
+          ? impl_->Failed(Status::Unavailable(name + " answered <" + root.value().name() + "> without a decision"),
+                          r.cmd)
+          : impl_->Decide(root.value(), r.cmd);
+  d.server = name;
+  return d;
 }
 
 bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecision>* out, std::string_view route) {
@@ -409,7 +412,10 @@ bool Client::Batch(std::span<const ClientRequest> reqs, std::vector<ClientDecisi
         ++k;
       }
     }
-    for (size_t i : members) all = all && (*out)[i].allowed;
+    for (size_t i : members) {
+      (*out)[i].server = impl_->ring.shards()[shard].name;
+      all = all && (*out)[i].allowed;
+    }
   }
   return all;
 }

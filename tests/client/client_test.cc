@@ -302,6 +302,7 @@ TEST(Client, ADeadOwnersRoutesAreAskedOfTheirSuccessor) {
     for (int n = 0; n < 3; ++n) {
       ClientDecision d = cl.Acquire("login", dead_keys[i]);
       ASSERT_TRUE(d.error.ok()) << dead_keys[i] << ": " << d.error.ToString();
+      EXPECT_EQ(d.server, cl.ring().shards()[cl.ring().SuccessorOfHash(Ring::HashRoute(dead_keys[i]))].name);
       granted += d.allowed;
     }
     EXPECT_EQ(granted, i < 4 ? 0 : 2) << dead_keys[i];
@@ -321,6 +322,7 @@ TEST(Client, ADeadOwnersRoutesAreAskedOfTheirSuccessor) {
   for (const std::string& key : dead_keys) {
     ClientDecision d = cl.Acquire("login", key);
     EXPECT_TRUE(d.error.ok() && !d.allowed && d.count == 3) << key << ": " << d.error.ToString();
+    EXPECT_EQ(d.server, Name(c.ports()[0]));
   }
   EXPECT_EQ(cl.failovers(), before);
 }
