@@ -13,6 +13,7 @@
 
 #include "limit/concurrency.h"
 #include "limit/reservation.h"
+#include "limit/sliding_window.h"
 #include "limit/token_bucket.h"
 #include "limit/xml_shape.h"
 #include "os/text_file.h"
@@ -804,6 +805,28 @@ std::string RateRulesStartedAnew(const BizConfig& ob, const BizConfig& nb) {
   return (n == 1 ? "rule " : "rules ") + out + (n == 1 ? " starts" : " start");
 }
 
+// A sliding rule whose lowered max shrinks its block (exact: timestamps,
+// as many as the block holds) keeps each key's newest uses only: raised
+// again within the window, it grants the dropped ones again.
+void SlidingUsesDropped(const BizConfig& ob, const BizConfig& nb, const std::string& who,
+                        std::vector<std::string>* out) {
+  for (uint32_t i = 0; i < nb.nrules; ++i) {
+    const RuleSpec& spec = nb.rules[i];
+    if (spec.algo != Algo::kSliding || !SlidingWindow::Exact(spec.max)) continue;
+    for (uint32_t j = 0; j < ob.nrules; ++j) {
+      const RuleSpec& was = ob.rules[j];
+      if (was.algo != Algo::kSliding || std::string_view(was.name) != std::string_view(spec.name)) continue;
+      if (spec.max < was.max && spec.bytes < was.bytes)
+        out->push_back(who + ": sliding rule '" + std::string(spec.name) + "' max " + std::to_string(was.max) + " -> " +
+                       std::to_string(spec.max) + ": each key keeps its " + std::to_string(spec.max) +
+                       " newest uses (a smaller block); raised again within the window, max counts only those and "
+                       "grants the dropped ones again (up to " +
+                       std::to_string(was.max - spec.max) + " more per key)");
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConfig& next, bool with_envoy) {
@@ -826,6 +849,22 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
     if (nremoved++ < 8) removed += (removed.empty() ? "" : ", ") + ob.name;
   }
   if (nremoved > 8) removed += ", and " + std::to_string(nremoved - 8) + " more";
+  // A biz of map.xml whose id changed, its name kept: its keys' nodes are
+  // under the id (the store's key), so every key starts from zero, which a
+  // reload logged as one biz added and one removed of the same name only.
+  std::unordered_map<std::string_view, const BizConfig*> by_name;
+  for (const BizConfig& ob : running.bizzes)
+    if (!(with_envoy && FromEnvoy(ob))) by_name.emplace(ob.name, &ob);
+  for (const BizConfig& nb : next.bizzes) {
+    const auto it = by_name.find(nb.name);
+    if (it == by_name.end() || it->second->id == nb.id || (with_envoy && FromEnvoy(nb))) continue;
+    const std::string was = std::to_string(it->second->id);
+    out.push_back(next.path + ": biz '" + nb.name + "' has id " + std::to_string(nb.id) + ", not " + was +
+                  ": every key of it starts from zero (a key's counts, leases and reservations are kept under its "
+                  "biz's id, and stay under " +
+                  was + (kept[it->second->id] ? ", another biz's now" : ", which the map no longer has") +
+                  "); give it back id " + was + " to keep them");
+  }
   if (nremoved > 0)
     out.push_back(next.path + ": " + std::to_string(nremoved) + " biz(es) removed (" + removed +
                   "): the leases and reservations their keys hold are no longer released, renewed or settled (404), " +
@@ -867,6 +906,7 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
                            : "; a key holding more keeps the " + std::to_string(nb.res_cap) +
                                  " that end last, and the others end when the key is next touched, charged their "
                                  "estimate as at their expiry (their settle answers 410)"));
+    if (!(with_envoy && FromEnvoy(nb))) SlidingUsesDropped(*ob, nb, who, &out);
   }
   return out;
 }

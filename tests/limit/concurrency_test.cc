@@ -1043,6 +1043,44 @@ TEST(LeaseMap, AReloadThatLowersTheReservationsPerKeySaysSo) {
       << back[0];
 }
 
+// A biz whose id changed keeps its name only: every key of it starts from
+// zero, which the reload (and frsd -t) says, naming the old id.
+TEST(LeaseMap, AReloadThatChangesABizsIdSaysItsKeysStartFromZero) {
+  auto was = limit::ParseMap(R"(<map><biz id="11" name="newbiz"><rule interval="3600" max="4"/></biz>
+    <biz id="12" name="other"><rule interval="60" max="1"/></biz></map>)",
+                             "map.xml");
+  auto now = limit::ParseMap(R"(<map><biz id="16" name="newbiz"><rule interval="3600" max="4"/></biz>
+    <biz id="12" name="other"><rule interval="60" max="1"/></biz></map>)",
+                             "map.xml");
+  ASSERT_TRUE(was.ok() && now.ok());
+  const std::vector<std::string> ends = limit::HeldAReloadEnds(*was, *now);
+  ASSERT_FALSE(ends.empty());
+  EXPECT_NE(ends[0].find("biz 'newbiz' has id 16, not 11: every key of it starts from zero"), std::string::npos)
+      << ends[0];
+  EXPECT_NE(ends[0].find("give it back id 11"), std::string::npos) << ends[0];
+  EXPECT_TRUE(limit::HeldAReloadEnds(*was, *was).empty());
+}
+
+// A sliding rule's max lowered into a smaller block keeps each key's newest
+// uses only, which a max raised again within the window does not bring
+// back: the reload says so; lowered within the same block, it keeps all.
+TEST(ReloadWarning, ALoweredSlidingMaxThatShrinksItsBlockSaysItsUsesAreDropped) {
+  const auto map = [](int max) {
+    return limit::ParseMap(R"(<map><biz id="1" name="s"><rule algo="sliding" interval="7200" max=")" +
+                               std::to_string(max) + R"("/></biz></map>)",
+                           "map.xml");
+  };
+  auto twelve = map(12), three = map(3), five = map(5);
+  ASSERT_TRUE(twelve.ok() && three.ok() && five.ok());
+  const std::vector<std::string> ends = limit::HeldAReloadEnds(*twelve, *three);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_NE(ends[0].find("sliding rule 's_1' max 12 -> 3: each key keeps its 3 newest uses"), std::string::npos)
+      << ends[0];
+  EXPECT_NE(ends[0].find("up to 9 more per key"), std::string::npos) << ends[0];
+  EXPECT_TRUE(limit::HeldAReloadEnds(*twelve, *five).empty());  // one block size: every use kept
+  EXPECT_TRUE(limit::HeldAReloadEnds(*three, *twelve).empty());
+}
+
 // A reload that gives a biz keeping reservations a rate rule that starts
 // from zero says that the reservations held then settle at their estimate;
 // a changed limit, or an interval changed under the same name, carries the
