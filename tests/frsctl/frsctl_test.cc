@@ -707,6 +707,26 @@ TEST_F(FrsctlTest, ResetErasesEveryNodeOfOneBiz) {
   for (const auto& [k, c] : counts) EXPECT_EQ(k.rfind("partner/", 0), std::string::npos) << k;
 }
 
+// A store without denials.frs (frsd found no room for it at its start)
+// shows no denial: said on stderr, not only "no key was denied".
+TEST_F(FrsctlTest, TopDeniedSaysWhenTheStoreHasNoTableOfDenials) {
+  CreateStore();
+  Set("login", "u1", 1);
+  const std::string table = dir_ / "data/denials.frs";
+  const bool made = std::filesystem::exists(table);
+  CtlRun r = Ctl({"top", "--denied"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("no key was denied in the last 5 minute(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("denials.frs does not exist"), std::string::npos) << r.err;
+  ASSERT_TRUE(made) << "an engine that wrote the store made its table";
+  std::filesystem::remove(table);
+  r = Ctl({"top", "--denied"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("frsctl: warning: " + table + " does not exist: frsd keeps no recent denials"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(FrsctlTest, StatShowsGeometryHistogramAndCounters) {
   CreateStore();
   Fill();

@@ -401,6 +401,9 @@ int RunCommandLine(int argc, char** argv) {
     // stat and top --denied are the statistics: without them they fail.
     s.reads_nodes_only =
         name == "get" || name == "dump" || name == "export" || name == "explain" || (name == "top" && !args.top.denied);
+    // top --denied reads denials.frs: its engine makes none where frsd has
+    // not (it would hide that frsd keeps none, and read it empty).
+    s.writes_nothing = name == "top" && args.top.denied;
     // stat --cluster asks the shards over HTTP: it needs srv.xml only.
     const Needs needs = name == "stat" && stat.cluster ? Needs::kConfig : spec.needs;
     // Read as the caller (root's 0600 file), before the session may become

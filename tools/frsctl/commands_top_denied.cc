@@ -3,12 +3,16 @@
 // AdminEngine::TopDenied), which every process deciding on this store
 // writes: the answer to "who is being denied right now?", also for a biz
 // whose nodes do not keep their keys.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <map>
 
 #include "commands.h"
 #include "format.h"
+#include "frs/store_dir.h"
 #include "json_out.h"
 
 namespace frs::ctl {
@@ -22,6 +26,15 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
   }
   Result<DeniedKeys> denied = s.engine->TopDenied(a.minutes, biz, a.n);
   if (!denied.ok()) return denied.status();
+  // No table reads as no denial: said, so that "no key was denied" is not
+  // taken for the store's answer when frsd kept none.
+  const std::string table = store_dir::In(s.cfg.store_dir, store_dir::kRecentDenials);
+  if (::access(table.c_str(), F_OK) != 0 && errno == ENOENT)
+    std::fprintf(stderr,
+                 "frsctl: warning: %s does not exist: frsd keeps no recent denials on this store, so none shows here "
+                 "(its log says why, `recent denials are not kept ...`: a disk too full for the table's 3 MB when "
+                 "frsd started; or a store older than the table)\n",
+                 table.c_str());
   const std::vector<DeniedKey>& rows = denied->keys;
   std::map<uint16_t, std::string> names;
   for (const BizInfo& b : s.engine->Bizzes()) names[b.id] = b.name;
