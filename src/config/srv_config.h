@@ -112,6 +112,9 @@ struct SrvConfig {
   std::string grpc_config;          // absolute: envoyproxy/ratelimit's YAML files
   bool grpc_headers = false;        // add RateLimit-Limit/-Remaining/-Reset to answers (as envoyproxy/ratelimit)
   uint32_t grpc_max_streams = 100;  // SETTINGS_MAX_CONCURRENT_STREAMS per connection
+  // Request bodies all of a worker's gRPC connections buffer at once
+  // (server/grpc_session.h, GrpcBudget).
+  uint64_t grpc_buffered_bytes = uint64_t{64} << 20;
   // envoyproxy/ratelimit's settings, as <grpc> attributes (their variable
   // names beside them; docs/configuration.md).
   bool grpc_shadow = false;                                   // shadow="1": SHADOW_MODE

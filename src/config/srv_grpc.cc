@@ -144,6 +144,9 @@ Status SetGrpc(const Context& ctx, const pugi::xml_node& n) {
   v = cfg.grpc_max_streams;
   if (Status s = ctx.UInt(n, "streams", 1, 1000, &v); !s.ok()) return s;
   cfg.grpc_max_streams = static_cast<uint32_t>(v);
+  v = cfg.grpc_buffered_bytes;
+  if (Status s = ctx.UInt(n, "buffered_bytes", uint64_t{1} << 20, uint64_t{64} << 30, &v); !s.ok()) return s;
+  cfg.grpc_buffered_bytes = v;
   return SetGrpcEnvoySettings(ctx, n);
 }
 

@@ -133,6 +133,7 @@ Result<std::unique_ptr<GrpcSession>> GrpcSession::Create(GrpcService* service, c
 
 GrpcSession::~GrpcSession() {
   if (inflater_) nghttp2_hd_inflate_del(inflater_);
+  if (limits_.worker != nullptr) limits_.worker->used -= buffered_;
 }
 
 // ---- the frame layer ----
@@ -349,7 +350,7 @@ bool GrpcSession::OnHeadersFrame(uint8_t flags, uint32_t id, const uint8_t* p, u
       ResetStream(id, h2::kProtocolError);
     } else if (streams_.size() >= limits_.max_streams) {
       ResetStream(id, h2::kRefusedStream);
-    } else if (buffered_ >= budget_ || held() >= held_limit_) {
+    } else if (buffered_ >= budget_ || held() >= held_limit_ || WorkerBudgetSpent(0)) {
       // The budget is spent on messages still arriving.
       ++refused_;
       ResetStream(id, h2::kRefusedStream);
@@ -714,13 +715,14 @@ void GrpcSession::OnData(Stream& s, int32_t id, const char* data, size_t len) {
       // connection's buffers never exceed the budget, whatever the
       // interleaving of streams.
       const size_t charge = kPrefixBytes + declared;
-      if (buffered_ + charge > budget_) {
+      if (buffered_ + charge > budget_ || WorkerBudgetSpent(charge)) {
         Refuse(s);
         return;
       }
       s.body.reserve(charge);
       s.charged = charge;
       buffered_ += charge;
+      if (limits_.worker != nullptr) limits_.worker->used += charge;
       continue;
     }
     if (s.body.size() + len > s.charged) {
@@ -735,6 +737,7 @@ void GrpcSession::OnData(Stream& s, int32_t id, const char* data, size_t len) {
 
 void GrpcSession::Release(Stream& s) {
   buffered_ -= s.charged;
+  if (limits_.worker != nullptr) limits_.worker->used -= s.charged;
   s.charged = 0;
   KeepSmall(&s.body);
   responses_ -= s.response.size() + s.request.size() + s.last.size();

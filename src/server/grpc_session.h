@@ -138,6 +138,16 @@ class GrpcService {
   virtual void set_peer(const IpAddress* /*peer*/) {}
 };
 
+// The request bodies every gRPC connection of one worker buffers at once
+// (<grpc buffered_bytes>): a stream whose message would take `used` past
+// `limit` is refused as one past its connection's own budget is, so that
+// many connections cannot each fill theirs (10,000 connections of 4 x 64
+// KiB held 2.6 GB). Owned by the worker, which outlives its sessions.
+struct GrpcBudget {
+  size_t used = 0;
+  size_t limit = SIZE_MAX;
+};
+
 struct GrpcLimits {
   uint32_t max_streams = 100;             // SETTINGS_MAX_CONCURRENT_STREAMS
   uint32_t max_header_bytes = 16 * 1024;  // per stream, names and values
@@ -145,6 +155,7 @@ struct GrpcLimits {
   // Request bodies buffered by one connection, all streams together; 0:
   // kBufferedMessages x (max_message_bytes + 5).
   uint32_t max_buffered_bytes = 0;
+  GrpcBudget* worker = nullptr;  // shared by the worker's sessions; null: none
 };
 
 // grpc-message's value as the gRPC spec (PROTOCOL-HTTP2.md) requires it on
@@ -317,6 +328,13 @@ class GrpcSession {
   // Keeps order_ to about the open streams (OldestUnansweredNs).
   void PruneOrder();
   void Release(Stream& s);
+  // Whether the worker's budget has no room for `charge` more bytes (0: for
+  // a new stream, whether it is spent). A lone message always fits: a
+  // budget below one message refuses nothing when nothing is buffered.
+  bool WorkerBudgetSpent(size_t charge) const {
+    const GrpcBudget* w = limits_.worker;
+    return w != nullptr && w->used > 0 && (charge == 0 ? w->used >= w->limit : w->used + charge > w->limit);
+  }
   void Refuse(Stream& s);
   void QueueMessage(int32_t id, Stream& s, const std::string& body);
   void OnData(Stream& s, int32_t id, const char* data, size_t len);

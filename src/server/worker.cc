@@ -28,6 +28,7 @@ Worker::Worker(WorkerContext ctx, const Backend& backend)
       idle_(int64_t{cfg_.idle_timeout_ms} * kMsNs),
       busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {
   if (ctx_.grpc_listener.valid()) {
+    grpc_budget_.limit = cfg_.grpc_buffered_bytes;
     grpc_.emplace(backend.engine, GrpcOptionsFor(cfg_));
     // /json decides with the gRPC methods' service: one set of rules, one
     // ownership, one set of per-descriptor counters.

@@ -87,8 +87,10 @@ void Worker::Accept(int64_t now, bool grpc) {
     if (peer.ss_family != AF_UNIX) conn->set_peer(PeerOf(peer));
     conn->set_replicator(repl_.get());
     if (grpc) {
-      auto session =
-          GrpcSession::Create(&*grpc_, GrpcLimits{cfg_.grpc_max_streams, cfg_.max_header_bytes, cfg_.max_body_bytes});
+      auto session = GrpcSession::Create(&*grpc_, GrpcLimits{.max_streams = cfg_.grpc_max_streams,
+                                                             .max_header_bytes = cfg_.max_header_bytes,
+                                                             .max_message_bytes = cfg_.max_body_bytes,
+                                                             .worker = &grpc_budget_});
       if (!session.ok()) {
         FRS_LOG("cannot start an HTTP/2 session: %s", session.status().message().c_str());
         continue;

@@ -235,6 +235,7 @@ class Worker {
   // The gRPC connections' held bytes at their highest since the last
   // malloc_trim (SampleGrpcHeld, once a second).
   size_t grpc_held_peak_ = 0;
+  GrpcBudget grpc_budget_;    // what its gRPC connections buffer, <grpc buffered_bytes>
   bool grpc_healthy_ = true;  // health as the watches last heard it (EverySecond)
   static constexpr size_t kTrimAfterBytes = size_t{4} << 20;
   uint64_t open_ = 0;

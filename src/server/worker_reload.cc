@@ -96,6 +96,8 @@ void Worker::ApplyLive(const SrvConfig& next, std::string_view previous_list) {
   cfg_.admin_token = next.admin_token;
   cfg_.grpc_headers = next.grpc_headers;
   cfg_.grpc_max_streams = next.grpc_max_streams;
+  cfg_.grpc_buffered_bytes = next.grpc_buffered_bytes;
+  grpc_budget_.limit = next.grpc_buffered_bytes;  // the connections open take it too: they share the budget
   cfg_.grpc_shadow = next.grpc_shadow;
   cfg_.grpc_quota = next.grpc_quota;
   cfg_.grpc_metadata = next.grpc_metadata;

@@ -378,6 +378,43 @@ TEST(GrpcSession, BufferedBodiesStayWithinTheBudgetAndTheRestIsRefused) {
   EXPECT_LE(g->buffered(), budget);
 }
 
+// The worker's budget (<grpc buffered_bytes>) bounds what all its
+// connections buffer together: a connection within its own budget is
+// refused once the others have spent the worker's, and what a connection
+// held comes back when it closes.
+TEST(GrpcSession, TheWorkersBudgetBoundsEveryConnectionTogether) {
+  Echo echo;
+  GrpcLimits limits;
+  GrpcBudget worker;
+  const size_t message = limits.max_message_bytes + 5;
+  worker.limit = 3 * message;
+  limits.worker = &worker;
+  auto a = GrpcSession::Create(&echo, limits).value();
+  auto b = GrpcSession::Create(&echo, limits).value();
+  // a: two maximal messages under way; b: one, then a second that does not fit.
+  ASSERT_TRUE(a->Receive(Start() + Headers(1, false) + Data(1, Prefix(limits.max_message_bytes) + "x", false) +
+                             Headers(3, false) + Data(3, Prefix(limits.max_message_bytes) + "x", false),
+                         1));
+  ASSERT_TRUE(b->Receive(Start() + Headers(1, false) + Data(1, Prefix(limits.max_message_bytes) + "x", false) +
+                             Headers(3, false) + Data(3, Prefix(limits.max_message_bytes) + "x", false),
+                         1));
+  EXPECT_EQ(worker.used, 3 * message);
+  EXPECT_EQ(b->buffered(), message);
+  EXPECT_EQ(b->refused(), 1u);
+  // Spent: a new stream is refused at its HEADERS, on either connection.
+  ASSERT_TRUE(b->Receive(Headers(5, false), 2));
+  EXPECT_EQ(b->refused(), 2u);
+  // a closes: its bytes come back, and b's next message fits.
+  a.reset();
+  EXPECT_EQ(worker.used, message);
+  ASSERT_TRUE(b->Receive(Headers(7, false) + Data(7, Prefix(2) + "ok", true), 3));
+  EXPECT_EQ(b->answered(), 1u);
+  EXPECT_EQ(echo.calls, 1);
+  EXPECT_EQ(worker.used, message);  // the answered call's bytes were given back
+  b.reset();
+  EXPECT_EQ(worker.used, 0u);
+}
+
 TEST(GrpcSession, OldestUnansweredStreamStart) {
   Echo echo;
   auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();
