@@ -321,6 +321,7 @@ bool Connection::OnTimeout() {
       // would not know its call was never processed. A TLS handshake never
       // finished closes now: nothing could be sealed.
       linger_ = !peer_closed_ && (!tls_ || tls_->handshake_done());
+      brief_linger_ = linger_ && !grpc_busy_;
       return first;
     }
     state_ = State::kClosed;

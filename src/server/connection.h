@@ -137,6 +137,10 @@ class Connection : public DeadlineNode {
   // The answer is out; shut our side down and drain (see kLingering).
   bool NeedsLinger() const { return state_ == State::kClosing && !WantsWrite() && !repl_held_ && linger_; }
   void StartLinger() { state_ = State::kLingering; }
+  // Lingering after an idle gRPC connection's GOAWAY (no stream under way):
+  // a client that reads has it at once, so the slot is held a second at
+  // most, not a whole request time-out more for a client that never closes.
+  bool LingersBriefly() const { return brief_linger_ && state_ == State::kLingering; }
   // Grows when a request completes or output drains: a busy connection that
   // makes progress gets a fresh request deadline. gRPC: only when a call is
   // answered (output there includes the session's own PING ACKs and
@@ -221,9 +225,10 @@ class Connection : public DeadlineNode {
   bool peer_closed_ = false;
   bool shutting_down_ = false;
   bool continue_sent_ = false;
-  bool linger_ = false;       // close through kLingering
-  bool timed_out_ = false;    // a deadline has passed once: the next ends the close it began
-  int64_t req_start_ns_ = 0;  // first byte of the current request arrived
+  bool linger_ = false;        // close through kLingering
+  bool brief_linger_ = false;  // that linger is brief (LingersBriefly)
+  bool timed_out_ = false;     // a deadline has passed once: the next ends the close it began
+  int64_t req_start_ns_ = 0;   // first byte of the current request arrived
   int64_t last_read_ns_ = 0;
   uint64_t progress_ = 0;
   IpAddress peer_;

@@ -26,7 +26,8 @@ Worker::Worker(WorkerContext ctx, const Backend& backend)
       store_(backend.store),
       limits_{cfg_.max_header_bytes, cfg_.max_body_bytes},
       idle_(int64_t{cfg_.idle_timeout_ms} * kMsNs),
-      busy_(int64_t{cfg_.request_timeout_ms} * kMsNs) {
+      busy_(int64_t{cfg_.request_timeout_ms} * kMsNs),
+      brief_(std::min(kBriefLingerNs, int64_t{cfg_.request_timeout_ms} * kMsNs)) {
   if (ctx_.grpc_listener.valid()) {
     grpc_budget_.limit = cfg_.grpc_buffered_bytes;
     grpc_.emplace(backend.engine, GrpcOptionsFor(cfg_));

@@ -47,7 +47,7 @@ int Worker::Run(const sigset_t* wait_mask) {
   for (;;) {
     int64_t now = MonoNs();
     int64_t due = -1;
-    for (int64_t d : {idle_.NextDueIn(now), busy_.NextDueIn(now)})
+    for (int64_t d : {idle_.NextDueIn(now), busy_.NextDueIn(now), brief_.NextDueIn(now)})
       if (d >= 0 && (due < 0 || d < due)) due = d;
     int timeout_ms = due < 0 ? 1000 : static_cast<int>(std::min<int64_t>(1000, due / kMsNs + 1));
     if (stopping_) timeout_ms = std::min(timeout_ms, 50);
@@ -767,7 +767,9 @@ void Worker::Settle(Connection* c, int64_t now) {
     queued_[idx] = 1;
     again_.push_back(c);
   }
-  if (c->Busy()) {
+  if (c->LingersBriefly()) {
+    if (c->list() != &brief_) brief_.Append(c, now);
+  } else if (c->Busy()) {
     // A fresh request deadline only for progress (a request answered, output
     // drained), never for a trickle of bytes: a slow client cannot hold a
     // connection forever. gRPC: due request_timeout after its oldest
@@ -807,6 +809,7 @@ void Worker::Close(Connection* c) {
   size_t idx = static_cast<size_t>(c->fd());
   idle_.Remove(c);
   busy_.Remove(c);
+  brief_.Remove(c);
   loop_.Remove(c->fd());
   if (held_flag_[idx]) {
     std::replace(held_.begin(), held_.end(), c, static_cast<Connection*>(nullptr));
@@ -832,7 +835,7 @@ void Worker::Close(Connection* c) {
 }
 
 inline void Worker::Expire(int64_t now) {
-  for (DeadlineList* list : {&idle_, &busy_}) {
+  for (DeadlineList* list : {&idle_, &busy_, &brief_}) {
     while (DeadlineNode* n = list->Expired(now)) {
       auto* c = static_cast<Connection*>(n);
       if (list == &busy_) {

@@ -196,6 +196,10 @@ class Worker {
   ConnectionLimits limits_;
   EventLoop loop_;
   DeadlineList idle_, busy_;
+  // Connections lingering briefly (Connection::LingersBriefly): a second,
+  // or the request time-out when that is shorter.
+  DeadlineList brief_;
+  static constexpr int64_t kBriefLingerNs = 1'000'000'000;
   // Indexed by fd; the epoll data pointer is the Connection (null: listener).
   std::vector<std::unique_ptr<Connection>> conns_;
   // Connections are registered once, edge-triggered (event_loop.h): the

@@ -149,6 +149,7 @@ void Worker::ApplyLive(const SrvConfig& next, std::string_view previous_list) {
   limits_ = ConnectionLimits{cfg_.max_header_bytes, cfg_.max_body_bytes};
   idle_.set_timeout(int64_t{cfg_.idle_timeout_ms} * kMsNs);
   busy_.set_timeout(int64_t{cfg_.request_timeout_ms} * kMsNs);
+  brief_.set_timeout(std::min(kBriefLingerNs, int64_t{cfg_.request_timeout_ms} * kMsNs));
   const std::shared_ptr<const Ring> old_ring = handler_.options().cluster.ring;
   const uint32_t old_digest = old_ring ? old_ring->Digest() : 0;
   HandlerOptions hopts = HandlerOptionsFor(cfg_);

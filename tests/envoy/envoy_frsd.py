@@ -249,4 +249,5 @@ class Frsd:
 
     def remove(self):
         self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not os.environ.get("FRS_E2E_KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)

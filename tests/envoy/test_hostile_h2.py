@@ -728,5 +728,38 @@ class Hostile(unittest.TestCase):
         self.assertTrue(out is None or isinstance(out, bytes))
 
 
+class IdleGoaway(unittest.TestCase):
+    """An idle connection's GOAWAY (no stream under way) holds its slot a
+    second at most, not a whole request_timeout_ms more, for a client that
+    never closes: 200 such connections kept a worker full for twice the
+    time-out (found from outside)."""
+
+    def test_an_idle_connections_goaway_lingers_a_second_not_a_time_out(self):
+        frsd = envoy_frsd.Frsd({"edge.yaml": YAML}, workers=1, extra='  <limits request_timeout_ms="2000"/>\n')
+        frsd.start()
+        self.addCleanup(frsd.remove)
+        c = Conn(frsd.grpc_port)
+        self.addCleanup(c.close)
+        c.send(PREFACE + SETTINGS)
+        got = c.read_until(lambda out: 7 in [t for t, _, _, _ in frames(out)], 5)
+        goaway = time.monotonic()
+        self.assertIn(7, [t for t, _, _, _ in frames(got)])
+        # Our side is shut; the socket is closed when the linger ends: a
+        # PING then meets a reset.
+        closed = None
+        while closed is None and time.monotonic() - goaway < 4:
+            time.sleep(0.05)
+            try:
+                c.send(frame(6, 0, 0, b"\0" * 8))
+                c.s.settimeout(0.05)
+                c.s.recv(65536)
+            except socket.timeout:
+                pass
+            except (ConnectionResetError, BrokenPipeError):
+                closed = time.monotonic() - goaway
+        self.assertIsNotNone(closed, "still open 4 s after the GOAWAY")
+        self.assertLess(closed, 1.6)  # a second, not request_timeout_ms (2 s)
+
+
 if __name__ == "__main__":
     unittest.main()
