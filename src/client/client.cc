@@ -164,17 +164,21 @@ struct Client::Impl {
 
   // POSTs `body` to shard `i` (following one 421 to the owner it names when
   // `follow`) by `deadline` (Deadline()); the parsed answer's root element,
-  // or why there is none (and, in `miss`, of what kind).
+  // or why there is none (and, in `miss`, of what kind; in `at`, the shard
+  // asked last: the owner a 421 named).
   Result<pugi::xml_node> Post(size_t i, std::string_view route, const std::string& body, pugi::xml_document* doc,
-                              int64_t deadline, bool follow = true, Miss* miss = nullptr) {
+                              int64_t deadline, bool follow = true, Miss* miss = nullptr, size_t* at = nullptr) {
     Miss ignored;
+    size_t ignored_at;
     if (miss == nullptr) miss = &ignored;
+    if (at == nullptr) at = &ignored_at;
     *miss = Miss::kUnanswered;
     std::string target = "/frs";
     // Only unreserved characters as themselves, so that the route frsd
     // hashes (the raw query bytes) is the one a proxy hashes too.
     if (!route.empty()) target += "?route=" + PercentEncoded(route, kPercentQueryValue);
     for (int hop = 0; hop < 2; ++hop) {
+      *at = i;
       const int64_t left = deadline - NowMs();
       if (left <= 0) {
         *miss = Miss::kNone;  // not asked: nothing said of the shard
@@ -233,14 +237,14 @@ struct Client::Impl {
     *asked = owner;
     const long successor = opts.failover ? ring.SuccessorOfHash(hash) : -1;
     const int64_t now = NowMs();
-    if (successor < 0 || deadline <= now) return Post(owner, route, body, doc, deadline);
+    if (successor < 0 || deadline <= now) return Post(owner, route, body, doc, deadline, true, nullptr, asked);
     const size_t other = static_cast<size_t>(successor);
     const bool owner_first = skip_until[owner] <= now || skip_until[other] > now;
     const size_t first = owner_first ? owner : other, second = owner_first ? other : owner;
     // A 421 is followed from the owner only: the successor's names the owner.
     Miss miss;
-    auto r = Post(first, route, body, doc, now + std::max<int64_t>((deadline - now) / 2, 1), first == owner, &miss);
-    *asked = first;
+    auto r =
+        Post(first, route, body, doc, now + std::max<int64_t>((deadline - now) / 2, 1), first == owner, &miss, asked);
     if (miss == Miss::kUnanswered) skip_until[first] = NowMs() + opts.skip_failed_ms;
     if (r.ok()) {
       skip_until[first] = 0;
@@ -250,8 +254,7 @@ struct Client::Impl {
     // replicas), so the owner is asked after all.
     const bool again = miss == Miss::kUnanswered || (miss == Miss::kMisrouted && first != owner);
     if (r.ok() || !again) return r;
-    auto r2 = Post(second, route, body, doc, deadline, second == owner, &miss);
-    *asked = second;
+    auto r2 = Post(second, route, body, doc, deadline, second == owner, &miss, asked);
     if (miss == Miss::kUnanswered) skip_until[second] = NowMs() + opts.skip_failed_ms;
     if (!r2.ok())
       return Status::Unavailable(r.status().message() + "; the route's other holder: " + r2.status().message());

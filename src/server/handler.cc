@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/ascii_case.h"
+#include "server/admin_auth.h"
 #include "server/clock_util.h"
 #include "server/grpc_methods.h"
 #include "server/held_now.h"
@@ -158,7 +159,8 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
       ErrorBody(405, "/frs takes POST with an XML body", &status);
       extra.allow = "POST";
     } else {
-      HandlePost(base + head.body_off, head.body_len, query, &label, &status);
+      HandlePost(base + head.body_off, head.body_len, query,
+                 BearerToken(std::string_view(base + head.auth_off, head.auth_len)), &label, &status);
     }
   } else if (path == "/acquire" || path == "/query" || path == "/auth" || path == "/release" || path == "/renew" ||
              path == "/settle") {

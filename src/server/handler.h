@@ -154,7 +154,10 @@ class Handler {
   };
   void Respond(int status, bool keep_alive, int version, const char* content_type, const Extra* extra, bool head_only,
                std::string* out);
-  bool HandlePost(char* body, size_t len, std::string_view query, CmdLabel* label, int* status);
+  // `bearer`: the request's Authorization Bearer token ("" when none),
+  // which an admin command without its own `token` attribute is judged by.
+  bool HandlePost(char* body, size_t len, std::string_view query, std::string_view bearer, CmdLabel* label,
+                  int* status);
   bool HandleMerges(int* status);
   // Gives every routed member its route's ring position; false (the answer
   // in body_) when a batch's members route differently without ?route=, or

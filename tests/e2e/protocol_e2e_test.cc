@@ -109,6 +109,29 @@ TEST_F(ProtocolE2E, AdminNeedsTheRightToken) {
   EXPECT_EQ(Attr(Req("cmd=\"get\" biz=\"login\" key=\"tok\""), "found"), "0");
 }
 
+// An admin command without its own token attribute is judged by the
+// request's Authorization: Bearer, as /stats and /replicate take it; a
+// token attribute that is wrong is refused whatever the header says.
+TEST_F(ProtocolE2E, AdminTakesTheBearerTokenOfItsRequest) {
+  const auto post = [&](const std::string& attrs, const std::string& auth) {
+    const std::string body = "<request " + attrs + "/>";
+    EXPECT_TRUE(c_.Send("POST /frs HTTP/1.1\r\nHost: t\r\n" + auth + "Content-Length: " + std::to_string(body.size()) +
+                        "\r\n\r\n" + body));
+    return c_.Read();
+  };
+  HttpResponse r = post("cmd=\"set\" biz=\"login\" key=\"bearer\" count=\"2\"", "Authorization: Bearer s3cret\r\n");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Attr(Req("cmd=\"get\" biz=\"login\" key=\"bearer\""), "count"), "2");
+  r = post("cmd=\"delete\" biz=\"login\" key=\"bearer\"", "Authorization: Bearer nope\r\n");
+  EXPECT_EQ(r.status, 403) << r.body;
+  r = post("cmd=\"delete\" biz=\"login\" key=\"bearer\" token=\"wrong\"", "Authorization: Bearer s3cret\r\n");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(Attr(Req("cmd=\"get\" biz=\"login\" key=\"bearer\""), "found"), "1");
+  r = post("cmd=\"delete\" biz=\"login\" key=\"bearer\"", "authorization: bearer s3cret\r\n");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Attr(Req("cmd=\"get\" biz=\"login\" key=\"bearer\""), "found"), "0");
+}
+
 TEST_F(ProtocolE2E, Stats) {
   Req("cmd=\"acquire\" biz=\"api\" key=\"st\"");
   HttpResponse r = ReqFull("cmd=\"stats\"");
