@@ -1,5 +1,8 @@
 #include "config/srv_elements.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <utility>
@@ -142,6 +145,11 @@ Status SetStore(const Context& ctx, const pugi::xml_node& n) {
   if (cfg.store_dir.size() > kMaxStoreDirBytes)
     return ctx.Error(n, "<store dir> is a path of " + std::to_string(cfg.store_dir.size()) + " bytes: at most " +
                             std::to_string(kMaxStoreDirBytes) + " (the system opens no path past 4095 bytes)");
+  // A file where the directory should be (or on its path) is said with
+  // <store>'s line here, not later as "DIR/frs.0.store: Not a directory".
+  struct stat st {};
+  if (::stat(cfg.store_dir.c_str(), &st) == 0 ? !S_ISDIR(st.st_mode) : errno == ENOTDIR)
+    return ctx.Error(n, "<store dir> " + cfg.store_dir + " is not a directory: a file is there or on its path");
   const struct {
     const char* name;
     uint64_t hi;

@@ -200,6 +200,10 @@ TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" chain=\"99\"/>\n</frs>", "3", "chain> is 99");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<listen port=\"x\"/>\n</frs>", "4", "whole number");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<bogus/>\n</frs>", "4", "unknown element <bogus>");
+  // A file where the store's directory should be, or on its path (srv.xml
+  // itself here): its line, not a store file's "Not a directory" later.
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"srv.xml\"/>\n</frs>", "3", "is not a directory");
+  ExpectError("<frs>\n<map>m.xml</map>\n\n<store dir=\"srv.xml/data\"/>\n</frs>", "4", "is not a directory");
   ExpectError("<frs>\n<store dir=\"d\"/>\n</frs>", "1", "<map> is required");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" size=\"1\"/>\n</frs>", "3", "no attribute \"size\"");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<allow>10.0.0.0/33</allow>\n</frs>", "4", "10.0.0.0/33");
