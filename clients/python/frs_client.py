@@ -860,7 +860,7 @@ class Client(object):
         share = None if deadline is None else now + max(deadline - now, 0) / 2
         # A 421 is followed from the owner only: the successor's names the owner.
         res = self._exchange(first, path, body, share, follow=first == server)
-        miss = self._miss(res)
+        miss = self._miss(res, first)
         if miss == "unanswered":
             skip[first] = time.monotonic() + self.skip_failed
         elif res[3] is None:
@@ -874,7 +874,7 @@ class Client(object):
         if deadline is not None and time.monotonic() >= deadline:
             return res
         res2 = self._exchange(second, path, body, deadline, follow=second == server)
-        miss2 = self._miss(res2)
+        miss2 = self._miss(res2, second)
         if miss2 == "unanswered":
             skip[second] = time.monotonic() + self.skip_failed
         if miss2 is not None:
@@ -896,11 +896,14 @@ class Client(object):
         return "HTTP %d from %s%s" % (status, name, ": " + msg[:200] if msg else "")
 
     @staticmethod
-    def _miss(res):
-        """Why an _exchange's result is no answer another holder could give
-        instead: "unanswered" (no answer, a time-out, frsd's 5xx),
-        "misrouted" (a 421 not followed), or None."""
-        status, root, _, err = res
+    def _miss(res, asked):
+        """Why an _exchange's result (of shard `asked`) is no answer another
+        holder could give instead: "unanswered" (no answer, a time-out, a
+        5xx), "misrouted" (a 421 not followed), or None. After a followed 421
+        the failure is another shard's: None."""
+        status, root, name, err = res
+        if name != asked:
+            return None
         if status == 0 and err is not None:
             return "unanswered"
         if status >= 500 and (root is None or root.tag == "response"):

@@ -52,8 +52,9 @@ struct ClientOptions {
   // time, or the first calls of such a hang fail by `fail`. Without
   // replicas a successor answers 421 (enforce="1": `fail` decides, as
   // without failover) or, with enforce="0", counts the route from zero as
-  // nginx's fail-over does (failover=false keeps a fail-closed client
-  // strict there). Each acquire the owner took but did not answer counts on
+  // nginx's fail-over does, for a dead owner and for one that only stalled
+  // past half the time-out alike (failover=false keeps a fail-closed
+  // client strict there). Each acquire the owner took but did not answer counts on
   // both holders (a hung owner applies what it queued when it resumes): the
   // key is denied sooner, never granted more. false: the owner only.
   bool failover = true;

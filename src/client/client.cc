@@ -194,7 +194,10 @@ struct Client::Impl {
         return resp.status().code() == Status::Code::kUnavailable
                    ? resp.status()
                    : Status::Unavailable(ring.shards()[i].name + ": " + resp.status().message());
-      *miss = Miss::kNone;
+      // A 5xx, frsd's or a proxy's page, is the shard not answering; after a
+      // followed 421 the failure is another shard's, which is no reason to
+      // ask this route's other holder (nor to skip the shard asked).
+      *miss = hop == 0 && resp->status >= 500 ? Miss::kUnanswered : Miss::kNone;
       if (!doc->load_buffer(resp->body.data(), resp->body.size()))
         return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) +
                                    " without XML");
@@ -218,7 +221,6 @@ struct Client::Impl {
         i = static_cast<size_t>(owner);
         continue;
       }
-      if (resp->status >= 500) *miss = Miss::kUnanswered;
       if (resp->status >= 500 || resp->status == 421)
         return Status::Unavailable(ring.shards()[i].name + " answered " + std::to_string(resp->status) + ": " +
                                    root.attribute("msg").value());

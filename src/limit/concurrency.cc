@@ -559,14 +559,19 @@ void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, ui
     if (s == 0 && free == p.n) free = i;
     if (s != 0 && p.Expires(i) <= t && stale == p.n) stale = i;
   }
+  // A serial this copy never saw (the next serial has not passed it): one
+  // it saw and no longer holds was released, or swept and counted here.
+  const bool unseen = !other && serial >= Load32(block + kNextAt);
   // Never granted here again: the next serial passes it (a wrap excepted).
-  if (!other && serial >= Load32(block + kNextAt)) Store32(block + kNextAt, AfterSerial(serial));
+  if (unseen) Store32(block + kNextAt, AfterSerial(serial));
   if (until <= t) {
     // Over by now (it came late: the other holder granted or renewed it
     // while this one was away). Kept as expired where a place is free, so
     // that whichever holder writes the key next counts it: the other
     // holder's copy frees it uncounted when this one's sweep reaches it.
-    if (at == p.n && free != p.n) p.Set(free, serial, 0);
+    // Only one this copy never saw: a renewal that arrives after this
+    // holder swept the lease (and counted it) must not bring it back.
+    if (at == p.n && free != p.n && unseen) p.Set(free, serial, 0);
     return;
   }
   // A lease lasts its rule's length from its grant or renewal, as one

@@ -805,9 +805,10 @@ std::string RateRulesStartedAnew(const BizConfig& ob, const BizConfig& nb) {
   return (n == 1 ? "rule " : "rules ") + out + (n == 1 ? " starts" : " start");
 }
 
-// A sliding rule whose lowered max shrinks its block (exact: timestamps,
-// as many as the block holds) keeps each key's newest uses only: raised
-// again within the window, it grants the dropped ones again.
+// A sliding rule whose lowered max rebuilds its block (another size, or
+// another interval with it: ConvertBlock runs on any other tag) keeps each
+// key's newest `max` uses only: raised again within the window, it grants
+// the dropped ones again. Within one block every use stays.
 void SlidingUsesDropped(const BizConfig& ob, const BizConfig& nb, const std::string& who,
                         std::vector<std::string>* out) {
   for (uint32_t i = 0; i < nb.nrules; ++i) {
@@ -816,10 +817,10 @@ void SlidingUsesDropped(const BizConfig& ob, const BizConfig& nb, const std::str
     for (uint32_t j = 0; j < ob.nrules; ++j) {
       const RuleSpec& was = ob.rules[j];
       if (was.algo != Algo::kSliding || std::string_view(was.name) != std::string_view(spec.name)) continue;
-      if (spec.max < was.max && spec.bytes < was.bytes)
+      if (spec.max < was.max && spec.tag != was.tag)
         out->push_back(who + ": sliding rule '" + std::string(spec.name) + "' max " + std::to_string(was.max) + " -> " +
                        std::to_string(spec.max) + ": each key keeps its " + std::to_string(spec.max) +
-                       " newest uses (a smaller block); raised again within the window, max counts only those and "
+                       " newest uses (its block is rebuilt); raised again within the window, max counts only those and "
                        "grants the dropped ones again (up to " +
                        std::to_string(was.max - spec.max) + " more per key)");
       break;
@@ -859,9 +860,16 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
     const auto it = by_name.find(nb.name);
     if (it == by_name.end() || it->second->id == nb.id || (with_envoy && FromEnvoy(nb))) continue;
     const std::string was = std::to_string(it->second->id);
-    out.push_back(next.path + ": biz '" + nb.name + "' has id " + std::to_string(nb.id) + ", not " + was +
-                  ": every key of it starts from zero (a key's counts, leases and reservations are kept under its "
-                  "biz's id, and stay under " +
+    // The id it takes may be another running biz's (two names swapped):
+    // then its keys meet that biz's counts, not zero.
+    const BizConfig* other = by_id[nb.id];
+    const std::string takes = other == nullptr ? "every key of it starts from zero"
+                                               : "its keys now read what biz '" + other->name + "' counted under id " +
+                                                     std::to_string(nb.id) + ", not their own";
+    out.push_back(next.path + ": biz '" + nb.name + "' has id " + std::to_string(nb.id) + ", not " + was + ": " +
+                  takes +
+                  " (a key's counts, leases and reservations are kept under its biz's id, and its own stay "
+                  "under " +
                   was + (kept[it->second->id] ? ", another biz's now" : ", which the map no longer has") +
                   "); give it back id " + was + " to keep them");
   }

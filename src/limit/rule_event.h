@@ -18,9 +18,11 @@
 // another worker came in another order). The sender counts the
 // leases it found expired (frs_leases_expired_total); the other holder frees
 // them silently, so an expiry is counted once. Every other event leaves the
-// copy's expired leases (and keeps a grant that arrives expired) for the
-// next write on this holder to count: a lease that expired where only one
-// holder saw it is counted by the first to write the key.
+// copy's expired leases (and keeps a grant that arrives expired, unless
+// this copy swept that lease already) for the next write on this holder to
+// count. A sweep names no leases: it frees every lease of the copy expired
+// by the sender's instant, one only the copy held included (docs/cluster.md,
+// "Counting expiries", its bounds).
 //
 // A key's reservations (limit/reservation.h) replicate the same way: taken
 // (serial, estimate, taken at, expiry, the table's nonce: the acquire's

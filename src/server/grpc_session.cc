@@ -143,6 +143,15 @@ bool GrpcSession::Fail(uint32_t error) {
     failed_ = true;
     // Calls queued and not yet answered never will be: dropped, uncounted.
     ready_.clear();
+    // Nor will any stream's message be read: its bytes go back to the
+    // worker's budget now, not when the lingering connection closes (the
+    // answers still to be sent stay).
+    for (auto& [id, s] : streams_) {
+      buffered_ -= s.charged;
+      if (limits_.worker != nullptr) limits_.worker->used -= s.charged;
+      s.charged = 0;
+      KeepSmall(&s.body);
+    }
     h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
     char w[8];
     // The last stream whose call was answered: no later one was processed

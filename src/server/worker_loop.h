@@ -200,6 +200,9 @@ class Worker {
   // or the request time-out when that is shorter.
   DeadlineList brief_;
   static constexpr int64_t kBriefLingerNs = 1'000'000'000;
+  // What its gRPC connections buffer, <grpc buffered_bytes>: declared before
+  // conns_, so that it outlives the sessions that give their bytes back.
+  GrpcBudget grpc_budget_;
   // Indexed by fd; the epoll data pointer is the Connection (null: listener).
   std::vector<std::unique_ptr<Connection>> conns_;
   // Connections are registered once, edge-triggered (event_loop.h): the
@@ -239,7 +242,6 @@ class Worker {
   // The gRPC connections' held bytes at their highest since the last
   // malloc_trim (SampleGrpcHeld, once a second).
   size_t grpc_held_peak_ = 0;
-  GrpcBudget grpc_budget_;    // what its gRPC connections buffer, <grpc buffered_bytes>
   bool grpc_healthy_ = true;  // health as the watches last heard it (EverySecond)
   static constexpr size_t kTrimAfterBytes = size_t{4} << 20;
   uint64_t open_ = 0;

@@ -264,8 +264,6 @@ TEST(Client, AnExplicitRouteIsHashedAsSent) {
   }
 }
 
-// timeout_ms bounds a call whole: a batch over three shards that do not
-// answer costs one time-out, not one per part.
 // With replicas a dead shard's routes are answered by their successors,
 // from the copy each holds: the client asks there when the owner cannot
 // answer, then goes there first until skip_failed_ms has passed, and back to
@@ -349,6 +347,8 @@ TEST(Client, ASuccessorWithoutACopyLeavesTheCallToTheFailPolicy) {
   EXPECT_EQ(client.value()->failovers(), 0u);
 }
 
+// timeout_ms bounds a call whole: a batch over three shards that do not
+// answer costs one time-out, not one per part.
 TEST(Client, ABatchOverSilentShardsTakesOneTimeout) {
   e2e::SilentPort a, b, d;
   ClientOptions o;

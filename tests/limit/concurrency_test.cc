@@ -1059,6 +1059,19 @@ TEST(LeaseMap, AReloadThatChangesABizsIdSaysItsKeysStartFromZero) {
       << ends[0];
   EXPECT_NE(ends[0].find("give it back id 11"), std::string::npos) << ends[0];
   EXPECT_TRUE(limit::HeldAReloadEnds(*was, *was).empty());
+  // Two names swapped: each reads the other's counts, not zero.
+  auto swapped = limit::ParseMap(R"(<map><biz id="12" name="newbiz"><rule interval="3600" max="4"/></biz>
+    <biz id="11" name="other"><rule interval="60" max="1"/></biz></map>)",
+                                 "map.xml");
+  ASSERT_TRUE(swapped.ok());
+  const std::vector<std::string> swap = limit::HeldAReloadEnds(*was, *swapped);
+  ASSERT_GE(swap.size(), 2u);
+  EXPECT_NE(swap[0].find("biz 'newbiz' has id 12, not 11: its keys now read what biz 'other' counted under id 12"),
+            std::string::npos)
+      << swap[0];
+  EXPECT_NE(swap[1].find("biz 'other' has id 11, not 12: its keys now read what biz 'newbiz' counted"),
+            std::string::npos)
+      << swap[1];
 }
 
 // A sliding rule's max lowered into a smaller block keeps each key's newest

@@ -673,6 +673,20 @@ TEST_F(LeaseReplicaTest, ALeaseRenewedAwayAndExpiredIsCountedByTheNextWrite) {
   EXPECT_EQ(Do(*replica_, Cmd::kAcquire, "lease", "renewed").leases_expired, 0);
 }
 
+// The other order: the owner swept the lease (and counted it) before the
+// replica's renewal, made while the owner was away, reached it: the late
+// renewal does not bring the lease back for the next write to count again.
+TEST_F(LeaseReplicaTest, ARenewalThatArrivesAfterItsLeaseWasSweptIsNotCountedAgain) {
+  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "late");
+  ASSERT_TRUE(Ship(1).value());
+  clock_.Advance(30000);
+  ASSERT_TRUE(Lease(*replica_, Cmd::kRenew, "late", Id(a)).ok());
+  clock_.Advance(62000);
+  EXPECT_EQ(Do(*owner_, Cmd::kAcquire, "lease", "late").leases_expired, 1);
+  ASSERT_TRUE(ShipBack(1).value());
+  EXPECT_EQ(Do(*owner_, Cmd::kAcquire, "lease", "late").leases_expired, 0);
+}
+
 // The owner's change reaches a copy that holds an expired lease the owner
 // never had: the copy keeps it until its own write counts it.
 TEST_F(LeaseReplicaTest, AnExpiredLeaseOnlyThisCopyHeldOutlivesTheOtherHoldersChanges) {
