@@ -30,6 +30,10 @@ Status Context::ParseUInt(const pugi::xml_node& n, const std::string& what, std:
   while (!text.empty() && blank(text.back())) text.remove_suffix(1);
   uint64_t v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  // Digits past 2^64 are a whole number too: said as out of range.
+  if (ec == std::errc::result_out_of_range && p == text.data() + text.size())
+    return Error(n, what + " is " + std::string(text) + ", must be from " + std::to_string(lo) + " to " +
+                        std::to_string(hi));
   if (ec != std::errc() || p != text.data() + text.size() || text.empty())
     return Error(n, what + " must be a whole number, not \"" + std::string(text) + "\"");
   if (v < lo || v > hi)
@@ -150,6 +154,12 @@ Status SetStore(const Context& ctx, const pugi::xml_node& n) {
   struct stat st {};
   if (::stat(cfg.store_dir.c_str(), &st) == 0 ? !S_ISDIR(st.st_mode) : errno == ENOTDIR)
     return ctx.Error(n, "<store dir> " + cfg.store_dir + " is not a directory: a file is there or on its path");
+  // A link to nothing would be taken for a new store by frsd -t, then fail
+  // the start with "cannot create ...: File exists".
+  if (errno == ENOENT && ::lstat(cfg.store_dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return ctx.Error(n, "<store dir> " + cfg.store_dir +
+                            " is a symbolic link to nothing (its target does not exist): make the target "
+                            "directory, or name an existing directory");
   const struct {
     const char* name;
     uint64_t hi;

@@ -842,11 +842,16 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
   // drop thousands at once.
   std::string removed;
   size_t nremoved = 0;
+  std::unordered_map<std::string_view, bool> next_names;
+  for (const BizConfig& nb : next.bizzes) next_names.emplace(nb.name, true);
   for (const BizConfig& ob : running.bizzes) {
     // An Envoy descriptor's keys hold no reservation Envoy made (it takes
     // none), and its plain rate limits are most of what a directory change
-    // removes: only one with a concurrency rule is named.
-    if (kept[ob.id] || (ob.lease_rule < 0 && (ob.res_cap == 0 || (with_envoy && FromEnvoy(ob))))) continue;
+    // removes: only one with a concurrency rule is named. A biz whose name
+    // stays under another id is said by its own line below.
+    if (kept[ob.id] || (ob.lease_rule < 0 && (ob.res_cap == 0 || (with_envoy && FromEnvoy(ob)))) ||
+        next_names.contains(ob.name))
+      continue;
     if (nremoved++ < 8) removed += (removed.empty() ? "" : ", ") + ob.name;
   }
   if (nremoved > 8) removed += ", and " + std::to_string(nremoved - 8) + " more";
@@ -863,9 +868,14 @@ std::vector<std::string> HeldAReloadEnds(const MapConfig& running, const MapConf
     // The id it takes may be another running biz's (two names swapped):
     // then its keys meet that biz's counts, not zero.
     const BizConfig* other = by_id[nb.id];
-    const std::string takes = other == nullptr ? "every key of it starts from zero"
-                                               : "its keys now read what biz '" + other->name + "' counted under id " +
-                                                     std::to_string(nb.id) + ", not their own";
+    // One never running: what the store keeps under it, nothing unless a
+    // biz had that id before (its counts come back then).
+    const std::string takes =
+        other == nullptr ? "its keys now read what the store keeps under id " + std::to_string(nb.id) +
+                               ": nothing, every key starting from zero, unless a biz had that id before (its counts "
+                               "then come back)"
+                         : "its keys now read what biz '" + other->name + "' counted under id " +
+                               std::to_string(nb.id) + ", not their own";
     out.push_back(next.path + ": biz '" + nb.name + "' has id " + std::to_string(nb.id) + ", not " + was + ": " +
                   takes +
                   " (a key's counts, leases and reservations are kept under its biz's id, and its own stay "

@@ -11,7 +11,11 @@ std::string_view BearerToken(std::string_view authorization) {
   if (authorization.size() <= kScheme.size()) return {};
   for (size_t i = 0; i < kScheme.size(); ++i)
     if ((authorization[i] | 0x20) != kScheme[i]) return {};  // ' ' | 0x20 is ' '
-  return authorization.substr(kScheme.size());
+  // The scheme and the token are parted by one or more spaces (RFC 9110
+  // 11.4's 1*SP): "Bearer  T" is T.
+  authorization.remove_prefix(kScheme.size());
+  while (!authorization.empty() && authorization.front() == ' ') authorization.remove_prefix(1);
+  return authorization;
 }
 
 AdminAuth CheckAdminToken(std::string_view configured, std::string_view given) {

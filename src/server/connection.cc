@@ -95,6 +95,10 @@ void Connection::ProcessGrpc() {
     req_ = end_ = 0;
     progress_ += grpc_->answered() - before;
   }
+  // A client that ended its side with a request half sent can never finish
+  // it: without this its connection (and the bytes its streams declared)
+  // stayed until the request time-out, as a closed socket's slot.
+  if (peer_closed_) grpc_->PeerEnded();
   if (state_ == State::kOpen && (peer_closed_ || shutting_down_) && !grpc_->HasOpenStreams()) {
     if (!peer_closed_) grpc_->Shutdown();
     state_ = State::kClosing;

@@ -626,6 +626,16 @@ void GrpcSession::Close(Streams::iterator it) {
   Forget(it);
 }
 
+void GrpcSession::PeerEnded() {
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    const auto next = std::next(it);
+    // An answer under way (a message too long, answered before its end)
+    // is still sent: the client may read after it stopped writing.
+    if (!it->second.remote_closed && !it->second.local_closed) Close(it);
+    it = next;
+  }
+}
+
 void GrpcSession::Settle(Streams::iterator it) {
   Stream& s = it->second;
   if (!s.local_closed) return;

@@ -202,6 +202,10 @@ class GrpcSession {
   // A stream has begun and not been closed (answered and sent, or reset),
   // server-streaming ones aside.
   bool HasOpenStreams() const { return streams_.size() > watches_; }
+  // The client's side of the connection ended (it read EOF): streams whose
+  // requests had not ended never will, and are forgotten, their bytes back
+  // to the budgets; the calls that did end are still answered.
+  void PeerEnded();
   // Server-streaming calls (Health/Watch) open on this connection.
   bool HasWatches() const { return watches_ > 0; }
   // Queues a message on each of them whose answer changed (the worker asks

@@ -1,6 +1,8 @@
 // srv.xml: defaults, resolved paths, and one "file:line: what" per error.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -199,11 +201,22 @@ void ExpectError(const std::string& body, const std::string& where, const std::s
 TEST(SrvConfig, ErrorsNameFileLineAndWhat) {
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" chain=\"99\"/>\n</frs>", "3", "chain> is 99");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<listen port=\"x\"/>\n</frs>", "4", "whole number");
+  ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<listen port=\"99999999999999999999999\"/>\n</frs>", "4",
+              "<listen port> is 99999999999999999999999, must be from 0 to 65535");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<bogus/>\n</frs>", "4", "unknown element <bogus>");
   // A file where the store's directory should be, or on its path (srv.xml
   // itself here): its line, not a store file's "Not a directory" later.
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"srv.xml\"/>\n</frs>", "3", "is not a directory");
   ExpectError("<frs>\n<map>m.xml</map>\n\n<store dir=\"srv.xml/data\"/>\n</frs>", "4", "is not a directory");
+  {
+    TempDir d;
+    ASSERT_EQ(::symlink("nowhere/x", (d / "dangling").c_str()), 0);
+    const std::string p = Write(d, "<frs>\n<map>m.xml</map>\n<store dir=\"dangling\"/>\n</frs>");
+    auto c = LoadSrvConfig(p);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find(p + ":3: <store dir> "), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("is a symbolic link to nothing"), std::string::npos) << c.status().message();
+  }
   ExpectError("<frs>\n<store dir=\"d\"/>\n</frs>", "1", "<map> is required");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\" size=\"1\"/>\n</frs>", "3", "no attribute \"size\"");
   ExpectError("<frs>\n<map>m.xml</map>\n<store dir=\"d\"/>\n<allow>10.0.0.0/33</allow>\n</frs>", "4", "10.0.0.0/33");

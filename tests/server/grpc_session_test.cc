@@ -415,6 +415,30 @@ TEST(GrpcSession, TheWorkersBudgetBoundsEveryConnectionTogether) {
   EXPECT_EQ(worker.used, 0u);
 }
 
+// The client's side ended with one request half sent and one whole: the
+// half-sent one is forgotten (its bytes back to the budgets), the whole one
+// is still answered, and then no stream is left to keep the connection.
+TEST(GrpcSession, APeersEndForgetsTheRequestsItCanNoLongerFinish) {
+  Echo echo;
+  GrpcLimits limits;
+  GrpcBudget worker;
+  limits.worker = &worker;
+  auto g = GrpcSession::Create(&echo, limits).value();
+  ASSERT_TRUE(g->Receive(Start() + Headers(1, false) + Data(1, Prefix(1000) + "x", false), 1));
+  EXPECT_EQ(worker.used, 1005u);
+  g->PeerEnded();
+  EXPECT_EQ(worker.used, 0u);
+  EXPECT_EQ(g->buffered(), 0u);
+  EXPECT_FALSE(g->HasOpenStreams());
+  ASSERT_TRUE(g->Receive(Headers(3, false) + Data(3, Prefix(2) + "ok", true), 2));
+  g->PeerEnded();
+  std::string out;
+  g->Drain(&out);
+  EXPECT_EQ(g->answered(), 1u);
+  EXPECT_EQ(echo.calls, 1);
+  EXPECT_FALSE(g->HasOpenStreams());
+}
+
 TEST(GrpcSession, OldestUnansweredStreamStart) {
   Echo echo;
   auto g = GrpcSession::Create(&echo, GrpcLimits{}).value();

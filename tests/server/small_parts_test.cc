@@ -31,7 +31,9 @@ TEST(AdminAuth, TheBearerSchemeInAnyCase) {
   EXPECT_EQ(BearerToken("bearer s3cret"), "s3cret");
   EXPECT_EQ(BearerToken("BEARER S3cret"), "S3cret");
   EXPECT_EQ(BearerToken("bEaReR s3cret"), "s3cret");
-  for (const char* no : {"", "Bearer", "Bearer ", "Basic czNjcmV0", "Bearers3cret", "Bearer\ts3cret", "Token s3cret"})
+  EXPECT_EQ(BearerToken("Bearer   s3cret"), "s3cret");  // 1*SP between scheme and token (RFC 9110 11.4)
+  for (const char* no :
+       {"", "Bearer", "Bearer ", "Bearer   ", "Basic czNjcmV0", "Bearers3cret", "Bearer\ts3cret", "Token s3cret"})
     EXPECT_EQ(BearerToken(no), "") << no;
 }
 

@@ -33,7 +33,8 @@ Result<int> RunTopDenied(Session& s, const TopArgs& a) {
     std::fprintf(stderr,
                  "frsctl: warning: %s does not exist: frsd keeps no recent denials on this store, so none shows here "
                  "(its log says why, `recent denials are not kept ...`: a disk too full for the table's 3 MB when "
-                 "frsd started; or a store older than the table)\n",
+                 "frsd started; or no frsd has served this store yet (`frsctl init` makes no table); or a store older "
+                 "than the table)\n",
                  table.c_str());
   const std::vector<DeniedKey>& rows = denied->keys;
   std::map<uint16_t, std::string> names;
