@@ -112,6 +112,8 @@ struct RunningConfig {
 // Reads store_dir/frsd.running: NotFound when there is none, Corruption when
 // it is not one frsd wrote.
 Result<RunningConfig> ReadRunningConfig(const std::string& store_dir);
+// The same of store_dir/frsd.last: what the last run ran, kept when it stopped.
+Result<RunningConfig> ReadLastRunConfig(const std::string& store_dir);
 // Writes it whole (frsd's).
 Status WriteRunningConfig(const std::string& store_dir, const RunningConfig& rc);
 // XXH3-64 of a map.xml's bytes, in 16 hex digits: whether two are the same.

@@ -30,6 +30,9 @@ inline constexpr std::string_view kFieldStats = "stats";           // stats/<biz
 inline constexpr std::string_view kStoreLock = "frsd.lock";  // one frsd per store; holds its pid
 inline constexpr std::string_view kListen = "frsd.listen";
 inline constexpr std::string_view kRunningConfig = "frsd.running";  // the map and zone the live frsd runs
+// frsd.running of the last run, kept when it stopped (renamed): the next
+// start (and frsd -t meanwhile) warns of what the map's changes since cost.
+inline constexpr std::string_view kLastRunConfig = "frsd.last";
 inline constexpr std::string_view kGrpcListen = "frsd.grpc.listen";
 inline constexpr std::string_view kLog = "frsd.log";
 inline constexpr std::string_view kEnvoyIds = "envoy.ids";  // the biz ids of Envoy's descriptors

@@ -56,8 +56,20 @@ Status WriteRunningConfig(const std::string& store_dir, const RunningConfig& rc)
   return os::WriteFileWhole(store_dir::In(store_dir, store_dir::kRunningConfig), text, {}).status();
 }
 
+namespace {
+Result<RunningConfig> ReadRunningConfigAt(const std::string& path);
+}  // namespace
+
 Result<RunningConfig> ReadRunningConfig(const std::string& store_dir) {
-  const std::string path = store_dir::In(store_dir, store_dir::kRunningConfig);
+  return ReadRunningConfigAt(store_dir::In(store_dir, store_dir::kRunningConfig));
+}
+
+Result<RunningConfig> ReadLastRunConfig(const std::string& store_dir) {
+  return ReadRunningConfigAt(store_dir::In(store_dir, store_dir::kLastRunConfig));
+}
+
+namespace {
+Result<RunningConfig> ReadRunningConfigAt(const std::string& path) {
   // The map read whole (map.xml may hold 16 MiB, and the Envoy bizzes
   // composed into it more) with the header lines before it: a map of
   // 16 MiB made a file frsctl refused as too large.
@@ -85,5 +97,6 @@ Result<RunningConfig> ReadRunningConfig(const std::string& store_dir) {
   rc.map_text = std::string(text.substr(at));
   return rc;
 }
+}  // namespace
 
 }  // namespace frs

@@ -49,6 +49,23 @@ void StoreSeq(NodeRef& r, uint64_t seq) {
   for (int i = 0; i < 8; ++i) r.state[8 + i] = static_cast<uint8_t>(seq >> (8 * i));
 }
 
+// A fixed window opens at its first use. Uses of one window can reach the
+// copy out of order (two of the sender's workers, each its own stream; a
+// backlog delivered after a later use): a use older than the copy's window,
+// which the owner's window held with the later ones, opens the copy's window
+// at its own second, so that the two windows end together. Left later, the
+// copy's window (and every window after it) ended a second or more after the
+// owner's, with fewer uses: found from outside, a failover then granted 7 of
+// 5. Only while every use the copy holds lies within a window opened there
+// (now before u + interval), which a window opened at u must hold.
+void OpenAtTheFirstUse(const RuleSpec& spec, uint8_t* block, int64_t u, int64_t now_s) {
+  CounterBlock b = CounterBlock::Load(block);
+  if (b.start_s == 0 || u >= int64_t{b.start_s} || u <= 0) return;
+  if (!FixedWindow::FrameAt(spec, b, now_s).open || now_s >= u + int64_t{spec.interval}) return;
+  b.start_s = static_cast<uint32_t>(u);
+  b.Store(block);
+}
+
 }  // namespace
 
 void EngineImpl::ApplyAdd(const BizConfig& cfg, uint8_t* state, const Change& c, const Now& now) const {
@@ -59,6 +76,7 @@ void EngineImpl::ApplyAdd(const BizConfig& cfg, uint8_t* state, const Change& c,
     const RuleSpec& spec = cfg.rules[r];
     uint8_t* block = state + spec.offset;
     if (spec.algo == Algo::kConcurrency) continue;  // its leases come as events, each with its id and expiry
+    if (spec.algo == Algo::kFixed) OpenAtTheFirstUse(spec, block, at.s, now.s);
     if (spec.algo == Algo::kTokenBucket ||
         (spec.algo == Algo::kFixed && FixedWindow::FrameAt(spec, CounterBlock::Load(block), at.s).open)) {
       Record(spec, block, at, c.n);

@@ -258,6 +258,29 @@ std::optional<RunningMap> ReadRunningMap(const SrvConfig& cfg) {
   return RunningMap{rc->pid, std::move(running.value())};
 }
 
+// What a reload of the running frsd to `next` would warn of (leases or
+// reservations that end, a biz's id changed, a sliding block rebuilt); with
+// no frsd running, what the next start would, against the map the last run
+// ran (frsd.last).
+std::vector<std::string> EndsWarnings(const SrvConfig& cfg, const std::optional<RunningMap>& running,
+                                      const limit::MapConfig& next, bool with_envoy) {
+  std::vector<std::string> out;
+  if (running) {
+    for (std::string& w : limit::HeldAReloadEnds(running->map, next, with_envoy))
+      out.push_back("a reload of the frsd running on this store (pid " + std::to_string(running->pid) +
+                    ") would say: " + std::move(w));
+    return out;
+  }
+  Result<RunningConfig> last = ReadLastRunConfig(cfg.store_dir);
+  if (!last.ok()) return out;
+  Result<limit::MapConfig> was = limit::ParseMap(last->map_text, last->map_path);
+  if (!was.ok()) return out;
+  for (std::string& w : limit::HeldAReloadEnds(was.value(), next, with_envoy))
+    out.push_back("the next start on this store would say (since its last run, pid " + std::to_string(last->pid) +
+                  "): " + std::move(w));
+  return out;
+}
+
 // A reload's check of the rules' order (limit::CheckRuleOrder) against the
 // running map: frsd -t before a SIGHUP warns of what the reload would
 // refuse (it said ok, and the reload was refused). A warning, not a
@@ -365,9 +388,8 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
       problems.push_back(composed.status().message());
     } else {
       for (std::string& p : NodeFitProblems(*cfg, composed->map_text)) problems.push_back(std::move(p));
-      if (running)
-        if (auto next = limit::ParseMap(composed->map_text, cfg->map_path); next.ok())
-          ends_warnings = limit::HeldAReloadEnds(running->map, next.value(), /*with_envoy=*/true);
+      if (auto next = limit::ParseMap(composed->map_text, cfg->map_path); next.ok())
+        ends_warnings = EndsWarnings(*cfg, running, next.value(), /*with_envoy=*/true);
       envoy_words = ", " + std::to_string(composed->envoy_limits) + " Envoy rate limit(s) of " +
                     std::to_string(composed->envoy_domains) + " domain(s) in " + cfg->grpc_config;
     }
@@ -387,11 +409,8 @@ int CheckConfiguration(const std::string& srv_xml, std::FILE* out, std::FILE* er
   // The engine's other files, as frsd's start will find them.
   std::vector<std::string> side_warnings = std::move(tls_warnings);
   if (!order_warning.empty()) side_warnings.push_back(std::move(order_warning));
-  if (running && !cfg->grpc && map.ok())
-    ends_warnings = limit::HeldAReloadEnds(running->map, map.value(), /*with_envoy=*/false);
-  for (std::string& w : ends_warnings)
-    side_warnings.push_back("a reload of the frsd running on this store (pid " + std::to_string(running->pid) +
-                            ") would say: " + std::move(w));
+  if (!cfg->grpc && map.ok()) ends_warnings = EndsWarnings(*cfg, running, map.value(), /*with_envoy=*/false);
+  for (std::string& w : ends_warnings) side_warnings.push_back(std::move(w));
   if (std::string w = PidDirMissing(*cfg); !w.empty()) side_warnings.push_back(std::move(w));
   if (std::string w = RootOnAnotherUsersStore(*cfg); !w.empty())
     side_warnings.push_back("a start as root refuses: " + w);

@@ -278,6 +278,30 @@ void SayIfTheLastRunEndedOtherwise(const std::string& listen_file) {
       listen_file.c_str());
 }
 
+// frsd.running, which names a frsd no longer running, becomes frsd.last:
+// what the last run ran, for the next start's warnings. Advisory: a rename
+// that fails removes it, as before.
+void KeepAsTheLastRun(const std::string& store_dir) {
+  const std::string running = frs::os::store_dir::In(store_dir, frs::os::store_dir::kRunningConfig);
+  if (::rename(running.c_str(), frs::os::store_dir::In(store_dir, frs::os::store_dir::kLastRunConfig).c_str()) != 0)
+    ::unlink(running.c_str());
+}
+
+// A map edited while frsd was stopped is applied by the start as a reload
+// applies one: what that reload would warn of (leases or reservations that
+// end, a biz's id changed, a sliding rule's block rebuilt) is said here,
+// against the map the last run ran (frsd.running, before this run's
+// replaces it). Nothing when there was no last run or the map is the same.
+void SayWhatTheMapChangeSinceTheLastRunCosts(const frs::SrvConfig& cfg, const frs::server::ComposedMap& map) {
+  frs::Result<frs::RunningConfig> last = frs::ReadLastRunConfig(cfg.store_dir);
+  if (!last.ok() || last->map_text == map.map_text) return;
+  frs::Result<frs::limit::MapConfig> was = frs::limit::ParseMap(last->map_text, last->map_path);
+  frs::Result<frs::limit::MapConfig> now = frs::limit::ParseMap(map.map_text, cfg.map_path);
+  if (!was.ok() || !now.ok()) return;
+  for (const std::string& w : frs::limit::HeldAReloadEnds(was.value(), now.value(), cfg.grpc))
+    FRS_LOG("warning: since this store's last run: %s", w.c_str());
+}
+
 // The pid in the lock files, then the addresses frsd listens on: last
 // before serving, since whoever waits for them may connect at once.
 frs::Status PublishStart(const frs::SrvConfig& cfg, const frs::server::ComposedMap& map,
@@ -337,8 +361,8 @@ frs::Status TakeLocks(const frs::SrvConfig& cfg, std::optional<frs::server::Lock
   if (!sl.ok()) return sl.status();
   store_lock->emplace(std::move(sl.value()));
   // What a frsd killed here said it ran: not this one's (PublishStart
-  // writes this one's).
-  ::unlink(frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kRunningConfig).c_str());
+  // writes this one's), kept as the last run's.
+  KeepAsTheLastRun(cfg.store_dir);
   if (cfg.pidfile.empty()) return frs::Status::OK();
   auto pl = LockFile::Acquire(cfg.pidfile, "pid file");
   if (!pl.ok()) {
@@ -518,6 +542,7 @@ int main(int argc, char** argv) {
     if (Status d = daemon.Daemonize(); !d.ok()) return Fail(d.message());
   const std::string listen_file = ListenAddressPath(cfg);
   SayIfTheLastRunEndedOtherwise(listen_file);
+  SayWhatTheMapChangeSinceTheLastRunCosts(cfg, composed);
   if (Status p = PublishStart(cfg, composed, *store_lock, pid_lock); !p.ok()) {
     daemon.Failed();
     return Fail(p.message());
@@ -558,7 +583,7 @@ int main(int argc, char** argv) {
   // Its removal synced too, so that a power cut after a clean stop does not
   // bring it back to tell the next start of an unclean one.
   if (frs::Status s = frs::os::RemoveFileSynced(listen_file); !s.ok()) FRS_LOG("%s", s.message().c_str());
-  ::unlink(frs::os::store_dir::In(cfg.store_dir, frs::os::store_dir::kRunningConfig).c_str());
+  KeepAsTheLastRun(cfg.store_dir);
   if (cfg.grpc) ::unlink(GrpcListenAddressPath(cfg).c_str());
   return rc;
 }

@@ -111,6 +111,42 @@ TEST(ReloadE2E, TheLogSaysWhichBizzesAReloadAdds) {
       << ReadFile(srv.dir() + "/t.err");
 }
 
+// A map edited while frsd was stopped: frsd -t and the start say what the
+// edit costs against the map the last run ran (frsd.last), as a reload's log
+// says it (found by an outside run: a biz's changed id, which starts each of
+// its keys anew, said nothing on a restart). After a clean stop and after a
+// kill -9 alike.
+TEST(ReloadE2E, AStartSaysWhatTheMapEditedSinceTheLastRunCosts) {
+  Frsd srv;
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  ASSERT_EQ(srv.Stop(), 0) << srv.log();
+  const std::string path = srv.dir() + "/map.xml";
+  std::string map = ReadFile(path);
+  ASSERT_NE(map.find("<biz id=\"1\" name=\"login\""), std::string::npos) << map;
+  map.replace(map.find("<biz id=\"1\" name=\"login\""), 24, "<biz id=\"901\" name=\"login\"");
+  WriteFile(path, map);
+  const std::string check = std::string(FRSD_PATH) + " -t -c " + srv.config() + " >/dev/null 2>" + srv.dir() + "/t.err";
+  ASSERT_EQ(WEXITSTATUS(std::system(check.c_str())), 0) << ReadFile(srv.dir() + "/t.err");
+  EXPECT_NE(ReadFile(srv.dir() + "/t.err").find("the next start on this store would say (since its last run, pid "),
+            std::string::npos)
+      << ReadFile(srv.dir() + "/t.err");
+  EXPECT_NE(ReadFile(srv.dir() + "/t.err").find("biz 'login' has id 901, not 1: "), std::string::npos)
+      << ReadFile(srv.dir() + "/t.err");
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  EXPECT_TRUE(WaitLog(srv, "warning: since this store's last run: " + path + ": biz 'login' has id 901, not 1: "))
+      << srv.log();
+  // Killed, then the id put back: the start says so too, once.
+  srv.KillAll();
+  map.replace(map.find("<biz id=\"901\" name=\"login\""), 26, "<biz id=\"1\" name=\"login\"");
+  WriteFile(path, map);
+  ASSERT_TRUE(srv.Start()) << srv.log();
+  EXPECT_TRUE(WaitLog(srv, "warning: since this store's last run: " + path + ": biz 'login' has id 1, not 901: "))
+      << srv.log();
+  ASSERT_EQ(srv.Stop(), 0) << srv.log();
+  ASSERT_TRUE(srv.Start()) << srv.log();  // the same map: nothing said
+  EXPECT_EQ(Count(srv.log(), "has id 1, not 901"), 1u) << srv.log();
+}
+
 // A client still calling a biz a reload removed (or a typo) was seen only
 // in frs_requests_total{status="404"}: counted apart, and logged by each
 // worker at most once a minute (found by an outside run).
