@@ -750,6 +750,9 @@ class Client(object):
         self.failover = bool(failover)
         self.skip_failed = skip_failed
         self.failovers = 0  # calls (and batch parts) answered by a route's other holder
+        # The two counters are bumped by every thread sharing the client: a
+        # lock, so that none is lost (taken only when one changes).
+        self._counts_lock = threading.Lock()
         # name -> time.monotonic() until which that shard, which could not
         # answer, is asked second (a plain dict: one assignment is atomic).
         self._skip_until = {}
@@ -769,6 +772,7 @@ class Client(object):
             self._local = threading.local()
             self._maps = weakref.WeakSet()
             self._maps_lock = threading.Lock()
+            self._counts_lock = threading.Lock()
         m = getattr(self._local, "servers", None)
         if m is None:
             m = self._local.servers = _ServerMap()
@@ -866,7 +870,7 @@ class Client(object):
         elif res[3] is None:
             skip.pop(first, None)
             if first != server:
-                self.failovers += 1
+                self._count("failovers")
         # The successor's 421 when it was asked first: no copy there (no
         # replicas), so the owner is asked after all.
         if miss != "unanswered" and not (miss == "misrouted" and first != server):
@@ -883,8 +887,12 @@ class Client(object):
         if res2[3] is None:
             skip.pop(second, None)
             if second != server:
-                self.failovers += 1
+                self._count("failovers")
         return res2
+
+    def _count(self, name):
+        with self._counts_lock:
+            setattr(self, name, getattr(self, name) + 1)
 
     @staticmethod
     def _why(res):
@@ -957,7 +965,7 @@ class Client(object):
             if status == 421:
                 owner = root.get("owner")
                 if hop == 0 and owner and owner != server and owner in self._names:
-                    self.redirects += 1
+                    self._count("redirects")
                     server = owner
                     continue
                 if hop == 0 and owner and owner not in self._names:
