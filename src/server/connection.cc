@@ -98,7 +98,9 @@ void Connection::ProcessGrpc() {
   // A client that ended its side with a request half sent can never finish
   // it: without this its connection (and the bytes its streams declared)
   // stayed until the request time-out, as a closed socket's slot.
-  if (peer_closed_) grpc_->PeerEnded();
+  // Only once every byte it sent is in the session: a turn that could not
+  // take input (output backed up, TLS records still sealed) keeps them.
+  if (peer_closed_ && req_ == end_ && (!tls_ || !tls_->HasPendingInput())) grpc_->PeerEnded();
   if (state_ == State::kOpen && (peer_closed_ || shutting_down_) && !grpc_->HasOpenStreams()) {
     if (!peer_closed_) grpc_->Shutdown();
     state_ = State::kClosing;
