@@ -875,9 +875,12 @@ class Replicas(unittest.TestCase):
         self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 4, 10), "B holds %s\n%s" % (p.b.count(k), p.a.log()))
         self.assertTrue(processes.wait_for(lambda: not self.spools(p.a), 5), self.spools(p.a))
         self.assertEqual(p.a.count(k), 4)
-        # Once: a later use adds one on both.
+        # Once: a later use adds one on both. Waited for: on a loaded machine
+        # (CI's compiles beside it) the use can outlast replica_timeout_ms
+        # (300 ms here), A then serves it alone and B answers the route 503
+        # until the change arrives (seen once in CI).
         self.assertEqual(p.a.acquire(k), 200)
-        self.assertEqual(p.b.count(k), 5)
+        self.assertTrue(processes.wait_for(lambda: p.b.count(k) == 5, 10), "B holds %s" % p.b.count(k))
 
     def test_async_uses_behind_an_unanswered_batch_survive_a_kill_9_of_the_worker(self):
         # Async answers go out at once. The successor hangs (the relay holds

@@ -480,6 +480,16 @@ class LeaseReplicaTest : public ReplicaApplyTest {
   static Decision Lease(Engine& e, Cmd cmd, std::string_view key, std::string_view id) {
     return e.Execute(Request{.cmd = cmd, .biz = "lease", .key = key, .lease = id});
   }
+  // The owner's lease of `key`, shipped to the replica, renewed there 30 s
+  // later (the owner away: not shipped back), and past that renewal's end.
+  void RenewAwayAndLetExpire(std::string_view key) {
+    const Decision a = Do(*owner_, Cmd::kAcquire, "lease", key);
+    ASSERT_TRUE(Ship(1).value());
+    clock_.Advance(30000);
+    ASSERT_TRUE(Lease(*replica_, Cmd::kRenew, key, Id(a)).ok());
+    clock_.Advance(62000);
+  }
+
   // Ships what the replica recorded to the owner.
   Result<bool> ShipBack(uint64_t seq) {
     std::vector<Change> changes = back_.Take();
@@ -697,11 +707,7 @@ TEST_F(LeaseReplicaTest, ALeaseThatExpiredBeforeItReachedTheOtherHolderIsCounted
 // expired there; the owner, back, applies the renewal late: its own copy
 // of the lease, expired too, stays for its next write to count, once.
 TEST_F(LeaseReplicaTest, ALeaseRenewedAwayAndExpiredIsCountedByTheNextWrite) {
-  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "renewed");
-  ASSERT_TRUE(Ship(1).value());
-  clock_.Advance(30000);
-  ASSERT_TRUE(Lease(*replica_, Cmd::kRenew, "renewed", Id(a)).ok());
-  clock_.Advance(62000);
+  RenewAwayAndLetExpire("renewed");
   ASSERT_TRUE(ShipBack(1).value());
   EXPECT_EQ(Do(*owner_, Cmd::kAcquire, "lease", "renewed").leases_expired, 1);
   ASSERT_TRUE(Ship(2).value());
@@ -712,11 +718,7 @@ TEST_F(LeaseReplicaTest, ALeaseRenewedAwayAndExpiredIsCountedByTheNextWrite) {
 // replica's renewal, made while the owner was away, reached it: the late
 // renewal does not bring the lease back for the next write to count again.
 TEST_F(LeaseReplicaTest, ARenewalThatArrivesAfterItsLeaseWasSweptIsNotCountedAgain) {
-  const Decision a = Do(*owner_, Cmd::kAcquire, "lease", "late");
-  ASSERT_TRUE(Ship(1).value());
-  clock_.Advance(30000);
-  ASSERT_TRUE(Lease(*replica_, Cmd::kRenew, "late", Id(a)).ok());
-  clock_.Advance(62000);
+  RenewAwayAndLetExpire("late");
   EXPECT_EQ(Do(*owner_, Cmd::kAcquire, "lease", "late").leases_expired, 1);
   ASSERT_TRUE(ShipBack(1).value());
   EXPECT_EQ(Do(*owner_, Cmd::kAcquire, "lease", "late").leases_expired, 0);
