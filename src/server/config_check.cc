@@ -271,7 +271,12 @@ std::vector<std::string> EndsWarnings(const SrvConfig& cfg, const std::optional<
                     ") would say: " + std::move(w));
     return out;
   }
-  Result<RunningConfig> last = ReadLastRunConfig(cfg.store_dir);
+  // A run killed since left its frsd.running (the next start makes it
+  // frsd.last): newer than frsd.last, so it is the last run while nobody
+  // holds the store.
+  Result<RunningConfig> last =
+      StoreLockHolder(cfg) == 0 ? ReadRunningConfig(cfg.store_dir) : Result<RunningConfig>(Status::NotFound(""));
+  if (!last.ok()) last = ReadLastRunConfig(cfg.store_dir);
   if (!last.ok()) return out;
   Result<limit::MapConfig> was = limit::ParseMap(last->map_text, last->map_path);
   if (!was.ok()) return out;

@@ -290,10 +290,14 @@ void KeepAsTheLastRun(const std::string& store_dir) {
 // A map edited while frsd was stopped is applied by the start as a reload
 // applies one: what that reload would warn of (leases or reservations that
 // end, a biz's id changed, a sliding rule's block rebuilt) is said here,
-// against the map the last run ran (frsd.running, before this run's
-// replaces it). Nothing when there was no last run or the map is the same.
+// against the map the last run ran (frsd.last, which KeepAsTheLastRun made
+// of its frsd.running). Nothing when there was no last run or the map is
+// the same.
 void SayWhatTheMapChangeSinceTheLastRunCosts(const frs::SrvConfig& cfg, const frs::server::ComposedMap& map) {
-  frs::Result<frs::RunningConfig> last = frs::ReadLastRunConfig(cfg.store_dir);
+  // frsd.running still there: a store directory KeepAsTheLastRun could not
+  // change (read-only), whose frsd.running is the last run's.
+  frs::Result<frs::RunningConfig> last = frs::ReadRunningConfig(cfg.store_dir);
+  if (!last.ok()) last = frs::ReadLastRunConfig(cfg.store_dir);
   if (!last.ok() || last->map_text == map.map_text) return;
   frs::Result<frs::limit::MapConfig> was = frs::limit::ParseMap(last->map_text, last->map_path);
   frs::Result<frs::limit::MapConfig> now = frs::limit::ParseMap(map.map_text, cfg.map_path);

@@ -135,10 +135,14 @@ TEST(ReloadE2E, AStartSaysWhatTheMapEditedSinceTheLastRunCosts) {
   ASSERT_TRUE(srv.Start()) << srv.log();
   EXPECT_TRUE(WaitLog(srv, "warning: since this store's last run: " + path + ": biz 'login' has id 901, not 1: "))
       << srv.log();
-  // Killed, then the id put back: the start says so too, once.
+  // Killed, then the id put back: frsd -t (against the killed run's map,
+  // not the older frsd.last) and the start say so too, once.
   srv.KillAll();
   map.replace(map.find("<biz id=\"901\" name=\"login\""), 26, "<biz id=\"1\" name=\"login\"");
   WriteFile(path, map);
+  ASSERT_EQ(WEXITSTATUS(std::system(check.c_str())), 0) << ReadFile(srv.dir() + "/t.err");
+  EXPECT_NE(ReadFile(srv.dir() + "/t.err").find("biz 'login' has id 1, not 901: "), std::string::npos)
+      << ReadFile(srv.dir() + "/t.err");
   ASSERT_TRUE(srv.Start()) << srv.log();
   EXPECT_TRUE(WaitLog(srv, "warning: since this store's last run: " + path + ": biz 'login' has id 1, not 901: "))
       << srv.log();
