@@ -146,12 +146,7 @@ bool GrpcSession::Fail(uint32_t error) {
     // Nor will any stream's message be read: its bytes go back to the
     // worker's budget now, not when the lingering connection closes (the
     // answers still to be sent stay).
-    for (auto& [id, s] : streams_) {
-      buffered_ -= s.charged;
-      if (limits_.worker != nullptr) limits_.worker->used -= s.charged;
-      s.charged = 0;
-      KeepSmall(&s.body);
-    }
+    for (auto& [id, s] : streams_) ReleaseRequest(s);
     h2::AppendFrameHeader(&out_, 8, h2::kGoaway, 0, 0);
     char w[8];
     // The last stream whose call was answered: no later one was processed
@@ -754,11 +749,15 @@ void GrpcSession::OnData(Stream& s, int32_t id, const char* data, size_t len) {
   }
 }
 
-void GrpcSession::Release(Stream& s) {
+void GrpcSession::ReleaseRequest(Stream& s) {
   buffered_ -= s.charged;
   if (limits_.worker != nullptr) limits_.worker->used -= s.charged;
   s.charged = 0;
   KeepSmall(&s.body);
+}
+
+void GrpcSession::Release(Stream& s) {
+  ReleaseRequest(s);
   responses_ -= s.response.size() + s.request.size() + s.last.size();
   KeepSmall(&s.response);
   std::string().swap(s.request);

@@ -332,6 +332,8 @@ class GrpcSession {
   // Keeps order_ to about the open streams (OldestUnansweredNs).
   void PruneOrder();
   void Release(Stream& s);
+  // Its request's bytes only, back to both budgets (its answer stays).
+  void ReleaseRequest(Stream& s);
   // Whether the worker's budget has no room for `charge` more bytes (0: for
   // a new stream, whether it is spent). A lone message always fits: a
   // budget below one message refuses nothing when nothing is buffered.
