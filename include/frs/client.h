@@ -56,7 +56,11 @@ struct ClientOptions {
   // past half the time-out alike (failover=false keeps a fail-closed
   // client strict there). Each acquire the owner took but did not answer counts on
   // both holders (a hung owner applies what it queued when it resumes): the
-  // key is denied sooner, never granted more. false: the owner only.
+  // key is denied sooner, never granted more. An owner that is slow but
+  // alive goes on serving other clients meanwhile: both holders then serve
+  // the key, bounded by its limit plus the other holder's uses of that
+  // instant (docs/cluster.md, "Both holders serving one key"). false: the
+  // owner only.
   bool failover = true;
   int skip_failed_ms = 10000;
 };
