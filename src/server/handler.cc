@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/ascii_case.h"
+#include "os/store_dir.h"
 #include "server/admin_auth.h"
 #include "server/clock_util.h"
 #include "server/grpc_methods.h"
@@ -62,6 +63,8 @@ HandlerOptions HandlerOptionsFor(const SrvConfig& cfg) {
       o.cluster.self_index = o.cluster.ring->Find(cfg.cluster_self);
       o.cluster.enforce = cfg.cluster_enforce;
       o.cluster.replicas = cfg.cluster_replicas > 0;
+      if (o.cluster.replicas && !cfg.store_dir.empty())
+        o.park_path = os::store_dir::In(cfg.store_dir, os::store_dir::kReplicaParked);
     }
   }
   return o;

@@ -60,6 +60,9 @@ struct HandlerOptions {
   // (top, value) rather than the worker building a body of any size (a
   // table keeps up to 1,000,000 groups, each with sketches of up to 34.8 KB).
   size_t max_stats_bytes = size_t{32} << 20;
+  // With replicas: the file of changes kept aside for a biz this map has
+  // not yet (replica_park.h); "": such changes are skipped (tests).
+  std::string park_path{};
 };
 
 // The handler's settings from srv.xml (token, batch limit, cluster ring).
@@ -141,6 +144,9 @@ class Handler {
     bizzes_.clear();
     bizzes_loaded_ = false;
   }
+  // Applies the replica changes kept aside (replica_park.h) whose biz this
+  // map now has: after each reload, and at the worker's start.
+  void TakeParkedChanges();
 
  private:
   // Additional response headers.
@@ -184,13 +190,14 @@ class Handler {
   // `nonce`: the signed request's ("": the token itself was sent).
   void ReplicateAuthorizedRequest(const HttpHead& head, const char* base, const ReplicateQuery& q,
                                   std::string_view nonce, int* status);
-  // Logs (at most once a minute) the changes of a biz this map has not,
-  // which the engine skips.
   // Whether `stream` is one of this shard's workers' (or a spool one of
   // them delivers): a batch of it came back to the shard that made it.
   bool OwnStream(std::string_view stream) const;
   ReplicaLinksView LinksView() const;
-  void NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from);
+  // The changes of a biz this map has not (the engine skips them), from
+  // change `skip` on: kept aside (replica_park.h) for the reload that
+  // brings it, and said at most once a minute.
+  void KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q);
   // Its forms, once the sender is known to be another shard of this
   // <cluster> (`peer`: its index in the ring the request is of), which runs
   // this shard's list, the one before it, or the one after it.
@@ -299,7 +306,7 @@ class Handler {
   char date_[128] = {};
   size_t date_len_ = 0;
   std::string map_digest_;      // set_map_digest
-  LogThrottle no_biz_changes_;  // NoteChangesOfNoBiz
+  LogThrottle no_biz_changes_;  // KeepChangesOfNoBiz
   // /replicate refused for its credentials, one throttle per reason (the
   // token, the signature's form, the clocks, the self, the signature): a
   // minute of one reason hides no other.

@@ -35,6 +35,7 @@
 #include "server/handler.h"
 #include "server/logger.h"
 #include "server/replica_auth.h"
+#include "server/replica_park.h"
 #include "server/replica_wire.h"
 #include "server/replicator.h"
 #include "server/request_decoder.h"
@@ -474,29 +475,90 @@ bool Handler::OwnStream(std::string_view stream) const {
 
 // Changes of a biz this map has not are skipped by the engine (a map edit
 // that reached one shard first must not stop the link for every other
-// biz): said here, at most once a minute, since the counts of that biz are
-// then not kept here for a failover.
-void Handler::NoteChangesOfNoBiz(std::span<const Change> changes, std::string_view from) {
+// biz). Dropped, they left this copy short of that biz's uses until their
+// windows ended, and a failover after the rollout granted them again (10
+// of 5 from outside): kept aside instead, one record per biz, for the
+// reload that brings it (TakeParkedChanges). Written before the batch is
+// applied, so that a worker killed in between leaves them kept (the batch
+// sent again is a duplicate, and is not kept twice: a record taken twice
+// counts once by its receipt).
+void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q) {
   // A batch's changes run by biz: each run's id looked up once, on the
   // receiving path of every replicated use.
-  uint32_t dropped = 0, biz = 0, run_id = UINT32_MAX;
+  uint32_t dropped = 0, run_id = UINT32_MAX;
+  std::vector<uint32_t> unknown;
   bool run_known = true;
-  for (const Change& c : changes) {
+  for (size_t i = skip; i < changes.size(); ++i) {
+    const Change& c = changes[i];
     if (c.biz_id != run_id) {
       run_id = c.biz_id;
       run_known = engine_->ResolveBiz(std::to_string(c.biz_id)).ok();
     }
-    if (!run_known) ++dropped, biz = c.biz_id;
+    if (run_known) continue;
+    ++dropped;
+    if (std::find(unknown.begin(), unknown.end(), c.biz_id) == unknown.end()) unknown.push_back(c.biz_id);
   }
   if (dropped == 0) return;
+  Status kept = opts_.park_path.empty() ? Status::Unavailable("no store directory") : Status::OK();
+  for (uint32_t biz : unknown) {
+    if (!kept.ok()) break;
+    kept = ParkChanges(opts_.park_path, biz, q.stream, q.seq, changes.subspan(skip), ::time(nullptr));
+  }
+  if (counters_) CounterAdd(kept.ok() ? counters_->replica.parked : counters_->replica.skipped_no_biz, dropped);
   uint64_t batches = 0;
   if (!no_biz_changes_.Note(MonoNs(), &batches)) return;
-  FRS_LOG(
-      "replica changes from %.*s of a biz this map has not are skipped (%u in this batch, biz %u; %llu batch(es) "
-      "with such changes since the last such line): that biz's counts are not kept here for a failover until "
-      "every shard runs the same map.xml",
-      static_cast<int>(std::min<size_t>(from.size(), 100)), from.data(), dropped, biz,
-      static_cast<unsigned long long>(batches));
+  const int from_len = static_cast<int>(std::min<size_t>(q.from.size(), 100));
+  if (kept.ok())
+    FRS_LOG(
+        "replica changes from %.*s of a biz this map has not are kept aside in %s until a reload brings it (%u in "
+        "this batch, biz %u; %llu batch(es) with such changes since the last such line); after a day without it "
+        "they are dropped",
+        from_len, q.from.data(), opts_.park_path.c_str(), dropped, unknown.front(),
+        static_cast<unsigned long long>(batches));
+  else
+    FRS_LOG(
+        "replica changes from %.*s of a biz this map has not are skipped (%u in this batch, biz %u; %llu batch(es) "
+        "with such changes since the last such line; they could not be kept aside: %s): that biz's uses are missing "
+        "from this copy until their windows end, and a failover grants them again",
+        from_len, q.from.data(), dropped, unknown.front(), static_cast<unsigned long long>(batches),
+        kept.message().c_str());
+}
+
+void Handler::TakeParkedChanges() {
+  if (opts_.park_path.empty()) return;
+  auto known = [&](uint32_t biz) { return engine_->ResolveBiz(std::to_string(biz)).ok(); };
+  auto apply = [&](const ParkedBatch& b) -> Status {
+    // A receipt of its own per biz and sender's stream, at the batch's seq:
+    // taken again (its taker killed before it rewrote the file), it is a
+    // duplicate; the batch's own receipt is its stream's.
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string stream = "park/" + std::to_string(b.biz) + "/";
+    const uint64_t h = StreamHash(b.stream);
+    for (int i = 15; i >= 0; --i) stream += kHex[(h >> (4 * i)) & 15];
+    auto applied = engine_->ApplyChanges(b.changes, stream, b.seq);
+    return applied.ok() ? Status::OK() : applied.status();
+  };
+  auto taken = TakeParked(opts_.park_path, known, apply, ::time(nullptr));
+  if (!taken.ok()) {
+    FRS_LOG("replicas: the changes kept aside in %s could not be taken: %s", opts_.park_path.c_str(),
+            taken.status().message().c_str());
+    return;
+  }
+  if (!taken->problem.empty()) FRS_LOG("replicas: %s", taken->problem.c_str());
+  if (taken->applied > 0) {
+    std::string bizzes;
+    for (uint32_t b : taken->bizzes) bizzes += (bizzes.empty() ? "" : ", ") + std::to_string(b);
+    FRS_LOG("replicas: %zu change(s) another shard sent of biz(es) %s before this map had them are applied now%s",
+            taken->applied, bizzes.c_str(),
+            taken->kept > 0 ? (" (" + std::to_string(taken->kept) + " still kept for bizzes this map has not)").c_str()
+                            : "");
+  }
+  if (taken->dropped > 0)
+    FRS_LOG("replicas: %zu change(s) kept aside over a day for a biz no reload brought are dropped", taken->dropped);
+  if (counters_) {
+    CounterAdd(counters_->replica.parked_applied, taken->applied);
+    CounterAdd(counters_->replica.skipped_no_biz, taken->dropped);
+  }
 }
 
 // Which routes a batch of changes is on, as ReplicaShared::alone_applied
@@ -553,7 +615,7 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     return;
   }
   const size_t skip = current && q.first != 0 ? CarriedAlready(*shared, pi, q.stream, q.first, changes.size()) : 0;
-  NoteChangesOfNoBiz(changes, q.from);
+  KeepChangesOfNoBiz(changes, skip, q);
   // While a batch of this stream that resets a biz is applied, no other of
   // it is; nor does one start while another of it is applied (reset_claim.h).
   std::optional<ResetClaim> claim;

@@ -142,6 +142,9 @@ struct ReplicaCounters {
   uint64_t received, duplicates;       // changes applied from other shards; batches received again
   uint64_t key_refused;                // batches and snapshot asks refused: the sender's <cluster lease_key> differs
   uint64_t dropped;                    // changes dropped from a full backlog (kMaxBacklog)
+  uint64_t parked;                     // changes of a biz this map has not yet, kept aside (replica_park.h)
+  uint64_t parked_applied;             // changes kept aside, applied once the map had their biz
+  uint64_t skipped_no_biz;             // changes of a biz this map has not, not kept (or kept a day in vain)
   uint64_t episodes;                   // times a link went down
   uint64_t lag_ms;                     // gauge: age of the oldest change not acknowledged
   uint64_t pending[kMaxReplicaPeers];  // gauge: changes queued for each shard (ring index)

@@ -85,6 +85,17 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
       {"frs_replica_dropped_total", "counter",
        "Changes dropped from a full backlog (a link down for long): the other holder never gets them.",
        &ReplicaCounters::dropped},
+      {"frs_replica_changes_parked_total", "counter",
+       "Changes other shards sent of a biz this shard's map has not yet (a map rolled out to them first), kept aside "
+       "in the store directory's replica-parked for the reload that brings it.",
+       &ReplicaCounters::parked},
+      {"frs_replica_parked_applied_total", "counter",
+       "Changes kept aside that a reload (or a start) applied once the map had their biz.",
+       &ReplicaCounters::parked_applied},
+      {"frs_replica_changes_skipped_total", "counter",
+       "Changes of a biz this shard's map has not that could not be kept aside (the file full, an I/O error), or "
+       "were kept a day without a reload bringing their biz: that biz's uses are missing from this copy.",
+       &ReplicaCounters::skipped_no_biz},
       {"frs_replica_link_down_total", "counter",
        "Times a link to another shard went down, counted by each worker (each keeps its own links).",
        &ReplicaCounters::episodes},

@@ -35,6 +35,7 @@ int Worker::Run(const sigset_t* wait_mask) {
   }
   SetOpenGauge();  // a replacement starts from its predecessor's stale value
   SetUpReplicas();
+  handler_.TakeParkedChanges();                        // what other shards sent while an earlier map lacked its biz
   if (grpc_) RefreshGrpcHealth(store_->CheckFiles());  // a catch-up under way, a file lost before this start
   reading_.reserve(EventLoop::kMaxEvents);
   FRS_LOG("serving (listen socket %d)", ctx_.listener.get());

@@ -54,6 +54,7 @@ void Worker::HandleSignals(int64_t now) {
       ReloadTls();
       if (generation != map_generation_ || !ctx_.map_channel) {
         handler_.MapReloaded();
+        handler_.TakeParkedChanges();
         // A reload may have been of Envoy's files alone (inotify): both named.
         FRS_LOG("reloaded %s%s%s (map generation %llu)", cfg_.map_path.c_str(),
                 cfg_.grpc_config.empty() ? "" : " and the <grpc config> files in ", cfg_.grpc_config.c_str(),

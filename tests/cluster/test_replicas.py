@@ -1160,6 +1160,40 @@ class Replicas(unittest.TestCase):
         said = "replicas: %s runs another map" % p.b.name
         self.assertTrue(processes.wait_for(lambda: said in p.a.log(), 15), p.a.log())
 
+    def test_a_biz_one_shard_runs_first_is_kept_aside_by_its_successor_until_its_reload(self):
+        # A map that adds a biz reaches A first: B, A's successor, cannot
+        # apply A's uses of it yet, keeps them aside, and applies them at
+        # the reload that brings the biz. Dropped, they were missing from
+        # B's copy until the window ended, and a failover after the rollout
+        # granted them again (10 of 5 from outside).
+        slow = 'replica_mode="sync" replica_timeout_ms="5000"'
+        p = self.pair(extra_a=slow, extra_b=slow)
+        added = MAP.replace(
+            "</map>", '  <biz id="3" name="added"><rule algo="fixed" interval="3600" max="5"/></biz>\n</map>'
+        )
+        k = p.keys[0]
+        parked = os.path.join(p.b.dir, "data", "replica-parked")
+
+        def roll(shard, said):
+            with open(os.path.join(shard.dir, "map.xml"), "w") as f:
+                f.write(added)
+            os.kill(shard.proc.pid, signal.SIGHUP)
+            self.assertTrue(processes.wait_for(lambda: said in shard.log(), 5), shard.log())
+
+        roll(p.a, "reloaded")
+        for _ in range(3):
+            self.assertEqual(p.a.get("/acquire?biz=added&key=" + k)[0], 200)
+        self.assertIn("kept aside in " + parked, p.b.log())
+        self.assertEqual(p.b.metric("frs_replica_changes_parked_total"), 3)
+        self.assertTrue(os.path.exists(parked))
+        roll(p.b, "3 change(s) another shard sent of biz(es) 3 before this map had them are applied now")
+        self.assertFalse(os.path.exists(parked))
+        self.assertEqual(p.b.count_of("added", k), 3)
+        # The owner lost: its successor grants what is left of the limit.
+        p.a.kill9()
+        answers = [p.b.get("/acquire?biz=added&key=" + k)[0] for _ in range(3)]
+        self.assertEqual(answers, [200, 200, 429])
+
     def test_a_spool_left_by_a_stop_during_its_delivery_is_delivered_once(self):
         # A restarted with B still down takes its spool and cannot deliver
         # it; stopped again, it leaves that file for the next start (nothing

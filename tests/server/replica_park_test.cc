@@ -1,0 +1,186 @@
+// The replica changes kept aside for a biz the map has not yet
+// (server/replica_park.h): each biz's changes of a batch are one record,
+// taken when the map has that biz and kept otherwise, a refused apply keeps
+// its record and every later one, a damaged tail is dropped and said, a
+// record kept a day in vain goes, and the file is bounded.
+#include "server/replica_park.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/temp_dir.h"
+
+namespace frs::server {
+namespace {
+
+constexpr int64_t kParkNow = 1764547200;
+
+std::vector<Change> Batch() {
+  std::vector<Change> b;
+  b.push_back(Change{Change::Kind::kAdd, 3, "user:1", 11u, true, 1, kParkNow * 1000});
+  b.push_back(Change{Change::Kind::kAdd, 4, "user:2", 12u, true, 2, kParkNow * 1000 + 1});
+  b.push_back(Change{Change::Kind::kAdd, 3, std::string_view("a b\n%", 6), 13u, true, 4, kParkNow * 1000 + 2});
+  b.push_back(Change{Change::Kind::kAdd, 1, "known", 14u, true, 1, kParkNow * 1000 + 3});
+  return b;
+}
+
+struct Seen {
+  uint32_t biz;
+  uint64_t seq;
+  std::string stream;
+  std::vector<std::string> keys;
+  std::vector<int64_t> n;
+};
+
+struct Taker {
+  std::vector<uint32_t> known;
+  std::vector<Seen> seen;
+  Status answer = Status::OK();
+  Result<ParkTaken> Take(const std::string& path, int64_t now = kParkNow) {
+    return TakeParked(
+        path, [&](uint32_t b) { return std::find(known.begin(), known.end(), b) != known.end(); },
+        [&](const ParkedBatch& b) {
+          Seen s{b.biz, b.seq, b.stream, {}, {}};
+          for (const Change& c : b.changes) {
+            s.keys.emplace_back(c.key);
+            s.n.push_back(c.n);
+          }
+          seen.push_back(s);
+          return answer;
+        },
+        now);
+  }
+};
+
+TEST(ReplicaPark, EachBizIsTakenOnceTheMapHasIt) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  const std::vector<Change> b = Batch();
+  ASSERT_TRUE(ParkChanges(path, 3, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());
+  ASSERT_TRUE(ParkChanges(path, 4, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());
+  ASSERT_TRUE(ParkChanges(path, 9, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());  // none of it: nothing written
+  Taker t;
+  t.known = {3};
+  auto taken = t.Take(path);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->applied, 2u);
+  EXPECT_EQ(taken->kept, 1u);
+  EXPECT_EQ(taken->bizzes, std::vector<uint32_t>{3});
+  ASSERT_EQ(t.seen.size(), 1u);
+  EXPECT_EQ(t.seen[0].biz, 3u);
+  EXPECT_EQ(t.seen[0].seq, 5u);
+  EXPECT_EQ(t.seen[0].stream, "127.0.0.1:8301/77.1");
+  EXPECT_EQ(t.seen[0].keys, (std::vector<std::string>{"user:1", std::string("a b\n%", 6)}));
+  EXPECT_EQ(t.seen[0].n, (std::vector<int64_t>{1, 4}));
+  ASSERT_TRUE(std::filesystem::exists(path));
+  // Taken again with the same map: nothing more.
+  t.seen.clear();
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 0u);
+  EXPECT_TRUE(t.seen.empty());
+  // The next reload brings biz 4: its record goes, and the file with it.
+  t.known = {3, 4};
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 1u);
+  ASSERT_EQ(t.seen.size(), 1u);
+  EXPECT_EQ(t.seen[0].keys, std::vector<std::string>{"user:2"});
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // A record after the file went starts a new one.
+  ASSERT_TRUE(ParkChanges(path, 4, "s", 6, b, kParkNow).ok());
+  t.seen.clear();
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 1u);
+}
+
+TEST(ReplicaPark, ARefusedApplyKeepsItsRecordAndEveryLaterOne) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  const std::vector<Change> b = Batch();
+  ASSERT_TRUE(ParkChanges(path, 3, "s", 1, b, kParkNow).ok());
+  ASSERT_TRUE(ParkChanges(path, 3, "s", 2, b, kParkNow).ok());
+  Taker t;
+  t.known = {3};
+  t.answer = Status::Unavailable("the store is full");
+  auto taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 0u);
+  EXPECT_EQ(taken->kept, 4u);
+  EXPECT_EQ(t.seen.size(), 1u);  // seq 2 not tried: its receipt would pass seq 1's
+  EXPECT_NE(taken->problem.find("the store is full"), std::string::npos) << taken->problem;
+  t.answer = Status::OK();
+  t.seen.clear();
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 4u);
+  ASSERT_EQ(t.seen.size(), 2u);
+  EXPECT_EQ(t.seen[0].seq, 1u);
+  EXPECT_EQ(t.seen[1].seq, 2u);
+}
+
+TEST(ReplicaPark, ADamagedTailIsDroppedAndSaid) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  ASSERT_TRUE(ParkChanges(path, 3, "s", 1, Batch(), kParkNow).ok());
+  {
+    std::ofstream f(path, std::ios::app);
+    f << "batch 3 2 " << kParkNow << " 2 s\nA 3 - 1 1764547200000 cut\n";  // one line of two
+  }
+  Taker t;
+  t.known = {3};
+  auto taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 2u);
+  EXPECT_NE(taken->problem.find("no whole record"), std::string::npos) << taken->problem;
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // A file that is not one is dropped whole, and said.
+  {
+    std::ofstream f(path);
+    f << "something else\n";
+  }
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_NE(taken->problem.find("does not start with"), std::string::npos) << taken->problem;
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(ReplicaPark, ARecordADayOldWhoseBizNeverCameIsDropped) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  ASSERT_TRUE(ParkChanges(path, 3, "s", 1, Batch(), kParkNow - kMaxParkedSeconds - 1).ok());
+  ASSERT_TRUE(ParkChanges(path, 4, "s", 1, Batch(), kParkNow - 10).ok());
+  Taker t;
+  auto taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->dropped, 2u);
+  EXPECT_EQ(taken->kept, 1u);
+  EXPECT_TRUE(t.seen.empty());
+  t.known = {4};
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 1u);
+}
+
+TEST(ReplicaPark, TheFileIsBoundedAndAStreamWithASpaceIsRefused) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  EXPECT_EQ(ParkChanges(path, 3, "a b", 1, Batch(), kParkNow).code(), Status::Code::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  ASSERT_TRUE(ParkChanges(path, 3, "s", 1, Batch(), kParkNow).ok());
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(kMaxParkedBytes)), 0);
+  const Status full = ParkChanges(path, 3, "s", 2, Batch(), kParkNow);
+  EXPECT_EQ(full.code(), Status::Code::kIOError);
+  EXPECT_NE(full.message().find("at most"), std::string::npos) << full.message();
+  EXPECT_EQ(std::filesystem::file_size(path), kMaxParkedBytes);
+}
+
+}  // namespace
+}  // namespace frs::server
