@@ -6,7 +6,8 @@
 // it (stats.frs, denials.frs, rules.history, lease.key, the statistics day
 // files under stats/), the server's (frsd.lock, frsd.listen, frsd.running,
 // frsd.grpc.listen, frsd.log, envoy.ids, cluster.digest, cluster.list,
-// catchup.pending, replica-spool.*, replica-parked) and frsctl's (handoff.spool).
+// catchup.pending, snapshot.missed, replica-spool.*, replica-parked) and frsctl's
+// (handoff.spool).
 // What each file holds, and what survives what, is docs/store.md.
 //
 //   frs::store_dir::In("/var/lib/frs", frs::store_dir::StoreFileName(0))  // "/var/lib/frs/frs.0.store"
@@ -57,6 +58,10 @@ inline constexpr std::string_view kReplicaSpoolPrefix = "replica-spool.";
 // With replicas: the changes other shards sent of a biz this map has not
 // yet, kept for the reload that brings it (under flock; removed once empty).
 inline constexpr std::string_view kReplicaParked = "replica-parked";
+// With replicas: the shards a new store's catch-up took no snapshot from
+// ("NAME UNIX_S" lines), until the store is replaced or the operator
+// removes it (docs/cluster.md, "Both holders lost").
+inline constexpr std::string_view kSnapshotMissed = "snapshot.missed";
 // frsctl's.
 inline constexpr std::string_view kHandoffSpool = "handoff.spool";  // a handoff's nodes until each is taken
 // Siblings of the directory, `dir` + suffix, made by frsctl grow: the store

@@ -63,8 +63,10 @@ HandlerOptions HandlerOptionsFor(const SrvConfig& cfg) {
       o.cluster.self_index = o.cluster.ring->Find(cfg.cluster_self);
       o.cluster.enforce = cfg.cluster_enforce;
       o.cluster.replicas = cfg.cluster_replicas > 0;
-      if (o.cluster.replicas && !cfg.store_dir.empty())
+      if (o.cluster.replicas && !cfg.store_dir.empty()) {
+        o.store_dir = cfg.store_dir;
         o.park_path = os::store_dir::In(cfg.store_dir, os::store_dir::kReplicaParked);
+      }
     }
   }
   return o;
@@ -201,7 +203,7 @@ bool Handler::Handle(const HttpHead& head, char* base, bool keep_alive, int64_t 
           if (held.ok()) RenderHeldNow(*held, *metrics_, &body_);
           if (rls_ && rls_->rules()) RenderEnvoyMetrics(*metrics_, *rls_->rules(), &body_);
           if (opts_.cluster.ring && opts_.cluster.replicas)
-            RenderReplicaMetrics(*metrics_, *opts_.cluster.ring, opts_.cluster.self_index, &body_);
+            RenderReplicaMetrics(*metrics_, *opts_.cluster.ring, opts_.cluster.self_index, opts_.store_dir, &body_);
         } else {
           body_.append("# metrics are not shared in this process\n");
         }

@@ -63,6 +63,8 @@ struct HandlerOptions {
   // With replicas: the file of changes kept aside for a biz this map has
   // not yet (replica_park.h); "": such changes are skipped (tests).
   std::string park_path{};
+  // With replicas: the store directory, for snapshot.missed in /metrics.
+  std::string store_dir{};
 };
 
 // The handler's settings from srv.xml (token, batch limit, cluster ring).

@@ -26,6 +26,7 @@
 #include "server/replicator.h"
 #include "server/signals.h"
 #include "server/snapshot_merge.h"
+#include "server/snapshot_missed.h"
 
 namespace frs::server {
 namespace {
@@ -672,6 +673,34 @@ Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* sto
   return Status::OK();
 }
 
+namespace {
+
+// A new store's snapshots not taken, kept for every later start, the link
+// that first reaches such a shard again, and /metrics (snapshot_missed.h).
+// Written before the catch-up's mark goes: a kill in between begins the
+// catch-up again, which writes it anew.
+void NoteMissedSnapshots(const SrvConfig& cfg, const Ring& ring, const std::vector<bool>& missed) {
+  std::vector<MissedSnapshot> list;
+  for (size_t i = 0; i < missed.size() && i < ring.shards().size(); ++i)
+    if (missed[i]) list.push_back({ring.shards()[i].name, static_cast<int64_t>(::time(nullptr))});
+  if (Status s = WriteMissedSnapshots(cfg.store_dir, list); !s.ok())
+    FRS_LOG("replicas: cannot note the snapshots not taken: %s", s.message().c_str());
+  for (const MissedSnapshot& m : list) FRS_LOG("replicas: %s", MissedSnapshotWords(cfg.store_dir, m, m.at_s).c_str());
+}
+
+// Said again at each later start on this store, until it is replaced.
+void SayMissedSnapshots(const SrvConfig& cfg) {
+  auto missed = ReadMissedSnapshots(cfg.store_dir);
+  if (!missed.ok()) {
+    FRS_LOG("replicas: %s", missed.status().message().c_str());
+    return;
+  }
+  for (const MissedSnapshot& m : *missed)
+    FRS_LOG("replicas: %s", MissedSnapshotWords(cfg.store_dir, m, ::time(nullptr)).c_str());
+}
+
+}  // namespace
+
 bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engine, ReplicaShared* shared) {
   if (cfg.cluster_replicas == 0 || shared == nullptr) return true;
   const std::string pending = store_dir::In(cfg.store_dir, store_dir::kCatchUpPending);
@@ -705,6 +734,7 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     if (ring->shards()[i].name != cfg.cluster_self) peers.push_back(i);
   FRS_LOG("replicas: catching up (%s store) with %zu other shard(s) before serving this shard's routes",
           fresh_store ? "a new" : "its old", peers.size());
+  if (!fresh_store) SayMissedSnapshots(cfg);
   std::vector<int64_t> stalled_since(ring->shards().size(), 0);  // took a question, answered none since
   const bool snapshots = fresh_store && SnapshotsWanted(c, *ring, peers, &stalled_since);
   if (!snapshots)
@@ -718,6 +748,7 @@ bool RunReplicaCatchUp(const SrvConfig& cfg, bool fresh_store, AdminEngine* engi
     missed[i] = m;
   }
   CounterSet(shared->catchup_nodes, nodes);
+  if (fresh_store && !StopAsked()) NoteMissedSnapshots(cfg, *ring, missed);
   // Peers whose holdings for this shard were not all taken or waited for.
   c.queue_start = MonoNs();
   const size_t short_of = StopAsked() ? 0 : WaitForQueued(c, *ring, peers, missed, stalled_since);

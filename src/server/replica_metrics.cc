@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "server/clock_util.h"
+#include "server/snapshot_missed.h"
 
 namespace frs::server {
 namespace {
@@ -45,7 +46,32 @@ uint64_t ReplicaLagMs(const Metrics& metrics) {
   return lag;
 }
 
-void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_index, std::string* out) {
+namespace {
+
+// frs_replica_snapshot_missed, from snapshot.missed (snapshot_missed.h).
+void RenderMissedSnapshots(const Ring& ring, long self_index, const std::string& store_dir, std::string* out) {
+  // Read at each scrape: the file is tiny when there, and an operator's
+  // removal of it (the remedy not wanted) shows at once.
+  Help(out, "frs_replica_snapshot_missed", "gauge",
+       "Per other shard: the unix second of the start at which this store, new, took no snapshot from it (0: it "
+       "took one). While above 0 and that shard's link is up, docs/cluster.md's remedy for \"Both holders lost\" is "
+       "due.");
+  auto missed = store_dir.empty() ? Result<std::vector<MissedSnapshot>>(std::vector<MissedSnapshot>{})
+                                  : ReadMissedSnapshots(store_dir);
+  for (size_t i = 0; i < ring.shards().size(); ++i) {
+    if (static_cast<long>(i) == self_index) continue;
+    int64_t at = 0;
+    if (missed.ok())
+      for (const MissedSnapshot& m : *missed)
+        if (m.shard == ring.shards()[i].name) at = m.at_s;
+    Value(out, "frs_replica_snapshot_missed", "shard=\"" + ring.shards()[i].name + "\"", static_cast<uint64_t>(at));
+  }
+}
+
+}  // namespace
+
+void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_index, const std::string& store_dir,
+                          std::string* out) {
   const auto sum = [&](uint64_t ReplicaCounters::*f) {
     uint64_t v = 0;
     for (uint32_t w = 0; w < metrics.workers(); ++w) v += CounterGet(metrics.worker(w).replica.*f);
@@ -158,6 +184,7 @@ void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_in
        "1 while another shard that ran this shard's <cluster> list has sent it changes or questions under its next "
        "list within the last 10 s: this shard has not had the new srv.xml and SIGHUP yet.");
   Value(out, "frs_replica_list_behind", "", ahead_ms != 0 && mono_ms - ahead_ms < kListBehindMs ? 1 : 0);
+  RenderMissedSnapshots(ring, self_index, store_dir, out);
 }
 
 }  // namespace frs::server

@@ -12,8 +12,10 @@
 
 namespace frs::server {
 
-// Appends the frs_replica_* series; nothing without a ring.
-void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_index, std::string* out);
+// Appends the frs_replica_* series; nothing without a ring. `store_dir`
+// ("": none) holds snapshot.missed (snapshot_missed.h).
+void RenderReplicaMetrics(const Metrics& metrics, const Ring& ring, long self_index, const std::string& store_dir,
+                          std::string* out);
 // frs_replica_lag_seconds in ms: the oldest change of this shard's workers
 // that no other holder acknowledged, their live links', the links a reload
 // retired and the spools they deliver alike (0: none waits).

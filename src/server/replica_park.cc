@@ -71,8 +71,8 @@ bool ReadParkedRecord(std::string_view* text, ParkedBatch* b, std::string* raw) 
   }
   f[4] = head;
   size_t count = 0;
-  if (!ParkNumber(f[0], &b->biz) || !ParkNumber(f[1], &b->seq) || !ParkNumber(f[2], &b->at_s) || !ParkNumber(f[3], &count) ||
-      !ParkWord(f[4]) || count == 0 || count > kMaxParkedBytes)
+  if (!ParkNumber(f[0], &b->biz) || !ParkNumber(f[1], &b->seq) || !ParkNumber(f[2], &b->at_s) ||
+      !ParkNumber(f[3], &count) || !ParkWord(f[4]) || count == 0 || count > kMaxParkedBytes)
     return false;
   b->stream = std::string(f[4]);
   size_t len = 0;
@@ -100,9 +100,8 @@ Status ParkChanges(const std::string& path, uint32_t biz, std::string_view strea
       ++count;
     }
   if (count == 0) return Status::OK();
-  const std::string record = "batch " + std::to_string(biz) + " " + std::to_string(seq) + " " +
-                             std::to_string(now_s) + " " + std::to_string(count) + " " + std::string(stream) + "\n" +
-                             lines;
+  const std::string record = "batch " + std::to_string(biz) + " " + std::to_string(seq) + " " + std::to_string(now_s) +
+                             " " + std::to_string(count) + " " + std::string(stream) + "\n" + lines;
   auto fd = OpenParkLocked(path, true);
   if (!fd.ok()) return fd.status();
   struct stat st;
@@ -153,8 +152,8 @@ Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(u
   text.resize(got);
   std::string_view rest = text;
   if (!rest.starts_with(kParkedMagic)) {
-    taken.problem = path + " does not start with \"frs-replica-parked 1\": its " + std::to_string(got) +
-                    " bytes are dropped";
+    taken.problem =
+        path + " does not start with \"frs-replica-parked 1\": its " + std::to_string(got) + " bytes are dropped";
     rest = {};
   } else {
     rest.remove_prefix(kParkedMagic.size());

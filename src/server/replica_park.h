@@ -53,7 +53,7 @@ struct ParkedBatch {
   uint64_t seq = 0;
   int64_t at_s = 0;
   std::string stream;
-  std::vector<Change> changes;    // their keys point into `keys`
+  std::vector<Change> changes;  // their keys point into `keys`
   std::vector<std::string> keys;
 };
 
@@ -65,11 +65,11 @@ struct ParkedBatch {
                                  std::span<const Change> changes, int64_t now_s);
 
 struct ParkTaken {
-  size_t applied = 0;                // changes of records applied (or found applied before)
-  size_t dropped = 0;                // changes of records kept past kMaxParkedSeconds
-  size_t kept = 0;                   // changes of records still waiting for their biz
-  std::vector<uint32_t> bizzes;      // the bizzes applied, each once
-  std::string problem;               // a damaged tail dropped, or an apply refused (the record stays)
+  size_t applied = 0;            // changes of records applied (or found applied before)
+  size_t dropped = 0;            // changes of records kept past kMaxParkedSeconds
+  size_t kept = 0;               // changes of records still waiting for their biz
+  std::vector<uint32_t> bizzes;  // the bizzes applied, each once
+  std::string problem;           // a damaged tail dropped, or an apply refused (the record stays)
 };
 
 // Applies the records whose biz `known` says this map has (`apply` each; an

@@ -19,6 +19,7 @@
 #include "server/logger.h"
 #include "server/replica_auth.h"
 #include "server/replica_wire.h"
+#include "server/snapshot_missed.h"
 
 namespace frs::server {
 namespace {
@@ -981,8 +982,17 @@ void Replicator::Reached(const Link& l) {
   if (!Unreached(l)) return;
   // The workers share the mark; the one that clears it closes what each
   // logged at the start ("not reached since this shard's start"), once.
-  if (std::atomic_ref<uint64_t>(opts_.shared->unreached[l.shard]).exchange(0, std::memory_order_relaxed) != 0)
+  if (std::atomic_ref<uint64_t>(opts_.shared->unreached[l.shard]).exchange(0, std::memory_order_relaxed) != 0) {
     FRS_LOG("replicas: %s answers: reached for the first time since this shard's start", l.name.c_str());
+    // A shard this store, new, took no snapshot from: the remedy is due now.
+    auto missed = opts_.journal_dir.empty() ? Result<std::vector<MissedSnapshot>>(std::vector<MissedSnapshot>{})
+                                            : ReadMissedSnapshots(opts_.journal_dir);
+    if (missed.ok())
+      for (const MissedSnapshot& m : *missed)
+        if (m.shard == l.name)
+          FRS_LOG("replicas: %s answers again: %s", l.name.c_str(),
+                  MissedSnapshotWords(opts_.journal_dir, m, ::time(nullptr)).c_str());
+  }
 }
 
 bool Replicator::Unreached(const Link& l) const {

@@ -1885,6 +1885,23 @@ class Replicas(unittest.TestCase):
         self.assertIn("no snapshot from " + p.b.name, p.a.log())
         self.assertEqual(p.a.acquire(k), 200)
         self.assertEqual(p.a.count(k), 1)
+        # What is due once B answers again is kept (snapshot.missed) and
+        # said: at the link's first answer, at every later start, in
+        # /metrics; the remedy (a new store) takes B's snapshot and clears it.
+        missed = os.path.join(p.a.dir, "data", "snapshot.missed")
+        self.assertTrue(os.path.exists(missed))
+        self.assertGreater(p.a.metric('frs_replica_snapshot_missed{shard="%s"}' % p.b.name), 0)
+        p.b.start()
+        said = "replicas: %s answers again: this store took no snapshot from %s" % (p.b.name, p.b.name)
+        self.assertTrue(processes.wait_for(lambda: said in p.a.log(), 10), p.a.log())
+        p.a.stop()
+        p.a.start()
+        self.assertIn("replicas: this store took no snapshot from " + p.b.name, p.a.log())
+        p.a.stop()
+        shutil.rmtree(os.path.join(p.a.dir, "data"))
+        p.a.start()
+        self.assertFalse(os.path.exists(missed))
+        self.assertEqual(p.a.metric('frs_replica_snapshot_missed{shard="%s"}' % p.b.name), 0)
 
 
 if __name__ == "__main__":

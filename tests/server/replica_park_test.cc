@@ -46,13 +46,13 @@ struct Taker {
     return TakeParked(
         path, [&](uint32_t b) { return std::find(known.begin(), known.end(), b) != known.end(); },
         [&](const ParkedBatch& b) {
-          Seen s{b.biz, b.seq, b.stream, {}, {}};
-          for (const Change& c : b.changes) {
-            s.keys.emplace_back(c.key);
-            s.n.push_back(c.n);
-          }
-          seen.push_back(s);
-          return answer;
+      Seen s{b.biz, b.seq, b.stream, {}, {}};
+      for (const Change& c : b.changes) {
+        s.keys.emplace_back(c.key);
+        s.n.push_back(c.n);
+      }
+      seen.push_back(s);
+      return answer;
         },
         now);
   }

@@ -1,0 +1,59 @@
+#include "server/snapshot_missed.h"
+
+#include <time.h>
+
+#include <charconv>
+#include <string_view>
+
+#include "os/store_dir.h"
+#include "os/text_file.h"
+#include "os/whole_file.h"
+
+namespace frs::server {
+
+Result<std::vector<MissedSnapshot>> ReadMissedSnapshots(const std::string& store_dir) {
+  std::vector<MissedSnapshot> out;
+  auto text = os::ReadTextFile(os::store_dir::In(store_dir, os::store_dir::kSnapshotMissed), 1 << 20);
+  if (!text.ok()) {
+    if (text.status().IsNotFound()) return out;
+    return text.status();
+  }
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    const std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    const size_t sp = line.find(' ');
+    if (sp == 0 || sp == std::string_view::npos) continue;
+    MissedSnapshot m{std::string(line.substr(0, sp)), 0};
+    const std::string_view t = line.substr(sp + 1);
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), m.at_s);
+    if (ec == std::errc() && p == t.data() + t.size() && m.at_s > 0) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+Status WriteMissedSnapshots(const std::string& store_dir, const std::vector<MissedSnapshot>& missed) {
+  const std::string path = os::store_dir::In(store_dir, os::store_dir::kSnapshotMissed);
+  if (missed.empty()) return os::RemoveFileSynced(path);
+  std::string text;
+  for (const MissedSnapshot& m : missed) text += m.shard + " " + std::to_string(m.at_s) + "\n";
+  auto placed = os::WriteFileWhole(path, text, {.sync_file = true, .sync_dir = true});
+  return placed.ok() ? Status::OK() : placed.status();
+}
+
+std::string MissedSnapshotWords(const std::string& store_dir, const MissedSnapshot& m, int64_t now_s) {
+  char date[32] = "?";
+  const time_t t = static_cast<time_t>(m.at_s);
+  struct tm tm;
+  if (gmtime_r(&t, &tm) != nullptr) strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const int64_t ago = now_s > m.at_s ? now_s - m.at_s : 0;
+  return "this store took no snapshot from " + m.shard + " at its first start (" + date + ", " +
+         (ago < 7200 ? std::to_string(ago / 60) + " min" : std::to_string(ago / 3600) + " h") +
+         " ago): what that shard held then of the routes the two share is counted there but not here, until those "
+         "windows end; once it answers, stop this shard, move " +
+         store_dir + " aside and start it to take that snapshot (docs/cluster.md, \"Both holders lost\"), or remove " +
+         os::store_dir::In(store_dir, os::store_dir::kSnapshotMissed) + " if the windows open then have ended";
+}
+
+}  // namespace frs::server
