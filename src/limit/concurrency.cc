@@ -526,6 +526,12 @@ int64_t Concurrency::Extend(const RuleSpec& spec, uint8_t* block, const Now& now
   return 0;
 }
 
+void Concurrency::SkipSerials(uint8_t* block, uint32_t n) {
+  if (Load32(block) == 0) return;  // no block: no lease was ever granted under it
+  const uint64_t next = std::max<uint32_t>(Load32(block + kNextAt), 1);
+  Store32(block + kNextAt, static_cast<uint32_t>((next - 1 + n) % kMaxSerial + 1));
+}
+
 void Concurrency::Adopt(const RuleSpec& spec, uint8_t* block, const Now& now, uint32_t serial, int64_t until,
                         uint32_t nonce) {
   if (serial == 0) return;

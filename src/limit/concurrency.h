@@ -90,6 +90,10 @@ struct Concurrency {
   // Frees every lease past its expiry; returns how many (to be counted).
   static uint32_t Sweep(const RuleSpec& spec, uint8_t* block, const Now& now);
   static uint32_t NextSerial(const uint8_t* block) { return Load32(block + 4); }
+  // The next serial moved `n` on (within 1..kMaxSerial): a node restored
+  // from an export (EngineImpl::ImportNode) must not grant again the serials
+  // its live predecessor granted after the export under the same nonce.
+  static void SkipSerials(uint8_t* block, uint32_t n);
   static uint32_t Nonce(const uint8_t* block) { return Load32(block + 12); }
   static Found Find(const RuleSpec& spec, const uint8_t* block, const Now& now, uint32_t serial, Lease* out);
   // The lease of `serial` no longer held (false: none had it).

@@ -444,6 +444,9 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
   return Status::OK();
 }
 
+// How far a restored node's next serials move (ImportNode).
+constexpr uint32_t kRestoredSerialsSkip = 1u << 30;
+
 Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
   std::shared_ptr<const Map> map = SharedMap();
   ParsedNode pn;
@@ -461,6 +464,17 @@ Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
     if (!table && !AnyRuleBlock(cfg, ref.state)) return Commit::kNone;
     uint32_t need = 0;
     if (table) PlaceReservations(cfg, AsBytes(pn.reservations), ref, &need, started);  // asked with room for it
+    // The node as it was at its export, ids and all: the leases and
+    // reservations its live predecessor granted since had the same nonce
+    // and the serials that follow, and granted again they were another
+    // client's (a settle of the old id ended the new holder's reservation,
+    // a release freed its lease: found from outside after a documented
+    // restore). Those ids now find nothing held (410) as long as fewer than
+    // 2^30 were granted on the key after the export.
+    if (cfg.lease_rule >= 0)
+      Concurrency::SkipSerials(ref.state + cfg.rules[static_cast<size_t>(cfg.lease_rule)].offset, kRestoredSerialsSkip);
+    if (table && ref.state_bytes > cfg.state_bytes)
+      Reservations::SkipSerials(ref.state + cfg.state_bytes, kRestoredSerialsSkip);
     ref.expire_s = NodeExpireS(cfg, ref, now);
     written = true;
     return Commit::kWrite;

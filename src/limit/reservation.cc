@@ -180,6 +180,11 @@ bool Reservations::Take(uint8_t* table, uint32_t bytes, int64_t estimate, int64_
   return true;
 }
 
+void Reservations::SkipSerials(uint8_t* table, uint32_t n) {
+  const uint64_t next = std::max<uint32_t>(Load32(table + kResNextAt), 1);
+  Store32(table + kResNextAt, static_cast<uint32_t>((next - 1 + n) % UINT32_MAX + 1));
+}
+
 bool Reservations::Get(const uint8_t* table, uint32_t bytes, uint32_t serial, Entry* out) {
   if (serial == 0) return false;
   for (uint32_t i = 0; i < Cap(bytes); ++i) {

@@ -125,6 +125,8 @@ struct Reservations {
                                int64_t* real, int64_t* settled_s);
   static uint32_t Nonce(const uint8_t* table) { return Load32(table + 8); }
   static uint32_t NextSerial(const uint8_t* table) { return Load32(table + 4); }
+  // The next serial moved `n` on (within 1..2^32-1), as Concurrency's.
+  static void SkipSerials(uint8_t* table, uint32_t n);
 
   static uint64_t Mac(const LeaseSecret& secret, uint16_t biz, uint32_t nonce, uint32_t serial, std::string_view key);
 

@@ -308,7 +308,8 @@ class Handler {
   char date_[128] = {};
   size_t date_len_ = 0;
   std::string map_digest_;      // set_map_digest
-  LogThrottle no_biz_changes_;  // KeepChangesOfNoBiz
+  LogThrottle no_biz_changes_;  // KeepChangesOfNoBiz: kept aside
+  LogThrottle no_biz_skipped_;  // KeepChangesOfNoBiz: not kept (the file full, an I/O error)
   // /replicate refused for its credentials, one throttle per reason (the
   // token, the signature's form, the clocks, the self, the signature): a
   // minute of one reason hides no other.

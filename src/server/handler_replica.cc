@@ -505,8 +505,10 @@ void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, c
     kept = ParkChanges(opts_.park_path, biz, q.stream, q.seq, changes.subspan(skip), ::time(nullptr));
   }
   if (counters_) CounterAdd(kept.ok() ? counters_->replica.parked : counters_->replica.skipped_no_biz, dropped);
+  // Each outcome its own line: a minute of batches kept aside must not
+  // hide the first that could not be (the file full).
   uint64_t batches = 0;
-  if (!no_biz_changes_.Note(MonoNs(), &batches)) return;
+  if (!(kept.ok() ? no_biz_changes_ : no_biz_skipped_).Note(MonoNs(), &batches)) return;
   const int from_len = static_cast<int>(std::min<size_t>(q.from.size(), 100));
   if (kept.ok())
     FRS_LOG(
@@ -548,7 +550,7 @@ void Handler::TakeParkedChanges() {
   if (taken->applied > 0) {
     std::string bizzes;
     for (uint32_t b : taken->bizzes) bizzes += (bizzes.empty() ? "" : ", ") + std::to_string(b);
-    FRS_LOG("replicas: %zu change(s) another shard sent of biz(es) %s before this map had them are applied now%s",
+    FRS_LOG("replicas: %zu change(s) another shard sent of biz(es) %s while this map lacked them are applied now%s",
             taken->applied, bizzes.c_str(),
             taken->kept > 0 ? (" (" + std::to_string(taken->kept) + " still kept for bizzes this map has not)").c_str()
                             : "");

@@ -1186,7 +1186,7 @@ class Replicas(unittest.TestCase):
         self.assertIn("kept aside in " + parked, p.b.log())
         self.assertEqual(p.b.metric("frs_replica_changes_parked_total"), 3)
         self.assertTrue(os.path.exists(parked))
-        roll(p.b, "3 change(s) another shard sent of biz(es) 3 before this map had them are applied now")
+        roll(p.b, "3 change(s) another shard sent of biz(es) 3 while this map lacked them are applied now")
         self.assertFalse(os.path.exists(parked))
         self.assertEqual(p.b.count_of("added", k), 3)
         # The owner lost: its successor grants what is left of the limit.

@@ -336,6 +336,41 @@ TEST_F(LeaseTest, ALeaseExpiredInAMergedNodeIsCountedByTheNextWrite) {
   EXPECT_EQ(Acquire("inflight", "lost").leases_expired, 0);  // counted once
 }
 
+// A restore (an export imported after the node went on granting): the
+// leases granted after the export had the same nonce and the next serials,
+// and the restored node granted those serials again, so the old ids of
+// those leases released the new holders' (found from outside). Its next
+// serials now skip past them: an old id finds nothing held, the exported
+// leases still release, and the new ones are new ids.
+TEST_F(LeaseTest, ARestoredNodeNeverGrantsAgainAnIdGrantedAfterItsExport) {
+  const Decision before = Acquire("three", "restored");
+  ASSERT_TRUE(before.allowed);
+  std::string line;
+  ASSERT_TRUE(store_
+                  ->ForEach(
+                      {},
+                      [&](const NodeInfo& node) {
+    if (node.key == "restored") line = engine_->ExportNode(node).value();
+                      })
+                  .ok());
+  ASSERT_FALSE(line.empty());
+  const Decision after = Acquire("three", "restored");  // granted after the export: lost by the restore
+  ASSERT_TRUE(after.allowed);
+  ASSERT_TRUE(engine_->Execute(Request{.cmd = Cmd::kDelete, .biz = "three", .key = "restored"}).found);
+  auto imported = engine_->ImportNode(line);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  const Decision again = Acquire("three", "restored");
+  ASSERT_TRUE(again.allowed);
+  EXPECT_NE(IdOf(again), IdOf(after));
+  const Decision stale = Lease(Cmd::kRelease, "three", "restored", IdOf(after));
+  EXPECT_FALSE(stale.released) << stale.status.ToString();
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "three", .key = "restored"}).count,
+            2);  // the new one held
+  EXPECT_TRUE(Lease(Cmd::kRelease, "three", "restored", IdOf(again)).released);
+  EXPECT_TRUE(Lease(Cmd::kRelease, "three", "restored", IdOf(before)).released);
+  EXPECT_EQ(engine_->Execute(Request{.cmd = Cmd::kQuery, .biz = "three", .key = "restored"}).count, 0);
+}
+
 // A ring change's handoff into a new owner that granted leases of its own
 // since the change (its node drew its own nonce): the sent leases are other
 // leases, not the same serials, so all are held and max still holds; the
