@@ -232,8 +232,7 @@ Status MappedFile::Reserve() const {
   const bool had_holes = static_cast<uint64_t>(st.st_blocks) * 512 < size_;
   int err = ::posix_fallocate(fd_.get(), 0, static_cast<off_t>(size_));
   if (err == ENOSPC)
-    return Status::Unavailable(path_ + ": no space left on the device for the store's " + std::to_string(size_) +
-                               " bytes");
+    return Status::Unavailable(path_ + ": no space left on the device for its " + std::to_string(size_) + " bytes");
   if (err != 0 && err != EOPNOTSUPP && err != EINVAL) return Status::FromErrno(path_ + ": fallocate", err);
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22

@@ -1562,6 +1562,9 @@ TEST_F(FrsctlTest, ExportImportIntoAnotherGeometryKeepsEveryCount) {
   EXPECT_EQ(r.rc, 3) << r.out << r.err;
   EXPECT_NE(r.out.find("live nodes were evicted to make room"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("live nodes were evicted during the import"), std::string::npos) << r.err;
+  // Its first line does not read as an import that went in whole.
+  EXPECT_EQ(r.out.find("imported "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("but not all are kept"), std::string::npos) << r.out;
   // Into a store that lost a file, the dry run refuses what the import
   // would: it is no store to make anew.
   std::filesystem::remove(dir_ / "big/frs.2.store");

@@ -291,9 +291,12 @@ Result<int> RunImport(Session& s, const ImportArgs& a) {
       std::printf("checked %s nodes: all can be imported (dry run, nothing changed)\n",
                   Grouped(checked->lines).c_str());
     } else {
-      std::printf("imported %s nodes into %s%s (%u files x %s key-nodes x %u slots)\n", Grouped(applied).c_str(),
-                  s.cfg.store_dir.c_str(), create ? ", a new store" : "", g.files, Grouped(g.keynodes).c_str(),
-                  g.chain);
+      // A store too small evicted some of them (or of its own) on the way:
+      // the first line must not read as success (the exit status is 3).
+      std::printf("%s %s nodes into %s%s (%u files x %s key-nodes x %u slots)%s\n", evicted != 0 ? "wrote" : "imported",
+                  Grouped(applied).c_str(), s.cfg.store_dir.c_str(), create ? ", a new store" : "", g.files,
+                  Grouped(g.keynodes).c_str(), g.chain,
+                  evicted != 0 ? ", but not all are kept: see the warning below" : "");
       if (no_rule != 0)
         std::printf(
             "%s nodes not imported: no rule of this map takes any of their blocks (another interval or "
