@@ -345,14 +345,7 @@ TEST_F(LeaseTest, ALeaseExpiredInAMergedNodeIsCountedByTheNextWrite) {
 TEST_F(LeaseTest, ARestoredNodeNeverGrantsAgainAnIdGrantedAfterItsExport) {
   const Decision before = Acquire("three", "restored");
   ASSERT_TRUE(before.allowed);
-  std::string line;
-  ASSERT_TRUE(store_
-                  ->ForEach(
-                      {},
-                      [&](const NodeInfo& node) {
-    if (node.key == "restored") line = engine_->ExportNode(node).value();
-                      })
-                  .ok());
+  const std::string line = ExportOf("restored");
   ASSERT_FALSE(line.empty());
   const Decision after = Acquire("three", "restored");  // granted after the export: lost by the restore
   ASSERT_TRUE(after.allowed);

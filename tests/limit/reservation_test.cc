@@ -459,14 +459,7 @@ TEST_F(ReservationTest, ANodeTakenBackWholeKeepsItsReservationsAndTheirIds) {
 TEST_F(ReservationTest, ARestoredNodeNeverTakesAgainAnIdTakenAfterItsExport) {
   const Decision before = Reserve("minute", "restored", 10);
   ASSERT_TRUE(before.allowed);
-  std::string line;
-  ASSERT_TRUE(store_
-                  ->ForEach(
-                      {},
-                      [&](const NodeInfo& node) {
-    if (node.key == "restored") line = engine_->ExportNode(node).value();
-                      })
-                  .ok());
+  const std::string line = ExportOf("restored");
   ASSERT_FALSE(line.empty());
   const Decision after = Reserve("minute", "restored", 40);  // lost by the restore
   ASSERT_TRUE(after.allowed);
