@@ -478,15 +478,16 @@ bool Handler::OwnStream(std::string_view stream) const {
 // biz). Dropped, they left this copy short of that biz's uses until their
 // windows ended, and a failover after the rollout granted them again (10
 // of 5 from outside): kept aside instead, one record per biz, for the
-// reload that brings it (TakeParkedChanges). Written before the batch is
-// applied, so that a worker killed in between leaves them kept (the batch
-// sent again is a duplicate, and is not kept twice: a record taken twice
-// counts once by its receipt).
+// reload that brings it (TakeParkedChanges). Only once the batch is
+// applied here: kept before, a batch refused after (503) or taken before
+// by a worker that has the biz (a lost acknowledgement, sent again) would
+// count them twice. A worker killed between the two loses them, as an
+// acknowledgement lost there loses nothing else.
 void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, const ReplicateQuery& q) {
   // A batch's changes run by biz: each run's id looked up once, on the
   // receiving path of every replicated use.
-  uint32_t dropped = 0, run_id = UINT32_MAX;
-  std::vector<uint32_t> unknown;
+  uint32_t run_id = UINT32_MAX;
+  std::vector<std::pair<uint32_t, size_t>> unknown;  // biz, its changes in the batch
   bool run_known = true;
   for (size_t i = skip; i < changes.size(); ++i) {
     const Change& c = changes[i];
@@ -495,41 +496,53 @@ void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, c
       run_known = engine_->ResolveBiz(std::to_string(c.biz_id)).ok();
     }
     if (run_known) continue;
-    ++dropped;
-    if (std::find(unknown.begin(), unknown.end(), c.biz_id) == unknown.end()) unknown.push_back(c.biz_id);
+    auto it = std::find_if(unknown.begin(), unknown.end(), [&](const auto& u) { return u.first == c.biz_id; });
+    if (it == unknown.end()) unknown.emplace_back(c.biz_id, 1);
+    else ++it->second;
   }
-  if (dropped == 0) return;
-  Status kept = opts_.park_path.empty() ? Status::Unavailable("no store directory") : Status::OK();
-  for (uint32_t biz : unknown) {
-    if (!kept.ok()) break;
-    kept = ParkChanges(opts_.park_path, biz, q.stream, q.seq, changes.subspan(skip), ::time(nullptr));
+  if (unknown.empty()) return;
+  size_t kept = 0, skipped = 0;
+  uint32_t skipped_biz = 0;
+  std::string why;
+  for (const auto& [biz, n] : unknown) {
+    size_t k = 0;
+    const Status s = opts_.park_path.empty() ? Status::Unavailable("no store directory")
+                                             : ParkChanges(opts_.park_path, biz, q.stream, q.seq, changes.subspan(skip),
+                                                           ::time(nullptr), &k);
+    kept += k;
+    if (k < n) {
+      skipped += n - k, skipped_biz = biz;
+      if (why.empty())
+        why = s.ok() ? "sets, erases and resets are not kept: applied late they would undo later uses" : s.message();
+    }
   }
-  if (counters_) CounterAdd(kept.ok() ? counters_->replica.parked : counters_->replica.skipped_no_biz, dropped);
+  if (counters_) {
+    CounterAdd(counters_->replica.parked, kept);
+    CounterAdd(counters_->replica.skipped_no_biz, skipped);
+  }
   // Each outcome its own line: a minute of batches kept aside must not
   // hide the first that could not be (the file full).
-  uint64_t batches = 0;
-  if (!(kept.ok() ? no_biz_changes_ : no_biz_skipped_).Note(MonoNs(), &batches)) return;
   const int from_len = static_cast<int>(std::min<size_t>(q.from.size(), 100));
-  if (kept.ok())
+  uint64_t batches = 0;
+  if (kept > 0 && no_biz_changes_.Note(MonoNs(), &batches))
     FRS_LOG(
-        "replica changes from %.*s of a biz this map has not are kept aside in %s until a reload brings it (%u in "
+        "replica changes from %.*s of a biz this map has not are kept aside in %s until a reload brings it (%zu in "
         "this batch, biz %u; %llu batch(es) with such changes since the last such line); after a day without it "
         "they are dropped",
-        from_len, q.from.data(), opts_.park_path.c_str(), dropped, unknown.front(),
+        from_len, q.from.data(), opts_.park_path.c_str(), kept, unknown.front().first,
         static_cast<unsigned long long>(batches));
-  else
+  if (skipped > 0 && no_biz_skipped_.Note(MonoNs(), &batches))
     FRS_LOG(
-        "replica changes from %.*s of a biz this map has not are skipped (%u in this batch, biz %u; %llu batch(es) "
-        "with such changes since the last such line; they could not be kept aside: %s): that biz's uses are missing "
-        "from this copy until their windows end, and a failover grants them again",
-        from_len, q.from.data(), dropped, unknown.front(), static_cast<unsigned long long>(batches),
-        kept.message().c_str());
+        "replica changes from %.*s of a biz this map has not are skipped (%zu in this batch, biz %u; %llu batch(es) "
+        "with such changes since the last such line): %s; that biz's uses are missing from this copy until their "
+        "windows end, and a failover grants them again",
+        from_len, q.from.data(), skipped, skipped_biz, static_cast<unsigned long long>(batches), why.c_str());
 }
 
 void Handler::TakeParkedChanges() {
   if (opts_.park_path.empty()) return;
   auto known = [&](uint32_t biz) { return engine_->ResolveBiz(std::to_string(biz)).ok(); };
-  auto apply = [&](const ParkedBatch& b) -> Status {
+  auto apply = [&](const ParkedBatch& b) -> Result<bool> {
     // A receipt of its own per biz and sender's stream, at the batch's seq:
     // taken again (its taker killed before it rewrote the file), it is a
     // duplicate; the batch's own receipt is its stream's.
@@ -537,8 +550,7 @@ void Handler::TakeParkedChanges() {
     std::string stream = "park/" + std::to_string(b.biz) + "/";
     const uint64_t h = StreamHash(b.stream);
     for (int i = 15; i >= 0; --i) stream += kHex[(h >> (4 * i)) & 15];
-    auto applied = engine_->ApplyChanges(b.changes, stream, b.seq);
-    return applied.ok() ? Status::OK() : applied.status();
+    return engine_->ApplyChanges(b.changes, stream, b.seq);
   };
   auto taken = TakeParked(opts_.park_path, known, apply, ::time(nullptr));
   if (!taken.ok()) {
@@ -546,7 +558,7 @@ void Handler::TakeParkedChanges() {
             taken.status().message().c_str());
     return;
   }
-  if (!taken->problem.empty()) FRS_LOG("replicas: %s", taken->problem.c_str());
+  for (const std::string& p : taken->problems) FRS_LOG("replicas: %s", p.c_str());
   if (taken->applied > 0) {
     std::string bizzes;
     for (uint32_t b : taken->bizzes) bizzes += (bizzes.empty() ? "" : ", ") + std::to_string(b);
@@ -556,7 +568,10 @@ void Handler::TakeParkedChanges() {
                             : "");
   }
   if (taken->dropped > 0)
-    FRS_LOG("replicas: %zu change(s) kept aside over a day for a biz no reload brought are dropped", taken->dropped);
+    FRS_LOG(
+        "replicas: %zu change(s) kept aside are dropped: kept over a day for a biz no reload brought, or "
+        "refused for good (said above)",
+        taken->dropped);
   if (counters_) {
     CounterAdd(counters_->replica.parked_applied, taken->applied);
     CounterAdd(counters_->replica.skipped_no_biz, taken->dropped);
@@ -617,7 +632,6 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     return;
   }
   const size_t skip = current && q.first != 0 ? CarriedAlready(*shared, pi, q.stream, q.first, changes.size()) : 0;
-  KeepChangesOfNoBiz(changes, skip, q);
   // While a batch of this stream that resets a biz is applied, no other of
   // it is; nor does one start while another of it is applied (reset_claim.h).
   std::optional<ResetClaim> claim;
@@ -652,6 +666,7 @@ void Handler::ReplicateReceive(const HttpHead& head, const char* base, const Rep
     if (applied.value()) CounterAdd(counters_->replica.received, changes.size());
     else CounterAdd(counters_->replica.duplicates);
   }
+  if (applied.value()) KeepChangesOfNoBiz(changes, skip, q);
   // Uses the sender answered alone are here now: each worker refuses the
   // answers it holds on the side they change, judged without them
   // (Replicator::NoteAloneApplied). Released after the store took them,

@@ -23,6 +23,7 @@
 #include "server/clock_util.h"
 #include "server/logger.h"
 #include "server/replica_auth.h"
+#include "server/replica_park.h"
 #include "server/replicator.h"
 #include "server/signals.h"
 #include "server/snapshot_merge.h"
@@ -657,6 +658,9 @@ Status PrepareReplicaCatchUp(const SrvConfig& cfg, bool* fresh_store, Store* sto
         "replicas: this store's first catch-up did not finish (%s is left: the last start was stopped before the "
         "other shards' snapshots were all in); its %llu node(s) are dropped and it catches up as a new store",
         pending.c_str(), static_cast<unsigned long long>(erased.value()));
+    // What it kept aside then (replica_park.h) the snapshots carry again.
+    if (Status s = RemoveParked(store_dir::In(cfg.store_dir, store_dir::kReplicaParked)); !s.ok())
+      return Status::Unavailable("the store's first catch-up begins again, and " + s.message());
     *fresh_store = true;
   }
   CarryRingChange(cfg, *fresh_store, shared, previous);

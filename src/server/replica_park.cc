@@ -1,14 +1,19 @@
 #include "server/replica_park.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <set>
+#include <utility>
 
+#include "os/store_dir.h"
 #include "os/unique_fd.h"
 #include "os/whole_file.h"
 #include "server/replica_wire.h"
@@ -17,13 +22,14 @@ namespace frs::server {
 namespace {
 
 constexpr std::string_view kParkedMagic = "frs-replica-parked 1\n";
+constexpr std::string_view kBatchWord = "batch ";
 
 // `path` opened and locked, still the file the name holds: a taker that
 // replaced or removed it while this waited for the lock leaves this one
 // locking a file no name leads to, whose records nobody would take.
 Result<os::UniqueFd> OpenParkLocked(const std::string& path, bool create) {
   for (int tries = 0; tries < 100; ++tries) {
-    const int flags = (create ? O_WRONLY | O_APPEND | O_CREAT : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    const int flags = (create ? O_RDWR | O_APPEND | O_CREAT : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
     os::UniqueFd fd(::open(path.c_str(), flags, 0600));
     if (!fd.valid()) {
       if (!create && errno == ENOENT) return os::UniqueFd();
@@ -33,7 +39,11 @@ Result<os::UniqueFd> OpenParkLocked(const std::string& path, bool create) {
     if (::fstat(fd.get(), &held) != 0) return Status::FromErrno("cannot stat " + path, errno);
     if (!S_ISREG(held.st_mode)) return Status::IOError(path + " is not a regular file");
     if (::flock(fd.get(), LOCK_EX) != 0) return Status::FromErrno("cannot lock " + path, errno);
-    if (::stat(path.c_str(), &named) == 0 && named.st_ino == held.st_ino && named.st_dev == held.st_dev) return fd;
+    if (::stat(path.c_str(), &named) != 0) {
+      if (errno != ENOENT) return Status::FromErrno("cannot stat " + path, errno);
+      continue;  // removed by a taker meanwhile
+    }
+    if (named.st_ino == held.st_ino && named.st_dev == held.st_dev) return fd;
   }
   return Status::IOError(path + " was replaced 100 times while this process waited for its lock");
 }
@@ -46,26 +56,27 @@ bool ParkNumber(std::string_view s, T* v) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-// The next line of *text without its '\n' (false: none whole is left).
-bool ParkNextLine(std::string_view* text, std::string_view* line) {
-  const size_t nl = text->find('\n');
-  if (nl == std::string_view::npos) return false;
-  *line = text->substr(0, nl);
-  text->remove_prefix(nl + 1);
-  return true;
-}
+// What a reading found at the start of the text left.
+enum class Read { kRecord, kDamaged };
 
-// One record from *text: false when what is left is not one whole (a
-// writer's process gone mid-write, a damaged file).
-bool ReadParkedRecord(std::string_view* text, ParkedBatch* b, std::string* raw) {
+// One record from *text into *b (its bytes in *raw). A change line never
+// starts with "batch ", so a record cut short by its writer's death ends
+// where the next record's header begins: kDamaged, *text left at that
+// header (or its end), so that the records after it are still read.
+Read ReadParkedRecord(std::string_view* text, ParkedBatch* b, std::string* raw) {
   const std::string_view start = *text;
-  std::string_view head;
-  if (!ParkNextLine(text, &head) || !head.starts_with("batch ")) return false;
-  head.remove_prefix(6);
+  auto skip_to_next = [&] {
+    size_t at = text->find("\n" + std::string(kBatchWord));
+    text->remove_prefix(at == std::string_view::npos ? text->size() : at + 1);
+    return Read::kDamaged;
+  };
+  const size_t nl = text->find('\n');
+  if (!text->starts_with(kBatchWord) || nl == std::string_view::npos) return skip_to_next();
+  std::string_view head = text->substr(kBatchWord.size(), nl - kBatchWord.size());
   std::string_view f[5];
   for (int i = 0; i < 4; ++i) {
     const size_t sp = head.find(' ');
-    if (sp == std::string_view::npos) return false;
+    if (sp == std::string_view::npos) return skip_to_next();
     f[i] = head.substr(0, sp);
     head.remove_prefix(sp + 1);
   }
@@ -73,69 +84,102 @@ bool ReadParkedRecord(std::string_view* text, ParkedBatch* b, std::string* raw) 
   size_t count = 0;
   if (!ParkNumber(f[0], &b->biz) || !ParkNumber(f[1], &b->seq) || !ParkNumber(f[2], &b->at_s) ||
       !ParkNumber(f[3], &count) || !ParkWord(f[4]) || count == 0 || count > kMaxParkedBytes)
-    return false;
+    return skip_to_next();
   b->stream = std::string(f[4]);
+  text->remove_prefix(nl + 1);
   size_t len = 0;
   for (size_t i = 0; i < count; ++i) {
-    const size_t nl = text->find('\n', len);
-    if (nl == std::string_view::npos) return false;
-    len = nl + 1;
+    const size_t end = text->find('\n', len);
+    if (end == std::string_view::npos || text->substr(len).starts_with(kBatchWord)) {
+      text->remove_prefix(std::min(len, text->size()));
+      return text->starts_with(kBatchWord) ? Read::kDamaged : skip_to_next();
+    }
+    len = end + 1;
   }
-  if (!DecodeChangeLines(text->substr(0, len), &b->changes, &b->keys).ok() || b->changes.size() != count) return false;
+  if (!DecodeChangeLines(text->substr(0, len), &b->changes, &b->keys).ok() || b->changes.size() != count) {
+    text->remove_prefix(len);
+    return text->starts_with(kBatchWord) || text->empty() ? Read::kDamaged : skip_to_next();
+  }
   text->remove_prefix(len);
   raw->assign(start.substr(0, start.size() - text->size()));
-  return true;
+  return Read::kRecord;
+}
+
+// A change a record keeps: a use or a rule's event (ParkChanges).
+bool Kept(const Change& c, uint32_t biz) {
+  return c.biz_id == biz && (c.kind == Change::Kind::kAdd || c.kind == Change::Kind::kEvent);
+}
+
+// Removes what a killed taker left of its rewrite (os/whole_file.h's
+// temporary names). Called under the file's lock: a live taker's temporary
+// exists only while it holds the lock of the file the name leads to.
+void RemoveParkTemps(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string name = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string_view n(e->d_name);
+      if (n.starts_with(name) && os::store_dir::IsTempName(n)) ::unlink((dir + "/" + std::string(n)).c_str());
+    }
+    ::closedir(d);
+  }
 }
 
 }  // namespace
 
 Status ParkChanges(const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq,
-                   std::span<const Change> changes, int64_t now_s) {
+                   std::span<const Change> changes, int64_t now_s, size_t* kept) {
+  *kept = 0;
   if (!ParkWord(stream)) return Status::InvalidArgument("a stream name with a space or a line break is not kept aside");
   std::string lines;
   size_t count = 0;
   for (const Change& c : changes)
-    if (c.biz_id == biz) {
+    if (Kept(c, biz)) {
       AppendChangeLine(c, &lines);
       ++count;
     }
   if (count == 0) return Status::OK();
-  const std::string record = "batch " + std::to_string(biz) + " " + std::to_string(seq) + " " + std::to_string(now_s) +
-                             " " + std::to_string(count) + " " + std::string(stream) + "\n" + lines;
+  const std::string record = std::string(kBatchWord) + std::to_string(biz) + " " + std::to_string(seq) + " " +
+                             std::to_string(now_s) + " " + std::to_string(count) + " " + std::string(stream) + "\n" +
+                             lines;
   auto fd = OpenParkLocked(path, true);
   if (!fd.ok()) return fd.status();
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   const size_t size = static_cast<size_t>(st.st_size);
-  if (size + record.size() > kMaxParkedBytes)
+  if (size + record.size() + 1 > kMaxParkedBytes)
     return Status::IOError(path + " holds " + std::to_string(size) + " bytes already (at most " +
                            std::to_string(kMaxParkedBytes) + ")");
-  // One write, the header first in a new file: a record is whole or, its
-  // writer killed mid-write, a tail the taker drops.
-  const std::string out = size == 0 ? std::string(kParkedMagic) + record : record;
+  // A writer killed mid-write left a line without its end: this record
+  // starts on a line of its own, so that the reader finds its header.
+  char last = '\n';
+  if (size > 0 && ::pread(fd->get(), &last, 1, static_cast<off_t>(size - 1)) != 1)
+    return Status::FromErrno("cannot read " + path, errno);
+  std::string out = size == 0 ? std::string(kParkedMagic) : last != '\n' ? std::string("\n") : std::string();
+  out += record;
   size_t done = 0;
   while (done < out.size()) {
     const ssize_t n = ::write(fd->get(), out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      // What a short write left is cut off again: the next record starts
-      // on a line of its own.
-      const int cut = ::ftruncate(fd->get(), static_cast<off_t>(size));
-      (void)cut;
-      return Status::FromErrno("cannot write " + path, err);
+      // What a short write left is a damaged record, which the reader
+      // drops (the next append starts on a line of its own).
+      return Status::FromErrno("cannot write " + path, n < 0 ? errno : EIO);
     }
     done += static_cast<size_t>(n);
   }
+  *kept = count;
   return Status::OK();
 }
 
 Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(uint32_t)>& known,
-                             const std::function<Status(const ParkedBatch&)>& apply, int64_t now_s) {
+                             const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s) {
   ParkTaken taken;
   auto fd = OpenParkLocked(path, false);
   if (!fd.ok()) return fd.status();
   if (!fd->valid()) return taken;
+  RemoveParkTemps(path);
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
   if (static_cast<size_t>(st.st_size) > 2 * kMaxParkedBytes)
@@ -151,44 +195,57 @@ Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(u
   }
   text.resize(got);
   std::string_view rest = text;
-  if (!rest.starts_with(kParkedMagic)) {
-    taken.problem =
-        path + " does not start with \"frs-replica-parked 1\": its " + std::to_string(got) + " bytes are dropped";
-    rest = {};
-  } else {
-    rest.remove_prefix(kParkedMagic.size());
-  }
+  if (rest.starts_with(kParkedMagic)) rest.remove_prefix(kParkedMagic.size());
+  else taken.problems.push_back(path + " does not start with \"frs-replica-parked 1\": read from its first record");
   std::string keep;
-  // After a refused apply, no later record is applied: a later batch of the
-  // same stream would move its receipt past the one kept.
-  bool refused = false;
+  // The biz and stream of each record refused for now: none of their later
+  // records is applied (it would move their receipt past the one kept).
+  std::set<std::pair<uint32_t, std::string>> held_back;
+  size_t damaged_bytes = 0;
+  bool changed = false;
   while (!rest.empty()) {
     ParkedBatch b;
     std::string raw;
-    if (!ReadParkedRecord(&rest, &b, &raw)) {
-      taken.problem = "the last " + std::to_string(rest.size()) + " byte(s) of " + path +
-                      " are no whole record (a writer killed mid-write?): dropped";
-      break;
+    const size_t before = rest.size();
+    if (ReadParkedRecord(&rest, &b, &raw) == Read::kDamaged) {
+      damaged_bytes += before - rest.size();
+      changed = true;
+      continue;
     }
-    if (known(b.biz) && !refused) {
-      if (Status s = apply(b); !s.ok()) {
-        refused = true;
-        taken.problem = "a record of biz " + std::to_string(b.biz) + " is kept for the next reload: " + s.message();
-        taken.kept += b.changes.size();
-        keep += raw;
+    const bool old = now_s - b.at_s > kMaxParkedSeconds;
+    const bool blocked = held_back.count({b.biz, b.stream}) != 0;
+    if (!blocked && known(b.biz)) {
+      Result<bool> r = apply(b);
+      if (r.ok()) {
+        (*r ? taken.applied : taken.duplicates) += b.changes.size();
+        if (std::find(taken.bizzes.begin(), taken.bizzes.end(), b.biz) == taken.bizzes.end())
+          taken.bizzes.push_back(b.biz);
+        changed = true;
         continue;
       }
-      taken.applied += b.changes.size();
-      if (std::find(taken.bizzes.begin(), taken.bizzes.end(), b.biz) == taken.bizzes.end())
-        taken.bizzes.push_back(b.biz);
-    } else if (!refused && now_s - b.at_s > kMaxParkedSeconds) {
-      taken.dropped += b.changes.size();
-    } else {
-      taken.kept += b.changes.size();
-      keep += raw;
+      if (r.status().code() == Status::Code::kInvalidArgument) {
+        taken.problems.push_back("a record of biz " + std::to_string(b.biz) +
+                                 " never applies, dropped: " + r.status().message());
+        taken.dropped += b.changes.size();
+        changed = true;
+        continue;
+      }
+      taken.problems.push_back("a record of biz " + std::to_string(b.biz) +
+                               " is kept for the next take: " + r.status().message());
+      held_back.insert({b.biz, b.stream});
     }
+    if (old) {
+      taken.dropped += b.changes.size();
+      changed = true;
+      continue;
+    }
+    taken.kept += b.changes.size();
+    keep += raw;
   }
-  if (taken.applied == 0 && taken.dropped == 0 && taken.problem.empty()) return taken;  // nothing changed
+  if (damaged_bytes > 0)
+    taken.problems.push_back(std::to_string(damaged_bytes) + " byte(s) of " + path +
+                             " are no whole record (a writer killed mid-write?): dropped");
+  if (!changed) return taken;
   // Still under the lock: a writer that waits for it finds the name leads
   // elsewhere and opens it again.
   if (keep.empty()) {
@@ -198,6 +255,12 @@ Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(u
   auto placed = os::WriteFileWhole(path, std::string(kParkedMagic) + keep, {.mode = 0600});
   if (!placed.ok()) return placed.status();
   return taken;
+}
+
+Status RemoveParked(const std::string& path) {
+  RemoveParkTemps(path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::FromErrno("cannot remove " + path, errno);
+  return Status::OK();
 }
 
 }  // namespace frs::server

@@ -42,10 +42,12 @@
 
 namespace frs::server {
 
-// The file takes no record past this size (about 250,000 changes): a map
-// left without a biz for good must not fill the disk.
+// The file takes no record past this size: a map left without a biz for
+// good must not fill the disk (a biz taken out here first fills it too, and
+// a biz added meanwhile then finds it full).
 inline constexpr size_t kMaxParkedBytes = size_t{16} << 20;
-// A record whose biz no reload brought within this is dropped.
+// A record whose biz no reload brought within this is dropped (by the
+// first take after it: a reload, a worker's start).
 inline constexpr int64_t kMaxParkedSeconds = 86400;
 
 struct ParkedBatch {
@@ -57,26 +59,42 @@ struct ParkedBatch {
   std::vector<std::string> keys;
 };
 
-// Appends the changes of `biz` among `changes` (in their order) as one
-// record of the batch `stream`/`seq`. Nothing of that biz: nothing written.
-// An error (the file full, or I/O: IOError; a stream name with a space or
-// a line break: InvalidArgument) writes nothing.
+// Appends the uses and rule events of `biz` among `changes` (in their
+// order) as one record of the batch `stream`/`seq`; *kept says how many. A
+// set, an erase or a reset of the biz is not kept: applied after the uses
+// that followed it (a worker that reloaded first applies those directly),
+// it would undo them; left out, the copy counts more than its sender,
+// never less. Nothing to keep: nothing written. An error (the file full,
+// or I/O: IOError; a stream name with a space or a line break:
+// InvalidArgument) writes nothing.
 [[nodiscard]] Status ParkChanges(const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq,
-                                 std::span<const Change> changes, int64_t now_s);
+                                 std::span<const Change> changes, int64_t now_s, size_t* kept);
 
 struct ParkTaken {
-  size_t applied = 0;            // changes of records applied (or found applied before)
-  size_t dropped = 0;            // changes of records kept past kMaxParkedSeconds
-  size_t kept = 0;               // changes of records still waiting for their biz
-  std::vector<uint32_t> bizzes;  // the bizzes applied, each once
-  std::string problem;           // a damaged tail dropped, or an apply refused (the record stays)
+  size_t applied = 0;                 // changes of records applied
+  size_t duplicates = 0;              // changes of records applied before (a take killed before its rewrite)
+  size_t dropped = 0;                 // changes kept past kMaxParkedSeconds, refused for good, or damaged
+  size_t kept = 0;                    // changes still waiting for their biz, or for a store that took none
+  std::vector<uint32_t> bizzes;       // the bizzes applied, each once
+  std::vector<std::string> problems;  // damaged records dropped, applies refused
 };
 
-// Applies the records whose biz `known` says this map has (`apply` each; an
-// error keeps the record for the next time), drops those older than
+// Applies the records whose biz `known` says this map has (`apply` each:
+// true applied, false applied before), drops those older than
 // kMaxParkedSeconds, and leaves the rest: the file rewritten with them, or
-// removed when none is left. No file: nothing taken.
+// removed when none is left. An apply refused as InvalidArgument is dropped
+// (it would never apply); another error keeps the record and every later
+// one of its biz and stream (a later batch would move their receipt past
+// it), the others going on. A record that is not whole (its writer killed
+// mid-write) is dropped and the reading goes on at the next one. No file:
+// nothing taken.
 [[nodiscard]] Result<ParkTaken> TakeParked(const std::string& path, const std::function<bool(uint32_t)>& known,
-                                           const std::function<Status(const ParkedBatch&)>& apply, int64_t now_s);
+                                           const std::function<Result<bool>(const ParkedBatch&)>& apply, int64_t now_s);
+
+// Removes the file and what a killed taker left of its rewrite (the
+// temporary names of os/whole_file.h): a new store's catch-up begun again
+// empties the store and takes every snapshot anew, which carry what the
+// first attempt kept aside here.
+[[nodiscard]] Status RemoveParked(const std::string& path);
 
 }  // namespace frs::server

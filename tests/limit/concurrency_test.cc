@@ -18,6 +18,7 @@
 #include "limit/concurrency.h"
 #include "limit/lease_id.h"
 #include "limit/map_config.h"
+#include "limit/reservation.h"
 #include "limit/rule_harness.h"
 
 namespace frs {
@@ -702,6 +703,26 @@ TEST(LeaseBlock, AMergeMatchesSerialsOfOneSeriesAndCapsAtMax) {
 // holds leases of its own (a new owner's lease of the gap between a ring
 // change and its handoff): another lease, never one of this node's with the
 // same serial; the other holder's release of it frees it, and only it.
+// A restored node's next serial skips on (ImportNode), within the
+// serials a node grants (1..kMaxSerial, then 1 again), and a block no lease
+// was ever granted under stays as it is.
+TEST(LeaseBlock, SkippedSerialsWrapWithinTheNodesSerials) {
+  uint8_t block[64] = {};
+  limit::Concurrency::SkipSerials(block, 5);
+  EXPECT_EQ(limit::Concurrency::NextSerial(block), 0u);
+  block[0] = 1;  // a tag: the block is in use
+  limit::Store32(block + 4, limit::Concurrency::kMaxSerial - 1);
+  limit::Concurrency::SkipSerials(block, 5);
+  EXPECT_EQ(limit::Concurrency::NextSerial(block), 4u);
+  limit::Store32(block + 4, 7);
+  limit::Concurrency::SkipSerials(block, 1u << 30);
+  EXPECT_EQ(limit::Concurrency::NextSerial(block), 7u + (1u << 30));
+  uint8_t table[64] = {};
+  limit::Store32(table + 4, UINT32_MAX - 1);
+  limit::Reservations::SkipSerials(table, 3);
+  EXPECT_EQ(limit::Reservations::NextSerial(table), 2u);
+}
+
 TEST(LeaseBlock, ALeaseOfAnotherSeriesIsAnotherLeaseOnTheCopy) {
   const limit::RuleSpec spec = ThreeLeaseRule();
   ASSERT_EQ(spec.algo, Algo::kConcurrency);

@@ -30,6 +30,21 @@ std::vector<Change> Batch() {
   return b;
 }
 
+// ParkChanges, its count of what it kept checked by the caller.
+Status Park(const std::string& path, uint32_t biz, std::string_view stream, uint64_t seq, const std::vector<Change>& b,
+            int64_t now, size_t* kept = nullptr) {
+  size_t k = 0;
+  Status s = ParkChanges(path, biz, stream, seq, b, now, &k);
+  if (kept != nullptr) *kept = k;
+  return s;
+}
+
+std::string Problems(const ParkTaken& t) {
+  std::string all;
+  for (const std::string& p : t.problems) all += p + "\n";
+  return all;
+}
+
 struct Seen {
   uint32_t biz;
   uint64_t seq;
@@ -41,7 +56,7 @@ struct Seen {
 struct Taker {
   std::vector<uint32_t> known;
   std::vector<Seen> seen;
-  Status answer = Status::OK();
+  Result<bool> answer = true;
   Result<ParkTaken> Take(const std::string& path, int64_t now = kParkNow) {
     return TakeParked(
         path, [&](uint32_t b) { return std::find(known.begin(), known.end(), b) != known.end(); },
@@ -62,9 +77,9 @@ TEST(ReplicaPark, EachBizIsTakenOnceTheMapHasIt) {
   frs::testing::TempDir dir;
   const std::string path = dir / "replica-parked";
   const std::vector<Change> b = Batch();
-  ASSERT_TRUE(ParkChanges(path, 3, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());
-  ASSERT_TRUE(ParkChanges(path, 4, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());
-  ASSERT_TRUE(ParkChanges(path, 9, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());  // none of it: nothing written
+  ASSERT_TRUE(Park(path, 3, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());
+  ASSERT_TRUE(Park(path, 4, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());
+  ASSERT_TRUE(Park(path, 9, "127.0.0.1:8301/77.1", 5, b, kParkNow).ok());  // none of it: nothing written
   Taker t;
   t.known = {3};
   auto taken = t.Take(path);
@@ -94,69 +109,118 @@ TEST(ReplicaPark, EachBizIsTakenOnceTheMapHasIt) {
   EXPECT_EQ(t.seen[0].keys, std::vector<std::string>{"user:2"});
   EXPECT_FALSE(std::filesystem::exists(path));
   // A record after the file went starts a new one.
-  ASSERT_TRUE(ParkChanges(path, 4, "s", 6, b, kParkNow).ok());
+  ASSERT_TRUE(Park(path, 4, "s", 6, b, kParkNow).ok());
   t.seen.clear();
   taken = t.Take(path);
   ASSERT_TRUE(taken.ok());
   EXPECT_EQ(taken->applied, 1u);
 }
 
-TEST(ReplicaPark, ARefusedApplyKeepsItsRecordAndEveryLaterOne) {
+TEST(ReplicaPark, ARefusedApplyHoldsBackItsStreamOnlyAndANeverApplyingOneGoes) {
   frs::testing::TempDir dir;
   const std::string path = dir / "replica-parked";
   const std::vector<Change> b = Batch();
-  ASSERT_TRUE(ParkChanges(path, 3, "s", 1, b, kParkNow).ok());
-  ASSERT_TRUE(ParkChanges(path, 3, "s", 2, b, kParkNow).ok());
+  ASSERT_TRUE(Park(path, 3, "s", 1, b, kParkNow).ok());
+  ASSERT_TRUE(Park(path, 4, "t", 1, b, kParkNow).ok());
+  ASSERT_TRUE(Park(path, 3, "s", 2, b, kParkNow).ok());
   Taker t;
-  t.known = {3};
+  t.known = {3, 4};
   t.answer = Status::Unavailable("the store is full");
   auto taken = t.Take(path);
   ASSERT_TRUE(taken.ok());
   EXPECT_EQ(taken->applied, 0u);
-  EXPECT_EQ(taken->kept, 4u);
-  EXPECT_EQ(t.seen.size(), 1u);  // seq 2 not tried: its receipt would pass seq 1's
-  EXPECT_NE(taken->problem.find("the store is full"), std::string::npos) << taken->problem;
-  t.answer = Status::OK();
+  EXPECT_EQ(taken->kept, 5u);
+  // Stream s's seq 2 not tried (its receipt would pass seq 1's); t's was.
+  ASSERT_EQ(t.seen.size(), 2u);
+  EXPECT_EQ(t.seen[1].biz, 4u);
+  EXPECT_NE(Problems(*taken).find("the store is full"), std::string::npos) << Problems(*taken);
+  t.answer = true;
   t.seen.clear();
   taken = t.Take(path);
   ASSERT_TRUE(taken.ok());
-  EXPECT_EQ(taken->applied, 4u);
-  ASSERT_EQ(t.seen.size(), 2u);
+  EXPECT_EQ(taken->applied, 5u);
+  ASSERT_EQ(t.seen.size(), 3u);
   EXPECT_EQ(t.seen[0].seq, 1u);
-  EXPECT_EQ(t.seen[1].seq, 2u);
+  EXPECT_EQ(t.seen[2].seq, 2u);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // One its store refuses as never to be applied goes, and is said; one
+  // applied before counts as such.
+  ASSERT_TRUE(Park(path, 3, "s", 3, b, kParkNow).ok());
+  ASSERT_TRUE(Park(path, 4, "t", 2, b, kParkNow).ok());
+  t.answer = Status::InvalidArgument("change 1: bad key");
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->dropped, 3u);
+  EXPECT_NE(Problems(*taken).find("never applies"), std::string::npos) << Problems(*taken);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  ASSERT_TRUE(Park(path, 4, "t", 2, b, kParkNow).ok());
+  t.answer = false;
+  taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->applied, 0u);
+  EXPECT_EQ(taken->duplicates, 1u);
 }
 
-TEST(ReplicaPark, ADamagedTailIsDroppedAndSaid) {
+TEST(ReplicaPark, ASetAnEraseOrAResetIsNotKept) {
   frs::testing::TempDir dir;
   const std::string path = dir / "replica-parked";
-  ASSERT_TRUE(ParkChanges(path, 3, "s", 1, Batch(), kParkNow).ok());
-  {
-    std::ofstream f(path, std::ios::app);
-    f << "batch 3 2 " << kParkNow << " 2 s\nA 3 - 1 1764547200000 cut\n";  // one line of two
-  }
+  std::vector<Change> b = Batch();
+  b.push_back(Change{Change::Kind::kSet, 3, "user:1", 11u, true, 0, kParkNow * 1000 + 4});
+  b.push_back(Change{Change::Kind::kErase, 3, "user:2", 12u, true, 0, kParkNow * 1000 + 5});
+  b.push_back(Change{Change::Kind::kResetBiz, 3, {}, 0, false, 0, kParkNow * 1000 + 6});
+  size_t kept = 0;
+  ASSERT_TRUE(Park(path, 3, "s", 1, b, kParkNow, &kept).ok());
+  EXPECT_EQ(kept, 2u);
   Taker t;
   t.known = {3};
   auto taken = t.Take(path);
   ASSERT_TRUE(taken.ok());
-  EXPECT_EQ(taken->applied, 2u);
-  EXPECT_NE(taken->problem.find("no whole record"), std::string::npos) << taken->problem;
+  ASSERT_EQ(t.seen.size(), 1u);
+  EXPECT_EQ(t.seen[0].keys, (std::vector<std::string>{"user:1", std::string("a b\n%", 6)}));
+}
+
+TEST(ReplicaPark, ARecordCutShortByItsWritersDeathLosesNoOther) {
+  frs::testing::TempDir dir;
+  const std::string path = dir / "replica-parked";
+  ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow).ok());
+  {
+    // Cut after a whole line: one of its two.
+    std::ofstream f(path, std::ios::app);
+    f << "batch 3 2 " << kParkNow << " 2 s\nA 3 - 1 1764547200000 cut\n";
+  }
+  ASSERT_TRUE(Park(path, 3, "s", 3, Batch(), kParkNow).ok());
+  {
+    // Cut within a line.
+    std::ofstream f(path, std::ios::app);
+    f << "batch 3 4 " << kParkNow << " 1 s\nA 3 - 1 17645";
+  }
+  ASSERT_TRUE(Park(path, 3, "s", 5, Batch(), kParkNow).ok());
+  Taker t;
+  t.known = {3};
+  auto taken = t.Take(path);
+  ASSERT_TRUE(taken.ok());
+  ASSERT_EQ(t.seen.size(), 3u);
+  EXPECT_EQ(t.seen[0].seq, 1u);
+  EXPECT_EQ(t.seen[1].seq, 3u);
+  EXPECT_EQ(t.seen[2].seq, 5u);
+  EXPECT_NE(Problems(*taken).find("no whole record"), std::string::npos) << Problems(*taken);
   EXPECT_FALSE(std::filesystem::exists(path));
-  // A file that is not one is dropped whole, and said.
+  // A file that is not one is read for records all the same, and said.
   {
     std::ofstream f(path);
     f << "something else\n";
   }
   taken = t.Take(path);
   ASSERT_TRUE(taken.ok());
-  EXPECT_NE(taken->problem.find("does not start with"), std::string::npos) << taken->problem;
+  EXPECT_NE(Problems(*taken).find("does not start with"), std::string::npos) << Problems(*taken);
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(ReplicaPark, ARecordADayOldWhoseBizNeverCameIsDropped) {
   frs::testing::TempDir dir;
   const std::string path = dir / "replica-parked";
-  ASSERT_TRUE(ParkChanges(path, 3, "s", 1, Batch(), kParkNow - kMaxParkedSeconds - 1).ok());
-  ASSERT_TRUE(ParkChanges(path, 4, "s", 1, Batch(), kParkNow - 10).ok());
+  ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow - kMaxParkedSeconds - 1).ok());
+  ASSERT_TRUE(Park(path, 4, "s", 1, Batch(), kParkNow - 10).ok());
   Taker t;
   auto taken = t.Take(path);
   ASSERT_TRUE(taken.ok());
@@ -172,11 +236,11 @@ TEST(ReplicaPark, ARecordADayOldWhoseBizNeverCameIsDropped) {
 TEST(ReplicaPark, TheFileIsBoundedAndAStreamWithASpaceIsRefused) {
   frs::testing::TempDir dir;
   const std::string path = dir / "replica-parked";
-  EXPECT_EQ(ParkChanges(path, 3, "a b", 1, Batch(), kParkNow).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(Park(path, 3, "a b", 1, Batch(), kParkNow).code(), Status::Code::kInvalidArgument);
   EXPECT_FALSE(std::filesystem::exists(path));
-  ASSERT_TRUE(ParkChanges(path, 3, "s", 1, Batch(), kParkNow).ok());
+  ASSERT_TRUE(Park(path, 3, "s", 1, Batch(), kParkNow).ok());
   ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(kMaxParkedBytes)), 0);
-  const Status full = ParkChanges(path, 3, "s", 2, Batch(), kParkNow);
+  const Status full = Park(path, 3, "s", 2, Batch(), kParkNow);
   EXPECT_EQ(full.code(), Status::Code::kIOError);
   EXPECT_NE(full.message().find("at most"), std::string::npos) << full.message();
   EXPECT_EQ(std::filesystem::file_size(path), kMaxParkedBytes);
