@@ -363,7 +363,8 @@ Commit NodeOp::ApplyLease(NodeRef& ref, bool converted, uint32_t expired) {
     d->status =
         Status::Gone("lease " + std::string(lease) +
                      " is no longer held: released, or expired, or ended by an operator's set of the key, or by "
-                     "a reload that lowered the rule's max into a block with fewer places (logged then)");
+                     "a reload that lowered the rule's max into a block with fewer places (logged then), or "
+                     "granted after the export a restore of this store went back to");
   } else if (cmd == Cmd::kRelease) {
     d->released = Concurrency::Free(spec, block, now, serial);
     d->lease_nonce = Concurrency::Nonce(block);  // for the other holder (rule_event.cc)

@@ -444,8 +444,10 @@ static Status ParseNode(std::string_view json_line, const Map& map, ParsedNode* 
   return Status::OK();
 }
 
-// How far a restored node's next serials move (ImportNode).
-constexpr uint32_t kRestoredSerialsSkip = 1u << 30;
+// How far a restored node's next serials move (ImportNode): this, and a
+// random part of the spread.
+constexpr uint32_t kRestoredSerialsSkip = 1u << 20;
+constexpr uint32_t kRestoredSerialsSpread = 1u << 29;
 
 Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
   std::shared_ptr<const Map> map = SharedMap();
@@ -469,12 +471,15 @@ Result<bool> EngineImpl::ImportNode(std::string_view json_line) {
     // and the serials that follow, and granted again they were another
     // client's (a settle of the old id ended the new holder's reservation,
     // a release freed its lease: found from outside after a documented
-    // restore). Those ids now find nothing held (410) as long as fewer than
-    // 2^30 were granted on the key after the export.
+    // restore). The next serials skip at least 2^20 and a random part of
+    // 2^29 besides: the same backup restored twice must not give the same
+    // serials again, which a fixed skip did (found from outside), and a
+    // quarter of the lease serials at most per restore keeps a wrap to
+    // ids still held (2^31) many restores away.
+    const uint32_t skip = kRestoredSerialsSkip + (NewIdNonce() & (kRestoredSerialsSpread - 1));
     if (cfg.lease_rule >= 0)
-      Concurrency::SkipSerials(ref.state + cfg.rules[static_cast<size_t>(cfg.lease_rule)].offset, kRestoredSerialsSkip);
-    if (table && ref.state_bytes > cfg.state_bytes)
-      Reservations::SkipSerials(ref.state + cfg.state_bytes, kRestoredSerialsSkip);
+      Concurrency::SkipSerials(ref.state + cfg.rules[static_cast<size_t>(cfg.lease_rule)].offset, skip);
+    if (table && ref.state_bytes > cfg.state_bytes) Reservations::SkipSerials(ref.state + cfg.state_bytes, skip);
     ref.expire_s = NodeExpireS(cfg, ref, now);
     written = true;
     return Commit::kWrite;

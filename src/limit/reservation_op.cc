@@ -265,7 +265,8 @@ Commit NodeOp::ApplySettle(NodeRef& ref, bool changed) {
     // The sweep before this freed (and counted) one that expired.
     d->status = Status::Gone("reservation " + text() +
                              " is no longer held: settled already, or expired (and charged its estimate; so is one "
-                             "ended by a reload that lowered the reservations per key, logged then)");
+                             "ended by a reload that lowered the reservations per key, logged then), or taken after "
+                             "the export a restore of this store went back to (forgotten with its count)");
   } else {
     d->res_returned = sum.returned;
     d->res_overrun = sum.overrun;
