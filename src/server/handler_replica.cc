@@ -501,8 +501,11 @@ void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, c
     else ++it->second;
   }
   if (unknown.empty()) return;
-  size_t kept = 0, skipped = 0;
-  uint32_t skipped_biz = 0;
+  // Not kept: an admin's set, delete or reset (ParkChanges leaves them
+  // out: the copy counts more, never less), or everything when the file
+  // takes nothing (full, an I/O error: those uses are missing here).
+  size_t kept = 0, unkept = 0, failed = 0;
+  uint32_t failed_biz = 0;
   std::string why;
   for (const auto& [biz, n] : unknown) {
     size_t k = 0;
@@ -510,33 +513,42 @@ void Handler::KeepChangesOfNoBiz(std::span<const Change> changes, size_t skip, c
                                              : ParkChanges(opts_.park_path, biz, q.stream, q.seq, changes.subspan(skip),
                                                            ::time(nullptr), &k);
     kept += k;
-    if (k < n) {
-      skipped += n - k, skipped_biz = biz;
-      if (why.empty())
-        why = s.ok() ? "sets, erases and resets are not kept: applied late they would undo later uses" : s.message();
+    if (s.ok()) {
+      unkept += n - k;
+    } else {
+      failed += n, failed_biz = biz;
+      if (why.empty()) why = s.message();
     }
   }
   if (counters_) {
     CounterAdd(counters_->replica.parked, kept);
-    CounterAdd(counters_->replica.skipped_no_biz, skipped);
+    CounterAdd(counters_->replica.skipped_no_biz, failed + unkept);
   }
   // Each outcome its own line: a minute of batches kept aside must not
   // hide the first that could not be (the file full).
   const int from_len = static_cast<int>(std::min<size_t>(q.from.size(), 100));
   uint64_t batches = 0;
-  if (kept > 0 && no_biz_changes_.Note(MonoNs(), &batches))
-    FRS_LOG(
-        "replica changes from %.*s of a biz this map has not are kept aside in %s until a reload brings it (%zu in "
-        "this batch, biz %u; %llu batch(es) with such changes since the last such line); after a day without it "
-        "they are dropped",
-        from_len, q.from.data(), opts_.park_path.c_str(), kept, unknown.front().first,
-        static_cast<unsigned long long>(batches));
-  if (skipped > 0 && no_biz_skipped_.Note(MonoNs(), &batches))
+  const char* unkept_words =
+      "a set, delete or reset of such a biz is not kept (applied late it would undo the uses that followed it): "
+      "this copy counts more than its sender until that window ends, never less";
+  if ((kept > 0 || unkept > 0) && no_biz_changes_.Note(MonoNs(), &batches)) {
+    if (kept > 0)
+      FRS_LOG(
+          "replica changes from %.*s of a biz this map has not are kept aside in %s until a reload brings it (%zu "
+          "in this batch, biz %u; %llu batch(es) with such changes since the last such line); after a day without "
+          "it they are dropped%s%s",
+          from_len, q.from.data(), opts_.park_path.c_str(), kept, unknown.front().first,
+          static_cast<unsigned long long>(batches), unkept > 0 ? "; " : "", unkept > 0 ? unkept_words : "");
+    else
+      FRS_LOG("replica changes from %.*s of a biz this map has not (%zu in this batch, biz %u): %s", from_len,
+              q.from.data(), unkept, unknown.front().first, unkept_words);
+  }
+  if (failed > 0 && no_biz_skipped_.Note(MonoNs(), &batches))
     FRS_LOG(
         "replica changes from %.*s of a biz this map has not are skipped (%zu in this batch, biz %u; %llu batch(es) "
-        "with such changes since the last such line): %s; that biz's uses are missing from this copy until their "
-        "windows end, and a failover grants them again",
-        from_len, q.from.data(), skipped, skipped_biz, static_cast<unsigned long long>(batches), why.c_str());
+        "with such changes since the last such line): they could not be kept aside: %s; that biz's uses are missing "
+        "from this copy until their windows end, and a failover grants them again",
+        from_len, q.from.data(), failed, failed_biz, static_cast<unsigned long long>(batches), why.c_str());
 }
 
 void Handler::TakeParkedChanges() {

@@ -23,6 +23,10 @@ namespace {
 
 constexpr std::string_view kParkedMagic = "frs-replica-parked 1\n";
 constexpr std::string_view kBatchWord = "batch ";
+// A record's last line: a record cut within its last change line, which
+// the next writer's separating line end completed, would read whole
+// without it (a key cut short applied as another key: found from outside).
+constexpr std::string_view kEndLine = "end\n";
 
 // `path` opened and locked, still the file the name holds: a taker that
 // replaced or removed it while this waited for the lock leaves this one
@@ -96,11 +100,12 @@ Read ReadParkedRecord(std::string_view* text, ParkedBatch* b, std::string* raw) 
     }
     len = end + 1;
   }
-  if (!DecodeChangeLines(text->substr(0, len), &b->changes, &b->keys).ok() || b->changes.size() != count) {
+  if (!text->substr(len).starts_with(kEndLine) ||
+      !DecodeChangeLines(text->substr(0, len), &b->changes, &b->keys).ok() || b->changes.size() != count) {
     text->remove_prefix(len);
     return text->starts_with(kBatchWord) || text->empty() ? Read::kDamaged : skip_to_next();
   }
-  text->remove_prefix(len);
+  text->remove_prefix(len + kEndLine.size());
   raw->assign(start.substr(0, start.size() - text->size()));
   return Read::kRecord;
 }
@@ -142,7 +147,7 @@ Status ParkChanges(const std::string& path, uint32_t biz, std::string_view strea
   if (count == 0) return Status::OK();
   const std::string record = std::string(kBatchWord) + std::to_string(biz) + " " + std::to_string(seq) + " " +
                              std::to_string(now_s) + " " + std::to_string(count) + " " + std::string(stream) + "\n" +
-                             lines;
+                             lines + std::string(kEndLine);
   auto fd = OpenParkLocked(path, true);
   if (!fd.ok()) return fd.status();
   struct stat st;

@@ -19,6 +19,7 @@
 //   frs-replica-parked 1
 //   batch BIZ SEQ AT_S COUNT STREAM
 //   <COUNT change lines>
+//   end
 //   ...
 //
 // AT_S the unix second it was kept; STREAM the sender's stream (no space or

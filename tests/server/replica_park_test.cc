@@ -195,14 +195,23 @@ TEST(ReplicaPark, ARecordCutShortByItsWritersDeathLosesNoOther) {
     f << "batch 3 4 " << kParkNow << " 1 s\nA 3 - 1 17645";
   }
   ASSERT_TRUE(Park(path, 3, "s", 5, Batch(), kParkNow).ok());
+  {
+    // Cut within its last line's key, which the next writer's separating
+    // line end completes: "user:1" of "user:11" read whole was applied as
+    // another key (found from outside); its end line is missing.
+    std::ofstream f(path, std::ios::app);
+    f << "batch 3 6 " << kParkNow << " 1 s\nA 3 11 1 1764547200000 user:1";
+  }
+  ASSERT_TRUE(Park(path, 3, "s", 7, Batch(), kParkNow).ok());
   Taker t;
   t.known = {3};
   auto taken = t.Take(path);
   ASSERT_TRUE(taken.ok());
-  ASSERT_EQ(t.seen.size(), 3u);
+  ASSERT_EQ(t.seen.size(), 4u);
   EXPECT_EQ(t.seen[0].seq, 1u);
   EXPECT_EQ(t.seen[1].seq, 3u);
   EXPECT_EQ(t.seen[2].seq, 5u);
+  EXPECT_EQ(t.seen[3].seq, 7u);
   EXPECT_NE(Problems(*taken).find("no whole record"), std::string::npos) << Problems(*taken);
   EXPECT_FALSE(std::filesystem::exists(path));
   // A file that is not one is read for records all the same, and said.
