@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +39,11 @@ int main(int argc, char** argv) {
     ::setenv("TZ", "UTC0", 1);
     ::tzset();
   }
+  // Dumps and exports to a pipe or a file go out in large writes; on a
+  // terminal lines stay line-buffered, so that a note on standard error
+  // comes after the output it follows (an import's summary and its
+  // warning about evictions came in the other order).
   static char outbuf[1 << 16];
-  std::setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
+  if (::isatty(STDOUT_FILENO) == 0) std::setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
   return frs::ctl::RunCommandLine(argc, argv);
 }
