@@ -459,6 +459,19 @@ TEST(MapConfig, AReloadSaysUnitFieldsAndStatsChangesAndEnvoysDescriptorsApart) {
   EXPECT_EQ(c.bizzes, "");
   EXPECT_EQ(c.envoy, "descriptor(s) 1 added (envoy.rl.new), 1 removed (envoy.rl.path), 1 changed (envoy.rl.user)");
   EXPECT_TRUE(HeldAReloadEnds(*running, *fewer, /*with_envoy=*/true).empty());
+  // The bizzes Envoy's limit override counts under are no descriptor: a
+  // domain's first file brings them, and they are not said among its
+  // descriptors (found from outside: 23 said of 16).
+  auto overrides = ParseMap(R"(<map>
+  <biz id="1" name="api" fields="app,user"><rule interval="60" max="5"/></biz>
+  <biz id="60000" name="envoy.rl.user"><rule interval="60" max="9"/></biz>
+  <biz id="60002" name="envoy.rl.new"><rule interval="60" max="1"/></biz>
+  <biz id="60003" name="envoy._override.second"><rule interval="1" max="1"/></biz>
+</map>)",
+                            "map.xml");
+  ASSERT_TRUE(overrides.ok()) << overrides.status().ToString();
+  EXPECT_EQ(MapChangeWords(*running, *overrides, /*with_envoy=*/true).envoy, c.envoy);
+  EXPECT_EQ(MapChangeWords(*overrides, *fewer, /*with_envoy=*/true).envoy, "");
   // Without <grpc>, map.xml may name a biz envoy.*: one of its bizzes,
   // said and warned of as such (found in review).
   EXPECT_EQ(MapChangeWords(*running, *fewer).envoy, "");
