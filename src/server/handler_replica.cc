@@ -558,10 +558,8 @@ void Handler::TakeParkedChanges() {
     // A receipt of its own per biz and sender's stream, at the batch's seq:
     // taken again (its taker killed before it rewrote the file), it is a
     // duplicate; the batch's own receipt is its stream's.
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string stream = "park/" + std::to_string(b.biz) + "/";
-    const uint64_t h = StreamHash(b.stream);
-    for (int i = 15; i >= 0; --i) stream += kHex[(h >> (4 * i)) & 15];
+    const std::string stream =
+        "park/" + std::to_string(b.biz) + "/" + StreamTokenSuffix(StreamHash(b.stream)).substr(1);
     return engine_->ApplyChanges(b.changes, stream, b.seq);
   };
   auto taken = TakeParked(opts_.park_path, known, apply, ::time(nullptr));
