@@ -122,6 +122,8 @@ Status DecodeChangeLines(std::string_view body, std::vector<Change>* changes, st
         i += 2;
       }
       if (k.empty()) return bad("the key is empty");
+    } else if (key != "-") {
+      return bad("a reset's key is -");
     }
     c.key = k;
     changes->push_back(c);

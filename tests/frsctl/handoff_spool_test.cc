@@ -93,6 +93,22 @@ TEST(HandoffSpool, LinesOfAnOlderFrsctlAreReadAsTheyWere) {
   EXPECT_FALSE(recs[0].checked);
 }
 
+TEST(HandoffSpool, ALinkInItsPlaceIsNeverFollowed) {
+  // frsctl runs as root: a link there would have it append to, or make,
+  // the file the link leads to.
+  testing::TempDir d;
+  const std::string path = d / "handoff.spool", victim = d / "victim";
+  std::ofstream(victim) << "mine\n";
+  ::symlink(victim.c_str(), path.c_str());
+  HandoffSpool s;
+  std::vector<SpoolRecord> recs;
+  std::string note;
+  const Status st = s.Open(path, &recs, &note);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("symbolic link"), std::string::npos) << st.message();
+  EXPECT_EQ(ReadFile(victim), "mine\n");
+}
+
 TEST(HandoffSpool, FieldsCannotHoldASeparator) {
   for (const std::string& f :
        std::vector<std::string>{"127.0.0.1:8301 /ab/1", "a#b%c\td\ne", std::string("x\x7fy\x01", 4), "plain:1/2"}) {

@@ -130,6 +130,7 @@ TEST(ReplicaWire, HostileLinesAreRefusedNamingTheLine) {
       {"A  1 - 1 0 k\n", "an empty field"},
       {" A 1 - 1 0 k\n", "an empty field"},
       {"A 1 - 1 5 k extra\n", "more than six"},
+      {"R 1 - 0 5 notdash\n", "a reset's key is -"},
       {"A 1 - 1 5 k\nA 1 - 1 5\n", "line 2"},
       {"V 1 - 0 5 k lease-grant 1 9\n", "ten fields"},
       {"V 1 - 0 5 k lease-grant 1 9 3 x\n", "ten fields"},

@@ -46,8 +46,14 @@ Status HandoffSpool::Open(const std::string& path, std::vector<SpoolRecord>* rec
   path_ = path;
   note->clear();
   records->clear();
-  fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  // Never through a link: frsctl runs as root, and would append to the file
+  // one placed there leads to.
+  fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600));
+  if (!fd_.valid() && errno == ELOOP) return Status::IOError(path + " is a symbolic link: not a spool frsctl made");
   if (!fd_.valid()) return Status::FromErrno("cannot open " + path, errno);
+  struct stat st;
+  if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno("cannot stat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::IOError(path + " is not a regular file: not a spool frsctl made");
   if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0)
     return Status::Busy(path + " is in use: another frsctl handoff runs on this store");
   std::string text;
